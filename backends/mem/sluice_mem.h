@@ -1,0 +1,23 @@
+/*
+** The in-memory store ("mem"): the process heap, shared by the threads of
+** one process.  URI parameters:
+**
+**   max_keys=N   refuse new keys with SLUICE_EFULL once N live records
+**                exist (default 0: limited by memory only).  Expired
+**                records are reclaimed first; live ones are never evicted.
+**
+** Thread-safe: 64 mutex-guarded shards; a group's shards are locked in
+** ascending order, so groups never deadlock.  The table is keyed by
+** SipHash-2-4 under a per-store random key, so an attacker who picks keys
+** cannot aim them at one chain.
+*/
+#ifndef SLUICE_MEM_H
+#define SLUICE_MEM_H
+
+#include <stdint.h>
+
+/** xControl ops. */
+#define SLUICE_CTL_MEM_COUNT 200 /**< arg: int64_t*, live + not-yet-swept */
+#define SLUICE_CTL_MEM_SWEEP 201 /**< arg: int64_t* now in, removed out */
+
+#endif

@@ -1,0 +1,41 @@
+/*
+** sluice/version.h -- library version and ABI statement.
+**
+** ABI: within one major version, symbols are only added, public structs that
+** callers allocate only grow into their reserved[] padding, and vtables only
+** grow at the end (see sluice/backend.h).  The shared object's soname carries
+** the ABI version, which is separate from the project version below.
+*/
+#ifndef SLUICE_VERSION_H
+#define SLUICE_VERSION_H
+
+#define SLUICE_VERSION_MAJOR 0
+#define SLUICE_VERSION_MINOR 1
+#define SLUICE_VERSION_PATCH 0
+#define SLUICE_VERSION_HEX                                                    \
+  ((SLUICE_VERSION_MAJOR << 16) | (SLUICE_VERSION_MINOR << 8) |               \
+   SLUICE_VERSION_PATCH)
+#define SLUICE_VERSION_STRING "0.1.0"
+
+#if defined(_WIN32)
+#define SLUICE_EXPORT
+#elif defined(__GNUC__) && !defined(SLUICE_STATIC_ONLY)
+#define SLUICE_EXPORT __attribute__((visibility("default")))
+#else
+#define SLUICE_EXPORT
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief The run-time version, as SLUICE_VERSION_HEX; compare with the
+ *  compile-time macro to detect a header/library mismatch. */
+SLUICE_EXPORT unsigned sluice_version(void);
+/** @brief The run-time version as a static string, e.g. "0.1.0". */
+SLUICE_EXPORT const char *sluice_version_string(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,73 @@
+/*
+** Shared helpers of the algorithm layer: exact wide arithmetic and the
+** verdict reset.  Intermediate products (a time span times a rate) can pass
+** 2^63, so they are computed in 128 bits; every result that leaves a step
+** is clamped back into int64 range.
+*/
+#ifndef SLUICE_ALGO_INT_H
+#define SLUICE_ALGO_INT_H
+
+#include <string.h>
+
+#include "sluice/algo.h"
+
+#if !defined(__SIZEOF_INT128__)
+#error "sluice needs a compiler with 128-bit integers (gcc or clang, 64-bit)"
+#endif
+__extension__ typedef __int128 sluice__i128;
+
+static inline int64_t sluice__clamp64(sluice__i128 x) {
+  if (x > (sluice__i128)INT64_MAX)
+    return INT64_MAX;
+  if (x < (sluice__i128)INT64_MIN)
+    return INT64_MIN;
+  return (int64_t)x;
+}
+
+/* Division rounding toward negative / positive infinity (d > 0). */
+static inline sluice__i128 sluice__floordiv(sluice__i128 n, sluice__i128 d) {
+  sluice__i128 q = n / d;
+  return (n % d != 0 && n < 0) ? q - 1 : q;
+}
+static inline sluice__i128 sluice__ceildiv(sluice__i128 n, sluice__i128 d) {
+  sluice__i128 q = n / d;
+  return (n % d != 0 && n > 0) ? q + 1 : q;
+}
+
+/* Saturating a + b for non-negative b. */
+static inline int64_t sluice__sat_add(int64_t a, int64_t b) {
+  return (a > INT64_MAX - b) ? INT64_MAX : a + b;
+}
+
+/* Start of the aligned window that holds `now` (now >= 0). */
+static inline int64_t sluice__window_start(int64_t now, int64_t w) {
+  return now - now % w;
+}
+
+static inline void sluice__verdict_reset(sluice_verdict *v, int64_t now) {
+  memset(v, 0, sizeof *v);
+  v->now_ns = now;
+}
+
+/* Per-algorithm steps over a validated op (internal entry points). */
+int sluice__gcra_group(const sluice_op *op, const sluice_state *in,
+                       sluice_state *out, int64_t now, sluice_verdict *v);
+#define SLUICE__RUN_DECL(name)                                                 \
+  int sluice__##name##_run(const sluice_op *op, const sluice_state *in,        \
+                           sluice_state *out, int64_t now, sluice_verdict *v)
+SLUICE__RUN_DECL(swindow);
+SLUICE__RUN_DECL(fwindow);
+SLUICE__RUN_DECL(penalty);
+SLUICE__RUN_DECL(lease);
+SLUICE__RUN_DECL(distinct);
+int64_t sluice__gcra_expiry(const sluice_gcra_params *p, const sluice_state *s);
+int64_t sluice__swindow_expiry(const sluice_window_params *p,
+                               const sluice_state *s);
+int64_t sluice__fwindow_expiry(const sluice_window_params *p,
+                               const sluice_state *s);
+int64_t sluice__penalty_expiry(const sluice_penalty_params *p,
+                               const sluice_state *s);
+int64_t sluice__distinct_expiry(const sluice_distinct_params *p,
+                                const sluice_state *s);
+
+#endif

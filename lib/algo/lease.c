@@ -1,0 +1,116 @@
+/*
+** Lease set: the spec's concurrency semaphore (a ZSET of lease ids scored by
+** expiry) as `max` slot records, key i of the group being slot i.
+**
+** A slot is held while its id is nonzero and now < its expiry.  ACQUIRE
+** takes the lowest free slot (expired leases count as free: the spec's
+** ZREMRANGEBYSCORE), so a worker that dies holding a lease gives it back
+** when the TTL runs out.  When every slot is held, the denial's retry-after
+** is the earliest expiry: the soonest a slot can free up by itself.
+** Mutual exclusion (one reconcile per ledger) is a set with max = 1.
+**
+** Choices:
+**  a) ACQUIRE of an id that already holds a live slot renews it instead of
+**     taking a second slot, so a retried acquire cannot double-count.
+**  b) RELEASE or RENEW of an id that holds no live slot is not an error:
+**     the verdict says allowed = 0 with SLUICE_V_EXPIRED, which tells a
+**     worker its lease was reclaimed and its work is no longer protected.
+**  c) Slots as separate records let a lock-free store claim one with a
+**     single compare-and-swap; the step itself still sees the whole set.
+*/
+#include "algo_int.h"
+
+int sluice_lease_params_check(const sluice_lease_params *p) {
+  if (!p || p->max < 1 || p->max > SLUICE_GROUP_MAX || p->ttl_ns < 1 ||
+      p->ttl_ns > SLUICE_DURATION_MAX)
+    return SLUICE_EINVAL;
+  return SLUICE_OK;
+}
+
+static int held(const sluice_state *s, int64_t now) {
+  return s->w[0] != 0 && now < (int64_t)s->w[1];
+}
+
+int sluice__lease_run(const sluice_op *op, const sluice_state *in,
+                      sluice_state *out, int64_t now, sluice_verdict *v) {
+  const sluice_lease_params *p = (const sluice_lease_params *)op->params;
+  int n = (int)p->max, i, mine = -1, freeslot = -1, nheld = 0;
+  int64_t exp = sluice__sat_add(now, p->ttl_ns);
+  int64_t earliest = INT64_MAX, latest = now;
+
+  for (i = 0; i < n; i++) {
+    out[i] = in[i];
+    if (held(&in[i], now)) {
+      if (in[i].w[0] == op->id)
+        mine = i;
+    } else if (freeslot < 0) {
+      freeslot = i;
+    }
+  }
+  v->lease_id = op->id;
+  switch (op->kind) {
+  case SLUICE_OP_ACQUIRE:
+    if (mine >= 0) {
+      out[mine].w[1] = (uint64_t)exp;
+      v->allowed = 1;
+    } else if (freeslot >= 0) {
+      out[freeslot].w[0] = op->id;
+      out[freeslot].w[1] = (uint64_t)exp;
+      v->allowed = 1;
+      mine = freeslot;
+    }
+    break;
+  case SLUICE_OP_RENEW:
+    if (mine >= 0) {
+      out[mine].w[1] = (uint64_t)exp;
+      v->allowed = 1;
+    } else {
+      v->flags |= SLUICE_V_EXPIRED;
+    }
+    break;
+  default: /* SLUICE_OP_LEASE_RELEASE: also clears an expired slot of id */
+    for (i = 0; i < n; i++)
+      if (in[i].w[0] == op->id) {
+        out[i].w[0] = out[i].w[1] = 0;
+        break;
+      }
+    if (mine >= 0)
+      v->allowed = 1;
+    else
+      v->flags |= SLUICE_V_EXPIRED;
+    break;
+  }
+  for (i = 0; i < n; i++) {
+    if (!held(&out[i], now))
+      continue;
+    nheld++;
+    if ((int64_t)out[i].w[1] < earliest)
+      earliest = (int64_t)out[i].w[1];
+    if ((int64_t)out[i].w[1] > latest)
+      latest = (int64_t)out[i].w[1];
+  }
+  v->binding = mine >= 0 ? mine : 0;
+  v->limit = p->max;
+  v->remaining = p->max - nheld;
+  v->reset_ns = latest - now;
+  if (op->kind == SLUICE_OP_ACQUIRE && !v->allowed)
+    v->retry_after_ns = earliest - now;
+  return SLUICE_OK;
+}
+
+int sluice_lease_step(const sluice_lease_params *p, const sluice_state *in,
+                      int64_t now_ns, int kind, uint64_t lease_id,
+                      sluice_state *out, sluice_verdict *v) {
+  static const char names[SLUICE_GROUP_MAX] = {0};
+  sluice_key k[SLUICE_GROUP_MAX];
+  sluice_op op = {SLUICE_ALGO_LEASE, kind, 0, k, p, 0, lease_id};
+  int i;
+  if (sluice_lease_params_check(p) != SLUICE_OK)
+    return SLUICE_EINVAL;
+  for (i = 0; i < (int)p->max; i++) {
+    k[i].data = &names[i];
+    k[i].len = 1;
+  }
+  op.nkeys = (int)p->max;
+  return sluice_op_step(&op, in, out, now_ns, v);
+}

@@ -1,0 +1,198 @@
+/*
+** Operation dispatch: validation of an operation's shape, the step over a
+** group, and record expiry.  This is the single entry point backends call
+** (sluice_op_step) so that every backend runs exactly the same code.
+*/
+#include <string.h>
+
+#include "algo_int.h"
+
+void sluice_key_hashtag(const sluice_key *k, size_t *off, size_t *len) {
+  const char *d = (const char *)k->data;
+  size_t i, j;
+  for (i = 0; i < k->len; i++)
+    if (d[i] == '{')
+      break;
+  for (j = i + 1; j < k->len; j++)
+    if (d[j] == '}')
+      break;
+  if (i < k->len && j < k->len && j > i + 1) {
+    *off = i + 1;
+    *len = j - i - 1;
+  } else {
+    *off = 0;
+    *len = k->len;
+  }
+}
+
+static int keys_check(const sluice_op *op) {
+  size_t off0 = 0, len0 = 0, off, len;
+  int i;
+  if (!op->keys)
+    return SLUICE_EKEY;
+  for (i = 0; i < op->nkeys; i++) {
+    const sluice_key *k = &op->keys[i];
+    if (!k->data || k->len == 0 || k->len > SLUICE_KEY_MAX)
+      return SLUICE_EKEY;
+    sluice_key_hashtag(k, &off, &len);
+    if (i == 0) {
+      off0 = off;
+      len0 = len;
+    } else if (op->nkeys > 1 &&
+               (len != len0 ||
+                memcmp((const char *)k->data + off,
+                       (const char *)op->keys[0].data + off0, len) != 0)) {
+      return SLUICE_EKEY;
+    }
+  }
+  /* The same key twice in one group would be read twice and written twice,
+  ** the second write silently undoing the first. */
+  for (i = 1; i < op->nkeys; i++) {
+    int j;
+    for (j = 0; j < i; j++)
+      if (op->keys[i].len == op->keys[j].len &&
+          memcmp(op->keys[i].data, op->keys[j].data, op->keys[i].len) == 0)
+        return SLUICE_EKEY;
+  }
+  return SLUICE_OK;
+}
+
+/* Amount checks shared by the bucket and window algorithms. */
+static int amount_check(const sluice_op *op, int64_t cap) {
+  if (op->kind == SLUICE_OP_PEEK)
+    return (op->arg < 0 || op->arg > cap) ? SLUICE_ERANGE : SLUICE_OK;
+  if (op->kind != SLUICE_OP_CONSUME && op->kind != SLUICE_OP_COUNT)
+    return SLUICE_EINVAL;
+  if (op->arg < 1 || op->arg > SLUICE_COUNT_MAX)
+    return SLUICE_ERANGE;
+  /* A cost that can never fit is refused rather than denied forever. */
+  if (op->kind == SLUICE_OP_CONSUME && op->arg > cap)
+    return SLUICE_ERANGE;
+  return SLUICE_OK;
+}
+
+int sluice_op_validate(const sluice_op *op) {
+  int i, rc;
+  if (!op || !op->params || op->nkeys < 1 || op->nkeys > SLUICE_GROUP_MAX)
+    return SLUICE_EINVAL;
+  switch (op->algo) {
+  case SLUICE_ALGO_GCRA: {
+    const sluice_gcra_params *p = (const sluice_gcra_params *)op->params;
+    int64_t cap = INT64_MAX;
+    for (i = 0; i < op->nkeys; i++) {
+      if (sluice_gcra_params_check(&p[i]) != SLUICE_OK)
+        return SLUICE_EINVAL;
+      if (p[i].burst < cap)
+        cap = p[i].burst;
+    }
+    if (op->kind == SLUICE_OP_COUNT)
+      return SLUICE_EINVAL;
+    rc = amount_check(op, cap);
+    break;
+  }
+  case SLUICE_ALGO_SWINDOW:
+  case SLUICE_ALGO_FWINDOW: {
+    const sluice_window_params *p = (const sluice_window_params *)op->params;
+    if (op->nkeys != 1 || sluice_window_params_check(p) != SLUICE_OK)
+      return SLUICE_EINVAL;
+    rc = amount_check(op, p->limit);
+    break;
+  }
+  case SLUICE_ALGO_PENALTY:
+    if (op->nkeys != 1 ||
+        sluice_penalty_params_check(
+            (const sluice_penalty_params *)op->params) != SLUICE_OK)
+      return SLUICE_EINVAL;
+    if (op->kind < SLUICE_OP_CHECK || op->kind > SLUICE_OP_RELEASE)
+      return SLUICE_EINVAL;
+    rc = (op->kind == SLUICE_OP_TRIP && (op->arg < 1 || op->arg > 3))
+             ? SLUICE_ERANGE
+             : SLUICE_OK;
+    break;
+  case SLUICE_ALGO_LEASE: {
+    const sluice_lease_params *p = (const sluice_lease_params *)op->params;
+    if (sluice_lease_params_check(p) != SLUICE_OK || op->nkeys != p->max)
+      return SLUICE_EINVAL;
+    if (op->kind < SLUICE_OP_ACQUIRE || op->kind > SLUICE_OP_RENEW)
+      return SLUICE_EINVAL;
+    rc = op->id == 0 ? SLUICE_EINVAL : SLUICE_OK;
+    break;
+  }
+  case SLUICE_ALGO_DISTINCT:
+    if (op->nkeys != 1 ||
+        sluice_distinct_params_check(
+            (const sluice_distinct_params *)op->params) != SLUICE_OK)
+      return SLUICE_EINVAL;
+    rc = (op->kind == SLUICE_OP_ADD || op->kind == SLUICE_OP_PEEK)
+             ? SLUICE_OK
+             : SLUICE_EINVAL;
+    break;
+  default:
+    return SLUICE_EINVAL;
+  }
+  if (rc != SLUICE_OK)
+    return rc;
+  return keys_check(op);
+}
+
+int sluice_op_step(const sluice_op *op, const sluice_state *in,
+                   sluice_state *out, int64_t now_ns, sluice_verdict *v) {
+  sluice_state fresh[SLUICE_GROUP_MAX], tmp[SLUICE_GROUP_MAX];
+  int rc = sluice_op_validate(op);
+  if (rc != SLUICE_OK)
+    return rc;
+  if (!out || !v || now_ns < 0)
+    return SLUICE_EINVAL;
+  if (!in) {
+    memset(fresh, 0, sizeof fresh);
+    in = fresh;
+  }
+  sluice__verdict_reset(v, now_ns);
+  /* Steps may read in[] after writing out[]; run them on a copy so that
+  ** callers can pass in == out. */
+  switch (op->algo) {
+  case SLUICE_ALGO_GCRA:
+    rc = sluice__gcra_group(op, in, tmp, now_ns, v);
+    break;
+  case SLUICE_ALGO_SWINDOW:
+    rc = sluice__swindow_run(op, in, tmp, now_ns, v);
+    break;
+  case SLUICE_ALGO_FWINDOW:
+    rc = sluice__fwindow_run(op, in, tmp, now_ns, v);
+    break;
+  case SLUICE_ALGO_PENALTY:
+    rc = sluice__penalty_run(op, in, tmp, now_ns, v);
+    break;
+  case SLUICE_ALGO_LEASE:
+    rc = sluice__lease_run(op, in, tmp, now_ns, v);
+    break;
+  default:
+    rc = sluice__distinct_run(op, in, tmp, now_ns, v);
+    break;
+  }
+  if (rc == SLUICE_OK)
+    memcpy(out, tmp, sizeof(sluice_state) * (size_t)op->nkeys);
+  return rc;
+}
+
+int64_t sluice_op_expiry(const sluice_op *op, int i, const sluice_state *s) {
+  if (!op || !s || !op->params || i < 0 || i >= op->nkeys)
+    return 0;
+  switch (op->algo) {
+  case SLUICE_ALGO_GCRA:
+    return sluice__gcra_expiry(&((const sluice_gcra_params *)op->params)[i],
+                               s);
+  case SLUICE_ALGO_SWINDOW:
+    return sluice__swindow_expiry(op->params, s);
+  case SLUICE_ALGO_FWINDOW:
+    return sluice__fwindow_expiry(op->params, s);
+  case SLUICE_ALGO_PENALTY:
+    return sluice__penalty_expiry(op->params, s);
+  case SLUICE_ALGO_LEASE:
+    return s->w[0] ? (int64_t)s->w[1] : 0;
+  case SLUICE_ALGO_DISTINCT:
+    return sluice__distinct_expiry(op->params, s);
+  default:
+    return 0;
+  }
+}

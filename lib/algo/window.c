@@ -1,0 +1,201 @@
+/*
+** Window counters: the sliding window counter (the two-window weighted
+** estimate popularised by Cloudflare and by Kong's rate-limiting-advanced)
+** and the plain fixed window (AWS WAF's coarse per-IP backstop).
+**
+** Windows are aligned: window k covers [k*W, (k+1)*W).  The sliding estimate
+** at time now, el = now - start of the current window, is
+**
+**     estimate = prev * (W - el) / W + cur
+**
+** i.e. the previous window's count weighted by how much of it still overlaps
+** the last W ns.  To stay exact, comparisons are made on estimate * W in 128
+** bits; "remaining" is floored and "retry after" ceil'd so neither ever
+** promises more than the counter will grant.
+**
+** Modes: CONSUME adds n only if it fits (a limit), COUNT always adds n and
+** reports whether the count is still within the limit (failure counting for
+** lockouts), PEEK reports.
+**
+** Clock going backwards: a `now` before the record's current window is
+** treated as the window's first instant.  A window never reopens early, so
+** a step backwards cannot buy fresh allowance.
+*/
+#include "algo_int.h"
+
+#define SW_COUNT_MAX 0xffffffffu
+
+int sluice_window_params_check(const sluice_window_params *p) {
+  if (!p || p->limit < 1 || p->limit > SLUICE_COUNT_MAX || p->window_ns < 1 ||
+      p->window_ns > SLUICE_DURATION_MAX)
+    return SLUICE_EINVAL;
+  return SLUICE_OK;
+}
+
+/* ---------------------------------------------------------- sliding --- */
+
+typedef struct swin {
+  int64_t start;
+  uint64_t cur, prev;
+} swin;
+
+static void swin_roll(const sluice_window_params *p, const sluice_state *s,
+                      int64_t *now, swin *w) {
+  int64_t ws = sluice__window_start(*now, p->window_ns);
+  w->start = (int64_t)s->w[0];
+  w->cur = s->w[1] & SW_COUNT_MAX;
+  w->prev = s->w[1] >> 32;
+  if (w->cur == 0 && w->prev == 0) {
+    w->start = ws;
+  } else if (ws < w->start) {
+    *now = w->start; /* clock went backwards: hold the window */
+  } else if (ws > w->start) {
+    w->prev = (ws - w->start == p->window_ns) ? w->cur : 0;
+    w->cur = 0;
+    w->start = ws;
+  }
+}
+
+static sluice__i128 swin_est_scaled(const sluice_window_params *p,
+                                    const swin *w, int64_t now) {
+  int64_t el = now - w->start;
+  return (sluice__i128)w->prev * (p->window_ns - el) +
+         (sluice__i128)w->cur * p->window_ns;
+}
+
+/* ns from now until n more would fit (the estimate + n <= limit). */
+static int64_t swin_retry(const sluice_window_params *p, const swin *w,
+                          int64_t now, int64_t n) {
+  sluice__i128 W = p->window_ns, el = now - w->start;
+  if ((sluice__i128)w->cur + n <= p->limit && w->prev > 0) {
+    sluice__i128 d = ((sluice__i128)p->limit - w->cur - n) * W;
+    sluice__i128 need = W - d / w->prev; /* el' >= W - floor(d/prev) */
+    if (need < W)
+      return sluice__clamp64(need > el ? need - el : 0);
+  }
+  /* Not before the next window, where prev' = cur and cur' = 0. */
+  {
+    sluice__i128 to_next = W - el, el2 = 0;
+    if (w->cur > 0) {
+      el2 = W - (((sluice__i128)p->limit - n) * W) / w->cur;
+      if (el2 < 0)
+        el2 = 0;
+    }
+    return sluice__clamp64(to_next + el2);
+  }
+}
+
+int64_t sluice__swindow_expiry(const sluice_window_params *p,
+                               const sluice_state *s) {
+  uint64_t cur = s->w[1] & SW_COUNT_MAX, prev = s->w[1] >> 32;
+  int64_t start = (int64_t)s->w[0];
+  if (cur > 0)
+    return sluice__sat_add(start, sluice__clamp64((sluice__i128)2 * p->window_ns));
+  if (prev > 0)
+    return sluice__sat_add(start, p->window_ns);
+  return 0;
+}
+
+int sluice_swindow_step(const sluice_window_params *p, const sluice_state *in,
+                        int64_t now, int kind, int64_t n, sluice_state *out,
+                        sluice_verdict *v) {
+  static const char key = 'k';
+  sluice_key k = {&key, 1};
+  sluice_op op = {SLUICE_ALGO_SWINDOW, kind, 1, &k, p, n, 0};
+  return sluice_op_step(&op, in, out, now, v);
+}
+
+int sluice__swindow_run(const sluice_op *op, const sluice_state *in,
+                        sluice_state *out, int64_t now, sluice_verdict *v) {
+  const sluice_window_params *p = (const sluice_window_params *)op->params;
+  sluice__i128 W = p->window_ns, lim = (sluice__i128)p->limit * W;
+  int64_t n = op->arg;
+  swin w;
+  sluice__i128 est, rem;
+
+  swin_roll(p, in, &now, &w);
+  est = swin_est_scaled(p, &w, now);
+  v->allowed = est + (sluice__i128)n * W <= lim;
+  if (op->kind == SLUICE_OP_COUNT ||
+      (op->kind == SLUICE_OP_CONSUME && v->allowed)) {
+    w.cur = (w.cur + (uint64_t)n > SW_COUNT_MAX) ? SW_COUNT_MAX
+                                                 : w.cur + (uint64_t)n;
+    est = swin_est_scaled(p, &w, now);
+    if (op->kind == SLUICE_OP_COUNT)
+      v->allowed = est <= lim;
+  }
+  if (op->kind == SLUICE_OP_PEEK) {
+    *out = *in;
+  } else {
+    out->w[0] = (uint64_t)w.start;
+    out->w[1] = w.cur | (w.prev << 32);
+  }
+  rem = (lim - est) / W;
+  v->limit = p->limit;
+  v->remaining = rem < 0 ? 0 : sluice__clamp64(rem);
+  if (!v->allowed)
+    v->retry_after_ns = swin_retry(p, &w, now, n > p->limit ? p->limit : n);
+  if (w.cur > 0)
+    v->reset_ns = sluice__clamp64(2 * W - (now - w.start));
+  else if (w.prev > 0)
+    v->reset_ns = sluice__clamp64(W - (now - w.start));
+  return SLUICE_OK;
+}
+
+/* ------------------------------------------------------------ fixed --- */
+
+int64_t sluice__fwindow_expiry(const sluice_window_params *p,
+                               const sluice_state *s) {
+  if (s->w[1] == 0)
+    return 0;
+  return sluice__sat_add((int64_t)s->w[0], p->window_ns);
+}
+
+int sluice_fwindow_step(const sluice_window_params *p, const sluice_state *in,
+                        int64_t now, int kind, int64_t n, sluice_state *out,
+                        sluice_verdict *v) {
+  static const char key = 'k';
+  sluice_key k = {&key, 1};
+  sluice_op op = {SLUICE_ALGO_FWINDOW, kind, 1, &k, p, n, 0};
+  return sluice_op_step(&op, in, out, now, v);
+}
+
+int sluice__fwindow_run(const sluice_op *op, const sluice_state *in,
+                        sluice_state *out, int64_t now, sluice_verdict *v) {
+  const sluice_window_params *p = (const sluice_window_params *)op->params;
+  int64_t ws = sluice__window_start(now, p->window_ns);
+  int64_t start = (int64_t)in->w[0];
+  uint64_t count = in->w[1];
+  int64_t n = op->arg;
+
+  if (count == 0) {
+    start = ws;
+  } else if (ws < start) {
+    now = start; /* clock went backwards: hold the window */
+  } else if (ws > start) {
+    start = ws;
+    count = 0;
+  }
+  v->allowed = (sluice__i128)count + n <= p->limit;
+  if (op->kind == SLUICE_OP_COUNT ||
+      (op->kind == SLUICE_OP_CONSUME && v->allowed)) {
+    count += (uint64_t)n;
+    if (count > (uint64_t)SLUICE_COUNT_MAX)
+      count = (uint64_t)SLUICE_COUNT_MAX;
+    if (op->kind == SLUICE_OP_COUNT)
+      v->allowed = count <= (uint64_t)p->limit;
+  }
+  if (op->kind == SLUICE_OP_PEEK) {
+    *out = *in;
+  } else {
+    out->w[0] = (uint64_t)start;
+    out->w[1] = count;
+  }
+  v->limit = p->limit;
+  v->remaining = count >= (uint64_t)p->limit ? 0 : p->limit - (int64_t)count;
+  if (count > 0)
+    v->reset_ns = sluice__clamp64((sluice__i128)start + p->window_ns - now);
+  if (!v->allowed)
+    v->retry_after_ns = v->reset_ns;
+  return SLUICE_OK;
+}

@@ -1,0 +1,192 @@
+/*
+** The limiter: a store plus a clock.  It owns the one piece of time policy
+** in the library: the time it hands to steps never goes backwards.  Each
+** read of the clock is raised to the highest time this limiter has already
+** used (an atomic max), so a wall clock stepped back by NTP looks like a
+** clock standing still, and nothing is refunded or charged twice.
+*/
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backends.h"
+#include "sluice.h"
+#include "store.h"
+
+struct sluice_limiter {
+  sluice_store *store;
+  sluice_clock *clock;
+  int own_clock;
+  _Atomic int64_t high_water;
+  const sluice_allocator *alloc;
+  char uri[]; /* the params part of opts->store, kept until close */
+};
+
+static int64_t clamp_time(sluice_limiter *l, int64_t t) {
+  int64_t hw = atomic_load_explicit(&l->high_water, memory_order_relaxed);
+  while (t > hw) {
+    if (atomic_compare_exchange_weak_explicit(&l->high_water, &hw, t,
+                                              memory_order_relaxed,
+                                              memory_order_relaxed))
+      return t;
+  }
+  return hw > t ? hw : t;
+}
+
+int sluice_limiter_open2(const sluice_limiter_options *opts,
+                         sluice_limiter **out, char *errbuf, size_t errlen) {
+  static const sluice_limiter_options defaults;
+  const sluice_allocator *a;
+  const sluice_backend *b;
+  const char *spec, *colon, *params;
+  char name[32];
+  size_t nlen, plen;
+  sluice_limiter *l;
+  int rc;
+
+  if (errbuf && errlen)
+    errbuf[0] = '\0';
+  if (!out)
+    return SLUICE_EINVAL;
+  *out = NULL;
+  if (!opts)
+    opts = &defaults;
+  a = opts->alloc ? opts->alloc : &sluice__libc_allocator;
+  if (!a->xMalloc || !a->xFree || !a->xRealloc)
+    return SLUICE_EINVAL;
+  spec = opts->store ? opts->store : "mem";
+  colon = strchr(spec, ':');
+  nlen = colon ? (size_t)(colon - spec) : strlen(spec);
+  params = colon ? colon + 1 : "";
+  if (nlen >= sizeof name) {
+    if (errbuf && errlen)
+      snprintf(errbuf, errlen, "backend name too long");
+    return SLUICE_EINVAL;
+  }
+  memcpy(name, spec, nlen);
+  name[nlen] = '\0';
+  b = opts->backend ? opts->backend : sluice_backend_find(name);
+  if (!b) {
+    if (errbuf && errlen)
+      snprintf(errbuf, errlen, "unknown backend '%s'", name);
+    return SLUICE_EINVAL;
+  }
+  plen = strlen(params);
+  l = a->xMalloc(a->ud, sizeof *l + plen + 1);
+  if (!l)
+    return SLUICE_ENOMEM;
+  memset(l, 0, sizeof *l);
+  memcpy(l->uri, params, plen + 1);
+  l->alloc = a;
+  if (opts->clock) {
+    l->clock = opts->clock;
+  } else {
+    rc = sluice_clock_real(&l->clock);
+    if (rc != SLUICE_OK) {
+      a->xFree(a->ud, l, sizeof *l + plen + 1);
+      return rc;
+    }
+    l->own_clock = 1;
+  }
+  rc = sluice__store_open(b, l->uri, a, opts->flags, &l->store, errbuf,
+                          errlen);
+  if (rc != SLUICE_OK) {
+    if (l->own_clock)
+      sluice_clock_free(l->clock);
+    a->xFree(a->ud, l, sizeof *l + plen + 1);
+    return rc;
+  }
+  *out = l;
+  return SLUICE_OK;
+}
+
+int sluice_limiter_open(const sluice_limiter_options *opts,
+                        sluice_limiter **out) {
+  return sluice_limiter_open2(opts, out, NULL, 0);
+}
+
+void sluice_limiter_close(sluice_limiter *l) {
+  const sluice_allocator *a;
+  if (!l)
+    return;
+  a = l->alloc;
+  sluice__store_close(l->store);
+  if (l->own_clock)
+    sluice_clock_free(l->clock);
+  a->xFree(a->ud, l, sizeof *l + strlen(l->uri) + 1);
+}
+
+int64_t sluice_limiter_now(sluice_limiter *l) {
+  if (!l)
+    return 0;
+  return clamp_time(l, sluice_clock_now(l->clock));
+}
+
+int sluice_limiter_apply_at(sluice_limiter *l, const sluice_op *op,
+                            int64_t now_ns, sluice_verdict *v) {
+  if (!l || now_ns < 0)
+    return SLUICE_EINVAL;
+  return sluice__store_apply(l->store, op, clamp_time(l, now_ns), v);
+}
+
+int sluice_limiter_apply(sluice_limiter *l, const sluice_op *op,
+                         sluice_verdict *v) {
+  if (!l)
+    return SLUICE_EINVAL;
+  return sluice__store_apply(l->store, op, sluice_limiter_now(l), v);
+}
+
+int sluice_limiter_apply_many(sluice_limiter *l, int n, const sluice_op *ops,
+                              sluice_verdict *vs, int *rcs) {
+  if (!l)
+    return SLUICE_EINVAL;
+  return sluice__store_apply_many(l->store, n, ops, sluice_limiter_now(l), vs,
+                                  rcs);
+}
+
+int sluice_limiter_take(sluice_limiter *l, const void *key, size_t keylen,
+                        const sluice_gcra_params *p, int64_t cost,
+                        sluice_verdict *v) {
+  sluice_key k = {key, keylen};
+  sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, p, cost, 0};
+  return sluice_limiter_apply(l, &op, v);
+}
+
+int sluice_limiter_get(sluice_limiter *l, const void *key, size_t keylen,
+                       sluice_state *out, int64_t *expires_ns) {
+  sluice_key k = {key, keylen};
+  int64_t dummy;
+  if (!l)
+    return SLUICE_EINVAL;
+  return sluice__store_get(l->store, &k, sluice_limiter_now(l), out,
+                           expires_ns ? expires_ns : &dummy);
+}
+
+int sluice_limiter_delete(sluice_limiter *l, const void *key, size_t keylen) {
+  sluice_key k = {key, keylen};
+  if (!l)
+    return SLUICE_EINVAL;
+  return sluice__store_delete(l->store, &k);
+}
+
+int sluice_limiter_control(sluice_limiter *l, int op, void *arg) {
+  if (!l)
+    return SLUICE_EINVAL;
+  return sluice__store_control(l->store, op, arg);
+}
+
+unsigned sluice_limiter_capabilities(sluice_limiter *l) {
+  return l ? sluice__store_caps(l->store) : 0;
+}
+
+const char *sluice_limiter_errmsg(sluice_limiter *l) {
+  return l ? l->store->errstr : "";
+}
+
+int sluice_limiter_errcode(sluice_limiter *l) {
+  return l ? l->store->backend_err : 0;
+}
+
+const char *sluice_limiter_backend(sluice_limiter *l) {
+  return l ? l->store->pBackend->zName : "";
+}

@@ -1,0 +1,195 @@
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "store.h"
+
+static void *libc_malloc(void *ud, size_t n) {
+  (void)ud;
+  return malloc(n ? n : 1);
+}
+static void *libc_realloc(void *ud, void *p, size_t o, size_t n) {
+  (void)ud;
+  (void)o;
+  return realloc(p, n ? n : 1);
+}
+static void libc_free(void *ud, void *p, size_t n) {
+  (void)ud;
+  (void)n;
+  free(p);
+}
+const sluice_allocator sluice__libc_allocator = {libc_malloc, libc_realloc,
+                                                 libc_free, NULL};
+
+int sluice_store_seterr(sluice_store *s, int err, int backend_err,
+                        const char *fmt, ...) {
+  va_list ap;
+  if (!s)
+    return err;
+  s->backend_err = backend_err;
+  if (fmt) {
+    va_start(ap, fmt);
+    vsnprintf(s->errstr, sizeof s->errstr, fmt, ap);
+    va_end(ap);
+  } else {
+    s->errstr[0] = '\0';
+  }
+  return err;
+}
+
+void *sluice_store_malloc(sluice_store *s, size_t n) {
+  const sluice_allocator *a = (s && s->pAlloc) ? s->pAlloc
+                                                : &sluice__libc_allocator;
+  return a->xMalloc(a->ud, n);
+}
+
+void sluice_store_free(sluice_store *s, void *p, size_t n) {
+  const sluice_allocator *a = (s && s->pAlloc) ? s->pAlloc
+                                                : &sluice__libc_allocator;
+  if (p)
+    a->xFree(a->ud, p, n);
+}
+
+int sluice_random_bytes(void *buf, size_t n) {
+  uint8_t *p = (uint8_t *)buf;
+  if (!buf && n)
+    return SLUICE_EINVAL;
+  while (n > 0) {
+    ssize_t r = getrandom(p, n, 0);
+    if (r < 0) {
+      if (errno == EINTR)
+        continue;
+      return SLUICE_EIO;
+    }
+    p += r;
+    n -= (size_t)r;
+  }
+  return SLUICE_OK;
+}
+
+int sluice__store_open(const sluice_backend *b, const char *uri,
+                       const sluice_allocator *a, unsigned flags,
+                       sluice_store **out, char *errbuf, size_t errlen) {
+  sluice_store *s;
+  sluice_store_config cfg;
+  int rc;
+  *out = NULL;
+  if (errbuf && errlen)
+    errbuf[0] = '\0';
+  if (!b || b->iVersion < 1 || !b->xOpen ||
+      b->szStore < (int)sizeof(sluice_store))
+    return SLUICE_EVERSION;
+  if (!a)
+    a = &sluice__libc_allocator;
+  s = a->xMalloc(a->ud, (size_t)b->szStore);
+  if (!s)
+    return SLUICE_ENOMEM;
+  memset(s, 0, (size_t)b->szStore);
+  s->pBackend = b;
+  s->pAlloc = a;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.alloc = a;
+  cfg.flags = flags;
+  rc = b->xOpen(b, uri ? uri : "", &cfg, s);
+  if (rc == SLUICE_OK && (!s->pMethods || s->pMethods->iVersion < 1 ||
+                          !s->pMethods->xApply || !s->pMethods->xClose)) {
+    rc = SLUICE_EVERSION;
+    snprintf(s->errstr, sizeof s->errstr,
+             "backend '%s' returned an incomplete method table", b->zName);
+  }
+  if (rc != SLUICE_OK) {
+    if (errbuf && errlen)
+      snprintf(errbuf, errlen, "%s", s->errstr);
+    if (s->pMethods && s->pMethods->xClose)
+      s->pMethods->xClose(s);
+    a->xFree(a->ud, s, (size_t)b->szStore);
+    return rc < 0 ? rc : SLUICE_EBACKEND;
+  }
+  *out = s;
+  return SLUICE_OK;
+}
+
+void sluice__store_close(sluice_store *s) {
+  const sluice_allocator *a;
+  size_t sz;
+  if (!s)
+    return;
+  a = s->pAlloc;
+  sz = (size_t)s->pBackend->szStore;
+  if (s->pMethods && s->pMethods->xClose)
+    s->pMethods->xClose(s);
+  s->pMethods = NULL;
+  a->xFree(a->ud, s, sz);
+}
+
+int sluice__store_apply(sluice_store *s, const sluice_op *op, int64_t now,
+                        sluice_verdict *v) {
+  int rc = sluice_op_validate(op);
+  if (rc != SLUICE_OK)
+    return rc;
+  if (!v || now < 0)
+    return SLUICE_EINVAL;
+  rc = s->pMethods->xApply(s, op, now, v);
+  /* A backend must not hand out positive codes: they would read as OK to a
+  ** caller testing rc < 0. */
+  return rc > 0 ? SLUICE_EBACKEND : rc;
+}
+
+int sluice__store_apply_many(sluice_store *s, int n, const sluice_op *ops,
+                             int64_t now, sluice_verdict *vs, int *rcs) {
+  int i, rc = SLUICE_OK;
+  if (n < 0 || (n > 0 && (!ops || !vs || !rcs)) || now < 0)
+    return SLUICE_EINVAL;
+  for (i = 0; i < n; i++)
+    rcs[i] = sluice_op_validate(&ops[i]);
+  if (s->pMethods->iVersion >= 2 && s->pMethods->xApplyMany) {
+    /* Hand the backend only the valid ops, keeping each one's slot. */
+    int ok = 1;
+    for (i = 0; i < n; i++)
+      ok &= rcs[i] == SLUICE_OK;
+    if (ok) {
+      rc = s->pMethods->xApplyMany(s, n, ops, now, vs, rcs);
+      return rc > 0 ? SLUICE_EBACKEND : rc;
+    }
+  }
+  /* Version 1 fallback (or a batch with invalid ops): one at a time. */
+  for (i = 0; i < n; i++)
+    if (rcs[i] == SLUICE_OK) {
+      rcs[i] = s->pMethods->xApply(s, &ops[i], now, &vs[i]);
+      if (rcs[i] > 0)
+        rcs[i] = SLUICE_EBACKEND;
+    }
+  return SLUICE_OK;
+}
+
+int sluice__store_get(sluice_store *s, const sluice_key *k, int64_t now,
+                      sluice_state *out, int64_t *exp) {
+  if (!k || !k->data || k->len == 0 || k->len > SLUICE_KEY_MAX)
+    return SLUICE_EKEY;
+  if (!out)
+    return SLUICE_EINVAL;
+  if (!s->pMethods->xGet)
+    return SLUICE_ENOTSUP;
+  return s->pMethods->xGet(s, k, now, out, exp);
+}
+
+int sluice__store_delete(sluice_store *s, const sluice_key *k) {
+  if (!k || !k->data || k->len == 0 || k->len > SLUICE_KEY_MAX)
+    return SLUICE_EKEY;
+  if (!s->pMethods->xDelete)
+    return SLUICE_ENOTSUP;
+  return s->pMethods->xDelete(s, k);
+}
+
+int sluice__store_control(sluice_store *s, int op, void *arg) {
+  if (!s->pMethods->xControl)
+    return SLUICE_ENOTFOUND;
+  return s->pMethods->xControl(s, op, arg);
+}
+
+unsigned sluice__store_caps(sluice_store *s) {
+  return s->pMethods->xCapabilities ? s->pMethods->xCapabilities(s) : 0;
+}
