@@ -1,4 +1,321 @@
-/* sluice/http.h -- placeholder until the http layer lands. */
+/*
+** sluice/http.h -- what the service answers: status, RateLimit headers,
+** Retry-After, X-Penalty-Box-Status and application/problem+json bodies
+** (spec section 5).
+**
+** The HTTP layer never sees a limiter.  It reads one plain struct,
+** sluice_http_facts, that says what was decided (the policy layer, or any
+** caller, fills it in), and renders it in three steps:
+**
+**     sluice_http_answer_make()     facts + now -> sluice_http_answer
+**                                   (status, the Retry-After actually sent;
+**                                   the one random draw happens here)
+**     sluice_http_answer_headers()  answer -> (name, value) pairs
+**     sluice_http_answer_body()     answer -> problem+json bytes
+**
+** Splitting "decide" from "render" is what lets a render that failed for a
+** small buffer be repeated with a bigger one and give the very same bytes,
+** and keeps the Retry-After header and the body's retry_after_seconds equal.
+**
+** Header forms (sluice_http_options.header_form):
+**   SLUICE_HTTP_FORM_LEGACY  the spec's three-header form:
+**       RateLimit-Policy: 3000;w=60   RateLimit-Limit: 3000
+**       RateLimit-Remaining: 2412     RateLimit-Reset: 18
+**   SLUICE_HTTP_FORM_SF      structured fields of
+**       draft-ietf-httpapi-ratelimit-headers-10 (27 September 2025):
+**       RateLimit-Policy: "default";q=3000;w=60
+**       RateLimit: "default";r=2412;t=18
+**   SLUICE_HTTP_FORM_BOTH    RateLimit-Limit/-Remaining/-Reset of the old
+**       form, plus RateLimit-Policy and RateLimit of draft-10 (both
+**       generations name a field RateLimit-Policy, so only one can be sent:
+**       the draft-10 one).
+**
+** Everything is integer: times are int64 ns, sent values whole seconds,
+** rounded up so that nothing the service sends is earlier than the truth.
+*/
 #ifndef SLUICE_HTTP_H
 #define SLUICE_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "errno.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------- facts --- */
+
+/** What was decided for one request. */
+enum sluice_http_outcome {
+  SLUICE_HTTP_ALLOWED = 0,     /**< 200 (or the status override) */
+  SLUICE_HTTP_THROTTLED = 1,   /**< 429, rate-limit-exceeded */
+  SLUICE_HTTP_BOXED = 2,       /**< 429, penalty-box-active */
+  SLUICE_HTTP_CONCURRENCY = 3, /**< 429, concurrency-limit-exceeded */
+  SLUICE_HTTP_CONFLICT = 4,    /**< 409, ledger-conflict (lock held) */
+  SLUICE_HTTP_FAIL_CLOSED = 5, /**< 503, limiter-unavailable */
+  SLUICE_HTTP_ACCEPTED = 6     /**< 202, async job accepted */
+};
+
+/** X-Penalty-Box-Status. */
+enum sluice_http_penalty {
+  SLUICE_HTTP_PENALTY_NONE = 0,   /**< header not sent */
+  SLUICE_HTTP_PENALTY_WARNING = 1, /**< "Warning": strikes accumulating */
+  SLUICE_HTTP_PENALTY_LOCKOUT = 2  /**< "Active-Lockout": boxed */
+};
+
+/** sluice_http_facts.flags */
+#define SLUICE_HTTP_F_STRIKES 0x1u /**< strikes_remaining is known: send
+                                        penalty_strikes_remaining */
+
+/** Everything the answer needs, and nothing else: there is no field for a
+ *  key, a backend or another tenant, so none can leak into a response.
+ *  Zero-initialize, then set fields.  Strings are borrowed for the
+ *  duration of each call that reads them (and by an answer made from the
+ *  facts, until its last render); NULL means "absent" and the item that
+ *  needs it is left out.  Strings must be valid UTF-8.
+ *
+ *  Time fields: durations are ns from `now_ns`; lockout_ends_ns is ns
+ *  since the Unix epoch (now_ns must then be on the same clock). */
+typedef struct sluice_http_facts {
+  int outcome; /**< enum sluice_http_outcome */
+  /** 0: the outcome's status.  Otherwise 200..399 for ALLOWED/ACCEPTED,
+   *  400..599 for the others. */
+  int status;
+  int penalty;       /**< enum sluice_http_penalty (BOXED implies LOCKOUT) */
+  int penalty_level; /**< 1..3 when boxed, else 0 */
+  unsigned flags;    /**< SLUICE_HTTP_F_* */
+  /** Policy quota (points per window) and window (s) for RateLimit-Policy;
+   *  quota 0: no policy item.  A quota needs window_s >= 1. */
+  int64_t quota;
+  int64_t window_s;
+  /** RateLimit-Limit (points; 0: no RateLimit headers at all). */
+  int64_t limit;
+  int64_t remaining;         /**< points left, 0..limit */
+  int64_t reset_ns;          /**< until the bucket is full, >= 0 */
+  /** The true wait before a retry can succeed (>= 0).  Denials send at
+   *  least 1 s.  SLUICE_FOREVER: suspended until released by hand (no
+   *  Retry-After is sent). */
+  int64_t retry_after_ns;
+  int64_t lockout_ends_ns;   /**< boxed: when the box ends (0: now +
+                                  retry_after_ns) */
+  int64_t strikes_remaining; /**< with SLUICE_HTTP_F_STRIKES, >= 0 */
+  int64_t cost;              /**< points this request costs (detail) */
+  int64_t refill_per_s;      /**< refill rate, points/s (detail; 0: omit) */
+  const char *tier;          /**< "growth": quota_tier and detail */
+  const char *method;        /**< "POST" (detail) */
+  const char *route;         /**< "/v1/ledgers/reconcile" (detail) */
+  const char *instance;      /**< problem "instance" (the request path) */
+  const char *request_id;    /**< "req_01HV..." */
+  const char *policy_name;   /**< draft-10 policy item name (NULL:
+                                  "default"); printable ASCII */
+  const char *location;      /**< ACCEPTED: job URL for Location */
+  void *reserved[8];
+} sluice_http_facts;
+
+/* ----------------------------------------------------------- options --- */
+
+/** Header forms; see the file comment. */
+enum sluice_http_form {
+  SLUICE_HTTP_FORM_LEGACY = 0,
+  SLUICE_HTTP_FORM_SF = 1,
+  SLUICE_HTTP_FORM_BOTH = 2
+};
+
+/** sluice_http_options.flags */
+#define SLUICE_HTTP_NO_JITTER 0x1u   /**< no random addition to Retry-After */
+#define SLUICE_HTTP_NO_DATES 0x2u    /**< always delta-seconds */
+#define SLUICE_HTTP_DATE_HEADER 0x4u /**< also send Date (from now_ns) */
+#define SLUICE_HTTP_PRETTY 0x8u      /**< indent bodies by 2 */
+
+/** Options for sluice_http_open().  Zero-initialize, then set fields. */
+typedef struct sluice_http_options {
+  /** Absolute URI the problem types hang off, e.g.
+   *  "https://api.example.com/errors/" (a '/' is added when missing).
+   *  Copied at open.  NULL: bodies fail with SLUICE_ECONFIG. */
+  const char *problem_base;
+  int header_form; /**< enum sluice_http_form */
+  unsigned flags;  /**< SLUICE_HTTP_* */
+  /** Lockouts at least this long send Retry-After as an IMF-fixdate
+   *  (0: 3600 s). */
+  int64_t date_after_s;
+  /** Random source for the jitter: 64 uniform bits per call.  Must be
+   *  thread-safe if the handle is shared.  NULL: a generator owned by the
+   *  handle, seeded from sluice_random_bytes(). */
+  uint64_t (*rand)(void *ud);
+  void *rand_ud; /**< passed to rand; not touched otherwise */
+  void *reserved[4];
+} sluice_http_options;
+
+typedef struct sluice_http sluice_http;
+
+/** @brief Create a response renderer.
+ *  @param[in] opts  NULL for defaults (legacy form, jitter on, no body).
+ *  @param[out] out  the handle, or NULL on failure.
+ *  @return SLUICE_OK, or SLUICE_EINVAL (bad form, unknown flags, negative
+ *  date_after_s, problem_base not an absolute URI of printable ASCII up to
+ *  512 bytes), SLUICE_ENOMEM, SLUICE_EIO (no OS randomness for the default
+ *  generator).  The handle is thread-safe. */
+SLUICE_EXPORT int sluice_http_open(const sluice_http_options *opts,
+                                   sluice_http **out);
+/** @brief Free the handle.  NULL is a no-op.  It must not be used again
+ *  after this call; answers made by it must not be rendered any more. */
+SLUICE_EXPORT void sluice_http_close(sluice_http *h);
+
+/* ------------------------------------------------------------ answer --- */
+
+/** A decided answer.  Caller-allocated; filled by sluice_http_answer_make().
+ *  Holds a copy of the facts, whose strings stay borrowed. */
+typedef struct sluice_http_answer {
+  int status;              /**< HTTP status to send */
+  int penalty;             /**< effective X-Penalty-Box-Status */
+  int retry_is_date;       /**< 1: Retry-After is an IMF-fixdate */
+  int has_body;            /**< 1: a problem+json body goes with it */
+  int64_t retry_after_s;   /**< seconds sent (jitter included), 0: none */
+  int64_t retry_at_s;      /**< date form: the date sent, epoch seconds */
+  int64_t lockout_ends_s;  /**< boxed: lockout end, epoch s (rounded up),
+                                0: none (suspended) */
+  int64_t now_s;           /**< floor(now_ns / 1 s): the Date */
+  sluice_http_facts facts; /**< the facts, copied */
+  void *reserved[4];
+} sluice_http_answer;
+
+/** @brief Decide status and Retry-After for a set of facts.
+ *
+ *  Retry-After (sent for every outcome but ALLOWED and ACCEPTED, and not
+ *  for a suspension): S = ceil(retry_after_ns / 1 s), at least 1 for a
+ *  denial; then a jitter X drawn uniformly from the whole seconds
+ *  0..floor(S / 10) is added (none with SLUICE_HTTP_NO_JITTER), so the
+ *  value sent is never below the true wait and at most 10% above S.
+ *  A lockout of date_after_s or more is sent as the IMF-fixdate
+ *  ceil((now_ns + retry_after_ns) / 1 s) + X instead.
+ *
+ *  @param[in] h       the renderer.
+ *  @param[in] f       the facts; copied (their strings stay borrowed).
+ *  @param[in] now_ns  current time, ns since the Unix epoch, >= 0.
+ *  @param[out] a      the answer; unspecified on error.
+ *  @return SLUICE_OK or SLUICE_EINVAL (NULL pointer, unknown outcome,
+ *  penalty or flag, status outside its range, negative numbers,
+ *  remaining > limit, quota without window, boxed without level 1..3 or
+ *  without a wait, lockout on a non-boxed outcome, policy_name not
+ *  printable ASCII, location with control characters), SLUICE_ERANGE
+ *  (a date past year 9999). */
+SLUICE_EXPORT int sluice_http_answer_make(sluice_http *h,
+                                          const sluice_http_facts *f,
+                                          int64_t now_ns,
+                                          sluice_http_answer *a);
+
+/** One response header.  Both strings point into the caller's buffer
+ *  (values) or to static storage (names). */
+typedef struct sluice_http_header {
+  const char *name;
+  const char *value;
+} sluice_http_header;
+
+/** Most headers any answer has. */
+#define SLUICE_HTTP_MAX_HEADERS 12
+/** A header buffer of this size always suffices (values are numbers,
+ *  dates, a policy name of at most 64 bytes and a Location of at most
+ *  2048). */
+#define SLUICE_HTTP_HEADER_BUF 2560
+
+/** @brief Render an answer's headers, in the spec's order: Content-Type,
+ *  Location, Date, Retry-After, RateLimit-Policy, RateLimit-Limit,
+ *  RateLimit-Remaining, RateLimit-Reset, RateLimit, X-Penalty-Box-Status.
+ *  @param[in] h        the renderer that made the answer.
+ *  @param[in] a        the answer.
+ *  @param[out] hdrs    cap entries; each value is NUL-terminated in buf.
+ *  @param[in] cap      entries available.
+ *  @param[out] n       headers written, or needed on SLUICE_ERANGE.
+ *  @param[out] buf     value storage, buflen bytes.
+ *  @param[out] needed  bytes of buf used, or needed on SLUICE_ERANGE
+ *                      (may be NULL).
+ *  @return SLUICE_OK, SLUICE_EINVAL (NULL pointers), SLUICE_ERANGE (cap or
+ *  buflen too small: *n and *needed give the sizes that suffice).  The
+ *  pointers stay valid while buf does. */
+SLUICE_EXPORT int sluice_http_answer_headers(const sluice_http *h,
+                                             const sluice_http_answer *a,
+                                             sluice_http_header *hdrs,
+                                             size_t cap, size_t *n, char *buf,
+                                             size_t buflen, size_t *needed);
+
+/** @brief Called once per header; name and value are NUL-terminated and
+ *  valid only during the call.  Return 0 to go on; anything else stops
+ *  the walk and is returned by sluice_http_answer_foreach_header(). */
+typedef int (*sluice_http_header_cb)(const char *name, const char *value,
+                                     void *ud);
+
+/** @brief Render an answer's headers through a callback (same order and
+ *  values as sluice_http_answer_headers()).
+ *  @return SLUICE_OK, SLUICE_EINVAL (NULL pointers) or the callback's
+ *  nonzero return. */
+SLUICE_EXPORT int sluice_http_answer_foreach_header(const sluice_http *h,
+                                                    const sluice_http_answer *a,
+                                                    sluice_http_header_cb cb,
+                                                    void *ud);
+
+/** @brief Render the application/problem+json body (RFC 9457).  Members,
+ *  in this order: type, title, status, detail, instance,
+ *  retry_after_seconds, recommended_backoff, quota_tier,
+ *  penalty_strikes_remaining, penalty_level, lockout_ends_at (RFC 3339
+ *  UTC), request_id; members whose facts are absent are left out.
+ *  @param[in] h        the renderer that made the answer.
+ *  @param[in] a        the answer.
+ *  @param[out] buf     buflen bytes; receives the body and a NUL.
+ *  @param[out] len     body length without the NUL (0: this answer has no
+ *                      body, e.g. 200 or 202), or on SLUICE_ERANGE the
+ *                      buflen needed (body + NUL).
+ *  @return SLUICE_OK, SLUICE_EINVAL (NULL pointers; a string over 1024
+ *  bytes, or not valid UTF-8), SLUICE_ECONFIG (no problem_base),
+ *  SLUICE_ERANGE (buf too small; nothing else changed), SLUICE_ENOMEM. */
+SLUICE_EXPORT int sluice_http_answer_body(const sluice_http *h,
+                                          const sluice_http_answer *a,
+                                          char *buf, size_t buflen,
+                                          size_t *len);
+
+/** @brief The standard reason phrase of a status ("Too Many Requests"),
+ *  static; "" for codes it does not know. */
+SLUICE_EXPORT const char *sluice_http_reason(int status);
+
+/* -------------------------------------------------------- HTTP-dates --- */
+
+/** Length of an IMF-fixdate, "Sun, 06 Nov 1994 08:49:37 GMT". */
+#define SLUICE_HTTP_DATE_LEN 29
+
+/** @brief Format epoch seconds as an IMF-fixdate (RFC 9110 5.6.7).
+ *  @param[in] epoch_s  0 (1970) .. 253402300799 (9999-12-31T23:59:59).
+ *  @param[out] out     SLUICE_HTTP_DATE_LEN + 1 bytes, NUL-terminated.
+ *  @return SLUICE_OK, SLUICE_EINVAL (NULL), SLUICE_ERANGE. */
+SLUICE_EXPORT int sluice_http_format_date(int64_t epoch_s,
+                                          char out[SLUICE_HTTP_DATE_LEN + 1]);
+
+/** @brief Parse an HTTP-date in any of the three forms a recipient must
+ *  accept (RFC 9110 5.6.7): IMF-fixdate, obsolete RFC 850
+ *  ("Sunday, 06-Nov-94 08:49:37 GMT") and asctime
+ *  ("Sun Nov  6 08:49:37 1994").  Leading and trailing spaces/tabs are
+ *  ignored; names are case-sensitive as the grammar says; the weekday
+ *  must match the date; a leap second (:60) is read as :59.
+ *  @param[in] s      the text (need not be NUL-terminated).
+ *  @param[in] len    its length.
+ *  @param[in] ref_s  reference time (epoch s) for RFC 850's two-digit
+ *                    year: a year more than 50 years after ref_s is read
+ *                    as the century before.  <= 0: years 70..99 are 19xx,
+ *                    00..69 are 20xx.
+ *  @param[out] epoch_s  the time.
+ *  @return SLUICE_OK, SLUICE_EINVAL (NULL, malformed, impossible date),
+ *  SLUICE_ERANGE (before 1970). */
+SLUICE_EXPORT int sluice_http_parse_date(const char *s, size_t len,
+                                         int64_t ref_s, int64_t *epoch_s);
+
+/** @brief Parse a non-negative decimal integer field value (delta-seconds,
+ *  RateLimit-Remaining...), optional surrounding spaces/tabs.
+ *  @return SLUICE_OK, SLUICE_EINVAL (NULL, empty, not digits, sign),
+ *  SLUICE_ERANGE (over 2^53). */
+SLUICE_EXPORT int sluice_http_parse_uint(const char *s, size_t len,
+                                         int64_t *out);
+
+#ifdef __cplusplus
+}
+#endif
 #endif
