@@ -1,0 +1,286 @@
+/*
+** The backend conformance suite.  Every backend must give the verdicts the
+** algorithm layer gives, field for field, because they all run the same
+** steps.  Two kinds of evidence:
+**
+**  1. Golden traces (the .trace files in traces/): hand-derived from the spec and the
+**     algorithm essays, with the arithmetic in their comments.  They pin
+**     the semantics themselves.
+**  2. Differential runs: seeded random operations through the store under
+**     test and, beside it, through sluice_op_step() over a plain array of
+**     records; every verdict and every stored record must match, and a
+**     record must read as absent exactly when its expiry has passed.
+**
+** The store comes from SLUICE_CONFORMANCE_STORE (default "mem"), opened with
+** SLUICE_OPEN_CREATE | SLUICE_OPEN_TESTCLOCK so that stores with their own
+** clock use the trace's time.  Keys live under a hash tag unique to each
+** test, so one persistent store can serve every run.
+*/
+#include <criterion/criterion.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sluice.h"
+#include "trace.h"
+
+static sluice_limiter *lim;
+static sluice_clock *clk;
+static char tag[64];
+
+static void setup(void) {
+  const char *store = getenv("SLUICE_CONFORMANCE_STORE");
+  sluice_limiter_options o = {0};
+  char err[256];
+  uint64_t r = 0;
+  int rc;
+  o.store = store && *store ? store : "mem";
+  o.flags = SLUICE_OPEN_CREATE | SLUICE_OPEN_TESTCLOCK;
+  cr_assert_eq(sluice_clock_manual(0, &clk), SLUICE_OK);
+  o.clock = clk;
+  rc = sluice_limiter_open2(&o, &lim, err, sizeof err);
+  cr_assert_eq(rc, SLUICE_OK, "open %s: %s (%s)", o.store, sluice_strerror(rc),
+               err);
+  sluice_random_bytes(&r, sizeof r);
+  snprintf(tag, sizeof tag, "conf-%ld-%016" PRIx64, (long)getpid(), r);
+}
+
+static void teardown(void) {
+  sluice_limiter_close(lim);
+  sluice_clock_free(clk);
+}
+
+static void replay(const char *name) {
+  char path[512], report[8192];
+  int bad;
+  snprintf(path, sizeof path, "%s/%s", TRACE_DIR, name);
+  bad = trace_replay(lim, clk, path, tag, report, sizeof report);
+  cr_assert_eq(bad, 0, "%s on %s: %d mismatches\n%s", name,
+               sluice_limiter_backend(lim), bad, report);
+}
+
+TestSuite(conformance, .init = setup, .fini = teardown, .timeout = 120);
+
+Test(conformance, gcra_spec) { replay("gcra_spec.trace"); }
+Test(conformance, gcra_group) { replay("gcra_group.trace"); }
+Test(conformance, swindow) { replay("swindow.trace"); }
+Test(conformance, fwindow) { replay("fwindow.trace"); }
+Test(conformance, penalty) { replay("penalty.trace"); }
+Test(conformance, lease) { replay("lease.trace"); }
+Test(conformance, distinct) { replay("distinct.trace"); }
+
+/* ------------------------------------------------------ differential --- */
+
+#define NKEY 4
+#define NOPS 2500
+
+static uint64_t rng_state;
+static uint64_t rnd(void) { /* splitmix64 */
+  uint64_t z = (rng_state += UINT64_C(0x9e3779b97f4a7c15));
+  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+  return z ^ (z >> 31);
+}
+static int64_t between(int64_t lo, int64_t hi) {
+  return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1));
+}
+
+typedef struct model {
+  char names[SLUICE_GROUP_MAX][96];
+  sluice_key keys[SLUICE_GROUP_MAX];
+  sluice_state st[SLUICE_GROUP_MAX];
+  int n;
+} model;
+
+static void model_init(model *m, const char *what, int n) {
+  memset(m, 0, sizeof *m);
+  m->n = n;
+  for (int i = 0; i < n; i++) {
+    snprintf(m->names[i], sizeof m->names[i], "{%s}:%s:%d", tag, what, i);
+    m->keys[i].data = m->names[i];
+    m->keys[i].len = strlen(m->names[i]);
+  }
+}
+
+static void same_verdict(const sluice_verdict *a, const sluice_verdict *b,
+                         int step) {
+  cr_assert_eq(a->allowed, b->allowed, "step %d allowed", step);
+  cr_assert_eq(a->remaining, b->remaining, "step %d remaining", step);
+  cr_assert_eq(a->limit, b->limit, "step %d limit", step);
+  cr_assert_eq(a->retry_after_ns, b->retry_after_ns, "step %d retry", step);
+  cr_assert_eq(a->reset_ns, b->reset_ns, "step %d reset", step);
+  cr_assert_eq(a->level, b->level, "step %d level", step);
+  cr_assert_eq(a->strikes_remaining, b->strikes_remaining, "step %d strikes",
+               step);
+  cr_assert_eq(a->offenses, b->offenses, "step %d offenses", step);
+  cr_assert_eq(a->flags, b->flags, "step %d flags", step);
+  cr_assert_eq(a->binding, b->binding, "step %d binding", step);
+  cr_assert_eq(a->lease_id, b->lease_id, "step %d lease", step);
+  cr_assert_eq(a->now_ns, b->now_ns, "step %d now", step);
+}
+
+/* Run op on the store and on the model; compare; then check that the
+** store holds exactly the model's live records. */
+static void both(model *m, sluice_op *op, const int *idx, int64_t now,
+                 int step) {
+  sluice_state in[SLUICE_GROUP_MAX], out[SLUICE_GROUP_MAX];
+  sluice_key keys[SLUICE_GROUP_MAX];
+  sluice_verdict vm, vs;
+  int rc, i;
+  for (i = 0; i < op->nkeys; i++) {
+    keys[i] = m->keys[idx[i]];
+    in[i] = m->st[idx[i]];
+  }
+  op->keys = keys;
+  /* The backend contract: a record past its expiry reads as zeroed. */
+  for (i = 0; i < op->nkeys; i++)
+    if (sluice_op_expiry(op, i, &in[i]) <= now)
+      memset(&in[i], 0, sizeof in[i]);
+  rc = sluice_op_step(op, in, out, now, &vm);
+  cr_assert_eq(rc, SLUICE_OK, "model step %d: %s", step, sluice_strerror(rc));
+  sluice_clock_set(clk, now);
+  rc = sluice_limiter_apply(lim, op, &vs);
+  cr_assert_eq(rc, SLUICE_OK, "store step %d: %s (%s)", step,
+               sluice_strerror(rc), sluice_limiter_errmsg(lim));
+  same_verdict(&vm, &vs, step);
+  for (i = 0; i < op->nkeys; i++)
+    m->st[idx[i]] = out[i];
+  if (step % 7 != 0)
+    return;
+  for (i = 0; i < op->nkeys; i++) {
+    sluice_state got;
+    int64_t exp = sluice_op_expiry(op, i, &out[i]), gexp = 0;
+    rc = sluice_limiter_get(lim, keys[i].data, keys[i].len, &got, &gexp);
+    if (rc == SLUICE_ENOTSUP)
+      return;
+    if (exp <= now) {
+      cr_assert_eq(rc, SLUICE_ENOTFOUND,
+                   "step %d key %d: a record past its expiry still reads",
+                   step, i);
+      continue;
+    }
+    cr_assert_eq(rc, SLUICE_OK, "get step %d: %s", step, sluice_strerror(rc));
+    cr_assert_eq(gexp, exp, "step %d key %d: expiry", step, i);
+    cr_assert(memcmp(&got, &out[i], sizeof got) == 0,
+              "step %d key %d: stored record differs from the model", step, i);
+  }
+}
+
+static int64_t advance(int64_t now) {
+  switch (rnd() % 8) {
+  case 0:
+    return now; /* same instant */
+  case 1:
+    return now + between(1, 999);             /* sub-microsecond */
+  case 2:
+    return now + between(1, 5) * 60000000000; /* minutes: things expire */
+  default:
+    return now + between(1, 2000000000);      /* up to 2 s */
+  }
+}
+
+Test(conformance, differential_gcra) {
+  model m;
+  sluice_gcra_params p[2];
+  int64_t now = 1000000000000;
+  rng_state = 1;
+  model_init(&m, "g", NKEY);
+  p[0] = (sluice_gcra_params){7, 1000000000, 20};  /* T is not whole ns */
+  p[1] = (sluice_gcra_params){50, 60000000000, 13};
+  for (int s = 0; s < NOPS; s++) {
+    int idx[2] = {(int)(rnd() % NKEY), 0};
+    sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, NULL, p, 1, 0};
+    op.arg = between(1, 13);
+    if (rnd() % 3 == 0) {
+      op.nkeys = 2;
+      idx[1] = (idx[0] + 1 + (int)(rnd() % (NKEY - 1))) % NKEY;
+    }
+    if (rnd() % 5 == 0)
+      op.kind = SLUICE_OP_PEEK;
+    now = advance(now);
+    both(&m, &op, idx, now, s);
+  }
+}
+
+static void window_run(int algo, uint64_t seed) {
+  model m;
+  sluice_window_params p = {between(1, 40), between(1, 120) * 1000000000};
+  int64_t now = 2000000000000;
+  rng_state = seed;
+  p.limit = between(1, 40);
+  p.window_ns = between(1, 120) * 1000000000 + between(0, 999);
+  model_init(&m, algo == SLUICE_ALGO_SWINDOW ? "s" : "f", NKEY);
+  for (int s = 0; s < NOPS; s++) {
+    int idx[1] = {(int)(rnd() % NKEY)};
+    static const int kinds[3] = {SLUICE_OP_CONSUME, SLUICE_OP_COUNT,
+                                 SLUICE_OP_PEEK};
+    sluice_op op = {algo, kinds[rnd() % 3], 1, NULL, &p, 1, 0};
+    op.arg = between(op.kind == SLUICE_OP_PEEK ? 0 : 1, p.limit);
+    now = advance(now);
+    both(&m, &op, idx, now, s);
+  }
+}
+
+Test(conformance, differential_swindow) { window_run(SLUICE_ALGO_SWINDOW, 2); }
+Test(conformance, differential_fwindow) { window_run(SLUICE_ALGO_FWINDOW, 3); }
+
+Test(conformance, differential_penalty) {
+  model m;
+  sluice_penalty_params p = {4, 30000000000,
+                             {60000000000, 300000000000, SLUICE_FOREVER},
+                             900000000000};
+  int64_t now = 3000000000000;
+  rng_state = 4;
+  model_init(&m, "p", NKEY);
+  for (int s = 0; s < NOPS; s++) {
+    int idx[1] = {(int)(rnd() % NKEY)};
+    int r = (int)(rnd() % 20);
+    sluice_op op = {SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, 1, NULL, &p, 0, 0};
+    if (r == 0) {
+      op.kind = SLUICE_OP_TRIP;
+      op.arg = between(1, 3);
+    } else if (r == 1) {
+      op.kind = SLUICE_OP_RELEASE;
+    } else if (r < 5) {
+      op.kind = SLUICE_OP_CHECK;
+    }
+    now = advance(now);
+    both(&m, &op, idx, now, s);
+  }
+}
+
+Test(conformance, differential_lease) {
+  model m;
+  sluice_lease_params p = {3, 20000000000};
+  int64_t now = 4000000000000;
+  int idx[3] = {0, 1, 2};
+  static const int kinds[3] = {SLUICE_OP_ACQUIRE, SLUICE_OP_LEASE_RELEASE,
+                               SLUICE_OP_RENEW};
+  rng_state = 5;
+  model_init(&m, "l", 3);
+  for (int s = 0; s < NOPS; s++) {
+    sluice_op op = {SLUICE_ALGO_LEASE, kinds[rnd() % 3], 3, NULL, &p, 0, 0};
+    op.id = (uint64_t)between(1, 6);
+    now = advance(now);
+    both(&m, &op, idx, now, s);
+  }
+}
+
+Test(conformance, differential_distinct) {
+  model m;
+  sluice_distinct_params p = {between(1, 60), 45000000000};
+  int64_t now = 5000000000000;
+  rng_state = 6;
+  p.threshold = 25;
+  model_init(&m, "d", NKEY);
+  for (int s = 0; s < NOPS; s++) {
+    int idx[1] = {(int)(rnd() % NKEY)};
+    sluice_op op = {SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, 1, NULL, &p, 0, 0};
+    op.id = rnd();
+    if (rnd() % 6 == 0)
+      op.kind = SLUICE_OP_PEEK;
+    now = advance(now);
+    both(&m, &op, idx, now, s);
+  }
+}
