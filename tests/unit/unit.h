@@ -1,0 +1,66 @@
+/*
+** Shared helpers of the unit suites: a seeded PRNG (splitmix64, so traces are
+** reproducible), shorthands that build single-key ops, and field-by-field
+** verdict comparison.
+*/
+#ifndef SLUICE_TEST_UNIT_H
+#define SLUICE_TEST_UNIT_H
+
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sluice.h"
+
+__extension__ typedef __int128 i128;
+
+#define MS INT64_C(1000000)
+#define SEC INT64_C(1000000000)
+#define MINUTE (60 * SEC)
+#define HOUR (60 * MINUTE)
+
+typedef struct rng {
+  uint64_t s;
+} rng;
+
+static inline uint64_t rng_next(rng *r) {
+  uint64_t z = (r->s += UINT64_C(0x9e3779b97f4a7c15));
+  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+  return z ^ (z >> 31);
+}
+
+/* Uniform in [lo, hi] (hi - lo < 2^63). */
+static inline int64_t rng_range(rng *r, int64_t lo, int64_t hi) {
+  uint64_t span = (uint64_t)(hi - lo) + 1;
+  return lo + (int64_t)(span ? rng_next(r) % span : rng_next(r));
+}
+
+static inline sluice_state zst(void) {
+  sluice_state s;
+  memset(&s, 0, sizeof s);
+  return s;
+}
+
+static inline int st_eq(const sluice_state *a, const sluice_state *b) {
+  return a->w[0] == b->w[0] && a->w[1] == b->w[1];
+}
+
+static inline int verdict_eq(const sluice_verdict *a, const sluice_verdict *b) {
+  return a->allowed == b->allowed && a->flags == b->flags &&
+         a->binding == b->binding && a->level == b->level &&
+         a->limit == b->limit && a->remaining == b->remaining &&
+         a->retry_after_ns == b->retry_after_ns && a->reset_ns == b->reset_ns &&
+         a->strikes_remaining == b->strikes_remaining &&
+         a->offenses == b->offenses && a->lease_id == b->lease_id &&
+         a->now_ns == b->now_ns;
+}
+
+#define assert_verdict_eq(a, b, ...)                                           \
+  cr_assert(verdict_eq(&(a), &(b)), __VA_ARGS__)
+
+/* A key for a literal string. */
+#define KEY(s) ((sluice_key){(s), sizeof(s) - 1})
+
+#endif
