@@ -27,27 +27,30 @@ typedef struct sip {
   uint64_t v0, v1, v2, v3;
 } sip;
 
-static void sipround(sip *s) {
-  s->v0 += s->v1;
-  s->v1 = ROTL(s->v1, 13);
-  s->v1 ^= s->v0;
-  s->v0 = ROTL(s->v0, 32);
-  s->v2 += s->v3;
-  s->v3 = ROTL(s->v3, 16);
-  s->v3 ^= s->v2;
-  s->v0 += s->v3;
-  s->v3 = ROTL(s->v3, 21);
-  s->v3 ^= s->v0;
-  s->v2 += s->v1;
-  s->v1 = ROTL(s->v1, 17);
-  s->v1 ^= s->v2;
-  s->v2 = ROTL(s->v2, 32);
-}
+/* A macro rather than a function: the compiler would otherwise keep it out
+** of line, and it is most of the work of hashing a short key. */
+#define SIPROUND(s)                                                            \
+  do {                                                                         \
+    (s)->v0 += (s)->v1;                                                        \
+    (s)->v1 = ROTL((s)->v1, 13);                                               \
+    (s)->v1 ^= (s)->v0;                                                        \
+    (s)->v0 = ROTL((s)->v0, 32);                                               \
+    (s)->v2 += (s)->v3;                                                        \
+    (s)->v3 = ROTL((s)->v3, 16);                                               \
+    (s)->v3 ^= (s)->v2;                                                        \
+    (s)->v0 += (s)->v3;                                                        \
+    (s)->v3 = ROTL((s)->v3, 21);                                               \
+    (s)->v3 ^= (s)->v0;                                                        \
+    (s)->v2 += (s)->v1;                                                        \
+    (s)->v1 = ROTL((s)->v1, 17);                                               \
+    (s)->v1 ^= (s)->v2;                                                        \
+    (s)->v2 = ROTL((s)->v2, 32);                                               \
+  } while (0)
 
 static void sip_absorb(sip *s, uint64_t m) {
   s->v3 ^= m;
-  sipround(s);
-  sipround(s);
+  SIPROUND(s);
+  SIPROUND(s);
   s->v0 ^= m;
 }
 
@@ -71,7 +74,7 @@ static void sip_run(const uint8_t key[16], const void *data, size_t len,
   sip_absorb(s, b | load64(last));
   s->v2 ^= wide ? 0xee : 0xff;
   for (i = 0; i < 4; i++)
-    sipround(s);
+    SIPROUND(s);
 }
 
 uint64_t sluice_siphash64(const uint8_t key[16], const void *data,
@@ -89,6 +92,6 @@ void sluice_siphash128(const uint8_t key[16], const void *data, size_t len,
   store64(out, s.v0 ^ s.v1 ^ s.v2 ^ s.v3);
   s.v1 ^= 0xdd;
   for (i = 0; i < 4; i++)
-    sipround(&s);
+    SIPROUND(&s);
   store64(out + 8, s.v0 ^ s.v1 ^ s.v2 ^ s.v3);
 }

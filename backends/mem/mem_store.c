@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algo/algo_int.h"
 #include "backends.h"
 #include "sluice.h"
 #include "sluice_mem.h"
@@ -145,7 +146,7 @@ static int mem_apply_locked(mem_store *m, const sluice_op *op,
     else
       memset(&in[i], 0, sizeof in[i]);
   }
-  rc = sluice_op_step(op, in, out, now, v);
+  rc = sluice__op_step_valid(op, in, out, now, v);
   if (rc != SLUICE_OK)
     return rc;
   /* Allocate every new node before changing anything, so that a failure
@@ -222,15 +223,25 @@ static int mem_apply_locked(mem_store *m, const sluice_op *op,
 static void lock_group(mem_store *m, const uint64_t *h, int n, int lock) {
   uint64_t mask = 0;
   int s;
+  if (n == 1) { /* the common case: one shard, no ordering to work out */
+    pthread_mutex_t *mu = &m->shards[SHARD_OF(h[0])].mu;
+    if (lock)
+      pthread_mutex_lock(mu);
+    else
+      pthread_mutex_unlock(mu);
+    return;
+  }
   for (s = 0; s < n; s++)
     mask |= UINT64_C(1) << SHARD_OF(h[s]);
-  for (s = 0; s < NSHARD; s++)
-    if (mask & (UINT64_C(1) << s)) {
-      if (lock)
-        pthread_mutex_lock(&m->shards[s].mu);
-      else
-        pthread_mutex_unlock(&m->shards[s].mu);
-    }
+  /* Ascending shard order for every group: no two groups can deadlock. */
+  while (mask) {
+    s = __builtin_ctzll(mask);
+    mask &= mask - 1;
+    if (lock)
+      pthread_mutex_lock(&m->shards[s].mu);
+    else
+      pthread_mutex_unlock(&m->shards[s].mu);
+  }
 }
 
 static int mem_apply(sluice_store *s, const sluice_op *op, int64_t now,

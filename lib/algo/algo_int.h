@@ -25,13 +25,34 @@ static inline int64_t sluice__clamp64(sluice__i128 x) {
 }
 
 /* Division rounding toward negative / positive infinity (d > 0). */
+/* 128-bit division is a library call costing tens of ns; the operands of a
+** decision almost always fit 64 bits, so divide there when they do. */
+static inline int sluice__fits64(sluice__i128 x) {
+  return x >= (sluice__i128)INT64_MIN && x <= (sluice__i128)INT64_MAX;
+}
 static inline sluice__i128 sluice__floordiv(sluice__i128 n, sluice__i128 d) {
-  sluice__i128 q = n / d;
-  return (n % d != 0 && n < 0) ? q - 1 : q;
+  sluice__i128 q, r;
+  if (sluice__fits64(n) && sluice__fits64(d) && n != (sluice__i128)INT64_MIN) {
+    int64_t a = (int64_t)n, b = (int64_t)d;
+    q = a / b;
+    r = a % b;
+  } else {
+    q = n / d;
+    r = n % d;
+  }
+  return (r != 0 && n < 0) ? q - 1 : q;
 }
 static inline sluice__i128 sluice__ceildiv(sluice__i128 n, sluice__i128 d) {
-  sluice__i128 q = n / d;
-  return (n % d != 0 && n > 0) ? q + 1 : q;
+  sluice__i128 q, r;
+  if (sluice__fits64(n) && sluice__fits64(d) && n != (sluice__i128)INT64_MIN) {
+    int64_t a = (int64_t)n, b = (int64_t)d;
+    q = a / b;
+    r = a % b;
+  } else {
+    q = n / d;
+    r = n % d;
+  }
+  return (r != 0 && n > 0) ? q + 1 : q;
 }
 
 /* Saturating a + b for non-negative b. */
@@ -48,6 +69,13 @@ static inline void sluice__verdict_reset(sluice_verdict *v, int64_t now) {
   memset(v, 0, sizeof *v);
   v->now_ns = now;
 }
+
+/* sluice_op_step() for an op already through sluice_op_validate(): the
+** core validates before any backend sees an op, so built-in backends skip
+** the second check on the hot path. */
+int sluice__op_step_valid(const sluice_op *op, const sluice_state *in,
+                          sluice_state *out, int64_t now_ns,
+                          sluice_verdict *v);
 
 /* Per-algorithm steps over a validated op (internal entry points). */
 int sluice__gcra_group(const sluice_op *op, const sluice_state *in,

@@ -30,6 +30,11 @@ static int keys_check(const sluice_op *op) {
   int i;
   if (!op->keys)
     return SLUICE_EKEY;
+  if (op->nkeys == 1) { /* the hot path: no tags to compare */
+    const sluice_key *k = &op->keys[0];
+    return (!k->data || k->len == 0 || k->len > SLUICE_KEY_MAX) ? SLUICE_EKEY
+                                                                : SLUICE_OK;
+  }
   for (i = 0; i < op->nkeys; i++) {
     const sluice_key *k = &op->keys[i];
     if (!k->data || k->len == 0 || k->len > SLUICE_KEY_MAX)
@@ -137,10 +142,17 @@ int sluice_op_validate(const sluice_op *op) {
 
 int sluice_op_step(const sluice_op *op, const sluice_state *in,
                    sluice_state *out, int64_t now_ns, sluice_verdict *v) {
-  sluice_state fresh[SLUICE_GROUP_MAX], tmp[SLUICE_GROUP_MAX];
   int rc = sluice_op_validate(op);
   if (rc != SLUICE_OK)
     return rc;
+  return sluice__op_step_valid(op, in, out, now_ns, v);
+}
+
+int sluice__op_step_valid(const sluice_op *op, const sluice_state *in,
+                          sluice_state *out, int64_t now_ns,
+                          sluice_verdict *v) {
+  sluice_state fresh[SLUICE_GROUP_MAX], tmp[SLUICE_GROUP_MAX];
+  int rc;
   if (!out || !v || now_ns < 0)
     return SLUICE_EINVAL;
   if (!in) {

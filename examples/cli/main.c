@@ -1,0 +1,46 @@
+/* sluice: the command-line tool.  `sluice help` lists the subcommands;
+** every subcommand takes --help. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "sluice.h"
+
+static const struct {
+  const char *name;
+  int (*run)(int, char **);
+  const char *what;
+} cmds[] = {
+    {"replay", cli_replay, "replay a request trace through one algorithm"},
+};
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: sluice COMMAND [OPTIONS]\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+    fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].what);
+  fprintf(f, "\n`sluice COMMAND --help` describes a command.\n"
+             "exit codes: 0 ok, 1 malformed input, 2 usage error, "
+             "3 store or system failure\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return CLI_USAGE;
+  }
+  if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") ||
+      !strcmp(argv[1], "-h")) {
+    usage(stdout);
+    return CLI_OK;
+  }
+  if (!strcmp(argv[1], "--version")) {
+    printf("sluice %s\n", sluice_version_string());
+    return CLI_OK;
+  }
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+    if (!strcmp(argv[1], cmds[i].name))
+      return cmds[i].run(argc - 1, argv + 1);
+  fprintf(stderr, "sluice: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return CLI_USAGE;
+}

@@ -1,0 +1,389 @@
+/*
+** The answer: from a decision's facts to the status and headers the
+** service sends (spec section 5).
+**
+** sluice_http_answer_make() is the only place that decides anything: the
+** status, whether and how Retry-After is sent, and the one random draw of
+** its jitter.  Everything after it is rendering, a pure function of the
+** answer, so a render can be repeated (a bigger buffer after
+** SLUICE_ERANGE) and gives the same bytes, and the header and the body
+** never disagree about how long to wait.
+**
+** Retry-After, exactly:
+**   W  the true wait in ns (for a box: the later of retry_after_ns and
+**      lockout_ends_ns - now);
+**   S  = ceil(W / 1 s), at least 1 for a denial (a 429 that says
+**      "retry in 0 s" invites the very retry it refused);
+**   X  uniform over the whole seconds 0..floor(S / 10): the server-side
+**      0-10% that keeps clients throttled in the same second from coming
+**      back in the same second.  It is added, never subtracted, so the
+**      value sent is never below W;
+**   delta form:  Retry-After: S + X
+**   date form (boxes of date_after_s, default one hour, or more):
+**      Retry-After: IMF-fixdate of ceil((now + W) / 1 s) + X.  A client
+**      subtracts the Date header, floor(now / 1 s), so it too reads at
+**      least W.
+** Jitter in whole seconds means a wait under 10 s gets none: there is no
+** whole second within 10% of it.  Clients add their own jitter on top
+** (spec section 7), which is where short waits get spread.
+**
+** Header forms: see sluice/http.h.  The draft-10 policy name is an sf-string
+** (RFC 8941 3.3.3): printable ASCII with '"' and '\' escaped.  Points are
+** not a quota unit draft-10 registers, so no "qu" parameter is sent (its
+** default, "requests", is exact for 1-point requests).
+*/
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http_int.h"
+
+#define DEFAULT_DATE_AFTER_S 3600
+#define BASE_MAX 512
+#define POLICY_NAME_MAX 64
+#define LOCATION_MAX 2048
+
+int sluice_http_open(const sluice_http_options *opts, sluice_http **out) {
+  sluice_http_options dflt;
+  sluice_http *h;
+  size_t blen = 0;
+  int rc;
+  if (!out)
+    return SLUICE_EINVAL;
+  *out = NULL;
+  if (!opts) {
+    memset(&dflt, 0, sizeof dflt);
+    opts = &dflt;
+  }
+  if (opts->header_form < SLUICE_HTTP_FORM_LEGACY ||
+      opts->header_form > SLUICE_HTTP_FORM_BOTH ||
+      (opts->flags & ~(unsigned)(SLUICE_HTTP_NO_JITTER | SLUICE_HTTP_NO_DATES |
+                                 SLUICE_HTTP_DATE_HEADER |
+                                 SLUICE_HTTP_PRETTY)) ||
+      opts->date_after_s < 0)
+    return SLUICE_EINVAL;
+  if (opts->problem_base) {
+    const char *p = opts->problem_base;
+    const char *colon = strchr(p, ':');
+    size_t i;
+    blen = strlen(p);
+    /* An absolute URI starts with a scheme: ALPHA *( ALPHA / DIGIT / "+" /
+    ** "-" / "." ) ":" (RFC 3986 3.1).  Quotes, spaces and controls would
+    ** break the JSON string or the URI, so only visible ASCII is taken. */
+    if (blen == 0 || blen > BASE_MAX || !colon || colon == p ||
+        !((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
+      return SLUICE_EINVAL;
+    for (i = 0; p + i < colon; i++) {
+      char ch = p[i];
+      if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+            (ch >= '0' && ch <= '9') || ch == '+' || ch == '-' || ch == '.'))
+        return SLUICE_EINVAL;
+    }
+    for (i = 0; i < blen; i++)
+      if ((unsigned char)p[i] <= 0x20 || (unsigned char)p[i] >= 0x7f ||
+          p[i] == '"' || p[i] == '\\' || p[i] == '<' || p[i] == '>')
+        return SLUICE_EINVAL;
+  }
+  h = calloc(1, sizeof *h);
+  if (!h)
+    return SLUICE_ENOMEM;
+  h->form = opts->header_form;
+  h->flags = opts->flags;
+  h->date_after_s =
+      opts->date_after_s ? opts->date_after_s : DEFAULT_DATE_AFTER_S;
+  if (opts->problem_base) {
+    int slash = opts->problem_base[blen - 1] != '/';
+    h->base = malloc(blen + (size_t)slash + 1);
+    if (!h->base) {
+      free(h);
+      return SLUICE_ENOMEM;
+    }
+    memcpy(h->base, opts->problem_base, blen);
+    if (slash)
+      h->base[blen] = '/';
+    h->base[blen + (size_t)slash] = '\0';
+  }
+  rc = sluice__rng_init(&h->rng, opts->rand, opts->rand_ud);
+  if (rc != SLUICE_OK) {
+    free(h->base);
+    free(h);
+    return rc;
+  }
+  *out = h;
+  return SLUICE_OK;
+}
+
+void sluice_http_close(sluice_http *h) {
+  if (!h)
+    return;
+  free(h->base);
+  free(h);
+}
+
+const char *sluice_http_reason(int status) {
+  switch (status) {
+  case 200: return "OK";
+  case 201: return "Created";
+  case 202: return "Accepted";
+  case 204: return "No Content";
+  case 303: return "See Other";
+  case 400: return "Bad Request";
+  case 401: return "Unauthorized";
+  case 403: return "Forbidden";
+  case 404: return "Not Found";
+  case 408: return "Request Timeout";
+  case 409: return "Conflict";
+  case 423: return "Locked";
+  case 429: return "Too Many Requests";
+  case 500: return "Internal Server Error";
+  case 502: return "Bad Gateway";
+  case 503: return "Service Unavailable";
+  case 504: return "Gateway Timeout";
+  default: return "";
+  }
+}
+
+static int default_status(int outcome) {
+  static const int k_status[] = {200, 429, 429, 429, 409, 503, 202};
+  return k_status[outcome];
+}
+
+static int str_ok(const char *s, size_t max, int lo, int hi) {
+  size_t i;
+  for (i = 0; s[i]; i++)
+    if (i >= max || (unsigned char)s[i] < lo || (unsigned char)s[i] > hi)
+      return 0;
+  return 1;
+}
+
+/* Saturating a + b, both >= 0. */
+static int64_t sat_add(int64_t a, int64_t b) {
+  return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+static int check_facts(const sluice_http_facts *f) {
+  int denial;
+  if (f->outcome < SLUICE_HTTP_ALLOWED || f->outcome > SLUICE_HTTP_ACCEPTED ||
+      f->penalty < SLUICE_HTTP_PENALTY_NONE ||
+      f->penalty > SLUICE_HTTP_PENALTY_LOCKOUT || f->penalty_level < 0 ||
+      f->penalty_level > 3 || (f->flags & ~(unsigned)SLUICE_HTTP_F_STRIKES))
+    return SLUICE_EINVAL;
+  denial = f->outcome != SLUICE_HTTP_ALLOWED &&
+           f->outcome != SLUICE_HTTP_ACCEPTED;
+  if (f->status != 0 &&
+      (denial ? (f->status < 400 || f->status > 599)
+              : (f->status < 200 || f->status > 399)))
+    return SLUICE_EINVAL;
+  if (f->quota < 0 || f->window_s < 0 || f->limit < 0 || f->remaining < 0 ||
+      f->reset_ns < 0 || f->retry_after_ns < 0 || f->lockout_ends_ns < 0 ||
+      f->cost < 0 || f->refill_per_s < 0 ||
+      ((f->flags & SLUICE_HTTP_F_STRIKES) && f->strikes_remaining < 0))
+    return SLUICE_EINVAL;
+  if ((f->limit > 0 && f->remaining > f->limit) ||
+      (f->quota > 0 && f->window_s < 1))
+    return SLUICE_EINVAL;
+  if (f->outcome == SLUICE_HTTP_BOXED) {
+    if (f->penalty == SLUICE_HTTP_PENALTY_WARNING || f->penalty_level < 1)
+      return SLUICE_EINVAL;
+  } else if (f->penalty == SLUICE_HTTP_PENALTY_LOCKOUT ||
+             f->retry_after_ns == SLUICE_FOREVER) {
+    return SLUICE_EINVAL; /* only a box locks out, or lasts forever */
+  }
+  if (f->policy_name && (!f->policy_name[0] ||
+                         !str_ok(f->policy_name, POLICY_NAME_MAX, 0x20, 0x7e)))
+    return SLUICE_EINVAL;
+  if (f->location &&
+      (!f->location[0] || !str_ok(f->location, LOCATION_MAX, 0x21, 0x7e)))
+    return SLUICE_EINVAL;
+  return SLUICE_OK;
+}
+
+int sluice_http_answer_make(sluice_http *h, const sluice_http_facts *f,
+                            int64_t now_ns, sluice_http_answer *a) {
+  int64_t wait = 0, s, x = 0;
+  int rc;
+  if (!h || !f || !a || now_ns < 0)
+    return SLUICE_EINVAL;
+  rc = check_facts(f);
+  if (rc != SLUICE_OK)
+    return rc;
+  if (f->outcome == SLUICE_HTTP_BOXED && f->retry_after_ns == 0 &&
+      f->lockout_ends_ns <= now_ns)
+    return SLUICE_EINVAL; /* a box with no time left is not a box */
+
+  memset(a, 0, sizeof *a);
+  a->facts = *f;
+  a->status = f->status ? f->status : default_status(f->outcome);
+  a->penalty = f->outcome == SLUICE_HTTP_BOXED ? SLUICE_HTTP_PENALTY_LOCKOUT
+                                               : f->penalty;
+  a->has_body = f->outcome != SLUICE_HTTP_ALLOWED &&
+                f->outcome != SLUICE_HTTP_ACCEPTED;
+  a->now_s = now_ns / SLUICE__NS_PER_S;
+  if (!a->has_body)
+    return SLUICE_OK; /* nothing to wait for */
+
+  if (f->retry_after_ns == SLUICE_FOREVER)
+    return SLUICE_OK; /* suspended: no time can be promised */
+  wait = f->retry_after_ns;
+  if (f->outcome == SLUICE_HTTP_BOXED && f->lockout_ends_ns > now_ns &&
+      f->lockout_ends_ns - now_ns > wait)
+    wait = f->lockout_ends_ns - now_ns;
+  s = sluice__ceil_div64(wait, SLUICE__NS_PER_S);
+  if (s < 1)
+    s = 1;
+  if (!(h->flags & SLUICE_HTTP_NO_JITTER))
+    x = (int64_t)sluice__rng_upto(&h->rng, (uint64_t)(s / 10));
+  if (f->outcome == SLUICE_HTTP_BOXED)
+    a->lockout_ends_s = sluice__ceil_div64(sat_add(now_ns, wait),
+                                           SLUICE__NS_PER_S);
+  if (f->outcome == SLUICE_HTTP_BOXED && !(h->flags & SLUICE_HTTP_NO_DATES) &&
+      s >= h->date_after_s) {
+    a->retry_is_date = 1;
+    a->retry_at_s = sat_add(a->lockout_ends_s, x);
+    if (a->retry_at_s > SLUICE__MAX_EPOCH_S)
+      return SLUICE_ERANGE;
+    a->retry_after_s = a->retry_at_s - a->now_s;
+  } else {
+    a->retry_after_s = sat_add(s, x);
+  }
+  return SLUICE_OK;
+}
+
+/* ------------------------------------------------------------ headers --- */
+
+/* Append an sf-string: DQUOTE, the text with '"' and '\' escaped, DQUOTE. */
+static size_t put_sf_string(char *p, const char *s) {
+  size_t n = 0;
+  p[n++] = '"';
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\')
+      p[n++] = '\\';
+    p[n++] = *s;
+  }
+  p[n++] = '"';
+  p[n] = '\0';
+  return n;
+}
+
+int sluice_http_answer_foreach_header(const sluice_http *h,
+                                      const sluice_http_answer *a,
+                                      sluice_http_header_cb cb, void *ud) {
+  /* Big enough for the longest value: a Location of LOCATION_MAX. */
+  char v[LOCATION_MAX + 1];
+  const sluice_http_facts *f;
+  const char *pname;
+  int rc, sf, legacy, quota;
+  int64_t reset_s;
+  if (!h || !a || !cb)
+    return SLUICE_EINVAL;
+  f = &a->facts;
+#define EMIT(name)                                                             \
+  do {                                                                         \
+    if ((rc = cb((name), v, ud)) != 0)                                         \
+      return rc;                                                               \
+  } while (0)
+
+  if (a->has_body) {
+    strcpy(v, "application/problem+json");
+    EMIT("Content-Type");
+  }
+  if (f->outcome == SLUICE_HTTP_ACCEPTED && f->location) {
+    snprintf(v, sizeof v, "%s", f->location);
+    EMIT("Location");
+  }
+  if (h->flags & SLUICE_HTTP_DATE_HEADER) {
+    if (sluice_http_format_date(a->now_s, v) != SLUICE_OK)
+      return SLUICE_ERANGE;
+    EMIT("Date");
+  }
+  if (a->retry_after_s > 0) {
+    if (a->retry_is_date)
+      sluice_http_format_date(a->retry_at_s, v);
+    else
+      snprintf(v, sizeof v, "%" PRId64, a->retry_after_s);
+    EMIT("Retry-After");
+  }
+  if (f->limit > 0 || f->quota > 0) {
+    sf = h->form != SLUICE_HTTP_FORM_LEGACY;
+    legacy = h->form != SLUICE_HTTP_FORM_SF;
+    quota = f->quota > 0;
+    pname = f->policy_name ? f->policy_name : "default";
+    reset_s = sluice__ceil_div64(f->reset_ns, SLUICE__NS_PER_S);
+    if (quota && sf) {
+      size_t n = put_sf_string(v, pname);
+      snprintf(v + n, sizeof v - n, ";q=%" PRId64 ";w=%" PRId64, f->quota,
+               f->window_s);
+      EMIT("RateLimit-Policy");
+    } else if (quota) {
+      snprintf(v, sizeof v, "%" PRId64 ";w=%" PRId64, f->quota, f->window_s);
+      EMIT("RateLimit-Policy");
+    }
+    if (legacy && f->limit > 0) {
+      snprintf(v, sizeof v, "%" PRId64, f->limit);
+      EMIT("RateLimit-Limit");
+      snprintf(v, sizeof v, "%" PRId64, f->remaining);
+      EMIT("RateLimit-Remaining");
+      snprintf(v, sizeof v, "%" PRId64, reset_s);
+      EMIT("RateLimit-Reset");
+    }
+    if (sf && f->limit > 0) {
+      size_t n = put_sf_string(v, pname);
+      snprintf(v + n, sizeof v - n, ";r=%" PRId64 ";t=%" PRId64, f->remaining,
+               reset_s);
+      EMIT("RateLimit");
+    }
+  }
+  if (a->penalty != SLUICE_HTTP_PENALTY_NONE) {
+    strcpy(v, a->penalty == SLUICE_HTTP_PENALTY_LOCKOUT ? "Active-Lockout"
+                                                        : "Warning");
+    EMIT("X-Penalty-Box-Status");
+  }
+#undef EMIT
+  return SLUICE_OK;
+}
+
+typedef struct collect {
+  sluice_http_header *hdrs;
+  size_t cap, n;
+  char *buf;
+  size_t buflen, used;
+} collect;
+
+/* Keeps walking after running out of room, so that the sizes reported
+** with SLUICE_ERANGE are the ones that suffice. */
+static int collect_one(const char *name, const char *value, void *ud) {
+  collect *c = ud;
+  size_t len = strlen(value) + 1;
+  if (c->n < c->cap && c->used + len <= c->buflen) {
+    memcpy(c->buf + c->used, value, len);
+    c->hdrs[c->n].name = name;
+    c->hdrs[c->n].value = c->buf + c->used;
+  }
+  c->n++;
+  c->used += len;
+  return 0;
+}
+
+int sluice_http_answer_headers(const sluice_http *h,
+                               const sluice_http_answer *a,
+                               sluice_http_header *hdrs, size_t cap, size_t *n,
+                               char *buf, size_t buflen, size_t *needed) {
+  collect c;
+  int rc;
+  if (!h || !a || !n || (cap && !hdrs) || (buflen && !buf))
+    return SLUICE_EINVAL;
+  c.hdrs = hdrs;
+  c.cap = cap;
+  c.n = 0;
+  c.buf = buf;
+  c.buflen = buflen;
+  c.used = 0;
+  rc = sluice_http_answer_foreach_header(h, a, collect_one, &c);
+  if (rc != SLUICE_OK)
+    return rc;
+  *n = c.n;
+  if (needed)
+    *needed = c.used;
+  return (c.n > cap || c.used > buflen) ? SLUICE_ERANGE : SLUICE_OK;
+}

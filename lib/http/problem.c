@@ -1,0 +1,284 @@
+/*
+** application/problem+json bodies (RFC 9457) in the shape of spec
+** section 5's example.
+**
+** The body is built with jansson rather than by hand: every string in it
+** but the titles comes from the caller (tier, route, request id...), and
+** jansson's encoder does the escaping of quotes, backslashes and control
+** characters that a hand-rolled printf gets wrong sooner or later.
+** Objects keep their insertion order, so members come out in the order of
+** the spec's example.
+**
+** What goes in is only what sluice_http_facts carries: it has no field for
+** a key, a backend or another tenant, so none can leak.  The `detail`
+** sentence is composed here from the same facts, in the spec's wording.
+**
+** Choices where the spec is silent:
+**  a) Problem types: rate-limit-exceeded, penalty-box-active and
+**     concurrency-limit-exceeded (the spec's), ledger-conflict (409) and
+**     service-unavailable (503 fail-closed), all under the configured base.
+**  b) recommended_backoff ("exponential_with_full_jitter") is sent where
+**     backing off and retrying is the right move: throttled, concurrency
+**     and fail-closed.  A box says stop until it ends; a conflict says poll
+**     the job.
+**  c) lockout_ends_at is RFC 3339 UTC with whole seconds, rounded up.  A
+**     suspension (level 3, until lifted by hand) sends neither it nor
+**     retry_after_seconds: there is no time to promise.
+**  d) A body renders to a NUL-terminated buffer, so that it can be used as
+**     a C string; the size needed is asked of jansson before anything is
+**     written, so SLUICE_ERANGE leaves the caller's buffer untouched.
+*/
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "http_int.h"
+
+#define STR_MAX 1024
+#define DETAIL_MAX (6 * STR_MAX)
+
+/* Strict UTF-8 (RFC 3629): no overlongs, no surrogates, nothing past
+** U+10FFFF.  Checked before the text reaches jansson so that a bad byte is
+** reported as SLUICE_EINVAL, not mistaken for a failed allocation. */
+static int utf8_ok(const char *str) {
+  const unsigned char *s = (const unsigned char *)str;
+  while (*s) {
+    unsigned c = *s;
+    int n, i;
+    unsigned cp;
+    if (c < 0x80) {
+      s++;
+      continue;
+    }
+    if (c >= 0xc2 && c <= 0xdf)
+      n = 1, cp = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef)
+      n = 2, cp = c & 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4)
+      n = 3, cp = c & 0x07;
+    else
+      return 0;
+    for (i = 1; i <= n; i++) {
+      if ((s[i] & 0xc0) != 0x80)
+        return 0;
+      cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if ((n == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (n == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+      return 0;
+    s += n + 1;
+  }
+  return 1;
+}
+
+static int text_ok(const char *s) {
+  return !s || (strlen(s) <= STR_MAX && utf8_ok(s));
+}
+
+static const char *slug(int outcome) {
+  switch (outcome) {
+  case SLUICE_HTTP_THROTTLED: return "rate-limit-exceeded";
+  case SLUICE_HTTP_BOXED: return "penalty-box-active";
+  case SLUICE_HTTP_CONCURRENCY: return "concurrency-limit-exceeded";
+  case SLUICE_HTTP_CONFLICT: return "ledger-conflict";
+  default: return "service-unavailable";
+  }
+}
+
+/* "3000 points/min"; windows without a name are spelled out. */
+static void per_window(char *out, size_t n, int64_t quota, int64_t w) {
+  const char *unit = w == 1       ? "second"
+                     : w == 60    ? "min"
+                     : w == 3600  ? "hour"
+                     : w == 86400 ? "day"
+                                  : NULL;
+  if (unit)
+    snprintf(out, n, "%" PRId64 " point%s/%s", quota, quota == 1 ? "" : "s",
+             unit);
+  else
+    snprintf(out, n, "%" PRId64 " point%s per %" PRId64 " seconds", quota,
+             quota == 1 ? "" : "s", w);
+}
+
+/* Append to a bounded buffer; the buffer is sized so it never truncates. */
+static void cat(char *buf, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void cat(char *buf, size_t n, const char *fmt, ...) {
+  size_t used = strlen(buf);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + used, n - used, fmt, ap);
+  va_end(ap);
+}
+
+static void iso8601(char out[32], int64_t epoch_s) {
+  int64_t y, secs = epoch_s % 86400;
+  int m, d;
+  sluice__civil_from_days(epoch_s / 86400, &y, &m, &d);
+  snprintf(out, 32, "%04" PRId64 "-%02d-%02dT%02d:%02d:%02dZ", y, m, d,
+           (int)(secs / 3600), (int)(secs / 60 % 60), (int)(secs % 60));
+}
+
+/* The "retry in N seconds." ending, capitalized when it opens a sentence. */
+static void retry_clause(char *d, size_t n, const sluice_http_answer *a,
+                         int upper) {
+  if (a->retry_after_s > 0)
+    cat(d, n, "%cetry in %" PRId64 " second%s.", upper ? 'R' : 'r',
+        a->retry_after_s, a->retry_after_s == 1 ? "" : "s");
+}
+
+static void route_cost(char *d, size_t n, const sluice_http_facts *f) {
+  if (f->route && f->cost > 0)
+    cat(d, n, " %s%s%s costs %" PRId64 " point%s.", f->method ? f->method : "",
+        f->method ? " " : "", f->route, f->cost, f->cost == 1 ? "" : "s");
+}
+
+static void detail(char *d, size_t n, const sluice_http_answer *a) {
+  const sluice_http_facts *f = &a->facts;
+  char tmp[96], when[32];
+  d[0] = '\0';
+  switch (f->outcome) {
+  case SLUICE_HTTP_THROTTLED:
+    cat(d, n, "Quota");
+    if (f->tier)
+      cat(d, n, " for tier '%s'", f->tier);
+    cat(d, n, " exhausted");
+    if (f->quota > 0) {
+      per_window(tmp, sizeof tmp, f->quota, f->window_s);
+      cat(d, n, " (%s)", tmp);
+    }
+    cat(d, n, ".");
+    route_cost(d, n, f);
+    if (f->refill_per_s > 0) {
+      cat(d, n, " Capacity refills at %" PRId64 " point%s/second; ",
+          f->refill_per_s, f->refill_per_s == 1 ? "" : "s");
+      retry_clause(d, n, a, 0);
+    } else {
+      cat(d, n, " ");
+      retry_clause(d, n, a, 1);
+    }
+    break;
+  case SLUICE_HTTP_BOXED:
+    if (a->lockout_ends_s > 0) {
+      iso8601(when, a->lockout_ends_s);
+      cat(d, n,
+          "Requests kept arriving before Retry-After elapsed; this client "
+          "is locked out (penalty level %d) until %s. ",
+          f->penalty_level, when);
+      retry_clause(d, n, a, 1);
+    } else {
+      cat(d, n,
+          "Requests kept arriving before Retry-After elapsed; this client "
+          "is suspended (penalty level %d) pending review.",
+          f->penalty_level);
+    }
+    break;
+  case SLUICE_HTTP_CONCURRENCY:
+    cat(d, n, "Concurrency limit");
+    if (f->tier)
+      cat(d, n, " for tier '%s'", f->tier);
+    cat(d, n, " reached");
+    if (f->limit > 0)
+      cat(d, n, " (%" PRId64 " at a time)", f->limit);
+    cat(d, n, ".");
+    route_cost(d, n, f);
+    cat(d, n, " ");
+    retry_clause(d, n, a, 1);
+    break;
+  case SLUICE_HTTP_CONFLICT:
+    cat(d, n, "Another operation on this resource is in progress. Poll the "
+              "existing job instead of resubmitting; ");
+    retry_clause(d, n, a, 0);
+    break;
+  default:
+    cat(d, n, "Rate limiting is temporarily unavailable and this endpoint "
+              "fails closed. ");
+    retry_clause(d, n, a, 1);
+    break;
+  }
+}
+
+/* Set a member; a NULL value (failed allocation) is remembered. */
+static void set(json_t *o, const char *k, json_t *v, int *oom) {
+  if (!v || json_object_set_new(o, k, v) != 0)
+    *oom = 1;
+}
+
+int sluice_http_answer_body(const sluice_http *h, const sluice_http_answer *a,
+                            char *buf, size_t buflen, size_t *len) {
+  const sluice_http_facts *f;
+  char type[600], d[DETAIL_MAX], when[32];
+  json_t *o;
+  size_t need, flags;
+  int oom = 0;
+  if (!h || !a || !len || (buflen && !buf))
+    return SLUICE_EINVAL;
+  f = &a->facts;
+  if (!a->has_body) {
+    *len = 0;
+    if (buflen)
+      buf[0] = '\0';
+    return SLUICE_OK;
+  }
+  if (!text_ok(f->tier) || !text_ok(f->method) || !text_ok(f->route) ||
+      !text_ok(f->instance) || !text_ok(f->request_id))
+    return SLUICE_EINVAL;
+  if (!h->base)
+    return SLUICE_ECONFIG;
+  snprintf(type, sizeof type, "%s%s", h->base, slug(f->outcome));
+  detail(d, sizeof d, a);
+
+  o = json_object();
+  if (!o)
+    return SLUICE_ENOMEM;
+  set(o, "type", json_string(type), &oom);
+  set(o, "title", json_string(sluice_http_reason(a->status)), &oom);
+  set(o, "status", json_integer(a->status), &oom);
+  set(o, "detail", json_string(d), &oom);
+  if (f->instance)
+    set(o, "instance", json_string(f->instance), &oom);
+  if (a->retry_after_s > 0)
+    set(o, "retry_after_seconds", json_integer(a->retry_after_s), &oom);
+  if (f->outcome == SLUICE_HTTP_THROTTLED ||
+      f->outcome == SLUICE_HTTP_CONCURRENCY ||
+      f->outcome == SLUICE_HTTP_FAIL_CLOSED)
+    set(o, "recommended_backoff", json_string("exponential_with_full_jitter"),
+        &oom);
+  if (f->tier)
+    set(o, "quota_tier", json_string(f->tier), &oom);
+  if (f->flags & SLUICE_HTTP_F_STRIKES)
+    set(o, "penalty_strikes_remaining", json_integer(f->strikes_remaining),
+        &oom);
+  if (f->outcome == SLUICE_HTTP_BOXED) {
+    set(o, "penalty_level", json_integer(f->penalty_level), &oom);
+    if (a->lockout_ends_s > 0) {
+      iso8601(when, a->lockout_ends_s);
+      set(o, "lockout_ends_at", json_string(when), &oom);
+    }
+  }
+  if (f->request_id)
+    set(o, "request_id", json_string(f->request_id), &oom);
+  if (oom) {
+    json_decref(o);
+    return SLUICE_ENOMEM;
+  }
+  flags = (h->flags & SLUICE_HTTP_PRETTY) ? JSON_INDENT(2) : JSON_COMPACT;
+  need = json_dumpb(o, NULL, 0, flags);
+  if (need == 0) {
+    json_decref(o);
+    return SLUICE_ENOMEM;
+  }
+  if (need + 1 > buflen) {
+    json_decref(o);
+    *len = need + 1;
+    return SLUICE_ERANGE;
+  }
+  json_dumpb(o, buf, need, flags);
+  buf[need] = '\0';
+  json_decref(o);
+  *len = need;
+  return SLUICE_OK;
+}

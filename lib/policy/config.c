@@ -1,0 +1,789 @@
+/*
+** Policy configuration: the built-in defaults, validation, and the file
+** loader.
+**
+** The configuration is a plain struct (no pointers) so that a service can
+** take the defaults, change two numbers and open.  Validation is one
+** function that names every setting by its path in the configuration file
+** ("tiers.growth.key.burst"), which is also the libconfig path of that
+** setting: the loader parses the file into the struct, runs the same
+** validation, and looks the failing path up in the parsed tree to report
+** the file and line.  So a struct built in code and a file get exactly the
+** same rules, and an error in a file points at the line to fix.
+**
+** Choices:
+**  a) Settings left out of a file keep their defaults; an unknown setting
+**     is an error, so a typo ("strkes") never silently keeps a default.
+**  b) Listing `tiers` replaces the whole tier set (a tier with a built-in
+**     name starts from its built-in values, a new one from zero, so a
+**     missing number is reported as invalid).  Listing `routes` replaces
+**     the route table.
+**  c) Durations carry their unit in the setting name (_s, _ms); the struct
+**     holds ns.  Integers only: the decision path has no floating point,
+**     and neither does its configuration.
+**  d) Parsing uses libconfig (Debian's libconfig-dev) rather than a parser
+**     of our own.
+*/
+#include <errno.h>
+#include <libconfig.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "policy_int.h"
+
+#define S SLUICE__NS_PER_S
+#define MS SLUICE__NS_PER_MS
+
+static void tier_set(sluice_policy_tier *t, const char *name, int64_t tr,
+                     int64_t tb, int64_t kr, int64_t kb, int64_t strikes,
+                     int64_t rec, int64_t exp, int64_t xcap, int l3) {
+  memset(t, 0, sizeof *t);
+  snprintf(t->name, sizeof t->name, "%s", name);
+  t->tenant_rate = tr;
+  t->tenant_period_ns = S;
+  t->tenant_burst = tb;
+  t->key_rate = kr;
+  t->key_period_ns = S;
+  t->key_burst = kb;
+  t->strike_threshold = strikes;
+  t->reconcile_concurrency = rec;
+  t->export_concurrency = exp;
+  t->exports_per_window = xcap;
+  t->level3 = l3;
+}
+
+static void route_set(sluice_policy_route *r, const char *method,
+                      const char *route, int cls) {
+  memset(r, 0, sizeof *r);
+  snprintf(r->method, sizeof r->method, "%s", method);
+  snprintf(r->route, sizeof r->route, "%s", route);
+  r->endpoint_class = cls;
+}
+
+int sluice_policy_config_defaults(sluice_policy_config *c) {
+  if (!c)
+    return SLUICE_EINVAL;
+  memset(c, 0, sizeof *c);
+  c->ntiers = 3;
+  tier_set(&c->tiers[0], "sandbox", 10, 600, 5, 300, 20, 1, 1, 2,
+           SLUICE_L3_SUSPEND);
+  tier_set(&c->tiers[1], "growth", 50, 3000, 25, 1500, 20, 2, 1, 10,
+           SLUICE_L3_SUSPEND);
+  tier_set(&c->tiers[2], "enterprise", 500, 30000, 250, 15000, 100, 8, 3, 60,
+           SLUICE_L3_PAGE);
+  c->nroutes = 5;
+  route_set(&c->routes[0], "POST", "/v1/auth/token", SLUICE_EP_AUTH);
+  route_set(&c->routes[1], "POST", "/v1/ledgers/reconcile",
+            SLUICE_EP_RECONCILE);
+  route_set(&c->routes[2], "GET", "/v1/reports/audit-export",
+            SLUICE_EP_EXPORT);
+  route_set(&c->routes[3], "GET", "/v1/jobs/*", SLUICE_EP_JOB_POLL);
+  route_set(&c->routes[4], "*", "/v1/*", SLUICE_EP_STANDARD);
+  c->cost[SLUICE_EP_STANDARD] = 1;
+  c->cost[SLUICE_EP_RECONCILE] = 10;
+  c->cost[SLUICE_EP_EXPORT] = 25;
+  c->cost[SLUICE_EP_JOB_POLL] = 1;
+  c->export_long_cost = 50;
+  c->export_long_range_ns = 90 * 86400 * S;
+  c->strike_window_ns = 60 * S;
+  c->level1_box_ns = 300 * S;
+  c->level2_box_ns = 3600 * S;
+  c->enterprise_level3_box_ns = 3600 * S;
+  c->offense_ttl_ns = 86400 * S;
+  c->auth_subject_failures = 5;
+  c->auth_ip_failures = 20;
+  c->auth_window_ns = 900 * S;
+  c->auth_box_ns[0] = 300 * S;
+  c->auth_box_ns[1] = 3600 * S;
+  c->auth_box_ns[2] = 86400 * S;
+  c->stuffing_failures = 500;
+  c->stuffing_subjects = 50;
+  c->stuffing_ips = 20;
+  c->stuffing_window_ns = 600 * S;
+  c->reconcile_lease_ttl_ns = 900 * S;
+  c->export_lease_ttl_ns = 1800 * S;
+  c->export_cap_window_ns = 3600 * S;
+  c->lease_retry_after_max_ns = 30 * S;
+  c->fail_closed_mask = (1u << SLUICE_EP_RECONCILE) |
+                        (1u << SLUICE_EP_EXPORT) | (1u << SLUICE_EP_AUTH);
+  c->fail_closed_retry_after_ns = 15 * S;
+  c->degraded_percent = 25;
+  c->degraded_probe_ns = 1000 * MS;
+  c->shadow = 0;
+  return SLUICE_OK;
+}
+
+const char *sluice__level3_name(int a) {
+  return a == SLUICE_L3_PAGE ? "page" : "suspend";
+}
+
+/* ------------------------------------------------------------ checking --- */
+
+typedef struct ck {
+  char *path;
+  size_t pathlen;
+  char *msg;
+  size_t msglen;
+} ck;
+
+static int fail(ck *k, const char *path, const char *fmt, long long v,
+                long long lo, long long hi) {
+  snprintf(k->path, k->pathlen, "%s", path);
+  snprintf(k->msg, k->msglen, fmt, v, lo, hi);
+  return SLUICE_ECONFIG;
+}
+
+static int range(ck *k, const char *path, int64_t v, int64_t lo, int64_t hi) {
+  if (v >= lo && v <= hi)
+    return SLUICE_OK;
+  snprintf(k->path, k->pathlen, "%s", path);
+  snprintf(k->msg, k->msglen, "must be %lld..%lld (got %lld)", (long long)lo,
+           (long long)hi, (long long)v);
+  return SLUICE_ECONFIG;
+}
+
+static int name_ok(const char *n) {
+  size_t i, len = strnlen(n, SLUICE_POLICY_NAME_MAX + 1);
+  if (len == 0 || len > SLUICE_POLICY_NAME_MAX)
+    return 0;
+  if (!((n[0] >= 'a' && n[0] <= 'z') || (n[0] >= 'A' && n[0] <= 'Z')))
+    return 0;
+  for (i = 0; i < len; i++) {
+    char ch = n[i];
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+          (ch >= '0' && ch <= '9') || ch == '_' || ch == '-'))
+      return 0;
+  }
+  return 1;
+}
+
+static int check_bucket(ck *k, const char *tier, const char *which,
+                        int64_t rate, int64_t period, int64_t burst,
+                        int64_t pct) {
+  char p[96];
+  sluice_gcra_params g = {rate, period, burst};
+  int rc;
+  snprintf(p, sizeof p, "tiers.%s.%s.rate", tier, which);
+  /* The degraded limiter runs rate * pct per period * 100: keep it valid. */
+  if ((rc = range(k, p, rate, 1, ((int64_t)1 << 32) / 100)) != SLUICE_OK)
+    return rc;
+  snprintf(p, sizeof p, "tiers.%s.%s.period_ms", tier, which);
+  if ((rc = range(k, p, period / MS, 1, 86400 * 1000)) != SLUICE_OK ||
+      period % MS != 0)
+    return rc != SLUICE_OK ? rc
+                           : fail(k, p, "must be whole ms (got %lld ns)",
+                                  (long long)period, 0, 0);
+  snprintf(p, sizeof p, "tiers.%s.%s.burst", tier, which);
+  if ((rc = range(k, p, burst, 1, SLUICE_COUNT_MAX)) != SLUICE_OK)
+    return rc;
+  if (sluice_gcra_params_check(&g) != SLUICE_OK)
+    return fail(k, p, "burst %lld times the period is too long a bucket", burst,
+                0, 0);
+  (void)pct;
+  return SLUICE_OK;
+}
+
+int sluice__policy_config_check2(const sluice_policy_config *c, char *path,
+                                 size_t pathlen, char *msg, size_t msglen) {
+  char pbuf[160], mbuf[160];
+  ck k = {path ? path : pbuf, path ? pathlen : sizeof pbuf,
+          msg ? msg : mbuf, msg ? msglen : sizeof mbuf};
+  char p[128];
+  int i, j, rc;
+  int64_t min_burst = SLUICE_COUNT_MAX;
+  const int64_t DMAX = SLUICE_DURATION_MAX;
+
+  if (k.pathlen)
+    k.path[0] = '\0';
+  if (k.msglen)
+    k.msg[0] = '\0';
+  if ((rc = range(&k, "tiers", c->ntiers, 1, SLUICE_POLICY_TIERS_MAX)))
+    return rc;
+  if ((rc = range(&k, "failure.degraded_percent", c->degraded_percent, 1,
+                  100)))
+    return rc;
+  for (i = 0; i < c->ntiers; i++) {
+    const sluice_policy_tier *t = &c->tiers[i];
+    if (!name_ok(t->name))
+      return fail(&k, "tiers",
+                  "tier %lld: a name is 1..31 of [A-Za-z0-9_-], starting "
+                  "with a letter",
+                  i, 0, 0);
+    for (j = 0; j < i; j++)
+      if (strcmp(c->tiers[j].name, t->name) == 0) {
+        snprintf(p, sizeof p, "tiers.%s", t->name);
+        return fail(&k, p, "tier defined twice", 0, 0, 0);
+      }
+    if ((rc = check_bucket(&k, t->name, "tenant", t->tenant_rate,
+                           t->tenant_period_ns, t->tenant_burst,
+                           c->degraded_percent)))
+      return rc;
+    if ((rc = check_bucket(&k, t->name, "key", t->key_rate, t->key_period_ns,
+                           t->key_burst, c->degraded_percent)))
+      return rc;
+    snprintf(p, sizeof p, "tiers.%s.strikes", t->name);
+    if ((rc = range(&k, p, t->strike_threshold, 1, (1 << 20) - 1)))
+      return rc;
+    snprintf(p, sizeof p, "tiers.%s.reconcile_concurrency", t->name);
+    if ((rc = range(&k, p, t->reconcile_concurrency, 1, SLUICE_GROUP_MAX)))
+      return rc;
+    snprintf(p, sizeof p, "tiers.%s.export_concurrency", t->name);
+    if ((rc = range(&k, p, t->export_concurrency, 1, SLUICE_GROUP_MAX)))
+      return rc;
+    snprintf(p, sizeof p, "tiers.%s.exports_per_window", t->name);
+    if ((rc = range(&k, p, t->exports_per_window, 1, SLUICE_COUNT_MAX)))
+      return rc;
+    snprintf(p, sizeof p, "tiers.%s.level3", t->name);
+    if (t->level3 != SLUICE_L3_SUSPEND && t->level3 != SLUICE_L3_PAGE)
+      return fail(&k, p, "must be \"suspend\" or \"page\" (got %lld)",
+                  t->level3, 0, 0);
+    if (t->tenant_burst < min_burst)
+      min_burst = t->tenant_burst;
+    if (t->key_burst < min_burst)
+      min_burst = t->key_burst;
+  }
+  {
+    static const char *const cn[SLUICE_EP__COUNT] = {
+        NULL, "costs.standard", "costs.reconcile", "costs.export",
+        "costs.job_poll", NULL};
+    for (i = 1; i < SLUICE_EP__COUNT; i++) {
+      if (!cn[i])
+        continue;
+      if ((rc = range(&k, cn[i], c->cost[i], 1, min_burst)))
+        return rc;
+    }
+    if ((rc = range(&k, "costs.export_long", c->export_long_cost, 1,
+                    min_burst)))
+      return rc;
+  }
+  if ((rc = range(&k, "costs.export_long_range_days",
+                  c->export_long_range_ns / (86400 * S), 1, 100000)))
+    return rc;
+  if ((rc = range(&k, "routes", c->nroutes, 0, SLUICE_POLICY_ROUTES_MAX)))
+    return rc;
+  for (i = 0; i < c->nroutes; i++) {
+    const sluice_policy_route *r = &c->routes[i];
+    size_t ml = strnlen(r->method, sizeof r->method);
+    size_t rl = strnlen(r->route, sizeof r->route);
+    snprintf(p, sizeof p, "routes.[%d].method", i);
+    if (ml == 0 || ml >= sizeof r->method)
+      return fail(&k, p, "must be 1..7 characters (\"*\": any)", 0, 0, 0);
+    snprintf(p, sizeof p, "routes.[%d].route", i);
+    if (rl == 0 || rl >= sizeof r->route || r->route[0] != '/')
+      return fail(&k, p, "must start with '/' and be at most %lld bytes",
+                  SLUICE_POLICY_ROUTE_MAX, 0, 0);
+    snprintf(p, sizeof p, "routes.[%d].class", i);
+    if ((rc = range(&k, p, r->endpoint_class, 1, SLUICE_EP__COUNT - 1)))
+      return rc;
+  }
+  if ((rc = range(&k, "penalty.strike_window_ms", c->strike_window_ns / MS, 1,
+                  DMAX / MS)))
+    return rc;
+  if ((rc = range(&k, "penalty.level1_box_s", c->level1_box_ns / S, 1,
+                  DMAX / S)))
+    return rc;
+  if ((rc = range(&k, "penalty.level2_box_s", c->level2_box_ns / S, 1,
+                  DMAX / S)))
+    return rc;
+  if ((rc = range(&k, "penalty.enterprise_level3_box_s",
+                  c->enterprise_level3_box_ns / S, 1, DMAX / S)))
+    return rc;
+  if ((rc = range(&k, "penalty.offense_ttl_s", c->offense_ttl_ns / S, 1,
+                  DMAX / S)))
+    return rc;
+  if ((rc = range(&k, "auth.subject_failures", c->auth_subject_failures, 1,
+                  0xffffffffLL)))
+    return rc;
+  if ((rc = range(&k, "auth.ip_failures", c->auth_ip_failures, 1,
+                  0xffffffffLL)))
+    return rc;
+  if ((rc = range(&k, "auth.window_s", c->auth_window_ns / S, 1, DMAX / S)))
+    return rc;
+  if ((rc = range(&k, "auth.level1_box_s", c->auth_box_ns[0] / S, 1,
+                  DMAX / S)) ||
+      (rc = range(&k, "auth.level2_box_s", c->auth_box_ns[1] / S, 1,
+                  DMAX / S)) ||
+      (rc = range(&k, "auth.level3_box_s", c->auth_box_ns[2] / S, 1,
+                  DMAX / S)))
+    return rc;
+  if ((rc = range(&k, "auth.stuffing_failures", c->stuffing_failures, 1,
+                  SLUICE_COUNT_MAX)))
+    return rc;
+  if ((rc = range(&k, "auth.stuffing_subjects", c->stuffing_subjects, 1,
+                  200)))
+    return rc;
+  if ((rc = range(&k, "auth.stuffing_ips", c->stuffing_ips, 1, 200)))
+    return rc;
+  if ((rc = range(&k, "auth.stuffing_window_s", c->stuffing_window_ns / S, 1,
+                  DMAX / S)))
+    return rc;
+  if ((rc = range(&k, "heavy.reconcile_lease_ttl_s",
+                  c->reconcile_lease_ttl_ns / S, 1, DMAX / S)) ||
+      (rc = range(&k, "heavy.export_lease_ttl_s", c->export_lease_ttl_ns / S,
+                  1, DMAX / S)) ||
+      (rc = range(&k, "heavy.export_cap_window_s",
+                  c->export_cap_window_ns / S, 1, DMAX / S)) ||
+      (rc = range(&k, "heavy.lease_retry_after_max_s",
+                  c->lease_retry_after_max_ns / S, 1, DMAX / S)))
+    return rc;
+  if (c->fail_closed_mask &
+      ~((1u << SLUICE_EP__COUNT) - 1u - 1u)) /* bit 0 is AUTO */
+    return fail(&k, "failure.fail_closed", "unknown endpoint class bits %llx",
+                c->fail_closed_mask, 0, 0);
+  if ((rc = range(&k, "failure.retry_after_s",
+                  c->fail_closed_retry_after_ns / S, 1, 86400)))
+    return rc;
+  if ((rc = range(&k, "failure.probe_interval_ms", c->degraded_probe_ns / MS,
+                  0, 3600 * 1000)))
+    return rc;
+  if (c->shadow != 0 && c->shadow != 1)
+    return fail(&k, "shadow", "must be true or false (got %lld)", c->shadow,
+                0, 0);
+  return SLUICE_OK;
+}
+
+int sluice_policy_config_check(const sluice_policy_config *c, char *err,
+                               size_t errlen) {
+  char path[128], msg[160];
+  int rc;
+  if (err && errlen)
+    err[0] = '\0';
+  if (!c)
+    return SLUICE_EINVAL;
+  rc = sluice__policy_config_check2(c, path, sizeof path, msg, sizeof msg);
+  if (rc != SLUICE_OK && err && errlen)
+    snprintf(err, errlen, "%s: %s", path, msg);
+  return rc;
+}
+
+/* ------------------------------------------------------------- loading --- */
+
+typedef struct ld {
+  const char *file;
+  char *err;
+  size_t errlen;
+} ld;
+
+static int lerr(ld *l, const config_setting_t *s, const char *path,
+                const char *what) {
+  if (l->err && l->errlen)
+    snprintf(l->err, l->errlen, "%s:%d: %s: %s", l->file,
+             s ? (int)config_setting_source_line(s) : 0, path, what);
+  return SLUICE_ECONFIG;
+}
+
+static void join(char *out, size_t n, const char *parent, const char *name) {
+  if (parent && parent[0])
+    snprintf(out, n, "%s.%s", parent, name);
+  else
+    snprintf(out, n, "%s", name);
+}
+
+/* Every member of group `g` must be one of `names` (NULL-terminated). */
+static int only(ld *l, const config_setting_t *g, const char *gpath,
+                const char *const *names) {
+  int i, j, n = config_setting_length(g);
+  char p[160];
+  for (i = 0; i < n; i++) {
+    config_setting_t *m = config_setting_get_elem(g, (unsigned)i);
+    const char *nm = config_setting_name(m);
+    for (j = 0; names[j]; j++)
+      if (nm && strcmp(nm, names[j]) == 0)
+        break;
+    if (!names[j]) {
+      join(p, sizeof p, gpath, nm ? nm : "?");
+      return lerr(l, m, p, "unknown setting");
+    }
+  }
+  return SLUICE_OK;
+}
+
+static const config_setting_t *group_of(ld *l, const config_setting_t *parent,
+                                        const char *name, const char *path,
+                                        int *rc) {
+  config_setting_t *g = config_setting_get_member(parent, name);
+  *rc = SLUICE_OK;
+  if (g && !config_setting_is_group(g)) {
+    *rc = lerr(l, g, path, "must be a group { ... }");
+    return NULL;
+  }
+  return g;
+}
+
+/* An integer setting times `unit`, if present. */
+static int get_int(ld *l, const config_setting_t *g, const char *gpath,
+                   const char *name, int64_t unit, int64_t *out) {
+  config_setting_t *s = config_setting_get_member(g, name);
+  char p[160];
+  long long v;
+  if (!s)
+    return SLUICE_OK;
+  join(p, sizeof p, gpath, name);
+  if (config_setting_type(s) != CONFIG_TYPE_INT &&
+      config_setting_type(s) != CONFIG_TYPE_INT64)
+    return lerr(l, s, p, "must be an integer");
+  v = config_setting_get_int64(s);
+  if (v < 0 || v > INT64_MAX / unit)
+    return lerr(l, s, p, "out of range");
+  *out = (int64_t)v * unit;
+  return SLUICE_OK;
+}
+
+static int get_bool(ld *l, const config_setting_t *g, const char *gpath,
+                    const char *name, int *out) {
+  config_setting_t *s = config_setting_get_member(g, name);
+  char p[160];
+  if (!s)
+    return SLUICE_OK;
+  join(p, sizeof p, gpath, name);
+  if (config_setting_type(s) != CONFIG_TYPE_BOOL)
+    return lerr(l, s, p, "must be true or false");
+  *out = config_setting_get_bool(s);
+  return SLUICE_OK;
+}
+
+static int class_of(const char *s) {
+  int i;
+  for (i = 1; i < SLUICE_EP__COUNT; i++)
+    if (strcmp(s, sluice_endpoint_class_name(i)) == 0)
+      return i;
+  return 0;
+}
+
+static int load_bucket(ld *l, const config_setting_t *t, const char *tpath,
+                       const char *which, int64_t *rate, int64_t *period,
+                       int64_t *burst) {
+  static const char *const names[] = {"rate", "period_ms", "burst", NULL};
+  char p[160];
+  int rc;
+  const config_setting_t *g;
+  join(p, sizeof p, tpath, which);
+  g = group_of(l, t, which, p, &rc);
+  if (rc || !g)
+    return rc;
+  if ((rc = only(l, g, p, names)) || (rc = get_int(l, g, p, "rate", 1, rate)) ||
+      (rc = get_int(l, g, p, "period_ms", MS, period)) ||
+      (rc = get_int(l, g, p, "burst", 1, burst)))
+    return rc;
+  return SLUICE_OK;
+}
+
+static int load_tiers(ld *l, const config_setting_t *root,
+                      sluice_policy_config *c) {
+  static const char *const names[] = {
+      "tenant", "key", "strikes", "reconcile_concurrency",
+      "export_concurrency", "exports_per_window", "level3", NULL};
+  sluice_policy_config dflt;
+  const config_setting_t *tiers;
+  int i, j, n, rc;
+  char p[160];
+
+  tiers = group_of(l, root, "tiers", "tiers", &rc);
+  if (rc || !tiers)
+    return rc;
+  n = config_setting_length(tiers);
+  if (n < 1 || n > SLUICE_POLICY_TIERS_MAX)
+    return lerr(l, tiers, "tiers", "must define 1..8 tiers");
+  sluice_policy_config_defaults(&dflt);
+  c->ntiers = n;
+  for (i = 0; i < n; i++) {
+    config_setting_t *t = config_setting_get_elem(tiers, (unsigned)i);
+    const char *nm = config_setting_name(t);
+    sluice_policy_tier *tt = &c->tiers[i];
+    const config_setting_t *l3;
+    join(p, sizeof p, "tiers", nm);
+    if (!config_setting_is_group(t))
+      return lerr(l, t, p, "must be a group { ... }");
+    if (strlen(nm) > SLUICE_POLICY_NAME_MAX)
+      return lerr(l, t, p, "tier name longer than 31 bytes");
+    memset(tt, 0, sizeof *tt);
+    tt->tenant_period_ns = tt->key_period_ns = S;
+    for (j = 0; j < dflt.ntiers; j++)
+      if (strcmp(dflt.tiers[j].name, nm) == 0)
+        *tt = dflt.tiers[j];
+    snprintf(tt->name, sizeof tt->name, "%s", nm);
+    if ((rc = only(l, t, p, names)) ||
+        (rc = load_bucket(l, t, p, "tenant", &tt->tenant_rate,
+                          &tt->tenant_period_ns, &tt->tenant_burst)) ||
+        (rc = load_bucket(l, t, p, "key", &tt->key_rate, &tt->key_period_ns,
+                          &tt->key_burst)) ||
+        (rc = get_int(l, t, p, "strikes", 1, &tt->strike_threshold)) ||
+        (rc = get_int(l, t, p, "reconcile_concurrency", 1,
+                      &tt->reconcile_concurrency)) ||
+        (rc = get_int(l, t, p, "export_concurrency", 1,
+                      &tt->export_concurrency)) ||
+        (rc = get_int(l, t, p, "exports_per_window", 1,
+                      &tt->exports_per_window)))
+      return rc;
+    l3 = config_setting_get_member(t, "level3");
+    if (l3) {
+      const char *v = config_setting_get_string(l3);
+      join(p, sizeof p, p, "level3");
+      if (v && strcmp(v, "suspend") == 0)
+        tt->level3 = SLUICE_L3_SUSPEND;
+      else if (v && strcmp(v, "page") == 0)
+        tt->level3 = SLUICE_L3_PAGE;
+      else
+        return lerr(l, l3, p, "must be \"suspend\" or \"page\"");
+    }
+  }
+  return SLUICE_OK;
+}
+
+static int load_routes(ld *l, const config_setting_t *root,
+                       sluice_policy_config *c) {
+  static const char *const names[] = {"method", "route", "class", NULL};
+  const config_setting_t *rs = config_setting_get_member(root, "routes");
+  int i, n, rc;
+  char p[160];
+  if (!rs)
+    return SLUICE_OK;
+  if (!config_setting_is_list(rs))
+    return lerr(l, rs, "routes", "must be a list ( {...}, ... )");
+  n = config_setting_length(rs);
+  if (n > SLUICE_POLICY_ROUTES_MAX)
+    return lerr(l, rs, "routes", "at most 32 routes");
+  c->nroutes = n;
+  for (i = 0; i < n; i++) {
+    config_setting_t *r = config_setting_get_elem(rs, (unsigned)i);
+    config_setting_t *m, *ro, *cl;
+    const char *v;
+    snprintf(p, sizeof p, "routes.[%d]", i);
+    if (!config_setting_is_group(r))
+      return lerr(l, r, p, "must be a group { method; route; class; }");
+    if ((rc = only(l, r, p, names)))
+      return rc;
+    m = config_setting_get_member(r, "method");
+    ro = config_setting_get_member(r, "route");
+    cl = config_setting_get_member(r, "class");
+    memset(&c->routes[i], 0, sizeof c->routes[i]);
+    snprintf(p, sizeof p, "routes.[%d].method", i);
+    if (!m || !(v = config_setting_get_string(m)) ||
+        strlen(v) >= sizeof c->routes[i].method || !v[0])
+      return lerr(l, m ? m : r, p, "must be a string of 1..7 characters");
+    snprintf(c->routes[i].method, sizeof c->routes[i].method, "%s", v);
+    snprintf(p, sizeof p, "routes.[%d].route", i);
+    if (!ro || !(v = config_setting_get_string(ro)) || v[0] != '/' ||
+        strlen(v) > SLUICE_POLICY_ROUTE_MAX)
+      return lerr(l, ro ? ro : r, p,
+                  "must be a string starting with '/', at most 127 bytes");
+    snprintf(c->routes[i].route, sizeof c->routes[i].route, "%s", v);
+    snprintf(p, sizeof p, "routes.[%d].class", i);
+    if (!cl || !(v = config_setting_get_string(cl)) || !class_of(v))
+      return lerr(l, cl ? cl : r, p,
+                  "must be one of \"standard\", \"reconcile\", \"export\", "
+                  "\"job_poll\", \"auth\"");
+    c->routes[i].endpoint_class = class_of(v);
+  }
+  return SLUICE_OK;
+}
+
+static int load_failure(ld *l, const config_setting_t *root,
+                        sluice_policy_config *c) {
+  static const char *const names[] = {"fail_closed", "retry_after_s",
+                                      "degraded_percent", "probe_interval_ms",
+                                      NULL};
+  const config_setting_t *g, *fc;
+  int rc, i, n;
+  g = group_of(l, root, "failure", "failure", &rc);
+  if (rc || !g)
+    return rc;
+  if ((rc = only(l, g, "failure", names)) ||
+      (rc = get_int(l, g, "failure", "retry_after_s", S,
+                    &c->fail_closed_retry_after_ns)) ||
+      (rc = get_int(l, g, "failure", "degraded_percent", 1,
+                    &c->degraded_percent)) ||
+      (rc = get_int(l, g, "failure", "probe_interval_ms", MS,
+                    &c->degraded_probe_ns)))
+    return rc;
+  fc = config_setting_get_member(g, "fail_closed");
+  if (fc) {
+    if (!config_setting_is_array(fc) && !config_setting_is_list(fc))
+      return lerr(l, fc, "failure.fail_closed",
+                  "must be an array of class names [ \"auth\", ... ]");
+    c->fail_closed_mask = 0;
+    n = config_setting_length(fc);
+    for (i = 0; i < n; i++) {
+      config_setting_t *e = config_setting_get_elem(fc, (unsigned)i);
+      const char *v = config_setting_get_string(e);
+      int cls = v ? class_of(v) : 0;
+      if (!cls)
+        return lerr(l, e, "failure.fail_closed", "unknown endpoint class");
+      c->fail_closed_mask |= 1u << cls;
+    }
+  }
+  return SLUICE_OK;
+}
+
+/* Line of a libconfig path as the validator names it ("routes.[2].class"),
+** or of its nearest ancestor present in the file. */
+static const config_setting_t *lookup_path(const config_t *cf,
+                                           const char *path) {
+  const config_setting_t *cur = config_root_setting(cf), *next;
+  char part[128];
+  const char *p = path;
+  while (*p) {
+    size_t n = strcspn(p, ".");
+    if (n >= sizeof part)
+      break;
+    memcpy(part, p, n);
+    part[n] = '\0';
+    if (part[0] == '[')
+      next = config_setting_get_elem(cur, (unsigned)strtoul(part + 1, NULL,
+                                                            10));
+    else
+      next = config_setting_get_member(cur, part);
+    if (!next)
+      break;
+    cur = next;
+    p += n;
+    if (*p == '.')
+      p++;
+  }
+  return cur;
+}
+
+int sluice_policy_config_load(const char *path, sluice_policy_config *out,
+                              char *err, size_t errlen) {
+  static const char *const top[] = {"shadow", "tiers",   "costs",
+                                    "routes", "penalty", "auth",
+                                    "heavy",  "failure", NULL};
+  static const char *const costs[] = {
+      "standard", "reconcile", "export", "export_long",
+      "export_long_range_days", "job_poll", NULL};
+  static const char *const pen[] = {"strike_window_ms", "level1_box_s",
+                                    "level2_box_s", "enterprise_level3_box_s",
+                                    "offense_ttl_s", NULL};
+  static const char *const auth[] = {
+      "subject_failures",  "ip_failures",       "window_s",
+      "level1_box_s",      "level2_box_s",      "level3_box_s",
+      "stuffing_failures", "stuffing_subjects", "stuffing_ips",
+      "stuffing_window_s", NULL};
+  static const char *const heavy[] = {
+      "reconcile_lease_ttl_s", "export_lease_ttl_s", "export_cap_window_s",
+      "lease_retry_after_max_s", NULL};
+  sluice_policy_config c;
+  config_t cf;
+  const config_setting_t *root, *g;
+  ld l = {path, err, errlen};
+  int rc;
+  FILE *f;
+
+  if (err && errlen)
+    err[0] = '\0';
+  if (!path || !out)
+    return SLUICE_EINVAL;
+  f = fopen(path, "r");
+  if (!f) {
+    if (err && errlen)
+      snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    return SLUICE_EIO;
+  }
+  sluice_policy_config_defaults(&c);
+  config_init(&cf);
+  if (config_read(&cf, f) != CONFIG_TRUE) {
+    if (err && errlen)
+      snprintf(err, errlen, "%s:%d: syntax: %s", path, config_error_line(&cf),
+               config_error_text(&cf) ? config_error_text(&cf) : "error");
+    fclose(f);
+    config_destroy(&cf);
+    return SLUICE_ECONFIG;
+  }
+  fclose(f);
+  root = config_root_setting(&cf);
+  if ((rc = only(&l, root, "", top)) ||
+      (rc = get_bool(&l, root, "", "shadow", &c.shadow)) ||
+      (rc = load_tiers(&l, root, &c)) || (rc = load_routes(&l, root, &c)) ||
+      (rc = load_failure(&l, root, &c)))
+    goto done;
+  g = group_of(&l, root, "costs", "costs", &rc);
+  if (rc)
+    goto done;
+  if (g) {
+    int64_t days = -1;
+    if ((rc = only(&l, g, "costs", costs)) ||
+        (rc = get_int(&l, g, "costs", "standard", 1,
+                      &c.cost[SLUICE_EP_STANDARD])) ||
+        (rc = get_int(&l, g, "costs", "reconcile", 1,
+                      &c.cost[SLUICE_EP_RECONCILE])) ||
+        (rc = get_int(&l, g, "costs", "export", 1,
+                      &c.cost[SLUICE_EP_EXPORT])) ||
+        (rc = get_int(&l, g, "costs", "job_poll", 1,
+                      &c.cost[SLUICE_EP_JOB_POLL])) ||
+        (rc = get_int(&l, g, "costs", "export_long", 1,
+                      &c.export_long_cost)) ||
+        (rc = get_int(&l, g, "costs", "export_long_range_days", 1, &days)))
+      goto done;
+    if (days >= 0)
+      c.export_long_range_ns =
+          days > 100000 ? INT64_MAX : days * 86400 * S;
+  }
+  g = group_of(&l, root, "penalty", "penalty", &rc);
+  if (rc)
+    goto done;
+  if (g && ((rc = only(&l, g, "penalty", pen)) ||
+            (rc = get_int(&l, g, "penalty", "strike_window_ms", MS,
+                          &c.strike_window_ns)) ||
+            (rc = get_int(&l, g, "penalty", "level1_box_s", S,
+                          &c.level1_box_ns)) ||
+            (rc = get_int(&l, g, "penalty", "level2_box_s", S,
+                          &c.level2_box_ns)) ||
+            (rc = get_int(&l, g, "penalty", "enterprise_level3_box_s", S,
+                          &c.enterprise_level3_box_ns)) ||
+            (rc = get_int(&l, g, "penalty", "offense_ttl_s", S,
+                          &c.offense_ttl_ns))))
+    goto done;
+  g = group_of(&l, root, "auth", "auth", &rc);
+  if (rc)
+    goto done;
+  if (g && ((rc = only(&l, g, "auth", auth)) ||
+            (rc = get_int(&l, g, "auth", "subject_failures", 1,
+                          &c.auth_subject_failures)) ||
+            (rc = get_int(&l, g, "auth", "ip_failures", 1,
+                          &c.auth_ip_failures)) ||
+            (rc = get_int(&l, g, "auth", "window_s", S, &c.auth_window_ns)) ||
+            (rc = get_int(&l, g, "auth", "level1_box_s", S,
+                          &c.auth_box_ns[0])) ||
+            (rc = get_int(&l, g, "auth", "level2_box_s", S,
+                          &c.auth_box_ns[1])) ||
+            (rc = get_int(&l, g, "auth", "level3_box_s", S,
+                          &c.auth_box_ns[2])) ||
+            (rc = get_int(&l, g, "auth", "stuffing_failures", 1,
+                          &c.stuffing_failures)) ||
+            (rc = get_int(&l, g, "auth", "stuffing_subjects", 1,
+                          &c.stuffing_subjects)) ||
+            (rc = get_int(&l, g, "auth", "stuffing_ips", 1,
+                          &c.stuffing_ips)) ||
+            (rc = get_int(&l, g, "auth", "stuffing_window_s", S,
+                          &c.stuffing_window_ns))))
+    goto done;
+  g = group_of(&l, root, "heavy", "heavy", &rc);
+  if (rc)
+    goto done;
+  if (g && ((rc = only(&l, g, "heavy", heavy)) ||
+            (rc = get_int(&l, g, "heavy", "reconcile_lease_ttl_s", S,
+                          &c.reconcile_lease_ttl_ns)) ||
+            (rc = get_int(&l, g, "heavy", "export_lease_ttl_s", S,
+                          &c.export_lease_ttl_ns)) ||
+            (rc = get_int(&l, g, "heavy", "export_cap_window_s", S,
+                          &c.export_cap_window_ns)) ||
+            (rc = get_int(&l, g, "heavy", "lease_retry_after_max_s", S,
+                          &c.lease_retry_after_max_ns))))
+    goto done;
+  {
+    char vpath[128], vmsg[160];
+    rc = sluice__policy_config_check2(&c, vpath, sizeof vpath, vmsg,
+                                      sizeof vmsg);
+    if (rc != SLUICE_OK) {
+      const config_setting_t *s = lookup_path(&cf, vpath);
+      if (err && errlen)
+        snprintf(err, errlen, "%s:%d: %s: %s", path,
+                 s ? (int)config_setting_source_line(s) : 0, vpath, vmsg);
+      goto done;
+    }
+  }
+  *out = c;
+done:
+  config_destroy(&cf);
+  return rc;
+}

@@ -1,0 +1,62 @@
+/*
+** Private side of the policy layer.  The configuration is turned into
+** algorithm parameters once, at open, so that a decision only builds keys
+** and runs operations.  Counters are atomics indexed by tier (the extra last
+** row is "none": auth requests, which have no tier) and outcome.
+*/
+#ifndef SLUICE_LIB_POLICY_INT_H
+#define SLUICE_LIB_POLICY_INT_H
+
+#include <stdatomic.h>
+
+#include "sluice.h"
+
+#define SLUICE__NS_PER_S INT64_C(1000000000)
+#define SLUICE__NS_PER_MS INT64_C(1000000)
+
+/* Parameters of one tier, derived from the configuration. */
+typedef struct sluice__tier_rt {
+  sluice_gcra_params bucket[2];   /* [0] tenant, [1] key */
+  sluice_gcra_params degraded[2]; /* the same at degraded_percent */
+  sluice_penalty_params penalty;
+  sluice_lease_params reconcile, export_;
+  sluice_window_params export_cap;
+} sluice__tier_rt;
+
+struct sluice_policy {
+  sluice_policy_config cfg;
+  sluice_limiter *lim;
+  int own_lim;
+  sluice_limiter *local; /* the degraded limiter: private, in-process */
+  uint8_t secret[16];
+  sluice_policy_event_fn on_event;
+  void *userdata;
+  int shadow;
+  sluice__tier_rt rt[SLUICE_POLICY_TIERS_MAX];
+  sluice_penalty_params auth_penalty;
+  sluice_window_params auth_subject, auth_ip, stuffing;
+  sluice_distinct_params stuffing_subjects, stuffing_ips;
+  sluice_lease_params ledger;
+  /* Lease sets as wide as the widest tier: releases cover any tier. */
+  sluice_lease_params reconcile_all, export_all;
+  _Atomic int degraded;
+  _Atomic int64_t probe_at_ns;
+  _Atomic uint64_t decisions[SLUICE_POLICY_TIERS_MAX + 1]
+                            [SLUICE_OUTCOME__COUNT];
+  _Atomic uint64_t degraded_decisions[SLUICE_POLICY_TIERS_MAX + 1];
+  _Atomic uint64_t shadow_passed[SLUICE_POLICY_TIERS_MAX + 1];
+  _Atomic uint64_t fail_closed[SLUICE_EP__COUNT];
+  _Atomic uint64_t lease_denials[SLUICE_EP__COUNT];
+  _Atomic uint64_t trips[5][3]; /* [scope kind][level - 1] */
+  _Atomic uint64_t events[SLUICE_EVENT__COUNT];
+};
+
+/* Validation that reports the setting at fault as a libconfig path
+** ("tiers.growth.key.burst") and the problem separately, so that the file
+** loader can turn the path into a line number. */
+int sluice__policy_config_check2(const sluice_policy_config *cfg, char *path,
+                                 size_t pathlen, char *msg, size_t msglen);
+
+const char *sluice__level3_name(int action);
+
+#endif
