@@ -54,7 +54,7 @@ enum sluice_http_outcome {
   SLUICE_HTTP_BOXED = 2,       /**< 429, penalty-box-active */
   SLUICE_HTTP_CONCURRENCY = 3, /**< 429, concurrency-limit-exceeded */
   SLUICE_HTTP_CONFLICT = 4,    /**< 409, ledger-conflict (lock held) */
-  SLUICE_HTTP_FAIL_CLOSED = 5, /**< 503, limiter-unavailable */
+  SLUICE_HTTP_FAIL_CLOSED = 5, /**< 503, service-unavailable */
   SLUICE_HTTP_ACCEPTED = 6     /**< 202, async job accepted */
 };
 
