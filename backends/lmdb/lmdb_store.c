@@ -639,6 +639,16 @@ static int ctl_sweep(lmdb_store *s, sluice_lmdb_sweep *sw) {
   return SLUICE_OK;
 }
 
+/* mdb_reader_list prints a header line, then one "pid thread txnid" line
+** per held slot (or "(no active readers)"). */
+static int count_reader(const char *msg, void *ctx) {
+  while (*msg == ' ')
+    msg++;
+  if (*msg >= '0' && *msg <= '9')
+    ++*(int64_t *)ctx;
+  return 0;
+}
+
 static int ctl_stats(lmdb_store *s, sluice_lmdb_stats *st) {
   MDB_envinfo info;
   MDB_stat ms;
@@ -659,7 +669,8 @@ static int ctl_stats(lmdb_store *s, sluice_lmdb_stats *st) {
   st->used_bytes = (int64_t)(info.me_last_pgno + 1) * ms.ms_psize;
   st->records = (int64_t)ms.ms_entries;
   st->max_readers = info.me_maxreaders;
-  st->readers = info.me_numreaders;
+  /* me_numreaders is a high-water mark; count the slots actually held. */
+  mdb_reader_list(s->e->env, count_reader, &st->readers);
   return SLUICE_OK;
 }
 
@@ -853,7 +864,7 @@ static int probe_lock(sluice_store *s, const char *dir) {
 
 /* Open the state and meta databases and check (or write) the identity. */
 static int env_setup(sluice_store *s, sluice_lmdb_env *e, int create,
-                     const char *path) {
+                     const char *path, int64_t *grown) {
   MDB_txn *txn;
   MDB_dbi meta;
   MDB_val k = {6, (void *)"format"}, v;
@@ -937,6 +948,7 @@ static int env_setup(sluice_store *s, sluice_lmdb_env *e, int create,
   }
   memcpy(e->secret, m.secret, sizeof e->secret);
   e->dbi_meta = meta;
+  *grown = m.mapsize;
   /* Committed even when read-only: that is what makes the database handles
   ** outlive this transaction. */
   mrc = mdb_txn_commit(txn);
@@ -951,6 +963,7 @@ static int env_open(sluice_store *s, const open_args *a, int create,
   sluice_lmdb_env *e;
   unsigned flags = MDB_NOTLS | sync_flags[a->sync] | (rdonly ? MDB_RDONLY : 0);
   int mrc, rc, dead = 0;
+  int64_t grown = 0;
 
   *out = NULL;
   rc = probe_lock(s, a->path);
@@ -1004,19 +1017,20 @@ static int env_open(sluice_store *s, const open_args *a, int create,
   /* Clear reader slots of processes that died holding a read transaction:
   ** they pin pages and would otherwise grow the file until the map fills. */
   (void)mdb_reader_check(e->env, &dead);
-  {
-    MDB_envinfo info;
-    /* Adopt a size that another process has grown the map to: the file
-    ** may already be larger than the mapsize asked for here. */
-    if (mdb_env_info(e->env, &info) == MDB_SUCCESS &&
-        (int64_t)info.me_mapsize < a->mapsize && !rdonly)
-      (void)mdb_env_set_mapsize(e->env, (size_t)a->mapsize);
-  }
   e->raw_max = (size_t)mdb_env_get_maxkeysize(e->env) - 16;
-  rc = env_setup(s, e, create, a->path);
+  rc = env_setup(s, e, create, a->path, &grown);
   if (rc != SLUICE_OK) {
     env_destroy(e);
     return rc;
+  }
+  {
+    MDB_envinfo info;
+    /* A map grown with SLUICE_CTL_LMDB_MAPSIZE stays grown: a restart with
+    ** the old, smaller mapsize= in its configuration must not bring back
+    ** the MDB_MAP_FULL the operator already fixed. */
+    if (grown > 0 && mdb_env_info(e->env, &info) == MDB_SUCCESS &&
+        (int64_t)info.me_mapsize < grown)
+      (void)mdb_env_set_mapsize(e->env, (size_t)grown);
   }
   *out = e;
   return SLUICE_OK;
@@ -1054,9 +1068,12 @@ static int lmdb_open(const sluice_backend *b, const char *uri,
                                    : "");
       goto done;
     }
-    /* The directory gets the search bit wherever the files are readable. */
-    mode_t dmode = 0700 | ((a->mode & 0060) ? 0070 : 0) |
-                   ((a->mode & 0006) ? 0007 : 0);
+    /* Whoever may use the files may search the directory. */
+    mode_t dmode = 0700;
+    int sh;
+    for (sh = 0; sh <= 3; sh += 3)
+      if ((a->mode >> sh) & 7)
+        dmode |= (mode_t)((((a->mode >> sh) & 7) | 1) << sh);
     if (mkdir(a->path, dmode) != 0 ||
         stat(a->path, &dst) != 0) {
       rc = sluice_store_seterr(base, map_err(errno), errno,

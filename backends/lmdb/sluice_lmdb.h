@@ -82,7 +82,7 @@ typedef struct sluice_lmdb_stats {
   int64_t records;     /**< state records, live or not yet swept */
   int64_t page_size;   /**< bytes per page */
   int64_t max_readers; /**< reader slots */
-  int64_t readers;     /**< reader slots in use, stale ones included */
+  int64_t readers;     /**< reader slots held now, stale ones included */
 } sluice_lmdb_stats;
 
 #endif
