@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Behaviour of `sluice replay`: spec examples, penalty ladder, malformed
+# input and usage errors.  Expected lines are derived by hand in comments.
+set -u
+SLUICE=$1
+fails=0; n=0
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+check() { # name, expected, actual
+  n=$((n + 1))
+  if [ "$2" != "$3" ]; then
+    fails=$((fails + 1))
+    printf 'FAIL %s\n--- expected\n%s\n--- got\n%s\n' "$1" "$2" "$3"
+  fi
+}
+
+G="--algo gcra --rate 3000 --period-ms 60000 --burst 3000"
+P="--strike-threshold 3 --strike-window-ms 60000 --box-ms 300000,3600000,forever --offense-ttl-ms 86400000"
+
+# 3000 points/min = 50/s.  Drain 3000 at t=1000: full again in 60 s.  A
+# 10-point reconcile with 0 left waits 200 ms; at t=1200 it fits; at t=2200
+# one second later 50 points are back; 1 point leaves 49, and the bucket is
+# full 58.98 s + 0.02 s = 59.02 s later, rounded up to 59020 ms.
+cat > "$tmp/spec.csv" <<'CSV'
+# comment lines are skipped
+1000,tenant,3000
+1000,tenant,10
+1200,tenant,10
+2200,tenant,1
+CSV
+out=$("$SLUICE" replay $G "$tmp/spec.csv"); rc=$?
+check "spec exit code" 0 "$rc"
+check "spec decisions" "t_ms,key,cost,status,remaining,retry_after_ms,reset_ms,level,strikes_remaining
+1000,tenant,3000,allowed,0,0,60000,0,0
+1000,tenant,10,throttled,0,200,60000,0,0
+1200,tenant,10,allowed,0,0,60000,0,0
+2200,tenant,1,allowed,49,0,59020,0,0" "$out"
+
+# Keys are independent buckets.
+printf '0,a,3000\n0,b,1\n' > "$tmp/keys.csv"
+out=$("$SLUICE" replay $G "$tmp/keys.csv" | tail -1)
+check "independent keys" "0,b,1,allowed,2999,0,20,0,0" "$out"
+
+# Penalty ladder, threshold 3: strikes at t=0,1,2 after draining; the third
+# trips level 1 (5 min box, reported boxed); later requests are boxed with
+# the box's remaining time and no bucket work.
+printf '0,k,3000\n0,k,1\n1,k,1\n2,k,1\n3,k,1\n300002,k,1\n' > "$tmp/pen.csv"
+out=$("$SLUICE" replay $G $P "$tmp/pen.csv")
+check "penalty ladder" "t_ms,key,cost,status,remaining,retry_after_ms,reset_ms,level,strikes_remaining
+0,k,3000,allowed,0,0,60000,0,3
+0,k,1,throttled,0,20,60000,0,2
+1,k,1,throttled,0,19,59999,0,1
+2,k,1,boxed,0,300000,300000,1,0
+3,k,1,boxed,0,299999,299999,1,0
+300002,k,1,allowed,2999,0,20,0,3" "$out"
+
+# Malformed lines: named on stderr with their number, no output line, the
+# rest still replayed, exit 1.
+# (t=6: TAT 20 -> 40 ms, reset 34 ms, floor(59966/20) = 2998 left.)
+printf '0,a,1\nbad line\n5,a\n6,a,1\n4,a,1\n7,,1\n7,a,0\n8,a,3001\n9,a,x\n10,a,1\n' > "$tmp/bad.csv"
+out=$("$SLUICE" replay $G "$tmp/bad.csv" 2>"$tmp/err"); rc=$?
+check "malformed exit code" 1 "$rc"
+check "malformed output" "t_ms,key,cost,status,remaining,retry_after_ms,reset_ms,level,strikes_remaining
+0,a,1,allowed,2999,0,20,0,0
+6,a,1,allowed,2998,0,34,0,0
+10,a,1,allowed,2997,0,50,0,0" "$out"
+check "malformed lines named" "line 2
+line 3
+line 5
+line 6
+line 7
+line 8
+line 9" "$(grep -o 'line [0-9]*' "$tmp/err")"
+check "backwards time named" "1" "$(grep -c 'line 5: t_ms goes backwards' "$tmp/err")"
+
+# Usage errors name the argument and exit 2.
+"$SLUICE" replay --algo gcra --rate 0 --period-ms 1 --burst 1 "$tmp/spec.csv" 2>"$tmp/err" >/dev/null
+check "bad rate exit" 2 "$?"
+check "bad rate named" 1 "$(grep -c -- '--rate' "$tmp/err")"
+"$SLUICE" replay --algo leaky --rate 1 --period-ms 1 --burst 1 "$tmp/spec.csv" 2>"$tmp/err" >/dev/null
+check "bad algo exit" 2 "$?"
+"$SLUICE" replay $G --strike-threshold 3 "$tmp/spec.csv" 2>"$tmp/err" >/dev/null
+check "partial penalty exit" 2 "$?"
+"$SLUICE" replay $G --backend nosuch "$tmp/spec.csv" 2>"$tmp/err" >/dev/null
+check "unknown backend exit" 2 "$?"
+check "unknown backend named" 1 "$(grep -c "nosuch" "$tmp/err")"
+"$SLUICE" replay $G "$tmp/missing.csv" 2>/dev/null >/dev/null
+check "missing file exit" 2 "$?"
+"$SLUICE" replay --help | grep -q "t_ms,key,cost"
+check "help" 0 "$?"
+
+echo "$((n - fails)) passed, $fails failed"
+[ "$fails" -eq 0 ]
