@@ -1,0 +1,1028 @@
+/*
+** Lock-free shared-memory store.
+**
+** The table is one mapping (shm_open or an inherited memfd): a header page,
+** then `nslots` slots of 48 bytes in open addressing with linear probing.
+** Nothing in it is ever locked, so a worker SIGKILLed at any instruction
+** leaves nothing held; every transition is one double-width CAS
+** (ck_pr_cas_64_2, cmpxchg16b) and every state a crash can leave behind is
+** one that the next process knows how to finish or reclaim.
+**
+** A slot is three words:
+**
+**   meta  (16 B, CAS)  lo: fingerprint bits 0..63
+**                      hi: status 2 | gen 10 | fingerprint 64..75 12 |
+**                          expiry 40 (units of 2^24 ns, rounded up)
+**   state (16 B, CAS)  the algorithm record XOR mask(fingerprint, gen)
+**   exp   (8 B)        exact expiry of the last write (xGet only) + 8 spare
+**
+** The key itself is never stored: a 76-bit fingerprint of SipHash-2-4-128
+** under a random key kept in the header identifies it.  Status is NEVER
+** (all zero: ends every probe chain), TENTATIVE (being claimed), LIVE or
+** FREE (deleted or given up; keeps probe chains intact).
+**
+** Why the XOR mask: the state and the meta are separate CAS words, so a
+** writer that read key K's state could otherwise land its CAS after the
+** slot was reclaimed for key J and happened to hold an equal value.  With
+** the state stored under a mask that changes with every (fingerprint,
+** generation) binding, such a late CAS compares against a value that the
+** new binding produces only with probability 2^-128.  That makes the state
+** CAS itself the check that the binding is still the one the writer read.
+**
+** Invariants, and the ordering that keeps them:
+**  a) The meta expiry is an upper bound of the true expiry of the record:
+**     a writer raises it (CAS on meta) *before* it CASes in a state that
+**     lives longer.  A reclaimer only takes a slot whose meta expiry has
+**     passed, so a record it reclaims behaves like a zeroed one: nothing
+**     live (a bucket, a box, an offense counter) is ever evicted.  Raises
+**     round up and add slack (up to 2^30 ns) so that a hot key pays for a
+**     meta CAS about once a second, not on every decision.
+**  b) One LIVE binding per key.  A claim is TENTATIVE until it has been
+**     validated: whoever finishes it (the claimer, or any process that
+**     meets it while looking for the same key) resets the state to the
+**     fresh encoding, scans the key's probe chain, gives way to a LIVE
+**     binding or to a TENTATIVE one earlier in the chain, aborts TENTATIVE
+**     ones later in it, and only then CASes TENTATIVE -> LIVE.  Any two
+**     claims that race meet in each other's scan, so at most one commits.
+**  c) A crashed claimer leaves a TENTATIVE slot whose expiry is one unit
+**     past its claim: the next user of the same key finishes it, and any
+**     other key may reclaim it once that unit has passed.
+**
+** Decisions.  A decision reads the group's records, runs sluice_op_step()
+** on them (records past their expiry read as zeroed, as in every backend),
+** and CASes back each record that changed.  A decision that changes nothing
+** is linearized by re-reading every record it used with an atomic 16-byte
+** load.  Groups of several changed records (a GCRA tenant bucket + key
+** bucket) commit in key order; if a later CAS fails, the step is re-run on
+** the fresh record, and if the group would now be denied the records
+** already charged are rolled back with an exact CAS.  A rollback that loses
+** a race is dropped: that charge stays, which can only under-admit.  So
+** the per-key bound  admitted <= burst + rate * elapsed  holds under any
+** interleaving and any crash; a crash loses at most the decision in flight
+** (and possibly a charge on the group's first key).
+**
+** Capacity: nslots = capacity * 4/3 (load factor 3/4) and a key lives
+** within PROBE_WINDOW slots of its home slot.  A new key that finds no
+** never-used, free or expired slot in its window gets SLUICE_EFULL; live
+** records are never evicted for it.
+*/
+#include <ck_pr.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backends.h"
+#include "sluice.h"
+#include "sluice_shm.h"
+
+#if !defined(CK_F_PR_CAS_64_2) || !defined(CK_F_PR_LOAD_64_2)
+#error "the shm backend needs a double-width CAS (ck_pr_cas_64_2)"
+#endif
+
+#define SHM_MAGIC "SLUICESH"
+#define SHM_LAYOUT 1u
+#define HEADER_BYTES 4096u
+#define PROBE_WINDOW 96u
+#define DEFAULT_CAPACITY 65536
+#define MAX_CAPACITY ((int64_t)1 << 32)
+#define OPEN_WAIT_MS 500
+#define RETRY_MAX (1 << 22) /* pathological contention or a corrupt table */
+
+/* meta.hi fields */
+#define ST_NEVER 0u
+#define ST_TENT 1u
+#define ST_LIVE 2u
+#define ST_FREE 3u
+#define ST_MASK UINT64_C(0x3)
+#define GEN_SHIFT 2
+#define GEN_MASK (UINT64_C(0x3ff) << GEN_SHIFT)
+#define FPX_SHIFT 12
+#define FPX_MASK (UINT64_C(0xfff) << FPX_SHIFT)
+#define EXP_SHIFT 24
+#define EXP_UNIT_BITS 24
+#define EXP_MAX ((UINT64_C(1) << 40) - 1)
+#define SLACK_MAX ((int64_t)1 << 30)
+
+typedef struct shm_header {
+  uint64_t magic; /* "SLUICESH" in memory order */
+  uint32_t layout;       /* SHM_LAYOUT */
+  uint32_t state_layout; /* SLUICE_STATE_LAYOUT */
+  uint32_t header_bytes;
+  uint32_t slot_bytes;
+  uint32_t probe_window;
+  uint32_t init_claim; /* 0 -> 1 by the one process that initialises */
+  uint64_t capacity;
+  uint64_t nslots;
+  uint64_t total_bytes;
+  uint8_t hkey[16];
+  uint64_t check; /* SipHash of the fields above, magic excluded */
+} shm_header;
+
+typedef struct shm_slot {
+  uint64_t meta[2];
+  uint64_t state[2];
+  int64_t exp_exact;
+  uint64_t spare;
+} __attribute__((aligned(16))) shm_slot;
+
+_Static_assert(sizeof(shm_slot) == 48, "slot layout is part of the format");
+_Static_assert(sizeof(shm_header) <= HEADER_BYTES, "header fits its page");
+
+typedef struct shm_store {
+  sluice_store base;
+  void *map;
+  size_t map_bytes;
+  shm_header *hdr;
+  shm_slot *slots;
+  uint64_t nslots;
+  uint32_t window;
+  uint8_t hkey[16];
+} shm_store;
+
+/* A key's identity in this table. */
+typedef struct khash {
+  uint64_t fp;  /* fingerprint bits 0..63 */
+  uint64_t fpx; /* fingerprint bits 64..75, in place in meta.hi */
+  uint64_t home;
+} khash;
+
+/* ------------------------------------------------------------ helpers --- */
+
+static inline unsigned m_status(const uint64_t m[2]) {
+  return (unsigned)(m[1] & ST_MASK);
+}
+static inline uint64_t m_gen(const uint64_t m[2]) {
+  return (m[1] & GEN_MASK) >> GEN_SHIFT;
+}
+static inline uint64_t m_units(const uint64_t m[2]) { return m[1] >> EXP_SHIFT; }
+static inline int m_is(const uint64_t m[2], const khash *k) {
+  return m[0] == k->fp && (m[1] & FPX_MASK) == k->fpx;
+}
+/* Same binding: fingerprint and generation (status and expiry may move). */
+static inline int m_same(const uint64_t a[2], const uint64_t b[2]) {
+  return a[0] == b[0] && ((a[1] ^ b[1]) & (GEN_MASK | FPX_MASK)) == 0;
+}
+
+static uint64_t units_of(int64_t exp_ns) {
+  uint64_t u;
+  if (exp_ns <= 0)
+    return 0;
+  u = ((uint64_t)exp_ns + ((UINT64_C(1) << EXP_UNIT_BITS) - 1)) >>
+      EXP_UNIT_BITS;
+  return u > EXP_MAX ? EXP_MAX : u;
+}
+/* Expired at now: every instant the units can stand for has passed. */
+static inline int units_passed(uint64_t units, int64_t now) {
+  return now >= 0 && units <= ((uint64_t)now >> EXP_UNIT_BITS);
+}
+
+static uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+  return z ^ (z >> 31);
+}
+
+/* The state mask of a binding: a function of fingerprint and generation
+** only, so TENTATIVE and LIVE of one binding share it. */
+static void mask_of(const uint64_t m[2], uint64_t out[2]) {
+  uint64_t id = m[1] & (GEN_MASK | FPX_MASK);
+  out[0] = mix64(m[0] ^ mix64(id + UINT64_C(0x9e3779b97f4a7c15)));
+  out[1] = mix64(out[0] ^ id ^ UINT64_C(0x6a09e667f3bcc909));
+}
+
+/* A meta snapshot from two plain loads: the fingerprint word only changes
+** together with the generation in the hi word, so an unchanged hi word
+** around the lo load means the pair belongs together. */
+static void meta_read(shm_slot *s, uint64_t m[2]) {
+  uint64_t hi;
+  for (;;) {
+    hi = ck_pr_load_64(&s->meta[1]);
+    ck_pr_fence_load();
+    m[0] = ck_pr_load_64(&s->meta[0]);
+    ck_pr_fence_load();
+    m[1] = ck_pr_load_64(&s->meta[1]);
+    if (m[1] == hi)
+      return;
+  }
+}
+
+static void khash_of(shm_store *t, const sluice_key *key, khash *k) {
+  uint8_t h[16];
+  uint64_t h0 = 0, h1 = 0;
+  int i;
+  sluice_siphash128(t->hkey, key->data, key->len, h);
+  for (i = 7; i >= 0; i--) {
+    h0 = h0 << 8 | h[i];
+    h1 = h1 << 8 | h[8 + i];
+  }
+  k->fp = h0;
+  k->fpx = (h1 & 0xfff) << FPX_SHIFT;
+  k->home = (uint64_t)(((unsigned __int128)h1 * t->nslots) >> 64);
+}
+
+static inline shm_slot *slot_at(shm_store *t, const khash *k, uint32_t d) {
+  uint64_t i = k->home + d;
+  if (i >= t->nslots)
+    i -= t->nslots;
+  return &t->slots[i];
+}
+
+static int reclaimable(const uint64_t m[2], int64_t now) {
+  unsigned st = m_status(m);
+  if (st == ST_NEVER || st == ST_FREE)
+    return 1;
+  return units_passed(m_units(m), now);
+}
+
+/* A new binding of `k` replacing meta `old` (generation moves on). */
+static void meta_bind(const uint64_t old[2], const khash *k, unsigned status,
+                      uint64_t units, uint64_t out[2]) {
+  uint64_t gen = (m_gen(old) + 1) & 0x3ff;
+  out[0] = k->fp;
+  out[1] = (uint64_t)status | gen << GEN_SHIFT | k->fpx | units << EXP_SHIFT;
+}
+
+static void meta_free(const uint64_t old[2], uint64_t out[2]) {
+  uint64_t gen = (m_gen(old) + 1) & 0x3ff;
+  out[0] = 0;
+  out[1] = ST_FREE | gen << GEN_SHIFT;
+}
+
+/* ------------------------------------------------------ claim protocol --- */
+
+enum { FIN_LIVE, FIN_GONE };
+
+/* Give up a TENTATIVE binding.  Losing the race is fine: whatever won has
+** moved the slot on (committed it, or aborted it first). */
+static void tent_abort(shm_slot *s, const uint64_t tm[2]) {
+  uint64_t cmp[2] = {tm[0], tm[1]}, set[2];
+  meta_free(tm, set);
+  (void)ck_pr_cas_64_2(s->meta, cmp, set);
+}
+
+/* Finish the TENTATIVE binding `tm` of key `k` at chain distance `dt`: the
+** claimer and every helper run the same steps, each of which is a CAS that
+** either succeeds or was made moot by another process's success. */
+static int tent_finish(shm_store *t, const khash *k, uint32_t dt,
+                       const uint64_t tm[2]) {
+  shm_slot *s = slot_at(t, k, dt);
+  uint64_t fresh[2], x[2], m[2], cmp[2], set[2];
+  uint32_t d;
+  long n;
+
+  /* 1. Reset the state to the fresh encoding.  The state is read, then the
+  ** meta is re-read: if it still holds this TENTATIVE binding, the value
+  ** read is the previous binding's (or already fresh), never a committed
+  ** write of this binding, so the CAS cannot wipe one.  (A CAS landing after
+  ** a commit compares against a masked value of this binding and fails.) */
+  mask_of(tm, fresh);
+  for (n = 0;; n++) {
+    ck_pr_load_64_2(s->state, x);
+    meta_read(s, m);
+    if (m[0] != tm[0] || m[1] != tm[1])
+      return (m_same(m, tm) && m_status(m) == ST_LIVE) ? FIN_LIVE : FIN_GONE;
+    if (x[0] == fresh[0] && x[1] == fresh[1])
+      break;
+    if (ck_pr_cas_64_2(s->state, x, fresh)) {
+      ck_pr_store_64((uint64_t *)&s->exp_exact, 0);
+      break;
+    }
+    if (n > RETRY_MAX)
+      return FIN_GONE;
+  }
+
+  /* 2. Validate against every other binding of this key in its chain. */
+  for (d = 0; d < t->window; d++) {
+    shm_slot *o;
+    if (d == dt)
+      continue;
+    o = slot_at(t, k, d);
+    meta_read(o, m);
+    if (m_status(m) == ST_NEVER)
+      break;
+    if (!m_is(m, k))
+      continue;
+    if (m_status(m) == ST_LIVE || (m_status(m) == ST_TENT && d < dt)) {
+      tent_abort(s, tm);
+      return FIN_GONE;
+    }
+    if (m_status(m) == ST_TENT) {
+      tent_abort(o, m);
+      meta_read(o, m);
+      if (m_is(m, k) && m_status(m) == ST_LIVE) {
+        tent_abort(s, tm);
+        return FIN_GONE;
+      }
+    }
+  }
+
+  /* 3. Commit.  The CAS publishes the reset state (cmpxchg16b is a full
+  ** barrier): a reader that sees LIVE sees the fresh encoding or later. */
+  cmp[0] = tm[0];
+  cmp[1] = tm[1];
+  set[0] = tm[0];
+  set[1] = (tm[1] & ~ST_MASK) | ST_LIVE;
+  if (ck_pr_cas_64_2(s->meta, cmp, set))
+    return FIN_LIVE;
+  meta_read(s, m);
+  return (m_same(m, tm) && m_status(m) == ST_LIVE) ? FIN_LIVE : FIN_GONE;
+}
+
+/* Find key k's LIVE binding; with `create`, claim a slot for it.  On
+** SLUICE_OK, *dist is its chain distance and m its meta as read. */
+static int find(shm_store *t, const khash *k, int64_t now, int create,
+                uint32_t *dist, uint64_t m[2]) {
+  long n;
+  for (n = 0; n < RETRY_MAX; n++) {
+    uint32_t d, cand = UINT32_MAX;
+    uint64_t cm[2] = {0, 0}, tm[2];
+    int restart = 0;
+    for (d = 0; d < t->window; d++) {
+      shm_slot *s = slot_at(t, k, d);
+      meta_read(s, m);
+      if (m_status(m) == ST_NEVER) {
+        if (cand == UINT32_MAX) {
+          cand = d;
+          cm[0] = m[0];
+          cm[1] = m[1];
+        }
+        break;
+      }
+      if (m_is(m, k)) {
+        if (m_status(m) == ST_LIVE) {
+          *dist = d;
+          return SLUICE_OK;
+        }
+        if (m_status(m) == ST_TENT) {
+          /* Someone is claiming this key, or died doing so: help. */
+          if (tent_finish(t, k, d, m) == FIN_LIVE) {
+            meta_read(s, m);
+            if (m_is(m, k) && m_status(m) == ST_LIVE) {
+              *dist = d;
+              return SLUICE_OK;
+            }
+          }
+          restart = 1;
+          break;
+        }
+      }
+      if (cand == UINT32_MAX && reclaimable(m, now)) {
+        cand = d;
+        cm[0] = m[0];
+        cm[1] = m[1];
+      }
+    }
+    if (restart)
+      continue;
+    if (!create)
+      return SLUICE_ENOTFOUND;
+    if (cand == UINT32_MAX)
+      return SLUICE_EFULL;
+    /* Claim: the expiry is one unit past now, so an abandoned claim of
+    ** another key is reclaimable almost at once. */
+    meta_bind(cm, k, ST_TENT, units_of(now) + 1, tm);
+    if (!ck_pr_cas_64_2(slot_at(t, k, cand)->meta, cm, tm))
+      continue;
+    if (tent_finish(t, k, cand, tm) == FIN_LIVE) {
+      meta_read(slot_at(t, k, cand), m);
+      if (m_is(m, k) && m_status(m) == ST_LIVE) {
+        *dist = cand;
+        return SLUICE_OK;
+      }
+    }
+  }
+  return SLUICE_EBUSY;
+}
+
+/* Raise binding m's expiry to cover exp_ns (invariant a).  Returns 0 when
+** the binding is gone. */
+static int raise_expiry(shm_slot *s, uint64_t m[2], int64_t exp_ns,
+                        int64_t now) {
+  uint64_t need, cur[2], set[2];
+  int64_t target = exp_ns;
+  if (exp_ns <= now)
+    return 1;
+  if (exp_ns != SLUICE_FOREVER) {
+    int64_t slack = exp_ns - now;
+    if (slack > SLACK_MAX)
+      slack = SLACK_MAX;
+    target = exp_ns > INT64_MAX - slack ? INT64_MAX : exp_ns + slack;
+  }
+  need = units_of(target);
+  if (units_of(exp_ns) > need)
+    need = units_of(exp_ns);
+  for (;;) {
+    if (m_units(m) >= units_of(exp_ns))
+      return 1;
+    set[0] = m[0];
+    set[1] = (m[1] & ((UINT64_C(1) << EXP_SHIFT) - 1)) | need << EXP_SHIFT;
+    if (ck_pr_cas_64_2_value(s->meta, m, set, cur)) {
+      m[1] = set[1];
+      return 1;
+    }
+    if (!m_same(cur, m) || m_status(cur) != ST_LIVE)
+      return 0;
+    m[0] = cur[0];
+    m[1] = cur[1];
+  }
+}
+
+/* --------------------------------------------------------------- apply --- */
+
+typedef struct member {
+  khash k;
+  uint32_t dist;
+  int bound;
+  uint64_t m[2];    /* meta as last seen */
+  uint64_t x[2];    /* raw (masked) state as read */
+  sluice_state in;  /* decoded, zeroed when expired */
+  sluice_state out;
+  int need;         /* out differs from in: write it */
+  int done;         /* written */
+} member;
+
+static void decode(member *g, const sluice_op *op, int i, int64_t now) {
+  uint64_t mk[2];
+  mask_of(g->m, mk);
+  g->in.w[0] = g->x[0] ^ mk[0];
+  g->in.w[1] = g->x[1] ^ mk[1];
+  if (sluice_op_expiry(op, i, &g->in) <= now)
+    memset(&g->in, 0, sizeof g->in);
+}
+
+/* Read member i's state and check its binding still holds. */
+static int member_read(shm_store *t, member *g, const sluice_op *op, int i,
+                       int64_t now) {
+  shm_slot *s;
+  uint64_t m[2];
+  if (!g->bound) {
+    memset(&g->in, 0, sizeof g->in);
+    return 1;
+  }
+  s = slot_at(t, &g->k, g->dist);
+  g->x[0] = ck_pr_load_64(&s->state[0]);
+  g->x[1] = ck_pr_load_64(&s->state[1]);
+  ck_pr_fence_load();
+  meta_read(s, m);
+  if (!m_same(m, g->m) || m_status(m) != ST_LIVE)
+    return 0;
+  g->m[0] = m[0];
+  g->m[1] = m[1];
+  decode(g, op, i, now);
+  return 1;
+}
+
+static void encode(const member *g, const sluice_state *st, uint64_t out[2]) {
+  uint64_t mk[2];
+  mask_of(g->m, mk);
+  out[0] = st->w[0] ^ mk[0];
+  out[1] = st->w[1] ^ mk[1];
+}
+
+static int run_step(const sluice_op *op, member *g, int64_t now,
+                    sluice_verdict *v) {
+  sluice_state in[SLUICE_GROUP_MAX], out[SLUICE_GROUP_MAX];
+  int i, rc;
+  for (i = 0; i < op->nkeys; i++)
+    in[i] = g[i].in;
+  rc = sluice_op_step(op, in, out, now, v);
+  if (rc != SLUICE_OK)
+    return rc;
+  for (i = 0; i < op->nkeys; i++) {
+    g[i].out = out[i];
+    g[i].need = memcmp(&out[i], &in[i], sizeof out[i]) != 0;
+  }
+  return SLUICE_OK;
+}
+
+/* Undo the writes already made: exact CAS back, dropped if it loses. */
+static void rollback(shm_store *t, member *g, int n) {
+  int i;
+  for (i = 0; i < n; i++) {
+    uint64_t cur[2];
+    if (!g[i].done)
+      continue;
+    encode(&g[i], &g[i].out, cur);
+    (void)ck_pr_cas_64_2(slot_at(t, &g[i].k, g[i].dist)->state, cur, g[i].x);
+    g[i].done = 0;
+  }
+}
+
+/* Write the changed members in order.  1: committed; 0: start over. */
+static int commit(shm_store *t, member *g, const sluice_op *op, int64_t now,
+                  sluice_verdict *v) {
+  int i, j, any = 0;
+  for (i = 0; i < op->nkeys; i++) {
+    shm_slot *s = slot_at(t, &g[i].k, g[i].dist);
+    if (!g[i].need)
+      continue;
+    for (;;) {
+      uint64_t set[2], cur[2];
+      int64_t e = sluice_op_expiry(op, i, &g[i].out);
+      if (!raise_expiry(s, g[i].m, e, now)) {
+        rollback(t, g, i);
+        return 0;
+      }
+      encode(&g[i], &g[i].out, set);
+      if (ck_pr_cas_64_2_value(s->state, g[i].x, set, cur)) {
+        /* Advisory: the exact expiry for xGet; after the CAS, so a reader
+        ** may briefly see the previous write's expiry. */
+        ck_pr_store_64((uint64_t *)&s->exp_exact, (uint64_t)e);
+        g[i].done = 1; /* x keeps the pre-image, for rollback */
+        any = 1;
+        break;
+      }
+      if (!any)
+        return 0; /* nothing written yet: the caller re-reads everything */
+      /* A later member moved under us: re-read it and re-run the step.  The
+      ** members already written keep their outputs only if the step still
+      ** gives them the same ones (GCRA: the group is still admitted). */
+      {
+        sluice_state keep[SLUICE_GROUP_MAX];
+        int same = 1;
+        g[i].x[0] = cur[0];
+        g[i].x[1] = cur[1];
+        {
+          uint64_t m[2];
+          meta_read(s, m);
+          if (!m_same(m, g[i].m) || m_status(m) != ST_LIVE) {
+            rollback(t, g, i);
+            return 0;
+          }
+        }
+        decode(&g[i], op, i, now);
+        for (j = 0; j < op->nkeys; j++)
+          keep[j] = g[j].out;
+        if (run_step(op, g, now, v) != SLUICE_OK) {
+          rollback(t, g, i);
+          return 0;
+        }
+        for (j = 0; j < i; j++)
+          if (g[j].done &&
+              memcmp(&keep[j], &g[j].out, sizeof keep[j]) != 0)
+            same = 0;
+        if (!same) {
+          for (j = 0; j < i; j++)
+            g[j].out = keep[j];
+          rollback(t, g, i);
+          return 0;
+        }
+        if (!g[i].need)
+          break;
+      }
+    }
+  }
+  return 1;
+}
+
+static int shm_apply(sluice_store *st, const sluice_op *op, int64_t now,
+                     sluice_verdict *v) {
+  shm_store *t = (shm_store *)st;
+  member g[SLUICE_GROUP_MAX];
+  sluice_verdict vv;
+  int i, rc, n = op->nkeys;
+  long attempt;
+
+  memset(g, 0, sizeof(member) * (size_t)n);
+  for (i = 0; i < n; i++)
+    khash_of(t, &op->keys[i], &g[i].k);
+
+  for (attempt = 0; attempt < RETRY_MAX; attempt++) {
+    int ok = 1, unbound_need = 0;
+    for (i = 0; i < n && ok; i++) {
+      if (!g[i].bound) {
+        rc = find(t, &g[i].k, now, 0, &g[i].dist, g[i].m);
+        if (rc == SLUICE_OK)
+          g[i].bound = 1;
+        else if (rc != SLUICE_ENOTFOUND)
+          return sluice_store_seterr(st, rc, 0, "shm: table under contention");
+      }
+      if (!member_read(t, &g[i], op, i, now)) {
+        g[i].bound = 0;
+        ok = 0;
+      }
+    }
+    if (!ok)
+      continue;
+    rc = run_step(op, g, now, &vv);
+    if (rc != SLUICE_OK)
+      return rc;
+    for (i = 0; i < n; i++)
+      if (g[i].need && !g[i].bound)
+        unbound_need = 1;
+    if (unbound_need) {
+      /* Claim slots only for records that will hold something, so a peek
+      ** or a denial of an unknown key never takes a slot. */
+      for (i = 0; i < n; i++) {
+        if (!g[i].need || g[i].bound)
+          continue;
+        rc = find(t, &g[i].k, now, 1, &g[i].dist, g[i].m);
+        if (rc == SLUICE_EFULL)
+          return sluice_store_seterr(
+              st, rc, 0,
+              "shm: no free slot within %u of the key's home (capacity %llu)",
+              (unsigned)t->window, (unsigned long long)t->hdr->capacity);
+        if (rc != SLUICE_OK)
+          return sluice_store_seterr(st, rc, 0, "shm: table under contention");
+        g[i].bound = 1;
+      }
+      continue;
+    }
+    ok = 1;
+    for (i = 0; i < n; i++)
+      ok &= !g[i].need;
+    if (ok) {
+      /* Nothing to write: linearize on an atomic re-read of every record
+      ** (all equal to what the step saw means that, at some instant between
+      ** the two reads, the group held exactly these values). */
+      for (i = 0; i < n && ok; i++) {
+        uint64_t x[2], m[2];
+        shm_slot *s;
+        if (!g[i].bound)
+          continue;
+        s = slot_at(t, &g[i].k, g[i].dist);
+        ck_pr_load_64_2(s->state, x);
+        meta_read(s, m);
+        if (x[0] != g[i].x[0] || x[1] != g[i].x[1] || !m_same(m, g[i].m) ||
+            m_status(m) != ST_LIVE)
+          ok = 0;
+      }
+      if (!ok)
+        continue;
+      *v = vv;
+      return SLUICE_OK;
+    }
+    if (commit(t, g, op, now, &vv)) {
+      *v = vv;
+      return SLUICE_OK;
+    }
+    for (i = 0; i < n; i++)
+      g[i].done = 0;
+  }
+  return sluice_store_seterr(st, SLUICE_EBUSY, 0,
+                             "shm: gave up after %d retries", RETRY_MAX);
+}
+
+/* ------------------------------------------------------- get / delete --- */
+
+static int shm_get(sluice_store *st, const sluice_key *key, int64_t now,
+                   sluice_state *out, int64_t *exp) {
+  shm_store *t = (shm_store *)st;
+  member g;
+  long n;
+  memset(&g, 0, sizeof g);
+  khash_of(t, key, &g.k);
+  for (n = 0; n < RETRY_MAX; n++) {
+    shm_slot *s;
+    uint64_t x[2], m[2], mk[2];
+    int64_t e;
+    int rc = find(t, &g.k, now, 0, &g.dist, g.m);
+    if (rc != SLUICE_OK)
+      return rc;
+    s = slot_at(t, &g.k, g.dist);
+    ck_pr_load_64_2(s->state, x);
+    e = (int64_t)ck_pr_load_64((uint64_t *)&s->exp_exact);
+    meta_read(s, m);
+    if (!m_same(m, g.m) || m_status(m) != ST_LIVE)
+      continue;
+    mask_of(m, mk);
+    out->w[0] = x[0] ^ mk[0];
+    out->w[1] = x[1] ^ mk[1];
+    /* A zero record is a fresh key, absent in every backend. */
+    if ((out->w[0] | out->w[1]) == 0 || e <= now)
+      return SLUICE_ENOTFOUND;
+    *exp = e;
+    return SLUICE_OK;
+  }
+  return SLUICE_EBUSY;
+}
+
+static int shm_delete(sluice_store *st, const sluice_key *key) {
+  shm_store *t = (shm_store *)st;
+  khash k;
+  long n;
+  khash_of(t, key, &k);
+  for (n = 0; n < RETRY_MAX; n++) {
+    uint32_t d;
+    uint64_t m[2], set[2];
+    int rc = find(t, &k, INT64_MIN, 0, &d, m);
+    if (rc != SLUICE_OK)
+      return rc;
+    meta_free(m, set);
+    if (ck_pr_cas_64_2(slot_at(t, &k, d)->meta, m, set))
+      return SLUICE_OK;
+  }
+  return SLUICE_EBUSY;
+}
+
+/* ------------------------------------------------------------ control --- */
+
+static int64_t real_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int shm_control(sluice_store *st, int op, void *arg) {
+  shm_store *t = (shm_store *)st;
+  sluice_shm_stats *ss = (sluice_shm_stats *)arg;
+  uint64_t i;
+  int64_t now;
+  if (op != SLUICE_CTL_SHM_STATS)
+    return SLUICE_ENOTFOUND;
+  if (!arg)
+    return SLUICE_EINVAL;
+  now = ss->now_ns > 0 ? ss->now_ns : real_now();
+  ss->capacity = (int64_t)t->hdr->capacity;
+  ss->slots = (int64_t)t->nslots;
+  ss->slot_bytes = (int64_t)sizeof(shm_slot);
+  ss->mapping_bytes = (int64_t)t->map_bytes;
+  ss->bytes_per_key =
+      (ss->mapping_bytes + ss->capacity - 1) / (ss->capacity ? ss->capacity : 1);
+  ss->probe_window = t->window;
+  ss->live = ss->pending = 0;
+  for (i = 0; i < t->nslots; i++) {
+    uint64_t m[2];
+    meta_read(&t->slots[i], m);
+    if (m_status(m) == ST_LIVE && !units_passed(m_units(m), now))
+      ss->live++;
+    else if (m_status(m) == ST_TENT)
+      ss->pending++;
+  }
+  return SLUICE_OK;
+}
+
+static unsigned shm_caps(sluice_store *st) {
+  (void)st;
+  return SLUICE_CAP_THREADSAFE | SLUICE_CAP_CROSS_PROCESS;
+}
+
+static int shm_close(sluice_store *st) {
+  shm_store *t = (shm_store *)st;
+  if (t->map)
+    munmap(t->map, t->map_bytes);
+  t->map = NULL;
+  return SLUICE_OK;
+}
+
+static const sluice_store_methods shm_methods = {
+    1,           /* iVersion: xApplyMany falls back to one xApply per op */
+    shm_close,   /* xClose */
+    shm_apply,   /* xApply */
+    shm_get,     /* xGet */
+    shm_delete,  /* xDelete */
+    shm_control, /* xControl */
+    shm_caps,    /* xCapabilities */
+    NULL,        /* xApplyMany */
+};
+
+/* --------------------------------------------------------------- open --- */
+
+static const uint8_t check_key[16] = "sluice-shm-hdr-1";
+
+static uint64_t header_check(const shm_header *h) {
+  return sluice_siphash64(check_key, (const uint8_t *)h + 8,
+                          offsetof(shm_header, check) - 8);
+}
+
+static uint64_t slots_for(int64_t capacity) {
+  uint64_t n = ((uint64_t)capacity * 4 + 2) / 3;
+  if (n < PROBE_WINDOW)
+    n = PROBE_WINDOW;
+  return n;
+}
+
+static int sys_err(sluice_store *s, int e, const char *what, const char *obj) {
+  int rc = (e == EACCES || e == EPERM) ? SLUICE_EPERM
+           : e == ENOENT               ? SLUICE_ENOTFOUND
+           : e == ENOMEM               ? SLUICE_ENOMEM
+                                       : SLUICE_EIO;
+  return sluice_store_seterr(s, rc, e, "shm: %s %s: %s", what, obj,
+                             strerror(e));
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {0, (long)ms * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Size of fd, waiting briefly for a creator between create and ftruncate. */
+static int wait_size(int fd, off_t want, off_t *got) {
+  struct stat sb;
+  int i;
+  for (i = 0; i <= OPEN_WAIT_MS; i++) {
+    if (fstat(fd, &sb) != 0)
+      return -1;
+    *got = sb.st_size;
+    if (sb.st_size >= want)
+      return 0;
+    sleep_ms(1);
+  }
+  return 0;
+}
+
+static int shm_open_store(const sluice_backend *b, const char *uri,
+                          const sluice_store_config *cfg, sluice_store *s) {
+  shm_store *t = (shm_store *)s;
+  const char *name = NULL, *v;
+  char path[256];
+  size_t len;
+  int64_t fdnum = -1, capacity = DEFAULT_CAPACITY, create_p = 0;
+  int have_cap, create, fd = -1, own_fd = 0, created = 0, rc, i;
+  off_t size = 0;
+  uint64_t nslots, total;
+  shm_header *h;
+  (void)b;
+
+  s->pMethods = &shm_methods; /* xClose copes with a half-open store */
+  if (sluice_uri_param(uri, "name", &v, &len) == SLUICE_OK) {
+    if (len < 2 || len >= sizeof path || v[0] != '/' ||
+        memchr(v + 1, '/', len - 1))
+      return sluice_store_seterr(
+          s, SLUICE_EINVAL, 0,
+          "shm: name must be '/' then 1..254 characters without '/'");
+    memcpy(path, v, len);
+    path[len] = '\0';
+    name = path;
+  }
+  if (sluice_uri_int(uri, "fd", -1, &fdnum) != SLUICE_OK ||
+      fdnum > INT_MAX)
+    return sluice_store_seterr(s, SLUICE_EINVAL, 0,
+                               "shm: fd must be a descriptor number");
+  if ((name != NULL) == (fdnum >= 0))
+    return sluice_store_seterr(s, SLUICE_EINVAL, 0,
+                               "shm: give exactly one of name=/NAME or fd=N");
+  have_cap = sluice_uri_param(uri, "capacity", &v, &len) == SLUICE_OK;
+  if (sluice_uri_int(uri, "capacity", DEFAULT_CAPACITY, &capacity) !=
+          SLUICE_OK ||
+      capacity < 1 || capacity > MAX_CAPACITY)
+    return sluice_store_seterr(s, SLUICE_EINVAL, 0,
+                               "shm: capacity must be 1..2^32 keys");
+  if (sluice_uri_int(uri, "create", 0, &create_p) != SLUICE_OK ||
+      create_p > 1)
+    return sluice_store_seterr(s, SLUICE_EINVAL, 0, "shm: create must be 0 or 1");
+  create = create_p || (cfg->flags & SLUICE_OPEN_CREATE);
+  if (cfg->flags & SLUICE_OPEN_READONLY)
+    return sluice_store_seterr(s, SLUICE_ENOTSUP, 0,
+                               "shm: read-only open is not supported");
+
+  nslots = slots_for(capacity);
+  total = HEADER_BYTES + nslots * sizeof(shm_slot);
+
+  if (name) {
+    if (create) {
+      fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (fd >= 0)
+        created = 1;
+      else if (errno != EEXIST)
+        return sys_err(s, errno, "create", name);
+    }
+    if (fd < 0)
+      fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0)
+      return sys_err(s, errno, "open", name);
+    own_fd = 1;
+  } else {
+    fd = (int)fdnum;
+    snprintf(path, sizeof path, "fd %d", fd);
+    if (fstat(fd, &(struct stat){0}) != 0)
+      return sys_err(s, errno, "stat", path);
+  }
+
+  if (created) {
+    if (ftruncate(fd, (off_t)total) != 0) {
+      rc = sys_err(s, errno, "size", path);
+      shm_unlink(name);
+      close(fd);
+      return rc;
+    }
+  } else if (!name && create) {
+    struct stat sb;
+    if (fstat(fd, &sb) == 0 && sb.st_size == 0 &&
+        ftruncate(fd, (off_t)total) != 0)
+      return sys_err(s, errno, "size", path);
+  }
+
+  if (wait_size(fd, (off_t)HEADER_BYTES, &size) != 0) {
+    rc = sys_err(s, errno, "stat", path);
+    goto fail;
+  }
+  if (size < (off_t)HEADER_BYTES) {
+    rc = sluice_store_seterr(s, SLUICE_ECORRUPT, 0,
+                             "shm: %s is truncated (%lld bytes, no header)",
+                             path, (long long)size);
+    goto fail;
+  }
+  t->map_bytes = (size_t)size;
+  t->map = mmap(NULL, t->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (t->map == MAP_FAILED) {
+    t->map = NULL;
+    rc = sys_err(s, errno, "map", path);
+    goto fail;
+  }
+  h = t->hdr = (shm_header *)t->map;
+
+  /* One process initialises: the one that wins the claim word.  It writes
+  ** every field, then publishes the magic after a store fence, so a process
+  ** that sees the magic sees a complete header. */
+  if (create && ck_pr_load_32(&h->init_claim) == 0 &&
+      ck_pr_load_64(&h->magic) == 0 &&
+      (uint64_t)size >= total && ck_pr_cas_32(&h->init_claim, 0, 1)) {
+    h->layout = SHM_LAYOUT;
+    h->state_layout = SLUICE_STATE_LAYOUT;
+    h->header_bytes = HEADER_BYTES;
+    h->slot_bytes = (uint32_t)sizeof(shm_slot);
+    h->probe_window = PROBE_WINDOW;
+    h->capacity = (uint64_t)capacity;
+    h->nslots = nslots;
+    h->total_bytes = total;
+    rc = sluice_random_bytes(h->hkey, sizeof h->hkey);
+    if (rc != SLUICE_OK) {
+      ck_pr_store_32(&h->init_claim, 0);
+      rc = sluice_store_seterr(s, rc, 0, "shm: no random source");
+      goto fail;
+    }
+    h->check = header_check(h);
+    ck_pr_fence_store(); /* every field before the magic that vouches */
+    {
+      uint64_t mg;
+      memcpy(&mg, SHM_MAGIC, 8);
+      ck_pr_store_64(&h->magic, mg);
+    }
+    have_cap = 0;
+  }
+  for (i = 0; i <= OPEN_WAIT_MS; i++) {
+    uint64_t mg = ck_pr_load_64(&h->magic), want;
+    memcpy(&want, SHM_MAGIC, 8);
+    if (mg == want)
+      break;
+    if (mg != 0) {
+      rc = sluice_store_seterr(s, SLUICE_ECORRUPT, 0,
+                               "shm: %s is not a sluice table (bad magic)",
+                               path);
+      goto fail;
+    }
+    sleep_ms(1);
+  }
+  if (i > OPEN_WAIT_MS) {
+    rc = sluice_store_seterr(s, SLUICE_EBUSY, 0,
+                             "shm: %s was never initialised (creator died?)",
+                             path);
+    goto fail;
+  }
+  ck_pr_fence_load(); /* pairs with the creator's store fence */
+  if (h->layout != SHM_LAYOUT || h->state_layout != SLUICE_STATE_LAYOUT) {
+    rc = sluice_store_seterr(
+        s, SLUICE_EVERSION, 0,
+        "shm: %s has layout %u / state layout %u, this library uses %u / %u",
+        path, h->layout, h->state_layout, SHM_LAYOUT, SLUICE_STATE_LAYOUT);
+    goto fail;
+  }
+  if (h->check != header_check(h) || h->header_bytes != HEADER_BYTES ||
+      h->slot_bytes != sizeof(shm_slot) || h->probe_window < 1 ||
+      h->nslots < h->probe_window ||
+      h->total_bytes != HEADER_BYTES + h->nslots * sizeof(shm_slot)) {
+    rc = sluice_store_seterr(s, SLUICE_ECORRUPT, 0,
+                             "shm: %s has a corrupt header", path);
+    goto fail;
+  }
+  if ((uint64_t)size < h->total_bytes) {
+    rc = sluice_store_seterr(
+        s, SLUICE_ECORRUPT, 0, "shm: %s is truncated (%lld of %llu bytes)",
+        path, (long long)size, (unsigned long long)h->total_bytes);
+    goto fail;
+  }
+  if (have_cap && h->capacity != (uint64_t)capacity) {
+    rc = sluice_store_seterr(
+        s, SLUICE_ECONFIG, 0, "shm: %s exists with capacity %llu, not %lld",
+        path, (unsigned long long)h->capacity, (long long)capacity);
+    goto fail;
+  }
+  t->slots = (shm_slot *)((char *)t->map + HEADER_BYTES);
+  t->nslots = h->nslots;
+  t->window = h->probe_window;
+  memcpy(t->hkey, h->hkey, sizeof t->hkey);
+  if (own_fd)
+    close(fd);
+  return SLUICE_OK;
+
+fail:
+  if (t->map)
+    munmap(t->map, t->map_bytes);
+  t->map = NULL;
+  if (created)
+    shm_unlink(name);
+  if (own_fd)
+    close(fd);
+  return rc;
+}
+
+const sluice_backend sluice__backend_shm = {1, (int)sizeof(shm_store), "shm",
+                                            NULL, shm_open_store};

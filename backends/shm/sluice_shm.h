@@ -1,0 +1,54 @@
+/*
+** The shared-memory store ("shm"): one mapping shared by the worker
+** processes of one host, updated lock-free with compare-and-swap.  See
+** docs/shm.md for the design, the guarantees and the numbers.
+**
+** URI parameters (sluice_limiter_options.store = "shm:k=v;k=v"):
+**
+**   name=/NAME   a POSIX shared-memory object (shm_open).  Any process that
+**                opens the same name shares the state.
+**   fd=N         an inherited descriptor (a memfd or an shm_open fd), for
+**                a master that creates the table and forks its workers.
+**                Exactly one of name and fd.  The fd is borrowed: the store
+**                never closes it.
+**   capacity=N   live keys the table holds (default 65536, k/m/g allowed).
+**                Only used when the mapping is created; when given for an
+**                existing mapping it must match (SLUICE_ECONFIG otherwise).
+**   create=1     create the mapping if missing (same as SLUICE_OPEN_CREATE;
+**                with fd=, an empty file is initialised).
+**
+** Errors at open: SLUICE_EINVAL (bad URI), SLUICE_ENOTFOUND (no such object
+** and no create), SLUICE_EVERSION (another layout version or state layout),
+** SLUICE_ECORRUPT (wrong magic, bad header checksum, truncated file),
+** SLUICE_EBUSY (the creator never finished initialising), SLUICE_ECONFIG
+** (capacity mismatch), SLUICE_EIO / SLUICE_EPERM (system calls), with the
+** detail in sluice_limiter_errmsg().
+**
+** Concurrency: every method is lock-free and thread- and process-safe.  A
+** limiter opened before fork() may be used by the child.  A process killed at
+** any instruction loses at most its in-flight decision; it never leaves
+** anything held.
+*/
+#ifndef SLUICE_SHM_H
+#define SLUICE_SHM_H
+
+#include <stdint.h>
+
+/** xControl ops (sluice_limiter_control). */
+#define SLUICE_CTL_SHM_STATS 300 /**< arg: sluice_shm_stats* */
+
+/** Table statistics.  Set now_ns before the call (0: the real clock); live
+ *  counts records that have not expired at now_ns (an O(slots) scan). */
+typedef struct sluice_shm_stats {
+  int64_t now_ns;        /**< in */
+  int64_t capacity;      /**< keys asked for at creation */
+  int64_t slots;         /**< slots in the table (capacity * 4/3) */
+  int64_t live;          /**< records live at now_ns */
+  int64_t pending;       /**< claims in progress or abandoned by a crash */
+  int64_t slot_bytes;    /**< bytes per slot */
+  int64_t bytes_per_key; /**< mapping bytes / capacity, rounded up */
+  int64_t mapping_bytes; /**< whole mapping, header included */
+  int64_t probe_window;  /**< slots a key may live from its home slot */
+} sluice_shm_stats;
+
+#endif
