@@ -1,4 +1,468 @@
-/* sluice/policy.h -- placeholder until the policy layer lands. */
+/*
+** sluice/policy.h -- the spec's whole request flow in one call.
+**
+** A service describes each request (tenant, API key, tier, endpoint, client
+** IP, auth outcome, export range) in a sluice_request and calls
+** sluice_policy_decide() once.  The policy runs, on any backend through the
+** limiter's vtable:
+**
+**   1. the penalty box check (no bucket work and no strikes while boxed),
+**   2. the tenant + key token buckets as one atomic group (the stricter
+**      wins, a denial consumes from neither), a strike when a client comes
+**      back before the Retry-After it was given, box trips L1 -> L2 -> L3,
+**   3. for reconcile and export: per-ledger mutual exclusion, per-tenant
+**      concurrency leases and the hourly export cap,
+**   4. for the auth endpoint: failure windows per subject and per IP and
+**      credential-stuffing signatures,
+**
+** and fills a sluice_decision with everything an HTTP answer needs.  Store
+** failures are split by endpoint risk (fail closed for reconcile, export
+** and auth; a local degraded limiter elsewhere); shadow mode decides and
+** records everything but enforces nothing.  docs/policy.md has the request
+** flow, the key schema and the defaults.
+**
+** Thread safety: a policy is safe to use from several threads at once when
+** its limiter's store is (SLUICE_CAP_THREADSAFE: every built-in store).  Its
+** configuration is immutable after open; counters are atomic.  The event
+** callback runs on the thread that made the call, with no lock held.
+*/
 #ifndef SLUICE_POLICY_H
 #define SLUICE_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "version.h"
+#include "errno.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sluice_policy sluice_policy;
+struct sluice_limiter;
+struct sluice_limiter_options;
+
+/** Most tiers a configuration may define. */
+#define SLUICE_POLICY_TIERS_MAX 8
+/** Most endpoint routes a configuration may define. */
+#define SLUICE_POLICY_ROUTES_MAX 32
+/** Longest tier name, in bytes, without the NUL. */
+#define SLUICE_POLICY_NAME_MAX 31
+/** Longest route pattern, in bytes, without the NUL. */
+#define SLUICE_POLICY_ROUTE_MAX 127
+/** Longest raw identifier (tenant, key, IP, subject, ledger), in bytes. */
+#define SLUICE_POLICY_ID_MAX 256
+
+/* ------------------------------------------------------------ requests --- */
+
+/** Endpoint classes.  A request names its class directly or leaves
+ *  SLUICE_EP_AUTO and lets the route table map method + route. */
+enum sluice_endpoint_class {
+  SLUICE_EP_AUTO = 0,      /**< from method + route (the route table) */
+  SLUICE_EP_STANDARD = 1,  /**< CRUD: cost 1 */
+  SLUICE_EP_RECONCILE = 2, /**< POST /v1/ledgers/reconcile: cost 10, leases */
+  SLUICE_EP_EXPORT = 3,    /**< GET /v1/reports/audit-export: 25 or 50 */
+  SLUICE_EP_JOB_POLL = 4,  /**< polling an async job: cost 1 */
+  SLUICE_EP_AUTH = 5,      /**< POST /v1/auth/token: its own limiter */
+  SLUICE_EP__COUNT = 6
+};
+
+/** What the service learnt about an auth attempt (SLUICE_EP_AUTH only). */
+enum sluice_auth_result {
+  /** Not verified yet: check the subject's and the IP's boxes only.  Call
+   *  this before verifying, so a boxed caller costs no password hash. */
+  SLUICE_AUTH_PENDING = 0,
+  SLUICE_AUTH_OK = 1,             /**< credentials were good */
+  SLUICE_AUTH_UNKNOWN_CLIENT = 2, /**< failure: no such client */
+  SLUICE_AUTH_BAD_SECRET = 3      /**< failure: wrong secret */
+};
+
+/** One request, described by the caller.  Zero-initialize, then set the
+ *  fields that apply.  Every pointer is borrowed for the duration of the
+ *  call only; strings are NUL-terminated raw identifiers, hashed with the
+ *  policy's secret (sluice_scope_id) before they reach any key. */
+typedef struct sluice_request {
+  const char *tenant_id;  /**< required except for SLUICE_EP_AUTH */
+  const char *api_key_id; /**< required except for SLUICE_EP_AUTH */
+  const char *tier;       /**< tier name ("growth"); required except auth */
+  const char *method;     /**< "GET", "POST"... (with SLUICE_EP_AUTO) */
+  const char *route;      /**< "/v1/ledgers/reconcile" (with SLUICE_EP_AUTO) */
+  int endpoint_class;     /**< enum sluice_endpoint_class */
+  int auth_result;        /**< enum sluice_auth_result (auth only) */
+  const char *client_ip;  /**< required for auth */
+  const char *auth_subject; /**< client_id / user tried (auth failures) */
+  const char *ledger_id;  /**< required for reconcile */
+  /** Export date range (ns, any epoch): a span over the configured
+   *  threshold (90 days) costs export_long.  Both 0: not given. */
+  int64_t export_from_ns, export_to_ns;
+  /** 0: the policy's cost for the class.  Otherwise a caller-defined cost
+   *  (1..the smaller bucket's burst). */
+  int64_t cost;
+  void *reserved[8];
+} sluice_request;
+
+/* ----------------------------------------------------------- decisions --- */
+
+/** What the policy decided (in shadow mode: what it would have decided). */
+enum sluice_outcome {
+  SLUICE_OUTCOME_ALLOW = 0,       /**< 200: go ahead */
+  SLUICE_OUTCOME_THROTTLED = 1,   /**< 429: not enough points */
+  SLUICE_OUTCOME_BOXED = 2,       /**< 429: penalty box (Active-Lockout) */
+  SLUICE_OUTCOME_SUSPENDED = 3,   /**< 403: key suspended pending review */
+  SLUICE_OUTCOME_CONCURRENCY = 4, /**< 429: tenant's concurrency leases full */
+  SLUICE_OUTCOME_CONFLICT = 5,    /**< 409: a reconcile holds this ledger */
+  SLUICE_OUTCOME_EXPORT_CAP = 6,  /**< 429: hourly export cap reached */
+  SLUICE_OUTCOME_UNAVAILABLE = 7, /**< 503: store failed, fail-closed class */
+  SLUICE_OUTCOME__COUNT = 8
+};
+
+/** X-Penalty-Box-Status. */
+enum sluice_penalty_status {
+  SLUICE_PENALTY_NONE = 0,
+  SLUICE_PENALTY_WARNING = 1,       /**< throttled: strikes accumulate */
+  SLUICE_PENALTY_ACTIVE_LOCKOUT = 2 /**< boxed or suspended */
+};
+
+/** Which bucket set limit / remaining / reset. */
+enum sluice_binding {
+  SLUICE_BINDING_NONE = 0,
+  SLUICE_BINDING_TENANT = 1,
+  SLUICE_BINDING_KEY = 2,
+  SLUICE_BINDING_AUTH = 3 /**< auth failure window of the subject or IP */
+};
+
+/** Decision flags. */
+#define SLUICE_DECISION_DEGRADED 0x01u    /**< local degraded limiter used */
+#define SLUICE_DECISION_FAIL_CLOSED 0x02u /**< store failed: 503 */
+#define SLUICE_DECISION_SHADOW 0x04u      /**< shadow mode: not enforced */
+#define SLUICE_DECISION_EDGE_DENY 0x08u   /**< level >= 2: put the key (or
+                                               IP) in the edge deny cache */
+#define SLUICE_DECISION_TRIPPED 0x10u     /**< this request tripped a box */
+#define SLUICE_DECISION_STRIKE 0x20u      /**< this request was a strike */
+#define SLUICE_DECISION_STUFFING 0x40u    /**< credential-stuffing signature */
+
+/** The whole decision.  Caller-allocated; sluice_policy_decide() overwrites
+ *  every field.  Holds no pointers into the request; `invalid_field` is a
+ *  static string. */
+typedef struct sluice_decision {
+  int allowed;  /**< 1: serve the request (always 1 in shadow mode) */
+  int outcome;  /**< enum sluice_outcome: the policy's verdict */
+  int status;   /**< HTTP status to send: 200 when allowed, else the
+                     outcome's (429, 403, 409, 503) */
+  int verdict_status; /**< the outcome's status even in shadow mode */
+  unsigned flags;     /**< SLUICE_DECISION_* */
+  int endpoint_class; /**< resolved enum sluice_endpoint_class */
+  int64_t cost;       /**< points charged (or that would have been) */
+  char tier[SLUICE_POLICY_NAME_MAX + 1]; /**< tier name ("" for auth) */
+  /* The binding bucket (RateLimit-Limit / -Remaining / -Reset). */
+  int binding;             /**< enum sluice_binding */
+  int64_t limit;           /**< its capacity (burst), points */
+  int64_t remaining;       /**< points left after this request */
+  int64_t reset_ns;        /**< until the bucket is full again */
+  int64_t policy_quota;    /**< RateLimit-Policy quota: = limit */
+  int64_t policy_window_ns; /**< RateLimit-Policy w: burst / rate */
+  int64_t refill_rate;     /**< points per refill_period_ns (detail) */
+  int64_t refill_period_ns;
+  /** When not allowed (or would not be): the wait before a retry can
+   *  pass.  0 for a suspension (no retry helps), for ALLOW. */
+  int64_t retry_after_ns;
+  /* Penalty box (X-Penalty-Box-Status, problem+json). */
+  int penalty_status;        /**< enum sluice_penalty_status */
+  int penalty_level;         /**< 0..3 */
+  int64_t lockout_end_ns;    /**< absolute box end; SLUICE_FOREVER when
+                                  suspended; 0 when not boxed */
+  int64_t strikes_remaining; /**< strikes (or auth failures) left */
+  /** Lease granted for a heavy endpoint (0: none).  Release it with
+   *  sluice_policy_release_lease() in the handler's finally path; if the
+   *  worker dies, the lease is reclaimed after its TTL. */
+  uint64_t lease_id;
+  int64_t lease_ttl_ns;
+  int64_t now_ns;            /**< the time the decision was made at */
+  int store_error;           /**< the SLUICE_E* the store gave, or 0 */
+  /** On an input error: the request field at fault ("tier", "route"...),
+   *  a static string; NULL otherwise. */
+  const char *invalid_field;
+  int64_t reserved[8];
+} sluice_decision;
+
+/* -------------------------------------------------------- configuration --- */
+
+/** What level 3 does to an authenticated key of a tier. */
+enum sluice_level3_action {
+  SLUICE_L3_SUSPEND = 0, /**< suspended until lifted by hand */
+  SLUICE_L3_PAGE = 1     /**< never auto-suspended: a PAGE event and a box
+                              of `enterprise_level3_box_ns` */
+};
+
+/** One tier.  Rates are points per `*_period_ns`. */
+typedef struct sluice_policy_tier {
+  char name[SLUICE_POLICY_NAME_MAX + 1];
+  int64_t tenant_rate, tenant_period_ns, tenant_burst;
+  int64_t key_rate, key_period_ns, key_burst;
+  int64_t strike_threshold;      /**< strikes in strike_window_ns to trip */
+  int64_t reconcile_concurrency; /**< leases per tenant, 1..SLUICE_GROUP_MAX */
+  int64_t export_concurrency;    /**< leases per tenant, 1..SLUICE_GROUP_MAX */
+  int64_t exports_per_window;    /**< export cap per export_cap_window_ns */
+  int level3;                    /**< enum sluice_level3_action */
+  int64_t reserved[4];
+} sluice_policy_tier;
+
+/** One route of the route table (first match wins).  `method` "*" matches
+ *  any method; a `route` ending in '*' matches by prefix. */
+typedef struct sluice_policy_route {
+  char method[8];
+  char route[SLUICE_POLICY_ROUTE_MAX + 1];
+  int endpoint_class; /**< enum sluice_endpoint_class, not AUTO */
+} sluice_policy_route;
+
+/** The whole policy.  Get the built-in defaults with
+ *  sluice_policy_config_defaults(), tweak fields, pass it to open.  POD:
+ *  no pointers, copy freely. */
+typedef struct sluice_policy_config {
+  int ntiers;
+  sluice_policy_tier tiers[SLUICE_POLICY_TIERS_MAX];
+  int nroutes;
+  sluice_policy_route routes[SLUICE_POLICY_ROUTES_MAX];
+  /** Cost per class, indexed by enum sluice_endpoint_class (AUTH unused). */
+  int64_t cost[SLUICE_EP__COUNT];
+  int64_t export_long_cost;      /**< cost when the range exceeds: */
+  int64_t export_long_range_ns;  /**< 90 days */
+  /* Penalty ladder of authenticated keys. */
+  int64_t strike_window_ns;      /**< 60 s */
+  int64_t level1_box_ns;         /**< 5 min */
+  int64_t level2_box_ns;         /**< 60 min */
+  int64_t enterprise_level3_box_ns; /**< box with SLUICE_L3_PAGE: 60 min */
+  int64_t offense_ttl_ns;        /**< 24 h after the last trip */
+  /* Auth endpoint. */
+  int64_t auth_subject_failures; /**< 5 per auth_window_ns */
+  int64_t auth_ip_failures;      /**< 20 per auth_window_ns */
+  int64_t auth_window_ns;        /**< 15 min */
+  int64_t auth_box_ns[3];        /**< 5 min, 60 min, 24 h (IP ban) */
+  int64_t stuffing_failures;     /**< 500 failures from one IP ... */
+  int64_t stuffing_subjects;     /**< ... across 50 distinct subjects ... */
+  int64_t stuffing_ips;          /**< or one subject from 20 distinct IPs */
+  int64_t stuffing_window_ns;    /**< ... in 10 min */
+  /* Heavy endpoints. */
+  int64_t reconcile_lease_ttl_ns; /**< 15 min: max job time + margin */
+  int64_t export_lease_ttl_ns;    /**< 30 min */
+  int64_t export_cap_window_ns;   /**< 1 h */
+  int64_t lease_retry_after_max_ns; /**< cap on 409/429 lease Retry-After:
+                                         30 s (poll the job meanwhile) */
+  /* Failure modes. */
+  unsigned fail_closed_mask;     /**< bit (1u << class): reconcile, export,
+                                      auth */
+  int64_t fail_closed_retry_after_ns; /**< 15 s */
+  int64_t degraded_percent;      /**< local limiter at 25% of tier rates */
+  int64_t degraded_probe_ns;     /**< skip the store for 1 s after a
+                                      failure, then probe it again */
+  int shadow;                    /**< 1: decide and record, enforce nothing */
+  int64_t reserved[16];
+} sluice_policy_config;
+
+/** @brief Fill *cfg with the built-in defaults (docs/policy.md, DESIGN.md).
+ *  @return SLUICE_OK, or SLUICE_EINVAL for NULL. */
+SLUICE_EXPORT int sluice_policy_config_defaults(sluice_policy_config *cfg);
+
+/** @brief Validate a configuration.
+ *  @param[in] cfg     the configuration.
+ *  @param[out] err    NULL, or a buffer for a message naming the setting
+ *                     ("tiers.growth.key_burst: must be 1..2^40"),
+ *                     NUL-terminated and truncated to errlen.
+ *  @return SLUICE_OK, SLUICE_EINVAL for NULL, or SLUICE_ECONFIG. */
+SLUICE_EXPORT int sluice_policy_config_check(const sluice_policy_config *cfg,
+                                             char *err, size_t errlen);
+
+/** @brief Load a configuration file (libconfig syntax; docs/policy.md).
+ *  Settings left out keep their default; an unknown setting is an error
+ *  (so a typo never silently falls back to a default).  Listing `tiers`
+ *  replaces the default tier set; listing `routes` replaces the route table.
+ *  @param[in] path    the file; read during the call only.
+ *  @param[out] cfg    the configuration, written only on success.
+ *  @param[out] err    NULL, or a buffer for "FILE:LINE: SETTING: problem".
+ *  @return SLUICE_OK, SLUICE_EINVAL (NULL arguments), SLUICE_EIO (cannot
+ *  read the file), SLUICE_ECONFIG (syntax or invalid setting). */
+SLUICE_EXPORT int sluice_policy_config_load(const char *path,
+                                            sluice_policy_config *cfg,
+                                            char *err, size_t errlen);
+
+/* ---------------------------------------------------------------- events --- */
+
+enum sluice_event_type {
+  SLUICE_EVENT_BOX_TRIP = 1,     /**< a box tripped (level, scope) */
+  SLUICE_EVENT_EDGE_DENY = 2,    /**< level >= 2: add to the edge deny
+                                      cache / WAF IP set until until_ns */
+  SLUICE_EVENT_ALERT = 3,        /**< level 2: tell the tenant and support */
+  SLUICE_EVENT_SUSPEND = 4,      /**< level 3: key suspended pending review */
+  SLUICE_EVENT_PAGE = 5,         /**< level 3 on a never-suspend tier */
+  SLUICE_EVENT_IP_BAN = 6,       /**< level 3 on an IP: 24 h ban + ticket */
+  SLUICE_EVENT_STUFFING = 7,     /**< credential-stuffing signature */
+  SLUICE_EVENT_RELEASE = 8,      /**< manual early release (who, why) */
+  SLUICE_EVENT_LIFT = 9,         /**< suspension lifted (who, why) */
+  SLUICE_EVENT_DEGRADED_ON = 10, /**< store failing: degraded / fail-closed */
+  SLUICE_EVENT_DEGRADED_OFF = 11, /**< store answering again */
+  SLUICE_EVENT_LEASE_DENIED = 12, /**< concurrency, ledger or export cap */
+  SLUICE_EVENT__COUNT = 13
+};
+
+/** Scopes a box applies to. */
+enum sluice_scope_kind {
+  SLUICE_SCOPE_KEY = 1,     /**< one API key of a tenant */
+  SLUICE_SCOPE_IP = 2,      /**< a client IP (auth abuse) */
+  SLUICE_SCOPE_SUBJECT = 3, /**< an auth subject (client_id / user) */
+  SLUICE_SCOPE_TENANT = 4   /**< a tenant (lease denials) */
+};
+
+/** An event.  Every pointer is valid only during the callback. */
+typedef struct sluice_event {
+  int type;            /**< enum sluice_event_type */
+  int scope;           /**< enum sluice_scope_kind, 0 for degraded events */
+  int level;           /**< box level 1..3 (BOX_TRIP and after) */
+  int endpoint_class;  /**< of the request that caused it, or 0 */
+  int outcome;         /**< LEASE_DENIED: the outcome */
+  int store_error;     /**< DEGRADED_ON: the store's SLUICE_E* */
+  const char *scope_id;  /**< hashed id (32 hex) of the scope, or NULL */
+  const char *tenant_scope_id; /**< hashed tenant id, or NULL */
+  const char *tier;      /**< tier name, or NULL */
+  const char *who, *why; /**< RELEASE / LIFT: the audit entry */
+  /** The request that caused it (NULL for release, lift, degraded off):
+   *  lets the service name the raw key in an alert. */
+  const struct sluice_request *request;
+  int64_t now_ns;
+  int64_t until_ns;      /**< box end (SLUICE_FOREVER: suspended) */
+  void *reserved[4];
+} sluice_event;
+
+/** Event callback.  Runs synchronously on the calling thread, no lock
+ *  held; it may call back into the policy.  Must be thread-safe if the
+ *  policy is used from several threads. */
+typedef void (*sluice_policy_event_fn)(void *userdata, const sluice_event *ev);
+
+/* ----------------------------------------------------------------- open --- */
+
+/** Flags for sluice_policy_options. */
+#define SLUICE_POLICY_SHADOW 0x1u /**< shadow mode, whatever the config says */
+
+/** Options for sluice_policy_open().  Zero-initialize, then set fields. */
+typedef struct sluice_policy_options {
+  /** Borrowed: must outlive the policy.  NULL: the policy opens (and owns)
+   *  a limiter from limiter_options. */
+  struct sluice_limiter *limiter;
+  /** Used only when limiter is NULL (NULL: a "mem" store, real clock). */
+  const struct sluice_limiter_options *limiter_options;
+  /** Copied at open.  NULL: load config_path, or the built-in defaults
+   *  when that is NULL too. */
+  const sluice_policy_config *config;
+  const char *config_path; /**< read during open only */
+  /** Key for scope ids (sluice_scope_id).  Must not be all zero.  Every
+   *  process sharing a store must use the same secret. */
+  uint8_t secret[16];
+  sluice_policy_event_fn on_event; /**< NULL: no events */
+  void *userdata;                  /**< passed to on_event; not touched */
+  unsigned flags;                  /**< SLUICE_POLICY_* */
+  /** NULL, or a buffer that gets a message on failure (the config file,
+   *  line and setting at fault). */
+  char *errbuf;
+  size_t errlen;
+  void *reserved[4];
+} sluice_policy_options;
+
+/** @brief Open a policy.
+ *  @param[in] opts  required (the secret is).
+ *  @param[out] out  the policy, or NULL on failure (nothing to free).
+ *  @return SLUICE_OK or: SLUICE_EINVAL (NULL, zero secret, unknown flags),
+ *  SLUICE_ECONFIG / SLUICE_EIO (configuration), SLUICE_ENOMEM, or the
+ *  limiter's open error. */
+SLUICE_EXPORT int sluice_policy_open(const sluice_policy_options *opts,
+                                     sluice_policy **out);
+
+/** @brief Close and free.  NULL is a no-op.  A limiter the policy opened is
+ *  closed; a borrowed one is not.  The handle must not be used again. */
+SLUICE_EXPORT void sluice_policy_close(sluice_policy *p);
+
+/** @brief The configuration in force (owned by the policy, valid until
+ *  close). */
+SLUICE_EXPORT const sluice_policy_config *
+sluice_policy_config_get(const sluice_policy *p);
+
+/* ------------------------------------------------------------ the call --- */
+
+/** @brief Decide one request.
+ *  @param[in] p    the policy.
+ *  @param[in] req  the request; borrowed for the call.
+ *  @param[out] d   the decision; fully overwritten.
+ *  @return SLUICE_OK when a decision was made (look at d->allowed: a store
+ *  failure is a decision too, fail-closed or degraded), or an input error,
+ *  with nothing recorded and d->invalid_field naming the field:
+ *  <ul><li>SLUICE_EINVAL - NULL argument, a required field missing, a bad
+ *  class or auth result, an export range that ends before it starts
+ *  <li>SLUICE_EKEY - an id empty or longer than SLUICE_POLICY_ID_MAX
+ *  <li>SLUICE_ENOTFOUND - unknown tier, or no route matches
+ *  <li>SLUICE_ERANGE - a caller cost that is negative or can never fit
+ *  </ul> */
+SLUICE_EXPORT int sluice_policy_decide(sluice_policy *p,
+                                       const sluice_request *req,
+                                       sluice_decision *d);
+
+/** @brief Release a lease from sluice_policy_decide() (the handler's
+ *  finally path).  `req` is the request that got it (tenant, class,
+ *  ledger are used).
+ *  @return SLUICE_OK; SLUICE_ENOTFOUND when the lease had already expired
+ *  and was reclaimed (the work it protected was unprotected for a while);
+ *  SLUICE_EINVAL for a bad request or lease id 0; a store error. */
+SLUICE_EXPORT int sluice_policy_release_lease(sluice_policy *p,
+                                              const sluice_request *req,
+                                              uint64_t lease_id);
+
+/** @brief Extend a lease to now + its TTL (long jobs).
+ *  @return as sluice_policy_release_lease(). */
+SLUICE_EXPORT int sluice_policy_renew_lease(sluice_policy *p,
+                                            const sluice_request *req,
+                                            uint64_t lease_id);
+
+/** @brief Early release of a box by support (levels 1 and 2, and the
+ *  enterprise level 3 box).  The offense count is kept.  Emits
+ *  SLUICE_EVENT_RELEASE with who and why.
+ *  @param[in] scope  SLUICE_SCOPE_KEY (req: tenant_id, api_key_id, tier),
+ *                    SLUICE_SCOPE_IP (req: client_ip) or
+ *                    SLUICE_SCOPE_SUBJECT (req: auth_subject).
+ *  @param[in] who, why  required, non-empty: the audit entry.
+ *  @return SLUICE_OK; SLUICE_ENOTFOUND when not boxed; SLUICE_EPERM when
+ *  suspended (use sluice_policy_lift_suspension()); input or store errors. */
+SLUICE_EXPORT int sluice_policy_release_box(sluice_policy *p, int scope,
+                                            const sluice_request *req,
+                                            const char *who, const char *why);
+
+/** @brief Lift a level 3 suspension after review.  Emits SLUICE_EVENT_LIFT.
+ *  @return SLUICE_OK; SLUICE_ENOTFOUND when not suspended; as above. */
+SLUICE_EXPORT int sluice_policy_lift_suspension(sluice_policy *p, int scope,
+                                                const sluice_request *req,
+                                                const char *who,
+                                                const char *why);
+
+/* -------------------------------------------------------------- metrics --- */
+
+/** @brief A counter: decisions of `tier` (NULL or "" for auth requests,
+ *  which have no tier) with `outcome`.  0 for unknown tiers. */
+SLUICE_EXPORT uint64_t sluice_policy_count(const sluice_policy *p,
+                                           const char *tier, int outcome);
+
+/** @brief Render every counter in the Prometheus text exposition format
+ *  (version 0.0.4).
+ *  @param[out] buf     NULL (with len 0) to measure, or the buffer.
+ *  @param[out] needed  NULL, or the bytes needed without the NUL.
+ *  @return SLUICE_OK, SLUICE_ERANGE when buf is too small (buf holds a
+ *  truncated, NUL-terminated prefix), SLUICE_EINVAL. */
+SLUICE_EXPORT int sluice_policy_metrics(const sluice_policy *p, char *buf,
+                                        size_t len, size_t *needed);
+
+/** @brief Names for logs and metrics labels: "allow", "throttled"...;
+ *  "standard", "reconcile"...; "box_trip"...  Static; "unknown" otherwise. */
+SLUICE_EXPORT const char *sluice_outcome_name(int outcome);
+SLUICE_EXPORT const char *sluice_endpoint_class_name(int endpoint_class);
+SLUICE_EXPORT const char *sluice_event_name(int type);
+
+#ifdef __cplusplus
+}
+#endif
 #endif

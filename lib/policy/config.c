@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <libconfig.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "policy_int.h"
@@ -518,13 +519,14 @@ static int load_tiers(ld *l, const config_setting_t *root,
     l3 = config_setting_get_member(t, "level3");
     if (l3) {
       const char *v = config_setting_get_string(l3);
-      join(p, sizeof p, p, "level3");
+      char lp[200];
+      snprintf(lp, sizeof lp, "%.100s.level3", p);
       if (v && strcmp(v, "suspend") == 0)
         tt->level3 = SLUICE_L3_SUSPEND;
       else if (v && strcmp(v, "page") == 0)
         tt->level3 = SLUICE_L3_PAGE;
       else
-        return lerr(l, l3, p, "must be \"suspend\" or \"page\"");
+        return lerr(l, l3, lp, "must be \"suspend\" or \"page\"");
     }
   }
   return SLUICE_OK;

@@ -1,0 +1,1232 @@
+/*
+** The policy layer: one call per request runs the flow of the spec's
+** section 1 diagram over the algorithm layer, on whatever backend the
+** limiter has.
+**
+** Tenant request (every class but auth):
+**
+**   box CHECK pb:{t:T}:K  -- boxed: 429 Active-Lockout (403 if suspended),
+**        |                   no bucket work, no strike
+**   GCRA group [rl:{t:T}:tb, rl:{t:T}:kb:K]  -- one atomic op: both or
+**        |        neither charged, the stricter bucket reported (binding)
+**        |-- denied: throttled; a strike when the client came back before
+**        |   the Retry-After it was given (the notice record ra:{t:T}:K);
+**        |   strikes trip the box, L1 -> L2 -> L3
+**   heavy?  export: hourly cap xh:{t:T} PEEK; reconcile: ledger mutex
+**        |  lk:{t:T}:L; then the tenant's lease set cc:{t:T}:<class>:<i>;
+**        |  then the bucket CONSUME, then the export cap CONSUME
+**   allow (lease id returned for heavy endpoints)
+**
+** Auth request: box CHECK of the IP and the subject; a failure is counted in
+** sliding windows per subject and per IP, and in the stuffing signatures
+** (failures per IP in a fixed window, distinct subjects per IP, distinct IPs
+** per subject); a limit reached trips a box, a stuffing signature trips the
+** IP straight to level 3.
+**
+** Choices where the spec is silent or loose:
+**  a) A strike needs a Retry-After to ignore.  The spec says a strike is a
+**     request "sent before its Retry-After elapsed" and that an honest
+**     client "never accumulates strikes"; counting every 429 (its Lua)
+**     would charge an honest client one strike per throttle episode.  So
+**     each denial leaves a notice (a one-slot lease that lives for the
+**     Retry-After given); a denial while a notice is live is a strike.
+**  b) A denied heavy request consumes nothing: the bucket is PEEKed first,
+**     leases are taken, then the bucket is charged; if that charge loses a
+**     race the leases are given back.  The one charge that cannot be
+**     undone is the export-cap CONSUME after the bucket CONSUME: if it
+**     loses a race against a concurrent export of the same tenant the
+**     tokens stay spent (the cap was PEEKed before any of it).
+**  c) Store failure: SLUICE_ETIMEDOUT, SLUICE_EUNAVAIL, SLUICE_EBACKEND,
+**     SLUICE_EIO and SLUICE_EFULL (a store full of live records cannot
+**     decide either) switch to the failure mode; any other error is a bug
+**     in the request and is returned.  After a failure the store is left
+**     alone for degraded_probe_ns, then probed by the next request, so a
+**     dead store does not cost every request its timeout.
+**  d) The degraded limiter is a private "mem" limiter with the same keys
+**     at degraded_percent of the tier rates and bursts; it has no penalty
+**     box (the box state lives in the store that failed).
+**  e) Suspension (L3, non-enterprise) is SUSPENDED / 403 without a
+**     Retry-After: no wait helps.  Enterprise L3 pages and boxes the key
+**     for enterprise_level3_box_ns (429 Active-Lockout).
+**  f) "Unknown client" and "bad secret" run the same operations and give
+**     the same decision: the decision never sees which one it was.
+*/
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo/algo_int.h"
+#include "policy_int.h"
+
+#define NS SLUICE__NS_PER_S
+#define KEYLEN 96
+
+/* ------------------------------------------------------------- names --- */
+
+const char *sluice_outcome_name(int o) {
+  static const char *const n[SLUICE_OUTCOME__COUNT] = {
+      "allow",       "throttled", "boxed",      "suspended",
+      "concurrency", "conflict",  "export_cap", "unavailable"};
+  return (o >= 0 && o < SLUICE_OUTCOME__COUNT) ? n[o] : "unknown";
+}
+
+const char *sluice_endpoint_class_name(int c) {
+  static const char *const n[SLUICE_EP__COUNT] = {
+      "auto", "standard", "reconcile", "export", "job_poll", "auth"};
+  return (c >= 0 && c < SLUICE_EP__COUNT) ? n[c] : "unknown";
+}
+
+const char *sluice_event_name(int t) {
+  static const char *const n[SLUICE_EVENT__COUNT] = {
+      "unknown",     "box_trip", "edge_deny",   "alert",        "suspend",
+      "page",        "ip_ban",   "stuffing",    "release",      "lift",
+      "degraded_on", "degraded_off", "lease_denied"};
+  return (t > 0 && t < SLUICE_EVENT__COUNT) ? n[t] : "unknown";
+}
+
+static const char *scope_name(int s) {
+  static const char *const n[5] = {"none", "key", "ip", "subject", "tenant"};
+  return (s >= 0 && s < 5) ? n[s] : "none";
+}
+
+static int status_of(int outcome) {
+  switch (outcome) {
+  case SLUICE_OUTCOME_ALLOW:
+    return 200;
+  case SLUICE_OUTCOME_SUSPENDED:
+    return 403;
+  case SLUICE_OUTCOME_CONFLICT:
+    return 409;
+  case SLUICE_OUTCOME_UNAVAILABLE:
+    return 503;
+  default:
+    return 429;
+  }
+}
+
+/* --------------------------------------------------------------- open --- */
+
+static void derive(sluice_policy *p) {
+  const sluice_policy_config *c = &p->cfg;
+  int64_t maxrec = 1, maxexp = 1;
+  int i;
+  for (i = 0; i < c->ntiers; i++) {
+    const sluice_policy_tier *t = &c->tiers[i];
+    sluice__tier_rt *r = &p->rt[i];
+    int j;
+    r->bucket[0] = (sluice_gcra_params){t->tenant_rate, t->tenant_period_ns,
+                                        t->tenant_burst};
+    r->bucket[1] =
+        (sluice_gcra_params){t->key_rate, t->key_period_ns, t->key_burst};
+    /* pct% of rate r per period P is exactly r*pct per P*100. */
+    for (j = 0; j < 2; j++) {
+      int64_t b = r->bucket[j].burst * c->degraded_percent / 100;
+      r->degraded[j] = (sluice_gcra_params){
+          r->bucket[j].rate * c->degraded_percent,
+          r->bucket[j].period_ns * 100, b < 1 ? 1 : b};
+    }
+    r->penalty.strike_threshold = t->strike_threshold;
+    r->penalty.strike_window_ns = c->strike_window_ns;
+    r->penalty.box_ns[0] = c->level1_box_ns;
+    r->penalty.box_ns[1] = c->level2_box_ns;
+    r->penalty.box_ns[2] = t->level3 == SLUICE_L3_PAGE
+                               ? c->enterprise_level3_box_ns
+                               : SLUICE_FOREVER;
+    r->penalty.offense_ttl_ns = c->offense_ttl_ns;
+    r->reconcile = (sluice_lease_params){t->reconcile_concurrency,
+                                         c->reconcile_lease_ttl_ns};
+    r->export_ =
+        (sluice_lease_params){t->export_concurrency, c->export_lease_ttl_ns};
+    r->export_cap =
+        (sluice_window_params){t->exports_per_window, c->export_cap_window_ns};
+    if (t->reconcile_concurrency > maxrec)
+      maxrec = t->reconcile_concurrency;
+    if (t->export_concurrency > maxexp)
+      maxexp = t->export_concurrency;
+  }
+  p->reconcile_all =
+      (sluice_lease_params){maxrec, c->reconcile_lease_ttl_ns};
+  p->export_all = (sluice_lease_params){maxexp, c->export_lease_ttl_ns};
+  p->ledger = (sluice_lease_params){1, c->reconcile_lease_ttl_ns};
+  p->auth_penalty.strike_threshold = c->auth_subject_failures < (1 << 20) - 1
+                                         ? c->auth_subject_failures
+                                         : (1 << 20) - 1;
+  p->auth_penalty.strike_window_ns = c->auth_window_ns;
+  p->auth_penalty.box_ns[0] = c->auth_box_ns[0];
+  p->auth_penalty.box_ns[1] = c->auth_box_ns[1];
+  p->auth_penalty.box_ns[2] = c->auth_box_ns[2];
+  p->auth_penalty.offense_ttl_ns = c->offense_ttl_ns;
+  p->auth_subject =
+      (sluice_window_params){c->auth_subject_failures, c->auth_window_ns};
+  p->auth_ip = (sluice_window_params){c->auth_ip_failures, c->auth_window_ns};
+  p->stuffing =
+      (sluice_window_params){c->stuffing_failures, c->stuffing_window_ns};
+  p->stuffing_subjects =
+      (sluice_distinct_params){c->stuffing_subjects, c->stuffing_window_ns};
+  p->stuffing_ips =
+      (sluice_distinct_params){c->stuffing_ips, c->stuffing_window_ns};
+}
+
+static void seterr(const sluice_policy_options *o, const char *msg) {
+  if (o->errbuf && o->errlen && !o->errbuf[0])
+    snprintf(o->errbuf, o->errlen, "%s", msg);
+}
+
+int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
+  sluice_policy_config cfg;
+  sluice_limiter_options lo;
+  sluice_policy *p;
+  char msg[256];
+  int rc, i, nonzero = 0;
+
+  if (!out)
+    return SLUICE_EINVAL;
+  *out = NULL;
+  if (!o)
+    return SLUICE_EINVAL;
+  if (o->errbuf && o->errlen)
+    o->errbuf[0] = '\0';
+  if (o->flags & ~SLUICE_POLICY_SHADOW) {
+    seterr(o, "unknown flags");
+    return SLUICE_EINVAL;
+  }
+  for (i = 0; i < 16; i++)
+    nonzero |= o->secret[i];
+  if (!nonzero) {
+    seterr(o, "secret: must not be all zero (scope ids would be guessable)");
+    return SLUICE_EINVAL;
+  }
+  if (o->config) {
+    cfg = *o->config;
+    rc = sluice_policy_config_check(&cfg, msg, sizeof msg);
+  } else if (o->config_path) {
+    rc = sluice_policy_config_load(o->config_path, &cfg, msg, sizeof msg);
+  } else {
+    rc = sluice_policy_config_defaults(&cfg);
+  }
+  if (rc != SLUICE_OK) {
+    seterr(o, msg);
+    return rc;
+  }
+  p = calloc(1, sizeof *p);
+  if (!p)
+    return SLUICE_ENOMEM;
+  p->cfg = cfg;
+  memcpy(p->secret, o->secret, 16);
+  p->on_event = o->on_event;
+  p->userdata = o->userdata;
+  p->shadow = cfg.shadow || (o->flags & SLUICE_POLICY_SHADOW);
+  derive(p);
+  if (o->limiter) {
+    p->lim = o->limiter;
+  } else {
+    rc = sluice_limiter_open2(o->limiter_options, &p->lim, msg, sizeof msg);
+    if (rc != SLUICE_OK) {
+      seterr(o, msg);
+      free(p);
+      return rc;
+    }
+    p->own_lim = 1;
+  }
+  /* The degraded limiter is always in-process memory: it must keep
+  ** working exactly when the real store does not. */
+  memset(&lo, 0, sizeof lo);
+  lo.store = "mem:max_keys=1048576";
+  rc = sluice_limiter_open(&lo, &p->local);
+  if (rc != SLUICE_OK) {
+    if (p->own_lim)
+      sluice_limiter_close(p->lim);
+    free(p);
+    seterr(o, "cannot open the degraded limiter");
+    return rc;
+  }
+  *out = p;
+  return SLUICE_OK;
+}
+
+void sluice_policy_close(sluice_policy *p) {
+  if (!p)
+    return;
+  sluice_limiter_close(p->local);
+  if (p->own_lim)
+    sluice_limiter_close(p->lim);
+  free(p);
+}
+
+const sluice_policy_config *sluice_policy_config_get(const sluice_policy *p) {
+  return p ? &p->cfg : NULL;
+}
+
+/* ------------------------------------------------------------ context --- */
+
+/* Everything one decision needs, built before any store work. */
+typedef struct ctx {
+  sluice_policy *p;
+  const sluice_request *req;
+  int tier; /* index, or -1 for auth */
+  int cls;
+  int64_t cost;
+  int64_t now;
+  char T[SLUICE_SCOPE_ID_LEN + 1], K[SLUICE_SCOPE_ID_LEN + 1];
+  char I[SLUICE_SCOPE_ID_LEN + 1], S[SLUICE_SCOPE_ID_LEN + 1];
+  char L[SLUICE_SCOPE_ID_LEN + 1];
+  int has_subject;
+  int store_err; /* first store failure, 0 if none */
+  int tripped;   /* a box trip emitted events already */
+} ctx;
+
+static int id_ok(const char *s, int required, const char *field,
+                 sluice_decision *d) {
+  size_t n;
+  if (!s) {
+    if (!required)
+      return SLUICE_OK;
+    if (d)
+      d->invalid_field = field;
+    return SLUICE_EINVAL;
+  }
+  n = strnlen(s, SLUICE_POLICY_ID_MAX + 1);
+  if (n == 0 || n > SLUICE_POLICY_ID_MAX) {
+    if (d)
+      d->invalid_field = field;
+    return SLUICE_EKEY;
+  }
+  return SLUICE_OK;
+}
+
+static void scope(const sluice_policy *p, const char *raw,
+                  char out[SLUICE_SCOPE_ID_LEN + 1]) {
+  sluice_scope_id(p->secret, raw, strlen(raw), out);
+}
+
+static int find_tier(const sluice_policy *p, const char *name) {
+  int i;
+  if (!name)
+    return -1;
+  for (i = 0; i < p->cfg.ntiers; i++)
+    if (strcmp(p->cfg.tiers[i].name, name) == 0)
+      return i;
+  return -1;
+}
+
+static int route_match(const sluice_policy_route *r, const char *method,
+                       const char *route) {
+  size_t rl = strcspn(route, "?"), pl = strlen(r->route);
+  if (strcmp(r->method, "*") != 0 && strcmp(r->method, method) != 0)
+    return 0;
+  if (pl > 0 && r->route[pl - 1] == '*')
+    return rl >= pl - 1 && memcmp(route, r->route, pl - 1) == 0;
+  return rl == pl && memcmp(route, r->route, pl) == 0;
+}
+
+static int resolve(sluice_policy *p, const sluice_request *q, ctx *c,
+                   sluice_decision *d) {
+  int rc, i;
+  memset(c, 0, sizeof *c);
+  c->p = p;
+  c->req = q;
+  c->tier = -1;
+  c->cls = q->endpoint_class;
+  if (c->cls < 0 || c->cls >= SLUICE_EP__COUNT) {
+    d->invalid_field = "endpoint_class";
+    return SLUICE_EINVAL;
+  }
+  if (c->cls == SLUICE_EP_AUTO) {
+    if (!q->method || !q->route) {
+      d->invalid_field = q->method ? "route" : "method";
+      return SLUICE_EINVAL;
+    }
+    for (i = 0; i < p->cfg.nroutes; i++)
+      if (route_match(&p->cfg.routes[i], q->method, q->route)) {
+        c->cls = p->cfg.routes[i].endpoint_class;
+        break;
+      }
+    if (c->cls == SLUICE_EP_AUTO) {
+      d->invalid_field = "route";
+      return SLUICE_ENOTFOUND;
+    }
+  }
+  d->endpoint_class = c->cls;
+  if ((rc = id_ok(q->client_ip, c->cls == SLUICE_EP_AUTH, "client_ip", d)))
+    return rc;
+  if (c->cls == SLUICE_EP_AUTH) {
+    int failed;
+    if (q->auth_result < SLUICE_AUTH_PENDING ||
+        q->auth_result > SLUICE_AUTH_BAD_SECRET) {
+      d->invalid_field = "auth_result";
+      return SLUICE_EINVAL;
+    }
+    failed = q->auth_result >= SLUICE_AUTH_UNKNOWN_CLIENT;
+    if ((rc = id_ok(q->auth_subject, failed, "auth_subject", d)))
+      return rc;
+    /* An auth request may carry its tenant's tier for the metrics, but
+    ** does not need one: the endpoint has its own limiter. */
+    if (q->tier) {
+      c->tier = find_tier(p, q->tier);
+      if (c->tier < 0) {
+        d->invalid_field = "tier";
+        return SLUICE_ENOTFOUND;
+      }
+    }
+    scope(p, q->client_ip, c->I);
+    if (q->auth_subject) {
+      scope(p, q->auth_subject, c->S);
+      c->has_subject = 1;
+    }
+    return SLUICE_OK;
+  }
+  if ((rc = id_ok(q->tenant_id, 1, "tenant_id", d)) ||
+      (rc = id_ok(q->api_key_id, 1, "api_key_id", d)))
+    return rc;
+  if (!q->tier) {
+    d->invalid_field = "tier";
+    return SLUICE_EINVAL;
+  }
+  c->tier = find_tier(p, q->tier);
+  if (c->tier < 0) {
+    d->invalid_field = "tier";
+    return SLUICE_ENOTFOUND;
+  }
+  if (c->cls == SLUICE_EP_RECONCILE &&
+      (rc = id_ok(q->ledger_id, 1, "ledger_id", d)))
+    return rc;
+  c->cost = p->cfg.cost[c->cls];
+  if (c->cls == SLUICE_EP_EXPORT &&
+      (q->export_from_ns != 0 || q->export_to_ns != 0)) {
+    if (q->export_to_ns < q->export_from_ns) {
+      d->invalid_field = "export_to_ns";
+      return SLUICE_EINVAL;
+    }
+    /* Unsigned: to - from cannot overflow once to >= from. */
+    if ((uint64_t)q->export_to_ns - (uint64_t)q->export_from_ns >
+        (uint64_t)p->cfg.export_long_range_ns)
+      c->cost = p->cfg.export_long_cost;
+  }
+  if (q->cost != 0) {
+    const sluice__tier_rt *r = &p->rt[c->tier];
+    int64_t cap = r->bucket[0].burst < r->bucket[1].burst
+                      ? r->bucket[0].burst
+                      : r->bucket[1].burst;
+    if (q->cost < 0 || q->cost > cap) {
+      d->invalid_field = "cost";
+      return SLUICE_ERANGE;
+    }
+    c->cost = q->cost;
+  }
+  scope(p, q->tenant_id, c->T);
+  scope(p, q->api_key_id, c->K);
+  if (c->cls == SLUICE_EP_RECONCILE)
+    scope(p, q->ledger_id, c->L);
+  if (q->client_ip)
+    scope(p, q->client_ip, c->I);
+  return SLUICE_OK;
+}
+
+/* ------------------------------------------------------------ helpers --- */
+
+static int is_store_failure(int rc) {
+  return rc == SLUICE_ETIMEDOUT || rc == SLUICE_EUNAVAIL ||
+         rc == SLUICE_EBACKEND || rc == SLUICE_EIO || rc == SLUICE_EFULL;
+}
+
+static void emit(ctx *c, int type, int scope_kind, int level,
+                 const char *scope_id, int64_t until, int outcome) {
+  sluice_policy *p = c->p;
+  sluice_event ev;
+  atomic_fetch_add_explicit(&p->events[type], 1, memory_order_relaxed);
+  if (!p->on_event)
+    return;
+  memset(&ev, 0, sizeof ev);
+  ev.type = type;
+  ev.scope = scope_kind;
+  ev.level = level;
+  ev.endpoint_class = c->cls;
+  ev.outcome = outcome;
+  ev.store_error = c->store_err;
+  ev.scope_id = scope_id;
+  ev.tenant_scope_id = c->T[0] ? c->T : NULL;
+  ev.tier = c->tier >= 0 ? p->cfg.tiers[c->tier].name : NULL;
+  ev.request = c->req;
+  ev.now_ns = c->now;
+  ev.until_ns = until;
+  p->on_event(p->userdata, &ev);
+}
+
+static int apply(ctx *c, int algo, int kind, int nkeys, const sluice_key *k,
+                 const void *params, int64_t arg, uint64_t id,
+                 sluice_verdict *v) {
+  sluice_op op;
+  int rc;
+  op.algo = algo;
+  op.kind = kind;
+  op.nkeys = nkeys;
+  op.keys = k;
+  op.params = params;
+  op.arg = arg;
+  op.id = id;
+  rc = sluice_limiter_apply_at(c->p->lim, &op, c->now, v);
+  if (rc != SLUICE_OK && is_store_failure(rc) && !c->store_err)
+    c->store_err = rc;
+  return rc;
+}
+
+static sluice_key mkkey(char *buf, const char *fmt, const char *a,
+                        const char *b) {
+  int n = snprintf(buf, KEYLEN, fmt, a, b ? b : "");
+  sluice_key k = {buf, (size_t)(n < 0 ? 0 : n < KEYLEN ? n : KEYLEN - 1)};
+  return k;
+}
+
+static void fill_bucket(ctx *c, const sluice_gcra_params *ps,
+                        const sluice_verdict *v, sluice_decision *d) {
+  const sluice_gcra_params *b = &ps[v->binding];
+  d->binding = v->binding == 0 ? SLUICE_BINDING_TENANT : SLUICE_BINDING_KEY;
+  d->limit = v->limit;
+  d->remaining = v->remaining;
+  d->reset_ns = v->reset_ns;
+  d->policy_quota = b->burst;
+  /* The window in which the quota refills from empty: burst / rate. */
+  d->policy_window_ns = sluice__clamp64((sluice__i128)b->burst * b->period_ns / b->rate);
+  d->refill_rate = b->rate;
+  d->refill_period_ns = b->period_ns;
+  (void)c;
+}
+
+static void fill_box(ctx *c, const sluice_verdict *v, sluice_decision *d) {
+  d->penalty_status = SLUICE_PENALTY_ACTIVE_LOCKOUT;
+  d->penalty_level = v->level;
+  d->strikes_remaining = 0;
+  if (v->flags & SLUICE_V_SUSPENDED) {
+    d->outcome = SLUICE_OUTCOME_SUSPENDED;
+    d->lockout_end_ns = SLUICE_FOREVER;
+    d->retry_after_ns = 0;
+  } else {
+    d->outcome = SLUICE_OUTCOME_BOXED;
+    d->retry_after_ns = v->retry_after_ns;
+    d->lockout_end_ns = c->now + v->retry_after_ns;
+  }
+  if (v->level >= 2)
+    d->flags |= SLUICE_DECISION_EDGE_DENY;
+}
+
+/* Events of a box trip at v->level on a scope. */
+static void tripped(ctx *c, int scope_kind, const char *scope_id,
+                    const sluice_verdict *v, sluice_decision *d) {
+  int lvl = v->level < 1 ? 1 : v->level > 3 ? 3 : v->level;
+  int64_t until = (v->flags & SLUICE_V_SUSPENDED)
+                      ? SLUICE_FOREVER
+                      : c->now + v->retry_after_ns;
+  d->flags |= SLUICE_DECISION_TRIPPED;
+  atomic_fetch_add_explicit(&c->p->trips[scope_kind][lvl - 1], 1,
+                            memory_order_relaxed);
+  emit(c, SLUICE_EVENT_BOX_TRIP, scope_kind, lvl, scope_id, until, 0);
+  if (lvl >= 2)
+    emit(c, SLUICE_EVENT_EDGE_DENY, scope_kind, lvl, scope_id, until, 0);
+  if (lvl == 2)
+    emit(c, SLUICE_EVENT_ALERT, scope_kind, lvl, scope_id, until, 0);
+  if (lvl == 3) {
+    if (scope_kind == SLUICE_SCOPE_IP)
+      emit(c, SLUICE_EVENT_IP_BAN, scope_kind, lvl, scope_id, until, 0);
+    else if (scope_kind == SLUICE_SCOPE_KEY)
+      emit(c,
+           (v->flags & SLUICE_V_SUSPENDED) ? SLUICE_EVENT_SUSPEND
+                                           : SLUICE_EVENT_PAGE,
+           scope_kind, lvl, scope_id, until, 0);
+  }
+}
+
+static int64_t cap_retry(const ctx *c, int64_t ra) {
+  int64_t m = c->p->cfg.lease_retry_after_max_ns;
+  return ra > m ? m : ra;
+}
+
+/* ------------------------------------------------------ tenant flow --- */
+
+typedef struct keys {
+  char pb[KEYLEN], tb[KEYLEN], kb[KEYLEN], ra[KEYLEN], lk[KEYLEN],
+      xh[KEYLEN];
+  char slot[SLUICE_GROUP_MAX][KEYLEN];
+  sluice_key kpb, kbk[2], kra, klk, kxh, kslot[SLUICE_GROUP_MAX];
+} keys;
+
+static void lease_keys(ctx *c, keys *k, int cls, int n) {
+  const char *what = cls == SLUICE_EP_RECONCILE ? "reconcile" : "export";
+  int i;
+  for (i = 0; i < n; i++) {
+    int len = snprintf(k->slot[i], KEYLEN, "cc:{t:%s}:%s:%d", c->T, what, i);
+    k->kslot[i].data = k->slot[i];
+    k->kslot[i].len = (size_t)len;
+  }
+}
+
+/* A denial by the bucket: record a strike if the client ignored the
+** Retry-After of an earlier denial (choice a). */
+static int throttled(ctx *c, keys *k, const sluice_verdict *bv,
+                     sluice_decision *d) {
+  const sluice__tier_rt *r = &c->p->rt[c->tier];
+  sluice_lease_params np;
+  sluice_verdict nv, pv;
+  int rc;
+  d->outcome = SLUICE_OUTCOME_THROTTLED;
+  d->retry_after_ns = bv->retry_after_ns;
+  d->penalty_status = SLUICE_PENALTY_WARNING;
+  np.max = 1;
+  np.ttl_ns = bv->retry_after_ns > 0 ? bv->retry_after_ns : 1;
+  rc = apply(c, SLUICE_ALGO_LEASE, SLUICE_OP_RENEW, 1, &k->kra, &np, 0, 1,
+             &nv);
+  if (rc)
+    return rc;
+  if (!nv.allowed) /* no live notice: this is the first Retry-After */
+    return apply(c, SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 1, &k->kra, &np, 0,
+                 1, &nv);
+  rc = apply(c, SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, 1, &k->kpb,
+             &r->penalty, 0, 0, &pv);
+  if (rc)
+    return rc;
+  d->flags |= SLUICE_DECISION_STRIKE;
+  if (pv.flags & SLUICE_V_TRIPPED) {
+    fill_box(c, &pv, d);
+    tripped(c, SLUICE_SCOPE_KEY, c->K, &pv, d);
+  } else {
+    d->strikes_remaining = pv.strikes_remaining;
+  }
+  return SLUICE_OK;
+}
+
+static void lease_give_back(ctx *c, const sluice_key *ks, int n,
+                            const sluice_lease_params *lp, uint64_t id) {
+  sluice_verdict v;
+  /* Best effort: a lease we fail to give back expires with its TTL. */
+  (void)apply(c, SLUICE_ALGO_LEASE, SLUICE_OP_LEASE_RELEASE, n, ks, lp, 0, id,
+              &v);
+}
+
+static void lease_denied(ctx *c, int outcome, int64_t ra, sluice_decision *d) {
+  d->outcome = outcome;
+  d->retry_after_ns = cap_retry(c, ra);
+  atomic_fetch_add_explicit(&c->p->lease_denials[c->cls], 1,
+                            memory_order_relaxed);
+  emit(c, SLUICE_EVENT_LEASE_DENIED, SLUICE_SCOPE_TENANT, 0, c->T, 0,
+       outcome);
+}
+
+static int heavy(ctx *c, keys *k, sluice_decision *d) {
+  const sluice__tier_rt *r = &c->p->rt[c->tier];
+  const sluice_lease_params *lp =
+      c->cls == SLUICE_EP_RECONCILE ? &r->reconcile : &r->export_;
+  sluice_verdict v;
+  uint64_t id = 0;
+  int rc, have_ledger = 0;
+
+  if (c->cls == SLUICE_EP_EXPORT) {
+    k->kxh = mkkey(k->xh, "xh:{t:%s}%s", c->T, NULL);
+    rc = apply(c, SLUICE_ALGO_FWINDOW, SLUICE_OP_PEEK, 1, &k->kxh,
+               &r->export_cap, 1, 0, &v);
+    if (rc)
+      return rc;
+    if (!v.allowed) {
+      d->outcome = SLUICE_OUTCOME_EXPORT_CAP;
+      d->retry_after_ns = v.retry_after_ns;
+      atomic_fetch_add_explicit(&c->p->lease_denials[c->cls], 1,
+                                memory_order_relaxed);
+      emit(c, SLUICE_EVENT_LEASE_DENIED, SLUICE_SCOPE_TENANT, 0, c->T, 0,
+           d->outcome);
+      return SLUICE_OK;
+    }
+  }
+  while (id == 0)
+    if ((rc = sluice_random_bytes(&id, sizeof id)) != SLUICE_OK) {
+      c->store_err = rc;
+      return rc;
+    }
+  if (c->cls == SLUICE_EP_RECONCILE) {
+    k->klk = mkkey(k->lk, "lk:{t:%s}:%s", c->T, c->L);
+    rc = apply(c, SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 1, &k->klk,
+               &c->p->ledger, 0, id, &v);
+    if (rc)
+      return rc;
+    if (!v.allowed) {
+      lease_denied(c, SLUICE_OUTCOME_CONFLICT, v.retry_after_ns, d);
+      return SLUICE_OK;
+    }
+    have_ledger = 1;
+  }
+  lease_keys(c, k, c->cls, (int)lp->max);
+  rc = apply(c, SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, (int)lp->max, k->kslot,
+             lp, 0, id, &v);
+  if (rc || !v.allowed) {
+    if (have_ledger)
+      lease_give_back(c, &k->klk, 1, &c->p->ledger, id);
+    if (rc)
+      return rc;
+    lease_denied(c, SLUICE_OUTCOME_CONCURRENCY, v.retry_after_ns, d);
+    return SLUICE_OK;
+  }
+  rc = apply(c, SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 2, k->kbk, r->bucket,
+             c->cost, 0, &v);
+  if (rc == SLUICE_OK)
+    fill_bucket(c, r->bucket, &v, d);
+  if (rc == SLUICE_OK && v.allowed && c->cls == SLUICE_EP_EXPORT) {
+    sluice_verdict xv;
+    rc = apply(c, SLUICE_ALGO_FWINDOW, SLUICE_OP_CONSUME, 1, &k->kxh,
+               &r->export_cap, 1, 0, &xv);
+    if (rc == SLUICE_OK && !xv.allowed) {
+      lease_give_back(c, k->kslot, (int)lp->max, lp, id);
+      d->outcome = SLUICE_OUTCOME_EXPORT_CAP;
+      d->retry_after_ns = xv.retry_after_ns;
+      atomic_fetch_add_explicit(&c->p->lease_denials[c->cls], 1,
+                                memory_order_relaxed);
+      emit(c, SLUICE_EVENT_LEASE_DENIED, SLUICE_SCOPE_TENANT, 0, c->T, 0,
+           d->outcome);
+      return SLUICE_OK;
+    }
+  }
+  if (rc || !v.allowed) {
+    lease_give_back(c, k->kslot, (int)lp->max, lp, id);
+    if (have_ledger)
+      lease_give_back(c, &k->klk, 1, &c->p->ledger, id);
+    if (rc)
+      return rc;
+    return throttled(c, k, &v, d);
+  }
+  d->lease_id = id;
+  d->lease_ttl_ns = lp->ttl_ns;
+  return SLUICE_OK;
+}
+
+static void tenant_keys(ctx *c, keys *k) {
+  k->kpb = mkkey(k->pb, "pb:{t:%s}:%s", c->T, c->K);
+  k->kbk[0] = mkkey(k->tb, "rl:{t:%s}:tb%s", c->T, NULL);
+  k->kbk[1] = mkkey(k->kb, "rl:{t:%s}:kb:%s", c->T, c->K);
+  k->kra = mkkey(k->ra, "ra:{t:%s}:%s", c->T, c->K);
+}
+
+static int decide_tenant(ctx *c, sluice_decision *d) {
+  const sluice__tier_rt *r = &c->p->rt[c->tier];
+  int heavy_cls = c->cls == SLUICE_EP_RECONCILE || c->cls == SLUICE_EP_EXPORT;
+  sluice_verdict v;
+  keys k;
+  int rc;
+
+  tenant_keys(c, &k);
+  rc = apply(c, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 1, &k.kpb, &r->penalty,
+             0, 0, &v);
+  if (rc)
+    return rc;
+  if (!v.allowed) {
+    fill_box(c, &v, d);
+    return SLUICE_OK;
+  }
+  d->strikes_remaining = v.strikes_remaining;
+  rc = apply(c, SLUICE_ALGO_GCRA,
+             heavy_cls ? SLUICE_OP_PEEK : SLUICE_OP_CONSUME, 2, k.kbk,
+             r->bucket, c->cost, 0, &v);
+  if (rc)
+    return rc;
+  fill_bucket(c, r->bucket, &v, d);
+  if (!v.allowed)
+    return throttled(c, &k, &v, d);
+  if (heavy_cls)
+    return heavy(c, &k, d);
+  return SLUICE_OK;
+}
+
+/* --------------------------------------------------------- auth flow --- */
+
+static int reached(const sluice_verdict *v) {
+  return !v->allowed || v->remaining == 0;
+}
+
+static int decide_auth(ctx *c, sluice_decision *d) {
+  sluice_policy *p = c->p;
+  char bip[KEYLEN], bs[KEYLEN], fs[KEYLEN], fi[KEYLEN], sf[KEYLEN],
+      sdi[KEYLEN], sds[KEYLEN];
+  sluice_key kbip = mkkey(bip, "pb:{ip:%s}%s", c->I, NULL), kbs;
+  sluice_verdict vi, vs, vfs, vfi, vsf, vdi, vds, tv;
+  int rc, stuffing;
+  const char *q_subject = c->req->auth_subject;
+
+  rc = apply(c, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 1, &kbip,
+             &p->auth_penalty, 0, 0, &vi);
+  if (rc)
+    return rc;
+  memset(&vs, 0, sizeof vs);
+  vs.allowed = 1;
+  if (c->has_subject) {
+    kbs = mkkey(bs, "pb:{s:%s}%s", c->S, NULL);
+    rc = apply(c, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 1, &kbs,
+               &p->auth_penalty, 0, 0, &vs);
+    if (rc)
+      return rc;
+  }
+  if (!vi.allowed || !vs.allowed) {
+    /* Report the box that lasts longer: that is when a retry can pass. */
+    const sluice_verdict *w = &vi;
+    if (vi.allowed || (!vs.allowed && vs.retry_after_ns > vi.retry_after_ns))
+      w = &vs;
+    fill_box(c, w, d);
+    return SLUICE_OK;
+  }
+  d->strikes_remaining = p->cfg.auth_subject_failures;
+  if (c->req->auth_result < SLUICE_AUTH_UNKNOWN_CLIENT)
+    return SLUICE_OK;
+
+  /* A failure, whichever kind: from here on the two are one path. */
+  {
+    sluice_key kfs = mkkey(fs, "af:{s:%s}%s", c->S, NULL);
+    sluice_key kfi = mkkey(fi, "af:{ip:%s}%s", c->I, NULL);
+    sluice_key ksf = mkkey(sf, "sf:{ip:%s}%s", c->I, NULL);
+    sluice_key kdi = mkkey(sdi, "sd:{ip:%s}%s", c->I, NULL);
+    sluice_key kds = mkkey(sds, "sd:{s:%s}%s", c->S, NULL);
+    uint64_t hs = sluice_siphash64(p->secret, q_subject, strlen(q_subject));
+    uint64_t hi =
+        sluice_siphash64(p->secret, c->req->client_ip, strlen(c->req->client_ip));
+    if ((rc = apply(c, SLUICE_ALGO_SWINDOW, SLUICE_OP_COUNT, 1, &kfs,
+                    &p->auth_subject, 1, 0, &vfs)) ||
+        (rc = apply(c, SLUICE_ALGO_SWINDOW, SLUICE_OP_COUNT, 1, &kfi,
+                    &p->auth_ip, 1, 0, &vfi)) ||
+        (rc = apply(c, SLUICE_ALGO_FWINDOW, SLUICE_OP_COUNT, 1, &ksf,
+                    &p->stuffing, 1, 0, &vsf)) ||
+        (rc = apply(c, SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, 1, &kdi,
+                    &p->stuffing_subjects, 0, hs, &vdi)) ||
+        (rc = apply(c, SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, 1, &kds,
+                    &p->stuffing_ips, 0, hi, &vds)))
+      return rc;
+  }
+  d->strikes_remaining =
+      vfs.remaining < vfi.remaining ? vfs.remaining : vfi.remaining;
+  stuffing = (reached(&vsf) && !vdi.allowed) || !vds.allowed;
+  if (stuffing) {
+    d->flags |= SLUICE_DECISION_STUFFING;
+    emit(c, SLUICE_EVENT_STUFFING, SLUICE_SCOPE_IP, 3, c->I, 0, 0);
+  }
+  if (stuffing || reached(&vfi)) {
+    rc = apply(c, SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, 1, &kbip,
+               &p->auth_penalty, stuffing ? 3 : 1, 0, &tv);
+    if (rc)
+      return rc;
+    if (tv.flags & SLUICE_V_TRIPPED)
+      tripped(c, SLUICE_SCOPE_IP, c->I, &tv, d);
+    fill_box(c, &tv, d);
+  }
+  if (reached(&vfs)) {
+    sluice_verdict sv;
+    rc = apply(c, SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, 1, &kbs,
+               &p->auth_penalty, 1, 0, &sv);
+    if (rc)
+      return rc;
+    if (sv.flags & SLUICE_V_TRIPPED)
+      tripped(c, SLUICE_SCOPE_SUBJECT, c->S, &sv, d);
+    if (d->outcome == SLUICE_OUTCOME_ALLOW ||
+        sv.retry_after_ns > d->retry_after_ns)
+      fill_box(c, &sv, d);
+  }
+  return SLUICE_OK;
+}
+
+/* ------------------------------------------------------ failure mode --- */
+
+static void reset_verdict(sluice_decision *d) {
+  d->outcome = SLUICE_OUTCOME_ALLOW;
+  d->flags = 0;
+  d->binding = SLUICE_BINDING_NONE;
+  d->limit = d->remaining = d->reset_ns = 0;
+  d->policy_quota = d->policy_window_ns = 0;
+  d->refill_rate = d->refill_period_ns = 0;
+  d->retry_after_ns = 0;
+  d->penalty_status = SLUICE_PENALTY_NONE;
+  d->penalty_level = 0;
+  d->lockout_end_ns = 0;
+  d->strikes_remaining = 0;
+  d->lease_id = 0;
+  d->lease_ttl_ns = 0;
+}
+
+static void failure_mode(ctx *c, int err, sluice_decision *d) {
+  sluice_policy *p = c->p;
+  reset_verdict(d);
+  d->store_error = err;
+  if (c->tier < 0 || (p->cfg.fail_closed_mask & (1u << c->cls))) {
+    d->outcome = SLUICE_OUTCOME_UNAVAILABLE;
+    d->flags |= SLUICE_DECISION_FAIL_CLOSED;
+    d->retry_after_ns = p->cfg.fail_closed_retry_after_ns;
+    atomic_fetch_add_explicit(&p->fail_closed[c->cls], 1,
+                              memory_order_relaxed);
+    return;
+  }
+  {
+    const sluice__tier_rt *r = &p->rt[c->tier];
+    keys k;
+    sluice_op op;
+    sluice_verdict v;
+    int rc;
+    int64_t cap = r->degraded[0].burst < r->degraded[1].burst
+                      ? r->degraded[0].burst
+                      : r->degraded[1].burst;
+    d->flags |= SLUICE_DECISION_DEGRADED;
+    tenant_keys(c, &k);
+    if (c->cost > cap) {
+      d->outcome = SLUICE_OUTCOME_THROTTLED;
+      d->retry_after_ns = p->cfg.fail_closed_retry_after_ns;
+      return;
+    }
+    op.algo = SLUICE_ALGO_GCRA;
+    op.kind = SLUICE_OP_CONSUME;
+    op.nkeys = 2;
+    op.keys = k.kbk;
+    op.params = r->degraded;
+    op.arg = c->cost;
+    op.id = 0;
+    rc = sluice_limiter_apply_at(p->local, &op, c->now, &v);
+    if (rc != SLUICE_OK) {
+      d->flags = SLUICE_DECISION_FAIL_CLOSED;
+      d->outcome = SLUICE_OUTCOME_UNAVAILABLE;
+      d->retry_after_ns = p->cfg.fail_closed_retry_after_ns;
+      atomic_fetch_add_explicit(&p->fail_closed[c->cls], 1,
+                                memory_order_relaxed);
+      return;
+    }
+    fill_bucket(c, r->degraded, &v, d);
+    if (!v.allowed) {
+      d->outcome = SLUICE_OUTCOME_THROTTLED;
+      d->retry_after_ns = v.retry_after_ns;
+    }
+  }
+}
+
+/* ---------------------------------------------------------- decide --- */
+
+int sluice_policy_decide(sluice_policy *p, const sluice_request *q,
+                         sluice_decision *d) {
+  ctx c;
+  int rc, row;
+  int64_t probe;
+
+  if (!d)
+    return SLUICE_EINVAL;
+  memset(d, 0, sizeof *d);
+  if (!p || !q) {
+    d->invalid_field = p ? "request" : "policy";
+    return SLUICE_EINVAL;
+  }
+  rc = resolve(p, q, &c, d);
+  if (rc != SLUICE_OK)
+    return rc;
+  c.now = sluice_limiter_now(p->lim);
+  d->now_ns = c.now;
+  d->cost = c.cost;
+  if (c.tier >= 0)
+    snprintf(d->tier, sizeof d->tier, "%s", p->cfg.tiers[c.tier].name);
+
+  probe = atomic_load_explicit(&p->probe_at_ns, memory_order_relaxed);
+  if (atomic_load_explicit(&p->degraded, memory_order_relaxed) &&
+      c.now < probe) {
+    rc = atomic_load_explicit(&p->degraded, memory_order_relaxed);
+    c.store_err = rc < 0 ? rc : SLUICE_EUNAVAIL;
+    rc = c.store_err;
+  } else if (c.cls == SLUICE_EP_AUTH) {
+    rc = decide_auth(&c, d);
+  } else {
+    rc = decide_tenant(&c, d);
+  }
+  if (rc != SLUICE_OK && !is_store_failure(rc))
+    return rc; /* nothing recorded that matters: a bug, not a decision */
+  if (rc != SLUICE_OK) {
+    int was = atomic_exchange(&p->degraded, rc);
+    atomic_store(&p->probe_at_ns, c.now + p->cfg.degraded_probe_ns);
+    if (!was)
+      emit(&c, SLUICE_EVENT_DEGRADED_ON, 0, 0, NULL, 0, 0);
+    failure_mode(&c, rc, d);
+  } else if (atomic_load_explicit(&p->degraded, memory_order_relaxed) &&
+             atomic_exchange(&p->degraded, 0)) {
+    emit(&c, SLUICE_EVENT_DEGRADED_OFF, 0, 0, NULL, 0, 0);
+  }
+
+  d->verdict_status = status_of(d->outcome);
+  d->allowed = d->outcome == SLUICE_OUTCOME_ALLOW;
+  d->status = d->verdict_status;
+  row = c.tier >= 0 ? c.tier : SLUICE_POLICY_TIERS_MAX;
+  atomic_fetch_add_explicit(&p->decisions[row][d->outcome], 1,
+                            memory_order_relaxed);
+  if (d->flags & SLUICE_DECISION_DEGRADED)
+    atomic_fetch_add_explicit(&p->degraded_decisions[row], 1,
+                              memory_order_relaxed);
+  if (p->shadow) {
+    d->flags |= SLUICE_DECISION_SHADOW;
+    if (!d->allowed) {
+      atomic_fetch_add_explicit(&p->shadow_passed[row], 1,
+                                memory_order_relaxed);
+      d->allowed = 1;
+      d->status = 200;
+    }
+  }
+  return SLUICE_OK;
+}
+
+/* ----------------------------------------------------------- leases --- */
+
+static int lease_op(sluice_policy *p, const sluice_request *q, uint64_t id,
+                    int kind) {
+  sluice_decision d;
+  sluice_verdict v;
+  keys k;
+  ctx c;
+  int rc;
+  if (!p || !q || id == 0)
+    return SLUICE_EINVAL;
+  memset(&d, 0, sizeof d);
+  rc = resolve(p, q, &c, &d);
+  if (rc != SLUICE_OK)
+    return rc;
+  if (c.cls != SLUICE_EP_RECONCILE && c.cls != SLUICE_EP_EXPORT)
+    return SLUICE_EINVAL;
+  c.now = sluice_limiter_now(p->lim);
+  {
+    const sluice_lease_params *lp =
+        c.cls == SLUICE_EP_RECONCILE ? &p->reconcile_all : &p->export_all;
+    int ok;
+    lease_keys(&c, &k, c.cls, (int)lp->max);
+    rc = apply(&c, SLUICE_ALGO_LEASE, kind, (int)lp->max, k.kslot, lp, 0, id,
+               &v);
+    if (rc)
+      return rc;
+    ok = v.allowed;
+    if (c.cls == SLUICE_EP_RECONCILE) {
+      k.klk = mkkey(k.lk, "lk:{t:%s}:%s", c.T, c.L);
+      rc = apply(&c, SLUICE_ALGO_LEASE, kind, 1, &k.klk, &p->ledger, 0, id,
+                 &v);
+      if (rc)
+        return rc;
+      ok = ok && v.allowed;
+    }
+    return ok ? SLUICE_OK : SLUICE_ENOTFOUND;
+  }
+}
+
+int sluice_policy_release_lease(sluice_policy *p, const sluice_request *q,
+                                uint64_t id) {
+  return lease_op(p, q, id, SLUICE_OP_LEASE_RELEASE);
+}
+
+int sluice_policy_renew_lease(sluice_policy *p, const sluice_request *q,
+                              uint64_t id) {
+  return lease_op(p, q, id, SLUICE_OP_RENEW);
+}
+
+/* ------------------------------------------------- manual release --- */
+
+static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
+                   const char *who, const char *why, int lift) {
+  char kb[KEYLEN];
+  sluice_key k;
+  const sluice_penalty_params *pp;
+  const char *sid;
+  sluice_verdict v;
+  sluice_event ev;
+  ctx c;
+  int rc;
+
+  if (!p || !q || !who || !who[0] || !why || !why[0])
+    return SLUICE_EINVAL;
+  memset(&c, 0, sizeof c);
+  c.p = p;
+  c.tier = -1;
+  switch (scope_kind) {
+  case SLUICE_SCOPE_KEY:
+    if ((rc = id_ok(q->tenant_id, 1, "tenant_id", NULL)) ||
+        (rc = id_ok(q->api_key_id, 1, "api_key_id", NULL)))
+      return rc;
+    if (!q->tier)
+      return SLUICE_EINVAL;
+    if ((c.tier = find_tier(p, q->tier)) < 0)
+      return SLUICE_ENOTFOUND;
+    scope(p, q->tenant_id, c.T);
+    scope(p, q->api_key_id, c.K);
+    k = mkkey(kb, "pb:{t:%s}:%s", c.T, c.K);
+    pp = &p->rt[c.tier].penalty;
+    sid = c.K;
+    break;
+  case SLUICE_SCOPE_IP:
+    if ((rc = id_ok(q->client_ip, 1, "client_ip", NULL)))
+      return rc;
+    scope(p, q->client_ip, c.I);
+    k = mkkey(kb, "pb:{ip:%s}%s", c.I, NULL);
+    pp = &p->auth_penalty;
+    sid = c.I;
+    break;
+  case SLUICE_SCOPE_SUBJECT:
+    if ((rc = id_ok(q->auth_subject, 1, "auth_subject", NULL)))
+      return rc;
+    scope(p, q->auth_subject, c.S);
+    k = mkkey(kb, "pb:{s:%s}%s", c.S, NULL);
+    pp = &p->auth_penalty;
+    sid = c.S;
+    break;
+  default:
+    return SLUICE_EINVAL;
+  }
+  c.now = sluice_limiter_now(p->lim);
+  rc = apply(&c, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 1, &k, pp, 0, 0, &v);
+  if (rc)
+    return rc;
+  if (v.allowed)
+    return SLUICE_ENOTFOUND;
+  if (!lift && (v.flags & SLUICE_V_SUSPENDED))
+    return SLUICE_EPERM;
+  if (lift && !(v.flags & SLUICE_V_SUSPENDED))
+    return SLUICE_ENOTFOUND;
+  {
+    int level = v.level;
+    rc = apply(&c, SLUICE_ALGO_PENALTY, SLUICE_OP_RELEASE, 1, &k, pp, 0, 0,
+               &v);
+    if (rc)
+      return rc;
+    atomic_fetch_add_explicit(
+        &p->events[lift ? SLUICE_EVENT_LIFT : SLUICE_EVENT_RELEASE], 1,
+        memory_order_relaxed);
+    if (p->on_event) {
+      memset(&ev, 0, sizeof ev);
+      ev.type = lift ? SLUICE_EVENT_LIFT : SLUICE_EVENT_RELEASE;
+      ev.scope = scope_kind;
+      ev.level = level;
+      ev.scope_id = sid;
+      ev.tenant_scope_id = c.T[0] ? c.T : NULL;
+      ev.tier = c.tier >= 0 ? p->cfg.tiers[c.tier].name : NULL;
+      ev.who = who;
+      ev.why = why;
+      ev.now_ns = c.now;
+      p->on_event(p->userdata, &ev);
+    }
+  }
+  return SLUICE_OK;
+}
+
+int sluice_policy_release_box(sluice_policy *p, int scope_kind,
+                              const sluice_request *q, const char *who,
+                              const char *why) {
+  return release(p, scope_kind, q, who, why, 0);
+}
+
+int sluice_policy_lift_suspension(sluice_policy *p, int scope_kind,
+                                  const sluice_request *q, const char *who,
+                                  const char *why) {
+  return release(p, scope_kind, q, who, why, 1);
+}
+
+/* ---------------------------------------------------------- metrics --- */
+
+uint64_t sluice_policy_count(const sluice_policy *p, const char *tier,
+                             int outcome) {
+  int row;
+  if (!p || outcome < 0 || outcome >= SLUICE_OUTCOME__COUNT)
+    return 0;
+  if (!tier || !tier[0])
+    row = SLUICE_POLICY_TIERS_MAX;
+  else if ((row = find_tier(p, tier)) < 0)
+    return 0;
+  return atomic_load_explicit(&((sluice_policy *)p)->decisions[row][outcome],
+                              memory_order_relaxed);
+}
+
+typedef struct out {
+  char *buf;
+  size_t len, used;
+} out;
+
+static void put(out *o, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static void put(out *o, const char *fmt, ...) {
+  va_list ap;
+  int n;
+  char *dst = (o->buf && o->used < o->len) ? o->buf + o->used : NULL;
+  size_t room = dst ? o->len - o->used : 0;
+  va_start(ap, fmt);
+  n = vsnprintf(dst, room, fmt, ap);
+  va_end(ap);
+  if (n > 0)
+    o->used += (size_t)n;
+}
+
+#define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+
+int sluice_policy_metrics(const sluice_policy *cp, char *buf, size_t len,
+                          size_t *needed) {
+  sluice_policy *p = (sluice_policy *)cp;
+  out o = {buf, len, 0};
+  int t, i, l;
+  if (!p || (!buf && len))
+    return SLUICE_EINVAL;
+  if (buf && len)
+    buf[0] = '\0';
+#define TIERNAME(t) ((t) < p->cfg.ntiers ? p->cfg.tiers[t].name : "none")
+#define FOR_ROWS(t)                                                            \
+  for (t = 0; t <= SLUICE_POLICY_TIERS_MAX; t++)                               \
+    if (t < p->cfg.ntiers || t == SLUICE_POLICY_TIERS_MAX)
+  put(&o, "# HELP sluice_policy_decisions_total Decisions by tier and "
+          "outcome (in shadow mode: the outcome that was not enforced).\n"
+          "# TYPE sluice_policy_decisions_total counter\n");
+  FOR_ROWS(t) {
+    for (i = 0; i < SLUICE_OUTCOME__COUNT; i++)
+      put(&o, "sluice_policy_decisions_total{tier=\"%s\",outcome=\"%s\"} %llu\n",
+          TIERNAME(t), sluice_outcome_name(i),
+          (unsigned long long)LOAD(p->decisions[t][i]));
+  }
+  put(&o, "# HELP sluice_policy_degraded_decisions_total Decisions made by "
+          "the local degraded limiter.\n"
+          "# TYPE sluice_policy_degraded_decisions_total counter\n");
+  FOR_ROWS(t) {
+    put(&o, "sluice_policy_degraded_decisions_total{tier=\"%s\"} %llu\n",
+        TIERNAME(t), (unsigned long long)LOAD(p->degraded_decisions[t]));
+  }
+  put(&o, "# HELP sluice_policy_shadow_passed_total Requests shadow mode let "
+          "through that enforcement would have refused.\n"
+          "# TYPE sluice_policy_shadow_passed_total counter\n");
+  FOR_ROWS(t) {
+    put(&o, "sluice_policy_shadow_passed_total{tier=\"%s\"} %llu\n",
+        TIERNAME(t), (unsigned long long)LOAD(p->shadow_passed[t]));
+  }
+  put(&o, "# HELP sluice_policy_fail_closed_total 503s because the store "
+          "failed, by endpoint class.\n"
+          "# TYPE sluice_policy_fail_closed_total counter\n");
+  for (i = 1; i < SLUICE_EP__COUNT; i++)
+    put(&o, "sluice_policy_fail_closed_total{endpoint=\"%s\"} %llu\n",
+        sluice_endpoint_class_name(i),
+        (unsigned long long)LOAD(p->fail_closed[i]));
+  put(&o, "# HELP sluice_policy_lease_denials_total Concurrency, ledger and "
+          "export-cap denials.\n"
+          "# TYPE sluice_policy_lease_denials_total counter\n");
+  for (i = SLUICE_EP_RECONCILE; i <= SLUICE_EP_EXPORT; i++)
+    put(&o, "sluice_policy_lease_denials_total{endpoint=\"%s\"} %llu\n",
+        sluice_endpoint_class_name(i),
+        (unsigned long long)LOAD(p->lease_denials[i]));
+  put(&o, "# HELP sluice_policy_box_trips_total Penalty box trips by scope "
+          "and level.\n# TYPE sluice_policy_box_trips_total counter\n");
+  for (i = SLUICE_SCOPE_KEY; i <= SLUICE_SCOPE_SUBJECT; i++)
+    for (l = 0; l < 3; l++)
+      put(&o,
+          "sluice_policy_box_trips_total{scope=\"%s\",level=\"%d\"} %llu\n",
+          scope_name(i), l + 1, (unsigned long long)LOAD(p->trips[i][l]));
+  put(&o, "# HELP sluice_policy_events_total Events emitted, by type.\n"
+          "# TYPE sluice_policy_events_total counter\n");
+  for (i = 1; i < SLUICE_EVENT__COUNT; i++)
+    put(&o, "sluice_policy_events_total{event=\"%s\"} %llu\n",
+        sluice_event_name(i), (unsigned long long)LOAD(p->events[i]));
+  put(&o, "# HELP sluice_policy_degraded 1 while the store is failing "
+          "(rl_degraded).\n# TYPE sluice_policy_degraded gauge\n"
+          "sluice_policy_degraded %d\n",
+      LOAD(p->degraded) ? 1 : 0);
+#undef FOR_ROWS
+#undef TIERNAME
+  if (needed)
+    *needed = o.used;
+  if (buf && o.used >= len)
+    return SLUICE_ERANGE;
+  if (!buf)
+    return SLUICE_OK;
+  return SLUICE_OK;
+}
