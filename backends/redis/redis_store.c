@@ -1,0 +1,1202 @@
+/*
+** Redis store: the same limits across a fleet.
+**
+** State lives in Redis, one key per record, and each step runs inside
+** Redis as sluice.lua, a port of lib/algo over the same 16-byte records, so
+** a decision is atomic where the state lives and there is one truth per
+** algorithm.  The C side only routes, pipelines and maps failures; it never
+** decides.
+**
+** Routing.  A Redis Cluster shards keys by CRC16(hash tag) mod 16384.  The
+** store keeps a slot -> master map loaded with CLUSTER SLOTS from any known
+** node, follows MOVED (patching the slot at once and reloading the map on
+** the next call) and ASK (one ASKING'd retry, no map change).  A server
+** without cluster support answers CLUSTER SLOTS with an error; it is then
+** used for every slot.  Every key of a group carries the same hash tag (the
+** core validates that), so an operation is one EVALSHA on one node.
+**
+** Round trips.  Operations are pipelined per node: a batch writes every
+** node's commands before reading any reply, so it costs one round trip per
+** node touched, and a single decision costs one.  A reply that says the
+** script did not run (NOSCRIPT, MOVED, ASK, TRYAGAIN) is retried in a later
+** round; NOSCRIPT first reloads the script on that node (after a restart, a
+** failover or SCRIPT FLUSH).
+**
+** Failure.  A connection error or a timeout after a command was written
+** means the script may or may not have run: it is never retried (a retry
+** could charge twice) and the caller gets SLUICE_ETIMEDOUT or
+** SLUICE_EUNAVAIL, which the policy layer turns into fail-closed or
+** degraded answers.  The connection is dropped (a late reply must not be
+** read as the answer to the next command), the slot map marked stale, and
+** reconnection to that node is held back by an exponential backoff so that
+** a dead node costs the caller nothing but an immediate error.
+**
+** Choices:
+**  a) Records are 25-byte strings: the record, its expiry in ns and the
+**     layout byte.  The expiry in the value makes "expired = fresh" exact
+**     under any clock (the Redis TTL, rounded up to the ms, only collects).
+**  b) One mutex per store: hiredis contexts are not thread-safe, and a
+**     store's connections are few.  Services wanting parallel round trips
+**     open a store per thread.
+**  c) Fork: the pid is recorded at open; a child drops (frees without
+**     writing) every inherited context and reconnects, so a prefork parent
+**     and its workers never share a socket.
+**  d) With wait_replicas=N every round trip ends with WAIT N; when fewer
+**     replicas acknowledged, the results of that round trip are reported
+**     as SLUICE_EUNAVAIL, so an admission the caller saw cannot be lost in
+**     a failover (Redis replication is otherwise asynchronous).
+*/
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "backends.h"
+#include "sluice.h"
+#include "sluice_redis.h"
+#include "sluice_rcl_script.h"
+
+#define RCL_SLOTS 16384
+#define RCL_MAX_NODES 64
+#define RCL_NO_NODE 0xff
+#define RCL_ROUNDS 6
+#define RCL_STACK_JOBS 8
+/* Most argv entries one operation needs: EVALSHA sha numkeys, 32 keys, 8
+** fixed arguments and 3 GCRA parameters per key. */
+#define RCL_MAX_ARGS (3 + SLUICE_GROUP_MAX + 8 + 3 * SLUICE_GROUP_MAX)
+#define RCL_PREFIX_MAX 64
+/* Test mode keeps records at least this long in Redis (the manual clock
+** may stand still while real time passes; the stored expiry decides). */
+#define RCL_TEST_MIN_TTL_MS "86400000"
+/* The exact range of the Lua port (see sluice.lua). */
+#define RCL_EXACT_MAX ((int64_t)1 << 52)
+
+typedef struct rcl_node {
+  char host[64];
+  int port;
+  redisContext *c;
+  int64_t retry_at;   /* monotonic ns: no reconnect before */
+  int backoff_ms;
+} rcl_node;
+
+typedef struct rcl_store {
+  sluice_store base;
+  pthread_mutex_t mu;
+  pid_t pid;
+  int timeout_ms, connect_timeout_ms, backoff_max_ms;
+  int wait_replicas;
+  int testclock, readonly;
+  int cluster;
+  int map_stale;
+  int64_t map_loaded_at;
+  int nnodes;
+  int refresh_cursor;
+  rcl_node nodes[RCL_MAX_NODES];
+  uint8_t slot_node[RCL_SLOTS];
+  uint16_t crc_tab[256];
+  char prefix[RCL_PREFIX_MAX];
+  size_t prefix_len;
+  sluice_redis_stats st;
+  struct rcl_cmd *cmd; /* scratch for building commands, under mu */
+} rcl_store;
+
+/* One unit of work in a pipeline. */
+enum { JOB_APPLY, JOB_GET, JOB_DEL };
+typedef struct rcl_job {
+  int type;
+  const sluice_op *op;      /* JOB_APPLY */
+  const sluice_key *key;    /* JOB_GET, JOB_DEL */
+  sluice_verdict *v;
+  sluice_state *st_out;     /* JOB_GET */
+  int64_t *exp_out;         /* JOB_GET */
+  int64_t now;              /* the caller's time (test mode) */
+  int rc;
+  int pending;
+  int slot;
+  int node;                 /* node this round */
+  int ask_node;             /* -1, or the ASK target for the next round */
+  int sent;
+} rcl_job;
+
+/* ------------------------------------------------------------ helpers --- */
+
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static struct timeval ms_tv(int ms) {
+  struct timeval tv;
+  tv.tv_sec = ms / 1000;
+  tv.tv_usec = (ms % 1000) * 1000;
+  return tv;
+}
+
+static void crc_init(rcl_store *r) {
+  int i, j;
+  for (i = 0; i < 256; i++) {
+    uint16_t c = (uint16_t)(i << 8);
+    for (j = 0; j < 8; j++)
+      c = (uint16_t)((c & 0x8000) ? (c << 1) ^ 0x1021 : c << 1);
+    r->crc_tab[i] = c;
+  }
+}
+
+/* Redis Cluster key slot: CRC16-XMODEM of the hash tag (the bytes between
+** the first '{' and the next '}', when non-empty), else of the whole key. */
+static int key_slot(const rcl_store *r, const char *k, size_t len) {
+  size_t i, j, off = 0, n = len;
+  uint16_t crc = 0;
+  for (i = 0; i < len && k[i] != '{'; i++)
+    ;
+  if (i < len) {
+    for (j = i + 1; j < len && k[j] != '}'; j++)
+      ;
+    if (j < len && j > i + 1) {
+      off = i + 1;
+      n = j - i - 1;
+    }
+  }
+  for (i = 0; i < n; i++)
+    crc = (uint16_t)((crc << 8) ^
+                     r->crc_tab[((crc >> 8) ^ (uint8_t)k[off + i]) & 0xff]);
+  return crc & (RCL_SLOTS - 1);
+}
+
+static int jkey_slot(const rcl_store *r, const sluice_key *k) {
+  /* The prefix holds no braces, so a tagged key keeps its slot; an untagged
+  ** key hashes over prefix + key, which is what Redis sees. */
+  char buf[RCL_PREFIX_MAX + SLUICE_KEY_MAX];
+  memcpy(buf, r->prefix, r->prefix_len);
+  memcpy(buf + r->prefix_len, k->data, k->len);
+  return key_slot(r, buf, r->prefix_len + k->len);
+}
+
+static int find_node(rcl_store *r, const char *host, size_t hlen, int port,
+                     int add) {
+  int i;
+  if (hlen == 0 || hlen >= sizeof r->nodes[0].host || port <= 0 ||
+      port > 65535)
+    return -1;
+  for (i = 0; i < r->nnodes; i++)
+    if (r->nodes[i].port == port && strlen(r->nodes[i].host) == hlen &&
+        memcmp(r->nodes[i].host, host, hlen) == 0)
+      return i;
+  if (!add || r->nnodes >= RCL_MAX_NODES)
+    return -1;
+  i = r->nnodes++;
+  memset(&r->nodes[i], 0, sizeof r->nodes[i]);
+  memcpy(r->nodes[i].host, host, hlen);
+  r->nodes[i].host[hlen] = '\0';
+  r->nodes[i].port = port;
+  return i;
+}
+
+static void node_drop(rcl_node *n) {
+  /* redisFree only closes the descriptor: nothing is written, which is
+  ** what makes this safe on a connection inherited across fork(). */
+  if (n->c)
+    redisFree(n->c);
+  n->c = NULL;
+}
+
+static void fork_check(rcl_store *r) {
+  pid_t p = getpid();
+  int i;
+  if (p == r->pid)
+    return;
+  for (i = 0; i < r->nnodes; i++) {
+    node_drop(&r->nodes[i]);
+    r->nodes[i].retry_at = 0;
+    r->nodes[i].backoff_ms = 0;
+  }
+  r->pid = p;
+}
+
+static int is_timeout_errno(int e) {
+  return e == EAGAIN || e == EWOULDBLOCK || e == ETIMEDOUT || e == EINPROGRESS;
+}
+
+/* A connection failed mid-command: drop it, and say which code applies. */
+static int node_io_error(rcl_store *r, int ni, int saved_errno) {
+  rcl_node *n = &r->nodes[ni];
+  int timeout = n->c && n->c->err == REDIS_ERR_IO &&
+                is_timeout_errno(saved_errno);
+  int rc = timeout ? SLUICE_ETIMEDOUT : SLUICE_EUNAVAIL;
+  sluice_store_seterr(&r->base, rc, n->c ? n->c->err : 0, "redis %s:%d: %s",
+                      n->host, n->port,
+                      timeout ? "timed out" : (n->c ? n->c->errstr : "lost"));
+  node_drop(n);
+  r->map_stale = 1;
+  return rc;
+}
+
+static int node_connect(rcl_store *r, int ni) {
+  rcl_node *n = &r->nodes[ni];
+  redisContext *c;
+  int64_t now;
+  int e, rc;
+  if (n->c)
+    return SLUICE_OK;
+  now = mono_ns();
+  if (now < n->retry_at)
+    return sluice_store_seterr(&r->base, SLUICE_EUNAVAIL, 0,
+                               "redis %s:%d: down, reconnect backing off",
+                               n->host, n->port);
+  errno = 0;
+  c = redisConnectWithTimeout(n->host, n->port, ms_tv(r->connect_timeout_ms));
+  e = errno;
+  if (!c || c->err) {
+    r->st.connect_failures++;
+    rc = (c && c->err == REDIS_ERR_IO && is_timeout_errno(e))
+             ? SLUICE_ETIMEDOUT
+             : SLUICE_EUNAVAIL;
+    sluice_store_seterr(&r->base, rc, c ? c->err : 0,
+                        "redis %s:%d: connect: %s", n->host, n->port,
+                        c ? c->errstr : "out of memory");
+    if (c)
+      redisFree(c);
+    n->backoff_ms = n->backoff_ms ? n->backoff_ms * 2 : 5;
+    if (n->backoff_ms > r->backoff_max_ms)
+      n->backoff_ms = r->backoff_max_ms;
+    n->retry_at = now + (int64_t)n->backoff_ms * 1000000;
+    return rc;
+  }
+  if (redisSetTimeout(c, ms_tv(r->timeout_ms)) != REDIS_OK) {
+    redisFree(c);
+    return sluice_store_seterr(&r->base, SLUICE_EUNAVAIL, 0,
+                               "redis %s:%d: cannot set timeout", n->host,
+                               n->port);
+  }
+  n->c = c;
+  n->backoff_ms = 0;
+  n->retry_at = 0;
+  r->st.connects++;
+  return SLUICE_OK;
+}
+
+/* One command, one reply, on node ni (admin paths: slot map, SCRIPT LOAD). */
+static int node_command(rcl_store *r, int ni, int argc, const char **argv,
+                        const size_t *lens, redisReply **out) {
+  void *rep = NULL;
+  int rc = node_connect(r, ni), e;
+  *out = NULL;
+  if (rc != SLUICE_OK)
+    return rc;
+  redisAppendCommandArgv(r->nodes[ni].c, argc, argv, lens);
+  errno = 0;
+  if (redisGetReply(r->nodes[ni].c, &rep) != REDIS_OK || !rep) {
+    e = errno;
+    return node_io_error(r, ni, e);
+  }
+  r->st.round_trips++;
+  *out = rep;
+  return SLUICE_OK;
+}
+
+static int load_script(rcl_store *r, int ni) {
+  const char *argv[3] = {"SCRIPT", "LOAD", sluice_rcl_script};
+  size_t lens[3] = {6, 4, sizeof sluice_rcl_script - 1};
+  redisReply *rep;
+  int rc = node_command(r, ni, 3, argv, lens, &rep);
+  if (rc != SLUICE_OK)
+    return rc;
+  if (rep->type != REDIS_REPLY_STRING) {
+    rc = sluice_store_seterr(&r->base, SLUICE_EBACKEND, 0,
+                             "redis %s:%d: SCRIPT LOAD: %.80s",
+                             r->nodes[ni].host, r->nodes[ni].port,
+                             rep->type == REDIS_REPLY_ERROR ? rep->str : "?");
+  }
+  freeReplyObject(rep);
+  return rc;
+}
+
+/* ----------------------------------------------------------- slot map --- */
+
+static int parse_slots(rcl_store *r, int ni, const redisReply *rep) {
+  size_t i;
+  uint8_t map[RCL_SLOTS];
+  memset(map, RCL_NO_NODE, sizeof map);
+  for (i = 0; i < rep->elements; i++) {
+    const redisReply *e = rep->element[i], *m;
+    long long a, b, s;
+    int idx;
+    const char *host;
+    size_t hlen;
+    if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+        e->element[0]->type != REDIS_REPLY_INTEGER ||
+        e->element[1]->type != REDIS_REPLY_INTEGER)
+      return SLUICE_EBACKEND;
+    m = e->element[2];
+    if (m->type != REDIS_REPLY_ARRAY || m->elements < 2 ||
+        m->element[0]->type != REDIS_REPLY_STRING ||
+        m->element[1]->type != REDIS_REPLY_INTEGER)
+      return SLUICE_EBACKEND;
+    a = e->element[0]->integer;
+    b = e->element[1]->integer;
+    host = m->element[0]->str;
+    hlen = m->element[0]->len;
+    if (hlen == 0 || (hlen == 1 && host[0] == '?')) {
+      /* Unknown endpoint: the node we asked, per the protocol. */
+      host = r->nodes[ni].host;
+      hlen = strlen(host);
+    }
+    idx = find_node(r, host, hlen, (int)m->element[1]->integer, 1);
+    if (idx < 0 || a < 0 || b >= RCL_SLOTS || a > b)
+      continue;
+    for (s = a; s <= b; s++)
+      map[s] = (uint8_t)idx;
+  }
+  memcpy(r->slot_node, map, sizeof map);
+  return SLUICE_OK;
+}
+
+/* Load the slot map from the first node that answers, starting after the
+** one used last time so that a dead node is not asked first forever. */
+static int refresh_map(rcl_store *r, int max_tries) {
+  const char *argv[2] = {"CLUSTER", "SLOTS"};
+  size_t lens[2] = {7, 5};
+  int tries, rc = SLUICE_EUNAVAIL;
+  for (tries = 0; tries < r->nnodes && tries < max_tries; tries++) {
+    int ni = (r->refresh_cursor + tries) % r->nnodes;
+    redisReply *rep;
+    rc = node_command(r, ni, 2, argv, lens, &rep);
+    if (rc != SLUICE_OK)
+      continue;
+    if (rep->type == REDIS_REPLY_ERROR &&
+        strstr(rep->str, "cluster support disabled")) {
+      r->cluster = 0;
+      memset(r->slot_node, ni, sizeof r->slot_node);
+      rc = SLUICE_OK;
+    } else if (rep->type == REDIS_REPLY_ARRAY) {
+      r->cluster = 1;
+      rc = parse_slots(r, ni, rep);
+      if (rc != SLUICE_OK)
+        sluice_store_seterr(&r->base, rc, 0, "redis: bad CLUSTER SLOTS reply");
+    } else {
+      rc = sluice_store_seterr(&r->base, SLUICE_EUNAVAIL, 0,
+                               "redis %s:%d: CLUSTER SLOTS: %.80s",
+                               r->nodes[ni].host, r->nodes[ni].port,
+                               rep->type == REDIS_REPLY_ERROR ? rep->str : "?");
+    }
+    freeReplyObject(rep);
+    if (rc == SLUICE_OK) {
+      r->refresh_cursor = ni;
+      r->map_stale = 0;
+      r->map_loaded_at = mono_ns();
+      r->st.refreshes++;
+      return SLUICE_OK;
+    }
+  }
+  r->refresh_cursor = (r->refresh_cursor + 1) % (r->nnodes ? r->nnodes : 1);
+  return rc;
+}
+
+/* A stale map is reloaded at most every 50 ms: during a failover every
+** call would otherwise pay for a refresh that cannot succeed yet. */
+static void maybe_refresh(rcl_store *r) {
+  if (r->cluster && r->map_stale &&
+      mono_ns() - r->map_loaded_at > 50 * (int64_t)1000000)
+    (void)refresh_map(r, 2);
+}
+
+/* -------------------------------------------------- command building --- */
+
+typedef struct rcl_cmd {
+  int argc;
+  const char *argv[RCL_MAX_ARGS];
+  size_t lens[RCL_MAX_ARGS];
+  char nums[RCL_MAX_ARGS][24];
+  char keys[SLUICE_GROUP_MAX][RCL_PREFIX_MAX + SLUICE_KEY_MAX];
+  int nnum;
+} rcl_cmd;
+
+static void arg_raw(rcl_cmd *c, const char *p, size_t n) {
+  c->argv[c->argc] = p;
+  c->lens[c->argc] = n;
+  c->argc++;
+}
+static void arg_int(rcl_cmd *c, long long x) {
+  char *b = c->nums[c->nnum++];
+  int n = snprintf(b, 24, "%lld", x);
+  arg_raw(c, b, (size_t)n);
+}
+static void arg_key(rcl_cmd *c, const rcl_store *r, int i,
+                    const sluice_key *k) {
+  char *b = c->keys[i];
+  memcpy(b, r->prefix, r->prefix_len);
+  memcpy(b + r->prefix_len, k->data, k->len);
+  arg_raw(c, b, r->prefix_len + k->len);
+}
+
+static long long dur_arg(int64_t d) {
+  return d == SLUICE_FOREVER ? -1 : (long long)d;
+}
+
+/* The parameters the Lua port reproduces exactly (sluice.lua header). */
+static int range_check(const sluice_op *op) {
+  const int64_t M = RCL_EXACT_MAX;
+  int i;
+  switch (op->algo) {
+  case SLUICE_ALGO_GCRA: {
+    const sluice_gcra_params *p = op->params;
+    for (i = 0; i < op->nkeys; i++)
+      if (p[i].period_ns > M || p[i].burst > M / p[i].period_ns)
+        return SLUICE_ERANGE;
+    return SLUICE_OK;
+  }
+  case SLUICE_ALGO_SWINDOW: {
+    const sluice_window_params *p = op->params;
+    return (p->window_ns > M || p->limit > M / p->window_ns) ? SLUICE_ERANGE
+                                                             : SLUICE_OK;
+  }
+  case SLUICE_ALGO_FWINDOW:
+    return ((const sluice_window_params *)op->params)->window_ns > M
+               ? SLUICE_ERANGE
+               : SLUICE_OK;
+  case SLUICE_ALGO_DISTINCT:
+    return ((const sluice_distinct_params *)op->params)->window_ns > M
+               ? SLUICE_ERANGE
+               : SLUICE_OK;
+  case SLUICE_ALGO_PENALTY: {
+    const sluice_penalty_params *p = op->params;
+    if (p->strike_window_ns > M || p->offense_ttl_ns > M)
+      return SLUICE_ERANGE;
+    for (i = 0; i < 3; i++)
+      if (p->box_ns[i] != SLUICE_FOREVER && p->box_ns[i] > M)
+        return SLUICE_ERANGE;
+    return SLUICE_OK;
+  }
+  case SLUICE_ALGO_LEASE:
+    return ((const sluice_lease_params *)op->params)->ttl_ns > M
+               ? SLUICE_ERANGE
+               : SLUICE_OK;
+  default:
+    return SLUICE_EINVAL;
+  }
+}
+
+static void build_common(rcl_cmd *c, const rcl_store *r, int algo, int kind,
+                         int64_t now, int64_t arg, uint64_t id) {
+  arg_int(c, algo);
+  arg_int(c, kind);
+  if (r->testclock) {
+    arg_int(c, (long long)((uint64_t)now >> 32));
+    arg_int(c, (long long)((uint64_t)now & 0xffffffffu));
+  } else {
+    arg_int(c, -1);
+    arg_int(c, 0);
+  }
+  arg_int(c, (long long)arg);
+  arg_int(c, (long long)(id >> 32));
+  arg_int(c, (long long)(id & 0xffffffffu));
+  if (r->testclock)
+    arg_raw(c, RCL_TEST_MIN_TTL_MS, sizeof RCL_TEST_MIN_TTL_MS - 1);
+  else
+    arg_raw(c, "0", 1);
+}
+
+static void build_job(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
+  int i, nk = j->type == JOB_APPLY ? j->op->nkeys : 1;
+  c->argc = 0;
+  c->nnum = 0;
+  if (j->type == JOB_DEL) {
+    arg_raw(c, "DEL", 3);
+    arg_key(c, r, 0, j->key);
+    return;
+  }
+  arg_raw(c, "EVALSHA", 7);
+  arg_raw(c, sluice_rcl_script_sha, 40);
+  arg_int(c, nk);
+  if (j->type == JOB_GET) {
+    arg_key(c, r, 0, j->key);
+    build_common(c, r, 0, 0, j->now, 0, 0);
+    return;
+  }
+  for (i = 0; i < nk; i++)
+    arg_key(c, r, i, &j->op->keys[i]);
+  build_common(c, r, j->op->algo, j->op->kind, j->now, j->op->arg, j->op->id);
+  switch (j->op->algo) {
+  case SLUICE_ALGO_GCRA: {
+    const sluice_gcra_params *p = j->op->params;
+    for (i = 0; i < nk; i++) {
+      arg_int(c, (long long)p[i].rate);
+      arg_int(c, (long long)p[i].period_ns);
+      arg_int(c, (long long)p[i].burst);
+    }
+    break;
+  }
+  case SLUICE_ALGO_SWINDOW:
+  case SLUICE_ALGO_FWINDOW: {
+    const sluice_window_params *p = j->op->params;
+    arg_int(c, (long long)p->limit);
+    arg_int(c, (long long)p->window_ns);
+    break;
+  }
+  case SLUICE_ALGO_DISTINCT: {
+    const sluice_distinct_params *p = j->op->params;
+    arg_int(c, (long long)p->threshold);
+    arg_int(c, (long long)p->window_ns);
+    break;
+  }
+  case SLUICE_ALGO_PENALTY: {
+    const sluice_penalty_params *p = j->op->params;
+    arg_int(c, (long long)p->strike_threshold);
+    arg_int(c, (long long)p->strike_window_ns);
+    for (i = 0; i < 3; i++)
+      arg_int(c, dur_arg(p->box_ns[i]));
+    arg_int(c, (long long)p->offense_ttl_ns);
+    break;
+  }
+  default: { /* SLUICE_ALGO_LEASE */
+    const sluice_lease_params *p = j->op->params;
+    arg_int(c, (long long)p->max);
+    arg_int(c, (long long)p->ttl_ns);
+    break;
+  }
+  }
+}
+
+/* ---------------------------------------------------- reply decoding --- */
+
+static uint32_t le32(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+         (uint32_t)p[3] << 24;
+}
+static int64_t le64(const unsigned char *p) {
+  return (int64_t)((uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32);
+}
+
+static int decode_verdict(const redisReply *rep, sluice_verdict *v) {
+  const unsigned char *p = (const unsigned char *)rep->str;
+  if (rep->type != REDIS_REPLY_STRING || rep->len != 80)
+    return SLUICE_EBACKEND;
+  memset(v, 0, sizeof *v);
+  v->allowed = (int)le32(p);
+  v->flags = le32(p + 4);
+  v->binding = (int)le32(p + 8);
+  v->level = (int)le32(p + 12);
+  v->limit = le64(p + 16);
+  v->remaining = le64(p + 24);
+  v->retry_after_ns = le64(p + 32);
+  v->reset_ns = le64(p + 40);
+  v->strikes_remaining = le64(p + 48);
+  v->offenses = le64(p + 56);
+  v->lease_id = (uint64_t)le64(p + 64);
+  v->now_ns = le64(p + 72);
+  return SLUICE_OK;
+}
+
+static int decode_get(const redisReply *rep, rcl_job *j) {
+  const redisReply *val, *h, *l;
+  const unsigned char *p;
+  int64_t now, exp;
+  if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3)
+    return SLUICE_EBACKEND;
+  val = rep->element[0];
+  h = rep->element[1];
+  l = rep->element[2];
+  if (h->type != REDIS_REPLY_INTEGER || l->type != REDIS_REPLY_INTEGER)
+    return SLUICE_EBACKEND;
+  now = (int64_t)(((uint64_t)h->integer << 32) | (uint64_t)l->integer);
+  if (val->type == REDIS_REPLY_NIL)
+    return SLUICE_ENOTFOUND;
+  if (val->type != REDIS_REPLY_STRING || val->len != 25 ||
+      (unsigned char)val->str[24] != SLUICE_STATE_LAYOUT)
+    return SLUICE_ECORRUPT;
+  p = (const unsigned char *)val->str;
+  exp = le64(p + 16);
+  if (exp <= now)
+    return SLUICE_ENOTFOUND;
+  j->st_out->w[0] = (uint64_t)le64(p);
+  j->st_out->w[1] = (uint64_t)le64(p + 8);
+  *j->exp_out = exp;
+  return SLUICE_OK;
+}
+
+/* What to do with one reply. */
+enum { R_DONE, R_RETRY, R_NOSCRIPT };
+
+static int parse_redirect(rcl_store *r, const char *s, int *slot) {
+  /* "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381" */
+  const char *sp = strchr(s, ' '), *sp2, *colon;
+  if (!sp)
+    return -1;
+  *slot = atoi(sp + 1);
+  sp2 = strchr(sp + 1, ' ');
+  if (!sp2)
+    return -1;
+  colon = strrchr(sp2 + 1, ':');
+  if (!colon)
+    return -1;
+  return find_node(r, sp2 + 1, (size_t)(colon - sp2 - 1), atoi(colon + 1), 1);
+}
+
+static int handle_reply(rcl_store *r, rcl_job *j, int ni, redisReply *rep) {
+  const rcl_node *n = &r->nodes[ni];
+  if (rep->type == REDIS_REPLY_ERROR) {
+    const char *s = rep->str;
+    int slot, t;
+    if (strncmp(s, "NOSCRIPT", 8) == 0) {
+      r->st.noscript++;
+      return R_NOSCRIPT;
+    }
+    if (strncmp(s, "MOVED ", 6) == 0) {
+      r->st.moved++;
+      t = parse_redirect(r, s, &slot);
+      if (t >= 0 && slot >= 0 && slot < RCL_SLOTS) {
+        r->slot_node[slot] = (uint8_t)t;
+        r->cluster = 1;
+      }
+      r->map_stale = 1;
+      return R_RETRY;
+    }
+    if (strncmp(s, "ASK ", 4) == 0) {
+      r->st.ask++;
+      j->ask_node = parse_redirect(r, s, &slot);
+      return R_RETRY;
+    }
+    if (strncmp(s, "TRYAGAIN", 8) == 0) {
+      r->st.tryagain++;
+      return R_RETRY;
+    }
+    if (strncmp(s, "CLUSTERDOWN", 11) == 0 || strncmp(s, "LOADING", 7) == 0 ||
+        strncmp(s, "MASTERDOWN", 10) == 0 || strncmp(s, "READONLY", 8) == 0 ||
+        strncmp(s, "BUSY", 4) == 0) {
+      r->map_stale = 1;
+      j->rc = SLUICE_EUNAVAIL;
+    } else if (strncmp(s, "SLUICE ERANGE", 13) == 0) {
+      j->rc = SLUICE_ERANGE;
+    } else if (strncmp(s, "SLUICE ECORRUPT", 15) == 0) {
+      j->rc = SLUICE_ECORRUPT;
+    } else if (strncmp(s, "SLUICE EINVAL", 13) == 0) {
+      j->rc = SLUICE_EINVAL;
+    } else {
+      j->rc = SLUICE_EBACKEND;
+    }
+    sluice_store_seterr(&r->base, j->rc, 0, "redis %s:%d: %.90s", n->host,
+                        n->port, s);
+    return R_DONE;
+  }
+  switch (j->type) {
+  case JOB_APPLY:
+    j->rc = decode_verdict(rep, j->v);
+    break;
+  case JOB_GET:
+    j->rc = decode_get(rep, j);
+    break;
+  default:
+    j->rc = rep->type != REDIS_REPLY_INTEGER ? SLUICE_EBACKEND
+            : rep->integer > 0               ? SLUICE_OK
+                                             : SLUICE_ENOTFOUND;
+    break;
+  }
+  if (j->rc == SLUICE_EBACKEND || j->rc == SLUICE_ECORRUPT)
+    sluice_store_seterr(&r->base, j->rc, 0, "redis %s:%d: unexpected reply",
+                        n->host, n->port);
+  return R_DONE;
+}
+
+/* ------------------------------------------------------------ rounds --- */
+
+static void job_fail(rcl_store *r, rcl_job *j, int rc) {
+  j->rc = rc;
+  j->pending = 0;
+  if (rc == SLUICE_ETIMEDOUT)
+    r->st.timeouts++;
+  else if (rc == SLUICE_EUNAVAIL)
+    r->st.unavailable++;
+}
+
+/* One round: route every pending job, write each node's pipeline, then
+** read the replies node by node.  Jobs that must be retried stay pending. */
+static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
+  int used[RCL_MAX_NODES], nused = 0, i, k;
+  int nerr[RCL_MAX_NODES];      /* per node: 0, or the error of this round */
+  int reload[RCL_MAX_NODES];    /* per node: a NOSCRIPT was seen */
+  memset(nerr, 0, sizeof nerr);
+  memset(reload, 0, sizeof reload);
+
+  for (i = 0; i < n; i++) {
+    rcl_job *j = &jobs[i];
+    int ni;
+    j->sent = 0;
+    if (!j->pending)
+      continue;
+    ni = j->ask_node >= 0 ? j->ask_node
+         : r->cluster    ? r->slot_node[j->slot]
+                         : r->slot_node[0];
+    if (ni == RCL_NO_NODE || ni >= r->nnodes) {
+      r->map_stale = 1;
+      sluice_store_seterr(&r->base, SLUICE_EUNAVAIL, 0,
+                          "redis: no node serves slot %d", j->slot);
+      job_fail(r, j, SLUICE_EUNAVAIL);
+      continue;
+    }
+    j->node = ni;
+    for (k = 0; k < nused && used[k] != ni; k++)
+      ;
+    if (k == nused) {
+      int rc = node_connect(r, ni);
+      used[nused++] = ni;
+      if (rc != SLUICE_OK) {
+        r->map_stale = 1;
+        nerr[ni] = rc;
+      }
+    }
+    if (nerr[ni] < 0) {
+      job_fail(r, j, nerr[ni]);
+      continue;
+    }
+    if (j->ask_node >= 0) {
+      static const char *const asking[1] = {"ASKING"};
+      static const size_t asklen[1] = {6};
+      redisAppendCommandArgv(r->nodes[ni].c, 1, (const char **)asking, asklen);
+    }
+    build_job(cmd, r, j);
+    redisAppendCommandArgv(r->nodes[ni].c, cmd->argc, cmd->argv, cmd->lens);
+    j->sent = 1 + (j->ask_node >= 0);
+    j->ask_node = -1;
+    r->st.ops++;
+  }
+  /* Append WAIT, then write every pipeline before reading any reply, so
+  ** the nodes work in parallel. */
+  for (k = 0; k < nused; k++) {
+    int ni = used[k], done = 0, e;
+    if (nerr[ni] < 0 || !r->nodes[ni].c)
+      continue;
+    if (r->wait_replicas > 0) {
+      char a[16], b[16];
+      const char *argv[3] = {"WAIT", a, b};
+      size_t lens[3];
+      lens[0] = 4;
+      lens[1] = (size_t)snprintf(a, sizeof a, "%d", r->wait_replicas);
+      lens[2] = (size_t)snprintf(b, sizeof b, "%d", r->timeout_ms);
+      redisAppendCommandArgv(r->nodes[ni].c, 3, argv, lens);
+    }
+    errno = 0;
+    while (!done) {
+      if (redisBufferWrite(r->nodes[ni].c, &done) != REDIS_OK) {
+        e = errno;
+        nerr[ni] = node_io_error(r, ni, e);
+        break;
+      }
+    }
+  }
+  for (k = 0; k < nused; k++) {
+    int ni = used[k], err = nerr[ni], e;
+    int wait_short = 0;
+    r->st.round_trips++;
+    for (i = 0; i < n; i++) {
+      rcl_job *j = &jobs[i];
+      void *rep = NULL;
+      int what;
+      if (!j->sent || j->node != ni)
+        continue;
+      if (err == 0 && j->sent == 2) { /* the ASKING reply */
+        errno = 0;
+        if (redisGetReply(r->nodes[ni].c, &rep) != REDIS_OK || !rep) {
+          e = errno;
+          err = node_io_error(r, ni, e);
+        } else {
+          freeReplyObject(rep);
+          rep = NULL;
+        }
+      }
+      if (err == 0) {
+        errno = 0;
+        if (redisGetReply(r->nodes[ni].c, &rep) != REDIS_OK || !rep) {
+          e = errno;
+          err = node_io_error(r, ni, e);
+        }
+      }
+      if (err != 0) {
+        job_fail(r, j, err);
+        continue;
+      }
+      what = handle_reply(r, j, ni, rep);
+      freeReplyObject(rep);
+      if (what == R_DONE) {
+        j->pending = 0;
+        if (j->rc == SLUICE_EUNAVAIL)
+          r->st.unavailable++;
+      } else if (what == R_NOSCRIPT) {
+        reload[ni] = 1;
+      }
+    }
+    if (err == 0 && r->wait_replicas > 0 && r->nodes[ni].c) {
+      void *rep = NULL;
+      errno = 0;
+      if (redisGetReply(r->nodes[ni].c, &rep) != REDIS_OK || !rep) {
+        e = errno;
+        err = node_io_error(r, ni, e);
+        wait_short = 1;
+      } else {
+        redisReply *w = rep;
+        wait_short = w->type != REDIS_REPLY_INTEGER ||
+                     w->integer < r->wait_replicas;
+        freeReplyObject(rep);
+      }
+      if (wait_short) {
+        for (i = 0; i < n; i++)
+          if (jobs[i].sent && jobs[i].node == ni && !jobs[i].pending &&
+              jobs[i].rc == SLUICE_OK)
+            job_fail(r, &jobs[i], err ? err : SLUICE_EUNAVAIL);
+        if (!err)
+          sluice_store_seterr(&r->base, SLUICE_EUNAVAIL, 0,
+                              "redis %s:%d: write not acknowledged by %d "
+                              "replicas", r->nodes[ni].host,
+                              r->nodes[ni].port, r->wait_replicas);
+      }
+    }
+    if (err == 0 && reload[ni]) {
+      int rc = load_script(r, ni);
+      if (rc != SLUICE_OK)
+        for (i = 0; i < n; i++)
+          if (jobs[i].pending && jobs[i].sent && jobs[i].node == ni)
+            job_fail(r, &jobs[i], rc);
+    }
+  }
+}
+
+static int run_jobs(rcl_store *r, rcl_job *jobs, int n) {
+  rcl_cmd *cmd = r->cmd;
+  int round, i, left;
+  fork_check(r);
+  maybe_refresh(r);
+  for (i = 0; i < n; i++) {
+    jobs[i].pending = 1;
+    jobs[i].ask_node = -1;
+    jobs[i].rc = SLUICE_EUNAVAIL;
+    jobs[i].slot = jobs[i].type == JOB_APPLY
+                       ? jkey_slot(r, &jobs[i].op->keys[0])
+                       : jkey_slot(r, jobs[i].key);
+  }
+  for (round = 0; round < RCL_ROUNDS; round++) {
+    if (round > 0)
+      maybe_refresh(r);
+    run_round(r, jobs, n, cmd);
+    for (i = 0, left = 0; i < n; i++)
+      left += jobs[i].pending;
+    if (!left)
+      break;
+  }
+  for (i = 0; i < n; i++)
+    if (jobs[i].pending) {
+      sluice_store_seterr(&r->base, SLUICE_EUNAVAIL, 0,
+                          "redis: redirections or TRYAGAIN exhausted");
+      job_fail(r, &jobs[i], SLUICE_EUNAVAIL);
+    }
+  return SLUICE_OK;
+}
+
+/* ----------------------------------------------------------- methods --- */
+
+static int rcl_apply_many(sluice_store *s, int n, const sluice_op *ops,
+                          int64_t now, sluice_verdict *vs, int *rcs) {
+  rcl_store *r = (rcl_store *)s;
+  rcl_job stack[RCL_STACK_JOBS], *jobs = stack;
+  int smap[RCL_STACK_JOBS], *map = smap;
+  int i, nj = 0, rc = SLUICE_OK;
+  if (n <= 0)
+    return SLUICE_OK;
+  if (n > RCL_STACK_JOBS) {
+    jobs = sluice_store_malloc(s, sizeof(rcl_job) * (size_t)n);
+    map = sluice_store_malloc(s, sizeof(int) * (size_t)n);
+    if (!jobs || !map) {
+      sluice_store_free(s, jobs, sizeof(rcl_job) * (size_t)n);
+      sluice_store_free(s, map, sizeof(int) * (size_t)n);
+      return SLUICE_ENOMEM;
+    }
+  }
+  for (i = 0; i < n; i++) {
+    if (r->readonly) {
+      rcs[i] = sluice_store_seterr(s, SLUICE_EPERM, 0,
+                                   "redis: store opened read-only");
+      continue;
+    }
+    rcs[i] = range_check(&ops[i]);
+    if (rcs[i] != SLUICE_OK) {
+      sluice_store_seterr(s, rcs[i], 0,
+                          "redis: parameters outside the exact range of the "
+                          "Lua port (see docs/redis.md)");
+      continue;
+    }
+    memset(&jobs[nj], 0, sizeof jobs[nj]);
+    jobs[nj].type = JOB_APPLY;
+    jobs[nj].op = &ops[i];
+    jobs[nj].v = &vs[i];
+    jobs[nj].now = now;
+    map[nj++] = i;
+  }
+  if (nj > 0) {
+    pthread_mutex_lock(&r->mu);
+    rc = run_jobs(r, jobs, nj);
+    pthread_mutex_unlock(&r->mu);
+  }
+  for (i = 0; i < nj; i++)
+    rcs[map[i]] = jobs[i].rc;
+  if (jobs != stack) {
+    sluice_store_free(s, jobs, sizeof(rcl_job) * (size_t)n);
+    sluice_store_free(s, map, sizeof(int) * (size_t)n);
+  }
+  return rc;
+}
+
+static int rcl_apply(sluice_store *s, const sluice_op *op, int64_t now,
+                     sluice_verdict *v) {
+  int rcs = SLUICE_OK;
+  int rc = rcl_apply_many(s, 1, op, now, v, &rcs);
+  return rc != SLUICE_OK ? rc : rcs;
+}
+
+static int rcl_get(sluice_store *s, const sluice_key *key, int64_t now,
+                   sluice_state *out, int64_t *exp) {
+  rcl_store *r = (rcl_store *)s;
+  rcl_job j;
+  int rc;
+  memset(&j, 0, sizeof j);
+  j.type = JOB_GET;
+  j.key = key;
+  j.st_out = out;
+  j.exp_out = exp;
+  j.now = now;
+  pthread_mutex_lock(&r->mu);
+  rc = run_jobs(r, &j, 1);
+  pthread_mutex_unlock(&r->mu);
+  return rc != SLUICE_OK ? rc : j.rc;
+}
+
+static int rcl_delete(sluice_store *s, const sluice_key *key) {
+  rcl_store *r = (rcl_store *)s;
+  rcl_job j;
+  int rc;
+  if (r->readonly)
+    return sluice_store_seterr(s, SLUICE_EPERM, 0,
+                               "redis: store opened read-only");
+  memset(&j, 0, sizeof j);
+  j.type = JOB_DEL;
+  j.key = key;
+  pthread_mutex_lock(&r->mu);
+  rc = run_jobs(r, &j, 1);
+  pthread_mutex_unlock(&r->mu);
+  return rc != SLUICE_OK ? rc : j.rc;
+}
+
+static int rcl_control(sluice_store *s, int op, void *arg) {
+  rcl_store *r = (rcl_store *)s;
+  int rc = SLUICE_OK, i;
+  pthread_mutex_lock(&r->mu);
+  fork_check(r);
+  switch (op) {
+  case SLUICE_CTL_REDIS_REFRESH:
+    rc = refresh_map(r, r->nnodes);
+    break;
+  case SLUICE_CTL_REDIS_STATS:
+    if (!arg) {
+      rc = SLUICE_EINVAL;
+      break;
+    }
+    r->st.nodes = r->nnodes;
+    r->st.cluster = r->cluster;
+    *(sluice_redis_stats *)arg = r->st;
+    break;
+  case SLUICE_CTL_REDIS_NODE_OF: {
+    sluice_redis_node_of *q = arg;
+    sluice_key k;
+    int ni;
+    if (!q || !q->key || q->keylen == 0 || q->keylen > SLUICE_KEY_MAX) {
+      rc = SLUICE_EINVAL;
+      break;
+    }
+    k.data = q->key;
+    k.len = q->keylen;
+    q->slot = jkey_slot(r, &k);
+    ni = r->cluster ? r->slot_node[q->slot] : r->slot_node[0];
+    q->port = 0;
+    q->host[0] = '\0';
+    if (ni != RCL_NO_NODE && ni < r->nnodes) {
+      q->port = r->nodes[ni].port;
+      snprintf(q->host, sizeof q->host, "%s", r->nodes[ni].host);
+    }
+    break;
+  }
+  case SLUICE_CTL_REDIS_DROP:
+    for (i = 0; i < r->nnodes; i++)
+      node_drop(&r->nodes[i]);
+    break;
+  default:
+    rc = SLUICE_ENOTFOUND;
+  }
+  pthread_mutex_unlock(&r->mu);
+  return rc;
+}
+
+static unsigned rcl_caps(sluice_store *s) {
+  (void)s;
+  return SLUICE_CAP_THREADSAFE | SLUICE_CAP_CROSS_PROCESS |
+         SLUICE_CAP_DISTRIBUTED | SLUICE_CAP_NATIVE_ALGO |
+         SLUICE_CAP_OWN_CLOCK;
+}
+
+static int rcl_close(sluice_store *s) {
+  rcl_store *r = (rcl_store *)s;
+  int i;
+  /* A child closing a store its parent opened must not touch the parent's
+  ** sockets beyond closing its own descriptors, which node_drop does. */
+  for (i = 0; i < r->nnodes; i++)
+    node_drop(&r->nodes[i]);
+  pthread_mutex_destroy(&r->mu);
+  sluice_store_free(s, r->cmd, sizeof *r->cmd);
+  return SLUICE_OK;
+}
+
+static const sluice_store_methods rcl_methods = {
+    2,              /* iVersion */
+    rcl_close,      /* xClose */
+    rcl_apply,      /* xApply: one EVALSHA, one round trip */
+    rcl_get,        /* xGet */
+    rcl_delete,     /* xDelete */
+    rcl_control,    /* xControl: SLUICE_CTL_REDIS_* */
+    rcl_caps,       /* xCapabilities */
+    rcl_apply_many, /* xApplyMany: pipelined, one round trip per node */
+};
+
+/* ------------------------------------------------------------- open --- */
+
+static const char *const known_params[] = {
+    "nodes", "timeout_ms", "connect_timeout_ms", "prefix", "wait_replicas",
+    "backoff_max_ms", NULL};
+
+static int check_params(sluice_store *s, const char *uri) {
+  const char *p = uri;
+  while (*p) {
+    const char *end = strchr(p, ';'), *eq;
+    size_t seg = end ? (size_t)(end - p) : strlen(p);
+    int i, ok = 0;
+    eq = memchr(p, '=', seg);
+    if (seg > 0) {
+      if (!eq)
+        return sluice_store_seterr(s, SLUICE_EINVAL, 0,
+                                   "redis: parameter without '=': %.*s",
+                                   (int)(seg > 40 ? 40 : seg), p);
+      for (i = 0; known_params[i]; i++)
+        if (strlen(known_params[i]) == (size_t)(eq - p) &&
+            memcmp(known_params[i], p, (size_t)(eq - p)) == 0)
+          ok = 1;
+      if (!ok)
+        return sluice_store_seterr(s, SLUICE_EINVAL, 0,
+                                   "redis: unknown parameter '%.*s'",
+                                   (int)((eq - p) > 40 ? 40 : (eq - p)), p);
+    }
+    if (!end)
+      break;
+    p = end + 1;
+  }
+  return SLUICE_OK;
+}
+
+static int int_param(sluice_store *s, const char *uri, const char *name,
+                     int64_t dflt, int64_t lo, int64_t hi, int *out) {
+  int64_t v;
+  if (sluice_uri_int(uri, name, dflt, &v) != SLUICE_OK || v < lo || v > hi)
+    return sluice_store_seterr(s, SLUICE_EINVAL, 0,
+                               "redis: %s must be an integer in %lld..%lld",
+                               name, (long long)lo, (long long)hi);
+  *out = (int)v;
+  return SLUICE_OK;
+}
+
+static int parse_nodes(rcl_store *r, const char *v, size_t len) {
+  size_t i = 0;
+  while (i < len) {
+    size_t j = i, colon = (size_t)-1;
+    long port = 0;
+    while (j < len && v[j] != ',') {
+      if (v[j] == ':')
+        colon = j;
+      j++;
+    }
+    if (colon == (size_t)-1 || colon == i || colon + 1 >= j)
+      return SLUICE_EINVAL;
+    for (size_t k = colon + 1; k < j; k++) {
+      if (v[k] < '0' || v[k] > '9')
+        return SLUICE_EINVAL;
+      port = port * 10 + (v[k] - '0');
+      if (port > 65535)
+        return SLUICE_EINVAL;
+    }
+    if (find_node(r, v + i, colon - i, (int)port, 1) < 0)
+      return SLUICE_EINVAL;
+    i = j + 1;
+  }
+  return r->nnodes > 0 ? SLUICE_OK : SLUICE_EINVAL;
+}
+
+static int rcl_open(const sluice_backend *b, const char *uri,
+                    const sluice_store_config *cfg, sluice_store *s) {
+  rcl_store *r = (rcl_store *)s;
+  const char *v;
+  size_t len, i;
+  int rc;
+  (void)b;
+  if ((rc = check_params(s, uri)) != SLUICE_OK)
+    return rc;
+  if (sluice_uri_param(uri, "nodes", &v, &len) != SLUICE_OK || len == 0)
+    return sluice_store_seterr(s, SLUICE_EINVAL, 0,
+                               "redis: nodes=host:port[,host:port...] is "
+                               "required");
+  if (parse_nodes(r, v, len) != SLUICE_OK)
+    return sluice_store_seterr(s, SLUICE_EINVAL, 0,
+                               "redis: bad nodes list '%.*s' (want "
+                               "host:port,host:port)",
+                               (int)(len > 60 ? 60 : len), v);
+  if ((rc = int_param(s, uri, "timeout_ms", 20, 1, 600000, &r->timeout_ms)) ||
+      (rc = int_param(s, uri, "connect_timeout_ms", 20, 1, 600000,
+                      &r->connect_timeout_ms)) ||
+      (rc = int_param(s, uri, "wait_replicas", 0, 0, 16, &r->wait_replicas)) ||
+      (rc = int_param(s, uri, "backoff_max_ms", 1000, 1, 600000,
+                      &r->backoff_max_ms)))
+    return rc;
+  if (sluice_uri_param(uri, "prefix", &v, &len) == SLUICE_OK) {
+    if (len >= RCL_PREFIX_MAX)
+      return sluice_store_seterr(s, SLUICE_EINVAL, 0,
+                                 "redis: prefix longer than %d bytes",
+                                 RCL_PREFIX_MAX - 1);
+    for (i = 0; i < len; i++)
+      if (v[i] == '{' || v[i] == '}')
+        return sluice_store_seterr(s, SLUICE_EINVAL, 0,
+                                   "redis: prefix must not contain braces "
+                                   "(it would change the keys' hash slot)");
+    memcpy(r->prefix, v, len);
+    r->prefix_len = len;
+  }
+  r->testclock = (cfg->flags & SLUICE_OPEN_TESTCLOCK) != 0;
+  r->readonly = (cfg->flags & SLUICE_OPEN_READONLY) != 0;
+  r->pid = getpid();
+  crc_init(r);
+  memset(r->slot_node, RCL_NO_NODE, sizeof r->slot_node);
+  r->cmd = sluice_store_malloc(s, sizeof *r->cmd);
+  if (!r->cmd)
+    return sluice_store_seterr(s, SLUICE_ENOMEM, 0, "redis: out of memory");
+  pthread_mutex_init(&r->mu, NULL);
+  s->pMethods = &rcl_methods;
+  /* Ask every seed until one answers: a store that cannot reach any node
+  ** fails at open, where the error is easiest to act on. */
+  rc = refresh_map(r, r->nnodes);
+  if (rc != SLUICE_OK)
+    return rc;
+  s->errstr[0] = '\0';
+  s->backend_err = 0;
+  return SLUICE_OK;
+}
+
+const sluice_backend sluice__backend_redis = {1, (int)sizeof(rcl_store),
+                                              "redis", NULL, rcl_open};

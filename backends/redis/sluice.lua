@@ -1,0 +1,687 @@
+-- sluice.lua -- the algorithm layer (lib/algo/*.c) ported to Redis Lua.
+--
+-- One script runs every step so that a node loads one SHA.  It reads the
+-- group's records, runs the same transition as sluice_op_step() over the
+-- same 16-byte encoding, writes back the records that changed with the
+-- expiry sluice_op_expiry() gives them, and returns the verdict packed as
+-- binary.  Redis runs a script atomically, which makes a group one atomic
+-- unit, exactly as the C backends' locks do.
+--
+-- Value of a key (25 bytes, little-endian):
+--   0..15  the sluice_state record (w[0], w[1] as four uint32 halves)
+--   16..23 expiry in ns (int64): from then on the record reads as fresh
+--   24     SLUICE_STATE_LAYOUT (1)
+-- Keeping the expiry in the value (not only as the Redis TTL) makes the
+-- freshness test exact and independent of whose clock set the TTL: in the
+-- conformance test mode the suite's manual clock runs apart from Redis's.
+--
+-- Exactness.  Lua 5.1 numbers are doubles, exact up to 2^53.  Absolute
+-- times (int64 ns, ~2^61 today) are therefore carried as pairs
+-- (hi, lo) = hi * 2^32 + lo with signed hi and 0 <= lo < 2^32; only
+-- *differences* from now become plain numbers, and only once they are known
+-- to be small.  The C side refuses parameters for which that is not enough
+-- (SLUICE_ERANGE, see docs/redis.md): every duration <= 2^52 ns,
+-- burst * period_ns <= 2^52 (GCRA), limit * window_ns <= 2^52 (sliding
+-- window).  Within that range every quantity the C step computes in 128
+-- bits fits a double exactly, or is provably above every bound it is
+-- compared with; the comments at each step say which.  The script checks
+-- the range again and answers "SLUICE ERANGE" rather than risk a verdict
+-- that differs from the C step.
+--
+-- ARGV: 1 algo (0 = read one record), 2 kind, 3-4 now (hi, lo; hi = -1:
+-- use TIME), 5 arg, 6-7 id (hi, lo), 8 minimum TTL ms for writes (test mode
+-- keeps records around while the manual clock stands still), 9.. params.
+
+local T32 = 4294967296
+local T52 = 4503599627370496
+local MS = 1000000
+local LAYOUT = 1
+local floor = math.floor
+local spack, sunpack = struct.pack, struct.unpack
+
+local function fail(code, msg)
+  return redis.error_reply('SLUICE ' .. code .. ' ' .. msg)
+end
+
+-- ------------------------------------------------------------ int64 pairs
+
+local function sub(ah, al, bh, bl)
+  local h, l = ah - bh, al - bl
+  if l < 0 then l = l + T32; h = h - 1 end
+  return h, l
+end
+local function add(ah, al, bh, bl)
+  local h, l = ah + bh, al + bl
+  if l >= T32 then l = l - T32; h = h + 1 end
+  return h, l
+end
+-- Saturating at INT64_MAX, as sluice__sat_add / sluice__clamp64.
+local function sat(h, l)
+  if h >= 2147483648 then return 2147483647, T32 - 1 end
+  return h, l
+end
+-- An exact integer |x| < 2^53 as a pair (division by 2^32 is exact).
+local function pair(x)
+  local h = floor(x / T32)
+  return h, x - h * T32
+end
+-- A pair as a number when it is exact (|x| < 2^53), else nil.
+local function num(h, l)
+  if h >= -2097152 and h < 2097152 then return h * T32 + l end
+  return nil
+end
+local function lt(ah, al, bh, bl)
+  return ah < bh or (ah == bh and al < bl)
+end
+local function le(ah, al, bh, bl)
+  return ah < bh or (ah == bh and al <= bl)
+end
+local function s32(h) -- unsigned high half of a uint64 word -> signed
+  if h >= 2147483648 then return h - T32 end
+  return h
+end
+
+-- Exact floor(a / b) for integers a, b > 0 below 2^53: the quotient of two
+-- doubles can round up to the next integer, so correct it by the remainder.
+local function fdiv(a, b)
+  local q = floor(a / b)
+  local r = a - q * b
+  if r < 0 then q = q - 1 elseif r >= b then q = q + 1 end
+  return q
+end
+local function cdiv(a, b) -- ceil, same domain, a may be negative
+  local q = fdiv(a, b)
+  if q * b < a then q = q + 1 end
+  return q
+end
+
+-- (hi, lo) mod w for a non-negative pair and 1 <= w <= 2^52, by Horner in
+-- chunks small enough that r * 2^k stays below 2^53.
+local function pmod(h, l, w)
+  local k = 1
+  while k < 16 and w * 2 ^ (k + 1) <= T52 * 2 do k = k + 1 end
+  local r = 0
+  for _, x in ipairs({h, l}) do
+    local bits = 32
+    while bits > 0 do
+      local take = k
+      if take > bits then take = bits end
+      bits = bits - take
+      local c = floor(x / 2 ^ bits) % 2 ^ take
+      r = r * 2 ^ take + c
+      r = r - fdiv(r, w) * w
+    end
+  end
+  return r
+end
+
+-- ms (0 <= ms < 2^53) * 1e6 as a pair: both halves times 1e6 < 2^53.
+local function ms2ns(ms)
+  local mh, ml = pair(ms)
+  local xh, xl = pair(ml * MS)
+  return xh + mh * MS, xl
+end
+
+-- ------------------------------------------------------------------- now
+
+local nh, nl
+if tonumber(ARGV[3]) < 0 then
+  local t = redis.call('TIME')
+  local sec, usec = tonumber(t[1]), tonumber(t[2])
+  local sh = floor(sec / 65536)
+  local a = sh * 1000000000 -- < 2^47
+  local ah = floor(a / 65536)
+  local al = (a - ah * 65536) * 65536
+  nh, nl = add(ah, al, pair((sec - sh * 65536) * 1000000000 + usec * 1000))
+else
+  nh, nl = tonumber(ARGV[3]), tonumber(ARGV[4])
+end
+
+-- ---------------------------------------------------------------- records
+
+local nkeys = #KEYS
+local raw = {}
+-- w0h, w0l, w1h, w1l per key (unsigned halves), zero when absent/expired.
+local a0h, a0l, a1h, a1l = {}, {}, {}, {}
+
+local function load(i)
+  local v = redis.call('GET', KEYS[i])
+  raw[i] = v
+  if v and #v == 25 then
+    local x0l, x0h, x1l, x1h, el, eh, lay = sunpack('<I4I4I4I4I4i4B', v)
+    if lay ~= LAYOUT then return false end
+    if lt(nh, nl, eh, el) then
+      a0h[i], a0l[i], a1h[i], a1l[i] = x0h, x0l, x1h, x1l
+      return true
+    end
+  elseif v then
+    return false
+  end
+  a0h[i], a0l[i], a1h[i], a1l[i] = 0, 0, 0, 0
+  return true
+end
+
+local algo = tonumber(ARGV[1])
+if algo == 0 then
+  local v = redis.call('GET', KEYS[1])
+  return {v, nh, nl}
+end
+
+for i = 1, nkeys do
+  if not load(i) then
+    return fail('ECORRUPT', 'record of another layout at key ' .. i)
+  end
+end
+
+local kind = tonumber(ARGV[2])
+local arg = tonumber(ARGV[5])
+local idh, idl = tonumber(ARGV[6]), tonumber(ARGV[7])
+local minttl = tonumber(ARGV[8])
+
+-- Output records (unsigned halves) and expiries (pairs) per key.
+local b0h, b0l, b1h, b1l = {}, {}, {}, {}
+local eh, el = {}, {}
+for i = 1, nkeys do
+  b0h[i], b0l[i], b1h[i], b1l[i] = a0h[i], a0l[i], a1h[i], a1l[i]
+end
+local function put(i, w0h, w0l, w1h, w1l)
+  if w0h < 0 then w0h = w0h + T32 end
+  if w1h < 0 then w1h = w1h + T32 end
+  b0h[i], b0l[i], b1h[i], b1l[i] = w0h, w0l, w1h, w1l
+end
+
+-- The verdict (int64 fields as pairs).
+local V = {allowed = 0, flags = 0, binding = 0, level = 0}
+local P0 = {0, 0}
+local limit, remaining, retry, reset = P0, P0, P0, P0
+local strikes_rem, offenses = P0, P0
+local lease = P0
+local function P(x) local h, l = pair(x); return {h, l} end
+local FOREVER = {2147483647, T32 - 1}
+
+local function chk(x)
+  if x == nil or x > T52 then error('range') end
+  return x
+end
+
+local ok, err = pcall(function()
+  -- ---------------------------------------------------------------- GCRA
+  if algo == 1 then
+    local n = nkeys
+    local e = {}
+    local all = true
+    local rh, rl = 0, 0 -- max retry
+    for i = 1, n do
+      local base = 8 + (i - 1) * 3
+      local R, Pd, B = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]),
+        tonumber(ARGV[base + 3])
+      local tau = chk(B * Pd)
+      local cP = arg * Pd -- <= tau: cost <= burst is validated
+      local th, tl = s32(a0h[i]), a0l[i]
+      local frac = a1l[i]
+      if a1h[i] ~= 0 then error('corrupt') end
+      if frac >= R then
+        -- Written under another rate: the same scaled TAT, renormalised.
+        local qf = fdiv(frac, R)
+        th, tl = add(th, tl, pair(qf))
+        frac = frac - qf * R
+      end
+      local dh, dl = sub(th, tl, nh, nl) -- TAT - now, whole ns
+      local D -- scaled TAT - now, when it is at most tau
+      local over = false
+      if dh < 0 then
+        D = 0 -- dn <= -1 and frac < R: the bucket is full
+      else
+        local dn = num(dh, dl)
+        if dn ~= nil and dn <= fdiv(tau, R) then
+          D = dn * R + frac -- <= tau + R, exact
+          if D > tau then over = true end
+        else
+          over = true
+        end
+      end
+      local x = {R = R, Pd = Pd}
+      if not over then
+        -- 0 <= D <= tau <= 2^52, so Dn <= 2 tau <= 2^53: all exact.
+        local Dn = D + cP
+        x.fits = Dn <= tau
+        x.rb = P(fdiv(tau - D, Pd))
+        if x.fits then x.ra = P(fdiv(tau - Dn, Pd)) else x.ra = P0 end
+        if x.fits then x.rt = P0 else x.rt = P(cdiv(Dn - tau, R)) end
+        x.sb = P(cdiv(D, R))
+        x.sa = P(cdiv(Dn, R))
+        x.Dn = Dn
+      else
+        -- The TAT lies beyond a full tolerance ahead (a clock that went
+        -- back): no points left, and every wait is TAT - now plus a small
+        -- exact correction, computed on the pair.
+        x.fits = false
+        x.rb, x.ra = P0, P0
+        x.rt = {sat(add(dh, dl, pair(cdiv(frac + cP - tau, R))))}
+        x.sb = {sat(add(dh, dl, pair(frac > 0 and 1 or 0)))}
+        x.sa = {sat(add(dh, dl, pair(cdiv(frac + cP, R))))}
+      end
+      if not x.fits then all = false end
+      if lt(rh, rl, x.rt[1], x.rt[2]) then rh, rl = x.rt[1], x.rt[2] end
+      x.B = B
+      e[i] = x
+    end
+    local b = 1
+    for i = 2, n do
+      if all then
+        if lt(e[i].ra[1], e[i].ra[2], e[b].ra[1], e[b].ra[2]) then b = i end
+      else
+        if lt(e[b].rt[1], e[b].rt[2], e[i].rt[1], e[i].rt[2]) then b = i end
+      end
+    end
+    if all and kind == 0 and arg > 0 then
+      for i = 1, n do
+        local q = fdiv(e[i].Dn, e[i].R)
+        local h, l = add(nh, nl, pair(q))
+        put(i, h, l, 0, e[i].Dn - q * e[i].R)
+      end
+    end
+    V.allowed = all and 1 or 0
+    V.binding = b - 1
+    limit = P(e[b].B)
+    if all and kind == 0 then
+      remaining, reset = e[b].ra, e[b].sa
+    else
+      remaining, reset = e[b].rb, e[b].sb
+    end
+    retry = {rh, rl}
+    return
+  end
+
+  -- ------------------------------------------------------ window helpers
+  local L, W = tonumber(ARGV[9]), tonumber(ARGV[10])
+
+  -- Roll an aligned window: returns start (pair), now (pair, held at the
+  -- window start if the clock went back) and whether it moved on.
+  local function roll(sh, sl, empty)
+    local r = pmod(nh, nl, chk(W))
+    local wh, wl = sub(nh, nl, pair(r))
+    if empty then return wh, wl, nh, nl, 'fresh' end
+    if lt(wh, wl, sh, sl) then return sh, sl, sh, sl, 'held' end
+    if lt(sh, sl, wh, wl) then
+      local gh, gl = sub(wh, wl, sh, sl)
+      return wh, wl, nh, nl, num(gh, gl) == W and 'next' or 'later'
+    end
+    return sh, sl, nh, nl, 'same'
+  end
+
+  -- ------------------------------------------------------ sliding window
+  if algo == 2 then
+    local lim = chk(L * W)
+    local n = arg
+    local cur, prev = a1l[1], a1h[1]
+    local sh, sl, h2, l2, how = roll(s32(a0h[1]), a0l[1], cur == 0 and prev == 0)
+    if how == 'next' then prev = cur; cur = 0
+    elseif how == 'later' then prev = 0; cur = 0 end
+    local el = num(sub(h2, l2, sh, sl)) -- in [0, W)
+    -- Products below are exact when <= 2^53 and otherwise >= 2^53 > lim,
+    -- so every comparison with lim is exact.
+    local est = prev * (W - el) + cur * W
+    local allowed = est + n * W <= lim
+    if kind == 2 or (kind == 0 and allowed) then
+      cur = cur + n
+      if cur > T32 - 1 then cur = T32 - 1 end
+      est = prev * (W - el) + cur * W
+      if kind == 2 then allowed = est <= lim end
+    end
+    if kind ~= 1 then put(1, sh, sl, prev, cur) end
+    V.allowed = allowed and 1 or 0
+    limit = P(L)
+    if lim >= est then remaining = P(fdiv(lim - est, W)) end
+    if not allowed then
+      local m = n
+      if m > L then m = L end
+      local rt
+      if cur + m <= L and prev > 0 then
+        local d = (L - cur - m) * W
+        local need = W - fdiv(d, prev)
+        if need < W then
+          rt = need - el
+          if rt < 0 then rt = 0 end
+        end
+      end
+      if rt == nil then
+        local el2 = 0
+        if cur > 0 then
+          el2 = W - fdiv((L - m) * W, cur)
+          if el2 < 0 then el2 = 0 end
+        end
+        rt = W - el + el2
+      end
+      retry = P(rt)
+    end
+    if cur > 0 then reset = P(2 * W - el)
+    elseif prev > 0 then reset = P(W - el) end
+    return
+  end
+
+  -- -------------------------------------------- fixed window / distinct
+  if algo == 3 or algo == 6 then
+    local c1h, c1l = a1h[1], a1l[1]
+    local empty = c1h == 0 and c1l == 0
+    local sh, sl, h2, l2, how = roll(s32(a0h[1]), a0l[1], empty)
+    if how == 'next' or how == 'later' then c1h, c1l = 0, 0 end
+    local el = num(sub(h2, l2, sh, sl))
+    local thr = L
+    if algo == 3 then
+      local count = c1h * T32 + c1l -- <= 2^40
+      local allowed = count + arg <= L
+      if kind == 2 or (kind == 0 and allowed) then
+        count = count + arg
+        if count > 1099511627776 then count = 1099511627776 end
+        if kind == 2 then allowed = count <= L end
+      end
+      if kind ~= 1 then put(1, sh, sl, pair(count)) end
+      V.allowed = allowed and 1 or 0
+      if count < L then remaining = P(L - count) end
+      if count > 0 then reset = P(W - el) end
+    else
+      if kind == 30 then
+        local bitn = floor(idh / 67108864) -- id >> 58
+        if bitn >= 32 then
+          c1h = bit.bor(c1h, bit.lshift(1, bitn - 32)) % T32
+        else
+          c1l = bit.bor(c1l, bit.lshift(1, bitn)) % T32
+        end
+        put(1, sh, sl, c1h, c1l)
+      end
+      local pc = 0
+      for _, x in ipairs({c1h, c1l}) do
+        while x > 0 do
+          x = bit.band(x, x - 1) % T32
+          pc = pc + 1
+        end
+      end
+      local est = ({[0] = 0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 15, 16,
+        17, 18, 20, 21, 23, 24, 25, 27, 28, 30, 32, 33, 35, 37, 39, 40, 42,
+        44, 46, 48, 51, 53, 55, 58, 60, 63, 65, 68, 71, 74, 78, 81, 85, 89,
+        93, 97, 102, 107, 113, 119, 126, 133, 142, 151, 163, 177, 196, 222,
+        266, 266})[pc]
+      V.allowed = est < thr and 1 or 0
+      if est < thr then remaining = P(thr - est) end
+      if c1h ~= 0 or c1l ~= 0 then reset = P(W - el) end
+    end
+    if V.allowed == 0 then retry = reset end
+    limit = P(L)
+    return
+  end
+
+  -- --------------------------------------------------------------- penalty
+  if algo == 4 then
+    local thr, swin = tonumber(ARGV[9]), chk(tonumber(ARGV[10]))
+    local box = {tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])}
+    local ottl = chk(tonumber(ARGV[14]))
+    for j = 1, 3 do if box[j] >= 0 then chk(box[j]) end end
+    local w0h, w1h = a0h[1], a1h[1]
+    local trip = (w0h % 4096) * T32 + a0l[1] - 1
+    local off = floor(w0h / 4096) % 4096
+    local boxflag = floor(w0h / 16777216) % 2
+    local ss = (w1h % 4096) * T32 + a1l[1] - 1
+    local strikes = floor(w1h / 4096)
+    -- now in ms, and the ns left over, from the pair.
+    local qh = floor(nh / MS)
+    local rh = nh - qh * MS
+    local lowms = fdiv(rh * T32 + nl, MS)
+    local nowms = qh * T32 + lowms
+    local nsub = rh * T32 + nl - lowms * MS
+    local tnowms = nowms
+    if trip >= 0 and tnowms < trip then tnowms = trip end
+    -- now - t_ms * 1e6 as a number: exact when |now_ms - t_ms| <= 2^33;
+    -- beyond it the magnitude exceeds every duration (<= 2^52) it meets.
+    local function rel(t)
+      local d = nowms - t
+      if d > 8589934592 then return 2 * T52 end
+      if d < -8589934592 then return -2 * T52 end
+      return d * MS + nsub
+    end
+    local function lvl(o) if o >= 3 then return 3 end return o end
+    local function boxed()
+      if boxflag == 0 or trip < 0 or off == 0 then return false end
+      local d = box[lvl(off)]
+      if d < 0 then return true end
+      return rel(trip) < d
+    end
+    local function liveoff()
+      if off == 0 or trip < 0 then return 0 end
+      if rel(trip) < ottl then return off end
+      return 0
+    end
+    local function livestr()
+      if strikes == 0 or ss < 0 then return 0 end
+      if rel(ss) < swin then return strikes end
+      return 0
+    end
+    local function dotrip(lo, minl)
+      local o = lo + 1
+      if o < minl then o = minl end
+      if o > 4095 then o = 4095 end
+      off, trip, boxflag, strikes, ss = o, tnowms, 1, 0, -1
+    end
+    local isb = boxed()
+    local changed = false
+    if kind == 11 then
+      if not isb then
+        local s = livestr()
+        if s == 0 then ss = tnowms end
+        s = s + 1
+        if s >= thr then
+          dotrip(liveoff(), 1)
+          V.flags = 1
+        else
+          strikes = s
+        end
+        changed = true
+      end
+    elseif kind == 12 then
+      if not (isb and lvl(off) >= arg) then
+        dotrip(liveoff(), arg)
+        V.flags = 1
+        changed = true
+      end
+    elseif kind == 13 then
+      if boxflag == 1 then boxflag = 0; changed = true end
+    end
+    if changed then
+      local t1 = (trip + 1) % 17592186044416
+      local s1 = (ss + 1) % 17592186044416
+      local th = floor(t1 / T32)
+      local sh2 = floor(s1 / T32)
+      put(1, th + off * 4096 + boxflag * 16777216, t1 - th * T32,
+        sh2 + strikes * 4096, s1 - sh2 * T32)
+    end
+    isb = boxed()
+    V.allowed = isb and 0 or 1
+    limit = P(thr)
+    offenses = P(liveoff())
+    if isb then
+      local d = box[lvl(off)]
+      V.level = lvl(off)
+      if d < 0 then
+        V.flags = V.flags + 2
+        retry = FOREVER
+      else
+        local r = rel(trip)
+        if r < 0 then r = 0 end
+        retry = P(d - r)
+      end
+      reset = retry
+      strikes_rem = P0
+    else
+      local s = livestr()
+      strikes_rem = P(thr - s)
+      if s > 0 then reset = P(swin - rel(ss)) end
+    end
+    remaining = strikes_rem
+    -- Expiry of the new record, absolute: max of box, offense, strikes.
+    local xh, xl = 0, 0
+    if boxflag == 1 and trip >= 0 and off > 0 then
+      local d = box[lvl(off)]
+      if d < 0 then xh, xl = FOREVER[1], FOREVER[2]
+      else
+        local h, l = sat(add(ms2ns(trip), pair(d)))
+        if lt(xh, xl, h, l) then xh, xl = h, l end
+      end
+    end
+    if off > 0 and trip >= 0 then
+      local h, l = sat(add(ms2ns(trip), pair(ottl)))
+      if lt(xh, xl, h, l) then xh, xl = h, l end
+    end
+    if strikes > 0 and ss >= 0 then
+      local h, l = sat(add(ms2ns(ss), pair(swin)))
+      if lt(xh, xl, h, l) then xh, xl = h, l end
+    end
+    eh[1], el[1] = xh, xl
+    return
+  end
+
+  -- ----------------------------------------------------------------- lease
+  if algo == 5 then
+    local max, ttl = tonumber(ARGV[9]), chk(tonumber(ARGV[10]))
+    local xh, xl = sat(add(nh, nl, pair(ttl)))
+    local function held(i)
+      return (b0h[i] ~= 0 or b0l[i] ~= 0) and
+               lt(nh, nl, s32(b1h[i]), b1l[i])
+    end
+    local mine, free = nil, nil
+    for i = 1, max do
+      if held(i) then
+        if b0h[i] == idh and b0l[i] == idl then mine = i end
+      elseif free == nil then
+        free = i
+      end
+    end
+    lease = {idh, idl}
+    if kind == 20 then
+      if mine then
+        put(mine, b0h[mine], b0l[mine], xh, xl)
+        V.allowed = 1
+      elseif free then
+        put(free, idh, idl, xh, xl)
+        V.allowed = 1
+        mine = free
+      end
+    elseif kind == 22 then
+      if mine then
+        put(mine, b0h[mine], b0l[mine], xh, xl)
+        V.allowed = 1
+      else
+        V.flags = 4
+      end
+    else
+      for i = 1, max do
+        if a0h[i] == idh and a0l[i] == idl then
+          put(i, 0, 0, 0, 0)
+          break
+        end
+      end
+      if mine then V.allowed = 1 else V.flags = 4 end
+    end
+    local nheld = 0
+    local ea_h, ea_l = FOREVER[1], FOREVER[2]
+    local la_h, la_l = nh, nl
+    for i = 1, max do
+      if held(i) then
+        nheld = nheld + 1
+        local h, l = s32(b1h[i]), b1l[i]
+        if lt(h, l, ea_h, ea_l) then ea_h, ea_l = h, l end
+        if lt(la_h, la_l, h, l) then la_h, la_l = h, l end
+      end
+    end
+    V.binding = mine and (mine - 1) or 0
+    limit = P(max)
+    remaining = P(max - nheld)
+    reset = {sub(la_h, la_l, nh, nl)}
+    if kind == 20 and V.allowed == 0 then
+      retry = {sub(ea_h, ea_l, nh, nl)}
+    end
+    for i = 1, max do
+      if b0h[i] ~= 0 or b0l[i] ~= 0 then
+        eh[i], el[i] = s32(b1h[i]), b1l[i]
+      else
+        eh[i], el[i] = 0, 0
+      end
+    end
+    return
+  end
+  error('algo')
+end)
+
+if not ok then
+  local m = tostring(err)
+  if m:find('range') then
+    return fail('ERANGE', 'parameters or times beyond the exact range')
+  elseif m:find('corrupt') then
+    return fail('ECORRUPT', 'record does not decode')
+  elseif m:find('algo') then
+    return fail('EINVAL', 'unknown algorithm')
+  end
+  return fail('EBACKEND', m)
+end
+
+-- ----------------------------------------------------------- expiry
+
+local function expiry(i)
+  if algo == 1 then
+    local th, tl = s32(b0h[i]), b0l[i]
+    if th < 0 or (th == 0 and tl == 0 and b1l[i] == 0) then return 0, 0 end
+    if b1l[i] > 0 then return sat(add(th, tl, 0, 1)) end
+    return th, tl
+  elseif algo == 2 then
+    local W = tonumber(ARGV[10])
+    local h, l = s32(b0h[i]), b0l[i]
+    if b1l[i] > 0 then return sat(add(h, l, pair(2 * W))) end
+    if b1h[i] > 0 then return sat(add(h, l, pair(W))) end
+    return 0, 0
+  elseif algo == 3 or algo == 6 then
+    if b1h[i] == 0 and b1l[i] == 0 then return 0, 0 end
+    return sat(add(s32(b0h[i]), b0l[i], pair(tonumber(ARGV[10]))))
+  end
+  return eh[i], el[i]
+end
+
+-- ------------------------------------------------------------ write back
+
+for i = 1, nkeys do
+  if b0h[i] ~= a0h[i] or b0l[i] ~= a0l[i] or b1h[i] ~= a1h[i] or
+     b1l[i] ~= a1l[i] then
+    local xh, xl = expiry(i)
+    if le(xh, xl, nh, nl) then
+      if raw[i] then redis.call('DEL', KEYS[i]) end
+    else
+      local v = spack('<I4I4I4I4I4i4B', b0l[i], b0h[i], b1l[i], b1h[i], xl,
+        xh, LAYOUT)
+      if xh == FOREVER[1] and xl == FOREVER[2] then
+        redis.call('SET', KEYS[i], v)
+      else
+        local dh, dl = sub(xh, xl, nh, nl)
+        local ms
+        if dh >= 1048576 then ms = 70368744177664
+        else ms = fdiv(dh * T32 + dl, MS) + 1 end
+        if ms < minttl then ms = minttl end
+        redis.call('SET', KEYS[i], v, 'PX', ms)
+      end
+    end
+  end
+end
+
+local function p64(x)
+  local h, l = x[1], x[2]
+  if h < 0 then h = h + T32 end
+  return l, h
+end
+local lim_l, lim_h = p64(limit)
+local rem_l, rem_h = p64(remaining)
+local ret_l, ret_h = p64(retry)
+local res_l, res_h = p64(reset)
+local sr_l, sr_h = p64(strikes_rem)
+local of_l, of_h = p64(offenses)
+local ls_l, ls_h = p64(lease)
+local no_l, no_h = p64({nh, nl})
+return spack('<i4I4i4i4' .. string.rep('I4I4', 8), V.allowed, V.flags,
+  V.binding, V.level, lim_l, lim_h, rem_l, rem_h, ret_l, ret_h, res_l, res_h,
+  sr_l, sr_h, of_l, of_h, ls_l, ls_h, no_l, no_h)
