@@ -143,6 +143,7 @@ local nkeys = #KEYS
 local raw = {}
 -- w0h, w0l, w1h, w1l per key (unsigned halves), zero when absent/expired.
 local a0h, a0l, a1h, a1l = {}, {}, {}, {}
+local aeh, ael = {}, {} -- stored expiry of live records
 
 local function load(i)
   local v = redis.call('GET', KEYS[i])
@@ -152,8 +153,13 @@ local function load(i)
     if lay ~= LAYOUT then return false end
     if lt(nh, nl, eh, el) then
       a0h[i], a0l[i], a1h[i], a1l[i] = x0h, x0l, x1h, x1l
+      aeh[i], ael[i] = eh, el
       return true
     end
+    -- Expired: gone for good, as in the C stores (a clock that later
+    -- steps back must not bring it back).
+    redis.call('DEL', KEYS[i])
+    raw[i] = false
   elseif v then
     return false
   end
@@ -164,6 +170,13 @@ end
 local algo = tonumber(ARGV[1])
 if algo == 0 then
   local v = redis.call('GET', KEYS[1])
+  if v and #v == 25 then
+    local _, _, _, _, el, eh = sunpack('<I4I4I4I4I4i4', v)
+    if le(eh, el, nh, nl) then
+      redis.call('DEL', KEYS[1])
+      v = false
+    end
+  end
   return {v, nh, nl}
 end
 
@@ -523,16 +536,19 @@ local ok, err = pcall(function()
       local d = box[lvl(off)]
       if d < 0 then xh, xl = FOREVER[1], FOREVER[2]
       else
-        local h, l = sat(add(ms2ns(trip), pair(d)))
+        local th, tl = ms2ns(trip)
+        local h, l = sat(add(th, tl, pair(d)))
         if lt(xh, xl, h, l) then xh, xl = h, l end
       end
     end
     if off > 0 and trip >= 0 then
-      local h, l = sat(add(ms2ns(trip), pair(ottl)))
+      local th, tl = ms2ns(trip)
+      local h, l = sat(add(th, tl, pair(ottl)))
       if lt(xh, xl, h, l) then xh, xl = h, l end
     end
     if strikes > 0 and ss >= 0 then
-      local h, l = sat(add(ms2ns(ss), pair(swin)))
+      local th, tl = ms2ns(ss)
+      local h, l = sat(add(th, tl, pair(swin)))
       if lt(xh, xl, h, l) then xh, xl = h, l end
     end
     eh[1], el[1] = xh, xl
@@ -627,9 +643,18 @@ end
 
 local function expiry(i)
   if algo == 1 then
+    -- ceil((tat * rate + frac) / rate), the fraction renormalised first
+    -- (a record written under another rate may hold frac >= rate).
+    local R = tonumber(ARGV[9 + (i - 1) * 3])
     local th, tl = s32(b0h[i]), b0l[i]
-    if th < 0 or (th == 0 and tl == 0 and b1l[i] == 0) then return 0, 0 end
-    if b1l[i] > 0 then return sat(add(th, tl, 0, 1)) end
+    local f = b1h[i] * T32 + b1l[i]
+    if f >= R then
+      local q = fdiv(f, R)
+      th, tl = add(th, tl, pair(q))
+      f = f - q * R
+    end
+    if th < 0 or (th == 0 and tl == 0 and f == 0) then return 0, 0 end
+    if f > 0 then return sat(add(th, tl, 0, 1)) end
     return th, tl
   elseif algo == 2 then
     local W = tonumber(ARGV[10])
@@ -646,13 +671,17 @@ end
 
 -- ------------------------------------------------------------ write back
 
+-- As the C stores: a record whose expiry has come is removed, one whose
+-- record or expiry changed (parameters can change the expiry of an
+-- untouched record) is rewritten, anything else is left alone.
 for i = 1, nkeys do
-  if b0h[i] ~= a0h[i] or b0l[i] ~= a0l[i] or b1h[i] ~= a1h[i] or
-     b1l[i] ~= a1l[i] then
-    local xh, xl = expiry(i)
-    if le(xh, xl, nh, nl) then
-      if raw[i] then redis.call('DEL', KEYS[i]) end
-    else
+  local xh, xl = expiry(i)
+  if le(xh, xl, nh, nl) then
+    if raw[i] then redis.call('DEL', KEYS[i]) end
+  elseif not raw[i] or b0h[i] ~= a0h[i] or b0l[i] ~= a0l[i] or
+         b1h[i] ~= a1h[i] or b1l[i] ~= a1l[i] or xh ~= aeh[i] or
+         xl ~= ael[i] then
+    do
       local v = spack('<I4I4I4I4I4i4B', b0l[i], b0h[i], b1l[i], b1h[i], xl,
         xh, LAYOUT)
       if xh == FOREVER[1] and xl == FOREVER[2] then

@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Start real Redis servers on loopback, run a command against them, stop them.
+
+  harness.py --mode single|cluster [--replicas N] -- COMMAND ARGS...
+
+single: one non-cluster server.  cluster: 3 masters (+ N replicas each),
+created with `redis-cli --cluster create` and waited for until every node
+reports cluster_state:ok (and every replica is in sync).
+
+The command gets in its environment:
+  SLUICE_REDIS_MODE          single | cluster
+  SLUICE_REDIS_NODES         host:port,... (every node)
+  SLUICE_REDIS_PIDS          port:pid,...
+  SLUICE_CONFORMANCE_STORE   a store string for the conformance suite
+
+Exits 77 (meson's "skipped") with a message when redis-server is missing.
+Ports are picked at random in 17000-19999 (the cluster bus uses port+10000)
+and checked free; a server that fails to start is retried on other ports.
+"""
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+
+
+def log(msg):
+    print('harness: ' + msg, flush=True)
+
+
+def port_free(p):
+    for q in (p, p + 10000):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind(('127.0.0.1', q))
+        except OSError:
+            return False
+        finally:
+            s.close()
+    return True
+
+
+def pick_ports(n, used):
+    out = []
+    base = random.Random(os.getpid() ^ int(time.time() * 1000)).randrange(
+        17000, 19999 - n)
+    p = base
+    while len(out) < n:
+        if p >= 19999:
+            p = 17000
+        if p not in used and port_free(p):
+            out.append(p)
+        p += 1
+    return out
+
+
+def cli(port, *args, timeout=5):
+    r = subprocess.run(['redis-cli', '-h', '127.0.0.1', '-p', str(port)] +
+                       list(args), capture_output=True, text=True,
+                       timeout=timeout)
+    return r.stdout.strip()
+
+
+def start_server(tmp, port, cluster):
+    d = os.path.join(tmp, str(port))
+    os.makedirs(d, exist_ok=True)
+    args = ['redis-server', '--port', str(port), '--bind', '127.0.0.1',
+            '--save', '', '--appendonly', 'no', '--dir', d,
+            '--logfile', os.path.join(d, 'log'), '--daemonize', 'no',
+            '--enable-debug-command', 'yes', '--protected-mode', 'no']
+    if cluster:
+        args += ['--cluster-enabled', 'yes', '--cluster-config-file',
+                 'nodes.conf', '--cluster-node-timeout', '1000',
+                 '--cluster-replica-validity-factor', '0']
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def wait_ping(port, proc, secs=5):
+    end = time.time() + secs
+    while time.time() < end:
+        if proc.poll() is not None:
+            return False
+        try:
+            if cli(port, 'PING', timeout=1) == 'PONG':
+                return True
+        except subprocess.TimeoutExpired:
+            pass
+        time.sleep(0.05)
+    return False
+
+
+def start_all(tmp, n, cluster):
+    procs, ports, used = {}, [], set()
+    for attempt in range(5):
+        want = n - len(ports)
+        if want == 0:
+            break
+        for p in pick_ports(want, used):
+            used.add(p)
+            pr = start_server(tmp, p, cluster)
+            if wait_ping(p, pr):
+                procs[p] = pr
+                ports.append(p)
+            else:
+                pr.kill()
+                pr.wait()
+    if len(ports) < n:
+        raise RuntimeError('could not start %d redis servers' % n)
+    return procs, ports
+
+
+def cluster_ok(ports, replicas):
+    for p in ports:
+        info = cli(p, 'CLUSTER', 'INFO')
+        if 'cluster_state:ok' not in info:
+            return False
+        if 'cluster_slots_assigned:16384' not in info:
+            return False
+        if 'cluster_known_nodes:%d' % len(ports) not in info:
+            return False
+    if replicas:
+        for p in ports:
+            rep = cli(p, 'INFO', 'replication')
+            if 'role:slave' in rep and 'master_link_status:up' not in rep:
+                return False
+            if 'role:slave' in rep and 'master_sync_in_progress:1' in rep:
+                return False
+    return True
+
+
+def main():
+    argv = sys.argv[1:]
+    if '--' not in argv:
+        print(__doc__)
+        return 2
+    sep = argv.index('--')
+    opts, cmd = argv[:sep], argv[sep + 1:]
+    mode, replicas = 'single', 0
+    i = 0
+    while i < len(opts):
+        if opts[i] == '--mode':
+            mode = opts[i + 1]
+            i += 2
+        elif opts[i] == '--replicas':
+            replicas = int(opts[i + 1])
+            i += 2
+        elif opts[i] == '--skip':
+            print('SKIP: ' + opts[i + 1], flush=True)
+            return SKIP
+        else:
+            print('unknown option ' + opts[i])
+            return 2
+    if not shutil.which('redis-server') or not shutil.which('redis-cli'):
+        print('SKIP: redis-server is not installed; the Redis tests are '
+              'skipped (apt-get install redis-server to run them)', flush=True)
+        return SKIP
+    tmp = tempfile.mkdtemp(prefix='sluice-redis-')
+    procs = {}
+    rc = 1
+    t0 = time.time()
+    try:
+        if mode == 'single':
+            procs, ports = start_all(tmp, 1, False)
+        else:
+            n = 3 * (1 + replicas)
+            procs, ports = start_all(tmp, n, True)
+            nodes = ['127.0.0.1:%d' % p for p in ports]
+            r = subprocess.run(['redis-cli', '--cluster', 'create'] + nodes +
+                               ['--cluster-replicas', str(replicas),
+                                '--cluster-yes'],
+                               capture_output=True, text=True, timeout=60)
+            if r.returncode != 0:
+                log('cluster create failed:\n' + r.stdout + r.stderr)
+                return 1
+            end = time.time() + 60
+            while not cluster_ok(ports, replicas):
+                if time.time() > end:
+                    log('cluster did not become ok in 60 s')
+                    return 1
+                time.sleep(0.1)
+            # Masters first: tests pick seeds and victims from this order.
+            masters = [p for p in ports
+                       if 'role:master' in cli(p, 'INFO', 'replication')]
+            ports = masters + [p for p in ports if p not in masters]
+        log('%s with %d node(s) up in %.1f s: %s' %
+            (mode, len(ports), time.time() - t0,
+             ','.join(str(p) for p in ports)))
+        env = dict(os.environ)
+        env['SLUICE_REDIS_MODE'] = mode
+        env['SLUICE_REDIS_NODES'] = ','.join('127.0.0.1:%d' % p for p in ports)
+        env['SLUICE_REDIS_PIDS'] = ','.join('%d:%d' % (p, procs[p].pid)
+                                            for p in ports)
+        seeds = ','.join('127.0.0.1:%d' % p for p in ports[:2])
+        # Generous timeouts: CI machines are small and sanitizers slow.
+        env['SLUICE_CONFORMANCE_STORE'] = (
+            'redis:nodes=%s;timeout_ms=2000;connect_timeout_ms=2000' % seeds)
+        rc = subprocess.run(cmd, env=env).returncode
+        if rc != 0 and rc != SKIP:
+            for p in ports:
+                lf = os.path.join(tmp, str(p), 'log')
+                if os.path.exists(lf):
+                    tail = open(lf, errors='replace').read().splitlines()[-8:]
+                    log('server %d log tail:\n  ' % p + '\n  '.join(tail))
+        return rc
+    finally:
+        for pr in procs.values():
+            if pr.poll() is None:
+                try:
+                    pr.send_signal(signal.SIGCONT)
+                except OSError:
+                    pass
+                pr.kill()
+        for pr in procs.values():
+            try:
+                pr.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,383 @@
+/*
+** The Lua port against the C steps: seeded random traces over every
+** algorithm and op kind run on a "mem" store and on the Redis store in test
+** clock mode, and every verdict, every record and every expiry must match
+** field for field.  Times include today's (2^60 ns and more, where doubles
+** are no longer exact), zero-based ones, steps backwards (which the limiter
+** would clamp; the store must still agree with C), parameter changes on a
+** live key, and values near the edges of the supported range.
+*/
+#include "redis_test.h"
+
+#define SEC INT64_C(1000000000)
+#define MS INT64_C(1000000)
+#define HOUR (3600 * SEC)
+
+typedef struct rng {
+  uint64_t s;
+} rng;
+
+static uint64_t rnext(rng *r) {
+  uint64_t z = (r->s += UINT64_C(0x9e3779b97f4a7c15));
+  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+  return z ^ (z >> 31);
+}
+static int64_t rrange(rng *r, int64_t lo, int64_t hi) {
+  uint64_t span = (uint64_t)(hi - lo) + 1;
+  return lo + (int64_t)(rnext(r) % span);
+}
+/* Fixed seeds keep CI deterministic; SLUICE_PORT_SEED explores others. */
+static rng seeded(uint64_t base) {
+  const char *e = getenv("SLUICE_PORT_SEED");
+  rng r = {base ^ (e ? strtoull(e, NULL, 10) : 0)};
+  return r;
+}
+
+static int64_t pick(rng *r, const int64_t *a, int n) {
+  return a[rnext(r) % (uint64_t)n];
+}
+
+typedef struct duo {
+  sluice_store *mem, *red;
+  long ops, allowed;
+} duo;
+
+static void duo_open(duo *d) {
+  char err[128];
+  memset(d, 0, sizeof *d);
+  d->red = rt_store("timeout_ms=2000;connect_timeout_ms=2000",
+                    SLUICE_OPEN_CREATE | SLUICE_OPEN_TESTCLOCK);
+  cr_assert_eq(sluice__store_open(sluice_backend_find("mem"), "", NULL, 0,
+                                  &d->mem, err, sizeof err),
+               SLUICE_OK);
+}
+
+static void duo_close(duo *d) {
+  sluice__store_close(d->mem);
+  sluice__store_close(d->red);
+}
+
+#define VF(f, fmt)                                                             \
+  cr_assert_eq(vr.f, vm.f,                                                     \
+               "%s step %ld (kind %d arg %ld nkeys %d now %ld): " #f            \
+               " redis " fmt " != C " fmt,                                      \
+               what, step, op->kind, op->arg, op->nkeys, now, vr.f, vm.f)
+
+/* One op on both stores; everything observable must agree. */
+static void duo_step(duo *d, const sluice_op *op, int64_t now,
+                     const char *what, long step) {
+  sluice_verdict vm, vr;
+  int rm, rr, i;
+  memset(&vm, 0, sizeof vm);
+  memset(&vr, 0, sizeof vr);
+  rm = sluice__store_apply(d->mem, op, now, &vm);
+  rr = sluice__store_apply(d->red, op, now, &vr);
+  cr_assert_eq(rr, rm, "%s step %ld: rc redis %s != C %s (%s)", what, step,
+               sluice_err_name(rr), sluice_err_name(rm), d->red->errstr);
+  d->ops++;
+  if (rm != SLUICE_OK)
+    return;
+  d->allowed += vm.allowed;
+  VF(allowed, "%d");
+  VF(flags, "%u");
+  VF(binding, "%d");
+  VF(level, "%d");
+  VF(limit, "%ld");
+  VF(remaining, "%ld");
+  VF(retry_after_ns, "%ld");
+  VF(reset_ns, "%ld");
+  VF(strikes_remaining, "%ld");
+  VF(offenses, "%ld");
+  VF(lease_id, "%lu");
+  VF(now_ns, "%ld");
+  for (i = 0; i < op->nkeys; i++) {
+    sluice_state sm, sr;
+    int64_t em = 0, er = 0;
+    int gm = sluice__store_get(d->mem, &op->keys[i], now, &sm, &em);
+    int gr = sluice__store_get(d->red, &op->keys[i], now, &sr, &er);
+    cr_assert_eq(gr, gm, "%s step %ld key %d: get redis %s != C %s", what,
+                 step, i, sluice_err_name(gr), sluice_err_name(gm));
+    if (gm == SLUICE_OK) {
+      cr_assert(sr.w[0] == sm.w[0] && sr.w[1] == sm.w[1],
+                "%s step %ld key %d: record redis %016lx:%016lx != C "
+                "%016lx:%016lx",
+                what, step, i, sr.w[1], sr.w[0], sm.w[1], sm.w[0]);
+      cr_assert_eq(er, em, "%s step %ld key %d: expiry %ld != %ld", what, step,
+                   i, er, em);
+    }
+  }
+}
+
+/* Time walks mostly forward in steps from nothing to days, sometimes back. */
+static int64_t next_time(rng *r, int64_t t, int64_t scale) {
+  int64_t steps[] = {0, 1, 999, MS, scale / 7 + 1, scale, 3 * scale, HOUR,
+                     25 * HOUR};
+  int64_t dt = pick(r, steps, 9);
+  if (dt > 1)
+    dt = rrange(r, dt / 2, dt);
+  if (rnext(r) % 23 == 0)
+    dt = -rrange(r, 0, scale);
+  t += dt;
+  return t < 0 ? 0 : t;
+}
+
+static int64_t start_time(rng *r) {
+  int64_t starts[] = {0, 1, SEC, INT64_C(1764633600) * SEC,
+                      INT64_C(1764633600) * SEC + 999999999,
+                      (INT64_C(1) << 62) + 12345};
+  return pick(r, starts, 6);
+}
+
+static void mk_keys(sluice_key *k, char (*names)[128], int n, const char *tag,
+                    int scen) {
+  int i;
+  for (i = 0; i < n; i++) {
+    snprintf(names[i], 128, "p:%s:%d:%d", tag, scen, i);
+    k[i].data = names[i];
+    k[i].len = strlen(names[i]);
+  }
+}
+
+Test(port, gcra_groups, .timeout = 240) {
+  duo d;
+  rng r = seeded(42);
+  char tag[64], names[4][128];
+  sluice_key k[4];
+  int scen;
+  long step = 0;
+  rt_tag(tag, sizeof tag, "gcra");
+  duo_open(&d);
+  for (scen = 0; scen < 60; scen++) {
+    sluice_gcra_params p[3];
+    int64_t rates[] = {1, 3, 7, 10, 50, 1000, 1000000, INT64_C(1) << 32};
+    int64_t periods[] = {1, 3, MS, SEC, 60 * SEC, HOUR, 86400 * SEC};
+    int n = (int)rrange(&r, 1, 3), i, s;
+    int64_t t = start_time(&r), cap = INT64_MAX;
+    mk_keys(k, names, n, tag, scen);
+    for (i = 0; i < n; i++) {
+      do {
+        p[i].rate = pick(&r, rates, 8);
+        p[i].period_ns = pick(&r, periods, 7);
+        p[i].burst = rrange(&r, 1, rnext(&r) % 4 ? 20 : 100000);
+      } while ((__int128)p[i].burst * p[i].period_ns > ((__int128)1 << 52));
+      if (p[i].burst < cap)
+        cap = p[i].burst;
+    }
+    for (s = 0; s < 40; s++, step++) {
+      sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, n, k, p, 1, 0};
+      if (rnext(&r) % 5 == 0) {
+        op.kind = SLUICE_OP_PEEK;
+        op.arg = rrange(&r, 0, cap);
+      } else {
+        op.arg = rrange(&r, 1, rnext(&r) % 3 ? 1 : cap);
+      }
+      /* A tier change on a live key: the fraction was scaled by the old
+      ** rate and may now exceed the new one. */
+      if (rnext(&r) % 37 == 0)
+        p[0].rate = rrange(&r, 1, 1000);
+      if ((__int128)p[0].burst * p[0].period_ns > ((__int128)1 << 52))
+        p[0].burst = 1;
+      if (p[0].burst < op.arg)
+        op.arg = p[0].burst;
+      t = next_time(&r, t, p[0].period_ns / p[0].rate + 1);
+      duo_step(&d, &op, t, "gcra", step);
+    }
+  }
+  cr_assert_gt(d.allowed, 200, "the trace must exercise admissions");
+  cr_assert_lt(d.allowed, d.ops - 200, "and denials");
+  duo_close(&d);
+}
+
+Test(port, windows, .timeout = 240) {
+  duo d;
+  rng r = seeded(7);
+  char tag[64], names[1][128];
+  sluice_key k[1];
+  int scen;
+  long step = 0;
+  rt_tag(tag, sizeof tag, "win");
+  duo_open(&d);
+  for (scen = 0; scen < 90; scen++) {
+    sluice_window_params p;
+    int64_t wins[] = {1, 7, MS, SEC, 60 * SEC, 15 * 60 * SEC, HOUR};
+    int algo = scen % 2 ? SLUICE_ALGO_SWINDOW : SLUICE_ALGO_FWINDOW, s;
+    int64_t t = start_time(&r);
+    mk_keys(k, names, 1, tag, scen);
+    do {
+      p.window_ns = pick(&r, wins, 7);
+      p.limit = rrange(&r, 1, rnext(&r) % 4 ? 12 : 5000);
+    } while ((__int128)p.limit * p.window_ns > ((__int128)1 << 52));
+    for (s = 0; s < 40; s++, step++) {
+      int kinds[] = {SLUICE_OP_CONSUME, SLUICE_OP_COUNT, SLUICE_OP_PEEK,
+                     SLUICE_OP_CONSUME};
+      sluice_op op = {algo, kinds[rnext(&r) % 4], 1, k, &p, 1, 0};
+      if (op.kind == SLUICE_OP_COUNT)
+        op.arg = rrange(&r, 1, 2 * p.limit);
+      else if (op.kind == SLUICE_OP_PEEK)
+        op.arg = rrange(&r, 0, p.limit);
+      else
+        op.arg = rrange(&r, 1, rnext(&r) % 3 ? 1 : p.limit);
+      t = next_time(&r, t, p.window_ns);
+      duo_step(&d, &op, t, algo == SLUICE_ALGO_SWINDOW ? "swindow" : "fwindow",
+               step);
+    }
+  }
+  cr_assert_gt(d.allowed, 200);
+  cr_assert_lt(d.allowed, d.ops - 200);
+  duo_close(&d);
+}
+
+Test(port, penalty, .timeout = 240) {
+  duo d;
+  rng r = seeded(99);
+  char tag[64], names[1][128];
+  sluice_key k[1];
+  int scen, trips = 0;
+  long step = 0;
+  rt_tag(tag, sizeof tag, "pen");
+  duo_open(&d);
+  for (scen = 0; scen < 60; scen++) {
+    sluice_penalty_params p;
+    int64_t boxes[] = {MS, SEC, 5 * 60 * SEC, HOUR, 24 * HOUR, SLUICE_FOREVER};
+    int s;
+    int64_t t = start_time(&r);
+    mk_keys(k, names, 1, tag, scen);
+    p.strike_threshold = rrange(&r, 1, 6);
+    p.strike_window_ns = rrange(&r, MS, 60 * SEC);
+    p.box_ns[0] = pick(&r, boxes, 4);
+    p.box_ns[1] = pick(&r, boxes, 5);
+    p.box_ns[2] = pick(&r, boxes, 6);
+    p.offense_ttl_ns = rrange(&r, MS, 24 * HOUR);
+    for (s = 0; s < 50; s++, step++) {
+      int kinds[] = {SLUICE_OP_STRIKE, SLUICE_OP_STRIKE, SLUICE_OP_STRIKE,
+                     SLUICE_OP_CHECK,  SLUICE_OP_TRIP,   SLUICE_OP_RELEASE};
+      sluice_op op = {SLUICE_ALGO_PENALTY, kinds[rnext(&r) % 6], 1, k, &p, 0,
+                      0};
+      sluice_verdict v;
+      if (op.kind == SLUICE_OP_TRIP)
+        op.arg = rrange(&r, 1, 3);
+      t = next_time(&r, t, p.strike_window_ns);
+      duo_step(&d, &op, t, "penalty", step);
+      if (sluice__store_apply(d.mem, &(sluice_op){SLUICE_ALGO_PENALTY,
+                                                  SLUICE_OP_CHECK, 1, k, &p, 0,
+                                                  0},
+                              t, &v) == SLUICE_OK)
+        trips += v.level == 3;
+    }
+  }
+  cr_assert_gt(trips, 10, "the trace must reach level 3");
+  duo_close(&d);
+}
+
+Test(port, lease, .timeout = 240) {
+  duo d;
+  rng r = seeded(5);
+  char tag[64], names[8][128];
+  sluice_key k[8];
+  int scen;
+  long step = 0;
+  rt_tag(tag, sizeof tag, "lease");
+  duo_open(&d);
+  for (scen = 0; scen < 60; scen++) {
+    sluice_lease_params p;
+    uint64_t ids[] = {1, 2, 3, 0xffffffffu, UINT64_C(0x100000000),
+                      UINT64_C(0xfedcba9876543210), UINT64_MAX};
+    int s;
+    int64_t t = start_time(&r);
+    p.max = rrange(&r, 1, 5);
+    p.ttl_ns = rrange(&r, 1, rnext(&r) % 2 ? SEC : HOUR);
+    mk_keys(k, names, (int)p.max, tag, scen);
+    for (s = 0; s < 40; s++, step++) {
+      int kinds[] = {SLUICE_OP_ACQUIRE, SLUICE_OP_ACQUIRE, SLUICE_OP_RENEW,
+                     SLUICE_OP_LEASE_RELEASE};
+      sluice_op op = {SLUICE_ALGO_LEASE, kinds[rnext(&r) % 4], (int)p.max, k,
+                      &p, 0, ids[rnext(&r) % 7]};
+      t = next_time(&r, t, p.ttl_ns);
+      duo_step(&d, &op, t, "lease", step);
+    }
+  }
+  cr_assert_gt(d.allowed, 200);
+  duo_close(&d);
+}
+
+Test(port, distinct, .timeout = 240) {
+  duo d;
+  rng r = seeded(11);
+  char tag[64], names[1][128];
+  sluice_key k[1];
+  int scen;
+  long step = 0;
+  rt_tag(tag, sizeof tag, "dist");
+  duo_open(&d);
+  for (scen = 0; scen < 30; scen++) {
+    sluice_distinct_params p;
+    int s;
+    int64_t t = start_time(&r);
+    mk_keys(k, names, 1, tag, scen);
+    p.threshold = rrange(&r, 1, 12);
+    p.window_ns = rrange(&r, 1, 10 * 60 * SEC);
+    for (s = 0; s < 60; s++, step++) {
+      sluice_op op = {SLUICE_ALGO_DISTINCT,
+                      rnext(&r) % 5 ? SLUICE_OP_ADD : SLUICE_OP_PEEK,
+                      1,
+                      k,
+                      &p,
+                      0,
+                      rnext(&r)};
+      t = next_time(&r, t, p.window_ns / 20 + 1);
+      duo_step(&d, &op, t, "distinct", step);
+    }
+  }
+  cr_assert_gt(d.allowed, 100);
+  cr_assert_lt(d.allowed, d.ops - 100);
+  duo_close(&d);
+}
+
+/* The edges of the supported range run exactly; one past them is refused
+** with SLUICE_ERANGE and writes nothing. */
+Test(port, range_edges) {
+  duo d;
+  char tag[64], name[96];
+  sluice_key k;
+  sluice_verdict v;
+  sluice_state st;
+  int64_t exp, t = INT64_C(1764633600) * SEC;
+  sluice_gcra_params edge = {INT64_C(1) << 32, INT64_C(1) << 26,
+                             INT64_C(1) << 26};
+  sluice_gcra_params over = {1, (INT64_C(1) << 26) + 1, INT64_C(1) << 26};
+  sluice_window_params swin = {1 << 20, (INT64_C(1) << 32) + 1};
+  sluice_lease_params lease = {1, (INT64_C(1) << 52) + 1};
+  int i;
+  rt_tag(tag, sizeof tag, "edge");
+  snprintf(name, sizeof name, "e:%s", tag);
+  k.data = name;
+  k.len = strlen(name);
+  duo_open(&d);
+  for (i = 0; i < 20; i++) {
+    sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, &edge,
+                    (INT64_C(1) << 26) / 3, 0};
+    duo_step(&d, &op, t + i * (INT64_C(1) << 40), "edge", i);
+  }
+  {
+    sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, &over, 1, 0};
+    cr_assert_eq(sluice__store_apply(d.red, &op, t, &v), SLUICE_ERANGE);
+  }
+  {
+    sluice_op op = {SLUICE_ALGO_SWINDOW, SLUICE_OP_CONSUME, 1, &k, &swin, 1, 0};
+    cr_assert_eq(sluice__store_apply(d.red, &op, t, &v), SLUICE_ERANGE);
+  }
+  {
+    char n2[100];
+    sluice_key k2;
+    snprintf(n2, sizeof n2, "l:%s", tag);
+    k2.data = n2;
+    k2.len = strlen(n2);
+    sluice_op op = {SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 1, &k2, &lease, 0, 9};
+    cr_assert_eq(sluice__store_apply(d.red, &op, t, &v), SLUICE_ERANGE);
+    cr_assert_eq(sluice__store_get(d.red, &k2, t, &st, &exp), SLUICE_ENOTFOUND,
+                 "a refused op writes nothing");
+  }
+  cr_assert_str_not_empty(d.red->errstr);
+  duo_close(&d);
+}
