@@ -900,7 +900,7 @@ static void failure_mode(ctx *c, int err, sluice_decision *d) {
 int sluice_policy_decide(sluice_policy *p, const sluice_request *q,
                          sluice_decision *d) {
   ctx c;
-  int rc, row;
+  int rc, row, skipped;
   int64_t probe;
 
   if (!d)
@@ -920,10 +920,10 @@ int sluice_policy_decide(sluice_policy *p, const sluice_request *q,
     snprintf(d->tier, sizeof d->tier, "%s", p->cfg.tiers[c.tier].name);
 
   probe = atomic_load_explicit(&p->probe_at_ns, memory_order_relaxed);
-  if (atomic_load_explicit(&p->degraded, memory_order_relaxed) &&
-      c.now < probe) {
-    rc = atomic_load_explicit(&p->degraded, memory_order_relaxed);
-    c.store_err = rc < 0 ? rc : SLUICE_EUNAVAIL;
+  skipped = atomic_load_explicit(&p->degraded, memory_order_relaxed);
+  if (skipped && c.now < probe) {
+    /* Circuit open: the store failed less than a probe interval ago. */
+    c.store_err = skipped < 0 ? skipped : SLUICE_EUNAVAIL;
     rc = c.store_err;
   } else if (c.cls == SLUICE_EP_AUTH) {
     rc = decide_auth(&c, d);
@@ -932,7 +932,9 @@ int sluice_policy_decide(sluice_policy *p, const sluice_request *q,
   }
   if (rc != SLUICE_OK && !is_store_failure(rc))
     return rc; /* nothing recorded that matters: a bug, not a decision */
-  if (rc != SLUICE_OK) {
+  if (rc != SLUICE_OK && skipped && c.now < probe) {
+    failure_mode(&c, rc, d);
+  } else if (rc != SLUICE_OK) {
     int was = atomic_exchange(&p->degraded, rc);
     atomic_store(&p->probe_at_ns, c.now + p->cfg.degraded_probe_ns);
     if (!was)

@@ -1,0 +1,56 @@
+/*
+** Shared fixtures of the policy suites: a manual clock, a limiter on a
+** store that can be told to fail (a "mem" store behind a wrapper that
+** returns an injected error from xApply on demand), a policy over them, and
+** an event log that copies every event the policy emits.
+*/
+#ifndef SLUICE_TEST_POLICY_HELPERS_H
+#define SLUICE_TEST_POLICY_HELPERS_H
+
+#include <sluice.h>
+
+#define T0 (INT64_C(1767225600) * 1000000000) /* 2026-01-01T00:00:00Z */
+#define SEC INT64_C(1000000000)
+#define MINUTE (60 * SEC)
+#define HOUR (60 * MINUTE)
+
+/* xControl ops of the failing store. */
+#define FAIL_CTL_SET 300   /* arg: int*: SLUICE_E* to return, 0 heals */
+#define FAIL_CTL_AFTER 301 /* arg: int*: succeed this many applies first */
+#define FAIL_CTL_APPLIES 302 /* arg: int64_t*: applies that reached mem */
+
+extern const sluice_backend failing_backend;
+
+typedef struct logged_event {
+  int type, scope, level, outcome, store_error;
+  int64_t until_ns;
+  char who[32], why[64], scope_id[SLUICE_SCOPE_ID_LEN + 1];
+} logged_event;
+
+typedef struct fixture {
+  sluice_clock *clock;
+  sluice_limiter *lim;
+  sluice_policy *pol;
+  int nev;
+  logged_event ev[512];
+} fixture;
+
+/* Open everything; cfg NULL = built-in defaults. */
+void fx_open(fixture *f, const sluice_policy_config *cfg, unsigned flags);
+void fx_close(fixture *f);
+/* Make the store fail with rc (0 heals) after `after` more applies. */
+void fx_fail(fixture *f, int rc, int after);
+int64_t fx_applies(fixture *f);
+int fx_count(const fixture *f, int type);
+const logged_event *fx_last(const fixture *f, int type);
+
+/* Requests. */
+sluice_request rq_std(const char *tenant, const char *key, const char *tier);
+sluice_request rq_class(const char *tenant, const char *key, const char *tier,
+                        int cls);
+sluice_request rq_auth(const char *ip, const char *subject, int result);
+
+/* Decide, asserting the call itself worked. */
+sluice_decision decide(fixture *f, const sluice_request *r);
+
+#endif

@@ -1,0 +1,219 @@
+/*
+** The configuration: the shipped etc/sluice.conf loads to exactly the
+** built-in defaults; bad files are refused with the file, the line and the
+** setting at fault; a struct built in code gets the same validation.
+*/
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+static char path[64];
+
+static const char *write_conf(const char *text) {
+  int fd;
+  FILE *f;
+  snprintf(path, sizeof path, "/tmp/sluice-policy-XXXXXX");
+  fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  f = fdopen(fd, "w");
+  cr_assert_not_null(f);
+  fputs(text, f);
+  fclose(f);
+  return path;
+}
+
+static int load(const char *text, sluice_policy_config *c, char *err,
+                size_t n) {
+  int rc = sluice_policy_config_load(write_conf(text), c, err, n);
+  unlink(path);
+  return rc;
+}
+
+Test(policy_config, shipped_config_equals_the_defaults) {
+  sluice_policy_config a, b;
+  char err[256];
+  memset(&b, 0xa5, sizeof b);
+  cr_assert_eq(sluice_policy_config_defaults(&a), SLUICE_OK);
+  cr_assert_eq(sluice_policy_config_load(SLUICE_CONF, &b, err, sizeof err),
+               SLUICE_OK, "%s", err);
+  cr_assert_eq(memcmp(&a, &b, sizeof a), 0);
+  cr_assert_eq(sluice_policy_config_check(&a, err, sizeof err), SLUICE_OK);
+}
+
+Test(policy_config, defaults_are_the_design_tables) {
+  sluice_policy_config c;
+  sluice_policy_config_defaults(&c);
+  cr_assert_eq(c.ntiers, 3);
+  cr_assert_str_eq(c.tiers[2].name, "enterprise");
+  cr_assert_eq(c.tiers[2].level3, SLUICE_L3_PAGE);
+  cr_assert_eq(c.tiers[0].level3, SLUICE_L3_SUSPEND);
+  cr_assert_eq(c.tiers[1].key_burst, 1500);
+  cr_assert_eq(c.cost[SLUICE_EP_RECONCILE], 10);
+  cr_assert_eq(c.export_long_cost, 50);
+}
+
+Test(policy_config, a_bad_value_names_file_line_and_setting) {
+  sluice_policy_config c;
+  char err[256];
+  int rc = load("# comment\n"
+                "tiers = {\n"
+                "  growth = {\n"
+                "    key = { rate = 25; burst = 0; };\n"
+                "  };\n"
+                "};\n",
+                &c, err, sizeof err);
+  cr_assert_eq(rc, SLUICE_ECONFIG);
+  cr_assert(strstr(err, "/tmp/sluice-policy-") == err, "%s", err);
+  cr_assert(strstr(err, ":4: tiers.growth.key.burst: must be 1..") != NULL,
+            "%s", err);
+}
+
+Test(policy_config, an_unknown_setting_is_an_error) {
+  sluice_policy_config c;
+  char err[256];
+  cr_assert_eq(load("penalty = {\n  strkes = 3;\n};\n", &c, err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, ":2: penalty.strkes: unknown setting"), "%s", err);
+  cr_assert_eq(load("\n\nshadows = true;\n", &c, err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, ":3: shadows: unknown setting"), "%s", err);
+}
+
+Test(policy_config, syntax_errors_and_missing_files) {
+  sluice_policy_config c;
+  char err[256];
+  cr_assert_eq(load("shadow = false;\ncosts = { standard = ; };\n", &c, err,
+                    sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, ":2: syntax"), "%s", err);
+  cr_assert_eq(sluice_policy_config_load("/nonexistent/sluice.conf", &c, err,
+                                         sizeof err),
+               SLUICE_EIO);
+  cr_assert(strstr(err, "/nonexistent/sluice.conf"), "%s", err);
+  cr_assert_eq(sluice_policy_config_load(NULL, &c, err, sizeof err),
+               SLUICE_EINVAL);
+}
+
+Test(policy_config, wrong_types_are_named) {
+  sluice_policy_config c;
+  char err[256];
+  cr_assert_eq(load("shadow = 1;\n", &c, err, sizeof err), SLUICE_ECONFIG);
+  cr_assert(strstr(err, ":1: shadow: must be true or false"), "%s", err);
+  cr_assert_eq(load("auth = { window_s = \"15m\"; };\n", &c, err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, "auth.window_s: must be an integer"), "%s", err);
+  cr_assert_eq(load("tiers = {\n growth = { level3 = \"ban\"; };\n};\n", &c,
+                    err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, ":2: tiers.growth.level3"), "%s", err);
+}
+
+Test(policy_config, cross_checks_point_at_the_cost) {
+  sluice_policy_config c;
+  char err[256];
+  /* A reconcile that costs more than the sandbox key bucket holds could
+  ** never be admitted. */
+  cr_assert_eq(load("costs = {\n  standard = 1;\n  reconcile = 400;\n};\n", &c,
+                    err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, ":3: costs.reconcile: must be 1..300 (got 400)"), "%s",
+            err);
+}
+
+Test(policy_config, a_new_tier_must_be_complete) {
+  sluice_policy_config c;
+  char err[256];
+  cr_assert_eq(load("tiers = {\n  startup = {\n    strikes = 20;\n  };\n};\n",
+                    &c, err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, ":2: tiers.startup.tenant.rate: must be"), "%s", err);
+}
+
+Test(policy_config, routes_and_fail_closed_lists_replace_the_defaults) {
+  sluice_policy_config c;
+  char err[256];
+  cr_assert_eq(load("routes = (\n"
+                    "  { method = \"GET\"; route = \"/v2/*\"; class = "
+                    "\"standard\"; },\n"
+                    "  { method = \"POST\"; route = \"/v2/x\"; class = "
+                    "\"reconsile\"; }\n"
+                    ");\n",
+                    &c, err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, ":3: routes.[1].class"), "%s", err);
+  cr_assert_eq(load("routes = ( { method = \"GET\"; route = \"/v2/*\"; class = "
+                    "\"standard\"; } );\n"
+                    "failure = { fail_closed = [ \"auth\" ]; };\n"
+                    "tiers = { solo = { tenant = { rate = 1; burst = 100; };\n"
+                    "  key = { rate = 1; burst = 50; }; strikes = 3;\n"
+                    "  reconcile_concurrency = 1; export_concurrency = 1;\n"
+                    "  exports_per_window = 1; }; };\n",
+                    &c, err, sizeof err),
+               SLUICE_OK, "%s", err);
+  cr_assert_eq(c.nroutes, 1);
+  cr_assert_str_eq(c.routes[0].route, "/v2/*");
+  cr_assert_eq(c.fail_closed_mask, 1u << SLUICE_EP_AUTH);
+  cr_assert_eq(c.ntiers, 1);
+  cr_assert_str_eq(c.tiers[0].name, "solo");
+  cr_assert_eq(c.tiers[0].tenant_period_ns, SEC);
+  {
+    fixture f;
+    sluice_request r = rq_std("acme", "k", "solo");
+    sluice_decision d;
+    fx_open(&f, &c, 0);
+    cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_ENOTFOUND,
+                 "/v1 is no longer routed");
+    r.route = "/v2/things";
+    d = decide(&f, &r);
+    cr_assert_eq(d.limit, 50);
+    r.tier = "growth";
+    cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_ENOTFOUND);
+    fx_close(&f);
+  }
+}
+
+Test(policy_config, struct_validation_names_the_setting) {
+  sluice_policy_config c;
+  char err[256];
+  sluice_policy_config_defaults(&c);
+  c.degraded_percent = 0;
+  cr_assert_eq(sluice_policy_config_check(&c, err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, "failure.degraded_percent: must be 1..100 (got 0)"),
+            "%s", err);
+  sluice_policy_config_defaults(&c);
+  c.tiers[1].reconcile_concurrency = 33;
+  cr_assert_eq(sluice_policy_config_check(&c, err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, "tiers.growth.reconcile_concurrency"), "%s", err);
+  sluice_policy_config_defaults(&c);
+  snprintf(c.tiers[0].name, sizeof c.tiers[0].name, "growth");
+  cr_assert_eq(sluice_policy_config_check(&c, err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, "defined twice"), "%s", err);
+  cr_assert_eq(sluice_policy_config_check(NULL, err, sizeof err),
+               SLUICE_EINVAL);
+}
+
+Test(policy_config, open_with_a_bad_file_reports_it) {
+  sluice_policy_options o;
+  sluice_policy *p;
+  char err[256];
+  const char *file = write_conf("heavy = {\n  export_lease_ttl_s = 0;\n};\n");
+  memset(&o, 0, sizeof o);
+  o.secret[3] = 7;
+  o.config_path = file;
+  o.errbuf = err;
+  o.errlen = sizeof err;
+  cr_assert_eq(sluice_policy_open(&o, &p), SLUICE_ECONFIG);
+  unlink(file);
+  cr_assert_null(p);
+  cr_assert(strstr(err, ":2: heavy.export_lease_ttl_s: must be"), "%s", err);
+  o.config_path = SLUICE_CONF;
+  cr_assert_eq(sluice_policy_open(&o, &p), SLUICE_OK, "%s", err);
+  sluice_policy_close(p);
+}

@@ -1,0 +1,168 @@
+/*
+** Failure modes, with a store forced to fail through the vtable:
+** reconcile, export and auth fail closed (503, Retry-After 15 s);
+** everything else is decided by the local degraded limiter at 25% of the
+** tier rate, flagged; degraded on/off events; the store is left alone for
+** the probe interval and decisions go back to it once it answers.
+*/
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "helpers.h"
+
+static const int errors[] = {SLUICE_ETIMEDOUT, SLUICE_EUNAVAIL,
+                             SLUICE_EBACKEND};
+
+Test(policy_failure, heavy_and_auth_fail_closed) {
+  size_t e;
+  for (e = 0; e < sizeof errors / sizeof errors[0]; e++) {
+    fixture f;
+    sluice_request rec = rq_std("acme", "key-1", "growth");
+    sluice_request exp = rq_std("acme", "key-1", "growth");
+    sluice_request auth = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_PENDING);
+    sluice_request fail = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_BAD_SECRET);
+    const sluice_request *all[] = {&rec, &exp, &auth, &fail};
+    size_t i;
+    fx_open(&f, NULL, 0);
+    rec.method = "POST";
+    rec.route = "/v1/ledgers/reconcile";
+    rec.ledger_id = "L";
+    exp.route = "/v1/reports/audit-export";
+    fx_fail(&f, errors[e], 0);
+    for (i = 0; i < 4; i++) {
+      sluice_decision d = decide(&f, all[i]);
+      cr_assert_eq(d.allowed, 0);
+      cr_assert_eq(d.outcome, SLUICE_OUTCOME_UNAVAILABLE);
+      cr_assert_eq(d.status, 503);
+      cr_assert_eq(d.retry_after_ns, 15 * SEC);
+      cr_assert_neq(d.flags & SLUICE_DECISION_FAIL_CLOSED, 0);
+      cr_assert_eq(d.flags & SLUICE_DECISION_DEGRADED, 0);
+      cr_assert_eq(d.store_error, errors[e]);
+      cr_assert_eq(d.lease_id, 0);
+    }
+    cr_assert_eq(fx_count(&f, SLUICE_EVENT_DEGRADED_ON), 1);
+    cr_assert_eq(fx_last(&f, SLUICE_EVENT_DEGRADED_ON)->store_error,
+                 errors[e]);
+    fx_close(&f);
+  }
+}
+
+Test(policy_failure, standard_requests_run_degraded_at_25_percent) {
+  fixture f;
+  sluice_request r = rq_std("acme", "key-1", "growth");
+  sluice_decision d;
+  int i;
+  fx_open(&f, NULL, 0);
+  fx_fail(&f, SLUICE_ETIMEDOUT, 0);
+  for (i = 0; i < 375; i++) {
+    d = decide(&f, &r);
+    cr_assert_eq(d.allowed, 1, "request %d", i);
+    cr_assert_neq(d.flags & SLUICE_DECISION_DEGRADED, 0);
+  }
+  /* 25% of the growth key bucket: 375 of 1500, refilling at 6.25/s. */
+  cr_assert_eq(d.limit, 375);
+  cr_assert_eq(d.binding, SLUICE_BINDING_KEY);
+  cr_assert_eq(d.remaining, 0);
+  d = decide(&f, &r);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED);
+  cr_assert_eq(d.status, 429);
+  cr_assert_neq(d.flags & SLUICE_DECISION_DEGRADED, 0);
+  cr_assert_eq(d.retry_after_ns, 160 * 1000000, "1 point at 6.25/s");
+  cr_assert_eq(d.store_error, SLUICE_ETIMEDOUT);
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_DEGRADED_ON), 1, "once, not per "
+                                                          "request");
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_BOX_TRIP), 0);
+  {
+    char buf[16384];
+    cr_assert_eq(sluice_policy_metrics(f.pol, buf, sizeof buf, NULL),
+                 SLUICE_OK);
+    cr_assert(strstr(buf, "sluice_policy_degraded 1\n"));
+    cr_assert(strstr(buf, "sluice_policy_degraded_decisions_total{tier=\""
+                          "growth\"} 376\n"));
+  }
+  fx_close(&f);
+}
+
+Test(policy_failure, decisions_go_back_to_the_store_when_it_returns) {
+  fixture f;
+  sluice_request r = rq_std("acme", "key-1", "growth");
+  sluice_decision d;
+  int64_t applies;
+  fx_open(&f, NULL, 0);
+  d = decide(&f, &r);
+  cr_assert_eq(d.remaining, 1499);
+  fx_fail(&f, SLUICE_EUNAVAIL, 0);
+  d = decide(&f, &r);
+  cr_assert_neq(d.flags & SLUICE_DECISION_DEGRADED, 0);
+  fx_fail(&f, 0, 0);
+  /* Within the probe interval the store is left alone, healed or not. */
+  applies = fx_applies(&f);
+  sluice_clock_advance(f.clock, 500 * 1000000);
+  d = decide(&f, &r);
+  cr_assert_neq(d.flags & SLUICE_DECISION_DEGRADED, 0);
+  cr_assert_eq(fx_applies(&f), applies);
+  sluice_clock_advance(f.clock, 500 * 1000000);
+  d = decide(&f, &r);
+  cr_assert_eq(d.flags & SLUICE_DECISION_DEGRADED, 0);
+  cr_assert_eq(d.store_error, 0);
+  cr_assert_eq(d.limit, 1500);
+  cr_assert_eq(d.remaining, 1499, "the store's bucket, refilled by 1 s");
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_DEGRADED_OFF), 1);
+  cr_assert_gt(fx_applies(&f), applies);
+  fx_close(&f);
+}
+
+Test(policy_failure, a_store_failing_mid_flow_still_gives_an_answer) {
+  fixture f;
+  sluice_request r = rq_std("acme", "key-1", "growth");
+  sluice_request rec = rq_class("acme", "key-1", "growth",
+                                SLUICE_EP_RECONCILE);
+  sluice_decision d;
+  fx_open(&f, NULL, 0);
+  fx_fail(&f, SLUICE_EBACKEND, 1); /* the box check passes, the bucket fails */
+  d = decide(&f, &r);
+  cr_assert_eq(d.allowed, 1);
+  cr_assert_neq(d.flags & SLUICE_DECISION_DEGRADED, 0);
+  cr_assert_eq(d.strikes_remaining, 0, "nothing of the store's answer kept");
+  fx_close(&f);
+
+  fx_open(&f, NULL, 0);
+  rec.ledger_id = "L";
+  fx_fail(&f, SLUICE_EBACKEND, 3); /* box, peek, ledger pass; leases fail */
+  d = decide(&f, &rec);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_UNAVAILABLE);
+  cr_assert_eq(d.lease_id, 0);
+  fx_close(&f);
+}
+
+Test(policy_failure, shadow_mode_does_not_fail_closed_either) {
+  fixture f;
+  sluice_request rec = rq_class("acme", "key-1", "growth",
+                                SLUICE_EP_RECONCILE);
+  sluice_decision d;
+  fx_open(&f, NULL, SLUICE_POLICY_SHADOW);
+  rec.ledger_id = "L";
+  fx_fail(&f, SLUICE_ETIMEDOUT, 0);
+  d = decide(&f, &rec);
+  cr_assert_eq(d.allowed, 1);
+  cr_assert_eq(d.status, 200);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_UNAVAILABLE);
+  cr_assert_eq(d.verdict_status, 503);
+  cr_assert_neq(d.flags & SLUICE_DECISION_SHADOW, 0);
+  fx_close(&f);
+}
+
+Test(policy_failure, fail_closed_classes_are_configurable) {
+  sluice_policy_config cfg;
+  fixture f;
+  sluice_request r = rq_std("acme", "key-1", "growth");
+  sluice_request a = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_PENDING);
+  sluice_policy_config_defaults(&cfg);
+  cfg.fail_closed_mask = 1u << SLUICE_EP_STANDARD;
+  fx_open(&f, &cfg, 0);
+  fx_fail(&f, SLUICE_EUNAVAIL, 0);
+  cr_assert_eq(decide(&f, &r).outcome, SLUICE_OUTCOME_UNAVAILABLE);
+  /* Auth has no tier rate to degrade to: it always fails closed. */
+  cr_assert_eq(decide(&f, &a).outcome, SLUICE_OUTCOME_UNAVAILABLE);
+  fx_close(&f);
+}

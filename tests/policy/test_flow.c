@@ -1,0 +1,516 @@
+/*
+** Scenario tests of the tenant request flow on a manual clock: tiers and
+** costs, tenant + key buckets (the stricter wins, a denial consumes from
+** neither), strikes only for clients that ignore Retry-After, the penalty
+** ladder L1 -> L2 -> L3 and its 24 h offense memory, enterprise paging,
+** manual release and lift, shadow mode, input errors and metrics.
+*/
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "helpers.h"
+
+/* Hammer one key at one instant until a request trips its box. */
+static sluice_decision trip_once(fixture *f, const sluice_request *r) {
+  int i;
+  for (i = 0; i < 40000; i++) {
+    sluice_decision d = decide(f, r);
+    if (d.flags & SLUICE_DECISION_TRIPPED)
+      return d;
+    cr_assert(d.outcome == SLUICE_OUTCOME_ALLOW ||
+                  d.outcome == SLUICE_OUTCOME_THROTTLED,
+              "unexpected outcome %s before the trip",
+              sluice_outcome_name(d.outcome));
+  }
+  cr_assert_fail("no trip after 40000 requests");
+  return decide(f, r);
+}
+
+Test(policy_flow, growth_standard_request_is_bound_by_the_key_bucket) {
+  fixture f;
+  sluice_request r = rq_std("acme", "key-1", "growth");
+  sluice_decision d;
+  fx_open(&f, NULL, 0);
+  d = decide(&f, &r);
+  cr_assert_eq(d.allowed, 1);
+  cr_assert_eq(d.status, 200);
+  cr_assert_eq(d.endpoint_class, SLUICE_EP_STANDARD);
+  cr_assert_eq(d.cost, 1);
+  cr_assert_str_eq(d.tier, "growth");
+  /* Key bucket 25/s, 1500 is stricter than the tenant's 50/s, 3000. */
+  cr_assert_eq(d.binding, SLUICE_BINDING_KEY);
+  cr_assert_eq(d.limit, 1500);
+  cr_assert_eq(d.remaining, 1499);
+  cr_assert_eq(d.policy_quota, 1500);
+  cr_assert_eq(d.policy_window_ns, 60 * SEC);
+  cr_assert_eq(d.refill_rate, 25);
+  cr_assert_eq(d.refill_period_ns, SEC);
+  cr_assert_eq(d.reset_ns, SEC / 25);
+  cr_assert_eq(d.penalty_status, SLUICE_PENALTY_NONE);
+  cr_assert_eq(d.strikes_remaining, 20);
+  cr_assert_eq(d.now_ns, T0);
+  fx_close(&f);
+}
+
+Test(policy_flow, endpoint_costs_follow_the_route_table) {
+  fixture f;
+  sluice_request r = rq_std("acme", "key-1", "enterprise");
+  sluice_decision d;
+  fx_open(&f, NULL, 0);
+  r.method = "POST";
+  r.route = "/v1/ledgers/reconcile";
+  r.ledger_id = "ledger-9";
+  d = decide(&f, &r);
+  cr_assert_eq(d.endpoint_class, SLUICE_EP_RECONCILE);
+  cr_assert_eq(d.cost, 10);
+  cr_assert_neq(d.lease_id, 0);
+  r = rq_std("acme", "key-1", "enterprise");
+  r.route = "/v1/reports/audit-export?from=2026-01-01";
+  r.export_from_ns = T0;
+  r.export_to_ns = T0 + 90 * 24 * HOUR; /* exactly 90 days: not beyond */
+  d = decide(&f, &r);
+  cr_assert_eq(d.endpoint_class, SLUICE_EP_EXPORT);
+  cr_assert_eq(d.cost, 25);
+  r.export_to_ns += 1;
+  d = decide(&f, &r);
+  cr_assert_eq(d.cost, 50);
+  r = rq_std("acme", "key-1", "enterprise");
+  r.route = "/v1/jobs/42";
+  d = decide(&f, &r);
+  cr_assert_eq(d.endpoint_class, SLUICE_EP_JOB_POLL);
+  cr_assert_eq(d.cost, 1);
+  r.method = "POST";
+  r.route = "/v1/ledgers/l1/entries";
+  d = decide(&f, &r);
+  cr_assert_eq(d.endpoint_class, SLUICE_EP_STANDARD);
+  cr_assert_eq(d.cost, 1);
+  /* A caller-defined class skips the route table. */
+  r.route = "/internal/anything";
+  r.endpoint_class = SLUICE_EP_JOB_POLL;
+  d = decide(&f, &r);
+  cr_assert_eq(d.endpoint_class, SLUICE_EP_JOB_POLL);
+  fx_close(&f);
+}
+
+Test(policy_flow, stricter_bucket_wins_and_a_denial_consumes_from_neither) {
+  sluice_policy_config cfg;
+  fixture f;
+  sluice_request a = rq_std("acme", "key-a", "growth");
+  sluice_request b = rq_std("acme", "key-b", "growth");
+  sluice_request c = rq_std("acme", "key-c", "growth");
+  sluice_decision d;
+  int i;
+  sluice_policy_config_defaults(&cfg);
+  cfg.tiers[1].tenant_rate = 1;
+  cfg.tiers[1].tenant_burst = 10;
+  cfg.tiers[1].key_rate = 1;
+  cfg.tiers[1].key_burst = 6;
+  cfg.cost[SLUICE_EP_RECONCILE] = cfg.cost[SLUICE_EP_EXPORT] = 5;
+  cfg.export_long_cost = 5; /* heavy costs must fit the smallest bucket */
+  fx_open(&f, &cfg, 0);
+  for (i = 0; i < 6; i++) {
+    d = decide(&f, &a);
+    cr_assert_eq(d.allowed, 1);
+    cr_assert_eq(d.binding, SLUICE_BINDING_KEY);
+  }
+  for (i = 0; i < 5; i++) {
+    d = decide(&f, &a);
+    cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED);
+    cr_assert_eq(d.binding, SLUICE_BINDING_KEY);
+    cr_assert_eq(d.status, 429);
+  }
+  /* Key A's denials took nothing from the tenant: 4 points are left. */
+  for (i = 0; i < 4; i++) {
+    d = decide(&f, &b);
+    cr_assert_eq(d.allowed, 1, "request %d of key B", i);
+  }
+  cr_assert_eq(d.binding, SLUICE_BINDING_TENANT);
+  cr_assert_eq(d.remaining, 0);
+  d = decide(&f, &b);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED);
+  cr_assert_eq(d.binding, SLUICE_BINDING_TENANT);
+  cr_assert_eq(d.retry_after_ns, SEC);
+  /* A fresh key is bound by the empty tenant; its denial takes nothing
+  ** from its own bucket either: after 6 s it can spend its full 6. */
+  d = decide(&f, &c);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED);
+  cr_assert_eq(d.binding, SLUICE_BINDING_TENANT);
+  sluice_clock_advance(f.clock, 6 * SEC);
+  for (i = 0; i < 6; i++)
+    cr_assert_eq(decide(&f, &c).allowed, 1, "request %d of key C", i);
+  cr_assert_eq(decide(&f, &c).outcome, SLUICE_OUTCOME_THROTTLED);
+  fx_close(&f);
+}
+
+Test(policy_flow, honest_client_that_waits_out_retry_after_never_strikes) {
+  fixture f;
+  sluice_request r = rq_std("acme", "key-1", "sandbox");
+  sluice_decision d;
+  int i, denials = 0;
+  fx_open(&f, NULL, 0);
+  for (i = 0; i < 300; i++)
+    cr_assert_eq(decide(&f, &r).allowed, 1);
+  for (i = 0; i < 2000; i++) {
+    d = decide(&f, &r);
+    cr_assert_eq(d.flags & SLUICE_DECISION_STRIKE, 0, "strike at %d", i);
+    cr_assert_eq(d.strikes_remaining, 20);
+    cr_assert(d.outcome == SLUICE_OUTCOME_ALLOW ||
+              d.outcome == SLUICE_OUTCOME_THROTTLED);
+    if (!d.allowed) {
+      denials++;
+      cr_assert_gt(d.retry_after_ns, 0);
+      sluice_clock_advance(f.clock, d.retry_after_ns);
+    }
+  }
+  cr_assert_geq(denials, 900, "the client must really have been throttled");
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_BOX_TRIP), 0);
+  fx_close(&f);
+}
+
+Test(policy_flow, a_retry_before_retry_after_is_a_strike) {
+  fixture f;
+  sluice_request r = rq_std("acme", "key-1", "sandbox");
+  sluice_decision d;
+  int i;
+  fx_open(&f, NULL, 0);
+  for (i = 0; i < 300; i++)
+    decide(&f, &r);
+  d = decide(&f, &r); /* the first 429: it carries the first Retry-After */
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED);
+  cr_assert_eq(d.penalty_status, SLUICE_PENALTY_WARNING);
+  cr_assert_eq(d.flags & SLUICE_DECISION_STRIKE, 0);
+  cr_assert_eq(d.strikes_remaining, 20);
+  sluice_clock_advance(f.clock, d.retry_after_ns / 2);
+  d = decide(&f, &r);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED);
+  cr_assert_neq(d.flags & SLUICE_DECISION_STRIKE, 0);
+  cr_assert_eq(d.strikes_remaining, 19);
+  fx_close(&f);
+}
+
+Test(policy_flow, abusive_client_climbs_l1_l2_l3_and_other_keys_are_unaffected) {
+  fixture f;
+  sluice_request bad = rq_std("acme", "key-bad", "sandbox");
+  sluice_request good = rq_std("acme", "key-good", "sandbox");
+  sluice_decision d;
+  int64_t trip1;
+  fx_open(&f, NULL, 0);
+
+  d = trip_once(&f, &bad);
+  trip1 = d.now_ns;
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_eq(d.status, 429);
+  cr_assert_eq(d.penalty_status, SLUICE_PENALTY_ACTIVE_LOCKOUT);
+  cr_assert_eq(d.penalty_level, 1);
+  cr_assert_eq(d.retry_after_ns, 5 * MINUTE);
+  cr_assert_eq(d.lockout_end_ns, trip1 + 5 * MINUTE);
+  cr_assert_eq(d.flags & SLUICE_DECISION_EDGE_DENY, 0);
+  cr_assert_eq(fx_last(&f, SLUICE_EVENT_BOX_TRIP)->level, 1);
+  cr_assert_eq(fx_last(&f, SLUICE_EVENT_BOX_TRIP)->scope, SLUICE_SCOPE_KEY);
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_ALERT), 0);
+  /* Level 1 is the key's scope only. */
+  cr_assert_eq(decide(&f, &good).allowed, 1);
+  /* Boxed: rejected without bucket work and without strikes. */
+  sluice_clock_advance(f.clock, 4 * MINUTE);
+  d = decide(&f, &bad);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_eq(d.retry_after_ns, MINUTE);
+  cr_assert_eq(d.flags & SLUICE_DECISION_STRIKE, 0);
+  sluice_clock_advance(f.clock, MINUTE);
+  d = decide(&f, &bad);
+  cr_assert_eq(d.allowed, 1, "the box ends after 5 min");
+
+  d = trip_once(&f, &bad);
+  cr_assert_eq(d.penalty_level, 2);
+  cr_assert_eq(d.retry_after_ns, 60 * MINUTE);
+  cr_assert_neq(d.flags & SLUICE_DECISION_EDGE_DENY, 0);
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_ALERT), 1);
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_EDGE_DENY), 1);
+  cr_assert_eq(fx_last(&f, SLUICE_EVENT_EDGE_DENY)->until_ns,
+               d.now_ns + 60 * MINUTE);
+  cr_assert_eq(decide(&f, &good).allowed, 1);
+  sluice_clock_advance(f.clock, 60 * MINUTE);
+
+  d = trip_once(&f, &bad);
+  cr_assert_eq(d.penalty_level, 3);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_SUSPENDED);
+  cr_assert_eq(d.status, 403);
+  cr_assert_eq(d.lockout_end_ns, SLUICE_FOREVER);
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_SUSPEND), 1);
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_PAGE), 0);
+  cr_assert_lt(d.now_ns - trip1, 24 * HOUR);
+  sluice_clock_advance(f.clock, 72 * HOUR);
+  d = decide(&f, &bad);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_SUSPENDED, "manual recovery only");
+  cr_assert_eq(decide(&f, &good).allowed, 1);
+  fx_close(&f);
+}
+
+Test(policy_flow, offense_counter_expires_24h_after_the_last_trip) {
+  fixture f;
+  sluice_request r = rq_std("acme", "key-1", "sandbox");
+  sluice_request r2 = rq_std("acme", "key-2", "sandbox");
+  sluice_decision d;
+  fx_open(&f, NULL, 0);
+  d = trip_once(&f, &r);
+  cr_assert_eq(d.penalty_level, 1);
+  sluice_clock_advance(f.clock, 24 * HOUR - MINUTE);
+  d = trip_once(&f, &r);
+  cr_assert_eq(d.penalty_level, 2, "still within 24 h of the last trip");
+  /* The counter now runs from this second trip. */
+  sluice_clock_advance(f.clock, 24 * HOUR - MINUTE);
+  d = trip_once(&f, &r);
+  cr_assert_eq(d.penalty_level, 3);
+
+  d = trip_once(&f, &r2);
+  cr_assert_eq(d.penalty_level, 1);
+  sluice_clock_advance(f.clock, 24 * HOUR + SEC);
+  d = trip_once(&f, &r2);
+  cr_assert_eq(d.penalty_level, 1, "forgotten 24 h after the last trip");
+  fx_close(&f);
+}
+
+Test(policy_flow, enterprise_level3_pages_and_never_suspends) {
+  fixture f;
+  sluice_request r = rq_std("bigbank", "key-1", "enterprise");
+  sluice_decision d;
+  fx_open(&f, NULL, 0);
+  d = trip_once(&f, &r);
+  cr_assert_eq(d.penalty_level, 1);
+  sluice_clock_advance(f.clock, 5 * MINUTE);
+  d = trip_once(&f, &r);
+  cr_assert_eq(d.penalty_level, 2);
+  sluice_clock_advance(f.clock, 60 * MINUTE);
+  d = trip_once(&f, &r);
+  cr_assert_eq(d.penalty_level, 3);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_eq(d.status, 429);
+  cr_assert_eq(d.retry_after_ns, 60 * MINUTE);
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_PAGE), 1);
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_SUSPEND), 0);
+  sluice_clock_advance(f.clock, 60 * MINUTE);
+  cr_assert_eq(decide(&f, &r).allowed, 1, "the L3 box ends by itself");
+  fx_close(&f);
+}
+
+Test(policy_flow, manual_release_and_lift_are_audited) {
+  fixture f;
+  sluice_request r = rq_std("acme", "key-1", "sandbox");
+  sluice_decision d;
+  const logged_event *e;
+  fx_open(&f, NULL, 0);
+  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_KEY, &r, "amy",
+                                         "ticket 7"),
+               SLUICE_ENOTFOUND);
+  trip_once(&f, &r);
+  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_KEY, &r, "", "x"),
+               SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_lift_suspension(f.pol, SLUICE_SCOPE_KEY, &r,
+                                             "amy", "x"),
+               SLUICE_ENOTFOUND, "a level 1 box is not a suspension");
+  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_KEY, &r, "amy",
+                                         "fixed their retry loop"),
+               SLUICE_OK);
+  e = fx_last(&f, SLUICE_EVENT_RELEASE);
+  cr_assert_not_null(e);
+  cr_assert_str_eq(e->who, "amy");
+  cr_assert_str_eq(e->why, "fixed their retry loop");
+  cr_assert_eq(e->level, 1);
+  d = decide(&f, &r);
+  cr_assert_neq(d.outcome, SLUICE_OUTCOME_BOXED);
+  /* The offense count is kept: the next trips escalate. */
+  sluice_clock_advance(f.clock, MINUTE);
+  cr_assert_eq(trip_once(&f, &r).penalty_level, 2);
+  sluice_clock_advance(f.clock, 60 * MINUTE);
+  cr_assert_eq(trip_once(&f, &r).outcome, SLUICE_OUTCOME_SUSPENDED);
+  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_KEY, &r, "amy",
+                                         "x"),
+               SLUICE_EPERM);
+  cr_assert_eq(sluice_policy_lift_suspension(f.pol, SLUICE_SCOPE_KEY, &r,
+                                             "sec-team", "reviewed: bug"),
+               SLUICE_OK);
+  e = fx_last(&f, SLUICE_EVENT_LIFT);
+  cr_assert_not_null(e);
+  cr_assert_str_eq(e->who, "sec-team");
+  cr_assert_str_eq(e->why, "reviewed: bug");
+  cr_assert_eq(e->level, 3);
+  cr_assert_neq(decide(&f, &r).outcome, SLUICE_OUTCOME_SUSPENDED);
+  fx_close(&f);
+}
+
+Test(policy_flow, shadow_mode_never_rejects_but_records_everything) {
+  fixture f;
+  sluice_request r = rq_std("acme", "key-1", "sandbox");
+  sluice_decision d;
+  int i, throttled = 0, boxed = 0;
+  fx_open(&f, NULL, SLUICE_POLICY_SHADOW);
+  for (i = 0; i < 400; i++) {
+    d = decide(&f, &r);
+    cr_assert_eq(d.allowed, 1);
+    cr_assert_eq(d.status, 200);
+    cr_assert_neq(d.flags & SLUICE_DECISION_SHADOW, 0);
+    if (d.outcome == SLUICE_OUTCOME_THROTTLED) {
+      throttled++;
+      cr_assert_eq(d.verdict_status, 429);
+      cr_assert_gt(d.retry_after_ns, 0);
+    }
+    if (d.outcome == SLUICE_OUTCOME_BOXED)
+      boxed++;
+  }
+  /* 1 warning and 19 strikes; the 20th strike trips the box. */
+  cr_assert_eq(throttled, 20);
+  cr_assert_eq(boxed, 400 - 300 - 20);
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_BOX_TRIP), 1);
+  cr_assert_eq(sluice_policy_count(f.pol, "sandbox", SLUICE_OUTCOME_ALLOW),
+               300);
+  cr_assert_eq(sluice_policy_count(f.pol, "sandbox", SLUICE_OUTCOME_BOXED),
+               80);
+  fx_close(&f);
+}
+
+Test(policy_flow, shadow_mode_from_the_config) {
+  sluice_policy_config cfg;
+  fixture f;
+  sluice_request r = rq_std("acme", "key-1", "sandbox");
+  int i;
+  sluice_policy_config_defaults(&cfg);
+  cfg.shadow = 1;
+  fx_open(&f, &cfg, 0);
+  for (i = 0; i < 310; i++)
+    cr_assert_eq(decide(&f, &r).allowed, 1);
+  cr_assert_gt(sluice_policy_count(f.pol, "sandbox", SLUICE_OUTCOME_THROTTLED),
+               0);
+  fx_close(&f);
+}
+
+Test(policy_flow, bad_input_is_refused_and_records_nothing) {
+  fixture f;
+  sluice_request r;
+  sluice_decision d;
+  char longid[400];
+  int64_t before;
+  fx_open(&f, NULL, 0);
+  memset(longid, 'x', sizeof longid - 1);
+  longid[sizeof longid - 1] = '\0';
+  before = fx_applies(&f);
+
+  r = rq_std("acme", "key-1", "platinum");
+  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_ENOTFOUND);
+  cr_assert_str_eq(d.invalid_field, "tier");
+  r = rq_std("acme", "key-1", NULL);
+  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
+  cr_assert_str_eq(d.invalid_field, "tier");
+  r = rq_std("acme", "key-1", "growth");
+  r.route = "/healthz";
+  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_ENOTFOUND);
+  cr_assert_str_eq(d.invalid_field, "route");
+  r = rq_std("", "key-1", "growth");
+  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EKEY);
+  cr_assert_str_eq(d.invalid_field, "tenant_id");
+  r = rq_std("acme", longid, "growth");
+  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EKEY);
+  cr_assert_str_eq(d.invalid_field, "api_key_id");
+  r = rq_std(NULL, "key-1", "growth");
+  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
+  r = rq_std("acme", "key-1", "growth");
+  r.cost = -1;
+  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_ERANGE);
+  cr_assert_str_eq(d.invalid_field, "cost");
+  r.cost = 1501; /* above the growth key bucket: could never fit */
+  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_ERANGE);
+  r.cost = INT64_MAX;
+  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_ERANGE);
+  r = rq_class("acme", "key-1", "growth", 99);
+  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
+  cr_assert_str_eq(d.invalid_field, "endpoint_class");
+  r = rq_class("acme", "key-1", "growth", SLUICE_EP_RECONCILE);
+  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
+  cr_assert_str_eq(d.invalid_field, "ledger_id");
+  r = rq_class("acme", "key-1", "growth", SLUICE_EP_EXPORT);
+  r.export_from_ns = T0;
+  r.export_to_ns = T0 - 1;
+  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
+  cr_assert_str_eq(d.invalid_field, "export_to_ns");
+  cr_assert_eq(sluice_policy_decide(f.pol, NULL, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(NULL, &r, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, &r, NULL), SLUICE_EINVAL);
+  cr_assert_eq(fx_applies(&f), before, "no store work for bad input");
+
+  /* And the key's bucket is untouched: the first real request sees it
+  ** full. */
+  r = rq_std("acme", "key-1", "growth");
+  r.cost = 1500;
+  d = decide(&f, &r);
+  cr_assert_eq(d.allowed, 1);
+  cr_assert_eq(d.remaining, 0);
+  fx_close(&f);
+}
+
+Test(policy_flow, open_refuses_bad_options) {
+  sluice_policy_options o;
+  sluice_policy *p = (sluice_policy *)&o;
+  sluice_policy_config cfg;
+  char err[200];
+  memset(&o, 0, sizeof o);
+  cr_assert_eq(sluice_policy_open(&o, &p), SLUICE_EINVAL, "zero secret");
+  cr_assert_null(p);
+  o.secret[0] = 1;
+  o.flags = 0x80;
+  cr_assert_eq(sluice_policy_open(&o, &p), SLUICE_EINVAL, "unknown flag");
+  o.flags = 0;
+  sluice_policy_config_defaults(&cfg);
+  cfg.tiers[2].key_burst = 0;
+  o.config = &cfg;
+  o.errbuf = err;
+  o.errlen = sizeof err;
+  cr_assert_eq(sluice_policy_open(&o, &p), SLUICE_ECONFIG);
+  cr_assert_null(p);
+  cr_assert(strstr(err, "tiers.enterprise.key.burst") != NULL, "%s", err);
+  o.config = NULL;
+  cr_assert_eq(sluice_policy_open(&o, &p), SLUICE_OK, "defaults, own limiter");
+  cr_assert_str_eq(sluice_policy_config_get(p)->tiers[1].name, "growth");
+  sluice_policy_close(p);
+  sluice_policy_close(NULL);
+}
+
+Test(policy_flow, metrics_count_per_tier_and_outcome) {
+  sluice_policy_config cfg;
+  fixture f;
+  sluice_request g = rq_std("acme", "key-1", "growth");
+  sluice_request s = rq_std("tiny", "key-1", "sandbox");
+  char buf[16384], small[64];
+  size_t need = 0, need2 = 0;
+  int i;
+  sluice_policy_config_defaults(&cfg);
+  cfg.tiers[0].key_burst = 2;
+  cfg.cost[SLUICE_EP_RECONCILE] = cfg.cost[SLUICE_EP_EXPORT] = 2;
+  cfg.export_long_cost = 2;
+  fx_open(&f, &cfg, 0);
+  for (i = 0; i < 3; i++)
+    decide(&f, &g);
+  for (i = 0; i < 5; i++)
+    decide(&f, &s);
+  cr_assert_eq(sluice_policy_count(f.pol, "growth", SLUICE_OUTCOME_ALLOW), 3);
+  cr_assert_eq(sluice_policy_count(f.pol, "sandbox", SLUICE_OUTCOME_ALLOW), 2);
+  cr_assert_eq(
+      sluice_policy_count(f.pol, "sandbox", SLUICE_OUTCOME_THROTTLED), 3);
+  cr_assert_eq(sluice_policy_count(f.pol, "nope", SLUICE_OUTCOME_ALLOW), 0);
+  cr_assert_eq(sluice_policy_metrics(f.pol, buf, sizeof buf, &need),
+               SLUICE_OK);
+  cr_assert_eq(need, strlen(buf));
+  cr_assert(strstr(buf, "# TYPE sluice_policy_decisions_total counter\n"));
+  cr_assert(strstr(buf, "sluice_policy_decisions_total{tier=\"growth\","
+                        "outcome=\"allow\"} 3\n"));
+  cr_assert(strstr(buf, "sluice_policy_decisions_total{tier=\"sandbox\","
+                        "outcome=\"throttled\"} 3\n"));
+  cr_assert(strstr(buf, "sluice_policy_degraded 0\n"));
+  cr_assert_eq(buf[need - 1], '\n');
+  cr_assert_eq(sluice_policy_metrics(f.pol, NULL, 0, &need2), SLUICE_OK);
+  cr_assert_eq(need2, need);
+  cr_assert_eq(sluice_policy_metrics(f.pol, small, sizeof small, &need2),
+               SLUICE_ERANGE);
+  cr_assert_eq(need2, need);
+  cr_assert_eq(strlen(small), sizeof small - 1);
+  fx_close(&f);
+}
