@@ -1,2 +1,890 @@
+/*
+** Core plumbing: error codes, clocks, the limiter's monotonic clamp, limiter
+** open/close failure rules, custom backends through
+** sluice_limiter_options.backend (version 1 fallback of apply_many, version 2
+** batching, ENOTSUP, broken method tables), injected allocators, URI
+** parameters, key and hash-tag validation.
+*/
+#include <limits.h>
+
 #include "unit.h"
-Test(placeholder, none) { cr_assert(1); }
+
+/* ------------------------------------------------------------- errors --- */
+
+static const struct {
+  int code;
+  const char *name;
+} all_errs[] = {
+#define E(name, code, msg) {SLUICE_##name, "SLUICE_" #name},
+    SLUICE_ERRNO_MAP(E)
+#undef E
+};
+#define NERRS ((int)(sizeof all_errs / sizeof all_errs[0]))
+
+Test(errors, every_code_has_distinct_message_and_name) {
+  int i, j;
+  cr_assert_eq(NERRS, 17);
+  for (i = 0; i < NERRS; i++) {
+    const char *m = sluice_strerror(all_errs[i].code);
+    cr_assert_not_null(m);
+    cr_assert_str_neq(m, "unknown error");
+    cr_assert_str_neq(m, "success");
+    cr_assert_str_eq(sluice_err_name(all_errs[i].code), all_errs[i].name);
+    cr_assert_lt(all_errs[i].code, -30900, "codes live below -30900");
+    for (j = 0; j < i; j++) {
+      cr_assert_neq(all_errs[i].code, all_errs[j].code);
+      cr_assert_str_neq(m, sluice_strerror(all_errs[j].code));
+      cr_assert_str_neq(sluice_err_name(all_errs[i].code),
+                        sluice_err_name(all_errs[j].code));
+    }
+  }
+  cr_assert_eq(SLUICE_ERRNO_LAST, -30917);
+  cr_assert_eq(SLUICE_EINVAL, -30901);
+  cr_assert_eq(SLUICE_EEXIST, -30917);
+}
+
+Test(errors, ok_and_unknown_codes) {
+  static const int unknown[] = {1, -1, -2, 22, -30900, -30918, INT_MIN, INT_MAX};
+  size_t i;
+  cr_assert_str_eq(sluice_strerror(SLUICE_OK), "success");
+  cr_assert_str_eq(sluice_err_name(SLUICE_OK), "SLUICE_OK");
+  for (i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+    cr_assert_str_eq(sluice_strerror(unknown[i]), "unknown error");
+    cr_assert_str_eq(sluice_err_name(unknown[i]), "SLUICE_UNKNOWN");
+  }
+}
+
+/* ------------------------------------------------------------- clocks --- */
+
+Test(clock, manual_set_and_advance) {
+  sluice_clock *c = (sluice_clock *)1;
+  cr_assert_eq(sluice_clock_manual(-1, &c), SLUICE_EINVAL);
+  cr_assert_null(c, "failed open leaves *out NULL");
+  cr_assert_eq(sluice_clock_manual(0, NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice_clock_manual(5 * SEC, &c), SLUICE_OK);
+  cr_assert_eq(sluice_clock_now(c), 5 * SEC);
+  cr_assert_eq(sluice_clock_advance(c, 250), SLUICE_OK);
+  cr_assert_eq(sluice_clock_now(c), 5 * SEC + 250);
+  cr_assert_eq(sluice_clock_advance(c, -250), SLUICE_OK);
+  cr_assert_eq(sluice_clock_now(c), 5 * SEC);
+  cr_assert_eq(sluice_clock_set(c, 2 * SEC), SLUICE_OK, "may go backwards");
+  cr_assert_eq(sluice_clock_now(c), 2 * SEC);
+  cr_assert_eq(sluice_clock_set(c, -1), SLUICE_EINVAL);
+  cr_assert_eq(sluice_clock_now(c), 2 * SEC);
+  cr_assert_neq(sluice_clock_advance(c, -2 * SEC - 1), SLUICE_OK,
+                "advance below zero");
+  cr_assert_eq(sluice_clock_now(c), 2 * SEC);
+  cr_assert_eq(sluice_clock_set(c, INT64_MAX - 1), SLUICE_OK);
+  cr_assert_eq(sluice_clock_advance(c, 2), SLUICE_ERANGE, "overflow");
+  cr_assert_eq(sluice_clock_now(c), INT64_MAX - 1);
+  cr_assert_eq(sluice_clock_advance(c, 1), SLUICE_OK);
+  cr_assert_eq(sluice_clock_now(c), INT64_MAX);
+  cr_assert_eq(sluice_clock_set(c, 0), SLUICE_OK);
+  cr_assert_eq(sluice_clock_now(c), 0);
+  sluice_clock_free(c);
+}
+
+Test(clock, real_clock_refuses_manual_ops) {
+  sluice_clock *c;
+  cr_assert_eq(sluice_clock_real(&c), SLUICE_OK);
+  cr_assert_gt(sluice_clock_now(c), 0);
+  cr_assert_eq(sluice_clock_set(c, SEC), SLUICE_EINVAL);
+  cr_assert_eq(sluice_clock_advance(c, SEC), SLUICE_EINVAL);
+  cr_assert_eq(sluice_clock_real(NULL), SLUICE_EINVAL);
+  sluice_clock_free(c);
+  sluice_clock_free(NULL);
+  cr_assert_eq(sluice_clock_now(NULL), 0);
+  cr_assert_eq(sluice_clock_set(NULL, 1), SLUICE_EINVAL);
+  cr_assert_eq(sluice_clock_advance(NULL, 1), SLUICE_EINVAL);
+}
+
+static int64_t custom_now(void *ud) { return *(int64_t *)ud; }
+
+Test(clock, custom_clock) {
+  int64_t t = 42;
+  sluice_clock *c = (sluice_clock *)1;
+  cr_assert_eq(sluice_clock_custom(NULL, &t, &c), SLUICE_EINVAL);
+  cr_assert_null(c);
+  cr_assert_eq(sluice_clock_custom(custom_now, &t, &c), SLUICE_OK);
+  cr_assert_eq(sluice_clock_now(c), 42);
+  t = 7;
+  cr_assert_eq(sluice_clock_now(c), 7);
+  t = -5;
+  cr_assert_eq(sluice_clock_now(c), 0, "negative readings are clamped to 0");
+  cr_assert_eq(sluice_clock_set(c, 1), SLUICE_EINVAL);
+  sluice_clock_free(c);
+}
+
+/* ------------------------------------------------------------ limiter --- */
+
+static sluice_limiter *open_manual(sluice_clock *c, const char *store) {
+  sluice_limiter_options o;
+  sluice_limiter *l = NULL;
+  memset(&o, 0, sizeof o);
+  o.clock = c;
+  o.store = store;
+  cr_assert_eq(sluice_limiter_open(&o, &l), SLUICE_OK);
+  cr_assert_not_null(l);
+  return l;
+}
+
+Test(limiter, never_sees_time_go_backwards) {
+  const sluice_gcra_params p = {1, SEC, 1};
+  sluice_clock *c;
+  sluice_limiter *l;
+  sluice_verdict v;
+  cr_assert_eq(sluice_clock_manual(100 * SEC, &c), SLUICE_OK);
+  l = open_manual(c, "mem");
+  cr_assert_eq(sluice_limiter_now(l), 100 * SEC);
+  cr_assert_eq(sluice_limiter_take(l, "k", 1, &p, 1, &v), SLUICE_OK);
+  cr_assert(v.allowed);
+  cr_assert_eq(v.now_ns, 100 * SEC);
+  /* Clock stepped back 50 s: the limiter stands still at 100 s. */
+  cr_assert_eq(sluice_clock_set(c, 50 * SEC), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_now(l), 100 * SEC);
+  cr_assert_eq(sluice_limiter_take(l, "k", 1, &p, 1, &v), SLUICE_OK);
+  cr_assert(!v.allowed);
+  cr_assert_eq(v.now_ns, 100 * SEC);
+  cr_assert_eq(v.retry_after_ns, SEC, "decided as at 100 s");
+  /* A fresh key at the stepped-back time is also decided at 100 s. */
+  cr_assert_eq(sluice_limiter_take(l, "other", 5, &p, 1, &v), SLUICE_OK);
+  cr_assert_eq(v.now_ns, 100 * SEC);
+  cr_assert_eq(v.reset_ns, SEC);
+  /* Forward again, but not yet past 100 s: still standing still. */
+  cr_assert_eq(sluice_clock_set(c, 99 * SEC), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_now(l), 100 * SEC);
+  cr_assert_eq(sluice_clock_set(c, 100 * SEC + 500 * MS), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_take(l, "k", 1, &p, 1, &v), SLUICE_OK);
+  cr_assert(!v.allowed);
+  cr_assert_eq(v.retry_after_ns, 500 * MS);
+  cr_assert_eq(sluice_clock_set(c, 101 * SEC), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_take(l, "k", 1, &p, 1, &v), SLUICE_OK);
+  cr_assert(v.allowed);
+  /* apply_at is clamped too. */
+  {
+    sluice_key k = KEY("k");
+    sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 1, &k, &p, 0, 0};
+    cr_assert_eq(sluice_limiter_apply_at(l, &op, 3 * SEC, &v), SLUICE_OK);
+    cr_assert_eq(v.now_ns, 101 * SEC);
+    cr_assert_eq(v.remaining, 0);
+    cr_assert_eq(sluice_limiter_apply_at(l, &op, 102 * SEC, &v), SLUICE_OK);
+    cr_assert_eq(v.now_ns, 102 * SEC);
+    cr_assert_eq(v.remaining, 1);
+    /* ... and raises the limiter's time for later clock reads. */
+    cr_assert_eq(sluice_limiter_now(l), 102 * SEC);
+    cr_assert_eq(sluice_limiter_apply_at(l, &op, -1, &v), SLUICE_EINVAL);
+  }
+  sluice_limiter_close(l);
+  sluice_clock_free(c);
+}
+
+Test(limiter, open_failures_leave_out_null) {
+  sluice_limiter_options o;
+  sluice_limiter *l = (sluice_limiter *)1;
+  char err[128];
+  memset(&o, 0, sizeof o);
+  cr_assert_eq(sluice_limiter_open(&o, NULL), SLUICE_EINVAL);
+  o.store = "nosuchbackend";
+  cr_assert_eq(sluice_limiter_open2(&o, &l, err, sizeof err), SLUICE_EINVAL);
+  cr_assert_null(l);
+  cr_assert_str_eq(err, "unknown backend 'nosuchbackend'");
+  l = (sluice_limiter *)1;
+  o.store = "nosuchbackend:x=1";
+  cr_assert_eq(sluice_limiter_open(&o, &l), SLUICE_EINVAL);
+  cr_assert_null(l);
+  l = (sluice_limiter *)1;
+  o.store = "a-backend-name-that-is-far-too-long-to-be-real";
+  cr_assert_eq(sluice_limiter_open(&o, &l), SLUICE_EINVAL);
+  cr_assert_null(l);
+  l = (sluice_limiter *)1;
+  o.store = "mem:max_keys=lots";
+  cr_assert_eq(sluice_limiter_open2(&o, &l, err, sizeof err), SLUICE_EINVAL);
+  cr_assert_null(l);
+  cr_assert_not_null(strstr(err, "max_keys"), "detail kept: '%s'", err);
+  /* errbuf is truncated, NUL-terminated. */
+  {
+    char small[8];
+    memset(small, 'x', sizeof small);
+    o.store = "nosuchbackend";
+    cr_assert_eq(sluice_limiter_open2(&o, &l, small, sizeof small),
+                 SLUICE_EINVAL);
+    cr_assert_eq(strlen(small), 7);
+  }
+  sluice_limiter_close(NULL);
+}
+
+Test(limiter, defaults_and_introspection) {
+  sluice_limiter *l = NULL;
+  sluice_limiter_options o;
+  sluice_state st;
+  int64_t exp;
+  cr_assert_eq(sluice_limiter_open(NULL, &l), SLUICE_OK);
+  cr_assert_str_eq(sluice_limiter_backend(l), "mem");
+  cr_assert(sluice_limiter_capabilities(l) & SLUICE_CAP_THREADSAFE);
+  cr_assert_str_eq(sluice_limiter_errmsg(l), "");
+  cr_assert_eq(sluice_limiter_errcode(l), 0);
+  cr_assert_gt(sluice_limiter_now(l), 0);
+  cr_assert_eq(sluice_limiter_get(l, "k", 1, &st, &exp), SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_limiter_get(l, "", 0, &st, &exp), SLUICE_EKEY);
+  cr_assert_eq(sluice_limiter_get(l, "k", 1, NULL, &exp), SLUICE_EINVAL);
+  cr_assert_eq(sluice_limiter_delete(l, "k", 1), SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_limiter_delete(l, NULL, 3), SLUICE_EKEY);
+  cr_assert_eq(sluice_limiter_control(l, 99999, &exp), SLUICE_ENOTFOUND);
+  sluice_limiter_close(l);
+  /* "" and "mem:" are mem too. */
+  memset(&o, 0, sizeof o);
+  o.store = "mem:";
+  cr_assert_eq(sluice_limiter_open(&o, &l), SLUICE_OK);
+  cr_assert_str_eq(sluice_limiter_backend(l), "mem");
+  sluice_limiter_close(l);
+  /* NULL handles. */
+  cr_assert_eq(sluice_limiter_apply(NULL, NULL, NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice_limiter_get(NULL, "k", 1, &st, &exp), SLUICE_EINVAL);
+  cr_assert_eq(sluice_limiter_control(NULL, 1, NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice_limiter_capabilities(NULL), 0);
+}
+
+Test(limiter, take_get_delete_roundtrip) {
+  const sluice_gcra_params p = {1, SEC, 10};
+  sluice_clock *c;
+  sluice_limiter *l;
+  sluice_verdict v;
+  sluice_state st;
+  int64_t exp = 0;
+  cr_assert_eq(sluice_clock_manual(10 * SEC, &c), SLUICE_OK);
+  l = open_manual(c, NULL);
+  cr_assert_eq(sluice_limiter_take(l, "key", 3, &p, 4, &v), SLUICE_OK);
+  cr_assert(v.allowed);
+  cr_assert_eq(v.remaining, 6);
+  cr_assert_eq(sluice_limiter_get(l, "key", 3, &st, &exp), SLUICE_OK);
+  cr_assert_eq((int64_t)st.w[0], 14 * SEC, "TAT = 10 s + 4 points");
+  cr_assert_eq(exp, 14 * SEC);
+  cr_assert_eq(sluice_limiter_get(l, "key", 3, &st, NULL), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_delete(l, "key", 3), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_get(l, "key", 3, &st, &exp), SLUICE_ENOTFOUND);
+  /* Errors from validation come back unchanged and change nothing. */
+  cr_assert_eq(sluice_limiter_take(l, "key", 3, &p, 0, &v), SLUICE_ERANGE);
+  cr_assert_eq(sluice_limiter_take(l, "key", 3, &p, 11, &v), SLUICE_ERANGE);
+  cr_assert_eq(sluice_limiter_take(l, "", 0, &p, 1, &v), SLUICE_EKEY);
+  cr_assert_eq(sluice_limiter_take(l, "key", 3, &p, 1, NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice_limiter_get(l, "key", 3, &st, &exp), SLUICE_ENOTFOUND);
+  sluice_limiter_close(l);
+  sluice_clock_free(c);
+}
+
+Test(limiter, backend_find) {
+  const sluice_backend *m = sluice_backend_find("mem");
+  cr_assert_not_null(m);
+  cr_assert_str_eq(m->zName, "mem");
+  cr_assert_eq(sluice_backend_find(NULL), m);
+  cr_assert_eq(sluice_backend_find(""), m);
+  cr_assert_null(sluice_backend_find("nosuch"));
+  cr_assert_null(sluice_backend_find("mem "));
+}
+
+/* ----------------------------------------------------- custom backends --- */
+
+typedef struct tstats {
+  int opens, closes, applies, many, open_rc, set_methods_first;
+  int apply_rc; /* forced xApply result when nonzero */
+  int version;  /* method table to hand out: 1, 2, or 0 for none */
+  const char *last_uri;
+} tstats;
+
+typedef struct trec {
+  char key[64];
+  size_t len;
+  sluice_state st;
+} trec;
+
+typedef struct tstore {
+  sluice_store base;
+  tstats *stats;
+  int n;
+  trec rec[64];
+} tstore;
+
+static trec *tfind(tstore *t, const sluice_key *k) {
+  int i;
+  for (i = 0; i < t->n; i++)
+    if (t->rec[i].len == k->len && memcmp(t->rec[i].key, k->data, k->len) == 0)
+      return &t->rec[i];
+  return NULL;
+}
+
+static int t_close(sluice_store *s) {
+  ((tstore *)s)->stats->closes++;
+  return SLUICE_OK;
+}
+
+static int t_apply(sluice_store *s, const sluice_op *op, int64_t now,
+                   sluice_verdict *v) {
+  tstore *t = (tstore *)s;
+  sluice_state in[SLUICE_GROUP_MAX], out[SLUICE_GROUP_MAX];
+  int i, rc;
+  t->stats->applies++;
+  if (t->stats->apply_rc)
+    return t->stats->apply_rc;
+  for (i = 0; i < op->nkeys; i++) {
+    trec *r = tfind(t, &op->keys[i]);
+    in[i] = r ? r->st : zst();
+  }
+  rc = sluice_op_step(op, in, out, now, v);
+  if (rc != SLUICE_OK)
+    return rc;
+  for (i = 0; i < op->nkeys; i++) {
+    trec *r = tfind(t, &op->keys[i]);
+    if (!r) {
+      if (t->n == 64 || op->keys[i].len > 64)
+        return sluice_store_seterr(s, SLUICE_EFULL, 7, "test store full");
+      r = &t->rec[t->n++];
+      memcpy(r->key, op->keys[i].data, op->keys[i].len);
+      r->len = op->keys[i].len;
+    }
+    r->st = out[i];
+  }
+  return SLUICE_OK;
+}
+
+static int t_apply_many(sluice_store *s, int n, const sluice_op *ops,
+                        int64_t now, sluice_verdict *vs, int *rcs) {
+  tstore *t = (tstore *)s;
+  int i, applies = t->stats->applies;
+  t->stats->many++;
+  for (i = 0; i < n; i++)
+    rcs[i] = t_apply(s, &ops[i], now, &vs[i]);
+  t->stats->applies = applies; /* count batches, not the ops inside */
+  return SLUICE_OK;
+}
+
+/* A version-1 table: its xApplyMany slot holds a function that must never
+** be called (the core may only call version-2 methods on iVersion >= 2). */
+static int t_apply_many_trap(sluice_store *s, int n, const sluice_op *ops,
+                             int64_t now, sluice_verdict *vs, int *rcs) {
+  (void)n;
+  (void)ops;
+  (void)now;
+  (void)vs;
+  (void)rcs;
+  ((tstore *)s)->stats->many += 1000;
+  return SLUICE_EBACKEND;
+}
+
+static const sluice_store_methods t_methods_v1 = {
+    1, t_close, t_apply, NULL, NULL, NULL, NULL, t_apply_many_trap};
+static const sluice_store_methods t_methods_v2 = {
+    2, t_close, t_apply, NULL, NULL, NULL, NULL, t_apply_many};
+static const sluice_store_methods t_methods_noapply = {
+    1, t_close, NULL, NULL, NULL, NULL, NULL, NULL};
+
+static int t_open(const sluice_backend *b, const char *uri,
+                  const sluice_store_config *cfg, sluice_store *s) {
+  tstats *st = (tstats *)b->pAppData;
+  tstore *t = (tstore *)s;
+  (void)cfg;
+  st->opens++;
+  st->last_uri = uri;
+  t->stats = st;
+  if (st->set_methods_first || st->open_rc == 0)
+    s->pMethods = st->version == 2   ? &t_methods_v2
+                  : st->version == 1 ? &t_methods_v1
+                  : st->version == 3 ? &t_methods_noapply
+                                     : NULL;
+  if (st->open_rc)
+    return sluice_store_seterr(s, st->open_rc, 99, "test open failed (%d)",
+                               st->open_rc);
+  return SLUICE_OK;
+}
+
+static sluice_backend make_backend(tstats *st) {
+  sluice_backend b = {1, (int)sizeof(tstore), "test", st, t_open};
+  return b;
+}
+
+static int open_custom(sluice_backend *b, const char *store, sluice_limiter **l,
+                       char *err, size_t errlen) {
+  sluice_limiter_options o;
+  memset(&o, 0, sizeof o);
+  o.backend = b;
+  o.store = store;
+  return sluice_limiter_open2(&o, l, err, errlen);
+}
+
+Test(backend, enotsup_from_xopen) {
+  tstats st = {0};
+  sluice_backend b;
+  sluice_limiter *l = (sluice_limiter *)1;
+  char err[64];
+  st.open_rc = SLUICE_ENOTSUP;
+  b = make_backend(&st);
+  cr_assert_eq(open_custom(&b, NULL, &l, err, sizeof err), SLUICE_ENOTSUP);
+  cr_assert_null(l);
+  cr_assert_eq(st.opens, 1);
+  cr_assert_eq(st.closes, 0, "no method table: nothing to close");
+  cr_assert_str_eq(err, "test open failed (-30909)");
+}
+
+Test(backend, failed_open_after_methods_closes_once) {
+  tstats st = {0};
+  sluice_backend b;
+  sluice_limiter *l = (sluice_limiter *)1;
+  st.open_rc = SLUICE_EIO;
+  st.set_methods_first = 1;
+  st.version = 1;
+  b = make_backend(&st);
+  cr_assert_eq(open_custom(&b, NULL, &l, NULL, 0), SLUICE_EIO);
+  cr_assert_null(l);
+  cr_assert_eq(st.closes, 1, "xClose exactly once");
+}
+
+Test(backend, positive_open_code_is_ebackend) {
+  tstats st = {0};
+  sluice_backend b;
+  sluice_limiter *l = (sluice_limiter *)1;
+  st.open_rc = 5;
+  b = make_backend(&st);
+  cr_assert_eq(open_custom(&b, NULL, &l, NULL, 0), SLUICE_EBACKEND);
+  cr_assert_null(l);
+}
+
+Test(backend, broken_tables_are_refused) {
+  tstats st = {0};
+  sluice_backend b;
+  sluice_limiter *l = (sluice_limiter *)1;
+  /* OK from xOpen without a method table. */
+  st.version = 0;
+  b = make_backend(&st);
+  cr_assert_eq(open_custom(&b, NULL, &l, NULL, 0), SLUICE_EVERSION);
+  cr_assert_null(l);
+  /* A table without xApply: refused, and closed. */
+  st.version = 3;
+  cr_assert_eq(open_custom(&b, NULL, &l, NULL, 0), SLUICE_EVERSION);
+  cr_assert_null(l);
+  cr_assert_eq(st.closes, 1);
+  /* Bad class: version 0, no xOpen, szStore too small. */
+  st.version = 1;
+  b = make_backend(&st);
+  b.iVersion = 0;
+  cr_assert_eq(open_custom(&b, NULL, &l, NULL, 0), SLUICE_EVERSION);
+  b = make_backend(&st);
+  b.xOpen = NULL;
+  cr_assert_eq(open_custom(&b, NULL, &l, NULL, 0), SLUICE_EVERSION);
+  b = make_backend(&st);
+  b.szStore = (int)sizeof(sluice_store) - 1;
+  cr_assert_eq(open_custom(&b, NULL, &l, NULL, 0), SLUICE_EVERSION);
+  cr_assert_null(l);
+}
+
+Test(backend, custom_backend_takes_precedence_and_gets_params) {
+  tstats st = {0};
+  sluice_backend b;
+  sluice_limiter *l = NULL;
+  st.version = 1;
+  b = make_backend(&st);
+  cr_assert_eq(open_custom(&b, "mem:alpha=1;beta=2", &l, NULL, 0), SLUICE_OK);
+  cr_assert_str_eq(sluice_limiter_backend(l), "test");
+  cr_assert_str_eq(st.last_uri, "alpha=1;beta=2");
+  /* Missing optional methods. */
+  {
+    sluice_state s;
+    int64_t e;
+    cr_assert_eq(sluice_limiter_get(l, "k", 1, &s, &e), SLUICE_ENOTSUP);
+    cr_assert_eq(sluice_limiter_delete(l, "k", 1), SLUICE_ENOTSUP);
+    cr_assert_eq(sluice_limiter_control(l, 200, &e), SLUICE_ENOTFOUND);
+    cr_assert_eq(sluice_limiter_capabilities(l), 0);
+  }
+  sluice_limiter_close(l);
+  cr_assert_eq(st.closes, 1);
+}
+
+Test(backend, invalid_ops_never_reach_the_backend) {
+  const sluice_gcra_params p = {1, SEC, 5};
+  tstats st = {0};
+  sluice_backend b;
+  sluice_limiter *l = NULL;
+  sluice_verdict v;
+  st.version = 1;
+  b = make_backend(&st);
+  cr_assert_eq(open_custom(&b, NULL, &l, NULL, 0), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_take(l, "k", 1, &p, 6, &v), SLUICE_ERANGE);
+  cr_assert_eq(sluice_limiter_take(l, "", 0, &p, 1, &v), SLUICE_EKEY);
+  cr_assert_eq(sluice_limiter_take(l, "k", 1, &p, 1, NULL), SLUICE_EINVAL);
+  cr_assert_eq(st.applies, 0);
+  /* A positive code from a backend is turned into SLUICE_EBACKEND. */
+  st.apply_rc = 3;
+  cr_assert_eq(sluice_limiter_take(l, "k", 1, &p, 1, &v), SLUICE_EBACKEND);
+  st.apply_rc = SLUICE_ETIMEDOUT;
+  cr_assert_eq(sluice_limiter_take(l, "k", 1, &p, 1, &v), SLUICE_ETIMEDOUT);
+  sluice_limiter_close(l);
+}
+
+/* Three independent ops: two buckets and one invalid op in the middle. */
+static void batch_ops(sluice_op ops[3], sluice_key ks[3],
+                      const sluice_gcra_params *p) {
+  ks[0] = KEY("a");
+  ks[1] = KEY("b");
+  ks[2] = KEY("c");
+  memset(ops, 0, 3 * sizeof ops[0]);
+  ops[0] = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &ks[0], p, 3, 0};
+  ops[1] = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &ks[1], p, 2, 0};
+  ops[2] = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &ks[2], p, 5, 0};
+}
+
+static void check_many(int version, int with_invalid) {
+  const sluice_gcra_params p = {1, SEC, 5};
+  tstats st = {0};
+  sluice_backend b;
+  sluice_limiter *l = NULL;
+  sluice_clock *c;
+  sluice_limiter_options o;
+  sluice_op ops[3];
+  sluice_key ks[3];
+  sluice_verdict vs[3];
+  int rcs[3] = {99, 99, 99}, i, round;
+  st.version = version;
+  b = make_backend(&st);
+  cr_assert_eq(sluice_clock_manual(7 * SEC, &c), SLUICE_OK);
+  memset(&o, 0, sizeof o);
+  o.backend = &b;
+  o.clock = c;
+  cr_assert_eq(sluice_limiter_open(&o, &l), SLUICE_OK);
+  batch_ops(ops, ks, &p);
+  if (with_invalid)
+    ops[1].arg = 0;
+  for (round = 0; round < 2; round++) {
+    cr_assert_eq(sluice_limiter_apply_many(l, 3, ops, vs, rcs), SLUICE_OK);
+    cr_assert_eq(rcs[0], SLUICE_OK);
+    cr_assert_eq(rcs[2], SLUICE_OK);
+    cr_assert_eq(rcs[1], with_invalid ? SLUICE_ERANGE : SLUICE_OK);
+    /* a: 5 - 3 = 2 left, then denied; c: 5 - 5 = 0, then denied. */
+    cr_assert_eq(vs[0].allowed, round == 0);
+    cr_assert_eq(vs[0].remaining, 2);
+    cr_assert_eq(vs[2].allowed, round == 0);
+    cr_assert_eq(vs[2].remaining, 0);
+    cr_assert_eq(vs[0].now_ns, 7 * SEC);
+    if (!with_invalid) {
+      cr_assert_eq(vs[1].allowed, 1);
+      cr_assert_eq(vs[1].remaining, round == 0 ? 3 : 1);
+    }
+  }
+  if (version >= 2 && !with_invalid) {
+    cr_assert_eq(st.many, 2, "version 2: one batch call per apply_many");
+    cr_assert_eq(st.applies, 0);
+  } else {
+    cr_assert_eq(st.many, 0, "version 1: xApplyMany must not be called");
+    for (i = 0, round = 0; i < 3; i++)
+      round += ops[i].arg != 0;
+    cr_assert_eq(st.applies, 2 * round, "one xApply per valid op");
+  }
+  sluice_limiter_close(l);
+  sluice_clock_free(c);
+}
+
+Test(backend, apply_many_v1_falls_back) { check_many(1, 0); }
+Test(backend, apply_many_v1_with_invalid_op) { check_many(1, 1); }
+Test(backend, apply_many_v2_batches) { check_many(2, 0); }
+Test(backend, apply_many_v2_with_invalid_op) { check_many(2, 1); }
+
+Test(backend, apply_many_arguments) {
+  sluice_limiter *l = NULL;
+  sluice_verdict vs[1];
+  int rcs[1];
+  cr_assert_eq(sluice_limiter_open(NULL, &l), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_apply_many(l, 0, NULL, NULL, NULL), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_apply_many(l, -1, NULL, vs, rcs), SLUICE_EINVAL);
+  cr_assert_eq(sluice_limiter_apply_many(l, 1, NULL, vs, rcs), SLUICE_EINVAL);
+  cr_assert_eq(sluice_limiter_apply_many(NULL, 0, NULL, vs, rcs), SLUICE_EINVAL);
+  sluice_limiter_close(l);
+}
+
+/* ---------------------------------------------------------- allocator --- */
+
+typedef struct acct {
+  int64_t live_bytes, live_blocks, calls;
+  int64_t fail_at; /* fail the n-th allocation (1-based), 0: never */
+  int bad_size;
+} acct;
+
+static void *a_malloc(void *ud, size_t n) {
+  acct *a = ud;
+  size_t *p;
+  a->calls++;
+  if (a->fail_at && a->calls == a->fail_at)
+    return NULL;
+  p = malloc(n + sizeof(size_t) * 2);
+  if (!p)
+    return NULL;
+  p[0] = n;
+  a->live_bytes += (int64_t)n;
+  a->live_blocks++;
+  return p + 2;
+}
+
+static void *a_realloc(void *ud, void *q, size_t o, size_t n) {
+  acct *a = ud;
+  size_t *p = q ? (size_t *)q - 2 : NULL;
+  if (p && p[0] != o)
+    a->bad_size++;
+  a->calls++;
+  if (a->fail_at && a->calls == a->fail_at)
+    return NULL;
+  p = realloc(p, n + sizeof(size_t) * 2);
+  if (!p)
+    return NULL;
+  a->live_bytes += (int64_t)n - (int64_t)o;
+  if (!q)
+    a->live_blocks++;
+  p[0] = n;
+  return p + 2;
+}
+
+static void a_free(void *ud, void *q, size_t n) {
+  acct *a = ud;
+  size_t *p = (size_t *)q - 2;
+  if (p[0] != n)
+    a->bad_size++;
+  a->live_bytes -= (int64_t)p[0];
+  a->live_blocks--;
+  free(p);
+}
+
+Test(allocator, everything_freed_with_right_sizes) {
+  acct a = {0};
+  sluice_allocator al = {a_malloc, a_realloc, a_free, &a};
+  const sluice_gcra_params p = {1, SEC, 5};
+  sluice_limiter_options o;
+  sluice_limiter *l = NULL;
+  sluice_clock *c;
+  sluice_verdict v;
+  int i;
+  cr_assert_eq(sluice_clock_manual(SEC, &c), SLUICE_OK);
+  memset(&o, 0, sizeof o);
+  o.alloc = &al;
+  o.clock = c;
+  o.store = "mem:max_keys=100000";
+  cr_assert_eq(sluice_limiter_open(&o, &l), SLUICE_OK);
+  cr_assert_gt(a.live_blocks, 0, "the injected allocator is used");
+  for (i = 0; i < 3000; i++) {
+    char k[16];
+    snprintf(k, sizeof k, "key%d", i);
+    cr_assert_eq(sluice_limiter_take(l, k, strlen(k), &p, 1, &v), SLUICE_OK);
+  }
+  sluice_limiter_close(l);
+  cr_assert_eq(a.live_blocks, 0);
+  cr_assert_eq(a.live_bytes, 0);
+  cr_assert_eq(a.bad_size, 0, "free/realloc given a different size");
+  sluice_clock_free(c);
+}
+
+Test(allocator, failing_allocations_leak_nothing) {
+  sluice_clock *c;
+  int64_t k;
+  int opened = 0;
+  cr_assert_eq(sluice_clock_manual(SEC, &c), SLUICE_OK);
+  for (k = 1; k <= 80; k++) {
+    acct a = {0};
+    sluice_allocator al = {a_malloc, a_realloc, a_free, &a};
+    sluice_limiter_options o;
+    sluice_limiter *l = (sluice_limiter *)1;
+    int rc;
+    a.fail_at = k;
+    memset(&o, 0, sizeof o);
+    o.alloc = &al;
+    o.clock = c;
+    rc = sluice_limiter_open(&o, &l);
+    if (rc == SLUICE_OK) {
+      const sluice_gcra_params p = {1, SEC, 5};
+      sluice_verdict v;
+      int i;
+      opened++;
+      for (i = 0; i < 40; i++) {
+        char key[16];
+        int r2;
+        snprintf(key, sizeof key, "k%d", i);
+        r2 = sluice_limiter_take(l, key, strlen(key), &p, 1, &v);
+        cr_assert(r2 == SLUICE_OK || r2 == SLUICE_ENOMEM, "%s",
+                  sluice_err_name(r2));
+      }
+      sluice_limiter_close(l);
+    } else {
+      cr_assert_eq(rc, SLUICE_ENOMEM, "fail at %lld: %s", (long long)k,
+                   sluice_err_name(rc));
+      cr_assert_null(l);
+    }
+    cr_assert_eq(a.live_blocks, 0, "fail at %lld leaked", (long long)k);
+    cr_assert_eq(a.bad_size, 0);
+  }
+  cr_assert_gt(opened, 0);
+  sluice_clock_free(c);
+}
+
+Test(allocator, incomplete_allocator_refused) {
+  acct a = {0};
+  sluice_allocator al = {NULL, a_realloc, a_free, &a};
+  sluice_limiter_options o;
+  sluice_limiter *l = (sluice_limiter *)1;
+  memset(&o, 0, sizeof o);
+  o.alloc = &al;
+  cr_assert_eq(sluice_limiter_open(&o, &l), SLUICE_EINVAL);
+  cr_assert_null(l);
+}
+
+/* ---------------------------------------------------------------- uri --- */
+
+Test(uri, params) {
+  const char *v;
+  size_t n;
+  cr_assert_eq(sluice_uri_param("a=1;bb=22;c=", "bb", &v, &n), SLUICE_OK);
+  cr_assert_eq(n, 2);
+  cr_assert(memcmp(v, "22", 2) == 0);
+  cr_assert_eq(sluice_uri_param("a=1;bb=22;c=", "a", &v, &n), SLUICE_OK);
+  cr_assert_eq(n, 1);
+  cr_assert_eq(*v, '1');
+  cr_assert_eq(sluice_uri_param("a=1;bb=22;c=", "c", &v, &n), SLUICE_OK);
+  cr_assert_eq(n, 0);
+  cr_assert_eq(sluice_uri_param("a=1;bb=22", "b", &v, &n), SLUICE_ENOTFOUND,
+               "a prefix of a name is not the name");
+  cr_assert_eq(sluice_uri_param("abc=1", "ab", &v, &n), SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_uri_param("flag;x=5", "x", &v, &n), SLUICE_OK);
+  cr_assert_eq(*v, '5');
+  cr_assert_eq(sluice_uri_param("flag;x=5", "flag", &v, &n), SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_uri_param("", "x", &v, &n), SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_uri_param("x=1;", "x", &v, &n), SLUICE_OK);
+  cr_assert_eq(n, 1);
+  cr_assert_eq(sluice_uri_param("path=/a=b;x=2", "path", &v, &n), SLUICE_OK);
+  cr_assert_eq(n, 4, "value keeps later '='");
+  cr_assert_eq(sluice_uri_param(NULL, "x", &v, &n), SLUICE_EINVAL);
+  cr_assert_eq(sluice_uri_param("x=1", NULL, &v, &n), SLUICE_EINVAL);
+  cr_assert_eq(sluice_uri_param("x=1", "x", NULL, &n), SLUICE_EINVAL);
+}
+
+Test(uri, ints) {
+  int64_t x;
+  cr_assert_eq(sluice_uri_int("n=42", "n", 7, &x), SLUICE_OK);
+  cr_assert_eq(x, 42);
+  cr_assert_eq(sluice_uri_int("m=42", "n", 7, &x), SLUICE_OK);
+  cr_assert_eq(x, 7, "absent: default");
+  cr_assert_eq(sluice_uri_int("n=3k", "n", 0, &x), SLUICE_OK);
+  cr_assert_eq(x, 3072);
+  cr_assert_eq(sluice_uri_int("n=2m", "n", 0, &x), SLUICE_OK);
+  cr_assert_eq(x, 2 * 1024 * 1024);
+  cr_assert_eq(sluice_uri_int("n=5g", "n", 0, &x), SLUICE_OK);
+  cr_assert_eq(x, INT64_C(5) * 1024 * 1024 * 1024);
+  cr_assert_eq(sluice_uri_int("n=0", "n", 9, &x), SLUICE_OK);
+  cr_assert_eq(x, 0);
+  cr_assert_eq(sluice_uri_int("n=999999999999999999", "n", 0, &x), SLUICE_OK);
+  cr_assert_eq(x, INT64_C(999999999999999999));
+  {
+    static const char *bad[] = {"n=",     "n=-1",  "n=1x",  "n=k",
+                                "n=1.5",  "n= 1",  "n=0x10", "n=1kk",
+                                "n=9999999999999999999", "n=99999999999g"};
+    size_t i;
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+      x = 123;
+      cr_assert_eq(sluice_uri_int(bad[i], "n", 5, &x), SLUICE_EINVAL, "'%s'",
+                   bad[i]);
+    }
+  }
+  cr_assert_eq(sluice_uri_int("n=1", "n", 0, NULL), SLUICE_EINVAL);
+}
+
+/* --------------------------------------------------------------- keys --- */
+
+Test(keys, hashtag_rules) {
+  static const struct {
+    const char *k;
+    size_t off, len;
+  } cases[] = {
+      {"{t:acme}tb:k1", 1, 6}, {"abc", 0, 3},     {"{}x", 0, 3},
+      {"a{b}c{d}", 2, 1},      {"{abc", 0, 4},    {"}{x}", 2, 1},
+      {"x{}{y}", 0, 6},        {"{{a}}", 1, 2},   {"pre{t:1}", 4, 3},
+  };
+  size_t i;
+  for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    sluice_key k = {cases[i].k, strlen(cases[i].k)};
+    size_t off = 99, len = 99;
+    sluice_key_hashtag(&k, &off, &len);
+    cr_assert(off == cases[i].off && len == cases[i].len,
+              "'%s': tag at %zu+%zu, want %zu+%zu", cases[i].k, off, len,
+              cases[i].off, cases[i].len);
+  }
+}
+
+static int gcra_group_rc(const sluice_key *ks, int n) {
+  sluice_gcra_params ps[SLUICE_GROUP_MAX + 1];
+  sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, n, ks, ps, 1, 0};
+  int i;
+  for (i = 0; i <= SLUICE_GROUP_MAX; i++)
+    ps[i] = (sluice_gcra_params){1, SEC, 10};
+  return sluice_op_validate(&op);
+}
+
+Test(keys, validation) {
+  static char big[SLUICE_KEY_MAX + 1];
+  sluice_key k1[1];
+  memset(big, 'x', sizeof big);
+  k1[0] = (sluice_key){big, SLUICE_KEY_MAX};
+  cr_assert_eq(gcra_group_rc(k1, 1), SLUICE_OK, "512 bytes is allowed");
+  k1[0].len = SLUICE_KEY_MAX + 1;
+  cr_assert_eq(gcra_group_rc(k1, 1), SLUICE_EKEY, "oversized key");
+  k1[0] = (sluice_key){"", 0};
+  cr_assert_eq(gcra_group_rc(k1, 1), SLUICE_EKEY, "empty key");
+  k1[0] = (sluice_key){NULL, 3};
+  cr_assert_eq(gcra_group_rc(k1, 1), SLUICE_EKEY, "NULL key bytes");
+  cr_assert_eq(gcra_group_rc(NULL, 1), SLUICE_EKEY, "NULL keys");
+  {
+    const sluice_key same[2] = {KEY("{t:acme}tenant"), KEY("{t:acme}key:1")};
+    const sluice_key mixed[2] = {KEY("{t:acme}tenant"), KEY("{t:evil}key:1")};
+    const sluice_key untag[2] = {KEY("{t:acme}tenant"), KEY("key:1")};
+    const sluice_key dup[2] = {KEY("{t:acme}k"), KEY("{t:acme}k")};
+    const sluice_key binary[2] = {{"{\0}a", 4}, {"{\0}b", 4}};
+    const sluice_key bigtag[2] = {KEY("{t:acme}tenant"), {big, 20}};
+    cr_assert_eq(gcra_group_rc(same, 2), SLUICE_OK);
+    cr_assert_eq(gcra_group_rc(mixed, 2), SLUICE_EKEY, "mixed hash tags");
+    cr_assert_eq(gcra_group_rc(untag, 2), SLUICE_EKEY, "tagged + untagged");
+    cr_assert_eq(gcra_group_rc(dup, 2), SLUICE_EKEY, "duplicate keys");
+    cr_assert_eq(gcra_group_rc(binary, 2), SLUICE_OK, "binary-safe tags");
+    cr_assert_eq(gcra_group_rc(bigtag, 2), SLUICE_EKEY);
+  }
+  {
+    /* The full 32 keys of one tag; a 33rd is too many. */
+    sluice_key ks[SLUICE_GROUP_MAX + 1];
+    char names[SLUICE_GROUP_MAX + 1][12];
+    int i;
+    for (i = 0; i <= SLUICE_GROUP_MAX; i++) {
+      snprintf(names[i], sizeof names[i], "{g}%d", i);
+      ks[i] = (sluice_key){names[i], strlen(names[i])};
+    }
+    cr_assert_eq(gcra_group_rc(ks, SLUICE_GROUP_MAX), SLUICE_OK);
+    cr_assert_eq(gcra_group_rc(ks, SLUICE_GROUP_MAX + 1), SLUICE_EINVAL);
+    cr_assert_eq(gcra_group_rc(ks, 0), SLUICE_EINVAL);
+    ks[31] = ks[3];
+    cr_assert_eq(gcra_group_rc(ks, SLUICE_GROUP_MAX), SLUICE_EKEY,
+                 "duplicate at the end of a long group");
+  }
+}
+
+Test(keys, op_shape_validation) {
+  const sluice_gcra_params p = {1, SEC, 10};
+  sluice_key k = KEY("k");
+  sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, &p, 1, 0};
+  sluice_state s = zst();
+  cr_assert_eq(sluice_op_validate(NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice_op_validate(&op), SLUICE_OK);
+  op.params = NULL;
+  cr_assert_eq(sluice_op_validate(&op), SLUICE_EINVAL);
+  op.params = &p;
+  op.algo = 0;
+  cr_assert_eq(sluice_op_validate(&op), SLUICE_EINVAL);
+  op.algo = 7;
+  cr_assert_eq(sluice_op_validate(&op), SLUICE_EINVAL);
+  op.algo = SLUICE_ALGO_GCRA;
+  op.nkeys = -1;
+  cr_assert_eq(sluice_op_validate(&op), SLUICE_EINVAL);
+  op.nkeys = 1;
+  /* Expiry of nonsense is 0, never a crash. */
+  cr_assert_eq(sluice_op_expiry(NULL, 0, &s), 0);
+  cr_assert_eq(sluice_op_expiry(&op, 1, &s), 0);
+  cr_assert_eq(sluice_op_expiry(&op, -1, &s), 0);
+  cr_assert_eq(sluice_op_expiry(&op, 0, NULL), 0);
+}
