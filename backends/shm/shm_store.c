@@ -89,7 +89,7 @@
 #define SHM_MAGIC "SLUICESH"
 #define SHM_LAYOUT 1u
 #define HEADER_BYTES 4096u
-#define PROBE_WINDOW 96u
+#define PROBE_WINDOW 256u
 #define DEFAULT_CAPACITY 65536
 #define MAX_CAPACITY ((int64_t)1 << 32)
 #define OPEN_WAIT_MS 500
@@ -744,8 +744,9 @@ static int shm_control(sluice_store *st, int op, void *arg) {
   ss->slots = (int64_t)t->nslots;
   ss->slot_bytes = (int64_t)sizeof(shm_slot);
   ss->mapping_bytes = (int64_t)t->map_bytes;
+  /* The table's own cost per key; the fixed header page comes on top. */
   ss->bytes_per_key =
-      (ss->mapping_bytes + ss->capacity - 1) / (ss->capacity ? ss->capacity : 1);
+      (ss->slots * ss->slot_bytes + ss->capacity - 1) / ss->capacity;
   ss->probe_window = t->window;
   ss->live = ss->pending = 0;
   for (i = 0; i < t->nslots; i++) {
@@ -793,7 +794,7 @@ static uint64_t header_check(const shm_header *h) {
 }
 
 static uint64_t slots_for(int64_t capacity) {
-  uint64_t n = ((uint64_t)capacity * 4 + 2) / 3;
+  uint64_t n = (uint64_t)capacity * 4 / 3;
   if (n < PROBE_WINDOW)
     n = PROBE_WINDOW;
   return n;

@@ -46,7 +46,8 @@ typedef struct sluice_shm_stats {
   int64_t live;          /**< records live at now_ns */
   int64_t pending;       /**< claims in progress or abandoned by a crash */
   int64_t slot_bytes;    /**< bytes per slot */
-  int64_t bytes_per_key; /**< mapping bytes / capacity, rounded up */
+  int64_t bytes_per_key; /**< slot bytes / capacity, rounded up (the
+                              mapping adds one 4 KiB header page) */
   int64_t mapping_bytes; /**< whole mapping, header included */
   int64_t probe_window;  /**< slots a key may live from its home slot */
 } sluice_shm_stats;

@@ -1,0 +1,437 @@
+/*
+** shm backend behaviour: opening (names, inherited fds, fork), refusing bad
+** mappings, table-full behaviour with penalty boxes, reclamation in place,
+** statistics, and recovery from claims abandoned by a crashed process.
+*/
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "shm_test_util.h"
+
+#define SEC INT64_C(1000000000)
+#define MIN (60 * SEC)
+
+/* Header offsets (layout 1, see shm_store.c). */
+#define OFF_LAYOUT 8
+#define OFF_STATE_LAYOUT 12
+#define OFF_CAPACITY 32
+#define OFF_HKEY 56
+
+static char name[128];
+
+static void unlink_name(void) {
+  if (name[0])
+    shm_unlink(name);
+  name[0] = '\0';
+}
+
+TestSuite(shm, .fini = unlink_name, .timeout = 60);
+
+static int try_open(const char *store, unsigned flags, sluice_limiter **out,
+                    char *err, size_t errlen) {
+  sluice_limiter_options o = {0};
+  o.store = store;
+  o.flags = flags;
+  return sluice_limiter_open2(&o, out, err, errlen);
+}
+
+static void must_fail(const char *store, unsigned flags, int want,
+                      const char *needle) {
+  sluice_limiter *lim = (sluice_limiter *)1;
+  char err[256] = "";
+  int rc = try_open(store, flags, &lim, err, sizeof err);
+  cr_assert_eq(rc, want, "%s: got %s (%s), want %s", store, sluice_err_name(rc),
+               err, sluice_err_name(want));
+  cr_assert_null(lim, "a failed open leaves *out NULL");
+  cr_assert(strstr(err, needle) != NULL, "%s: detail '%s' lacks '%s'", store,
+            err, needle);
+}
+
+Test(shm, bad_uri_is_refused) {
+  must_fail("shm:", SLUICE_OPEN_CREATE, SLUICE_EINVAL, "exactly one");
+  must_fail("shm:name=/a;fd=3", SLUICE_OPEN_CREATE, SLUICE_EINVAL,
+            "exactly one");
+  must_fail("shm:name=noslash", SLUICE_OPEN_CREATE, SLUICE_EINVAL, "name");
+  must_fail("shm:name=/a/b", SLUICE_OPEN_CREATE, SLUICE_EINVAL, "name");
+  must_fail("shm:name=/x;capacity=0", SLUICE_OPEN_CREATE, SLUICE_EINVAL,
+            "capacity");
+  must_fail("shm:name=/x;capacity=12q", SLUICE_OPEN_CREATE, SLUICE_EINVAL,
+            "capacity");
+  must_fail("shm:fd=abc", SLUICE_OPEN_CREATE, SLUICE_EINVAL, "fd");
+  must_fail("shm:fd=987", SLUICE_OPEN_CREATE, SLUICE_EIO, "fd 987");
+}
+
+Test(shm, missing_without_create_is_not_found) {
+  char store[200];
+  shm_test_name(name, sizeof name, "missing");
+  snprintf(store, sizeof store, "shm:name=%s", name);
+  must_fail(store, 0, SLUICE_ENOTFOUND, name);
+  /* and nothing was created by the failed attempt */
+  cr_assert_eq(shm_open(name, O_RDONLY, 0), -1);
+  cr_assert_eq(errno, ENOENT);
+}
+
+/* A valid mapping, then a byte image of it to tamper with. */
+static void make_valid(char *store, size_t n, int64_t capacity) {
+  sluice_limiter *lim;
+  char err[256];
+  shm_test_name(name, sizeof name, "bad");
+  snprintf(store, n, "shm:name=%s;capacity=%lld", name, (long long)capacity);
+  cr_assert_eq(try_open(store, SLUICE_OPEN_CREATE, &lim, err, sizeof err),
+               SLUICE_OK, "%s", err);
+  sluice_limiter_close(lim);
+}
+
+static void poke(size_t off, const void *bytes, size_t n) {
+  int fd = shm_open(name, O_RDWR, 0);
+  cr_assert(fd >= 0);
+  cr_assert_eq(pwrite(fd, bytes, n, (off_t)off), (ssize_t)n);
+  close(fd);
+}
+
+static off_t size_of_name(void) {
+  struct stat sb;
+  int fd = shm_open(name, O_RDONLY, 0);
+  cr_assert(fd >= 0);
+  cr_assert_eq(fstat(fd, &sb), 0);
+  close(fd);
+  return sb.st_size;
+}
+
+Test(shm, wrong_magic_is_refused) {
+  char store[200];
+  make_valid(store, sizeof store, 1000);
+  poke(0, "NOTSLUIC", 8);
+  must_fail(store, SLUICE_OPEN_CREATE, SLUICE_ECORRUPT, "bad magic");
+  /* refusing it did not repair or reinitialise it */
+  {
+    char m[8];
+    int fd = shm_open(name, O_RDONLY, 0);
+    cr_assert_eq(pread(fd, m, 8, 0), 8);
+    close(fd);
+    cr_assert(memcmp(m, "NOTSLUIC", 8) == 0);
+  }
+}
+
+Test(shm, wrong_layout_version_is_refused) {
+  char store[200];
+  uint32_t v = 99;
+  make_valid(store, sizeof store, 1000);
+  poke(OFF_LAYOUT, &v, sizeof v);
+  must_fail(store, 0, SLUICE_EVERSION, "layout 99");
+}
+
+Test(shm, wrong_state_layout_is_refused) {
+  char store[200];
+  uint32_t v = SLUICE_STATE_LAYOUT + 1;
+  make_valid(store, sizeof store, 1000);
+  poke(OFF_STATE_LAYOUT, &v, sizeof v);
+  must_fail(store, 0, SLUICE_EVERSION, "state layout");
+}
+
+Test(shm, corrupt_header_is_refused) {
+  char store[200];
+  uint64_t cap = 5000; /* valid-looking, but the checksum no longer holds */
+  make_valid(store, sizeof store, 1000);
+  poke(OFF_CAPACITY, &cap, sizeof cap);
+  must_fail(store, 0, SLUICE_ECORRUPT, "corrupt header");
+}
+
+Test(shm, truncated_file_is_refused) {
+  char store[200];
+  int fd;
+  make_valid(store, sizeof store, 1000);
+  fd = shm_open(name, O_RDWR, 0);
+  cr_assert_eq(ftruncate(fd, size_of_name() / 2), 0);
+  close(fd);
+  must_fail(store, SLUICE_OPEN_CREATE, SLUICE_ECORRUPT, "truncated");
+  /* shorter than the header itself */
+  fd = shm_open(name, O_RDWR, 0);
+  cr_assert_eq(ftruncate(fd, 100), 0);
+  close(fd);
+  must_fail(store, 0, SLUICE_ECORRUPT, "truncated");
+}
+
+Test(shm, garbage_file_is_refused) {
+  char store[200], junk[4096];
+  int fd;
+  shm_test_name(name, sizeof name, "junk");
+  snprintf(store, sizeof store, "shm:name=%s", name);
+  fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  cr_assert(fd >= 0);
+  for (size_t i = 0; i < sizeof junk; i++)
+    junk[i] = (char)(i * 7 + 1);
+  cr_assert_eq(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
+  cr_assert_eq(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
+  close(fd);
+  must_fail(store, SLUICE_OPEN_CREATE, SLUICE_ECORRUPT, "bad magic");
+}
+
+Test(shm, never_initialised_is_busy) {
+  char store[200];
+  int fd;
+  shm_test_name(name, sizeof name, "zero");
+  snprintf(store, sizeof store, "shm:name=%s", name);
+  fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  cr_assert(fd >= 0);
+  cr_assert_eq(ftruncate(fd, 1 << 20), 0);
+  /* a creator that died after sizing the object: claim word taken */
+  {
+    uint32_t one = 1;
+    cr_assert_eq(pwrite(fd, &one, 4, 28), 4);
+  }
+  close(fd);
+  must_fail(store, SLUICE_OPEN_CREATE, SLUICE_EBUSY, "never initialised");
+}
+
+Test(shm, capacity_mismatch_is_refused) {
+  char store[200];
+  make_valid(store, sizeof store, 1000);
+  snprintf(store, sizeof store, "shm:name=%s;capacity=2000", name);
+  must_fail(store, 0, SLUICE_ECONFIG, "capacity 1000");
+  /* without capacity= the existing table opens */
+  {
+    sluice_limiter *lim;
+    snprintf(store, sizeof store, "shm:name=%s", name);
+    cr_assert_eq(try_open(store, 0, &lim, NULL, 0), SLUICE_OK);
+    sluice_limiter_close(lim);
+  }
+}
+
+/* ------------------------------------------------------------ sharing --- */
+
+static const sluice_gcra_params slow = {1, MIN, 10}; /* 10 then 1/min */
+
+static int64_t take_all(sluice_limiter *lim, const char *key, int64_t now) {
+  sluice_key k = {key, strlen(key)};
+  sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, &slow, 1, 0};
+  sluice_verdict v;
+  int64_t n = 0;
+  for (int i = 0; i < 100; i++) {
+    cr_assert_eq(sluice_limiter_apply_at(lim, &op, now, &v), SLUICE_OK);
+    n += v.allowed;
+  }
+  return n;
+}
+
+Test(shm, fork_child_and_fresh_open_share_state) {
+  char store[200];
+  sluice_limiter *lim;
+  pid_t pid;
+  int status;
+  shm_test_name(name, sizeof name, "fork");
+  snprintf(store, sizeof store, "shm:name=%s;capacity=1000;create=1", name);
+  cr_assert_eq(try_open(store, 0, &lim, NULL, 0), SLUICE_OK);
+  pid = fork();
+  if (pid == 0) {
+    /* the inherited handle ... */
+    int64_t a = take_all(lim, "k1", SEC);
+    /* ... and an independent open of the same name */
+    sluice_limiter *l2;
+    char s2[200];
+    snprintf(s2, sizeof s2, "shm:name=%s", name);
+    if (try_open(s2, 0, &l2, NULL, 0) != SLUICE_OK)
+      _exit(10);
+    a = a * 100 + take_all(l2, "k2", SEC);
+    sluice_limiter_close(l2);
+    _exit(a == 1010 ? 0 : 11);
+  }
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d",
+            WEXITSTATUS(status));
+  /* the child emptied both buckets */
+  cr_assert_eq(take_all(lim, "k1", SEC), 0);
+  cr_assert_eq(take_all(lim, "k2", SEC), 0);
+  cr_assert_eq(take_all(lim, "k3", SEC), 10);
+  cr_assert_eq(sluice_limiter_capabilities(lim) & SLUICE_CAP_CROSS_PROCESS,
+               SLUICE_CAP_CROSS_PROCESS);
+  sluice_limiter_close(lim);
+}
+
+Test(shm, memfd_inherited_by_fd) {
+  char store[64];
+  sluice_limiter *lim;
+  pid_t pid;
+  int status, fd = memfd_create("sluice-test", 0);
+  cr_assert(fd >= 0);
+  snprintf(store, sizeof store, "shm:fd=%d;capacity=500", fd);
+  cr_assert_eq(try_open(store, SLUICE_OPEN_CREATE, &lim, NULL, 0), SLUICE_OK);
+  cr_assert_eq(take_all(lim, "m", SEC), 10);
+  pid = fork();
+  if (pid == 0) {
+    sluice_limiter *l2;
+    char s2[64];
+    snprintf(s2, sizeof s2, "shm:fd=%d", fd); /* no create: must exist */
+    if (try_open(s2, 0, &l2, NULL, 0) != SLUICE_OK)
+      _exit(10);
+    /* one minute later exactly one point has come back */
+    _exit(take_all(l2, "m", SEC + MIN) == 1 ? 0 : 11);
+  }
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d",
+            WEXITSTATUS(status));
+  cr_assert_eq(take_all(lim, "m", SEC + MIN), 0);
+  sluice_limiter_close(lim);
+  /* the fd is borrowed: still open after close */
+  cr_assert_eq(fcntl(fd, F_GETFD), 0);
+  close(fd);
+}
+
+/* --------------------------------------------------------- table full --- */
+
+static const sluice_penalty_params pen = {
+    3, MIN, {5 * MIN, 60 * MIN, SLUICE_FOREVER}, 24 * 60 * MIN};
+
+static sluice_verdict pen_op(sluice_limiter *lim, const char *key, int kind,
+                             int64_t arg, int64_t now) {
+  sluice_key k = {key, strlen(key)};
+  sluice_op op = {SLUICE_ALGO_PENALTY, kind, 1, &k, &pen, arg, 0};
+  sluice_verdict v;
+  int rc = sluice_limiter_apply_at(lim, &op, now, &v);
+  cr_assert_eq(rc, SLUICE_OK, "penalty op: %s", sluice_strerror(rc));
+  return v;
+}
+
+/* Insert fresh keys with hour-long buckets until the table refuses one;
+** returns how many fitted. */
+static int flood(sluice_limiter *lim, const char *prefix, int max,
+                 int64_t now, int *efull) {
+  static const sluice_gcra_params hour = {1, 60 * MIN, 1};
+  int fitted = 0;
+  *efull = 0;
+  for (int i = 0; i < max; i++) {
+    char key[64];
+    sluice_verdict v;
+    int rc;
+    snprintf(key, sizeof key, "%s-%d", prefix, i);
+    rc = sluice_limiter_take(lim, key, strlen(key), &hour, 1, &v);
+    (void)now;
+    if (rc == SLUICE_EFULL) {
+      (*efull)++;
+      cr_assert(strstr(sluice_limiter_errmsg(lim), "no free slot") != NULL);
+      continue;
+    }
+    cr_assert_eq(rc, SLUICE_OK, "%s", sluice_strerror(rc));
+    cr_assert_eq(v.allowed, 1);
+    fitted++;
+  }
+  return fitted;
+}
+
+static _Atomic int64_t full_now;
+
+Test(shm, flood_cannot_evict_a_box) {
+  char store[200];
+  sluice_limiter *lim;
+  sluice_clock *clk;
+  sluice_verdict v;
+  sluice_shm_stats st = {0};
+  int efull, fitted;
+  int64_t t0 = 1000 * SEC;
+  shm_test_name(name, sizeof name, "full");
+  snprintf(store, sizeof store, "shm:name=%s;capacity=64", name);
+  atomic_store(&full_now, t0);
+  lim = shm_test_open(store, &full_now, &clk);
+
+  v = pen_op(lim, "boxed", SLUICE_OP_TRIP, 1, t0);
+  cr_assert_eq(v.allowed, 0);
+  cr_assert_eq(v.level, 1);
+
+  /* far more new keys than slots: some fit, the rest are refused */
+  fitted = flood(lim, "a", 1000, t0, &efull);
+  cr_assert_gt(efull, 0, "the table never filled up");
+  cr_assert_lt(fitted, 1000);
+  st.now_ns = t0;
+  cr_assert_eq(sluice_limiter_control(lim, SLUICE_CTL_SHM_STATS, &st),
+               SLUICE_OK);
+  cr_assert_eq(st.live, fitted + 1, "live %lld, fitted %d + the box",
+               (long long)st.live, fitted);
+  cr_assert_geq(fitted + 1, 64, "capacity 64 must hold 64 keys");
+
+  /* the box survived the flood, with its full remaining time */
+  v = pen_op(lim, "boxed", SLUICE_OP_CHECK, 0, t0 + MIN);
+  cr_assert_eq(v.allowed, 0);
+  cr_assert_eq(v.retry_after_ns, 4 * MIN);
+
+  /* still full while the flood's buckets live: a second flood fails too */
+  atomic_store(&full_now, t0 + 2 * MIN);
+  flood(lim, "b", 200, t0 + 2 * MIN, &efull);
+  cr_assert_eq(efull, 200);
+  v = pen_op(lim, "boxed", SLUICE_OP_CHECK, 0, t0 + 4 * MIN);
+  cr_assert_eq(v.allowed, 0, "still boxed one minute before the end");
+
+  /* the box ends on time; the offense counter is still there */
+  v = pen_op(lim, "boxed", SLUICE_OP_CHECK, 0, t0 + 5 * MIN);
+  cr_assert_eq(v.allowed, 1);
+  cr_assert_eq(v.offenses, 1);
+
+  /* after the flood's hour, its slots are reclaimed in place */
+  atomic_store(&full_now, t0 + 61 * MIN);
+  fitted = flood(lim, "c", 40, t0 + 61 * MIN, &efull);
+  cr_assert_eq(efull, 0);
+  cr_assert_eq(fitted, 40);
+  /* and the offense counter (24 h) was not among them: a second trip is
+  ** level 2 */
+  v = pen_op(lim, "boxed", SLUICE_OP_TRIP, 1, t0 + 62 * MIN);
+  cr_assert_eq(v.level, 2);
+  sluice_limiter_close(lim);
+  sluice_clock_free(clk);
+}
+
+Test(shm, capacity_is_met_and_bytes_per_key_measured) {
+  char store[64];
+  sluice_limiter *lim;
+  sluice_shm_stats st = {0};
+  const int cap = 50000;
+  int fd = memfd_create("sluice-cap", 0), efull, fitted;
+  cr_assert(fd >= 0);
+  snprintf(store, sizeof store, "shm:fd=%d;capacity=%d", fd, cap);
+  cr_assert_eq(try_open(store, SLUICE_OPEN_CREATE, &lim, NULL, 0), SLUICE_OK);
+  fitted = flood(lim, "cap", cap, 0, &efull);
+  cr_assert_eq(efull, 0, "%d of %d keys refused below capacity", efull, cap);
+  cr_assert_eq(fitted, cap);
+  cr_assert_eq(sluice_limiter_control(lim, SLUICE_CTL_SHM_STATS, &st),
+               SLUICE_OK);
+  cr_assert_eq(st.capacity, cap);
+  cr_assert_eq(st.live, cap);
+  cr_assert_eq(st.pending, 0);
+  cr_assert_leq(st.bytes_per_key, 64, "bytes per key %lld",
+                (long long)st.bytes_per_key);
+  cr_assert_eq(sluice_limiter_control(lim, 999, &st), SLUICE_ENOTFOUND);
+  sluice_limiter_close(lim);
+  close(fd);
+}
+
+static _Atomic int64_t del_now;
+
+Test(shm, delete_and_get) {
+  char store[200];
+  sluice_limiter *lim;
+  sluice_clock *clk;
+  sluice_state s;
+  int64_t exp, t = 10 * SEC;
+  shm_test_name(name, sizeof name, "del");
+  snprintf(store, sizeof store, "shm:name=%s;capacity=100", name);
+  atomic_store(&del_now, t);
+  lim = shm_test_open(store, &del_now, &clk);
+  cr_assert_eq(sluice_limiter_get(lim, "d", 1, &s, &exp), SLUICE_ENOTFOUND);
+  cr_assert_eq(take_all(lim, "d", t), 10);
+  cr_assert_eq(sluice_limiter_get(lim, "d", 1, &s, &exp), SLUICE_OK);
+  /* 10 points at 1/min: full again 10 minutes from now */
+  cr_assert_eq(exp, t + 10 * MIN);
+  cr_assert_eq((int64_t)s.w[0], t + 10 * MIN);
+  cr_assert_eq(take_all(lim, "d", t), 0);
+  cr_assert_eq(sluice_limiter_delete(lim, "d", 1), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_delete(lim, "d", 1), SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_limiter_get(lim, "d", 1, &s, &exp), SLUICE_ENOTFOUND);
+  cr_assert_eq(take_all(lim, "d", t), 10, "deleted: a fresh bucket");
+  cr_assert_eq(sluice_limiter_delete(lim, "never", 5), SLUICE_ENOTFOUND);
+  /* past its expiry the record reads as absent */
+  atomic_store(&del_now, t + 10 * MIN);
+  cr_assert_eq(sluice_limiter_get(lim, "d", 1, &s, &exp), SLUICE_ENOTFOUND);
+  sluice_limiter_close(lim);
+  sluice_clock_free(clk);
+}
