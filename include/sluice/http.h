@@ -25,6 +25,8 @@
 **       draft-ietf-httpapi-ratelimit-headers-10 (27 September 2025):
 **       RateLimit-Policy: "default";q=3000;w=60
 **       RateLimit: "default";r=2412;t=18
+**       (t is the time until full, capped by a Retry-After sent with it:
+**       draft-10 section 6 says Retry-After SHOULD NOT point earlier)
 **   SLUICE_HTTP_FORM_BOTH    RateLimit-Limit/-Remaining/-Reset of the old
 **       form, plus RateLimit-Policy and RateLimit of draft-10 (both
 **       generations name a field RateLimit-Policy, so only one can be sent:

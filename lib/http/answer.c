@@ -30,7 +30,9 @@
 ** Header forms: see sluice/http.h.  The draft-10 policy name is an sf-string
 ** (RFC 8941 3.3.3): printable ASCII with '"' and '\' escaped.  Points are
 ** not a quota unit draft-10 registers, so no "qu" parameter is sent (its
-** default, "requests", is exact for 1-point requests).
+** default, "requests", is exact for 1-point requests).  Draft-10's `t` is
+** "until additional quota is made available": the time until full, but
+** never later than a Retry-After sent with it (its section 6).
 */
 #include <inttypes.h>
 #include <stdio.h>
@@ -329,8 +331,14 @@ int sluice_http_answer_foreach_header(const sluice_http *h,
     }
     if (sf && f->limit > 0) {
       size_t n = put_sf_string(v, pname);
+      /* Draft-10 section 6: Retry-After SHOULD NOT point earlier than t.
+      ** On a denial more quota does come back by Retry-After, so t is
+      ** capped by it; the legacy Reset keeps the spec's "until full". */
+      int64_t t = a->retry_after_s > 0 && a->retry_after_s < reset_s
+                      ? a->retry_after_s
+                      : reset_s;
       snprintf(v + n, sizeof v - n, ";r=%" PRId64 ";t=%" PRId64, f->remaining,
-               reset_s);
+               t);
       EMIT("RateLimit");
     }
   }

@@ -234,6 +234,23 @@ Test(answer, structured_draft10_form) {
   sluice_http_close(h);
 }
 
+Test(answer, structured_reset_not_after_retry_after) {
+  /* Draft-10 section 6: Retry-After SHOULD NOT be earlier than t.  The
+  ** bucket is full in 60 s but a retry passes in 12: t says 12, while the
+  ** legacy RateLimit-Reset keeps "until full". */
+  sluice_http *h = open_h(SLUICE_HTTP_FORM_BOTH, 0, fixed_rand, &g_zero);
+  sluice_http_facts f = spec_throttled();
+  sluice_http_answer a;
+  hdrs x;
+  f.reset_ns = 60 * S_NS;
+  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  render(h, &a, &x);
+  cr_assert_str_eq(get(&x, "Retry-After"), "12");
+  cr_assert_str_eq(get(&x, "RateLimit"), "\"default\";r=0;t=12");
+  cr_assert_str_eq(get(&x, "RateLimit-Reset"), "60");
+  sluice_http_close(h);
+}
+
 Test(answer, structured_default_name_and_escaping) {
   sluice_http *h = open_h(SLUICE_HTTP_FORM_SF, 0, fixed_rand, &g_zero);
   sluice_http_facts f = {0};
