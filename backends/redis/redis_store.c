@@ -230,9 +230,10 @@ static int node_io_error(rcl_store *r, int ni, int saved_errno) {
   int timeout = n->c && n->c->err == REDIS_ERR_IO &&
                 is_timeout_errno(saved_errno);
   int rc = timeout ? SLUICE_ETIMEDOUT : SLUICE_EUNAVAIL;
-  sluice_store_seterr(&r->base, rc, n->c ? n->c->err : 0, "redis %s:%d: %s",
-                      n->host, n->port,
-                      timeout ? "timed out" : (n->c ? n->c->errstr : "lost"));
+  sluice_store_seterr(&r->base, rc, n->c ? n->c->err : 0,
+                      "redis %s:%d: %s (%s)", n->host, n->port,
+                      timeout ? "timed out" : "connection lost",
+                      n->c ? n->c->errstr : "no context");
   node_drop(n);
   r->map_stale = 1;
   return rc;
@@ -1193,6 +1194,20 @@ static int rcl_open(const sluice_backend *b, const char *uri,
   rc = refresh_map(r, r->nnodes);
   if (rc != SLUICE_OK)
     return rc;
+  /* Load the script on every master now, so that the first decision on
+  ** each is one round trip too; a failure here is handled later by the
+  ** NOSCRIPT path. */
+  {
+    uint8_t seen[RCL_MAX_NODES];
+    memset(seen, 0, sizeof seen);
+    for (i = 0; i < RCL_SLOTS; i++) {
+      uint8_t ni = r->slot_node[i];
+      if (ni != RCL_NO_NODE && !seen[ni]) {
+        seen[ni] = 1;
+        (void)load_script(r, ni);
+      }
+    }
+  }
   s->errstr[0] = '\0';
   s->backend_err = 0;
   return SLUICE_OK;

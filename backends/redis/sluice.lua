@@ -230,7 +230,8 @@ local ok, err = pcall(function()
         tonumber(ARGV[base + 3])
       local tau = chk(B * Pd)
       local cP = arg * Pd -- <= tau: cost <= burst is validated
-      local th, tl = s32(a0h[i]), a0l[i]
+      -- The TAT is unsigned: a charge near INT64_MAX may pass it.
+      local th, tl = a0h[i], a0l[i]
       local frac = a1l[i]
       if a1h[i] ~= 0 then error('corrupt') end
       if frac >= R then
@@ -382,17 +383,19 @@ local ok, err = pcall(function()
     local el = num(sub(h2, l2, sh, sl))
     local thr = L
     if algo == 3 then
-      local count = c1h * T32 + c1l -- <= 2^40
-      local allowed = count + arg <= L
+      -- The count saturates at INT64_MAX, so it stays a pair; as a number
+      -- only when exact (nil above 2^53, far over any limit <= 2^40).
+      local count = num(c1h, c1l)
+      local allowed = count ~= nil and count + arg <= L
       if kind == 2 or (kind == 0 and allowed) then
-        count = count + arg
-        if count > 1099511627776 then count = 1099511627776 end
-        if kind == 2 then allowed = count <= L end
+        c1h, c1l = sat(add(c1h, c1l, pair(arg)))
+        count = num(c1h, c1l)
+        if kind == 2 then allowed = count ~= nil and count <= L end
       end
-      if kind ~= 1 then put(1, sh, sl, pair(count)) end
+      if kind ~= 1 then put(1, sh, sl, c1h, c1l) end
       V.allowed = allowed and 1 or 0
-      if count < L then remaining = P(L - count) end
-      if count > 0 then reset = P(W - el) end
+      if count ~= nil and count < L then remaining = P(L - count) end
+      if c1h ~= 0 or c1l ~= 0 then reset = P(W - el) end
     else
       if kind == 30 then
         local bitn = floor(idh / 67108864) -- id >> 58
@@ -646,14 +649,14 @@ local function expiry(i)
     -- ceil((tat * rate + frac) / rate), the fraction renormalised first
     -- (a record written under another rate may hold frac >= rate).
     local R = tonumber(ARGV[9 + (i - 1) * 3])
-    local th, tl = s32(b0h[i]), b0l[i]
+    local th, tl = b0h[i], b0l[i]
     local f = b1h[i] * T32 + b1l[i]
     if f >= R then
       local q = fdiv(f, R)
       th, tl = add(th, tl, pair(q))
       f = f - q * R
     end
-    if th < 0 or (th == 0 and tl == 0 and f == 0) then return 0, 0 end
+    if th == 0 and tl == 0 and f == 0 then return 0, 0 end
     if f > 0 then return sat(add(th, tl, 0, 1)) end
     return th, tl
   elseif algo == 2 then

@@ -55,13 +55,19 @@ static inline int rt_pid_of(int port) {
 }
 
 /* Open a raw store on the harness's servers with extra params. */
+/* Tests that are not about timeouts get generous ones: a small CI machine
+** (or a server fsyncing its cluster config) can stall for tens of ms. */
 static inline sluice_store *rt_store(const char *extra, unsigned flags) {
   char uri[1024];
   char err[256];
   sluice_store *s = NULL;
   int rc;
-  snprintf(uri, sizeof uri, "nodes=%s%s%s", rt_nodes(), extra && *extra ? ";" : "",
-           extra ? extra : "");
+  if (!extra || !strstr(extra, "timeout_ms"))
+    extra = extra && *extra ? extra : "", snprintf(
+        uri, sizeof uri, "nodes=%s;timeout_ms=3000;connect_timeout_ms=3000%s%s",
+        rt_nodes(), *extra ? ";" : "", extra);
+  else
+    snprintf(uri, sizeof uri, "nodes=%s;%s", rt_nodes(), extra);
   rc = sluice__store_open(sluice_backend_find("redis"), uri, NULL, flags, &s,
                           err, sizeof err);
   cr_assert_eq(rc, SLUICE_OK, "open redis:%s: %s (%s)", uri,

@@ -1,0 +1,472 @@
+/*
+** The Redis store's own contract, against real servers (one server, or a
+** 3-master cluster, as the harness was asked): open errors, the time
+** source, one round trip per decision and per node per batch, NOSCRIPT
+** after SCRIPT FLUSH, a server that stops answering, MOVED/ASK during a
+** live slot migration, fork and threads, corrupt records and prefixes.
+*/
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "redis_test.h"
+
+#define SEC INT64_C(1000000000)
+
+static redisContext *raw(int port) {
+  struct timeval tv = {5, 0};
+  redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+  cr_assert(c && !c->err, "raw connect %d", port);
+  return c;
+}
+
+static long long raw_int(redisContext *c, const char *fmt, const char *a) {
+  redisReply *r = redisCommand(c, fmt, a);
+  long long x;
+  cr_assert(r, "raw command failed: %s", c->errstr);
+  x = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+  freeReplyObject(r);
+  return x;
+}
+
+static void raw_ok(redisContext *c, const char *cmd) {
+  redisReply *r = redisCommand(c, cmd);
+  cr_assert(r && r->type != REDIS_REPLY_ERROR, "%s: %s", cmd,
+            r ? r->str : c->errstr);
+  freeReplyObject(r);
+}
+
+static int port_of(sluice_store *s, const char *key) {
+  sluice_redis_node_of q;
+  memset(&q, 0, sizeof q);
+  q.key = key;
+  q.keylen = strlen(key);
+  cr_assert_eq(sluice__store_control(s, SLUICE_CTL_REDIS_NODE_OF, &q),
+               SLUICE_OK);
+  cr_assert_gt(q.port, 0, "a node serves %s", key);
+  return q.port;
+}
+
+static int take(sluice_store *s, const char *key, const sluice_gcra_params *p,
+                int64_t cost, sluice_verdict *v) {
+  sluice_key k = {key, strlen(key)};
+  sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, p, cost, 0};
+  return sluice__store_apply(s, &op, 1, v);
+}
+
+/* A bucket that does not refill during a test: burst points, then no more. */
+static const sluice_gcra_params still = {1, 86400 * SEC, 20};
+
+Test(store, open_errors) {
+  static const char *bad[] = {
+      "",                                  /* no nodes */
+      "nodes=",                            /* empty */
+      "nodes=localhost",                   /* no port */
+      "nodes=127.0.0.1:99999",             /* port out of range */
+      "nodes=127.0.0.1:6379;timeout_ms=0", /* zero timeout */
+      "nodes=127.0.0.1:6379;timeout_ms=fast",
+      "nodes=127.0.0.1:6379;colour=blue", /* unknown parameter */
+      "nodes=127.0.0.1:6379;prefix={x}",  /* would move the hash slot */
+  };
+  size_t i;
+  rt_nodes();
+  for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    sluice_store *s = (sluice_store *)1;
+    char err[256] = "";
+    int rc = sluice__store_open(sluice_backend_find("redis"), bad[i], NULL, 0,
+                                &s, err, sizeof err);
+    cr_assert_eq(rc, SLUICE_EINVAL, "'%s' gave %s", bad[i],
+                 sluice_err_name(rc));
+    cr_assert_null(s);
+    cr_assert_str_not_empty(err, "'%s' says what is wrong", bad[i]);
+  }
+}
+
+Test(store, unreachable_is_unavailable) {
+  char uri[128], err[256];
+  sluice_store *s;
+  int64_t t0;
+  int rc, port = rt_port(0) + 3000; /* nothing listens there: harness range */
+  snprintf(uri, sizeof uri, "nodes=127.0.0.1:%d;connect_timeout_ms=50", port);
+  t0 = rt_mono_ms();
+  rc = sluice__store_open(sluice_backend_find("redis"), uri, NULL, 0, &s, err,
+                          sizeof err);
+  cr_assert_eq(rc, SLUICE_EUNAVAIL, "%s: %s", sluice_err_name(rc), err);
+  cr_assert(strstr(err, "connect") != NULL, "detail names the failure: %s",
+            err);
+  /* Budget check with generous slack: refused loopback connects are fast. */
+  cr_assert_lt(rt_mono_ms() - t0, 2000);
+}
+
+Test(store, capabilities_and_server_time) {
+  sluice_store *s = rt_store("", 0);
+  sluice_verdict v;
+  char tag[64], key[96];
+  struct timespec ts;
+  int64_t wall;
+  unsigned caps = sluice__store_caps(s);
+  cr_assert(caps & SLUICE_CAP_DISTRIBUTED);
+  cr_assert(caps & SLUICE_CAP_NATIVE_ALGO);
+  cr_assert(caps & SLUICE_CAP_OWN_CLOCK);
+  cr_assert(caps & SLUICE_CAP_THREADSAFE);
+  rt_tag(tag, sizeof tag, "time");
+  snprintf(key, sizeof key, "t:%s", tag);
+  /* The store is given now = 1 ns; outside test mode it must use TIME. */
+  cr_assert_eq(take(s, key, &still, 1, &v), SLUICE_OK);
+  clock_gettime(CLOCK_REALTIME, &ts);
+  wall = (int64_t)ts.tv_sec * SEC + ts.tv_nsec;
+  cr_assert_gt(v.now_ns, wall - 60 * SEC, "verdict carries Redis's TIME");
+  cr_assert_lt(v.now_ns, wall + 60 * SEC);
+  cr_assert_eq(v.remaining, 19);
+  sluice__store_close(s);
+}
+
+Test(store, one_round_trip_per_decision) {
+  sluice_store *s = rt_store("", 0);
+  sluice_redis_stats a, b;
+  sluice_verdict v;
+  char tag[64], key[96];
+  int i;
+  rt_tag(tag, sizeof tag, "rt");
+  snprintf(key, sizeof key, "k:%s", tag);
+  cr_assert_eq(take(s, key, &still, 1, &v), SLUICE_OK); /* warm: script */
+  a = rt_stats(s);
+  for (i = 0; i < 50; i++)
+    cr_assert_eq(take(s, key, &still, 0 + 1, &v), SLUICE_OK);
+  b = rt_stats(s);
+  cr_assert_eq(b.round_trips - a.round_trips, 50);
+  cr_assert_eq(b.ops - a.ops, 50);
+  cr_assert_eq(v.allowed, 0, "20 points, 51 asked");
+  sluice__store_close(s);
+}
+
+Test(store, batch_is_one_round_trip_per_node) {
+  enum { N = 300 };
+  sluice_store *s = rt_store("", SLUICE_OPEN_TESTCLOCK);
+  sluice_store *m;
+  sluice_redis_stats a, b;
+  static char names[N][96];
+  sluice_key keys[N];
+  sluice_op ops[N];
+  sluice_verdict vs[N], vm;
+  int rcs[N], i;
+  char tag[64], err[64];
+  int64_t now = 1764633600 * SEC;
+  cr_assert_eq(sluice__store_open(sluice_backend_find("mem"), "", NULL, 0, &m,
+                                  err, sizeof err),
+               SLUICE_OK);
+  rt_tag(tag, sizeof tag, "batch");
+  for (i = 0; i < N; i++) {
+    /* A tag per key: the batch spreads over every master. */
+    snprintf(names[i], sizeof names[i], "b:{%d-%s}", i, tag);
+    keys[i].data = names[i];
+    keys[i].len = strlen(names[i]);
+    ops[i] = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &keys[i],
+                         &still, 1 + i % 20, 0};
+  }
+  cr_assert_eq(take(s, "warm", &still, 1, &vm), SLUICE_OK);
+  a = rt_stats(s);
+  cr_assert_eq(sluice__store_apply_many(s, N, ops, now, vs, rcs), SLUICE_OK);
+  b = rt_stats(s);
+  cr_assert_leq(b.round_trips - a.round_trips, (uint64_t)b.nodes,
+                "%lu round trips for %d ops on %d nodes",
+                b.round_trips - a.round_trips, N, b.nodes);
+  for (i = 0; i < N; i++) {
+    cr_assert_eq(rcs[i], SLUICE_OK, "op %d: %s (%s)", i, sluice_err_name(rcs[i]),
+                 s->errstr);
+    cr_assert_eq(sluice__store_apply(m, &ops[i], now, &vm), SLUICE_OK);
+    cr_assert_eq(vs[i].allowed, vm.allowed, "op %d", i);
+    cr_assert_eq(vs[i].remaining, vm.remaining, "op %d", i);
+    cr_assert_eq(vs[i].reset_ns, vm.reset_ns, "op %d", i);
+    cr_assert_eq(vs[i].retry_after_ns, vm.retry_after_ns, "op %d", i);
+  }
+  if (rt_is_cluster()) {
+    cr_assert_geq(b.nodes, 3);
+    cr_assert_geq(b.round_trips - a.round_trips, 3, "every master was used");
+  }
+  sluice__store_close(m);
+  sluice__store_close(s);
+}
+
+Test(store, noscript_after_flush) {
+  sluice_store *s = rt_store("", 0);
+  sluice_redis_stats a, b;
+  sluice_verdict v;
+  char tag[64], key[96];
+  int i, n, admitted = 0;
+  rt_tag(tag, sizeof tag, "flush");
+  snprintf(key, sizeof key, "f:%s", tag);
+  for (i = 0; i < 10; i++) {
+    cr_assert_eq(take(s, key, &still, 1, &v), SLUICE_OK);
+    admitted += v.allowed;
+  }
+  a = rt_stats(s);
+  for (n = 0; rt_port(n); n++) {
+    redisContext *c = raw(rt_port(n));
+    raw_ok(c, "SCRIPT FLUSH");
+    redisFree(c);
+  }
+  for (i = 0; i < 15; i++) {
+    int rc = take(s, key, &still, 1, &v);
+    cr_assert_eq(rc, SLUICE_OK, "decisions continue after SCRIPT FLUSH: %s",
+                 sluice_err_name(rc));
+    admitted += v.allowed;
+  }
+  b = rt_stats(s);
+  cr_assert_geq(b.noscript - a.noscript, 1, "NOSCRIPT was met and handled");
+  cr_assert_eq(admitted, 20, "state survived: exactly the burst admitted");
+  sluice__store_close(s);
+}
+
+Test(store, stalled_server_times_out) {
+  sluice_store *s = rt_store("timeout_ms=20;connect_timeout_ms=20", 0);
+  sluice_verdict v;
+  char tag[64], key[96];
+  redisContext *c;
+  int64_t t0, dt;
+  int rc, done = 0, ok = 0;
+  rt_tag(tag, sizeof tag, "sleep");
+  snprintf(key, sizeof key, "s:%s", tag);
+  cr_assert_eq(take(s, key, &still, 1, &v), SLUICE_OK);
+  c = raw(port_of(s, key));
+  /* Send DEBUG SLEEP without waiting for its reply: the server stalls. */
+  redisAppendCommand(c, "DEBUG SLEEP 0.6");
+  while (!done)
+    cr_assert_eq(redisBufferWrite(c, &done), REDIS_OK);
+  usleep(50000);
+  t0 = rt_mono_ms();
+  rc = take(s, key, &still, 1, &v);
+  dt = rt_mono_ms() - t0;
+  cr_assert_eq(rc, SLUICE_ETIMEDOUT, "got %s (%s)", sluice_err_name(rc),
+               s->errstr);
+  /* The explicit budget check: 20 ms asked, generous slack for CI. */
+  cr_assert_lt(dt, 300, "timed out after %ld ms", (long)dt);
+  {
+    void *r = NULL;
+    redisGetReply(c, &r); /* the sleep is over */
+    freeReplyObject(r);
+    redisFree(c);
+  }
+  for (t0 = rt_mono_ms(); rt_mono_ms() - t0 < 5000 && !ok;) {
+    ok = take(s, key, &still, 1, &v) == SLUICE_OK;
+    if (!ok)
+      usleep(20000);
+  }
+  cr_assert(ok, "decisions resume once the server answers again");
+  sluice__store_close(s);
+}
+
+Test(store, migration_follows_ask_and_moved) {
+  sluice_store *s;
+  sluice_redis_stats a, b;
+  sluice_verdict v;
+  char tag[64], k1[96], k2[96], idA[64], idB[64], cmd[256];
+  int pa, pb, slot, n;
+  redisContext *ca, *cb;
+  redisReply *r;
+  sluice_redis_node_of q;
+  if (!rt_is_cluster())
+    cr_skip_test("needs a cluster");
+  s = rt_store("timeout_ms=2000", 0);
+  rt_tag(tag, sizeof tag, "mig");
+  snprintf(k1, sizeof k1, "a:%s", tag);
+  snprintf(k2, sizeof k2, "b:%s", tag);
+  memset(&q, 0, sizeof q);
+  q.key = k1;
+  q.keylen = strlen(k1);
+  cr_assert_eq(sluice__store_control(s, SLUICE_CTL_REDIS_NODE_OF, &q),
+               SLUICE_OK);
+  slot = q.slot;
+  pa = q.port;
+  pb = rt_port(0) == pa ? rt_port(1) : rt_port(0);
+  ca = raw(pa);
+  cb = raw(pb);
+  r = redisCommand(ca, "CLUSTER MYID");
+  snprintf(idA, sizeof idA, "%s", r->str);
+  freeReplyObject(r);
+  r = redisCommand(cb, "CLUSTER MYID");
+  snprintf(idB, sizeof idB, "%s", r->str);
+  freeReplyObject(r);
+
+  for (n = 0; n < 3; n++)
+    cr_assert_eq(take(s, k1, &still, 1, &v), SLUICE_OK);
+  a = rt_stats(s);
+  snprintf(cmd, sizeof cmd, "CLUSTER SETSLOT %d IMPORTING %s", slot, idA);
+  raw_ok(cb, cmd);
+  snprintf(cmd, sizeof cmd, "CLUSTER SETSLOT %d MIGRATING %s", slot, idB);
+  raw_ok(ca, cmd);
+  /* k2 is not on A: A answers ASK, the store retries on B with ASKING. */
+  cr_assert_eq(take(s, k2, &still, 5, &v), SLUICE_OK, "%s", s->errstr);
+  cr_assert_eq(v.remaining, 15);
+  /* k1 still lives on A and is served there. */
+  cr_assert_eq(take(s, k1, &still, 1, &v), SLUICE_OK);
+  cr_assert_eq(v.remaining, 16);
+  b = rt_stats(s);
+  cr_assert_geq(b.ask - a.ask, 1, "ASK followed");
+  /* Move k1 and hand the slot over. */
+  r = redisCommand(ca, "MIGRATE 127.0.0.1 %d %b 0 5000 KEYS %s", pb, "",
+                   (size_t)0, k1);
+  cr_assert(r && r->type != REDIS_REPLY_ERROR, "MIGRATE: %s",
+            r ? r->str : ca->errstr);
+  freeReplyObject(r);
+  for (n = 0; rt_port(n); n++) {
+    redisContext *c = raw(rt_port(n));
+    snprintf(cmd, sizeof cmd, "CLUSTER SETSLOT %d NODE %s", slot, idB);
+    r = redisCommand(c, cmd);
+    freeReplyObject(r); /* replicas refuse; masters accept */
+    redisFree(c);
+  }
+  /* The store's map still says A: A answers MOVED, the store follows, and
+  ** the bucket's state came along with the key. */
+  cr_assert_eq(take(s, k1, &still, 1, &v), SLUICE_OK, "%s", s->errstr);
+  cr_assert_eq(v.remaining, 15, "state moved with the key");
+  cr_assert_eq(take(s, k2, &still, 1, &v), SLUICE_OK);
+  cr_assert_eq(v.remaining, 14);
+  b = rt_stats(s);
+  cr_assert_geq(b.moved - a.moved, 1, "MOVED followed");
+  cr_assert_eq(port_of(s, k1), pb, "slot map now points at the new owner");
+  (void)raw_int;
+  redisFree(ca);
+  redisFree(cb);
+  sluice__store_close(s);
+}
+
+Test(store, fork_child_gets_its_own_connection) {
+  sluice_store *s = rt_store("timeout_ms=2000", 0);
+  sluice_verdict v;
+  char tag[64], key[96];
+  int i, status, admitted = 0;
+  pid_t pid;
+  rt_tag(tag, sizeof tag, "fork");
+  snprintf(key, sizeof key, "k:%s", tag);
+  for (i = 0; i < 5; i++) {
+    cr_assert_eq(take(s, key, &still, 1, &v), SLUICE_OK);
+    admitted += v.allowed;
+  }
+  pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    int ok = 0;
+    sluice_redis_stats st;
+    for (i = 0; i < 10; i++)
+      if (take(s, key, &still, 1, &v) == SLUICE_OK && v.allowed)
+        ok++;
+    sluice__store_control(s, SLUICE_CTL_REDIS_STATS, &st);
+    /* 10 admitted, and over a connection of its own. */
+    _exit(ok == 10 && st.connects >= 1 ? 0 : 1);
+  }
+  /* The parent keeps using its socket meanwhile: replies must not cross. */
+  for (i = 0; i < 3; i++) {
+    cr_assert_eq(take(s, key, &still, 1, &v), SLUICE_OK);
+    admitted += v.allowed;
+  }
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed");
+  for (i = 0; i < 5; i++) {
+    cr_assert_eq(take(s, key, &still, 1, &v), SLUICE_OK);
+    admitted += v.allowed;
+  }
+  cr_assert_eq(admitted + 10, 20, "one bucket shared by both processes");
+  sluice__store_close(s);
+}
+
+typedef struct thr_arg {
+  sluice_store *s;
+  const char *key;
+  int admitted, errors;
+} thr_arg;
+
+static void *thr_main(void *p) {
+  thr_arg *a = p;
+  sluice_verdict v;
+  int i;
+  for (i = 0; i < 40; i++) {
+    if (take(a->s, a->key, &still, 1, &v) != SLUICE_OK)
+      a->errors++;
+    else
+      a->admitted += v.allowed;
+  }
+  return NULL;
+}
+
+Test(store, threads_never_over_admit) {
+  sluice_store *s = rt_store("timeout_ms=2000", 0);
+  pthread_t t[4];
+  thr_arg a[4];
+  char tag[64], key[96];
+  int i, total = 0;
+  rt_tag(tag, sizeof tag, "thr");
+  snprintf(key, sizeof key, "k:%s", tag);
+  for (i = 0; i < 4; i++) {
+    a[i] = (thr_arg){s, key, 0, 0};
+    cr_assert_eq(pthread_create(&t[i], NULL, thr_main, &a[i]), 0);
+  }
+  for (i = 0; i < 4; i++) {
+    pthread_join(t[i], NULL);
+    cr_assert_eq(a[i].errors, 0);
+    total += a[i].admitted;
+  }
+  cr_assert_eq(total, 20, "160 asked of a 20-point bucket");
+  sluice__store_close(s);
+}
+
+Test(store, prefix_get_delete) {
+  sluice_store *s1 = rt_store("prefix=app1:", 0);
+  sluice_store *s2 = rt_store("prefix=app2:", 0);
+  sluice_verdict v;
+  sluice_state st;
+  int64_t exp;
+  char tag[64], key[96], full[128];
+  sluice_key k;
+  redisContext *c;
+  rt_tag(tag, sizeof tag, "pfx");
+  snprintf(key, sizeof key, "k:%s", tag);
+  k.data = key;
+  k.len = strlen(key);
+  cr_assert_eq(take(s1, key, &still, 7, &v), SLUICE_OK);
+  cr_assert_eq(take(s2, key, &still, 1, &v), SLUICE_OK);
+  cr_assert_eq(v.remaining, 19, "prefixes keep stores apart");
+  cr_assert_eq(sluice__store_get(s1, &k, 0, &st, &exp), SLUICE_OK);
+  cr_assert_gt(exp, 0);
+  c = raw(port_of(s1, key));
+  snprintf(full, sizeof full, "app1:%s", key);
+  cr_assert_eq(raw_int(c, "STRLEN %s", full), 25, "record + expiry + layout");
+  cr_assert_gt(raw_int(c, "PTTL %s", full), 0, "collected by a Redis TTL");
+  redisFree(c);
+  cr_assert_eq(sluice__store_delete(s1, &k), SLUICE_OK);
+  cr_assert_eq(sluice__store_delete(s1, &k), SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice__store_get(s1, &k, 0, &st, &exp), SLUICE_ENOTFOUND);
+  sluice__store_close(s1);
+  sluice__store_close(s2);
+}
+
+Test(store, foreign_values_are_refused_untouched) {
+  sluice_store *s = rt_store("", 0);
+  sluice_verdict v;
+  char tag[64], k1[96], k2[96];
+  redisContext *c;
+  redisReply *r;
+  rt_tag(tag, sizeof tag, "bad");
+  snprintf(k1, sizeof k1, "x:%s", tag);
+  snprintf(k2, sizeof k2, "y:%s", tag);
+  c = raw(port_of(s, k1));
+  r = redisCommand(c, "SET %s not-a-record", k1);
+  freeReplyObject(r);
+  r = redisCommand(c, "HSET %s tokens 5", k2);
+  freeReplyObject(r);
+  cr_assert_eq(take(s, k1, &still, 1, &v), SLUICE_ECORRUPT);
+  cr_assert_eq(take(s, k2, &still, 1, &v), SLUICE_EBACKEND, "WRONGTYPE");
+  r = redisCommand(c, "GET %s", k1);
+  cr_assert_str_eq(r->str, "not-a-record", "nothing was overwritten");
+  freeReplyObject(r);
+  redisFree(c);
+  sluice__store_close(s);
+}
+
+Test(store, readonly_refuses_writes) {
+  sluice_store *s = rt_store("", SLUICE_OPEN_READONLY);
+  sluice_verdict v;
+  cr_assert_eq(take(s, "ro-key", &still, 1, &v), SLUICE_EPERM);
+  sluice__store_close(s);
+}
