@@ -183,12 +183,11 @@ typedef struct sluice_pace_input {
 /** @brief How long to wait before the next request of a batch so that it
  *  slows before the bucket empties instead of reacting to 429s.
  *
- *  The bucket refills at r = (limit - remaining) / reset.  While the
- *  request leaves more than `reserve` points, the interval grows with the
- *  deficit, cost * reset / (limit - reserve) (0 when the bucket is full);
- *  at the reserve it is cost / r, exactly the refill rate, so the level
- *  holds (and, below `cost` points, it covers the time the missing points
- *  take to refill).  Rounded up to whole ms.
+ *  The bucket refills at r = (limit - remaining) / reset, and the interval
+ *  is cost * reset / (limit - reserve), rounded up to whole ms: 0 for a
+ *  full bucket, growing as it drains, exactly the refill interval cost / r
+ *  when `reserve` points are left and longer below, so the level settles
+ *  at the reserve and no request is sent into a certain denial.
  *  Assumes the spec's semantics (token bucket, reset = until full).
  *  @param[in] in            the bucket as last seen.
  *  @param[out] interval_ms  wait this long before sending.

@@ -6,25 +6,25 @@
 **
 ** For the spec's token bucket, Reset is the time until the bucket is full
 ** again, so the refill rate is r = (limit - remaining) / reset: the
-** headers give it away without the client knowing the tier table.  The
-** interval is chosen so that the level never drops below `reserve`:
+** headers give it away without the client knowing the tier table.  One
+** rule follows from it:
 **
-**   above the reserve:  cost * reset / (limit - reserve)
-**                       = (cost / r) * deficit / (limit - reserve)
-**       the refill interval scaled by how far the bucket has fallen, so a
-**       full bucket is spent freely (interval 0) and the brake comes on
-**       smoothly as it drains;
-**   at the reserve:     cost / r = cost * reset / deficit
-**       sending exactly at the refill rate, so the level holds.  When the
-**       reserve is smaller than a request this is also at least the time
-**       the missing points take to come back, so no request is sent into
-**       a certain denial.
+**     interval = cost * reset / (limit - reserve)
+**              = (cost / r) * (limit - remaining) / (limit - reserve)
 **
-** The two meet where remaining - cost = reserve, so the interval is
-** (nearly) continuous.  The headers are rounded toward safety by the
-** server (remaining down, reset up), which makes r look smaller than it
-** is and the interval a little longer, never shorter.  Arithmetic is in
-** 128 bits: cost * reset can pass 2^63 for valid inputs.
+** the refill interval scaled by how far the bucket has fallen relative to
+** the reserve.  A full bucket is spent freely (interval 0); the brake
+** comes on smoothly as it drains; at `remaining == reserve` the client
+** sends exactly at the refill rate, and below it more slowly than that, so
+** the level settles at the reserve from either side (a proportional
+** controller, with no state).  It never sends into a certain denial: when
+** fewer than `cost` points are left, the interval is at least the time
+** the missing points take to refill, because limit >= cost.
+**
+** The headers are rounded toward safety by the server (remaining down,
+** reset up), which makes r look smaller than it is and the interval a
+** little longer, never shorter.  Arithmetic is in 128 bits: cost * reset
+** can pass 2^63 for valid inputs.
 */
 #include "../http/http_int.h"
 
@@ -51,10 +51,7 @@ int sluice_pace_interval(const sluice_pace_input *in, int64_t *interval_ms) {
     *interval_ms = 0;
     return SLUICE_OK;
   }
-  if (in->remaining - in->cost >= in->reserve)
-    *interval_ms = ceil_div128((i128)in->cost * in->reset_ms,
-                               in->limit - in->reserve);
-  else
-    *interval_ms = ceil_div128((i128)in->cost * in->reset_ms, deficit);
+  *interval_ms =
+      ceil_div128((i128)in->cost * in->reset_ms, in->limit - in->reserve);
   return SLUICE_OK;
 }

@@ -36,9 +36,23 @@ Test(pace, at_reserve_sends_at_refill_rate) {
   /* 300-point bucket at 5 points/s, 30 left: 270 short, 54 s to full.
   ** At the reserve, one point per 200 ms holds the level exactly. */
   cr_assert_eq(pace(300, 30, 54000, 1, 30), 200);
-  cr_assert_eq(pace(300, 0, 60000, 1, 30), 200);
-  /* A 10-point request below the reserve: 2 s, the refill of 10 points. */
-  cr_assert_eq(pace(300, 3, 59400, 10, 0), 2000);
+  /* Below it, slower than the refill (60000 / 270 = 222.2 ms), so the
+  ** level climbs back to the reserve. */
+  cr_assert_eq(pace(300, 0, 60000, 1, 30), 223);
+}
+
+Test(pace, never_sends_into_a_certain_denial) {
+  /* Whatever the reserve, when fewer than `cost` points are left the
+  ** interval covers the refill of the missing points. */
+  int64_t r, c, res;
+  for (c = 1; c <= 50; c += 7)
+    for (res = 0; res < 100; res += 9)
+      for (r = 0; r < c; r++) {
+        int64_t reset = (100 - r) * 200; /* 5 points/s */
+        int64_t iv = pace(100, r, reset, c, res);
+        cr_assert_geq(iv, (c - r) * 200, "r=%lld c=%lld reserve=%lld",
+                      (long long)r, (long long)c, (long long)res);
+      }
 }
 
 Test(pace, brakes_progressively_and_never_outruns_refill) {
