@@ -261,7 +261,9 @@ SLUICE_EXPORT int sluice_http_answer_foreach_header(const sluice_http *h,
  *  in this order: type, title, status, detail, instance,
  *  retry_after_seconds, recommended_backoff, quota_tier,
  *  penalty_strikes_remaining, penalty_level, lockout_ends_at (RFC 3339
- *  UTC), request_id; members whose facts are absent are left out.
+ *  UTC), request_id; members whose facts are absent are left out.  The
+ *  title is the problem type's (RFC 9457 3.1.3), kept under a status
+ *  override; status is the one sent.
  *  @param[in] h        the renderer that made the answer.
  *  @param[in] a        the answer.
  *  @param[out] buf     buflen bytes; receives the body and a NUL.

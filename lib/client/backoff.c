@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../http/http_int.h"
+#include "http/http_int.h"
 
 #define ONE_HOUR_MS INT64_C(3600000)
 /* A Retry-After this large (seconds) is read as "as long as can be said". */

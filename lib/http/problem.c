@@ -88,6 +88,17 @@ static const char *slug(int outcome) {
   }
 }
 
+/* RFC 9457 3.1.3: the title belongs to the problem type and does not
+** change from occurrence to occurrence, so a status override (403 for a
+** suspension) keeps it.  It is the reason phrase of the type's status. */
+static const char *title(int outcome) {
+  switch (outcome) {
+  case SLUICE_HTTP_CONFLICT: return "Conflict";
+  case SLUICE_HTTP_FAIL_CLOSED: return "Service Unavailable";
+  default: return "Too Many Requests";
+  }
+}
+
 /* "3000 points/min"; windows without a name are spelled out. */
 static void per_window(char *out, size_t n, int64_t quota, int64_t w) {
   const char *unit = w == 1       ? "second"
@@ -235,7 +246,7 @@ int sluice_http_answer_body(const sluice_http *h, const sluice_http_answer *a,
   if (!o)
     return SLUICE_ENOMEM;
   set(o, "type", json_string(type), &oom);
-  set(o, "title", json_string(sluice_http_reason(a->status)), &oom);
+  set(o, "title", json_string(title(f->outcome)), &oom);
   set(o, "status", json_integer(a->status), &oom);
   set(o, "detail", json_string(d), &oom);
   if (f->instance)

@@ -620,8 +620,9 @@ Test(status, override_ranges) {
   cr_assert_eq(a.status, 503);
   j = body_json(h, &a);
   cr_assert_eq(json_integer_value(json_object_get(j, "status")), 503);
+  /* RFC 9457: the title is the type's, whatever the status. */
   cr_assert_str_eq(json_string_value(json_object_get(j, "title")),
-                   "Service Unavailable");
+                   "Too Many Requests");
   json_decref(j);
   f.status = 200; /* a denial cannot be a success */
   cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
