@@ -218,7 +218,7 @@ static void khash_of(shm_store *t, const sluice_key *key, khash *k) {
   uint64_t h0 = 0, h1 = 0;
   int i;
   sluice_siphash128(t->hkey, key->data, key->len, h);
-  for (i = 7; i >= 0; i--) {
+  for (i = 7; i >= 0; i--) { /* little-endian, whatever the host */
     h0 = h0 << 8 | h[i];
     h1 = h1 << 8 | h[8 + i];
   }
@@ -441,18 +441,18 @@ typedef struct member {
   uint32_t dist;
   int bound;
   uint64_t m[2];    /* meta as last seen */
+  uint64_t mk[2];   /* state mask of that binding */
   uint64_t x[2];    /* raw (masked) state as read */
   sluice_state in;  /* decoded, zeroed when expired */
   sluice_state out;
+  int have_mask;    /* mk is valid for m's binding */
   int need;         /* out differs from in: write it */
   int done;         /* written */
 } member;
 
 static void decode(member *g, const sluice_op *op, int i, int64_t now) {
-  uint64_t mk[2];
-  mask_of(g->m, mk);
-  g->in.w[0] = g->x[0] ^ mk[0];
-  g->in.w[1] = g->x[1] ^ mk[1];
+  g->in.w[0] = g->x[0] ^ g->mk[0];
+  g->in.w[1] = g->x[1] ^ g->mk[1];
   if (sluice_op_expiry(op, i, &g->in) <= now)
     memset(&g->in, 0, sizeof g->in);
 }
@@ -473,6 +473,10 @@ static int member_read(shm_store *t, member *g, const sluice_op *op, int i,
   meta_read(s, m);
   if (!m_same(m, g->m) || m_status(m) != ST_LIVE)
     return 0;
+  if (!g->have_mask) {
+    mask_of(m, g->mk);
+    g->have_mask = 1;
+  }
   g->m[0] = m[0];
   g->m[1] = m[1];
   decode(g, op, i, now);
@@ -480,10 +484,8 @@ static int member_read(shm_store *t, member *g, const sluice_op *op, int i,
 }
 
 static void encode(const member *g, const sluice_state *st, uint64_t out[2]) {
-  uint64_t mk[2];
-  mask_of(g->m, mk);
-  out[0] = st->w[0] ^ mk[0];
-  out[1] = st->w[1] ^ mk[1];
+  out[0] = st->w[0] ^ g->mk[0];
+  out[1] = st->w[1] ^ g->mk[1];
 }
 
 static int run_step(const sluice_op *op, member *g, int64_t now,
@@ -599,13 +601,14 @@ static int shm_apply(sluice_store *st, const sluice_op *op, int64_t now,
     for (i = 0; i < n && ok; i++) {
       if (!g[i].bound) {
         rc = find(t, &g[i].k, now, 0, &g[i].dist, g[i].m);
+        g[i].have_mask = 0;
         if (rc == SLUICE_OK)
           g[i].bound = 1;
         else if (rc != SLUICE_ENOTFOUND)
           return sluice_store_seterr(st, rc, 0, "shm: table under contention");
       }
       if (!member_read(t, &g[i], op, i, now)) {
-        g[i].bound = 0;
+        g[i].bound = g[i].have_mask = 0;
         ok = 0;
       }
     }
@@ -624,6 +627,7 @@ static int shm_apply(sluice_store *st, const sluice_op *op, int64_t now,
         if (!g[i].need || g[i].bound)
           continue;
         rc = find(t, &g[i].k, now, 1, &g[i].dist, g[i].m);
+        g[i].have_mask = 0;
         if (rc == SLUICE_EFULL)
           return sluice_store_seterr(
               st, rc, 0,

@@ -1,0 +1,385 @@
+/*
+** shm benchmark: ns per decision and throughput ratios, all measured in one
+** run so that the ratios compare like with like on whatever machine (and
+** whatever load) it runs on.
+**
+**   mem      the mem backend, one thread (the single-process reference)
+**   shm      the lock-free table, 1 and 2 processes
+**   mutex    the baseline: the same open-addressing table of 48-byte slots
+**            in a shared mapping, guarded by one process-shared pthread
+**            mutex (the classic nginx shared-zone design), 1 and 2 processes
+**
+** Workloads: one hot key (every decision admits and writes: the worst case
+** for contention), and 1,000,000 keys picked at random (the table is filled
+** first, so this measures steady-state hits).  Time is passed explicitly
+** (sluice_limiter_apply_at) so no clock read is timed.
+**
+** Usage: bench_shm [decisions-per-process]   (default 1000000)
+** This is a benchmark, not a test: it prints, and fails only on errors.
+*/
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sluice.h"
+#include "sluice_shm.h"
+
+#define NKEYS 1000000
+#define KEYLEN 16
+
+static char (*keys)[KEYLEN];
+static uint32_t *order; /* random key order, per run */
+static long nops = 1000000;
+
+static int64_t mono(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void die(const char *what, int rc) {
+  fprintf(stderr, "bench_shm: %s: %s\n", what, sluice_strerror(rc));
+  exit(1);
+}
+
+/* Every decision on the hot key admits: 1 point per 50 ns of (explicit)
+** time, time moving 100 ns per decision and per process. */
+static const sluice_gcra_params hot_p = {1, 50, 1000};
+/* The wide set: ordinary buckets (10/s, burst 100). */
+static const sluice_gcra_params wide_p = {10, 1000000000, 100};
+
+/* ------------------------------------------------- the mutex baseline --- */
+
+typedef struct mx_slot {
+  uint64_t fp[2]; /* 0,0 = empty */
+  sluice_state st;
+  int64_t exp;
+  uint64_t spare;
+} mx_slot;
+
+typedef struct mx_table {
+  pthread_mutex_t mu;
+  uint64_t nslots;
+  uint8_t hkey[16];
+  mx_slot slots[];
+} mx_table;
+
+static mx_table *mx_create(uint64_t capacity) {
+  uint64_t nslots = capacity * 4 / 3;
+  size_t bytes = sizeof(mx_table) + nslots * sizeof(mx_slot);
+  pthread_mutexattr_t a;
+  mx_table *t = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (t == MAP_FAILED)
+    die("mmap", SLUICE_ENOMEM);
+  pthread_mutexattr_init(&a);
+  pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+  pthread_mutex_init(&t->mu, &a);
+  t->nslots = nslots;
+  sluice_random_bytes(t->hkey, sizeof t->hkey);
+  return t;
+}
+
+static int mx_apply(mx_table *t, const sluice_op *op, int64_t now,
+                    sluice_verdict *v) {
+  uint8_t h[16];
+  uint64_t fp[2], i;
+  mx_slot *s = NULL;
+  sluice_state in, out;
+  int rc;
+  sluice_siphash128(t->hkey, op->keys[0].data, op->keys[0].len, h);
+  memcpy(fp, h, 16);
+  fp[0] |= 1;
+  i = (uint64_t)(((unsigned __int128)fp[1] * t->nslots) >> 64);
+  pthread_mutex_lock(&t->mu);
+  for (uint64_t d = 0; d < t->nslots; d++, i = i + 1 == t->nslots ? 0 : i + 1) {
+    mx_slot *c = &t->slots[i];
+    if ((c->fp[0] == fp[0] && c->fp[1] == fp[1]) || c->fp[0] == 0) {
+      s = c;
+      break;
+    }
+  }
+  if (!s) {
+    pthread_mutex_unlock(&t->mu);
+    return SLUICE_EFULL;
+  }
+  in = s->fp[0] && s->exp > now ? s->st : (sluice_state){{0, 0}};
+  rc = sluice_op_step(op, &in, &out, now, v);
+  if (rc == SLUICE_OK) {
+    s->fp[0] = fp[0];
+    s->fp[1] = fp[1];
+    s->st = out;
+    s->exp = sluice_op_expiry(op, 0, &out);
+  }
+  pthread_mutex_unlock(&t->mu);
+  return rc;
+}
+
+/* The baseline as a backend, so that it runs under the same limiter and
+** validation as shm and mem: only the concurrency control differs. */
+static mx_table *mx;
+
+static int mxb_close(sluice_store *s) {
+  (void)s;
+  return SLUICE_OK;
+}
+static int mxb_apply(sluice_store *s, const sluice_op *op, int64_t now,
+                     sluice_verdict *v) {
+  (void)s;
+  return op->nkeys == 1 ? mx_apply(mx, op, now, v) : SLUICE_ENOTSUP;
+}
+static const sluice_store_methods mxb_methods = {1, mxb_close, mxb_apply,
+                                                 NULL, NULL, NULL, NULL, NULL};
+static int mxb_open(const sluice_backend *b, const char *uri,
+                    const sluice_store_config *cfg, sluice_store *s) {
+  (void)b;
+  (void)uri;
+  (void)cfg;
+  s->pMethods = &mxb_methods;
+  return SLUICE_OK;
+}
+static const sluice_backend mxb = {1, (int)sizeof(sluice_store), "mutex",
+                                   NULL, mxb_open};
+
+/* ----------------------------------------------------------- drivers --- */
+
+typedef struct shared {
+  _Atomic int ready;
+  _Atomic int go;
+  int64_t start[2], end[2];
+  int64_t admitted[2];
+} shared;
+
+static shared *sh;
+
+enum { IMPL_SHM, IMPL_MUTEX };
+
+static sluice_limiter *open_store(const char *spec) {
+  sluice_limiter_options o = {0};
+  sluice_limiter *lim;
+  char err[256];
+  int rc;
+  o.store = spec;
+  o.flags = SLUICE_OPEN_CREATE;
+  if (!spec) {
+    o.store = "mutex";
+    o.backend = &mxb;
+  }
+  rc = sluice_limiter_open2(&o, &lim, err, sizeof err);
+  if (rc != SLUICE_OK) {
+    fprintf(stderr, "bench_shm: open %s: %s (%s)\n", spec, sluice_strerror(rc),
+            err);
+    exit(1);
+  }
+  return lim;
+}
+
+/* One process's share of a run. */
+static void worker(sluice_limiter *lim, int wide, int who,
+                   int nproc) {
+  sluice_key k;
+  sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k,
+                  wide ? &wide_p : &hot_p, 1, 0};
+  sluice_verdict v;
+  int64_t now = 1000000000, admitted = 0;
+  long i;
+  uint32_t off = (uint32_t)who * 7919u;
+  k.data = "hot";
+  k.len = 3;
+  atomic_fetch_add(&sh->ready, 1);
+  while (atomic_load(&sh->ready) < nproc)
+    ;
+  sh->start[who] = mono();
+  for (i = 0; i < nops; i++) {
+    int rc;
+    if (wide) {
+      k.data = keys[order[((uint32_t)i + off) % NKEYS]];
+      k.len = KEYLEN - 1;
+      now += 1000;
+    } else {
+      now += 100;
+    }
+    rc = sluice_limiter_apply_at(lim, &op, now, &v);
+    if (rc != SLUICE_OK)
+      die("apply", rc);
+    admitted += v.allowed;
+  }
+  sh->end[who] = mono();
+  sh->admitted[who] = admitted;
+}
+
+/* ns per decision over all processes: wall time / total decisions. */
+static double run(const char *spec, int wide, int nproc) {
+  pid_t pids[2];
+  int64_t s, e;
+  int i;
+  memset(sh, 0, sizeof *sh);
+  for (i = 0; i < nproc; i++) {
+    pids[i] = fork();
+    if (pids[i] < 0)
+      die("fork", SLUICE_EIO);
+    if (pids[i] == 0) {
+      sluice_limiter *lim = open_store(spec);
+      worker(lim, wide, i, nproc);
+      sluice_limiter_close(lim);
+      _exit(0);
+    }
+  }
+  for (i = 0; i < nproc; i++) {
+    int st;
+    waitpid(pids[i], &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+      die("worker failed", SLUICE_EBACKEND);
+  }
+  s = sh->start[0];
+  e = sh->end[0];
+  for (i = 1; i < nproc; i++) {
+    if (sh->start[i] < s)
+      s = sh->start[i];
+    if (sh->end[i] > e)
+      e = sh->end[i];
+  }
+  return (double)(e - s) / ((double)nops * nproc);
+}
+
+/* Fill a table with every wide key, so the timed runs are all hits. */
+static void prefill(int impl, const char *spec) {
+  sluice_limiter *lim = open_store(spec);
+  sluice_key k;
+  sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, &wide_p, 1, 0};
+  sluice_verdict v;
+  for (uint32_t i = 0; i < NKEYS; i++) {
+    int rc;
+    k.data = keys[i];
+    k.len = KEYLEN - 1;
+    rc = sluice_limiter_apply_at(lim, &op, 1000000000, &v);
+    if (rc != SLUICE_OK)
+      die("prefill", rc);
+  }
+  if (impl == IMPL_SHM) {
+    sluice_shm_stats st = {.now_ns = 1000000000};
+    if (sluice_limiter_control(lim, SLUICE_CTL_SHM_STATS, &st) == SLUICE_OK)
+      printf("shm table: capacity %lld, %lld slots of %lld B, %lld B/key "
+             "(+4 KiB header), %lld live after prefill\n",
+             (long long)st.capacity, (long long)st.slots,
+             (long long)st.slot_bytes, (long long)st.bytes_per_key,
+             (long long)st.live);
+  }
+  sluice_limiter_close(lim);
+}
+
+int main(int argc, char **argv) {
+  char hot_spec[64], wide_spec[64];
+  int fd_hot, fd_wide;
+  uint64_t seed = 12345;
+  double mem1, shm_h1, shm_h2, mx_h1, mx_h2, shm_w1, shm_w2, mx_w1, mx_w2;
+  double mem_w1;
+
+  if (argc > 1)
+    nops = atol(argv[1]);
+  if (nops < 1000)
+    nops = 1000;
+  sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
+            MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  keys = malloc((size_t)NKEYS * KEYLEN);
+  order = malloc((size_t)NKEYS * sizeof *order);
+  if (sh == MAP_FAILED || !keys || !order)
+    die("alloc", SLUICE_ENOMEM);
+  for (uint32_t i = 0; i < NKEYS; i++) {
+    snprintf(keys[i], KEYLEN, "key:%011u", i);
+    order[i] = i;
+  }
+  for (uint32_t i = NKEYS - 1; i > 0; i--) { /* Fisher-Yates, fixed seed */
+    uint32_t j, t;
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    j = (uint32_t)((seed >> 33) % (i + 1));
+    t = order[i];
+    order[i] = order[j];
+    order[j] = t;
+  }
+  fd_hot = memfd_create("bench-hot", 0);
+  fd_wide = memfd_create("bench-wide", 0);
+  snprintf(hot_spec, sizeof hot_spec, "shm:fd=%d;capacity=1024", fd_hot);
+  snprintf(wide_spec, sizeof wide_spec, "shm:fd=%d;capacity=%d", fd_wide,
+           NKEYS);
+  printf("bench_shm: %ld decisions per process, %ld online CPUs\n", nops,
+         sysconf(_SC_NPROCESSORS_ONLN));
+
+  mem1 = run("mem", 0, 1);
+  shm_h1 = run(hot_spec, 0, 1);
+  shm_h2 = run(hot_spec, 0, 2);
+  mx = mx_create(1024);
+  mx_h1 = run(NULL, 0, 1);
+  mx_h2 = run(NULL, 0, 2);
+
+  prefill(IMPL_SHM, wide_spec);
+  shm_w1 = run(wide_spec, 1, 1);
+  shm_w2 = run(wide_spec, 1, 2);
+  mx = mx_create(NKEYS);
+  prefill(IMPL_MUTEX, NULL);
+  mx_w1 = run(NULL, 1, 1);
+  mx_w2 = run(NULL, 1, 2);
+  {
+    /* mem, 1M keys, one process: filled and timed in the same child */
+    pid_t p = fork();
+    if (p == 0) {
+      sluice_limiter *lim = open_store("mem");
+      sluice_key k;
+      sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, &wide_p, 1,
+                      0};
+      sluice_verdict v;
+      int64_t s, now = 1000000000;
+      for (uint32_t i = 0; i < NKEYS; i++) {
+        k.data = keys[i];
+        k.len = KEYLEN - 1;
+        sluice_limiter_apply_at(lim, &op, now, &v);
+      }
+      s = mono();
+      for (long i = 0; i < nops; i++) {
+        k.data = keys[order[(uint32_t)i % NKEYS]];
+        k.len = KEYLEN - 1;
+        now += 1000;
+        if (sluice_limiter_apply_at(lim, &op, now, &v) != SLUICE_OK)
+          _exit(1);
+      }
+      sh->start[0] = s;
+      sh->end[0] = mono();
+      _exit(0);
+    }
+    waitpid(p, NULL, 0);
+    mem_w1 = (double)(sh->end[0] - sh->start[0]) / (double)nops;
+  }
+
+  printf("\n%-34s %10s %14s\n", "workload", "ns/decision", "Mdecisions/s");
+#define ROW(label, ns) printf("%-34s %10.1f %14.2f\n", label, ns, 1e3 / (ns))
+  ROW("mem, hot key, 1 thread", mem1);
+  ROW("shm, hot key, 1 process", shm_h1);
+  ROW("shm, hot key, 2 processes", shm_h2);
+  ROW("mutex, hot key, 1 process", mx_h1);
+  ROW("mutex, hot key, 2 processes", mx_h2);
+  ROW("mem, 1M keys, 1 thread", mem_w1);
+  ROW("shm, 1M keys, 1 process", shm_w1);
+  ROW("shm, 1M keys, 2 processes", shm_w2);
+  ROW("mutex, 1M keys, 1 process", mx_w1);
+  ROW("mutex, 1M keys, 2 processes", mx_w2);
+  printf("\nratios (throughput; target in brackets):\n");
+  printf("  shm / mutex, hot key, 2 processes   %5.2fx  [>= 2.0]\n",
+         mx_h2 / shm_h2);
+  printf("  shm / mutex, 1M keys, 2 processes   %5.2fx\n", mx_w2 / shm_w2);
+  printf("  shm vs mem, hot key, 1 process      %5.2fx slower  [<= 1.5]\n",
+         shm_h1 / mem1);
+  printf("  shm vs mem, 1M keys, 1 process      %5.2fx slower\n",
+         shm_w1 / mem_w1);
+  printf("  shm 2 processes / 1, 1M keys        %5.2fx  [>= 1.6]\n",
+         shm_w1 / shm_w2);
+  printf("  shm 2 processes / 1, hot key        %5.2fx\n", shm_h1 / shm_h2);
+  close(fd_hot);
+  close(fd_wide);
+  return 0;
+}
