@@ -64,12 +64,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "backends.h"
 #include "sluice.h"
+#include "lmdb_gate.h"
 #include "sluice_lmdb.h"
 
 #define REC_SIZE 32
@@ -109,6 +111,8 @@ typedef struct sluice_lmdb_env {
   MDB_dbi dbi_meta;
   size_t raw_max;
   uint8_t secret[16];
+  sluice_lmdb_gate *gate; /* NULL for a read-only environment */
+  int64_t busy_ms;
   pthread_rwlock_t maplock;
   pthread_mutex_t sweep_mu;
   int sweep_has;
@@ -240,17 +244,75 @@ static int adopt_mapsize(sluice_lmdb_env *e, size_t want) {
   return rc;
 }
 
-/* Begin a transaction holding the map lock shared.  On failure the lock is
-** not held and the store's errstr says why. */
-static int txn_begin(lmdb_store *s, unsigned flags, MDB_txn **txn) {
+/* Take the writer gate (lmdb_gate.h) within busy_ms. */
+static int gate_lock_env(sluice_lmdb_env *e, sluice_store *base, int nowait) {
+  struct timespec dl;
+  int rc;
+  if (!e->gate)
+    return SLUICE_OK;
+  if (nowait) {
+    rc = pthread_mutex_trylock(&e->gate->mu);
+    if (rc == EOWNERDEAD)
+      pthread_mutex_consistent(&e->gate->mu);
+    return (rc == 0 || rc == EOWNERDEAD) ? SLUICE_OK : SLUICE_EBUSY;
+  }
+  clock_gettime(CLOCK_REALTIME, &dl);
+  dl.tv_sec += e->busy_ms / 1000;
+  dl.tv_nsec += (long)(e->busy_ms % 1000) * 1000000L;
+  if (dl.tv_nsec >= 1000000000L) {
+    dl.tv_sec++;
+    dl.tv_nsec -= 1000000000L;
+  }
+  do
+    rc = pthread_mutex_timedlock(&e->gate->mu, &dl);
+  while (rc == EINTR);
+  if (rc == EOWNERDEAD) {
+    /* The holder died mid-decision; LMDB rolls its transaction back, and
+    ** the gate itself guards no data, so it is consistent as it stands. */
+    pthread_mutex_consistent(&e->gate->mu);
+    return SLUICE_OK;
+  }
+  if (rc == 0)
+    return SLUICE_OK;
+  if (rc == ETIMEDOUT)
+    return sluice_store_seterr(base, SLUICE_ETIMEDOUT, rc,
+                               "lmdb: writer lock held by another writer "
+                               "for more than %lld ms (a stopped or hung "
+                               "process?); nothing was written",
+                               (long long)e->busy_ms);
+  return sluice_store_seterr(base, SLUICE_EBACKEND, rc,
+                             "lmdb: writer gate: %s", strerror(rc));
+}
+
+static int gate_lock(lmdb_store *s, int nowait) {
+  return gate_lock_env(s->e, &s->base, nowait);
+}
+
+static void gate_unlock(lmdb_store *s) {
+  if (s->e->gate)
+    pthread_mutex_unlock(&s->e->gate->mu);
+}
+
+/* Begin a transaction holding the map lock shared (and, for a write
+** transaction, the writer gate).  On failure nothing is held and the
+** store's errstr says why. */
+static int txn_begin2(lmdb_store *s, unsigned flags, MDB_txn **txn,
+                      int nowait) {
   sluice_lmdb_env *e = s->e;
-  int tries, rc = MDB_SUCCESS;
+  int tries, rc = MDB_SUCCESS, write = !(flags & MDB_RDONLY);
   for (tries = 0; tries < 4; tries++) {
+    if (write) {
+      int grc = gate_lock(s, nowait);
+      if (grc != SLUICE_OK)
+        return grc;
+    }
     pthread_rwlock_rdlock(&e->maplock);
     rc = mdb_txn_begin(e->env, NULL, flags, txn);
     if (rc == MDB_SUCCESS)
       return SLUICE_OK;
     pthread_rwlock_unlock(&e->maplock);
+    if (write)
+      gate_unlock(s);
     if (rc == MDB_MAP_RESIZED) {
       if (adopt_mapsize(e, 0) != MDB_SUCCESS)
         break;
@@ -266,7 +328,17 @@ static int txn_begin(lmdb_store *s, unsigned flags, MDB_txn **txn) {
   return lmdb_fail(&s->base, rc, "begin transaction");
 }
 
+static int txn_begin(lmdb_store *s, unsigned flags, MDB_txn **txn) {
+  return txn_begin2(s, flags, txn, 0);
+}
+
 static void txn_abort(lmdb_store *s, MDB_txn *txn) {
+  mdb_txn_abort(txn);
+  pthread_rwlock_unlock(&s->e->maplock);
+  gate_unlock(s);
+}
+
+static void txn_abort_ro(lmdb_store *s, MDB_txn *txn) {
   mdb_txn_abort(txn);
   pthread_rwlock_unlock(&s->e->maplock);
 }
@@ -274,6 +346,7 @@ static void txn_abort(lmdb_store *s, MDB_txn *txn) {
 static int txn_commit(lmdb_store *s, MDB_txn *txn) {
   int rc = mdb_txn_commit(txn);
   pthread_rwlock_unlock(&s->e->maplock);
+  gate_unlock(s);
   return rc;
 }
 
@@ -298,7 +371,7 @@ static int recover_room(lmdb_store *s) {
     memcpy(&m, v.mv_data, sizeof m);
     grown = m.mapsize > (int64_t)info.me_mapsize;
   }
-  txn_abort(s, txn);
+  txn_abort_ro(s, txn);
   if (grown && adopt_mapsize(e, (size_t)m.mapsize) == MDB_SUCCESS)
     return 1;
   return 0;
@@ -312,7 +385,7 @@ static int recover_room(lmdb_store *s) {
 ** written. */
 static int apply_in_txn(lmdb_store *s, MDB_txn *txn, const sluice_op *op,
                         int64_t now, sluice_verdict *v, int *dirty,
-                        int *mdbrc) {
+                        int *mdbrc, int dry) {
   sluice_lmdb_env *e = s->e;
   sluice_state in[SLUICE_GROUP_MAX], out[SLUICE_GROUP_MAX];
   sluice_state old[SLUICE_GROUP_MAX];
@@ -357,11 +430,21 @@ static int apply_in_txn(lmdb_store *s, MDB_txn *txn, const sluice_op *op,
     if (exp <= now) {
       if (!present[i])
         continue;
+      if (dry) {
+        /* Dropping an expired record is only tidying (*dirty = 2); a live
+        ** record turned fresh must really be written (*dirty = 1). */
+        if (oldexp[i] > now)
+          goto needs_write;
+        *dirty = 2;
+        continue;
+      }
       rc = mdb_del(txn, e->dbi_state, &k, NULL);
     } else {
       if (present[i] && oldexp[i] == exp &&
           memcmp(&old[i], &out[i], sizeof out[i]) == 0)
         continue;
+      if (dry)
+        goto needs_write;
       rec_encode(rec, exp, &out[i]);
       val.mv_data = rec;
       val.mv_size = REC_SIZE;
@@ -374,24 +457,33 @@ static int apply_in_txn(lmdb_store *s, MDB_txn *txn, const sluice_op *op,
     *dirty = 1;
   }
   return SLUICE_OK;
+needs_write:
+  *dirty = 1;
+  return SLUICE_OK;
 }
 
-static int lmdb_apply(sluice_store *base, const sluice_op *op, int64_t now,
-                      sluice_verdict *v) {
-  lmdb_store *s = (lmdb_store *)base;
-  int attempt, rc = fork_check(s);
-  if (rc != SLUICE_OK)
-    return rc;
-  if (s->rdonly)
-    return sluice_store_seterr(base, SLUICE_EPERM, 0,
-                               "lmdb: store opened read-only");
+/* Kinds documented to change nothing.  They run in a read transaction and
+** reach the writer only if the step would change a live record after all
+** (so the stored state stays exactly what the mem store would hold), which
+** keeps checks cheap and keeps them answering while a writer is stuck. */
+static int read_only_kind(int kind) {
+  return kind == SLUICE_OP_PEEK || kind == SLUICE_OP_CHECK;
+}
+
+/* The write path: one write transaction, retried once after MDB_MAP_FULL
+** if room could be found.  With nowait, give up (SLUICE_EBUSY) rather than
+** wait for another writer. */
+static int apply_write(lmdb_store *s, const sluice_op *op, int64_t now,
+                       sluice_verdict *v, int nowait) {
+  sluice_store *base = &s->base;
+  int attempt, rc = SLUICE_OK;
   for (attempt = 0; attempt < 2; attempt++) {
     MDB_txn *txn;
     int dirty = 0, mdbrc = MDB_SUCCESS;
-    rc = txn_begin(s, 0, &txn);
+    rc = txn_begin2(s, 0, &txn, nowait);
     if (rc != SLUICE_OK)
       return rc;
-    rc = apply_in_txn(s, txn, op, now, v, &dirty, &mdbrc);
+    rc = apply_in_txn(s, txn, op, now, v, &dirty, &mdbrc, 0);
     if (rc != SLUICE_OK || !dirty) {
       txn_abort(s, txn);
     } else {
@@ -404,6 +496,45 @@ static int lmdb_apply(sluice_store *base, const sluice_op *op, int64_t now,
     break;
   }
   return rc;
+}
+
+static int lmdb_apply(sluice_store *base, const sluice_op *op, int64_t now,
+                      sluice_verdict *v) {
+  lmdb_store *s = (lmdb_store *)base;
+  sluice_verdict dv;
+  MDB_txn *txn;
+  int dirty = 0, mdbrc = MDB_SUCCESS, rc = fork_check(s);
+  if (rc != SLUICE_OK)
+    return rc;
+  if (s->rdonly)
+    return sluice_store_seterr(base, SLUICE_EPERM, 0,
+                               "lmdb: store opened read-only");
+  if (!read_only_kind(op->kind))
+    return apply_write(s, op, now, v, 0);
+  rc = txn_begin(s, MDB_RDONLY, &txn);
+  if (rc != SLUICE_OK)
+    return rc;
+  rc = apply_in_txn(s, txn, op, now, &dv, &dirty, &mdbrc, 1);
+  txn_abort_ro(s, txn);
+  if (rc != SLUICE_OK || dirty == 0) {
+    *v = dv;
+    return rc;
+  }
+  if (dirty == 1)
+    return apply_write(s, op, now, v, 0);
+  /* Only expired records to drop: tidy up if the writer is free right now;
+  ** the verdict stands either way. */
+  {
+    char keep[sizeof base->errstr];
+    int keep_err = base->backend_err;
+    memcpy(keep, base->errstr, sizeof keep);
+    if (apply_write(s, op, now, v, 1) != SLUICE_OK) {
+      memcpy(base->errstr, keep, sizeof keep);
+      base->backend_err = keep_err;
+      *v = dv;
+    }
+  }
+  return SLUICE_OK;
 }
 
 static int lmdb_apply_many(sluice_store *base, int n, const sluice_op *ops,
@@ -420,7 +551,8 @@ static int lmdb_apply_many(sluice_store *base, int n, const sluice_op *ops,
     if (rc != SLUICE_OK)
       break;
     for (i = 0; i < n && mdbrc == MDB_SUCCESS; i++)
-      rcs[i] = apply_in_txn(s, txn, &ops[i], now, &vs[i], &dirty, &mdbrc);
+      rcs[i] = apply_in_txn(s, txn, &ops[i], now, &vs[i], &dirty, &mdbrc,
+                             0);
     if (mdbrc != MDB_SUCCESS) {
       /* A poisoned transaction takes the whole batch with it: nothing of
       ** it was written, so every op reports the failure. */
@@ -477,7 +609,7 @@ static int lmdb_get(sluice_store *base, const sluice_key *key, int64_t now,
     *out = st;
     *expires = exp;
   }
-  txn_abort(s, txn);
+  txn_abort_ro(s, txn);
   return rc;
 }
 
@@ -661,7 +793,7 @@ static int ctl_stats(lmdb_store *s, sluice_lmdb_stats *st) {
   mrc = mdb_stat(txn, s->e->dbi_state, &ms);
   if (mrc == MDB_SUCCESS)
     mrc = mdb_env_info(s->e->env, &info);
-  txn_abort(s, txn);
+  txn_abort_ro(s, txn);
   if (mrc != MDB_SUCCESS)
     return lmdb_fail(&s->base, mrc, "stats");
   st->mapsize = (int64_t)info.me_mapsize;
@@ -714,6 +846,8 @@ static unsigned lmdb_caps(sluice_store *s) {
 static void env_destroy(sluice_lmdb_env *e) {
   if (e->env)
     mdb_env_close(e->env);
+  if (e->gate)
+    munmap(e->gate, sizeof *e->gate);
   pthread_rwlock_destroy(&e->maplock);
   pthread_mutex_destroy(&e->sweep_mu);
   free(e);
@@ -753,13 +887,15 @@ typedef struct open_args {
   char path[PATH_MAX];
   int64_t mapsize;
   int64_t maxreaders;
+  int64_t busy_ms;
   int sync;
   unsigned mode;
 } open_args;
 
 static int parse_args(sluice_store *s, const char *uri, open_args *a) {
-  static const char *const known[] = {"path", "mapsize", "sync", "maxreaders",
-                                      "mode"};
+  static const char *const known[] = {"path",       "mapsize", "sync",
+                                      "maxreaders", "mode",
+                                      "busy_timeout_ms"};
   const char *p = uri, *v;
   size_t n, i;
   int rc;
@@ -778,7 +914,8 @@ static int parse_args(sluice_store *s, const char *uri, open_args *a) {
       if (!ok)
         return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                    "lmdb: unknown parameter '%.*s' (known: "
-                                   "path, mapsize, sync, maxreaders, mode)",
+                                   "path, mapsize, sync, maxreaders, mode, "
+                                   "busy_timeout_ms)",
                                    (int)(seg > 40 ? 40 : seg), p);
     }
     if (!end)
@@ -801,6 +938,10 @@ static int parse_args(sluice_store *s, const char *uri, open_args *a) {
   if (rc != SLUICE_OK || a->maxreaders < 1 || a->maxreaders > 65536)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "lmdb: maxreaders must be 1..65536");
+  rc = sluice_uri_int(uri, "busy_timeout_ms", 5000, &a->busy_ms);
+  if (rc != SLUICE_OK || a->busy_ms > 24 * 3600 * 1000)
+    return sluice_store_seterr(s, SLUICE_EINVAL, 0,
+                               "lmdb: busy_timeout_ms must be 0..86400000");
   a->sync = SYNC_FULL;
   if (sluice_uri_param(uri, "sync", &v, &n) == SLUICE_OK) {
     for (i = 0; i < 3; i++)
@@ -862,9 +1003,101 @@ static int probe_lock(sluice_store *s, const char *dir) {
   return rc;
 }
 
+/* Map DIR/sluice.lock, creating it complete under a temporary name and
+** linking it into place if it does not exist yet (lmdb_gate.h). */
+static int gate_open(sluice_store *s, sluice_lmdb_env *e, const char *dir,
+                     unsigned mode) {
+  char gp[PATH_MAX + 32], tp[PATH_MAX + 64];
+  int attempt, fd;
+  snprintf(gp, sizeof gp, "%s/" SLUICE_LMDB_GATE_FILE, dir);
+  for (attempt = 0; attempt < 3; attempt++) {
+    sluice_lmdb_gate *g;
+    struct stat sb;
+    fd = open(gp, O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
+      if (fstat(fd, &sb) != 0 || sb.st_size < (off_t)sizeof *g) {
+        close(fd);
+        return sluice_store_seterr(s, SLUICE_ECORRUPT, 0,
+                                   "lmdb: %s is truncated", gp);
+      }
+      g = mmap(NULL, sizeof *g, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      close(fd);
+      if (g == MAP_FAILED)
+        return sluice_store_seterr(s, map_err(errno), errno,
+                                   "lmdb: map %s: %s", gp, strerror(errno));
+      if (memcmp(g->magic, SLUICE_LMDB_GATE_MAGIC, 8) != 0 ||
+          g->version != 1 || g->mutex_size != sizeof(pthread_mutex_t)) {
+        munmap(g, sizeof *g);
+        return sluice_store_seterr(s, SLUICE_EVERSION, 0,
+                                   "lmdb: %s was made by another sluice "
+                                   "version or C library",
+                                   gp);
+      }
+      e->gate = g;
+      return SLUICE_OK;
+    }
+    if (errno != ENOENT)
+      return sluice_store_seterr(s, map_err(errno), errno, "lmdb: open %s: %s",
+                                 gp, strerror(errno));
+    snprintf(tp, sizeof tp, "%s/.sluice.lock.%ld", dir, (long)getpid());
+    unlink(tp); /* a leftover of a dead process with our pid */
+    fd = open(tp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, (mode_t)mode);
+    if (fd < 0)
+      return sluice_store_seterr(s, map_err(errno), errno,
+                                 "lmdb: create %s: %s", tp, strerror(errno));
+    if (ftruncate(fd, (off_t)sizeof *g) != 0 ||
+        (g = mmap(NULL, sizeof *g, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                  0)) == MAP_FAILED) {
+      int err = errno;
+      close(fd);
+      unlink(tp);
+      return sluice_store_seterr(s, map_err(err), err, "lmdb: create %s: %s",
+                                 tp, strerror(err));
+    }
+    close(fd);
+    {
+      pthread_mutexattr_t ma;
+      pthread_mutexattr_init(&ma);
+      pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+      pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+      pthread_mutex_init(&g->mu, &ma);
+      pthread_mutexattr_destroy(&ma);
+    }
+    g->version = 1;
+    g->mutex_size = sizeof(pthread_mutex_t);
+    memcpy(g->magic, SLUICE_LMDB_GATE_MAGIC, 8);
+    munmap(g, sizeof *g);
+    /* link() fails if another process won the race: use theirs. */
+    if (link(tp, gp) != 0 && errno != EEXIST) {
+      int err = errno;
+      unlink(tp);
+      return sluice_store_seterr(s, map_err(err), err, "lmdb: create %s: %s",
+                                 gp, strerror(err));
+    }
+    unlink(tp);
+  }
+  return sluice_store_seterr(s, SLUICE_EBACKEND, 0,
+                             "lmdb: %s keeps disappearing", gp);
+}
+
 /* Open the state and meta databases and check (or write) the identity. */
+static int env_setup_txn(sluice_store *s, sluice_lmdb_env *e, int create,
+                         const char *path, int64_t *grown);
+
+/* The setup transaction goes through the gate like any writer. */
 static int env_setup(sluice_store *s, sluice_lmdb_env *e, int create,
                      const char *path, int64_t *grown) {
+  int rc;
+  if (!e->rdonly && (rc = gate_lock_env(e, s, 0)) != SLUICE_OK)
+    return rc;
+  rc = env_setup_txn(s, e, create, path, grown);
+  if (e->gate)
+    pthread_mutex_unlock(&e->gate->mu);
+  return rc;
+}
+
+static int env_setup_txn(sluice_store *s, sluice_lmdb_env *e, int create,
+                         const char *path, int64_t *grown) {
   MDB_txn *txn;
   MDB_dbi meta;
   MDB_val k = {6, (void *)"format"}, v;
@@ -1018,6 +1251,11 @@ static int env_open(sluice_store *s, const open_args *a, int create,
   ** they pin pages and would otherwise grow the file until the map fills. */
   (void)mdb_reader_check(e->env, &dead);
   e->raw_max = (size_t)mdb_env_get_maxkeysize(e->env) - 16;
+  e->busy_ms = a->busy_ms;
+  if (!rdonly && (rc = gate_open(s, e, a->path, a->mode)) != SLUICE_OK) {
+    env_destroy(e);
+    return rc;
+  }
   rc = env_setup(s, e, create, a->path, &grown);
   if (rc != SLUICE_OK) {
     env_destroy(e);

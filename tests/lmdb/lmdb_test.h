@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -115,6 +116,13 @@ static inline sluice_lmdb_stats stats_of(sluice_limiter *l) {
   cr_assert_eq(sluice_limiter_control(l, SLUICE_CTL_LMDB_STATS, &st),
                SLUICE_OK, "stats: %s", sluice_limiter_errmsg(l));
   return st;
+}
+
+/* First call of every forked child that may block or loop: if the test
+** fails and its process goes away, the child goes too, instead of keeping
+** Criterion's pipes open forever. */
+static inline void child_dies_with_parent(void) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
 }
 
 /* Wait for a child and return its exit status (-signal if killed). */

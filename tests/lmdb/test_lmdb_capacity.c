@@ -160,6 +160,7 @@ Test(lmdb_capacity, another_process_growing_the_map_is_adopted) {
   pid = fork();
   cr_assert_geq(pid, 0);
   if (pid == 0) {
+    child_dies_with_parent();
     sluice_limiter *c = NULL;
     char err[256];
     int64_t size = 2 << 20;

@@ -7,8 +7,12 @@
 ** Every check runs at fixed manual times, so the expected numbers follow
 ** from the penalty essay (lib/algo/penalty.c), not from timing.
 */
+#include <fcntl.h>
 #include <lmdb.h>
+#include <pthread.h>
+#include <sys/mman.h>
 
+#include "lmdb_gate.h"
 #include "lmdb_test.h"
 
 static sluice_clock *clk;
@@ -150,6 +154,7 @@ Test(lmdb_durable, box_survives_sigkill_mid_run) {
     pid = fork();
     cr_assert_geq(pid, 0);
     if (pid == 0) {
+    child_dies_with_parent();
       close(fds[0]);
       sigkill_child(fds[1], modes[m]);
     }
@@ -237,6 +242,7 @@ Test(lmdb_durable, processes_contending_never_over_admit) {
     pids[i] = fork();
     cr_assert_geq(pids[i], 0);
     if (pids[i] == 0) {
+      child_dies_with_parent();
       close(go[1]);
       close(res[0]);
       contend_child(go[0], res[1], i);
@@ -279,6 +285,7 @@ Test(lmdb_durable, stale_reader_of_a_dead_process_is_cleared) {
   pid = fork();
   cr_assert_geq(pid, 0);
   if (pid == 0) {
+    child_dies_with_parent();
     /* Another program on the same environment, holding a snapshot. */
     MDB_env *env;
     MDB_txn *txn;
@@ -302,5 +309,55 @@ Test(lmdb_durable, stale_reader_of_a_dead_process_is_cleared) {
                SLUICE_OK);
   cr_assert_eq(dead, 1);
   cr_assert_eq(stats_of(l).readers, 0);
+  sluice_limiter_close(l);
+}
+
+/* A writer that stops while holding the writer gate (here: a child that
+** takes the gate and sleeps, as a SIGSTOPped or hung sluice writer would)
+** makes decisions fail with SLUICE_ETIMEDOUT after busy_timeout_ms instead
+** of hanging; when that holder dies, the gate is recovered and nothing of
+** the state was lost. */
+Test(lmdb_durable, hung_writer_times_out_and_dead_writer_is_recovered) {
+  sluice_limiter *l =
+      lmdb_must_open("busy_timeout_ms=200", SLUICE_OPEN_CREATE, clk);
+  sluice_verdict v;
+  char gp[400], c;
+  int fds[2];
+  pid_t pid;
+  cr_assert_eq(trip_by_strikes(l, "hung", T0), 1);
+  snprintf(gp, sizeof gp, "%s/" SLUICE_LMDB_GATE_FILE, envdir);
+  cr_assert_eq(pipe(fds), 0);
+  pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    child_dies_with_parent();
+    int fd = open(gp, O_RDWR);
+    sluice_lmdb_gate *g;
+    if (fd < 0)
+      _exit(1);
+    g = mmap(NULL, sizeof *g, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (g == MAP_FAILED || pthread_mutex_lock(&g->mu) != 0)
+      _exit(2);
+    (void)!write(fds[1], "h", 1);
+    pause();
+    _exit(0);
+  }
+  close(fds[1]);
+  cr_assert_eq(read(fds[0], &c, 1), 1);
+  close(fds[0]);
+  cr_assert_eq(pen(l, "hung", SLUICE_OP_RELEASE, 0, T0, &v), SLUICE_ETIMEDOUT,
+               "%s", sluice_limiter_errmsg(l));
+  cr_assert_neq(strstr(sluice_limiter_errmsg(l), "200 ms"), NULL, "%s",
+                sluice_limiter_errmsg(l));
+  /* Reads do not need the writer. */
+  expect_boxed(l, "hung", T0, 1, 5 * MIN, 1);
+  kill(pid, SIGKILL);
+  cr_assert_eq(child_status(pid), -SIGKILL);
+  /* The holder died with the gate locked: the next writer recovers it. */
+  cr_assert_eq(pen(l, "hung", SLUICE_OP_RELEASE, 0, T0, &v), SLUICE_OK, "%s",
+               sluice_limiter_errmsg(l));
+  cr_assert_eq(pen(l, "hung", SLUICE_OP_CHECK, 0, T0, &v), SLUICE_OK);
+  cr_assert_eq(v.allowed, 1);
+  cr_assert_eq(v.offenses, 1, "the release kept the offense");
   sluice_limiter_close(l);
 }

@@ -140,6 +140,7 @@ static int as_unprivileged(int (*fn)(void)) {
   pid_t pid = fork();
   cr_assert_geq(pid, 0);
   if (pid == 0) {
+    child_dies_with_parent();
     if (geteuid() == 0) {
       struct passwd *pw = getpwnam("nobody");
       uid_t uid = pw ? pw->pw_uid : 65534;
@@ -313,6 +314,7 @@ Test(lmdb_open, locked_lock_file_is_busy_not_a_hang) {
   pid = fork();
   cr_assert_geq(pid, 0);
   if (pid == 0) {
+    child_dies_with_parent();
     struct flock fl = {0};
     int fd = open(lp, O_RDWR);
     fl.l_type = F_WRLCK;
@@ -417,6 +419,7 @@ Test(lmdb_open, store_refuses_to_run_in_a_forked_child) {
   pid = fork();
   cr_assert_geq(pid, 0);
   if (pid == 0) {
+    child_dies_with_parent();
     sluice_limiter *mine = NULL;
     char err[256];
     int rc = pen(l, "fork", SLUICE_OP_STRIKE, 0, T0, &v);
