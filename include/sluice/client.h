@@ -69,7 +69,7 @@ typedef struct sluice_backoff sluice_backoff;
  *  @param[in] opts  NULL for the spec's defaults.
  *  @param[out] out  the planner, or NULL on failure.
  *  @return SLUICE_OK, SLUICE_EINVAL (negative numbers, cap below base,
- *  base above one hour), SLUICE_ENOMEM, SLUICE_EIO (no OS randomness).
+ *  base above one hour, cap above 24 hours), SLUICE_ENOMEM, SLUICE_EIO (no OS randomness).
  *  The planner is thread-safe (with a thread-safe rand). */
 SLUICE_EXPORT int sluice_backoff_open(const sluice_backoff_options *opts,
                                       sluice_backoff **out);

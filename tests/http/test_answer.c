@@ -5,6 +5,7 @@
 */
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sluice.h"
@@ -881,5 +882,40 @@ Test(validation, strikes_member_only_when_known) {
       json_integer_value(json_object_get(j, "penalty_strikes_remaining")), 0);
   cr_assert_not_null(json_object_get(j, "penalty_strikes_remaining"));
   json_decref(j);
+  sluice_http_close(h);
+}
+
+/* jansson allocates through process-wide hooks; Criterion runs each test
+** in its own process, so failing them here touches nothing else.  The
+** k-th allocation fails, for every k until a body gets through: each
+** failure must be SLUICE_ENOMEM with the buffer untouched, and nothing may
+** leak (LeakSanitizer checks the process at exit in the ASan build). */
+static long g_allocs_left;
+static void *failing_malloc(size_t n) {
+  if (g_allocs_left-- <= 0)
+    return NULL;
+  return malloc(n);
+}
+
+Test(buffers, body_out_of_memory_is_enomem_at_every_allocation) {
+  sluice_http *h = open_h(0, 0, fixed_rand, &g_zero);
+  sluice_http_facts f = spec_throttled();
+  sluice_http_answer a;
+  char buf[2048];
+  size_t len = 0;
+  long k;
+  int rc = SLUICE_ENOMEM;
+  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  json_set_alloc_funcs(failing_malloc, free);
+  for (k = 0; k < 1000 && rc == SLUICE_ENOMEM; k++) {
+    g_allocs_left = k;
+    buf[0] = 'Z';
+    rc = sluice_http_answer_body(h, &a, buf, sizeof buf, &len);
+    if (rc == SLUICE_ENOMEM)
+      cr_assert_eq(buf[0], 'Z', "buffer touched at k=%ld", k);
+  }
+  json_set_alloc_funcs(malloc, free);
+  cr_assert_eq(rc, SLUICE_OK);
+  cr_assert_gt(k, 5, "a body needs more than a handful of allocations");
   sluice_http_close(h);
 }
