@@ -34,7 +34,10 @@
 **     a writer raises it (CAS on meta) *before* it CASes in a state that
 **     lives longer.  A reclaimer only takes a slot whose meta expiry has
 **     passed, so a record it reclaims behaves like a zeroed one: nothing
-**     live (a bucket, a box, an offense counter) is ever evicted.  Raises
+**     live (a bucket, a box, an offense counter) is ever evicted.  (It also
+**     waits RECLAIM_GRACE, about a second, past that expiry: each process
+**     reads its own clock, and one that lags must not find its record gone
+**     and start from a fresh one.)  Raises
 **     round up and add slack (up to 2^30 ns) so that a hot key pays for a
 **     meta CAS about once a second, not on every decision.
 **  b) One LIVE binding per key.  A claim is TENTATIVE until it has been
@@ -109,6 +112,7 @@
 #define EXP_UNIT_BITS 24
 #define EXP_MAX ((UINT64_C(1) << 40) - 1)
 #define SLACK_MAX ((int64_t)1 << 30)
+#define RECLAIM_GRACE ((int64_t)1 << 30)
 
 typedef struct shm_header {
   uint64_t magic; /* "SLUICESH" in memory order */
@@ -182,6 +186,12 @@ static uint64_t units_of(int64_t exp_ns) {
 static inline int units_passed(uint64_t units, int64_t now) {
   return now >= 0 && units <= ((uint64_t)now >> EXP_UNIT_BITS);
 }
+/* Another key may take the slot: expired, and by more than RECLAIM_GRACE,
+** so that a process whose clock lags the reclaimer's (they each read their
+** own) still finds the record it may be about to charge. */
+static inline int units_reclaimable(uint64_t units, int64_t now) {
+  return now >= RECLAIM_GRACE && units_passed(units, now - RECLAIM_GRACE);
+}
 
 static uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
@@ -238,7 +248,7 @@ static int reclaimable(const uint64_t m[2], int64_t now) {
   unsigned st = m_status(m);
   if (st == ST_NEVER || st == ST_FREE)
     return 1;
-  return units_passed(m_units(m), now);
+  return units_reclaimable(m_units(m), now);
 }
 
 /* A new binding of `k` replacing meta `old` (generation moves on). */

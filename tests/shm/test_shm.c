@@ -435,3 +435,111 @@ Test(shm, delete_and_get) {
   sluice_limiter_close(lim);
   sluice_clock_free(clk);
 }
+
+/* --------------------------------------- claims abandoned by a crash --- */
+/* White-box: these write slot metadata the way a claimer killed between
+** its claim and its commit leaves it (layout 1: a 4096-byte header, then
+** 48-byte slots; meta.hi = status | gen << 2 | fpx << 12 | units << 24). */
+
+#define HDR 4096
+#define SLOT 48
+
+typedef struct raw {
+  int fd;
+  uint8_t hkey[16];
+  uint64_t nslots;
+} raw;
+
+static void raw_open(raw *r) {
+  r->fd = shm_open(name, O_RDWR, 0);
+  cr_assert(r->fd >= 0);
+  cr_assert_eq(pread(r->fd, r->hkey, 16, OFF_HKEY), 16);
+  cr_assert_eq(pread(r->fd, &r->nslots, 8, 40), 8);
+}
+
+/* Slot index and meta words of `key` bound with `status` at its home. */
+static uint64_t raw_home(const raw *r, const char *key, unsigned status,
+                         uint64_t units, uint64_t m[2]) {
+  uint8_t h[16];
+  uint64_t h0, h1;
+  sluice_siphash128(r->hkey, key, strlen(key), h);
+  memcpy(&h0, h, 8);
+  memcpy(&h1, h + 8, 8);
+  m[0] = h0;
+  m[1] = status | (UINT64_C(5) << 2) | ((h1 & 0xfff) << 12) | (units << 24);
+  return (uint64_t)(((unsigned __int128)h1 * r->nslots) >> 64);
+}
+
+static void raw_write(const raw *r, uint64_t slot, const uint64_t m[2],
+                      const uint64_t st[2]) {
+  off_t off = (off_t)(HDR + slot * SLOT);
+  cr_assert_eq(pwrite(r->fd, m, 16, off), 16);
+  if (st)
+    cr_assert_eq(pwrite(r->fd, st, 16, off + 16), 16);
+}
+
+static _Atomic int64_t ab_now;
+
+Test(shm, abandoned_claim_of_same_key_is_finished) {
+  char store[200];
+  sluice_limiter *lim;
+  sluice_clock *clk;
+  sluice_shm_stats st = {0};
+  raw r;
+  uint64_t m[2], junk[2] = {UINT64_C(0xdeadbeefdeadbeef), 12345}, slot;
+  int64_t t = 50 * SEC;
+  shm_test_name(name, sizeof name, "aband");
+  snprintf(store, sizeof store, "shm:name=%s;capacity=100", name);
+  atomic_store(&ab_now, t);
+  lim = shm_test_open(store, &ab_now, &clk);
+  raw_open(&r);
+  /* a claim for "victim" that was never reset nor committed */
+  slot = raw_home(&r, "victim", 1, ((uint64_t)t >> 24) + 1, m);
+  raw_write(&r, slot, m, junk);
+  st.now_ns = t;
+  cr_assert_eq(sluice_limiter_control(lim, SLUICE_CTL_SHM_STATS, &st),
+               SLUICE_OK);
+  cr_assert_eq(st.pending, 1);
+  /* the next user of the key finishes the claim: a fresh bucket, none of
+  ** the junk state */
+  cr_assert_eq(take_all(lim, "victim", t), 10);
+  cr_assert_eq(sluice_limiter_control(lim, SLUICE_CTL_SHM_STATS, &st),
+               SLUICE_OK);
+  cr_assert_eq(st.pending, 0);
+  cr_assert_eq(st.live, 1);
+  cr_assert_eq(take_all(lim, "victim", t), 0);
+  close(r.fd);
+  sluice_limiter_close(lim);
+  sluice_clock_free(clk);
+}
+
+Test(shm, abandoned_claim_of_other_key_is_reclaimed) {
+  char store[200];
+  sluice_limiter *lim;
+  sluice_clock *clk;
+  raw r;
+  uint64_t m[2], slot;
+  int64_t t = 70 * SEC;
+  int efull, fitted;
+  shm_test_name(name, sizeof name, "aband2");
+  /* 192 keys: 256 slots, one probe window: the whole table */
+  snprintf(store, sizeof store, "shm:name=%s;capacity=192", name);
+  atomic_store(&ab_now, t);
+  lim = shm_test_open(store, &ab_now, &clk);
+  fitted = flood(lim, "f", 300, t, &efull);
+  cr_assert_eq(fitted, 256);
+  raw_open(&r);
+  /* one slot turns into a dead process's claim for some other key */
+  slot = raw_home(&r, "ghost", 1, ((uint64_t)t >> 24) + 1, m);
+  raw_write(&r, slot, m, NULL);
+  /* not before its claim unit and the reclaim grace have passed */
+  flood(lim, "g", 1, t, &efull);
+  cr_assert_eq(efull, 1);
+  atomic_store(&ab_now, t + 2 * SEC);
+  fitted = flood(lim, "g", 2, t, &efull);
+  cr_assert_eq(fitted, 1, "exactly the abandoned slot was reclaimed");
+  cr_assert_eq(efull, 1);
+  close(r.fd);
+  sluice_limiter_close(lim);
+  sluice_clock_free(clk);
+}
