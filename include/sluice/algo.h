@@ -88,7 +88,8 @@ typedef struct sluice_gcra_params {
   int64_t burst;
 } sluice_gcra_params;
 
-/* GCRA record:  w[0] = theoretical arrival time, whole ns (int64).
+/* GCRA record:  w[0] = theoretical arrival time, whole ns (uint64: it may
+**                      pass INT64_MAX by up to one burst).
 **               w[1] = fractional ns of the TAT, in units of 1/rate ns
 **                      (0 <= frac < rate).
 ** tokens(now) = burst - max(0, TAT - now) * rate / period_ns. */
@@ -98,7 +99,7 @@ typedef struct sluice_gcra_params {
 /** Sliding window counter (two aligned windows, the previous one weighted by
  *  its overlap with [now - window, now)) and fixed window counter. */
 typedef struct sluice_window_params {
-  int64_t limit;     /**< 1..SLUICE_COUNT_MAX */
+  int64_t limit;     /**< 1..SLUICE_COUNT_MAX (SWINDOW: 1..2^31) */
   int64_t window_ns; /**< 1..SLUICE_DURATION_MAX */
 } sluice_window_params;
 
@@ -107,7 +108,8 @@ typedef struct sluice_window_params {
 **                        count in previous window (high 32 bits).
 ** FWINDOW record: w[0] = start of the current aligned window (int64 ns),
 **                 w[1] = count in it.
-** Counts saturate at 2^32 - 1 (SWINDOW) and SLUICE_COUNT_MAX (FWINDOW). */
+** Counts saturate at 2^32 - 1 (SWINDOW) and INT64_MAX (FWINDOW), both
+** above any valid limit, so a saturated counter stays over its limit. */
 
 /* ------------------------------------------------------------- penalty --- */
 

@@ -41,9 +41,12 @@ int sluice_gcra_params_check(const sluice_gcra_params *p) {
   return SLUICE_OK;
 }
 
+/* The TAT is unsigned: a charge made near now = INT64_MAX puts it past
+** INT64_MAX (by at most tau + one cost), and clamping it there would hand
+** the points back. */
 static sluice__i128 tat_scaled(const sluice_gcra_params *p,
                                const sluice_state *s) {
-  return (sluice__i128)(int64_t)s->w[0] * p->rate + (sluice__i128)s->w[1];
+  return (sluice__i128)s->w[0] * p->rate + (sluice__i128)s->w[1];
 }
 
 int64_t sluice__gcra_expiry(const sluice_gcra_params *p, const sluice_state *s) {
@@ -105,7 +108,7 @@ int sluice__gcra_group(const sluice_op *op, const sluice_state *in,
   for (i = 0; i < op->nkeys; i++) {
     if (all && op->kind == SLUICE_OP_CONSUME && op->arg > 0) {
       sluice__i128 q = sluice__floordiv(e[i].next, ps[i].rate);
-      out[i].w[0] = (uint64_t)sluice__clamp64(q);
+      out[i].w[0] = (uint64_t)q; /* < INT64_MAX + 2^62: see tat_scaled */
       out[i].w[1] = (uint64_t)(e[i].next - q * ps[i].rate);
     } else {
       out[i] = in[i];

@@ -18,6 +18,8 @@
 **  c) Slots as separate records let a lock-free store claim one with a
 **     single compare-and-swap; the step itself still sees the whole set.
 */
+#include <string.h>
+
 #include "algo_int.h"
 
 int sluice_lease_params_check(const sluice_lease_params *p) {
@@ -27,8 +29,11 @@ int sluice_lease_params_check(const sluice_lease_params *p) {
   return SLUICE_OK;
 }
 
+/* An expiry that saturated at INT64_MAX means "held until the end of
+** time": comparing now < INT64_MAX would free it at now = INT64_MAX. */
 static int held(const sluice_state *s, int64_t now) {
-  return s->w[0] != 0 && now < (int64_t)s->w[1];
+  return s->w[0] != 0 &&
+         (now < (int64_t)s->w[1] || (int64_t)s->w[1] == INT64_MAX);
 }
 
 int sluice__lease_run(const sluice_op *op, const sluice_state *in,
@@ -101,15 +106,21 @@ int sluice__lease_run(const sluice_op *op, const sluice_state *in,
 int sluice_lease_step(const sluice_lease_params *p, const sluice_state *in,
                       int64_t now_ns, int kind, uint64_t lease_id,
                       sluice_state *out, sluice_verdict *v) {
-  static const char names[SLUICE_GROUP_MAX] = {0};
+  /* Slot keys only need to be distinct and share a hash tag, as the group
+  ** check requires: "{s}0", "{s}1", ... */
+  static const char digits[SLUICE_GROUP_MAX + 1] =
+      "0123456789abcdefghijklmnopqrstuv";
+  char names[SLUICE_GROUP_MAX][4];
   sluice_key k[SLUICE_GROUP_MAX];
   sluice_op op = {SLUICE_ALGO_LEASE, kind, 0, k, p, 0, lease_id};
   int i;
   if (sluice_lease_params_check(p) != SLUICE_OK)
     return SLUICE_EINVAL;
   for (i = 0; i < (int)p->max; i++) {
-    k[i].data = &names[i];
-    k[i].len = 1;
+    memcpy(names[i], "{s}", 3);
+    names[i][3] = digits[i];
+    k[i].data = names[i];
+    k[i].len = 4;
   }
   op.nkeys = (int)p->max;
   return sluice_op_step(&op, in, out, now_ns, v);

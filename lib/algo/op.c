@@ -100,6 +100,10 @@ int sluice_op_validate(const sluice_op *op) {
     const sluice_window_params *p = (const sluice_window_params *)op->params;
     if (op->nkeys != 1 || sluice_window_params_check(p) != SLUICE_OK)
       return SLUICE_EINVAL;
+    /* The sliding counters are 32-bit; a limit below 2^31 keeps a consumed
+    ** count from ever reaching the saturation point. */
+    if (op->algo == SLUICE_ALGO_SWINDOW && p->limit > ((int64_t)1 << 31))
+      return SLUICE_EINVAL;
     rc = amount_check(op, p->limit);
     break;
   }

@@ -179,9 +179,8 @@ int sluice__fwindow_run(const sluice_op *op, const sluice_state *in,
   v->allowed = (sluice__i128)count + n <= p->limit;
   if (op->kind == SLUICE_OP_COUNT ||
       (op->kind == SLUICE_OP_CONSUME && v->allowed)) {
-    count += (uint64_t)n;
-    if (count > (uint64_t)SLUICE_COUNT_MAX)
-      count = (uint64_t)SLUICE_COUNT_MAX;
+    count = (count > (uint64_t)INT64_MAX - (uint64_t)n) ? (uint64_t)INT64_MAX
+                                                         : count + (uint64_t)n;
     if (op->kind == SLUICE_OP_COUNT)
       v->allowed = count <= (uint64_t)p->limit;
   }
