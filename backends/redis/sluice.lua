@@ -101,7 +101,9 @@ local function pmod(h, l, w)
   local k = 1
   while k < 16 and w * 2 ^ (k + 1) <= T52 * 2 do k = k + 1 end
   local r = 0
-  for _, x in ipairs({h, l}) do
+  for half = 1, 2 do
+    local x = l
+    if half == 1 then x = h end
     local bits = 32
     while bits > 0 do
       local take = k
@@ -254,7 +256,9 @@ local ok, err = pcall(function()
           over = true
         end
       end
-      local x = {R = R, Pd = Pd}
+      -- All fields at once: one allocation instead of a growing hash.
+      local x = {R = R, Pd = Pd, B = B, fits = false, rb = P0, ra = P0,
+                 rt = P0, sb = P0, sa = P0, Dn = 0}
       if not over then
         -- 0 <= D <= tau <= 2^52, so Dn <= 2 tau <= 2^53: all exact.
         local Dn = D + cP
@@ -277,7 +281,6 @@ local ok, err = pcall(function()
       end
       if not x.fits then all = false end
       if lt(rh, rl, x.rt[1], x.rt[2]) then rh, rl = x.rt[1], x.rt[2] end
-      x.B = B
       e[i] = x
     end
     local b = 1
@@ -407,7 +410,9 @@ local ok, err = pcall(function()
         put(1, sh, sl, c1h, c1l)
       end
       local pc = 0
-      for _, x in ipairs({c1h, c1l}) do
+      for half = 1, 2 do
+        local x = c1l
+        if half == 1 then x = c1h end
         while x > 0 do
           x = bit.band(x, x - 1) % T32
           pc = pc + 1
@@ -714,6 +719,6 @@ local sr_l, sr_h = p64(strikes_rem)
 local of_l, of_h = p64(offenses)
 local ls_l, ls_h = p64(lease)
 local no_l, no_h = p64({nh, nl})
-return spack('<i4I4i4i4' .. string.rep('I4I4', 8), V.allowed, V.flags,
+return spack('<i4I4i4i4I4I4I4I4I4I4I4I4I4I4I4I4I4I4I4I4', V.allowed, V.flags,
   V.binding, V.level, lim_l, lim_h, rem_l, rem_h, ret_l, ret_h, res_l, res_h,
   sr_l, sr_h, of_l, of_h, ls_l, ls_h, no_l, no_h)
