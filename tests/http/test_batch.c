@@ -1,7 +1,7 @@
 /*
 ** A simulated batch client, end to end: the server decides (the core GCRA
-** limiter, then the whole policy layer), renders its answer through
-** sluice_http, and the client reads only the header strings it was sent,
+** limiter, then the whole policy layer and its decision -> facts bridge),
+** renders its answer through sluice_http, and the client reads only the header strings it was sent,
 ** pacing itself with sluice_pace_interval() and backing off with the
 ** planner.  Time is a manual clock; the client "sleeps" by advancing it.
 **
@@ -31,44 +31,6 @@ typedef struct server {
   sluice_gcra_params bucket;
   int64_t strikes, throttles, served;
 } server;
-
-/* The bridge the policy layer will own: decision -> facts.  Kept local
-** (and minimal) so this test does not depend on its shape. */
-static void facts_from_decision(const sluice_decision *d,
-                                sluice_http_facts *f) {
-  memset(f, 0, sizeof *f);
-  switch (d->outcome) {
-  case SLUICE_OUTCOME_ALLOW: f->outcome = SLUICE_HTTP_ALLOWED; break;
-  case SLUICE_OUTCOME_THROTTLED:
-  case SLUICE_OUTCOME_EXPORT_CAP: f->outcome = SLUICE_HTTP_THROTTLED; break;
-  case SLUICE_OUTCOME_BOXED:
-  case SLUICE_OUTCOME_SUSPENDED: f->outcome = SLUICE_HTTP_BOXED; break;
-  case SLUICE_OUTCOME_CONCURRENCY: f->outcome = SLUICE_HTTP_CONCURRENCY; break;
-  case SLUICE_OUTCOME_CONFLICT: f->outcome = SLUICE_HTTP_CONFLICT; break;
-  default: f->outcome = SLUICE_HTTP_FAIL_CLOSED; break;
-  }
-  f->status = d->status == 403 ? 403 : 0;
-  f->penalty = d->penalty_status;
-  f->penalty_level = f->outcome == SLUICE_HTTP_BOXED ? d->penalty_level : 0;
-  f->quota = d->policy_quota;
-  f->window_s = (d->policy_window_ns + S_NS - 1) / S_NS;
-  f->limit = d->limit;
-  f->remaining = d->remaining;
-  f->reset_ns = d->reset_ns;
-  f->retry_after_ns = d->outcome == SLUICE_OUTCOME_SUSPENDED
-                          ? SLUICE_FOREVER
-                          : d->retry_after_ns;
-  if (d->outcome == SLUICE_OUTCOME_BOXED)
-    f->lockout_ends_ns = d->lockout_end_ns;
-  if (d->outcome == SLUICE_OUTCOME_THROTTLED) {
-    f->flags |= SLUICE_HTTP_F_STRIKES;
-    f->strikes_remaining = d->strikes_remaining;
-  }
-  f->cost = d->cost;
-  if (d->refill_period_ns > 0)
-    f->refill_per_s = d->refill_rate * S_NS / d->refill_period_ns;
-  f->tier = d->tier;
-}
 
 static void server_open(server *s, int with_policy) {
   sluice_limiter_options lo = {0};
@@ -121,9 +83,10 @@ static void serve(server *s, int64_t cost, response *r) {
   int64_t now = sluice_clock_now(s->clock);
   sluice_http_facts f;
   sluice_http_answer a;
+  /* Function scope: the facts borrow strings from both. */
+  sluice_request q = {0};
+  sluice_decision d;
   if (s->pol) {
-    sluice_request q = {0};
-    sluice_decision d;
     q.tenant_id = "tenant-acme";
     q.api_key_id = "key-batch";
     q.tier = "sandbox";
@@ -132,7 +95,9 @@ static void serve(server *s, int64_t cost, response *r) {
     cr_assert_eq(sluice_policy_decide(s->pol, &q, &d), SLUICE_OK);
     if (d.flags & SLUICE_DECISION_STRIKE)
       s->strikes++;
-    facts_from_decision(&d, &f);
+    /* The policy layer's own bridge: this is the path a service takes. */
+    cr_assert_eq(sluice_decision_http_facts(&d, &q, "req_batch", &f),
+                 SLUICE_OK);
   } else {
     sluice_verdict v;
     cr_assert_eq(sluice_limiter_take(s->lim, "k:batch", 7, &s->bucket, cost,
