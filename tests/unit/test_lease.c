@@ -281,3 +281,112 @@ Test(lease, mutual_exclusion_at_int64_max) {
       cr_assert(!lease(&p, st, INT64_MAX, SLUICE_OP_ACQUIRE, 2, &v));
   }
 }
+
+/* ---------------------------------------------------- reference model --- */
+
+/* The spec's ZSET (member = lease id, score = expiry), with slot positions
+** tracked as documented: ACQUIRE takes the lowest free slot; a live holder's
+** re-acquire renews in place. */
+typedef struct lmodel {
+  uint64_t id[SLUICE_GROUP_MAX];
+  int64_t exp[SLUICE_GROUP_MAX];
+} lmodel;
+
+static void lm_step(const sluice_lease_params *p, lmodel *m, int64_t now,
+                    int kind, uint64_t id, sluice_verdict *ev) {
+  int n = (int)p->max, i, mine = -1, nheld = 0;
+  int64_t earliest = INT64_MAX, latest = now;
+  memset(ev, 0, sizeof *ev);
+  ev->now_ns = now;
+  ev->lease_id = id;
+  /* ZREMRANGEBYSCORE -inf now */
+  for (i = 0; i < n; i++)
+    if (m->id[i] && m->exp[i] <= now)
+      m->id[i] = 0;
+  for (i = 0; i < n; i++)
+    if (m->id[i] == id)
+      mine = i;
+  switch (kind) {
+  case SLUICE_OP_ACQUIRE:
+    if (mine < 0)
+      for (i = 0; i < n; i++)
+        if (!m->id[i]) {
+          mine = i;
+          break;
+        }
+    if (mine >= 0) {
+      m->id[mine] = id;
+      m->exp[mine] = now + p->ttl_ns;
+      ev->allowed = 1;
+    }
+    break;
+  case SLUICE_OP_RENEW:
+    if (mine >= 0) {
+      m->exp[mine] = now + p->ttl_ns;
+      ev->allowed = 1;
+    } else {
+      ev->flags = SLUICE_V_EXPIRED;
+    }
+    break;
+  default:
+    if (mine >= 0) {
+      m->id[mine] = 0;
+      ev->allowed = 1;
+    } else {
+      ev->flags = SLUICE_V_EXPIRED;
+    }
+    break;
+  }
+  for (i = 0; i < n; i++) {
+    if (!m->id[i])
+      continue;
+    nheld++;
+    if (m->exp[i] < earliest)
+      earliest = m->exp[i];
+    if (m->exp[i] > latest)
+      latest = m->exp[i];
+  }
+  ev->binding = ev->allowed ? mine : 0;
+  ev->limit = p->max;
+  ev->remaining = p->max - nheld;
+  ev->reset_ns = latest - now;
+  if (kind == SLUICE_OP_ACQUIRE && !ev->allowed)
+    ev->retry_after_ns = earliest - now;
+}
+
+Test(lease, matches_zset_reference_model) {
+  rng r = {0x1ea5e};
+  int trial, grants = 0, denials = 0;
+  for (trial = 0; trial < 150; trial++) {
+    sluice_lease_params p = {rng_range(&r, 1, 6), rng_range(&r, 1, 5000)};
+    sluice_state st[SLUICE_GROUP_MAX];
+    lmodel m;
+    int64_t t = rng_range(&r, 0, INT64_C(1) << 50);
+    int i;
+    memset(st, 0, sizeof st);
+    memset(&m, 0, sizeof m);
+    for (i = 0; i < 400; i++) {
+      sluice_verdict v, ev;
+      int64_t roll = rng_range(&r, 0, 9);
+      int kind = roll < 6   ? SLUICE_OP_ACQUIRE
+                 : roll < 8 ? SLUICE_OP_LEASE_RELEASE
+                            : SLUICE_OP_RENEW;
+      uint64_t id = (uint64_t)rng_range(&r, 1, 8);
+      t += rng_range(&r, 0, p.ttl_ns / 3 + 1);
+      lm_step(&p, &m, t, kind, id, &ev);
+      lease(&p, st, t, kind, id, &v);
+      if (kind == SLUICE_OP_ACQUIRE)
+        v.allowed ? grants++ : denials++;
+      cr_assert(verdict_eq(&v, &ev),
+                "trial %d step %d kind %d id %llu: allowed %d/%d binding %d/%d "
+                "rem %lld/%lld retry %lld/%lld reset %lld/%lld flags %u/%u",
+                trial, i, kind, (unsigned long long)id, v.allowed, ev.allowed,
+                v.binding, ev.binding, (long long)v.remaining,
+                (long long)ev.remaining, (long long)v.retry_after_ns,
+                (long long)ev.retry_after_ns, (long long)v.reset_ns,
+                (long long)ev.reset_ns, v.flags, ev.flags);
+    }
+  }
+  cr_assert_gt(grants, 1000);
+  cr_assert_gt(denials, 1000);
+}

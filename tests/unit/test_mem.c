@@ -477,3 +477,70 @@ Test(mem_threads, concurrent_inserts_lose_nothing) {
   sluice_limiter_close(l);
   sluice_clock_free(c);
 }
+
+/* Groups whose keys share shards and chains, written back while the table
+** grows and chains are swept under them: every key must get exactly its own
+** charge (the 0.15 s the clock moves refills nothing at 1 point/h). */
+Test(mem, group_write_back_while_table_grows) {
+  const sluice_gcra_params one = {1, HOUR, 1000};
+  sluice_gcra_params ps[SLUICE_GROUP_MAX];
+  static int64_t charged[400];
+  sluice_clock *c;
+  sluice_limiter *l;
+  rng r = {0x6e0};
+  int round, i, filler = 0;
+  for (i = 0; i < SLUICE_GROUP_MAX; i++)
+    ps[i] = one;
+  memset(charged, 0, sizeof charged);
+  cr_assert_eq(sluice_clock_manual(HOUR, &c), SLUICE_OK);
+  l = open_mem(c, NULL);
+  for (round = 0; round < 300; round++) {
+    char names[SLUICE_GROUP_MAX][16];
+    sluice_key ks[SLUICE_GROUP_MAX];
+    int idx[SLUICE_GROUP_MAX], n = (int)rng_range(&r, 2, SLUICE_GROUP_MAX);
+    sluice_verdict v;
+    sluice_op op;
+    /* n distinct key indices out of 400 (some seen before, some new). */
+    for (i = 0; i < n; i++) {
+      int j, dup;
+      do {
+        idx[i] = (int)rng_range(&r, 0, 399);
+        for (dup = 0, j = 0; j < i; j++)
+          dup |= idx[j] == idx[i];
+      } while (dup);
+      snprintf(names[i], sizeof names[i], "{g}k%d", idx[i]);
+      ks[i] = (sluice_key){names[i], strlen(names[i])};
+    }
+    op = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, n, ks, ps, 1, 0};
+    cr_assert_eq(sluice_limiter_apply(l, &op, &v), SLUICE_OK);
+    cr_assert(v.allowed);
+    for (i = 0; i < n; i++)
+      charged[idx[i]]++;
+    /* Filler keys between groups make shards grow mid-test; they expire
+    ** after 1 ms, so later inserts sweep them out of shared chains. */
+    for (i = 0; i < 40; i++) {
+      const sluice_gcra_params brief = {1, MS, 1};
+      char k[16];
+      snprintf(k, sizeof k, "fill%d", filler++);
+      cr_assert_eq(sluice_limiter_take(l, k, strlen(k), &brief, 1, &v),
+                   SLUICE_OK);
+    }
+    if (round % 2)
+      cr_assert_eq(sluice_clock_advance(c, MS), SLUICE_OK);
+  }
+  for (i = 0; i < 400; i++) {
+    char k[16];
+    sluice_key key;
+    sluice_verdict v;
+    sluice_op op;
+    snprintf(k, sizeof k, "{g}k%d", i);
+    key = (sluice_key){k, strlen(k)};
+    op = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 1, &key, &one, 0, 0};
+    cr_assert_eq(sluice_limiter_apply(l, &op, &v), SLUICE_OK);
+    cr_assert_eq(v.remaining, 1000 - charged[i], "key %d: charged %lld, store "
+                 "says %lld", i, (long long)charged[i],
+                 (long long)(1000 - v.remaining));
+  }
+  sluice_limiter_close(l);
+  sluice_clock_free(c);
+}

@@ -416,3 +416,140 @@ Test(penalty, validation) {
     cr_assert_eq(sluice_op_step(&op, in, out, 0, &v), SLUICE_EINVAL);
   }
 }
+
+/* ---------------------------------------------------- reference model --- */
+
+/* The spec's three keys (section 6 Lua), in ns, with the record's whole-ms
+** times: box (value = level, TTL), strikes (INCR, EXPIRE on the first),
+** offenses (INCR, EXPIRE offense_ttl on every trip). */
+typedef struct pmodel {
+  int boxed_flag;
+  int64_t box_until; /* SLUICE_FOREVER for a suspension */
+  int box_level;
+  int64_t strikes, strikes_exp;
+  int64_t offenses, off_exp;
+} pmodel;
+
+static int64_t floor_ms(int64_t t) { return t - t % MS; }
+
+static int pm_boxed(const pmodel *m, int64_t now) {
+  return m->boxed_flag && (m->box_until == SLUICE_FOREVER || now < m->box_until);
+}
+
+static int64_t pm_live_off(const pmodel *m, int64_t now) {
+  return now < m->off_exp ? m->offenses : 0;
+}
+
+static void pm_trip(const sluice_penalty_params *p, pmodel *m, int64_t now,
+                    int64_t min_level) {
+  int64_t off = pm_live_off(m, now) + 1, d;
+  if (off < min_level)
+    off = min_level;
+  if (off > 4095)
+    off = 4095;
+  m->offenses = off;
+  m->off_exp = floor_ms(now) + p->offense_ttl_ns;
+  m->box_level = off < 3 ? (int)off : 3;
+  d = p->box_ns[m->box_level - 1];
+  m->box_until = d == SLUICE_FOREVER ? SLUICE_FOREVER : floor_ms(now) + d;
+  m->boxed_flag = 1;
+  m->strikes = 0;
+}
+
+static void pm_step(const sluice_penalty_params *p, pmodel *m, int64_t now,
+                    int kind, int64_t arg, sluice_verdict *ev) {
+  int boxed = pm_boxed(m, now);
+  memset(ev, 0, sizeof *ev);
+  ev->now_ns = now;
+  if (now >= m->strikes_exp)
+    m->strikes = 0;
+  switch (kind) {
+  case SLUICE_OP_STRIKE:
+    if (boxed)
+      break;
+    if (m->strikes == 0)
+      m->strikes_exp = floor_ms(now) + p->strike_window_ns;
+    if (++m->strikes >= p->strike_threshold) {
+      pm_trip(p, m, now, 1);
+      ev->flags |= SLUICE_V_TRIPPED;
+    }
+    break;
+  case SLUICE_OP_TRIP:
+    if (boxed && m->box_level >= arg)
+      break;
+    pm_trip(p, m, now, arg);
+    ev->flags |= SLUICE_V_TRIPPED;
+    break;
+  case SLUICE_OP_RELEASE:
+    m->boxed_flag = 0;
+    break;
+  default:
+    break;
+  }
+  boxed = pm_boxed(m, now);
+  ev->allowed = !boxed;
+  ev->limit = p->strike_threshold;
+  ev->offenses = pm_live_off(m, now);
+  if (boxed) {
+    ev->level = m->box_level;
+    if (m->box_until == SLUICE_FOREVER) {
+      ev->flags |= SLUICE_V_SUSPENDED;
+      ev->retry_after_ns = SLUICE_FOREVER;
+    } else {
+      ev->retry_after_ns = m->box_until - now;
+    }
+    ev->reset_ns = ev->retry_after_ns;
+  } else {
+    int64_t live = now < m->strikes_exp ? m->strikes : 0;
+    ev->strikes_remaining = p->strike_threshold - live;
+    if (live > 0)
+      ev->reset_ns = m->strikes_exp - now;
+  }
+  ev->remaining = ev->strikes_remaining;
+}
+
+Test(penalty, matches_spec_reference_model) {
+  rng r = {0x9e11};
+  int trial, steps = 0;
+  for (trial = 0; trial < 200; trial++) {
+    sluice_penalty_params p;
+    pmodel m;
+    sluice_state s = zst();
+    int64_t t = rng_range(&r, 0, INT64_C(1) << 45);
+    int i;
+    p.strike_threshold = rng_range(&r, 1, 6);
+    p.strike_window_ns = rng_range(&r, 1, 40) * MS + rng_range(&r, 0, MS - 1);
+    for (i = 0; i < 3; i++)
+      p.box_ns[i] = rng_range(&r, 0, 7) == 0
+                        ? SLUICE_FOREVER
+                        : rng_range(&r, 1, 60) * MS + rng_range(&r, 0, 999);
+    p.offense_ttl_ns = rng_range(&r, 1, 300) * MS + rng_range(&r, 0, 999);
+    memset(&m, 0, sizeof m);
+    for (i = 0; i < 400; i++) {
+      sluice_verdict v, ev;
+      int64_t roll = rng_range(&r, 0, 39), arg = 0;
+      int kind = roll < 30   ? SLUICE_OP_STRIKE
+                 : roll < 34 ? SLUICE_OP_CHECK
+                 : roll < 38 ? SLUICE_OP_TRIP
+                             : SLUICE_OP_RELEASE;
+      if (kind == SLUICE_OP_TRIP)
+        arg = rng_range(&r, 1, 3);
+      t += rng_range(&r, 0, 3) == 0 ? rng_range(&r, 0, 100 * MS)
+                                    : rng_range(&r, 0, 2 * MS);
+      pm_step(&p, &m, t, kind, arg, &ev);
+      pen(&p, &s, t, kind, arg, &v);
+      steps++;
+      cr_assert(verdict_eq(&v, &ev),
+                "trial %d step %d kind %d: allowed %d/%d level %d/%d off "
+                "%lld/%lld strikes_rem %lld/%lld retry %lld/%lld reset "
+                "%lld/%lld flags %u/%u",
+                trial, i, kind, v.allowed, ev.allowed, v.level, ev.level,
+                (long long)v.offenses, (long long)ev.offenses,
+                (long long)v.strikes_remaining, (long long)ev.strikes_remaining,
+                (long long)v.retry_after_ns, (long long)ev.retry_after_ns,
+                (long long)v.reset_ns, (long long)ev.reset_ns, v.flags,
+                ev.flags);
+    }
+  }
+  cr_assert_eq(steps, 200 * 400);
+}
