@@ -4,6 +4,7 @@
 ** values a parser must refuse without guessing.
 */
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sluice.h"
@@ -178,4 +179,73 @@ Test(uint, parses_and_refuses) {
   cr_assert_eq(sluice_http_parse_uint("99999999999999999999", 20, &v),
                SLUICE_ERANGE);
   cr_assert_eq(v, 7, "wrote on failure");
+}
+
+static uint64_t mix(uint64_t *s) {
+  uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
+  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+  return z ^ (z >> 31);
+}
+
+Test(date, mutated_inputs_never_overread_or_misparse) {
+  /* Valid dates of all three forms with one to three bytes changed,
+  ** truncated or extended, each in a heap block of exactly its length (no
+  ** NUL), so the ASan build catches any read past the end.  Whatever is
+  ** accepted must be a real time that formats and re-parses to itself. */
+  static const char *const seeds[] = {"Sun, 06 Nov 1994 08:49:37 GMT",
+                                      "Sunday, 06-Nov-94 08:49:37 GMT",
+                                      "Sun Nov  6 08:49:37 1994"};
+  uint64_t st = 42;
+  int i, accepted = 0;
+  for (i = 0; i < 60000; i++) {
+    const char *seed = seeds[i % 3];
+    size_t len = strlen(seed), k, nmut = 1 + mix(&st) % 3;
+    char *buf, canon[SLUICE_HTTP_DATE_LEN + 1];
+    int64_t t = -1, back = -2;
+    int rc;
+    if (mix(&st) % 4 == 0)
+      len = (size_t)(mix(&st) % (len + 4)); /* shorter or longer */
+    buf = malloc(len ? len : 1);
+    cr_assert_not_null(buf);
+    for (k = 0; k < len; k++)
+      buf[k] = k < strlen(seed) ? seed[k] : (char)(mix(&st) & 0xff);
+    for (k = 0; k < nmut && len; k++)
+      buf[mix(&st) % len] = (char)(mix(&st) & 0xff);
+    rc = sluice_http_parse_date(buf, len, 0, &t);
+    cr_assert(rc == SLUICE_OK || rc == SLUICE_EINVAL || rc == SLUICE_ERANGE);
+    if (rc == SLUICE_OK) {
+      accepted++;
+      cr_assert_geq(t, 0);
+      cr_assert_eq(sluice_http_format_date(t, canon), SLUICE_OK);
+      cr_assert_eq(parse(canon, 0, &back), SLUICE_OK);
+      cr_assert_eq(back, t);
+    }
+    free(buf);
+  }
+  /* Some mutations keep a valid date (a digit for a digit): the check
+  ** above has seen real work, not only refusals. */
+  cr_assert_gt(accepted, 100);
+}
+
+Test(uint, exact_length_buffers) {
+  uint64_t st = 7;
+  int i;
+  for (i = 0; i < 20000; i++) {
+    size_t len = (size_t)(mix(&st) % 24), k;
+    char *buf = malloc(len ? len : 1);
+    int64_t v = -1;
+    int rc, digits = len > 0;
+    cr_assert_not_null(buf);
+    for (k = 0; k < len; k++) {
+      buf[k] = mix(&st) % 5 ? (char)('0' + mix(&st) % 10) : (char)mix(&st);
+      digits &= buf[k] >= '0' && buf[k] <= '9';
+    }
+    rc = sluice_http_parse_uint(buf, len, &v);
+    if (digits && len <= 15)
+      cr_assert_eq(rc, SLUICE_OK);
+    if (rc == SLUICE_OK)
+      cr_assert(v >= 0 && v <= (INT64_C(1) << 53));
+    free(buf);
+  }
 }
