@@ -128,17 +128,44 @@ static void on_event(void *ud, const sluice_event *ev) {
     snprintf(l->scope_id, sizeof l->scope_id, "%s", ev->scope_id);
 }
 
+static void fx_policy(fixture *f, const sluice_policy_config *cfg,
+                      unsigned flags);
+
 void fx_open(fixture *f, const sluice_policy_config *cfg, unsigned flags) {
   sluice_limiter_options lo;
-  sluice_policy_options po;
-  char err[256];
-  int i;
   memset(f, 0, sizeof *f);
   cr_assert_eq(sluice_clock_manual(T0, &f->clock), SLUICE_OK);
   memset(&lo, 0, sizeof lo);
   lo.backend = &failing_backend;
   lo.clock = f->clock;
   cr_assert_eq(sluice_limiter_open(&lo, &f->lim), SLUICE_OK);
+  fx_policy(f, cfg, flags);
+}
+
+int fx_open_store(fixture *f, const sluice_policy_config *cfg,
+                  const char *store, unsigned open_flags) {
+  sluice_limiter_options lo;
+  int rc;
+  memset(f, 0, sizeof *f);
+  cr_assert_eq(sluice_clock_manual(T0, &f->clock), SLUICE_OK);
+  memset(&lo, 0, sizeof lo);
+  lo.store = store;
+  lo.clock = f->clock;
+  lo.flags = open_flags;
+  rc = sluice_limiter_open(&lo, &f->lim);
+  if (rc != SLUICE_OK) {
+    sluice_clock_free(f->clock);
+    return rc;
+  }
+  fx_policy(f, cfg, 0);
+  return SLUICE_OK;
+}
+
+static void fx_policy(fixture *f, const sluice_policy_config *cfg,
+                      unsigned flags) {
+  sluice_policy_options po;
+  char err[256];
+  int i;
   memset(&po, 0, sizeof po);
   po.limiter = f->lim;
   po.config = cfg;

@@ -37,6 +37,10 @@ typedef struct fixture {
 
 /* Open everything; cfg NULL = built-in defaults. */
 void fx_open(fixture *f, const sluice_policy_config *cfg, unsigned flags);
+/* The same over a real store ("shm:...", "lmdb:..."): returns the
+** limiter's open error (the fixture is then unusable) for skipping. */
+int fx_open_store(fixture *f, const sluice_policy_config *cfg,
+                  const char *store, unsigned open_flags);
 void fx_close(fixture *f);
 /* Make the store fail with rc (0 heals) after `after` more applies. */
 void fx_fail(fixture *f, int rc, int after);

@@ -1,0 +1,107 @@
+/*
+** The policy on every backend, through the vtable: the same scenario
+** (stricter bucket, strikes to a box, ledger conflict and release, export
+** cap, auth lockout) against mem, shm, lmdb and, when SLUICE_REDIS_NODES
+** names a cluster, redis.  A backend compiled out is skipped.
+*/
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+static void scenario(const char *store, unsigned flags) {
+  sluice_policy_config cfg;
+  fixture f;
+  sluice_request a = rq_std("acme", "key-a", "growth");
+  sluice_request b = rq_std("acme", "key-b", "growth");
+  sluice_request rec = rq_class("acme", "key-b", "growth",
+                                SLUICE_EP_RECONCILE);
+  sluice_request exp = rq_class("acme", "key-b", "growth", SLUICE_EP_EXPORT);
+  sluice_request auth = rq_auth("10.9.9.9", "eve", SLUICE_AUTH_BAD_SECRET);
+  sluice_decision d, held;
+  int i, rc;
+
+  sluice_policy_config_defaults(&cfg);
+  cfg.tiers[1].tenant_burst = 55;
+  cfg.export_long_cost = 25;
+  cfg.tiers[1].key_burst = 30;
+  cfg.tiers[1].strike_threshold = 3;
+  cfg.tiers[1].exports_per_window = 1;
+  rc = fx_open_store(&f, &cfg, store, flags);
+  if (rc == SLUICE_ENOTSUP)
+    cr_skip_test("%s: compiled out", store);
+  cr_assert_eq(rc, SLUICE_OK, "%s: %s", store, sluice_strerror(rc));
+
+  for (i = 0; i < 30; i++)
+    cr_assert_eq(decide(&f, &a).allowed, 1);
+  d = decide(&f, &a);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED);
+  cr_assert_eq(d.binding, SLUICE_BINDING_KEY);
+  for (i = 0; i < 3; i++)
+    d = decide(&f, &a);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED, "3 strikes trip the box");
+  cr_assert_eq(d.penalty_level, 1);
+  cr_assert_eq(decide(&f, &a).outcome, SLUICE_OUTCOME_BOXED);
+  /* Key A's denials took nothing from the tenant. */
+  rec.ledger_id = "L";
+  held = decide(&f, &rec);
+  cr_assert_eq(held.allowed, 1);
+  cr_assert_eq(decide(&f, &rec).outcome, SLUICE_OUTCOME_CONFLICT);
+  cr_assert_eq(sluice_policy_release_lease(f.pol, &rec, held.lease_id),
+               SLUICE_OK);
+  d = decide(&f, &b);
+  cr_assert_eq(d.allowed, 1);
+  cr_assert_eq(d.binding, SLUICE_BINDING_TENANT);
+  cr_assert_eq(d.remaining, 55 - 30 - 10 - 1);
+
+  sluice_clock_advance(f.clock, 10 * MINUTE);
+  d = decide(&f, &exp);
+  cr_assert_eq(d.allowed, 1);
+  cr_assert_eq(sluice_policy_release_lease(f.pol, &exp, d.lease_id),
+               SLUICE_OK);
+  sluice_clock_advance(f.clock, 2 * SEC); /* the bucket refills */
+  cr_assert_eq(decide(&f, &exp).outcome, SLUICE_OUTCOME_EXPORT_CAP);
+
+  for (i = 0; i < 5; i++)
+    d = decide(&f, &auth);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_KEY, &a, "ops",
+                                         "test"),
+               SLUICE_ENOTFOUND, "key A's 5 min box is over");
+  fx_close(&f);
+}
+
+Test(policy_backends, mem) { scenario("mem", 0); }
+
+Test(policy_backends, shm) {
+  char spec[96];
+  snprintf(spec, sizeof spec, "shm:name=/sluice-policy-%d;create=1",
+           (int)getpid());
+  scenario(spec, SLUICE_OPEN_CREATE);
+  snprintf(spec, sizeof spec, "/dev/shm/sluice-policy-%d", (int)getpid());
+  unlink(spec);
+}
+
+Test(policy_backends, lmdb) {
+  char dir[] = "/tmp/sluice-policy-lmdb-XXXXXX", spec[96], file[128];
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(spec, sizeof spec, "lmdb:path=%s;sync=nosync", dir);
+  scenario(spec, SLUICE_OPEN_CREATE);
+  snprintf(file, sizeof file, "%s/data.mdb", dir);
+  unlink(file);
+  snprintf(file, sizeof file, "%s/lock.mdb", dir);
+  unlink(file);
+  rmdir(dir);
+}
+
+Test(policy_backends, redis) {
+  const char *nodes = getenv("SLUICE_REDIS_NODES");
+  char spec[256];
+  if (!nodes || !nodes[0])
+    cr_skip_test("SLUICE_REDIS_NODES unset");
+  snprintf(spec, sizeof spec, "redis:nodes=%s", nodes);
+  scenario(spec, SLUICE_OPEN_TESTCLOCK);
+}
