@@ -1,0 +1,87 @@
+/*
+** fuzz_config: the policy configuration loader (libconfig syntax,
+** sluice_policy_config_load) on arbitrary files.
+**
+** Checks: the loader returns SLUICE_OK, SLUICE_ECONFIG or SLUICE_EIO, with
+** a NUL-terminated message on failure that fits its buffer; a
+** configuration it accepts passes sluice_policy_config_check(), opens a
+** policy on a "mem" store and decides one request of each of its tiers
+** (each decide returns SLUICE_OK or an input error, never a store error);
+** loading the same bytes twice gives the same configuration, byte for byte.
+*/
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "fuzz_common.h"
+#include "sluice.h"
+
+static sluice_policy_config c1, c2;
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  char path[64], err[256], err2[256];
+  int fd, rc, rc2;
+  if (size > 1 << 16)
+    return 0;
+  fd = memfd_create("fuzz-config", MFD_CLOEXEC);
+  CHECK(fd >= 0, "memfd");
+  CHECK(write(fd, data, size) == (ssize_t)size, "write");
+  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+  memset(&c1, 0xa5, sizeof c1);
+  memset(&c2, 0xa5, sizeof c2);
+  memset(err, 'x', sizeof err);
+  rc = sluice_policy_config_load(path, &c1, err, sizeof err);
+  rc2 = sluice_policy_config_load(path, &c2, err2, sizeof err2);
+  close(fd);
+  CHECK(rc == SLUICE_OK || rc == SLUICE_ECONFIG || rc == SLUICE_EIO,
+        "load rc %d (%s)", rc, sluice_err_name(rc));
+  CHECK(rc == rc2, "load not deterministic: %d then %d", rc, rc2);
+  CHECK(memchr(err, '\0', sizeof err) != NULL, "message not terminated");
+  if (rc != SLUICE_OK) {
+    CHECK(err[0] != '\0', "failure without a message");
+    CHECK(strcmp(err, err2) == 0, "messages differ");
+    return 0;
+  }
+  CHECK(memcmp(&c1, &c2, sizeof c1) == 0, "two loads differ");
+  CHECK(sluice_policy_config_check(&c1, err, sizeof err) == SLUICE_OK,
+        "loaded config fails its own check: %s", err);
+  {
+    sluice_policy_options po = {0};
+    sluice_policy *p = NULL;
+    sluice_clock *clk = NULL;
+    sluice_limiter_options lo = {0};
+    CHECK(sluice_clock_manual(1000000000, &clk) == SLUICE_OK, "clock");
+    lo.clock = clk;
+    po.limiter_options = &lo;
+    po.config = &c1;
+    memset(po.secret, 7, sizeof po.secret);
+    po.errbuf = err;
+    po.errlen = sizeof err;
+    rc = sluice_policy_open(&po, &p);
+    CHECK(rc == SLUICE_OK, "open with an accepted config: %s (%s)",
+          sluice_err_name(rc), err);
+    for (int i = 0; i < c1.ntiers; i++) {
+      sluice_request rq = {0};
+      sluice_decision d;
+      rq.tenant_id = "t1";
+      rq.api_key_id = "k1";
+      rq.tier = c1.tiers[i].name;
+      rq.endpoint_class = SLUICE_EP_STANDARD;
+      rc = sluice_policy_decide(p, &rq, &d);
+      CHECK(rc == SLUICE_OK || rc == SLUICE_ERANGE || rc == SLUICE_ENOTFOUND,
+            "decide on tier %s: %s", rq.tier, sluice_err_name(rc));
+      if (rc == SLUICE_OK)
+        CHECK(d.store_error == 0 && d.allowed == 1,
+              "first request of tier %s refused (outcome %d, store %d)",
+              rq.tier, d.outcome, d.store_error);
+      rq.method = "GET";
+      rq.route = "/v1/ledgers/x";
+      rq.endpoint_class = SLUICE_EP_AUTO;
+      rc = sluice_policy_decide(p, &rq, &d);
+      CHECK(rc == SLUICE_OK || rc == SLUICE_ERANGE || rc == SLUICE_ENOTFOUND,
+            "routed decide: %s", sluice_err_name(rc));
+    }
+    sluice_policy_close(p);
+    sluice_clock_free(clk);
+  }
+  return 0;
+}
