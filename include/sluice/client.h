@@ -121,7 +121,8 @@ enum sluice_backoff_reason {
 
 /** sluice_backoff_plan.flags: header values that could not be used. */
 #define SLUICE_BACKOFF_F_BAD_RETRY_AFTER 0x1u /**< malformed: the floor
-                                                   became cap_ms */
+                                                   became cap_ms; over 2^53
+                                                   s: honoured as 2^53 s */
 #define SLUICE_BACKOFF_F_NO_DATE 0x2u /**< Retry-After is a date but Date
                                            is absent or malformed: the
                                            floor became cap_ms */

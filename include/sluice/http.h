@@ -86,7 +86,8 @@ typedef struct sluice_http_facts {
    *  400..599 for the others. */
   int status;
   int penalty;       /**< enum sluice_http_penalty (BOXED implies LOCKOUT) */
-  int penalty_level; /**< 1..3 when boxed, else 0 */
+  int penalty_level; /**< 1..3 when boxed (0..3 accepted, used only
+                          when boxed) */
   unsigned flags;    /**< SLUICE_HTTP_F_* */
   /** Policy quota (points per window) and window (s) for RateLimit-Policy;
    *  quota 0: no policy item.  A quota needs window_s >= 1. */
