@@ -7,9 +7,10 @@
 **                records are reclaimed first; live ones are never evicted.
 **
 ** Thread-safe: 64 mutex-guarded shards; a group's shards are locked in
-** ascending order, so groups never deadlock.  The table is keyed by
-** SipHash-2-4 under a per-store random key, so an attacker who picks keys
-** cannot aim them at one chain.
+** ascending order, so groups never deadlock.  Keys are kept as 128-bit
+** SipHash-2-4 fingerprints under a per-store random key (never the raw
+** bytes), so an attacker who picks keys cannot aim them at one probe chain.
+** 48 bytes per record, at most 4/3 of that with the table's slack.
 */
 #ifndef SLUICE_MEM_H
 #define SLUICE_MEM_H
@@ -17,7 +18,8 @@
 #include <stdint.h>
 
 /** xControl ops. */
-#define SLUICE_CTL_MEM_COUNT 200 /**< arg: int64_t*, live + not-yet-swept */
+#define SLUICE_CTL_MEM_COUNT 200 /**< arg: int64_t*, records held (live or
+                                      not yet reclaimed) */
 #define SLUICE_CTL_MEM_SWEEP 201 /**< arg: int64_t* now in, removed out */
 
 #endif
