@@ -17,13 +17,19 @@
 ** past their expiry = zeroed), run sluice_op_step(), write back what
 ** changed, commit.  LMDB's writer lock serialises writers of all processes,
 ** which is what makes a group atomic and keeps two processes from
-** over-admitting.  A step that changes nothing (a denial, a peek, a check of
-** a live box) aborts instead of committing, so it costs no fsync.  A batch
-** (xApplyMany) runs many ops in one transaction and pays one commit.
+** over-admitting.  A step that changes nothing (a denial, a check of a live
+** box) aborts instead of committing, so it costs no fsync.  PEEK and CHECK
+** run in a read transaction first and reach the writer only if the step
+** would change a record after all.  A batch (xApplyMany) runs many ops in
+** one transaction and pays one commit.
+**
+** Writers first take a gate of our own (lmdb_gate.h), a robust mutex with
+** a deadline, because LMDB's writer lock has none: a writer stopped inside
+** a transaction costs the others SLUICE_ETIMEDOUT, not a hang.
 **
 ** Expiry.  A record past its expiry is exactly a fresh one, so deleting it
-** can never change a verdict.  Records are deleted lazily when a step leaves
-** them fresh, and by SLUICE_CTL_LMDB_SWEEP, which walks the key space in
+** can never change a verdict.  Records are deleted lazily when a decision
+** meets them expired and leaves them fresh, and by SLUICE_CTL_LMDB_SWEEP, which walks the key space in
 ** bounded slices from where the last call stopped.  Nothing is deleted
 ** before its expiry, and a full map is reported, never relieved by
 ** eviction: an abuser cannot flood keys to buy back a box.
