@@ -917,6 +917,8 @@ static int rcl_apply_many(sluice_store *s, int n, const sluice_op *ops,
       return SLUICE_ENOMEM;
     }
   }
+  /* Everything that may write the error detail runs under the mutex. */
+  pthread_mutex_lock(&r->mu);
   for (i = 0; i < n; i++) {
     if (r->readonly) {
       rcs[i] = sluice_store_seterr(s, SLUICE_EPERM, 0,
@@ -937,11 +939,9 @@ static int rcl_apply_many(sluice_store *s, int n, const sluice_op *ops,
     jobs[nj].now = now;
     map[nj++] = i;
   }
-  if (nj > 0) {
-    pthread_mutex_lock(&r->mu);
+  if (nj > 0)
     rc = run_jobs(r, jobs, nj);
-    pthread_mutex_unlock(&r->mu);
-  }
+  pthread_mutex_unlock(&r->mu);
   for (i = 0; i < nj; i++)
     rcs[map[i]] = jobs[i].rc;
   if (jobs != stack) {
@@ -979,14 +979,13 @@ static int rcl_delete(sluice_store *s, const sluice_key *key) {
   rcl_store *r = (rcl_store *)s;
   rcl_job j;
   int rc;
-  if (r->readonly)
-    return sluice_store_seterr(s, SLUICE_EPERM, 0,
-                               "redis: store opened read-only");
   memset(&j, 0, sizeof j);
   j.type = JOB_DEL;
   j.key = key;
   pthread_mutex_lock(&r->mu);
-  rc = run_jobs(r, &j, 1);
+  rc = r->readonly ? sluice_store_seterr(s, SLUICE_EPERM, 0,
+                                         "redis: store opened read-only")
+                   : run_jobs(r, &j, 1);
   pthread_mutex_unlock(&r->mu);
   return rc != SLUICE_OK ? rc : j.rc;
 }
