@@ -7,7 +7,7 @@ SLUICE_PACKAGES=(
   build-essential meson ninja-build pkg-config clang
   libck-dev liblmdb-dev lmdb-utils libhiredis-dev redis-server
   libcriterion-dev libconfig-dev libjansson-dev
-  libmicrohttpd-dev libcurl4-openssl-dev curl binutils
+  libmicrohttpd-dev libcurl4-openssl-dev curl binutils python3
 )
 
 sluice_install_deps() {
