@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_cmds.h"
 #include "sluice.h"
 
 static const struct {
@@ -11,7 +12,12 @@ static const struct {
   int (*run)(int, char **);
   const char *what;
 } cmds[] = {
-    {"replay", cli_replay, "replay a request trace through one algorithm"},
+    {"simulate", cli_simulate, "run a built-in scenario on a virtual clock"},
+    {"replay", cli_replay,
+     "replay a request log (--algo gcra: one algorithm; --policy: all)"},
+    {"inspect", cli_inspect, "show a key's buckets, strikes, box, leases"},
+    {"release", cli_release, "end a penalty box early (audited)"},
+    {"lift", cli_lift, "lift a level 3 suspension (audited)"},
 };
 
 static void usage(FILE *f) {
