@@ -152,6 +152,10 @@ int sluice__store_apply_many(sluice_store *s, int n, const sluice_op *ops,
       ok &= rcs[i] == SLUICE_OK;
     if (ok) {
       rc = s->pMethods->xApplyMany(s, n, ops, now, vs, rcs);
+      /* Per-op codes too: a positive one would read as OK (rc < 0 tests). */
+      for (i = 0; i < n; i++)
+        if (rcs[i] > 0)
+          rcs[i] = SLUICE_EBACKEND;
       return rc > 0 ? SLUICE_EBACKEND : rc;
     }
   }

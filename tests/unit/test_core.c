@@ -287,6 +287,7 @@ Test(limiter, backend_find) {
 typedef struct tstats {
   int opens, closes, applies, many, open_rc, set_methods_first;
   int apply_rc; /* forced xApply result when nonzero */
+  int many_rc;  /* forced xApplyMany result (with apply_rc > 0) */
   int version;  /* method table to hand out: 1, 2, or 0 for none */
   const char *last_uri;
 } tstats;
@@ -353,6 +354,8 @@ static int t_apply_many(sluice_store *s, int n, const sluice_op *ops,
   t->stats->many++;
   for (i = 0; i < n; i++)
     rcs[i] = t_apply(s, &ops[i], now, &vs[i]);
+  if (t->stats->apply_rc > 0 && t->stats->many_rc)
+    return t->stats->many_rc;
   t->stats->applies = applies; /* count batches, not the ops inside */
   return SLUICE_OK;
 }
@@ -584,6 +587,38 @@ Test(backend, apply_many_v1_falls_back) { check_many(1, 0); }
 Test(backend, apply_many_v1_with_invalid_op) { check_many(1, 1); }
 Test(backend, apply_many_v2_batches) { check_many(2, 0); }
 Test(backend, apply_many_v2_with_invalid_op) { check_many(2, 1); }
+
+/* Positive codes from a backend read as success to a caller testing
+** rc < 0: the core maps them to SLUICE_EBACKEND on every path. */
+static void positive_codes(int version, int many_rc) {
+  const sluice_gcra_params p = {1, SEC, 5};
+  tstats st = {0};
+  sluice_backend b;
+  sluice_limiter *l = NULL;
+  sluice_op ops[3];
+  sluice_key ks[3];
+  sluice_verdict vs[3];
+  int rcs[3], i, rc;
+  st.version = version;
+  b = make_backend(&st);
+  cr_assert_eq(open_custom(&b, NULL, &l, NULL, 0), SLUICE_OK);
+  batch_ops(ops, ks, &p);
+  st.apply_rc = 4;
+  st.many_rc = many_rc;
+  rc = sluice_limiter_apply_many(l, 3, ops, vs, rcs);
+  if (many_rc)
+    cr_assert_eq(rc, SLUICE_EBACKEND, "v%d batch result %d", version, rc);
+  else
+    cr_assert_eq(rc, SLUICE_OK);
+  for (i = 0; i < 3 && !many_rc; i++)
+    cr_assert_eq(rcs[i], SLUICE_EBACKEND, "v%d: rcs[%d] = %d", version, i,
+                 rcs[i]);
+  sluice_limiter_close(l);
+}
+
+Test(backend, apply_many_positive_codes_v1) { positive_codes(1, 0); }
+Test(backend, apply_many_positive_codes_v2) { positive_codes(2, 0); }
+Test(backend, apply_many_positive_batch_code_v2) { positive_codes(2, 2); }
 
 Test(backend, apply_many_arguments) {
   sluice_limiter *l = NULL;
