@@ -923,3 +923,39 @@ Test(keys, op_shape_validation) {
   cr_assert_eq(sluice_op_expiry(&op, -1, &s), 0);
   cr_assert_eq(sluice_op_expiry(&op, 0, NULL), 0);
 }
+
+/* ------------------------------------------------- backend helpers --- */
+
+Test(helpers, store_seterr) {
+  sluice_store s;
+  char longarg[300];
+  memset(&s, 0, sizeof s);
+  memset(longarg, 'a', sizeof longarg - 1);
+  longarg[sizeof longarg - 1] = '\0';
+  cr_assert_eq(sluice_store_seterr(&s, SLUICE_EIO, 13, "open %s: %d", "/x", 5),
+               SLUICE_EIO);
+  cr_assert_str_eq(s.errstr, "open /x: 5");
+  cr_assert_eq(s.backend_err, 13);
+  cr_assert_eq(sluice_store_seterr(&s, SLUICE_EBUSY, 0, "%s", longarg),
+               SLUICE_EBUSY);
+  cr_assert_eq(strlen(s.errstr), sizeof s.errstr - 1, "truncated, terminated");
+  cr_assert_eq(sluice_store_seterr(&s, SLUICE_EIO, 0, NULL), SLUICE_EIO);
+  cr_assert_str_eq(s.errstr, "");
+  cr_assert_eq(sluice_store_seterr(NULL, SLUICE_EIO, 0, "x"), SLUICE_EIO);
+}
+
+Test(helpers, random_bytes_and_store_alloc) {
+  uint8_t buf[64], zero[64];
+  void *p;
+  memset(buf, 0, sizeof buf);
+  memset(zero, 0, sizeof zero);
+  cr_assert_eq(sluice_random_bytes(buf, sizeof buf), SLUICE_OK);
+  cr_assert(memcmp(buf, zero, sizeof buf) != 0);
+  cr_assert_eq(sluice_random_bytes(NULL, 0), SLUICE_OK);
+  cr_assert_eq(sluice_random_bytes(NULL, 1), SLUICE_EINVAL);
+  p = sluice_store_malloc(NULL, 32);
+  cr_assert_not_null(p);
+  memset(p, 1, 32);
+  sluice_store_free(NULL, p, 32);
+  sluice_store_free(NULL, NULL, 0);
+}

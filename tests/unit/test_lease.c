@@ -390,3 +390,44 @@ Test(lease, matches_zset_reference_model) {
   cr_assert_gt(grants, 1000);
   cr_assert_gt(denials, 1000);
 }
+
+/* The same model through a mem store: slot records are created, rewritten
+** and dropped (a released or expired slot is a fresh record) while other
+** keys come and go in the same table. */
+Test(lease, mem_store_matches_model) {
+  const sluice_gcra_params fill = {1, 100, 1};
+  sluice_lease_params p = {4, 700};
+  sluice_limiter *l = NULL;
+  sluice_clock *c;
+  sluice_limiter_options o;
+  lmodel m;
+  rng r = {0x3e3};
+  int64_t t = 1000;
+  int i;
+  memset(&m, 0, sizeof m);
+  memset(&o, 0, sizeof o);
+  cr_assert_eq(sluice_clock_manual(t, &c), SLUICE_OK);
+  o.clock = c;
+  cr_assert_eq(sluice_limiter_open(&o, &l), SLUICE_OK);
+  for (i = 0; i < 6000; i++) {
+    sluice_op op = {SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 4, slots(), &p, 0, 0};
+    sluice_verdict v, ev;
+    int64_t roll = rng_range(&r, 0, 9);
+    char fk[16];
+    op.kind = roll < 6   ? SLUICE_OP_ACQUIRE
+              : roll < 8 ? SLUICE_OP_LEASE_RELEASE
+                         : SLUICE_OP_RENEW;
+    op.id = (uint64_t)rng_range(&r, 1, 7);
+    t += rng_range(&r, 0, 250);
+    lm_step(&p, &m, t, op.kind, op.id, &ev);
+    cr_assert_eq(sluice_limiter_apply_at(l, &op, t, &v), SLUICE_OK);
+    cr_assert(verdict_eq(&v, &ev), "step %d: allowed %d/%d rem %lld/%lld", i,
+              v.allowed, ev.allowed, (long long)v.remaining,
+              (long long)ev.remaining);
+    snprintf(fk, sizeof fk, "f%d", i % 500);
+    cr_assert_eq(sluice_limiter_take(l, fk, strlen(fk), &fill, 1, &v),
+                 SLUICE_OK);
+  }
+  sluice_limiter_close(l);
+  sluice_clock_free(c);
+}
