@@ -374,7 +374,10 @@ static int mem_open(const sluice_backend *b, const char *uri,
   mem_store *m = (mem_store *)s;
   int i, rc;
   (void)b;
-  (void)cfg;
+  /* A heap store starts empty: read-only it would have nothing to show. */
+  if (cfg->flags & SLUICE_OPEN_READONLY)
+    return sluice_store_seterr(s, SLUICE_ENOTSUP, 0,
+                               "mem: read-only open is not supported");
   rc = sluice_uri_int(uri, "max_keys", 0, &m->max_keys);
   if (rc != SLUICE_OK)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,

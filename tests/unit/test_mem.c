@@ -544,3 +544,26 @@ Test(mem, group_write_back_while_table_grows) {
   sluice_limiter_close(l);
   sluice_clock_free(c);
 }
+
+Test(mem, readonly_open_never_writes) {
+  /* SLUICE_OPEN_READONLY means "inspection only: xApply refused".  A heap
+  ** store has nothing to inspect, so refusing the open is as good as
+  ** refusing every write; writing is not. */
+  const sluice_gcra_params p = {1, SEC, 5};
+  sluice_limiter_options o;
+  sluice_limiter *l = (sluice_limiter *)1;
+  sluice_verdict v;
+  int rc;
+  memset(&o, 0, sizeof o);
+  o.flags = SLUICE_OPEN_READONLY;
+  rc = sluice_limiter_open(&o, &l);
+  if (rc != SLUICE_OK) {
+    cr_assert_lt(rc, 0);
+    cr_assert_null(l);
+    return;
+  }
+  rc = sluice_limiter_take(l, "k", 1, &p, 1, &v);
+  cr_assert_lt(rc, 0, "a read-only store accepted a write");
+  cr_assert_eq(count(l), 0);
+  sluice_limiter_close(l);
+}
