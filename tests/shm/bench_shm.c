@@ -14,7 +14,7 @@
 ** first, so this measures steady-state hits).  Time is passed explicitly
 ** (sluice_limiter_apply_at) so no clock read is timed.
 **
-** Usage: bench_shm [decisions-per-process]   (default 1000000)
+** Usage: bench_shm [decisions-per-process]   (default 500000, best of 3)
 ** This is a benchmark, not a test: it prints, and fails only on errors.
 */
 #include <pthread.h>
@@ -32,16 +32,19 @@
 
 #define NKEYS 1000000
 #define KEYLEN 16
+#define ROUNDS 3
 
 static char (*keys)[KEYLEN];
 static uint32_t *order; /* random key order, per run */
-static long nops = 1000000;
+static long nops = 500000;
 
-static int64_t mono(void) {
+static int64_t clock_ns(clockid_t id) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(id, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
+static int64_t mono(void) { return clock_ns(CLOCK_MONOTONIC); }
+static int64_t cputime(void) { return clock_ns(CLOCK_PROCESS_CPUTIME_ID); }
 
 static void die(const char *what, int rc) {
   fprintf(stderr, "bench_shm: %s: %s\n", what, sluice_strerror(rc));
@@ -152,11 +155,12 @@ static const sluice_backend mxb = {1, (int)sizeof(sluice_store), "mutex",
 typedef struct shared {
   _Atomic int ready;
   _Atomic int go;
-  int64_t start[2], end[2];
+  int64_t start[2], end[2], cpu[2];
   int64_t admitted[2];
 } shared;
 
 static shared *sh;
+static double last_cpu; /* CPU ns per decision of the last run() */
 
 enum { IMPL_SHM, IMPL_MUTEX };
 
@@ -196,6 +200,7 @@ static void worker(sluice_limiter *lim, int wide, int who,
   while (atomic_load(&sh->ready) < nproc)
     ;
   sh->start[who] = mono();
+  sh->cpu[who] = cputime();
   for (i = 0; i < nops; i++) {
     int rc;
     if (wide) {
@@ -211,6 +216,7 @@ static void worker(sluice_limiter *lim, int wide, int who,
     admitted += v.allowed;
   }
   sh->end[who] = mono();
+  sh->cpu[who] = cputime() - sh->cpu[who];
   sh->admitted[who] = admitted;
 }
 
@@ -245,6 +251,10 @@ static double run(const char *spec, int wide, int nproc) {
     if (sh->end[i] > e)
       e = sh->end[i];
   }
+  last_cpu = 0;
+  for (i = 0; i < nproc; i++)
+    last_cpu += (double)sh->cpu[i];
+  last_cpu /= (double)nops * nproc;
   return (double)(e - s) / ((double)nops * nproc);
 }
 
@@ -279,7 +289,10 @@ int main(int argc, char **argv) {
   int fd_hot, fd_wide;
   uint64_t seed = 12345;
   double mem1, shm_h1, shm_h2, mx_h1, mx_h2, shm_w1, shm_w2, mx_w1, mx_w2;
-  double mem_w1;
+  double mem_w1, mem_w1_cpu;
+  double mem1_cpu, shm_h1_cpu, shm_h2_cpu, mx_h1_cpu, mx_h2_cpu, shm_w1_cpu,
+      shm_w2_cpu, mx_w1_cpu, mx_w2_cpu;
+  double load[3] = {0, 0, 0};
 
   if (argc > 1)
     nops = atol(argv[1]);
@@ -308,23 +321,49 @@ int main(int argc, char **argv) {
   snprintf(hot_spec, sizeof hot_spec, "shm:fd=%d;capacity=1024", fd_hot);
   snprintf(wide_spec, sizeof wide_spec, "shm:fd=%d;capacity=%d", fd_wide,
            NKEYS);
-  printf("bench_shm: %ld decisions per process, %ld online CPUs\n", nops,
-         sysconf(_SC_NPROCESSORS_ONLN));
+  getloadavg(load, 3);
+  printf("bench_shm: %ld decisions per process, %ld online CPUs, load "
+         "average %.1f (wall-clock ratios need idle CPUs)\n",
+         nops, sysconf(_SC_NPROCESSORS_ONLN), load[0]);
 
-  mem1 = run("mem", 0, 1);
-  shm_h1 = run(hot_spec, 0, 1);
-  shm_h2 = run(hot_spec, 0, 2);
-  mx = mx_create(1024);
-  mx_h1 = run(NULL, 0, 1);
-  mx_h2 = run(NULL, 0, 2);
-
-  prefill(IMPL_SHM, wide_spec);
-  shm_w1 = run(wide_spec, 1, 1);
-  shm_w2 = run(wide_spec, 1, 2);
-  mx = mx_create(NKEYS);
-  prefill(IMPL_MUTEX, NULL);
-  mx_w1 = run(NULL, 1, 1);
-  mx_w2 = run(NULL, 1, 2);
+  {
+    /* Every scenario ROUNDS times, interleaved, keeping each one's best
+    ** round: other load on the machine then hits all of them alike. */
+    mx_table *mx_hot = mx_create(1024), *mx_wide = mx_create(NKEYS);
+    struct {
+      const char *spec;
+      mx_table *mx;
+      int wide, nproc;
+      double *ns, *cpu;
+    } sc[] = {
+        {"mem", NULL, 0, 1, &mem1, &mem1_cpu},
+        {hot_spec, NULL, 0, 1, &shm_h1, &shm_h1_cpu},
+        {hot_spec, NULL, 0, 2, &shm_h2, &shm_h2_cpu},
+        {NULL, mx_hot, 0, 1, &mx_h1, &mx_h1_cpu},
+        {NULL, mx_hot, 0, 2, &mx_h2, &mx_h2_cpu},
+        {wide_spec, NULL, 1, 1, &shm_w1, &shm_w1_cpu},
+        {wide_spec, NULL, 1, 2, &shm_w2, &shm_w2_cpu},
+        {NULL, mx_wide, 1, 1, &mx_w1, &mx_w1_cpu},
+        {NULL, mx_wide, 1, 2, &mx_w2, &mx_w2_cpu},
+    };
+    size_t n = sizeof sc / sizeof sc[0], k;
+    int r;
+    prefill(IMPL_SHM, wide_spec);
+    mx = mx_wide;
+    prefill(IMPL_MUTEX, NULL);
+    for (k = 0; k < n; k++)
+      *sc[k].ns = 1e300;
+    for (r = 0; r < ROUNDS; r++)
+      for (k = 0; k < n; k++) {
+        double ns;
+        mx = sc[k].mx;
+        ns = run(sc[k].spec, sc[k].wide, sc[k].nproc);
+        if (ns < *sc[k].ns) {
+          *sc[k].ns = ns;
+          *sc[k].cpu = last_cpu;
+        }
+      }
+  }
   {
     /* mem, 1M keys, one process: filled and timed in the same child */
     pid_t p = fork();
@@ -334,30 +373,41 @@ int main(int argc, char **argv) {
       sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, &wide_p, 1,
                       0};
       sluice_verdict v;
-      int64_t s, now = 1000000000;
+      int64_t s, c, now = 1000000000, best = INT64_MAX, best_cpu = 0;
       for (uint32_t i = 0; i < NKEYS; i++) {
         k.data = keys[i];
         k.len = KEYLEN - 1;
         sluice_limiter_apply_at(lim, &op, now, &v);
       }
-      s = mono();
-      for (long i = 0; i < nops; i++) {
-        k.data = keys[order[(uint32_t)i % NKEYS]];
-        k.len = KEYLEN - 1;
-        now += 1000;
-        if (sluice_limiter_apply_at(lim, &op, now, &v) != SLUICE_OK)
-          _exit(1);
+      for (int r = 0; r < ROUNDS; r++) {
+        s = mono();
+        c = cputime();
+        for (long i = 0; i < nops; i++) {
+          k.data = keys[order[(uint32_t)i % NKEYS]];
+          k.len = KEYLEN - 1;
+          now += 1000;
+          if (sluice_limiter_apply_at(lim, &op, now, &v) != SLUICE_OK)
+            _exit(1);
+        }
+        if (mono() - s < best) {
+          best = mono() - s;
+          best_cpu = cputime() - c;
+        }
       }
-      sh->start[0] = s;
-      sh->end[0] = mono();
+      sh->start[0] = 0;
+      sh->end[0] = best;
+      sh->cpu[0] = best_cpu;
       _exit(0);
     }
     waitpid(p, NULL, 0);
     mem_w1 = (double)(sh->end[0] - sh->start[0]) / (double)nops;
+    mem_w1_cpu = (double)sh->cpu[0] / (double)nops;
   }
 
-  printf("\n%-34s %10s %14s\n", "workload", "ns/decision", "Mdecisions/s");
-#define ROW(label, ns) printf("%-34s %10.1f %14.2f\n", label, ns, 1e3 / (ns))
+  printf("\n%-30s %12s %14s %14s\n", "workload", "ns/decision",
+         "Mdecisions/s", "CPU ns/dec.");
+#define ROW(label, ns)                                                         \
+  printf("%-30s %12.1f %14.2f %14.1f\n", label, ns, 1e3 / (ns), ns##_cpu)
   ROW("mem, hot key, 1 thread", mem1);
   ROW("shm, hot key, 1 process", shm_h1);
   ROW("shm, hot key, 2 processes", shm_h2);
@@ -379,6 +429,10 @@ int main(int argc, char **argv) {
   printf("  shm 2 processes / 1, 1M keys        %5.2fx  [>= 1.6]\n",
          shm_w1 / shm_w2);
   printf("  shm 2 processes / 1, hot key        %5.2fx\n", shm_h1 / shm_h2);
+  printf("  CPU time: shm vs mem, hot key       %5.2fx  [<= 1.5]\n",
+         shm_h1_cpu / mem1_cpu);
+  printf("  CPU time: mutex / shm, hot, 2 procs %5.2fx\n",
+         mx_h2_cpu / shm_h2_cpu);
   close(fd_hot);
   close(fd_wide);
   return 0;
