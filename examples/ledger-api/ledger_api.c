@@ -1,0 +1,1320 @@
+/*
+** ledger-api: a small payment-ledger HTTP service with sluice enforcing
+** everything the spec asks of the API tier: tenant and key buckets with
+** endpoint costs, RateLimit headers, Retry-After, problem+json, the penalty
+** box, concurrency leases for reconcile and export, the per-ledger mutex
+** (409 on a second reconcile), the export cap and the auth lockout.
+**
+** Process model (nginx-style prefork): the master binds one listening
+** socket on 127.0.0.1, creates the shared state, forks N workers and waits.
+** Each worker runs libmicrohttpd on the inherited socket and opens its own
+** limiter and policy on the shared store:
+**   shm    (default) a memfd created by the master, inherited by the workers
+**          ("shm:fd=N"); or "shm:name=/x" to share it with `sluice inspect`
+**   lmdb   "lmdb:path=DIR", opened by every worker after fork
+**   redis  "redis:nodes=127.0.0.1:7000"
+** Jobs (reconcile, export) and ledger balances live in a MAP_SHARED mapping
+** made before fork, so any worker answers for any job.  The master finishes
+** jobs when their time is up and releases their leases; it forwards SIGTERM
+** to the workers, waits for them and exits 0.
+**
+** Answers: every decision goes through sluice_decision_http_facts() and the
+** sluice_http renderer, so headers and problem bodies are the library's.
+*/
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sluice.h"
+
+#define S_NS INT64_C(1000000000)
+#define MS_NS INT64_C(1000000)
+#define MAX_BODY 16384
+#define MAX_WORKERS 64
+#define ID_MAX 64
+
+/* Exit codes: 0 clean shutdown, 2 usage, 3 system failure. */
+enum { EX_OK = 0, EX_USAGE_ = 2, EX_RUNTIME = 3 };
+
+/* ------------------------------------------------------ shared state --- */
+
+enum { JOB_FREE = 0, JOB_RUNNING = 1, JOB_DONE = 2 };
+
+typedef struct job {
+  _Atomic int state;
+  _Atomic uint64_t seq; /* job number; 0 while being written */
+  int cls;              /* SLUICE_EP_RECONCILE or SLUICE_EP_EXPORT */
+  int64_t created_ns, done_ns;
+  uint64_t lease_id;
+  char tenant[ID_MAX + 1], key[ID_MAX + 1], tier[SLUICE_POLICY_NAME_MAX + 1];
+  char ledger[ID_MAX + 1];
+} job;
+
+#define NJOBS 4096
+#define NLEDGERS 1024
+#define NIDEM 8192
+
+typedef struct ledger_slot {
+  _Atomic uint64_t hash; /* 0: free */
+  _Atomic int64_t entries, balance;
+} ledger_slot;
+
+typedef struct idem_slot {
+  _Atomic uint64_t hash;  /* 0: free */
+  _Atomic int64_t entry;  /* 0: being written */
+} idem_slot;
+
+typedef struct shared {
+  _Atomic uint64_t next_job;
+  _Atomic uint64_t next_entry;
+  job jobs[NJOBS];
+  ledger_slot ledgers[NLEDGERS];
+  idem_slot idem[NIDEM];
+} shared;
+
+/* ---------------------------------------------------------- config --- */
+
+typedef struct api_key {
+  char key[ID_MAX + 1], tenant[ID_MAX + 1], tier[SLUICE_POLICY_NAME_MAX + 1];
+  char client_id[ID_MAX + 1], client_secret[ID_MAX + 1];
+} api_key;
+
+#define MAX_KEYS 256
+
+typedef struct server {
+  const char *store;      /* as given */
+  char store_uri[512];    /* what workers open */
+  const char *config_path;
+  int port, nworkers, shadow, trust_forwarded, header_form;
+  int64_t job_ms;
+  uint8_t secret[16];
+  int nkeys;
+  api_key keys[MAX_KEYS];
+  int listen_fd, shm_fd;
+  shared *sh;
+  uint8_t hash_key[16];
+  /* per process */
+  sluice_limiter *lim;
+  sluice_policy *pol;
+  sluice_http *http;
+  _Atomic uint64_t reqno;
+} server;
+
+static server S;
+
+static const api_key demo_keys[] = {
+    {"sk_sandbox_demo", "demo-sandbox", "sandbox", "cli_sandbox",
+     "secret-sandbox"},
+    {"sk_growth_acme_1", "acme", "growth", "cli_acme_1", "secret-acme-1"},
+    {"sk_growth_acme_2", "acme", "growth", "cli_acme_2", "secret-acme-2"},
+    {"sk_enterprise_bank", "bigbank", "enterprise", "cli_bank",
+     "secret-bank"},
+};
+
+static void usage(FILE *f) {
+  fprintf(f,
+      "usage: ledger-api [--port N] [--workers N] [--store STORE]\n"
+      "                  [--config FILE] [--keys FILE] [--secret-file FILE]\n"
+      "                  [--job-ms N] [--shadow] [--trust-forwarded]\n"
+      "                  [--header-form legacy|sf|both]\n\n"
+      "Serves the spec's ledger API on 127.0.0.1 with sluice enforcing it.\n"
+      "  --port N         TCP port; 0 (default) picks a free one.  The first\n"
+      "                   line on stdout is `listening 127.0.0.1:PORT`\n"
+      "  --workers N      prefork worker processes (default 2, 1..64)\n"
+      "  --store STORE    shm (default: a memfd shared by the workers),\n"
+      "                   shm:name=/NAME, lmdb:path=DIR, redis:nodes=H:P\n"
+      "  --config FILE    policy configuration (etc/sluice.conf syntax)\n"
+      "  --keys FILE      API keys, CSV: api_key,tenant,tier,client_id,"
+      "client_secret\n"
+      "                   (default: four demo keys, see docs/cli.md)\n"
+      "  --secret-file F  16-byte scope-id secret as 32 hex digits (default:\n"
+      "                   random per run; give one to use `sluice inspect`)\n"
+      "  --job-ms N       how long a reconcile or export job runs (2000)\n"
+      "  --shadow         decide and report everything, enforce nothing\n"
+      "  --trust-forwarded  take the client IP from X-Forwarded-For\n"
+      "  --header-form F  RateLimit header generation (default legacy)\n\n"
+      "SIGTERM or SIGINT: the master stops the workers and exits 0.\n"
+      "exit codes: 0 clean shutdown, 2 usage error, 3 system failure\n");
+}
+
+static int parse_int(const char *opt, const char *v, long lo, long hi,
+                     long *out) {
+  char *end;
+  long x;
+  errno = 0;
+  x = strtol(v, &end, 10);
+  if (errno || end == v || *end || x < lo || x > hi) {
+    fprintf(stderr, "ledger-api: %s: expected an integer from %ld to %ld, "
+                    "got '%s'\n", opt, lo, hi, v);
+    return -1;
+  }
+  *out = x;
+  return 0;
+}
+
+static int hexval(int c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+/* Read 32 hex digits (surrounding whitespace allowed). */
+int ledger_read_secret(const char *path, uint8_t out[16], char *err,
+                       size_t errlen);
+int ledger_read_secret(const char *path, uint8_t out[16], char *err,
+                       size_t errlen) {
+  char buf[128];
+  size_t n, i, j = 0;
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    snprintf(err, errlen, "cannot open: %s", strerror(errno));
+    return -1;
+  }
+  n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  for (i = 0; i < n; i++) {
+    int h, l;
+    if (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t')
+      continue;
+    if (j == 16 || i + 1 >= n || (h = hexval(buf[i])) < 0 ||
+        (l = hexval(buf[i + 1])) < 0) {
+      snprintf(err, errlen, "expected 32 hex digits");
+      return -1;
+    }
+    out[j++] = (uint8_t)(h * 16 + l);
+    i++;
+  }
+  if (j != 16) {
+    snprintf(err, errlen, "expected 32 hex digits, got %zu", j * 2);
+    return -1;
+  }
+  return 0;
+}
+
+static int load_keys(const char *path) {
+  FILE *f = fopen(path, "r");
+  char line[1024];
+  int lineno = 0;
+  if (!f) {
+    fprintf(stderr, "ledger-api: --keys %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  S.nkeys = 0;
+  while (fgets(line, sizeof line, f)) {
+    char *fld[5], *p = line;
+    int n = 0;
+    lineno++;
+    line[strcspn(line, "\r\n")] = 0;
+    if (!line[0] || line[0] == '#')
+      continue;
+    while (n < 5) {
+      fld[n++] = p;
+      p = strchr(p, ',');
+      if (!p)
+        break;
+      *p++ = 0;
+    }
+    if (n != 5 || p) {
+      fprintf(stderr, "ledger-api: --keys %s:%d: expected 5 fields: "
+                      "api_key,tenant,tier,client_id,client_secret\n",
+              path, lineno);
+      fclose(f);
+      return -1;
+    }
+    if (S.nkeys == MAX_KEYS) {
+      fprintf(stderr, "ledger-api: --keys %s: more than %d keys\n", path,
+              MAX_KEYS);
+      fclose(f);
+      return -1;
+    }
+    {
+      api_key *k = &S.keys[S.nkeys++];
+      int i;
+      for (i = 0; i < 5; i++)
+        if (!fld[i][0] || strlen(fld[i]) > (i == 2 ? SLUICE_POLICY_NAME_MAX
+                                                   : ID_MAX)) {
+          fprintf(stderr, "ledger-api: --keys %s:%d: field %d is empty or "
+                          "too long\n", path, lineno, i + 1);
+          fclose(f);
+          return -1;
+        }
+      snprintf(k->key, sizeof k->key, "%s", fld[0]);
+      snprintf(k->tenant, sizeof k->tenant, "%s", fld[1]);
+      snprintf(k->tier, sizeof k->tier, "%s", fld[2]);
+      snprintf(k->client_id, sizeof k->client_id, "%s", fld[3]);
+      snprintf(k->client_secret, sizeof k->client_secret, "%s", fld[4]);
+    }
+  }
+  fclose(f);
+  if (!S.nkeys) {
+    fprintf(stderr, "ledger-api: --keys %s: no keys\n", path);
+    return -1;
+  }
+  return 0;
+}
+
+/* ----------------------------------------------------------- helpers --- */
+
+static int64_t wall_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * S_NS + ts.tv_nsec;
+}
+
+static uint64_t hash2(const char *a, const char *b) {
+  char buf[2 * ID_MAX + 300];
+  int n = snprintf(buf, sizeof buf, "%s|%s", a, b);
+  uint64_t h = sluice_siphash64(S.hash_key, buf,
+                                (size_t)(n < (int)sizeof buf ? n : 0));
+  return h ? h : 1;
+}
+
+static int valid_id(const char *s) {
+  size_t i, n = s ? strlen(s) : 0;
+  if (n == 0 || n > ID_MAX)
+    return 0;
+  for (i = 0; i < n; i++) {
+    char c = s[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'))
+      return 0;
+  }
+  return 1;
+}
+
+static ledger_slot *ledger_find(const char *tenant, const char *ledger,
+                                int create) {
+  uint64_t h = hash2(tenant, ledger);
+  size_t i;
+  for (i = 0; i < NLEDGERS; i++) {
+    ledger_slot *l = &S.sh->ledgers[(h + i) % NLEDGERS];
+    uint64_t cur = atomic_load(&l->hash);
+    if (cur == h)
+      return l;
+    if (cur == 0) {
+      uint64_t zero = 0;
+      if (!create)
+        return NULL;
+      if (atomic_compare_exchange_strong(&l->hash, &zero, h) || zero == h)
+        return l;
+    }
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------------ answers --- */
+
+typedef struct reqctx {
+  char *body;
+  size_t len;
+  int too_big;
+} reqctx;
+
+static enum MHD_Result send_raw(struct MHD_Connection *c, int status,
+                                const char *ctype, const char *body,
+                                const sluice_http_header *h, size_t nh,
+                                const char *location) {
+  struct MHD_Response *r = MHD_create_response_from_buffer(
+      strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+  enum MHD_Result ret;
+  size_t i;
+  int have_ctype = 0;
+  if (!r)
+    return MHD_NO;
+  for (i = 0; i < nh; i++) {
+    if (!strcasecmp(h[i].name, "Content-Type"))
+      have_ctype = 1;
+    MHD_add_response_header(r, h[i].name, h[i].value);
+  }
+  if (!have_ctype && ctype)
+    MHD_add_response_header(r, "Content-Type", ctype);
+  if (location && !MHD_get_response_header(r, "Location"))
+    MHD_add_response_header(r, "Location", location);
+  ret = MHD_queue_response(c, (unsigned)status, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
+/* A problem the server decides itself (400, 401, 404, 405, 413). */
+static enum MHD_Result problem(struct MHD_Connection *c, int status,
+                               const char *type, const char *title,
+                               const char *detail, const char *instance) {
+  json_t *o = json_pack("{s:s, s:s, s:i, s:s, s:s}", "type", type, "title",
+                        title, "status", status, "detail", detail,
+                        "instance", instance ? instance : "/");
+  char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
+  enum MHD_Result r;
+  json_decref(o);
+  if (!txt)
+    return MHD_NO;
+  r = send_raw(c, status, "application/problem+json", txt, NULL, 0, NULL);
+  free(txt);
+  return r;
+}
+
+#define PROBLEM_BASE "https://api.example.com/errors/"
+
+/* Answer a policy decision: the library renders headers and, when refused,
+** the problem body; an allowed answer gets `json` (status `ok_status`; 202
+** with a Location for accepted jobs). */
+static enum MHD_Result answer(struct MHD_Connection *c, const sluice_request *rq,
+                              const sluice_decision *d, int ok_status,
+                              const char *location, const char *json) {
+  sluice_http_facts f;
+  sluice_http_answer a;
+  sluice_http_header h[SLUICE_HTTP_MAX_HEADERS];
+  char hbuf[SLUICE_HTTP_HEADER_BUF], rid[40], body[4096];
+  size_t nh = 0, blen = 0;
+  snprintf(rid, sizeof rid, "req_%08x%08" PRIx64, (unsigned)getpid(),
+           atomic_fetch_add(&S.reqno, 1));
+  if (sluice_decision_http_facts(d, rq, rid, &f) != SLUICE_OK)
+    return MHD_NO;
+  if (d->allowed) {
+    if (ok_status == 202) {
+      f.outcome = SLUICE_HTTP_ACCEPTED;
+      f.location = location;
+    } else if (ok_status != 200) {
+      f.status = ok_status;
+    }
+  }
+  if (sluice_http_answer_make(S.http, &f, wall_ns(), &a) != SLUICE_OK ||
+      sluice_http_answer_headers(S.http, &a, h, SLUICE_HTTP_MAX_HEADERS, &nh,
+                                 hbuf, sizeof hbuf, NULL) != SLUICE_OK)
+    return problem(c, 500, PROBLEM_BASE "internal", "Internal Server Error",
+                   "cannot render the answer", rq->route);
+  if (d->allowed)
+    return send_raw(c, a.status, "application/json", json ? json : "{}", h,
+                    nh, location);
+  if (a.has_body && sluice_http_answer_body(S.http, &a, body, sizeof body,
+                                            &blen) != SLUICE_OK)
+    return problem(c, 500, PROBLEM_BASE "internal", "Internal Server Error",
+                   "cannot render the problem", rq->route);
+  return send_raw(c, a.status, "application/problem+json",
+                  a.has_body ? body : "", h, nh, NULL);
+}
+
+/* ---------------------------------------------------------- handlers --- */
+
+static const api_key *authenticate(struct MHD_Connection *c) {
+  const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                              MHD_HTTP_HEADER_AUTHORIZATION);
+  int i;
+  if (v && !strncasecmp(v, "Bearer ", 7))
+    v += 7;
+  else
+    v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Api-Key");
+  if (!v)
+    return NULL;
+  for (i = 0; i < S.nkeys; i++)
+    if (!strcmp(S.keys[i].key, v))
+      return &S.keys[i];
+  return NULL;
+}
+
+static void client_ip(struct MHD_Connection *c, char *out, size_t n) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  snprintf(out, n, "unknown");
+  if (S.trust_forwarded) {
+    const char *x =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Forwarded-For");
+    if (x && *x) {
+      size_t len = strcspn(x, ", ");
+      if (len > 0 && len < n) {
+        memcpy(out, x, len);
+        out[len] = 0;
+        return;
+      }
+    }
+  }
+  if (ci && ci->client_addr) {
+    const struct sockaddr *sa = ci->client_addr;
+    if (sa->sa_family == AF_INET)
+      inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr,
+                out, (socklen_t)n);
+    else if (sa->sa_family == AF_INET6)
+      inet_ntop(AF_INET6,
+                &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, out,
+                (socklen_t)n);
+  }
+}
+
+static json_t *parse_body(const reqctx *rc) {
+  json_error_t e;
+  if (!rc->len)
+    return json_object();
+  return json_loadb(rc->body, rc->len, 0, &e);
+}
+
+static char *dumps(json_t *o) {
+  char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+  json_decref(o);
+  return s;
+}
+
+static job *job_create(const api_key *k, int cls, const char *ledger,
+                       uint64_t lease_id, uint64_t *seq_out) {
+  uint64_t seq = atomic_fetch_add(&S.sh->next_job, 1) + 1;
+  job *j = &S.sh->jobs[seq % NJOBS];
+  int st = atomic_load(&j->state);
+  /* A slot still running a job 4096 jobs ago: refuse rather than lose it. */
+  if (st == JOB_RUNNING)
+    return NULL;
+  atomic_store(&j->seq, 0);
+  j->cls = cls;
+  j->created_ns = wall_ns();
+  j->done_ns = j->created_ns + S.job_ms * MS_NS;
+  j->lease_id = lease_id;
+  snprintf(j->tenant, sizeof j->tenant, "%s", k->tenant);
+  snprintf(j->key, sizeof j->key, "%s", k->key);
+  snprintf(j->tier, sizeof j->tier, "%s", k->tier);
+  snprintf(j->ledger, sizeof j->ledger, "%s", ledger ? ledger : "");
+  atomic_store(&j->state, JOB_RUNNING);
+  atomic_store(&j->seq, seq); /* publish */
+  *seq_out = seq;
+  return j;
+}
+
+static void job_request(const job *j, sluice_request *rq) {
+  memset(rq, 0, sizeof *rq);
+  rq->tenant_id = j->tenant;
+  rq->api_key_id = j->key;
+  rq->tier = j->tier;
+  rq->endpoint_class = j->cls;
+  rq->ledger_id = j->ledger[0] ? j->ledger : NULL;
+}
+
+/* Parse YYYY-MM-DD into ns since the epoch. */
+static int parse_day(const char *s, int64_t *out) {
+  int y, m, d;
+  char tail;
+  struct tm tm;
+  time_t t;
+  if (!s || sscanf(s, "%4d-%2d-%2d%c", &y, &m, &d, &tail) != 3 || y < 1970 ||
+      m < 1 || m > 12 || d < 1 || d > 31)
+    return -1;
+  memset(&tm, 0, sizeof tm);
+  tm.tm_year = y - 1900;
+  tm.tm_mon = m - 1;
+  tm.tm_mday = d;
+  t = timegm(&tm);
+  if (t == (time_t)-1)
+    return -1;
+  *out = (int64_t)t * S_NS;
+  return 0;
+}
+
+static enum MHD_Result decide_error(struct MHD_Connection *c, int rc,
+                                    const sluice_decision *d,
+                                    const char *url) {
+  char detail[200];
+  snprintf(detail, sizeof detail, "request field '%s': %s",
+           d->invalid_field ? d->invalid_field : "?", sluice_strerror(rc));
+  if (rc == SLUICE_ENOTFOUND || rc == SLUICE_EINVAL || rc == SLUICE_EKEY ||
+      rc == SLUICE_ERANGE)
+    return problem(c, 400, PROBLEM_BASE "bad-request", "Bad Request", detail,
+                   url);
+  return problem(c, 500, PROBLEM_BASE "internal", "Internal Server Error",
+                 detail, url);
+}
+
+/* One field of an application/x-www-form-urlencoded body, decoded. */
+static int form_field(const reqctx *rc, const char *name, char *out,
+                      size_t n) {
+  size_t nl = strlen(name), i = 0;
+  const char *b = rc->body;
+  if (!b)
+    return -1;
+  while (i < rc->len) {
+    size_t end = i;
+    while (end < rc->len && b[end] != '&')
+      end++;
+    if (end - i > nl && !memcmp(b + i, name, nl) && b[i + nl] == '=') {
+      size_t j = i + nl + 1, o = 0;
+      while (j < end && o + 1 < n) {
+        int h, l;
+        if (b[j] == '+') {
+          out[o++] = ' ';
+          j++;
+        } else if (b[j] == '%' && j + 2 < end + 1 &&
+                   (h = hexval(b[j + 1])) >= 0 && (l = hexval(b[j + 2])) >= 0) {
+          out[o++] = (char)(h * 16 + l);
+          j += 3;
+        } else {
+          out[o++] = b[j++];
+        }
+      }
+      out[o] = 0;
+      return j == end ? 0 : -1;
+    }
+    i = end + 1;
+  }
+  return -1;
+}
+
+static enum MHD_Result handle_auth(struct MHD_Connection *c, const char *url,
+                                   reqctx *rc, const char *ip) {
+  sluice_request rq;
+  sluice_decision d;
+  const char *cid = NULL, *csec = NULL;
+  char fcid[ID_MAX + 2], fsec[ID_MAX + 2];
+  json_t *body = NULL;
+  const api_key *k = NULL;
+  int i, r, ok;
+  enum MHD_Result ret;
+  const char *ctype =
+      MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+  if (ctype && strstr(ctype, "json")) {
+    body = parse_body(rc);
+    if (!body || !json_is_object(body)) {
+      json_decref(body);
+      return problem(c, 400, PROBLEM_BASE "bad-request", "Bad Request",
+                     "the body is not a JSON object", url);
+    }
+    cid = json_string_value(json_object_get(body, "client_id"));
+    csec = json_string_value(json_object_get(body, "client_secret"));
+  } else {
+    if (form_field(rc, "client_id", fcid, sizeof fcid) == 0)
+      cid = fcid;
+    if (form_field(rc, "client_secret", fsec, sizeof fsec) == 0)
+      csec = fsec;
+  }
+  if (!cid || !cid[0] || !csec || strlen(cid) > ID_MAX) {
+    json_decref(body);
+    return problem(c, 400, PROBLEM_BASE "bad-request", "Bad Request",
+                   "client_id and client_secret are required", url);
+  }
+  memset(&rq, 0, sizeof rq);
+  rq.method = "POST";
+  rq.route = url;
+  rq.endpoint_class = SLUICE_EP_AUTH;
+  rq.client_ip = ip;
+  rq.auth_subject = cid;
+  rq.auth_result = SLUICE_AUTH_PENDING;
+  /* Box check before verifying: a boxed caller costs no secret check. */
+  if ((r = sluice_policy_decide(S.pol, &rq, &d)) != SLUICE_OK) {
+    ret = decide_error(c, r, &d, url);
+    json_decref(body);
+    return ret;
+  }
+  if (!d.allowed) {
+    ret = answer(c, &rq, &d, 200, NULL, NULL);
+    json_decref(body);
+    return ret;
+  }
+  for (i = 0; i < S.nkeys; i++)
+    if (!strcmp(S.keys[i].client_id, cid))
+      k = &S.keys[i];
+  /* Both failure kinds are checked the same way and answered alike. */
+  ok = k && strcmp(k->client_secret, csec) == 0;
+  rq.auth_result = !k ? SLUICE_AUTH_UNKNOWN_CLIENT
+                      : ok ? SLUICE_AUTH_OK : SLUICE_AUTH_BAD_SECRET;
+  if ((r = sluice_policy_decide(S.pol, &rq, &d)) != SLUICE_OK) {
+    ret = decide_error(c, r, &d, url);
+    json_decref(body);
+    return ret;
+  }
+  if (!ok) {
+    ret = problem(c, 401, PROBLEM_BASE "invalid-client", "Unauthorized",
+                  "invalid client credentials", url);
+  } else {
+    char *txt = dumps(json_pack("{s:s, s:s, s:i}", "access_token", k->key,
+                                "token_type", "Bearer", "expires_in", 3600));
+    ret = answer(c, &rq, &d, 200, NULL, txt);
+    free(txt);
+  }
+  json_decref(body);
+  return ret;
+}
+
+static enum MHD_Result handle_job(struct MHD_Connection *c, const char *url,
+                                  const api_key *k, sluice_request *rq) {
+  sluice_decision d;
+  const char *id = url + strlen("/v1/jobs/");
+  char *end;
+  uint64_t seq;
+  job *j;
+  char *txt;
+  int r, st;
+  enum MHD_Result ret;
+  rq->endpoint_class = SLUICE_EP_JOB_POLL;
+  if ((r = sluice_policy_decide(S.pol, rq, &d)) != SLUICE_OK)
+    return decide_error(c, r, &d, url);
+  if (!d.allowed)
+    return answer(c, rq, &d, 200, NULL, NULL);
+  if (strncmp(id, "job_", 4) != 0)
+    return problem(c, 404, PROBLEM_BASE "not-found", "Not Found",
+                   "no such job", url);
+  errno = 0;
+  seq = strtoull(id + 4, &end, 10);
+  if (errno || *end || seq == 0)
+    return problem(c, 404, PROBLEM_BASE "not-found", "Not Found",
+                   "no such job", url);
+  j = &S.sh->jobs[seq % NJOBS];
+  if (atomic_load(&j->seq) != seq || strcmp(j->tenant, k->tenant) != 0)
+    return problem(c, 404, PROBLEM_BASE "not-found", "Not Found",
+                   "no such job", url);
+  st = atomic_load(&j->state);
+  if (st == JOB_DONE && j->cls == SLUICE_EP_EXPORT) {
+    char dl[200];
+    snprintf(dl, sizeof dl,
+             "https://storage.example.com/exports/job_%" PRIu64
+             ".csv?expires=600&sig=demo", seq);
+    txt = dumps(json_pack("{s:s, s:s, s:s, s:s}", "job_id", id, "kind",
+                          "audit-export", "status", "succeeded",
+                          "download_url", dl));
+  } else {
+    txt = dumps(json_pack("{s:s, s:s, s:s, s:s}", "job_id", id, "kind",
+                          j->cls == SLUICE_EP_RECONCILE ? "reconcile"
+                                                        : "audit-export",
+                          "status", st == JOB_DONE ? "succeeded" : "running",
+                          "ledger_id", j->ledger));
+  }
+  ret = answer(c, rq, &d, 200, NULL, txt);
+  free(txt);
+  return ret;
+}
+
+static enum MHD_Result handle_heavy(struct MHD_Connection *c, const char *url,
+                                    const api_key *k, sluice_request *rq,
+                                    reqctx *rc) {
+  sluice_decision d;
+  char ledger[ID_MAX + 1] = "", loc[64], jid[32];
+  uint64_t seq = 0;
+  int r, is_rec = rq->endpoint_class == SLUICE_EP_RECONCILE;
+  char *txt;
+  enum MHD_Result ret;
+  if (is_rec) {
+    json_t *b = parse_body(rc);
+    const char *l;
+    if (!b || !json_is_object(b)) {
+      json_decref(b);
+      return problem(c, 400, PROBLEM_BASE "bad-request", "Bad Request",
+                     "the body is not a JSON object", url);
+    }
+    l = json_string_value(json_object_get(b, "ledger_id"));
+    if (!valid_id(l)) {
+      json_decref(b);
+      return problem(c, 400, PROBLEM_BASE "bad-request", "Bad Request",
+                     "ledger_id: required, 1-64 of [A-Za-z0-9._-]", url);
+    }
+    snprintf(ledger, sizeof ledger, "%s", l);
+    json_decref(b);
+    if (!MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key"))
+      return problem(c, 400, PROBLEM_BASE "idempotency-key-required",
+                     "Bad Request",
+                     "POST /v1/ledgers/reconcile requires an Idempotency-Key "
+                     "header", url);
+    rq->ledger_id = ledger;
+  } else {
+    const char *from =
+        MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from");
+    const char *to = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "to");
+    if (from || to) {
+      if (parse_day(from, &rq->export_from_ns) ||
+          parse_day(to, &rq->export_to_ns) ||
+          rq->export_to_ns < rq->export_from_ns)
+        return problem(c, 400, PROBLEM_BASE "bad-request", "Bad Request",
+                       "from and to: YYYY-MM-DD, from <= to", url);
+    }
+  }
+  if ((r = sluice_policy_decide(S.pol, rq, &d)) != SLUICE_OK)
+    return decide_error(c, r, &d, url);
+  if (!d.allowed)
+    return answer(c, rq, &d, 200, NULL, NULL);
+  if (!job_create(k, rq->endpoint_class, is_rec ? ledger : NULL, d.lease_id,
+                  &seq)) {
+    if (d.lease_id)
+      sluice_policy_release_lease(S.pol, rq, d.lease_id);
+    return problem(c, 503, PROBLEM_BASE "service-unavailable",
+                   "Service Unavailable", "job table full", url);
+  }
+  snprintf(jid, sizeof jid, "job_%" PRIu64, seq);
+  snprintf(loc, sizeof loc, "/v1/jobs/%s", jid);
+  if (is_rec)
+    txt = dumps(json_pack("{s:s, s:s, s:s, s:s}", "job_id", jid, "status",
+                          "running", "ledger_id", ledger, "job_url", loc));
+  else
+    txt = dumps(json_pack("{s:s, s:s, s:I, s:s}", "job_id", jid, "status",
+                          "running", "cost", (json_int_t)d.cost, "job_url",
+                          loc));
+  ret = answer(c, rq, &d, 202, loc, txt);
+  free(txt);
+  return ret;
+}
+
+static enum MHD_Result handle_ledger(struct MHD_Connection *c, const char *url,
+                                     const char *method, const api_key *k,
+                                     sluice_request *rq, reqctx *rc) {
+  /* /v1/ledgers/{id} or /v1/ledgers/{id}/entries */
+  char ledger[ID_MAX + 1];
+  const char *p = url + strlen("/v1/ledgers/"), *slash = strchr(p, '/');
+  size_t n = slash ? (size_t)(slash - p) : strlen(p);
+  int entries = slash && !strcmp(slash, "/entries");
+  int post = !strcmp(method, "POST");
+  sluice_decision d;
+  ledger_slot *l;
+  char *txt;
+  int r;
+  enum MHD_Result ret;
+  if (n == 0 || n > ID_MAX || (slash && !entries))
+    return problem(c, 404, PROBLEM_BASE "not-found", "Not Found",
+                   "no such resource", url);
+  memcpy(ledger, p, n);
+  ledger[n] = 0;
+  if (!valid_id(ledger))
+    return problem(c, 400, PROBLEM_BASE "bad-request", "Bad Request",
+                   "ledger id: 1-64 of [A-Za-z0-9._-]", url);
+  if (post && !entries)
+    return problem(c, 405, PROBLEM_BASE "method-not-allowed",
+                   "Method Not Allowed", "POST the entries collection", url);
+  if (strcmp(method, "GET") && !post)
+    return problem(c, 405, PROBLEM_BASE "method-not-allowed",
+                   "Method Not Allowed", "GET or POST", url);
+  if (post) {
+    json_t *b = parse_body(rc);
+    json_t *amt = b ? json_object_get(b, "amount") : NULL;
+    const char *ik =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Idempotency-Key");
+    json_int_t amount;
+    idem_slot *slot = NULL;
+    int64_t entry = 0, replay = 0;
+    if (!b || !json_is_object(b) || (amt && !json_is_integer(amt))) {
+      json_decref(b);
+      return problem(c, 400, PROBLEM_BASE "bad-request", "Bad Request",
+                     "body: a JSON object with an integer amount", url);
+    }
+    amount = amt ? json_integer_value(amt) : 0;
+    json_decref(b);
+    if (!ik || !ik[0] || strlen(ik) > 200)
+      return problem(c, 400, PROBLEM_BASE "idempotency-key-required",
+                     "Bad Request",
+                     "mutating requests require an Idempotency-Key header",
+                     url);
+    if ((r = sluice_policy_decide(S.pol, rq, &d)) != SLUICE_OK)
+      return decide_error(c, r, &d, url);
+    if (!d.allowed)
+      return answer(c, rq, &d, 200, NULL, NULL);
+    l = ledger_find(k->tenant, ledger, 1);
+    if (!l)
+      return problem(c, 503, PROBLEM_BASE "service-unavailable",
+                     "Service Unavailable", "ledger table full", url);
+    {
+      uint64_t h = hash2(k->tenant, ik);
+      size_t i;
+      for (i = 0; i < 64 && !slot; i++) {
+        idem_slot *s = &S.sh->idem[(h + i) % NIDEM];
+        uint64_t cur = atomic_load(&s->hash), zero = 0;
+        if (cur == h) {
+          slot = s;
+          replay = 1;
+        } else if (cur == 0 &&
+                   (atomic_compare_exchange_strong(&s->hash, &zero, h) ||
+                    zero == h)) {
+          slot = s;
+          replay = zero == h;
+        }
+      }
+      if (replay) {
+        entry = atomic_load(&slot->entry);
+      } else {
+        entry = (int64_t)atomic_fetch_add(&S.sh->next_entry, 1) + 1;
+        atomic_fetch_add(&l->entries, 1);
+        atomic_fetch_add(&l->balance, (int64_t)amount);
+        if (slot)
+          atomic_store(&slot->entry, entry);
+      }
+    }
+    txt = dumps(json_pack("{s:s, s:I, s:I, s:b}", "ledger_id", ledger,
+                          "entry_id", (json_int_t)entry, "amount", amount,
+                          "idempotent_replay", (int)replay));
+    ret = answer(c, rq, &d, replay ? 200 : 201, NULL, txt);
+    free(txt);
+    return ret;
+  }
+  if ((r = sluice_policy_decide(S.pol, rq, &d)) != SLUICE_OK)
+    return decide_error(c, r, &d, url);
+  if (!d.allowed)
+    return answer(c, rq, &d, 200, NULL, NULL);
+  l = ledger_find(k->tenant, ledger, 0);
+  txt = dumps(json_pack("{s:s, s:I, s:I}", "ledger_id", ledger, "entries",
+                        (json_int_t)(l ? atomic_load(&l->entries) : 0),
+                        "balance",
+                        (json_int_t)(l ? atomic_load(&l->balance) : 0)));
+  ret = answer(c, rq, &d, 200, NULL, txt);
+  free(txt);
+  return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
+                                  const char *url, const char *method,
+                                  const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls) {
+  reqctx *rc = *con_cls;
+  const api_key *k;
+  sluice_request rq;
+  char ip[64];
+  (void)cls;
+  (void)version;
+  if (!rc) {
+    rc = calloc(1, sizeof *rc);
+    if (!rc)
+      return MHD_NO;
+    *con_cls = rc;
+    return MHD_YES;
+  }
+  if (*upload_size) {
+    if (rc->len + *upload_size > MAX_BODY) {
+      rc->too_big = 1;
+    } else {
+      char *nb = realloc(rc->body, rc->len + *upload_size + 1);
+      if (!nb)
+        return MHD_NO;
+      rc->body = nb;
+      memcpy(rc->body + rc->len, upload, *upload_size);
+      rc->len += *upload_size;
+      rc->body[rc->len] = 0;
+    }
+    *upload_size = 0;
+    return MHD_YES;
+  }
+  if (rc->too_big)
+    return problem(c, 413, PROBLEM_BASE "too-large", "Content Too Large",
+                   "bodies are limited to 16 KiB", url);
+  client_ip(c, ip, sizeof ip);
+  if (!strcmp(url, "/metrics") && !strcmp(method, "GET")) {
+    char buf[16384];
+    size_t need = 0;
+    if (sluice_policy_metrics(S.pol, buf, sizeof buf, &need) != SLUICE_OK)
+      return problem(c, 500, PROBLEM_BASE "internal", "Internal Server Error",
+                     "metrics too large", url);
+    return send_raw(c, 200, "text/plain; version=0.0.4", buf, NULL, 0, NULL);
+  }
+  if (!strcmp(url, "/v1/auth/token")) {
+    if (strcmp(method, "POST"))
+      return problem(c, 405, PROBLEM_BASE "method-not-allowed",
+                     "Method Not Allowed", "POST only", url);
+    return handle_auth(c, url, rc, ip);
+  }
+  if (strncmp(url, "/v1/", 4) != 0)
+    return problem(c, 404, PROBLEM_BASE "not-found", "Not Found",
+                   "no such resource", url);
+  k = authenticate(c);
+  if (!k)
+    return problem(c, 401, PROBLEM_BASE "unauthorized", "Unauthorized",
+                   "send an API key: Authorization: Bearer KEY", url);
+  memset(&rq, 0, sizeof rq);
+  rq.tenant_id = k->tenant;
+  rq.api_key_id = k->key;
+  rq.tier = k->tier;
+  rq.method = method;
+  rq.route = url;
+  rq.client_ip = ip;
+  if (!strcmp(url, "/v1/ledgers/reconcile")) {
+    if (strcmp(method, "POST"))
+      return problem(c, 405, PROBLEM_BASE "method-not-allowed",
+                     "Method Not Allowed", "POST only", url);
+    rq.endpoint_class = SLUICE_EP_RECONCILE;
+    return handle_heavy(c, url, k, &rq, rc);
+  }
+  if (!strcmp(url, "/v1/reports/audit-export")) {
+    if (strcmp(method, "GET"))
+      return problem(c, 405, PROBLEM_BASE "method-not-allowed",
+                     "Method Not Allowed", "GET only", url);
+    rq.endpoint_class = SLUICE_EP_EXPORT;
+    return handle_heavy(c, url, k, &rq, rc);
+  }
+  if (!strncmp(url, "/v1/jobs/", 9)) {
+    if (strcmp(method, "GET"))
+      return problem(c, 405, PROBLEM_BASE "method-not-allowed",
+                     "Method Not Allowed", "GET only", url);
+    return handle_job(c, url, k, &rq);
+  }
+  if (!strncmp(url, "/v1/ledgers/", 12)) {
+    rq.endpoint_class = SLUICE_EP_STANDARD;
+    return handle_ledger(c, url, method, k, &rq, rc);
+  }
+  return problem(c, 404, PROBLEM_BASE "not-found", "Not Found",
+                 "no such resource", url);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+  reqctx *rc = *con_cls;
+  (void)cls;
+  (void)c;
+  (void)toe;
+  if (rc) {
+    free(rc->body);
+    free(rc);
+    *con_cls = NULL;
+  }
+}
+
+/* ------------------------------------------------------- processes --- */
+
+static int open_policy(const char *who) {
+  sluice_limiter_options lo;
+  sluice_policy_options po;
+  sluice_http_options ho;
+  char err[256];
+  int rc;
+  memset(&lo, 0, sizeof lo);
+  lo.store = S.store_uri;
+  lo.flags = SLUICE_OPEN_CREATE;
+  rc = sluice_limiter_open2(&lo, &S.lim, err, sizeof err);
+  if (rc != SLUICE_OK) {
+    fprintf(stderr, "ledger-api %s: --store %s: %s%s%s\n", who, S.store,
+            sluice_strerror(rc), err[0] ? ": " : "", err);
+    return -1;
+  }
+  memset(&po, 0, sizeof po);
+  po.limiter = S.lim;
+  po.config_path = S.config_path;
+  memcpy(po.secret, S.secret, 16);
+  po.flags = S.shadow ? SLUICE_POLICY_SHADOW : 0;
+  po.errbuf = err;
+  po.errlen = sizeof err;
+  rc = sluice_policy_open(&po, &S.pol);
+  if (rc != SLUICE_OK) {
+    fprintf(stderr, "ledger-api %s: --config %s: %s\n", who,
+            S.config_path ? S.config_path : "(defaults)", err);
+    return -1;
+  }
+  memset(&ho, 0, sizeof ho);
+  ho.problem_base = PROBLEM_BASE;
+  ho.header_form = S.header_form;
+  ho.flags = SLUICE_HTTP_DATE_HEADER;
+  rc = sluice_http_open(&ho, &S.http);
+  if (rc != SLUICE_OK) {
+    fprintf(stderr, "ledger-api %s: http: %s\n", who, sluice_strerror(rc));
+    return -1;
+  }
+  return 0;
+}
+
+static void close_policy(void) {
+  sluice_http_close(S.http);
+  sluice_policy_close(S.pol);
+  sluice_limiter_close(S.lim);
+  S.http = NULL;
+  S.pol = NULL;
+  S.lim = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+  (void)cls;
+  fprintf(stderr, "ledger-api worker %d: ", (int)getpid());
+  vfprintf(stderr, fmt, ap);
+}
+
+static int worker_main(void) {
+  struct MHD_Daemon *d;
+  sigset_t set;
+  int sig;
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() == 1)
+    return EX_RUNTIME;
+  if (open_policy("worker") != 0)
+    return EX_RUNTIME;
+  d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0,
+                       NULL, NULL, on_request, NULL,
+                       MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                       MHD_OPTION_LISTEN_SOCKET, S.listen_fd,
+                       MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+                       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
+                       MHD_OPTION_END);
+  if (!d) {
+    fprintf(stderr, "ledger-api worker %d: cannot start the HTTP server\n",
+            (int)getpid());
+    close_policy();
+    return EX_RUNTIME;
+  }
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigwait(&set, &sig);
+  MHD_stop_daemon(d);
+  close_policy();
+  return EX_OK;
+}
+
+static pid_t spawn_worker(void) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int rc = worker_main();
+    fflush(stderr);
+    _exit(rc);
+  }
+  return pid;
+}
+
+/* The master finishes jobs whose time is up and releases their leases. */
+static void finish_jobs(void) {
+  int64_t now = wall_ns();
+  size_t i;
+  for (i = 0; i < NJOBS; i++) {
+    job *j = &S.sh->jobs[i];
+    sluice_request rq;
+    if (atomic_load(&j->state) != JOB_RUNNING || atomic_load(&j->seq) == 0 ||
+        j->done_ns > now)
+      continue;
+    job_request(j, &rq);
+    if (j->lease_id)
+      sluice_policy_release_lease(S.pol, &rq, j->lease_id);
+    atomic_store(&j->state, JOB_DONE);
+  }
+}
+
+int main(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"port", required_argument, 0, 'p'},
+      {"workers", required_argument, 0, 'w'},
+      {"store", required_argument, 0, 's'},
+      {"config", required_argument, 0, 'c'},
+      {"keys", required_argument, 0, 'k'},
+      {"secret-file", required_argument, 0, 'S'},
+      {"job-ms", required_argument, 0, 'j'},
+      {"shadow", no_argument, 0, 'H'},
+      {"trust-forwarded", no_argument, 0, 'F'},
+      {"header-form", required_argument, 0, 'f'},
+      {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  const char *keys_path = NULL, *secret_path = NULL;
+  pid_t workers[MAX_WORKERS];
+  struct sockaddr_in sa;
+  socklen_t salen = sizeof sa;
+  sigset_t set;
+  long v;
+  int c, i, one = 1, running = 1, exit_code = EX_OK;
+
+  memset(&S, 0, sizeof S);
+  S.store = "shm";
+  S.nworkers = 2;
+  S.job_ms = 2000;
+  S.shm_fd = -1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'p':
+      if (parse_int("--port", optarg, 0, 65535, &v))
+        return EX_USAGE_;
+      S.port = (int)v;
+      break;
+    case 'w':
+      if (parse_int("--workers", optarg, 1, MAX_WORKERS, &v))
+        return EX_USAGE_;
+      S.nworkers = (int)v;
+      break;
+    case 's':
+      S.store = optarg;
+      break;
+    case 'c':
+      S.config_path = optarg;
+      break;
+    case 'k':
+      keys_path = optarg;
+      break;
+    case 'S':
+      secret_path = optarg;
+      break;
+    case 'j':
+      if (parse_int("--job-ms", optarg, 1, 86400000, &v))
+        return EX_USAGE_;
+      S.job_ms = v;
+      break;
+    case 'H':
+      S.shadow = 1;
+      break;
+    case 'F':
+      S.trust_forwarded = 1;
+      break;
+    case 'f':
+      if (!strcmp(optarg, "legacy"))
+        S.header_form = SLUICE_HTTP_FORM_LEGACY;
+      else if (!strcmp(optarg, "sf"))
+        S.header_form = SLUICE_HTTP_FORM_SF;
+      else if (!strcmp(optarg, "both"))
+        S.header_form = SLUICE_HTTP_FORM_BOTH;
+      else {
+        fprintf(stderr, "ledger-api: --header-form: expected legacy, sf or "
+                        "both, got '%s'\n", optarg);
+        return EX_USAGE_;
+      }
+      break;
+    case 'h':
+      usage(stdout);
+      return EX_OK;
+    default:
+      fprintf(stderr, "ledger-api: unknown or incomplete option '%s'\n",
+              argv[optind - 1]);
+      usage(stderr);
+      return EX_USAGE_;
+    }
+  }
+  if (optind != argc) {
+    fprintf(stderr, "ledger-api: unexpected argument '%s'\n", argv[optind]);
+    return EX_USAGE_;
+  }
+  if (keys_path) {
+    if (load_keys(keys_path))
+      return EX_USAGE_;
+  } else {
+    S.nkeys = (int)(sizeof demo_keys / sizeof demo_keys[0]);
+    memcpy(S.keys, demo_keys, sizeof demo_keys);
+  }
+  if (secret_path) {
+    char err[128];
+    if (ledger_read_secret(secret_path, S.secret, err, sizeof err)) {
+      fprintf(stderr, "ledger-api: --secret-file %s: %s\n", secret_path, err);
+      return EX_USAGE_;
+    }
+  } else if (sluice_random_bytes(S.secret, 16) != SLUICE_OK) {
+    fprintf(stderr, "ledger-api: no OS randomness for the secret\n");
+    return EX_RUNTIME;
+  }
+  if (sluice_random_bytes(S.hash_key, 16) != SLUICE_OK)
+    return EX_RUNTIME;
+  /* Check the configuration now, so a typo is reported once, by name. */
+  if (S.config_path) {
+    sluice_policy_config cfg;
+    char err[256];
+    int rc = sluice_policy_config_load(S.config_path, &cfg, err, sizeof err);
+    if (rc != SLUICE_OK) {
+      fprintf(stderr, "ledger-api: --config %s: %s\n", S.config_path, err);
+      return EX_USAGE_;
+    }
+  }
+  if (!strcmp(S.store, "shm")) {
+    S.shm_fd = memfd_create("ledger-api-sluice", 0);
+    if (S.shm_fd < 0) {
+      fprintf(stderr, "ledger-api: memfd_create: %s\n", strerror(errno));
+      return EX_RUNTIME;
+    }
+    snprintf(S.store_uri, sizeof S.store_uri,
+             "shm:fd=%d;capacity=262144;create=1", S.shm_fd);
+  } else if (!strncmp(S.store, "shm:", 4) || !strncmp(S.store, "lmdb:", 5) ||
+             !strncmp(S.store, "redis:", 6) || !strcmp(S.store, "mem")) {
+    if (!strcmp(S.store, "mem") && S.nworkers > 1) {
+      fprintf(stderr, "ledger-api: --store mem: workers would not share "
+                      "state; use --workers 1 or a shared store\n");
+      return EX_USAGE_;
+    }
+    snprintf(S.store_uri, sizeof S.store_uri, "%s", S.store);
+  } else {
+    fprintf(stderr, "ledger-api: --store: expected shm, shm:..., lmdb:..., "
+                    "redis:... or mem, got '%s'\n", S.store);
+    return EX_USAGE_;
+  }
+  S.sh = mmap(NULL, sizeof(shared), PROT_READ | PROT_WRITE,
+              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (S.sh == MAP_FAILED) {
+    fprintf(stderr, "ledger-api: mmap: %s\n", strerror(errno));
+    return EX_RUNTIME;
+  }
+  S.listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (S.listen_fd < 0) {
+    fprintf(stderr, "ledger-api: socket: %s\n", strerror(errno));
+    return EX_RUNTIME;
+  }
+  setsockopt(S.listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t)S.port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(S.listen_fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+      listen(S.listen_fd, 256) != 0 ||
+      getsockname(S.listen_fd, (struct sockaddr *)&sa, &salen) != 0) {
+    fprintf(stderr, "ledger-api: --port %d: %s\n", S.port, strerror(errno));
+    return S.port ? EX_USAGE_ : EX_RUNTIME;
+  }
+  /* The master's own store handle (job completion), opened first so that
+  ** a bad store or config fails here, before any worker exists.  lmdb
+  ** handles must not cross fork(): the master reopens after forking. */
+  if (open_policy("master") != 0)
+    return EX_RUNTIME;
+  if (!strncmp(S.store_uri, "lmdb:", 5))
+    close_policy();
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &set, NULL);
+  fflush(stdout);
+  for (i = 0; i < S.nworkers; i++) {
+    workers[i] = spawn_worker();
+    if (workers[i] < 0) {
+      fprintf(stderr, "ledger-api: fork: %s\n", strerror(errno));
+      return EX_RUNTIME;
+    }
+  }
+  if (!S.pol && open_policy("master") != 0)
+    return EX_RUNTIME;
+  printf("listening 127.0.0.1:%d\n", ntohs(sa.sin_port));
+  fflush(stdout);
+  fprintf(stderr, "ledger-api: %d workers, store %s%s\n", S.nworkers, S.store,
+          S.shadow ? ", shadow mode" : "");
+  while (running) {
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    siginfo_t si;
+    int sig = sigtimedwait(&set, &si, &ts);
+    if (sig == SIGTERM || sig == SIGINT) {
+      running = 0;
+    } else if (sig == SIGCHLD) {
+      pid_t pid;
+      int st;
+      while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
+        for (i = 0; i < S.nworkers; i++)
+          if (workers[i] == pid) {
+            workers[i] = 0;
+            if (WIFEXITED(st) && WEXITSTATUS(st) == EX_RUNTIME) {
+              /* a worker that cannot start will not start next time */
+              fprintf(stderr, "ledger-api: worker %d failed; stopping\n",
+                      (int)pid);
+              running = 0;
+              exit_code = EX_RUNTIME;
+            } else {
+              fprintf(stderr, "ledger-api: worker %d exited (status %d); "
+                              "starting another\n", (int)pid, st);
+              workers[i] = spawn_worker();
+            }
+          }
+    }
+    finish_jobs();
+  }
+  for (i = 0; i < S.nworkers; i++)
+    if (workers[i] > 0)
+      kill(workers[i], SIGTERM);
+  for (i = 0; i < S.nworkers; i++)
+    if (workers[i] > 0)
+      waitpid(workers[i], NULL, 0);
+  close_policy();
+  close(S.listen_fd);
+  if (S.shm_fd >= 0)
+    close(S.shm_fd);
+  fprintf(stderr, "ledger-api: stopped\n");
+  return exit_code;
+}
