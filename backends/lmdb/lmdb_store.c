@@ -356,18 +356,15 @@ static int txn_commit(lmdb_store *s, MDB_txn *txn) {
   return rc;
 }
 
-/* After MDB_MAP_FULL: is there room to be had without growing the map?
-** Stale readers pin pages that could be reused, and another process may
-** have grown the map already. */
-static int recover_room(lmdb_store *s) {
+/* Adopt the map size recorded in the meta record if it is larger than
+** ours (another process grew the map); 1 if the map grew. */
+static int adopt_recorded(lmdb_store *s) {
   sluice_lmdb_env *e = s->e;
   MDB_envinfo info;
   MDB_txn *txn;
   MDB_val k = {6, (void *)"format"}, v;
   meta_rec m;
-  int dead = 0, grown = 0;
-  if (mdb_reader_check(e->env, &dead) == MDB_SUCCESS && dead > 0)
-    return 1;
+  int grown = 0;
   if (mdb_env_info(e->env, &info) != MDB_SUCCESS)
     return 0;
   if (txn_begin(s, MDB_RDONLY, &txn) != SLUICE_OK)
@@ -378,9 +375,17 @@ static int recover_room(lmdb_store *s) {
     grown = m.mapsize > (int64_t)info.me_mapsize;
   }
   txn_abort_ro(s, txn);
-  if (grown && adopt_mapsize(e, (size_t)m.mapsize) == MDB_SUCCESS)
+  return grown && adopt_mapsize(e, (size_t)m.mapsize) == MDB_SUCCESS;
+}
+
+/* After MDB_MAP_FULL: is there room to be had without growing the map?
+** Stale readers pin pages that could be reused, and another process may
+** have grown the map already. */
+static int recover_room(lmdb_store *s) {
+  int dead = 0;
+  if (mdb_reader_check(s->e->env, &dead) == MDB_SUCCESS && dead > 0)
     return 1;
-  return 0;
+  return adopt_recorded(s);
 }
 
 /* -------------------------------------------------------------- apply --- */
@@ -649,6 +654,7 @@ static int lmdb_delete(sluice_store *base, const sluice_key *key) {
 
 /* ------------------------------------------------------------ control --- */
 
+/* Raise the map size recorded in the meta record to `size` (never lower). */
 static int write_meta_mapsize(lmdb_store *s, int64_t size) {
   MDB_txn *txn;
   MDB_dbi dbi = s->e->dbi_meta;
@@ -662,6 +668,10 @@ static int write_meta_mapsize(lmdb_store *s, int64_t size) {
     mrc = MDB_CORRUPTED;
   if (mrc == MDB_SUCCESS) {
     memcpy(&m, v.mv_data, sizeof m);
+    if (m.mapsize >= size) {
+      txn_abort(s, txn);
+      return SLUICE_OK;
+    }
     m.mapsize = size;
     v.mv_data = &m;
     v.mv_size = sizeof m;
@@ -685,9 +695,20 @@ static int ctl_mapsize(lmdb_store *s, int64_t *arg) {
   if (s->rdonly && *arg != 0)
     return sluice_store_seterr(&s->base, SLUICE_EPERM, 0,
                                "lmdb: store opened read-only");
-  mrc = adopt_mapsize(s->e, (size_t)*arg);
-  if (mrc != MDB_SUCCESS)
-    return lmdb_fail(&s->base, mrc, "set map size");
+  if (*arg != 0) {
+    /* Only ever grow: a smaller size would be rounded up to the pages in
+    ** use and fill up on the next write. */
+    mrc = mdb_env_info(s->e->env, &info);
+    if (mrc != MDB_SUCCESS)
+      return lmdb_fail(&s->base, mrc, "read map size");
+    if (*arg > (int64_t)info.me_mapsize) {
+      mrc = adopt_mapsize(s->e, (size_t)*arg);
+      if (mrc != MDB_SUCCESS)
+        return lmdb_fail(&s->base, mrc, "set map size");
+    }
+  } else {
+    (void)adopt_recorded(s);
+  }
   mdb_env_info(s->e->env, &info);
   /* LMDB publishes a new size to other processes only with a commit that
   ** writes pages, so record it in the meta record: that commit carries it,
@@ -1188,6 +1209,22 @@ static int env_setup_txn(sluice_store *s, sluice_lmdb_env *e, int create,
   memcpy(e->secret, m.secret, sizeof e->secret);
   e->dbi_meta = meta;
   *grown = m.mapsize;
+  {
+    /* A process that opens with a larger mapsize= tells the others, which
+    ** adopt it when they run out of room (recover_room). */
+    MDB_envinfo info;
+    if (!e->rdonly && mdb_env_info(e->env, &info) == MDB_SUCCESS &&
+        (int64_t)info.me_mapsize > m.mapsize) {
+      m.mapsize = (int64_t)info.me_mapsize;
+      v.mv_data = &m;
+      v.mv_size = sizeof m;
+      mrc = mdb_put(txn, meta, &k, &v, 0);
+      if (mrc != MDB_SUCCESS) {
+        mdb_txn_abort(txn);
+        return lmdb_fail(s, mrc, "record map size");
+      }
+    }
+  }
   /* Committed even when read-only: that is what makes the database handles
   ** outlive this transaction. */
   mrc = mdb_txn_commit(txn);

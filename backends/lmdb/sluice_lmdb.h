@@ -28,8 +28,12 @@
 **                                  nothing in any mode.
 **   maxreaders=N     reader slots in the lock file (default 126).
 **   mode=OCTAL       permissions of new files (default 0600).
+**   busy_timeout_ms=N  how long a decision waits for another writer before
+**                    failing with SLUICE_ETIMEDOUT (default 5000).
 **
 ** Unknown parameters and malformed values are refused with SLUICE_EINVAL.
+**
+** See docs/lmdb.md for what each failure returns.
 **
 ** Concurrency: thread-safe (SLUICE_CAP_THREADSAFE) and shared between
 ** processes (SLUICE_CAP_CROSS_PROCESS): every decision is one LMDB write
@@ -48,7 +52,8 @@
 /** xControl ops (sluice_limiter_control). */
 /** arg: int64_t*, in: new map size in bytes (0 = adopt the size another
  *  process grew the environment to), out: the map size now in effect.
- *  Waits until this process has no transaction running.  The size is
+ *  Never shrinks (a smaller size leaves the map as it is).  Waits until
+ *  this process has no transaction running.  The size is
  *  recorded in the environment, so other processes adopt it when they next
  *  run out of room. */
 #define SLUICE_CTL_LMDB_MAPSIZE 400

@@ -132,6 +132,14 @@ Test(lmdb_capacity, map_full_is_clear_loses_nothing_and_growing_recovers) {
                SLUICE_OK, "%s", sluice_limiter_errmsg(l));
   cr_assert_geq(size, 1 << 20);
   cr_assert_eq(stats_of(l).mapsize, size);
+  {
+    /* Asking for less never shrinks the map. */
+    int64_t smaller = 512 << 10;
+    cr_assert_eq(sluice_limiter_control(l, SLUICE_CTL_LMDB_MAPSIZE, &smaller),
+                 SLUICE_OK);
+    cr_assert_eq(smaller, size);
+    cr_assert_eq(stats_of(l).mapsize, size);
+  }
   key_name(name, sizeof name, n);
   cr_assert_eq(take_at(l, name, &slow, 1, T0, &v), SLUICE_OK, "%s",
                sluice_limiter_errmsg(l));
@@ -164,7 +172,8 @@ Test(lmdb_capacity, another_process_growing_the_map_is_adopted) {
     sluice_limiter *c = NULL;
     char err[256];
     int64_t size = 2 << 20;
-    if (lmdb_open_at(envdir, "sync=nosync", 0, clk, &c, err, sizeof err) !=
+    if (lmdb_open_at(envdir, "mapsize=256k;sync=nosync", 0, clk, &c, err,
+                     sizeof err) !=
             SLUICE_OK ||
         sluice_limiter_control(c, SLUICE_CTL_LMDB_MAPSIZE, &size) != SLUICE_OK)
       _exit(1);
@@ -180,6 +189,37 @@ Test(lmdb_capacity, another_process_growing_the_map_is_adopted) {
                  i, sluice_limiter_errmsg(l));
   }
   cr_assert_geq(stats_of(l).mapsize, 2 << 20);
+  check_all_intact(l, 0, 2 * n);
+  sluice_limiter_close(l);
+}
+
+Test(lmdb_capacity, a_larger_mapsize_at_open_is_adopted_by_others) {
+  sluice_limiter *l, *big;
+  sluice_verdict v;
+  char name[32];
+  pid_t pid;
+  int n, i;
+  l = lmdb_must_open("mapsize=256k;sync=nosync", SLUICE_OPEN_CREATE, clk);
+  n = fill_until_full(l);
+  /* Another process restarts with a bigger mapsize= in its config. */
+  pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    char err[256];
+    child_dies_with_parent();
+    if (lmdb_open_at(envdir, "mapsize=4m;sync=nosync", 0, clk, &big, err,
+                     sizeof err) != SLUICE_OK)
+      _exit(1);
+    sluice_limiter_close(big);
+    _exit(0);
+  }
+  cr_assert_eq(child_status(pid), 0);
+  for (i = n; i < 2 * n; i++) {
+    key_name(name, sizeof name, i);
+    cr_assert_eq(take_at(l, name, &slow, 1, T0, &v), SLUICE_OK, "key %d: %s",
+                 i, sluice_limiter_errmsg(l));
+  }
+  cr_assert_geq(stats_of(l).mapsize, 4 << 20);
   check_all_intact(l, 0, 2 * n);
   sluice_limiter_close(l);
 }
