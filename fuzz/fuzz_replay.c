@@ -36,6 +36,14 @@ static size_t count_content_lines(const char *s, size_t n) {
   return count;
 }
 
+static int contains(const char *s, size_t n, const char *pat) {
+  size_t m = strlen(pat);
+  for (size_t i = 0; i + m <= n; i++)
+    if (memcmp(s + i, pat, m) == 0)
+      return 1;
+  return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char argbuf[512], path[64];
   char *argv[MAXARGS + 3];
@@ -83,6 +91,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   stdout = so;
   stderr = se;
   close(fd);
+  if (!obuf || !ebuf)
+    abort(); /* open_memstream() always sets them on fclose() */
 
   CHECK(rc == CLI_OK || rc == CLI_BADINPUT || rc == CLI_USAGE,
         "exit code %d", rc);
@@ -110,9 +120,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (size_t j = start; j < i; j++)
           commas += obuf[j] == ',';
         CHECK(commas == 8, "answer with %zu commas", commas);
-        CHECK(memmem(obuf + start, i - start, ",allowed,", 9) ||
-                  memmem(obuf + start, i - start, ",throttled,", 11) ||
-                  memmem(obuf + start, i - start, ",boxed,", 7),
+        CHECK(contains(obuf + start, i - start, ",allowed,") ||
+                  contains(obuf + start, i - start, ",throttled,") ||
+                  contains(obuf + start, i - start, ",boxed,"),
               "answer without a status");
       }
       start = i + 1;
