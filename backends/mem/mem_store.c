@@ -194,7 +194,7 @@ static int mem_apply_locked(mem_store *m, const sluice_op *op,
   int64_t exp[SLUICE_GROUP_MAX];
   long at[SLUICE_GROUP_MAX];
   size_t need[NSHARD];
-  int i, rc, nnew = 0;
+  int i, rc, nnew = 0, inserted = 0;
 
   for (i = 0; i < op->nkeys; i++) {
     const shard *sh = &m->shards[shard_of(&f[i])];
@@ -216,16 +216,24 @@ static int mem_apply_locked(mem_store *m, const sluice_op *op,
       nnew++;
     }
   }
-  if (nnew > 0 && m->max_keys > 0 &&
-      atomic_load_explicit(&m->count, memory_order_relaxed) + nnew >
-          m->max_keys)
-    return SLUICE_EFULL;
+  /* Claim the new records' share of max_keys atomically: a check-then-add
+  ** would let groups on other shards pass the same check at once. */
+  if (nnew > 0) {
+    int64_t before =
+        atomic_fetch_add_explicit(&m->count, nnew, memory_order_relaxed);
+    if (m->max_keys > 0 && before + nnew > m->max_keys) {
+      atomic_fetch_sub_explicit(&m->count, nnew, memory_order_relaxed);
+      return SLUICE_EFULL;
+    }
+  }
   for (i = 0; i < op->nkeys; i++) {
     unsigned s = shard_of(&f[i]);
     if (need[s] > 0) {
       rc = reserve(m, &m->shards[s], need[s], now);
-      if (rc != SLUICE_OK)
+      if (rc != SLUICE_OK) {
+        atomic_fetch_sub_explicit(&m->count, nnew, memory_order_relaxed);
         return rc;
+      }
       need[s] = 0;
     }
   }
@@ -245,11 +253,15 @@ static int mem_apply_locked(mem_store *m, const sluice_op *op,
       sh->slots[j].fp[0] = f[i].fp[0];
       sh->slots[j].fp[1] = f[i].fp[1];
       sh->used++;
-      atomic_fetch_add_explicit(&m->count, 1, memory_order_relaxed);
+      inserted++;
     }
     sh->slots[j].st = out[i];
     sh->slots[j].expires = exp[i];
   }
+  /* More than claimed when a rebuild above dropped an expired record that
+  ** this op rewrites (the rebuild already took it off the count). */
+  if (inserted != nnew)
+    atomic_fetch_add_explicit(&m->count, inserted - nnew, memory_order_relaxed);
   return SLUICE_OK;
 }
 

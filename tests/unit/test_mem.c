@@ -567,3 +567,42 @@ Test(mem, readonly_open_never_writes) {
   cr_assert_eq(count(l), 0);
   sluice_limiter_close(l);
 }
+
+/* max_keys under concurrent inserts into different shards. */
+static void *flood_inserter(void *arg) {
+  hammer *h = arg;
+  const sluice_gcra_params p = {1, HOUR, 10};
+  int i;
+  for (i = 0; i < 3000; i++) {
+    char k[32];
+    sluice_verdict v;
+    int rc;
+    snprintf(k, sizeof k, "t%d-k%d", h->id, i);
+    rc = sluice_limiter_take(h->l, k, strlen(k), &p, 1, &v);
+    if (rc == SLUICE_OK)
+      h->mine++;
+    else if (rc != SLUICE_EFULL)
+      h->errors++;
+  }
+  return NULL;
+}
+
+Test(mem_threads, max_keys_holds_under_concurrent_inserts) {
+  sluice_clock *c;
+  sluice_limiter *l;
+  hammer hs[NTHREADS];
+  int64_t total = 0;
+  int i, round;
+  cr_assert_eq(sluice_clock_manual(SEC, &c), SLUICE_OK);
+  for (round = 0; round < 5; round++) {
+    l = open_mem(c, "mem:max_keys=2000");
+    run_threads(flood_inserter, l, c, 0, hs);
+    for (i = 0, total = 0; i < NTHREADS; i++)
+      total += hs[i].mine;
+    cr_assert_leq(count(l), 2000, "round %d: %lld live records, max_keys 2000",
+                  round, (long long)count(l));
+    cr_assert_eq(total, count(l));
+    sluice_limiter_close(l);
+  }
+  sluice_clock_free(c);
+}
