@@ -43,6 +43,125 @@ local function fail(code, msg)
   return redis.error_reply('SLUICE ' .. code .. ' ' .. msg)
 end
 
+-- ------------------------------------------------------------------- now
+
+local nh, nl
+if tonumber(ARGV[3]) < 0 then
+  local t = redis.call('TIME')
+  local sec, usec = tonumber(t[1]), tonumber(t[2])
+  local sh = floor(sec / 65536)
+  local a = sh * 1000000000 -- < 2^47
+  local x = (sec - sh * 65536) * 1000000000 + usec * 1000 -- < 2^46
+  local xh = floor(x / T32)
+  nh = floor(a / 65536) -- a * 2^16 = nh * 2^32 + (a mod 2^16) * 2^16
+  nl = (a - nh * 65536) * 65536 + x - xh * T32
+  nh = nh + xh
+  if nl >= T32 then nl = nl - T32; nh = nh + 1 end
+else
+  nh, nl = tonumber(ARGV[3]), tonumber(ARGV[4])
+end
+
+-- ------------------------------------------------------------- fast path
+--
+-- The hot case, one GCRA bucket consumed or peeked with its TAT within one
+-- tolerance of now, in straight-line code: the same arithmetic as the
+-- general GCRA step below (its "not over" branch), without the helper
+-- closures and tables that the general path allocates on every call.  Any
+-- other case (a group, an expired or foreign value, a TAT out of reach, a
+-- record whose stored expiry the general path would rewrite) falls through
+-- to the general path before anything was written.
+
+if ARGV[1] == '1' and #KEYS == 1 and (ARGV[2] == '0' or ARGV[2] == '1') then
+  local R, Pd, B = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
+  local cost = tonumber(ARGV[5])
+  local tau = B * Pd
+  local v = redis.call('GET', KEYS[1])
+  local w0l, w0h, fr, w1h, el, eh, lay = 0, 0, 0, 0, 0, 0, LAYOUT
+  local live = false
+  if v and #v == 25 then
+    w0l, w0h, fr, w1h, el, eh, lay = sunpack('<I4I4I4I4I4i4B', v)
+    live = nh < eh or (nh == eh and nl < el)
+  end
+  if tau <= T52 and lay == LAYOUT and w1h == 0 and fr < R and
+     (live or not v) then
+    local D
+    local dh, dl = w0h - nh, w0l - nl
+    if dl < 0 then dl = dl + T32; dh = dh - 1 end
+    if dh < 0 then
+      D = 0
+    elseif dh < 2097152 then
+      local dn = dh * T32 + dl
+      local m = floor(tau / R) -- exact floor(tau / R), corrected below
+      if m * R > tau then m = m - 1 elseif (m + 1) * R <= tau then m = m + 1 end
+      if dn <= m then
+        D = dn * R + fr
+        if D > tau then D = nil end
+      end
+    end
+    if D ~= nil then
+      -- floor / ceil of exact integers below 2^53, corrected for rounding.
+      local function fd(a, b)
+        local q = floor(a / b)
+        local r = a - q * b
+        if r < 0 then return q - 1 elseif r >= b then return q + 1 end
+        return q
+      end
+      local function cd(a, b)
+        local q = fd(a, b)
+        if q * b < a then return q + 1 end
+        return q
+      end
+      local Dn = D + cost * Pd
+      local fits = Dn <= tau
+      local rem, rst, rty
+      if fits and ARGV[2] == '0' then
+        rem, rst, rty = fd(tau - Dn, Pd), cd(Dn, R), 0
+      else
+        rem, rst = fd(tau - D, Pd), cd(D, R)
+        rty = 0
+        if not fits then rty = cd(Dn - tau, R) end
+      end
+      local wrote = true
+      if fits and ARGV[2] == '0' then
+        local q = fd(Dn, R)
+        local f = Dn - q * R
+        local th, tl = nh, nl + q -- q < 2^53: carry below
+        local c = floor(tl / T32)
+        tl = tl - c * T32
+        th = th + c
+        local xh, xl = th, tl
+        local ttl = q
+        if f > 0 then
+          xl = xl + 1
+          ttl = ttl + 1
+          if xl >= T32 then xl = xl - T32; xh = xh + 1 end
+        end
+        local ms = fd(ttl, MS) + 1
+        local minttl = tonumber(ARGV[8])
+        if ms < minttl then ms = minttl end
+        redis.call('SET', KEYS[1],
+          spack('<I4I4I4I4I4i4B', tl, th, f, 0, xl, xh, LAYOUT), 'PX', ms)
+      elseif v then
+        -- Unchanged record: the general path would rewrite its expiry if
+        -- it differs from ceil(TAT) (a value another path wrote).
+        local xh, xl = w0h, w0l
+        if fr > 0 then
+          xl = xl + 1
+          if xl >= T32 then xl = xl - T32; xh = xh + 1 end
+        end
+        if xh ~= eh or xl ~= el then wrote = false end
+      end
+      if wrote then
+        local function lo(x) return x - floor(x / T32) * T32 end
+        local function hi(x) return floor(x / T32) end
+        return spack('<i4I4i4i4I4I4I4I4I4I4I4I4I4I4I4I4I4I4I4I4',
+          fits and 1 or 0, 0, 0, 0, lo(B), hi(B), lo(rem), hi(rem),
+          lo(rty), hi(rty), lo(rst), hi(rst), 0, 0, 0, 0, 0, 0, nl, nh)
+      end
+    end
+  end
+end
+
 -- ------------------------------------------------------------ int64 pairs
 
 local function sub(ah, al, bh, bl)
@@ -124,21 +243,6 @@ local function ms2ns(ms)
   return xh + mh * MS, xl
 end
 
--- ------------------------------------------------------------------- now
-
-local nh, nl
-if tonumber(ARGV[3]) < 0 then
-  local t = redis.call('TIME')
-  local sec, usec = tonumber(t[1]), tonumber(t[2])
-  local sh = floor(sec / 65536)
-  local a = sh * 1000000000 -- < 2^47
-  local ah = floor(a / 65536)
-  local al = (a - ah * 65536) * 65536
-  nh, nl = add(ah, al, pair((sec - sh * 65536) * 1000000000 + usec * 1000))
-else
-  nh, nl = tonumber(ARGV[3]), tonumber(ARGV[4])
-end
-
 -- ---------------------------------------------------------------- records
 
 local nkeys = #KEYS
@@ -214,438 +318,445 @@ local lease = P0
 local function P(x) local h, l = pair(x); return {h, l} end
 local FOREVER = {2147483647, T32 - 1}
 
-local function chk(x)
-  if x == nil or x > T52 then error('range') end
-  return x
-end
 
-local ok, err = pcall(function()
-  -- ---------------------------------------------------------------- GCRA
+-- The exact range (sluice.lua header), checked before anything runs; the
+-- C side refuses the same parameters, this is the second line of defence.
+do
+  local bad = false
   if algo == 1 then
-    local n = nkeys
-    local e = {}
-    local all = true
-    local rh, rl = 0, 0 -- max retry
-    for i = 1, n do
+    for i = 1, nkeys do
       local base = 8 + (i - 1) * 3
-      local R, Pd, B = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]),
-        tonumber(ARGV[base + 3])
-      local tau = chk(B * Pd)
-      local cP = arg * Pd -- <= tau: cost <= burst is validated
-      -- The TAT is unsigned: a charge near INT64_MAX may pass it.
-      local th, tl = a0h[i], a0l[i]
-      local frac = a1l[i]
-      if a1h[i] ~= 0 then error('corrupt') end
-      if frac >= R then
-        -- Written under another rate: the same scaled TAT, renormalised.
-        local qf = fdiv(frac, R)
-        th, tl = add(th, tl, pair(qf))
-        frac = frac - qf * R
+      if tonumber(ARGV[base + 3]) * tonumber(ARGV[base + 2]) > T52 then
+        bad = true
       end
-      local dh, dl = sub(th, tl, nh, nl) -- TAT - now, whole ns
-      local D -- scaled TAT - now, when it is at most tau
-      local over = false
-      if dh < 0 then
-        D = 0 -- dn <= -1 and frac < R: the bucket is full
-      else
-        local dn = num(dh, dl)
-        if dn ~= nil and dn <= fdiv(tau, R) then
-          D = dn * R + frac -- <= tau + R, exact
-          if D > tau then over = true end
-        else
-          over = true
-        end
-      end
-      -- All fields at once: one allocation instead of a growing hash.
-      local x = {R = R, Pd = Pd, B = B, fits = false, rb = P0, ra = P0,
-                 rt = P0, sb = P0, sa = P0, Dn = 0}
-      if not over then
-        -- 0 <= D <= tau <= 2^52, so Dn <= 2 tau <= 2^53: all exact.
-        local Dn = D + cP
-        x.fits = Dn <= tau
-        x.rb = P(fdiv(tau - D, Pd))
-        if x.fits then x.ra = P(fdiv(tau - Dn, Pd)) else x.ra = P0 end
-        if x.fits then x.rt = P0 else x.rt = P(cdiv(Dn - tau, R)) end
-        x.sb = P(cdiv(D, R))
-        x.sa = P(cdiv(Dn, R))
-        x.Dn = Dn
-      else
-        -- The TAT lies beyond a full tolerance ahead (a clock that went
-        -- back): no points left, and every wait is TAT - now plus a small
-        -- exact correction, computed on the pair.
-        x.fits = false
-        x.rb, x.ra = P0, P0
-        x.rt = {sat(add(dh, dl, pair(cdiv(frac + cP - tau, R))))}
-        x.sb = {sat(add(dh, dl, pair(frac > 0 and 1 or 0)))}
-        x.sa = {sat(add(dh, dl, pair(cdiv(frac + cP, R))))}
-      end
-      if not x.fits then all = false end
-      if lt(rh, rl, x.rt[1], x.rt[2]) then rh, rl = x.rt[1], x.rt[2] end
-      e[i] = x
-    end
-    local b = 1
-    for i = 2, n do
-      if all then
-        if lt(e[i].ra[1], e[i].ra[2], e[b].ra[1], e[b].ra[2]) then b = i end
-      else
-        if lt(e[b].rt[1], e[b].rt[2], e[i].rt[1], e[i].rt[2]) then b = i end
+      if a1h[i] ~= 0 then
+        return fail('ECORRUPT', 'record does not decode')
       end
     end
-    if all and kind == 0 and arg > 0 then
-      for i = 1, n do
-        local q = fdiv(e[i].Dn, e[i].R)
-        local h, l = add(nh, nl, pair(q))
-        put(i, h, l, 0, e[i].Dn - q * e[i].R)
-      end
+  elseif algo == 2 then
+    local l, w = tonumber(ARGV[9]), tonumber(ARGV[10])
+    bad = w > T52 or l * w > T52
+  elseif algo == 3 or algo == 6 or algo == 5 then
+    bad = tonumber(ARGV[10]) > T52
+  elseif algo == 4 then
+    bad = tonumber(ARGV[10]) > T52 or tonumber(ARGV[14]) > T52
+    for j = 11, 13 do
+      if tonumber(ARGV[j]) > T52 then bad = true end
     end
-    V.allowed = all and 1 or 0
-    V.binding = b - 1
-    limit = P(e[b].B)
-    if all and kind == 0 then
-      remaining, reset = e[b].ra, e[b].sa
-    else
-      remaining, reset = e[b].rb, e[b].sb
-    end
-    retry = {rh, rl}
-    return
-  end
-
-  -- ------------------------------------------------------ window helpers
-  local L, W = tonumber(ARGV[9]), tonumber(ARGV[10])
-
-  -- Roll an aligned window: returns start (pair), now (pair, held at the
-  -- window start if the clock went back) and whether it moved on.
-  local function roll(sh, sl, empty)
-    local r = pmod(nh, nl, chk(W))
-    local wh, wl = sub(nh, nl, pair(r))
-    if empty then return wh, wl, nh, nl, 'fresh' end
-    if lt(wh, wl, sh, sl) then return sh, sl, sh, sl, 'held' end
-    if lt(sh, sl, wh, wl) then
-      local gh, gl = sub(wh, wl, sh, sl)
-      return wh, wl, nh, nl, num(gh, gl) == W and 'next' or 'later'
-    end
-    return sh, sl, nh, nl, 'same'
-  end
-
-  -- ------------------------------------------------------ sliding window
-  if algo == 2 then
-    local lim = chk(L * W)
-    local n = arg
-    local cur, prev = a1l[1], a1h[1]
-    local sh, sl, h2, l2, how = roll(s32(a0h[1]), a0l[1], cur == 0 and prev == 0)
-    if how == 'next' then prev = cur; cur = 0
-    elseif how == 'later' then prev = 0; cur = 0 end
-    local el = num(sub(h2, l2, sh, sl)) -- in [0, W)
-    -- Products below are exact when <= 2^53 and otherwise >= 2^53 > lim,
-    -- so every comparison with lim is exact.
-    local est = prev * (W - el) + cur * W
-    local allowed = est + n * W <= lim
-    if kind == 2 or (kind == 0 and allowed) then
-      cur = cur + n
-      if cur > T32 - 1 then cur = T32 - 1 end
-      est = prev * (W - el) + cur * W
-      if kind == 2 then allowed = est <= lim end
-    end
-    if kind ~= 1 then put(1, sh, sl, prev, cur) end
-    V.allowed = allowed and 1 or 0
-    limit = P(L)
-    if lim >= est then remaining = P(fdiv(lim - est, W)) end
-    if not allowed then
-      local m = n
-      if m > L then m = L end
-      local rt
-      if cur + m <= L and prev > 0 then
-        local d = (L - cur - m) * W
-        local need = W - fdiv(d, prev)
-        if need < W then
-          rt = need - el
-          if rt < 0 then rt = 0 end
-        end
-      end
-      if rt == nil then
-        local el2 = 0
-        if cur > 0 then
-          el2 = W - fdiv((L - m) * W, cur)
-          if el2 < 0 then el2 = 0 end
-        end
-        rt = W - el + el2
-      end
-      retry = P(rt)
-    end
-    if cur > 0 then reset = P(2 * W - el)
-    elseif prev > 0 then reset = P(W - el) end
-    return
-  end
-
-  -- -------------------------------------------- fixed window / distinct
-  if algo == 3 or algo == 6 then
-    local c1h, c1l = a1h[1], a1l[1]
-    local empty = c1h == 0 and c1l == 0
-    local sh, sl, h2, l2, how = roll(s32(a0h[1]), a0l[1], empty)
-    if how == 'next' or how == 'later' then c1h, c1l = 0, 0 end
-    local el = num(sub(h2, l2, sh, sl))
-    local thr = L
-    if algo == 3 then
-      -- The count saturates at INT64_MAX, so it stays a pair; as a number
-      -- only when exact (nil above 2^53, far over any limit <= 2^40).
-      local count = num(c1h, c1l)
-      local allowed = count ~= nil and count + arg <= L
-      if kind == 2 or (kind == 0 and allowed) then
-        c1h, c1l = sat(add(c1h, c1l, pair(arg)))
-        count = num(c1h, c1l)
-        if kind == 2 then allowed = count ~= nil and count <= L end
-      end
-      if kind ~= 1 then put(1, sh, sl, c1h, c1l) end
-      V.allowed = allowed and 1 or 0
-      if count ~= nil and count < L then remaining = P(L - count) end
-      if c1h ~= 0 or c1l ~= 0 then reset = P(W - el) end
-    else
-      if kind == 30 then
-        local bitn = floor(idh / 67108864) -- id >> 58
-        if bitn >= 32 then
-          c1h = bit.bor(c1h, bit.lshift(1, bitn - 32)) % T32
-        else
-          c1l = bit.bor(c1l, bit.lshift(1, bitn)) % T32
-        end
-        put(1, sh, sl, c1h, c1l)
-      end
-      local pc = 0
-      for half = 1, 2 do
-        local x = c1l
-        if half == 1 then x = c1h end
-        while x > 0 do
-          x = bit.band(x, x - 1) % T32
-          pc = pc + 1
-        end
-      end
-      local est = ({[0] = 0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 15, 16,
-        17, 18, 20, 21, 23, 24, 25, 27, 28, 30, 32, 33, 35, 37, 39, 40, 42,
-        44, 46, 48, 51, 53, 55, 58, 60, 63, 65, 68, 71, 74, 78, 81, 85, 89,
-        93, 97, 102, 107, 113, 119, 126, 133, 142, 151, 163, 177, 196, 222,
-        266, 266})[pc]
-      V.allowed = est < thr and 1 or 0
-      if est < thr then remaining = P(thr - est) end
-      if c1h ~= 0 or c1l ~= 0 then reset = P(W - el) end
-    end
-    if V.allowed == 0 then retry = reset end
-    limit = P(L)
-    return
-  end
-
-  -- --------------------------------------------------------------- penalty
-  if algo == 4 then
-    local thr, swin = tonumber(ARGV[9]), chk(tonumber(ARGV[10]))
-    local box = {tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])}
-    local ottl = chk(tonumber(ARGV[14]))
-    for j = 1, 3 do if box[j] >= 0 then chk(box[j]) end end
-    local w0h, w1h = a0h[1], a1h[1]
-    local trip = (w0h % 4096) * T32 + a0l[1] - 1
-    local off = floor(w0h / 4096) % 4096
-    local boxflag = floor(w0h / 16777216) % 2
-    local ss = (w1h % 4096) * T32 + a1l[1] - 1
-    local strikes = floor(w1h / 4096)
-    -- now in ms, and the ns left over, from the pair.
-    local qh = floor(nh / MS)
-    local rh = nh - qh * MS
-    local lowms = fdiv(rh * T32 + nl, MS)
-    local nowms = qh * T32 + lowms
-    local nsub = rh * T32 + nl - lowms * MS
-    local tnowms = nowms
-    if trip >= 0 and tnowms < trip then tnowms = trip end
-    -- now - t_ms * 1e6 as a number: exact when |now_ms - t_ms| <= 2^33;
-    -- beyond it the magnitude exceeds every duration (<= 2^52) it meets.
-    local function rel(t)
-      local d = nowms - t
-      if d > 8589934592 then return 2 * T52 end
-      if d < -8589934592 then return -2 * T52 end
-      return d * MS + nsub
-    end
-    local function lvl(o) if o >= 3 then return 3 end return o end
-    local function boxed()
-      if boxflag == 0 or trip < 0 or off == 0 then return false end
-      local d = box[lvl(off)]
-      if d < 0 then return true end
-      return rel(trip) < d
-    end
-    local function liveoff()
-      if off == 0 or trip < 0 then return 0 end
-      if rel(trip) < ottl then return off end
-      return 0
-    end
-    local function livestr()
-      if strikes == 0 or ss < 0 then return 0 end
-      if rel(ss) < swin then return strikes end
-      return 0
-    end
-    local function dotrip(lo, minl)
-      local o = lo + 1
-      if o < minl then o = minl end
-      if o > 4095 then o = 4095 end
-      off, trip, boxflag, strikes, ss = o, tnowms, 1, 0, -1
-    end
-    local isb = boxed()
-    local changed = false
-    if kind == 11 then
-      if not isb then
-        local s = livestr()
-        if s == 0 then ss = tnowms end
-        s = s + 1
-        if s >= thr then
-          dotrip(liveoff(), 1)
-          V.flags = 1
-        else
-          strikes = s
-        end
-        changed = true
-      end
-    elseif kind == 12 then
-      if not (isb and lvl(off) >= arg) then
-        dotrip(liveoff(), arg)
-        V.flags = 1
-        changed = true
-      end
-    elseif kind == 13 then
-      if boxflag == 1 then boxflag = 0; changed = true end
-    end
-    if changed then
-      local t1 = (trip + 1) % 17592186044416
-      local s1 = (ss + 1) % 17592186044416
-      local th = floor(t1 / T32)
-      local sh2 = floor(s1 / T32)
-      put(1, th + off * 4096 + boxflag * 16777216, t1 - th * T32,
-        sh2 + strikes * 4096, s1 - sh2 * T32)
-    end
-    isb = boxed()
-    V.allowed = isb and 0 or 1
-    limit = P(thr)
-    offenses = P(liveoff())
-    if isb then
-      local d = box[lvl(off)]
-      V.level = lvl(off)
-      if d < 0 then
-        V.flags = V.flags + 2
-        retry = FOREVER
-      else
-        local r = rel(trip)
-        if r < 0 then r = 0 end
-        retry = P(d - r)
-      end
-      reset = retry
-      strikes_rem = P0
-    else
-      local s = livestr()
-      strikes_rem = P(thr - s)
-      if s > 0 then reset = P(swin - rel(ss)) end
-    end
-    remaining = strikes_rem
-    -- Expiry of the new record, absolute: max of box, offense, strikes.
-    local xh, xl = 0, 0
-    if boxflag == 1 and trip >= 0 and off > 0 then
-      local d = box[lvl(off)]
-      if d < 0 then xh, xl = FOREVER[1], FOREVER[2]
-      else
-        local th, tl = ms2ns(trip)
-        local h, l = sat(add(th, tl, pair(d)))
-        if lt(xh, xl, h, l) then xh, xl = h, l end
-      end
-    end
-    if off > 0 and trip >= 0 then
-      local th, tl = ms2ns(trip)
-      local h, l = sat(add(th, tl, pair(ottl)))
-      if lt(xh, xl, h, l) then xh, xl = h, l end
-    end
-    if strikes > 0 and ss >= 0 then
-      local th, tl = ms2ns(ss)
-      local h, l = sat(add(th, tl, pair(swin)))
-      if lt(xh, xl, h, l) then xh, xl = h, l end
-    end
-    eh[1], el[1] = xh, xl
-    return
-  end
-
-  -- ----------------------------------------------------------------- lease
-  if algo == 5 then
-    local max, ttl = tonumber(ARGV[9]), chk(tonumber(ARGV[10]))
-    local xh, xl = sat(add(nh, nl, pair(ttl)))
-    local function held(i)
-      return (b0h[i] ~= 0 or b0l[i] ~= 0) and
-               lt(nh, nl, s32(b1h[i]), b1l[i])
-    end
-    local mine, free = nil, nil
-    for i = 1, max do
-      if held(i) then
-        if b0h[i] == idh and b0l[i] == idl then mine = i end
-      elseif free == nil then
-        free = i
-      end
-    end
-    lease = {idh, idl}
-    if kind == 20 then
-      if mine then
-        put(mine, b0h[mine], b0l[mine], xh, xl)
-        V.allowed = 1
-      elseif free then
-        put(free, idh, idl, xh, xl)
-        V.allowed = 1
-        mine = free
-      end
-    elseif kind == 22 then
-      if mine then
-        put(mine, b0h[mine], b0l[mine], xh, xl)
-        V.allowed = 1
-      else
-        V.flags = 4
-      end
-    else
-      for i = 1, max do
-        if a0h[i] == idh and a0l[i] == idl then
-          put(i, 0, 0, 0, 0)
-          break
-        end
-      end
-      if mine then V.allowed = 1 else V.flags = 4 end
-    end
-    local nheld = 0
-    local ea_h, ea_l = FOREVER[1], FOREVER[2]
-    local la_h, la_l = nh, nl
-    for i = 1, max do
-      if held(i) then
-        nheld = nheld + 1
-        local h, l = s32(b1h[i]), b1l[i]
-        if lt(h, l, ea_h, ea_l) then ea_h, ea_l = h, l end
-        if lt(la_h, la_l, h, l) then la_h, la_l = h, l end
-      end
-    end
-    V.binding = mine and (mine - 1) or 0
-    limit = P(max)
-    remaining = P(max - nheld)
-    reset = {sub(la_h, la_l, nh, nl)}
-    if kind == 20 and V.allowed == 0 then
-      retry = {sub(ea_h, ea_l, nh, nl)}
-    end
-    for i = 1, max do
-      if b0h[i] ~= 0 or b0l[i] ~= 0 then
-        eh[i], el[i] = s32(b1h[i]), b1l[i]
-      else
-        eh[i], el[i] = 0, 0
-      end
-    end
-    return
-  end
-  error('algo')
-end)
-
-if not ok then
-  local m = tostring(err)
-  if m:find('range') then
-    return fail('ERANGE', 'parameters or times beyond the exact range')
-  elseif m:find('corrupt') then
-    return fail('ECORRUPT', 'record does not decode')
-  elseif m:find('algo') then
+  else
     return fail('EINVAL', 'unknown algorithm')
   end
-  return fail('EBACKEND', m)
+  if bad then
+    return fail('ERANGE', 'parameters or times beyond the exact range')
+  end
 end
+
+-- ---------------------------------------------------------------- GCRA
+if algo == 1 then
+  local n = nkeys
+  local e = {}
+  local all = true
+  local rh, rl = 0, 0 -- max retry
+  for i = 1, n do
+    local base = 8 + (i - 1) * 3
+    local R, Pd, B = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]),
+      tonumber(ARGV[base + 3])
+    local tau = B * Pd
+    local cP = arg * Pd -- <= tau: cost <= burst is validated
+    -- The TAT is unsigned: a charge near INT64_MAX may pass it.
+    local th, tl = a0h[i], a0l[i]
+    local frac = a1l[i]
+    if frac >= R then
+      -- Written under another rate: the same scaled TAT, renormalised.
+      local qf = fdiv(frac, R)
+      th, tl = add(th, tl, pair(qf))
+      frac = frac - qf * R
+    end
+    local dh, dl = sub(th, tl, nh, nl) -- TAT - now, whole ns
+    local D -- scaled TAT - now, when it is at most tau
+    local over = false
+    if dh < 0 then
+      D = 0 -- dn <= -1 and frac < R: the bucket is full
+    else
+      local dn = num(dh, dl)
+      if dn ~= nil and dn <= fdiv(tau, R) then
+        D = dn * R + frac -- <= tau + R, exact
+        if D > tau then over = true end
+      else
+        over = true
+      end
+    end
+    -- All fields at once: one allocation instead of a growing hash.
+    local x = {R = R, Pd = Pd, B = B, fits = false, rb = P0, ra = P0,
+               rt = P0, sb = P0, sa = P0, Dn = 0}
+    if not over then
+      -- 0 <= D <= tau <= 2^52, so Dn <= 2 tau <= 2^53: all exact.
+      local Dn = D + cP
+      x.fits = Dn <= tau
+      x.rb = P(fdiv(tau - D, Pd))
+      if x.fits then x.ra = P(fdiv(tau - Dn, Pd)) else x.ra = P0 end
+      if x.fits then x.rt = P0 else x.rt = P(cdiv(Dn - tau, R)) end
+      x.sb = P(cdiv(D, R))
+      x.sa = P(cdiv(Dn, R))
+      x.Dn = Dn
+    else
+      -- The TAT lies beyond a full tolerance ahead (a clock that went
+      -- back): no points left, and every wait is TAT - now plus a small
+      -- exact correction, computed on the pair.
+      x.fits = false
+      x.rb, x.ra = P0, P0
+      x.rt = {sat(add(dh, dl, pair(cdiv(frac + cP - tau, R))))}
+      x.sb = {sat(add(dh, dl, pair(frac > 0 and 1 or 0)))}
+      x.sa = {sat(add(dh, dl, pair(cdiv(frac + cP, R))))}
+    end
+    if not x.fits then all = false end
+    if lt(rh, rl, x.rt[1], x.rt[2]) then rh, rl = x.rt[1], x.rt[2] end
+    e[i] = x
+  end
+  local b = 1
+  for i = 2, n do
+    if all then
+      if lt(e[i].ra[1], e[i].ra[2], e[b].ra[1], e[b].ra[2]) then b = i end
+    else
+      if lt(e[b].rt[1], e[b].rt[2], e[i].rt[1], e[i].rt[2]) then b = i end
+    end
+  end
+  if all and kind == 0 and arg > 0 then
+    for i = 1, n do
+      local q = fdiv(e[i].Dn, e[i].R)
+      local h, l = add(nh, nl, pair(q))
+      put(i, h, l, 0, e[i].Dn - q * e[i].R)
+    end
+  end
+  V.allowed = all and 1 or 0
+  V.binding = b - 1
+  limit = P(e[b].B)
+  if all and kind == 0 then
+    remaining, reset = e[b].ra, e[b].sa
+  else
+    remaining, reset = e[b].rb, e[b].sb
+  end
+  retry = {rh, rl}
+end
+
+-- ------------------------------------------------------ window helpers
+local L, W = tonumber(ARGV[9]), tonumber(ARGV[10])
+
+-- Roll an aligned window: returns start (pair), now (pair, held at the
+-- window start if the clock went back) and whether it moved on.
+local function roll(sh, sl, empty)
+  local r = pmod(nh, nl, W)
+  local wh, wl = sub(nh, nl, pair(r))
+  if empty then return wh, wl, nh, nl, 'fresh' end
+  if lt(wh, wl, sh, sl) then return sh, sl, sh, sl, 'held' end
+  if lt(sh, sl, wh, wl) then
+    local gh, gl = sub(wh, wl, sh, sl)
+    return wh, wl, nh, nl, num(gh, gl) == W and 'next' or 'later'
+  end
+  return sh, sl, nh, nl, 'same'
+end
+
+-- ------------------------------------------------------ sliding window
+if algo == 2 then
+  local lim = L * W
+  local n = arg
+  local cur, prev = a1l[1], a1h[1]
+  local sh, sl, h2, l2, how = roll(s32(a0h[1]), a0l[1], cur == 0 and prev == 0)
+  if how == 'next' then prev = cur; cur = 0
+  elseif how == 'later' then prev = 0; cur = 0 end
+  local el = num(sub(h2, l2, sh, sl)) -- in [0, W)
+  -- Products below are exact when <= 2^53 and otherwise >= 2^53 > lim,
+  -- so every comparison with lim is exact.
+  local est = prev * (W - el) + cur * W
+  local allowed = est + n * W <= lim
+  if kind == 2 or (kind == 0 and allowed) then
+    cur = cur + n
+    if cur > T32 - 1 then cur = T32 - 1 end
+    est = prev * (W - el) + cur * W
+    if kind == 2 then allowed = est <= lim end
+  end
+  if kind ~= 1 then put(1, sh, sl, prev, cur) end
+  V.allowed = allowed and 1 or 0
+  limit = P(L)
+  if lim >= est then remaining = P(fdiv(lim - est, W)) end
+  if not allowed then
+    local m = n
+    if m > L then m = L end
+    local rt
+    if cur + m <= L and prev > 0 then
+      local d = (L - cur - m) * W
+      local need = W - fdiv(d, prev)
+      if need < W then
+        rt = need - el
+        if rt < 0 then rt = 0 end
+      end
+    end
+    if rt == nil then
+      local el2 = 0
+      if cur > 0 then
+        el2 = W - fdiv((L - m) * W, cur)
+        if el2 < 0 then el2 = 0 end
+      end
+      rt = W - el + el2
+    end
+    retry = P(rt)
+  end
+  if cur > 0 then reset = P(2 * W - el)
+  elseif prev > 0 then reset = P(W - el) end
+end
+
+-- -------------------------------------------- fixed window / distinct
+if algo == 3 or algo == 6 then
+  local c1h, c1l = a1h[1], a1l[1]
+  local empty = c1h == 0 and c1l == 0
+  local sh, sl, h2, l2, how = roll(s32(a0h[1]), a0l[1], empty)
+  if how == 'next' or how == 'later' then c1h, c1l = 0, 0 end
+  local el = num(sub(h2, l2, sh, sl))
+  local thr = L
+  if algo == 3 then
+    -- The count saturates at INT64_MAX, so it stays a pair; as a number
+    -- only when exact (nil above 2^53, far over any limit <= 2^40).
+    local count = num(c1h, c1l)
+    local allowed = count ~= nil and count + arg <= L
+    if kind == 2 or (kind == 0 and allowed) then
+      c1h, c1l = sat(add(c1h, c1l, pair(arg)))
+      count = num(c1h, c1l)
+      if kind == 2 then allowed = count ~= nil and count <= L end
+    end
+    if kind ~= 1 then put(1, sh, sl, c1h, c1l) end
+    V.allowed = allowed and 1 or 0
+    if count ~= nil and count < L then remaining = P(L - count) end
+    if c1h ~= 0 or c1l ~= 0 then reset = P(W - el) end
+  else
+    if kind == 30 then
+      local bitn = floor(idh / 67108864) -- id >> 58
+      if bitn >= 32 then
+        c1h = bit.bor(c1h, bit.lshift(1, bitn - 32)) % T32
+      else
+        c1l = bit.bor(c1l, bit.lshift(1, bitn)) % T32
+      end
+      put(1, sh, sl, c1h, c1l)
+    end
+    local pc = 0
+    for half = 1, 2 do
+      local x = c1l
+      if half == 1 then x = c1h end
+      while x > 0 do
+        x = bit.band(x, x - 1) % T32
+        pc = pc + 1
+      end
+    end
+    local est = ({[0] = 0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 15, 16,
+      17, 18, 20, 21, 23, 24, 25, 27, 28, 30, 32, 33, 35, 37, 39, 40, 42,
+      44, 46, 48, 51, 53, 55, 58, 60, 63, 65, 68, 71, 74, 78, 81, 85, 89,
+      93, 97, 102, 107, 113, 119, 126, 133, 142, 151, 163, 177, 196, 222,
+      266, 266})[pc]
+    V.allowed = est < thr and 1 or 0
+    if est < thr then remaining = P(thr - est) end
+    if c1h ~= 0 or c1l ~= 0 then reset = P(W - el) end
+  end
+  if V.allowed == 0 then retry = reset end
+  limit = P(L)
+end
+
+-- --------------------------------------------------------------- penalty
+if algo == 4 then
+  local thr, swin = tonumber(ARGV[9]), tonumber(ARGV[10])
+  local box = {tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])}
+  local ottl = tonumber(ARGV[14])
+  local w0h, w1h = a0h[1], a1h[1]
+  local trip = (w0h % 4096) * T32 + a0l[1] - 1
+  local off = floor(w0h / 4096) % 4096
+  local boxflag = floor(w0h / 16777216) % 2
+  local ss = (w1h % 4096) * T32 + a1l[1] - 1
+  local strikes = floor(w1h / 4096)
+  -- now in ms, and the ns left over, from the pair.
+  local qh = floor(nh / MS)
+  local rh = nh - qh * MS
+  local lowms = fdiv(rh * T32 + nl, MS)
+  local nowms = qh * T32 + lowms
+  local nsub = rh * T32 + nl - lowms * MS
+  local tnowms = nowms
+  if trip >= 0 and tnowms < trip then tnowms = trip end
+  -- now - t_ms * 1e6 as a number: exact when |now_ms - t_ms| <= 2^33;
+  -- beyond it the magnitude exceeds every duration (<= 2^52) it meets.
+  local function rel(t)
+    local d = nowms - t
+    if d > 8589934592 then return 2 * T52 end
+    if d < -8589934592 then return -2 * T52 end
+    return d * MS + nsub
+  end
+  local function lvl(o) if o >= 3 then return 3 end return o end
+  local function boxed()
+    if boxflag == 0 or trip < 0 or off == 0 then return false end
+    local d = box[lvl(off)]
+    if d < 0 then return true end
+    return rel(trip) < d
+  end
+  local function liveoff()
+    if off == 0 or trip < 0 then return 0 end
+    if rel(trip) < ottl then return off end
+    return 0
+  end
+  local function livestr()
+    if strikes == 0 or ss < 0 then return 0 end
+    if rel(ss) < swin then return strikes end
+    return 0
+  end
+  local function dotrip(lo, minl)
+    local o = lo + 1
+    if o < minl then o = minl end
+    if o > 4095 then o = 4095 end
+    off, trip, boxflag, strikes, ss = o, tnowms, 1, 0, -1
+  end
+  local isb = boxed()
+  local changed = false
+  if kind == 11 then
+    if not isb then
+      local s = livestr()
+      if s == 0 then ss = tnowms end
+      s = s + 1
+      if s >= thr then
+        dotrip(liveoff(), 1)
+        V.flags = 1
+      else
+        strikes = s
+      end
+      changed = true
+    end
+  elseif kind == 12 then
+    if not (isb and lvl(off) >= arg) then
+      dotrip(liveoff(), arg)
+      V.flags = 1
+      changed = true
+    end
+  elseif kind == 13 then
+    if boxflag == 1 then boxflag = 0; changed = true end
+  end
+  if changed then
+    local t1 = (trip + 1) % 17592186044416
+    local s1 = (ss + 1) % 17592186044416
+    local th = floor(t1 / T32)
+    local sh2 = floor(s1 / T32)
+    put(1, th + off * 4096 + boxflag * 16777216, t1 - th * T32,
+      sh2 + strikes * 4096, s1 - sh2 * T32)
+  end
+  isb = boxed()
+  V.allowed = isb and 0 or 1
+  limit = P(thr)
+  offenses = P(liveoff())
+  if isb then
+    local d = box[lvl(off)]
+    V.level = lvl(off)
+    if d < 0 then
+      V.flags = V.flags + 2
+      retry = FOREVER
+    else
+      local r = rel(trip)
+      if r < 0 then r = 0 end
+      retry = P(d - r)
+    end
+    reset = retry
+    strikes_rem = P0
+  else
+    local s = livestr()
+    strikes_rem = P(thr - s)
+    if s > 0 then reset = P(swin - rel(ss)) end
+  end
+  remaining = strikes_rem
+  -- Expiry of the new record, absolute: max of box, offense, strikes.
+  local xh, xl = 0, 0
+  if boxflag == 1 and trip >= 0 and off > 0 then
+    local d = box[lvl(off)]
+    if d < 0 then xh, xl = FOREVER[1], FOREVER[2]
+    else
+      local th, tl = ms2ns(trip)
+      local h, l = sat(add(th, tl, pair(d)))
+      if lt(xh, xl, h, l) then xh, xl = h, l end
+    end
+  end
+  if off > 0 and trip >= 0 then
+    local th, tl = ms2ns(trip)
+    local h, l = sat(add(th, tl, pair(ottl)))
+    if lt(xh, xl, h, l) then xh, xl = h, l end
+  end
+  if strikes > 0 and ss >= 0 then
+    local th, tl = ms2ns(ss)
+    local h, l = sat(add(th, tl, pair(swin)))
+    if lt(xh, xl, h, l) then xh, xl = h, l end
+  end
+  eh[1], el[1] = xh, xl
+end
+
+-- ----------------------------------------------------------------- lease
+if algo == 5 then
+  local max, ttl = tonumber(ARGV[9]), tonumber(ARGV[10])
+  local xh, xl = sat(add(nh, nl, pair(ttl)))
+  local function held(i)
+    return (b0h[i] ~= 0 or b0l[i] ~= 0) and
+             lt(nh, nl, s32(b1h[i]), b1l[i])
+  end
+  local mine, free = nil, nil
+  for i = 1, max do
+    if held(i) then
+      if b0h[i] == idh and b0l[i] == idl then mine = i end
+    elseif free == nil then
+      free = i
+    end
+  end
+  lease = {idh, idl}
+  if kind == 20 then
+    if mine then
+      put(mine, b0h[mine], b0l[mine], xh, xl)
+      V.allowed = 1
+    elseif free then
+      put(free, idh, idl, xh, xl)
+      V.allowed = 1
+      mine = free
+    end
+  elseif kind == 22 then
+    if mine then
+      put(mine, b0h[mine], b0l[mine], xh, xl)
+      V.allowed = 1
+    else
+      V.flags = 4
+    end
+  else
+    for i = 1, max do
+      if a0h[i] == idh and a0l[i] == idl then
+        put(i, 0, 0, 0, 0)
+        break
+      end
+    end
+    if mine then V.allowed = 1 else V.flags = 4 end
+  end
+  local nheld = 0
+  local ea_h, ea_l = FOREVER[1], FOREVER[2]
+  local la_h, la_l = nh, nl
+  for i = 1, max do
+    if held(i) then
+      nheld = nheld + 1
+      local h, l = s32(b1h[i]), b1l[i]
+      if lt(h, l, ea_h, ea_l) then ea_h, ea_l = h, l end
+      if lt(la_h, la_l, h, l) then la_h, la_l = h, l end
+    end
+  end
+  V.binding = mine and (mine - 1) or 0
+  limit = P(max)
+  remaining = P(max - nheld)
+  reset = {sub(la_h, la_l, nh, nl)}
+  if kind == 20 and V.allowed == 0 then
+    retry = {sub(ea_h, ea_l, nh, nl)}
+  end
+  for i = 1, max do
+    if b0h[i] ~= 0 or b0l[i] ~= 0 then
+      eh[i], el[i] = s32(b1h[i]), b1l[i]
+    else
+      eh[i], el[i] = 0, 0
+    end
+  end
+end
+
 
 -- ----------------------------------------------------------- expiry
 

@@ -381,3 +381,45 @@ Test(port, range_edges) {
   cr_assert_str_not_empty(d.red->errstr);
   duo_close(&d);
 }
+
+/* One hot bucket hovering around empty: the script's straight-line fast
+** path (one GCRA key, consume or peek) against the C step, including the
+** cases it must hand to the general path (a TAT beyond one tolerance after
+** a clock step back, a tier change). */
+Test(port, gcra_hot_bucket, .timeout = 240) {
+  duo d;
+  rng r = seeded(2024);
+  char tag[64], names[1][128];
+  sluice_key k[1];
+  int scen;
+  long step = 0;
+  rt_tag(tag, sizeof tag, "hot");
+  duo_open(&d);
+  for (scen = 0; scen < 8; scen++) {
+    int64_t rates[] = {1, 7, 10, 250, 1000000};
+    sluice_gcra_params p = {pick(&r, rates, 5), SEC, rrange(&r, 1, 600)};
+    int64_t t = start_time(&r), T;
+    int s;
+    mk_keys(k, names, 1, tag, scen);
+    T = p.period_ns / p.rate + 1;
+    for (s = 0; s < 120; s++, step++) {
+      sluice_op op = {SLUICE_ALGO_GCRA,
+                      rnext(&r) % 6 ? SLUICE_OP_CONSUME : SLUICE_OP_PEEK,
+                      1,
+                      k,
+                      &p,
+                      rrange(&r, 1, p.burst < 3 ? p.burst : 3),
+                      0};
+      int64_t dt = rrange(&r, 0, 2 * T);
+      if (rnext(&r) % 40 == 0)
+        dt = -rrange(&r, 0, p.burst * T);
+      if (rnext(&r) % 50 == 0)
+        p.rate = pick(&r, rates, 5);
+      t = t + dt < 0 ? 0 : t + dt;
+      duo_step(&d, &op, t, "gcra-hot", step);
+    }
+  }
+  cr_assert_gt(d.allowed, 100);
+  cr_assert_lt(d.allowed, d.ops - 100);
+  duo_close(&d);
+}
