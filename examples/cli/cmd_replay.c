@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_cmds.h"
 #include "sluice.h"
 
 #define NS_PER_MS 1000000
@@ -36,7 +37,8 @@ static void replay_usage(FILE *f) {
       "usage: sluice replay --algo gcra --rate R --period-ms P --burst B\n"
       "         [--strike-threshold N --strike-window-ms W\n"
       "          --box-ms L1,L2,L3 --offense-ttl-ms O]\n"
-      "         [--backend STORE] FILE|-\n\n"
+      "         [--backend STORE] FILE|-\n"
+      "       sluice replay --policy CONFIG ... LOG  (see --policy --help)\n\n"
       "Replays CSV lines `t_ms,key,cost` (t_ms non-decreasing, # comments)\n"
       "through a GCRA bucket of R points per P ms with burst B, one bucket\n"
       "per key.  The four penalty options together add the penalty ladder\n"
@@ -256,6 +258,10 @@ int cli_replay(int argc, char **argv) {
   sluice_limiter_options lo = {0};
   char err[256];
 
+  /* `replay --policy CONFIG LOG` is the whole-policy replay. */
+  for (c = 1; c < argc; c++)
+    if (!strcmp(argv[c], "--policy") || !strncmp(argv[c], "--policy=", 9))
+      return cli_policy_replay(argc, argv);
   memset(&r, 0, sizeof r);
   optind = 1;
   opterr = 0;

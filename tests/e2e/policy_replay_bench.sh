@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Throughput of `sluice replay --policy` (default policy, mem backend) on a
+# synthetic log of N requests (default 1 000 000).  Prints the tool's own
+# report line (wall-clock requests/s) and the CPU time used.
+set -eu
+SLUICE=$1; GEN=$2; N=${3:-1000000}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+python3 "$GEN" "$N" > "$tmp/log.csv"
+for threads in 1 2; do
+  /usr/bin/time -f "threads=$threads cpu=%Us user %Ss sys wall=%es" \
+    "$SLUICE" replay --policy default --threads $threads --boxes 0 "$tmp/log.csv" | head -1
+done

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# `sluice replay --policy`: a hand-made log through the e2e policy (sandbox
+# key bucket 50 points, 1 point per 10 min, 3 strikes trip the box).
+set -u
+SLUICE=$1; HERE=$(cd "$(dirname "$0")" && pwd); CONF=$HERE/e2e.conf
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fails=0; n=0
+check() { n=$((n + 1)); if [ "$2" != "$3" ]; then fails=$((fails + 1)); printf 'FAIL %s\n--- expected\n%s\n--- got\n%s\n' "$1" "$2" "$3"; fi; }
+
+{
+  echo "t_ms,tenant,key,tier,method,route,ip"
+  # 50 requests drain the key; the 51st is throttled (a Retry-After of
+  # ~10 min is given), the next three ignore it: strikes, the third trips.
+  for i in $(seq 0 53); do echo "$((1000 + i)),acme,k1,sandbox,GET,/v1/ledgers/L/entries,192.0.2.1"; done
+  echo "2000,acme,k2,sandbox,GET,/v1/ledgers/L/entries,192.0.2.1"   # another key: fine
+  echo "2001,acme,k1,sandbox,GET,/v1/ledgers/L/entries,192.0.2.1"   # still boxed
+  # five bad secrets box the subject; a good secret then is refused
+  for i in 1 2 3 4 5; do echo "$((3000 + i)),,,,POST,/v1/auth/token,10.0.0.1,alice,bad_secret"; done
+  echo "3010,,,,POST,/v1/auth/token,10.0.0.1,alice,ok"
+  echo "3011,,,,POST,/v1/auth/token,10.0.0.1,bob,ok"
+} > "$tmp/log.csv"
+
+"$SLUICE" replay --policy "$CONF" "$tmp/log.csv" > "$tmp/out" 2>&1; rc=$?
+check "exit code" 0 "$rc"
+row() { grep -m1 "^# $1 " "$tmp/out" | awk '{$1=""; $2=""; print}' | xargs; }
+# requests allowed throttled boxed suspended concurrency conflict export_cap unavailable strikes degraded
+check "sandbox row" "56 51 3 2 0 0 0 0 0 3 0" "$(row sandbox)"
+check "auth row (the 5th failure trips the box)" "7 5 0 2 0 0 0 0 0 0 0" "$(row '(auth)')"
+check "boxed key listed" "key acme/k1 1 1 1053 1053" "$(grep -m1 '^# key ' "$tmp/out" | awk '{print $2, $3, $4, $5, $6, $7}')"
+check "boxed subject listed" "subject alice 1" "$(grep -m1 '^# subject ' "$tmp/out" | awk '{print $2, $3, $4}')"
+check "two scopes" "2" "$(sed -n 's/^# would have been boxed: \([0-9]*\) scopes.*/\1/p' "$tmp/out")"
+check "shadow mode said" yes "$(grep -q '^# shadow-mode replay' "$tmp/out" && echo yes || echo no)"
+
+# --decisions: one line per request, the report on stderr
+"$SLUICE" replay --policy "$CONF" --decisions "$tmp/log.csv" > "$tmp/dec" 2>"$tmp/err"; rc=$?
+check "--decisions exit code" 0 "$rc"
+check "--decisions line count" 64 "$(wc -l < "$tmp/dec")"
+check "50th allowed, nothing left" "1049,acme,k1,sandbox,GET,/v1/ledgers/L/entries,allow,200,0" "$(sed -n 51p "$tmp/dec" | cut -d, -f1-9)"
+check "51st throttled, 3 strikes left" "throttled,429,0,0,3" "$(sed -n 52p "$tmp/dec" | cut -d, -f7-9,11-12)"
+check "52nd: a strike" "throttled,429,0,2" "$(sed -n 53p "$tmp/dec" | cut -d, -f7-9,12)"
+check "54th trips level 1 (5 min)" "boxed,429,300000,1" "$(sed -n 55p "$tmp/dec" | cut -d, -f7,8,10,11)"
+check "other key allowed" "allow" "$(sed -n 56p "$tmp/dec" | cut -d, -f7)"
+check "report went to stderr" yes "$(grep -q 'would have been boxed: 2' "$tmp/err" && echo yes || echo no)"
+
+# the same result on one thread and on four
+"$SLUICE" replay --policy "$CONF" --threads 1 "$tmp/log.csv" | grep -v '^# shadow' > "$tmp/t1"
+"$SLUICE" replay --policy "$CONF" --threads 4 "$tmp/log.csv" | grep -v '^# shadow' > "$tmp/t4"
+check "thread count does not change the result" "" "$(diff "$tmp/t1" "$tmp/t4")"
+
+# malformed lines: reported with line number and field, skipped, exit 1
+printf '1,acme,k1,sandbox,GET,/v1/x,1.2.3.4\nzz,acme,k1,sandbox,GET,/v1/x,1.2.3.4\n2,acme,k1,gold,GET,/v1/x,1.2.3.4\n3,acme,k1\n0,acme,k1,sandbox,GET,/v1/x,1.2.3.4\n' > "$tmp/bad.csv"
+"$SLUICE" replay --policy "$CONF" "$tmp/bad.csv" > /dev/null 2>"$tmp/err"; rc=$?
+check "malformed exit code" 1 "$rc"
+check "bad t_ms named" yes "$(grep -q 'line 2: t_ms' "$tmp/err" && echo yes || echo no)"
+check "unknown tier named" yes "$(grep -q 'line 3: tier' "$tmp/err" && echo yes || echo no)"
+check "short line" yes "$(grep -q 'line 4: expected' "$tmp/err" && echo yes || echo no)"
+check "time going backwards" yes "$(grep -q 'line 5: t_ms: goes backwards' "$tmp/err" && echo yes || echo no)"
+
+# usage errors
+"$SLUICE" replay --policy "$tmp/nonexistent.conf" "$tmp/log.csv" >/dev/null 2>"$tmp/err"; rc=$?
+check "missing config exit" 2 "$rc"
+check "missing config named" yes "$(grep -q -- '--policy' "$tmp/err" && echo yes || echo no)"
+"$SLUICE" replay --policy "$CONF" --threads 0 "$tmp/log.csv" >/dev/null 2>"$tmp/err"; rc=$?
+check "bad --threads exit" 2 "$rc"
+"$SLUICE" replay --policy "$CONF" --help | grep -q 'usage: sluice replay --policy'; check "--help" 0 $?
+
+echo "$((n - fails))/$n checks passed"
+[ "$fails" -eq 0 ]
