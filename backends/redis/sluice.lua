@@ -77,13 +77,20 @@ if ARGV[1] == '1' and #KEYS == 1 and (ARGV[2] == '0' or ARGV[2] == '1') then
   local tau = B * Pd
   local v = redis.call('GET', KEYS[1])
   local w0l, w0h, fr, w1h, el, eh, lay = 0, 0, 0, 0, 0, 0, LAYOUT
-  local live = false
+  local stale = false
   if v and #v == 25 then
     w0l, w0h, fr, w1h, el, eh, lay = sunpack('<I4I4I4I4I4i4B', v)
-    live = nh < eh or (nh == eh and nl < el)
+    if lay == LAYOUT and not (nh < eh or (nh == eh and nl < el)) then
+      -- Expired (a bucket that is full again): a fresh record, and the
+      -- stale one goes, as in the general path.
+      w0l, w0h, fr, w1h = 0, 0, 0, 0
+      stale = true
+      v = false
+    end
+  elseif v then
+    lay = -1
   end
-  if tau <= T52 and lay == LAYOUT and w1h == 0 and fr < R and
-     (live or not v) then
+  if tau <= T52 and lay == LAYOUT and w1h == 0 and fr < R then
     local D
     local dh, dl = w0h - nh, w0l - nl
     if dl < 0 then dl = dl + T32; dh = dh - 1 end
@@ -150,6 +157,8 @@ if ARGV[1] == '1' and #KEYS == 1 and (ARGV[2] == '0' or ARGV[2] == '1') then
           if xl >= T32 then xl = xl - T32; xh = xh + 1 end
         end
         if xh ~= eh or xl ~= el then wrote = false end
+      elseif stale then
+        redis.call('DEL', KEYS[1])
       end
       if wrote then
         local function lo(x) return x - floor(x / T32) * T32 end
@@ -610,6 +619,14 @@ if algo == 4 then
     off, trip, boxflag, strikes, ss = o, tnowms, 1, 0, -1
   end
   local isb = boxed()
+  -- Canonical form: forget what no longer counts (an ended box, forgotten
+  -- offenses, a lapsed strike window), so that a write is the record the
+  -- C step writes; verdicts only read the live parts.
+  if not isb then
+    boxflag = 0
+    if liveoff() == 0 then off = 0; trip = -1 end
+  end
+  if livestr() == 0 then strikes = 0; ss = -1 end
   local changed = false
   if kind == 11 then
     if not isb then
@@ -631,7 +648,7 @@ if algo == 4 then
       changed = true
     end
   elseif kind == 13 then
-    if boxflag == 1 then boxflag = 0; changed = true end
+    if isb then boxflag = 0; changed = true end
   end
   if changed then
     local t1 = (trip + 1) % 17592186044416
@@ -692,9 +709,11 @@ end
 if algo == 5 then
   local max, ttl = tonumber(ARGV[9]), tonumber(ARGV[10])
   local xh, xl = sat(add(nh, nl, pair(ttl)))
+  -- An expiry saturated at INT64_MAX is held until the end of time.
   local function held(i)
     return (b0h[i] ~= 0 or b0l[i] ~= 0) and
-             lt(nh, nl, s32(b1h[i]), b1l[i])
+             (lt(nh, nl, s32(b1h[i]), b1l[i]) or
+              (b1h[i] == FOREVER[1] and b1l[i] == FOREVER[2]))
   end
   local mine, free = nil, nil
   for i = 1, max do
