@@ -617,13 +617,16 @@ static int load_failure(ld *l, const config_setting_t *root,
   return SLUICE_OK;
 }
 
-/* Line of a libconfig path as the validator names it ("routes.[2].class"),
-** or of its nearest ancestor present in the file. */
+/* The setting at a path as the validator names it ("routes.[2].class").
+** When the file does not set it (a default is at fault: a default cost
+** larger than a bucket the file made smaller, a setting a new tier left
+** out), *exact is 0 and the nearest ancestor in the file is returned. */
 static const config_setting_t *lookup_path(const config_t *cf,
-                                           const char *path) {
+                                           const char *path, int *exact) {
   const config_setting_t *cur = config_root_setting(cf), *next;
   char part[128];
   const char *p = path;
+  *exact = 1;
   while (*p) {
     size_t n = strcspn(p, ".");
     if (n >= sizeof part)
@@ -635,8 +638,10 @@ static const config_setting_t *lookup_path(const config_t *cf,
                                                             10));
     else
       next = config_setting_get_member(cur, part);
-    if (!next)
-      break;
+    if (!next) {
+      *exact = 0;
+      return cur;
+    }
     cur = next;
     p += n;
     if (*p == '.')
@@ -777,10 +782,15 @@ int sluice_policy_config_load(const char *path, sluice_policy_config *out,
     rc = sluice__policy_config_check2(&c, vpath, sizeof vpath, vmsg,
                                       sizeof vmsg);
     if (rc != SLUICE_OK) {
-      const config_setting_t *s = lookup_path(&cf, vpath);
+      int exact;
+      const config_setting_t *s = lookup_path(&cf, vpath, &exact);
+      int line = s ? (int)config_setting_source_line(s) : 0;
+      char at[24] = "";
+      if (line > 0)
+        snprintf(at, sizeof at, ":%d", line);
       if (err && errlen)
-        snprintf(err, errlen, "%s:%d: %s: %s", path,
-                 s ? (int)config_setting_source_line(s) : 0, vpath, vmsg);
+        snprintf(err, errlen, "%s%s: %s%s: %s", path, at, vpath,
+                 exact ? "" : " (not set in the file)", vmsg);
       goto done;
     }
   }

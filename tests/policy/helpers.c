@@ -110,8 +110,11 @@ const sluice_backend failing_backend = {1, sizeof(fail_store), "failing",
 static void on_event(void *ud, const sluice_event *ev) {
   fixture *f = ud;
   logged_event *l;
-  if (f->nev >= (int)(sizeof f->ev / sizeof f->ev[0]))
+  pthread_mutex_lock(&f->mu);
+  if (f->nev >= (int)(sizeof f->ev / sizeof f->ev[0])) {
+    pthread_mutex_unlock(&f->mu);
     return;
+  }
   l = &f->ev[f->nev++];
   memset(l, 0, sizeof *l);
   l->type = ev->type;
@@ -126,6 +129,7 @@ static void on_event(void *ud, const sluice_event *ev) {
     snprintf(l->why, sizeof l->why, "%s", ev->why);
   if (ev->scope_id)
     snprintf(l->scope_id, sizeof l->scope_id, "%s", ev->scope_id);
+  pthread_mutex_unlock(&f->mu);
 }
 
 static void fx_policy(fixture *f, const sluice_policy_config *cfg,
@@ -166,6 +170,7 @@ static void fx_policy(fixture *f, const sluice_policy_config *cfg,
   sluice_policy_options po;
   char err[256];
   int i;
+  pthread_mutex_init(&f->mu, NULL);
   memset(&po, 0, sizeof po);
   po.limiter = f->lim;
   po.config = cfg;
@@ -183,6 +188,7 @@ void fx_close(fixture *f) {
   sluice_policy_close(f->pol);
   sluice_limiter_close(f->lim);
   sluice_clock_free(f->clock);
+  pthread_mutex_destroy(&f->mu);
 }
 
 void fx_fail(fixture *f, int rc, int after) {

@@ -7,6 +7,7 @@
 #ifndef SLUICE_TEST_POLICY_HELPERS_H
 #define SLUICE_TEST_POLICY_HELPERS_H
 
+#include <pthread.h>
 #include <sluice.h>
 
 #define T0 (INT64_C(1767225600) * 1000000000) /* 2026-01-01T00:00:00Z */
@@ -31,6 +32,7 @@ typedef struct fixture {
   sluice_clock *clock;
   sluice_limiter *lim;
   sluice_policy *pol;
+  pthread_mutex_t mu; /* events may come from several threads */
   int nev;
   logged_event ev[512];
 } fixture;

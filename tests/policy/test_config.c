@@ -124,13 +124,27 @@ Test(policy_config, cross_checks_point_at_the_cost) {
             err);
 }
 
+Test(policy_config, a_default_at_fault_is_called_one) {
+  sluice_policy_config c;
+  char err[256];
+  /* The file shrinks a bucket below a cost it leaves at its default. */
+  cr_assert_eq(load("tiers = { growth = { key = { burst = 20; }; }; };\n", &c,
+                    err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, ": costs.export (not set in the file): must be 1..20 "
+                        "(got 25)"),
+            "%s", err);
+}
+
 Test(policy_config, a_new_tier_must_be_complete) {
   sluice_policy_config c;
   char err[256];
   cr_assert_eq(load("tiers = {\n  startup = {\n    strikes = 20;\n  };\n};\n",
                     &c, err, sizeof err),
                SLUICE_ECONFIG);
-  cr_assert(strstr(err, ":2: tiers.startup.tenant.rate: must be"), "%s", err);
+  cr_assert(strstr(err, ":2: tiers.startup.tenant.rate (not set in the file): "
+                        "must be"),
+            "%s", err);
 }
 
 Test(policy_config, routes_and_fail_closed_lists_replace_the_defaults) {
