@@ -606,3 +606,142 @@ Test(mem_threads, max_keys_holds_under_concurrent_inserts) {
   }
   sluice_clock_free(c);
 }
+
+/* Differential: the mem store against a shadow array run through the pure
+** steps, with a record dropped exactly when its expiry passes.  Thousands
+** of keys churn through insert / rewrite / expire / delete / sweep, so the
+** table's probing, deletion and rebuilds are all exercised. */
+#define SHADOW_N 3000
+
+static sluice_gcra_params sh_g, sh_g2[2];
+static sluice_window_params sh_w;
+static sluice_penalty_params sh_p;
+
+/* scale 1: records live ~100 ms (heavy churn, sparse table); scale 36000:
+** ~1 h (dense table, so deletions shift long probe runs). */
+static void shadow_params(int64_t scale) {
+  sh_g = (sluice_gcra_params){1, 50 * MS * scale, 3};
+  sh_g2[0] = sh_g2[1] = sh_g;
+  sh_w = (sluice_window_params){3, 100 * MS * scale};
+  sh_p = (sluice_penalty_params){
+      3, 50 * MS * scale, {40 * MS * scale, 80 * MS * scale, 120 * MS * scale},
+      200 * MS * scale};
+}
+
+static void shadow_key(int idx, char *buf, size_t n, sluice_key *k) {
+  snprintf(buf, n, "{t%d}k%d", idx % 8, idx);
+  k->data = buf;
+  k->len = strlen(buf);
+}
+
+static sluice_op shadow_op(rng *r, int idx, const sluice_key *ks, int nkeys) {
+  sluice_op op;
+  memset(&op, 0, sizeof op);
+  op.keys = ks;
+  op.nkeys = nkeys;
+  switch (idx % 3) {
+  case 0:
+    op.algo = SLUICE_ALGO_GCRA;
+    op.params = nkeys == 2 ? (const void *)sh_g2 : (const void *)&sh_g;
+    op.kind = rng_range(r, 0, 4) ? SLUICE_OP_CONSUME : SLUICE_OP_PEEK;
+    op.arg = rng_range(r, op.kind == SLUICE_OP_PEEK ? 0 : 1, 2);
+    break;
+  case 1:
+    op.algo = SLUICE_ALGO_FWINDOW;
+    op.params = &sh_w;
+    op.kind = rng_range(r, 0, 3) ? SLUICE_OP_CONSUME : SLUICE_OP_COUNT;
+    op.arg = rng_range(r, 1, 2);
+    break;
+  default:
+    op.algo = SLUICE_ALGO_PENALTY;
+    op.params = &sh_p;
+    op.kind = rng_range(r, 0, 9) ? SLUICE_OP_STRIKE : SLUICE_OP_RELEASE;
+    break;
+  }
+  return op;
+}
+
+static void differential(int64_t scale, int del_every, uint64_t seed) {
+  static sluice_state sst[SHADOW_N];
+  static int64_t sexp[SHADOW_N];
+  sluice_clock *c;
+  sluice_limiter *l;
+  rng r = {seed};
+  int64_t t = 10 * SEC;
+  int step;
+  shadow_params(scale);
+  memset(sst, 0, sizeof sst);
+  memset(sexp, 0, sizeof sexp);
+  cr_assert_eq(sluice_clock_manual(t, &c), SLUICE_OK);
+  l = open_mem(c, NULL);
+  for (step = 0; step < 30000; step++) {
+    int idx[2], n = 1, i;
+    char names[2][24];
+    sluice_key ks[2];
+    sluice_state in[2], out[2];
+    sluice_verdict v, ev;
+    sluice_op op;
+    t += rng_range(&r, 0, 5 * MS);
+    cr_assert_eq(sluice_clock_set(c, t), SLUICE_OK);
+    idx[0] = (int)rng_range(&r, 0, SHADOW_N - 1);
+    if (idx[0] % 3 == 0 && rng_range(&r, 0, 3) == 0 &&
+        idx[0] + 24 < SHADOW_N) {
+      idx[1] = idx[0] + 24; /* same tag (idx % 8), also a GCRA key */
+      n = 2;
+    }
+    for (i = 0; i < n; i++) {
+      shadow_key(idx[i], names[i], sizeof names[i], &ks[i]);
+      in[i] = sexp[idx[i]] > t ? sst[idx[i]] : zst();
+    }
+    if (rng_range(&r, 0, del_every - 1) == 0) {
+      /* delete */
+      int rc = sluice_limiter_delete(l, ks[0].data, ks[0].len);
+      if (sexp[idx[0]] > t)
+        cr_assert_eq(rc, SLUICE_OK, "step %d: live record not found", step);
+      else
+        cr_assert(rc == SLUICE_OK || rc == SLUICE_ENOTFOUND);
+      sexp[idx[0]] = 0;
+      continue;
+    }
+    op = shadow_op(&r, idx[0], ks, n);
+    cr_assert_eq(sluice_op_step(&op, in, out, t, &ev), SLUICE_OK);
+    cr_assert_eq(sluice_limiter_apply_at(l, &op, t, &v), SLUICE_OK);
+    cr_assert(verdict_eq(&v, &ev), "step %d key %d algo %d: allowed %d/%d "
+              "rem %lld/%lld", step, idx[0], op.algo, v.allowed, ev.allowed,
+              (long long)v.remaining, (long long)ev.remaining);
+    for (i = 0; i < n; i++) {
+      sst[idx[i]] = out[i];
+      sexp[idx[i]] = sluice_op_expiry(&op, i, &out[i]);
+    }
+    if (step % 997 == 0) {
+      int64_t live = 0, k;
+      sweep(l, t);
+      for (k = 0; k < SHADOW_N; k++)
+        live += sexp[k] > t;
+      cr_assert_eq(count(l), live, "step %d: store holds %lld, shadow %lld",
+                   step, (long long)count(l), (long long)live);
+      for (k = 0; k < SHADOW_N; k += 13) {
+        char nb[24];
+        sluice_key kk;
+        sluice_state got;
+        int64_t e;
+        int rc;
+        shadow_key((int)k, nb, sizeof nb, &kk);
+        rc = sluice_limiter_get(l, kk.data, kk.len, &got, &e);
+        if (sexp[k] > t) {
+          cr_assert_eq(rc, SLUICE_OK, "key %lld lost", (long long)k);
+          cr_assert(st_eq(&got, &sst[k]));
+          cr_assert_eq(e, sexp[k]);
+        } else {
+          cr_assert_eq(rc, SLUICE_ENOTFOUND, "key %lld should be gone",
+                       (long long)k);
+        }
+      }
+    }
+  }
+  sluice_limiter_close(l);
+  sluice_clock_free(c);
+}
+
+Test(mem, differential_churn) { differential(1, 50, 0xd1ff); }
+Test(mem, differential_dense_with_deletes) { differential(36000, 4, 0xd2ff); }
