@@ -146,6 +146,21 @@ int sluice__penalty_run(const sluice_op *op, const sluice_state *in,
   if (p.trip_ms >= 0 && now_ms < p.trip_ms)
     now_ms = p.trip_ms; /* clock went backwards: never before the trip */
   boxed = is_boxed(pp, &p, now);
+  /* Canonical form: forget the parts that no longer count (an ended box, a
+  ** forgotten offense, a lapsed strike window), so that whatever this step
+  ** writes is the same as if the record had been reclaimed when it last
+  ** expired.  Verdicts do not change: they only read the live parts. */
+  if (!boxed) {
+    p.boxflag = 0;
+    if (live_offenses(pp, &p, now) == 0) {
+      p.off = 0;
+      p.trip_ms = -1;
+    }
+  }
+  if (live_strikes(pp, &p, now) == 0) {
+    p.strikes = 0;
+    p.ss_ms = -1;
+  }
 
   switch (op->kind) {
   case SLUICE_OP_STRIKE:
@@ -171,7 +186,7 @@ int sluice__penalty_run(const sluice_op *op, const sluice_state *in,
     changed = 1;
     break;
   case SLUICE_OP_RELEASE:
-    if (p.boxflag) {
+    if (boxed) {
       p.boxflag = 0;
       changed = 1;
     }
@@ -202,7 +217,11 @@ int sluice__penalty_run(const sluice_op *op, const sluice_state *in,
     v->strikes_remaining = 0;
   } else {
     strikes = live_strikes(pp, &p, now);
-    v->strikes_remaining = pp->strike_threshold - (int64_t)strikes;
+    /* A record can hold more strikes than the threshold when the threshold
+    ** was lowered since it was written (or the bytes are corrupt). */
+    v->strikes_remaining = (int64_t)strikes >= pp->strike_threshold
+                               ? 0
+                               : pp->strike_threshold - (int64_t)strikes;
     if (strikes > 0)
       v->reset_ns = sluice__sat_add(p.ss_ms * MS, pp->strike_window_ns) - now;
   }
