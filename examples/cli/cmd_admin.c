@@ -1,6 +1,643 @@
-#include <stdio.h>
+/*
+** sluice inspect | release | lift: support tools against a live store (shm,
+** lmdb, redis) that a service shares with its workers.
+**
+**   inspect  reads a scope's records without changing them: the tenant and
+**            key buckets, strikes, offenses, box level and time left, the
+**            Retry-After notice, concurrency lease holders, the ledger lock
+**            and the hourly export count.
+**   release  ends a box early (levels 1 and 2, the enterprise level 3 box),
+**            keeping the offense count;
+**   lift     lifts a level 3 suspension after review.
+** Both go through sluice_policy_release_box() / _lift_suspension() and write
+** an audit record (one JSON line, appended and fsync'ed) naming who, why,
+** the scope and the level.
+**
+** Scope ids are keyed hashes: these tools need the service's secret
+** (--secret-file, 32 hex digits) and its policy configuration (--config,
+** for the tier parameters) to find and read the records.
+*/
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "cli.h"
 #include "cli_cmds.h"
-int cli_inspect(int argc, char **argv) { (void)argc; (void)argv; return CLI_USAGE; }
-int cli_release(int argc, char **argv) { (void)argc; (void)argv; return CLI_USAGE; }
-int cli_lift(int argc, char **argv) { (void)argc; (void)argv; return CLI_USAGE; }
+#include "sluice.h"
+
+#define S_NS INT64_C(1000000000)
+
+typedef struct admin {
+  const char *cmd;
+  const char *store, *config, *secret_path, *audit, *who, *why;
+  const char *tenant, *key, *tier, *ip, *subject, *ledger;
+  int scope;
+  uint8_t secret[16];
+  sluice_limiter *lim;
+  sluice_policy *pol;
+  int released_level;
+} admin;
+
+static void admin_usage(FILE *f, const char *cmd) {
+  if (!strcmp(cmd, "inspect"))
+    fprintf(f,
+        "usage: sluice inspect --store STORE --secret-file FILE "
+        "[--config FILE]\n"
+        "         (--tenant T --key K --tier TIER [--ledger L] | --ip IP | "
+        "--subject S)\n\n"
+        "Shows a scope's records in a live store without changing them: the\n"
+        "tenant and key buckets, strikes, offenses, penalty level and box "
+        "time\nleft, the Retry-After notice, concurrency lease holders (and "
+        "the\nledger lock with --ledger), exports this hour.  Auth scopes "
+        "(--ip,\n--subject) show their box and failure window.\n");
+  else
+    fprintf(f,
+        "usage: sluice %s --store STORE --secret-file FILE [--config FILE]\n"
+        "         (--tenant T --key K --tier TIER | --ip IP | --subject S)\n"
+        "         --who NAME --reason TEXT [--audit FILE]\n\n"
+        "%s, keeping the offense count, and appends an audit record (one\n"
+        "JSON line, fsync'ed) to FILE (default ./sluice-audit.jsonl).\n",
+        cmd,
+        !strcmp(cmd, "release")
+            ? "Ends a penalty box early (level 1, 2, or an enterprise level 3 "
+              "box)"
+            : "Lifts a level 3 suspension after review");
+  fprintf(f,
+      "\n  --store STORE       the service's store: shm:name=/NAME,\n"
+      "                      lmdb:path=DIR, redis:nodes=HOST:PORT\n"
+      "  --secret-file FILE  the service's scope-id secret (32 hex digits)\n"
+      "  --config FILE       the service's policy (default: built-in)\n\n"
+      "exit codes: 0 ok, 1 %s, 2 usage error, 3 store or system failure\n",
+      !strcmp(cmd, "inspect")
+          ? "(not used)"
+          : !strcmp(cmd, "release")
+                ? "the scope is not boxed, or is suspended (use lift)"
+                : "the scope is not suspended");
+}
+
+static int hexv(int c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+static int read_secret(admin *a) {
+  char buf[128];
+  size_t n, i, j = 0;
+  FILE *f = fopen(a->secret_path, "r");
+  if (!f) {
+    fprintf(stderr, "sluice %s: --secret-file %s: %s\n", a->cmd,
+            a->secret_path, strerror(errno));
+    return -1;
+  }
+  n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  for (i = 0; i < n; i++) {
+    int h, l;
+    if (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t')
+      continue;
+    if (j == 16 || i + 1 >= n || (h = hexv(buf[i])) < 0 ||
+        (l = hexv(buf[i + 1])) < 0)
+      break;
+    a->secret[j++] = (uint8_t)(h * 16 + l);
+    i++;
+  }
+  if (j != 16 || i < n) {
+    for (; i < n; i++)
+      if (buf[i] != ' ' && buf[i] != '\n' && buf[i] != '\r' && buf[i] != '\t')
+        break;
+    if (j != 16 || i < n) {
+      fprintf(stderr, "sluice %s: --secret-file %s: expected 32 hex digits\n",
+              a->cmd, a->secret_path);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int open_store(admin *a) {
+  sluice_limiter_options lo;
+  sluice_policy_options po;
+  char err[256];
+  int rc;
+  memset(&lo, 0, sizeof lo);
+  lo.store = a->store;
+  rc = sluice_limiter_open2(&lo, &a->lim, err, sizeof err);
+  if (rc != SLUICE_OK) {
+    fprintf(stderr, "sluice %s: --store %s: %s%s%s\n", a->cmd, a->store,
+            sluice_strerror(rc), err[0] ? ": " : "", err);
+    return rc == SLUICE_EINVAL ? CLI_USAGE : CLI_RUNTIME;
+  }
+  memset(&po, 0, sizeof po);
+  po.limiter = a->lim;
+  po.config_path = a->config;
+  memcpy(po.secret, a->secret, 16);
+  po.errbuf = err;
+  po.errlen = sizeof err;
+  rc = sluice_policy_open(&po, &a->pol);
+  if (rc != SLUICE_OK) {
+    fprintf(stderr, "sluice %s: --config %s: %s\n", a->cmd,
+            a->config ? a->config : "(defaults)", err);
+    return rc == SLUICE_EIO ? CLI_USAGE : CLI_BADINPUT;
+  }
+  return CLI_OK;
+}
+
+static void close_store(admin *a) {
+  sluice_policy_close(a->pol);
+  sluice_limiter_close(a->lim);
+}
+
+/* ----------------------------------------------------------- inspect --- */
+
+static int get(admin *a, const char *key, sluice_state *s, int64_t *exp) {
+  int rc = sluice_limiter_get(a->lim, key, strlen(key), s, exp);
+  if (rc == SLUICE_ENOTFOUND) {
+    memset(s, 0, sizeof *s);
+    *exp = 0;
+    return 0; /* absent: a fresh record */
+  }
+  if (rc != SLUICE_OK) {
+    fprintf(stderr, "sluice inspect: reading %s: %s: %s\n", key,
+            sluice_strerror(rc), sluice_limiter_errmsg(a->lim));
+    return -1;
+  }
+  return 1;
+}
+
+static void secs(char *buf, size_t n, int64_t ns) {
+  if (ns == SLUICE_FOREVER)
+    snprintf(buf, n, "forever");
+  else
+    snprintf(buf, n, "%.1f s", (double)ns / 1e9);
+}
+
+static int show_bucket(admin *a, const char *what, const char *key,
+                       const sluice_gcra_params *p, int64_t now) {
+  sluice_state s, o;
+  sluice_verdict v;
+  int64_t exp;
+  char t[32];
+  int g = get(a, key, &s, &exp);
+  if (g < 0)
+    return -1;
+  if (sluice_gcra_step(p, &s, now, SLUICE_OP_PEEK, 0, &o, &v) != SLUICE_OK) {
+    printf("  %-14s %s: unreadable record\n", what, key);
+    return 0;
+  }
+  secs(t, sizeof t, v.reset_ns);
+  printf("  %-14s %" PRId64 "/%" PRId64 " points, full in %s (%" PRId64
+         " per %.3g s)%s\n",
+         what, v.remaining, p->burst, t, p->rate, (double)p->period_ns / 1e9,
+         g ? "" : " [no record: full]");
+  return 0;
+}
+
+static int show_penalty(admin *a, const char *key,
+                        const sluice_penalty_params *p, int64_t now) {
+  sluice_state s, o;
+  sluice_verdict v;
+  int64_t exp;
+  char t[32];
+  int g = get(a, key, &s, &exp);
+  if (g < 0)
+    return -1;
+  if (sluice_penalty_step(p, &s, now, SLUICE_OP_CHECK, 0, &o, &v) !=
+      SLUICE_OK) {
+    printf("  penalty: unreadable record\n");
+    return 0;
+  }
+  if (!v.allowed) {
+    secs(t, sizeof t, v.retry_after_ns);
+    printf("  level: %d (%s, %s left)\n", v.level,
+           (v.flags & SLUICE_V_SUSPENDED) ? "suspended pending review"
+                                          : "boxed",
+           t);
+    printf("  strikes: 0 (not counted while boxed)\n");
+  } else {
+    printf("  level: 0 (not boxed)\n");
+    printf("  strikes: %" PRId64 " of %" PRId64 " in the %.0f s window\n",
+           p->strike_threshold - v.strikes_remaining, p->strike_threshold,
+           (double)p->strike_window_ns / 1e9);
+  }
+  printf("  offenses: %" PRId64 " (forgotten %.0f h after the last trip)\n",
+         v.offenses, (double)p->offense_ttl_ns / 3.6e12);
+  return 0;
+}
+
+static int show_leases(admin *a, const char *what, const char *prefix,
+                       int nslots, int64_t now) {
+  int i, held = 0;
+  printf("  %s:", what);
+  for (i = 0; i < nslots; i++) {
+    char key[160];
+    sluice_state s;
+    int64_t exp;
+    snprintf(key, sizeof key, "%s%d", prefix, i);
+    if (get(a, key, &s, &exp) < 0)
+      return -1;
+    if (s.w[0] != 0 && (int64_t)s.w[1] > now) {
+      char t[32];
+      secs(t, sizeof t, (int64_t)s.w[1] - now);
+      printf("%s slot %d: lease %016" PRIx64 ", %s left", held ? ";" : "", i,
+             s.w[0], t);
+      held++;
+    }
+  }
+  printf("%s (%d of %d slots held)\n", held ? "" : " none", held, nslots);
+  return 0;
+}
+
+static int find_tier(const sluice_policy_config *c, const char *name) {
+  int i;
+  for (i = 0; i < c->ntiers; i++)
+    if (!strcmp(c->tiers[i].name, name))
+      return i;
+  return -1;
+}
+
+static int inspect(admin *a) {
+  const sluice_policy_config *c = sluice_policy_config_get(a->pol);
+  int64_t now = sluice_limiter_now(a->lim);
+  char T[SLUICE_SCOPE_ID_LEN + 1], K[SLUICE_SCOPE_ID_LEN + 1],
+      X[SLUICE_SCOPE_ID_LEN + 1], key[256];
+  unsigned caps = sluice_limiter_capabilities(a->lim);
+  printf("store: %s (%s%s%s)\n", a->store, sluice_limiter_backend(a->lim),
+         (caps & SLUICE_CAP_CROSS_PROCESS) ? ", shared between processes" : "",
+         (caps & SLUICE_CAP_DURABLE) ? ", durable" : "");
+  if (a->scope == SLUICE_SCOPE_KEY) {
+    int ti = find_tier(c, a->tier);
+    const sluice_policy_tier *t;
+    sluice_gcra_params gt, gk;
+    sluice_penalty_params pp;
+    sluice_window_params xw;
+    sluice_state s, o;
+    sluice_verdict v;
+    int64_t exp;
+    int g;
+    if (ti < 0) {
+      fprintf(stderr, "sluice inspect: --tier: '%s' is not a tier of the "
+                      "configuration\n", a->tier);
+      return CLI_USAGE;
+    }
+    t = &c->tiers[ti];
+    sluice_scope_id(a->secret, a->tenant, strlen(a->tenant), T);
+    sluice_scope_id(a->secret, a->key, strlen(a->key), K);
+    printf("scope: key %s of tenant %s, tier %s (ids %.8s... / %.8s...)\n",
+           a->key, a->tenant, a->tier, K, T);
+    gt = (sluice_gcra_params){t->tenant_rate, t->tenant_period_ns,
+                              t->tenant_burst};
+    gk = (sluice_gcra_params){t->key_rate, t->key_period_ns, t->key_burst};
+    snprintf(key, sizeof key, "rl:{t:%s}:tb", T);
+    if (show_bucket(a, "tenant bucket:", key, &gt, now))
+      return CLI_RUNTIME;
+    snprintf(key, sizeof key, "rl:{t:%s}:kb:%s", T, K);
+    if (show_bucket(a, "key bucket:", key, &gk, now))
+      return CLI_RUNTIME;
+    pp.strike_threshold = t->strike_threshold;
+    pp.strike_window_ns = c->strike_window_ns;
+    pp.box_ns[0] = c->level1_box_ns;
+    pp.box_ns[1] = c->level2_box_ns;
+    pp.box_ns[2] = t->level3 == SLUICE_L3_PAGE ? c->enterprise_level3_box_ns
+                                               : SLUICE_FOREVER;
+    pp.offense_ttl_ns = c->offense_ttl_ns;
+    snprintf(key, sizeof key, "pb:{t:%s}:%s", T, K);
+    if (show_penalty(a, key, &pp, now))
+      return CLI_RUNTIME;
+    snprintf(key, sizeof key, "ra:{t:%s}:%s", T, K);
+    if ((g = get(a, key, &s, &exp)) < 0)
+      return CLI_RUNTIME;
+    if (s.w[0] && (int64_t)s.w[1] > now) {
+      char tt[32];
+      secs(tt, sizeof tt, (int64_t)s.w[1] - now);
+      printf("  retry-after notice: live, %s left (a request before then "
+             "is a strike)\n", tt);
+    } else {
+      printf("  retry-after notice: none\n");
+    }
+    snprintf(key, sizeof key, "cc:{t:%s}:reconcile:", T);
+    if (show_leases(a, "reconcile leases", key, (int)t->reconcile_concurrency,
+                    now))
+      return CLI_RUNTIME;
+    snprintf(key, sizeof key, "cc:{t:%s}:export:", T);
+    if (show_leases(a, "export leases", key, (int)t->export_concurrency, now))
+      return CLI_RUNTIME;
+    if (a->ledger) {
+      sluice_scope_id(a->secret, a->ledger, strlen(a->ledger), X);
+      snprintf(key, sizeof key, "lk:{t:%s}:%s", T, X);
+      if ((g = get(a, key, &s, &exp)) < 0)
+        return CLI_RUNTIME;
+      if (s.w[0] && (int64_t)s.w[1] > now) {
+        char tt[32];
+        secs(tt, sizeof tt, (int64_t)s.w[1] - now);
+        printf("  ledger %s: locked by lease %016" PRIx64 ", %s left\n",
+               a->ledger, s.w[0], tt);
+      } else {
+        printf("  ledger %s: not locked\n", a->ledger);
+      }
+    }
+    xw = (sluice_window_params){t->exports_per_window,
+                                c->export_cap_window_ns};
+    snprintf(key, sizeof key, "xh:{t:%s}", T);
+    if ((g = get(a, key, &s, &exp)) < 0)
+      return CLI_RUNTIME;
+    if (sluice_fwindow_step(&xw, &s, now, SLUICE_OP_PEEK, 1, &o, &v) ==
+        SLUICE_OK)
+      printf("  exports this window: %" PRId64 " of %" PRId64 "\n",
+             xw.limit - v.remaining, xw.limit);
+    return CLI_OK;
+  }
+  {
+    int ip = a->scope == SLUICE_SCOPE_IP;
+    const char *raw = ip ? a->ip : a->subject;
+    const char *tag = ip ? "ip" : "s";
+    sluice_penalty_params pp;
+    sluice_window_params fw;
+    sluice_state s, o;
+    sluice_verdict v;
+    int64_t exp;
+    sluice_scope_id(a->secret, raw, strlen(raw), X);
+    printf("scope: %s %s (id %.8s...)\n", ip ? "ip" : "subject", raw, X);
+    pp.strike_threshold = c->auth_subject_failures;
+    pp.strike_window_ns = c->auth_window_ns;
+    pp.box_ns[0] = c->auth_box_ns[0];
+    pp.box_ns[1] = c->auth_box_ns[1];
+    pp.box_ns[2] = c->auth_box_ns[2];
+    pp.offense_ttl_ns = c->offense_ttl_ns;
+    snprintf(key, sizeof key, "pb:{%s:%s}", tag, X);
+    if (get(a, key, &s, &exp) < 0)
+      return CLI_RUNTIME;
+    if (sluice_penalty_step(&pp, &s, now, SLUICE_OP_CHECK, 0, &o, &v) ==
+        SLUICE_OK) {
+      char tt[32];
+      secs(tt, sizeof tt, v.retry_after_ns);
+      if (v.allowed)
+        printf("  level: 0 (not boxed)\n");
+      else
+        printf("  level: %d (boxed, %s left)\n", v.level, tt);
+      printf("  offenses: %" PRId64 "\n", v.offenses);
+    }
+    fw = (sluice_window_params){ip ? c->auth_ip_failures
+                                   : c->auth_subject_failures,
+                                c->auth_window_ns};
+    snprintf(key, sizeof key, "af:{%s:%s}", tag, X);
+    if (get(a, key, &s, &exp) < 0)
+      return CLI_RUNTIME;
+    if (sluice_swindow_step(&fw, &s, now, SLUICE_OP_PEEK, 1, &o, &v) ==
+        SLUICE_OK)
+      printf("  failures: %" PRId64 " of %" PRId64 " in the %.0f s window\n",
+             fw.limit - v.remaining, fw.limit, (double)fw.window_ns / 1e9);
+    return CLI_OK;
+  }
+}
+
+/* ------------------------------------------------------ release, lift --- */
+
+static void on_event(void *ud, const sluice_event *ev) {
+  admin *a = ud;
+  if (ev->type == SLUICE_EVENT_RELEASE || ev->type == SLUICE_EVENT_LIFT)
+    a->released_level = ev->level;
+}
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\')
+      fprintf(f, "\\%c", ch);
+    else if (ch < 0x20)
+      fprintf(f, "\\u%04x", ch);
+    else
+      fputc(ch, f);
+  }
+  fputc('"', f);
+}
+
+static int audit_record(admin *a, FILE *f, int lift) {
+  char when[32], sid[SLUICE_SCOPE_ID_LEN + 1];
+  time_t now = time(NULL);
+  struct tm tm;
+  const char *raw = a->scope == SLUICE_SCOPE_KEY  ? a->key
+                    : a->scope == SLUICE_SCOPE_IP ? a->ip
+                                                  : a->subject;
+  gmtime_r(&now, &tm);
+  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  sluice_scope_id(a->secret, raw, strlen(raw), sid);
+  fprintf(f, "{\"time\":\"%s\",\"action\":\"%s\",\"scope\":\"%s\",", when,
+          lift ? "lift" : "release",
+          a->scope == SLUICE_SCOPE_KEY  ? "key"
+          : a->scope == SLUICE_SCOPE_IP ? "ip"
+                                        : "subject");
+  if (a->scope == SLUICE_SCOPE_KEY) {
+    fprintf(f, "\"tenant\":");
+    json_str(f, a->tenant);
+    fprintf(f, ",\"key\":");
+    json_str(f, a->key);
+    fprintf(f, ",\"tier\":");
+    json_str(f, a->tier);
+  } else {
+    fprintf(f, "\"%s\":", a->scope == SLUICE_SCOPE_IP ? "ip" : "subject");
+    json_str(f, raw);
+  }
+  fprintf(f, ",\"scope_id\":\"%s\",\"level\":%d,\"who\":", sid,
+          a->released_level);
+  json_str(f, a->who);
+  fprintf(f, ",\"why\":");
+  json_str(f, a->why);
+  fprintf(f, ",\"store\":");
+  json_str(f, a->store);
+  fprintf(f, "}\n");
+  return ferror(f) ? -1 : 0;
+}
+
+static int release_or_lift(admin *a, int lift) {
+  sluice_request q;
+  FILE *f = NULL;
+  int rc;
+  if (!a->who || !a->who[0] || !a->why || !a->why[0]) {
+    fprintf(stderr, "sluice %s: %s is required (the audit record)\n", a->cmd,
+            !a->who || !a->who[0] ? "--who" : "--reason");
+    return CLI_USAGE;
+  }
+  /* Open the audit log first: no release without a record. */
+  f = fopen(a->audit, "a");
+  if (!f) {
+    fprintf(stderr, "sluice %s: --audit %s: %s\n", a->cmd, a->audit,
+            strerror(errno));
+    return CLI_USAGE;
+  }
+  memset(&q, 0, sizeof q);
+  q.tenant_id = a->tenant;
+  q.api_key_id = a->key;
+  q.tier = a->tier;
+  q.client_ip = a->ip;
+  q.auth_subject = a->subject;
+  rc = lift ? sluice_policy_lift_suspension(a->pol, a->scope, &q, a->who,
+                                            a->why)
+            : sluice_policy_release_box(a->pol, a->scope, &q, a->who, a->why);
+  if (rc != SLUICE_OK) {
+    fclose(f);
+    if (rc == SLUICE_ENOTFOUND) {
+      fprintf(stderr, "sluice %s: the scope is not %s; nothing changed\n",
+              a->cmd, lift ? "suspended" : "boxed");
+      return CLI_BADINPUT;
+    }
+    if (rc == SLUICE_EPERM) {
+      fprintf(stderr, "sluice release: the scope is suspended (level 3): "
+                      "use `sluice lift` after review; nothing changed\n");
+      return CLI_BADINPUT;
+    }
+    if (rc == SLUICE_EINVAL || rc == SLUICE_EKEY) {
+      fprintf(stderr, "sluice %s: invalid scope: %s\n", a->cmd,
+              sluice_strerror(rc));
+      return CLI_USAGE;
+    }
+    fprintf(stderr, "sluice %s: store error %s: %s\n", a->cmd,
+            sluice_strerror(rc), sluice_limiter_errmsg(a->lim));
+    return CLI_RUNTIME;
+  }
+  if (audit_record(a, f, lift) != 0 || fflush(f) != 0 || fsync(fileno(f)) ||
+      fclose(f) != 0) {
+    fprintf(stderr, "sluice %s: the %s was done but the audit record could "
+                    "not be written to %s\n", a->cmd, a->cmd, a->audit);
+    return CLI_RUNTIME;
+  }
+  printf("%s: level %d %s; audit record appended to %s\n",
+         lift ? "lifted" : "released", a->released_level,
+         lift ? "suspension lifted" : "box ended", a->audit);
+  audit_record(a, stdout, lift);
+  return CLI_OK;
+}
+
+static int admin_main(const char *cmd, int argc, char **argv) {
+  static const struct option opts[] = {
+      {"store", required_argument, 0, 's'},
+      {"config", required_argument, 0, 'c'},
+      {"secret-file", required_argument, 0, 'S'},
+      {"tenant", required_argument, 0, 't'},
+      {"key", required_argument, 0, 'k'},
+      {"tier", required_argument, 0, 'T'},
+      {"ip", required_argument, 0, 'i'},
+      {"subject", required_argument, 0, 'u'},
+      {"ledger", required_argument, 0, 'l'},
+      {"who", required_argument, 0, 'w'},
+      {"reason", required_argument, 0, 'r'},
+      {"audit", required_argument, 0, 'a'},
+      {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  admin a;
+  int c, rc, nscope;
+  int is_inspect = !strcmp(cmd, "inspect");
+  memset(&a, 0, sizeof a);
+  a.cmd = cmd;
+  a.audit = "sluice-audit.jsonl";
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+    case 's': a.store = optarg; break;
+    case 'c': a.config = optarg; break;
+    case 'S': a.secret_path = optarg; break;
+    case 't': a.tenant = optarg; break;
+    case 'k': a.key = optarg; break;
+    case 'T': a.tier = optarg; break;
+    case 'i': a.ip = optarg; break;
+    case 'u': a.subject = optarg; break;
+    case 'l': a.ledger = optarg; break;
+    case 'w': a.who = optarg; break;
+    case 'r': a.why = optarg; break;
+    case 'a': a.audit = optarg; break;
+    case 'h':
+      admin_usage(stdout, cmd);
+      return CLI_OK;
+    default:
+      fprintf(stderr, "sluice %s: unknown or incomplete option '%s'\n", cmd,
+              argv[optind - 1]);
+      admin_usage(stderr, cmd);
+      return CLI_USAGE;
+    }
+  }
+  if (optind != argc) {
+    fprintf(stderr, "sluice %s: unexpected argument '%s'\n", cmd,
+            argv[optind]);
+    return CLI_USAGE;
+  }
+  if (!a.store || !a.secret_path) {
+    fprintf(stderr, "sluice %s: %s is required\n", cmd,
+            !a.store ? "--store" : "--secret-file");
+    return CLI_USAGE;
+  }
+  nscope = (a.tenant || a.key || a.tier) + !!a.ip + !!a.subject;
+  if (nscope != 1) {
+    fprintf(stderr, "sluice %s: name exactly one scope: --tenant/--key/"
+                    "--tier, --ip or --subject\n", cmd);
+    return CLI_USAGE;
+  }
+  if ((a.tenant || a.key || a.tier) && !(a.tenant && a.key && a.tier)) {
+    fprintf(stderr, "sluice %s: %s is required with --tenant/--key/--tier\n",
+            cmd, !a.tenant ? "--tenant" : !a.key ? "--key" : "--tier");
+    return CLI_USAGE;
+  }
+  if (a.ledger && !a.tenant) {
+    fprintf(stderr, "sluice %s: --ledger needs a key scope\n", cmd);
+    return CLI_USAGE;
+  }
+  if (!is_inspect && a.ledger) {
+    fprintf(stderr, "sluice %s: --ledger is for inspect only\n", cmd);
+    return CLI_USAGE;
+  }
+  a.scope = a.tenant ? SLUICE_SCOPE_KEY
+            : a.ip   ? SLUICE_SCOPE_IP
+                     : SLUICE_SCOPE_SUBJECT;
+  if (read_secret(&a) != 0)
+    return CLI_USAGE;
+  if ((rc = open_store(&a)) != CLI_OK) {
+    close_store(&a);
+    return rc;
+  }
+  if (is_inspect) {
+    rc = inspect(&a);
+  } else {
+    /* The event carries the level released; reopen with the callback. */
+    sluice_policy_options po;
+    char err[256];
+    sluice_policy_close(a.pol);
+    memset(&po, 0, sizeof po);
+    po.limiter = a.lim;
+    po.config_path = a.config;
+    memcpy(po.secret, a.secret, 16);
+    po.on_event = on_event;
+    po.userdata = &a;
+    po.errbuf = err;
+    po.errlen = sizeof err;
+    if (sluice_policy_open(&po, &a.pol) != SLUICE_OK) {
+      fprintf(stderr, "sluice %s: --config: %s\n", cmd, err);
+      close_store(&a);
+      return CLI_BADINPUT;
+    }
+    rc = release_or_lift(&a, !strcmp(cmd, "lift"));
+  }
+  if (fflush(stdout) != 0 && rc == CLI_OK)
+    rc = CLI_RUNTIME;
+  close_store(&a);
+  return rc;
+}
+
+int cli_inspect(int argc, char **argv) {
+  return admin_main("inspect", argc, argv);
+}
+
+int cli_release(int argc, char **argv) {
+  return admin_main("release", argc, argv);
+}
+
+int cli_lift(int argc, char **argv) { return admin_main("lift", argc, argv); }

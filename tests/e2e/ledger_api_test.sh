@@ -242,6 +242,33 @@ insp=$("$SLUICE" inspect --store "shm:name=$SHM" --config "$HERE/e2e.conf" \
 check "inspect shows the abuser's box" "level: 1" \
   "$(echo "$insp" | grep -o 'level: [0-9]*' | head -1)"
 
+echo "$insp"
+
+# -------------------------------------------------- release, with audit --
+ADM=(--store "shm:name=$SHM" --config "$HERE/e2e.conf" --secret-file "$HERE/e2e.secret")
+"$SLUICE" release "${ADM[@]}" --tenant tenant-abuse --key sk_abuser --tier sandbox \
+  --who "alice@support" --reason "ticket 4711: client fixed its retry loop" \
+  --audit "$tmp/audit.jsonl" > "$tmp/rel" 2>&1; rc=$?
+check "release exit code" 0 "$rc"
+check "audit record: who" '"who":"alice@support"' "$(grep -o '"who":"[^"]*"' "$tmp/audit.jsonl")"
+check "audit record: level released" '"level":1' "$(grep -o '"level":[0-9]*' "$tmp/audit.jsonl")"
+req GET /v1/ledgers/main/entries -H 'Authorization: Bearer sk_abuser'
+check "released: no longer Active-Lockout" Warning "$(hdr X-Penalty-Box-Status)"
+"$SLUICE" release "${ADM[@]}" --tenant tenant-abuse --key sk_abuser --tier sandbox \
+  --who a --reason b --audit "$tmp/audit.jsonl" >/dev/null 2>&1
+check "second release: not boxed, exit 1" 1 "$?"
+"$SLUICE" lift "${ADM[@]}" --tenant tenant-abuse --key sk_abuser --tier sandbox \
+  --who a --reason b --audit "$tmp/audit.jsonl" >/dev/null 2>&1
+check "lift without a suspension: exit 1" 1 "$?"
+"$SLUICE" release "${ADM[@]}" --tenant tenant-abuse --key sk_abuser --tier sandbox \
+  --audit "$tmp/audit.jsonl" >/dev/null 2>"$tmp/e"
+check "release without --who: usage" 2 "$?"
+check "release without --who: named" yes "$(grep -q -- '--who' "$tmp/e" && echo yes || echo no)"
+check "one audit record for one release" 1 "$(wc -l < "$tmp/audit.jsonl")"
+"$SLUICE" inspect "${ADM[@]}" --subject cli_batch > "$tmp/i" 2>&1
+check "inspect an auth subject: boxed" "level: 1" "$(grep -o 'level: [0-9]*' "$tmp/i")"
+check "inspect an auth subject: failures" "failures: 5 of 5" "$(grep -o 'failures: [0-9]* of [0-9]*' "$tmp/i")"
+
 # ------------------------------------------------------------ shutdown --
 kill -TERM "$pid"
 for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
