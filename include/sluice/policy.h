@@ -251,7 +251,8 @@ typedef struct sluice_policy_config {
                                          30 s (poll the job meanwhile) */
   /* Failure modes. */
   unsigned fail_closed_mask;     /**< bit (1u << class): reconcile, export,
-                                      auth */
+                                      auth.  Auth fails closed whatever
+                                      the mask says (no tier to degrade) */
   int64_t fail_closed_retry_after_ns; /**< 15 s */
   int64_t degraded_percent;      /**< local limiter at 25% of tier rates */
   int64_t degraded_probe_ns;     /**< skip the store for 1 s after a

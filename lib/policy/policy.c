@@ -37,8 +37,9 @@
 **     loses a race against a concurrent export of the same tenant the
 **     tokens stay spent (the cap was PEEKed before any of it).
 **  c) Store failure: SLUICE_ETIMEDOUT, SLUICE_EUNAVAIL, SLUICE_EBACKEND,
-**     SLUICE_EIO and SLUICE_EFULL (a store full of live records cannot
-**     decide either) switch to the failure mode; any other error is a bug
+**     SLUICE_EIO, SLUICE_EFULL (a store full of live records cannot decide
+**     either) and SLUICE_ENOMEM switch to the failure mode (auth always
+**     fails closed: it has no tier rate to degrade to); any other error is a bug
 **     in the request and is returned.  After a failure the store is left
 **     alone for degraded_probe_ns, then probed by the next request, so a
 **     dead store does not cost every request its timeout.
@@ -427,7 +428,8 @@ static int resolve(sluice_policy *p, const sluice_request *q, ctx *c,
 
 static int is_store_failure(int rc) {
   return rc == SLUICE_ETIMEDOUT || rc == SLUICE_EUNAVAIL ||
-         rc == SLUICE_EBACKEND || rc == SLUICE_EIO || rc == SLUICE_EFULL;
+         rc == SLUICE_EBACKEND || rc == SLUICE_EIO || rc == SLUICE_EFULL ||
+         rc == SLUICE_ENOMEM;
 }
 
 static void emit(ctx *c, int type, int scope_kind, int level,
@@ -847,7 +849,9 @@ static void failure_mode(ctx *c, int err, sluice_decision *d) {
   sluice_policy *p = c->p;
   reset_verdict(d);
   d->store_error = err;
-  if (c->tier < 0 || (p->cfg.fail_closed_mask & (1u << c->cls))) {
+  /* Auth has no tier rate to degrade to: it always fails closed. */
+  if (c->cls == SLUICE_EP_AUTH || c->tier < 0 ||
+      (p->cfg.fail_closed_mask & (1u << c->cls))) {
     d->outcome = SLUICE_OUTCOME_UNAVAILABLE;
     d->flags |= SLUICE_DECISION_FAIL_CLOSED;
     d->retry_after_ns = p->cfg.fail_closed_retry_after_ns;

@@ -157,12 +157,18 @@ Test(policy_failure, fail_closed_classes_are_configurable) {
   fixture f;
   sluice_request r = rq_std("acme", "key-1", "growth");
   sluice_request a = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_PENDING);
+  sluice_request at = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_PENDING);
   sluice_policy_config_defaults(&cfg);
+  at.tier = "growth"; /* an auth request may name a tier for the metrics */
   cfg.fail_closed_mask = 1u << SLUICE_EP_STANDARD;
   fx_open(&f, &cfg, 0);
   fx_fail(&f, SLUICE_EUNAVAIL, 0);
   cr_assert_eq(decide(&f, &r).outcome, SLUICE_OUTCOME_UNAVAILABLE);
   /* Auth has no tier rate to degrade to: it always fails closed. */
   cr_assert_eq(decide(&f, &a).outcome, SLUICE_OUTCOME_UNAVAILABLE);
+  cr_assert_eq(decide(&f, &at).outcome, SLUICE_OUTCOME_UNAVAILABLE);
+  cr_assert_eq(sluice_policy_count(f.pol, "growth",
+                                   SLUICE_OUTCOME_UNAVAILABLE),
+               2, "the standard request and the tiered auth request");
   fx_close(&f);
 }
