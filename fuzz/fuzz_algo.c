@@ -474,7 +474,9 @@ static void check_lease(world *w, const sluice_op *op, const sluice_state *in,
           "denied acquire changed the set");
     CHECK(v->remaining == 0, "denied with %lld free slots",
           (long long)v->remaining);
-    if (mono && now <= INT64_MAX - v->retry_after_ns)
+    /* A slot whose expiry saturated at INT64_MAX is held for good: there
+    ** is no instant left to retry at. */
+    if (mono && v->retry_after_ns < INT64_MAX - now)
       CHECK(probe(op, out, now + v->retry_after_ns, op->kind, 0, &pv) ==
                     SLUICE_OK && pv.allowed,
             "acquire still denied at now + retry_after (%lld)",
