@@ -37,9 +37,9 @@
 **     live (a bucket, a box, an offense counter) is ever evicted.  (It also
 **     waits RECLAIM_GRACE, about a second, past that expiry: each process
 **     reads its own clock, and one that lags must not find its record gone
-**     and start from a fresh one.)  Raises
-**     round up and add slack (up to 2^30 ns) so that a hot key pays for a
-**     meta CAS about once a second, not on every decision.
+**     and start from a fresh one.)  Raises round up and add slack (up to
+**     2^30 ns) so that a hot key pays for a meta CAS about once a second,
+**     not on every decision.
 **  b) One LIVE binding per key.  A claim is TENTATIVE until it has been
 **     validated: whoever finishes it (the claimer, or any process that
 **     meets it while looking for the same key) resets the state to the
@@ -64,6 +64,19 @@
 ** interleaving and any crash; a crash loses at most the decision in flight
 ** (and possibly a charge on the group's first key).
 **
+** Memory ordering.  Every ck_pr_cas_64_2 is a `lock cmpxchg16b`, a full
+** barrier, and so is ck_pr_load_64_2; the three publish points need no
+** other fence: the expiry raise (meta CAS) is ordered before the state CAS
+** that needs it, a binding's state reset (state CAS) before its
+** TENTATIVE -> LIVE commit (meta CAS), and a record's state CAS before the
+** advisory exact-expiry store.  Plain reads (meta_read, member_read) use
+** ck_pr_load_64 with ck_pr_fence_load between them, which orders them
+** (x86-64 keeps loads in order; the fence stops the compiler) so that a
+** meta word re-read after a state word vouches for it.  The header is
+** written with plain stores and published by storing the magic after
+** ck_pr_fence_store; an opener reads the magic, then ck_pr_fence_load,
+** then the rest.
+**
 ** Capacity: nslots = capacity * 4/3 (load factor 3/4) and a key lives
 ** within PROBE_WINDOW slots of its home slot.  A new key that finds no
 ** never-used, free or expired slot in its window gets SLUICE_EFULL; live
@@ -73,7 +86,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -90,7 +102,7 @@
 #endif
 
 #define SHM_MAGIC "SLUICESH"
-#define SHM_LAYOUT 1u
+#define SHM_LAYOUT 1u /* tests/shm/meson.build names the conformance table after it */
 #define HEADER_BYTES 4096u
 #define PROBE_WINDOW 256u
 #define DEFAULT_CAPACITY 65536
