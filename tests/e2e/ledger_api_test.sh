@@ -45,10 +45,13 @@ hdr() { # value of header $1 in the last response ('' if absent)
     k == n { sub(/^[^:]*: /, ""); print; exit }' "$tmp/h"
 }
 has_hdr() { grep -qi "^$1:" "$tmp/h" && echo yes || echo no; }
-jget() { # field of the last JSON body ('' if absent)
-  python3 -c 'import json,sys
-d = json.load(open(sys.argv[1])); v = d.get(sys.argv[2], "")
-print(json.dumps(v) if isinstance(v, bool) else v)' "$tmp/b" "$1" 2>/dev/null
+jget() { # member $1 of the last (flat) JSON body ('' if absent); strings
+  # unquoted.  Our bodies are flat objects without escaped quotes.
+  local m
+  m=$(grep -o "\"$1\":\(\"[^\"]*\"\|[^,}]*\)" "$tmp/b" | head -1) || true
+  m=${m#*\":}
+  m=${m#\"}; m=${m%\"}
+  printf '%s\n' "$m"
 }
 
 # ------------------------------------------------------------- startup --
