@@ -361,3 +361,94 @@ Test(lmdb_durable, hung_writer_times_out_and_dead_writer_is_recovered) {
   cr_assert_eq(v.offenses, 1, "the release kept the offense");
   sluice_limiter_close(l);
 }
+
+/* SIGKILL lands among batches of 50 counter bumps (one per key) and group
+** decisions (tenant + key bucket charged together).  Whatever moment it
+** hits, a batch is all there or not at all, and a group never has one
+** bucket charged without the other. */
+#define TEAR_KEYS 50
+
+static void tear_child(int wfd) {
+  sluice_limiter *l;
+  sluice_window_params w = {SLUICE_COUNT_MAX, 3600 * SEC};
+  sluice_gcra_params g[2] = {{1, 3600 * SEC, 1 << 20}, {1, 3600 * SEC, 1 << 20}};
+  sluice_key gk[2] = {{"{t:tear}:tenant", 15}, {"{t:tear}:key", 12}};
+  sluice_op group = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 2, gk, g, 1, 0};
+  char names[TEAR_KEYS][16], err[256];
+  sluice_key keys[TEAR_KEYS];
+  sluice_op ops[TEAR_KEYS];
+  sluice_verdict vs[TEAR_KEYS];
+  int rcs[TEAR_KEYS], i, round;
+  sluice_clock *c;
+  if (sluice_clock_manual(T0, &c) != SLUICE_OK ||
+      lmdb_open_at(envdir, "sync=nometasync", SLUICE_OPEN_CREATE, c, &l, err,
+                   sizeof err) != SLUICE_OK)
+    _exit(1);
+  for (i = 0; i < TEAR_KEYS; i++) {
+    snprintf(names[i], sizeof names[i], "tear:%02d", i);
+    keys[i] = (sluice_key){names[i], strlen(names[i])};
+    ops[i] = (sluice_op){SLUICE_ALGO_FWINDOW, SLUICE_OP_COUNT, 1, &keys[i],
+                         &w, 1, 0};
+  }
+  for (round = 0;; round++) {
+    if (sluice_limiter_apply_many(l, TEAR_KEYS, ops, vs, rcs) != SLUICE_OK)
+      _exit(2);
+    if (sluice_limiter_apply_at(l, &group, T0, &vs[0]) != SLUICE_OK)
+      _exit(3);
+    if (round == 20 && write(wfd, "x", 1) != 1)
+      _exit(4);
+  }
+}
+
+Test(lmdb_durable, sigkill_never_tears_a_group_or_a_batch) {
+  sluice_window_params w = {SLUICE_COUNT_MAX, 3600 * SEC};
+  sluice_gcra_params g = {1, 3600 * SEC, 1 << 20};
+  sluice_limiter *l;
+  sluice_verdict v;
+  int64_t first = -1, tenant, key;
+  int fds[2], i;
+  char c;
+  pid_t pid;
+  cr_assert_eq(pipe(fds), 0);
+  pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    child_dies_with_parent();
+    close(fds[0]);
+    tear_child(fds[1]);
+  }
+  close(fds[1]);
+  cr_assert_eq(read(fds[0], &c, 1), 1, "child ran 20 rounds");
+  close(fds[0]);
+  usleep(50 * 1000);
+  kill(pid, SIGKILL);
+  cr_assert_eq(child_status(pid), -SIGKILL);
+
+  l = lmdb_must_open("sync=nometasync", 0, clk);
+  for (i = 0; i < TEAR_KEYS; i++) {
+    char name[16];
+    sluice_key k;
+    sluice_op op = {SLUICE_ALGO_FWINDOW, SLUICE_OP_PEEK, 1, &k, &w, 0, 0};
+    snprintf(name, sizeof name, "tear:%02d", i);
+    k = (sluice_key){name, strlen(name)};
+    cr_assert_eq(sluice_limiter_apply_at(l, &op, T0, &v), SLUICE_OK);
+    if (first < 0)
+      first = v.remaining;
+    cr_assert_eq(v.remaining, first, "key %d: a torn batch", i);
+  }
+  cr_assert_leq(SLUICE_COUNT_MAX - first, INT64_C(1) << 20);
+  cr_assert_geq(SLUICE_COUNT_MAX - first, 21, "at least 21 whole batches");
+  {
+    sluice_key k1 = {"{t:tear}:tenant", 15}, k2 = {"{t:tear}:key", 12};
+    sluice_op p1 = {SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 1, &k1, &g, 0, 0};
+    sluice_op p2 = {SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 1, &k2, &g, 0, 0};
+    cr_assert_eq(sluice_limiter_apply_at(l, &p1, T0, &v), SLUICE_OK);
+    tenant = v.remaining;
+    cr_assert_eq(sluice_limiter_apply_at(l, &p2, T0, &v), SLUICE_OK);
+    key = v.remaining;
+    cr_assert_eq(tenant, key, "a torn group: tenant %lld, key %lld",
+                 (long long)tenant, (long long)key);
+    cr_assert_lt(tenant, 1 << 20, "the group was charged");
+  }
+  sluice_limiter_close(l);
+}
