@@ -543,3 +543,39 @@ Test(shm, abandoned_claim_of_other_key_is_reclaimed) {
   sluice_limiter_close(lim);
   sluice_clock_free(clk);
 }
+
+Test(shm, a_claim_gives_way_to_the_live_binding_of_its_key) {
+  char store[200];
+  sluice_limiter *lim;
+  sluice_clock *clk;
+  sluice_shm_stats st = {0};
+  raw r;
+  uint64_t m[2], home;
+  uint8_t slot[SLOT];
+  int64_t t = 90 * SEC;
+  shm_test_name(name, sizeof name, "giveway");
+  snprintf(store, sizeof store, "shm:name=%s;capacity=100", name);
+  atomic_store(&ab_now, t);
+  lim = shm_test_open(store, &ab_now, &clk);
+  cr_assert_eq(take_all(lim, "dup", t), 10); /* empty bucket, live */
+  raw_open(&r);
+  /* Move the live record one slot on and leave, at its home, a claim for
+  ** the same key: what two processes inserting "dup" at once, from
+  ** different views of the chain, can leave behind. */
+  home = raw_home(&r, "dup", 1, ((uint64_t)t >> 24) + 1, m);
+  cr_assert_eq(pread(r.fd, slot, SLOT, (off_t)(HDR + home * SLOT)), SLOT);
+  cr_assert_eq(pwrite(r.fd, slot, SLOT,
+                      (off_t)(HDR + ((home + 1) % r.nslots) * SLOT)),
+               SLOT);
+  raw_write(&r, home, m, NULL);
+  /* The claim must not commit as a second, fresh bucket for "dup". */
+  cr_assert_eq(take_all(lim, "dup", t), 0, "a duplicate binding refunded");
+  st.now_ns = t;
+  cr_assert_eq(sluice_limiter_control(lim, SLUICE_CTL_SHM_STATS, &st),
+               SLUICE_OK);
+  cr_assert_eq(st.live, 1);
+  cr_assert_eq(st.pending, 0);
+  close(r.fd);
+  sluice_limiter_close(lim);
+  sluice_clock_free(clk);
+}
