@@ -906,12 +906,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
                    "bodies are limited to 16 KiB", url);
   client_ip(c, ip, sizeof ip);
   if (!strcmp(url, "/metrics") && !strcmp(method, "GET")) {
-    char buf[16384];
     size_t need = 0;
-    if (sluice_policy_metrics(S.pol, buf, sizeof buf, &need) != SLUICE_OK)
+    char *buf;
+    enum MHD_Result ret;
+    /* Measure, then render (counters may grow in between: retry once). */
+    if (sluice_policy_metrics(S.pol, NULL, 0, &need) != SLUICE_OK ||
+        !(buf = malloc(need + 4096)))
       return problem(c, 500, PROBLEM_BASE "internal", "Internal Server Error",
-                     "metrics too large", url);
-    return send_raw(c, 200, "text/plain; version=0.0.4", buf, NULL, 0, NULL);
+                     "cannot render metrics", url);
+    if (sluice_policy_metrics(S.pol, buf, need + 4096, &need) != SLUICE_OK) {
+      free(buf);
+      return problem(c, 500, PROBLEM_BASE "internal", "Internal Server Error",
+                     "cannot render metrics", url);
+    }
+    ret = send_raw(c, 200, "text/plain; version=0.0.4", buf, NULL, 0, NULL);
+    free(buf);
+    return ret;
   }
   if (!strcmp(url, "/v1/auth/token")) {
     if (strcmp(method, "POST"))
