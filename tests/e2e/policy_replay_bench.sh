@@ -7,6 +7,10 @@ SLUICE=$1; GEN=$2; N=${3:-1000000}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 python3 "$GEN" "$N" > "$tmp/log.csv"
 for threads in 1 2; do
-  /usr/bin/time -f "threads=$threads cpu=%Us user %Ss sys wall=%es" \
+  if [ -x /usr/bin/time ]; then
+    /usr/bin/time -f "threads=$threads cpu=%Us user %Ss sys wall=%es" \
+      "$SLUICE" replay --policy default --threads $threads --boxes 0 "$tmp/log.csv" | head -1
+  else
     "$SLUICE" replay --policy default --threads $threads --boxes 0 "$tmp/log.csv" | head -1
+  fi
 done
