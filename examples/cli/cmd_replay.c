@@ -17,7 +17,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "cli_cmds.h"
 #include "sluice.h"
 
 #define NS_PER_MS 1000000
@@ -258,10 +257,6 @@ int cli_replay(int argc, char **argv) {
   sluice_limiter_options lo = {0};
   char err[256];
 
-  /* `replay --policy CONFIG LOG` is the whole-policy replay. */
-  for (c = 1; c < argc; c++)
-    if (!strcmp(argv[c], "--policy") || !strncmp(argv[c], "--policy=", 9))
-      return cli_policy_replay(argc, argv);
   memset(&r, 0, sizeof r);
   optind = 1;
   opterr = 0;

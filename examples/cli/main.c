@@ -43,6 +43,13 @@ int main(int argc, char **argv) {
     printf("sluice %s\n", sluice_version_string());
     return CLI_OK;
   }
+  /* `replay --policy CONFIG LOG` is the whole-policy replay
+  ** (cmd_policy_replay.c); `replay --algo` stays in cmd_replay.c, which the
+  ** fuzz and fault harnesses link on its own. */
+  if (!strcmp(argv[1], "replay"))
+    for (int i = 2; i < argc; i++)
+      if (!strcmp(argv[i], "--policy") || !strncmp(argv[i], "--policy=", 9))
+        return cli_policy_replay(argc - 1, argv + 1);
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
     if (!strcmp(argv[1], cmds[i].name))
       return cmds[i].run(argc - 1, argv + 1);
