@@ -29,10 +29,11 @@
 **
 ** Expiry.  A record past its expiry is exactly a fresh one, so deleting it
 ** can never change a verdict.  Records are deleted lazily when a decision
-** meets them expired and leaves them fresh, and by SLUICE_CTL_LMDB_SWEEP, which walks the key space in
-** bounded slices from where the last call stopped.  Nothing is deleted
-** before its expiry, and a full map is reported, never relieved by
-** eviction: an abuser cannot flood keys to buy back a box.
+** meets them expired and leaves them fresh, and by SLUICE_CTL_LMDB_SWEEP,
+** which walks the key space in bounded slices from where the last call
+** stopped.  Nothing is deleted before its expiry, and a full map is
+** reported, never relieved by eviction: an abuser cannot flood keys to buy
+** back a box.
 **
 ** Failure.  Every LMDB failure aborts the transaction, so nothing of the
 ** decision is written, and is reported as a SLUICE_E* code with LMDB's
