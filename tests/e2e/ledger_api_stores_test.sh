@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# ledger-api on the other shared stores: lmdb (each worker opens the
+# environment after fork) and, when redis-server is installed, a Redis
+# server on 127.0.0.1.  Two workers; what one worker granted, the other
+# must see: a reconcile of one ledger holds it (409 from any worker), a
+# drained key stays drained, and `sluice inspect` reads the same records.
+set -u
+API=$1; SLUICE=$2; HERE=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+pid=; rpid=
+fails=0; n=0
+cleanup() {
+  [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  [ -n "$rpid" ] && kill "$rpid" 2>/dev/null && wait "$rpid" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+check() { n=$((n + 1)); if [ "$2" != "$3" ]; then fails=$((fails + 1)); echo "FAIL $1: expected '$2', got '$3'"; fi; }
+
+run_store() { # name store
+  local name=$1 store=$2 st i codes
+  "$API" --port 0 --workers 2 --store "$store" --config "$HERE/e2e.conf" \
+    --keys "$HERE/e2e-keys.csv" --secret-file "$HERE/e2e.secret" \
+    --job-ms 600000 >"$tmp/out" 2>"$tmp/err" &
+  pid=$!
+  PORT=
+  for _ in $(seq 1 600); do
+    PORT=$(sed -n 's/^listening 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$tmp/out")
+    [ -n "$PORT" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ -z "$PORT" ]; then echo "FAIL $name: no port"; cat "$tmp/err"; n=$((n + 1)); fails=$((fails + 1)); return; fi
+  for _ in $(seq 1 600); do
+    st=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/metrics")
+    [ "$st" = 200 ] && break; sleep 0.1
+  done
+  U=http://127.0.0.1:$PORT
+  st=$(curl -s -m 30 -o /dev/null -w '%{http_code}' -X POST -H 'Authorization: Bearer sk_recon' \
+    -H 'Idempotency-Key: a' -d '{"ledger_id":"L"}' "$U/v1/ledgers/reconcile")
+  check "$name: reconcile" 202 "$st"
+  # Several tries, new connections each: they land on both workers.
+  codes=$(for i in 1 2 3 4; do curl -s -m 30 -o /dev/null -w '%{http_code} ' -X POST \
+    -H 'Authorization: Bearer sk_recon' -H "Idempotency-Key: b$i" \
+    -d '{"ledger_id":"L"}' "$U/v1/ledgers/reconcile"; done)
+  check "$name: the ledger is held for every worker" "409 409 409 409 " "$codes"
+  # The sandbox key: 50 points, 1 per 10 min, shared by both workers.
+  allowed=0
+  for i in $(seq 1 60); do
+    st=$(curl -s -m 30 -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer sk_abuser' "$U/v1/ledgers/x/entries")
+    [ "$st" = 200 ] || break
+    allowed=$((allowed + 1))
+  done
+  check "$name: one bucket across workers" "50 429" "$allowed $st"
+  out=$("$SLUICE" inspect --store "$store" --config "$HERE/e2e.conf" --secret-file "$HERE/e2e.secret" \
+    --tenant tenant-recon --key sk_recon --tier enterprise --ledger L 2>&1)
+  check "$name: inspect sees the ledger lock" yes "$(echo "$out" | grep -q 'ledger L: locked by lease' && echo yes || echo no)"
+  kill -TERM "$pid"; wait "$pid"; check "$name: clean exit" 0 "$?"; pid=
+}
+
+run_store lmdb "lmdb:path=$tmp/lmdb"
+if command -v redis-server >/dev/null; then
+  for try in 1 2 3 4 5; do
+    rport=$((20000 + RANDOM % 20000))
+    redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no \
+      >"$tmp/redis.log" 2>&1 &
+    rpid=$!
+    for _ in $(seq 1 100); do
+      grep -q 'Ready to accept' "$tmp/redis.log" && break
+      kill -0 "$rpid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -0 "$rpid" 2>/dev/null && break
+    rpid=
+  done
+  if [ -n "$rpid" ]; then
+    run_store redis "redis:nodes=127.0.0.1:$rport;timeout_ms=1000"
+  else
+    echo "redis-server did not start: skipping redis"
+  fi
+else
+  echo "no redis-server: skipping redis"
+fi
+echo "$((n - fails))/$n checks passed"
+[ "$fails" -eq 0 ]
