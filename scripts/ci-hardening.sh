@@ -26,7 +26,9 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 # libconfig 1.5 leaks its string buffer on some syntax errors (reproduced
 # with libconfig alone); nothing else is suppressed.
 export LSAN_OPTIONS=suppressions=$SRC/fuzz/lsan.supp:print_suppressions=0
-export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+# die_after_fork=0: Criterion forks every test from a process that has
+# threads; the child only runs the test, which TSan then watches.
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:die_after_fork=0
 failed=()
 summary=()
 
@@ -58,23 +60,30 @@ run_tsan() {
   # TSan needs clang or gcc with libtsan; clang's is always there.
   CC=${TSAN_CC:-clang} setup "$d" -Dbuildtype=debugoptimized \
     -Db_sanitize=thread -Db_lundef=false || return 1
-  # The suites whose programs start threads (grep pthread_create tests/):
-  # mem, policy threads, lmdb capacity (a resizer thread), shm stress, the
-  # soak (mem runs on threads), redis store.  Only their programs are
-  # built; names that do not exist in this configuration are skipped.
-  local want="unit_mem policy_threads lmdb_capacity shm-stress soak"
-  want+=" redis_store_cluster redis_store_single"
+  # The programs that start threads and run under TSan: the soak with
+  # SLUICE_SOAK_THREADS=1 (the policy from 3 threads on mem, shm and lmdb).
+  # The Criterion suites that use threads (unit_mem, policy_threads,
+  # lmdb_capacity, shm-stress, redis_store_*) cannot start under TSan:
+  # Criterion's boxfort arena fails ("Could not initialize inheritable
+  # arena") or crashes inside libcriterion, so they are left out; add a
+  # name here once that works.  Names not configured are skipped.
+  local want="soak"
   local plan
-  plan=$(meson introspect "$d" --tests | WANT="$want" B="$PWD/$d" python3 -c '
+  plan=$( (meson introspect "$d" --targets; echo; meson introspect "$d" --tests) |
+    WANT="$want" B="$PWD/$d" python3 -c '
 import json, os, sys
 want = os.environ["WANT"].split()
 b = os.environ["B"]
+targets_json, tests_json = sys.stdin.read().split("\n", 1)
+outputs = {os.path.normpath(f) for t in json.loads(targets_json)
+           for f in t["filename"]}
 names, exes = [], set()
-for t in json.load(sys.stdin):
+for t in json.loads(tests_json):
     if t["name"] in want:
         names.append(t["name"])
         for a in t["cmd"]:
-            if a.startswith(b + "/"):
+            a = os.path.normpath(os.path.join(b, a))
+            if a in outputs:
                 exes.add(os.path.relpath(a, b))
 print(" ".join(names))
 print(" ".join(sorted(exes)))') || return 1
@@ -86,8 +95,8 @@ print(" ".join(sorted(exes)))') || return 1
   ninja -C "$d" -j "$JOBS" $exes || return 1
   echo "tsan: running $names"
   # shellcheck disable=SC2086
-  meson test -C "$d" --no-rebuild --print-errorlogs --num-processes "$JOBS" \
-    --timeout-multiplier 4 $names
+  SLUICE_SOAK_THREADS=1 meson test -C "$d" --no-rebuild --print-errorlogs \
+    --num-processes "$JOBS" --timeout-multiplier 4 $names
 }
 
 run_lint() {
