@@ -50,6 +50,10 @@ typedef struct mem_store {
   uint8_t hkey[16];
   int64_t max_keys;
   _Atomic int64_t count;
+  /* No record expires before this time, as far as the last full sweep and
+  ** the inserts since know: a store at max_keys does not sweep again
+  ** before it, so a flood of new keys costs no table pass per request. */
+  _Atomic int64_t no_expiry_before;
   shard shards[NSHARD];
 } mem_store;
 
@@ -113,7 +117,7 @@ static void remove_at(mem_store *m, shard *sh, size_t i) {
 /* Rebuild a shard into `cap` slots, dropping records expired at `now`.
 ** Returns SLUICE_ENOMEM (shard untouched) or SLUICE_OK. */
 static int rebuild(mem_store *m, shard *sh, size_t cap, int64_t now,
-                   int64_t *dropped) {
+                   int64_t *dropped, int64_t *min_exp) {
   slot *ns = sluice_store_malloc(&m->base, cap * sizeof(slot));
   size_t i, used = 0;
   int64_t gone = 0;
@@ -134,6 +138,8 @@ static int rebuild(mem_store *m, shard *sh, size_t cap, int64_t now,
       j = (j + 1) & (cap - 1);
     ns[j] = *s;
     used++;
+    if (min_exp && s->expires < *min_exp)
+      *min_exp = s->expires;
   }
   sluice_store_free(&m->base, sh->slots, sh->cap * sizeof(slot));
   sh->slots = ns;
@@ -153,15 +159,25 @@ static int reserve(mem_store *m, shard *sh, size_t extra, int64_t now) {
   int rc;
   if ((sh->used + extra) * 4 <= sh->cap * 3)
     return SLUICE_OK;
-  rc = rebuild(m, sh, sh->cap, now, NULL);
+  rc = rebuild(m, sh, sh->cap, now, NULL, NULL);
   if (rc == SLUICE_OK && (sh->used + extra) * 4 <= sh->cap * 3)
     return SLUICE_OK;
   for (cap = sh->cap * 2; (sh->used + extra) * 4 > cap * 3; cap *= 2)
     ;
-  rc = rebuild(m, sh, cap, now, NULL);
+  rc = rebuild(m, sh, cap, now, NULL, NULL);
   if (rc == SLUICE_OK || sh->used + extra < sh->cap)
     return SLUICE_OK;
   return SLUICE_ENOMEM;
+}
+
+/* A write of a record expiring at `exp` lowers the sweep gate. */
+static void note_expiry(mem_store *m, int64_t exp) {
+  int64_t cur = atomic_load_explicit(&m->no_expiry_before, memory_order_relaxed);
+  while (exp < cur &&
+         !atomic_compare_exchange_weak_explicit(&m->no_expiry_before, &cur, exp,
+                                                memory_order_relaxed,
+                                                memory_order_relaxed))
+    ;
 }
 
 static void lock_group(mem_store *m, const fpkey *f, int n, int lock) {
@@ -257,6 +273,7 @@ static int mem_apply_locked(mem_store *m, const sluice_op *op,
     }
     sh->slots[j].st = out[i];
     sh->slots[j].expires = exp[i];
+    note_expiry(m, exp[i]);
   }
   /* More than claimed when a rebuild above dropped an expired record that
   ** this op rewrites (the rebuild already took it off the count). */
@@ -266,14 +283,18 @@ static int mem_apply_locked(mem_store *m, const sluice_op *op,
 }
 
 static int64_t sweep_all(mem_store *m, int64_t now) {
-  int64_t dropped = 0;
+  int64_t dropped = 0, min_exp = INT64_MAX;
   int s;
   for (s = 0; s < NSHARD; s++) {
     shard *sh = &m->shards[s];
     pthread_mutex_lock(&sh->mu);
-    (void)rebuild(m, sh, sh->cap, now, &dropped); /* ENOMEM: keep as is */
+    /* ENOMEM keeps the shard as it is; min_exp then only covers the rest,
+    ** so leave the gate open. */
+    if (rebuild(m, sh, sh->cap, now, &dropped, &min_exp) != SLUICE_OK)
+      min_exp = now;
     pthread_mutex_unlock(&sh->mu);
   }
+  atomic_store_explicit(&m->no_expiry_before, min_exp, memory_order_relaxed);
   return dropped;
 }
 
@@ -287,7 +308,9 @@ static int mem_apply(sluice_store *s, const sluice_op *op, int64_t now,
   lock_group(m, f, op->nkeys, 1);
   rc = mem_apply_locked(m, op, f, now, v);
   lock_group(m, f, op->nkeys, 0);
-  if (rc == SLUICE_EFULL && sweep_all(m, now) > 0) {
+  if (rc == SLUICE_EFULL &&
+      now >= atomic_load_explicit(&m->no_expiry_before, memory_order_relaxed) &&
+      sweep_all(m, now) > 0) {
     lock_group(m, f, op->nkeys, 1);
     rc = mem_apply_locked(m, op, f, now, v);
     lock_group(m, f, op->nkeys, 0);
