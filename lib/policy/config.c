@@ -293,10 +293,10 @@ int sluice__policy_config_check2(const sluice_policy_config *c, char *path,
                   DMAX / S)))
     return rc;
   if ((rc = range(&k, "auth.subject_failures", c->auth_subject_failures, 1,
-                  0xffffffffLL)))
+                  (int64_t)1 << 31))) /* SWINDOW's limit */
     return rc;
   if ((rc = range(&k, "auth.ip_failures", c->auth_ip_failures, 1,
-                  0xffffffffLL)))
+                  (int64_t)1 << 31))) /* SWINDOW's limit */
     return rc;
   if ((rc = range(&k, "auth.window_s", c->auth_window_ns / S, 1, DMAX / S)))
     return rc;
