@@ -2,12 +2,17 @@
 #include <sluice.h>
 
 int main(void) {
+  sluice_clock *clock;
   sluice_limiter *lim;
   sluice_verdict v;
   /* 3000 points per minute, burst 3000: the growth tier's tenant bucket. */
   sluice_gcra_params growth = {.rate = 3000, .period_ns = 60000000000,
                                .burst = 3000};
-  int rc = sluice_limiter_open(NULL, &lim); /* in-memory store, real clock */
+  /* A manual clock makes the run reproducible; leave .clock NULL for the
+  ** real one. */
+  sluice_clock_manual(0, &clock);
+  sluice_limiter_options opts = {.store = "mem", .clock = clock};
+  int rc = sluice_limiter_open(&opts, &lim);
   if (rc != SLUICE_OK) {
     fprintf(stderr, "open: %s\n", sluice_strerror(rc));
     return 1;
@@ -25,5 +30,6 @@ int main(void) {
              (long long)v.remaining);
   }
   sluice_limiter_close(lim);
+  sluice_clock_free(clock);
   return rc == SLUICE_OK ? 0 : 1;
 }
