@@ -22,9 +22,14 @@ if [ ! -f "$B/build.ninja" ]; then
 fi
 ninja -C "$B" >/dev/null || exit 1
 mkdir -p "$B/bench-raw"
-names=$(meson test -C "$B" --benchmark --list 2>/dev/null | sed 's/^.* \/ //')
+BENCH_LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+names=$(meson test -C "$B" --benchmark --list 2>/dev/null | grep ' / ' |
+  sed 's/^.* \/ //')
 status=0
+# BENCH_REPARSE=1: only rebuild the table from the raw outputs already there.
+[ -n "${BENCH_REPARSE:-}" ] && names=$(cd "$B/bench-raw" && ls | sed 's/\.txt$//')
 for n in $names; do
+  [ -n "${BENCH_REPARSE:-}" ] && break
   echo "bench-all: running $n" >&2
   if ! meson test -C "$B" --benchmark --verbose "$n" \
       >"$B/bench-raw/$n.txt" 2>&1; then
@@ -33,11 +38,12 @@ for n in $names; do
   fi
 done
 
-export BA_CPU BA_WHEN BA_NPROC BA_KERNEL BA_CMD BA_BUILDTYPE
+export BA_CPU BA_WHEN BA_NPROC BA_KERNEL BA_CMD BA_BUILDTYPE BA_LOAD
 BA_CPU=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
 BA_WHEN=$(date -u '+%Y-%m-%d %H:%M UTC')
 BA_NPROC=$(nproc)
 BA_KERNEL=$(uname -sr)
+BA_LOAD=$BENCH_LOAD_BEFORE
 BA_CMD="scripts/bench-all.sh $B"
 BA_BUILDTYPE=$(meson introspect "$B" --buildoptions 2>/dev/null |
   python3 -c 'import json, sys
@@ -48,7 +54,8 @@ import os, re, sys
 raw, names = sys.argv[1], sys.argv[2:]
 e = os.environ
 print(f"sluice benchmarks -- {e['BA_WHEN']}")
-print(f"machine: {e['BA_CPU']}, {e['BA_NPROC']} CPUs online, {e['BA_KERNEL']}")
+print(f"machine: {e['BA_CPU']}, {e['BA_NPROC']} CPUs online, {e['BA_KERNEL']}, "
+      f"load average {e['BA_LOAD']} when it started")
 print(f"command: {e['BA_CMD']}   (meson test --benchmark, buildtype "
       f"{e['BA_BUILDTYPE']})")
 print()
@@ -64,60 +71,88 @@ for n in names:
     m = re.search(r"(\d+) B/key", text)
     if m:
         bpk = m.group(1)
-    got = 0
+    got, section, in_ratios, nsof = 0, "", False, {}
     for line in text.splitlines():
-        # core, replay: case  ns/dec  decisions/s  ratio  [(baseline...)]
-        m = re.match(r"^(\S.*?)\s+" + num + r"\s+" + num + r"\s+" + num +
-                     r"(\s+\(baseline.*\))?\s*$", line)
-        if m and not line.startswith(("workload", "case", "store")):
-            name = m.group(1).strip()
-            if m.group(5) or "baseline" in name:
-                base = name
-            # shm rows: ns, Mdecisions/s, CPU ns -- no ratio column
-            if n.startswith("shm"):
-                rows.append((n, name, float(m.group(2)),
-                             1e9 / float(m.group(2)), bpk, "-", "-"))
-            else:
-                rows.append((n, name, float(m.group(2)), float(m.group(3)),
-                             bpk, m.group(4), base or "-"))
+        if re.match(r"^(ratios|\(vs )", line):
+            in_ratios = True
+            continue
+        if in_ratios and line.startswith("  ") and line.strip():
+            rows.append((n, "ratio: " + " ".join(line.split()), None, None,
+                         "-", "-", "same run"))
             got += 1
             continue
-        # lmdb: store  batch  ns  decisions/s  ratio'x'
+        in_ratios = False
+        # redis: '  name  N ns/decision  M /s', sections '1 key:'
+        m = re.match(r"^\s+(\S.*?)\s+" + num + r" ns/decision\s+" + num +
+                     r" /s\s*$", line)
+        if m:
+            name = f"{section}, {m.group(1).strip()}" if section else m.group(1).strip()
+            ns = float(m.group(2))
+            if m.group(1).startswith("PING"):
+                nsof[section] = ns
+            b = nsof.get(section)
+            rows.append((n, name, ns, float(m.group(3)), bpk,
+                         f"{ns / b:.2f}" if b else "-",
+                         f"{section}, PING" if b else "-"))
+            got += 1
+            continue
+        if re.match(r"^\S.*:\s*$", line) and not line.startswith("shm table"):
+            section = line.strip().rstrip(":")
+            continue
+        # lmdb: store  batch  ns  decisions/s  ratio'x' (vs mem, batch 1)
         m = re.match(r"^(\S.*?)\s+(\d+)\s+" + num + r"\s+" + num + r"\s+" +
                      num + r"x\s*$", line)
         if m:
             name = f"{m.group(1).strip()}, batch {m.group(2)}"
-            if "baseline" in name:
+            if "baseline" in name and base is None:
                 base = name
-            rows.append((n, name, float(m.group(3)), float(m.group(4)), bpk,
+            rows.append((n, name, float(m.group(3)), float(m.group(4)), "-",
                          m.group(5), base or "-"))
             got += 1
             continue
-        # redis: '  name  N ns/decision  M /s'
-        m = re.match(r"^\s+(\S.*?)\s+" + num + r" ns/decision\s+" + num +
-                     r" /s\s*$", line)
-        if m:
-            rows.append((n, m.group(1).strip(), float(m.group(2)),
-                         float(m.group(3)), bpk, "-", "-"))
+        # core, replay: case  ns/dec  decisions/s  ratio  [(baseline...)]
+        m = re.match(r"^(\S.*?)\s+" + num + r"\s+" + num + r"\s+" + num +
+                     r"(\s+\(baseline.*\))?\s*$", line)
+        if m and not n.startswith("shm"):
+            name = m.group(1).strip()
+            if (m.group(5) or "baseline" in name) and base is None:
+                base = name
+            rows.append((n, name, float(m.group(2)), float(m.group(3)), "-",
+                         m.group(4), base or "-"))
             got += 1
             continue
-        # shm ratios: '  label   1.23x ...'
-        m = re.match(r"^\s+(\S.*?)\s+" + num + r"x(.*)$", line)
-        if m and n.startswith("shm"):
-            rows.append((n, "ratio: " + m.group(1).strip() +
-                         (" " + m.group(3).strip() if m.group(3).strip() else ""),
-                         None, None, "-", m.group(2), "same run"))
+        # shm: workload  ns/decision  Mdecisions/s  [CPU ns]; the baseline is
+        # the mem row of the same workload ("hot key", "1M keys")
+        m = re.match(r"^(\S.*?)\s+" + num + r"\s+" + num + r"(\s+" + num +
+                     r")?\s*$", line)
+        if m and n.startswith("shm") and "," in m.group(1):
+            name = m.group(1).strip()
+            ns = float(m.group(2))
+            parts = [x.strip() for x in name.split(",")]
+            if parts[0] == "mem":
+                nsof[parts[1]] = (ns, name)
+            b = nsof.get(parts[1])
+            rows.append((n, name, ns, float(m.group(3)) * 1e6,
+                         bpk if parts[0] == "shm" else "-",
+                         f"{ns / b[0]:.2f}" if b else "-", b[1] if b else "-"))
             got += 1
     if got == 0:
         rows.append((n, "(no table: see bench-raw/%s.txt)" % n, None, None,
                      "-", "-", "-"))
+notes = [r for r in rows if r[2] is None and r[1].startswith("ratio: ")]
+rows = [r for r in rows if r not in notes]
 w = max([len(r[1]) for r in rows] + [20])
 print(f"{'suite':<16} {'case':<{w}} {'ns/dec':>10} {'decisions/s':>14} "
-      f"{'B/key':>6} {'ratio':>7}  baseline")
+      f"{'B/key':>6} {'ratio':>7}  baseline (same run)")
 for s, c, ns, dps, bpk, ratio, base in rows:
     nss = f"{ns:10.1f}" if ns is not None else f"{'':>10}"
     dss = f"{dps:14.0f}" if dps is not None else f"{'':>14}"
     print(f"{s:<16} {c:<{w}} {nss} {dss} {bpk:>6} {ratio:>7}  {base}")
+if notes:
+    print()
+    print("ratios the benchmarks report themselves (same run):")
+    for s, c, *_ in notes:
+        print(f"  {s:<16} {c[7:]}")
 EOF
 mv "$OUT.tmp" "$OUT"
 cat "$OUT"
