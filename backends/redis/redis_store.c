@@ -424,10 +424,22 @@ static void arg_raw(rcl_cmd *c, const char *p, size_t n) {
   c->lens[c->argc] = n;
   c->argc++;
 }
+/* Decimal formatting by hand: a decision formats a dozen numbers, and
+** snprintf's generality shows up in the single-call cost. */
 static void arg_int(rcl_cmd *c, long long x) {
-  char *b = c->nums[c->nnum++];
-  int n = snprintf(b, 24, "%lld", x);
-  arg_raw(c, b, (size_t)n);
+  char *b = c->nums[c->nnum++], tmp[24];
+  unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x
+                               : (unsigned long long)x;
+  size_t n = 0, i = 0;
+  do {
+    tmp[n++] = (char)('0' + (int)(u % 10));
+    u /= 10;
+  } while (u);
+  if (x < 0)
+    b[i++] = '-';
+  while (n)
+    b[i++] = tmp[--n];
+  arg_raw(c, b, i);
 }
 static void arg_key(rcl_cmd *c, const rcl_store *r, int i,
                     const sluice_key *k) {
@@ -716,6 +728,10 @@ static void job_fail(rcl_store *r, rcl_job *j, int rc) {
     r->st.unavailable++;
 }
 
+static int job_slot(const rcl_store *r, const rcl_job *j) {
+  return jkey_slot(r, j->type == JOB_APPLY ? &j->op->keys[0] : j->key);
+}
+
 /* One round: route every pending job, write each node's pipeline, then
 ** read the replies node by node.  Jobs that must be retried stay pending. */
 static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
@@ -731,6 +747,8 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
     j->sent = 0;
     if (!j->pending)
       continue;
+    if (r->cluster && j->slot < 0)
+      j->slot = job_slot(r, j);
     ni = j->ask_node >= 0 ? j->ask_node
          : r->cluster    ? r->slot_node[j->slot]
                          : r->slot_node[0];
@@ -876,9 +894,9 @@ static int run_jobs(rcl_store *r, rcl_job *jobs, int n) {
     jobs[i].pending = 1;
     jobs[i].ask_node = -1;
     jobs[i].rc = SLUICE_EUNAVAIL;
-    jobs[i].slot = jobs[i].type == JOB_APPLY
-                       ? jkey_slot(r, &jobs[i].op->keys[0])
-                       : jkey_slot(r, jobs[i].key);
+    /* A single server serves every slot: hash only in cluster mode (a
+    ** MOVED can switch it on; run_round then hashes). */
+    jobs[i].slot = r->cluster ? job_slot(r, &jobs[i]) : -1;
   }
   for (round = 0; round < RCL_ROUNDS; round++) {
     if (round > 0)
