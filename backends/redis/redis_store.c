@@ -51,6 +51,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -89,6 +90,10 @@ typedef struct rcl_store {
   sluice_store base;
   pthread_mutex_t mu;
   pid_t pid;
+  /* A page the kernel zeroes in a forked child (MADV_WIPEONFORK): reading
+  ** it tells "same process" without a getpid() system call per decision.
+  ** NULL where unsupported; then getpid() is compared on every call. */
+  volatile unsigned char *fork_page;
   int timeout_ms, connect_timeout_ms, backoff_max_ms;
   int wait_replicas;
   int testclock, readonly;
@@ -208,8 +213,13 @@ static void node_drop(rcl_node *n) {
 }
 
 static void fork_check(rcl_store *r) {
-  pid_t p = getpid();
+  pid_t p;
   int i;
+  if (r->fork_page && r->fork_page[0])
+    return;
+  p = getpid();
+  if (r->fork_page)
+    r->fork_page[0] = 1; /* this process's mark, wiped again by a fork */
   if (p == r->pid)
     return;
   for (i = 0; i < r->nnodes; i++) {
@@ -1067,6 +1077,8 @@ static unsigned rcl_caps(sluice_store *s) {
 static int rcl_close(sluice_store *s) {
   rcl_store *r = (rcl_store *)s;
   int i;
+  if (r->fork_page)
+    munmap((void *)r->fork_page, (size_t)sysconf(_SC_PAGESIZE));
   /* A child closing a store its parent opened must not touch the parent's
   ** sockets beyond closing its own descriptors, which node_drop does. */
   for (i = 0; i < r->nnodes; i++)
@@ -1199,6 +1211,19 @@ static int rcl_open(const sluice_backend *b, const char *uri,
   r->testclock = (cfg->flags & SLUICE_OPEN_TESTCLOCK) != 0;
   r->readonly = (cfg->flags & SLUICE_OPEN_READONLY) != 0;
   r->pid = getpid();
+#ifdef MADV_WIPEONFORK
+  {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    void *m = mmap(NULL, pg, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m != MAP_FAILED && madvise(m, pg, MADV_WIPEONFORK) == 0) {
+      r->fork_page = m;
+      r->fork_page[0] = 1;
+    } else if (m != MAP_FAILED) {
+      munmap(m, pg);
+    }
+  }
+#endif
   crc_init(r);
   memset(r->slot_node, RCL_NO_NODE, sizeof r->slot_node);
   r->cmd = sluice_store_malloc(s, sizeof *r->cmd);
