@@ -38,9 +38,11 @@
 **  b) One mutex per store: hiredis contexts are not thread-safe, and a
 **     store's connections are few.  Services wanting parallel round trips
 **     open a store per thread.
-**  c) Fork: the pid is recorded at open; a child drops (frees without
-**     writing) every inherited context and reconnects, so a prefork parent
-**     and its workers never share a socket.
+**  c) Fork: a marker page mapped MADV_WIPEONFORK reads zero in a child
+**     (getpid() against the pid recorded at open where that is missing);
+**     a child drops (frees without writing) every inherited context and
+**     reconnects, so a prefork parent and its workers never share a
+**     socket, and the common case costs no system call.
 **  d) With wait_replicas=N every round trip ends with WAIT N; when fewer
 **     replicas acknowledged, the results of that round trip are reported
 **     as SLUICE_EUNAVAIL, so an admission the caller saw cannot be lost in
