@@ -224,7 +224,9 @@ int sluice_http_parse_date(const char *s, size_t len, int64_t ref_s,
     return SLUICE_EINVAL; /* trailing junk */
   if (day < 1 || year < 1 || day > month_days(year, mon + 1))
     return SLUICE_EINVAL; /* "31 Feb", "29 Feb" of a common year, "00" */
-  if (year < 1970)
+  /* An RFC 850 year resolved against a reference near the end of 9999 can
+  ** land past it: outside the documented range, like a pre-1970 date. */
+  if (year < 1970 || year > 9999)
     return SLUICE_ERANGE;
   days = sluice__days_from_civil(year, mon + 1, day);
   if ((days + 4) % 7 != wday)
