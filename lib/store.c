@@ -138,28 +138,65 @@ int sluice__store_apply(sluice_store *s, const sluice_op *op, int64_t now,
   return rc > 0 ? SLUICE_EBACKEND : rc;
 }
 
+/* Hand a v2 backend only the valid ops, in one batch, keeping each op's
+** result in its own slot.  Returns SLUICE_ENOMEM when the compacted copy
+** cannot be made (the caller then goes one op at a time). */
+static int apply_many_valid(sluice_store *s, int n, const sluice_op *ops,
+                            int64_t now, sluice_verdict *vs, int *rcs) {
+  int i, k = 0, nv = 0, rc;
+  sluice_op *o;
+  sluice_verdict *v;
+  int *r, *idx;
+  size_t sz;
+  for (i = 0; i < n; i++)
+    nv += rcs[i] == SLUICE_OK;
+  if (nv == 0)
+    return SLUICE_OK;
+  sz = (size_t)nv * (sizeof *o + sizeof *v + 2 * sizeof(int));
+  o = sluice_store_malloc(s, sz);
+  if (!o)
+    return SLUICE_ENOMEM;
+  v = (sluice_verdict *)(o + nv);
+  r = (int *)(v + nv);
+  idx = r + nv;
+  for (i = 0; i < n; i++)
+    if (rcs[i] == SLUICE_OK) {
+      o[k] = ops[i];
+      idx[k++] = i;
+    }
+  rc = s->pMethods->xApplyMany(s, nv, o, now, v, r);
+  for (k = 0; k < nv; k++) {
+    vs[idx[k]] = v[k];
+    rcs[idx[k]] = r[k] > 0 ? SLUICE_EBACKEND : r[k];
+  }
+  sluice_store_free(s, o, sz);
+  return rc > 0 ? SLUICE_EBACKEND : rc;
+}
+
 int sluice__store_apply_many(sluice_store *s, int n, const sluice_op *ops,
                              int64_t now, sluice_verdict *vs, int *rcs) {
-  int i, rc = SLUICE_OK;
+  int i, ok = 1;
   if (n < 0 || (n > 0 && (!ops || !vs || !rcs)) || now < 0)
     return SLUICE_EINVAL;
-  for (i = 0; i < n; i++)
+  for (i = 0; i < n; i++) {
     rcs[i] = sluice_op_validate(&ops[i]);
+    ok &= rcs[i] == SLUICE_OK;
+  }
   if (s->pMethods->iVersion >= 2 && s->pMethods->xApplyMany) {
-    /* Hand the backend only the valid ops, keeping each one's slot. */
-    int ok = 1;
-    for (i = 0; i < n; i++)
-      ok &= rcs[i] == SLUICE_OK;
     if (ok) {
-      rc = s->pMethods->xApplyMany(s, n, ops, now, vs, rcs);
+      int rc = s->pMethods->xApplyMany(s, n, ops, now, vs, rcs);
       /* Per-op codes too: a positive one would read as OK (rc < 0 tests). */
       for (i = 0; i < n; i++)
         if (rcs[i] > 0)
           rcs[i] = SLUICE_EBACKEND;
       return rc > 0 ? SLUICE_EBACKEND : rc;
     }
+    /* Some ops are invalid: batch the others rather than lose batching. */
+    i = apply_many_valid(s, n, ops, now, vs, rcs);
+    if (i != SLUICE_ENOMEM)
+      return i;
   }
-  /* Version 1 fallback (or a batch with invalid ops): one at a time. */
+  /* Version 1 fallback (or no memory for the compacted batch). */
   for (i = 0; i < n; i++)
     if (rcs[i] == SLUICE_OK) {
       rcs[i] = s->pMethods->xApply(s, &ops[i], now, &vs[i]);
