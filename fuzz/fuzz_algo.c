@@ -395,7 +395,8 @@ static void check_window(world *w, const sluice_op *op, const sluice_state *in,
   /* A record from the future (a garbage start state) holds its window:
   ** its retry-after is measured from the window, not from now. */
   if (mono && w->fresh && op->kind == SLUICE_OP_CONSUME) {
-    if (!v->allowed && now <= INT64_MAX - v->retry_after_ns)
+    if (!v->allowed && v->retry_after_ns < INT64_MAX && /* not clamped */
+        now <= INT64_MAX - v->retry_after_ns)
       CHECK(probe(op, out, now + v->retry_after_ns, op->kind, op->arg, &p1) ==
                     SLUICE_OK && p1.allowed,
             "window still denies at now + retry_after (%lld)",
