@@ -66,6 +66,12 @@ static void pen_encode(const pen *p, sluice_state *s) {
   s->w[1] = ((uint64_t)(p->ss_ms + 1) & M44) | ((uint64_t)p->strikes << 44);
 }
 
+/* ms (>= 0, up to 2^44) to ns, saturating: a record's 44-bit times reach
+** past INT64_MAX ns (corrupt bytes, or a trip near the end of time). */
+static int64_t ms_ns(int64_t ms) {
+  return ms > INT64_MAX / MS ? INT64_MAX : ms * MS;
+}
+
 static int level_of(unsigned off) { return off >= 3 ? 3 : (int)off; }
 
 /* End of the box in ns (SLUICE_FOREVER for a suspension), or -1 if none. */
@@ -76,7 +82,7 @@ static int64_t box_end(const sluice_penalty_params *pp, const pen *p) {
   d = pp->box_ns[level_of(p->off) - 1];
   if (d == SLUICE_FOREVER)
     return SLUICE_FOREVER;
-  return sluice__sat_add(p->trip_ms * MS, d);
+  return sluice__sat_add(ms_ns(p->trip_ms), d);
 }
 
 static int is_boxed(const sluice_penalty_params *pp, const pen *p,
@@ -89,7 +95,7 @@ static unsigned live_offenses(const sluice_penalty_params *pp, const pen *p,
                               int64_t now) {
   if (p->off == 0 || p->trip_ms < 0)
     return 0;
-  return now < sluice__sat_add(p->trip_ms * MS, pp->offense_ttl_ns) ? p->off
+  return now < sluice__sat_add(ms_ns(p->trip_ms), pp->offense_ttl_ns) ? p->off
                                                                      : 0;
 }
 
@@ -97,7 +103,7 @@ static unsigned live_strikes(const sluice_penalty_params *pp, const pen *p,
                              int64_t now) {
   if (p->strikes == 0 || p->ss_ms < 0)
     return 0;
-  return now < sluice__sat_add(p->ss_ms * MS, pp->strike_window_ns)
+  return now < sluice__sat_add(ms_ns(p->ss_ms), pp->strike_window_ns)
              ? p->strikes
              : 0;
 }
@@ -111,12 +117,12 @@ int64_t sluice__penalty_expiry(const sluice_penalty_params *pp,
   if (t > e)
     e = t;
   if (p.off > 0 && p.trip_ms >= 0) {
-    t = sluice__sat_add(p.trip_ms * MS, pp->offense_ttl_ns);
+    t = sluice__sat_add(ms_ns(p.trip_ms), pp->offense_ttl_ns);
     if (t > e)
       e = t;
   }
   if (p.strikes > 0 && p.ss_ms >= 0) {
-    t = sluice__sat_add(p.ss_ms * MS, pp->strike_window_ns);
+    t = sluice__sat_add(ms_ns(p.ss_ms), pp->strike_window_ns);
     if (t > e)
       e = t;
   }
@@ -205,7 +211,7 @@ int sluice__penalty_run(const sluice_op *op, const sluice_state *in,
   v->offenses = live_offenses(pp, &p, now);
   if (boxed) {
     int64_t end = box_end(pp, &p);
-    int64_t from = now > p.trip_ms * MS ? now : p.trip_ms * MS;
+    int64_t from = now > ms_ns(p.trip_ms) ? now : ms_ns(p.trip_ms);
     v->level = level_of(p.off);
     if (end == SLUICE_FOREVER) {
       v->flags |= SLUICE_V_SUSPENDED;
@@ -223,7 +229,7 @@ int sluice__penalty_run(const sluice_op *op, const sluice_state *in,
                                ? 0
                                : pp->strike_threshold - (int64_t)strikes;
     if (strikes > 0)
-      v->reset_ns = sluice__sat_add(p.ss_ms * MS, pp->strike_window_ns) - now;
+      v->reset_ns = sluice__sat_add(ms_ns(p.ss_ms), pp->strike_window_ns) - now;
   }
   v->remaining = v->strikes_remaining;
   return SLUICE_OK;

@@ -54,8 +54,17 @@ static void complain(ctx *c, int line, const char *fmt, ...) {
 }
 
 static int64_t ms(const char *s) {
-  return strcmp(s, "forever") == 0 ? SLUICE_FOREVER
-                                   : strtoll(s, NULL, 10) * 1000000;
+  long long v;
+  if (strcmp(s, "forever") == 0)
+    return SLUICE_FOREVER;
+  v = strtoll(s, NULL, 10);
+  /* Out-of-range times saturate; the op then fails validation or runs at
+  ** the edge, either of which the expectations can state. */
+  if (v > INT64_MAX / 1000000)
+    return INT64_MAX;
+  if (v < INT64_MIN / 1000000)
+    return INT64_MIN;
+  return (int64_t)v * 1000000;
 }
 
 static int parse_param(ctx *c, char *rest, int line) {
