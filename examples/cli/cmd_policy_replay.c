@@ -464,9 +464,11 @@ static void pr_report(part *ps, int np, FILE *f, double wall, int shadow,
     fprintf(f, " %11s", cols[o]);
   fprintf(f, " %9s %9s\n", "strikes", "degraded");
   for (row = 0; row < NROWS; row++) {
-    const char *name = row < c->ntiers ? c->tiers[row].name : "(auth)";
+    const char *name = "(auth)";
     uint64_t tot = 0, v[SLUICE_OUTCOME__COUNT], st = 0, dg = 0;
-    if (row >= c->ntiers && row != SLUICE_POLICY_TIERS_MAX)
+    if (row < c->ntiers && row < SLUICE_POLICY_TIERS_MAX)
+      name = c->tiers[row].name;
+    else if (row != SLUICE_POLICY_TIERS_MAX)
       continue;
     for (o = 0; o < SLUICE_OUTCOME__COUNT; o++) {
       v[o] = 0;
