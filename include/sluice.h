@@ -149,12 +149,10 @@ SLUICE_EXPORT unsigned sluice_limiter_capabilities(sluice_limiter *lim);
 /** @brief The limiter's current time (monotonic clamp applied). */
 SLUICE_EXPORT int64_t sluice_limiter_now(sluice_limiter *lim);
 /** @brief Detail of the last store error on this limiter ("" if none).
- *  Owned by the limiter, valid until the next call on it.  The detail is
- *  one buffer per limiter: while other threads are deciding on the same
- *  limiter it may be overwritten as it is read, so read it only from the
- *  thread that got the error while no other thread fails on that limiter
- *  (or give each thread its own limiter on a shared store).  The returned
- *  error code itself is always exact. */
+ *  The string is a copy owned by the calling thread, valid until that
+ *  thread's next call of this function.  The detail is kept per limiter,
+ *  not per thread: with several threads failing on one limiter it may
+ *  describe another thread's error (the returned code is always exact). */
 SLUICE_EXPORT const char *sluice_limiter_errmsg(sluice_limiter *lim);
 /** @brief Backend-specific code of the last store error (errno, LMDB or
  *  hiredis code), 0 if none. */

@@ -179,12 +179,27 @@ unsigned sluice_limiter_capabilities(sluice_limiter *l) {
   return l ? sluice__store_caps(l->store) : 0;
 }
 
+/* Each thread reads its own snapshot, taken under the store's error lock,
+** so that a detail another thread is writing never shows up half-written. */
 const char *sluice_limiter_errmsg(sluice_limiter *l) {
-  return l ? l->store->errstr : "";
+  static _Thread_local char snapshot[sizeof l->store->errstr];
+  if (!l)
+    return "";
+  sluice__store_errlock(l->store, 1);
+  memcpy(snapshot, l->store->errstr, sizeof snapshot);
+  sluice__store_errlock(l->store, 0);
+  snapshot[sizeof snapshot - 1] = '\0';
+  return snapshot;
 }
 
 int sluice_limiter_errcode(sluice_limiter *l) {
-  return l ? l->store->backend_err : 0;
+  int e;
+  if (!l)
+    return 0;
+  sluice__store_errlock(l->store, 1);
+  e = l->store->backend_err;
+  sluice__store_errlock(l->store, 0);
+  return e;
 }
 
 const char *sluice_limiter_backend(sluice_limiter *l) {

@@ -24,11 +24,23 @@ static void libc_free(void *ud, void *p, size_t n) {
 const sluice_allocator sluice__libc_allocator = {libc_malloc, libc_realloc,
                                                  libc_free, NULL};
 
+/* A spin lock, not a mutex: it is held for one short formatting call, in
+** process-private memory, and needs no initialisation in a store the core
+** allocated zeroed. */
+void sluice__store_errlock(sluice_store *s, int lock) {
+  if (lock)
+    while (__atomic_exchange_n(&s->errlock, 1, __ATOMIC_ACQUIRE))
+      ;
+  else
+    __atomic_store_n(&s->errlock, 0, __ATOMIC_RELEASE);
+}
+
 int sluice_store_seterr(sluice_store *s, int err, int backend_err,
                         const char *fmt, ...) {
   va_list ap;
   if (!s)
     return err;
+  sluice__store_errlock(s, 1);
   s->backend_err = backend_err;
   if (fmt) {
     va_start(ap, fmt);
@@ -37,6 +49,7 @@ int sluice_store_seterr(sluice_store *s, int err, int backend_err,
   } else {
     s->errstr[0] = '\0';
   }
+  sluice__store_errlock(s, 0);
   return err;
 }
 

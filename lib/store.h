@@ -24,5 +24,7 @@ int sluice__store_get(sluice_store *s, const sluice_key *k, int64_t now,
 int sluice__store_delete(sluice_store *s, const sluice_key *k);
 int sluice__store_control(sluice_store *s, int op, void *arg);
 unsigned sluice__store_caps(sluice_store *s);
+/* Take (lock = 1) or drop the lock guarding a store's error detail. */
+void sluice__store_errlock(sluice_store *s, int lock);
 
 #endif

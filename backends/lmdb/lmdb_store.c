@@ -536,16 +536,8 @@ static int lmdb_apply(sluice_store *base, const sluice_op *op, int64_t now,
     return apply_write(s, op, now, v, 0);
   /* Only expired records to drop: tidy up if the writer is free right now;
   ** the verdict stands either way. */
-  {
-    char keep[sizeof base->errstr];
-    int keep_err = base->backend_err;
-    memcpy(keep, base->errstr, sizeof keep);
-    if (apply_write(s, op, now, v, 1) != SLUICE_OK) {
-      memcpy(base->errstr, keep, sizeof keep);
-      base->backend_err = keep_err;
-      *v = dv;
-    }
-  }
+  if (apply_write(s, op, now, v, 1) != SLUICE_OK)
+    *v = dv; /* the detail it may have set goes with a call that succeeded */
   return SLUICE_OK;
 }
 

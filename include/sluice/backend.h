@@ -60,6 +60,10 @@ struct sluice_store {
   const sluice_allocator *pAlloc; /**< never NULL while open */
   int backend_err;                /**< backend-specific code of last error */
   char errstr[128];               /**< detail of the last error, or "" */
+  /** Core-private: guards backend_err and errstr, which threads deciding on
+   *  one store may set at once.  Write them only with
+   *  sluice_store_seterr() once the store is open. */
+  int errlock;
 };
 
 /** Store methods.  Every method returns SLUICE_OK or a negative code, and on
