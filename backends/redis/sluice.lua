@@ -627,6 +627,10 @@ if algo == 4 then
     if liveoff() == 0 then off = 0; trip = -1 end
   end
   if livestr() == 0 then strikes = 0; ss = -1 end
+  -- The clock-back clamp, after the canonical form (as in penalty.c): a
+  -- forgotten trip no longer holds the clock.
+  tnowms = nowms
+  if trip >= 0 and tnowms < trip then tnowms = trip end
   local changed = false
   if kind == 11 then
     if not isb then

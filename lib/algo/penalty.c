@@ -149,8 +149,6 @@ int sluice__penalty_run(const sluice_op *op, const sluice_state *in,
   unsigned strikes;
 
   pen_decode(in, &p);
-  if (p.trip_ms >= 0 && now_ms < p.trip_ms)
-    now_ms = p.trip_ms; /* clock went backwards: never before the trip */
   boxed = is_boxed(pp, &p, now);
   /* Canonical form: forget the parts that no longer count (an ended box, a
   ** forgotten offense, a lapsed strike window), so that whatever this step
@@ -167,6 +165,11 @@ int sluice__penalty_run(const sluice_op *op, const sluice_state *in,
     p.strikes = 0;
     p.ss_ms = -1;
   }
+  /* Clock went backwards: never act before the trip.  Only a trip that
+  ** still counts holds the clock: a dead one was just forgotten above, as
+  ** it would have been had the record been reclaimed. */
+  if (p.trip_ms >= 0 && now_ms < p.trip_ms)
+    now_ms = p.trip_ms;
 
   switch (op->kind) {
   case SLUICE_OP_STRIKE:
