@@ -223,6 +223,18 @@ static int mem_apply_locked(mem_store *m, const sluice_op *op,
   rc = sluice__op_step_valid(op, in, out, now, v);
   if (rc != SLUICE_OK)
     return rc;
+  /* The hot path: one key that has a slot and stays live is rewritten in
+  ** place; nothing can fail and nothing moves. */
+  if (op->nkeys == 1 && at[0] >= 0) {
+    int64_t e = sluice_op_expiry(op, 0, &out[0]);
+    if (e > now) {
+      slot *sl = &m->shards[shard_of(&f[0])].slots[at[0]];
+      sl->st = out[0];
+      sl->expires = e;
+      note_expiry(m, e);
+      return SLUICE_OK;
+    }
+  }
   /* Everything that can fail happens before the first write. */
   memset(need, 0, sizeof need);
   for (i = 0; i < op->nkeys; i++) {
