@@ -50,7 +50,8 @@ static void swin_roll(const sluice_window_params *p, const sluice_state *s,
   } else if (ws < w->start) {
     *now = w->start; /* clock went backwards: hold the window */
   } else if (ws > w->start) {
-    w->prev = (ws - w->start == p->window_ns) ? w->cur : 0;
+    /* 128 bits: a damaged record's start can be far below zero. */
+    w->prev = ((sluice__i128)ws - w->start == p->window_ns) ? w->cur : 0;
     w->cur = 0;
     w->start = ws;
   }
