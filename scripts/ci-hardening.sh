@@ -8,7 +8,7 @@
 #             (default 20) from its seed corpus; any crash fails
 #
 # Usage: scripts/ci-hardening.sh [STEP...]   (default: all four)
-# Environment: FUZZ_SECONDS (per target), HARDEN_BUILD_PREFIX (build
+# Environment: FUZZ_SECONDS (per target), FUZZ_SEED (default 1), HARDEN_BUILD_PREFIX (build
 # directories are PREFIX-asan, -tsan, -fuzz; default build-hard),
 # HARDEN_JOBS (ninja -j and meson test --num-processes; default nproc).
 # Backends whose libraries are missing are compiled out by meson and their
@@ -19,6 +19,9 @@ cd "$(dirname "$0")/.."
 SRC=$PWD
 PREFIX=${HARDEN_BUILD_PREFIX:-build-hard}
 FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+# A fixed seed makes a CI run explore the inputs a developer's run of the
+# same script explored (FUZZ_SEED=0: a new random seed each run).
+FUZZ_SEED=${FUZZ_SEED:-1}
 JOBS=${HARDEN_JOBS:-$(nproc)}
 STEPS=${*:-asan tsan lint fuzz}
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0
@@ -132,7 +135,7 @@ run_fuzz() {
     mkdir -p "$d/corpus-$t" "$d/artifacts-$t"
     # Seeds and regression inputs first, then FUZZ_SECONDS of new inputs
     # (kept in the build dir's corpus, so repeated runs go deeper).
-    if ! "$exe" -max_total_time="$FUZZ_SECONDS" -timeout=10 \
+    if ! "$exe" -max_total_time="$FUZZ_SECONDS" -seed="$FUZZ_SEED" -timeout=10 \
         -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$d/artifacts-$t/" \
         "$d/corpus-$t" "$SRC/fuzz/corpus/$t" "$SRC/fuzz/regress/$t" \
