@@ -30,28 +30,25 @@ static inline int64_t sluice__clamp64(sluice__i128 x) {
 static inline int sluice__fits64(sluice__i128 x) {
   return x >= (sluice__i128)INT64_MIN && x <= (sluice__i128)INT64_MAX;
 }
-static inline sluice__i128 sluice__floordiv(sluice__i128 n, sluice__i128 d) {
-  sluice__i128 q, r;
+static inline void sluice__divmod(sluice__i128 n, sluice__i128 d,
+                                  sluice__i128 *q, sluice__i128 *r) {
   if (sluice__fits64(n) && sluice__fits64(d) && n != (sluice__i128)INT64_MIN) {
     int64_t a = (int64_t)n, b = (int64_t)d;
-    q = a / b;
-    r = a % b;
+    *q = a / b;
+    *r = a % b;
   } else {
-    q = n / d;
-    r = n % d;
+    *q = n / d;
+    *r = n % d;
   }
+}
+static inline sluice__i128 sluice__floordiv(sluice__i128 n, sluice__i128 d) {
+  sluice__i128 q, r;
+  sluice__divmod(n, d, &q, &r);
   return (r != 0 && n < 0) ? q - 1 : q;
 }
 static inline sluice__i128 sluice__ceildiv(sluice__i128 n, sluice__i128 d) {
   sluice__i128 q, r;
-  if (sluice__fits64(n) && sluice__fits64(d) && n != (sluice__i128)INT64_MIN) {
-    int64_t a = (int64_t)n, b = (int64_t)d;
-    q = a / b;
-    r = a % b;
-  } else {
-    q = n / d;
-    r = n % d;
-  }
+  sluice__divmod(n, d, &q, &r);
   return (r != 0 && n > 0) ? q + 1 : q;
 }
 
@@ -76,6 +73,12 @@ static inline void sluice__verdict_reset(sluice_verdict *v, int64_t now) {
 int sluice__op_step_valid(const sluice_op *op, const sluice_state *in,
                           sluice_state *out, int64_t now_ns,
                           sluice_verdict *v);
+
+/* The single-key entry points (sluice_gcra_step() and friends): one op on
+** one anonymous key, through the full validation of sluice_op_step(). */
+int sluice__step1(int algo, int kind, const void *params, int64_t arg,
+                  uint64_t id, const sluice_state *in, int64_t now,
+                  sluice_state *out, sluice_verdict *v);
 
 /* Per-algorithm steps over a validated op (internal entry points). */
 int sluice__gcra_group(const sluice_op *op, const sluice_state *in,

@@ -73,8 +73,6 @@ int sluice_distinct_step(const sluice_distinct_params *p,
                          const sluice_state *in, int64_t now_ns,
                          uint64_t item_hash, sluice_state *out,
                          sluice_verdict *v) {
-  static const char key = 'k';
-  sluice_key k = {&key, 1};
-  sluice_op op = {SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, 1, &k, p, 0, item_hash};
-  return sluice_op_step(&op, in, out, now_ns, v);
+  return sluice__step1(SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, p, 0, item_hash, in,
+                       now_ns, out, v);
 }

@@ -131,8 +131,5 @@ int sluice__gcra_group(const sluice_op *op, const sluice_state *in,
 int sluice_gcra_step(const sluice_gcra_params *p, const sluice_state *in,
                      int64_t now_ns, int kind, int64_t cost, sluice_state *out,
                      sluice_verdict *v) {
-  static const char key = 'k';
-  sluice_key k = {&key, 1};
-  sluice_op op = {SLUICE_ALGO_GCRA, kind, 1, &k, p, cost, 0};
-  return sluice_op_step(&op, in, out, now_ns, v);
+  return sluice__step1(SLUICE_ALGO_GCRA, kind, p, cost, 0, in, now_ns, out, v);
 }

@@ -212,3 +212,12 @@ int64_t sluice_op_expiry(const sluice_op *op, int i, const sluice_state *s) {
     return 0;
   }
 }
+
+int sluice__step1(int algo, int kind, const void *params, int64_t arg,
+                  uint64_t id, const sluice_state *in, int64_t now,
+                  sluice_state *out, sluice_verdict *v) {
+  static const char key = 'k';
+  sluice_key k = {&key, 1};
+  sluice_op op = {algo, kind, 1, &k, params, arg, id};
+  return sluice_op_step(&op, in, out, now, v);
+}

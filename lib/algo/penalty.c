@@ -241,8 +241,6 @@ int sluice__penalty_run(const sluice_op *op, const sluice_state *in,
 int sluice_penalty_step(const sluice_penalty_params *p, const sluice_state *in,
                         int64_t now_ns, int kind, int64_t min_level,
                         sluice_state *out, sluice_verdict *v) {
-  static const char key = 'k';
-  sluice_key k = {&key, 1};
-  sluice_op op = {SLUICE_ALGO_PENALTY, kind, 1, &k, p, min_level, 0};
-  return sluice_op_step(&op, in, out, now_ns, v);
+  return sluice__step1(SLUICE_ALGO_PENALTY, kind, p, min_level, 0, in, now_ns,
+                       out, v);
 }

@@ -100,10 +100,7 @@ int64_t sluice__swindow_expiry(const sluice_window_params *p,
 int sluice_swindow_step(const sluice_window_params *p, const sluice_state *in,
                         int64_t now, int kind, int64_t n, sluice_state *out,
                         sluice_verdict *v) {
-  static const char key = 'k';
-  sluice_key k = {&key, 1};
-  sluice_op op = {SLUICE_ALGO_SWINDOW, kind, 1, &k, p, n, 0};
-  return sluice_op_step(&op, in, out, now, v);
+  return sluice__step1(SLUICE_ALGO_SWINDOW, kind, p, n, 0, in, now, out, v);
 }
 
 int sluice__swindow_run(const sluice_op *op, const sluice_state *in,
@@ -155,10 +152,7 @@ int64_t sluice__fwindow_expiry(const sluice_window_params *p,
 int sluice_fwindow_step(const sluice_window_params *p, const sluice_state *in,
                         int64_t now, int kind, int64_t n, sluice_state *out,
                         sluice_verdict *v) {
-  static const char key = 'k';
-  sluice_key k = {&key, 1};
-  sluice_op op = {SLUICE_ALGO_FWINDOW, kind, 1, &k, p, n, 0};
-  return sluice_op_step(&op, in, out, now, v);
+  return sluice__step1(SLUICE_ALGO_FWINDOW, kind, p, n, 0, in, now, out, v);
 }
 
 int sluice__fwindow_run(const sluice_op *op, const sluice_state *in,
