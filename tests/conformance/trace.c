@@ -220,7 +220,10 @@ static int run_line(ctx *c, sluice_limiter *lim, sluice_clock *clk, char *s, con
     snprintf(keybuf[nk], sizeof keybuf[nk], "{%s}:%s", tag, x);
     nk++;
   }
-  if (pd[0]->algo == SLUICE_ALGO_LEASE) {
+  /* A lease set's slots are its keys; out-of-range sizes keep the keys as
+  ** written so the library's own parameter check gets to reject them. */
+  if (pd[0]->algo == SLUICE_ALGO_LEASE && nk > 0 && pd[0]->u.l.max >= 1 &&
+      pd[0]->u.l.max <= SLUICE_GROUP_MAX) {
     char base[80];
     snprintf(base, sizeof base, "%.70s", keybuf[0]);
     nk = (int)pd[0]->u.l.max;
