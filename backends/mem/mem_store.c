@@ -212,9 +212,11 @@ static int mem_apply_locked(mem_store *m, const sluice_op *op,
   size_t need[NSHARD];
   int i, rc, nnew = 0, inserted = 0;
 
+  size_t ins0 = 0;
+
   for (i = 0; i < op->nkeys; i++) {
     const shard *sh = &m->shards[shard_of(&f[i])];
-    at[i] = find(sh, &f[i], NULL);
+    at[i] = find(sh, &f[i], i == 0 ? &ins0 : NULL);
     if (at[i] >= 0 && sh->slots[at[i]].expires > now)
       in[i] = sh->slots[at[i]].st;
     else
@@ -223,12 +225,29 @@ static int mem_apply_locked(mem_store *m, const sluice_op *op,
   rc = sluice__op_step_valid(op, in, out, now, v);
   if (rc != SLUICE_OK)
     return rc;
-  /* The hot path: one key that has a slot and stays live is rewritten in
-  ** place; nothing can fail and nothing moves. */
-  if (op->nkeys == 1 && at[0] >= 0) {
+  /* The hot paths, one key that stays live: a key with a slot is rewritten
+  ** in place (nothing can fail, nothing moves); a new key goes into the
+  ** empty slot its lookup ended on, when the shard has room without a
+  ** rebuild.  Everything else takes the general path below. */
+  if (op->nkeys == 1) {
     int64_t e = sluice_op_expiry(op, 0, &out[0]);
-    if (e > now) {
-      slot *sl = &m->shards[shard_of(&f[0])].slots[at[0]];
+    shard *sh = &m->shards[shard_of(&f[0])];
+    slot *sl = NULL;
+    if (e > now && at[0] >= 0) {
+      sl = &sh->slots[at[0]];
+    } else if (e > now && (sh->used + 1) * 4 <= sh->cap * 3) {
+      int64_t before =
+          atomic_fetch_add_explicit(&m->count, 1, memory_order_relaxed);
+      if (m->max_keys > 0 && before + 1 > m->max_keys) {
+        atomic_fetch_sub_explicit(&m->count, 1, memory_order_relaxed);
+        return SLUICE_EFULL;
+      }
+      sl = &sh->slots[ins0];
+      sl->fp[0] = f[0].fp[0];
+      sl->fp[1] = f[0].fp[1];
+      sh->used++;
+    }
+    if (sl) {
       sl->st = out[0];
       sl->expires = e;
       note_expiry(m, e);
