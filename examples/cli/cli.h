@@ -25,6 +25,14 @@ typedef struct cli_out {
 
 void cli_out_str(cli_out *o, const char *s, size_t n);
 void cli_out_i64(cli_out *o, int64_t v);
+/* Room for n bytes at the end of the buffer (flushing first if needed), or
+** NULL if n is more than the buffer holds.  Write there, then add what was
+** written to o->n. */
+char *cli_out_reserve(cli_out *o, size_t n);
+/* Longest decimal int64, sign included. */
+#define CLI_I64_MAX 20
+/* Format v at p; returns the end of what was written. */
+char *cli_fmt_i64(char *p, int64_t v);
 int cli_out_flush(cli_out *o);
 static inline void cli_out_char(cli_out *o, char c) {
   if (o->n == sizeof o->buf)

@@ -51,31 +51,45 @@ static void replay_usage(FILE *f) {
       "exit codes: 0 ok, 1 malformed input lines, 2 usage, 3 store failure\n");
 }
 
-static void out_ms(cli_out *o, int64_t ns) {
-  if (ns == SLUICE_FOREVER)
-    cli_out_str(o, "forever", 7);
-  else
-    cli_out_i64(o, ns / NS_PER_MS + (ns % NS_PER_MS != 0));
+static char *fmt_ms(char *p, int64_t ns) {
+  if (ns == SLUICE_FOREVER) {
+    memcpy(p, "forever", 7);
+    return p + 7;
+  }
+  return cli_fmt_i64(p, ns / NS_PER_MS + (ns % NS_PER_MS != 0));
 }
 
+/* The input line, then the decision; formatted straight into the output
+** buffer (a line longer than the buffer goes out in two writes). */
 static void emit(replay *r, const char *line, size_t len, const char *st,
                  int64_t remaining, int64_t retry, int64_t reset, int level,
                  int64_t strikes) {
-  cli_out *o = &r->out;
-  cli_out_str(o, line, len);
-  cli_out_char(o, ',');
-  cli_out_str(o, st, strlen(st));
-  cli_out_char(o, ',');
-  cli_out_i64(o, remaining);
-  cli_out_char(o, ',');
-  out_ms(o, retry);
-  cli_out_char(o, ',');
-  out_ms(o, reset);
-  cli_out_char(o, ',');
-  cli_out_i64(o, level);
-  cli_out_char(o, ',');
-  cli_out_i64(o, strikes);
-  cli_out_char(o, '\n');
+  char tail[16 + 5 * (CLI_I64_MAX + 1) + 2], *p = tail, *dst;
+  size_t sl = strlen(st), tl;
+  *p++ = ',';
+  memcpy(p, st, sl);
+  p += sl;
+  *p++ = ',';
+  p = cli_fmt_i64(p, remaining);
+  *p++ = ',';
+  p = fmt_ms(p, retry);
+  *p++ = ',';
+  p = fmt_ms(p, reset);
+  *p++ = ',';
+  p = cli_fmt_i64(p, level);
+  *p++ = ',';
+  p = cli_fmt_i64(p, strikes);
+  *p++ = '\n';
+  tl = (size_t)(p - tail);
+  dst = cli_out_reserve(&r->out, len + tl);
+  if (!dst) {
+    cli_out_str(&r->out, line, len);
+    cli_out_str(&r->out, tail, tl);
+    return;
+  }
+  memcpy(dst, line, len);
+  memcpy(dst + len, tail, tl);
+  r->out.n += len + tl;
 }
 
 static int store_fail(replay *r, long lineno, int rc) {
@@ -93,7 +107,8 @@ static void malformed(replay *r, long lineno, const char *why) {
 /* One input line (without its newline).  Returns CLI_OK or CLI_RUNTIME. */
 static int replay_line(replay *r, const char *s, size_t n, long lineno) {
   const char *c1, *c2;
-  int64_t t, cost;
+  int64_t t, cost = 0;
+  int cost_bad;
   char kbuf[SLUICE_KEY_MAX + 8];
   size_t klen;
   sluice_key k;
@@ -107,7 +122,11 @@ static int replay_line(replay *r, const char *s, size_t n, long lineno) {
     return CLI_OK;
   c1 = memchr(s, ',', n);
   c2 = c1 ? memchr(c1 + 1, ',', n - (size_t)(c1 + 1 - s)) : NULL;
-  if (!c1 || !c2 || memchr(c2 + 1, ',', n - (size_t)(c2 + 1 - s))) {
+  /* A fourth field can only hide in what should be the cost, so it is
+  ** looked for only when the cost does not parse. */
+  cost_bad = !c2 || cli_parse_i64(c2 + 1, n - (size_t)(c2 + 1 - s), &cost);
+  if (!c1 || !c2 ||
+      (cost_bad && memchr(c2 + 1, ',', n - (size_t)(c2 + 1 - s)))) {
     malformed(r, lineno, "expected 3 fields: t_ms,key,cost");
     return CLI_OK;
   }
@@ -125,7 +144,7 @@ static int replay_line(replay *r, const char *s, size_t n, long lineno) {
     malformed(r, lineno, "key is empty or longer than 509 bytes");
     return CLI_OK;
   }
-  if (cli_parse_i64(c2 + 1, n - (size_t)(c2 + 1 - s), &cost)) {
+  if (cost_bad) {
     malformed(r, lineno, "cost is not an integer");
     return CLI_OK;
   }
@@ -198,12 +217,12 @@ static int replay_stream(replay *r, FILE *in) {
   long lineno = 0;
   for (;;) {
     size_t got = fread(buf + have, 1, sizeof buf - have, in);
-    size_t start = 0, i;
+    size_t start = 0;
+    const char *nl;
     int eof = got == 0;
     have += got;
-    for (i = 0; i < have; i++) {
-      if (buf[i] != '\n')
-        continue;
+    while ((nl = memchr(buf + start, '\n', have - start)) != NULL) {
+      size_t i = (size_t)(nl - buf);
       if (replay_line(r, buf + start, i - start, ++lineno) != CLI_OK)
         return CLI_RUNTIME;
       start = i + 1;

@@ -15,17 +15,44 @@ void cli_out_str(cli_out *o, const char *s, size_t n) {
   o->n += n;
 }
 
-void cli_out_i64(cli_out *o, int64_t v) {
-  char tmp[24];
-  int i = 24;
+/* Two digits per division: the replay tool formats seven numbers a line. */
+static const char digit_pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+char *cli_fmt_i64(char *p, int64_t v) {
+  char tmp[20];
+  int i = 20;
   uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-  do {
-    tmp[--i] = (char)('0' + u % 10);
-    u /= 10;
-  } while (u);
+  while (u >= 100) {
+    i -= 2;
+    memcpy(tmp + i, digit_pairs + 2 * (u % 100), 2);
+    u /= 100;
+  }
+  if (u >= 10) {
+    i -= 2;
+    memcpy(tmp + i, digit_pairs + 2 * u, 2);
+  } else {
+    tmp[--i] = (char)('0' + u);
+  }
   if (v < 0)
-    tmp[--i] = '-';
-  cli_out_str(o, tmp + i, (size_t)(24 - i));
+    *p++ = '-';
+  memcpy(p, tmp + i, (size_t)(20 - i));
+  return p + (20 - i);
+}
+
+void cli_out_i64(cli_out *o, int64_t v) {
+  char tmp[CLI_I64_MAX];
+  cli_out_str(o, tmp, (size_t)(cli_fmt_i64(tmp, v) - tmp));
+}
+
+char *cli_out_reserve(cli_out *o, size_t n) {
+  if (n > sizeof o->buf)
+    return NULL;
+  if (o->n + n > sizeof o->buf)
+    cli_out_flush(o);
+  return o->buf + o->n;
 }
 
 int cli_out_flush(cli_out *o) {
