@@ -56,33 +56,42 @@ int64_t sluice__gcra_expiry(const sluice_gcra_params *p, const sluice_state *s) 
   return sluice__clamp64(sluice__ceildiv(t, p->rate));
 }
 
-/* One bucket's view at `now` for a charge of `cost`. */
+/* One bucket's view at `now` for a charge of `cost`.  Only what decides
+** the verdict is computed up front; the counts and times for the headers
+** cost a division each and are worked out for the binding bucket alone. */
 typedef struct gcra_eval {
+  sluice__i128 now_s; /* now, scaled */
+  sluice__i128 tau;   /* burst, scaled */
   sluice__i128 base;  /* max(TAT, now), scaled */
   sluice__i128 next;  /* base + cost, scaled */
   int fits;
-  int64_t remaining_before, remaining_after;
-  int64_t retry_ns, reset_before, reset_after;
+  int64_t retry_ns;
 } gcra_eval;
 
 static void gcra_eval_one(const sluice_gcra_params *p, const sluice_state *s,
                           int64_t now, int64_t cost, gcra_eval *e) {
-  sluice__i128 now_s = (sluice__i128)now * p->rate;
-  sluice__i128 tau = (sluice__i128)p->burst * p->period_ns;
   sluice__i128 tat = tat_scaled(p, s);
-  sluice__i128 rem;
-  e->base = tat > now_s ? tat : now_s;
+  e->now_s = (sluice__i128)now * p->rate;
+  e->tau = (sluice__i128)p->burst * p->period_ns;
+  e->base = tat > e->now_s ? tat : e->now_s;
   e->next = e->base + (sluice__i128)cost * p->period_ns;
-  e->fits = (e->next - now_s) <= tau;
-  rem = sluice__floordiv(tau - (e->base - now_s), p->period_ns);
-  e->remaining_before = rem < 0 ? 0 : sluice__clamp64(rem);
-  rem = sluice__floordiv(tau - (e->next - now_s), p->period_ns);
-  e->remaining_after = rem < 0 ? 0 : sluice__clamp64(rem);
+  e->fits = (e->next - e->now_s) <= e->tau;
   e->retry_ns = e->fits ? 0
                         : sluice__clamp64(sluice__ceildiv(
-                              e->next - now_s - tau, p->rate));
-  e->reset_before = sluice__clamp64(sluice__ceildiv(e->base - now_s, p->rate));
-  e->reset_after = sluice__clamp64(sluice__ceildiv(e->next - now_s, p->rate));
+                              e->next - e->now_s - e->tau, p->rate));
+}
+
+/* Whole points left once the bucket's TAT is `tat` (scaled). */
+static int64_t gcra_points(const sluice_gcra_params *p, const gcra_eval *e,
+                           sluice__i128 tat) {
+  sluice__i128 rem = sluice__floordiv(e->tau - (tat - e->now_s), p->period_ns);
+  return rem < 0 ? 0 : sluice__clamp64(rem);
+}
+
+/* ns until the bucket is full again once its TAT is `tat` (scaled). */
+static int64_t gcra_full_in(const sluice_gcra_params *p, const gcra_eval *e,
+                            sluice__i128 tat) {
+  return sluice__clamp64(sluice__ceildiv(tat - e->now_s, p->rate));
 }
 
 int sluice__gcra_group(const sluice_op *op, const sluice_state *in,
@@ -90,7 +99,7 @@ int sluice__gcra_group(const sluice_op *op, const sluice_state *in,
   const sluice_gcra_params *ps = (const sluice_gcra_params *)op->params;
   gcra_eval e[SLUICE_GROUP_MAX];
   int i, all = 1, b = 0;
-  int64_t retry = 0;
+  int64_t retry = 0, best = 0;
 
   for (i = 0; i < op->nkeys; i++) {
     gcra_eval_one(&ps[i], &in[i], now, op->arg, &e[i]);
@@ -100,10 +109,20 @@ int sluice__gcra_group(const sluice_op *op, const sluice_state *in,
   }
   /* The binding bucket: when admitted, the one left with the fewest points;
   ** when denied, the one that must wait longest. */
-  for (i = 1; i < op->nkeys; i++) {
-    if (all ? e[i].remaining_after < e[b].remaining_after
-            : e[i].retry_ns > e[b].retry_ns)
-      b = i;
+  if (op->nkeys > 1) {
+    if (all)
+      best = gcra_points(&ps[0], &e[0], e[0].next);
+    for (i = 1; i < op->nkeys; i++) {
+      if (all) {
+        int64_t left = gcra_points(&ps[i], &e[i], e[i].next);
+        if (left < best) {
+          best = left;
+          b = i;
+        }
+      } else if (e[i].retry_ns > e[b].retry_ns) {
+        b = i;
+      }
+    }
   }
   for (i = 0; i < op->nkeys; i++) {
     if (all && op->kind == SLUICE_OP_CONSUME && op->arg > 0) {
@@ -118,11 +137,11 @@ int sluice__gcra_group(const sluice_op *op, const sluice_state *in,
   v->binding = b;
   v->limit = ps[b].burst;
   if (all && op->kind == SLUICE_OP_CONSUME) {
-    v->remaining = e[b].remaining_after;
-    v->reset_ns = e[b].reset_after;
+    v->remaining = gcra_points(&ps[b], &e[b], e[b].next);
+    v->reset_ns = gcra_full_in(&ps[b], &e[b], e[b].next);
   } else {
-    v->remaining = e[b].remaining_before;
-    v->reset_ns = e[b].reset_before;
+    v->remaining = gcra_points(&ps[b], &e[b], e[b].base);
+    v->reset_ns = gcra_full_in(&ps[b], &e[b], e[b].base);
   }
   v->retry_after_ns = retry;
   return SLUICE_OK;
