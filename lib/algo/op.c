@@ -9,16 +9,13 @@
 
 void sluice_key_hashtag(const sluice_key *k, size_t *off, size_t *len) {
   const char *d = (const char *)k->data;
-  size_t i, j;
-  for (i = 0; i < k->len; i++)
-    if (d[i] == '{')
-      break;
-  for (j = i + 1; j < k->len; j++)
-    if (d[j] == '}')
-      break;
-  if (i < k->len && j < k->len && j > i + 1) {
-    *off = i + 1;
-    *len = j - i - 1;
+  const char *open = k->len ? memchr(d, '{', k->len) : NULL;
+  const char *close = NULL;
+  if (open)
+    close = memchr(open + 1, '}', k->len - (size_t)(open + 1 - d));
+  if (open && close && close > open + 1) {
+    *off = (size_t)(open + 1 - d);
+    *len = (size_t)(close - open - 1);
   } else {
     *off = 0;
     *len = k->len;
