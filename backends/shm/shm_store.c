@@ -93,6 +93,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "algo/algo_int.h"
 #include "backends.h"
 #include "sluice.h"
 #include "sluice_shm.h"
@@ -109,6 +110,9 @@
 #define MAX_CAPACITY ((int64_t)1 << 32)
 #define OPEN_WAIT_MS 500
 #define RETRY_MAX (1 << 22) /* pathological contention or a corrupt table */
+#define TIGHT_RETRY_MAX 64  /* CAS retries on one snapshot, then a re-read */
+#define BACKOFF_MIN 64u     /* compiler-barrier spins after a lost CAS ... */
+#define BACKOFF_MAX 8192u   /* ... doubling up to a few microseconds */
 
 /* meta.hi fields */
 #define ST_NEVER 0u
@@ -238,12 +242,16 @@ static void meta_read(shm_slot *s, uint64_t m[2]) {
 static void khash_of(shm_store *t, const sluice_key *key, khash *k) {
   uint8_t h[16];
   uint64_t h0 = 0, h1 = 0;
-  int i;
   sluice_siphash128(t->hkey, key->data, key->len, h);
-  for (i = 7; i >= 0; i--) { /* little-endian, whatever the host */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  memcpy(&h0, h, 8);
+  memcpy(&h1, h + 8, 8);
+#else
+  for (int i = 7; i >= 0; i--) { /* little-endian, whatever the host */
     h0 = h0 << 8 | h[i];
     h1 = h1 << 8 | h[8 + i];
   }
+#endif
   k->fp = h0;
   k->fpx = (h1 & 0xfff) << FPX_SHIFT;
   k->home = (uint64_t)(((unsigned __int128)h1 * t->nslots) >> 64);
@@ -516,7 +524,9 @@ static int run_step(const sluice_op *op, member *g, int64_t now,
   int i, rc;
   for (i = 0; i < op->nkeys; i++)
     in[i] = g[i].in;
-  rc = sluice_op_step(op, in, out, now, v);
+  /* The core validated the op before xApply; a retry re-runs only the
+  ** step, which keeps the window between read and CAS short. */
+  rc = sluice__op_step_valid(op, in, out, now, v);
   if (rc != SLUICE_OK)
     return rc;
   for (i = 0; i < op->nkeys; i++) {
@@ -539,10 +549,22 @@ static void rollback(shm_store *t, member *g, int n) {
   }
 }
 
+/* After a lost CAS on a hot record: two processes that retry at once keep
+** colliding (about half of all CASes fail), while a short pause lets the
+** winner's next decisions through uncontended.  Bounded (unlike
+** ck_backoff_eb's 2^20) so that no decision waits more than microseconds. */
+static unsigned lost_cas_pause(unsigned spins) {
+  unsigned i;
+  for (i = 0; i < spins; i++)
+    ck_pr_barrier();
+  return spins < BACKOFF_MAX ? spins << 1 : spins;
+}
+
 /* Write the changed members in order.  1: committed; 0: start over. */
 static int commit(shm_store *t, member *g, const sluice_op *op, int64_t now,
                   sluice_verdict *v) {
-  int i, j, any = 0;
+  int i, j, any = 0, tight = 0;
+  unsigned backoff = BACKOFF_MIN;
   for (i = 0; i < op->nkeys; i++) {
     shm_slot *s = slot_at(t, &g[i].k, g[i].dist);
     if (!g[i].need)
@@ -563,8 +585,13 @@ static int commit(shm_store *t, member *g, const sluice_op *op, int64_t now,
         any = 1;
         break;
       }
-      if (!any)
-        return 0; /* nothing written yet: the caller re-reads everything */
+      /* Nothing written yet: the caller re-reads everything, except for a
+      ** single key, whose failed CAS just returned an atomic snapshot of
+      ** the record: the step re-runs on it at once (a hot key's retries
+      ** then cost one step, not a whole lookup). */
+      if (!any && (op->nkeys > 1 || ++tight > TIGHT_RETRY_MAX))
+        return 0;
+      backoff = lost_cas_pause(backoff);
       /* A later member moved under us: re-read it and re-run the step.  The
       ** members already written keep their outputs only if the step still
       ** gives them the same ones (GCRA: the group is still admitted). */
