@@ -50,7 +50,15 @@ static sluice__i128 tat_scaled(const sluice_gcra_params *p,
 }
 
 int64_t sluice__gcra_expiry(const sluice_gcra_params *p, const sluice_state *s) {
-  sluice__i128 t = tat_scaled(p, s);
+  sluice__i128 t;
+  /* A canonical record (fraction below the rate) needs no division: the
+  ** ceiling of (w0 * rate + w1) / rate is w0, plus one for a fraction. */
+  if (s->w[1] < (uint64_t)p->rate) {
+    if (s->w[0] >= (uint64_t)INT64_MAX)
+      return INT64_MAX;
+    return (int64_t)s->w[0] + (s->w[1] != 0);
+  }
+  t = tat_scaled(p, s);
   if (t <= 0)
     return 0;
   return sluice__clamp64(sluice__ceildiv(t, p->rate));
