@@ -497,16 +497,19 @@ static int member_read(shm_store *t, member *g, const sluice_op *op, int i,
     return 1;
   }
   s = slot_at(t, &g->k, g->dist);
+  /* The mask belongs to the binding, which the meta check below confirms;
+  ** computed before the state is read, it stays out of the window between
+  ** that read and the CAS, which is what a hot key contends on. */
+  if (!g->have_mask) {
+    mask_of(g->m, g->mk);
+    g->have_mask = 1;
+  }
   g->x[0] = ck_pr_load_64(&s->state[0]);
   g->x[1] = ck_pr_load_64(&s->state[1]);
   ck_pr_fence_load();
   meta_read(s, m);
   if (!m_same(m, g->m) || m_status(m) != ST_LIVE)
     return 0;
-  if (!g->have_mask) {
-    mask_of(m, g->mk);
-    g->have_mask = 1;
-  }
   g->m[0] = m[0];
   g->m[1] = m[1];
   decode(g, op, i, now);

@@ -14,7 +14,7 @@
 ** first, so this measures steady-state hits).  Time is passed explicitly
 ** (sluice_limiter_apply_at) so no clock read is timed.
 **
-** Usage: bench_shm [decisions-per-process]   (default 500000, best of 3)
+** Usage: bench_shm [decisions-per-process]   (default 500000, best of 5)
 ** This is a benchmark, not a test: it prints, and fails only on errors.
 */
 #include <pthread.h>
@@ -32,7 +32,7 @@
 
 #define NKEYS 1000000
 #define KEYLEN 16
-#define ROUNDS 3
+#define ROUNDS 5
 
 static char (*keys)[KEYLEN];
 static uint32_t *order; /* random key order, per run */
