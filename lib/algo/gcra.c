@@ -109,6 +109,8 @@ int sluice__gcra_group(const sluice_op *op, const sluice_state *in,
   int i, all = 1, b = 0;
   int64_t retry = 0, best = 0;
 
+  if (op->nkeys < 1) /* validated ops never are; this tells the compiler */
+    return SLUICE_EINVAL;
   for (i = 0; i < op->nkeys; i++) {
     gcra_eval_one(&ps[i], &in[i], now, op->arg, &e[i]);
     all &= e[i].fits;
