@@ -55,7 +55,13 @@
 ** on them (records past their expiry read as zeroed, as in every backend),
 ** and CASes back each record that changed.  A decision that changes nothing
 ** is linearized by re-reading every record it used with an atomic 16-byte
-** load.  Groups of several changed records (a GCRA tenant bucket + key
+** load.  A single record whose CAS loses a race is retried on the value
+** the failed cmpxchg16b returned (an atomic snapshot; the meta is re-read
+** to vouch for the binding), after a short pause that doubles up to a few
+** microseconds: on a hot key two processes that retry at once collide on
+** about half their CASes, and the pause lets one of them through.  This
+** keeps the window between a record's read and its CAS to the step
+** itself.  Groups of several changed records (a GCRA tenant bucket + key
 ** bucket) commit in key order; if a later CAS fails, the step is re-run on
 ** the fresh record, and if the group would now be denied the records
 ** already charged are rolled back with an exact CAS.  A rollback that loses
