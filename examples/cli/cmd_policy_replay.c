@@ -15,8 +15,10 @@
 ** for --job-ms of log time (default 0: released right after the decision,
 ** since a log does not say how long the jobs ran).
 **
-** Speed: the log is read in 1 MiB blocks and split in place; decisions run
-** on one thread in log order; --decisions output is formatted by hand.
+** Speed: a file is mapped (stdin read in 1 MiB blocks) and split in place;
+** with --threads the lines are partitioned by tenant, each partition in
+** log order on its own thread with its own policy and store; --decisions
+** output is formatted by hand.
 */
 #include <fcntl.h>
 #include <getopt.h>
