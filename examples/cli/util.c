@@ -44,7 +44,8 @@ char *cli_fmt_i64(char *p, int64_t v) {
 
 void cli_out_i64(cli_out *o, int64_t v) {
   char tmp[CLI_I64_MAX];
-  cli_out_str(o, tmp, (size_t)(cli_fmt_i64(tmp, v) - tmp));
+  const char *end = cli_fmt_i64(tmp, v);
+  cli_out_str(o, tmp, (size_t)(end - tmp));
 }
 
 char *cli_out_reserve(cli_out *o, size_t n) {
