@@ -12,31 +12,41 @@
 # stdout and to bench-results.txt; each benchmark's raw output is kept
 # under BUILD_DIR/bench-raw/.  Timing never fails the run; a benchmark that
 # crashes or cannot start does (exit 1), after the table is written.
+#
+# Every benchmark keeps its output in BUILD_DIR/bench-raw/NAME.txt itself
+# (scripts/bench-tee.sh), and the last benchmark, `table`, runs this script
+# with BENCH_REPARSE=1: so a plain `meson test -C BUILD --benchmark` also
+# ends with the one table (on stdout, and in BUILD/bench-results.txt).
 set -u
 cd "$(dirname "$0")/.."
 B=${1:-build-hard-bench}
 OUT=${BENCH_OUT:-bench-results.txt}
-if [ ! -f "$B/build.ninja" ]; then
-  meson setup "$B" -Dbuildtype=release >"$B.setup.log" 2>&1 ||
-    { cat "$B.setup.log"; exit 1; }
-fi
-ninja -C "$B" >/dev/null || exit 1
-mkdir -p "$B/bench-raw"
 BENCH_LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
-names=$(meson test -C "$B" --benchmark --list 2>/dev/null | grep ' / ' |
-  sed 's/^.* \/ //')
 status=0
-# BENCH_REPARSE=1: only rebuild the table from the raw outputs already there.
-[ -n "${BENCH_REPARSE:-}" ] && names=$(cd "$B/bench-raw" && ls | sed 's/\.txt$//')
-for n in $names; do
-  [ -n "${BENCH_REPARSE:-}" ] && break
-  echo "bench-all: running $n" >&2
-  if ! meson test -C "$B" --benchmark --verbose "$n" \
-      >"$B/bench-raw/$n.txt" 2>&1; then
-    echo "bench-all: $n FAILED (see $B/bench-raw/$n.txt)" >&2
-    status=1
+if [ -n "${BENCH_REPARSE:-}" ]; then
+  # Only build the table from the outputs already in bench-raw/ (what the
+  # `table` benchmark does at the end of `meson test --benchmark`).
+  names=$(cd "$B/bench-raw" && ls -- *.txt 2>/dev/null | sed 's/\.txt$//')
+else
+  if [ ! -f "$B/build.ninja" ]; then
+    meson setup "$B" -Dbuildtype=release >"$B.setup.log" 2>&1 ||
+      { cat "$B.setup.log"; exit 1; }
   fi
-done
+  ninja -C "$B" >/dev/null || exit 1
+  mkdir -p "$B/bench-raw"
+  names=$(meson test -C "$B" --benchmark --list 2>/dev/null | grep ' / ' |
+    sed 's/^.* \/ //' | grep -vx table)
+  for n in $names; do
+    echo "bench-all: running $n" >&2
+    # Each benchmark keeps its own output in bench-raw/NAME.txt
+    # (scripts/bench-tee.sh); meson's log of the run goes next to it.
+    if ! meson test -C "$B" --benchmark --verbose "$n" \
+        >"$B/bench-raw/$n.log" 2>&1; then
+      echo "bench-all: $n FAILED (see $B/bench-raw/$n.log)" >&2
+      status=1
+    fi
+  done
+fi
 
 export BA_CPU BA_WHEN BA_NPROC BA_KERNEL BA_CMD BA_BUILDTYPE BA_LOAD
 BA_CPU=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
@@ -44,7 +54,11 @@ BA_WHEN=$(date -u '+%Y-%m-%d %H:%M UTC')
 BA_NPROC=$(nproc)
 BA_KERNEL=$(uname -sr)
 BA_LOAD=$BENCH_LOAD_BEFORE
-BA_CMD="scripts/bench-all.sh $B"
+if [ -n "${BENCH_REPARSE:-}" ]; then
+  BA_CMD="meson test -C $B --benchmark (the table benchmark, from bench-raw/)"
+else
+  BA_CMD="scripts/bench-all.sh $B"
+fi
 BA_BUILDTYPE=$(meson introspect "$B" --buildoptions 2>/dev/null |
   python3 -c 'import json, sys
 print([o["value"] for o in json.load(sys.stdin) if o["name"] == "buildtype"][0])' \
@@ -56,8 +70,15 @@ e = os.environ
 print(f"sluice benchmarks -- {e['BA_WHEN']}")
 print(f"machine: {e['BA_CPU']}, {e['BA_NPROC']} CPUs online, {e['BA_KERNEL']}, "
       f"load average {e['BA_LOAD']} when it started")
-print(f"command: {e['BA_CMD']}   (meson test --benchmark, buildtype "
-      f"{e['BA_BUILDTYPE']})")
+print(f"command: {e['BA_CMD']}   (buildtype {e['BA_BUILDTYPE']})")
+import time
+when = []
+for n in names:
+    try:
+        when.append(f"{n} {time.strftime('%H:%M', time.gmtime(os.path.getmtime(f'{raw}/{n}.txt')))}")
+    except OSError:
+        pass
+print("outputs (UTC time each benchmark finished): " + ", ".join(when))
 print()
 rows = []   # suite, case, ns, dps, bytes_per_key, ratio, baseline
 num = r"([0-9]+(?:\.[0-9]+)?)"
@@ -82,6 +103,19 @@ for n in names:
             got += 1
             continue
         in_ratios = False
+        # policy replay: '# shadow-mode replay: N requests, ..., T threads,
+        # S s, R requests/s' (the first one, on 1 thread, is the baseline)
+        m = re.search(r"# shadow-mode replay: \d+ requests, .*?, (\d+) threads?, "
+                     + num + r" s, (\d+) requests/s", line)
+        if m:
+            name = f"replay --policy, {m.group(1)} thread" + ("s" if m.group(1) != "1" else "")
+            dps = float(m.group(3))
+            if base is None:
+                base, nsof["policy"] = name, 1e9 / dps
+            rows.append((n, name, 1e9 / dps, dps, "-",
+                         f"{(1e9 / dps) / nsof['policy']:.2f}", base))
+            got += 1
+            continue
         # redis: '  name  N ns/decision  M /s', sections '1 key:'
         m = re.match(r"^\s+(\S.*?)\s+" + num + r" ns/decision\s+" + num +
                      r" /s\s*$", line)
