@@ -28,6 +28,7 @@
 
 #include "cli.h"
 #include "cli_cmds.h"
+#include "secret_file.h"
 #include "sluice.h"
 
 #define S_NS INT64_C(1000000000)
@@ -80,48 +81,13 @@ static void admin_usage(FILE *f, const char *cmd) {
                 : "the scope is not suspended");
 }
 
-static int hexv(int c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 static int read_secret(admin *a) {
-  char buf[128];
-  size_t n, i, j = 0;
-  FILE *f = fopen(a->secret_path, "r");
-  if (!f) {
-    fprintf(stderr, "sluice %s: --secret-file %s: %s\n", a->cmd,
-            a->secret_path, strerror(errno));
-    return -1;
-  }
-  n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  for (i = 0; i < n; i++) {
-    int h, l;
-    if (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t')
-      continue;
-    if (j == 16 || i + 1 >= n || (h = hexv(buf[i])) < 0 ||
-        (l = hexv(buf[i + 1])) < 0)
-      break;
-    a->secret[j++] = (uint8_t)(h * 16 + l);
-    i++;
-  }
-  if (j != 16 || i < n) {
-    for (; i < n; i++)
-      if (buf[i] != ' ' && buf[i] != '\n' && buf[i] != '\r' && buf[i] != '\t')
-        break;
-    if (j != 16 || i < n) {
-      fprintf(stderr, "sluice %s: --secret-file %s: expected 32 hex digits\n",
-              a->cmd, a->secret_path);
-      return -1;
-    }
-  }
-  return 0;
+  char err[128];
+  if (ex_read_secret_file(a->secret_path, a->secret, err, sizeof err) == 0)
+    return 0;
+  fprintf(stderr, "sluice %s: --secret-file %s: %s\n", a->cmd, a->secret_path,
+          err);
+  return -1;
 }
 
 static int open_store(admin *a) {

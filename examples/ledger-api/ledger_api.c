@@ -43,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "secret_file.h"
 #include "sluice.h"
 
 #define S_NS INT64_C(1000000000)
@@ -167,50 +168,6 @@ static int parse_int(const char *opt, const char *v, long lo, long hi,
     return -1;
   }
   *out = x;
-  return 0;
-}
-
-static int hexval(int c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
-/* Read 32 hex digits (surrounding whitespace allowed). */
-int ledger_read_secret(const char *path, uint8_t out[16], char *err,
-                       size_t errlen);
-int ledger_read_secret(const char *path, uint8_t out[16], char *err,
-                       size_t errlen) {
-  char buf[128];
-  size_t n, i, j = 0;
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    snprintf(err, errlen, "cannot open: %s", strerror(errno));
-    return -1;
-  }
-  n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  for (i = 0; i < n; i++) {
-    int h, l;
-    if (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t')
-      continue;
-    if (j == 16 || i + 1 >= n || (h = hexval(buf[i])) < 0 ||
-        (l = hexval(buf[i + 1])) < 0) {
-      snprintf(err, errlen, "expected 32 hex digits");
-      return -1;
-    }
-    out[j++] = (uint8_t)(h * 16 + l);
-    i++;
-  }
-  if (j != 16) {
-    snprintf(err, errlen, "expected 32 hex digits, got %zu", j * 2);
-    return -1;
-  }
   return 0;
 }
 
@@ -560,7 +517,7 @@ static int form_field(const reqctx *rc, const char *name, char *out,
           out[o++] = ' ';
           j++;
         } else if (b[j] == '%' && j + 2 < end + 1 &&
-                   (h = hexval(b[j + 1])) >= 0 && (l = hexval(b[j + 2])) >= 0) {
+                   (h = ex_hex_digit(b[j + 1])) >= 0 && (l = ex_hex_digit(b[j + 2])) >= 0) {
           out[o++] = (char)(h * 16 + l);
           j += 3;
         } else {
@@ -1198,7 +1155,7 @@ int main(int argc, char **argv) {
   }
   if (secret_path) {
     char err[128];
-    if (ledger_read_secret(secret_path, S.secret, err, sizeof err)) {
+    if (ex_read_secret_file(secret_path, S.secret, err, sizeof err)) {
       fprintf(stderr, "ledger-api: --secret-file %s: %s\n", secret_path, err);
       return EX_USAGE_;
     }
