@@ -204,15 +204,24 @@ static void lock_group(mem_store *m, const fpkey *f, int n, int lock) {
   }
 }
 
+/* Claim n new records' share of max_keys atomically: a check-then-add
+** would let groups on other shards pass the same check at once. */
+static int claim_keys(mem_store *m, int64_t n) {
+  int64_t before = atomic_fetch_add_explicit(&m->count, n, memory_order_relaxed);
+  if (m->max_keys > 0 && before + n > m->max_keys) {
+    atomic_fetch_sub_explicit(&m->count, n, memory_order_relaxed);
+    return SLUICE_EFULL;
+  }
+  return SLUICE_OK;
+}
+
 static int mem_apply_locked(mem_store *m, const sluice_op *op,
                             const fpkey *f, int64_t now, sluice_verdict *v) {
   sluice_state in[SLUICE_GROUP_MAX], out[SLUICE_GROUP_MAX];
   int64_t exp[SLUICE_GROUP_MAX];
   long at[SLUICE_GROUP_MAX];
-  size_t need[NSHARD];
+  size_t need[NSHARD], ins0 = 0;
   int i, rc, nnew = 0, inserted = 0;
-
-  size_t ins0 = 0;
 
   for (i = 0; i < op->nkeys; i++) {
     const shard *sh = &m->shards[shard_of(&f[i])];
@@ -236,12 +245,8 @@ static int mem_apply_locked(mem_store *m, const sluice_op *op,
     if (e > now && at[0] >= 0) {
       sl = &sh->slots[at[0]];
     } else if (e > now && (sh->used + 1) * 4 <= sh->cap * 3) {
-      int64_t before =
-          atomic_fetch_add_explicit(&m->count, 1, memory_order_relaxed);
-      if (m->max_keys > 0 && before + 1 > m->max_keys) {
-        atomic_fetch_sub_explicit(&m->count, 1, memory_order_relaxed);
+      if (claim_keys(m, 1) != SLUICE_OK)
         return SLUICE_EFULL;
-      }
       sl = &sh->slots[ins0];
       sl->fp[0] = f[0].fp[0];
       sl->fp[1] = f[0].fp[1];
@@ -263,16 +268,8 @@ static int mem_apply_locked(mem_store *m, const sluice_op *op,
       nnew++;
     }
   }
-  /* Claim the new records' share of max_keys atomically: a check-then-add
-  ** would let groups on other shards pass the same check at once. */
-  if (nnew > 0) {
-    int64_t before =
-        atomic_fetch_add_explicit(&m->count, nnew, memory_order_relaxed);
-    if (m->max_keys > 0 && before + nnew > m->max_keys) {
-      atomic_fetch_sub_explicit(&m->count, nnew, memory_order_relaxed);
-      return SLUICE_EFULL;
-    }
-  }
+  if (nnew > 0 && claim_keys(m, nnew) != SLUICE_OK)
+    return SLUICE_EFULL;
   for (i = 0; i < op->nkeys; i++) {
     unsigned s = shard_of(&f[i]);
     if (need[s] > 0) {
