@@ -247,17 +247,12 @@ static void meta_read(shm_slot *s, uint64_t m[2]) {
 
 static void khash_of(shm_store *t, const sluice_key *key, khash *k) {
   uint8_t h[16];
-  uint64_t h0 = 0, h1 = 0;
+  uint64_t h0, h1;
   sluice_siphash128(t->hkey, key->data, key->len, h);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  /* Host byte order, as in the mem store: a mapping is only ever shared
+  ** by processes of one host (and this table needs x86-64's cmpxchg16b). */
   memcpy(&h0, h, 8);
   memcpy(&h1, h + 8, 8);
-#else
-  for (int i = 7; i >= 0; i--) { /* little-endian, whatever the host */
-    h0 = h0 << 8 | h[i];
-    h1 = h1 << 8 | h[8 + i];
-  }
-#endif
   k->fp = h0;
   k->fpx = (h1 & 0xfff) << FPX_SHIFT;
   k->home = (uint64_t)(((unsigned __int128)h1 * t->nslots) >> 64);
