@@ -28,9 +28,13 @@
 -- the range again and answers "SLUICE ERANGE" rather than risk a verdict
 -- that differs from the C step.
 --
--- ARGV: 1 algo (0 = read one record), 2 kind, 3-4 now (hi, lo; hi = -1:
--- use TIME), 5 arg, 6-7 id (hi, lo), 8 minimum TTL ms for writes (test mode
+-- ARGV[1] holds every number of the call as little-endian int64s (one
+-- binary argument: Redis makes each argument a Lua string before the script
+-- runs, and a dozen of them cost more than the GCRA step).  Numbered A[i]:
+-- 1 algo (0 = read one record), 2 kind, 3-4 now (hi, lo; hi = -1: use
+-- TIME), 5 arg, 6-7 id (hi, lo), 8 minimum TTL ms for writes (test mode
 -- keeps records around while the manual clock stands still), 9.. params.
+-- int64 -> double rounds as the decimal strings of earlier versions did.
 
 local T32 = 4294967296
 local T52 = 4503599627370496
@@ -45,8 +49,13 @@ end
 
 -- ------------------------------------------------------------------- now
 
-local nh, nl
-if tonumber(ARGV[3]) < 0 then
+local AV = ARGV[1]
+if #KEYS < 1 or #AV < 64 or #AV % 8 ~= 0 then
+  return fail('EINVAL', 'malformed arguments')
+end
+local algo, kind, nh, nl, arg, idh, idl, minttl =
+  sunpack('<i8i8i8i8i8i8i8i8', AV)
+if nh < 0 then
   local t = redis.call('TIME')
   local sec, usec = tonumber(t[1]), tonumber(t[2])
   local sh = floor(sec / 65536)
@@ -57,8 +66,6 @@ if tonumber(ARGV[3]) < 0 then
   nl = (a - nh * 65536) * 65536 + x - xh * T32
   nh = nh + xh
   if nl >= T32 then nl = nl - T32; nh = nh + 1 end
-else
-  nh, nl = tonumber(ARGV[3]), tonumber(ARGV[4])
 end
 
 -- ------------------------------------------------------------- fast path
@@ -71,9 +78,9 @@ end
 -- record whose stored expiry the general path would rewrite) falls through
 -- to the general path before anything was written.
 
-if ARGV[1] == '1' and #KEYS == 1 and (ARGV[2] == '0' or ARGV[2] == '1') then
-  local R, Pd, B = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
-  local cost = tonumber(ARGV[5])
+if algo == 1 and #KEYS == 1 and #AV == 88 and (kind == 0 or kind == 1) then
+  local R, Pd, B = sunpack('<i8i8i8', AV, 65)
+  local cost = arg
   local tau = B * Pd
   local v = redis.call('GET', KEYS[1])
   local w0l, w0h, fr, w1h, el, eh, lay = 0, 0, 0, 0, 0, 0, LAYOUT
@@ -121,7 +128,7 @@ if ARGV[1] == '1' and #KEYS == 1 and (ARGV[2] == '0' or ARGV[2] == '1') then
       local Dn = D + cost * Pd
       local fits = Dn <= tau
       local rem, rst, rty
-      if fits and ARGV[2] == '0' then
+      if fits and kind == 0 then
         rem, rst, rty = fd(tau - Dn, Pd), cd(Dn, R), 0
       else
         rem, rst = fd(tau - D, Pd), cd(D, R)
@@ -129,7 +136,7 @@ if ARGV[1] == '1' and #KEYS == 1 and (ARGV[2] == '0' or ARGV[2] == '1') then
         if not fits then rty = cd(Dn - tau, R) end
       end
       local wrote = true
-      if fits and ARGV[2] == '0' then
+      if fits and kind == 0 then
         local q = fd(Dn, R)
         local f = Dn - q * R
         local th, tl = nh, nl + q -- q < 2^53: carry below
@@ -144,7 +151,6 @@ if ARGV[1] == '1' and #KEYS == 1 and (ARGV[2] == '0' or ARGV[2] == '1') then
           if xl >= T32 then xl = xl - T32; xh = xh + 1 end
         end
         local ms = fd(ttl, MS) + 1
-        local minttl = tonumber(ARGV[8])
         if ms < minttl then ms = minttl end
         redis.call('SET', KEYS[1],
           spack('<I4I4I4I4I4i4B', tl, th, f, 0, xl, xh, LAYOUT), 'PX', ms)
@@ -282,7 +288,7 @@ local function load(i)
   return true
 end
 
-local algo = tonumber(ARGV[1])
+local A = {sunpack('<' .. string.rep('i8', #AV / 8), AV)}
 if algo == 0 then
   local v = redis.call('GET', KEYS[1])
   if v and #v == 25 then
@@ -301,10 +307,6 @@ for i = 1, nkeys do
   end
 end
 
-local kind = tonumber(ARGV[2])
-local arg = tonumber(ARGV[5])
-local idh, idl = tonumber(ARGV[6]), tonumber(ARGV[7])
-local minttl = tonumber(ARGV[8])
 
 -- Output records (unsigned halves) and expiries (pairs) per key.
 local b0h, b0l, b1h, b1l = {}, {}, {}, {}
@@ -335,7 +337,7 @@ do
   if algo == 1 then
     for i = 1, nkeys do
       local base = 8 + (i - 1) * 3
-      if tonumber(ARGV[base + 3]) * tonumber(ARGV[base + 2]) > T52 then
+      if A[base + 3] * A[base + 2] > T52 then
         bad = true
       end
       if a1h[i] ~= 0 then
@@ -343,14 +345,14 @@ do
       end
     end
   elseif algo == 2 then
-    local l, w = tonumber(ARGV[9]), tonumber(ARGV[10])
+    local l, w = A[9], A[10]
     bad = w > T52 or l * w > T52
   elseif algo == 3 or algo == 6 or algo == 5 then
-    bad = tonumber(ARGV[10]) > T52
+    bad = A[10] > T52
   elseif algo == 4 then
-    bad = tonumber(ARGV[10]) > T52 or tonumber(ARGV[14]) > T52
+    bad = A[10] > T52 or A[14] > T52
     for j = 11, 13 do
-      if tonumber(ARGV[j]) > T52 then bad = true end
+      if A[j] > T52 then bad = true end
     end
   else
     return fail('EINVAL', 'unknown algorithm')
@@ -368,8 +370,8 @@ if algo == 1 then
   local rh, rl = 0, 0 -- max retry
   for i = 1, n do
     local base = 8 + (i - 1) * 3
-    local R, Pd, B = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]),
-      tonumber(ARGV[base + 3])
+    local R, Pd, B = A[base + 1], A[base + 2],
+      A[base + 3]
     local tau = B * Pd
     local cP = arg * Pd -- <= tau: cost <= burst is validated
     -- The TAT is unsigned: a charge near INT64_MAX may pass it.
@@ -449,7 +451,7 @@ if algo == 1 then
 end
 
 -- ------------------------------------------------------ window helpers
-local L, W = tonumber(ARGV[9]), tonumber(ARGV[10])
+local L, W = A[9], A[10]
 
 -- Roll an aligned window: returns start (pair), now (pair, held at the
 -- window start if the clock went back) and whether it moved on.
@@ -570,9 +572,9 @@ end
 
 -- --------------------------------------------------------------- penalty
 if algo == 4 then
-  local thr, swin = tonumber(ARGV[9]), tonumber(ARGV[10])
-  local box = {tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])}
-  local ottl = tonumber(ARGV[14])
+  local thr, swin = A[9], A[10]
+  local box = {A[11], A[12], A[13]}
+  local ottl = A[14]
   local w0h, w1h = a0h[1], a1h[1]
   local trip = (w0h % 4096) * T32 + a0l[1] - 1
   local off = floor(w0h / 4096) % 4096
@@ -711,7 +713,7 @@ end
 
 -- ----------------------------------------------------------------- lease
 if algo == 5 then
-  local max, ttl = tonumber(ARGV[9]), tonumber(ARGV[10])
+  local max, ttl = A[9], A[10]
   local xh, xl = sat(add(nh, nl, pair(ttl)))
   -- An expiry saturated at INT64_MAX is held until the end of time.
   local function held(i)
@@ -787,7 +789,7 @@ local function expiry(i)
   if algo == 1 then
     -- ceil((tat * rate + frac) / rate), the fraction renormalised first
     -- (a record written under another rate may hold frac >= rate).
-    local R = tonumber(ARGV[9 + (i - 1) * 3])
+    local R = A[9 + (i - 1) * 3]
     local th, tl = b0h[i], b0l[i]
     local f = b1h[i] * T32 + b1l[i]
     if f >= R then
@@ -799,14 +801,14 @@ local function expiry(i)
     if f > 0 then return sat(add(th, tl, 0, 1)) end
     return th, tl
   elseif algo == 2 then
-    local W = tonumber(ARGV[10])
+    local W = A[10]
     local h, l = s32(b0h[i]), b0l[i]
     if b1l[i] > 0 then return sat(add(h, l, pair(2 * W))) end
     if b1h[i] > 0 then return sat(add(h, l, pair(W))) end
     return 0, 0
   elseif algo == 3 or algo == 6 then
     if b1h[i] == 0 and b1l[i] == 0 then return 0, 0 end
-    return sat(add(s32(b0h[i]), b0l[i], pair(tonumber(ARGV[10]))))
+    return sat(add(s32(b0h[i]), b0l[i], pair(A[10])))
   end
   return eh[i], el[i]
 end
