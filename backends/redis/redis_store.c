@@ -73,8 +73,12 @@
 /* Most argv entries one operation needs: EVALSHA sha numkeys, 32 keys and
 ** the numbers.  The numbers travel as one argument (see build_job): at
 ** most 8 fixed ones and 3 GCRA parameters per key. */
-#define RCL_MAX_ARGS (3 + SLUICE_GROUP_MAX + 1)
-#define RCL_MAX_NUMS (8 + 3 * SLUICE_GROUP_MAX)
+#define RCL_MAX_ARGS (3 + SLUICE_GROUP_MAX + 2)
+/* A batch script call carries at most this many single-bucket GCRA
+** decisions (sluice.lua, "A batch"), 11 numbers each. */
+#define RCL_BATCH_MAX SLUICE_GROUP_MAX
+#define RCL_BATCH_NUMS 11
+#define RCL_MAX_NUMS (RCL_BATCH_NUMS * RCL_BATCH_MAX)
 #define RCL_PREFIX_MAX 64
 /* Test mode keeps records at least this long in Redis (the manual clock
 ** may stand still while real time passes; the stored expiry decides). */
@@ -131,6 +135,9 @@ typedef struct rcl_job {
   int node;                 /* node this round */
   int ask_node;             /* -1, or the ASK target for the next round */
   int sent;
+  int batch;                /* this round: 0 own command; n > 0 leads a
+                               batch script call of n jobs; -1 a member */
+  int bnext;                /* next member of the batch, -1 at the end */
 } rcl_job;
 
 /* ------------------------------------------------------------ helpers --- */
@@ -453,6 +460,15 @@ static void arg_int(rcl_cmd *c, long long x) {
 static void arg_nums(rcl_cmd *c) {
   arg_raw(c, (const char *)c->nums, 8 * (size_t)c->nnum);
 }
+/* numkeys, the one decimal argument: 1..SLUICE_GROUP_MAX */
+static void arg_numkeys(rcl_cmd *c, int nk) {
+  c->numkeys[0] = (char)('0' + nk / 10);
+  c->numkeys[1] = (char)('0' + nk % 10);
+  if (nk < 10)
+    arg_raw(c, c->numkeys + 1, 1);
+  else
+    arg_raw(c, c->numkeys, 2);
+}
 static void arg_key(rcl_cmd *c, const rcl_store *r, int i,
                     const sluice_key *k) {
   char *b = c->keys[i];
@@ -528,6 +544,41 @@ static void build_common(rcl_cmd *c, const rcl_store *r, int algo, int kind,
     arg_int(c, 0);
 }
 
+static void arg_gcra(rcl_cmd *c, const sluice_gcra_params *p) {
+  arg_int(c, (long long)p->rate);
+  arg_int(c, (long long)p->period_ns);
+  arg_int(c, (long long)p->burst);
+}
+
+/* What a batch script call may carry: what sluice.lua's fast path takes. */
+static int job_batchable(const rcl_job *j) {
+  return j->type == JOB_APPLY && j->ask_node < 0 &&
+         j->op->algo == SLUICE_ALGO_GCRA && j->op->nkeys == 1 &&
+         (j->op->kind == SLUICE_OP_CONSUME || j->op->kind == SLUICE_OP_PEEK);
+}
+
+/* The batch led by jobs[head]: its keys, then the 11 numbers of each
+** member's single call back to back, then the marker argument. */
+static void build_batch(rcl_cmd *c, const rcl_store *r, const rcl_job *jobs,
+                        int head) {
+  int i, k;
+  c->argc = 0;
+  c->nnum = 0;
+  arg_raw(c, "EVALSHA", 7);
+  arg_raw(c, sluice_rcl_script_sha, 40);
+  arg_numkeys(c, jobs[head].batch);
+  for (i = head, k = 0; i >= 0; i = jobs[i].bnext, k++)
+    arg_key(c, r, k, &jobs[i].op->keys[0]);
+  for (i = head; i >= 0; i = jobs[i].bnext) {
+    const rcl_job *j = &jobs[i];
+    build_common(c, r, SLUICE_ALGO_GCRA, j->op->kind, j->now, j->op->arg,
+                 j->op->id);
+    arg_gcra(c, j->op->params);
+  }
+  arg_nums(c);
+  arg_raw(c, "b", 1);
+}
+
 static void build_job(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
   int i, nk = j->type == JOB_APPLY ? j->op->nkeys : 1;
   c->argc = 0;
@@ -539,13 +590,7 @@ static void build_job(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
   }
   arg_raw(c, "EVALSHA", 7);
   arg_raw(c, sluice_rcl_script_sha, 40);
-  /* numkeys, the one decimal: 1..SLUICE_GROUP_MAX */
-  c->numkeys[0] = (char)('0' + nk / 10);
-  c->numkeys[1] = (char)('0' + nk % 10);
-  if (nk < 10)
-    arg_raw(c, c->numkeys + 1, 1);
-  else
-    arg_raw(c, c->numkeys, 2);
+  arg_numkeys(c, nk);
   if (j->type == JOB_GET) {
     arg_key(c, r, 0, j->key);
     build_common(c, r, 0, 0, j->now, 0, 0);
@@ -556,15 +601,10 @@ static void build_job(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
     arg_key(c, r, i, &j->op->keys[i]);
   build_common(c, r, j->op->algo, j->op->kind, j->now, j->op->arg, j->op->id);
   switch (j->op->algo) {
-  case SLUICE_ALGO_GCRA: {
-    const sluice_gcra_params *p = j->op->params;
-    for (i = 0; i < nk; i++) {
-      arg_int(c, (long long)p[i].rate);
-      arg_int(c, (long long)p[i].period_ns);
-      arg_int(c, (long long)p[i].burst);
-    }
+  case SLUICE_ALGO_GCRA:
+    for (i = 0; i < nk; i++)
+      arg_gcra(c, (const sluice_gcra_params *)j->op->params + i);
     break;
-  }
   case SLUICE_ALGO_SWINDOW:
   case SLUICE_ALGO_FWINDOW: {
     const sluice_window_params *p = j->op->params;
@@ -672,7 +712,8 @@ static int parse_redirect(rcl_store *r, const char *s, int *slot) {
   return find_node(r, sp2 + 1, (size_t)(colon - sp2 - 1), atoi(colon + 1), 1);
 }
 
-static int handle_reply(rcl_store *r, rcl_job *j, int ni, redisReply *rep) {
+static int handle_reply(rcl_store *r, rcl_job *j, int ni,
+                        const redisReply *rep) {
   const rcl_node *n = &r->nodes[ni];
   if (rep->type == REDIS_REPLY_ERROR) {
     const char *s = rep->str;
@@ -752,19 +793,73 @@ static int job_slot(const rcl_store *r, const rcl_job *j) {
   return jkey_slot(r, j->type == JOB_APPLY ? &j->op->keys[0] : j->key);
 }
 
+/* Append the node's open batch (if any) to its pipeline: a batch of one
+** goes as its own call, so a single decision costs what it always did. */
+static void flush_batch(rcl_store *r, rcl_job *jobs, int *bhead, int ni,
+                        rcl_cmd *cmd) {
+  int h = bhead[ni];
+  if (h < 0)
+    return;
+  bhead[ni] = -1;
+  if (jobs[h].batch == 1) {
+    jobs[h].batch = 0;
+    build_job(cmd, r, &jobs[h]);
+  } else {
+    build_batch(cmd, r, jobs, h);
+    r->st.batches++;
+  }
+  redisAppendCommandArgv(r->nodes[ni].c, cmd->argc, cmd->argv, cmd->lens);
+}
+
+static void settle(rcl_store *r, rcl_job *j, int what, int *reload) {
+  if (what == R_DONE) {
+    j->pending = 0;
+    if (j->rc == SLUICE_EUNAVAIL)
+      r->st.unavailable++;
+  } else if (what == R_NOSCRIPT) {
+    *reload = 1;
+  }
+}
+
+/* The reply to a batch led by jobs[head]: every member's verdict (or
+** error), in order.  An error reply (MOVED, NOSCRIPT, ...) applies to
+** every member. */
+static void batch_reply(rcl_store *r, rcl_job *jobs, int head, int ni,
+                        const redisReply *rep, int *reload) {
+  int m;
+  size_t k = 0;
+  if (rep->type != REDIS_REPLY_ARRAY ||
+      rep->elements != (size_t)jobs[head].batch) {
+    for (m = head; m >= 0; m = jobs[m].bnext)
+      settle(r, &jobs[m], handle_reply(r, &jobs[m], ni, rep), reload);
+    return;
+  }
+  for (m = head; m >= 0; m = jobs[m].bnext, k++)
+    settle(r, &jobs[m], handle_reply(r, &jobs[m], ni, rep->element[k]),
+           reload);
+}
+
 /* One round: route every pending job, write each node's pipeline, then
-** read the replies node by node.  Jobs that must be retried stay pending. */
+** read the replies node by node.  Jobs that must be retried stay pending.
+** Consecutive single-bucket GCRA jobs of one node (and, in a cluster, one
+** slot: a script's keys must share it) go as one batch script call. */
 static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
   int used[RCL_MAX_NODES], nused = 0, i, k;
   int nerr[RCL_MAX_NODES];      /* per node: 0, or the error of this round */
   int reload[RCL_MAX_NODES];    /* per node: a NOSCRIPT was seen */
+  int bhead[RCL_MAX_NODES];     /* per node: leader of the open batch, -1 */
+  int btail[RCL_MAX_NODES];
   memset(nerr, 0, sizeof nerr);
   memset(reload, 0, sizeof reload);
+  for (k = 0; k < RCL_MAX_NODES; k++)
+    bhead[k] = -1;
 
   for (i = 0; i < n; i++) {
     rcl_job *j = &jobs[i];
     int ni;
     j->sent = 0;
+    j->batch = 0;
+    j->bnext = -1;
     if (!j->pending)
       continue;
     if (r->cluster && j->slot < 0)
@@ -794,6 +889,24 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
       job_fail(r, j, nerr[ni]);
       continue;
     }
+    r->st.ops++;
+    if (job_batchable(j)) {
+      int h = bhead[ni];
+      j->sent = 1;
+      if (h >= 0 && jobs[h].batch < RCL_BATCH_MAX &&
+          (!r->cluster || jobs[h].slot == j->slot)) {
+        jobs[btail[ni]].bnext = i;
+        btail[ni] = i;
+        jobs[h].batch++;
+        j->batch = -1;
+        continue;
+      }
+      flush_batch(r, jobs, bhead, ni, cmd);
+      bhead[ni] = btail[ni] = i;
+      j->batch = 1;
+      continue;
+    }
+    flush_batch(r, jobs, bhead, ni, cmd);
     if (j->ask_node >= 0) {
       static const char *const asking[1] = {"ASKING"};
       static const size_t asklen[1] = {6};
@@ -803,8 +916,10 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
     redisAppendCommandArgv(r->nodes[ni].c, cmd->argc, cmd->argv, cmd->lens);
     j->sent = 1 + (j->ask_node >= 0);
     j->ask_node = -1;
-    r->st.ops++;
   }
+  for (k = 0; k < nused; k++)
+    if (nerr[used[k]] == 0)
+      flush_batch(r, jobs, bhead, used[k], cmd);
   /* Append WAIT, then write every pipeline before reading any reply, so
   ** the nodes work in parallel. */
   for (k = 0; k < nused; k++) {
@@ -836,8 +951,8 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
     for (i = 0; i < n; i++) {
       rcl_job *j = &jobs[i];
       void *rep = NULL;
-      int what;
-      if (!j->sent || j->node != ni)
+      int m;
+      if (!j->sent || j->node != ni || j->batch < 0)
         continue;
       if (err == 0 && j->sent == 2) { /* the ASKING reply */
         errno = 0;
@@ -857,18 +972,15 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
         }
       }
       if (err != 0) {
-        job_fail(r, j, err);
+        for (m = i; m >= 0; m = jobs[m].bnext)
+          job_fail(r, &jobs[m], err);
         continue;
       }
-      what = handle_reply(r, j, ni, rep);
+      if (j->batch > 0)
+        batch_reply(r, jobs, i, ni, rep, &reload[ni]);
+      else
+        settle(r, j, handle_reply(r, j, ni, rep), &reload[ni]);
       freeReplyObject(rep);
-      if (what == R_DONE) {
-        j->pending = 0;
-        if (j->rc == SLUICE_EUNAVAIL)
-          r->st.unavailable++;
-      } else if (what == R_NOSCRIPT) {
-        reload[ni] = 1;
-      }
     }
     if (err == 0 && r->wait_replicas > 0 && r->nodes[ni].c) {
       void *rep = NULL;

@@ -39,7 +39,7 @@
 
 /** Counters since open (SLUICE_CTL_REDIS_STATS). */
 typedef struct sluice_redis_stats {
-  uint64_t ops;          /**< operations sent (each EVALSHA) */
+  uint64_t ops;          /**< operations sent (a batch call counts each) */
   uint64_t round_trips;  /**< pipelines flushed and read, one per node */
   uint64_t moved;        /**< MOVED redirections followed */
   uint64_t ask;          /**< ASK redirections followed */
@@ -52,7 +52,8 @@ typedef struct sluice_redis_stats {
   uint64_t unavailable;  /**< SLUICE_EUNAVAIL results */
   int nodes;             /**< nodes known */
   int cluster;           /**< 1: cluster mode, 0: a single server */
-  int reserved[6];
+  uint64_t batches;      /**< batch script calls (2+ GCRA decisions each) */
+  int reserved[4];
 } sluice_redis_stats;
 
 /** Where a key lives (SLUICE_CTL_REDIS_NODE_OF): set key/keylen, get the

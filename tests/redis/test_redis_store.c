@@ -189,6 +189,86 @@ Test(store, batch_is_one_round_trip_per_node) {
   sluice__store_close(s);
 }
 
+/* Batch script calls (one EVALSHA for a run of single-bucket GCRA
+** decisions of one slot) decide exactly what the same operations decide
+** one at a time on mem: in order (the same key many times), split by
+** operations they cannot carry (a window, a group), and through a record
+** the script's fast path refuses (the general path decides it in place). */
+Test(store, batch_scripts_match_mem_in_order) {
+  enum { N = 120 };
+  static const sluice_gcra_params wide = {1, 3600 * SEC, 1000};
+  static const sluice_window_params win = {5, 60 * SEC};
+  sluice_store *s = rt_store("", SLUICE_OPEN_TESTCLOCK);
+  sluice_store *m;
+  sluice_redis_stats a, b;
+  static char names[N][96];
+  sluice_key keys[N], pair[2];
+  sluice_gcra_params pairp[2] = {{1, 86400 * SEC, 20}, {1, 86400 * SEC, 30}};
+  sluice_op ops[N];
+  sluice_verdict vs[N], vm;
+  int rcs[N], i, allowed_hot = 0;
+  char tag[64], err[64];
+  int64_t now = 1764633600 * SEC;
+  cr_assert_eq(sluice__store_open(sluice_backend_find("mem"), "", NULL, 0, &m,
+                                  err, sizeof err),
+               SLUICE_OK);
+  rt_tag(tag, sizeof tag, "bscript");
+  for (i = 0; i < N; i++) {
+    /* Every key under one tag: one slot, so the cluster batches too. */
+    int id = i % 3 == 0 ? 0 : i; /* key 0: every third op */
+    snprintf(names[i], sizeof names[i], "bs:%d:%s", id, tag);
+    keys[i].data = names[i];
+    keys[i].len = strlen(names[i]);
+    ops[i] = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &keys[i],
+                         &still, 1, 0};
+    if (i % 7 == 5)
+      ops[i].kind = SLUICE_OP_PEEK;
+  }
+  /* Key 1 is first charged 900 of a 1000-point bucket, then asked under a
+  ** 20-point one: over its burst, which only the general path decides. */
+  snprintf(names[2], sizeof names[2], "bs:%d:%s", 1, tag);
+  keys[2].len = strlen(names[2]);
+  ops[1].params = &wide;
+  ops[1].arg = 900;
+  ops[2].arg = 1;
+  ops[40] = (sluice_op){SLUICE_ALGO_SWINDOW, SLUICE_OP_CONSUME, 1, &keys[40],
+                        &win, 1, 0};
+  pair[0] = keys[0];
+  pair[1] = keys[70];
+  ops[70] = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 2, pair, pairp,
+                        1, 0};
+  cr_assert_eq(take(s, "warm", &still, 1, &vm), SLUICE_OK);
+  a = rt_stats(s);
+  cr_assert_eq(sluice__store_apply_many(s, N, ops, now, vs, rcs), SLUICE_OK);
+  b = rt_stats(s);
+  for (i = 0; i < N; i++) {
+    cr_assert_eq(rcs[i], SLUICE_OK, "op %d: %s (%s)", i,
+                 sluice_err_name(rcs[i]), s->errstr);
+    cr_assert_eq(sluice__store_apply(m, &ops[i], now, &vm), SLUICE_OK);
+    cr_assert_eq(vs[i].allowed, vm.allowed, "op %d", i);
+    cr_assert_eq(vs[i].limit, vm.limit, "op %d", i);
+    cr_assert_eq(vs[i].remaining, vm.remaining, "op %d", i);
+    cr_assert_eq(vs[i].reset_ns, vm.reset_ns, "op %d", i);
+    cr_assert_eq(vs[i].retry_after_ns, vm.retry_after_ns, "op %d", i);
+    cr_assert_eq(vs[i].now_ns, now, "op %d", i);
+    if (i % 3 == 0 && i != 0 && ops[i].kind == SLUICE_OP_CONSUME &&
+        ops[i].nkeys == 1)
+      allowed_hot += vs[i].allowed;
+  }
+  /* Key 0 (20 points) was asked 1 + 30-odd times: the first 20 consumes
+  ** in order won, the group at 70 among them, so the order was kept. */
+  cr_assert(vs[0].allowed);
+  cr_assert(vs[1].allowed, "900 of 1000");
+  cr_assert(!vs[2].allowed, "over a 20-point burst");
+  cr_assert_eq(allowed_hot + vs[0].allowed + vs[70].allowed, 20);
+  cr_assert(!vs[114].allowed, "a consume of key 0 after its 20");
+  cr_assert_geq(b.batches - a.batches, 3, "split by the window and group");
+  cr_assert_eq(b.round_trips - a.round_trips, 1, "one slot, one round trip");
+  cr_assert_eq(b.ops - a.ops, N);
+  sluice__store_close(m);
+  sluice__store_close(s);
+}
+
 Test(store, noscript_after_flush) {
   sluice_store *s = rt_store("", 0);
   sluice_redis_stats a, b;
