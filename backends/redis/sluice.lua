@@ -78,7 +78,10 @@ end
 -- or foreign value, a TAT out of reach, a record whose stored expiry the
 -- general path would rewrite), and then it has written nothing.
 
--- floor / ceil of exact integers below 2^53, corrected for rounding.
+-- Exact floor(a / b) and ceil(a / b) for integers below 2^53, b > 0 (a may
+-- be negative): the quotient of two doubles can round to the next integer,
+-- so correct it by the remainder.  The fast path and the general path's
+-- helpers use them alike.
 local function fd(a, b)
   local q = floor(a / b)
   local r = a - q * b
@@ -216,20 +219,6 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl)
     return h
   end
 
-  -- Exact floor(a / b) for integers a, b > 0 below 2^53: the quotient of two
-  -- doubles can round up to the next integer, so correct it by the remainder.
-  local function fdiv(a, b)
-    local q = floor(a / b)
-    local r = a - q * b
-    if r < 0 then q = q - 1 elseif r >= b then q = q + 1 end
-    return q
-  end
-  local function cdiv(a, b) -- ceil, same domain, a may be negative
-    local q = fdiv(a, b)
-    if q * b < a then q = q + 1 end
-    return q
-  end
-
   -- (hi, lo) mod w for a non-negative pair and 1 <= w <= 2^52, by Horner in
   -- chunks small enough that r * 2^k stays below 2^53.
   local function pmod(h, l, w)
@@ -246,7 +235,7 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl)
         bits = bits - take
         local c = floor(x / 2 ^ bits) % 2 ^ take
         r = r * 2 ^ take + c
-        r = r - fdiv(r, w) * w
+        r = r - fd(r, w) * w
       end
     end
     return r
@@ -379,7 +368,7 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl)
       local frac = a1l[i]
       if frac >= R then
         -- Written under another rate: the same scaled TAT, renormalised.
-        local qf = fdiv(frac, R)
+        local qf = fd(frac, R)
         th, tl = add(th, tl, pair(qf))
         frac = frac - qf * R
       end
@@ -390,7 +379,7 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl)
         D = 0 -- dn <= -1 and frac < R: the bucket is full
       else
         local dn = num(dh, dl)
-        if dn ~= nil and dn <= fdiv(tau, R) then
+        if dn ~= nil and dn <= fd(tau, R) then
           D = dn * R + frac -- <= tau + R, exact
           if D > tau then over = true end
         else
@@ -404,11 +393,11 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl)
         -- 0 <= D <= tau <= 2^52, so Dn <= 2 tau <= 2^53: all exact.
         local Dn = D + cP
         x.fits = Dn <= tau
-        x.rb = P(fdiv(tau - D, Pd))
-        if x.fits then x.ra = P(fdiv(tau - Dn, Pd)) else x.ra = P0 end
-        if x.fits then x.rt = P0 else x.rt = P(cdiv(Dn - tau, R)) end
-        x.sb = P(cdiv(D, R))
-        x.sa = P(cdiv(Dn, R))
+        x.rb = P(fd(tau - D, Pd))
+        if x.fits then x.ra = P(fd(tau - Dn, Pd)) else x.ra = P0 end
+        if x.fits then x.rt = P0 else x.rt = P(cd(Dn - tau, R)) end
+        x.sb = P(cd(D, R))
+        x.sa = P(cd(Dn, R))
         x.Dn = Dn
       else
         -- The TAT lies beyond a full tolerance ahead (a clock that went
@@ -416,9 +405,9 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl)
         -- exact correction, computed on the pair.
         x.fits = false
         x.rb, x.ra = P0, P0
-        x.rt = {sat(add(dh, dl, pair(cdiv(frac + cP - tau, R))))}
+        x.rt = {sat(add(dh, dl, pair(cd(frac + cP - tau, R))))}
         x.sb = {sat(add(dh, dl, pair(frac > 0 and 1 or 0)))}
-        x.sa = {sat(add(dh, dl, pair(cdiv(frac + cP, R))))}
+        x.sa = {sat(add(dh, dl, pair(cd(frac + cP, R))))}
       end
       if not x.fits then all = false end
       if lt(rh, rl, x.rt[1], x.rt[2]) then rh, rl = x.rt[1], x.rt[2] end
@@ -434,7 +423,7 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl)
     end
     if all and kind == 0 and arg > 0 then
       for i = 1, n do
-        local q = fdiv(e[i].Dn, e[i].R)
+        local q = fd(e[i].Dn, e[i].R)
         local h, l = add(nh, nl, pair(q))
         put(i, h, l, 0, e[i].Dn - q * e[i].R)
       end
@@ -489,14 +478,14 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl)
     if kind ~= 1 then put(1, sh, sl, prev, cur) end
     V.allowed = allowed and 1 or 0
     limit = P(L)
-    if lim >= est then remaining = P(fdiv(lim - est, W)) end
+    if lim >= est then remaining = P(fd(lim - est, W)) end
     if not allowed then
       local m = n
       if m > L then m = L end
       local rt
       if cur + m <= L and prev > 0 then
         local d = (L - cur - m) * W
-        local need = W - fdiv(d, prev)
+        local need = W - fd(d, prev)
         if need < W then
           rt = need - el
           if rt < 0 then rt = 0 end
@@ -505,7 +494,7 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl)
       if rt == nil then
         local el2 = 0
         if cur > 0 then
-          el2 = W - fdiv((L - m) * W, cur)
+          el2 = W - fd((L - m) * W, cur)
           if el2 < 0 then el2 = 0 end
         end
         rt = W - el + el2
@@ -584,7 +573,7 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl)
     -- now in ms, and the ns left over, from the pair.
     local qh = floor(nh / MS)
     local rh = nh - qh * MS
-    local lowms = fdiv(rh * T32 + nl, MS)
+    local lowms = fd(rh * T32 + nl, MS)
     local nowms = qh * T32 + lowms
     local nsub = rh * T32 + nl - lowms * MS
     local tnowms = nowms
@@ -793,7 +782,7 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl)
       local th, tl = b0h[i], b0l[i]
       local f = b1h[i] * T32 + b1l[i]
       if f >= R then
-        local q = fdiv(f, R)
+        local q = fd(f, R)
         th, tl = add(th, tl, pair(q))
         f = f - q * R
       end
@@ -834,7 +823,7 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl)
           local dh, dl = sub(xh, xl, nh, nl)
           local ms
           if dh >= 1048576 then ms = 70368744177664
-          else ms = fdiv(dh * T32 + dl, MS) + 1 end
+          else ms = fd(dh * T32 + dl, MS) + 1 end
           if ms < minttl then ms = minttl end
           redis.call('SET', KEYS[i], v, 'PX', ms)
         end
