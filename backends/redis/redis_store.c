@@ -70,9 +70,8 @@
 #define RCL_NO_NODE 0xff
 #define RCL_ROUNDS 6
 #define RCL_STACK_JOBS 8
-/* Most argv entries one operation needs: EVALSHA sha numkeys, 32 keys and
-** the numbers.  The numbers travel as one argument (see build_job): at
-** most 8 fixed ones and 3 GCRA parameters per key. */
+/* Most argv entries one call needs: EVALSHA sha numkeys, 32 keys, the
+** numbers as one argument (see arg_int) and a batch's marker. */
 #define RCL_MAX_ARGS (3 + SLUICE_GROUP_MAX + 2)
 /* A batch script call carries at most this many single-bucket GCRA
 ** decisions (sluice.lua, "A batch"), 11 numbers each. */

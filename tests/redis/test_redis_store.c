@@ -141,6 +141,35 @@ Test(store, one_round_trip_per_decision) {
   sluice__store_close(s);
 }
 
+static sluice_store *mem_store(void) {
+  sluice_store *m;
+  char err[64];
+  cr_assert_eq(sluice__store_open(sluice_backend_find("mem"), "", NULL, 0, &m,
+                                  err, sizeof err),
+               SLUICE_OK, "%s", err);
+  return m;
+}
+
+/* Each of a batch's verdicts is what mem decides for the same operations
+** applied one at a time, in order. */
+static void expect_as_mem(sluice_store *s, sluice_store *m, int n,
+                          const sluice_op *ops, int64_t now,
+                          const sluice_verdict *vs, const int *rcs) {
+  sluice_verdict vm;
+  int i;
+  for (i = 0; i < n; i++) {
+    cr_assert_eq(rcs[i], SLUICE_OK, "op %d: %s (%s)", i,
+                 sluice_err_name(rcs[i]), s->errstr);
+    cr_assert_eq(sluice__store_apply(m, &ops[i], now, &vm), SLUICE_OK);
+    cr_assert_eq(vs[i].allowed, vm.allowed, "op %d", i);
+    cr_assert_eq(vs[i].limit, vm.limit, "op %d", i);
+    cr_assert_eq(vs[i].remaining, vm.remaining, "op %d", i);
+    cr_assert_eq(vs[i].reset_ns, vm.reset_ns, "op %d", i);
+    cr_assert_eq(vs[i].retry_after_ns, vm.retry_after_ns, "op %d", i);
+    cr_assert_eq(vs[i].now_ns, now, "op %d", i);
+  }
+}
+
 Test(store, batch_is_one_round_trip_per_node) {
   enum { N = 300 };
   sluice_store *s = rt_store("", SLUICE_OPEN_TESTCLOCK);
@@ -151,11 +180,9 @@ Test(store, batch_is_one_round_trip_per_node) {
   sluice_op ops[N];
   sluice_verdict vs[N], vm;
   int rcs[N], i;
-  char tag[64], err[64];
+  char tag[64];
   int64_t now = 1764633600 * SEC;
-  cr_assert_eq(sluice__store_open(sluice_backend_find("mem"), "", NULL, 0, &m,
-                                  err, sizeof err),
-               SLUICE_OK);
+  m = mem_store();
   rt_tag(tag, sizeof tag, "batch");
   for (i = 0; i < N; i++) {
     /* A tag per key: the batch spreads over every master. */
@@ -172,15 +199,7 @@ Test(store, batch_is_one_round_trip_per_node) {
   cr_assert_leq(b.round_trips - a.round_trips, (uint64_t)b.nodes,
                 "%lu round trips for %d ops on %d nodes",
                 b.round_trips - a.round_trips, N, b.nodes);
-  for (i = 0; i < N; i++) {
-    cr_assert_eq(rcs[i], SLUICE_OK, "op %d: %s (%s)", i, sluice_err_name(rcs[i]),
-                 s->errstr);
-    cr_assert_eq(sluice__store_apply(m, &ops[i], now, &vm), SLUICE_OK);
-    cr_assert_eq(vs[i].allowed, vm.allowed, "op %d", i);
-    cr_assert_eq(vs[i].remaining, vm.remaining, "op %d", i);
-    cr_assert_eq(vs[i].reset_ns, vm.reset_ns, "op %d", i);
-    cr_assert_eq(vs[i].retry_after_ns, vm.retry_after_ns, "op %d", i);
-  }
+  expect_as_mem(s, m, N, ops, now, vs, rcs);
   if (rt_is_cluster()) {
     cr_assert_geq(b.nodes, 3);
     cr_assert_geq(b.round_trips - a.round_trips, 3, "every master was used");
@@ -207,11 +226,9 @@ Test(store, batch_scripts_match_mem_in_order) {
   sluice_op ops[N];
   sluice_verdict vs[N], vm;
   int rcs[N], i, allowed_hot = 0;
-  char tag[64], err[64];
+  char tag[64];
   int64_t now = 1764633600 * SEC;
-  cr_assert_eq(sluice__store_open(sluice_backend_find("mem"), "", NULL, 0, &m,
-                                  err, sizeof err),
-               SLUICE_OK);
+  m = mem_store();
   rt_tag(tag, sizeof tag, "bscript");
   for (i = 0; i < N; i++) {
     /* Every key under one tag: one slot, so the cluster batches too. */
@@ -241,20 +258,11 @@ Test(store, batch_scripts_match_mem_in_order) {
   a = rt_stats(s);
   cr_assert_eq(sluice__store_apply_many(s, N, ops, now, vs, rcs), SLUICE_OK);
   b = rt_stats(s);
-  for (i = 0; i < N; i++) {
-    cr_assert_eq(rcs[i], SLUICE_OK, "op %d: %s (%s)", i,
-                 sluice_err_name(rcs[i]), s->errstr);
-    cr_assert_eq(sluice__store_apply(m, &ops[i], now, &vm), SLUICE_OK);
-    cr_assert_eq(vs[i].allowed, vm.allowed, "op %d", i);
-    cr_assert_eq(vs[i].limit, vm.limit, "op %d", i);
-    cr_assert_eq(vs[i].remaining, vm.remaining, "op %d", i);
-    cr_assert_eq(vs[i].reset_ns, vm.reset_ns, "op %d", i);
-    cr_assert_eq(vs[i].retry_after_ns, vm.retry_after_ns, "op %d", i);
-    cr_assert_eq(vs[i].now_ns, now, "op %d", i);
+  expect_as_mem(s, m, N, ops, now, vs, rcs);
+  for (i = 0; i < N; i++)
     if (i % 3 == 0 && i != 0 && ops[i].kind == SLUICE_OP_CONSUME &&
         ops[i].nkeys == 1)
       allowed_hot += vs[i].allowed;
-  }
   /* Key 0 (20 points) was asked 1 + 30-odd times: the first 20 consumes
   ** in order won, the group at 70 among them, so the order was kept. */
   cr_assert(vs[0].allowed);
