@@ -354,6 +354,47 @@ Test(gcra_group, matches_model_for_random_groups) {
   }
 }
 
+/* A single bucket has its own code path (no group loops); it must decide
+** exactly as the group step does.  In a group whose second bucket is so
+** large that it never binds (always fits, always has more points left),
+** the first bucket's verdict and record are the single bucket's. */
+Test(gcra_group, single_bucket_path_equals_group_step) {
+  rng r = {7};
+  int k;
+  for (k = 0; k < 20000; k++) {
+    sluice_gcra_params ps[2];
+    sluice_key ks[2] = {{"{t}a", 4}, {"{t}b", 4}};
+    sluice_state in[2], out1, out2[2];
+    sluice_verdict v1, v2;
+    int64_t now, cost;
+    int kind = rng_range(&r, 0, 3) == 0 ? SLUICE_OP_PEEK : SLUICE_OP_CONSUME;
+    ps[0].rate = rng_range(&r, 1, 1000);
+    ps[0].period_ns = rng_range(&r, 1, 100) * (rng_range(&r, 0, 1) ? SEC : 1);
+    ps[0].burst = rng_range(&r, 1, 100);
+    ps[1].rate = (int64_t)1 << 32;
+    ps[1].period_ns = 1;
+    ps[1].burst = (int64_t)1 << 40;
+    cost = rng_range(&r, 1, ps[0].burst);
+    now = rng_range(&r, 0, 3) == 0 ? INT64_MAX - rng_range(&r, 0, 1000 * SEC)
+                                   : rng_range(&r, 0, 1000 * SEC);
+    /* Any record: fresh, near now, in the future, or a raw fraction. */
+    in[0].w[0] = (uint64_t)now + (uint64_t)rng_range(&r, -100 * SEC, 100 * SEC);
+    in[0].w[1] = (uint64_t)rng_range(&r, 0, ps[0].rate - 1);
+    if (rng_range(&r, 0, 4) == 0)
+      in[0] = zst();
+    in[1] = zst();
+    {
+      sluice_op one = {SLUICE_ALGO_GCRA, kind, 1, ks, ps, cost, 0};
+      sluice_op two = {SLUICE_ALGO_GCRA, kind, 2, ks, ps, cost, 0};
+      cr_assert_eq(sluice_op_step(&one, in, &out1, now, &v1), SLUICE_OK);
+      cr_assert_eq(sluice_op_step(&two, in, out2, now, &v2), SLUICE_OK);
+    }
+    cr_assert_eq(v2.binding, 0, "case %d: the large bucket bound", k);
+    cr_assert(verdict_eq(&v1, &v2), "case %d: verdicts differ", k);
+    cr_assert(st_eq(&out1, &out2[0]), "case %d: records differ", k);
+  }
+}
+
 /* ------------------------------------------------------------ peek, time --- */
 
 Test(gcra, peek_changes_nothing) {
