@@ -1,9 +1,13 @@
 /*
-** SipHash-2-4 (Aumasson & Bernstein, "SipHash: a fast short-input PRF",
-** INDOCRYPT 2012), 64- and 128-bit outputs, written from the paper.  It keys
-** the mem store's hash table against flooding, makes shm fingerprints and
-** scope ids.  Checked against the paper's reference vectors in
-** tests/unit/test_hash.c.
+** SipHash (Aumasson & Bernstein, "SipHash: a fast short-input PRF",
+** INDOCRYPT 2012), written from the paper.  SipHash-2-4, 64- and 128-bit
+** outputs, keys the mem store's hash table against flooding and makes scope
+** ids; it is checked against the paper's reference vectors in
+** tests/unit/test_hash.c.  SipHash-1-3-128 (one compression round per word,
+** three finalization rounds: the variant CPython and Rust hash tables use
+** against flooding) makes shm fingerprints, which are computed on every
+** decision; the same test checks it against a plain reference loop that is
+** itself checked against the 2-4 vectors.
 */
 #include <string.h>
 
@@ -57,20 +61,27 @@ typedef struct sip {
     (s)->v2 = ROTL((s)->v2, 32);                                               \
   } while (0)
 
-static inline void sip_absorb(sip *s, uint64_t m) {
+#define SIPROUNDS(s, n)                                                        \
+  do {                                                                         \
+    int r_;                                                                    \
+    for (r_ = 0; r_ < (n); r_++)                                               \
+      SIPROUND(s);                                                             \
+  } while (0)
+
+static inline void sip_absorb(sip *s, uint64_t m, int c) {
   s->v3 ^= m;
-  SIPROUND(s);
-  SIPROUND(s);
+  SIPROUNDS(s, c);
   s->v0 ^= m;
 }
 
-/* Inlined into both entry points so `wide` folds away and the state stays
-** in registers: a short key is hashed on every decision. */
+/* Inlined into every entry point so that `wide` and the round counts fold
+** away and the state stays in registers: a short key is hashed on every
+** decision. */
 #if defined(__GNUC__)
 __attribute__((always_inline))
 #endif
 static inline void sip_run(const uint8_t key[16], const void *data, size_t len,
-                    int wide, sip *s) {
+                           int wide, int c, int d, sip *s) {
   const uint8_t *in = (const uint8_t *)data;
   uint64_t k0 = load64(key), k1 = load64(key + 8), b = (uint64_t)len << 56;
   size_t i, tail = len & 7;
@@ -83,30 +94,41 @@ static inline void sip_run(const uint8_t key[16], const void *data, size_t len,
   if (wide)
     s->v1 ^= 0xee;
   for (i = 0; i + 8 <= len; i += 8)
-    sip_absorb(s, load64(in + i));
+    sip_absorb(s, load64(in + i), c);
   if (tail)
     memcpy(last, in + i, tail);
-  sip_absorb(s, b | load64(last));
+  sip_absorb(s, b | load64(last), c);
   s->v2 ^= wide ? 0xee : 0xff;
-  for (i = 0; i < 4; i++)
-    SIPROUND(s);
+  SIPROUNDS(s, d);
+}
+
+/* The 128-bit output: the second half is d more rounds after 0xdd. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline void sip128(const uint8_t key[16], const void *data, size_t len,
+                          int c, int d, uint8_t out[16]) {
+  sip s;
+  sip_run(key, data, len, 1, c, d, &s);
+  store64(out, s.v0 ^ s.v1 ^ s.v2 ^ s.v3);
+  s.v1 ^= 0xdd;
+  SIPROUNDS(&s, d);
+  store64(out + 8, s.v0 ^ s.v1 ^ s.v2 ^ s.v3);
 }
 
 uint64_t sluice_siphash64(const uint8_t key[16], const void *data,
                           size_t len) {
   sip s;
-  sip_run(key, data, len, 0, &s);
+  sip_run(key, data, len, 0, 2, 4, &s);
   return s.v0 ^ s.v1 ^ s.v2 ^ s.v3;
 }
 
 void sluice_siphash128(const uint8_t key[16], const void *data, size_t len,
                        uint8_t out[16]) {
-  sip s;
-  int i;
-  sip_run(key, data, len, 1, &s);
-  store64(out, s.v0 ^ s.v1 ^ s.v2 ^ s.v3);
-  s.v1 ^= 0xdd;
-  for (i = 0; i < 4; i++)
-    SIPROUND(&s);
-  store64(out + 8, s.v0 ^ s.v1 ^ s.v2 ^ s.v3);
+  sip128(key, data, len, 2, 4, out);
+}
+
+void sluice_siphash13_128(const uint8_t key[16], const void *data, size_t len,
+                          uint8_t out[16]) {
+  sip128(key, data, len, 1, 3, out);
 }

@@ -163,6 +163,12 @@ SLUICE_EXPORT uint64_t sluice_siphash64(const uint8_t key[16],
                                         const void *data, size_t len);
 SLUICE_EXPORT void sluice_siphash128(const uint8_t key[16], const void *data,
                                      size_t len, uint8_t out[16]);
+/** @brief SipHash-1-3 with a 128-bit output: the cheaper variant, for a
+** fingerprint computed on every decision (the shm table's).  Still keyed
+** against flooding, as CPython's and Rust's hash tables use it. */
+SLUICE_EXPORT void sluice_siphash13_128(const uint8_t key[16],
+                                        const void *data, size_t len,
+                                        uint8_t out[16]);
 /** @brief Fill buf with n bytes from the OS random source (getrandom). */
 SLUICE_EXPORT int sluice_random_bytes(void *buf, size_t n);
 
