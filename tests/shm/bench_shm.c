@@ -100,7 +100,7 @@ static int mx_apply(mx_table *t, const sluice_op *op, int64_t now,
   mx_slot *s = NULL;
   sluice_state in, out;
   int rc;
-  sluice_siphash128(t->hkey, op->keys[0].data, op->keys[0].len, h);
+  sluice_siphash13_128(t->hkey, op->keys[0].data, op->keys[0].len, h);
   memcpy(fp, h, 16);
   fp[0] |= 1;
   i = (uint64_t)(((unsigned __int128)fp[1] * t->nslots) >> 64);

@@ -14,7 +14,7 @@
 #define SEC INT64_C(1000000000)
 #define MIN (60 * SEC)
 
-/* Header offsets (layout 1, see shm_store.c). */
+/* Header offsets (layouts 1 and 2, see shm_store.c). */
 #define OFF_LAYOUT 8
 #define OFF_STATE_LAYOUT 12
 #define OFF_CAPACITY 32
@@ -438,7 +438,7 @@ Test(shm, delete_and_get) {
 
 /* --------------------------------------- claims abandoned by a crash --- */
 /* White-box: these write slot metadata the way a claimer killed between
-** its claim and its commit leaves it (layout 1: a 4096-byte header, then
+** its claim and its commit leaves it (layout 2: a 4096-byte header, then
 ** 48-byte slots; meta.hi = status | gen << 2 | fpx << 12 | units << 24). */
 
 #define HDR 4096
@@ -462,7 +462,7 @@ static uint64_t raw_home(const raw *r, const char *key, unsigned status,
                          uint64_t units, uint64_t m[2]) {
   uint8_t h[16];
   uint64_t h0, h1;
-  sluice_siphash128(r->hkey, key, strlen(key), h);
+  sluice_siphash13_128(r->hkey, key, strlen(key), h);
   memcpy(&h0, h, 8);
   memcpy(&h1, h + 8, 8);
   m[0] = h0;
