@@ -14,7 +14,9 @@
 **                      hi: status 2 | gen 10 | fingerprint 64..75 12 |
 **                          expiry 40 (units of 2^24 ns, rounded up)
 **   state (16 B, CAS)  the algorithm record XOR mask(fingerprint, gen)
-**   exp   (8 B)        exact expiry of the last write (xGet only) + 8 spare
+**   exp   (8 B)        exact expiry of the last write (xGet only)
+**   reach (8 B)        the farthest chain distance at which a key whose
+**                      home is this slot was ever claimed
 **
 ** The key itself is never stored: a 76-bit fingerprint of SipHash-1-3-128
 ** under a random key kept in the header identifies it.  Status is NEVER
@@ -50,6 +52,19 @@
 **  c) A crashed claimer leaves a TENTATIVE slot whose expiry is one unit
 **     past its claim: the next user of the same key finishes it, and any
 **     other key may reclaim it once that unit has passed.
+**  d) Every binding of a key lies within its home slot's reach.  A claimer
+**     raises the reach (only ever upwards) before its claim CAS, and every
+**     scan for a key stops at the reach it read before scanning.  Of two
+**     claims of one key that race, the later claim CAS comes after the
+**     earlier one's raise, so the later claimer's validation scan meets the
+**     earlier claim; meeting it from one side is enough, because giving
+**     way and aborting are each a CAS that the other's commit cannot pass.
+**     Why a reach and not just the never-used slot that ends a chain:
+**     reclaimed and deleted slots never return to never-used, so once a
+**     table has churned every miss would scan the whole window; the reach
+**     keeps a scan to the key's own cluster, and so lets the window be
+**     wide enough that a table at its capacity (load 3/4) practically
+**     never finds a window full (docs/shm.md has the figures).
 **
 ** Decisions.  A decision reads the group's records, runs sluice_op_step()
 ** on them (records past their expiry read as zeroed, as in every backend),
@@ -109,9 +124,9 @@
 #endif
 
 #define SHM_MAGIC "SLUICESH"
-#define SHM_LAYOUT 2u /* tests/shm/meson.build names the conformance table after it */
+#define SHM_LAYOUT 3u /* tests/shm/meson.build names the conformance table after it */
 #define HEADER_BYTES 4096u
-#define PROBE_WINDOW 256u
+#define PROBE_WINDOW 1024u
 #define DEFAULT_CAPACITY 65536
 #define MAX_CAPACITY ((int64_t)1 << 32)
 #define OPEN_WAIT_MS 500
@@ -155,7 +170,7 @@ typedef struct shm_slot {
   uint64_t meta[2];
   uint64_t state[2];
   int64_t exp_exact;
-  uint64_t spare;
+  uint64_t reach; /* of the keys whose home is this slot: invariant d */
 } __attribute__((aligned(16))) shm_slot;
 
 _Static_assert(sizeof(shm_slot) == 48, "slot layout is part of the format");
@@ -270,6 +285,21 @@ static inline shm_slot *slot_at(shm_store *t, const khash *k, uint32_t d) {
   return &t->slots[i];
 }
 
+/* Key k's chain ends at this distance (invariant d).  Clamped, so that a
+** damaged mapping cannot send a scan past the window. */
+static inline uint32_t reach_of(shm_store *t, const khash *k) {
+  uint64_t r = ck_pr_load_64(&t->slots[k->home].reach);
+  return r < t->window ? (uint32_t)r : t->window - 1;
+}
+
+/* Before a claim at distance d.  When the reach is already as far, the load
+** that saw it is enough: the claim CAS that follows cannot pass it. */
+static void reach_raise(shm_store *t, const khash *k, uint32_t d) {
+  uint64_t *p = &t->slots[k->home].reach, cur = ck_pr_load_64(p);
+  while (cur < d && !ck_pr_cas_64_value(p, cur, d, &cur))
+    ;
+}
+
 static int reclaimable(const uint64_t m[2], int64_t now) {
   unsigned st = m_status(m);
   if (st == ST_NEVER || st == ST_FREE)
@@ -310,7 +340,7 @@ static int tent_finish(shm_store *t, const khash *k, uint32_t dt,
                        const uint64_t tm[2]) {
   shm_slot *s = slot_at(t, k, dt);
   uint64_t fresh[2], x[2], m[2], cmp[2], set[2];
-  uint32_t d;
+  uint32_t d, reach;
   long n;
 
   /* 1. Reset the state to the fresh encoding.  The state is read, then the
@@ -335,7 +365,8 @@ static int tent_finish(shm_store *t, const khash *k, uint32_t dt,
   }
 
   /* 2. Validate against every other binding of this key in its chain. */
-  for (d = 0; d < t->window; d++) {
+  reach = reach_of(t, k);
+  for (d = 0; d <= reach; d++) {
     shm_slot *o;
     if (d == dt)
       continue;
@@ -377,9 +408,10 @@ static int find(shm_store *t, const khash *k, int64_t now, int create,
                 uint32_t *dist, uint64_t m[2]) {
   long n;
   for (n = 0; n < RETRY_MAX; n++) {
-    uint32_t d, cand = UINT32_MAX;
+    uint32_t d, cand = UINT32_MAX, reach = reach_of(t, k);
     uint64_t cm[2] = {0, 0}, tm[2];
     int restart = 0;
+    /* Past the reach only a slot to claim is looked for. */
     for (d = 0; d < t->window; d++) {
       shm_slot *s = slot_at(t, k, d);
       meta_read(s, m);
@@ -414,6 +446,8 @@ static int find(shm_store *t, const khash *k, int64_t now, int create,
         cm[0] = m[0];
         cm[1] = m[1];
       }
+      if (d >= reach && (cand != UINT32_MAX || !create))
+        break;
     }
     if (restart)
       continue;
@@ -424,6 +458,7 @@ static int find(shm_store *t, const khash *k, int64_t now, int create,
     /* Claim: the expiry is one unit past now, so an abandoned claim of
     ** another key is reclaimable almost at once. */
     meta_bind(cm, k, ST_TENT, units_of(now) + 1, tm);
+    reach_raise(t, k, cand);
     if (!ck_pr_cas_64_2(slot_at(t, k, cand)->meta, cm, tm))
       continue;
     if (tent_finish(t, k, cand, tm) == FIN_LIVE) {

@@ -340,10 +340,11 @@ Test(shm, flood_cannot_evict_a_box) {
   cr_assert_eq(v.allowed, 0);
   cr_assert_eq(v.level, 1);
 
-  /* far more new keys than slots: some fit, the rest are refused */
-  fitted = flood(lim, "a", 1000, t0, &efull);
+  /* far more new keys than slots (at least one probe window, 1024): some
+  ** fit, the rest are refused */
+  fitted = flood(lim, "a", 2000, t0, &efull);
   cr_assert_gt(efull, 0, "the table never filled up");
-  cr_assert_lt(fitted, 1000);
+  cr_assert_lt(fitted, 2000);
   st.now_ns = t0;
   cr_assert_eq(sluice_limiter_control(lim, SLUICE_CTL_SHM_STATS, &st),
                SLUICE_OK);
@@ -438,11 +439,13 @@ Test(shm, delete_and_get) {
 
 /* --------------------------------------- claims abandoned by a crash --- */
 /* White-box: these write slot metadata the way a claimer killed between
-** its claim and its commit leaves it (layout 2: a 4096-byte header, then
-** 48-byte slots; meta.hi = status | gen << 2 | fpx << 12 | units << 24). */
+** its claim and its commit leaves it (layout 3: a 4096-byte header, then
+** 48-byte slots; meta.hi = status | gen << 2 | fpx << 12 | units << 24;
+** the home slot's reach at byte 40). */
 
 #define HDR 4096
 #define SLOT 48
+#define REACH 40
 
 typedef struct raw {
   int fd;
@@ -476,6 +479,11 @@ static void raw_write(const raw *r, uint64_t slot, const uint64_t m[2],
   cr_assert_eq(pwrite(r->fd, m, 16, off), 16);
   if (st)
     cr_assert_eq(pwrite(r->fd, st, 16, off + 16), 16);
+}
+
+static void raw_reach(const raw *r, uint64_t slot, uint64_t reach) {
+  cr_assert_eq(pwrite(r->fd, &reach, 8, (off_t)(HDR + slot * SLOT + REACH)),
+               8);
 }
 
 static _Atomic int64_t ab_now;
@@ -522,12 +530,12 @@ Test(shm, abandoned_claim_of_other_key_is_reclaimed) {
   int64_t t = 70 * SEC;
   int efull, fitted;
   shm_test_name(name, sizeof name, "aband2");
-  /* 192 keys: 256 slots, one probe window: the whole table */
-  snprintf(store, sizeof store, "shm:name=%s;capacity=192", name);
+  /* 768 keys: 1024 slots, one probe window: the whole table */
+  snprintf(store, sizeof store, "shm:name=%s;capacity=768", name);
   atomic_store(&ab_now, t);
   lim = shm_test_open(store, &ab_now, &clk);
-  fitted = flood(lim, "f", 300, t, &efull);
-  cr_assert_eq(fitted, 256);
+  fitted = flood(lim, "f", 1100, t, &efull);
+  cr_assert_eq(fitted, 1024);
   raw_open(&r);
   /* one slot turns into a dead process's claim for some other key */
   slot = raw_home(&r, "ghost", 1, ((uint64_t)t >> 24) + 1, m);
@@ -559,14 +567,16 @@ Test(shm, a_claim_gives_way_to_the_live_binding_of_its_key) {
   lim = shm_test_open(store, &ab_now, &clk);
   cr_assert_eq(take_all(lim, "dup", t), 10); /* empty bucket, live */
   raw_open(&r);
-  /* Move the live record one slot on and leave, at its home, a claim for
-  ** the same key: what two processes inserting "dup" at once, from
-  ** different views of the chain, can leave behind. */
+  /* Move the live record one slot on (its home's reach covering it, as a
+  ** claimer leaves it) and leave, at its home, a claim for the same key:
+  ** what two processes inserting "dup" at once, from different views of
+  ** the chain, can leave behind. */
   home = raw_home(&r, "dup", 1, ((uint64_t)t >> 24) + 1, m);
-  cr_assert_eq(pread(r.fd, slot, SLOT, (off_t)(HDR + home * SLOT)), SLOT);
-  cr_assert_eq(pwrite(r.fd, slot, SLOT,
+  cr_assert_eq(pread(r.fd, slot, REACH, (off_t)(HDR + home * SLOT)), REACH);
+  cr_assert_eq(pwrite(r.fd, slot, REACH,
                       (off_t)(HDR + ((home + 1) % r.nslots) * SLOT)),
-               SLOT);
+               REACH);
+  raw_reach(&r, home, 1);
   raw_write(&r, home, m, NULL);
   /* The claim must not commit as a second, fresh bucket for "dup". */
   cr_assert_eq(take_all(lim, "dup", t), 0, "a duplicate binding refunded");
@@ -575,6 +585,92 @@ Test(shm, a_claim_gives_way_to_the_live_binding_of_its_key) {
                SLUICE_OK);
   cr_assert_eq(st.live, 1);
   cr_assert_eq(st.pending, 0);
+  close(r.fd);
+  sluice_limiter_close(lim);
+  sluice_clock_free(clk);
+}
+
+/* ------------------------------------------------------------- reach --- */
+
+static _Atomic int64_t reach_now;
+
+/* Invariant d, white-box: every key lies within its home slot's reach, and
+** in a table that only one process filled, the reach is exactly as far as
+** the farthest key of that home (so a scan reads no slot it need not).
+** Deleting keys in front of others must not lose them. */
+Test(shm, every_key_lies_within_its_home_reach) {
+  enum { NK = 1000 };
+  char store[200], key[32];
+  sluice_limiter *lim;
+  sluice_clock *clk;
+  sluice_shm_stats st = {0};
+  raw r;
+  uint8_t *tab;
+  uint64_t *far, m[2];
+  int64_t t = 120 * SEC;
+  uint64_t i, longest = 0;
+  shm_test_name(name, sizeof name, "reach");
+  /* 1024 slots, 1000 keys: long clusters */
+  snprintf(store, sizeof store, "shm:name=%s;capacity=768", name);
+  atomic_store(&reach_now, t);
+  lim = shm_test_open(store, &reach_now, &clk);
+  for (int k = 0; k < NK; k++) {
+    snprintf(key, sizeof key, "r-%d", k);
+    cr_assert_eq(take_all(lim, key, t), 10);
+  }
+  raw_open(&r);
+  tab = malloc(r.nslots * SLOT);
+  far = calloc(r.nslots, sizeof *far);
+  cr_assert(tab && far);
+  cr_assert_eq(pread(r.fd, tab, r.nslots * SLOT, HDR),
+               (ssize_t)(r.nslots * SLOT));
+  for (int k = 0; k < NK; k++) {
+    uint64_t home, j, d, reach, found = UINT64_MAX;
+    snprintf(key, sizeof key, "r-%d", k);
+    home = raw_home(&r, key, 2, 0, m);
+    for (j = 0; j < r.nslots; j++) {
+      uint64_t sm[2];
+      memcpy(sm, tab + j * SLOT, 16);
+      if (sm[0] == m[0] && ((sm[1] ^ m[1]) & UINT64_C(0xfff003)) == 0) {
+        cr_assert_eq(found, UINT64_MAX, "key %s bound twice", key);
+        found = j;
+      }
+    }
+    cr_assert_neq(found, UINT64_MAX, "key %s has no live slot", key);
+    d = (found + r.nslots - home) % r.nslots;
+    memcpy(&reach, tab + home * SLOT + REACH, 8);
+    cr_assert_leq(d, reach, "%s at distance %llu, its home's reach %llu",
+                  key, (unsigned long long)d, (unsigned long long)reach);
+    if (d > far[home])
+      far[home] = d;
+    if (d > longest)
+      longest = d;
+  }
+  cr_assert_gt(longest, 8, "the fill made no long cluster to test");
+  for (i = 0; i < r.nslots; i++) {
+    uint64_t reach;
+    memcpy(&reach, tab + i * SLOT + REACH, 8);
+    cr_assert_eq(reach, far[i], "slot %llu: reach %llu, farthest key %llu",
+                 (unsigned long long)i, (unsigned long long)reach,
+                 (unsigned long long)far[i]);
+  }
+  /* delete every even key: the odd ones behind them are still found (each
+  ** is still drained, not a fresh bucket), and nothing got bound twice */
+  for (int k = 0; k < NK; k += 2) {
+    snprintf(key, sizeof key, "r-%d", k);
+    cr_assert_eq(sluice_limiter_delete(lim, key, strlen(key)), SLUICE_OK);
+  }
+  for (int k = 1; k < NK; k += 2) {
+    snprintf(key, sizeof key, "r-%d", k);
+    cr_assert_eq(take_all(lim, key, t), 0, "%s lost behind deleted keys",
+                 key);
+  }
+  st.now_ns = t;
+  cr_assert_eq(sluice_limiter_control(lim, SLUICE_CTL_SHM_STATS, &st),
+               SLUICE_OK);
+  cr_assert_eq(st.live, NK / 2);
+  free(tab);
+  free(far);
   close(r.fd);
   sluice_limiter_close(lim);
   sluice_clock_free(clk);
