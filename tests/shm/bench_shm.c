@@ -10,8 +10,12 @@
 **            mutex (the classic nginx shared-zone design), 1 and 2 processes
 **
 ** Workloads: one hot key (every decision admits and writes: the worst case
-** for contention), and 1,000,000 keys picked at random (the table is filled
-** first, so this measures steady-state hits).  Time is passed explicitly
+** for contention), 1,000,000 keys picked at random (the table is filled
+** first, so this measures steady-state hits), and new keys on a churned
+** table: a 65,536-key table through which CHURN_GENS generations of keys
+** that expire at once have passed (so no slot is unused any more, as in a
+** long-running per-IP limiter), then one more generation timed: each
+** decision is a miss and a claim.  Time is passed explicitly
 ** (sluice_limiter_apply_at) so no clock read is timed.
 **
 ** Usage: bench_shm [decisions-per-process]   (default 500000)
@@ -42,6 +46,8 @@
 #define KEYLEN 16
 #define ROUNDS 5
 #define HOT_MULT 8
+#define CHURN_KEYS 65536
+#define CHURN_GENS 8
 
 static char (*keys)[KEYLEN];
 static uint32_t *order; /* random key order, per run */
@@ -69,6 +75,11 @@ static void die(const char *what, int rc) {
 static const sluice_gcra_params hot_p = {1, 1, 1000000000};
 /* The wide set: ordinary buckets (10/s, burst 100). */
 static const sluice_gcra_params wide_p = {10, 1000000000, 100};
+/* Churn: a record that lives 1 ms; generations are 10 s apart, past the
+** shm table's reclaim grace. */
+static const sluice_gcra_params churn_p = {1, 1000000, 1};
+
+enum { WL_HOT, WL_WIDE, WL_CHURN };
 
 /* ------------------------------------------------- the mutex baseline --- */
 
@@ -171,6 +182,7 @@ typedef struct shared {
   int64_t start[2], end[2], cpu[2];
   int64_t admitted[2];
   double round_ns[ROUNDS], round_cpu[ROUNDS]; /* mem_wide()'s child */
+  int64_t churn_gen; /* the next generation of churn keys */
 } shared;
 
 static shared *sh;
@@ -198,20 +210,51 @@ static sluice_limiter *open_store(const char *spec) {
   return lim;
 }
 
-static long ops_of(int wide) { return wide ? nops : nops * HOT_MULT; }
+static long ops_of(int wl) {
+  return wl == WL_WIDE ? nops : wl == WL_HOT ? nops * HOT_MULT : CHURN_KEYS;
+}
+
+/* One generation of churn keys (8 bytes: generation, index), all new. */
+static void churn_gen(sluice_limiter *lim, int64_t gen) {
+  sluice_key k;
+  sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, &churn_p, 1, 0};
+  sluice_verdict v;
+  uint32_t kb[2] = {(uint32_t)gen, 0};
+  int64_t now = (gen + 1) * 10000000000;
+  k.data = (const char *)kb;
+  k.len = sizeof kb;
+  for (kb[1] = 0; kb[1] < CHURN_KEYS; kb[1]++) {
+    int rc = sluice_limiter_apply_at(lim, &op, now, &v);
+    if (rc != SLUICE_OK)
+      die("churn", rc);
+  }
+}
 
 /* One process's share of a run. */
-static void worker(sluice_limiter *lim, int wide, int who,
-                   int nproc) {
+static void worker(sluice_limiter *lim, int wl, int who, int nproc) {
   sluice_key k;
   sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k,
-                  wide ? &wide_p : &hot_p, 1, 0};
+                  wl == WL_WIDE ? &wide_p : &hot_p, 1, 0};
   sluice_verdict v;
   int64_t now = 1000000000, admitted = 0;
-  long i, n = ops_of(wide);
+  long i, n = ops_of(wl);
   uint32_t off = (uint32_t)who * 7919u;
+  int wide = wl == WL_WIDE;
   k.data = "hot";
   k.len = 3;
+  if (wl == WL_CHURN) {
+    /* untimed: churn the table, then time one more generation */
+    int64_t g = sh->churn_gen;
+    for (int j = 0; j < CHURN_GENS; j++)
+      churn_gen(lim, g + j);
+    sh->start[who] = mono();
+    sh->cpu[who] = cputime();
+    churn_gen(lim, g + CHURN_GENS);
+    sh->end[who] = mono();
+    sh->cpu[who] = cputime() - sh->cpu[who];
+    sh->admitted[who] = n;
+    return;
+  }
   atomic_fetch_add(&sh->ready, 1);
   while (atomic_load(&sh->ready) < nproc)
     ;
@@ -237,19 +280,20 @@ static void worker(sluice_limiter *lim, int wide, int who,
 }
 
 /* ns per decision over all processes: wall time / total decisions. */
-static double run(const char *spec, int wide, int nproc) {
+static double run(const char *spec, int wl, int nproc) {
   pid_t pids[2];
-  int64_t s, e;
-  long n = ops_of(wide);
+  int64_t s, e, gen = sh->churn_gen;
+  long n = ops_of(wl);
   int i;
   memset(sh, 0, sizeof *sh);
+  sh->churn_gen = gen;
   for (i = 0; i < nproc; i++) {
     pids[i] = fork();
     if (pids[i] < 0)
       die("fork", SLUICE_EIO);
     if (pids[i] == 0) {
       sluice_limiter *lim = open_store(spec);
-      worker(lim, wide, i, nproc);
+      worker(lim, wl, i, nproc);
       sluice_limiter_close(lim);
       _exit(0);
     }
@@ -271,10 +315,12 @@ static double run(const char *spec, int wide, int nproc) {
   last_cpu = 0;
   for (i = 0; i < nproc; i++) {
     last_cpu += (double)sh->cpu[i];
-    if (!wide && sh->admitted[i] != n)
+    if (wl != WL_WIDE && sh->admitted[i] != n)
       die("hot key: a decision was denied, the run did not measure writes",
           SLUICE_EBACKEND);
   }
+  if (wl == WL_CHURN)
+    sh->churn_gen = gen + CHURN_GENS + 1;
   last_cpu /= (double)n * nproc;
   return (double)(e - s) / ((double)n * nproc);
 }
@@ -309,6 +355,7 @@ static void prefill(int impl, const char *spec) {
 enum {
   MEM_H1, SHM_H1, SHM_H2, MX_H1, MX_H2,
   MEM_W1, SHM_W1, SHM_W2, MX_W1, MX_W2,
+  MEM_C1, SHM_C1,
   NSC
 };
 static const char *const label[NSC] = {
@@ -317,6 +364,7 @@ static const char *const label[NSC] = {
     "mutex, hot key, 2 processes", "mem, 1M keys, 1 thread",
     "shm, 1M keys, 1 process",   "shm, 1M keys, 2 processes",
     "mutex, 1M keys, 1 process", "mutex, 1M keys, 2 processes",
+    "mem, new keys, churned, 1 thread", "shm, new keys, churned, 1 process",
 };
 static double ns_r[NSC][ROUNDS], cpu_r[NSC][ROUNDS];
 
@@ -381,26 +429,28 @@ static void mem_wide(void) {
 }
 
 int main(int argc, char **argv) {
-  char hot_spec[64], wide_spec[64];
-  int fd_hot, fd_wide;
+  char hot_spec[64], wide_spec[64], churn_spec[64];
+  int fd_hot, fd_wide, fd_churn;
   uint64_t seed = 12345;
   double load[3] = {0, 0, 0};
   mx_table *mx_hot, *mx_wide;
   struct {
     const char *spec; /* NULL: the mutex table */
     mx_table **mx;
-    int wide, nproc;
+    int wl, nproc;
   } sc[NSC] = {
-      [MEM_H1] = {"mem", NULL, 0, 1},
-      [SHM_H1] = {hot_spec, NULL, 0, 1},
-      [SHM_H2] = {hot_spec, NULL, 0, 2},
-      [MX_H1] = {NULL, &mx_hot, 0, 1},
-      [MX_H2] = {NULL, &mx_hot, 0, 2},
-      [MEM_W1] = {NULL, NULL, 1, 1}, /* mem_wide() */
-      [SHM_W1] = {wide_spec, NULL, 1, 1},
-      [SHM_W2] = {wide_spec, NULL, 1, 2},
-      [MX_W1] = {NULL, &mx_wide, 1, 1},
-      [MX_W2] = {NULL, &mx_wide, 1, 2},
+      [MEM_H1] = {"mem", NULL, WL_HOT, 1},
+      [SHM_H1] = {hot_spec, NULL, WL_HOT, 1},
+      [SHM_H2] = {hot_spec, NULL, WL_HOT, 2},
+      [MX_H1] = {NULL, &mx_hot, WL_HOT, 1},
+      [MX_H2] = {NULL, &mx_hot, WL_HOT, 2},
+      [MEM_W1] = {NULL, NULL, WL_WIDE, 1}, /* mem_wide() */
+      [SHM_W1] = {wide_spec, NULL, WL_WIDE, 1},
+      [SHM_W2] = {wide_spec, NULL, WL_WIDE, 2},
+      [MX_W1] = {NULL, &mx_wide, WL_WIDE, 1},
+      [MX_W2] = {NULL, &mx_wide, WL_WIDE, 2},
+      [MEM_C1] = {"mem", NULL, WL_CHURN, 1},
+      [SHM_C1] = {churn_spec, NULL, WL_CHURN, 1},
   };
 
   if (argc > 1)
@@ -427,6 +477,9 @@ int main(int argc, char **argv) {
   }
   fd_hot = memfd_create("bench-hot", 0);
   fd_wide = memfd_create("bench-wide", 0);
+  fd_churn = memfd_create("bench-churn", 0);
+  snprintf(churn_spec, sizeof churn_spec, "shm:fd=%d;capacity=%d", fd_churn,
+           CHURN_KEYS);
   snprintf(hot_spec, sizeof hot_spec, "shm:fd=%d;capacity=1024", fd_hot);
   snprintf(wide_spec, sizeof wide_spec, "shm:fd=%d;capacity=%d", fd_wide,
            NKEYS);
@@ -447,16 +500,16 @@ int main(int argc, char **argv) {
       if (k == MEM_W1)
         continue;
       mx = sc[k].mx ? *sc[k].mx : NULL;
-      ns_r[k][r] = run(sc[k].spec, sc[k].wide, sc[k].nproc);
+      ns_r[k][r] = run(sc[k].spec, sc[k].wl, sc[k].nproc);
       cpu_r[k][r] = last_cpu;
     }
   mem_wide();
 
-  printf("\n%-30s %12s %14s %14s\n", "workload", "ns/decision",
+  printf("\n%-34s %12s %14s %14s\n", "workload", "ns/decision",
          "Mdecisions/s", "CPU ns/dec.");
   for (int k = 0; k < NSC; k++) {
     double ns = median(ns_r[k]);
-    printf("%-30s %12.1f %14.2f %14.1f\n", label[k], ns, 1e3 / ns,
+    printf("%-34s %12.1f %14.2f %14.1f\n", label[k], ns, 1e3 / ns,
            median(cpu_r[k]));
   }
   printf("\nratios (throughput, median of the %d rounds; target in "
@@ -468,6 +521,8 @@ int main(int argc, char **argv) {
   printf("ratios of time per decision (shm slower by):\n");
   ratio("shm / mem, hot key, 1 process", SHM_H1, MEM_H1, "<= 1.5");
   ratio("shm / mem, 1M keys, 1 process", SHM_W1, MEM_W1, NULL);
+  ratio("shm / mem, new keys, churned table", SHM_C1, MEM_C1, NULL);
+  close(fd_churn);
   close(fd_hot);
   close(fd_wide);
   return 0;
