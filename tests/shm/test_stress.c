@@ -208,6 +208,62 @@ Test(stress, frozen_time_every_key_admits_exactly_its_burst) {
                  (long long)atomic_load(&sh->wide[i]));
 }
 
+/* ----------------------------- a tight table with deletes: the reach --- */
+
+/* Sentinel keys, asked for more than their bursts with the clock stopped,
+** share a table filled to about 80% with churn keys that every thread keeps
+** claiming and deleting.  Deleted slots lie in front of sentinels in their
+** clusters; a lookup that stopped short of a sentinel would claim such a
+** slot and give the sentinel a second, fresh bucket: an over-admission.
+** (Each slot's reach is what lets a lookup walk past them.) */
+#define TIGHT_SENTINELS 1500
+#define TIGHT_CHURN 150 /* per thread, live at once */
+
+static void tight_thread(targ *a) {
+  uint64_t seed = (uint64_t)(a->proc * 16 + a->thr + 301);
+  sluice_verdict v;
+  int i, r;
+  for (r = 0; r < 4; r++) {
+    int start = (int)(rnd(&seed) % TIGHT_SENTINELS);
+    for (i = 0; i < TIGHT_SENTINELS; i++) {
+      int w = (start + i * 7) % TIGHT_SENTINELS, c, rc;
+      char key[32];
+      sluice_gcra_params p = wide_params(w, 3600 * SEC);
+      sluice_key k;
+      sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, &p, 1, 0};
+      wide_key(key, sizeof key, w);
+      k.data = key;
+      k.len = strlen(key);
+      apply_or_count(a->lim, &op, &v);
+      if (v.allowed)
+        atomic_fetch_add(&sh->wide[w], 1);
+      /* churn: delete one of this thread's keys, claim it again */
+      c = (int)(rnd(&seed) % TIGHT_CHURN);
+      snprintf(key, sizeof key, "c:%d:%d:%d", a->proc, a->thr, c);
+      k.len = strlen(key);
+      rc = sluice_limiter_delete(a->lim, key, k.len);
+      if (rc != SLUICE_OK && rc != SLUICE_ENOTFOUND)
+        atomic_fetch_add(&sh->errors, 1);
+      apply_or_count(a->lim, &op, &v);
+    }
+  }
+}
+
+static void tight_proc(int proc) { run_threads(proc, tight_thread, NTHR); }
+
+Test(stress, deletes_in_a_tight_table_never_rebind_a_key) {
+  int i;
+  /* 1500 + 900 keys in 3000 slots */
+  setup_store("tight", 2250, 100 * SEC);
+  cr_assert_eq(run_children(tight_proc, NPROC), 0, "a worker failed");
+  cr_assert_eq(atomic_load(&sh->errors), 0);
+  for (i = 0; i < TIGHT_SENTINELS; i++)
+    cr_assert_eq(atomic_load(&sh->wide[i]), wide_params(i, SEC).burst,
+                 "sentinel %d (burst %lld) admitted %lld", i,
+                 (long long)wide_params(i, SEC).burst,
+                 (long long)atomic_load(&sh->wide[i]));
+}
+
 /* ------------------------------------ moving time: the bound, and groups --- */
 
 static const sluice_gcra_params hot_moving = {3, SEC, 50}; /* 3/s, burst 50 */
