@@ -102,6 +102,21 @@ static void apply_or_count(sluice_limiter *lim, const sluice_op *op,
   }
 }
 
+/* One point from wide key w, counted in sh->wide[w] when admitted. */
+static void take_wide(sluice_limiter *lim, int w, int64_t period) {
+  char key[32];
+  sluice_gcra_params p = wide_params(w, period);
+  sluice_key k;
+  sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, &p, 1, 0};
+  sluice_verdict v;
+  wide_key(key, sizeof key, w);
+  k.data = key;
+  k.len = strlen(key);
+  apply_or_count(lim, &op, &v);
+  if (v.allowed)
+    atomic_fetch_add(&sh->wide[w], 1);
+}
+
 static int run_children(void (*body)(int), int nproc) {
   pid_t pids[16];
   int i, bad = 0;
@@ -175,18 +190,8 @@ static void frozen_thread(targ *a) {
     int start = (int)(rnd(&seed) % NWIDE);
     for (i = 0; i < NWIDE; i++) {
       int w = (start + i * 7) % NWIDE;
-      char key[32];
-      sluice_gcra_params p = wide_params(w, 3600 * SEC);
-      sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, &p, 1, 0};
-      wide_key(key, sizeof key, w);
-      k.data = key;
-      k.len = strlen(key);
-      apply_or_count(a->lim, &op, &v);
-      if (v.allowed)
-        atomic_fetch_add(&sh->wide[w], 1);
-      apply_or_count(a->lim, &op, &v);
-      if (v.allowed)
-        atomic_fetch_add(&sh->wide[w], 1);
+      take_wide(a->lim, w, 3600 * SEC);
+      take_wide(a->lim, w, 3600 * SEC);
     }
   }
 }
@@ -220,26 +225,22 @@ Test(stress, frozen_time_every_key_admits_exactly_its_burst) {
 #define TIGHT_CHURN 150 /* per thread, live at once */
 
 static void tight_thread(targ *a) {
+  static const sluice_gcra_params churn_p = {1, 3600 * SEC, 1};
   uint64_t seed = (uint64_t)(a->proc * 16 + a->thr + 301);
   sluice_verdict v;
   int i, r;
   for (r = 0; r < 4; r++) {
     int start = (int)(rnd(&seed) % TIGHT_SENTINELS);
     for (i = 0; i < TIGHT_SENTINELS; i++) {
-      int w = (start + i * 7) % TIGHT_SENTINELS, c, rc;
       char key[32];
-      sluice_gcra_params p = wide_params(w, 3600 * SEC);
-      sluice_key k;
-      sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, &p, 1, 0};
-      wide_key(key, sizeof key, w);
-      k.data = key;
-      k.len = strlen(key);
-      apply_or_count(a->lim, &op, &v);
-      if (v.allowed)
-        atomic_fetch_add(&sh->wide[w], 1);
+      sluice_key k = {key, 0};
+      sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, &churn_p,
+                      1, 0};
+      int rc;
+      take_wide(a->lim, (start + i * 7) % TIGHT_SENTINELS, 3600 * SEC);
       /* churn: delete one of this thread's keys, claim it again */
-      c = (int)(rnd(&seed) % TIGHT_CHURN);
-      snprintf(key, sizeof key, "c:%d:%d:%d", a->proc, a->thr, c);
+      snprintf(key, sizeof key, "c:%d:%d:%d", a->proc, a->thr,
+               (int)(rnd(&seed) % TIGHT_CHURN));
       k.len = strlen(key);
       rc = sluice_limiter_delete(a->lim, key, k.len);
       if (rc != SLUICE_OK && rc != SLUICE_ENOTFOUND)
@@ -294,20 +295,9 @@ static void moving_thread(targ *a) {
         atomic_fetch_add(&sh->hot, cost);
       break;
     }
-    case 1: {
-      int w = (int)((r >> 40) % MOVE_WIDE);
-      char key[32];
-      sluice_gcra_params p = wide_params(w, SEC);
-      sluice_key k;
-      sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, &p, 1, 0};
-      wide_key(key, sizeof key, w);
-      k.data = key;
-      k.len = strlen(key);
-      apply_or_count(a->lim, &op, &v);
-      if (v.allowed)
-        atomic_fetch_add(&sh->wide[w], 1);
+    case 1:
+      take_wide(a->lim, (int)((r >> 40) % MOVE_WIDE), SEC);
       break;
-    }
     default: {
       /* tenant bucket + this thread's key bucket, charged together */
       sluice_key ks[2] = {{"{t1}:tenant", 11}, {gname, strlen(gname)}};
