@@ -215,6 +215,11 @@ static int run_line(ctx *c, sluice_limiter *lim, sluice_clock *clk, char *s, con
     complain(c, line, "bad kind or params");
     return -1;
   }
+  for (int i = 1; i < npd; i++)
+    if (pd[i]->algo != pd[0]->algo) {
+      complain(c, line, "params of different algorithms in one group");
+      return -1;
+    }
   for (char *x = strtok(tok[3], "+"); x && nk < SLUICE_GROUP_MAX;
        x = strtok(NULL, "+")) {
     snprintf(keybuf[nk], sizeof keybuf[nk], "{%s}:%s", tag, x);
@@ -242,6 +247,12 @@ static int run_line(ctx *c, sluice_limiter *lim, sluice_clock *clk, char *s, con
   op.arg = strtoll(tok[4], NULL, 10);
   op.id = strtoull(tok[5], NULL, 0);
   if (op.algo == SLUICE_ALGO_GCRA) {
+    /* A group carries one params entry per key and the library reads all
+    ** nkeys of them; it cannot know the array is shorter. */
+    if (npd != nk) {
+      complain(c, line, "%d params for %d keys", npd, nk);
+      return -1;
+    }
     for (int i = 0; i < npd; i++)
       gp[i] = pd[i]->u.g;
     op.params = gp;
