@@ -849,9 +849,13 @@ static int shm_control(sluice_store *st, int op, void *arg) {
   ss->bytes_per_key =
       (ss->slots * ss->slot_bytes + ss->capacity - 1) / ss->capacity;
   ss->probe_window = t->window;
-  ss->live = ss->pending = 0;
+  ss->live = ss->pending = ss->longest_reach = 0;
   for (i = 0; i < t->nslots; i++) {
-    uint64_t m[2];
+    uint64_t m[2], r = ck_pr_load_64(&t->slots[i].reach);
+    if (r >= t->window)
+      r = t->window - 1; /* as reach_of() reads it */
+    if ((int64_t)r > ss->longest_reach)
+      ss->longest_reach = (int64_t)r;
     meta_read(&t->slots[i], m);
     if (m_status(m) == ST_LIVE && !units_passed(m_units(m), now))
       ss->live++;

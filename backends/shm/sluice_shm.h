@@ -50,6 +50,10 @@ typedef struct sluice_shm_stats {
                               mapping adds one 4 KiB header page) */
   int64_t mapping_bytes; /**< whole mapping, header included */
   int64_t probe_window;  /**< slots a key may live from its home slot */
+  int64_t longest_reach; /**< farthest any key was ever placed from its home
+                              slot; as it nears probe_window, new keys near
+                              the longest clusters risk SLUICE_EFULL before
+                              capacity (docs/shm.md) */
 } sluice_shm_stats;
 
 #endif

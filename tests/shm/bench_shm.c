@@ -342,10 +342,12 @@ static void prefill(int impl, const char *spec) {
     sluice_shm_stats st = {.now_ns = 1000000000};
     if (sluice_limiter_control(lim, SLUICE_CTL_SHM_STATS, &st) == SLUICE_OK)
       printf("shm table: capacity %lld, %lld slots of %lld B, %lld B/key "
-             "(+4 KiB header), %lld live after prefill\n",
+             "(+4 KiB header), %lld live after prefill, longest reach "
+             "%lld of %lld\n",
              (long long)st.capacity, (long long)st.slots,
              (long long)st.slot_bytes, (long long)st.bytes_per_key,
-             (long long)st.live);
+             (long long)st.live, (long long)st.longest_reach,
+             (long long)st.probe_window);
   }
   sluice_limiter_close(lim);
 }

@@ -647,6 +647,10 @@ Test(shm, every_key_lies_within_its_home_reach) {
       longest = d;
   }
   cr_assert_gt(longest, 8, "the fill made no long cluster to test");
+  st.now_ns = t;
+  cr_assert_eq(sluice_limiter_control(lim, SLUICE_CTL_SHM_STATS, &st),
+               SLUICE_OK);
+  cr_assert_eq(st.longest_reach, (int64_t)longest);
   for (i = 0; i < r.nslots; i++) {
     uint64_t reach;
     memcpy(&reach, tab + i * SLOT + REACH, 8);
@@ -669,6 +673,12 @@ Test(shm, every_key_lies_within_its_home_reach) {
   cr_assert_eq(sluice_limiter_control(lim, SLUICE_CTL_SHM_STATS, &st),
                SLUICE_OK);
   cr_assert_eq(st.live, NK / 2);
+  cr_assert_eq(st.longest_reach, (int64_t)longest, "a reach shrank");
+  /* a damaged reach reads as the window's end, as scans clamp it */
+  raw_reach(&r, 0, UINT64_MAX);
+  cr_assert_eq(sluice_limiter_control(lim, SLUICE_CTL_SHM_STATS, &st),
+               SLUICE_OK);
+  cr_assert_eq(st.longest_reach, st.probe_window - 1);
   free(tab);
   free(far);
   close(r.fd);
