@@ -285,11 +285,16 @@ static inline shm_slot *slot_at(shm_store *t, const khash *k, uint32_t d) {
   return &t->slots[i];
 }
 
-/* Key k's chain ends at this distance (invariant d).  Clamped, so that a
-** damaged mapping cannot send a scan past the window. */
-static inline uint32_t reach_of(shm_store *t, const khash *k) {
-  uint64_t r = ck_pr_load_64(&t->slots[k->home].reach);
+/* Slot i's reach, clamped, so that a damaged mapping cannot send a scan
+** past the window. */
+static inline uint32_t reach_at(shm_store *t, uint64_t i) {
+  uint64_t r = ck_pr_load_64(&t->slots[i].reach);
   return r < t->window ? (uint32_t)r : t->window - 1;
+}
+
+/* Key k's chain ends at this distance (invariant d). */
+static inline uint32_t reach_of(shm_store *t, const khash *k) {
+  return reach_at(t, k->home);
 }
 
 /* Before a claim at distance d.  When the reach is already as far, the load
@@ -851,11 +856,10 @@ static int shm_control(sluice_store *st, int op, void *arg) {
   ss->probe_window = t->window;
   ss->live = ss->pending = ss->longest_reach = 0;
   for (i = 0; i < t->nslots; i++) {
-    uint64_t m[2], r = ck_pr_load_64(&t->slots[i].reach);
-    if (r >= t->window)
-      r = t->window - 1; /* as reach_of() reads it */
-    if ((int64_t)r > ss->longest_reach)
-      ss->longest_reach = (int64_t)r;
+    uint64_t m[2];
+    int64_t r = reach_at(t, i);
+    if (r > ss->longest_reach)
+      ss->longest_reach = r;
     meta_read(&t->slots[i], m);
     if (m_status(m) == ST_LIVE && !units_passed(m_units(m), now))
       ss->live++;

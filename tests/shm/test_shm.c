@@ -669,7 +669,6 @@ Test(shm, every_key_lies_within_its_home_reach) {
     cr_assert_eq(take_all(lim, key, t), 0, "%s lost behind deleted keys",
                  key);
   }
-  st.now_ns = t;
   cr_assert_eq(sluice_limiter_control(lim, SLUICE_CTL_SHM_STATS, &st),
                SLUICE_OK);
   cr_assert_eq(st.live, NK / 2);
