@@ -256,6 +256,13 @@ int sluice__policy_config_check2(const sluice_policy_config *c, char *path,
     if ((rc = range(&k, "costs.export_long", c->export_long_cost, 1,
                     min_burst)))
       return rc;
+    /* The long range is the heavier export: cheaper would reward asking
+    ** for more. */
+    if (c->export_long_cost < c->cost[SLUICE_EP_EXPORT])
+      return fail(&k, "costs.export_long",
+                  "must be at least costs.export (got %lld, costs.export is "
+                  "%lld)",
+                  c->export_long_cost, c->cost[SLUICE_EP_EXPORT], 0);
   }
   if ((rc = range(&k, "costs.export_long_range_days",
                   c->export_long_range_ns / (86400 * S), 1, 100000)))
@@ -650,6 +657,24 @@ static const config_setting_t *lookup_path(const config_t *cf,
   return cur;
 }
 
+/* The whole file, NUL-terminated, for the integer check of conf_ints.c. */
+static int read_all(FILE *f, char **out, size_t *len) {
+  enum { MAX = 1 << 20 };
+  char *p = malloc(MAX + 1);
+  size_t n;
+  if (!p)
+    return SLUICE_ENOMEM;
+  n = fread(p, 1, MAX + 1, f);
+  if (ferror(f) || n > MAX) {
+    free(p);
+    return ferror(f) ? SLUICE_EIO : SLUICE_ERANGE;
+  }
+  p[n] = '\0';
+  *out = p;
+  *len = n;
+  return SLUICE_OK;
+}
+
 int sluice_policy_config_load(const char *path, sluice_policy_config *out,
                               char *err, size_t errlen) {
   static const char *const top[] = {"shadow", "tiers",   "costs",
@@ -673,8 +698,10 @@ int sluice_policy_config_load(const char *path, sluice_policy_config *out,
   config_t cf;
   const config_setting_t *root, *g;
   ld l = {path, err, errlen};
-  int rc;
+  int rc, wline;
   FILE *f;
+  char *text, *wide, what[96];
+  size_t len;
 
   if (err && errlen)
     err[0] = '\0';
@@ -686,17 +713,32 @@ int sluice_policy_config_load(const char *path, sluice_policy_config *out,
       snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     return SLUICE_EIO;
   }
+  rc = read_all(f, &text, &len);
+  fclose(f);
+  if (rc != SLUICE_OK) {
+    if (err && errlen)
+      snprintf(err, errlen, "%s: %s", path,
+               rc == SLUICE_ERANGE ? "larger than 1 MiB" : "cannot read");
+    return rc == SLUICE_ENOMEM ? rc : SLUICE_EIO;
+  }
+  rc = sluice__conf_widen(text, len, &wide, &wline, what, sizeof what);
+  free(text);
+  if (rc != SLUICE_OK) {
+    if (err && errlen && rc == SLUICE_ECONFIG)
+      snprintf(err, errlen, "%s:%d: %s", path, wline, what);
+    return rc;
+  }
   sluice_policy_config_defaults(&c);
   config_init(&cf);
-  if (config_read(&cf, f) != CONFIG_TRUE) {
+  if (config_read_string(&cf, wide) != CONFIG_TRUE) {
     if (err && errlen)
       snprintf(err, errlen, "%s:%d: syntax: %s", path, config_error_line(&cf),
                config_error_text(&cf) ? config_error_text(&cf) : "error");
-    fclose(f);
+    free(wide);
     config_destroy(&cf);
     return SLUICE_ECONFIG;
   }
-  fclose(f);
+  free(wide);
   root = config_root_setting(&cf);
   if ((rc = only(&l, root, "", top)) ||
       (rc = get_bool(&l, root, "", "shadow", &c.shadow)) ||

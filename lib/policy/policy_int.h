@@ -58,5 +58,10 @@ int sluice__policy_config_check2(const sluice_policy_config *cfg, char *path,
                                  size_t pathlen, char *msg, size_t msglen);
 
 const char *sluice__level3_name(int action);
+/* Rewrite libconfig text so that every integer literal is read at full
+** width (conf_ints.c): *out is a malloc'ed NUL-terminated copy.  On
+** SLUICE_ECONFIG, *line and what say which literal cannot be read. */
+int sluice__conf_widen(const char *in, size_t n, char **out, int *line,
+                       char *what, size_t whatlen);
 
 #endif

@@ -231,3 +231,73 @@ Test(policy_config, open_with_a_bad_file_reports_it) {
   cr_assert_eq(sluice_policy_open(&o, &p), SLUICE_OK, "%s", err);
   sluice_policy_close(p);
 }
+
+/* libconfig 1.5 reads an integer without an L suffix as a C int: these
+** would load as 10 and as a negative number, silently or with a wrong
+** reason.  They load at full width; what cannot fit in 64 bits is refused
+** with its line. */
+Test(policy_config, integers_are_read_at_full_width) {
+  sluice_policy_config c;
+  char err[256];
+  cr_assert_eq(load("tiers = {\n growth = {\n  tenant = { rate = 500000; "
+                    "burst = 4294967306; };\n  key = { burst = 3000000000; "
+                    "rate = 100000; };\n };\n};\n",
+                    &c, err, sizeof err),
+               SLUICE_OK, "%s", err);
+  cr_assert_eq(c.tiers[0].tenant_burst, INT64_C(4294967306));
+  cr_assert_eq(c.tiers[0].key_burst, INT64_C(3000000000));
+  /* With the suffix, in hex, and inside names and floats nothing changes. */
+  cr_assert_eq(load("tiers = { growth = { tenant = { rate = 500000; "
+                    "burst = 0x100000000L; }; }; };\n"
+                    "auth = { level1_box_s = 0x12c; }; # 4294967306\n",
+                    &c, err, sizeof err),
+               SLUICE_OK, "%s", err);
+  cr_assert_eq(c.tiers[0].tenant_burst, INT64_C(4294967296));
+  cr_assert_eq(c.auth_box_ns[0], INT64_C(300) * 1000000000);
+  /* Past what the setting allows: the real number is in the message. */
+  cr_assert_eq(load("tiers = {\n growth = {\n  key = { burst = 4294967306000; "
+                    "};\n };\n};\n",
+                    &c, err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, ":3: tiers.growth.key.burst: must be 1..") &&
+                strstr(err, "(got 4294967306000)"),
+            "%s", err);
+}
+
+Test(policy_config, integers_past_64_bits_are_refused) {
+  sluice_policy_config c;
+  char err[256];
+  cr_assert_eq(load("shadow = false;\ncosts = {\n  standard = "
+                    "99999999999999999999;\n};\n",
+                    &c, err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, ":3: 99999999999999999999 does not fit in a 64-bit "
+                        "integer"),
+            "%s", err);
+  cr_assert_eq(load("costs = { standard = 9223372036854775808L; };\n", &c,
+                    err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, ":1: 9223372036854775808L does not fit"), "%s", err);
+  cr_assert_eq(load("@include \"other.conf\"\n", &c, err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, ":1: @include is not supported"), "%s", err);
+}
+
+Test(policy_config, export_long_is_not_cheaper_than_export) {
+  sluice_policy_config c;
+  char err[256];
+  cr_assert_eq(load("costs = {\n  export = 25;\n  export_long = 10;\n};\n", &c,
+                    err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, ":3: costs.export_long: must be at least costs.export "
+                        "(got 10, costs.export is 25)"),
+            "%s", err);
+  cr_assert_eq(load("costs = { export = 25; export_long = 25; };\n", &c, err,
+                    sizeof err),
+               SLUICE_OK, "%s", err);
+  sluice_policy_config_defaults(&c);
+  c.export_long_cost = 24;
+  cr_assert_eq(sluice_policy_config_check(&c, err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, "costs.export_long: must be at least"), "%s", err);
+}
