@@ -97,6 +97,16 @@ int sluice__store_open(const sluice_backend *b, const char *uri,
     return SLUICE_EVERSION;
   if (!a)
     a = &sluice__libc_allocator;
+  if (b->iVersion >= 2 && b->azParams) {
+    char msg[512];
+    rc = sluice__uri_check(b->zName, uri ? uri : "", b->azParams, msg,
+                           sizeof msg);
+    if (rc != SLUICE_OK) {
+      if (errbuf && errlen)
+        snprintf(errbuf, errlen, "%s", msg);
+      return rc;
+    }
+  }
   s = a->xMalloc(a->ud, (size_t)b->szStore);
   if (!s)
     return SLUICE_ENOMEM;

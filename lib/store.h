@@ -15,6 +15,10 @@ int sluice__store_open(const sluice_backend *b, const char *uri,
                        const sluice_allocator *a, unsigned flags,
                        sluice_store **out, char *errbuf, size_t errlen);
 void sluice__store_close(sluice_store *s);
+/* The core's check of a store string against a backend's declared
+** parameters (uri.c); SLUICE_EINVAL with a message naming the known ones. */
+int sluice__uri_check(const char *backend, const char *uri,
+                      const char *const *names, char *err, size_t errlen);
 int sluice__store_apply(sluice_store *s, const sluice_op *op, int64_t now,
                         sluice_verdict *v);
 int sluice__store_apply_many(sluice_store *s, int n, const sluice_op *ops,

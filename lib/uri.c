@@ -1,8 +1,10 @@
 /* Store URI parameters: "k=v;k=v".  Backends read their knobs with these so
 ** that every backend spells options the same way. */
+#include <stdio.h>
 #include <string.h>
 
 #include "sluice/backend.h"
+#include "store.h"
 
 int sluice_uri_param(const char *uri, const char *name, const char **val,
                      size_t *len) {
@@ -57,5 +59,60 @@ int sluice_uri_int(const char *uri, const char *name, int64_t dflt,
   if (x > INT64_MAX / mul)
     return SLUICE_EINVAL;
   *out = x * mul;
+  return SLUICE_OK;
+}
+
+static int listed(const char *const *names, const char *p, size_t n) {
+  size_t i;
+  for (i = 0; names[i]; i++)
+    if (strlen(names[i]) == n && memcmp(names[i], p, n) == 0)
+      return 1;
+  return 0;
+}
+
+/* One rule for every backend's store string (sluice_backend.azParams):
+** each non-empty segment is NAME=VALUE with a declared NAME, given once.
+** A misspelt "max_kyes=10" ignored would open an unlimited store. */
+int sluice__uri_check(const char *backend, const char *uri,
+                      const char *const *names, char *err, size_t errlen) {
+  const char *p = uri;
+  char known[256];
+  size_t i, kn = 0;
+  known[0] = '\0';
+  for (i = 0; names[i] && kn < sizeof known; i++)
+    kn += (size_t)snprintf(known + kn, sizeof known - kn, "%s%s",
+                           i ? ", " : "", names[i]);
+  while (*p) {
+    const char *end = strchr(p, ';'), *eq, *q;
+    size_t seg = end ? (size_t)(end - p) : strlen(p), n;
+    int shown = (int)(seg > 40 ? 40 : seg);
+    if (seg > 0) {
+      eq = memchr(p, '=', seg);
+      if (!eq) {
+        snprintf(err, errlen, "%s: parameter without '=': '%.*s' (known: %s)",
+                 backend, shown, p, known);
+        return SLUICE_EINVAL;
+      }
+      n = (size_t)(eq - p);
+      if (!listed(names, p, n)) {
+        snprintf(err, errlen, "%s: unknown parameter '%.*s' (known: %s)",
+                 backend, (int)(n > 40 ? 40 : n), p, known[0] ? known : "none");
+        return SLUICE_EINVAL;
+      }
+      /* Given twice: sluice_uri_param() would read only the first. */
+      for (q = uri; q < p;) {
+        const char *qe = strchr(q, ';');
+        if (strncmp(q, p, n + 1) == 0) {
+          snprintf(err, errlen, "%s: parameter '%.*s' given twice", backend,
+                   (int)(n > 40 ? 40 : n), p);
+          return SLUICE_EINVAL;
+        }
+        q = qe + 1;
+      }
+    }
+    if (!end)
+      break;
+    p = end + 1;
+  }
   return SLUICE_OK;
 }

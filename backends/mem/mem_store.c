@@ -462,5 +462,8 @@ static int mem_open(const sluice_backend *b, const char *uri,
   return SLUICE_OK;
 }
 
-const sluice_backend sluice__backend_mem = {1, (int)sizeof(mem_store), "mem",
-                                            NULL, mem_open};
+static const char *const mem_params[] = {"max_keys", NULL};
+
+const sluice_backend sluice__backend_mem = {2,    (int)sizeof(mem_store),
+                                            "mem", NULL,
+                                            mem_open, mem_params};

@@ -1222,37 +1222,11 @@ static const sluice_store_methods rcl_methods = {
 
 /* ------------------------------------------------------------- open --- */
 
+/* The parameters the core lets through (sluice_backend.azParams): add a
+** new one here and the store string accepts it. */
 static const char *const known_params[] = {
     "nodes", "timeout_ms", "connect_timeout_ms", "prefix", "wait_replicas",
     "backoff_max_ms", NULL};
-
-static int check_params(sluice_store *s, const char *uri) {
-  const char *p = uri;
-  while (*p) {
-    const char *end = strchr(p, ';'), *eq;
-    size_t seg = end ? (size_t)(end - p) : strlen(p);
-    int i, ok = 0;
-    eq = memchr(p, '=', seg);
-    if (seg > 0) {
-      if (!eq)
-        return sluice_store_seterr(s, SLUICE_EINVAL, 0,
-                                   "redis: parameter without '=': %.*s",
-                                   (int)(seg > 40 ? 40 : seg), p);
-      for (i = 0; known_params[i]; i++)
-        if (strlen(known_params[i]) == (size_t)(eq - p) &&
-            memcmp(known_params[i], p, (size_t)(eq - p)) == 0)
-          ok = 1;
-      if (!ok)
-        return sluice_store_seterr(s, SLUICE_EINVAL, 0,
-                                   "redis: unknown parameter '%.*s'",
-                                   (int)((eq - p) > 40 ? 40 : (eq - p)), p);
-    }
-    if (!end)
-      break;
-    p = end + 1;
-  }
-  return SLUICE_OK;
-}
 
 static int int_param(sluice_store *s, const char *uri, const char *name,
                      int64_t dflt, int64_t lo, int64_t hi, int *out) {
@@ -1298,8 +1272,6 @@ static int rcl_open(const sluice_backend *b, const char *uri,
   size_t len, i;
   int rc;
   (void)b;
-  if ((rc = check_params(s, uri)) != SLUICE_OK)
-    return rc;
   if (sluice_uri_param(uri, "nodes", &v, &len) != SLUICE_OK || len == 0)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "redis: nodes=host:port[,host:port...] is "
@@ -1376,5 +1348,6 @@ static int rcl_open(const sluice_backend *b, const char *uri,
   return SLUICE_OK;
 }
 
-const sluice_backend sluice__backend_redis = {1, (int)sizeof(rcl_store),
-                                              "redis", NULL, rcl_open};
+const sluice_backend sluice__backend_redis = {2, (int)sizeof(rcl_store),
+                                              "redis", NULL, rcl_open,
+                                              known_params};

@@ -1134,5 +1134,9 @@ fail:
   return rc;
 }
 
-const sluice_backend sluice__backend_shm = {1, (int)sizeof(shm_store), "shm",
-                                            NULL, shm_open_store};
+static const char *const shm_params[] = {"name", "fd", "capacity", "create",
+                                         NULL};
+
+const sluice_backend sluice__backend_shm = {2, (int)sizeof(shm_store), "shm",
+                                            NULL, shm_open_store,
+                                            shm_params};

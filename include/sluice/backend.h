@@ -115,7 +115,7 @@ typedef struct sluice_store_config {
 
 /** A backend class. */
 struct sluice_backend {
-  int iVersion;      /**< 1 */
+  int iVersion;      /**< 1 or 2 */
   int szStore;       /**< sizeof the backend's sluice_store subclass */
   const char *zName; /**< "mem", "shm", "lmdb", "redis" */
   void *pAppData;    /**< backend-private, never touched by the core */
@@ -126,6 +126,15 @@ struct sluice_backend {
   int (*xOpen)(const sluice_backend *, const char *uri,
                const sluice_store_config *cfg, sluice_store *pStore);
   /* Methods above are version 1. */
+  /** The store-string parameters the backend reads: a NULL-terminated
+   *  list of names ("max_keys", NULL).  Before xOpen, the core refuses a
+   *  string that names a parameter not listed, names one twice, or has a
+   *  segment without '=' (SLUICE_EINVAL, the message naming the known
+   *  ones), so every backend follows the same rule and xOpen only reads
+   *  values.  A backend that grows a parameter adds its name here.  NULL
+   *  (or iVersion 1): the backend checks its own string. */
+  const char *const *azParams;
+  /* Fields above are version 2. */
 };
 
 /** @brief Find a built-in backend by name ("mem", "shm", "lmdb", "redis"),

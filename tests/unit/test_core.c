@@ -500,6 +500,64 @@ Test(backend, custom_backend_takes_precedence_and_gets_params) {
   cr_assert_eq(st.closes, 1);
 }
 
+/* One rule for every store string, checked by the core against the
+** parameters a backend declares (sluice_backend.azParams, version 2):
+** a misspelt parameter used to open an unlimited mem store. */
+Test(backend, store_strings_follow_declared_parameters) {
+  static const char *const bad[] = {
+      "mem:max_kyes=10",        "unknown parameter 'max_kyes' (known: max_keys)",
+      "mem:max_keys=10;max_keys=20", "parameter 'max_keys' given twice",
+      "mem:max_keys",           "parameter without '='",
+      "shm:name=/x;capacity=10;capactiy=20",
+      "unknown parameter 'capactiy' (known: name, fd, capacity, create)",
+      "shm:name=/x;name=/y",    "parameter 'name' given twice",
+      "lmdb:path=/tmp/x;synk=nosync", "unknown parameter 'synk'",
+      "redis:nodes=127.0.0.1:1;colour=blue", "unknown parameter 'colour'",
+      NULL};
+  sluice_limiter_options o;
+  sluice_limiter *l;
+  char err[512];
+  int i;
+  memset(&o, 0, sizeof o);
+  for (i = 0; bad[i]; i += 2) {
+    l = (sluice_limiter *)1;
+    o.store = bad[i];
+    cr_assert_eq(sluice_limiter_open2(&o, &l, err, sizeof err), SLUICE_EINVAL,
+                 "%s opened", bad[i]);
+    cr_assert_null(l);
+    cr_assert(strstr(err, bad[i + 1]), "%s: '%s'", bad[i], err);
+  }
+  /* Empty segments are allowed, and so is every declared parameter. */
+  o.store = "mem:;max_keys=10;";
+  cr_assert_eq(sluice_limiter_open2(&o, &l, err, sizeof err), SLUICE_OK, "%s",
+               err);
+  sluice_limiter_close(l);
+}
+
+Test(backend, a_backend_extends_its_parameters_by_declaring_them) {
+  static const char *const params[] = {"alpha", "beta", NULL};
+  tstats st = {0};
+  sluice_backend b;
+  sluice_limiter *l = NULL;
+  char err[256];
+  st.version = 1;
+  b = make_backend(&st);
+  b.iVersion = 2;
+  b.azParams = params;
+  cr_assert_eq(open_custom(&b, "x:alpha=1;beta=2", &l, err, sizeof err),
+               SLUICE_OK, "%s", err);
+  sluice_limiter_close(l);
+  cr_assert_eq(open_custom(&b, "x:alpha=1;gamma=2", &l, err, sizeof err),
+               SLUICE_EINVAL);
+  cr_assert_str_eq(err, "test: unknown parameter 'gamma' (known: alpha, beta)");
+  cr_assert_eq(st.opens, 1, "a refused string never reaches xOpen");
+  /* Version 1 (or no list): the backend reads its own string. */
+  b.iVersion = 1;
+  cr_assert_eq(open_custom(&b, "x:gamma=2;gamma=3", &l, err, sizeof err),
+               SLUICE_OK);
+  sluice_limiter_close(l);
+}
+
 Test(backend, invalid_ops_never_reach_the_backend) {
   const sluice_gcra_params p = {1, SEC, 5};
   tstats st = {0};
