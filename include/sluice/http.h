@@ -18,19 +18,28 @@
 ** and keeps the Retry-After header and the body's retry_after_seconds equal.
 **
 ** Header forms (sluice_http_options.header_form):
-**   SLUICE_HTTP_FORM_LEGACY  the spec's three-header form:
-**       RateLimit-Policy: 3000;w=60   RateLimit-Limit: 3000
-**       RateLimit-Remaining: 2412     RateLimit-Reset: 18
-**   SLUICE_HTTP_FORM_SF      structured fields of
-**       draft-ietf-httpapi-ratelimit-headers-10 (27 September 2025):
-**       RateLimit-Policy: "default";q=3000;w=60
-**       RateLimit: "default";r=2412;t=18
-**       (t is the time until full, capped by a Retry-After sent with it:
-**       draft-10 section 6 says Retry-After SHOULD NOT point earlier)
+**   SLUICE_HTTP_FORM_LEGACY  the spec's three-header form, as defined by
+**       draft-ietf-httpapi-ratelimit-headers-06 (22 December 2022), the
+**       last revision with separate fields:
+**       RateLimit-Policy: 1500;w=60   RateLimit-Limit: 1500
+**       RateLimit-Remaining: 1412     RateLimit-Reset: 18
+**       (Reset: seconds until the binding bucket is full, as the spec says)
+**   SLUICE_HTTP_FORM_SF      the structured RateLimit-Policy and RateLimit
+**       fields, in the syntax of draft-ietf-httpapi-ratelimit-headers-10
+**       (27 September 2025; docs/http.md says why this revision):
+**       RateLimit-Policy: "key";q=1500;qu="points";w=60,
+**                         "tenant";q=3000;qu="points";w=60
+**       RateLimit: "key";r=1412;t=1
+**       Every policy that applies is listed, the binding one first, with
+**       its quota unit (a point is not a request: reconcile costs 10);
+**       RateLimit reports the binding one.  t is the draft's "seconds until
+**       additional quota is made available": until the next point comes
+**       back, left out when the bucket is full, never after a Retry-After
+**       sent with it.
 **   SLUICE_HTTP_FORM_BOTH    RateLimit-Limit/-Remaining/-Reset of the old
-**       form, plus RateLimit-Policy and RateLimit of draft-10 (both
-**       generations name a field RateLimit-Policy, so only one can be sent:
-**       the draft-10 one).
+**       form, plus RateLimit-Policy and RateLimit of the structured form
+**       (both generations name a field RateLimit-Policy, so only one can
+**       be sent: the structured one).
 **
 ** Everything is integer: times are int64 ns, sent values whole seconds,
 ** rounded up so that nothing the service sends is earlier than the truth.
@@ -57,7 +66,18 @@ enum sluice_http_outcome {
   SLUICE_HTTP_CONCURRENCY = 3, /**< 429, concurrency-limit-exceeded */
   SLUICE_HTTP_CONFLICT = 4,    /**< 409, ledger-conflict (lock held) */
   SLUICE_HTTP_FAIL_CLOSED = 5, /**< 503, service-unavailable */
-  SLUICE_HTTP_ACCEPTED = 6     /**< 202, async job accepted */
+  SLUICE_HTTP_ACCEPTED = 6,    /**< 202, async job accepted */
+  SLUICE_HTTP_EXPORT_CAP = 7,  /**< 429, export-cap-exceeded: the hourly
+                                    export cap (quota, window_s: the cap) */
+  SLUICE_HTTP_SUSPENDED = 8    /**< 403, key-suspended: level 3 pending
+                                    review; Active-Lockout, no Retry-After */
+};
+
+/** Why a client is boxed (sluice_http_facts.box_reason), for the detail. */
+enum sluice_http_box_reason {
+  SLUICE_HTTP_BOX_STRIKES = 0, /**< it kept coming back before Retry-After */
+  SLUICE_HTTP_BOX_AUTH = 1     /**< too many failed sign-ins (auth lockout,
+                                    credential stuffing) */
 };
 
 /** X-Penalty-Box-Status. */
@@ -85,12 +105,14 @@ typedef struct sluice_http_facts {
   /** 0: the outcome's status.  Otherwise 200..399 for ALLOWED/ACCEPTED,
    *  400..599 for the others. */
   int status;
-  int penalty;       /**< enum sluice_http_penalty (BOXED implies LOCKOUT) */
+  int penalty;       /**< enum sluice_http_penalty (BOXED and SUSPENDED
+                          imply LOCKOUT) */
   int penalty_level; /**< 1..3 when boxed (0..3 accepted, used only
-                          when boxed) */
+                          when boxed; a suspension is level 3) */
   unsigned flags;    /**< SLUICE_HTTP_F_* */
   /** Policy quota (points per window) and window (s) for RateLimit-Policy;
-   *  quota 0: no policy item.  A quota needs window_s >= 1. */
+   *  quota 0: no policy item.  A quota needs window_s >= 1.  For
+   *  EXPORT_CAP: the cap, exports per window_s. */
   int64_t quota;
   int64_t window_s;
   /** RateLimit-Limit (points; 0: no RateLimit headers at all). */
@@ -111,10 +133,25 @@ typedef struct sluice_http_facts {
   const char *route;         /**< "/v1/ledgers/reconcile" (detail) */
   const char *instance;      /**< problem "instance" (the request path) */
   const char *request_id;    /**< "req_01HV..." */
-  const char *policy_name;   /**< draft-10 policy item name (NULL:
+  const char *policy_name;   /**< structured-form policy name (NULL:
                                   "default"); printable ASCII */
   const char *location;      /**< ACCEPTED: job URL for Location */
-  void *reserved[8];
+  int box_reason;            /**< BOXED: enum sluice_http_box_reason */
+  /** CONCURRENCY: the concurrency limit that was hit (detail; 0: omit). */
+  int64_t concurrency_limit;
+  /** Until the next unit of quota comes back (structured t; 0: unknown,
+   *  then t is reset_ns, or left out when reset_ns is 0 too). */
+  int64_t next_ns;
+  /** A second policy that also applies (structured RateLimit-Policy only,
+   *  listed after the first): quota 0: none; needs other_window_s >= 1
+   *  and other_policy_name. */
+  int64_t other_quota;
+  int64_t other_window_s;
+  const char *other_policy_name;
+  /** The structured form's quota unit, qu (NULL: not sent, which the
+   *  draft reads as "requests"); printable ASCII, at most 32 bytes. */
+  const char *quota_unit;
+  void *reserved[1];
 } sluice_http_facts;
 
 /* ----------------------------------------------------------- options --- */
@@ -186,8 +223,8 @@ typedef struct sluice_http_answer {
 
 /** @brief Decide status and Retry-After for a set of facts.
  *
- *  Retry-After (sent for every outcome but ALLOWED and ACCEPTED, and not
- *  for a suspension): S = ceil(retry_after_ns / 1 s), at least 1 for a
+ *  Retry-After (sent for every outcome but ALLOWED, ACCEPTED and
+ *  SUSPENDED, nor for a box of SLUICE_FOREVER): S = ceil(retry_after_ns / 1 s), at least 1 for a
  *  denial; then a jitter X drawn uniformly from the whole seconds
  *  0..floor(S / 10) is added (none with SLUICE_HTTP_NO_JITTER), so the
  *  value sent is never below the true wait and at most 10% above S.
@@ -201,7 +238,9 @@ typedef struct sluice_http_answer {
  *  @return SLUICE_OK or SLUICE_EINVAL (NULL pointer, unknown outcome,
  *  penalty or flag, status outside its range, negative numbers,
  *  remaining > limit, quota without window, boxed without level 1..3 or
- *  without a wait, lockout on a non-boxed outcome, policy_name not
+ *  without a wait, a suspension at a level other than 3, lockout on an
+ *  outcome that is neither boxed nor suspended, an unknown box_reason,
+ *  other_quota without window or name, policy names or quota_unit not
  *  printable ASCII, location with control characters), SLUICE_ERANGE
  *  (a date past year 9999). */
 SLUICE_EXPORT int sluice_http_answer_make(sluice_http *h,
@@ -219,9 +258,9 @@ typedef struct sluice_http_header {
 /** Most headers any answer has. */
 #define SLUICE_HTTP_MAX_HEADERS 12
 /** A header buffer of this size always suffices (values are numbers,
- *  dates, a policy name of at most 64 bytes and a Location of at most
- *  2048). */
-#define SLUICE_HTTP_HEADER_BUF 2560
+ *  dates, two policy names of at most 64 bytes, a quota unit of at most 32
+ *  and a Location of at most 2048). */
+#define SLUICE_HTTP_HEADER_BUF 2816
 
 /** @brief Render an answer's headers, in the spec's order: Content-Type,
  *  Location, Date, Retry-After, RateLimit-Policy, RateLimit-Limit,

@@ -183,7 +183,16 @@ typedef struct sluice_decision {
   /** On an input error: the request field at fault ("tier", "route"...),
    *  a static string; NULL otherwise. */
   const char *invalid_field;
-  int64_t reserved[8];
+  /** The limit a CONCURRENCY or EXPORT_CAP denial hit (0 otherwise):
+   *  concurrent leases per tenant, or exports per cap_window_ns. */
+  int64_t cap_limit;
+  int64_t cap_window_ns; /**< EXPORT_CAP: the cap's window */
+  /** The other bucket of the pair, which applies too (RateLimit-Policy
+   *  lists both): the key's when `binding` is TENANT, the tenant's when
+   *  KEY; 0 when no bucket was read. */
+  int64_t other_quota;
+  int64_t other_window_ns;
+  int64_t reserved[4];
 } sluice_decision;
 
 /* -------------------------------------------------------- configuration --- */
@@ -467,11 +476,15 @@ struct sluice_http_facts;
  *  Mapping: the answer follows d->allowed, so a request shadow mode let
  *  through is answered as ALLOWED (with its bucket headers); THROTTLED ->
  *  THROTTLED with Warning and penalty_strikes_remaining; BOXED -> BOXED
- *  (Active-Lockout, level, lockout end); SUSPENDED -> BOXED at level 3,
- *  status 403, retry_after SLUICE_FOREVER (no Retry-After is sent);
- *  CONCURRENCY and EXPORT_CAP -> CONCURRENCY; CONFLICT -> CONFLICT (409);
- *  UNAVAILABLE -> FAIL_CLOSED (503).  RateLimit-Policy is the binding
- *  bucket's burst over burst / rate seconds.
+ *  (Active-Lockout, level, lockout end; box_reason AUTH for the auth
+ *  endpoint); SUSPENDED -> SUSPENDED (403, Active-Lockout, no
+ *  Retry-After); CONCURRENCY -> CONCURRENCY with the concurrency limit;
+ *  EXPORT_CAP -> EXPORT_CAP, whose RateLimit headers are the cap's
+ *  ("exports", q = the cap, w = its window, qu "requests", r = 0, t and
+ *  Reset = until a slot frees); CONFLICT -> CONFLICT (409); UNAVAILABLE ->
+ *  FAIL_CLOSED (503, no RateLimit headers).  Bucket headers: the binding
+ *  bucket ("tenant" or "key"), burst over burst / rate seconds, in
+ *  "points"; the structured RateLimit-Policy lists the other bucket too.
  *
  *  @param[in] d           the decision; f->tier points into it, so it must
  *                         outlive every use of the facts.

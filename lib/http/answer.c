@@ -27,12 +27,20 @@
 ** whole second within 10% of it.  Clients add their own jitter on top
 ** (spec section 7), which is where short waits get spread.
 **
-** Header forms: see sluice/http.h.  The draft-10 policy name is an sf-string
-** (RFC 8941 3.3.3): printable ASCII with '"' and '\' escaped.  Points are
-** not a quota unit draft-10 registers, so no "qu" parameter is sent (its
-** default, "requests", is exact for 1-point requests).  Draft-10's `t` is
-** "until additional quota is made available": the time until full, but
-** never later than a Retry-After sent with it (its section 6).
+** Header forms: see sluice/http.h.  Policy names and the quota unit are
+** sf-strings (RFC 9651 3.3.3): printable ASCII with '"' and '\' escaped.
+** The structured form follows draft-ietf-httpapi-ratelimit-headers-10:
+**  a) qu is sent as given (the bridge says "points").  Points are not one
+**     of the units the draft registers (requests, content-bytes,
+**     concurrent-requests), but leaving qu out would tell a client that
+**     every request costs one unit, which is false for a reconcile (10)
+**     or an export (25 or 50).
+**  b) t is the draft's "seconds until additional quota ... is made
+**     available": until the next point, not until full (the legacy
+**     Reset keeps the spec's "until full"); left out when the bucket is
+**     full, since no more is coming; and never later than a Retry-After
+**     sent with it (the draft's section 6: Retry-After SHOULD NOT point
+**     earlier than t).
 */
 #include <inttypes.h>
 #include <stdio.h>
@@ -44,6 +52,7 @@
 #define DEFAULT_DATE_AFTER_S 3600
 #define BASE_MAX 512
 #define POLICY_NAME_MAX 64
+#define QUOTA_UNIT_MAX 32
 #define LOCATION_MAX 2048
 
 int sluice_http_open(const sluice_http_options *opts, sluice_http **out) {
@@ -147,9 +156,15 @@ const char *sluice_http_reason(int status) {
 }
 
 static int default_status(int outcome) {
-  static const int k_status[] = {200, 429, 429, 429, 409, 503, 202};
+  static const int k_status[] = {200, 429, 429, 429, 409, 503, 202, 429, 403};
   return k_status[outcome];
 }
+
+/* An outcome that locks the client out: Active-Lockout, a penalty level. */
+static int locks_out(int outcome) {
+  return outcome == SLUICE_HTTP_BOXED || outcome == SLUICE_HTTP_SUSPENDED;
+}
+
 
 static int str_ok(const char *s, size_t max, int lo, int hi) {
   size_t i;
@@ -159,6 +174,11 @@ static int str_ok(const char *s, size_t max, int lo, int hi) {
   return 1;
 }
 
+/* A policy name or quota unit: an sf-string of printable ASCII. */
+static int sf_text_ok(const char *s, size_t max) {
+  return !s || (s[0] && str_ok(s, max, 0x20, 0x7e));
+}
+
 /* Saturating a + b, both >= 0. */
 static int64_t sat_add(int64_t a, int64_t b) {
   return a > INT64_MAX - b ? INT64_MAX : a + b;
@@ -166,7 +186,7 @@ static int64_t sat_add(int64_t a, int64_t b) {
 
 static int check_facts(const sluice_http_facts *f) {
   int denial;
-  if (f->outcome < SLUICE_HTTP_ALLOWED || f->outcome > SLUICE_HTTP_ACCEPTED ||
+  if (f->outcome < SLUICE_HTTP_ALLOWED || f->outcome > SLUICE_HTTP_SUSPENDED ||
       f->penalty < SLUICE_HTTP_PENALTY_NONE ||
       f->penalty > SLUICE_HTTP_PENALTY_LOCKOUT || f->penalty_level < 0 ||
       f->penalty_level > 3 || (f->flags & ~(unsigned)SLUICE_HTTP_F_STRIKES))
@@ -179,21 +199,31 @@ static int check_facts(const sluice_http_facts *f) {
     return SLUICE_EINVAL;
   if (f->quota < 0 || f->window_s < 0 || f->limit < 0 || f->remaining < 0 ||
       f->reset_ns < 0 || f->retry_after_ns < 0 || f->lockout_ends_ns < 0 ||
-      f->cost < 0 || f->refill_per_s < 0 ||
+      f->cost < 0 || f->refill_per_s < 0 || f->concurrency_limit < 0 ||
+      f->next_ns < 0 || f->other_quota < 0 || f->other_window_s < 0 ||
       ((f->flags & SLUICE_HTTP_F_STRIKES) && f->strikes_remaining < 0))
     return SLUICE_EINVAL;
   if ((f->limit > 0 && f->remaining > f->limit) ||
-      (f->quota > 0 && f->window_s < 1))
+      (f->quota > 0 && f->window_s < 1) ||
+      (f->other_quota > 0 && (f->other_window_s < 1 || !f->other_policy_name)))
+    return SLUICE_EINVAL;
+  if (f->box_reason < SLUICE_HTTP_BOX_STRIKES ||
+      f->box_reason > SLUICE_HTTP_BOX_AUTH)
     return SLUICE_EINVAL;
   if (f->outcome == SLUICE_HTTP_BOXED) {
     if (f->penalty == SLUICE_HTTP_PENALTY_WARNING || f->penalty_level < 1)
+      return SLUICE_EINVAL;
+  } else if (f->outcome == SLUICE_HTTP_SUSPENDED) {
+    if (f->penalty == SLUICE_HTTP_PENALTY_WARNING ||
+        (f->penalty_level != 0 && f->penalty_level != 3))
       return SLUICE_EINVAL;
   } else if (f->penalty == SLUICE_HTTP_PENALTY_LOCKOUT ||
              f->retry_after_ns == SLUICE_FOREVER) {
     return SLUICE_EINVAL; /* only a box locks out, or lasts forever */
   }
-  if (f->policy_name && (!f->policy_name[0] ||
-                         !str_ok(f->policy_name, POLICY_NAME_MAX, 0x20, 0x7e)))
+  if (!sf_text_ok(f->policy_name, POLICY_NAME_MAX) ||
+      !sf_text_ok(f->other_policy_name, POLICY_NAME_MAX) ||
+      !sf_text_ok(f->quota_unit, QUOTA_UNIT_MAX))
     return SLUICE_EINVAL;
   if (f->location &&
       (!f->location[0] || !str_ok(f->location, LOCATION_MAX, 0x21, 0x7e)))
@@ -217,15 +247,16 @@ int sluice_http_answer_make(sluice_http *h, const sluice_http_facts *f,
   memset(a, 0, sizeof *a);
   a->facts = *f;
   a->status = f->status ? f->status : default_status(f->outcome);
-  a->penalty = f->outcome == SLUICE_HTTP_BOXED ? SLUICE_HTTP_PENALTY_LOCKOUT
-                                               : f->penalty;
+  a->penalty = locks_out(f->outcome) ? SLUICE_HTTP_PENALTY_LOCKOUT
+                                      : f->penalty;
   a->has_body = f->outcome != SLUICE_HTTP_ALLOWED &&
                 f->outcome != SLUICE_HTTP_ACCEPTED;
   a->now_s = now_ns / SLUICE__NS_PER_S;
   if (!a->has_body)
     return SLUICE_OK; /* nothing to wait for */
 
-  if (f->retry_after_ns == SLUICE_FOREVER)
+  if (f->retry_after_ns == SLUICE_FOREVER ||
+      f->outcome == SLUICE_HTTP_SUSPENDED)
     return SLUICE_OK; /* suspended: no time can be promised */
   wait = f->retry_after_ns;
   if (f->outcome == SLUICE_HTTP_BOXED && f->lockout_ends_ns > now_ns &&
@@ -265,6 +296,19 @@ static size_t put_sf_string(char *p, const char *s) {
   }
   p[n++] = '"';
   p[n] = '\0';
+  return n;
+}
+
+/* One structured RateLimit-Policy item: "name";q=Q[;qu="unit"];w=W. */
+static size_t put_policy(char *p, const char *name, int64_t q,
+                         const char *unit, int64_t w) {
+  size_t n = put_sf_string(p, name);
+  n += (size_t)sprintf(p + n, ";q=%" PRId64, q);
+  if (unit) {
+    strcpy(p + n, ";qu=");
+    n += 4 + put_sf_string(p + n + 4, unit);
+  }
+  n += (size_t)sprintf(p + n, ";w=%" PRId64, w);
   return n;
 }
 
@@ -313,9 +357,12 @@ int sluice_http_answer_foreach_header(const sluice_http *h,
     pname = f->policy_name ? f->policy_name : "default";
     reset_s = sluice__ceil_div64(f->reset_ns, SLUICE__NS_PER_S);
     if (quota && sf) {
-      size_t n = put_sf_string(v, pname);
-      snprintf(v + n, sizeof v - n, ";q=%" PRId64 ";w=%" PRId64, f->quota,
-               f->window_s);
+      size_t n = put_policy(v, pname, f->quota, f->quota_unit, f->window_s);
+      if (f->other_quota > 0) {
+        strcpy(v + n, ", ");
+        put_policy(v + n + 2, f->other_policy_name, f->other_quota,
+                   f->quota_unit, f->other_window_s);
+      }
       EMIT("RateLimit-Policy");
     } else if (quota) {
       snprintf(v, sizeof v, "%" PRId64 ";w=%" PRId64, f->quota, f->window_s);
@@ -331,14 +378,19 @@ int sluice_http_answer_foreach_header(const sluice_http *h,
     }
     if (sf && f->limit > 0) {
       size_t n = put_sf_string(v, pname);
-      /* Draft-10 section 6: Retry-After SHOULD NOT point earlier than t.
-      ** On a denial more quota does come back by Retry-After, so t is
-      ** capped by it; the legacy Reset keeps the spec's "until full". */
-      int64_t t = a->retry_after_s > 0 && a->retry_after_s < reset_s
-                      ? a->retry_after_s
+      /* t: until more quota comes back (the next point), which a full
+      ** bucket has nothing of; a caller that does not know gives until
+      ** full.  Never later than a Retry-After sent with it. */
+      int64_t t = f->next_ns > 0
+                      ? sluice__ceil_div64(f->next_ns, SLUICE__NS_PER_S)
                       : reset_s;
-      snprintf(v + n, sizeof v - n, ";r=%" PRId64 ";t=%" PRId64, f->remaining,
-               t);
+      if (a->retry_after_s > 0 && a->retry_after_s < t)
+        t = a->retry_after_s;
+      if (t > 0)
+        snprintf(v + n, sizeof v - n, ";r=%" PRId64 ";t=%" PRId64,
+                 f->remaining, t);
+      else
+        snprintf(v + n, sizeof v - n, ";r=%" PRId64, f->remaining);
       EMIT("RateLimit");
     }
   }

@@ -15,12 +15,16 @@
 **
 ** Choices where the spec is silent:
 **  a) Problem types: rate-limit-exceeded, penalty-box-active and
-**     concurrency-limit-exceeded (the spec's), ledger-conflict (409) and
-**     service-unavailable (503 fail-closed), all under the configured base.
+**     concurrency-limit-exceeded (the spec's), export-cap-exceeded (the
+**     hourly export cap: not a concurrency limit, and its wait is the
+**     cap's window, not a lease's), key-suspended (403, level 3 pending
+**     review: nothing about it is "too many requests"), ledger-conflict
+**     (409) and service-unavailable (503 fail-closed), all under the
+**     configured base.
 **  b) recommended_backoff ("exponential_with_full_jitter") is sent where
 **     backing off and retrying is the right move: throttled, concurrency
-**     and fail-closed.  A box says stop until it ends; a conflict says poll
-**     the job.
+**     and fail-closed.  A box says stop until it ends, an export cap until
+**     its window frees a slot; a conflict says poll the job.
 **  c) lockout_ends_at is RFC 3339 UTC with whole seconds, rounded up.  A
 **     suspension (level 3, until lifted by hand) sends neither it nor
 **     retry_after_seconds: there is no time to promise.
@@ -84,6 +88,8 @@ static const char *slug(int outcome) {
   case SLUICE_HTTP_BOXED: return "penalty-box-active";
   case SLUICE_HTTP_CONCURRENCY: return "concurrency-limit-exceeded";
   case SLUICE_HTTP_CONFLICT: return "ledger-conflict";
+  case SLUICE_HTTP_EXPORT_CAP: return "export-cap-exceeded";
+  case SLUICE_HTTP_SUSPENDED: return "key-suspended";
   default: return "service-unavailable";
   }
 }
@@ -95,23 +101,25 @@ static const char *title(int outcome) {
   switch (outcome) {
   case SLUICE_HTTP_CONFLICT: return "Conflict";
   case SLUICE_HTTP_FAIL_CLOSED: return "Service Unavailable";
+  case SLUICE_HTTP_SUSPENDED: return "Forbidden";
   default: return "Too Many Requests";
   }
 }
 
 /* "3000 points/min"; windows without a name are spelled out. */
-static void per_window(char *out, size_t n, int64_t quota, int64_t w) {
+static void per_window(char *out, size_t n, const char *what, int64_t quota,
+                       int64_t w) {
   const char *unit = w == 1       ? "second"
                      : w == 60    ? "min"
                      : w == 3600  ? "hour"
                      : w == 86400 ? "day"
                                   : NULL;
+  const char *s = quota == 1 ? "" : "s";
   if (unit)
-    snprintf(out, n, "%" PRId64 " point%s/%s", quota, quota == 1 ? "" : "s",
-             unit);
+    snprintf(out, n, "%" PRId64 " %s%s/%s", quota, what, s, unit);
   else
-    snprintf(out, n, "%" PRId64 " point%s per %" PRId64 " seconds", quota,
-             quota == 1 ? "" : "s", w);
+    snprintf(out, n, "%" PRId64 " %s%s per %" PRId64 " seconds", quota, what,
+             s, w);
 }
 
 /* Append to a bounded buffer; the buffer is sized so it never truncates. */
@@ -158,7 +166,7 @@ static void detail(char *d, size_t n, const sluice_http_answer *a) {
       cat(d, n, " for tier '%s'", f->tier);
     cat(d, n, " exhausted");
     if (f->quota > 0) {
-      per_window(tmp, sizeof tmp, f->quota, f->window_s);
+      per_window(tmp, sizeof tmp, "point", f->quota, f->window_s);
       cat(d, n, " (%s)", tmp);
     }
     cat(d, n, ".");
@@ -173,30 +181,47 @@ static void detail(char *d, size_t n, const sluice_http_answer *a) {
     }
     break;
   case SLUICE_HTTP_BOXED:
+    cat(d, n, "%s",
+        f->box_reason == SLUICE_HTTP_BOX_AUTH
+            ? "Too many failed sign-in attempts; sign-in"
+            : "Requests kept arriving before Retry-After elapsed; this "
+              "client");
     if (a->lockout_ends_s > 0) {
       iso8601(when, a->lockout_ends_s);
-      cat(d, n,
-          "Requests kept arriving before Retry-After elapsed; this client "
-          "is locked out (penalty level %d) until %s. ",
+      cat(d, n, " is locked out (penalty level %d) until %s. ",
           f->penalty_level, when);
       retry_clause(d, n, a, 1);
     } else {
-      cat(d, n,
-          "Requests kept arriving before Retry-After elapsed; this client "
-          "is suspended (penalty level %d) pending review.",
+      cat(d, n, " is suspended (penalty level %d) pending review.",
           f->penalty_level);
     }
+    break;
+  case SLUICE_HTTP_SUSPENDED:
+    cat(d, n, "This API key is suspended (penalty level 3) pending review "
+              "by support; retrying will not lift it.");
     break;
   case SLUICE_HTTP_CONCURRENCY:
     cat(d, n, "Concurrency limit");
     if (f->tier)
       cat(d, n, " for tier '%s'", f->tier);
     cat(d, n, " reached");
-    if (f->limit > 0)
-      cat(d, n, " (%" PRId64 " at a time)", f->limit);
+    if (f->concurrency_limit > 0)
+      cat(d, n, " (%" PRId64 " at a time)", f->concurrency_limit);
     cat(d, n, ".");
     route_cost(d, n, f);
     cat(d, n, " ");
+    retry_clause(d, n, a, 1);
+    break;
+  case SLUICE_HTTP_EXPORT_CAP:
+    cat(d, n, "Export cap");
+    if (f->tier)
+      cat(d, n, " for tier '%s'", f->tier);
+    cat(d, n, " reached");
+    if (f->quota > 0) {
+      per_window(tmp, sizeof tmp, "export", f->quota, f->window_s);
+      cat(d, n, " (%s)", tmp);
+    }
+    cat(d, n, ". ");
     retry_clause(d, n, a, 1);
     break;
   case SLUICE_HTTP_CONFLICT:
@@ -263,7 +288,9 @@ int sluice_http_answer_body(const sluice_http *h, const sluice_http_answer *a,
   if (f->flags & SLUICE_HTTP_F_STRIKES)
     set(o, "penalty_strikes_remaining", json_integer(f->strikes_remaining),
         &oom);
-  if (f->outcome == SLUICE_HTTP_BOXED) {
+  if (f->outcome == SLUICE_HTTP_SUSPENDED) {
+    set(o, "penalty_level", json_integer(3), &oom);
+  } else if (f->outcome == SLUICE_HTTP_BOXED) {
     set(o, "penalty_level", json_integer(f->penalty_level), &oom);
     if (a->lockout_ends_s > 0) {
       iso8601(when, a->lockout_ends_s);

@@ -523,6 +523,10 @@ static void fill_bucket(ctx *c, const sluice_gcra_params *ps,
   d->policy_window_ns = sluice__clamp64((sluice__i128)b->burst * b->period_ns / b->rate);
   d->refill_rate = b->rate;
   d->refill_period_ns = b->period_ns;
+  d->other_quota = ps[!v->binding].burst;
+  d->other_window_ns = sluice__clamp64((sluice__i128)ps[!v->binding].burst *
+                                       ps[!v->binding].period_ns /
+                                       ps[!v->binding].rate);
   (void)c;
 }
 
@@ -635,13 +639,29 @@ static void lease_give_back(ctx *c, const sluice_key *ks, int n,
               &v);
 }
 
-static void lease_denied(ctx *c, int outcome, int64_t ra, sluice_decision *d) {
+static void lease_denied(ctx *c, int outcome, int64_t limit, int64_t ra,
+                         sluice_decision *d) {
   d->outcome = outcome;
+  d->cap_limit = limit;
   d->retry_after_ns = cap_retry(c, ra);
   atomic_fetch_add_explicit(&c->p->lease_denials[c->cls], 1,
                             memory_order_relaxed);
   emit(c, SLUICE_EVENT_LEASE_DENIED, SLUICE_SCOPE_TENANT, 0, c->T, 0,
        outcome);
+}
+
+/* The hourly export cap refused: the wait is its window's, not a lease's
+** (no lease_retry_after_max cap), and the decision carries the cap. */
+static void export_capped(ctx *c, const sluice_window_params *cap, int64_t ra,
+                          sluice_decision *d) {
+  d->outcome = SLUICE_OUTCOME_EXPORT_CAP;
+  d->retry_after_ns = ra;
+  d->cap_limit = cap->limit;
+  d->cap_window_ns = cap->window_ns;
+  atomic_fetch_add_explicit(&c->p->lease_denials[c->cls], 1,
+                            memory_order_relaxed);
+  emit(c, SLUICE_EVENT_LEASE_DENIED, SLUICE_SCOPE_TENANT, 0, c->T, 0,
+       d->outcome);
 }
 
 static int heavy(ctx *c, keys *k, sluice_decision *d) {
@@ -659,12 +679,7 @@ static int heavy(ctx *c, keys *k, sluice_decision *d) {
     if (rc)
       return rc;
     if (!v.allowed) {
-      d->outcome = SLUICE_OUTCOME_EXPORT_CAP;
-      d->retry_after_ns = v.retry_after_ns;
-      atomic_fetch_add_explicit(&c->p->lease_denials[c->cls], 1,
-                                memory_order_relaxed);
-      emit(c, SLUICE_EVENT_LEASE_DENIED, SLUICE_SCOPE_TENANT, 0, c->T, 0,
-           d->outcome);
+      export_capped(c, &r->export_cap, v.retry_after_ns, d);
       return SLUICE_OK;
     }
   }
@@ -680,7 +695,7 @@ static int heavy(ctx *c, keys *k, sluice_decision *d) {
     if (rc)
       return rc;
     if (!v.allowed) {
-      lease_denied(c, SLUICE_OUTCOME_CONFLICT, v.retry_after_ns, d);
+      lease_denied(c, SLUICE_OUTCOME_CONFLICT, 1, v.retry_after_ns, d);
       return SLUICE_OK;
     }
     have_ledger = 1;
@@ -693,7 +708,7 @@ static int heavy(ctx *c, keys *k, sluice_decision *d) {
       lease_give_back(c, &k->klk, 1, &c->p->ledger, id);
     if (rc)
       return rc;
-    lease_denied(c, SLUICE_OUTCOME_CONCURRENCY, v.retry_after_ns, d);
+    lease_denied(c, SLUICE_OUTCOME_CONCURRENCY, lp->max, v.retry_after_ns, d);
     return SLUICE_OK;
   }
   rc = apply(c, SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 2, k->kbk, r->bucket,
@@ -706,12 +721,7 @@ static int heavy(ctx *c, keys *k, sluice_decision *d) {
                &r->export_cap, 1, 0, &xv);
     if (rc == SLUICE_OK && !xv.allowed) {
       lease_give_back(c, k->kslot, (int)lp->max, lp, id);
-      d->outcome = SLUICE_OUTCOME_EXPORT_CAP;
-      d->retry_after_ns = xv.retry_after_ns;
-      atomic_fetch_add_explicit(&c->p->lease_denials[c->cls], 1,
-                                memory_order_relaxed);
-      emit(c, SLUICE_EVENT_LEASE_DENIED, SLUICE_SCOPE_TENANT, 0, c->T, 0,
-           d->outcome);
+      export_capped(c, &r->export_cap, xv.retry_after_ns, d);
       return SLUICE_OK;
     }
   }
@@ -874,6 +884,8 @@ static void reset_verdict(sluice_decision *d) {
   d->strikes_remaining = 0;
   d->lease_id = 0;
   d->lease_ttl_ns = 0;
+  d->cap_limit = d->cap_window_ns = 0;
+  d->other_quota = d->other_window_ns = 0;
 }
 
 static void failure_mode(ctx *c, int err, sluice_decision *d) {

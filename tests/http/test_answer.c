@@ -823,8 +823,21 @@ Test(validation, bad_facts) {
     cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_EINVAL,    \
                  "accepted: %s", #stmt);                                       \
   } while (0)
-  BAD(f.outcome = 7);
+  BAD(f.outcome = 9);
   BAD(f.outcome = -1);
+  BAD(f.box_reason = 2);
+  BAD(f.concurrency_limit = -1);
+  BAD(f.next_ns = -1);
+  BAD(f.other_quota = 10); /* without window or name */
+  BAD(f.other_quota = 10; f.other_window_s = 60);
+  BAD(f.other_quota = 10; f.other_policy_name = "key");
+  BAD(f.quota_unit = "");
+  BAD(f.quota_unit = "a-unit-name-longer-than-thirty-two-bytes");
+  BAD(f.quota_unit = "p\x01oints");
+  BAD(f.other_quota = 10; f.other_window_s = 60;
+      f.other_policy_name = "k\x7f");
+  BAD(f.outcome = SLUICE_HTTP_SUSPENDED; f.penalty_level = 2);
+  BAD(f.outcome = SLUICE_HTTP_SUSPENDED; f.penalty = SLUICE_HTTP_PENALTY_WARNING);
   BAD(f.penalty = 3);
   BAD(f.penalty = SLUICE_HTTP_PENALTY_LOCKOUT); /* not boxed */
   BAD(f.penalty_level = 4);

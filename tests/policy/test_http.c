@@ -23,8 +23,8 @@ static int collect(const char *name, const char *value, void *ud) {
   return 0;
 }
 
-static void render(const sluice_decision *d, const sluice_request *r,
-                   rendered *out) {
+static void render_form(const sluice_decision *d, const sluice_request *r,
+                        rendered *out, int form) {
   sluice_http_options o;
   sluice_http *h;
   sluice_http_facts f;
@@ -33,6 +33,7 @@ static void render(const sluice_decision *d, const sluice_request *r,
   memset(out, 0, sizeof *out);
   o.problem_base = "https://api.example.com/errors/";
   o.flags = SLUICE_HTTP_NO_JITTER;
+  o.header_form = form;
   cr_assert_eq(sluice_http_open(&o, &h), SLUICE_OK);
   cr_assert_eq(sluice_decision_http_facts(d, r, "req_1", &f), SLUICE_OK);
   cr_assert_eq(sluice_http_answer_make(h, &f, d->now_ns, &out->a), SLUICE_OK,
@@ -44,6 +45,11 @@ static void render(const sluice_decision *d, const sluice_request *r,
                                        sizeof out->body, &len),
                SLUICE_OK);
   sluice_http_close(h);
+}
+
+static void render(const sluice_decision *d, const sluice_request *r,
+                   rendered *out) {
+  render_form(d, r, out, SLUICE_HTTP_FORM_LEGACY);
 }
 
 Test(policy_http, allowed_carries_the_binding_bucket) {
@@ -110,7 +116,13 @@ Test(policy_http, boxed_and_suspended_are_active_lockouts) {
     render(&d, &r, &out);
     cr_assert(strstr(out.headers, "X-Penalty-Box-Status: Active-Lockout\n"),
               "%s", out.headers);
-    cr_assert(strstr(out.body, "penalty-box-active"), "%s", out.body);
+    cr_assert(strstr(out.body, level < 3 ? "/penalty-box-active\""
+                                         : "/key-suspended\""),
+              "%s", out.body);
+    /* The strikes wording is true of this client. */
+    if (level < 3)
+      cr_assert(strstr(out.body, "Requests kept arriving before Retry-After"),
+                "%s", out.body);
     if (level < 3) {
       cr_assert_eq(out.a.status, 429);
       cr_assert_neq(out.a.retry_after_s, 0);
@@ -121,6 +133,11 @@ Test(policy_http, boxed_and_suspended_are_active_lockouts) {
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_SUSPENDED);
   cr_assert_eq(out.a.status, 403);
   cr_assert_null(strstr(out.headers, "Retry-After"), "%s", out.headers);
+  /* A suspension is not "Too Many Requests". */
+  cr_assert(strstr(out.body, "\"title\":\"Forbidden\""), "%s", out.body);
+  cr_assert_null(strstr(out.body, "Too Many Requests"), "%s", out.body);
+  cr_assert(strstr(out.body, "\"penalty_level\":3"), "%s", out.body);
+  cr_assert(strstr(out.body, "suspended"), "%s", out.body);
   fx_close(&f);
 }
 
@@ -170,5 +187,157 @@ Test(policy_http, shadow_answers_as_allowed) {
   cr_assert_eq(sluice_decision_http_facts(NULL, &r, NULL,
                                           &(sluice_http_facts){0}),
                SLUICE_EINVAL);
+  fx_close(&f);
+}
+
+/* The structured form lists both buckets that bind, by scope, in points;
+** RateLimit reports the binding one, with t the draft's "until additional
+** quota is made available": the next point, none when full. */
+Test(policy_http, structured_form_names_both_policies_in_points) {
+  fixture f;
+  sluice_request r = rq_std("acme", "key-1", "growth");
+  sluice_decision d;
+  rendered out;
+  fx_open(&f, NULL, 0);
+  r.cost = 10;
+  d = decide(&f, &r);
+  cr_assert_eq(d.binding, SLUICE_BINDING_KEY);
+  render_form(&d, &r, &out, SLUICE_HTTP_FORM_SF);
+  cr_assert(strstr(out.headers,
+                   "RateLimit-Policy: \"key\";q=1500;qu=\"points\";w=60, "
+                   "\"tenant\";q=3000;qu=\"points\";w=60\n"),
+            "%s", out.headers);
+  /* 10 points short at 25 points/s: full in 0.4 s, the next point in
+  ** 40 ms, which rounds up to 1 s. */
+  cr_assert(strstr(out.headers, "RateLimit: \"key\";r=1490;t=1\n"), "%s",
+            out.headers);
+  cr_assert_null(strstr(out.headers, "default"), "%s", out.headers);
+  /* A full bucket gets no more quota: no t. */
+  sluice_clock_advance(f.clock, 10 * SEC);
+  r.cost = 0;
+  r.endpoint_class = SLUICE_EP_JOB_POLL;
+  d = decide(&f, &r);
+  sluice_clock_advance(f.clock, 10 * SEC);
+  cr_assert_eq(d.allowed, 1);
+  d.remaining = d.limit; /* as a PEEK of a full bucket reports it */
+  d.reset_ns = 0;
+  render_form(&d, &r, &out, SLUICE_HTTP_FORM_SF);
+  cr_assert(strstr(out.headers, "RateLimit: \"key\";r=1500\n"), "%s",
+            out.headers);
+  fx_close(&f);
+}
+
+Test(policy_http, structured_t_is_until_the_next_point) {
+  sluice_policy_config cfg;
+  fixture f;
+  sluice_request r = rq_std("acme", "key-1", "sandbox");
+  sluice_decision d;
+  rendered out;
+  sluice_policy_config_defaults(&cfg);
+  /* Sandbox key bucket: 1 point per 4 s, so the next point is seconds
+  ** away and t can be told from the time until full. */
+  cfg.tiers[0].key_rate = 1;
+  cfg.tiers[0].key_period_ns = 4 * SEC;
+  fx_open(&f, &cfg, 0);
+  r.cost = 3;
+  d = decide(&f, &r);
+  render_form(&d, &r, &out, SLUICE_HTTP_FORM_BOTH);
+  cr_assert(strstr(out.headers, "RateLimit-Reset: 12\n"), "%s", out.headers);
+  cr_assert(strstr(out.headers, "RateLimit: \"key\";r=297;t=4\n"), "%s",
+            out.headers);
+  sluice_clock_advance(f.clock, 3 * SEC);
+  d = decide(&f, &r); /* 5.25 points short: the next point in 1 s */
+  render_form(&d, &r, &out, SLUICE_HTTP_FORM_SF);
+  cr_assert(strstr(out.headers, "RateLimit: \"key\";r=294;t=1\n"), "%s",
+            out.headers);
+  fx_close(&f);
+}
+
+Test(policy_http, a_concurrency_denial_quotes_the_concurrency_limit) {
+  fixture f;
+  sluice_request a = rq_class("acme", "key-1", "growth", SLUICE_EP_RECONCILE);
+  sluice_decision d;
+  rendered out;
+  fx_open(&f, NULL, 0);
+  a.ledger_id = "L1";
+  cr_assert_eq(decide(&f, &a).allowed, 1);
+  a.ledger_id = "L2";
+  cr_assert_eq(decide(&f, &a).allowed, 1);
+  a.ledger_id = "L3";
+  d = decide(&f, &a);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_CONCURRENCY);
+  cr_assert_eq(d.cap_limit, 2);
+  render(&d, &a, &out);
+  cr_assert(strstr(out.body, "Concurrency limit for tier 'growth' reached (2 "
+                             "at a time)"),
+            "%s", out.body);
+  cr_assert_null(strstr(out.body, "1500 at a time"), "%s", out.body);
+  fx_close(&f);
+}
+
+/* The hourly export cap: its own type, and the cap's numbers in every
+** header and in the body, not a full bucket beside an hour's wait. */
+Test(policy_http, the_export_cap_is_its_own_answer) {
+  fixture f;
+  sluice_request e = rq_class("acme", "key-1", "growth", SLUICE_EP_EXPORT);
+  sluice_decision d;
+  rendered out;
+  int i;
+  fx_open(&f, NULL, 0);
+  for (i = 0; i < 10; i++) {
+    d = decide(&f, &e);
+    cr_assert_eq(d.allowed, 1, "export %d", i + 1);
+    cr_assert_eq(sluice_policy_release_lease(f.pol, &e, d.lease_id),
+                 SLUICE_OK);
+  }
+  sluice_clock_advance(f.clock, 10 * MINUTE);
+  d = decide(&f, &e);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_EXPORT_CAP);
+  cr_assert_eq(d.cap_limit, 10);
+  cr_assert_eq(d.cap_window_ns, HOUR);
+  render(&d, &e, &out);
+  cr_assert_eq(out.a.status, 429);
+  cr_assert(strstr(out.body, "errors/export-cap-exceeded\""), "%s", out.body);
+  cr_assert(strstr(out.body, "Export cap for tier 'growth' reached (10 "
+                             "exports/hour). Retry in 3000 seconds."),
+            "%s", out.body);
+  cr_assert_null(strstr(out.body, "concurrency"), "%s", out.body);
+  cr_assert_null(strstr(out.body, "recommended_backoff"), "%s", out.body);
+  cr_assert(strstr(out.headers, "Retry-After: 3000\n"), "%s", out.headers);
+  cr_assert(strstr(out.headers, "RateLimit-Policy: 10;w=3600\n"), "%s",
+            out.headers);
+  cr_assert(strstr(out.headers, "RateLimit-Limit: 10\n"), "%s", out.headers);
+  cr_assert(strstr(out.headers, "RateLimit-Remaining: 0\n"), "%s",
+            out.headers);
+  cr_assert(strstr(out.headers, "RateLimit-Reset: 3000\n"), "%s",
+            out.headers);
+  render_form(&d, &e, &out, SLUICE_HTTP_FORM_SF);
+  cr_assert(strstr(out.headers, "RateLimit-Policy: \"exports\";q=10;"
+                                "qu=\"requests\";w=3600\n"),
+            "%s", out.headers);
+  cr_assert(strstr(out.headers, "RateLimit: \"exports\";r=0;t=3000\n"),
+            "%s", out.headers);
+  fx_close(&f);
+}
+
+/* A failed-login lockout is not about ignoring Retry-After. */
+Test(policy_http, an_auth_lockout_says_why) {
+  fixture f;
+  sluice_request r = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_BAD_SECRET);
+  sluice_decision d;
+  rendered out;
+  int i;
+  fx_open(&f, NULL, 0);
+  r.route = "/v1/auth/token";
+  for (i = 0; i < 5; i++)
+    d = decide(&f, &r);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  render(&d, &r, &out);
+  cr_assert_eq(out.a.status, 429);
+  cr_assert(strstr(out.body, "penalty-box-active"), "%s", out.body);
+  cr_assert(strstr(out.body, "Too many failed sign-in attempts; sign-in is "
+                             "locked out (penalty level 1) until "),
+            "%s", out.body);
+  cr_assert_null(strstr(out.body, "Retry-After elapsed"), "%s", out.body);
   fx_close(&f);
 }
