@@ -547,6 +547,8 @@ Test(status, every_outcome) {
       {SLUICE_HTTP_THROTTLED, 429, "rate-limit-exceeded", "Too Many Requests"},
       {SLUICE_HTTP_CONCURRENCY, 429, "concurrency-limit-exceeded",
        "Too Many Requests"},
+      {SLUICE_HTTP_EXPORT_CAP, 429, "export-cap-exceeded",
+       "Too Many Requests"},
       {SLUICE_HTTP_CONFLICT, 409, "ledger-conflict", "Conflict"},
       {SLUICE_HTTP_FAIL_CLOSED, 503, "service-unavailable",
        "Service Unavailable"},
@@ -579,6 +581,33 @@ Test(status, every_outcome) {
     cr_assert_null(json_object_get(j, "penalty_level"));
     json_decref(j);
   }
+  sluice_http_close(h);
+}
+
+/* A suspension is a 403 of its own type: no Retry-After, no box end, no
+** "Too Many Requests". */
+Test(status, suspended_is_forbidden) {
+  sluice_http *h = open_h(0, SLUICE_HTTP_NO_JITTER, NULL, NULL);
+  sluice_http_facts f = {0};
+  sluice_http_answer a;
+  json_t *j;
+  hdrs x;
+  f.outcome = SLUICE_HTTP_SUSPENDED;
+  f.retry_after_ns = 15 * S_NS; /* ignored: no wait lifts a suspension */
+  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  cr_assert_eq(a.status, 403);
+  render(h, &a, &x);
+  cr_assert_null(get(&x, "Retry-After"));
+  cr_assert_str_eq(get(&x, "X-Penalty-Box-Status"), "Active-Lockout");
+  j = body_json(h, &a);
+  cr_assert_str_eq(json_string_value(json_object_get(j, "type")),
+                   "https://api.yourdomain.com/errors/key-suspended");
+  cr_assert_str_eq(json_string_value(json_object_get(j, "title")),
+                   "Forbidden");
+  cr_assert_eq(json_integer_value(json_object_get(j, "penalty_level")), 3);
+  cr_assert_null(json_object_get(j, "lockout_ends_at"));
+  cr_assert_null(json_object_get(j, "retry_after_seconds"));
+  json_decref(j);
   sluice_http_close(h);
 }
 
