@@ -42,6 +42,11 @@ typedef struct admin {
   sluice_limiter *lim;
   sluice_policy *pol;
   int released_level;
+  /* inspect: where the report goes before it is known to be readable, the
+  ** records found under the scope's ids, and the ones that cannot belong
+  ** to the configuration given. */
+  FILE *out;
+  int found, unfit;
 } admin;
 
 static void admin_usage(FILE *f, const char *cmd) {
@@ -55,7 +60,12 @@ static void admin_usage(FILE *f, const char *cmd) {
         "tenant and key buckets, strikes, offenses, penalty level and box "
         "time\nleft, the Retry-After notice, concurrency lease holders (and "
         "the\nledger lock with --ledger), exports this hour.  Auth scopes "
-        "(--ip,\n--subject) show their box and failure window.\n");
+        "(--ip,\n--subject) show their box and failure window.\n\n"
+        "Scope ids are keyed hashes and every figure is computed with the\n"
+        "service's tier parameters, so --config is required and the secret\n"
+        "must be the service's.  When no record exists under the scope's ids\n"
+        "(an idle scope, or another secret) or a record cannot come from\n"
+        "--config, inspect says it cannot tell and exits 1.\n");
   else
     fprintf(f,
         "usage: sluice %s --store STORE --secret-file FILE [--config FILE]\n"
@@ -72,10 +82,12 @@ static void admin_usage(FILE *f, const char *cmd) {
       "\n  --store STORE       the service's store: shm:name=/NAME,\n"
       "                      lmdb:path=DIR, redis:nodes=HOST:PORT\n"
       "  --secret-file FILE  the service's scope-id secret (32 hex digits)\n"
-      "  --config FILE       the service's policy (default: built-in)\n\n"
+      "  --config FILE       the service's policy (%s)\n\n"
       "exit codes: 0 ok, 1 %s, 2 usage error, 3 store or system failure\n",
+      !strcmp(cmd, "inspect") ? "required" : "default: built-in",
       !strcmp(cmd, "inspect")
-          ? "(not used)"
+          ? "cannot tell: no record under these ids, or one that does not "
+            "fit --config"
           : !strcmp(cmd, "release")
                 ? "the scope is not boxed, or is suspended (use lift)"
                 : "the scope is not suspended");
@@ -137,7 +149,16 @@ static int get(admin *a, const char *key, sluice_state *s, int64_t *exp) {
             sluice_strerror(rc), sluice_limiter_errmsg(a->lim));
     return -1;
   }
+  a->found++;
   return 1;
+}
+
+/* A record these parameters could not have written: the --config given is
+** not the one the service runs, and nothing read from it can be trusted. */
+static void unfit(admin *a, const char *what, const char *why) {
+  a->unfit++;
+  fprintf(a->out, "  %-14s cannot tell: the record does not fit --config "
+                  "(%s)\n", what, why);
 }
 
 static void secs(char *buf, size_t n, int64_t ns) {
@@ -157,11 +178,22 @@ static int show_bucket(admin *a, const char *what, const char *key,
   if (g < 0)
     return -1;
   if (sluice_gcra_step(p, &s, now, SLUICE_OP_PEEK, 0, &o, &v) != SLUICE_OK) {
-    printf("  %-14s %s: unreadable record\n", what, key);
+    fprintf(a->out, "  %-14s %s: unreadable record\n", what, key);
+    return 0;
+  }
+  /* Full in longer than an empty bucket takes to fill: another burst or
+  ** rate wrote it. */
+  if (v.reset_ns > (int64_t)((__extension__(__int128)p->burst * p->period_ns +
+                              p->rate - 1) / p->rate)) {
+    char why[96];
+    secs(t, sizeof t, v.reset_ns);
+    snprintf(why, sizeof why, "full in %s, more than an empty bucket of %"
+             PRId64 " points takes", t, p->burst);
+    unfit(a, what, why);
     return 0;
   }
   secs(t, sizeof t, v.reset_ns);
-  printf("  %-14s %" PRId64 "/%" PRId64 " points, full in %s (%" PRId64
+  fprintf(a->out, "  %-14s %" PRId64 "/%" PRId64 " points, full in %s (%" PRId64
          " per %.3g s)%s\n",
          what, v.remaining, p->burst, t, p->rate, (double)p->period_ns / 1e9,
          g ? "" : " [no record: full]");
@@ -179,23 +211,33 @@ static int show_penalty(admin *a, const char *key,
     return -1;
   if (sluice_penalty_step(p, &s, now, SLUICE_OP_CHECK, 0, &o, &v) !=
       SLUICE_OK) {
-    printf("  penalty: unreadable record\n");
+    fprintf(a->out, "  penalty: unreadable record\n");
+    return 0;
+  }
+  if (g && (s.w[1] >> 44) > (uint64_t)p->strike_threshold) {
+    unfit(a, "penalty:", "more strikes than the threshold");
+    return 0;
+  }
+  if (!v.allowed && v.level >= 1 && v.level <= 3 &&
+      v.retry_after_ns != SLUICE_FOREVER &&
+      v.retry_after_ns > p->box_ns[v.level - 1]) {
+    unfit(a, "penalty:", "a box longer than its level's");
     return 0;
   }
   if (!v.allowed) {
     secs(t, sizeof t, v.retry_after_ns);
-    printf("  level: %d (%s, %s left)\n", v.level,
+    fprintf(a->out, "  level: %d (%s, %s left)\n", v.level,
            (v.flags & SLUICE_V_SUSPENDED) ? "suspended pending review"
                                           : "boxed",
            t);
-    printf("  strikes: 0 (not counted while boxed)\n");
+    fprintf(a->out, "  strikes: 0 (not counted while boxed)\n");
   } else {
-    printf("  level: 0 (not boxed)\n");
-    printf("  strikes: %" PRId64 " of %" PRId64 " in the %.0f s window\n",
+    fprintf(a->out, "  level: 0 (not boxed)\n");
+    fprintf(a->out, "  strikes: %" PRId64 " of %" PRId64 " in the %.0f s window\n",
            p->strike_threshold - v.strikes_remaining, p->strike_threshold,
            (double)p->strike_window_ns / 1e9);
   }
-  printf("  offenses: %" PRId64 " (forgotten %.0f h after the last trip)\n",
+  fprintf(a->out, "  offenses: %" PRId64 " (forgotten %.0f h after the last trip)\n",
          v.offenses, (double)p->offense_ttl_ns / 3.6e12);
   return 0;
 }
@@ -203,7 +245,7 @@ static int show_penalty(admin *a, const char *key,
 static int show_leases(admin *a, const char *what, const char *prefix,
                        int nslots, int64_t now) {
   int i, held = 0;
-  printf("  %s:", what);
+  fprintf(a->out, "  %s:", what);
   for (i = 0; i < nslots; i++) {
     char key[160];
     sluice_state s;
@@ -214,12 +256,12 @@ static int show_leases(admin *a, const char *what, const char *prefix,
     if (s.w[0] != 0 && (int64_t)s.w[1] > now) {
       char t[32];
       secs(t, sizeof t, (int64_t)s.w[1] - now);
-      printf("%s slot %d: lease %016" PRIx64 ", %s left", held ? ";" : "", i,
+      fprintf(a->out, "%s slot %d: lease %016" PRIx64 ", %s left", held ? ";" : "", i,
              s.w[0], t);
       held++;
     }
   }
-  printf("%s (%d of %d slots held)\n", held ? "" : " none", held, nslots);
+  fprintf(a->out, "%s (%d of %d slots held)\n", held ? "" : " none", held, nslots);
   return 0;
 }
 
@@ -231,13 +273,13 @@ static int find_tier(const sluice_policy_config *c, const char *name) {
   return -1;
 }
 
-static int inspect(admin *a) {
+static int inspect_scope(admin *a) {
   const sluice_policy_config *c = sluice_policy_config_get(a->pol);
   int64_t now = sluice_limiter_now(a->lim);
   char T[SLUICE_SCOPE_ID_LEN + 1], K[SLUICE_SCOPE_ID_LEN + 1],
       X[SLUICE_SCOPE_ID_LEN + 1], key[256];
   unsigned caps = sluice_limiter_capabilities(a->lim);
-  printf("store: %s (%s%s%s)\n", a->store, sluice_limiter_backend(a->lim),
+  fprintf(a->out, "store: %s (%s%s%s)\n", a->store, sluice_limiter_backend(a->lim),
          (caps & SLUICE_CAP_CROSS_PROCESS) ? ", shared between processes" : "",
          (caps & SLUICE_CAP_DURABLE) ? ", durable" : "");
   if (a->scope == SLUICE_SCOPE_KEY) {
@@ -258,7 +300,7 @@ static int inspect(admin *a) {
     t = &c->tiers[ti];
     sluice_scope_id(a->secret, a->tenant, strlen(a->tenant), T);
     sluice_scope_id(a->secret, a->key, strlen(a->key), K);
-    printf("scope: key %s of tenant %s, tier %s (ids %.8s... / %.8s...)\n",
+    fprintf(a->out, "scope: key %s of tenant %s, tier %s (ids %.8s... / %.8s...)\n",
            a->key, a->tenant, a->tier, K, T);
     gt = (sluice_gcra_params){t->tenant_rate, t->tenant_period_ns,
                               t->tenant_burst};
@@ -285,10 +327,10 @@ static int inspect(admin *a) {
     if (s.w[0] && (int64_t)s.w[1] > now) {
       char tt[32];
       secs(tt, sizeof tt, (int64_t)s.w[1] - now);
-      printf("  retry-after notice: live, %s left (a request before then "
+      fprintf(a->out, "  retry-after notice: live, %s left (a request before then "
              "is a strike)\n", tt);
     } else {
-      printf("  retry-after notice: none\n");
+      fprintf(a->out, "  retry-after notice: none\n");
     }
     snprintf(key, sizeof key, "cc:{t:%s}:reconcile:", T);
     if (show_leases(a, "reconcile leases", key, (int)t->reconcile_concurrency,
@@ -305,10 +347,10 @@ static int inspect(admin *a) {
       if (s.w[0] && (int64_t)s.w[1] > now) {
         char tt[32];
         secs(tt, sizeof tt, (int64_t)s.w[1] - now);
-        printf("  ledger %s: locked by lease %016" PRIx64 ", %s left\n",
+        fprintf(a->out, "  ledger %s: locked by lease %016" PRIx64 ", %s left\n",
                a->ledger, s.w[0], tt);
       } else {
-        printf("  ledger %s: not locked\n", a->ledger);
+        fprintf(a->out, "  ledger %s: not locked\n", a->ledger);
       }
     }
     xw = (sluice_window_params){t->exports_per_window,
@@ -316,9 +358,11 @@ static int inspect(admin *a) {
     snprintf(key, sizeof key, "xh:{t:%s}", T);
     if ((g = get(a, key, &s, &exp)) < 0)
       return CLI_RUNTIME;
-    if (sluice_fwindow_step(&xw, &s, now, SLUICE_OP_PEEK, 1, &o, &v) ==
-        SLUICE_OK)
-      printf("  exports this window: %" PRId64 " of %" PRId64 "\n",
+    if (g && s.w[1] > (uint64_t)xw.limit)
+      unfit(a, "exports:", "more exports than the cap");
+    else if (sluice_fwindow_step(&xw, &s, now, SLUICE_OP_PEEK, 1, &o, &v) ==
+             SLUICE_OK)
+      fprintf(a->out, "  exports this window: %" PRId64 " of %" PRId64 "\n",
              xw.limit - v.remaining, xw.limit);
     return CLI_OK;
   }
@@ -332,7 +376,7 @@ static int inspect(admin *a) {
     sluice_verdict v;
     int64_t exp;
     sluice_scope_id(a->secret, raw, strlen(raw), X);
-    printf("scope: %s %s (id %.8s...)\n", ip ? "ip" : "subject", raw, X);
+    fprintf(a->out, "scope: %s %s (id %.8s...)\n", ip ? "ip" : "subject", raw, X);
     pp.strike_threshold = c->auth_subject_failures;
     pp.strike_window_ns = c->auth_window_ns;
     pp.box_ns[0] = c->auth_box_ns[0];
@@ -347,10 +391,10 @@ static int inspect(admin *a) {
       char tt[32];
       secs(tt, sizeof tt, v.retry_after_ns);
       if (v.allowed)
-        printf("  level: 0 (not boxed)\n");
+        fprintf(a->out, "  level: 0 (not boxed)\n");
       else
-        printf("  level: %d (boxed, %s left)\n", v.level, tt);
-      printf("  offenses: %" PRId64 "\n", v.offenses);
+        fprintf(a->out, "  level: %d (boxed, %s left)\n", v.level, tt);
+      fprintf(a->out, "  offenses: %" PRId64 "\n", v.offenses);
     }
     fw = (sluice_window_params){ip ? c->auth_ip_failures
                                    : c->auth_subject_failures,
@@ -358,12 +402,54 @@ static int inspect(admin *a) {
     snprintf(key, sizeof key, "af:{%s:%s}", tag, X);
     if (get(a, key, &s, &exp) < 0)
       return CLI_RUNTIME;
-    if (sluice_swindow_step(&fw, &s, now, SLUICE_OP_PEEK, 1, &o, &v) ==
-        SLUICE_OK)
-      printf("  failures: %" PRId64 " of %" PRId64 " in the %.0f s window\n",
+    if ((s.w[1] & 0xffffffffu) > (uint64_t)fw.limit)
+      unfit(a, "failures:", "more failures than the limit");
+    else if (sluice_swindow_step(&fw, &s, now, SLUICE_OP_PEEK, 1, &o, &v) ==
+             SLUICE_OK)
+      fprintf(a->out, "  failures: %" PRId64 " of %" PRId64 " in the %.0f s window\n",
              fw.limit - v.remaining, fw.limit, (double)fw.window_ns / 1e9);
     return CLI_OK;
   }
+}
+
+/* The report is held back until it is known to say something: a scope
+** with no record under its ids reads exactly like a scope read with the
+** wrong secret (every bucket full, no strikes), so that is all it says. */
+static int inspect(admin *a) {
+  char *text = NULL;
+  size_t len = 0;
+  int rc;
+  a->out = open_memstream(&text, &len);
+  if (!a->out) {
+    fprintf(stderr, "sluice inspect: out of memory\n");
+    return CLI_RUNTIME;
+  }
+  rc = inspect_scope(a);
+  if (fclose(a->out) != 0) {
+    free(text);
+    fprintf(stderr, "sluice inspect: out of memory\n");
+    return CLI_RUNTIME;
+  }
+  a->out = NULL;
+  if (rc == CLI_OK && a->found == 0) {
+    printf("store: %s\n"
+           "cannot tell: no record exists under this scope's ids.  Either the "
+           "scope\nhas been idle long enough for every record to expire (all "
+           "its buckets\nfull, nothing boxed), or --secret-file is not the "
+           "service's secret and\nthe ids are not the service's; sluice "
+           "cannot tell which.\n", a->store);
+    rc = CLI_BADINPUT;
+  } else {
+    fwrite(text, 1, len, stdout);
+    if (rc == CLI_OK && a->unfit) {
+      printf("cannot tell: %d record%s above could not have been written "
+             "with --config %s;\nis it the service's configuration?\n",
+             a->unfit, a->unfit == 1 ? "" : "s", a->config);
+      rc = CLI_BADINPUT;
+    }
+  }
+  free(text);
+  return rc;
 }
 
 /* ------------------------------------------------------ release, lift --- */
@@ -555,6 +641,13 @@ static int admin_main(const char *cmd, int argc, char **argv) {
   }
   if (a.ledger && !a.tenant) {
     fprintf(stderr, "sluice %s: --ledger needs a key scope\n", cmd);
+    return CLI_USAGE;
+  }
+  if (is_inspect && !a.config) {
+    fprintf(stderr, "sluice inspect: --config is required: every figure is "
+                    "computed with the service's\ntier parameters, and "
+                    "without them sluice cannot tell a bucket's state (the\n"
+                    "built-in defaults are etc/sluice.conf)\n");
     return CLI_USAGE;
   }
   if (!is_inspect && a.ledger) {

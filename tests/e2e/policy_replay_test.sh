@@ -76,6 +76,25 @@ else
   check "inspect lmdb: key bucket drained" "key bucket:    0/50" "$(echo "$out" | grep -o 'key bucket: *0/50')"
   "$SLUICE" inspect "${A[@]}" --tenant acme --key k1 --tier gold > /dev/null 2>"$tmp/e"
   check "inspect: unknown tier is a usage error" 2 "$?"
+  # what inspect cannot know it says it cannot tell, instead of showing a
+  # clean record (another secret: no record under its ids) or an
+  # impossible bucket (another configuration)
+  printf '3d%.0s' $(seq 16) > "$tmp/secret2"
+  out=$("$SLUICE" inspect --store "lmdb:path=$tmp/db" --config "$CONF" --secret-file "$tmp/secret2" \
+    --tenant acme --key k1 --tier sandbox 2>&1); rc=$?
+  check "inspect, another secret: exit" 1 "$rc"
+  check "inspect, another secret: cannot tell" yes "$(echo "$out" | grep -q 'cannot tell: no record exists under this scope' && echo yes || echo no)"
+  check "inspect, another secret: no clean record shown" "" "$(echo "$out" | grep -o 'level: 0\|key bucket')"
+  out=$("$SLUICE" inspect --store "lmdb:path=$tmp/db" --secret-file "$tmp/secret" \
+    --tenant acme --key k1 --tier sandbox 2>&1); rc=$?
+  check "inspect without --config: usage error" 2 "$rc"
+  check "inspect without --config: says why" yes "$(echo "$out" | grep -q 'cannot tell a bucket' && echo yes || echo no)"
+  out=$("$SLUICE" inspect --store "lmdb:path=$tmp/db" --config "$HERE/../../etc/sluice.conf" \
+    --secret-file "$tmp/secret" --tenant acme --key k1 --tier sandbox 2>&1); rc=$?
+  check "inspect, another config: exit" 1 "$rc"
+  check "inspect, another config: the key bucket cannot be told" yes \
+    "$(echo "$out" | grep -q 'key bucket: *cannot tell: the record does not fit --config' && echo yes || echo no)"
+  check "inspect, another config: no impossible bucket" "" "$(echo "$out" | grep -o 'key bucket: *[0-9]*/300')"
   "$SLUICE" release "${A[@]}" --tenant acme --key k1 --tier sandbox --who t --reason r \
     --audit "$tmp/audit" > /dev/null 2>&1
   check "release from lmdb" 0 "$?"
