@@ -155,20 +155,28 @@ static void route_cost(char *d, size_t n, const sluice_http_facts *f) {
         f->method ? " " : "", f->route, f->cost, f->cost == 1 ? "" : "s");
 }
 
+/* "Quota for tier 'growth' exhausted (3000 points/min)": what, the tier
+** when known, the verb, and the quota per window when there is one. */
+static void lead(char *d, size_t n, const sluice_http_facts *f,
+                 const char *what, const char *verb, const char *unit) {
+  char tmp[96];
+  cat(d, n, "%s", what);
+  if (f->tier)
+    cat(d, n, " for tier '%s'", f->tier);
+  cat(d, n, " %s", verb);
+  if (unit && f->quota > 0) {
+    per_window(tmp, sizeof tmp, unit, f->quota, f->window_s);
+    cat(d, n, " (%s)", tmp);
+  }
+}
+
 static void detail(char *d, size_t n, const sluice_http_answer *a) {
   const sluice_http_facts *f = &a->facts;
-  char tmp[96], when[32];
+  char when[32];
   d[0] = '\0';
   switch (f->outcome) {
   case SLUICE_HTTP_THROTTLED:
-    cat(d, n, "Quota");
-    if (f->tier)
-      cat(d, n, " for tier '%s'", f->tier);
-    cat(d, n, " exhausted");
-    if (f->quota > 0) {
-      per_window(tmp, sizeof tmp, "point", f->quota, f->window_s);
-      cat(d, n, " (%s)", tmp);
-    }
+    lead(d, n, f, "Quota", "exhausted", "point");
     cat(d, n, ".");
     route_cost(d, n, f);
     if (f->refill_per_s > 0) {
@@ -201,10 +209,7 @@ static void detail(char *d, size_t n, const sluice_http_answer *a) {
               "by support; retrying will not lift it.");
     break;
   case SLUICE_HTTP_CONCURRENCY:
-    cat(d, n, "Concurrency limit");
-    if (f->tier)
-      cat(d, n, " for tier '%s'", f->tier);
-    cat(d, n, " reached");
+    lead(d, n, f, "Concurrency limit", "reached", NULL);
     if (f->concurrency_limit > 0)
       cat(d, n, " (%" PRId64 " at a time)", f->concurrency_limit);
     cat(d, n, ".");
@@ -213,14 +218,7 @@ static void detail(char *d, size_t n, const sluice_http_answer *a) {
     retry_clause(d, n, a, 1);
     break;
   case SLUICE_HTTP_EXPORT_CAP:
-    cat(d, n, "Export cap");
-    if (f->tier)
-      cat(d, n, " for tier '%s'", f->tier);
-    cat(d, n, " reached");
-    if (f->quota > 0) {
-      per_window(tmp, sizeof tmp, "export", f->quota, f->window_s);
-      cat(d, n, " (%s)", tmp);
-    }
+    lead(d, n, f, "Export cap", "reached", "export");
     cat(d, n, ". ");
     retry_clause(d, n, a, 1);
     break;
