@@ -657,17 +657,33 @@ static const config_setting_t *lookup_path(const config_t *cf,
   return cur;
 }
 
-/* The whole file, NUL-terminated, for the integer check of conf_ints.c. */
+/* The whole file, NUL-terminated, for the integer check of conf_ints.c.
+** A policy is a few kB; more than 1 MiB is not one. */
 static int read_all(FILE *f, char **out, size_t *len) {
   enum { MAX = 1 << 20 };
-  char *p = malloc(MAX + 1);
-  size_t n;
+  size_t cap = 1 << 14, n = 0;
+  char *p = malloc(cap + 1), *q;
   if (!p)
     return SLUICE_ENOMEM;
-  n = fread(p, 1, MAX + 1, f);
-  if (ferror(f) || n > MAX) {
+  for (;;) {
+    n += fread(p + n, 1, cap - n, f);
+    if (ferror(f)) {
+      free(p);
+      return SLUICE_EIO;
+    }
+    if (n < cap || cap > MAX)
+      break;
+    q = realloc(p, cap * 2 + 1);
+    if (!q) {
+      free(p);
+      return SLUICE_ENOMEM;
+    }
+    p = q;
+    cap *= 2;
+  }
+  if (n > MAX) {
     free(p);
-    return ferror(f) ? SLUICE_EIO : SLUICE_ERANGE;
+    return SLUICE_ERANGE;
   }
   p[n] = '\0';
   *out = p;

@@ -301,3 +301,21 @@ Test(policy_config, export_long_is_not_cheaper_than_export) {
                SLUICE_ECONFIG);
   cr_assert(strstr(err, "costs.export_long: must be at least"), "%s", err);
 }
+
+Test(policy_config, a_file_over_one_mib_is_not_a_policy) {
+  sluice_policy_config c;
+  char err[256];
+  size_t n = (1 << 20) + 16;
+  char *text = malloc(n + 1);
+  cr_assert_not_null(text);
+  memset(text, '#', n);
+  text[n - 1] = '\n';
+  text[n] = '\0';
+  cr_assert_eq(load(text, &c, err, sizeof err), SLUICE_EIO);
+  cr_assert(strstr(err, "larger than 1 MiB"), "%s", err);
+  text[n - 20] = '\0'; /* just under: comments only, the defaults */
+  text[n - 21] = '\n';
+  cr_assert_eq(load(text, &c, err, sizeof err), SLUICE_OK, "%s", err);
+  cr_assert_eq(c.tiers[1].key_burst, 1500);
+  free(text);
+}
