@@ -828,6 +828,48 @@ static int count_cb(const char *name, const char *value, void *ud) {
   return ++*(int *)ud == 3 ? 77 : 0;
 }
 
+/* The documented sizes hold for the longest answer of every outcome: a
+** 2048-byte Location, two 64-byte policy names and a 32-byte unit that are
+** all escaped, the largest numbers, a century-long wait, both forms. */
+Test(buffers, documented_sizes_suffice_for_the_longest_answer) {
+  static char loc[2049], nm[65], nm2[65], qu[33];
+  sluice_http_options o = {0};
+  sluice_http *h;
+  int oc;
+  memset(loc, 'a', 2048);
+  loc[0] = '/';
+  memset(nm, '"', 64);
+  memset(nm2, '\\', 64);
+  memset(qu, '"', 32);
+  o.header_form = SLUICE_HTTP_FORM_BOTH;
+  o.flags = SLUICE_HTTP_DATE_HEADER;
+  cr_assert_eq(sluice_http_open(&o, &h), SLUICE_OK);
+  for (oc = SLUICE_HTTP_ALLOWED; oc <= SLUICE_HTTP_SUSPENDED; oc++) {
+    sluice_http_facts f = {0};
+    sluice_http_answer a;
+    size_t n = 0, need = 0;
+    int box = oc == SLUICE_HTTP_BOXED || oc == SLUICE_HTTP_SUSPENDED;
+    f.outcome = oc;
+    f.location = loc;
+    f.policy_name = nm;
+    f.other_policy_name = nm2;
+    f.quota_unit = qu;
+    f.quota = f.window_s = f.other_quota = f.other_window_s = INT64_MAX;
+    f.limit = f.remaining = f.reset_ns = f.next_ns = INT64_MAX;
+    f.retry_after_ns = INT64_C(100) * 365 * 86400 * S_NS;
+    f.penalty = box ? SLUICE_HTTP_PENALTY_LOCKOUT : SLUICE_HTTP_PENALTY_WARNING;
+    f.penalty_level = box ? 3 : 0;
+    cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK,
+                 "outcome %d", oc);
+    cr_assert_eq(sluice_http_answer_headers(h, &a, NULL, 0, &n, NULL, 0,
+                                            &need),
+                 n ? SLUICE_ERANGE : SLUICE_OK);
+    cr_assert_leq(n, SLUICE_HTTP_MAX_HEADERS, "outcome %d", oc);
+    cr_assert_leq(need, SLUICE_HTTP_HEADER_BUF, "outcome %d: %zu", oc, need);
+  }
+  sluice_http_close(h);
+}
+
 Test(buffers, callback_form_and_early_stop) {
   sluice_http *h = open_h(0, 0, fixed_rand, &g_zero);
   sluice_http_facts f = spec_throttled();
