@@ -53,7 +53,7 @@ static void admin_usage(FILE *f, const char *cmd) {
   if (!strcmp(cmd, "inspect"))
     fprintf(f,
         "usage: sluice inspect --store STORE --secret-file FILE "
-        "[--config FILE]\n"
+        "--config FILE\n"
         "         (--tenant T --key K --tier TIER [--ledger L] | --ip IP | "
         "--subject S)\n\n"
         "Shows a scope's records in a live store without changing them: the\n"
@@ -83,11 +83,12 @@ static void admin_usage(FILE *f, const char *cmd) {
       "                      lmdb:path=DIR, redis:nodes=HOST:PORT\n"
       "  --secret-file FILE  the service's scope-id secret (32 hex digits)\n"
       "  --config FILE       the service's policy (%s)\n\n"
-      "exit codes: 0 ok, 1 %s, 2 usage error, 3 store or system failure\n",
+      "exit codes: 0 ok, 1 %s,\n"
+      "            2 usage error, 3 store or system failure\n",
       !strcmp(cmd, "inspect") ? "required" : "default: built-in",
       !strcmp(cmd, "inspect")
-          ? "cannot tell: no record under these ids, or one that does not "
-            "fit --config"
+          ? "cannot tell (no record under these ids, or one that does\n"
+            "            not fit --config)"
           : !strcmp(cmd, "release")
                 ? "the scope is not boxed, or is suspended (use lift)"
                 : "the scope is not suspended");
