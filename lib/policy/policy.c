@@ -695,7 +695,7 @@ static int heavy(ctx *c, keys *k, sluice_decision *d) {
     if (rc)
       return rc;
     if (!v.allowed) {
-      lease_denied(c, SLUICE_OUTCOME_CONFLICT, 1, v.retry_after_ns, d);
+      lease_denied(c, SLUICE_OUTCOME_CONFLICT, 0, v.retry_after_ns, d);
       return SLUICE_OK;
     }
     have_ledger = 1;
