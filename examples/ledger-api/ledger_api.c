@@ -1107,7 +1107,7 @@ static enum MHD_Result handle_heavy(struct MHD_Connection *c, const char *url,
   return ret;
 }
 
-#define AMOUNT_MAX INT64_C(1000000000000000) /* 10^15 minor units */
+#define AMOUNT_MAX INT64_C(1000000000000000000) /* 10^18 minor units */
 
 /* Add amount to the ledger's balance unless the sum would overflow. */
 static int balance_add(ledger_slot *l, int64_t amount) {
@@ -1141,7 +1141,7 @@ static enum MHD_Result post_entry(struct MHD_Connection *c, const char *url,
   if (!ok)
     return problem(c, 400, PROBLEM_BASE "bad-request", "Bad Request",
                    "body: a JSON object with an integer amount from 1 to "
-                   "10^15", url);
+                   "10^18", url);
   if (!ik || !ik[0] || strlen(ik) > 200)
     return problem(c, 400, PROBLEM_BASE "idempotency-key-required",
                    "Bad Request",
