@@ -135,6 +135,8 @@ typedef struct server {
   long idem_slots, idem_ttl_s, per_ip, head_ms, body_ms;
   realip proxies; /* --trusted-proxies */
   sluice_backend lazy; /* the store, opened when it answers */
+  sluice_webhook_options hooks; /* --webhook; each worker opens its sink */
+  int nhooks;
   uint8_t secret[16];
   int nkeys;
   api_key keys[MAX_KEYS];
@@ -144,6 +146,7 @@ typedef struct server {
   size_t shared_size;
   /* per process */
   conn_guard *guard;
+  sluice_webhook *webhook;
   sluice_limiter *lim;
   sluice_policy *pol;
   sluice_http *http;
@@ -168,7 +171,8 @@ static void usage(FILE *f) {
       "                  [--job-ms N] [--shadow] [--trust-forwarded]\n"
       "                  [--trusted-proxies LIST] [--header-form legacy|sf|both]\n"
       "                  [--idem-slots N] [--idem-ttl-s N] [--per-ip N]\n"
-      "                  [--head-timeout-ms N] [--body-timeout-ms N]\n\n"
+      "                  [--head-timeout-ms N] [--body-timeout-ms N]\n"
+      "                  [--webhook EVENT=URL]...\n\n"
       "Serves the spec's ledger API on 127.0.0.1 with sluice enforcing it.\n"
       "  --port N         TCP port; 0 (default) picks a free one.  The first\n"
       "                   line on stdout is `listening 127.0.0.1:PORT`\n"
@@ -194,7 +198,9 @@ static void usage(FILE *f) {
       "  --idem-ttl-s N   how long a record is kept (default 86400)\n"
       "  --per-ip N       connections per client address and worker (64)\n"
       "  --head-timeout-ms N  time for a request's headers (10000)\n"
-      "  --body-timeout-ms N  time for its body and answer (30000)\n\n"
+      "  --body-timeout-ms N  time for its body and answer (30000)\n"
+      "  --webhook EVENT=URL  post policy events of that type (alert,\n"
+      "                   edge_deny, ip_ban, suspend, page, ...) as JSON\n\n"
       "SIGTERM or SIGINT: the master stops the workers and exits 0.\n"
       "exit codes: 0 clean shutdown, 2 usage error, 3 system failure\n");
 }
@@ -1289,6 +1295,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
       return problem(c, 500, PROBLEM_BASE "internal", "Internal Server Error",
                      "cannot render metrics", url);
     }
+    /* the sink's counters fit in what is left (a few hundred bytes) */
+    if (S.webhook)
+      sluice_webhook_metrics(S.webhook, buf + need, 4096, NULL);
     ret = send_raw(c, 200, "text/plain; version=0.0.4", buf, NULL, 0, NULL);
     free(buf);
     return ret;
@@ -1387,6 +1396,10 @@ static int open_policy(const char *who) {
   po.config_path = S.config_path;
   memcpy(po.secret, S.secret, 16);
   po.flags = S.shadow ? SLUICE_POLICY_SHADOW : 0;
+  if (S.webhook) {
+    po.on_event = sluice_webhook_on_event;
+    po.userdata = S.webhook;
+  }
   po.errbuf = err;
   po.errlen = sizeof err;
   rc = sluice_policy_open(&po, &S.pol);
@@ -1425,12 +1438,20 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 static int worker_main(void) {
   struct MHD_Daemon *d;
   sigset_t set;
-  int sig;
+  int sig, rc;
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (getppid() == 1)
     return EX_RUNTIME;
-  if (open_policy("worker") != 0)
+  /* After fork: the sink's thread belongs to this process. */
+  if (S.nhooks && (rc = sluice_webhook_open(&S.hooks, &S.webhook)) != 0) {
+    fprintf(stderr, "ledger-api worker %d: --webhook: %s\n", (int)getpid(),
+            sluice_strerror(rc));
     return EX_RUNTIME;
+  }
+  if (open_policy("worker") != 0) {
+    sluice_webhook_close(S.webhook);
+    return EX_RUNTIME;
+  }
   if (!(S.guard = conn_guard_start(S.head_ms, S.body_ms))) {
     close_policy();
     return EX_RUNTIME;
@@ -1465,6 +1486,7 @@ static int worker_main(void) {
   MHD_stop_daemon(d);
   conn_guard_stop(S.guard);
   close_policy();
+  sluice_webhook_close(S.webhook);
   return EX_OK;
 }
 
@@ -1495,6 +1517,26 @@ static void finish_jobs(void) {
   }
 }
 
+/* --webhook EVENT=URL: EVENT as sluice_event_name() spells it. */
+static int add_webhook(const char *arg) {
+  const char *eq = strchr(arg, '=');
+  int t;
+  for (t = 1; eq && t < SLUICE_EVENT__COUNT; t++) {
+    const char *name = sluice_event_name(t);
+    if (strlen(name) == (size_t)(eq - arg) &&
+        !strncmp(arg, name, (size_t)(eq - arg)) &&
+        (!strncmp(eq + 1, "http://", 7) || !strncmp(eq + 1, "https://", 8))) {
+      S.hooks.url[t] = eq + 1;
+      S.nhooks++;
+      return 0;
+    }
+  }
+  fprintf(stderr, "ledger-api: --webhook: expected EVENT=http(s)://..., "
+                  "EVENT one of alert, edge_deny, ip_ban, suspend, page, "
+                  "box_trip, stuffing, ...; got '%s'\n", arg);
+  return -1;
+}
+
 int main(int argc, char **argv) {
   static const struct option opts[] = {
       {"port", required_argument, 0, 'p'},
@@ -1513,6 +1555,7 @@ int main(int argc, char **argv) {
       {"per-ip", required_argument, 0, 'P'},
       {"head-timeout-ms", required_argument, 0, 'D'},
       {"body-timeout-ms", required_argument, 0, 'B'},
+      {"webhook", required_argument, 0, 'W'},
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   const char *keys_path = NULL, *secret_path = NULL;
@@ -1607,6 +1650,10 @@ int main(int argc, char **argv) {
       break;
     case 'B':
       if (parse_int("--body-timeout-ms", optarg, 100, 600000, &S.body_ms))
+        return EX_USAGE_;
+      break;
+    case 'W':
+      if (add_webhook(optarg))
         return EX_USAGE_;
       break;
     case 'h':

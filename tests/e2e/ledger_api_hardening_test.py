@@ -18,12 +18,15 @@ one way the service used to fail and checks it no longer does.
   token     /v1/auth/token issues an opaque token
   realip    X-Forwarded-For read from the right: a rotating forged prefix
             does not escape the per-IP auth lockout
+  webhook   --webhook: a box trip is posted as JSON to a local receiver
 
 usage: ledger_api_hardening_test.py LEDGER_API [SECTION...]
 Servers listen on 127.0.0.1 on free ports.  Waits are for readiness and
 for deadlines the test itself configures, with wide margins.
 """
 import http.client
+import http.server
+import threading
 import json
 import os
 import random
@@ -70,11 +73,11 @@ class NotStarted(Exception):
 
 
 class Server:
-    def __init__(self, *args, store=None, workers=2):
+    def __init__(self, *args, store=None, workers=2, conf=CONF):
         self.tmp = tempfile.mkdtemp(prefix="ledger-hard-")
         self.err = open(os.path.join(self.tmp, "err"), "w+")
         cmd = [API, "--port", "0", "--workers", str(workers), "--config",
-               CONF, "--keys", KEYS, "--secret-file", SECRET,
+               conf, "--keys", KEYS, "--secret-file", SECRET,
                "--job-ms", "600000"] + list(args)
         if store:
             cmd += ["--store", store]
@@ -571,7 +574,63 @@ def test_realip():
         srv.stop()
 
 
-for name, fn in [("http", test_http), ("input", test_input),
+# -------------------------------------------------------------- webhook --
+def test_webhook():
+    posts = []
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            posts.append((self.path, self.headers["Content-Type"], body))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    rx = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=rx.serve_forever, daemon=True).start()
+    srv = Server("--webhook",
+                 f"box_trip=http://127.0.0.1:{rx.server_address[1]}/trip",
+                 workers=1, conf=os.path.join(HERE, "e2e.conf"))
+    try:
+        p = srv.port
+        # e2e.conf's sandbox key: 50 points, 3 strikes, then the box
+        for _ in range(60):
+            if req(p, "GET", "/v1/ledgers/main/entries", SANDBOX)[1].get(
+                    "x-penalty-box-status") == "Active-Lockout":
+                break
+        for _ in range(100):
+            if posts:
+                break
+            time.sleep(0.1)
+        check("webhook: one post", 1, len(posts))
+        if posts:
+            path, ctype, body = posts[0]
+            b = json.loads(body)
+            check("webhook: path and type", ("/trip", "application/json"),
+                  (path, ctype))
+            check("webhook: event, scope, level",
+                  ("box_trip", "key", 1),
+                  (b.get("event"), b.get("scope"), b.get("level")))
+            check("webhook: key id is the hashed scope", 32,
+                  len(b.get("key_id", "")))
+            check("webhook: offending endpoint",
+                  ["GET /v1/ledgers/main/entries"],
+                  b.get("offending_endpoints"))
+            check("webhook: ends_at and the backoff guide", (True, True),
+                  ("ends_at" in b, b.get("backoff_guide", "").startswith(
+                      "https://")))
+            check("webhook: no secret", False, b"sk_abuser" in body)
+        m = req(p, "GET", "/metrics")[2]
+        check("webhook: /metrics counts it", True,
+              'sluice_webhook_events_total{result="delivered"} 1' in m)
+    finally:
+        srv.stop()
+        rx.shutdown()
+
+
+for name, fn in [("webhook", test_webhook), ("http", test_http), ("input", test_input),
                  ("token", test_token), ("realip", test_realip),
                  ("reconcile", test_reconcile), ("idem", test_idem),
                  ("slow", test_slow), ("store", test_store)]:
