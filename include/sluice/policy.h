@@ -288,6 +288,13 @@ SLUICE_EXPORT int sluice_shadow_feature_of(int outcome);
  *  "penalty", "leases", "fail_closed"), or NULL. */
 SLUICE_EXPORT const char *sluice_shadow_feature_name(int feature);
 
+/** @brief The SLUICE_SHADOW_* features a policy leaves unenforced for a
+ *  tier (NULL: auth requests, which have no tier): the configuration's
+ *  shadow_features and the tier's, all of them in whole shadow mode.
+ *  @return the bits, or -1 for a NULL policy or an unknown tier. */
+SLUICE_EXPORT int sluice_policy_shadow_features(const sluice_policy *p,
+                                                const char *tier);
+
 /** @brief Fill *cfg with the built-in defaults (docs/policy.md, DESIGN.md).
  *  @return SLUICE_OK, or SLUICE_EINVAL for NULL. */
 SLUICE_EXPORT int sluice_policy_config_defaults(sluice_policy_config *cfg);

@@ -616,6 +616,8 @@ static int throttled(ctx *c, keys *k, const sluice_verdict *bv,
   if (!nv.allowed) /* no live notice: this is the first Retry-After */
     return apply(c, SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 1, &k->kra, &np, 0,
                  1, &nv);
+  if (c->box_shadowed) /* boxed (in shadow): a box takes no strikes */
+    return SLUICE_OK;
   rc = apply(c, SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, 1, &k->kpb,
              &r->penalty, 0, 0, &pv);
   if (rc)

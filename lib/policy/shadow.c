@@ -55,3 +55,15 @@ int sluice__shadow_past_box(unsigned mask) {
   const unsigned later = SLUICE_SHADOW_BUCKETS | SLUICE_SHADOW_LEASES;
   return (mask & SLUICE_SHADOW_PENALTY) && (mask & later) != later;
 }
+
+int sluice_policy_shadow_features(const sluice_policy *p, const char *tier) {
+  int t;
+  if (!p)
+    return -1;
+  if (!tier)
+    return (int)sluice__shadow_mask(&p->cfg, p->shadow, -1);
+  for (t = 0; t < p->cfg.ntiers; t++)
+    if (!strcmp(p->cfg.tiers[t].name, tier))
+      return (int)sluice__shadow_mask(&p->cfg, p->shadow, t);
+  return -1;
+}
