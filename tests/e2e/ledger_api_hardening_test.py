@@ -161,6 +161,12 @@ def raw(port, data, timeout=5):
         s.close()
 
 
+def get_token(port):
+    return req(port, "POST", "/v1/auth/token",
+               {"Content-Type": "application/x-www-form-urlencoded"},
+               "client_id=cli_recon&client_secret=secret-recon")
+
+
 def post_entry(port, ledger, key, amount, headers=ENT):
     h = dict(headers)
     if key is not None:
@@ -517,18 +523,14 @@ def test_token():
     srv = Server(workers=1)
     try:
         p = srv.port
-        st, _, b = req(p, "POST", "/v1/auth/token",
-                       {"Content-Type": "application/x-www-form-urlencoded"},
-                       "client_id=cli_recon&client_secret=secret-recon")
+        st, _, b = get_token(p)
         tok = b.get("access_token", "") if isinstance(b, dict) else ""
         check("token: issued", 200, st)
         check("token: not the API key", False, "sk_recon" in tok or tok == "")
         check("token: authenticates", 200,
               req(p, "GET", "/v1/ledgers/t/entries",
                   {"Authorization": f"Bearer {tok}"})[0])
-        st2, _, b2 = req(p, "POST", "/v1/auth/token",
-                         {"Content-Type": "application/x-www-form-urlencoded"},
-                         "client_id=cli_recon&client_secret=secret-recon")
+        st2, _, b2 = get_token(p)
         check("token: a new token each time", True,
               b2.get("access_token") != tok)
     finally:

@@ -177,6 +177,19 @@ static void url(char *out, size_t n, int port, const char *path) {
   snprintf(out, n, "http://127.0.0.1:%d%s", port, path);
 }
 
+/* A sink sending ALERT to /a on `port` (other options as o has them), and
+** one ALERT posted into it. */
+static sluice_webhook *alert_once(sluice_webhook_options *o, char u[128],
+                                  int port) {
+  sluice_webhook *w;
+  sluice_event ev = event(SLUICE_EVENT_ALERT, 2, NULL);
+  url(u, 128, port, "/a");
+  o->url[SLUICE_EVENT_ALERT] = u;
+  cr_assert_eq(sluice_webhook_open(o, &w), SLUICE_OK);
+  sluice_webhook_on_event(w, &ev);
+  return w;
+}
+
 Test(webhook, alert_body_names_scope_level_key_endpoints_guide_end) {
   receiver r;
   sluice_webhook_options o;
@@ -279,17 +292,12 @@ Test(webhook, a_failing_receiver_is_retried_until_it_answers) {
   receiver r;
   sluice_webhook_options o;
   sluice_webhook *w;
-  sluice_event ev;
   sluice_webhook_stats s;
   char u[128];
   rx_start(&r, 2, 0);
   memset(&o, 0, sizeof o);
-  url(u, sizeof u, r.port, "/a");
-  o.url[SLUICE_EVENT_ALERT] = u;
   o.backoff_base_ms = 1;
-  cr_assert_eq(sluice_webhook_open(&o, &w), SLUICE_OK);
-  ev = event(SLUICE_EVENT_ALERT, 2, NULL);
-  sluice_webhook_on_event(w, &ev);
+  w = alert_once(&o, u, r.port);
   s = settle(w, 1);
   cr_assert_eq(s.delivered, 1);
   cr_assert_eq(s.failed, 0);
@@ -303,18 +311,13 @@ Test(webhook, a_failing_receiver_is_retried_until_it_answers) {
 Test(webhook, a_receiver_that_is_down_counts_a_failure_after_max_attempts) {
   sluice_webhook_options o;
   sluice_webhook *w;
-  sluice_event ev;
   sluice_webhook_stats s;
   char u[128], m[2048];
   size_t need = 0;
   memset(&o, 0, sizeof o);
-  url(u, sizeof u, dead_port(), "/a");
-  o.url[SLUICE_EVENT_ALERT] = u;
   o.max_attempts = 3;
   o.backoff_base_ms = 1;
-  cr_assert_eq(sluice_webhook_open(&o, &w), SLUICE_OK);
-  ev = event(SLUICE_EVENT_ALERT, 2, NULL);
-  sluice_webhook_on_event(w, &ev);
+  w = alert_once(&o, u, dead_port());
   s = settle(w, 1);
   cr_assert_eq(s.failed, 1);
   cr_assert_eq(s.delivered, 0);
@@ -363,19 +366,14 @@ Test(webhook, a_post_that_outlasts_the_timeout_fails) {
   receiver r;
   sluice_webhook_options o;
   sluice_webhook *w;
-  sluice_event ev;
   sluice_webhook_stats s;
   char u[128];
   rx_start(&r, 0, 3000);
   memset(&o, 0, sizeof o);
-  url(u, sizeof u, r.port, "/a");
-  o.url[SLUICE_EVENT_ALERT] = u;
   o.timeout_ms = 100;
   o.max_attempts = 2;
   o.backoff_base_ms = 1;
-  cr_assert_eq(sluice_webhook_open(&o, &w), SLUICE_OK);
-  ev = event(SLUICE_EVENT_ALERT, 2, NULL);
-  sluice_webhook_on_event(w, &ev);
+  w = alert_once(&o, u, r.port);
   s = settle(w, 1);
   cr_assert_eq(s.failed, 1);
   cr_assert_eq(s.delivered, 0);
