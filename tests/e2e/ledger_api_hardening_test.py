@@ -123,6 +123,10 @@ class Server:
         log = self.err.read()
         self.err.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
+        # under ASan / UBSan a worker's report would otherwise go unseen
+        bad = [line for line in log.splitlines()
+               if "Sanitizer" in line or "runtime error" in line]
+        check("the server's log has no sanitizer report", [], bad[:3])
         return log
 
 
