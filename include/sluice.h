@@ -167,5 +167,6 @@ SLUICE_EXPORT const char *sluice_limiter_backend(sluice_limiter *lim);
 #include "sluice/policy.h"
 #include "sluice/http.h"
 #include "sluice/client.h"
+#include "sluice/webhook.h"
 
 #endif

@@ -64,7 +64,7 @@ typedef struct preplay {
   cli_out out;
   int64_t last_t;
   long bad, lines;
-  uint64_t n, strikes[NROWS], degraded[NROWS];
+  uint64_t n, strikes[NROWS], degraded[NROWS], passed[NROWS];
   /* boxed scopes: open addressing */
   boxed *bx;
   size_t bx_cap, bx_n;
@@ -107,8 +107,12 @@ static void pr_usage(FILE *f) {
       "  --job-ms N    hold heavy-endpoint leases N ms of log time (0)\n"
       "  --backend S   store string (default mem); the scope-id secret is\n"
       "                16 bytes of 0x3c (for sluice inspect)\n"
-      "  --enforce     decide as if enforcing (a refused request is not\n"
-      "                served); the counts are the same, the flag is shown\n\n"
+      "  --enforce     decide as the configuration says: enforce what it\n"
+      "                does not leave in shadow (shadow, shadow_features,\n"
+      "                tiers.NAME.shadow_features: the staged rollout)\n\n"
+      "The report: per tier what would have happened, `passed` (refusals\n"
+      "served because their feature is in shadow) and `# not enforced:`,\n"
+      "each tier's features in shadow.\n\n"
       "Malformed lines are reported on stderr with their line number and the\n"
       "field at fault, and skipped.\n"
       "exit codes: 0 ok, 1 malformed lines, 2 usage error, 3 store or "
@@ -363,6 +367,10 @@ static int pr_line(preplay *r, const char *line, size_t n, long lineno) {
       r->strikes[row]++;
     if (d.flags & SLUICE_DECISION_DEGRADED)
       r->degraded[row]++;
+    /* refused by a feature in shadow, served all the same */
+    if ((d.flags & SLUICE_DECISION_SHADOW) && d.allowed &&
+        d.verdict_status != 200)
+      r->passed[row]++;
   }
   if (d.lease_id) {
     if (r->job_ns == 0) {
@@ -440,6 +448,25 @@ static int cmp_box(const void *a, const void *b) {
   return strcmp(x->name, y->name);
 }
 
+/* Which features each tier left unenforced: the staged rollout's split
+** (the `passed` column counts the refusals this let through). */
+static void pr_split(const sluice_policy *pol, const sluice_policy_config *c,
+                     FILE *f) {
+  int row, bit;
+  fprintf(f, "# not enforced:");
+  for (row = 0; row <= c->ntiers; row++) {
+    const char *name = row < c->ntiers ? c->tiers[row].name : NULL;
+    int m = sluice_policy_shadow_features(pol, name), any = 0;
+    fprintf(f, " %s=", name ? name : "(auth)");
+    for (bit = 1; bit <= SLUICE_SHADOW_ALL; bit <<= 1)
+      if (m > 0 && (m & bit))
+        fprintf(f, "%s%s", any++ ? "," : "", sluice_shadow_feature_name(bit));
+    if (!any)
+      fprintf(f, "-");
+  }
+  fprintf(f, "\n");
+}
+
 /* The report, summed over the partitions (scopes never span two). */
 static void pr_report(part *ps, int np, FILE *f, double wall, int shadow,
                       int boxes_max) {
@@ -459,15 +486,16 @@ static void pr_report(part *ps, int np, FILE *f, double wall, int shadow,
   }
   fprintf(f, "# %s replay: %" PRIu64 " requests, %ld malformed lines, "
              "%d thread%s, %.3f s, %.0f requests/s\n",
-          shadow ? "shadow-mode" : "enforcing", n, bad, np, np > 1 ? "s" : "",
+          shadow ? "shadow-mode" : "as-configured", n, bad, np,
+          np > 1 ? "s" : "",
           wall, wall > 0 ? (double)n / wall : 0.0);
   fprintf(f, "# %-10s %9s", "tier", "requests");
   for (o = 0; o < SLUICE_OUTCOME__COUNT; o++)
     fprintf(f, " %11s", cols[o]);
-  fprintf(f, " %9s %9s\n", "strikes", "degraded");
+  fprintf(f, " %9s %9s %9s\n", "strikes", "degraded", "passed");
   for (row = 0; row < NROWS; row++) {
     const char *name = "(auth)";
-    uint64_t tot = 0, v[SLUICE_OUTCOME__COUNT], st = 0, dg = 0;
+    uint64_t tot = 0, v[SLUICE_OUTCOME__COUNT], st = 0, dg = 0, ps_ = 0;
     if (row < c->ntiers && row < SLUICE_POLICY_TIERS_MAX)
       name = c->tiers[row].name;
     else if (row != SLUICE_POLICY_TIERS_MAX)
@@ -482,14 +510,16 @@ static void pr_report(part *ps, int np, FILE *f, double wall, int shadow,
     for (p = 0; p < np; p++) {
       st += ps[p].r.strikes[row];
       dg += ps[p].r.degraded[row];
+      ps_ += ps[p].r.passed[row];
     }
     if (!tot)
       continue;
     fprintf(f, "# %-10s %9" PRIu64, name, tot);
     for (o = 0; o < SLUICE_OUTCOME__COUNT; o++)
       fprintf(f, " %11" PRIu64, v[o]);
-    fprintf(f, " %9" PRIu64 " %9" PRIu64 "\n", st, dg);
+    fprintf(f, " %9" PRIu64 " %9" PRIu64 " %9" PRIu64 "\n", st, dg, ps_);
   }
+  pr_split(ps[0].r.pol, c, f);
   list = malloc((nbx ? nbx : 1) * sizeof *list);
   if (!list)
     return;

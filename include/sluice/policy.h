@@ -214,7 +214,10 @@ typedef struct sluice_policy_tier {
   int64_t export_concurrency;    /**< leases per tenant, 1..SLUICE_GROUP_MAX */
   int64_t exports_per_window;    /**< export cap per export_cap_window_ns */
   int level3;                    /**< enum sluice_level3_action */
-  int64_t reserved[4];
+  /** Staged rollout: SLUICE_SHADOW_* features recorded but not enforced
+   *  for this tier (on top of sluice_policy_config.shadow_features). */
+  int64_t shadow_features;
+  int64_t reserved[3];
 } sluice_policy_tier;
 
 /** One route of the route table (first match wins).  `method` "*" matches
@@ -267,8 +270,39 @@ typedef struct sluice_policy_config {
   int64_t degraded_probe_ns;     /**< skip the store for 1 s after a
                                       failure, then probe it again */
   int shadow;                    /**< 1: decide and record, enforce nothing */
-  int64_t reserved[16];
+  /** Staged rollout: SLUICE_SHADOW_* features recorded but not enforced
+   *  for every tier and for auth (shadow = 1 is all of them). */
+  int64_t shadow_features;
+  int64_t reserved[15];
 } sluice_policy_config;
+
+/** Features shadow mode can leave unenforced one by one (staged rollout:
+ *  enforce the buckets while the penalty box only records).  A decision
+ *  whose outcome belongs to a shadowed feature is served, flagged
+ *  SLUICE_DECISION_SHADOW, with d->outcome saying what enforcement would
+ *  have done. */
+enum sluice_shadow_feature {
+  SLUICE_SHADOW_BUCKETS = 0x1,     /**< THROTTLED */
+  SLUICE_SHADOW_PENALTY = 0x2,     /**< BOXED, SUSPENDED (keys and auth) */
+  SLUICE_SHADOW_LEASES = 0x4,      /**< CONCURRENCY, CONFLICT, EXPORT_CAP */
+  SLUICE_SHADOW_FAIL_CLOSED = 0x8, /**< UNAVAILABLE */
+  SLUICE_SHADOW_ALL = 0xf
+};
+
+/** @brief The feature an outcome belongs to (SLUICE_SHADOW_*), 0 for
+ *  ALLOW. */
+SLUICE_EXPORT int sluice_shadow_feature_of(int outcome);
+
+/** @brief A feature's name as the config file spells it ("buckets",
+ *  "penalty", "leases", "fail_closed"), or NULL. */
+SLUICE_EXPORT const char *sluice_shadow_feature_name(int feature);
+
+/** @brief The SLUICE_SHADOW_* features a policy leaves unenforced for a
+ *  tier (NULL: auth requests, which have no tier): the configuration's
+ *  shadow_features and the tier's, all of them in whole shadow mode.
+ *  @return the bits, or -1 for a NULL policy or an unknown tier. */
+SLUICE_EXPORT int sluice_policy_shadow_features(const sluice_policy *p,
+                                                const char *tier);
 
 /** @brief Fill *cfg with the built-in defaults (docs/policy.md, DESIGN.md).
  *  @return SLUICE_OK, or SLUICE_EINVAL for NULL. */

@@ -347,6 +347,15 @@ int sluice__policy_config_check2(const sluice_policy_config *c, char *path,
   if (c->shadow != 0 && c->shadow != 1)
     return fail(&k, "shadow", "must be true or false (got %lld)", c->shadow,
                 0, 0);
+  if (c->shadow_features & ~(int64_t)SLUICE_SHADOW_ALL)
+    return fail(&k, "shadow_features", "unknown feature bits %llx",
+                c->shadow_features, 0, 0);
+  for (i = 0; i < c->ntiers; i++)
+    if (c->tiers[i].shadow_features & ~(int64_t)SLUICE_SHADOW_ALL) {
+      snprintf(p, sizeof p, "tiers.%s.shadow_features", c->tiers[i].name);
+      return fail(&k, p, "unknown feature bits %llx",
+                  c->tiers[i].shadow_features, 0, 0);
+    }
   return SLUICE_OK;
 }
 
@@ -450,6 +459,37 @@ static int get_bool(ld *l, const config_setting_t *g, const char *gpath,
   return SLUICE_OK;
 }
 
+/* Staged rollout: [ "penalty", "leases" ] (or [ "all" ]) into bits. */
+static int get_features(ld *l, const config_setting_t *g, const char *gpath,
+                        int64_t *out) {
+  config_setting_t *s = config_setting_get_member(g, "shadow_features");
+  char p[160];
+  int i, n, f;
+  if (!s)
+    return SLUICE_OK;
+  join(p, sizeof p, gpath, "shadow_features");
+  if (!config_setting_is_array(s) && !config_setting_is_list(s))
+    return lerr(l, s, p, "must be an array of feature names [ \"penalty\", "
+                         "... ]: buckets, penalty, leases, fail_closed, all");
+  *out = 0;
+  n = config_setting_length(s);
+  for (i = 0; i < n; i++) {
+    config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+    const char *v = config_setting_get_string(e);
+    for (f = 1; f <= SLUICE_SHADOW_ALL; f <<= 1)
+      if (v && !strcmp(v, sluice_shadow_feature_name(f)))
+        break;
+    if (v && !strcmp(v, "all"))
+      *out |= SLUICE_SHADOW_ALL;
+    else if (f <= SLUICE_SHADOW_ALL)
+      *out |= f;
+    else
+      return lerr(l, e, p, "unknown feature (buckets, penalty, leases, "
+                           "fail_closed, all)");
+  }
+  return SLUICE_OK;
+}
+
 static int class_of(const char *s) {
   int i;
   for (i = 1; i < SLUICE_EP__COUNT; i++)
@@ -480,7 +520,8 @@ static int load_tiers(ld *l, const config_setting_t *root,
                       sluice_policy_config *c) {
   static const char *const names[] = {
       "tenant", "key", "strikes", "reconcile_concurrency",
-      "export_concurrency", "exports_per_window", "level3", NULL};
+      "export_concurrency", "exports_per_window", "level3",
+      "shadow_features", NULL};
   sluice_policy_config dflt;
   const config_setting_t *tiers;
   int i, j, n, rc;
@@ -521,7 +562,8 @@ static int load_tiers(ld *l, const config_setting_t *root,
         (rc = get_int(l, t, p, "export_concurrency", 1,
                       &tt->export_concurrency)) ||
         (rc = get_int(l, t, p, "exports_per_window", 1,
-                      &tt->exports_per_window)))
+                      &tt->exports_per_window)) ||
+        (rc = get_features(l, t, p, &tt->shadow_features)))
       return rc;
     l3 = config_setting_get_member(t, "level3");
     if (l3) {
@@ -693,8 +735,8 @@ static int read_all(FILE *f, char **out, size_t *len) {
 
 int sluice_policy_config_load(const char *path, sluice_policy_config *out,
                               char *err, size_t errlen) {
-  static const char *const top[] = {"shadow", "tiers",   "costs",
-                                    "routes", "penalty", "auth",
+  static const char *const top[] = {"shadow", "shadow_features", "tiers",
+                                    "costs",  "routes",  "penalty", "auth",
                                     "heavy",  "failure", NULL};
   static const char *const costs[] = {
       "standard", "reconcile", "export", "export_long",
@@ -758,6 +800,7 @@ int sluice_policy_config_load(const char *path, sluice_policy_config *out,
   root = config_root_setting(&cf);
   if ((rc = only(&l, root, "", top)) ||
       (rc = get_bool(&l, root, "", "shadow", &c.shadow)) ||
+      (rc = get_features(&l, root, "", &c.shadow_features)) ||
       (rc = load_tiers(&l, root, &c)) || (rc = load_routes(&l, root, &c)) ||
       (rc = load_failure(&l, root, &c)))
     goto done;

@@ -275,6 +275,9 @@ typedef struct ctx {
   int has_subject;
   int store_err; /* first store failure, 0 if none */
   int tripped;   /* a box trip emitted events already */
+  unsigned shadow;       /* SLUICE_SHADOW_* not enforced (staged rollout) */
+  int box_shadowed;      /* boxed, but the box is not enforced: */
+  sluice_verdict box;    /* its verdict, reported if nothing else refuses */
 } ctx;
 
 static int id_ok(const char *s, int required, const char *field,
@@ -617,13 +620,20 @@ static int throttled(ctx *c, keys *k, const sluice_verdict *bv,
   if (!nv.allowed) /* no live notice: this is the first Retry-After */
     return apply(c, SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 1, &k->kra, &np, 0,
                  1, &nv);
+  if (c->box_shadowed) /* boxed (in shadow): a box takes no strikes */
+    return SLUICE_OK;
   rc = apply(c, SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, 1, &k->kpb,
              &r->penalty, 0, 0, &pv);
   if (rc)
     return rc;
   d->flags |= SLUICE_DECISION_STRIKE;
   if (pv.flags & SLUICE_V_TRIPPED) {
-    fill_box(c, &pv, d);
+    if (sluice__shadow_past_box(c->shadow)) {
+      c->box_shadowed = 1; /* the throttle stands unless it is shadowed */
+      c->box = pv;
+    } else {
+      fill_box(c, &pv, d);
+    }
     tripped(c, SLUICE_SCOPE_KEY, c->K, &pv, d);
   } else {
     d->strikes_remaining = pv.strikes_remaining;
@@ -757,7 +767,10 @@ static int decide_tenant(ctx *c, sluice_decision *d) {
              0, 0, &v);
   if (rc)
     return rc;
-  if (!v.allowed) {
+  if (!v.allowed && sluice__shadow_past_box(c->shadow)) {
+    c->box_shadowed = 1; /* staged rollout: see shadow_apply() */
+    c->box = v;
+  } else if (!v.allowed) {
     fill_box(c, &v, d);
     return SLUICE_OK;
   }
@@ -944,6 +957,30 @@ static void failure_mode(ctx *c, int err, sluice_decision *d) {
 
 /* ---------------------------------------------------------- decide --- */
 
+/* Shadow mode, whole or per feature: a refusal of a feature not enforced
+** is served, d->outcome keeping what enforcement would have done.  A box
+** passed over (decide_tenant) is that outcome when nothing enforced
+** refused. */
+static void shadow_apply(ctx *c, int row, sluice_decision *d) {
+  if (c->box_shadowed &&
+      (d->outcome == SLUICE_OUTCOME_ALLOW ||
+       (c->shadow & (unsigned)sluice_shadow_feature_of(d->outcome)))) {
+    fill_box(c, &c->box, d);
+    d->verdict_status = d->status = status_of(d->outcome);
+    d->allowed = 0; /* passed below: the box is in shadow */
+  }
+  if (!c->shadow)
+    return;
+  d->flags |= SLUICE_DECISION_SHADOW;
+  if (!d->allowed &&
+      (c->shadow & (unsigned)sluice_shadow_feature_of(d->outcome))) {
+    atomic_fetch_add_explicit(&c->p->shadow_passed[row], 1,
+                              memory_order_relaxed);
+    d->allowed = 1;
+    d->status = 200;
+  }
+}
+
 int sluice_policy_decide(sluice_policy *p, const sluice_request *q,
                          sluice_decision *d) {
   ctx c;
@@ -960,6 +997,8 @@ int sluice_policy_decide(sluice_policy *p, const sluice_request *q,
   rc = resolve(p, q, &c, d);
   if (rc != SLUICE_OK)
     return rc;
+  c.shadow = sluice__shadow_mask(&p->cfg, p->shadow, c.tier);
+  c.box_shadowed = 0;
   c.now = sluice_limiter_now(p->lim);
   d->now_ns = c.now;
   d->cost = c.cost;
@@ -997,20 +1036,12 @@ int sluice_policy_decide(sluice_policy *p, const sluice_request *q,
   d->allowed = d->outcome == SLUICE_OUTCOME_ALLOW;
   d->status = d->verdict_status;
   row = c.tier >= 0 ? c.tier : SLUICE_POLICY_TIERS_MAX;
+  shadow_apply(&c, row, d);
   atomic_fetch_add_explicit(&p->decisions[row][d->outcome], 1,
                             memory_order_relaxed);
   if (d->flags & SLUICE_DECISION_DEGRADED)
     atomic_fetch_add_explicit(&p->degraded_decisions[row], 1,
                               memory_order_relaxed);
-  if (p->shadow) {
-    d->flags |= SLUICE_DECISION_SHADOW;
-    if (!d->allowed) {
-      atomic_fetch_add_explicit(&p->shadow_passed[row], 1,
-                                memory_order_relaxed);
-      d->allowed = 1;
-      d->status = 200;
-    }
-  }
   return SLUICE_OK;
 }
 

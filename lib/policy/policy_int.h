@@ -64,4 +64,12 @@ const char *sluice__level3_name(int action);
 int sluice__conf_widen(const char *in, size_t n, char **out, int *line,
                        char *what, size_t whatlen);
 
+/* Staged rollout (shadow.c): the SLUICE_SHADOW_* features not enforced for
+** a tier (-1: auth); `forced`: shadow everything. */
+unsigned sluice__shadow_mask(const sluice_policy_config *c, int forced,
+                             int tier);
+/* 1 when a box in shadow must not end the decision (a later check is
+** still enforced). */
+int sluice__shadow_past_box(unsigned mask);
+
 #endif

@@ -223,7 +223,14 @@ check_range "lockout: Retry-After (5 min box + jitter)" 299 331 "$(hdr Retry-Aft
 req POST /v1/auth/token "${XFF[@]}" -H 'Content-Type: application/json' \
   -d '{"client_id":"cli_recon","client_secret":"secret-recon"}'
 check "another subject from the same IP: 200" 200 "$st"
-check "token" sk_recon "$(jget access_token)"
+tok=$(jget access_token)
+check "token: opaque, not the API key" yes \
+  "$([[ "$tok" =~ ^at_[0-9a-f]{32}$ ]] && echo yes || echo no)"
+req GET /v1/ledgers/e2e/entries -H "Authorization: Bearer $tok"
+check "the token authenticates as its key" 200 "$st"
+check "the token's key: its ledger" 7 "$(jget balance)"
+req GET /v1/ledgers/e2e/entries -H "Authorization: Bearer at_00000000000000000000000000000000"
+check "an unknown token" 401 "$st"
 
 # ------------------------------------------------------- batch client --
 out=$("$BATCH" --url "http://127.0.0.1:$PORT" --key sk_batch --count 100 2>&1); rc=$?

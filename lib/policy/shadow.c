@@ -1,0 +1,69 @@
+/*
+** Staged rollout: which features a decision enforces.  Shadow mode used to
+** be all or nothing; the spec's rollout reviews the numbers "before enabling
+** the penalty box", so each feature can stay in shadow on its own, for all
+** tiers (shadow_features) or for one (tiers.NAME.shadow_features).
+*/
+#include <string.h>
+
+#include "policy_int.h"
+
+int sluice_shadow_feature_of(int outcome) {
+  switch (outcome) {
+  case SLUICE_OUTCOME_THROTTLED:
+    return SLUICE_SHADOW_BUCKETS;
+  case SLUICE_OUTCOME_BOXED:
+  case SLUICE_OUTCOME_SUSPENDED:
+    return SLUICE_SHADOW_PENALTY;
+  case SLUICE_OUTCOME_CONCURRENCY:
+  case SLUICE_OUTCOME_CONFLICT:
+  case SLUICE_OUTCOME_EXPORT_CAP:
+    return SLUICE_SHADOW_LEASES;
+  case SLUICE_OUTCOME_UNAVAILABLE:
+    return SLUICE_SHADOW_FAIL_CLOSED;
+  default:
+    return 0;
+  }
+}
+
+const char *sluice_shadow_feature_name(int feature) {
+  switch (feature) {
+  case SLUICE_SHADOW_BUCKETS:
+    return "buckets";
+  case SLUICE_SHADOW_PENALTY:
+    return "penalty";
+  case SLUICE_SHADOW_LEASES:
+    return "leases";
+  case SLUICE_SHADOW_FAIL_CLOSED:
+    return "fail_closed";
+  default:
+    return NULL;
+  }
+}
+
+unsigned sluice__shadow_mask(const sluice_policy_config *c, int forced,
+                             int tier) {
+  int64_t m = c->shadow || forced ? SLUICE_SHADOW_ALL : c->shadow_features;
+  if (tier >= 0 && tier < c->ntiers)
+    m |= c->tiers[tier].shadow_features;
+  return (unsigned)(m & SLUICE_SHADOW_ALL);
+}
+
+int sluice__shadow_past_box(unsigned mask) {
+  /* A box whose enforcement is off does not end the decision while a
+  ** later check (bucket, lease) is enforced: that one still applies. */
+  const unsigned later = SLUICE_SHADOW_BUCKETS | SLUICE_SHADOW_LEASES;
+  return (mask & SLUICE_SHADOW_PENALTY) && (mask & later) != later;
+}
+
+int sluice_policy_shadow_features(const sluice_policy *p, const char *tier) {
+  int t;
+  if (!p)
+    return -1;
+  if (!tier)
+    return (int)sluice__shadow_mask(&p->cfg, p->shadow, -1);
+  for (t = 0; t < p->cfg.ntiers; t++)
+    if (!strcmp(p->cfg.tiers[t].name, tier))
+      return (int)sluice__shadow_mask(&p->cfg, p->shadow, t);
+  return -1;
+}

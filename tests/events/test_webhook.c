@@ -1,0 +1,472 @@
+/*
+** The webhook sink against a real HTTP receiver (libmicrohttpd on
+** 127.0.0.1, a free port): the body it posts, routing per event type,
+** retries, a receiver that is down, one that is slow (the queue drops
+** instead of blocking the caller, a post times out), the counters, and a
+** policy whose level-2 trip is delivered with the endpoints that led to it.
+**
+** No assertion depends on speed: waits are for a counter to reach a value
+** (10 s deadline), and the slow receiver is slower than any wait involved.
+*/
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sluice.h>
+
+#define MAXREQ 64
+
+typedef struct receiver {
+  struct MHD_Daemon *d;
+  int port;
+  int fail_first; /* answer 500 to this many first requests */
+  int delay_ms;   /* before answering */
+  pthread_mutex_t mu;
+  int n;
+  char path[MAXREQ][64];
+  char body[MAXREQ][4096];
+} receiver;
+
+typedef struct upload {
+  size_t len;
+  char buf[4096];
+} upload;
+
+static enum MHD_Result on_req(void *cls, struct MHD_Connection *c,
+                              const char *url, const char *method,
+                              const char *version, const char *data,
+                              size_t *size, void **ctx) {
+  receiver *r = cls;
+  upload *u = *ctx;
+  struct MHD_Response *resp;
+  enum MHD_Result ret;
+  int i, status;
+  (void)method;
+  (void)version;
+  if (!u) {
+    *ctx = calloc(1, sizeof(upload));
+    return *ctx ? MHD_YES : MHD_NO;
+  }
+  if (*size) {
+    size_t n = *size < sizeof u->buf - 1 - u->len ? *size
+                                                   : sizeof u->buf - 1 - u->len;
+    memcpy(u->buf + u->len, data, n);
+    u->len += n;
+    *size = 0;
+    return MHD_YES;
+  }
+  if (r->delay_ms)
+    usleep((useconds_t)r->delay_ms * 1000);
+  pthread_mutex_lock(&r->mu);
+  i = r->n++;
+  if (i < MAXREQ) {
+    snprintf(r->path[i], sizeof r->path[i], "%s", url);
+    memcpy(r->body[i], u->buf, u->len + 1);
+  }
+  status = i < r->fail_first ? 500 : 204;
+  pthread_mutex_unlock(&r->mu);
+  resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+  ret = MHD_queue_response(c, (unsigned)status, resp);
+  MHD_destroy_response(resp);
+  return ret;
+}
+
+static void on_done(void *cls, struct MHD_Connection *c, void **ctx,
+                    enum MHD_RequestTerminationCode toe) {
+  (void)cls;
+  (void)c;
+  (void)toe;
+  free(*ctx);
+  *ctx = NULL;
+}
+
+static void rx_start(receiver *r, int fail_first, int delay_ms) {
+  struct sockaddr_in sa;
+  const union MHD_DaemonInfo *di;
+  memset(r, 0, sizeof *r);
+  r->fail_first = fail_first;
+  r->delay_ms = delay_ms;
+  pthread_mutex_init(&r->mu, NULL);
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  r->d = MHD_start_daemon(
+      MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0, NULL,
+      NULL, on_req, r, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+      MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_END);
+  cr_assert_not_null(r->d, "receiver did not start");
+  di = MHD_get_daemon_info(r->d, MHD_DAEMON_INFO_BIND_PORT);
+  cr_assert(di && di->port);
+  r->port = di->port;
+}
+
+static void rx_stop(receiver *r) {
+  MHD_stop_daemon(r->d);
+  pthread_mutex_destroy(&r->mu);
+}
+
+static int rx_count(receiver *r) {
+  int n;
+  pthread_mutex_lock(&r->mu);
+  n = r->n;
+  pthread_mutex_unlock(&r->mu);
+  return n;
+}
+
+/* A port nobody listens on (bound, then closed). */
+static int dead_port(void) {
+  struct sockaddr_in sa;
+  socklen_t len = sizeof sa;
+  int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  cr_assert(bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+  getsockname(fd, (struct sockaddr *)&sa, &len);
+  port = ntohs(sa.sin_port);
+  close(fd);
+  return port;
+}
+
+static sluice_webhook_stats stats(sluice_webhook *w) {
+  sluice_webhook_stats s;
+  cr_assert_eq(sluice_webhook_stats_get(w, &s), SLUICE_OK);
+  return s;
+}
+
+/* Wait (10 s at most) until delivered + failed reaches n. */
+static sluice_webhook_stats settle(sluice_webhook *w, uint64_t n) {
+  int i;
+  for (i = 0; i < 1000; i++) {
+    sluice_webhook_stats s = stats(w);
+    if (s.delivered + s.failed >= n)
+      return s;
+    usleep(10000);
+  }
+  return stats(w);
+}
+
+static const char SCOPE[] = "0123456789abcdef0123456789abcdef";
+static const char TENANT[] = "fedcba9876543210fedcba9876543210";
+#define UNTIL (INT64_C(1796328000) * 1000000000) /* 2026-12-03T20:00:00Z */
+
+static sluice_event event(int type, int level, const sluice_request *rq) {
+  sluice_event ev;
+  memset(&ev, 0, sizeof ev);
+  ev.type = type;
+  ev.scope = SLUICE_SCOPE_KEY;
+  ev.level = level;
+  ev.scope_id = SCOPE;
+  ev.tenant_scope_id = TENANT;
+  ev.tier = "growth";
+  ev.request = rq;
+  ev.now_ns = UNTIL - INT64_C(3600) * 1000000000;
+  ev.until_ns = UNTIL;
+  return ev;
+}
+
+static void url(char *out, size_t n, int port, const char *path) {
+  snprintf(out, n, "http://127.0.0.1:%d%s", port, path);
+}
+
+/* A sink sending ALERT to /a on `port` (other options as o has them), and
+** one ALERT posted into it. */
+static sluice_webhook *alert_once(sluice_webhook_options *o, char u[128],
+                                  int port) {
+  sluice_webhook *w;
+  sluice_event ev = event(SLUICE_EVENT_ALERT, 2, NULL);
+  url(u, 128, port, "/a");
+  o->url[SLUICE_EVENT_ALERT] = u;
+  cr_assert_eq(sluice_webhook_open(o, &w), SLUICE_OK);
+  sluice_webhook_on_event(w, &ev);
+  return w;
+}
+
+Test(webhook, alert_body_names_scope_level_key_endpoints_guide_end) {
+  receiver r;
+  sluice_webhook_options o;
+  sluice_webhook *w;
+  sluice_request get, post;
+  sluice_event ev;
+  char u[128];
+  json_t *b;
+  json_error_t e;
+  rx_start(&r, 0, 0);
+  memset(&o, 0, sizeof o);
+  url(u, sizeof u, r.port, "/alert");
+  o.url[SLUICE_EVENT_ALERT] = u;
+  cr_assert_eq(sluice_webhook_open(&o, &w), SLUICE_OK);
+  memset(&get, 0, sizeof get);
+  get.api_key_id = "sk_live_SECRET_1";
+  get.method = "GET";
+  get.route = "/v1/ledgers/L1/entries";
+  post = get;
+  post.method = "POST";
+  post.route = "/v1/ledgers/reconcile";
+  /* level 1 on one endpoint (not sent, remembered), then level 2 */
+  ev = event(SLUICE_EVENT_BOX_TRIP, 1, &get);
+  sluice_webhook_on_event(w, &ev);
+  ev = event(SLUICE_EVENT_ALERT, 2, &post);
+  sluice_webhook_on_event(w, &ev);
+  cr_assert_eq(settle(w, 1).delivered, 1);
+  cr_assert_eq(rx_count(&r), 1);
+  cr_assert_str_eq(r.path[0], "/alert");
+  cr_assert_null(strstr(r.body[0], "sk_live_SECRET"), "a secret was sent");
+  b = json_loads(r.body[0], 0, &e);
+  cr_assert_not_null(b, "not JSON: %s", r.body[0]);
+  cr_assert_str_eq(json_string_value(json_object_get(b, "event")), "alert");
+  cr_assert_str_eq(json_string_value(json_object_get(b, "scope")), "key");
+  cr_assert_eq(json_integer_value(json_object_get(b, "level")), 2);
+  cr_assert_str_eq(json_string_value(json_object_get(b, "key_id")), SCOPE);
+  cr_assert_str_eq(json_string_value(json_object_get(b, "tenant_id")), TENANT);
+  cr_assert_str_eq(json_string_value(json_object_get(b, "tier")), "growth");
+  cr_assert_str_eq(json_string_value(json_object_get(b, "backoff_guide")),
+                   SLUICE_WEBHOOK_GUIDE_DEFAULT);
+  cr_assert_str_eq(json_string_value(json_object_get(b, "ends_at")),
+                   "2026-12-03T20:00:00Z");
+  cr_assert_str_eq(json_string_value(json_object_get(b, "at")),
+                   "2026-12-03T19:00:00Z");
+  {
+    json_t *eps = json_object_get(b, "offending_endpoints");
+    cr_assert_eq(json_array_size(eps), 2);
+    cr_assert_str_eq(json_string_value(json_array_get(eps, 0)),
+                     "POST /v1/ledgers/reconcile");
+    cr_assert_str_eq(json_string_value(json_array_get(eps, 1)),
+                     "GET /v1/ledgers/L1/entries");
+  }
+  json_decref(b);
+  sluice_webhook_close(w);
+  rx_stop(&r);
+}
+
+Test(webhook, each_event_type_goes_to_its_url_and_others_nowhere) {
+  receiver r;
+  sluice_webhook_options o;
+  sluice_webhook *w;
+  sluice_event ev;
+  sluice_webhook_stats s;
+  char ua[128], up[128], ub[128];
+  rx_start(&r, 0, 0);
+  memset(&o, 0, sizeof o);
+  url(ua, sizeof ua, r.port, "/a");
+  url(up, sizeof up, r.port, "/p");
+  url(ub, sizeof ub, r.port, "/ban");
+  o.url[SLUICE_EVENT_ALERT] = ua;
+  o.url[SLUICE_EVENT_PAGE] = up;
+  o.url[SLUICE_EVENT_IP_BAN] = ub;
+  cr_assert_eq(sluice_webhook_open(&o, &w), SLUICE_OK);
+  ev = event(SLUICE_EVENT_EDGE_DENY, 2, NULL);
+  sluice_webhook_on_event(w, &ev);
+  ev = event(SLUICE_EVENT_ALERT, 2, NULL);
+  sluice_webhook_on_event(w, &ev);
+  ev = event(SLUICE_EVENT_PAGE, 3, NULL);
+  ev.until_ns = SLUICE_FOREVER;
+  sluice_webhook_on_event(w, &ev);
+  ev = event(SLUICE_EVENT_IP_BAN, 3, NULL);
+  ev.scope = SLUICE_SCOPE_IP;
+  sluice_webhook_on_event(w, &ev);
+  s = settle(w, 3);
+  cr_assert_eq(s.queued, 3, "EDGE_DENY has no URL: not queued");
+  cr_assert_eq(s.delivered, 3);
+  cr_assert_eq(rx_count(&r), 3);
+  cr_assert_str_eq(r.path[0], "/a");
+  cr_assert_str_eq(r.path[1], "/p");
+  cr_assert_str_eq(r.path[2], "/ban");
+  cr_assert_not_null(strstr(r.body[1], "\"ends_at\":\"never\""), "%s",
+                     r.body[1]);
+  cr_assert_not_null(strstr(r.body[2], "\"scope\":\"ip\""), "%s", r.body[2]);
+  cr_assert_not_null(strstr(r.body[2], "\"scope_id\":\""), "%s", r.body[2]);
+  sluice_webhook_close(w);
+  rx_stop(&r);
+}
+
+Test(webhook, a_failing_receiver_is_retried_until_it_answers) {
+  receiver r;
+  sluice_webhook_options o;
+  sluice_webhook *w;
+  sluice_webhook_stats s;
+  char u[128];
+  rx_start(&r, 2, 0);
+  memset(&o, 0, sizeof o);
+  o.backoff_base_ms = 1;
+  w = alert_once(&o, u, r.port);
+  s = settle(w, 1);
+  cr_assert_eq(s.delivered, 1);
+  cr_assert_eq(s.failed, 0);
+  cr_assert_eq(s.retries, 2);
+  cr_assert_eq(rx_count(&r), 3);
+  cr_assert_str_eq(r.body[0], r.body[2], "a retry posts the same body");
+  sluice_webhook_close(w);
+  rx_stop(&r);
+}
+
+Test(webhook, a_receiver_that_is_down_counts_a_failure_after_max_attempts) {
+  sluice_webhook_options o;
+  sluice_webhook *w;
+  sluice_webhook_stats s;
+  char u[128], m[2048];
+  size_t need = 0;
+  memset(&o, 0, sizeof o);
+  o.max_attempts = 3;
+  o.backoff_base_ms = 1;
+  w = alert_once(&o, u, dead_port());
+  s = settle(w, 1);
+  cr_assert_eq(s.failed, 1);
+  cr_assert_eq(s.delivered, 0);
+  cr_assert_eq(s.retries, 2);
+  cr_assert_eq(sluice_webhook_metrics(w, m, sizeof m, &need), SLUICE_OK);
+  cr_assert_not_null(
+      strstr(m, "sluice_webhook_events_total{result=\"failed\"} 1\n"), "%s",
+      m);
+  cr_assert_not_null(strstr(m, "sluice_webhook_retries_total 2\n"), "%s", m);
+  cr_assert_eq(need, strlen(m));
+  cr_assert_eq(sluice_webhook_metrics(w, NULL, 0, &need), SLUICE_OK);
+  cr_assert_eq(need, strlen(m));
+  cr_assert_eq(sluice_webhook_metrics(w, m, 10, &need), SLUICE_ERANGE);
+  sluice_webhook_close(w);
+}
+
+Test(webhook, a_slow_receiver_fills_the_queue_and_the_rest_is_dropped) {
+  receiver r;
+  sluice_webhook_options o;
+  sluice_webhook *w;
+  sluice_event ev;
+  sluice_webhook_stats s;
+  char u[128];
+  int i;
+  rx_start(&r, 0, 3000);
+  memset(&o, 0, sizeof o);
+  url(u, sizeof u, r.port, "/a");
+  o.url[SLUICE_EVENT_ALERT] = u;
+  o.queue_max = 4;
+  cr_assert_eq(sluice_webhook_open(&o, &w), SLUICE_OK);
+  ev = event(SLUICE_EVENT_ALERT, 2, NULL);
+  /* Had a call waited for the receiver, nothing would be dropped. */
+  for (i = 0; i < 20; i++)
+    sluice_webhook_on_event(w, &ev);
+  s = stats(w);
+  cr_assert_eq(s.queued + s.dropped, 20);
+  cr_assert(s.dropped >= 15 && s.dropped <= 16,
+            "4 queued and at most 1 in flight; dropped %llu",
+            (unsigned long long)s.dropped);
+  /* Close cuts the post in flight short and abandons the queue. */
+  sluice_webhook_close(w);
+  rx_stop(&r);
+}
+
+Test(webhook, a_post_that_outlasts_the_timeout_fails) {
+  receiver r;
+  sluice_webhook_options o;
+  sluice_webhook *w;
+  sluice_webhook_stats s;
+  char u[128];
+  rx_start(&r, 0, 3000);
+  memset(&o, 0, sizeof o);
+  o.timeout_ms = 100;
+  o.max_attempts = 2;
+  o.backoff_base_ms = 1;
+  w = alert_once(&o, u, r.port);
+  s = settle(w, 1);
+  cr_assert_eq(s.failed, 1);
+  cr_assert_eq(s.delivered, 0);
+  cr_assert_eq(s.retries, 1);
+  sluice_webhook_close(w);
+  rx_stop(&r);
+}
+
+Test(webhook, open_refuses_bad_options) {
+  sluice_webhook_options o;
+  sluice_webhook *w = (sluice_webhook *)&o;
+  memset(&o, 0, sizeof o);
+  cr_assert_eq(sluice_webhook_open(&o, &w), SLUICE_EINVAL, "no URL");
+  cr_assert_null(w);
+  o.url[SLUICE_EVENT_ALERT] = "ftp://127.0.0.1/x";
+  cr_assert_eq(sluice_webhook_open(&o, &w), SLUICE_EINVAL, "not http");
+  o.url[SLUICE_EVENT_ALERT] = "http://127.0.0.1:1/x";
+  o.max_attempts = -1;
+  cr_assert_eq(sluice_webhook_open(&o, &w), SLUICE_EINVAL, "negative");
+  cr_assert_eq(sluice_webhook_open(NULL, &w), SLUICE_EINVAL);
+  sluice_webhook_close(NULL);
+}
+
+/* A policy on a manual clock, its events into the sink: the key's second
+** box (level 2) arrives as an ALERT naming the endpoint hammered. */
+Test(webhook, a_policy_level_two_trip_is_delivered) {
+  receiver r;
+  sluice_webhook_options o;
+  sluice_webhook *w;
+  sluice_clock *clk;
+  sluice_limiter *lim;
+  sluice_limiter_options lo;
+  sluice_policy_options po;
+  sluice_policy *pol;
+  sluice_request rq;
+  sluice_decision d;
+  char ua[128], ue[128];
+  int trips = 0, i;
+  rx_start(&r, 0, 0);
+  memset(&o, 0, sizeof o);
+  url(ua, sizeof ua, r.port, "/alert");
+  url(ue, sizeof ue, r.port, "/edge");
+  o.url[SLUICE_EVENT_ALERT] = ua;
+  o.url[SLUICE_EVENT_EDGE_DENY] = ue;
+  cr_assert_eq(sluice_webhook_open(&o, &w), SLUICE_OK);
+  cr_assert_eq(sluice_clock_manual(INT64_C(1767225600) * 1000000000, &clk),
+               SLUICE_OK);
+  memset(&lo, 0, sizeof lo);
+  lo.clock = clk;
+  cr_assert_eq(sluice_limiter_open(&lo, &lim), SLUICE_OK);
+  memset(&po, 0, sizeof po);
+  po.limiter = lim;
+  memset(po.secret, 7, sizeof po.secret);
+  po.on_event = sluice_webhook_on_event;
+  po.userdata = w;
+  cr_assert_eq(sluice_policy_open(&po, &pol), SLUICE_OK);
+  memset(&rq, 0, sizeof rq);
+  rq.tenant_id = "acme";
+  rq.api_key_id = "sk_live_SECRET_2";
+  rq.tier = "sandbox";
+  rq.method = "POST";
+  rq.route = "/v1/ledgers/L7/entries";
+  rq.endpoint_class = SLUICE_EP_STANDARD;
+  for (i = 0; i < 100000 && trips < 2; i++) {
+    cr_assert_eq(sluice_policy_decide(pol, &rq, &d), SLUICE_OK);
+    if (d.flags & SLUICE_DECISION_TRIPPED) {
+      trips++;
+      /* past the first box */
+      sluice_clock_advance(clk, d.lockout_end_ns - d.now_ns);
+    }
+  }
+  cr_assert_eq(trips, 2);
+  cr_assert_eq(d.penalty_level, 2);
+  cr_assert_eq(settle(w, 2).delivered, 2);
+  cr_assert_eq(rx_count(&r), 2);
+  for (i = 0; i < 2; i++) {
+    json_error_t e;
+    json_t *b = json_loads(r.body[i], 0, &e);
+    cr_assert_not_null(b);
+    cr_assert_eq(json_integer_value(json_object_get(b, "level")), 2);
+    cr_assert_eq(strlen(json_string_value(json_object_get(b, "key_id"))), 32);
+    cr_assert_str_eq(json_string_value(json_array_get(
+                         json_object_get(b, "offending_endpoints"), 0)),
+                     "POST /v1/ledgers/L7/entries");
+    cr_assert_not_null(json_object_get(b, "ends_at"));
+    cr_assert_null(strstr(r.body[i], "SECRET"));
+    json_decref(b);
+  }
+  cr_assert(!strcmp(r.path[0], "/edge") || !strcmp(r.path[0], "/alert"));
+  cr_assert_str_neq(r.path[0], r.path[1]);
+  sluice_policy_close(pol);
+  sluice_limiter_close(lim);
+  sluice_clock_free(clk);
+  sluice_webhook_close(w);
+  rx_stop(&r);
+}

@@ -1,0 +1,194 @@
+/*
+** Staged rollout: shadow mode per feature and per tier.  Enforce the
+** buckets while the penalty box only records; shadow one tier's buckets;
+** leases; auth lockouts; the configuration file's spelling and its errors.
+*/
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+/* Drain a key at one instant until a request trips its box. */
+static sluice_decision hammer_to_trip(fixture *f, const sluice_request *r) {
+  int i;
+  for (i = 0; i < 40000; i++) {
+    sluice_decision d = decide(f, r);
+    if (d.flags & SLUICE_DECISION_TRIPPED)
+      return d;
+  }
+  cr_assert_fail("no trip after 40000 requests");
+  return decide(f, r);
+}
+
+Test(policy_shadow, penalty_in_shadow_records_the_box_while_buckets_enforce) {
+  fixture f;
+  sluice_policy_config cfg;
+  sluice_request r = rq_std("acme", "k1", "sandbox");
+  sluice_decision d;
+  int served = 0, i;
+  sluice_policy_config_defaults(&cfg);
+  cfg.shadow_features = SLUICE_SHADOW_PENALTY;
+  fx_open(&f, &cfg, 0);
+  d = hammer_to_trip(&f, &r);
+  /* The request that tripped was throttled: the bucket is enforced. */
+  cr_assert_eq(d.allowed, 0);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED);
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_BOX_TRIP), 1, "the trip is recorded");
+  /* Boxed in the store, but the box is not enforced: once the bucket has
+  ** points again the key is served, the decision saying it would have been
+  ** boxed. */
+  sluice_clock_advance(f.clock, SEC);
+  for (i = 0; i < 100; i++) {
+    d = decide(&f, &r);
+    if (!d.allowed)
+      break;
+    served++;
+    cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+    cr_assert_eq(d.verdict_status, 429);
+    cr_assert_eq(d.status, 200);
+    cr_assert_eq(d.penalty_level, 1);
+    cr_assert_neq(d.flags & SLUICE_DECISION_SHADOW, 0);
+  }
+  cr_assert_eq(served, 5, "one second refills 5 points of the sandbox key");
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED, "then the bucket refuses");
+  cr_assert_eq(sluice_policy_count(f.pol, "sandbox", SLUICE_OUTCOME_BOXED),
+               5);
+  fx_close(&f);
+}
+
+Test(policy_shadow, whole_shadow_mode_still_reports_the_box_without_buckets) {
+  fixture f;
+  sluice_request r = rq_std("acme", "k1", "sandbox");
+  sluice_decision d;
+  fx_open(&f, NULL, SLUICE_POLICY_SHADOW);
+  d = hammer_to_trip(&f, &r);
+  cr_assert_eq(d.allowed, 1);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  d = decide(&f, &r);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_eq(d.allowed, 1);
+  fx_close(&f);
+}
+
+Test(policy_shadow, one_tier_in_shadow_the_others_enforced) {
+  fixture f;
+  sluice_policy_config cfg;
+  sluice_request g = rq_std("acme", "kg", "growth");
+  sluice_request s = rq_std("beta", "ks", "sandbox");
+  sluice_decision d;
+  int i;
+  sluice_policy_config_defaults(&cfg);
+  cfg.tiers[1].shadow_features = SLUICE_SHADOW_BUCKETS; /* growth */
+  fx_open(&f, &cfg, 0);
+  for (i = 0; i < 1501; i++)
+    d = decide(&f, &g);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED, "the 1501st of 1500");
+  cr_assert_eq(d.allowed, 1, "growth's buckets are in shadow");
+  cr_assert_neq(d.flags & SLUICE_DECISION_SHADOW, 0);
+  /* Its penalty box is not: strikes for the ignored Retry-After trip it. */
+  for (i = 0; i < 100 && d.outcome != SLUICE_OUTCOME_BOXED; i++)
+    d = decide(&f, &g);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_eq(d.allowed, 0, "growth's penalty box is enforced");
+  for (i = 0; i < 301; i++)
+    d = decide(&f, &s);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED);
+  cr_assert_eq(d.allowed, 0, "sandbox's buckets are enforced");
+  cr_assert_eq(d.flags & SLUICE_DECISION_SHADOW, 0);
+  fx_close(&f);
+}
+
+Test(policy_shadow, leases_in_shadow_serve_a_conflict) {
+  fixture f;
+  sluice_policy_config cfg;
+  sluice_request r = rq_class("acme", "k1", "growth", SLUICE_EP_RECONCILE);
+  sluice_decision d;
+  sluice_policy_config_defaults(&cfg);
+  cfg.shadow_features = SLUICE_SHADOW_LEASES;
+  fx_open(&f, &cfg, 0);
+  r.ledger_id = "L1";
+  d = decide(&f, &r);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_ALLOW);
+  cr_assert_neq(d.lease_id, 0);
+  d = decide(&f, &r);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_CONFLICT);
+  cr_assert_eq(d.verdict_status, 409);
+  cr_assert_eq(d.allowed, 1);
+  fx_close(&f);
+}
+
+Test(policy_shadow, auth_lockout_in_shadow_is_served) {
+  fixture f;
+  sluice_policy_config cfg;
+  sluice_request bad = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_BAD_SECRET);
+  sluice_request try = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_PENDING);
+  sluice_decision d;
+  int i;
+  sluice_policy_config_defaults(&cfg);
+  cfg.shadow_features = SLUICE_SHADOW_PENALTY;
+  fx_open(&f, &cfg, 0);
+  for (i = 0; i < 5; i++)
+    decide(&f, &bad);
+  d = decide(&f, &try);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_eq(d.allowed, 1);
+  fx_close(&f);
+  /* Enforced (the control): the same sequence is refused. */
+  fx_open(&f, NULL, 0);
+  for (i = 0; i < 5; i++)
+    decide(&f, &bad);
+  cr_assert_eq(decide(&f, &try).allowed, 0);
+  fx_close(&f);
+}
+
+static void write_conf(char *path, const char *text) {
+  FILE *fp;
+  snprintf(path, 64, "/tmp/sluice-shadow-XXXXXX");
+  cr_assert_neq(mkstemp(path), -1);
+  fp = fopen(path, "w");
+  cr_assert_not_null(fp);
+  fputs(text, fp);
+  fclose(fp);
+}
+
+Test(policy_shadow, config_file_spells_features_globally_and_per_tier) {
+  sluice_policy_config c;
+  char path[64], err[256];
+  write_conf(path,
+             "shadow_features = [ \"penalty\", \"fail_closed\" ];\n"
+             "tiers = { growth = { tenant = { rate = 50; burst = 3000; };\n"
+             "  key = { rate = 25; burst = 1500; };\n"
+             "  shadow_features = [ \"buckets\", \"leases\" ]; };\n"
+             "  sandbox = { shadow_features = [ \"all\" ]; }; };\n");
+  cr_assert_eq(sluice_policy_config_load(path, &c, err, sizeof err),
+               SLUICE_OK, "%s", err);
+  cr_assert_eq(c.shadow_features,
+               SLUICE_SHADOW_PENALTY | SLUICE_SHADOW_FAIL_CLOSED);
+  cr_assert_eq(c.tiers[0].shadow_features,
+               SLUICE_SHADOW_BUCKETS | SLUICE_SHADOW_LEASES);
+  cr_assert_eq(c.tiers[1].shadow_features, SLUICE_SHADOW_ALL);
+  unlink(path);
+  write_conf(path, "tiers = { growth = { shadow_features = [ \"box\" ]; }; };\n");
+  cr_assert_eq(sluice_policy_config_load(path, &c, err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert_not_null(strstr(err, ":1: tiers.growth.shadow_features"), "%s",
+                     err);
+  unlink(path);
+  write_conf(path, "shadow_features = \"penalty\";\n");
+  cr_assert_eq(sluice_policy_config_load(path, &c, err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert_not_null(strstr(err, "shadow_features"), "%s", err);
+  unlink(path);
+  sluice_policy_config_defaults(&c);
+  c.tiers[2].shadow_features = 0x40;
+  cr_assert_eq(sluice_policy_config_check(&c, err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert_not_null(strstr(err, "tiers.enterprise.shadow_features"), "%s",
+                     err);
+  cr_assert_str_eq(sluice_shadow_feature_name(SLUICE_SHADOW_LEASES), "leases");
+  cr_assert_eq(sluice_shadow_feature_of(SLUICE_OUTCOME_EXPORT_CAP),
+               SLUICE_SHADOW_LEASES);
+  cr_assert_eq(sluice_shadow_feature_of(SLUICE_OUTCOME_ALLOW), 0);
+}
