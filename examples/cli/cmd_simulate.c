@@ -915,8 +915,10 @@ static void simulate_usage(FILE *f) {
           "throttled, boxed per tier, box trips per level, events.\n\n"
           "  --plot FILE    also write an SVG plot: the observed key's points\n"
           "                 remaining (line) and 429s (bars) over time\n"
-          "  --config FILE  a policy configuration (libconfig, see\n"
-          "                 etc/sluice.conf) instead of the built-in defaults\n\n"
+          "  --config FILE  a policy configuration (libconfig; the defaults,\n"
+          "                 commented, are installed as\n"
+          "                 " SLUICE_CONF_PATH ")\n"
+          "                 instead of the built-in defaults\n\n"
           "scenarios:\n");
   for (i = 0; i < NSCEN; i++)
     fprintf(f, "  %-20s %s\n", scenarios[i].name, scenarios[i].what);
