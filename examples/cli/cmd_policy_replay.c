@@ -611,6 +611,13 @@ int cli_policy_replay(int argc, char **argv) {
   size_t maplen = 0;
   FILE *in = NULL;
 
+  /* --help wins wherever it stands: `--policy --help` must not read
+  ** "--help" as the CONFIG. */
+  for (i = 1; i < argc && strcmp(argv[i], "--"); i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      pr_usage(stdout);
+      return CLI_OK;
+    }
   optind = 1;
   opterr = 0;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
