@@ -5,7 +5,7 @@
 # installed headers with those flags links and runs, shared and static
 # (Libs.private alone suffices for the static link).
 set -u
-build=$1 consumer=$2
+build=$1 consumer=$2 src=$3
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0 passes=0
 ok() { passes=$((passes + 1)); }
@@ -38,5 +38,12 @@ libdir=$(dirname "$(dirname "$pc")")
 if cc -std=c11 -o "$tmp/static" "$consumer" $cflags "$libdir/libsluice.a" \
      ${static_libs//-lsluice/} 2>"$tmp/cc.log" && "$tmp/static"; then ok; else
   cat "$tmp/cc.log"; bad "static consumer did not build or run"; fi
+# The default policy is installed where the programs' --help says.
+conf=$(find "$tmp/root" -name sluice.conf | head -1)
+if [ -n "$conf" ] && cmp -s "$conf" "$src/etc/sluice.conf"; then ok; else
+  bad "etc/sluice.conf not installed (found '$conf')"; fi
+help=$(find "$tmp/root" -path '*/bin/sluice' | head -1)
+if [ -n "$help" ] && "$help" simulate --help | grep -qF "${conf#"$tmp/root"}"; then ok; else
+  bad "sluice simulate --help does not name ${conf#"$tmp/root"}"; fi
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]
