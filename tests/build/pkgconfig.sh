@@ -29,13 +29,19 @@ if [ "$cflags" = "-I$root_prefix/include" ]; then ok; else
 libs=$(pkc --libs) && ok || bad "pkg-config --libs sluice failed"
 static_libs=$(pkc --static --libs) && ok || bad "pkg-config --static --libs sluice failed"
 
+# A sanitized build's library needs the sanitizer in the program too.
+san=$(meson introspect "$build" --buildoptions | python3 -c '
+import json, sys
+v = [o["value"] for o in json.load(sys.stdin) if o["name"] == "b_sanitize"]
+print("" if not v or v[0] == "none" else "-fsanitize=" + v[0])')
+cc="cc $san"
 # shellcheck disable=SC2086
-if cc -std=c11 -Wall -Wextra -Werror -o "$tmp/shared" "$consumer" $cflags $libs 2>"$tmp/cc.log" &&
+if $cc -std=c11 -Wall -Wextra -Werror -o "$tmp/shared" "$consumer" $cflags $libs 2>"$tmp/cc.log" &&
    LD_LIBRARY_PATH=$(dirname "$(dirname "$pc")") "$tmp/shared"; then ok; else
   cat "$tmp/cc.log"; bad "shared consumer did not build or run"; fi
 libdir=$(dirname "$(dirname "$pc")")
 # shellcheck disable=SC2086
-if cc -std=c11 -o "$tmp/static" "$consumer" $cflags "$libdir/libsluice.a" \
+if $cc -std=c11 -o "$tmp/static" "$consumer" $cflags "$libdir/libsluice.a" \
      ${static_libs//-lsluice/} 2>"$tmp/cc.log" && "$tmp/static"; then ok; else
   cat "$tmp/cc.log"; bad "static consumer did not build or run"; fi
 # The default policy is installed where the programs' --help says.
