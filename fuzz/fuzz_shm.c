@@ -23,7 +23,7 @@
 
 #include "fuzz_common.h"
 #include "sluice.h"
-#include "sluice_shm.h"
+#include <sluice/sluice_shm.h>
 
 #define NKEYS 8
 

@@ -41,8 +41,9 @@ step_time() { # name, seconds, status
   [ "$3" = ok ] || failed+=("$1")
 }
 
-setup() { # dir, meson options...
+setup() { # dir, meson options... (always -Werror: not a default_option)
   local d=$1; shift
+  set -- -Dwerror=true "$@"
   if [ -f "$d/build.ninja" ]; then
     meson setup --reconfigure "$d" "$@" >"$d.setup.log" 2>&1
   else
@@ -110,7 +111,7 @@ run_lint() {
   command -v cppcheck >/dev/null || { echo "cppcheck not installed"; return 1; }
   # -O3 inlines more and so warns about more (-Werror): a release build of
   # the library and programs must compile as cleanly as the -O2 one.
-  setup "$PREFIX-release" -Dbuildtype=release -Dtests=false || return 1
+  setup "$PREFIX-release" -Dbuildtype=release -Dtests=disabled || return 1
   ninja -C "$PREFIX-release" -j "$JOBS" >"$PREFIX-release.log" 2>&1 || {
     grep -E -A8 'error|FAILED' "$PREFIX-release.log" | head -40; return 1; }
   local inc=(-I include -I lib -I backends/mem -I backends/shm
@@ -134,7 +135,7 @@ run_lint() {
 
 run_fuzz() {
   local d=$PREFIX-fuzz fails=0 t exe
-  CC=clang setup "$d" -Dfuzz=true -Dtests=false -Dexamples=disabled \
+  CC=clang setup "$d" -Dfuzz=true -Dtests=disabled -Dexamples=disabled \
     -Dbuildtype=debugoptimized -Db_sanitize=address,undefined \
     -Db_lundef=false || return 1
   ninja -C "$d" -j "$JOBS" || return 1

@@ -8,7 +8,7 @@ SLUICE_PACKAGES=(
   libck-dev liblmdb-dev lmdb-utils libhiredis-dev redis-server
   libcriterion-dev libconfig-dev libjansson-dev
   libmicrohttpd-dev libcurl4-openssl-dev curl binutils python3
-  cppcheck libclang-rt-14-dev
+  cppcheck libclang-rt-14-dev librsvg2-bin
 )
 
 sluice_install_deps() {

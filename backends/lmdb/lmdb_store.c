@@ -79,7 +79,7 @@
 #include "backends.h"
 #include "sluice.h"
 #include "lmdb_gate.h"
-#include "sluice_lmdb.h"
+#include <sluice/sluice_lmdb.h>
 
 #define REC_SIZE 32
 #define REC_FORMAT 1

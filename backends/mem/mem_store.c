@@ -26,7 +26,7 @@
 #include "algo/algo_int.h"
 #include "backends.h"
 #include "sluice.h"
-#include "sluice_mem.h"
+#include <sluice/sluice_mem.h>
 
 #define NSHARD 64
 #define MIN_SLOTS 16

@@ -62,7 +62,7 @@
 
 #include "backends.h"
 #include "sluice.h"
-#include "sluice_redis.h"
+#include <sluice/sluice_redis.h>
 #include "sluice_rcl_script.h"
 
 #define RCL_SLOTS 16384

@@ -117,7 +117,7 @@
 #include "algo/algo_int.h"
 #include "backends.h"
 #include "sluice.h"
-#include "sluice_shm.h"
+#include <sluice/sluice_shm.h>
 
 #if !defined(CK_F_PR_CAS_64_2) || !defined(CK_F_PR_LOAD_64_2)
 #error "the shm backend needs a double-width CAS (ck_pr_cas_64_2)"

@@ -92,8 +92,9 @@ static void pr_usage(FILE *f) {
       "Replays a request log through the whole policy in shadow mode (the\n"
       "spec's rollout: decide and record everything, enforce nothing) and\n"
       "reports what would have been throttled per tier and which keys would\n"
-      "have been boxed.  CONFIG is a policy file (etc/sluice.conf syntax) or\n"
-      "`default` for the built-in defaults.\n\n"
+      "have been boxed.  CONFIG is a policy file (the defaults, commented,\n"
+      "are installed as " SLUICE_CONF_PATH ") or `default` for the\n"
+      "built-in defaults.\n\n"
       "LOG lines: t_ms,tenant,key,tier,method,route,ip[,subject,outcome]\n"
       "  auth lines: POST /v1/auth/token with ip, subject and outcome\n"
       "  (ok|unknown_client|bad_secret|pending); tenant, key, tier may be "
@@ -640,6 +641,13 @@ int cli_policy_replay(int argc, char **argv) {
   size_t maplen = 0;
   FILE *in = NULL;
 
+  /* --help wins wherever it stands: `--policy --help` must not read
+  ** "--help" as the CONFIG. */
+  for (i = 1; i < argc && strcmp(argv[i], "--"); i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      pr_usage(stdout);
+      return CLI_OK;
+    }
   optind = 1;
   opterr = 0;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {

@@ -26,6 +26,7 @@
 
 #include "cli.h"
 #include "cli_cmds.h"
+#include "sim_plot.h"
 #include "sluice.h"
 
 #define S_NS INT64_C(1000000000)
@@ -33,7 +34,6 @@
 /* 2026-10-14T14:00:00Z, the date of the spec's examples. */
 #define T0 (INT64_C(1791986400) * S_NS)
 #define MAX_ACTORS 128
-#define PLOT_COLS 600
 #define NROWS (SLUICE_POLICY_TIERS_MAX + 1)
 
 /* ------------------------------------------------- the failing store --- */
@@ -119,6 +119,7 @@ struct actor {
   void (*act)(sim *, actor *);
   const char *name;
   int observed; /* its answers feed the plot's "points remaining" line */
+  int attacker;  /* credential stuffing: counted as attacker / office user */
   /* client state, used as each actor needs */
   sluice_request rq;
   char ip[48], subject[64], ledger[32];
@@ -160,21 +161,83 @@ struct sim {
   uint64_t trips[5][3];
   uint64_t events[SLUICE_EVENT__COUNT];
   uint64_t requests;
-  /* time series, one column per `col_ns` */
-  int64_t col_ns;
-  int64_t remaining[PLOT_COLS], n429[PLOT_COLS];
-  int has_rem[PLOT_COLS];
-  int64_t limit_seen;
+  /* the plot: what each series counts (enum ser_kind), and the drawing */
+  int ser_kind[PLOT_MAX_SERIES];
+  sim_plot plot;
   /* scenario-specific lines for the report */
   char notes[2048];
   size_t notes_len;
 };
+
+/* What a plot series counts. */
+enum ser_kind {
+  SER_ALLOWED = 1, /* allowed, not by the degraded limiter */
+  SER_THROTTLED,   /* 429 from a bucket */
+  SER_BOXED,       /* refused by a penalty box */
+  SER_BOXED_L1,    /* the same, by level (1 and 2; 3 is SER_SUSPENDED) */
+  SER_BOXED_L2,
+  SER_SUSPENDED,   /* 403, suspended */
+  SER_503,         /* failed closed */
+  SER_DEGRADED,    /* allowed by the local degraded limiter */
+  SER_ATT_CHECKED, /* an attacker's attempt that reached the secret check */
+  SER_ATT_REFUSED, /* an attacker's attempt refused by a box or ban */
+  SER_USER_OK,     /* an office user's login that reached the check */
+  SER_USER_REFUSED /* an office user's login refused */
+};
+
+static void add_series(sim *s, int kind, const char *label,
+                       const char *color) {
+  sim_plot *p = &s->plot;
+  if (p->nseries >= PLOT_MAX_SERIES)
+    return;
+  s->ser_kind[p->nseries] = kind;
+  p->series[p->nseries].label = label;
+  p->series[p->nseries].color = color;
+  p->nseries++;
+}
+
+static void count(sim *s, int kind, int64_t t_ns) {
+  int i;
+  for (i = 0; i < s->plot.nseries; i++)
+    if (s->ser_kind[i] == kind)
+      sim_plot_count(&s->plot, i, t_ns - T0, 1);
+}
 
 static uint64_t splitmix(void *ud) {
   uint64_t *st = ud, z = (*st += UINT64_C(0x9e3779b97f4a7c15));
   z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
   z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
   return z ^ (z >> 31);
+}
+
+/* Events the plots show: a key's boxes as shaded spans, bans and the
+** store failing or recovering as marked instants. */
+static void plot_event(sim *s, const sluice_event *ev) {
+  static const char *const box_color[3] = {"#e8743b", "#c03030", "#5b2a86"};
+  char label[64];
+  int64_t t = ev->now_ns - T0;
+  if (ev->type == SLUICE_EVENT_BOX_TRIP && ev->scope == SLUICE_SCOPE_KEY &&
+      ev->level >= 1 && ev->level <= 3) {
+    if (ev->until_ns == SLUICE_FOREVER)
+      snprintf(label, sizeof label, "level %d: suspended (403)", ev->level);
+    else
+      snprintf(label, sizeof label, "level %d box (%lld min)", ev->level,
+               (long long)((ev->until_ns - ev->now_ns + 59 * S_NS) /
+                           (60 * S_NS)));
+    sim_plot_span(&s->plot, t,
+                  ev->until_ns == SLUICE_FOREVER ? s->end_ns - T0
+                                                 : ev->until_ns - T0,
+                  box_color[ev->level - 1], label);
+  } else if (ev->type == SLUICE_EVENT_IP_BAN) {
+    snprintf(label, sizeof label, "IP ban: %s",
+             ev->request && ev->request->client_ip ? ev->request->client_ip
+                                                   : "?");
+    sim_plot_mark(&s->plot, t, "#c03030", label);
+  } else if (ev->type == SLUICE_EVENT_DEGRADED_ON) {
+    sim_plot_mark(&s->plot, t, "#555555", "store failing: degraded on");
+  } else if (ev->type == SLUICE_EVENT_DEGRADED_OFF) {
+    sim_plot_mark(&s->plot, t, "#555555", "store answers: degraded off");
+  }
 }
 
 static void on_event(void *ud, const sluice_event *ev) {
@@ -184,6 +247,7 @@ static void on_event(void *ud, const sluice_event *ev) {
   if (ev->type == SLUICE_EVENT_BOX_TRIP && ev->scope >= 1 && ev->scope <= 4 &&
       ev->level >= 1 && ev->level <= 3)
     s->trips[ev->scope][ev->level - 1]++;
+  plot_event(s, ev);
 }
 
 static void note(sim *s, const char *fmt, ...)
@@ -219,9 +283,11 @@ static int sim_open(sim *s, const sluice_policy_config *cfg, int failing,
   s->seed_http = 20261014;
   s->seed_client = 42;
   s->end_ns = T0 + dur_ns;
-  s->col_ns = (dur_ns + PLOT_COLS - 1) / PLOT_COLS;
-  if (s->col_ns < S_NS)
-    s->col_ns = S_NS;
+  s->plot.dur_ns = dur_ns;
+  s->plot.col_ns = sim_plot_col_ns(dur_ns);
+  s->plot.ncol = (int)((dur_ns + s->plot.col_ns - 1) / s->plot.col_ns);
+  if (s->plot.ncol > PLOT_COLS)
+    s->plot.ncol = PLOT_COLS;
   if ((rc = sluice_clock_manual(T0, &s->clock)) != SLUICE_OK)
     return rc;
   memset(&lo, 0, sizeof lo);
@@ -304,7 +370,7 @@ static sluice_decision send(sim *s, actor *a, const sluice_request *rq,
   sluice_http_facts f;
   sluice_http_answer ans;
   int rc = sluice_policy_decide(s->pol, rq, &d);
-  int row, col;
+  int row;
   int64_t t = now_ns(s);
   if (rc != SLUICE_OK) {
     /* The scenarios only build valid requests: this is a bug. */
@@ -322,22 +388,28 @@ static sluice_decision send(sim *s, actor *a, const sluice_request *rq,
     s->ts[row].strikes++;
     a->strikes++;
   }
-  col = (int)((t - T0) / s->col_ns);
-  if (col >= 0 && col < PLOT_COLS) {
-    if (d.verdict_status == 429)
-      s->n429[col]++;
-    if (a->observed && d.binding != SLUICE_BINDING_NONE &&
-        d.binding != SLUICE_BINDING_AUTH) {
-      s->remaining[col] = d.remaining;
-      s->has_rem[col] = 1;
-      if (d.limit > s->limit_seen)
-        s->limit_seen = d.limit;
-    } else if (a->observed && (d.outcome == SLUICE_OUTCOME_BOXED ||
-                               d.outcome == SLUICE_OUTCOME_SUSPENDED)) {
-      s->remaining[col] = 0;
-      s->has_rem[col] = 1;
-    }
+  if (a->observed && d.binding != SLUICE_BINDING_NONE &&
+      d.binding != SLUICE_BINDING_AUTH) {
+    sim_plot_line(&s->plot, t - T0, d.remaining);
+    if (d.limit > s->plot.line_max)
+      s->plot.line_max = d.limit;
+  } else if (a->observed && (d.outcome == SLUICE_OUTCOME_BOXED ||
+                             d.outcome == SLUICE_OUTCOME_SUSPENDED)) {
+    sim_plot_line(&s->plot, t - T0, 0);
   }
+  if (d.allowed) {
+    count(s, d.flags & SLUICE_DECISION_DEGRADED ? SER_DEGRADED : SER_ALLOWED,
+          t);
+  } else if (d.outcome == SLUICE_OUTCOME_THROTTLED) {
+    count(s, SER_THROTTLED, t);
+  } else if (d.outcome == SLUICE_OUTCOME_BOXED) {
+    count(s, SER_BOXED, t);
+    count(s, d.penalty_level == 1 ? SER_BOXED_L1 : SER_BOXED_L2, t);
+  } else if (d.outcome == SLUICE_OUTCOME_SUSPENDED) {
+    count(s, SER_SUSPENDED, t);
+  }
+  if (d.verdict_status == 503)
+    count(s, SER_503, t);
   a->sent++;
   if (d.verdict_status == 429)
     a->got429++;
@@ -475,6 +547,12 @@ static void scn_growth_batch(sim *s) {
   ** minutes, honouring Retry-After; then back to daytime traffic. */
   static const char *keys[3] = {"key-erp", "key-billing", "key-payouts"};
   int i;
+  s->plot.line_label = "points remaining (key-erp's answers)";
+  add_series(s, SER_ALLOWED, "allowed, 3 keys", "#9cc59a");
+  add_series(s, SER_THROTTLED, "429 throttled", "#d62728");
+  add_series(s, SER_BOXED, "boxed", "#5b2a86");
+  sim_plot_span(&s->plot, 600 * S_NS, 720 * S_NS, "#b8860b",
+                "end-of-day batch: 3 keys x 100 req/s");
   for (i = 0; i < 3; i++) {
     actor *k = add_actor(s, keys[i], act_growth_key, i * 7 * MS_NS);
     k->rq = std_rq("acme", keys[i], "growth", "GET",
@@ -496,6 +574,10 @@ static void scn_growth_batch(sim *s) {
     note(s, "requests sent %" PRId64 ", 429s %" PRId64 ", strikes %" PRId64
             " (clients that honour Retry-After are never struck)\n",
          sent, thr, strikes);
+    snprintf(s->plot.subtitle, sizeof s->plot.subtitle,
+             "%" PRId64 " requests, %" PRId64 " answered 429, %" PRId64
+             " strikes, no box: the tenant bucket binds, clients wait",
+             sent, thr, strikes);
   }
 }
 
@@ -504,6 +586,11 @@ static void scn_retry_ignorer(sim *s) {
   ** box; a second key of the same tenant polls politely once a second. */
   actor *bad = add_actor(s, "key-hammer", act_ignorer, 0);
   actor *good = add_actor(s, "key-polite", act_honest, 3 * MS_NS);
+  s->plot.line_label = "points remaining (key-hammer)";
+  add_series(s, SER_THROTTLED, "429 throttled (strikes)", "#e6b800");
+  add_series(s, SER_BOXED_L1, "429 boxed, level 1", "#e8743b");
+  add_series(s, SER_BOXED_L2, "429 boxed, level 2", "#c03030");
+  add_series(s, SER_SUSPENDED, "403 suspended", "#5b2a86");
   bad->rq = std_rq("sandbox-co", "key-hammer", "sandbox", "GET",
                    "/v1/ledgers/l1/entries");
   bad->period_ns = 50 * MS_NS;
@@ -525,6 +612,11 @@ static void scn_retry_ignorer(sim *s) {
     note(s, "key-polite (same tenant): sent %" PRId64 ", 429s %" PRId64
             ", strikes %" PRId64 " (a box is per key)\n",
          good->sent, good->got429, good->strikes);
+    snprintf(s->plot.subtitle, sizeof s->plot.subtitle,
+             "key-hammer: %" PRId64 " strikes, boxed 5 min, then 60 min, "
+             "then suspended (%s); key-polite: %" PRId64 " 429s",
+             bad->strikes, d.verdict_status == 403 ? "403" : "not 403",
+             good->got429);
   }
 }
 
@@ -584,6 +676,10 @@ static void scn_batch_backoff(sim *s) {
                  "/v1/ledgers/main/entries");
   a->left = 20000;
   a->observed = 1;
+  s->plot.line_label = "points remaining (key-batch)";
+  add_series(s, SER_ALLOWED, "201 posted", "#9cc59a");
+  add_series(s, SER_THROTTLED, "429 throttled", "#d62728");
+  add_series(s, SER_BOXED, "boxed", "#5b2a86");
   sim_run(s, NULL, 0);
   {
     int64_t took = (a->left == 0 ? a->until_ns : s->end_ns) - T0;
@@ -594,6 +690,12 @@ static void scn_batch_backoff(sim *s) {
     note(s, "requests sent %" PRId64 ", 429s %" PRId64 ", strikes %" PRId64
             "\n",
          a->sent, a->got429, a->strikes);
+    if (a->left == 0)
+      sim_plot_mark(&s->plot, took, "#2a7a2a", "all 20000 entries posted");
+    snprintf(s->plot.subtitle, sizeof s->plot.subtitle,
+             "%" PRId64 " of 20000 entries in %" PRId64 " s (the bucket "
+             "allows %" PRId64 " s), %" PRId64 " 429s, %" PRId64 " strikes",
+             20000 - a->left, took / S_NS, ideal, a->got429, a->strikes);
   }
 }
 
@@ -623,6 +725,12 @@ static void act_auth(sim *s, actor *a) {
   /* Box check before verifying, then the result (docs/policy.md). */
   rq.auth_result = SLUICE_AUTH_PENDING;
   d = send(s, a, &rq, &h);
+  if (a->attacker)
+    count(s, d.verdict_status == 200 ? SER_ATT_CHECKED : SER_ATT_REFUSED,
+          now_ns(s));
+  else
+    count(s, d.verdict_status == 200 ? SER_USER_OK : SER_USER_REFUSED,
+          now_ns(s));
   if (d.verdict_status == 200) {
     a->sent--; /* one attempt, two calls: count it once */
     rq.auth_result = fail ? SLUICE_AUTH_BAD_SECRET : SLUICE_AUTH_OK;
@@ -633,9 +741,16 @@ static void act_auth(sim *s, actor *a) {
 
 static void scn_credential_stuffing(sim *s) {
   int i;
+  add_series(s, SER_USER_OK, "office logins checked", "#59a14f");
+  add_series(s, SER_USER_REFUSED, "office logins refused", "#000000");
+  add_series(s, SER_ATT_CHECKED, "attacker attempts checked", "#b0a8a4");
+  add_series(s, SER_ATT_REFUSED, "attacker attempts refused (ban)", "#d62728");
+  sim_plot_span(&s->plot, 120 * S_NS, s->end_ns - T0, "#666666",
+                "attack: 3 IPs x 2 attempts/s, a new subject each");
   for (i = 0; i < 3; i++) {
     actor *a = add_actor(s, "attacker", act_auth, 120 * S_NS + i * MS_NS);
     snprintf(a->ip, sizeof a->ip, "203.0.113.%d", 10 + i);
+    a->attacker = 1;
     a->period_ns = 500 * MS_NS; /* 2 attempts/s */
     a->n = i * 31;
   }
@@ -670,6 +785,11 @@ static void scn_credential_stuffing(sim *s) {
     note(s, "office users (40, one NAT address, 1 in 10 mistyped): %" PRId64
             " attempts, %" PRId64 " refused\n",
          users_sent, users_refused);
+    snprintf(s->plot.subtitle, sizeof s->plot.subtitle,
+             "%" PRIu64 " attacking IPs banned by the stuffing signature; "
+             "office users behind one NAT: %" PRId64 " of %" PRId64
+             " logins refused",
+             s->events[SLUICE_EVENT_IP_BAN], users_refused, users_sent);
   }
 }
 
@@ -716,6 +836,14 @@ static void scn_backend_outage(sim *s) {
   actor *std2 = add_actor(s, "key-sync", act_outage_std, 5 * MS_NS);
   actor *rec = add_actor(s, "key-app", act_reconcile, 11 * MS_NS);
   actor *auth = add_actor(s, "token", act_auth, 13 * MS_NS);
+  s->plot.line_label = "points remaining (key-app)";
+  add_series(s, SER_ALLOWED, "allowed by the store", "#9cc59a");
+  add_series(s, SER_DEGRADED, "allowed by the local degraded limiter",
+             "#4e9fd1");
+  add_series(s, SER_THROTTLED, "429", "#d62728");
+  add_series(s, SER_503, "503 failed closed", "#ff7f0e");
+  sim_plot_span(&s->plot, 120 * S_NS, 240 * S_NS, "#555555",
+                "store times out (120-240 s)");
   std1->rq = std_rq("acme", "key-app", "growth", "GET",
                     "/v1/ledgers/main/entries");
   std1->period_ns = 100 * MS_NS;
@@ -745,6 +873,10 @@ static void scn_backend_outage(sim *s) {
   note(s, "events: degraded_on %" PRIu64 ", degraded_off %" PRIu64 "\n",
        s->events[SLUICE_EVENT_DEGRADED_ON],
        s->events[SLUICE_EVENT_DEGRADED_OFF]);
+  snprintf(s->plot.subtitle, sizeof s->plot.subtitle,
+           "during the outage: reconcile and auth fail closed (%" PRId64
+           " 503s), GETs run on the local limiter (%" PRId64 " degraded)",
+           rec->n503 + auth->n503, std1->ndeg + std2->ndeg);
 }
 
 /* ---------------------------------------------------------- report --- */
@@ -792,92 +924,19 @@ static void report(sim *s, FILE *f, double wall_s) {
 
 /* ------------------------------------------------------------ plot --- */
 
-static int write_plot(sim *s, const char *path, const char *title) {
+static int write_plot(sim *s, const char *path) {
   FILE *f = fopen(path, "w");
-  const int W = 900, H = 360, L = 70, R = 70, TP = 40, B = 50;
-  const int pw = W - L - R, ph = H - TP - B;
-  int ncol = (int)((s->end_ns - T0 + s->col_ns - 1) / s->col_ns), i, first;
-  int64_t max429 = 1, maxrem = s->limit_seen > 0 ? s->limit_seen : 1;
-  double dur_s = (double)(s->end_ns - T0) / 1e9;
+  int rc;
   if (!f)
     return -1;
-  if (ncol > PLOT_COLS)
-    ncol = PLOT_COLS;
-  for (i = 0; i < ncol; i++) {
-    if (s->n429[i] > max429)
-      max429 = s->n429[i];
-    if (s->has_rem[i] && s->remaining[i] > maxrem)
-      maxrem = s->remaining[i];
-  }
-  fprintf(f,
-          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
-          "height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" "
-          "font-size=\"12\">\n"
-          "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
-          "<text x=\"%d\" y=\"22\" font-size=\"15\">sluice simulate %s: "
-          "points remaining and 429s over time</text>\n",
-          W, H, W, H, L, title);
-  /* 429 bars (right axis) */
-  for (i = 0; i < ncol; i++) {
-    double x, w, hgt;
-    if (!s->n429[i])
-      continue;
-    x = L + (double)pw * i / ncol;
-    w = (double)pw / ncol;
-    hgt = (double)ph * (double)s->n429[i] / (double)max429;
-    fprintf(f,
-            "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" "
-            "fill=\"#e45756\" fill-opacity=\"0.55\"/>\n",
-            x, TP + ph - hgt, w < 1 ? 1 : w, hgt);
-  }
-  /* remaining line (left axis) */
-  fprintf(f, "<polyline fill=\"none\" stroke=\"#4c78a8\" stroke-width=\"1.5\" "
-             "points=\"");
-  first = 1;
-  for (i = 0; i < ncol; i++) {
-    if (!s->has_rem[i])
-      continue;
-    fprintf(f, "%s%.1f,%.1f", first ? "" : " ",
-            L + (double)pw * (i + 0.5) / ncol,
-            TP + ph - (double)ph * (double)s->remaining[i] / (double)maxrem);
-    first = 0;
-  }
-  fprintf(f, "\"/>\n");
-  /* axes */
-  fprintf(f,
-          "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n"
-          "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n"
-          "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n",
-          L, TP, L, TP + ph, L, TP + ph, L + pw, TP + ph, L + pw, TP, L + pw,
-          TP + ph);
-  for (i = 0; i <= 5; i++) {
-    double y = TP + ph - (double)ph * i / 5;
-    double x = L + (double)pw * i / 5;
-    fprintf(f,
-            "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%" PRId64 "</text>\n"
-            "<text x=\"%d\" y=\"%.1f\">%" PRId64 "</text>\n"
-            "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.0f</text>\n",
-            L - 6, y + 4, maxrem * i / 5, L + pw + 6, y + 4, max429 * i / 5,
-            x, TP + ph + 18, dur_s * i / 5);
-  }
-  fprintf(f,
-          "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">virtual time (s); "
-          "one bar = %" PRId64 " s</text>\n"
-          "<text x=\"16\" y=\"%d\" transform=\"rotate(-90 16 %d)\" "
-          "text-anchor=\"middle\" fill=\"#4c78a8\">points remaining "
-          "(observed key)</text>\n"
-          "<text x=\"%d\" y=\"%d\" transform=\"rotate(90 %d %d)\" "
-          "text-anchor=\"middle\" fill=\"#e45756\">429s per bar</text>\n"
-          "</svg>\n",
-          L + pw / 2, H - 10, s->col_ns / S_NS, TP + ph / 2, TP + ph / 2,
-          W - 14, TP + ph / 2, W - 14, TP + ph / 2);
-  return fclose(f) == 0 ? 0 : -1;
+  rc = sim_plot_write(&s->plot, f);
+  return fclose(f) == 0 ? rc : -1;
 }
 
 /* ------------------------------------------------------------ main --- */
 
 typedef struct scenario {
-  const char *name, *what;
+  const char *name, *what, *question;
   void (*run)(sim *);
   int64_t dur_s;
   int failing;
@@ -888,18 +947,26 @@ static void tweak_nat(sluice_policy_config *c) { c->auth_ip_failures = 1000; }
 
 static const scenario scenarios[] = {
     {"growth-batch", "a growth tenant's end-of-day batch spike",
+     "growth-batch: does the end-of-day spike pass without strikes?",
      scn_growth_batch, 1200, 0, NULL},
     {"retry-ignorer",
      "a client that ignores Retry-After and climbs the penalty levels",
+     "retry-ignorer: how does a client that ignores Retry-After climb the "
+     "penalty levels?",
      scn_retry_ignorer, 4200, 0, NULL},
     {"batch-backoff",
      "a batch client pacing itself and obeying the backoff planner",
+     "batch-backoff: can a paced batch client post 20000 entries without "
+     "a 429?",
      scn_batch_backoff, 1200, 0, NULL},
     {"credential-stuffing",
      "password spraying from a few IPs while office users log in",
+     "credential-stuffing: are the attackers banned while the office "
+     "logs in?",
      scn_credential_stuffing, 1800, 0, tweak_nat},
     {"backend-outage",
      "the store times out: fail-closed and degraded answers",
+     "backend-outage: what do clients get while the store times out?",
      scn_backend_outage, 360, 1, NULL},
 };
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
@@ -913,10 +980,14 @@ static void simulate_usage(FILE *f) {
           "in-memory backend with a virtual clock (hours of traffic in well\n"
           "under a second) and prints what happened: requests, allowed,\n"
           "throttled, boxed per tier, box trips per level, events.\n\n"
-          "  --plot FILE    also write an SVG plot: the observed key's points\n"
-          "                 remaining (line) and 429s (bars) over time\n"
-          "  --config FILE  a policy configuration (libconfig, see\n"
-          "                 etc/sluice.conf) instead of the built-in defaults\n\n"
+          "  --plot FILE    also write an SVG plot of the scenario's answer:\n"
+          "                 what clients were answered over time (bars), the\n"
+          "                 observed key's points remaining (line), boxes,\n"
+          "                 bans and outages marked\n"
+          "  --config FILE  a policy configuration (libconfig; the defaults,\n"
+          "                 commented, are installed as\n"
+          "                 " SLUICE_CONF_PATH ")\n"
+          "                 instead of the built-in defaults\n\n"
           "scenarios:\n");
   for (i = 0; i < NSCEN; i++)
     fprintf(f, "  %-20s %s\n", scenarios[i].name, scenarios[i].what);
@@ -996,13 +1067,14 @@ int cli_simulate(int argc, char **argv) {
     return CLI_RUNTIME;
   }
   printf("scenario %s: %s\n", sc->name, sc->what);
+  snprintf(s.plot.title, sizeof s.plot.title, "%s", sc->question);
   sc->run(&s);
   clock_gettime(CLOCK_MONOTONIC, &w1);
   report(&s, stdout,
          (double)(w1.tv_sec - w0.tv_sec) + (w1.tv_nsec - w0.tv_nsec) / 1e9);
   rc = CLI_OK;
   if (plot) {
-    if (write_plot(&s, plot, sc->name) != 0) {
+    if (write_plot(&s, plot) != 0) {
       fprintf(stderr, "sluice simulate: --plot %s: cannot write the file\n",
               plot);
       rc = CLI_RUNTIME;

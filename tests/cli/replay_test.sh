@@ -88,6 +88,10 @@ check "unknown backend named" 1 "$(grep -c "nosuch" "$tmp/err")"
 check "missing file exit" 2 "$?"
 "$SLUICE" replay --help | grep -q "t_ms,key,cost"
 check "help" 0 "$?"
+# --help right after --policy is the help, not a CONFIG named --help.
+out=$("$SLUICE" replay --policy --help 2>&1); rc=$?
+check "--policy --help exit" 0 "$rc"
+check "--policy --help prints the policy usage" 1 "$(grep -c '^usage: sluice replay --policy CONFIG' <<<"$out")"
 
 echo "$((n - fails)) passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -256,12 +256,38 @@ echo "$insp"
 
 # -------------------------------------------------- release, with audit --
 ADM=(--store "shm:name=$SHM" --config "$HERE/e2e.conf" --secret-file "$HERE/e2e.secret")
+# A reason that is not UTF-8 cannot go into the JSON record: refused, and
+# nothing changes (no record, the box stays).
 "$SLUICE" release "${ADM[@]}" --tenant tenant-abuse --key sk_abuser --tier sandbox \
-  --who "alice@support" --reason "ticket 4711: client fixed its retry loop" \
+  --who "alice@support" --reason "$(printf 'ticket \xff\xfe 4711')" \
+  --audit "$tmp/audit.jsonl" > "$tmp/rel" 2>&1; rc=$?
+check "release with a non-UTF-8 reason: usage error" 2 "$rc"
+check "release with a non-UTF-8 reason: says so" yes \
+  "$(grep -q -- '--reason is not valid UTF-8' "$tmp/rel" && echo yes || echo no)"
+check "release with a non-UTF-8 reason: no record" no \
+  "$([ -s "$tmp/audit.jsonl" ] && echo yes || echo no)"
+reason=$(printf 'ticket "4711": Zo\xc3\xab says \\ the\tretry loop is fixed')
+"$SLUICE" release "${ADM[@]}" --tenant tenant-abuse --key sk_abuser --tier sandbox \
+  --who "alice@support" --reason "$reason" \
   --audit "$tmp/audit.jsonl" > "$tmp/rel" 2>&1; rc=$?
 check "release exit code" 0 "$rc"
 check "audit record: who" '"who":"alice@support"' "$(grep -o '"who":"[^"]*"' "$tmp/audit.jsonl")"
 check "audit record: level released" '"level":1' "$(grep -o '"level":[0-9]*' "$tmp/audit.jsonl")"
+# The record is one JSON object per line that reads back to the input, and
+# names the scope by ids: the API key (a credential) and the tenant are
+# not in it.
+audit_read=$(REASON=$reason python3 -c '
+import json, os, re, sys
+r = json.loads(open(sys.argv[1], encoding="utf-8").readline())
+hexid = re.compile("^[0-9a-f]{32}$")
+print(r["why"] == os.environ["REASON"], r["scope"],
+      bool(hexid.match(r.get("scope_id", ""))),
+      bool(hexid.match(r.get("tenant_scope_id", ""))),
+      "key" in r, "tenant" in r, r["tier"])' "$tmp/audit.jsonl" 2>&1)
+check "audit record: parses, reason intact, ids not raw names" \
+  "True key True True False False sandbox" "$audit_read"
+check "audit record: no raw API key or tenant" no \
+  "$(grep -q 'sk_abuser\|tenant-abuse' "$tmp/audit.jsonl" && echo yes || echo no)"
 req GET /v1/ledgers/main/entries -H 'Authorization: Bearer sk_abuser'
 check "released: no longer Active-Lockout" Warning "$(hdr X-Penalty-Box-Status)"
 "$SLUICE" release "${ADM[@]}" --tenant tenant-abuse --key sk_abuser --tier sandbox \

@@ -7,18 +7,11 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0; n=0
 check() { n=$((n + 1)); if [ "$2" != "$3" ]; then fails=$((fails + 1)); printf 'FAIL %s\n--- expected\n%s\n--- got\n%s\n' "$1" "$2" "$3"; fi; }
 
-{
-  echo "t_ms,tenant,key,tier,method,route,ip"
-  # 50 requests drain the key; the 51st is throttled (a Retry-After of
-  # ~10 min is given), the next three ignore it: strikes, the third trips.
-  for i in $(seq 0 53); do echo "$((1000 + i)),acme,k1,sandbox,GET,/v1/ledgers/L/entries,192.0.2.1"; done
-  echo "2000,acme,k2,sandbox,GET,/v1/ledgers/L/entries,192.0.2.1"   # another key: fine
-  echo "2001,acme,k1,sandbox,GET,/v1/ledgers/L/entries,192.0.2.1"   # still boxed
-  # five bad secrets box the subject; a good secret then is refused
-  for i in 1 2 3 4 5; do echo "$((3000 + i)),,,,POST,/v1/auth/token,10.0.0.1,alice,bad_secret"; done
-  echo "3010,,,,POST,/v1/auth/token,10.0.0.1,alice,ok"
-  echo "3011,,,,POST,/v1/auth/token,10.0.0.1,bob,ok"
-} > "$tmp/log.csv"
+# The log docs/cli.md replays: 54 requests of key k1 (50 drain the bucket,
+# the 51st is throttled, the next three ignore its Retry-After: strikes,
+# the third trips the box), one of k2, one more of k1, five bad secrets of
+# subject alice (boxed), then alice and bob with good ones.
+cp "$HERE/../../examples/traces/shadow-requests.csv" "$tmp/log.csv"
 
 "$SLUICE" replay --policy "$CONF" "$tmp/log.csv" > "$tmp/out" 2>&1; rc=$?
 check "exit code" 0 "$rc"

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "sluice.h"
-#include "sluice_lmdb.h"
+#include <sluice/sluice_lmdb.h>
 
 #define UNUSED __attribute__((unused))
 #define SEC INT64_C(1000000000)

@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "sluice.h"
-#include "sluice_redis.h"
+#include <sluice/sluice_redis.h>
 #include "store.h"
 
 static inline const char *rt_nodes(void) {

@@ -40,7 +40,7 @@
 #include <unistd.h>
 
 #include "sluice.h"
-#include "sluice_shm.h"
+#include <sluice/sluice_shm.h>
 
 #define NKEYS 1000000
 #define KEYLEN 16

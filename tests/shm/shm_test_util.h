@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "sluice.h"
-#include "sluice_shm.h"
+#include <sluice/sluice_shm.h>
 
 /* A unique shm_open name for this process and a counter. */
 static inline void shm_test_name(char *buf, size_t n, const char *what) {

@@ -8,7 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "sluice_mem.h"
+#include <sluice/sluice_mem.h>
 #include "unit.h"
 
 static sluice_limiter *open_mem(sluice_clock *c, const char *store) {
