@@ -788,8 +788,12 @@ ngx_http_sluice_answer(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx,
     static ngx_str_t rid_name = ngx_string("request_id");
     char *rid_c = NULL;
 
-    vv = ngx_http_get_variable(r, &rid_name, ngx_hash_key(rid_name.data,
-                                                           rid_name.len));
+    /* Only problem bodies carry the request id ($request_id draws random
+    ** bytes: not worth it for the RateLimit headers of an admission). */
+    vv = ctx->d.allowed ? NULL
+                        : ngx_http_get_variable(r, &rid_name,
+                                                ngx_hash_key(rid_name.data,
+                                                             rid_name.len));
     if (vv != NULL && !vv->not_found) {
         rid.data = vv->data;
         rid.len = vv->len;
