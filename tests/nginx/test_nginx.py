@@ -4,6 +4,7 @@ several workers in front of a small upstream.  Counts and orderings only,
 no timings (bench_nginx.py measures).
 
     test_nginx.py MODULE.so [TEST_NAME...]
+    test_nginx.py --skip REASON      (meson, when the module is not built)
 """
 import json
 import os
@@ -299,6 +300,9 @@ def test_bad_policy_fails_nginx_t(_ng):
 def main():
     global MODULE, UP
     MODULE = sys.argv[1] if len(sys.argv) > 1 else None
+    if MODULE == "--skip":
+        print("SKIP: " + " ".join(sys.argv[2:]))
+        return ngxh.SKIP
     why = ngxh.skip_reason(MODULE)
     if why:
         print("SKIP: " + why)
