@@ -466,22 +466,19 @@ ngx_http_sluice_close_all(void)
     sl_http = NULL;
 }
 
-/* Each worker opens its own handles on the named state.  A failure here is
-** fatal for the worker (exit code 2: the master does not respawn it). */
+/* Each worker opens its own handles on the named state.  A store that
+** cannot be opened (a Redis that is down when the worker starts) must not
+** take the worker with it: sluice locations answer 503 and the open is
+** tried again, at most once a second, by the requests that need it. */
 static ngx_int_t
-ngx_http_sluice_init_process(ngx_cycle_t *cycle)
+ngx_http_sluice_open_all(ngx_cycle_t *cycle, ngx_http_sluice_main_conf_t *mcf)
 {
-    ngx_http_sluice_main_conf_t *mcf;
     sluice_limiter_options lo;
     sluice_policy_options po;
     sluice_http_options ho;
     char err[512];
     int rc, i;
 
-    mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_sluice_module);
-    if (mcf == NULL || !mcf->used) {
-        return NGX_OK;
-    }
     ngx_memzero(&lo, sizeof(lo));
     lo.store = ngx_http_sluice_cstr(cycle->pool, &mcf->store);
     lo.flags = SLUICE_OPEN_CREATE;
@@ -489,8 +486,9 @@ ngx_http_sluice_init_process(ngx_cycle_t *cycle)
     rc = lo.store ? sluice_limiter_open2(&lo, &sl_lim, err, sizeof(err))
                   : SLUICE_ENOMEM;
     if (rc != SLUICE_OK) {
-        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
-                      "sluice_store \"%V\": %s %s", &mcf->store,
+        ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
+                      "sluice_store \"%V\": %s %s (sluice locations answer "
+                      "503 until it opens)", &mcf->store,
                       sluice_strerror(rc), err);
         return NGX_ERROR;
     }
@@ -507,7 +505,7 @@ ngx_http_sluice_init_process(ngx_cycle_t *cycle)
         po.flags = i ? SLUICE_POLICY_SHADOW : 0;
         rc = sluice_policy_open(&po, &sl_pol[i]);
         if (rc != SLUICE_OK) {
-            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "sluice: %s (%s)",
+            ngx_log_error(NGX_LOG_ALERT, cycle->log, 0, "sluice: %s (%s)",
                           err, sluice_strerror(rc));
             ngx_http_sluice_close_all();
             return NGX_ERROR;
@@ -520,7 +518,7 @@ ngx_http_sluice_init_process(ngx_cycle_t *cycle)
     /* rand NULL: a generator seeded here, in this worker, from the OS. */
     rc = sluice_http_open(&ho, &sl_http);
     if (rc != SLUICE_OK) {
-        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
+        ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
                       "sluice_problem_base \"%V\": %s", &mcf->problem_base,
                       sluice_strerror(rc));
         ngx_http_sluice_close_all();
@@ -528,6 +526,35 @@ ngx_http_sluice_init_process(ngx_cycle_t *cycle)
     }
     sl_pool = mcf->pool;
     return NGX_OK;
+}
+
+static ngx_msec_t sl_retry_at;
+
+static ngx_int_t
+ngx_http_sluice_init_process(ngx_cycle_t *cycle)
+{
+    ngx_http_sluice_main_conf_t *mcf;
+
+    mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_sluice_module);
+    if (mcf != NULL && mcf->used
+        && ngx_http_sluice_open_all(cycle, mcf) != NGX_OK) {
+        sl_retry_at = ngx_current_msec + 1000;
+    }
+    return NGX_OK;
+}
+
+/* The handles, opening them again if the first open failed. */
+static sluice_policy *
+ngx_http_sluice_ready(ngx_http_request_t *r)
+{
+    ngx_http_sluice_main_conf_t *mcf;
+
+    if (sl_pol[0] == NULL && ngx_current_msec >= sl_retry_at) {
+        sl_retry_at = ngx_current_msec + 1000;
+        mcf = ngx_http_get_module_main_conf(r, ngx_http_sluice_module);
+        (void) ngx_http_sluice_open_all((ngx_cycle_t *) ngx_cycle, mcf);
+    }
+    return sl_pol[0];
 }
 
 static void
@@ -938,7 +965,7 @@ ngx_http_sluice_handler(ngx_http_request_t *r)
     if (lcf->mode == SLUICE_NGX_OFF) {
         return NGX_DECLINED;
     }
-    if (sl_pol[0] == NULL) {
+    if (ngx_http_sluice_ready(r) == NULL) {
         return NGX_HTTP_SERVICE_UNAVAILABLE;
     }
     cln = ngx_pool_cleanup_add(r->pool, sizeof(*ctx));
@@ -1032,7 +1059,7 @@ ngx_http_sluice_metrics_handler(ngx_http_request_t *r)
     if (!(r->method & (NGX_HTTP_GET | NGX_HTTP_HEAD))) {
         return NGX_HTTP_NOT_ALLOWED;
     }
-    if (sl_pol[0] == NULL) {
+    if (ngx_http_sluice_ready(r) == NULL) {
         return NGX_HTTP_SERVICE_UNAVAILABLE;
     }
     rc = ngx_http_discard_request_body(r);

@@ -119,8 +119,8 @@ class Upstream:
 
 
 class Redis:
-    def __init__(self, tmp):
-        self.port = free_port()
+    def __init__(self, tmp, port=None):
+        self.port = port or free_port()
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
              "--save", "", "--appendonly", "no", "--dir", tmp],

@@ -287,6 +287,30 @@ def test_stalled_redis_does_not_stall_other_locations(_ng):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def test_store_down_at_start_is_retried(_ng):
+    """A Redis that is down when the workers start costs 503s on sluice
+    locations only; the workers stay up and open it once it answers."""
+    tmp = ngxh.tempfile.mkdtemp(prefix="sluice-ngx-redis-")
+    port = ngxh.free_port()
+    ng = ngxh.Nginx(MODULE, UP.port, workers=2, pool=True, period_ms=60000,
+                    tenant_burst=1000,
+                    store="redis:nodes=127.0.0.1:%d;timeout_ms=200" % port)
+    red = None
+    try:
+        ng.start()
+        assert ng.get("/v1/x", headers=hdr("k")).status == 503
+        assert ng.get("/plain/x").status == 200
+        red = ngxh.Redis(tmp, port)
+        r = wait_until(lambda: (lambda r: r if r.status == 200 else None)(
+            ng.get("/v1/x", headers=hdr("k"))), 20, "the store to open")
+        assert r.h("ratelimit-limit") == str(B)
+    finally:
+        ng.stop()
+        if red:
+            red.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def test_bad_policy_fails_nginx_t(_ng):
     ng = ngxh.Nginx(MODULE, UP.port, burst=0)  # burst 0 is invalid
     try:
