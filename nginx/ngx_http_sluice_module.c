@@ -58,8 +58,12 @@ typedef struct {
     ngx_flag_t used;         /* some location enforces or serves metrics */
 } ngx_http_sluice_main_conf_t;
 
+#define SLUICE_NGX_PREACCESS 0
+#define SLUICE_NGX_POSTACCESS 1
+
 typedef struct {
     ngx_uint_t mode;
+    ngx_uint_t phase;        /* sluice_phase */
     ngx_http_complex_value_t *field[F__COUNT];
     ngx_uint_t cls;          /* sluice_class */
     ngx_array_t *auth_fail;  /* sluice_auth_failure_status: ngx_uint_t */
@@ -116,6 +120,11 @@ static ngx_conf_enum_t ngx_http_sluice_modes[] = {
     {ngx_string("shadow"), SLUICE_NGX_SHADOW},
     {ngx_null_string, 0}};
 
+static ngx_conf_enum_t ngx_http_sluice_phases[] = {
+    {ngx_string("preaccess"), SLUICE_NGX_PREACCESS},
+    {ngx_string("postaccess"), SLUICE_NGX_POSTACCESS},
+    {ngx_null_string, 0}};
+
 static ngx_conf_enum_t ngx_http_sluice_forms[] = {
     {ngx_string("legacy"), SLUICE_HTTP_FORM_LEGACY},
     {ngx_string("sf"), SLUICE_HTTP_FORM_SF},
@@ -161,6 +170,11 @@ static ngx_command_t ngx_http_sluice_commands[] = {
          | NGX_CONF_TAKE1,
      ngx_conf_set_enum_slot, NGX_HTTP_LOC_CONF_OFFSET,
      offsetof(ngx_http_sluice_loc_conf_t, mode), &ngx_http_sluice_modes},
+    {ngx_string("sluice_phase"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
+         | NGX_CONF_TAKE1,
+     ngx_conf_set_enum_slot, NGX_HTTP_LOC_CONF_OFFSET,
+     offsetof(ngx_http_sluice_loc_conf_t, phase), &ngx_http_sluice_phases},
     {ngx_string("sluice_class"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
          | NGX_CONF_TAKE1,
@@ -247,6 +261,7 @@ ngx_http_sluice_create_loc_conf(ngx_conf_t *cf)
         return NULL;
     }
     lcf->mode = NGX_CONF_UNSET_UINT;
+    lcf->phase = NGX_CONF_UNSET_UINT;
     lcf->cls = NGX_CONF_UNSET_UINT;
     lcf->auth_fail = NGX_CONF_UNSET_PTR;
     lcf->metrics = NGX_CONF_UNSET;
@@ -261,6 +276,7 @@ ngx_http_sluice_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_uint_t i, *st;
 
     ngx_conf_merge_uint_value(conf->mode, prev->mode, SLUICE_NGX_OFF);
+    ngx_conf_merge_uint_value(conf->phase, prev->phase, SLUICE_NGX_PREACCESS);
     ngx_conf_merge_uint_value(conf->cls, prev->cls, SLUICE_EP_AUTO);
     ngx_conf_merge_value(conf->metrics, prev->metrics, 0);
     for (i = 0; i < F__COUNT; i++) {
@@ -941,8 +957,13 @@ ngx_http_sluice_decided(ngx_event_t *ev)
 }
 #endif
 
+/* Registered twice: in the preaccess phase (with limit_req) and in the
+** precontent phase, which runs once the whole access phase is through
+** (auth_request, allow/deny, any `satisfy`), so that an authenticator's
+** answer (auth_request_set) can name the tenant and tier.  `sluice_phase`
+** picks one per location. */
 static ngx_int_t
-ngx_http_sluice_handler(ngx_http_request_t *r)
+ngx_http_sluice_handler(ngx_http_request_t *r, ngx_uint_t phase)
 {
     ngx_http_sluice_loc_conf_t *lcf;
     ngx_http_sluice_ctx_t *ctx;
@@ -962,7 +983,7 @@ ngx_http_sluice_handler(ngx_http_request_t *r)
         return ctx->pending ? NGX_AGAIN : NGX_DECLINED; /* once a request */
     }
     lcf = ngx_http_get_module_loc_conf(r, ngx_http_sluice_module);
-    if (lcf->mode == SLUICE_NGX_OFF) {
+    if (lcf->mode == SLUICE_NGX_OFF || lcf->phase != phase) {
         return NGX_DECLINED;
     }
     if (ngx_http_sluice_ready(r) == NULL) {
@@ -1003,6 +1024,18 @@ ngx_http_sluice_handler(ngx_http_request_t *r)
     ctx->rc = sluice_policy_decide(ctx->pol, &ctx->req, &ctx->d);
     ctx->decided = 1;
     return ngx_http_sluice_apply(r, ctx);
+}
+
+static ngx_int_t
+ngx_http_sluice_preaccess(ngx_http_request_t *r)
+{
+    return ngx_http_sluice_handler(r, SLUICE_NGX_PREACCESS);
+}
+
+static ngx_int_t
+ngx_http_sluice_postaccess(ngx_http_request_t *r)
+{
+    return ngx_http_sluice_handler(r, SLUICE_NGX_POSTACCESS);
 }
 
 /* ------------------------------------------------------ header filter --- */
@@ -1189,7 +1222,12 @@ ngx_http_sluice_init(ngx_conf_t *cf)
     if (h == NULL) {
         return NGX_ERROR;
     }
-    *h = ngx_http_sluice_handler;
+    *h = ngx_http_sluice_preaccess;
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_PRECONTENT_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+    *h = ngx_http_sluice_postaccess;
     ngx_http_next_header_filter = ngx_http_top_header_filter;
     ngx_http_top_header_filter = ngx_http_sluice_header_filter;
     return NGX_OK;

@@ -91,12 +91,21 @@ class Upstream:
                 try:
                     if "hold" in q:
                         up.release.wait(int(q["hold"][0]) / 1000)
-                    status = 200
+                    status, extra = 200, {}
                     if u.path == "/v1/auth/token" and \
                             q.get("secret", [""])[0] != "good":
                         status = 401
+                    if u.path == "/authn":  # an API-key authenticator
+                        key = self.headers.get("X-Key")
+                        if key:
+                            extra = {"X-Tenant-Id": "tenant-of-" + key,
+                                     "X-Tier": "t"}
+                        else:
+                            status = 401
                     body = b"ok\n"
                     self.send_response(status)
+                    for k, v in extra.items():
+                        self.send_header(k, v)
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
                     self.wfile.write(body)
@@ -206,6 +215,20 @@ http {
     location /limit_req/ { limit_req zone=lr burst=1000000 nodelay;
                            proxy_pass http://up; }
     location /plain/ { proxy_pass http://up; }
+    location /authed/ {
+      auth_request /_authn;
+      auth_request_set $tenant $upstream_http_x_tenant_id;
+      auth_request_set $tier $upstream_http_x_tier;
+      sluice on; sluice_phase %(authed_phase)s; sluice_class standard;
+      sluice_tenant $tenant; sluice_tier $tier;
+      proxy_pass http://up;
+    }
+    location = /_authn {
+      internal;
+      proxy_pass http://up/authn;
+      proxy_pass_request_body off;
+      proxy_set_header Content-Length "";
+    }
     location = /metrics { sluice_metrics; }
   }
   limit_req_zone $http_x_key zone=lr:10m rate=1000000r/s;
@@ -215,7 +238,7 @@ http {
 
 class Nginx:
     def __init__(self, module, up_port, workers=4, store=None, pool=False,
-                 access_log=False, **policy):
+                 access_log=False, authed_phase="postaccess", **policy):
         self.dir = tempfile.mkdtemp(prefix="sluice-ngx-")
         os.chmod(self.dir, 0o755)
         self.port = free_port()
@@ -235,6 +258,7 @@ class Nginx:
                 user=user, up=up_port, port=self.port, shm=self.shm,
                 store=store or "shm:name=%s;create=1;capacity=100000" % self.shm,
                 thread_pool="thread_pool sluice threads=4;" if pool else "",
+                authed_phase=authed_phase,
                 sluice_pool="sluice_thread_pool sluice;" if pool else "",
                 access_log=("%s/access.log sl" % self.dir) if access_log
                 else "off"))

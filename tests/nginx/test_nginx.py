@@ -225,6 +225,22 @@ def test_state_survives_test_reload_and_upgrade(ng):
         m2[THROTTLED] + m2[BOXED] > m1[THROTTLED] + m1[BOXED]
 
 
+def test_tenant_from_an_auth_request_authenticator(ng):
+    """sluice_phase postaccess decides after auth_request: the tenant and
+    tier come from the authenticator's answer (auth_request_set)."""
+    rs = [ng.get("/authed/x", headers={"X-Key": "authed-key"})
+          for _ in range(B + 3)]
+    st = [r.status for r in rs]
+    assert st == [200] * B + [429] * 3, st
+    assert rs[0].h("ratelimit-limit") == str(B)
+    # Rejected by the authenticator: 401, and nothing decided or counted.
+    before, _ = metrics(ng)
+    r = ng.get("/authed/x")
+    assert r.status == 401 and r.h("x-sluice-status") is None, r.status
+    after, _ = metrics(ng)
+    assert after == before
+
+
 def test_auth_lockout_from_upstream_401s(ng):
     hits = lambda: UP.hits.get("/v1/auth/token", 0)  # noqa: E731
     for i in range(3):  # auth.subject_failures = 3
