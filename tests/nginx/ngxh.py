@@ -201,6 +201,7 @@ http {
     listen 127.0.0.1:%(port)d reuseport backlog=1024;
     add_header X-Worker $pid always;
     add_header X-Sluice-Status $sluice_status always;
+    add_header X-Sluice-Wait $sluice_retry_after always;
     proxy_set_header Connection "";
     location /v1/ { sluice on; proxy_pass http://up; }
     location = /v1/ledgers/reconcile {

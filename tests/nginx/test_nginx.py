@@ -95,6 +95,25 @@ def test_exact_burst_across_workers(ng):
         (before[THROTTLED] + before[BOXED]) == 2 * B
 
 
+def test_each_worker_draws_its_own_jitter(ng):
+    """Retry-After = the wait ($sluice_retry_after) + a random 0..10%.  A
+    generator seeded before the fork would give every worker the same
+    sequence of draws."""
+    seqs = {}
+    for k in range(12):
+        key = "jitter-key-%d" % k
+        for _ in range(B):
+            assert ng.get("/v1/j", headers=hdr(key)).status == 200
+        for _ in range(3):  # throttled, not yet boxed (5 strikes)
+            r = ng.get("/v1/j", headers=hdr(key))
+            assert r.status == 429 and r.h("x-penalty-box-status") == "Warning"
+            jitter = int(r.h("retry-after")) - int(r.h("x-sluice-wait"))
+            assert 0 <= jitter <= int(r.h("x-sluice-wait")) // 10, jitter
+            seqs.setdefault(r.h("x-worker"), []).append(jitter)
+    firsts = {tuple(v[:4]) for v in seqs.values() if len(v) >= 4}
+    assert len(firsts) >= 2, "workers drew the same jitter: %s" % seqs
+
+
 def test_metrics_are_the_hosts(ng):
     before, _ = metrics(ng)
     rs = [ng.get("/v1/m", headers=hdr("metrics-key")) for _ in range(B + 7)]
