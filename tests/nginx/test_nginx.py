@@ -160,7 +160,7 @@ def test_leases_released_when_the_upstream_answers(ng):
     res = {}
 
     def slow(ledger):
-        res[ledger] = ng.get("/v1/ledgers/reconcile?ledger=%s&hold=1000" %
+        res[ledger] = ng.get("/v1/ledgers/reconcile?ledger=%s&hold=3000" %
                              ledger, method="POST", headers=hdr("lk", tenant="lt"))
     base = UP.inflight
     for ledger in ("a", "b"):
