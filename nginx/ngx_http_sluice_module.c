@@ -706,62 +706,60 @@ static void
 ngx_http_sluice_background(ngx_log_t *log, sluice_policy *pol,
     const sluice_request *req, uint64_t lease_id)
 {
+    ngx_http_sluice_job_t inline_job;
+#if (NGX_THREADS)
     ngx_http_sluice_job_t *j;
     const char **strs[8];
-    sluice_request copy = *req;
-    size_t need = 0, i;
-    char *p;
-#if (NGX_THREADS)
     ngx_thread_task_t *task;
+    size_t need = 0, i;
     u_char *mem;
+    char *p;
 #endif
 
-    strs[0] = &copy.tenant_id;
-    strs[1] = &copy.api_key_id;
-    strs[2] = &copy.tier;
-    strs[3] = &copy.method;
-    strs[4] = &copy.route;
-    strs[5] = &copy.client_ip;
-    strs[6] = &copy.auth_subject;
-    strs[7] = &copy.ledger_id;
-    if (sl_pool == NULL) { /* a store that answers from memory: inline */
-        if (lease_id) {
-            (void) sluice_policy_release_lease(pol, req, lease_id);
-        } else {
-            sluice_decision d;
-            (void) sluice_policy_decide(pol, req, &d);
+    inline_job.pol = pol;
+    inline_job.req = *req;
+    inline_job.lease_id = lease_id;
+#if (NGX_THREADS)
+    if (sl_pool != NULL) {
+        j = &inline_job;
+        strs[0] = &j->req.tenant_id;
+        strs[1] = &j->req.api_key_id;
+        strs[2] = &j->req.tier;
+        strs[3] = &j->req.method;
+        strs[4] = &j->req.route;
+        strs[5] = &j->req.client_ip;
+        strs[6] = &j->req.auth_subject;
+        strs[7] = &j->req.ledger_id;
+        for (i = 0; i < 8; i++) {
+            need += ngx_http_sluice_copy_str(strs[i], NULL);
         }
+        mem = ngx_calloc(sizeof(ngx_thread_task_t) + sizeof(*j) + need, log);
+        if (mem == NULL) {
+            return; /* a lease then expires by its TTL */
+        }
+        task = (ngx_thread_task_t *) mem;
+        j = (ngx_http_sluice_job_t *) (mem + sizeof(*task));
+        p = j->strs;
+        for (i = 0; i < 8; i++) {
+            p += ngx_http_sluice_copy_str(strs[i], p);
+        }
+        j->pol = pol;
+        j->req = inline_job.req; /* its strings now point into j->strs */
+        j->lease_id = lease_id;
+        task->ctx = j;
+        task->handler = ngx_http_sluice_job_thread;
+        task->event.handler = ngx_http_sluice_job_done;
+        task->event.data = mem;
+        task->event.log = log;
+        if (ngx_thread_task_post(sl_pool, task) == NGX_OK) {
+            return;
+        }
+        ngx_free(mem);
         return;
     }
-    for (i = 0; i < 8; i++) {
-        need += ngx_http_sluice_copy_str(strs[i], NULL);
-    }
-#if (NGX_THREADS)
-    mem = ngx_calloc(sizeof(ngx_thread_task_t) + sizeof(*j) + need, log);
-    if (mem == NULL) {
-        return; /* a lease then expires by its TTL */
-    }
-    task = (ngx_thread_task_t *) mem;
-    j = (ngx_http_sluice_job_t *) (mem + sizeof(*task));
-    j->pol = pol;
-    j->lease_id = lease_id;
-    p = j->strs;
-    for (i = 0; i < 8; i++) {
-        p += ngx_http_sluice_copy_str(strs[i], p);
-    }
-    j->req = copy;
-    task->ctx = j;
-    task->handler = ngx_http_sluice_job_thread;
-    task->event.handler = ngx_http_sluice_job_done;
-    task->event.data = mem;
-    task->event.log = log;
-    if (ngx_thread_task_post(sl_pool, task) != NGX_OK) {
-        ngx_free(mem);
-    }
-#else
-    (void) j;
-    (void) p;
 #endif
+    /* A store that answers from memory: no reason to leave the loop. */
+    ngx_http_sluice_job_run(&inline_job);
 }
 
 static void

@@ -9,7 +9,7 @@ requests over 1000 API keys, with limits high enough that every request is
 admitted: the figures are the cost of deciding, not of refusing.
 
     bench_nginx.py MODULE.so
-    (BENCH_SECONDS per run, default 4; BENCH_ROUNDS, default 3; BENCH_WORKERS,
+    (BENCH_SECONDS per run, default 2; BENCH_ROUNDS, default 8; BENCH_WORKERS,
     BENCH_THREADS, BENCH_CONNS: nginx workers, wrk threads and connections)
 
 Each case runs ROUNDS times, interleaved with the others, and keeps its
@@ -26,13 +26,13 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ngxh  # noqa: E402
 
-SECS = int(os.environ.get("BENCH_SECONDS", "4"))
+SECS = int(os.environ.get("BENCH_SECONDS", "2"))
 # One worker on one core, wrk on the other: the worker is the bottleneck,
 # so throughput and its CPU time per request both show the module's cost.
 CONNS = int(os.environ.get("BENCH_CONNS", "20"))
 THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 WORKERS = int(os.environ.get("BENCH_WORKERS", "1"))
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "8"))
 
 POLICY = """
 tiers = { t = {
