@@ -981,7 +981,8 @@ ngx_http_sluice_handler(ngx_http_request_t *r, ngx_uint_t phase)
         return ctx->pending ? NGX_AGAIN : NGX_DECLINED; /* once a request */
     }
     lcf = ngx_http_get_module_loc_conf(r, ngx_http_sluice_module);
-    if (lcf->mode == SLUICE_NGX_OFF || lcf->phase != phase) {
+    /* A metrics location inside a `sluice on` server is not limited. */
+    if (lcf->mode == SLUICE_NGX_OFF || lcf->phase != phase || lcf->metrics) {
         return NGX_DECLINED;
     }
     if (ngx_http_sluice_ready(r) == NULL) {

@@ -231,6 +231,7 @@ http {
       proxy_set_header Content-Length "";
     }
     location = /metrics { sluice_metrics; }
+    location = /metrics-under-sluice { sluice on; sluice_metrics; }
   }
   limit_req_zone $http_x_key zone=lr:10m rate=1000000r/s;
 }

@@ -123,6 +123,8 @@ def test_metrics_are_the_hosts(ng):
     allow = {g[0][ALLOW] for g in got}
     assert len(allow) == 1, "scrapes disagree: %s" % allow
     assert allow.pop() - before[ALLOW] == B
+    # A metrics location where `sluice on` is inherited is not limited.
+    assert ng.get("/metrics-under-sluice").status == 200
     if shutil.which("promtool"):
         p = subprocess.run(["promtool", "check", "metrics"], input=got[0][1],
                            capture_output=True, text=True)
