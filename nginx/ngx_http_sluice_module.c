@@ -520,6 +520,17 @@ ngx_http_sluice_open_all(ngx_cycle_t *cycle, ngx_http_sluice_main_conf_t *mcf)
     for (i = 0; i < 2; i++) {
         po.flags = i ? SLUICE_POLICY_SHADOW : 0;
         rc = sluice_policy_open(&po, &sl_pol[i]);
+        if (rc == SLUICE_ECONFIG && po.counters != NULL
+            && ngx_strncmp(err, "counters", 8) == 0) {
+            /* The segment counts other tiers (the policy's tiers changed
+            ** on a reload): keep enforcing, with per-worker counters,
+            ** rather than answer 503 until someone renames it. */
+            ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
+                          "sluice: %s; this worker counts on its own until "
+                          "sluice_counters names a new segment", err);
+            po.counters = NULL;
+            rc = sluice_policy_open(&po, &sl_pol[i]);
+        }
         if (rc != SLUICE_OK) {
             ngx_log_error(NGX_LOG_ALERT, cycle->log, 0, "sluice: %s (%s)",
                           err, sluice_strerror(rc));

@@ -348,6 +348,31 @@ def test_store_down_at_start_is_retried(_ng):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def test_reload_with_other_tiers_keeps_enforcing(_ng):
+    """The counters segment was made for tier t; a reload renames the tier.
+    The new workers keep enforcing (with their own counters, and say so)
+    instead of refusing service."""
+    ng = ngxh.Nginx(MODULE, UP.port, workers=2).start()
+    try:
+        assert ng.get("/v1/x", headers=hdr("k")).status == 200
+        pol = os.path.join(ng.dir, "policy.conf")
+        with open(pol) as f:
+            text = f.read()
+        with open(pol, "w") as f:
+            f.write(text.replace("  t = {", "  t2 = {", 1))
+        old = set(ng.workers())
+        os.kill(ng.master(), signal.SIGHUP)
+        wait_until(lambda: not (set(ng.workers()) & old) and
+                   len(ng.workers()) == 2, 20, "reloaded workers")
+        rs = [ng.get("/v1/x", headers=hdr("k2", tier="t2"))
+              for _ in range(B + 1)]
+        assert [r.status for r in rs] == [200] * B + [429], \
+            [r.status for r in rs]
+        assert "counts on its own" in ng.log(), ng.log()
+    finally:
+        ng.stop()
+
+
 def test_bad_policy_fails_nginx_t(_ng):
     ng = ngxh.Nginx(MODULE, UP.port, burst=0)  # burst 0 is invalid
     try:
