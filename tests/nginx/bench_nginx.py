@@ -13,7 +13,9 @@ admitted: the figures are the cost of deciding, not of refusing.
     BENCH_THREADS, BENCH_CONNS: nginx workers, wrk threads and connections)
 
 Each case runs ROUNDS times, interleaved with the others, and keeps its
-best round (other load on a shared machine only ever slows a round down).
+best round (other load on a shared machine only ever slows a round down);
+the ratio of sluice on shm to limit_req is also given round by round
+(median and range), since neighbouring rounds share the machine's load.
 Besides wrk's requests/s and latency it reports the nginx workers' CPU
 time per request (from /proc), which shared-machine noise moves less.
 """
@@ -182,13 +184,14 @@ def main():
         rdn = BenchNginx(module, pool=True,
                          store="redis:nodes=127.0.0.1:%d" % red.port)
         cases.append(("nginx, sluice on redis", rdn, "/v1/x"))
-    res, cpu = {}, {}
+    res, cpu, rounds = {}, {}, {}
     try:
         for name, ng, path in cases:
             wrk(ng, path, script)  # warm-up: keys, file cache, redis script
         for _ in range(ROUNDS):
             for name, ng, path in cases:
                 rps, lat = wrk(ng, path, script)
+                rounds.setdefault(name, []).append(rps)
                 if name not in res or rps > res[name][0]:
                     res[name] = (rps, lat)
                 cpu[name] = min(cpu.get(name, 1e9), lat["cpu_us"])
@@ -212,6 +215,12 @@ def main():
     for name, (rps, lat) in res.items():
         print("  %-26s p50 %.3f ms, p99 %.3f ms, worker CPU %.1f us/request"
               % (name, lat["50"], lat["99"], cpu[name]))
+    # Neighbouring rounds share the machine's load: their ratio is steadier
+    # than a ratio of bests.
+    per_round = sorted(a / b for a, b in zip(rounds["nginx, sluice on shm"],
+                                             rounds["nginx, limit_req"]))
+    print("sluice on shm / limit_req per round: median %.2f, range %.2f-%.2f"
+          % (per_round[len(per_round) // 2], per_round[0], per_round[-1]))
     print("sluice on shm / limit_req throughput: %.2f (target >= 0.90); "
           "worker CPU per request: %.2f x limit_req's"
           % (res["nginx, sluice on shm"][0] / base,
