@@ -22,7 +22,6 @@ static ngx_http_output_header_filter_pt ngx_http_next_header_filter;
 
 static void ngx_http_sluice_cleanup(void *data);
 
-
 static ngx_http_sluice_ctx_t *
 ngx_http_sluice_get_ctx(ngx_http_request_t *r)
 {
