@@ -175,6 +175,16 @@ ngx_http_sluice_init_main_conf(ngx_conf_t *cf, void *conf)
     if (mcf->store.len == 0) {
         ngx_str_set(&mcf->store, "shm:name=/sluice-nginx;create=1");
     }
+    /* A Redis round trip in the event loop would stall every request of
+    ** the worker: the redis store only goes with a thread pool. */
+    if (mcf->pool == NULL && mcf->store.len >= 6
+        && ngx_strncmp(mcf->store.data, "redis:", 6) == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "sluice_store \"%V\" needs sluice_thread_pool "
+                           "(a Redis call must not block the event loop)",
+                           &mcf->store);
+        return NGX_CONF_ERROR;
+    }
     if (mcf->counters.len == 0) {
         ngx_str_set(&mcf->counters, "shm:name=/sluice-nginx-counters");
     }

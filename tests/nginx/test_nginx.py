@@ -381,6 +381,14 @@ def test_bad_policy_fails_nginx_t(_ng):
         assert "sluice_policy" in r.stderr and "burst" in r.stderr, r.stderr
     finally:
         ng.stop()
+    # The redis store without a thread pool would block the event loop.
+    ng = ngxh.Nginx(MODULE, UP.port, store="redis:nodes=127.0.0.1:1")
+    try:
+        r = ng.cmd("-t")
+        assert r.returncode != 0 and "sluice_thread_pool" in r.stderr, \
+            r.stderr
+    finally:
+        ng.stop()
 
 
 def main():
