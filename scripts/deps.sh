@@ -9,6 +9,7 @@ SLUICE_PACKAGES=(
   libcriterion-dev libconfig-dev libjansson-dev
   libmicrohttpd-dev libcurl4-openssl-dev curl binutils python3
   cppcheck libclang-rt-14-dev librsvg2-bin
+  nginx nginx-dev dpkg-dev make wrk prometheus
 )
 
 sluice_install_deps() {

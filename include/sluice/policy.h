@@ -408,7 +408,16 @@ typedef struct sluice_policy_options {
    *  line and setting at fault). */
   char *errbuf;
   size_t errlen;
-  void *reserved[4];
+  /** NULL or "": the counters live in the policy.  "shm:name=/NAME": in a
+   *  POSIX shared-memory object (created when missing, never removed by
+   *  the library) that every process opening the same name counts into
+   *  with atomic adds, so any process's sluice_policy_metrics() shows the
+   *  host's totals, which never decrease while the object exists.  Every
+   *  process must configure the same tiers, in the same order
+   *  (SLUICE_ECONFIG otherwise: pick a new name when the tiers change).
+   *  Read during open only. */
+  const char *counters;
+  void *reserved[3];
 } sluice_policy_options;
 
 /** @brief Open a policy.

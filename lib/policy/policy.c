@@ -219,12 +219,19 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
   p->userdata = o->userdata;
   p->shadow = cfg.shadow || (o->flags & SLUICE_POLICY_SHADOW);
   derive(p);
+  rc = sluice__counters_attach(p, o->counters, msg, sizeof msg);
+  if (rc != SLUICE_OK) {
+    seterr(o, msg);
+    free(p);
+    return rc;
+  }
   if (o->limiter) {
     p->lim = o->limiter;
   } else {
     rc = sluice_limiter_open2(o->limiter_options, &p->lim, msg, sizeof msg);
     if (rc != SLUICE_OK) {
       seterr(o, msg);
+      sluice__counters_detach(p);
       free(p);
       return rc;
     }
@@ -238,6 +245,7 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
   if (rc != SLUICE_OK) {
     if (p->own_lim)
       sluice_limiter_close(p->lim);
+    sluice__counters_detach(p);
     free(p);
     seterr(o, "cannot open the degraded limiter");
     return rc;
@@ -252,6 +260,7 @@ void sluice_policy_close(sluice_policy *p) {
   sluice_limiter_close(p->local);
   if (p->own_lim)
     sluice_limiter_close(p->lim);
+  sluice__counters_detach(p);
   free(p);
 }
 
@@ -439,7 +448,7 @@ static void emit(ctx *c, int type, int scope_kind, int level,
                  const char *scope_id, int64_t until, int outcome) {
   sluice_policy *p = c->p;
   sluice_event ev;
-  atomic_fetch_add_explicit(&p->events[type], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&p->ctr->events[type], 1, memory_order_relaxed);
   if (!p->on_event)
     return;
   memset(&ev, 0, sizeof ev);
@@ -558,7 +567,7 @@ static void tripped(ctx *c, int scope_kind, const char *scope_id,
                       ? SLUICE_FOREVER
                       : c->now + v->retry_after_ns;
   d->flags |= SLUICE_DECISION_TRIPPED;
-  atomic_fetch_add_explicit(&c->p->trips[scope_kind][lvl - 1], 1,
+  atomic_fetch_add_explicit(&c->p->ctr->trips[scope_kind][lvl - 1], 1,
                             memory_order_relaxed);
   emit(c, SLUICE_EVENT_BOX_TRIP, scope_kind, lvl, scope_id, until, 0);
   if (lvl >= 2)
@@ -654,7 +663,7 @@ static void lease_denied(ctx *c, int outcome, int64_t limit, int64_t ra,
   d->outcome = outcome;
   d->cap_limit = limit;
   d->retry_after_ns = cap_retry(c, ra);
-  atomic_fetch_add_explicit(&c->p->lease_denials[c->cls], 1,
+  atomic_fetch_add_explicit(&c->p->ctr->lease_denials[c->cls], 1,
                             memory_order_relaxed);
   emit(c, SLUICE_EVENT_LEASE_DENIED, SLUICE_SCOPE_TENANT, 0, c->T, 0,
        outcome);
@@ -668,7 +677,7 @@ static void export_capped(ctx *c, const sluice_window_params *cap, int64_t ra,
   d->retry_after_ns = ra;
   d->cap_limit = cap->limit;
   d->cap_window_ns = cap->window_ns;
-  atomic_fetch_add_explicit(&c->p->lease_denials[c->cls], 1,
+  atomic_fetch_add_explicit(&c->p->ctr->lease_denials[c->cls], 1,
                             memory_order_relaxed);
   emit(c, SLUICE_EVENT_LEASE_DENIED, SLUICE_SCOPE_TENANT, 0, c->T, 0,
        d->outcome);
@@ -911,7 +920,7 @@ static void failure_mode(ctx *c, int err, sluice_decision *d) {
     d->outcome = SLUICE_OUTCOME_UNAVAILABLE;
     d->flags |= SLUICE_DECISION_FAIL_CLOSED;
     d->retry_after_ns = p->cfg.fail_closed_retry_after_ns;
-    atomic_fetch_add_explicit(&p->fail_closed[c->cls], 1,
+    atomic_fetch_add_explicit(&p->ctr->fail_closed[c->cls], 1,
                               memory_order_relaxed);
     return;
   }
@@ -943,7 +952,7 @@ static void failure_mode(ctx *c, int err, sluice_decision *d) {
       d->flags = SLUICE_DECISION_FAIL_CLOSED;
       d->outcome = SLUICE_OUTCOME_UNAVAILABLE;
       d->retry_after_ns = p->cfg.fail_closed_retry_after_ns;
-      atomic_fetch_add_explicit(&p->fail_closed[c->cls], 1,
+      atomic_fetch_add_explicit(&p->ctr->fail_closed[c->cls], 1,
                                 memory_order_relaxed);
       return;
     }
@@ -974,7 +983,7 @@ static void shadow_apply(ctx *c, int row, sluice_decision *d) {
   d->flags |= SLUICE_DECISION_SHADOW;
   if (!d->allowed &&
       (c->shadow & (unsigned)sluice_shadow_feature_of(d->outcome))) {
-    atomic_fetch_add_explicit(&c->p->shadow_passed[row], 1,
+    atomic_fetch_add_explicit(&c->p->ctr->shadow_passed[row], 1,
                               memory_order_relaxed);
     d->allowed = 1;
     d->status = 200;
@@ -1037,10 +1046,10 @@ int sluice_policy_decide(sluice_policy *p, const sluice_request *q,
   d->status = d->verdict_status;
   row = c.tier >= 0 ? c.tier : SLUICE_POLICY_TIERS_MAX;
   shadow_apply(&c, row, d);
-  atomic_fetch_add_explicit(&p->decisions[row][d->outcome], 1,
+  atomic_fetch_add_explicit(&p->ctr->decisions[row][d->outcome], 1,
                             memory_order_relaxed);
   if (d->flags & SLUICE_DECISION_DEGRADED)
-    atomic_fetch_add_explicit(&p->degraded_decisions[row], 1,
+    atomic_fetch_add_explicit(&p->ctr->degraded_decisions[row], 1,
                               memory_order_relaxed);
   return SLUICE_OK;
 }
@@ -1164,7 +1173,7 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
     if (rc)
       return rc;
     atomic_fetch_add_explicit(
-        &p->events[lift ? SLUICE_EVENT_LIFT : SLUICE_EVENT_RELEASE], 1,
+        &p->ctr->events[lift ? SLUICE_EVENT_LIFT : SLUICE_EVENT_RELEASE], 1,
         memory_order_relaxed);
     if (p->on_event) {
       memset(&ev, 0, sizeof ev);
@@ -1206,7 +1215,7 @@ uint64_t sluice_policy_count(const sluice_policy *p, const char *tier,
     row = SLUICE_POLICY_TIERS_MAX;
   else if ((row = find_tier(p, tier)) < 0)
     return 0;
-  return atomic_load_explicit(&((sluice_policy *)p)->decisions[row][outcome],
+  return atomic_load_explicit(&p->ctr->decisions[row][outcome],
                               memory_order_relaxed);
 }
 
@@ -1255,21 +1264,21 @@ int sluice_policy_metrics(const sluice_policy *cp, char *buf, size_t len,
     for (i = 0; i < SLUICE_OUTCOME__COUNT; i++)
       put(&o, "sluice_policy_decisions_total{tier=\"%s\",outcome=\"%s\"} %llu\n",
           TIERNAME(t), sluice_outcome_name(i),
-          (unsigned long long)LOAD(p->decisions[t][i]));
+          (unsigned long long)LOAD(p->ctr->decisions[t][i]));
   }
   put(&o, "# HELP sluice_policy_degraded_decisions_total Decisions made by "
           "the local degraded limiter.\n"
           "# TYPE sluice_policy_degraded_decisions_total counter\n");
   FOR_ROWS(t) {
     put(&o, "sluice_policy_degraded_decisions_total{tier=\"%s\"} %llu\n",
-        TIERNAME(t), (unsigned long long)LOAD(p->degraded_decisions[t]));
+        TIERNAME(t), (unsigned long long)LOAD(p->ctr->degraded_decisions[t]));
   }
   put(&o, "# HELP sluice_policy_shadow_passed_total Requests shadow mode let "
           "through that enforcement would have refused.\n"
           "# TYPE sluice_policy_shadow_passed_total counter\n");
   FOR_ROWS(t) {
     put(&o, "sluice_policy_shadow_passed_total{tier=\"%s\"} %llu\n",
-        TIERNAME(t), (unsigned long long)LOAD(p->shadow_passed[t]));
+        TIERNAME(t), (unsigned long long)LOAD(p->ctr->shadow_passed[t]));
   }
   put(&o, "# HELP sluice_policy_fail_closed_total 503s because the store "
           "failed, by endpoint class.\n"
@@ -1277,26 +1286,26 @@ int sluice_policy_metrics(const sluice_policy *cp, char *buf, size_t len,
   for (i = 1; i < SLUICE_EP__COUNT; i++)
     put(&o, "sluice_policy_fail_closed_total{endpoint=\"%s\"} %llu\n",
         sluice_endpoint_class_name(i),
-        (unsigned long long)LOAD(p->fail_closed[i]));
+        (unsigned long long)LOAD(p->ctr->fail_closed[i]));
   put(&o, "# HELP sluice_policy_lease_denials_total Concurrency, ledger and "
           "export-cap denials.\n"
           "# TYPE sluice_policy_lease_denials_total counter\n");
   for (i = SLUICE_EP_RECONCILE; i <= SLUICE_EP_EXPORT; i++)
     put(&o, "sluice_policy_lease_denials_total{endpoint=\"%s\"} %llu\n",
         sluice_endpoint_class_name(i),
-        (unsigned long long)LOAD(p->lease_denials[i]));
+        (unsigned long long)LOAD(p->ctr->lease_denials[i]));
   put(&o, "# HELP sluice_policy_box_trips_total Penalty box trips by scope "
           "and level.\n# TYPE sluice_policy_box_trips_total counter\n");
   for (i = SLUICE_SCOPE_KEY; i <= SLUICE_SCOPE_SUBJECT; i++)
     for (l = 0; l < 3; l++)
       put(&o,
           "sluice_policy_box_trips_total{scope=\"%s\",level=\"%d\"} %llu\n",
-          scope_name(i), l + 1, (unsigned long long)LOAD(p->trips[i][l]));
+          scope_name(i), l + 1, (unsigned long long)LOAD(p->ctr->trips[i][l]));
   put(&o, "# HELP sluice_policy_events_total Events emitted, by type.\n"
           "# TYPE sluice_policy_events_total counter\n");
   for (i = 1; i < SLUICE_EVENT__COUNT; i++)
     put(&o, "sluice_policy_events_total{event=\"%s\"} %llu\n",
-        sluice_event_name(i), (unsigned long long)LOAD(p->events[i]));
+        sluice_event_name(i), (unsigned long long)LOAD(p->ctr->events[i]));
   put(&o, "# HELP sluice_policy_degraded 1 while the store is failing "
           "(rl_degraded).\n# TYPE sluice_policy_degraded gauge\n"
           "sluice_policy_degraded %d\n",

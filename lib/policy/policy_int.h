@@ -23,6 +23,19 @@ typedef struct sluice__tier_rt {
   sluice_window_params export_cap;
 } sluice__tier_rt;
 
+/* Every counter the metrics text shows.  Plain atomics with no pointers,
+** so the same struct lives in process memory or in a shared mapping. */
+typedef struct sluice__counters {
+  _Atomic uint64_t decisions[SLUICE_POLICY_TIERS_MAX + 1]
+                            [SLUICE_OUTCOME__COUNT];
+  _Atomic uint64_t degraded_decisions[SLUICE_POLICY_TIERS_MAX + 1];
+  _Atomic uint64_t shadow_passed[SLUICE_POLICY_TIERS_MAX + 1];
+  _Atomic uint64_t fail_closed[SLUICE_EP__COUNT];
+  _Atomic uint64_t lease_denials[SLUICE_EP__COUNT];
+  _Atomic uint64_t trips[5][3]; /* [scope kind][level - 1] */
+  _Atomic uint64_t events[SLUICE_EVENT__COUNT];
+} sluice__counters;
+
 struct sluice_policy {
   sluice_policy_config cfg;
   sluice_limiter *lim;
@@ -41,15 +54,20 @@ struct sluice_policy {
   sluice_lease_params reconcile_all, export_all;
   _Atomic int degraded;
   _Atomic int64_t probe_at_ns;
-  _Atomic uint64_t decisions[SLUICE_POLICY_TIERS_MAX + 1]
-                            [SLUICE_OUTCOME__COUNT];
-  _Atomic uint64_t degraded_decisions[SLUICE_POLICY_TIERS_MAX + 1];
-  _Atomic uint64_t shadow_passed[SLUICE_POLICY_TIERS_MAX + 1];
-  _Atomic uint64_t fail_closed[SLUICE_EP__COUNT];
-  _Atomic uint64_t lease_denials[SLUICE_EP__COUNT];
-  _Atomic uint64_t trips[5][3]; /* [scope kind][level - 1] */
-  _Atomic uint64_t events[SLUICE_EVENT__COUNT];
+  /* Counters: `own` in-process, or a shared segment every process of the
+  ** host counts into (sluice_policy_options.counters, counters.c). */
+  sluice__counters *ctr;
+  sluice__counters own;
+  void *ctr_map;
+  size_t ctr_bytes;
 };
+
+/* Point p->ctr at its own counters (uri NULL or "") or at the shared
+** segment the uri names ("shm:name=/NAME"), creating it when missing.
+** Fills msg on failure. */
+int sluice__counters_attach(sluice_policy *p, const char *uri, char *msg,
+                            size_t msglen);
+void sluice__counters_detach(sluice_policy *p);
 
 /* Validation that reports the setting at fault as a libconfig path
 ** ("tiers.growth.key.burst") and the problem separately, so that the file

@@ -1,0 +1,89 @@
+/*
+** Shared by the files of ngx_http_sluice_module: the configuration, one
+** request's state, and the handles each worker opens for itself.
+*/
+#ifndef NGX_HTTP_SLUICE_H
+#define NGX_HTTP_SLUICE_H
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include <sluice.h>
+
+#define SLUICE_NGX_OFF 0
+#define SLUICE_NGX_ON 1
+#define SLUICE_NGX_SHADOW 2
+
+/* $sluice_status values (ngx_http_sluice_status_names[status - 1]). */
+#define ST_PASSED 1
+#define ST_REJECTED 2
+#define ST_REJECTED_DRY_RUN 3
+#define ST_ERROR 4
+
+enum { F_TENANT, F_KEY, F_TIER, F_METHOD, F_ROUTE, F_LEDGER, F_IP,
+       F_SUBJECT, F__COUNT };
+
+typedef struct {
+    ngx_str_t policy;        /* sluice_policy FILE */
+    ngx_str_t store;         /* sluice_store URI */
+    ngx_str_t counters;      /* sluice_counters URI */
+    ngx_str_t secret;        /* sluice_secret: 32 hex digits */
+    ngx_str_t problem_base;  /* sluice_problem_base URI */
+    ngx_uint_t header_form;  /* sluice_header_form */
+    ngx_flag_t jitter;       /* sluice_retry_jitter */
+    ngx_thread_pool_t *pool; /* sluice_thread_pool */
+    ngx_flag_t used;         /* some location enforces or serves metrics */
+} ngx_http_sluice_main_conf_t;
+
+#define SLUICE_NGX_PREACCESS 0
+#define SLUICE_NGX_POSTACCESS 1
+
+typedef struct {
+    ngx_uint_t mode;
+    ngx_uint_t phase;        /* sluice_phase */
+    ngx_http_complex_value_t *field[F__COUNT];
+    ngx_uint_t cls;          /* sluice_class */
+    ngx_array_t *auth_fail;  /* sluice_auth_failure_status: ngx_uint_t */
+    ngx_flag_t metrics;
+} ngx_http_sluice_loc_conf_t;
+
+/* One request's state: lives in its pool cleanup entry. */
+typedef struct {
+    ngx_http_request_t *r;
+    sluice_policy *pol;
+    sluice_request req;
+    sluice_decision d;
+    int rc;              /* sluice_policy_decide's return */
+    unsigned pending:1;  /* a pool thread is deciding */
+    unsigned decided:1;
+    unsigned applied:1;  /* the phase handler acted on it */
+    unsigned denied:1;   /* we answered it ourselves */
+    unsigned auth_done:1;
+    ngx_uint_t status;   /* ST_* */
+    ngx_http_sluice_loc_conf_t *lcf;
+} ngx_http_sluice_ctx_t;
+
+/* Per worker: opened after the fork (init_process), never inherited. */
+typedef struct {
+    sluice_limiter *lim;
+    sluice_policy *pol[2]; /* [0] enforcing, [1] shadow */
+    sluice_http *http;
+    ngx_thread_pool_t *pool; /* NULL: decide inline */
+} ngx_http_sluice_worker_t;
+
+extern ngx_module_t ngx_http_sluice_module;
+extern ngx_http_sluice_worker_t ngx_http_sluice_worker;
+
+/* ngx_http_sluice_module.c */
+char *ngx_http_sluice_cstr(ngx_pool_t *pool, ngx_str_t *s);
+sluice_policy *ngx_http_sluice_ready(ngx_http_request_t *r);
+
+/* ngx_http_sluice_request.c */
+ngx_int_t ngx_http_sluice_add_variables(ngx_conf_t *cf);
+ngx_int_t ngx_http_sluice_init(ngx_conf_t *cf);
+
+/* ngx_http_sluice_metrics.c */
+ngx_int_t ngx_http_sluice_metrics_handler(ngx_http_request_t *r);
+
+#endif

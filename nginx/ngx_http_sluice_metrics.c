@@ -1,0 +1,64 @@
+/*
+** The metrics location: the policy's Prometheus text.  The counters are the
+** host's (sluice_counters), so any worker's text is the whole host's.
+*/
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_http_sluice.h"
+
+
+ngx_int_t
+ngx_http_sluice_metrics_handler(ngx_http_request_t *r)
+{
+    ngx_buf_t *b;
+    ngx_chain_t out;
+    size_t need = 0;
+    ngx_int_t rc;
+    char *text;
+
+    if (!(r->method & (NGX_HTTP_GET | NGX_HTTP_HEAD))) {
+        return NGX_HTTP_NOT_ALLOWED;
+    }
+    if (ngx_http_sluice_ready(r) == NULL) {
+        return NGX_HTTP_SERVICE_UNAVAILABLE;
+    }
+    rc = ngx_http_discard_request_body(r);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+    /* Both policies count into the same host-wide segment: the enforcing
+    ** one's text is the whole host's. */
+    if (sluice_policy_metrics(ngx_http_sluice_worker.pol[0], NULL, 0, &need) != SLUICE_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    text = ngx_pnalloc(r->pool, need + 1);
+    if (text == NULL
+        || sluice_policy_metrics(ngx_http_sluice_worker.pol[0], text, need + 1, &need)
+               != SLUICE_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    r->headers_out.status = NGX_HTTP_OK;
+    r->headers_out.content_length_n = (off_t) need;
+    ngx_str_set(&r->headers_out.content_type,
+                "text/plain; version=0.0.4; charset=utf-8");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+    rc = ngx_http_send_header(r);
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+    b = ngx_calloc_buf(r->pool);
+    if (b == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    b->pos = (u_char *) text;
+    b->last = (u_char *) text + need;
+    b->memory = 1;
+    b->last_buf = 1;
+    b->last_in_chain = 1;
+    out.buf = b;
+    out.next = NULL;
+    return ngx_http_output_filter(r, &out);
+}
+

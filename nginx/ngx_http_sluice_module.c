@@ -1,0 +1,533 @@
+/*
+** ngx_http_sluice_module: the sluice policy at the nginx gateway.
+**
+** Thin glue.  Every decision, header and body comes from libsluice
+** (sluice/policy.h, sluice/http.h); these files only map nginx's model onto
+** it:
+**
+**   - Process model.  The configuration is only validated where it is
+**     parsed (init_module: the pre-daemon process, `nginx -t`, the master
+**     on every HUP), so checking or reloading a configuration never touches
+**     live state.  Each worker opens its own limiter, policies and renderer
+**     in init_process: the stores are named (shm object, LMDB file, Redis),
+**     so every worker, every reload generation and a binary upgrade's new
+**     master share one state, and each worker seeds its own Retry-After
+**     jitter instead of inheriting one generator through fork().
+**   - Counters live in a named shared segment (sluice_counters), so the
+**     metrics location shows the host's totals whichever worker answers.
+**   - The decision runs in the preaccess phase.  On a store whose calls
+**     block on the network (redis) it runs on an nginx thread pool and the
+**     request waits (r->main->blocked) while the event loop goes on.
+**   - The per-request state lives in a pool cleanup entry (found again by
+**     its handler, as the realip module does), which survives internal
+**     redirects and releases the request's lease when the request ends.
+*/
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include "ngx_http_sluice.h"
+
+ngx_http_sluice_worker_t ngx_http_sluice_worker;
+
+static void *ngx_http_sluice_create_main_conf(ngx_conf_t *cf);
+static char *ngx_http_sluice_init_main_conf(ngx_conf_t *cf, void *conf);
+static void *ngx_http_sluice_create_loc_conf(ngx_conf_t *cf);
+static char *ngx_http_sluice_merge_loc_conf(ngx_conf_t *cf, void *parent,
+    void *child);
+static char *ngx_http_sluice_field(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_sluice_thread_pool(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_sluice_auth_fail(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_sluice_metrics(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static ngx_int_t ngx_http_sluice_init_module(ngx_cycle_t *cycle);
+static ngx_int_t ngx_http_sluice_init_process(ngx_cycle_t *cycle);
+static void ngx_http_sluice_exit_process(ngx_cycle_t *cycle);
+
+static ngx_conf_enum_t ngx_http_sluice_modes[] = {
+    {ngx_string("off"), SLUICE_NGX_OFF},
+    {ngx_string("on"), SLUICE_NGX_ON},
+    {ngx_string("shadow"), SLUICE_NGX_SHADOW},
+    {ngx_null_string, 0}};
+
+static ngx_conf_enum_t ngx_http_sluice_phases[] = {
+    {ngx_string("preaccess"), SLUICE_NGX_PREACCESS},
+    {ngx_string("postaccess"), SLUICE_NGX_POSTACCESS},
+    {ngx_null_string, 0}};
+
+static ngx_conf_enum_t ngx_http_sluice_forms[] = {
+    {ngx_string("legacy"), SLUICE_HTTP_FORM_LEGACY},
+    {ngx_string("sf"), SLUICE_HTTP_FORM_SF},
+    {ngx_string("both"), SLUICE_HTTP_FORM_BOTH},
+    {ngx_null_string, 0}};
+
+static ngx_conf_enum_t ngx_http_sluice_classes[] = {
+    {ngx_string("auto"), SLUICE_EP_AUTO},
+    {ngx_string("standard"), SLUICE_EP_STANDARD},
+    {ngx_string("reconcile"), SLUICE_EP_RECONCILE},
+    {ngx_string("export"), SLUICE_EP_EXPORT},
+    {ngx_string("job_poll"), SLUICE_EP_JOB_POLL},
+    {ngx_string("auth"), SLUICE_EP_AUTH},
+    {ngx_null_string, 0}};
+
+#define MAIN_STR(name, field)                                                 \
+    {ngx_string(name), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,                   \
+     ngx_conf_set_str_slot, NGX_HTTP_MAIN_CONF_OFFSET,                        \
+     offsetof(ngx_http_sluice_main_conf_t, field), NULL}
+#define LOC_FIELD(name, idx)                                                  \
+    {ngx_string(name),                                                        \
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF                \
+         | NGX_CONF_TAKE1,                                                    \
+     ngx_http_sluice_field, NGX_HTTP_LOC_CONF_OFFSET, idx, NULL}
+
+static ngx_command_t ngx_http_sluice_commands[] = {
+    MAIN_STR("sluice_policy", policy),
+    MAIN_STR("sluice_store", store),
+    MAIN_STR("sluice_counters", counters),
+    MAIN_STR("sluice_secret", secret),
+    MAIN_STR("sluice_problem_base", problem_base),
+    {ngx_string("sluice_header_form"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
+     ngx_conf_set_enum_slot, NGX_HTTP_MAIN_CONF_OFFSET,
+     offsetof(ngx_http_sluice_main_conf_t, header_form),
+     &ngx_http_sluice_forms},
+    {ngx_string("sluice_retry_jitter"), NGX_HTTP_MAIN_CONF | NGX_CONF_FLAG,
+     ngx_conf_set_flag_slot, NGX_HTTP_MAIN_CONF_OFFSET,
+     offsetof(ngx_http_sluice_main_conf_t, jitter), NULL},
+    {ngx_string("sluice_thread_pool"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
+     ngx_http_sluice_thread_pool, NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL},
+    {ngx_string("sluice"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
+         | NGX_CONF_TAKE1,
+     ngx_conf_set_enum_slot, NGX_HTTP_LOC_CONF_OFFSET,
+     offsetof(ngx_http_sluice_loc_conf_t, mode), &ngx_http_sluice_modes},
+    {ngx_string("sluice_phase"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
+         | NGX_CONF_TAKE1,
+     ngx_conf_set_enum_slot, NGX_HTTP_LOC_CONF_OFFSET,
+     offsetof(ngx_http_sluice_loc_conf_t, phase), &ngx_http_sluice_phases},
+    {ngx_string("sluice_class"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
+         | NGX_CONF_TAKE1,
+     ngx_conf_set_enum_slot, NGX_HTTP_LOC_CONF_OFFSET,
+     offsetof(ngx_http_sluice_loc_conf_t, cls), &ngx_http_sluice_classes},
+    LOC_FIELD("sluice_tenant", F_TENANT),
+    LOC_FIELD("sluice_key", F_KEY),
+    LOC_FIELD("sluice_tier", F_TIER),
+    LOC_FIELD("sluice_method", F_METHOD),
+    LOC_FIELD("sluice_route", F_ROUTE),
+    LOC_FIELD("sluice_ledger", F_LEDGER),
+    LOC_FIELD("sluice_client_ip", F_IP),
+    LOC_FIELD("sluice_auth_subject", F_SUBJECT),
+    {ngx_string("sluice_auth_failure_status"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
+         | NGX_CONF_1MORE,
+     ngx_http_sluice_auth_fail, NGX_HTTP_LOC_CONF_OFFSET, 0, NULL},
+    {ngx_string("sluice_metrics"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS,
+     ngx_http_sluice_metrics, NGX_HTTP_LOC_CONF_OFFSET, 0, NULL},
+    ngx_null_command};
+
+static ngx_http_module_t ngx_http_sluice_module_ctx = {
+    ngx_http_sluice_add_variables, ngx_http_sluice_init,
+    ngx_http_sluice_create_main_conf, ngx_http_sluice_init_main_conf,
+    NULL, NULL,
+    ngx_http_sluice_create_loc_conf, ngx_http_sluice_merge_loc_conf};
+
+ngx_module_t ngx_http_sluice_module = {
+    NGX_MODULE_V1,
+    &ngx_http_sluice_module_ctx,
+    ngx_http_sluice_commands,
+    NGX_HTTP_MODULE,
+    NULL,                          /* init master */
+    ngx_http_sluice_init_module,   /* init module */
+    ngx_http_sluice_init_process,  /* init process */
+    NULL,                          /* init thread */
+    NULL,                          /* exit thread */
+    ngx_http_sluice_exit_process,  /* exit process */
+    NULL,                          /* exit master */
+    NGX_MODULE_V1_PADDING};
+
+/* ------------------------------------------------------------ config --- */
+
+static void *
+ngx_http_sluice_create_main_conf(ngx_conf_t *cf)
+{
+    ngx_http_sluice_main_conf_t *mcf;
+
+    mcf = ngx_pcalloc(cf->pool, sizeof(*mcf));
+    if (mcf == NULL) {
+        return NULL;
+    }
+    mcf->header_form = NGX_CONF_UNSET_UINT;
+    mcf->jitter = NGX_CONF_UNSET;
+    return mcf;
+}
+
+static char *
+ngx_http_sluice_init_main_conf(ngx_conf_t *cf, void *conf)
+{
+    ngx_http_sluice_main_conf_t *mcf = conf;
+
+    ngx_conf_init_uint_value(mcf->header_form, SLUICE_HTTP_FORM_LEGACY);
+    ngx_conf_init_value(mcf->jitter, 1);
+    if (mcf->store.len == 0) {
+        ngx_str_set(&mcf->store, "shm:name=/sluice-nginx;create=1");
+    }
+    /* A Redis round trip in the event loop would stall every request of
+    ** the worker: the redis store only goes with a thread pool. */
+    if (mcf->pool == NULL && mcf->store.len >= 6
+        && ngx_strncmp(mcf->store.data, "redis:", 6) == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "sluice_store \"%V\" needs sluice_thread_pool "
+                           "(a Redis call must not block the event loop)",
+                           &mcf->store);
+        return NGX_CONF_ERROR;
+    }
+    if (mcf->counters.len == 0) {
+        ngx_str_set(&mcf->counters, "shm:name=/sluice-nginx-counters");
+    }
+    if (mcf->problem_base.len == 0) {
+        ngx_str_set(&mcf->problem_base, "https://errors.invalid/");
+    }
+    return NGX_CONF_OK;
+}
+
+static void *
+ngx_http_sluice_create_loc_conf(ngx_conf_t *cf)
+{
+    ngx_http_sluice_loc_conf_t *lcf;
+
+    lcf = ngx_pcalloc(cf->pool, sizeof(*lcf));
+    if (lcf == NULL) {
+        return NULL;
+    }
+    lcf->mode = NGX_CONF_UNSET_UINT;
+    lcf->phase = NGX_CONF_UNSET_UINT;
+    lcf->cls = NGX_CONF_UNSET_UINT;
+    lcf->auth_fail = NGX_CONF_UNSET_PTR;
+    lcf->metrics = NGX_CONF_UNSET;
+    return lcf;
+}
+
+static char *
+ngx_http_sluice_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
+{
+    ngx_http_sluice_loc_conf_t *prev = parent, *conf = child;
+    ngx_http_sluice_main_conf_t *mcf;
+    ngx_uint_t i, *st;
+
+    ngx_conf_merge_uint_value(conf->mode, prev->mode, SLUICE_NGX_OFF);
+    ngx_conf_merge_uint_value(conf->phase, prev->phase, SLUICE_NGX_PREACCESS);
+    ngx_conf_merge_uint_value(conf->cls, prev->cls, SLUICE_EP_AUTO);
+    ngx_conf_merge_value(conf->metrics, prev->metrics, 0);
+    for (i = 0; i < F__COUNT; i++) {
+        if (conf->field[i] == NULL) {
+            conf->field[i] = prev->field[i];
+        }
+    }
+    if (conf->auth_fail == NGX_CONF_UNSET_PTR) {
+        if (prev->auth_fail == NGX_CONF_UNSET_PTR) {
+            prev->auth_fail = ngx_array_create(cf->pool, 1,
+                                               sizeof(ngx_uint_t));
+            if (prev->auth_fail == NULL) {
+                return NGX_CONF_ERROR;
+            }
+            st = ngx_array_push(prev->auth_fail);
+            if (st == NULL) {
+                return NGX_CONF_ERROR;
+            }
+            *st = NGX_HTTP_UNAUTHORIZED;
+        }
+        conf->auth_fail = prev->auth_fail;
+    }
+    if (conf->mode != SLUICE_NGX_OFF || conf->metrics) {
+        mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_sluice_module);
+        mcf->used = 1;
+    }
+    return NGX_CONF_OK;
+}
+
+static char *
+ngx_http_sluice_field(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_sluice_loc_conf_t *lcf = conf;
+    ngx_str_t *value = cf->args->elts;
+    ngx_http_compile_complex_value_t ccv;
+    ngx_http_complex_value_t *cv;
+
+    if (lcf->field[cmd->offset] != NULL) {
+        return "is duplicate";
+    }
+    cv = ngx_palloc(cf->pool, sizeof(*cv));
+    if (cv == NULL) {
+        return NGX_CONF_ERROR;
+    }
+    ngx_memzero(&ccv, sizeof(ccv));
+    ccv.cf = cf;
+    ccv.value = &value[1];
+    ccv.complex_value = cv;
+    if (ngx_http_compile_complex_value(&ccv) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
+    lcf->field[cmd->offset] = cv;
+    return NGX_CONF_OK;
+}
+
+static char *
+ngx_http_sluice_thread_pool(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+#if (NGX_THREADS)
+    ngx_http_sluice_main_conf_t *mcf = conf;
+    ngx_str_t *value = cf->args->elts;
+
+    if (mcf->pool != NULL) {
+        return "is duplicate";
+    }
+    mcf->pool = ngx_thread_pool_add(cf, &value[1]);
+    return mcf->pool ? NGX_CONF_OK : NGX_CONF_ERROR;
+#else
+    return "needs nginx built --with-threads";
+#endif
+}
+
+static char *
+ngx_http_sluice_auth_fail(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_sluice_loc_conf_t *lcf = conf;
+    ngx_str_t *value = cf->args->elts;
+    ngx_uint_t i, *st;
+    ngx_int_t n;
+
+    if (lcf->auth_fail != NGX_CONF_UNSET_PTR) {
+        return "is duplicate";
+    }
+    lcf->auth_fail = ngx_array_create(cf->pool, cf->args->nelts - 1,
+                                      sizeof(ngx_uint_t));
+    if (lcf->auth_fail == NULL) {
+        return NGX_CONF_ERROR;
+    }
+    for (i = 1; i < cf->args->nelts; i++) {
+        n = ngx_atoi(value[i].data, value[i].len);
+        if (n < 300 || n > 599) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "sluice_auth_failure_status: \"%V\" is not "
+                               "a status from 300 to 599", &value[i]);
+            return NGX_CONF_ERROR;
+        }
+        st = ngx_array_push(lcf->auth_fail);
+        if (st == NULL) {
+            return NGX_CONF_ERROR;
+        }
+        *st = (ngx_uint_t) n;
+    }
+    return NGX_CONF_OK;
+}
+
+static char *
+ngx_http_sluice_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_sluice_loc_conf_t *lcf = conf;
+    ngx_http_core_loc_conf_t *clcf;
+
+    if (lcf->metrics != NGX_CONF_UNSET) {
+        return "is duplicate";
+    }
+    lcf->metrics = 1;
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+    clcf->handler = ngx_http_sluice_metrics_handler;
+    return NGX_CONF_OK;
+}
+
+/* ------------------------------------------------- process lifecycle --- */
+
+static int
+ngx_http_sluice_parse_secret(ngx_str_t *s, uint8_t out[16])
+{
+    ngx_int_t v;
+    size_t i;
+
+    if (s->len != 32) {
+        return -1;
+    }
+    for (i = 0; i < 16; i++) {
+        v = ngx_hextoi(s->data + 2 * i, 2);
+        if (v == NGX_ERROR) {
+            return -1;
+        }
+        out[i] = (uint8_t) v;
+    }
+    return 0;
+}
+
+char *
+ngx_http_sluice_cstr(ngx_pool_t *pool, ngx_str_t *s)
+{
+    char *p;
+
+    p = ngx_pnalloc(pool, s->len + 1);
+    if (p != NULL) {
+        ngx_memcpy(p, s->data, s->len);
+        p[s->len] = '\0';
+    }
+    return p;
+}
+
+/* Runs where the configuration is parsed (nginx -t, start, every HUP in
+** the master): checks what can be checked without touching live state, so
+** a bad policy file fails `nginx -t` and a reload keeps the old workers. */
+static ngx_int_t
+ngx_http_sluice_init_module(ngx_cycle_t *cycle)
+{
+    ngx_http_sluice_main_conf_t *mcf;
+    sluice_policy_config cfg;
+    uint8_t secret[16];
+    char err[512], *path;
+    int rc;
+
+    mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_sluice_module);
+    if (mcf == NULL || !mcf->used) {
+        return NGX_OK;
+    }
+    if (ngx_http_sluice_parse_secret(&mcf->secret, secret) != 0) {
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
+                      "sluice_secret: 32 hex digits are required (every "
+                      "host sharing a store must use the same)");
+        return NGX_ERROR;
+    }
+    if (mcf->policy.len) {
+        path = ngx_http_sluice_cstr(cycle->pool, &mcf->policy);
+        if (path == NULL) {
+            return NGX_ERROR;
+        }
+        rc = sluice_policy_config_load(path, &cfg, err, sizeof(err));
+        if (rc != SLUICE_OK) {
+            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
+                          "sluice_policy: %s (%s)", err, sluice_strerror(rc));
+            return NGX_ERROR;
+        }
+    }
+    return NGX_OK;
+}
+
+static void
+ngx_http_sluice_close_all(void)
+{
+    sluice_policy_close(ngx_http_sluice_worker.pol[0]);
+    sluice_policy_close(ngx_http_sluice_worker.pol[1]);
+    sluice_limiter_close(ngx_http_sluice_worker.lim);
+    sluice_http_close(ngx_http_sluice_worker.http);
+    ngx_http_sluice_worker.pol[0] = ngx_http_sluice_worker.pol[1] = NULL;
+    ngx_http_sluice_worker.lim = NULL;
+    ngx_http_sluice_worker.http = NULL;
+}
+
+/* Each worker opens its own handles on the named state.  A store that
+** cannot be opened (a Redis that is down when the worker starts) must not
+** take the worker with it: sluice locations answer 503 and the open is
+** tried again, at most once a second, by the requests that need it. */
+static ngx_int_t
+ngx_http_sluice_open_all(ngx_cycle_t *cycle, ngx_http_sluice_main_conf_t *mcf)
+{
+    sluice_limiter_options lo;
+    sluice_policy_options po;
+    sluice_http_options ho;
+    char err[512];
+    int rc, i;
+
+    ngx_memzero(&lo, sizeof(lo));
+    lo.store = ngx_http_sluice_cstr(cycle->pool, &mcf->store);
+    lo.flags = SLUICE_OPEN_CREATE;
+    err[0] = '\0';
+    rc = lo.store ? sluice_limiter_open2(&lo, &ngx_http_sluice_worker.lim, err, sizeof(err))
+                  : SLUICE_ENOMEM;
+    if (rc != SLUICE_OK) {
+        ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
+                      "sluice_store \"%V\": %s %s (sluice locations answer "
+                      "503 until it opens)", &mcf->store,
+                      sluice_strerror(rc), err);
+        return NGX_ERROR;
+    }
+    ngx_memzero(&po, sizeof(po));
+    po.limiter = ngx_http_sluice_worker.lim;
+    (void) ngx_http_sluice_parse_secret(&mcf->secret, po.secret);
+    po.config_path = mcf->policy.len
+                         ? ngx_http_sluice_cstr(cycle->pool, &mcf->policy)
+                         : NULL;
+    po.counters = ngx_http_sluice_cstr(cycle->pool, &mcf->counters);
+    po.errbuf = err;
+    po.errlen = sizeof(err);
+    for (i = 0; i < 2; i++) {
+        po.flags = i ? SLUICE_POLICY_SHADOW : 0;
+        rc = sluice_policy_open(&po, &ngx_http_sluice_worker.pol[i]);
+        if (rc == SLUICE_ECONFIG && po.counters != NULL
+            && ngx_strncmp(err, "counters", 8) == 0) {
+            /* The segment counts other tiers (the policy's tiers changed
+            ** on a reload): keep enforcing, with per-worker counters,
+            ** rather than answer 503 until someone renames it. */
+            ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
+                          "sluice: %s; this worker counts on its own until "
+                          "sluice_counters names a new segment", err);
+            po.counters = NULL;
+            rc = sluice_policy_open(&po, &ngx_http_sluice_worker.pol[i]);
+        }
+        if (rc != SLUICE_OK) {
+            ngx_log_error(NGX_LOG_ALERT, cycle->log, 0, "sluice: %s (%s)",
+                          err, sluice_strerror(rc));
+            ngx_http_sluice_close_all();
+            return NGX_ERROR;
+        }
+    }
+    ngx_memzero(&ho, sizeof(ho));
+    ho.problem_base = ngx_http_sluice_cstr(cycle->pool, &mcf->problem_base);
+    ho.header_form = (int) mcf->header_form;
+    ho.flags = mcf->jitter ? 0 : SLUICE_HTTP_NO_JITTER;
+    /* rand NULL: a generator seeded here, in this worker, from the OS. */
+    rc = sluice_http_open(&ho, &ngx_http_sluice_worker.http);
+    if (rc != SLUICE_OK) {
+        ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
+                      "sluice_problem_base \"%V\": %s", &mcf->problem_base,
+                      sluice_strerror(rc));
+        ngx_http_sluice_close_all();
+        return NGX_ERROR;
+    }
+    ngx_http_sluice_worker.pool = mcf->pool;
+    return NGX_OK;
+}
+
+static ngx_msec_t sl_retry_at;
+
+static ngx_int_t
+ngx_http_sluice_init_process(ngx_cycle_t *cycle)
+{
+    ngx_http_sluice_main_conf_t *mcf;
+
+    mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_sluice_module);
+    if (mcf != NULL && mcf->used
+        && ngx_http_sluice_open_all(cycle, mcf) != NGX_OK) {
+        sl_retry_at = ngx_current_msec + 1000;
+    }
+    return NGX_OK;
+}
+
+/* The handles, opening them again if the first open failed. */
+sluice_policy *
+ngx_http_sluice_ready(ngx_http_request_t *r)
+{
+    ngx_http_sluice_main_conf_t *mcf;
+
+    if (ngx_http_sluice_worker.pol[0] == NULL && ngx_current_msec >= sl_retry_at) {
+        sl_retry_at = ngx_current_msec + 1000;
+        mcf = ngx_http_get_module_main_conf(r, ngx_http_sluice_module);
+        (void) ngx_http_sluice_open_all((ngx_cycle_t *) ngx_cycle, mcf);
+    }
+    return ngx_http_sluice_worker.pol[0];
+}
+
+static void
+ngx_http_sluice_exit_process(ngx_cycle_t *cycle)
+{
+    ngx_http_sluice_close_all();
+}
+

@@ -1,0 +1,619 @@
+/*
+** One request through the policy: the phase handler that decides (inline,
+** or on a thread pool for a store that blocks), the denial the library
+** renders, the RateLimit headers of an admission, the auth outcome learnt
+** from the upstream, the lease released in the request's pool cleanup, and
+** the $sluice_* variables.
+*/
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include <time.h>
+
+#include "ngx_http_sluice.h"
+
+/* $sluice_status values, named after $limit_req_status. */
+static ngx_str_t ngx_http_sluice_status_names[] = {
+    ngx_string("PASSED"), ngx_string("REJECTED"),
+    ngx_string("REJECTED_DRY_RUN"), ngx_string("ERROR")};
+
+static ngx_http_output_header_filter_pt ngx_http_next_header_filter;
+
+static void ngx_http_sluice_cleanup(void *data);
+
+static ngx_http_sluice_ctx_t *
+ngx_http_sluice_get_ctx(ngx_http_request_t *r)
+{
+    ngx_pool_cleanup_t *cln;
+
+    for (cln = r->pool->cleanup; cln; cln = cln->next) {
+        if (cln->handler == ngx_http_sluice_cleanup) {
+            return cln->data;
+        }
+    }
+    return NULL;
+}
+
+static int64_t
+ngx_http_sluice_wall_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static ngx_int_t
+ngx_http_sluice_fields(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
+{
+    const char **slot[F__COUNT];
+    ngx_str_t v;
+    ngx_uint_t i;
+    char *s;
+
+    slot[F_TENANT] = &ctx->req.tenant_id;
+    slot[F_KEY] = &ctx->req.api_key_id;
+    slot[F_TIER] = &ctx->req.tier;
+    slot[F_METHOD] = &ctx->req.method;
+    slot[F_ROUTE] = &ctx->req.route;
+    slot[F_LEDGER] = &ctx->req.ledger_id;
+    slot[F_IP] = &ctx->req.client_ip;
+    slot[F_SUBJECT] = &ctx->req.auth_subject;
+    for (i = 0; i < F__COUNT; i++) {
+        ngx_str_null(&v);
+        if (ctx->lcf->field[i] != NULL) {
+            if (ngx_http_complex_value(r, ctx->lcf->field[i], &v) != NGX_OK) {
+                return NGX_ERROR;
+            }
+        } else if (i == F_METHOD) {
+            v = r->method_name;
+        } else if (i == F_ROUTE) {
+            v = r->uri;
+        } else if (i == F_IP) {
+            v = r->connection->addr_text;
+        }
+        if (v.len == 0) {
+            *slot[i] = NULL; /* absent: the policy names it if required */
+            continue;
+        }
+        s = ngx_http_sluice_cstr(r->pool, &v);
+        if (s == NULL) {
+            return NGX_ERROR;
+        }
+        *slot[i] = s;
+    }
+    ctx->req.endpoint_class = (int) ctx->lcf->cls;
+    ctx->req.auth_result = SLUICE_AUTH_PENDING;
+    return NGX_OK;
+}
+
+/* ---------------------------------------------- work off the event loop --- */
+
+/* Work that needs no answer back in the request: a lease release when the
+** request ends, an auth outcome learnt from the upstream.  It owns a deep
+** copy of the request, because the request's pool may be gone by the time
+** a pool thread runs it. */
+typedef struct {
+    sluice_policy *pol;
+    sluice_request req;
+    uint64_t lease_id;  /* 0: record req.auth_result */
+    char strs[1];
+} ngx_http_sluice_job_t;
+
+static void
+ngx_http_sluice_job_run(ngx_http_sluice_job_t *j)
+{
+    sluice_decision d;
+
+    if (j->lease_id) {
+        (void) sluice_policy_release_lease(j->pol, &j->req, j->lease_id);
+    } else {
+        (void) sluice_policy_decide(j->pol, &j->req, &d);
+    }
+}
+
+#if (NGX_THREADS)
+static void
+ngx_http_sluice_job_thread(void *data, ngx_log_t *log)
+{
+    ngx_http_sluice_job_run(data);
+}
+
+static void
+ngx_http_sluice_job_done(ngx_event_t *ev)
+{
+    ngx_free(ev->data);
+}
+#endif
+
+static size_t
+ngx_http_sluice_copy_str(const char **s, char *dst)
+{
+    size_t n;
+
+    if (*s == NULL) {
+        return 0;
+    }
+    n = ngx_strlen(*s) + 1;
+    if (dst != NULL) {
+        ngx_memcpy(dst, *s, n);
+        *s = dst;
+    }
+    return n;
+}
+
+static void
+ngx_http_sluice_background(ngx_log_t *log, sluice_policy *pol,
+    const sluice_request *req, uint64_t lease_id)
+{
+    ngx_http_sluice_job_t inline_job;
+#if (NGX_THREADS)
+    ngx_http_sluice_job_t *j;
+    const char **strs[8];
+    ngx_thread_task_t *task;
+    size_t need = 0, i;
+    u_char *mem;
+    char *p;
+#endif
+
+    inline_job.pol = pol;
+    inline_job.req = *req;
+    inline_job.lease_id = lease_id;
+#if (NGX_THREADS)
+    if (ngx_http_sluice_worker.pool != NULL) {
+        j = &inline_job;
+        strs[0] = &j->req.tenant_id;
+        strs[1] = &j->req.api_key_id;
+        strs[2] = &j->req.tier;
+        strs[3] = &j->req.method;
+        strs[4] = &j->req.route;
+        strs[5] = &j->req.client_ip;
+        strs[6] = &j->req.auth_subject;
+        strs[7] = &j->req.ledger_id;
+        for (i = 0; i < 8; i++) {
+            need += ngx_http_sluice_copy_str(strs[i], NULL);
+        }
+        mem = ngx_calloc(sizeof(ngx_thread_task_t) + sizeof(*j) + need, log);
+        if (mem == NULL) {
+            return; /* a lease then expires by its TTL */
+        }
+        task = (ngx_thread_task_t *) mem;
+        j = (ngx_http_sluice_job_t *) (mem + sizeof(*task));
+        p = j->strs;
+        for (i = 0; i < 8; i++) {
+            p += ngx_http_sluice_copy_str(strs[i], p);
+        }
+        j->pol = pol;
+        j->req = inline_job.req; /* its strings now point into j->strs */
+        j->lease_id = lease_id;
+        task->ctx = j;
+        task->handler = ngx_http_sluice_job_thread;
+        task->event.handler = ngx_http_sluice_job_done;
+        task->event.data = mem;
+        task->event.log = log;
+        if (ngx_thread_task_post(ngx_http_sluice_worker.pool, task) == NGX_OK) {
+            return;
+        }
+        ngx_free(mem);
+        return;
+    }
+#endif
+    /* A store that answers from memory: no reason to leave the loop. */
+    ngx_http_sluice_job_run(&inline_job);
+}
+
+static void
+ngx_http_sluice_cleanup(void *data)
+{
+    ngx_http_sluice_ctx_t *ctx = data;
+
+    if (ctx->decided && ctx->rc == SLUICE_OK && ctx->d.lease_id != 0) {
+        ngx_http_sluice_background(ctx->r->connection->log, ctx->pol,
+                                   &ctx->req, ctx->d.lease_id);
+        ctx->d.lease_id = 0;
+    }
+}
+
+/* ------------------------------------------------------------ answers --- */
+
+typedef struct {
+    ngx_http_request_t *r;
+    ngx_int_t allowed; /* skip the problem's Content-Type */
+} ngx_http_sluice_hdr_ud_t;
+
+static int
+ngx_http_sluice_put_header(const char *name, const char *value, void *ud)
+{
+    ngx_http_sluice_hdr_ud_t *u = ud;
+    ngx_http_request_t *r = u->r;
+    ngx_table_elt_t *h;
+    size_t nl = ngx_strlen(name), vl = ngx_strlen(value);
+
+    if (ngx_strcasecmp((u_char *) name, (u_char *) "Content-Type") == 0) {
+        if (u->allowed) {
+            return 0;
+        }
+        r->headers_out.content_type.data = ngx_pnalloc(r->pool, vl);
+        if (r->headers_out.content_type.data == NULL) {
+            return -1;
+        }
+        ngx_memcpy(r->headers_out.content_type.data, value, vl);
+        r->headers_out.content_type.len = vl;
+        r->headers_out.content_type_len = vl;
+        return 0;
+    }
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h == NULL) {
+        return -1;
+    }
+    h->hash = 1;
+    h->key.len = nl;
+    h->key.data = ngx_pnalloc(r->pool, nl + vl);
+    if (h->key.data == NULL) {
+        return -1;
+    }
+    ngx_memcpy(h->key.data, name, nl);
+    h->value.data = h->key.data + nl;
+    h->value.len = vl;
+    ngx_memcpy(h->value.data, value, vl);
+    return 0;
+}
+
+static ngx_int_t
+ngx_http_sluice_answer(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx,
+    sluice_http_answer *a)
+{
+    sluice_http_facts f;
+    ngx_str_t rid = ngx_null_string;
+    ngx_http_variable_value_t *vv;
+    static ngx_str_t rid_name = ngx_string("request_id");
+    char *rid_c = NULL;
+
+    /* Only problem bodies carry the request id ($request_id draws random
+    ** bytes: not worth it for the RateLimit headers of an admission). */
+    vv = ctx->d.allowed ? NULL
+                        : ngx_http_get_variable(r, &rid_name,
+                                                ngx_hash_key(rid_name.data,
+                                                             rid_name.len));
+    if (vv != NULL && !vv->not_found) {
+        rid.data = vv->data;
+        rid.len = vv->len;
+        rid_c = ngx_http_sluice_cstr(r->pool, &rid);
+    }
+    if (sluice_decision_http_facts(&ctx->d, &ctx->req, rid_c, &f)
+            != SLUICE_OK
+        || sluice_http_answer_make(ngx_http_sluice_worker.http, &f, ngx_http_sluice_wall_ns(), a)
+               != SLUICE_OK) {
+        return NGX_ERROR;
+    }
+    return NGX_OK;
+}
+
+/* A denial: the library's status, headers and problem+json body. */
+static ngx_int_t
+ngx_http_sluice_deny(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
+{
+    sluice_http_answer a;
+    ngx_http_sluice_hdr_ud_t ud = {r, 0};
+    ngx_buf_t *b;
+    ngx_chain_t out;
+    size_t len = 0;
+    ngx_int_t rc;
+    char *body;
+
+    if (ngx_http_sluice_answer(r, ctx, &a) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    if (ngx_http_discard_request_body(r) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    if (sluice_http_answer_body(ngx_http_sluice_worker.http, &a, NULL, 0, &len) != SLUICE_ERANGE
+        && len == 0) {
+        len = 1;
+    }
+    body = ngx_pnalloc(r->pool, len);
+    if (body == NULL
+        || sluice_http_answer_body(ngx_http_sluice_worker.http, &a, body, len, &len)
+               != SLUICE_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    if (sluice_http_answer_foreach_header(ngx_http_sluice_worker.http, &a,
+                                          ngx_http_sluice_put_header, &ud)
+        != SLUICE_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    ctx->denied = 1;
+    r->headers_out.status = (ngx_uint_t) a.status;
+    r->headers_out.content_length_n = (off_t) len;
+    rc = ngx_http_send_header(r);
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only || len == 0) {
+        return rc;
+    }
+    b = ngx_calloc_buf(r->pool);
+    if (b == NULL) {
+        return NGX_ERROR;
+    }
+    b->pos = (u_char *) body;
+    b->last = (u_char *) body + len;
+    b->memory = 1;
+    b->last_buf = (r == r->main) ? 1 : 0;
+    b->last_in_chain = 1;
+    out.buf = b;
+    out.next = NULL;
+    return ngx_http_output_filter(r, &out);
+}
+
+/* Act on a decision made inline or by a pool thread. */
+static ngx_int_t
+ngx_http_sluice_apply(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
+{
+    ngx_int_t rc;
+
+    ctx->applied = 1;
+    if (ctx->rc != SLUICE_OK) {
+        ctx->status = ST_ERROR;
+        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                      "sluice: request refused, field \"%s\": %s",
+                      ctx->d.invalid_field ? ctx->d.invalid_field : "?",
+                      sluice_strerror(ctx->rc));
+        return NGX_HTTP_BAD_REQUEST;
+    }
+    if (ctx->d.allowed) {
+        ctx->status = ctx->d.outcome == SLUICE_OUTCOME_ALLOW
+                          ? ST_PASSED : ST_REJECTED_DRY_RUN;
+        return NGX_DECLINED;
+    }
+    ctx->status = ST_REJECTED;
+    rc = ngx_http_sluice_deny(r, ctx);
+    ngx_http_finalize_request(r, rc);
+    return NGX_DONE;
+}
+
+#if (NGX_THREADS)
+static void
+ngx_http_sluice_decide_thread(void *data, ngx_log_t *log)
+{
+    ngx_http_sluice_ctx_t *ctx = data;
+
+    ctx->rc = sluice_policy_decide(ctx->pol, &ctx->req, &ctx->d);
+}
+
+static void
+ngx_http_sluice_decided(ngx_event_t *ev)
+{
+    ngx_http_sluice_ctx_t *ctx = ev->data;
+    ngx_http_request_t *r = ctx->r;
+    ngx_connection_t *c = r->connection;
+
+    ctx->pending = 0;
+    ctx->decided = 1;
+    r->main->blocked--;
+    r->aio = 0;
+    ngx_http_set_log_request(c->log, r);
+    r->write_event_handler(r); /* the phases again, or the finalizer */
+    ngx_http_run_posted_requests(c);
+}
+#endif
+
+/* Registered twice: in the preaccess phase (with limit_req) and in the
+** precontent phase, which runs once the whole access phase is through
+** (auth_request, allow/deny, any `satisfy`), so that an authenticator's
+** answer (auth_request_set) can name the tenant and tier.  `sluice_phase`
+** picks one per location. */
+static ngx_int_t
+ngx_http_sluice_handler(ngx_http_request_t *r, ngx_uint_t phase)
+{
+    ngx_http_sluice_loc_conf_t *lcf;
+    ngx_http_sluice_ctx_t *ctx;
+    ngx_pool_cleanup_t *cln;
+#if (NGX_THREADS)
+    ngx_thread_task_t *task;
+#endif
+
+    if (r != r->main) {
+        return NGX_DECLINED;
+    }
+    ctx = ngx_http_sluice_get_ctx(r);
+    if (ctx != NULL) {
+        if (ctx->decided && !ctx->applied) {
+            return ngx_http_sluice_apply(r, ctx);
+        }
+        return ctx->pending ? NGX_AGAIN : NGX_DECLINED; /* once a request */
+    }
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_sluice_module);
+    /* A metrics location inside a `sluice on` server is not limited. */
+    if (lcf->mode == SLUICE_NGX_OFF || lcf->phase != phase || lcf->metrics) {
+        return NGX_DECLINED;
+    }
+    if (ngx_http_sluice_ready(r) == NULL) {
+        return NGX_HTTP_SERVICE_UNAVAILABLE;
+    }
+    cln = ngx_pool_cleanup_add(r->pool, sizeof(*ctx));
+    if (cln == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    ctx = cln->data;
+    ngx_memzero(ctx, sizeof(*ctx));
+    ctx->r = r;
+    ctx->lcf = lcf;
+    ctx->pol = ngx_http_sluice_worker.pol[lcf->mode == SLUICE_NGX_SHADOW];
+    cln->handler = ngx_http_sluice_cleanup;
+    if (ngx_http_sluice_fields(r, ctx) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+#if (NGX_THREADS)
+    if (ngx_http_sluice_worker.pool != NULL) {
+        task = ngx_thread_task_alloc(r->pool, 0);
+        if (task == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        task->ctx = ctx;
+        task->handler = ngx_http_sluice_decide_thread;
+        task->event.handler = ngx_http_sluice_decided;
+        task->event.data = ctx;
+        if (ngx_thread_task_post(ngx_http_sluice_worker.pool, task) != NGX_OK) {
+            return NGX_HTTP_SERVICE_UNAVAILABLE;
+        }
+        ctx->pending = 1;
+        r->main->blocked++;
+        r->aio = 1;
+        return NGX_AGAIN;
+    }
+#endif
+    ctx->rc = sluice_policy_decide(ctx->pol, &ctx->req, &ctx->d);
+    ctx->decided = 1;
+    return ngx_http_sluice_apply(r, ctx);
+}
+
+static ngx_int_t
+ngx_http_sluice_preaccess(ngx_http_request_t *r)
+{
+    return ngx_http_sluice_handler(r, SLUICE_NGX_PREACCESS);
+}
+
+static ngx_int_t
+ngx_http_sluice_postaccess(ngx_http_request_t *r)
+{
+    return ngx_http_sluice_handler(r, SLUICE_NGX_POSTACCESS);
+}
+
+/* ------------------------------------------------------ header filter --- */
+
+static ngx_int_t
+ngx_http_sluice_header_filter(ngx_http_request_t *r)
+{
+    ngx_http_sluice_ctx_t *ctx;
+    ngx_http_sluice_hdr_ud_t ud = {r, 1};
+    sluice_http_answer a;
+    ngx_uint_t i, *st, fail = 0;
+
+    if (r != r->main) {
+        return ngx_http_next_header_filter(r);
+    }
+    ctx = ngx_http_sluice_get_ctx(r);
+    if (ctx == NULL || !ctx->decided || ctx->denied || ctx->rc != SLUICE_OK) {
+        return ngx_http_next_header_filter(r);
+    }
+    /* The auth endpoint: the upstream's answer is the verdict on the
+    ** credentials, so failures count (and lock out) at the gateway. */
+    if (ctx->d.endpoint_class == SLUICE_EP_AUTH && !ctx->auth_done) {
+        ctx->auth_done = 1;
+        st = ctx->lcf->auth_fail->elts;
+        for (i = 0; i < ctx->lcf->auth_fail->nelts; i++) {
+            fail |= st[i] == r->headers_out.status;
+        }
+        if (fail || (r->headers_out.status >= 200
+                     && r->headers_out.status < 300)) {
+            ctx->req.auth_result = fail ? SLUICE_AUTH_BAD_SECRET
+                                        : SLUICE_AUTH_OK;
+            ngx_http_sluice_background(r->connection->log, ctx->pol,
+                                       &ctx->req, 0);
+        }
+    }
+    if (ctx->d.limit > 0 && ngx_http_sluice_answer(r, ctx, &a) == NGX_OK) {
+        (void) sluice_http_answer_foreach_header(
+            ngx_http_sluice_worker.http, &a, ngx_http_sluice_put_header, &ud);
+    }
+    return ngx_http_next_header_filter(r);
+}
+
+/* ---------------------------------------------------------- variables --- */
+
+enum { V_STATUS, V_OUTCOME, V_REMAINING, V_COST, V_TIER, V_RETRY };
+
+static ngx_int_t
+ngx_http_sluice_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
+    uintptr_t data)
+{
+    ngx_http_sluice_ctx_t *ctx = ngx_http_sluice_get_ctx(r->main);
+    const char *s = NULL;
+    u_char *p;
+    int64_t n = 0;
+
+    if (ctx == NULL || ctx->status == 0) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+    switch (data) {
+    case V_STATUS:
+        v->data = ngx_http_sluice_status_names[ctx->status - 1].data;
+        v->len = ngx_http_sluice_status_names[ctx->status - 1].len;
+        goto found;
+    case V_OUTCOME:
+        s = ctx->rc == SLUICE_OK ? sluice_outcome_name(ctx->d.outcome)
+                                 : "invalid";
+        break;
+    case V_TIER:
+        s = ctx->d.tier;
+        break;
+    case V_REMAINING:
+        n = ctx->d.remaining;
+        break;
+    case V_COST:
+        n = ctx->d.cost;
+        break;
+    default:
+        n = (ctx->d.retry_after_ns + 999999999) / 1000000000;
+        break;
+    }
+    if (s != NULL) {
+        v->data = (u_char *) s;
+        v->len = ngx_strlen(s);
+    } else {
+        p = ngx_pnalloc(r->pool, NGX_INT64_LEN);
+        if (p == NULL) {
+            return NGX_ERROR;
+        }
+        v->data = p;
+        v->len = ngx_sprintf(p, "%L", n) - p;
+    }
+found:
+    v->valid = 1;
+    v->no_cacheable = 0;
+    v->not_found = 0;
+    return NGX_OK;
+}
+
+ngx_int_t
+ngx_http_sluice_add_variables(ngx_conf_t *cf)
+{
+    static ngx_str_t names[] = {
+        ngx_string("sluice_status"), ngx_string("sluice_outcome"),
+        ngx_string("sluice_remaining"), ngx_string("sluice_cost"),
+        ngx_string("sluice_tier"), ngx_string("sluice_retry_after")};
+    ngx_http_variable_t *var;
+    ngx_uint_t i;
+
+    for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        var = ngx_http_add_variable(cf, &names[i], NGX_HTTP_VAR_NOCACHEABLE);
+        if (var == NULL) {
+            return NGX_ERROR;
+        }
+        var->get_handler = ngx_http_sluice_variable;
+        var->data = i;
+    }
+    return NGX_OK;
+}
+
+ngx_int_t
+ngx_http_sluice_init(ngx_conf_t *cf)
+{
+    ngx_http_handler_pt *h;
+    ngx_http_core_main_conf_t *cmcf;
+
+    cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_PREACCESS_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+    *h = ngx_http_sluice_preaccess;
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_PRECONTENT_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+    *h = ngx_http_sluice_postaccess;
+    ngx_http_next_header_filter = ngx_http_top_header_filter;
+    ngx_http_top_header_filter = ngx_http_sluice_header_filter;
+    return NGX_OK;
+}

@@ -1,0 +1,344 @@
+"""Helpers for the nginx suites: a real nginx (master + workers) on
+127.0.0.1 with ngx_http_sluice_module loaded, a small threaded upstream,
+a Redis server, all on random free ports, all removed afterwards."""
+import http.client
+import http.server
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.parse
+
+NGINX = "/usr/sbin/nginx"
+SKIP = 77
+
+
+def skip_reason(module):
+    if not os.access(NGINX, os.X_OK):
+        return "nginx is not installed (apt-get install nginx nginx-dev)"
+    if not module or not os.path.isfile(module):
+        return "ngx_http_sluice_module.so was not built (-Dnginx, nginx-dev)"
+    return None
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(pred, secs=10, what="condition"):
+    end = time.monotonic() + secs
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for " + what)
+
+
+class Reply:
+    def __init__(self, status, headers, body):
+        self.status, self.headers, self.body = status, headers, body
+
+    def h(self, name):
+        return self.headers.get(name.lower())
+
+
+def request(port, path, method="GET", headers=None, timeout=30):
+    """One request on a fresh connection (reuseport spreads connections
+    over the workers)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        c.request(method, path, headers=headers or {})
+        r = c.getresponse()
+        body = r.read()
+        return Reply(r.status, {k.lower(): v for k, v in r.getheaders()},
+                     body)
+    finally:
+        c.close()
+
+
+class Upstream:
+    """Answers 200 "ok"; ?hold=MS waits that long (or until released);
+    /v1/auth/token answers 401 unless ?secret=good.  Counts what it saw."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.hits = {}
+        self.inflight = 0
+        self.lock = threading.Lock()
+        self.release = threading.Event()
+        up = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def handle_one(self):
+                u = urllib.parse.urlsplit(self.path)
+                q = urllib.parse.parse_qs(u.query)
+                with up.lock:
+                    up.hits[u.path] = up.hits.get(u.path, 0) + 1
+                    up.inflight += 1
+                try:
+                    if "hold" in q:
+                        up.release.wait(int(q["hold"][0]) / 1000)
+                    status, extra = 200, {}
+                    if u.path == "/v1/auth/token" and \
+                            q.get("secret", [""])[0] != "good":
+                        status = 401
+                    if u.path == "/authn":  # an API-key authenticator
+                        key = self.headers.get("X-Key")
+                        if key:
+                            extra = {"X-Tenant-Id": "tenant-of-" + key,
+                                     "X-Tier": "t"}
+                        else:
+                            status = 401
+                    body = b"ok\n"
+                    self.send_response(status)
+                    for k, v in extra.items():
+                        self.send_header(k, v)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                finally:
+                    with up.lock:
+                        up.inflight -= 1
+
+            do_GET = do_POST = handle_one
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), H)
+        self.srv.daemon_threads = True
+        # Clients killed with their nginx worker: nothing to report.
+        self.srv.handle_error = lambda *a: None
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.release.set()
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+class Redis:
+    def __init__(self, tmp, port=None):
+        self.port = port or free_port()
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no", "--dir", tmp],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        def up():
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), 0.2) as s:
+                    s.sendall(b"PING\r\n")
+                    return s.recv(16).startswith(b"+PONG")
+            except OSError:
+                return False
+        wait_until(up, 10, "redis-server")
+
+    def stop(self):
+        try:
+            self.proc.send_signal(signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+POLICY = """
+tiers = {
+  t = {
+    tenant = { rate = 1; period_ms = %(period_ms)d; burst = %(tenant_burst)d; };
+    key    = { rate = 1; period_ms = %(period_ms)d; burst = %(burst)d; };
+    strikes = %(strikes)d;
+    reconcile_concurrency = 2;
+    export_concurrency = 1;
+    exports_per_window = 5;
+    level3 = "suspend";
+  };
+};
+costs = { standard = 1; reconcile = 1; export = 1; export_long = 1;
+          job_poll = 1; };
+penalty = { level1_box_s = %(box1)d; level2_box_s = 600; };
+auth = { subject_failures = %(auth_failures)d; ip_failures = 1000;
+         stuffing_failures = 100000; };
+heavy = { reconcile_lease_ttl_s = %(lease_ttl)d;
+          lease_retry_after_max_s = 1; };
+"""
+
+CONF = """
+load_module %(module)s;
+worker_processes %(workers)d;
+error_log %(dir)s/error.log notice;
+pid %(dir)s/nginx.pid;
+%(user)s
+%(thread_pool)s
+events { worker_connections 1024; }
+http {
+  log_format sl '$status $sluice_status $sluice_outcome $sluice_cost';
+  access_log %(access_log)s;
+  sluice_policy %(dir)s/policy.conf;
+  sluice_store "%(store)s";
+  sluice_counters "shm:name=%(shm)s-ctr";
+  sluice_secret 00112233445566778899aabbccddeeff;
+  sluice_problem_base https://api.example.test/errors/;
+  %(sluice_pool)s
+  proxy_http_version 1.1;
+  proxy_read_timeout 120s;
+  sluice_tenant $http_x_tenant;
+  sluice_key $http_x_key;
+  sluice_tier $http_x_tier;
+  upstream up { server 127.0.0.1:%(up)d; keepalive 32; }
+  server {
+    listen 127.0.0.1:%(port)d reuseport backlog=1024;
+    add_header X-Worker $pid always;
+    add_header X-Sluice-Status $sluice_status always;
+    add_header X-Sluice-Wait $sluice_retry_after always;
+    proxy_set_header Connection "";
+    location /v1/ { sluice on; proxy_pass http://up; }
+    location = /v1/ledgers/reconcile {
+      sluice on; sluice_ledger $arg_ledger; proxy_pass http://up;
+    }
+    location = /v1/auth/token {
+      sluice on; sluice_auth_subject $arg_user; proxy_pass http://up;
+    }
+    location /shadow/ {
+      sluice shadow; sluice_class standard; proxy_pass http://up;
+    }
+    location /limit_req/ { limit_req zone=lr burst=1000000 nodelay;
+                           proxy_pass http://up; }
+    location /plain/ { proxy_pass http://up; }
+    location /authed/ {
+      auth_request /_authn;
+      auth_request_set $tenant $upstream_http_x_tenant_id;
+      auth_request_set $tier $upstream_http_x_tier;
+      sluice on; sluice_phase %(authed_phase)s; sluice_class standard;
+      sluice_tenant $tenant; sluice_tier $tier;
+      proxy_pass http://up;
+    }
+    location = /_authn {
+      internal;
+      proxy_pass http://up/authn;
+      proxy_pass_request_body off;
+      proxy_set_header Content-Length "";
+    }
+    location = /metrics { sluice_metrics; }
+    location = /metrics-under-sluice { sluice on; sluice_metrics; }
+  }
+  limit_req_zone $http_x_key zone=lr:10m rate=1000000r/s;
+}
+"""
+
+
+class Nginx:
+    def __init__(self, module, up_port, workers=4, store=None, pool=False,
+                 access_log=False, authed_phase="postaccess", **policy):
+        self.dir = tempfile.mkdtemp(prefix="sluice-ngx-")
+        os.chmod(self.dir, 0o755)
+        self.port = free_port()
+        self.shm = "/sluice-ngx-%d-%d" % (os.getpid(), self.port)
+        pol = dict(period_ms=1000000, tenant_burst=100000, burst=20, strikes=5, box1=2, auth_failures=3,
+                   lease_ttl=8)
+        pol.update(policy)
+        with open(os.path.join(self.dir, "policy.conf"), "w") as f:
+            f.write(POLICY % pol)
+        user = ""
+        if os.geteuid() == 0:
+            user = "user %s;" % pwd.getpwuid(0).pw_name
+        self.conf = os.path.join(self.dir, "nginx.conf")
+        with open(self.conf, "w") as f:
+            f.write(CONF % dict(
+                module=os.path.abspath(module), workers=workers, dir=self.dir,
+                user=user, up=up_port, port=self.port, shm=self.shm,
+                store=store or "shm:name=%s;create=1;capacity=100000" % self.shm,
+                thread_pool="thread_pool sluice threads=4;" if pool else "",
+                authed_phase=authed_phase,
+                sluice_pool="sluice_thread_pool sluice;" if pool else "",
+                access_log=("%s/access.log sl" % self.dir) if access_log
+                else "off"))
+        self.pidfile = os.path.join(self.dir, "nginx.pid")
+
+    def cmd(self, *args):
+        return subprocess.run([NGINX, "-p", self.dir, "-c", self.conf] +
+                              list(args), capture_output=True, text=True)
+
+    def start(self):
+        r = self.cmd()
+        if r.returncode != 0:
+            raise AssertionError("nginx did not start: " + r.stderr +
+                                 self.log())
+        wait_until(lambda: len(self.workers()) == self.nworkers(), 10,
+                   "nginx workers")
+        return self
+
+    def nworkers(self):
+        with open(self.conf) as f:
+            for line in f:
+                if line.startswith("worker_processes"):
+                    return int(line.split()[1].rstrip(";"))
+        return 1
+
+    def master(self, pidfile=None):
+        try:
+            with open(pidfile or self.pidfile) as f:
+                return int(f.read())
+        except (OSError, ValueError):
+            return None
+
+    def workers(self, master=None):
+        m = master or self.master()
+        if not m:
+            return []
+        out = []
+        for p in os.listdir("/proc"):
+            if not p.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % p) as f:
+                    st = f.read()
+                with open("/proc/%s/cmdline" % p, "rb") as f:
+                    cmd = f.read()
+            except OSError:
+                continue
+            ppid = int(st.rsplit(")", 1)[1].split()[1])
+            if ppid == m and b"worker process" in cmd and \
+                    b"shutting down" not in cmd:
+                out.append(int(p))
+        return sorted(out)
+
+    def log(self):
+        try:
+            with open(os.path.join(self.dir, "error.log")) as f:
+                return f.read()[-4000:]
+        except OSError:
+            return ""
+
+    def get(self, path, **kw):
+        return request(self.port, path, **kw)
+
+    def stop(self):
+        m = self.master()
+        for pf in (self.pidfile + ".oldbin", self.pidfile):
+            p = self.master(pf)
+            if p:
+                try:
+                    os.kill(p, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        if m:
+            wait_until(lambda: not os.path.exists("/proc/%d" % m), 10,
+                       "nginx to stop")
+        for n in (self.shm, self.shm + "-ctr"):
+            try:
+                os.unlink("/dev/shm" + n)
+            except OSError:
+                pass
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,431 @@
+#!/usr/bin/env python3
+"""ngx_http_sluice_module in a real nginx on 127.0.0.1: a master with
+several workers in front of a small upstream.  Counts and orderings only,
+no timings (bench_nginx.py measures).
+
+    test_nginx.py MODULE.so [TEST_NAME...]
+    test_nginx.py --skip REASON      (meson, when the module is not built)
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ngxh  # noqa: E402
+from ngxh import wait_until  # noqa: E402
+
+B = 20  # the test tier's key burst
+MODULE = None
+UP = None
+
+
+def hdr(key, tier="t", tenant="acme"):
+    return {"X-Tenant": tenant, "X-Key": key, "X-Tier": tier}
+
+
+def burst(ng, path, key, n, method="GET"):
+    """n requests at once, each on its own connection."""
+    out = [None] * n
+    go = threading.Barrier(n)
+
+    def one(i):
+        go.wait()
+        out[i] = ng.get(path, method=method, headers=hdr(key))
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return out
+
+
+def metrics(ng):
+    r = ng.get("/metrics")
+    assert r.status == 200, r.status
+    assert r.h("content-type").startswith("text/plain; version=0.0.4")
+    text = r.body.decode()
+    vals = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, v = line.rsplit(" ", 1)
+            vals[name] = int(v)
+    return vals, text
+
+
+ALLOW = 'sluice_policy_decisions_total{tier="t",outcome="allow"}'
+THROTTLED = 'sluice_policy_decisions_total{tier="t",outcome="throttled"}'
+BOXED = 'sluice_policy_decisions_total{tier="t",outcome="boxed"}'
+SHADOW = 'sluice_policy_shadow_passed_total{tier="t"}'
+
+
+# ------------------------------------------------------------------ tests --
+
+def test_exact_burst_across_workers(ng):
+    before, _ = metrics(ng)
+    rs = burst(ng, "/v1/items", "burst-key", 3 * B)
+    ok = [r for r in rs if r.status == 200]
+    denied = [r for r in rs if r.status == 429]
+    assert len(ok) == B, "admitted %d of %d, burst %d" % (len(ok), len(rs), B)
+    assert len(ok) + len(denied) == len(rs), [r.status for r in rs]
+    workers = {r.h("x-worker") for r in rs}
+    assert len(workers) >= 2, "every request hit one worker: %s" % workers
+    # The answers are the library's: headers and problem+json.
+    types = [json.loads(r.body)["type"].rsplit("/", 1)[1] for r in denied]
+    assert set(types) <= {"rate-limit-exceeded", "penalty-box-active"}, types
+    d = denied[types.index("rate-limit-exceeded")]
+    assert d.h("content-type") == "application/problem+json"
+    assert json.loads(d.body)["status"] == 429
+    assert int(d.h("retry-after")) >= 1
+    assert d.h("ratelimit-limit") == str(B) and d.h("ratelimit-remaining") == "0"
+    assert d.h("x-sluice-status") == "REJECTED"
+    # Admitted requests carry RateLimit headers on the upstream's answer.
+    rem = sorted(int(r.h("ratelimit-remaining")) for r in ok)
+    assert rem == list(range(B)), rem
+    assert all(r.h("x-sluice-status") == "PASSED" for r in ok)
+    after, _ = metrics(ng)
+    assert after[ALLOW] - before[ALLOW] == B
+    assert (after[THROTTLED] + after[BOXED]) - \
+        (before[THROTTLED] + before[BOXED]) == 2 * B
+
+
+def test_each_worker_draws_its_own_jitter(ng):
+    """Retry-After = the wait ($sluice_retry_after) + a random 0..10%.  A
+    generator seeded before the fork would give every worker the same
+    sequence of draws."""
+    seqs = {}
+    for k in range(12):
+        key = "jitter-key-%d" % k
+        for _ in range(B):
+            assert ng.get("/v1/j", headers=hdr(key)).status == 200
+        for _ in range(3):  # throttled, not yet boxed (5 strikes)
+            r = ng.get("/v1/j", headers=hdr(key))
+            assert r.status == 429 and r.h("x-penalty-box-status") == "Warning"
+            jitter = int(r.h("retry-after")) - int(r.h("x-sluice-wait"))
+            assert 0 <= jitter <= int(r.h("x-sluice-wait")) // 10, jitter
+            seqs.setdefault(r.h("x-worker"), []).append(jitter)
+    firsts = {tuple(v[:4]) for v in seqs.values() if len(v) >= 4}
+    assert len(firsts) >= 2, "workers drew the same jitter: %s" % seqs
+
+
+def test_metrics_are_the_hosts(ng):
+    before, _ = metrics(ng)
+    rs = [ng.get("/v1/m", headers=hdr("metrics-key")) for _ in range(B + 7)]
+    seen = {r.h("x-worker") for r in rs}
+    assert len(seen) >= 2, seen
+    got = [metrics(ng) for _ in range(12)]
+    allow = {g[0][ALLOW] for g in got}
+    assert len(allow) == 1, "scrapes disagree: %s" % allow
+    assert allow.pop() - before[ALLOW] == B
+    # A metrics location where `sluice on` is inherited is not limited.
+    assert ng.get("/metrics-under-sluice").status == 200
+    if shutil.which("promtool"):
+        p = subprocess.run(["promtool", "check", "metrics"], input=got[0][1],
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_penalty_escalates_across_workers(ng):
+    key = "penalty-key"
+    levels = []
+    workers = set()
+
+    def trip():
+        for _ in range(40):
+            r = ng.get("/v1/p", headers=hdr(key))
+            workers.add(r.h("x-worker"))
+            if r.status == 429 and r.h("x-penalty-box-status") == \
+                    "Active-Lockout":
+                return json.loads(r.body)
+        raise AssertionError("never boxed")
+    for _ in range(B):
+        assert ng.get("/v1/p", headers=hdr(key)).status == 200
+    b1 = trip()
+    levels.append(b1["penalty_level"])
+    # Wait out the level-1 box (2 s in the test policy), offend again.
+    wait_until(lambda: ng.get("/v1/p", headers=hdr(key)).h(
+        "x-penalty-box-status") != "Active-Lockout", 10, "box 1 to end")
+    b2 = trip()
+    levels.append(b2["penalty_level"])
+    assert levels == [1, 2], levels
+    assert len(workers) >= 2, workers
+
+
+def test_leases_released_when_the_upstream_answers(ng):
+    t = []
+    res = {}
+
+    def slow(ledger):
+        res[ledger] = ng.get("/v1/ledgers/reconcile?ledger=%s&hold=3000" %
+                             ledger, method="POST", headers=hdr("lk", tenant="lt"))
+    base = UP.inflight
+    for ledger in ("a", "b"):
+        t.append(threading.Thread(target=slow, args=(ledger,)))
+        t[-1].start()
+    wait_until(lambda: UP.inflight >= base + 2, 10, "two reconciles upstream")
+    r = ng.get("/v1/ledgers/reconcile?ledger=c", method="POST",
+               headers=hdr("lk", tenant="lt"))
+    assert r.status == 429, r.status  # reconcile_concurrency = 2
+    assert json.loads(r.body)["type"].endswith("/concurrency-limit-exceeded")
+    for x in t:
+        x.join()
+    assert res["a"].status == 200 and res["b"].status == 200
+    # Well inside the 8 s lease TTL: only the cleanup can have freed them.
+    r = ng.get("/v1/ledgers/reconcile?ledger=c", method="POST",
+               headers=hdr("lk", tenant="lt"))
+    assert r.status == 200, (r.status, r.body)
+
+
+def test_leases_of_a_killed_worker_expire(ng):
+    def slow(ledger):
+        try:
+            ng.get("/v1/ledgers/reconcile?ledger=%s&hold=60000" % ledger,
+                   method="POST", headers=hdr("kk", tenant="kt"), timeout=60)
+        except Exception:
+            pass  # its worker is killed
+    base = UP.inflight
+    ts = [threading.Thread(target=slow, args=(x,), daemon=True)
+          for x in ("a", "b")]
+    for x in ts:
+        x.start()
+    wait_until(lambda: UP.inflight >= base + 2, 10, "two reconciles upstream")
+    old = ng.workers()
+    for w in old:
+        os.kill(w, signal.SIGKILL)
+    wait_until(lambda: len(set(ng.workers()) - set(old)) == len(old), 10,
+               "respawned workers")
+    t0 = time.monotonic()
+    r = ng.get("/v1/ledgers/reconcile?ledger=c", method="POST",
+               headers=hdr("kk", tenant="kt"))
+    assert r.status == 429, "leases were not held: %d" % r.status
+    # Freed by their TTL (8 s), never by a cleanup that did not run.
+    r = wait_until(lambda: (lambda r: r if r.status == 200 else None)(
+        ng.get("/v1/ledgers/reconcile?ledger=c", method="POST",
+               headers=hdr("kk", tenant="kt"))), 20, "lease TTL")
+    assert time.monotonic() - t0 < 20
+
+
+def test_state_survives_test_reload_and_upgrade(ng):
+    key = "reload-key"
+    for _ in range(B):
+        assert ng.get("/v1/r", headers=hdr(key)).status == 200
+    assert ng.get("/v1/r", headers=hdr(key)).status == 429
+    m0, _ = metrics(ng)
+    # nginx -t parses the configuration and loads the module: no state lost.
+    chk = ng.cmd("-t")
+    assert chk.returncode == 0, chk.stderr
+    assert ng.get("/v1/r", headers=hdr(key)).status == 429
+    # Reload (HUP): new workers, same state, counters keep counting.
+    old = set(ng.workers())
+    os.kill(ng.master(), signal.SIGHUP)
+    wait_until(lambda: not (set(ng.workers()) & old) and
+               len(ng.workers()) == ng.nworkers(), 20, "reloaded workers")
+    assert ng.get("/v1/r", headers=hdr(key)).status == 429
+    m1, _ = metrics(ng)
+    assert m1[ALLOW] >= m0[ALLOW] and \
+        m1[THROTTLED] + m1[BOXED] > m0[THROTTLED] + m0[BOXED]
+    # Binary upgrade (USR2 execs a new master, then the old one quits).
+    oldm = ng.master()
+    os.kill(oldm, signal.SIGUSR2)
+    newm = wait_until(lambda: os.path.exists(ng.pidfile + ".oldbin") and
+                      ng.master() != oldm and ng.master(), 20, "new master")
+    wait_until(lambda: len(ng.workers(newm)) == ng.nworkers(), 20,
+               "new master's workers")
+    os.kill(oldm, signal.SIGQUIT)
+    wait_until(lambda: not os.path.exists("/proc/%d" % oldm), 20,
+               "old master to quit")
+    assert ng.get("/v1/r", headers=hdr(key)).status == 429
+    m2, _ = metrics(ng)
+    assert m2[ALLOW] >= m1[ALLOW] and \
+        m2[THROTTLED] + m2[BOXED] > m1[THROTTLED] + m1[BOXED]
+
+
+def test_tenant_from_an_auth_request_authenticator(ng):
+    """sluice_phase postaccess decides after auth_request: the tenant and
+    tier come from the authenticator's answer (auth_request_set)."""
+    rs = [ng.get("/authed/x", headers={"X-Key": "authed-key"})
+          for _ in range(B + 3)]
+    st = [r.status for r in rs]
+    assert st == [200] * B + [429] * 3, st
+    assert rs[0].h("ratelimit-limit") == str(B)
+    # Rejected by the authenticator: 401, and nothing decided or counted.
+    before, _ = metrics(ng)
+    r = ng.get("/authed/x")
+    assert r.status == 401 and r.h("x-sluice-status") is None, r.status
+    after, _ = metrics(ng)
+    assert after == before
+
+
+def test_auth_lockout_from_upstream_401s(ng):
+    hits = lambda: UP.hits.get("/v1/auth/token", 0)  # noqa: E731
+    for i in range(3):  # auth.subject_failures = 3
+        r = ng.get("/v1/auth/token?user=alice&secret=bad", method="POST")
+        assert r.status == 401, (i, r.status)
+    n = hits()
+    r = ng.get("/v1/auth/token?user=alice&secret=good", method="POST")
+    assert r.status == 429, r.status
+    assert r.h("x-penalty-box-status") == "Active-Lockout"
+    assert hits() == n, "a locked-out attempt reached the upstream"
+    # Another subject is not affected.
+    assert ng.get("/v1/auth/token?user=bob&secret=good",
+                  method="POST").status == 200
+
+
+def test_shadow_admits_everything_and_counts(ng):
+    before, _ = metrics(ng)
+    rs = [ng.get("/shadow/x", headers=hdr("shadow-key")) for _ in range(2 * B)]
+    assert all(r.status == 200 for r in rs), [r.status for r in rs]
+    st = [r.h("x-sluice-status") for r in rs]
+    assert st.count("PASSED") == B and st.count("REJECTED_DRY_RUN") == B, st
+    after, _ = metrics(ng)
+    assert after[SHADOW] - before[SHADOW] == B
+    assert after[ALLOW] - before[ALLOW] == B
+
+
+def test_stalled_redis_does_not_stall_other_locations(_ng):
+    tmp = ngxh.tempfile.mkdtemp(prefix="sluice-ngx-redis-")
+    red = ngxh.Redis(tmp)
+    ng = ngxh.Nginx(MODULE, UP.port, workers=1, pool=True, period_ms=60000,
+                    tenant_burst=1000,
+                    store="redis:nodes=127.0.0.1:%d;timeout_ms=4000;"
+                    "connect_timeout_ms=4000" % red.port)
+    try:
+        ng.start()
+        r = ng.get("/v1/x", headers=hdr("redis-key"))
+        assert r.status == 200 and r.h("ratelimit-limit") == str(B), \
+            (r.status, ng.log())
+        red.proc.send_signal(signal.SIGSTOP)
+        done = threading.Event()
+        got = {}
+
+        def limited():
+            got["r"] = ng.get("/v1/x", headers=hdr("redis-key"))
+            done.set()
+        t = threading.Thread(target=limited)
+        t.start()
+        # The limited request is waiting on Redis (it cannot finish while
+        # Redis is stopped); the same single worker answers others.
+        for _ in range(5):
+            assert ng.get("/plain/y").status == 200
+            assert ng.get("/metrics").status == 200
+        assert not done.is_set(), "the limited request did not wait on Redis"
+        red.proc.send_signal(signal.SIGCONT)
+        t.join(30)
+        assert done.is_set() and got["r"].status in (200, 503), got
+    finally:
+        ng.stop()
+        red.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_store_down_at_start_is_retried(_ng):
+    """A Redis that is down when the workers start costs 503s on sluice
+    locations only; the workers stay up and open it once it answers."""
+    tmp = ngxh.tempfile.mkdtemp(prefix="sluice-ngx-redis-")
+    port = ngxh.free_port()
+    ng = ngxh.Nginx(MODULE, UP.port, workers=2, pool=True, period_ms=60000,
+                    tenant_burst=1000,
+                    store="redis:nodes=127.0.0.1:%d;timeout_ms=200" % port)
+    red = None
+    try:
+        ng.start()
+        assert ng.get("/v1/x", headers=hdr("k")).status == 503
+        assert ng.get("/plain/x").status == 200
+        red = ngxh.Redis(tmp, port)
+        r = wait_until(lambda: (lambda r: r if r.status == 200 else None)(
+            ng.get("/v1/x", headers=hdr("k"))), 20, "the store to open")
+        assert r.h("ratelimit-limit") == str(B)
+    finally:
+        ng.stop()
+        if red:
+            red.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_reload_with_other_tiers_keeps_enforcing(_ng):
+    """The counters segment was made for tier t; a reload renames the tier.
+    The new workers keep enforcing (with their own counters, and say so)
+    instead of refusing service."""
+    ng = ngxh.Nginx(MODULE, UP.port, workers=2).start()
+    try:
+        assert ng.get("/v1/x", headers=hdr("k")).status == 200
+        pol = os.path.join(ng.dir, "policy.conf")
+        with open(pol) as f:
+            text = f.read()
+        with open(pol, "w") as f:
+            f.write(text.replace("  t = {", "  t2 = {", 1))
+        old = set(ng.workers())
+        os.kill(ng.master(), signal.SIGHUP)
+        wait_until(lambda: not (set(ng.workers()) & old) and
+                   len(ng.workers()) == 2, 20, "reloaded workers")
+        rs = [ng.get("/v1/x", headers=hdr("k2", tier="t2"))
+              for _ in range(B + 1)]
+        assert [r.status for r in rs] == [200] * B + [429], \
+            [r.status for r in rs]
+        assert "counts on its own" in ng.log(), ng.log()
+    finally:
+        ng.stop()
+
+
+def test_bad_policy_fails_nginx_t(_ng):
+    ng = ngxh.Nginx(MODULE, UP.port, burst=0)  # burst 0 is invalid
+    try:
+        r = ng.cmd("-t")
+        assert r.returncode != 0
+        assert "sluice_policy" in r.stderr and "burst" in r.stderr, r.stderr
+    finally:
+        ng.stop()
+    # The redis store without a thread pool would block the event loop.
+    ng = ngxh.Nginx(MODULE, UP.port, store="redis:nodes=127.0.0.1:1")
+    try:
+        r = ng.cmd("-t")
+        assert r.returncode != 0 and "sluice_thread_pool" in r.stderr, \
+            r.stderr
+    finally:
+        ng.stop()
+
+
+def main():
+    global MODULE, UP
+    MODULE = sys.argv[1] if len(sys.argv) > 1 else None
+    if MODULE == "--skip":
+        print("SKIP: " + " ".join(sys.argv[2:]))
+        return ngxh.SKIP
+    why = ngxh.skip_reason(MODULE)
+    if why:
+        print("SKIP: " + why)
+        return ngxh.SKIP
+    names = sys.argv[2:]
+    tests = [(n, f) for n, f in sorted(globals().items())
+             if n.startswith("test_") and (not names or n in names)]
+    if not shutil.which("redis-server"):
+        print("SKIP test_stalled_redis...: redis-server is not installed")
+        tests = [t for t in tests if "redis" not in t[0]]
+    UP = ngxh.Upstream()
+    ng = ngxh.Nginx(MODULE, UP.port).start()
+    failed = 0
+    try:
+        for name, fn in tests:
+            try:
+                fn(ng)
+                print("ok   " + name)
+            except Exception:
+                failed += 1
+                print("FAIL " + name)
+                traceback.print_exc()
+                print(ng.log())
+    finally:
+        ng.stop()
+        UP.stop()
+    print("%d of %d failed" % (failed, len(tests)))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

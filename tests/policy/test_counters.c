@@ -1,0 +1,160 @@
+/*
+** Host-wide counters (sluice_policy_options.counters): several real
+** processes, each with its own policy over its own in-process store, count
+** into one shared segment; any process's counts and metrics text are the
+** sum of what every process decided, and they survive close and reopen.
+*/
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+#define NPROC 4
+#define PER_PROC 400
+
+static char uri[96], name[64];
+
+static void setup(void) {
+  snprintf(name, sizeof name, "/sluice-ctr-test-%d", (int)getpid());
+  snprintf(uri, sizeof uri, "shm:name=%s", name);
+  shm_unlink(name);
+}
+
+static void teardown(void) { shm_unlink(name); }
+
+static int open_pol(const sluice_policy_config *cfg, const char *counters,
+                    sluice_policy **p, char *err, size_t errlen) {
+  sluice_policy_options o;
+  memset(&o, 0, sizeof o);
+  memset(o.secret, 7, sizeof o.secret);
+  o.config = cfg;
+  o.counters = counters;
+  o.errbuf = err;
+  o.errlen = errlen;
+  return sluice_policy_open(&o, p);
+}
+
+/* One process: `n` decisions on one key of the sandbox tier; returns how many
+** were allowed (the sandbox tier's burst caps them, so both outcomes occur). */
+static int run(int n, int id) {
+  sluice_policy *p;
+  char key[32];
+  int i, allowed = 0;
+  if (open_pol(NULL, uri, &p, NULL, 0) != SLUICE_OK)
+    return -1;
+  snprintf(key, sizeof key, "key-%d", id);
+  for (i = 0; i < n; i++) {
+    sluice_request r = rq_std("acme", key, "sandbox");
+    sluice_decision d;
+    if (sluice_policy_decide(p, &r, &d) != SLUICE_OK)
+      return -1;
+    allowed += d.allowed;
+  }
+  sluice_policy_close(p);
+  return allowed;
+}
+
+TestSuite(policy_counters, .init = setup, .fini = teardown);
+
+Test(policy_counters, processes_sum_into_one_segment) {
+  int fds[NPROC][2], i, st, allowed = 0, got;
+  sluice_policy *p;
+  char *text;
+  size_t need;
+  char line[128];
+  for (i = 0; i < NPROC; i++) {
+    cr_assert_eq(pipe(fds[i]), 0);
+    if (fork() == 0) {
+      got = run(PER_PROC, i);
+      if (write(fds[i][1], &got, sizeof got) != sizeof got)
+        _exit(2);
+      _exit(0);
+    }
+    close(fds[i][1]);
+  }
+  for (i = 0; i < NPROC; i++) {
+    cr_assert_eq(read(fds[i][0], &got, sizeof got), (ssize_t)sizeof got);
+    cr_assert_geq(got, 1, "child %d failed", i);
+    allowed += got;
+    close(fds[i][0]);
+    wait(&st);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  cr_assert_lt(allowed, NPROC * PER_PROC, "the burst should deny some");
+  cr_assert_eq(open_pol(NULL, uri, &p, NULL, 0), SLUICE_OK);
+  cr_assert_eq(sluice_policy_count(p, "sandbox", SLUICE_OUTCOME_ALLOW),
+               (uint64_t)allowed);
+  cr_assert_eq(sluice_policy_count(p, "sandbox", SLUICE_OUTCOME_ALLOW) +
+                   sluice_policy_count(p, "sandbox", SLUICE_OUTCOME_THROTTLED) +
+                   sluice_policy_count(p, "sandbox", SLUICE_OUTCOME_BOXED),
+               (uint64_t)(NPROC * PER_PROC));
+  cr_assert_eq(sluice_policy_metrics(p, NULL, 0, &need), SLUICE_OK);
+  text = malloc(need + 1);
+  cr_assert_eq(sluice_policy_metrics(p, text, need + 1, NULL), SLUICE_OK);
+  snprintf(line, sizeof line,
+           "sluice_policy_decisions_total{tier=\"sandbox\",outcome=\"allow\"} "
+           "%d\n",
+           allowed);
+  cr_assert(strstr(text, line), "metrics lack %s", line);
+  free(text);
+  sluice_policy_close(p);
+}
+
+Test(policy_counters, totals_outlive_every_handle) {
+  sluice_policy *p;
+  uint64_t before;
+  cr_assert_eq(run(10, 0), 10);
+  cr_assert_eq(open_pol(NULL, uri, &p, NULL, 0), SLUICE_OK);
+  before = sluice_policy_count(p, "sandbox", SLUICE_OUTCOME_ALLOW);
+  cr_assert_eq(before, 10);
+  sluice_policy_close(p);
+  cr_assert_eq(run(5, 1), 5);
+  cr_assert_eq(open_pol(NULL, uri, &p, NULL, 0), SLUICE_OK);
+  cr_assert_eq(sluice_policy_count(p, "sandbox", SLUICE_OUTCOME_ALLOW), 15);
+  sluice_policy_close(p);
+}
+
+Test(policy_counters, without_the_option_each_policy_counts_alone) {
+  sluice_policy *a, *b;
+  sluice_request r = rq_std("acme", "k", "sandbox");
+  sluice_decision d;
+  cr_assert_eq(open_pol(NULL, NULL, &a, NULL, 0), SLUICE_OK);
+  cr_assert_eq(open_pol(NULL, "", &b, NULL, 0), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(a, &r, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_count(a, "sandbox", SLUICE_OUTCOME_ALLOW), 1);
+  cr_assert_eq(sluice_policy_count(b, "sandbox", SLUICE_OUTCOME_ALLOW), 0);
+  sluice_policy_close(a);
+  sluice_policy_close(b);
+}
+
+Test(policy_counters, other_tiers_are_refused) {
+  sluice_policy_config cfg;
+  sluice_policy *p;
+  char err[256] = "";
+  cr_assert_eq(open_pol(NULL, uri, &p, NULL, 0), SLUICE_OK);
+  sluice_policy_close(p);
+  sluice_policy_config_defaults(&cfg);
+  strcpy(cfg.tiers[0].name, "renamed");
+  cr_assert_eq(open_pol(&cfg, uri, &p, err, sizeof err), SLUICE_ECONFIG);
+  cr_assert_null(p);
+  cr_assert(strstr(err, name) && strstr(err, "other tiers"), "%s", err);
+}
+
+Test(policy_counters, bad_uris_are_refused) {
+  static const char *const bad[] = {"shm:", "shm:name=", "shm:name=x",
+                                    "shm:name=/a/b", "lmdb:path=/tmp/x",
+                                    "name=/x"};
+  sluice_policy *p;
+  char err[256];
+  size_t i;
+  for (i = 0; i < sizeof bad / sizeof *bad; i++) {
+    err[0] = '\0';
+    cr_assert_eq(open_pol(NULL, bad[i], &p, err, sizeof err), SLUICE_EINVAL,
+                 "%s", bad[i]);
+    cr_assert(strstr(err, "shm:name=/NAME"), "%s: %s", bad[i], err);
+  }
+}
