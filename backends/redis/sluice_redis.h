@@ -53,7 +53,8 @@ typedef struct sluice_redis_stats {
   int nodes;             /**< nodes known */
   int cluster;           /**< 1: cluster mode, 0: a single server */
   uint64_t batches;      /**< batch script calls (2+ GCRA decisions each) */
-  int reserved[4];
+  int pool;              /**< lanes: connection sets threads spread over */
+  int reserved[3];
 } sluice_redis_stats;
 
 /** Where a key lives (SLUICE_CTL_REDIS_NODE_OF): set key/keylen, get the
