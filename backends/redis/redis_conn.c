@@ -154,6 +154,8 @@ int rcl_url_rewrite(sluice_store *s, const char *url, rcl_conf *cf, char *out,
       if (seg > 0) {
         if (pct_decode(p, seg, dec, sizeof dec) < 0 || strchr(dec, ';'))
           return url_err(s, "query parameter");
+        if (strncmp(dec, "nodes=", 6) == 0)
+          return url_err(s, "nodes go in the host part");
         PUT(";%s", dec);
       }
       p += seg + (p[seg] == '&');
@@ -432,11 +434,12 @@ static int tls_start(const rcl_conf *cf, const char *host, redisContext *c,
   *out = ssl;
   /* The name checked against the certificate: an IP literal against its
   ** IP addresses, a host name against its DNS names (and sent as SNI). */
-  if (is_ip_literal(name)
-          ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name) != 1
-          : (SSL_set_tlsext_host_name(ssl, name) != 1 ||
-             SSL_set1_host(ssl, name) != 1) ||
-                SSL_set_fd(ssl, c->fd) != 1) {
+  if (is_ip_literal(name))
+    r = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name);
+  else
+    r = SSL_set_tlsext_host_name(ssl, name) == 1 &&
+        SSL_set1_host(ssl, name) == 1;
+  if (r != 1 || SSL_set_fd(ssl, c->fd) != 1) {
     snprintf(err, n, "TLS: cannot set up the session for '%.60s'", name);
     return SLUICE_ECONFIG;
   }
@@ -459,7 +462,9 @@ static int tls_start(const rcl_conf *cf, const char *host, redisContext *c,
     r = SLUICE_ECONFIG;
   } else if (se == SSL_ERROR_WANT_READ || se == SSL_ERROR_WANT_WRITE ||
              rcl_is_timeout_errno(e)) {
-    snprintf(err, n, "TLS handshake timed out");
+    /* A plaintext Redis reads a ClientHello as the start of an inline
+    ** command and waits for the rest: a timeout, not a refusal. */
+    snprintf(err, n, "TLS handshake timed out (slow, or not a TLS port?)");
     r = SLUICE_ETIMEDOUT;
   } else {
     snprintf(err, n, "TLS handshake: %s",
@@ -471,14 +476,23 @@ static int tls_start(const rcl_conf *cf, const char *host, redisContext *c,
 }
 
 /* Why a read or write on a connection being set up failed. */
-static int setup_io_error(redisContext *c, int e, const char *what, char *err,
-                          size_t n) {
-  snprintf(err, n, "%s: %s", what, c->errstr);
-  if (c->err == REDIS_ERR_IO && rcl_is_timeout_errno(e))
+static int setup_io_error(redisContext *c, SSL *tls, int e, const char *what,
+                          char *err, size_t n) {
+  if (c->err == REDIS_ERR_IO && rcl_is_timeout_errno(e)) {
+    snprintf(err, n, "%s: %s", what, c->errstr);
     return SLUICE_ETIMEDOUT;
-  /* A TLS alert after the handshake (TLS 1.3 reports a refused client
-  ** certificate on the first read) is a refusal, not an outage. */
-  return c->err == REDIS_ERR_OTHER ? SLUICE_ECONFIG : SLUICE_EUNAVAIL;
+  }
+  /* TLS 1.3 reports a refused client certificate after the handshake: an
+  ** alert on the first read, or, when our first command crossed it, a
+  ** reset.  A server that completed the handshake and then hung up is
+  ** refusing us, not down. */
+  if (tls) {
+    snprintf(err, n, "%s: %s (after the TLS handshake: does the server "
+             "want a client certificate?)", what, c->errstr);
+    return SLUICE_ECONFIG;
+  }
+  snprintf(err, n, "%s: %s", what, c->errstr);
+  return SLUICE_EUNAVAIL;
 }
 
 /* AUTH and SELECT, pipelined; over TLS always at least a PING, so that a
@@ -524,7 +538,7 @@ static int hello(const rcl_conf *cf, redisContext *c, SSL *tls, char *err,
     errno = 0;
     if (rcl_link_reply(c, tls, &v) != REDIS_OK || !v) {
       e = errno;
-      return setup_io_error(c, e,
+      return setup_io_error(c, tls, e,
                             what[i] == W_AUTH     ? "AUTH"
                             : what[i] == W_SELECT ? "SELECT"
                                                   : "PING",
