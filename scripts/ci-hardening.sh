@@ -65,13 +65,15 @@ run_tsan() {
   CC=${TSAN_CC:-clang} setup "$d" -Dbuildtype=debugoptimized \
     -Db_sanitize=thread -Db_lundef=false || return 1
   # The programs that start threads and run under TSan: the soak with
-  # SLUICE_SOAK_THREADS=1 (the policy from 3 threads on mem, shm and lmdb).
+  # SLUICE_SOAK_THREADS=1 (the policy from 3 threads on mem, shm and lmdb),
+  # and redis_pool_threads (16 threads over the redis store's lanes, plain
+  # and TLS).
   # The Criterion suites that use threads (unit_mem, policy_threads,
   # lmdb_capacity, shm-stress, redis_store_*) cannot start under TSan:
   # Criterion's boxfort arena fails ("Could not initialize inheritable
   # arena") or crashes inside libcriterion, so they are left out; add a
   # name here once that works.  Names not configured are skipped.
-  local want="soak"
+  local want="soak redis_pool_threads"
   local plan
   plan=$( (meson introspect "$d" --targets; echo; meson introspect "$d" --tests) |
     WANT="$want" B="$PWD/$d" python3 -c '
