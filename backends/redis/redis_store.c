@@ -35,9 +35,15 @@
 **  a) Records are 25-byte strings: the record, its expiry in ns and the
 **     layout byte.  The expiry in the value makes "expired = fresh" exact
 **     under any clock (the Redis TTL, rounded up to the ms, only collects).
-**  b) One mutex per store: hiredis contexts are not thread-safe, and a
-**     store's connections are few.  Services wanting parallel round trips
-**     open a store per thread.
+**  b) Lanes: hiredis contexts are not thread-safe, so a store is `pool`
+**     copies of its routing state, each with its own connections and
+**     mutex; a thread keeps to one lane while it is free and takes any
+**     idle one when it is not (lane_lock).  Lanes share only the
+**     configuration; connections are made on first use.
+**  e) Connecting (TCP, unix socket, TLS, AUTH, SELECT) and moving bytes
+**     over TLS live in redis_conn.c.  A store opens even when no seed
+**     answers; every call then asks for the slot map again (cheaply: each
+**     seed backs off), so the store recovers on its own.
 **  c) Fork: a marker page mapped MADV_WIPEONFORK reads zero in a child
 **     (getpid() against the pid recorded at open where that is missing);
 **     a child drops (frees without writing) every inherited context and
