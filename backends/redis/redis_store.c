@@ -40,10 +40,6 @@
 **     mutex; a thread keeps to one lane while it is free and takes any
 **     idle one when it is not (lane_lock).  Lanes share only the
 **     configuration; connections are made on first use.
-**  e) Connecting (TCP, unix socket, TLS, AUTH, SELECT) and moving bytes
-**     over TLS live in redis_conn.c.  A store opens even when no seed
-**     answers; every call then asks for the slot map again (cheaply: each
-**     seed backs off), so the store recovers on its own.
 **  c) Fork: a marker page mapped MADV_WIPEONFORK reads zero in a child
 **     (getpid() against the pid recorded at open where that is missing);
 **     a child drops (frees without writing) every inherited context and
@@ -53,6 +49,10 @@
 **     replicas acknowledged, the results of that round trip are reported
 **     as SLUICE_EUNAVAIL, so an admission the caller saw cannot be lost in
 **     a failover (Redis replication is otherwise asynchronous).
+**  e) Connecting (TCP, unix socket, TLS, AUTH, SELECT) and moving bytes
+**     over TLS live in redis_conn.c.  A store opens even when no seed
+**     answers; every call then asks for the slot map again (cheaply: each
+**     seed backs off), so the store recovers on its own.
 */
 #include <errno.h>
 #include <pthread.h>
