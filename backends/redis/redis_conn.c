@@ -228,6 +228,9 @@ static int tls_ctx(sluice_store *s, rcl_conf *cf, const char *ca,
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
   SSL_CTX_set_mode(ctx, SSL_MODE_AUTO_RETRY);
+  /* A reply is read in one read() instead of a record header and then its
+  ** body: every decision is a round trip, so system calls count. */
+  SSL_CTX_set_read_ahead(ctx, 1);
   if (ca[0] ? SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1
             : SSL_CTX_set_default_verify_paths(ctx) != 1)
     return tls_err(s, "tls_ca", ca[0] ? ca : "(system store)");

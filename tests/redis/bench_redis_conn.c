@@ -234,7 +234,7 @@ static double recovery_ms(int port, const char *dir, int backoff_max_ms) {
   char store[256], key[96];
   sluice_limiter *l;
   sluice_verdict v;
-  int64_t t_ready = 0, t_ok = 0, t0;
+  int64_t t_ready = 0, t_ok = 0, t0, down_ms;
   pid_t pid;
   snprintf(store, sizeof store,
            "redis:nodes=127.0.0.1:%d;timeout_ms=2000;connect_timeout_ms=200;"
@@ -242,9 +242,11 @@ static double recovery_ms(int port, const char *dir, int backoff_max_ms) {
            port, backoff_max_ms);
   l = open_or_die(store);
   snprintf(key, sizeof key, "%srecover", g_tag);
-  /* Down long enough for the backoff to reach its ceiling. */
+  /* Down long enough for the backoff to reach its ceiling, plus a random
+  ** part of it: Redis then starts at a random point of the retry cycle. */
   t0 = now_ns();
-  while (now_ns() - t0 < (int64_t)(2 * backoff_max_ms + 200) * 1000000) {
+  down_ms = 2 * backoff_max_ms + 200 + rand() % backoff_max_ms;
+  while (now_ns() - t0 < down_ms * 1000000) {
     (void)sluice_limiter_take(l, key, strlen(key), &big, 1, &v);
     usleep(1000);
   }
@@ -280,9 +282,14 @@ static void bench_recovery(int port, const char *tmp) {
     NOTE("  recovery, backoff_max_ms=%d: ms from Redis's first PONG to the "
          "first decision:",
          ceilings[c]);
-    for (k = 0; k < 3; k++)
-      NOTE(" %.0f", recovery_ms(port, dir, ceilings[c]));
-    NOTE("\n");
+    double v[ROUNDS], sum = 0;
+    for (k = 0; k < ROUNDS; k++) {
+      v[k] = recovery_ms(port, dir, ceilings[c]);
+      sum += v[k];
+    }
+    qsort(v, ROUNDS, sizeof v[0], cmp_d);
+    NOTE(" mean %.0f, min %.0f, max %.0f (%d runs)\n", sum / ROUNDS, v[0],
+         v[ROUNDS - 1], ROUNDS);
   }
 }
 
@@ -300,6 +307,7 @@ int main(void) {
   if (sc && atol(sc) > 0)
     g_scale = atol(sc);
   snprintf(g_tag, sizeof g_tag, "{t:bconn-%ld}", (long)time(NULL));
+  srand((unsigned)time(NULL) ^ (unsigned)getpid());
   printf("redis connection benchmark: one local redis-server 7 (plain and "
          "TLS port), scale %ld%%\n",
          g_scale);
