@@ -856,7 +856,8 @@ static void batch_reply(rcl_store *r, rcl_job *jobs, int head, int ni,
 ** Consecutive single-bucket GCRA jobs of one node (and, in a cluster, one
 ** slot: a script's keys must share it) go as one batch script call. */
 static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
-  int used[RCL_MAX_NODES], nused = 0, i, k;
+  /* Zeroed: gcc -O3 cannot see that used[k] is read only below nused. */
+  int used[RCL_MAX_NODES] = {0}, nused = 0, i, k;
   int nerr[RCL_MAX_NODES];      /* per node: 0, or the error of this round */
   int reload[RCL_MAX_NODES];    /* per node: a NOSCRIPT was seen */
   int bhead[RCL_MAX_NODES];     /* per node: leader of the open batch, -1 */
