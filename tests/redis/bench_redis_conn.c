@@ -145,9 +145,7 @@ static void bench_threads(const char *nodes) {
     for (t = 0; t < 3; t++)
       for (p = 0; p < 2; p++)
         r[p][t][k] = run_threads(l[p], threads[t], per / threads[t]);
-  printf("one store shared by N threads, wall time per decision (%ld "
-         "decisions per run, median of %d):\n",
-         per, ROUNDS);
+  printf("threads sharing one store:\n");
   for (t = 0; t < 3; t++) {
     double a = median(r[0][t], ROUNDS), b = median(r[1][t], ROUNDS);
     char name[64];
@@ -186,9 +184,7 @@ static void bench_tls(const char *nodes, const char *tls_port,
     a[k] = 1e9 / run_threads(plain, 1, n);
     b[k] = 1e9 / run_threads(tls, 1, n);
   }
-  printf("TLS against plain TCP, one thread, the same server (%ld per run, "
-         "median of %d):\n",
-         n, ROUNDS);
+  printf("TLS against plain TCP, one thread:\n");
   row("plain TCP, single decision", median(a, ROUNDS));
   row("TLS, single decision", median(b, ROUNDS));
   NOTE("  TLS costs %+.0f ns per decision (%.2fx plain TCP)\n",
@@ -309,8 +305,9 @@ int main(void) {
   snprintf(g_tag, sizeof g_tag, "{t:bconn-%ld}", (long)time(NULL));
   srand((unsigned)time(NULL) ^ (unsigned)getpid());
   printf("redis connection benchmark: one local redis-server 7 (plain and "
-         "TLS port), scale %ld%%\n",
-         g_scale);
+         "TLS port); wall time per decision, medians of %d interleaved "
+         "rounds of %ld decisions (scale %ld%%)\n",
+         ROUNDS, 20000 * g_scale / 100, g_scale);
   bench_threads(nodes);
   bench_tls(nodes, tls_port, tls_dir);
   bench_recovery(atoi(spare), tmp);
