@@ -328,6 +328,57 @@ Test(conn, tls_client_certificate) {
   refused(store, SLUICE_ECONFIG, "tls_key", NULL);
 }
 
+/* A forked child must not touch its parent's TLS session: had it reused
+** it (or sent a close_notify on the shared socket), the parent's next
+** reply would fail to decrypt or read as end of stream. */
+Test(conn, tls_fork_child_gets_its_own_session) {
+  char store[1024], key[96];
+  sluice_limiter *l;
+  sluice_verdict v;
+  sluice_redis_stats st;
+  int i, status, admitted = 0;
+  pid_t pid;
+  tls_store(store, sizeof store, "127.0.0.1", "ca.crt", ";pool=1");
+  l = must_open(store);
+  rt_tag(key, sizeof key, "tlsfork");
+  for (i = 0; i < 5; i++) {
+    cr_assert_eq(sluice_limiter_take(l, key, strlen(key), &still, 1, &v),
+                 SLUICE_OK);
+    admitted += v.allowed;
+  }
+  pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    int ok = 0;
+    for (i = 0; i < 10; i++)
+      if (sluice_limiter_take(l, key, strlen(key), &still, 1, &v) ==
+              SLUICE_OK &&
+          v.allowed)
+        ok++;
+    sluice_limiter_control(l, SLUICE_CTL_REDIS_STATS, &st);
+    /* Its own connection: the parent's one (open) and a new one. */
+    _exit(ok == 10 && st.connects == 2 ? 0 : 1);
+  }
+  for (i = 0; i < 3; i++) {
+    cr_assert_eq(sluice_limiter_take(l, key, strlen(key), &still, 1, &v),
+                 SLUICE_OK, "%s", sluice_limiter_errmsg(l));
+    admitted += v.allowed;
+  }
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed");
+  /* The child has exited (closing its descriptors): the parent's session
+  ** still works, with no reconnect. */
+  for (i = 0; i < 2; i++) {
+    cr_assert_eq(sluice_limiter_take(l, key, strlen(key), &still, 1, &v),
+                 SLUICE_OK, "%s", sluice_limiter_errmsg(l));
+    admitted += v.allowed;
+  }
+  sluice_limiter_control(l, SLUICE_CTL_REDIS_STATS, &st);
+  cr_assert_eq(st.connects, 1, "the parent kept its TLS connection");
+  cr_assert_eq(admitted + 10, 20, "one bucket shared by both processes");
+  sluice_limiter_close(l);
+}
+
 /* --------------------------------------------- threads over a pool --- */
 
 typedef struct thr_arg {
