@@ -9,5 +9,6 @@ extern const sluice_backend sluice__backend_mem;
 extern const sluice_backend sluice__backend_shm;
 extern const sluice_backend sluice__backend_lmdb;
 extern const sluice_backend sluice__backend_redis;
+extern const sluice_backend sluice__backend_rediss; /* redis, TLS required */
 
 #endif

@@ -7,7 +7,7 @@
 
 static const sluice_backend *const builtin[] = {
     &sluice__backend_mem, &sluice__backend_shm, &sluice__backend_lmdb,
-    &sluice__backend_redis};
+    &sluice__backend_redis, &sluice__backend_rediss};
 
 const sluice_backend *sluice_backend_find(const char *name) {
   size_t i;

@@ -97,7 +97,10 @@ int sluice__store_open(const sluice_backend *b, const char *uri,
     return SLUICE_EVERSION;
   if (!a)
     a = &sluice__libc_allocator;
-  if (b->iVersion >= 2 && b->azParams) {
+  /* "//..." is a URL (redis://, rediss://): the backend rewrites it to
+  ** parameters and checks those itself. */
+  if (b->iVersion >= 2 && b->azParams &&
+      !(uri && uri[0] == '/' && uri[1] == '/')) {
     char msg[512];
     rc = sluice__uri_check(b->zName, uri ? uri : "", b->azParams, msg,
                            sizeof msg);

@@ -66,7 +66,9 @@ run_tsan() {
   CC=${TSAN_CC:-clang} setup "$d" -Dbuildtype=debugoptimized \
     -Db_sanitize=thread -Db_lundef=false || return 1
   # The programs that start threads and run under TSan: the soak with
-  # SLUICE_SOAK_THREADS=1 (the policy from 3 threads on mem, shm and lmdb).
+  # SLUICE_SOAK_THREADS=1 (the policy from 3 threads on mem, shm and lmdb),
+  # and redis_pool_threads (16 threads over the redis store's lanes, plain
+  # and TLS).
   # The Criterion suites that use threads (unit_mem, policy_threads,
   # lmdb_capacity, shm-stress, redis_store_*) cannot start under TSan:
   # Criterion's boxfort arena fails ("Could not initialize inheritable
@@ -75,7 +77,7 @@ run_tsan() {
   # e2e-ledger-api-hardening: ledger-api's workers run libmicrohttpd's
   # thread, the connection guard's and the webhook sink's (a sanitizer
   # report in a worker's log fails the test).
-  local want="soak e2e-ledger-api-hardening"
+  local want="soak e2e-ledger-api-hardening redis_pool_threads"
   local plan
   plan=$( (meson introspect "$d" --targets; echo; meson introspect "$d" --tests) |
     WANT="$want" B="$PWD/$d" python3 -c '

@@ -5,7 +5,8 @@ set -euo pipefail
 
 SLUICE_PACKAGES=(
   build-essential meson ninja-build pkg-config clang
-  libck-dev liblmdb-dev lmdb-utils libhiredis-dev redis-server
+  libck-dev liblmdb-dev lmdb-utils libhiredis-dev libssl-dev openssl
+  redis-server
   libcriterion-dev libconfig-dev libjansson-dev
   libmicrohttpd-dev libcurl4-openssl-dev curl binutils python3
   cppcheck libclang-rt-14-dev librsvg2-bin

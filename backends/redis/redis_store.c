@@ -35,9 +35,11 @@
 **  a) Records are 25-byte strings: the record, its expiry in ns and the
 **     layout byte.  The expiry in the value makes "expired = fresh" exact
 **     under any clock (the Redis TTL, rounded up to the ms, only collects).
-**  b) One mutex per store: hiredis contexts are not thread-safe, and a
-**     store's connections are few.  Services wanting parallel round trips
-**     open a store per thread.
+**  b) Lanes: hiredis contexts are not thread-safe, so a store is `pool`
+**     copies of its routing state, each with its own connections and
+**     mutex; a thread keeps to one lane while it is free and takes any
+**     idle one when it is not (lane_lock).  Lanes share only the
+**     configuration; connections are made on first use.
 **  c) Fork: a marker page mapped MADV_WIPEONFORK reads zero in a child
 **     (getpid() against the pid recorded at open where that is missing);
 **     a child drops (frees without writing) every inherited context and
@@ -47,6 +49,10 @@
 **     replicas acknowledged, the results of that round trip are reported
 **     as SLUICE_EUNAVAIL, so an admission the caller saw cannot be lost in
 **     a failover (Redis replication is otherwise asynchronous).
+**  e) Connecting (TCP, unix socket, TLS, AUTH, SELECT) and moving bytes
+**     over TLS live in redis_conn.c.  A store opens even when no seed
+**     answers; every call then asks for the slot map again (cheaply: each
+**     seed backs off), so the store recovers on its own.
 */
 #include <errno.h>
 #include <pthread.h>
@@ -61,6 +67,8 @@
 #include <hiredis/hiredis.h>
 
 #include "backends.h"
+#include "redis_conn.h"
+#include "store.h"
 #include "sluice.h"
 #include <sluice/sluice_redis.h>
 #include "sluice_rcl_script.h"
@@ -84,11 +92,15 @@
 #define RCL_TEST_MIN_TTL_MS 86400000
 /* The exact range of the Lua port (see sluice.lua). */
 #define RCL_EXACT_MAX ((int64_t)1 << 52)
+/* Most lanes (connection sets) a store keeps, and the default. */
+#define RCL_POOL_MAX 64
+#define RCL_POOL_DEFAULT 8
 
 typedef struct rcl_node {
   char host[64];
-  int port;
+  int port;           /* 0: the unix socket of rcl_conf */
   redisContext *c;
+  struct ssl_st *tls; /* the TLS session on c's descriptor, or NULL */
   int64_t retry_at;   /* monotonic ns: no reconnect before */
   int backoff_ms;
 } rcl_node;
@@ -96,6 +108,18 @@ typedef struct rcl_node {
 typedef struct rcl_store {
   sluice_store base;
   pthread_mutex_t mu;
+  /* A store is a set of lanes, each a full copy of the routing state with
+  ** its own connections and mutex, so threads deciding at once do not
+  ** queue on one socket (see lane_lock).  The store the core holds is
+  ** lane 0 and owns the others, the configuration and the marker page. */
+  struct rcl_store **lanes; /* lane 0 only: nlanes entries, [0] = itself */
+  int nlanes;
+  struct rcl_store *home;   /* lane 0 */
+  rcl_conf *conf;           /* shared, read-only after open */
+  char *url_params;         /* lane 0: a redis:// URL rewritten (or NULL) */
+  size_t url_params_len;
+  int hard_rc;              /* a node answered and refused us: the code */
+  int map_ok;               /* a slot map was ever loaded */
   pid_t pid;
   /* A page the kernel zeroes in a forked child (MADV_WIPEONFORK): reading
   ** it tells "same process" without a getpid() system call per decision.
@@ -145,13 +169,6 @@ static int64_t mono_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static struct timeval ms_tv(int ms) {
-  struct timeval tv;
-  tv.tv_sec = ms / 1000;
-  tv.tv_usec = (ms % 1000) * 1000;
-  return tv;
 }
 
 static void crc_init(rcl_store *r) {
@@ -215,11 +232,9 @@ static int find_node(rcl_store *r, const char *host, size_t hlen, int port,
 }
 
 static void node_drop(rcl_node *n) {
-  /* redisFree only closes the descriptor: nothing is written, which is
-  ** what makes this safe on a connection inherited across fork(). */
-  if (n->c)
-    redisFree(n->c);
-  n->c = NULL;
+  /* Nothing is written (rcl_link_close), which is what makes this safe on
+  ** a connection inherited across fork(). */
+  rcl_link_close(&n->c, &n->tls);
 }
 
 static void fork_check(rcl_store *r) {
@@ -240,15 +255,11 @@ static void fork_check(rcl_store *r) {
   r->pid = p;
 }
 
-static int is_timeout_errno(int e) {
-  return e == EAGAIN || e == EWOULDBLOCK || e == ETIMEDOUT || e == EINPROGRESS;
-}
-
 /* A connection failed mid-command: drop it, and say which code applies. */
 static int node_io_error(rcl_store *r, int ni, int saved_errno) {
   rcl_node *n = &r->nodes[ni];
   int timeout = n->c && n->c->err == REDIS_ERR_IO &&
-                is_timeout_errno(saved_errno);
+                rcl_is_timeout_errno(saved_errno);
   int rc = timeout ? SLUICE_ETIMEDOUT : SLUICE_EUNAVAIL;
   sluice_store_seterr(&r->base, rc, n->c ? n->c->err : 0,
                       "redis %s:%d: %s (%s)", n->host, n->port,
@@ -261,9 +272,9 @@ static int node_io_error(rcl_store *r, int ni, int saved_errno) {
 
 static int node_connect(rcl_store *r, int ni) {
   rcl_node *n = &r->nodes[ni];
-  redisContext *c;
+  char why[200];
   int64_t now;
-  int e, rc;
+  int rc;
   if (n->c)
     return SLUICE_OK;
   now = mono_ns();
@@ -271,32 +282,24 @@ static int node_connect(rcl_store *r, int ni) {
     return sluice_store_seterr(&r->base, SLUICE_EUNAVAIL, 0,
                                "redis %s:%d: down, reconnect backing off",
                                n->host, n->port);
-  errno = 0;
-  c = redisConnectWithTimeout(n->host, n->port, ms_tv(r->connect_timeout_ms));
-  e = errno;
-  if (!c || c->err) {
+  rc = rcl_link_open(r->conf, n->port ? n->host : NULL, n->port, &n->c,
+                     &n->tls, why, sizeof why);
+  if (rc != SLUICE_OK) {
     r->st.connect_failures++;
-    rc = (c && c->err == REDIS_ERR_IO && is_timeout_errno(e))
-             ? SLUICE_ETIMEDOUT
-             : SLUICE_EUNAVAIL;
-    sluice_store_seterr(&r->base, rc, c ? c->err : 0,
-                        "redis %s:%d: connect: %s", n->host, n->port,
-                        c ? c->errstr : "out of memory");
-    if (c)
-      redisFree(c);
+    /* A refusal (AUTH, certificate, SELECT) is kept for open to report;
+    ** a decision sees it as the node being unavailable. */
+    if (rc != SLUICE_ETIMEDOUT && rc != SLUICE_EUNAVAIL) {
+      r->hard_rc = rc;
+      rc = SLUICE_EUNAVAIL;
+    }
+    sluice_store_seterr(&r->base, rc, 0, "redis %s:%d: %s", n->host, n->port,
+                        why);
     n->backoff_ms = n->backoff_ms ? n->backoff_ms * 2 : 5;
     if (n->backoff_ms > r->backoff_max_ms)
       n->backoff_ms = r->backoff_max_ms;
     n->retry_at = now + (int64_t)n->backoff_ms * 1000000;
     return rc;
   }
-  if (redisSetTimeout(c, ms_tv(r->timeout_ms)) != REDIS_OK) {
-    redisFree(c);
-    return sluice_store_seterr(&r->base, SLUICE_EUNAVAIL, 0,
-                               "redis %s:%d: cannot set timeout", n->host,
-                               n->port);
-  }
-  n->c = c;
   n->backoff_ms = 0;
   n->retry_at = 0;
   r->st.connects++;
@@ -313,7 +316,8 @@ static int node_command(rcl_store *r, int ni, int argc, const char **argv,
     return rc;
   redisAppendCommandArgv(r->nodes[ni].c, argc, argv, lens);
   errno = 0;
-  if (redisGetReply(r->nodes[ni].c, &rep) != REDIS_OK || !rep) {
+  if (rcl_link_reply(r->nodes[ni].c, r->nodes[ni].tls, &rep) != REDIS_OK ||
+      !rep) {
     e = errno;
     return node_io_error(r, ni, e);
   }
@@ -402,6 +406,12 @@ static int refresh_map(rcl_store *r, int max_tries) {
       if (rc != SLUICE_OK)
         sluice_store_seterr(&r->base, rc, 0, "redis: bad CLUSTER SLOTS reply");
     } else {
+      /* NOAUTH, WRONGPASS, NOPERM: it answered and refused us. */
+      if (rep->type == REDIS_REPLY_ERROR &&
+          (strncmp(rep->str, "NOAUTH", 6) == 0 ||
+           strncmp(rep->str, "NOPERM", 6) == 0 ||
+           strncmp(rep->str, "WRONGPASS", 9) == 0))
+        r->hard_rc = SLUICE_EPERM;
       rc = sluice_store_seterr(&r->base, SLUICE_EUNAVAIL, 0,
                                "redis %s:%d: CLUSTER SLOTS: %.80s",
                                r->nodes[ni].host, r->nodes[ni].port,
@@ -410,6 +420,7 @@ static int refresh_map(rcl_store *r, int max_tries) {
     freeReplyObject(rep);
     if (rc == SLUICE_OK) {
       r->refresh_cursor = ni;
+      r->map_ok = 1;
       r->map_stale = 0;
       r->map_loaded_at = mono_ns();
       r->st.refreshes++;
@@ -421,10 +432,13 @@ static int refresh_map(rcl_store *r, int max_tries) {
 }
 
 /* A stale map is reloaded at most every 50 ms: during a failover every
-** call would otherwise pay for a refresh that cannot succeed yet. */
+** call would otherwise pay for a refresh that cannot succeed yet.  A store
+** opened while no seed answered has no map: every call asks for one (each
+** seed's reconnect backoff keeps that cheap) until a seed answers. */
 static void maybe_refresh(rcl_store *r) {
-  if (r->cluster && r->map_stale &&
-      mono_ns() - r->map_loaded_at > 50 * (int64_t)1000000)
+  if (!r->map_ok ||
+      (r->cluster && r->map_stale &&
+       mono_ns() - r->map_loaded_at > 50 * (int64_t)1000000))
     (void)refresh_map(r, 2);
 }
 
@@ -843,7 +857,8 @@ static void batch_reply(rcl_store *r, rcl_job *jobs, int head, int ni,
 ** Consecutive single-bucket GCRA jobs of one node (and, in a cluster, one
 ** slot: a script's keys must share it) go as one batch script call. */
 static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
-  int used[RCL_MAX_NODES], nused = 0, i, k;
+  /* Zeroed: gcc -O3 cannot see that used[k] is read only below nused. */
+  int used[RCL_MAX_NODES] = {0}, nused = 0, i, k;
   int nerr[RCL_MAX_NODES];      /* per node: 0, or the error of this round */
   int reload[RCL_MAX_NODES];    /* per node: a NOSCRIPT was seen */
   int bhead[RCL_MAX_NODES];     /* per node: leader of the open batch, -1 */
@@ -868,8 +883,9 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
                          : r->slot_node[0];
     if (ni == RCL_NO_NODE || ni >= r->nnodes) {
       r->map_stale = 1;
-      sluice_store_seterr(&r->base, SLUICE_EUNAVAIL, 0,
-                          "redis: no node serves slot %d", j->slot);
+      if (r->map_ok) /* else keep why no seed answered */
+        sluice_store_seterr(&r->base, SLUICE_EUNAVAIL, 0,
+                            "redis: no node serves slot %d", j->slot);
       job_fail(r, j, SLUICE_EUNAVAIL);
       continue;
     }
@@ -936,7 +952,8 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
     }
     errno = 0;
     while (!done) {
-      if (redisBufferWrite(r->nodes[ni].c, &done) != REDIS_OK) {
+      if (rcl_link_write(r->nodes[ni].c, r->nodes[ni].tls, &done) !=
+          REDIS_OK) {
         e = errno;
         nerr[ni] = node_io_error(r, ni, e);
         break;
@@ -955,7 +972,9 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
         continue;
       if (err == 0 && j->sent == 2) { /* the ASKING reply */
         errno = 0;
-        if (redisGetReply(r->nodes[ni].c, &rep) != REDIS_OK || !rep) {
+        if (rcl_link_reply(r->nodes[ni].c, r->nodes[ni].tls, &rep) !=
+                REDIS_OK ||
+            !rep) {
           e = errno;
           err = node_io_error(r, ni, e);
         } else {
@@ -965,7 +984,9 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
       }
       if (err == 0) {
         errno = 0;
-        if (redisGetReply(r->nodes[ni].c, &rep) != REDIS_OK || !rep) {
+        if (rcl_link_reply(r->nodes[ni].c, r->nodes[ni].tls, &rep) !=
+                REDIS_OK ||
+            !rep) {
           e = errno;
           err = node_io_error(r, ni, e);
         }
@@ -984,7 +1005,9 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
     if (err == 0 && r->wait_replicas > 0 && r->nodes[ni].c) {
       void *rep = NULL;
       errno = 0;
-      if (redisGetReply(r->nodes[ni].c, &rep) != REDIS_OK || !rep) {
+      if (rcl_link_reply(r->nodes[ni].c, r->nodes[ni].tls, &rep) !=
+              REDIS_OK ||
+          !rep) {
         e = errno;
         err = node_io_error(r, ni, e);
         wait_short = 1;
@@ -1047,11 +1070,66 @@ static int run_jobs(rcl_store *r, rcl_job *jobs, int n) {
   return SLUICE_OK;
 }
 
+/* ------------------------------------------------------------- lanes --- */
+
+/* Which lane a thread tries first: threads are numbered on their first call
+** and spread over the lanes, so up to nlanes threads each keep their own
+** connections; when that lane is busy any idle one will do. */
+static _Thread_local unsigned rcl_thread_no;
+static unsigned rcl_threads;
+
+static rcl_store *lane_lock(rcl_store *home) {
+  unsigned pref;
+  int i, n = home->nlanes;
+  rcl_store *l;
+  if (n <= 1) {
+    pthread_mutex_lock(&home->mu);
+    return home;
+  }
+  if (!rcl_thread_no)
+    rcl_thread_no = __atomic_add_fetch(&rcl_threads, 1, __ATOMIC_RELAXED);
+  pref = (rcl_thread_no - 1) % (unsigned)n;
+  for (i = 0; i < n; i++) {
+    l = home->lanes[(pref + (unsigned)i) % (unsigned)n];
+    if (pthread_mutex_trylock(&l->mu) == 0)
+      return l;
+  }
+  l = home->lanes[pref];
+  pthread_mutex_lock(&l->mu);
+  return l;
+}
+
+/* A lane's error detail becomes the store's (what sluice_limiter_errmsg
+** reads); lane 0 writes the store's own. */
+static void lane_unlock(rcl_store *home, rcl_store *l) {
+  if (l != home && l->base.errstr[0]) {
+    sluice_store_seterr(&home->base, SLUICE_EBACKEND, l->base.backend_err,
+                        "%s", l->base.errstr);
+    l->base.errstr[0] = '\0';
+  }
+  pthread_mutex_unlock(&l->mu);
+}
+
+static void stats_add(sluice_redis_stats *t, const sluice_redis_stats *a) {
+  t->ops += a->ops;
+  t->round_trips += a->round_trips;
+  t->moved += a->moved;
+  t->ask += a->ask;
+  t->noscript += a->noscript;
+  t->tryagain += a->tryagain;
+  t->connects += a->connects;
+  t->connect_failures += a->connect_failures;
+  t->refreshes += a->refreshes;
+  t->timeouts += a->timeouts;
+  t->unavailable += a->unavailable;
+  t->batches += a->batches;
+}
+
 /* ----------------------------------------------------------- methods --- */
 
 static int rcl_apply_many(sluice_store *s, int n, const sluice_op *ops,
                           int64_t now, sluice_verdict *vs, int *rcs) {
-  rcl_store *r = (rcl_store *)s;
+  rcl_store *home = (rcl_store *)s, *r;
   rcl_job stack[RCL_STACK_JOBS], *jobs = stack;
   int smap[RCL_STACK_JOBS], *map = smap;
   int i, nj = 0, rc = SLUICE_OK;
@@ -1067,7 +1145,7 @@ static int rcl_apply_many(sluice_store *s, int n, const sluice_op *ops,
     }
   }
   /* Everything that may write the error detail runs under the mutex. */
-  pthread_mutex_lock(&r->mu);
+  r = lane_lock(home);
   for (i = 0; i < n; i++) {
     if (r->readonly) {
       rcs[i] = sluice_store_seterr(s, SLUICE_EPERM, 0,
@@ -1090,7 +1168,7 @@ static int rcl_apply_many(sluice_store *s, int n, const sluice_op *ops,
   }
   if (nj > 0)
     rc = run_jobs(r, jobs, nj);
-  pthread_mutex_unlock(&r->mu);
+  lane_unlock(home, r);
   for (i = 0; i < nj; i++)
     rcs[map[i]] = jobs[i].rc;
   if (jobs != stack) {
@@ -1109,7 +1187,7 @@ static int rcl_apply(sluice_store *s, const sluice_op *op, int64_t now,
 
 static int rcl_get(sluice_store *s, const sluice_key *key, int64_t now,
                    sluice_state *out, int64_t *exp) {
-  rcl_store *r = (rcl_store *)s;
+  rcl_store *home = (rcl_store *)s, *r;
   rcl_job j;
   int rc;
   memset(&j, 0, sizeof j);
@@ -1118,45 +1196,70 @@ static int rcl_get(sluice_store *s, const sluice_key *key, int64_t now,
   j.st_out = out;
   j.exp_out = exp;
   j.now = now;
-  pthread_mutex_lock(&r->mu);
+  r = lane_lock(home);
   rc = run_jobs(r, &j, 1);
-  pthread_mutex_unlock(&r->mu);
+  lane_unlock(home, r);
   return rc != SLUICE_OK ? rc : j.rc;
 }
 
 static int rcl_delete(sluice_store *s, const sluice_key *key) {
-  rcl_store *r = (rcl_store *)s;
+  rcl_store *home = (rcl_store *)s, *r;
   rcl_job j;
   int rc;
   memset(&j, 0, sizeof j);
   j.type = JOB_DEL;
   j.key = key;
-  pthread_mutex_lock(&r->mu);
+  r = lane_lock(home);
   rc = r->readonly ? sluice_store_seterr(s, SLUICE_EPERM, 0,
                                          "redis: store opened read-only")
                    : run_jobs(r, &j, 1);
-  pthread_mutex_unlock(&r->mu);
+  lane_unlock(home, r);
   return rc != SLUICE_OK ? rc : j.rc;
 }
 
+/* A control op that concerns every lane: each in turn, under its lock. */
+static int control_lanes(rcl_store *home, int op, void *arg) {
+  sluice_redis_stats sum;
+  int k, i, rc = SLUICE_OK;
+  memset(&sum, 0, sizeof sum);
+  for (k = 0; k < home->nlanes; k++) {
+    rcl_store *r = home->lanes[k];
+    pthread_mutex_lock(&r->mu);
+    fork_check(r);
+    if (op == SLUICE_CTL_REDIS_REFRESH) {
+      int lrc = refresh_map(r, r->nnodes);
+      if (k == 0)
+        rc = lrc;
+    } else if (op == SLUICE_CTL_REDIS_STATS) {
+      stats_add(&sum, &r->st);
+      if (k == 0) {
+        sum.nodes = r->nnodes;
+        sum.cluster = r->cluster;
+      }
+    } else {
+      for (i = 0; i < r->nnodes; i++)
+        node_drop(&r->nodes[i]);
+    }
+    lane_unlock(home, r);
+  }
+  if (op == SLUICE_CTL_REDIS_STATS) {
+    sum.pool = home->nlanes;
+    *(sluice_redis_stats *)arg = sum;
+  }
+  return rc;
+}
+
 static int rcl_control(sluice_store *s, int op, void *arg) {
-  rcl_store *r = (rcl_store *)s;
-  int rc = SLUICE_OK, i;
-  pthread_mutex_lock(&r->mu);
+  rcl_store *home = (rcl_store *)s, *r;
+  int rc = SLUICE_OK;
+  if (op == SLUICE_CTL_REDIS_REFRESH || op == SLUICE_CTL_REDIS_DROP ||
+      op == SLUICE_CTL_REDIS_STATS)
+    return op == SLUICE_CTL_REDIS_STATS && !arg ? SLUICE_EINVAL
+                                                : control_lanes(home, op, arg);
+  /* NODE_OF answers from the map of the lane this thread decides on. */
+  r = lane_lock(home);
   fork_check(r);
   switch (op) {
-  case SLUICE_CTL_REDIS_REFRESH:
-    rc = refresh_map(r, r->nnodes);
-    break;
-  case SLUICE_CTL_REDIS_STATS:
-    if (!arg) {
-      rc = SLUICE_EINVAL;
-      break;
-    }
-    r->st.nodes = r->nnodes;
-    r->st.cluster = r->cluster;
-    *(sluice_redis_stats *)arg = r->st;
-    break;
   case SLUICE_CTL_REDIS_NODE_OF: {
     sluice_redis_node_of *q = arg;
     sluice_key k;
@@ -1177,14 +1280,10 @@ static int rcl_control(sluice_store *s, int op, void *arg) {
     }
     break;
   }
-  case SLUICE_CTL_REDIS_DROP:
-    for (i = 0; i < r->nnodes; i++)
-      node_drop(&r->nodes[i]);
-    break;
   default:
     rc = SLUICE_ENOTFOUND;
   }
-  pthread_mutex_unlock(&r->mu);
+  lane_unlock(home, r);
   return rc;
 }
 
@@ -1195,17 +1294,32 @@ static unsigned rcl_caps(sluice_store *s) {
          SLUICE_CAP_OWN_CLOCK;
 }
 
-static int rcl_close(sluice_store *s) {
-  rcl_store *r = (rcl_store *)s;
+static void lane_free(rcl_store *home, rcl_store *l) {
   int i;
-  if (r->fork_page)
-    munmap((void *)r->fork_page, (size_t)sysconf(_SC_PAGESIZE));
   /* A child closing a store its parent opened must not touch the parent's
   ** sockets beyond closing its own descriptors, which node_drop does. */
-  for (i = 0; i < r->nnodes; i++)
-    node_drop(&r->nodes[i]);
-  pthread_mutex_destroy(&r->mu);
-  sluice_store_free(s, r->cmd, sizeof *r->cmd);
+  for (i = 0; i < l->nnodes; i++)
+    node_drop(&l->nodes[i]);
+  pthread_mutex_destroy(&l->mu);
+  sluice_store_free(&home->base, l->cmd, sizeof *l->cmd);
+}
+
+static int rcl_close(sluice_store *s) {
+  rcl_store *r = (rcl_store *)s;
+  int k;
+  for (k = 1; k < r->nlanes; k++) {
+    lane_free(r, r->lanes[k]);
+    sluice_store_free(s, r->lanes[k], sizeof *r);
+  }
+  sluice_store_free(s, r->lanes, sizeof *r->lanes * RCL_POOL_MAX);
+  if (r->fork_page)
+    munmap((void *)r->fork_page, (size_t)sysconf(_SC_PAGESIZE));
+  lane_free(r, r);
+  if (r->conf) {
+    rcl_conf_free(r->conf);
+    sluice_store_free(s, r->conf, sizeof *r->conf);
+  }
+  sluice_store_free(s, r->url_params, r->url_params_len);
   return SLUICE_OK;
 }
 
@@ -1225,8 +1339,16 @@ static const sluice_store_methods rcl_methods = {
 /* The parameters the core lets through (sluice_backend.azParams): add a
 ** new one here and the store string accepts it. */
 static const char *const known_params[] = {
-    "nodes", "timeout_ms", "connect_timeout_ms", "prefix", "wait_replicas",
-    "backoff_max_ms", NULL};
+    "nodes",          "timeout_ms", "connect_timeout_ms", "prefix",
+    "wait_replicas",  "backoff_max_ms", "pool", RCL_CONN_PARAMS, NULL};
+
+/* A URL ("//host...") is rewritten to parameters here, so the core, which
+** checks "k=v" strings only, leaves its check to the backend. */
+static int check_params(sluice_store *s, const char *uri) {
+  char msg[512];
+  int rc = sluice__uri_check("redis", uri, known_params, msg, sizeof msg);
+  return rc == SLUICE_OK ? rc : sluice_store_seterr(s, rc, 0, "%s", msg);
+}
 
 static int int_param(sluice_store *s, const char *uri, const char *name,
                      int64_t dflt, int64_t lo, int64_t hi, int *out) {
@@ -1265,29 +1387,105 @@ static int parse_nodes(rcl_store *r, const char *v, size_t len) {
   return r->nnodes > 0 ? SLUICE_OK : SLUICE_EINVAL;
 }
 
-static int rcl_open(const sluice_backend *b, const char *uri,
-                    const sluice_store_config *cfg, sluice_store *s) {
+/* Lanes 1..pool-1: copies of lane 0 (its parameters and whatever slot map
+** it has) without connections; each connects on first use. */
+static int make_lanes(rcl_store *r, int pool) {
+  int k, i;
+  r->lanes = sluice_store_malloc(&r->base, sizeof *r->lanes * RCL_POOL_MAX);
+  if (!r->lanes)
+    return SLUICE_ENOMEM;
+  r->lanes[0] = r;
+  r->nlanes = 1;
+  for (k = 1; k < pool; k++) {
+    rcl_store *l = sluice_store_malloc(&r->base, sizeof *l);
+    if (!l)
+      return SLUICE_ENOMEM;
+    memcpy(l, r, sizeof *l);
+    l->cmd = sluice_store_malloc(&r->base, sizeof *l->cmd);
+    if (!l->cmd) {
+      sluice_store_free(&r->base, l, sizeof *l);
+      return SLUICE_ENOMEM;
+    }
+    l->base.errstr[0] = '\0';
+    l->base.errlock = 0;
+    l->lanes = NULL;
+    l->nlanes = 0;
+    l->url_params = NULL;
+    memset(&l->st, 0, sizeof l->st);
+    for (i = 0; i < l->nnodes; i++) {
+      l->nodes[i].c = NULL;
+      l->nodes[i].tls = NULL;
+      l->nodes[i].retry_at = 0;
+      l->nodes[i].backoff_ms = 0;
+    }
+    /* Each lane its own byte of the marker page: every lane must see the
+    ** fork for itself. */
+    l->fork_page = r->fork_page ? r->fork_page + k : NULL;
+    pthread_mutex_init(&l->mu, NULL);
+    r->lanes[k] = l;
+    r->nlanes = k + 1;
+  }
+  return SLUICE_OK;
+}
+
+static int rcl_open_as(const char *uri, const sluice_store_config *cfg,
+                       sluice_store *s, int force_tls) {
   rcl_store *r = (rcl_store *)s;
   const char *v;
   size_t len, i;
-  int rc;
-  (void)b;
-  if (sluice_uri_param(uri, "nodes", &v, &len) != SLUICE_OK || len == 0)
+  int rc, pool;
+  r->home = r;
+  r->nlanes = 1;
+  pthread_mutex_init(&r->mu, NULL);
+  r->cmd = sluice_store_malloc(s, sizeof *r->cmd);
+  r->conf = sluice_store_malloc(s, sizeof *r->conf);
+  s->pMethods = &rcl_methods; /* from here xClose cleans up */
+  if (!r->cmd || !r->conf)
+    return sluice_store_seterr(s, SLUICE_ENOMEM, 0, "redis: out of memory");
+  memset(r->conf, 0, sizeof *r->conf);
+  if (uri[0] == '/' && uri[1] == '/') {
+    r->url_params_len = strlen(uri) + 64;
+    r->url_params = sluice_store_malloc(s, r->url_params_len);
+    if (!r->url_params)
+      return sluice_store_seterr(s, SLUICE_ENOMEM, 0, "redis: out of memory");
+    rc = rcl_url_rewrite(s, uri, r->conf, r->url_params, r->url_params_len);
+    if (rc != SLUICE_OK)
+      return rc;
+    uri = r->url_params;
+  }
+  if ((rc = check_params(s, uri)) != SLUICE_OK ||
+      (rc = rcl_conf_parse(s, uri, force_tls, r->conf)) != SLUICE_OK)
+    return rc;
+  if (r->conf->socket[0]) {
+    if (sluice_uri_param(uri, "nodes", &v, &len) == SLUICE_OK)
+      return sluice_store_seterr(s, SLUICE_EINVAL, 0,
+                                 "redis: give nodes= or socket=, not both");
+    /* The seed is the socket (port 0); nodes a cluster names are TCP. */
+    snprintf(r->nodes[0].host, sizeof r->nodes[0].host, "%.63s",
+             r->conf->socket);
+    r->nnodes = 1;
+  } else if (sluice_uri_param(uri, "nodes", &v, &len) != SLUICE_OK ||
+             len == 0) {
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
-                               "redis: nodes=host:port[,host:port...] is "
-                               "required");
-  if (parse_nodes(r, v, len) != SLUICE_OK)
+                               "redis: nodes=host:port[,host:port...] (or "
+                               "socket=/path) is required");
+  } else if (parse_nodes(r, v, len) != SLUICE_OK) {
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "redis: bad nodes list '%.*s' (want "
                                "host:port,host:port)",
                                (int)(len > 60 ? 60 : len), v);
+  }
   if ((rc = int_param(s, uri, "timeout_ms", 20, 1, 600000, &r->timeout_ms)) ||
       (rc = int_param(s, uri, "connect_timeout_ms", 20, 1, 600000,
                       &r->connect_timeout_ms)) ||
       (rc = int_param(s, uri, "wait_replicas", 0, 0, 16, &r->wait_replicas)) ||
       (rc = int_param(s, uri, "backoff_max_ms", 1000, 1, 600000,
-                      &r->backoff_max_ms)))
+                      &r->backoff_max_ms)) ||
+      (rc = int_param(s, uri, "pool", RCL_POOL_DEFAULT, 1, RCL_POOL_MAX,
+                      &pool)))
     return rc;
+  r->conf->timeout_ms = r->timeout_ms;
+  r->conf->connect_timeout_ms = r->connect_timeout_ms;
   if (sluice_uri_param(uri, "prefix", &v, &len) == SLUICE_OK) {
     if (len >= RCL_PREFIX_MAX)
       return sluice_store_seterr(s, SLUICE_EINVAL, 0,
@@ -1319,20 +1517,18 @@ static int rcl_open(const sluice_backend *b, const char *uri,
 #endif
   crc_init(r);
   memset(r->slot_node, RCL_NO_NODE, sizeof r->slot_node);
-  r->cmd = sluice_store_malloc(s, sizeof *r->cmd);
-  if (!r->cmd)
-    return sluice_store_seterr(s, SLUICE_ENOMEM, 0, "redis: out of memory");
-  pthread_mutex_init(&r->mu, NULL);
-  s->pMethods = &rcl_methods;
-  /* Ask every seed until one answers: a store that cannot reach any node
-  ** fails at open, where the error is easiest to act on. */
+  /* Ask every seed.  A seed that answers and refuses us (password,
+  ** certificate, SELECT) fails the open: that is configuration, best fixed
+  ** now.  When none answers at all, the store opens anyway: decisions fail
+  ** with SLUICE_EUNAVAIL (the policy layer fails closed or degrades) and
+  ** every call asks for the slot map again until a seed answers. */
   rc = refresh_map(r, r->nnodes);
-  if (rc != SLUICE_OK)
-    return rc;
-  /* Load the script on every master now, so that the first decision on
-  ** each is one round trip too; a failure here is handled later by the
-  ** NOSCRIPT path. */
-  {
+  if (rc != SLUICE_OK && r->hard_rc)
+    return r->hard_rc;
+  if (rc == SLUICE_OK) {
+    /* Load the script on every master now, so that the first decision on
+    ** each is one round trip too; a failure here is handled later by the
+    ** NOSCRIPT path. */
     uint8_t seen[RCL_MAX_NODES];
     memset(seen, 0, sizeof seen);
     for (i = 0; i < RCL_SLOTS; i++) {
@@ -1343,11 +1539,29 @@ static int rcl_open(const sluice_backend *b, const char *uri,
       }
     }
   }
+  if (make_lanes(r, pool) != SLUICE_OK)
+    return sluice_store_seterr(s, SLUICE_ENOMEM, 0, "redis: out of memory");
   s->errstr[0] = '\0';
   s->backend_err = 0;
   return SLUICE_OK;
 }
 
+static int rcl_open(const sluice_backend *b, const char *uri,
+                    const sluice_store_config *cfg, sluice_store *s) {
+  (void)b;
+  return rcl_open_as(uri, cfg, s, 0);
+}
+
+/* "rediss:": the same store, TLS required (rediss://host:port URLs). */
+static int rcls_open(const sluice_backend *b, const char *uri,
+                     const sluice_store_config *cfg, sluice_store *s) {
+  (void)b;
+  return rcl_open_as(uri, cfg, s, 1);
+}
+
 const sluice_backend sluice__backend_redis = {2, (int)sizeof(rcl_store),
                                               "redis", NULL, rcl_open,
                                               known_params};
+const sluice_backend sluice__backend_rediss = {2, (int)sizeof(rcl_store),
+                                               "rediss", NULL, rcls_open,
+                                               known_params};

@@ -14,3 +14,5 @@ static int redis_stub_open(const sluice_backend *b, const char *uri,
 
 const sluice_backend sluice__backend_redis = {
     1, (int)sizeof(sluice_store), "redis", NULL, redis_stub_open};
+const sluice_backend sluice__backend_rediss = {
+    1, (int)sizeof(sluice_store), "rediss", NULL, redis_stub_open};

@@ -551,7 +551,9 @@ static int pr_open(preplay *r, const char *config, const char *backend,
   memset(&lo, 0, sizeof lo);
   lo.store = backend;
   lo.clock = r->clock;
-  lo.flags = SLUICE_OPEN_CREATE;
+  /* TESTCLOCK: a store with its own clock (redis) decides at the log's
+  ** time too, not at its wall clock. */
+  lo.flags = SLUICE_OPEN_CREATE | SLUICE_OPEN_TESTCLOCK;
   err[0] = 0;
   if (rc == SLUICE_OK)
     rc = sluice_limiter_open2(&lo, &r->lim, err, errlen);

@@ -374,7 +374,9 @@ int cli_replay(int argc, char **argv) {
     return CLI_USAGE;
   }
   lo.store = backend;
-  lo.flags = SLUICE_OPEN_CREATE;
+  /* TESTCLOCK: a store with its own clock (redis) decides at the log's
+  ** time too, not at its wall clock. */
+  lo.flags = SLUICE_OPEN_CREATE | SLUICE_OPEN_TESTCLOCK;
   rc = sluice_limiter_open2(&lo, &r.lim, err, sizeof err);
   if (rc != SLUICE_OK) {
     fprintf(stderr, "sluice replay: --backend %s: %s%s%s\n", backend,

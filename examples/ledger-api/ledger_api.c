@@ -1719,7 +1719,8 @@ int main(int argc, char **argv) {
     snprintf(S.store_uri, sizeof S.store_uri,
              "shm:fd=%d;capacity=262144;create=1", S.shm_fd);
   } else if (!strncmp(S.store, "shm:", 4) || !strncmp(S.store, "lmdb:", 5) ||
-             !strncmp(S.store, "redis:", 6) || !strcmp(S.store, "mem")) {
+             !strncmp(S.store, "redis:", 6) || !strncmp(S.store, "rediss:", 7) ||
+             !strcmp(S.store, "mem")) {
     if (!strcmp(S.store, "mem") && S.nworkers > 1) {
       fprintf(stderr, "ledger-api: --store mem: workers would not share "
                       "state; use --workers 1 or a shared store\n");
@@ -1728,7 +1729,7 @@ int main(int argc, char **argv) {
     snprintf(S.store_uri, sizeof S.store_uri, "%s", S.store);
   } else {
     fprintf(stderr, "ledger-api: --store: expected shm, shm:..., lmdb:..., "
-                    "redis:... or mem, got '%s'\n", S.store);
+                    "redis:..., rediss:... or mem, got '%s'\n", S.store);
     return EX_USAGE_;
   }
   S.shared_size = sizeof(shared) + (size_t)S.idem_slots * sizeof(idem_slot);

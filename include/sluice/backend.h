@@ -111,7 +111,9 @@ typedef struct sluice_store_config {
 #define SLUICE_OPEN_CREATE 0x1u   /**< create the store if missing */
 #define SLUICE_OPEN_READONLY 0x2u /**< inspection only: xApply refused */
 #define SLUICE_OPEN_TESTCLOCK 0x4u /**< own-clock stores use now_ns instead
-                                        (conformance suites only) */
+                                        (conformance suites, and `sluice
+                                        replay`, which decides at the
+                                        log's time) */
 
 /** A backend class. */
 struct sluice_backend {

@@ -14,6 +14,17 @@
 **                          unacknowledged write is reported as
 **                          SLUICE_EUNAVAIL (admissions survive a failover)
 **   backoff_max_ms=N       reconnect backoff ceiling (default 1000)
+**   pool=N                 connection sets threads spread over (default 8)
+**   user=U; password=P; password_file=PATH   AUTH (ACL user optional)
+**   db=N                   SELECT N (a single server)
+**   socket=PATH            the seed through a unix socket
+**   tls=1; tls_ca=F; tls_cert=F; tls_key=F; tls_name=N   TLS, verified
+**
+** Or a URL: redis://[user[:password]@]host[:port][,host:port][/db][?k=v&..]
+** and rediss://... (TLS).  A node that answers and refuses the store
+** (AUTH, certificate, SELECT) fails the open (SLUICE_EPERM, SLUICE_ECONFIG);
+** a store opened while no node answers opens anyway, its decisions fail
+** with SLUICE_EUNAVAIL until Redis answers, and then it recovers by itself.
 **
 ** Decisions run as a Lua port of the C steps (one EVALSHA per operation),
 ** with Redis's TIME as the clock.  Failures: SLUICE_ETIMEDOUT (no answer
@@ -22,9 +33,9 @@
 ** the range the Lua port computes exactly), SLUICE_EBACKEND (any other
 ** server error).
 **
-** Thread-safe: one mutex per store serialises calls (open one store per
-** thread for parallel round trips).  Fork-safe: a child drops the
-** connections it inherited, without writing to them, and reconnects.
+** Thread-safe: threads spread over `pool` lanes, each with its own
+** connections and mutex.  Fork-safe: a child drops the connections it
+** inherited, without writing to them, and reconnects.
 */
 #ifndef SLUICE_REDIS_H
 #define SLUICE_REDIS_H
@@ -53,7 +64,8 @@ typedef struct sluice_redis_stats {
   int nodes;             /**< nodes known */
   int cluster;           /**< 1: cluster mode, 0: a single server */
   uint64_t batches;      /**< batch script calls (2+ GCRA decisions each) */
-  int reserved[4];
+  int pool;              /**< lanes: connection sets threads spread over */
+  int reserved[3];
 } sluice_redis_stats;
 
 /** Where a key lives (SLUICE_CTL_REDIS_NODE_OF): set key/keylen, get the

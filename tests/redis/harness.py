@@ -1,16 +1,33 @@
 #!/usr/bin/env python3
 """Start real Redis servers on loopback, run a command against them, stop them.
 
-  harness.py --mode single|cluster [--replicas N] -- COMMAND ARGS...
+  harness.py --mode single|cluster [--replicas N] [--auth] [--tls]
+             -- COMMAND ARGS...
 
-single: one non-cluster server.  cluster: 3 masters (+ N replicas each),
-created with `redis-cli --cluster create` and waited for until every node
-reports cluster_state:ok (and every replica is in sync).
+single: one non-cluster server, also listening on a unix socket.
+cluster: 3 masters (+ N replicas each), created with `redis-cli --cluster
+create` and waited for until every node reports cluster_state:ok (and
+every replica is in sync).
+--auth: every server wants a password (requirepass), and has an ACL user
+with only the commands sluice needs.
+--tls (single): the server also listens for TLS on another port, with
+certificates made here with the openssl tool (a CA, a server certificate
+for 127.0.0.1 and localhost, a client certificate, and an unrelated CA);
+client certificates are required.
 
 The command gets in its environment:
   SLUICE_REDIS_MODE          single | cluster
   SLUICE_REDIS_NODES         host:port,... (every node)
   SLUICE_REDIS_PIDS          port:pid,...
+  SLUICE_REDIS_SOCKET        (single) the server's unix socket
+  SLUICE_REDIS_SPARE_PORT    a free port nothing listens on (yet)
+  SLUICE_REDIS_TMP           a scratch directory, removed afterwards
+  SLUICE_REDIS_AUTH          (--auth) store parameters that authenticate
+                             as the ACL user, e.g. "user=U;password=P"
+  SLUICE_REDIS_PASSWORD      (--auth) the default user's password
+  SLUICE_REDIS_TLS_PORT      (--tls) the TLS port
+  SLUICE_REDIS_TLS_DIR       (--tls) ca.crt, client.crt, client.key,
+                             other-ca.crt
   SLUICE_CONFORMANCE_STORE   a store string for the conformance suite
 
 Exits 77 (meson's "skipped") with a message when redis-server is missing.
@@ -28,6 +45,16 @@ import tempfile
 import time
 
 SKIP = 77
+
+# --auth: the default user's password, and an ACL user allowed only what
+# the store sends (docs/redis.md lists the same rules).
+PASSWORD = 'sluice-default-pw'
+ACL_USER = 'limiter'
+ACL_PASSWORD = 'limiter-pw'
+ACL_RULES = ['on', '>' + ACL_PASSWORD, '~*', 'resetchannels', '-@all',
+             '+evalsha', '+script|load', '+cluster|slots', '+asking',
+             '+wait', '+del', '+get', '+set', '+time', '+ping', '+select']
+AUTH = []  # redis-cli arguments, set by --auth
 
 
 def log(msg):
@@ -62,18 +89,48 @@ def pick_ports(n, used):
 
 def cli(port, *args, timeout=5):
     r = subprocess.run(['redis-cli', '-h', '127.0.0.1', '-p', str(port)] +
-                       list(args), capture_output=True, text=True,
+                       AUTH + list(args), capture_output=True, text=True,
                        timeout=timeout)
     return r.stdout.strip()
 
 
-def start_server(tmp, port, cluster):
+def make_certs(d):
+    """A CA, a server and a client certificate it signs, and another CA."""
+    def ossl(*a):
+        subprocess.run(['openssl'] + list(a), check=True,
+                       capture_output=True, timeout=60)
+    key = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1',
+           '-nodes']
+    os.makedirs(d, exist_ok=True)
+    for ca in ('ca', 'other-ca'):
+        ossl('req', '-x509', '-new', *key, '-keyout', os.path.join(d, ca +
+             '.key'), '-out', os.path.join(d, ca + '.crt'), '-days', '2',
+             '-subj', '/CN=sluice test ' + ca)
+    for who, ext in (('server', 'subjectAltName=DNS:localhost,IP:127.0.0.1\n'
+                      'extendedKeyUsage=serverAuth\n'),
+                     ('client', 'extendedKeyUsage=clientAuth\n')):
+        extf = os.path.join(d, who + '.ext')
+        with open(extf, 'w') as f:
+            f.write(ext)
+        ossl('req', '-new', *key, '-keyout', os.path.join(d, who + '.key'),
+             '-out', os.path.join(d, who + '.csr'), '-subj',
+             '/CN=sluice test ' + who)
+        ossl('x509', '-req', '-in', os.path.join(d, who + '.csr'), '-CA',
+             os.path.join(d, 'ca.crt'), '-CAkey', os.path.join(d, 'ca.key'),
+             '-CAcreateserial', '-out', os.path.join(d, who + '.crt'),
+             '-days', '2', '-extfile', extf)
+
+
+def start_server(tmp, port, cluster, extra=()):
     d = os.path.join(tmp, str(port))
     os.makedirs(d, exist_ok=True)
     args = ['redis-server', '--port', str(port), '--bind', '127.0.0.1',
             '--save', '', '--appendonly', 'no', '--dir', d,
             '--logfile', os.path.join(d, 'log'), '--daemonize', 'no',
             '--enable-debug-command', 'yes', '--protected-mode', 'no']
+    args += list(extra)
+    if AUTH:
+        args += ['--requirepass', PASSWORD, '--masterauth', PASSWORD]
     if cluster:
         args += ['--cluster-enabled', 'yes', '--cluster-config-file',
                  'nodes.conf', '--cluster-node-timeout', '1000',
@@ -96,15 +153,15 @@ def wait_ping(port, proc, secs=5):
     return False
 
 
-def start_all(tmp, n, cluster):
-    procs, ports, used = {}, [], set()
+def start_all(tmp, n, cluster, extra=lambda p: (), avoid=()):
+    procs, ports, used = {}, [], set(avoid)
     for attempt in range(5):
         want = n - len(ports)
         if want == 0:
             break
         for p in pick_ports(want, used):
             used.add(p)
-            pr = start_server(tmp, p, cluster)
+            pr = start_server(tmp, p, cluster, extra(p))
             if wait_ping(p, pr):
                 procs[p] = pr
                 ports.append(p)
@@ -142,7 +199,7 @@ def main():
         return 2
     sep = argv.index('--')
     opts, cmd = argv[:sep], argv[sep + 1:]
-    mode, replicas = 'single', 0
+    mode, replicas, auth, tls = 'single', 0, False, False
     i = 0
     while i < len(opts):
         if opts[i] == '--mode':
@@ -151,6 +208,12 @@ def main():
         elif opts[i] == '--replicas':
             replicas = int(opts[i + 1])
             i += 2
+        elif opts[i] == '--auth':
+            auth = True
+            i += 1
+        elif opts[i] == '--tls':
+            tls = True
+            i += 1
         elif opts[i] == '--skip':
             print('SKIP: ' + opts[i + 1], flush=True)
             return SKIP
@@ -161,18 +224,42 @@ def main():
         print('SKIP: redis-server is not installed; the Redis tests are '
               'skipped (apt-get install redis-server to run them)', flush=True)
         return SKIP
+    if tls and not shutil.which('openssl'):
+        print('SKIP: the openssl tool is not installed; the Redis TLS tests '
+              'are skipped (apt-get install openssl to run them)', flush=True)
+        return SKIP
     tmp = tempfile.mkdtemp(prefix='sluice-redis-')
     procs = {}
     rc = 1
     t0 = time.time()
+    env = dict(os.environ)
+    if auth:
+        AUTH.extend(['-a', PASSWORD, '--no-auth-warning'])
     try:
         if mode == 'single':
-            procs, ports = start_all(tmp, 1, False)
+            sock = os.path.join(tmp, 'redis.sock')
+            extra = ['--unixsocket', sock, '--unixsocketperm', '700']
+            tls_port = None
+            if tls:
+                tdir = os.path.join(tmp, 'tls')
+                make_certs(tdir)
+                tls_port = pick_ports(1, set())[0]
+                extra += ['--tls-port', str(tls_port),
+                          '--tls-cert-file', os.path.join(tdir, 'server.crt'),
+                          '--tls-key-file', os.path.join(tdir, 'server.key'),
+                          '--tls-ca-cert-file', os.path.join(tdir, 'ca.crt'),
+                          '--tls-auth-clients', 'yes']
+                env['SLUICE_REDIS_TLS_PORT'] = str(tls_port)
+                env['SLUICE_REDIS_TLS_DIR'] = tdir
+            procs, ports = start_all(tmp, 1, False, lambda p: extra,
+                                     avoid=[tls_port] if tls else [])
+            env['SLUICE_REDIS_SOCKET'] = sock
         else:
             n = 3 * (1 + replicas)
             procs, ports = start_all(tmp, n, True)
             nodes = ['127.0.0.1:%d' % p for p in ports]
-            r = subprocess.run(['redis-cli', '--cluster', 'create'] + nodes +
+            r = subprocess.run(['redis-cli'] + AUTH + ['--cluster', 'create'] +
+                               nodes +
                                ['--cluster-replicas', str(replicas),
                                 '--cluster-yes'],
                                capture_output=True, text=True, timeout=60)
@@ -189,10 +276,21 @@ def main():
             masters = [p for p in ports
                        if 'role:master' in cli(p, 'INFO', 'replication')]
             ports = masters + [p for p in ports if p not in masters]
-        log('%s with %d node(s) up in %.1f s: %s' %
+        auth_params = ''
+        if auth:
+            for p in ports:
+                if cli(p, 'ACL', 'SETUSER', ACL_USER, *ACL_RULES) != 'OK':
+                    log('ACL SETUSER failed on %d' % p)
+                    return 1
+            auth_params = 'user=%s;password=%s' % (ACL_USER, ACL_PASSWORD)
+            env['SLUICE_REDIS_AUTH'] = auth_params
+            env['SLUICE_REDIS_PASSWORD'] = PASSWORD
+        log('%s with %d node(s) up in %.1f s: %s%s%s' %
             (mode, len(ports), time.time() - t0,
-             ','.join(str(p) for p in ports)))
-        env = dict(os.environ)
+             ','.join(str(p) for p in ports), ' auth' if auth else '',
+             ' tls' if tls else ''))
+        env['SLUICE_REDIS_SPARE_PORT'] = str(pick_ports(1, set(ports))[0])
+        env['SLUICE_REDIS_TMP'] = tmp
         env['SLUICE_REDIS_MODE'] = mode
         env['SLUICE_REDIS_NODES'] = ','.join('127.0.0.1:%d' % p for p in ports)
         env['SLUICE_REDIS_PIDS'] = ','.join('%d:%d' % (p, procs[p].pid)
@@ -200,7 +298,8 @@ def main():
         seeds = ','.join('127.0.0.1:%d' % p for p in ports[:2])
         # Generous timeouts: CI machines are small and sanitizers slow.
         env['SLUICE_CONFORMANCE_STORE'] = (
-            'redis:nodes=%s;timeout_ms=2000;connect_timeout_ms=2000' % seeds)
+            'redis:nodes=%s;timeout_ms=2000;connect_timeout_ms=2000%s' %
+            (seeds, ';' + auth_params if auth_params else ''))
         rc = subprocess.run(cmd, env=env).returncode
         if rc != 0 and rc != SKIP:
             for p in ports:
