@@ -150,6 +150,8 @@ static void derive(sluice_policy *p) {
       (sluice_lease_params){maxrec, c->reconcile_lease_ttl_ns};
   p->export_all = (sluice_lease_params){maxexp, c->export_lease_ttl_ns};
   p->ledger = (sluice_lease_params){1, c->reconcile_lease_ttl_ns};
+  /* The Retry-After notice: its TTL comes from the denial (ttl_from). */
+  p->notice = (sluice_lease_params){1, 1};
   p->auth_penalty.strike_threshold = c->auth_subject_failures < (1 << 20) - 1
                                          ? c->auth_subject_failures
                                          : (1 << 20) - 1;
@@ -574,286 +576,343 @@ static int64_t cap_retry(const ctx *c, int64_t ra) {
   return ra > m ? m : ra;
 }
 
+/* ------------------------------------------------------------ programs --- */
+
+/* A program under construction: its records (keys built in place) and its
+** steps.  Every decision is one of these per hash-tag group, run as one
+** atomic store call. */
+typedef struct prog {
+  char kbuf[SLUICE_PROGRAM_KEYS][KEYLEN];
+  sluice_key keys[SLUICE_PROGRAM_KEYS];
+  sluice_step st[SLUICE_PROGRAM_STEPS];
+  int nk, ns;
+} prog;
+
+/* Add a record; returns its index. */
+static int rec(prog *g, const char *fmt, const char *a, const char *b) {
+  g->keys[g->nk] = mkkey(g->kbuf[g->nk], fmt, a, b);
+  return g->nk++;
+}
+
+/* Add a step; returns its index (guards and folds are set by the caller
+** when they are not "always, gate"). */
+static int step(prog *g, int algo, int kind, int key, int nkeys,
+                const void *params, int64_t arg, uint64_t id) {
+  sluice_step *s = &g->st[g->ns];
+  memset(s, 0, sizeof *s);
+  s->algo = algo;
+  s->kind = kind;
+  s->key = key;
+  s->nkeys = nkeys;
+  s->params = params;
+  s->arg = arg;
+  s->id = id;
+  return g->ns++;
+}
+
+static void when(prog *g, int i, int w, int ref, int fold) {
+  g->st[i].when = w;
+  g->st[i].ref = ref;
+  g->st[i].fold = fold;
+}
+
+static int run(ctx *c, prog *g, sluice_program_result *r) {
+  sluice_program pr;
+  int rc;
+  pr.nkeys = g->nk;
+  pr.keys = g->keys;
+  pr.nsteps = g->ns;
+  pr.steps = g->st;
+  rc = sluice_limiter_run_at(c->p->lim, &pr, c->now, r);
+  if (rc != SLUICE_OK && is_store_failure(rc) && !c->store_err)
+    c->store_err = rc;
+  return rc;
+}
+
+static int ran(const sluice_program_result *r, int i) {
+  return i >= 0 && ((r->ran >> i) & 1u);
+}
+
 /* ------------------------------------------------------ tenant flow --- */
 
-typedef struct keys {
-  char pb[KEYLEN], tb[KEYLEN], kb[KEYLEN], ra[KEYLEN], lk[KEYLEN],
-      xh[KEYLEN];
-  char slot[SLUICE_GROUP_MAX][KEYLEN];
-  sluice_key kpb, kbk[2], kra, klk, kxh, kslot[SLUICE_GROUP_MAX];
-} keys;
-
-static void lease_keys(ctx *c, keys *k, int cls, int n) {
+static void slot_recs(ctx *c, prog *g, int cls, int n) {
   const char *what = cls == SLUICE_EP_RECONCILE ? "reconcile" : "export";
   int i;
   for (i = 0; i < n; i++) {
-    int len = snprintf(k->slot[i], KEYLEN, "cc:{t:%s}:%s:%d", c->T, what, i);
-    k->kslot[i].data = k->slot[i];
-    k->kslot[i].len = (size_t)len;
+    int len = snprintf(g->kbuf[g->nk], KEYLEN, "cc:{t:%s}:%s:%d", c->T, what,
+                       i);
+    g->keys[g->nk].data = g->kbuf[g->nk];
+    g->keys[g->nk].len = (size_t)len;
+    g->nk++;
   }
 }
 
-/* A denial by the bucket: record a strike if the client ignored the
-** Retry-After of an earlier denial (choice a). */
-static int throttled(ctx *c, keys *k, const sluice_verdict *bv,
-                     sluice_decision *d) {
-  const sluice__tier_rt *r = &c->p->rt[c->tier];
-  sluice_lease_params np;
-  sluice_verdict nv, pv;
-  int rc;
-  d->outcome = SLUICE_OUTCOME_THROTTLED;
-  d->retry_after_ns = bv->retry_after_ns;
-  d->penalty_status = SLUICE_PENALTY_WARNING;
-  np.max = 1;
-  np.ttl_ns = bv->retry_after_ns > 0 ? bv->retry_after_ns : 1;
-  rc = apply(c, SLUICE_ALGO_LEASE, SLUICE_OP_RENEW, 1, &k->kra, &np, 0, 1,
-             &nv);
-  if (rc)
-    return rc;
-  if (!nv.allowed) /* no live notice: this is the first Retry-After */
-    return apply(c, SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 1, &k->kra, &np, 0,
-                 1, &nv);
-  rc = apply(c, SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, 1, &k->kpb,
-             &r->penalty, 0, 0, &pv);
-  if (rc)
-    return rc;
-  d->flags |= SLUICE_DECISION_STRIKE;
-  if (pv.flags & SLUICE_V_TRIPPED) {
-    fill_box(c, &pv, d);
-    tripped(c, SLUICE_SCOPE_KEY, c->K, &pv, d);
-  } else {
-    d->strikes_remaining = pv.strikes_remaining;
-  }
-  return SLUICE_OK;
-}
-
-static void lease_give_back(ctx *c, const sluice_key *ks, int n,
-                            const sluice_lease_params *lp, uint64_t id) {
-  sluice_verdict v;
-  /* Best effort: a lease we fail to give back expires with its TTL. */
-  (void)apply(c, SLUICE_ALGO_LEASE, SLUICE_OP_LEASE_RELEASE, n, ks, lp, 0, id,
-              &v);
+static void bucket_keys(ctx *c, char tb[KEYLEN], char kb[KEYLEN],
+                        sluice_key k[2]) {
+  k[0] = mkkey(tb, "rl:{t:%s}:tb%s", c->T, NULL);
+  k[1] = mkkey(kb, "rl:{t:%s}:kb:%s", c->T, c->K);
 }
 
 static void lease_denied(ctx *c, int outcome, int64_t ra, sluice_decision *d) {
   d->outcome = outcome;
-  d->retry_after_ns = cap_retry(c, ra);
+  d->retry_after_ns = outcome == SLUICE_OUTCOME_EXPORT_CAP ? ra
+                                                           : cap_retry(c, ra);
   atomic_fetch_add_explicit(&c->p->lease_denials[c->cls], 1,
                             memory_order_relaxed);
   emit(c, SLUICE_EVENT_LEASE_DENIED, SLUICE_SCOPE_TENANT, 0, c->T, 0,
        outcome);
 }
 
-static int heavy(ctx *c, keys *k, sluice_decision *d) {
-  const sluice__tier_rt *r = &c->p->rt[c->tier];
-  const sluice_lease_params *lp =
-      c->cls == SLUICE_EP_RECONCILE ? &r->reconcile : &r->export_;
-  sluice_verdict v;
-  uint64_t id = 0;
-  int rc, have_ledger = 0;
+/* Step indices of the tenant program (-1: not in it). */
+enum { S_BOX, S_BUCKET, S_RENEW, S_NOTICE, S_STRIKE, S_TENANT_STEPS };
+typedef struct heavy_steps {
+  int gate;   /* ledger lock (reconcile) or export cap (export) */
+  int slots;  /* the tenant's lease set */
+  int charge; /* the bucket charge after the bucket check (S_BUCKET) */
+} heavy_steps;
 
-  if (c->cls == SLUICE_EP_EXPORT) {
-    k->kxh = mkkey(k->xh, "xh:{t:%s}%s", c->T, NULL);
-    rc = apply(c, SLUICE_ALGO_FWINDOW, SLUICE_OP_PEEK, 1, &k->kxh,
-               &r->export_cap, 1, 0, &v);
-    if (rc)
-      return rc;
-    if (!v.allowed) {
-      d->outcome = SLUICE_OUTCOME_EXPORT_CAP;
-      d->retry_after_ns = v.retry_after_ns;
-      atomic_fetch_add_explicit(&c->p->lease_denials[c->cls], 1,
-                                memory_order_relaxed);
-      emit(c, SLUICE_EVENT_LEASE_DENIED, SLUICE_SCOPE_TENANT, 0, c->T, 0,
-           d->outcome);
-      return SLUICE_OK;
-    }
-  }
-  while (id == 0)
-    if ((rc = sluice_random_bytes(&id, sizeof id)) != SLUICE_OK) {
-      c->store_err = rc;
-      return rc;
-    }
+/* One program over the tenant's group {t:T}:
+**
+**   0 box CHECK                       gate
+**   1 buckets CONSUME (heavy: PEEK)   gate, if passed
+**   2 notice RENEW  (TTL: step 1's Retry-After)  note, if 1 denied
+**   3 notice ACQUIRE (same TTL)       note, if 2 denied (no live notice)
+**   4 box STRIKE                      note, if 2 allowed (notice ignored)
+**   heavy:
+**   5 ledger ACQUIRE / export cap CONSUME   gate, if passed
+**   6 lease slots ACQUIRE                   gate, if passed
+**   7 buckets CONSUME                       gate, if passed
+**
+** A gate's denial undoes every earlier write, so a heavy request that is
+** refused holds no lease and is charged nothing (choice b). */
+static void tenant_prog(ctx *c, prog *g, uint64_t id, heavy_steps *h) {
+  const sluice__tier_rt *r = &c->p->rt[c->tier];
+  int heavy_cls = c->cls == SLUICE_EP_RECONCILE || c->cls == SLUICE_EP_EXPORT;
+  int pb, tb, ra, s;
+  g->nk = g->ns = 0;
+  pb = rec(g, "pb:{t:%s}:%s", c->T, c->K);
+  tb = rec(g, "rl:{t:%s}:tb%s", c->T, NULL);
+  (void)rec(g, "rl:{t:%s}:kb:%s", c->T, c->K);
+  ra = rec(g, "ra:{t:%s}:%s", c->T, c->K);
+  step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, pb, 1, &r->penalty, 0, 0);
+  s = step(g, SLUICE_ALGO_GCRA, heavy_cls ? SLUICE_OP_PEEK : SLUICE_OP_CONSUME,
+           tb, 2, r->bucket, c->cost, 0);
+  when(g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_GATE);
+  s = step(g, SLUICE_ALGO_LEASE, SLUICE_OP_RENEW, ra, 1, &c->p->notice, 0, 1);
+  when(g, s, SLUICE_WHEN_DENIED, S_BUCKET, SLUICE_FOLD_NOTE);
+  g->st[s].ttl_from = SLUICE_TTL_OF(S_BUCKET);
+  s = step(g, SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, ra, 1, &c->p->notice, 0, 1);
+  when(g, s, SLUICE_WHEN_DENIED, S_RENEW, SLUICE_FOLD_NOTE);
+  g->st[s].ttl_from = SLUICE_TTL_OF(S_BUCKET);
+  s = step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, pb, 1, &r->penalty, 0, 0);
+  when(g, s, SLUICE_WHEN_ALLOWED, S_RENEW, SLUICE_FOLD_NOTE);
+  h->gate = h->slots = h->charge = -1;
+  if (!heavy_cls)
+    return;
   if (c->cls == SLUICE_EP_RECONCILE) {
-    k->klk = mkkey(k->lk, "lk:{t:%s}:%s", c->T, c->L);
-    rc = apply(c, SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 1, &k->klk,
-               &c->p->ledger, 0, id, &v);
-    if (rc)
-      return rc;
-    if (!v.allowed) {
-      lease_denied(c, SLUICE_OUTCOME_CONFLICT, v.retry_after_ns, d);
-      return SLUICE_OK;
-    }
-    have_ledger = 1;
+    int lk = rec(g, "lk:{t:%s}:%s", c->T, c->L);
+    h->gate = step(g, SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, lk, 1,
+                   &c->p->ledger, 0, id);
+  } else {
+    int xh = rec(g, "xh:{t:%s}%s", c->T, NULL);
+    h->gate = step(g, SLUICE_ALGO_FWINDOW, SLUICE_OP_CONSUME, xh, 1,
+                   &r->export_cap, 1, 0);
   }
-  lease_keys(c, k, c->cls, (int)lp->max);
-  rc = apply(c, SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, (int)lp->max, k->kslot,
-             lp, 0, id, &v);
-  if (rc || !v.allowed) {
-    if (have_ledger)
-      lease_give_back(c, &k->klk, 1, &c->p->ledger, id);
-    if (rc)
-      return rc;
-    lease_denied(c, SLUICE_OUTCOME_CONCURRENCY, v.retry_after_ns, d);
-    return SLUICE_OK;
+  when(g, h->gate, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_GATE);
+  {
+    const sluice_lease_params *lp =
+        c->cls == SLUICE_EP_RECONCILE ? &r->reconcile : &r->export_;
+    int first = g->nk;
+    slot_recs(c, g, c->cls, (int)lp->max);
+    h->slots = step(g, SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, first,
+                    (int)lp->max, lp, 0, id);
+    when(g, h->slots, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_GATE);
   }
-  rc = apply(c, SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 2, k->kbk, r->bucket,
-             c->cost, 0, &v);
-  if (rc == SLUICE_OK)
-    fill_bucket(c, r->bucket, &v, d);
-  if (rc == SLUICE_OK && v.allowed && c->cls == SLUICE_EP_EXPORT) {
-    sluice_verdict xv;
-    rc = apply(c, SLUICE_ALGO_FWINDOW, SLUICE_OP_CONSUME, 1, &k->kxh,
-               &r->export_cap, 1, 0, &xv);
-    if (rc == SLUICE_OK && !xv.allowed) {
-      lease_give_back(c, k->kslot, (int)lp->max, lp, id);
-      d->outcome = SLUICE_OUTCOME_EXPORT_CAP;
-      d->retry_after_ns = xv.retry_after_ns;
-      atomic_fetch_add_explicit(&c->p->lease_denials[c->cls], 1,
-                                memory_order_relaxed);
-      emit(c, SLUICE_EVENT_LEASE_DENIED, SLUICE_SCOPE_TENANT, 0, c->T, 0,
-           d->outcome);
-      return SLUICE_OK;
-    }
-  }
-  if (rc || !v.allowed) {
-    lease_give_back(c, k->kslot, (int)lp->max, lp, id);
-    if (have_ledger)
-      lease_give_back(c, &k->klk, 1, &c->p->ledger, id);
-    if (rc)
-      return rc;
-    return throttled(c, k, &v, d);
-  }
-  d->lease_id = id;
-  d->lease_ttl_ns = lp->ttl_ns;
-  return SLUICE_OK;
+  h->charge = step(g, SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, tb, 2, r->bucket,
+                   c->cost, 0);
+  when(g, h->charge, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_GATE);
 }
 
-static void tenant_keys(ctx *c, keys *k) {
-  k->kpb = mkkey(k->pb, "pb:{t:%s}:%s", c->T, c->K);
-  k->kbk[0] = mkkey(k->tb, "rl:{t:%s}:tb%s", c->T, NULL);
-  k->kbk[1] = mkkey(k->kb, "rl:{t:%s}:kb:%s", c->T, c->K);
-  k->kra = mkkey(k->ra, "ra:{t:%s}:%s", c->T, c->K);
+/* A denial by the bucket: a strike if the client ignored the Retry-After
+** of an earlier denial (choice a); the program already did the store work. */
+static void throttled(ctx *c, const sluice_program_result *r,
+                      sluice_decision *d) {
+  const sluice_verdict *pv = &r->v[S_STRIKE];
+  d->outcome = SLUICE_OUTCOME_THROTTLED;
+  d->retry_after_ns = r->v[S_BUCKET].retry_after_ns;
+  d->penalty_status = SLUICE_PENALTY_WARNING;
+  if (!ran(r, S_STRIKE))
+    return;
+  d->flags |= SLUICE_DECISION_STRIKE;
+  if (pv->flags & SLUICE_V_TRIPPED) {
+    fill_box(c, pv, d);
+    tripped(c, SLUICE_SCOPE_KEY, c->K, pv, d);
+  } else {
+    d->strikes_remaining = pv->strikes_remaining;
+  }
 }
 
 static int decide_tenant(ctx *c, sluice_decision *d) {
   const sluice__tier_rt *r = &c->p->rt[c->tier];
-  int heavy_cls = c->cls == SLUICE_EP_RECONCILE || c->cls == SLUICE_EP_EXPORT;
-  sluice_verdict v;
-  keys k;
+  sluice_program_result res;
+  heavy_steps h;
+  uint64_t id = 0;
+  prog g;
   int rc;
 
-  tenant_keys(c, &k);
-  rc = apply(c, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 1, &k.kpb, &r->penalty,
-             0, 0, &v);
+  if (c->cls == SLUICE_EP_RECONCILE || c->cls == SLUICE_EP_EXPORT)
+    while (id == 0)
+      if ((rc = sluice_random_bytes(&id, sizeof id)) != SLUICE_OK) {
+        c->store_err = rc;
+        return rc;
+      }
+  tenant_prog(c, &g, id, &h);
+  rc = run(c, &g, &res);
   if (rc)
     return rc;
-  if (!v.allowed) {
-    fill_box(c, &v, d);
+  if (res.denied_by == S_BOX) {
+    fill_box(c, &res.v[S_BOX], d);
     return SLUICE_OK;
   }
-  d->strikes_remaining = v.strikes_remaining;
-  rc = apply(c, SLUICE_ALGO_GCRA,
-             heavy_cls ? SLUICE_OP_PEEK : SLUICE_OP_CONSUME, 2, k.kbk,
-             r->bucket, c->cost, 0, &v);
-  if (rc)
-    return rc;
-  fill_bucket(c, r->bucket, &v, d);
-  if (!v.allowed)
-    return throttled(c, &k, &v, d);
-  if (heavy_cls)
-    return heavy(c, &k, d);
+  d->strikes_remaining = res.v[S_BOX].strikes_remaining;
+  fill_bucket(c, r->bucket,
+              ran(&res, h.charge) ? &res.v[h.charge] : &res.v[S_BUCKET], d);
+  if (res.denied_by == S_BUCKET) {
+    throttled(c, &res, d);
+  } else if (res.denied_by >= 0 && res.denied_by == h.gate) {
+    lease_denied(c,
+                 c->cls == SLUICE_EP_RECONCILE ? SLUICE_OUTCOME_CONFLICT
+                                               : SLUICE_OUTCOME_EXPORT_CAP,
+                 res.v[h.gate].retry_after_ns, d);
+  } else if (res.denied_by >= 0 && res.denied_by == h.slots) {
+    lease_denied(c, SLUICE_OUTCOME_CONCURRENCY, res.v[h.slots].retry_after_ns,
+                 d);
+  } else if (res.denied_by >= 0) {
+    /* The charge after a bucket check that passed in the same atomic
+    ** program cannot be denied; if it is, it is a throttle all the same. */
+    d->outcome = SLUICE_OUTCOME_THROTTLED;
+    d->retry_after_ns = res.v[res.denied_by].retry_after_ns;
+  } else if (h.slots >= 0) {
+    d->lease_id = id;
+    d->lease_ttl_ns = c->cls == SLUICE_EP_RECONCILE ? r->reconcile.ttl_ns
+                                                    : r->export_.ttl_ns;
+  }
   return SLUICE_OK;
 }
 
 /* --------------------------------------------------------- auth flow --- */
 
-static int reached(const sluice_verdict *v) {
-  return !v->allowed || v->remaining == 0;
-}
+/* Subject and IP live under different hash tags: one program each.  The
+** subject's runs first, because a subject seen from too many IPs trips the
+** IP (stuffing), which the IP's program then does in the same call. */
+enum { A_BOX, A_FAIL, A_DISTINCT, A_TRIP };     /* subject program */
+enum { I_BOX, I_FAIL, I_STUFF, I_DISTINCT, I_TRIP3, I_TRIP1 }; /* IP */
 
 static int decide_auth(ctx *c, sluice_decision *d) {
   sluice_policy *p = c->p;
-  char bip[KEYLEN], bs[KEYLEN], fs[KEYLEN], fi[KEYLEN], sf[KEYLEN],
-      sdi[KEYLEN], sds[KEYLEN];
-  sluice_key kbip = mkkey(bip, "pb:{ip:%s}%s", c->I, NULL), kbs;
-  sluice_verdict vi, vs, vfs, vfi, vsf, vdi, vds, tv;
-  int rc, stuffing;
-  const char *q_subject = c->req->auth_subject;
+  int failed = c->req->auth_result >= SLUICE_AUTH_UNKNOWN_CLIENT;
+  sluice_program_result rs, ri;
+  const sluice_verdict *vs = NULL, *vi, *w;
+  prog g;
+  int rc, s, stuffing;
 
-  rc = apply(c, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 1, &kbip,
-             &p->auth_penalty, 0, 0, &vi);
-  if (rc)
-    return rc;
-  memset(&vs, 0, sizeof vs);
-  vs.allowed = 1;
   if (c->has_subject) {
-    kbs = mkkey(bs, "pb:{s:%s}%s", c->S, NULL);
-    rc = apply(c, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 1, &kbs,
-               &p->auth_penalty, 0, 0, &vs);
-    if (rc)
+    g.nk = g.ns = 0;
+    rec(&g, "pb:{s:%s}%s", c->S, NULL);
+    step(&g, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1, &p->auth_penalty, 0,
+         0);
+    if (failed) {
+      const char *ip = c->req->client_ip;
+      rec(&g, "af:{s:%s}%s", c->S, NULL);
+      rec(&g, "sd:{s:%s}%s", c->S, NULL);
+      s = step(&g, SLUICE_ALGO_SWINDOW, SLUICE_OP_COUNT, 1, 1,
+               &p->auth_subject, 1, 0);
+      when(&g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_NOTE);
+      s = step(&g, SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, 2, 1,
+               &p->stuffing_ips, 0, sluice_siphash64(p->secret, ip, strlen(ip)));
+      when(&g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_NOTE);
+      s = step(&g, SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, 0, 1, &p->auth_penalty,
+               1, 0);
+      when(&g, s, SLUICE_WHEN_REACHED, A_FAIL, SLUICE_FOLD_NOTE);
+    }
+    if ((rc = run(c, &g, &rs)))
       return rc;
+    vs = &rs.v[A_BOX];
   }
-  if (!vi.allowed || !vs.allowed) {
+  g.nk = g.ns = 0;
+  rec(&g, "pb:{ip:%s}%s", c->I, NULL);
+  step(&g, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1, &p->auth_penalty, 0, 0);
+  /* A boxed subject: the IP's box is only looked at (the longer one is
+  ** reported), nothing is counted. */
+  if (failed && vs->allowed) {
+    const char *subj = c->req->auth_subject;
+    rec(&g, "af:{ip:%s}%s", c->I, NULL);
+    rec(&g, "sf:{ip:%s}%s", c->I, NULL);
+    rec(&g, "sd:{ip:%s}%s", c->I, NULL);
+    s = step(&g, SLUICE_ALGO_SWINDOW, SLUICE_OP_COUNT, 1, 1, &p->auth_ip, 1, 0);
+    when(&g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_NOTE);
+    s = step(&g, SLUICE_ALGO_FWINDOW, SLUICE_OP_COUNT, 2, 1, &p->stuffing, 1,
+             0);
+    when(&g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_NOTE);
+    s = step(&g, SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, 3, 1,
+             &p->stuffing_subjects, 0,
+             sluice_siphash64(p->secret, subj, strlen(subj)));
+    when(&g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_NOTE);
+    /* Stuffing: the IP's failures at their limit over too many subjects,
+    ** or this subject failing from too many IPs: level 3 at once. */
+    s = step(&g, SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, 0, 1, &p->auth_penalty,
+             3, 0);
+    if (ran(&rs, A_DISTINCT) && !rs.v[A_DISTINCT].allowed) {
+      when(&g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_NOTE);
+    } else {
+      when(&g, s, SLUICE_WHEN_REACHED, I_STUFF, SLUICE_FOLD_NOTE);
+      g.st[s].when2 = SLUICE_WHEN_DENIED;
+      g.st[s].ref2 = I_DISTINCT;
+    }
+    s = step(&g, SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, 0, 1, &p->auth_penalty,
+             1, 0);
+    when(&g, s, SLUICE_WHEN_REACHED, I_FAIL, SLUICE_FOLD_NOTE);
+    g.st[s].when2 = SLUICE_WHEN_SKIPPED;
+    g.st[s].ref2 = I_TRIP3;
+  }
+  if ((rc = run(c, &g, &ri)))
+    return rc;
+  vi = &ri.v[I_BOX];
+  if (!vi->allowed || (vs && !vs->allowed)) {
     /* Report the box that lasts longer: that is when a retry can pass. */
-    const sluice_verdict *w = &vi;
-    if (vi.allowed || (!vs.allowed && vs.retry_after_ns > vi.retry_after_ns))
-      w = &vs;
+    w = vi;
+    if (vi->allowed ||
+        (vs && !vs->allowed && vs->retry_after_ns > vi->retry_after_ns))
+      w = vs;
     fill_box(c, w, d);
     return SLUICE_OK;
   }
   d->strikes_remaining = p->cfg.auth_subject_failures;
-  if (c->req->auth_result < SLUICE_AUTH_UNKNOWN_CLIENT)
+  if (!failed)
     return SLUICE_OK;
 
   /* A failure, whichever kind: from here on the two are one path. */
-  {
-    sluice_key kfs = mkkey(fs, "af:{s:%s}%s", c->S, NULL);
-    sluice_key kfi = mkkey(fi, "af:{ip:%s}%s", c->I, NULL);
-    sluice_key ksf = mkkey(sf, "sf:{ip:%s}%s", c->I, NULL);
-    sluice_key kdi = mkkey(sdi, "sd:{ip:%s}%s", c->I, NULL);
-    sluice_key kds = mkkey(sds, "sd:{s:%s}%s", c->S, NULL);
-    uint64_t hs = sluice_siphash64(p->secret, q_subject, strlen(q_subject));
-    uint64_t hi =
-        sluice_siphash64(p->secret, c->req->client_ip, strlen(c->req->client_ip));
-    if ((rc = apply(c, SLUICE_ALGO_SWINDOW, SLUICE_OP_COUNT, 1, &kfs,
-                    &p->auth_subject, 1, 0, &vfs)) ||
-        (rc = apply(c, SLUICE_ALGO_SWINDOW, SLUICE_OP_COUNT, 1, &kfi,
-                    &p->auth_ip, 1, 0, &vfi)) ||
-        (rc = apply(c, SLUICE_ALGO_FWINDOW, SLUICE_OP_COUNT, 1, &ksf,
-                    &p->stuffing, 1, 0, &vsf)) ||
-        (rc = apply(c, SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, 1, &kdi,
-                    &p->stuffing_subjects, 0, hs, &vdi)) ||
-        (rc = apply(c, SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, 1, &kds,
-                    &p->stuffing_ips, 0, hi, &vds)))
-      return rc;
-  }
-  d->strikes_remaining =
-      vfs.remaining < vfi.remaining ? vfs.remaining : vfi.remaining;
-  stuffing = (reached(&vsf) && !vdi.allowed) || !vds.allowed;
+  d->strikes_remaining = rs.v[A_FAIL].remaining < ri.v[I_FAIL].remaining
+                             ? rs.v[A_FAIL].remaining
+                             : ri.v[I_FAIL].remaining;
+  stuffing = ran(&ri, I_TRIP3);
   if (stuffing) {
     d->flags |= SLUICE_DECISION_STUFFING;
     emit(c, SLUICE_EVENT_STUFFING, SLUICE_SCOPE_IP, 3, c->I, 0, 0);
   }
-  if (stuffing || reached(&vfi)) {
-    rc = apply(c, SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, 1, &kbip,
-               &p->auth_penalty, stuffing ? 3 : 1, 0, &tv);
-    if (rc)
-      return rc;
-    if (tv.flags & SLUICE_V_TRIPPED)
-      tripped(c, SLUICE_SCOPE_IP, c->I, &tv, d);
-    fill_box(c, &tv, d);
+  if (stuffing || ran(&ri, I_TRIP1)) {
+    const sluice_verdict *tv = &ri.v[stuffing ? I_TRIP3 : I_TRIP1];
+    if (tv->flags & SLUICE_V_TRIPPED)
+      tripped(c, SLUICE_SCOPE_IP, c->I, tv, d);
+    fill_box(c, tv, d);
   }
-  if (reached(&vfs)) {
-    sluice_verdict sv;
-    rc = apply(c, SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, 1, &kbs,
-               &p->auth_penalty, 1, 0, &sv);
-    if (rc)
-      return rc;
-    if (sv.flags & SLUICE_V_TRIPPED)
-      tripped(c, SLUICE_SCOPE_SUBJECT, c->S, &sv, d);
+  if (ran(&rs, A_TRIP)) {
+    const sluice_verdict *sv = &rs.v[A_TRIP];
+    if (sv->flags & SLUICE_V_TRIPPED)
+      tripped(c, SLUICE_SCOPE_SUBJECT, c->S, sv, d);
     if (d->outcome == SLUICE_OUTCOME_ALLOW ||
-        sv.retry_after_ns > d->retry_after_ns)
-      fill_box(c, &sv, d);
+        sv->retry_after_ns > d->retry_after_ns)
+      fill_box(c, sv, d);
   }
   return SLUICE_OK;
 }
@@ -892,7 +951,8 @@ static void failure_mode(ctx *c, int err, sluice_decision *d) {
   }
   {
     const sluice__tier_rt *r = &p->rt[c->tier];
-    keys k;
+    char tb[KEYLEN], kb[KEYLEN];
+    sluice_key kbk[2];
     sluice_op op;
     sluice_verdict v;
     int rc;
@@ -900,7 +960,7 @@ static void failure_mode(ctx *c, int err, sluice_decision *d) {
                       ? r->degraded[0].burst
                       : r->degraded[1].burst;
     d->flags |= SLUICE_DECISION_DEGRADED;
-    tenant_keys(c, &k);
+    bucket_keys(c, tb, kb, kbk);
     if (c->cost > cap) {
       d->outcome = SLUICE_OUTCOME_THROTTLED;
       d->retry_after_ns = p->cfg.fail_closed_retry_after_ns;
@@ -909,7 +969,7 @@ static void failure_mode(ctx *c, int err, sluice_decision *d) {
     op.algo = SLUICE_ALGO_GCRA;
     op.kind = SLUICE_OP_CONSUME;
     op.nkeys = 2;
-    op.keys = k.kbk;
+    op.keys = kbk;
     op.params = r->degraded;
     op.arg = c->cost;
     op.id = 0;
@@ -1004,13 +1064,16 @@ int sluice_policy_decide(sluice_policy *p, const sluice_request *q,
 
 /* ----------------------------------------------------------- leases --- */
 
+/* Release or renew: the lease set and (reconcile) the ledger lock are in
+** the tenant's group, so both go in one program. */
 static int lease_op(sluice_policy *p, const sluice_request *q, uint64_t id,
                     int kind) {
   sluice_decision d;
-  sluice_verdict v;
-  keys k;
+  sluice_program_result r;
+  const sluice_lease_params *lp;
+  prog g;
   ctx c;
-  int rc;
+  int rc, s, ok = 1;
   if (!p || !q || id == 0)
     return SLUICE_EINVAL;
   memset(&d, 0, sizeof d);
@@ -1020,26 +1083,22 @@ static int lease_op(sluice_policy *p, const sluice_request *q, uint64_t id,
   if (c.cls != SLUICE_EP_RECONCILE && c.cls != SLUICE_EP_EXPORT)
     return SLUICE_EINVAL;
   c.now = sluice_limiter_now(p->lim);
-  {
-    const sluice_lease_params *lp =
-        c.cls == SLUICE_EP_RECONCILE ? &p->reconcile_all : &p->export_all;
-    int ok;
-    lease_keys(&c, &k, c.cls, (int)lp->max);
-    rc = apply(&c, SLUICE_ALGO_LEASE, kind, (int)lp->max, k.kslot, lp, 0, id,
-               &v);
-    if (rc)
-      return rc;
-    ok = v.allowed;
-    if (c.cls == SLUICE_EP_RECONCILE) {
-      k.klk = mkkey(k.lk, "lk:{t:%s}:%s", c.T, c.L);
-      rc = apply(&c, SLUICE_ALGO_LEASE, kind, 1, &k.klk, &p->ledger, 0, id,
-                 &v);
-      if (rc)
-        return rc;
-      ok = ok && v.allowed;
-    }
-    return ok ? SLUICE_OK : SLUICE_ENOTFOUND;
+  lp = c.cls == SLUICE_EP_RECONCILE ? &p->reconcile_all : &p->export_all;
+  g.nk = g.ns = 0;
+  slot_recs(&c, &g, c.cls, (int)lp->max);
+  s = step(&g, SLUICE_ALGO_LEASE, kind, 0, (int)lp->max, lp, 0, id);
+  when(&g, s, SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_NOTE);
+  if (c.cls == SLUICE_EP_RECONCILE) {
+    int lk = rec(&g, "lk:{t:%s}:%s", c.T, c.L);
+    s = step(&g, SLUICE_ALGO_LEASE, kind, lk, 1, &p->ledger, 0, id);
+    when(&g, s, SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_NOTE);
   }
+  rc = run(&c, &g, &r);
+  if (rc)
+    return rc;
+  for (s = 0; s < g.ns; s++)
+    ok = ok && r.v[s].allowed;
+  return ok ? SLUICE_OK : SLUICE_ENOTFOUND;
 }
 
 int sluice_policy_release_lease(sluice_policy *p, const sluice_request *q,
