@@ -3,25 +3,31 @@
 ** section 1 diagram over the algorithm layer, on whatever backend the
 ** limiter has.
 **
-** Tenant request (every class but auth):
+** Every decision is a program (sluice/program.h) per hash-tag group, run
+** as ONE atomic store call: no other process's operation lands between a
+** request's box check and its charge, and a request never half-happens.
+**
+** Tenant request (every class but auth), one program over {t:T}:
 **
 **   box CHECK pb:{t:T}:K  -- boxed: 429 Active-Lockout (403 if suspended),
-**        |                   no bucket work, no strike
-**   GCRA group [rl:{t:T}:tb, rl:{t:T}:kb:K]  -- one atomic op: both or
-**        |        neither charged, the stricter bucket reported (binding)
+**        |                   nothing else runs
+**   GCRA group [rl:{t:T}:tb, rl:{t:T}:kb:K]  -- both or neither charged,
+**        |        the stricter bucket reported (binding); heavy: PEEK
 **        |-- denied: throttled; a strike when the client came back before
 **        |   the Retry-After it was given (the notice record ra:{t:T}:K);
 **        |   strikes trip the box, L1 -> L2 -> L3
-**   heavy?  export: hourly cap xh:{t:T} PEEK; reconcile: ledger mutex
-**        |  lk:{t:T}:L; then the tenant's lease set cc:{t:T}:<class>:<i>;
-**        |  then the bucket CONSUME, then the export cap CONSUME
+**   heavy?  reconcile: ledger mutex lk:{t:T}:L; export: hourly cap
+**        |  xh:{t:T} CONSUME; then the tenant's lease set
+**        |  cc:{t:T}:<class>:<i>; then the bucket CONSUME
 **   allow (lease id returned for heavy endpoints)
 **
-** Auth request: box CHECK of the IP and the subject; a failure is counted in
-** sliding windows per subject and per IP, and in the stuffing signatures
-** (failures per IP in a fixed window, distinct subjects per IP, distinct IPs
-** per subject); a limit reached trips a box, a stuffing signature trips the
-** IP straight to level 3.
+** Auth request: one program per scope.  The subject's ({s:S}): box CHECK,
+** and on a failure its sliding window of failures, the distinct IPs it
+** failed from, a trip at its limit.  The IP's ({ip:I}): box CHECK, and on
+** a failure (subject not boxed) its failures window, the stuffing window,
+** the distinct subjects it failed for, a level-3 trip on a stuffing
+** signature (or when the subject's program saw too many IPs), else a
+** level-1 trip at its limit.
 **
 ** Choices where the spec is silent or loose:
 **  a) A strike needs a Retry-After to ignore.  The spec says a strike is a
@@ -30,12 +36,14 @@
 **     would charge an honest client one strike per throttle episode.  So
 **     each denial leaves a notice (a one-slot lease that lives for the
 **     Retry-After given); a denial while a notice is live is a strike.
-**  b) A denied heavy request consumes nothing: the bucket is PEEKed first,
-**     leases are taken, then the bucket is charged; if that charge loses a
-**     race the leases are given back.  The one charge that cannot be
-**     undone is the export-cap CONSUME after the bucket CONSUME: if it
-**     loses a race against a concurrent export of the same tenant the
-**     tokens stay spent (the cap was PEEKed before any of it).
+**  b) A denied heavy request consumes nothing: every step of its program
+**     is a gate, and a gate's denial undoes what the steps before it wrote
+**     (the export-cap slot, the ledger lock, the lease), all inside the
+**     one atomic call.  The bucket is PEEKed before the leases so that a
+**     throttled request reports a throttle (and strikes) first.
+**  g) Auth: a failure from a boxed IP whose subject is not boxed is still
+**     counted against the subject (its program runs before the IP's is
+**     read); a boxed subject counts nothing.
 **  c) Store failure: SLUICE_ETIMEDOUT, SLUICE_EUNAVAIL, SLUICE_EBACKEND,
 **     SLUICE_EIO, SLUICE_EFULL (a store full of live records cannot decide
 **     either) and SLUICE_ENOMEM switch to the failure mode (auth always
