@@ -180,7 +180,29 @@ end
 -- without leaving the batch (the calls after it must still follow it), and
 -- so that its helpers are made only when it runs.
 
-local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl)
+-- The SET of one record with its expiry as the stored value's and (in ms,
+-- raised to minttl) as the Redis TTL; SLUICE_FOREVER: no TTL.
+local function write_rec(key, w0h, w0l, w1h, w1l, xh, xl, nh, nl, minttl)
+  local v = spack('<I4I4I4I4I4i4B', w0l, w0h, w1l, w1h, xl, xh, LAYOUT)
+  if xh == 2147483647 and xl == T32 - 1 then
+    redis.call('SET', key, v)
+    return
+  end
+  local dh, dl = xh - nh, xl - nl
+  if dl < 0 then dl = dl + T32; dh = dh - 1 end
+  local ms
+  if dh >= 1048576 then ms = 70368744177664
+  else ms = fd(dh * T32 + dl, MS) + 1 end
+  if ms < minttl then ms = minttl end
+  redis.call('SET', key, v, 'PX', ms)
+end
+
+-- One step over a group.  KEYS given: it reads and writes the group's
+-- records itself.  M given instead (a program's step): the records come
+-- from M (M.n of them, unsigned halves in M.a0h, M.a0l, M.a1h, M.a1l) and
+-- go back into M.b0h.., with their expiry pairs in M.eh, M.el; nothing is
+-- read or written here.
+local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
   -- ------------------------------------------------------------ int64 pairs
 
   local function sub(ah, al, bh, bl)
@@ -250,7 +272,7 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl)
 
   -- ---------------------------------------------------------------- records
 
-  local nkeys = #KEYS
+  local nkeys = M and M.n or #KEYS
   local raw = {}
   -- w0h, w0l, w1h, w1l per key (unsigned halves), zero when absent/expired.
   local a0h, a0l, a1h, a1l = {}, {}, {}, {}
@@ -290,9 +312,13 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl)
     return {v, nh, nl}
   end
 
-  for i = 1, nkeys do
-    if not load(i) then
-      return fail('ECORRUPT', 'record of another layout at key ' .. i)
+  if M then
+    a0h, a0l, a1h, a1l = M.a0h, M.a0l, M.a1h, M.a1l
+  else
+    for i = 1, nkeys do
+      if not load(i) then
+        return fail('ECORRUPT', 'record of another layout at key ' .. i)
+      end
     end
   end
 
@@ -807,26 +833,21 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl)
   -- As the C stores: a record whose expiry has come is removed, one whose
   -- record or expiry changed (parameters can change the expiry of an
   -- untouched record) is rewritten, anything else is left alone.
-  for i = 1, nkeys do
-    local xh, xl = expiry(i)
-    if le(xh, xl, nh, nl) then
-      if raw[i] then redis.call('DEL', KEYS[i]) end
-    elseif not raw[i] or b0h[i] ~= a0h[i] or b0l[i] ~= a0l[i] or
-           b1h[i] ~= a1h[i] or b1l[i] ~= a1l[i] or xh ~= aeh[i] or
-           xl ~= ael[i] then
-      do
-        local v = spack('<I4I4I4I4I4i4B', b0l[i], b0h[i], b1l[i], b1h[i], xl,
-          xh, LAYOUT)
-        if xh == FOREVER[1] and xl == FOREVER[2] then
-          redis.call('SET', KEYS[i], v)
-        else
-          local dh, dl = sub(xh, xl, nh, nl)
-          local ms
-          if dh >= 1048576 then ms = 70368744177664
-          else ms = fd(dh * T32 + dl, MS) + 1 end
-          if ms < minttl then ms = minttl end
-          redis.call('SET', KEYS[i], v, 'PX', ms)
-        end
+  if M then
+    M.b0h, M.b0l, M.b1h, M.b1l, M.eh, M.el = b0h, b0l, b1h, b1l, {}, {}
+    for i = 1, nkeys do
+      M.eh[i], M.el[i] = expiry(i)
+    end
+  else
+    for i = 1, nkeys do
+      local xh, xl = expiry(i)
+      if le(xh, xl, nh, nl) then
+        if raw[i] then redis.call('DEL', KEYS[i]) end
+      elseif not raw[i] or b0h[i] ~= a0h[i] or b0l[i] ~= a0l[i] or
+             b1h[i] ~= a1h[i] or b1l[i] ~= a1l[i] or xh ~= aeh[i] or
+             xl ~= ael[i] then
+        write_rec(KEYS[i], b0h[i], b0l[i], b1h[i], b1l[i], xh, xl, nh, nl,
+          minttl)
       end
     end
   end
@@ -847,6 +868,131 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl)
   return spack('<i4I4i4i4I4I4I4I4I4I4I4I4I4I4I4I4I4I4I4I4', V.allowed, V.flags,
     V.binding, V.level, lim_l, lim_h, rem_l, rem_h, ret_l, ret_h, res_l, res_h,
     sr_l, sr_h, of_l, of_h, ls_l, ls_h, no_l, no_h)
+end
+
+-- ---------------------------------------------------------- programs
+--
+-- A program (sluice/program.h, algo 7 in A[1], the step count in A[2]):
+-- KEYS are its records; after the 8 header numbers each step is
+--   algo kind key nkeys arg id_hi id_lo when ref when2 ref2 fold ttl_from
+--   nparams params...
+-- The same sequencer as lib/algo/program.c: every record read once, each
+-- step that its guard lets run is the general step over its records in
+-- memory, a gate's denial puts every record back as read, and at the end
+-- the records that changed are written with the expiry of the last step
+-- over them (program validation makes every step over a record use the same
+-- parameters, so that is the C's expiry of the first).  Answers a 24-byte
+-- header (allowed, denied_by, ran mask, 0, now) and each step's verdict.
+
+local function program(A, nsteps, nh, nl, minttl)
+  local n = #KEYS
+  local o0h, o0l, o1h, o1l = {}, {}, {}, {}
+  local raw = {}
+  for i = 1, n do
+    local v = redis.call('GET', KEYS[i])
+    raw[i] = v
+    o0h[i], o0l[i], o1h[i], o1l[i] = 0, 0, 0, 0
+    if v and #v == 25 then
+      local x0l, x0h, x1l, x1h, el, eh, lay = sunpack('<I4I4I4I4I4i4B', v)
+      if lay ~= LAYOUT then
+        return fail('ECORRUPT', 'record of another layout at key ' .. i)
+      end
+      if nh < eh or (nh == eh and nl < el) then
+        o0h[i], o0l[i], o1h[i], o1l[i] = x0h, x0l, x1h, x1l
+      else
+        redis.call('DEL', KEYS[i]) -- expired: gone for good
+        raw[i] = false
+      end
+    elseif v then
+      return fail('ECORRUPT', 'record of another layout at key ' .. i)
+    end
+  end
+  local c0h, c0l, c1h, c1l = {}, {}, {}, {}
+  local xeh, xel = {}, {}
+  local function reset()
+    for i = 1, n do
+      c0h[i], c0l[i], c1h[i], c1l[i] = o0h[i], o0l[i], o1h[i], o1l[i]
+      xeh[i], xel[i] = nil, nil
+    end
+  end
+  reset()
+  local ran, ok, reached, retry = {}, {}, {}, {}
+  local out = {}
+  local nowl, nowh = nl, nh
+  if nowh < 0 then nowh = nowh + T32 end
+  local skipped = spack('<i4I4i4i4I4I4I4I4I4I4I4I4I4I4I4I4I4I4I4I4', 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, nowl, nowh)
+  local denied, mask = -1, 0
+  local function cond(w, r)
+    if w == 0 then return true end
+    if w == 1 then return denied < 0 end
+    r = r + 1
+    if w == 2 then return ran[r] and not ok[r] end
+    if w == 3 then return ran[r] and ok[r] end
+    if w == 4 then return ran[r] and reached[r] end
+    return not ran[r]
+  end
+  local pos = 9
+  for s = 1, nsteps do
+    local sa, sk, key, nk, arg, ih, il, w1, r1, w2, r2, fold, ttlf, np =
+      unpack(A, pos, pos + 13)
+    local P = {sa, sk, nh, nl, arg, ih, il, minttl}
+    for j = 1, np do P[8 + j] = A[pos + 13 + j] end
+    pos = pos + 14 + np
+    if cond(w1, r1) and cond(w2, r2) then
+      if ttlf > 0 then
+        local t = retry[ttlf] or 0 -- a step that did not run: 0
+        if t < 1 then t = 1 end
+        if t > T52 then t = T52 end
+        P[10] = t
+      end
+      local M = {n = nk, a0h = {}, a0l = {}, a1h = {}, a1l = {}}
+      for j = 1, nk do
+        M.a0h[j], M.a0l[j] = c0h[key + j], c0l[key + j]
+        M.a1h[j], M.a1l[j] = c1h[key + j], c1l[key + j]
+      end
+      local r = general(nil, P, sa, sk, nh, nl, arg, ih, il, minttl, M)
+      if type(r) ~= 'string' then return r end
+      local al, _, _, _, _, _, rml, rmh, rtl, rth = sunpack(
+        '<i4I4i4i4I4I4I4I4I4i4', r)
+      ran[s], ok[s] = true, al ~= 0
+      reached[s] = al == 0 or (rml == 0 and rmh == 0)
+      retry[s] = rth * T32 + rtl
+      mask = mask + 2 ^ (s - 1)
+      out[s] = r
+      for j = 1, nk do
+        c0h[key + j], c0l[key + j] = M.b0h[j], M.b0l[j]
+        c1h[key + j], c1l[key + j] = M.b1h[j], M.b1l[j]
+        xeh[key + j], xel[key + j] = M.eh[j], M.el[j]
+      end
+      if fold == 0 and al == 0 and denied < 0 then
+        denied = s - 1
+        reset()
+      end
+    else
+      ran[s] = false
+      out[s] = skipped
+    end
+  end
+  for i = 1, n do
+    if c0h[i] ~= o0h[i] or c0l[i] ~= o0l[i] or c1h[i] ~= o1h[i] or
+       c1l[i] ~= o1l[i] then
+      local xh, xl = xeh[i], xel[i]
+      if xh < nh or (xh == nh and xl <= nl) then
+        if raw[i] then redis.call('DEL', KEYS[i]) end
+      else
+        write_rec(KEYS[i], c0h[i], c0l[i], c1h[i], c1l[i], xh, xl, nh, nl,
+          minttl)
+      end
+    end
+  end
+  return spack('<i4i4I4I4I4I4', denied < 0 and 1 or 0, denied, mask, 0, nowl,
+    nowh) .. table.concat(out)
+end
+
+if algo == 7 then
+  return program({sunpack('<' .. string.rep('i8', #AV / 8), AV)}, kind, nh,
+    nl, minttl)
 end
 
 -- A batch (ARGV[2] present): KEYS[i] with the 88 bytes of ARGV[1] from

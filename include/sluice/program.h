@@ -88,7 +88,8 @@ typedef struct sluice_step {
 /** A program: its records (keys, all with one hash tag, no key twice) and
  *  its steps.  A record's algorithm, and so its layout and expiry, is that
  *  of the first step over it; every step over it must use that algorithm
- *  and every record must be used by some step. */
+ *  with equal parameters (a lease TTL taken by ttl_from aside), and every
+ *  record must be used by some step. */
 typedef struct sluice_program {
   int nkeys;
   const sluice_key *keys;

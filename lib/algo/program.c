@@ -27,24 +27,59 @@ static int when_ok(int when, int ref, int i) {
   return when <= SLUICE_WHEN_PASSED || (ref >= 0 && ref < i);
 }
 
-/* Which record uses which algorithm: the first step over a record fixes
-** it, the others must agree, and no record may be left unused (its expiry
-** would be unknown). */
+/* The parameters step s applies to its record r (bytes, for comparing). */
+static const void *rec_params(const sluice_step *s, int r, size_t *len) {
+  switch (s->algo) {
+  case SLUICE_ALGO_GCRA:
+    *len = sizeof(sluice_gcra_params);
+    return (const sluice_gcra_params *)s->params + (r - s->key);
+  case SLUICE_ALGO_SWINDOW:
+  case SLUICE_ALGO_FWINDOW:
+    *len = sizeof(sluice_window_params);
+    break;
+  case SLUICE_ALGO_PENALTY:
+    *len = sizeof(sluice_penalty_params);
+    break;
+  case SLUICE_ALGO_LEASE:
+    *len = sizeof(sluice_lease_params);
+    break;
+  default:
+    *len = sizeof(sluice_distinct_params);
+    break;
+  }
+  return s->params;
+}
+
+/* Which record uses which algorithm and parameters: the first step over a
+** record fixes them and the others must agree (a record's expiry is then
+** the same whichever step is asked: the Lua port asks the last), and no
+** record may be left unused (its expiry would be unknown). */
 static int records_check(const sluice_program *p) {
-  int algo[SLUICE_PROGRAM_KEYS];
+  int first[SLUICE_PROGRAM_KEYS];
   int i, j;
-  memset(algo, 0, sizeof algo);
+  for (j = 0; j < p->nkeys; j++)
+    first[j] = -1;
   for (i = 0; i < p->nsteps; i++) {
     const sluice_step *s = &p->steps[i];
     for (j = s->key; j < s->key + s->nkeys; j++) {
-      if (algo[j] == 0)
-        algo[j] = s->algo;
-      else if (algo[j] != s->algo)
+      const sluice_step *f;
+      const void *a, *b;
+      size_t la, lb;
+      if (first[j] < 0) {
+        first[j] = i;
+        continue;
+      }
+      f = &p->steps[first[j]];
+      if (f->algo != s->algo)
+        return SLUICE_EINVAL;
+      a = rec_params(f, j, &la);
+      b = rec_params(s, j, &lb);
+      if (a != b && memcmp(a, b, la) != 0)
         return SLUICE_EINVAL;
     }
   }
   for (j = 0; j < p->nkeys; j++)
-    if (algo[j] == 0)
+    if (first[j] < 0)
       return SLUICE_EINVAL;
   return SLUICE_OK;
 }

@@ -284,3 +284,93 @@ Test(conformance, differential_distinct) {
     both(&m, &op, idx, now, s);
   }
 }
+
+/* Programs (sluice/program.h): the store's xRun (or, for a backend without
+** it, the step-by-step fallback) against sluice_program_run() over the
+** model's records.  The standard request's shape (box, bucket pair, a
+** notice with the denial's TTL, a strike) and a heavy request's gates after
+** it (a window, a lease set), with random costs and lease ids, so that
+** gates deny after earlier writes and notes run after denials. */
+Test(conformance, differential_program) {
+  static const sluice_penalty_params pen = {
+      3, 30000000000, {60000000000, 300000000000, SLUICE_FOREVER},
+      900000000000};
+  static const sluice_gcra_params gp[2] = {{20, 1000000000, 20},
+                                           {3, 1000000000, 5}};
+  static const sluice_lease_params notice = {1, 1}, slots = {2, 20000000000};
+  static const sluice_window_params cap = {6, 60000000000};
+  model m;
+  int64_t now = 6000000000000;
+  int undone = 0;
+  rng_state = 7;
+  model_init(&m, "x", 7); /* box, tb, kb, notice, cap, 2 slots */
+  for (int s = 0; s < NOPS / 2; s++) {
+    sluice_step st[7];
+    sluice_program p = {7, m.keys, 7, st};
+    sluice_program_result rm, rs;
+    sluice_state in[7], out[7];
+    int rc, i;
+    memset(st, 0, sizeof st);
+    st[0] = (sluice_step){SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1, &pen};
+    st[1] = (sluice_step){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, 2, gp,
+                          between(1, 5)};
+    st[1].when = SLUICE_WHEN_PASSED;
+    st[2] = (sluice_step){SLUICE_ALGO_LEASE, SLUICE_OP_RENEW, 3, 1, &notice,
+                          0, 1};
+    st[2].when = SLUICE_WHEN_DENIED;
+    st[2].ref = 1;
+    st[2].fold = SLUICE_FOLD_NOTE;
+    st[2].ttl_from = SLUICE_TTL_OF(1);
+    st[3] = st[2];
+    st[3].kind = SLUICE_OP_ACQUIRE;
+    st[3].ref = 2;
+    st[4] = (sluice_step){SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, 0, 1, &pen};
+    st[4].when = SLUICE_WHEN_ALLOWED;
+    st[4].ref = 2;
+    st[4].fold = SLUICE_FOLD_NOTE;
+    st[5] = (sluice_step){SLUICE_ALGO_FWINDOW, SLUICE_OP_CONSUME, 4, 1, &cap,
+                          1};
+    st[5].when = SLUICE_WHEN_PASSED;
+    st[6] = (sluice_step){SLUICE_ALGO_LEASE,
+                          rnd() % 4 ? SLUICE_OP_ACQUIRE
+                                    : SLUICE_OP_LEASE_RELEASE,
+                          5, 2, &slots, 0, (uint64_t)between(1, 4)};
+    st[6].when = SLUICE_WHEN_PASSED;
+    now = advance(now);
+    for (i = 0; i < 7; i++) {
+      in[i] = m.st[i];
+      if (sluice_program_expiry(&p, i, &in[i]) <= now)
+        memset(&in[i], 0, sizeof in[i]);
+    }
+    rc = sluice_program_run(&p, in, out, now, &rm);
+    cr_assert_eq(rc, SLUICE_OK, "model program %d: %s", s, sluice_strerror(rc));
+    sluice_clock_set(clk, now);
+    rc = sluice_limiter_run(lim, &p, &rs);
+    cr_assert_eq(rc, SLUICE_OK, "store program %d: %s (%s)", s,
+                 sluice_strerror(rc), sluice_limiter_errmsg(lim));
+    cr_assert_eq(rs.allowed, rm.allowed, "program %d allowed", s);
+    cr_assert_eq(rs.denied_by, rm.denied_by, "program %d denied_by", s);
+    cr_assert_eq(rs.ran, rm.ran, "program %d ran", s);
+    for (i = 0; i < 7; i++)
+      same_verdict(&rm.v[i], &rs.v[i], s * 10 + i);
+    memcpy(m.st, out, sizeof out);
+    undone += rm.denied_by > 1;
+    for (i = 0; i < 7; i++) {
+      sluice_state got;
+      int64_t exp = sluice_program_expiry(&p, i, &out[i]), gexp = 0;
+      rc = sluice_limiter_get(lim, m.keys[i].data, m.keys[i].len, &got, &gexp);
+      if (rc == SLUICE_ENOTSUP)
+        break;
+      if (exp <= now) {
+        cr_assert_eq(rc, SLUICE_ENOTFOUND, "program %d record %d", s, i);
+        continue;
+      }
+      cr_assert_eq(rc, SLUICE_OK, "program %d record %d: %s", s, i,
+                   sluice_strerror(rc));
+      cr_assert_eq(gexp, exp, "program %d record %d: expiry", s, i);
+      cr_assert(memcmp(&got, &out[i], sizeof got) == 0,
+                "program %d record %d differs from the model", s, i);
+    }
+  }
+  cr_assert_gt(undone, 20, "gates denied after the bucket charge");
+}
