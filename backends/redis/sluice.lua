@@ -884,19 +884,104 @@ end
 -- parameters, so that is the C's expiry of the first).  Answers a 24-byte
 -- header (allowed, denied_by, ran mask, 0, now) and each step's verdict.
 
-local function program(A, nsteps, nh, nl, minttl)
+-- The hot steps of a program, straight-line over the in-memory records
+-- (c0h.. arrays, the step's records at key + 1 .. key + nk), as gcra1:
+-- a GCRA group consumed or peeked with every TAT within one tolerance of
+-- now.  Answers the packed verdict and writes the outputs and expiries, or
+-- nil having changed nothing (the general step then runs).
+local function gcra_prog(c0h, c0l, c1h, c1l, xeh, xel, key, nk, kind, cost,
+                         nh, nl, poff)
+  local Dv, Dnv, fitsv = {}, {}, {}
+  local P = {sunpack(string.rep('i8', 3 * nk), AV, poff)}
+  local all = true
+  for j = 1, nk do
+    local R, Pd, B = P[3 * j - 2], P[3 * j - 1], P[3 * j]
+    local tau = B * Pd
+    local i = key + j
+    local fr = c1l[i]
+    if tau > T52 or c1h[i] ~= 0 or fr >= R then return nil end
+    local D
+    local dh, dl = c0h[i] - nh, c0l[i] - nl
+    if dl < 0 then dl = dl + T32; dh = dh - 1 end
+    if dh < 0 then
+      D = 0
+    elseif dh < 2097152 then
+      local dn = dh * T32 + dl
+      local m = floor(tau / R)
+      if m * R > tau then m = m - 1 elseif (m + 1) * R <= tau then m = m + 1 end
+      if dn <= m then
+        D = dn * R + fr
+        if D > tau then D = nil end
+      end
+    end
+    if D == nil then return nil end
+    Dv[j], Dnv[j] = D, D + cost * Pd
+    fitsv[j] = Dnv[j] <= tau
+    if not fitsv[j] then all = false end
+  end
+  -- The binding bucket (as the general step): admitted, the one left
+  -- with the fewest points; refused, the one with the longest wait.
+  local b, bv, rty = 1, nil, 0
+  for j = 1, nk do
+    local R, Pd, B = P[3 * j - 2], P[3 * j - 1], P[3 * j]
+    local tau = B * Pd
+    if all then
+      local ra = fd(tau - Dnv[j], Pd)
+      if bv == nil or ra < bv then b, bv = j, ra end
+    else
+      local rt = 0
+      if not fitsv[j] then rt = cd(Dnv[j] - tau, R) end
+      if bv == nil or rt > bv then b, bv = j, rt end
+      if rt > rty then rty = rt end
+    end
+  end
+  local R, Pd, B = P[3 * b - 2], P[3 * b - 1], P[3 * b]
+  local tau = B * Pd
+  local rem, rst
+  if all and kind == 0 then
+    rem, rst = fd(tau - Dnv[b], Pd), cd(Dnv[b], R)
+  else
+    rem, rst = fd(tau - Dv[b], Pd), cd(Dv[b], R)
+  end
+  if all and kind == 0 and cost > 0 then
+    for j = 1, nk do
+      local i, Rj = key + j, P[3 * j - 2]
+      local q = fd(Dnv[j], Rj)
+      local f = Dnv[j] - q * Rj
+      local th, tl = nh, nl + q
+      local c = floor(tl / T32)
+      tl = tl - c * T32
+      th = th + c
+      c0h[i], c0l[i], c1h[i], c1l[i] = th, tl, 0, f
+      if f > 0 then
+        tl = tl + 1
+        if tl >= T32 then tl = tl - T32; th = th + 1 end
+      end
+      xeh[i], xel[i] = th, tl
+    end
+  end
+  return spack('<i4I4i4i4i8i8i8i8i8i8i8I4i4', all and 1 or 0, 0, b - 1, 0,
+    B, rem, rty, rst, 0, 0, 0, nl, nh), all, rem, rty
+end
+
+-- The numbers of a program are read where they lie in ARGV[1], step by
+-- step, rather than all unpacked up front.
+local STEP = '<i8i8i8i8i8i8i8i8i8i8i8i8i8i8'
+
+local function program(nsteps, nh, nl, minttl)
   local n = #KEYS
-  local o0h, o0l, o1h, o1l = {}, {}, {}, {}
-  local raw = {}
-  for i = 1, n do
+  local o0h, o0l, o1h, o1l, raw = {}, {}, {}, {}, {}
+  local c0h, c0l, c1h, c1l = {}, {}, {}, {}
+  local xeh, xel = {}, {}
+  -- Records are read when a step first needs them: a step that does not
+  -- run (the notice of an admitted request) costs no GET.
+  local function load(i)
     local v = redis.call('GET', KEYS[i])
     raw[i] = v
     o0h[i], o0l[i], o1h[i], o1l[i] = 0, 0, 0, 0
     if v and #v == 25 then
       local x0l, x0h, x1l, x1h, el, eh, lay = sunpack('<I4I4I4I4I4i4B', v)
-      if lay ~= LAYOUT then
-        return fail('ECORRUPT', 'record of another layout at key ' .. i)
-      end
+      if lay ~= LAYOUT then return false end
       if nh < eh or (nh == eh and nl < el) then
         o0h[i], o0l[i], o1h[i], o1l[i] = x0h, x0l, x1h, x1l
       else
@@ -904,24 +989,16 @@ local function program(A, nsteps, nh, nl, minttl)
         raw[i] = false
       end
     elseif v then
-      return fail('ECORRUPT', 'record of another layout at key ' .. i)
+      return false
     end
+    c0h[i], c0l[i], c1h[i], c1l[i] = o0h[i], o0l[i], o1h[i], o1l[i]
+    return true
   end
-  local c0h, c0l, c1h, c1l = {}, {}, {}, {}
-  local xeh, xel = {}, {}
-  local function reset()
-    for i = 1, n do
-      c0h[i], c0l[i], c1h[i], c1l[i] = o0h[i], o0l[i], o1h[i], o1l[i]
-      xeh[i], xel[i] = nil, nil
-    end
-  end
-  reset()
   local ran, ok, reached, retry = {}, {}, {}, {}
   local out = {}
   local nowl, nowh = nl, nh
   if nowh < 0 then nowh = nowh + T32 end
-  local skipped = spack('<i4I4i4i4I4I4I4I4I4I4I4I4I4I4I4I4I4I4I4I4', 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, nowl, nowh)
+  local skipped
   local denied, mask = -1, 0
   local function cond(w, r)
     if w == 0 then return true end
@@ -932,51 +1009,82 @@ local function program(A, nsteps, nh, nl, minttl)
     if w == 4 then return ran[r] and reached[r] end
     return not ran[r]
   end
-  local pos = 9
+  local off = 65 -- after the 8 header numbers
   for s = 1, nsteps do
     local sa, sk, key, nk, arg, ih, il, w1, r1, w2, r2, fold, ttlf, np =
-      unpack(A, pos, pos + 13)
-    local P = {sa, sk, nh, nl, arg, ih, il, minttl}
-    for j = 1, np do P[8 + j] = A[pos + 13 + j] end
-    pos = pos + 14 + np
+      sunpack(STEP, AV, off)
+    local poff = off + 112
+    off = poff + 8 * np
     if cond(w1, r1) and cond(w2, r2) then
-      if ttlf > 0 then
-        local t = retry[ttlf] or 0 -- a step that did not run: 0
-        if t < 1 then t = 1 end
-        if t > T52 then t = T52 end
-        P[10] = t
+      for j = key + 1, key + nk do
+        if raw[j] == nil and not load(j) then
+          return fail('ECORRUPT', 'record of another layout at key ' .. j)
+        end
       end
-      local M = {n = nk, a0h = {}, a0l = {}, a1h = {}, a1l = {}}
-      for j = 1, nk do
-        M.a0h[j], M.a0l[j] = c0h[key + j], c0l[key + j]
-        M.a1h[j], M.a1l[j] = c1h[key + j], c1l[key + j]
+      local r, al, rem, rty
+      if sa == 1 and (sk == 0 or sk == 1) then
+        r, al, rem, rty = gcra_prog(c0h, c0l, c1h, c1l, xeh, xel, key, nk,
+          sk, arg, nh, nl, poff)
+      elseif sa == 4 and sk == 10 and nk == 1 and c0h[key + 1] == 0 and
+             c0l[key + 1] == 0 and c1h[key + 1] == 0 and c1l[key + 1] == 0 then
+        -- A box check of a key never struck: not boxed, nothing changes.
+        local th = sunpack('<i8', AV, poff)
+        r = spack('<i4I4i4i4i8i8i8i8i8i8i8I4i4', 1, 0, 0, 0, th, th, 0, 0,
+          th, 0, 0, nl, nh)
+        al, rem, rty = true, th, 0
       end
-      local r = general(nil, P, sa, sk, nh, nl, arg, ih, il, minttl, M)
-      if type(r) ~= 'string' then return r end
-      local al, _, _, _, _, _, rml, rmh, rtl, rth = sunpack(
-        '<i4I4i4i4I4I4I4I4I4i4', r)
-      ran[s], ok[s] = true, al ~= 0
-      reached[s] = al == 0 or (rml == 0 and rmh == 0)
-      retry[s] = rth * T32 + rtl
+      if not r then
+        local P = {sa, sk, nh, nl, arg, ih, il, minttl,
+                   sunpack(string.rep('i8', np), AV, poff)}
+        if ttlf > 0 then
+          local t = retry[ttlf] or 0 -- a step that did not run: 0
+          if t < 1 then t = 1 end
+          if t > T52 then t = T52 end
+          P[10] = t
+        end
+        local M = {n = nk, a0h = {}, a0l = {}, a1h = {}, a1l = {}}
+        for j = 1, nk do
+          M.a0h[j], M.a0l[j] = c0h[key + j], c0l[key + j]
+          M.a1h[j], M.a1l[j] = c1h[key + j], c1l[key + j]
+        end
+        r = general(nil, P, sa, sk, nh, nl, arg, ih, il, minttl, M)
+        if type(r) ~= 'string' then return r end
+        for j = 1, nk do
+          c0h[key + j], c0l[key + j] = M.b0h[j], M.b0l[j]
+          c1h[key + j], c1l[key + j] = M.b1h[j], M.b1l[j]
+          xeh[key + j], xel[key + j] = M.eh[j], M.el[j]
+        end
+        local a, _, _, _, _, _, rml, rmh, rtl, rth = sunpack(
+          '<i4I4i4i4I4I4I4I4I4i4', r)
+        al, rem, rty = a ~= 0, rmh * T32 + rml, rth * T32 + rtl
+      end
+      ran[s], ok[s] = true, al
+      reached[s] = not al or rem == 0
+      retry[s] = rty
       mask = mask + 2 ^ (s - 1)
       out[s] = r
-      for j = 1, nk do
-        c0h[key + j], c0l[key + j] = M.b0h[j], M.b0l[j]
-        c1h[key + j], c1l[key + j] = M.b1h[j], M.b1l[j]
-        xeh[key + j], xel[key + j] = M.eh[j], M.el[j]
-      end
-      if fold == 0 and al == 0 and denied < 0 then
+      if fold == 0 and not al and denied < 0 then
+        -- A gate's denial: every record back as read.
         denied = s - 1
-        reset()
+        for i = 1, n do
+          if raw[i] ~= nil then
+            c0h[i], c0l[i], c1h[i], c1l[i] = o0h[i], o0l[i], o1h[i], o1l[i]
+            xeh[i], xel[i] = nil, nil
+          end
+        end
       end
     else
       ran[s] = false
+      if not skipped then
+        skipped = spack('<i4I4i4i4I4I4I4I4I4I4I4I4I4I4I4I4I4I4I4I4', 0, 0,
+          0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, nowl, nowh)
+      end
       out[s] = skipped
     end
   end
   for i = 1, n do
-    if c0h[i] ~= o0h[i] or c0l[i] ~= o0l[i] or c1h[i] ~= o1h[i] or
-       c1l[i] ~= o1l[i] then
+    if raw[i] ~= nil and (c0h[i] ~= o0h[i] or c0l[i] ~= o0l[i] or
+       c1h[i] ~= o1h[i] or c1l[i] ~= o1l[i]) then
       local xh, xl = xeh[i], xel[i]
       if xh < nh or (xh == nh and xl <= nl) then
         if raw[i] then redis.call('DEL', KEYS[i]) end
@@ -991,8 +1099,7 @@ local function program(A, nsteps, nh, nl, minttl)
 end
 
 if algo == 7 then
-  return program({sunpack('<' .. string.rep('i8', #AV / 8), AV)}, kind, nh,
-    nl, minttl)
+  return program(kind, nh, nl, minttl)
 end
 
 -- A batch (ARGV[2] present): KEYS[i] with the 88 bytes of ARGV[1] from
