@@ -374,3 +374,65 @@ Test(conformance, differential_program) {
   }
   cr_assert_gt(undone, 20, "gates denied after the bucket charge");
 }
+
+/* A batch of programs (xRunMany: one transaction, one pipeline) over three
+** groups, each against its own model; a bad program in the batch gets its
+** own error and the others still run. */
+Test(conformance, program_batch) {
+  static const sluice_gcra_params gp = {3, 1000000000, 4};
+  static const sluice_window_params win = {5, 10000000000};
+  model m[3];
+  int64_t now = 7000000000000;
+  rng_state = 8;
+  for (int g = 0; g < 3; g++) {
+    char what[8];
+    snprintf(what, sizeof what, "b%d", g);
+    model_init(&m[g], what, 2);
+    /* Three hash tags: "{tag}:b0" and friends share one; give each its own. */
+    for (int i = 0; i < 2; i++) {
+      snprintf(m[g].names[i], sizeof m[g].names[i], "{%s-%d}:b:%d", tag, g, i);
+      m[g].keys[i].len = strlen(m[g].names[i]);
+    }
+  }
+  for (int s = 0; s < 300; s++) {
+    sluice_step st[3][2], bad[1];
+    sluice_program ps[4];
+    sluice_program_result res[4];
+    int rcs[4], rc;
+    now = advance(now);
+    for (int g = 0; g < 3; g++) {
+      memset(st[g], 0, sizeof st[g]);
+      st[g][0] = (sluice_step){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 0, 1, &gp,
+                               between(1, 3)};
+      st[g][1] = (sluice_step){SLUICE_ALGO_FWINDOW, SLUICE_OP_CONSUME, 1, 1,
+                               &win, 1};
+      st[g][1].when = SLUICE_WHEN_PASSED;
+      ps[g] = (sluice_program){2, m[g].keys, 2, st[g]};
+    }
+    memset(bad, 0, sizeof bad);
+    bad[0] = (sluice_step){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 0, 1, &gp, 99};
+    ps[3] = (sluice_program){1, m[0].keys, 1, bad}; /* cost above burst */
+    sluice_clock_set(clk, now);
+    rc = sluice_limiter_run_many(lim, 4, ps, res, rcs);
+    cr_assert_eq(rc, SLUICE_OK, "batch %d: %s (%s)", s, sluice_strerror(rc),
+                 sluice_limiter_errmsg(lim));
+    cr_assert_eq(rcs[3], SLUICE_ERANGE, "batch %d: the bad program", s);
+    for (int g = 0; g < 3; g++) {
+      sluice_state in[2], out[2];
+      sluice_program_result rm;
+      cr_assert_eq(rcs[g], SLUICE_OK, "batch %d program %d: %s", s, g,
+                   sluice_strerror(rcs[g]));
+      for (int i = 0; i < 2; i++) {
+        in[i] = m[g].st[i];
+        if (sluice_program_expiry(&ps[g], i, &in[i]) <= now)
+          memset(&in[i], 0, sizeof in[i]);
+      }
+      cr_assert_eq(sluice_program_run(&ps[g], in, out, now, &rm), SLUICE_OK);
+      cr_assert_eq(res[g].denied_by, rm.denied_by, "batch %d program %d", s,
+                   g);
+      for (int i = 0; i < 2; i++)
+        same_verdict(&rm.v[i], &res[g].v[i], s * 10 + i);
+      memcpy(m[g].st, out, sizeof out);
+    }
+  }
+}
