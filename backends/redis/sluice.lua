@@ -973,10 +973,10 @@ local function program(nsteps, nh, nl, minttl)
   local o0h, o0l, o1h, o1l, raw = {}, {}, {}, {}, {}
   local c0h, c0l, c1h, c1l = {}, {}, {}, {}
   local xeh, xel = {}, {}
-  -- Records are read when a step first needs them: a step that does not
-  -- run (the notice of an admitted request) costs no GET.
-  local function load(i)
-    local v = redis.call('GET', KEYS[i])
+  -- Records are read when a step first needs them (a step that does not
+  -- run, the notice of an admitted request, costs no read), a step's group
+  -- with one MGET.
+  local function load1(i, v)
     raw[i] = v
     o0h[i], o0l[i], o1h[i], o1l[i] = 0, 0, 0, 0
     if v and #v == 25 then
@@ -993,6 +993,26 @@ local function program(nsteps, nh, nl, minttl)
     end
     c0h[i], c0l[i], c1h[i], c1l[i] = o0h[i], o0l[i], o1h[i], o1l[i]
     return true
+  end
+  local function load(a, b)
+    local want = {}
+    for i = a, b do
+      if raw[i] == nil then want[#want + 1] = i end
+    end
+    if #want == 0 then return 0 end
+    if #want == 1 then
+      if not load1(want[1], redis.call('GET', KEYS[want[1]])) then
+        return want[1]
+      end
+      return 0
+    end
+    local names = {}
+    for j = 1, #want do names[j] = KEYS[want[j]] end
+    local vals = redis.call('MGET', unpack(names))
+    for j = 1, #want do
+      if not load1(want[j], vals[j]) then return want[j] end
+    end
+    return 0
   end
   local ran, ok, reached, retry = {}, {}, {}, {}
   local out = {}
@@ -1016,10 +1036,9 @@ local function program(nsteps, nh, nl, minttl)
     local poff = off + 112
     off = poff + 8 * np
     if cond(w1, r1) and cond(w2, r2) then
-      for j = key + 1, key + nk do
-        if raw[j] == nil and not load(j) then
-          return fail('ECORRUPT', 'record of another layout at key ' .. j)
-        end
+      local bad = load(key + 1, key + nk)
+      if bad > 0 then
+        return fail('ECORRUPT', 'record of another layout at key ' .. bad)
       end
       local r, al, rem, rty
       if sa == 1 and (sk == 0 or sk == 1) then
