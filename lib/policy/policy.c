@@ -643,14 +643,22 @@ static int ran(const sluice_program_result *r, int i) {
 
 /* ------------------------------------------------------ tenant flow --- */
 
+/* The tenant's lease slots cc:{t:T}:<class>:<i>: one prefix, then the
+** slot number (below SLUICE_GROUP_MAX: two digits at most). */
 static void slot_recs(ctx *c, prog *g, int cls, int n) {
-  const char *what = cls == SLUICE_EP_RECONCILE ? "reconcile" : "export";
+  sluice_key pre = mkkey(g->kbuf[g->nk], "cc:{t:%s}:%s:", c->T,
+                         cls == SLUICE_EP_RECONCILE ? "reconcile" : "export");
   int i;
   for (i = 0; i < n; i++) {
-    int len = snprintf(g->kbuf[g->nk], KEYLEN, "cc:{t:%s}:%s:%d", c->T, what,
-                       i);
-    g->keys[g->nk].data = g->kbuf[g->nk];
-    g->keys[g->nk].len = (size_t)len;
+    char *b = g->kbuf[g->nk];
+    size_t len = pre.len;
+    if (i > 0)
+      memcpy(b, pre.data, pre.len);
+    if (i >= 10)
+      b[len++] = (char)('0' + i / 10);
+    b[len++] = (char)('0' + i % 10);
+    g->keys[g->nk].data = b;
+    g->keys[g->nk].len = len;
     g->nk++;
   }
 }

@@ -178,6 +178,17 @@ Test(program, validation) {
   st[4].key = 1; /* a bucket record stepped as a penalty */
   cr_assert_eq(sluice_program_validate(&p), SLUICE_EINVAL);
   p = std_prog(st, 1);
+  {
+    /* The strike with other parameters than the check on the same box: the
+    ** record's expiry would depend on which step is asked. */
+    sluice_penalty_params other = pen;
+    other.strike_threshold = 4;
+    st[4].params = &other;
+    cr_assert_eq(sluice_program_validate(&p), SLUICE_EINVAL);
+    other = pen; /* equal values in another struct are fine */
+    cr_assert_eq(sluice_program_validate(&p), SLUICE_OK);
+  }
+  p = std_prog(st, 1);
   p.nsteps = 2; /* the notice record is never used */
   cr_assert_eq(sluice_program_validate(&p), SLUICE_EINVAL);
   p = std_prog(st, 1);
