@@ -333,6 +333,8 @@ static int mem_job(sluice_store *s, const sluice__job *job, int64_t now) {
   mem_store *m = (mem_store *)s;
   fpkey f[SLUICE_PROGRAM_KEYS];
   int i, rc, n = job->nkeys;
+  if (n < 1 || n > SLUICE_PROGRAM_KEYS) /* the core validated it */
+    return SLUICE_EINVAL;
   for (i = 0; i < n; i++)
     f[i] = fingerprint(m, &job->keys[i]);
   lock_group(m, f, n, 1);
