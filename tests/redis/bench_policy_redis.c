@@ -296,10 +296,10 @@ int main(void) {
     tsl += run(sluice_call, n / 10, round * (n / 10));
   }
   printf("wall time, one call at a time, %ld decisions each:\n", n);
-  printf("  spec section-6 script EVALSHA     %8.0f ns/decision\n",
-         (double)tspec / (double)n);
-  printf("  sluice_policy_decide, standard    %8.0f ns/decision\n",
-         (double)tsl / (double)n);
+  printf("  spec section-6 script EVALSHA     %8.0f ns/decision %8.0f /s\n",
+         (double)tspec / (double)n, 1e9 * (double)n / (double)tspec);
+  printf("  sluice_policy_decide, standard    %8.0f ns/decision %8.0f /s\n",
+         (double)tsl / (double)n, 1e9 * (double)n / (double)tsl);
   printf("  ratio sluice / spec               %8.2f (target <= 1.10)\n",
          (double)tsl / (double)tspec);
 
