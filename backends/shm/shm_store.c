@@ -686,18 +686,20 @@ static int commit(shm_store *t, member *g, const sluice__job *job,
   return 1;
 }
 
-/* Records a decision read and did not write must still hold what it read
-** once its writes are in: the writes and those reads are then one atomic
-** snapshot (a box tripped by another process after the check, or a record
-** created where none was, sends the decision round again).  Every record
-** of a single op changes when it writes anything, so this only costs the
-** read-only records of a program (its box check). */
-static int unchanged_since_read(shm_store *t, member *g, int n, int64_t now) {
+/* The records a program only looked at (its box check) must still hold
+** what it read once its writes are in: the writes and those reads are then
+** one atomic snapshot (a box tripped by another process after the check,
+** or one created where there was none, sends the program round again).
+** Records its steps may write are not watched: a lease slot that another
+** process took meanwhile does not undo a grant of another slot, and undoing
+** a release that someone has already used cannot succeed. */
+static int unchanged_since_read(shm_store *t, const sluice__job *job,
+                                member *g, int n, int64_t now) {
   int i;
   for (i = 0; i < n; i++) {
     uint64_t x[2], m[2];
     shm_slot *s;
-    if (g[i].need)
+    if (g[i].need || !sluice__job_watched(job, i))
       continue;
     if (!g[i].bound) {
       uint32_t d;
@@ -793,7 +795,7 @@ static int shm_job(sluice_store *st, const sluice__job *job, int64_t now) {
       return SLUICE_OK;
     }
     if (commit(t, g, job, now)) {
-      if (n == 1 || unchanged_since_read(t, g, n, now))
+      if (!job->prog || unchanged_since_read(t, job, g, n, now))
         return SLUICE_OK;
       /* Undo (exact CAS, dropped if it loses: that charge stays, which
       ** only under-admits) and decide again on what is there now. */

@@ -275,3 +275,19 @@ int sluice__job_read_only(const sluice__job *j) {
       return 0;
   return 1;
 }
+
+int sluice__job_watched(const sluice__job *j, int i) {
+  const sluice_program *p = j->prog;
+  int k, seen = 0;
+  if (!p)
+    return 0;
+  for (k = 0; k < p->nsteps; k++) {
+    const sluice_step *s = &p->steps[k];
+    if (!((j->res->ran >> k) & 1u) || i < s->key || i >= s->key + s->nkeys)
+      continue;
+    if (s->kind != SLUICE_OP_CHECK && s->kind != SLUICE_OP_PEEK)
+      return 0;
+    seen = 1;
+  }
+  return seen;
+}

@@ -49,5 +49,10 @@ int sluice__job_run(const sluice__job *j, const sluice_state *in,
 int64_t sluice__job_expiry(const sluice__job *j, int i, const sluice_state *s);
 /* Only kinds documented to change nothing (PEEK, CHECK). */
 int sluice__job_read_only(const sluice__job *j);
+/* After a run: was record i only looked at (every step over it that ran a
+** CHECK or PEEK, at least one)?  Such a record decided the outcome without
+** being written, so a lock-free store must see it unchanged at commit.
+** Always 0 for a plain op. */
+int sluice__job_watched(const sluice__job *j, int i);
 
 #endif
