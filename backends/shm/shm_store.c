@@ -85,6 +85,19 @@
 ** interleaving and any crash; a crash loses at most the decision in flight
 ** (and possibly a charge on the group's first key).
 **
+** Programs (xRun) run the same way over all of their records: one run of
+** the sequencer, the changed records CASed in key order as above, and then
+** every record the program only looked at (every step over it that ran was
+** a CHECK or a PEEK: its box check) re-read: if one changed since it was
+** read (a box tripped by another process), the writes are rolled back and
+** the program runs again on what is there now.  So an admission is
+** linearized at that re-read: once any process's trip is in, no program
+** admits the key.  What is not atomic: a rollback (a later CAS lost, or
+** that re-read failing) that loses its own CAS race is dropped, so a
+** charge, a lease slot or an export-cap count can stay behind without an
+** admission (never the other way: nothing is admitted without its
+** charges).  docs/shm.md states the guarantees.
+**
 ** Memory ordering.  Every ck_pr_cas_64_2 is a `lock cmpxchg16b`, a full
 ** barrier, and so is ck_pr_load_64_2; the three publish points need no
 ** other fence: the expiry raise (meta CAS) is ordered before the state CAS
