@@ -885,23 +885,23 @@ end
 -- header (allowed, denied_by, ran mask, 0, now) and each step's verdict.
 
 -- The hot steps of a program, straight-line over the in-memory records
--- (c0h.. arrays, the step's records at key + 1 .. key + nk), as gcra1:
--- a GCRA group consumed or peeked with every TAT within one tolerance of
--- now.  Answers the packed verdict and writes the outputs and expiries, or
--- nil having changed nothing (the general step then runs).
-local function gcra_prog(c0h, c0l, c1h, c1l, xeh, xel, key, nk, kind, cost,
-                         nh, nl, poff)
-  local Dv, Dnv, fitsv = {}, {}, {}
-  local P = {sunpack(string.rep('i8', 3 * nk), AV, poff)}
+-- (c: four unsigned halves per record, record i at 4i-3 .. 4i; xe: its
+-- expiry pair at 2i-1, 2i), as gcra1: a GCRA group consumed or peeked with
+-- every TAT within one tolerance of now.  Answers the packed verdict,
+-- allowed, remaining and the wait, and writes the outputs and expiries; or
+-- nil having changed nothing (the general step then runs).  Few tables: a
+-- program runs on every request.
+local function gcra_prog(c, xe, key, nk, kind, cost, nh, nl, poff)
+  local e = {} -- D, Dn per key
   local all = true
   for j = 1, nk do
-    local R, Pd, B = P[3 * j - 2], P[3 * j - 1], P[3 * j]
+    local R, Pd, B = sunpack('<i8i8i8', AV, poff + 24 * (j - 1))
     local tau = B * Pd
-    local i = key + j
-    local fr = c1l[i]
-    if tau > T52 or c1h[i] ~= 0 or fr >= R then return nil end
+    local at = 4 * (key + j)
+    local fr = c[at]
+    if tau > T52 or c[at - 1] ~= 0 or fr >= R then return nil end
     local D
-    local dh, dl = c0h[i] - nh, c0l[i] - nl
+    local dh, dl = c[at - 3] - nh, c[at - 2] - nl
     if dl < 0 then dl = dl + T32; dh = dh - 1 end
     if dh < 0 then
       D = 0
@@ -915,49 +915,49 @@ local function gcra_prog(c0h, c0l, c1h, c1l, xeh, xel, key, nk, kind, cost,
       end
     end
     if D == nil then return nil end
-    Dv[j], Dnv[j] = D, D + cost * Pd
-    fitsv[j] = Dnv[j] <= tau
-    if not fitsv[j] then all = false end
+    e[2 * j - 1], e[2 * j] = D, D + cost * Pd
+    if e[2 * j] > tau then all = false end
   end
   -- The binding bucket (as the general step): admitted, the one left
   -- with the fewest points; refused, the one with the longest wait.
   local b, bv, rty = 1, nil, 0
   for j = 1, nk do
-    local R, Pd, B = P[3 * j - 2], P[3 * j - 1], P[3 * j]
+    local R, Pd, B = sunpack('<i8i8i8', AV, poff + 24 * (j - 1))
     local tau = B * Pd
     if all then
-      local ra = fd(tau - Dnv[j], Pd)
+      local ra = fd(tau - e[2 * j], Pd)
       if bv == nil or ra < bv then b, bv = j, ra end
     else
       local rt = 0
-      if not fitsv[j] then rt = cd(Dnv[j] - tau, R) end
+      if e[2 * j] > tau then rt = cd(e[2 * j] - tau, R) end
       if bv == nil or rt > bv then b, bv = j, rt end
       if rt > rty then rty = rt end
     end
   end
-  local R, Pd, B = P[3 * b - 2], P[3 * b - 1], P[3 * b]
+  local R, Pd, B = sunpack('<i8i8i8', AV, poff + 24 * (b - 1))
   local tau = B * Pd
   local rem, rst
   if all and kind == 0 then
-    rem, rst = fd(tau - Dnv[b], Pd), cd(Dnv[b], R)
+    rem, rst = fd(tau - e[2 * b], Pd), cd(e[2 * b], R)
   else
-    rem, rst = fd(tau - Dv[b], Pd), cd(Dv[b], R)
+    rem, rst = fd(tau - e[2 * b - 1], Pd), cd(e[2 * b - 1], R)
   end
   if all and kind == 0 and cost > 0 then
     for j = 1, nk do
-      local i, Rj = key + j, P[3 * j - 2]
-      local q = fd(Dnv[j], Rj)
-      local f = Dnv[j] - q * Rj
+      local Rj = sunpack('<i8', AV, poff + 24 * (j - 1))
+      local at = 4 * (key + j)
+      local q = fd(e[2 * j], Rj)
+      local f = e[2 * j] - q * Rj
       local th, tl = nh, nl + q
-      local c = floor(tl / T32)
-      tl = tl - c * T32
-      th = th + c
-      c0h[i], c0l[i], c1h[i], c1l[i] = th, tl, 0, f
+      local cy = floor(tl / T32)
+      tl = tl - cy * T32
+      th = th + cy
+      c[at - 3], c[at - 2], c[at - 1], c[at] = th, tl, 0, f
       if f > 0 then
         tl = tl + 1
         if tl >= T32 then tl = tl - T32; th = th + 1 end
       end
-      xeh[i], xel[i] = th, tl
+      xe[2 * (key + j) - 1], xe[2 * (key + j)] = th, tl
     end
   end
   return spack('<i4I4i4i4i8i8i8i8i8i8i8I4i4', all and 1 or 0, 0, b - 1, 0,
@@ -970,20 +970,21 @@ local STEP = '<i8i8i8i8i8i8i8i8i8i8i8i8i8i8'
 
 local function program(nsteps, nh, nl, minttl)
   local n = #KEYS
-  local o0h, o0l, o1h, o1l, raw = {}, {}, {}, {}, {}
-  local c0h, c0l, c1h, c1l = {}, {}, {}, {}
-  local xeh, xel = {}, {}
+  -- o: records as read, c: as the steps leave them (4 halves each);
+  -- raw: the stored value (false: none; nil: not read yet).
+  local o, c, xe, raw = {}, {}, {}, {}
   -- Records are read when a step first needs them (a step that does not
   -- run, the notice of an admitted request, costs no read), a step's group
   -- with one MGET.
   local function load1(i, v)
+    local at = 4 * i
     raw[i] = v
-    o0h[i], o0l[i], o1h[i], o1l[i] = 0, 0, 0, 0
+    o[at - 3], o[at - 2], o[at - 1], o[at] = 0, 0, 0, 0
     if v and #v == 25 then
       local x0l, x0h, x1l, x1h, el, eh, lay = sunpack('<I4I4I4I4I4i4B', v)
       if lay ~= LAYOUT then return false end
       if nh < eh or (nh == eh and nl < el) then
-        o0h[i], o0l[i], o1h[i], o1l[i] = x0h, x0l, x1h, x1l
+        o[at - 3], o[at - 2], o[at - 1], o[at] = x0h, x0l, x1h, x1l
       else
         redis.call('DEL', KEYS[i]) -- expired: gone for good
         raw[i] = false
@@ -991,31 +992,31 @@ local function program(nsteps, nh, nl, minttl)
     elseif v then
       return false
     end
-    c0h[i], c0l[i], c1h[i], c1l[i] = o0h[i], o0l[i], o1h[i], o1l[i]
+    c[at - 3], c[at - 2], c[at - 1], c[at] = o[at - 3], o[at - 2], o[at - 1],
+      o[at]
     return true
   end
   local function load(a, b)
-    local want = {}
+    local fresh = a < b
     for i = a, b do
-      if raw[i] == nil then want[#want + 1] = i end
+      if raw[i] ~= nil then fresh = false end
     end
-    if #want == 0 then return 0 end
-    if #want == 1 then
-      if not load1(want[1], redis.call('GET', KEYS[want[1]])) then
-        return want[1]
+    if not fresh then -- one record, or some read already: GET the others
+      for i = a, b do
+        if raw[i] == nil and not load1(i, redis.call('GET', KEYS[i])) then
+          return i
+        end
       end
       return 0
     end
-    local names = {}
-    for j = 1, #want do names[j] = KEYS[want[j]] end
-    local vals = redis.call('MGET', unpack(names))
-    for j = 1, #want do
-      if not load1(want[j], vals[j]) then return want[j] end
+    local vals = redis.call('MGET', unpack(KEYS, a, b))
+    for i = a, b do
+      if not load1(i, vals[i - a + 1]) then return i end
     end
     return 0
   end
-  local ran, ok, reached, retry = {}, {}, {}, {}
-  local out = {}
+  -- Per step: 0 skipped, 1 allowed, 2 denied; reached; the wait given.
+  local st, reached, retry, out = {}, {}, {}, {}
   local nowl, nowh = nl, nh
   if nowh < 0 then nowh = nowh + T32 end
   local skipped
@@ -1023,11 +1024,11 @@ local function program(nsteps, nh, nl, minttl)
   local function cond(w, r)
     if w == 0 then return true end
     if w == 1 then return denied < 0 end
-    r = r + 1
-    if w == 2 then return ran[r] and not ok[r] end
-    if w == 3 then return ran[r] and ok[r] end
-    if w == 4 then return ran[r] and reached[r] end
-    return not ran[r]
+    local x = st[r + 1]
+    if w == 2 then return x == 2 end
+    if w == 3 then return x == 1 end
+    if w == 4 then return x ~= 0 and reached[r + 1] end
+    return x == 0
   end
   local off = 65 -- after the 8 header numbers
   for s = 1, nsteps do
@@ -1041,11 +1042,11 @@ local function program(nsteps, nh, nl, minttl)
         return fail('ECORRUPT', 'record of another layout at key ' .. bad)
       end
       local r, al, rem, rty
+      local at = 4 * (key + 1)
       if sa == 1 and (sk == 0 or sk == 1) then
-        r, al, rem, rty = gcra_prog(c0h, c0l, c1h, c1l, xeh, xel, key, nk,
-          sk, arg, nh, nl, poff)
-      elseif sa == 4 and sk == 10 and nk == 1 and c0h[key + 1] == 0 and
-             c0l[key + 1] == 0 and c1h[key + 1] == 0 and c1l[key + 1] == 0 then
+        r, al, rem, rty = gcra_prog(c, xe, key, nk, sk, arg, nh, nl, poff)
+      elseif sa == 4 and sk == 10 and nk == 1 and c[at - 3] == 0 and
+             c[at - 2] == 0 and c[at - 1] == 0 and c[at] == 0 then
         -- A box check of a key never struck: not boxed, nothing changes.
         local th = sunpack('<i8', AV, poff)
         r = spack('<i4I4i4i4i8i8i8i8i8i8i8I4i4', 1, 0, 0, 0, th, th, 0, 0,
@@ -1063,21 +1064,23 @@ local function program(nsteps, nh, nl, minttl)
         end
         local M = {n = nk, a0h = {}, a0l = {}, a1h = {}, a1l = {}}
         for j = 1, nk do
-          M.a0h[j], M.a0l[j] = c0h[key + j], c0l[key + j]
-          M.a1h[j], M.a1l[j] = c1h[key + j], c1l[key + j]
+          local q = 4 * (key + j)
+          M.a0h[j], M.a0l[j], M.a1h[j], M.a1l[j] = c[q - 3], c[q - 2],
+            c[q - 1], c[q]
         end
         r = general(nil, P, sa, sk, nh, nl, arg, ih, il, minttl, M)
         if type(r) ~= 'string' then return r end
         for j = 1, nk do
-          c0h[key + j], c0l[key + j] = M.b0h[j], M.b0l[j]
-          c1h[key + j], c1l[key + j] = M.b1h[j], M.b1l[j]
-          xeh[key + j], xel[key + j] = M.eh[j], M.el[j]
+          local q = 4 * (key + j)
+          c[q - 3], c[q - 2], c[q - 1], c[q] = M.b0h[j], M.b0l[j], M.b1h[j],
+            M.b1l[j]
+          xe[2 * (key + j) - 1], xe[2 * (key + j)] = M.eh[j], M.el[j]
         end
         local a, _, _, _, _, _, rml, rmh, rtl, rth = sunpack(
           '<i4I4i4i4I4I4I4I4I4i4', r)
         al, rem, rty = a ~= 0, rmh * T32 + rml, rth * T32 + rtl
       end
-      ran[s], ok[s] = true, al
+      st[s] = al and 1 or 2
       reached[s] = not al or rem == 0
       retry[s] = rty
       mask = mask + 2 ^ (s - 1)
@@ -1087,13 +1090,15 @@ local function program(nsteps, nh, nl, minttl)
         denied = s - 1
         for i = 1, n do
           if raw[i] ~= nil then
-            c0h[i], c0l[i], c1h[i], c1l[i] = o0h[i], o0l[i], o1h[i], o1l[i]
-            xeh[i], xel[i] = nil, nil
+            local q = 4 * i
+            c[q - 3], c[q - 2], c[q - 1], c[q] = o[q - 3], o[q - 2], o[q - 1],
+              o[q]
+            xe[2 * i - 1], xe[2 * i] = nil, nil
           end
         end
       end
     else
-      ran[s] = false
+      st[s] = 0
       if not skipped then
         skipped = spack('<i4I4i4i4I4I4I4I4I4I4I4I4I4I4I4I4I4I4I4I4', 0, 0,
           0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, nowl, nowh)
@@ -1102,13 +1107,14 @@ local function program(nsteps, nh, nl, minttl)
     end
   end
   for i = 1, n do
-    if raw[i] ~= nil and (c0h[i] ~= o0h[i] or c0l[i] ~= o0l[i] or
-       c1h[i] ~= o1h[i] or c1l[i] ~= o1l[i]) then
-      local xh, xl = xeh[i], xel[i]
+    local q = 4 * i
+    if raw[i] ~= nil and (c[q - 3] ~= o[q - 3] or c[q - 2] ~= o[q - 2] or
+       c[q - 1] ~= o[q - 1] or c[q] ~= o[q]) then
+      local xh, xl = xe[2 * i - 1], xe[2 * i]
       if xh < nh or (xh == nh and xl <= nl) then
         if raw[i] then redis.call('DEL', KEYS[i]) end
       else
-        write_rec(KEYS[i], c0h[i], c0l[i], c1h[i], c1l[i], xh, xl, nh, nl,
+        write_rec(KEYS[i], c[q - 3], c[q - 2], c[q - 1], c[q], xh, xl, nh, nl,
           minttl)
       end
     end
