@@ -25,6 +25,7 @@
 #include "sluice/version.h"
 #include "sluice/errno.h"
 #include "sluice/algo.h"
+#include "sluice/program.h"
 #include "sluice/backend.h"
 
 #ifdef __cplusplus
@@ -128,6 +129,27 @@ SLUICE_EXPORT int sluice_limiter_apply_at(sluice_limiter *lim,
 SLUICE_EXPORT int sluice_limiter_apply_many(sluice_limiter *lim, int n,
                                             const sluice_op *ops,
                                             sluice_verdict *vs, int *rcs);
+/** @brief Run one program (sluice/program.h) now, as one atomic store call
+ *  on every built-in store (one EVALSHA on Redis).  On a store without the
+ *  version-3 method the steps run one xApply at a time: see backend.h.
+ *  @return SLUICE_OK (see res->allowed) or an error from
+ *  sluice_program_validate() or the store; on error nothing changed
+ *  (except on such an older store, where earlier steps may have). */
+SLUICE_EXPORT int sluice_limiter_run(sluice_limiter *lim,
+                                     const sluice_program *p,
+                                     sluice_program_result *res);
+/** @brief As sluice_limiter_run() at an explicit time. */
+SLUICE_EXPORT int sluice_limiter_run_at(sluice_limiter *lim,
+                                        const sluice_program *p,
+                                        int64_t now_ns,
+                                        sluice_program_result *res);
+/** @brief Run n independent programs (replays, batch callers) in as few
+ *  round trips or transactions as the store can; each is atomic on its
+ *  own and rcs[i] is its result. */
+SLUICE_EXPORT int sluice_limiter_run_many(sluice_limiter *lim, int n,
+                                          const sluice_program *ps,
+                                          sluice_program_result *res,
+                                          int *rcs);
 /** @brief The common case: take `cost` points from one GCRA bucket. */
 SLUICE_EXPORT int sluice_limiter_take(sluice_limiter *lim, const void *key,
                                       size_t keylen,

@@ -144,6 +144,28 @@ int sluice_limiter_apply_many(sluice_limiter *l, int n, const sluice_op *ops,
                                   rcs);
 }
 
+int sluice_limiter_run_at(sluice_limiter *l, const sluice_program *p,
+                          int64_t now_ns, sluice_program_result *res) {
+  if (!l || now_ns < 0)
+    return SLUICE_EINVAL;
+  return sluice__store_run(l->store, p, clamp_time(l, now_ns), res);
+}
+
+int sluice_limiter_run(sluice_limiter *l, const sluice_program *p,
+                       sluice_program_result *res) {
+  if (!l)
+    return SLUICE_EINVAL;
+  return sluice__store_run(l->store, p, sluice_limiter_now(l), res);
+}
+
+int sluice_limiter_run_many(sluice_limiter *l, int n, const sluice_program *ps,
+                            sluice_program_result *res, int *rcs) {
+  if (!l)
+    return SLUICE_EINVAL;
+  return sluice__store_run_many(l->store, n, ps, sluice_limiter_now(l), res,
+                                rcs);
+}
+
 int sluice_limiter_take(sluice_limiter *l, const void *key, size_t keylen,
                         const sluice_gcra_params *p, int64_t cost,
                         sluice_verdict *v) {

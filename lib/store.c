@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "algo/program_int.h"
 #include "store.h"
 
 static void *libc_malloc(void *ud, size_t n) {
@@ -226,6 +227,74 @@ int sluice__store_apply_many(sluice_store *s, int n, const sluice_op *ops,
   for (i = 0; i < n; i++)
     if (rcs[i] == SLUICE_OK) {
       rcs[i] = s->pMethods->xApply(s, &ops[i], now, &vs[i]);
+      if (rcs[i] > 0)
+        rcs[i] = SLUICE_EBACKEND;
+    }
+  return SLUICE_OK;
+}
+
+/* A store without xRun: one xApply per step, the guards and folds by the
+** same sequencer code.  Not atomic (backend.h says what that costs). */
+static int run_steps(sluice_store *s, const sluice_program *p, int64_t now,
+                     sluice_program_result *r) {
+  int i, rc;
+  sluice__program_start(r, now);
+  for (i = 0; i < p->nsteps; i++) {
+    sluice_lease_params lp;
+    sluice_op op;
+    if (!sluice__program_guard(p, i, r)) {
+      memset(&r->v[i], 0, sizeof r->v[i]);
+      r->v[i].now_ns = now;
+      continue;
+    }
+    sluice__program_op(p, i, r, &op, &lp);
+    rc = s->pMethods->xApply(s, &op, now, &r->v[i]);
+    if (rc != SLUICE_OK)
+      return rc > 0 ? SLUICE_EBACKEND : rc;
+    if (i == 0)
+      r->now_ns = r->v[0].now_ns; /* an own-clock store's time */
+    (void)sluice__program_fold(p, i, r);
+  }
+  return SLUICE_OK;
+}
+
+static int has_run(const sluice_store *s) {
+  return s->pMethods->iVersion >= 3 && s->pMethods->xRun;
+}
+
+int sluice__store_run(sluice_store *s, const sluice_program *p, int64_t now,
+                      sluice_program_result *res) {
+  int rc = sluice_program_validate(p);
+  if (rc != SLUICE_OK)
+    return rc;
+  if (!res || now < 0)
+    return SLUICE_EINVAL;
+  rc = has_run(s) ? s->pMethods->xRun(s, p, now, res)
+                  : run_steps(s, p, now, res);
+  return rc > 0 ? SLUICE_EBACKEND : rc;
+}
+
+int sluice__store_run_many(sluice_store *s, int n, const sluice_program *ps,
+                           int64_t now, sluice_program_result *res, int *rcs) {
+  int i, ok = 1;
+  if (n < 0 || (n > 0 && (!ps || !res || !rcs)) || now < 0)
+    return SLUICE_EINVAL;
+  for (i = 0; i < n; i++) {
+    rcs[i] = sluice_program_validate(&ps[i]);
+    ok &= rcs[i] == SLUICE_OK;
+  }
+  if (ok && n > 0 && s->pMethods->iVersion >= 3 && s->pMethods->xRunMany) {
+    int rc = s->pMethods->xRunMany(s, n, ps, now, res, rcs);
+    for (i = 0; i < n; i++)
+      if (rcs[i] > 0)
+        rcs[i] = SLUICE_EBACKEND;
+    return rc > 0 ? SLUICE_EBACKEND : rc;
+  }
+  /* Invalid programs keep their own codes; the valid ones run one by one. */
+  for (i = 0; i < n; i++)
+    if (rcs[i] == SLUICE_OK) {
+      rcs[i] = has_run(s) ? s->pMethods->xRun(s, &ps[i], now, &res[i])
+                          : run_steps(s, &ps[i], now, &res[i]);
       if (rcs[i] > 0)
         rcs[i] = SLUICE_EBACKEND;
     }

@@ -23,6 +23,10 @@ int sluice__store_apply(sluice_store *s, const sluice_op *op, int64_t now,
                         sluice_verdict *v);
 int sluice__store_apply_many(sluice_store *s, int n, const sluice_op *ops,
                              int64_t now, sluice_verdict *vs, int *rcs);
+int sluice__store_run(sluice_store *s, const sluice_program *p, int64_t now,
+                      sluice_program_result *res);
+int sluice__store_run_many(sluice_store *s, int n, const sluice_program *ps,
+                           int64_t now, sluice_program_result *res, int *rcs);
 int sluice__store_get(sluice_store *s, const sluice_key *k, int64_t now,
                       sluice_state *out, int64_t *exp);
 int sluice__store_delete(sluice_store *s, const sluice_key *k);

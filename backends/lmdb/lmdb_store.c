@@ -76,6 +76,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "algo/program_int.h"
 #include "backends.h"
 #include "sluice.h"
 #include "lmdb_gate.h"
@@ -395,21 +396,20 @@ static int recover_room(lmdb_store *s) {
 ** failure that poisoned the transaction (0 when the failure was the op's
 ** own and the transaction can go on); *dirty is set when anything was
 ** written. */
-static int apply_in_txn(lmdb_store *s, MDB_txn *txn, const sluice_op *op,
-                        int64_t now, sluice_verdict *v, int *dirty,
-                        int *mdbrc, int dry) {
+static int apply_in_txn(lmdb_store *s, MDB_txn *txn, const sluice__job *job,
+                        int64_t now, int *dirty, int *mdbrc, int dry) {
   sluice_lmdb_env *e = s->e;
-  sluice_state in[SLUICE_GROUP_MAX], out[SLUICE_GROUP_MAX];
-  sluice_state old[SLUICE_GROUP_MAX];
-  int64_t oldexp[SLUICE_GROUP_MAX];
-  unsigned char present[SLUICE_GROUP_MAX];
+  sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
+  sluice_state old[SLUICE_PROGRAM_KEYS];
+  int64_t oldexp[SLUICE_PROGRAM_KEYS];
+  unsigned char present[SLUICE_PROGRAM_KEYS];
   unsigned char kbuf[SLUICE_KEY_MAX];
   int i, rc;
 
   *mdbrc = MDB_SUCCESS;
-  for (i = 0; i < op->nkeys; i++) {
+  for (i = 0; i < job->nkeys; i++) {
     MDB_val k, val;
-    key_map(e, &op->keys[i], kbuf, &k);
+    key_map(e, &job->keys[i], kbuf, &k);
     rc = mdb_get(txn, e->dbi_state, &k, &val);
     if (rc == MDB_NOTFOUND) {
       present[i] = 0;
@@ -431,14 +431,14 @@ static int apply_in_txn(lmdb_store *s, MDB_txn *txn, const sluice_op *op,
     else
       in[i] = old[i];
   }
-  rc = sluice_op_step(op, in, out, now, v);
+  rc = sluice__job_run(job, in, out, now);
   if (rc != SLUICE_OK)
     return rc;
-  for (i = 0; i < op->nkeys; i++) {
-    int64_t exp = sluice_op_expiry(op, i, &out[i]);
+  for (i = 0; i < job->nkeys; i++) {
+    int64_t exp = sluice__job_expiry(job, i, &out[i]);
     MDB_val k, val;
     unsigned char rec[REC_SIZE];
-    key_map(e, &op->keys[i], kbuf, &k);
+    key_map(e, &job->keys[i], kbuf, &k);
     if (exp <= now) {
       if (!present[i])
         continue;
@@ -474,19 +474,11 @@ needs_write:
   return SLUICE_OK;
 }
 
-/* Kinds documented to change nothing.  They run in a read transaction and
-** reach the writer only if the step would change a live record after all
-** (so the stored state stays exactly what the mem store would hold), which
-** keeps checks cheap and keeps them answering while a writer is stuck. */
-static int read_only_kind(int kind) {
-  return kind == SLUICE_OP_PEEK || kind == SLUICE_OP_CHECK;
-}
-
 /* The write path: one write transaction, retried once after MDB_MAP_FULL
 ** if room could be found.  With nowait, give up (SLUICE_EBUSY) rather than
 ** wait for another writer. */
-static int apply_write(lmdb_store *s, const sluice_op *op, int64_t now,
-                       sluice_verdict *v, int nowait) {
+static int apply_write(lmdb_store *s, const sluice__job *job, int64_t now,
+                       int nowait) {
   sluice_store *base = &s->base;
   int attempt, rc = SLUICE_OK;
   for (attempt = 0; attempt < 2; attempt++) {
@@ -495,7 +487,7 @@ static int apply_write(lmdb_store *s, const sluice_op *op, int64_t now,
     rc = txn_begin2(s, 0, &txn, nowait);
     if (rc != SLUICE_OK)
       return rc;
-    rc = apply_in_txn(s, txn, op, now, v, &dirty, &mdbrc, 0);
+    rc = apply_in_txn(s, txn, job, now, &dirty, &mdbrc, 0);
     if (rc != SLUICE_OK || !dirty) {
       txn_abort(s, txn);
     } else {
@@ -510,10 +502,16 @@ static int apply_write(lmdb_store *s, const sluice_op *op, int64_t now,
   return rc;
 }
 
-static int lmdb_apply(sluice_store *base, const sluice_op *op, int64_t now,
-                      sluice_verdict *v) {
+/* Jobs of kinds documented to change nothing (PEEK, CHECK) run in a read
+** transaction and reach the writer only if a step would change a live
+** record after all (so the stored state stays exactly what the mem store
+** would hold), which keeps checks cheap and keeps them answering while a
+** writer is stuck.  An op or a whole program: one transaction either way. */
+static int lmdb_job(sluice_store *base, const sluice__job *job, int64_t now) {
   lmdb_store *s = (lmdb_store *)base;
   sluice_verdict dv;
+  sluice_program_result dres;
+  sluice__job dry = *job;
   MDB_txn *txn;
   int dirty = 0, mdbrc = MDB_SUCCESS, rc = fork_check(s);
   if (rc != SLUICE_OK)
@@ -521,28 +519,48 @@ static int lmdb_apply(sluice_store *base, const sluice_op *op, int64_t now,
   if (s->rdonly)
     return sluice_store_seterr(base, SLUICE_EPERM, 0,
                                "lmdb: store opened read-only");
-  if (!read_only_kind(op->kind))
-    return apply_write(s, op, now, v, 0);
+  if (!sluice__job_read_only(job))
+    return apply_write(s, job, now, 0);
+  /* The dry run answers into its own result: the write below may fail and
+  ** then the dry one stands. */
+  dry.v = &dv;
+  dry.res = &dres;
   rc = txn_begin(s, MDB_RDONLY, &txn);
   if (rc != SLUICE_OK)
     return rc;
-  rc = apply_in_txn(s, txn, op, now, &dv, &dirty, &mdbrc, 1);
+  rc = apply_in_txn(s, txn, &dry, now, &dirty, &mdbrc, 1);
   txn_abort_ro(s, txn);
-  if (rc != SLUICE_OK || dirty == 0) {
-    *v = dv;
-    return rc;
-  }
-  if (dirty == 1)
-    return apply_write(s, op, now, v, 0);
+  if (rc == SLUICE_OK && dirty == 1)
+    return apply_write(s, job, now, 0);
   /* Only expired records to drop: tidy up if the writer is free right now;
   ** the verdict stands either way. */
-  if (apply_write(s, op, now, v, 1) != SLUICE_OK)
-    *v = dv; /* the detail it may have set goes with a call that succeeded */
-  return SLUICE_OK;
+  if (rc != SLUICE_OK || dirty == 0 || apply_write(s, job, now, 1) != SLUICE_OK) {
+    if (job->v)
+      *job->v = dv;
+    else
+      *job->res = dres;
+  }
+  return rc;
 }
 
-static int lmdb_apply_many(sluice_store *base, int n, const sluice_op *ops,
-                           int64_t now, sluice_verdict *vs, int *rcs) {
+static int lmdb_apply(sluice_store *base, const sluice_op *op, int64_t now,
+                      sluice_verdict *v) {
+  sluice__job job;
+  sluice__job_op(&job, op, v);
+  return lmdb_job(base, &job, now);
+}
+
+static int lmdb_run(sluice_store *base, const sluice_program *p, int64_t now,
+                    sluice_program_result *res) {
+  sluice__job job;
+  sluice__job_prog(&job, p, res);
+  return lmdb_job(base, &job, now);
+}
+
+/* A batch of jobs (job(i, &j) makes the i-th): one write transaction. */
+static int lmdb_batch(sluice_store *base, int n, int64_t now, int *rcs,
+                      void (*job)(const void *, int, sluice__job *),
+                      const void *ctx) {
   lmdb_store *s = (lmdb_store *)base;
   int attempt, i, rc = fork_check(s);
   if (rc == SLUICE_OK && s->rdonly)
@@ -554,9 +572,11 @@ static int lmdb_apply_many(sluice_store *base, int n, const sluice_op *ops,
     rc = txn_begin(s, 0, &txn);
     if (rc != SLUICE_OK)
       break;
-    for (i = 0; i < n && mdbrc == MDB_SUCCESS; i++)
-      rcs[i] = apply_in_txn(s, txn, &ops[i], now, &vs[i], &dirty, &mdbrc,
-                             0);
+    for (i = 0; i < n && mdbrc == MDB_SUCCESS; i++) {
+      sluice__job j;
+      job(ctx, i, &j);
+      rcs[i] = apply_in_txn(s, txn, &j, now, &dirty, &mdbrc, 0);
+    }
     if (mdbrc != MDB_SUCCESS) {
       /* A poisoned transaction takes the whole batch with it: nothing of
       ** it was written, so every op reports the failure. */
@@ -579,6 +599,36 @@ static int lmdb_apply_many(sluice_store *base, int n, const sluice_op *ops,
     for (i = 0; i < n; i++)
       rcs[i] = rc;
   return rc;
+}
+
+typedef struct batch_ops {
+  const sluice_op *ops;
+  sluice_verdict *vs;
+} batch_ops;
+typedef struct batch_progs {
+  const sluice_program *ps;
+  sluice_program_result *res;
+} batch_progs;
+
+static void op_job(const void *ctx, int i, sluice__job *j) {
+  const batch_ops *b = ctx;
+  sluice__job_op(j, &b->ops[i], &b->vs[i]);
+}
+static void prog_job(const void *ctx, int i, sluice__job *j) {
+  const batch_progs *b = ctx;
+  sluice__job_prog(j, &b->ps[i], &b->res[i]);
+}
+
+static int lmdb_apply_many(sluice_store *base, int n, const sluice_op *ops,
+                           int64_t now, sluice_verdict *vs, int *rcs) {
+  batch_ops b = {ops, vs};
+  return lmdb_batch(base, n, now, rcs, op_job, &b);
+}
+
+static int lmdb_run_many(sluice_store *base, int n, const sluice_program *ps,
+                         int64_t now, sluice_program_result *res, int *rcs) {
+  batch_progs b = {ps, res};
+  return lmdb_batch(base, n, now, rcs, prog_job, &b);
 }
 
 /* ------------------------------------------------------ get / delete --- */
@@ -893,7 +943,7 @@ static int lmdb_close(sluice_store *base) {
 }
 
 static const sluice_store_methods lmdb_methods = {
-    2,               /* iVersion */
+    3,               /* iVersion */
     lmdb_close,      /* xClose */
     lmdb_apply,      /* xApply: one write transaction */
     lmdb_get,        /* xGet: one read transaction */
@@ -901,6 +951,8 @@ static const sluice_store_methods lmdb_methods = {
     lmdb_control,    /* xControl: SLUICE_CTL_LMDB_* */
     lmdb_caps,       /* xCapabilities */
     lmdb_apply_many, /* xApplyMany: one write transaction per batch */
+    lmdb_run,        /* xRun: a whole program in one write transaction */
+    lmdb_run_many,   /* xRunMany: one write transaction per batch */
 };
 
 typedef struct open_args {

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "algo/algo_int.h"
+#include "algo/program_int.h"
 #include "backends.h"
 #include "sluice.h"
 #include <sluice/sluice_mem.h>
@@ -215,15 +216,15 @@ static int claim_keys(mem_store *m, int64_t n) {
   return SLUICE_OK;
 }
 
-static int mem_apply_locked(mem_store *m, const sluice_op *op,
-                            const fpkey *f, int64_t now, sluice_verdict *v) {
-  sluice_state in[SLUICE_GROUP_MAX], out[SLUICE_GROUP_MAX];
-  int64_t exp[SLUICE_GROUP_MAX];
-  long at[SLUICE_GROUP_MAX];
+static int mem_apply_locked(mem_store *m, const sluice__job *job,
+                            const fpkey *f, int64_t now) {
+  sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
+  int64_t exp[SLUICE_PROGRAM_KEYS];
+  long at[SLUICE_PROGRAM_KEYS];
   size_t need[NSHARD], ins0 = 0;
-  int i, rc, nnew = 0, inserted = 0;
+  int i, rc, nnew = 0, inserted = 0, n = job->nkeys;
 
-  for (i = 0; i < op->nkeys; i++) {
+  for (i = 0; i < n; i++) {
     const shard *sh = &m->shards[shard_of(&f[i])];
     at[i] = find(sh, &f[i], i == 0 ? &ins0 : NULL);
     if (at[i] >= 0 && sh->slots[at[i]].expires > now)
@@ -231,15 +232,15 @@ static int mem_apply_locked(mem_store *m, const sluice_op *op,
     else
       memset(&in[i], 0, sizeof in[i]);
   }
-  rc = sluice__op_step_valid(op, in, out, now, v);
+  rc = sluice__job_run(job, in, out, now);
   if (rc != SLUICE_OK)
     return rc;
   /* The hot paths, one key that stays live: a key with a slot is rewritten
   ** in place (nothing can fail, nothing moves); a new key goes into the
   ** empty slot its lookup ended on, when the shard has room without a
   ** rebuild.  Everything else takes the general path below. */
-  if (op->nkeys == 1) {
-    int64_t e = sluice_op_expiry(op, 0, &out[0]);
+  if (n == 1) {
+    int64_t e = sluice__job_expiry(job, 0, &out[0]);
     shard *sh = &m->shards[shard_of(&f[0])];
     slot *sl = NULL;
     if (e > now && at[0] >= 0) {
@@ -261,8 +262,8 @@ static int mem_apply_locked(mem_store *m, const sluice_op *op,
   }
   /* Everything that can fail happens before the first write. */
   memset(need, 0, sizeof need);
-  for (i = 0; i < op->nkeys; i++) {
-    exp[i] = sluice_op_expiry(op, i, &out[i]);
+  for (i = 0; i < n; i++) {
+    exp[i] = sluice__job_expiry(job, i, &out[i]);
     if (at[i] < 0 && exp[i] > now) {
       need[shard_of(&f[i])]++;
       nnew++;
@@ -270,7 +271,7 @@ static int mem_apply_locked(mem_store *m, const sluice_op *op,
   }
   if (nnew > 0 && claim_keys(m, nnew) != SLUICE_OK)
     return SLUICE_EFULL;
-  for (i = 0; i < op->nkeys; i++) {
+  for (i = 0; i < n; i++) {
     unsigned s = shard_of(&f[i]);
     if (need[s] > 0) {
       rc = reserve(m, &m->shards[s], need[s], now);
@@ -283,7 +284,7 @@ static int mem_apply_locked(mem_store *m, const sluice_op *op,
   }
   /* Slots may have moved (rebuilds, deletions): find each key again; the
   ** lines are in cache by now. */
-  for (i = 0; i < op->nkeys; i++) {
+  for (i = 0; i < n; i++) {
     shard *sh = &m->shards[shard_of(&f[i])];
     size_t ins = 0;
     long j = find(sh, &f[i], &ins);
@@ -326,22 +327,25 @@ static int64_t sweep_all(mem_store *m, int64_t now) {
   return dropped;
 }
 
-static int mem_apply(sluice_store *s, const sluice_op *op, int64_t now,
-                     sluice_verdict *v) {
+/* An op or a program: every record's shard locked (ascending), the step
+** or the whole program run under them. */
+static int mem_job(sluice_store *s, const sluice__job *job, int64_t now) {
   mem_store *m = (mem_store *)s;
-  fpkey f[SLUICE_GROUP_MAX];
-  int i, rc;
-  for (i = 0; i < op->nkeys; i++)
-    f[i] = fingerprint(m, &op->keys[i]);
-  lock_group(m, f, op->nkeys, 1);
-  rc = mem_apply_locked(m, op, f, now, v);
-  lock_group(m, f, op->nkeys, 0);
+  fpkey f[SLUICE_PROGRAM_KEYS];
+  int i, rc, n = job->nkeys;
+  if (n < 1 || n > SLUICE_PROGRAM_KEYS) /* the core validated it */
+    return SLUICE_EINVAL;
+  for (i = 0; i < n; i++)
+    f[i] = fingerprint(m, &job->keys[i]);
+  lock_group(m, f, n, 1);
+  rc = mem_apply_locked(m, job, f, now);
+  lock_group(m, f, n, 0);
   if (rc == SLUICE_EFULL &&
       now >= atomic_load_explicit(&m->no_expiry_before, memory_order_relaxed) &&
       sweep_all(m, now) > 0) {
-    lock_group(m, f, op->nkeys, 1);
-    rc = mem_apply_locked(m, op, f, now, v);
-    lock_group(m, f, op->nkeys, 0);
+    lock_group(m, f, n, 1);
+    rc = mem_apply_locked(m, job, f, now);
+    lock_group(m, f, n, 0);
   }
   if (rc == SLUICE_EFULL)
     sluice_store_seterr(s, rc, 0, "mem store holds max_keys=%lld live records",
@@ -349,6 +353,20 @@ static int mem_apply(sluice_store *s, const sluice_op *op, int64_t now,
   else if (rc == SLUICE_ENOMEM)
     sluice_store_seterr(s, rc, 0, "out of memory growing the table");
   return rc;
+}
+
+static int mem_apply(sluice_store *s, const sluice_op *op, int64_t now,
+                     sluice_verdict *v) {
+  sluice__job job;
+  sluice__job_op(&job, op, v);
+  return mem_job(s, &job, now);
+}
+
+static int mem_run(sluice_store *s, const sluice_program *p, int64_t now,
+                   sluice_program_result *res) {
+  sluice__job job;
+  sluice__job_prog(&job, p, res);
+  return mem_job(s, &job, now);
 }
 
 static int mem_get(sluice_store *s, const sluice_key *k, int64_t now,
@@ -422,14 +440,16 @@ static int mem_close(sluice_store *s) {
 }
 
 static const sluice_store_methods mem_methods = {
-    1,           /* iVersion: xApplyMany falls back to one xApply per op */
+    3,           /* iVersion */
     mem_close,   /* xClose */
     mem_apply,   /* xApply */
     mem_get,     /* xGet */
     mem_delete,  /* xDelete */
     mem_control, /* xControl */
     mem_caps,    /* xCapabilities */
-    NULL,        /* xApplyMany */
+    NULL,        /* xApplyMany: one xApply per op */
+    mem_run,     /* xRun: under the program's shard locks */
+    NULL,        /* xRunMany: one xRun per program */
 };
 
 static int mem_open(const sluice_backend *b, const char *uri,

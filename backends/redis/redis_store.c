@@ -78,14 +78,24 @@
 #define RCL_NO_NODE 0xff
 #define RCL_ROUNDS 6
 #define RCL_STACK_JOBS 8
-/* Most argv entries one call needs: EVALSHA sha numkeys, 32 keys, the
-** numbers as one argument (see arg_int) and a batch's marker. */
-#define RCL_MAX_ARGS (3 + SLUICE_GROUP_MAX + 2)
+/* Most argv entries one call needs: EVALSHA sha numkeys, a program's 48
+** keys, the numbers as one argument (see arg_int) and a batch's marker. */
+#define RCL_MAX_ARGS (3 + SLUICE_PROGRAM_KEYS + 2)
 /* A batch script call carries at most this many single-bucket GCRA
 ** decisions (sluice.lua, "A batch"), 11 numbers each. */
 #define RCL_BATCH_MAX SLUICE_GROUP_MAX
 #define RCL_BATCH_NUMS 11
-#define RCL_MAX_NUMS (RCL_BATCH_NUMS * RCL_BATCH_MAX)
+/* A program's numbers: 8 of the header, then per step 14 and its
+** parameters (at most a GCRA group's 3 per key). */
+#define RCL_STEP_NUMS 14
+#define RCL_PROG_NUMS                                                          \
+  (8 + SLUICE_PROGRAM_STEPS * (RCL_STEP_NUMS + 3 * SLUICE_GROUP_MAX))
+#define RCL_MAX_NUMS                                                           \
+  (RCL_PROG_NUMS > RCL_BATCH_NUMS * RCL_BATCH_MAX                              \
+       ? RCL_PROG_NUMS                                                         \
+       : RCL_BATCH_NUMS * RCL_BATCH_MAX)
+/* The script's algo number of a program call (sluice.lua, "programs"). */
+#define RCL_PROGRAM 7
 #define RCL_PREFIX_MAX 64
 /* Test mode keeps records at least this long in Redis (the manual clock
 ** may stand still while real time passes; the stored expiry decides). */
@@ -143,10 +153,12 @@ typedef struct rcl_store {
 } rcl_store;
 
 /* One unit of work in a pipeline. */
-enum { JOB_APPLY, JOB_GET, JOB_DEL };
+enum { JOB_APPLY, JOB_GET, JOB_DEL, JOB_RUN };
 typedef struct rcl_job {
   int type;
   const sluice_op *op;      /* JOB_APPLY */
+  const sluice_program *prog;  /* JOB_RUN */
+  sluice_program_result *res;  /* JOB_RUN */
   const sluice_key *key;    /* JOB_GET, JOB_DEL */
   sluice_verdict *v;
   sluice_state *st_out;     /* JOB_GET */
@@ -450,7 +462,7 @@ typedef struct rcl_cmd {
   size_t lens[RCL_MAX_ARGS];
   unsigned char nums[RCL_MAX_NUMS * 8];
   char numkeys[2];
-  char keys[SLUICE_GROUP_MAX][RCL_PREFIX_MAX + SLUICE_KEY_MAX];
+  char keys[SLUICE_PROGRAM_KEYS][RCL_PREFIX_MAX + SLUICE_KEY_MAX];
   int nnum;
 } rcl_cmd;
 
@@ -592,6 +604,84 @@ static void build_batch(rcl_cmd *c, const rcl_store *r, const rcl_job *jobs,
   arg_raw(c, "b", 1);
 }
 
+/* An op's parameters, in the order the script reads them; returns how many
+** numbers that was. */
+static int arg_params(rcl_cmd *c, int algo, int nk, const void *params) {
+  int i, n0 = c->nnum;
+  switch (algo) {
+  case SLUICE_ALGO_GCRA:
+    for (i = 0; i < nk; i++)
+      arg_gcra(c, (const sluice_gcra_params *)params + i);
+    break;
+  case SLUICE_ALGO_SWINDOW:
+  case SLUICE_ALGO_FWINDOW: {
+    const sluice_window_params *p = params;
+    arg_int(c, (long long)p->limit);
+    arg_int(c, (long long)p->window_ns);
+    break;
+  }
+  case SLUICE_ALGO_DISTINCT: {
+    const sluice_distinct_params *p = params;
+    arg_int(c, (long long)p->threshold);
+    arg_int(c, (long long)p->window_ns);
+    break;
+  }
+  case SLUICE_ALGO_PENALTY: {
+    const sluice_penalty_params *p = params;
+    arg_int(c, (long long)p->strike_threshold);
+    arg_int(c, (long long)p->strike_window_ns);
+    for (i = 0; i < 3; i++)
+      arg_int(c, dur_arg(p->box_ns[i]));
+    arg_int(c, (long long)p->offense_ttl_ns);
+    break;
+  }
+  default: { /* SLUICE_ALGO_LEASE */
+    const sluice_lease_params *p = params;
+    arg_int(c, (long long)p->max);
+    arg_int(c, (long long)p->ttl_ns);
+    break;
+  }
+  }
+  return c->nnum - n0;
+}
+
+/* A program: its records as KEYS, a header (the step count in the kind's
+** place), then each step's 14 numbers and its parameters (sluice.lua,
+** "programs"). */
+static void build_program(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
+  const sluice_program *p = j->prog;
+  int i;
+  arg_numkeys(c, p->nkeys);
+  for (i = 0; i < p->nkeys; i++)
+    arg_key(c, r, i, &p->keys[i]);
+  build_common(c, r, RCL_PROGRAM, p->nsteps, j->now, 0, 0);
+  for (i = 0; i < p->nsteps; i++) {
+    const sluice_step *s = &p->steps[i];
+    int at, np, end;
+    arg_int(c, s->algo);
+    arg_int(c, s->kind);
+    arg_int(c, s->key);
+    arg_int(c, s->nkeys);
+    arg_int(c, (long long)s->arg);
+    arg_int(c, (long long)(s->id >> 32));
+    arg_int(c, (long long)(s->id & 0xffffffffu));
+    arg_int(c, s->when);
+    arg_int(c, s->ref);
+    arg_int(c, s->when2);
+    arg_int(c, s->ref2);
+    arg_int(c, s->fold);
+    arg_int(c, s->ttl_from);
+    at = c->nnum; /* the parameter count, known once they are in */
+    arg_int(c, 0);
+    np = arg_params(c, s->algo, s->nkeys, s->params);
+    end = c->nnum;
+    c->nnum = at;
+    arg_int(c, np);
+    c->nnum = end;
+  }
+  arg_nums(c);
+}
+
 static void build_job(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
   int i, nk = j->type == JOB_APPLY ? j->op->nkeys : 1;
   c->argc = 0;
@@ -603,6 +693,10 @@ static void build_job(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
   }
   arg_raw(c, "EVALSHA", 7);
   arg_raw(c, sluice_rcl_script_sha, 40);
+  if (j->type == JOB_RUN) {
+    build_program(c, r, j);
+    return;
+  }
   arg_numkeys(c, nk);
   if (j->type == JOB_GET) {
     arg_key(c, r, 0, j->key);
@@ -613,40 +707,7 @@ static void build_job(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
   for (i = 0; i < nk; i++)
     arg_key(c, r, i, &j->op->keys[i]);
   build_common(c, r, j->op->algo, j->op->kind, j->now, j->op->arg, j->op->id);
-  switch (j->op->algo) {
-  case SLUICE_ALGO_GCRA:
-    for (i = 0; i < nk; i++)
-      arg_gcra(c, (const sluice_gcra_params *)j->op->params + i);
-    break;
-  case SLUICE_ALGO_SWINDOW:
-  case SLUICE_ALGO_FWINDOW: {
-    const sluice_window_params *p = j->op->params;
-    arg_int(c, (long long)p->limit);
-    arg_int(c, (long long)p->window_ns);
-    break;
-  }
-  case SLUICE_ALGO_DISTINCT: {
-    const sluice_distinct_params *p = j->op->params;
-    arg_int(c, (long long)p->threshold);
-    arg_int(c, (long long)p->window_ns);
-    break;
-  }
-  case SLUICE_ALGO_PENALTY: {
-    const sluice_penalty_params *p = j->op->params;
-    arg_int(c, (long long)p->strike_threshold);
-    arg_int(c, (long long)p->strike_window_ns);
-    for (i = 0; i < 3; i++)
-      arg_int(c, dur_arg(p->box_ns[i]));
-    arg_int(c, (long long)p->offense_ttl_ns);
-    break;
-  }
-  default: { /* SLUICE_ALGO_LEASE */
-    const sluice_lease_params *p = j->op->params;
-    arg_int(c, (long long)p->max);
-    arg_int(c, (long long)p->ttl_ns);
-    break;
-  }
-  }
+  arg_params(c, j->op->algo, nk, j->op->params);
   arg_nums(c);
 }
 
@@ -660,10 +721,7 @@ static int64_t le64(const unsigned char *p) {
   return (int64_t)((uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32);
 }
 
-static int decode_verdict(const redisReply *rep, sluice_verdict *v) {
-  const unsigned char *p = (const unsigned char *)rep->str;
-  if (rep->type != REDIS_REPLY_STRING || rep->len != 80)
-    return SLUICE_EBACKEND;
+static void verdict_at(const unsigned char *p, sluice_verdict *v) {
   memset(v, 0, sizeof *v);
   v->allowed = (int)le32(p);
   v->flags = le32(p + 4);
@@ -677,6 +735,31 @@ static int decode_verdict(const redisReply *rep, sluice_verdict *v) {
   v->offenses = le64(p + 56);
   v->lease_id = (uint64_t)le64(p + 64);
   v->now_ns = le64(p + 72);
+}
+
+static int decode_verdict(const redisReply *rep, sluice_verdict *v) {
+  if (rep->type != REDIS_REPLY_STRING || rep->len != 80)
+    return SLUICE_EBACKEND;
+  verdict_at((const unsigned char *)rep->str, v);
+  return SLUICE_OK;
+}
+
+/* A program's answer: a 24-byte header, then 80 bytes per step. */
+static int decode_program(const redisReply *rep, const sluice_program *p,
+                          sluice_program_result *res) {
+  const unsigned char *b = (const unsigned char *)rep->str;
+  int i;
+  if (rep->type != REDIS_REPLY_STRING ||
+      rep->len != 24 + 80 * (size_t)p->nsteps)
+    return SLUICE_EBACKEND;
+  res->allowed = (int)le32(b);
+  res->denied_by = (int)le32(b + 4);
+  res->ran = le32(b + 8);
+  res->now_ns = le64(b + 16);
+  if (res->denied_by < -1 || res->denied_by >= p->nsteps)
+    return SLUICE_EBACKEND;
+  for (i = 0; i < p->nsteps; i++)
+    verdict_at(b + 24 + 80 * i, &res->v[i]);
   return SLUICE_OK;
 }
 
@@ -779,6 +862,9 @@ static int handle_reply(rcl_store *r, rcl_job *j, int ni,
   case JOB_GET:
     j->rc = decode_get(rep, j);
     break;
+  case JOB_RUN:
+    j->rc = decode_program(rep, j->prog, j->res);
+    break;
   default:
     j->rc = rep->type != REDIS_REPLY_INTEGER ? SLUICE_EBACKEND
             : rep->integer > 0               ? SLUICE_OK
@@ -803,7 +889,9 @@ static void job_fail(rcl_store *r, rcl_job *j, int rc) {
 }
 
 static int job_slot(const rcl_store *r, const rcl_job *j) {
-  return jkey_slot(r, j->type == JOB_APPLY ? &j->op->keys[0] : j->key);
+  return jkey_slot(r, j->type == JOB_APPLY ? &j->op->keys[0]
+                     : j->type == JOB_RUN ? &j->prog->keys[0]
+                                          : j->key);
 }
 
 /* Append the node's open batch (if any) to its pipeline: a batch of one
@@ -1185,6 +1273,77 @@ static int rcl_apply(sluice_store *s, const sluice_op *op, int64_t now,
   return rc != SLUICE_OK ? rc : rcs;
 }
 
+/* Every step of a program within the Lua port's exact range. */
+static int prog_range_check(const sluice_program *p) {
+  int i, rc;
+  for (i = 0; i < p->nsteps; i++) {
+    sluice_op op;
+    sluice_program_step_op(p, i, &op);
+    if ((rc = range_check(&op)) != SLUICE_OK)
+      return rc;
+  }
+  return SLUICE_OK;
+}
+
+/* n programs, pipelined: one EVALSHA each, every node's share written
+** before any reply is read. */
+static int rcl_run_many(sluice_store *s, int n, const sluice_program *ps,
+                        int64_t now, sluice_program_result *res, int *rcs) {
+  rcl_store *r = (rcl_store *)s;
+  rcl_job stack[RCL_STACK_JOBS], *jobs = stack;
+  int smap[RCL_STACK_JOBS], *map = smap;
+  int i, nj = 0, rc = SLUICE_OK;
+  if (n <= 0)
+    return SLUICE_OK;
+  if (n > RCL_STACK_JOBS) {
+    jobs = sluice_store_malloc(s, sizeof(rcl_job) * (size_t)n);
+    map = sluice_store_malloc(s, sizeof(int) * (size_t)n);
+    if (!jobs || !map) {
+      sluice_store_free(s, jobs, sizeof(rcl_job) * (size_t)n);
+      sluice_store_free(s, map, sizeof(int) * (size_t)n);
+      return SLUICE_ENOMEM;
+    }
+  }
+  pthread_mutex_lock(&r->mu);
+  for (i = 0; i < n; i++) {
+    if (r->readonly) {
+      rcs[i] = sluice_store_seterr(s, SLUICE_EPERM, 0,
+                                   "redis: store opened read-only");
+      continue;
+    }
+    rcs[i] = prog_range_check(&ps[i]);
+    if (rcs[i] != SLUICE_OK) {
+      sluice_store_seterr(s, rcs[i], 0,
+                          "redis: parameters outside the exact range of the "
+                          "Lua port (see docs/redis.md)");
+      continue;
+    }
+    memset(&jobs[nj], 0, sizeof jobs[nj]);
+    jobs[nj].type = JOB_RUN;
+    jobs[nj].prog = &ps[i];
+    jobs[nj].res = &res[i];
+    jobs[nj].now = now;
+    map[nj++] = i;
+  }
+  if (nj > 0)
+    rc = run_jobs(r, jobs, nj);
+  pthread_mutex_unlock(&r->mu);
+  for (i = 0; i < nj; i++)
+    rcs[map[i]] = jobs[i].rc;
+  if (jobs != stack) {
+    sluice_store_free(s, jobs, sizeof(rcl_job) * (size_t)n);
+    sluice_store_free(s, map, sizeof(int) * (size_t)n);
+  }
+  return rc;
+}
+
+static int rcl_run(sluice_store *s, const sluice_program *p, int64_t now,
+                   sluice_program_result *res) {
+  int rcs = SLUICE_OK;
+  int rc = rcl_run_many(s, 1, p, now, res, &rcs);
+  return rc != SLUICE_OK ? rc : rcs;
+}
+
 static int rcl_get(sluice_store *s, const sluice_key *key, int64_t now,
                    sluice_state *out, int64_t *exp) {
   rcl_store *home = (rcl_store *)s, *r;
@@ -1324,7 +1483,7 @@ static int rcl_close(sluice_store *s) {
 }
 
 static const sluice_store_methods rcl_methods = {
-    2,              /* iVersion */
+    3,              /* iVersion */
     rcl_close,      /* xClose */
     rcl_apply,      /* xApply: one EVALSHA, one round trip */
     rcl_get,        /* xGet */
@@ -1332,6 +1491,8 @@ static const sluice_store_methods rcl_methods = {
     rcl_control,    /* xControl: SLUICE_CTL_REDIS_* */
     rcl_caps,       /* xCapabilities */
     rcl_apply_many, /* xApplyMany: pipelined, one round trip per node */
+    rcl_run,        /* xRun: a whole program in one EVALSHA */
+    rcl_run_many,   /* xRunMany: pipelined, one EVALSHA per program */
 };
 
 /* ------------------------------------------------------------- open --- */

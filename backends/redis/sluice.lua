@@ -180,7 +180,29 @@ end
 -- without leaving the batch (the calls after it must still follow it), and
 -- so that its helpers are made only when it runs.
 
-local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl)
+-- The SET of one record with its expiry as the stored value's and (in ms,
+-- raised to minttl) as the Redis TTL; SLUICE_FOREVER: no TTL.
+local function write_rec(key, w0h, w0l, w1h, w1l, xh, xl, nh, nl, minttl)
+  local v = spack('<I4I4I4I4I4i4B', w0l, w0h, w1l, w1h, xl, xh, LAYOUT)
+  if xh == 2147483647 and xl == T32 - 1 then
+    redis.call('SET', key, v)
+    return
+  end
+  local dh, dl = xh - nh, xl - nl
+  if dl < 0 then dl = dl + T32; dh = dh - 1 end
+  local ms
+  if dh >= 1048576 then ms = 70368744177664
+  else ms = fd(dh * T32 + dl, MS) + 1 end
+  if ms < minttl then ms = minttl end
+  redis.call('SET', key, v, 'PX', ms)
+end
+
+-- One step over a group.  KEYS given: it reads and writes the group's
+-- records itself.  M given instead (a program's step): the records come
+-- from M (M.n of them, unsigned halves in M.a0h, M.a0l, M.a1h, M.a1l) and
+-- go back into M.b0h.., with their expiry pairs in M.eh, M.el; nothing is
+-- read or written here.
+local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
   -- ------------------------------------------------------------ int64 pairs
 
   local function sub(ah, al, bh, bl)
@@ -250,7 +272,7 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl)
 
   -- ---------------------------------------------------------------- records
 
-  local nkeys = #KEYS
+  local nkeys = M and M.n or #KEYS
   local raw = {}
   -- w0h, w0l, w1h, w1l per key (unsigned halves), zero when absent/expired.
   local a0h, a0l, a1h, a1l = {}, {}, {}, {}
@@ -290,9 +312,13 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl)
     return {v, nh, nl}
   end
 
-  for i = 1, nkeys do
-    if not load(i) then
-      return fail('ECORRUPT', 'record of another layout at key ' .. i)
+  if M then
+    a0h, a0l, a1h, a1l = M.a0h, M.a0l, M.a1h, M.a1l
+  else
+    for i = 1, nkeys do
+      if not load(i) then
+        return fail('ECORRUPT', 'record of another layout at key ' .. i)
+      end
     end
   end
 
@@ -807,26 +833,21 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl)
   -- As the C stores: a record whose expiry has come is removed, one whose
   -- record or expiry changed (parameters can change the expiry of an
   -- untouched record) is rewritten, anything else is left alone.
-  for i = 1, nkeys do
-    local xh, xl = expiry(i)
-    if le(xh, xl, nh, nl) then
-      if raw[i] then redis.call('DEL', KEYS[i]) end
-    elseif not raw[i] or b0h[i] ~= a0h[i] or b0l[i] ~= a0l[i] or
-           b1h[i] ~= a1h[i] or b1l[i] ~= a1l[i] or xh ~= aeh[i] or
-           xl ~= ael[i] then
-      do
-        local v = spack('<I4I4I4I4I4i4B', b0l[i], b0h[i], b1l[i], b1h[i], xl,
-          xh, LAYOUT)
-        if xh == FOREVER[1] and xl == FOREVER[2] then
-          redis.call('SET', KEYS[i], v)
-        else
-          local dh, dl = sub(xh, xl, nh, nl)
-          local ms
-          if dh >= 1048576 then ms = 70368744177664
-          else ms = fd(dh * T32 + dl, MS) + 1 end
-          if ms < minttl then ms = minttl end
-          redis.call('SET', KEYS[i], v, 'PX', ms)
-        end
+  if M then
+    M.b0h, M.b0l, M.b1h, M.b1l, M.eh, M.el = b0h, b0l, b1h, b1l, {}, {}
+    for i = 1, nkeys do
+      M.eh[i], M.el[i] = expiry(i)
+    end
+  else
+    for i = 1, nkeys do
+      local xh, xl = expiry(i)
+      if le(xh, xl, nh, nl) then
+        if raw[i] then redis.call('DEL', KEYS[i]) end
+      elseif not raw[i] or b0h[i] ~= a0h[i] or b0l[i] ~= a0l[i] or
+             b1h[i] ~= a1h[i] or b1l[i] ~= a1l[i] or xh ~= aeh[i] or
+             xl ~= ael[i] then
+        write_rec(KEYS[i], b0h[i], b0l[i], b1h[i], b1l[i], xh, xl, nh, nl,
+          minttl)
       end
     end
   end
@@ -847,6 +868,263 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl)
   return spack('<i4I4i4i4I4I4I4I4I4I4I4I4I4I4I4I4I4I4I4I4', V.allowed, V.flags,
     V.binding, V.level, lim_l, lim_h, rem_l, rem_h, ret_l, ret_h, res_l, res_h,
     sr_l, sr_h, of_l, of_h, ls_l, ls_h, no_l, no_h)
+end
+
+-- ---------------------------------------------------------- programs
+--
+-- A program (sluice/program.h, algo 7 in A[1], the step count in A[2]):
+-- KEYS are its records; after the 8 header numbers each step is
+--   algo kind key nkeys arg id_hi id_lo when ref when2 ref2 fold ttl_from
+--   nparams params...
+-- The same sequencer as lib/algo/program.c: every record read once, each
+-- step that its guard lets run is the general step over its records in
+-- memory, a gate's denial puts every record back as read, and at the end
+-- the records that changed are written with the expiry of the last step
+-- over them (program validation makes every step over a record use the same
+-- parameters, so that is the C's expiry of the first).  Answers a 24-byte
+-- header (allowed, denied_by, ran mask, 0, now) and each step's verdict.
+
+-- The hot steps of a program, straight-line over the in-memory records
+-- (c: four unsigned halves per record, record i at 4i-3 .. 4i; xe: its
+-- expiry pair at 2i-1, 2i), as gcra1: a GCRA group consumed or peeked with
+-- every TAT within one tolerance of now.  Answers the packed verdict,
+-- allowed, remaining and the wait, and writes the outputs and expiries; or
+-- nil having changed nothing (the general step then runs).  Few tables: a
+-- program runs on every request.
+local function gcra_prog(c, xe, key, nk, kind, cost, nh, nl, poff)
+  local e = {} -- D, Dn per key
+  local all = true
+  for j = 1, nk do
+    local R, Pd, B = sunpack('<i8i8i8', AV, poff + 24 * (j - 1))
+    local tau = B * Pd
+    local at = 4 * (key + j)
+    local fr = c[at]
+    if tau > T52 or c[at - 1] ~= 0 or fr >= R then return nil end
+    local D
+    local dh, dl = c[at - 3] - nh, c[at - 2] - nl
+    if dl < 0 then dl = dl + T32; dh = dh - 1 end
+    if dh < 0 then
+      D = 0
+    elseif dh < 2097152 then
+      local dn = dh * T32 + dl
+      local m = floor(tau / R)
+      if m * R > tau then m = m - 1 elseif (m + 1) * R <= tau then m = m + 1 end
+      if dn <= m then
+        D = dn * R + fr
+        if D > tau then D = nil end
+      end
+    end
+    if D == nil then return nil end
+    e[2 * j - 1], e[2 * j] = D, D + cost * Pd
+    if e[2 * j] > tau then all = false end
+  end
+  -- The binding bucket (as the general step): admitted, the one left
+  -- with the fewest points; refused, the one with the longest wait.
+  local b, bv, rty = 1, nil, 0
+  for j = 1, nk do
+    local R, Pd, B = sunpack('<i8i8i8', AV, poff + 24 * (j - 1))
+    local tau = B * Pd
+    if all then
+      local ra = fd(tau - e[2 * j], Pd)
+      if bv == nil or ra < bv then b, bv = j, ra end
+    else
+      local rt = 0
+      if e[2 * j] > tau then rt = cd(e[2 * j] - tau, R) end
+      if bv == nil or rt > bv then b, bv = j, rt end
+      if rt > rty then rty = rt end
+    end
+  end
+  local R, Pd, B = sunpack('<i8i8i8', AV, poff + 24 * (b - 1))
+  local tau = B * Pd
+  local rem, rst
+  if all and kind == 0 then
+    rem, rst = fd(tau - e[2 * b], Pd), cd(e[2 * b], R)
+  else
+    rem, rst = fd(tau - e[2 * b - 1], Pd), cd(e[2 * b - 1], R)
+  end
+  if all and kind == 0 and cost > 0 then
+    for j = 1, nk do
+      local Rj = sunpack('<i8', AV, poff + 24 * (j - 1))
+      local at = 4 * (key + j)
+      local q = fd(e[2 * j], Rj)
+      local f = e[2 * j] - q * Rj
+      local th, tl = nh, nl + q
+      local cy = floor(tl / T32)
+      tl = tl - cy * T32
+      th = th + cy
+      c[at - 3], c[at - 2], c[at - 1], c[at] = th, tl, 0, f
+      if f > 0 then
+        tl = tl + 1
+        if tl >= T32 then tl = tl - T32; th = th + 1 end
+      end
+      xe[2 * (key + j) - 1], xe[2 * (key + j)] = th, tl
+    end
+  end
+  return spack('<i4I4i4i4i8i8i8i8i8i8i8I4i4', all and 1 or 0, 0, b - 1, 0,
+    B, rem, rty, rst, 0, 0, 0, nl, nh), all, rem, rty
+end
+
+-- The numbers of a program are read where they lie in ARGV[1], step by
+-- step, rather than all unpacked up front.
+local STEP = '<i8i8i8i8i8i8i8i8i8i8i8i8i8i8'
+
+local function program(nsteps, nh, nl, minttl)
+  local n = #KEYS
+  -- o: records as read, c: as the steps leave them (4 halves each);
+  -- raw: the stored value (false: none; nil: not read yet).
+  local o, c, xe, raw = {}, {}, {}, {}
+  -- Records are read when a step first needs them (a step that does not
+  -- run, the notice of an admitted request, costs no read), a step's group
+  -- with one MGET.
+  local function load1(i, v)
+    local at = 4 * i
+    raw[i] = v
+    o[at - 3], o[at - 2], o[at - 1], o[at] = 0, 0, 0, 0
+    if v and #v == 25 then
+      local x0l, x0h, x1l, x1h, el, eh, lay = sunpack('<I4I4I4I4I4i4B', v)
+      if lay ~= LAYOUT then return false end
+      if nh < eh or (nh == eh and nl < el) then
+        o[at - 3], o[at - 2], o[at - 1], o[at] = x0h, x0l, x1h, x1l
+      else
+        redis.call('DEL', KEYS[i]) -- expired: gone for good
+        raw[i] = false
+      end
+    elseif v then
+      return false
+    end
+    c[at - 3], c[at - 2], c[at - 1], c[at] = o[at - 3], o[at - 2], o[at - 1],
+      o[at]
+    return true
+  end
+  local function load(a, b)
+    local fresh = a < b
+    for i = a, b do
+      if raw[i] ~= nil then fresh = false end
+    end
+    if not fresh then -- one record, or some read already: GET the others
+      for i = a, b do
+        if raw[i] == nil and not load1(i, redis.call('GET', KEYS[i])) then
+          return i
+        end
+      end
+      return 0
+    end
+    local vals = redis.call('MGET', unpack(KEYS, a, b))
+    for i = a, b do
+      if not load1(i, vals[i - a + 1]) then return i end
+    end
+    return 0
+  end
+  -- Per step: 0 skipped, 1 allowed, 2 denied; reached; the wait given.
+  local st, reached, retry, out = {}, {}, {}, {}
+  local nowl, nowh = nl, nh
+  if nowh < 0 then nowh = nowh + T32 end
+  local skipped
+  local denied, mask = -1, 0
+  local function cond(w, r)
+    if w == 0 then return true end
+    if w == 1 then return denied < 0 end
+    local x = st[r + 1]
+    if w == 2 then return x == 2 end
+    if w == 3 then return x == 1 end
+    if w == 4 then return x ~= 0 and reached[r + 1] end
+    return x == 0
+  end
+  local off = 65 -- after the 8 header numbers
+  for s = 1, nsteps do
+    local sa, sk, key, nk, arg, ih, il, w1, r1, w2, r2, fold, ttlf, np =
+      sunpack(STEP, AV, off)
+    local poff = off + 112
+    off = poff + 8 * np
+    if cond(w1, r1) and cond(w2, r2) then
+      local bad = load(key + 1, key + nk)
+      if bad > 0 then
+        return fail('ECORRUPT', 'record of another layout at key ' .. bad)
+      end
+      local r, al, rem, rty
+      local at = 4 * (key + 1)
+      if sa == 1 and (sk == 0 or sk == 1) then
+        r, al, rem, rty = gcra_prog(c, xe, key, nk, sk, arg, nh, nl, poff)
+      elseif sa == 4 and sk == 10 and nk == 1 and c[at - 3] == 0 and
+             c[at - 2] == 0 and c[at - 1] == 0 and c[at] == 0 then
+        -- A box check of a key never struck: not boxed, nothing changes.
+        local th = sunpack('<i8', AV, poff)
+        r = spack('<i4I4i4i4i8i8i8i8i8i8i8I4i4', 1, 0, 0, 0, th, th, 0, 0,
+          th, 0, 0, nl, nh)
+        al, rem, rty = true, th, 0
+      end
+      if not r then
+        local P = {sa, sk, nh, nl, arg, ih, il, minttl,
+                   sunpack(string.rep('i8', np), AV, poff)}
+        if ttlf > 0 then
+          local t = retry[ttlf] or 0 -- a step that did not run: 0
+          if t < 1 then t = 1 end
+          if t > T52 then t = T52 end
+          P[10] = t
+        end
+        local M = {n = nk, a0h = {}, a0l = {}, a1h = {}, a1l = {}}
+        for j = 1, nk do
+          local q = 4 * (key + j)
+          M.a0h[j], M.a0l[j], M.a1h[j], M.a1l[j] = c[q - 3], c[q - 2],
+            c[q - 1], c[q]
+        end
+        r = general(nil, P, sa, sk, nh, nl, arg, ih, il, minttl, M)
+        if type(r) ~= 'string' then return r end
+        for j = 1, nk do
+          local q = 4 * (key + j)
+          c[q - 3], c[q - 2], c[q - 1], c[q] = M.b0h[j], M.b0l[j], M.b1h[j],
+            M.b1l[j]
+          xe[2 * (key + j) - 1], xe[2 * (key + j)] = M.eh[j], M.el[j]
+        end
+        local a, _, _, _, _, _, rml, rmh, rtl, rth = sunpack(
+          '<i4I4i4i4I4I4I4I4I4i4', r)
+        al, rem, rty = a ~= 0, rmh * T32 + rml, rth * T32 + rtl
+      end
+      st[s] = al and 1 or 2
+      reached[s] = not al or rem == 0
+      retry[s] = rty
+      mask = mask + 2 ^ (s - 1)
+      out[s] = r
+      if fold == 0 and not al and denied < 0 then
+        -- A gate's denial: every record back as read.
+        denied = s - 1
+        for i = 1, n do
+          if raw[i] ~= nil then
+            local q = 4 * i
+            c[q - 3], c[q - 2], c[q - 1], c[q] = o[q - 3], o[q - 2], o[q - 1],
+              o[q]
+            xe[2 * i - 1], xe[2 * i] = nil, nil
+          end
+        end
+      end
+    else
+      st[s] = 0
+      if not skipped then
+        skipped = spack('<i4I4i4i4I4I4I4I4I4I4I4I4I4I4I4I4I4I4I4I4', 0, 0,
+          0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, nowl, nowh)
+      end
+      out[s] = skipped
+    end
+  end
+  for i = 1, n do
+    local q = 4 * i
+    if raw[i] ~= nil and (c[q - 3] ~= o[q - 3] or c[q - 2] ~= o[q - 2] or
+       c[q - 1] ~= o[q - 1] or c[q] ~= o[q]) then
+      local xh, xl = xe[2 * i - 1], xe[2 * i]
+      if xh < nh or (xh == nh and xl <= nl) then
+        if raw[i] then redis.call('DEL', KEYS[i]) end
+      else
+        write_rec(KEYS[i], c[q - 3], c[q - 2], c[q - 1], c[q], xh, xl, nh, nl,
+          minttl)
+      end
+    end
+  end
+  return spack('<i4i4I4I4I4I4', denied < 0 and 1 or 0, denied, mask, 0, nowl,
+    nowh) .. table.concat(out)
+end
+
+if algo == 7 then
+  return program(kind, nh, nl, minttl)
 end
 
 -- A batch (ARGV[2] present): KEYS[i] with the 88 bytes of ARGV[1] from

@@ -85,6 +85,19 @@
 ** interleaving and any crash; a crash loses at most the decision in flight
 ** (and possibly a charge on the group's first key).
 **
+** Programs (xRun) run the same way over all of their records: one run of
+** the sequencer, the changed records CASed in key order as above, and then
+** every record the program only looked at (every step over it that ran was
+** a CHECK or a PEEK: its box check) re-read: if one changed since it was
+** read (a box tripped by another process), the writes are rolled back and
+** the program runs again on what is there now.  So an admission is
+** linearized at that re-read: once any process's trip is in, no program
+** admits the key.  What is not atomic: a rollback (a later CAS lost, or
+** that re-read failing) that loses its own CAS race is dropped, so a
+** charge, a lease slot or an export-cap count can stay behind without an
+** admission (never the other way: nothing is admitted without its
+** charges).  docs/shm.md states the guarantees.
+**
 ** Memory ordering.  Every ck_pr_cas_64_2 is a `lock cmpxchg16b`, a full
 ** barrier, and so is ck_pr_load_64_2; the three publish points need no
 ** other fence: the expiry raise (meta CAS) is ordered before the state CAS
@@ -115,6 +128,7 @@
 #include <unistd.h>
 
 #include "algo/algo_int.h"
+#include "algo/program_int.h"
 #include "backends.h"
 #include "sluice.h"
 #include <sluice/sluice_shm.h>
@@ -526,15 +540,15 @@ typedef struct member {
   int done;         /* written */
 } member;
 
-static void decode(member *g, const sluice_op *op, int i, int64_t now) {
+static void decode(member *g, const sluice__job *job, int i, int64_t now) {
   g->in.w[0] = g->x[0] ^ g->mk[0];
   g->in.w[1] = g->x[1] ^ g->mk[1];
-  if (sluice_op_expiry(op, i, &g->in) <= now)
+  if (sluice__job_expiry(job, i, &g->in) <= now)
     memset(&g->in, 0, sizeof g->in);
 }
 
 /* Read member i's state and check its binding still holds. */
-static int member_read(shm_store *t, member *g, const sluice_op *op, int i,
+static int member_read(shm_store *t, member *g, const sluice__job *job, int i,
                        int64_t now) {
   shm_slot *s;
   uint64_t m[2];
@@ -558,7 +572,7 @@ static int member_read(shm_store *t, member *g, const sluice_op *op, int i,
     return 0;
   g->m[0] = m[0];
   g->m[1] = m[1];
-  decode(g, op, i, now);
+  decode(g, job, i, now);
   return 1;
 }
 
@@ -567,18 +581,17 @@ static void encode(const member *g, const sluice_state *st, uint64_t out[2]) {
   out[1] = st->w[1] ^ g->mk[1];
 }
 
-static int run_step(const sluice_op *op, member *g, int64_t now,
-                    sluice_verdict *v) {
-  sluice_state in[SLUICE_GROUP_MAX], out[SLUICE_GROUP_MAX];
+static int run_step(const sluice__job *job, member *g, int64_t now) {
+  sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
   int i, rc;
-  for (i = 0; i < op->nkeys; i++)
+  for (i = 0; i < job->nkeys; i++)
     in[i] = g[i].in;
   /* The core validated the op before xApply; a retry re-runs only the
   ** step, which keeps the window between read and CAS short. */
-  rc = sluice__op_step_valid(op, in, out, now, v);
+  rc = sluice__job_run(job, in, out, now);
   if (rc != SLUICE_OK)
     return rc;
-  for (i = 0; i < op->nkeys; i++) {
+  for (i = 0; i < job->nkeys; i++) {
     g[i].out = out[i];
     g[i].need = memcmp(&out[i], &in[i], sizeof out[i]) != 0;
   }
@@ -614,17 +627,17 @@ static unsigned lost_cas_pause(unsigned spins) {
 }
 
 /* Write the changed members in order.  1: committed; 0: start over. */
-static int commit(shm_store *t, member *g, const sluice_op *op, int64_t now,
-                  sluice_verdict *v) {
-  int i, j, any = 0, tight = 0;
+static int commit(shm_store *t, member *g, const sluice__job *job,
+                  int64_t now) {
+  int i, j, any = 0, tight = 0, n = job->nkeys;
   unsigned backoff = BACKOFF_MIN;
-  for (i = 0; i < op->nkeys; i++) {
+  for (i = 0; i < n; i++) {
     shm_slot *s = slot_at(t, &g[i].k, g[i].dist);
     if (!g[i].need)
       continue;
     for (;;) {
       uint64_t set[2], cur[2];
-      int64_t e = sluice_op_expiry(op, i, &g[i].out);
+      int64_t e = sluice__job_expiry(job, i, &g[i].out);
       if (!raise_expiry(s, g[i].m, e, now)) {
         rollback(t, g, i);
         return 0;
@@ -642,14 +655,14 @@ static int commit(shm_store *t, member *g, const sluice_op *op, int64_t now,
       ** single key, whose failed CAS just returned an atomic snapshot of
       ** the record: the step re-runs on it at once (a hot key's retries
       ** then cost one step, not a whole lookup). */
-      if (!any && (op->nkeys > 1 || ++tight > TIGHT_RETRY_MAX))
+      if (!any && (n > 1 || ++tight > TIGHT_RETRY_MAX))
         return 0;
       backoff = lost_cas_pause(backoff);
       /* A later member moved under us: re-read it and re-run the step.  The
       ** members already written keep their outputs only if the step still
       ** gives them the same ones (GCRA: the group is still admitted). */
       {
-        sluice_state keep[SLUICE_GROUP_MAX];
+        sluice_state keep[SLUICE_PROGRAM_KEYS];
         int same = 1;
         g[i].x[0] = cur[0];
         g[i].x[1] = cur[1];
@@ -661,10 +674,10 @@ static int commit(shm_store *t, member *g, const sluice_op *op, int64_t now,
             return 0;
           }
         }
-        decode(&g[i], op, i, now);
-        for (j = 0; j < op->nkeys; j++)
+        decode(&g[i], job, i, now);
+        for (j = 0; j < n; j++)
           keep[j] = g[j].out;
-        if (run_step(op, g, now, v) != SLUICE_OK) {
+        if (run_step(job, g, now) != SLUICE_OK) {
           rollback(t, g, i);
           return 0;
         }
@@ -686,17 +699,47 @@ static int commit(shm_store *t, member *g, const sluice_op *op, int64_t now,
   return 1;
 }
 
-static int shm_apply(sluice_store *st, const sluice_op *op, int64_t now,
-                     sluice_verdict *v) {
+/* The records a program only looked at (its box check) must still hold
+** what it read once its writes are in: the writes and those reads are then
+** one atomic snapshot (a box tripped by another process after the check,
+** or one created where there was none, sends the program round again).
+** Records its steps may write are not watched: a lease slot that another
+** process took meanwhile does not undo a grant of another slot, and undoing
+** a release that someone has already used cannot succeed. */
+static int unchanged_since_read(shm_store *t, const sluice__job *job,
+                                member *g, int n, int64_t now) {
+  int i;
+  for (i = 0; i < n; i++) {
+    uint64_t x[2], m[2];
+    shm_slot *s;
+    if (g[i].need || !sluice__job_watched(job, i))
+      continue;
+    if (!g[i].bound) {
+      uint32_t d;
+      if (find(t, &g[i].k, now, 0, &d, m) != SLUICE_ENOTFOUND)
+        return 0;
+      continue;
+    }
+    s = slot_at(t, &g[i].k, g[i].dist);
+    ck_pr_load_64_2(s->state, x);
+    meta_read(s, m);
+    if (x[0] != g[i].x[0] || x[1] != g[i].x[1] || !m_same(m, g[i].m) ||
+        m_status(m) != ST_LIVE)
+      return 0;
+  }
+  return 1;
+}
+
+/* An op or a program over its records, lock-free. */
+static int shm_job(sluice_store *st, const sluice__job *job, int64_t now) {
   shm_store *t = (shm_store *)st;
-  member g[SLUICE_GROUP_MAX];
-  sluice_verdict vv;
-  int i, rc, n = op->nkeys;
+  member g[SLUICE_PROGRAM_KEYS];
+  int i, rc, n = job->nkeys;
   long attempt;
 
   memset(g, 0, sizeof(member) * (size_t)n);
   for (i = 0; i < n; i++)
-    khash_of(t, &op->keys[i], &g[i].k);
+    khash_of(t, &job->keys[i], &g[i].k);
 
   for (attempt = 0; attempt < RETRY_MAX; attempt++) {
     int ok = 1, unbound_need = 0;
@@ -709,14 +752,14 @@ static int shm_apply(sluice_store *st, const sluice_op *op, int64_t now,
         else if (rc != SLUICE_ENOTFOUND)
           return sluice_store_seterr(st, rc, 0, "shm: table under contention");
       }
-      if (!member_read(t, &g[i], op, i, now)) {
+      if (!member_read(t, &g[i], job, i, now)) {
         g[i].bound = g[i].have_mask = 0;
         ok = 0;
       }
     }
     if (!ok)
       continue;
-    rc = run_step(op, g, now, &vv);
+    rc = run_step(job, g, now);
     if (rc != SLUICE_OK)
       return rc;
     for (i = 0; i < n; i++)
@@ -762,18 +805,40 @@ static int shm_apply(sluice_store *st, const sluice_op *op, int64_t now,
       }
       if (!ok)
         continue;
-      *v = vv;
       return SLUICE_OK;
     }
-    if (commit(t, g, op, now, &vv)) {
-      *v = vv;
-      return SLUICE_OK;
+    if (commit(t, g, job, now)) {
+      if (!job->prog || unchanged_since_read(t, job, g, n, now))
+        return SLUICE_OK;
+      /* Undo (exact CAS, dropped if it loses: that charge stays, which
+      ** only under-admits) and decide again on what is there now. */
+      rollback(t, g, n);
     }
     for (i = 0; i < n; i++)
       g[i].done = 0;
   }
   return sluice_store_seterr(st, SLUICE_EBUSY, 0,
                              "shm: gave up after %d retries", RETRY_MAX);
+}
+
+static int shm_apply(sluice_store *st, const sluice_op *op, int64_t now,
+                     sluice_verdict *v) {
+  sluice__job job;
+  sluice_verdict vv;
+  int rc;
+  /* The verdict of the run that committed, not of an abandoned retry. */
+  sluice__job_op(&job, op, &vv);
+  rc = shm_job(st, &job, now);
+  if (rc == SLUICE_OK)
+    *v = vv;
+  return rc;
+}
+
+static int shm_run(sluice_store *st, const sluice_program *p, int64_t now,
+                   sluice_program_result *res) {
+  sluice__job job;
+  sluice__job_prog(&job, p, res);
+  return shm_job(st, &job, now);
 }
 
 /* ------------------------------------------------------- get / delete --- */
@@ -883,14 +948,16 @@ static int shm_close(sluice_store *st) {
 }
 
 static const sluice_store_methods shm_methods = {
-    1,           /* iVersion: xApplyMany falls back to one xApply per op */
+    3,           /* iVersion */
     shm_close,   /* xClose */
     shm_apply,   /* xApply */
     shm_get,     /* xGet */
     shm_delete,  /* xDelete */
     shm_control, /* xControl */
     shm_caps,    /* xCapabilities */
-    NULL,        /* xApplyMany */
+    NULL,        /* xApplyMany: one xApply per op */
+    shm_run,     /* xRun: one lock-free group decision (see the header) */
+    NULL,        /* xRunMany: one xRun per program */
 };
 
 /* --------------------------------------------------------------- open --- */

@@ -24,12 +24,13 @@
 #include <stdint.h>
 
 #include "algo.h"
+#include "program.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define SLUICE_BACKEND_VERSION 2
+#define SLUICE_BACKEND_VERSION 3
 
 typedef struct sluice_backend sluice_backend;
 typedef struct sluice_store sluice_store;
@@ -69,7 +70,7 @@ struct sluice_store {
 /** Store methods.  Every method returns SLUICE_OK or a negative code, and on
  *  failure may describe it with sluice_store_seterr(). */
 struct sluice_store_methods {
-  int iVersion; /**< 1 or 2 */
+  int iVersion; /**< 1, 2 or 3 */
   /** Release everything.  Called exactly once, even when xOpen failed
    *  after setting pMethods. */
   int (*xClose)(sluice_store *);
@@ -99,6 +100,28 @@ struct sluice_store_methods {
   int (*xApplyMany)(sluice_store *, int n, const sluice_op *ops,
                     int64_t now_ns, sluice_verdict *vs, int *rcs);
   /* Methods above are version 2. */
+  /** Run a program (sluice/program.h) as one atomic unit: read all of its
+   *  records (absent or expired = zeroed), run sluice_program_run(), write
+   *  back the records that changed with sluice_program_expiry(), fill
+   *  *res.  Linearizable per group, like xApply; on any error nothing was
+   *  written.
+   *
+   *  A backend without it (iVersion < 3 or NULL) still runs programs: the
+   *  core evaluates each step's guard itself and hands the step to xApply,
+   *  one call per step.  That fallback is NOT atomic: other callers'
+   *  operations may land between two steps (a box tripped by another
+   *  process after the check still lets the buckets be charged), a gate's
+   *  denial cannot undo what earlier steps wrote (a charge or a lease taken
+   *  before it stays), and a failure midway keeps the steps before it. */
+  int (*xRun)(sluice_store *, const sluice_program *p, int64_t now_ns,
+              sluice_program_result *res);
+  /** n independent programs in as few round trips or transactions as the
+   *  backend can; each atomic on its own, rcs[i] and res[i] its result.
+   *  Returns as xApplyMany.  Without it the core calls xRun (or the
+   *  fallback) once per program. */
+  int (*xRunMany)(sluice_store *, int n, const sluice_program *ps,
+                  int64_t now_ns, sluice_program_result *res, int *rcs);
+  /* Methods above are version 3. */
 };
 
 /** Options the core passes to xOpen. */

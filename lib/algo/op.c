@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "algo_int.h"
+#include "program_int.h"
 
 void sluice_key_hashtag(const sluice_key *k, size_t *off, size_t *len) {
   const char *d = (const char *)k->data;
@@ -22,7 +23,7 @@ void sluice_key_hashtag(const sluice_key *k, size_t *off, size_t *len) {
   }
 }
 
-static int keys_check(const sluice_op *op) {
+int sluice__keys_check(const sluice_op *op) {
   size_t off0 = 0, len0 = 0, off, len;
   int i;
   if (!op->keys)
@@ -74,6 +75,11 @@ static int amount_check(const sluice_op *op, int64_t cap) {
 }
 
 int sluice_op_validate(const sluice_op *op) {
+  int rc = sluice__op_validate_shape(op);
+  return rc != SLUICE_OK ? rc : sluice__keys_check(op);
+}
+
+int sluice__op_validate_shape(const sluice_op *op) {
   int i, rc;
   if (!op || !op->params || op->nkeys < 1 || op->nkeys > SLUICE_GROUP_MAX)
     return SLUICE_EINVAL;
@@ -136,9 +142,7 @@ int sluice_op_validate(const sluice_op *op) {
   default:
     return SLUICE_EINVAL;
   }
-  if (rc != SLUICE_OK)
-    return rc;
-  return keys_check(op);
+  return rc;
 }
 
 int sluice_op_step(const sluice_op *op, const sluice_state *in,

@@ -3,25 +3,31 @@
 ** section 1 diagram over the algorithm layer, on whatever backend the
 ** limiter has.
 **
-** Tenant request (every class but auth):
+** Every decision is a program (sluice/program.h) per hash-tag group, run
+** as ONE atomic store call: no other process's operation lands between a
+** request's box check and its charge, and a request never half-happens.
+**
+** Tenant request (every class but auth), one program over {t:T}:
 **
 **   box CHECK pb:{t:T}:K  -- boxed: 429 Active-Lockout (403 if suspended),
-**        |                   no bucket work, no strike
-**   GCRA group [rl:{t:T}:tb, rl:{t:T}:kb:K]  -- one atomic op: both or
-**        |        neither charged, the stricter bucket reported (binding)
+**        |                   nothing else runs
+**   GCRA group [rl:{t:T}:tb, rl:{t:T}:kb:K]  -- both or neither charged,
+**        |        the stricter bucket reported (binding); heavy: PEEK
 **        |-- denied: throttled; a strike when the client came back before
 **        |   the Retry-After it was given (the notice record ra:{t:T}:K);
 **        |   strikes trip the box, L1 -> L2 -> L3
-**   heavy?  export: hourly cap xh:{t:T} PEEK; reconcile: ledger mutex
-**        |  lk:{t:T}:L; then the tenant's lease set cc:{t:T}:<class>:<i>;
-**        |  then the bucket CONSUME, then the export cap CONSUME
+**   heavy?  reconcile: ledger mutex lk:{t:T}:L; export: hourly cap
+**        |  xh:{t:T} CONSUME; then the tenant's lease set
+**        |  cc:{t:T}:<class>:<i>; then the bucket CONSUME
 **   allow (lease id returned for heavy endpoints)
 **
-** Auth request: box CHECK of the IP and the subject; a failure is counted in
-** sliding windows per subject and per IP, and in the stuffing signatures
-** (failures per IP in a fixed window, distinct subjects per IP, distinct IPs
-** per subject); a limit reached trips a box, a stuffing signature trips the
-** IP straight to level 3.
+** Auth request: one program per scope.  The subject's ({s:S}): box CHECK,
+** and on a failure its sliding window of failures, the distinct IPs it
+** failed from, a trip at its limit.  The IP's ({ip:I}): box CHECK, and on
+** a failure (subject not boxed) its failures window, the stuffing window,
+** the distinct subjects it failed for, a level-3 trip on a stuffing
+** signature (or when the subject's program saw too many IPs), else a
+** level-1 trip at its limit.
 **
 ** Choices where the spec is silent or loose:
 **  a) A strike needs a Retry-After to ignore.  The spec says a strike is a
@@ -30,12 +36,14 @@
 **     would charge an honest client one strike per throttle episode.  So
 **     each denial leaves a notice (a one-slot lease that lives for the
 **     Retry-After given); a denial while a notice is live is a strike.
-**  b) A denied heavy request consumes nothing: the bucket is PEEKed first,
-**     leases are taken, then the bucket is charged; if that charge loses a
-**     race the leases are given back.  The one charge that cannot be
-**     undone is the export-cap CONSUME after the bucket CONSUME: if it
-**     loses a race against a concurrent export of the same tenant the
-**     tokens stay spent (the cap was PEEKed before any of it).
+**  b) A denied heavy request consumes nothing: every step of its program
+**     is a gate, and a gate's denial undoes what the steps before it wrote
+**     (the export-cap slot, the ledger lock, the lease), all inside the
+**     one atomic call.  The bucket is PEEKed before the leases so that a
+**     throttled request reports a throttle (and strikes) first.
+**  g) Auth: a failure from a boxed IP whose subject is not boxed is still
+**     counted against the subject (its program runs before the IP's is
+**     read); a boxed subject counts nothing.
 **  c) Store failure: SLUICE_ETIMEDOUT, SLUICE_EUNAVAIL, SLUICE_EBACKEND,
 **     SLUICE_EIO, SLUICE_EFULL (a store full of live records cannot decide
 **     either) and SLUICE_ENOMEM switch to the failure mode (auth always
@@ -150,6 +158,8 @@ static void derive(sluice_policy *p) {
       (sluice_lease_params){maxrec, c->reconcile_lease_ttl_ns};
   p->export_all = (sluice_lease_params){maxexp, c->export_lease_ttl_ns};
   p->ledger = (sluice_lease_params){1, c->reconcile_lease_ttl_ns};
+  /* The Retry-After notice: its TTL comes from the denial (ttl_from). */
+  p->notice = (sluice_lease_params){1, 1};
   p->auth_penalty.strike_threshold = c->auth_subject_failures < (1 << 20) - 1
                                          ? c->auth_subject_failures
                                          : (1 << 20) - 1;
@@ -590,72 +600,89 @@ static int64_t cap_retry(const ctx *c, int64_t ra) {
   return ra > m ? m : ra;
 }
 
+/* ------------------------------------------------------------ programs --- */
+
+/* A program under construction: its records (keys built in place) and its
+** steps.  Every decision is one of these per hash-tag group, run as one
+** atomic store call. */
+typedef struct prog {
+  char kbuf[SLUICE_PROGRAM_KEYS][KEYLEN];
+  sluice_key keys[SLUICE_PROGRAM_KEYS];
+  sluice_step st[SLUICE_PROGRAM_STEPS];
+  int nk, ns;
+} prog;
+
+/* Add a record; returns its index. */
+static int rec(prog *g, const char *fmt, const char *a, const char *b) {
+  g->keys[g->nk] = mkkey(g->kbuf[g->nk], fmt, a, b);
+  return g->nk++;
+}
+
+/* Add a step; returns its index (guards and folds are set by the caller
+** when they are not "always, gate"). */
+static int step(prog *g, int algo, int kind, int key, int nkeys,
+                const void *params, int64_t arg, uint64_t id) {
+  sluice_step *s = &g->st[g->ns];
+  memset(s, 0, sizeof *s);
+  s->algo = algo;
+  s->kind = kind;
+  s->key = key;
+  s->nkeys = nkeys;
+  s->params = params;
+  s->arg = arg;
+  s->id = id;
+  return g->ns++;
+}
+
+static void when(prog *g, int i, int w, int ref, int fold) {
+  g->st[i].when = w;
+  g->st[i].ref = ref;
+  g->st[i].fold = fold;
+}
+
+static int run(ctx *c, prog *g, sluice_program_result *r) {
+  sluice_program pr;
+  int rc;
+  pr.nkeys = g->nk;
+  pr.keys = g->keys;
+  pr.nsteps = g->ns;
+  pr.steps = g->st;
+  rc = sluice_limiter_run_at(c->p->lim, &pr, c->now, r);
+  if (rc != SLUICE_OK && is_store_failure(rc) && !c->store_err)
+    c->store_err = rc;
+  return rc;
+}
+
+static int ran(const sluice_program_result *r, int i) {
+  return i >= 0 && ((r->ran >> i) & 1u);
+}
+
 /* ------------------------------------------------------ tenant flow --- */
 
-typedef struct keys {
-  char pb[KEYLEN], tb[KEYLEN], kb[KEYLEN], ra[KEYLEN], lk[KEYLEN],
-      xh[KEYLEN];
-  char slot[SLUICE_GROUP_MAX][KEYLEN];
-  sluice_key kpb, kbk[2], kra, klk, kxh, kslot[SLUICE_GROUP_MAX];
-} keys;
-
-static void lease_keys(ctx *c, keys *k, int cls, int n) {
-  const char *what = cls == SLUICE_EP_RECONCILE ? "reconcile" : "export";
+/* The tenant's lease slots cc:{t:T}:<class>:<i>: one prefix, then the
+** slot number (below SLUICE_GROUP_MAX: two digits at most). */
+static void slot_recs(ctx *c, prog *g, int cls, int n) {
+  sluice_key pre = mkkey(g->kbuf[g->nk], "cc:{t:%s}:%s:", c->T,
+                         cls == SLUICE_EP_RECONCILE ? "reconcile" : "export");
   int i;
   for (i = 0; i < n; i++) {
-    int len = snprintf(k->slot[i], KEYLEN, "cc:{t:%s}:%s:%d", c->T, what, i);
-    k->kslot[i].data = k->slot[i];
-    k->kslot[i].len = (size_t)len;
+    char *b = g->kbuf[g->nk];
+    size_t len = pre.len;
+    if (i > 0)
+      memcpy(b, pre.data, pre.len);
+    if (i >= 10)
+      b[len++] = (char)('0' + i / 10);
+    b[len++] = (char)('0' + i % 10);
+    g->keys[g->nk].data = b;
+    g->keys[g->nk].len = len;
+    g->nk++;
   }
 }
 
-/* A denial by the bucket: record a strike if the client ignored the
-** Retry-After of an earlier denial (choice a). */
-static int throttled(ctx *c, keys *k, const sluice_verdict *bv,
-                     sluice_decision *d) {
-  const sluice__tier_rt *r = &c->p->rt[c->tier];
-  sluice_lease_params np;
-  sluice_verdict nv, pv;
-  int rc;
-  d->outcome = SLUICE_OUTCOME_THROTTLED;
-  d->retry_after_ns = bv->retry_after_ns;
-  d->penalty_status = SLUICE_PENALTY_WARNING;
-  np.max = 1;
-  np.ttl_ns = bv->retry_after_ns > 0 ? bv->retry_after_ns : 1;
-  rc = apply(c, SLUICE_ALGO_LEASE, SLUICE_OP_RENEW, 1, &k->kra, &np, 0, 1,
-             &nv);
-  if (rc)
-    return rc;
-  if (!nv.allowed) /* no live notice: this is the first Retry-After */
-    return apply(c, SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 1, &k->kra, &np, 0,
-                 1, &nv);
-  if (c->box_shadowed) /* boxed (in shadow): a box takes no strikes */
-    return SLUICE_OK;
-  rc = apply(c, SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, 1, &k->kpb,
-             &r->penalty, 0, 0, &pv);
-  if (rc)
-    return rc;
-  d->flags |= SLUICE_DECISION_STRIKE;
-  if (pv.flags & SLUICE_V_TRIPPED) {
-    if (sluice__shadow_past_box(c->shadow)) {
-      c->box_shadowed = 1; /* the throttle stands unless it is shadowed */
-      c->box = pv;
-    } else {
-      fill_box(c, &pv, d);
-    }
-    tripped(c, SLUICE_SCOPE_KEY, c->K, &pv, d);
-  } else {
-    d->strikes_remaining = pv.strikes_remaining;
-  }
-  return SLUICE_OK;
-}
-
-static void lease_give_back(ctx *c, const sluice_key *ks, int n,
-                            const sluice_lease_params *lp, uint64_t id) {
-  sluice_verdict v;
-  /* Best effort: a lease we fail to give back expires with its TTL. */
-  (void)apply(c, SLUICE_ALGO_LEASE, SLUICE_OP_LEASE_RELEASE, n, ks, lp, 0, id,
-              &v);
+static void bucket_keys(ctx *c, char tb[KEYLEN], char kb[KEYLEN],
+                        sluice_key k[2]) {
+  k[0] = mkkey(tb, "rl:{t:%s}:tb%s", c->T, NULL);
+  k[1] = mkkey(kb, "rl:{t:%s}:kb:%s", c->T, c->K);
 }
 
 static void lease_denied(ctx *c, int outcome, int64_t limit, int64_t ra,
@@ -683,209 +710,275 @@ static void export_capped(ctx *c, const sluice_window_params *cap, int64_t ra,
        d->outcome);
 }
 
-static int heavy(ctx *c, keys *k, sluice_decision *d) {
-  const sluice__tier_rt *r = &c->p->rt[c->tier];
-  const sluice_lease_params *lp =
-      c->cls == SLUICE_EP_RECONCILE ? &r->reconcile : &r->export_;
-  sluice_verdict v;
-  uint64_t id = 0;
-  int rc, have_ledger = 0;
+/* Step indices of the tenant program (-1: not in it). */
+enum { S_BOX, S_BUCKET, S_RENEW, S_NOTICE, S_STRIKE, S_TENANT_STEPS };
+typedef struct heavy_steps {
+  int gate;   /* ledger lock (reconcile) or export cap (export) */
+  int slots;  /* the tenant's lease set */
+  int charge; /* the bucket charge after the bucket check (S_BUCKET) */
+} heavy_steps;
 
-  if (c->cls == SLUICE_EP_EXPORT) {
-    k->kxh = mkkey(k->xh, "xh:{t:%s}%s", c->T, NULL);
-    rc = apply(c, SLUICE_ALGO_FWINDOW, SLUICE_OP_PEEK, 1, &k->kxh,
-               &r->export_cap, 1, 0, &v);
-    if (rc)
-      return rc;
-    if (!v.allowed) {
-      export_capped(c, &r->export_cap, v.retry_after_ns, d);
-      return SLUICE_OK;
-    }
-  }
-  while (id == 0)
-    if ((rc = sluice_random_bytes(&id, sizeof id)) != SLUICE_OK) {
-      c->store_err = rc;
-      return rc;
-    }
+/* One program over the tenant's group {t:T}:
+**
+**   0 box CHECK                       gate
+**   1 buckets CONSUME (heavy: PEEK)   gate, if passed
+**   2 notice RENEW  (TTL: step 1's Retry-After)  note, if 1 denied
+**   3 notice ACQUIRE (same TTL)       note, if 2 denied (no live notice)
+**   4 box STRIKE                      note, if 2 allowed (notice ignored)
+**   heavy:
+**   5 ledger ACQUIRE / export cap CONSUME   gate, if passed
+**   6 lease slots ACQUIRE                   gate, if passed
+**   7 buckets CONSUME                       gate, if passed
+**
+** A gate's denial undoes every earlier write, so a heavy request that is
+** refused holds no lease and is charged nothing (choice b). */
+static void tenant_prog(ctx *c, prog *g, uint64_t id, heavy_steps *h) {
+  const sluice__tier_rt *r = &c->p->rt[c->tier];
+  int heavy_cls = c->cls == SLUICE_EP_RECONCILE || c->cls == SLUICE_EP_EXPORT;
+  int pb, tb, ra, s;
+  g->nk = g->ns = 0;
+  pb = rec(g, "pb:{t:%s}:%s", c->T, c->K);
+  tb = rec(g, "rl:{t:%s}:tb%s", c->T, NULL);
+  (void)rec(g, "rl:{t:%s}:kb:%s", c->T, c->K);
+  ra = rec(g, "ra:{t:%s}:%s", c->T, c->K);
+  s = step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, pb, 1, &r->penalty, 0, 0);
+  /* Staged rollout: a box in shadow only records what it would have done,
+  ** so the request goes on through the buckets (see shadow_apply()). */
+  if (sluice__shadow_past_box(c->shadow))
+    when(g, s, SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_NOTE);
+  s = step(g, SLUICE_ALGO_GCRA, heavy_cls ? SLUICE_OP_PEEK : SLUICE_OP_CONSUME,
+           tb, 2, r->bucket, c->cost, 0);
+  when(g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_GATE);
+  s = step(g, SLUICE_ALGO_LEASE, SLUICE_OP_RENEW, ra, 1, &c->p->notice, 0, 1);
+  when(g, s, SLUICE_WHEN_DENIED, S_BUCKET, SLUICE_FOLD_NOTE);
+  g->st[s].ttl_from = SLUICE_TTL_OF(S_BUCKET);
+  s = step(g, SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, ra, 1, &c->p->notice, 0, 1);
+  when(g, s, SLUICE_WHEN_DENIED, S_RENEW, SLUICE_FOLD_NOTE);
+  g->st[s].ttl_from = SLUICE_TTL_OF(S_BUCKET);
+  s = step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, pb, 1, &r->penalty, 0, 0);
+  when(g, s, SLUICE_WHEN_ALLOWED, S_RENEW, SLUICE_FOLD_NOTE);
+  /* A boxed key takes no strikes; only a box in shadow gets this far. */
+  g->st[s].when2 = SLUICE_WHEN_ALLOWED;
+  g->st[s].ref2 = S_BOX;
+  h->gate = h->slots = h->charge = -1;
+  if (!heavy_cls)
+    return;
   if (c->cls == SLUICE_EP_RECONCILE) {
-    k->klk = mkkey(k->lk, "lk:{t:%s}:%s", c->T, c->L);
-    rc = apply(c, SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 1, &k->klk,
-               &c->p->ledger, 0, id, &v);
-    if (rc)
-      return rc;
-    if (!v.allowed) {
-      lease_denied(c, SLUICE_OUTCOME_CONFLICT, 0, v.retry_after_ns, d);
-      return SLUICE_OK;
-    }
-    have_ledger = 1;
+    int lk = rec(g, "lk:{t:%s}:%s", c->T, c->L);
+    h->gate = step(g, SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, lk, 1,
+                   &c->p->ledger, 0, id);
+  } else {
+    int xh = rec(g, "xh:{t:%s}%s", c->T, NULL);
+    h->gate = step(g, SLUICE_ALGO_FWINDOW, SLUICE_OP_CONSUME, xh, 1,
+                   &r->export_cap, 1, 0);
   }
-  lease_keys(c, k, c->cls, (int)lp->max);
-  rc = apply(c, SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, (int)lp->max, k->kslot,
-             lp, 0, id, &v);
-  if (rc || !v.allowed) {
-    if (have_ledger)
-      lease_give_back(c, &k->klk, 1, &c->p->ledger, id);
-    if (rc)
-      return rc;
-    lease_denied(c, SLUICE_OUTCOME_CONCURRENCY, lp->max, v.retry_after_ns, d);
-    return SLUICE_OK;
+  when(g, h->gate, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_GATE);
+  {
+    const sluice_lease_params *lp =
+        c->cls == SLUICE_EP_RECONCILE ? &r->reconcile : &r->export_;
+    int first = g->nk;
+    slot_recs(c, g, c->cls, (int)lp->max);
+    h->slots = step(g, SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, first,
+                    (int)lp->max, lp, 0, id);
+    when(g, h->slots, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_GATE);
   }
-  rc = apply(c, SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 2, k->kbk, r->bucket,
-             c->cost, 0, &v);
-  if (rc == SLUICE_OK)
-    fill_bucket(c, r->bucket, &v, d);
-  if (rc == SLUICE_OK && v.allowed && c->cls == SLUICE_EP_EXPORT) {
-    sluice_verdict xv;
-    rc = apply(c, SLUICE_ALGO_FWINDOW, SLUICE_OP_CONSUME, 1, &k->kxh,
-               &r->export_cap, 1, 0, &xv);
-    if (rc == SLUICE_OK && !xv.allowed) {
-      lease_give_back(c, k->kslot, (int)lp->max, lp, id);
-      export_capped(c, &r->export_cap, xv.retry_after_ns, d);
-      return SLUICE_OK;
-    }
-  }
-  if (rc || !v.allowed) {
-    lease_give_back(c, k->kslot, (int)lp->max, lp, id);
-    if (have_ledger)
-      lease_give_back(c, &k->klk, 1, &c->p->ledger, id);
-    if (rc)
-      return rc;
-    return throttled(c, k, &v, d);
-  }
-  d->lease_id = id;
-  d->lease_ttl_ns = lp->ttl_ns;
-  return SLUICE_OK;
+  h->charge = step(g, SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, tb, 2, r->bucket,
+                   c->cost, 0);
+  when(g, h->charge, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_GATE);
 }
 
-static void tenant_keys(ctx *c, keys *k) {
-  k->kpb = mkkey(k->pb, "pb:{t:%s}:%s", c->T, c->K);
-  k->kbk[0] = mkkey(k->tb, "rl:{t:%s}:tb%s", c->T, NULL);
-  k->kbk[1] = mkkey(k->kb, "rl:{t:%s}:kb:%s", c->T, c->K);
-  k->kra = mkkey(k->ra, "ra:{t:%s}:%s", c->T, c->K);
+/* A denial by the bucket: a strike if the client ignored the Retry-After
+** of an earlier denial (choice a); the program already did the store work. */
+static void throttled(ctx *c, const sluice_program_result *r,
+                      sluice_decision *d) {
+  const sluice_verdict *pv = &r->v[S_STRIKE];
+  d->outcome = SLUICE_OUTCOME_THROTTLED;
+  d->retry_after_ns = r->v[S_BUCKET].retry_after_ns;
+  d->penalty_status = SLUICE_PENALTY_WARNING;
+  if (!ran(r, S_STRIKE))
+    return;
+  d->flags |= SLUICE_DECISION_STRIKE;
+  if (pv->flags & SLUICE_V_TRIPPED) {
+    if (sluice__shadow_past_box(c->shadow)) {
+      c->box_shadowed = 1; /* the throttle stands unless it is shadowed */
+      c->box = *pv;
+    } else {
+      fill_box(c, pv, d);
+    }
+    tripped(c, SLUICE_SCOPE_KEY, c->K, pv, d);
+  } else {
+    d->strikes_remaining = pv->strikes_remaining;
+  }
 }
 
 static int decide_tenant(ctx *c, sluice_decision *d) {
   const sluice__tier_rt *r = &c->p->rt[c->tier];
-  int heavy_cls = c->cls == SLUICE_EP_RECONCILE || c->cls == SLUICE_EP_EXPORT;
-  sluice_verdict v;
-  keys k;
+  sluice_program_result res;
+  heavy_steps h;
+  uint64_t id = 0;
+  prog g;
   int rc;
 
-  tenant_keys(c, &k);
-  rc = apply(c, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 1, &k.kpb, &r->penalty,
-             0, 0, &v);
+  if (c->cls == SLUICE_EP_RECONCILE || c->cls == SLUICE_EP_EXPORT)
+    while (id == 0)
+      if ((rc = sluice_random_bytes(&id, sizeof id)) != SLUICE_OK) {
+        c->store_err = rc;
+        return rc;
+      }
+  tenant_prog(c, &g, id, &h);
+  rc = run(c, &g, &res);
   if (rc)
     return rc;
-  if (!v.allowed && sluice__shadow_past_box(c->shadow)) {
-    c->box_shadowed = 1; /* staged rollout: see shadow_apply() */
-    c->box = v;
-  } else if (!v.allowed) {
-    fill_box(c, &v, d);
+  if (res.denied_by == S_BOX) {
+    fill_box(c, &res.v[S_BOX], d);
     return SLUICE_OK;
   }
-  d->strikes_remaining = v.strikes_remaining;
-  rc = apply(c, SLUICE_ALGO_GCRA,
-             heavy_cls ? SLUICE_OP_PEEK : SLUICE_OP_CONSUME, 2, k.kbk,
-             r->bucket, c->cost, 0, &v);
-  if (rc)
-    return rc;
-  fill_bucket(c, r->bucket, &v, d);
-  if (!v.allowed)
-    return throttled(c, &k, &v, d);
-  if (heavy_cls)
-    return heavy(c, &k, d);
+  if (!res.v[S_BOX].allowed) { /* boxed, the box in shadow */
+    c->box_shadowed = 1;
+    c->box = res.v[S_BOX];
+  }
+  d->strikes_remaining = res.v[S_BOX].strikes_remaining;
+  fill_bucket(c, r->bucket,
+              ran(&res, h.charge) ? &res.v[h.charge] : &res.v[S_BUCKET], d);
+  if (res.denied_by == S_BUCKET) {
+    throttled(c, &res, d);
+  } else if (res.denied_by >= 0 && res.denied_by == h.gate) {
+    if (c->cls == SLUICE_EP_RECONCILE)
+      lease_denied(c, SLUICE_OUTCOME_CONFLICT, 0, res.v[h.gate].retry_after_ns,
+                   d);
+    else
+      export_capped(c, &r->export_cap, res.v[h.gate].retry_after_ns, d);
+  } else if (res.denied_by >= 0 && res.denied_by == h.slots) {
+    lease_denied(c, SLUICE_OUTCOME_CONCURRENCY,
+                 c->cls == SLUICE_EP_RECONCILE ? r->reconcile.max
+                                               : r->export_.max,
+                 res.v[h.slots].retry_after_ns, d);
+  } else if (res.denied_by >= 0) {
+    /* The charge after a bucket check that passed in the same atomic
+    ** program cannot be denied; if it is, it is a throttle all the same. */
+    d->outcome = SLUICE_OUTCOME_THROTTLED;
+    d->retry_after_ns = res.v[res.denied_by].retry_after_ns;
+  } else if (h.slots >= 0) {
+    d->lease_id = id;
+    d->lease_ttl_ns = c->cls == SLUICE_EP_RECONCILE ? r->reconcile.ttl_ns
+                                                    : r->export_.ttl_ns;
+  }
   return SLUICE_OK;
 }
 
 /* --------------------------------------------------------- auth flow --- */
 
-static int reached(const sluice_verdict *v) {
-  return !v->allowed || v->remaining == 0;
-}
+/* Subject and IP live under different hash tags: one program each.  The
+** subject's runs first, because a subject seen from too many IPs trips the
+** IP (stuffing), which the IP's program then does in the same call. */
+enum { A_BOX, A_FAIL, A_DISTINCT, A_TRIP };     /* subject program */
+enum { I_BOX, I_FAIL, I_STUFF, I_DISTINCT, I_TRIP3, I_TRIP1 }; /* IP */
 
 static int decide_auth(ctx *c, sluice_decision *d) {
   sluice_policy *p = c->p;
-  char bip[KEYLEN], bs[KEYLEN], fs[KEYLEN], fi[KEYLEN], sf[KEYLEN],
-      sdi[KEYLEN], sds[KEYLEN];
-  sluice_key kbip = mkkey(bip, "pb:{ip:%s}%s", c->I, NULL), kbs;
-  sluice_verdict vi, vs, vfs, vfi, vsf, vdi, vds, tv;
-  int rc, stuffing;
-  const char *q_subject = c->req->auth_subject;
+  int failed = c->req->auth_result >= SLUICE_AUTH_UNKNOWN_CLIENT;
+  sluice_program_result rs, ri;
+  const sluice_verdict *vs = NULL, *vi, *w;
+  prog g;
+  int rc, s, stuffing;
 
-  rc = apply(c, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 1, &kbip,
-             &p->auth_penalty, 0, 0, &vi);
-  if (rc)
-    return rc;
-  memset(&vs, 0, sizeof vs);
-  vs.allowed = 1;
   if (c->has_subject) {
-    kbs = mkkey(bs, "pb:{s:%s}%s", c->S, NULL);
-    rc = apply(c, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 1, &kbs,
-               &p->auth_penalty, 0, 0, &vs);
-    if (rc)
+    g.nk = g.ns = 0;
+    rec(&g, "pb:{s:%s}%s", c->S, NULL);
+    step(&g, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1, &p->auth_penalty, 0,
+         0);
+    if (failed) {
+      const char *ip = c->req->client_ip;
+      rec(&g, "af:{s:%s}%s", c->S, NULL);
+      rec(&g, "sd:{s:%s}%s", c->S, NULL);
+      s = step(&g, SLUICE_ALGO_SWINDOW, SLUICE_OP_COUNT, 1, 1,
+               &p->auth_subject, 1, 0);
+      when(&g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_NOTE);
+      s = step(&g, SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, 2, 1,
+               &p->stuffing_ips, 0, sluice_siphash64(p->secret, ip, strlen(ip)));
+      when(&g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_NOTE);
+      s = step(&g, SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, 0, 1, &p->auth_penalty,
+               1, 0);
+      when(&g, s, SLUICE_WHEN_REACHED, A_FAIL, SLUICE_FOLD_NOTE);
+    }
+    if ((rc = run(c, &g, &rs)))
       return rc;
+    vs = &rs.v[A_BOX];
   }
-  if (!vi.allowed || !vs.allowed) {
+  g.nk = g.ns = 0;
+  rec(&g, "pb:{ip:%s}%s", c->I, NULL);
+  step(&g, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1, &p->auth_penalty, 0, 0);
+  /* A boxed subject: the IP's box is only looked at (the longer one is
+  ** reported), nothing is counted. */
+  if (failed && vs->allowed) {
+    const char *subj = c->req->auth_subject;
+    rec(&g, "af:{ip:%s}%s", c->I, NULL);
+    rec(&g, "sf:{ip:%s}%s", c->I, NULL);
+    rec(&g, "sd:{ip:%s}%s", c->I, NULL);
+    s = step(&g, SLUICE_ALGO_SWINDOW, SLUICE_OP_COUNT, 1, 1, &p->auth_ip, 1, 0);
+    when(&g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_NOTE);
+    s = step(&g, SLUICE_ALGO_FWINDOW, SLUICE_OP_COUNT, 2, 1, &p->stuffing, 1,
+             0);
+    when(&g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_NOTE);
+    s = step(&g, SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, 3, 1,
+             &p->stuffing_subjects, 0,
+             sluice_siphash64(p->secret, subj, strlen(subj)));
+    when(&g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_NOTE);
+    /* Stuffing: the IP's failures at their limit over too many subjects,
+    ** or this subject failing from too many IPs: level 3 at once. */
+    s = step(&g, SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, 0, 1, &p->auth_penalty,
+             3, 0);
+    if (ran(&rs, A_DISTINCT) && !rs.v[A_DISTINCT].allowed) {
+      when(&g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_NOTE);
+    } else {
+      when(&g, s, SLUICE_WHEN_REACHED, I_STUFF, SLUICE_FOLD_NOTE);
+      g.st[s].when2 = SLUICE_WHEN_DENIED;
+      g.st[s].ref2 = I_DISTINCT;
+    }
+    s = step(&g, SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, 0, 1, &p->auth_penalty,
+             1, 0);
+    when(&g, s, SLUICE_WHEN_REACHED, I_FAIL, SLUICE_FOLD_NOTE);
+    g.st[s].when2 = SLUICE_WHEN_SKIPPED;
+    g.st[s].ref2 = I_TRIP3;
+  }
+  if ((rc = run(c, &g, &ri)))
+    return rc;
+  vi = &ri.v[I_BOX];
+  if (!vi->allowed || (vs && !vs->allowed)) {
     /* Report the box that lasts longer: that is when a retry can pass. */
-    const sluice_verdict *w = &vi;
-    if (vi.allowed || (!vs.allowed && vs.retry_after_ns > vi.retry_after_ns))
-      w = &vs;
+    w = vi;
+    if (vi->allowed ||
+        (vs && !vs->allowed && vs->retry_after_ns > vi->retry_after_ns))
+      w = vs;
     fill_box(c, w, d);
     return SLUICE_OK;
   }
   d->strikes_remaining = p->cfg.auth_subject_failures;
-  if (c->req->auth_result < SLUICE_AUTH_UNKNOWN_CLIENT)
+  if (!failed)
     return SLUICE_OK;
 
   /* A failure, whichever kind: from here on the two are one path. */
-  {
-    sluice_key kfs = mkkey(fs, "af:{s:%s}%s", c->S, NULL);
-    sluice_key kfi = mkkey(fi, "af:{ip:%s}%s", c->I, NULL);
-    sluice_key ksf = mkkey(sf, "sf:{ip:%s}%s", c->I, NULL);
-    sluice_key kdi = mkkey(sdi, "sd:{ip:%s}%s", c->I, NULL);
-    sluice_key kds = mkkey(sds, "sd:{s:%s}%s", c->S, NULL);
-    uint64_t hs = sluice_siphash64(p->secret, q_subject, strlen(q_subject));
-    uint64_t hi =
-        sluice_siphash64(p->secret, c->req->client_ip, strlen(c->req->client_ip));
-    if ((rc = apply(c, SLUICE_ALGO_SWINDOW, SLUICE_OP_COUNT, 1, &kfs,
-                    &p->auth_subject, 1, 0, &vfs)) ||
-        (rc = apply(c, SLUICE_ALGO_SWINDOW, SLUICE_OP_COUNT, 1, &kfi,
-                    &p->auth_ip, 1, 0, &vfi)) ||
-        (rc = apply(c, SLUICE_ALGO_FWINDOW, SLUICE_OP_COUNT, 1, &ksf,
-                    &p->stuffing, 1, 0, &vsf)) ||
-        (rc = apply(c, SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, 1, &kdi,
-                    &p->stuffing_subjects, 0, hs, &vdi)) ||
-        (rc = apply(c, SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, 1, &kds,
-                    &p->stuffing_ips, 0, hi, &vds)))
-      return rc;
-  }
-  d->strikes_remaining =
-      vfs.remaining < vfi.remaining ? vfs.remaining : vfi.remaining;
-  stuffing = (reached(&vsf) && !vdi.allowed) || !vds.allowed;
+  d->strikes_remaining = rs.v[A_FAIL].remaining < ri.v[I_FAIL].remaining
+                             ? rs.v[A_FAIL].remaining
+                             : ri.v[I_FAIL].remaining;
+  stuffing = ran(&ri, I_TRIP3);
   if (stuffing) {
     d->flags |= SLUICE_DECISION_STUFFING;
     emit(c, SLUICE_EVENT_STUFFING, SLUICE_SCOPE_IP, 3, c->I, 0, 0);
   }
-  if (stuffing || reached(&vfi)) {
-    rc = apply(c, SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, 1, &kbip,
-               &p->auth_penalty, stuffing ? 3 : 1, 0, &tv);
-    if (rc)
-      return rc;
-    if (tv.flags & SLUICE_V_TRIPPED)
-      tripped(c, SLUICE_SCOPE_IP, c->I, &tv, d);
-    fill_box(c, &tv, d);
+  if (stuffing || ran(&ri, I_TRIP1)) {
+    const sluice_verdict *tv = &ri.v[stuffing ? I_TRIP3 : I_TRIP1];
+    if (tv->flags & SLUICE_V_TRIPPED)
+      tripped(c, SLUICE_SCOPE_IP, c->I, tv, d);
+    fill_box(c, tv, d);
   }
-  if (reached(&vfs)) {
-    sluice_verdict sv;
-    rc = apply(c, SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, 1, &kbs,
-               &p->auth_penalty, 1, 0, &sv);
-    if (rc)
-      return rc;
-    if (sv.flags & SLUICE_V_TRIPPED)
-      tripped(c, SLUICE_SCOPE_SUBJECT, c->S, &sv, d);
+  if (ran(&rs, A_TRIP)) {
+    const sluice_verdict *sv = &rs.v[A_TRIP];
+    if (sv->flags & SLUICE_V_TRIPPED)
+      tripped(c, SLUICE_SCOPE_SUBJECT, c->S, sv, d);
     if (d->outcome == SLUICE_OUTCOME_ALLOW ||
-        sv.retry_after_ns > d->retry_after_ns)
-      fill_box(c, &sv, d);
+        sv->retry_after_ns > d->retry_after_ns)
+      fill_box(c, sv, d);
   }
   return SLUICE_OK;
 }
@@ -926,7 +1019,8 @@ static void failure_mode(ctx *c, int err, sluice_decision *d) {
   }
   {
     const sluice__tier_rt *r = &p->rt[c->tier];
-    keys k;
+    char tb[KEYLEN], kb[KEYLEN];
+    sluice_key kbk[2];
     sluice_op op;
     sluice_verdict v;
     int rc;
@@ -934,7 +1028,7 @@ static void failure_mode(ctx *c, int err, sluice_decision *d) {
                       ? r->degraded[0].burst
                       : r->degraded[1].burst;
     d->flags |= SLUICE_DECISION_DEGRADED;
-    tenant_keys(c, &k);
+    bucket_keys(c, tb, kb, kbk);
     if (c->cost > cap) {
       d->outcome = SLUICE_OUTCOME_THROTTLED;
       d->retry_after_ns = p->cfg.fail_closed_retry_after_ns;
@@ -943,7 +1037,7 @@ static void failure_mode(ctx *c, int err, sluice_decision *d) {
     op.algo = SLUICE_ALGO_GCRA;
     op.kind = SLUICE_OP_CONSUME;
     op.nkeys = 2;
-    op.keys = k.kbk;
+    op.keys = kbk;
     op.params = r->degraded;
     op.arg = c->cost;
     op.id = 0;
@@ -1056,13 +1150,16 @@ int sluice_policy_decide(sluice_policy *p, const sluice_request *q,
 
 /* ----------------------------------------------------------- leases --- */
 
+/* Release or renew: the lease set and (reconcile) the ledger lock are in
+** the tenant's group, so both go in one program. */
 static int lease_op(sluice_policy *p, const sluice_request *q, uint64_t id,
                     int kind) {
   sluice_decision d;
-  sluice_verdict v;
-  keys k;
+  sluice_program_result r;
+  const sluice_lease_params *lp;
+  prog g;
   ctx c;
-  int rc;
+  int rc, s, ok = 1;
   if (!p || !q || id == 0)
     return SLUICE_EINVAL;
   memset(&d, 0, sizeof d);
@@ -1072,26 +1169,22 @@ static int lease_op(sluice_policy *p, const sluice_request *q, uint64_t id,
   if (c.cls != SLUICE_EP_RECONCILE && c.cls != SLUICE_EP_EXPORT)
     return SLUICE_EINVAL;
   c.now = sluice_limiter_now(p->lim);
-  {
-    const sluice_lease_params *lp =
-        c.cls == SLUICE_EP_RECONCILE ? &p->reconcile_all : &p->export_all;
-    int ok;
-    lease_keys(&c, &k, c.cls, (int)lp->max);
-    rc = apply(&c, SLUICE_ALGO_LEASE, kind, (int)lp->max, k.kslot, lp, 0, id,
-               &v);
-    if (rc)
-      return rc;
-    ok = v.allowed;
-    if (c.cls == SLUICE_EP_RECONCILE) {
-      k.klk = mkkey(k.lk, "lk:{t:%s}:%s", c.T, c.L);
-      rc = apply(&c, SLUICE_ALGO_LEASE, kind, 1, &k.klk, &p->ledger, 0, id,
-                 &v);
-      if (rc)
-        return rc;
-      ok = ok && v.allowed;
-    }
-    return ok ? SLUICE_OK : SLUICE_ENOTFOUND;
+  lp = c.cls == SLUICE_EP_RECONCILE ? &p->reconcile_all : &p->export_all;
+  g.nk = g.ns = 0;
+  slot_recs(&c, &g, c.cls, (int)lp->max);
+  s = step(&g, SLUICE_ALGO_LEASE, kind, 0, (int)lp->max, lp, 0, id);
+  when(&g, s, SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_NOTE);
+  if (c.cls == SLUICE_EP_RECONCILE) {
+    int lk = rec(&g, "lk:{t:%s}:%s", c.T, c.L);
+    s = step(&g, SLUICE_ALGO_LEASE, kind, lk, 1, &p->ledger, 0, id);
+    when(&g, s, SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_NOTE);
   }
+  rc = run(&c, &g, &r);
+  if (rc)
+    return rc;
+  for (s = 0; s < g.ns; s++)
+    ok = ok && r.v[s].allowed;
+  return ok ? SLUICE_OK : SLUICE_ENOTFOUND;
 }
 
 int sluice_policy_release_lease(sluice_policy *p, const sluice_request *q,

@@ -50,6 +50,7 @@ struct sluice_policy {
   sluice_window_params auth_subject, auth_ip, stuffing;
   sluice_distinct_params stuffing_subjects, stuffing_ips;
   sluice_lease_params ledger;
+  sluice_lease_params notice; /* one slot; TTL from the denial's Retry-After */
   /* Lease sets as wide as the widest tier: releases cover any tier. */
   sluice_lease_params reconcile_all, export_all;
   _Atomic int degraded;

@@ -284,3 +284,155 @@ Test(conformance, differential_distinct) {
     both(&m, &op, idx, now, s);
   }
 }
+
+/* Programs (sluice/program.h): the store's xRun (or, for a backend without
+** it, the step-by-step fallback) against sluice_program_run() over the
+** model's records.  The standard request's shape (box, bucket pair, a
+** notice with the denial's TTL, a strike) and a heavy request's gates after
+** it (a window, a lease set), with random costs and lease ids, so that
+** gates deny after earlier writes and notes run after denials. */
+Test(conformance, differential_program) {
+  static const sluice_penalty_params pen = {
+      3, 30000000000, {60000000000, 300000000000, SLUICE_FOREVER},
+      900000000000};
+  static const sluice_gcra_params gp[2] = {{20, 1000000000, 20},
+                                           {3, 1000000000, 5}};
+  static const sluice_lease_params notice = {1, 1}, slots = {2, 20000000000};
+  static const sluice_window_params cap = {6, 60000000000};
+  model m;
+  int64_t now = 6000000000000;
+  int undone = 0;
+  rng_state = 7;
+  model_init(&m, "x", 7); /* box, tb, kb, notice, cap, 2 slots */
+  for (int s = 0; s < NOPS / 2; s++) {
+    sluice_step st[7];
+    sluice_program p = {7, m.keys, 7, st};
+    sluice_program_result rm, rs;
+    sluice_state in[7], out[7];
+    int rc, i;
+    memset(st, 0, sizeof st);
+    st[0] = (sluice_step){SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1, &pen};
+    st[1] = (sluice_step){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, 2, gp,
+                          between(1, 5)};
+    st[1].when = SLUICE_WHEN_PASSED;
+    st[2] = (sluice_step){SLUICE_ALGO_LEASE, SLUICE_OP_RENEW, 3, 1, &notice,
+                          0, 1};
+    st[2].when = SLUICE_WHEN_DENIED;
+    st[2].ref = 1;
+    st[2].fold = SLUICE_FOLD_NOTE;
+    st[2].ttl_from = SLUICE_TTL_OF(1);
+    st[3] = st[2];
+    st[3].kind = SLUICE_OP_ACQUIRE;
+    st[3].ref = 2;
+    st[4] = (sluice_step){SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, 0, 1, &pen};
+    st[4].when = SLUICE_WHEN_ALLOWED;
+    st[4].ref = 2;
+    st[4].fold = SLUICE_FOLD_NOTE;
+    st[5] = (sluice_step){SLUICE_ALGO_FWINDOW, SLUICE_OP_CONSUME, 4, 1, &cap,
+                          1};
+    st[5].when = SLUICE_WHEN_PASSED;
+    st[6] = (sluice_step){SLUICE_ALGO_LEASE,
+                          rnd() % 4 ? SLUICE_OP_ACQUIRE
+                                    : SLUICE_OP_LEASE_RELEASE,
+                          5, 2, &slots, 0, (uint64_t)between(1, 4)};
+    st[6].when = SLUICE_WHEN_PASSED;
+    now = advance(now);
+    for (i = 0; i < 7; i++) {
+      in[i] = m.st[i];
+      if (sluice_program_expiry(&p, i, &in[i]) <= now)
+        memset(&in[i], 0, sizeof in[i]);
+    }
+    rc = sluice_program_run(&p, in, out, now, &rm);
+    cr_assert_eq(rc, SLUICE_OK, "model program %d: %s", s, sluice_strerror(rc));
+    sluice_clock_set(clk, now);
+    rc = sluice_limiter_run(lim, &p, &rs);
+    cr_assert_eq(rc, SLUICE_OK, "store program %d: %s (%s)", s,
+                 sluice_strerror(rc), sluice_limiter_errmsg(lim));
+    cr_assert_eq(rs.allowed, rm.allowed, "program %d allowed", s);
+    cr_assert_eq(rs.denied_by, rm.denied_by, "program %d denied_by", s);
+    cr_assert_eq(rs.ran, rm.ran, "program %d ran", s);
+    for (i = 0; i < 7; i++)
+      same_verdict(&rm.v[i], &rs.v[i], s * 10 + i);
+    memcpy(m.st, out, sizeof out);
+    undone += rm.denied_by > 1;
+    for (i = 0; i < 7; i++) {
+      sluice_state got;
+      int64_t exp = sluice_program_expiry(&p, i, &out[i]), gexp = 0;
+      rc = sluice_limiter_get(lim, m.keys[i].data, m.keys[i].len, &got, &gexp);
+      if (rc == SLUICE_ENOTSUP)
+        break;
+      if (exp <= now) {
+        cr_assert_eq(rc, SLUICE_ENOTFOUND, "program %d record %d", s, i);
+        continue;
+      }
+      cr_assert_eq(rc, SLUICE_OK, "program %d record %d: %s", s, i,
+                   sluice_strerror(rc));
+      cr_assert_eq(gexp, exp, "program %d record %d: expiry", s, i);
+      cr_assert(memcmp(&got, &out[i], sizeof got) == 0,
+                "program %d record %d differs from the model", s, i);
+    }
+  }
+  cr_assert_gt(undone, 20, "gates denied after the bucket charge");
+}
+
+/* A batch of programs (xRunMany: one transaction, one pipeline) over three
+** groups, each against its own model; a bad program in the batch gets its
+** own error and the others still run. */
+Test(conformance, program_batch) {
+  static const sluice_gcra_params gp = {3, 1000000000, 4};
+  static const sluice_window_params win = {5, 10000000000};
+  model m[3];
+  int64_t now = 7000000000000;
+  rng_state = 8;
+  for (int g = 0; g < 3; g++) {
+    char what[8];
+    snprintf(what, sizeof what, "b%d", g);
+    model_init(&m[g], what, 2);
+    /* Three hash tags: "{tag}:b0" and friends share one; give each its own. */
+    for (int i = 0; i < 2; i++) {
+      snprintf(m[g].names[i], sizeof m[g].names[i], "{%s-%d}:b:%d", tag, g, i);
+      m[g].keys[i].len = strlen(m[g].names[i]);
+    }
+  }
+  for (int s = 0; s < 300; s++) {
+    sluice_step st[3][2], bad[1];
+    sluice_program ps[4];
+    sluice_program_result res[4];
+    int rcs[4], rc;
+    now = advance(now);
+    for (int g = 0; g < 3; g++) {
+      memset(st[g], 0, sizeof st[g]);
+      st[g][0] = (sluice_step){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 0, 1, &gp,
+                               between(1, 3)};
+      st[g][1] = (sluice_step){SLUICE_ALGO_FWINDOW, SLUICE_OP_CONSUME, 1, 1,
+                               &win, 1};
+      st[g][1].when = SLUICE_WHEN_PASSED;
+      ps[g] = (sluice_program){2, m[g].keys, 2, st[g]};
+    }
+    memset(bad, 0, sizeof bad);
+    bad[0] = (sluice_step){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 0, 1, &gp, 99};
+    ps[3] = (sluice_program){1, m[0].keys, 1, bad}; /* cost above burst */
+    sluice_clock_set(clk, now);
+    rc = sluice_limiter_run_many(lim, 4, ps, res, rcs);
+    cr_assert_eq(rc, SLUICE_OK, "batch %d: %s (%s)", s, sluice_strerror(rc),
+                 sluice_limiter_errmsg(lim));
+    cr_assert_eq(rcs[3], SLUICE_ERANGE, "batch %d: the bad program", s);
+    for (int g = 0; g < 3; g++) {
+      sluice_state in[2], out[2];
+      sluice_program_result rm;
+      cr_assert_eq(rcs[g], SLUICE_OK, "batch %d program %d: %s", s, g,
+                   sluice_strerror(rcs[g]));
+      for (int i = 0; i < 2; i++) {
+        in[i] = m[g].st[i];
+        if (sluice_program_expiry(&ps[g], i, &in[i]) <= now)
+          memset(&in[i], 0, sizeof in[i]);
+      }
+      cr_assert_eq(sluice_program_run(&ps[g], in, out, now, &rm), SLUICE_OK);
+      cr_assert_eq(res[g].denied_by, rm.denied_by, "batch %d program %d", s,
+                   g);
+      for (int i = 0; i < 2; i++)
+        same_verdict(&rm.v[i], &res[g].v[i], s * 10 + i);
+      memcpy(m[g].st, out, sizeof out);
+    }
+  }
+}

@@ -17,6 +17,7 @@ typedef struct fail_store {
   _Atomic int rc;
   _Atomic int after;
   _Atomic int64_t applies;
+  _Atomic int64_t calls; /* store calls of any kind (xApply, xRun) */
 } fail_store;
 
 static int f_close(sluice_store *s) {
@@ -40,7 +41,24 @@ static int f_apply(sluice_store *s, const sluice_op *op, int64_t now,
       return sluice_store_seterr(s, rc, 0, "injected failure");
   }
   atomic_fetch_add(&f->applies, 1);
+  atomic_fetch_add(&f->calls, 1);
   return f->inner->pMethods->xApply(f->inner, op, now, v);
+}
+
+/* A program is one store call: it fails, or reaches mem, as a whole. */
+static int f_run(sluice_store *s, const sluice_program *p, int64_t now,
+                 sluice_program_result *res) {
+  fail_store *f = (fail_store *)s;
+  int rc = atomic_load(&f->rc);
+  if (rc) {
+    if (atomic_load(&f->after) > 0)
+      atomic_fetch_sub(&f->after, 1);
+    else
+      return sluice_store_seterr(s, rc, 0, "injected failure");
+  }
+  atomic_fetch_add(&f->applies, 1);
+  atomic_fetch_add(&f->calls, 1);
+  return f->inner->pMethods->xRun(f->inner, p, now, res);
 }
 
 static int f_get(sluice_store *s, const sluice_key *k, int64_t now,
@@ -66,6 +84,9 @@ static int f_control(sluice_store *s, int op, void *arg) {
   case FAIL_CTL_APPLIES:
     *(int64_t *)arg = atomic_load(&f->applies);
     return SLUICE_OK;
+  case FAIL_CTL_CALLS:
+    *(int64_t *)arg = atomic_load(&f->calls);
+    return SLUICE_OK;
   default:
     return SLUICE_ENOTFOUND;
   }
@@ -79,7 +100,8 @@ static unsigned f_caps(sluice_store *s) {
 }
 
 static const sluice_store_methods f_methods = {
-    1, f_close, f_apply, f_get, f_delete, f_control, f_caps, NULL};
+    3,    f_close, f_apply, f_get, f_delete, f_control, f_caps, NULL,
+    f_run, NULL};
 
 static int f_open(const sluice_backend *b, const char *uri,
                   const sluice_store_config *cfg, sluice_store *s) {
@@ -201,6 +223,12 @@ int64_t fx_applies(fixture *f) {
   int64_t n = 0;
   cr_assert_eq(sluice_limiter_control(f->lim, FAIL_CTL_APPLIES, &n),
                SLUICE_OK);
+  return n;
+}
+
+int64_t fx_calls(fixture *f) {
+  int64_t n = 0;
+  cr_assert_eq(sluice_limiter_control(f->lim, FAIL_CTL_CALLS, &n), SLUICE_OK);
   return n;
 }
 

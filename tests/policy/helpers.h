@@ -19,6 +19,7 @@
 #define FAIL_CTL_SET 300   /* arg: int*: SLUICE_E* to return, 0 heals */
 #define FAIL_CTL_AFTER 301 /* arg: int*: succeed this many applies first */
 #define FAIL_CTL_APPLIES 302 /* arg: int64_t*: applies that reached mem */
+#define FAIL_CTL_CALLS 303   /* arg: int64_t*: store calls (xApply + xRun) */
 
 extern const sluice_backend failing_backend;
 
@@ -47,6 +48,8 @@ void fx_close(fixture *f);
 /* Make the store fail with rc (0 heals) after `after` more applies. */
 void fx_fail(fixture *f, int rc, int after);
 int64_t fx_applies(fixture *f);
+/* Store calls so far (each xApply and each program's xRun is one). */
+int64_t fx_calls(fixture *f);
 int fx_count(const fixture *f, int type);
 const logged_event *fx_last(const fixture *f, int type);
 

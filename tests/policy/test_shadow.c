@@ -55,6 +55,11 @@ Test(policy_shadow, penalty_in_shadow_records_the_box_while_buckets_enforce) {
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED, "then the bucket refuses");
   cr_assert_eq(sluice_policy_count(f.pol, "sandbox", SLUICE_OUTCOME_BOXED),
                5);
+  /* Asking again before that Retry-After ends would be a strike, but a
+  ** boxed key takes none, box in shadow or not. */
+  d = decide(&f, &r);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED);
+  cr_assert_eq(d.flags & SLUICE_DECISION_STRIKE, 0, "no strike while boxed");
   fx_close(&f);
 }
 

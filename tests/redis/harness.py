@@ -53,7 +53,7 @@ ACL_USER = 'limiter'
 ACL_PASSWORD = 'limiter-pw'
 ACL_RULES = ['on', '>' + ACL_PASSWORD, '~*', 'resetchannels', '-@all',
              '+evalsha', '+script|load', '+cluster|slots', '+asking',
-             '+wait', '+del', '+get', '+set', '+time', '+ping', '+select']
+             '+wait', '+del', '+get', '+mget', '+set', '+time', '+ping', '+select']
 AUTH = []  # redis-cli arguments, set by --auth
 
 

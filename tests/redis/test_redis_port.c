@@ -423,3 +423,157 @@ Test(port, gcra_hot_bucket, .timeout = 240) {
   cr_assert_lt(d.allowed, d.ops - 100);
   duo_close(&d);
 }
+
+/* ---------------------------------------------------------- programs --- */
+
+/* One program on both stores: the result, every step's verdict, every
+** record and expiry must agree. */
+static void duo_run(duo *d, const sluice_program *p, int64_t now, long step,
+                    sluice_program_result *out) {
+  sluice_program_result rm, rr;
+  int cm, cr, i;
+  memset(&rm, 0, sizeof rm);
+  memset(&rr, 0, sizeof rr);
+  cm = sluice__store_run(d->mem, p, now, &rm);
+  cr = sluice__store_run(d->red, p, now, &rr);
+  cr_assert_eq(cr, cm, "program %ld: rc redis %s != C %s (%s)", step,
+               sluice_err_name(cr), sluice_err_name(cm), d->red->errstr);
+  d->ops++;
+  *out = rm;
+  if (cm != SLUICE_OK) {
+    out->denied_by = -1;
+    return;
+  }
+  d->allowed += rm.allowed;
+  cr_assert_eq(rr.allowed, rm.allowed, "program %ld: allowed", step);
+  cr_assert_eq(rr.denied_by, rm.denied_by, "program %ld: denied_by", step);
+  cr_assert_eq(rr.ran, rm.ran, "program %ld: ran %x != %x", step, rr.ran,
+               rm.ran);
+  cr_assert_eq(rr.now_ns, rm.now_ns);
+  for (i = 0; i < p->nsteps; i++)
+    cr_assert(memcmp(&rr.v[i], &rm.v[i], sizeof rm.v[i]) == 0,
+              "program %ld step %d: verdicts differ (allowed %d/%d remaining "
+              "%ld/%ld retry %ld/%ld)",
+              step, i, rr.v[i].allowed, rm.v[i].allowed, rr.v[i].remaining,
+              rm.v[i].remaining, rr.v[i].retry_after_ns,
+              rm.v[i].retry_after_ns);
+  for (i = 0; i < p->nkeys; i++) {
+    sluice_state sm, sr;
+    int64_t em = 0, er = 0;
+    int gm = sluice__store_get(d->mem, &p->keys[i], now, &sm, &em);
+    int gr = sluice__store_get(d->red, &p->keys[i], now, &sr, &er);
+    cr_assert_eq(gr, gm, "program %ld record %d: get %s != %s", step, i,
+                 sluice_err_name(gr), sluice_err_name(gm));
+    if (gm == SLUICE_OK) {
+      cr_assert(sr.w[0] == sm.w[0] && sr.w[1] == sm.w[1],
+                "program %ld record %d: records differ", step, i);
+      cr_assert_eq(er, em, "program %ld record %d: expiry %ld != %ld", step,
+                   i, er, em);
+    }
+  }
+}
+
+/* Random programs over one table of records: a box, a bucket pair, a
+** notice, a window, a distinct set and a 3-slot lease set, each step with
+** a random guard (on a random earlier step) and fold, so gates that deny
+** after writes (the undo), notes after denials and TTLs taken from a
+** denial all occur. */
+Test(port, programs, .timeout = 240) {
+  static const sluice_penalty_params pen = {
+      2, 10 * SEC, {SEC, 60 * SEC, SLUICE_FOREVER}, HOUR};
+  static const sluice_gcra_params gp[2] = {{5, SEC, 5}, {2, SEC, 3}};
+  static const sluice_lease_params notice = {1, SEC}, slots = {3, 5 * SEC};
+  static const sluice_window_params win = {4, 2 * SEC};
+  static const sluice_distinct_params dist = {3, 10 * SEC};
+  duo d;
+  rng r = seeded(15);
+  char tag[64], names[9][128];
+  sluice_key k[9];
+  int scen, undone = 0, notes_after_denial = 0;
+  long step = 0;
+  rt_tag(tag, sizeof tag, "prog");
+  duo_open(&d);
+  for (scen = 0; scen < 40; scen++) {
+    int64_t t = start_time(&r);
+    int s;
+    mk_keys(k, names, 9, tag, scen);
+    for (s = 0; s < 40; s++, step++) {
+      /* Records: 0 box, 1-2 buckets, 3 notice, 4 window, 5 distinct,
+      ** 6-8 lease slots.  Every record gets a step (validation). */
+      sluice_step st[9];
+      sluice_program p = {9, k, 0, st};
+      int i, n = 0, order[6] = {0, 1, 2, 3, 4, 5};
+      memset(st, 0, sizeof st);
+      for (i = 5; i > 0; i--) { /* shuffle which record comes first */
+        int j = (int)(rnext(&r) % (uint64_t)(i + 1)), x = order[i];
+        order[i] = order[j];
+        order[j] = x;
+      }
+      for (i = 0; i < 6; i++) {
+        sluice_step *q = &st[n];
+        switch (order[i]) {
+        case 0:
+          *q = (sluice_step){SLUICE_ALGO_PENALTY,
+                             rnext(&r) % 2 ? SLUICE_OP_CHECK
+                                           : SLUICE_OP_STRIKE,
+                             0, 1, &pen};
+          break;
+        case 1:
+          *q = (sluice_step){SLUICE_ALGO_GCRA,
+                             rnext(&r) % 4 ? SLUICE_OP_CONSUME : SLUICE_OP_PEEK,
+                             1, 2, gp, rrange(&r, 1, 3)};
+          break;
+        case 2:
+          *q = (sluice_step){SLUICE_ALGO_LEASE,
+                             rnext(&r) % 2 ? SLUICE_OP_ACQUIRE
+                                           : SLUICE_OP_RENEW,
+                             3, 1, &notice, 0, 1};
+          break;
+        case 3:
+          *q = (sluice_step){SLUICE_ALGO_SWINDOW,
+                             rnext(&r) % 2 ? SLUICE_OP_CONSUME
+                                           : SLUICE_OP_COUNT,
+                             4, 1, &win, 1};
+          break;
+        case 4:
+          *q = (sluice_step){SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, 5, 1, &dist,
+                             0, rnext(&r)};
+          break;
+        default:
+          *q = (sluice_step){SLUICE_ALGO_LEASE,
+                             rnext(&r) % 3 ? SLUICE_OP_ACQUIRE
+                                           : SLUICE_OP_LEASE_RELEASE,
+                             6, 3, &slots, 0, (uint64_t)rrange(&r, 1, 4)};
+          break;
+        }
+        q->fold = rnext(&r) % 3 ? SLUICE_FOLD_GATE : SLUICE_FOLD_NOTE;
+        if (n > 0) {
+          q->when = (int)(rnext(&r) % 6);
+          q->ref = (int)(rnext(&r) % (uint64_t)n);
+          if (rnext(&r) % 4 == 0) {
+            q->when2 = (int)(rnext(&r) % 6);
+            q->ref2 = (int)(rnext(&r) % (uint64_t)n);
+          }
+          if (q->algo == SLUICE_ALGO_LEASE && rnext(&r) % 2)
+            q->ttl_from = SLUICE_TTL_OF((int)(rnext(&r) % (uint64_t)n));
+        }
+        n++;
+      }
+      p.nsteps = n;
+      t = next_time(&r, t, SEC);
+      {
+        sluice_program_result res;
+        duo_run(&d, &p, t, step, &res);
+        /* What the trace covered (the two runs agreed on it). */
+        undone += res.denied_by > 0;
+        for (i = res.denied_by + 1; res.denied_by >= 0 && i < n; i++)
+          notes_after_denial += (res.ran >> i) & 1u;
+      }
+    }
+  }
+  cr_assert_gt(d.allowed, 100, "programs admitted");
+  cr_assert_gt(d.ops - d.allowed, 100, "programs denied");
+  cr_assert_gt(undone, 50, "gates denied after earlier steps");
+  cr_assert_gt(notes_after_denial, 50, "steps ran after a denial");
+  duo_close(&d);
+}

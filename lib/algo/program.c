@@ -1,0 +1,293 @@
+/*
+** The program sequencer: guards, folds and the record table of a compound
+** operation (sluice/program.h).  Pure, like the steps it runs; every
+** backend runs a program through here (Redis through its Lua port), and the
+** step-by-step fallback for older backends uses the same guard and fold
+** code, so a program means one thing everywhere.
+*/
+#include <string.h>
+
+#include "algo_int.h"
+#include "program_int.h"
+
+void sluice_program_step_op(const sluice_program *p, int i, sluice_op *op) {
+  const sluice_step *s = &p->steps[i];
+  op->algo = s->algo;
+  op->kind = s->kind;
+  op->nkeys = s->nkeys;
+  op->keys = p->keys + s->key;
+  op->params = s->params;
+  op->arg = s->arg;
+  op->id = s->id;
+}
+
+static int when_ok(int when, int ref, int i) {
+  if (when < SLUICE_WHEN_ALWAYS || when > SLUICE_WHEN_SKIPPED)
+    return 0;
+  return when <= SLUICE_WHEN_PASSED || (ref >= 0 && ref < i);
+}
+
+/* The parameters step s applies to its record r (bytes, for comparing). */
+static const void *rec_params(const sluice_step *s, int r, size_t *len) {
+  switch (s->algo) {
+  case SLUICE_ALGO_GCRA:
+    *len = sizeof(sluice_gcra_params);
+    return (const sluice_gcra_params *)s->params + (r - s->key);
+  case SLUICE_ALGO_SWINDOW:
+  case SLUICE_ALGO_FWINDOW:
+    *len = sizeof(sluice_window_params);
+    break;
+  case SLUICE_ALGO_PENALTY:
+    *len = sizeof(sluice_penalty_params);
+    break;
+  case SLUICE_ALGO_LEASE:
+    *len = sizeof(sluice_lease_params);
+    break;
+  default:
+    *len = sizeof(sluice_distinct_params);
+    break;
+  }
+  return s->params;
+}
+
+/* Which record uses which algorithm and parameters: the first step over a
+** record fixes them and the others must agree (a record's expiry is then
+** the same whichever step is asked: the Lua port asks the last), and no
+** record may be left unused (its expiry would be unknown). */
+static int records_check(const sluice_program *p) {
+  int first[SLUICE_PROGRAM_KEYS];
+  int i, j;
+  for (j = 0; j < p->nkeys; j++)
+    first[j] = -1;
+  for (i = 0; i < p->nsteps; i++) {
+    const sluice_step *s = &p->steps[i];
+    for (j = s->key; j < s->key + s->nkeys; j++) {
+      const sluice_step *f;
+      const void *a, *b;
+      size_t la, lb;
+      if (first[j] < 0) {
+        first[j] = i;
+        continue;
+      }
+      f = &p->steps[first[j]];
+      if (f->algo != s->algo)
+        return SLUICE_EINVAL;
+      a = rec_params(f, j, &la);
+      b = rec_params(s, j, &lb);
+      if (a != b && memcmp(a, b, la) != 0)
+        return SLUICE_EINVAL;
+    }
+  }
+  for (j = 0; j < p->nkeys; j++)
+    if (first[j] < 0)
+      return SLUICE_EINVAL;
+  return SLUICE_OK;
+}
+
+int sluice_program_validate(const sluice_program *p) {
+  sluice_op all;
+  int i, rc;
+  if (!p || !p->keys || !p->steps || p->nkeys < 1 ||
+      p->nkeys > SLUICE_PROGRAM_KEYS || p->nsteps < 1 ||
+      p->nsteps > SLUICE_PROGRAM_STEPS)
+    return SLUICE_EINVAL;
+  for (i = 0; i < p->nsteps; i++) {
+    const sluice_step *s = &p->steps[i];
+    sluice_op op;
+    if (s->key < 0 || s->nkeys < 1 || s->key > p->nkeys - s->nkeys ||
+        !when_ok(s->when, s->ref, i) || !when_ok(s->when2, s->ref2, i) ||
+        (s->fold != SLUICE_FOLD_GATE && s->fold != SLUICE_FOLD_NOTE) ||
+        s->ttl_from < 0 || s->ttl_from > i ||
+        (s->ttl_from && s->algo != SLUICE_ALGO_LEASE))
+      return SLUICE_EINVAL;
+    sluice_program_step_op(p, i, &op);
+    rc = sluice__op_validate_shape(&op);
+    if (rc != SLUICE_OK)
+      return rc;
+  }
+  rc = records_check(p);
+  if (rc != SLUICE_OK)
+    return rc;
+  /* One hash tag, no key twice, across the whole record table. */
+  all.nkeys = p->nkeys;
+  all.keys = p->keys;
+  return sluice__keys_check(&all);
+}
+
+static int cond(const sluice_program_result *r, int when, int ref,
+                int passed) {
+  const sluice_verdict *v;
+  int ran;
+  if (when == SLUICE_WHEN_ALWAYS)
+    return 1;
+  if (when == SLUICE_WHEN_PASSED)
+    return passed;
+  ran = (int)((r->ran >> ref) & 1u);
+  v = &r->v[ref];
+  switch (when) {
+  case SLUICE_WHEN_DENIED:
+    return ran && !v->allowed;
+  case SLUICE_WHEN_ALLOWED:
+    return ran && v->allowed;
+  case SLUICE_WHEN_REACHED:
+    return ran && (!v->allowed || v->remaining == 0);
+  default: /* SKIPPED */
+    return !ran;
+  }
+}
+
+int sluice__program_guard(const sluice_program *p, int i,
+                          const sluice_program_result *r) {
+  const sluice_step *s = &p->steps[i];
+  int passed = r->denied_by < 0;
+  return cond(r, s->when, s->ref, passed) && cond(r, s->when2, s->ref2, passed);
+}
+
+void sluice__program_op(const sluice_program *p, int i,
+                        const sluice_program_result *r, sluice_op *op,
+                        sluice_lease_params *lp) {
+  const sluice_step *s = &p->steps[i];
+  sluice_program_step_op(p, i, op);
+  if (s->ttl_from) {
+    int64_t t = r->v[s->ttl_from - 1].retry_after_ns;
+    *lp = *(const sluice_lease_params *)s->params;
+    lp->ttl_ns = t < 1 ? 1 : t > SLUICE_DURATION_MAX ? SLUICE_DURATION_MAX : t;
+    op->params = lp;
+  }
+}
+
+void sluice__program_start(sluice_program_result *r, int64_t now) {
+  r->allowed = 1;
+  r->denied_by = -1;
+  r->ran = 0;
+  r->now_ns = now;
+}
+
+int sluice__program_fold(const sluice_program *p, int i,
+                         sluice_program_result *r) {
+  r->ran |= 1u << i;
+  if (p->steps[i].fold == SLUICE_FOLD_GATE && !r->v[i].allowed &&
+      r->denied_by < 0) {
+    r->allowed = 0;
+    r->denied_by = i;
+    return 1;
+  }
+  return 0;
+}
+
+int sluice__program_run_valid(const sluice_program *p, const sluice_state *in,
+                              sluice_state *out, int64_t now,
+                              sluice_program_result *r) {
+  sluice_state cur[SLUICE_PROGRAM_KEYS];
+  int i, rc;
+  if (!in || !out || !r || now < 0)
+    return SLUICE_EINVAL;
+  memcpy(cur, in, sizeof(sluice_state) * (size_t)p->nkeys);
+  sluice__program_start(r, now);
+  for (i = 0; i < p->nsteps; i++) {
+    const sluice_step *s = &p->steps[i];
+    sluice_lease_params lp;
+    sluice_op op;
+    if (!sluice__program_guard(p, i, r)) {
+      sluice__verdict_reset(&r->v[i], now);
+      continue;
+    }
+    sluice__program_op(p, i, r, &op, &lp);
+    rc = sluice__op_step_valid(&op, cur + s->key, cur + s->key, now, &r->v[i]);
+    if (rc != SLUICE_OK)
+      return rc;
+    /* A gate's denial: the program charges nothing, so the records go back
+    ** to what was read; the steps after it (notes of the denial) run on
+    ** those. */
+    if (sluice__program_fold(p, i, r))
+      memcpy(cur, in, sizeof(sluice_state) * (size_t)p->nkeys);
+  }
+  memcpy(out, cur, sizeof(sluice_state) * (size_t)p->nkeys);
+  return SLUICE_OK;
+}
+
+int sluice_program_run(const sluice_program *p, const sluice_state *in,
+                       sluice_state *out, int64_t now_ns,
+                       sluice_program_result *res) {
+  int rc = sluice_program_validate(p);
+  if (rc != SLUICE_OK)
+    return rc;
+  return sluice__program_run_valid(p, in, out, now_ns, res);
+}
+
+int64_t sluice_program_expiry(const sluice_program *p, int i,
+                              const sluice_state *s) {
+  int k;
+  if (!p || !s || i < 0 || i >= p->nkeys)
+    return 0;
+  for (k = 0; k < p->nsteps; k++) {
+    const sluice_step *st = &p->steps[k];
+    if (i >= st->key && i < st->key + st->nkeys) {
+      sluice_op op;
+      sluice_program_step_op(p, k, &op);
+      return sluice_op_expiry(&op, i - st->key, s);
+    }
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------- jobs --- */
+
+void sluice__job_op(sluice__job *j, const sluice_op *op, sluice_verdict *v) {
+  j->op = op;
+  j->prog = NULL;
+  j->nkeys = op->nkeys;
+  j->keys = op->keys;
+  j->v = v;
+  j->res = NULL;
+}
+
+void sluice__job_prog(sluice__job *j, const sluice_program *p,
+                      sluice_program_result *r) {
+  j->op = NULL;
+  j->prog = p;
+  j->nkeys = p->nkeys;
+  j->keys = p->keys;
+  j->v = NULL;
+  j->res = r;
+}
+
+int sluice__job_run(const sluice__job *j, const sluice_state *in,
+                    sluice_state *out, int64_t now) {
+  if (j->op)
+    return sluice__op_step_valid(j->op, in, out, now, j->v);
+  return sluice__program_run_valid(j->prog, in, out, now, j->res);
+}
+
+int64_t sluice__job_expiry(const sluice__job *j, int i, const sluice_state *s) {
+  if (j->op)
+    return sluice_op_expiry(j->op, i, s);
+  return sluice_program_expiry(j->prog, i, s);
+}
+
+int sluice__job_read_only(const sluice__job *j) {
+  int i;
+  if (j->op)
+    return j->op->kind == SLUICE_OP_PEEK || j->op->kind == SLUICE_OP_CHECK;
+  for (i = 0; i < j->prog->nsteps; i++)
+    if (j->prog->steps[i].kind != SLUICE_OP_PEEK &&
+        j->prog->steps[i].kind != SLUICE_OP_CHECK)
+      return 0;
+  return 1;
+}
+
+int sluice__job_watched(const sluice__job *j, int i) {
+  const sluice_program *p = j->prog;
+  int k, seen = 0;
+  if (!p)
+    return 0;
+  for (k = 0; k < p->nsteps; k++) {
+    const sluice_step *s = &p->steps[k];
+    if (!((j->res->ran >> k) & 1u) || i < s->key || i >= s->key + s->nkeys)
+      continue;
+    if (s->kind != SLUICE_OP_CHECK && s->kind != SLUICE_OP_PEEK)
+      return 0;
+    seen = 1;
+  }
+  return seen;
+}

@@ -1,0 +1,178 @@
+/*
+** ns per policy decision on the in-process "mem" store, by request class:
+** the cost of sluice_policy_decide() itself (scope ids, keys, the store
+** call or calls, the answer).  Single thread; each figure the median of 5
+** rounds.  Uses only the public API, so the same file measures an older
+** build for a before/after comparison (docs/policy.md).
+**
+** SLUICE_BENCH_SCALE=<percent> shrinks the runs (default 100).
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sluice.h"
+
+#define ROUNDS 5
+#define NKEY 10000
+
+static double mono(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static sluice_policy *pol;
+static char tenants[NKEY][16], keys[NKEY][16], ips[NKEY][16];
+
+typedef void (*one_fn)(long i);
+
+static void must(int rc, const char *what) {
+  if (rc != SLUICE_OK) {
+    fprintf(stderr, "bench_policy: %s: %s\n", what, sluice_strerror(rc));
+    exit(1);
+  }
+}
+
+static void decide(const sluice_request *r, int want_allowed) {
+  sluice_decision d;
+  must(sluice_policy_decide(pol, r, &d), "decide");
+  if (want_allowed >= 0 && d.allowed != want_allowed) {
+    fprintf(stderr, "bench_policy: unexpected %s\n",
+            sluice_outcome_name(d.outcome));
+    exit(1);
+  }
+}
+
+static sluice_request req(long i, const char *tier, int cls) {
+  sluice_request r;
+  memset(&r, 0, sizeof r);
+  r.tenant_id = tenants[i % NKEY];
+  r.api_key_id = keys[i % NKEY];
+  r.tier = tier;
+  r.endpoint_class = cls;
+  r.client_ip = ips[i % NKEY];
+  return r;
+}
+
+static void std_allowed(long i) {
+  sluice_request r = req(i, "enterprise", SLUICE_EP_STANDARD);
+  decide(&r, 1);
+}
+
+static sluice_request spent(void) {
+  sluice_request r = req(0, "sandbox", SLUICE_EP_STANDARD);
+  r.tenant_id = "spent-tenant";
+  r.api_key_id = "spent-key";
+  return r;
+}
+
+static void std_throttled(long i) {
+  sluice_request r = spent();
+  (void)i;
+  decide(&r, -1); /* almost always a throttle: the key refills slowly */
+}
+
+static void reconcile_release(long i) {
+  sluice_request r = req(i, "enterprise", SLUICE_EP_RECONCILE);
+  sluice_decision d;
+  r.ledger_id = "ledger";
+  must(sluice_policy_decide(pol, &r, &d), "reconcile");
+  if (d.allowed)
+    must(sluice_policy_release_lease(pol, &r, d.lease_id), "release");
+}
+
+static void auth_ok(long i) {
+  sluice_request r = req(i, NULL, SLUICE_EP_AUTH);
+  r.auth_subject = keys[i % NKEY];
+  r.auth_result = SLUICE_AUTH_OK;
+  decide(&r, -1);
+}
+
+static double median(double *v, int n) {
+  int i, j;
+  for (i = 1; i < n; i++)
+    for (j = i; j > 0 && v[j] < v[j - 1]; j--) {
+      double t = v[j];
+      v[j] = v[j - 1];
+      v[j - 1] = t;
+    }
+  return v[n / 2];
+}
+
+static double measure(one_fn f, long n) {
+  double r[ROUNDS];
+  int k;
+  long i;
+  for (k = 0; k < ROUNDS; k++) {
+    double t0 = mono();
+    for (i = 0; i < n; i++)
+      f(k * n + i);
+    r[k] = (mono() - t0) / (double)n;
+  }
+  return median(r, ROUNDS);
+}
+
+int main(void) {
+  const char *sc = getenv("SLUICE_BENCH_SCALE");
+  long scale = sc ? atol(sc) : 100, n;
+  sluice_policy_config cfg;
+  sluice_policy_options po;
+  sluice_limiter_options lo;
+  static const struct {
+    const char *name;
+    one_fn f;
+  } cases[] = {{"standard, allowed (10k keys)", std_allowed},
+               {"standard, throttled (1 key)", std_throttled},
+               {"reconcile + lease release", reconcile_release},
+               {"auth success (subject + IP)", auth_ok}};
+  unsigned c;
+  long i;
+  char err[256];
+
+  if (scale < 1)
+    scale = 1;
+  n = 200000 * scale / 100;
+  for (i = 0; i < NKEY; i++) {
+    snprintf(tenants[i], sizeof tenants[i], "t%ld", i % 1000);
+    snprintf(keys[i], sizeof keys[i], "k%ld", i);
+    snprintf(ips[i], sizeof ips[i], "10.0.%ld.%ld", i / 256, i % 256);
+  }
+  must(sluice_policy_config_defaults(&cfg), "defaults");
+  /* Enterprise never runs out; sandbox is spent at once and never strikes
+  ** out (the throttled case stays a throttle). */
+  cfg.tiers[2].tenant_rate = cfg.tiers[2].key_rate = 40000000;
+  cfg.tiers[2].tenant_burst = cfg.tiers[2].key_burst = 40000000;
+  cfg.tiers[0].strike_threshold = 1000000;
+  cfg.auth_subject_failures = 1000000;
+  memset(&lo, 0, sizeof lo);
+  lo.store = "mem";
+  memset(&po, 0, sizeof po);
+  po.limiter_options = &lo;
+  po.config = &cfg;
+  po.errbuf = err;
+  po.errlen = sizeof err;
+  for (i = 0; i < 16; i++)
+    po.secret[i] = (uint8_t)(i + 7);
+  if (sluice_policy_open(&po, &pol) != SLUICE_OK) {
+    fprintf(stderr, "bench_policy: open: %s\n", err);
+    return 1;
+  }
+  /* Spend the sandbox key first. */
+  for (i = 0; i < 1000; i++) {
+    sluice_request r = spent();
+    sluice_decision d;
+    must(sluice_policy_decide(pol, &r, &d), "warm");
+  }
+  printf("policy decisions on mem, one thread, median of %d rounds of %ld\n",
+         ROUNDS, n);
+  for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    double ns = measure(cases[c].f, n);
+    /* The line shape scripts/bench-all.sh reads into its table. */
+    printf("  %-34s %8.0f ns/decision %10.0f /s\n", cases[c].name, ns,
+           1e9 / ns);
+  }
+  sluice_policy_close(pol);
+  return 0;
+}

@@ -1,0 +1,428 @@
+/*
+** Decisions of several processes on one shared store (shm, lmdb, and a real
+** Redis when SLUICE_REDIS_NODES names one), each process with its own
+** limiter and policy, as workers of one service run:
+**
+**  - a box holds for everyone: processes hammer one key until a strike
+**    trips its box; any decision that began after a process saw the trip
+**    must be refused (the box lasts 5 min, far longer than the test);
+**  - heavy requests under contention leave nothing behind: reconciles on
+**    a few ledgers and exports race for the tenant's lease slots, ledger
+**    locks, export cap and buckets on a frozen clock; at the end, with
+**    every admitted lease released, every slot and lock is free, and the
+**    buckets and the export cap hold exactly the charges of the admitted
+**    requests.
+**
+** Children report through a shared anonymous mapping and their exit code
+** (no Criterion asserts outside the test's own process).
+*/
+#include <criterion/criterion.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+#define NPROC 4
+#define NKEYS 6
+#define HAMMER 400
+#define HEAVY 250
+
+typedef struct shared {
+  _Atomic uint64_t seq;             /* a global order of events */
+  _Atomic uint64_t trip_at[NKEYS];  /* seq when a trip was seen, or max */
+  _Atomic long admitted_after_trip; /* must stay 0 */
+  _Atomic long trips, boxed, allowed, errors;
+  _Atomic int64_t cost_admitted, exports_admitted;
+  _Atomic long outcomes[SLUICE_OUTCOME__COUNT];
+} shared;
+
+static const uint8_t secret[16] = {1, 2,  3,  4,  5,  6,  7,  8,
+                                   9, 10, 11, 12, 13, 14, 15, 16};
+
+static shared *shared_map(void) {
+  shared *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  int i;
+  cr_assert_neq(s, MAP_FAILED);
+  memset(s, 0, sizeof *s);
+  for (i = 0; i < NKEYS; i++)
+    atomic_store(&s->trip_at[i], UINT64_MAX);
+  return s;
+}
+
+/* A policy on its own limiter over `store`; frozen: a manual clock. */
+static int open_policy(const char *store, const sluice_policy_config *cfg,
+                       sluice_clock *clk, unsigned flags, sluice_limiter **l,
+                       sluice_policy **p) {
+  sluice_limiter_options lo;
+  sluice_policy_options po;
+  int rc;
+  memset(&lo, 0, sizeof lo);
+  lo.store = store;
+  lo.clock = clk;
+  lo.flags = flags;
+  if ((rc = sluice_limiter_open(&lo, l)) != SLUICE_OK)
+    return rc;
+  memset(&po, 0, sizeof po);
+  po.limiter = *l;
+  po.config = cfg;
+  memcpy(po.secret, secret, 16);
+  if ((rc = sluice_policy_open(&po, p)) != SLUICE_OK)
+    sluice_limiter_close(*l);
+  return rc;
+}
+
+static void wait_children(pid_t *pids, int n) {
+  int i, st;
+  for (i = 0; i < n; i++) {
+    cr_assert_eq(waitpid(pids[i], &st, 0), pids[i]);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "child %d failed (status %d)", i, st);
+  }
+}
+
+/* ------------------------------------------------------------- box --- */
+
+static void box_config(sluice_policy_config *cfg) {
+  sluice_policy_config_defaults(cfg);
+  cfg->tiers[0].key_burst = 5;
+  cfg->tiers[0].strike_threshold = 3;
+  /* Every cost must fit the smallest burst. */
+  cfg->cost[SLUICE_EP_RECONCILE] = cfg->cost[SLUICE_EP_EXPORT] = 5;
+  cfg->export_long_cost = 5;
+}
+
+static int box_child(const char *store, unsigned flags, shared *sh) {
+  sluice_policy_config cfg;
+  sluice_limiter *l;
+  sluice_policy *p;
+  int k, i;
+  box_config(&cfg);
+  if (open_policy(store, &cfg, NULL, flags, &l, &p) != SLUICE_OK)
+    return 2;
+  for (k = 0; k < NKEYS; k++) {
+    char key[16];
+    sluice_request r = rq_std("boxco", key, "sandbox");
+    snprintf(key, sizeof key, "key-%d", k);
+    for (i = 0; i < HAMMER; i++) {
+      sluice_decision d;
+      uint64_t began = atomic_fetch_add(&sh->seq, 1);
+      if (sluice_policy_decide(p, &r, &d) != SLUICE_OK ||
+          (d.flags & SLUICE_DECISION_DEGRADED)) {
+        atomic_fetch_add(&sh->errors, 1);
+        continue;
+      }
+      if (d.flags & SLUICE_DECISION_TRIPPED) {
+        uint64_t now = atomic_fetch_add(&sh->seq, 1), cur = UINT64_MAX;
+        atomic_fetch_add(&sh->trips, 1);
+        atomic_compare_exchange_strong(&sh->trip_at[k], &cur, now);
+      }
+      if (d.outcome == SLUICE_OUTCOME_BOXED)
+        atomic_fetch_add(&sh->boxed, 1);
+      if (d.allowed) {
+        atomic_fetch_add(&sh->allowed, 1);
+        if (began > atomic_load(&sh->trip_at[k]))
+          atomic_fetch_add(&sh->admitted_after_trip, 1);
+      }
+    }
+  }
+  sluice_policy_close(p);
+  sluice_limiter_close(l);
+  return 0;
+}
+
+static void box_holds(const char *store, unsigned flags) {
+  shared *sh = shared_map();
+  pid_t pids[NPROC];
+  int i;
+  for (i = 0; i < NPROC; i++) {
+    pids[i] = fork();
+    cr_assert_geq(pids[i], 0);
+    if (pids[i] == 0)
+      _exit(box_child(store, flags, sh));
+  }
+  wait_children(pids, NPROC);
+  cr_assert_eq(atomic_load(&sh->errors), 0, "%s: store errors", store);
+  cr_assert_geq(atomic_load(&sh->trips), NKEYS, "%s: every key tripped",
+                store);
+  cr_assert_geq(atomic_load(&sh->allowed), NKEYS * 5, "%s: bursts admitted",
+               store);
+  cr_assert_gt(atomic_load(&sh->boxed), NKEYS * 100, "%s: boxed after",
+               store);
+  cr_assert_eq(atomic_load(&sh->admitted_after_trip), 0,
+               "%s: %ld admissions began after another process saw the trip",
+               store, atomic_load(&sh->admitted_after_trip));
+  munmap(sh, sizeof *sh);
+}
+
+/* ----------------------------------------------------------- heavy --- */
+
+static void heavy_config(sluice_policy_config *cfg) {
+  sluice_policy_config_defaults(cfg);
+  /* Growth: 2 reconciles, 1 export at a time; the buckets and the cap run
+  ** out during the run, so every kind of denial races with admissions. */
+  cfg->tiers[1].tenant_burst = 3000;
+  cfg->tiers[1].key_burst = 3000;
+  cfg->tiers[1].exports_per_window = 25;
+  cfg->tiers[1].strike_threshold = 1000000;
+}
+
+static int heavy_child(const char *store, unsigned flags, shared *sh,
+                       int who) {
+  sluice_policy_config cfg;
+  sluice_clock *clk;
+  sluice_limiter *l;
+  sluice_policy *p;
+  int i;
+  heavy_config(&cfg);
+  if (sluice_clock_manual(T0, &clk) != SLUICE_OK)
+    return 2;
+  if (open_policy(store, &cfg, clk, flags, &l, &p) != SLUICE_OK)
+    return 3;
+  for (i = 0; i < HEAVY; i++) {
+    static const char *const ledgers[3] = {"L0", "L1", "L2"};
+    int exp = (i + who) % 3 == 0;
+    sluice_request r = rq_class("heavyco", "key-1", "growth",
+                                exp ? SLUICE_EP_EXPORT : SLUICE_EP_RECONCILE);
+    sluice_decision d;
+    r.ledger_id = exp ? NULL : ledgers[(i * 7 + who) % 3];
+    if (sluice_policy_decide(p, &r, &d) != SLUICE_OK ||
+        (d.flags & SLUICE_DECISION_DEGRADED)) {
+      atomic_fetch_add(&sh->errors, 1);
+      continue;
+    }
+    atomic_fetch_add(&sh->outcomes[d.outcome], 1);
+    if (!d.allowed) {
+      if (d.lease_id != 0)
+        atomic_fetch_add(&sh->errors, 1); /* a lease with a denial */
+      continue;
+    }
+    atomic_fetch_add(&sh->cost_admitted, d.cost);
+    atomic_fetch_add(&sh->exports_admitted, exp);
+    sched_yield(); /* hold it while the others run */
+    if (sluice_policy_release_lease(p, &r, d.lease_id) != SLUICE_OK)
+      atomic_fetch_add(&sh->errors, 1);
+  }
+  sluice_policy_close(p);
+  sluice_limiter_close(l);
+  sluice_clock_free(clk);
+  return 0;
+}
+
+static sluice_key key_of(char *buf, size_t n, const char *fmt, const char *a,
+                         const char *b) {
+  sluice_key k;
+  k.len = (size_t)snprintf(buf, n, fmt, a, b);
+  k.data = buf;
+  return k;
+}
+
+/* Points left in a bucket (a PEEK of 0 points changes nothing). */
+static int64_t left(sluice_limiter *l, const sluice_key *k,
+                    const sluice_gcra_params *gp) {
+  sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 1, k, gp, 0, 0};
+  sluice_verdict v;
+  cr_assert_eq(sluice_limiter_apply_at(l, &op, T0, &v), SLUICE_OK);
+  return v.remaining;
+}
+
+static void held_nowhere(sluice_limiter *l, const sluice_key *k) {
+  sluice_state s;
+  int64_t e;
+  int rc = sluice_limiter_get(l, k->data, k->len, &s, &e);
+  cr_assert(rc == SLUICE_ENOTFOUND || (rc == SLUICE_OK && s.w[0] == 0),
+            "%.*s still holds lease %llx", (int)k->len, (const char *)k->data,
+            (unsigned long long)s.w[0]);
+}
+
+static void heavy_clean(const char *store, unsigned flags) {
+  shared *sh = shared_map();
+  sluice_policy_config cfg;
+  const sluice_policy_tier *t;
+  sluice_clock *clk;
+  sluice_limiter *l;
+  char T[SLUICE_SCOPE_ID_LEN + 1], K[SLUICE_SCOPE_ID_LEN + 1], buf[128];
+  pid_t pids[NPROC];
+  int i;
+  for (i = 0; i < NPROC; i++) {
+    pids[i] = fork();
+    cr_assert_geq(pids[i], 0);
+    if (pids[i] == 0)
+      _exit(heavy_child(store, flags, sh, i));
+  }
+  wait_children(pids, NPROC);
+  cr_assert_eq(atomic_load(&sh->errors), 0, "%s: errors or stray leases",
+               store);
+  cr_assert_gt(atomic_load(&sh->outcomes[SLUICE_OUTCOME_ALLOW]), 10);
+  cr_assert_gt(atomic_load(&sh->outcomes[SLUICE_OUTCOME_CONCURRENCY]) +
+                   atomic_load(&sh->outcomes[SLUICE_OUTCOME_CONFLICT]),
+               10, "%s: leases were contended", store);
+  cr_assert_gt(atomic_load(&sh->outcomes[SLUICE_OUTCOME_EXPORT_CAP]) +
+                   atomic_load(&sh->outcomes[SLUICE_OUTCOME_THROTTLED]),
+               0, "%s: the cap or the buckets ran out", store);
+
+  heavy_config(&cfg);
+  t = &cfg.tiers[1];
+  cr_assert_eq(sluice_clock_manual(T0, &clk), SLUICE_OK);
+  {
+    sluice_limiter_options lo;
+    memset(&lo, 0, sizeof lo);
+    lo.store = store;
+    lo.clock = clk;
+    lo.flags = flags;
+    cr_assert_eq(sluice_limiter_open(&lo, &l), SLUICE_OK);
+  }
+  sluice_scope_id(secret, "heavyco", 7, T);
+  sluice_scope_id(secret, "key-1", 5, K);
+  {
+    sluice_gcra_params tb = {t->tenant_rate, t->tenant_period_ns,
+                             t->tenant_burst};
+    sluice_gcra_params kb = {t->key_rate, t->key_period_ns, t->key_burst};
+    sluice_window_params cap = {t->exports_per_window,
+                                cfg.export_cap_window_ns};
+    sluice_op op;
+    sluice_verdict v;
+    sluice_key k = key_of(buf, sizeof buf, "rl:{t:%s}:tb%s", T, "");
+    int64_t spent = atomic_load(&sh->cost_admitted);
+    cr_assert_eq(t->tenant_burst - left(l, &k, &tb), spent,
+                 "%s: tenant bucket charged %lld for %lld admitted", store,
+                 (long long)(t->tenant_burst - left(l, &k, &tb)),
+                 (long long)spent);
+    k = key_of(buf, sizeof buf, "rl:{t:%s}:kb:%s", T, K);
+    cr_assert_eq(t->key_burst - left(l, &k, &kb), spent, "%s: key bucket",
+                 store);
+    k = key_of(buf, sizeof buf, "xh:{t:%s}%s", T, "");
+    op = (sluice_op){SLUICE_ALGO_FWINDOW, SLUICE_OP_PEEK, 1, &k, &cap, 0, 0};
+    cr_assert_eq(sluice_limiter_apply_at(l, &op, T0, &v), SLUICE_OK);
+    cr_assert_eq(cap.limit - v.remaining, atomic_load(&sh->exports_admitted),
+                 "%s: export cap counted %lld for %ld admitted", store,
+                 (long long)(cap.limit - v.remaining),
+                 (long)atomic_load(&sh->exports_admitted));
+  }
+  for (i = 0; i < t->reconcile_concurrency; i++) {
+    char slot[16];
+    sluice_key k;
+    snprintf(slot, sizeof slot, "%d", i);
+    k = key_of(buf, sizeof buf, "cc:{t:%s}:reconcile:%s", T, slot);
+    held_nowhere(l, &k);
+  }
+  for (i = 0; i < t->export_concurrency; i++) {
+    char slot[16];
+    sluice_key k;
+    snprintf(slot, sizeof slot, "%d", i);
+    k = key_of(buf, sizeof buf, "cc:{t:%s}:export:%s", T, slot);
+    held_nowhere(l, &k);
+  }
+  for (i = 0; i < 3; i++) {
+    char lid[4], L[SLUICE_SCOPE_ID_LEN + 1];
+    sluice_key k;
+    snprintf(lid, sizeof lid, "L%d", i);
+    sluice_scope_id(secret, lid, 2, L);
+    k = key_of(buf, sizeof buf, "lk:{t:%s}:%s", T, L);
+    held_nowhere(l, &k);
+  }
+  sluice_limiter_close(l);
+  sluice_clock_free(clk);
+  munmap(sh, sizeof *sh);
+}
+
+/* ---------------------------------------------------------- stores --- */
+
+typedef struct store_spec {
+  char spec[256], path[128];
+  unsigned flags;
+  int kind; /* 0 shm, 1 lmdb, 2 redis */
+} store_spec;
+
+static void spec_shm(store_spec *s, const char *what) {
+  memset(s, 0, sizeof *s);
+  snprintf(s->path, sizeof s->path, "/sluice-xproc-%s-%d", what, (int)getpid());
+  snprintf(s->spec, sizeof s->spec, "shm:name=%s;create=1", s->path);
+  s->flags = SLUICE_OPEN_CREATE;
+}
+
+static void spec_lmdb(store_spec *s) {
+  char dir[] = "/tmp/sluice-xproc-lmdb-XXXXXX";
+  memset(s, 0, sizeof *s);
+  s->kind = 1;
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(s->path, sizeof s->path, "%s", dir);
+  snprintf(s->spec, sizeof s->spec, "lmdb:path=%s;sync=nosync", dir);
+  s->flags = SLUICE_OPEN_CREATE;
+}
+
+static int spec_redis(store_spec *s, unsigned flags) {
+  const char *nodes = getenv("SLUICE_REDIS_NODES");
+  memset(s, 0, sizeof *s);
+  s->kind = 2;
+  if (!nodes || !nodes[0])
+    return 0;
+  snprintf(s->spec, sizeof s->spec, "redis:nodes=%s;timeout_ms=2000", nodes);
+  s->flags = flags;
+  return 1;
+}
+
+static void spec_drop(store_spec *s) {
+  char f[192];
+  if (s->kind == 0) {
+    snprintf(f, sizeof f, "/dev/shm%s", s->path);
+    unlink(f);
+  } else if (s->kind == 1) {
+    snprintf(f, sizeof f, "%s/data.mdb", s->path);
+    unlink(f);
+    snprintf(f, sizeof f, "%s/lock.mdb", s->path);
+    unlink(f);
+    rmdir(s->path);
+  }
+}
+
+Test(policy_xproc, shm_box_holds, .timeout = 120) {
+  store_spec s;
+  spec_shm(&s, "box");
+  box_holds(s.spec, s.flags);
+  spec_drop(&s);
+}
+
+Test(policy_xproc, shm_heavy_leaves_nothing, .timeout = 120) {
+  store_spec s;
+  spec_shm(&s, "heavy");
+  heavy_clean(s.spec, s.flags);
+  spec_drop(&s);
+}
+
+Test(policy_xproc, lmdb_box_holds, .timeout = 120) {
+  store_spec s;
+  spec_lmdb(&s);
+  box_holds(s.spec, s.flags);
+  spec_drop(&s);
+}
+
+Test(policy_xproc, lmdb_heavy_leaves_nothing, .timeout = 120) {
+  store_spec s;
+  spec_lmdb(&s);
+  heavy_clean(s.spec, s.flags);
+  spec_drop(&s);
+}
+
+/* Redis: its own clock for the box (the server's TIME), the test clock for
+** the frozen heavy run.  The server is the harness's own and starts empty;
+** the two runs use different tenants. */
+Test(policy_xproc, redis_box_holds, .timeout = 180) {
+  store_spec s;
+  if (!spec_redis(&s, 0))
+    cr_skip_test("SLUICE_REDIS_NODES unset");
+  box_holds(s.spec, s.flags);
+}
+
+Test(policy_xproc, redis_heavy_leaves_nothing, .timeout = 180) {
+  store_spec s;
+  if (!spec_redis(&s, SLUICE_OPEN_TESTCLOCK))
+    cr_skip_test("SLUICE_REDIS_NODES unset");
+  heavy_clean(s.spec, s.flags);
+}

@@ -1,0 +1,323 @@
+/*
+** The policy over one local redis-server, in one run:
+**
+**  1. EVALSHA calls per policy decision, by request class and outcome,
+**     from INFO commandstats (CONFIG RESETSTAT before each decision);
+**  2. wall time of a standard decision through sluice_policy_decide()
+**     against one EVALSHA of the spec's section-6 script
+**     (tests/redis/spec_reference.lua), one connection each, one call at a
+**     time, interleaved in rounds (target: at most 1.1x);
+**  3. Redis server time per standard decision (usec of EVALSHA in
+**     commandstats over a run) against the spec script's (target: no more).
+**
+** Uses only the public API, so the same file measures an older build.
+** SLUICE_BENCH_SCALE=<percent> shrinks the runs (default 100).
+*/
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sluice.h"
+
+static redisContext *rc_;
+static sluice_policy *pol;
+static char sha[41];
+static char tag[48];
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void die(const char *what) {
+  fprintf(stderr, "bench_policy_redis: %s\n", what);
+  exit(1);
+}
+
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  char *b;
+  long n;
+  if (!f)
+    return NULL;
+  fseek(f, 0, SEEK_END);
+  n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  b = malloc((size_t)n + 1);
+  if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+    free(b);
+    b = NULL;
+  }
+  fclose(f);
+  *len = (size_t)n;
+  return b;
+}
+
+/* EVALSHA calls and usec since the last CONFIG RESETSTAT. */
+static void evalsha_stats(long *calls, double *usec) {
+  redisReply *r = redisCommand(rc_, "INFO commandstats");
+  const char *p;
+  *calls = 0;
+  *usec = 0;
+  if (!r || r->type != REDIS_REPLY_STRING || !r->str)
+    die("INFO commandstats");
+  p = strstr(r->str, "cmdstat_evalsha:");
+  if (p)
+    sscanf(p, "cmdstat_evalsha:calls=%ld,usec=%lf", calls, usec);
+  freeReplyObject(r);
+}
+
+static void resetstat(void) {
+  redisReply *r = redisCommand(rc_, "CONFIG RESETSTAT");
+  if (!r)
+    die("CONFIG RESETSTAT");
+  freeReplyObject(r);
+}
+
+static sluice_decision decide(const sluice_request *q) {
+  sluice_decision d;
+  int rc = sluice_policy_decide(pol, q, &d);
+  if (rc != SLUICE_OK) {
+    fprintf(stderr, "decide: %s (%s)\n", sluice_strerror(rc),
+            d.invalid_field ? d.invalid_field : "");
+    die("decide");
+  }
+  if (d.flags & SLUICE_DECISION_DEGRADED)
+    die("the store failed (degraded decision)");
+  return d;
+}
+
+static sluice_request rq(const char *tenant, const char *key, const char *tier,
+                         int cls) {
+  sluice_request r;
+  memset(&r, 0, sizeof r);
+  r.tenant_id = tenant;
+  r.api_key_id = key;
+  r.tier = tier;
+  r.endpoint_class = cls;
+  r.client_ip = "10.1.2.3";
+  return r;
+}
+
+/* One decision of a class, EVALSHA calls counted around it alone. */
+static long calls_of(const char *what, const sluice_request *q, int outcome,
+                     sluice_decision *out) {
+  long calls;
+  double usec;
+  sluice_decision d;
+  resetstat();
+  d = decide(q);
+  evalsha_stats(&calls, &usec);
+  if (outcome >= 0 && d.outcome != outcome) {
+    fprintf(stderr, "%s: got %s\n", what, sluice_outcome_name(d.outcome));
+    die("unexpected outcome");
+  }
+  printf("  %-36s %-12s %ld\n", what, sluice_outcome_name(d.outcome), calls);
+  if (out)
+    *out = d;
+  return calls;
+}
+
+static void calls_table(void) {
+  char t[80], k[80];
+  sluice_request std, rec, rec2, exp, auth_ok, auth_bad;
+  sluice_decision d, held, held_exp;
+  long before, calls;
+  double usec;
+  int i;
+  snprintf(t, sizeof t, "calls-%s", tag);
+  snprintf(k, sizeof k, "key-%s", tag);
+  std = rq(t, k, "sandbox", SLUICE_EP_STANDARD);
+  printf("EVALSHA calls per decision (INFO commandstats):\n");
+  calls_of("standard", &std, SLUICE_OUTCOME_ALLOW, NULL);
+  for (i = 0; i < 100000; i++) {
+    d = decide(&std);
+    if (!d.allowed)
+      break;
+  }
+  calls_of("standard", &std, SLUICE_OUTCOME_THROTTLED, &d);
+  calls_of("standard, strike", &std, SLUICE_OUTCOME_THROTTLED, NULL);
+  for (i = 0; i < 1000 && d.outcome != SLUICE_OUTCOME_BOXED; i++)
+    d = decide(&std);
+  calls_of("standard", &std, SLUICE_OUTCOME_BOXED, NULL);
+
+  rec = rq(t, "k2", "sandbox", SLUICE_EP_RECONCILE);
+  rec.ledger_id = "L1";
+  rec2 = rec;
+  rec2.ledger_id = "L2";
+  calls_of("reconcile", &rec, SLUICE_OUTCOME_ALLOW, &held);
+  calls_of("reconcile, same ledger", &rec, SLUICE_OUTCOME_CONFLICT, NULL);
+  calls_of("reconcile, other ledger", &rec2, SLUICE_OUTCOME_CONCURRENCY, NULL);
+  resetstat();
+  if (sluice_policy_release_lease(pol, &rec, held.lease_id) != SLUICE_OK)
+    die("release");
+  evalsha_stats(&calls, &usec);
+  printf("  %-36s %-12s %ld\n", "lease release (reconcile)", "-", calls);
+
+  exp = rq(t, "k3", "sandbox", SLUICE_EP_EXPORT);
+  for (i = 0; i < 2; i++) {
+    calls_of("export", &exp, SLUICE_OUTCOME_ALLOW, &held_exp);
+    if (sluice_policy_release_lease(pol, &exp, held_exp.lease_id) != SLUICE_OK)
+      die("release export");
+  }
+  calls_of("export (sandbox: 2 an hour)", &exp, SLUICE_OUTCOME_EXPORT_CAP,
+           NULL);
+
+  auth_ok = rq(NULL, NULL, NULL, SLUICE_EP_AUTH);
+  auth_ok.auth_subject = t;
+  auth_ok.auth_result = SLUICE_AUTH_OK;
+  auth_bad = auth_ok;
+  auth_bad.auth_result = SLUICE_AUTH_BAD_SECRET;
+  calls_of("auth success", &auth_ok, SLUICE_OUTCOME_ALLOW, NULL);
+  calls_of("auth failure", &auth_bad, SLUICE_OUTCOME_ALLOW, NULL);
+  before = 0;
+  for (i = 0; i < 50; i++) {
+    d = decide(&auth_bad);
+    if (!d.allowed)
+      break;
+  }
+  calls_of("auth failure", &auth_bad, SLUICE_OUTCOME_BOXED, NULL);
+  (void)before;
+}
+
+/* One spec-script EVALSHA for key id `id` (as bench_redis.c). */
+static void spec_call(long id) {
+  char k[4][96];
+  const char *argv[16];
+  size_t lens[16];
+  static const char *args[9] = {"1000000", "1000000", "1", "60", "20",
+                                "300",     "3600",    "86400", "86400"};
+  static const char *fmt[4] = {"rl:%s:tb:%ld", "pb:%s:box:%ld",
+                               "pb:%s:strikes:%ld", "pb:%s:off:%ld"};
+  redisReply *r;
+  int i, n = 0;
+  argv[n] = "EVALSHA";
+  lens[n++] = 7;
+  argv[n] = sha;
+  lens[n++] = 40;
+  argv[n] = "4";
+  lens[n++] = 1;
+  for (i = 0; i < 4; i++) {
+    snprintf(k[i], sizeof k[i], fmt[i], tag, id);
+    argv[n] = k[i];
+    lens[n++] = strlen(k[i]);
+  }
+  for (i = 0; i < 9; i++) {
+    argv[n] = args[i];
+    lens[n++] = strlen(args[i]);
+  }
+  r = redisCommandArgv(rc_, n, argv, lens);
+  if (!r || r->type != REDIS_REPLY_ARRAY)
+    die("spec EVALSHA");
+  freeReplyObject(r);
+}
+
+static char keynames[1000][24];
+
+static void sluice_call(long id) {
+  sluice_request q = rq("bench-tenant", keynames[id % 1000], "enterprise",
+                        SLUICE_EP_STANDARD);
+  sluice_decision d = decide(&q);
+  if (!d.allowed)
+    die("a standard decision was refused (raise the enterprise rate)");
+}
+
+static int64_t run(void (*f)(long), long n, long base) {
+  int64_t t0 = now_ns();
+  long i;
+  for (i = 0; i < n; i++)
+    f(base + i);
+  return now_ns() - t0;
+}
+
+int main(void) {
+  const char *nodes = getenv("SLUICE_REDIS_NODES");
+  const char *sc = getenv("SLUICE_BENCH_SCALE");
+  long scale = sc ? atol(sc) : 100, n, i;
+  struct timeval tv = {5, 0};
+  sluice_policy_config cfg;
+  sluice_policy_options po;
+  sluice_limiter_options lo;
+  char uri[512], err[256];
+  redisReply *r;
+  char *script;
+  size_t slen;
+  int64_t tspec = 0, tsl = 0;
+  int round;
+  long calls;
+  double uspec, usl;
+
+  if (!nodes)
+    die("SLUICE_REDIS_NODES unset: run through tests/redis/harness.py");
+  if (scale < 1)
+    scale = 1;
+  n = 20000 * scale / 100;
+  snprintf(tag, sizeof tag, "%ld", (long)time(NULL));
+  rc_ = redisConnectWithTimeout("127.0.0.1", atoi(strchr(nodes, ':') + 1), tv);
+  if (!rc_ || rc_->err)
+    die("connect");
+  script = slurp(SPEC_SCRIPT, &slen);
+  if (!script)
+    die("cannot read " SPEC_SCRIPT);
+  r = redisCommand(rc_, "SCRIPT LOAD %b", script, slen);
+  if (!r || r->type != REDIS_REPLY_STRING)
+    die("SCRIPT LOAD");
+  snprintf(sha, sizeof sha, "%s", r->str);
+  freeReplyObject(r);
+  free(script);
+  for (i = 0; i < 1000; i++)
+    snprintf(keynames[i], sizeof keynames[i], "k%ld", i);
+
+  sluice_policy_config_defaults(&cfg);
+  cfg.tiers[2].tenant_rate = cfg.tiers[2].key_rate = 4000000;
+  cfg.tiers[2].tenant_burst = cfg.tiers[2].key_burst = 4000000;
+  memset(&lo, 0, sizeof lo);
+  snprintf(uri, sizeof uri, "redis:nodes=%s;timeout_ms=2000", nodes);
+  lo.store = uri;
+  memset(&po, 0, sizeof po);
+  po.limiter_options = &lo;
+  po.config = &cfg;
+  po.errbuf = err;
+  po.errlen = sizeof err;
+  for (i = 0; i < 16; i++)
+    po.secret[i] = (uint8_t)(i + 3);
+  if (sluice_policy_open(&po, &pol) != SLUICE_OK)
+    die(err);
+
+  printf("policy over one local redis-server (%s)\n", nodes);
+  calls_table();
+
+  /* Wall time, interleaved rounds. */
+  for (round = 0; round < 10; round++) {
+    tspec += run(spec_call, n / 10, round * (n / 10));
+    tsl += run(sluice_call, n / 10, round * (n / 10));
+  }
+  printf("wall time, one call at a time, %ld decisions each:\n", n);
+  printf("  spec section-6 script EVALSHA     %8.0f ns/decision %8.0f /s\n",
+         (double)tspec / (double)n, 1e9 * (double)n / (double)tspec);
+  printf("  sluice_policy_decide, standard    %8.0f ns/decision %8.0f /s\n",
+         (double)tsl / (double)n, 1e9 * (double)n / (double)tsl);
+  printf("  ratio sluice / spec               %8.2f (target <= 1.10)\n",
+         (double)tsl / (double)tspec);
+
+  /* Server time per decision. */
+  resetstat();
+  run(spec_call, n, n);
+  evalsha_stats(&calls, &uspec);
+  uspec /= (double)n;
+  resetstat();
+  run(sluice_call, n, n);
+  evalsha_stats(&calls, &usl);
+  printf("Redis server time (commandstats usec of EVALSHA):\n");
+  printf("  spec section-6 script             %8.2f usec/decision\n", uspec);
+  printf("  sluice standard decision          %8.2f usec/decision "
+         "(%.2f EVALSHA each)\n", usl / (double)n, (double)calls / (double)n);
+  printf("  ratio sluice / spec               %8.2f (target <= 1.00)\n",
+         usl / (double)n / uspec);
+  sluice_policy_close(pol);
+  redisFree(rc_);
+  return 0;
+}
