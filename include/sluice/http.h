@@ -25,16 +25,17 @@
 **       RateLimit-Remaining: 1412     RateLimit-Reset: 18
 **       (Reset: seconds until the binding bucket is full, as the spec says)
 **   SLUICE_HTTP_FORM_SF      the structured RateLimit-Policy and RateLimit
-**       fields, in the syntax of draft-ietf-httpapi-ratelimit-headers-10
-**       (27 September 2025; docs/http.md says why this revision):
+**       fields, in the syntax of draft-ietf-httpapi-ratelimit-headers-11
+**       (23 May 2026; the same parameters as -10; docs/http.md says why
+**       this revision):
 **       RateLimit-Policy: "key";q=1500;qu="points";w=60,
 **                         "tenant";q=3000;qu="points";w=60
 **       RateLimit: "key";r=1412;t=1
 **       Every policy that applies is listed, the binding one first, with
 **       its quota unit (a point is not a request: reconcile costs 10);
-**       RateLimit reports the binding one.  t is the draft's "seconds until
-**       additional quota is made available": until the next point comes
-**       back, left out when the bucket is full, never after a Retry-After
+**       RateLimit reports the binding one.  t is the draft's "effective
+**       window" (no more than r can be used within it): until the next
+**       point comes back, left out when the bucket is full, never after a Retry-After
 **       sent with it.
 **   SLUICE_HTTP_FORM_BOTH    RateLimit-Limit/-Remaining/-Reset of the old
 **       form, plus RateLimit-Policy and RateLimit of the structured form

@@ -29,17 +29,19 @@
 **
 ** Header forms: see sluice/http.h.  Policy names and the quota unit are
 ** sf-strings (RFC 9651 3.3.3): printable ASCII with '"' and '\' escaped.
-** The structured form follows draft-ietf-httpapi-ratelimit-headers-10:
+** The structured form follows draft-ietf-httpapi-ratelimit-headers-11
+** (the parameters of -10):
 **  a) qu is sent as given (the bridge says "points").  Points are not one
 **     of the units the draft registers (requests, content-bytes,
 **     concurrent-requests), but leaving qu out would tell a client that
 **     every request costs one unit, which is false for a reconcile (10)
 **     or an export (25 or 50).
-**  b) t is the draft's "seconds until additional quota ... is made
-**     available": until the next point, not until full (the legacy
+**  b) t is the draft's "effective window" (-11 4.1.2: no more than r can
+**     be used within it; -10: "until additional quota is made
+**     available"): until the next point, not until full (the legacy
 **     Reset keeps the spec's "until full"); left out when the bucket is
 **     full, since no more is coming; and never later than a Retry-After
-**     sent with it (the draft's section 6: Retry-After SHOULD NOT point
+**     sent with it (section 6 of both: Retry-After SHOULD NOT point
 **     earlier than t).
 */
 #include <stdio.h>
