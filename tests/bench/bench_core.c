@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "algo/algo_int.h" /* sluice__gcra_force_wide */
+#include "dram_floor.h"
 #include "sluice.h"
 #include "sluice/sluice_mem.h"
 
@@ -157,37 +158,6 @@ static double store_case(const char *name, int nkeys, int group, int threads,
   return (t1 - t0) * 1e9 / ((double)n * threads);
 }
 
-/* ns per dependent load over `bytes` of memory, one load per cache line,
-** the lines linked in one random cycle (Sattolo), so that every load misses
-** and the next address is not known before the load returns. */
-static double chase_ns(size_t bytes, int hops) {
-  size_t lines = bytes / 64, i, at = 0;
-  size_t *t = aligned_alloc(64, lines * 64);
-  uint64_t x = 3;
-  double t0, ns;
-  if (!t) {
-    fprintf(stderr, "bench-core: out of memory\n");
-    exit(1);
-  }
-  for (i = 0; i < lines; i++)
-    t[i * 8] = i;
-  for (i = lines - 1; i > 0; i--) {
-    size_t j = (size_t)(rnd(&x) % i), tmp = t[i * 8];
-    t[i * 8] = t[j * 8];
-    t[j * 8] = tmp;
-  }
-  for (i = 0; i < lines; i++) /* warm the TLB and the page tables */
-    at = t[at * 8];
-  t0 = mono();
-  for (int h = 0; h < hops; h++)
-    at = t[at * 8];
-  ns = (mono() - t0) * 1e9 / hops;
-  if (at == (size_t)-1) /* keep the chase */
-    puts("");
-  free(t);
-  return ns;
-}
-
 int main(int argc, char **argv) {
   int n = argc > 1 ? atoi(argv[1]) : 2000000;
   sluice_state s = {{0, 0}};
@@ -227,7 +197,7 @@ int main(int argc, char **argv) {
       big[nbig++] = ns;
   }
   /* The floor for the 1M-key table: 64 MB, the store's size there. */
-  floor1m = chase_ns((size_t)1000000 * 64, n);
+  floor1m = dram_floor_ns((size_t)1000000 * 64, n);
   printf("%-38s %10.1f %14.0f %8.2f\n", "DRAM dependent miss, 64 MB chase",
          floor1m, 1e9 / floor1m, floor1m / base);
   nbig = 0;
