@@ -24,6 +24,9 @@
 **  f) sluice_op_expiry(): a second trajectory that zeroes every record at
 **     or past its expiry before each step (what every backend does) gives
 **     the same verdicts at every step.
+**  g) The single-bucket GCRA step's int64 fast path, wherever the values
+**     let it decide, gives the record and verdict of the 128-bit path
+**     (both executables: arbitrary records are where they part).
 ** UBSan (halt_on_error) turns any signed overflow into a crash as well.
 **
 ** Two executables share this file.  fuzz-algo starts every trajectory from
@@ -33,6 +36,7 @@
 ** there only crashes, UB, errors and verdict sanity are checked, plus the
 ** invariants that hold from any state (the GCRA bound, c), f)).
 */
+#include "algo/algo_int.h" /* the GCRA step's int64 and 128-bit paths */
 #include "fuzz_common.h"
 #include "sluice.h"
 
@@ -300,6 +304,24 @@ static void zero_expired(const sluice_op *op, sluice_state *st, int64_t t) {
     if (e != SLUICE_FOREVER && e <= t)
       memset(&st[i], 0, sizeof st[i]);
   }
+}
+
+/* g) The single-bucket step's int64 path, wherever it takes the step,
+** writes the same record and verdict as the exact 128-bit path. */
+static void check_gcra_paths(const sluice_op *op, const sluice_state *in,
+                             int64_t now) {
+  sluice_state o64, o128;
+  sluice_verdict v64, v128;
+  const sluice_gcra_params *p = (const sluice_gcra_params *)op->params;
+  memset(&v64, 0, sizeof v64);
+  memset(&v128, 0, sizeof v128);
+  sluice__gcra_single_path(SLUICE__GCRA_PATH_128, p, op->kind, op->arg, in,
+                           &o128, now, &v128);
+  if (!sluice__gcra_single_path(SLUICE__GCRA_PATH_64, p, op->kind, op->arg,
+                                in, &o64, now, &v64))
+    return;
+  CHECK(memcmp(&o64, &o128, sizeof o64) == 0, "GCRA int64 path record");
+  CHECK(memcmp(&v64, &v128, sizeof v64) == 0, "GCRA int64 path verdict");
 }
 
 static void check_gcra(world *w, const sluice_op *op, const sluice_state *in,
@@ -617,6 +639,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     switch (op.algo) {
     case SLUICE_ALGO_GCRA:
       check_gcra(&w, &op, w.a, outa, &va, now, mono);
+      if (op.nkeys == 1)
+        check_gcra_paths(&op, w.a, now);
       break;
     case SLUICE_ALGO_SWINDOW:
     case SLUICE_ALGO_FWINDOW:

@@ -91,6 +91,18 @@ SLUICE__RUN_DECL(fwindow);
 SLUICE__RUN_DECL(penalty);
 SLUICE__RUN_DECL(lease);
 SLUICE__RUN_DECL(distinct);
+/* The single-bucket GCRA step has an int64 path and the exact 128-bit one.
+** sluice__gcra_single_path() runs one of them alone, for the tests that
+** prove they agree: SLUICE__GCRA_PATH_64 returns 0 (and writes nothing
+** useful) when the values do not fit 64 bits, 1 when it decided.  A
+** non-zero sluice__gcra_force_wide sends every step down the 128-bit path,
+** so that a benchmark can time both in one run; nothing else sets it. */
+enum { SLUICE__GCRA_PATH_64 = 1, SLUICE__GCRA_PATH_128 = 2 };
+int sluice__gcra_single_path(int path, const sluice_gcra_params *p, int kind,
+                             int64_t cost, const sluice_state *in,
+                             sluice_state *out, int64_t now,
+                             sluice_verdict *v);
+extern int sluice__gcra_force_wide;
 int64_t sluice__gcra_expiry(const sluice_gcra_params *p, const sluice_state *s);
 int64_t sluice__swindow_expiry(const sluice_window_params *p,
                                const sluice_state *s);

@@ -107,9 +107,9 @@ static int64_t gcra_full_in(const sluice_gcra_params *p, const gcra_eval *e,
 ** group form's arrays and loops cost a single bucket about 15 ns (measured
 ** on the shm hot-key benchmark).  tests/unit/test_gcra.c checks that both
 ** give the same verdicts. */
-static int gcra_single(const sluice_gcra_params *p, int kind, int64_t cost,
-                       const sluice_state *in, sluice_state *out, int64_t now,
-                       sluice_verdict *v) {
+static int gcra_single128(const sluice_gcra_params *p, int kind, int64_t cost,
+                          const sluice_state *in, sluice_state *out,
+                          int64_t now, sluice_verdict *v) {
   gcra_eval e;
   sluice__i128 tat;
   int consumed;
@@ -130,6 +130,92 @@ static int gcra_single(const sluice_gcra_params *p, int kind, int64_t cost,
   v->reset_ns = gcra_full_in(p, &e, tat);
   v->retry_after_ns = e.retry_ns;
   return SLUICE_OK;
+}
+
+static inline int64_t floordiv64(int64_t n, int64_t d) {
+  int64_t q = n / d;
+  return (n % d != 0 && n < 0) ? q - 1 : q;
+}
+static inline int64_t ceildiv64(int64_t n, int64_t d) {
+  int64_t q = n / d;
+  return (n % d != 0 && n > 0) ? q + 1 : q;
+}
+
+/* gcra_single128() in int64, for when every intermediate fits: the usual
+** case, where the 128-bit multiplies, compares and clamps are overhead.
+** Absolute scaled times do not fit (a wall-clock now of 1.7e18 ns times a
+** rate of 100 is past 2^63), so everything is taken relative to now: with
+** d = TAT - now (scaled) = (w0 - now) * rate + w1, the step needs only
+** max(d, 0), the charge and tau, and the new record is now + the whole
+** intervals of the new d, plus its remainder.  Each product and sum is
+** checked; the first that would overflow hands the whole step back (returns
+** 0) to the 128-bit path.  The results equal the 128-bit path's by the
+** identities above; tests/unit/test_gcra_fast.c and fuzz/fuzz_algo.c (g)
+** compare the two.  Every result is in int64 range: nothing to clamp. */
+static int gcra_single64(const sluice_gcra_params *p, int kind, int64_t cost,
+                         const sluice_state *in, sluice_state *out,
+                         int64_t now, sluice_verdict *v) {
+  int64_t d, charge, ahead, span, tau, tat_v, rem;
+  int fits, consumed;
+  if (in->w[0] > (uint64_t)INT64_MAX || in->w[1] > (uint64_t)INT64_MAX)
+    return 0;
+  if (__builtin_sub_overflow((int64_t)in->w[0], now, &d) ||
+      __builtin_mul_overflow(cost, p->period_ns, &charge))
+    return 0;
+  if (__builtin_mul_overflow(d, p->rate, &d)) {
+    /* A TAT far behind now (a zeroed record is 1970): d * rate < -2^63
+    ** and w1 < 2^63, so TAT < now, which is all the step needs of d. */
+    if ((int64_t)in->w[0] > now)
+      return 0;
+    ahead = 0;
+  } else {
+    if (__builtin_add_overflow(d, (int64_t)in->w[1], &d))
+      return 0;
+    ahead = d > 0 ? d : 0; /* max(TAT, now) - now, scaled */
+  }
+  if (__builtin_add_overflow(ahead, charge, &span))
+    return 0;
+  tau = p->burst * p->period_ns; /* <= 2^62: sluice_gcra_params_check */
+  fits = span <= tau;
+  consumed = fits && kind == SLUICE_OP_CONSUME;
+  if (consumed && cost > 0) {
+    int64_t q = floordiv64(span, p->rate);
+    /* The 128-bit path stores floor((now*rate + span) / rate) cast to
+    ** uint64, which is now + q modulo 2^64. */
+    out->w[0] = (uint64_t)now + (uint64_t)q;
+    out->w[1] = (uint64_t)(span - q * p->rate);
+  } else {
+    *out = *in;
+  }
+  tat_v = consumed ? span : ahead; /* the TAT after the step - now, >= 0 */
+  rem = floordiv64(tau - tat_v, p->period_ns);
+  v->allowed = fits;
+  v->binding = 0;
+  v->limit = p->burst;
+  v->remaining = rem < 0 ? 0 : rem;
+  v->reset_ns = ceildiv64(tat_v, p->rate);
+  v->retry_after_ns = fits ? 0 : ceildiv64(span - tau, p->rate);
+  return 1;
+}
+
+int sluice__gcra_force_wide;
+
+int sluice__gcra_single_path(int path, const sluice_gcra_params *p, int kind,
+                             int64_t cost, const sluice_state *in,
+                             sluice_state *out, int64_t now,
+                             sluice_verdict *v) {
+  if (path == SLUICE__GCRA_PATH_64)
+    return gcra_single64(p, kind, cost, in, out, now, v) ? 1 : 0;
+  gcra_single128(p, kind, cost, in, out, now, v);
+  return 1;
+}
+
+static int gcra_single(const sluice_gcra_params *p, int kind, int64_t cost,
+                       const sluice_state *in, sluice_state *out, int64_t now,
+                       sluice_verdict *v) {
+  if (!sluice__gcra_force_wide && gcra_single64(p, kind, cost, in, out, now, v))
+    return SLUICE_OK;
+  return gcra_single128(p, kind, cost, in, out, now, v);
 }
 
 int sluice__gcra_group(const sluice_op *op, const sluice_state *in,
