@@ -1215,8 +1215,25 @@ static void stats_add(sluice_redis_stats *t, const sluice_redis_stats *a) {
 
 /* ----------------------------------------------------------- methods --- */
 
-static int rcl_apply_many(sluice_store *s, int n, const sluice_op *ops,
-                          int64_t now, sluice_verdict *vs, int *rcs) {
+/* Every step of a program within the Lua port's exact range. */
+static int prog_range_check(const sluice_program *p) {
+  int i, rc;
+  for (i = 0; i < p->nsteps; i++) {
+    sluice_op op;
+    sluice_program_step_op(p, i, &op);
+    if ((rc = range_check(&op)) != SLUICE_OK)
+      return rc;
+  }
+  return SLUICE_OK;
+}
+
+/* n operations (ops/vs) or n programs (ps/res; the other pair NULL) over one
+** lane, pipelined: every node's share written before any reply is read.
+** Programs are the policy's path, so they take a lane like any call: on
+** lane 0 alone every thread of a service would queue on one connection. */
+static int submit(sluice_store *s, int n, const sluice_op *ops,
+                  sluice_verdict *vs, const sluice_program *ps,
+                  sluice_program_result *res, int64_t now, int *rcs) {
   rcl_store *home = (rcl_store *)s, *r;
   rcl_job stack[RCL_STACK_JOBS], *jobs = stack;
   int smap[RCL_STACK_JOBS], *map = smap;
@@ -1240,7 +1257,7 @@ static int rcl_apply_many(sluice_store *s, int n, const sluice_op *ops,
                                    "redis: store opened read-only");
       continue;
     }
-    rcs[i] = range_check(&ops[i]);
+    rcs[i] = ops ? range_check(&ops[i]) : prog_range_check(&ps[i]);
     if (rcs[i] != SLUICE_OK) {
       sluice_store_seterr(s, rcs[i], 0,
                           "redis: parameters outside the exact range of the "
@@ -1248,9 +1265,15 @@ static int rcl_apply_many(sluice_store *s, int n, const sluice_op *ops,
       continue;
     }
     memset(&jobs[nj], 0, sizeof jobs[nj]);
-    jobs[nj].type = JOB_APPLY;
-    jobs[nj].op = &ops[i];
-    jobs[nj].v = &vs[i];
+    if (ops) {
+      jobs[nj].type = JOB_APPLY;
+      jobs[nj].op = &ops[i];
+      jobs[nj].v = &vs[i];
+    } else {
+      jobs[nj].type = JOB_RUN;
+      jobs[nj].prog = &ps[i];
+      jobs[nj].res = &res[i];
+    }
     jobs[nj].now = now;
     map[nj++] = i;
   }
@@ -1266,6 +1289,11 @@ static int rcl_apply_many(sluice_store *s, int n, const sluice_op *ops,
   return rc;
 }
 
+static int rcl_apply_many(sluice_store *s, int n, const sluice_op *ops,
+                          int64_t now, sluice_verdict *vs, int *rcs) {
+  return submit(s, n, ops, vs, NULL, NULL, now, rcs);
+}
+
 static int rcl_apply(sluice_store *s, const sluice_op *op, int64_t now,
                      sluice_verdict *v) {
   int rcs = SLUICE_OK;
@@ -1273,68 +1301,9 @@ static int rcl_apply(sluice_store *s, const sluice_op *op, int64_t now,
   return rc != SLUICE_OK ? rc : rcs;
 }
 
-/* Every step of a program within the Lua port's exact range. */
-static int prog_range_check(const sluice_program *p) {
-  int i, rc;
-  for (i = 0; i < p->nsteps; i++) {
-    sluice_op op;
-    sluice_program_step_op(p, i, &op);
-    if ((rc = range_check(&op)) != SLUICE_OK)
-      return rc;
-  }
-  return SLUICE_OK;
-}
-
-/* n programs, pipelined: one EVALSHA each, every node's share written
-** before any reply is read. */
 static int rcl_run_many(sluice_store *s, int n, const sluice_program *ps,
                         int64_t now, sluice_program_result *res, int *rcs) {
-  rcl_store *r = (rcl_store *)s;
-  rcl_job stack[RCL_STACK_JOBS], *jobs = stack;
-  int smap[RCL_STACK_JOBS], *map = smap;
-  int i, nj = 0, rc = SLUICE_OK;
-  if (n <= 0)
-    return SLUICE_OK;
-  if (n > RCL_STACK_JOBS) {
-    jobs = sluice_store_malloc(s, sizeof(rcl_job) * (size_t)n);
-    map = sluice_store_malloc(s, sizeof(int) * (size_t)n);
-    if (!jobs || !map) {
-      sluice_store_free(s, jobs, sizeof(rcl_job) * (size_t)n);
-      sluice_store_free(s, map, sizeof(int) * (size_t)n);
-      return SLUICE_ENOMEM;
-    }
-  }
-  pthread_mutex_lock(&r->mu);
-  for (i = 0; i < n; i++) {
-    if (r->readonly) {
-      rcs[i] = sluice_store_seterr(s, SLUICE_EPERM, 0,
-                                   "redis: store opened read-only");
-      continue;
-    }
-    rcs[i] = prog_range_check(&ps[i]);
-    if (rcs[i] != SLUICE_OK) {
-      sluice_store_seterr(s, rcs[i], 0,
-                          "redis: parameters outside the exact range of the "
-                          "Lua port (see docs/redis.md)");
-      continue;
-    }
-    memset(&jobs[nj], 0, sizeof jobs[nj]);
-    jobs[nj].type = JOB_RUN;
-    jobs[nj].prog = &ps[i];
-    jobs[nj].res = &res[i];
-    jobs[nj].now = now;
-    map[nj++] = i;
-  }
-  if (nj > 0)
-    rc = run_jobs(r, jobs, nj);
-  pthread_mutex_unlock(&r->mu);
-  for (i = 0; i < nj; i++)
-    rcs[map[i]] = jobs[i].rc;
-  if (jobs != stack) {
-    sluice_store_free(s, jobs, sizeof(rcl_job) * (size_t)n);
-    sluice_store_free(s, map, sizeof(int) * (size_t)n);
-  }
-  return rc;
+  return submit(s, n, NULL, NULL, ps, res, now, rcs);
 }
 
 static int rcl_run(sluice_store *s, const sluice_program *p, int64_t now,

@@ -385,25 +385,43 @@ typedef struct thr_arg {
   sluice_limiter *l;
   const char *key;
   int admitted, errors;
+  int program; /* decide through a one-step program (the policy's path) */
 } thr_arg;
+
+/* One decision on a->key: a take, or the same consume as a program. */
+static int thr_decide(thr_arg *a, int *allowed) {
+  sluice_key k = {a->key, strlen(a->key)};
+  sluice_step st = {.algo = SLUICE_ALGO_GCRA, .kind = SLUICE_OP_CONSUME,
+                    .key = 0, .nkeys = 1, .params = &still, .arg = 1};
+  sluice_program pr = {1, &k, 1, &st};
+  sluice_program_result res;
+  sluice_verdict v;
+  int rc;
+  if (!a->program) {
+    rc = sluice_limiter_take(a->l, a->key, strlen(a->key), &still, 1, &v);
+    *allowed = v.allowed;
+    return rc;
+  }
+  rc = sluice_limiter_run(a->l, &pr, &res);
+  *allowed = res.allowed;
+  return rc;
+}
 
 static void *thr_main(void *p) {
   thr_arg *a = p;
-  sluice_verdict v;
-  int i;
+  int i, allowed = 0;
   for (i = 0; i < 10; i++) {
-    if (sluice_limiter_take(a->l, a->key, strlen(a->key), &still, 1, &v) !=
-        SLUICE_OK)
+    if (thr_decide(a, &allowed) != SLUICE_OK)
       a->errors++;
     else
-      a->admitted += v.allowed;
+      a->admitted += allowed;
   }
   return NULL;
 }
 
 /* 16 threads, 160 requests on one bucket of 20: exactly 20 admitted, and
 ** the threads went over more than one connection. */
-static void threads_on(const char *store, int pool) {
+static void threads_on(const char *store, int pool, int program) {
   enum { T = 16 };
   pthread_t t[T];
   thr_arg a[T];
@@ -413,7 +431,7 @@ static void threads_on(const char *store, int pool) {
   int i, total = 0;
   rt_tag(key, sizeof key, "pool");
   for (i = 0; i < T; i++) {
-    a[i] = (thr_arg){l, key, 0, 0};
+    a[i] = (thr_arg){l, key, 0, 0, program};
     cr_assert_eq(pthread_create(&t[i], NULL, thr_main, &a[i]), 0);
   }
   for (i = 0; i < T; i++)
@@ -437,13 +455,21 @@ Test(conn, threads_over_a_pool_never_over_admit) {
   char store[512];
   snprintf(store, sizeof store, "redis:nodes=%s;timeout_ms=3000;pool=4%s",
            rt_nodes(), auth_sfx());
-  threads_on(store, 4);
+  threads_on(store, 4, 0);
+}
+
+/* Programs are how the policy decides: they must take lanes too. */
+Test(conn, programs_over_a_pool_never_over_admit) {
+  char store[512];
+  snprintf(store, sizeof store, "redis:nodes=%s;timeout_ms=3000;pool=4%s",
+           rt_nodes(), auth_sfx());
+  threads_on(store, 4, 1);
 }
 
 Test(conn, threads_over_tls_never_over_admit) {
   char store[1024];
   tls_store(store, sizeof store, "127.0.0.1", "ca.crt", ";pool=16");
-  threads_on(store, 16);
+  threads_on(store, 16, 0);
 }
 
 /* ------------------------------------------ Redis starting late --- */
