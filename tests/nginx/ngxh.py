@@ -71,7 +71,7 @@ class Upstream:
     def __init__(self):
         self.port = free_port()
         self.hits = {}
-        self.inflight = 0
+        self.held = {}  # query string -> requests holding with it now
         self.lock = threading.Lock()
         self.release = threading.Event()
         up = self
@@ -87,7 +87,7 @@ class Upstream:
                 q = urllib.parse.parse_qs(u.query)
                 with up.lock:
                     up.hits[u.path] = up.hits.get(u.path, 0) + 1
-                    up.inflight += 1
+                    up.held[u.query] = up.held.get(u.query, 0) + 1
                 try:
                     if "hold" in q:
                         up.release.wait(int(q["hold"][0]) / 1000)
@@ -111,7 +111,7 @@ class Upstream:
                     self.wfile.write(body)
                 finally:
                     with up.lock:
-                        up.inflight -= 1
+                        up.held[u.query] -= 1
 
             do_GET = do_POST = handle_one
 
@@ -120,6 +120,10 @@ class Upstream:
         # Clients killed with their nginx worker: nothing to report.
         self.srv.handle_error = lambda *a: None
         threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def holding(self, query):
+        with self.lock:
+            return self.held.get(query, 0)
 
     def stop(self):
         self.release.set()
@@ -143,6 +147,10 @@ class Redis:
             except OSError:
                 return False
         wait_until(up, 10, "redis-server")
+
+    def holding(self, query):
+        with self.lock:
+            return self.held.get(query, 0)
 
     def stop(self):
         try:
@@ -323,6 +331,10 @@ class Nginx:
 
     def get(self, path, **kw):
         return request(self.port, path, **kw)
+
+    def holding(self, query):
+        with self.lock:
+            return self.held.get(query, 0)
 
     def stop(self):
         m = self.master()

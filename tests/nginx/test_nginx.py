@@ -160,15 +160,24 @@ def test_penalty_escalates_across_workers(ng):
 def test_leases_released_when_the_upstream_answers(ng):
     t = []
     res = {}
+    hold = {x: "ledger=%s&hold=4000" % x for x in ("a", "b")}
 
     def slow(ledger):
-        res[ledger] = ng.get("/v1/ledgers/reconcile?ledger=%s&hold=3000" %
-                             ledger, method="POST", headers=hdr("lk", tenant="lt"))
-    base = UP.inflight
-    for ledger in ("a", "b"):
+        res[ledger] = ng.get("/v1/ledgers/reconcile?" + hold[ledger],
+                             method="POST", headers=hdr("lk", tenant="lt"))
+    for ledger in hold:
         t.append(threading.Thread(target=slow, args=(ledger,)))
         t[-1].start()
-    wait_until(lambda: UP.inflight >= base + 2, 10, "two reconciles upstream")
+
+    # Both held upstream at once; an answer before that is the failure to
+    # report (a denial, or a hold that ended before the other arrived).
+    def both_held():
+        if res:
+            raise AssertionError("answered before both were upstream: %s" %
+                                 {k: (v.status, v.body[:200])
+                                  for k, v in res.items()})
+        return all(UP.holding(q) for q in hold.values())
+    wait_until(both_held, 10, "two reconciles upstream")
     r = ng.get("/v1/ledgers/reconcile?ledger=c", method="POST",
                headers=hdr("lk", tenant="lt"))
     assert r.status == 429, r.status  # reconcile_concurrency = 2
@@ -189,12 +198,12 @@ def test_leases_of_a_killed_worker_expire(ng):
                    method="POST", headers=hdr("kk", tenant="kt"), timeout=60)
         except Exception:
             pass  # its worker is killed
-    base = UP.inflight
     ts = [threading.Thread(target=slow, args=(x,), daemon=True)
           for x in ("a", "b")]
     for x in ts:
         x.start()
-    wait_until(lambda: UP.inflight >= base + 2, 10, "two reconciles upstream")
+    wait_until(lambda: all(UP.holding("ledger=%s&hold=60000" % x)
+                           for x in ("a", "b")), 10, "two reconciles upstream")
     old = ng.workers()
     for w in old:
         os.kill(w, signal.SIGKILL)
