@@ -24,6 +24,7 @@
 
 #include "sluice.h"
 #include "trace.h"
+#include "../common/splitmix.h"
 
 static sluice_limiter *lim;
 static sluice_clock *clk;
@@ -77,10 +78,7 @@ Test(conformance, distinct) { replay("distinct.trace"); }
 
 static uint64_t rng_state;
 static uint64_t rnd(void) { /* splitmix64 */
-  uint64_t z = (rng_state += UINT64_C(0x9e3779b97f4a7c15));
-  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return z ^ (z >> 31);
+  return splitmix64(&rng_state);
 }
 static int64_t between(int64_t lo, int64_t hi) {
   return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1));

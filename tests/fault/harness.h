@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "sluice.h"
+#include "../common/splitmix.h"
 
 static long h_violations, h_reported;
 
@@ -50,10 +51,7 @@ static inline int64_t h_real_ns(void) {
 }
 
 static inline uint64_t h_rnd(uint64_t *s) { /* splitmix64 */
-  uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return z ^ (z >> 31);
+  return splitmix64(s);
 }
 
 /* Backends a test runs on.  store strings are filled by h_store_uri(). */

@@ -23,11 +23,10 @@
 */
 #include "fault_backend.h"
 #include "harness.h"
+#include "../common/units.h"
 
 __extension__ typedef __int128 i128;
 
-#define S 1000000000LL
-#define MS 1000000LL
 
 static long decisions, faults, jumps;
 
@@ -51,12 +50,12 @@ static void world_init(world *w) {
     w->keys[i].data = w->names[i];
     w->keys[i].len = strlen(w->names[i]);
   }
-  w->gp[0] = (sluice_gcra_params){20, S, 40};
-  w->gp[1] = (sluice_gcra_params){5, S, 10};
-  w->pp = (sluice_penalty_params){3, 10 * S, {2 * S, 20 * S, 200 * S},
-                                  3600 * S};
-  w->lp = (sluice_lease_params){2, 3 * S};
-  w->wp = (sluice_window_params){7, 2 * S};
+  w->gp[0] = (sluice_gcra_params){20, SEC, 40};
+  w->gp[1] = (sluice_gcra_params){5, SEC, 10};
+  w->pp = (sluice_penalty_params){3, 10 * SEC, {2 * SEC, 20 * SEC, 200 * SEC},
+                                  3600 * SEC};
+  w->lp = (sluice_lease_params){2, 3 * SEC};
+  w->wp = (sluice_window_params){7, 2 * SEC};
 }
 
 static void random_op(world *w, uint64_t *rng, sluice_op *op) {
@@ -110,7 +109,7 @@ static void t_nth(void) {
       fault_plan plan;
       fault_stats st;
       world w;
-      int64_t t = 1000 * S;
+      int64_t t = 1000 * SEC;
       long seen = 0;
       int want = codes[ci] > 0 ? SLUICE_EBACKEND : codes[ci];
 
@@ -219,7 +218,7 @@ static void t_outage(void) {
   sluice_decision d;
   fault_plan plan = {0, 0, SLUICE_ETIMEDOUT};
   fault_stats st;
-  int64_t t = 5000 * S, t_out;
+  int64_t t = 5000 * SEC, t_out;
   long admitted = 0, n_out = 0;
   const sluice_policy_tier *tier;
   int64_t pct, bound;
@@ -341,8 +340,8 @@ static void t_clock_on(const char *backend) {
   sluice_clock *clk;
   sluice_limiter *lim;
   sluice_verdict v;
-  const int64_t T0 = 1000000 * S; /* about 11.6 days */
-  sluice_gcra_params g = {10, S, 20};
+  const int64_t T0 = 1000000 * SEC; /* about 11.6 days */
+  sluice_gcra_params g = {10, SEC, 20};
   sluice_key kb = {"{c}:bucket", 10}, kp = {"{c}:box", 7},
              kw = {"{c}:win", 7}, kr = {"{c}:walk", 8};
   sluice_key kl[1] = {{"{c}:lease0", 10}};
@@ -367,7 +366,7 @@ static void t_clock_on(const char *backend) {
   retry = v.retry_after_ns;
   VIOLATION_IF(retry != 100 * MS, "%s: retry %lld, expected 100 ms", backend,
                (long long)retry);
-  jump(clk, T0 - 3600 * S);
+  jump(clk, T0 - 3600 * SEC);
   VIOLATION_IF(take(lim, &kb, &g, &v), "%s: backward jump refunded", backend);
   VIOLATION_IF(sluice_limiter_now(lim) < T0, "%s: limiter time went back",
                backend);
@@ -381,7 +380,7 @@ static void t_clock_on(const char *backend) {
                backend);
 
   /* 2. Ten days forward: exactly a full bucket. */
-  t = T0 + 10 * 86400 * S;
+  t = T0 + 10 * 86400 * SEC;
   jump(clk, t);
   for (i = 0; i < 20; i++)
     VIOLATION_IF(!take(lim, &kb, &g, &v), "%s: refilled take %d denied",
@@ -391,18 +390,18 @@ static void t_clock_on(const char *backend) {
 
   /* 3. A box survives a backward jump and ends exactly on time. */
   {
-    sluice_penalty_params pp = {3, 60 * S, {60 * S, 600 * S, SLUICE_FOREVER},
-                                86400 * S};
+    sluice_penalty_params pp = {3, 60 * SEC, {60 * SEC, 600 * SEC, SLUICE_FOREVER},
+                                86400 * SEC};
     sluice_op op = {SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, 1, &kp, &pp, 1, 0};
-    t += S;
+    t += SEC;
     jump(clk, t);
     REQUIRE(sluice_limiter_apply(lim, &op, &v) == SLUICE_OK, "trip");
     end = t + v.retry_after_ns;
-    VIOLATION_IF(v.allowed || v.retry_after_ns != 60 * S,
+    VIOLATION_IF(v.allowed || v.retry_after_ns != 60 * SEC,
                  "%s: trip allowed %d retry %lld", backend, v.allowed,
                  (long long)v.retry_after_ns);
     op.kind = SLUICE_OP_CHECK;
-    jump(clk, t - 7200 * S);
+    jump(clk, t - 7200 * SEC);
     REQUIRE(sluice_limiter_apply(lim, &op, &v) == SLUICE_OK, "check");
     VIOLATION_IF(v.allowed, "%s: backward jump lifted the box", backend);
     jump(clk, end - 1);
@@ -417,45 +416,45 @@ static void t_clock_on(const char *backend) {
 
   /* 4. A full fixed window does not reopen on a backward jump. */
   {
-    sluice_window_params wp = {5, 10 * S};
+    sluice_window_params wp = {5, 10 * SEC};
     sluice_op op = {SLUICE_ALGO_FWINDOW, SLUICE_OP_CONSUME, 1, &kw, &wp, 1, 0};
-    t = (t / (10 * S) + 1) * 10 * S + S; /* 1 s into a window */
+    t = (t / (10 * SEC) + 1) * 10 * SEC + SEC; /* 1 s into a window */
     jump(clk, t);
     for (i = 0; i < 5; i++) {
       REQUIRE(sluice_limiter_apply(lim, &op, &v) == SLUICE_OK, "window");
       VIOLATION_IF(!v.allowed, "%s: window take %d denied", backend, i);
     }
-    jump(clk, t - 3600 * S);
+    jump(clk, t - 3600 * SEC);
     REQUIRE(sluice_limiter_apply(lim, &op, &v) == SLUICE_OK, "window");
     VIOLATION_IF(v.allowed, "%s: backward jump reopened the window", backend);
-    jump(clk, t - S + 10 * S);
+    jump(clk, t - SEC + 10 * SEC);
     REQUIRE(sluice_limiter_apply(lim, &op, &v) == SLUICE_OK, "window");
     VIOLATION_IF(!v.allowed, "%s: next window still closed", backend);
     decisions += 7;
-    t += 9 * S;
+    t += 9 * SEC;
   }
 
   /* 5. A lease: held across a backward jump, reclaimed after its TTL. */
   {
-    sluice_lease_params lp = {1, 5 * S};
+    sluice_lease_params lp = {1, 5 * SEC};
     sluice_op op = {SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 1, kl, &lp, 0, 1};
-    t += S;
+    t += SEC;
     jump(clk, t);
     REQUIRE(sluice_limiter_apply(lim, &op, &v) == SLUICE_OK && v.allowed,
             "acquire 1");
     op.id = 2;
-    jump(clk, t - 600 * S);
+    jump(clk, t - 600 * SEC);
     REQUIRE(sluice_limiter_apply(lim, &op, &v) == SLUICE_OK, "acquire 2");
     VIOLATION_IF(v.allowed, "%s: backward jump freed a held lease", backend);
-    jump(clk, t + 5 * S - 1);
+    jump(clk, t + 5 * SEC - 1);
     REQUIRE(sluice_limiter_apply(lim, &op, &v) == SLUICE_OK, "acquire 2");
     VIOLATION_IF(v.allowed, "%s: lease reclaimed before its TTL", backend);
-    jump(clk, t + 5 * S);
+    jump(clk, t + 5 * SEC);
     REQUIRE(sluice_limiter_apply(lim, &op, &v) == SLUICE_OK, "acquire 2");
     VIOLATION_IF(!v.allowed, "%s: lease not reclaimed after its TTL",
                  backend);
     decisions += 4;
-    t += 5 * S;
+    t += 5 * SEC;
   }
 
   /* 6. A random walk of jumps: the bound over the limiter's own time. */
@@ -468,11 +467,11 @@ static void t_clock_on(const char *backend) {
       if (r < 70)
         t += (int64_t)(h_rnd(&rng) % (50 * MS));
       else if (r < 90)
-        t -= (int64_t)(h_rnd(&rng) % (3600 * S));
+        t -= (int64_t)(h_rnd(&rng) % (3600 * SEC));
       else if (r < 98)
-        t += (int64_t)(h_rnd(&rng) % (10 * S));
+        t += (int64_t)(h_rnd(&rng) % (10 * SEC));
       else
-        t += (int64_t)(h_rnd(&rng) % (86400 * S));
+        t += (int64_t)(h_rnd(&rng) % (86400 * SEC));
       if (t < 0)
         t = 0;
       now_set = t;

@@ -9,10 +9,11 @@
 #include <string.h>
 
 #include "sluice.h"
+#include "../common/splitmix.h"
+#include "../common/units.h"
 
-#define S_NS INT64_C(1000000000)
 /* 2026-10-14T14:00:00Z, the hour before the spec's lockout example. */
-#define NOW_NS (INT64_C(1791986400) * S_NS)
+#define NOW_NS (INT64_C(1791986400) * SEC)
 
 /* ------------------------------------------------------- test helpers --- */
 
@@ -22,10 +23,8 @@ static uint64_t fixed_rand(void *ud) { return *(uint64_t *)ud; }
 
 /* A reproducible generator (SplitMix64 of its own) for the jitter draws. */
 static uint64_t seq_rand(void *ud) {
-  uint64_t *s = ud, z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return z ^ (z >> 31);
+  uint64_t *s = ud;
+  return splitmix64(s);
 }
 
 static uint64_t g_zero = 0;
@@ -98,8 +97,8 @@ static sluice_http_facts spec_throttled(void) {
   f.window_s = 60;
   f.limit = 3000;
   f.remaining = 0;
-  f.reset_ns = 12 * S_NS;
-  f.retry_after_ns = 11 * S_NS + 400000000; /* 11.4 s: sent as 12 */
+  f.reset_ns = 12 * SEC;
+  f.retry_after_ns = 11 * SEC + 400000000; /* 11.4 s: sent as 12 */
   f.strikes_remaining = 14;
   f.cost = 10;
   f.refill_per_s = 50;
@@ -128,7 +127,7 @@ Test(answer, spec_200_headers) {
   f.window_s = 60;
   f.limit = 3000;
   f.remaining = 2412;
-  f.reset_ns = 17 * S_NS + 1; /* just over 17 s: rounds up to 18 */
+  f.reset_ns = 17 * SEC + 1; /* just over 17 s: rounds up to 18 */
   cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.status, 200);
   cr_assert_str_eq(sluice_http_reason(a.status), "OK");
@@ -243,7 +242,7 @@ Test(answer, structured_reset_not_after_retry_after) {
   sluice_http_facts f = spec_throttled();
   sluice_http_answer a;
   hdrs x;
-  f.reset_ns = 60 * S_NS;
+  f.reset_ns = 60 * SEC;
   cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
   render(h, &a, &x);
   cr_assert_str_eq(get(&x, "Retry-After"), "12");
@@ -259,7 +258,7 @@ Test(answer, structured_default_name_and_escaping) {
   hdrs x;
   f.limit = 100;
   f.remaining = 50;
-  f.reset_ns = 30 * S_NS;
+  f.reset_ns = 30 * SEC;
   f.quota = 100;
   f.window_s = 10;
   cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
@@ -291,7 +290,7 @@ Test(answer, both_forms) {
   f.window_s = 60;
   f.limit = 3000;
   f.remaining = 2412;
-  f.reset_ns = 18 * S_NS;
+  f.reset_ns = 18 * SEC;
   cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
   render(h, &a, &x);
   expect_headers(&x, want, sizeof want / sizeof want[0]);
@@ -315,10 +314,10 @@ Test(retry_after, ceil_and_minimum_one_second) {
   sluice_http *h = open_h(0, SLUICE_HTTP_NO_JITTER, NULL, NULL);
   sluice_http_facts f = spec_throttled();
   sluice_http_answer a;
-  f.retry_after_ns = 12 * S_NS; /* exact: stays 12 */
+  f.retry_after_ns = 12 * SEC; /* exact: stays 12 */
   cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.retry_after_s, 12);
-  f.retry_after_ns = 12 * S_NS + 1; /* a nanosecond more: 13 */
+  f.retry_after_ns = 12 * SEC + 1; /* a nanosecond more: 13 */
   cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.retry_after_s, 13);
   f.retry_after_ns = 0; /* a denial never says "now" */
@@ -346,7 +345,7 @@ Test(retry_after, jitter_bounds_over_many_draws) {
     f.retry_after_ns = waits_ms[w] * 1000000;
     for (i = 0; i < 20000; i++) {
       cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
-      cr_assert_geq(a.retry_after_s * S_NS, f.retry_after_ns);
+      cr_assert_geq(a.retry_after_s * SEC, f.retry_after_ns);
       cr_assert_geq(a.retry_after_s, s);
       cr_assert_leq(a.retry_after_s, s + span);
       seen[a.retry_after_s - s]++;
@@ -366,7 +365,7 @@ Test(retry_after, header_and_body_agree_with_jitter) {
   hdrs x;
   json_t *j;
   char want[32];
-  f.retry_after_ns = 120 * S_NS;
+  f.retry_after_ns = 120 * SEC;
   cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.retry_after_s, 132);
   render(h, &a, &x);
@@ -385,7 +384,7 @@ Test(retry_after, default_generator_stays_in_bounds) {
   sluice_http_facts f = spec_throttled();
   sluice_http_answer a;
   int i;
-  f.retry_after_ns = 100 * S_NS;
+  f.retry_after_ns = 100 * SEC;
   for (i = 0; i < 2000; i++) {
     cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
     cr_assert(a.retry_after_s >= 100 && a.retry_after_s <= 110);
@@ -409,7 +408,7 @@ static sluice_http_facts boxed(int level, int64_t left_ns) {
 
 Test(lockout, short_box_delta_seconds) {
   sluice_http *h = open_h(0, SLUICE_HTTP_NO_JITTER, NULL, NULL);
-  sluice_http_facts f = boxed(1, 300 * S_NS);
+  sluice_http_facts f = boxed(1, 300 * SEC);
   sluice_http_answer a;
   hdrs x;
   json_t *j;
@@ -437,7 +436,7 @@ Test(lockout, hour_long_box_sends_imf_fixdate) {
   /* The spec's example: an L2 box of 60 min ending at 15:00:00 GMT. */
   sluice_http *h = open_h(0, SLUICE_HTTP_NO_JITTER | SLUICE_HTTP_DATE_HEADER,
                           NULL, NULL);
-  sluice_http_facts f = boxed(2, 3600 * S_NS);
+  sluice_http_facts f = boxed(2, 3600 * SEC);
   sluice_http_answer a;
   hdrs x;
   int64_t at, date;
@@ -460,16 +459,16 @@ Test(lockout, date_never_earlier_than_true_end) {
   ** reads covers the true wait. */
   uint64_t seed = 99;
   sluice_http *h = open_h(0, 0, seq_rand, &seed);
-  int64_t now = NOW_NS + 700000000, left = 3600 * S_NS + 500000000;
+  int64_t now = NOW_NS + 700000000, left = 3600 * SEC + 500000000;
   sluice_http_facts f = boxed(2, left);
   sluice_http_answer a;
   int i;
   for (i = 0; i < 500; i++) {
     cr_assert_eq(sluice_http_answer_make(h, &f, now, &a), SLUICE_OK);
     cr_assert(a.retry_is_date);
-    cr_assert_geq(a.retry_at_s * S_NS, now + left);
-    cr_assert_eq(a.now_s, now / S_NS);
-    cr_assert_geq((a.retry_at_s - a.now_s) * S_NS, left);
+    cr_assert_geq(a.retry_at_s * SEC, now + left);
+    cr_assert_eq(a.now_s, now / SEC);
+    cr_assert_geq((a.retry_at_s - a.now_s) * SEC, left);
     cr_assert_leq(a.retry_at_s - a.lockout_ends_s, 360); /* X <= S/10 */
   }
   sluice_http_close(h);
@@ -478,7 +477,7 @@ Test(lockout, date_never_earlier_than_true_end) {
 Test(lockout, date_threshold_and_no_dates) {
   sluice_http_options o = {0};
   sluice_http *h;
-  sluice_http_facts f = boxed(1, 300 * S_NS);
+  sluice_http_facts f = boxed(1, 300 * SEC);
   sluice_http_answer a;
   o.flags = SLUICE_HTTP_NO_JITTER;
   o.date_after_s = 300;
@@ -488,7 +487,7 @@ Test(lockout, date_threshold_and_no_dates) {
   sluice_http_close(h);
   o.flags |= SLUICE_HTTP_NO_DATES;
   cr_assert_eq(sluice_http_open(&o, &h), SLUICE_OK);
-  f.retry_after_ns = 7200 * S_NS;
+  f.retry_after_ns = 7200 * SEC;
   cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert(!a.retry_is_date);
   cr_assert_eq(a.retry_after_s, 7200);
@@ -499,14 +498,14 @@ Test(lockout, end_time_from_lockout_ends_ns) {
   sluice_http *h = open_h(0, SLUICE_HTTP_NO_JITTER, NULL, NULL);
   sluice_http_facts f = boxed(1, 0);
   sluice_http_answer a;
-  f.lockout_ends_ns = NOW_NS + 90 * S_NS;
+  f.lockout_ends_ns = NOW_NS + 90 * SEC;
   cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.retry_after_s, 90);
   /* Both given: the later one wins, so the wait is never short. */
-  f.retry_after_ns = 60 * S_NS;
+  f.retry_after_ns = 60 * SEC;
   cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.retry_after_s, 90);
-  f.retry_after_ns = 120 * S_NS;
+  f.retry_after_ns = 120 * SEC;
   cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.retry_after_s, 120);
   /* Neither: not a box. */
@@ -562,7 +561,7 @@ Test(status, every_outcome) {
     hdrs x;
     char type[128];
     f.outcome = k[i].outcome;
-    f.retry_after_ns = 15 * S_NS;
+    f.retry_after_ns = 15 * SEC;
     f.tier = "sandbox";
     cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
     cr_assert_eq(a.status, k[i].status);
@@ -593,7 +592,7 @@ Test(status, suspended_is_forbidden) {
   json_t *j;
   hdrs x;
   f.outcome = SLUICE_HTTP_SUSPENDED;
-  f.retry_after_ns = 15 * S_NS; /* ignored: no wait lifts a suspension */
+  f.retry_after_ns = 15 * SEC; /* ignored: no wait lifts a suspension */
   cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.status, 403);
   render(h, &a, &x);
@@ -622,7 +621,7 @@ Test(status, accepted_async_job) {
   f.location = "/v1/jobs/job_123";
   f.limit = 3000;
   f.remaining = 2990;
-  f.reset_ns = S_NS / 5;
+  f.reset_ns = SEC / 5;
   cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.status, 202);
   render(h, &a, &x);
@@ -856,7 +855,7 @@ Test(buffers, documented_sizes_suffice_for_the_longest_answer) {
     f.quota_unit = qu;
     f.quota = f.window_s = f.other_quota = f.other_window_s = INT64_MAX;
     f.limit = f.remaining = f.reset_ns = f.next_ns = INT64_MAX;
-    f.retry_after_ns = INT64_C(100) * 365 * 86400 * S_NS;
+    f.retry_after_ns = INT64_C(100) * 365 * 86400 * SEC;
     f.penalty = box ? SLUICE_HTTP_PENALTY_LOCKOUT : SLUICE_HTTP_PENALTY_WARNING;
     f.penalty_level = box ? 3 : 0;
     cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK,

@@ -7,9 +7,10 @@
 #include <string.h>
 
 #include "sluice.h"
+#include "../common/splitmix.h"
+#include "../common/units.h"
 
-#define MS_NS INT64_C(1000000)
-#define T0 (INT64_C(5000) * MS_NS) /* the caller's clock: any origin */
+#define T0 (INT64_C(5000) * MS) /* the caller's clock: any origin */
 
 static uint64_t zero_rand(void *ud) {
   (void)ud;
@@ -17,10 +18,8 @@ static uint64_t zero_rand(void *ud) {
 }
 
 static uint64_t seq_rand(void *ud) {
-  uint64_t *s = ud, z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return z ^ (z >> 31);
+  uint64_t *s = ud;
+  return splitmix64(s);
 }
 
 /* A scripted source: returns the values in order. */
@@ -226,7 +225,7 @@ Test(planner, huge_retry_after_is_honoured_not_clamped) {
   p = plan(b, &in);
   cr_assert(p.flags & SLUICE_BACKOFF_F_BAD_RETRY_AFTER);
   cr_assert_gt(p.wait_ms, INT64_C(1) << 60);
-  in.deadline_ns = T0 + INT64_C(3600) * 1000 * MS_NS;
+  in.deadline_ns = T0 + INT64_C(3600) * 1000 * MS;
   p = plan(b, &in);
   cr_assert_eq(p.reason, SLUICE_BACKOFF_WHY_DEADLINE);
   sluice_backoff_close(b);
@@ -339,7 +338,7 @@ Test(planner, conflict_polls_the_job) {
   cr_assert_eq(p.action, SLUICE_BACKOFF_POLL);
   cr_assert_eq(p.reason, SLUICE_BACKOFF_WHY_CONFLICT);
   cr_assert_eq(p.wait_ms, 5000);
-  in.deadline_ns = T0 + 4000 * MS_NS;
+  in.deadline_ns = T0 + 4000 * MS;
   p = plan(b, &in);
   cr_assert_eq(p.reason, SLUICE_BACKOFF_WHY_DEADLINE);
   sluice_backoff_close(b);
@@ -362,11 +361,11 @@ Test(planner, deadline_fails_fast) {
   sluice_backoff_input in = req(1, 429);
   sluice_backoff_plan p;
   in.retry_after = "10";
-  in.deadline_ns = T0 + 10000 * MS_NS; /* exactly enough */
+  in.deadline_ns = T0 + 10000 * MS; /* exactly enough */
   p = plan(b, &in);
   cr_assert_eq(p.action, SLUICE_BACKOFF_RETRY);
   cr_assert_eq(p.wait_ms, 10000);
-  in.deadline_ns = T0 + 9999 * MS_NS; /* a millisecond short */
+  in.deadline_ns = T0 + 9999 * MS; /* a millisecond short */
   p = plan(b, &in);
   cr_assert_eq(p.action, SLUICE_BACKOFF_STOP);
   cr_assert_eq(p.reason, SLUICE_BACKOFF_WHY_DEADLINE);

@@ -16,10 +16,10 @@
 #include <string.h>
 
 #include "sluice.h"
+#include "../common/splitmix.h"
+#include "../common/units.h"
 
-#define S_NS INT64_C(1000000000)
-#define MS_NS INT64_C(1000000)
-#define START_NS (INT64_C(1791986400) * S_NS) /* 2026-10-14T14:00:00Z */
+#define START_NS (INT64_C(1791986400) * SEC) /* 2026-10-14T14:00:00Z */
 
 /* ------------------------------------------------------------ server --- */
 
@@ -42,7 +42,7 @@ static void server_open(server *s, int with_policy) {
   cr_assert_eq(sluice_limiter_open(&lo, &s->lim), SLUICE_OK);
   /* The sandbox key bucket of DESIGN.md: 5 points/s, burst 300. */
   s->bucket.rate = 5;
-  s->bucket.period_ns = S_NS;
+  s->bucket.period_ns = SEC;
   s->bucket.burst = 300;
   if (with_policy) {
     sluice_policy_options po = {0};
@@ -131,10 +131,8 @@ static void serve(server *s, int64_t cost, response *r) {
 /* ------------------------------------------------------------ client --- */
 
 static uint64_t seq_rand(void *ud) {
-  uint64_t *st = ud, z = (*st += UINT64_C(0x9e3779b97f4a7c15));
-  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return z ^ (z >> 31);
+  uint64_t *st = ud;
+  return splitmix64(st);
 }
 
 enum mode { PACED, BACKOFF_ONLY, IGNORES_RETRY_AFTER };
@@ -174,7 +172,7 @@ static int64_t run_batch(server *s, int n, enum mode mode) {
         break;
       cr_assert_eq(r.status, 429);
       if (mode == IGNORES_RETRY_AFTER) {
-        sluice_clock_advance(s->clock, 100 * MS_NS);
+        sluice_clock_advance(s->clock, 100 * MS);
         attempt++;
         continue;
       }
@@ -189,7 +187,7 @@ static int64_t run_batch(server *s, int n, enum mode mode) {
       cr_assert_eq(sluice_backoff_plan_next(b, &in, &p), SLUICE_OK);
       cr_assert_eq(p.action, SLUICE_BACKOFF_RETRY, "reason %d", p.reason);
       cr_assert_geq(p.wait_ms, p.floor_ms);
-      sluice_clock_advance(s->clock, p.wait_ms * MS_NS);
+      sluice_clock_advance(s->clock, p.wait_ms * MS);
     }
     if (mode == PACED) {
       sluice_pace_input pi = {0};
@@ -200,7 +198,7 @@ static int64_t run_batch(server *s, int n, enum mode mode) {
       pi.cost = next_cost;
       pi.reserve = pi.limit / 10;
       cr_assert_eq(sluice_pace_interval(&pi, &iv), SLUICE_OK);
-      sluice_clock_advance(s->clock, iv * MS_NS);
+      sluice_clock_advance(s->clock, iv * MS);
     }
   }
   sluice_backoff_close(b);
@@ -220,9 +218,9 @@ static int64_t batch_points(int n) {
 #define N_REQ 3000
 
 static void check_paced(server *s, int64_t took) {
-  int64_t ideal = (batch_points(N_REQ) - 300) * S_NS / 5;
+  int64_t ideal = (batch_points(N_REQ) - 300) * SEC / 5;
   cr_log_info("paced: %lld s (ideal %lld s), %lld throttles",
-              (long long)(took / S_NS), (long long)(ideal / S_NS),
+              (long long)(took / SEC), (long long)(ideal / SEC),
               (long long)s->throttles);
   cr_assert_eq(s->served, N_REQ);
   cr_assert_eq(s->throttles, 0, "paced client was throttled %lld times",
@@ -231,7 +229,7 @@ static void check_paced(server *s, int64_t took) {
   /* Pacing must not buy safety by crawling: within 10% of the bucket's
   ** own limit (whole-second headers and the 10% reserve cost a little). */
   cr_assert_leq(took, ideal + ideal / 10, "took %lld s, ideal %lld s",
-                (long long)(took / S_NS), (long long)(ideal / S_NS));
+                (long long)(took / SEC), (long long)(ideal / SEC));
   cr_assert_geq(took, ideal, "faster than the bucket allows?");
 }
 
@@ -289,7 +287,7 @@ Test(batch, policy_client_ignoring_retry_after_is_struck_and_boxed) {
     if (hdr(&r, "X-Penalty-Box-Status") &&
         strcmp(hdr(&r, "X-Penalty-Box-Status"), "Active-Lockout") == 0)
       boxed = 1;
-    sluice_clock_advance(s.clock, 10 * MS_NS);
+    sluice_clock_advance(s.clock, 10 * MS);
   }
   cr_assert_gt(s.strikes, 0);
   cr_assert(boxed, "20 strikes in 60 s should trip the sandbox box");

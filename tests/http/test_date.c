@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "sluice.h"
+#include "../common/splitmix.h"
 
 /* RFC 9110's own example instant, in each of its three spellings. */
 #define RFC_EXAMPLE_S INT64_C(784111777) /* 1994-11-06T08:49:37Z */
@@ -182,10 +183,7 @@ Test(uint, parses_and_refuses) {
 }
 
 static uint64_t mix(uint64_t *s) {
-  uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return z ^ (z >> 31);
+  return splitmix64(s);
 }
 
 Test(date, mutated_inputs_never_overread_or_misparse) {

@@ -24,10 +24,9 @@
 
 #include "sluice.h"
 #include <sluice/sluice_lmdb.h>
+#include "../common/units.h"
 
 #define UNUSED __attribute__((unused))
-#define SEC INT64_C(1000000000)
-#define MIN (60 * SEC)
 #define T0 (INT64_C(1700000000) * SEC) /* a plausible wall-clock time */
 
 static UNUSED char tdir[256];  /* the test's private directory */

@@ -9,11 +9,9 @@
 
 #include <pthread.h>
 #include <sluice.h>
+#include "../common/units.h"
 
 #define T0 (INT64_C(1767225600) * 1000000000) /* 2026-01-01T00:00:00Z */
-#define SEC INT64_C(1000000000)
-#define MINUTE (60 * SEC)
-#define HOUR (60 * MINUTE)
 
 /* xControl ops of the failing store. */
 #define FAIL_CTL_SET 300   /* arg: int*: SLUICE_E* to return, 0 heals */

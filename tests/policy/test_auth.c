@@ -30,7 +30,7 @@ Test(policy_auth, five_failures_box_the_subject) {
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
   cr_assert_neq(d.flags & SLUICE_DECISION_TRIPPED, 0);
   cr_assert_eq(d.penalty_level, 1);
-  cr_assert_eq(d.retry_after_ns, 5 * MINUTE);
+  cr_assert_eq(d.retry_after_ns, 5 * MIN);
   cr_assert_eq(fx_last(&f, SLUICE_EVENT_BOX_TRIP)->scope,
                SLUICE_SCOPE_SUBJECT);
   /* The subject is boxed from any IP; the IP is not boxed for others. */
@@ -39,7 +39,7 @@ Test(policy_auth, five_failures_box_the_subject) {
   /* Even the right secret waits out the box. */
   other_ip.auth_result = SLUICE_AUTH_OK;
   cr_assert_eq(decide(&f, &other_ip).outcome, SLUICE_OUTCOME_BOXED);
-  sluice_clock_advance(f.clock, 5 * MINUTE);
+  sluice_clock_advance(f.clock, 5 * MIN);
   cr_assert_eq(decide(&f, &other_ip).outcome, SLUICE_OUTCOME_ALLOW);
   fx_close(&f);
 }
@@ -99,8 +99,8 @@ Test(policy_auth, unknown_client_and_bad_secret_are_indistinguishable) {
     sluice_decision da = decide(&a, &ra), db = decide(&b, &rb);
     cr_assert_eq(memcmp(&da, &db, sizeof da), 0, "decision %d differs", i);
     if (i == 6) {
-      sluice_clock_advance(a.clock, 5 * MINUTE);
-      sluice_clock_advance(b.clock, 5 * MINUTE);
+      sluice_clock_advance(a.clock, 5 * MIN);
+      sluice_clock_advance(b.clock, 5 * MIN);
     }
   }
   cr_assert_eq(a.nev, b.nev);

@@ -59,7 +59,7 @@ static void scenario(const char *store, unsigned flags) {
   cr_assert_eq(d.binding, SLUICE_BINDING_TENANT);
   cr_assert_eq(d.remaining, 55 - 30 - 10 - 1);
 
-  sluice_clock_advance(f.clock, 10 * MINUTE);
+  sluice_clock_advance(f.clock, 10 * MIN);
   d = decide(&f, &exp);
   cr_assert_eq(d.allowed, 1);
   cr_assert_eq(sluice_policy_release_lease(f.pol, &exp, d.lease_id),

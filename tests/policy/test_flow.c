@@ -203,8 +203,8 @@ Test(policy_flow, abusive_client_climbs_l1_l2_l3_and_other_keys_are_unaffected) 
   cr_assert_eq(d.status, 429);
   cr_assert_eq(d.penalty_status, SLUICE_PENALTY_ACTIVE_LOCKOUT);
   cr_assert_eq(d.penalty_level, 1);
-  cr_assert_eq(d.retry_after_ns, 5 * MINUTE);
-  cr_assert_eq(d.lockout_end_ns, trip1 + 5 * MINUTE);
+  cr_assert_eq(d.retry_after_ns, 5 * MIN);
+  cr_assert_eq(d.lockout_end_ns, trip1 + 5 * MIN);
   cr_assert_eq(d.flags & SLUICE_DECISION_EDGE_DENY, 0);
   cr_assert_eq(fx_last(&f, SLUICE_EVENT_BOX_TRIP)->level, 1);
   cr_assert_eq(fx_last(&f, SLUICE_EVENT_BOX_TRIP)->scope, SLUICE_SCOPE_KEY);
@@ -212,25 +212,25 @@ Test(policy_flow, abusive_client_climbs_l1_l2_l3_and_other_keys_are_unaffected) 
   /* Level 1 is the key's scope only. */
   cr_assert_eq(decide(&f, &good).allowed, 1);
   /* Boxed: rejected without bucket work and without strikes. */
-  sluice_clock_advance(f.clock, 4 * MINUTE);
+  sluice_clock_advance(f.clock, 4 * MIN);
   d = decide(&f, &bad);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
-  cr_assert_eq(d.retry_after_ns, MINUTE);
+  cr_assert_eq(d.retry_after_ns, MIN);
   cr_assert_eq(d.flags & SLUICE_DECISION_STRIKE, 0);
-  sluice_clock_advance(f.clock, MINUTE);
+  sluice_clock_advance(f.clock, MIN);
   d = decide(&f, &bad);
   cr_assert_eq(d.allowed, 1, "the box ends after 5 min");
 
   d = trip_once(&f, &bad);
   cr_assert_eq(d.penalty_level, 2);
-  cr_assert_eq(d.retry_after_ns, 60 * MINUTE);
+  cr_assert_eq(d.retry_after_ns, 60 * MIN);
   cr_assert_neq(d.flags & SLUICE_DECISION_EDGE_DENY, 0);
   cr_assert_eq(fx_count(&f, SLUICE_EVENT_ALERT), 1);
   cr_assert_eq(fx_count(&f, SLUICE_EVENT_EDGE_DENY), 1);
   cr_assert_eq(fx_last(&f, SLUICE_EVENT_EDGE_DENY)->until_ns,
-               d.now_ns + 60 * MINUTE);
+               d.now_ns + 60 * MIN);
   cr_assert_eq(decide(&f, &good).allowed, 1);
-  sluice_clock_advance(f.clock, 60 * MINUTE);
+  sluice_clock_advance(f.clock, 60 * MIN);
 
   d = trip_once(&f, &bad);
   cr_assert_eq(d.penalty_level, 3);
@@ -255,11 +255,11 @@ Test(policy_flow, offense_counter_expires_24h_after_the_last_trip) {
   fx_open(&f, NULL, 0);
   d = trip_once(&f, &r);
   cr_assert_eq(d.penalty_level, 1);
-  sluice_clock_advance(f.clock, 24 * HOUR - MINUTE);
+  sluice_clock_advance(f.clock, 24 * HOUR - MIN);
   d = trip_once(&f, &r);
   cr_assert_eq(d.penalty_level, 2, "still within 24 h of the last trip");
   /* The counter now runs from this second trip. */
-  sluice_clock_advance(f.clock, 24 * HOUR - MINUTE);
+  sluice_clock_advance(f.clock, 24 * HOUR - MIN);
   d = trip_once(&f, &r);
   cr_assert_eq(d.penalty_level, 3);
 
@@ -278,18 +278,18 @@ Test(policy_flow, enterprise_level3_pages_and_never_suspends) {
   fx_open(&f, NULL, 0);
   d = trip_once(&f, &r);
   cr_assert_eq(d.penalty_level, 1);
-  sluice_clock_advance(f.clock, 5 * MINUTE);
+  sluice_clock_advance(f.clock, 5 * MIN);
   d = trip_once(&f, &r);
   cr_assert_eq(d.penalty_level, 2);
-  sluice_clock_advance(f.clock, 60 * MINUTE);
+  sluice_clock_advance(f.clock, 60 * MIN);
   d = trip_once(&f, &r);
   cr_assert_eq(d.penalty_level, 3);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
   cr_assert_eq(d.status, 429);
-  cr_assert_eq(d.retry_after_ns, 60 * MINUTE);
+  cr_assert_eq(d.retry_after_ns, 60 * MIN);
   cr_assert_eq(fx_count(&f, SLUICE_EVENT_PAGE), 1);
   cr_assert_eq(fx_count(&f, SLUICE_EVENT_SUSPEND), 0);
-  sluice_clock_advance(f.clock, 60 * MINUTE);
+  sluice_clock_advance(f.clock, 60 * MIN);
   cr_assert_eq(decide(&f, &r).allowed, 1, "the L3 box ends by itself");
   fx_close(&f);
 }
@@ -320,9 +320,9 @@ Test(policy_flow, manual_release_and_lift_are_audited) {
   d = decide(&f, &r);
   cr_assert_neq(d.outcome, SLUICE_OUTCOME_BOXED);
   /* The offense count is kept: the next trips escalate. */
-  sluice_clock_advance(f.clock, MINUTE);
+  sluice_clock_advance(f.clock, MIN);
   cr_assert_eq(trip_once(&f, &r).penalty_level, 2);
-  sluice_clock_advance(f.clock, 60 * MINUTE);
+  sluice_clock_advance(f.clock, 60 * MIN);
   cr_assert_eq(trip_once(&f, &r).outcome, SLUICE_OUTCOME_SUSPENDED);
   cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_KEY, &r, "amy",
                                          "x"),

@@ -36,7 +36,7 @@ Test(policy_heavy, two_reconciles_on_one_ledger_give_one_conflict) {
   d1 = decide(&f, &a);
   cr_assert_eq(d1.allowed, 1);
   cr_assert_neq(d1.lease_id, 0);
-  cr_assert_eq(d1.lease_ttl_ns, 15 * MINUTE);
+  cr_assert_eq(d1.lease_ttl_ns, 15 * MIN);
   cr_assert_eq(d1.remaining, 1490);
   d2 = decide(&f, &a);
   cr_assert_eq(d2.outcome, SLUICE_OUTCOME_CONFLICT);
@@ -111,7 +111,7 @@ Test(policy_heavy, dead_workers_lease_is_reclaimed_after_its_ttl) {
   cr_assert_eq(dead.allowed, 1);
   d = decide(&f, &b);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_CONCURRENCY);
-  sluice_clock_advance(f.clock, 15 * MINUTE - SEC);
+  sluice_clock_advance(f.clock, 15 * MIN - SEC);
   d = decide(&f, &b);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_CONCURRENCY);
   cr_assert_eq(d.retry_after_ns, SEC, "the slot frees in 1 s");
@@ -132,9 +132,9 @@ Test(policy_heavy, renew_keeps_a_long_job_leased) {
   sluice_decision d;
   fx_open(&f, NULL, 0);
   d = decide(&f, &a);
-  sluice_clock_advance(f.clock, 14 * MINUTE);
+  sluice_clock_advance(f.clock, 14 * MIN);
   cr_assert_eq(sluice_policy_renew_lease(f.pol, &a, d.lease_id), SLUICE_OK);
-  sluice_clock_advance(f.clock, 2 * MINUTE);
+  sluice_clock_advance(f.clock, 2 * MIN);
   cr_assert_eq(decide(&f, &b).outcome, SLUICE_OUTCOME_CONCURRENCY);
   cr_assert_eq(decide(&f, &a).outcome, SLUICE_OUTCOME_CONFLICT,
                "the renewed lease still holds ledger A");
@@ -154,17 +154,17 @@ Test(policy_heavy, hourly_export_cap_per_tenant) {
   d = decide(&f, &e);
   cr_assert_eq(d.allowed, 1);
   cr_assert_eq(sluice_policy_release_lease(f.pol, &e, d.lease_id), SLUICE_OK);
-  sluice_clock_advance(f.clock, 10 * MINUTE);
+  sluice_clock_advance(f.clock, 10 * MIN);
   d = decide(&f, &e);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_EXPORT_CAP, "sandbox: 2 per hour");
   cr_assert_eq(d.status, 429);
-  cr_assert_eq(d.retry_after_ns, 50 * MINUTE);
+  cr_assert_eq(d.retry_after_ns, 50 * MIN);
   cr_assert_eq(d.lease_id, 0);
   /* The denied export took no tokens: the bucket refilled in those 10
   ** min, and only this request's point is gone. */
   cr_assert_eq(decide(&f, &std).remaining, 299);
   /* ... and no lease: the next hour's export gets the sandbox's slot. */
-  sluice_clock_advance(f.clock, 50 * MINUTE);
+  sluice_clock_advance(f.clock, 50 * MIN);
   d = decide(&f, &e);
   cr_assert_eq(d.allowed, 1);
   fx_close(&f);

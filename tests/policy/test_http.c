@@ -126,7 +126,7 @@ Test(policy_http, boxed_and_suspended_are_active_lockouts) {
     if (level < 3) {
       cr_assert_eq(out.a.status, 429);
       cr_assert_neq(out.a.retry_after_s, 0);
-      sluice_clock_advance(f.clock, level == 1 ? 5 * MINUTE : HOUR);
+      sluice_clock_advance(f.clock, level == 1 ? 5 * MIN : HOUR);
     }
   }
   cr_assert_eq(level, 3);
@@ -290,7 +290,7 @@ Test(policy_http, the_export_cap_is_its_own_answer) {
     cr_assert_eq(sluice_policy_release_lease(f.pol, &e, d.lease_id),
                  SLUICE_OK);
   }
-  sluice_clock_advance(f.clock, 10 * MINUTE);
+  sluice_clock_advance(f.clock, 10 * MIN);
   d = decide(&f, &e);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_EXPORT_CAP);
   cr_assert_eq(d.cap_limit, 10);

@@ -16,8 +16,8 @@
 
 #include "redis_test.h"
 #include "sluice/policy.h"
+#include "../common/units.h"
 
-#define SEC INT64_C(1000000000)
 
 extern char **environ;
 

@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include "redis_test.h"
+#include "../common/units.h"
 
-#define SEC INT64_C(1000000000)
 
 Test(failover, master_killed_mid_run, .timeout = 120) {
   sluice_limiter *l;

@@ -8,20 +8,16 @@
 ** live key, and values near the edges of the supported range.
 */
 #include "redis_test.h"
+#include "../common/splitmix.h"
+#include "../common/units.h"
 
-#define SEC INT64_C(1000000000)
-#define MS INT64_C(1000000)
-#define HOUR (3600 * SEC)
 
 typedef struct rng {
   uint64_t s;
 } rng;
 
 static uint64_t rnext(rng *r) {
-  uint64_t z = (r->s += UINT64_C(0x9e3779b97f4a7c15));
-  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return z ^ (z >> 31);
+  return splitmix64(&r->s);
 }
 static int64_t rrange(rng *r, int64_t lo, int64_t hi) {
   uint64_t span = (uint64_t)(hi - lo) + 1;

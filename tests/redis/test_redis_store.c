@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "redis_test.h"
+#include "../common/units.h"
 
-#define SEC INT64_C(1000000000)
 
 static redisContext *raw(int port) {
   struct timeval tv = {5, 0};

@@ -10,9 +10,8 @@
 #include <sys/wait.h>
 
 #include "shm_test_util.h"
+#include "../common/units.h"
 
-#define SEC INT64_C(1000000000)
-#define MIN (60 * SEC)
 
 /* Header offsets (layouts 1 and 2, see shm_store.c). */
 #define OFF_LAYOUT 8

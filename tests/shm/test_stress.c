@@ -21,8 +21,9 @@
 #include <time.h>
 
 #include "shm_test_util.h"
+#include "../common/splitmix.h"
+#include "../common/units.h"
 
-#define SEC INT64_C(1000000000)
 #define NPROC 2
 #define NTHR 3
 #define NWIDE 3000
@@ -54,10 +55,7 @@ static void fini(void) {
 TestSuite(stress, .fini = fini, .timeout = 120);
 
 static uint64_t rnd(uint64_t *s) {
-  uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return z ^ (z >> 31);
+  return splitmix64(s);
 }
 
 static void setup_store(const char *what, int64_t capacity, int64_t t0) {

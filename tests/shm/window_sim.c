@@ -16,14 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../common/splitmix.h"
 
 static uint64_t state;
 
 static uint64_t next(void) { /* splitmix64 */
-  uint64_t z = (state += UINT64_C(0x9e3779b97f4a7c15));
-  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return z ^ (z >> 31);
+  return splitmix64(&state);
 }
 
 int main(int argc, char **argv) {

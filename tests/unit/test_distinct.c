@@ -119,28 +119,28 @@ Test(distinct, monotone_and_near_unbiased) {
 
 Test(distinct, threshold_and_window) {
   /* 5 distinct subjects in a 10 min window trip it. */
-  const sluice_distinct_params p = {5, 10 * MINUTE};
+  const sluice_distinct_params p = {5, 10 * MIN};
   sluice_state s = zst();
   sluice_verdict v;
-  int64_t t = 20 * MINUTE + 30 * SEC; /* window [20 min, 30 min) */
+  int64_t t = 20 * MIN + 30 * SEC; /* window [20 min, 30 min) */
   int b;
   for (b = 0; b < 4; b++) {
     cr_assert(add(&p, &s, t, on_bit(b, 0), &v));
     cr_assert_eq(v.remaining, 5 - (b + 1));
-    cr_assert_eq(v.reset_ns, 9 * MINUTE + 30 * SEC);
+    cr_assert_eq(v.reset_ns, 9 * MIN + 30 * SEC);
     cr_assert_eq(v.retry_after_ns, 0);
   }
   cr_assert(!add(&p, &s, t, on_bit(4, 0), &v), "the 5th distinct item");
   cr_assert_eq(v.remaining, 0);
-  cr_assert_eq(v.retry_after_ns, 9 * MINUTE + 30 * SEC);
-  cr_assert(!peek(&p, &s, 30 * MINUTE - 1, &v));
+  cr_assert_eq(v.retry_after_ns, 9 * MIN + 30 * SEC);
+  cr_assert(!peek(&p, &s, 30 * MIN - 1, &v));
   cr_assert_eq(v.retry_after_ns, 1);
   /* A repeat of a known item is still over. */
   cr_assert(!add(&p, &s, t + SEC, on_bit(0, 0), &v));
   /* Next window: forgotten. */
-  cr_assert(peek(&p, &s, 30 * MINUTE, &v));
+  cr_assert(peek(&p, &s, 30 * MIN, &v));
   cr_assert_eq(v.remaining, 5);
-  cr_assert(add(&p, &s, 30 * MINUTE, on_bit(4, 0), &v));
+  cr_assert(add(&p, &s, 30 * MIN, on_bit(4, 0), &v));
   cr_assert_eq(v.remaining, 4);
 }
 

@@ -36,7 +36,7 @@ static int64_t pick(rng *r, const int64_t *edges, size_t n, int64_t lo,
 static void random_params(rng *r, sluice_gcra_params *p) {
   static const int64_t rates[] = {1, 2, 3, 7, 100, 3000, 1000000,
                                   INT64_C(1) << 31, INT64_C(1) << 32};
-  static const int64_t periods[] = {1, 7, 1000, SEC, MINUTE, HOUR,
+  static const int64_t periods[] = {1, 7, 1000, SEC, MIN, HOUR,
                                     INT64_C(1) << 40, INT64_C(1) << 62};
   static const int64_t bursts[] = {1, 2, 200, 3000, INT64_C(1) << 20,
                                    INT64_C(1) << 40};
@@ -168,7 +168,7 @@ Test(gcra_fast, forced_wide_step_equals_default_step) {
 ** or one near now must take it. */
 Test(gcra_fast, wall_clock_decisions_take_the_int64_path) {
   static const sluice_gcra_params ps[] = {
-      {3000, MINUTE, 3000}, {7, SEC, 7}, {INT64_C(1) << 32, HOUR, 100}};
+      {3000, MIN, 3000}, {7, SEC, 7}, {INT64_C(1) << 32, HOUR, 100}};
   int64_t now = INT64_C(1764800000) * SEC;
   for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
     sluice_state s = zst(), out;

@@ -34,7 +34,7 @@ static int64_t sweep(sluice_limiter *l, int64_t now) {
 }
 
 static const sluice_penalty_params pen = {
-    20, 60 * SEC, {5 * MINUTE, 60 * MINUTE, SLUICE_FOREVER}, 24 * HOUR};
+    20, 60 * SEC, {5 * MIN, 60 * MIN, SLUICE_FOREVER}, 24 * HOUR};
 
 static int penalty(sluice_limiter *l, const char *key, int kind, int64_t arg,
                    sluice_verdict *v) {

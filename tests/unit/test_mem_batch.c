@@ -24,7 +24,7 @@ static sluice_limiter *open_at(sluice_clock *c, const char *store) {
 
 static const sluice_gcra_params params[3][2] = {
     {{5, SEC, 3}, {20, SEC, 6}},
-    {{1, SEC, 1}, {1, MINUTE, 100}},
+    {{1, SEC, 1}, {1, MIN, 100}},
     {{100, MS, 50}, {3, SEC, 2}}};
 
 static void batches(const char *store, uint64_t seed) {

@@ -10,10 +10,10 @@
 /* The growth tier: 20 strikes in 60 s; L1 5 min, L2 60 min, L3 suspension;
 ** offenses kept 24 h. */
 static const sluice_penalty_params growth = {
-    20, 60 * SEC, {5 * MINUTE, 60 * MINUTE, SLUICE_FOREVER}, 24 * HOUR};
+    20, 60 * SEC, {5 * MIN, 60 * MIN, SLUICE_FOREVER}, 24 * HOUR};
 /* IP bans: L3 is 24 h instead of a suspension. */
 static const sluice_penalty_params ipban = {
-    3, 60 * SEC, {5 * MINUTE, 60 * MINUTE, 24 * HOUR}, 24 * HOUR};
+    3, 60 * SEC, {5 * MIN, 60 * MIN, 24 * HOUR}, 24 * HOUR};
 
 static int pen(const sluice_penalty_params *p, sluice_state *s, int64_t now,
                int kind, int64_t arg, sluice_verdict *v) {
@@ -76,8 +76,8 @@ Test(penalty, strikes_count_down_then_trip_level_1) {
   cr_assert_eq(v.flags, SLUICE_V_TRIPPED);
   cr_assert_eq(v.level, 1);
   cr_assert_eq(v.offenses, 1);
-  cr_assert_eq(v.retry_after_ns, 5 * MINUTE);
-  cr_assert_eq(v.reset_ns, 5 * MINUTE);
+  cr_assert_eq(v.retry_after_ns, 5 * MIN);
+  cr_assert_eq(v.reset_ns, 5 * MIN);
   cr_assert_eq(v.strikes_remaining, 0);
   cr_assert_eq(v.remaining, 0);
   /* The record lives as long as the offense counter. */
@@ -117,15 +117,15 @@ Test(penalty, boxed_scope_counts_no_strikes) {
     cr_assert_eq(v.allowed, 0);
     cr_assert_eq(v.flags, 0, "no new trip while boxed");
     cr_assert_eq(v.level, 1);
-    cr_assert_eq(v.retry_after_ns, 5 * MINUTE - i * SEC, "time left in box");
+    cr_assert_eq(v.retry_after_ns, 5 * MIN - i * SEC, "time left in box");
     cr_assert_eq(v.strikes_remaining, 0);
     cr_assert(st_eq(&s, &boxed), "a boxed STRIKE changed the record");
   }
   /* The box ends exactly 5 min after the trip; the strike count restarted. */
-  pen(&growth, &s, t + 5 * MINUTE - 1, SLUICE_OP_CHECK, 0, &v);
+  pen(&growth, &s, t + 5 * MIN - 1, SLUICE_OP_CHECK, 0, &v);
   cr_assert_eq(v.allowed, 0);
   cr_assert_eq(v.retry_after_ns, 1);
-  pen(&growth, &s, t + 5 * MINUTE, SLUICE_OP_CHECK, 0, &v);
+  pen(&growth, &s, t + 5 * MIN, SLUICE_OP_CHECK, 0, &v);
   cr_assert_eq(v.allowed, 1);
   cr_assert_eq(v.level, 0);
   cr_assert_eq(v.offenses, 1);
@@ -137,16 +137,16 @@ Test(penalty, ladder_levels_and_durations) {
   sluice_verdict v;
   int64_t t = trip_by_strikes(&growth, &s, 1000 * SEC, &v);
   cr_assert_eq(v.level, 1);
-  cr_assert_eq(v.retry_after_ns, 5 * MINUTE);
-  t = trip_by_strikes(&growth, &s, t + 5 * MINUTE, &v);
+  cr_assert_eq(v.retry_after_ns, 5 * MIN);
+  t = trip_by_strikes(&growth, &s, t + 5 * MIN, &v);
   cr_assert_eq(v.level, 2);
   cr_assert_eq(v.offenses, 2);
-  cr_assert_eq(v.retry_after_ns, 60 * MINUTE);
+  cr_assert_eq(v.retry_after_ns, 60 * MIN);
   cr_assert_eq(v.flags, SLUICE_V_TRIPPED);
-  pen(&growth, &s, t + 60 * MINUTE - MS, SLUICE_OP_CHECK, 0, &v);
+  pen(&growth, &s, t + 60 * MIN - MS, SLUICE_OP_CHECK, 0, &v);
   cr_assert_eq(v.allowed, 0);
   cr_assert_eq(v.retry_after_ns, MS);
-  t = trip_by_strikes(&growth, &s, t + 60 * MINUTE, &v);
+  t = trip_by_strikes(&growth, &s, t + 60 * MIN, &v);
   cr_assert_eq(v.level, 3);
   cr_assert_eq(v.offenses, 3);
   cr_assert_eq(v.retry_after_ns, SLUICE_FOREVER);
@@ -201,7 +201,7 @@ Test(penalty, offenses_kept_24h_from_last_trip) {
   pen(&growth, &b, t2 + 24 * HOUR, SLUICE_OP_TRIP, 1, &v);
   cr_assert_eq(v.level, 1, "offenses forgotten 24 h after the last trip");
   cr_assert_eq(v.offenses, 1);
-  cr_assert_eq(v.retry_after_ns, 5 * MINUTE);
+  cr_assert_eq(v.retry_after_ns, 5 * MIN);
 }
 
 Test(penalty, trip_with_minimum_level) {
@@ -217,14 +217,14 @@ Test(penalty, trip_with_minimum_level) {
   s = zst();
   pen(&growth, &s, t, SLUICE_OP_TRIP, 2, &v);
   cr_assert_eq(v.level, 2);
-  cr_assert_eq(v.retry_after_ns, 60 * MINUTE);
+  cr_assert_eq(v.retry_after_ns, 60 * MIN);
   /* A TRIP at or below the current level changes nothing. */
   before = s;
   pen(&growth, &s, t + SEC, SLUICE_OP_TRIP, 1, &v);
   cr_assert(st_eq(&s, &before));
   cr_assert_eq(v.flags, 0);
   cr_assert_eq(v.level, 2);
-  cr_assert_eq(v.retry_after_ns, 60 * MINUTE - SEC);
+  cr_assert_eq(v.retry_after_ns, 60 * MIN - SEC);
   pen(&growth, &s, t + SEC, SLUICE_OP_TRIP, 2, &v);
   cr_assert(st_eq(&s, &before));
   /* Above it escalates at once. */
@@ -236,9 +236,9 @@ Test(penalty, trip_with_minimum_level) {
   pen(&growth, &s, t, SLUICE_OP_TRIP, 1, &v);
   cr_assert_eq(v.level, 1);
   before = s;
-  pen(&growth, &s, t + MINUTE, SLUICE_OP_TRIP, 1, &v);
+  pen(&growth, &s, t + MIN, SLUICE_OP_TRIP, 1, &v);
   cr_assert(st_eq(&s, &before));
-  pen(&growth, &s, t + 5 * MINUTE, SLUICE_OP_TRIP, 1, &v);
+  pen(&growth, &s, t + 5 * MIN, SLUICE_OP_TRIP, 1, &v);
   cr_assert_eq(v.level, 2);
   cr_assert_eq(v.flags, SLUICE_V_TRIPPED);
 }
@@ -247,7 +247,7 @@ Test(penalty, release_keeps_offenses) {
   sluice_state s = zst(), before;
   sluice_verdict v;
   int64_t t = trip_by_strikes(&growth, &s, 77 * SEC, &v);
-  pen(&growth, &s, t + MINUTE, SLUICE_OP_RELEASE, 0, &v);
+  pen(&growth, &s, t + MIN, SLUICE_OP_RELEASE, 0, &v);
   cr_assert_eq(v.allowed, 1);
   cr_assert_eq(v.level, 0);
   cr_assert_eq(v.offenses, 1);
@@ -255,10 +255,10 @@ Test(penalty, release_keeps_offenses) {
   cr_assert_eq(v.strikes_remaining, 20);
   /* RELEASE on a clear scope changes nothing. */
   before = s;
-  pen(&growth, &s, t + MINUTE, SLUICE_OP_RELEASE, 0, &v);
+  pen(&growth, &s, t + MIN, SLUICE_OP_RELEASE, 0, &v);
   cr_assert(st_eq(&s, &before));
   /* Strikes count again; the next trip escalates to level 2. */
-  trip_by_strikes(&growth, &s, t + 2 * MINUTE, &v);
+  trip_by_strikes(&growth, &s, t + 2 * MIN, &v);
   cr_assert_eq(v.level, 2);
 }
 
@@ -313,10 +313,10 @@ Test(penalty, clock_backwards_never_shortens_the_box) {
   sluice_state s = zst();
   sluice_verdict v;
   int64_t t = trip_by_strikes(&growth, &s, HOUR, &v);
-  pen(&growth, &s, t - 10 * MINUTE, SLUICE_OP_CHECK, 0, &v);
+  pen(&growth, &s, t - 10 * MIN, SLUICE_OP_CHECK, 0, &v);
   cr_assert_eq(v.allowed, 0);
-  cr_assert_eq(v.retry_after_ns, 5 * MINUTE);
-  pen(&growth, &s, t - 10 * MINUTE, SLUICE_OP_STRIKE, 0, &v);
+  cr_assert_eq(v.retry_after_ns, 5 * MIN);
+  pen(&growth, &s, t - 10 * MIN, SLUICE_OP_STRIKE, 0, &v);
   cr_assert_eq(v.allowed, 0);
   cr_assert_eq(v.flags, 0);
   pen(&growth, &s, 0, SLUICE_OP_CHECK, 0, &v);
@@ -329,10 +329,10 @@ Test(penalty, times_are_whole_milliseconds) {
   sluice_state s = zst();
   sluice_verdict v;
   pen(&growth, &s, 1500000, SLUICE_OP_TRIP, 1, &v);
-  cr_assert_eq(v.retry_after_ns, MS + 5 * MINUTE - 1500000);
-  pen(&growth, &s, MS + 5 * MINUTE - 1, SLUICE_OP_CHECK, 0, &v);
+  cr_assert_eq(v.retry_after_ns, MS + 5 * MIN - 1500000);
+  pen(&growth, &s, MS + 5 * MIN - 1, SLUICE_OP_CHECK, 0, &v);
   cr_assert_eq(v.allowed, 0);
-  pen(&growth, &s, MS + 5 * MINUTE, SLUICE_OP_CHECK, 0, &v);
+  pen(&growth, &s, MS + 5 * MIN, SLUICE_OP_CHECK, 0, &v);
   cr_assert_eq(v.allowed, 1);
 }
 
@@ -354,7 +354,7 @@ Test(penalty, offense_counter_saturates) {
 Test(penalty, near_int64_max) {
   sluice_state s = zst();
   sluice_verdict v;
-  int64_t t = INT64_MAX - MINUTE;
+  int64_t t = INT64_MAX - MIN;
   int64_t e;
   t = trip_by_strikes(&growth, &s, t, &v);
   cr_assert_eq(v.level, 1);

@@ -10,7 +10,7 @@
 #include "unit.h"
 
 static const sluice_penalty_params pen = {
-    3, 10 * SEC, {1 * MINUTE, 5 * MINUTE, SLUICE_FOREVER}, HOUR};
+    3, 10 * SEC, {1 * MIN, 5 * MIN, SLUICE_FOREVER}, HOUR};
 static const sluice_gcra_params buckets[2] = {{10, SEC, 10}, {2, SEC, 2}};
 static const sluice_lease_params notice = {1, SEC};
 
@@ -118,7 +118,7 @@ Test(program, gate_denial_undoes_earlier_writes) {
 }
 
 Test(program, reached_and_skipped_guards) {
-  static const sluice_window_params w = {2, MINUTE};
+  static const sluice_window_params w = {2, MIN};
   static const sluice_key k[3] = {{"f{i}", 4}, {"p{i}", 4}, {"q{i}", 4}};
   sluice_step st[3];
   sluice_program p = {3, k, 3, st};

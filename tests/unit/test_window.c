@@ -127,7 +127,7 @@ Test(swindow, retry_into_next_window) {
 
 Test(swindow, count_mode_always_adds) {
   /* Failure counting: 5 failures per 15 min lock out on the 6th. */
-  const sluice_window_params p = {5, 15 * MINUTE};
+  const sluice_window_params p = {5, 15 * MIN};
   sluice_state s = zst();
   sluice_verdict v;
   int i;

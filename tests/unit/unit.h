@@ -12,23 +12,18 @@
 #include <string.h>
 
 #include "sluice.h"
+#include "../common/splitmix.h"
+#include "../common/units.h"
 
 __extension__ typedef __int128 i128;
 
-#define MS INT64_C(1000000)
-#define SEC INT64_C(1000000000)
-#define MINUTE (60 * SEC)
-#define HOUR (60 * MINUTE)
 
 typedef struct rng {
   uint64_t s;
 } rng;
 
 static inline uint64_t rng_next(rng *r) {
-  uint64_t z = (r->s += UINT64_C(0x9e3779b97f4a7c15));
-  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return z ^ (z >> 31);
+  return splitmix64(&r->s);
 }
 
 /* Uniform in [lo, hi] (hi - lo < 2^63). */
