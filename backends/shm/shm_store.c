@@ -79,10 +79,12 @@
 ** itself.  Groups of several changed records (a GCRA tenant bucket + key
 ** bucket) commit in key order; if a later CAS fails, the step is re-run on
 ** the fresh record, and if the group would now be denied the records
-** already charged are rolled back with an exact CAS.  A rollback that loses
-** a race is dropped: that charge stays, which can only under-admit.  So
+** already charged are rolled back: an exact CAS, or, when another process
+** has written the record since, a CAS that takes out this write alone
+** (sluice__job_undo; docs/shm.md says where that is exact).  So
 ** the per-key bound  admitted <= burst + rate * elapsed  holds under any
-** interleaving and any crash; a crash loses at most the decision in flight
+** interleaving and any crash, give or take the one inexact refund (rate *
+** the clock difference of two racing decisions, once per busy period); a crash loses at most the decision in flight
 ** (and possibly a charge on the group's first key).
 **
 ** Programs (xRun) run the same way over all of their records: one run of
@@ -92,11 +94,9 @@
 ** read (a box tripped by another process), the writes are rolled back and
 ** the program runs again on what is there now.  So an admission is
 ** linearized at that re-read: once any process's trip is in, no program
-** admits the key.  What is not atomic: a rollback (a later CAS lost, or
-** that re-read failing) that loses its own CAS race is dropped, so a
-** charge, a lease slot or an export-cap count can stay behind without an
-** admission (never the other way: nothing is admitted without its
-** charges).  docs/shm.md states the guarantees.
+** admits the key.  A rollback here is the same as a group's, so a denial
+** leaves no charge, lease slot or export-cap count behind (a strike stays:
+** it only punishes).  docs/shm.md states the guarantees.
 **
 ** Memory ordering.  Every ck_pr_cas_64_2 is a `lock cmpxchg16b`, a full
 ** barrier, and so is ck_pr_load_64_2; the three publish points need no
@@ -598,16 +598,39 @@ static int run_step(const sluice__job *job, member *g, int64_t now) {
   return SLUICE_OK;
 }
 
-/* Undo the writes already made: exact CAS back, dropped if it loses. */
-static void rollback(shm_store *t, member *g, int n) {
+/* Undo the writes already made: an exact CAS back to the pre-image; when
+** others have written the record since, re-read it and take out only this
+** write's contribution (sluice__job_undo: the charge, the count, the slot),
+** so that a denial leaves no charge behind even under contention.  What
+** the undo cannot take out exactly stays (only under-admits). */
+static void rollback(shm_store *t, member *g, int n, const sluice__job *job,
+                     int64_t now) {
   int i;
   for (i = 0; i < n; i++) {
-    uint64_t cur[2];
+    shm_slot *s = slot_at(t, &g[i].k, g[i].dist);
+    uint64_t exp[2], cur[2], set[2], m[2];
+    long tries;
     if (!g[i].done)
       continue;
-    encode(&g[i], &g[i].out, cur);
-    (void)ck_pr_cas_64_2(slot_at(t, &g[i].k, g[i].dist)->state, cur, g[i].x);
     g[i].done = 0;
+    encode(&g[i], &g[i].out, exp);
+    for (tries = 0; tries < RETRY_MAX; tries++) {
+      sluice_state now_is, fixed;
+      if (ck_pr_cas_64_2_value(s->state, exp, tries == 0 ? g[i].x : set,
+                               cur))
+        break;
+      /* The slot must still be this key's binding for cur to be its. */
+      meta_read(s, m);
+      if (!m_same(m, g[i].m) || m_status(m) != ST_LIVE)
+        break;
+      now_is.w[0] = cur[0] ^ g[i].mk[0];
+      now_is.w[1] = cur[1] ^ g[i].mk[1];
+      if (!sluice__job_undo(job, i, &g[i].in, &g[i].out, &now_is, now, &fixed))
+        break;
+      exp[0] = cur[0];
+      exp[1] = cur[1];
+      encode(&g[i], &fixed, set);
+    }
   }
 }
 
@@ -639,7 +662,7 @@ static int commit(shm_store *t, member *g, const sluice__job *job,
       uint64_t set[2], cur[2];
       int64_t e = sluice__job_expiry(job, i, &g[i].out);
       if (!raise_expiry(s, g[i].m, e, now)) {
-        rollback(t, g, i);
+        rollback(t, g, i, job, now);
         return 0;
       }
       encode(&g[i], &g[i].out, set);
@@ -670,7 +693,7 @@ static int commit(shm_store *t, member *g, const sluice__job *job,
           uint64_t m[2];
           meta_read(s, m);
           if (!m_same(m, g[i].m) || m_status(m) != ST_LIVE) {
-            rollback(t, g, i);
+            rollback(t, g, i, job, now);
             return 0;
           }
         }
@@ -678,7 +701,7 @@ static int commit(shm_store *t, member *g, const sluice__job *job,
         for (j = 0; j < n; j++)
           keep[j] = g[j].out;
         if (run_step(job, g, now) != SLUICE_OK) {
-          rollback(t, g, i);
+          rollback(t, g, i, job, now);
           return 0;
         }
         for (j = 0; j < i; j++)
@@ -688,7 +711,7 @@ static int commit(shm_store *t, member *g, const sluice__job *job,
         if (!same) {
           for (j = 0; j < i; j++)
             g[j].out = keep[j];
-          rollback(t, g, i);
+          rollback(t, g, i, job, now);
           return 0;
         }
         if (!g[i].need)
@@ -812,7 +835,7 @@ static int shm_job(sluice_store *st, const sluice__job *job, int64_t now) {
         return SLUICE_OK;
       /* Undo (exact CAS, dropped if it loses: that charge stays, which
       ** only under-admits) and decide again on what is there now. */
-      rollback(t, g, n);
+      rollback(t, g, n, job, now);
     }
     for (i = 0; i < n; i++)
       g[i].done = 0;

@@ -110,6 +110,20 @@ int64_t sluice__fwindow_expiry(const sluice_window_params *p,
                                const sluice_state *s);
 int64_t sluice__penalty_expiry(const sluice_penalty_params *p,
                                const sluice_state *s);
+/* Undo of one record's write for a lock-free store whose rollback lost its
+** CAS race: `post` is what the step wrote over `pre` at `now`, `cur` what
+** the record holds now (others wrote after it).  Writes to *out the record
+** with this write's contribution taken out and returns 1; returns 0 when
+** there is nothing it can take out without handing back more than the
+** write took (then the charge stays: that only under-admits). */
+#define SLUICE__UNDO_DECL(name, ptype)                                         \
+  int sluice__##name##_undo(const ptype *p, const sluice_state *pre,           \
+                            const sluice_state *post, const sluice_state *cur, \
+                            int64_t now, sluice_state *out)
+SLUICE__UNDO_DECL(gcra, sluice_gcra_params);
+SLUICE__UNDO_DECL(swindow, sluice_window_params);
+SLUICE__UNDO_DECL(fwindow, sluice_window_params);
+SLUICE__UNDO_DECL(lease, sluice_lease_params);
 int64_t sluice__distinct_expiry(const sluice_distinct_params *p,
                                 const sluice_state *s);
 

@@ -64,6 +64,26 @@ int64_t sluice__gcra_expiry(const sluice_gcra_params *p, const sluice_state *s) 
   return sluice__clamp64(sluice__ceildiv(t, p->rate));
 }
 
+/* The write took post - max(pre, now) (the charge; the idle credit it used
+** is not ours to give back).  Others' admissions since added to it; taking
+** the charge back out gives the TAT they would have left without it as
+** long as each of them saw a bucket in debt (TAT >= its now), which a
+** contended bucket is.  A later admission that found the bucket idle would
+** make the exact refund smaller by the time between our `now` and its own:
+** the clock reads of decisions racing within one rollback, microseconds. */
+SLUICE__UNDO_DECL(gcra, sluice_gcra_params) {
+  sluice__i128 a = tat_scaled(p, pre), b = tat_scaled(p, post);
+  sluice__i128 c = tat_scaled(p, cur), n = (sluice__i128)now * p->rate, q;
+  sluice__i128 charge = b - (a > n ? a : n);
+  if (charge <= 0 || c < b)
+    return 0; /* nothing charged, or the record was reset since */
+  c -= charge;
+  q = sluice__floordiv(c, p->rate);
+  out->w[0] = (uint64_t)q;
+  out->w[1] = (uint64_t)(c - q * p->rate);
+  return 1;
+}
+
 /* One bucket's view at `now` for a charge of `cost`.  Only what decides
 ** the verdict is computed up front; the counts and times for the headers
 ** cost a division each and are worked out for the binding bucket alone. */

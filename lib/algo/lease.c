@@ -125,3 +125,14 @@ int sluice_lease_step(const sluice_lease_params *p, const sluice_state *in,
   op.nkeys = (int)p->max;
   return sluice_op_step(&op, in, out, now_ns, v);
 }
+
+/* A slot this write took (its id is unique to the holder) is freed while
+** it is still ours; a renewal keeps the slot, which a retry re-grants. */
+SLUICE__UNDO_DECL(lease, sluice_lease_params) {
+  (void)p;
+  (void)now;
+  if (post->w[0] == 0 || pre->w[0] == post->w[0] || cur->w[0] != post->w[0])
+    return 0;
+  out->w[0] = out->w[1] = 0;
+  return 1;
+}

@@ -265,6 +265,39 @@ int64_t sluice__job_expiry(const sluice__job *j, int i, const sluice_state *s) {
   return sluice_program_expiry(j->prog, i, s);
 }
 
+int sluice__job_undo(const sluice__job *j, int i, const sluice_state *pre,
+                     const sluice_state *post, const sluice_state *cur,
+                     int64_t now, sluice_state *out) {
+  sluice_op op;
+  int r = i, k;
+  if (j->op) {
+    op = *j->op;
+  } else {
+    for (k = 0; k < j->prog->nsteps; k++) {
+      const sluice_step *st = &j->prog->steps[k];
+      if (i >= st->key && i < st->key + st->nkeys)
+        break;
+    }
+    if (k == j->prog->nsteps)
+      return 0;
+    sluice_program_step_op(j->prog, k, &op);
+    r = i - j->prog->steps[k].key;
+  }
+  switch (op.algo) {
+  case SLUICE_ALGO_GCRA:
+    return sluice__gcra_undo((const sluice_gcra_params *)op.params + r, pre,
+                             post, cur, now, out);
+  case SLUICE_ALGO_SWINDOW:
+    return sluice__swindow_undo(op.params, pre, post, cur, now, out);
+  case SLUICE_ALGO_FWINDOW:
+    return sluice__fwindow_undo(op.params, pre, post, cur, now, out);
+  case SLUICE_ALGO_LEASE:
+    return sluice__lease_undo(op.params, pre, post, cur, now, out);
+  default:
+    return 0; /* a strike or a distinct estimate stays: it only punishes */
+  }
+}
+
 int sluice__job_read_only(const sluice__job *j) {
   int i;
   if (j->op)

@@ -55,4 +55,11 @@ int sluice__job_read_only(const sluice__job *j);
 ** Always 0 for a plain op. */
 int sluice__job_watched(const sluice__job *j, int i);
 
+/* A lock-free store's rollback after its exact CAS lost: record i as `cur`
+** with this job's write (pre -> post at now) taken out (see the per-
+** algorithm undo in algo_int.h).  1: *out holds it; 0: leave the record. */
+int sluice__job_undo(const sluice__job *j, int i, const sluice_state *pre,
+                     const sluice_state *post, const sluice_state *cur,
+                     int64_t now, sluice_state *out);
+
 #endif

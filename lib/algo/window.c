@@ -149,6 +149,35 @@ int64_t sluice__fwindow_expiry(const sluice_window_params *p,
   return sluice__sat_add((int64_t)s->w[0], p->window_ns);
 }
 
+/* The count the write added to post's window; 0 if none. */
+static uint64_t swin_added(const sluice_state *pre, const sluice_state *post) {
+  uint64_t before = pre->w[0] == post->w[0] ? pre->w[1] & SW_COUNT_MAX : 0;
+  uint64_t after = post->w[1] & SW_COUNT_MAX;
+  return after > before ? after - before : 0;
+}
+
+/* Taken out of the window it was counted in: the current one, or the
+** previous one once the record has rolled over once since. */
+SLUICE__UNDO_DECL(swindow, sluice_window_params) {
+  uint64_t d = swin_added(pre, post), c = cur->w[1] & SW_COUNT_MAX;
+  uint64_t pv = cur->w[1] >> 32;
+  (void)now;
+  if (d == 0)
+    return 0;
+  if (cur->w[0] == post->w[0] && c >= d) {
+    c -= d;
+  } else if ((sluice__i128)(int64_t)cur->w[0] - (int64_t)post->w[0] ==
+                 p->window_ns &&
+             pv >= d) {
+    pv -= d;
+  } else {
+    return 0; /* rolled past it: that count no longer weighs */
+  }
+  out->w[0] = cur->w[0];
+  out->w[1] = c | (pv << 32);
+  return 1;
+}
+
 int sluice_fwindow_step(const sluice_window_params *p, const sluice_state *in,
                         int64_t now, int kind, int64_t n, sluice_state *out,
                         sluice_verdict *v) {
@@ -192,4 +221,17 @@ int sluice__fwindow_run(const sluice_op *op, const sluice_state *in,
   if (!v->allowed)
     v->retry_after_ns = v->reset_ns;
   return SLUICE_OK;
+}
+
+/* Taken out of its window while that window is still the record's. */
+SLUICE__UNDO_DECL(fwindow, sluice_window_params) {
+  uint64_t before = (pre->w[1] != 0 && pre->w[0] == post->w[0]) ? pre->w[1] : 0;
+  uint64_t d = post->w[1] > before ? post->w[1] - before : 0;
+  (void)p;
+  (void)now;
+  if (d == 0 || cur->w[0] != post->w[0] || cur->w[1] < d)
+    return 0;
+  out->w[0] = cur->w[0];
+  out->w[1] = cur->w[1] - d;
+  return 1;
 }
