@@ -63,7 +63,7 @@ static enum MHD_Result each_header(void *cls, enum MHD_ValueKind kind,
 #if MHD_VERSION < 0x01000000
   if (!s->why && value)
     s->why = line_end(value + value_size, s->start, s->end,
-                      "a header line ends with a bare LF");
+                      "a header line ends with a bare LF or contains a NUL");
 #else
   (void)value;
   (void)value_size;
