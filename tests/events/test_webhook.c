@@ -194,6 +194,21 @@ static sluice_webhook *alert_once(sluice_webhook_options *o, char u[128],
   return w;
 }
 
+/* A receiver answering after delay_ms, and a sink sending it ALERTs (to
+** /a) through a queue of queue_max. */
+static sluice_webhook *alert_sink(receiver *r, int delay_ms, size_t queue_max) {
+  sluice_webhook_options o;
+  sluice_webhook *w;
+  char u[128];
+  rx_start(r, 0, delay_ms);
+  memset(&o, 0, sizeof o);
+  url(u, sizeof u, r->port, "/a");
+  o.url[SLUICE_EVENT_ALERT] = u; /* copied at open */
+  o.queue_max = queue_max;
+  cr_assert_eq(sluice_webhook_open(&o, &w), SLUICE_OK);
+  return w;
+}
+
 Test(webhook, alert_body_names_scope_level_key_endpoints_guide_end) {
   receiver r;
   sluice_webhook_options o;
@@ -340,18 +355,10 @@ Test(webhook, a_receiver_that_is_down_counts_a_failure_after_max_attempts) {
 
 Test(webhook, a_slow_receiver_fills_the_queue_and_the_rest_is_dropped) {
   receiver r;
-  sluice_webhook_options o;
-  sluice_webhook *w;
+  sluice_webhook *w = alert_sink(&r, 3000, 4);
   sluice_event ev;
   sluice_webhook_stats s;
-  char u[128];
   int i;
-  rx_start(&r, 0, 3000);
-  memset(&o, 0, sizeof o);
-  url(u, sizeof u, r.port, "/a");
-  o.url[SLUICE_EVENT_ALERT] = u;
-  o.queue_max = 4;
-  cr_assert_eq(sluice_webhook_open(&o, &w), SLUICE_OK);
   ev = event(SLUICE_EVENT_ALERT, 2, NULL);
   /* Had a call waited for the receiver, nothing would be dropped. */
   for (i = 0; i < 20; i++)
@@ -430,19 +437,12 @@ static void *watch(void *arg) {
 
 Test(webhook, events_from_threads_are_all_delivered_while_counters_are_read) {
   receiver r;
-  sluice_webhook_options o;
-  sluice_webhook *w;
+  /* a queue for all: nothing dropped */
+  sluice_webhook *w = alert_sink(&r, 0, PRODUCERS * PER_PRODUCER);
   sluice_webhook_stats s;
   pthread_t th[PRODUCERS], watcher;
   producer p[PRODUCERS];
-  char u[128];
   int i;
-  rx_start(&r, 0, 0);
-  memset(&o, 0, sizeof o);
-  url(u, sizeof u, r.port, "/a");
-  o.url[SLUICE_EVENT_ALERT] = u;
-  o.queue_max = PRODUCERS * PER_PRODUCER; /* nothing dropped */
-  cr_assert_eq(sluice_webhook_open(&o, &w), SLUICE_OK);
   atomic_store(&watching, 1);
   cr_assert_eq(pthread_create(&watcher, NULL, watch, w), 0);
   for (i = 0; i < PRODUCERS; i++) {
