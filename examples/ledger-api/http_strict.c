@@ -60,6 +60,13 @@ static enum MHD_Result each_header(void *cls, enum MHD_ValueKind kind,
     s->content_length++;
   if (key_size == 17 && !strncasecmp(key, "Transfer-Encoding", 17))
     s->transfer_encoding++;
+  /* "Transfer-Encoding : chunked" is not Transfer-Encoding to
+  ** libmicrohttpd, and may be to a proxy in front (RFC 9112 5.1: MUST
+  ** reject); a bare CR is a line end to some readers (RFC 9112 2.2). */
+  if (!s->why && (memchr(key, ' ', key_size) || memchr(key, '\t', key_size)))
+    s->why = "whitespace in a header field name";
+  if (!s->why && value && memchr(value, '\r', value_size))
+    s->why = "a bare CR in a header line";
 #if MHD_VERSION < 0x01000000
   if (!s->why && value)
     s->why = line_end(value + value_size, s->start, s->end,

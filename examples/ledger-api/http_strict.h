@@ -2,8 +2,9 @@
 ** http_strict: refuse request framing that proxies and servers may read
 ** differently (request smuggling, path confusion), which libmicrohttpd
 ** 0.9.75 accepts: two Content-Length headers, Content-Length together
-** with Transfer-Encoding, a bare LF ending the request line or a header
-** line, a NUL in the path (raw, or %00 that decoding would turn into one).
+** with Transfer-Encoding, a bare LF ending any line of the head, obs-fold,
+** whitespace before a header's colon, a bare CR or a NUL in a header line,
+** a NUL in the path (raw, or %00 that decoding would turn into one).
 ** libmicrohttpd itself refuses HTTP/1.1 without Host when given
 ** MHD_OPTION_STRICT_FOR_CLIENT 1.
 **

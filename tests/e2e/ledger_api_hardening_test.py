@@ -14,7 +14,7 @@ one way the service used to fail and checks it no longer does.
   http      framing refused (no Host, two Content-Length, Content-Length
             with chunked, bare LF ending any line of the head -- the last
             one too, on a kept-alive or pipelined request too --, obs-fold,
-            NUL in the path), an oversized body refused before it is sent
+            bare CR, whitespace before a colon, NUL in the path or a header), an oversized body refused before it is sent
   input     amounts, dates past 2262, paths that are not UTF-8
   token     /v1/auth/token issues an opaque token
   realip    X-Forwarded-For read from the right: a rotating forged prefix
@@ -531,6 +531,15 @@ def test_http():
             ("a header line without a field name",
              b"GET /metrics HTTP/1.1\r\nHost: x\r\n: b\r\nX-B: d\r\n\r\n",
              400),
+            ("whitespace before a header's colon",
+             b"POST /v1/ledgers/h/entries HTTP/1.1\r\nHost: x\r\n" + auth +
+             b"Idempotency-Key: h5\r\nContent-Length: 12\r\n"
+             b"Transfer-Encoding : chunked\r\n\r\n{\"amount\":1}", 400),
+            ("a bare CR in a header value",
+             b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: b\rX-B: c\r\n\r\n",
+             400),
+            ("CRLF before the request line (control: RFC 9112 2.2 allows it)",
+             b"\r\nGET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 200),
             ("no headers, CRLF (control)",
              b"GET /metrics HTTP/1.0\r\n\r\n", 200),
             ("an empty last header, CRLF (control)",
