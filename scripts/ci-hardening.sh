@@ -76,8 +76,10 @@ run_tsan() {
   # name here once that works.  Names not configured are skipped.
   # e2e-ledger-api-hardening: ledger-api's workers run libmicrohttpd's
   # thread, the connection guard's and the webhook sink's (a sanitizer
-  # report in a worker's log fails the test).
-  local want="soak e2e-ledger-api-hardening redis_pool_threads"
+  # report in a worker's log fails the test).  webhook-plain: the webhook
+  # suite built without Criterion (tests/events/cr_plain.h says why),
+  # real receivers on 127.0.0.1 up, down and slow, producers on threads.
+  local want="soak e2e-ledger-api-hardening redis_pool_threads webhook-plain"
   local plan
   plan=$( (meson introspect "$d" --targets; echo; meson introspect "$d" --tests) |
     WANT="$want" B="$PWD/$d" python3 -c '

@@ -17,18 +17,38 @@ void http_strict_uri_seen(http_strict_uri *u, const char *uri) {
       u->pct_nul = 1;
 }
 
-/* After a line's last character: CRLF left two NULs, a bare LF one.
-** Trailing blanks the parser trimmed may sit in between. */
-static int bare_lf_after(const char *p) {
-  int nuls = 0;
-  size_t i;
-  for (i = 0; i < 256 && (p[i] == ' ' || p[i] == '\t' || !p[i]); i++)
-    nuls = p[i] ? 0 : nuls + 1;
-  return i < 256 && nuls == 1;
+#if MHD_VERSION < 0x01000000
+/* The head is [start, end) in libmicrohttpd's buffer; a line's content
+** ends at p, where its terminator begins (now NULs: two for CRLF, one for
+** a bare LF).  The last line is followed by the empty line that ends the
+** head, so CRLF CRLF leaves four NULs up to `end`, and a bare LF in
+** either fewer.  NULL: fine, or p is not in the head (nothing known). */
+static const char *line_end(const char *p, const char *start, const char *end,
+                            const char *what_bare_lf) {
+  size_t n = 0;
+  if (!end || p < start || p >= end)
+    return NULL;
+  while (p + n < end && !p[n])
+    n++;
+  if (p + n == end)
+    return n == 4 ? NULL
+           : n < 4 ? "the header block ends with a bare LF"
+                   : "a NUL ends the last header line";
+  if (n == 1)
+    return what_bare_lf;
+  if (n > 2)
+    return "a header line contains a NUL or has no field name";
+  /* RFC 9112 5.2: a server rejects obs-fold (or replaces it, which
+  ** libmicrohttpd 0.9.75 gets wrong: it splices the fold into the name). */
+  if (p[n] == ' ' || p[n] == '\t')
+    return "a header line is folded (obs-fold) or starts with whitespace";
+  return NULL;
 }
+#endif
 
 typedef struct scan {
-  int content_length, transfer_encoding, bare_lf;
+  int content_length, transfer_encoding;
+  const char *start, *end, *why;
 } scan;
 
 static enum MHD_Result each_header(void *cls, enum MHD_ValueKind kind,
@@ -40,14 +60,29 @@ static enum MHD_Result each_header(void *cls, enum MHD_ValueKind kind,
     s->content_length++;
   if (key_size == 17 && !strncasecmp(key, "Transfer-Encoding", 17))
     s->transfer_encoding++;
-  if (value && bare_lf_after(value + value_size))
-    s->bare_lf = 1;
+  /* "Transfer-Encoding : chunked" is not Transfer-Encoding to
+  ** libmicrohttpd, and may be to a proxy in front (RFC 9112 5.1: MUST
+  ** reject); a bare CR is a line end to some readers (RFC 9112 2.2). */
+  if (!s->why && (memchr(key, ' ', key_size) || memchr(key, '\t', key_size)))
+    s->why = "whitespace in a header field name";
+  if (!s->why && value && memchr(value, '\r', value_size))
+    s->why = "a bare CR in a header line";
+#if MHD_VERSION < 0x01000000
+  if (!s->why && value)
+    s->why = line_end(value + value_size, s->start, s->end,
+                      "a header line ends with a bare LF or contains a NUL");
+#else
+  (void)value;
+  (void)value_size;
+#endif
   return MHD_YES;
 }
 
 const char *http_strict_check(struct MHD_Connection *c,
-                              const http_strict_uri *u, const char *version) {
-  scan s = {0, 0, 0};
+                              const http_strict_uri *u, const char *method,
+                              const char *version) {
+  scan s;
+  memset(&s, 0, sizeof s);
   if (u->pct_nul)
     return "the path contains %00";
   if (u->start) {
@@ -57,11 +92,26 @@ const char *http_strict_check(struct MHD_Connection *c,
         (size_t)(version - u->start) != u->len + 1)
       return "the request line contains a NUL or stray whitespace";
   }
-  if (version && bare_lf_after(version + strlen(version)))
-    return "the request line ends with a bare LF";
+#if MHD_VERSION < 0x01000000
+  {
+    /* The head's size in bytes, from its first (the method's) to just
+    ** past the empty line: where the last line's terminator must end. */
+    const union MHD_ConnectionInfo *hs =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    if (hs && method && hs->header_size < HEAD_MAX) {
+      s.start = method;
+      s.end = method + hs->header_size;
+    }
+    if (version && s.end)
+      s.why = line_end(version + strlen(version), s.start, s.end,
+                       "the request line ends with a bare LF");
+  }
+#else
+  (void)method;
+#endif
   MHD_get_connection_values_n(c, MHD_HEADER_KIND, each_header, &s);
-  if (s.bare_lf)
-    return "a header line ends with a bare LF";
+  if (s.why)
+    return s.why;
   if (s.content_length > 1)
     return "more than one Content-Length";
   if (s.content_length && s.transfer_encoding)

@@ -2,16 +2,25 @@
 ** http_strict: refuse request framing that proxies and servers may read
 ** differently (request smuggling, path confusion), which libmicrohttpd
 ** 0.9.75 accepts: two Content-Length headers, Content-Length together
-** with Transfer-Encoding, a bare LF ending the request line or a header
-** line, a NUL in the path (raw, or %00 that decoding would turn into one).
+** with Transfer-Encoding, a bare LF ending any line of the head, obs-fold,
+** whitespace before a header's colon, a bare CR or a NUL in a header line,
+** a NUL in the path (raw, or %00 that decoding would turn into one).
 ** libmicrohttpd itself refuses HTTP/1.1 without Host when given
 ** MHD_OPTION_STRICT_FOR_CLIENT 1.
 **
 ** libmicrohttpd offers no raw view of the request head, but it parses in
 ** place: it ends every line by overwriting its CR and LF with NULs, and
-** the URI and version strings it hands out point into that buffer.  The
-** bare-LF and raw-NUL checks read those bytes; where the layout is not as
-** expected they conclude nothing (and refuse nothing).
+** the method, URI, version and header strings it hands out point into
+** that buffer; MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE says where the head
+** ends.  So every line's terminator can be read back: two NULs after a
+** line (CRLF), one (a bare LF), and after the last line, with the empty
+** line that ends the head, exactly four up to the head's end (CRLF CRLF;
+** "\n\r\n", "\r\n\n" and "\n\n" leave fewer).  This covers every request,
+** also the second on a kept-alive connection and pipelined ones, which a
+** look at the socket before libmicrohttpd reads it would not.  Where a
+** string is not inside the head they conclude nothing.  From
+** libmicrohttpd 1.0, MHD_OPTION_STRICT_FOR_CLIENT 1 refuses bare LF
+** itself, and only the other checks are compiled.
 */
 #ifndef LEDGER_HTTP_STRICT_H
 #define LEDGER_HTTP_STRICT_H
@@ -32,9 +41,11 @@ typedef struct http_strict_uri {
 /* Called from the URI log callback (before any decoding). */
 void http_strict_uri_seen(http_strict_uri *u, const char *uri);
 
-/* NULL when the request head is acceptable, else why not.  `version` is
-** the access handler's argument; call on its first call for a request. */
+/* NULL when the request head is acceptable, else why not.  `method` and
+** `version` are the access handler's arguments; call on its first call for
+** a request. */
 const char *http_strict_check(struct MHD_Connection *c,
-                              const http_strict_uri *u, const char *version);
+                              const http_strict_uri *u, const char *method,
+                              const char *version);
 
 #endif

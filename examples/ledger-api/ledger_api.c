@@ -1251,7 +1251,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
   if (!rc)
     return MHD_NO; /* on_uri made it; NULL: out of memory */
   if (!rc->started) {
-    const char *why = http_strict_check(c, &rc->uri, version), *cl;
+    const char *why = http_strict_check(c, &rc->uri, method, version), *cl;
     rc->started = 1;
     conn_guard_head_done(S.guard, c);
     if (why)

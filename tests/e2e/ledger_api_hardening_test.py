@@ -12,8 +12,9 @@ one way the service used to fail and checks it no longer does.
   slow      3,500 slow connections from one address do not deny service;
             a header sent one byte at a time is cut off at its deadline
   http      framing refused (no Host, two Content-Length, Content-Length
-            with chunked, bare LF, NUL in the path), an oversized body
-            refused before it is sent
+            with chunked, bare LF ending any line of the head -- the last
+            one too, on a kept-alive or pipelined request too --, obs-fold,
+            bare CR, whitespace before a colon, NUL in the path or a header), an oversized body refused before it is sent
   input     amounts, dates past 2262, paths that are not UTF-8
   token     /v1/auth/token issues an opaque token
   realip    X-Forwarded-For read from the right: a rotating forged prefix
@@ -163,6 +164,39 @@ def raw(port, data, timeout=5):
         return 0
     finally:
         s.close()
+
+
+def raw_many(port, requests, pipelined=False, timeout=5):
+    """Statuses of the answers to raw requests sent on one connection, one
+    after the other's answer (kept alive) or all at once (pipelined); the
+    list stops where the server closes."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    f = s.makefile("rb")
+    got = []
+    try:
+        if pipelined:
+            s.sendall(b"".join(requests))
+        for data in requests:
+            if not pipelined:
+                s.sendall(data)
+            line = f.readline()
+            if not line.startswith(b"HTTP/"):
+                break
+            got.append(int(line.split(b" ")[1]))
+            length = 0
+            while True:
+                h = f.readline()
+                if h in (b"\r\n", b"\n", b""):
+                    break
+                if h.lower().startswith(b"content-length:"):
+                    length = int(h.split(b":")[1])
+            f.read(length)
+    except (socket.timeout, ConnectionError):
+        pass
+    finally:
+        f.close()
+        s.close()
+    return got
 
 
 def get_token(port):
@@ -461,6 +495,57 @@ def test_http():
              b"GET /metrics HTTP/1.1\nHost: x\r\n\r\n", 400),
             ("bare LF ending a header",
              b"GET /metrics HTTP/1.1\r\nHost: x\nX-A: b\r\n\r\n", 400),
+            # The last line's terminator runs into the empty line's: each
+            # form of a bare LF there, and the CRLF controls beside them.
+            ("bare LF ending the only header",
+             b"GET /metrics HTTP/1.1\r\nHost: x\n\r\n", 400),
+            ("bare LF ending the last header",
+             b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: b\n\r\n", 400),
+            ("bare LF as the empty line",
+             b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: b\r\n\n", 400),
+            ("LF LF ending the head",
+             b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: b\n\n", 400),
+            ("bare LF after trailing blanks in the last header",
+             b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: b \t\n\r\n", 400),
+            ("bare LF ending an empty last header",
+             b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A:\n\r\n", 400),
+            ("no headers: bare LF ending the request line",
+             b"GET /metrics HTTP/1.0\n\r\n", 400),
+            ("no headers: bare LF as the empty line",
+             b"GET /metrics HTTP/1.0\r\n\n", 400),
+            ("no headers: LF LF", b"GET /metrics HTTP/1.0\n\n", 400),
+            ("bare LF ending the last header, with a body",
+             b"POST /v1/ledgers/h/entries HTTP/1.1\r\nHost: x\r\n" + auth +
+             b"Idempotency-Key: h4\r\nContent-Length: 12\n\r\n"
+             b"{\"amount\":1}", 400),
+            ("a folded header line (obs-fold)",
+             b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: b\r\n c\r\n\r\n",
+             400),
+            ("a folded last line ending with a bare LF",
+             b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: b\r\n c\n\r\n", 400),
+            ("a NUL inside a header value",
+             b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: b\x00c\r\nX-B: d\r\n"
+             b"\r\n", 400),
+            ("a NUL ending the last header value",
+             b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: b\x00\r\n\r\n", 400),
+            ("a header line without a field name",
+             b"GET /metrics HTTP/1.1\r\nHost: x\r\n: b\r\nX-B: d\r\n\r\n",
+             400),
+            ("whitespace before a header's colon",
+             b"POST /v1/ledgers/h/entries HTTP/1.1\r\nHost: x\r\n" + auth +
+             b"Idempotency-Key: h5\r\nContent-Length: 12\r\n"
+             b"Transfer-Encoding : chunked\r\n\r\n{\"amount\":1}", 400),
+            ("a bare CR in a header value",
+             b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: b\rX-B: c\r\n\r\n",
+             400),
+            ("CRLF before the request line (control: RFC 9112 2.2 allows it)",
+             b"\r\nGET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 200),
+            ("no headers, CRLF (control)",
+             b"GET /metrics HTTP/1.0\r\n\r\n", 200),
+            ("an empty last header, CRLF (control)",
+             b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A:\r\n\r\n", 200),
+            ("trailing blanks in the last header, CRLF (control)",
+             b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: b \t\r\n\r\n", 200),
             ("NUL in the path",
              b"GET /v1/ledgers/h\x00x/entries HTTP/1.1\r\nHost: x\r\n" + auth +
              b"\r\n", 400),
@@ -473,6 +558,16 @@ def test_http():
         ]
         for name, data, want in cases:
             check(f"http: {name}", want, raw(p, data))
+        # libmicrohttpd reads a kept-alive connection's next requests itself
+        # (pipelined ones in the same read): each is checked all the same.
+        good = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+        bad = b"GET /metrics HTTP/1.1\r\nHost: x\n\r\n"
+        check("http: kept alive, a bare LF in the second request", [200, 400],
+              raw_many(p, [good, bad]))
+        check("http: pipelined, a bare LF in the second request", [200, 400],
+              raw_many(p, [good, bad], pipelined=True))
+        check("http: kept alive, CRLF twice (control)", [200, 200],
+              raw_many(p, [good, good]))
         st, _, b = req(p, "GET", "/v1/ledgers/h/entries", ENT)
         check("http: nothing was posted", 0, b.get("entries"))
     finally:

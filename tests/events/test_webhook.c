@@ -7,13 +7,17 @@
 **
 ** No assertion depends on speed: waits are for a counter to reach a value
 ** (10 s deadline), and the slow receiver is slower than any wait involved.
+**
+** Built twice: with Criterion (test "webhook") and as a plain program
+** (test "webhook-plain", cr_plain.h), which CI also runs under TSan.
 */
-#include <criterion/criterion.h>
+#include "cr_plain.h"
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -190,6 +194,21 @@ static sluice_webhook *alert_once(sluice_webhook_options *o, char u[128],
   return w;
 }
 
+/* A receiver answering after delay_ms, and a sink sending it ALERTs (to
+** /a) through a queue of queue_max. */
+static sluice_webhook *alert_sink(receiver *r, int delay_ms, size_t queue_max) {
+  sluice_webhook_options o;
+  sluice_webhook *w;
+  char u[128];
+  rx_start(r, 0, delay_ms);
+  memset(&o, 0, sizeof o);
+  url(u, sizeof u, r->port, "/a");
+  o.url[SLUICE_EVENT_ALERT] = u; /* copied at open */
+  o.queue_max = queue_max;
+  cr_assert_eq(sluice_webhook_open(&o, &w), SLUICE_OK);
+  return w;
+}
+
 Test(webhook, alert_body_names_scope_level_key_endpoints_guide_end) {
   receiver r;
   sluice_webhook_options o;
@@ -336,18 +355,10 @@ Test(webhook, a_receiver_that_is_down_counts_a_failure_after_max_attempts) {
 
 Test(webhook, a_slow_receiver_fills_the_queue_and_the_rest_is_dropped) {
   receiver r;
-  sluice_webhook_options o;
-  sluice_webhook *w;
+  sluice_webhook *w = alert_sink(&r, 3000, 4);
   sluice_event ev;
   sluice_webhook_stats s;
-  char u[128];
   int i;
-  rx_start(&r, 0, 3000);
-  memset(&o, 0, sizeof o);
-  url(u, sizeof u, r.port, "/a");
-  o.url[SLUICE_EVENT_ALERT] = u;
-  o.queue_max = 4;
-  cr_assert_eq(sluice_webhook_open(&o, &w), SLUICE_OK);
   ev = event(SLUICE_EVENT_ALERT, 2, NULL);
   /* Had a call waited for the receiver, nothing would be dropped. */
   for (i = 0; i < 20; i++)
@@ -378,6 +389,79 @@ Test(webhook, a_post_that_outlasts_the_timeout_fails) {
   cr_assert_eq(s.failed, 1);
   cr_assert_eq(s.delivered, 0);
   cr_assert_eq(s.retries, 1);
+  sluice_webhook_close(w);
+  rx_stop(&r);
+}
+
+/* Threads deciding while the sender posts: 4 producers, each with its own
+** scope and endpoint (the scope table is shared), and a thread reading the
+** counters meanwhile.  Under TSan this is the race check of the sink. */
+#define PRODUCERS 4
+#define PER_PRODUCER 50
+
+typedef struct producer {
+  sluice_webhook *w;
+  int id;
+} producer;
+
+static void *produce(void *arg) {
+  producer *p = arg;
+  sluice_request rq;
+  sluice_event ev;
+  char scope[33], route[64];
+  int i;
+  snprintf(scope, sizeof scope, "%032d", p->id);
+  snprintf(route, sizeof route, "/v1/ledgers/L%d/entries", p->id);
+  memset(&rq, 0, sizeof rq);
+  rq.method = "POST";
+  rq.route = route;
+  for (i = 0; i < PER_PRODUCER; i++) {
+    ev = event(SLUICE_EVENT_ALERT, 2, &rq);
+    ev.scope_id = scope;
+    sluice_webhook_on_event(p->w, &ev);
+  }
+  return NULL;
+}
+
+static _Atomic int watching;
+
+static void *watch(void *arg) {
+  sluice_webhook *w = arg;
+  char m[2048];
+  while (atomic_load(&watching)) {
+    (void)stats(w);
+    cr_assert_eq(sluice_webhook_metrics(w, m, sizeof m, NULL), SLUICE_OK);
+  }
+  return NULL;
+}
+
+Test(webhook, events_from_threads_are_all_delivered_while_counters_are_read) {
+  receiver r;
+  /* a queue for all: nothing dropped */
+  sluice_webhook *w = alert_sink(&r, 0, PRODUCERS * PER_PRODUCER);
+  sluice_webhook_stats s;
+  pthread_t th[PRODUCERS], watcher;
+  producer p[PRODUCERS];
+  int i;
+  atomic_store(&watching, 1);
+  cr_assert_eq(pthread_create(&watcher, NULL, watch, w), 0);
+  for (i = 0; i < PRODUCERS; i++) {
+    p[i] = (producer){w, i + 1};
+    cr_assert_eq(pthread_create(&th[i], NULL, produce, &p[i]), 0);
+  }
+  for (i = 0; i < PRODUCERS; i++)
+    pthread_join(th[i], NULL);
+  s = settle(w, PRODUCERS * PER_PRODUCER);
+  atomic_store(&watching, 0);
+  pthread_join(watcher, NULL);
+  cr_assert_eq(s.queued, PRODUCERS * PER_PRODUCER);
+  cr_assert_eq(s.dropped, 0);
+  cr_assert_eq(s.delivered, PRODUCERS * PER_PRODUCER);
+  cr_assert_eq(rx_count(&r), PRODUCERS * PER_PRODUCER);
+  /* each body names its own producer's endpoint first */
+  for (i = 0; i < MAXREQ; i++)
+    cr_assert_not_null(strstr(r.body[i], "[\"POST /v1/ledgers/L"), "%s",
+                       r.body[i]);
   sluice_webhook_close(w);
   rx_stop(&r);
 }
