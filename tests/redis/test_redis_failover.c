@@ -110,11 +110,25 @@ Test(failover, master_killed_mid_run, .timeout = 120) {
                 admitted);
   cr_assert_geq(admitted, 30, "admissions continued after the failover");
 
-  /* Keys on the surviving masters were never affected. */
+  /* Keys on the surviving masters decide once their master sees the
+  ** cluster whole again.  Each node flips its own cluster state: with
+  ** cluster-require-full-coverage (Redis's default) a surviving master
+  ** answers CLUSTERDOWN until it has heard of the promotion, which can be
+  ** after the promoted replica already answers (seen in CI: 0.7 s).  In
+  ** that window only failure codes are acceptable. */
   {
-    int rc = sluice_limiter_take(l, other, strlen(other), &p, 1, &v);
-    cr_assert_eq(rc, SLUICE_OK, "a key on a surviving master: %s (%s)",
-                 sluice_err_name(rc), sluice_limiter_errmsg(l));
+    int64_t t1 = rt_mono_ms();
+    int rc;
+    while ((rc = sluice_limiter_take(l, other, strlen(other), &p, 1, &v)) !=
+           SLUICE_OK) {
+      cr_assert(rc == SLUICE_EUNAVAIL || rc == SLUICE_ETIMEDOUT,
+                "a key on a surviving master: %s (%s)", sluice_err_name(rc),
+                sluice_limiter_errmsg(l));
+      cr_assert_lt(rt_mono_ms() - t1, 20000,
+                   "a key on a surviving master: still %s after 20 s (%s)",
+                   sluice_err_name(rc), sluice_limiter_errmsg(l));
+      usleep(20000);
+    }
   }
   cr_assert_eq(sluice_limiter_control(l, SLUICE_CTL_REDIS_STATS, &st),
                SLUICE_OK);
