@@ -141,6 +141,8 @@ enum sluice_binding {
 #define SLUICE_DECISION_TRIPPED 0x10u     /**< this request tripped a box */
 #define SLUICE_DECISION_STRIKE 0x20u      /**< this request was a strike */
 #define SLUICE_DECISION_STUFFING 0x40u    /**< credential-stuffing signature */
+#define SLUICE_DECISION_DENY_CACHED 0x80u /**< a box from the deny cache: no
+                                               store call (or store down) */
 
 /** The whole decision.  Caller-allocated; sluice_policy_decide() overwrites
  *  every field.  Holds no pointers into the request; `invalid_field` is a
@@ -417,7 +419,21 @@ typedef struct sluice_policy_options {
    *  (SLUICE_ECONFIG otherwise: pick a new name when the tiers change).
    *  Read during open only. */
   const char *counters;
-  void *reserved[3];
+  /** NULL or "": the degraded limiter (what decides while the store
+   *  fails) is in-process memory, so a host of N workers admits N times
+   *  degraded_percent of a tier's rate.  "shm:name=/NAME[;capacity=N]": a
+   *  shm store (docs/shm.md; created when missing) shared by every process
+   *  naming it, so the host admits degraded_percent whatever the number of
+   *  workers.  Read during open only. */
+  const char *degraded_store;
+  /** NULL or "": the deny cache (the boxes, suspensions and edge denies
+   *  seen, read before the store and in degraded mode) is in-process.
+   *  "shm:name=/NAME[;slots=N]": a segment (created when missing, never
+   *  removed by the library; slots 1 to 2^24, default 4096, the same in
+   *  every process) that every process naming it reads and fills.
+   *  Read during open only. */
+  const char *deny_cache;
+  void *reserved[1];
 } sluice_policy_options;
 
 /** @brief Open a policy.
