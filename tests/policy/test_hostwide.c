@@ -13,15 +13,18 @@
 **    held for its hour with no store call, and a full cache caches nothing
 **    new (counted) without evicting a live entry.
 **
-** SLUICE_TEST_NO_HOSTWIDE=1 opens every policy without the segments (the
-** features disabled): then the share and the box tests must fail.
+** SLUICE_TEST_NO_HOSTWIDE=1 (or =degraded, =deny: one of them) opens every
+** policy without the segments (the features disabled): then the share
+** tests, or the box tests, must fail.
 */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -48,10 +51,14 @@ static void teardown(void) {
   shm_unlink(deny_name);
 }
 
-static int disabled(void) {
+/* SLUICE_TEST_NO_HOSTWIDE: 1 both segments off, "degraded" or "deny"
+** only that one. */
+static int off(const char *which) {
   const char *e = getenv("SLUICE_TEST_NO_HOSTWIDE");
-  return e && e[0] == '1';
+  return e && (strcmp(e, "1") == 0 || strcmp(e, which) == 0);
 }
+
+static int disabled(void) { return off("degraded") || off("deny"); }
 
 static void strict_config(sluice_policy_config *cfg) {
   sluice_policy_config_defaults(cfg);
@@ -77,8 +84,8 @@ static int w_open(worker *w, const char *degraded, const char *deny) {
   po.limiter = w->lim;
   po.config = &cfg;
   memset(po.secret, 9, sizeof po.secret);
-  po.degraded_store = disabled() ? NULL : degraded;
-  po.deny_cache = disabled() ? NULL : deny;
+  po.degraded_store = off("degraded") ? NULL : degraded;
+  po.deny_cache = off("deny") ? NULL : deny;
   return sluice_policy_open(&po, &w->pol);
 }
 
@@ -401,4 +408,144 @@ Test(policy_hostwide, bad_segments_are_refused, .init = setup,
   cr_assert_eq(w_open(&w, NULL, other), SLUICE_ECONFIG, "another size");
   sluice_limiter_close(w.lim);
   sluice_clock_free(w.clock);
+}
+
+/* ------------------------------------------------ on a real Redis --- */
+
+/* Run under tests/redis/harness.py (single): SLUICE_REDIS_NODES and
+** SLUICE_REDIS_PIDS name the server, which the test stops with SIGSTOP
+** (a hung Redis: connections stay up, replies never come) and resumes. */
+#define RW 4        /* workers */
+#define RW_TRIES 60 /* degraded requests per worker */
+
+static pid_t redis_pid(void) {
+  const char *p = getenv("SLUICE_REDIS_PIDS");
+  const char *c = p ? strchr(p, ':') : NULL;
+  return c ? (pid_t)atoi(c + 1) : 0;
+}
+
+static int r_open(sluice_limiter **l, sluice_policy **p) {
+  sluice_limiter_options lo;
+  sluice_policy_options po;
+  sluice_policy_config cfg;
+  char spec[256];
+  int rc;
+  snprintf(spec, sizeof spec, "redis:nodes=%s;timeout_ms=100",
+           getenv("SLUICE_REDIS_NODES"));
+  memset(&lo, 0, sizeof lo);
+  lo.store = spec;
+  if ((rc = sluice_limiter_open(&lo, l)))
+    return rc;
+  strict_config(&cfg);
+  memset(&po, 0, sizeof po);
+  po.limiter = *l;
+  po.config = &cfg;
+  memset(po.secret, 9, sizeof po.secret);
+  po.degraded_store = off("degraded") ? NULL : deg_uri;
+  po.deny_cache = off("deny") ? NULL : deny_uri;
+  return sluice_policy_open(&po, p);
+}
+
+static int r_decide(sluice_policy *p, const char *key, sluice_decision *d) {
+  char tenant[32];
+  sluice_request r;
+  snprintf(tenant, sizeof tenant, "t-%d", (int)getppid());
+  r = rq_std(tenant, key, "sandbox");
+  return sluice_policy_decide(p, &r, d);
+}
+
+/* A worker: ready, wait for the stop, then 3 tries on the boxed key and
+** RW_TRIES on a free one; out[0] boxed-key admissions (100 for a try not
+** refused as a box), out[1] free-key admissions. */
+static int redis_worker(int ready, int go, int64_t *out) {
+  sluice_limiter *l;
+  sluice_policy *p;
+  sluice_decision d;
+  char b;
+  int i;
+  if (r_open(&l, &p) != SLUICE_OK || write(ready, "r", 1) != 1 ||
+      read(go, &b, 1) != 1)
+    return 1;
+  for (i = 0; i < 3; i++) {
+    if (r_decide(p, "boxed", &d) != SLUICE_OK)
+      return 2;
+    out[0] += d.allowed + (d.outcome != SLUICE_OUTCOME_BOXED) * 100;
+  }
+  for (i = 0; i < RW_TRIES; i++) {
+    if (r_decide(p, "free", &d) != SLUICE_OK)
+      return 3;
+    out[1] += d.allowed;
+  }
+  sluice_policy_close(p);
+  sluice_limiter_close(l);
+  return 0;
+}
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+Test(policy_hostwide, redis_stopped, .init = setup, .fini = teardown,
+     .timeout = 120) {
+  sluice_limiter *l;
+  sluice_policy *p;
+  sluice_decision d;
+  sluice_policy_config cfg;
+  int64_t *res, boxed = 0, admitted = 0, cap;
+  int ready[2], go[2], i, st, failed = 0;
+  pid_t rp = redis_pid(), pids[RW];
+  double t0, secs;
+  char b;
+  if (!getenv("SLUICE_REDIS_NODES") || rp <= 0)
+    cr_skip_test("no Redis (run under tests/redis/harness.py)");
+  strict_config(&cfg);
+  res = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+             -1, 0);
+  cr_assert_neq(res, MAP_FAILED);
+  memset(res, 0, 4096);
+  /* Box the key on the live Redis. */
+  memset(&d, 0, sizeof d);
+  cr_assert_eq(r_open(&l, &p), SLUICE_OK);
+  for (i = 0; i < 2000 && !(d.flags & SLUICE_DECISION_TRIPPED); i++)
+    cr_assert_eq(r_decide(p, "boxed", &d), SLUICE_OK);
+  cr_assert_neq(d.flags & SLUICE_DECISION_TRIPPED, 0);
+  cr_assert_eq(pipe(ready), 0);
+  cr_assert_eq(pipe(go), 0);
+  for (i = 0; i < RW; i++) {
+    pids[i] = fork();
+    cr_assert_geq(pids[i], 0);
+    if (pids[i] == 0)
+      _exit(redis_worker(ready[1], go[0], &res[2 * i]));
+  }
+  for (i = 0; i < RW; i++)
+    cr_assert_eq(read(ready[0], &b, 1), 1);
+  cr_assert_eq(kill(rp, SIGSTOP), 0);
+  t0 = mono_s();
+  for (i = 0; i < RW; i++)
+    cr_assert_eq(write(go[1], "g", 1), 1);
+  for (i = 0; i < RW; i++)
+    if (waitpid(pids[i], &st, 0) != pids[i] || !WIFEXITED(st) ||
+        WEXITSTATUS(st) != 0)
+      failed++;
+  secs = mono_s() - t0;
+  kill(rp, SIGCONT); /* before any assertion can end the test */
+  cr_assert_eq(failed, 0, "%d workers failed", failed);
+  for (i = 0; i < RW; i++) {
+    boxed += res[2 * i];
+    admitted += res[2 * i + 1];
+  }
+  cr_assert_eq(boxed, 0, "the boxed key: %lld (3 tries x %d workers)",
+               (long long)boxed, RW);
+  /* The key's degraded bucket: 75 burst, 1.25/s, host-wide. */
+  cap = cfg.tiers[0].key_burst * cfg.degraded_percent / 100 +
+        (int64_t)(secs * (double)cfg.tiers[0].key_rate *
+                  cfg.degraded_percent / 100) + 2;
+  cr_assert_leq(admitted, cap, "%d workers admitted %lld in %.1f s, cap %lld",
+                RW, (long long)admitted, secs, (long long)cap);
+  /* Redis is back: the store decides again. */
+  sluice_policy_close(p);
+  sluice_limiter_close(l);
+  munmap(res, 4096);
 }
