@@ -49,6 +49,8 @@ struct sluice_limiter_options;
 #define SLUICE_POLICY_ROUTES_MAX 32
 /** Longest tier name, in bytes, without the NUL. */
 #define SLUICE_POLICY_NAME_MAX 31
+/** Longest segment URI in a configuration (the "host" group), NUL excluded. */
+#define SLUICE_POLICY_URI_MAX 127
 /** Longest route pattern, in bytes, without the NUL. */
 #define SLUICE_POLICY_ROUTE_MAX 127
 /** Longest raw identifier (tenant, key, IP, subject, ledger), in bytes. */
@@ -276,6 +278,13 @@ typedef struct sluice_policy_config {
    *  for every tier and for auth (shadow = 1 is all of them). */
   int64_t shadow_features;
   int64_t reserved[15];
+  /** The host-wide segments (the file's "host" group; docs/policy.md):
+   *  "" keeps each in the process, "shm:name=/NAME..." shares it between
+   *  the processes of a host.  A non-NULL sluice_policy_options field of
+   *  the same name wins. */
+  char host_counters[SLUICE_POLICY_URI_MAX + 1];
+  char host_degraded_store[SLUICE_POLICY_URI_MAX + 1];
+  char host_deny_cache[SLUICE_POLICY_URI_MAX + 1];
 } sluice_policy_config;
 
 /** Features shadow mode can leave unenforced one by one (staged rollout:

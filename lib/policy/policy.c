@@ -179,6 +179,9 @@ static void derive(sluice_policy *p) {
       (sluice_distinct_params){c->stuffing_ips, c->stuffing_window_ns};
 }
 
+/* A segment: the option when given, else the configuration's "host". */
+#define HOST_URI(o, c, f) ((o)->f ? (o)->f : (c)->host_##f)
+
 static void seterr(const sluice_policy_options *o, const char *msg) {
   if (o->errbuf && o->errlen && !o->errbuf[0])
     snprintf(o->errbuf, o->errlen, "%s", msg);
@@ -228,7 +231,8 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
   p->userdata = o->userdata;
   p->shadow = cfg.shadow || (o->flags & SLUICE_POLICY_SHADOW);
   derive(p);
-  rc = sluice__counters_attach(p, o->counters, msg, sizeof msg);
+  rc = sluice__counters_attach(p, HOST_URI(o, &p->cfg, counters), msg,
+                               sizeof msg);
   if (rc != SLUICE_OK) {
     seterr(o, msg);
     free(p);
@@ -247,9 +251,11 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
     p->own_lim = 1;
   }
   /* degraded.c, deny_cache.c: in-process, or host-wide shm segments. */
-  rc = sluice__degraded_open(p, o->degraded_store, msg, sizeof msg);
+  rc = sluice__degraded_open(p, HOST_URI(o, &p->cfg, degraded_store), msg,
+                             sizeof msg);
   if (rc == SLUICE_OK &&
-      (rc = sluice__deny_open(p, o->deny_cache, msg, sizeof msg)) != SLUICE_OK)
+      (rc = sluice__deny_open(p, HOST_URI(o, &p->cfg, deny_cache), msg,
+                              sizeof msg)) != SLUICE_OK)
     sluice_limiter_close(p->local);
   if (rc != SLUICE_OK) {
     if (p->own_lim)

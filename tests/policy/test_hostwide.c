@@ -549,3 +549,70 @@ Test(policy_hostwide, redis_stopped, .init = setup, .fini = teardown,
   sluice_limiter_close(l);
   munmap(res, 4096);
 }
+
+/* ------------------------------------------ from the config file --- */
+
+static int open_file(const char *path, sluice_clock *clk, sluice_limiter **l,
+                     sluice_policy **p, char *err, size_t errlen) {
+  sluice_limiter_options lo;
+  sluice_policy_options po;
+  int rc;
+  memset(&lo, 0, sizeof lo);
+  lo.backend = &failing_backend;
+  lo.clock = clk;
+  if ((rc = sluice_limiter_open(&lo, l)))
+    return rc;
+  memset(&po, 0, sizeof po);
+  po.limiter = *l;
+  po.config_path = path;
+  memset(po.secret, 9, sizeof po.secret);
+  po.errbuf = err;
+  po.errlen = errlen;
+  if ((rc = sluice_policy_open(&po, p)))
+    sluice_limiter_close(*l);
+  return rc;
+}
+
+Test(policy_hostwide, segments_from_the_config_file, .init = setup,
+     .fini = teardown) {
+  char path[] = "/tmp/sluice-hostwide-XXXXXX", err[256];
+  sluice_clock *clk;
+  sluice_limiter *la, *lb;
+  sluice_policy *a, *b;
+  sluice_decision d;
+  sluice_request r = rq_std("acme", "key-1", "sandbox");
+  FILE *f;
+  int fd, i, rc = 0;
+  fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  f = fdopen(fd, "w");
+  fprintf(f, "host = { degraded_store = \"%s\"; deny_cache = \"%s\"; };\n",
+          deg_uri, deny_uri);
+  fclose(f);
+  cr_assert_eq(sluice_clock_manual(T0, &clk), SLUICE_OK);
+  cr_assert_eq(open_file(path, clk, &la, &a, err, sizeof err), SLUICE_OK,
+               "%s", err);
+  cr_assert_eq(open_file(path, clk, &lb, &b, err, sizeof err), SLUICE_OK,
+               "%s", err);
+  for (i = 0; i < 2000 && !(rc & 1); i++) {
+    cr_assert_eq(sluice_policy_decide(a, &r, &d), SLUICE_OK);
+    rc = (d.flags & SLUICE_DECISION_TRIPPED) != 0;
+  }
+  cr_assert(rc, "tripped");
+  /* b has never seen the key in its own store: the file's deny cache. */
+  cr_assert_eq(sluice_policy_decide(b, &r, &d), SLUICE_OK);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_neq(d.flags & SLUICE_DECISION_DENY_CACHED, 0);
+  sluice_policy_close(a);
+  sluice_policy_close(b);
+  sluice_limiter_close(la);
+  sluice_limiter_close(lb);
+  /* A setting of the wrong type names its line. */
+  f = fopen(path, "w");
+  fprintf(f, "host = {\n  deny_cache = 4096;\n};\n");
+  fclose(f);
+  cr_assert_eq(open_file(path, clk, &la, &a, err, sizeof err), SLUICE_ECONFIG);
+  cr_assert(strstr(err, "host.deny_cache") && strstr(err, ":2"), "%s", err);
+  sluice_clock_free(clk);
+  unlink(path);
+}
