@@ -435,12 +435,15 @@ typedef struct sluice_policy_options {
    *  naming it, so the host admits degraded_percent whatever the number of
    *  workers.  Read during open only. */
   const char *degraded_store;
-  /** NULL or "": the deny cache (the boxes, suspensions and edge denies
-   *  seen, read before the store and in degraded mode) is in-process.
-   *  "shm:name=/NAME[;slots=N]": a segment (created when missing, never
-   *  removed by the library; slots 1 to 2^24, default 4096, the same in
-   *  every process) that every process naming it reads and fills.
-   *  Read during open only. */
+  /** The deny cache: the boxes, suspensions and edge denies seen, with
+   *  their end times.  NULL or "": in-process, read in degraded mode only
+   *  (a box holds through a store outage).  "shm:name=/NAME[;slots=N]": a
+   *  segment (created when missing, never removed by the library; slots 1
+   *  to 2^24, default 4096, the same in every process) that every process
+   *  naming it fills and reads, before the store too (a cached box costs
+   *  no store call).  A release drops the entry from the cache of the
+   *  policy that releases: give sluice release the same segment.  NULL
+   *  takes the configuration's host_deny_cache.  Read during open only. */
   const char *deny_cache;
   void *reserved[1];
 } sluice_policy_options;

@@ -1,10 +1,12 @@
 /*
 ** The deny cache: the boxes, suspensions and edge denies (level 2 and up)
 ** a host has seen, with their end times, where every worker reads them.
-** The policy consults it before the store (a live entry denies without a
-** store call) and in degraded mode, so that a store outage or a slow store
-** does not release a boxed key: the spec keeps boxed keys out at the edge
-** (its Kong deny cache) for exactly that reason.
+** The policy consults it in degraded mode, so that a store outage does not
+** release a boxed key (the spec keeps boxed keys out at the edge, its Kong
+** deny cache, for exactly that reason), and, when it is a shared segment,
+** before the store too: a live entry denies without a store call.  The
+** in-process cache is not read before the store because a release made by
+** another process (sluice release) cannot drop its entries.
 **
 ** An open-addressed table of fixed slots, in process memory or in a named
 ** shm segment (segment.c).  An entry lives in one of the DC_PROBE slots
@@ -181,6 +183,10 @@ void sluice__deny_drop(sluice_policy *p, int kind, const char *id) {
       atomic_store_explicit(&s->until, 0, RLX);
     publish(s, q);
   }
+}
+
+int sluice__deny_shared(const sluice_policy *p) {
+  return p->deny && p->deny->shared;
 }
 
 void sluice__deny_stats(const sluice_policy *p, uint64_t *hits,

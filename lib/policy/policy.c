@@ -1027,13 +1027,17 @@ static void reset_verdict(sluice_decision *d) {
 }
 
 /* The deny cache's answer for this request: 1 when a cached box decides
-** it.  A box in shadow is not enforced, so it is not looked up.  Auth: a
+** it.  A box in shadow is not enforced, so it is not looked up.  Before
+** the store only a shared cache is read: a release (sluice release, another
+** process) drops the entry from the segment it opens too, never from this
+** process's own cache.  Auth: a
 ** failed attempt from a cached IP still goes to the store unless its
 ** subject is cached too (choice g counts it against the subject). */
 static int cached_box(ctx *c, int degraded, sluice_decision *d) {
   sluice__deny e[2];
   int n = 0, w;
-  if (sluice__shadow_past_box(c->shadow))
+  if (sluice__shadow_past_box(c->shadow) ||
+      (!degraded && !sluice__deny_shared(c->p)))
     return 0;
   if (c->tier >= 0 && c->cls != SLUICE_EP_AUTH) {
     n = sluice__deny_get(c->p, SLUICE_SCOPE_KEY, c->K, c->now, &e[0]);

@@ -116,6 +116,8 @@ void sluice__deny_put(sluice_policy *p, int kind, const char *id, int64_t now,
 int sluice__deny_get(sluice_policy *p, int kind, const char *id, int64_t now,
                      sluice__deny *out);
 void sluice__deny_drop(sluice_policy *p, int kind, const char *id);
+/* 1 when the cache is a shared segment (read before the store too). */
+int sluice__deny_shared(const sluice_policy *p);
 /* Counters for the metrics text: hits, stored, not cached (full). */
 void sluice__deny_stats(const sluice_policy *p, uint64_t *hits,
                         uint64_t *stored, uint64_t *full);

@@ -367,6 +367,28 @@ Test(policy_hostwide, full_cache_keeps_live_entries, .init = setup,
   w_close(&a);
 }
 
+/* No segment configured: the worker's own cache holds the box through an
+** outage, and is not read while the store answers (a release made by
+** another process must take effect). */
+Test(policy_hostwide, in_process_cache_holds_in_outage_only) {
+  worker a;
+  sluice_decision d;
+  int64_t before;
+  if (off("deny"))
+    cr_skip_test("needs the deny cache");
+  cr_assert_eq(w_open(&a, NULL, NULL), SLUICE_OK);
+  cr_assert_eq(w_trip(&a, "key-1"), 1);
+  before = w_calls(&a);
+  cr_assert_eq(w_decide(&a, "key-1", &d), SLUICE_OK);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_eq(w_calls(&a), before + 1, "the store decides while it answers");
+  w_fail(&a, SLUICE_EIO);
+  cr_assert_eq(w_decide(&a, "key-1", &d), SLUICE_OK);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_neq(d.flags & SLUICE_DECISION_DENY_CACHED, 0);
+  w_close(&a);
+}
+
 Test(policy_hostwide, release_drops_the_cached_box, .init = setup,
      .fini = teardown) {
   worker a;
