@@ -51,9 +51,11 @@
 **     in the request and is returned.  After a failure the store is left
 **     alone for degraded_probe_ns, then probed by the next request, so a
 **     dead store does not cost every request its timeout.
-**  d) The degraded limiter is a private "mem" limiter with the same keys
-**     at degraded_percent of the tier rates and bursts; it has no penalty
-**     box (the box state lives in the store that failed).
+**  d) The degraded limiter is a "mem" limiter, or a shm store the host's
+**     processes share (degraded.c), with the same keys at degraded_percent
+**     of the tier rates and bursts; it has no penalty box.  The boxes the
+**     store reported are kept in the deny cache (deny_cache.c), read in
+**     degraded mode and, when shared, before the store.
 **  e) Suspension (L3, non-enterprise) is SUSPENDED / 403 without a
 **     Retry-After: no wait helps.  Enterprise L3 pages and boxes the key
 **     for enterprise_level3_box_ns (429 Active-Lockout).
