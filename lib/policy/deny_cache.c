@@ -177,8 +177,13 @@ void sluice__deny_drop(sluice_policy *p, int kind, const char *id) {
   /* Every copy: two workers may have cached one box in two slots. */
   for (i = 0; i < probe_len(t); i++) {
     dc_slot *s = slot_at(t, k, i);
-    while ((q = claim(s)) == 1)
-      ; /* a writer holds it for a few stores */
+    int n = 0;
+    /* A writer holds a slot for a few stores; one that stays held lost its
+    ** writer, and readers never see what it holds. */
+    while ((q = claim(s)) == 1 && n < DC_READ_TRIES * 16)
+      n++;
+    if (q == 1)
+      continue;
     if (atomic_load_explicit(&s->key, RLX) == k)
       atomic_store_explicit(&s->until, 0, RLX);
     publish(s, q);
