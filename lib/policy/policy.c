@@ -1483,7 +1483,7 @@ int sluice_policy_metrics(const sluice_policy *cp, char *buf, size_t len,
     uint64_t h, st, f;
     sluice__deny_stats(p, &h, &st, &f);
     put(&o, "# HELP sluice_policy_deny_cache_total Deny cache: decisions it "
-            "made (hit), boxes it took (stored), boxes it had no slot for "
+            "made (hit), boxes it took (stored), boxes that found no slot "
             "(full).\n# TYPE sluice_policy_deny_cache_total counter\n"
             "sluice_policy_deny_cache_total{result=\"hit\"} %llu\n"
             "sluice_policy_deny_cache_total{result=\"stored\"} %llu\n"
