@@ -116,14 +116,21 @@ int sluice__deny_get(sluice_policy *p, int kind, const char *id, int64_t now,
   if (!t)
     return 0;
   k = key_of(p, kind, id);
-  for (i = 0; i < probe_len(t); i++)
-    if (read_slot(slot_at(t, k, i), &sk, &until, &level) && sk == k &&
-        until > now) {
+  for (i = 0; i < probe_len(t); i++) {
+    if (!read_slot(slot_at(t, k, i), &sk, &until, &level))
+      continue;
+    /* Slots are taken in order and never emptied again: past a slot never
+    ** used there is nothing of k's (but for a put that raced a refresh,
+    ** which at worst leaves one box to the store). */
+    if (sk == 0)
+      return 0;
+    if (sk == k && until > now) {
       out->until_ns = until;
       out->level = level;
       atomic_fetch_add_explicit(&t->hits, 1, RLX);
       return 1;
     }
+  }
   return 0;
 }
 
