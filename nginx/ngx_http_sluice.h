@@ -28,6 +28,8 @@ typedef struct {
     ngx_str_t policy;        /* sluice_policy FILE */
     ngx_str_t store;         /* sluice_store URI */
     ngx_str_t counters;      /* sluice_counters URI */
+    ngx_str_t degraded_store; /* sluice_degraded_store URI, or "off" */
+    ngx_str_t deny_cache;    /* sluice_deny_cache URI, or "off" */
     ngx_str_t secret;        /* sluice_secret: 32 hex digits */
     ngx_str_t problem_base;  /* sluice_problem_base URI */
     ngx_uint_t header_form;  /* sluice_header_form */

@@ -14,7 +14,11 @@
 **     master share one state, and each worker seeds its own Retry-After
 **     jitter instead of inheriting one generator through fork().
 **   - Counters live in a named shared segment (sluice_counters), so the
-**     metrics location shows the host's totals whichever worker answers.
+**     metrics location shows the host's totals whichever worker answers;
+**     so do the degraded limiter (sluice_degraded_store: the host admits
+**     degraded_percent, not workers x it) and the deny cache
+**     (sluice_deny_cache: boxes held without a store call, and through
+**     a store outage).
 **   - The decision runs in the preaccess phase.  On a store whose calls
 **     block on the network (redis) it runs on an nginx thread pool and the
 **     request waits (r->main->blocked) while the event loop goes on.
@@ -87,6 +91,8 @@ static ngx_command_t ngx_http_sluice_commands[] = {
     MAIN_STR("sluice_policy", policy),
     MAIN_STR("sluice_store", store),
     MAIN_STR("sluice_counters", counters),
+    MAIN_STR("sluice_degraded_store", degraded_store),
+    MAIN_STR("sluice_deny_cache", deny_cache),
     MAIN_STR("sluice_secret", secret),
     MAIN_STR("sluice_problem_base", problem_base),
     {ngx_string("sluice_header_form"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
@@ -187,6 +193,14 @@ ngx_http_sluice_init_main_conf(ngx_conf_t *cf, void *conf)
     }
     if (mcf->counters.len == 0) {
         ngx_str_set(&mcf->counters, "shm:name=/sluice-nginx-counters");
+    }
+    /* The host's workers share one degraded limiter and one deny cache
+    ** ("off": each worker its own). */
+    if (mcf->degraded_store.len == 0) {
+        ngx_str_set(&mcf->degraded_store, "shm:name=/sluice-nginx-degraded");
+    }
+    if (mcf->deny_cache.len == 0) {
+        ngx_str_set(&mcf->deny_cache, "shm:name=/sluice-nginx-deny");
     }
     if (mcf->problem_base.len == 0) {
         ngx_str_set(&mcf->problem_base, "https://errors.invalid/");
@@ -374,6 +388,16 @@ ngx_http_sluice_cstr(ngx_pool_t *pool, ngx_str_t *s)
     return p;
 }
 
+/* A segment directive: its URI, or "" (in the worker) for "off". */
+static char *
+ngx_http_sluice_segment(ngx_pool_t *pool, ngx_str_t *s)
+{
+    if (s->len == 3 && ngx_strncmp(s->data, "off", 3) == 0) {
+        return "";
+    }
+    return ngx_http_sluice_cstr(pool, s);
+}
+
 /* Runs where the configuration is parsed (nginx -t, start, every HUP in
 ** the master): checks what can be checked without touching live state, so
 ** a bad policy file fails `nginx -t` and a reload keeps the old workers. */
@@ -456,6 +480,9 @@ ngx_http_sluice_open_all(ngx_cycle_t *cycle, ngx_http_sluice_main_conf_t *mcf)
                          ? ngx_http_sluice_cstr(cycle->pool, &mcf->policy)
                          : NULL;
     po.counters = ngx_http_sluice_cstr(cycle->pool, &mcf->counters);
+    po.degraded_store = ngx_http_sluice_segment(cycle->pool,
+                                                &mcf->degraded_store);
+    po.deny_cache = ngx_http_sluice_segment(cycle->pool, &mcf->deny_cache);
     po.errbuf = err;
     po.errlen = sizeof(err);
     for (i = 0; i < 2; i++) {

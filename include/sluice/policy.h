@@ -49,6 +49,8 @@ struct sluice_limiter_options;
 #define SLUICE_POLICY_ROUTES_MAX 32
 /** Longest tier name, in bytes, without the NUL. */
 #define SLUICE_POLICY_NAME_MAX 31
+/** Longest segment URI in a configuration (the "host" group), NUL excluded. */
+#define SLUICE_POLICY_URI_MAX 127
 /** Longest route pattern, in bytes, without the NUL. */
 #define SLUICE_POLICY_ROUTE_MAX 127
 /** Longest raw identifier (tenant, key, IP, subject, ledger), in bytes. */
@@ -141,6 +143,8 @@ enum sluice_binding {
 #define SLUICE_DECISION_TRIPPED 0x10u     /**< this request tripped a box */
 #define SLUICE_DECISION_STRIKE 0x20u      /**< this request was a strike */
 #define SLUICE_DECISION_STUFFING 0x40u    /**< credential-stuffing signature */
+#define SLUICE_DECISION_DENY_CACHED 0x80u /**< a box from the deny cache: no
+                                               store call (or store down) */
 
 /** The whole decision.  Caller-allocated; sluice_policy_decide() overwrites
  *  every field.  Holds no pointers into the request; `invalid_field` is a
@@ -274,6 +278,13 @@ typedef struct sluice_policy_config {
    *  for every tier and for auth (shadow = 1 is all of them). */
   int64_t shadow_features;
   int64_t reserved[15];
+  /** The host-wide segments (the file's "host" group; docs/policy.md):
+   *  "" keeps each in the process, "shm:name=/NAME..." shares it between
+   *  the processes of a host.  A non-NULL sluice_policy_options field of
+   *  the same name wins. */
+  char host_counters[SLUICE_POLICY_URI_MAX + 1];
+  char host_degraded_store[SLUICE_POLICY_URI_MAX + 1];
+  char host_deny_cache[SLUICE_POLICY_URI_MAX + 1];
 } sluice_policy_config;
 
 /** Features shadow mode can leave unenforced one by one (staged rollout:
@@ -417,7 +428,24 @@ typedef struct sluice_policy_options {
    *  (SLUICE_ECONFIG otherwise: pick a new name when the tiers change).
    *  Read during open only. */
   const char *counters;
-  void *reserved[3];
+  /** NULL or "": the degraded limiter (what decides while the store
+   *  fails) is in-process memory, so a host of N workers admits N times
+   *  degraded_percent of a tier's rate.  "shm:name=/NAME[;capacity=N]": a
+   *  shm store (docs/shm.md; created when missing) shared by every process
+   *  naming it, so the host admits degraded_percent whatever the number of
+   *  workers.  Read during open only. */
+  const char *degraded_store;
+  /** The deny cache: the boxes, suspensions and edge denies seen, with
+   *  their end times.  NULL or "": in-process, read in degraded mode only
+   *  (a box holds through a store outage).  "shm:name=/NAME[;slots=N]": a
+   *  segment (created when missing, never removed by the library; slots 1
+   *  to 2^24, default 4096, the same in every process) that every process
+   *  naming it fills and reads, before the store too (a cached box costs
+   *  no store call).  A release drops the entry from the cache of the
+   *  policy that releases: give sluice release the same segment.  NULL
+   *  takes the configuration's host_deny_cache.  Read during open only. */
+  const char *deny_cache;
+  void *reserved[1];
 } sluice_policy_options;
 
 /** @brief Open a policy.

@@ -356,6 +356,10 @@ int sluice__policy_config_check2(const sluice_policy_config *c, char *path,
       return fail(&k, p, "unknown feature bits %llx",
                   c->tiers[i].shadow_features, 0, 0);
     }
+  if (!memchr(c->host_counters, 0, sizeof c->host_counters) ||
+      !memchr(c->host_degraded_store, 0, sizeof c->host_degraded_store) ||
+      !memchr(c->host_deny_cache, 0, sizeof c->host_deny_cache))
+    return fail(&k, "host", "a segment URI is not NUL-terminated", 0, 0, 0);
   return SLUICE_OK;
 }
 
@@ -666,6 +670,35 @@ static int load_failure(ld *l, const config_setting_t *root,
   return SLUICE_OK;
 }
 
+/* The host-wide segments: host = { counters = "shm:name=/..."; ... }.
+** Their form is checked when the policy opens them. */
+static int load_host(ld *l, const config_setting_t *root,
+                     sluice_policy_config *c) {
+  static const char *const names[] = {"counters", "degraded_store",
+                                      "deny_cache", NULL};
+  char *dst[] = {c->host_counters, c->host_degraded_store,
+                 c->host_deny_cache};
+  const config_setting_t *g;
+  int rc, i;
+  g = group_of(l, root, "host", "host", &rc);
+  if (rc || !g)
+    return rc;
+  if ((rc = only(l, g, "host", names)))
+    return rc;
+  for (i = 0; names[i]; i++) {
+    config_setting_t *s = config_setting_get_member(g, names[i]);
+    const char *v = s ? config_setting_get_string(s) : NULL;
+    char p[64];
+    if (!s)
+      continue;
+    join(p, sizeof p, "host", names[i]);
+    if (!v || strlen(v) > SLUICE_POLICY_URI_MAX)
+      return lerr(l, s, p, "must be a string of at most 127 characters");
+    snprintf(dst[i], SLUICE_POLICY_URI_MAX + 1, "%s", v);
+  }
+  return SLUICE_OK;
+}
+
 /* The setting at a path as the validator names it ("routes.[2].class").
 ** When the file does not set it (a default is at fault: a default cost
 ** larger than a bucket the file made smaller, a setting a new tier left
@@ -737,7 +770,7 @@ int sluice_policy_config_load(const char *path, sluice_policy_config *out,
                               char *err, size_t errlen) {
   static const char *const top[] = {"shadow", "shadow_features", "tiers",
                                     "costs",  "routes",  "penalty", "auth",
-                                    "heavy",  "failure", NULL};
+                                    "heavy",  "failure", "host", NULL};
   static const char *const costs[] = {
       "standard", "reconcile", "export", "export_long",
       "export_long_range_days", "job_poll", NULL};
@@ -802,7 +835,7 @@ int sluice_policy_config_load(const char *path, sluice_policy_config *out,
       (rc = get_bool(&l, root, "", "shadow", &c.shadow)) ||
       (rc = get_features(&l, root, "", &c.shadow_features)) ||
       (rc = load_tiers(&l, root, &c)) || (rc = load_routes(&l, root, &c)) ||
-      (rc = load_failure(&l, root, &c)))
+      (rc = load_failure(&l, root, &c)) || (rc = load_host(&l, root, &c)))
     goto done;
   g = group_of(&l, root, "costs", "costs", &rc);
   if (rc)

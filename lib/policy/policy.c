@@ -51,9 +51,11 @@
 **     in the request and is returned.  After a failure the store is left
 **     alone for degraded_probe_ns, then probed by the next request, so a
 **     dead store does not cost every request its timeout.
-**  d) The degraded limiter is a private "mem" limiter with the same keys
-**     at degraded_percent of the tier rates and bursts; it has no penalty
-**     box (the box state lives in the store that failed).
+**  d) The degraded limiter is a "mem" limiter, or a shm store the host's
+**     processes share (degraded.c), with the same keys at degraded_percent
+**     of the tier rates and bursts; it has no penalty box.  The boxes the
+**     store reported are kept in the deny cache (deny_cache.c), read in
+**     degraded mode and, when shared, before the store.
 **  e) Suspension (L3, non-enterprise) is SUSPENDED / 403 without a
 **     Retry-After: no wait helps.  Enterprise L3 pages and boxes the key
 **     for enterprise_level3_box_ns (429 Active-Lockout).
@@ -179,6 +181,9 @@ static void derive(sluice_policy *p) {
       (sluice_distinct_params){c->stuffing_ips, c->stuffing_window_ns};
 }
 
+/* A segment: the option when given, else the configuration's "host". */
+#define HOST_URI(o, c, f) ((o)->f ? (o)->f : (c)->host_##f)
+
 static void seterr(const sluice_policy_options *o, const char *msg) {
   if (o->errbuf && o->errlen && !o->errbuf[0])
     snprintf(o->errbuf, o->errlen, "%s", msg);
@@ -186,7 +191,6 @@ static void seterr(const sluice_policy_options *o, const char *msg) {
 
 int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
   sluice_policy_config cfg;
-  sluice_limiter_options lo;
   sluice_policy *p;
   char msg[256];
   int rc, i, nonzero = 0;
@@ -229,7 +233,8 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
   p->userdata = o->userdata;
   p->shadow = cfg.shadow || (o->flags & SLUICE_POLICY_SHADOW);
   derive(p);
-  rc = sluice__counters_attach(p, o->counters, msg, sizeof msg);
+  rc = sluice__counters_attach(p, HOST_URI(o, &p->cfg, counters), msg,
+                               sizeof msg);
   if (rc != SLUICE_OK) {
     seterr(o, msg);
     free(p);
@@ -247,17 +252,19 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
     }
     p->own_lim = 1;
   }
-  /* The degraded limiter is always in-process memory: it must keep
-  ** working exactly when the real store does not. */
-  memset(&lo, 0, sizeof lo);
-  lo.store = "mem:max_keys=1048576";
-  rc = sluice_limiter_open(&lo, &p->local);
+  /* degraded.c, deny_cache.c: in-process, or host-wide shm segments. */
+  rc = sluice__degraded_open(p, HOST_URI(o, &p->cfg, degraded_store), msg,
+                             sizeof msg);
+  if (rc == SLUICE_OK &&
+      (rc = sluice__deny_open(p, HOST_URI(o, &p->cfg, deny_cache), msg,
+                              sizeof msg)) != SLUICE_OK)
+    sluice_limiter_close(p->local);
   if (rc != SLUICE_OK) {
     if (p->own_lim)
       sluice_limiter_close(p->lim);
     sluice__counters_detach(p);
     free(p);
-    seterr(o, "cannot open the degraded limiter");
+    seterr(o, msg);
     return rc;
   }
   *out = p;
@@ -268,6 +275,7 @@ void sluice_policy_close(sluice_policy *p) {
   if (!p)
     return;
   sluice_limiter_close(p->local);
+  sluice__deny_close(p);
   if (p->own_lim)
     sluice_limiter_close(p->lim);
   sluice__counters_detach(p);
@@ -552,6 +560,18 @@ static void fill_bucket(ctx *c, const sluice_gcra_params *ps,
   (void)c;
 }
 
+/* A box the store reported on a scope: into the deny cache (deny_cache.c),
+** which keeps it out without a store call, and through an outage. */
+static void box_seen(ctx *c, int kind, const char *id,
+                     const sluice_verdict *v) {
+  if (!v->allowed)
+    sluice__deny_put(c->p, kind, id, c->now,
+                     (v->flags & SLUICE_V_SUSPENDED)
+                         ? SLUICE_FOREVER
+                         : c->now + v->retry_after_ns,
+                     v->level);
+}
+
 static void fill_box(ctx *c, const sluice_verdict *v, sluice_decision *d) {
   d->penalty_status = SLUICE_PENALTY_ACTIVE_LOCKOUT;
   d->penalty_level = v->level;
@@ -577,6 +597,7 @@ static void tripped(ctx *c, int scope_kind, const char *scope_id,
                       ? SLUICE_FOREVER
                       : c->now + v->retry_after_ns;
   d->flags |= SLUICE_DECISION_TRIPPED;
+  box_seen(c, scope_kind, scope_id, v);
   atomic_fetch_add_explicit(&c->p->ctr->trips[scope_kind][lvl - 1], 1,
                             memory_order_relaxed);
   emit(c, SLUICE_EVENT_BOX_TRIP, scope_kind, lvl, scope_id, until, 0);
@@ -829,6 +850,7 @@ static int decide_tenant(ctx *c, sluice_decision *d) {
   rc = run(c, &g, &res);
   if (rc)
     return rc;
+  box_seen(c, SLUICE_SCOPE_KEY, c->K, &res.v[S_BOX]);
   if (res.denied_by == S_BOX) {
     fill_box(c, &res.v[S_BOX], d);
     return SLUICE_OK;
@@ -944,6 +966,9 @@ static int decide_auth(ctx *c, sluice_decision *d) {
   if ((rc = run(c, &g, &ri)))
     return rc;
   vi = &ri.v[I_BOX];
+  box_seen(c, SLUICE_SCOPE_IP, c->I, vi);
+  if (vs)
+    box_seen(c, SLUICE_SCOPE_SUBJECT, c->S, vs);
   if (!vi->allowed || (vs && !vs->allowed)) {
     /* Report the box that lasts longer: that is when a retry can pass. */
     w = vi;
@@ -1003,10 +1028,54 @@ static void reset_verdict(sluice_decision *d) {
   d->other_quota = d->other_window_ns = 0;
 }
 
+/* The deny cache's answer for this request: 1 when a cached box decides
+** it.  A box in shadow is not enforced, so it is not looked up.  Before
+** the store only a shared cache is read: a release (sluice release, another
+** process) drops the entry from the segment it opens too, never from this
+** process's own cache.  Auth: a
+** failed attempt from a cached IP still goes to the store unless its
+** subject is cached too (choice g counts it against the subject). */
+static int cached_box(ctx *c, int degraded, sluice_decision *d) {
+  sluice__deny e[2];
+  int n = 0, w;
+  if (sluice__shadow_past_box(c->shadow) ||
+      (!degraded && !sluice__deny_shared(c->p)))
+    return 0;
+  if (c->tier >= 0 && c->cls != SLUICE_EP_AUTH) {
+    n = sluice__deny_get(c->p, SLUICE_SCOPE_KEY, c->K, c->now, &e[0]);
+  } else {
+    int s = c->has_subject &&
+            sluice__deny_get(c->p, SLUICE_SCOPE_SUBJECT, c->S, c->now, &e[0]);
+    int i = sluice__deny_get(c->p, SLUICE_SCOPE_IP, c->I, c->now, &e[s]);
+    if (!s && i && !degraded &&
+        c->req->auth_result >= SLUICE_AUTH_UNKNOWN_CLIENT && c->has_subject)
+      return 0;
+    n = s + i;
+  }
+  if (!n)
+    return 0;
+  w = n == 2 && e[1].until_ns > e[0].until_ns;
+  {
+    sluice_verdict v;
+    memset(&v, 0, sizeof v);
+    v.level = e[w].level;
+    if (e[w].until_ns == SLUICE_FOREVER)
+      v.flags = SLUICE_V_SUSPENDED;
+    else
+      v.retry_after_ns = e[w].until_ns - c->now;
+    fill_box(c, &v, d);
+  }
+  d->flags |= SLUICE_DECISION_DENY_CACHED;
+  return 1;
+}
+
 static void failure_mode(ctx *c, int err, sluice_decision *d) {
   sluice_policy *p = c->p;
   reset_verdict(d);
   d->store_error = err;
+  /* A boxed key stays out through the outage. */
+  if (cached_box(c, 1, d))
+    return;
   /* Auth has no tier rate to degrade to: it always fails closed. */
   if (c->cls == SLUICE_EP_AUTH || c->tier < 0 ||
       (p->cfg.fail_closed_mask & (1u << c->cls))) {
@@ -1087,7 +1156,7 @@ static void shadow_apply(ctx *c, int row, sluice_decision *d) {
 int sluice_policy_decide(sluice_policy *p, const sluice_request *q,
                          sluice_decision *d) {
   ctx c;
-  int rc, row, skipped;
+  int rc, row, skipped, cached;
   int64_t probe;
 
   if (!d)
@@ -1111,7 +1180,10 @@ int sluice_policy_decide(sluice_policy *p, const sluice_request *q,
 
   probe = atomic_load_explicit(&p->probe_at_ns, memory_order_relaxed);
   skipped = atomic_load_explicit(&p->degraded, memory_order_relaxed);
-  if (skipped && c.now < probe) {
+  cached = cached_box(&c, 0, d);
+  if (cached) {
+    rc = SLUICE_OK; /* a live box seen before: no store call */
+  } else if (skipped && c.now < probe) {
     /* Circuit open: the store failed less than a probe interval ago. */
     c.store_err = skipped < 0 ? skipped : SLUICE_EUNAVAIL;
     rc = c.store_err;
@@ -1130,7 +1202,8 @@ int sluice_policy_decide(sluice_policy *p, const sluice_request *q,
     if (!was)
       emit(&c, SLUICE_EVENT_DEGRADED_ON, 0, 0, NULL, 0, 0);
     failure_mode(&c, rc, d);
-  } else if (atomic_load_explicit(&p->degraded, memory_order_relaxed) &&
+  } else if (!cached &&
+             atomic_load_explicit(&p->degraded, memory_order_relaxed) &&
              atomic_exchange(&p->degraded, 0)) {
     emit(&c, SLUICE_EVENT_DEGRADED_OFF, 0, 0, NULL, 0, 0);
   }
@@ -1253,8 +1326,10 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
   rc = apply(&c, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 1, &k, pp, 0, 0, &v);
   if (rc)
     return rc;
-  if (v.allowed)
+  if (v.allowed) {
+    sluice__deny_drop(p, scope_kind, sid); /* released elsewhere */
     return SLUICE_ENOTFOUND;
+  }
   if (!lift && (v.flags & SLUICE_V_SUSPENDED))
     return SLUICE_EPERM;
   if (lift && !(v.flags & SLUICE_V_SUSPENDED))
@@ -1265,6 +1340,7 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
                &v);
     if (rc)
       return rc;
+    sluice__deny_drop(p, scope_kind, sid);
     atomic_fetch_add_explicit(
         &p->ctr->events[lift ? SLUICE_EVENT_LIFT : SLUICE_EVENT_RELEASE], 1,
         memory_order_relaxed);
@@ -1403,6 +1479,17 @@ int sluice_policy_metrics(const sluice_policy *cp, char *buf, size_t len,
           "(rl_degraded).\n# TYPE sluice_policy_degraded gauge\n"
           "sluice_policy_degraded %d\n",
       LOAD(p->degraded) ? 1 : 0);
+  {
+    uint64_t h, st, f;
+    sluice__deny_stats(p, &h, &st, &f);
+    put(&o, "# HELP sluice_policy_deny_cache_total Deny cache: decisions it "
+            "made (hit), boxes it took (stored), boxes that found no slot "
+            "(full).\n# TYPE sluice_policy_deny_cache_total counter\n"
+            "sluice_policy_deny_cache_total{result=\"hit\"} %llu\n"
+            "sluice_policy_deny_cache_total{result=\"stored\"} %llu\n"
+            "sluice_policy_deny_cache_total{result=\"full\"} %llu\n",
+        (unsigned long long)h, (unsigned long long)st, (unsigned long long)f);
+  }
 #undef FOR_ROWS
 #undef TIERNAME
   if (needed)

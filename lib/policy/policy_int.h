@@ -36,11 +36,16 @@ typedef struct sluice__counters {
   _Atomic uint64_t events[SLUICE_EVENT__COUNT];
 } sluice__counters;
 
+typedef struct sluice__deny_cache sluice__deny_cache; /* deny_cache.c */
+
 struct sluice_policy {
   sluice_policy_config cfg;
   sluice_limiter *lim;
   int own_lim;
-  sluice_limiter *local; /* the degraded limiter: private, in-process */
+  /* The degraded limiter: in-process, or on a shm store every process of
+  ** the host shares (sluice_policy_options.degraded_store, degraded.c). */
+  sluice_limiter *local;
+  sluice__deny_cache *deny; /* boxes seen, read before the store */
   uint8_t secret[16];
   sluice_policy_event_fn on_event;
   void *userdata;
@@ -69,6 +74,53 @@ struct sluice_policy {
 int sluice__counters_attach(sluice_policy *p, const char *uri, char *msg,
                             size_t msglen);
 void sluice__counters_detach(sluice_policy *p);
+
+/* Named shared segments (segment.c).  Every segment starts with this
+** head; init fills the rest, then the magic is stored (release). */
+typedef struct sluice__seg_head {
+  _Atomic uint64_t magic;
+  _Atomic uint32_t init_claim;
+  uint32_t layout;
+} sluice__seg_head;
+typedef void (*sluice__seg_init_fn)(sluice__seg_head *h, void *arg);
+/* The NAME of "shm:name=/NAME" (other parameters allowed) into name. */
+int sluice__seg_name(const char *what, const char *uri, char name[256],
+                     char *msg, size_t len);
+/* Map (creating when missing) the segment uri names, `size` bytes. */
+int sluice__seg_attach(const char *what, const char *uri, size_t size,
+                       uint64_t magic, sluice__seg_init_fn init, void *arg,
+                       void **out, char *msg, size_t len);
+/* msg = "what name: problem[: strerror(err)]"; returns rc. */
+int sluice__seg_fail(char *msg, size_t len, int rc, const char *what,
+                     const char *name, const char *problem, int err);
+
+/* The degraded limiter (degraded.c): uri NULL or "" is in-process memory,
+** "shm:name=/NAME[;capacity=N]" a shm store shared by the host. */
+int sluice__degraded_open(sluice_policy *p, const char *uri, char *msg,
+                          size_t len);
+
+/* The deny cache (deny_cache.c): boxes, suspensions and edge denies seen,
+** with their end times.  uri NULL or "": in-process; "shm:name=/NAME
+** [;slots=N]": a segment every process of the host reads and writes. */
+typedef struct sluice__deny {
+  int64_t until_ns; /* SLUICE_FOREVER: suspended */
+  int level;
+} sluice__deny;
+int sluice__deny_open(sluice_policy *p, const char *uri, char *msg,
+                      size_t len);
+void sluice__deny_close(sluice_policy *p);
+/* Record a box of scope (kind, id) until until_ns, seen at now. */
+void sluice__deny_put(sluice_policy *p, int kind, const char *id, int64_t now,
+                      int64_t until_ns, int level);
+/* 1 and *out when (kind, id) has a live entry at now. */
+int sluice__deny_get(sluice_policy *p, int kind, const char *id, int64_t now,
+                     sluice__deny *out);
+void sluice__deny_drop(sluice_policy *p, int kind, const char *id);
+/* 1 when the cache is a shared segment (read before the store too). */
+int sluice__deny_shared(const sluice_policy *p);
+/* Counters for the metrics text: hits, stored, not cached (full). */
+void sluice__deny_stats(const sluice_policy *p, uint64_t *hits,
+                        uint64_t *stored, uint64_t *full);
 
 /* Validation that reports the setting at fault as a libconfig path
 ** ("tiers.growth.key.burst") and the problem separately, so that the file

@@ -5,12 +5,19 @@
 ** rounds.  Uses only the public API, so the same file measures an older
 ** build for a before/after comparison (docs/policy.md).
 **
+** Then the tenant cases once more with a shared deny cache (options
+** .deny_cache = shm:..., read before the store on every decision), and
+** their ratio to the first run (the in-process cache, not read while the
+** store answers).
+**
 ** SLUICE_BENCH_SCALE=<percent> shrinks the runs (default 100).
 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sluice.h"
 
@@ -90,6 +97,16 @@ static void auth_ok(long i) {
   decide(&r, -1);
 }
 
+/* Spend the sandbox key first. */
+static void spend(void) {
+  int i;
+  for (i = 0; i < 1000; i++) {
+    sluice_request r = spent();
+    sluice_decision d;
+    must(sluice_policy_decide(pol, &r, &d), "warm");
+  }
+}
+
 static double median(double *v, int n) {
   int i, j;
   for (i = 1; i < n; i++)
@@ -129,7 +146,9 @@ int main(void) {
                {"auth success (subject + IP)", auth_ok}};
   unsigned c;
   long i;
-  char err[256];
+  int rc;
+  char err[256], seg[64], uri[96];
+  double ns[4], dc[2];
 
   if (scale < 1)
     scale = 1;
@@ -159,20 +178,37 @@ int main(void) {
     fprintf(stderr, "bench_policy: open: %s\n", err);
     return 1;
   }
-  /* Spend the sandbox key first. */
-  for (i = 0; i < 1000; i++) {
-    sluice_request r = spent();
-    sluice_decision d;
-    must(sluice_policy_decide(pol, &r, &d), "warm");
-  }
+  spend();
   printf("policy decisions on mem, one thread, median of %d rounds of %ld\n",
          ROUNDS, n);
   for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-    double ns = measure(cases[c].f, n);
+    ns[c] = measure(cases[c].f, n);
     /* The line shape scripts/bench-all.sh reads into its table. */
-    printf("  %-34s %8.0f ns/decision %10.0f /s\n", cases[c].name, ns,
-           1e9 / ns);
+    printf("  %-34s %8.0f ns/decision %10.0f /s\n", cases[c].name, ns[c],
+           1e9 / ns[c]);
   }
+  sluice_policy_close(pol);
+
+  /* The same policy with a shared deny cache. */
+  snprintf(seg, sizeof seg, "/sluice-bench-deny-%d", (int)getpid());
+  snprintf(uri, sizeof uri, "shm:name=%s", seg);
+  po.deny_cache = uri;
+  rc = sluice_policy_open(&po, &pol);
+  shm_unlink(seg); /* the mapping keeps it while the policy is open */
+  if (rc != SLUICE_OK) {
+    fprintf(stderr, "bench_policy: open with a deny cache: %s\n", err);
+    return 1;
+  }
+  spend();
+  printf("with a shared deny cache (read before the store):\n");
+  for (c = 0; c < 2; c++) {
+    dc[c] = measure(cases[c].f, n);
+    printf("  %-34s %8.0f ns/decision %10.0f /s\n", cases[c].name, dc[c],
+           1e9 / dc[c]);
+  }
+  printf("ratios (shared deny cache / in-process, same run)\n");
+  for (c = 0; c < 2; c++)
+    printf("  %s: %.2f\n", cases[c].name, dc[c] / ns[c]);
   sluice_policy_close(pol);
   return 0;
 }

@@ -4,6 +4,7 @@
 # server on 127.0.0.1.  Two workers; what one worker granted, the other
 # must see: a reconcile of one ledger holds it (409 from any worker), a
 # drained key stays drained, and `sluice inspect` reads the same records.
+# Then Redis is stopped under 4 workers: a boxed key stays out (run_outage).
 set -u
 API=$1; SLUICE=$2; HERE=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
@@ -58,6 +59,42 @@ run_store() { # name store
   kill -TERM "$pid"; wait "$pid"; check "$name: clean exit" 0 "$?"; pid=
 }
 
+# Redis stopped (SIGSTOP) under 4 workers whose policy file names the
+# host's segments (host group): the key boxed before the stop stays out in
+# every worker (the deny cache), without waiting on Redis.
+run_outage() { # store
+  local store=$1 st codes i
+  { cat "$HERE/e2e.conf"
+    echo "host = { degraded_store = \"shm:name=/sluice-e2e-deg-$$\";"
+    echo "         deny_cache = \"shm:name=/sluice-e2e-deny-$$\"; };"
+  } >"$tmp/host.conf"
+  "$API" --port 0 --workers 4 --store "$store" --config "$tmp/host.conf" \
+    --keys "$HERE/e2e-keys.csv" --secret-file "$HERE/e2e.secret" \
+    >"$tmp/out" 2>"$tmp/err" &
+  pid=$!
+  PORT=
+  for _ in $(seq 1 600); do
+    PORT=$(sed -n 's/^listening 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$tmp/out")
+    [ -n "$PORT" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ -z "$PORT" ]; then echo "FAIL outage: no port"; cat "$tmp/err"; n=$((n + 1)); fails=$((fails + 1)); return; fi
+  U=http://127.0.0.1:$PORT
+  for i in $(seq 1 80); do
+    st=$(curl -s -m 30 -D "$tmp/h" -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer sk_abuser' "$U/v1/ledgers/y/entries")
+    grep -qi '^x-penalty-box-status: Active-Lockout' "$tmp/h" && break
+  done
+  check "outage: the key is boxed" 429 "$st"
+  kill -STOP "$rpid"
+  codes=$(for i in 1 2 3 4 5 6; do curl -s -m 30 -D - -o /dev/null -H 'Authorization: Bearer sk_abuser' \
+    "$U/v1/ledgers/y/entries" | grep -ci '^x-penalty-box-status: Active-Lockout'; done | tr -d '\n')
+  kill -CONT "$rpid"
+  check "outage: boxed in every worker with Redis stopped" 111111 "$codes"
+  kill -TERM "$pid"; wait "$pid"; check "outage: clean exit" 0 "$?"; pid=
+  rm -f "/dev/shm/sluice-e2e-deg-$$" "/dev/shm/sluice-e2e-deny-$$"
+}
+
 run_store lmdb "lmdb:path=$tmp/lmdb"
 if command -v redis-server >/dev/null; then
   for try in 1 2 3 4 5; do
@@ -75,6 +112,7 @@ if command -v redis-server >/dev/null; then
   done
   if [ -n "$rpid" ]; then
     run_store redis "redis:nodes=127.0.0.1:$rport;timeout_ms=1000"
+    run_outage "redis:nodes=127.0.0.1:$rport;timeout_ms=100"
   else
     echo "redis-server did not start: skipping redis"
   fi

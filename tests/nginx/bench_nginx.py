@@ -58,6 +58,8 @@ http {
   sluice_policy %(dir)s/policy.conf;
   sluice_store "%(store)s";
   sluice_counters "shm:name=%(shm)s-ctr";
+  sluice_degraded_store "shm:name=%(shm)s-deg";
+  sluice_deny_cache "shm:name=%(shm)s-deny";
   sluice_secret 00112233445566778899aabbccddeeff;
   %(sluice_pool)s
   limit_req_zone $http_x_key zone=lr:10m rate=1000000r/s;
@@ -128,7 +130,8 @@ class BenchNginx:
                         "stop"], capture_output=True)
         ngxh.wait_until(lambda: not os.path.exists(
             os.path.join(self.dir, "nginx.pid")), 10, "nginx to stop")
-        for n in (self.shm, self.shm + "-ctr"):
+        for n in (self.shm, self.shm + "-ctr", self.shm + "-deg",
+                  self.shm + "-deny"):
             try:
                 os.unlink("/dev/shm" + n)
             except OSError:

@@ -196,6 +196,8 @@ http {
   sluice_policy %(dir)s/policy.conf;
   sluice_store "%(store)s";
   sluice_counters "shm:name=%(shm)s-ctr";
+  sluice_degraded_store "shm:name=%(shm)s-deg";
+  sluice_deny_cache "shm:name=%(shm)s-deny";
   sluice_secret 00112233445566778899aabbccddeeff;
   sluice_problem_base https://api.example.test/errors/;
   %(sluice_pool)s
@@ -348,7 +350,8 @@ class Nginx:
         if m:
             wait_until(lambda: not os.path.exists("/proc/%d" % m), 10,
                        "nginx to stop")
-        for n in (self.shm, self.shm + "-ctr"):
+        for n in (self.shm, self.shm + "-ctr", self.shm + "-deg",
+                  self.shm + "-deny"):
             try:
                 os.unlink("/dev/shm" + n)
             except OSError:

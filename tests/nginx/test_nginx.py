@@ -333,6 +333,45 @@ def test_stalled_redis_does_not_stall_other_locations(_ng):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def test_redis_stopped_boxed_key_stays_out_and_host_keeps_its_share(_ng):
+    """4 workers on a Redis that is then stopped (SIGSTOP): a key boxed
+    before the stop gets no admission (sluice_deny_cache: no store call),
+    and the workers together admit a fresh key's degraded burst (a quarter
+    of B), not 4 times it (sluice_degraded_store)."""
+    tmp = ngxh.tempfile.mkdtemp(prefix="sluice-ngx-redis-")
+    red = ngxh.Redis(tmp)
+    ng = ngxh.Nginx(MODULE, UP.port, workers=4, pool=True, period_ms=60000,
+                    tenant_burst=1000,
+                    store="redis:nodes=127.0.0.1:%d;timeout_ms=200" % red.port)
+    stopped = False
+    try:
+        ng.start()
+        for _ in range(B):
+            assert ng.get("/v1/o", headers=hdr("boxed-key")).status == 200
+        for _ in range(40):
+            r = ng.get("/v1/o", headers=hdr("boxed-key"))
+            if r.h("x-penalty-box-status") == "Active-Lockout":
+                break
+        assert r.h("x-penalty-box-status") == "Active-Lockout", ng.log()
+        red.proc.send_signal(signal.SIGSTOP)
+        stopped = True
+        rs = [ng.get("/v1/o", headers=hdr("boxed-key")) for _ in range(6)]
+        assert all(r.status == 429 and r.h("x-penalty-box-status") ==
+                   "Active-Lockout" for r in rs), \
+            [(r.status, r.h("x-penalty-box-status")) for r in rs]
+        rs = [ng.get("/v1/o", headers=hdr("outage-key")) for _ in range(40)]
+        ok = [r for r in rs if r.status == 200]
+        assert len({r.h("x-worker") for r in rs}) >= 2
+        # 25% of B, plus at most one refilled in the minute-long period.
+        assert B // 4 <= len(ok) <= B // 4 + 1, (len(ok), ng.log())
+    finally:
+        if stopped:
+            red.proc.send_signal(signal.SIGCONT)
+        ng.stop()
+        red.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def test_store_down_at_start_is_retried(_ng):
     """A Redis that is down when the workers start: the store opens anyway
     (the redis backend connects lazily), standard requests run on the
