@@ -40,6 +40,7 @@ typedef struct shared {
   _Atomic long trips, boxed, allowed, errors;
   _Atomic int64_t cost_admitted, exports_admitted;
   _Atomic long outcomes[SLUICE_OUTCOME__COUNT];
+  _Atomic int ready; /* heavy children at the start line */
 } shared;
 
 static const uint8_t secret[16] = {1, 2,  3,  4,  5,  6,  7,  8,
@@ -180,6 +181,12 @@ static int heavy_child(const char *store, unsigned flags, shared *sh,
   sluice_limiter *l;
   sluice_policy *p;
   int i;
+  /* Start together: forked one after another, an early child could finish
+  ** its run before the last one exists, and the leases would never be
+  ** contended (a loaded CI machine did that). */
+  atomic_fetch_add(&sh->ready, 1);
+  while (atomic_load(&sh->ready) < NPROC)
+    sched_yield();
   heavy_config(&cfg);
   if (sluice_clock_manual(T0, &clk) != SLUICE_OK)
     return 2;
