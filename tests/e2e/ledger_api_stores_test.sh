@@ -18,12 +18,8 @@ cleanup() {
 trap cleanup EXIT
 check() { n=$((n + 1)); if [ "$2" != "$3" ]; then fails=$((fails + 1)); echo "FAIL $1: expected '$2', got '$3'"; fi; }
 
-run_store() { # name store
-  local name=$1 store=$2 st i codes
-  "$API" --port 0 --workers 2 --store "$store" --config "$HERE/e2e.conf" \
-    --keys "$HERE/e2e-keys.csv" --secret-file "$HERE/e2e.secret" \
-    --job-ms 600000 >"$tmp/out" 2>"$tmp/err" &
-  pid=$!
+# The port the service ($pid) reports in $tmp/out; a failure counted if none.
+wait_port() { # name
   PORT=
   for _ in $(seq 1 600); do
     PORT=$(sed -n 's/^listening 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$tmp/out")
@@ -31,7 +27,18 @@ run_store() { # name store
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done
-  if [ -z "$PORT" ]; then echo "FAIL $name: no port"; cat "$tmp/err"; n=$((n + 1)); fails=$((fails + 1)); return; fi
+  [ -n "$PORT" ] && return
+  echo "FAIL $1: no port"; cat "$tmp/err"; n=$((n + 1)); fails=$((fails + 1))
+  return 1
+}
+
+run_store() { # name store
+  local name=$1 store=$2 st i codes
+  "$API" --port 0 --workers 2 --store "$store" --config "$HERE/e2e.conf" \
+    --keys "$HERE/e2e-keys.csv" --secret-file "$HERE/e2e.secret" \
+    --job-ms 600000 >"$tmp/out" 2>"$tmp/err" &
+  pid=$!
+  wait_port "$name" || return
   for _ in $(seq 1 600); do
     st=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/metrics")
     [ "$st" = 200 ] && break; sleep 0.1
@@ -72,14 +79,7 @@ run_outage() { # store
     --keys "$HERE/e2e-keys.csv" --secret-file "$HERE/e2e.secret" \
     >"$tmp/out" 2>"$tmp/err" &
   pid=$!
-  PORT=
-  for _ in $(seq 1 600); do
-    PORT=$(sed -n 's/^listening 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$tmp/out")
-    [ -n "$PORT" ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [ -z "$PORT" ]; then echo "FAIL outage: no port"; cat "$tmp/err"; n=$((n + 1)); fails=$((fails + 1)); return; fi
+  wait_port outage || return
   U=http://127.0.0.1:$PORT
   for i in $(seq 1 80); do
     st=$(curl -s -m 30 -D "$tmp/h" -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer sk_abuser' "$U/v1/ledgers/y/entries")

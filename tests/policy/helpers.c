@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 
 typedef struct fail_store {
   sluice_store base;
@@ -282,4 +283,13 @@ sluice_decision decide(fixture *f, const sluice_request *r) {
   cr_assert_eq(rc, SLUICE_OK, "decide: %s (field %s)", sluice_strerror(rc),
                d.invalid_field ? d.invalid_field : "-");
   return d;
+}
+
+void fx_wait_children(const pid_t *pids, int n) {
+  int i, st;
+  for (i = 0; i < n; i++) {
+    cr_assert_eq(waitpid(pids[i], &st, 0), pids[i]);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "child %d failed (status %d)", i, st);
+  }
 }

@@ -8,6 +8,7 @@
 #define SLUICE_TEST_POLICY_HELPERS_H
 
 #include <pthread.h>
+#include <sys/types.h>
 #include <sluice.h>
 #include "../common/units.h"
 
@@ -50,6 +51,9 @@ int64_t fx_applies(fixture *f);
 int64_t fx_calls(fixture *f);
 int fx_count(const fixture *f, int type);
 const logged_event *fx_last(const fixture *f, int type);
+
+/* Wait for forked children, asserting each exited 0. */
+void fx_wait_children(const pid_t *pids, int n);
 
 /* Requests. */
 sluice_request rq_std(const char *tenant, const char *key, const char *tier);

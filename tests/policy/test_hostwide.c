@@ -125,15 +125,6 @@ static int w_trip(worker *w, const char *key) {
   return -1;
 }
 
-static void wait_all(pid_t *pids, int n) {
-  int i, st;
-  for (i = 0; i < n; i++) {
-    cr_assert_eq(waitpid(pids[i], &st, 0), pids[i]);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-              "worker %d failed (status %d)", i, st);
-  }
-}
-
 static uint64_t metric(sluice_policy *p, const char *line) {
   char buf[16384];
   const char *at;
@@ -196,7 +187,7 @@ Test(policy_hostwide, degraded_share_with_1_2_4_8_workers, .init = setup,
       if (pids[i] == 0)
         _exit(degraded_worker(&allowed[i]));
     }
-    wait_all(pids, n);
+    fx_wait_children(pids, n);
     for (i = 0; i < n; i++)
       total += allowed[i];
     cr_assert_leq(total, cap,
@@ -247,7 +238,7 @@ Test(policy_hostwide, boxed_key_gets_nothing_through_outage, .init = setup,
     if (pids[i] == 0)
       _exit(outage_tries() == 0 ? 0 : 1);
   }
-  wait_all(pids, 3);
+  fx_wait_children(pids, 3);
   /* The worker that saw the trip, its store down too. */
   w_fail(&a, SLUICE_ETIMEDOUT);
   for (i = 0; i < 3; i++) {
@@ -308,7 +299,7 @@ Test(policy_hostwide, edge_deny_holds_its_hour_without_store_call,
   cr_assert_geq(pid, 0);
   if (pid == 0)
     _exit(edge_watch(start, end));
-  wait_all(&pid, 1);
+  fx_wait_children(&pid, 1);
   /* The process that tripped it: no store call either. */
   before = w_calls(&a);
   for (t = start; t < end; t += 600 * SEC) {

@@ -79,15 +79,6 @@ static int open_policy(const char *store, const sluice_policy_config *cfg,
   return rc;
 }
 
-static void wait_children(pid_t *pids, int n) {
-  int i, st;
-  for (i = 0; i < n; i++) {
-    cr_assert_eq(waitpid(pids[i], &st, 0), pids[i]);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-              "child %d failed (status %d)", i, st);
-  }
-}
-
 /* ------------------------------------------------------------- box --- */
 
 static void box_config(sluice_policy_config *cfg) {
@@ -148,7 +139,7 @@ static void box_holds(const char *store, unsigned flags) {
     if (pids[i] == 0)
       _exit(box_child(store, flags, sh));
   }
-  wait_children(pids, NPROC);
+  fx_wait_children(pids, NPROC);
   cr_assert_eq(atomic_load(&sh->errors), 0, "%s: store errors", store);
   cr_assert_geq(atomic_load(&sh->trips), NKEYS, "%s: every key tripped",
                 store);
@@ -263,7 +254,7 @@ static void heavy_clean(const char *store, unsigned flags) {
     if (pids[i] == 0)
       _exit(heavy_child(store, flags, sh, i));
   }
-  wait_children(pids, NPROC);
+  fx_wait_children(pids, NPROC);
   cr_assert_eq(atomic_load(&sh->errors), 0, "%s: errors or stray leases",
                store);
   cr_assert_gt(atomic_load(&sh->outcomes[SLUICE_OUTCOME_ALLOW]), 10);
