@@ -7,11 +7,12 @@
 -- binary.  Redis runs a script atomically, which makes a group one atomic
 -- unit, exactly as the C backends' locks do.
 --
--- Value of a key (25 bytes, little-endian):
---   0..15  the sluice_state record (w[0], w[1] as four uint32 halves)
---   16..23 expiry in ns (int64): from then on the record reads as fresh
---   24     SLUICE_STATE_LAYOUT (1)
--- Keeping the expiry in the value (not only as the Redis TTL) makes the
+-- The wire contract (the call's numbers, the record value, the verdict
+-- layouts) is defined once, in backends/redis/wire.h; every number the C
+-- defines reaches this script as a local of the prelude that wire_lua.c
+-- prints at build time (LAYOUT, ALGO_*, OP_*, WHEN_*, the formats).  A
+-- record's value is its two words, its expiry in ns and the layout byte:
+-- keeping the expiry in the value (not only as the Redis TTL) makes the
 -- freshness test exact and independent of whose clock set the TTL: in the
 -- conformance test mode the suite's manual clock runs apart from Redis's.
 --
@@ -28,18 +29,15 @@
 -- the range again and answers "SLUICE ERANGE" rather than risk a verdict
 -- that differs from the C step.
 --
--- ARGV[1] holds every number of the call as little-endian int64s (one
--- binary argument: Redis makes each argument a Lua string before the script
--- runs, and a dozen of them cost more than the GCRA step).  Numbered A[i]:
--- 1 algo (0 = read one record), 2 kind, 3-4 now (hi, lo; hi = -1: use
--- TIME), 5 arg, 6-7 id (hi, lo), 8 minimum TTL ms for writes (test mode
--- keeps records around while the manual clock stands still), 9.. params.
+-- ARGV[1] holds every number of the call as little-endian int64s (wire.h
+-- says why one binary argument), unpacked with HDR_FMT: algo (WIRE_GET
+-- reads one record), kind, now (hi, lo; hi < 0: use TIME), arg, id (hi,
+-- lo), the minimum TTL ms for writes (test mode keeps records around while
+-- the manual clock stands still), then the parameters from A[A_PARAMS].
 -- int64 -> double rounds as the decimal strings of earlier versions did.
 
 local T32 = 4294967296
-local T52 = 4503599627370496
 local MS = 1000000
-local LAYOUT = 1
 local floor = math.floor
 local spack, sunpack = struct.pack, struct.unpack
 
@@ -50,11 +48,11 @@ end
 -- ------------------------------------------------------------------- now
 
 local AV = ARGV[1]
-if #KEYS < 1 or #AV < 64 or #AV % 8 ~= 0 then
+if #KEYS < 1 or #AV < HDR_BYTES or #AV % 8 ~= 0 then
   return fail('EINVAL', 'malformed arguments')
 end
 local algo, kind, nh, nl, arg, idh, idl, minttl =
-  sunpack('<i8i8i8i8i8i8i8i8', AV)
+  sunpack(HDR_FMT, AV)
 if nh < 0 then
   local t = redis.call('TIME')
   local sec, usec = tonumber(t[1]), tonumber(t[2])
@@ -99,8 +97,8 @@ local function gcra1(key, kind, cost, minttl, nh, nl, R, Pd, B)
   local v = redis.call('GET', key)
   local w0l, w0h, fr, w1h, el, eh, lay = 0, 0, 0, 0, 0, 0, LAYOUT
   local stale = false
-  if v and #v == 25 then
-    w0l, w0h, fr, w1h, el, eh, lay = sunpack('<I4I4I4I4I4i4B', v)
+  if v and #v == REC_BYTES then
+    w0l, w0h, fr, w1h, el, eh, lay = sunpack(REC_FMT, v)
     if lay == LAYOUT and not (nh < eh or (nh == eh and nl < el)) then
       -- Expired (a bucket that is full again): a fresh record, and the
       -- stale one goes, as in the general path.
@@ -130,14 +128,14 @@ local function gcra1(key, kind, cost, minttl, nh, nl, R, Pd, B)
   local Dn = D + cost * Pd
   local fits = Dn <= tau
   local rem, rst, rty
-  if fits and kind == 0 then
+  if fits and kind == OP_CONSUME then
     rem, rst, rty = fd(tau - Dn, Pd), cd(Dn, R), 0
   else
     rem, rst = fd(tau - D, Pd), cd(D, R)
     rty = 0
     if not fits then rty = cd(Dn - tau, R) end
   end
-  if fits and kind == 0 then
+  if fits and kind == OP_CONSUME then
     local q = fd(Dn, R)
     local f = Dn - q * R
     local th, tl = nh, nl + q -- q < 2^53: carry below
@@ -154,7 +152,7 @@ local function gcra1(key, kind, cost, minttl, nh, nl, R, Pd, B)
     local ms = fd(ttl, MS) + 1
     if ms < minttl then ms = minttl end
     redis.call('SET', key,
-      spack('<I4I4I4I4I4i4B', tl, th, f, 0, xl, xh, LAYOUT), 'PX', ms)
+      spack(REC_FMT, tl, th, f, 0, xl, xh, LAYOUT), 'PX', ms)
   elseif v then
     -- Unchanged record: the general path would rewrite its expiry if it
     -- differs from ceil(TAT) (a value another path wrote).
@@ -169,7 +167,7 @@ local function gcra1(key, kind, cost, minttl, nh, nl, R, Pd, B)
   end
   -- The verdict layout of the general path; its int64 fields are exact
   -- integers below 2^53 here, which struct packs as 'i8'.
-  return spack('<i4I4i4i4i8i8i8i8i8i8i8I4i4', fits and 1 or 0, 0, 0, 0,
+  return spack(VERDICT_NUMS, fits and 1 or 0, 0, 0, 0,
     B, rem, rty, rst, 0, 0, 0, nl, nh)
 end
 
@@ -183,7 +181,7 @@ end
 -- The SET of one record with its expiry as the stored value's and (in ms,
 -- raised to minttl) as the Redis TTL; SLUICE_FOREVER: no TTL.
 local function write_rec(key, w0h, w0l, w1h, w1l, xh, xl, nh, nl, minttl)
-  local v = spack('<I4I4I4I4I4i4B', w0l, w0h, w1l, w1h, xl, xh, LAYOUT)
+  local v = spack(REC_FMT, w0l, w0h, w1l, w1h, xl, xh, LAYOUT)
   if xh == 2147483647 and xl == T32 - 1 then
     redis.call('SET', key, v)
     return
@@ -191,7 +189,7 @@ local function write_rec(key, w0h, w0l, w1h, w1l, xh, xl, nh, nl, minttl)
   local dh, dl = xh - nh, xl - nl
   if dl < 0 then dl = dl + T32; dh = dh - 1 end
   local ms
-  if dh >= 1048576 then ms = 70368744177664
+  if dh >= T52 / T32 then ms = TTL_CAP_MS
   else ms = fd(dh * T32 + dl, MS) + 1 end
   if ms < minttl then ms = minttl end
   redis.call('SET', key, v, 'PX', ms)
@@ -281,8 +279,8 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
   local function load(i)
     local v = redis.call('GET', KEYS[i])
     raw[i] = v
-    if v and #v == 25 then
-      local x0l, x0h, x1l, x1h, el, eh, lay = sunpack('<I4I4I4I4I4i4B', v)
+    if v and #v == REC_BYTES then
+      local x0l, x0h, x1l, x1h, el, eh, lay = sunpack(REC_FMT, v)
       if lay ~= LAYOUT then return false end
       if lt(nh, nl, eh, el) then
         a0h[i], a0l[i], a1h[i], a1l[i] = x0h, x0l, x1h, x1l
@@ -300,10 +298,10 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
     return true
   end
 
-  if algo == 0 then
+  if algo == WIRE_GET then
     local v = redis.call('GET', KEYS[1])
-    if v and #v == 25 then
-      local _, _, _, _, el, eh = sunpack('<I4I4I4I4I4i4', v)
+    if v and #v == REC_BYTES then
+      local _, _, _, _, el, eh = sunpack(REC_FMT, v)
       if le(eh, el, nh, nl) then
         redis.call('DEL', KEYS[1])
         v = false
@@ -349,9 +347,9 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
   -- C side refuses the same parameters, this is the second line of defence.
   do
     local bad = false
-    if algo == 1 then
+    if algo == ALGO_GCRA then
       for i = 1, nkeys do
-        local base = 8 + (i - 1) * 3
+        local base = A_PARAMS - 1 + (i - 1) * GCRA_PARAMS
         if A[base + 3] * A[base + 2] > T52 then
           bad = true
         end
@@ -359,14 +357,14 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
           return fail('ECORRUPT', 'record does not decode')
         end
       end
-    elseif algo == 2 then
-      local l, w = A[9], A[10]
+    elseif algo == ALGO_SWINDOW then
+      local l, w = A[A_PARAMS], A[A_PARAMS + 1]
       bad = w > T52 or l * w > T52
-    elseif algo == 3 or algo == 6 or algo == 5 then
-      bad = A[10] > T52
-    elseif algo == 4 then
-      bad = A[10] > T52 or A[14] > T52
-      for j = 11, 13 do
+    elseif algo == ALGO_FWINDOW or algo == ALGO_DISTINCT or algo == ALGO_LEASE then
+      bad = A[A_PARAMS + 1] > T52
+    elseif algo == ALGO_PENALTY then
+      bad = A[A_PARAMS + 1] > T52 or A[A_PARAMS + 5] > T52
+      for j = A_PARAMS + 2, A_PARAMS + 4 do
         if A[j] > T52 then bad = true end
       end
     else
@@ -378,13 +376,13 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
   end
 
   -- ---------------------------------------------------------------- GCRA
-  if algo == 1 then
+  if algo == ALGO_GCRA then
     local n = nkeys
     local e = {}
     local all = true
     local rh, rl = 0, 0 -- max retry
     for i = 1, n do
-      local base = 8 + (i - 1) * 3
+      local base = A_PARAMS - 1 + (i - 1) * GCRA_PARAMS
       local R, Pd, B = A[base + 1], A[base + 2],
         A[base + 3]
       local tau = B * Pd
@@ -447,7 +445,7 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
         if lt(e[b].rt[1], e[b].rt[2], e[i].rt[1], e[i].rt[2]) then b = i end
       end
     end
-    if all and kind == 0 and arg > 0 then
+    if all and kind == OP_CONSUME and arg > 0 then
       for i = 1, n do
         local q = fd(e[i].Dn, e[i].R)
         local h, l = add(nh, nl, pair(q))
@@ -457,7 +455,7 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
     V.allowed = all and 1 or 0
     V.binding = b - 1
     limit = P(e[b].B)
-    if all and kind == 0 then
+    if all and kind == OP_CONSUME then
       remaining, reset = e[b].ra, e[b].sa
     else
       remaining, reset = e[b].rb, e[b].sb
@@ -466,7 +464,7 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
   end
 
   -- ------------------------------------------------------ window helpers
-  local L, W = A[9], A[10]
+  local L, W = A[A_PARAMS], A[A_PARAMS + 1]
 
   -- Roll an aligned window: returns start (pair), now (pair, held at the
   -- window start if the clock went back) and whether it moved on.
@@ -483,7 +481,7 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
   end
 
   -- ------------------------------------------------------ sliding window
-  if algo == 2 then
+  if algo == ALGO_SWINDOW then
     local lim = L * W
     local n = arg
     local cur, prev = a1l[1], a1h[1]
@@ -495,13 +493,13 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
     -- so every comparison with lim is exact.
     local est = prev * (W - el) + cur * W
     local allowed = est + n * W <= lim
-    if kind == 2 or (kind == 0 and allowed) then
+    if kind == OP_COUNT or (kind == OP_CONSUME and allowed) then
       cur = cur + n
       if cur > T32 - 1 then cur = T32 - 1 end
       est = prev * (W - el) + cur * W
-      if kind == 2 then allowed = est <= lim end
+      if kind == OP_COUNT then allowed = est <= lim end
     end
-    if kind ~= 1 then put(1, sh, sl, prev, cur) end
+    if kind ~= OP_PEEK then put(1, sh, sl, prev, cur) end
     V.allowed = allowed and 1 or 0
     limit = P(L)
     if lim >= est then remaining = P(fd(lim - est, W)) end
@@ -532,29 +530,29 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
   end
 
   -- -------------------------------------------- fixed window / distinct
-  if algo == 3 or algo == 6 then
+  if algo == ALGO_FWINDOW or algo == ALGO_DISTINCT then
     local c1h, c1l = a1h[1], a1l[1]
     local empty = c1h == 0 and c1l == 0
     local sh, sl, h2, l2, how = roll(s32(a0h[1]), a0l[1], empty)
     if how == 'next' or how == 'later' then c1h, c1l = 0, 0 end
     local el = num(sub(h2, l2, sh, sl))
     local thr = L
-    if algo == 3 then
+    if algo == ALGO_FWINDOW then
       -- The count saturates at INT64_MAX, so it stays a pair; as a number
       -- only when exact (nil above 2^53, far over any limit <= 2^40).
       local count = num(c1h, c1l)
       local allowed = count ~= nil and count + arg <= L
-      if kind == 2 or (kind == 0 and allowed) then
+      if kind == OP_COUNT or (kind == OP_CONSUME and allowed) then
         c1h, c1l = sat(add(c1h, c1l, pair(arg)))
         count = num(c1h, c1l)
-        if kind == 2 then allowed = count ~= nil and count <= L end
+        if kind == OP_COUNT then allowed = count ~= nil and count <= L end
       end
-      if kind ~= 1 then put(1, sh, sl, c1h, c1l) end
+      if kind ~= OP_PEEK then put(1, sh, sl, c1h, c1l) end
       V.allowed = allowed and 1 or 0
       if count ~= nil and count < L then remaining = P(L - count) end
       if c1h ~= 0 or c1l ~= 0 then reset = P(W - el) end
     else
-      if kind == 30 then
+      if kind == OP_ADD then
         local bitn = floor(idh / 67108864) -- id >> 58
         if bitn >= 32 then
           c1h = bit.bor(c1h, bit.lshift(1, bitn - 32)) % T32
@@ -586,10 +584,10 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
   end
 
   -- --------------------------------------------------------------- penalty
-  if algo == 4 then
-    local thr, swin = A[9], A[10]
-    local box = {A[11], A[12], A[13]}
-    local ottl = A[14]
+  if algo == ALGO_PENALTY then
+    local thr, swin = A[A_PARAMS], A[A_PARAMS + 1]
+    local box = {A[A_PARAMS + 2], A[A_PARAMS + 3], A[A_PARAMS + 4]}
+    local ottl = A[A_PARAMS + 5]
     local w0h, w1h = a0h[1], a1h[1]
     local trip = (w0h % 4096) * T32 + a0l[1] - 1
     local off = floor(w0h / 4096) % 4096
@@ -649,26 +647,26 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
     tnowms = nowms
     if trip >= 0 and tnowms < trip then tnowms = trip end
     local changed = false
-    if kind == 11 then
+    if kind == OP_STRIKE then
       if not isb then
         local s = livestr()
         if s == 0 then ss = tnowms end
         s = s + 1
         if s >= thr then
           dotrip(liveoff(), 1)
-          V.flags = 1
+          V.flags = V_TRIPPED
         else
           strikes = s
         end
         changed = true
       end
-    elseif kind == 12 then
+    elseif kind == OP_TRIP then
       if not (isb and lvl(off) >= arg) then
         dotrip(liveoff(), arg)
-        V.flags = 1
+        V.flags = V_TRIPPED
         changed = true
       end
-    elseif kind == 13 then
+    elseif kind == OP_RELEASE then
       if isb then boxflag = 0; changed = true end
     end
     if changed then
@@ -687,7 +685,7 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
       local d = box[lvl(off)]
       V.level = lvl(off)
       if d < 0 then
-        V.flags = V.flags + 2
+        V.flags = V.flags + V_SUSPENDED
         retry = FOREVER
       else
         local r = rel(trip)
@@ -727,8 +725,8 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
   end
 
   -- ----------------------------------------------------------------- lease
-  if algo == 5 then
-    local max, ttl = A[9], A[10]
+  if algo == ALGO_LEASE then
+    local max, ttl = A[A_PARAMS], A[A_PARAMS + 1]
     local xh, xl = sat(add(nh, nl, pair(ttl)))
     -- An expiry saturated at INT64_MAX is held until the end of time.
     local function held(i)
@@ -745,7 +743,7 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
       end
     end
     lease = {idh, idl}
-    if kind == 20 then
+    if kind == OP_ACQUIRE then
       if mine then
         put(mine, b0h[mine], b0l[mine], xh, xl)
         V.allowed = 1
@@ -754,12 +752,12 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
         V.allowed = 1
         mine = free
       end
-    elseif kind == 22 then
+    elseif kind == OP_RENEW then
       if mine then
         put(mine, b0h[mine], b0l[mine], xh, xl)
         V.allowed = 1
       else
-        V.flags = 4
+        V.flags = V_EXPIRED
       end
     else
       for i = 1, max do
@@ -768,7 +766,7 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
           break
         end
       end
-      if mine then V.allowed = 1 else V.flags = 4 end
+      if mine then V.allowed = 1 else V.flags = V_EXPIRED end
     end
     local nheld = 0
     local ea_h, ea_l = FOREVER[1], FOREVER[2]
@@ -785,7 +783,7 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
     limit = P(max)
     remaining = P(max - nheld)
     reset = {sub(la_h, la_l, nh, nl)}
-    if kind == 20 and V.allowed == 0 then
+    if kind == OP_ACQUIRE and V.allowed == 0 then
       retry = {sub(ea_h, ea_l, nh, nl)}
     end
     for i = 1, max do
@@ -801,10 +799,10 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
   -- ----------------------------------------------------------- expiry
 
   local function expiry(i)
-    if algo == 1 then
+    if algo == ALGO_GCRA then
       -- ceil((tat * rate + frac) / rate), the fraction renormalised first
       -- (a record written under another rate may hold frac >= rate).
-      local R = A[9 + (i - 1) * 3]
+      local R = A[A_PARAMS + (i - 1) * GCRA_PARAMS]
       local th, tl = b0h[i], b0l[i]
       local f = b1h[i] * T32 + b1l[i]
       if f >= R then
@@ -815,15 +813,15 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
       if th == 0 and tl == 0 and f == 0 then return 0, 0 end
       if f > 0 then return sat(add(th, tl, 0, 1)) end
       return th, tl
-    elseif algo == 2 then
-      local W = A[10]
+    elseif algo == ALGO_SWINDOW then
+      local W = A[A_PARAMS + 1]
       local h, l = s32(b0h[i]), b0l[i]
       if b1l[i] > 0 then return sat(add(h, l, pair(2 * W))) end
       if b1h[i] > 0 then return sat(add(h, l, pair(W))) end
       return 0, 0
-    elseif algo == 3 or algo == 6 then
+    elseif algo == ALGO_FWINDOW or algo == ALGO_DISTINCT then
       if b1h[i] == 0 and b1l[i] == 0 then return 0, 0 end
-      return sat(add(s32(b0h[i]), b0l[i], pair(A[10])))
+      return sat(add(s32(b0h[i]), b0l[i], pair(A[A_PARAMS + 1])))
     end
     return eh[i], el[i]
   end
@@ -865,7 +863,7 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
   local of_l, of_h = p64(offenses)
   local ls_l, ls_h = p64(lease)
   local no_l, no_h = p64({nh, nl})
-  return spack('<i4I4i4i4I4I4I4I4I4I4I4I4I4I4I4I4I4I4I4I4', V.allowed, V.flags,
+  return spack(VERDICT_PAIRS, V.allowed, V.flags,
     V.binding, V.level, lim_l, lim_h, rem_l, rem_h, ret_l, ret_h, res_l, res_h,
     sr_l, sr_h, of_l, of_h, ls_l, ls_h, no_l, no_h)
 end
@@ -895,7 +893,7 @@ local function gcra_prog(c, xe, key, nk, kind, cost, nh, nl, poff)
   local e = {} -- D, Dn per key
   local all = true
   for j = 1, nk do
-    local R, Pd, B = sunpack('<i8i8i8', AV, poff + 24 * (j - 1))
+    local R, Pd, B = sunpack(GCRA_FMT, AV, poff + GCRA_BYTES * (j - 1))
     local tau = B * Pd
     local at = 4 * (key + j)
     local fr = c[at]
@@ -922,7 +920,7 @@ local function gcra_prog(c, xe, key, nk, kind, cost, nh, nl, poff)
   -- with the fewest points; refused, the one with the longest wait.
   local b, bv, rty = 1, nil, 0
   for j = 1, nk do
-    local R, Pd, B = sunpack('<i8i8i8', AV, poff + 24 * (j - 1))
+    local R, Pd, B = sunpack(GCRA_FMT, AV, poff + GCRA_BYTES * (j - 1))
     local tau = B * Pd
     if all then
       local ra = fd(tau - e[2 * j], Pd)
@@ -934,17 +932,17 @@ local function gcra_prog(c, xe, key, nk, kind, cost, nh, nl, poff)
       if rt > rty then rty = rt end
     end
   end
-  local R, Pd, B = sunpack('<i8i8i8', AV, poff + 24 * (b - 1))
+  local R, Pd, B = sunpack(GCRA_FMT, AV, poff + GCRA_BYTES * (b - 1))
   local tau = B * Pd
   local rem, rst
-  if all and kind == 0 then
+  if all and kind == OP_CONSUME then
     rem, rst = fd(tau - e[2 * b], Pd), cd(e[2 * b], R)
   else
     rem, rst = fd(tau - e[2 * b - 1], Pd), cd(e[2 * b - 1], R)
   end
-  if all and kind == 0 and cost > 0 then
+  if all and kind == OP_CONSUME and cost > 0 then
     for j = 1, nk do
-      local Rj = sunpack('<i8', AV, poff + 24 * (j - 1))
+      local Rj = sunpack('<i8', AV, poff + GCRA_BYTES * (j - 1))
       local at = 4 * (key + j)
       local q = fd(e[2 * j], Rj)
       local f = e[2 * j] - q * Rj
@@ -960,13 +958,12 @@ local function gcra_prog(c, xe, key, nk, kind, cost, nh, nl, poff)
       xe[2 * (key + j) - 1], xe[2 * (key + j)] = th, tl
     end
   end
-  return spack('<i4I4i4i4i8i8i8i8i8i8i8I4i4', all and 1 or 0, 0, b - 1, 0,
+  return spack(VERDICT_NUMS, all and 1 or 0, 0, b - 1, 0,
     B, rem, rty, rst, 0, 0, 0, nl, nh), all, rem, rty
 end
 
 -- The numbers of a program are read where they lie in ARGV[1], step by
 -- step, rather than all unpacked up front.
-local STEP = '<i8i8i8i8i8i8i8i8i8i8i8i8i8i8'
 
 local function program(nsteps, nh, nl, minttl)
   local n = #KEYS
@@ -980,8 +977,8 @@ local function program(nsteps, nh, nl, minttl)
     local at = 4 * i
     raw[i] = v
     o[at - 3], o[at - 2], o[at - 1], o[at] = 0, 0, 0, 0
-    if v and #v == 25 then
-      local x0l, x0h, x1l, x1h, el, eh, lay = sunpack('<I4I4I4I4I4i4B', v)
+    if v and #v == REC_BYTES then
+      local x0l, x0h, x1l, x1h, el, eh, lay = sunpack(REC_FMT, v)
       if lay ~= LAYOUT then return false end
       if nh < eh or (nh == eh and nl < el) then
         o[at - 3], o[at - 2], o[at - 1], o[at] = x0h, x0l, x1h, x1l
@@ -1022,19 +1019,19 @@ local function program(nsteps, nh, nl, minttl)
   local skipped
   local denied, mask = -1, 0
   local function cond(w, r)
-    if w == 0 then return true end
-    if w == 1 then return denied < 0 end
+    if w == WHEN_ALWAYS then return true end
+    if w == WHEN_PASSED then return denied < 0 end
     local x = st[r + 1]
-    if w == 2 then return x == 2 end
-    if w == 3 then return x == 1 end
-    if w == 4 then return x ~= 0 and reached[r + 1] end
+    if w == WHEN_DENIED then return x == 2 end
+    if w == WHEN_ALLOWED then return x == 1 end
+    if w == WHEN_REACHED then return x ~= 0 and reached[r + 1] end
     return x == 0
   end
-  local off = 65 -- after the 8 header numbers
+  local off = HDR_BYTES + 1 -- after the header
   for s = 1, nsteps do
     local sa, sk, key, nk, arg, ih, il, w1, r1, w2, r2, fold, ttlf, np =
-      sunpack(STEP, AV, off)
-    local poff = off + 112
+      sunpack(STEP_FMT, AV, off)
+    local poff = off + STEP_BYTES
     off = poff + 8 * np
     if cond(w1, r1) and cond(w2, r2) then
       local bad = load(key + 1, key + nk)
@@ -1043,13 +1040,13 @@ local function program(nsteps, nh, nl, minttl)
       end
       local r, al, rem, rty
       local at = 4 * (key + 1)
-      if sa == 1 and (sk == 0 or sk == 1) then
+      if sa == ALGO_GCRA and (sk == OP_CONSUME or sk == OP_PEEK) then
         r, al, rem, rty = gcra_prog(c, xe, key, nk, sk, arg, nh, nl, poff)
-      elseif sa == 4 and sk == 10 and nk == 1 and c[at - 3] == 0 and
+      elseif sa == ALGO_PENALTY and sk == OP_CHECK and nk == 1 and c[at - 3] == 0 and
              c[at - 2] == 0 and c[at - 1] == 0 and c[at] == 0 then
         -- A box check of a key never struck: not boxed, nothing changes.
         local th = sunpack('<i8', AV, poff)
-        r = spack('<i4I4i4i4i8i8i8i8i8i8i8I4i4', 1, 0, 0, 0, th, th, 0, 0,
+        r = spack(VERDICT_NUMS, 1, 0, 0, 0, th, th, 0, 0,
           th, 0, 0, nl, nh)
         al, rem, rty = true, th, 0
       end
@@ -1060,7 +1057,7 @@ local function program(nsteps, nh, nl, minttl)
           local t = retry[ttlf] or 0 -- a step that did not run: 0
           if t < 1 then t = 1 end
           if t > T52 then t = T52 end
-          P[10] = t
+          P[A_PARAMS + 1] = t
         end
         local M = {n = nk, a0h = {}, a0l = {}, a1h = {}, a1l = {}}
         for j = 1, nk do
@@ -1077,7 +1074,7 @@ local function program(nsteps, nh, nl, minttl)
           xe[2 * (key + j) - 1], xe[2 * (key + j)] = M.eh[j], M.el[j]
         end
         local a, _, _, _, _, _, rml, rmh, rtl, rth = sunpack(
-          '<i4I4i4i4I4I4I4I4I4i4', r)
+          VERDICT_PAIRS, r)
         al, rem, rty = a ~= 0, rmh * T32 + rml, rth * T32 + rtl
       end
       st[s] = al and 1 or 2
@@ -1085,7 +1082,7 @@ local function program(nsteps, nh, nl, minttl)
       retry[s] = rty
       mask = mask + 2 ^ (s - 1)
       out[s] = r
-      if fold == 0 and not al and denied < 0 then
+      if fold == FOLD_GATE and not al and denied < 0 then
         -- A gate's denial: every record back as read.
         denied = s - 1
         for i = 1, n do
@@ -1100,7 +1097,7 @@ local function program(nsteps, nh, nl, minttl)
     else
       st[s] = 0
       if not skipped then
-        skipped = spack('<i4I4i4i4I4I4I4I4I4I4I4I4I4I4I4I4I4I4I4I4', 0, 0,
+        skipped = spack(VERDICT_PAIRS, 0, 0,
           0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, nowl, nowh)
       end
       out[s] = skipped
@@ -1119,11 +1116,11 @@ local function program(nsteps, nh, nl, minttl)
       end
     end
   end
-  return spack('<i4i4I4I4I4I4', denied < 0 and 1 or 0, denied, mask, 0, nowl,
+  return spack(PROG_HDR_FMT, denied < 0 and 1 or 0, denied, mask, 0, nowl,
     nowh) .. table.concat(out)
 end
 
-if algo == 7 then
+if algo == WIRE_PROGRAM then
   return program(kind, nh, nl, minttl)
 end
 
@@ -1135,13 +1132,13 @@ end
 -- a call the fast path refuses runs the general path in its place.
 if ARGV[2] then
   local out = {}
-  if #AV ~= 88 * #KEYS then return fail('EINVAL', 'malformed batch') end
+  if #AV ~= BATCH_BYTES * #KEYS then return fail('EINVAL', 'malformed batch') end
   local tnh, tnl = nh, nl
   for i = 1, #KEYS do
     local al, kd, bh, bl, cost, ih, il, mt, R, Pd, B =
-      sunpack('<i8i8i8i8i8i8i8i8i8i8i8', AV, (i - 1) * 88 + 1)
+      sunpack(BATCH_FMT, AV, (i - 1) * BATCH_BYTES + 1)
     if bh >= 0 then tnh, tnl = bh, bl end
-    local r = al == 1 and (kd == 0 or kd == 1) and
+    local r = al == ALGO_GCRA and (kd == OP_CONSUME or kd == OP_PEEK) and
       gcra1(KEYS[i], kd, cost, mt, tnh, tnl, R, Pd, B)
     if not r then
       r = general({KEYS[i]}, {al, kd, bh, bl, cost, ih, il, mt, R, Pd, B},
@@ -1152,8 +1149,9 @@ if ARGV[2] then
   return out
 end
 
-if algo == 1 and #KEYS == 1 and #AV == 88 and (kind == 0 or kind == 1) then
-  local R, Pd, B = sunpack('<i8i8i8', AV, 65)
+if algo == ALGO_GCRA and #KEYS == 1 and #AV == BATCH_BYTES and
+   (kind == OP_CONSUME or kind == OP_PEEK) then
+  local R, Pd, B = sunpack(GCRA_FMT, AV, HDR_BYTES + 1)
   local r = gcra1(KEYS[1], kind, arg, minttl, nh, nl, R, Pd, B)
   if r then return r end
 end
