@@ -2,9 +2,9 @@
 ** Redis store: the same limits across a fleet.
 **
 ** State lives in Redis, one key per record, and each step runs inside
-** Redis as sluice.lua, a port of lib/algo over the same 16-byte records, so
-** a decision is atomic where the state lives and there is one truth per
-** algorithm.  The C side only routes, pipelines and maps failures; it never
+** Redis as a Lua script (in lua/), a port of lib/algo over the same
+** 16-byte records, so a decision is atomic where the state lives and there
+** is one truth per algorithm.  The C side only routes, pipelines and maps failures; it never
 ** decides.
 **
 ** Routing.  A Redis Cluster shards keys by CRC16(hash tag) mod 16384.  The
@@ -84,7 +84,7 @@
 ** keys, the numbers as one argument (see arg_int) and a batch's marker. */
 #define RCL_MAX_ARGS (3 + SLUICE_PROGRAM_KEYS + 2)
 /* A batch script call carries at most this many single-bucket GCRA
-** decisions (sluice.lua, "A batch"), 11 numbers each. */
+** decisions (lua/dispatch.lua, "A batch"). */
 #define RCL_BATCH_MAX SLUICE_GROUP_MAX
 /* A program's numbers: the header, then per step its numbers and its
 ** parameters (at most a GCRA group's per key). */
@@ -469,7 +469,7 @@ static void arg_raw(rcl_cmd *c, const char *p, size_t n) {
   c->argc++;
 }
 /* The numbers of a script call go as one binary argument of int64s,
-** little-endian (sluice.lua unpacks them with struct): Redis interns every
+** little-endian (the script unpacks them with struct): Redis interns every
 ** argument as a Lua string before the script runs, and a dozen decimal
 ** arguments cost the server more than the GCRA step itself. */
 static void arg_int(rcl_cmd *c, long long x) {
@@ -503,7 +503,7 @@ static long long dur_arg(int64_t d) {
   return d == SLUICE_FOREVER ? -1 : (long long)d;
 }
 
-/* The parameters the Lua port reproduces exactly (sluice.lua header). */
+/* The parameters the Lua port reproduces exactly (lua/entry.lua). */
 static int range_check(const sluice_op *op) {
   const int64_t M = SLUICE_WIRE_EXACT_MAX;
   int i;
@@ -573,7 +573,7 @@ static void arg_gcra(rcl_cmd *c, const sluice_gcra_params *p) {
   arg_int(c, (long long)p->burst);
 }
 
-/* What a batch script call may carry: what sluice.lua's fast path takes. */
+/* What a batch script call may carry: what the script's fast path takes. */
 static int job_batchable(const rcl_job *j) {
   return j->type == JOB_APPLY && j->ask_node < 0 &&
          j->op->algo == SLUICE_ALGO_GCRA && j->op->nkeys == 1 &&
@@ -644,8 +644,8 @@ static int arg_params(rcl_cmd *c, int algo, int nk, const void *params) {
 }
 
 /* A program: its records as KEYS, a header (the step count in the kind's
-** place), then each step's 14 numbers and its parameters (sluice.lua,
-** "programs"). */
+** place), then each step's numbers and its parameters (wire.h; the
+** script's lua/program.lua). */
 static void build_program(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
   const sluice_program *p = j->prog;
   int i;

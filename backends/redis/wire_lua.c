@@ -1,15 +1,16 @@
 /*
 ** Prints the wire contract (wire.h) and the algorithm layer's numbers
-** (sluice/algo.h, sluice/program.h) as Lua locals: the prelude of the
-** script the redis backend loads.  Run at build time, so the Lua never
-** spells a number the C defines.  The packing formats are derived from
-** the same definitions; the asserts below pin what the derivation
-** assumes.
+** (sluice/algo.h, sluice/program.h, distinct.c's estimate table) as Lua
+** locals: the prelude of the script the redis backend loads.  Run at build
+** time, so the Lua never spells a number the C defines.  The packing
+** formats are derived from the same definitions; the asserts below pin
+** what the derivation assumes.
 */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "algo/distinct_estimate.h"
 #include "wire.h"
 
 #define COUNT1(f) +1
@@ -103,6 +104,17 @@ int main(void) {
   puts("'");
   /* allowed, denied_by, ran, padding, now as (lo, hi). */
   puts("local PROG_HDR_FMT = '<i4i4I4I4I4I4'");
+  /* distinct.c's table, as little-endian uint16s in a string: a string
+  ** constant costs the script nothing per call, a table would. */
+  {
+    size_t i;
+    printf("local LC_ESTIMATE = '");
+    for (i = 0; i < sizeof sluice__lc_estimate / sizeof *sluice__lc_estimate;
+         i++)
+      printf("\\%u\\%u", sluice__lc_estimate[i] & 0xffu,
+             (unsigned)sluice__lc_estimate[i] >> 8);
+    puts("'");
+  }
   num("TTL_CAP_MS", SLUICE_WIRE_TTL_CAP_MS);
   num("T52", SLUICE_WIRE_EXACT_MAX);
   return ferror(stdout) ? 1 : 0;
