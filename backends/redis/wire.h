@@ -3,8 +3,9 @@
 ** and what comes back, whichever engine runs it there (the script in
 ** lua/, or the sluice Redis module).  This header is its one definition.
 ** The backend builds and decodes calls with it; the Lua takes its numbers
-** from wire_lua.c, which prints them as Lua locals at build time, so a
-** layout changed here changes both sides or fails the build.
+** from wire_lua.c, which prints them at build time for the script's
+** assembly (embed_lua.py), so a layout changed here changes both sides or
+** fails the build.
 **
 ** A call: KEYS are the group's records (all under one hash tag); ARGV[1]
 ** is every number of the call as little-endian int64s (one binary

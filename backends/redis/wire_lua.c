@@ -1,8 +1,9 @@
 /*
 ** Prints the wire contract (wire.h) and the algorithm layer's numbers
-** (sluice/algo.h, sluice/program.h, distinct.c's estimate table) as Lua
-** locals: the prelude of the script the redis backend loads.  Run at build
-** time, so the Lua never spells a number the C defines.  The packing
+** (sluice/algo.h, sluice/program.h, distinct.c's estimate table) as
+** `local NAME = VALUE` lines, whose values embed_lua.py puts in place of
+** the names in the script the redis backend loads.  Run at build time, so
+** the Lua never spells a number the C defines.  The packing
 ** formats are derived from the same definitions; the asserts below pin
 ** what the derivation assumes.
 */

@@ -1,7 +1,7 @@
 -- distinct.lua -- the distinct-item estimate (lib/algo/distinct.c).
 --
--- Sections as in gcra.lua.  LC_ESTIMATE is distinct.c's table, printed into
--- the prelude by wire_lua.c.
+-- Sections as in gcra.lua.  LC_ESTIMATE is distinct.c's table
+-- (lib/algo/distinct_estimate.h), which wire_lua.c prints for the build.
 
 --@section range
 if algo == ALGO_DISTINCT then

@@ -15,9 +15,11 @@
 -- unit, exactly as the C backends' locks do.
 --
 -- The wire contract (the call's numbers, the record value, the verdict
--- layouts) is defined once, in backends/redis/wire.h; every number the C
--- defines reaches this script as a local of the prelude that wire_lua.c
--- prints at build time (LAYOUT, ALGO_*, OP_*, WHEN_*, the formats).  A
+-- layouts) is defined once, in backends/redis/wire.h.  Every number the C
+-- defines is spelled here by name (LAYOUT, ALGO_*, OP_*, WHEN_*, the
+-- formats): wire_lua.c prints the names with their values at build time,
+-- and the assembly puts the values in their place, as a C compiler folds
+-- constants (as Lua locals they would cost every call upvalues).  A
 -- record's value is its two words, its expiry in ns and the layout byte:
 -- keeping the expiry in the value (not only as the Redis TTL) makes the
 -- freshness test exact and independent of whose clock set the TTL: in the
