@@ -80,9 +80,21 @@ static int open_policy(const char *store, const sluice_policy_config *cfg,
   return rc;
 }
 
-static void wait_children(pid_t *pids, int n) {
+typedef int (*child_fn)(const char *store, unsigned flags, shared *sh,
+                        int who);
+
+/* Fork NPROC workers running fn, and wait for all of them to succeed. */
+static void run_children(child_fn fn, const char *store, unsigned flags,
+                         shared *sh) {
+  pid_t pids[NPROC];
   int i, st;
-  for (i = 0; i < n; i++) {
+  for (i = 0; i < NPROC; i++) {
+    pids[i] = fork();
+    cr_assert_geq(pids[i], 0);
+    if (pids[i] == 0)
+      _exit(fn(store, flags, sh, i));
+  }
+  for (i = 0; i < NPROC; i++) {
     cr_assert_eq(waitpid(pids[i], &st, 0), pids[i]);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
               "child %d failed (status %d)", i, st);
@@ -100,11 +112,13 @@ static void box_config(sluice_policy_config *cfg) {
   cfg->export_long_cost = 5;
 }
 
-static int box_child(const char *store, unsigned flags, shared *sh) {
+static int box_child(const char *store, unsigned flags, shared *sh,
+                     int who) {
   sluice_policy_config cfg;
   sluice_limiter *l;
   sluice_policy *p;
   int k, i;
+  (void)who;
   box_config(&cfg);
   if (open_policy(store, &cfg, NULL, flags, &l, &p) != SLUICE_OK)
     return 2;
@@ -141,15 +155,7 @@ static int box_child(const char *store, unsigned flags, shared *sh) {
 
 static void box_holds(const char *store, unsigned flags) {
   shared *sh = shared_map();
-  pid_t pids[NPROC];
-  int i;
-  for (i = 0; i < NPROC; i++) {
-    pids[i] = fork();
-    cr_assert_geq(pids[i], 0);
-    if (pids[i] == 0)
-      _exit(box_child(store, flags, sh));
-  }
-  wait_children(pids, NPROC);
+  run_children(box_child, store, flags, sh);
   cr_assert_eq(atomic_load(&sh->errors), 0, "%s: store errors", store);
   cr_assert_geq(atomic_load(&sh->trips), NKEYS, "%s: every key tripped",
                 store);
@@ -250,15 +256,8 @@ static void heavy_clean(const char *store, unsigned flags) {
   sluice_clock *clk;
   sluice_limiter *l;
   char T[SLUICE_SCOPE_ID_LEN + 1], K[SLUICE_SCOPE_ID_LEN + 1], buf[128];
-  pid_t pids[NPROC];
   int i;
-  for (i = 0; i < NPROC; i++) {
-    pids[i] = fork();
-    cr_assert_geq(pids[i], 0);
-    if (pids[i] == 0)
-      _exit(heavy_child(store, flags, sh, i));
-  }
-  wait_children(pids, NPROC);
+  run_children(heavy_child, store, flags, sh);
   cr_assert_eq(atomic_load(&sh->errors), 0, "%s: errors or stray leases",
                store);
   cr_assert_gt(atomic_load(&sh->outcomes[SLUICE_OUTCOME_ALLOW]), 10);
@@ -380,15 +379,7 @@ static int ip_child(const char *store, unsigned flags, shared *sh, int who) {
 /* The per-IP backstop is one window for every process of the host. */
 static void ip_window_holds(const char *store, unsigned flags) {
   shared *sh = shared_map();
-  pid_t pids[NPROC];
-  int i;
-  for (i = 0; i < NPROC; i++) {
-    pids[i] = fork();
-    cr_assert_geq(pids[i], 0);
-    if (pids[i] == 0)
-      _exit(ip_child(store, flags, sh, i));
-  }
-  wait_children(pids, NPROC);
+  run_children(ip_child, store, flags, sh);
   cr_assert_eq(atomic_load(&sh->errors), 0, "%s: store errors", store);
   cr_assert_eq(atomic_load(&sh->trips), 0, "%s: nothing else refused", store);
   cr_assert_eq(atomic_load(&sh->allowed), IP_LIMIT,
