@@ -12,8 +12,11 @@
 **                       almost every 503 waited for the store (it was not
 **                       refused without an attempt);
 **   stall_redis bench   longer runs, the figures: requests, delayed, 503s,
-**                       503s without an attempt, for the stalled run and a
-**                       run without stalls.
+**                       503s without an attempt, for the stalled run, a
+**                       run without stalls, and a stalled run with the
+**                       breaker set to open on any one failure
+**                       (breaker.consecutive_failures = 1: what the policy
+**                       did before the breaker).
 **
 ** Run under tests/redis/harness.py --mode single: SLUICE_REDIS_NODES and
 ** SLUICE_REDIS_PIDS name the server.  Exits 77 (skipped) without them.
@@ -115,6 +118,24 @@ static void run(sluice_policy *pol, int ms, tally *t) {
   }
 }
 
+static sluice_policy *open_policy(sluice_limiter *lim, int64_t run) {
+  sluice_policy_options po;
+  sluice_policy_config cfg;
+  sluice_policy *pol;
+  sluice_policy_config_defaults(&cfg);
+  cfg.auth_ip_failures = cfg.auth_subject_failures = 1000;
+  cfg.breaker_run = run;
+  memset(&po, 0, sizeof po);
+  po.limiter = lim;
+  po.config = &cfg;
+  memset(po.secret, 5, sizeof po.secret);
+  if (sluice_policy_open(&po, &pol) != SLUICE_OK) {
+    fprintf(stderr, "stall_redis: cannot open the policy\n");
+    exit(1);
+  }
+  return pol;
+}
+
 static void print(const char *what, const tally *t) {
   printf("%-12s requests %6ld  delayed %5ld (%5.2f%%)  503 %5ld (%5.2f%%)  "
          "503 without waiting %4ld  errors %ld\n",
@@ -129,14 +150,12 @@ int main(int argc, char **argv) {
   const char *pids = getenv("SLUICE_REDIS_PIDS");
   int bench = argc > 1 && strcmp(argv[1], "bench") == 0;
   int ms = bench ? 10000 : 3000, fails = 0;
-  sluice_policy_options po;
-  sluice_policy_config cfg;
   sluice_limiter_options lo;
   sluice_limiter *lim;
   sluice_policy *pol;
   char store[256];
   pthread_t th;
-  tally calm, stalled;
+  tally calm, stalled, oldway;
   const char *colon;
 
   if (!nodes || !pids || !(colon = strchr(pids, ':'))) {
@@ -152,25 +171,23 @@ int main(int argc, char **argv) {
     fprintf(stderr, "stall_redis: cannot open %s\n", store);
     return 1;
   }
-  sluice_policy_config_defaults(&cfg);
-  cfg.auth_ip_failures = cfg.auth_subject_failures = 1000;
-  memset(&po, 0, sizeof po);
-  po.limiter = lim;
-  po.config = &cfg;
-  memset(po.secret, 5, sizeof po.secret);
-  if (sluice_policy_open(&po, &pol) != SLUICE_OK) {
-    fprintf(stderr, "stall_redis: cannot open the policy\n");
-    return 1;
-  }
+  pol = open_policy(lim, 0);
   if (pthread_create(&th, NULL, staller, NULL) != 0)
     return 1;
   run(pol, bench ? ms : 500, &calm);
   atomic_store(&stalling, 1);
   run(pol, ms, &stalled);
+  if (bench) {
+    sluice_policy *old = open_policy(lim, 1);
+    run(old, ms, &oldway);
+    sluice_policy_close(old);
+  }
   atomic_store(&stop, 1);
   pthread_join(th, NULL);
   print("no stalls", &calm);
   print("stalled", &stalled);
+  if (bench)
+    print("1 fail opens", &oldway);
   printf("stall duty cycle %d%% (%d ms every %d ms), store timeout %d ms\n",
          100 * STALL_MS / PERIOD_MS, STALL_MS, PERIOD_MS, TIMEOUT_MS);
   if (!bench) {
