@@ -2,10 +2,12 @@
 ** Failure modes, with a store forced to fail through the vtable:
 ** reconcile, export and auth fail closed (503, Retry-After 15 s);
 ** everything else is decided by the local degraded limiter at 25% of the
-** tier rate, flagged; degraded on/off events; the store is left alone for
-** the probe interval and decisions go back to it once it answers.
+** tier rate, flagged; degraded on/off events; every request gets its own
+** attempt until failures are sustained, when the circuit breaker leaves the
+** store alone for the probe interval and then probes it.
 */
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "helpers.h"
@@ -87,7 +89,7 @@ Test(policy_failure, decisions_go_back_to_the_store_when_it_returns) {
   fixture f;
   sluice_request r = rq_std("acme", "key-1", "growth");
   sluice_decision d;
-  int64_t applies;
+  int64_t attempts;
   fx_open(&f, NULL, 0);
   d = decide(&f, &r);
   cr_assert_eq(d.remaining, 1499);
@@ -95,20 +97,133 @@ Test(policy_failure, decisions_go_back_to_the_store_when_it_returns) {
   d = decide(&f, &r);
   cr_assert_neq(d.flags & SLUICE_DECISION_DEGRADED, 0);
   fx_fail(&f, 0, 0);
-  /* Within the probe interval the store is left alone, healed or not. */
-  applies = fx_applies(&f);
-  sluice_clock_advance(f.clock, 500 * 1000000);
+  /* One failure opens no breaker: the very next request asks the store
+  ** again (its own attempt), and gets the store's answer. */
+  attempts = fx_attempts(&f);
+  sluice_clock_advance(f.clock, 1000000);
   d = decide(&f, &r);
-  cr_assert_neq(d.flags & SLUICE_DECISION_DEGRADED, 0);
-  cr_assert_eq(fx_applies(&f), applies);
-  sluice_clock_advance(f.clock, 500 * 1000000);
-  d = decide(&f, &r);
+  cr_assert_eq(fx_attempts(&f), attempts + 1);
   cr_assert_eq(d.flags & SLUICE_DECISION_DEGRADED, 0);
   cr_assert_eq(d.store_error, 0);
   cr_assert_eq(d.limit, 1500);
-  cr_assert_eq(d.remaining, 1499, "the store's bucket, refilled by 1 s");
+  cr_assert_eq(d.remaining, 1498, "the store's bucket");
   cr_assert_eq(fx_count(&f, SLUICE_EVENT_DEGRADED_OFF), 1);
-  cr_assert_gt(fx_applies(&f), applies);
+  fx_close(&f);
+}
+
+static int breaker_state(fixture *f) {
+  char buf[16384];
+  const char *g;
+  cr_assert_eq(sluice_policy_metrics(f->pol, buf, sizeof buf, NULL),
+               SLUICE_OK);
+  g = strstr(buf, "\nsluice_policy_breaker_state ");
+  cr_assert(g, "the breaker gauge is in the metrics");
+  return atoi(g + strlen("\nsluice_policy_breaker_state "));
+}
+
+/* Isolated failures (a store that stalls now and then) never open the
+** breaker: every request keeps its own attempt. */
+Test(policy_failure, isolated_failures_keep_every_attempt) {
+  fixture f;
+  sluice_request r = rq_std("acme", "key-1", "growth");
+  sluice_decision d;
+  int i, failed = 0;
+  fx_open(&f, NULL, 0);
+  for (i = 0; i < 400; i++) {
+    /* One call in three fails: 33%, under the 50% that opens it. */
+    fx_fail(&f, i % 3 == 0 ? SLUICE_ETIMEDOUT : 0, 0);
+    d = decide(&f, &r);
+    failed += (d.flags & SLUICE_DECISION_DEGRADED) != 0;
+    sluice_clock_advance(f.clock, 5 * 1000000);
+  }
+  cr_assert_eq(fx_attempts(&f), 400, "every request called the store");
+  cr_assert_eq(failed, 134, "only the failed calls were degraded");
+  cr_assert_eq(breaker_state(&f), 0);
+  fx_close(&f);
+}
+
+/* A sustained outage opens the breaker: the store is left alone (no call
+** at all, counted by the wrapper) for probe_interval_ms, then trial
+** requests probe it; a failed trial opens it again, a good one closes it. */
+Test(policy_failure, a_sustained_outage_opens_the_breaker) {
+  fixture f;
+  sluice_request r = rq_std("acme", "key-1", "growth");
+  sluice_request rec = rq_class("acme", "key-1", "growth",
+                                SLUICE_EP_RECONCILE);
+  sluice_decision d;
+  int64_t attempts;
+  int i;
+  rec.ledger_id = "L";
+  fx_open(&f, NULL, 0);
+  fx_fail(&f, SLUICE_ETIMEDOUT, 0);
+  /* 20 calls in the window (over 100 ms), all failed: the 20th opens it. */
+  for (i = 0; i < 20; i++) {
+    cr_assert_eq(breaker_state(&f), 0, "closed before call %d", i);
+    d = decide(&f, i % 2 ? &r : &rec);
+    cr_assert_eq(d.store_error, SLUICE_ETIMEDOUT);
+    sluice_clock_advance(f.clock, 20 * 1000000);
+  }
+  cr_assert_eq(fx_attempts(&f), 20);
+  cr_assert_eq(breaker_state(&f), 1);
+  /* Open: decided without the store, for the whole probe interval. */
+  attempts = fx_attempts(&f);
+  for (i = 0; i < 97; i++) {
+    d = decide(&f, i % 2 ? &r : &rec);
+    cr_assert_eq(d.store_error, SLUICE_ETIMEDOUT, "the last error");
+    cr_assert_eq(d.status, i % 2 ? 200 : 503);
+    sluice_clock_advance(f.clock, 10 * 1000000);
+  }
+  cr_assert_eq(fx_attempts(&f), attempts, "no store call while open");
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_DEGRADED_ON), 1);
+  /* 1 s after it opened: half-open, one trial, which fails: open again. */
+  sluice_clock_advance(f.clock, 10 * 1000000);
+  d = decide(&f, &r);
+  cr_assert_eq(fx_attempts(&f), attempts + 1, "a trial");
+  cr_assert_neq(d.flags & SLUICE_DECISION_DEGRADED, 0);
+  cr_assert_eq(breaker_state(&f), 1);
+  for (i = 0; i < 50; i++)
+    (void)decide(&f, &r);
+  cr_assert_eq(fx_attempts(&f), attempts + 1, "open again: no calls");
+  /* The store heals; the next trial, a probe interval later, closes it. */
+  fx_fail(&f, 0, 0);
+  sluice_clock_advance(f.clock, 999 * 1000000);
+  (void)decide(&f, &r);
+  cr_assert_eq(fx_attempts(&f), attempts + 1, "still open");
+  sluice_clock_advance(f.clock, 1000000);
+  d = decide(&f, &r);
+  cr_assert_eq(fx_attempts(&f), attempts + 2);
+  cr_assert_eq(d.flags & SLUICE_DECISION_DEGRADED, 0);
+  cr_assert_eq(d.store_error, 0);
+  cr_assert_eq(breaker_state(&f), 0);
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_DEGRADED_OFF), 1);
+  d = decide(&f, &rec);
+  cr_assert_eq(d.status, 200, "reconcile is served again");
+  cr_assert_eq(fx_attempts(&f), attempts + 3, "every request calls again");
+  fx_close(&f);
+}
+
+/* The run criterion, when configured, opens it after that many failures
+** in a row whatever the window holds. */
+Test(policy_failure, a_run_of_failures_opens_the_breaker_when_configured) {
+  sluice_policy_config cfg;
+  fixture f;
+  sluice_request r = rq_std("acme", "key-1", "growth");
+  int i;
+  sluice_policy_config_defaults(&cfg);
+  cfg.breaker_run = 5;
+  cfg.breaker_min_calls = 1000;
+  fx_open(&f, &cfg, 0);
+  for (i = 0; i < 100; i++)
+    (void)decide(&f, &r);
+  fx_fail(&f, SLUICE_EUNAVAIL, 0);
+  for (i = 0; i < 4; i++)
+    (void)decide(&f, &r);
+  cr_assert_eq(breaker_state(&f), 0);
+  (void)decide(&f, &r);
+  cr_assert_eq(breaker_state(&f), 1);
+  cr_assert_eq(fx_attempts(&f), 105);
+  (void)decide(&f, &r);
+  cr_assert_eq(fx_attempts(&f), 105);
   fx_close(&f);
 }
 
