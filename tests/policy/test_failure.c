@@ -4,11 +4,16 @@
 ** everything else is decided by the local degraded limiter at 25% of the
 ** tier rate, flagged; degraded on/off events; every request gets its own
 ** attempt until failures are sustained, when the circuit breaker leaves the
-** store alone for the probe interval and then probes it.
+** store alone for the probe interval and then probes it; with the breaker
+** open a box in the deny cache still holds, and the per-IP backstop makes
+** no store call either.
 */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "helpers.h"
 
@@ -288,4 +293,101 @@ Test(policy_failure, fail_closed_classes_are_configurable) {
                                    SLUICE_OUTCOME_UNAVAILABLE),
                2, "the standard request and the tiered auth request");
   fx_close(&f);
+}
+
+/* ------------------------- breaker, deny cache and backstop together --- */
+
+/* Sandbox trips after 2 strikes; the backstop on (high enough never to
+** refuse); the breaker opens on 3 failures in a row. */
+static void guarded_config(sluice_policy_config *cfg) {
+  sluice_policy_config_defaults(cfg);
+  cfg->tiers[0].strike_threshold = 2; /* sandbox */
+  cfg->ip_limit = 1000000;
+  cfg->breaker_run = 3;
+}
+
+/* Requests on r until one trips the key's box (the store answering). */
+static void trip(fixture *f, const sluice_request *r) {
+  int i;
+  for (i = 0; i < 2000; i++)
+    if (decide(f, r).flags & SLUICE_DECISION_TRIPPED)
+      return;
+  cr_assert_fail("the key never tripped");
+}
+
+/* While the breaker is open nothing calls the store, the backstop's window
+** included, yet a key the deny cache holds as boxed stays refused: the
+** breaker's path decides through failure_mode(), which reads the cache as
+** for a failed call.  The cache here is in-process, read in degraded mode
+** only, so that path is its only reader. */
+Test(policy_failure, a_boxed_key_stays_out_while_the_breaker_is_open) {
+  sluice_policy_config cfg;
+  fixture f;
+  sluice_request boxed = rq_std("acme", "key-1", "sandbox");
+  sluice_request other = rq_std("acme", "key-2", "sandbox");
+  sluice_decision d;
+  int64_t attempts;
+  int i;
+  guarded_config(&cfg);
+  fx_open(&f, &cfg, 0);
+  boxed.client_ip = other.client_ip = "203.0.113.9";
+  trip(&f, &boxed);
+  fx_fail(&f, SLUICE_EUNAVAIL, 0);
+  for (i = 0; i < 3; i++)
+    (void)decide(&f, &other);
+  cr_assert_eq(breaker_state(&f), 1, "3 failures in a row opened it");
+  attempts = fx_attempts(&f);
+  for (i = 0; i < 5; i++) {
+    d = decide(&f, &boxed);
+    cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED, "try %d", i);
+    cr_assert_eq(d.status, 429);
+    cr_assert_neq(d.flags & SLUICE_DECISION_DENY_CACHED, 0);
+    cr_assert_eq(d.store_error, SLUICE_EUNAVAIL);
+    d = decide(&f, &other);
+    cr_assert_eq(d.allowed, 1, "try %d", i);
+    cr_assert_neq(d.flags & SLUICE_DECISION_DEGRADED, 0);
+    cr_assert_neq(d.binding, SLUICE_BINDING_IP);
+  }
+  cr_assert_eq(fx_attempts(&f), attempts,
+               "no store call while open, the backstop's neither");
+  cr_assert_eq(breaker_state(&f), 1);
+  fx_close(&f);
+}
+
+/* A shared deny cache answers before the breaker is asked: a cached box
+** takes no trial from a half-open breaker, and does not close it. */
+Test(policy_failure, a_cached_box_takes_no_trial_from_the_breaker) {
+  sluice_policy_config cfg;
+  fixture f;
+  sluice_request boxed = rq_std("acme", "key-1", "sandbox");
+  sluice_request other = rq_std("acme", "key-2", "sandbox");
+  sluice_decision d;
+  char name[64];
+  int64_t attempts;
+  int i;
+  guarded_config(&cfg);
+  cfg.breaker_probes = 1;
+  snprintf(name, sizeof name, "/sluice-tf-deny-%d", (int)getpid());
+  snprintf(cfg.host_deny_cache, sizeof cfg.host_deny_cache, "shm:name=%s",
+           name);
+  shm_unlink(name);
+  fx_open(&f, &cfg, 0);
+  boxed.client_ip = other.client_ip = "203.0.113.9";
+  trip(&f, &boxed);
+  fx_fail(&f, SLUICE_EUNAVAIL, 0);
+  for (i = 0; i < 3; i++)
+    (void)decide(&f, &other);
+  cr_assert_eq(breaker_state(&f), 1);
+  sluice_clock_advance(f.clock, cfg.degraded_probe_ns); /* trials due */
+  attempts = fx_attempts(&f);
+  d = decide(&f, &boxed);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_neq(d.flags & SLUICE_DECISION_DENY_CACHED, 0);
+  cr_assert_eq(fx_attempts(&f), attempts, "the cache answered");
+  cr_assert_neq(breaker_state(&f), 0, "a cached box closes nothing");
+  d = decide(&f, &other);
+  cr_assert_eq(fx_attempts(&f), attempts + 1, "the trial is still there");
+  cr_assert_eq(breaker_state(&f), 1, "the trial failed: open again");
+  fx_close(&f);
+  shm_unlink(name);
 }
