@@ -26,11 +26,25 @@
 */
 #include <errno.h>
 #include <libconfig.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "policy_int.h"
+
+/* sluice_policy_config is caller-allocated: its size is ABI.  The fields
+** of the breaker and the backstop came out of `reserved`, so the words
+** from the first of them to the host segments stay 15, and the size what
+** it was (6480 bytes on LP64). */
+_Static_assert(offsetof(sluice_policy_config, host_counters) -
+                       offsetof(sluice_policy_config, breaker_window_ns) ==
+                   15 * sizeof(int64_t),
+               "sluice_policy_config: new fields must come out of reserved");
+#if defined(__LP64__)
+_Static_assert(sizeof(sluice_policy_config) == 6480,
+               "sluice_policy_config changed size");
+#endif
 
 #define S SLUICE__NS_PER_S
 #define MS SLUICE__NS_PER_MS
@@ -110,6 +124,13 @@ int sluice_policy_config_defaults(sluice_policy_config *c) {
   c->fail_closed_retry_after_ns = 15 * S;
   c->degraded_percent = 25;
   c->degraded_probe_ns = 1000 * MS;
+  c->breaker_window_ns = 1000 * MS;
+  c->breaker_min_calls = 20;
+  c->breaker_failure_percent = 50;
+  c->breaker_run = 0;
+  c->breaker_probes = 3;
+  c->ip_limit = 0;
+  c->ip_window_ns = 60 * S;
   c->shadow = 0;
   return SLUICE_OK;
 }
@@ -343,6 +364,19 @@ int sluice__policy_config_check2(const sluice_policy_config *c, char *path,
     return rc;
   if ((rc = range(&k, "failure.probe_interval_ms", c->degraded_probe_ns / MS,
                   0, 3600 * 1000)))
+    return rc;
+  if ((rc = range(&k, "breaker.window_ms", c->breaker_window_ns / MS, 10,
+                  3600 * 1000)) ||
+      (rc = range(&k, "breaker.min_calls", c->breaker_min_calls, 1, 65535)) ||
+      (rc = range(&k, "breaker.failure_percent", c->breaker_failure_percent,
+                  1, 100)) ||
+      (rc = range(&k, "breaker.consecutive_failures", c->breaker_run, 0,
+                  1000000)) ||
+      (rc = range(&k, "breaker.probes", c->breaker_probes, 1, 1000)) ||
+      (rc = range(&k, "ip_backstop.limit", c->ip_limit, 0,
+                  SLUICE_COUNT_MAX)) ||
+      (rc = range(&k, "ip_backstop.window_s", c->ip_window_ns / S, 1,
+                  DMAX / S)))
     return rc;
   if (c->shadow != 0 && c->shadow != 1)
     return fail(&k, "shadow", "must be true or false (got %lld)", c->shadow,
@@ -699,6 +733,40 @@ static int load_host(ld *l, const config_setting_t *root,
   return SLUICE_OK;
 }
 
+/* The circuit breaker and the per-IP backstop: two small groups. */
+static int load_guards(ld *l, const config_setting_t *root,
+                       sluice_policy_config *c) {
+  static const char *const brk[] = {"window_ms", "min_calls",
+                                    "failure_percent", "consecutive_failures",
+                                    "probes", NULL};
+  static const char *const ip[] = {"limit", "window_s", NULL};
+  const config_setting_t *g;
+  int rc;
+  g = group_of(l, root, "breaker", "breaker", &rc);
+  if (rc)
+    return rc;
+  if (g && ((rc = only(l, g, "breaker", brk)) ||
+            (rc = get_int(l, g, "breaker", "window_ms", MS,
+                          &c->breaker_window_ns)) ||
+            (rc = get_int(l, g, "breaker", "min_calls", 1,
+                          &c->breaker_min_calls)) ||
+            (rc = get_int(l, g, "breaker", "failure_percent", 1,
+                          &c->breaker_failure_percent)) ||
+            (rc = get_int(l, g, "breaker", "consecutive_failures", 1,
+                          &c->breaker_run)) ||
+            (rc = get_int(l, g, "breaker", "probes", 1, &c->breaker_probes))))
+    return rc;
+  g = group_of(l, root, "ip_backstop", "ip_backstop", &rc);
+  if (rc)
+    return rc;
+  if (g && ((rc = only(l, g, "ip_backstop", ip)) ||
+            (rc = get_int(l, g, "ip_backstop", "limit", 1, &c->ip_limit)) ||
+            (rc = get_int(l, g, "ip_backstop", "window_s", S,
+                          &c->ip_window_ns))))
+    return rc;
+  return SLUICE_OK;
+}
+
 /* The setting at a path as the validator names it ("routes.[2].class").
 ** When the file does not set it (a default is at fault: a default cost
 ** larger than a bucket the file made smaller, a setting a new tier left
@@ -770,7 +838,8 @@ int sluice_policy_config_load(const char *path, sluice_policy_config *out,
                               char *err, size_t errlen) {
   static const char *const top[] = {"shadow", "shadow_features", "tiers",
                                     "costs",  "routes",  "penalty", "auth",
-                                    "heavy",  "failure", "host", NULL};
+                                    "heavy",  "failure", "host",
+                                    "breaker", "ip_backstop", NULL};
   static const char *const costs[] = {
       "standard", "reconcile", "export", "export_long",
       "export_long_range_days", "job_poll", NULL};
@@ -835,7 +904,8 @@ int sluice_policy_config_load(const char *path, sluice_policy_config *out,
       (rc = get_bool(&l, root, "", "shadow", &c.shadow)) ||
       (rc = get_features(&l, root, "", &c.shadow_features)) ||
       (rc = load_tiers(&l, root, &c)) || (rc = load_routes(&l, root, &c)) ||
-      (rc = load_failure(&l, root, &c)) || (rc = load_host(&l, root, &c)))
+      (rc = load_failure(&l, root, &c)) || (rc = load_host(&l, root, &c)) ||
+      (rc = load_guards(&l, root, &c)))
     goto done;
   g = group_of(&l, root, "costs", "costs", &rc);
   if (rc)
