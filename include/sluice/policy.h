@@ -360,6 +360,23 @@ SLUICE_EXPORT int sluice_policy_config_load(const char *path,
                                             sluice_policy_config *cfg,
                                             char *err, size_t errlen);
 
+/** One scalar setting of the configuration file (docs/policy.md has them
+ *  all): the same table drives the defaults, the loader, the validator and
+ *  the documentation. */
+typedef struct sluice_policy_setting {
+  const char *group;  /**< "penalty" */
+  const char *name;   /**< "strike_window_ms" (the unit is in the name) */
+  const char *field;  /**< its sluice_policy_config field, "strike_window_ns" */
+  int64_t unit_ns;    /**< the field per unit of the file's value (1: none) */
+  int64_t dflt;       /**< the default, in the file's unit */
+  int64_t min, max;   /**< bounds in the file's unit; max 0: the smallest
+                           bucket burst of the tiers (a cost) */
+  const char *what;   /**< one line */
+} sluice_policy_setting;
+
+/** @brief Setting i of the table (0, 1, ...), or NULL past its end. */
+SLUICE_EXPORT const sluice_policy_setting *sluice_policy_setting_at(int i);
+
 /* ---------------------------------------------------------------- events --- */
 
 enum sluice_event_type {

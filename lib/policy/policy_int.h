@@ -136,6 +136,11 @@ int sluice__policy_config_check2(const sluice_policy_config *cfg, char *path,
 int sluice__backstop(sluice_policy *p, const char *ip, int64_t now,
                      sluice_decision *d, int *refused);
 
+/* The settings table (settings.c): setting i's field in a configuration
+** (every scalar setting is an int64_t). */
+int64_t *sluice__setting_field(sluice_policy_config *c, int i);
+const int64_t *sluice__setting_cfield(const sluice_policy_config *c, int i);
+
 const char *sluice__level3_name(int action);
 /* Rewrite libconfig text so that every integer literal is read at full
 ** width (conf_ints.c): *out is a malloc'ed NUL-terminated copy.  On
