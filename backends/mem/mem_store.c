@@ -3,9 +3,12 @@
 ** probing, backward-shift deletion) of 48-byte slots guarded by a mutex.  A
 ** slot holds the key's 128-bit fingerprint, the record and its expiry, so a
 ** lookup touches one cache line and no key bytes: the fingerprint is
-** SipHash-2-4-128 under a per-store random key, which an attacker cannot
+** SipHash-1-3-128 under a per-store random key, which an attacker cannot
 ** predict (no hash flooding) and which collides for two keys of one store
 ** with probability 2^-128 per pair (at 10^9 live keys, about 10^-21).
+** 1-3 rather than 2-4: it runs in every decision, 1-3 is the variant hash
+** tables keyed against flooding use (CPython, Rust), and the shm store's
+** fingerprints are the same function.
 **
 ** A group's shards are locked in ascending order and the step runs under
 ** all of them, which makes a group (tenant bucket + key bucket, a lease set)
@@ -65,7 +68,7 @@ typedef struct fpkey {
 static fpkey fingerprint(const mem_store *m, const sluice_key *k) {
   uint8_t h[16];
   fpkey f;
-  sluice_siphash128(m->hkey, k->data, k->len, h);
+  sluice_siphash13_128(m->hkey, k->data, k->len, h);
   memcpy(f.fp, h, 16);
   if (f.fp[0] == 0 && f.fp[1] == 0)
     f.fp[0] = 1; /* {0,0} marks an empty slot */
@@ -221,12 +224,14 @@ static int mem_apply_locked(mem_store *m, const sluice__job *job,
   sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
   int64_t exp[SLUICE_PROGRAM_KEYS];
   long at[SLUICE_PROGRAM_KEYS];
-  size_t need[NSHARD], ins0 = 0;
+  size_t need[NSHARD];
   int i, rc, nnew = 0, inserted = 0, n = job->nkeys;
 
+  if (n < 1) /* mem_job() checked; this tells the compiler in[] is set */
+    return SLUICE_EINVAL;
   for (i = 0; i < n; i++) {
     const shard *sh = &m->shards[shard_of(&f[i])];
-    at[i] = find(sh, &f[i], i == 0 ? &ins0 : NULL);
+    at[i] = find(sh, &f[i], NULL);
     if (at[i] >= 0 && sh->slots[at[i]].expires > now)
       in[i] = sh->slots[at[i]].st;
     else
@@ -235,31 +240,6 @@ static int mem_apply_locked(mem_store *m, const sluice__job *job,
   rc = sluice__job_run(job, in, out, now);
   if (rc != SLUICE_OK)
     return rc;
-  /* The hot paths, one key that stays live: a key with a slot is rewritten
-  ** in place (nothing can fail, nothing moves); a new key goes into the
-  ** empty slot its lookup ended on, when the shard has room without a
-  ** rebuild.  Everything else takes the general path below. */
-  if (n == 1) {
-    int64_t e = sluice__job_expiry(job, 0, &out[0]);
-    shard *sh = &m->shards[shard_of(&f[0])];
-    slot *sl = NULL;
-    if (e > now && at[0] >= 0) {
-      sl = &sh->slots[at[0]];
-    } else if (e > now && (sh->used + 1) * 4 <= sh->cap * 3) {
-      if (claim_keys(m, 1) != SLUICE_OK)
-        return SLUICE_EFULL;
-      sl = &sh->slots[ins0];
-      sl->fp[0] = f[0].fp[0];
-      sl->fp[1] = f[0].fp[1];
-      sh->used++;
-    }
-    if (sl) {
-      sl->st = out[0];
-      sl->expires = e;
-      note_expiry(m, e);
-      return SLUICE_OK;
-    }
-  }
   /* Everything that can fail happens before the first write. */
   memset(need, 0, sizeof need);
   for (i = 0; i < n; i++) {
@@ -355,9 +335,61 @@ static int mem_job(sluice_store *s, const sluice__job *job, int64_t now) {
   return rc;
 }
 
+/* The hot path, one key that stays live, decided under its shard's lock
+** with nothing else around it: a key with a slot is rewritten in place
+** (nothing can fail, nothing moves); a new key goes into the empty slot its
+** lookup ended on, when the shard has room without a rebuild.  Returns 1
+** when it decided; 0 when it wrote nothing and the op needs the general
+** path (a rebuild, a record to free, max_keys), which decides it again
+** from the start under the lock: the first try left no trace. */
+static int mem_apply_one(mem_store *m, const sluice_op *op, int64_t now,
+                         sluice_verdict *v, int *rc) {
+  fpkey f = fingerprint(m, &op->keys[0]);
+  shard *sh = &m->shards[shard_of(&f)];
+  sluice_state in, out;
+  slot *sl = NULL;
+  size_t ins = 0;
+  long at;
+  int64_t e;
+  pthread_mutex_lock(&sh->mu);
+  at = find(sh, &f, &ins);
+  if (at >= 0 && sh->slots[at].expires > now)
+    in = sh->slots[at].st;
+  else
+    memset(&in, 0, sizeof in);
+  *rc = sluice__op_step_valid(op, &in, &out, now, v);
+  if (*rc != SLUICE_OK) {
+    pthread_mutex_unlock(&sh->mu);
+    return 1;
+  }
+  e = sluice_op_expiry(op, 0, &out);
+  if (e > now && at >= 0) {
+    sl = &sh->slots[at];
+  } else if (e > now && (sh->used + 1) * 4 <= sh->cap * 3 &&
+             claim_keys(m, 1) == SLUICE_OK) {
+    sl = &sh->slots[ins];
+    sl->fp[0] = f.fp[0];
+    sl->fp[1] = f.fp[1];
+    sh->used++;
+  } else if (e <= now && at < 0) {
+    pthread_mutex_unlock(&sh->mu); /* stays fresh: nothing to keep */
+    return 1;
+  }
+  if (sl) {
+    sl->st = out;
+    sl->expires = e;
+    note_expiry(m, e);
+  }
+  pthread_mutex_unlock(&sh->mu);
+  return sl != NULL;
+}
+
 static int mem_apply(sluice_store *s, const sluice_op *op, int64_t now,
                      sluice_verdict *v) {
   sluice__job job;
+  int rc;
+  if (op->nkeys == 1 && mem_apply_one((mem_store *)s, op, now, v, &rc))
+    return rc;
   sluice__job_op(&job, op, v);
   return mem_job(s, &job, now);
 }

@@ -187,7 +187,9 @@ int sluice__op_step_valid(const sluice_op *op, const sluice_state *in,
     rc = sluice__distinct_run(op, in, tmp, now_ns, v);
     break;
   }
-  if (rc == SLUICE_OK)
+  if (rc == SLUICE_OK && op->nkeys == 1)
+    out[0] = tmp[0]; /* most ops: no call for a 16-byte copy */
+  else if (rc == SLUICE_OK)
     memcpy(out, tmp, sizeof(sluice_state) * (size_t)op->nkeys);
   return rc;
 }
