@@ -130,6 +130,7 @@
 #include "algo/algo_int.h"
 #include "algo/program_int.h"
 #include "backends.h"
+#include "huge.h"
 #include "sluice.h"
 #include <sluice/sluice_shm.h>
 
@@ -199,6 +200,7 @@ typedef struct shm_store {
   uint64_t nslots;
   uint32_t window;
   uint8_t hkey[16];
+  int huge; /* huge_pages: -1 not asked, 1 on huge pages, 0 fell back */
 } shm_store;
 
 /* A key's identity in this table. */
@@ -986,7 +988,11 @@ static int shm_control(sluice_store *st, int op, void *arg) {
   sluice_shm_stats *ss = (sluice_shm_stats *)arg;
   uint64_t i;
   int64_t now;
-  if (op != SLUICE_CTL_SHM_STATS)
+  if (op == SLUICE_CTL_SHM_HUGE && arg) {
+    *(int64_t *)arg = t->huge;
+    return SLUICE_OK;
+  }
+  if (op != SLUICE_CTL_SHM_STATS && op != SLUICE_CTL_SHM_HUGE)
     return SLUICE_ENOTFOUND;
   if (!arg)
     return SLUICE_EINVAL;
@@ -1091,7 +1097,7 @@ static int shm_open_store(const sluice_backend *b, const char *uri,
   const char *name = NULL, *v;
   char path[256];
   size_t len;
-  int64_t fdnum = -1, capacity = DEFAULT_CAPACITY, create_p = 0;
+  int64_t fdnum = -1, capacity = DEFAULT_CAPACITY, create_p = 0, huge_p = 0;
   int have_cap, create, fd = -1, own_fd = 0, created = 0, rc, i;
   off_t size = 0;
   uint64_t nslots, total;
@@ -1125,6 +1131,9 @@ static int shm_open_store(const sluice_backend *b, const char *uri,
   if (sluice_uri_int(uri, "create", 0, &create_p) != SLUICE_OK ||
       create_p > 1)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0, "shm: create must be 0 or 1");
+  if (sluice_uri_int(uri, "huge_pages", 0, &huge_p) != SLUICE_OK || huge_p > 1)
+    return sluice_store_seterr(s, SLUICE_EINVAL, 0,
+                               "shm: huge_pages must be 0 or 1");
   create = create_p || (cfg->flags & SLUICE_OPEN_CREATE);
   if (cfg->flags & SLUICE_OPEN_READONLY)
     return sluice_store_seterr(s, SLUICE_ENOTSUP, 0,
@@ -1178,13 +1187,20 @@ static int shm_open_store(const sluice_backend *b, const char *uri,
     goto fail;
   }
   t->map_bytes = (size_t)size;
-  t->map = mmap(NULL, t->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (huge_p)
+    t->map = sluice__huge_map_shared(fd, t->map_bytes);
+  else
+    t->map = mmap(NULL, t->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                  0);
   if (t->map == MAP_FAILED) {
     t->map = NULL;
     rc = sys_err(s, errno, "map", path);
     goto fail;
   }
   h = t->hdr = (shm_header *)t->map;
+  /* Per process: each maps the table itself.  Shared memory gets huge
+  ** pages only where shmem_enabled allows them (advise or always). */
+  t->huge = huge_p ? sluice__huge_advise(t->map, t->map_bytes, 1) : -1;
 
   /* One process initialises: the one that wins the claim word.  It writes
   ** every field, then publishes the magic after a store fence, so a process
@@ -1282,7 +1298,7 @@ fail:
 }
 
 static const char *const shm_params[] = {"name", "fd", "capacity", "create",
-                                         NULL};
+                                         "huge_pages", NULL};
 
 const sluice_backend sluice__backend_shm = {2, (int)sizeof(shm_store), "shm",
                                             NULL, shm_open_store,
