@@ -199,10 +199,11 @@ static int rebuild(mem_store *m, shard *sh, size_t cap, int64_t now,
       *min_exp = s->expires;
   }
   table_free(m, sh, sh->cap * sizeof(slot));
-  sh->slots = ns;
+  /* Atomic stores: a batch's prefetch reads these without the lock. */
+  __atomic_store_n(&sh->slots, ns, __ATOMIC_RELAXED);
   sh->mapped = nt.mapped;
   sh->huge = nt.huge;
-  sh->cap = cap;
+  __atomic_store_n(&sh->cap, cap, __ATOMIC_RELAXED);
   sh->used = used;
   atomic_fetch_sub_explicit(&m->count, gone, memory_order_relaxed);
   if (dropped)
@@ -398,8 +399,8 @@ static int mem_job(sluice_store *s, const sluice__job *job, int64_t now) {
 ** path (a rebuild, a record to free, max_keys), which decides it again
 ** from the start under the lock: the first try left no trace. */
 static int mem_apply_one(mem_store *m, const sluice_op *op, int64_t now,
-                         sluice_verdict *v, int *rc) {
-  fpkey f = fingerprint(m, &op->keys[0]);
+                         sluice_verdict *v, int *rc, const fpkey *pre) {
+  fpkey f = pre ? *pre : fingerprint(m, &op->keys[0]);
   shard *sh = &m->shards[shard_of(&f)];
   sluice_state in, out;
   slot *sl = NULL;
@@ -443,7 +444,7 @@ static int mem_apply(sluice_store *s, const sluice_op *op, int64_t now,
                      sluice_verdict *v) {
   sluice__job job;
   int rc;
-  if (op->nkeys == 1 && mem_apply_one((mem_store *)s, op, now, v, &rc))
+  if (op->nkeys == 1 && mem_apply_one((mem_store *)s, op, now, v, &rc, NULL))
     return rc;
   sluice__job_op(&job, op, v);
   return mem_job(s, &job, now);
@@ -460,31 +461,40 @@ static int mem_run(sluice_store *s, const sluice_program *p, int64_t now,
 ** key; deciding op after op leaves them in series.  So each run of
 ** MANY_RUN ops is hashed first and every key's home slot prefetched, and
 ** then the ops are decided in order, one by one as mem_apply() decides them
-** (the same verdicts, in the same order: the prefetch changes nothing).
-** The shard's table pointer is read under its lock (a rebuild may move it);
-** the line may be stale by the time it is used, which costs a miss and
-** nothing else.  mem_apply() hashes the key again: cheap next to the miss
-** this saves, and it keeps one decision path. */
+** (the same verdicts, in the same order: the prefetch changes nothing), a
+** single-key op on the fingerprint already made.  The prefetch reads a
+** shard's table pointer and size without its lock (atomic loads; a rebuild
+** stores them atomically): a stale pair points at a table being replaced,
+** and a prefetch of it costs a useless line fetch at worst (a prefetch
+** never faults).  Keys of groups are hashed again when decided. */
 #define MANY_RUN 16
 
-static void prefetch_home(mem_store *m, const sluice_key *k) {
-  fpkey f = fingerprint(m, k);
-  shard *sh = &m->shards[shard_of(&f)];
-  pthread_mutex_lock(&sh->mu);
-  __builtin_prefetch(&sh->slots[home(sh, f.fp)], 1);
-  pthread_mutex_unlock(&sh->mu);
+static void prefetch_home(mem_store *m, const fpkey *f) {
+  shard *sh = &m->shards[shard_of(f)];
+  slot *t = __atomic_load_n(&sh->slots, __ATOMIC_RELAXED);
+  size_t cap = __atomic_load_n(&sh->cap, __ATOMIC_RELAXED);
+  __builtin_prefetch(&t[(size_t)f->fp[0] & (cap - 1)], 1);
 }
 
 static int mem_apply_many(sluice_store *s, int n, const sluice_op *ops,
                           int64_t now, sluice_verdict *vs, int *rcs) {
   mem_store *m = (mem_store *)s;
+  fpkey f[MANY_RUN];
   for (int at = 0; at < n; at += MANY_RUN) {
     int end = n - at < MANY_RUN ? n : at + MANY_RUN;
     for (int j = at; j < end; j++)
-      for (int i = 0; i < ops[j].nkeys; i++)
-        prefetch_home(m, &ops[j].keys[i]);
-    for (int j = at; j < end; j++)
+      for (int i = 0; i < ops[j].nkeys; i++) {
+        fpkey k = fingerprint(m, &ops[j].keys[i]);
+        if (i == 0)
+          f[j - at] = k;
+        prefetch_home(m, &k);
+      }
+    for (int j = at; j < end; j++) {
+      if (ops[j].nkeys == 1 &&
+          mem_apply_one(m, &ops[j], now, &vs[j], &rcs[j], &f[j - at]))
+        continue;
       rcs[j] = mem_apply(s, &ops[j], now, &vs[j]);
+    }
   }
   return SLUICE_OK;
 }
