@@ -894,10 +894,11 @@ static int shm_run(sluice_store *st, const sluice_program *p, int64_t now,
 #define MANY_RUN 16
 #define MANY_KEYS (MANY_RUN * 2)
 
-static void prefetch_slot(const shm_slot *s) {
+static void prefetch_slot(const shm_store *t, const shm_slot *s) {
   __builtin_prefetch(s, 1);
   __builtin_prefetch((const char *)s + sizeof *s - 1, 1);
-  __builtin_prefetch((const char *)s + 2 * sizeof *s - 1, 1);
+  if (s + 1 < t->slots + t->nslots) /* the last slot's chain wraps */
+    __builtin_prefetch((const char *)(s + 1) + sizeof *s - 1, 1);
 }
 
 static int shm_apply_many(sluice_store *st, int n, const sluice_op *ops,
@@ -915,7 +916,7 @@ static int shm_apply_many(sluice_store *st, int n, const sluice_op *ops,
       first[j - at] = used;
       for (int i = 0; i < nk; i++) {
         khash_of(t, &ops[j].keys[i], &kh[used]);
-        prefetch_slot(slot_at(t, &kh[used], 0));
+        prefetch_slot(t, slot_at(t, &kh[used], 0));
         used++;
       }
     }
