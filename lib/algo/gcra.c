@@ -178,9 +178,13 @@ static inline int64_t ceildiv64(int64_t n, int64_t d) {
 ** 0) to the 128-bit path.  The results equal the 128-bit path's by the
 ** identities above; tests/unit/test_gcra_fast.c and fuzz/fuzz_algo.c (g)
 ** compare the two.  Every result is in int64 range: nothing to clamp. */
-static int gcra_single64(const sluice_gcra_params *p, int kind, int64_t cost,
-                         const sluice_state *in, sluice_state *out,
-                         int64_t now, sluice_verdict *v) {
+#if defined(__GNUC__)
+__attribute__((always_inline)) /* into the dispatch: no call, no spills */
+#endif
+static inline int gcra_single64(const sluice_gcra_params *p, int kind,
+                                int64_t cost, const sluice_state *in,
+                                sluice_state *out, int64_t now,
+                                sluice_verdict *v) {
   int64_t d, charge, ahead, span, tau, tat_v, rem;
   int fits, consumed;
   if (in->w[0] > (uint64_t)INT64_MAX || in->w[1] > (uint64_t)INT64_MAX)
@@ -309,6 +313,9 @@ static int gcra_group_n(const sluice_op *op, const sluice_state *in,
   return SLUICE_OK;
 }
 
+/* A single bucket may be stepped in place (in == out): both single paths
+** read the record whole before they write it (sluice__op_step_valid()
+** relies on this). */
 int sluice__gcra_group(const sluice_op *op, const sluice_state *in,
                        sluice_state *out, int64_t now, sluice_verdict *v) {
   if (op->nkeys == 1)
