@@ -469,7 +469,12 @@ static int mem_run(sluice_store *s, const sluice_program *p, int64_t now,
 ** never faults).  Keys of groups are hashed again when decided. */
 #define MANY_RUN 16
 
-static void prefetch_home(mem_store *m, const fpkey *f) {
+/* Always inlined, as the shm store's: GCC can drop calls of a function it
+** finds free of side effects, and a prefetch is not one to it. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline void prefetch_home(mem_store *m, const fpkey *f) {
   shard *sh = &m->shards[shard_of(f)];
   slot *t = __atomic_load_n(&sh->slots, __ATOMIC_RELAXED);
   size_t cap = __atomic_load_n(&sh->cap, __ATOMIC_RELAXED);
