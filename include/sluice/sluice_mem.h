@@ -11,7 +11,8 @@
 **                memory).  Where the system has none (THP "never", no THP)
 **                the tables get normal pages and SLUICE_CTL_MEM_HUGE counts
 **                them as fallbacks.  Big tables on huge pages cost far
-**                fewer TLB misses (docs/hardening.md, "The hot path, batches and huge pages").
+**                fewer TLB misses (docs/hardening.md, "The hot path,
+**                batches and huge pages").
 **
 ** Thread-safe: 64 mutex-guarded shards; a group's shards are locked in
 ** ascending order, so groups never deadlock.  Keys are kept as 128-bit
