@@ -3,9 +3,12 @@
 ** probing, backward-shift deletion) of 48-byte slots guarded by a mutex.  A
 ** slot holds the key's 128-bit fingerprint, the record and its expiry, so a
 ** lookup touches one cache line and no key bytes: the fingerprint is
-** SipHash-2-4-128 under a per-store random key, which an attacker cannot
+** SipHash-1-3-128 under a per-store random key, which an attacker cannot
 ** predict (no hash flooding) and which collides for two keys of one store
 ** with probability 2^-128 per pair (at 10^9 live keys, about 10^-21).
+** 1-3 rather than 2-4: it runs in every decision, 1-3 is the variant hash
+** tables keyed against flooding use (CPython, Rust), and the shm store's
+** fingerprints are the same function.
 **
 ** A group's shards are locked in ascending order and the step runs under
 ** all of them, which makes a group (tenant bucket + key bucket, a lease set)
@@ -17,6 +20,13 @@
 ** happens before the shard would grow).  Nothing live is ever dropped: at
 ** max_keys a new key gets SLUICE_EFULL, so a flood of new keys can neither
 ** evict a penalty box nor refund a bucket.
+**
+** huge_pages=1: a shard's table of 1 MiB or more is its own mapping,
+** advised to use transparent huge pages (lib/huge.c), instead of coming
+** from the allocator; at 10M keys a decision otherwise pays a TLB miss on
+** top of its cache miss.  What the system gave is counted
+** (SLUICE_CTL_MEM_HUGE): tables on huge pages, tables that fell back to
+** normal ones.
 */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -26,6 +36,7 @@
 #include "algo/algo_int.h"
 #include "algo/program_int.h"
 #include "backends.h"
+#include "huge.h"
 #include "sluice.h"
 #include <sluice/sluice_mem.h>
 
@@ -44,6 +55,8 @@ typedef struct shard {
   slot *slots;
   size_t cap; /* power of two */
   size_t used;
+  size_t mapped; /* slots is a mapping of this length; 0: the allocator's */
+  int huge;      /* ... and the system backs it with huge pages */
 } shard;
 
 typedef struct mem_store {
@@ -55,8 +68,50 @@ typedef struct mem_store {
   ** the inserts since know: a store at max_keys does not sweep again
   ** before it, so a flood of new keys costs no table pass per request. */
   _Atomic int64_t no_expiry_before;
+  int huge; /* huge_pages=1 */
+  _Atomic int64_t huge_tables, huge_bytes, huge_fallbacks;
   shard shards[NSHARD];
 } mem_store;
+
+/* A table of `bytes`, zeroed, into *out (slots, mapped, huge; cap is the
+** caller's).  With huge_pages=1 a big one is a mapping; a mapping the
+** system does not back with huge pages, or a failed mmap (then the
+** allocator's memory), counts as a fallback. */
+static int table_alloc(mem_store *m, size_t bytes, shard *out) {
+  out->mapped = 0;
+  out->huge = 0;
+  /* From half a huge page: the mapping rounds up to a whole one, so a
+  ** table wastes at most a third of it (1.5 MiB at 1M keys). */
+  if (m->huge && bytes >= SLUICE__HUGE_PAGE / 2) {
+    out->slots = sluice__huge_map(bytes, &out->mapped, &out->huge);
+    if (out->huge) {
+      atomic_fetch_add_explicit(&m->huge_tables, 1, memory_order_relaxed);
+      atomic_fetch_add_explicit(&m->huge_bytes, (int64_t)out->mapped,
+                                memory_order_relaxed);
+    } else {
+      atomic_fetch_add_explicit(&m->huge_fallbacks, 1, memory_order_relaxed);
+    }
+    if (out->slots)
+      return SLUICE_OK; /* mmap zeroes it */
+  }
+  out->slots = sluice_store_malloc(&m->base, bytes);
+  if (!out->slots)
+    return SLUICE_ENOMEM;
+  memset(out->slots, 0, bytes);
+  return SLUICE_OK;
+}
+
+static void table_free(mem_store *m, const shard *t, size_t bytes) {
+  if (t->huge) {
+    atomic_fetch_sub_explicit(&m->huge_tables, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&m->huge_bytes, (int64_t)t->mapped,
+                              memory_order_relaxed);
+  }
+  if (t->mapped)
+    sluice__huge_unmap(t->slots, t->mapped);
+  else
+    sluice_store_free(&m->base, t->slots, bytes);
+}
 
 typedef struct fpkey {
   uint64_t fp[2];
@@ -65,7 +120,7 @@ typedef struct fpkey {
 static fpkey fingerprint(const mem_store *m, const sluice_key *k) {
   uint8_t h[16];
   fpkey f;
-  sluice_siphash128(m->hkey, k->data, k->len, h);
+  sluice_siphash13_128(m->hkey, k->data, k->len, h);
   memcpy(f.fp, h, 16);
   if (f.fp[0] == 0 && f.fp[1] == 0)
     f.fp[0] = 1; /* {0,0} marks an empty slot */
@@ -119,12 +174,13 @@ static void remove_at(mem_store *m, shard *sh, size_t i) {
 ** Returns SLUICE_ENOMEM (shard untouched) or SLUICE_OK. */
 static int rebuild(mem_store *m, shard *sh, size_t cap, int64_t now,
                    int64_t *dropped, int64_t *min_exp) {
-  slot *ns = sluice_store_malloc(&m->base, cap * sizeof(slot));
+  shard nt;
+  slot *ns;
   size_t i, used = 0;
   int64_t gone = 0;
-  if (!ns)
+  if (table_alloc(m, cap * sizeof(slot), &nt) != SLUICE_OK)
     return SLUICE_ENOMEM;
-  memset(ns, 0, cap * sizeof(slot));
+  ns = nt.slots;
   for (i = 0; i < sh->cap; i++) {
     const slot *s = &sh->slots[i];
     size_t j;
@@ -142,9 +198,12 @@ static int rebuild(mem_store *m, shard *sh, size_t cap, int64_t now,
     if (min_exp && s->expires < *min_exp)
       *min_exp = s->expires;
   }
-  sluice_store_free(&m->base, sh->slots, sh->cap * sizeof(slot));
-  sh->slots = ns;
-  sh->cap = cap;
+  table_free(m, sh, sh->cap * sizeof(slot));
+  /* Atomic stores: a batch's prefetch reads these without the lock. */
+  __atomic_store_n(&sh->slots, ns, __ATOMIC_RELAXED);
+  sh->mapped = nt.mapped;
+  sh->huge = nt.huge;
+  __atomic_store_n(&sh->cap, cap, __ATOMIC_RELAXED);
   sh->used = used;
   atomic_fetch_sub_explicit(&m->count, gone, memory_order_relaxed);
   if (dropped)
@@ -221,12 +280,14 @@ static int mem_apply_locked(mem_store *m, const sluice__job *job,
   sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
   int64_t exp[SLUICE_PROGRAM_KEYS];
   long at[SLUICE_PROGRAM_KEYS];
-  size_t need[NSHARD], ins0 = 0;
+  size_t need[NSHARD];
   int i, rc, nnew = 0, inserted = 0, n = job->nkeys;
 
+  if (n < 1) /* mem_job() checked; this tells the compiler in[] is set */
+    return SLUICE_EINVAL;
   for (i = 0; i < n; i++) {
     const shard *sh = &m->shards[shard_of(&f[i])];
-    at[i] = find(sh, &f[i], i == 0 ? &ins0 : NULL);
+    at[i] = find(sh, &f[i], NULL);
     if (at[i] >= 0 && sh->slots[at[i]].expires > now)
       in[i] = sh->slots[at[i]].st;
     else
@@ -235,31 +296,6 @@ static int mem_apply_locked(mem_store *m, const sluice__job *job,
   rc = sluice__job_run(job, in, out, now);
   if (rc != SLUICE_OK)
     return rc;
-  /* The hot paths, one key that stays live: a key with a slot is rewritten
-  ** in place (nothing can fail, nothing moves); a new key goes into the
-  ** empty slot its lookup ended on, when the shard has room without a
-  ** rebuild.  Everything else takes the general path below. */
-  if (n == 1) {
-    int64_t e = sluice__job_expiry(job, 0, &out[0]);
-    shard *sh = &m->shards[shard_of(&f[0])];
-    slot *sl = NULL;
-    if (e > now && at[0] >= 0) {
-      sl = &sh->slots[at[0]];
-    } else if (e > now && (sh->used + 1) * 4 <= sh->cap * 3) {
-      if (claim_keys(m, 1) != SLUICE_OK)
-        return SLUICE_EFULL;
-      sl = &sh->slots[ins0];
-      sl->fp[0] = f[0].fp[0];
-      sl->fp[1] = f[0].fp[1];
-      sh->used++;
-    }
-    if (sl) {
-      sl->st = out[0];
-      sl->expires = e;
-      note_expiry(m, e);
-      return SLUICE_OK;
-    }
-  }
   /* Everything that can fail happens before the first write. */
   memset(need, 0, sizeof need);
   for (i = 0; i < n; i++) {
@@ -355,9 +391,61 @@ static int mem_job(sluice_store *s, const sluice__job *job, int64_t now) {
   return rc;
 }
 
+/* The hot path, one key that stays live, decided under its shard's lock
+** with nothing else around it: a key with a slot is rewritten in place
+** (nothing can fail, nothing moves); a new key goes into the empty slot its
+** lookup ended on, when the shard has room without a rebuild.  Returns 1
+** when it decided; 0 when it wrote nothing and the op needs the general
+** path (a rebuild, a record to free, max_keys), which decides it again
+** from the start under the lock: the first try left no trace. */
+static int mem_apply_one(mem_store *m, const sluice_op *op, int64_t now,
+                         sluice_verdict *v, int *rc, const fpkey *pre) {
+  fpkey f = pre ? *pre : fingerprint(m, &op->keys[0]);
+  shard *sh = &m->shards[shard_of(&f)];
+  sluice_state in, out;
+  slot *sl = NULL;
+  size_t ins = 0;
+  long at;
+  int64_t e;
+  pthread_mutex_lock(&sh->mu);
+  at = find(sh, &f, &ins);
+  if (at >= 0 && sh->slots[at].expires > now)
+    in = sh->slots[at].st;
+  else
+    memset(&in, 0, sizeof in);
+  *rc = sluice__op_step_valid(op, &in, &out, now, v);
+  if (*rc != SLUICE_OK) {
+    pthread_mutex_unlock(&sh->mu);
+    return 1;
+  }
+  e = sluice_op_expiry(op, 0, &out);
+  if (e > now && at >= 0) {
+    sl = &sh->slots[at];
+  } else if (e > now && (sh->used + 1) * 4 <= sh->cap * 3 &&
+             claim_keys(m, 1) == SLUICE_OK) {
+    sl = &sh->slots[ins];
+    sl->fp[0] = f.fp[0];
+    sl->fp[1] = f.fp[1];
+    sh->used++;
+  } else if (e <= now && at < 0) {
+    pthread_mutex_unlock(&sh->mu); /* stays fresh: nothing to keep */
+    return 1;
+  }
+  if (sl) {
+    sl->st = out;
+    sl->expires = e;
+    note_expiry(m, e);
+  }
+  pthread_mutex_unlock(&sh->mu);
+  return sl != NULL;
+}
+
 static int mem_apply(sluice_store *s, const sluice_op *op, int64_t now,
                      sluice_verdict *v) {
   sluice__job job;
+  int rc;
+  if (op->nkeys == 1 && mem_apply_one((mem_store *)s, op, now, v, &rc, NULL))
+    return rc;
   sluice__job_op(&job, op, v);
   return mem_job(s, &job, now);
 }
@@ -373,31 +461,45 @@ static int mem_run(sluice_store *s, const sluice_program *p, int64_t now,
 ** key; deciding op after op leaves them in series.  So each run of
 ** MANY_RUN ops is hashed first and every key's home slot prefetched, and
 ** then the ops are decided in order, one by one as mem_apply() decides them
-** (the same verdicts, in the same order: the prefetch changes nothing).
-** The shard's table pointer is read under its lock (a rebuild may move it);
-** the line may be stale by the time it is used, which costs a miss and
-** nothing else.  mem_apply() hashes the key again: cheap next to the miss
-** this saves, and it keeps one decision path. */
+** (the same verdicts, in the same order: the prefetch changes nothing), a
+** single-key op on the fingerprint already made.  The prefetch reads a
+** shard's table pointer and size without its lock (atomic loads; a rebuild
+** stores them atomically): a stale pair points at a table being replaced,
+** and a prefetch of it costs a useless line fetch at worst (a prefetch
+** never faults).  Keys of groups are hashed again when decided. */
 #define MANY_RUN 16
 
-static void prefetch_home(mem_store *m, const sluice_key *k) {
-  fpkey f = fingerprint(m, k);
-  shard *sh = &m->shards[shard_of(&f)];
-  pthread_mutex_lock(&sh->mu);
-  __builtin_prefetch(&sh->slots[home(sh, f.fp)], 1);
-  pthread_mutex_unlock(&sh->mu);
+/* Always inlined, as the shm store's: GCC can drop calls of a function it
+** finds free of side effects, and a prefetch is not one to it. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline void prefetch_home(mem_store *m, const fpkey *f) {
+  shard *sh = &m->shards[shard_of(f)];
+  slot *t = __atomic_load_n(&sh->slots, __ATOMIC_RELAXED);
+  size_t cap = __atomic_load_n(&sh->cap, __ATOMIC_RELAXED);
+  __builtin_prefetch(&t[(size_t)f->fp[0] & (cap - 1)], 1);
 }
 
 static int mem_apply_many(sluice_store *s, int n, const sluice_op *ops,
                           int64_t now, sluice_verdict *vs, int *rcs) {
   mem_store *m = (mem_store *)s;
+  fpkey f[MANY_RUN];
   for (int at = 0; at < n; at += MANY_RUN) {
     int end = n - at < MANY_RUN ? n : at + MANY_RUN;
     for (int j = at; j < end; j++)
-      for (int i = 0; i < ops[j].nkeys; i++)
-        prefetch_home(m, &ops[j].keys[i]);
-    for (int j = at; j < end; j++)
+      for (int i = 0; i < ops[j].nkeys; i++) {
+        fpkey k = fingerprint(m, &ops[j].keys[i]);
+        if (i == 0)
+          f[j - at] = k;
+        prefetch_home(m, &k);
+      }
+    for (int j = at; j < end; j++) {
+      if (ops[j].nkeys == 1 &&
+          mem_apply_one(m, &ops[j], now, &vs[j], &rcs[j], &f[j - at]))
+        continue;
       rcs[j] = mem_apply(s, &ops[j], now, &vs[j]);
+    }
   }
   return SLUICE_OK;
 }
@@ -449,6 +551,14 @@ static int mem_control(sluice_store *s, int op, void *arg) {
   case SLUICE_CTL_MEM_SWEEP:
     *(int64_t *)arg = sweep_all(m, *(int64_t *)arg);
     return SLUICE_OK;
+  case SLUICE_CTL_MEM_HUGE: {
+    sluice_mem_huge *h = arg;
+    h->asked = m->huge;
+    h->tables = atomic_load(&m->huge_tables);
+    h->bytes = atomic_load(&m->huge_bytes);
+    h->fallbacks = atomic_load(&m->huge_fallbacks);
+    return SLUICE_OK;
+  }
   default:
     return SLUICE_ENOTFOUND;
   }
@@ -466,7 +576,7 @@ static int mem_close(sluice_store *s) {
     shard *sh = &m->shards[i];
     if (!sh->slots)
       continue;
-    sluice_store_free(s, sh->slots, sh->cap * sizeof(slot));
+    table_free(m, sh, sh->cap * sizeof(slot));
     pthread_mutex_destroy(&sh->mu);
   }
   return SLUICE_OK;
@@ -488,6 +598,7 @@ static const sluice_store_methods mem_methods = {
 static int mem_open(const sluice_backend *b, const char *uri,
                     const sluice_store_config *cfg, sluice_store *s) {
   mem_store *m = (mem_store *)s;
+  int64_t huge = 0;
   int i, rc;
   (void)b;
   /* A heap store starts empty: read-only it would have nothing to show. */
@@ -498,6 +609,11 @@ static int mem_open(const sluice_backend *b, const char *uri,
   if (rc != SLUICE_OK)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "mem: max_keys must be a non-negative integer");
+  rc = sluice_uri_int(uri, "huge_pages", 0, &huge);
+  if (rc != SLUICE_OK || huge > 1)
+    return sluice_store_seterr(s, SLUICE_EINVAL, 0,
+                               "mem: huge_pages must be 0 or 1");
+  m->huge = (int)huge;
   rc = sluice_random_bytes(m->hkey, sizeof m->hkey);
   if (rc != SLUICE_OK)
     return sluice_store_seterr(s, rc, 0,
@@ -515,7 +631,7 @@ static int mem_open(const sluice_backend *b, const char *uri,
   return SLUICE_OK;
 }
 
-static const char *const mem_params[] = {"max_keys", NULL};
+static const char *const mem_params[] = {"max_keys", "huge_pages", NULL};
 
 const sluice_backend sluice__backend_mem = {2,    (int)sizeof(mem_store),
                                             "mem", NULL,

@@ -5,10 +5,18 @@
 **   max_keys=N   refuse new keys with SLUICE_EFULL once N live records
 **                exist (default 0: limited by memory only).  Expired
 **                records are reclaimed first; live ones are never evicted.
+**   huge_pages=1 put each table of 1 MiB or more (from about 800 000 keys
+**                in all) on transparent huge pages: its own
+**                mapping, advised MADV_HUGEPAGE (default 0: the allocator's
+**                memory).  Where the system has none (THP "never", no THP)
+**                the tables get normal pages and SLUICE_CTL_MEM_HUGE counts
+**                them as fallbacks.  Big tables on huge pages cost far
+**                fewer TLB misses (docs/hardening.md, "The hot path,
+**                batches and huge pages").
 **
 ** Thread-safe: 64 mutex-guarded shards; a group's shards are locked in
 ** ascending order, so groups never deadlock.  Keys are kept as 128-bit
-** SipHash-2-4 fingerprints under a per-store random key (never the raw
+** SipHash-1-3 fingerprints under a per-store random key (never the raw
 ** bytes), so an attacker who picks keys cannot aim them at one probe chain.
 ** 48 bytes per record, at most 4/3 of that with the table's slack.
 **
@@ -26,5 +34,14 @@
 #define SLUICE_CTL_MEM_COUNT 200 /**< arg: int64_t*, records held (live or
                                       not yet reclaimed) */
 #define SLUICE_CTL_MEM_SWEEP 201 /**< arg: int64_t* now in, removed out */
+#define SLUICE_CTL_MEM_HUGE 202  /**< arg: sluice_mem_huge* (out) */
+
+/** What huge_pages=1 got from the system. */
+typedef struct sluice_mem_huge {
+  int64_t asked;     /**< 1: opened with huge_pages=1 */
+  int64_t tables;    /**< tables now on huge pages */
+  int64_t bytes;     /**< their bytes */
+  int64_t fallbacks; /**< tables (ever) that asked and got normal pages */
+} sluice_mem_huge;
 
 #endif

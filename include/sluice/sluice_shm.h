@@ -16,6 +16,12 @@
 **                existing mapping it must match (SLUICE_ECONFIG otherwise).
 **   create=1     create the mapping if missing (same as SLUICE_OPEN_CREATE;
 **                with fd=, an empty file is initialised).
+**   huge_pages=1 map the table at a huge-page boundary and advise it
+**                MADV_HUGEPAGE (per process; default 0).  Shared memory
+**                gets transparent huge pages only where the system's
+**                shmem_enabled allows them (advise, always); elsewhere the
+**                table stays on normal pages, which SLUICE_CTL_SHM_HUGE
+**                reports (0: fell back).
 **
 ** Errors at open: SLUICE_EINVAL (bad URI), SLUICE_ENOTFOUND (no such object
 ** and no create), SLUICE_EVERSION (another layout version or state layout),
@@ -36,6 +42,9 @@
 
 /** xControl ops (sluice_limiter_control). */
 #define SLUICE_CTL_SHM_STATS 300 /**< arg: sluice_shm_stats* */
+#define SLUICE_CTL_SHM_HUGE 301  /**< arg: int64_t* out: 1 the table is on
+                                      huge pages, 0 huge_pages=1 fell back
+                                      to normal ones, -1 not asked */
 
 /** Table statistics.  Set now_ns before the call (0: the real clock); live
  *  counts records that have not expired at now_ns (an O(slots) scan). */

@@ -36,7 +36,10 @@ int sluice_gcra_params_check(const sluice_gcra_params *p) {
       p->period_ns > SLUICE_DURATION_MAX || p->burst < 1 ||
       p->burst > SLUICE_COUNT_MAX)
     return SLUICE_EINVAL;
-  if ((sluice__i128)p->burst * p->period_ns > ((sluice__i128)1 << 62))
+  /* Both are positive here: an int64 overflow means past 2^62 as well. */
+  int64_t tau;
+  if (__builtin_mul_overflow(p->burst, p->period_ns, &tau) ||
+      tau > ((int64_t)1 << 62))
     return SLUICE_EINVAL;
   return SLUICE_OK;
 }
@@ -127,6 +130,9 @@ static int64_t gcra_full_in(const sluice_gcra_params *p, const gcra_eval *e,
 ** group form's arrays and loops cost a single bucket about 15 ns (measured
 ** on the shm hot-key benchmark).  tests/unit/test_gcra.c checks that both
 ** give the same verdicts. */
+#if defined(__GNUC__)
+__attribute__((noinline)) /* rare: kept out of the int64 path's frame */
+#endif
 static int gcra_single128(const sluice_gcra_params *p, int kind, int64_t cost,
                           const sluice_state *in, sluice_state *out,
                           int64_t now, sluice_verdict *v) {
@@ -172,9 +178,13 @@ static inline int64_t ceildiv64(int64_t n, int64_t d) {
 ** 0) to the 128-bit path.  The results equal the 128-bit path's by the
 ** identities above; tests/unit/test_gcra_fast.c and fuzz/fuzz_algo.c (g)
 ** compare the two.  Every result is in int64 range: nothing to clamp. */
-static int gcra_single64(const sluice_gcra_params *p, int kind, int64_t cost,
-                         const sluice_state *in, sluice_state *out,
-                         int64_t now, sluice_verdict *v) {
+#if defined(__GNUC__)
+__attribute__((always_inline)) /* into the dispatch: no call, no spills */
+#endif
+static inline int gcra_single64(const sluice_gcra_params *p, int kind,
+                                int64_t cost, const sluice_state *in,
+                                sluice_state *out, int64_t now,
+                                sluice_verdict *v) {
   int64_t d, charge, ahead, span, tau, tat_v, rem;
   int fits, consumed;
   if (in->w[0] > (uint64_t)INT64_MAX || in->w[1] > (uint64_t)INT64_MAX)
@@ -198,22 +208,27 @@ static int gcra_single64(const sluice_gcra_params *p, int kind, int64_t cost,
   tau = p->burst * p->period_ns; /* <= 2^62: sluice_gcra_params_check */
   fits = span <= tau;
   consumed = fits && kind == SLUICE_OP_CONSUME;
-  if (consumed && cost > 0) {
-    int64_t q = floordiv64(span, p->rate);
-    /* The 128-bit path stores floor((now*rate + span) / rate) cast to
-    ** uint64, which is now + q modulo 2^64. */
-    out->w[0] = (uint64_t)now + (uint64_t)q;
-    out->w[1] = (uint64_t)(span - q * p->rate);
-  } else {
-    *out = *in;
-  }
   tat_v = consumed ? span : ahead; /* the TAT after the step - now, >= 0 */
+  /* One division by the rate serves the new record and the reset time:
+  ** tat_v >= 0, so its floor is q and its ceiling q plus one for a
+  ** remainder (an idiv is most of this step's time). */
+  {
+    int64_t q = tat_v / p->rate, r = tat_v - q * p->rate;
+    if (consumed && cost > 0) {
+      /* The 128-bit path stores floor((now*rate + span) / rate) cast to
+      ** uint64, which is now + q modulo 2^64. */
+      out->w[0] = (uint64_t)now + (uint64_t)q;
+      out->w[1] = (uint64_t)r;
+    } else {
+      *out = *in;
+    }
+    v->reset_ns = q + (r != 0);
+  }
   rem = floordiv64(tau - tat_v, p->period_ns);
   v->allowed = fits;
   v->binding = 0;
   v->limit = p->burst;
   v->remaining = rem < 0 ? 0 : rem;
-  v->reset_ns = ceildiv64(tat_v, p->rate);
   v->retry_after_ns = fits ? 0 : ceildiv64(span - tau, p->rate);
   return 1;
 }
@@ -238,8 +253,13 @@ static int gcra_single(const sluice_gcra_params *p, int kind, int64_t cost,
   return gcra_single128(p, kind, cost, in, out, now, v);
 }
 
-int sluice__gcra_group(const sluice_op *op, const sluice_state *in,
-                       sluice_state *out, int64_t now, sluice_verdict *v) {
+/* Out of line: its frame (an eval per bucket of the largest group) would
+** otherwise be set up for every single-bucket step too. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static int gcra_group_n(const sluice_op *op, const sluice_state *in,
+                        sluice_state *out, int64_t now, sluice_verdict *v) {
   const sluice_gcra_params *ps = (const sluice_gcra_params *)op->params;
   gcra_eval e[SLUICE_GROUP_MAX];
   int i, all = 1, b = 0;
@@ -247,8 +267,6 @@ int sluice__gcra_group(const sluice_op *op, const sluice_state *in,
 
   if (op->nkeys < 1) /* validated ops never are; this tells the compiler */
     return SLUICE_EINVAL;
-  if (op->nkeys == 1)
-    return gcra_single(ps, op->kind, op->arg, in, out, now, v);
   for (i = 0; i < op->nkeys; i++) {
     gcra_eval_one(&ps[i], &in[i], now, op->arg, &e[i]);
     all &= e[i].fits;
@@ -293,6 +311,17 @@ int sluice__gcra_group(const sluice_op *op, const sluice_state *in,
   }
   v->retry_after_ns = retry;
   return SLUICE_OK;
+}
+
+/* A single bucket may be stepped in place (in == out): both single paths
+** read the record whole before they write it (sluice__op_step_valid()
+** relies on this). */
+int sluice__gcra_group(const sluice_op *op, const sluice_state *in,
+                       sluice_state *out, int64_t now, sluice_verdict *v) {
+  if (op->nkeys == 1)
+    return gcra_single((const sluice_gcra_params *)op->params, op->kind,
+                       op->arg, in, out, now, v);
+  return gcra_group_n(op, in, out, now, v);
 }
 
 int sluice_gcra_step(const sluice_gcra_params *p, const sluice_state *in,

@@ -476,8 +476,8 @@ static int resolve(sluice_policy *p, const sluice_request *q, ctx *c,
   scope(p, q->api_key_id, c->K);
   if (c->cls == SLUICE_EP_RECONCILE)
     scope(p, q->ledger_id, c->L);
-  if (q->client_ip)
-    scope(p, q->client_ip, c->I);
+  /* No scope id for the client IP: a tenant request's keys, events and
+  ** deny-cache reads are all the tenant's and the key's. */
   return SLUICE_OK;
 }
 
@@ -561,6 +561,33 @@ static sluice_key mkkey(char *buf, const char *fmt, const char *a,
       n = key_put(buf, n, pc, 1);
       fmt = pc + 1;
     }
+  }
+  buf[n] = '\0';
+  k.data = buf;
+  k.len = n;
+  return k;
+}
+
+/* The tenant program's keys, PRE + scope id a + MID [+ scope id b]: both
+** ids are SLUICE_SCOPE_ID_LEN hex digits and the literals' lengths are
+** known at compile time, so a key is four fixed copies (mkkey() scans its
+** template and measures its arguments: a tenth of a standard decision).
+** The bytes are mkkey()'s for the same template, e.g. "pb:{t:%s}:%s". */
+#define KEY_ID(buf, pre, a, mid, b)                                          \
+  key_id((buf), pre, sizeof pre - 1, (a), mid, sizeof mid - 1, (b))
+
+static sluice_key key_id(char *buf, const char *pre, size_t pl, const char *a,
+                         const char *mid, size_t ml, const char *b) {
+  sluice_key k;
+  size_t n = pl;
+  memcpy(buf, pre, pl);
+  memcpy(buf + n, a, SLUICE_SCOPE_ID_LEN);
+  n += SLUICE_SCOPE_ID_LEN;
+  memcpy(buf + n, mid, ml);
+  n += ml;
+  if (b) {
+    memcpy(buf + n, b, SLUICE_SCOPE_ID_LEN);
+    n += SLUICE_SCOPE_ID_LEN;
   }
   buf[n] = '\0';
   k.data = buf;
@@ -666,6 +693,10 @@ static int rec(prog *g, const char *fmt, const char *a, const char *b) {
   return g->nk++;
 }
 
+/* The same for a KEY_ID() key. */
+#define REC_ID(g, pre, a, mid, b)                                            \
+  ((g)->keys[(g)->nk] = KEY_ID((g)->kbuf[(g)->nk], pre, a, mid, b), (g)->nk++)
+
 /* Add a step; returns its index (guards and folds are set by the caller
 ** when they are not "always, gate"). */
 static int step(prog *g, int algo, int kind, int key, int nkeys,
@@ -729,8 +760,8 @@ static void slot_recs(ctx *c, prog *g, int cls, int n) {
 
 static void bucket_keys(ctx *c, char tb[KEYLEN], char kb[KEYLEN],
                         sluice_key k[2]) {
-  k[0] = mkkey(tb, "rl:{t:%s}:tb%s", c->T, NULL);
-  k[1] = mkkey(kb, "rl:{t:%s}:kb:%s", c->T, c->K);
+  k[0] = KEY_ID(tb, "rl:{t:", c->T, "}:tb", NULL);
+  k[1] = KEY_ID(kb, "rl:{t:", c->T, "}:kb:", c->K);
 }
 
 static void lease_denied(ctx *c, int outcome, int64_t limit, int64_t ra,
@@ -785,10 +816,10 @@ static void tenant_prog(ctx *c, prog *g, uint64_t id, heavy_steps *h) {
   int heavy_cls = c->cls == SLUICE_EP_RECONCILE || c->cls == SLUICE_EP_EXPORT;
   int pb, tb, ra, s;
   g->nk = g->ns = 0;
-  pb = rec(g, "pb:{t:%s}:%s", c->T, c->K);
-  tb = rec(g, "rl:{t:%s}:tb%s", c->T, NULL);
-  (void)rec(g, "rl:{t:%s}:kb:%s", c->T, c->K);
-  ra = rec(g, "ra:{t:%s}:%s", c->T, c->K);
+  pb = REC_ID(g, "pb:{t:", c->T, "}:", c->K);
+  tb = REC_ID(g, "rl:{t:", c->T, "}:tb", NULL);
+  (void)REC_ID(g, "rl:{t:", c->T, "}:kb:", c->K);
+  ra = REC_ID(g, "ra:{t:", c->T, "}:", c->K);
   s = step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, pb, 1, &r->penalty, 0, 0);
   /* Staged rollout: a box in shadow only records what it would have done,
   ** so the request goes on through the buckets (see shadow_apply()). */

@@ -4,7 +4,9 @@
 ** cache line, the lines linked in one random cycle (Sattolo's shuffle) so
 ** that every load misses and the next address is not known before the load
 ** returns.  A decision on a table that size cannot cost less than one such
-** miss, so figures are also printed as multiples of it.
+** miss, so figures are also printed as multiples of it.  Timed in the
+** thread's CPU time: on a shared machine the wall time of the chase also
+** counts the time other processes held the CPU, which is no floor.
 */
 #ifndef SLUICE_BENCH_DRAM_FLOOR_H
 #define SLUICE_BENCH_DRAM_FLOOR_H
@@ -33,10 +35,10 @@ static inline double dram_floor_ns(size_t bytes, long hops) {
   }
   for (i = 0; i < lines; i++) /* fault the pages in, warm the TLB */
     at = t[at * 8];
-  clock_gettime(CLOCK_MONOTONIC, &a);
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
   for (long h = 0; h < hops; h++)
     at = t[at * 8];
-  clock_gettime(CLOCK_MONOTONIC, &b);
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
   if (at == (size_t)-1) /* never: keeps the chase from being optimised out */
     puts("");
   free(t);

@@ -93,5 +93,22 @@ out=$("$SLUICE" replay --policy --help 2>&1); rc=$?
 check "--policy --help exit" 0 "$rc"
 check "--policy --help prints the policy usage" 1 "$(grep -c '^usage: sluice replay --policy CONFIG' <<<"$out")"
 
+# Batches (consecutive lines of one t_ms, up to 16, one apply_many) give
+# the lines one by one would, in the same order: a trace with runs of up to
+# 40 lines per ms over 30 keys (so a key recurs within a batch), with
+# denials, replayed with --batch 1 and with the default batches.
+awk 'BEGIN { srand(7); t = 0; for (i = 0; i < 6000; i++) {
+  if (rand() < 0.05) t += 1 + int(rand() * 300)
+  printf "%d,k%d,%d\n", t, int(rand() * 30), 1 + int(rand() * 40) } }' > "$tmp/runs.csv"
+B="--algo gcra --rate 10 --period-ms 1000 --burst 50"
+one=$("$SLUICE" replay $B --batch 1 "$tmp/runs.csv"); rc1=$?
+many=$("$SLUICE" replay $B "$tmp/runs.csv"); rc2=$?
+check "batch 1 exit" 0 "$rc1"
+check "batches exit" 0 "$rc2"
+check "batches decide as one by one" "$one" "$many"
+check "the batch trace has denials" 1 "$([ "$(grep -c throttled <<<"$one")" -gt 500 ] && echo 1)"
+"$SLUICE" replay $B --batch 17 "$tmp/runs.csv" 2>/dev/null >/dev/null
+check "batch above 16 exit" 2 "$?"
+
 echo "$((n - fails)) passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -683,3 +683,30 @@ Test(shm, every_key_lies_within_its_home_reach) {
   sluice_limiter_close(lim);
   sluice_clock_free(clk);
 }
+
+/* huge_pages=1: the table is mapped at a huge-page boundary and advised;
+** SLUICE_CTL_SHM_HUGE says whether the system backs it (shmem_enabled),
+** 0 for a fallback, -1 when not asked.  The store works the same. */
+#include "huge.h"
+
+Test(shm, huge_pages_reported_and_the_table_works) {
+  static const char *const spec[2] = {"shm:fd=%d;capacity=300000",
+                                      "shm:fd=%d;capacity=300000;huge_pages=1"};
+  for (int asked = 0; asked < 2; asked++) {
+    char store[96];
+    sluice_limiter *lim;
+    int64_t huge = 7;
+    int fd = memfd_create("sluice-huge", 0);
+    cr_assert(fd >= 0);
+    snprintf(store, sizeof store, spec[asked], fd);
+    cr_assert_eq(try_open(store, SLUICE_OPEN_CREATE, &lim, NULL, 0),
+                 SLUICE_OK);
+    cr_assert_eq(sluice_limiter_control(lim, SLUICE_CTL_SHM_HUGE, &huge),
+                 SLUICE_OK);
+    cr_assert_eq(huge, asked ? sluice__huge_thp(1) : -1, "asked %d: %lld",
+                 asked, (long long)huge);
+    cr_assert_eq(take_all(lim, "h", SEC), 10);
+    sluice_limiter_close(lim);
+    close(fd);
+  }
+}

@@ -505,11 +505,15 @@ Test(backend, custom_backend_takes_precedence_and_gets_params) {
 ** a misspelt parameter used to open an unlimited mem store. */
 Test(backend, store_strings_follow_declared_parameters) {
   static const char *const bad[] = {
-      "mem:max_kyes=10",        "unknown parameter 'max_kyes' (known: max_keys)",
+      "mem:max_kyes=10",
+      "unknown parameter 'max_kyes' (known: max_keys, huge_pages)",
+      "mem:huge_pages=2",       "mem: huge_pages must be 0 or 1",
       "mem:max_keys=10;max_keys=20", "parameter 'max_keys' given twice",
       "mem:max_keys",           "parameter without '='",
       "shm:name=/x;capacity=10;capactiy=20",
-      "unknown parameter 'capactiy' (known: name, fd, capacity, create)",
+      "unknown parameter 'capactiy' (known: name, fd, capacity, create, "
+      "huge_pages)",
+      "shm:name=/x;huge_pages=yes", "shm: huge_pages must be 0 or 1",
       "shm:name=/x;name=/y",    "parameter 'name' given twice",
       "lmdb:path=/tmp/x;synk=nosync", "unknown parameter 'synk'",
       "redis:nodes=127.0.0.1:1;colour=blue", "unknown parameter 'colour'",

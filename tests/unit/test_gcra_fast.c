@@ -183,3 +183,31 @@ Test(gcra_fast, wall_clock_decisions_take_the_int64_path) {
     }
   }
 }
+
+/* A single-bucket op runs in place (sluice__op_step_valid passes the record
+** as both in and out): on either path, a step with in == out leaves the
+** record and verdict a step with separate records gives. */
+Test(gcra_fast, in_place_step_equals_separate_records) {
+  static const int kinds[] = {SLUICE_OP_CONSUME, SLUICE_OP_PEEK};
+  rng r = {UINT64_C(0x1a91ace)};
+  for (int i = 0; i < ROUNDS / 4; i++) {
+    sluice_gcra_params p;
+    sluice_state in, out, io;
+    sluice_verdict v1, v2;
+    sluice_key k = {"k", 1};
+    sluice_op op = {SLUICE_ALGO_GCRA, kinds[rng_next(&r) % 2], 1, &k, &p, 0,
+                    0};
+    int64_t now, cost;
+    random_params(&r, &p);
+    random_case(&r, &p, &now, &in, &cost);
+    op.arg = cost;
+    sluice__gcra_force_wide = i % 3 == 0;
+    io = in;
+    cr_assert_eq(sluice__op_step_valid(&op, &in, &out, now, &v1), SLUICE_OK);
+    cr_assert_eq(sluice__op_step_valid(&op, &io, &io, now, &v2), SLUICE_OK);
+    sluice__gcra_force_wide = 0;
+    cr_assert(st_eq(&out, &io), "record differs in place: in %llu %llu",
+              (unsigned long long)in.w[0], (unsigned long long)in.w[1]);
+    assert_verdict_eq(v1, v2, "verdict differs in place");
+  }
+}

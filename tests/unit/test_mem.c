@@ -747,3 +747,69 @@ static void differential(int64_t scale, int del_every, uint64_t seed) {
 
 Test(mem, differential_churn) { differential(1, 50, 0xd1ff); }
 Test(mem, differential_dense_with_deletes) { differential(36000, 4, 0xd2ff); }
+
+/* huge_pages=1: once shard tables reach 1 MiB (about 800 000 keys), each is
+** a mapping on huge pages where the system backs madvise regions with them,
+** else counted as a fallback; never neither.  Decisions are unchanged. */
+#include "huge.h"
+
+static sluice_mem_huge huge_of(sluice_limiter *l) {
+  sluice_mem_huge h;
+  memset(&h, 0xff, sizeof h);
+  cr_assert_eq(sluice_limiter_control(l, SLUICE_CTL_MEM_HUGE, &h), SLUICE_OK);
+  return h;
+}
+
+Test(mem, huge_pages_tables_or_counted_fallbacks, .timeout = 60) {
+  enum { N = 819200, B = 64 }; /* N a multiple of B */
+  static const sluice_gcra_params p = {1, HOUR, 10};
+  sluice_clock *c;
+  sluice_limiter *l, *plain;
+  sluice_mem_huge h;
+  sluice_verdict v[B];
+  int rcs[B];
+  char (*names)[16] = malloc((size_t)B * 16);
+  cr_assert_not_null(names);
+  cr_assert_eq(sluice_clock_manual(1000 * SEC, &c), SLUICE_OK);
+  l = open_mem(c, "mem:huge_pages=1");
+  plain = open_mem(c, "mem");
+  h = huge_of(l);
+  cr_assert_eq(h.asked, 1);
+  cr_assert_eq(h.tables + h.fallbacks, 0, "no table is big enough yet");
+  for (int i = 0; i < N; i += B) {
+    sluice_key k[B];
+    sluice_op ops[B];
+    for (int j = 0; j < B; j++) {
+      snprintf(names[j], 16, "hp-%d", i + j);
+      k[j] = (sluice_key){names[j], strlen(names[j])};
+      ops[j] = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k[j], &p,
+                           1, 0};
+    }
+    cr_assert_eq(sluice_limiter_apply_many(l, B, ops, v, rcs), SLUICE_OK);
+    for (int j = 0; j < B; j++)
+      cr_assert(rcs[j] == SLUICE_OK && v[j].allowed && v[j].remaining == 9);
+  }
+  cr_assert_eq(count(l), N);
+  h = huge_of(l);
+  cr_assert_gt(h.tables + h.fallbacks, 0, "no table of 1 MiB was made");
+  if (sluice__huge_thp(0)) {
+    cr_assert_gt(h.tables, 0, "THP is on, yet no table got huge pages");
+    cr_assert_geq(h.bytes, h.tables * (int64_t)SLUICE__HUGE_PAGE);
+  } else {
+    cr_assert_eq(h.tables, 0);
+    cr_assert_eq(h.bytes, 0);
+  }
+  /* The records are all there: a second charge of a key sees the first. */
+  {
+    sluice_verdict one;
+    cr_assert_eq(sluice_limiter_take(l, "hp-12345", 8, &p, 1, &one),
+                 SLUICE_OK);
+    cr_assert(one.allowed && one.remaining == 8);
+  }
+  h = huge_of(plain);
+  cr_assert(h.asked == 0 && h.tables == 0 && h.fallbacks == 0);
+  sluice_limiter_close(l);
+  sluice_limiter_close(plain);
+  sluice_clock_free(c);
+  free(names);
+}

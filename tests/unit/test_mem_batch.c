@@ -2,7 +2,8 @@
 ** The mem store's batch path (xApplyMany: hash and prefetch a run of ops,
 ** then decide them in order) against the same ops applied one at a time on
 ** a second store: the same results and verdicts, op by op, in the same
-** order.  Batches repeat keys (an op must see the ops before it in its own
+** order.  Built a second time with -DBATCH_SHM (tests/shm/meson.build) for
+** the shm store's batch path, on two fresh named mappings.  Batches repeat keys (an op must see the ops before it in its own
 ** batch), mix single keys and tenant + key groups, consumes and peeks,
 ** invalid ops (the core batches the valid rest) and, with max_keys, ops
 ** refused with SLUICE_EFULL; they span several prefetch runs.
@@ -27,15 +28,16 @@ static const sluice_gcra_params params[3][2] = {
     {{1, SEC, 1}, {1, MIN, 100}},
     {{100, MS, 50}, {3, SEC, 2}}};
 
-static void batches(const char *store, uint64_t seed) {
+static void batches2(const char *store_a, const char *store_b,
+                     uint64_t seed) {
   sluice_clock *c;
   sluice_limiter *a, *b;
   rng r = {seed};
   char names[NKEYS][16];
   long allowed = 0, denied = 0, errs = 0;
   cr_assert_eq(sluice_clock_manual(1000 * SEC, &c), SLUICE_OK);
-  a = open_at(c, store);
-  b = open_at(c, store);
+  a = open_at(c, store_a);
+  b = open_at(c, store_b);
   for (int i = 0; i < NKEYS; i++)
     snprintf(names[i], sizeof names[i], "batch-key-%d", i);
   for (int round = 0; round < 300; round++) {
@@ -85,6 +87,11 @@ static void batches(const char *store, uint64_t seed) {
   sluice_clock_free(c);
 }
 
+#ifndef BATCH_SHM
+static void batches(const char *store, uint64_t seed) {
+  batches2(store, store, seed);
+}
+
 Test(mem_batch, same_verdicts_in_the_same_order_as_one_by_one) {
   batches("mem", 0xba7c4);
 }
@@ -94,3 +101,31 @@ Test(mem_batch, same_verdicts_in_the_same_order_as_one_by_one) {
 Test(mem_batch, same_full_refusals_as_one_by_one) {
   batches("mem:max_keys=24", 0xf011);
 }
+#else
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* Two fresh mappings of `capacity` keys, unlinked once the test is done. */
+static void shm_batches(const char *capacity, uint64_t seed) {
+  char na[64], nb[64], ua[128], ub[128];
+  snprintf(na, sizeof na, "/sluice-batch-a-%d", (int)getpid());
+  snprintf(nb, sizeof nb, "/sluice-batch-b-%d", (int)getpid());
+  shm_unlink(na);
+  shm_unlink(nb);
+  snprintf(ua, sizeof ua, "shm:name=%s;create=1;capacity=%s", na, capacity);
+  snprintf(ub, sizeof ub, "shm:name=%s;create=1;capacity=%s", nb, capacity);
+  batches2(ua, ub, seed);
+  shm_unlink(na);
+  shm_unlink(nb);
+}
+
+Test(shm_batch, same_verdicts_in_the_same_order_as_one_by_one) {
+  shm_batches("4096", 0xba7c4);
+}
+
+/* A table of 24 keys for 40: claims fail (EFULL) or succeed as records
+** expire, at the same ops in both stores. */
+Test(shm_batch, same_full_refusals_as_one_by_one) {
+  shm_batches("24", 0xf011);
+}
+#endif
