@@ -476,8 +476,11 @@ static int resolve(sluice_policy *p, const sluice_request *q, ctx *c,
   scope(p, q->api_key_id, c->K);
   if (c->cls == SLUICE_EP_RECONCILE)
     scope(p, q->ledger_id, c->L);
-  /* No scope id for the client IP: a tenant request's keys, events and
-  ** deny-cache reads are all the tenant's and the key's. */
+  /* The client IP's scope id only for the per-IP backstop: the rest of a
+  ** tenant request (keys, events, deny-cache reads) is the tenant's and
+  ** the key's. */
+  if (q->client_ip && p->cfg.ip_limit > 0)
+    scope(p, q->client_ip, c->I);
   return SLUICE_OK;
 }
 

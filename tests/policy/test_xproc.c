@@ -178,6 +178,11 @@ static void heavy_config(sluice_policy_config *cfg) {
   cfg->tiers[1].strike_threshold = 1000000;
 }
 
+static long contended(shared *sh) {
+  return atomic_load(&sh->outcomes[SLUICE_OUTCOME_CONCURRENCY]) +
+         atomic_load(&sh->outcomes[SLUICE_OUTCOME_CONFLICT]);
+}
+
 static int ran_out(shared *sh) {
   return atomic_load(&sh->outcomes[SLUICE_OUTCOME_EXPORT_CAP]) +
              atomic_load(&sh->outcomes[SLUICE_OUTCOME_THROTTLED]) >
@@ -225,7 +230,15 @@ static int heavy_child(const char *store, unsigned flags, shared *sh,
     }
     atomic_fetch_add(&sh->cost_admitted, d.cost);
     atomic_fetch_add(&sh->exports_admitted, exp);
-    sched_yield(); /* hold it while the others run */
+    /* Hold it until another process was refused a lease (or a while):
+    ** on a loaded machine a bare yield often came back before anyone
+    ** else asked, and the leases were hardly contended. */
+    {
+      long seen = contended(sh);
+      int y;
+      for (y = 0; y < 200 && contended(sh) == seen; y++)
+        sched_yield();
+    }
     if (sluice_policy_release_lease(p, &r, d.lease_id) != SLUICE_OK)
       atomic_fetch_add(&sh->errors, 1);
   }
