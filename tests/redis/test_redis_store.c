@@ -285,7 +285,8 @@ Test(store, batch_scripts_match_mem_in_order) {
 }
 
 Test(store, noscript_after_flush) {
-  sluice_store *s = rt_store("", 0);
+  /* About the script: with the module (engine=auto) nothing is flushed. */
+  sluice_store *s = rt_store("engine=lua", 0);
   sluice_redis_stats a, b;
   sluice_verdict v;
   char tag[64], key[96];
