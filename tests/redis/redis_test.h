@@ -106,6 +106,18 @@ static inline sluice_limiter *rt_limiter(const char *extra, unsigned flags) {
   return l;
 }
 
+/* The port of the node that serves `key`. */
+static inline int rt_port_of(sluice_store *s, const char *key) {
+  sluice_redis_node_of q;
+  memset(&q, 0, sizeof q);
+  q.key = key;
+  q.keylen = strlen(key);
+  cr_assert_eq(sluice__store_control(s, SLUICE_CTL_REDIS_NODE_OF, &q),
+               SLUICE_OK);
+  cr_assert_gt(q.port, 0, "a node serves %s", key);
+  return q.port;
+}
+
 static inline int64_t rt_mono_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
