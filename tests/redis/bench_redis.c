@@ -242,13 +242,14 @@ static double server_cpu(redisContext *c) {
 /* Server usec per decision of `n` decisions by runner rv on limiter l,
 ** counted on the commands in cmds (the ones that path sends). */
 static double server_us(redisContext *c, sluice_limiter *l, runner rv,
-                        int batch, long n, const char *const *cmds) {
+                        int batch, long n, long keys,
+                        const char *const *cmds) {
   double usec = 0;
   long calls;
   int i;
   g_l = l;
   resetstat(c);
-  if (rv(n, MANY, batch, 0) < 0)
+  if (rv(n, keys, batch, 0) < 0)
     return -1;
   for (i = 0; cmds[i]; i++)
     usec += cmd_usec(c, cmds[i], &calls);
@@ -374,6 +375,18 @@ static double saturate(redisContext *c, int port, const sat_cmd *sc,
   return total / secs;
 }
 
+static void server_row(const char *name, double us) {
+  printf("  %-48s %9.0f ns/decision %9.0f /s\n", name, us * 1000, 1e6 / us);
+}
+
+/* The server's main-thread CPU share shows whether its core was the
+** bottleneck (near 100%) or the clients were. */
+static void sat_row(const char *name, double rate, double cpu) {
+  char n[96];
+  snprintf(n, sizeof n, "%s (server cpu %.0f%%)", name, 100 * cpu);
+  printf("  %-48s %9.0f ns/decision %9.0f /s\n", n, 1e9 / rate, rate);
+}
+
 static int bench_module(redisContext *c, const char *nodes, int port,
                         long n) {
   static const char *const lua_cmds[] = {"evalsha", NULL};
@@ -382,6 +395,7 @@ static int bench_module(redisContext *c, const char *nodes, int port,
   sluice_limiter *lua, *mod;
   sluice_limiter_options o;
   double spec1, lua1, mod1, luab, modb, rate[4], cpu[4];
+  double ratio[4], spec_ratio[2];
   sat_cmd sc[4];
   redisReply *r;
   char *script;
@@ -410,31 +424,36 @@ static int bench_module(redisContext *c, const char *nodes, int port,
   free(script);
 
   printf("redis module benchmark: one local redis-server with "
-         "sluice_redis.so, 1 GCRA bucket per decision, %d keys\n", MANY);
-  /* Warm both paths (key creation), then measure. */
+         "sluice_redis.so, 1 GCRA bucket per decision\n");
+  /* Warm both paths (key creation), then measure, for a working set that
+  ** stays in the CPU's caches and for one that does not. */
   g_l = lua;
-  run_sluice(n, MANY, BATCH, 0);
+  run_sluice(MANY, MANY, BATCH, 0);
   g_l = mod;
-  run_sluice(n, MANY, BATCH, 0);
-  spec1 = server_us(c, lua, run_spec, 1, n, lua_cmds);
-  lua1 = server_us(c, lua, run_sluice, 1, n, lua_cmds);
-  mod1 = server_us(c, mod, run_sluice, 1, n, mod_cmds);
-  luab = server_us(c, lua, run_sluice, BATCH, n, lua_cmds);
-  modb = server_us(c, mod, run_sluice, BATCH, n, mod_cmds);
-  if (spec1 < 0 || lua1 < 0 || mod1 < 0 || luab < 0 || modb < 0)
-    return 1;
-  printf("Redis server time per decision (INFO commandstats):\n");
-  printf("  %-44s %7.2f us\n", "spec section-6 script, EVALSHA", spec1);
-  printf("  %-44s %7.2f us\n", "sluice.lua, single (EVALSHA)", lua1);
-  printf("  %-44s %7.2f us\n", "module, single (SLUICE.RUN)", mod1);
-  printf("  %-44s %7.2f us\n", "sluice.lua, apply_many of 100 (batches)",
-         luab);
-  printf("  %-44s %7.2f us\n", "module, apply_many of 100 (SLUICE.BATCH)",
-         modb);
-  printf("  script / module: single %.1fx, batched %.1fx (target >= 4); "
-         "spec script / module single %.1fx\n",
-         lua1 / mod1, luab / modb, spec1 / mod1);
-  fflush(stdout);
+  run_sluice(MANY, MANY, BATCH, 0);
+  for (k = 0; k < 2; k++) {
+    long keys = k == 0 ? 1000 : MANY;
+    spec1 = server_us(c, lua, run_spec, 1, n, keys, lua_cmds);
+    lua1 = server_us(c, lua, run_sluice, 1, n, keys, lua_cmds);
+    mod1 = server_us(c, mod, run_sluice, 1, n, keys, mod_cmds);
+    luab = server_us(c, lua, run_sluice, BATCH, n, keys, lua_cmds);
+    modb = server_us(c, mod, run_sluice, BATCH, n, keys, mod_cmds);
+    if (spec1 < 0 || lua1 < 0 || mod1 < 0 || luab < 0 || modb < 0)
+      return 1;
+    /* Server ns per decision, and the decisions/s one core makes at that
+    ** cost (the format bench-all.sh's table reads). */
+    printf("Redis server time per decision (INFO commandstats), %ld keys:\n",
+           keys);
+    server_row("spec section-6 script, EVALSHA", spec1);
+    server_row("sluice.lua, single (EVALSHA)", lua1);
+    server_row("module, single (SLUICE.RUN)", mod1);
+    server_row("sluice.lua, apply_many of 100 (batches)", luab);
+    server_row("module, apply_many of 100 (SLUICE.BATCH)", modb);
+    ratio[2 * k] = lua1 / mod1;
+    ratio[2 * k + 1] = luab / modb;
+    spec_ratio[k] = spec1 / mod1;
+    fflush(stdout);
+  }
 
   sat_build(&sc[0], 0, lua_sha, 1);
   sat_build(&sc[1], 1, NULL, 1);
@@ -453,19 +472,21 @@ static int bench_module(redisContext *c, const char *nodes, int port,
         cpu[i] = cs;
       }
     }
-  printf("decisions/s, %d client threads pipelining %d calls each "
-         "(best of 3 rounds; server main-thread CPU share):\n",
-         SAT_THREADS, SAT_DEPTH);
-  printf("  %-44s %10.0f /s  cpu %3.0f%%\n", "sluice.lua, 1 per EVALSHA",
-         rate[0], 100 * cpu[0]);
-  printf("  %-44s %10.0f /s  cpu %3.0f%%\n", "module, 1 per SLUICE.RUN",
-         rate[1], 100 * cpu[1]);
-  printf("  %-44s %10.0f /s  cpu %3.0f%%\n", "sluice.lua, 32 per EVALSHA",
-         rate[2], 100 * cpu[2]);
-  printf("  %-44s %10.0f /s  cpu %3.0f%%\n", "module, 32 per SLUICE.BATCH",
-         rate[3], 100 * cpu[3]);
-  printf("  module / script: single %.1fx, batched %.1fx (target >= 3)\n",
-         rate[1] / rate[0], rate[3] / rate[2]);
+  printf("saturated: %d client threads pipelining %d calls each, 1000 keys "
+         "(best of 3 rounds):\n", SAT_THREADS, SAT_DEPTH);
+  sat_row("sluice.lua, 1 per EVALSHA", rate[0], cpu[0]);
+  sat_row("module, 1 per SLUICE.RUN", rate[1], cpu[1]);
+  sat_row("sluice.lua, 32 per EVALSHA", rate[2], cpu[2]);
+  sat_row("module, 32 per SLUICE.BATCH", rate[3], cpu[3]);
+  printf("ratios (same run):\n");
+  printf("  server time, script / module, 1000 keys: single %.1fx, batched "
+         "%.1fx (target >= 4)\n", ratio[0], ratio[1]);
+  printf("  server time, script / module, 100000 keys: single %.1fx, batched "
+         "%.1fx (target >= 4)\n", ratio[2], ratio[3]);
+  printf("  server time, spec script / module single: %.1fx (1000 keys), "
+         "%.1fx (100000 keys)\n", spec_ratio[0], spec_ratio[1]);
+  printf("  decisions/s saturated, module / script: single %.1fx, batched "
+         "%.1fx (target >= 3)\n", rate[1] / rate[0], rate[3] / rate[2]);
   for (i = 0; i < 4; i++)
     for (k = 0; k < SAT_CMDS; k++)
       redisFreeCommand(sc[i].buf[k]);

@@ -176,17 +176,20 @@ int smod_keys_distinct(int n, const char *const *name, const size_t *len) {
   return 1;
 }
 
+/* A little-endian 32-bit field (the verdict's first four, as sluice.lua
+** packs them: '<i4I4i4i4'). */
+static void put32(unsigned char *o, uint32_t x) {
+  o[0] = (unsigned char)x;
+  o[1] = (unsigned char)(x >> 8);
+  o[2] = (unsigned char)(x >> 16);
+  o[3] = (unsigned char)(x >> 24);
+}
+
 void smod_put_verdict(unsigned char *o, const sluice_verdict *v) {
-  unsigned char w[8];
-  /* The four int32 fields, as sluice.lua packs them ('<i4I4i4i4'). */
-  smod_put64(w, (int64_t)(uint32_t)v->allowed);
-  memcpy(o, w, 4);
-  smod_put64(w, (int64_t)v->flags);
-  memcpy(o + 4, w, 4);
-  smod_put64(w, (int64_t)(uint32_t)v->binding);
-  memcpy(o + 8, w, 4);
-  smod_put64(w, (int64_t)(uint32_t)v->level);
-  memcpy(o + 12, w, 4);
+  put32(o, (uint32_t)v->allowed);
+  put32(o + 4, v->flags);
+  put32(o + 8, (uint32_t)v->binding);
+  put32(o + 12, (uint32_t)v->level);
   smod_put64(o + 16, v->limit);
   smod_put64(o + 24, v->remaining);
   smod_put64(o + 32, v->retry_after_ns);
@@ -199,12 +202,9 @@ void smod_put_verdict(unsigned char *o, const sluice_verdict *v) {
 
 void smod_put_program(unsigned char *o, const sluice_program *p,
                       const sluice_program_result *r) {
-  unsigned char w[8];
   int i;
-  smod_put64(w, (int64_t)(uint32_t)r->allowed);
-  memcpy(o, w, 4);
-  smod_put64(w, (int64_t)(uint32_t)r->denied_by);
-  memcpy(o + 4, w, 4);
+  put32(o, (uint32_t)r->allowed);
+  put32(o + 4, (uint32_t)r->denied_by);
   smod_put64(o + 8, (int64_t)r->ran); /* ran, then a zero word */
   smod_put64(o + 16, r->now_ns);
   for (i = 0; i < p->nsteps; i++)

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "algo/program_int.h"
 
@@ -52,6 +53,19 @@ typedef struct smod_call {
 ** smod_keys_distinct() checks the real names for duplicates. */
 extern const sluice_key smod_anon_keys[SLUICE_PROGRAM_KEYS];
 
+/* Little-endian int64s on the wire (the records and replies too); on a
+** little-endian host a plain copy, which the verdict's 12 fields and every
+** number of a call go through. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+static inline int64_t smod_le64(const unsigned char *p) {
+  int64_t x;
+  memcpy(&x, p, 8);
+  return x;
+}
+static inline void smod_put64(unsigned char *p, int64_t x) {
+  memcpy(p, &x, 8);
+}
+#else
 static inline int64_t smod_le64(const unsigned char *p) {
   uint64_t u = 0;
   int i;
@@ -65,6 +79,7 @@ static inline void smod_put64(unsigned char *p, int64_t x) {
   for (i = 0; i < 8; i++)
     p[i] = (unsigned char)(u >> (8 * i));
 }
+#endif
 
 /* Decode a SLUICE.RUN call over nkeys keys from its numbers (n int64s at
 ** nums) and validate it.  SLUICE_OK, or a negative code with *why set to
