@@ -30,7 +30,6 @@ typedef int (*srm_cmdfunc)(RedisModuleCtx *ctx, RedisModuleString **argv,
 #define SRM_WRITE (1 << 1)
 #define SRM_KEYTYPE_EMPTY 0
 #define SRM_KEYTYPE_STRING 1
-#define SRM_NO_EXPIRE (-1)
 
 /* X(return type, Name, parameter list): every function the module calls. */
 #define SRM_API(X)                                                             \
@@ -48,9 +47,11 @@ typedef int (*srm_cmdfunc)(RedisModuleCtx *ctx, RedisModuleString **argv,
   X(void, CloseKey, (RedisModuleKey * key))                                    \
   X(int, KeyType, (RedisModuleKey * key))                                      \
   X(char *, StringDMA, (RedisModuleKey * key, size_t *len, int mode))          \
-  X(int, StringTruncate, (RedisModuleKey * key, size_t len))                   \
+  X(RedisModuleString *, CreateString,                                         \
+    (RedisModuleCtx * ctx, const char *ptr, size_t len))                       \
+  X(void, FreeString, (RedisModuleCtx * ctx, RedisModuleString * s))           \
+  X(int, StringSet, (RedisModuleKey * key, RedisModuleString * s))             \
   X(int, DeleteKey, (RedisModuleKey * key))                                    \
-  X(int, SetExpire, (RedisModuleKey * key, srm_mstime ms))                     \
   X(int, SetAbsExpire, (RedisModuleKey * key, srm_mstime ms))                  \
   X(long long, Milliseconds, (void))                                           \
   X(int, Replicate,                                                            \
