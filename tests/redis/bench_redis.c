@@ -267,8 +267,8 @@ static double server_us(redisContext *c, sluice_limiter *l, int module,
 }
 
 /* Saturation: pre-formatted calls, pipelined by several client threads. */
-#define SAT_THREADS 4
-#define SAT_DEPTH 8
+#define SAT_THREADS 2
+#define SAT_DEPTH 32
 #define SAT_CMDS 64
 #define SAT_BATCH 32
 
