@@ -63,853 +63,12 @@
 **     transient first-open lock) is reported as SLUICE_EBUSY after a short
 **     wait instead of blocking forever.
 */
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <lmdb.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
+#include "lmdb_int.h"
 
-#include "algo/program_int.h"
-#include "backends.h"
-#include "sluice.h"
-#include "lmdb_gate.h"
-#include <sluice/sluice_lmdb.h>
-
-#define REC_SIZE 32
-#define REC_FORMAT 1
-#define META_MAGIC "SLUICELM"
-#define META_FORMAT 1
-#define DEFAULT_MAPSIZE ((int64_t)64 << 20)
-#define MAX_SWEEP ((int64_t)1 << 20)
-#define LOCK_WAIT_MS 2000
-
-enum { SYNC_FULL, SYNC_NOMETASYNC, SYNC_NOSYNC };
 static const char *const sync_names[] = {"full", "nometasync", "nosync"};
-
-/* On-disk identity of an environment (native byte order: an LMDB file is
-** not portable across byte orders anyway). */
-typedef struct meta_rec {
-  char magic[8];
-  uint32_t format;
-  uint32_t layout;
-  uint32_t rec_size;
-  uint32_t raw_max;
-  uint8_t secret[16];
-  int64_t mapsize; /* last size set by SLUICE_CTL_LMDB_MAPSIZE */
-} meta_rec;
-
-/* One open environment, shared by every store of this process on it. */
-typedef struct sluice_lmdb_env {
-  struct sluice_lmdb_env *next;
-  dev_t dev;
-  ino_t ino;
-  pid_t pid;
-  int refs;
-  int sync;
-  int rdonly;
-  MDB_env *env;
-  MDB_dbi dbi_state;
-  MDB_dbi dbi_meta;
-  size_t raw_max;
-  uint8_t secret[16];
-  sluice_lmdb_gate *gate; /* NULL for a read-only environment */
-  int64_t busy_ms;
-  pthread_rwlock_t maplock;
-  pthread_mutex_t sweep_mu;
-  int sweep_has;
-  size_t sweep_len;
-  unsigned char sweep_key[SLUICE_KEY_MAX];
-} sluice_lmdb_env;
-
-typedef struct lmdb_store {
-  sluice_store base;
-  sluice_lmdb_env *e;
-  pid_t pid;
-  int rdonly;
-} lmdb_store;
 
 static pthread_mutex_t env_table_mu = PTHREAD_MUTEX_INITIALIZER;
 static sluice_lmdb_env *env_table;
-
-/* ------------------------------------------------------------- errors --- */
-
-static int map_err(int rc) {
-  switch (rc) {
-  case MDB_SUCCESS:
-    return SLUICE_OK;
-  case MDB_NOTFOUND:
-  case ENOENT:
-    return SLUICE_ENOTFOUND;
-  case MDB_MAP_FULL:
-  case MDB_DBS_FULL:
-    return SLUICE_EFULL;
-  case MDB_TXN_FULL:
-  case MDB_CURSOR_FULL:
-  case MDB_PAGE_FULL:
-    return SLUICE_ERANGE;
-  case MDB_READERS_FULL:
-  case MDB_MAP_RESIZED:
-  case EAGAIN:
-  case EBUSY:
-    return SLUICE_EBUSY;
-  case MDB_INVALID:
-  case MDB_CORRUPTED:
-  case MDB_PAGE_NOTFOUND:
-  case MDB_PANIC:
-  case MDB_INCOMPATIBLE:
-    return SLUICE_ECORRUPT;
-  case MDB_VERSION_MISMATCH:
-    return SLUICE_EVERSION;
-  case MDB_BAD_VALSIZE:
-    return SLUICE_EKEY;
-  case EACCES:
-  case EPERM:
-  case EROFS:
-    return SLUICE_EPERM;
-  case ENOMEM:
-    return SLUICE_ENOMEM;
-  case EIO:
-  case ENOSPC:
-  case EDQUOT:
-    return SLUICE_EIO;
-  default:
-    return SLUICE_EBACKEND;
-  }
-}
-
-static int lmdb_fail(sluice_store *s, int mdbrc, const char *what) {
-  int rc = map_err(mdbrc);
-  if (mdbrc == MDB_MAP_FULL)
-    return sluice_store_seterr(s, rc, mdbrc,
-                               "lmdb: %s: map full; grow it with "
-                               "SLUICE_CTL_LMDB_MAPSIZE (nothing was written)",
-                               what);
-  return sluice_store_seterr(s, rc, mdbrc, "lmdb: %s: %s", what,
-                             mdb_strerror(mdbrc));
-}
-
-/* ------------------------------------------------------------ records --- */
-
-static void rec_encode(unsigned char *b, int64_t exp, const sluice_state *st) {
-  memset(b, 0, REC_SIZE);
-  b[0] = 's';
-  b[1] = REC_FORMAT;
-  b[2] = SLUICE_STATE_LAYOUT;
-  memcpy(b + 8, &exp, sizeof exp);
-  memcpy(b + 16, st, sizeof *st);
-}
-
-static int rec_decode(const MDB_val *v, int64_t *exp, sluice_state *st) {
-  const unsigned char *b = v->mv_data;
-  if (v->mv_size != REC_SIZE || b[0] != 's' || b[1] != REC_FORMAT ||
-      b[2] != SLUICE_STATE_LAYOUT)
-    return SLUICE_ECORRUPT;
-  memcpy(exp, b + 8, sizeof *exp);
-  memcpy(st, b + 16, sizeof *st);
-  return SLUICE_OK;
-}
-
-/* The LMDB key of a sluice key; buf holds at least raw_max + 1 bytes. */
-static void key_map(const sluice_lmdb_env *e, const sluice_key *k,
-                    unsigned char *buf, MDB_val *out) {
-  if (k->len <= e->raw_max) {
-    out->mv_data = (void *)(uintptr_t)k->data;
-    out->mv_size = k->len;
-    return;
-  }
-  memcpy(buf, k->data, e->raw_max + 1 - 16);
-  sluice_siphash128(e->secret, k->data, k->len, buf + e->raw_max + 1 - 16);
-  out->mv_data = buf;
-  out->mv_size = e->raw_max + 1;
-}
-
-/* -------------------------------------------------------- transactions --- */
-
-static int fork_check(lmdb_store *s) {
-  pid_t now = getpid();
-  if (s->pid == now)
-    return SLUICE_OK;
-  return sluice_store_seterr(&s->base, SLUICE_EINVAL, 0,
-                             "lmdb: store opened in process %ld used in "
-                             "process %ld after fork; open a new store",
-                             (long)s->pid, (long)now);
-}
-
-/* Adopt the map size recorded in the environment (grown by another
-** process).  Needs every transaction of this process to be finished. */
-static int adopt_mapsize(sluice_lmdb_env *e, size_t want) {
-  int rc;
-  pthread_rwlock_wrlock(&e->maplock);
-  rc = mdb_env_set_mapsize(e->env, want);
-  pthread_rwlock_unlock(&e->maplock);
-  return rc;
-}
-
-/* Take the writer gate (lmdb_gate.h) within busy_ms. */
-static int gate_lock_env(sluice_lmdb_env *e, sluice_store *base, int nowait) {
-  struct timespec dl;
-  int rc;
-  if (!e->gate)
-    return SLUICE_OK;
-  if (nowait) {
-    rc = pthread_mutex_trylock(&e->gate->mu);
-    if (rc == EOWNERDEAD)
-      pthread_mutex_consistent(&e->gate->mu);
-    return (rc == 0 || rc == EOWNERDEAD) ? SLUICE_OK : SLUICE_EBUSY;
-  }
-  clock_gettime(CLOCK_REALTIME, &dl);
-  dl.tv_sec += e->busy_ms / 1000;
-  dl.tv_nsec += (long)(e->busy_ms % 1000) * 1000000L;
-  if (dl.tv_nsec >= 1000000000L) {
-    dl.tv_sec++;
-    dl.tv_nsec -= 1000000000L;
-  }
-  do
-    rc = pthread_mutex_timedlock(&e->gate->mu, &dl);
-  while (rc == EINTR);
-  if (rc == EOWNERDEAD) {
-    /* The holder died mid-decision; LMDB rolls its transaction back, and
-    ** the gate itself guards no data, so it is consistent as it stands. */
-    pthread_mutex_consistent(&e->gate->mu);
-    return SLUICE_OK;
-  }
-  if (rc == 0)
-    return SLUICE_OK;
-  if (rc == ETIMEDOUT)
-    return sluice_store_seterr(base, SLUICE_ETIMEDOUT, rc,
-                               "lmdb: writer lock held by another writer "
-                               "for more than %lld ms (a stopped or hung "
-                               "process?); nothing was written",
-                               (long long)e->busy_ms);
-  return sluice_store_seterr(base, SLUICE_EBACKEND, rc,
-                             "lmdb: writer gate: %s", strerror(rc));
-}
-
-static int gate_lock(lmdb_store *s, int nowait) {
-  return gate_lock_env(s->e, &s->base, nowait);
-}
-
-static void gate_unlock(lmdb_store *s) {
-  if (s->e->gate)
-    pthread_mutex_unlock(&s->e->gate->mu);
-}
-
-/* Begin a transaction holding the map lock shared (and, for a write
-** transaction, the writer gate).  On failure nothing is held and the
-** store's errstr says why. */
-static int txn_begin2(lmdb_store *s, unsigned flags, MDB_txn **txn,
-                      int nowait) {
-  sluice_lmdb_env *e = s->e;
-  int tries, rc = MDB_SUCCESS, write = !(flags & MDB_RDONLY);
-  for (tries = 0; tries < 4; tries++) {
-    if (write) {
-      int grc = gate_lock(s, nowait);
-      if (grc != SLUICE_OK)
-        return grc;
-    }
-    pthread_rwlock_rdlock(&e->maplock);
-    rc = mdb_txn_begin(e->env, NULL, flags, txn);
-    if (rc == MDB_SUCCESS)
-      return SLUICE_OK;
-    pthread_rwlock_unlock(&e->maplock);
-    if (write)
-      gate_unlock(s);
-    if (rc == MDB_MAP_RESIZED) {
-      if (adopt_mapsize(e, 0) != MDB_SUCCESS)
-        break;
-      continue;
-    }
-    if (rc == MDB_READERS_FULL) {
-      int dead = 0;
-      if (mdb_reader_check(e->env, &dead) == MDB_SUCCESS && dead > 0)
-        continue;
-    }
-    break;
-  }
-  return lmdb_fail(&s->base, rc, "begin transaction");
-}
-
-static int txn_begin(lmdb_store *s, unsigned flags, MDB_txn **txn) {
-  return txn_begin2(s, flags, txn, 0);
-}
-
-static void txn_abort(lmdb_store *s, MDB_txn *txn) {
-  mdb_txn_abort(txn);
-  pthread_rwlock_unlock(&s->e->maplock);
-  gate_unlock(s);
-}
-
-static void txn_abort_ro(lmdb_store *s, MDB_txn *txn) {
-  mdb_txn_abort(txn);
-  pthread_rwlock_unlock(&s->e->maplock);
-}
-
-static int txn_commit(lmdb_store *s, MDB_txn *txn) {
-  int rc = mdb_txn_commit(txn);
-  pthread_rwlock_unlock(&s->e->maplock);
-  gate_unlock(s);
-  return rc;
-}
-
-/* Adopt the map size recorded in the meta record if it is larger than
-** ours (another process grew the map); 1 if the map grew. */
-static int adopt_recorded(lmdb_store *s) {
-  sluice_lmdb_env *e = s->e;
-  MDB_envinfo info;
-  MDB_txn *txn;
-  MDB_val k = {6, (void *)"format"}, v;
-  meta_rec m;
-  int grown = 0;
-  if (mdb_env_info(e->env, &info) != MDB_SUCCESS)
-    return 0;
-  if (txn_begin(s, MDB_RDONLY, &txn) != SLUICE_OK)
-    return 0;
-  if (mdb_get(txn, e->dbi_meta, &k, &v) == MDB_SUCCESS &&
-      v.mv_size == sizeof m) {
-    memcpy(&m, v.mv_data, sizeof m);
-    grown = m.mapsize > (int64_t)info.me_mapsize;
-  }
-  txn_abort_ro(s, txn);
-  return grown && adopt_mapsize(e, (size_t)m.mapsize) == MDB_SUCCESS;
-}
-
-/* After MDB_MAP_FULL: is there room to be had without growing the map?
-** Stale readers pin pages that could be reused, and another process may
-** have grown the map already. */
-static int recover_room(lmdb_store *s) {
-  int dead = 0;
-  if (mdb_reader_check(s->e->env, &dead) == MDB_SUCCESS && dead > 0)
-    return 1;
-  return adopt_recorded(s);
-}
-
-/* -------------------------------------------------------------- apply --- */
-
-/* One op inside an open write transaction.  *mdbrc gets the LMDB code of a
-** failure that poisoned the transaction (0 when the failure was the op's
-** own and the transaction can go on); *dirty is set when anything was
-** written. */
-static int apply_in_txn(lmdb_store *s, MDB_txn *txn, const sluice__job *job,
-                        int64_t now, int *dirty, int *mdbrc, int dry) {
-  sluice_lmdb_env *e = s->e;
-  sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
-  sluice_state old[SLUICE_PROGRAM_KEYS];
-  int64_t oldexp[SLUICE_PROGRAM_KEYS];
-  unsigned char present[SLUICE_PROGRAM_KEYS];
-  unsigned char kbuf[SLUICE_KEY_MAX];
-  int i, rc;
-
-  *mdbrc = MDB_SUCCESS;
-  for (i = 0; i < job->nkeys; i++) {
-    MDB_val k, val;
-    key_map(e, &job->keys[i], kbuf, &k);
-    rc = mdb_get(txn, e->dbi_state, &k, &val);
-    if (rc == MDB_NOTFOUND) {
-      present[i] = 0;
-      memset(&in[i], 0, sizeof in[i]);
-      continue;
-    }
-    if (rc != MDB_SUCCESS) {
-      *mdbrc = rc;
-      return lmdb_fail(&s->base, rc, "read record");
-    }
-    if (rec_decode(&val, &oldexp[i], &old[i]) != SLUICE_OK)
-      return sluice_store_seterr(&s->base, SLUICE_ECORRUPT, 0,
-                                 "lmdb: record of key %d of the group is "
-                                 "not a layout-%d record (%zu bytes)",
-                                 i, SLUICE_STATE_LAYOUT, val.mv_size);
-    present[i] = 1;
-    if (oldexp[i] <= now)
-      memset(&in[i], 0, sizeof in[i]);
-    else
-      in[i] = old[i];
-  }
-  rc = sluice__job_run(job, in, out, now);
-  if (rc != SLUICE_OK)
-    return rc;
-  for (i = 0; i < job->nkeys; i++) {
-    int64_t exp = sluice__job_expiry(job, i, &out[i]);
-    MDB_val k, val;
-    unsigned char rec[REC_SIZE];
-    key_map(e, &job->keys[i], kbuf, &k);
-    if (exp <= now) {
-      if (!present[i])
-        continue;
-      if (dry) {
-        /* Dropping an expired record is only tidying (*dirty = 2); a live
-        ** record turned fresh must really be written (*dirty = 1). */
-        if (oldexp[i] > now)
-          goto needs_write;
-        *dirty = 2;
-        continue;
-      }
-      rc = mdb_del(txn, e->dbi_state, &k, NULL);
-    } else {
-      if (present[i] && oldexp[i] == exp &&
-          memcmp(&old[i], &out[i], sizeof out[i]) == 0)
-        continue;
-      if (dry)
-        goto needs_write;
-      rec_encode(rec, exp, &out[i]);
-      val.mv_data = rec;
-      val.mv_size = REC_SIZE;
-      rc = mdb_put(txn, e->dbi_state, &k, &val, 0);
-    }
-    if (rc != MDB_SUCCESS) {
-      *mdbrc = rc;
-      return lmdb_fail(&s->base, rc, "write record");
-    }
-    *dirty = 1;
-  }
-  return SLUICE_OK;
-needs_write:
-  *dirty = 1;
-  return SLUICE_OK;
-}
-
-/* The write path: one write transaction, retried once after MDB_MAP_FULL
-** if room could be found.  With nowait, give up (SLUICE_EBUSY) rather than
-** wait for another writer. */
-static int apply_write(lmdb_store *s, const sluice__job *job, int64_t now,
-                       int nowait) {
-  sluice_store *base = &s->base;
-  int attempt, rc = SLUICE_OK;
-  for (attempt = 0; attempt < 2; attempt++) {
-    MDB_txn *txn;
-    int dirty = 0, mdbrc = MDB_SUCCESS;
-    rc = txn_begin2(s, 0, &txn, nowait);
-    if (rc != SLUICE_OK)
-      return rc;
-    rc = apply_in_txn(s, txn, job, now, &dirty, &mdbrc, 0);
-    if (rc != SLUICE_OK || !dirty) {
-      txn_abort(s, txn);
-    } else {
-      mdbrc = txn_commit(s, txn);
-      if (mdbrc != MDB_SUCCESS)
-        rc = lmdb_fail(base, mdbrc, "commit");
-    }
-    if (mdbrc == MDB_MAP_FULL && attempt == 0 && recover_room(s))
-      continue;
-    break;
-  }
-  return rc;
-}
-
-/* Jobs of kinds documented to change nothing (PEEK, CHECK) run in a read
-** transaction and reach the writer only if a step would change a live
-** record after all (so the stored state stays exactly what the mem store
-** would hold), which keeps checks cheap and keeps them answering while a
-** writer is stuck.  An op or a whole program: one transaction either way. */
-static int lmdb_job(sluice_store *base, const sluice__job *job, int64_t now) {
-  lmdb_store *s = (lmdb_store *)base;
-  sluice_verdict dv;
-  sluice_program_result dres;
-  sluice__job dry = *job;
-  MDB_txn *txn;
-  int dirty = 0, mdbrc = MDB_SUCCESS, rc = fork_check(s);
-  if (rc != SLUICE_OK)
-    return rc;
-  if (s->rdonly)
-    return sluice_store_seterr(base, SLUICE_EPERM, 0,
-                               "lmdb: store opened read-only");
-  if (!sluice__job_read_only(job))
-    return apply_write(s, job, now, 0);
-  /* The dry run answers into its own result: the write below may fail and
-  ** then the dry one stands. */
-  dry.v = &dv;
-  dry.res = &dres;
-  rc = txn_begin(s, MDB_RDONLY, &txn);
-  if (rc != SLUICE_OK)
-    return rc;
-  rc = apply_in_txn(s, txn, &dry, now, &dirty, &mdbrc, 1);
-  txn_abort_ro(s, txn);
-  if (rc == SLUICE_OK && dirty == 1)
-    return apply_write(s, job, now, 0);
-  /* Only expired records to drop: tidy up if the writer is free right now;
-  ** the verdict stands either way. */
-  if (rc != SLUICE_OK || dirty == 0 || apply_write(s, job, now, 1) != SLUICE_OK) {
-    if (job->v)
-      *job->v = dv;
-    else
-      *job->res = dres;
-  }
-  return rc;
-}
-
-static int lmdb_apply(sluice_store *base, const sluice_op *op, int64_t now,
-                      sluice_verdict *v) {
-  sluice__job job;
-  sluice__job_op(&job, op, v);
-  return lmdb_job(base, &job, now);
-}
-
-static int lmdb_run(sluice_store *base, const sluice_program *p, int64_t now,
-                    sluice_program_result *res) {
-  sluice__job job;
-  sluice__job_prog(&job, p, res);
-  return lmdb_job(base, &job, now);
-}
-
-/* A batch of jobs (job(i, &j) makes the i-th): one write transaction. */
-static int lmdb_batch(sluice_store *base, int n, int64_t now, int *rcs,
-                      void (*job)(const void *, int, sluice__job *),
-                      const void *ctx) {
-  lmdb_store *s = (lmdb_store *)base;
-  int attempt, i, rc = fork_check(s);
-  if (rc == SLUICE_OK && s->rdonly)
-    rc = sluice_store_seterr(base, SLUICE_EPERM, 0,
-                             "lmdb: store opened read-only");
-  for (attempt = 0; rc == SLUICE_OK && attempt < 2; attempt++) {
-    MDB_txn *txn;
-    int dirty = 0, mdbrc = MDB_SUCCESS;
-    rc = txn_begin(s, 0, &txn);
-    if (rc != SLUICE_OK)
-      break;
-    for (i = 0; i < n && mdbrc == MDB_SUCCESS; i++) {
-      sluice__job j;
-      job(ctx, i, &j);
-      rcs[i] = apply_in_txn(s, txn, &j, now, &dirty, &mdbrc, 0);
-    }
-    if (mdbrc != MDB_SUCCESS) {
-      /* A poisoned transaction takes the whole batch with it: nothing of
-      ** it was written, so every op reports the failure. */
-      txn_abort(s, txn);
-      rc = map_err(mdbrc);
-    } else if (!dirty) {
-      txn_abort(s, txn);
-    } else {
-      mdbrc = txn_commit(s, txn);
-      if (mdbrc != MDB_SUCCESS)
-        rc = lmdb_fail(base, mdbrc, "commit batch");
-    }
-    if (mdbrc == MDB_MAP_FULL && attempt == 0 && recover_room(s)) {
-      rc = SLUICE_OK;
-      continue;
-    }
-    break;
-  }
-  if (rc != SLUICE_OK)
-    for (i = 0; i < n; i++)
-      rcs[i] = rc;
-  return rc;
-}
-
-typedef struct batch_ops {
-  const sluice_op *ops;
-  sluice_verdict *vs;
-} batch_ops;
-typedef struct batch_progs {
-  const sluice_program *ps;
-  sluice_program_result *res;
-} batch_progs;
-
-static void op_job(const void *ctx, int i, sluice__job *j) {
-  const batch_ops *b = ctx;
-  sluice__job_op(j, &b->ops[i], &b->vs[i]);
-}
-static void prog_job(const void *ctx, int i, sluice__job *j) {
-  const batch_progs *b = ctx;
-  sluice__job_prog(j, &b->ps[i], &b->res[i]);
-}
-
-static int lmdb_apply_many(sluice_store *base, int n, const sluice_op *ops,
-                           int64_t now, sluice_verdict *vs, int *rcs) {
-  batch_ops b = {ops, vs};
-  return lmdb_batch(base, n, now, rcs, op_job, &b);
-}
-
-static int lmdb_run_many(sluice_store *base, int n, const sluice_program *ps,
-                         int64_t now, sluice_program_result *res, int *rcs) {
-  batch_progs b = {ps, res};
-  return lmdb_batch(base, n, now, rcs, prog_job, &b);
-}
-
-/* ------------------------------------------------------ get / delete --- */
-
-static int lmdb_get(sluice_store *base, const sluice_key *key, int64_t now,
-                    sluice_state *out, int64_t *expires) {
-  lmdb_store *s = (lmdb_store *)base;
-  unsigned char kbuf[SLUICE_KEY_MAX];
-  MDB_txn *txn;
-  MDB_val k, val;
-  int64_t exp;
-  sluice_state st;
-  int rc = fork_check(s), mrc;
-  if (rc != SLUICE_OK)
-    return rc;
-  rc = txn_begin(s, MDB_RDONLY, &txn);
-  if (rc != SLUICE_OK)
-    return rc;
-  key_map(s->e, key, kbuf, &k);
-  mrc = mdb_get(txn, s->e->dbi_state, &k, &val);
-  if (mrc == MDB_NOTFOUND) {
-    rc = SLUICE_ENOTFOUND;
-  } else if (mrc != MDB_SUCCESS) {
-    rc = lmdb_fail(base, mrc, "read record");
-  } else if (rec_decode(&val, &exp, &st) != SLUICE_OK) {
-    rc = sluice_store_seterr(base, SLUICE_ECORRUPT, 0,
-                             "lmdb: record is not a layout-%d record",
-                             SLUICE_STATE_LAYOUT);
-  } else if (exp <= now) {
-    rc = SLUICE_ENOTFOUND;
-  } else {
-    *out = st;
-    *expires = exp;
-  }
-  txn_abort_ro(s, txn);
-  return rc;
-}
-
-static int lmdb_delete(sluice_store *base, const sluice_key *key) {
-  lmdb_store *s = (lmdb_store *)base;
-  unsigned char kbuf[SLUICE_KEY_MAX];
-  MDB_txn *txn;
-  MDB_val k;
-  int rc = fork_check(s), mrc;
-  if (rc != SLUICE_OK)
-    return rc;
-  if (s->rdonly)
-    return sluice_store_seterr(base, SLUICE_EPERM, 0,
-                               "lmdb: store opened read-only");
-  rc = txn_begin(s, 0, &txn);
-  if (rc != SLUICE_OK)
-    return rc;
-  key_map(s->e, key, kbuf, &k);
-  mrc = mdb_del(txn, s->e->dbi_state, &k, NULL);
-  if (mrc == MDB_NOTFOUND) {
-    txn_abort(s, txn);
-    return SLUICE_ENOTFOUND;
-  }
-  if (mrc != MDB_SUCCESS) {
-    txn_abort(s, txn);
-    return lmdb_fail(base, mrc, "delete record");
-  }
-  mrc = txn_commit(s, txn);
-  return mrc == MDB_SUCCESS ? SLUICE_OK : lmdb_fail(base, mrc, "commit");
-}
-
-/* ------------------------------------------------------------ control --- */
-
-/* Raise the map size recorded in the meta record to `size` (never lower). */
-static int write_meta_mapsize(lmdb_store *s, int64_t size) {
-  MDB_txn *txn;
-  MDB_dbi dbi = s->e->dbi_meta;
-  MDB_val k = {6, (void *)"format"}, v;
-  meta_rec m;
-  int rc = txn_begin(s, 0, &txn), mrc;
-  if (rc != SLUICE_OK)
-    return rc;
-  mrc = mdb_get(txn, dbi, &k, &v);
-  if (mrc == MDB_SUCCESS && v.mv_size != sizeof m)
-    mrc = MDB_CORRUPTED;
-  if (mrc == MDB_SUCCESS) {
-    memcpy(&m, v.mv_data, sizeof m);
-    if (m.mapsize >= size) {
-      txn_abort(s, txn);
-      return SLUICE_OK;
-    }
-    m.mapsize = size;
-    v.mv_data = &m;
-    v.mv_size = sizeof m;
-    mrc = mdb_put(txn, dbi, &k, &v, 0);
-  }
-  if (mrc != MDB_SUCCESS) {
-    txn_abort(s, txn);
-    return lmdb_fail(&s->base, mrc, "record map size");
-  }
-  mrc = txn_commit(s, txn);
-  return mrc == MDB_SUCCESS ? SLUICE_OK
-                            : lmdb_fail(&s->base, mrc, "record map size");
-}
-
-static int ctl_mapsize(lmdb_store *s, int64_t *arg) {
-  MDB_envinfo info;
-  int mrc;
-  if (*arg < 0)
-    return sluice_store_seterr(&s->base, SLUICE_EINVAL, 0,
-                               "lmdb: map size must be >= 0");
-  if (s->rdonly && *arg != 0)
-    return sluice_store_seterr(&s->base, SLUICE_EPERM, 0,
-                               "lmdb: store opened read-only");
-  if (*arg != 0) {
-    /* Only ever grow: a smaller size would be rounded up to the pages in
-    ** use and fill up on the next write. */
-    mrc = mdb_env_info(s->e->env, &info);
-    if (mrc != MDB_SUCCESS)
-      return lmdb_fail(&s->base, mrc, "read map size");
-    if (*arg > (int64_t)info.me_mapsize) {
-      mrc = adopt_mapsize(s->e, (size_t)*arg);
-      if (mrc != MDB_SUCCESS)
-        return lmdb_fail(&s->base, mrc, "set map size");
-    }
-  } else {
-    (void)adopt_recorded(s);
-  }
-  mdb_env_info(s->e->env, &info);
-  /* LMDB publishes a new size to other processes only with a commit that
-  ** writes pages, so record it in the meta record: that commit carries it,
-  ** and recover_room() reads it back in processes that run out of room. */
-  if (*arg != 0) {
-    int rc = write_meta_mapsize(s, (int64_t)info.me_mapsize);
-    if (rc != SLUICE_OK)
-      return rc;
-  }
-  *arg = (int64_t)info.me_mapsize;
-  return SLUICE_OK;
-}
-
-static int ctl_sweep(lmdb_store *s, sluice_lmdb_sweep *sw) {
-  sluice_lmdb_env *e = s->e;
-  MDB_txn *txn;
-  MDB_cursor *cur;
-  MDB_val k, v;
-  int rc, mrc;
-  sw->examined = sw->removed = 0;
-  sw->wrapped = 0;
-  if (sw->now_ns < 0 || sw->max_records < 1 || sw->max_records > MAX_SWEEP)
-    return sluice_store_seterr(&s->base, SLUICE_EINVAL, 0,
-                               "lmdb: sweep needs now_ns >= 0 and "
-                               "1 <= max_records <= %lld",
-                               (long long)MAX_SWEEP);
-  if (s->rdonly)
-    return sluice_store_seterr(&s->base, SLUICE_EPERM, 0,
-                               "lmdb: store opened read-only");
-  rc = txn_begin(s, 0, &txn);
-  if (rc != SLUICE_OK)
-    return rc;
-  mrc = mdb_cursor_open(txn, e->dbi_state, &cur);
-  if (mrc != MDB_SUCCESS) {
-    txn_abort(s, txn);
-    return lmdb_fail(&s->base, mrc, "sweep");
-  }
-  pthread_mutex_lock(&e->sweep_mu);
-  if (e->sweep_has) {
-    k.mv_data = e->sweep_key;
-    k.mv_size = e->sweep_len;
-    mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    if (mrc == MDB_SUCCESS && k.mv_size == e->sweep_len &&
-        memcmp(k.mv_data, e->sweep_key, k.mv_size) == 0)
-      mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
-  } else {
-    mrc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
-  }
-  while (mrc == MDB_SUCCESS && sw->examined < sw->max_records) {
-    int64_t exp;
-    sluice_state st;
-    sw->examined++;
-    memcpy(e->sweep_key, k.mv_data, k.mv_size);
-    e->sweep_len = k.mv_size;
-    e->sweep_has = 1;
-    /* A record we cannot read is left alone: deleting it could drop a
-    ** live box of a newer layout. */
-    if (rec_decode(&v, &exp, &st) == SLUICE_OK && exp <= sw->now_ns) {
-      mrc = mdb_cursor_del(cur, 0);
-      if (mrc != MDB_SUCCESS)
-        break;
-      sw->removed++;
-    }
-    mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
-  }
-  if (mrc == MDB_NOTFOUND) {
-    sw->wrapped = 1;
-    e->sweep_has = 0;
-    mrc = MDB_SUCCESS;
-  }
-  pthread_mutex_unlock(&e->sweep_mu);
-  mdb_cursor_close(cur);
-  if (mrc != MDB_SUCCESS) {
-    txn_abort(s, txn);
-    sw->removed = 0;
-    return lmdb_fail(&s->base, mrc, "sweep");
-  }
-  if (sw->removed == 0) {
-    txn_abort(s, txn);
-    return SLUICE_OK;
-  }
-  mrc = txn_commit(s, txn);
-  if (mrc != MDB_SUCCESS) {
-    sw->removed = 0;
-    return lmdb_fail(&s->base, mrc, "commit sweep");
-  }
-  return SLUICE_OK;
-}
-
-/* mdb_reader_list prints a header line, then one "pid thread txnid" line
-** per held slot (or "(no active readers)"). */
-static int count_reader(const char *msg, void *ctx) {
-  while (*msg == ' ')
-    msg++;
-  if (*msg >= '0' && *msg <= '9')
-    ++*(int64_t *)ctx;
-  return 0;
-}
-
-static int ctl_stats(lmdb_store *s, sluice_lmdb_stats *st) {
-  MDB_envinfo info;
-  MDB_stat ms;
-  MDB_txn *txn;
-  int rc, mrc;
-  memset(st, 0, sizeof *st);
-  rc = txn_begin(s, MDB_RDONLY, &txn);
-  if (rc != SLUICE_OK)
-    return rc;
-  mrc = mdb_stat(txn, s->e->dbi_state, &ms);
-  if (mrc == MDB_SUCCESS)
-    mrc = mdb_env_info(s->e->env, &info);
-  txn_abort_ro(s, txn);
-  if (mrc != MDB_SUCCESS)
-    return lmdb_fail(&s->base, mrc, "stats");
-  st->mapsize = (int64_t)info.me_mapsize;
-  st->page_size = ms.ms_psize;
-  st->used_bytes = (int64_t)(info.me_last_pgno + 1) * ms.ms_psize;
-  st->records = (int64_t)ms.ms_entries;
-  st->max_readers = info.me_maxreaders;
-  /* me_numreaders is a high-water mark; count the slots actually held. */
-  mdb_reader_list(s->e->env, count_reader, &st->readers);
-  return SLUICE_OK;
-}
-
-static int lmdb_control(sluice_store *base, int op, void *arg) {
-  lmdb_store *s = (lmdb_store *)base;
-  int rc, mrc;
-  if (op < SLUICE_CTL_LMDB_MAPSIZE || op > SLUICE_CTL_LMDB_SYNC)
-    return SLUICE_ENOTFOUND;
-  rc = fork_check(s);
-  if (rc != SLUICE_OK)
-    return rc;
-  if (!arg && op != SLUICE_CTL_LMDB_SYNC)
-    return sluice_store_seterr(base, SLUICE_EINVAL, 0,
-                               "lmdb: control op %d needs an argument", op);
-  switch (op) {
-  case SLUICE_CTL_LMDB_MAPSIZE:
-    return ctl_mapsize(s, arg);
-  case SLUICE_CTL_LMDB_SWEEP:
-    return ctl_sweep(s, arg);
-  case SLUICE_CTL_LMDB_STATS:
-    return ctl_stats(s, arg);
-  case SLUICE_CTL_LMDB_READER_CHECK:
-    mrc = mdb_reader_check(s->e->env, (int *)arg);
-    return mrc == MDB_SUCCESS ? SLUICE_OK
-                              : lmdb_fail(base, mrc, "reader check");
-  default:
-    if (s->rdonly)
-      return SLUICE_OK;
-    mrc = mdb_env_sync(s->e->env, 1);
-    return mrc == MDB_SUCCESS ? SLUICE_OK : lmdb_fail(base, mrc, "sync");
-  }
-}
-
-static unsigned lmdb_caps(sluice_store *s) {
-  (void)s;
-  return SLUICE_CAP_THREADSAFE | SLUICE_CAP_CROSS_PROCESS | SLUICE_CAP_DURABLE;
-}
 
 /* ------------------------------------------------------- open / close --- */
 
@@ -943,16 +102,16 @@ static int lmdb_close(sluice_store *base) {
 }
 
 static const sluice_store_methods lmdb_methods = {
-    3,               /* iVersion */
-    lmdb_close,      /* xClose */
-    lmdb_apply,      /* xApply: one write transaction */
-    lmdb_get,        /* xGet: one read transaction */
-    lmdb_delete,     /* xDelete */
-    lmdb_control,    /* xControl: SLUICE_CTL_LMDB_* */
-    lmdb_caps,       /* xCapabilities */
-    lmdb_apply_many, /* xApplyMany: one write transaction per batch */
-    lmdb_run,        /* xRun: a whole program in one write transaction */
-    lmdb_run_many,   /* xRunMany: one write transaction per batch */
+    3,                       /* iVersion */
+    lmdb_close,              /* xClose */
+    sluice__lmdb_apply,      /* xApply: one write transaction */
+    sluice__lmdb_get,        /* xGet: one read transaction */
+    sluice__lmdb_delete,     /* xDelete */
+    sluice__lmdb_control,    /* xControl: SLUICE_CTL_LMDB_* */
+    sluice__lmdb_caps,       /* xCapabilities */
+    sluice__lmdb_apply_many, /* xApplyMany: one write transaction per batch */
+    sluice__lmdb_run,      /* xRun: a whole program in one write transaction */
+    sluice__lmdb_run_many, /* xRunMany: one write transaction per batch */
 };
 
 typedef struct open_args {
@@ -1075,10 +234,10 @@ static int gate_open(sluice_store *s, sluice_lmdb_env *e, const char *dir,
       g = mmap(NULL, sizeof *g, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
       close(fd);
       if (g == MAP_FAILED)
-        return sluice_store_seterr(s, map_err(errno), errno,
+        return sluice_store_seterr(s, sluice__lmdb_err(errno), errno,
                                    "lmdb: map %s: %s", gp, strerror(errno));
-      if (memcmp(g->magic, SLUICE_LMDB_GATE_MAGIC, 8) != 0 ||
-          g->version != 1 || g->mutex_size != sizeof(pthread_mutex_t)) {
+      if (memcmp(g->magic, SLUICE_LMDB_GATE_MAGIC, 8) != 0 || g->version != 1 ||
+          g->mutex_size != sizeof(pthread_mutex_t)) {
         munmap(g, sizeof *g);
         return sluice_store_seterr(s, SLUICE_EVERSION, 0,
                                    "lmdb: %s was made by another sluice "
@@ -1089,13 +248,13 @@ static int gate_open(sluice_store *s, sluice_lmdb_env *e, const char *dir,
       return SLUICE_OK;
     }
     if (errno != ENOENT)
-      return sluice_store_seterr(s, map_err(errno), errno, "lmdb: open %s: %s",
-                                 gp, strerror(errno));
+      return sluice_store_seterr(s, sluice__lmdb_err(errno), errno,
+                                 "lmdb: open %s: %s", gp, strerror(errno));
     snprintf(tp, sizeof tp, "%s/.sluice.lock.%ld", dir, (long)getpid());
     unlink(tp); /* a leftover of a dead process with our pid */
     fd = open(tp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, (mode_t)mode);
     if (fd < 0)
-      return sluice_store_seterr(s, map_err(errno), errno,
+      return sluice_store_seterr(s, sluice__lmdb_err(errno), errno,
                                  "lmdb: create %s: %s", tp, strerror(errno));
     if (ftruncate(fd, (off_t)sizeof *g) != 0 ||
         (g = mmap(NULL, sizeof *g, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
@@ -1103,8 +262,8 @@ static int gate_open(sluice_store *s, sluice_lmdb_env *e, const char *dir,
       int err = errno;
       close(fd);
       unlink(tp);
-      return sluice_store_seterr(s, map_err(err), err, "lmdb: create %s: %s",
-                                 tp, strerror(err));
+      return sluice_store_seterr(s, sluice__lmdb_err(err), err,
+                                 "lmdb: create %s: %s", tp, strerror(err));
     }
     close(fd);
     {
@@ -1123,8 +282,8 @@ static int gate_open(sluice_store *s, sluice_lmdb_env *e, const char *dir,
     if (link(tp, gp) != 0 && errno != EEXIST) {
       int err = errno;
       unlink(tp);
-      return sluice_store_seterr(s, map_err(err), err, "lmdb: create %s: %s",
-                                 gp, strerror(err));
+      return sluice_store_seterr(s, sluice__lmdb_err(err), err,
+                                 "lmdb: create %s: %s", gp, strerror(err));
     }
     unlink(tp);
   }
@@ -1140,7 +299,7 @@ static int env_setup_txn(sluice_store *s, sluice_lmdb_env *e, int create,
 static int env_setup(sluice_store *s, sluice_lmdb_env *e, int create,
                      const char *path, int64_t *grown) {
   int rc;
-  if (!e->rdonly && (rc = gate_lock_env(e, s, 0)) != SLUICE_OK)
+  if (!e->rdonly && (rc = sluice__lmdb_gate_lock_env(e, s, 0)) != SLUICE_OK)
     return rc;
   rc = env_setup_txn(s, e, create, path, grown);
   if (e->gate)
@@ -1158,7 +317,7 @@ static int env_setup_txn(sluice_store *s, sluice_lmdb_env *e, int create,
   int mrc, rc = SLUICE_OK;
   mrc = mdb_txn_begin(e->env, NULL, e->rdonly ? MDB_RDONLY : 0, &txn);
   if (mrc != MDB_SUCCESS)
-    return lmdb_fail(s, mrc, "begin setup transaction");
+    return sluice__lmdb_fail(s, mrc, "begin setup transaction");
   mrc = mdb_dbi_open(txn, "sluice.meta", dbflags, &meta);
   if (mrc == MDB_SUCCESS)
     mrc = mdb_get(txn, meta, &k, &v);
@@ -1229,14 +388,14 @@ static int env_setup_txn(sluice_store *s, sluice_lmdb_env *e, int create,
     mrc = mdb_dbi_open(txn, "sluice.state", dbflags, &e->dbi_state);
   if (mrc != MDB_SUCCESS) {
     mdb_txn_abort(txn);
-    return lmdb_fail(s, mrc, "open databases");
+    return sluice__lmdb_fail(s, mrc, "open databases");
   }
   memcpy(e->secret, m.secret, sizeof e->secret);
   e->dbi_meta = meta;
   *grown = m.mapsize;
   {
     /* A process that opens with a larger mapsize= tells the others, which
-    ** adopt it when they run out of room (recover_room). */
+    ** adopt it when they run out of room (sluice__lmdb_recover_room). */
     MDB_envinfo info;
     if (!e->rdonly && mdb_env_info(e->env, &info) == MDB_SUCCESS &&
         (int64_t)info.me_mapsize > m.mapsize) {
@@ -1246,7 +405,7 @@ static int env_setup_txn(sluice_store *s, sluice_lmdb_env *e, int create,
       mrc = mdb_put(txn, meta, &k, &v, 0);
       if (mrc != MDB_SUCCESS) {
         mdb_txn_abort(txn);
-        return lmdb_fail(s, mrc, "record map size");
+        return sluice__lmdb_fail(s, mrc, "record map size");
       }
     }
   }
@@ -1254,12 +413,12 @@ static int env_setup_txn(sluice_store *s, sluice_lmdb_env *e, int create,
   ** outlive this transaction. */
   mrc = mdb_txn_commit(txn);
   if (mrc != MDB_SUCCESS)
-    return lmdb_fail(s, mrc, "commit setup transaction");
+    return sluice__lmdb_fail(s, mrc, "commit setup transaction");
   return SLUICE_OK;
 }
 
-static int env_open(sluice_store *s, const open_args *a, int create,
-                    int rdonly, const struct stat *dst, sluice_lmdb_env **out) {
+static int env_open(sluice_store *s, const open_args *a, int create, int rdonly,
+                    const struct stat *dst, sluice_lmdb_env **out) {
   static const unsigned sync_flags[] = {0, MDB_NOMETASYNC, MDB_NOSYNC};
   sluice_lmdb_env *e;
   unsigned flags = MDB_NOTLS | sync_flags[a->sync] | (rdonly ? MDB_RDONLY : 0);
@@ -1293,7 +452,7 @@ static int env_open(sluice_store *s, const open_args *a, int create,
   if (mrc != MDB_SUCCESS) {
     e->env = NULL;
     env_destroy(e);
-    return lmdb_fail(s, mrc, "create environment");
+    return sluice__lmdb_fail(s, mrc, "create environment");
   }
   mrc = mdb_env_set_maxdbs(e->env, 4);
   if (mrc == MDB_SUCCESS)
@@ -1302,7 +461,7 @@ static int env_open(sluice_store *s, const open_args *a, int create,
     mrc = mdb_env_set_mapsize(e->env, (size_t)a->mapsize);
   if (mrc != MDB_SUCCESS) {
     env_destroy(e);
-    return lmdb_fail(s, mrc, "configure environment");
+    return sluice__lmdb_fail(s, mrc, "configure environment");
   }
   mrc = mdb_env_open(e->env, a->path, flags, (mdb_mode_t)a->mode);
   if (mrc != MDB_SUCCESS) {
@@ -1312,8 +471,8 @@ static int env_open(sluice_store *s, const open_args *a, int create,
                                  "lmdb: %s/data.mdb is not an LMDB file "
                                  "(corrupt or foreign); left untouched",
                                  a->path);
-    return sluice_store_seterr(s, map_err(mrc), mrc, "lmdb: open %s: %s",
-                               a->path, mdb_strerror(mrc));
+    return sluice_store_seterr(s, sluice__lmdb_err(mrc), mrc,
+                               "lmdb: open %s: %s", a->path, mdb_strerror(mrc));
   }
   /* Clear reader slots of processes that died holding a read transaction:
   ** they pin pages and would otherwise grow the file until the map fills. */
@@ -1366,7 +525,7 @@ static int lmdb_open(const sluice_backend *b, const char *uri,
     goto done;
   if (stat(a->path, &dst) != 0) {
     if (errno != ENOENT || !create) {
-      rc = sluice_store_seterr(base, map_err(errno), errno,
+      rc = sluice_store_seterr(base, sluice__lmdb_err(errno), errno,
                                "lmdb: %s: %s%s", a->path, strerror(errno),
                                errno == ENOENT
                                    ? " (open with SLUICE_OPEN_CREATE to "
@@ -1380,11 +539,10 @@ static int lmdb_open(const sluice_backend *b, const char *uri,
     for (sh = 0; sh <= 3; sh += 3)
       if ((a->mode >> sh) & 7)
         dmode |= (mode_t)((((a->mode >> sh) & 7) | 1) << sh);
-    if (mkdir(a->path, dmode) != 0 ||
-        stat(a->path, &dst) != 0) {
-      rc = sluice_store_seterr(base, map_err(errno), errno,
-                               "lmdb: cannot create directory %s: %s",
-                               a->path, strerror(errno));
+    if (mkdir(a->path, dmode) != 0 || stat(a->path, &dst) != 0) {
+      rc = sluice_store_seterr(base, sluice__lmdb_err(errno), errno,
+                               "lmdb: cannot create directory %s: %s", a->path,
+                               strerror(errno));
       goto done;
     }
   }
@@ -1424,7 +582,7 @@ static int lmdb_open(const sluice_backend *b, const char *uri,
       e->refs++;
       if (mdb_env_info(e->env, &info) == MDB_SUCCESS &&
           (int64_t)info.me_mapsize < a->mapsize && !e->rdonly)
-        (void)adopt_mapsize(e, (size_t)a->mapsize);
+        (void)sluice__lmdb_adopt_mapsize(e, (size_t)a->mapsize);
     }
   } else {
     rc = env_open(base, a, create, rdonly, &dst, &e);
@@ -1445,6 +603,5 @@ done:
   return rc;
 }
 
-const sluice_backend sluice__backend_lmdb = {2, (int)sizeof(lmdb_store),
-                                             "lmdb", NULL, lmdb_open,
-                                             lmdb_params};
+const sluice_backend sluice__backend_lmdb = {
+    2, (int)sizeof(lmdb_store), "lmdb", NULL, lmdb_open, lmdb_params};

@@ -2,9 +2,9 @@
 ** Redis store: the same limits across a fleet.
 **
 ** State lives in Redis, one key per record, and each step runs inside
-** Redis as sluice.lua, a port of lib/algo over the same 16-byte records, so
-** a decision is atomic where the state lives and there is one truth per
-** algorithm.  The C side only routes, pipelines and maps failures; it never
+** Redis as a Lua script (in lua/), a port of lib/algo over the same
+** 16-byte records, so a decision is atomic where the state lives and there
+** is one truth per algorithm.  The C side only routes, pipelines and maps failures; it never
 ** decides.
 **
 ** Routing.  A Redis Cluster shards keys by CRC16(hash tag) mod 16384.  The
@@ -32,9 +32,10 @@
 ** a dead node costs the caller nothing but an immediate error.
 **
 ** Choices:
-**  a) Records are 25-byte strings: the record, its expiry in ns and the
-**     layout byte.  The expiry in the value makes "expired = fresh" exact
-**     under any clock (the Redis TTL, rounded up to the ms, only collects).
+**  a) Records are 25-byte strings (wire.h): the record, its expiry in ns
+**     and the layout byte.  The expiry in the value makes "expired =
+**     fresh" exact under any clock (the Redis TTL, rounded up to the ms,
+**     only collects).
 **  b) Lanes: hiredis contexts are not thread-safe, so a store is `pool`
 **     copies of its routing state, each with its own connections and
 **     mutex; a thread keeps to one lane while it is free and takes any
@@ -72,6 +73,7 @@
 #include "sluice.h"
 #include <sluice/sluice_redis.h>
 #include "sluice_rcl_script.h"
+#include "wire.h"
 
 #define RCL_SLOTS 16384
 #define RCL_MAX_NODES 64
@@ -82,26 +84,21 @@
 ** keys, the numbers as one argument (see arg_int) and a batch's marker. */
 #define RCL_MAX_ARGS (3 + SLUICE_PROGRAM_KEYS + 2)
 /* A batch script call carries at most this many single-bucket GCRA
-** decisions (sluice.lua, "A batch"), 11 numbers each. */
+** decisions (lua/dispatch.lua, "A batch"). */
 #define RCL_BATCH_MAX SLUICE_GROUP_MAX
-#define RCL_BATCH_NUMS 11
-/* A program's numbers: 8 of the header, then per step 14 and its
-** parameters (at most a GCRA group's 3 per key). */
-#define RCL_STEP_NUMS 14
+/* A program's numbers: the header, then per step its numbers and its
+** parameters (at most a GCRA group's per key). */
 #define RCL_PROG_NUMS                                                          \
-  (8 + SLUICE_PROGRAM_STEPS * (RCL_STEP_NUMS + 3 * SLUICE_GROUP_MAX))
+  (SLUICE_WIRE_HEADER +                                                        \
+   SLUICE_PROGRAM_STEPS *                                                      \
+       (SLUICE_WIRE_STEP + SLUICE_WIRE_GCRA_PARAMS * SLUICE_GROUP_MAX))
+#define RCL_BATCH_NUMS (SLUICE_WIRE_BATCH_MEMBER * RCL_BATCH_MAX)
 #define RCL_MAX_NUMS                                                           \
-  (RCL_PROG_NUMS > RCL_BATCH_NUMS * RCL_BATCH_MAX                              \
-       ? RCL_PROG_NUMS                                                         \
-       : RCL_BATCH_NUMS * RCL_BATCH_MAX)
-/* The script's algo number of a program call (sluice.lua, "programs"). */
-#define RCL_PROGRAM 7
+  (RCL_PROG_NUMS > RCL_BATCH_NUMS ? RCL_PROG_NUMS : RCL_BATCH_NUMS)
 #define RCL_PREFIX_MAX 64
 /* Test mode keeps records at least this long in Redis (the manual clock
 ** may stand still while real time passes; the stored expiry decides). */
 #define RCL_TEST_MIN_TTL_MS 86400000
-/* The exact range of the Lua port (see sluice.lua). */
-#define RCL_EXACT_MAX ((int64_t)1 << 52)
 /* Most lanes (connection sets) a store keeps, and the default. */
 #define RCL_POOL_MAX 64
 #define RCL_POOL_DEFAULT 8
@@ -516,7 +513,7 @@ static void arg_raw(rcl_cmd *c, const char *p, size_t n) {
   c->argc++;
 }
 /* The numbers of a script call go as one binary argument of int64s,
-** little-endian (sluice.lua unpacks them with struct): Redis interns every
+** little-endian (the script unpacks them with struct): Redis interns every
 ** argument as a Lua string before the script runs, and a dozen decimal
 ** arguments cost the server more than the GCRA step itself. */
 static void arg_int(rcl_cmd *c, long long x) {
@@ -564,9 +561,9 @@ static long long dur_arg(int64_t d) {
   return d == SLUICE_FOREVER ? -1 : (long long)d;
 }
 
-/* The parameters the Lua port reproduces exactly (sluice.lua header). */
+/* The parameters the Lua port reproduces exactly (lua/entry.lua). */
 static int range_check(const sluice_op *op) {
-  const int64_t M = RCL_EXACT_MAX;
+  const int64_t M = SLUICE_WIRE_EXACT_MAX;
   int i;
   switch (op->algo) {
   case SLUICE_ALGO_GCRA: {
@@ -607,6 +604,7 @@ static int range_check(const sluice_op *op) {
   }
 }
 
+/* The header of a call, in wire.h's SLUICE_WIRE_* order. */
 static void build_common(rcl_cmd *c, const rcl_store *r, int algo, int kind,
                          int64_t now, int64_t arg, uint64_t id) {
   arg_int(c, algo);
@@ -633,7 +631,7 @@ static void arg_gcra(rcl_cmd *c, const sluice_gcra_params *p) {
   arg_int(c, (long long)p->burst);
 }
 
-/* What a batch script call may carry: what sluice.lua's fast path takes. */
+/* What a batch script call may carry: what the script's fast path takes. */
 static int job_batchable(const rcl_job *j) {
   return j->type == JOB_APPLY && j->ask_node < 0 &&
          j->op->algo == SLUICE_ALGO_GCRA && j->op->nkeys == 1 &&
@@ -705,18 +703,19 @@ static int arg_params(rcl_cmd *c, int algo, int nk, const void *params) {
 }
 
 /* A program: its records as KEYS, a header (the step count in the kind's
-** place), then each step's 14 numbers and its parameters (sluice.lua,
-** "programs"). */
+** place), then each step's numbers and its parameters (wire.h; the
+** script's lua/program.lua). */
 static void build_program(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
   const sluice_program *p = j->prog;
   int i;
   arg_numkeys(c, p->nkeys);
   for (i = 0; i < p->nkeys; i++)
     arg_key(c, r, i, &p->keys[i]);
-  build_common(c, r, RCL_PROGRAM, p->nsteps, j->now, 0, 0);
+  build_common(c, r, SLUICE_WIRE_PROGRAM, p->nsteps, j->now, 0, 0);
   for (i = 0; i < p->nsteps; i++) {
     const sluice_step *s = &p->steps[i];
     int at, np, end;
+    /* In wire.h's SLUICE_WIRE_STEP_* order. */
     arg_int(c, s->algo);
     arg_int(c, s->kind);
     arg_int(c, s->key);
@@ -779,45 +778,46 @@ static int64_t le64(const unsigned char *p) {
   return (int64_t)((uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32);
 }
 
+/* A verdict, field by field as wire.h lists them. */
+#define RD_I32(f)                                                              \
+  v->f = (int)le32(p);                                                         \
+  p += 4;
+#define RD_U32(f)                                                              \
+  v->f = le32(p);                                                              \
+  p += 4;
+#define RD_I64(f)                                                              \
+  v->f = le64(p);                                                              \
+  p += 8;
 static void verdict_at(const unsigned char *p, sluice_verdict *v) {
   memset(v, 0, sizeof *v);
-  v->allowed = (int)le32(p);
-  v->flags = le32(p + 4);
-  v->binding = (int)le32(p + 8);
-  v->level = (int)le32(p + 12);
-  v->limit = le64(p + 16);
-  v->remaining = le64(p + 24);
-  v->retry_after_ns = le64(p + 32);
-  v->reset_ns = le64(p + 40);
-  v->strikes_remaining = le64(p + 48);
-  v->offenses = le64(p + 56);
-  v->lease_id = (uint64_t)le64(p + 64);
-  v->now_ns = le64(p + 72);
+  SLUICE_WIRE_VERDICT_FIELDS(RD_I32, RD_U32, RD_I64)
 }
 
 static int decode_verdict(const redisReply *rep, sluice_verdict *v) {
-  if (rep->type != REDIS_REPLY_STRING || rep->len != 80)
+  if (rep->type != REDIS_REPLY_STRING || rep->len != SLUICE_WIRE_VERDICT)
     return SLUICE_EBACKEND;
   verdict_at((const unsigned char *)rep->str, v);
   return SLUICE_OK;
 }
 
-/* A program's answer: a 24-byte header, then 80 bytes per step. */
+/* A program's answer: its header, then a verdict per step. */
 static int decode_program(const redisReply *rep, const sluice_program *p,
                           sluice_program_result *res) {
   const unsigned char *b = (const unsigned char *)rep->str;
   int i;
   if (rep->type != REDIS_REPLY_STRING ||
-      rep->len != 24 + 80 * (size_t)p->nsteps)
+      rep->len != SLUICE_WIRE_PROG_HEADER +
+                      SLUICE_WIRE_VERDICT * (size_t)p->nsteps)
     return SLUICE_EBACKEND;
-  res->allowed = (int)le32(b);
-  res->denied_by = (int)le32(b + 4);
-  res->ran = le32(b + 8);
-  res->now_ns = le64(b + 16);
+  res->allowed = (int)le32(b + SLUICE_WIRE_PROG_ALLOWED);
+  res->denied_by = (int)le32(b + SLUICE_WIRE_PROG_DENIED_BY);
+  res->ran = le32(b + SLUICE_WIRE_PROG_RAN);
+  res->now_ns = le64(b + SLUICE_WIRE_PROG_NOW);
   if (res->denied_by < -1 || res->denied_by >= p->nsteps)
     return SLUICE_EBACKEND;
   for (i = 0; i < p->nsteps; i++)
-    verdict_at(b + 24 + 80 * i, &res->v[i]);
+    verdict_at(b + SLUICE_WIRE_PROG_HEADER + SLUICE_WIRE_VERDICT * i,
+               &res->v[i]);
   return SLUICE_OK;
 }
 
@@ -835,15 +835,15 @@ static int decode_get(const redisReply *rep, rcl_job *j) {
   now = (int64_t)(((uint64_t)h->integer << 32) | (uint64_t)l->integer);
   if (val->type == REDIS_REPLY_NIL)
     return SLUICE_ENOTFOUND;
-  if (val->type != REDIS_REPLY_STRING || val->len != 25 ||
-      (unsigned char)val->str[24] != SLUICE_STATE_LAYOUT)
+  if (val->type != REDIS_REPLY_STRING || val->len != SLUICE_WIRE_RECORD ||
+      (unsigned char)val->str[SLUICE_WIRE_REC_LAYOUT] != SLUICE_STATE_LAYOUT)
     return SLUICE_ECORRUPT;
   p = (const unsigned char *)val->str;
-  exp = le64(p + 16);
+  exp = le64(p + SLUICE_WIRE_REC_EXPIRY);
   if (exp <= now)
     return SLUICE_ENOTFOUND;
-  j->st_out->w[0] = (uint64_t)le64(p);
-  j->st_out->w[1] = (uint64_t)le64(p + 8);
+  j->st_out->w[0] = (uint64_t)le64(p + SLUICE_WIRE_REC_W0);
+  j->st_out->w[1] = (uint64_t)le64(p + SLUICE_WIRE_REC_W1);
   *j->exp_out = exp;
   return SLUICE_OK;
 }

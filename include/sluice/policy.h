@@ -131,7 +131,8 @@ enum sluice_binding {
   SLUICE_BINDING_NONE = 0,
   SLUICE_BINDING_TENANT = 1,
   SLUICE_BINDING_KEY = 2,
-  SLUICE_BINDING_AUTH = 3 /**< auth failure window of the subject or IP */
+  SLUICE_BINDING_AUTH = 3, /**< auth failure window of the subject or IP */
+  SLUICE_BINDING_IP = 4    /**< the per-IP backstop's fixed window */
 };
 
 /** Decision flags. */
@@ -271,13 +272,31 @@ typedef struct sluice_policy_config {
                                       the mask says (no tier to degrade) */
   int64_t fail_closed_retry_after_ns; /**< 15 s */
   int64_t degraded_percent;      /**< local limiter at 25% of tier rates */
-  int64_t degraded_probe_ns;     /**< skip the store for 1 s after a
-                                      failure, then probe it again */
+  int64_t degraded_probe_ns;     /**< once the circuit breaker opens,
+                                      leave the store alone 1 s, then
+                                      let trial requests probe it */
   int shadow;                    /**< 1: decide and record, enforce nothing */
   /** Staged rollout: SLUICE_SHADOW_* features recorded but not enforced
    *  for every tier and for auth (shadow = 1 is all of them). */
   int64_t shadow_features;
-  int64_t reserved[15];
+  /* The store's circuit breaker (docs/policy.md "Store failures"): every
+  ** request calls the store, each within its own timeout, until failures
+  ** are sustained: breaker_failure_percent of at least breaker_min_calls
+  ** calls in breaker_window_ns, or breaker_run failures in a row. */
+  int64_t breaker_window_ns;       /**< 1 s (0.01 s..1 h) */
+  int64_t breaker_min_calls;       /**< 20 (1..65535) */
+  int64_t breaker_failure_percent; /**< 50 (1..100) */
+  int64_t breaker_run;             /**< 0: off (0..10^6) */
+  int64_t breaker_probes;          /**< trial requests at a time when
+                                        half-open: 3 (1..1000) */
+  /* The coarse per-IP backstop (the spec's WAF rate rule): a fixed window
+  ** per client address, checked before anything else. */
+  int64_t ip_limit;              /**< requests per ip_window_ns; 0: off */
+  int64_t ip_window_ns;          /**< 60 s */
+  /* The breaker's and the backstop's 7 words came out of reserved[15]:
+  ** a new field takes a word from here, so the struct keeps its size
+  ** (lib/policy/config.c asserts it). */
+  int64_t reserved[8];
   /** The host-wide segments (the file's "host" group; docs/policy.md):
    *  "" keeps each in the process, "shm:name=/NAME..." shares it between
    *  the processes of a host.  A non-NULL sluice_policy_options field of
@@ -340,6 +359,23 @@ SLUICE_EXPORT int sluice_policy_config_check(const sluice_policy_config *cfg,
 SLUICE_EXPORT int sluice_policy_config_load(const char *path,
                                             sluice_policy_config *cfg,
                                             char *err, size_t errlen);
+
+/** One scalar setting of the configuration file (docs/policy.md has them
+ *  all): the same table drives the defaults, the loader, the validator and
+ *  the documentation. */
+typedef struct sluice_policy_setting {
+  const char *group;  /**< "penalty" */
+  const char *name;   /**< "strike_window_ms" (the unit is in the name) */
+  const char *field;  /**< its sluice_policy_config field, "strike_window_ns" */
+  int64_t unit_ns;    /**< the field per unit of the file's value (1: none) */
+  int64_t dflt;       /**< the default, in the file's unit */
+  int64_t min, max;   /**< bounds in the file's unit; max 0: the smallest
+                           bucket burst of the tiers (a cost) */
+  const char *what;   /**< one line */
+} sluice_policy_setting;
+
+/** @brief Setting i of the table (0, 1, ...), or NULL past its end. */
+SLUICE_EXPORT const sluice_policy_setting *sluice_policy_setting_at(int i);
 
 /* ---------------------------------------------------------------- events --- */
 

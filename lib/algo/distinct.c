@@ -6,7 +6,7 @@
 ** Used for credential-stuffing signatures: how many distinct subjects one IP
 ** has failed against, or how many distinct IPs have failed against one
 ** subject, in the last window.  With m = 64 bits and b bits set, the
-** estimate is round(-m ln(1 - b/m)); the table below holds it for every b so
+** estimate is round(-m ln(1 - b/m)); distinct_estimate.h holds it for every b so
 ** that no decision uses floating point.  Accurate to within a few items up
 ** to ~100 distinct, saturating at 266 (all bits set).  Thresholds above 200
 ** are refused.  The item is a 64-bit hash the caller computes with a keyed
@@ -14,12 +14,7 @@
 */
 #include "algo_int.h"
 
-static const uint16_t lc_estimate[65] = {
-    0,   1,   2,   3,   4,   5,   6,   7,   9,   10,  11,  12,  13,
-    15,  16,  17,  18,  20,  21,  23,  24,  25,  27,  28,  30,  32,
-    33,  35,  37,  39,  40,  42,  44,  46,  48,  51,  53,  55,  58,
-    60,  63,  65,  68,  71,  74,  78,  81,  85,  89,  93,  97,  102,
-    107, 113, 119, 126, 133, 142, 151, 163, 177, 196, 222, 266, 266};
+#include "distinct_estimate.h"
 
 int sluice_distinct_params_check(const sluice_distinct_params *p) {
   if (!p || p->threshold < 1 || p->threshold > 200 || p->window_ns < 1 ||
@@ -58,7 +53,7 @@ int sluice__distinct_run(const sluice_op *op, const sluice_state *in,
   } else {
     *out = *in;
   }
-  est = lc_estimate[__builtin_popcountll(bits)];
+  est = sluice__lc_estimate[__builtin_popcountll(bits)];
   v->allowed = est < p->threshold;
   v->limit = p->threshold;
   v->remaining = est >= p->threshold ? 0 : p->threshold - est;

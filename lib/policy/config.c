@@ -26,11 +26,25 @@
 */
 #include <errno.h>
 #include <libconfig.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "policy_int.h"
+
+/* sluice_policy_config is caller-allocated: its size is ABI.  The fields
+** of the breaker and the backstop came out of `reserved`, so the words
+** from the first of them to the host segments stay 15, and the size what
+** it was (6480 bytes on LP64). */
+_Static_assert(offsetof(sluice_policy_config, host_counters) -
+                       offsetof(sluice_policy_config, breaker_window_ns) ==
+                   15 * sizeof(int64_t),
+               "sluice_policy_config: new fields must come out of reserved");
+#if defined(__LP64__)
+_Static_assert(sizeof(sluice_policy_config) == 6480,
+               "sluice_policy_config changed size");
+#endif
 
 #define S SLUICE__NS_PER_S
 #define MS SLUICE__NS_PER_MS
@@ -62,6 +76,8 @@ static void route_set(sluice_policy_route *r, const char *method,
 }
 
 int sluice_policy_config_defaults(sluice_policy_config *c) {
+  const sluice_policy_setting *st;
+  int i;
   if (!c)
     return SLUICE_EINVAL;
   memset(c, 0, sizeof *c);
@@ -80,36 +96,10 @@ int sluice_policy_config_defaults(sluice_policy_config *c) {
             SLUICE_EP_EXPORT);
   route_set(&c->routes[3], "GET", "/v1/jobs/*", SLUICE_EP_JOB_POLL);
   route_set(&c->routes[4], "*", "/v1/*", SLUICE_EP_STANDARD);
-  c->cost[SLUICE_EP_STANDARD] = 1;
-  c->cost[SLUICE_EP_RECONCILE] = 10;
-  c->cost[SLUICE_EP_EXPORT] = 25;
-  c->cost[SLUICE_EP_JOB_POLL] = 1;
-  c->export_long_cost = 50;
-  c->export_long_range_ns = 90 * 86400 * S;
-  c->strike_window_ns = 60 * S;
-  c->level1_box_ns = 300 * S;
-  c->level2_box_ns = 3600 * S;
-  c->enterprise_level3_box_ns = 3600 * S;
-  c->offense_ttl_ns = 86400 * S;
-  c->auth_subject_failures = 5;
-  c->auth_ip_failures = 20;
-  c->auth_window_ns = 900 * S;
-  c->auth_box_ns[0] = 300 * S;
-  c->auth_box_ns[1] = 3600 * S;
-  c->auth_box_ns[2] = 86400 * S;
-  c->stuffing_failures = 500;
-  c->stuffing_subjects = 50;
-  c->stuffing_ips = 20;
-  c->stuffing_window_ns = 600 * S;
-  c->reconcile_lease_ttl_ns = 900 * S;
-  c->export_lease_ttl_ns = 1800 * S;
-  c->export_cap_window_ns = 3600 * S;
-  c->lease_retry_after_max_ns = 30 * S;
+  for (i = 0; (st = sluice_policy_setting_at(i)) != NULL; i++)
+    *sluice__setting_field(c, i) = st->dflt * st->unit_ns;
   c->fail_closed_mask = (1u << SLUICE_EP_RECONCILE) |
                         (1u << SLUICE_EP_EXPORT) | (1u << SLUICE_EP_AUTH);
-  c->fail_closed_retry_after_ns = 15 * S;
-  c->degraded_percent = 25;
-  c->degraded_probe_ns = 1000 * MS;
   c->shadow = 0;
   return SLUICE_OK;
 }
@@ -184,6 +174,24 @@ static int check_bucket(ck *k, const char *tier, const char *which,
   return SLUICE_OK;
 }
 
+/* The table's settings (settings.c) in its order: those with a fixed
+** maximum when burst is 0, else the costs, whose maximum is `burst`. */
+static int check_settings(ck *k, const sluice_policy_config *c,
+                          int64_t burst) {
+  const sluice_policy_setting *st;
+  char p[96];
+  int i, rc;
+  for (i = 0; (st = sluice_policy_setting_at(i)) != NULL; i++) {
+    if ((st->max == 0) != (burst != 0))
+      continue;
+    snprintf(p, sizeof p, "%s.%s", st->group, st->name);
+    if ((rc = range(k, p, *sluice__setting_cfield(c, i) / st->unit_ns,
+                    st->min, st->max ? st->max : burst)))
+      return rc;
+  }
+  return SLUICE_OK;
+}
+
 int sluice__policy_config_check2(const sluice_policy_config *c, char *path,
                                  size_t pathlen, char *msg, size_t msglen) {
   char pbuf[160], mbuf[160];
@@ -192,7 +200,6 @@ int sluice__policy_config_check2(const sluice_policy_config *c, char *path,
   char p[128];
   int i, j, rc;
   int64_t min_burst = SLUICE_COUNT_MAX;
-  const int64_t DMAX = SLUICE_DURATION_MAX;
 
   if (k.pathlen)
     k.path[0] = '\0';
@@ -200,8 +207,9 @@ int sluice__policy_config_check2(const sluice_policy_config *c, char *path,
     k.msg[0] = '\0';
   if ((rc = range(&k, "tiers", c->ntiers, 1, SLUICE_POLICY_TIERS_MAX)))
     return rc;
-  if ((rc = range(&k, "failure.degraded_percent", c->degraded_percent, 1,
-                  100)))
+  /* The table's settings with fixed bounds first: a tier's buckets are
+  ** checked against degraded_percent. */
+  if ((rc = check_settings(&k, c, 0)))
     return rc;
   for (i = 0; i < c->ntiers; i++) {
     const sluice_policy_tier *t = &c->tiers[i];
@@ -243,30 +251,16 @@ int sluice__policy_config_check2(const sluice_policy_config *c, char *path,
     if (t->key_burst < min_burst)
       min_burst = t->key_burst;
   }
-  {
-    static const char *const cn[SLUICE_EP__COUNT] = {
-        NULL, "costs.standard", "costs.reconcile", "costs.export",
-        "costs.job_poll", NULL};
-    for (i = 1; i < SLUICE_EP__COUNT; i++) {
-      if (!cn[i])
-        continue;
-      if ((rc = range(&k, cn[i], c->cost[i], 1, min_burst)))
-        return rc;
-    }
-    if ((rc = range(&k, "costs.export_long", c->export_long_cost, 1,
-                    min_burst)))
-      return rc;
-    /* The long range is the heavier export: cheaper would reward asking
-    ** for more. */
-    if (c->export_long_cost < c->cost[SLUICE_EP_EXPORT])
-      return fail(&k, "costs.export_long",
-                  "must be at least costs.export (got %lld, costs.export is "
-                  "%lld)",
-                  c->export_long_cost, c->cost[SLUICE_EP_EXPORT], 0);
-  }
-  if ((rc = range(&k, "costs.export_long_range_days",
-                  c->export_long_range_ns / (86400 * S), 1, 100000)))
+  /* Costs: a request must fit the smallest bucket. */
+  if ((rc = check_settings(&k, c, min_burst)))
     return rc;
+  /* The long range is the heavier export: cheaper would reward asking for
+  ** more. */
+  if (c->export_long_cost < c->cost[SLUICE_EP_EXPORT])
+    return fail(&k, "costs.export_long",
+                "must be at least costs.export (got %lld, costs.export is "
+                "%lld)",
+                c->export_long_cost, c->cost[SLUICE_EP_EXPORT], 0);
   if ((rc = range(&k, "routes", c->nroutes, 0, SLUICE_POLICY_ROUTES_MAX)))
     return rc;
   for (i = 0; i < c->nroutes; i++) {
@@ -284,66 +278,10 @@ int sluice__policy_config_check2(const sluice_policy_config *c, char *path,
     if ((rc = range(&k, p, r->endpoint_class, 1, SLUICE_EP__COUNT - 1)))
       return rc;
   }
-  if ((rc = range(&k, "penalty.strike_window_ms", c->strike_window_ns / MS, 1,
-                  DMAX / MS)))
-    return rc;
-  if ((rc = range(&k, "penalty.level1_box_s", c->level1_box_ns / S, 1,
-                  DMAX / S)))
-    return rc;
-  if ((rc = range(&k, "penalty.level2_box_s", c->level2_box_ns / S, 1,
-                  DMAX / S)))
-    return rc;
-  if ((rc = range(&k, "penalty.enterprise_level3_box_s",
-                  c->enterprise_level3_box_ns / S, 1, DMAX / S)))
-    return rc;
-  if ((rc = range(&k, "penalty.offense_ttl_s", c->offense_ttl_ns / S, 1,
-                  DMAX / S)))
-    return rc;
-  if ((rc = range(&k, "auth.subject_failures", c->auth_subject_failures, 1,
-                  (int64_t)1 << 31))) /* SWINDOW's limit */
-    return rc;
-  if ((rc = range(&k, "auth.ip_failures", c->auth_ip_failures, 1,
-                  (int64_t)1 << 31))) /* SWINDOW's limit */
-    return rc;
-  if ((rc = range(&k, "auth.window_s", c->auth_window_ns / S, 1, DMAX / S)))
-    return rc;
-  if ((rc = range(&k, "auth.level1_box_s", c->auth_box_ns[0] / S, 1,
-                  DMAX / S)) ||
-      (rc = range(&k, "auth.level2_box_s", c->auth_box_ns[1] / S, 1,
-                  DMAX / S)) ||
-      (rc = range(&k, "auth.level3_box_s", c->auth_box_ns[2] / S, 1,
-                  DMAX / S)))
-    return rc;
-  if ((rc = range(&k, "auth.stuffing_failures", c->stuffing_failures, 1,
-                  SLUICE_COUNT_MAX)))
-    return rc;
-  if ((rc = range(&k, "auth.stuffing_subjects", c->stuffing_subjects, 1,
-                  200)))
-    return rc;
-  if ((rc = range(&k, "auth.stuffing_ips", c->stuffing_ips, 1, 200)))
-    return rc;
-  if ((rc = range(&k, "auth.stuffing_window_s", c->stuffing_window_ns / S, 1,
-                  DMAX / S)))
-    return rc;
-  if ((rc = range(&k, "heavy.reconcile_lease_ttl_s",
-                  c->reconcile_lease_ttl_ns / S, 1, DMAX / S)) ||
-      (rc = range(&k, "heavy.export_lease_ttl_s", c->export_lease_ttl_ns / S,
-                  1, DMAX / S)) ||
-      (rc = range(&k, "heavy.export_cap_window_s",
-                  c->export_cap_window_ns / S, 1, DMAX / S)) ||
-      (rc = range(&k, "heavy.lease_retry_after_max_s",
-                  c->lease_retry_after_max_ns / S, 1, DMAX / S)))
-    return rc;
   if (c->fail_closed_mask &
       ~((1u << SLUICE_EP__COUNT) - 1u - 1u)) /* bit 0 is AUTO */
     return fail(&k, "failure.fail_closed", "unknown endpoint class bits %llx",
                 c->fail_closed_mask, 0, 0);
-  if ((rc = range(&k, "failure.retry_after_s",
-                  c->fail_closed_retry_after_ns / S, 1, 86400)))
-    return rc;
-  if ((rc = range(&k, "failure.probe_interval_ms", c->degraded_probe_ns / MS,
-                  0, 3600 * 1000)))
-    return rc;
   if (c->shadow != 0 && c->shadow != 1)
     return fail(&k, "shadow", "must be true or false (got %lld)", c->shadow,
                 0, 0);
@@ -633,38 +571,60 @@ static int load_routes(ld *l, const config_setting_t *root,
   return SLUICE_OK;
 }
 
-static int load_failure(ld *l, const config_setting_t *root,
-                        sluice_policy_config *c) {
-  static const char *const names[] = {"fail_closed", "retry_after_s",
-                                      "degraded_percent", "probe_interval_ms",
-                                      NULL};
+/* failure.fail_closed: [ "reconcile", ... ] into class bits (the group's
+** numbers are the table's). */
+static int load_fail_closed(ld *l, const config_setting_t *root,
+                            sluice_policy_config *c) {
   const config_setting_t *g, *fc;
   int rc, i, n;
   g = group_of(l, root, "failure", "failure", &rc);
-  if (rc || !g)
+  if (rc || !g || !(fc = config_setting_get_member(g, "fail_closed")))
     return rc;
-  if ((rc = only(l, g, "failure", names)) ||
-      (rc = get_int(l, g, "failure", "retry_after_s", S,
-                    &c->fail_closed_retry_after_ns)) ||
-      (rc = get_int(l, g, "failure", "degraded_percent", 1,
-                    &c->degraded_percent)) ||
-      (rc = get_int(l, g, "failure", "probe_interval_ms", MS,
-                    &c->degraded_probe_ns)))
-    return rc;
-  fc = config_setting_get_member(g, "fail_closed");
-  if (fc) {
-    if (!config_setting_is_array(fc) && !config_setting_is_list(fc))
-      return lerr(l, fc, "failure.fail_closed",
-                  "must be an array of class names [ \"auth\", ... ]");
-    c->fail_closed_mask = 0;
-    n = config_setting_length(fc);
-    for (i = 0; i < n; i++) {
-      config_setting_t *e = config_setting_get_elem(fc, (unsigned)i);
-      const char *v = config_setting_get_string(e);
-      int cls = v ? class_of(v) : 0;
-      if (!cls)
-        return lerr(l, e, "failure.fail_closed", "unknown endpoint class");
-      c->fail_closed_mask |= 1u << cls;
+  if (!config_setting_is_array(fc) && !config_setting_is_list(fc))
+    return lerr(l, fc, "failure.fail_closed",
+                "must be an array of class names [ \"auth\", ... ]");
+  c->fail_closed_mask = 0;
+  n = config_setting_length(fc);
+  for (i = 0; i < n; i++) {
+    config_setting_t *e = config_setting_get_elem(fc, (unsigned)i);
+    const char *v = config_setting_get_string(e);
+    int cls = v ? class_of(v) : 0;
+    if (!cls)
+      return lerr(l, e, "failure.fail_closed", "unknown endpoint class");
+    c->fail_closed_mask |= 1u << cls;
+  }
+  return SLUICE_OK;
+}
+
+/* The table's settings (settings.c), a group at a time: its rows are
+** consecutive.  failure.fail_closed is read by load_fail_closed. */
+static int load_settings(ld *l, const config_setting_t *root,
+                         sluice_policy_config *c) {
+  const sluice_policy_setting *first, *st;
+  const char *names[32];
+  int i, j, n, rc;
+  for (i = 0; (first = sluice_policy_setting_at(i)) != NULL; i = j) {
+    const config_setting_t *g;
+    n = 0;
+    for (j = i; (st = sluice_policy_setting_at(j)) != NULL &&
+                strcmp(st->group, first->group) == 0 && n < 30;
+         j++)
+      names[n++] = st->name;
+    if (strcmp(first->group, "failure") == 0)
+      names[n++] = "fail_closed";
+    names[n] = NULL;
+    g = group_of(l, root, first->group, first->group, &rc);
+    if (rc)
+      return rc;
+    if (!g)
+      continue;
+    if ((rc = only(l, g, first->group, names)))
+      return rc;
+    for (n = i; n < j; n++) {
+      st = sluice_policy_setting_at(n);
+      if ((rc = get_int(l, g, st->group, st->name, st->unit_ns,
+                        sluice__setting_field(c, n))))
+        return rc;
     }
   }
   return SLUICE_OK;
@@ -770,24 +730,11 @@ int sluice_policy_config_load(const char *path, sluice_policy_config *out,
                               char *err, size_t errlen) {
   static const char *const top[] = {"shadow", "shadow_features", "tiers",
                                     "costs",  "routes",  "penalty", "auth",
-                                    "heavy",  "failure", "host", NULL};
-  static const char *const costs[] = {
-      "standard", "reconcile", "export", "export_long",
-      "export_long_range_days", "job_poll", NULL};
-  static const char *const pen[] = {"strike_window_ms", "level1_box_s",
-                                    "level2_box_s", "enterprise_level3_box_s",
-                                    "offense_ttl_s", NULL};
-  static const char *const auth[] = {
-      "subject_failures",  "ip_failures",       "window_s",
-      "level1_box_s",      "level2_box_s",      "level3_box_s",
-      "stuffing_failures", "stuffing_subjects", "stuffing_ips",
-      "stuffing_window_s", NULL};
-  static const char *const heavy[] = {
-      "reconcile_lease_ttl_s", "export_lease_ttl_s", "export_cap_window_s",
-      "lease_retry_after_max_s", NULL};
+                                    "heavy",  "failure", "host",
+                                    "breaker", "ip_backstop", NULL};
   sluice_policy_config c;
   config_t cf;
-  const config_setting_t *root, *g;
+  const config_setting_t *root;
   ld l = {path, err, errlen};
   int rc, wline;
   FILE *f;
@@ -835,81 +782,8 @@ int sluice_policy_config_load(const char *path, sluice_policy_config *out,
       (rc = get_bool(&l, root, "", "shadow", &c.shadow)) ||
       (rc = get_features(&l, root, "", &c.shadow_features)) ||
       (rc = load_tiers(&l, root, &c)) || (rc = load_routes(&l, root, &c)) ||
-      (rc = load_failure(&l, root, &c)) || (rc = load_host(&l, root, &c)))
-    goto done;
-  g = group_of(&l, root, "costs", "costs", &rc);
-  if (rc)
-    goto done;
-  if (g) {
-    int64_t days = -1;
-    if ((rc = only(&l, g, "costs", costs)) ||
-        (rc = get_int(&l, g, "costs", "standard", 1,
-                      &c.cost[SLUICE_EP_STANDARD])) ||
-        (rc = get_int(&l, g, "costs", "reconcile", 1,
-                      &c.cost[SLUICE_EP_RECONCILE])) ||
-        (rc = get_int(&l, g, "costs", "export", 1,
-                      &c.cost[SLUICE_EP_EXPORT])) ||
-        (rc = get_int(&l, g, "costs", "job_poll", 1,
-                      &c.cost[SLUICE_EP_JOB_POLL])) ||
-        (rc = get_int(&l, g, "costs", "export_long", 1,
-                      &c.export_long_cost)) ||
-        (rc = get_int(&l, g, "costs", "export_long_range_days", 1, &days)))
-      goto done;
-    if (days >= 0)
-      c.export_long_range_ns =
-          days > 100000 ? INT64_MAX : days * 86400 * S;
-  }
-  g = group_of(&l, root, "penalty", "penalty", &rc);
-  if (rc)
-    goto done;
-  if (g && ((rc = only(&l, g, "penalty", pen)) ||
-            (rc = get_int(&l, g, "penalty", "strike_window_ms", MS,
-                          &c.strike_window_ns)) ||
-            (rc = get_int(&l, g, "penalty", "level1_box_s", S,
-                          &c.level1_box_ns)) ||
-            (rc = get_int(&l, g, "penalty", "level2_box_s", S,
-                          &c.level2_box_ns)) ||
-            (rc = get_int(&l, g, "penalty", "enterprise_level3_box_s", S,
-                          &c.enterprise_level3_box_ns)) ||
-            (rc = get_int(&l, g, "penalty", "offense_ttl_s", S,
-                          &c.offense_ttl_ns))))
-    goto done;
-  g = group_of(&l, root, "auth", "auth", &rc);
-  if (rc)
-    goto done;
-  if (g && ((rc = only(&l, g, "auth", auth)) ||
-            (rc = get_int(&l, g, "auth", "subject_failures", 1,
-                          &c.auth_subject_failures)) ||
-            (rc = get_int(&l, g, "auth", "ip_failures", 1,
-                          &c.auth_ip_failures)) ||
-            (rc = get_int(&l, g, "auth", "window_s", S, &c.auth_window_ns)) ||
-            (rc = get_int(&l, g, "auth", "level1_box_s", S,
-                          &c.auth_box_ns[0])) ||
-            (rc = get_int(&l, g, "auth", "level2_box_s", S,
-                          &c.auth_box_ns[1])) ||
-            (rc = get_int(&l, g, "auth", "level3_box_s", S,
-                          &c.auth_box_ns[2])) ||
-            (rc = get_int(&l, g, "auth", "stuffing_failures", 1,
-                          &c.stuffing_failures)) ||
-            (rc = get_int(&l, g, "auth", "stuffing_subjects", 1,
-                          &c.stuffing_subjects)) ||
-            (rc = get_int(&l, g, "auth", "stuffing_ips", 1,
-                          &c.stuffing_ips)) ||
-            (rc = get_int(&l, g, "auth", "stuffing_window_s", S,
-                          &c.stuffing_window_ns))))
-    goto done;
-  g = group_of(&l, root, "heavy", "heavy", &rc);
-  if (rc)
-    goto done;
-  if (g && ((rc = only(&l, g, "heavy", heavy)) ||
-            (rc = get_int(&l, g, "heavy", "reconcile_lease_ttl_s", S,
-                          &c.reconcile_lease_ttl_ns)) ||
-            (rc = get_int(&l, g, "heavy", "export_lease_ttl_s", S,
-                          &c.export_lease_ttl_ns)) ||
-            (rc = get_int(&l, g, "heavy", "export_cap_window_s", S,
-                          &c.export_cap_window_ns)) ||
-            (rc = get_int(&l, g, "heavy", "lease_retry_after_max_s", S,
-                          &c.lease_retry_after_max_ns))))
+      (rc = load_settings(&l, root, &c)) ||
+      (rc = load_fail_closed(&l, root, &c)) || (rc = load_host(&l, root, &c)))
     goto done;
   {
     char vpath[128], vmsg[160];

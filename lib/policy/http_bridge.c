@@ -23,6 +23,9 @@
 **     binding one first; both are in "points".  The structured t is until
 **     the binding bucket's next point: its tat is reset_ns ahead, and a
 **     point comes back each period / rate.
+**  f) The per-IP backstop's refusal names its window "ip", counted in
+**     "requests"; its t and Reset are the window's end (nothing comes back
+**     before it).
 */
 #include <string.h>
 
@@ -59,6 +62,11 @@ int sluice_decision_http_facts(const sluice_decision *d,
     f->quota_unit = "points";
     if (d->binding == SLUICE_BINDING_TENANT || key_binds)
       f->policy_name = key_binds ? "key" : "tenant";
+    if (d->binding == SLUICE_BINDING_IP) { /* choice f */
+      f->policy_name = "ip";
+      f->quota_unit = "requests";
+      f->next_ns = f->reset_ns;
+    }
     if (d->policy_quota > 0 && d->policy_window_ns > 0) {
       f->quota = d->policy_quota;
       f->window_s = (d->policy_window_ns + SLUICE__NS_PER_S - 1) /

@@ -48,14 +48,17 @@
 **     SLUICE_EIO, SLUICE_EFULL (a store full of live records cannot decide
 **     either) and SLUICE_ENOMEM switch to the failure mode (auth always
 **     fails closed: it has no tier rate to degrade to); any other error is a bug
-**     in the request and is returned.  After a failure the store is left
-**     alone for degraded_probe_ns, then probed by the next request, so a
-**     dead store does not cost every request its timeout.
+**     in the request and is returned.  Every request makes its own
+**     attempt, so a short stall costs only the requests it delays; a
+**     circuit breaker (breaker.c) that sees failures sustained leaves the
+**     store alone for degraded_probe_ns, then lets trial requests probe
+**     it, so a dead store does not cost every request its timeout.
 **  d) The degraded limiter is a "mem" limiter, or a shm store the host's
 **     processes share (degraded.c), with the same keys at degraded_percent
 **     of the tier rates and bursts; it has no penalty box.  The boxes the
 **     store reported are kept in the deny cache (deny_cache.c), read in
-**     degraded mode and, when shared, before the store.
+**     degraded mode (a failed call or an open breaker alike) and, when
+**     shared, before the store and before the breaker is asked.
 **  e) Suspension (L3, non-enterprise) is SUSPENDED / 403 without a
 **     Retry-After: no wait helps.  Enterprise L3 pages and boxes the key
 **     for enterprise_level3_box_ns (429 Active-Lockout).
@@ -179,6 +182,18 @@ static void derive(sluice_policy *p) {
       (sluice_distinct_params){c->stuffing_subjects, c->stuffing_window_ns};
   p->stuffing_ips =
       (sluice_distinct_params){c->stuffing_ips, c->stuffing_window_ns};
+  p->ip_window = (sluice_window_params){c->ip_limit, c->ip_window_ns};
+}
+
+/* The breaker's parameters: probe_interval_ms is how long it stays open. */
+static void breaker_params(const sluice_policy_config *c,
+                           sluice__breaker_params *b) {
+  b->window_ns = c->breaker_window_ns;
+  b->min_calls = c->breaker_min_calls;
+  b->failure_percent = c->breaker_failure_percent;
+  b->run = c->breaker_run;
+  b->open_ns = c->degraded_probe_ns;
+  b->probes = c->breaker_probes;
 }
 
 /* A segment: the option when given, else the configuration's "host". */
@@ -233,10 +248,19 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
   p->userdata = o->userdata;
   p->shadow = cfg.shadow || (o->flags & SLUICE_POLICY_SHADOW);
   derive(p);
+  {
+    sluice__breaker_params bp;
+    breaker_params(&cfg, &bp);
+    if (sluice__breaker_init(&p->brk, &bp) != 0) {
+      free(p);
+      return SLUICE_ENOMEM;
+    }
+  }
   rc = sluice__counters_attach(p, HOST_URI(o, &p->cfg, counters), msg,
                                sizeof msg);
   if (rc != SLUICE_OK) {
     seterr(o, msg);
+    sluice__breaker_destroy(&p->brk);
     free(p);
     return rc;
   }
@@ -247,6 +271,7 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
     if (rc != SLUICE_OK) {
       seterr(o, msg);
       sluice__counters_detach(p);
+      sluice__breaker_destroy(&p->brk);
       free(p);
       return rc;
     }
@@ -263,6 +288,7 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
     if (p->own_lim)
       sluice_limiter_close(p->lim);
     sluice__counters_detach(p);
+    sluice__breaker_destroy(&p->brk);
     free(p);
     seterr(o, msg);
     return rc;
@@ -279,6 +305,7 @@ void sluice_policy_close(sluice_policy *p) {
   if (p->own_lim)
     sluice_limiter_close(p->lim);
   sluice__counters_detach(p);
+  sluice__breaker_destroy(&p->brk);
   free(p);
 }
 
@@ -1153,11 +1180,24 @@ static void shadow_apply(ctx *c, int row, sluice_decision *d) {
   }
 }
 
+/* The store's part of a decision: the per-IP backstop first, then the
+** request's own programs. */
+static int decide_store(ctx *c, sluice_decision *d) {
+  int rc, refused = 0;
+  if (c->p->cfg.ip_limit > 0 && c->req->client_ip) {
+    rc = sluice__backstop(c->p, c->I, c->now, d, &refused);
+    if (rc != SLUICE_OK && is_store_failure(rc) && !c->store_err)
+      c->store_err = rc;
+    if (rc != SLUICE_OK || refused)
+      return rc;
+  }
+  return c->cls == SLUICE_EP_AUTH ? decide_auth(c, d) : decide_tenant(c, d);
+}
+
 int sluice_policy_decide(sluice_policy *p, const sluice_request *q,
                          sluice_decision *d) {
   ctx c;
-  int rc, row, skipped, cached;
-  int64_t probe;
+  int rc, row, skipped, cached, ticket;
 
   if (!d)
     return SLUICE_EINVAL;
@@ -1178,27 +1218,37 @@ int sluice_policy_decide(sluice_policy *p, const sluice_request *q,
     memcpy(d->tier, p->cfg.tiers[c.tier].name,
            strnlen(p->cfg.tiers[c.tier].name, sizeof d->tier - 1));
 
-  probe = atomic_load_explicit(&p->probe_at_ns, memory_order_relaxed);
-  skipped = atomic_load_explicit(&p->degraded, memory_order_relaxed);
+  /* The shared deny cache first: a live box seen before costs no store
+  ** call, and takes no ticket from the breaker (a half-open trial is not
+  ** spent on a request that never reaches the store).  Then the breaker:
+  ** while it is open the request is decided as failed, and failure_mode()
+  ** reads the deny cache again, private or shared, so a boxed key stays
+  ** out whatever the breaker does. */
   cached = cached_box(&c, 0, d);
+  ticket = cached ? SLUICE__BRK_SKIP : sluice__breaker_admit(&p->brk, c.now);
+  skipped = !cached && SLUICE__BRK_KIND(ticket) == SLUICE__BRK_SKIP;
   if (cached) {
     rc = SLUICE_OK; /* a live box seen before: no store call */
-  } else if (skipped && c.now < probe) {
-    /* Circuit open: the store failed less than a probe interval ago. */
-    c.store_err = skipped < 0 ? skipped : SLUICE_EUNAVAIL;
+  } else if (skipped) {
+    /* Circuit open: the store failed for a sustained stretch. */
+    int last = atomic_load_explicit(&p->degraded, memory_order_relaxed);
+    c.store_err = last < 0 ? last : SLUICE_EUNAVAIL;
     rc = c.store_err;
-  } else if (c.cls == SLUICE_EP_AUTH) {
-    rc = decide_auth(&c, d);
   } else {
-    rc = decide_tenant(&c, d);
+    rc = decide_store(&c, d);
   }
-  if (rc != SLUICE_OK && !is_store_failure(rc))
+  if (rc != SLUICE_OK && !is_store_failure(rc)) {
+    sluice__breaker_abandon(&p->brk, ticket);
     return rc; /* nothing recorded that matters: a bug, not a decision */
-  if (rc != SLUICE_OK && skipped && c.now < probe) {
+  }
+  if (!skipped)
+    sluice__breaker_done(&p->brk,
+                         rc != SLUICE_OK ? sluice_limiter_now(p->lim) : c.now,
+                         ticket, rc != SLUICE_OK);
+  if (rc != SLUICE_OK && skipped) {
     failure_mode(&c, rc, d);
   } else if (rc != SLUICE_OK) {
     int was = atomic_exchange(&p->degraded, rc);
-    atomic_store(&p->probe_at_ns, c.now + p->cfg.degraded_probe_ns);
     if (!was)
       emit(&c, SLUICE_EVENT_DEGRADED_ON, 0, 0, NULL, 0, 0);
     failure_mode(&c, rc, d);
@@ -1478,7 +1528,15 @@ int sluice_policy_metrics(const sluice_policy *cp, char *buf, size_t len,
   put(&o, "# HELP sluice_policy_degraded 1 while the store is failing "
           "(rl_degraded).\n# TYPE sluice_policy_degraded gauge\n"
           "sluice_policy_degraded %d\n",
-      LOAD(p->degraded) ? 1 : 0);
+      (LOAD(p->degraded) ||
+       sluice__breaker_state(&p->brk) != SLUICE__BRK_CLOSED)
+          ? 1
+          : 0);
+  put(&o, "# HELP sluice_policy_breaker_state The store's circuit breaker "
+          "in this process: 0 closed, 1 open, 2 half-open.\n"
+          "# TYPE sluice_policy_breaker_state gauge\n"
+          "sluice_policy_breaker_state %d\n",
+      sluice__breaker_state(&p->brk));
   {
     uint64_t h, st, f;
     sluice__deny_stats(p, &h, &st, &f);

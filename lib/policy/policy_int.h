@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 
 #include "sluice.h"
+#include "breaker.h"
 
 #define SLUICE__NS_PER_S INT64_C(1000000000)
 #define SLUICE__NS_PER_MS INT64_C(1000000)
@@ -58,8 +59,9 @@ struct sluice_policy {
   sluice_lease_params notice; /* one slot; TTL from the denial's Retry-After */
   /* Lease sets as wide as the widest tier: releases cover any tier. */
   sluice_lease_params reconcile_all, export_all;
-  _Atomic int degraded;
-  _Atomic int64_t probe_at_ns;
+  _Atomic int degraded; /* the last store failure, 0 once one answered */
+  sluice__breaker brk;   /* when to leave the store alone (breaker.c) */
+  sluice_window_params ip_window; /* the per-IP backstop (backstop.c) */
   /* Counters: `own` in-process, or a shared segment every process of the
   ** host counts into (sluice_policy_options.counters, counters.c). */
   sluice__counters *ctr;
@@ -127,6 +129,17 @@ void sluice__deny_stats(const sluice_policy *p, uint64_t *hits,
 ** loader can turn the path into a line number. */
 int sluice__policy_config_check2(const sluice_policy_config *cfg, char *path,
                                  size_t pathlen, char *msg, size_t msglen);
+
+/* The per-IP backstop (backstop.c): a fixed window per client address,
+** `ip` its scope id.  SLUICE_OK with *refused set when the address is over
+** its limit (d filled as a 429), or the store's error. */
+int sluice__backstop(sluice_policy *p, const char *ip, int64_t now,
+                     sluice_decision *d, int *refused);
+
+/* The settings table (settings.c): setting i's field in a configuration
+** (every scalar setting is an int64_t). */
+int64_t *sluice__setting_field(sluice_policy_config *c, int i);
+const int64_t *sluice__setting_cfield(const sluice_policy_config *c, int i);
 
 const char *sluice__level3_name(int action);
 /* Rewrite libconfig text so that every integer literal is read at full

@@ -19,6 +19,7 @@ typedef struct fail_store {
   _Atomic int after;
   _Atomic int64_t applies;
   _Atomic int64_t calls; /* store calls of any kind (xApply, xRun) */
+  _Atomic int64_t attempts; /* the same, failed or not */
 } fail_store;
 
 static int f_close(sluice_store *s) {
@@ -35,6 +36,7 @@ static int f_apply(sluice_store *s, const sluice_op *op, int64_t now,
                    sluice_verdict *v) {
   fail_store *f = (fail_store *)s;
   int rc = atomic_load(&f->rc);
+  atomic_fetch_add(&f->attempts, 1);
   if (rc) {
     if (atomic_load(&f->after) > 0)
       atomic_fetch_sub(&f->after, 1);
@@ -51,6 +53,7 @@ static int f_run(sluice_store *s, const sluice_program *p, int64_t now,
                  sluice_program_result *res) {
   fail_store *f = (fail_store *)s;
   int rc = atomic_load(&f->rc);
+  atomic_fetch_add(&f->attempts, 1);
   if (rc) {
     if (atomic_load(&f->after) > 0)
       atomic_fetch_sub(&f->after, 1);
@@ -87,6 +90,9 @@ static int f_control(sluice_store *s, int op, void *arg) {
     return SLUICE_OK;
   case FAIL_CTL_CALLS:
     *(int64_t *)arg = atomic_load(&f->calls);
+    return SLUICE_OK;
+  case FAIL_CTL_ATTEMPTS:
+    *(int64_t *)arg = atomic_load(&f->attempts);
     return SLUICE_OK;
   default:
     return SLUICE_ENOTFOUND;
@@ -230,6 +236,13 @@ int64_t fx_applies(fixture *f) {
 int64_t fx_calls(fixture *f) {
   int64_t n = 0;
   cr_assert_eq(sluice_limiter_control(f->lim, FAIL_CTL_CALLS, &n), SLUICE_OK);
+  return n;
+}
+
+int64_t fx_attempts(fixture *f) {
+  int64_t n = 0;
+  cr_assert_eq(sluice_limiter_control(f->lim, FAIL_CTL_ATTEMPTS, &n),
+               SLUICE_OK);
   return n;
 }
 

@@ -19,6 +19,7 @@
 #define FAIL_CTL_AFTER 301 /* arg: int*: succeed this many applies first */
 #define FAIL_CTL_APPLIES 302 /* arg: int64_t*: applies that reached mem */
 #define FAIL_CTL_CALLS 303   /* arg: int64_t*: store calls (xApply + xRun) */
+#define FAIL_CTL_ATTEMPTS 304 /* arg: int64_t*: calls, failed ones too */
 
 extern const sluice_backend failing_backend;
 
@@ -49,6 +50,8 @@ void fx_fail(fixture *f, int rc, int after);
 int64_t fx_applies(fixture *f);
 /* Store calls so far (each xApply and each program's xRun is one). */
 int64_t fx_calls(fixture *f);
+/* The same, counting the calls that got the injected failure too. */
+int64_t fx_attempts(fixture *f);
 int fx_count(const fixture *f, int type);
 const logged_event *fx_last(const fixture *f, int type);
 

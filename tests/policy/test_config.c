@@ -319,3 +319,72 @@ Test(policy_config, a_file_over_one_mib_is_not_a_policy) {
   cr_assert_eq(c.tiers[1].key_burst, 1500);
   free(text);
 }
+
+/* The settings table (sluice_policy_setting_at) is what the loader and the
+** validator go by: every row's bounds hold in a file, one past them is
+** refused naming the row, its default is what the defaults hold, and the
+** rows of a group are together (the loader reads a group at a time). */
+Test(policy_config, every_setting_of_the_table_is_loaded_and_bounded) {
+  const sluice_policy_setting *st;
+  sluice_policy_config dflt, c;
+  char text[256], err[256], want[96];
+  int i, j, n = 0;
+  sluice_policy_config_defaults(&dflt);
+  for (i = 0; (st = sluice_policy_setting_at(i)) != NULL; i++, n++) {
+    int64_t hi = st->max ? st->max : 300; /* costs: sandbox's key burst */
+    snprintf(want, sizeof want, "%s.%s", st->group, st->name);
+    cr_assert(st->dflt >= st->min && st->dflt <= hi, "%s: default", want);
+    for (j = 0; j < i; j++)
+      if (strcmp(sluice_policy_setting_at(j)->group, st->group) == 0)
+        cr_assert_str_eq(sluice_policy_setting_at(i - 1)->group, st->group,
+                         "%s: rows of a group are together", want);
+    /* export_long must stay at least export: set both. */
+    snprintf(text, sizeof text, "%s = { %s = %lld; };\n", st->group, st->name,
+             (long long)hi);
+    if (!strcmp(want, "costs.export"))
+      snprintf(text, sizeof text,
+               "costs = { export = %lld; export_long = %lld; };\n",
+               (long long)hi, (long long)hi);
+    cr_assert_eq(load(text, &c, err, sizeof err), SLUICE_OK, "%s: %s", want,
+                 err);
+    snprintf(text, sizeof text, "%s = { %s = %lld; };\n", st->group, st->name,
+             (long long)hi + 1);
+    cr_assert_eq(load(text, &c, err, sizeof err), SLUICE_ECONFIG, "%s", want);
+    cr_assert_not_null(strstr(err, want), "%s: %s", want, err);
+    if (st->min > 0) {
+      snprintf(text, sizeof text, "%s = { %s = %lld; };\n", st->group,
+               st->name, (long long)st->min - 1);
+      cr_assert_eq(load(text, &c, err, sizeof err), SLUICE_ECONFIG, "%s",
+                   want);
+      cr_assert_not_null(strstr(err, want), "%s: %s", want, err);
+    }
+  }
+  cr_assert_gt(n, 30);
+  cr_assert_null(sluice_policy_setting_at(-1));
+}
+
+/* The table's defaults are the defaults: each row's field, set to its
+** default in a zeroed config, gives the same word as the defaults. */
+Test(policy_config, the_table_defaults_are_the_config_defaults) {
+  const sluice_policy_setting *st;
+  sluice_policy_config dflt, c;
+  char text[256], err[256];
+  int i;
+  sluice_policy_config_defaults(&dflt);
+  for (i = 0; (st = sluice_policy_setting_at(i)) != NULL; i++) {
+    /* Loading the default value changes nothing. */
+    snprintf(text, sizeof text, "%s = { %s = %lld; };\n", st->group, st->name,
+             (long long)st->dflt);
+    cr_assert_eq(load(text, &c, err, sizeof err), SLUICE_OK, "%s", err);
+    cr_assert_eq(memcmp(&c, &dflt, sizeof c), 0, "%s.%s", st->group,
+                 st->name);
+    /* Loading another value changes the config. */
+    snprintf(text, sizeof text, "%s = { %s = %lld; };\n", st->group, st->name,
+             (long long)(st->dflt == st->min ? st->dflt + 1 : st->dflt - 1));
+    if (strcmp(st->name, "export") == 0 || strcmp(st->name, "export_long") == 0)
+      continue; /* bound to each other */
+    cr_assert_eq(load(text, &c, err, sizeof err), SLUICE_OK, "%s", err);
+    cr_assert_neq(memcmp(&c, &dflt, sizeof c), 0, "%s.%s", st->group,
+                  st->name);
+  }
+}

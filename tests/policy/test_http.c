@@ -341,3 +341,40 @@ Test(policy_http, an_auth_lockout_says_why) {
   cr_assert_null(strstr(out.body, "Retry-After elapsed"), "%s", out.body);
   fx_close(&f);
 }
+
+/* The per-IP backstop's 429: its window as the RateLimit facts, in
+** requests, and problem+json like every refusal. */
+Test(policy_http, ip_backstop_refusal) {
+  sluice_policy_config cfg;
+  fixture f;
+  sluice_request a = rq_auth("203.0.113.9", "alice", SLUICE_AUTH_PENDING);
+  sluice_decision d;
+  rendered out;
+  sluice_policy_config_defaults(&cfg);
+  cfg.ip_limit = 2;
+  cfg.ip_window_ns = 60 * SEC;
+  fx_open(&f, &cfg, 0);
+  sluice_clock_advance(f.clock, 20 * SEC);
+  decide(&f, &a);
+  decide(&f, &a);
+  d = decide(&f, &a);
+  render(&d, &a, &out);
+  cr_assert_eq(out.a.status, 429);
+  cr_assert(strstr(out.headers, "RateLimit-Policy: 2;w=60\n"), "%s",
+            out.headers);
+  cr_assert(strstr(out.headers, "RateLimit-Limit: 2\n"), "%s", out.headers);
+  cr_assert(strstr(out.headers, "RateLimit-Remaining: 0\n"), "%s",
+            out.headers);
+  cr_assert(strstr(out.headers, "RateLimit-Reset: 40\n"), "%s", out.headers);
+  cr_assert(strstr(out.headers, "Retry-After: 40\n"), "%s", out.headers);
+  cr_assert_null(strstr(out.headers, "X-Penalty-Box-Status"), "%s",
+                 out.headers);
+  cr_assert(strstr(out.body, "\"status\":429"), "%s", out.body);
+  render_form(&d, &a, &out, SLUICE_HTTP_FORM_SF);
+  cr_assert(strstr(out.headers,
+                   "RateLimit-Policy: \"ip\";q=2;qu=\"requests\";w=60\n"),
+            "%s", out.headers);
+  cr_assert(strstr(out.headers, "RateLimit: \"ip\";r=0;t=40\n"), "%s",
+            out.headers);
+  fx_close(&f);
+}

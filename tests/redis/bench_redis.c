@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "sluice.h"
+#include "sluice_rcl_script.h" /* the store's script, built */
 
 #define BATCH 100
 #define MANY 100000
@@ -285,7 +286,7 @@ static void put64(unsigned char *b, int64_t x) {
 }
 
 /* SAT_CMDS calls of `per` single-bucket GCRA consumes each, as the store
-** sends them (sluice.lua's numbers: header, rate, period, burst). */
+** sends them (wire.h's numbers: header, rate, period, burst). */
 static void sat_build(sat_cmd *sc, int module, const char *script_sha,
                       int per) {
   int i, j;
@@ -408,8 +409,6 @@ static int bench_module(redisContext *c, const char *nodes, int port,
   double ratio[4], spec_ratio[2];
   sat_cmd sc[4];
   redisReply *r;
-  char *script;
-  size_t slen;
   int i, k;
 
   memset(&o, 0, sizeof o);
@@ -422,16 +421,15 @@ static int bench_module(redisContext *c, const char *nodes, int port,
            nodes);
   if (sluice_limiter_open2(&o, &mod, err, sizeof err) != SLUICE_OK)
     return die(err);
-  /* The store's own script, for the raw calls of the saturation runs. */
-  script = slurp(SLUICE_SCRIPT, &slen);
-  if (!script)
-    return die("cannot read " SLUICE_SCRIPT);
-  r = redisCommand(c, "SCRIPT LOAD %b", script, slen);
-  if (!r || r->type != REDIS_REPLY_STRING)
-    return die("SCRIPT LOAD of sluice.lua");
+  /* The store's own script (as the build assembled it), for the raw
+  ** calls of the saturation runs. */
+  r = redisCommand(c, "SCRIPT LOAD %b", sluice_rcl_script,
+                   sizeof sluice_rcl_script - 1);
+  if (!r || r->type != REDIS_REPLY_STRING ||
+      strcmp(r->str, sluice_rcl_script_sha) != 0)
+    return die("SCRIPT LOAD of the store's script");
   snprintf(lua_sha, sizeof lua_sha, "%s", r->str);
   freeReplyObject(r);
-  free(script);
 
   printf("redis module benchmark: one local redis-server with "
          "sluice_redis.so, 1 GCRA bucket per decision\n");
@@ -458,9 +456,9 @@ static int bench_module(redisContext *c, const char *nodes, int port,
     printf("Redis server time per decision (INFO commandstats), %ld keys:\n",
            keys);
     server_row("spec section-6 script, EVALSHA", spec1);
-    server_row("sluice.lua, single (EVALSHA)", lua1);
+    server_row("script, single (EVALSHA)", lua1);
     server_row("module, single (SLUICE.RUN)", mod1);
-    server_row("sluice.lua, apply_many of 100 (batches)", luab);
+    server_row("script, apply_many of 100 (batches)", luab);
     server_row("module, apply_many of 100 (SLUICE.BATCH)", modb);
     ratio[2 * k] = lua1 / mod1;
     ratio[2 * k + 1] = luab / modb;
@@ -487,9 +485,9 @@ static int bench_module(redisContext *c, const char *nodes, int port,
     }
   printf("saturated: %d client threads pipelining %d calls each, 1000 keys "
          "(best of 3 rounds):\n", SAT_THREADS, SAT_DEPTH);
-  sat_row("sluice.lua, 1 per EVALSHA", rate[0], cpu[0]);
+  sat_row("script, 1 per EVALSHA", rate[0], cpu[0]);
   sat_row("module, 1 per SLUICE.RUN", rate[1], cpu[1]);
-  sat_row("sluice.lua, 32 per EVALSHA", rate[2], cpu[2]);
+  sat_row("script, 32 per EVALSHA", rate[2], cpu[2]);
   sat_row("module, 32 per SLUICE.BATCH", rate[3], cpu[3]);
   printf("ratios (same run):\n");
   printf("  server time, script / module, 1000 keys: single %.1fx, batched "

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "../common/splitmix.h"
-#include "wire.h"
+#include "rm_wire.h"
 
 typedef struct enc {
   unsigned char b[8 * 512];
@@ -118,7 +118,7 @@ Test(module_wire, samples_decode) {
   cr_assert_eq(c.prog.steps[0].key, 1);
   nk = sample(S_GET, &e);
   cr_assert_eq(smod_decode(&c, e.b, e.n, nk, &why), SLUICE_OK);
-  cr_assert_eq(c.algo, SMOD_ALGO_GET);
+  cr_assert_eq(c.algo, SLUICE_WIRE_GET);
   /* The test clock: now = hi << 32 | lo. */
   sample(S_GCRA, &e);
   smod_put64(e.b + 16, 5);
@@ -140,7 +140,7 @@ Test(module_wire, cut_short_or_padded_is_refused) {
     full = e.n;
     for (n = 0; n < full; n++) {
       why = NULL;
-      if (s == S_GET && n >= SMOD_HEADER_NUMS)
+      if (s == S_GET && n >= SLUICE_WIRE_HEADER)
         continue;
       cr_assert_neq(smod_decode(&c, e.b, n, nk, &why), SLUICE_OK,
                     "sample %d cut to %zu numbers", s, n);
@@ -170,8 +170,8 @@ Test(module_wire, mutations_decode_to_runnable_calls) {
     sluice_verdict v;
     sluice_program_result res;
     sluice__job job;
-    unsigned char buf[SMOD_PROGRAM_HEAD +
-                      SMOD_VERDICT_LEN * SLUICE_PROGRAM_STEPS];
+    unsigned char buf[SLUICE_WIRE_PROG_HEADER +
+                      SLUICE_WIRE_VERDICT * SLUICE_PROGRAM_STEPS];
     int nk = sample((int)(splitmix64(&seed) % S_N), &e), m, k, rc;
     for (m = (int)(splitmix64(&seed) % 4); m >= 0; m--) {
       size_t at = splitmix64(&seed) % e.n;
@@ -186,14 +186,14 @@ Test(module_wire, mutations_decode_to_runnable_calls) {
       cr_assert(why, "a refusal says why");
       continue;
     }
-    if (c.algo == SMOD_ALGO_GET)
+    if (c.algo == SLUICE_WIRE_GET)
       continue;
     ok++;
     for (k = 0; k < nk; k++) {
       in[k].w[0] = splitmix64(&seed) % 3 ? 0 : splitmix64(&seed);
       in[k].w[1] = splitmix64(&seed) % 3 ? 0 : splitmix64(&seed);
     }
-    if (c.algo == SMOD_ALGO_PROGRAM)
+    if (c.algo == SLUICE_WIRE_PROGRAM)
       sluice__job_prog(&job, &c.prog, &res);
     else
       sluice__job_op(&job, &c.op, &v);
@@ -203,7 +203,7 @@ Test(module_wire, mutations_decode_to_runnable_calls) {
       continue;
     for (k = 0; k < nk; k++)
       (void)sluice__job_expiry(&job, k, &out[k]);
-    if (c.algo == SMOD_ALGO_PROGRAM)
+    if (c.algo == SLUICE_WIRE_PROGRAM)
       smod_put_program(buf, &c.prog, &res);
     else
       smod_put_verdict(buf, &v);
@@ -215,7 +215,7 @@ Test(module_wire, mutations_decode_to_runnable_calls) {
 /* The verdict's bytes where redis_store.c's verdict_at() reads them. */
 Test(module_wire, verdict_layout) {
   sluice_verdict v;
-  unsigned char b[SMOD_VERDICT_LEN];
+  unsigned char b[SLUICE_WIRE_VERDICT];
   memset(&v, 0, sizeof v);
   v.allowed = 1;
   v.flags = 4;

@@ -1,14 +1,14 @@
 /*
 ** sluice_redis.so: a Redis module running the library's own algorithm
 ** layer and program sequencer (lib/algo) inside Redis, as an accelerator
-** for the Lua port (backends/redis/sluice.lua).
+** for the Lua port (backends/redis/lua/, assembled into one script).
 **
-**   SLUICE.RUN numkeys key... nums      = EVALSHA <sluice.lua> numkeys ...
+**   SLUICE.RUN numkeys key... nums      = EVALSHA <script sha> numkeys ...
 **   SLUICE.BATCH numkeys key... nums    = the script's batch form
 **
 ** Same arguments, same replies, same 25-byte records (w[0], w[1], the
 ** expiry in ns, SLUICE_STATE_LAYOUT), so the script and the module can
-** serve the same keys at once.  Writes are replicated as their effects
+** serve the same keys at once (the contract: backends/redis/wire.h).  Writes are replicated as their effects
 ** (SET key value PXAT ms, DEL key), never as the command: a replica or an
 ** AOF replay then holds exactly the master's records whatever its clock
 ** says, and needs no module.
@@ -17,16 +17,14 @@
 #include <time.h>
 
 #include "sluice_rm.h"
-#include "wire.h"
+#include "rm_wire.h"
 
 #define SMOD_NAME "sluice"
 #define SMOD_VERSION 1
-#define SMOD_REC_LEN 25
-/* A Redis TTL of about 2^46 ms stands for "far away" (sluice.lua). */
+/* An expiry at least this far away gets SLUICE_WIRE_TTL_CAP_MS (wire.h). */
 #define SMOD_FAR_NS ((int64_t)1 << 52)
-#define SMOD_FAR_MS ((long long)1 << 46)
 
-/* The server's time as sluice.lua gets it from TIME (whole microseconds,
+/* The server's time as the script gets it from TIME (whole microseconds,
 ** in ns).  TIME reads the same clock (gettimeofday); reading it here costs
 ** a system-call-free vDSO read instead of a command call through
 ** RedisModule_Call, which would take a good part of the step's time, and
@@ -64,15 +62,15 @@ static int rec_load(RedisModuleCtx *ctx, RedisModuleString *name, int64_t now,
     return LOAD_WRONGTYPE;
   }
   p = (const unsigned char *)srm_StringDMA(r->k, &len, SRM_READ);
-  if (len != SMOD_REC_LEN || p[24] != SLUICE_STATE_LAYOUT) {
+  if (len != SLUICE_WIRE_RECORD || p[SLUICE_WIRE_REC_LAYOUT] != SLUICE_STATE_LAYOUT) {
     r->corrupt = 1;
     return LOAD_OK;
   }
-  r->exp = smod_le64(p + 16);
+  r->exp = smod_le64(p + SLUICE_WIRE_REC_EXPIRY);
   if (now < r->exp) {
     r->live = 1;
-    r->in.w[0] = (uint64_t)smod_le64(p);
-    r->in.w[1] = (uint64_t)smod_le64(p + 8);
+    r->in.w[0] = (uint64_t)smod_le64(p + SLUICE_WIRE_REC_W0);
+    r->in.w[1] = (uint64_t)smod_le64(p + SLUICE_WIRE_REC_W1);
   } else {
     r->stale = 1;
   }
@@ -104,19 +102,19 @@ static RedisModuleString *pxat;
 static void rec_put(RedisModuleCtx *ctx, RedisModuleString *name, rec *r,
                     const sluice_state *s, int64_t exp, int64_t now,
                     int64_t min_ttl_ms) {
-  unsigned char v[SMOD_REC_LEN];
+  unsigned char v[SLUICE_WIRE_RECORD];
   RedisModuleString *val;
-  smod_put64(v, (int64_t)s->w[0]);
-  smod_put64(v + 8, (int64_t)s->w[1]);
-  smod_put64(v + 16, exp);
-  v[24] = SLUICE_STATE_LAYOUT;
-  val = srm_CreateString(ctx, (const char *)v, SMOD_REC_LEN);
+  smod_put64(v + SLUICE_WIRE_REC_W0, (int64_t)s->w[0]);
+  smod_put64(v + SLUICE_WIRE_REC_W1, (int64_t)s->w[1]);
+  smod_put64(v + SLUICE_WIRE_REC_EXPIRY, exp);
+  v[SLUICE_WIRE_REC_LAYOUT] = SLUICE_STATE_LAYOUT;
+  val = srm_CreateString(ctx, (const char *)v, SLUICE_WIRE_RECORD);
   srm_StringSet(r->k, val); /* and no TTL, as SET */
   if (exp == SLUICE_FOREVER) {
     srm_Replicate(ctx, "SET", "ss", name, val);
   } else {
     int64_t d = exp - now;
-    long long ms = d >= SMOD_FAR_NS ? SMOD_FAR_MS : d / 1000000 + 1, at;
+    long long ms = d >= SMOD_FAR_NS ? SLUICE_WIRE_TTL_CAP_MS : d / 1000000 + 1, at;
     if (ms < min_ttl_ms)
       ms = min_ttl_ms;
     at = srm_Milliseconds() + ms;
@@ -169,7 +167,8 @@ static int run_get(RedisModuleCtx *ctx, RedisModuleString *name, int64_t now) {
   }
   if (t == SRM_KEYTYPE_STRING) {
     p = (const unsigned char *)srm_StringDMA(k, &len, SRM_READ);
-    if (len == SMOD_REC_LEN && smod_le64(p + 16) <= now) {
+    if (len == SLUICE_WIRE_RECORD &&
+        smod_le64(p + SLUICE_WIRE_REC_EXPIRY) <= now) {
       srm_DeleteKey(k);
       srm_Replicate(ctx, "DEL", "s", name);
       p = NULL;
@@ -189,7 +188,7 @@ static int run_get(RedisModuleCtx *ctx, RedisModuleString *name, int64_t now) {
 /* -------------------------------------------------------------- ops --- */
 
 /* One operation over its keys, answered with one reply: read every record,
-** run the step, and as sluice.lua's general path: a record whose expiry
+** run the step, and as the script's general path: a record whose expiry
 ** has come goes, one whose value or expiry changed is rewritten, anything
 ** else is left alone. */
 static int run_op(RedisModuleCtx *ctx, RedisModuleString **names,
@@ -198,7 +197,7 @@ static int run_op(RedisModuleCtx *ctx, RedisModuleString **names,
   sluice_state out[SLUICE_GROUP_MAX];
   sluice_verdict v;
   sluice__job job;
-  unsigned char buf[SMOD_VERDICT_LEN];
+  unsigned char buf[SLUICE_WIRE_VERDICT];
   int i, n = c->op.nkeys, rc;
   for (i = 0; i < n; i++) {
     if (rec_load(ctx, names[i], now, &r[i]) != LOAD_OK) {
@@ -253,7 +252,7 @@ static int run_program(RedisModuleCtx *ctx, RedisModuleString **names,
   sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
   sluice_program_result res;
   sluice__job job;
-  unsigned char buf[SMOD_PROGRAM_HEAD + SMOD_VERDICT_LEN * SLUICE_PROGRAM_STEPS];
+  unsigned char buf[SLUICE_WIRE_PROG_HEADER + SLUICE_WIRE_VERDICT * SLUICE_PROGRAM_STEPS];
   unsigned char read[SLUICE_PROGRAM_KEYS] = {0};
   const sluice_program *p = &c->prog;
   int i, s, n = p->nkeys, rc;
@@ -301,7 +300,7 @@ static int run_program(RedisModuleCtx *ctx, RedisModuleString **names,
   smod_put_program(buf, p, &res);
   return srm_ReplyWithStringBuffer(
       ctx, (const char *)buf,
-      SMOD_PROGRAM_HEAD + SMOD_VERDICT_LEN * (size_t)p->nsteps);
+      SLUICE_WIRE_PROG_HEADER + SLUICE_WIRE_VERDICT * (size_t)p->nsteps);
 }
 
 /* --------------------------------------------------------- commands --- */
@@ -363,9 +362,9 @@ static int cmd_run(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     return reply_err(ctx, "EINVAL the same key twice");
   if (c.server_time)
     c.now = server_now();
-  if (c.algo == SMOD_ALGO_GET)
+  if (c.algo == SLUICE_WIRE_GET)
     return run_get(ctx, argv[2], c.now);
-  if (c.algo == SMOD_ALGO_PROGRAM)
+  if (c.algo == SLUICE_WIRE_PROGRAM)
     return run_program(ctx, argv + 2, &c, c.now);
   return run_op(ctx, argv + 2, &c, c.now);
 }
@@ -389,15 +388,15 @@ static int cmd_batch(RedisModuleCtx *ctx, RedisModuleString **argv,
   if (!(n = numkeys_of(argv, argc, SLUICE_GROUP_MAX)))
     return reply_err(ctx, "EINVAL malformed batch");
   nums = (const unsigned char *)srm_StringPtrLen(argv[argc - 1], &len);
-  if (len != (size_t)n * 8 * SMOD_BATCH_NUMS)
+  if (len != (size_t)n * 8 * SLUICE_WIRE_BATCH_MEMBER)
     return reply_err(ctx, "EINVAL malformed batch");
-  now = smod_le64(nums + 16) < 0 ? server_now() : 0;
+  now = smod_le64(nums + 8 * SLUICE_WIRE_NOW_HI) < 0 ? server_now() : 0;
   srm_ReplyWithArray(ctx, n);
   for (i = 0; i < n; i++) {
-    const unsigned char *m = nums + (size_t)i * 8 * SMOD_BATCH_NUMS;
+    const unsigned char *m = nums + (size_t)i * 8 * SLUICE_WIRE_BATCH_MEMBER;
     why = NULL;
     if (smod_decode_member(&c, m, &why) != SLUICE_OK ||
-        c.algo == SMOD_ALGO_GET || c.algo == SMOD_ALGO_PROGRAM) {
+        c.algo == SLUICE_WIRE_GET || c.algo == SLUICE_WIRE_PROGRAM) {
       reply_err(ctx, why ? why : "EINVAL malformed batch");
       continue;
     }

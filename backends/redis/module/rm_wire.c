@@ -1,9 +1,9 @@
 /*
-** sluice.lua's argument and reply encoding, for the module (wire.h).
+** The script's argument and reply encoding, for the module (rm_wire.h).
 */
 #include <string.h>
 
-#include "wire.h"
+#include "rm_wire.h"
 
 #define K(n) {"{s}" #n, sizeof("{s}" #n) - 1}
 #define K10(d) K(d##0), K(d##1), K(d##2), K(d##3), K(d##4), K(d##5), K(d##6), \
@@ -27,7 +27,7 @@ static int get_params(smod_params *p, int algo, int nk, const unsigned char *a,
 #define A(i) smod_le64(a + 8 * (i))
   switch (algo) {
   case SLUICE_ALGO_GCRA:
-    if (nk < 1 || nk > SLUICE_GROUP_MAX || np != 3 * (int64_t)nk)
+    if (nk < 1 || nk > SLUICE_GROUP_MAX || np != SLUICE_WIRE_GCRA_PARAMS * (int64_t)nk)
       return -1;
     for (i = 0; i < nk; i++) {
       p->g[i].rate = A(3 * i);
@@ -49,7 +49,7 @@ static int get_params(smod_params *p, int algo, int nk, const unsigned char *a,
     p->d.window_ns = A(1);
     return 0;
   case SLUICE_ALGO_PENALTY:
-    if (np != 6)
+    if (np != SLUICE_WIRE_PENALTY_PARAMS)
       return -1;
     p->p.strike_threshold = A(0);
     p->p.strike_window_ns = A(1);
@@ -73,16 +73,18 @@ static uint64_t id_of(int64_t hi, int64_t lo) {
   return (uint64_t)hi << 32 | ((uint64_t)lo & 0xffffffffu);
 }
 
-/* The 8 header numbers. */
+/* The header's numbers. */
 static void get_header(smod_call *c, const unsigned char *a) {
-  int64_t nh = smod_le64(a + 16), nl = smod_le64(a + 24);
-  c->algo = (int)smod_le64(a);
+#define H(f) smod_le64(a + 8 * SLUICE_WIRE_##f)
+  int64_t nh = H(NOW_HI), nl = H(NOW_LO);
+  c->algo = (int)H(ALGO);
   c->server_time = nh < 0;
   c->now = c->server_time ? 0 : (int64_t)id_of(nh, nl);
-  c->min_ttl_ms = smod_le64(a + 56);
-  c->op.kind = (int)smod_le64(a + 8);
-  c->op.arg = smod_le64(a + 32);
-  c->op.id = id_of(smod_le64(a + 40), smod_le64(a + 48));
+  c->min_ttl_ms = H(MIN_TTL_MS);
+  c->op.kind = (int)H(KIND);
+  c->op.arg = H(ARG);
+  c->op.id = id_of(H(ID_HI), H(ID_LO));
+#undef H
 }
 
 static int bad(const char **why, const char *msg) {
@@ -92,8 +94,8 @@ static int bad(const char **why, const char *msg) {
 
 static int decode_program(smod_call *c, const unsigned char *a, size_t n,
                           int nkeys, const char **why) {
-  int64_t nsteps = smod_le64(a + 8);
-  size_t at = SMOD_HEADER_NUMS;
+  int64_t nsteps = smod_le64(a + 8 * SLUICE_WIRE_KIND);
+  size_t at = SLUICE_WIRE_HEADER;
   int i, rc;
   if (nsteps < 1 || nsteps > SLUICE_PROGRAM_STEPS ||
       nkeys > SLUICE_PROGRAM_KEYS)
@@ -102,28 +104,30 @@ static int decode_program(smod_call *c, const unsigned char *a, size_t n,
     const unsigned char *s = a + 8 * at;
     sluice_step *st = &c->steps[i];
     int64_t np;
-    if (at + SMOD_STEP_NUMS > n)
+    if (at + SLUICE_WIRE_STEP > n)
       return bad(why, "EINVAL malformed program");
-    np = smod_le64(s + 8 * 13);
-    if (np < 0 || (size_t)np > n - at - SMOD_STEP_NUMS)
+#define S(f) smod_le64(s + 8 * SLUICE_WIRE_STEP_##f)
+    np = S(NPARAMS);
+    if (np < 0 || (size_t)np > n - at - SLUICE_WIRE_STEP)
       return bad(why, "EINVAL malformed program");
-    st->algo = (int)smod_le64(s);
-    st->kind = (int)smod_le64(s + 8);
-    st->key = (int)smod_le64(s + 16);
-    st->nkeys = (int)smod_le64(s + 24);
-    st->arg = smod_le64(s + 32);
-    st->id = id_of(smod_le64(s + 40), smod_le64(s + 48));
-    st->when = (int)smod_le64(s + 56);
-    st->ref = (int)smod_le64(s + 64);
-    st->when2 = (int)smod_le64(s + 72);
-    st->ref2 = (int)smod_le64(s + 80);
-    st->fold = (int)smod_le64(s + 88);
-    st->ttl_from = (int)smod_le64(s + 96);
+    st->algo = (int)S(ALGO);
+    st->kind = (int)S(KIND);
+    st->key = (int)S(KEY);
+    st->nkeys = (int)S(NKEYS);
+    st->arg = S(ARG);
+    st->id = id_of(S(ID_HI), S(ID_LO));
+    st->when = (int)S(WHEN);
+    st->ref = (int)S(REF);
+    st->when2 = (int)S(WHEN2);
+    st->ref2 = (int)S(REF2);
+    st->fold = (int)S(FOLD);
+    st->ttl_from = (int)S(TTL_FROM);
+#undef S
     st->params = &c->par[i];
     if (get_params(&c->par[i], st->algo, st->nkeys,
-                   s + 8 * SMOD_STEP_NUMS, np) != 0)
+                   s + 8 * SLUICE_WIRE_STEP, np) != 0)
       return bad(why, "EINVAL malformed program step");
-    at += SMOD_STEP_NUMS + (size_t)np;
+    at += SLUICE_WIRE_STEP + (size_t)np;
   }
   if (at != n)
     return bad(why, "EINVAL malformed program");
@@ -140,20 +144,20 @@ static int decode_program(smod_call *c, const unsigned char *a, size_t n,
 int smod_decode(smod_call *c, const unsigned char *a, size_t n, int nkeys,
                 const char **why) {
   int rc;
-  if (nkeys < 1 || n < SMOD_HEADER_NUMS)
+  if (nkeys < 1 || n < SLUICE_WIRE_HEADER)
     return bad(why, "EINVAL malformed arguments");
   get_header(c, a);
-  if (c->algo == SMOD_ALGO_GET)
+  if (c->algo == SLUICE_WIRE_GET)
     return nkeys == 1 ? SLUICE_OK : bad(why, "EINVAL malformed arguments");
-  if (c->algo == SMOD_ALGO_PROGRAM)
+  if (c->algo == SLUICE_WIRE_PROGRAM)
     return decode_program(c, a, n, nkeys, why);
   c->op.algo = c->algo;
   c->op.nkeys = nkeys;
   c->op.keys = smod_anon_keys;
   c->op.params = &c->par[0];
   if (nkeys > SLUICE_GROUP_MAX ||
-      get_params(&c->par[0], c->algo, nkeys, a + 8 * SMOD_HEADER_NUMS,
-                 (int64_t)n - SMOD_HEADER_NUMS) != 0)
+      get_params(&c->par[0], c->algo, nkeys, a + 8 * SLUICE_WIRE_HEADER,
+                 (int64_t)n - SLUICE_WIRE_HEADER) != 0)
     return bad(why, "EINVAL malformed arguments");
   rc = sluice__op_validate_shape(&c->op);
   if (rc != SLUICE_OK)
@@ -164,7 +168,7 @@ int smod_decode(smod_call *c, const unsigned char *a, size_t n, int nkeys,
 
 int smod_decode_member(smod_call *c, const unsigned char *a,
                        const char **why) {
-  return smod_decode(c, a, SMOD_BATCH_NUMS, 1, why);
+  return smod_decode(c, a, SLUICE_WIRE_BATCH_MEMBER, 1, why);
 }
 
 int smod_keys_distinct(int n, const char *const *name, const size_t *len) {
@@ -176,8 +180,7 @@ int smod_keys_distinct(int n, const char *const *name, const size_t *len) {
   return 1;
 }
 
-/* A little-endian 32-bit field (the verdict's first four, as sluice.lua
-** packs them: '<i4I4i4i4'). */
+/* A little-endian 32-bit field. */
 static void put32(unsigned char *o, uint32_t x) {
   o[0] = (unsigned char)x;
   o[1] = (unsigned char)(x >> 8);
@@ -185,30 +188,29 @@ static void put32(unsigned char *o, uint32_t x) {
   o[3] = (unsigned char)(x >> 24);
 }
 
+/* sluice_verdict's fields in wire.h's order and widths. */
 void smod_put_verdict(unsigned char *o, const sluice_verdict *v) {
-  put32(o, (uint32_t)v->allowed);
-  put32(o + 4, v->flags);
-  put32(o + 8, (uint32_t)v->binding);
-  put32(o + 12, (uint32_t)v->level);
-  smod_put64(o + 16, v->limit);
-  smod_put64(o + 24, v->remaining);
-  smod_put64(o + 32, v->retry_after_ns);
-  smod_put64(o + 40, v->reset_ns);
-  smod_put64(o + 48, v->strikes_remaining);
-  smod_put64(o + 56, v->offenses);
-  smod_put64(o + 64, (int64_t)v->lease_id);
-  smod_put64(o + 72, v->now_ns);
+#define I32(f)                                                                 \
+  put32(o, (uint32_t)v->f);                                                    \
+  o += SLUICE_WIRE_VERDICT_I32;
+#define I64(f)                                                                 \
+  smod_put64(o, (int64_t)v->f);                                                \
+  o += SLUICE_WIRE_VERDICT_I64;
+  SLUICE_WIRE_VERDICT_FIELDS(I32, I32, I64)
+#undef I32
+#undef I64
 }
 
 void smod_put_program(unsigned char *o, const sluice_program *p,
                       const sluice_program_result *r) {
   int i;
-  put32(o, (uint32_t)r->allowed);
-  put32(o + 4, (uint32_t)r->denied_by);
-  smod_put64(o + 8, (int64_t)r->ran); /* ran, then a zero word */
-  smod_put64(o + 16, r->now_ns);
+  memset(o, 0, SLUICE_WIRE_PROG_HEADER);
+  put32(o + SLUICE_WIRE_PROG_ALLOWED, (uint32_t)r->allowed);
+  put32(o + SLUICE_WIRE_PROG_DENIED_BY, (uint32_t)r->denied_by);
+  put32(o + SLUICE_WIRE_PROG_RAN, r->ran);
+  smod_put64(o + SLUICE_WIRE_PROG_NOW, r->now_ns);
   for (i = 0; i < p->nsteps; i++)
-    smod_put_verdict(o + SMOD_PROGRAM_HEAD + SMOD_VERDICT_LEN * i, &r->v[i]);
+    smod_put_verdict(o + SLUICE_WIRE_PROG_HEADER + SLUICE_WIRE_VERDICT * i, &r->v[i]);
 }
 
 const char *smod_err_name(int rc) {

@@ -1,14 +1,9 @@
 /*
-** The wire format of backends/redis/sluice.lua, decoded into the C
-** library's operations and programs and encoded back into its replies,
-** so that SLUICE.RUN / SLUICE.BATCH answer byte for byte what one EVALSHA
-** of the script answers.  Nothing here touches Redis.
-**
-** ARGV (one binary argument of little-endian int64s): algo, kind, now hi,
-** now lo (hi < 0: the server's clock), arg, id hi, id lo, minimum TTL ms,
-** then the parameters; a program (algo 7, kind = its step count) has after
-** that header each step's 14 numbers and its parameters; a batch is 11
-** numbers (header + one GCRA bucket) per key.
+** The redis backend's wire contract (backends/redis/wire.h, its one
+** definition) decoded into the C library's operations and programs and
+** encoded back into its replies, so that SLUICE.RUN / SLUICE.BATCH answer
+** byte for byte what one EVALSHA of the script answers.  Nothing here
+** touches Redis.
 */
 #ifndef SLUICE_RM_WIRE_H
 #define SLUICE_RM_WIRE_H
@@ -18,14 +13,7 @@
 #include <string.h>
 
 #include "algo/program_int.h"
-
-#define SMOD_ALGO_GET 0
-#define SMOD_ALGO_PROGRAM 7
-#define SMOD_HEADER_NUMS 8
-#define SMOD_BATCH_NUMS 11
-#define SMOD_STEP_NUMS 14
-#define SMOD_VERDICT_LEN 80
-#define SMOD_PROGRAM_HEAD 24
+#include "wire.h" /* backends/redis/wire.h */
 
 /* One step's parameters, whatever its algorithm. */
 typedef union smod_params {
@@ -37,12 +25,12 @@ typedef union smod_params {
 } smod_params;
 
 typedef struct smod_call {
-  int algo;          /* SMOD_ALGO_GET, 1..6, or SMOD_ALGO_PROGRAM */
+  int algo;          /* SLUICE_WIRE_GET, 1..6, or SLUICE_WIRE_PROGRAM */
   int server_time;   /* now hi < 0: the caller wants the server's clock */
   int64_t now;       /* the caller's time otherwise */
   int64_t min_ttl_ms;
   sluice_op op;      /* algo 1..6 */
-  sluice_program prog; /* SMOD_ALGO_PROGRAM */
+  sluice_program prog; /* SLUICE_WIRE_PROGRAM */
   sluice_step steps[SLUICE_PROGRAM_STEPS];
   smod_params par[SLUICE_PROGRAM_STEPS];
 } smod_call;

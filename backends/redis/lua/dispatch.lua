@@ -1,0 +1,41 @@
+-- dispatch.lua -- which path a call takes: a program, a batch, the GCRA fast
+-- path, or the general step.
+
+if algo == WIRE_PROGRAM then
+  return program(kind, nh, nl, minttl)
+end
+
+-- A batch (ARGV[2] present): KEYS[i] with the 88 bytes of ARGV[1] from
+-- (i - 1) * 88, each an ordinary single-bucket GCRA call (the client
+-- batches only those).  One script and one TIME for up to
+-- SLUICE_GROUP_MAX decisions: per decision Redis then pays for the step,
+-- not for a command around it.  Answers every verdict (or error), in order;
+-- a call the fast path refuses runs the general path in its place.
+if ARGV[2] then
+  local out = {}
+  if #AV ~= BATCH_BYTES * #KEYS then return fail('EINVAL', 'malformed batch') end
+  local tnh, tnl = nh, nl
+  for i = 1, #KEYS do
+    local al, kd, bh, bl, cost, ih, il, mt, R, Pd, B =
+      sunpack(BATCH_FMT, AV, (i - 1) * BATCH_BYTES + 1)
+    if bh >= 0 then tnh, tnl = bh, bl end
+    local r = al == ALGO_GCRA and (kd == OP_CONSUME or kd == OP_PEEK) and
+      gcra1(KEYS[i], kd, cost, mt, tnh, tnl, R, Pd, B)
+    if not r then
+      r = general({KEYS[i]}, {al, kd, bh, bl, cost, ih, il, mt, R, Pd, B},
+        al, kd, tnh, tnl, cost, ih, il, mt)
+    end
+    out[i] = r
+  end
+  return out
+end
+
+if algo == ALGO_GCRA and #KEYS == 1 and #AV == BATCH_BYTES and
+   (kind == OP_CONSUME or kind == OP_PEEK) then
+  local R, Pd, B = sunpack(GCRA_FMT, AV, HDR_BYTES + 1)
+  local r = gcra1(KEYS[1], kind, arg, minttl, nh, nl, R, Pd, B)
+  if r then return r end
+end
+
+return general(KEYS, {sunpack('<' .. string.rep('i8', #AV / 8), AV)}, algo,
+  kind, nh, nl, arg, idh, idl, minttl)

@@ -1,0 +1,94 @@
+-- entry.lua -- the first frame of sluice's Redis script: the algorithm
+-- layer (lib/algo/*.c) ported to Redis Lua.
+--
+-- The script is assembled at build time (backends/redis/embed_lua.py) from
+-- the generated prelude (wire_lua.c), the frames entry.lua, op.lua,
+-- program.lua and dispatch.lua, and one file per algorithm as lib/algo
+-- has them (gcra, window, distinct, penalty, lease), whose range check,
+-- step and expiry blocks land where the frames say --@include.
+--
+-- One script runs every step so that a node loads one SHA.  It reads the
+-- group's records, runs the same transition as sluice_op_step() over the
+-- same 16-byte encoding, writes back the records that changed with the
+-- expiry sluice_op_expiry() gives them, and returns the verdict packed as
+-- binary.  Redis runs a script atomically, which makes a group one atomic
+-- unit, exactly as the C backends' locks do.
+--
+-- The wire contract (the call's numbers, the record value, the verdict
+-- layouts) is defined once, in backends/redis/wire.h.  Every number the C
+-- defines is spelled here by name (LAYOUT, ALGO_*, OP_*, WHEN_*, the
+-- formats): wire_lua.c prints the names with their values at build time,
+-- and the assembly puts the values in their place, as a C compiler folds
+-- constants (as Lua locals they would cost every call upvalues).  A
+-- record's value is its two words, its expiry in ns and the layout byte:
+-- keeping the expiry in the value (not only as the Redis TTL) makes the
+-- freshness test exact and independent of whose clock set the TTL: in the
+-- conformance test mode the suite's manual clock runs apart from Redis's.
+--
+-- Exactness.  Lua 5.1 numbers are doubles, exact up to 2^53.  Absolute
+-- times (int64 ns, ~2^61 today) are therefore carried as pairs
+-- (hi, lo) = hi * 2^32 + lo with signed hi and 0 <= lo < 2^32; only
+-- *differences* from now become plain numbers, and only once they are known
+-- to be small.  The C side refuses parameters for which that is not enough
+-- (SLUICE_ERANGE, see docs/redis.md): every duration <= 2^52 ns,
+-- burst * period_ns <= 2^52 (GCRA), limit * window_ns <= 2^52 (sliding
+-- window).  Within that range every quantity the C step computes in 128
+-- bits fits a double exactly, or is provably above every bound it is
+-- compared with; the comments at each step say which.  The script checks
+-- the range again and answers "SLUICE ERANGE" rather than risk a verdict
+-- that differs from the C step.
+--
+-- ARGV[1] holds every number of the call as little-endian int64s (wire.h
+-- says why one binary argument), unpacked with HDR_FMT: algo (WIRE_GET
+-- reads one record), kind, now (hi, lo; hi < 0: use TIME), arg, id (hi,
+-- lo), the minimum TTL ms for writes (test mode keeps records around while
+-- the manual clock stands still), then the parameters from A[A_PARAMS].
+-- int64 -> double rounds as the decimal strings of earlier versions did.
+
+local T32 = 4294967296
+local MS = 1000000
+local floor = math.floor
+local spack, sunpack = struct.pack, struct.unpack
+
+local function fail(code, msg)
+  return redis.error_reply('SLUICE ' .. code .. ' ' .. msg)
+end
+
+-- ------------------------------------------------------------------- now
+
+local AV = ARGV[1]
+if #KEYS < 1 or #AV < HDR_BYTES or #AV % 8 ~= 0 then
+  return fail('EINVAL', 'malformed arguments')
+end
+local algo, kind, nh, nl, arg, idh, idl, minttl =
+  sunpack(HDR_FMT, AV)
+if nh < 0 then
+  local t = redis.call('TIME')
+  local sec, usec = tonumber(t[1]), tonumber(t[2])
+  local sh = floor(sec / 65536)
+  local a = sh * 1000000000 -- < 2^47
+  local x = (sec - sh * 65536) * 1000000000 + usec * 1000 -- < 2^46
+  local xh = floor(x / T32)
+  nh = floor(a / 65536) -- a * 2^16 = nh * 2^32 + (a mod 2^16) * 2^16
+  nl = (a - nh * 65536) * 65536 + x - xh * T32
+  nh = nh + xh
+  if nl >= T32 then nl = nl - T32; nh = nh + 1 end
+end
+
+-- Exact floor(a / b) and ceil(a / b) for integers below 2^53, b > 0 (a may
+-- be negative): the quotient of two doubles can round to the next integer,
+-- so correct it by the remainder.  The fast path and the general path's
+-- helpers use them alike.
+local function fd(a, b)
+  local q = floor(a / b)
+  local r = a - q * b
+  if r < 0 then return q - 1 elseif r >= b then return q + 1 end
+  return q
+end
+local function cd(a, b)
+  local q = fd(a, b)
+  if q * b < a then return q + 1 end
+  return q
+end
+
+--@include fast

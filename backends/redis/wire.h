@@ -1,0 +1,115 @@
+/*
+** The wire contract of the redis backend: what one call carries to Redis
+** and what comes back, whichever engine runs it there (the script in
+** lua/, or the sluice Redis module).  This header is its one definition.
+** The backend builds and decodes calls with it; the Lua takes its numbers
+** from wire_lua.c, which prints them at build time for the script's
+** assembly (embed_lua.py), so a layout changed here changes both sides or
+** fails the build.
+**
+** A call: KEYS are the group's records (all under one hash tag); ARGV[1]
+** is every number of the call as little-endian int64s (one binary
+** argument: Redis makes each argument a Lua string, and a dozen of them
+** cost more than a GCRA step).  A batch adds a marker ARGV[2].
+**
+** Times are int64 ns.  Lua 5.1 numbers are doubles, so times and ids
+** travel as (hi, lo) = hi * 2^32 + lo pairs with 0 <= lo < 2^32.
+*/
+#ifndef SLUICE_REDIS_WIRE_H
+#define SLUICE_REDIS_WIRE_H
+
+#include <sluice/algo.h>
+#include <sluice/program.h>
+
+/* The header of ARGV[1], in int64s from 0.  The algorithm's parameters
+** follow it (SLUICE_WIRE_HEADER numbers in). */
+enum {
+  SLUICE_WIRE_ALGO,       /* SLUICE_WIRE_GET, SLUICE_ALGO_*, or _PROGRAM */
+  SLUICE_WIRE_KIND,       /* SLUICE_OP_*; a program: its step count */
+  SLUICE_WIRE_NOW_HI,     /* < 0: use the server's TIME */
+  SLUICE_WIRE_NOW_LO,     /* */
+  SLUICE_WIRE_ARG,        /* sluice_op.arg */
+  SLUICE_WIRE_ID_HI,      /* sluice_op.id, as two halves */
+  SLUICE_WIRE_ID_LO,      /* */
+  SLUICE_WIRE_MIN_TTL_MS, /* least Redis TTL of a write (test clocks) */
+  SLUICE_WIRE_HEADER
+};
+
+/* SLUICE_WIRE_ALGO values beside the SLUICE_ALGO_* ones (1..6). */
+#define SLUICE_WIRE_GET 0     /* read one record: {value|nil, now hi, lo} */
+#define SLUICE_WIRE_PROGRAM 7 /* a sluice_program */
+
+/* One program step, after the header: these numbers, then its
+** SLUICE_WIRE_STEP_NPARAMS parameters. */
+enum {
+  SLUICE_WIRE_STEP_ALGO,
+  SLUICE_WIRE_STEP_KIND,
+  SLUICE_WIRE_STEP_KEY, /* first record, from 0 */
+  SLUICE_WIRE_STEP_NKEYS,
+  SLUICE_WIRE_STEP_ARG,
+  SLUICE_WIRE_STEP_ID_HI,
+  SLUICE_WIRE_STEP_ID_LO,
+  SLUICE_WIRE_STEP_WHEN, /* SLUICE_WHEN_* */
+  SLUICE_WIRE_STEP_REF,
+  SLUICE_WIRE_STEP_WHEN2,
+  SLUICE_WIRE_STEP_REF2,
+  SLUICE_WIRE_STEP_FOLD,     /* SLUICE_FOLD_* */
+  SLUICE_WIRE_STEP_TTL_FROM, /* SLUICE_TTL_OF(k) or 0 */
+  SLUICE_WIRE_STEP_NPARAMS,
+  SLUICE_WIRE_STEP
+};
+
+/* Parameters per algorithm, in this order (GCRA: per key):
+**   GCRA     rate period_ns burst
+**   SWINDOW  FWINDOW  limit window_ns;   DISTINCT threshold window_ns
+**   PENALTY  strike_threshold strike_window_ns box_ns[3] offense_ttl_ns
+**   LEASE    max ttl_ns */
+#define SLUICE_WIRE_GCRA_PARAMS 3
+#define SLUICE_WIRE_PENALTY_PARAMS 6
+
+/* A batch member: a header and one bucket's parameters.  Only
+** single-bucket GCRA CONSUME / PEEK calls are batched. */
+#define SLUICE_WIRE_BATCH_MEMBER (SLUICE_WIRE_HEADER + SLUICE_WIRE_GCRA_PARAMS)
+
+/* A verdict as answered: sluice_verdict's fields in order, little-endian,
+** 32-bit fields (I32 signed, U32 unsigned) as 4 bytes, I64 as 8. */
+#define SLUICE_WIRE_VERDICT_FIELDS(I32, U32, I64)                              \
+  I32(allowed) U32(flags) I32(binding) I32(level) I64(limit)                   \
+  I64(remaining) I64(retry_after_ns) I64(reset_ns) I64(strikes_remaining)      \
+  I64(offenses) I64(lease_id) I64(now_ns)
+#define SLUICE_WIRE_VERDICT_I32 4
+#define SLUICE_WIRE_VERDICT_I64 8
+#define SLUICE_WIRE_VERDICT                                                    \
+  (4 * SLUICE_WIRE_VERDICT_I32 + 8 * SLUICE_WIRE_VERDICT_I64)
+
+/* A program's answer: this header, then every step's verdict (a step that
+** did not run: zeros and now). */
+enum {
+  SLUICE_WIRE_PROG_ALLOWED = 0,   /* int32 */
+  SLUICE_WIRE_PROG_DENIED_BY = 4, /* int32, -1: none */
+  SLUICE_WIRE_PROG_RAN = 8,       /* uint32 mask of the steps that ran */
+  SLUICE_WIRE_PROG_NOW = 16,      /* int64 */
+  SLUICE_WIRE_PROG_HEADER = 24
+};
+
+/* A record's value: the sluice_state words, the expiry and the layout.
+** Keeping the expiry in the value (not only as the Redis TTL) makes
+** freshness exact whoever's clock set the TTL. */
+enum {
+  SLUICE_WIRE_REC_W0 = 0,      /* int64 */
+  SLUICE_WIRE_REC_W1 = 8,      /* int64 */
+  SLUICE_WIRE_REC_EXPIRY = 16, /* int64 ns; from then on the record is fresh */
+  SLUICE_WIRE_REC_LAYOUT = 24, /* uint8 SLUICE_STATE_LAYOUT */
+  SLUICE_WIRE_RECORD = 25
+};
+
+/* The Redis TTL of a write: floor((expiry - now) / 1 ms) + 1, at least the
+** call's minimum, capped here (expiry - now >= 2^52 ns); SLUICE_FOREVER:
+** no TTL. */
+#define SLUICE_WIRE_TTL_CAP_MS ((int64_t)1 << 46)
+
+/* The exact range of the Lua port: durations, burst * period and
+** limit * window at most this (docs/redis.md). */
+#define SLUICE_WIRE_EXACT_MAX ((int64_t)1 << 52)
+
+#endif
