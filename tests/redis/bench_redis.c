@@ -432,7 +432,10 @@ static int bench_module(redisContext *c, const char *nodes, int port,
   freeReplyObject(r);
 
   printf("redis module benchmark: one local redis-server with "
-         "sluice_redis.so, 1 GCRA bucket per decision\n");
+         "sluice_redis.so, 1 GCRA bucket per decision; server time = Redis's "
+         "INFO commandstats per decision; saturated = %d client threads "
+         "pipelining %d calls each, best of 3 rounds, with the server's "
+         "main-thread CPU share\n", SAT_THREADS, SAT_DEPTH);
   /* Warm both paths (key creation), then measure, for a working set that
   ** stays in the CPU's caches and for one that does not. */
   snprintf(base_tag, sizeof base_tag, "%s", tag);
@@ -453,8 +456,7 @@ static int bench_module(redisContext *c, const char *nodes, int port,
       return 1;
     /* Server ns per decision, and the decisions/s one core makes at that
     ** cost (the format bench-all.sh's table reads). */
-    printf("Redis server time per decision (INFO commandstats), %ld keys:\n",
-           keys);
+    printf("server time, %ld keys:\n", keys);
     server_row("spec section-6 script, EVALSHA", spec1);
     server_row("script, single (EVALSHA)", lua1);
     server_row("module, single (SLUICE.RUN)", mod1);
@@ -483,8 +485,7 @@ static int bench_module(redisContext *c, const char *nodes, int port,
         cpu[i] = cs;
       }
     }
-  printf("saturated: %d client threads pipelining %d calls each, 1000 keys "
-         "(best of 3 rounds):\n", SAT_THREADS, SAT_DEPTH);
+  printf("saturated, 1000 keys:\n");
   sat_row("script, 1 per EVALSHA", rate[0], cpu[0]);
   sat_row("module, 1 per SLUICE.RUN", rate[1], cpu[1]);
   sat_row("script, 32 per EVALSHA", rate[2], cpu[2]);
