@@ -110,7 +110,11 @@ typedef struct rcl_node {
   struct ssl_st *tls; /* the TLS session on c's descriptor, or NULL */
   int64_t retry_at;   /* monotonic ns: no reconnect before */
   int backoff_ms;
+  int module;         /* this connection runs SLUICE.RUN, not the script */
 } rcl_node;
+
+/* engine=: which of the two runs the steps on a node (see node_engine). */
+enum { RCL_ENGINE_AUTO, RCL_ENGINE_MODULE, RCL_ENGINE_LUA };
 
 typedef struct rcl_store {
   sluice_store base;
@@ -135,6 +139,7 @@ typedef struct rcl_store {
   int timeout_ms, connect_timeout_ms, backoff_max_ms;
   int wait_replicas;
   int testclock, readonly;
+  int engine; /* RCL_ENGINE_* */
   int cluster;
   int map_stale;
   int64_t map_loaded_at;
@@ -279,6 +284,45 @@ static int node_io_error(rcl_store *r, int ni, int saved_errno) {
   return rc;
 }
 
+static int node_command(rcl_store *r, int ni, int argc, const char **argv,
+                        const size_t *lens, redisReply **out);
+
+/* Which engine a fresh connection uses.  engine=lua: the script.  Else ask
+** the node whether it has the module (sluice_redis.so, backends/redis/
+** module): COMMAND INFO answers a nil for an unknown command.  The answer
+** belongs to the connection: each node of a cluster is asked for itself,
+** so a cluster with the module on some nodes only works, and a node that
+** restarts with or without it is asked again on reconnect.  A refusal
+** (an ACL user without +command|info) counts as "no module".
+** engine=module on a node without it: SLUICE_ENOTSUP, the connection
+** dropped (a decision must not quietly run the script instead). */
+static int node_engine(rcl_store *r, int ni) {
+  static const char *const argv[3] = {"COMMAND", "INFO", "sluice.run"};
+  static const size_t lens[3] = {7, 4, 10};
+  rcl_node *n = &r->nodes[ni];
+  redisReply *rep;
+  int rc;
+  n->module = 0;
+  if (r->engine == RCL_ENGINE_LUA)
+    return SLUICE_OK;
+  rc = node_command(r, ni, 3, (const char **)argv, lens, &rep);
+  if (rc != SLUICE_OK)
+    return rc;
+  n->module = rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
+              rep->element[0]->type == REDIS_REPLY_ARRAY;
+  freeReplyObject(rep);
+  if (n->module || r->engine == RCL_ENGINE_AUTO)
+    return SLUICE_OK;
+  node_drop(n);
+  r->hard_rc = SLUICE_ENOTSUP;
+  n->backoff_ms = r->backoff_max_ms;
+  n->retry_at = mono_ns() + (int64_t)n->backoff_ms * 1000000;
+  return sluice_store_seterr(&r->base, SLUICE_ENOTSUP, 0,
+                             "redis %s:%d: engine=module, but the node has "
+                             "no sluice module (load sluice_redis.so)",
+                             n->host, n->port);
+}
+
 static int node_connect(rcl_store *r, int ni) {
   rcl_node *n = &r->nodes[ni];
   char why[200];
@@ -312,7 +356,7 @@ static int node_connect(rcl_store *r, int ni) {
   n->backoff_ms = 0;
   n->retry_at = 0;
   r->st.connects++;
-  return SLUICE_OK;
+  return node_engine(r, ni);
 }
 
 /* One command, one reply, on node ni (admin paths: slot map, SCRIPT LOAD). */
@@ -499,6 +543,20 @@ static void arg_key(rcl_cmd *c, const rcl_store *r, int i,
   arg_raw(c, b, r->prefix_len + k->len);
 }
 
+/* The command that runs the steps on node ni: the module's, or the
+** script's (the same arguments follow, and the same reply comes back). */
+static void arg_engine(rcl_cmd *c, const rcl_store *r, int ni, int batch) {
+  if (r->nodes[ni].module) {
+    if (batch)
+      arg_raw(c, "SLUICE.BATCH", 12);
+    else
+      arg_raw(c, "SLUICE.RUN", 10);
+    return;
+  }
+  arg_raw(c, "EVALSHA", 7);
+  arg_raw(c, sluice_rcl_script_sha, 40);
+}
+
 static long long dur_arg(int64_t d) {
   return d == SLUICE_FOREVER ? -1 : (long long)d;
 }
@@ -585,10 +643,10 @@ static int job_batchable(const rcl_job *j) {
 static void build_batch(rcl_cmd *c, const rcl_store *r, const rcl_job *jobs,
                         int head) {
   int i, k;
+  int ni = jobs[head].node;
   c->argc = 0;
   c->nnum = 0;
-  arg_raw(c, "EVALSHA", 7);
-  arg_raw(c, sluice_rcl_script_sha, 40);
+  arg_engine(c, r, ni, 1);
   arg_numkeys(c, jobs[head].batch);
   for (i = head, k = 0; i >= 0; i = jobs[i].bnext, k++)
     arg_key(c, r, k, &jobs[i].op->keys[0]);
@@ -599,7 +657,8 @@ static void build_batch(rcl_cmd *c, const rcl_store *r, const rcl_job *jobs,
     arg_gcra(c, j->op->params);
   }
   arg_nums(c);
-  arg_raw(c, "b", 1);
+  if (!r->nodes[ni].module) /* the script's batch marker */
+    arg_raw(c, "b", 1);
 }
 
 /* An op's parameters, in the order the script reads them; returns how many
@@ -690,8 +749,7 @@ static void build_job(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
     arg_key(c, r, 0, j->key);
     return;
   }
-  arg_raw(c, "EVALSHA", 7);
-  arg_raw(c, sluice_rcl_script_sha, 40);
+  arg_engine(c, r, j->node, 0);
   if (j->type == JOB_RUN) {
     build_program(c, r, j);
     return;
@@ -810,13 +868,20 @@ static int parse_redirect(rcl_store *r, const char *s, int *slot) {
 
 static int handle_reply(rcl_store *r, rcl_job *j, int ni,
                         const redisReply *rep) {
-  const rcl_node *n = &r->nodes[ni];
+  rcl_node *n = &r->nodes[ni];
   if (rep->type == REDIS_REPLY_ERROR) {
     const char *s = rep->str;
     int slot, t;
     if (strncmp(s, "NOSCRIPT", 8) == 0) {
       r->st.noscript++;
       return R_NOSCRIPT;
+    }
+    /* The module went away (MODULE UNLOAD) under engine=auto: the
+    ** script from now on, on this connection. */
+    if (n->module && r->engine == RCL_ENGINE_AUTO &&
+        strncmp(s, "ERR unknown command", 19) == 0) {
+      n->module = 0;
+      return R_RETRY;
     }
     if (strncmp(s, "MOVED ", 6) == 0) {
       r->st.moved++;
@@ -1470,7 +1535,8 @@ static const sluice_store_methods rcl_methods = {
 ** new one here and the store string accepts it. */
 static const char *const known_params[] = {
     "nodes",          "timeout_ms", "connect_timeout_ms", "prefix",
-    "wait_replicas",  "backoff_max_ms", "pool", RCL_CONN_PARAMS, NULL};
+    "wait_replicas",  "backoff_max_ms", "pool", "engine", RCL_CONN_PARAMS,
+    NULL};
 
 /* A URL ("//host...") is rewritten to parameters here, so the core, which
 ** checks "k=v" strings only, leaves its check to the backend. */
@@ -1489,6 +1555,24 @@ static int int_param(sluice_store *s, const char *uri, const char *name,
                                name, (long long)lo, (long long)hi);
   *out = (int)v;
   return SLUICE_OK;
+}
+
+/* engine=auto|module|lua (docs/redis.md, "The module"). */
+static int engine_param(sluice_store *s, const char *uri, int *out) {
+  static const char *const names[] = {"auto", "module", "lua"};
+  const char *v;
+  size_t len;
+  int i;
+  *out = RCL_ENGINE_AUTO;
+  if (sluice_uri_param(uri, "engine", &v, &len) != SLUICE_OK)
+    return SLUICE_OK;
+  for (i = 0; i < 3; i++)
+    if (len == strlen(names[i]) && memcmp(v, names[i], len) == 0) {
+      *out = i;
+      return SLUICE_OK;
+    }
+  return sluice_store_seterr(s, SLUICE_EINVAL, 0,
+                             "redis: engine must be auto, module or lua");
 }
 
 static int parse_nodes(rcl_store *r, const char *v, size_t len) {
@@ -1616,6 +1700,8 @@ static int rcl_open_as(const char *uri, const sluice_store_config *cfg,
     return rc;
   r->conf->timeout_ms = r->timeout_ms;
   r->conf->connect_timeout_ms = r->connect_timeout_ms;
+  if ((rc = engine_param(s, uri, &r->engine)) != SLUICE_OK)
+    return rc;
   if (sluice_uri_param(uri, "prefix", &v, &len) == SLUICE_OK) {
     if (len >= RCL_PREFIX_MAX)
       return sluice_store_seterr(s, SLUICE_EINVAL, 0,
@@ -1665,10 +1751,14 @@ static int rcl_open_as(const char *uri, const sluice_store_config *cfg,
       uint8_t ni = r->slot_node[i];
       if (ni != RCL_NO_NODE && !seen[ni]) {
         seen[ni] = 1;
-        (void)load_script(r, ni);
+        if (node_connect(r, ni) == SLUICE_OK && !r->nodes[ni].module)
+          (void)load_script(r, ni);
       }
     }
   }
+  /* engine=module and a master without the module: configuration. */
+  if (r->hard_rc == SLUICE_ENOTSUP)
+    return r->hard_rc;
   if (make_lanes(r, pool) != SLUICE_OK)
     return sluice_store_seterr(s, SLUICE_ENOMEM, 0, "redis: out of memory");
   s->errstr[0] = '\0';

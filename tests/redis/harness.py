@@ -2,6 +2,7 @@
 """Start real Redis servers on loopback, run a command against them, stop them.
 
   harness.py --mode single|cluster [--replicas N] [--auth] [--tls]
+             [--module PATH [--module-nodes N]] [--engine E]
              -- COMMAND ARGS...
 
 single: one non-cluster server, also listening on a unix socket.
@@ -14,6 +15,10 @@ with only the commands sluice needs.
 certificates made here with the openssl tool (a CA, a server certificate
 for 127.0.0.1 and localhost, a client certificate, and an unrelated CA);
 client certificates are required.
+--module PATH: every server loads the sluice module (--loadmodule PATH);
+with --module-nodes N only the first N servers started do (a mixed
+cluster: with no replicas, N of the 3 masters).
+--engine E: the stores the suites open get engine=E (auto|module|lua).
 
 The command gets in its environment:
   SLUICE_REDIS_MODE          single | cluster
@@ -29,6 +34,9 @@ The command gets in its environment:
   SLUICE_REDIS_TLS_DIR       (--tls) ca.crt, client.crt, client.key,
                              other-ca.crt
   SLUICE_CONFORMANCE_STORE   a store string for the conformance suite
+  SLUICE_REDIS_STORE_EXTRA   (--engine) "engine=E", for the suites' stores
+  SLUICE_REDIS_MODULE        (--module) the module's path
+  SLUICE_REDIS_MODULE_PORTS  (--module) the ports of the servers that load it
 
 Exits 77 (meson's "skipped") with a message when redis-server is missing.
 Ports are picked at random in 17000-19999 (the cluster bus uses port+10000)
@@ -53,7 +61,10 @@ ACL_USER = 'limiter'
 ACL_PASSWORD = 'limiter-pw'
 ACL_RULES = ['on', '>' + ACL_PASSWORD, '~*', 'resetchannels', '-@all',
              '+evalsha', '+script|load', '+cluster|slots', '+asking',
-             '+wait', '+del', '+get', '+mget', '+set', '+time', '+ping', '+select']
+             '+wait', '+del', '+get', '+mget', '+set', '+time', '+ping', '+select',
+             '+command|info']
+# and, where the module is loaded (a rule naming an unknown command fails)
+ACL_MODULE_RULES = ['+sluice.run', '+sluice.batch']
 AUTH = []  # redis-cli arguments, set by --auth
 
 
@@ -121,6 +132,11 @@ def make_certs(d):
              '-days', '2', '-extfile', extf)
 
 
+# --module: the module's path and how many more servers may load it (None:
+# all), and the ports of those that did.
+MODULE = {'path': None, 'left': None, 'ports': []}
+
+
 def start_server(tmp, port, cluster, extra=()):
     d = os.path.join(tmp, str(port))
     os.makedirs(d, exist_ok=True)
@@ -129,6 +145,11 @@ def start_server(tmp, port, cluster, extra=()):
             '--logfile', os.path.join(d, 'log'), '--daemonize', 'no',
             '--enable-debug-command', 'yes', '--protected-mode', 'no']
     args += list(extra)
+    if MODULE['path'] and MODULE['left'] != 0:
+        args += ['--loadmodule', MODULE['path']]
+        MODULE['ports'].append(port)
+        if MODULE['left'] is not None:
+            MODULE['left'] -= 1
     if AUTH:
         args += ['--requirepass', PASSWORD, '--masterauth', PASSWORD]
     if cluster:
@@ -168,6 +189,10 @@ def start_all(tmp, n, cluster, extra=lambda p: (), avoid=()):
             else:
                 pr.kill()
                 pr.wait()
+                if p in MODULE['ports']:  # its turn goes to the next one
+                    MODULE['ports'].remove(p)
+                    if MODULE['left'] is not None:
+                        MODULE['left'] += 1
     if len(ports) < n:
         raise RuntimeError('could not start %d redis servers' % n)
     return procs, ports
@@ -200,6 +225,7 @@ def main():
     sep = argv.index('--')
     opts, cmd = argv[:sep], argv[sep + 1:]
     mode, replicas, auth, tls = 'single', 0, False, False
+    module, module_nodes, engine = None, None, None
     i = 0
     while i < len(opts):
         if opts[i] == '--mode':
@@ -207,6 +233,15 @@ def main():
             i += 2
         elif opts[i] == '--replicas':
             replicas = int(opts[i + 1])
+            i += 2
+        elif opts[i] == '--module':
+            module = os.path.abspath(opts[i + 1])
+            i += 2
+        elif opts[i] == '--module-nodes':
+            module_nodes = int(opts[i + 1])
+            i += 2
+        elif opts[i] == '--engine':
+            engine = opts[i + 1]
             i += 2
         elif opts[i] == '--auth':
             auth = True
@@ -228,6 +263,9 @@ def main():
         print('SKIP: the openssl tool is not installed; the Redis TLS tests '
               'are skipped (apt-get install openssl to run them)', flush=True)
         return SKIP
+    if module and not os.path.exists(module):
+        print('module %s not found' % module)
+        return 2
     tmp = tempfile.mkdtemp(prefix='sluice-redis-')
     procs = {}
     rc = 1
@@ -235,6 +273,7 @@ def main():
     env = dict(os.environ)
     if auth:
         AUTH.extend(['-a', PASSWORD, '--no-auth-warning'])
+    MODULE['path'], MODULE['left'] = module, module_nodes
     try:
         if mode == 'single':
             sock = os.path.join(tmp, 'redis.sock')
@@ -279,7 +318,9 @@ def main():
         auth_params = ''
         if auth:
             for p in ports:
-                if cli(p, 'ACL', 'SETUSER', ACL_USER, *ACL_RULES) != 'OK':
+                rules = ACL_RULES + (ACL_MODULE_RULES
+                                     if p in MODULE['ports'] else [])
+                if cli(p, 'ACL', 'SETUSER', ACL_USER, *rules) != 'OK':
                     log('ACL SETUSER failed on %d' % p)
                     return 1
             auth_params = 'user=%s;password=%s' % (ACL_USER, ACL_PASSWORD)
@@ -288,7 +329,9 @@ def main():
         log('%s with %d node(s) up in %.1f s: %s%s%s' %
             (mode, len(ports), time.time() - t0,
              ','.join(str(p) for p in ports), ' auth' if auth else '',
-             ' tls' if tls else ''))
+             ' tls' if tls else '') +
+            (' module on %s' % ','.join(str(p) for p in MODULE['ports'])
+             if module else '') + (' engine=' + engine if engine else ''))
         env['SLUICE_REDIS_SPARE_PORT'] = str(pick_ports(1, set(ports))[0])
         env['SLUICE_REDIS_TMP'] = tmp
         env['SLUICE_REDIS_MODE'] = mode
@@ -300,6 +343,13 @@ def main():
         env['SLUICE_CONFORMANCE_STORE'] = (
             'redis:nodes=%s;timeout_ms=2000;connect_timeout_ms=2000%s' %
             (seeds, ';' + auth_params if auth_params else ''))
+        if engine:
+            env['SLUICE_REDIS_STORE_EXTRA'] = 'engine=' + engine
+            env['SLUICE_CONFORMANCE_STORE'] += ';engine=' + engine
+        if module:
+            env['SLUICE_REDIS_MODULE'] = module
+            env['SLUICE_REDIS_MODULE_PORTS'] = ','.join(
+                str(p) for p in MODULE['ports'])
         rc = subprocess.run(cmd, env=env).returncode
         if rc != 0 and rc != SKIP:
             for p in ports:

@@ -54,6 +54,15 @@ static inline int rt_pid_of(int port) {
   return 0;
 }
 
+/* The harness's --engine (e.g. "engine=module"), for every store a suite
+** opens, unless the test picks an engine itself. */
+static inline const char *rt_engine(const char *extra) {
+  const char *e = getenv("SLUICE_REDIS_STORE_EXTRA");
+  if (!e || !*e || (extra && strstr(extra, "engine=")))
+    return "";
+  return e;
+}
+
 /* Open a raw store on the harness's servers with extra params. */
 /* Tests that are not about timeouts get generous ones: a small CI machine
 ** (or a server fsyncing its cluster config) can stall for tens of ms. */
@@ -62,12 +71,15 @@ static inline sluice_store *rt_store(const char *extra, unsigned flags) {
   char err[256];
   sluice_store *s = NULL;
   int rc;
+  const char *eng = rt_engine(extra);
   if (!extra || !strstr(extra, "timeout_ms"))
     extra = extra && *extra ? extra : "", snprintf(
-        uri, sizeof uri, "nodes=%s;timeout_ms=3000;connect_timeout_ms=3000%s%s",
-        rt_nodes(), *extra ? ";" : "", extra);
+        uri, sizeof uri,
+        "nodes=%s;timeout_ms=3000;connect_timeout_ms=3000%s%s%s%s",
+        rt_nodes(), *extra ? ";" : "", extra, *eng ? ";" : "", eng);
   else
-    snprintf(uri, sizeof uri, "nodes=%s;%s", rt_nodes(), extra);
+    snprintf(uri, sizeof uri, "nodes=%s;%s%s%s", rt_nodes(), extra,
+             *eng ? ";" : "", eng);
   rc = sluice__store_open(sluice_backend_find("redis"), uri, NULL, flags, &s,
                           err, sizeof err);
   cr_assert_eq(rc, SLUICE_OK, "open redis:%s: %s (%s)", uri,
@@ -82,14 +94,28 @@ static inline sluice_limiter *rt_limiter(const char *extra, unsigned flags) {
   sluice_limiter_options o;
   int rc;
   memset(&o, 0, sizeof o);
-  snprintf(uri, sizeof uri, "redis:nodes=%s%s%s", rt_nodes(),
-           extra && *extra ? ";" : "", extra ? extra : "");
+  const char *eng = rt_engine(extra);
+  snprintf(uri, sizeof uri, "redis:nodes=%s%s%s%s%s", rt_nodes(),
+           extra && *extra ? ";" : "", extra ? extra : "", *eng ? ";" : "",
+           eng);
   o.store = uri;
   o.flags = flags;
   rc = sluice_limiter_open2(&o, &l, err, sizeof err);
   cr_assert_eq(rc, SLUICE_OK, "open %s: %s (%s)", uri, sluice_err_name(rc),
                err);
   return l;
+}
+
+/* The port of the node that serves `key`. */
+static inline int rt_port_of(sluice_store *s, const char *key) {
+  sluice_redis_node_of q;
+  memset(&q, 0, sizeof q);
+  q.key = key;
+  q.keylen = strlen(key);
+  cr_assert_eq(sluice__store_control(s, SLUICE_CTL_REDIS_NODE_OF, &q),
+               SLUICE_OK);
+  cr_assert_gt(q.port, 0, "a node serves %s", key);
+  return q.port;
 }
 
 static inline int64_t rt_mono_ms(void) {

@@ -34,24 +34,53 @@ static int64_t pick(rng *r, const int64_t *a, int n) {
   return a[rnext(r) % (uint64_t)n];
 }
 
+/* SLUICE_PORT_ENGINES="lua,module": one Redis store per engine, taking
+** turns call by call on the same keys (the script and the module must be
+** interchangeable record for record); unset: one store. */
+#define DUO_ENGINES 2
 typedef struct duo {
   sluice_store *mem, *red;
+  sluice_store *eng[DUO_ENGINES];
+  int neng;
+  long turn;
   long ops, allowed;
 } duo;
 
 static void duo_open(duo *d) {
-  char err[128];
+  char err[128], extra[128];
+  const char *e = getenv("SLUICE_PORT_ENGINES");
   memset(d, 0, sizeof *d);
-  d->red = rt_store("timeout_ms=2000;connect_timeout_ms=2000",
-                    SLUICE_OPEN_CREATE | SLUICE_OPEN_TESTCLOCK);
+  while (e && *e && d->neng < DUO_ENGINES) {
+    size_t n = strcspn(e, ",");
+    snprintf(extra, sizeof extra,
+             "timeout_ms=2000;connect_timeout_ms=2000;engine=%.*s", (int)n, e);
+    d->eng[d->neng++] =
+        rt_store(extra, SLUICE_OPEN_CREATE | SLUICE_OPEN_TESTCLOCK);
+    e += n + (e[n] == ',');
+  }
+  if (d->neng == 0)
+    d->eng[d->neng++] = rt_store("timeout_ms=2000;connect_timeout_ms=2000",
+                                 SLUICE_OPEN_CREATE | SLUICE_OPEN_TESTCLOCK);
+  d->red = d->eng[0];
   cr_assert_eq(sluice__store_open(sluice_backend_find("mem"), "", NULL, 0,
                                   &d->mem, err, sizeof err),
                SLUICE_OK);
 }
 
+/* The Redis store of the next call. */
+static void duo_turn(duo *d) {
+  d->red = d->eng[d->turn++ % d->neng];
+}
+/* The records are read back through the other engine. */
+static sluice_store *duo_reader(const duo *d) {
+  return d->eng[d->turn % d->neng];
+}
+
 static void duo_close(duo *d) {
+  int i;
   sluice__store_close(d->mem);
-  sluice__store_close(d->red);
+  for (i = 0; i < d->neng; i++)
+    sluice__store_close(d->eng[i]);
 }
 
 #define VF(f, fmt)                                                             \
@@ -68,6 +97,7 @@ static void duo_step(duo *d, const sluice_op *op, int64_t now,
   memset(&vm, 0, sizeof vm);
   memset(&vr, 0, sizeof vr);
   rm = sluice__store_apply(d->mem, op, now, &vm);
+  duo_turn(d);
   rr = sluice__store_apply(d->red, op, now, &vr);
   cr_assert_eq(rr, rm, "%s step %ld: rc redis %s != C %s (%s)", what, step,
                sluice_err_name(rr), sluice_err_name(rm), d->red->errstr);
@@ -91,7 +121,7 @@ static void duo_step(duo *d, const sluice_op *op, int64_t now,
     sluice_state sm, sr;
     int64_t em = 0, er = 0;
     int gm = sluice__store_get(d->mem, &op->keys[i], now, &sm, &em);
-    int gr = sluice__store_get(d->red, &op->keys[i], now, &sr, &er);
+    int gr = sluice__store_get(duo_reader(d), &op->keys[i], now, &sr, &er);
     cr_assert_eq(gr, gm, "%s step %ld key %d: get redis %s != C %s", what,
                  step, i, sluice_err_name(gr), sluice_err_name(gm));
     if (gm == SLUICE_OK) {
@@ -431,6 +461,7 @@ static void duo_run(duo *d, const sluice_program *p, int64_t now, long step,
   memset(&rm, 0, sizeof rm);
   memset(&rr, 0, sizeof rr);
   cm = sluice__store_run(d->mem, p, now, &rm);
+  duo_turn(d);
   cr = sluice__store_run(d->red, p, now, &rr);
   cr_assert_eq(cr, cm, "program %ld: rc redis %s != C %s (%s)", step,
                sluice_err_name(cr), sluice_err_name(cm), d->red->errstr);
@@ -457,7 +488,7 @@ static void duo_run(duo *d, const sluice_program *p, int64_t now, long step,
     sluice_state sm, sr;
     int64_t em = 0, er = 0;
     int gm = sluice__store_get(d->mem, &p->keys[i], now, &sm, &em);
-    int gr = sluice__store_get(d->red, &p->keys[i], now, &sr, &er);
+    int gr = sluice__store_get(duo_reader(d), &p->keys[i], now, &sr, &er);
     cr_assert_eq(gr, gm, "program %ld record %d: get %s != %s", step, i,
                  sluice_err_name(gr), sluice_err_name(gm));
     if (gm == SLUICE_OK) {

@@ -37,17 +37,6 @@ static void raw_ok(redisContext *c, const char *cmd) {
   freeReplyObject(r);
 }
 
-static int port_of(sluice_store *s, const char *key) {
-  sluice_redis_node_of q;
-  memset(&q, 0, sizeof q);
-  q.key = key;
-  q.keylen = strlen(key);
-  cr_assert_eq(sluice__store_control(s, SLUICE_CTL_REDIS_NODE_OF, &q),
-               SLUICE_OK);
-  cr_assert_gt(q.port, 0, "a node serves %s", key);
-  return q.port;
-}
-
 static int take(sluice_store *s, const char *key, const sluice_gcra_params *p,
                 int64_t cost, sluice_verdict *v) {
   sluice_key k = {key, strlen(key)};
@@ -285,7 +274,8 @@ Test(store, batch_scripts_match_mem_in_order) {
 }
 
 Test(store, noscript_after_flush) {
-  sluice_store *s = rt_store("", 0);
+  /* About the script: with the module (engine=auto) nothing is flushed. */
+  sluice_store *s = rt_store("engine=lua", 0);
   sluice_redis_stats a, b;
   sluice_verdict v;
   char tag[64], key[96];
@@ -324,7 +314,7 @@ Test(store, stalled_server_times_out) {
   rt_tag(tag, sizeof tag, "sleep");
   snprintf(key, sizeof key, "s:%s", tag);
   cr_assert_eq(take(s, key, &still, 1, &v), SLUICE_OK);
-  c = raw(port_of(s, key));
+  c = raw(rt_port_of(s, key));
   /* Send DEBUG SLEEP without waiting for its reply: the server stalls. */
   redisAppendCommand(c, "DEBUG SLEEP 0.6");
   while (!done)
@@ -420,7 +410,7 @@ Test(store, migration_follows_ask_and_moved) {
   cr_assert_eq(v.remaining, 14);
   b = rt_stats(s);
   cr_assert_geq(b.moved - a.moved, 1, "MOVED followed");
-  cr_assert_eq(port_of(s, k1), pb, "slot map now points at the new owner");
+  cr_assert_eq(rt_port_of(s, k1), pb, "slot map now points at the new owner");
   (void)raw_int;
   redisFree(ca);
   redisFree(cb);
@@ -525,7 +515,7 @@ Test(store, prefix_get_delete) {
   cr_assert_eq(v.remaining, 19, "prefixes keep stores apart");
   cr_assert_eq(sluice__store_get(s1, &k, 0, &st, &exp), SLUICE_OK);
   cr_assert_gt(exp, 0);
-  c = raw(port_of(s1, key));
+  c = raw(rt_port_of(s1, key));
   snprintf(full, sizeof full, "app1:%s", key);
   cr_assert_eq(raw_int(c, "STRLEN %s", full), 25, "record + expiry + layout");
   cr_assert_gt(raw_int(c, "PTTL %s", full), 0, "collected by a Redis TTL");
@@ -546,7 +536,7 @@ Test(store, foreign_values_are_refused_untouched) {
   rt_tag(tag, sizeof tag, "bad");
   snprintf(k1, sizeof k1, "x:%s", tag);
   snprintf(k2, sizeof k2, "y:%s", tag);
-  c = raw(port_of(s, k1));
+  c = raw(rt_port_of(s, k1));
   r = redisCommand(c, "SET %s not-a-record", k1);
   freeReplyObject(r);
   r = redisCommand(c, "HSET %s tokens 5", k2);

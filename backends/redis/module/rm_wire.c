@@ -1,0 +1,225 @@
+/*
+** The script's argument and reply encoding, for the module (rm_wire.h).
+*/
+#include <string.h>
+
+#include "rm_wire.h"
+
+#define K(n) {"{s}" #n, sizeof("{s}" #n) - 1}
+#define K10(d) K(d##0), K(d##1), K(d##2), K(d##3), K(d##4), K(d##5), K(d##6), \
+    K(d##7), K(d##8), K(d##9)
+const sluice_key smod_anon_keys[SLUICE_PROGRAM_KEYS] = {
+    K(0), K(1), K(2), K(3), K(4), K(5), K(6), K(7), K(8), K(9),
+    K10(1), K10(2), K10(3), K(40), K(41), K(42), K(43), K(44), K(45), K(46),
+    K(47)};
+#undef K10
+#undef K
+
+/* A penalty box of -1 on the wire is SLUICE_FOREVER (redis_store.c's
+** dur_arg). */
+static int64_t dur(int64_t x) { return x == -1 ? SLUICE_FOREVER : x; }
+
+/* The parameters of one op of `algo` over nk keys from np numbers at a;
+** 0, or -1 when the count is not the algorithm's. */
+static int get_params(smod_params *p, int algo, int nk, const unsigned char *a,
+                      int64_t np) {
+  int i;
+#define A(i) smod_le64(a + 8 * (i))
+  switch (algo) {
+  case SLUICE_ALGO_GCRA:
+    if (nk < 1 || nk > SLUICE_GROUP_MAX || np != SLUICE_WIRE_GCRA_PARAMS * (int64_t)nk)
+      return -1;
+    for (i = 0; i < nk; i++) {
+      p->g[i].rate = A(3 * i);
+      p->g[i].period_ns = A(3 * i + 1);
+      p->g[i].burst = A(3 * i + 2);
+    }
+    return 0;
+  case SLUICE_ALGO_SWINDOW:
+  case SLUICE_ALGO_FWINDOW:
+    if (np != 2)
+      return -1;
+    p->w.limit = A(0);
+    p->w.window_ns = A(1);
+    return 0;
+  case SLUICE_ALGO_DISTINCT:
+    if (np != 2)
+      return -1;
+    p->d.threshold = A(0);
+    p->d.window_ns = A(1);
+    return 0;
+  case SLUICE_ALGO_PENALTY:
+    if (np != SLUICE_WIRE_PENALTY_PARAMS)
+      return -1;
+    p->p.strike_threshold = A(0);
+    p->p.strike_window_ns = A(1);
+    for (i = 0; i < 3; i++)
+      p->p.box_ns[i] = dur(A(2 + i));
+    p->p.offense_ttl_ns = A(5);
+    return 0;
+  case SLUICE_ALGO_LEASE:
+    if (np != 2)
+      return -1;
+    p->l.max = A(0);
+    p->l.ttl_ns = A(1);
+    return 0;
+  default:
+    return -1;
+  }
+#undef A
+}
+
+static uint64_t id_of(int64_t hi, int64_t lo) {
+  return (uint64_t)hi << 32 | ((uint64_t)lo & 0xffffffffu);
+}
+
+/* The header's numbers. */
+static void get_header(smod_call *c, const unsigned char *a) {
+#define H(f) smod_le64(a + 8 * SLUICE_WIRE_##f)
+  int64_t nh = H(NOW_HI), nl = H(NOW_LO);
+  c->algo = (int)H(ALGO);
+  c->server_time = nh < 0;
+  c->now = c->server_time ? 0 : (int64_t)id_of(nh, nl);
+  c->min_ttl_ms = H(MIN_TTL_MS);
+  c->op.kind = (int)H(KIND);
+  c->op.arg = H(ARG);
+  c->op.id = id_of(H(ID_HI), H(ID_LO));
+#undef H
+}
+
+static int bad(const char **why, const char *msg) {
+  *why = msg;
+  return SLUICE_EINVAL;
+}
+
+static int decode_program(smod_call *c, const unsigned char *a, size_t n,
+                          int nkeys, const char **why) {
+  int64_t nsteps = smod_le64(a + 8 * SLUICE_WIRE_KIND);
+  size_t at = SLUICE_WIRE_HEADER;
+  int i, rc;
+  if (nsteps < 1 || nsteps > SLUICE_PROGRAM_STEPS ||
+      nkeys > SLUICE_PROGRAM_KEYS)
+    return bad(why, "EINVAL malformed program");
+  for (i = 0; i < nsteps; i++) {
+    const unsigned char *s = a + 8 * at;
+    sluice_step *st = &c->steps[i];
+    int64_t np;
+    if (at + SLUICE_WIRE_STEP > n)
+      return bad(why, "EINVAL malformed program");
+#define S(f) smod_le64(s + 8 * SLUICE_WIRE_STEP_##f)
+    np = S(NPARAMS);
+    if (np < 0 || (size_t)np > n - at - SLUICE_WIRE_STEP)
+      return bad(why, "EINVAL malformed program");
+    st->algo = (int)S(ALGO);
+    st->kind = (int)S(KIND);
+    st->key = (int)S(KEY);
+    st->nkeys = (int)S(NKEYS);
+    st->arg = S(ARG);
+    st->id = id_of(S(ID_HI), S(ID_LO));
+    st->when = (int)S(WHEN);
+    st->ref = (int)S(REF);
+    st->when2 = (int)S(WHEN2);
+    st->ref2 = (int)S(REF2);
+    st->fold = (int)S(FOLD);
+    st->ttl_from = (int)S(TTL_FROM);
+#undef S
+    st->params = &c->par[i];
+    if (get_params(&c->par[i], st->algo, st->nkeys,
+                   s + 8 * SLUICE_WIRE_STEP, np) != 0)
+      return bad(why, "EINVAL malformed program step");
+    at += SLUICE_WIRE_STEP + (size_t)np;
+  }
+  if (at != n)
+    return bad(why, "EINVAL malformed program");
+  c->prog.nkeys = nkeys;
+  c->prog.keys = smod_anon_keys;
+  c->prog.nsteps = (int)nsteps;
+  c->prog.steps = c->steps;
+  rc = sluice_program_validate(&c->prog);
+  if (rc != SLUICE_OK)
+    *why = "EINVAL invalid program";
+  return rc;
+}
+
+int smod_decode(smod_call *c, const unsigned char *a, size_t n, int nkeys,
+                const char **why) {
+  int rc;
+  if (nkeys < 1 || n < SLUICE_WIRE_HEADER)
+    return bad(why, "EINVAL malformed arguments");
+  get_header(c, a);
+  if (c->algo == SLUICE_WIRE_GET)
+    return nkeys == 1 ? SLUICE_OK : bad(why, "EINVAL malformed arguments");
+  if (c->algo == SLUICE_WIRE_PROGRAM)
+    return decode_program(c, a, n, nkeys, why);
+  c->op.algo = c->algo;
+  c->op.nkeys = nkeys;
+  c->op.keys = smod_anon_keys;
+  c->op.params = &c->par[0];
+  if (nkeys > SLUICE_GROUP_MAX ||
+      get_params(&c->par[0], c->algo, nkeys, a + 8 * SLUICE_WIRE_HEADER,
+                 (int64_t)n - SLUICE_WIRE_HEADER) != 0)
+    return bad(why, "EINVAL malformed arguments");
+  rc = sluice__op_validate_shape(&c->op);
+  if (rc != SLUICE_OK)
+    *why = rc == SLUICE_ERANGE ? "ERANGE amount out of range"
+                               : "EINVAL invalid operation";
+  return rc;
+}
+
+int smod_decode_member(smod_call *c, const unsigned char *a,
+                       const char **why) {
+  return smod_decode(c, a, SLUICE_WIRE_BATCH_MEMBER, 1, why);
+}
+
+int smod_keys_distinct(int n, const char *const *name, const size_t *len) {
+  int i, j;
+  for (i = 1; i < n; i++)
+    for (j = 0; j < i; j++)
+      if (len[i] == len[j] && memcmp(name[i], name[j], len[i]) == 0)
+        return 0;
+  return 1;
+}
+
+/* A little-endian 32-bit field. */
+static void put32(unsigned char *o, uint32_t x) {
+  o[0] = (unsigned char)x;
+  o[1] = (unsigned char)(x >> 8);
+  o[2] = (unsigned char)(x >> 16);
+  o[3] = (unsigned char)(x >> 24);
+}
+
+/* sluice_verdict's fields in wire.h's order and widths. */
+void smod_put_verdict(unsigned char *o, const sluice_verdict *v) {
+#define I32(f)                                                                 \
+  put32(o, (uint32_t)v->f);                                                    \
+  o += SLUICE_WIRE_VERDICT_I32;
+#define I64(f)                                                                 \
+  smod_put64(o, (int64_t)v->f);                                                \
+  o += SLUICE_WIRE_VERDICT_I64;
+  SLUICE_WIRE_VERDICT_FIELDS(I32, I32, I64)
+#undef I32
+#undef I64
+}
+
+void smod_put_program(unsigned char *o, const sluice_program *p,
+                      const sluice_program_result *r) {
+  int i;
+  memset(o, 0, SLUICE_WIRE_PROG_HEADER);
+  put32(o + SLUICE_WIRE_PROG_ALLOWED, (uint32_t)r->allowed);
+  put32(o + SLUICE_WIRE_PROG_DENIED_BY, (uint32_t)r->denied_by);
+  put32(o + SLUICE_WIRE_PROG_RAN, r->ran);
+  smod_put64(o + SLUICE_WIRE_PROG_NOW, r->now_ns);
+  for (i = 0; i < p->nsteps; i++)
+    smod_put_verdict(o + SLUICE_WIRE_PROG_HEADER + SLUICE_WIRE_VERDICT * i, &r->v[i]);
+}
+
+const char *smod_err_name(int rc) {
+  switch (rc) {
+  case SLUICE_ERANGE:
+    return "SLUICE ERANGE";
+  case SLUICE_ECORRUPT:
+    return "SLUICE ECORRUPT";
+  default:
+    return "SLUICE EINVAL";
+  }
+}

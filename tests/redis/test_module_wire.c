@@ -1,0 +1,252 @@
+/*
+** The Redis module's wire decoding (backends/redis/module/wire.c) without
+** Redis: what the store sends decodes to the operation and program it
+** came from, the verdict bytes sit where redis_store.c reads them, and
+** arguments cut short or mutated at random never decode to something the
+** algorithm layer cannot run (the module runs inside redis-server: a crash
+** there takes the server down).
+*/
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../common/splitmix.h"
+#include "rm_wire.h"
+
+typedef struct enc {
+  unsigned char b[8 * 512];
+  size_t n; /* numbers */
+} enc;
+
+static void put(enc *e, int64_t x) {
+  smod_put64(e->b + 8 * e->n++, x);
+}
+static void header(enc *e, int64_t algo, int64_t kind, int64_t arg) {
+  put(e, algo);
+  put(e, kind);
+  put(e, -1); /* the server's clock */
+  put(e, 0);
+  put(e, arg);
+  put(e, 0);
+  put(e, 7); /* id lo */
+  put(e, 0);
+}
+
+/* The samples: one of each shape the store sends, with its key count. */
+enum { S_GCRA, S_GROUP, S_PENALTY, S_PROGRAM, S_GET, S_N };
+static int sample(int which, enc *e) {
+  int i;
+  e->n = 0;
+  switch (which) {
+  case S_GCRA:
+    header(e, SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1);
+    put(e, 10);
+    put(e, 1000000000);
+    put(e, 20);
+    return 1;
+  case S_GROUP:
+    header(e, SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 0);
+    for (i = 0; i < 2; i++) {
+      put(e, 5 + i);
+      put(e, 1000000000);
+      put(e, 10);
+    }
+    return 2;
+  case S_PENALTY:
+    header(e, SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, 1);
+    put(e, 3);
+    put(e, 60000000000);
+    put(e, 1000000000);
+    put(e, 2000000000);
+    put(e, -1); /* SLUICE_FOREVER */
+    put(e, 3600000000000);
+    return 1;
+  case S_PROGRAM:
+    header(e, 7, 2, 0); /* 2 steps */
+    /* a box check of record 1, then a bucket on record 0 */
+    put(e, SLUICE_ALGO_PENALTY);
+    put(e, SLUICE_OP_CHECK);
+    put(e, 1);
+    put(e, 1);
+    for (i = 0; i < 9; i++)
+      put(e, 0); /* arg, id, guards, fold, ttl_from */
+    put(e, 6);
+    put(e, 3);
+    put(e, 60000000000);
+    put(e, 1000000000);
+    put(e, 2000000000);
+    put(e, -1);
+    put(e, 3600000000000);
+    put(e, SLUICE_ALGO_GCRA);
+    put(e, SLUICE_OP_CONSUME);
+    put(e, 0);
+    put(e, 1);
+    put(e, 1); /* arg */
+    for (i = 0; i < 8; i++)
+      put(e, 0);
+    put(e, 3);
+    put(e, 10);
+    put(e, 1000000000);
+    put(e, 20);
+    return 2;
+  default:
+    header(e, 0, 0, 0);
+    return 1;
+  }
+}
+
+Test(module_wire, samples_decode) {
+  smod_call c;
+  enc e;
+  const char *why = NULL;
+  int nk;
+  nk = sample(S_GCRA, &e);
+  cr_assert_eq(smod_decode(&c, e.b, e.n, nk, &why), SLUICE_OK, "%s", why);
+  cr_assert_eq(c.algo, SLUICE_ALGO_GCRA);
+  cr_assert(c.server_time);
+  cr_assert_eq(c.op.arg, 1);
+  cr_assert_eq(c.op.id, 7);
+  cr_assert_eq(((const sluice_gcra_params *)c.op.params)->rate, 10);
+  nk = sample(S_PENALTY, &e);
+  cr_assert_eq(smod_decode(&c, e.b, e.n, nk, &why), SLUICE_OK, "%s", why);
+  cr_assert_eq(((const sluice_penalty_params *)c.op.params)->box_ns[2],
+               SLUICE_FOREVER, "-1 on the wire is SLUICE_FOREVER");
+  nk = sample(S_PROGRAM, &e);
+  cr_assert_eq(smod_decode(&c, e.b, e.n, nk, &why), SLUICE_OK, "%s", why);
+  cr_assert_eq(c.prog.nsteps, 2);
+  cr_assert_eq(c.prog.steps[1].algo, SLUICE_ALGO_GCRA);
+  cr_assert_eq(c.prog.steps[0].key, 1);
+  nk = sample(S_GET, &e);
+  cr_assert_eq(smod_decode(&c, e.b, e.n, nk, &why), SLUICE_OK);
+  cr_assert_eq(c.algo, SLUICE_WIRE_GET);
+  /* The test clock: now = hi << 32 | lo. */
+  sample(S_GCRA, &e);
+  smod_put64(e.b + 16, 5);
+  smod_put64(e.b + 24, 9);
+  cr_assert_eq(smod_decode(&c, e.b, e.n, 1, &why), SLUICE_OK);
+  cr_assert(!c.server_time);
+  cr_assert_eq(c.now, ((int64_t)5 << 32) | 9);
+}
+
+Test(module_wire, cut_short_or_padded_is_refused) {
+  smod_call c;
+  enc e;
+  const char *why;
+  int s, nk;
+  size_t n;
+  for (s = 0; s < S_N; s++) {
+    size_t full;
+    nk = sample(s, &e);
+    full = e.n;
+    for (n = 0; n < full; n++) {
+      why = NULL;
+      if (s == S_GET && n >= SLUICE_WIRE_HEADER)
+        continue;
+      cr_assert_neq(smod_decode(&c, e.b, n, nk, &why), SLUICE_OK,
+                    "sample %d cut to %zu numbers", s, n);
+      cr_assert(why && strncmp(why, "E", 1) == 0, "a reason: %s", why);
+    }
+    if (s != S_GET) {
+      put(&e, 0);
+      cr_assert_neq(smod_decode(&c, e.b, e.n, nk, &why), SLUICE_OK,
+                    "sample %d with a number too many", s);
+    }
+  }
+}
+
+/* Mutated samples: whatever decodes runs through the algorithm layer on
+** fresh and on random records, and its reply encodes. */
+Test(module_wire, mutations_decode_to_runnable_calls) {
+  static const int64_t odd[] = {0,  1,  -1, 2,  3,  7,  20, 32, 47, 48,
+                                49, 100, INT64_MAX, INT64_MIN, 1000000000,
+                                (int64_t)1 << 52, -2};
+  uint64_t seed = 0x5eed;
+  long ok = 0, i;
+  for (i = 0; i < 200000; i++) {
+    smod_call c;
+    enc e;
+    const char *why = NULL;
+    sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
+    sluice_verdict v;
+    sluice_program_result res;
+    sluice__job job;
+    unsigned char buf[SLUICE_WIRE_PROG_HEADER +
+                      SLUICE_WIRE_VERDICT * SLUICE_PROGRAM_STEPS];
+    int nk = sample((int)(splitmix64(&seed) % S_N), &e), m, k, rc;
+    for (m = (int)(splitmix64(&seed) % 4); m >= 0; m--) {
+      size_t at = splitmix64(&seed) % e.n;
+      uint64_t r = splitmix64(&seed);
+      smod_put64(e.b + 8 * at,
+                 r % 3 ? odd[r % (sizeof odd / sizeof odd[0])]
+                       : (int64_t)splitmix64(&seed));
+    }
+    if (splitmix64(&seed) % 8 == 0)
+      nk = 1 + (int)(splitmix64(&seed) % SLUICE_PROGRAM_KEYS);
+    if (smod_decode(&c, e.b, e.n, nk, &why) != SLUICE_OK) {
+      cr_assert(why, "a refusal says why");
+      continue;
+    }
+    if (c.algo == SLUICE_WIRE_GET)
+      continue;
+    ok++;
+    for (k = 0; k < nk; k++) {
+      in[k].w[0] = splitmix64(&seed) % 3 ? 0 : splitmix64(&seed);
+      in[k].w[1] = splitmix64(&seed) % 3 ? 0 : splitmix64(&seed);
+    }
+    if (c.algo == SLUICE_WIRE_PROGRAM)
+      sluice__job_prog(&job, &c.prog, &res);
+    else
+      sluice__job_op(&job, &c.op, &v);
+    rc = sluice__job_run(&job, in, out, 1764633600000000000);
+    cr_assert(rc == SLUICE_OK || rc < 0);
+    if (rc != SLUICE_OK)
+      continue;
+    for (k = 0; k < nk; k++)
+      (void)sluice__job_expiry(&job, k, &out[k]);
+    if (c.algo == SLUICE_WIRE_PROGRAM)
+      smod_put_program(buf, &c.prog, &res);
+    else
+      smod_put_verdict(buf, &v);
+  }
+  cr_assert_gt(ok, 10000, "enough mutations decoded to exercise the steps "
+               "(%ld)", ok);
+}
+
+/* The verdict's bytes where redis_store.c's verdict_at() reads them. */
+Test(module_wire, verdict_layout) {
+  sluice_verdict v;
+  unsigned char b[SLUICE_WIRE_VERDICT];
+  memset(&v, 0, sizeof v);
+  v.allowed = 1;
+  v.flags = 4;
+  v.binding = 3;
+  v.level = 2;
+  v.limit = 10;
+  v.remaining = -5;
+  v.retry_after_ns = 11;
+  v.reset_ns = 12;
+  v.strikes_remaining = 13;
+  v.offenses = 14;
+  v.lease_id = UINT64_MAX;
+  v.now_ns = (int64_t)1 << 61;
+  smod_put_verdict(b, &v);
+  cr_assert_eq(b[0], 1);
+  cr_assert_eq(b[4], 4);
+  cr_assert_eq(b[8], 3);
+  cr_assert_eq(b[12], 2);
+  cr_assert_eq(smod_le64(b + 16), 10);
+  cr_assert_eq(smod_le64(b + 24), -5);
+  cr_assert_eq(smod_le64(b + 32), 11);
+  cr_assert_eq(smod_le64(b + 40), 12);
+  cr_assert_eq(smod_le64(b + 48), 13);
+  cr_assert_eq(smod_le64(b + 56), 14);
+  cr_assert_eq((uint64_t)smod_le64(b + 64), UINT64_MAX);
+  cr_assert_eq(smod_le64(b + 72), (int64_t)1 << 61);
+}
+
+Test(module_wire, duplicate_keys_found) {
+  const char *a[3] = {"{t}a", "{t}b", "{t}a"};
+  size_t l[3] = {4, 4, 4};
+  cr_assert(smod_keys_distinct(2, a, l));
+  cr_assert(!smod_keys_distinct(3, a, l));
+}

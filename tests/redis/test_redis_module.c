@@ -1,0 +1,391 @@
+/*
+** The Redis module (backends/redis/module) where the script and the module
+** part ways: which engine each node of a mixed cluster runs, engine=module
+** against a node without it, Redis Cluster's routing of SLUICE.RUN, and the
+** records a replica and an AOF reload hold (the module replicates effects:
+** SET ... PXAT / DEL, never the command).  The C-vs-Lua differential and
+** the conformance suite run against the module through the harness's
+** --module/--engine (tests/redis/meson.build, suite redis-module).
+*/
+#include <hiredis/hiredis.h>
+#include <unistd.h>
+
+#include "redis_test.h"
+#include "../common/units.h"
+
+static redisContext *raw(int port) {
+  struct timeval tv = {10, 0};
+  redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+  cr_assert(c && !c->err, "raw connect %d", port);
+  return c;
+}
+
+/* A command's reply as text ("" for nil, the number for an integer). */
+static void raw_text(redisContext *c, char *out, size_t n, const char *fmt,
+                     ...) {
+  va_list ap;
+  redisReply *r;
+  va_start(ap, fmt);
+  r = redisvCommand(c, fmt, ap);
+  va_end(ap);
+  cr_assert(r, "raw command failed: %s", c->errstr);
+  if (r->type == REDIS_REPLY_INTEGER)
+    snprintf(out, n, "%lld", r->integer);
+  else if (r->type == REDIS_REPLY_NIL)
+    snprintf(out, n, "%s", "");
+  else
+    snprintf(out, n, "%.*s", (int)r->len, r->str ? r->str : "");
+  freeReplyObject(r);
+}
+
+static int on_list(const char *list, int port) {
+  char pat[16];
+  size_t n = (size_t)snprintf(pat, sizeof pat, "%d", port);
+  const char *p = list;
+  while (p && *p) {
+    if (strncmp(p, pat, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+      return 1;
+    p = strchr(p, ',');
+    if (p)
+      p++;
+  }
+  return 0;
+}
+
+/* calls= of one command in INFO commandstats (0 when never called). */
+static long calls_of(int port, const char *cmd) {
+  redisContext *c = raw(port);
+  redisReply *r = redisCommand(c, "INFO commandstats");
+  char pat[64];
+  const char *p;
+  long n = 0;
+  cr_assert(r && r->type == REDIS_REPLY_STRING);
+  snprintf(pat, sizeof pat, "cmdstat_%s:calls=", cmd);
+  p = strstr(r->str, pat);
+  if (p)
+    n = atol(p + strlen(pat));
+  freeReplyObject(r);
+  redisFree(c);
+  return n;
+}
+
+/* ------------------------------------------------------ records made --- */
+
+#define NREC 6
+typedef struct recs {
+  char key[NREC][96];
+  /* As read back: the value, its length, PEXPIRETIME. */
+  unsigned char val[NREC][32];
+  size_t len[NREC];
+  long long pexp[NREC];
+} recs;
+
+/* One record of each kind under one hash tag, on the server's clock:
+** buckets, a window, a strike, a lease. */
+static void make_records(sluice_store *s, const char *tag, recs *R) {
+  static const sluice_gcra_params g = {1, 3600 * SEC, 50};
+  static const sluice_window_params w = {100, 3600 * SEC};
+  static const sluice_penalty_params pen = {
+      3, 3600 * SEC, {60 * SEC, 600 * SEC, SLUICE_FOREVER}, 7200 * SEC};
+  static const sluice_lease_params lp = {1, 600 * SEC};
+  sluice_verdict v;
+  sluice_key k[NREC];
+  int i;
+  for (i = 0; i < NREC; i++) {
+    snprintf(R->key[i], sizeof R->key[i], "m%d:%s", i, tag);
+    k[i].data = R->key[i];
+    k[i].len = strlen(R->key[i]);
+  }
+  for (i = 0; i < 3; i++) {
+    sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k[i], &g, i + 1,
+                    0};
+    cr_assert_eq(sluice__store_apply(s, &op, 0, &v), SLUICE_OK, "%s",
+                 s->errstr);
+  }
+  {
+    sluice_op op = {SLUICE_ALGO_FWINDOW, SLUICE_OP_COUNT, 1, &k[3], &w, 7, 0};
+    cr_assert_eq(sluice__store_apply(s, &op, 0, &v), SLUICE_OK);
+  }
+  {
+    sluice_op op = {SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, 1, &k[4], &pen, 1,
+                    0};
+    cr_assert_eq(sluice__store_apply(s, &op, 0, &v), SLUICE_OK);
+  }
+  {
+    sluice_op op = {SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 1, &k[5], &lp, 1,
+                    42};
+    cr_assert_eq(sluice__store_apply(s, &op, 0, &v), SLUICE_OK);
+    cr_assert(v.allowed);
+  }
+}
+
+/* Read R's records from one server (a replica: readonly set). */
+static void read_records(int port, int replica, recs *R) {
+  redisContext *c = raw(port);
+  int i;
+  if (replica) {
+    redisReply *r = redisCommand(c, "READONLY");
+    freeReplyObject(r);
+  }
+  for (i = 0; i < NREC; i++) {
+    redisReply *r = redisCommand(c, "GET %s", R->key[i]);
+    cr_assert(r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_NIL),
+              "GET %s on %d", R->key[i], port);
+    R->len[i] = r->type == REDIS_REPLY_STRING ? r->len : 0;
+    cr_assert_leq(R->len[i], sizeof R->val[i]);
+    memcpy(R->val[i], r->str ? r->str : "", R->len[i]);
+    freeReplyObject(r);
+    r = redisCommand(c, "PEXPIRETIME %s", R->key[i]);
+    cr_assert(r && r->type == REDIS_REPLY_INTEGER);
+    R->pexp[i] = r->integer;
+    freeReplyObject(r);
+  }
+  redisFree(c);
+}
+
+static void same_records(const recs *a, const recs *b, const char *what) {
+  int i;
+  for (i = 0; i < NREC; i++) {
+    cr_assert_eq(a->len[i], 25, "%s: %s is a record (%zu bytes)", what,
+                 a->key[i], a->len[i]);
+    cr_assert_eq(b->len[i], a->len[i], "%s: %s: %zu bytes, want %zu", what,
+                 a->key[i], b->len[i], a->len[i]);
+    cr_assert(memcmp(a->val[i], b->val[i], a->len[i]) == 0,
+              "%s: %s: the value differs", what, a->key[i]);
+    cr_assert_eq(b->pexp[i], a->pexp[i], "%s: %s: PEXPIRETIME %lld != %lld",
+                 what, a->key[i], b->pexp[i], a->pexp[i]);
+  }
+}
+
+/* The port of the first replica of the master on `port`. */
+static int replica_of(int port) {
+  char info[4096];
+  redisContext *c = raw(port);
+  const char *p;
+  raw_text(c, info, sizeof info, "INFO replication");
+  redisFree(c);
+  p = strstr(info, "slave0:");
+  cr_assert(p, "master %d has a replica", port);
+  p = strstr(p, "port=");
+  cr_assert(p);
+  return atoi(p + 5);
+}
+
+static void wait_replicas(int port) {
+  char n[32];
+  redisContext *c = raw(port);
+  raw_text(c, n, sizeof n, "WAIT 1 5000");
+  redisFree(c);
+  cr_assert_geq(atoi(n), 1, "a replica acknowledged the writes");
+}
+
+/* --------------------------------------------------------- engines --- */
+
+/* Mixed cluster (the harness loads the module into some masters only):
+** engine=auto asks each node and runs the module where it is, the script
+** elsewhere; engine=module refuses to open rather than run the script. */
+Test(module, mixed_cluster_engine_per_node) {
+  const char *mods = getenv("SLUICE_REDIS_MODULE_PORTS");
+  static const sluice_gcra_params g = {10, SEC, 10};
+  sluice_store *s, *bad = NULL;
+  char tag[64], key[96], err[256], uri[512];
+  long run0[3], lua0[3];
+  int i, n, rc, with = 0, without = 0;
+  if (!rt_is_cluster() || !mods || !*mods)
+    cr_skip_test("needs a cluster with the module on some masters");
+  for (n = 0; n < 3; n++) {
+    run0[n] = calls_of(rt_port(n), "sluice.run");
+    lua0[n] = calls_of(rt_port(n), "evalsha");
+  }
+  s = rt_store("engine=auto", 0);
+  rt_tag(tag, sizeof tag, "mix");
+  for (i = 0; i < 64; i++) { /* every master gets some */
+    sluice_verdict v;
+    sluice_key k;
+    sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, &g, 1, 0};
+    snprintf(key, sizeof key, "{%d}%s", i, tag);
+    k.data = key;
+    k.len = strlen(key);
+    cr_assert_eq(sluice__store_apply(s, &op, 0, &v), SLUICE_OK, "%s",
+                 s->errstr);
+    cr_assert(v.allowed);
+    (void)rt_port_of(s, key);
+  }
+  sluice__store_close(s);
+  for (n = 0; n < 3; n++) {
+    int port = rt_port(n);
+    long run = calls_of(port, "sluice.run") - run0[n];
+    long lua = calls_of(port, "evalsha") - lua0[n];
+    if (on_list(mods, port)) {
+      cr_assert_gt(run, 0, "%d has the module: SLUICE.RUN ran there", port);
+      cr_assert_eq(lua, 0, "%d has the module: no script ran there", port);
+      with++;
+    } else {
+      cr_assert_gt(lua, 0, "%d has no module: the script ran there", port);
+      cr_assert_eq(run, 0);
+      without++;
+    }
+  }
+  cr_assert(with > 0 && without > 0, "the cluster is mixed (%d/%d)", with,
+            without);
+  snprintf(uri, sizeof uri, "nodes=%s;engine=module;timeout_ms=3000",
+           rt_nodes());
+  rc = sluice__store_open(sluice_backend_find("redis"), uri, NULL, 0, &bad,
+                          err, sizeof err);
+  cr_assert_eq(rc, SLUICE_ENOTSUP, "engine=module with a master lacking it: %s",
+               sluice_err_name(rc));
+  cr_assert(strstr(err, "sluice module"), "the message says why: %s", err);
+  cr_assert_null(bad);
+}
+
+/* A bad engine= value is refused at open. */
+Test(module, engine_param_checked) {
+  char uri[512], err[256];
+  sluice_store *s = NULL;
+  snprintf(uri, sizeof uri, "nodes=%s;engine=fast", rt_nodes());
+  cr_assert_eq(sluice__store_open(sluice_backend_find("redis"), uri, NULL, 0,
+                                  &s, err, sizeof err),
+               SLUICE_EINVAL);
+  cr_assert(strstr(err, "engine"), "%s", err);
+}
+
+/* Redis Cluster routes SLUICE.RUN by its keys (getkeys-api): a key on
+** another node is MOVED, keys of two slots are CROSSSLOT. */
+Test(module, cluster_routes_by_keys) {
+  unsigned char nums[64];
+  char out[256];
+  redisContext *c;
+  sluice_store *s;
+  int i, home, other = 0;
+  if (!rt_is_cluster() || !getenv("SLUICE_REDIS_MODULE"))
+    cr_skip_test("needs a cluster with the module");
+  memset(nums, 0, sizeof nums); /* algo 0 (a read), now = 0 */
+  s = rt_store("", 0);
+  home = rt_port_of(s, "route-a");
+  for (i = 0; !other && rt_port(i); i++)
+    if (rt_port(i) != home &&
+        on_list(getenv("SLUICE_REDIS_MODULE_PORTS"), rt_port(i)))
+      other = rt_port(i);
+  cr_assert_gt(other, 0);
+  c = raw(other);
+  raw_text(c, out, sizeof out, "SLUICE.RUN 1 %s %b", "route-a", nums,
+           sizeof nums);
+  cr_assert(strncmp(out, "MOVED ", 6) == 0, "got: %s", out);
+  raw_text(c, out, sizeof out, "SLUICE.RUN 2 %s %s %b", "{x}a", "{y}b", nums,
+           sizeof nums);
+  cr_assert(strncmp(out, "CROSSSLOT", 9) == 0, "got: %s", out);
+  redisFree(c);
+  sluice__store_close(s);
+}
+
+/* ---------------------------------------------------- replication --- */
+
+/* The module's writes reach the replica as SET ... PXAT / DEL: the
+** replica holds the master's records byte for byte with the same expiry,
+** and after a failover the promoted replica decides from them. */
+Test(module, replica_holds_the_records, .timeout = 120) {
+  static const sluice_gcra_params g = {1, 3600 * SEC, 50};
+  sluice_store *s;
+  recs on_master, on_replica, after;
+  sluice_verdict v;
+  sluice_key k;
+  char tag[64], out[64];
+  redisContext *c;
+  int master, replica, i;
+  if (!rt_is_cluster() || !getenv("SLUICE_REDIS_MODULE"))
+    cr_skip_test("needs a cluster with replicas and the module");
+  s = rt_store("engine=module;backoff_max_ms=100", 0);
+  rt_tag(tag, sizeof tag, "rep");
+  make_records(s, tag, &on_master);
+  master = rt_port_of(s, on_master.key[0]);
+  replica = replica_of(master);
+  wait_replicas(master);
+  read_records(master, 0, &on_master);
+  on_replica = after = on_master; /* the key names */
+  read_records(replica, 1, &on_replica);
+  same_records(&on_master, &on_replica, "replica");
+  /* Promote the replica (a coordinated failover: nothing is lost). */
+  c = raw(replica);
+  raw_text(c, out, sizeof out, "CLUSTER FAILOVER");
+  cr_assert_str_eq(out, "OK");
+  for (i = 0;; i++) {
+    char info[2048];
+    cr_assert_lt(i, 200, "replica %d promoted", replica);
+    raw_text(c, info, sizeof info, "INFO replication");
+    if (strstr(info, "role:master"))
+      break;
+    usleep(50000);
+  }
+  redisFree(c);
+  read_records(replica, 0, &after);
+  same_records(&on_master, &after, "promoted replica");
+  /* The store finds the new master, and the first bucket still has the
+  ** point it spent (no refill to speak of in an hour-long period). */
+  k.data = on_master.key[0];
+  k.len = strlen(on_master.key[0]);
+  {
+    sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 1, &k, &g, 0, 0};
+    for (i = 0; i < 100; i++) {
+      int rc = sluice__store_apply(s, &op, 0, &v);
+      if (rc == SLUICE_OK)
+        break;
+      usleep(50000);
+    }
+    cr_assert_eq(rt_port_of(s, on_master.key[0]), replica);
+    cr_assert_eq(v.remaining, 49, "the first bucket spent 1 of 50: %ld",
+                 (long)v.remaining);
+  }
+  sluice__store_close(s);
+}
+
+/* ------------------------------------------------------------ AOF --- */
+
+static void aof_settled(redisContext *c) {
+  int i;
+  for (i = 0;; i++) {
+    char info[4096];
+    cr_assert_lt(i, 400, "AOF rewrite finished");
+    raw_text(c, info, sizeof info, "INFO persistence");
+    if (strstr(info, "aof_enabled:1") &&
+        strstr(info, "aof_rewrite_in_progress:0") &&
+        strstr(info, "aof_rewrite_scheduled:0"))
+      return;
+    usleep(25000);
+  }
+}
+
+/* The AOF holds the module's effects: replaying it (DEBUG LOADAOF), and
+** after a rewrite (BGREWRITEAOF), gives back the same records. */
+Test(module, aof_reload_keeps_the_records, .timeout = 120) {
+  sluice_store *s;
+  recs before, replayed, rewritten;
+  redisContext *c;
+  char tag[64], out[128];
+  int port;
+  if (rt_is_cluster() || !getenv("SLUICE_REDIS_MODULE"))
+    cr_skip_test("needs a single server with the module");
+  port = rt_port(0);
+  c = raw(port);
+  raw_text(c, out, sizeof out, "CONFIG SET appendonly yes");
+  cr_assert_str_eq(out, "OK");
+  aof_settled(c);
+  s = rt_store("engine=module", 0);
+  rt_tag(tag, sizeof tag, "aof");
+  make_records(s, tag, &before);
+  read_records(port, 0, &before);
+  replayed = rewritten = before; /* the key names */
+  /* Replay the AOF as it is: the base plus the effects appended since. */
+  raw_text(c, out, sizeof out, "DEBUG LOADAOF");
+  cr_assert_str_eq(out, "OK");
+  read_records(port, 0, &replayed);
+  same_records(&before, &replayed, "AOF replay");
+  raw_text(c, out, sizeof out, "BGREWRITEAOF");
+  aof_settled(c);
+  raw_text(c, out, sizeof out, "DEBUG LOADAOF");
+  cr_assert_str_eq(out, "OK");
+  read_records(port, 0, &rewritten);
+  same_records(&before, &rewritten, "AOF rewrite");
+  raw_text(c, out, sizeof out, "CONFIG SET appendonly no");
+  redisFree(c);
+  sluice__store_close(s);
+}
