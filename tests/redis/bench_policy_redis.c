@@ -10,6 +10,10 @@
 **  3. Redis server time per standard decision (usec of EVALSHA in
 **     commandstats over a run) against the spec script's (target: no more).
 **
+** Run with the harness's --module, it measures 2 and 3 for both engines in
+** the same run: the script (engine=lua) and the sluice Redis module
+** (engine=module, SLUICE.RUN in commandstats).
+**
 ** Uses only the public API, so the same file measures an older build.
 ** SLUICE_BENCH_SCALE=<percent> shrinks the runs (default 100).
 */
@@ -22,7 +26,7 @@
 #include "sluice.h"
 
 static redisContext *rc_;
-static sluice_policy *pol;
+static sluice_policy *pol, *pol_lua, *pol_mod;
 static char sha[41];
 static char tag[48];
 
@@ -56,17 +60,26 @@ static char *slurp(const char *path, size_t *len) {
   return b;
 }
 
-/* EVALSHA calls and usec since the last CONFIG RESETSTAT. */
+/* Store calls (EVALSHA of a script, or the module's SLUICE.RUN) and their
+** usec since the last CONFIG RESETSTAT. */
 static void evalsha_stats(long *calls, double *usec) {
+  static const char *const cmds[] = {"cmdstat_evalsha:",
+                                     "cmdstat_sluice.run:"};
   redisReply *r = redisCommand(rc_, "INFO commandstats");
-  const char *p;
+  size_t i;
   *calls = 0;
   *usec = 0;
   if (!r || r->type != REDIS_REPLY_STRING || !r->str)
     die("INFO commandstats");
-  p = strstr(r->str, "cmdstat_evalsha:");
-  if (p)
-    sscanf(p, "cmdstat_evalsha:calls=%ld,usec=%lf", calls, usec);
+  for (i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+    const char *p = strstr(r->str, cmds[i]);
+    long c = 0;
+    double u = 0;
+    if (p && sscanf(p + strlen(cmds[i]), "calls=%ld,usec=%lf", &c, &u) == 2) {
+      *calls += c;
+      *usec += u;
+    }
+  }
   freeReplyObject(r);
 }
 
@@ -131,7 +144,7 @@ static void calls_table(void) {
   snprintf(t, sizeof t, "calls-%s", tag);
   snprintf(k, sizeof k, "key-%s", tag);
   std = rq(t, k, "sandbox", SLUICE_EP_STANDARD);
-  printf("EVALSHA calls per decision (INFO commandstats):\n");
+  printf("store calls per decision (INFO commandstats):\n");
   calls_of("standard", &std, SLUICE_OUTCOME_ALLOW, NULL);
   for (i = 0; i < 100000; i++) {
     d = decide(&std);
@@ -219,12 +232,39 @@ static void spec_call(long id) {
 
 static char keynames[1000][24];
 
+/* Each engine on a tenant of its own: a value the other engine wrote
+** would cost the module a conversion on its first write. */
 static void sluice_call(long id) {
-  sluice_request q = rq("bench-tenant", keynames[id % 1000], "enterprise",
-                        SLUICE_EP_STANDARD);
+  sluice_request q =
+      rq(pol == pol_mod ? "bench-tenant-module" : "bench-tenant",
+         keynames[id % 1000], "enterprise", SLUICE_EP_STANDARD);
   sluice_decision d = decide(&q);
   if (!d.allowed)
     die("a standard decision was refused (raise the enterprise burst)");
+}
+
+static sluice_policy *open_policy(const char *nodes, const char *engine,
+                                  const sluice_policy_config *cfg) {
+  static char uri[2][512], err[256];
+  static int nth;
+  sluice_policy_options po;
+  sluice_limiter_options lo;
+  sluice_policy *p;
+  int i;
+  memset(&lo, 0, sizeof lo);
+  snprintf(uri[nth], sizeof uri[nth], "redis:nodes=%s;timeout_ms=2000;engine=%s",
+           nodes, engine);
+  lo.store = uri[nth++];
+  memset(&po, 0, sizeof po);
+  po.limiter_options = &lo;
+  po.config = cfg;
+  po.errbuf = err;
+  po.errlen = sizeof err;
+  for (i = 0; i < 16; i++)
+    po.secret[i] = (uint8_t)(i + 3);
+  if (sluice_policy_open(&po, &p) != SLUICE_OK)
+    die(err);
+  return p;
 }
 
 static int64_t run(void (*f)(long), long n, long base) {
@@ -241,16 +281,13 @@ int main(void) {
   long scale = sc ? atol(sc) : 100, n, i;
   struct timeval tv = {5, 0};
   sluice_policy_config cfg;
-  sluice_policy_options po;
-  sluice_limiter_options lo;
-  char uri[512], err[256];
   redisReply *r;
   char *script;
   size_t slen;
-  int64_t tspec = 0, tsl = 0;
+  int64_t tspec = 0, tsl = 0, tmod = 0;
   int round;
   long calls;
-  double uspec, usl;
+  double uspec, usl, usm;
 
   if (!nodes)
     die("SLUICE_REDIS_NODES unset: run through tests/redis/harness.py");
@@ -282,26 +319,23 @@ int main(void) {
   cfg.tiers[2].tenant_burst = 1000000;
   cfg.tiers[2].key_rate = 1;
   cfg.tiers[2].key_burst = 100000;
-  memset(&lo, 0, sizeof lo);
-  snprintf(uri, sizeof uri, "redis:nodes=%s;timeout_ms=2000", nodes);
-  lo.store = uri;
-  memset(&po, 0, sizeof po);
-  po.limiter_options = &lo;
-  po.config = &cfg;
-  po.errbuf = err;
-  po.errlen = sizeof err;
-  for (i = 0; i < 16; i++)
-    po.secret[i] = (uint8_t)(i + 3);
-  if (sluice_policy_open(&po, &pol) != SLUICE_OK)
-    die(err);
+  pol_lua = open_policy(nodes, "lua", &cfg);
+  if (getenv("SLUICE_REDIS_MODULE"))
+    pol_mod = open_policy(nodes, "module", &cfg);
+  pol = pol_lua;
 
   printf("policy over one local redis-server (%s)\n", nodes);
   calls_table();
 
-  /* Wall time, interleaved rounds. */
+  /* Wall time, interleaved rounds: the spec script, then each engine. */
   for (round = 0; round < 10; round++) {
     tspec += run(spec_call, n / 10, round * (n / 10));
+    pol = pol_lua;
     tsl += run(sluice_call, n / 10, round * (n / 10));
+    if (pol_mod) {
+      pol = pol_mod;
+      tmod += run(sluice_call, n / 10, round * (n / 10));
+    }
   }
   printf("wall time, one call at a time, %ld decisions each:\n", n);
   printf("  spec section-6 script EVALSHA     %8.0f ns/decision %8.0f /s\n",
@@ -310,6 +344,12 @@ int main(void) {
          (double)tsl / (double)n, 1e9 * (double)n / (double)tsl);
   printf("  ratio sluice / spec               %8.2f (target <= 1.10)\n",
          (double)tsl / (double)tspec);
+  if (pol_mod) {
+    printf("  sluice_policy_decide, module      %8.0f ns/decision %8.0f /s\n",
+           (double)tmod / (double)n, 1e9 * (double)n / (double)tmod);
+    printf("  ratio sluice module / spec        %8.2f (target <= 1.10)\n",
+           (double)tmod / (double)tspec);
+  }
 
   /* Server time per decision. */
   resetstat();
@@ -317,15 +357,28 @@ int main(void) {
   evalsha_stats(&calls, &uspec);
   uspec /= (double)n;
   resetstat();
+  pol = pol_lua;
   run(sluice_call, n, n);
   evalsha_stats(&calls, &usl);
-  printf("Redis server time (commandstats usec of EVALSHA):\n");
+  printf("Redis server time (commandstats usec of EVALSHA / SLUICE.RUN):\n");
   printf("  spec section-6 script             %8.2f usec/decision\n", uspec);
   printf("  sluice standard decision          %8.2f usec/decision "
          "(%.2f EVALSHA each)\n", usl / (double)n, (double)calls / (double)n);
   printf("  ratio sluice / spec               %8.2f (target <= 1.00)\n",
          usl / (double)n / uspec);
-  sluice_policy_close(pol);
+  if (pol_mod) {
+    resetstat();
+    pol = pol_mod;
+    run(sluice_call, n, 2 * n);
+    evalsha_stats(&calls, &usm);
+    printf("  sluice standard decision, module  %8.2f usec/decision "
+           "(%.2f SLUICE.RUN each)\n", usm / (double)n,
+           (double)calls / (double)n);
+    printf("  ratio sluice module / spec        %8.2f (target <= 1.00)\n",
+           usm / (double)n / uspec);
+    sluice_policy_close(pol_mod);
+  }
+  sluice_policy_close(pol_lua);
   redisFree(rc_);
   return 0;
 }
