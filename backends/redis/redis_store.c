@@ -780,15 +780,16 @@ static int64_t le64(const unsigned char *p) {
 
 /* A verdict, field by field as wire.h lists them. */
 #define RD_I32(f)                                                              \
-  v->f = (int)le32(p);                                                         \
-  p += 4;
+  v->f = (int)le32(p + at);                                                    \
+  at += 4;
 #define RD_U32(f)                                                              \
-  v->f = le32(p);                                                              \
-  p += 4;
+  v->f = le32(p + at);                                                         \
+  at += 4;
 #define RD_I64(f)                                                              \
-  v->f = le64(p);                                                              \
-  p += 8;
+  v->f = le64(p + at);                                                         \
+  at += 8;
 static void verdict_at(const unsigned char *p, sluice_verdict *v) {
+  size_t at = 0;
   memset(v, 0, sizeof *v);
   SLUICE_WIRE_VERDICT_FIELDS(RD_I32, RD_U32, RD_I64)
 }

@@ -331,11 +331,14 @@ static int lerr(ld *l, const config_setting_t *s, const char *path,
   return SLUICE_ECONFIG;
 }
 
+/* A setting's path.  Paths are short (names of at most 31 bytes, three
+** levels); one cut to fit is still NUL-terminated.  The result is looked
+** at so that -O3's truncation warning knows it is handled. */
 static void join(char *out, size_t n, const char *parent, const char *name) {
-  if (parent && parent[0])
-    snprintf(out, n, "%s.%s", parent, name);
-  else
-    snprintf(out, n, "%s", name);
+  int w = parent && parent[0] ? snprintf(out, n, "%s.%s", parent, name)
+                              : snprintf(out, n, "%s", name);
+  if (w < 0)
+    out[0] = '\0';
 }
 
 /* Every member of group `g` must be one of `names` (NULL-terminated). */

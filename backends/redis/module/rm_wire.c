@@ -190,12 +190,13 @@ static void put32(unsigned char *o, uint32_t x) {
 
 /* sluice_verdict's fields in wire.h's order and widths. */
 void smod_put_verdict(unsigned char *o, const sluice_verdict *v) {
+  size_t at = 0;
 #define I32(f)                                                                 \
-  put32(o, (uint32_t)v->f);                                                    \
-  o += SLUICE_WIRE_VERDICT_I32;
+  put32(o + at, (uint32_t)v->f);                                               \
+  at += 4;
 #define I64(f)                                                                 \
-  smod_put64(o, (int64_t)v->f);                                                \
-  o += SLUICE_WIRE_VERDICT_I64;
+  smod_put64(o + at, (int64_t)v->f);                                           \
+  at += 8;
   SLUICE_WIRE_VERDICT_FIELDS(I32, I32, I64)
 #undef I32
 #undef I64
