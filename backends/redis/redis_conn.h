@@ -1,7 +1,8 @@
 /*
 ** The Redis store's transport: how a connection to one node is made
 ** (TCP or a unix socket, TLS, AUTH, SELECT) and how bytes move over it.
-** redis_store.c routes and decides; this layer only connects and carries.
+** redis_route.c and redis_round.c route and pipeline; this layer only
+** connects and carries.
 **
 ** hiredis 0.14 (Debian 12) has no TLS.  hiredis still makes the TCP
 ** connection (name resolution, connect timeout, TCP_NODELAY) and stays the
