@@ -174,7 +174,7 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
     }
     errno = 0;
     while (!done) {
-      if (rcl_link_write(r->nodes[ni].c, r->nodes[ni].tls, &done) !=
+      if (sluice__rcl_link_write(r->nodes[ni].c, r->nodes[ni].tls, &done) !=
           REDIS_OK) {
         e = errno;
         nerr[ni] = sluice__rcl_node_io_error(r, ni, e);
@@ -194,7 +194,7 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
         continue;
       if (err == 0 && j->sent == 2) { /* the ASKING reply */
         errno = 0;
-        if (rcl_link_reply(r->nodes[ni].c, r->nodes[ni].tls, &rep) !=
+        if (sluice__rcl_link_reply(r->nodes[ni].c, r->nodes[ni].tls, &rep) !=
                 REDIS_OK ||
             !rep) {
           e = errno;
@@ -206,7 +206,7 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
       }
       if (err == 0) {
         errno = 0;
-        if (rcl_link_reply(r->nodes[ni].c, r->nodes[ni].tls, &rep) !=
+        if (sluice__rcl_link_reply(r->nodes[ni].c, r->nodes[ni].tls, &rep) !=
                 REDIS_OK ||
             !rep) {
           e = errno;
@@ -227,7 +227,7 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
     if (err == 0 && r->wait_replicas > 0 && r->nodes[ni].c) {
       void *rep = NULL;
       errno = 0;
-      if (rcl_link_reply(r->nodes[ni].c, r->nodes[ni].tls, &rep) !=
+      if (sluice__rcl_link_reply(r->nodes[ni].c, r->nodes[ni].tls, &rep) !=
               REDIS_OK ||
           !rep) {
         e = errno;

@@ -82,9 +82,9 @@ int sluice__rcl_find_node(rcl_store *r, const char *host, size_t hlen, int port,
 }
 
 void sluice__rcl_node_drop(rcl_node *n) {
-  /* Nothing is written (rcl_link_close), which is what makes this safe on
-  ** a connection inherited across fork(). */
-  rcl_link_close(&n->c, &n->tls);
+  /* Nothing is written (sluice__rcl_link_close), which is what makes this
+  ** safe on a connection inherited across fork(). */
+  sluice__rcl_link_close(&n->c, &n->tls);
 }
 
 void sluice__rcl_fork_check(rcl_store *r) {
@@ -109,7 +109,7 @@ void sluice__rcl_fork_check(rcl_store *r) {
 int sluice__rcl_node_io_error(rcl_store *r, int ni, int saved_errno) {
   rcl_node *n = &r->nodes[ni];
   int timeout = n->c && n->c->err == REDIS_ERR_IO &&
-                rcl_is_timeout_errno(saved_errno);
+                sluice__rcl_is_timeout_errno(saved_errno);
   int rc = timeout ? SLUICE_ETIMEDOUT : SLUICE_EUNAVAIL;
   sluice_store_seterr(&r->base, rc, n->c ? n->c->err : 0,
                       "redis %s:%d: %s (%s)", n->host, n->port,
@@ -171,8 +171,8 @@ int sluice__rcl_node_connect(rcl_store *r, int ni) {
     return sluice_store_seterr(&r->base, SLUICE_EUNAVAIL, 0,
                                "redis %s:%d: down, reconnect backing off",
                                n->host, n->port);
-  rc = rcl_link_open(r->conf, n->port ? n->host : NULL, n->port, &n->c,
-                     &n->tls, why, sizeof why);
+  rc = sluice__rcl_link_open(r->conf, n->port ? n->host : NULL, n->port, &n->c,
+                             &n->tls, why, sizeof why);
   if (rc != SLUICE_OK) {
     r->st.connect_failures++;
     /* A refusal (AUTH, certificate, SELECT) is kept for open to report;
@@ -205,7 +205,8 @@ static int node_command(rcl_store *r, int ni, int argc, const char **argv,
     return rc;
   redisAppendCommandArgv(r->nodes[ni].c, argc, argv, lens);
   errno = 0;
-  if (rcl_link_reply(r->nodes[ni].c, r->nodes[ni].tls, &rep) != REDIS_OK ||
+  if (sluice__rcl_link_reply(r->nodes[ni].c, r->nodes[ni].tls, &rep) !=
+          REDIS_OK ||
       !rep) {
     e = errno;
     return sluice__rcl_node_io_error(r, ni, e);

@@ -316,7 +316,7 @@ static int rcl_close(sluice_store *s) {
     munmap((void *)r->fork_page, (size_t)sysconf(_SC_PAGESIZE));
   lane_free(r, r);
   if (r->conf) {
-    rcl_conf_free(r->conf);
+    sluice__rcl_conf_free(r->conf);
     sluice_store_free(s, r->conf, sizeof *r->conf);
   }
   sluice_store_free(s, r->url_params, r->url_params_len);
@@ -469,13 +469,14 @@ static int rcl_open_as(const char *uri, const sluice_store_config *cfg,
     r->url_params = sluice_store_malloc(s, r->url_params_len);
     if (!r->url_params)
       return sluice_store_seterr(s, SLUICE_ENOMEM, 0, "redis: out of memory");
-    rc = rcl_url_rewrite(s, uri, r->conf, r->url_params, r->url_params_len);
+    rc = sluice__rcl_url_rewrite(s, uri, r->conf, r->url_params,
+                                 r->url_params_len);
     if (rc != SLUICE_OK)
       return rc;
     uri = r->url_params;
   }
   if ((rc = check_params(s, uri)) != SLUICE_OK ||
-      (rc = rcl_conf_parse(s, uri, force_tls, r->conf)) != SLUICE_OK)
+      (rc = sluice__rcl_conf_parse(s, uri, force_tls, r->conf)) != SLUICE_OK)
     return rc;
   if (r->conf->socket[0]) {
     if (sluice_uri_param(uri, "nodes", &v, &len) == SLUICE_OK)
