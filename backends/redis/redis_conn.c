@@ -31,7 +31,7 @@
 #include "redis_conn.h"
 #include "sluice.h"
 
-int rcl_is_timeout_errno(int e) {
+int sluice__rcl_is_timeout_errno(int e) {
   return e == EAGAIN || e == EWOULDBLOCK || e == ETIMEDOUT || e == EINPROGRESS;
 }
 
@@ -84,8 +84,8 @@ static int url_err(sluice_store *s, const char *why) {
                              why);
 }
 
-int rcl_url_rewrite(sluice_store *s, const char *url, rcl_conf *cf, char *out,
-                    size_t outlen) {
+int sluice__rcl_url_rewrite(sluice_store *s, const char *url, rcl_conf *cf,
+                            char *out, size_t outlen) {
   const char *p = url + 2, *auth_end, *at = NULL, *q;
   size_t o = 0;
   int n;
@@ -242,8 +242,8 @@ static int tls_ctx(sluice_store *s, rcl_conf *cf, const char *ca,
   return SLUICE_OK;
 }
 
-int rcl_conf_parse(sluice_store *s, const char *params, int force_tls,
-                   rcl_conf *cf) {
+int sluice__rcl_conf_parse(sluice_store *s, const char *params, int force_tls,
+                           rcl_conf *cf) {
   char path[RCL_PATH_MAX], ca[RCL_PATH_MAX] = "", cert[RCL_PATH_MAX] = "",
                            key[RCL_PATH_MAX] = "";
   int64_t x;
@@ -323,7 +323,7 @@ int rcl_conf_parse(sluice_store *s, const char *params, int force_tls,
   return SLUICE_OK;
 }
 
-void rcl_conf_free(rcl_conf *cf) {
+void sluice__rcl_conf_free(rcl_conf *cf) {
   if (cf->ssl_ctx)
     SSL_CTX_free(cf->ssl_ctx);
   cf->ssl_ctx = NULL;
@@ -360,7 +360,7 @@ static int tls_io_fail(redisContext *c, SSL *ssl, int ret, int e) {
   return REDIS_ERR;
 }
 
-int rcl_link_write(redisContext *c, struct ssl_st *tls, int *done) {
+int sluice__rcl_link_write(redisContext *c, struct ssl_st *tls, int *done) {
   if (!tls)
     return redisBufferWrite(c, done);
   *done = 0;
@@ -381,7 +381,7 @@ int rcl_link_write(redisContext *c, struct ssl_st *tls, int *done) {
   return REDIS_OK;
 }
 
-int rcl_link_reply(redisContext *c, struct ssl_st *tls, void **reply) {
+int sluice__rcl_link_reply(redisContext *c, struct ssl_st *tls, void **reply) {
   char buf[16 * 1024];
   int done = 0;
   if (!tls)
@@ -393,7 +393,7 @@ int rcl_link_reply(redisContext *c, struct ssl_st *tls, void **reply) {
     goto proto;
   if (*reply)
     return REDIS_OK;
-  if (rcl_link_write(c, tls, &done) != REDIS_OK)
+  if (sluice__rcl_link_write(c, tls, &done) != REDIS_OK)
     return REDIS_ERR;
   for (;;) {
     int n, e;
@@ -464,7 +464,7 @@ static int tls_start(const rcl_conf *cf, const char *host, redisContext *c,
     snprintf(err, n, "TLS handshake failed (is this a TLS port?): %s", buf);
     r = SLUICE_ECONFIG;
   } else if (se == SSL_ERROR_WANT_READ || se == SSL_ERROR_WANT_WRITE ||
-             rcl_is_timeout_errno(e)) {
+             sluice__rcl_is_timeout_errno(e)) {
     /* A plaintext Redis reads a ClientHello as the start of an inline
     ** command and waits for the rest: a timeout, not a refusal. */
     snprintf(err, n, "TLS handshake timed out (slow, or not a TLS port?)");
@@ -481,7 +481,7 @@ static int tls_start(const rcl_conf *cf, const char *host, redisContext *c,
 /* Why a read or write on a connection being set up failed. */
 static int setup_io_error(redisContext *c, SSL *tls, int e, const char *what,
                           char *err, size_t n) {
-  if (c->err == REDIS_ERR_IO && rcl_is_timeout_errno(e)) {
+  if (c->err == REDIS_ERR_IO && sluice__rcl_is_timeout_errno(e)) {
     snprintf(err, n, "%s: %s", what, c->errstr);
     return SLUICE_ETIMEDOUT;
   }
@@ -539,7 +539,7 @@ static int hello(const rcl_conf *cf, redisContext *c, SSL *tls, char *err,
     redisReply *rep;
     int e;
     errno = 0;
-    if (rcl_link_reply(c, tls, &v) != REDIS_OK || !v) {
+    if (sluice__rcl_link_reply(c, tls, &v) != REDIS_OK || !v) {
       e = errno;
       return setup_io_error(c, tls, e,
                             what[i] == W_AUTH     ? "AUTH"
@@ -568,9 +568,9 @@ static int hello(const rcl_conf *cf, redisContext *c, SSL *tls, char *err,
   return rc;
 }
 
-int rcl_link_open(const rcl_conf *cf, const char *host, int port,
-                  redisContext **cp, struct ssl_st **tp, char *err,
-                  size_t n) {
+int sluice__rcl_link_open(const rcl_conf *cf, const char *host, int port,
+                          redisContext **cp, struct ssl_st **tp, char *err,
+                          size_t n) {
   redisContext *c;
   SSL *ssl = NULL;
   int e, rc;
@@ -582,7 +582,7 @@ int rcl_link_open(const rcl_conf *cf, const char *host, int port,
                                          ms_tv(cf->connect_timeout_ms));
   e = errno;
   if (!c || c->err) {
-    rc = (c && c->err == REDIS_ERR_IO && rcl_is_timeout_errno(e))
+    rc = (c && c->err == REDIS_ERR_IO && sluice__rcl_is_timeout_errno(e))
              ? SLUICE_ETIMEDOUT
              : SLUICE_EUNAVAIL;
     snprintf(err, n, "connect: %s", c ? c->errstr : "out of memory");
@@ -606,7 +606,7 @@ int rcl_link_open(const rcl_conf *cf, const char *host, int port,
     rc = SLUICE_EUNAVAIL;
   }
   if (rc != SLUICE_OK) {
-    rcl_link_close(&c, &ssl);
+    sluice__rcl_link_close(&c, &ssl);
     return rc;
   }
   *cp = c;
@@ -614,7 +614,7 @@ int rcl_link_open(const rcl_conf *cf, const char *host, int port,
   return SLUICE_OK;
 }
 
-void rcl_link_close(redisContext **c, struct ssl_st **tls) {
+void sluice__rcl_link_close(redisContext **c, struct ssl_st **tls) {
   /* No SSL_shutdown: its close_notify would write on a descriptor a
   ** forked child shares with its parent.  SSL_free only frees memory and
   ** redisFree only closes the descriptor. */

@@ -1,7 +1,8 @@
 /*
 ** The Redis store's transport: how a connection to one node is made
 ** (TCP or a unix socket, TLS, AUTH, SELECT) and how bytes move over it.
-** redis_store.c routes and decides; this layer only connects and carries.
+** redis_route.c and redis_round.c route and pipeline; this layer only
+** connects and carries.
 **
 ** hiredis 0.14 (Debian 12) has no TLS.  hiredis still makes the TCP
 ** connection (name resolution, connect timeout, TCP_NODELAY) and stays the
@@ -9,8 +10,8 @@
 ** parsed by its redisReader); over TLS the bytes go through an OpenSSL
 ** session on the context's descriptor instead of hiredis's read()/write().
 ** A connection is a (redisContext *, SSL *) pair, the SSL NULL without TLS;
-** rcl_link_write / rcl_link_reply are the two calls that differ, so plain
-** and TLS connections share every other line.
+** sluice__rcl_link_write / sluice__rcl_link_reply are the two calls that
+** differ, so plain and TLS connections share every other line.
 */
 #ifndef SLUICE_REDIS_CONN_H
 #define SLUICE_REDIS_CONN_H
@@ -51,15 +52,16 @@ typedef struct rcl_conf {
 ** own "k=v;k=v" form into out (user and password, percent-decoded, go
 ** straight into cf: they may hold ';').  Returns SLUICE_OK or SLUICE_EINVAL
 ** with the reason in s. */
-int rcl_url_rewrite(sluice_store *s, const char *url, rcl_conf *cf, char *out,
-                    size_t outlen);
+int sluice__rcl_url_rewrite(sluice_store *s, const char *url, rcl_conf *cf,
+                            char *out, size_t outlen);
 
 /* Reads user, password / password_file, db, socket and the tls_* knobs
 ** (tls forced on by force_tls, the "rediss" scheme) and builds the TLS
-** context.  On failure: a code and the reason in s; call rcl_conf_free. */
-int rcl_conf_parse(sluice_store *s, const char *params, int force_tls,
-                   rcl_conf *cf);
-void rcl_conf_free(rcl_conf *cf);
+** context.  On failure: a code and the reason in s; call
+** sluice__rcl_conf_free. */
+int sluice__rcl_conf_parse(sluice_store *s, const char *params, int force_tls,
+                           rcl_conf *cf);
+void sluice__rcl_conf_free(rcl_conf *cf);
 
 /* Connect to host:port (or cf->socket when host is NULL), TLS handshake,
 ** AUTH and SELECT.  SLUICE_OK; SLUICE_EUNAVAIL or SLUICE_ETIMEDOUT when
@@ -67,20 +69,20 @@ void rcl_conf_free(rcl_conf *cf);
 ** refused) or SLUICE_ECONFIG (certificate or host name not accepted, not a
 ** TLS port, SELECT refused) when it answered and said no.  errbuf gets the
 ** reason, never the password. */
-int rcl_link_open(const rcl_conf *cf, const char *host, int port,
-                  redisContext **c, struct ssl_st **tls, char *errbuf,
-                  size_t errlen);
+int sluice__rcl_link_open(const rcl_conf *cf, const char *host, int port,
+                          redisContext **c, struct ssl_st **tls, char *errbuf,
+                          size_t errlen);
 
 /* EAGAIN and friends: what a socket timeout leaves in errno. */
-int rcl_is_timeout_errno(int e);
+int sluice__rcl_is_timeout_errno(int e);
 
 /* Close without writing anything (safe on a link inherited across fork). */
-void rcl_link_close(redisContext **c, struct ssl_st **tls);
+void sluice__rcl_link_close(redisContext **c, struct ssl_st **tls);
 
 /* hiredis's redisBufferWrite and redisGetReply, over the TLS session when
 ** tls is not NULL.  Errors set c->err, c->errstr and errno as hiredis
 ** does (a TLS read or write timing out looks like a socket timeout). */
-int rcl_link_write(redisContext *c, struct ssl_st *tls, int *done);
-int rcl_link_reply(redisContext *c, struct ssl_st *tls, void **reply);
+int sluice__rcl_link_write(redisContext *c, struct ssl_st *tls, int *done);
+int sluice__rcl_link_reply(redisContext *c, struct ssl_st *tls, void **reply);
 
 #endif

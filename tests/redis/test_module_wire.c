@@ -1,7 +1,7 @@
 /*
 ** The Redis module's wire decoding (backends/redis/module/wire.c) without
 ** Redis: what the store sends decodes to the operation and program it
-** came from, the verdict bytes sit where redis_store.c reads them, and
+** came from, the verdict bytes sit where redis_codec.c reads them, and
 ** arguments cut short or mutated at random never decode to something the
 ** algorithm layer cannot run (the module runs inside redis-server: a crash
 ** there takes the server down).
@@ -212,7 +212,7 @@ Test(module_wire, mutations_decode_to_runnable_calls) {
                "(%ld)", ok);
 }
 
-/* The verdict's bytes where redis_store.c's verdict_at() reads them. */
+/* The verdict's bytes where redis_codec.c's verdict_at() reads them. */
 Test(module_wire, verdict_layout) {
   sluice_verdict v;
   unsigned char b[SLUICE_WIRE_VERDICT];

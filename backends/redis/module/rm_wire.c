@@ -15,7 +15,7 @@ const sluice_key smod_anon_keys[SLUICE_PROGRAM_KEYS] = {
 #undef K10
 #undef K
 
-/* A penalty box of -1 on the wire is SLUICE_FOREVER (redis_store.c's
+/* A penalty box of -1 on the wire is SLUICE_FOREVER (redis_codec.c's
 ** dur_arg). */
 static int64_t dur(int64_t x) { return x == -1 ? SLUICE_FOREVER : x; }
 

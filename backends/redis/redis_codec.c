@@ -1,0 +1,448 @@
+/*
+** Redis store: the wire codec.  Each call's arguments in wire.h's
+** order (the numbers as one binary argument), and each reply decoded back:
+** verdicts, records, program results, and the errors that ask for a retry
+** (MOVED, ASK, TRYAGAIN, NOSCRIPT).  The design is in redis_store.c.
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "redis_int.h"
+#include "sluice_rcl_script.h"
+
+/* -------------------------------------------------- command building --- */
+
+static void arg_raw(rcl_cmd *c, const char *p, size_t n) {
+  c->argv[c->argc] = p;
+  c->lens[c->argc] = n;
+  c->argc++;
+}
+/* The numbers of a script call go as one binary argument of int64s,
+** little-endian (the script unpacks them with struct): Redis interns every
+** argument as a Lua string before the script runs, and a dozen decimal
+** arguments cost the server more than the GCRA step itself. */
+static void arg_int(rcl_cmd *c, long long x) {
+  unsigned char *b = c->nums + 8 * c->nnum++;
+  uint64_t u = (uint64_t)x;
+  int i;
+  for (i = 0; i < 8; i++)
+    b[i] = (unsigned char)(u >> (8 * i));
+}
+static void arg_nums(rcl_cmd *c) {
+  arg_raw(c, (const char *)c->nums, 8 * (size_t)c->nnum);
+}
+/* numkeys, the one decimal argument: 1..SLUICE_GROUP_MAX */
+static void arg_numkeys(rcl_cmd *c, int nk) {
+  c->numkeys[0] = (char)('0' + nk / 10);
+  c->numkeys[1] = (char)('0' + nk % 10);
+  if (nk < 10)
+    arg_raw(c, c->numkeys + 1, 1);
+  else
+    arg_raw(c, c->numkeys, 2);
+}
+static void arg_key(rcl_cmd *c, const rcl_store *r, int i,
+                    const sluice_key *k) {
+  char *b = c->keys[i];
+  memcpy(b, r->prefix, r->prefix_len);
+  memcpy(b + r->prefix_len, k->data, k->len);
+  arg_raw(c, b, r->prefix_len + k->len);
+}
+
+/* The command that runs the steps on node ni: the module's, or the
+** script's (the same arguments follow, and the same reply comes back). */
+static void arg_engine(rcl_cmd *c, const rcl_store *r, int ni, int batch) {
+  if (r->nodes[ni].module) {
+    if (batch)
+      arg_raw(c, "SLUICE.BATCH", 12);
+    else
+      arg_raw(c, "SLUICE.RUN", 10);
+    return;
+  }
+  arg_raw(c, "EVALSHA", 7);
+  arg_raw(c, sluice_rcl_script_sha, 40);
+}
+
+static long long dur_arg(int64_t d) {
+  return d == SLUICE_FOREVER ? -1 : (long long)d;
+}
+
+/* The parameters the Lua port reproduces exactly (lua/entry.lua). */
+int sluice__rcl_range_check(const sluice_op *op) {
+  const int64_t M = SLUICE_WIRE_EXACT_MAX;
+  int i;
+  switch (op->algo) {
+  case SLUICE_ALGO_GCRA: {
+    const sluice_gcra_params *p = op->params;
+    for (i = 0; i < op->nkeys; i++)
+      if (p[i].period_ns > M || p[i].burst > M / p[i].period_ns)
+        return SLUICE_ERANGE;
+    return SLUICE_OK;
+  }
+  case SLUICE_ALGO_SWINDOW: {
+    const sluice_window_params *p = op->params;
+    return (p->window_ns > M || p->limit > M / p->window_ns) ? SLUICE_ERANGE
+                                                             : SLUICE_OK;
+  }
+  case SLUICE_ALGO_FWINDOW:
+    return ((const sluice_window_params *)op->params)->window_ns > M
+               ? SLUICE_ERANGE
+               : SLUICE_OK;
+  case SLUICE_ALGO_DISTINCT:
+    return ((const sluice_distinct_params *)op->params)->window_ns > M
+               ? SLUICE_ERANGE
+               : SLUICE_OK;
+  case SLUICE_ALGO_PENALTY: {
+    const sluice_penalty_params *p = op->params;
+    if (p->strike_window_ns > M || p->offense_ttl_ns > M)
+      return SLUICE_ERANGE;
+    for (i = 0; i < 3; i++)
+      if (p->box_ns[i] != SLUICE_FOREVER && p->box_ns[i] > M)
+        return SLUICE_ERANGE;
+    return SLUICE_OK;
+  }
+  case SLUICE_ALGO_LEASE:
+    return ((const sluice_lease_params *)op->params)->ttl_ns > M
+               ? SLUICE_ERANGE
+               : SLUICE_OK;
+  default:
+    return SLUICE_EINVAL;
+  }
+}
+
+/* The header of a call, in wire.h's SLUICE_WIRE_* order. */
+static void build_common(rcl_cmd *c, const rcl_store *r, int algo, int kind,
+                         int64_t now, int64_t arg, uint64_t id) {
+  arg_int(c, algo);
+  arg_int(c, kind);
+  if (r->testclock) {
+    arg_int(c, (long long)((uint64_t)now >> 32));
+    arg_int(c, (long long)((uint64_t)now & 0xffffffffu));
+  } else {
+    arg_int(c, -1);
+    arg_int(c, 0);
+  }
+  arg_int(c, (long long)arg);
+  arg_int(c, (long long)(id >> 32));
+  arg_int(c, (long long)(id & 0xffffffffu));
+  if (r->testclock)
+    arg_int(c, RCL_TEST_MIN_TTL_MS);
+  else
+    arg_int(c, 0);
+}
+
+static void arg_gcra(rcl_cmd *c, const sluice_gcra_params *p) {
+  arg_int(c, (long long)p->rate);
+  arg_int(c, (long long)p->period_ns);
+  arg_int(c, (long long)p->burst);
+}
+
+/* What a batch script call may carry: what the script's fast path takes. */
+int sluice__rcl_job_batchable(const rcl_job *j) {
+  return j->type == JOB_APPLY && j->ask_node < 0 &&
+         j->op->algo == SLUICE_ALGO_GCRA && j->op->nkeys == 1 &&
+         (j->op->kind == SLUICE_OP_CONSUME || j->op->kind == SLUICE_OP_PEEK);
+}
+
+/* The batch led by jobs[head]: its keys, then the 11 numbers of each
+** member's single call back to back, then the marker argument. */
+void sluice__rcl_build_batch(rcl_cmd *c, const rcl_store *r,
+                             const rcl_job *jobs, int head) {
+  int i, k;
+  int ni = jobs[head].node;
+  c->argc = 0;
+  c->nnum = 0;
+  arg_engine(c, r, ni, 1);
+  arg_numkeys(c, jobs[head].batch);
+  for (i = head, k = 0; i >= 0; i = jobs[i].bnext, k++)
+    arg_key(c, r, k, &jobs[i].op->keys[0]);
+  for (i = head; i >= 0; i = jobs[i].bnext) {
+    const rcl_job *j = &jobs[i];
+    build_common(c, r, SLUICE_ALGO_GCRA, j->op->kind, j->now, j->op->arg,
+                 j->op->id);
+    arg_gcra(c, j->op->params);
+  }
+  arg_nums(c);
+  if (!r->nodes[ni].module) /* the script's batch marker */
+    arg_raw(c, "b", 1);
+}
+
+/* An op's parameters, in the order the script reads them; returns how many
+** numbers that was. */
+static int arg_params(rcl_cmd *c, int algo, int nk, const void *params) {
+  int i, n0 = c->nnum;
+  switch (algo) {
+  case SLUICE_ALGO_GCRA:
+    for (i = 0; i < nk; i++)
+      arg_gcra(c, (const sluice_gcra_params *)params + i);
+    break;
+  case SLUICE_ALGO_SWINDOW:
+  case SLUICE_ALGO_FWINDOW: {
+    const sluice_window_params *p = params;
+    arg_int(c, (long long)p->limit);
+    arg_int(c, (long long)p->window_ns);
+    break;
+  }
+  case SLUICE_ALGO_DISTINCT: {
+    const sluice_distinct_params *p = params;
+    arg_int(c, (long long)p->threshold);
+    arg_int(c, (long long)p->window_ns);
+    break;
+  }
+  case SLUICE_ALGO_PENALTY: {
+    const sluice_penalty_params *p = params;
+    arg_int(c, (long long)p->strike_threshold);
+    arg_int(c, (long long)p->strike_window_ns);
+    for (i = 0; i < 3; i++)
+      arg_int(c, dur_arg(p->box_ns[i]));
+    arg_int(c, (long long)p->offense_ttl_ns);
+    break;
+  }
+  default: { /* SLUICE_ALGO_LEASE */
+    const sluice_lease_params *p = params;
+    arg_int(c, (long long)p->max);
+    arg_int(c, (long long)p->ttl_ns);
+    break;
+  }
+  }
+  return c->nnum - n0;
+}
+
+/* A program: its records as KEYS, a header (the step count in the kind's
+** place), then each step's numbers and its parameters (wire.h; the
+** script's lua/program.lua). */
+static void build_program(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
+  const sluice_program *p = j->prog;
+  int i;
+  arg_numkeys(c, p->nkeys);
+  for (i = 0; i < p->nkeys; i++)
+    arg_key(c, r, i, &p->keys[i]);
+  build_common(c, r, SLUICE_WIRE_PROGRAM, p->nsteps, j->now, 0, 0);
+  for (i = 0; i < p->nsteps; i++) {
+    const sluice_step *s = &p->steps[i];
+    int at, np, end;
+    /* In wire.h's SLUICE_WIRE_STEP_* order. */
+    arg_int(c, s->algo);
+    arg_int(c, s->kind);
+    arg_int(c, s->key);
+    arg_int(c, s->nkeys);
+    arg_int(c, (long long)s->arg);
+    arg_int(c, (long long)(s->id >> 32));
+    arg_int(c, (long long)(s->id & 0xffffffffu));
+    arg_int(c, s->when);
+    arg_int(c, s->ref);
+    arg_int(c, s->when2);
+    arg_int(c, s->ref2);
+    arg_int(c, s->fold);
+    arg_int(c, s->ttl_from);
+    at = c->nnum; /* the parameter count, known once they are in */
+    arg_int(c, 0);
+    np = arg_params(c, s->algo, s->nkeys, s->params);
+    end = c->nnum;
+    c->nnum = at;
+    arg_int(c, np);
+    c->nnum = end;
+  }
+  arg_nums(c);
+}
+
+void sluice__rcl_build_job(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
+  int i, nk = j->type == JOB_APPLY ? j->op->nkeys : 1;
+  c->argc = 0;
+  c->nnum = 0;
+  if (j->type == JOB_DEL) {
+    arg_raw(c, "DEL", 3);
+    arg_key(c, r, 0, j->key);
+    return;
+  }
+  arg_engine(c, r, j->node, 0);
+  if (j->type == JOB_RUN) {
+    build_program(c, r, j);
+    return;
+  }
+  arg_numkeys(c, nk);
+  if (j->type == JOB_GET) {
+    arg_key(c, r, 0, j->key);
+    build_common(c, r, 0, 0, j->now, 0, 0);
+    arg_nums(c);
+    return;
+  }
+  for (i = 0; i < nk; i++)
+    arg_key(c, r, i, &j->op->keys[i]);
+  build_common(c, r, j->op->algo, j->op->kind, j->now, j->op->arg, j->op->id);
+  arg_params(c, j->op->algo, nk, j->op->params);
+  arg_nums(c);
+}
+
+/* ---------------------------------------------------- reply decoding --- */
+
+static uint32_t le32(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+         (uint32_t)p[3] << 24;
+}
+static int64_t le64(const unsigned char *p) {
+  return (int64_t)((uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32);
+}
+
+/* A verdict, field by field as wire.h lists them. */
+#define RD_I32(f)                                                              \
+  v->f = (int)le32(p + at);                                                    \
+  at += 4;
+#define RD_U32(f)                                                              \
+  v->f = le32(p + at);                                                         \
+  at += 4;
+#define RD_I64(f)                                                              \
+  v->f = le64(p + at);                                                         \
+  at += 8;
+static void verdict_at(const unsigned char *p, sluice_verdict *v) {
+  size_t at = 0;
+  memset(v, 0, sizeof *v);
+  SLUICE_WIRE_VERDICT_FIELDS(RD_I32, RD_U32, RD_I64)
+}
+
+static int decode_verdict(const redisReply *rep, sluice_verdict *v) {
+  if (rep->type != REDIS_REPLY_STRING || rep->len != SLUICE_WIRE_VERDICT)
+    return SLUICE_EBACKEND;
+  verdict_at((const unsigned char *)rep->str, v);
+  return SLUICE_OK;
+}
+
+/* A program's answer: its header, then a verdict per step. */
+static int decode_program(const redisReply *rep, const sluice_program *p,
+                          sluice_program_result *res) {
+  const unsigned char *b = (const unsigned char *)rep->str;
+  int i;
+  if (rep->type != REDIS_REPLY_STRING ||
+      rep->len != SLUICE_WIRE_PROG_HEADER +
+                      SLUICE_WIRE_VERDICT * (size_t)p->nsteps)
+    return SLUICE_EBACKEND;
+  res->allowed = (int)le32(b + SLUICE_WIRE_PROG_ALLOWED);
+  res->denied_by = (int)le32(b + SLUICE_WIRE_PROG_DENIED_BY);
+  res->ran = le32(b + SLUICE_WIRE_PROG_RAN);
+  res->now_ns = le64(b + SLUICE_WIRE_PROG_NOW);
+  if (res->denied_by < -1 || res->denied_by >= p->nsteps)
+    return SLUICE_EBACKEND;
+  for (i = 0; i < p->nsteps; i++)
+    verdict_at(b + SLUICE_WIRE_PROG_HEADER + SLUICE_WIRE_VERDICT * i,
+               &res->v[i]);
+  return SLUICE_OK;
+}
+
+static int decode_get(const redisReply *rep, rcl_job *j) {
+  const redisReply *val, *h, *l;
+  const unsigned char *p;
+  int64_t now, exp;
+  if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3)
+    return SLUICE_EBACKEND;
+  val = rep->element[0];
+  h = rep->element[1];
+  l = rep->element[2];
+  if (h->type != REDIS_REPLY_INTEGER || l->type != REDIS_REPLY_INTEGER)
+    return SLUICE_EBACKEND;
+  now = (int64_t)(((uint64_t)h->integer << 32) | (uint64_t)l->integer);
+  if (val->type == REDIS_REPLY_NIL)
+    return SLUICE_ENOTFOUND;
+  if (val->type != REDIS_REPLY_STRING || val->len != SLUICE_WIRE_RECORD ||
+      (unsigned char)val->str[SLUICE_WIRE_REC_LAYOUT] != SLUICE_STATE_LAYOUT)
+    return SLUICE_ECORRUPT;
+  p = (const unsigned char *)val->str;
+  exp = le64(p + SLUICE_WIRE_REC_EXPIRY);
+  if (exp <= now)
+    return SLUICE_ENOTFOUND;
+  j->st_out->w[0] = (uint64_t)le64(p + SLUICE_WIRE_REC_W0);
+  j->st_out->w[1] = (uint64_t)le64(p + SLUICE_WIRE_REC_W1);
+  *j->exp_out = exp;
+  return SLUICE_OK;
+}
+
+
+static int parse_redirect(rcl_store *r, const char *s, int *slot) {
+  /* "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381" */
+  const char *sp = strchr(s, ' '), *sp2, *colon;
+  if (!sp)
+    return -1;
+  *slot = atoi(sp + 1);
+  sp2 = strchr(sp + 1, ' ');
+  if (!sp2)
+    return -1;
+  colon = strrchr(sp2 + 1, ':');
+  if (!colon)
+    return -1;
+  return sluice__rcl_find_node(r, sp2 + 1, (size_t)(colon - sp2 - 1),
+                               atoi(colon + 1), 1);
+}
+
+int sluice__rcl_handle_reply(rcl_store *r, rcl_job *j, int ni,
+                             const redisReply *rep) {
+  rcl_node *n = &r->nodes[ni];
+  if (rep->type == REDIS_REPLY_ERROR) {
+    const char *s = rep->str;
+    int slot, t;
+    if (strncmp(s, "NOSCRIPT", 8) == 0) {
+      r->st.noscript++;
+      return R_NOSCRIPT;
+    }
+    /* The module went away (MODULE UNLOAD) under engine=auto: the
+    ** script from now on, on this connection. */
+    if (n->module && r->engine == RCL_ENGINE_AUTO &&
+        strncmp(s, "ERR unknown command", 19) == 0) {
+      n->module = 0;
+      return R_RETRY;
+    }
+    if (strncmp(s, "MOVED ", 6) == 0) {
+      r->st.moved++;
+      t = parse_redirect(r, s, &slot);
+      if (t >= 0 && slot >= 0 && slot < RCL_SLOTS) {
+        r->slot_node[slot] = (uint8_t)t;
+        r->cluster = 1;
+      }
+      r->map_stale = 1;
+      return R_RETRY;
+    }
+    if (strncmp(s, "ASK ", 4) == 0) {
+      r->st.ask++;
+      j->ask_node = parse_redirect(r, s, &slot);
+      return R_RETRY;
+    }
+    if (strncmp(s, "TRYAGAIN", 8) == 0) {
+      r->st.tryagain++;
+      return R_RETRY;
+    }
+    if (strncmp(s, "CLUSTERDOWN", 11) == 0 || strncmp(s, "LOADING", 7) == 0 ||
+        strncmp(s, "MASTERDOWN", 10) == 0 || strncmp(s, "READONLY", 8) == 0 ||
+        strncmp(s, "BUSY", 4) == 0) {
+      r->map_stale = 1;
+      j->rc = SLUICE_EUNAVAIL;
+    } else if (strncmp(s, "SLUICE ERANGE", 13) == 0) {
+      j->rc = SLUICE_ERANGE;
+    } else if (strncmp(s, "SLUICE ECORRUPT", 15) == 0) {
+      j->rc = SLUICE_ECORRUPT;
+    } else if (strncmp(s, "SLUICE EINVAL", 13) == 0) {
+      j->rc = SLUICE_EINVAL;
+    } else {
+      j->rc = SLUICE_EBACKEND;
+    }
+    sluice_store_seterr(&r->base, j->rc, 0, "redis %s:%d: %.90s", n->host,
+                        n->port, s);
+    return R_DONE;
+  }
+  switch (j->type) {
+  case JOB_APPLY:
+    j->rc = decode_verdict(rep, j->v);
+    break;
+  case JOB_GET:
+    j->rc = decode_get(rep, j);
+    break;
+  case JOB_RUN:
+    j->rc = decode_program(rep, j->prog, j->res);
+    break;
+  default:
+    j->rc = rep->type != REDIS_REPLY_INTEGER ? SLUICE_EBACKEND
+            : rep->integer > 0               ? SLUICE_OK
+                                             : SLUICE_ENOTFOUND;
+    break;
+  }
+  if (j->rc == SLUICE_EBACKEND || j->rc == SLUICE_ECORRUPT)
+    sluice_store_seterr(&r->base, j->rc, 0, "redis %s:%d: unexpected reply",
+                        n->host, n->port);
+  return R_DONE;
+}
