@@ -359,7 +359,7 @@ static void scope(const sluice_policy *p, const char *raw,
   sluice_scope_id(p->secret, raw, strlen(raw), out);
 }
 
-static int find_tier(const sluice_policy *p, const char *name) {
+int sluice__policy_tier(const sluice_policy *p, const char *name) {
   int i;
   if (!name)
     return -1;
@@ -422,7 +422,7 @@ static int resolve(sluice_policy *p, const sluice_request *q, ctx *c,
     /* An auth request may carry its tenant's tier for the metrics, but
     ** does not need one: the endpoint has its own limiter. */
     if (q->tier) {
-      c->tier = find_tier(p, q->tier);
+      c->tier = sluice__policy_tier(p, q->tier);
       if (c->tier < 0) {
         d->invalid_field = "tier";
         return SLUICE_ENOTFOUND;
@@ -442,7 +442,7 @@ static int resolve(sluice_policy *p, const sluice_request *q, ctx *c,
     d->invalid_field = "tier";
     return SLUICE_EINVAL;
   }
-  c->tier = find_tier(p, q->tier);
+  c->tier = sluice__policy_tier(p, q->tier);
   if (c->tier < 0) {
     d->invalid_field = "tier";
     return SLUICE_ENOTFOUND;
@@ -1302,7 +1302,7 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
       return rc;
     if (!q->tier)
       return SLUICE_EINVAL;
-    if ((c.tier = find_tier(p, q->tier)) < 0)
+    if ((c.tier = sluice__policy_tier(p, q->tier)) < 0)
       return SLUICE_ENOTFOUND;
     scope(p, q->tenant_id, c.T);
     scope(p, q->api_key_id, c.K);
@@ -1389,7 +1389,7 @@ uint64_t sluice_policy_count(const sluice_policy *p, const char *tier,
     return 0;
   if (!tier || !tier[0])
     row = SLUICE_POLICY_TIERS_MAX;
-  else if ((row = find_tier(p, tier)) < 0)
+  else if ((row = sluice__policy_tier(p, tier)) < 0)
     return 0;
   return atomic_load_explicit(&p->ctr->decisions[row][outcome],
                               memory_order_relaxed);
