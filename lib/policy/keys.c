@@ -31,7 +31,12 @@
 
 #define ID SLUICE_SCOPE_ID_LEN
 
-static sluice_key key_id(char *buf, const char *pre, size_t pl, const char *a,
+/* Inlined into each builder, so its lengths are constants there (the copies
+** become a few moves, as they were when the keys were built in policy.c). */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline sluice_key key_id(char *buf, const char *pre, size_t pl, const char *a,
                          const char *mid, size_t ml, const char *b) {
   sluice_key k;
   size_t n = pl;
