@@ -140,22 +140,6 @@ static void close_store(admin *a) {
 
 /* ----------------------------------------------------------- inspect --- */
 
-static int get(admin *a, const char *key, sluice_state *s, int64_t *exp) {
-  int rc = sluice_limiter_get(a->lim, key, strlen(key), s, exp);
-  if (rc == SLUICE_ENOTFOUND) {
-    memset(s, 0, sizeof *s);
-    *exp = 0;
-    return 0; /* absent: a fresh record */
-  }
-  if (rc != SLUICE_OK) {
-    fprintf(stderr, "sluice inspect: reading %s: %s: %s\n", key,
-            sluice_strerror(rc), sluice_limiter_errmsg(a->lim));
-    return -1;
-  }
-  a->found++;
-  return 1;
-}
-
 /* A record these parameters could not have written: the --config given is
 ** not the one the service runs, and nothing read from it can be trusted. */
 static void unfit(admin *a, const char *what, const char *why) {
@@ -171,248 +155,157 @@ static void secs(char *buf, size_t n, int64_t ns) {
     snprintf(buf, n, "%.1f s", (double)ns / 1e9);
 }
 
-static int show_bucket(admin *a, const char *what, const char *key,
-                       const sluice_gcra_params *p, int64_t now) {
-  sluice_state s, o;
-  sluice_verdict v;
-  int64_t exp;
+static void show_bucket(admin *a, const char *what, unsigned bit,
+                        const sluice_inspect_report *r,
+                        const sluice_inspect_bucket *b) {
   char t[32];
-  int g = get(a, key, &s, &exp);
-  if (g < 0)
-    return -1;
-  if (sluice_gcra_step(p, &s, now, SLUICE_OP_PEEK, 0, &o, &v) != SLUICE_OK) {
-    fprintf(a->out, "  %-14s %s: unreadable record\n", what, key);
-    return 0;
-  }
-  /* Full in longer than an empty bucket takes to fill: another burst or
-  ** rate wrote it. */
-  if (v.reset_ns > (int64_t)((__extension__(__int128)p->burst * p->period_ns +
-                              p->rate - 1) / p->rate)) {
+  secs(t, sizeof t, b->reset_ns);
+  if (r->unfit & bit) {
     char why[96];
-    secs(t, sizeof t, v.reset_ns);
     snprintf(why, sizeof why, "full in %s, more than an empty bucket of %"
-             PRId64 " points takes", t, p->burst);
+             PRId64 " points takes", t, b->burst);
     unfit(a, what, why);
-    return 0;
+    return;
   }
-  secs(t, sizeof t, v.reset_ns);
   fprintf(a->out, "  %-14s %" PRId64 "/%" PRId64 " points, full in %s (%" PRId64
          " per %.3g s)%s\n",
-         what, v.remaining, p->burst, t, p->rate, (double)p->period_ns / 1e9,
-         g ? "" : " [no record: full]");
-  return 0;
+         what, b->remaining, b->burst, t, b->rate, (double)b->period_ns / 1e9,
+         (r->present & bit) ? "" : " [no record: full]");
 }
 
-static int show_penalty(admin *a, const char *key,
-                        const sluice_penalty_params *p, int64_t now) {
-  sluice_state s, o;
-  sluice_verdict v;
-  int64_t exp;
+static void show_penalty(admin *a, const sluice_inspect_report *r) {
   char t[32];
-  int g = get(a, key, &s, &exp);
-  if (g < 0)
-    return -1;
-  if (sluice_penalty_step(p, &s, now, SLUICE_OP_CHECK, 0, &o, &v) !=
-      SLUICE_OK) {
-    fprintf(a->out, "  penalty: unreadable record\n");
-    return 0;
+  if (r->unfit & SLUICE_INSPECT_BOX) {
+    unfit(a, "penalty:", "more strikes than the threshold, or a box longer "
+                         "than its level's");
+    return;
   }
-  if (g && (s.w[1] >> 44) > (uint64_t)p->strike_threshold) {
-    unfit(a, "penalty:", "more strikes than the threshold");
-    return 0;
-  }
-  if (!v.allowed && v.level >= 1 && v.level <= 3 &&
-      v.retry_after_ns != SLUICE_FOREVER &&
-      v.retry_after_ns > p->box_ns[v.level - 1]) {
-    unfit(a, "penalty:", "a box longer than its level's");
-    return 0;
-  }
-  if (!v.allowed) {
-    secs(t, sizeof t, v.retry_after_ns);
-    fprintf(a->out, "  level: %d (%s, %s left)\n", v.level,
-           (v.flags & SLUICE_V_SUSPENDED) ? "suspended pending review"
-                                          : "boxed",
-           t);
+  if (r->level) {
+    secs(t, sizeof t, r->box_end_ns == SLUICE_FOREVER
+                          ? SLUICE_FOREVER
+                          : r->box_end_ns - r->now_ns);
+    fprintf(a->out, "  level: %d (%s, %s left)\n", r->level,
+           r->suspended ? "suspended pending review" : "boxed", t);
     fprintf(a->out, "  strikes: 0 (not counted while boxed)\n");
   } else {
     fprintf(a->out, "  level: 0 (not boxed)\n");
     fprintf(a->out, "  strikes: %" PRId64 " of %" PRId64 " in the %.0f s window\n",
-           p->strike_threshold - v.strikes_remaining, p->strike_threshold,
-           (double)p->strike_window_ns / 1e9);
+           r->strikes, r->strike_threshold,
+           (double)r->strike_window_ns / 1e9);
   }
   fprintf(a->out, "  offenses: %" PRId64 " (forgotten %.0f h after the last trip)\n",
-         v.offenses, (double)p->offense_ttl_ns / 3.6e12);
-  return 0;
+         r->offenses, (double)r->offense_ttl_ns / 3.6e12);
 }
 
-static int show_leases(admin *a, const char *what, const char *prefix,
-                       int nslots, int64_t now) {
+static void show_leases(admin *a, const char *what,
+                        const sluice_inspect_leases *l, int64_t now) {
   int i, held = 0;
   fprintf(a->out, "  %s:", what);
-  for (i = 0; i < nslots; i++) {
-    char key[160];
-    sluice_state s;
-    int64_t exp;
-    snprintf(key, sizeof key, "%s%d", prefix, i);
-    if (get(a, key, &s, &exp) < 0)
-      return -1;
-    if (s.w[0] != 0 && (int64_t)s.w[1] > now) {
+  for (i = 0; i < l->slots; i++)
+    if (l->id[i]) {
       char t[32];
-      secs(t, sizeof t, (int64_t)s.w[1] - now);
-      fprintf(a->out, "%s slot %d: lease %016" PRIx64 ", %s left", held ? ";" : "", i,
-             s.w[0], t);
+      secs(t, sizeof t, l->until_ns[i] - now);
+      fprintf(a->out, "%s slot %d: lease %016" PRIx64 ", %s left",
+             held ? ";" : "", i, l->id[i], t);
       held++;
     }
+  fprintf(a->out, "%s (%d of %d slots held)\n", held ? "" : " none", held,
+         l->slots);
+}
+
+static void show_key(admin *a, const sluice_inspect_report *r) {
+  const int64_t now = r->now_ns;
+  fprintf(a->out, "scope: key %s of tenant %s, tier %s (ids %.8s... / %.8s...)\n",
+         a->key, a->tenant, a->tier, r->scope_id, r->tenant_scope_id);
+  show_bucket(a, "tenant bucket:", SLUICE_INSPECT_TENANT_BUCKET, r,
+              &r->tenant_bucket);
+  show_bucket(a, "key bucket:", SLUICE_INSPECT_KEY_BUCKET, r, &r->key_bucket);
+  show_penalty(a, r);
+  if (r->notice_until_ns) {
+    char tt[32];
+    secs(tt, sizeof tt, r->notice_until_ns - now);
+    fprintf(a->out, "  retry-after notice: live, %s left (a request before then "
+           "is a strike)\n", tt);
+  } else {
+    fprintf(a->out, "  retry-after notice: none\n");
   }
-  fprintf(a->out, "%s (%d of %d slots held)\n", held ? "" : " none", held, nslots);
-  return 0;
+  show_leases(a, "reconcile leases", &r->reconcile, now);
+  show_leases(a, "export leases", &r->export_, now);
+  if (a->ledger) {
+    if (r->ledger_lease) {
+      char tt[32];
+      secs(tt, sizeof tt, r->ledger_until_ns - now);
+      fprintf(a->out, "  ledger %s: locked by lease %016" PRIx64 ", %s left\n",
+             a->ledger, r->ledger_lease, tt);
+    } else {
+      fprintf(a->out, "  ledger %s: not locked\n", a->ledger);
+    }
+  }
+  if (r->unfit & SLUICE_INSPECT_EXPORT_CAP)
+    unfit(a, "exports:", "more exports than the cap");
+  else
+    fprintf(a->out, "  exports this window: %" PRId64 " of %" PRId64 "\n",
+           r->exports_used, r->exports_limit);
 }
 
-static int find_tier(const sluice_policy_config *c, const char *name) {
-  int i;
-  for (i = 0; i < c->ntiers; i++)
-    if (!strcmp(c->tiers[i].name, name))
-      return i;
-  return -1;
+static void show_auth(admin *a, const sluice_inspect_report *r) {
+  int ip = a->scope == SLUICE_SCOPE_IP;
+  fprintf(a->out, "scope: %s %s (id %.8s...)\n", ip ? "ip" : "subject",
+         ip ? a->ip : a->subject, r->scope_id);
+  if (!(r->unfit & SLUICE_INSPECT_BOX)) {
+    char tt[32];
+    secs(tt, sizeof tt, r->box_end_ns == SLUICE_FOREVER
+                            ? SLUICE_FOREVER
+                            : r->box_end_ns - r->now_ns);
+    if (!r->level)
+      fprintf(a->out, "  level: 0 (not boxed)\n");
+    else
+      fprintf(a->out, "  level: %d (boxed, %s left)\n", r->level, tt);
+    fprintf(a->out, "  offenses: %" PRId64 "\n", r->offenses);
+  }
+  if (r->unfit & SLUICE_INSPECT_FAILURES)
+    unfit(a, "failures:", "more failures than the limit");
+  else
+    fprintf(a->out, "  failures: %" PRId64 " of %" PRId64 " in the %.0f s window\n",
+           r->failures, r->failures_limit, (double)r->failures_window_ns / 1e9);
 }
 
+/* One sluice_policy_inspect() call: the keys and parameters are the
+** library's (lib/policy/keys.c and the tier's derived parameters), so the
+** report reads what the service's decisions wrote. */
 static int inspect_scope(admin *a) {
-  const sluice_policy_config *c = sluice_policy_config_get(a->pol);
-  int64_t now = sluice_limiter_now(a->lim);
-  char T[SLUICE_SCOPE_ID_LEN + 1], K[SLUICE_SCOPE_ID_LEN + 1],
-      X[SLUICE_SCOPE_ID_LEN + 1], key[256];
+  sluice_inspect_query q;
+  sluice_inspect_report r;
   unsigned caps = sluice_limiter_capabilities(a->lim);
+  int rc;
+  memset(&q, 0, sizeof q);
+  q.scope = a->scope;
+  q.tenant_id = a->tenant;
+  q.api_key_id = a->key;
+  q.tier = a->tier;
+  q.ledger_id = a->ledger;
+  q.client_ip = a->ip;
+  q.auth_subject = a->subject;
+  rc = sluice_policy_inspect(a->pol, &q, &r);
+  if (rc == SLUICE_ENOTFOUND) {
+    fprintf(stderr, "sluice inspect: --tier: '%s' is not a tier of the "
+                    "configuration\n", a->tier);
+    return CLI_USAGE;
+  }
+  if (rc != SLUICE_OK) {
+    fprintf(stderr, "sluice inspect: reading the scope's records: %s: %s\n",
+            sluice_strerror(rc), sluice_limiter_errmsg(a->lim));
+    return rc == SLUICE_EKEY || rc == SLUICE_EINVAL ? CLI_USAGE : CLI_RUNTIME;
+  }
+  a->found = r.present != 0;
   fprintf(a->out, "store: %s (%s%s%s)\n", a->store, sluice_limiter_backend(a->lim),
          (caps & SLUICE_CAP_CROSS_PROCESS) ? ", shared between processes" : "",
          (caps & SLUICE_CAP_DURABLE) ? ", durable" : "");
-  if (a->scope == SLUICE_SCOPE_KEY) {
-    int ti = find_tier(c, a->tier);
-    const sluice_policy_tier *t;
-    sluice_gcra_params gt, gk;
-    sluice_penalty_params pp;
-    sluice_window_params xw;
-    sluice_state s, o;
-    sluice_verdict v;
-    int64_t exp;
-    int g;
-    if (ti < 0) {
-      fprintf(stderr, "sluice inspect: --tier: '%s' is not a tier of the "
-                      "configuration\n", a->tier);
-      return CLI_USAGE;
-    }
-    t = &c->tiers[ti];
-    sluice_scope_id(a->secret, a->tenant, strlen(a->tenant), T);
-    sluice_scope_id(a->secret, a->key, strlen(a->key), K);
-    fprintf(a->out, "scope: key %s of tenant %s, tier %s (ids %.8s... / %.8s...)\n",
-           a->key, a->tenant, a->tier, K, T);
-    gt = (sluice_gcra_params){t->tenant_rate, t->tenant_period_ns,
-                              t->tenant_burst};
-    gk = (sluice_gcra_params){t->key_rate, t->key_period_ns, t->key_burst};
-    snprintf(key, sizeof key, "rl:{t:%s}:tb", T);
-    if (show_bucket(a, "tenant bucket:", key, &gt, now))
-      return CLI_RUNTIME;
-    snprintf(key, sizeof key, "rl:{t:%s}:kb:%s", T, K);
-    if (show_bucket(a, "key bucket:", key, &gk, now))
-      return CLI_RUNTIME;
-    pp.strike_threshold = t->strike_threshold;
-    pp.strike_window_ns = c->strike_window_ns;
-    pp.box_ns[0] = c->level1_box_ns;
-    pp.box_ns[1] = c->level2_box_ns;
-    pp.box_ns[2] = t->level3 == SLUICE_L3_PAGE ? c->enterprise_level3_box_ns
-                                               : SLUICE_FOREVER;
-    pp.offense_ttl_ns = c->offense_ttl_ns;
-    snprintf(key, sizeof key, "pb:{t:%s}:%s", T, K);
-    if (show_penalty(a, key, &pp, now))
-      return CLI_RUNTIME;
-    snprintf(key, sizeof key, "ra:{t:%s}:%s", T, K);
-    if ((g = get(a, key, &s, &exp)) < 0)
-      return CLI_RUNTIME;
-    if (s.w[0] && (int64_t)s.w[1] > now) {
-      char tt[32];
-      secs(tt, sizeof tt, (int64_t)s.w[1] - now);
-      fprintf(a->out, "  retry-after notice: live, %s left (a request before then "
-             "is a strike)\n", tt);
-    } else {
-      fprintf(a->out, "  retry-after notice: none\n");
-    }
-    snprintf(key, sizeof key, "cc:{t:%s}:reconcile:", T);
-    if (show_leases(a, "reconcile leases", key, (int)t->reconcile_concurrency,
-                    now))
-      return CLI_RUNTIME;
-    snprintf(key, sizeof key, "cc:{t:%s}:export:", T);
-    if (show_leases(a, "export leases", key, (int)t->export_concurrency, now))
-      return CLI_RUNTIME;
-    if (a->ledger) {
-      sluice_scope_id(a->secret, a->ledger, strlen(a->ledger), X);
-      snprintf(key, sizeof key, "lk:{t:%s}:%s", T, X);
-      if ((g = get(a, key, &s, &exp)) < 0)
-        return CLI_RUNTIME;
-      if (s.w[0] && (int64_t)s.w[1] > now) {
-        char tt[32];
-        secs(tt, sizeof tt, (int64_t)s.w[1] - now);
-        fprintf(a->out, "  ledger %s: locked by lease %016" PRIx64 ", %s left\n",
-               a->ledger, s.w[0], tt);
-      } else {
-        fprintf(a->out, "  ledger %s: not locked\n", a->ledger);
-      }
-    }
-    xw = (sluice_window_params){t->exports_per_window,
-                                c->export_cap_window_ns};
-    snprintf(key, sizeof key, "xh:{t:%s}", T);
-    if ((g = get(a, key, &s, &exp)) < 0)
-      return CLI_RUNTIME;
-    if (g && s.w[1] > (uint64_t)xw.limit)
-      unfit(a, "exports:", "more exports than the cap");
-    else if (sluice_fwindow_step(&xw, &s, now, SLUICE_OP_PEEK, 1, &o, &v) ==
-             SLUICE_OK)
-      fprintf(a->out, "  exports this window: %" PRId64 " of %" PRId64 "\n",
-             xw.limit - v.remaining, xw.limit);
-    return CLI_OK;
-  }
-  {
-    int ip = a->scope == SLUICE_SCOPE_IP;
-    const char *raw = ip ? a->ip : a->subject;
-    const char *tag = ip ? "ip" : "s";
-    sluice_penalty_params pp;
-    sluice_window_params fw;
-    sluice_state s, o;
-    sluice_verdict v;
-    int64_t exp;
-    sluice_scope_id(a->secret, raw, strlen(raw), X);
-    fprintf(a->out, "scope: %s %s (id %.8s...)\n", ip ? "ip" : "subject", raw, X);
-    pp.strike_threshold = c->auth_subject_failures;
-    pp.strike_window_ns = c->auth_window_ns;
-    pp.box_ns[0] = c->auth_box_ns[0];
-    pp.box_ns[1] = c->auth_box_ns[1];
-    pp.box_ns[2] = c->auth_box_ns[2];
-    pp.offense_ttl_ns = c->offense_ttl_ns;
-    snprintf(key, sizeof key, "pb:{%s:%s}", tag, X);
-    if (get(a, key, &s, &exp) < 0)
-      return CLI_RUNTIME;
-    if (sluice_penalty_step(&pp, &s, now, SLUICE_OP_CHECK, 0, &o, &v) ==
-        SLUICE_OK) {
-      char tt[32];
-      secs(tt, sizeof tt, v.retry_after_ns);
-      if (v.allowed)
-        fprintf(a->out, "  level: 0 (not boxed)\n");
-      else
-        fprintf(a->out, "  level: %d (boxed, %s left)\n", v.level, tt);
-      fprintf(a->out, "  offenses: %" PRId64 "\n", v.offenses);
-    }
-    fw = (sluice_window_params){ip ? c->auth_ip_failures
-                                   : c->auth_subject_failures,
-                                c->auth_window_ns};
-    snprintf(key, sizeof key, "af:{%s:%s}", tag, X);
-    if (get(a, key, &s, &exp) < 0)
-      return CLI_RUNTIME;
-    if ((s.w[1] & 0xffffffffu) > (uint64_t)fw.limit)
-      unfit(a, "failures:", "more failures than the limit");
-    else if (sluice_swindow_step(&fw, &s, now, SLUICE_OP_PEEK, 1, &o, &v) ==
-             SLUICE_OK)
-      fprintf(a->out, "  failures: %" PRId64 " of %" PRId64 " in the %.0f s window\n",
-             fw.limit - v.remaining, fw.limit, (double)fw.window_ns / 1e9);
-    return CLI_OK;
-  }
+  if (a->scope == SLUICE_SCOPE_KEY)
+    show_key(a, &r);
+  else
+    show_auth(a, &r);
+  return CLI_OK;
 }
 
 /* The report is held back until it is known to say something: a scope

@@ -557,6 +557,98 @@ SLUICE_EXPORT int sluice_policy_lift_suspension(sluice_policy *p, int scope,
                                                 const char *who,
                                                 const char *why);
 
+/* -------------------------------------------------------------- inspect --- */
+
+/** What sluice_policy_inspect() reads: one scope, by raw ids (hashed with
+ *  the policy's secret like a request's).  Zero it, then set the fields. */
+typedef struct sluice_inspect_query {
+  int scope; /**< SLUICE_SCOPE_KEY, SLUICE_SCOPE_IP or SLUICE_SCOPE_SUBJECT */
+  const char *tenant_id;  /**< KEY: required */
+  const char *api_key_id; /**< KEY: required */
+  const char *tier;       /**< KEY: required, a tier of the configuration */
+  const char *ledger_id;  /**< KEY: NULL, or a ledger whose lock to read */
+  const char *client_ip;  /**< IP: required */
+  const char *auth_subject; /**< SUBJECT: required */
+  void *reserved[4];      /**< must be NULL */
+} sluice_inspect_query;
+
+/** Bits of sluice_inspect_report.present / .unfit, one per record. */
+enum sluice_inspect_record {
+  SLUICE_INSPECT_TENANT_BUCKET = 1u << 0, /**< rl:{t:T}:tb */
+  SLUICE_INSPECT_KEY_BUCKET = 1u << 1,    /**< rl:{t:T}:kb:K */
+  SLUICE_INSPECT_BOX = 1u << 2,       /**< pb: the key's, IP's or subject's */
+  SLUICE_INSPECT_NOTICE = 1u << 3,    /**< ra:{t:T}:K */
+  SLUICE_INSPECT_RECONCILE = 1u << 4, /**< any cc:{t:T}:reconcile:<i> */
+  SLUICE_INSPECT_EXPORT = 1u << 5,    /**< any cc:{t:T}:export:<i> */
+  SLUICE_INSPECT_LEDGER = 1u << 6,    /**< lk:{t:T}:L */
+  SLUICE_INSPECT_EXPORT_CAP = 1u << 7, /**< xh:{t:T} */
+  SLUICE_INSPECT_FAILURES = 1u << 8,  /**< af: the auth failures window */
+  SLUICE_INSPECT_STUFFING = 1u << 9   /**< sf:{ip:I} */
+};
+
+/** A bucket as a PEEK sees it, with the parameters decisions use. */
+typedef struct sluice_inspect_bucket {
+  int64_t remaining, limit, reset_ns; /**< as sluice_verdict's */
+  int64_t rate, period_ns, burst;     /**< the tier's (sluice_gcra_params) */
+  int64_t reserved[2];
+} sluice_inspect_bucket;
+
+/** Slots of a lease set (SLUICE_GROUP_MAX) and the room of a scope id
+ *  (SLUICE_SCOPE_ID_LEN hex digits and a NUL): repeated here, checked
+ *  equal at build time, so that this header stands alone. */
+#define SLUICE_INSPECT_SLOTS 32
+#define SLUICE_INSPECT_ID_SIZE 33
+
+/** A lease set: who holds which slot, until when. */
+typedef struct sluice_inspect_leases {
+  int slots; /**< the tier's concurrency (slots read) */
+  int held;  /**< live leases */
+  uint64_t id[SLUICE_INSPECT_SLOTS];      /**< slot i's lease id, 0 when free */
+  int64_t until_ns[SLUICE_INSPECT_SLOTS]; /**< slot i's expiry, when held */
+} sluice_inspect_leases;
+
+/** A scope's state, read without changing anything. Times are the
+ *  limiter's clock (now_ns); a record not stored reads as fresh. */
+typedef struct sluice_inspect_report {
+  int scope;         /**< the query's */
+  unsigned present;  /**< SLUICE_INSPECT_* records found in the store */
+  unsigned unfit;    /**< SLUICE_INSPECT_* records these parameters could
+                          not have written (another configuration's) */
+  int64_t now_ns;
+  char scope_id[SLUICE_INSPECT_ID_SIZE];  /**< K, I or S */
+  char tenant_scope_id[SLUICE_INSPECT_ID_SIZE]; /**< KEY: T */
+  /* KEY scope */
+  sluice_inspect_bucket tenant_bucket, key_bucket;
+  /* The penalty box: the key's, the IP's or the subject's. */
+  int level;         /**< 0 not boxed, 1..3 */
+  int suspended;     /**< level 3 pending review (no end) */
+  int64_t box_end_ns; /**< when boxed: the end, SLUICE_FOREVER if none */
+  int64_t strikes, strike_threshold, strike_window_ns;
+  int64_t offenses, offense_ttl_ns;
+  int64_t notice_until_ns; /**< KEY: a live Retry-After notice's end, or 0 */
+  sluice_inspect_leases reconcile, export_;
+  uint64_t ledger_lease;   /**< KEY with ledger_id: the lock's holder, or 0 */
+  int64_t ledger_until_ns; /**< ... and its expiry */
+  int64_t exports_used, exports_limit, exports_window_ns; /**< hourly cap */
+  /* IP and SUBJECT scopes: the failures window (sliding). */
+  int64_t failures, failures_limit, failures_window_ns;
+  /* IP: the stuffing window (fixed). */
+  int64_t stuffing_failures, stuffing_limit, stuffing_window_ns;
+  int64_t reserved[8];
+} sluice_inspect_report;
+
+/** @brief Read one scope's records through the policy's limiter, changing
+ *  nothing (a store get, then the algorithm's PEEK / CHECK on a copy),
+ *  with the keys and parameters sluice_policy_decide() uses (lib/policy/
+ *  keys.c, the tier's derived parameters).
+ *  @param[out] out  fully overwritten.
+ *  @return SLUICE_OK; SLUICE_EINVAL (NULL, a scope or field missing,
+ *  reserved not NULL); SLUICE_EKEY (an id empty or too long);
+ *  SLUICE_ENOTFOUND (tier not configured); or the store's error. */
+SLUICE_EXPORT int sluice_policy_inspect(sluice_policy *p,
+                                        const sluice_inspect_query *q,
+                                        sluice_inspect_report *out);
+
 /* -------------------------------------------------------------- metrics --- */
 
 /** @brief A counter: decisions of `tier` (NULL or "" for auth requests,

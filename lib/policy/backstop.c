@@ -24,23 +24,17 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "keys.h"
 #include "policy_int.h"
-
-#define KEYLEN 96
 
 int sluice__backstop(sluice_policy *p, const char *ip, int64_t now,
                      sluice_decision *d, int *refused) {
-  char buf[KEYLEN];
-  sluice_key k;
+  char buf[SLUICE__KEYLEN];
+  sluice_key k = sluice__key_ip_window(buf, ip);
   sluice_op op;
   sluice_verdict v;
-  int n, rc;
+  int rc;
   *refused = 0;
-  n = snprintf(buf, sizeof buf, "ipw:{ip:%s}", ip);
-  if (n < 0 || (size_t)n >= sizeof buf)
-    return SLUICE_EKEY;
-  k.data = buf;
-  k.len = (size_t)n;
   memset(&op, 0, sizeof op);
   op.algo = SLUICE_ALGO_FWINDOW;
   op.kind = SLUICE_OP_CONSUME;

@@ -71,10 +71,11 @@
 #include <string.h>
 
 #include "algo/algo_int.h"
+#include "keys.h"
 #include "policy_int.h"
 
 #define NS SLUICE__NS_PER_S
-#define KEYLEN 96
+#define KEYLEN SLUICE__KEYLEN
 
 /* ------------------------------------------------------------- names --- */
 
@@ -358,7 +359,7 @@ static void scope(const sluice_policy *p, const char *raw,
   sluice_scope_id(p->secret, raw, strlen(raw), out);
 }
 
-static int find_tier(const sluice_policy *p, const char *name) {
+int sluice__policy_tier(const sluice_policy *p, const char *name) {
   int i;
   if (!name)
     return -1;
@@ -421,7 +422,7 @@ static int resolve(sluice_policy *p, const sluice_request *q, ctx *c,
     /* An auth request may carry its tenant's tier for the metrics, but
     ** does not need one: the endpoint has its own limiter. */
     if (q->tier) {
-      c->tier = find_tier(p, q->tier);
+      c->tier = sluice__policy_tier(p, q->tier);
       if (c->tier < 0) {
         d->invalid_field = "tier";
         return SLUICE_ENOTFOUND;
@@ -441,7 +442,7 @@ static int resolve(sluice_policy *p, const sluice_request *q, ctx *c,
     d->invalid_field = "tier";
     return SLUICE_EINVAL;
   }
-  c->tier = find_tier(p, q->tier);
+  c->tier = sluice__policy_tier(p, q->tier);
   if (c->tier < 0) {
     d->invalid_field = "tier";
     return SLUICE_ENOTFOUND;
@@ -531,71 +532,6 @@ static int apply(ctx *c, int algo, int kind, int nkeys, const sluice_key *k,
   if (rc != SLUICE_OK && is_store_failure(rc) && !c->store_err)
     c->store_err = rc;
   return rc;
-}
-
-/* A store key from a template whose only conversions are %s (a, then b);
-** truncated to KEYLEN - 1 bytes like snprintf would, without its cost,
-** which was a tenth of a decision. */
-static size_t key_put(char *buf, size_t n, const char *s, size_t l) {
-  if (l > KEYLEN - 1 - n)
-    l = KEYLEN - 1 - n;
-  memcpy(buf + n, s, l);
-  return n + l;
-}
-
-static sluice_key mkkey(char *buf, const char *fmt, const char *a,
-                        const char *b) {
-  const char *arg[2] = {a, b ? b : ""};
-  size_t n = 0;
-  int next = 0;
-  sluice_key k;
-  for (;;) {
-    const char *pc = strchr(fmt, '%');
-    if (!pc) {
-      n = key_put(buf, n, fmt, strlen(fmt));
-      break;
-    }
-    n = key_put(buf, n, fmt, (size_t)(pc - fmt));
-    if (pc[1] == 's' && next < 2) {
-      n = key_put(buf, n, arg[next], strlen(arg[next]));
-      next++;
-      fmt = pc + 2;
-    } else {
-      n = key_put(buf, n, pc, 1);
-      fmt = pc + 1;
-    }
-  }
-  buf[n] = '\0';
-  k.data = buf;
-  k.len = n;
-  return k;
-}
-
-/* The tenant program's keys, PRE + scope id a + MID [+ scope id b]: both
-** ids are SLUICE_SCOPE_ID_LEN hex digits and the literals' lengths are
-** known at compile time, so a key is four fixed copies (mkkey() scans its
-** template and measures its arguments: a tenth of a standard decision).
-** The bytes are mkkey()'s for the same template, e.g. "pb:{t:%s}:%s". */
-#define KEY_ID(buf, pre, a, mid, b)                                          \
-  key_id((buf), pre, sizeof pre - 1, (a), mid, sizeof mid - 1, (b))
-
-static sluice_key key_id(char *buf, const char *pre, size_t pl, const char *a,
-                         const char *mid, size_t ml, const char *b) {
-  sluice_key k;
-  size_t n = pl;
-  memcpy(buf, pre, pl);
-  memcpy(buf + n, a, SLUICE_SCOPE_ID_LEN);
-  n += SLUICE_SCOPE_ID_LEN;
-  memcpy(buf + n, mid, ml);
-  n += ml;
-  if (b) {
-    memcpy(buf + n, b, SLUICE_SCOPE_ID_LEN);
-    n += SLUICE_SCOPE_ID_LEN;
-  }
-  buf[n] = '\0';
-  k.data = buf;
-  k.len = n;
-  return k;
 }
 
 static void fill_bucket(ctx *c, const sluice_gcra_params *ps,
@@ -690,15 +626,10 @@ typedef struct prog {
   int nk, ns;
 } prog;
 
-/* Add a record; returns its index. */
-static int rec(prog *g, const char *fmt, const char *a, const char *b) {
-  g->keys[g->nk] = mkkey(g->kbuf[g->nk], fmt, a, b);
-  return g->nk++;
-}
-
-/* The same for a KEY_ID() key. */
-#define REC_ID(g, pre, a, mid, b)                                            \
-  ((g)->keys[(g)->nk] = KEY_ID((g)->kbuf[(g)->nk], pre, a, mid, b), (g)->nk++)
+/* Add a record built by one of keys.c's builders (the call's first
+** argument is the buffer); returns its index. */
+#define REC(g, fn, ...)                                                      \
+  ((g)->keys[(g)->nk] = fn((g)->kbuf[(g)->nk], __VA_ARGS__), (g)->nk++)
 
 /* Add a step; returns its index (guards and folds are set by the caller
 ** when they are not "always, gate"). */
@@ -741,30 +672,21 @@ static int ran(const sluice_program_result *r, int i) {
 
 /* ------------------------------------------------------ tenant flow --- */
 
-/* The tenant's lease slots cc:{t:T}:<class>:<i>: one prefix, then the
-** slot number (below SLUICE_GROUP_MAX: two digits at most). */
+/* The tenant's lease set of class cls: n slot records. */
 static void slot_recs(ctx *c, prog *g, int cls, int n) {
-  sluice_key pre = mkkey(g->kbuf[g->nk], "cc:{t:%s}:%s:", c->T,
-                         cls == SLUICE_EP_RECONCILE ? "reconcile" : "export");
+  sluice_key first = sluice__key_slot(g->kbuf[g->nk], c->T, cls, 0);
   int i;
-  for (i = 0; i < n; i++) {
-    char *b = g->kbuf[g->nk];
-    size_t len = pre.len;
-    if (i > 0)
-      memcpy(b, pre.data, pre.len);
-    if (i >= 10)
-      b[len++] = (char)('0' + i / 10);
-    b[len++] = (char)('0' + i % 10);
-    g->keys[g->nk].data = b;
-    g->keys[g->nk].len = len;
+  g->keys[g->nk++] = first;
+  for (i = 1; i < n; i++) {
+    g->keys[g->nk] = sluice__key_slot_next(g->kbuf[g->nk], first, i);
     g->nk++;
   }
 }
 
 static void bucket_keys(ctx *c, char tb[KEYLEN], char kb[KEYLEN],
                         sluice_key k[2]) {
-  k[0] = KEY_ID(tb, "rl:{t:", c->T, "}:tb", NULL);
-  k[1] = KEY_ID(kb, "rl:{t:", c->T, "}:kb:", c->K);
+  k[0] = sluice__key_tenant_bucket(tb, c->T);
+  k[1] = sluice__key_key_bucket(kb, c->T, c->K);
 }
 
 static void lease_denied(ctx *c, int outcome, int64_t limit, int64_t ra,
@@ -819,10 +741,10 @@ static void tenant_prog(ctx *c, prog *g, uint64_t id, heavy_steps *h) {
   int heavy_cls = c->cls == SLUICE_EP_RECONCILE || c->cls == SLUICE_EP_EXPORT;
   int pb, tb, ra, s;
   g->nk = g->ns = 0;
-  pb = REC_ID(g, "pb:{t:", c->T, "}:", c->K);
-  tb = REC_ID(g, "rl:{t:", c->T, "}:tb", NULL);
-  (void)REC_ID(g, "rl:{t:", c->T, "}:kb:", c->K);
-  ra = REC_ID(g, "ra:{t:", c->T, "}:", c->K);
+  pb = REC(g, sluice__key_key_box, c->T, c->K);
+  tb = REC(g, sluice__key_tenant_bucket, c->T);
+  (void)REC(g, sluice__key_key_bucket, c->T, c->K);
+  ra = REC(g, sluice__key_notice, c->T, c->K);
   s = step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, pb, 1, &r->penalty, 0, 0);
   /* Staged rollout: a box in shadow only records what it would have done,
   ** so the request goes on through the buckets (see shadow_apply()). */
@@ -846,11 +768,11 @@ static void tenant_prog(ctx *c, prog *g, uint64_t id, heavy_steps *h) {
   if (!heavy_cls)
     return;
   if (c->cls == SLUICE_EP_RECONCILE) {
-    int lk = rec(g, "lk:{t:%s}:%s", c->T, c->L);
+    int lk = REC(g, sluice__key_ledger, c->T, c->L);
     h->gate = step(g, SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, lk, 1,
                    &c->p->ledger, 0, id);
   } else {
-    int xh = rec(g, "xh:{t:%s}%s", c->T, NULL);
+    int xh = REC(g, sluice__key_export_cap, c->T);
     h->gate = step(g, SLUICE_ALGO_FWINDOW, SLUICE_OP_CONSUME, xh, 1,
                    &r->export_cap, 1, 0);
   }
@@ -967,13 +889,14 @@ static int decide_auth(ctx *c, sluice_decision *d) {
 
   if (c->has_subject) {
     g.nk = g.ns = 0;
-    rec(&g, "pb:{s:%s}%s", c->S, NULL);
+    REC(&g, sluice__key_auth, SLUICE_SCOPE_SUBJECT, SLUICE__AK_BOX, c->S);
     step(&g, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1, &p->auth_penalty, 0,
          0);
     if (failed) {
       const char *ip = c->req->client_ip;
-      rec(&g, "af:{s:%s}%s", c->S, NULL);
-      rec(&g, "sd:{s:%s}%s", c->S, NULL);
+      REC(&g, sluice__key_auth, SLUICE_SCOPE_SUBJECT, SLUICE__AK_FAILS, c->S);
+      REC(&g, sluice__key_auth, SLUICE_SCOPE_SUBJECT, SLUICE__AK_DISTINCT,
+          c->S);
       s = step(&g, SLUICE_ALGO_SWINDOW, SLUICE_OP_COUNT, 1, 1,
                &p->auth_subject, 1, 0);
       when(&g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_NOTE);
@@ -989,15 +912,15 @@ static int decide_auth(ctx *c, sluice_decision *d) {
     vs = &rs.v[A_BOX];
   }
   g.nk = g.ns = 0;
-  rec(&g, "pb:{ip:%s}%s", c->I, NULL);
+  REC(&g, sluice__key_auth, SLUICE_SCOPE_IP, SLUICE__AK_BOX, c->I);
   step(&g, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1, &p->auth_penalty, 0, 0);
   /* A boxed subject: the IP's box is only looked at (the longer one is
   ** reported), nothing is counted. */
   if (failed && vs->allowed) {
     const char *subj = c->req->auth_subject;
-    rec(&g, "af:{ip:%s}%s", c->I, NULL);
-    rec(&g, "sf:{ip:%s}%s", c->I, NULL);
-    rec(&g, "sd:{ip:%s}%s", c->I, NULL);
+    REC(&g, sluice__key_auth, SLUICE_SCOPE_IP, SLUICE__AK_FAILS, c->I);
+    REC(&g, sluice__key_auth, SLUICE_SCOPE_IP, SLUICE__AK_STUFFING, c->I);
+    REC(&g, sluice__key_auth, SLUICE_SCOPE_IP, SLUICE__AK_DISTINCT, c->I);
     s = step(&g, SLUICE_ALGO_SWINDOW, SLUICE_OP_COUNT, 1, 1, &p->auth_ip, 1, 0);
     when(&g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_NOTE);
     s = step(&g, SLUICE_ALGO_FWINDOW, SLUICE_OP_COUNT, 2, 1, &p->stuffing, 1,
@@ -1332,7 +1255,7 @@ static int lease_op(sluice_policy *p, const sluice_request *q, uint64_t id,
   s = step(&g, SLUICE_ALGO_LEASE, kind, 0, (int)lp->max, lp, 0, id);
   when(&g, s, SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_NOTE);
   if (c.cls == SLUICE_EP_RECONCILE) {
-    int lk = rec(&g, "lk:{t:%s}:%s", c.T, c.L);
+    int lk = REC(&g, sluice__key_ledger, c.T, c.L);
     s = step(&g, SLUICE_ALGO_LEASE, kind, lk, 1, &p->ledger, 0, id);
     when(&g, s, SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_NOTE);
   }
@@ -1379,11 +1302,11 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
       return rc;
     if (!q->tier)
       return SLUICE_EINVAL;
-    if ((c.tier = find_tier(p, q->tier)) < 0)
+    if ((c.tier = sluice__policy_tier(p, q->tier)) < 0)
       return SLUICE_ENOTFOUND;
     scope(p, q->tenant_id, c.T);
     scope(p, q->api_key_id, c.K);
-    k = mkkey(kb, "pb:{t:%s}:%s", c.T, c.K);
+    k = sluice__key_key_box(kb, c.T, c.K);
     pp = &p->rt[c.tier].penalty;
     sid = c.K;
     break;
@@ -1391,7 +1314,7 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
     if ((rc = id_ok(q->client_ip, 1, "client_ip", NULL)))
       return rc;
     scope(p, q->client_ip, c.I);
-    k = mkkey(kb, "pb:{ip:%s}%s", c.I, NULL);
+    k = sluice__key_auth(kb, SLUICE_SCOPE_IP, SLUICE__AK_BOX, c.I);
     pp = &p->auth_penalty;
     sid = c.I;
     break;
@@ -1399,7 +1322,7 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
     if ((rc = id_ok(q->auth_subject, 1, "auth_subject", NULL)))
       return rc;
     scope(p, q->auth_subject, c.S);
-    k = mkkey(kb, "pb:{s:%s}%s", c.S, NULL);
+    k = sluice__key_auth(kb, SLUICE_SCOPE_SUBJECT, SLUICE__AK_BOX, c.S);
     pp = &p->auth_penalty;
     sid = c.S;
     break;
@@ -1466,7 +1389,7 @@ uint64_t sluice_policy_count(const sluice_policy *p, const char *tier,
     return 0;
   if (!tier || !tier[0])
     row = SLUICE_POLICY_TIERS_MAX;
-  else if ((row = find_tier(p, tier)) < 0)
+  else if ((row = sluice__policy_tier(p, tier)) < 0)
     return 0;
   return atomic_load_explicit(&p->ctr->decisions[row][outcome],
                               memory_order_relaxed);

@@ -142,6 +142,8 @@ int64_t *sluice__setting_field(sluice_policy_config *c, int i);
 const int64_t *sluice__setting_cfield(const sluice_policy_config *c, int i);
 
 const char *sluice__level3_name(int action);
+/* The index of the tier called name, or -1 (NULL or not configured). */
+int sluice__policy_tier(const sluice_policy *p, const char *name);
 /* Rewrite libconfig text so that every integer literal is read at full
 ** width (conf_ints.c): *out is a malloc'ed NUL-terminated copy.  On
 ** SLUICE_ECONFIG, *line and what say which literal cannot be read. */
