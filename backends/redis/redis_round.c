@@ -78,6 +78,17 @@ static void batch_reply(rcl_store *r, rcl_job *jobs, int head, int ni,
 ** read the replies node by node.  Jobs that must be retried stay pending.
 ** Consecutive single-bucket GCRA jobs of one node (and, in a cluster, one
 ** slot: a script's keys must share it) go as one batch script call. */
+/* One reply from node ni into *rep: 0, or the code the node's link failure
+** maps to (the node is marked down); a NULL reply is a failure too. */
+static int read_reply(rcl_store *r, int ni, void **rep) {
+  errno = 0;
+  if (sluice__rcl_link_reply(r->nodes[ni].c, r->nodes[ni].tls, rep) !=
+          REDIS_OK ||
+      !*rep)
+    return sluice__rcl_node_io_error(r, ni, errno);
+  return 0;
+}
+
 static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
   /* Zeroed: gcc -O3 cannot see that used[k] is read only below nused. */
   int used[RCL_MAX_NODES] = {0}, nused = 0, i, k;
@@ -183,7 +194,7 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
     }
   }
   for (k = 0; k < nused; k++) {
-    int ni = used[k], err = nerr[ni], e;
+    int ni = used[k], err = nerr[ni];
     int wait_short = 0;
     r->st.round_trips++;
     for (i = 0; i < n; i++) {
@@ -193,26 +204,14 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
       if (!j->sent || j->node != ni || j->batch < 0)
         continue;
       if (err == 0 && j->sent == 2) { /* the ASKING reply */
-        errno = 0;
-        if (sluice__rcl_link_reply(r->nodes[ni].c, r->nodes[ni].tls, &rep) !=
-                REDIS_OK ||
-            !rep) {
-          e = errno;
-          err = sluice__rcl_node_io_error(r, ni, e);
-        } else {
+        err = read_reply(r, ni, &rep);
+        if (err == 0) {
           freeReplyObject(rep);
           rep = NULL;
         }
       }
-      if (err == 0) {
-        errno = 0;
-        if (sluice__rcl_link_reply(r->nodes[ni].c, r->nodes[ni].tls, &rep) !=
-                REDIS_OK ||
-            !rep) {
-          e = errno;
-          err = sluice__rcl_node_io_error(r, ni, e);
-        }
-      }
+      if (err == 0)
+        err = read_reply(r, ni, &rep);
       if (err != 0) {
         for (m = i; m >= 0; m = jobs[m].bnext)
           job_fail(r, &jobs[m], err);
@@ -226,12 +225,8 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
     }
     if (err == 0 && r->wait_replicas > 0 && r->nodes[ni].c) {
       void *rep = NULL;
-      errno = 0;
-      if (sluice__rcl_link_reply(r->nodes[ni].c, r->nodes[ni].tls, &rep) !=
-              REDIS_OK ||
-          !rep) {
-        e = errno;
-        err = sluice__rcl_node_io_error(r, ni, e);
+      err = read_reply(r, ni, &rep);
+      if (err != 0) {
         wait_short = 1;
       } else {
         redisReply *w = rep;

@@ -77,10 +77,10 @@ enum {
   I32(allowed) U32(flags) I32(binding) I32(level) I64(limit)                   \
   I64(remaining) I64(retry_after_ns) I64(reset_ns) I64(strikes_remaining)      \
   I64(offenses) I64(lease_id) I64(now_ns)
-#define SLUICE_WIRE_VERDICT_I32 4 /* how many 32-bit fields */
-#define SLUICE_WIRE_VERDICT_I64 8 /* how many 64-bit fields */
+#define SLUICE_WIRE_VERDICT_N32 4 /* how many 32-bit fields */
+#define SLUICE_WIRE_VERDICT_N64 8 /* how many 64-bit fields */
 #define SLUICE_WIRE_VERDICT                                                    \
-  (4 * SLUICE_WIRE_VERDICT_I32 + 8 * SLUICE_WIRE_VERDICT_I64)
+  (4 * SLUICE_WIRE_VERDICT_N32 + 8 * SLUICE_WIRE_VERDICT_N64)
 
 /* A program's answer: this header, then every step's verdict (a step that
 ** did not run: zeros and now). */

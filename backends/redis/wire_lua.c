@@ -17,11 +17,11 @@
 #define COUNT1(f) +1
 #define NONE(f)
 _Static_assert(0 SLUICE_WIRE_VERDICT_FIELDS(COUNT1, COUNT1, NONE) ==
-                   SLUICE_WIRE_VERDICT_I32,
-               "the verdict has SLUICE_WIRE_VERDICT_I32 32-bit fields");
+                   SLUICE_WIRE_VERDICT_N32,
+               "the verdict has SLUICE_WIRE_VERDICT_N32 32-bit fields");
 _Static_assert(0 SLUICE_WIRE_VERDICT_FIELDS(NONE, NONE, COUNT1) ==
-                   SLUICE_WIRE_VERDICT_I64,
-               "the verdict has SLUICE_WIRE_VERDICT_I64 64-bit fields");
+                   SLUICE_WIRE_VERDICT_N64,
+               "the verdict has SLUICE_WIRE_VERDICT_N64 64-bit fields");
 _Static_assert(SLUICE_WIRE_REC_W1 == SLUICE_WIRE_REC_W0 + 8 &&
                    SLUICE_WIRE_REC_EXPIRY == SLUICE_WIRE_REC_W1 + 8 &&
                    SLUICE_WIRE_REC_LAYOUT == SLUICE_WIRE_REC_EXPIRY + 8 &&
