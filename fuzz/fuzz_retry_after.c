@@ -17,13 +17,9 @@
 */
 #include "fuzz_common.h"
 #include "sluice.h"
+#include "../tests/common/splitmix.h"
 
-static uint64_t det_rand(void *ud) { /* splitmix64 */
-  uint64_t *s = ud, z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return z ^ (z >> 31);
-}
+static uint64_t det_rand(void *ud) { return splitmix64(ud); }
 
 static char *take(fz *f, size_t *len) {
   const uint8_t *nl = memchr(f->p, '\n', f->n);
