@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # libconfig and jansson (and libcurl) belong to the layers that use them:
-# - a mem-only service (consumer/consumer.c) links libsluice.a with the static link line minus
-#   -lconfig -ljansson -lcurl, and runs; none of them is NEEDED;
+# - a mem-only service (consumer/consumer.c) links libsluice.a with the
+#   static link line minus -lconfig -ljansson -lcurl, and runs; none of
+#   them is NEEDED;
 # - the control: a program that loads a policy file does not link so
 #   (else the first check would prove nothing);
 # - a client that only plans retries links libsluice-client (shared and
