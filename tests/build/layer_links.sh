@@ -7,7 +7,8 @@
 #   (else the first check would prove nothing);
 # - a client that only plans retries links libsluice-client (shared and
 #   static) alone, and runs; neither it nor the library NEEDs anything of
-#   the policy, HTTP renderer, events or stores.
+#   the policy, HTTP renderer, events or stores; it exports only public
+#   names that libsluice exports too.
 # --no-as-needed: every library named on the line is recorded, so what is
 # absent was never on it.
 set -u
@@ -62,6 +63,14 @@ has_none "$build/libsluice-client.so" $forbidden && ok
 if $cc -o "$tmp/client-static" "$src/tests/build/layer_client.c" \
      "$build/libsluice-client.a" 2>"$tmp/cs.log" && "$tmp/client-static"; then ok; else
   cat "$tmp/cs.log"; bad "client program did not link libsluice-client.a alone, or failed"; fi
+
+# Its exports: public names only, each one libsluice exports too.
+exports() { nm -D --defined-only "$1" | awk '$2 ~ /^[TDRB]$/ {print $3}' | sed 's/@.*//' | sort -u; }
+exports "$build/libsluice.so" > "$tmp/all"
+exports "$build/libsluice-client.so" > "$tmp/client"
+extra=$(comm -13 "$tmp/all" "$tmp/client"; grep -v '^sluice_[a-z]' "$tmp/client")
+if [ -s "$tmp/client" ] && [ -z "$extra" ]; then ok; else
+  bad "libsluice-client exports what libsluice does not, or an internal name: ${extra:-nothing at all}"; fi
 
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]
