@@ -43,7 +43,6 @@ LAYERS = {
 }
 # Headers made at build time, by name, and the folder that makes them.
 GENERATED = {"sluice_rcl_script.h": "backends/redis"}
-# The private headers an allowed one includes come with it.
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 
 
@@ -140,7 +139,8 @@ def main(argv):
         errs += check_file(root, rel)
     for e in errs:
         print(e)
-    print("%d files, %d passed, %d failed" % (len(files), len(files) - len({e.split(":")[0] for e in errs}), len(errs)))
+    bad = len({e.split(":")[0] for e in errs})
+    print("%d files, %d passed, %d failed" % (len(files), len(files) - bad, bad))
     return 1 if errs else 0
 
 
