@@ -8,7 +8,7 @@
 #ifndef SLUICE_LMDB_INT_H
 #define SLUICE_LMDB_INT_H
 
-#include "algo/program_int.h"
+#include "program_int.h"
 #include "backends.h"
 #include "lmdb_gate.h"
 #include "sluice.h"

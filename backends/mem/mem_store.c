@@ -22,7 +22,7 @@
 ** evict a penalty box nor refund a bucket.
 **
 ** huge_pages=1: a shard's table of 1 MiB or more is its own mapping,
-** advised to use transparent huge pages (lib/huge.c), instead of coming
+** advised to use transparent huge pages (lib/core/huge.c), instead of coming
 ** from the allocator; at 10M keys a decision otherwise pays a TLB miss on
 ** top of its cache miss.  What the system gave is counted
 ** (SLUICE_CTL_MEM_HUGE): tables on huge pages, tables that fell back to
@@ -33,8 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algo/algo_int.h"
-#include "algo/program_int.h"
+#include "algo_int.h"
+#include "program_int.h"
 #include "backends.h"
 #include "huge.h"
 #include "sluice.h"

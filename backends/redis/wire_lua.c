@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "algo/distinct_estimate.h"
+#include "distinct_estimate.h"
 #include "wire.h"
 
 #define COUNT1(f) +1

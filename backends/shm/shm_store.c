@@ -127,8 +127,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "algo/algo_int.h"
-#include "algo/program_int.h"
+#include "algo_int.h"
+#include "program_int.h"
 #include "backends.h"
 #include "huge.h"
 #include "sluice.h"

@@ -10,19 +10,7 @@
 #include <string.h>
 
 #include "sluice/algo.h"
-
-#if !defined(__SIZEOF_INT128__)
-#error "sluice needs a compiler with 128-bit integers (gcc or clang, 64-bit)"
-#endif
-__extension__ typedef __int128 sluice__i128;
-
-static inline int64_t sluice__clamp64(sluice__i128 x) {
-  if (x > (sluice__i128)INT64_MAX)
-    return INT64_MAX;
-  if (x < (sluice__i128)INT64_MIN)
-    return INT64_MIN;
-  return (int64_t)x;
-}
+#include "wide.h"
 
 /* Division rounding toward negative / positive infinity (d > 0). */
 /* 128-bit division is a library call costing tens of ns; the operands of a

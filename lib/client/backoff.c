@@ -33,7 +33,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/http_int.h"
+#include "rng.h"
+
+#define NS_PER_MS INT64_C(1000000)
 
 #define ONE_HOUR_MS INT64_C(3600000)
 /* A Retry-After this large (seconds) is read as "as long as can be said". */
@@ -242,7 +244,7 @@ int sluice_backoff_plan_next(sluice_backoff *b, const sluice_backoff_input *in,
 
   if (in->deadline_ns &&
       (in->deadline_ns < in->now_ns ||
-       wait > (in->deadline_ns - in->now_ns) / SLUICE__NS_PER_MS)) {
+       wait > (in->deadline_ns - in->now_ns) / NS_PER_MS)) {
     stop(p, SLUICE_BACKOFF_WHY_DEADLINE, have_floor ? floor_ms : 0);
     return SLUICE_OK;
   }

@@ -26,7 +26,7 @@
 ** little longer, never shorter.  Arithmetic is in 128 bits: cost * reset
 ** can pass 2^63 for valid inputs.
 */
-#include "http/http_int.h"
+#include "sluice.h"
 
 __extension__ typedef __int128 i128;
 

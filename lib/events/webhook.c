@@ -37,7 +37,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
-#include "../http/http_int.h"
+#include "rng.h"
 
 #define ID_LEN 32           /* hashed scope ids: 32 hex digits */
 #define ENDPOINT_LEN 112    /* "METHOD /route", truncated */

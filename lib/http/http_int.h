@@ -1,33 +1,15 @@
 /*
-** Internals shared by the HTTP surface and the client planner: the random
-** source and small integer helpers.
-**
-** Jitter is the only randomness in either layer.  A caller can inject a
-** source (tests do, to make every draw reproducible); otherwise each handle
-** owns a SplitMix64 generator seeded from the OS.  SplitMix64 is a counter
-** passed through a mixing function, so advancing it is one atomic
-** fetch-add: a handle shared by threads needs no lock and has no global
-** state.  Draws in a range use rejection, so no value is favoured.
+** Internals of the HTTP surface: the renderer handle, date arithmetic and
+** small integer helpers.  The jitter source is lib/util/rng.h, shared with
+** the client planner and the webhook sink, which may not see this header.
 */
 #ifndef SLUICE_HTTP_INT_H
 #define SLUICE_HTTP_INT_H
 
-#include <stdatomic.h>
 #include <stdint.h>
 
+#include "rng.h"
 #include "sluice.h"
-
-typedef struct sluice__rng {
-  uint64_t (*fn)(void *ud); /* injected source, or NULL */
-  void *ud;
-  _Atomic uint64_t ctr;     /* SplitMix64 state when fn is NULL */
-} sluice__rng;
-
-/* Seed from the OS unless a source is injected. */
-int sluice__rng_init(sluice__rng *r, uint64_t (*fn)(void *ud), void *ud);
-uint64_t sluice__rng_next(sluice__rng *r);
-/* Uniform in [0, n] (inclusive), n >= 0. */
-uint64_t sluice__rng_upto(sluice__rng *r, uint64_t n);
 
 /* ceil(a / b) for a >= 0, b > 0, without overflow. */
 static inline int64_t sluice__ceil_div64(int64_t a, int64_t b) {

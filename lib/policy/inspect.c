@@ -12,9 +12,9 @@
 */
 #include <string.h>
 
-#include "algo/algo_int.h"
 #include "keys.h"
 #include "policy_int.h"
+#include "wide.h"
 
 _Static_assert(SLUICE_INSPECT_SLOTS == SLUICE_GROUP_MAX, "lease slots");
 _Static_assert(SLUICE_INSPECT_ID_SIZE == SLUICE_SCOPE_ID_LEN + 1, "scope id");

@@ -70,9 +70,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algo/algo_int.h"
 #include "keys.h"
 #include "policy_int.h"
+#include "wide.h"
 
 #define NS SLUICE__NS_PER_S
 #define KEYLEN SLUICE__KEYLEN

@@ -217,7 +217,7 @@ Test(siphash, key_matters) {
 
 /* SipHash-c-d with a 128-bit output, written as plainly as the paper
 ** states it (byte-wise little-endian words, the rounds in a loop), so that
-** it shares no code with lib/siphash.c.  Checked against the 2-4 vectors
+** it shares no code with lib/core/siphash.c.  Checked against the 2-4 vectors
 ** first; then it is the reference for the library's 1-3 variant, for which
 ** the paper publishes no vectors. */
 static uint64_t rotl(uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }

@@ -1,12 +1,12 @@
 /*
-** The jitter source (see http_int.h for why SplitMix64 and why atomic).
+** The jitter source (see rng.h for why SplitMix64 and why atomic).
 **
 ** SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number
 ** generators", OOPSLA 2014) advances a 64-bit counter by the golden-ratio
 ** gamma and mixes it.  It is not cryptographic, and need not be: jitter
 ** only has to spread clients, not to be unpredictable to them.
 */
-#include "http_int.h"
+#include "rng.h"
 
 #define GAMMA UINT64_C(0x9e3779b97f4a7c15)
 

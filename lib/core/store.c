@@ -1,11 +1,9 @@
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
-#include "algo/program_int.h"
+#include "program_int.h"
 #include "store.h"
 
 static void *libc_malloc(void *ud, size_t n) {
@@ -65,23 +63,6 @@ void sluice_store_free(sluice_store *s, void *p, size_t n) {
                                                 : &sluice__libc_allocator;
   if (p)
     a->xFree(a->ud, p, n);
-}
-
-int sluice_random_bytes(void *buf, size_t n) {
-  uint8_t *p = (uint8_t *)buf;
-  if (!buf && n)
-    return SLUICE_EINVAL;
-  while (n > 0) {
-    ssize_t r = getrandom(p, n, 0);
-    if (r < 0) {
-      if (errno == EINTR)
-        continue;
-      return SLUICE_EIO;
-    }
-    p += r;
-    n -= (size_t)r;
-  }
-  return SLUICE_OK;
 }
 
 int sluice__store_open(const sluice_backend *b, const char *uri,

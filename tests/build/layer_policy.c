@@ -1,0 +1,11 @@
+/* The control of tests/build/layer_links.sh: a program that loads a policy
+** file needs libconfig, so its static link without -lconfig must fail.
+** If it did not, the check that the mem-only program links without
+** libconfig would prove nothing. */
+#include <sluice.h>
+
+int main(int argc, char **argv) {
+  sluice_policy_config cfg;
+  char err[256];
+  return argc > 1 && sluice_policy_config_load(argv[1], &cfg, err, sizeof err);
+}
