@@ -413,12 +413,11 @@ static int mem_apply_one(mem_store *m, const sluice_op *op, int64_t now,
     in = sh->slots[at].st;
   else
     memset(&in, 0, sizeof in);
-  *rc = sluice__op_step_valid(op, &in, &out, now, v);
+  *rc = sluice__op_step_one(op, &in, &out, now, v, &e);
   if (*rc != SLUICE_OK) {
     pthread_mutex_unlock(&sh->mu);
     return 1;
   }
-  e = sluice_op_expiry(op, 0, &out);
   if (e > now && at >= 0) {
     sl = &sh->slots[at];
   } else if (e > now && (sh->used + 1) * 4 <= sh->cap * 3 &&

@@ -50,6 +50,18 @@ static inline int64_t sluice__window_start(int64_t now, int64_t w) {
   return now - now % w;
 }
 
+/* sluice_gcra_params_check() inline, for validation on the hot path. */
+static inline int sluice__gcra_params_ok(const sluice_gcra_params *p) {
+  int64_t tau;
+  if (p->rate < 1 || p->rate > ((int64_t)1 << 32) || p->period_ns < 1 ||
+      p->period_ns > SLUICE_DURATION_MAX || p->burst < 1 ||
+      p->burst > SLUICE_COUNT_MAX)
+    return 0;
+  /* Both are positive here: an int64 overflow means past 2^62 as well. */
+  return !__builtin_mul_overflow(p->burst, p->period_ns, &tau) &&
+         tau <= ((int64_t)1 << 62);
+}
+
 static inline void sluice__verdict_reset(sluice_verdict *v, int64_t now) {
   memset(v, 0, sizeof *v);
   v->now_ns = now;
@@ -61,6 +73,30 @@ static inline void sluice__verdict_reset(sluice_verdict *v, int64_t now) {
 int sluice__op_step_valid(const sluice_op *op, const sluice_state *in,
                           sluice_state *out, int64_t now_ns,
                           sluice_verdict *v);
+
+/* The hot path of a store, for a validated single-key op: the step (in
+** may equal out) and the new record's expiry in one call, equal to
+** sluice__op_step_valid() then sluice_op_expiry(op, 0, out).  One GCRA
+** bucket goes straight to its step, with no dispatch on the way. */
+void sluice__gcra_one(const sluice_gcra_params *p, int kind, int64_t cost,
+                      const sluice_state *in, sluice_state *out, int64_t now,
+                      sluice_verdict *v, int64_t *expiry);
+static inline int sluice__op_step_one(const sluice_op *op,
+                                      const sluice_state *in,
+                                      sluice_state *out, int64_t now_ns,
+                                      sluice_verdict *v, int64_t *expiry) {
+  int rc;
+  if (op->algo == SLUICE_ALGO_GCRA && op->nkeys == 1 && in && out && v &&
+      now_ns >= 0) {
+    sluice__gcra_one((const sluice_gcra_params *)op->params, op->kind,
+                     op->arg, in, out, now_ns, v, expiry);
+    return SLUICE_OK;
+  }
+  rc = sluice__op_step_valid(op, in, out, now_ns, v);
+  if (rc == SLUICE_OK)
+    *expiry = sluice_op_expiry(op, 0, out);
+  return rc;
+}
 
 /* The single-key entry points (sluice_gcra_step() and friends): one op on
 ** one anonymous key, through the full validation of sluice_op_step(). */

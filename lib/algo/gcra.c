@@ -32,16 +32,7 @@
 #include "algo_int.h"
 
 int sluice_gcra_params_check(const sluice_gcra_params *p) {
-  if (!p || p->rate < 1 || p->rate > ((int64_t)1 << 32) || p->period_ns < 1 ||
-      p->period_ns > SLUICE_DURATION_MAX || p->burst < 1 ||
-      p->burst > SLUICE_COUNT_MAX)
-    return SLUICE_EINVAL;
-  /* Both are positive here: an int64 overflow means past 2^62 as well. */
-  int64_t tau;
-  if (__builtin_mul_overflow(p->burst, p->period_ns, &tau) ||
-      tau > ((int64_t)1 << 62))
-    return SLUICE_EINVAL;
-  return SLUICE_OK;
+  return p && sluice__gcra_params_ok(p) ? SLUICE_OK : SLUICE_EINVAL;
 }
 
 /* The TAT is unsigned: a charge made near now = INT64_MAX puts it past
@@ -322,6 +313,14 @@ int sluice__gcra_group(const sluice_op *op, const sluice_state *in,
     return gcra_single((const sluice_gcra_params *)op->params, op->kind,
                        op->arg, in, out, now, v);
   return gcra_group_n(op, in, out, now, v);
+}
+
+void sluice__gcra_one(const sluice_gcra_params *p, int kind, int64_t cost,
+                      const sluice_state *in, sluice_state *out, int64_t now,
+                      sluice_verdict *v, int64_t *expiry) {
+  sluice__verdict_reset(v, now);
+  gcra_single(p, kind, cost, in, out, now, v);
+  *expiry = sluice__gcra_expiry(p, out);
 }
 
 int sluice_gcra_step(const sluice_gcra_params *p, const sluice_state *in,

@@ -74,8 +74,32 @@ static int amount_check(const sluice_op *op, int64_t cap) {
   return SLUICE_OK;
 }
 
+/* One GCRA bucket, the shape of nearly every decision, checked without the
+** dispatch and the loops of the general path: the same checks, in the
+** same order, with the same codes (tests/unit/test_op.c compares them). */
+static int validate_gcra1(const sluice_op *op) {
+  const sluice_gcra_params *p = (const sluice_gcra_params *)op->params;
+  const sluice_key *k = op->keys;
+  if (!sluice__gcra_params_ok(p) || op->kind == SLUICE_OP_COUNT)
+    return SLUICE_EINVAL;
+  if (op->kind == SLUICE_OP_PEEK) {
+    if (op->arg < 0 || op->arg > p->burst)
+      return SLUICE_ERANGE;
+  } else if (op->kind != SLUICE_OP_CONSUME) {
+    return SLUICE_EINVAL;
+  } else if (op->arg < 1 || op->arg > SLUICE_COUNT_MAX || op->arg > p->burst) {
+    return SLUICE_ERANGE;
+  }
+  return (!k || !k->data || k->len == 0 || k->len > SLUICE_KEY_MAX)
+             ? SLUICE_EKEY
+             : SLUICE_OK;
+}
+
 int sluice_op_validate(const sluice_op *op) {
-  int rc = sluice__op_validate_shape(op);
+  int rc;
+  if (op && op->params && op->nkeys == 1 && op->algo == SLUICE_ALGO_GCRA)
+    return validate_gcra1(op);
+  rc = sluice__op_validate_shape(op);
   return rc != SLUICE_OK ? rc : sluice__keys_check(op);
 }
 
