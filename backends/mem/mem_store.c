@@ -458,16 +458,19 @@ static int mem_run(sluice_store *s, const sluice_program *p, int64_t now,
 }
 
 /* A batch on a big table is a string of independent memory misses, one per
-** key; deciding op after op leaves them in series.  So each run of
-** MANY_RUN ops is hashed first and every key's home slot prefetched, and
-** then the ops are decided in order, one by one as mem_apply() decides them
-** (the same verdicts, in the same order: the prefetch changes nothing), a
+** key; deciding op after op leaves them in series.  So the batch runs as a
+** pipeline over a ring of fingerprints: MANY_AHEAD ops ahead of the one
+** being decided, an op's keys are hashed and their slots prefetched; then
+** the ops are decided in order, one by one as mem_apply() decides them (the
+** same verdicts, in the same order: the prefetch changes nothing), a
 ** single-key op on the fingerprint already made.  The prefetch reads a
 ** shard's table pointer and size without its lock (atomic loads; a rebuild
 ** stores them atomically): a stale pair points at a table being replaced,
 ** and a prefetch of it costs a useless line fetch at worst (a prefetch
-** never faults).  Keys of groups are hashed again when decided. */
-#define MANY_RUN 16
+** never faults).  Keys of groups are hashed again when decided.  Sixteen
+** ahead: about a DRAM latency of work (16 hashes, or the decisions of the
+** ops between), and as many misses as the core keeps in flight. */
+#define MANY_AHEAD 16
 
 /* The lines a decision reads: a 48-byte slot straddles two cache lines
 ** for every other home, and a key is one past its home about a third of
@@ -492,25 +495,30 @@ static inline void prefetch_home(mem_store *m, const fpkey *f) {
     __builtin_prefetch(a + 2 * sizeof(slot) - 1, 1);
 }
 
+static void many_stage(mem_store *m, const sluice_op *op, fpkey *first) {
+  for (int i = 0; i < op->nkeys; i++) {
+    fpkey k = fingerprint(m, &op->keys[i]);
+    if (i == 0)
+      *first = k;
+    prefetch_home(m, &k);
+  }
+}
+
 static int mem_apply_many(sluice_store *s, int n, const sluice_op *ops,
                           int64_t now, sluice_verdict *vs, int *rcs) {
   mem_store *m = (mem_store *)s;
-  fpkey f[MANY_RUN];
-  for (int at = 0; at < n; at += MANY_RUN) {
-    int end = n - at < MANY_RUN ? n : at + MANY_RUN;
-    for (int j = at; j < end; j++)
-      for (int i = 0; i < ops[j].nkeys; i++) {
-        fpkey k = fingerprint(m, &ops[j].keys[i]);
-        if (i == 0)
-          f[j - at] = k;
-        prefetch_home(m, &k);
-      }
-    for (int j = at; j < end; j++) {
-      if (ops[j].nkeys == 1 &&
-          mem_apply_one(m, &ops[j], now, &vs[j], &rcs[j], &f[j - at]))
-        continue;
-      rcs[j] = mem_apply(s, &ops[j], now, &vs[j]);
-    }
+  fpkey ring[MANY_AHEAD];
+  int j;
+  for (j = 0; j < n && j < MANY_AHEAD; j++)
+    many_stage(m, &ops[j], &ring[j]);
+  for (j = 0; j < n; j++) {
+    fpkey f = ring[j % MANY_AHEAD];
+    /* Its ring entry is free: it takes the op MANY_AHEAD on. */
+    if (j + MANY_AHEAD < n)
+      many_stage(m, &ops[j + MANY_AHEAD], &ring[j % MANY_AHEAD]);
+    if (ops[j].nkeys == 1 && mem_apply_one(m, &ops[j], now, &vs[j], &rcs[j], &f))
+      continue;
+    rcs[j] = mem_apply(s, &ops[j], now, &vs[j]);
   }
   return SLUICE_OK;
 }
