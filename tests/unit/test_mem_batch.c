@@ -10,8 +10,8 @@
 ** (the core batches the valid rest; it checks a run of ops of one shape
 ** once, and every op's keys) and, with max_keys, ops refused with
 ** SLUICE_EFULL; they are up to 25 times longer than the prefetch distance.
-** For mem, threads deciding in batches on shared keys admit exactly each
-** burst (the shm stress suite has the multi-process version).
+** Threads deciding in batches: mem_batch_threads.c (a plain program, so
+** that it runs under TSan); processes: the shm stress suite.
 */
 #include "unit.h"
 
@@ -197,91 +197,6 @@ Test(mem_batch, long_batches_with_repeated_keys_as_one_by_one) {
 
 Test(mem_batch, shape_checked_per_op) { shape_runs("mem"); }
 
-/* Threads deciding in batches on shared keys with the clock stopped: each
-** key admits exactly its burst, never more (a batch's ops are each atomic;
-** the prefetch that reads a shard's table without its lock, while other
-** threads' new keys grow that table, changes no verdict).  Under
-** -Db_sanitize=thread this is also the data-race check of the batch path. */
-#include <pthread.h>
-#include <stdatomic.h>
-
-#define TB_THREADS 4
-#define TB_KEYS 4
-#define TB_BATCH 40
-
-typedef struct tb_arg {
-  sluice_limiter *l;
-  int id;
-  _Atomic long *admitted; /* [TB_KEYS] */
-  _Atomic long *errors;
-} tb_arg;
-
-static const sluice_gcra_params tb_p = {1, HOUR, 1500};
-
-static void *tb_thread(void *p) {
-  tb_arg *t = p;
-  rng r = {(uint64_t)t->id + 77};
-  char grow[32];
-  for (int round = 0; round < 100; round++) {
-    sluice_key k[TB_BATCH];
-    sluice_op ops[TB_BATCH];
-    sluice_verdict v[TB_BATCH];
-    int rcs[TB_BATCH], w[TB_BATCH];
-    char names[TB_BATCH][16];
-    for (int b = 0; b < TB_BATCH; b++) {
-      /* a key twice in a row half the time */
-      w[b] = b % 2 && rng_next(&r) % 2 ? w[b - 1]
-                                       : (int)rng_range(&r, 0, TB_KEYS - 1);
-      snprintf(names[b], sizeof names[b], "tb-%d", w[b]);
-      k[b] = (sluice_key){names[b], strlen(names[b])};
-      ops[b] = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k[b],
-                           &tb_p, 1, 0};
-    }
-    if (sluice_limiter_apply_many(t->l, TB_BATCH, ops, v, rcs) != SLUICE_OK)
-      atomic_fetch_add(t->errors, 1);
-    for (int b = 0; b < TB_BATCH; b++) {
-      if (rcs[b] != SLUICE_OK)
-        atomic_fetch_add(t->errors, 1);
-      else if (v[b].allowed)
-        atomic_fetch_add(&t->admitted[w[b]], 1);
-    }
-    /* new keys of its own, so that shard tables grow under the batches */
-    for (int i = 0; i < 20; i++) {
-      sluice_verdict gv;
-      snprintf(grow, sizeof grow, "tb-grow-%d-%d-%d", t->id, round, i);
-      if (sluice_limiter_take(t->l, grow, strlen(grow), &tb_p, 1, &gv) !=
-          SLUICE_OK)
-        atomic_fetch_add(t->errors, 1);
-    }
-  }
-  return NULL;
-}
-
-Test(mem_batch_threads, batches_admit_exactly_each_burst) {
-  sluice_clock *c;
-  sluice_limiter *l;
-  pthread_t th[TB_THREADS];
-  tb_arg args[TB_THREADS];
-  static _Atomic long admitted[TB_KEYS], errors;
-  cr_assert_eq(sluice_clock_manual(1000 * SEC, &c), SLUICE_OK);
-  l = open_at(c, "mem");
-  for (int i = 0; i < TB_THREADS; i++) {
-    args[i] = (tb_arg){l, i, admitted, &errors};
-    cr_assert_eq(pthread_create(&th[i], NULL, tb_thread, &args[i]), 0);
-  }
-  for (int i = 0; i < TB_THREADS; i++)
-    pthread_join(th[i], NULL);
-  cr_assert_eq(atomic_load(&errors), 0);
-  /* 4 threads x 100 batches x 40 ops over 4 keys: every key was asked
-  ** about 4000 times for its burst of 1500, most of them while the other
-  ** threads were asking too (a lost update would admit more) */
-  for (int i = 0; i < TB_KEYS; i++)
-    cr_assert_eq(atomic_load(&admitted[i]), tb_p.burst,
-                 "key %d admitted %ld of a burst of %lld", i,
-                 atomic_load(&admitted[i]), (long long)tb_p.burst);
-  sluice_limiter_close(l);
-  sluice_clock_free(c);
-}
 #else
 #include <sys/mman.h>
 #include <unistd.h>
