@@ -878,21 +878,31 @@ static int shm_run(sluice_store *st, const sluice_program *p, int64_t now,
   return shm_job(st, &job, now, NULL);
 }
 
-/* A batch on a big table is a string of independent misses, one per key
-** (its home slot: meta and reach), which deciding op after op leaves in
-** series.  So each run of MANY_RUN ops is hashed first and every home slot
-** prefetched (both ends: a 48-byte slot may straddle two lines), and the
-** end of the slot after it (at a load of 3/4 a key is often one past its
-** home: 10-15% off a batch at 1M keys; four slots' worth was slower, too
-** many lines in flight), then the
-** ops are decided in order, each exactly as shm_apply() decides it, on
-** the hashes already made: the same verdicts in the same order.  A
-** prefetch reads nothing the decision relies on; a line another process
-** changes meanwhile is fetched again by the decision's own atomic loads.
-** Keys of a run are kept for MANY_KEYS at most; ops past that (large
-** groups) hash their keys again. */
-#define MANY_RUN 16
-#define MANY_KEYS (MANY_RUN * 2)
+/* A batch on a big table is a string of independent misses, one per key,
+** which deciding op after op leaves in series.  A key's lines form a
+** chain of two: its home slot (the reach, and the first metas) and, at a
+** 3/4 load, often a slot a few past it where the key lives, which is only
+** known once the home is read.  So the batch is a three-stage pipeline
+** over a ring of hashes:
+**  1. PIPE_AHEAD ops ahead: hash the op's keys and prefetch each home slot
+**     (both ends: a 48-byte slot may straddle two lines) and the end of
+**     the slot after it;
+**  2. CHAIN_AHEAD ops ahead, when the home line has had time to arrive:
+**     read the home's reach and prefetch the slots up to it (at most
+**     CHAIN_MAX past the two already fetched): the key lies within its
+**     home's reach (invariant d);
+**  3. decide the op, exactly as shm_apply() decides it, on the hashes
+**     already made: the same verdicts, in the same order.
+** A prefetch and the reach read in stage 2 are hints: nothing a decision
+** relies on comes from them (the decision reads the reach and every meta
+** again with its own atomic loads), so a line another process changes
+** meanwhile costs a second fetch, never a wrong verdict.  An op's first
+** MANY_KEYS keys are kept (a tenant + key group); larger groups hash their
+** keys again when decided. */
+#define PIPE_AHEAD 16
+#define CHAIN_AHEAD 8
+#define CHAIN_MAX 4
+#define MANY_KEYS 2
 
 /* Always inlined: as a function of its own GCC 12 finds it free of side
 ** effects (a prefetch is not one to its analysis) and drops the calls. */
@@ -908,29 +918,55 @@ static inline void prefetch_home(const shm_store *t, const khash *k) {
     __builtin_prefetch(s + 2 * sizeof(shm_slot) - 1, 1);
 }
 
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline void prefetch_chain(shm_store *t, const khash *k) {
+  uint32_t d, r = reach_of(t, k);
+  if (r > CHAIN_MAX + 1)
+    r = CHAIN_MAX + 1;
+  for (d = 2; d <= r; d++) {
+    const char *s = (const char *)slot_at(t, k, d);
+    __builtin_prefetch(s, 1);
+    __builtin_prefetch(s + sizeof(shm_slot) - 1, 1);
+  }
+}
+
+typedef struct many_ent {
+  khash k[MANY_KEYS];
+  int nk; /* keys hashed: the op's all, or 0 (hashed when decided) */
+} many_ent;
+
+static void many_stage1(shm_store *t, const sluice_op *op, many_ent *e) {
+  e->nk = op->nkeys <= MANY_KEYS ? op->nkeys : 0;
+  for (int i = 0; i < e->nk; i++) {
+    khash_of(t, &op->keys[i], &e->k[i]);
+    prefetch_home(t, &e->k[i]);
+  }
+}
+
+static void many_stage2(shm_store *t, const many_ent *e) {
+  for (int i = 0; i < e->nk; i++)
+    prefetch_chain(t, &e->k[i]);
+}
+
 static int shm_apply_many(sluice_store *st, int n, const sluice_op *ops,
                           int64_t now, sluice_verdict *vs, int *rcs) {
   shm_store *t = (shm_store *)st;
-  khash kh[MANY_KEYS];
-  int first[MANY_RUN]; /* ops[at + j]'s first hash in kh, or -1 */
-  for (int at = 0; at < n; at += MANY_RUN) {
-    int end = n - at < MANY_RUN ? n : at + MANY_RUN, used = 0;
-    for (int j = at; j < end; j++) {
-      int nk = ops[j].nkeys;
-      first[j - at] = -1;
-      if (used + nk > MANY_KEYS)
-        continue;
-      first[j - at] = used;
-      for (int i = 0; i < nk; i++) {
-        khash_of(t, &ops[j].keys[i], &kh[used]);
-        prefetch_home(t, &kh[used]);
-        used++;
-      }
-    }
-    for (int j = at; j < end; j++)
-      rcs[j] = shm_apply_hashed(st, &ops[j], now, &vs[j],
-                                first[j - at] < 0 ? NULL
-                                                  : &kh[first[j - at]]);
+  many_ent ring[PIPE_AHEAD];
+  int j;
+  for (j = 0; j < n && j < PIPE_AHEAD; j++)
+    many_stage1(t, &ops[j], &ring[j]);
+  for (j = 0; j < n && j < CHAIN_AHEAD; j++)
+    many_stage2(t, &ring[j]);
+  for (j = 0; j < n; j++) {
+    many_ent *e = &ring[j % PIPE_AHEAD];
+    rcs[j] = shm_apply_hashed(st, &ops[j], now, &vs[j], e->nk ? e->k : NULL);
+    /* e is decided: its ring entry takes the op PIPE_AHEAD on. */
+    if (j + PIPE_AHEAD < n)
+      many_stage1(t, &ops[j + PIPE_AHEAD], e);
+    if (j + CHAIN_AHEAD < n)
+      many_stage2(t, &ring[(j + CHAIN_AHEAD) % PIPE_AHEAD]);
   }
   return SLUICE_OK;
 }

@@ -206,14 +206,72 @@ static void assert_each_burst(int n) {
                  (long long)atomic_load(&sh->wide[i]));
 }
 
-Test(stress, frozen_time_every_key_admits_exactly_its_burst) {
-  setup_store("frozen", 8192, 100 * SEC);
-  cr_assert_eq(run_children(frozen_proc, NPROC), 0, "a worker failed");
+/* The workers of `proc` with the clock stopped: the hot key (asked more
+** than 3000 times) admitted exactly its burst of 1000, each wide key its
+** own. */
+static void frozen_run(const char *what, void (*proc)(int)) {
+  setup_store(what, 8192, 100 * SEC);
+  cr_assert_eq(run_children(proc, NPROC), 0, "a worker failed");
   cr_assert_eq(atomic_load(&sh->errors), 0);
-  /* 3600 attempts on a burst of 1000 with the clock stopped */
   cr_assert_eq(atomic_load(&sh->hot), 1000, "hot key admitted %lld",
                (long long)atomic_load(&sh->hot));
   assert_each_burst(NWIDE);
+}
+
+Test(stress, frozen_time_every_key_admits_exactly_its_burst) {
+  frozen_run("frozen", frozen_proc);
+}
+
+/* The same with every decision made in batches (apply_many: the pipeline
+** that hashes and prefetches ahead of the op it decides): 48 ops a batch,
+** the hot key every third op and each wide key twice in a row, so a key
+** comes back inside the prefetch distance of its own earlier op. */
+#define FB_BATCH 48
+
+static void frozen_batch_thread(targ *a) {
+  uint64_t seed = (uint64_t)(a->proc * 16 + a->thr + 51);
+  char names[FB_BATCH][32];
+  sluice_key k[FB_BATCH];
+  sluice_gcra_params p[FB_BATCH];
+  sluice_op ops[FB_BATCH];
+  sluice_verdict v[FB_BATCH];
+  int rcs[FB_BATCH], w[FB_BATCH];
+  int start = (int)(rnd(&seed) % NWIDE), at = 0;
+  for (int round = 0; round < 3 * NWIDE * 3 / FB_BATCH; round++) {
+    for (int b = 0; b < FB_BATCH; b++) {
+      if (b % 3 == 2) {
+        w[b] = -1;
+        k[b] = (sluice_key){"hot", 3};
+        p[b] = hot_frozen;
+      } else {
+        w[b] = (start + (at / 2) * 7) % NWIDE;
+        at++;
+        wide_key(names[b], sizeof names[b], w[b]);
+        k[b] = (sluice_key){names[b], strlen(names[b])};
+        p[b] = wide_params(w[b], 3600 * SEC);
+      }
+      ops[b] = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k[b],
+                           &p[b], 1, 0};
+    }
+    if (sluice_limiter_apply_many(a->lim, FB_BATCH, ops, v, rcs) != SLUICE_OK) {
+      atomic_fetch_add(&sh->errors, 1);
+      continue;
+    }
+    for (int b = 0; b < FB_BATCH; b++) {
+      if (rcs[b] != SLUICE_OK)
+        atomic_fetch_add(&sh->errors, 1);
+      else if (v[b].allowed)
+        atomic_fetch_add(w[b] < 0 ? &sh->hot : &sh->wide[w[b]], 1);
+    }
+  }
+}
+
+static void frozen_batch_proc(int proc) {
+  run_threads(proc, frozen_batch_thread, NTHR);
+}
+
+Test(stress, frozen_time_batches_admit_exactly_each_burst) {
+  frozen_run("frozen-batch", frozen_batch_proc);
 }
 
 /* ----------------------------- a tight table with deletes: the reach --- */
