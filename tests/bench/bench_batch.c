@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/shuffle.h"
 #include "dram_floor.h"
 #include "sluice.h"
 #include "sluice/sluice_mem.h"
@@ -54,11 +55,6 @@ static double cpu(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static uint64_t rnd(uint64_t *x) {
-  *x = *x * 6364136223846793005ULL + 1442695040888963407ULL;
-  return *x >> 33;
-}
-
 static void die(const char *what, int rc) {
   fprintf(stderr, "bench-batch: %s: %s\n", what, sluice_strerror(rc));
   exit(1);
@@ -67,18 +63,11 @@ static void die(const char *what, int rc) {
 /* keyseq[i]: the i-th key of a shuffled pass over keys 0..n-1. */
 static void make_keys(int n) {
   int *perm = malloc(sizeof *perm * (size_t)n);
-  uint64_t x = 7;
   free(keyseq);
   keyseq = malloc(sizeof *keyseq * (size_t)n);
   if (!perm || !keyseq)
     die("keys", SLUICE_ENOMEM);
-  for (int i = 0; i < n; i++)
-    perm[i] = i;
-  for (int i = n - 1; i > 0; i--) {
-    int j = (int)(rnd(&x) % (uint64_t)(i + 1)), t = perm[i];
-    perm[i] = perm[j];
-    perm[j] = t;
-  }
+  shuffled_indices(perm, n, 7);
   for (int i = 0; i < n; i++)
     snprintf(keyseq[i], KEYLEN, "k:%012d", perm[i]);
   free(perm);

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "algo/algo_int.h" /* sluice__gcra_force_wide */
+#include "../common/shuffle.h"
 #include "dram_floor.h"
 #include "sluice.h"
 #include "sluice/sluice_mem.h"
@@ -69,27 +70,15 @@ typedef struct job {
 static char (*keyseq)[2][KEYLEN];
 static int made; /* keys in keyseq */
 
-static uint64_t rnd(uint64_t *x) {
-  *x = *x * 6364136223846793005ULL + 1442695040888963407ULL;
-  return *x >> 33;
-}
-
 static void make_keys(int n) {
   int *perm = malloc(sizeof *perm * (size_t)n);
-  uint64_t x = 7;
   free(keyseq);
   keyseq = malloc(sizeof *keyseq * (size_t)n);
   if (!perm || !keyseq) {
     fprintf(stderr, "bench-core: out of memory\n");
     exit(1);
   }
-  for (int i = 0; i < n; i++)
-    perm[i] = i;
-  for (int i = n - 1; i > 0; i--) {
-    int j = (int)(rnd(&x) % (uint64_t)(i + 1)), t = perm[i];
-    perm[i] = perm[j];
-    perm[j] = t;
-  }
+  shuffled_indices(perm, n, 7);
   for (int i = 0; i < n; i++) {
     snprintf(keyseq[i][0], KEYLEN, "rl:{t:%08d}:kb", perm[i]);
     snprintf(keyseq[i][1], KEYLEN, "rl:{t:%08d}:tb", perm[i]);
