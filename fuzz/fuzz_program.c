@@ -141,6 +141,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int i, rc, vrc, mrc;
 
   memset(st, 0, sizeof st);
+  memset(&p, 0, sizeof p);
   p.keys = keys;
   p.nkeys = NREC;
   p.nsteps = (int)fz_range(&f, 5, SLUICE_PROGRAM_STEPS);

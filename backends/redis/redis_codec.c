@@ -315,6 +315,7 @@ static int decode_program(const redisReply *rep, const sluice_program *p,
       rep->len != SLUICE_WIRE_PROG_HEADER +
                       SLUICE_WIRE_VERDICT * (size_t)p->nsteps)
     return SLUICE_EBACKEND;
+  memset(res->reserved, 0, sizeof res->reserved);
   res->allowed = (int)le32(b + SLUICE_WIRE_PROG_ALLOWED);
   res->denied_by = (int)le32(b + SLUICE_WIRE_PROG_DENIED_BY);
   res->ran = le32(b + SLUICE_WIRE_PROG_RAN);

@@ -191,6 +191,10 @@ typedef struct sluice_op {
   const void *params;
   int64_t arg; /**< cost / count (1..SLUICE_COUNT_MAX), or minimum level */
   uint64_t id; /**< lease id (nonzero) or distinct item hash */
+  /** Must be zero (SLUICE_EINVAL otherwise): room for later fields, so
+   *  that an op array keeps its stride.  Initialise ops with `= {0}` or
+   *  designated initialisers.  48 + 16 = 64 bytes: one cache line. */
+  int64_t reserved[2];
 } sluice_op;
 
 /** Verdict flags. */
@@ -216,11 +220,15 @@ typedef struct sluice_verdict {
   uint64_t lease_id;         /**< lease granted, released or renewed */
   int64_t now_ns;            /**< the time the step ran at (a Redis
                                   backend reports the server's TIME) */
+  /** Zeroed by the library: room for later fields.  80 + 16 = 96 bytes,
+   *  so that in an array two verdicts fill three cache lines exactly and
+   *  none starts off a 32-byte boundary. */
+  int64_t reserved[2];
 } sluice_verdict;
 
 /** @brief Check an operation's shape and parameters without running it.
- *  @return SLUICE_OK, SLUICE_EINVAL (bad algo/kind/params/nkeys),
- *  SLUICE_ERANGE (cost 0, negative, larger than can ever fit, or above
+ *  @return SLUICE_OK, SLUICE_EINVAL (bad algo/kind/params/nkeys, a
+ *  reserved word not zero), SLUICE_ERANGE (cost 0, negative, larger than can ever fit, or above
  *  SLUICE_COUNT_MAX), SLUICE_EKEY (empty/oversized key, mixed hash tags). */
 SLUICE_EXPORT int sluice_op_validate(const sluice_op *op);
 

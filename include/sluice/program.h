@@ -83,6 +83,10 @@ typedef struct sluice_step {
   int fold;           /**< enum sluice_fold */
   int ttl_from;       /**< LEASE only: 0, or SLUICE_TTL_OF(k) for k < this
                            step */
+  /** Must be zero (SLUICE_EINVAL otherwise): room for later fields, e.g.
+   *  a third condition.  64 + 16 = 80 bytes; a program's few steps are
+   *  read once per run, so room counts for more than the line. */
+  int64_t reserved[2];
 } sluice_step;
 
 /** A program: its records (keys, all with one hash tag, no key twice) and
@@ -95,6 +99,7 @@ typedef struct sluice_program {
   const sluice_key *keys;
   int nsteps;
   const sluice_step *steps;
+  int64_t reserved[2]; /**< must be zero (SLUICE_EINVAL otherwise) */
 } sluice_program;
 
 /** What a program decided. */
@@ -103,13 +108,17 @@ typedef struct sluice_program_result {
   int denied_by;    /**< the GATE step that denied, or -1 */
   uint32_t ran;     /**< bit i: step i ran */
   int64_t now_ns;   /**< the time it ran at (a Redis store's TIME) */
+  /** Zeroed by the library: room for later fields.  It brings the header
+   *  to 64 bytes, so that the verdicts start a cache line into it. */
+  int64_t reserved[5];
   /** Step i's verdict; zeroed (now_ns set) when it did not run. */
   sluice_verdict v[SLUICE_PROGRAM_STEPS];
 } sluice_program_result;
 
 /** @brief Check a program's shape, steps and keys without running it.
  *  @return SLUICE_OK, SLUICE_EINVAL (a malformed step, guard, range or
- *  fold; a record unused or used by two algorithms), SLUICE_ERANGE and
+ *  fold; a record unused or used by two algorithms; a reserved word of the
+ *  program or of a step not zero), SLUICE_ERANGE and
  *  SLUICE_EKEY as sluice_op_validate() for its steps and keys. */
 SLUICE_EXPORT int sluice_program_validate(const sluice_program *p);
 

@@ -76,6 +76,7 @@ typedef struct sluice_redis_node_of {
   int slot;       /**< out: 0..16383 */
   int port;       /**< out: 0 if unknown */
   char host[64];  /**< out */
+  int64_t reserved[5]; /**< in: must be zero (SLUICE_EINVAL otherwise) */
 } sluice_redis_node_of;
 
 #endif

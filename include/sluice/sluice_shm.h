@@ -46,7 +46,8 @@
                                       huge pages, 0 huge_pages=1 fell back
                                       to normal ones, -1 not asked */
 
-/** Table statistics.  Set now_ns before the call (0: the real clock); live
+/** Table statistics.  Set now_ns before the call (0: the real clock) and
+ *  zero the rest (`sluice_shm_stats st = {0};`); live
  *  counts records that have not expired at now_ns (an O(slots) scan). */
 typedef struct sluice_shm_stats {
   int64_t now_ns;        /**< in */
@@ -63,6 +64,9 @@ typedef struct sluice_shm_stats {
                               slot; as it nears probe_window, new keys near
                               the longest clusters risk SLUICE_EFULL before
                               capacity (docs/shm.md) */
+  /** In: must be zero (SLUICE_EINVAL otherwise); out: zero.  Room for six
+   *  more counters (it grew from 72 to 80 bytes once without it). */
+  int64_t reserved[6];
 } sluice_shm_stats;
 
 #endif

@@ -1,10 +1,13 @@
 /*
 ** sluice/version.h -- library version and ABI statement.
 **
-** ABI: within one major version, symbols are only added, public structs that
-** callers allocate only grow into their reserved[] padding, and vtables only
-** grow at the end (see sluice/backend.h).  The shared object's soname carries
-** the ABI version, which is separate from the project version below.
+** ABI (docs/abi.md): within one major version, symbols are only added,
+** public structs that callers allocate or pass in arrays only grow into their
+** reserved[] words, and vtables only grow at the end (see sluice/backend.h).
+** Reserved words are zero: the library refuses a caller's struct with one set
+** (SLUICE_EINVAL) and zeroes them in what it fills.  The shared object
+** carries the ABI version (abi_version in meson.build), which is separate
+** from the project version below.
 */
 #ifndef SLUICE_VERSION_H
 #define SLUICE_VERSION_H

@@ -76,6 +76,7 @@ typedef struct sluice_webhook_stats {
   uint64_t retries;   /**< attempts after the first */
   uint64_t abandoned; /**< still queued when the sink was closed */
   uint64_t depth;     /**< waiting now (a gauge) */
+  uint64_t reserved[5]; /**< zeroed: room for five more counters */
 } sluice_webhook_stats;
 
 /** @brief Open a sink and start its thread.

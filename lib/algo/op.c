@@ -107,6 +107,10 @@ int sluice__op_validate_shape(const sluice_op *op) {
   int i, rc;
   if (!op || !op->params || op->nkeys < 1 || op->nkeys > SLUICE_GROUP_MAX)
     return SLUICE_EINVAL;
+  /* Refused now so that a later version can give these words a meaning
+  ** without an old caller's garbage in them being read as one. */
+  if ((op->reserved[0] | op->reserved[1]) != 0)
+    return SLUICE_EINVAL;
   switch (op->algo) {
   case SLUICE_ALGO_GCRA: {
     const sluice_gcra_params *p = (const sluice_gcra_params *)op->params;

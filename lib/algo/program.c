@@ -19,6 +19,7 @@ void sluice_program_step_op(const sluice_program *p, int i, sluice_op *op) {
   op->params = s->params;
   op->arg = s->arg;
   op->id = s->id;
+  op->reserved[0] = op->reserved[1] = 0;
 }
 
 static int when_ok(int when, int ref, int i) {
@@ -89,12 +90,13 @@ int sluice_program_validate(const sluice_program *p) {
   int i, rc;
   if (!p || !p->keys || !p->steps || p->nkeys < 1 ||
       p->nkeys > SLUICE_PROGRAM_KEYS || p->nsteps < 1 ||
-      p->nsteps > SLUICE_PROGRAM_STEPS)
+      p->nsteps > SLUICE_PROGRAM_STEPS ||
+      (p->reserved[0] | p->reserved[1]) != 0) /* room for later: zero now */
     return SLUICE_EINVAL;
   for (i = 0; i < p->nsteps; i++) {
     const sluice_step *s = &p->steps[i];
     sluice_op op;
-    if (s->key < 0 || s->nkeys < 1 || s->key > p->nkeys - s->nkeys ||
+    if ((s->reserved[0] | s->reserved[1]) != 0 || s->key < 0 || s->nkeys < 1 || s->key > p->nkeys - s->nkeys ||
         !when_ok(s->when, s->ref, i) || !when_ok(s->when2, s->ref2, i) ||
         (s->fold != SLUICE_FOLD_GATE && s->fold != SLUICE_FOLD_NOTE) ||
         s->ttl_from < 0 || s->ttl_from > i ||
@@ -109,6 +111,7 @@ int sluice_program_validate(const sluice_program *p) {
   if (rc != SLUICE_OK)
     return rc;
   /* One hash tag, no key twice, across the whole record table. */
+  memset(&all, 0, sizeof all);
   all.nkeys = p->nkeys;
   all.keys = p->keys;
   return sluice__keys_check(&all);
@@ -157,6 +160,7 @@ void sluice__program_op(const sluice_program *p, int i,
 }
 
 void sluice__program_start(sluice_program_result *r, int64_t now) {
+  memset(r->reserved, 0, sizeof r->reserved);
   r->allowed = 1;
   r->denied_by = -1;
   r->ran = 0;

@@ -519,7 +519,7 @@ static void emit(ctx *c, int type, int scope_kind, int level,
 static int apply(ctx *c, int algo, int kind, int nkeys, const sluice_key *k,
                  const void *params, int64_t arg, uint64_t id,
                  sluice_verdict *v) {
-  sluice_op op;
+  sluice_op op = {0}; /* the reserved words too */
   int rc;
   op.algo = algo;
   op.kind = kind;
@@ -654,7 +654,7 @@ static void when(prog *g, int i, int w, int ref, int fold) {
 }
 
 static int run(ctx *c, prog *g, sluice_program_result *r) {
-  sluice_program pr;
+  sluice_program pr = {0}; /* the reserved words too */
   int rc;
   pr.nkeys = g->nk;
   pr.keys = g->keys;
@@ -1074,7 +1074,7 @@ static void failure_mode(ctx *c, int err, sluice_decision *d) {
     const sluice__tier_rt *r = &p->rt[c->tier];
     char tb[KEYLEN], kb[KEYLEN];
     sluice_key kbk[2];
-    sluice_op op;
+    sluice_op op = {0}; /* the reserved words too */
     sluice_verdict v;
     int rc;
     int64_t cap = r->degraded[0].burst < r->degraded[1].burst

@@ -194,6 +194,7 @@ static int run_line(ctx *c, sluice_limiter *lim, sluice_clock *clk, char *s, con
     return -1;
   }
   *arrow = '\0';
+  memset(&op, 0, sizeof op);
   for (char *x = strtok(s, " \t"); x && n < 8; x = strtok(NULL, " \t"))
     tok[n++] = x;
   if (n != 6) {

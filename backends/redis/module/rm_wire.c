@@ -81,6 +81,7 @@ static void get_header(smod_call *c, const unsigned char *a) {
   c->server_time = nh < 0;
   c->now = c->server_time ? 0 : (int64_t)id_of(nh, nl);
   c->min_ttl_ms = H(MIN_TTL_MS);
+  memset(&c->op, 0, sizeof c->op); /* its reserved words must be zero */
   c->op.kind = (int)H(KIND);
   c->op.arg = H(ARG);
   c->op.id = id_of(H(ID_HI), H(ID_LO));
@@ -106,6 +107,7 @@ static int decode_program(smod_call *c, const unsigned char *a, size_t n,
     int64_t np;
     if (at + SLUICE_WIRE_STEP > n)
       return bad(why, "EINVAL malformed program");
+    memset(st, 0, sizeof *st); /* its reserved words must be zero */
 #define S(f) smod_le64(s + 8 * SLUICE_WIRE_STEP_##f)
     np = S(NPARAMS);
     if (np < 0 || (size_t)np > n - at - SLUICE_WIRE_STEP)
@@ -131,6 +133,7 @@ static int decode_program(smod_call *c, const unsigned char *a, size_t n,
   }
   if (at != n)
     return bad(why, "EINVAL malformed program");
+  memset(&c->prog, 0, sizeof c->prog);
   c->prog.nkeys = nkeys;
   c->prog.keys = smod_anon_keys;
   c->prog.nsteps = (int)nsteps;
