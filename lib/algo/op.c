@@ -80,6 +80,8 @@ static int amount_check(const sluice_op *op, int64_t cap) {
 static int validate_gcra1(const sluice_op *op) {
   const sluice_gcra_params *p = (const sluice_gcra_params *)op->params;
   const sluice_key *k = op->keys;
+  if ((op->reserved[0] | op->reserved[1]) != 0)
+    return SLUICE_EINVAL; /* as sluice__op_validate_shape(), first */
   if (!sluice__gcra_params_ok(p) || op->kind == SLUICE_OP_COUNT)
     return SLUICE_EINVAL;
   if (op->kind == SLUICE_OP_PEEK) {
