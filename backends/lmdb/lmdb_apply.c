@@ -10,7 +10,7 @@
 ** failure that poisoned the transaction (0 when the failure was the op's
 ** own and the transaction can go on); *dirty is set when anything was
 ** written. */
-static int apply_in_txn(lmdb_store *s, MDB_txn *txn, const sluice__job *job,
+static int apply_in_txn(lmdb_store *s, MDB_txn *txn, const sluice_job *job,
                         int64_t now, int *dirty, int *mdbrc, int dry) {
   sluice_lmdb_env *e = s->e;
   sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
@@ -45,11 +45,11 @@ static int apply_in_txn(lmdb_store *s, MDB_txn *txn, const sluice__job *job,
     else
       in[i] = old[i];
   }
-  rc = sluice__job_run(job, in, out, now);
+  rc = sluice_job_run(job, in, out, now);
   if (rc != SLUICE_OK)
     return rc;
   for (i = 0; i < job->nkeys; i++) {
-    int64_t exp = sluice__job_expiry(job, i, &out[i]);
+    int64_t exp = sluice_job_expiry(job, i, &out[i]);
     MDB_val k, val;
     unsigned char rec[REC_SIZE];
     sluice__lmdb_key_map(e, &job->keys[i], kbuf, &k);
@@ -91,7 +91,7 @@ needs_write:
 /* The write path: one write transaction, retried once after MDB_MAP_FULL
 ** if room could be found.  With nowait, give up (SLUICE_EBUSY) rather than
 ** wait for another writer. */
-static int apply_write(lmdb_store *s, const sluice__job *job, int64_t now,
+static int apply_write(lmdb_store *s, const sluice_job *job, int64_t now,
                        int nowait) {
   sluice_store *base = &s->base;
   int attempt, rc = SLUICE_OK;
@@ -121,11 +121,11 @@ static int apply_write(lmdb_store *s, const sluice__job *job, int64_t now,
 ** record after all (so the stored state stays exactly what the mem store
 ** would hold), which keeps checks cheap and keeps them answering while a
 ** writer is stuck.  An op or a whole program: one transaction either way. */
-static int lmdb_job(sluice_store *base, const sluice__job *job, int64_t now) {
+static int lmdb_job(sluice_store *base, const sluice_job *job, int64_t now) {
   lmdb_store *s = (lmdb_store *)base;
   sluice_verdict dv;
   sluice_program_result dres;
-  sluice__job dry = *job;
+  sluice_job dry = *job;
   MDB_txn *txn;
   int dirty = 0, mdbrc = MDB_SUCCESS, rc = sluice__lmdb_fork_check(s);
   if (rc != SLUICE_OK)
@@ -133,7 +133,7 @@ static int lmdb_job(sluice_store *base, const sluice__job *job, int64_t now) {
   if (s->rdonly)
     return sluice_store_seterr(base, SLUICE_EPERM, 0,
                                "lmdb: store opened read-only");
-  if (!sluice__job_read_only(job))
+  if (!sluice_job_read_only(job))
     return apply_write(s, job, now, 0);
   /* The dry run answers into its own result: the write below may fail and
   ** then the dry one stands. */
@@ -160,21 +160,21 @@ static int lmdb_job(sluice_store *base, const sluice__job *job, int64_t now) {
 
 int sluice__lmdb_apply(sluice_store *base, const sluice_op *op, int64_t now,
                        sluice_verdict *v) {
-  sluice__job job;
-  sluice__job_op(&job, op, v);
+  sluice_job job;
+  sluice_job_op(&job, op, v);
   return lmdb_job(base, &job, now);
 }
 
 int sluice__lmdb_run(sluice_store *base, const sluice_program *p, int64_t now,
                      sluice_program_result *res) {
-  sluice__job job;
-  sluice__job_prog(&job, p, res);
+  sluice_job job;
+  sluice_job_program(&job, p, res);
   return lmdb_job(base, &job, now);
 }
 
 /* A batch of jobs (job(i, &j) makes the i-th): one write transaction. */
 static int lmdb_batch(sluice_store *base, int n, int64_t now, int *rcs,
-                      void (*job)(const void *, int, sluice__job *),
+                      void (*job)(const void *, int, sluice_job *),
                       const void *ctx) {
   lmdb_store *s = (lmdb_store *)base;
   int attempt, i, rc = sluice__lmdb_fork_check(s);
@@ -188,7 +188,7 @@ static int lmdb_batch(sluice_store *base, int n, int64_t now, int *rcs,
     if (rc != SLUICE_OK)
       break;
     for (i = 0; i < n && mdbrc == MDB_SUCCESS; i++) {
-      sluice__job j;
+      sluice_job j;
       job(ctx, i, &j);
       rcs[i] = apply_in_txn(s, txn, &j, now, &dirty, &mdbrc, 0);
     }
@@ -225,13 +225,13 @@ typedef struct batch_progs {
   sluice_program_result *res;
 } batch_progs;
 
-static void op_job(const void *ctx, int i, sluice__job *j) {
+static void op_job(const void *ctx, int i, sluice_job *j) {
   const batch_ops *b = ctx;
-  sluice__job_op(j, &b->ops[i], &b->vs[i]);
+  sluice_job_op(j, &b->ops[i], &b->vs[i]);
 }
-static void prog_job(const void *ctx, int i, sluice__job *j) {
+static void prog_job(const void *ctx, int i, sluice_job *j) {
   const batch_progs *b = ctx;
-  sluice__job_prog(j, &b->ps[i], &b->res[i]);
+  sluice_job_program(j, &b->ps[i], &b->res[i]);
 }
 
 int sluice__lmdb_apply_many(sluice_store *base, int n, const sluice_op *ops,

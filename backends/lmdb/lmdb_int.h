@@ -8,7 +8,6 @@
 #ifndef SLUICE_LMDB_INT_H
 #define SLUICE_LMDB_INT_H
 
-#include "program_int.h"
 #include "backends.h"
 #include "lmdb_gate.h"
 #include "sluice.h"

@@ -37,7 +37,8 @@
 **
 ** Failure.  Every LMDB failure aborts the transaction, so nothing of the
 ** decision is written, and is reported as a SLUICE_E* code with LMDB's
-** message in the store's errstr and its code in backend_err.  MDB_MAP_FULL
+** message as the store's error detail (sluice_store_seterr) and its code as
+** the backend code.  MDB_MAP_FULL
 ** is first met by clearing stale reader slots (a dead process's reader pins
 ** old pages) and adopting a map size another process has grown to, then
 ** retried once; otherwise it is SLUICE_EFULL until the map is grown with
@@ -604,4 +605,4 @@ done:
 }
 
 const sluice_backend sluice__backend_lmdb = {
-    2, (int)sizeof(lmdb_store), "lmdb", NULL, lmdb_open, lmdb_params};
+    SLUICE_BACKEND_CLASS_VERSION, (int)sizeof(lmdb_store), "lmdb", NULL, lmdb_open, lmdb_params};

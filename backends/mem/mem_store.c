@@ -33,8 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algo_int.h"
-#include "program_int.h"
 #include "backends.h"
 #include "huge.h"
 #include "sluice.h"
@@ -275,7 +273,7 @@ static int claim_keys(mem_store *m, int64_t n) {
   return SLUICE_OK;
 }
 
-static int mem_apply_locked(mem_store *m, const sluice__job *job,
+static int mem_apply_locked(mem_store *m, const sluice_job *job,
                             const fpkey *f, int64_t now) {
   sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
   int64_t exp[SLUICE_PROGRAM_KEYS];
@@ -293,13 +291,13 @@ static int mem_apply_locked(mem_store *m, const sluice__job *job,
     else
       memset(&in[i], 0, sizeof in[i]);
   }
-  rc = sluice__job_run(job, in, out, now);
+  rc = sluice_job_run(job, in, out, now);
   if (rc != SLUICE_OK)
     return rc;
   /* Everything that can fail happens before the first write. */
   memset(need, 0, sizeof need);
   for (i = 0; i < n; i++) {
-    exp[i] = sluice__job_expiry(job, i, &out[i]);
+    exp[i] = sluice_job_expiry(job, i, &out[i]);
     if (at[i] < 0 && exp[i] > now) {
       need[shard_of(&f[i])]++;
       nnew++;
@@ -365,7 +363,7 @@ static int64_t sweep_all(mem_store *m, int64_t now) {
 
 /* An op or a program: every record's shard locked (ascending), the step
 ** or the whole program run under them. */
-static int mem_job(sluice_store *s, const sluice__job *job, int64_t now) {
+static int mem_job(sluice_store *s, const sluice_job *job, int64_t now) {
   mem_store *m = (mem_store *)s;
   fpkey f[SLUICE_PROGRAM_KEYS];
   int i, rc, n = job->nkeys;
@@ -413,7 +411,7 @@ static int mem_apply_one(mem_store *m, const sluice_op *op, int64_t now,
     in = sh->slots[at].st;
   else
     memset(&in, 0, sizeof in);
-  *rc = sluice__op_step_one(op, &in, &out, now, v, &e);
+  *rc = sluice_op_step_single(op, &in, &out, now, v, &e);
   if (*rc != SLUICE_OK) {
     pthread_mutex_unlock(&sh->mu);
     return 1;
@@ -441,18 +439,18 @@ static int mem_apply_one(mem_store *m, const sluice_op *op, int64_t now,
 
 static int mem_apply(sluice_store *s, const sluice_op *op, int64_t now,
                      sluice_verdict *v) {
-  sluice__job job;
+  sluice_job job;
   int rc;
   if (op->nkeys == 1 && mem_apply_one((mem_store *)s, op, now, v, &rc, NULL))
     return rc;
-  sluice__job_op(&job, op, v);
+  sluice_job_op(&job, op, v);
   return mem_job(s, &job, now);
 }
 
 static int mem_run(sluice_store *s, const sluice_program *p, int64_t now,
                    sluice_program_result *res) {
-  sluice__job job;
-  sluice__job_prog(&job, p, res);
+  sluice_job job;
+  sluice_job_program(&job, p, res);
   return mem_job(s, &job, now);
 }
 
@@ -652,6 +650,7 @@ static int mem_open(const sluice_backend *b, const char *uri,
 
 static const char *const mem_params[] = {"max_keys", "huge_pages", NULL};
 
-const sluice_backend sluice__backend_mem = {2,    (int)sizeof(mem_store),
+const sluice_backend sluice__backend_mem = {SLUICE_BACKEND_CLASS_VERSION,
+                                            (int)sizeof(mem_store),
                                             "mem", NULL,
                                             mem_open, mem_params};

@@ -17,7 +17,6 @@
 
 #include "backends.h"
 #include "redis_conn.h"
-#include "store.h"
 #include "sluice.h"
 #include <sluice/sluice_redis.h>
 #include "wire.h"

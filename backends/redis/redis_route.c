@@ -361,13 +361,10 @@ rcl_store *sluice__rcl_lane_lock(rcl_store *home) {
   return l;
 }
 
-/* A lane's error detail becomes the store's (what sluice_limiter_errmsg
-** reads); lane 0 writes the store's own. */
+/* A lane is a copy of the home store, its base included: its pCore is the
+** store's, so the error detail a lane sets is already the store's (what
+** sluice_limiter_errmsg reads), under the core's lock. */
 void sluice__rcl_lane_unlock(rcl_store *home, rcl_store *l) {
-  if (l != home && l->base.errstr[0]) {
-    sluice_store_seterr(&home->base, SLUICE_EBACKEND, l->base.backend_err,
-                        "%s", l->base.errstr);
-    l->base.errstr[0] = '\0';
-  }
+  (void)home;
   pthread_mutex_unlock(&l->mu);
 }

@@ -361,7 +361,7 @@ static const char *const known_params[] = {
 ** checks "k=v" strings only, leaves its check to the backend. */
 static int check_params(sluice_store *s, const char *uri) {
   char msg[512];
-  int rc = sluice__uri_check("redis", uri, known_params, msg, sizeof msg);
+  int rc = sluice_uri_check("redis", uri, known_params, msg, sizeof msg);
   return rc == SLUICE_OK ? rc : sluice_store_seterr(s, rc, 0, "%s", msg);
 }
 
@@ -439,8 +439,6 @@ static int make_lanes(rcl_store *r, int pool) {
       sluice_store_free(&r->base, l, sizeof *l);
       return SLUICE_ENOMEM;
     }
-    l->base.errstr[0] = '\0';
-    l->base.errlock = 0;
     l->lanes = NULL;
     l->nlanes = 0;
     l->url_params = NULL;
@@ -582,8 +580,7 @@ static int rcl_open_as(const char *uri, const sluice_store_config *cfg,
     return r->hard_rc;
   if (make_lanes(r, pool) != SLUICE_OK)
     return sluice_store_seterr(s, SLUICE_ENOMEM, 0, "redis: out of memory");
-  s->errstr[0] = '\0';
-  s->backend_err = 0;
+  (void)sluice_store_seterr(s, SLUICE_OK, 0, NULL); /* connects that failed */
   return SLUICE_OK;
 }
 
@@ -600,10 +597,10 @@ static int rcls_open(const sluice_backend *b, const char *uri,
   return rcl_open_as(uri, cfg, s, 1);
 }
 
-const sluice_backend sluice__backend_redis = {2, (int)sizeof(rcl_store),
+const sluice_backend sluice__backend_redis = {SLUICE_BACKEND_CLASS_VERSION, (int)sizeof(rcl_store),
                                               "redis", NULL, rcl_open,
                                               known_params};
-const sluice_backend sluice__backend_rediss = {2, (int)sizeof(rcl_store),
+const sluice_backend sluice__backend_rediss = {SLUICE_BACKEND_CLASS_VERSION, (int)sizeof(rcl_store),
                                                "rediss", NULL, rcls_open,
                                                known_params};
 

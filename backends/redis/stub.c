@@ -13,6 +13,8 @@ static int redis_stub_open(const sluice_backend *b, const char *uri,
 }
 
 const sluice_backend sluice__backend_redis = {
-    1, (int)sizeof(sluice_store), "redis", NULL, redis_stub_open};
+    SLUICE_BACKEND_CLASS_VERSION, (int)sizeof(sluice_store), "redis", NULL,
+    redis_stub_open};
 const sluice_backend sluice__backend_rediss = {
-    1, (int)sizeof(sluice_store), "rediss", NULL, redis_stub_open};
+    SLUICE_BACKEND_CLASS_VERSION, (int)sizeof(sluice_store), "rediss", NULL,
+    redis_stub_open};

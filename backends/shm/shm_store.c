@@ -81,7 +81,7 @@
 ** the fresh record, and if the group would now be denied the records
 ** already charged are rolled back: an exact CAS, or, when another process
 ** has written the record since, a CAS that takes out this write alone
-** (sluice__job_undo; docs/shm.md says where that is exact).  So
+** (sluice_job_undo; docs/shm.md says where that is exact).  So
 ** the per-key bound  admitted <= burst + rate * elapsed  holds under any
 ** interleaving and any crash, give or take the one inexact refund (rate *
 ** the clock difference of two racing decisions, once per busy period); a crash loses at most the decision in flight
@@ -127,8 +127,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "algo_int.h"
-#include "program_int.h"
 #include "backends.h"
 #include "huge.h"
 #include "sluice.h"
@@ -542,15 +540,15 @@ typedef struct member {
   int done;         /* written */
 } member;
 
-static void decode(member *g, const sluice__job *job, int i, int64_t now) {
+static void decode(member *g, const sluice_job *job, int i, int64_t now) {
   g->in.w[0] = g->x[0] ^ g->mk[0];
   g->in.w[1] = g->x[1] ^ g->mk[1];
-  if (sluice__job_expiry(job, i, &g->in) <= now)
+  if (sluice_job_expiry(job, i, &g->in) <= now)
     memset(&g->in, 0, sizeof g->in);
 }
 
 /* Read member i's state and check its binding still holds. */
-static int member_read(shm_store *t, member *g, const sluice__job *job, int i,
+static int member_read(shm_store *t, member *g, const sluice_job *job, int i,
                        int64_t now) {
   shm_slot *s;
   uint64_t m[2];
@@ -583,14 +581,14 @@ static void encode(const member *g, const sluice_state *st, uint64_t out[2]) {
   out[1] = st->w[1] ^ g->mk[1];
 }
 
-static int run_step(const sluice__job *job, member *g, int64_t now) {
+static int run_step(const sluice_job *job, member *g, int64_t now) {
   sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
   int i, rc;
   for (i = 0; i < job->nkeys; i++)
     in[i] = g[i].in;
   /* The core validated the op before xApply; a retry re-runs only the
   ** step, which keeps the window between read and CAS short. */
-  rc = sluice__job_run(job, in, out, now);
+  rc = sluice_job_run(job, in, out, now);
   if (rc != SLUICE_OK)
     return rc;
   for (i = 0; i < job->nkeys; i++) {
@@ -602,10 +600,10 @@ static int run_step(const sluice__job *job, member *g, int64_t now) {
 
 /* Undo the writes already made: an exact CAS back to the pre-image; when
 ** others have written the record since, re-read it and take out only this
-** write's contribution (sluice__job_undo: the charge, the count, the slot),
+** write's contribution (sluice_job_undo: the charge, the count, the slot),
 ** so that a denial leaves no charge behind even under contention.  What
 ** the undo cannot take out exactly stays (only under-admits). */
-static void rollback(shm_store *t, member *g, int n, const sluice__job *job,
+static void rollback(shm_store *t, member *g, int n, const sluice_job *job,
                      int64_t now) {
   int i;
   for (i = 0; i < n; i++) {
@@ -627,7 +625,7 @@ static void rollback(shm_store *t, member *g, int n, const sluice__job *job,
         break;
       now_is.w[0] = cur[0] ^ g[i].mk[0];
       now_is.w[1] = cur[1] ^ g[i].mk[1];
-      if (!sluice__job_undo(job, i, &g[i].in, &g[i].out, &now_is, now, &fixed))
+      if (!sluice_job_undo(job, i, &g[i].in, &g[i].out, &now_is, now, &fixed))
         break;
       exp[0] = cur[0];
       exp[1] = cur[1];
@@ -652,7 +650,7 @@ static unsigned lost_cas_pause(unsigned spins) {
 }
 
 /* Write the changed members in order.  1: committed; 0: start over. */
-static int commit(shm_store *t, member *g, const sluice__job *job,
+static int commit(shm_store *t, member *g, const sluice_job *job,
                   int64_t now) {
   int i, j, any = 0, tight = 0, n = job->nkeys;
   unsigned backoff = BACKOFF_MIN;
@@ -662,7 +660,7 @@ static int commit(shm_store *t, member *g, const sluice__job *job,
       continue;
     for (;;) {
       uint64_t set[2], cur[2];
-      int64_t e = sluice__job_expiry(job, i, &g[i].out);
+      int64_t e = sluice_job_expiry(job, i, &g[i].out);
       if (!raise_expiry(s, g[i].m, e, now)) {
         rollback(t, g, i, job, now);
         return 0;
@@ -731,13 +729,13 @@ static int commit(shm_store *t, member *g, const sluice__job *job,
 ** Records its steps may write are not watched: a lease slot that another
 ** process took meanwhile does not undo a grant of another slot, and undoing
 ** a release that someone has already used cannot succeed. */
-static int unchanged_since_read(shm_store *t, const sluice__job *job,
+static int unchanged_since_read(shm_store *t, const sluice_job *job,
                                 member *g, int n, int64_t now) {
   int i;
   for (i = 0; i < n; i++) {
     uint64_t x[2], m[2];
     shm_slot *s;
-    if (g[i].need || !sluice__job_watched(job, i))
+    if (g[i].need || !sluice_job_watched(job, i))
       continue;
     if (!g[i].bound) {
       uint32_t d;
@@ -758,7 +756,7 @@ static int unchanged_since_read(shm_store *t, const sluice__job *job,
 /* An op or a program over its records, lock-free. */
 /* `pre`: the keys' hashes, already made (a batch makes them ahead to
 ** prefetch their slots), or NULL. */
-static int shm_job(sluice_store *st, const sluice__job *job, int64_t now,
+static int shm_job(sluice_store *st, const sluice_job *job, int64_t now,
                    const khash *pre) {
   shm_store *t = (shm_store *)st;
   member g[SLUICE_PROGRAM_KEYS];
@@ -855,11 +853,11 @@ static int shm_job(sluice_store *st, const sluice__job *job, int64_t now,
 
 static int shm_apply_hashed(sluice_store *st, const sluice_op *op,
                             int64_t now, sluice_verdict *v, const khash *pre) {
-  sluice__job job;
+  sluice_job job;
   sluice_verdict vv;
   int rc;
   /* The verdict of the run that committed, not of an abandoned retry. */
-  sluice__job_op(&job, op, &vv);
+  sluice_job_op(&job, op, &vv);
   rc = shm_job(st, &job, now, pre);
   if (rc == SLUICE_OK)
     *v = vv;
@@ -873,8 +871,8 @@ static int shm_apply(sluice_store *st, const sluice_op *op, int64_t now,
 
 static int shm_run(sluice_store *st, const sluice_program *p, int64_t now,
                    sluice_program_result *res) {
-  sluice__job job;
-  sluice__job_prog(&job, p, res);
+  sluice_job job;
+  sluice_job_program(&job, p, res);
   return shm_job(st, &job, now, NULL);
 }
 
@@ -1355,6 +1353,7 @@ fail:
 static const char *const shm_params[] = {"name", "fd", "capacity", "create",
                                          "huge_pages", NULL};
 
-const sluice_backend sluice__backend_shm = {2, (int)sizeof(shm_store), "shm",
+const sluice_backend sluice__backend_shm = {SLUICE_BACKEND_CLASS_VERSION,
+                                            (int)sizeof(shm_store), "shm",
                                             NULL, shm_open_store,
                                             shm_params};

@@ -110,7 +110,7 @@ static int lazy_open(const sluice_backend *b, const char *uri,
 
 void lazy_store_backend(sluice_backend *out, const char *real_uri) {
   memset(out, 0, sizeof *out);
-  out->iVersion = 1;
+  out->iVersion = SLUICE_BACKEND_CLASS_VERSION;
   out->szStore = (int)sizeof(lazy_store);
   out->zName = "lazy";
   out->pAppData = (void *)(uintptr_t)real_uri;

@@ -15,7 +15,8 @@
 ** pointer is non-NULL.  A changed method gets a new name (xApply2), never a
 ** changed signature.
 **
-** Everything not declared here or in sluice.h is private.
+** Everything not declared here or in sluice.h is private.  docs/backends.md
+** is the map: versions, the store's memory, the fast path, decorators.
 */
 #ifndef SLUICE_BACKEND_H
 #define SLUICE_BACKEND_H
@@ -30,7 +31,12 @@
 extern "C" {
 #endif
 
-#define SLUICE_BACKEND_VERSION 3
+/* Version 4: struct sluice_store holds only pMethods, pBackend and pCore
+** (was: the allocator, the error detail and its lock too, embedded in every
+** backend); backend classes declare iVersion 3, and the core refuses older
+** ones; the public store wrappers (sluice_store_open ...) and the fast path
+** (sluice_job_*) are new.  Version 3: xRun, xRunMany. */
+#define SLUICE_BACKEND_VERSION 4
 
 typedef struct sluice_backend sluice_backend;
 typedef struct sluice_store sluice_store;
@@ -53,18 +59,30 @@ typedef struct sluice_allocator {
 #define SLUICE_CAP_NATIVE_ALGO 0x10u   /**< steps run in the server (Redis) */
 #define SLUICE_CAP_OWN_CLOCK 0x20u     /**< decisions use the store's time */
 
-/** Base class of an open store.  Backends subclass it by embedding it as
- *  their first member.  The core owns every field here. */
+/** The core's record of an open store (allocator, error detail and its
+ *  lock, the store string).  Private: backends never see inside it. */
+typedef struct sluice_store_core sluice_store_core;
+
+/** Bytes of a store's error detail, the terminating NUL included: longer
+ *  messages are truncated. */
+#define SLUICE_STORE_ERRLEN 128
+
+/** Base class of an open store: only what a backend needs.  Backends
+ *  subclass it by embedding it as their first member.  The core allocates
+ *  the subclass (szStore bytes, zeroed) with its own record in front of it,
+ *  sets pBackend and pCore, and calls xOpen.
+ *
+ *  Version 4 of this header (SLUICE_BACKEND_VERSION) cut this struct to
+ *  these three pointers: the allocator, the error detail and its lock are
+ *  the core's.  A backend reads its allocator as cfg->alloc in xOpen (or
+ *  allocates with sluice_store_malloc()), writes error detail with
+ *  sluice_store_seterr() and reads it with sluice_store_errmsg(). */
 struct sluice_store {
-  const sluice_store_methods *pMethods; /**< NULL or valid, even on failure */
-  const sluice_backend *pBackend;
-  const sluice_allocator *pAlloc; /**< never NULL while open */
-  int backend_err;                /**< backend-specific code of last error */
-  char errstr[128];               /**< detail of the last error, or "" */
-  /** Core-private: guards backend_err and errstr, which threads deciding on
-   *  one store may set at once.  Write them only with
-   *  sluice_store_seterr() once the store is open. */
-  int errlock;
+  const sluice_store_methods *pMethods; /**< the backend sets it in xOpen;
+                                             NULL or valid, even on failure;
+                                             NULL again once closed */
+  const sluice_backend *pBackend;       /**< its class (read-only) */
+  sluice_store_core *pCore;             /**< the core's: do not touch */
 };
 
 /** Store methods.  Every method returns SLUICE_OK or a negative code, and on
@@ -138,16 +156,23 @@ typedef struct sluice_store_config {
                                         replay`, which decides at the
                                         log's time) */
 
-/** A backend class. */
+/** A backend class.  iVersion is 3 (SLUICE_BACKEND_CLASS_VERSION): the
+ *  core refuses a class below 3 (SLUICE_EVERSION), since it was built
+ *  against the larger struct sluice_store of SLUICE_BACKEND_VERSION < 4 and
+ *  its subclass offsets are wrong.  Rebuild such a backend; its source
+ *  needs only sluice_store_seterr()/sluice_store_errmsg() where it touched
+ *  errstr or backend_err, and cfg->alloc where it read pAlloc. */
+#define SLUICE_BACKEND_CLASS_VERSION 3
 struct sluice_backend {
-  int iVersion;      /**< 1 or 2 */
+  int iVersion;      /**< SLUICE_BACKEND_CLASS_VERSION */
   int szStore;       /**< sizeof the backend's sluice_store subclass */
   const char *zName; /**< "mem", "shm", "lmdb", "redis" */
   void *pAppData;    /**< backend-private, never touched by the core */
   /** Open a store.  `uri` is the part after "NAME:" (possibly ""), valid
    *  until xClose; parse it with sluice_uri_param().  *pStore is zeroed and
    *  its base fields set; set pStore->pMethods as soon as xClose may be
-   *  called.  On failure return a negative code (and set errstr). */
+   *  called.  On failure return a negative code (and describe it with
+   *  sluice_store_seterr()). */
   int (*xOpen)(const sluice_backend *, const char *uri,
                const sluice_store_config *cfg, sluice_store *pStore);
   /* Methods above are version 1. */
@@ -156,20 +181,133 @@ struct sluice_backend {
    *  string that names a parameter not listed, names one twice, or has a
    *  segment without '=' (SLUICE_EINVAL, the message naming the known
    *  ones), so every backend follows the same rule and xOpen only reads
-   *  values.  A backend that grows a parameter adds its name here.  NULL
-   *  (or iVersion 1): the backend checks its own string. */
+   *  values.  A backend that grows a parameter adds its name here.  NULL:
+   *  the backend checks its own string. */
   const char *const *azParams;
-  /* Fields above are version 2. */
+  /* Fields above are version 2.  Version 3 adds no field: it says the
+  ** class was built against the three-pointer struct sluice_store. */
 };
+
+/* ------------------------------------------------ deciding in place ---
+** The fast path of a backend that runs C where its state lives (mem, shm,
+** lmdb, the Redis module; an outside backend alike): load the records of
+** one op or program, run it over them in place, write back the records with
+** their expiry.  A "job" is that one atomic unit, a plain op (xApply) or a
+** program (xRun), so one load / run / write-back code serves both methods.
+**
+** Trust: the core validates every op and program (sluice_op_validate(),
+** sluice_program_validate()) before it calls xApply, xApplyMany, xRun or
+** xRunMany, so these functions do not check them again: that second check
+** would cost every decision its key scan.  Hand them only what a method
+** received (or what you validated yourself); anything else is undefined.
+** They do check their own pointers and time (SLUICE_EINVAL).
+*/
+
+/** One atomic unit a backend runs.  Fill it with sluice_job_op() or
+ *  sluice_job_program(); read nkeys and keys, leave the rest alone.
+ *  Caller-allocated (on the stack); it borrows everything it points to. */
+typedef struct sluice_job {
+  const sluice_op *op;          /**< exactly one of op and prog */
+  const sluice_program *prog;
+  int nkeys;                    /**< records the job reads and writes */
+  const sluice_key *keys;       /**< their keys, nkeys of them */
+  sluice_verdict *v;            /**< op: its verdict */
+  sluice_program_result *res;   /**< program: its result */
+  void *reserved[2];            /**< zeroed by the constructors */
+} sluice_job;
+
+/** @brief A job of one validated op, answering into *v.
+ *  @return SLUICE_OK, or SLUICE_EINVAL when a pointer is NULL. */
+SLUICE_EXPORT int sluice_job_op(sluice_job *j, const sluice_op *op,
+                                sluice_verdict *v);
+/** @brief A job of one validated program, answering into *res.
+ *  @return SLUICE_OK, or SLUICE_EINVAL when a pointer is NULL. */
+SLUICE_EXPORT int sluice_job_program(sluice_job *j, const sluice_program *p,
+                                     sluice_program_result *res);
+/** @brief Run the job over its records (pure: no I/O, clock or allocation).
+ *  @param in   j->nkeys records as read: zeroed when absent or expired
+ *              (sluice_job_expiry() <= now_ns).
+ *  @param out  j->nkeys records to write back (may alias in).
+ *  @return SLUICE_OK with the verdict or result filled; SLUICE_EINVAL
+ *  (NULL pointer, now_ns < 0).  On an error nothing must be written. */
+SLUICE_EXPORT int sluice_job_run(const sluice_job *j, const sluice_state *in,
+                                 sluice_state *out, int64_t now_ns);
+/** @brief Expiry of record i as the job leaves it (`s`, after a run) or
+ *  finds it (`s` as stored: a record whose expiry is <= now is absent).
+ *  0 means "gone now": delete it rather than write it.  0 for a NULL
+ *  pointer or i out of range. */
+SLUICE_EXPORT int64_t sluice_job_expiry(const sluice_job *j, int i,
+                                        const sluice_state *s);
+/** @brief 1 when the job only reads (every step a PEEK or CHECK), so a
+ *  store may run it in a read-only transaction; 0 otherwise or NULL. */
+SLUICE_EXPORT int sluice_job_read_only(const sluice_job *j);
+/** @brief After a run: 1 when record i was only looked at (every step over
+ *  it that ran was a CHECK or PEEK, at least one).  Such a record decided
+ *  the outcome without being written, so a lock-free store must see it
+ *  unchanged at commit.  Always 0 for a plain op. */
+SLUICE_EXPORT int sluice_job_watched(const sluice_job *j, int i);
+/** @brief A lock-free store's rollback after its exact compare-and-swap
+ *  lost: record i as `cur` (what it holds now) with this job's write (`pre`
+ *  -> `post` at now_ns) taken out.  1: *out holds it; 0: leave the record
+ *  as it is (nothing can be taken out without handing back more than the
+ *  write took; keeping it only under-admits).  docs/shm.md says where the
+ *  undo is exact. */
+SLUICE_EXPORT int sluice_job_undo(const sluice_job *j, int i,
+                                  const sluice_state *pre,
+                                  const sluice_state *post,
+                                  const sluice_state *cur, int64_t now_ns,
+                                  sluice_state *out);
+
+/** @brief sluice_op_step() without the validation (see "Trust" above): the
+ *  cheapest way to decide one op a method received.  Same results. */
+SLUICE_EXPORT int sluice_op_step_validated(const sluice_op *op,
+                                           const sluice_state *in,
+                                           sluice_state *out, int64_t now_ns,
+                                           sluice_verdict *v);
+/** @brief A store's hot path for a validated op over one key (nkeys 1):
+ *  sluice_op_step_validated() and then sluice_op_expiry(op, 0, out), in one
+ *  call; a single GCRA bucket goes straight to its int64 step.  `in` may
+ *  equal `out`.  Same results as the two calls; SLUICE_EINVAL for an op
+ *  over more keys or a NULL expiry_ns. */
+SLUICE_EXPORT int sluice_op_step_single(const sluice_op *op,
+                                        const sluice_state *in,
+                                        sluice_state *out, int64_t now_ns,
+                                        sluice_verdict *v,
+                                        int64_t *expiry_ns);
+/** @brief sluice_op_validate() without the key checks: the algorithm, kind,
+ *  amount and parameters.  For a store whose keys are not sluice keys (the
+ *  Redis module gets the server's key names and checks those itself).
+ *  @return as sluice_op_validate(), never SLUICE_EKEY. */
+SLUICE_EXPORT int sluice_op_validate_params(const sluice_op *op);
+/** @brief The other half of sluice_op_validate(): the keys alone (present,
+ *  1..SLUICE_KEY_MAX bytes, one hash tag across a group, no key twice), for
+ *  an op whose parameters were already checked (a batch repeats one shape
+ *  over many keys).  @return SLUICE_OK or SLUICE_EKEY. */
+SLUICE_EXPORT int sluice_op_validate_keys(const sluice_op *op);
+
+/** @brief Run a program step by step through `apply`, one call per step
+ *  that its guard lets run (`p` validated, as for the job calls), with the same guards, folds and lease TTLs as
+ *  sluice_program_run().  For a store that cannot run a whole program as
+ *  one unit: NOT atomic (see xRun).  `apply` decides one op at now_ns into *v
+ *  and returns SLUICE_OK or an error, which stops the run and is returned.
+ *  @return SLUICE_OK; SLUICE_EINVAL for a NULL pointer or now_ns < 0; or
+ *  the first error of `apply` (the steps before it stay applied). */
+SLUICE_EXPORT int sluice_program_run_steps(
+    const sluice_program *p, int64_t now_ns, sluice_program_result *res,
+    int (*apply)(void *ctx, const sluice_op *op, int64_t now_ns,
+                 sluice_verdict *v),
+    void *ctx);
 
 /** @brief Find a built-in backend by name ("mem", "shm", "lmdb", "redis"),
  *  or NULL.  NULL or "" gives "mem".  A backend compiled out is still found;
  *  its xOpen returns SLUICE_ENOTSUP. */
 SLUICE_EXPORT const sluice_backend *sluice_backend_find(const char *name);
 
-/** @brief Record error detail on a store (printf-style, truncated to the
- *  errstr buffer).  Returns `err` so that backends can write
- *  `return sluice_store_seterr(s, SLUICE_EIO, errno, "open %s", path);`. */
+/** @brief Record error detail on a store (printf-style, truncated to
+ *  SLUICE_STORE_ERRLEN - 1 bytes; fmt NULL clears it).  Thread-safe.
+ *  Returns `err` so that backends can write
+ *  `return sluice_store_seterr(s, SLUICE_EIO, errno, "open %s", path);`.
+ *  A store the core did not open (pCore NULL) records nothing. */
 SLUICE_EXPORT int sluice_store_seterr(sluice_store *s, int err,
                                       int backend_err, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -177,11 +315,94 @@ SLUICE_EXPORT int sluice_store_seterr(sluice_store *s, int err,
 #endif
     ;
 
+/** @brief The detail of a store's last error ("" when none, or s is not an
+ *  open store).  A snapshot for the calling thread, valid until its next
+ *  call. */
+SLUICE_EXPORT const char *sluice_store_errmsg(sluice_store *s);
+/** @brief The backend-specific code of a store's last error, or 0. */
+SLUICE_EXPORT int sluice_store_errcode(sluice_store *s);
+
+/* ------------------------------------------------------ store wrappers ---
+** The core's side of the vtable, public so that a decorator (a backend that
+** wraps another store: fault injection, tracing, caching) opens and calls
+** its inner store exactly as the limiter does, with the same checks and
+** fallbacks.  A store is not a limiter: no clock (each call takes its
+** now_ns) and no monotonic clamp.
+**
+** Every wrapper validates its input as the limiter's calls do: a NULL
+** store, one not opened by sluice_store_open() or already closed gives
+** SLUICE_EINVAL; an op or program goes through sluice_op_validate() /
+** sluice_program_validate() before the backend sees it; a positive code a
+** backend returns becomes SLUICE_EBACKEND.  Methods a backend lacks get the
+** core's fallback (xApplyMany: one xApply per op; xRun: step by step, see
+** xRun; xGet, xDelete: SLUICE_ENOTSUP; xControl: SLUICE_ENOTFOUND).
+*/
+
+/** @brief Open a store of backend `b`.
+ *  @param uri    the part after "NAME:" ("" or NULL: none); copied.
+ *  @param alloc  NULL: the C library's.  Must outlive the store.
+ *  @param flags  SLUICE_OPEN_*; other bits are refused.
+ *  @param[out] out  the store, or NULL on failure (nothing to close).
+ *  @param errbuf,errlen  NULL/0, or where a failure is described.
+ *  @return SLUICE_OK; SLUICE_EINVAL (NULL out or b, unknown flag, a store
+ *  string the backend's azParams refuse); SLUICE_EVERSION (a class built
+ *  for an older struct sluice_store, or an incomplete method table);
+ *  SLUICE_ENOMEM; or the backend's error. */
+SLUICE_EXPORT int sluice_store_open(const sluice_backend *b, const char *uri,
+                                    const sluice_allocator *alloc,
+                                    unsigned flags, sluice_store **out,
+                                    char *errbuf, size_t errlen);
+/** @brief Close a store: xClose, then its memory goes back to the
+ *  allocator.  NULL-safe.  The store must not be used again. */
+SLUICE_EXPORT void sluice_store_close(sluice_store *s);
+/** @brief xApply after validation (as sluice_limiter_apply_at()). */
+SLUICE_EXPORT int sluice_store_apply(sluice_store *s, const sluice_op *op,
+                                     int64_t now_ns, sluice_verdict *v);
+/** @brief xApplyMany, or one xApply per op (as sluice_limiter_apply_many);
+ *  invalid ops get their own code in rcs[i] and are not sent. */
+SLUICE_EXPORT int sluice_store_apply_many(sluice_store *s, int n,
+                                          const sluice_op *ops,
+                                          int64_t now_ns, sluice_verdict *vs,
+                                          int *rcs);
+/** @brief xRun, or the step-by-step fallback (as sluice_limiter_run_at). */
+SLUICE_EXPORT int sluice_store_run(sluice_store *s, const sluice_program *p,
+                                   int64_t now_ns,
+                                   sluice_program_result *res);
+/** @brief xRunMany, or one run per program. */
+SLUICE_EXPORT int sluice_store_run_many(sluice_store *s, int n,
+                                        const sluice_program *ps,
+                                        int64_t now_ns,
+                                        sluice_program_result *res, int *rcs);
+/** @brief xGet (SLUICE_EKEY for a bad key, SLUICE_ENOTSUP without it). */
+SLUICE_EXPORT int sluice_store_get(sluice_store *s, const sluice_key *key,
+                                   int64_t now_ns, sluice_state *out,
+                                   int64_t *expires_ns);
+/** @brief xDelete (SLUICE_EKEY for a bad key, SLUICE_ENOTSUP without it). */
+SLUICE_EXPORT int sluice_store_delete(sluice_store *s, const sluice_key *key);
+/** @brief xControl (SLUICE_ENOTFOUND without it). */
+SLUICE_EXPORT int sluice_store_control(sluice_store *s, int op, void *arg);
+/** @brief xCapabilities: SLUICE_CAP_* bits; 0 without it or for a store
+ *  that is not open. */
+SLUICE_EXPORT unsigned sluice_store_capabilities(sluice_store *s);
+
 /** @brief Find `name` in a "k=v;k=v" URI parameter string.
  *  @return SLUICE_OK with *val and *len set (not NUL-terminated),
  *  SLUICE_ENOTFOUND when absent. */
 SLUICE_EXPORT int sluice_uri_param(const char *uri, const char *name,
                                    const char **val, size_t *len);
+/** @brief The core's check of a store string against a list of parameter
+ *  names (what it applies with azParams before xOpen): each non-empty
+ *  segment is NAME=VALUE with a listed NAME, given once.  For a backend
+ *  that rewrites another form (a redis:// URL) into parameters and checks
+ *  the result itself.
+ *  @param backend  the name messages start with (NULL: "store").
+ *  @param names    NULL-terminated list of known names.
+ *  @param err,errlen  where a refusal is described, naming the known ones
+ *                  (may be NULL/0).
+ *  @return SLUICE_OK, or SLUICE_EINVAL (also for a NULL uri or names). */
+SLUICE_EXPORT int sluice_uri_check(const char *backend, const char *uri,
+                                   const char *const *names, char *err,
+                                   size_t errlen);
 /** @brief Parse a URI parameter as a non-negative integer with an optional
  *  unit suffix k/m/g (x1024...).  *out keeps `dflt` when absent.
  *  @return SLUICE_OK, or SLUICE_EINVAL when present but malformed. */

@@ -73,36 +73,14 @@ static inline void sluice__verdict_reset(sluice_verdict *v, int64_t now) {
   v->now_ns = now;
 }
 
-/* sluice_op_step() for an op already through sluice_op_validate(): the
-** core validates before any backend sees an op, so built-in backends skip
-** the second check on the hot path. */
-int sluice__op_step_valid(const sluice_op *op, const sluice_state *in,
-                          sluice_state *out, int64_t now_ns,
-                          sluice_verdict *v);
-
 /* The hot path of a store, for a validated single-key op: the step (in
 ** may equal out) and the new record's expiry in one call, equal to
-** sluice__op_step_valid() then sluice_op_expiry(op, 0, out).  One GCRA
-** bucket goes straight to its step, with no dispatch on the way. */
+** sluice_op_step_validated() then sluice_op_expiry(op, 0, out).  One GCRA
+** bucket goes straight to its step, with no dispatch on the way
+** (sluice_op_step_single(), op.c). */
 void sluice__gcra_one(const sluice_gcra_params *p, int kind, int64_t cost,
                       const sluice_state *in, sluice_state *out, int64_t now,
                       sluice_verdict *v, int64_t *expiry);
-static inline int sluice__op_step_one(const sluice_op *op,
-                                      const sluice_state *in,
-                                      sluice_state *out, int64_t now_ns,
-                                      sluice_verdict *v, int64_t *expiry) {
-  int rc;
-  if (op->algo == SLUICE_ALGO_GCRA && op->nkeys == 1 && in && out && v &&
-      now_ns >= 0) {
-    sluice__gcra_one((const sluice_gcra_params *)op->params, op->kind,
-                     op->arg, in, out, now_ns, v, expiry);
-    return SLUICE_OK;
-  }
-  rc = sluice__op_step_valid(op, in, out, now_ns, v);
-  if (rc == SLUICE_OK)
-    *expiry = sluice_op_expiry(op, 0, out);
-  return rc;
-}
 
 /* The single-key entry points (sluice_gcra_step() and friends): one op on
 ** one anonymous key, through the full validation of sluice_op_step(). */

@@ -305,7 +305,7 @@ static int gcra_group_n(const sluice_op *op, const sluice_state *in,
 }
 
 /* A single bucket may be stepped in place (in == out): both single paths
-** read the record whole before they write it (sluice__op_step_valid()
+** read the record whole before they write it (sluice_op_step_validated()
 ** relies on this). */
 int sluice__gcra_group(const sluice_op *op, const sluice_state *in,
                        sluice_state *out, int64_t now, sluice_verdict *v) {

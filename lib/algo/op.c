@@ -7,6 +7,7 @@
 
 #include "algo_int.h"
 #include "program_int.h"
+#include "sluice/backend.h"
 
 void sluice_key_hashtag(const sluice_key *k, size_t *off, size_t *len) {
   const char *d = (const char *)k->data;
@@ -105,6 +106,14 @@ int sluice_op_validate(const sluice_op *op) {
   return rc != SLUICE_OK ? rc : sluice__keys_check(op);
 }
 
+int sluice_op_validate_params(const sluice_op *op) {
+  return sluice__op_validate_shape(op);
+}
+
+int sluice_op_validate_keys(const sluice_op *op) {
+  return op ? sluice__keys_check(op) : SLUICE_EKEY;
+}
+
 int sluice__op_validate_shape(const sluice_op *op) {
   int i, rc;
   if (!op || !op->params || op->nkeys < 1 || op->nkeys > SLUICE_GROUP_MAX)
@@ -180,10 +189,28 @@ int sluice_op_step(const sluice_op *op, const sluice_state *in,
   int rc = sluice_op_validate(op);
   if (rc != SLUICE_OK)
     return rc;
-  return sluice__op_step_valid(op, in, out, now_ns, v);
+  return sluice_op_step_validated(op, in, out, now_ns, v);
 }
 
-int sluice__op_step_valid(const sluice_op *op, const sluice_state *in,
+int sluice_op_step_single(const sluice_op *op, const sluice_state *in,
+                          sluice_state *out, int64_t now_ns,
+                          sluice_verdict *v, int64_t *expiry) {
+  int rc;
+  if (!op || op->nkeys != 1 || !expiry)
+    return SLUICE_EINVAL;
+  if (op->algo == SLUICE_ALGO_GCRA && op->nkeys == 1 && in && out && v &&
+      now_ns >= 0) {
+    sluice__gcra_one((const sluice_gcra_params *)op->params, op->kind,
+                     op->arg, in, out, now_ns, v, expiry);
+    return SLUICE_OK;
+  }
+  rc = sluice_op_step_validated(op, in, out, now_ns, v);
+  if (rc == SLUICE_OK)
+    *expiry = sluice_op_expiry(op, 0, out);
+  return rc;
+}
+
+int sluice_op_step_validated(const sluice_op *op, const sluice_state *in,
                           sluice_state *out, int64_t now_ns,
                           sluice_verdict *v) {
   sluice_state fresh[SLUICE_GROUP_MAX], tmp[SLUICE_GROUP_MAX];

@@ -9,6 +9,7 @@
 
 #include "algo_int.h"
 #include "program_int.h"
+#include "sluice/backend.h"
 
 void sluice_program_step_op(const sluice_program *p, int i, sluice_op *op) {
   const sluice_step *s = &p->steps[i];
@@ -197,7 +198,7 @@ int sluice__program_run_valid(const sluice_program *p, const sluice_state *in,
       continue;
     }
     sluice__program_op(p, i, r, &op, &lp);
-    rc = sluice__op_step_valid(&op, cur + s->key, cur + s->key, now, &r->v[i]);
+    rc = sluice_op_step_validated(&op, cur + s->key, cur + s->key, now, &r->v[i]);
     if (rc != SLUICE_OK)
       return rc;
     /* A gate's denial: the program charges nothing, so the records go back
@@ -237,46 +238,62 @@ int64_t sluice_program_expiry(const sluice_program *p, int i,
 
 /* ------------------------------------------------------------- jobs --- */
 
-void sluice__job_op(sluice__job *j, const sluice_op *op, sluice_verdict *v) {
+int sluice_job_op(sluice_job *j, const sluice_op *op, sluice_verdict *v) {
+  if (!j || !op || !v)
+    return SLUICE_EINVAL;
   j->op = op;
   j->prog = NULL;
   j->nkeys = op->nkeys;
   j->keys = op->keys;
   j->v = v;
   j->res = NULL;
+  j->reserved[0] = j->reserved[1] = NULL;
+  return SLUICE_OK;
 }
 
-void sluice__job_prog(sluice__job *j, const sluice_program *p,
-                      sluice_program_result *r) {
+int sluice_job_program(sluice_job *j, const sluice_program *p,
+                       sluice_program_result *r) {
+  if (!j || !p || !r)
+    return SLUICE_EINVAL;
   j->op = NULL;
   j->prog = p;
   j->nkeys = p->nkeys;
   j->keys = p->keys;
   j->v = NULL;
   j->res = r;
+  j->reserved[0] = j->reserved[1] = NULL;
+  return SLUICE_OK;
 }
 
-int sluice__job_run(const sluice__job *j, const sluice_state *in,
-                    sluice_state *out, int64_t now) {
+int sluice_job_run(const sluice_job *j, const sluice_state *in,
+                   sluice_state *out, int64_t now) {
+  if (!j)
+    return SLUICE_EINVAL;
   if (j->op)
-    return sluice__op_step_valid(j->op, in, out, now, j->v);
+    return sluice_op_step_validated(j->op, in, out, now, j->v);
+  if (!j->prog)
+    return SLUICE_EINVAL;
   return sluice__program_run_valid(j->prog, in, out, now, j->res);
 }
 
-int64_t sluice__job_expiry(const sluice__job *j, int i, const sluice_state *s) {
+int64_t sluice_job_expiry(const sluice_job *j, int i, const sluice_state *s) {
+  if (!j)
+    return 0;
   if (j->op)
     return sluice_op_expiry(j->op, i, s);
   return sluice_program_expiry(j->prog, i, s);
 }
 
-int sluice__job_undo(const sluice__job *j, int i, const sluice_state *pre,
-                     const sluice_state *post, const sluice_state *cur,
-                     int64_t now, sluice_state *out) {
+int sluice_job_undo(const sluice_job *j, int i, const sluice_state *pre,
+                    const sluice_state *post, const sluice_state *cur,
+                    int64_t now, sluice_state *out) {
   sluice_op op;
   int r = i, k;
+  if (!j || !pre || !post || !cur || !out || i < 0 || i >= j->nkeys)
+    return 0;
   if (j->op) {
     op = *j->op;
-  } else {
+  } else if (j->prog) {
     for (k = 0; k < j->prog->nsteps; k++) {
       const sluice_step *st = &j->prog->steps[k];
       if (i >= st->key && i < st->key + st->nkeys)
@@ -286,6 +303,8 @@ int sluice__job_undo(const sluice__job *j, int i, const sluice_state *pre,
       return 0;
     sluice_program_step_op(j->prog, k, &op);
     r = i - j->prog->steps[k].key;
+  } else {
+    return 0;
   }
   switch (op.algo) {
   case SLUICE_ALGO_GCRA:
@@ -302,10 +321,14 @@ int sluice__job_undo(const sluice__job *j, int i, const sluice_state *pre,
   }
 }
 
-int sluice__job_read_only(const sluice__job *j) {
+int sluice_job_read_only(const sluice_job *j) {
   int i;
+  if (!j)
+    return 0;
   if (j->op)
     return j->op->kind == SLUICE_OP_PEEK || j->op->kind == SLUICE_OP_CHECK;
+  if (!j->prog)
+    return 0;
   for (i = 0; i < j->prog->nsteps; i++)
     if (j->prog->steps[i].kind != SLUICE_OP_PEEK &&
         j->prog->steps[i].kind != SLUICE_OP_CHECK)
@@ -313,10 +336,10 @@ int sluice__job_read_only(const sluice__job *j) {
   return 1;
 }
 
-int sluice__job_watched(const sluice__job *j, int i) {
-  const sluice_program *p = j->prog;
+int sluice_job_watched(const sluice_job *j, int i) {
+  const sluice_program *p = j ? j->prog : NULL;
   int k, seen = 0;
-  if (!p)
+  if (!p || !j->res)
     return 0;
   for (k = 0; k < p->nsteps; k++) {
     const sluice_step *s = &p->steps[k];
@@ -327,4 +350,35 @@ int sluice__job_watched(const sluice__job *j, int i) {
     seen = 1;
   }
   return seen;
+}
+
+/* ------------------------------------------------- step by step --- */
+
+/* A store that cannot run a program as one unit: one apply per step, the
+** guards and folds by the same code as sluice_program_run(). */
+int sluice_program_run_steps(
+    const sluice_program *p, int64_t now, sluice_program_result *r,
+    int (*apply)(void *ctx, const sluice_op *op, int64_t now_ns,
+                 sluice_verdict *v),
+    void *ctx) {
+  int i, rc;
+  if (!p || !r || !apply || now < 0)
+    return SLUICE_EINVAL;
+  sluice__program_start(r, now);
+  for (i = 0; i < p->nsteps; i++) {
+    sluice_lease_params lp;
+    sluice_op op;
+    if (!sluice__program_guard(p, i, r)) {
+      sluice__verdict_reset(&r->v[i], now);
+      continue;
+    }
+    sluice__program_op(p, i, r, &op, &lp);
+    rc = apply(ctx, &op, now, &r->v[i]);
+    if (rc != SLUICE_OK)
+      return rc;
+    if (i == 0)
+      r->now_ns = r->v[0].now_ns; /* an own-clock store's time */
+    (void)sluice__program_fold(p, i, r);
+  }
+  return SLUICE_OK;
 }

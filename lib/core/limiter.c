@@ -88,7 +88,7 @@ int sluice_limiter_open2(const sluice_limiter_options *opts,
     }
     l->own_clock = 1;
   }
-  rc = sluice__store_open(b, l->uri, a, opts->flags, &l->store, errbuf,
+  rc = sluice_store_open(b, l->uri, a, opts->flags, &l->store, errbuf,
                           errlen);
   if (rc != SLUICE_OK) {
     if (l->own_clock)
@@ -110,7 +110,7 @@ void sluice_limiter_close(sluice_limiter *l) {
   if (!l)
     return;
   a = l->alloc;
-  sluice__store_close(l->store);
+  sluice_store_close(l->store);
   if (l->own_clock)
     sluice_clock_free(l->clock);
   a->xFree(a->ud, l, sizeof *l + strlen(l->uri) + 1);
@@ -126,21 +126,21 @@ int sluice_limiter_apply_at(sluice_limiter *l, const sluice_op *op,
                             int64_t now_ns, sluice_verdict *v) {
   if (!l || now_ns < 0)
     return SLUICE_EINVAL;
-  return sluice__store_apply(l->store, op, clamp_time(l, now_ns), v);
+  return sluice_store_apply(l->store, op, clamp_time(l, now_ns), v);
 }
 
 int sluice_limiter_apply(sluice_limiter *l, const sluice_op *op,
                          sluice_verdict *v) {
   if (!l)
     return SLUICE_EINVAL;
-  return sluice__store_apply(l->store, op, sluice_limiter_now(l), v);
+  return sluice_store_apply(l->store, op, sluice_limiter_now(l), v);
 }
 
 int sluice_limiter_apply_many(sluice_limiter *l, int n, const sluice_op *ops,
                               sluice_verdict *vs, int *rcs) {
   if (!l)
     return SLUICE_EINVAL;
-  return sluice__store_apply_many(l->store, n, ops, sluice_limiter_now(l), vs,
+  return sluice_store_apply_many(l->store, n, ops, sluice_limiter_now(l), vs,
                                   rcs);
 }
 
@@ -148,21 +148,21 @@ int sluice_limiter_run_at(sluice_limiter *l, const sluice_program *p,
                           int64_t now_ns, sluice_program_result *res) {
   if (!l || now_ns < 0)
     return SLUICE_EINVAL;
-  return sluice__store_run(l->store, p, clamp_time(l, now_ns), res);
+  return sluice_store_run(l->store, p, clamp_time(l, now_ns), res);
 }
 
 int sluice_limiter_run(sluice_limiter *l, const sluice_program *p,
                        sluice_program_result *res) {
   if (!l)
     return SLUICE_EINVAL;
-  return sluice__store_run(l->store, p, sluice_limiter_now(l), res);
+  return sluice_store_run(l->store, p, sluice_limiter_now(l), res);
 }
 
 int sluice_limiter_run_many(sluice_limiter *l, int n, const sluice_program *ps,
                             sluice_program_result *res, int *rcs) {
   if (!l)
     return SLUICE_EINVAL;
-  return sluice__store_run_many(l->store, n, ps, sluice_limiter_now(l), res,
+  return sluice_store_run_many(l->store, n, ps, sluice_limiter_now(l), res,
                                 rcs);
 }
 
@@ -180,7 +180,7 @@ int sluice_limiter_get(sluice_limiter *l, const void *key, size_t keylen,
   int64_t dummy;
   if (!l)
     return SLUICE_EINVAL;
-  return sluice__store_get(l->store, &k, sluice_limiter_now(l), out,
+  return sluice_store_get(l->store, &k, sluice_limiter_now(l), out,
                            expires_ns ? expires_ns : &dummy);
 }
 
@@ -188,40 +188,25 @@ int sluice_limiter_delete(sluice_limiter *l, const void *key, size_t keylen) {
   sluice_key k = {key, keylen};
   if (!l)
     return SLUICE_EINVAL;
-  return sluice__store_delete(l->store, &k);
+  return sluice_store_delete(l->store, &k);
 }
 
 int sluice_limiter_control(sluice_limiter *l, int op, void *arg) {
   if (!l)
     return SLUICE_EINVAL;
-  return sluice__store_control(l->store, op, arg);
+  return sluice_store_control(l->store, op, arg);
 }
 
 unsigned sluice_limiter_capabilities(sluice_limiter *l) {
-  return l ? sluice__store_caps(l->store) : 0;
+  return l ? sluice_store_capabilities(l->store) : 0;
 }
 
-/* Each thread reads its own snapshot, taken under the store's error lock,
-** so that a detail another thread is writing never shows up half-written. */
 const char *sluice_limiter_errmsg(sluice_limiter *l) {
-  static _Thread_local char snapshot[sizeof l->store->errstr];
-  if (!l)
-    return "";
-  sluice__store_errlock(l->store, 1);
-  memcpy(snapshot, l->store->errstr, sizeof snapshot);
-  sluice__store_errlock(l->store, 0);
-  snapshot[sizeof snapshot - 1] = '\0';
-  return snapshot;
+  return l ? sluice_store_errmsg(l->store) : "";
 }
 
 int sluice_limiter_errcode(sluice_limiter *l) {
-  int e;
-  if (!l)
-    return 0;
-  sluice__store_errlock(l->store, 1);
-  e = l->store->backend_err;
-  sluice__store_errlock(l->store, 0);
-  return e;
+  return l ? sluice_store_errcode(l->store) : 0;
 }
 
 const char *sluice_limiter_backend(sluice_limiter *l) {

@@ -3,7 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "program_int.h"
 #include "store.h"
 
 static void *libc_malloc(void *ud, size_t n) {
@@ -24,118 +23,197 @@ const sluice_allocator sluice__libc_allocator = {libc_malloc, libc_realloc,
                                                  libc_free, NULL};
 
 /* A spin lock, not a mutex: it is held for one short formatting call, in
-** process-private memory, and needs no initialisation in a store the core
+** process-private memory, and needs no initialisation in a header the core
 ** allocated zeroed. */
-void sluice__store_errlock(sluice_store *s, int lock) {
+static void errlock(sluice_store_core *c, int lock) {
   if (lock)
-    while (__atomic_exchange_n(&s->errlock, 1, __ATOMIC_ACQUIRE))
+    while (__atomic_exchange_n(&c->errlock, 1, __ATOMIC_ACQUIRE))
       ;
   else
-    __atomic_store_n(&s->errlock, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->errlock, 0, __ATOMIC_RELEASE);
+}
+
+/* A store the core opened and has not closed.  A freed store cannot be
+** told apart (that is a use after free); a closed one whose memory lives
+** on, a struct the core never opened, and a backend's half-open store can. */
+static int is_open(const sluice_store *s) {
+  return s && s->pCore && s->pMethods;
 }
 
 int sluice_store_seterr(sluice_store *s, int err, int backend_err,
                         const char *fmt, ...) {
+  sluice_store_core *c;
   va_list ap;
-  if (!s)
+  if (!s || !(c = s->pCore))
     return err;
-  sluice__store_errlock(s, 1);
-  s->backend_err = backend_err;
+  errlock(c, 1);
+  c->backend_err = backend_err;
   if (fmt) {
     va_start(ap, fmt);
-    vsnprintf(s->errstr, sizeof s->errstr, fmt, ap);
+    vsnprintf(c->errstr, sizeof c->errstr, fmt, ap);
     va_end(ap);
   } else {
-    s->errstr[0] = '\0';
+    c->errstr[0] = '\0';
   }
-  sluice__store_errlock(s, 0);
+  errlock(c, 0);
   return err;
 }
 
+/* Each thread reads its own snapshot, taken under the error lock, so that
+** a detail another thread is writing never shows up half-written. */
+const char *sluice_store_errmsg(sluice_store *s) {
+  static _Thread_local char snapshot[SLUICE_STORE_ERRLEN];
+  sluice_store_core *c;
+  if (!s || !(c = s->pCore))
+    return "";
+  errlock(c, 1);
+  memcpy(snapshot, c->errstr, sizeof snapshot);
+  errlock(c, 0);
+  snapshot[sizeof snapshot - 1] = '\0';
+  return snapshot;
+}
+
+int sluice_store_errcode(sluice_store *s) {
+  sluice_store_core *c;
+  int e;
+  if (!s || !(c = s->pCore))
+    return 0;
+  errlock(c, 1);
+  e = c->backend_err;
+  errlock(c, 0);
+  return e;
+}
+
+static const sluice_allocator *alloc_of(const sluice_store *s) {
+  return (s && s->pCore) ? s->pCore->alloc : &sluice__libc_allocator;
+}
+
 void *sluice_store_malloc(sluice_store *s, size_t n) {
-  const sluice_allocator *a = (s && s->pAlloc) ? s->pAlloc
-                                                : &sluice__libc_allocator;
+  const sluice_allocator *a = alloc_of(s);
   return a->xMalloc(a->ud, n);
 }
 
 void sluice_store_free(sluice_store *s, void *p, size_t n) {
-  const sluice_allocator *a = (s && s->pAlloc) ? s->pAlloc
-                                                : &sluice__libc_allocator;
+  const sluice_allocator *a = alloc_of(s);
   if (p)
     a->xFree(a->ud, p, n);
 }
 
-int sluice__store_open(const sluice_backend *b, const char *uri,
-                       const sluice_allocator *a, unsigned flags,
-                       sluice_store **out, char *errbuf, size_t errlen) {
+/* The header is padded to a cache line so that the subclass starts where
+** the allocator's own alignment would have put it, and better. */
+#define HDR_SIZE                                                               \
+  ((sizeof(sluice_store_core) + 63) & ~(size_t)63)
+
+static sluice_store *store_of(sluice_store_core *c) {
+  return (sluice_store *)(void *)((char *)c + HDR_SIZE);
+}
+
+static void block_free(sluice_store_core *c) {
+  const sluice_allocator *a = c->alloc;
+  a->xFree(a->ud, c, c->size);
+}
+
+static int open_fail(char *errbuf, size_t errlen, int rc, const char *fmt,
+                     const char *arg) {
+  if (errbuf && errlen)
+    snprintf(errbuf, errlen, fmt, arg);
+  return rc;
+}
+
+int sluice_store_open(const sluice_backend *b, const char *uri,
+                      const sluice_allocator *a, unsigned flags,
+                      sluice_store **out, char *errbuf, size_t errlen) {
+  sluice_store_core *c;
   sluice_store *s;
   sluice_store_config cfg;
+  size_t ulen, size;
+  char *ucopy;
   int rc;
-  *out = NULL;
   if (errbuf && errlen)
     errbuf[0] = '\0';
-  if (!b || b->iVersion < 1 || !b->xOpen ||
-      b->szStore < (int)sizeof(sluice_store))
-    return SLUICE_EVERSION;
+  if (!out)
+    return open_fail(errbuf, errlen, SLUICE_EINVAL, "%s", "out is NULL");
+  *out = NULL;
+  if (!b)
+    return open_fail(errbuf, errlen, SLUICE_EINVAL, "%s", "backend is NULL");
+  if (b->iVersion < 3 || !b->xOpen || b->szStore < (int)sizeof(sluice_store))
+    return open_fail(errbuf, errlen, SLUICE_EVERSION,
+                     "backend '%s' was built for another sluice_store "
+                     "(class iVersion < 3, no xOpen or szStore too small): "
+                     "rebuild it against this sluice/backend.h",
+                     b->zName ? b->zName : "?");
+  if (flags & ~(SLUICE_OPEN_CREATE | SLUICE_OPEN_READONLY |
+                SLUICE_OPEN_TESTCLOCK))
+    return open_fail(errbuf, errlen, SLUICE_EINVAL, "%s",
+                     "unknown SLUICE_OPEN_* flag");
   if (!a)
     a = &sluice__libc_allocator;
+  if (!uri)
+    uri = "";
   /* "//..." is a URL (redis://, rediss://): the backend rewrites it to
   ** parameters and checks those itself. */
-  if (b->iVersion >= 2 && b->azParams &&
-      !(uri && uri[0] == '/' && uri[1] == '/')) {
+  if (b->azParams && !(uri[0] == '/' && uri[1] == '/')) {
     char msg[512];
-    rc = sluice__uri_check(b->zName, uri ? uri : "", b->azParams, msg,
-                           sizeof msg);
-    if (rc != SLUICE_OK) {
-      if (errbuf && errlen)
-        snprintf(errbuf, errlen, "%s", msg);
-      return rc;
-    }
+    rc = sluice_uri_check(b->zName, uri, b->azParams, msg, sizeof msg);
+    if (rc != SLUICE_OK)
+      return open_fail(errbuf, errlen, rc, "%s", msg);
   }
-  s = a->xMalloc(a->ud, (size_t)b->szStore);
-  if (!s)
+  ulen = strlen(uri);
+  size = HDR_SIZE + (size_t)b->szStore + ulen + 1;
+  c = a->xMalloc(a->ud, size);
+  if (!c)
     return SLUICE_ENOMEM;
-  memset(s, 0, (size_t)b->szStore);
+  memset(c, 0, size);
+  c->alloc = a;
+  c->size = size;
+  s = store_of(c);
   s->pBackend = b;
-  s->pAlloc = a;
+  s->pCore = c;
+  /* The backend may keep the string until xClose: it gets the copy. */
+  ucopy = (char *)s + b->szStore;
+  memcpy(ucopy, uri, ulen + 1);
   memset(&cfg, 0, sizeof cfg);
   cfg.alloc = a;
   cfg.flags = flags;
-  rc = b->xOpen(b, uri ? uri : "", &cfg, s);
+  rc = b->xOpen(b, ucopy, &cfg, s);
   if (rc == SLUICE_OK && (!s->pMethods || s->pMethods->iVersion < 1 ||
                           !s->pMethods->xApply || !s->pMethods->xClose)) {
     rc = SLUICE_EVERSION;
-    snprintf(s->errstr, sizeof s->errstr,
-             "backend '%s' returned an incomplete method table", b->zName);
+    sluice_store_seterr(s, rc, 0,
+                        "backend '%s' returned an incomplete method table",
+                        b->zName);
   }
   if (rc != SLUICE_OK) {
     if (errbuf && errlen)
-      snprintf(errbuf, errlen, "%s", s->errstr);
+      snprintf(errbuf, errlen, "%s", c->errstr);
     if (s->pMethods && s->pMethods->xClose)
       s->pMethods->xClose(s);
-    a->xFree(a->ud, s, (size_t)b->szStore);
+    block_free(c);
     return rc < 0 ? rc : SLUICE_EBACKEND;
   }
   *out = s;
   return SLUICE_OK;
 }
 
-void sluice__store_close(sluice_store *s) {
-  const sluice_allocator *a;
-  size_t sz;
-  if (!s)
+void sluice_store_close(sluice_store *s) {
+  sluice_store_core *c;
+  if (!s || !(c = s->pCore))
     return;
-  a = s->pAlloc;
-  sz = (size_t)s->pBackend->szStore;
   if (s->pMethods && s->pMethods->xClose)
     s->pMethods->xClose(s);
+  /* As sqlite3OsClose: a store is never half-closed.  Cleared before the
+  ** block goes back, for an allocator that keeps it. */
   s->pMethods = NULL;
-  a->xFree(a->ud, s, sz);
+  s->pCore = NULL;
+  block_free(c);
 }
 
-int sluice__store_apply(sluice_store *s, const sluice_op *op, int64_t now,
-                        sluice_verdict *v) {
-  int rc = sluice_op_validate(op);
+int sluice_store_apply(sluice_store *s, const sluice_op *op, int64_t now,
+                       sluice_verdict *v) {
+  int rc;
+  if (!is_open(s))
+    return SLUICE_EINVAL;
+  rc = sluice_op_validate(op);
   if (rc != SLUICE_OK)
     return rc;
   if (!v || now < 0)
@@ -181,24 +259,25 @@ static int apply_many_valid(sluice_store *s, int n, const sluice_op *ops,
   return rc > 0 ? SLUICE_EBACKEND : rc;
 }
 
-/* An op whose shape (algorithm, kind, parameters, amount, id: all that
-** sluice__op_validate_shape() reads) is the previous op's has its result:
-** a batch usually repeats one shape over many keys, and its parameter
-** checks were an eighth of a batched decision's instructions. */
+/* An op whose shape (algorithm, kind, parameters, amount, id, reserved
+** words: all that sluice_op_validate_params() reads) is the previous op's
+** has its result: a batch usually repeats one shape over many keys, and its
+** parameter checks were an eighth of a batched decision's instructions. */
 static int same_shape(const sluice_op *a, const sluice_op *b) {
   return a->algo == b->algo && a->kind == b->kind && a->nkeys == b->nkeys &&
-         a->params == b->params && a->arg == b->arg && a->id == b->id;
+         a->params == b->params && a->arg == b->arg && a->id == b->id &&
+         a->reserved[0] == b->reserved[0] && a->reserved[1] == b->reserved[1];
 }
 
-int sluice__store_apply_many(sluice_store *s, int n, const sluice_op *ops,
-                             int64_t now, sluice_verdict *vs, int *rcs) {
+int sluice_store_apply_many(sluice_store *s, int n, const sluice_op *ops,
+                            int64_t now, sluice_verdict *vs, int *rcs) {
   int i, ok = 1, shape = SLUICE_EINVAL;
-  if (n < 0 || (n > 0 && (!ops || !vs || !rcs)) || now < 0)
+  if (!is_open(s) || n < 0 || (n > 0 && (!ops || !vs || !rcs)) || now < 0)
     return SLUICE_EINVAL;
   for (i = 0; i < n; i++) {
     if (i == 0 || !same_shape(&ops[i], &ops[i - 1]))
-      shape = sluice__op_validate_shape(&ops[i]);
-    rcs[i] = shape != SLUICE_OK ? shape : sluice__keys_check(&ops[i]);
+      shape = sluice_op_validate_params(&ops[i]);
+    rcs[i] = shape != SLUICE_OK ? shape : sluice_op_validate_keys(&ops[i]);
     ok &= rcs[i] == SLUICE_OK;
   }
   if (s->pMethods->iVersion >= 2 && s->pMethods->xApplyMany) {
@@ -225,38 +304,30 @@ int sluice__store_apply_many(sluice_store *s, int n, const sluice_op *ops,
   return SLUICE_OK;
 }
 
-/* A store without xRun: one xApply per step, the guards and folds by the
-** same sequencer code.  Not atomic (backend.h says what that costs). */
+/* A store without xRun: one xApply per step, through the sequencer's
+** step-by-step run.  Not atomic (backend.h says what that costs). */
+static int apply_step(void *ctx, const sluice_op *op, int64_t now,
+                      sluice_verdict *v) {
+  sluice_store *s = ctx;
+  int rc = s->pMethods->xApply(s, op, now, v);
+  return rc > 0 ? SLUICE_EBACKEND : rc;
+}
+
 static int run_steps(sluice_store *s, const sluice_program *p, int64_t now,
                      sluice_program_result *r) {
-  int i, rc;
-  sluice__program_start(r, now);
-  for (i = 0; i < p->nsteps; i++) {
-    sluice_lease_params lp;
-    sluice_op op;
-    if (!sluice__program_guard(p, i, r)) {
-      memset(&r->v[i], 0, sizeof r->v[i]);
-      r->v[i].now_ns = now;
-      continue;
-    }
-    sluice__program_op(p, i, r, &op, &lp);
-    rc = s->pMethods->xApply(s, &op, now, &r->v[i]);
-    if (rc != SLUICE_OK)
-      return rc > 0 ? SLUICE_EBACKEND : rc;
-    if (i == 0)
-      r->now_ns = r->v[0].now_ns; /* an own-clock store's time */
-    (void)sluice__program_fold(p, i, r);
-  }
-  return SLUICE_OK;
+  return sluice_program_run_steps(p, now, r, apply_step, s);
 }
 
 static int has_run(const sluice_store *s) {
   return s->pMethods->iVersion >= 3 && s->pMethods->xRun;
 }
 
-int sluice__store_run(sluice_store *s, const sluice_program *p, int64_t now,
-                      sluice_program_result *res) {
-  int rc = sluice_program_validate(p);
+int sluice_store_run(sluice_store *s, const sluice_program *p, int64_t now,
+                     sluice_program_result *res) {
+  int rc;
+  if (!is_open(s))
+    return SLUICE_EINVAL;
+  rc = sluice_program_validate(p);
   if (rc != SLUICE_OK)
     return rc;
   if (!res || now < 0)
@@ -266,10 +337,10 @@ int sluice__store_run(sluice_store *s, const sluice_program *p, int64_t now,
   return rc > 0 ? SLUICE_EBACKEND : rc;
 }
 
-int sluice__store_run_many(sluice_store *s, int n, const sluice_program *ps,
-                           int64_t now, sluice_program_result *res, int *rcs) {
+int sluice_store_run_many(sluice_store *s, int n, const sluice_program *ps,
+                          int64_t now, sluice_program_result *res, int *rcs) {
   int i, ok = 1;
-  if (n < 0 || (n > 0 && (!ps || !res || !rcs)) || now < 0)
+  if (!is_open(s) || n < 0 || (n > 0 && (!ps || !res || !rcs)) || now < 0)
     return SLUICE_EINVAL;
   for (i = 0; i < n; i++) {
     rcs[i] = sluice_program_validate(&ps[i]);
@@ -293,8 +364,10 @@ int sluice__store_run_many(sluice_store *s, int n, const sluice_program *ps,
   return SLUICE_OK;
 }
 
-int sluice__store_get(sluice_store *s, const sluice_key *k, int64_t now,
-                      sluice_state *out, int64_t *exp) {
+int sluice_store_get(sluice_store *s, const sluice_key *k, int64_t now,
+                     sluice_state *out, int64_t *exp) {
+  if (!is_open(s))
+    return SLUICE_EINVAL;
   if (!k || !k->data || k->len == 0 || k->len > SLUICE_KEY_MAX)
     return SLUICE_EKEY;
   if (!out)
@@ -304,7 +377,9 @@ int sluice__store_get(sluice_store *s, const sluice_key *k, int64_t now,
   return s->pMethods->xGet(s, k, now, out, exp);
 }
 
-int sluice__store_delete(sluice_store *s, const sluice_key *k) {
+int sluice_store_delete(sluice_store *s, const sluice_key *k) {
+  if (!is_open(s))
+    return SLUICE_EINVAL;
   if (!k || !k->data || k->len == 0 || k->len > SLUICE_KEY_MAX)
     return SLUICE_EKEY;
   if (!s->pMethods->xDelete)
@@ -312,12 +387,16 @@ int sluice__store_delete(sluice_store *s, const sluice_key *k) {
   return s->pMethods->xDelete(s, k);
 }
 
-int sluice__store_control(sluice_store *s, int op, void *arg) {
+int sluice_store_control(sluice_store *s, int op, void *arg) {
+  if (!is_open(s))
+    return SLUICE_EINVAL;
   if (!s->pMethods->xControl)
     return SLUICE_ENOTFOUND;
   return s->pMethods->xControl(s, op, arg);
 }
 
-unsigned sluice__store_caps(sluice_store *s) {
+unsigned sluice_store_capabilities(sluice_store *s) {
+  if (!is_open(s))
+    return 0;
   return s->pMethods->xCapabilities ? s->pMethods->xCapabilities(s) : 0;
 }

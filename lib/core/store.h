@@ -1,8 +1,15 @@
 /*
-** The core's side of the backend vtable: thin wrappers that do the version
-** and NULL checks, validate operations before a backend sees them, and keep
-** the invariant that a store whose open failed has pMethods == NULL or a
-** table whose xClose is safe to call.
+** The core's side of the backend vtable.  The public wrappers
+** (sluice_store_open / apply / ... / close, backend.h) do the version and
+** NULL checks, validate operations before a backend sees them, and keep the
+** invariant that a store whose open failed has pMethods == NULL or a table
+** whose xClose is safe to call.
+**
+** What the core keeps about an open store lives here, not in the public
+** base: one block holds this header, then the backend's subclass (szStore
+** bytes, what the store pointer points at), then a copy of the store
+** string.  The base reaches it through pCore, so a backend never sees (or
+** embeds) the allocator, the error detail or its lock.
 */
 #ifndef SLUICE_LIB_STORE_H
 #define SLUICE_LIB_STORE_H
@@ -11,28 +18,14 @@
 
 extern const sluice_allocator sluice__libc_allocator;
 
-int sluice__store_open(const sluice_backend *b, const char *uri,
-                       const sluice_allocator *a, unsigned flags,
-                       sluice_store **out, char *errbuf, size_t errlen);
-void sluice__store_close(sluice_store *s);
-/* The core's check of a store string against a backend's declared
-** parameters (uri.c); SLUICE_EINVAL with a message naming the known ones. */
-int sluice__uri_check(const char *backend, const char *uri,
-                      const char *const *names, char *err, size_t errlen);
-int sluice__store_apply(sluice_store *s, const sluice_op *op, int64_t now,
-                        sluice_verdict *v);
-int sluice__store_apply_many(sluice_store *s, int n, const sluice_op *ops,
-                             int64_t now, sluice_verdict *vs, int *rcs);
-int sluice__store_run(sluice_store *s, const sluice_program *p, int64_t now,
-                      sluice_program_result *res);
-int sluice__store_run_many(sluice_store *s, int n, const sluice_program *ps,
-                           int64_t now, sluice_program_result *res, int *rcs);
-int sluice__store_get(sluice_store *s, const sluice_key *k, int64_t now,
-                      sluice_state *out, int64_t *exp);
-int sluice__store_delete(sluice_store *s, const sluice_key *k);
-int sluice__store_control(sluice_store *s, int op, void *arg);
-unsigned sluice__store_caps(sluice_store *s);
-/* Take (lock = 1) or drop the lock guarding a store's error detail. */
-void sluice__store_errlock(sluice_store *s, int lock);
+struct sluice_store_core {
+  const sluice_allocator *alloc; /* never NULL */
+  size_t size;                   /* bytes of the whole block */
+  /* Guards backend_err and errstr, which threads deciding on one store
+  ** may set at once (a spin lock: held for one short formatting call). */
+  int errlock;
+  int backend_err;
+  char errstr[SLUICE_STORE_ERRLEN];
+};
 
 #endif

@@ -73,11 +73,23 @@ static int listed(const char *const *names, const char *p, size_t n) {
 /* One rule for every backend's store string (sluice_backend.azParams):
 ** each non-empty segment is NAME=VALUE with a declared NAME, given once.
 ** A misspelt "max_kyes=10" ignored would open an unlimited store. */
-int sluice__uri_check(const char *backend, const char *uri,
-                      const char *const *names, char *err, size_t errlen) {
+int sluice_uri_check(const char *backend, const char *uri,
+                     const char *const *names, char *err, size_t errlen) {
+  char none[1];
   const char *p = uri;
   char known[256];
   size_t i, kn = 0;
+  if (!err || !errlen) {
+    err = none;
+    errlen = sizeof none;
+  }
+  err[0] = '\0';
+  if (!uri || !names) {
+    snprintf(err, errlen, "uri_check: NULL %s", uri ? "names" : "uri");
+    return SLUICE_EINVAL;
+  }
+  if (!backend)
+    backend = "store";
   known[0] = '\0';
   for (i = 0; names[i] && kn < sizeof known; i++)
     kn += (size_t)snprintf(known + kn, sizeof known - kn, "%s%s",

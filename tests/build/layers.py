@@ -27,19 +27,16 @@ PUBLIC = "include"
 LAYERS = {
     "lib/util": [],
     "lib/algo": ["lib/util"],
-    "lib/core": ["lib/algo/program_int.h"],
+    "lib/core": [],
     "lib/http": ["lib/util"],
     "lib/client": ["lib/util"],
     "lib/events": ["lib/util"],
     "lib/policy": ["lib/util"],
-    "backends/mem": ["lib/core", "lib/algo/algo_int.h",
-                     "lib/algo/program_int.h"],
-    "backends/shm": ["lib/core", "lib/algo/algo_int.h",
-                     "lib/algo/program_int.h"],
-    "backends/lmdb": ["lib/core", "lib/algo/program_int.h"],
+    "backends/mem": ["lib/core"],
+    "backends/shm": ["lib/core"],
+    "backends/lmdb": ["lib/core"],
     "backends/redis": ["lib/core", "lib/algo/distinct_estimate.h"],
-    "backends/redis/module": ["backends/redis/wire.h",
-                              "lib/algo/program_int.h"],
+    "backends/redis/module": ["backends/redis/wire.h"],
 }
 # Headers made at build time, by name, and the folder that makes them.
 GENERATED = {"sluice_rcl_script.h": "backends/redis"}

@@ -1,7 +1,7 @@
 /*
 ** Fault injection and clock jumps (issue 9).  Plain C; prints its figures.
 **
-**  nth     A store that fails the Nth call (fault_backend.h) for every
+**  nth     A store that fails the Nth call (examples/common/fail_store.h) for every
 **          failure code the core and the policy know, against a reference
 **          mem store running the same operations minus the failed ones:
 **          the error comes back exactly (a positive backend code as
@@ -21,7 +21,7 @@
 **          lease exactly on time; and a long random walk of jumps never
 **          admits more than burst + rate * (highest time - first time).
 */
-#include "fault_backend.h"
+#include "fail_store.h"
 #include "harness.h"
 #include "../common/units.h"
 
@@ -106,8 +106,8 @@ static void t_nth(void) {
       sluice_clock *c1, *c2;
       sluice_limiter *lf, *lr;
       sluice_limiter_options o = {0};
-      fault_plan plan;
-      fault_stats st;
+      fail_plan plan;
+      fail_stats st;
       world w;
       int64_t t = 1000 * SEC;
       long seen = 0;
@@ -117,15 +117,15 @@ static void t_nth(void) {
       REQUIRE(sluice_clock_manual(t, &c1) == 0 &&
                   sluice_clock_manual(t, &c2) == 0,
               "clocks");
-      o.store = "fault:";
-      o.backend = &fault_backend;
+      o.store = "fail:many=1";
+      o.backend = &fail_store_backend;
       o.clock = c1;
       REQUIRE(sluice_limiter_open(&o, &lf) == SLUICE_OK, "open fault");
       REQUIRE(h_open("mem", c2, &lr) == SLUICE_OK, "open mem");
       plan.nth = 1 + (long)(h_rnd(&rng) % 60);
       plan.count = round == 3 ? 0 : 1 + (long)(h_rnd(&rng) % 5);
       plan.code = codes[ci];
-      REQUIRE(sluice_limiter_control(lf, FAULT_CTL_PLAN, &plan) == SLUICE_OK,
+      REQUIRE(sluice_limiter_control(lf, FAIL_STORE_CTL_PLAN, &plan) == SLUICE_OK,
               "plan");
       for (int i = 0; i < 300; i++) {
         sluice_op op;
@@ -190,7 +190,7 @@ static void t_nth(void) {
                                               ea != eb)),
                      "record %s differs from the reference", w.names[k]);
       }
-      REQUIRE(sluice_limiter_control(lf, FAULT_CTL_STATS, &st) == 0, "stats");
+      REQUIRE(sluice_limiter_control(lf, FAIL_STORE_CTL_STATS, &st) == 0, "stats");
       VIOLATION_IF(st.injected != seen, "injected %ld, seen %ld", st.injected,
                    seen);
       VIOLATION_IF(seen == 0, "plan nth=%ld never fired", plan.nth);
@@ -216,16 +216,16 @@ static void t_outage(void) {
   sluice_policy *p;
   sluice_request std = {0}, rec = {0}, auth = {0};
   sluice_decision d;
-  fault_plan plan = {0, 0, SLUICE_ETIMEDOUT};
-  fault_stats st;
+  fail_plan plan = {0, 0, SLUICE_ETIMEDOUT};
+  fail_stats st;
   int64_t t = 5000 * SEC, t_out;
   long admitted = 0, n_out = 0;
   const sluice_policy_tier *tier;
   int64_t pct, bound;
 
   REQUIRE(sluice_clock_manual(t, &clk) == 0, "clock");
-  o.store = "fault:";
-  o.backend = &fault_backend;
+  o.store = "fail:many=1";
+  o.backend = &fail_store_backend;
   o.clock = clk;
   REQUIRE(sluice_limiter_open(&o, &lim) == SLUICE_OK, "open");
   REQUIRE(sluice_policy_config_defaults(&cfg) == SLUICE_OK, "defaults");
@@ -257,7 +257,7 @@ static void t_outage(void) {
   }
   /* B: every call fails for 20 s. */
   plan.nth = 1;
-  REQUIRE(sluice_limiter_control(lim, FAULT_CTL_PLAN, &plan) == 0, "plan");
+  REQUIRE(sluice_limiter_control(lim, FAIL_STORE_CTL_PLAN, &plan) == 0, "plan");
   t_out = t;
   for (int i = 0; i < 2000; i++, t += 10 * MS) {
     sluice_clock_set(clk, t);
@@ -298,7 +298,7 @@ static void t_outage(void) {
                (long long)(tier->key_burst * pct / 100));
   /* C: the store answers again. */
   plan.nth = 0;
-  REQUIRE(sluice_limiter_control(lim, FAULT_CTL_PLAN, &plan) == 0, "plan");
+  REQUIRE(sluice_limiter_control(lim, FAIL_STORE_CTL_PLAN, &plan) == 0, "plan");
   t += cfg.degraded_probe_ns + 1;
   sluice_clock_set(clk, t);
   REQUIRE(sluice_policy_decide(p, &std, &d) == SLUICE_OK, "decide");
@@ -309,7 +309,7 @@ static void t_outage(void) {
                "after recovery: reconcile allowed %d status %d", d.allowed,
                d.status);
   decisions += 2;
-  REQUIRE(sluice_limiter_control(lim, FAULT_CTL_STATS, &st) == 0, "stats");
+  REQUIRE(sluice_limiter_control(lim, FAIL_STORE_CTL_STATS, &st) == 0, "stats");
   faults += st.injected;
   printf("outage: %ld decisions in 20 s of store failure (%ld store calls "
          "failed), %ld admitted by the degraded limiter (bound %lld)\n",

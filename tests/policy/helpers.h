@@ -1,8 +1,9 @@
 /*
 ** Shared fixtures of the policy suites: a manual clock, a limiter on a
-** store that can be told to fail (a "mem" store behind a wrapper that
-** returns an injected error from xApply on demand), a policy over them, and
-** an event log that copies every event the policy emits.
+** store that can be told to fail (a "mem" store behind the failing store of
+** examples/common/fail_store.h, which returns an injected error from xApply
+** or xRun on demand), a policy over them, and an event log that copies
+** every event the policy emits.
 */
 #ifndef SLUICE_TEST_POLICY_HELPERS_H
 #define SLUICE_TEST_POLICY_HELPERS_H
@@ -14,14 +15,11 @@
 
 #define T0 (INT64_C(1767225600) * 1000000000) /* 2026-01-01T00:00:00Z */
 
-/* xControl ops of the failing store. */
-#define FAIL_CTL_SET 300   /* arg: int*: SLUICE_E* to return, 0 heals */
-#define FAIL_CTL_AFTER 301 /* arg: int*: succeed this many applies first */
-#define FAIL_CTL_APPLIES 302 /* arg: int64_t*: applies that reached mem */
-#define FAIL_CTL_CALLS 303   /* arg: int64_t*: store calls (xApply + xRun) */
-#define FAIL_CTL_ATTEMPTS 304 /* arg: int64_t*: calls, failed ones too */
+#include "fail_store.h"
 
-extern const sluice_backend failing_backend;
+/* The failing store as the policy suites open it: a program is one store
+** call (xRun), a batch one xApply per op. */
+#define FAILING_STORE "fail:run=1"
 
 typedef struct logged_event {
   int type, scope, level, outcome, store_error;

@@ -75,7 +75,8 @@ static int w_open(worker *w, const char *degraded, const char *deny) {
   if ((rc = sluice_clock_manual(T0, &w->clock)))
     return rc;
   memset(&lo, 0, sizeof lo);
-  lo.backend = &failing_backend;
+  lo.backend = &fail_store_backend;
+  lo.store = FAILING_STORE;
   lo.clock = w->clock;
   if ((rc = sluice_limiter_open(&lo, &w->lim)))
     return rc;
@@ -96,15 +97,14 @@ static void w_close(worker *w) {
 }
 
 static void w_fail(worker *w, int rc) {
-  int after = 0;
-  sluice_limiter_control(w->lim, FAIL_CTL_AFTER, &after);
-  sluice_limiter_control(w->lim, FAIL_CTL_SET, &rc);
+  fail_plan p = fail_plan_from(rc, 0);
+  sluice_limiter_control(w->lim, FAIL_STORE_CTL_PLAN, &p);
 }
 
 static int64_t w_calls(worker *w) {
-  int64_t n = -1;
-  sluice_limiter_control(w->lim, FAIL_CTL_CALLS, &n);
-  return n;
+  fail_stats st = {.passed = -1};
+  sluice_limiter_control(w->lim, FAIL_STORE_CTL_STATS, &st);
+  return st.passed;
 }
 
 static int w_decide(worker *w, const char *key, sluice_decision *d) {
@@ -571,7 +571,8 @@ static int open_file(const char *path, sluice_clock *clk, sluice_limiter **l,
   sluice_policy_options po;
   int rc;
   memset(&lo, 0, sizeof lo);
-  lo.backend = &failing_backend;
+  lo.backend = &fail_store_backend;
+  lo.store = FAILING_STORE;
   lo.clock = clk;
   if ((rc = sluice_limiter_open(&lo, l)))
     return rc;

@@ -13,7 +13,6 @@
 
 #include "sluice.h"
 #include <sluice/sluice_redis.h>
-#include "store.h"
 
 static inline const char *rt_nodes(void) {
   const char *n = getenv("SLUICE_REDIS_NODES");
@@ -80,7 +79,7 @@ static inline sluice_store *rt_store(const char *extra, unsigned flags) {
   else
     snprintf(uri, sizeof uri, "nodes=%s;%s%s%s", rt_nodes(), extra,
              *eng ? ";" : "", eng);
-  rc = sluice__store_open(sluice_backend_find("redis"), uri, NULL, flags, &s,
+  rc = sluice_store_open(sluice_backend_find("redis"), uri, NULL, flags, &s,
                           err, sizeof err);
   cr_assert_eq(rc, SLUICE_OK, "open redis:%s: %s (%s)", uri,
                sluice_err_name(rc), err);
@@ -112,7 +111,7 @@ static inline int rt_port_of(sluice_store *s, const char *key) {
   memset(&q, 0, sizeof q);
   q.key = key;
   q.keylen = strlen(key);
-  cr_assert_eq(sluice__store_control(s, SLUICE_CTL_REDIS_NODE_OF, &q),
+  cr_assert_eq(sluice_store_control(s, SLUICE_CTL_REDIS_NODE_OF, &q),
                SLUICE_OK);
   cr_assert_gt(q.port, 0, "a node serves %s", key);
   return q.port;
@@ -134,7 +133,7 @@ static inline void rt_tag(char *buf, size_t n, const char *what) {
 
 static inline sluice_redis_stats rt_stats(sluice_store *s) {
   sluice_redis_stats st;
-  cr_assert_eq(sluice__store_control(s, SLUICE_CTL_REDIS_STATS, &st),
+  cr_assert_eq(sluice_store_control(s, SLUICE_CTL_REDIS_STATS, &st),
                SLUICE_OK);
   return st;
 }

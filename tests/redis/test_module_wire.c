@@ -169,7 +169,7 @@ Test(module_wire, mutations_decode_to_runnable_calls) {
     sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
     sluice_verdict v;
     sluice_program_result res;
-    sluice__job job;
+    sluice_job job;
     unsigned char buf[SLUICE_WIRE_PROG_HEADER +
                       SLUICE_WIRE_VERDICT * SLUICE_PROGRAM_STEPS];
     int nk = sample((int)(splitmix64(&seed) % S_N), &e), m, k, rc;
@@ -194,15 +194,15 @@ Test(module_wire, mutations_decode_to_runnable_calls) {
       in[k].w[1] = splitmix64(&seed) % 3 ? 0 : splitmix64(&seed);
     }
     if (c.algo == SLUICE_WIRE_PROGRAM)
-      sluice__job_prog(&job, &c.prog, &res);
+      sluice_job_program(&job, &c.prog, &res);
     else
-      sluice__job_op(&job, &c.op, &v);
-    rc = sluice__job_run(&job, in, out, 1764633600000000000);
+      sluice_job_op(&job, &c.op, &v);
+    rc = sluice_job_run(&job, in, out, 1764633600000000000);
     cr_assert(rc == SLUICE_OK || rc < 0);
     if (rc != SLUICE_OK)
       continue;
     for (k = 0; k < nk; k++)
-      (void)sluice__job_expiry(&job, k, &out[k]);
+      (void)sluice_job_expiry(&job, k, &out[k]);
     if (c.algo == SLUICE_WIRE_PROGRAM)
       smod_put_program(buf, &c.prog, &res);
     else

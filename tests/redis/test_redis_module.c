@@ -99,22 +99,22 @@ static void make_records(sluice_store *s, const char *tag, recs *R) {
   for (i = 0; i < 3; i++) {
     sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k[i], &g, i + 1,
                     0};
-    cr_assert_eq(sluice__store_apply(s, &op, 0, &v), SLUICE_OK, "%s",
-                 s->errstr);
+    cr_assert_eq(sluice_store_apply(s, &op, 0, &v), SLUICE_OK, "%s",
+                 sluice_store_errmsg(s));
   }
   {
     sluice_op op = {SLUICE_ALGO_FWINDOW, SLUICE_OP_COUNT, 1, &k[3], &w, 7, 0};
-    cr_assert_eq(sluice__store_apply(s, &op, 0, &v), SLUICE_OK);
+    cr_assert_eq(sluice_store_apply(s, &op, 0, &v), SLUICE_OK);
   }
   {
     sluice_op op = {SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, 1, &k[4], &pen, 1,
                     0};
-    cr_assert_eq(sluice__store_apply(s, &op, 0, &v), SLUICE_OK);
+    cr_assert_eq(sluice_store_apply(s, &op, 0, &v), SLUICE_OK);
   }
   {
     sluice_op op = {SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 1, &k[5], &lp, 1,
                     42};
-    cr_assert_eq(sluice__store_apply(s, &op, 0, &v), SLUICE_OK);
+    cr_assert_eq(sluice_store_apply(s, &op, 0, &v), SLUICE_OK);
     cr_assert(v.allowed);
   }
 }
@@ -206,12 +206,12 @@ Test(module, mixed_cluster_engine_per_node) {
     snprintf(key, sizeof key, "{%d}%s", i, tag);
     k.data = key;
     k.len = strlen(key);
-    cr_assert_eq(sluice__store_apply(s, &op, 0, &v), SLUICE_OK, "%s",
-                 s->errstr);
+    cr_assert_eq(sluice_store_apply(s, &op, 0, &v), SLUICE_OK, "%s",
+                 sluice_store_errmsg(s));
     cr_assert(v.allowed);
     (void)rt_port_of(s, key);
   }
-  sluice__store_close(s);
+  sluice_store_close(s);
   for (n = 0; n < 3; n++) {
     int port = rt_port(n);
     long run = calls_of(port, "sluice.run") - run0[n];
@@ -230,7 +230,7 @@ Test(module, mixed_cluster_engine_per_node) {
             without);
   snprintf(uri, sizeof uri, "nodes=%s;engine=module;timeout_ms=3000",
            rt_nodes());
-  rc = sluice__store_open(sluice_backend_find("redis"), uri, NULL, 0, &bad,
+  rc = sluice_store_open(sluice_backend_find("redis"), uri, NULL, 0, &bad,
                           err, sizeof err);
   cr_assert_eq(rc, SLUICE_ENOTSUP, "engine=module with a master lacking it: %s",
                sluice_err_name(rc));
@@ -243,7 +243,7 @@ Test(module, engine_param_checked) {
   char uri[512], err[256];
   sluice_store *s = NULL;
   snprintf(uri, sizeof uri, "nodes=%s;engine=fast", rt_nodes());
-  cr_assert_eq(sluice__store_open(sluice_backend_find("redis"), uri, NULL, 0,
+  cr_assert_eq(sluice_store_open(sluice_backend_find("redis"), uri, NULL, 0,
                                   &s, err, sizeof err),
                SLUICE_EINVAL);
   cr_assert(strstr(err, "engine"), "%s", err);
@@ -275,7 +275,7 @@ Test(module, cluster_routes_by_keys) {
            sizeof nums);
   cr_assert(strncmp(out, "CROSSSLOT", 9) == 0, "got: %s", out);
   redisFree(c);
-  sluice__store_close(s);
+  sluice_store_close(s);
 }
 
 /* ---------------------------------------------------- replication --- */
@@ -326,7 +326,7 @@ Test(module, replica_holds_the_records, .timeout = 120) {
   {
     sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 1, &k, &g, 0, 0};
     for (i = 0; i < 100; i++) {
-      int rc = sluice__store_apply(s, &op, 0, &v);
+      int rc = sluice_store_apply(s, &op, 0, &v);
       if (rc == SLUICE_OK)
         break;
       usleep(50000);
@@ -335,7 +335,7 @@ Test(module, replica_holds_the_records, .timeout = 120) {
     cr_assert_eq(v.remaining, 49, "the first bucket spent 1 of 50: %ld",
                  (long)v.remaining);
   }
-  sluice__store_close(s);
+  sluice_store_close(s);
 }
 
 /* ------------------------------------------------------------ AOF --- */
@@ -387,5 +387,5 @@ Test(module, aof_reload_keeps_the_records, .timeout = 120) {
   same_records(&before, &rewritten, "AOF rewrite");
   raw_text(c, out, sizeof out, "CONFIG SET appendonly no");
   redisFree(c);
-  sluice__store_close(s);
+  sluice_store_close(s);
 }

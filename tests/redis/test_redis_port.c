@@ -62,7 +62,7 @@ static void duo_open(duo *d) {
     d->eng[d->neng++] = rt_store("timeout_ms=2000;connect_timeout_ms=2000",
                                  SLUICE_OPEN_CREATE | SLUICE_OPEN_TESTCLOCK);
   d->red = d->eng[0];
-  cr_assert_eq(sluice__store_open(sluice_backend_find("mem"), "", NULL, 0,
+  cr_assert_eq(sluice_store_open(sluice_backend_find("mem"), "", NULL, 0,
                                   &d->mem, err, sizeof err),
                SLUICE_OK);
 }
@@ -78,9 +78,9 @@ static sluice_store *duo_reader(const duo *d) {
 
 static void duo_close(duo *d) {
   int i;
-  sluice__store_close(d->mem);
+  sluice_store_close(d->mem);
   for (i = 0; i < d->neng; i++)
-    sluice__store_close(d->eng[i]);
+    sluice_store_close(d->eng[i]);
 }
 
 #define VF(f, fmt)                                                             \
@@ -96,11 +96,11 @@ static void duo_step(duo *d, const sluice_op *op, int64_t now,
   int rm, rr, i;
   memset(&vm, 0, sizeof vm);
   memset(&vr, 0, sizeof vr);
-  rm = sluice__store_apply(d->mem, op, now, &vm);
+  rm = sluice_store_apply(d->mem, op, now, &vm);
   duo_turn(d);
-  rr = sluice__store_apply(d->red, op, now, &vr);
+  rr = sluice_store_apply(d->red, op, now, &vr);
   cr_assert_eq(rr, rm, "%s step %ld: rc redis %s != C %s (%s)", what, step,
-               sluice_err_name(rr), sluice_err_name(rm), d->red->errstr);
+               sluice_err_name(rr), sluice_err_name(rm), sluice_store_errmsg(d->red));
   d->ops++;
   if (rm != SLUICE_OK)
     return;
@@ -120,8 +120,8 @@ static void duo_step(duo *d, const sluice_op *op, int64_t now,
   for (i = 0; i < op->nkeys; i++) {
     sluice_state sm, sr;
     int64_t em = 0, er = 0;
-    int gm = sluice__store_get(d->mem, &op->keys[i], now, &sm, &em);
-    int gr = sluice__store_get(duo_reader(d), &op->keys[i], now, &sr, &er);
+    int gm = sluice_store_get(d->mem, &op->keys[i], now, &sm, &em);
+    int gr = sluice_store_get(duo_reader(d), &op->keys[i], now, &sr, &er);
     cr_assert_eq(gr, gm, "%s step %ld key %d: get redis %s != C %s", what,
                  step, i, sluice_err_name(gr), sluice_err_name(gm));
     if (gm == SLUICE_OK) {
@@ -285,7 +285,7 @@ Test(port, penalty, .timeout = 240) {
         op.arg = rrange(&r, 1, 3);
       t = next_time(&r, t, p.strike_window_ns);
       duo_step(&d, &op, t, "penalty", step);
-      if (sluice__store_apply(d.mem, &(sluice_op){SLUICE_ALGO_PENALTY,
+      if (sluice_store_apply(d.mem, &(sluice_op){SLUICE_ALGO_PENALTY,
                                                   SLUICE_OP_CHECK, 1, k, &p, 0,
                                                   0},
                               t, &v) == SLUICE_OK)
@@ -387,11 +387,11 @@ Test(port, range_edges) {
   }
   {
     sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, &over, 1, 0};
-    cr_assert_eq(sluice__store_apply(d.red, &op, t, &v), SLUICE_ERANGE);
+    cr_assert_eq(sluice_store_apply(d.red, &op, t, &v), SLUICE_ERANGE);
   }
   {
     sluice_op op = {SLUICE_ALGO_SWINDOW, SLUICE_OP_CONSUME, 1, &k, &swin, 1, 0};
-    cr_assert_eq(sluice__store_apply(d.red, &op, t, &v), SLUICE_ERANGE);
+    cr_assert_eq(sluice_store_apply(d.red, &op, t, &v), SLUICE_ERANGE);
   }
   {
     char n2[100];
@@ -400,11 +400,11 @@ Test(port, range_edges) {
     k2.data = n2;
     k2.len = strlen(n2);
     sluice_op op = {SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 1, &k2, &lease, 0, 9};
-    cr_assert_eq(sluice__store_apply(d.red, &op, t, &v), SLUICE_ERANGE);
-    cr_assert_eq(sluice__store_get(d.red, &k2, t, &st, &exp), SLUICE_ENOTFOUND,
+    cr_assert_eq(sluice_store_apply(d.red, &op, t, &v), SLUICE_ERANGE);
+    cr_assert_eq(sluice_store_get(d.red, &k2, t, &st, &exp), SLUICE_ENOTFOUND,
                  "a refused op writes nothing");
   }
-  cr_assert_str_not_empty(d.red->errstr);
+  cr_assert_str_not_empty(sluice_store_errmsg(d.red));
   duo_close(&d);
 }
 
@@ -460,11 +460,11 @@ static void duo_run(duo *d, const sluice_program *p, int64_t now, long step,
   int cm, cr, i;
   memset(&rm, 0, sizeof rm);
   memset(&rr, 0, sizeof rr);
-  cm = sluice__store_run(d->mem, p, now, &rm);
+  cm = sluice_store_run(d->mem, p, now, &rm);
   duo_turn(d);
-  cr = sluice__store_run(d->red, p, now, &rr);
+  cr = sluice_store_run(d->red, p, now, &rr);
   cr_assert_eq(cr, cm, "program %ld: rc redis %s != C %s (%s)", step,
-               sluice_err_name(cr), sluice_err_name(cm), d->red->errstr);
+               sluice_err_name(cr), sluice_err_name(cm), sluice_store_errmsg(d->red));
   d->ops++;
   *out = rm;
   if (cm != SLUICE_OK) {
@@ -487,8 +487,8 @@ static void duo_run(duo *d, const sluice_program *p, int64_t now, long step,
   for (i = 0; i < p->nkeys; i++) {
     sluice_state sm, sr;
     int64_t em = 0, er = 0;
-    int gm = sluice__store_get(d->mem, &p->keys[i], now, &sm, &em);
-    int gr = sluice__store_get(duo_reader(d), &p->keys[i], now, &sr, &er);
+    int gm = sluice_store_get(d->mem, &p->keys[i], now, &sm, &em);
+    int gr = sluice_store_get(duo_reader(d), &p->keys[i], now, &sr, &er);
     cr_assert_eq(gr, gm, "program %ld record %d: get %s != %s", step, i,
                  sluice_err_name(gr), sluice_err_name(gm));
     if (gm == SLUICE_OK) {

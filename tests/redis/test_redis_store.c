@@ -41,7 +41,7 @@ static int take(sluice_store *s, const char *key, const sluice_gcra_params *p,
                 int64_t cost, sluice_verdict *v) {
   sluice_key k = {key, strlen(key)};
   sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, p, cost, 0};
-  return sluice__store_apply(s, &op, 1, v);
+  return sluice_store_apply(s, &op, 1, v);
 }
 
 /* A bucket that does not refill during a test: burst points, then no more. */
@@ -63,7 +63,7 @@ Test(store, open_errors) {
   for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     sluice_store *s = (sluice_store *)1;
     char err[256] = "";
-    int rc = sluice__store_open(sluice_backend_find("redis"), bad[i], NULL, 0,
+    int rc = sluice_store_open(sluice_backend_find("redis"), bad[i], NULL, 0,
                                 &s, err, sizeof err);
     cr_assert_eq(rc, SLUICE_EINVAL, "'%s' gave %s", bad[i],
                  sluice_err_name(rc));
@@ -82,17 +82,17 @@ Test(store, unreachable_is_unavailable) {
   int rc, port = rt_port(0) + 3000; /* nothing listens there: harness range */
   snprintf(uri, sizeof uri, "nodes=127.0.0.1:%d;connect_timeout_ms=50", port);
   t0 = rt_mono_ms();
-  rc = sluice__store_open(sluice_backend_find("redis"), uri, NULL, 0, &s, err,
+  rc = sluice_store_open(sluice_backend_find("redis"), uri, NULL, 0, &s, err,
                           sizeof err);
   cr_assert_eq(rc, SLUICE_OK, "%s: %s", sluice_err_name(rc), err);
   rc = take(s, "{t:x}:k", &still, 1, &v);
   cr_assert_eq(rc, SLUICE_EUNAVAIL, "%s", sluice_err_name(rc));
-  cr_assert(strstr(s->errstr, "connect") != NULL ||
-                strstr(s->errstr, "backing off") != NULL,
-            "detail names the failure: %s", s->errstr);
+  cr_assert(strstr(sluice_store_errmsg(s), "connect") != NULL ||
+                strstr(sluice_store_errmsg(s), "backing off") != NULL,
+            "detail names the failure: %s", sluice_store_errmsg(s));
   /* Budget check with generous slack: refused loopback connects are fast. */
   cr_assert_lt(rt_mono_ms() - t0, 2000);
-  sluice__store_close(s);
+  sluice_store_close(s);
 }
 
 Test(store, capabilities_and_server_time) {
@@ -101,7 +101,7 @@ Test(store, capabilities_and_server_time) {
   char tag[64], key[96];
   struct timespec ts;
   int64_t wall;
-  unsigned caps = sluice__store_caps(s);
+  unsigned caps = sluice_store_capabilities(s);
   cr_assert(caps & SLUICE_CAP_DISTRIBUTED);
   cr_assert(caps & SLUICE_CAP_NATIVE_ALGO);
   cr_assert(caps & SLUICE_CAP_OWN_CLOCK);
@@ -115,7 +115,7 @@ Test(store, capabilities_and_server_time) {
   cr_assert_gt(v.now_ns, wall - 60 * SEC, "verdict carries Redis's TIME");
   cr_assert_lt(v.now_ns, wall + 60 * SEC);
   cr_assert_eq(v.remaining, 19);
-  sluice__store_close(s);
+  sluice_store_close(s);
 }
 
 /* docs/abi.md: NODE_OF's reserved words are an input that must be zero;
@@ -130,19 +130,20 @@ Test(store, reserved_words) {
     q.key = "abi";
     q.keylen = 3;
     q.reserved[k] = 1;
-    cr_assert_eq(sluice__store_control(s, SLUICE_CTL_REDIS_NODE_OF, &q),
+    cr_assert_eq(sluice_store_control(s, SLUICE_CTL_REDIS_NODE_OF, &q),
                  SLUICE_EINVAL, "reserved[%zu]", k);
-    cr_assert_neq(strstr(s->errstr, "reserved"), NULL, "%s", s->errstr);
+    cr_assert_neq(strstr(sluice_store_errmsg(s), "reserved"), NULL, "%s",
+                  sluice_store_errmsg(s));
   }
   q.reserved[k - 1] = 0;
-  cr_assert_eq(sluice__store_control(s, SLUICE_CTL_REDIS_NODE_OF, &q),
+  cr_assert_eq(sluice_store_control(s, SLUICE_CTL_REDIS_NODE_OF, &q),
                SLUICE_OK);
   memset(&st, 0xa5, sizeof st);
-  cr_assert_eq(sluice__store_control(s, SLUICE_CTL_REDIS_STATS, &st),
+  cr_assert_eq(sluice_store_control(s, SLUICE_CTL_REDIS_STATS, &st),
                SLUICE_OK);
   for (k = 0; k < sizeof st.reserved / sizeof st.reserved[0]; k++)
     cr_assert_eq(st.reserved[k], 0, "stats reserved[%zu]", k);
-  sluice__store_close(s);
+  sluice_store_close(s);
 }
 
 Test(store, one_round_trip_per_decision) {
@@ -161,13 +162,13 @@ Test(store, one_round_trip_per_decision) {
   cr_assert_eq(b.round_trips - a.round_trips, 50);
   cr_assert_eq(b.ops - a.ops, 50);
   cr_assert_eq(v.allowed, 0, "20 points, 51 asked");
-  sluice__store_close(s);
+  sluice_store_close(s);
 }
 
 static sluice_store *mem_store(void) {
   sluice_store *m;
   char err[64];
-  cr_assert_eq(sluice__store_open(sluice_backend_find("mem"), "", NULL, 0, &m,
+  cr_assert_eq(sluice_store_open(sluice_backend_find("mem"), "", NULL, 0, &m,
                                   err, sizeof err),
                SLUICE_OK, "%s", err);
   return m;
@@ -182,8 +183,8 @@ static void expect_as_mem(sluice_store *s, sluice_store *m, int n,
   int i;
   for (i = 0; i < n; i++) {
     cr_assert_eq(rcs[i], SLUICE_OK, "op %d: %s (%s)", i,
-                 sluice_err_name(rcs[i]), s->errstr);
-    cr_assert_eq(sluice__store_apply(m, &ops[i], now, &vm), SLUICE_OK);
+                 sluice_err_name(rcs[i]), sluice_store_errmsg(s));
+    cr_assert_eq(sluice_store_apply(m, &ops[i], now, &vm), SLUICE_OK);
     cr_assert_eq(vs[i].allowed, vm.allowed, "op %d", i);
     cr_assert_eq(vs[i].limit, vm.limit, "op %d", i);
     cr_assert_eq(vs[i].remaining, vm.remaining, "op %d", i);
@@ -217,7 +218,7 @@ Test(store, batch_is_one_round_trip_per_node) {
   }
   cr_assert_eq(take(s, "warm", &still, 1, &vm), SLUICE_OK);
   a = rt_stats(s);
-  cr_assert_eq(sluice__store_apply_many(s, N, ops, now, vs, rcs), SLUICE_OK);
+  cr_assert_eq(sluice_store_apply_many(s, N, ops, now, vs, rcs), SLUICE_OK);
   b = rt_stats(s);
   cr_assert_leq(b.round_trips - a.round_trips, (uint64_t)b.nodes,
                 "%lu round trips for %d ops on %d nodes",
@@ -227,8 +228,8 @@ Test(store, batch_is_one_round_trip_per_node) {
     cr_assert_geq(b.nodes, 3);
     cr_assert_geq(b.round_trips - a.round_trips, 3, "every master was used");
   }
-  sluice__store_close(m);
-  sluice__store_close(s);
+  sluice_store_close(m);
+  sluice_store_close(s);
 }
 
 /* Batch script calls (one EVALSHA for a run of single-bucket GCRA
@@ -279,7 +280,7 @@ Test(store, batch_scripts_match_mem_in_order) {
                         1, 0};
   cr_assert_eq(take(s, "warm", &still, 1, &vm), SLUICE_OK);
   a = rt_stats(s);
-  cr_assert_eq(sluice__store_apply_many(s, N, ops, now, vs, rcs), SLUICE_OK);
+  cr_assert_eq(sluice_store_apply_many(s, N, ops, now, vs, rcs), SLUICE_OK);
   b = rt_stats(s);
   expect_as_mem(s, m, N, ops, now, vs, rcs);
   for (i = 0; i < N; i++)
@@ -296,8 +297,8 @@ Test(store, batch_scripts_match_mem_in_order) {
   cr_assert_geq(b.batches - a.batches, 3, "split by the window and group");
   cr_assert_eq(b.round_trips - a.round_trips, 1, "one slot, one round trip");
   cr_assert_eq(b.ops - a.ops, N);
-  sluice__store_close(m);
-  sluice__store_close(s);
+  sluice_store_close(m);
+  sluice_store_close(s);
 }
 
 Test(store, noscript_after_flush) {
@@ -328,7 +329,7 @@ Test(store, noscript_after_flush) {
   b = rt_stats(s);
   cr_assert_geq(b.noscript - a.noscript, 1, "NOSCRIPT was met and handled");
   cr_assert_eq(admitted, 20, "state survived: exactly the burst admitted");
-  sluice__store_close(s);
+  sluice_store_close(s);
 }
 
 Test(store, stalled_server_times_out) {
@@ -351,7 +352,7 @@ Test(store, stalled_server_times_out) {
   rc = take(s, key, &still, 1, &v);
   dt = rt_mono_ms() - t0;
   cr_assert_eq(rc, SLUICE_ETIMEDOUT, "got %s (%s)", sluice_err_name(rc),
-               s->errstr);
+               sluice_store_errmsg(s));
   /* The explicit budget check: 20 ms asked, generous slack for CI. */
   cr_assert_lt(dt, 300, "timed out after %ld ms", (long)dt);
   {
@@ -366,7 +367,7 @@ Test(store, stalled_server_times_out) {
       usleep(20000);
   }
   cr_assert(ok, "decisions resume once the server answers again");
-  sluice__store_close(s);
+  sluice_store_close(s);
 }
 
 Test(store, migration_follows_ask_and_moved) {
@@ -387,7 +388,7 @@ Test(store, migration_follows_ask_and_moved) {
   memset(&q, 0, sizeof q);
   q.key = k1;
   q.keylen = strlen(k1);
-  cr_assert_eq(sluice__store_control(s, SLUICE_CTL_REDIS_NODE_OF, &q),
+  cr_assert_eq(sluice_store_control(s, SLUICE_CTL_REDIS_NODE_OF, &q),
                SLUICE_OK);
   slot = q.slot;
   pa = q.port;
@@ -409,7 +410,7 @@ Test(store, migration_follows_ask_and_moved) {
   snprintf(cmd, sizeof cmd, "CLUSTER SETSLOT %d MIGRATING %s", slot, idB);
   raw_ok(ca, cmd);
   /* k2 is not on A: A answers ASK, the store retries on B with ASKING. */
-  cr_assert_eq(take(s, k2, &still, 5, &v), SLUICE_OK, "%s", s->errstr);
+  cr_assert_eq(take(s, k2, &still, 5, &v), SLUICE_OK, "%s", sluice_store_errmsg(s));
   cr_assert_eq(v.remaining, 15);
   /* k1 still lives on A and is served there. */
   cr_assert_eq(take(s, k1, &still, 1, &v), SLUICE_OK);
@@ -431,7 +432,7 @@ Test(store, migration_follows_ask_and_moved) {
   }
   /* The store's map still says A: A answers MOVED, the store follows, and
   ** the bucket's state came along with the key. */
-  cr_assert_eq(take(s, k1, &still, 1, &v), SLUICE_OK, "%s", s->errstr);
+  cr_assert_eq(take(s, k1, &still, 1, &v), SLUICE_OK, "%s", sluice_store_errmsg(s));
   cr_assert_eq(v.remaining, 15, "state moved with the key");
   cr_assert_eq(take(s, k2, &still, 1, &v), SLUICE_OK);
   cr_assert_eq(v.remaining, 14);
@@ -441,7 +442,7 @@ Test(store, migration_follows_ask_and_moved) {
   (void)raw_int;
   redisFree(ca);
   redisFree(cb);
-  sluice__store_close(s);
+  sluice_store_close(s);
 }
 
 Test(store, fork_child_gets_its_own_connection) {
@@ -461,11 +462,11 @@ Test(store, fork_child_gets_its_own_connection) {
   if (pid == 0) {
     int ok = 0;
     sluice_redis_stats st0, st;
-    sluice__store_control(s, SLUICE_CTL_REDIS_STATS, &st0);
+    sluice_store_control(s, SLUICE_CTL_REDIS_STATS, &st0);
     for (i = 0; i < 10; i++)
       if (take(s, key, &still, 1, &v) == SLUICE_OK && v.allowed)
         ok++;
-    sluice__store_control(s, SLUICE_CTL_REDIS_STATS, &st);
+    sluice_store_control(s, SLUICE_CTL_REDIS_STATS, &st);
     /* 10 admitted, over a connection of its own (made after the fork). */
     _exit(ok == 10 && st.connects > st0.connects ? 0 : 1);
   }
@@ -481,7 +482,7 @@ Test(store, fork_child_gets_its_own_connection) {
     admitted += v.allowed;
   }
   cr_assert_eq(admitted + 10, 20, "one bucket shared by both processes");
-  sluice__store_close(s);
+  sluice_store_close(s);
 }
 
 typedef struct thr_arg {
@@ -521,7 +522,7 @@ Test(store, threads_never_over_admit) {
     total += a[i].admitted;
   }
   cr_assert_eq(total, 20, "160 asked of a 20-point bucket");
-  sluice__store_close(s);
+  sluice_store_close(s);
 }
 
 Test(store, prefix_get_delete) {
@@ -540,18 +541,18 @@ Test(store, prefix_get_delete) {
   cr_assert_eq(take(s1, key, &still, 7, &v), SLUICE_OK);
   cr_assert_eq(take(s2, key, &still, 1, &v), SLUICE_OK);
   cr_assert_eq(v.remaining, 19, "prefixes keep stores apart");
-  cr_assert_eq(sluice__store_get(s1, &k, 0, &st, &exp), SLUICE_OK);
+  cr_assert_eq(sluice_store_get(s1, &k, 0, &st, &exp), SLUICE_OK);
   cr_assert_gt(exp, 0);
   c = raw(rt_port_of(s1, key));
   snprintf(full, sizeof full, "app1:%s", key);
   cr_assert_eq(raw_int(c, "STRLEN %s", full), 25, "record + expiry + layout");
   cr_assert_gt(raw_int(c, "PTTL %s", full), 0, "collected by a Redis TTL");
   redisFree(c);
-  cr_assert_eq(sluice__store_delete(s1, &k), SLUICE_OK);
-  cr_assert_eq(sluice__store_delete(s1, &k), SLUICE_ENOTFOUND);
-  cr_assert_eq(sluice__store_get(s1, &k, 0, &st, &exp), SLUICE_ENOTFOUND);
-  sluice__store_close(s1);
-  sluice__store_close(s2);
+  cr_assert_eq(sluice_store_delete(s1, &k), SLUICE_OK);
+  cr_assert_eq(sluice_store_delete(s1, &k), SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_store_get(s1, &k, 0, &st, &exp), SLUICE_ENOTFOUND);
+  sluice_store_close(s1);
+  sluice_store_close(s2);
 }
 
 Test(store, foreign_values_are_refused_untouched) {
@@ -574,12 +575,12 @@ Test(store, foreign_values_are_refused_untouched) {
   cr_assert_str_eq(r->str, "not-a-record", "nothing was overwritten");
   freeReplyObject(r);
   redisFree(c);
-  sluice__store_close(s);
+  sluice_store_close(s);
 }
 
 Test(store, readonly_refuses_writes) {
   sluice_store *s = rt_store("", SLUICE_OPEN_READONLY);
   sluice_verdict v;
   cr_assert_eq(take(s, "ro-key", &still, 1, &v), SLUICE_EPERM);
-  sluice__store_close(s);
+  sluice_store_close(s);
 }

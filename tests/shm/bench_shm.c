@@ -181,7 +181,8 @@ static int mxb_open(const sluice_backend *b, const char *uri,
   s->pMethods = &mxb_methods;
   return SLUICE_OK;
 }
-static const sluice_backend mxb = {1, (int)sizeof(sluice_store), "mutex",
+static const sluice_backend mxb = {SLUICE_BACKEND_CLASS_VERSION,
+                                   (int)sizeof(sluice_store), "mutex",
                                    NULL, mxb_open};
 
 /* ----------------------------------------------------------- drivers --- */

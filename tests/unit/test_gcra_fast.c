@@ -184,7 +184,7 @@ Test(gcra_fast, wall_clock_decisions_take_the_int64_path) {
   }
 }
 
-/* A single-bucket op runs in place (sluice__op_step_valid passes the record
+/* A single-bucket op runs in place (sluice_op_step_validated passes the record
 ** as both in and out): on either path, a step with in == out leaves the
 ** record and verdict a step with separate records gives. */
 Test(gcra_fast, in_place_step_equals_separate_records) {
@@ -203,8 +203,8 @@ Test(gcra_fast, in_place_step_equals_separate_records) {
     op.arg = cost;
     sluice__gcra_force_wide = i % 3 == 0;
     io = in;
-    cr_assert_eq(sluice__op_step_valid(&op, &in, &out, now, &v1), SLUICE_OK);
-    cr_assert_eq(sluice__op_step_valid(&op, &io, &io, now, &v2), SLUICE_OK);
+    cr_assert_eq(sluice_op_step_validated(&op, &in, &out, now, &v1), SLUICE_OK);
+    cr_assert_eq(sluice_op_step_validated(&op, &io, &io, now, &v2), SLUICE_OK);
     sluice__gcra_force_wide = 0;
     cr_assert(st_eq(&out, &io), "record differs in place: in %llu %llu",
               (unsigned long long)in.w[0], (unsigned long long)in.w[1]);

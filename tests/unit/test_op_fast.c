@@ -3,8 +3,8 @@
 **  - sluice_op_validate() checks a single-key GCRA op without the general
 **    dispatch (op.c, validate_gcra1); it must give the general path's code
 **    for every op, valid or not, including which of two faults is reported.
-**  - sluice__op_step_one() (the step and the record's expiry in one call,
-**    a GCRA bucket straight to its step) must equal sluice__op_step_valid()
+**  - sluice_op_step_single() (the step and the record's expiry in one call,
+**    a GCRA bucket straight to its step) must equal sluice_op_step_validated()
 **    then sluice_op_expiry(), in place or not, for every algorithm.
 */
 #include "algo/algo_int.h"
@@ -166,11 +166,11 @@ Test(op_fast, step_one_equals_step_then_expiry) {
     random_op(&r, &op, &g, &w, &pp, &dp, &in, now);
     memset(&v1, 0x5a, sizeof v1); /* every field must be written */
     memset(&v3, 0xa5, sizeof v3);
-    rc1 = sluice__op_step_one(&op, &in, &out1, now, &v1, &e1);
-    rc2 = sluice__op_step_valid(&op, &in, &out2, now, &v2);
+    rc1 = sluice_op_step_single(&op, &in, &out1, now, &v1, &e1);
+    rc2 = sluice_op_step_validated(&op, &in, &out2, now, &v2);
     e2 = sluice_op_expiry(&op, 0, &out2);
     inplace = in;
-    rc3 = sluice__op_step_one(&op, &inplace, &inplace, now, &v3, &e3);
+    rc3 = sluice_op_step_single(&op, &inplace, &inplace, now, &v3, &e3);
     cr_assert_eq(rc1, rc2);
     cr_assert_eq(rc3, rc2);
     if (rc2 != SLUICE_OK)

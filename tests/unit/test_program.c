@@ -299,8 +299,8 @@ static int v1_open(const sluice_backend *b, const char *uri,
   s->pMethods = &v1_methods;
   return sluice_limiter_open(NULL, &((v1_store *)s)->inner);
 }
-static const sluice_backend v1_backend = {1, sizeof(v1_store), "v1", NULL,
-                                          v1_open};
+static const sluice_backend v1_backend = {
+    SLUICE_BACKEND_CLASS_VERSION, sizeof(v1_store), "v1", NULL, v1_open};
 
 static sluice_clock *clk; /* manual, at 1 s: xGet reads at its time */
 

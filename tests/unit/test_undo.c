@@ -1,6 +1,6 @@
 /*
 ** The per-record undo a lock-free store runs when its rollback loses a CAS
-** race (sluice__job_undo): taking one write back out of a record that
+** race (sluice_job_undo): taking one write back out of a record that
 ** others have written since must leave exactly what their writes alone
 ** would have left (the invariant "a denial leaves no charge behind"), in
 ** the regimes where that is decidable from the record, and never less.
@@ -218,7 +218,7 @@ Test(undo, program_records_use_their_own_steps_parameters) {
   sluice_step steps[2];
   sluice_program prog = {3, keys, 2, steps};
   sluice_program_result res;
-  sluice__job job;
+  sluice_job job;
   sluice_state pre[3], post[3], cur[3], got;
   int64_t now = 50 * SEC;
   int i;
@@ -242,14 +242,14 @@ Test(undo, program_records_use_their_own_steps_parameters) {
   cr_assert_eq(sluice_program_validate(&prog), SLUICE_OK);
   for (i = 0; i < 3; i++)
     pre[i] = zst();
-  sluice__job_prog(&job, &prog, &res);
-  cr_assert_eq(sluice__job_run(&job, pre, post, now), SLUICE_OK);
+  sluice_job_program(&job, &prog, &res);
+  cr_assert_eq(sluice_job_run(&job, pre, post, now), SLUICE_OK);
   cr_assert(res.allowed);
   /* Another run on top, then each record's undo leaves one run's worth. */
-  cr_assert_eq(sluice__job_run(&job, post, cur, now), SLUICE_OK);
+  cr_assert_eq(sluice_job_run(&job, post, cur, now), SLUICE_OK);
   cr_assert(res.allowed);
   for (i = 0; i < 3; i++) {
-    cr_assert(sluice__job_undo(&job, i, &pre[i], &post[i], &cur[i], now, &got),
+    cr_assert(sluice_job_undo(&job, i, &pre[i], &post[i], &cur[i], now, &got),
               "record %d", i);
     cr_assert(st_eq(&got, &post[i]), "record %d: not one run's worth", i);
   }

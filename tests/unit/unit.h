@@ -58,4 +58,25 @@ static inline int verdict_eq(const sluice_verdict *a, const sluice_verdict *b) {
 /* A key for a literal string. */
 #define KEY(s) ((sluice_key){(s), sizeof(s) - 1})
 
+/* One GCRA CONSUME of `cost` over one key. */
+static inline sluice_op op_take(const sluice_key *k,
+                                const sluice_gcra_params *p, int64_t cost) {
+  sluice_op op;
+  memset(&op, 0, sizeof op);
+  op.algo = SLUICE_ALGO_GCRA;
+  op.kind = SLUICE_OP_CONSUME;
+  op.nkeys = 1;
+  op.keys = k;
+  op.params = p;
+  op.arg = cost;
+  return op;
+}
+
+/* A penalty ladder for program tests: box after 3 strikes in a minute. */
+static const sluice_penalty_params UNIT_LADDER = {
+    .strike_threshold = 3,
+    .strike_window_ns = 60 * SEC,
+    .box_ns = {60 * SEC, 600 * SEC, 3600 * SEC},
+    .offense_ttl_ns = 3600 * SEC};
+
 #endif

@@ -162,7 +162,7 @@ int smod_decode(smod_call *c, const unsigned char *a, size_t n, int nkeys,
       get_params(&c->par[0], c->algo, nkeys, a + 8 * SLUICE_WIRE_HEADER,
                  (int64_t)n - SLUICE_WIRE_HEADER) != 0)
     return bad(why, "EINVAL malformed arguments");
-  rc = sluice__op_validate_shape(&c->op);
+  rc = sluice_op_validate_params(&c->op);
   if (rc != SLUICE_OK)
     *why = rc == SLUICE_ERANGE ? "ERANGE amount out of range"
                                : "EINVAL invalid operation";

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "program_int.h"
+#include <sluice/backend.h>
 #include "wire.h" /* backends/redis/wire.h */
 
 /* One step's parameters, whatever its algorithm. */

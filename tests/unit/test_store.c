@@ -1,0 +1,180 @@
+/*
+** The public store wrappers (sluice_store_open / apply / ... / close):
+** what a decorator opens and calls its inner store with.  They validate as
+** the limiter's calls do: a NULL store, one never opened or already closed,
+** a bad op or program never reach a backend.
+*/
+#include "unit.h"
+
+static const sluice_gcra_params G = {.rate = 1, .period_ns = SEC, .burst = 2};
+static const sluice_key K = {"k", 1};
+
+static sluice_op take_op(void) { return op_take(&K, &G, 1); }
+
+static sluice_store *open_mem(void) {
+  sluice_store *s = NULL;
+  char err[128];
+  cr_assert_eq(sluice_store_open(sluice_backend_find("mem"), "", NULL, 0, &s,
+                                 err, sizeof err),
+               SLUICE_OK, "%s", err);
+  cr_assert_not_null(s);
+  return s;
+}
+
+Test(store, open_validates) {
+  sluice_store *s = (sluice_store *)1;
+  char err[128];
+  cr_assert_eq(sluice_store_open(NULL, "", NULL, 0, &s, err, sizeof err),
+               SLUICE_EINVAL);
+  cr_assert_null(s, "*out is NULL on failure");
+  cr_assert_str_not_empty(err);
+  cr_assert_eq(sluice_store_open(sluice_backend_find("mem"), "", NULL, 0,
+                                 NULL, NULL, 0),
+               SLUICE_EINVAL);
+  cr_assert_eq(sluice_store_open(sluice_backend_find("mem"), "", NULL,
+                                 0x80000000u, &s, err, sizeof err),
+               SLUICE_EINVAL, "an unknown flag");
+  cr_assert_str_eq(err, "unknown SLUICE_OPEN_* flag");
+  cr_assert_eq(sluice_store_open(sluice_backend_find("mem"), "nope=1", NULL,
+                                 0, &s, err, sizeof err),
+               SLUICE_EINVAL, "a parameter mem does not read");
+  cr_assert(strstr(err, "nope") != NULL, "%s", err);
+  cr_assert_null(s);
+}
+
+Test(store, a_store_decides_like_a_limiter) {
+  sluice_store *s = open_mem();
+  sluice_op op = take_op();
+  sluice_verdict v;
+  sluice_state st;
+  int64_t exp;
+  cr_assert_eq(sluice_store_apply(s, &op, SEC, &v), SLUICE_OK);
+  cr_assert(v.allowed);
+  cr_assert_eq(sluice_store_apply(s, &op, SEC, &v), SLUICE_OK);
+  cr_assert_eq(sluice_store_apply(s, &op, SEC, &v), SLUICE_OK);
+  cr_assert(!v.allowed, "burst 2");
+  cr_assert_eq(sluice_store_get(s, &K, SEC, &st, &exp), SLUICE_OK);
+  cr_assert_gt(exp, SEC);
+  cr_assert_eq(sluice_store_delete(s, &K), SLUICE_OK);
+  cr_assert_eq(sluice_store_get(s, &K, SEC, &st, &exp), SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_store_capabilities(s) & SLUICE_CAP_THREADSAFE,
+               SLUICE_CAP_THREADSAFE);
+  cr_assert_eq(sluice_store_control(s, 12345, &v), SLUICE_ENOTFOUND);
+  sluice_store_close(s);
+  sluice_store_close(NULL); /* NULL-safe */
+}
+
+Test(store, null_and_bad_input_never_reach_the_backend) {
+  sluice_store *s = open_mem();
+  sluice_op op = take_op(), bad = take_op();
+  sluice_program p;
+  sluice_program_result res;
+  sluice_verdict v, vs[2];
+  sluice_state st;
+  sluice_op two[2];
+  int rcs[2];
+  memset(&p, 0, sizeof p);
+  cr_assert_eq(sluice_store_apply(NULL, &op, SEC, &v), SLUICE_EINVAL);
+  cr_assert_eq(sluice_store_apply_many(NULL, 1, &op, SEC, vs, rcs),
+               SLUICE_EINVAL);
+  cr_assert_eq(sluice_store_run(NULL, &p, SEC, &res), SLUICE_EINVAL);
+  cr_assert_eq(sluice_store_run_many(NULL, 1, &p, SEC, &res, rcs),
+               SLUICE_EINVAL);
+  cr_assert_eq(sluice_store_get(NULL, &K, SEC, &st, NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice_store_delete(NULL, &K), SLUICE_EINVAL);
+  cr_assert_eq(sluice_store_control(NULL, 1, NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice_store_capabilities(NULL), 0);
+  cr_assert_eq(sluice_store_apply(s, NULL, SEC, &v), SLUICE_EINVAL);
+  cr_assert_eq(sluice_store_apply(s, &op, -1, &v), SLUICE_EINVAL);
+  cr_assert_eq(sluice_store_apply(s, &op, SEC, NULL), SLUICE_EINVAL);
+  bad.arg = 3; /* more than the burst */
+  cr_assert_eq(sluice_store_apply(s, &bad, SEC, &v), SLUICE_ERANGE);
+  bad = take_op();
+  bad.algo = 99;
+  cr_assert_eq(sluice_store_apply(s, &bad, SEC, &v), SLUICE_EINVAL);
+  two[0] = op;
+  two[1] = bad;
+  cr_assert_eq(sluice_store_apply_many(s, 2, two, SEC, vs, rcs), SLUICE_OK);
+  cr_assert_eq(rcs[0], SLUICE_OK);
+  cr_assert_eq(rcs[1], SLUICE_EINVAL, "the bad op keeps its own code");
+  cr_assert_eq(sluice_store_apply_many(s, -1, two, SEC, vs, rcs),
+               SLUICE_EINVAL);
+  cr_assert_eq(sluice_store_run(s, &p, SEC, &res), SLUICE_EINVAL,
+               "an empty program");
+  cr_assert_eq(sluice_store_get(s, NULL, SEC, &st, NULL), SLUICE_EKEY);
+  cr_assert_eq(sluice_store_delete(s, &(sluice_key){"", 0}), SLUICE_EKEY);
+  /* None of it was charged: one take so far, a second still fits. */
+  cr_assert_eq(sluice_store_apply(s, &op, SEC, &v), SLUICE_OK);
+  cr_assert(v.allowed);
+  cr_assert_eq(v.remaining, 0);
+  sluice_store_close(s);
+}
+
+/* An allocator that never gives memory back, so that a closed store can be
+** called without a use after free. */
+static void *keep_malloc(void *ud, size_t n) {
+  (void)ud;
+  return malloc(n);
+}
+static void *keep_realloc(void *ud, void *p, size_t o, size_t n) {
+  (void)ud;
+  (void)o;
+  return realloc(p, n);
+}
+static void *kept[4096];
+static int nkept;
+static void keep_free(void *ud, void *p, size_t n) {
+  (void)ud;
+  (void)n;
+  if (nkept < 4096)
+    kept[nkept++] = p;
+  else
+    free(p);
+}
+
+Test(store, a_closed_store_is_refused) {
+  static const sluice_allocator keep = {keep_malloc, keep_realloc, keep_free,
+                                        NULL};
+  sluice_store *s = NULL;
+  sluice_op op = take_op();
+  sluice_verdict v;
+  sluice_state st;
+  sluice_store bare;
+  int i;
+  cr_assert_eq(sluice_store_open(sluice_backend_find("mem"), "", &keep, 0, &s,
+                                 NULL, 0),
+               SLUICE_OK);
+  cr_assert_eq(sluice_store_apply(s, &op, SEC, &v), SLUICE_OK);
+  sluice_store_close(s);
+  cr_assert_lt(nkept, 4096, "every block kept: none was reused");
+  cr_assert_eq(sluice_store_apply(s, &op, SEC, &v), SLUICE_EINVAL);
+  cr_assert_eq(sluice_store_get(s, &K, SEC, &st, NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice_store_control(s, 1, NULL), SLUICE_EINVAL);
+  sluice_store_close(s); /* a second close is a no-op */
+  /* A struct the core never opened. */
+  memset(&bare, 0, sizeof bare);
+  cr_assert_eq(sluice_store_apply(&bare, &op, SEC, &v), SLUICE_EINVAL);
+  for (i = 0; i < nkept; i++)
+    free(kept[i]);
+}
+
+Test(store, uri_check_is_the_core_rule) {
+  static const char *const names[] = {"a", "b", NULL};
+  char err[128];
+  cr_assert_eq(sluice_uri_check("x", "a=1;b=2", names, err, sizeof err),
+               SLUICE_OK);
+  cr_assert_eq(sluice_uri_check("x", "", names, err, sizeof err), SLUICE_OK);
+  cr_assert_eq(sluice_uri_check("x", "a=1;c=2", names, err, sizeof err),
+               SLUICE_EINVAL);
+  cr_assert_str_eq(err, "x: unknown parameter 'c' (known: a, b)");
+  cr_assert_eq(sluice_uri_check("x", "a=1;a=2", names, err, sizeof err),
+               SLUICE_EINVAL);
+  cr_assert_str_eq(err, "x: parameter 'a' given twice");
+  cr_assert_eq(sluice_uri_check(NULL, "a", names, NULL, 0), SLUICE_EINVAL,
+               "no '=', and no buffer to say so");
+  cr_assert_eq(sluice_uri_check("x", NULL, names, err, sizeof err),
+               SLUICE_EINVAL);
+  cr_assert_str_eq(err, "uri_check: NULL uri");
+  cr_assert_eq(sluice_uri_check("x", "a=1", NULL, err, sizeof err),
+               SLUICE_EINVAL);
+}
