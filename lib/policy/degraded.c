@@ -1,6 +1,6 @@
 /*
 ** The degraded limiter: what decides the tier requests while the primary
-** store fails (policy.c choice d).  In process memory by default: then a
+** store fails (decide.c choice d).  In process memory by default: then a
 ** host of N workers admits N times degraded_percent of the tier rate.
 ** Given "shm:name=/NAME", it is a shm store (lib/backends/shm) shared by
 ** every process of the host that names it, so the host admits the

@@ -3,7 +3,8 @@
 ** (`sluice inspect`), changing nothing.  Each record is fetched with
 ** sluice_limiter_get() and its algorithm's PEEK / CHECK step runs on a
 ** copy; the keys are keys.c's and the parameters the ones derived at open
-** (policy.c), i.e. exactly what a decision reads and writes.
+** (policy.c), i.e. exactly what a decision (tenant.c, auth.c) reads and
+** writes.
 **
 ** A record these parameters could not have written (a bucket fuller than
 ** its burst allows, more strikes than the threshold, a box longer than its

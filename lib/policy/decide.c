@@ -1,0 +1,207 @@
+/*
+** The policy layer: one call per request runs the flow of the spec's
+** section 1 diagram over the algorithm layer, on whatever backend the
+** limiter has.  This file is its entry (sluice_policy_decide): the
+** deny cache, the breaker, the store's part, the failure mode and shadow
+** mode, in that order.  The flow's parts live beside it: request.c (the
+** request context), programs.c (programs and the store calls),
+** tenant.c, auth.c, verdict.c (results into the decision), failure.c;
+** flow.h declares what they share.  The other files cite the choices
+** below by letter.
+**
+** Every decision is a program (sluice/program.h) per hash-tag group, run
+** as ONE atomic store call: no other process's operation lands between a
+** request's box check and its charge, and a request never half-happens.
+**
+** Tenant request (every class but auth), one program over {t:T}:
+**
+**   box CHECK pb:{t:T}:K  -- boxed: 429 Active-Lockout (403 if suspended),
+**        |                   nothing else runs
+**   GCRA group [rl:{t:T}:tb, rl:{t:T}:kb:K]  -- both or neither charged,
+**        |        the stricter bucket reported (binding); heavy: PEEK
+**        |-- denied: throttled; a strike when the client came back before
+**        |   the Retry-After it was given (the notice record ra:{t:T}:K);
+**        |   strikes trip the box, L1 -> L2 -> L3
+**   heavy?  reconcile: ledger mutex lk:{t:T}:L; export: hourly cap
+**        |  xh:{t:T} CONSUME; then the tenant's lease set
+**        |  cc:{t:T}:<class>:<i>; then the bucket CONSUME
+**   allow (lease id returned for heavy endpoints)
+**
+** Auth request: one program per scope.  The subject's ({s:S}): box CHECK,
+** and on a failure its sliding window of failures, the distinct IPs it
+** failed from, a trip at its limit.  The IP's ({ip:I}): box CHECK, and on
+** a failure (subject not boxed) its failures window, the stuffing window,
+** the distinct subjects it failed for, a level-3 trip on a stuffing
+** signature (or when the subject's program saw too many IPs), else a
+** level-1 trip at its limit.
+**
+** Choices where the spec is silent or loose:
+**  a) A strike needs a Retry-After to ignore.  The spec says a strike is a
+**     request "sent before its Retry-After elapsed" and that an honest
+**     client "never accumulates strikes"; counting every 429 (its Lua)
+**     would charge an honest client one strike per throttle episode.  So
+**     each denial leaves a notice (a one-slot lease that lives for the
+**     Retry-After given); a denial while a notice is live is a strike.
+**  b) A denied heavy request consumes nothing: every step of its program
+**     is a gate, and a gate's denial undoes what the steps before it wrote
+**     (the export-cap slot, the ledger lock, the lease), all inside the
+**     one atomic call.  The bucket is PEEKed before the leases so that a
+**     throttled request reports a throttle (and strikes) first.
+**  g) Auth: a failure from a boxed IP whose subject is not boxed is still
+**     counted against the subject (its program runs before the IP's is
+**     read); a boxed subject counts nothing.
+**  c) Store failure: SLUICE_ETIMEDOUT, SLUICE_EUNAVAIL, SLUICE_EBACKEND,
+**     SLUICE_EIO, SLUICE_EFULL (a store full of live records cannot decide
+**     either) and SLUICE_ENOMEM switch to the failure mode (auth always
+**     fails closed: it has no tier rate to degrade to); any other error is a bug
+**     in the request and is returned.  Every request makes its own
+**     attempt, so a short stall costs only the requests it delays; a
+**     circuit breaker (breaker.c) that sees failures sustained leaves the
+**     store alone for degraded_probe_ns, then lets trial requests probe
+**     it, so a dead store does not cost every request its timeout.
+**  d) The degraded limiter is a "mem" limiter, or a shm store the host's
+**     processes share (degraded.c), with the same keys at degraded_percent
+**     of the tier rates and bursts; it has no penalty box.  The boxes the
+**     store reported are kept in the deny cache (deny_cache.c), read in
+**     degraded mode (a failed call or an open breaker alike) and, when
+**     shared, before the store and before the breaker is asked.
+**  e) Suspension (L3, non-enterprise) is SUSPENDED / 403 without a
+**     Retry-After: no wait helps.  Enterprise L3 pages and boxes the key
+**     for enterprise_level3_box_ns (429 Active-Lockout).
+**  f) "Unknown client" and "bad secret" run the same operations and give
+**     the same decision: the decision never sees which one it was.
+*/
+#include <string.h>
+
+#include "flow.h"
+
+static int status_of(int outcome) {
+  switch (outcome) {
+  case SLUICE_OUTCOME_ALLOW:
+    return 200;
+  case SLUICE_OUTCOME_SUSPENDED:
+    return 403;
+  case SLUICE_OUTCOME_CONFLICT:
+    return 409;
+  case SLUICE_OUTCOME_UNAVAILABLE:
+    return 503;
+  default:
+    return 429;
+  }
+}
+
+/* Shadow mode, whole or per feature: a refusal of a feature not enforced
+** is served, d->outcome keeping what enforcement would have done.  A box
+** passed over (tenant.c) is that outcome when nothing enforced
+** refused. */
+static void shadow_apply(sluice__ctx *c, int row, sluice_decision *d) {
+  if (c->box_shadowed &&
+      (d->outcome == SLUICE_OUTCOME_ALLOW ||
+       (c->shadow & (unsigned)sluice_shadow_feature_of(d->outcome)))) {
+    sluice__fill_box(c, &c->box, d);
+    d->verdict_status = d->status = status_of(d->outcome);
+    d->allowed = 0; /* passed below: the box is in shadow */
+  }
+  if (!c->shadow)
+    return;
+  d->flags |= SLUICE_DECISION_SHADOW;
+  if (!d->allowed &&
+      (c->shadow & (unsigned)sluice_shadow_feature_of(d->outcome))) {
+    atomic_fetch_add_explicit(&c->p->ctr->shadow_passed[row], 1,
+                              memory_order_relaxed);
+    d->allowed = 1;
+    d->status = 200;
+  }
+}
+
+/* The store's part of a decision: the per-IP backstop first, then the
+** request's own programs. */
+static int decide_store(sluice__ctx *c, sluice_decision *d) {
+  int rc, refused = 0;
+  if (c->p->cfg.ip_limit > 0 && c->req->client_ip) {
+    rc = sluice__backstop(c->p, c->I, c->now, d, &refused);
+    if (rc != SLUICE_OK && sluice__store_failure(rc) && !c->store_err)
+      c->store_err = rc;
+    if (rc != SLUICE_OK || refused)
+      return rc;
+  }
+  return c->cls == SLUICE_EP_AUTH ? sluice__decide_auth(c, d)
+                                  : sluice__decide_tenant(c, d);
+}
+
+int sluice_policy_decide(sluice_policy *p, const sluice_request *q,
+                         sluice_decision *d) {
+  sluice__ctx c;
+  int rc, row, skipped, cached, ticket;
+
+  if (!d)
+    return SLUICE_EINVAL;
+  memset(d, 0, sizeof *d);
+  if (!p || !q) {
+    d->invalid_field = p ? "request" : "policy";
+    return SLUICE_EINVAL;
+  }
+  rc = sluice__resolve(p, q, &c, d);
+  if (rc != SLUICE_OK)
+    return rc;
+  c.shadow = sluice__shadow_mask(&p->cfg, p->shadow, c.tier);
+  c.box_shadowed = 0;
+  c.now = sluice_limiter_now(p->lim);
+  d->now_ns = c.now;
+  d->cost = c.cost;
+  if (c.tier >= 0)
+    memcpy(d->tier, p->cfg.tiers[c.tier].name,
+           strnlen(p->cfg.tiers[c.tier].name, sizeof d->tier - 1));
+
+  /* The shared deny cache first: a live box seen before costs no store
+  ** call, and takes no ticket from the breaker (a half-open trial is not
+  ** spent on a request that never reaches the store).  Then the breaker:
+  ** while it is open the request is decided as failed, and failure_mode()
+  ** reads the deny cache again, private or shared, so a boxed key stays
+  ** out whatever the breaker does. */
+  cached = sluice__cached_box(&c, 0, d);
+  ticket = cached ? SLUICE__BRK_SKIP : sluice__breaker_admit(&p->brk, c.now);
+  skipped = !cached && SLUICE__BRK_KIND(ticket) == SLUICE__BRK_SKIP;
+  if (cached) {
+    rc = SLUICE_OK; /* a live box seen before: no store call */
+  } else if (skipped) {
+    /* Circuit open: the store failed for a sustained stretch. */
+    int last = atomic_load_explicit(&p->degraded, memory_order_relaxed);
+    c.store_err = last < 0 ? last : SLUICE_EUNAVAIL;
+    rc = c.store_err;
+  } else {
+    rc = decide_store(&c, d);
+  }
+  if (rc != SLUICE_OK && !sluice__store_failure(rc)) {
+    sluice__breaker_abandon(&p->brk, ticket);
+    return rc; /* nothing recorded that matters: a bug, not a decision */
+  }
+  if (!skipped)
+    sluice__breaker_done(&p->brk,
+                         rc != SLUICE_OK ? sluice_limiter_now(p->lim) : c.now,
+                         ticket, rc != SLUICE_OK);
+  if (rc != SLUICE_OK && skipped) {
+    sluice__failure_mode(&c, rc, d);
+  } else if (rc != SLUICE_OK) {
+    int was = atomic_exchange(&p->degraded, rc);
+    if (!was)
+      sluice__emit(&c, SLUICE_EVENT_DEGRADED_ON, 0, 0, NULL, 0, 0);
+    sluice__failure_mode(&c, rc, d);
+  } else if (!cached &&
+             atomic_load_explicit(&p->degraded, memory_order_relaxed) &&
+             atomic_exchange(&p->degraded, 0)) {
+    sluice__emit(&c, SLUICE_EVENT_DEGRADED_OFF, 0, 0, NULL, 0, 0);
+  }
+
+  d->verdict_status = status_of(d->outcome);
+  d->allowed = d->outcome == SLUICE_OUTCOME_ALLOW;
+  d->status = d->verdict_status;
+  row = c.tier >= 0 ? c.tier : SLUICE_POLICY_TIERS_MAX;
+  shadow_apply(&c, row, d);
+  atomic_fetch_add_explicit(&p->ctr->decisions[row][d->outcome], 1,
+                            memory_order_relaxed);
+  if (d->flags & SLUICE_DECISION_DEGRADED)
+    atomic_fetch_add_explicit(&p->ctr->degraded_decisions[row], 1,
+                              memory_order_relaxed);
+  return SLUICE_OK;
+}

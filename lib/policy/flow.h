@@ -1,0 +1,93 @@
+/*
+** The request flow's private side: what the files of one decision share.
+** decide.c opens with the flow and its choices (a-g); a decision builds a
+** context (request.c), runs a program per hash-tag group (programs.c) for
+** the tenant flow (tenant.c) or the auth flow (auth.c), turns what the
+** store said into the decision (verdict.c), or, when the store fails,
+** decides without it (failure.c).
+*/
+#ifndef SLUICE_LIB_POLICY_FLOW_H
+#define SLUICE_LIB_POLICY_FLOW_H
+
+#include "keys.h"
+#include "policy_int.h"
+
+/* Everything one decision needs, built before any store work. */
+typedef struct sluice__ctx {
+  sluice_policy *p;
+  const sluice_request *req;
+  int tier; /* index, or -1 for auth */
+  int cls;
+  int64_t cost;
+  int64_t now;
+  char T[SLUICE_SCOPE_ID_LEN + 1], K[SLUICE_SCOPE_ID_LEN + 1];
+  char I[SLUICE_SCOPE_ID_LEN + 1], S[SLUICE_SCOPE_ID_LEN + 1];
+  char L[SLUICE_SCOPE_ID_LEN + 1];
+  int has_subject;
+  int store_err; /* first store failure, 0 if none */
+  int tripped;   /* a box trip emitted events already */
+  unsigned shadow;       /* SLUICE_SHADOW_* not enforced (staged rollout) */
+  int box_shadowed;      /* boxed, but the box is not enforced: */
+  sluice_verdict box;    /* its verdict, reported if nothing else refuses */
+} sluice__ctx;
+
+/* A program under construction: its records (keys built in place) and its
+** steps.  Every decision is one of these per hash-tag group, run as one
+** atomic store call. */
+typedef struct sluice__prog {
+  char kbuf[SLUICE_PROGRAM_KEYS][SLUICE__KEYLEN];
+  sluice_key keys[SLUICE_PROGRAM_KEYS];
+  sluice_step st[SLUICE_PROGRAM_STEPS];
+  int nk, ns;
+} sluice__prog;
+
+/* Add a record built by one of keys.c's builders (the call's first
+** argument is the buffer); returns its index. */
+#define SLUICE__REC(g, fn, ...)                                                \
+  ((g)->keys[(g)->nk] = fn((g)->kbuf[(g)->nk], __VA_ARGS__), (g)->nk++)
+
+/* request.c: SLUICE_OK when id is set (or optional and absent) and fits
+** SLUICE_POLICY_ID_MAX; else the error, with d->invalid_field = field
+** when d is not NULL. */
+int sluice__id_ok(const char *s, int required, const char *field,
+                  sluice_decision *d);
+/* The keyed scope id of raw into out. */
+void sluice__scope(const sluice_policy *p, const char *raw,
+                   char out[SLUICE_SCOPE_ID_LEN + 1]);
+/* Check q and fill *c (now and shadow are the caller's); on error d says
+** which field. */
+int sluice__resolve(sluice_policy *p, const sluice_request *q, sluice__ctx *c,
+                    sluice_decision *d);
+
+/* programs.c: the errors that switch to the failure mode (choice c). */
+int sluice__store_failure(int rc);
+int sluice__step(sluice__prog *g, int algo, int kind, int key, int nkeys,
+                 const void *params, int64_t arg, uint64_t id);
+void sluice__when(sluice__prog *g, int i, int w, int ref, int fold);
+int sluice__run(sluice__ctx *c, sluice__prog *g, sluice_program_result *r);
+/* 1 when step i ran. */
+int sluice__ran(const sluice_program_result *r, int i);
+void sluice__slot_recs(sluice__ctx *c, sluice__prog *g, int cls, int n);
+
+/* verdict.c */
+void sluice__emit(sluice__ctx *c, int type, int scope_kind, int level,
+                  const char *scope_id, int64_t until, int outcome);
+void sluice__fill_bucket(sluice__ctx *c, const sluice_gcra_params *ps,
+                         const sluice_verdict *v, sluice_decision *d);
+void sluice__box_seen(sluice__ctx *c, int kind, const char *id,
+                      const sluice_verdict *v);
+void sluice__fill_box(sluice__ctx *c, const sluice_verdict *v,
+                      sluice_decision *d);
+void sluice__tripped(sluice__ctx *c, int scope_kind, const char *scope_id,
+                     const sluice_verdict *v, sluice_decision *d);
+
+/* The store's part of a decision: tenant.c, auth.c. */
+int sluice__decide_tenant(sluice__ctx *c, sluice_decision *d);
+int sluice__decide_auth(sluice__ctx *c, sluice_decision *d);
+
+/* failure.c: 1 when a cached box decides the request (degraded: the
+** store failed or the breaker is open). */
+int sluice__cached_box(sluice__ctx *c, int degraded, sluice_decision *d);
+void sluice__failure_mode(sluice__ctx *c, int err, sluice_decision *d);
+
+#endif

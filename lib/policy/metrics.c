@@ -1,0 +1,146 @@
+/*
+** The decision counters, read one at a time or as Prometheus text.
+*/
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "policy_int.h"
+
+static const char *scope_name(int s) {
+  static const char *const n[5] = {"none", "key", "ip", "subject", "tenant"};
+  return (s >= 0 && s < 5) ? n[s] : "none";
+}
+
+uint64_t sluice_policy_count(const sluice_policy *p, const char *tier,
+                             int outcome) {
+  int row;
+  if (!p || outcome < 0 || outcome >= SLUICE_OUTCOME__COUNT)
+    return 0;
+  if (!tier || !tier[0])
+    row = SLUICE_POLICY_TIERS_MAX;
+  else if ((row = sluice__policy_tier(p, tier)) < 0)
+    return 0;
+  return atomic_load_explicit(&p->ctr->decisions[row][outcome],
+                              memory_order_relaxed);
+}
+
+typedef struct out {
+  char *buf;
+  size_t len, used;
+} out;
+
+static void put(out *o, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static void put(out *o, const char *fmt, ...) {
+  va_list ap;
+  int n;
+  char *dst = (o->buf && o->used < o->len) ? o->buf + o->used : NULL;
+  size_t room = dst ? o->len - o->used : 0;
+  va_start(ap, fmt);
+  n = vsnprintf(dst, room, fmt, ap);
+  va_end(ap);
+  if (n > 0)
+    o->used += (size_t)n;
+}
+
+#define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+
+int sluice_policy_metrics(const sluice_policy *cp, char *buf, size_t len,
+                          size_t *needed) {
+  sluice_policy *p = (sluice_policy *)cp;
+  out o = {buf, len, 0};
+  int t, i, l;
+  if (!p || (!buf && len))
+    return SLUICE_EINVAL;
+  if (buf && len)
+    buf[0] = '\0';
+#define TIERNAME(t) ((t) < p->cfg.ntiers ? p->cfg.tiers[t].name : "none")
+#define FOR_ROWS(t)                                                            \
+  for (t = 0; t <= SLUICE_POLICY_TIERS_MAX; t++)                               \
+    if (t < p->cfg.ntiers || t == SLUICE_POLICY_TIERS_MAX)
+  put(&o, "# HELP sluice_policy_decisions_total Decisions by tier and "
+          "outcome (in shadow mode: the outcome that was not enforced).\n"
+          "# TYPE sluice_policy_decisions_total counter\n");
+  FOR_ROWS(t) {
+    for (i = 0; i < SLUICE_OUTCOME__COUNT; i++)
+      put(&o, "sluice_policy_decisions_total{tier=\"%s\",outcome=\"%s\"} %llu\n",
+          TIERNAME(t), sluice_outcome_name(i),
+          (unsigned long long)LOAD(p->ctr->decisions[t][i]));
+  }
+  put(&o, "# HELP sluice_policy_degraded_decisions_total Decisions made by "
+          "the local degraded limiter.\n"
+          "# TYPE sluice_policy_degraded_decisions_total counter\n");
+  FOR_ROWS(t) {
+    put(&o, "sluice_policy_degraded_decisions_total{tier=\"%s\"} %llu\n",
+        TIERNAME(t), (unsigned long long)LOAD(p->ctr->degraded_decisions[t]));
+  }
+  put(&o, "# HELP sluice_policy_shadow_passed_total Requests shadow mode let "
+          "through that enforcement would have refused.\n"
+          "# TYPE sluice_policy_shadow_passed_total counter\n");
+  FOR_ROWS(t) {
+    put(&o, "sluice_policy_shadow_passed_total{tier=\"%s\"} %llu\n",
+        TIERNAME(t), (unsigned long long)LOAD(p->ctr->shadow_passed[t]));
+  }
+  put(&o, "# HELP sluice_policy_fail_closed_total 503s because the store "
+          "failed, by endpoint class.\n"
+          "# TYPE sluice_policy_fail_closed_total counter\n");
+  for (i = 1; i < SLUICE_EP__COUNT; i++)
+    put(&o, "sluice_policy_fail_closed_total{endpoint=\"%s\"} %llu\n",
+        sluice_endpoint_class_name(i),
+        (unsigned long long)LOAD(p->ctr->fail_closed[i]));
+  put(&o, "# HELP sluice_policy_lease_denials_total Concurrency, ledger and "
+          "export-cap denials.\n"
+          "# TYPE sluice_policy_lease_denials_total counter\n");
+  for (i = SLUICE_EP_RECONCILE; i <= SLUICE_EP_EXPORT; i++)
+    put(&o, "sluice_policy_lease_denials_total{endpoint=\"%s\"} %llu\n",
+        sluice_endpoint_class_name(i),
+        (unsigned long long)LOAD(p->ctr->lease_denials[i]));
+  put(&o, "# HELP sluice_policy_box_trips_total Penalty box trips by scope "
+          "and level.\n# TYPE sluice_policy_box_trips_total counter\n");
+  for (i = SLUICE_SCOPE_KEY; i <= SLUICE_SCOPE_SUBJECT; i++)
+    for (l = 0; l < 3; l++)
+      put(&o,
+          "sluice_policy_box_trips_total{scope=\"%s\",level=\"%d\"} %llu\n",
+          scope_name(i), l + 1, (unsigned long long)LOAD(p->ctr->trips[i][l]));
+  put(&o, "# HELP sluice_policy_events_total Events emitted, by type.\n"
+          "# TYPE sluice_policy_events_total counter\n");
+  for (i = 1; i < SLUICE_EVENT__COUNT; i++)
+    put(&o, "sluice_policy_events_total{event=\"%s\"} %llu\n",
+        sluice_event_name(i), (unsigned long long)LOAD(p->ctr->events[i]));
+  put(&o, "# HELP sluice_policy_degraded 1 while the store is failing "
+          "(rl_degraded).\n# TYPE sluice_policy_degraded gauge\n"
+          "sluice_policy_degraded %d\n",
+      (LOAD(p->degraded) ||
+       sluice__breaker_state(&p->brk) != SLUICE__BRK_CLOSED)
+          ? 1
+          : 0);
+  put(&o, "# HELP sluice_policy_breaker_state The store's circuit breaker "
+          "in this process: 0 closed, 1 open, 2 half-open.\n"
+          "# TYPE sluice_policy_breaker_state gauge\n"
+          "sluice_policy_breaker_state %d\n",
+      sluice__breaker_state(&p->brk));
+  {
+    uint64_t h, st, f;
+    sluice__deny_stats(p, &h, &st, &f);
+    put(&o, "# HELP sluice_policy_deny_cache_total Deny cache: decisions it "
+            "made (hit), boxes it took (stored), boxes that found no slot "
+            "(full).\n# TYPE sluice_policy_deny_cache_total counter\n"
+            "sluice_policy_deny_cache_total{result=\"hit\"} %llu\n"
+            "sluice_policy_deny_cache_total{result=\"stored\"} %llu\n"
+            "sluice_policy_deny_cache_total{result=\"full\"} %llu\n",
+        (unsigned long long)h, (unsigned long long)st, (unsigned long long)f);
+  }
+#undef FOR_ROWS
+#undef TIERNAME
+  if (needed)
+    *needed = o.used;
+  if (buf && o.used >= len)
+    return SLUICE_ERANGE;
+  if (!buf)
+    return SLUICE_OK;
+  return SLUICE_OK;
+}

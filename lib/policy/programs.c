@@ -1,0 +1,64 @@
+/*
+** Building a decision's programs (one per hash-tag group, run as one
+** atomic store call) and running them, noting the first store failure
+** on the context for the failure mode (decide.c choice c).
+*/
+#include <string.h>
+
+#include "flow.h"
+
+int sluice__store_failure(int rc) {
+  return rc == SLUICE_ETIMEDOUT || rc == SLUICE_EUNAVAIL ||
+         rc == SLUICE_EBACKEND || rc == SLUICE_EIO || rc == SLUICE_EFULL ||
+         rc == SLUICE_ENOMEM;
+}
+
+/* Add a step; returns its index (guards and folds are set by the caller
+** when they are not "always, gate"). */
+int sluice__step(sluice__prog *g, int algo, int kind, int key, int nkeys,
+                 const void *params, int64_t arg, uint64_t id) {
+  sluice_step *s = &g->st[g->ns];
+  memset(s, 0, sizeof *s);
+  s->algo = algo;
+  s->kind = kind;
+  s->key = key;
+  s->nkeys = nkeys;
+  s->params = params;
+  s->arg = arg;
+  s->id = id;
+  return g->ns++;
+}
+
+void sluice__when(sluice__prog *g, int i, int w, int ref, int fold) {
+  g->st[i].when = w;
+  g->st[i].ref = ref;
+  g->st[i].fold = fold;
+}
+
+int sluice__run(sluice__ctx *c, sluice__prog *g, sluice_program_result *r) {
+  sluice_program pr = {0}; /* the reserved words too */
+  int rc;
+  pr.nkeys = g->nk;
+  pr.keys = g->keys;
+  pr.nsteps = g->ns;
+  pr.steps = g->st;
+  rc = sluice_limiter_run_at(c->p->lim, &pr, c->now, r);
+  if (rc != SLUICE_OK && sluice__store_failure(rc) && !c->store_err)
+    c->store_err = rc;
+  return rc;
+}
+
+int sluice__ran(const sluice_program_result *r, int i) {
+  return i >= 0 && ((r->ran >> i) & 1u);
+}
+
+/* The tenant's lease set of class cls: n slot records. */
+void sluice__slot_recs(sluice__ctx *c, sluice__prog *g, int cls, int n) {
+  sluice_key first = sluice__key_slot(g->kbuf[g->nk], c->T, cls, 0);
+  int i;
+  g->keys[g->nk++] = first;
+  for (i = 1; i < n; i++) {
+    g->keys[g->nk] = sluice__key_slot_next(g->kbuf[g->nk], first, i);
+    g->nk++;
+  }
+}

@@ -1,0 +1,127 @@
+/*
+** Manual release of a penalty box and lifting of a suspension (the
+** operator's "sluice release"): the box is read, then released, and the
+** deny cache forgets it.
+*/
+#include <string.h>
+
+#include "flow.h"
+
+static int apply(sluice__ctx *c, int algo, int kind, int nkeys,
+                 const sluice_key *k, const void *params, int64_t arg,
+                 uint64_t id, sluice_verdict *v) {
+  sluice_op op = {0}; /* the reserved words too */
+  int rc;
+  op.algo = algo;
+  op.kind = kind;
+  op.nkeys = nkeys;
+  op.keys = k;
+  op.params = params;
+  op.arg = arg;
+  op.id = id;
+  rc = sluice_limiter_apply_at(c->p->lim, &op, c->now, v);
+  if (rc != SLUICE_OK && sluice__store_failure(rc) && !c->store_err)
+    c->store_err = rc;
+  return rc;
+}
+
+static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
+                   const char *who, const char *why, int lift) {
+  char kb[SLUICE__KEYLEN];
+  sluice_key k;
+  const sluice_penalty_params *pp;
+  const char *sid;
+  sluice_verdict v;
+  sluice_event ev;
+  sluice__ctx c;
+  int rc;
+
+  if (!p || !q || !who || !who[0] || !why || !why[0])
+    return SLUICE_EINVAL;
+  memset(&c, 0, sizeof c);
+  c.p = p;
+  c.tier = -1;
+  switch (scope_kind) {
+  case SLUICE_SCOPE_KEY:
+    if ((rc = sluice__id_ok(q->tenant_id, 1, "tenant_id", NULL)) ||
+        (rc = sluice__id_ok(q->api_key_id, 1, "api_key_id", NULL)))
+      return rc;
+    if (!q->tier)
+      return SLUICE_EINVAL;
+    if ((c.tier = sluice__policy_tier(p, q->tier)) < 0)
+      return SLUICE_ENOTFOUND;
+    sluice__scope(p, q->tenant_id, c.T);
+    sluice__scope(p, q->api_key_id, c.K);
+    k = sluice__key_key_box(kb, c.T, c.K);
+    pp = &p->rt[c.tier].penalty;
+    sid = c.K;
+    break;
+  case SLUICE_SCOPE_IP:
+    if ((rc = sluice__id_ok(q->client_ip, 1, "client_ip", NULL)))
+      return rc;
+    sluice__scope(p, q->client_ip, c.I);
+    k = sluice__key_auth(kb, SLUICE_SCOPE_IP, SLUICE__AK_BOX, c.I);
+    pp = &p->auth_penalty;
+    sid = c.I;
+    break;
+  case SLUICE_SCOPE_SUBJECT:
+    if ((rc = sluice__id_ok(q->auth_subject, 1, "auth_subject", NULL)))
+      return rc;
+    sluice__scope(p, q->auth_subject, c.S);
+    k = sluice__key_auth(kb, SLUICE_SCOPE_SUBJECT, SLUICE__AK_BOX, c.S);
+    pp = &p->auth_penalty;
+    sid = c.S;
+    break;
+  default:
+    return SLUICE_EINVAL;
+  }
+  c.now = sluice_limiter_now(p->lim);
+  rc = apply(&c, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 1, &k, pp, 0, 0, &v);
+  if (rc)
+    return rc;
+  if (v.allowed) {
+    sluice__deny_drop(p, scope_kind, sid); /* released elsewhere */
+    return SLUICE_ENOTFOUND;
+  }
+  if (!lift && (v.flags & SLUICE_V_SUSPENDED))
+    return SLUICE_EPERM;
+  if (lift && !(v.flags & SLUICE_V_SUSPENDED))
+    return SLUICE_ENOTFOUND;
+  {
+    int level = v.level;
+    rc = apply(&c, SLUICE_ALGO_PENALTY, SLUICE_OP_RELEASE, 1, &k, pp, 0, 0,
+               &v);
+    if (rc)
+      return rc;
+    sluice__deny_drop(p, scope_kind, sid);
+    atomic_fetch_add_explicit(
+        &p->ctr->events[lift ? SLUICE_EVENT_LIFT : SLUICE_EVENT_RELEASE], 1,
+        memory_order_relaxed);
+    if (p->on_event) {
+      memset(&ev, 0, sizeof ev);
+      ev.type = lift ? SLUICE_EVENT_LIFT : SLUICE_EVENT_RELEASE;
+      ev.scope = scope_kind;
+      ev.level = level;
+      ev.scope_id = sid;
+      ev.tenant_scope_id = c.T[0] ? c.T : NULL;
+      ev.tier = c.tier >= 0 ? p->cfg.tiers[c.tier].name : NULL;
+      ev.who = who;
+      ev.why = why;
+      ev.now_ns = c.now;
+      p->on_event(p->userdata, &ev);
+    }
+  }
+  return SLUICE_OK;
+}
+
+int sluice_policy_release_box(sluice_policy *p, int scope_kind,
+                              const sluice_request *q, const char *who,
+                              const char *why) {
+  return release(p, scope_kind, q, who, why, 0);
+}
+
+int sluice_policy_lift_suspension(sluice_policy *p, int scope_kind,
+                                  const sluice_request *q, const char *who,
+                                  const char *why) {
+  return release(p, scope_kind, q, who, why, 1);
+}

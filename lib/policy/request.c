@@ -1,0 +1,149 @@
+/*
+** The request context: a request checked field by field and turned into
+** everything its decision needs (endpoint class, tier, cost, scope ids)
+** before any store work, so that a bad request changes nothing.
+*/
+#include <string.h>
+
+#include "flow.h"
+
+int sluice__id_ok(const char *s, int required, const char *field,
+                  sluice_decision *d) {
+  size_t n;
+  if (!s) {
+    if (!required)
+      return SLUICE_OK;
+    if (d)
+      d->invalid_field = field;
+    return SLUICE_EINVAL;
+  }
+  n = strnlen(s, SLUICE_POLICY_ID_MAX + 1);
+  if (n == 0 || n > SLUICE_POLICY_ID_MAX) {
+    if (d)
+      d->invalid_field = field;
+    return SLUICE_EKEY;
+  }
+  return SLUICE_OK;
+}
+
+void sluice__scope(const sluice_policy *p, const char *raw,
+                   char out[SLUICE_SCOPE_ID_LEN + 1]) {
+  sluice_scope_id(p->secret, raw, strlen(raw), out);
+}
+
+static int route_match(const sluice_policy_route *r, const char *method,
+                       const char *route) {
+  size_t rl = strcspn(route, "?"), pl = strlen(r->route);
+  if (strcmp(r->method, "*") != 0 && strcmp(r->method, method) != 0)
+    return 0;
+  if (pl > 0 && r->route[pl - 1] == '*')
+    return rl >= pl - 1 && memcmp(route, r->route, pl - 1) == 0;
+  return rl == pl && memcmp(route, r->route, pl) == 0;
+}
+
+int sluice__resolve(sluice_policy *p, const sluice_request *q, sluice__ctx *c,
+                    sluice_decision *d) {
+  int rc, i;
+  memset(c, 0, sizeof *c);
+  c->p = p;
+  c->req = q;
+  c->tier = -1;
+  c->cls = q->endpoint_class;
+  if (c->cls < 0 || c->cls >= SLUICE_EP__COUNT) {
+    d->invalid_field = "endpoint_class";
+    return SLUICE_EINVAL;
+  }
+  if (c->cls == SLUICE_EP_AUTO) {
+    if (!q->method || !q->route) {
+      d->invalid_field = q->method ? "route" : "method";
+      return SLUICE_EINVAL;
+    }
+    for (i = 0; i < p->cfg.nroutes; i++)
+      if (route_match(&p->cfg.routes[i], q->method, q->route)) {
+        c->cls = p->cfg.routes[i].endpoint_class;
+        break;
+      }
+    if (c->cls == SLUICE_EP_AUTO) {
+      d->invalid_field = "route";
+      return SLUICE_ENOTFOUND;
+    }
+  }
+  d->endpoint_class = c->cls;
+  if ((rc = sluice__id_ok(q->client_ip, c->cls == SLUICE_EP_AUTH, "client_ip",
+                          d)))
+    return rc;
+  if (c->cls == SLUICE_EP_AUTH) {
+    int failed;
+    if (q->auth_result < SLUICE_AUTH_PENDING ||
+        q->auth_result > SLUICE_AUTH_BAD_SECRET) {
+      d->invalid_field = "auth_result";
+      return SLUICE_EINVAL;
+    }
+    failed = q->auth_result >= SLUICE_AUTH_UNKNOWN_CLIENT;
+    if ((rc = sluice__id_ok(q->auth_subject, failed, "auth_subject", d)))
+      return rc;
+    /* An auth request may carry its tenant's tier for the metrics, but
+    ** does not need one: the endpoint has its own limiter. */
+    if (q->tier) {
+      c->tier = sluice__policy_tier(p, q->tier);
+      if (c->tier < 0) {
+        d->invalid_field = "tier";
+        return SLUICE_ENOTFOUND;
+      }
+    }
+    sluice__scope(p, q->client_ip, c->I);
+    if (q->auth_subject) {
+      sluice__scope(p, q->auth_subject, c->S);
+      c->has_subject = 1;
+    }
+    return SLUICE_OK;
+  }
+  if ((rc = sluice__id_ok(q->tenant_id, 1, "tenant_id", d)) ||
+      (rc = sluice__id_ok(q->api_key_id, 1, "api_key_id", d)))
+    return rc;
+  if (!q->tier) {
+    d->invalid_field = "tier";
+    return SLUICE_EINVAL;
+  }
+  c->tier = sluice__policy_tier(p, q->tier);
+  if (c->tier < 0) {
+    d->invalid_field = "tier";
+    return SLUICE_ENOTFOUND;
+  }
+  if (c->cls == SLUICE_EP_RECONCILE &&
+      (rc = sluice__id_ok(q->ledger_id, 1, "ledger_id", d)))
+    return rc;
+  c->cost = p->cfg.cost[c->cls];
+  if (c->cls == SLUICE_EP_EXPORT &&
+      (q->export_from_ns != 0 || q->export_to_ns != 0)) {
+    if (q->export_to_ns < q->export_from_ns) {
+      d->invalid_field = "export_to_ns";
+      return SLUICE_EINVAL;
+    }
+    /* Unsigned: to - from cannot overflow once to >= from. */
+    if ((uint64_t)q->export_to_ns - (uint64_t)q->export_from_ns >
+        (uint64_t)p->cfg.export_long_range_ns)
+      c->cost = p->cfg.export_long_cost;
+  }
+  if (q->cost != 0) {
+    const sluice__tier_rt *r = &p->rt[c->tier];
+    int64_t cap = r->bucket[0].burst < r->bucket[1].burst
+                      ? r->bucket[0].burst
+                      : r->bucket[1].burst;
+    if (q->cost < 0 || q->cost > cap) {
+      d->invalid_field = "cost";
+      return SLUICE_ERANGE;
+    }
+    c->cost = q->cost;
+  }
+  sluice__scope(p, q->tenant_id, c->T);
+  sluice__scope(p, q->api_key_id, c->K);
+  if (c->cls == SLUICE_EP_RECONCILE)
+    sluice__scope(p, q->ledger_id, c->L);
+  /* The client IP's scope id only for the per-IP backstop: the rest of a
+  ** tenant request (keys, events, deny-cache reads) is the tenant's and
+  ** the key's. */
+  if (q->client_ip && p->cfg.ip_limit > 0)
+    sluice__scope(p, q->client_ip, c->I);
+  return SLUICE_OK;
+}

@@ -1,0 +1,109 @@
+/*
+** Store verdicts into the decision: the bucket's RateLimit facts, a box,
+** a box trip's events, and the deny cache entry every box the store
+** reports leaves (decide.c choice d).
+*/
+#include <string.h>
+
+#include "flow.h"
+#include "wide.h"
+
+void sluice__emit(sluice__ctx *c, int type, int scope_kind, int level,
+                  const char *scope_id, int64_t until, int outcome) {
+  sluice_policy *p = c->p;
+  sluice_event ev;
+  atomic_fetch_add_explicit(&p->ctr->events[type], 1, memory_order_relaxed);
+  if (!p->on_event)
+    return;
+  memset(&ev, 0, sizeof ev);
+  ev.type = type;
+  ev.scope = scope_kind;
+  ev.level = level;
+  ev.endpoint_class = c->cls;
+  ev.outcome = outcome;
+  ev.store_error = c->store_err;
+  ev.scope_id = scope_id;
+  ev.tenant_scope_id = c->T[0] ? c->T : NULL;
+  ev.tier = c->tier >= 0 ? p->cfg.tiers[c->tier].name : NULL;
+  ev.request = c->req;
+  ev.now_ns = c->now;
+  ev.until_ns = until;
+  p->on_event(p->userdata, &ev);
+}
+
+void sluice__fill_bucket(sluice__ctx *c, const sluice_gcra_params *ps,
+                         const sluice_verdict *v, sluice_decision *d) {
+  const sluice_gcra_params *b = &ps[v->binding];
+  d->binding = v->binding == 0 ? SLUICE_BINDING_TENANT : SLUICE_BINDING_KEY;
+  d->limit = v->limit;
+  d->remaining = v->remaining;
+  d->reset_ns = v->reset_ns;
+  d->policy_quota = b->burst;
+  /* The window in which the quota refills from empty: burst / rate. */
+  d->policy_window_ns = sluice__clamp64((sluice__i128)b->burst * b->period_ns / b->rate);
+  d->refill_rate = b->rate;
+  d->refill_period_ns = b->period_ns;
+  d->other_quota = ps[!v->binding].burst;
+  d->other_window_ns = sluice__clamp64((sluice__i128)ps[!v->binding].burst *
+                                       ps[!v->binding].period_ns /
+                                       ps[!v->binding].rate);
+  (void)c;
+}
+
+/* A box the store reported on a scope: into the deny cache (deny_cache.c),
+** which keeps it out without a store call, and through an outage. */
+void sluice__box_seen(sluice__ctx *c, int kind, const char *id,
+                      const sluice_verdict *v) {
+  if (!v->allowed)
+    sluice__deny_put(c->p, kind, id, c->now,
+                     (v->flags & SLUICE_V_SUSPENDED)
+                         ? SLUICE_FOREVER
+                         : c->now + v->retry_after_ns,
+                     v->level);
+}
+
+void sluice__fill_box(sluice__ctx *c, const sluice_verdict *v,
+                      sluice_decision *d) {
+  d->penalty_status = SLUICE_PENALTY_ACTIVE_LOCKOUT;
+  d->penalty_level = v->level;
+  d->strikes_remaining = 0;
+  if (v->flags & SLUICE_V_SUSPENDED) {
+    d->outcome = SLUICE_OUTCOME_SUSPENDED;
+    d->lockout_end_ns = SLUICE_FOREVER;
+    d->retry_after_ns = 0;
+  } else {
+    d->outcome = SLUICE_OUTCOME_BOXED;
+    d->retry_after_ns = v->retry_after_ns;
+    d->lockout_end_ns = c->now + v->retry_after_ns;
+  }
+  if (v->level >= 2)
+    d->flags |= SLUICE_DECISION_EDGE_DENY;
+}
+
+/* Events of a box trip at v->level on a scope. */
+void sluice__tripped(sluice__ctx *c, int scope_kind, const char *scope_id,
+                     const sluice_verdict *v, sluice_decision *d) {
+  int lvl = v->level < 1 ? 1 : v->level > 3 ? 3 : v->level;
+  int64_t until = (v->flags & SLUICE_V_SUSPENDED)
+                      ? SLUICE_FOREVER
+                      : c->now + v->retry_after_ns;
+  d->flags |= SLUICE_DECISION_TRIPPED;
+  sluice__box_seen(c, scope_kind, scope_id, v);
+  atomic_fetch_add_explicit(&c->p->ctr->trips[scope_kind][lvl - 1], 1,
+                            memory_order_relaxed);
+  sluice__emit(c, SLUICE_EVENT_BOX_TRIP, scope_kind, lvl, scope_id, until, 0);
+  if (lvl >= 2)
+    sluice__emit(c, SLUICE_EVENT_EDGE_DENY, scope_kind, lvl, scope_id, until,
+                 0);
+  if (lvl == 2)
+    sluice__emit(c, SLUICE_EVENT_ALERT, scope_kind, lvl, scope_id, until, 0);
+  if (lvl == 3) {
+    if (scope_kind == SLUICE_SCOPE_IP)
+      sluice__emit(c, SLUICE_EVENT_IP_BAN, scope_kind, lvl, scope_id, until, 0);
+    else if (scope_kind == SLUICE_SCOPE_KEY)
+      sluice__emit(c,
+                   (v->flags & SLUICE_V_SUSPENDED) ? SLUICE_EVENT_SUSPEND
+                                                   : SLUICE_EVENT_PAGE,
+                   scope_kind, lvl, scope_id, until, 0);
+  }
+}
