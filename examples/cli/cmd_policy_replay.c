@@ -18,7 +18,10 @@
 ** Speed: a file is mapped (stdin read in 1 MiB blocks) and split in place;
 ** with --threads the lines are partitioned by tenant, each partition in
 ** log order on its own thread with its own policy and store; --decisions
-** output is formatted by hand.
+** output is formatted by hand.  With --batch N, consecutive lines of one
+** t_ms are decided N at a time by sluice_policy_decide_many() (the same
+** decisions); a reconcile or export line ends its batch, since its lease
+** is released (or held) before the next line is decided.
 */
 #include <fcntl.h>
 #include <getopt.h>
@@ -37,6 +40,7 @@
 
 #define MS_NS INT64_C(1000000)
 #define NROWS (SLUICE_POLICY_TIERS_MAX + 1)
+#define BATCH_MAX 16
 
 /* A scope that would have been boxed. */
 typedef struct boxed {
@@ -53,6 +57,15 @@ typedef struct lease_hold {
   char tier[SLUICE_POLICY_NAME_MAX + 1], ledger[SLUICE_POLICY_ID_MAX + 1];
   int cls;
 } lease_hold;
+
+/* A parsed line waiting for its batch: its fields point into s. */
+typedef struct pending {
+  char s[4096];
+  char *f[10];
+  int nf, auth_result;
+  int64_t t;
+  long lineno;
+} pending;
 
 typedef struct preplay {
   sluice_clock *clock;
@@ -73,6 +86,9 @@ typedef struct preplay {
   lease_hold *lh;
   size_t lh_cap, lh_head, lh_n;
   int oom;
+  /* lines of one t_ms decided in one sluice_policy_decide_many() call */
+  pending pq[BATCH_MAX];
+  int nq, batch_max;
 } preplay;
 
 /* A partition of a mapped log: the lines whose tenant hashes to `idx`
@@ -88,7 +104,8 @@ typedef struct part {
 static void pr_usage(FILE *f) {
   fprintf(f,
       "usage: sluice replay --policy CONFIG [--decisions] [--job-ms N]\n"
-      "                     [--backend STORE] [--enforce] LOG|-\n\n"
+      "                     [--backend STORE] [--enforce] [--batch N] "
+      "LOG|-\n\n"
       "Replays a request log through the whole policy in shadow mode (the\n"
       "spec's rollout: decide and record everything, enforce nothing) and\n"
       "reports what would have been throttled per tier and which keys would\n"
@@ -110,7 +127,11 @@ static void pr_usage(FILE *f) {
       "                16 bytes of 0x3c (for sluice inspect)\n"
       "  --enforce     decide as the configuration says: enforce what it\n"
       "                does not leave in shadow (shadow, shadow_features,\n"
-      "                tiers.NAME.shadow_features: the staged rollout)\n\n"
+      "                tiers.NAME.shadow_features: the staged rollout)\n"
+      "  --batch N     decide up to N (1-16, default 1) consecutive lines of\n"
+      "                one t_ms in one sluice_policy_decide_many() call (the\n"
+      "                same decisions as one by one; a reconcile or export\n"
+      "                line ends its batch, so its lease is released first)\n\n"
       "The report: per tier what would have happened, `passed` (refusals\n"
       "served because their feature is in shadow) and `# not enforced:`,\n"
       "each tier's features in shadow.\n\n"
@@ -252,21 +273,157 @@ static void out_ms(cli_out *o, int64_t ns) {
 
 static void out_s(cli_out *o, const char *s) { cli_out_str(o, s, strlen(s)); }
 
-/* One line (copied, then split).  Returns CLI_OK or CLI_RUNTIME. */
+/* A decided line: the report's counts, its lease, its output line. */
+static int pr_decided(preplay *r, const pending *pl, const sluice_request *q,
+                      int rc, const sluice_decision *dp) {
+  sluice_decision d = *dp;
+  int i;
+  if (rc != SLUICE_OK) {
+    if (rc == SLUICE_EINVAL || rc == SLUICE_ENOTFOUND || rc == SLUICE_EKEY ||
+        rc == SLUICE_ERANGE) {
+      malformed(r, pl->lineno, sluice_strerror(rc),
+                d.invalid_field ? d.invalid_field : "request");
+      return CLI_OK;
+    }
+    cli_out_flush(&r->out);
+    fprintf(stderr, "sluice replay: line %ld: store error %s: %s\n",
+            pl->lineno, sluice_strerror(rc), sluice_limiter_errmsg(r->lim));
+    return CLI_RUNTIME;
+  }
+  if (r->oom) {
+    fprintf(stderr, "sluice replay: out of memory\n");
+    return CLI_RUNTIME;
+  }
+  r->n++;
+  {
+    int row = SLUICE_POLICY_TIERS_MAX;
+    if (d.tier[0]) {
+      const sluice_policy_config *c = sluice_policy_config_get(r->pol);
+      int k;
+      for (k = 0; k < c->ntiers; k++)
+        if (!strcmp(c->tiers[k].name, d.tier))
+          row = k;
+    }
+    if (d.flags & SLUICE_DECISION_STRIKE)
+      r->strikes[row]++;
+    if (d.flags & SLUICE_DECISION_DEGRADED)
+      r->degraded[row]++;
+    /* refused by a feature in shadow, served all the same */
+    if ((d.flags & SLUICE_DECISION_SHADOW) && d.allowed &&
+        d.verdict_status != 200)
+      r->passed[row]++;
+  }
+  if (d.lease_id) {
+    if (r->job_ns == 0) {
+      (void)sluice_policy_release_lease(r->pol, q, d.lease_id);
+    } else if (hold(r, q, &d, pl->t * MS_NS) != 0) {
+      fprintf(stderr, "sluice replay: out of memory\n");
+      return CLI_RUNTIME;
+    }
+  }
+  if (r->decisions) {
+    cli_out *o = &r->out;
+    cli_out_i64(o, pl->t);
+    for (i = 1; i < 6; i++) {
+      cli_out_char(o, ',');
+      out_s(o, pl->f[i]);
+    }
+    cli_out_char(o, ',');
+    out_s(o, sluice_outcome_name(d.outcome));
+    cli_out_char(o, ',');
+    cli_out_i64(o, d.verdict_status);
+    cli_out_char(o, ',');
+    cli_out_i64(o, d.remaining);
+    cli_out_char(o, ',');
+    out_ms(o, d.outcome == SLUICE_OUTCOME_SUSPENDED ? SLUICE_FOREVER
+                                                    : d.retry_after_ns);
+    cli_out_char(o, ',');
+    cli_out_i64(o, d.penalty_level);
+    cli_out_char(o, ',');
+    cli_out_i64(o, d.strikes_remaining);
+    cli_out_char(o, '\n');
+  }
+  return CLI_OK;
+}
+
+static sluice_request pr_request(const pending *pl) {
+  sluice_request q;
+  char *const *f = pl->f;
+  memset(&q, 0, sizeof q);
+  q.tenant_id = f[1][0] ? f[1] : NULL;
+  q.api_key_id = f[2][0] ? f[2] : NULL;
+  q.tier = f[3][0] ? f[3] : NULL;
+  q.method = f[4];
+  q.route = f[5];
+  q.client_ip = f[6][0] ? f[6] : NULL;
+  if (pl->nf >= 8 && f[7][0])
+    q.auth_subject = f[7];
+  q.auth_result = pl->auth_result;
+  /* A reconcile names its ledger in the 8th field (or the route). */
+  if (!strcmp(q.route, "/v1/ledgers/reconcile")) {
+    q.ledger_id = q.auth_subject ? q.auth_subject : q.route;
+    q.auth_subject = NULL;
+  }
+  return q;
+}
+
+/* Decide the waiting lines at their t_ms: one sluice_policy_decide() for
+** one line, one sluice_policy_decide_many() for more (the same
+** decisions). */
+static int pr_flush(preplay *r) {
+  sluice_request q[BATCH_MAX];
+  sluice_decision d[BATCH_MAX];
+  int rcs[BATCH_MAX], i, n = r->nq, rc = CLI_OK;
+  if (n == 0)
+    return CLI_OK;
+  r->nq = 0;
+  for (i = 0; i < n; i++)
+    q[i] = pr_request(&r->pq[i]);
+  r->cur_ms = r->pq[0].t;
+  if (r->lh_n)
+    release_due(r, r->pq[0].t * MS_NS, 0);
+  sluice_clock_set(r->clock, r->pq[0].t * MS_NS);
+  if (n == 1)
+    rcs[0] = sluice_policy_decide(r->pol, &q[0], &d[0]);
+  else if (sluice_policy_decide_many(r->pol, n, q, d, rcs) != SLUICE_OK)
+    for (i = 0; i < n; i++)
+      rcs[i] = SLUICE_EINVAL; /* cannot happen: the arguments are sound */
+  for (i = 0; i < n && rc == CLI_OK; i++)
+    rc = pr_decided(r, &r->pq[i], &q[i], rcs[i], &d[i]);
+  return rc;
+}
+
+/* A line that is not the batch's first moves to the front after a flush:
+** its fields point into its own copy. */
+static void pq_move(preplay *r, int from) {
+  pending *a = &r->pq[from], *b = &r->pq[0];
+  int i;
+  memcpy(b->s, a->s, sizeof b->s);
+  for (i = 0; i < a->nf; i++)
+    b->f[i] = b->s + (a->f[i] - a->s);
+  b->nf = a->nf;
+  b->auth_result = a->auth_result;
+  b->t = a->t;
+  b->lineno = a->lineno;
+}
+
+/* One line (copied, then split) into the batch, which is decided when it
+** is full, when t_ms moves on, and after a heavy request (its lease is
+** released, or held, before the next line is decided).  Returns CLI_OK or
+** CLI_RUNTIME. */
 static int pr_line(preplay *r, const char *line, size_t n, long lineno) {
-  char s[4096];
-  char *f[10];
-  int nf = 0, rc;
+  pending *pl = &r->pq[r->nq];
+  char *s = pl->s;
+  char **f = pl->f;
+  int nf = 0, cls;
   size_t i;
   int64_t t;
-  sluice_request q;
-  sluice_decision d;
 
   while (n > 0 && (line[n - 1] == '\r' || line[n - 1] == ' '))
     n--;
   if (n == 0 || line[0] == '#')
     return CLI_OK;
-  if (n >= sizeof s) {
+  if (n >= sizeof pl->s) {
     malformed(r, lineno, "line longer than 4095 bytes", NULL);
     return CLI_OK;
   }
@@ -302,107 +459,36 @@ static int pr_line(preplay *r, const char *line, size_t n, long lineno) {
     return CLI_OK;
   }
   r->last_t = t;
-  r->cur_ms = t;
-  memset(&q, 0, sizeof q);
-  q.tenant_id = f[1][0] ? f[1] : NULL;
-  q.api_key_id = f[2][0] ? f[2] : NULL;
-  q.tier = f[3][0] ? f[3] : NULL;
-  q.method = f[4];
-  q.route = f[5];
-  q.client_ip = f[6][0] ? f[6] : NULL;
-  if (nf >= 8 && f[7][0])
-    q.auth_subject = f[7];
+  pl->nf = nf;
+  pl->auth_result = SLUICE_AUTH_PENDING;
   if (nf == 9) {
     const char *o = f[8];
     if (!strcmp(o, "ok"))
-      q.auth_result = SLUICE_AUTH_OK;
+      pl->auth_result = SLUICE_AUTH_OK;
     else if (!strcmp(o, "unknown_client"))
-      q.auth_result = SLUICE_AUTH_UNKNOWN_CLIENT;
+      pl->auth_result = SLUICE_AUTH_UNKNOWN_CLIENT;
     else if (!strcmp(o, "bad_secret"))
-      q.auth_result = SLUICE_AUTH_BAD_SECRET;
-    else if (!strcmp(o, "pending") || !o[0])
-      q.auth_result = SLUICE_AUTH_PENDING;
-    else {
+      pl->auth_result = SLUICE_AUTH_BAD_SECRET;
+    else if (strcmp(o, "pending") != 0 && o[0]) {
       malformed(r, lineno,
                 "expected ok, unknown_client, bad_secret or pending",
                 "outcome");
       return CLI_OK;
     }
   }
-  /* A reconcile names its ledger in the 8th field (or the route). */
-  if (!strcmp(q.route, "/v1/ledgers/reconcile")) {
-    q.ledger_id = q.auth_subject ? q.auth_subject : q.route;
-    q.auth_subject = NULL;
-  }
-  if (r->lh_n)
-    release_due(r, t * MS_NS, 0);
-  sluice_clock_set(r->clock, t * MS_NS);
-  rc = sluice_policy_decide(r->pol, &q, &d);
-  if (rc != SLUICE_OK) {
-    if (rc == SLUICE_EINVAL || rc == SLUICE_ENOTFOUND || rc == SLUICE_EKEY ||
-        rc == SLUICE_ERANGE) {
-      malformed(r, lineno, sluice_strerror(rc),
-                d.invalid_field ? d.invalid_field : "request");
-      return CLI_OK;
-    }
-    cli_out_flush(&r->out);
-    fprintf(stderr, "sluice replay: line %ld: store error %s: %s\n", lineno,
-            sluice_strerror(rc), sluice_limiter_errmsg(r->lim));
-    return CLI_RUNTIME;
-  }
-  if (r->oom) {
-    fprintf(stderr, "sluice replay: out of memory\n");
-    return CLI_RUNTIME;
-  }
-  r->n++;
-  {
-    int row = SLUICE_POLICY_TIERS_MAX;
-    if (d.tier[0]) {
-      const sluice_policy_config *c = sluice_policy_config_get(r->pol);
-      int k;
-      for (k = 0; k < c->ntiers; k++)
-        if (!strcmp(c->tiers[k].name, d.tier))
-          row = k;
-    }
-    if (d.flags & SLUICE_DECISION_STRIKE)
-      r->strikes[row]++;
-    if (d.flags & SLUICE_DECISION_DEGRADED)
-      r->degraded[row]++;
-    /* refused by a feature in shadow, served all the same */
-    if ((d.flags & SLUICE_DECISION_SHADOW) && d.allowed &&
-        d.verdict_status != 200)
-      r->passed[row]++;
-  }
-  if (d.lease_id) {
-    if (r->job_ns == 0) {
-      (void)sluice_policy_release_lease(r->pol, &q, d.lease_id);
-    } else if (hold(r, &q, &d, t * MS_NS) != 0) {
-      fprintf(stderr, "sluice replay: out of memory\n");
+  pl->t = t;
+  pl->lineno = lineno;
+  if (r->nq > 0 && t != r->pq[0].t) {
+    int at = r->nq;
+    if (pr_flush(r) != CLI_OK)
       return CLI_RUNTIME;
-    }
+    pq_move(r, at);
   }
-  if (r->decisions) {
-    cli_out *o = &r->out;
-    cli_out_i64(o, t);
-    for (i = 1; i < 6; i++) {
-      cli_out_char(o, ',');
-      out_s(o, f[i]);
-    }
-    cli_out_char(o, ',');
-    out_s(o, sluice_outcome_name(d.outcome));
-    cli_out_char(o, ',');
-    cli_out_i64(o, d.verdict_status);
-    cli_out_char(o, ',');
-    cli_out_i64(o, d.remaining);
-    cli_out_char(o, ',');
-    out_ms(o, d.outcome == SLUICE_OUTCOME_SUSPENDED ? SLUICE_FOREVER
-                                                    : d.retry_after_ns);
-    cli_out_char(o, ',');
-    cli_out_i64(o, d.penalty_level);
-    cli_out_char(o, ',');
-    cli_out_i64(o, d.strikes_remaining);
-    cli_out_char(o, '\n');
-  }
+  r->nq++;
+  cls = sluice_policy_endpoint_class(r->pol, f[4], f[5]);
+  if (r->nq == r->batch_max || cls == SLUICE_EP_RECONCILE ||
+      cls == SLUICE_EP_EXPORT)
+    return pr_flush(r);
   return CLI_OK;
 }
 
@@ -437,6 +523,8 @@ static int pr_stream(preplay *r, FILE *in) {
     have -= start;
   }
   r->lines = lineno;
+  if (pr_flush(r) != CLI_OK)
+    return CLI_RUNTIME;
   return ferror(in) ? CLI_RUNTIME : CLI_OK;
 }
 
@@ -617,6 +705,8 @@ static void *part_run(void *arg) {
     }
     d += n + 1;
   }
+  if (pt->rc == CLI_OK && pr_flush(&pt->r) != CLI_OK)
+    pt->rc = CLI_RUNTIME;
   return NULL;
 }
 
@@ -629,12 +719,13 @@ int cli_policy_replay(int argc, char **argv) {
       {"enforce", no_argument, 0, 'e'},
       {"threads", required_argument, 0, 't'},
       {"boxes", required_argument, 0, 'b'},
+      {"batch", required_argument, 0, 'N'},
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   const char *config = NULL, *backend = "mem";
   char err[256];
   int c, rc = CLI_OK, enforce = 0, decisions = 0, np = 0, boxes_max = 50,
-         i, which, orc;
+         i, which, orc, batch_max = 1;
   int64_t v, job_ns = 0;
   struct timespec w0, w1;
   part *parts = NULL;
@@ -691,6 +782,15 @@ int cli_policy_replay(int argc, char **argv) {
         return CLI_USAGE;
       }
       boxes_max = (int)v;
+      break;
+    case 'N':
+      if (cli_parse_i64(optarg, strlen(optarg), &v) || v < 1 ||
+          v > BATCH_MAX) {
+        fprintf(stderr, "sluice replay: --batch: expected 1 to %d, got "
+                        "'%s'\n", BATCH_MAX, optarg);
+        return CLI_USAGE;
+      }
+      batch_max = (int)v;
       break;
     case 'h':
       pr_usage(stdout);
@@ -761,6 +861,7 @@ int cli_policy_replay(int argc, char **argv) {
     parts[i].len = maplen;
     parts[i].r.decisions = decisions;
     parts[i].r.job_ns = job_ns;
+    parts[i].r.batch_max = batch_max;
     parts[i].r.out.f = stdout;
     which = pr_open(&parts[i].r, config, backend, enforce, err, sizeof err,
                     &orc);
