@@ -150,6 +150,13 @@ SLUICE_EXPORT int sluice_limiter_run_many(sluice_limiter *lim, int n,
                                           const sluice_program *ps,
                                           sluice_program_result *res,
                                           int *rcs);
+/** @brief As sluice_limiter_run_many() at an explicit time (the policy's
+ *  batched decisions, which decide a batch at one time). */
+SLUICE_EXPORT int sluice_limiter_run_many_at(sluice_limiter *lim, int n,
+                                             const sluice_program *ps,
+                                             int64_t now_ns,
+                                             sluice_program_result *res,
+                                             int *rcs);
 /** @brief The common case: take `cost` points from one GCRA bucket. */
 SLUICE_EXPORT int sluice_limiter_take(sluice_limiter *lim, const void *key,
                                       size_t keylen,

@@ -521,6 +521,42 @@ SLUICE_EXPORT int sluice_policy_decide(sluice_policy *p,
                                        const sluice_request *req,
                                        sluice_decision *d);
 
+/** @brief Decide n requests in order: the same decisions (and events,
+ *  counters, deny-cache entries) as n calls of sluice_policy_decide() in
+ *  that order at one time, the limiter's clock read once when the call
+ *  begins.  The store calls of consecutive tenant requests go to the store
+ *  as one batch (sluice_limiter_run_many_at()), so that it overlaps their
+ *  memory misses (mem), round trips (redis) or transactions (lmdb); a
+ *  request whose store call needs the answers of those before it (auth, the
+ *  per-IP backstop, a shared deny cache, a breaker that is not closed) goes
+ *  alone, after the batch before it has been decided.  One difference
+ *  remains, with a failing store: requests batched after one whose store
+ *  call failed were already sent, where one by one the breaker might have
+ *  opened between them.  A caller that acts between decisions (releases a
+ *  lease, say) must not put those decisions in one call.
+ *  @param[in] p     the policy.
+ *  @param[in] n     how many requests (0 or more).
+ *  @param[in] reqs  n requests; borrowed for the call.
+ *  @param[out] ds   n decisions, each fully overwritten.
+ *  @param[out] rcs  n results: rcs[i] is what sluice_policy_decide() would
+ *  have returned for reqs[i] (SLUICE_OK, or an input error with nothing
+ *  recorded and ds[i].invalid_field naming the field).
+ *  @return SLUICE_OK (see rcs), or SLUICE_EINVAL for a NULL policy, n < 0,
+ *  or NULL arrays with n > 0. */
+SLUICE_EXPORT int sluice_policy_decide_many(sluice_policy *p, int n,
+                                            const sluice_request *reqs,
+                                            sluice_decision *ds, int *rcs);
+
+/** @brief The endpoint class the policy's route table gives method and
+ *  route (the query string ignored), as a decision of a SLUICE_EP_AUTO
+ *  request resolves it: a service or replay can tell the requests that
+ *  take leases before deciding them.
+ *  @return the enum sluice_endpoint_class, or SLUICE_EP_AUTO when no route
+ *  matches or an argument is NULL. */
+SLUICE_EXPORT int sluice_policy_endpoint_class(const sluice_policy *p,
+                                               const char *method,
+                                               const char *route);
+
 /** @brief Release a lease from sluice_policy_decide() (the handler's
  *  finally path).  `req` is the request that got it (tenant, class,
  *  ledger are used).

@@ -166,6 +166,15 @@ int sluice_limiter_run_many(sluice_limiter *l, int n, const sluice_program *ps,
                                 rcs);
 }
 
+int sluice_limiter_run_many_at(sluice_limiter *l, int n,
+                               const sluice_program *ps, int64_t now_ns,
+                               sluice_program_result *res, int *rcs) {
+  if (!l || now_ns < 0)
+    return SLUICE_EINVAL;
+  return sluice_store_run_many(l->store, n, ps, clamp_time(l, now_ns), res,
+                               rcs);
+}
+
 int sluice_limiter_take(sluice_limiter *l, const void *key, size_t keylen,
                         const sluice_gcra_params *p, int64_t cost,
                         sluice_verdict *v) {

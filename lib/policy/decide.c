@@ -129,79 +129,103 @@ static int decide_store(sluice__ctx *c, sluice_decision *d) {
                                   : sluice__decide_tenant(c, d);
 }
 
-int sluice_policy_decide(sluice_policy *p, const sluice_request *q,
-                         sluice_decision *d) {
-  sluice__ctx c;
-  int rc, row, skipped, cached, ticket;
-
-  if (!d)
-    return SLUICE_EINVAL;
+int sluice__decide_begin(sluice_policy *p, const sluice_request *q,
+                         int64_t now, sluice__ctx *c, sluice_decision *d) {
+  int rc;
   memset(d, 0, sizeof *d);
   if (!p || !q) {
     d->invalid_field = p ? "request" : "policy";
     return SLUICE_EINVAL;
   }
-  rc = sluice__resolve(p, q, &c, d);
+  rc = sluice__resolve(p, q, c, d);
   if (rc != SLUICE_OK)
     return rc;
-  c.shadow = sluice__shadow_mask(&p->cfg, p->shadow, c.tier);
-  c.box_shadowed = 0;
-  c.now = sluice_limiter_now(p->lim);
-  d->now_ns = c.now;
-  d->cost = c.cost;
-  if (c.tier >= 0)
-    memcpy(d->tier, p->cfg.tiers[c.tier].name,
-           strnlen(p->cfg.tiers[c.tier].name, sizeof d->tier - 1));
+  c->shadow = sluice__shadow_mask(&p->cfg, p->shadow, c->tier);
+  c->box_shadowed = 0;
+  c->now = now >= 0 ? now : sluice_limiter_now(p->lim);
+  d->now_ns = c->now;
+  d->cost = c->cost;
+  if (c->tier >= 0)
+    memcpy(d->tier, p->cfg.tiers[c->tier].name,
+           strnlen(p->cfg.tiers[c->tier].name, sizeof d->tier - 1));
+  return SLUICE_OK;
+}
 
-  /* The shared deny cache first: a live box seen before costs no store
-  ** call, and takes no ticket from the breaker (a half-open trial is not
-  ** spent on a request that never reaches the store).  Then the breaker:
-  ** while it is open the request is decided as failed, and failure_mode()
-  ** reads the deny cache again, private or shared, so a boxed key stays
-  ** out whatever the breaker does. */
-  cached = sluice__cached_box(&c, 0, d);
-  ticket = cached ? SLUICE__BRK_SKIP : sluice__breaker_admit(&p->brk, c.now);
-  skipped = !cached && SLUICE__BRK_KIND(ticket) == SLUICE__BRK_SKIP;
-  if (cached) {
-    rc = SLUICE_OK; /* a live box seen before: no store call */
-  } else if (skipped) {
+/* The shared deny cache first: a live box seen before costs no store
+** call, and takes no ticket from the breaker (a half-open trial is not
+** spent on a request that never reaches the store).  Then the breaker:
+** while it is open the request is decided as failed, and failure_mode()
+** reads the deny cache again, private or shared, so a boxed key stays
+** out whatever the breaker does. */
+void sluice__decide_admit(sluice__ctx *c, sluice_decision *d) {
+  c->cached = sluice__cached_box(c, 0, d);
+  c->ticket = c->cached ? SLUICE__BRK_SKIP
+                        : sluice__breaker_admit(&c->p->brk, c->now);
+  c->skipped = !c->cached && SLUICE__BRK_KIND(c->ticket) == SLUICE__BRK_SKIP;
+}
+
+int sluice__decide_store(sluice__ctx *c, sluice_decision *d) {
+  if (c->cached)
+    return SLUICE_OK; /* a live box seen before: no store call */
+  if (c->skipped) {
     /* Circuit open: the store failed for a sustained stretch. */
-    int last = atomic_load_explicit(&p->degraded, memory_order_relaxed);
-    c.store_err = last < 0 ? last : SLUICE_EUNAVAIL;
-    rc = c.store_err;
-  } else {
-    rc = decide_store(&c, d);
+    int last = atomic_load_explicit(&c->p->degraded, memory_order_relaxed);
+    c->store_err = last < 0 ? last : SLUICE_EUNAVAIL;
+    return c->store_err;
   }
+  return decide_store(c, d);
+}
+
+int sluice__decide_end(sluice__ctx *c, int rc, sluice_decision *d) {
+  sluice_policy *p = c->p;
+  int row;
   if (rc != SLUICE_OK && !sluice__store_failure(rc)) {
-    sluice__breaker_abandon(&p->brk, ticket);
+    sluice__breaker_abandon(&p->brk, c->ticket);
     return rc; /* nothing recorded that matters: a bug, not a decision */
   }
-  if (!skipped)
+  if (!c->skipped)
     sluice__breaker_done(&p->brk,
-                         rc != SLUICE_OK ? sluice_limiter_now(p->lim) : c.now,
-                         ticket, rc != SLUICE_OK);
-  if (rc != SLUICE_OK && skipped) {
-    sluice__failure_mode(&c, rc, d);
+                         rc != SLUICE_OK ? sluice_limiter_now(p->lim) : c->now,
+                         c->ticket, rc != SLUICE_OK);
+  if (rc != SLUICE_OK && c->skipped) {
+    sluice__failure_mode(c, rc, d);
   } else if (rc != SLUICE_OK) {
     int was = atomic_exchange(&p->degraded, rc);
     if (!was)
-      sluice__emit(&c, SLUICE_EVENT_DEGRADED_ON, 0, 0, NULL, 0, 0);
-    sluice__failure_mode(&c, rc, d);
-  } else if (!cached &&
+      sluice__emit(c, SLUICE_EVENT_DEGRADED_ON, 0, 0, NULL, 0, 0);
+    sluice__failure_mode(c, rc, d);
+  } else if (!c->cached &&
              atomic_load_explicit(&p->degraded, memory_order_relaxed) &&
              atomic_exchange(&p->degraded, 0)) {
-    sluice__emit(&c, SLUICE_EVENT_DEGRADED_OFF, 0, 0, NULL, 0, 0);
+    sluice__emit(c, SLUICE_EVENT_DEGRADED_OFF, 0, 0, NULL, 0, 0);
   }
 
   d->verdict_status = status_of(d->outcome);
   d->allowed = d->outcome == SLUICE_OUTCOME_ALLOW;
   d->status = d->verdict_status;
-  row = c.tier >= 0 ? c.tier : SLUICE_POLICY_TIERS_MAX;
-  shadow_apply(&c, row, d);
+  row = c->tier >= 0 ? c->tier : SLUICE_POLICY_TIERS_MAX;
+  shadow_apply(c, row, d);
   atomic_fetch_add_explicit(&p->ctr->decisions[row][d->outcome], 1,
                             memory_order_relaxed);
   if (d->flags & SLUICE_DECISION_DEGRADED)
     atomic_fetch_add_explicit(&p->ctr->degraded_decisions[row], 1,
                               memory_order_relaxed);
   return SLUICE_OK;
+}
+
+int sluice__decide_at(sluice_policy *p, const sluice_request *q, int64_t now,
+                      sluice_decision *d) {
+  sluice__ctx c;
+  int rc = sluice__decide_begin(p, q, now, &c, d);
+  if (rc != SLUICE_OK)
+    return rc;
+  sluice__decide_admit(&c, d);
+  return sluice__decide_end(&c, sluice__decide_store(&c, d), d);
+}
+
+int sluice_policy_decide(sluice_policy *p, const sluice_request *q,
+                         sluice_decision *d) {
+  if (!d)
+    return SLUICE_EINVAL;
+  return sluice__decide_at(p, q, -1, d);
 }

@@ -29,6 +29,9 @@ typedef struct sluice__ctx {
   unsigned shadow;       /* SLUICE_SHADOW_* not enforced (staged rollout) */
   int box_shadowed;      /* boxed, but the box is not enforced: */
   sluice_verdict box;    /* its verdict, reported if nothing else refuses */
+  int cached;  /* a shared deny cache's box decided it: no store call */
+  int ticket;  /* the breaker's (sluice__breaker_admit) */
+  int skipped; /* the breaker is open: decided as failed */
 } sluice__ctx;
 
 /* A program under construction: its records (keys built in place) and its
@@ -65,6 +68,8 @@ int sluice__step(sluice__prog *g, int algo, int kind, int key, int nkeys,
                  const void *params, int64_t arg, uint64_t id);
 void sluice__when(sluice__prog *g, int i, int w, int ref, int fold);
 int sluice__run(sluice__ctx *c, sluice__prog *g, sluice_program_result *r);
+/* The program g holds, for a store call (pr's reserved words zeroed). */
+void sluice__prog_program(const sluice__prog *g, sluice_program *pr);
 /* 1 when step i ran. */
 int sluice__ran(const sluice_program_result *r, int i);
 void sluice__slot_recs(sluice__ctx *c, sluice__prog *g, int cls, int n);
@@ -83,11 +88,40 @@ void sluice__tripped(sluice__ctx *c, int scope_kind, const char *scope_id,
 
 /* The store's part of a decision: tenant.c, auth.c. */
 int sluice__decide_tenant(sluice__ctx *c, sluice_decision *d);
+/* The tenant request's one store call, built before it runs and read
+** after, so that a batch of them can run in one store call (batch.c). */
+typedef struct sluice__heavy_steps {
+  int gate;   /* ledger lock (reconcile) or export cap (export) */
+  int slots;  /* the tenant's lease set */
+  int charge; /* the bucket charge after the bucket check */
+} sluice__heavy_steps;
+typedef struct sluice__tenant_call {
+  sluice__prog g;
+  sluice__heavy_steps h; /* -1: not in the program */
+  uint64_t id;           /* the lease id (heavy endpoints), else 0 */
+} sluice__tenant_call;
+int sluice__tenant_build(sluice__ctx *c, sluice__tenant_call *t);
+int sluice__tenant_read(sluice__ctx *c, const sluice__tenant_call *t,
+                        const sluice_program_result *res, sluice_decision *d);
 int sluice__decide_auth(sluice__ctx *c, sluice_decision *d);
 
 /* failure.c: 1 when a cached box decides the request (degraded: the
 ** store failed or the breaker is open). */
 int sluice__cached_box(sluice__ctx *c, int degraded, sluice_decision *d);
 void sluice__failure_mode(sluice__ctx *c, int err, sluice_decision *d);
+
+/* decide.c: one decision in its phases, for sluice_policy_decide_many()
+** (batch.c), which runs the store part of many in one call.  begin checks
+** the request and fills c and the decision's facts (now < 0: the clock's
+** time); admit asks the deny cache and the breaker; store is the store's
+** part; end turns its rc into the decision (or returns a request error). */
+int sluice__decide_begin(sluice_policy *p, const sluice_request *q,
+                         int64_t now, sluice__ctx *c, sluice_decision *d);
+void sluice__decide_admit(sluice__ctx *c, sluice_decision *d);
+int sluice__decide_store(sluice__ctx *c, sluice_decision *d);
+int sluice__decide_end(sluice__ctx *c, int rc, sluice_decision *d);
+/* All four in a row: sluice_policy_decide() at now. */
+int sluice__decide_at(sluice_policy *p, const sluice_request *q, int64_t now,
+                      sluice_decision *d);
 
 #endif

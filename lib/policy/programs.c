@@ -35,13 +35,18 @@ void sluice__when(sluice__prog *g, int i, int w, int ref, int fold) {
   g->st[i].fold = fold;
 }
 
+void sluice__prog_program(const sluice__prog *g, sluice_program *pr) {
+  memset(pr, 0, sizeof *pr); /* the reserved words too */
+  pr->nkeys = g->nk;
+  pr->keys = g->keys;
+  pr->nsteps = g->ns;
+  pr->steps = g->st;
+}
+
 int sluice__run(sluice__ctx *c, sluice__prog *g, sluice_program_result *r) {
-  sluice_program pr = {0}; /* the reserved words too */
+  sluice_program pr;
   int rc;
-  pr.nkeys = g->nk;
-  pr.keys = g->keys;
-  pr.nsteps = g->ns;
-  pr.steps = g->st;
+  sluice__prog_program(g, &pr);
   rc = sluice_limiter_run_at(c->p->lim, &pr, c->now, r);
   if (rc != SLUICE_OK && sluice__store_failure(rc) && !c->store_err)
     c->store_err = rc;

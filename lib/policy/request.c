@@ -41,9 +41,20 @@ static int route_match(const sluice_policy_route *r, const char *method,
   return rl == pl && memcmp(route, r->route, pl) == 0;
 }
 
+int sluice_policy_endpoint_class(const sluice_policy *p, const char *method,
+                                 const char *route) {
+  int i;
+  if (!p || !method || !route)
+    return SLUICE_EP_AUTO;
+  for (i = 0; i < p->cfg.nroutes; i++)
+    if (route_match(&p->cfg.routes[i], method, route))
+      return p->cfg.routes[i].endpoint_class;
+  return SLUICE_EP_AUTO;
+}
+
 int sluice__resolve(sluice_policy *p, const sluice_request *q, sluice__ctx *c,
                     sluice_decision *d) {
-  int rc, i;
+  int rc;
   memset(c, 0, sizeof *c);
   c->p = p;
   c->req = q;
@@ -58,11 +69,7 @@ int sluice__resolve(sluice_policy *p, const sluice_request *q, sluice__ctx *c,
       d->invalid_field = q->method ? "route" : "method";
       return SLUICE_EINVAL;
     }
-    for (i = 0; i < p->cfg.nroutes; i++)
-      if (route_match(&p->cfg.routes[i], q->method, q->route)) {
-        c->cls = p->cfg.routes[i].endpoint_class;
-        break;
-      }
+    c->cls = sluice_policy_endpoint_class(p, q->method, q->route);
     if (c->cls == SLUICE_EP_AUTO) {
       d->invalid_field = "route";
       return SLUICE_ENOTFOUND;

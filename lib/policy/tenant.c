@@ -39,11 +39,6 @@ static void export_capped(sluice__ctx *c, const sluice_window_params *cap,
 
 /* Step indices of the tenant program (-1: not in it). */
 enum { S_BOX, S_BUCKET, S_RENEW, S_NOTICE, S_STRIKE, S_TENANT_STEPS };
-typedef struct heavy_steps {
-  int gate;   /* ledger lock (reconcile) or export cap (export) */
-  int slots;  /* the tenant's lease set */
-  int charge; /* the bucket charge after the bucket check (S_BUCKET) */
-} heavy_steps;
 
 /* One program over the tenant's group {t:T}:
 **
@@ -60,7 +55,7 @@ typedef struct heavy_steps {
 ** A gate's denial undoes every earlier write, so a heavy request that is
 ** refused holds no lease and is charged nothing (choice b). */
 static void tenant_prog(sluice__ctx *c, sluice__prog *g, uint64_t id,
-                        heavy_steps *h) {
+                        sluice__heavy_steps *h) {
   const sluice__tier_rt *r = &c->p->rt[c->tier];
   int heavy_cls = c->cls == SLUICE_EP_RECONCILE || c->cls == SLUICE_EP_EXPORT;
   int pb, tb, ra, s;
@@ -144,56 +139,66 @@ static void throttled(sluice__ctx *c, const sluice_program_result *r,
   }
 }
 
-int sluice__decide_tenant(sluice__ctx *c, sluice_decision *d) {
-  const sluice__tier_rt *r = &c->p->rt[c->tier];
-  sluice_program_result res;
-  heavy_steps h;
-  uint64_t id = 0;
-  sluice__prog g;
+int sluice__tenant_build(sluice__ctx *c, sluice__tenant_call *t) {
   int rc;
-
+  t->id = 0;
   if (c->cls == SLUICE_EP_RECONCILE || c->cls == SLUICE_EP_EXPORT)
-    while (id == 0)
-      if ((rc = sluice_random_bytes(&id, sizeof id)) != SLUICE_OK) {
+    while (t->id == 0)
+      if ((rc = sluice_random_bytes(&t->id, sizeof t->id)) != SLUICE_OK) {
         c->store_err = rc;
         return rc;
       }
-  tenant_prog(c, &g, id, &h);
-  rc = sluice__run(c, &g, &res);
-  if (rc)
-    return rc;
-  sluice__box_seen(c, SLUICE_SCOPE_KEY, c->K, &res.v[S_BOX]);
-  if (res.denied_by == S_BOX) {
-    sluice__fill_box(c, &res.v[S_BOX], d);
+  tenant_prog(c, &t->g, t->id, &t->h);
+  return SLUICE_OK;
+}
+
+int sluice__decide_tenant(sluice__ctx *c, sluice_decision *d) {
+  sluice_program_result res;
+  sluice__tenant_call t;
+  int rc = sluice__tenant_build(c, &t);
+  if (rc == SLUICE_OK)
+    rc = sluice__run(c, &t.g, &res);
+  return rc == SLUICE_OK ? sluice__tenant_read(c, &t, &res, d) : rc;
+}
+
+int sluice__tenant_read(sluice__ctx *c, const sluice__tenant_call *t,
+                        const sluice_program_result *res, sluice_decision *d) {
+  const sluice__tier_rt *r = &c->p->rt[c->tier];
+  const sluice__heavy_steps *h = &t->h;
+  uint64_t id = t->id;
+
+  sluice__box_seen(c, SLUICE_SCOPE_KEY, c->K, &res->v[S_BOX]);
+  if (res->denied_by == S_BOX) {
+    sluice__fill_box(c, &res->v[S_BOX], d);
     return SLUICE_OK;
   }
-  if (!res.v[S_BOX].allowed) { /* boxed, the box in shadow */
+  if (!res->v[S_BOX].allowed) { /* boxed, the box in shadow */
     c->box_shadowed = 1;
-    c->box = res.v[S_BOX];
+    c->box = res->v[S_BOX];
   }
-  d->strikes_remaining = res.v[S_BOX].strikes_remaining;
+  d->strikes_remaining = res->v[S_BOX].strikes_remaining;
   sluice__fill_bucket(
       c, r->bucket,
-      sluice__ran(&res, h.charge) ? &res.v[h.charge] : &res.v[S_BUCKET], d);
-  if (res.denied_by == S_BUCKET) {
-    throttled(c, &res, d);
-  } else if (res.denied_by >= 0 && res.denied_by == h.gate) {
+      sluice__ran(res, h->charge) ? &res->v[h->charge] : &res->v[S_BUCKET], d);
+  if (res->denied_by == S_BUCKET) {
+    throttled(c, res, d);
+  } else if (res->denied_by >= 0 && res->denied_by == h->gate) {
     if (c->cls == SLUICE_EP_RECONCILE)
-      lease_denied(c, SLUICE_OUTCOME_CONFLICT, 0, res.v[h.gate].retry_after_ns,
-                   d);
+      lease_denied(c, SLUICE_OUTCOME_CONFLICT, 0,
+                   res->v[h->gate].retry_after_ns, d);
     else
-      export_capped(c, &r->export_cap, res.v[h.gate].retry_after_ns, d);
-  } else if (res.denied_by >= 0 && res.denied_by == h.slots) {
+      export_capped(c, &r->export_cap, res->v[h->gate].retry_after_ns, d);
+  } else if (res->denied_by >= 0 && res->denied_by == h->slots) {
     lease_denied(c, SLUICE_OUTCOME_CONCURRENCY,
                  c->cls == SLUICE_EP_RECONCILE ? r->reconcile.max
                                                : r->export_.max,
-                 res.v[h.slots].retry_after_ns, d);
-  } else if (res.denied_by >= 0) {
+                 res->v[h->slots].retry_after_ns, d);
+  } else if (res->denied_by >= 0) {
     /* The charge after a bucket check that passed in the same atomic
     ** program cannot be denied; if it is, it is a throttle all the same. */
     d->outcome = SLUICE_OUTCOME_THROTTLED;
-    d->retry_after_ns = res.v[res.denied_by].retry_after_ns;
-  } else if (h.slots >= 0) {
+    d->retry_after_ns = res->v[res->denied_by].retry_after_ns;
+  } else if (h->slots >= 0) {
     d->lease_id = id;
     d->lease_ttl_ns = c->cls == SLUICE_EP_RECONCILE ? r->reconcile.ttl_ns
                                                     : r->export_.ttl_ns;

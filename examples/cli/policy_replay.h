@@ -1,0 +1,92 @@
+/*
+** sluice replay --policy, private side: the replay's state per partition
+** (policy_replay_run.c reads, batches and decides the lines;
+** policy_replay_report.c sums the partitions into the report;
+** cmd_policy_replay.c parses the options and runs the partitions).
+*/
+#ifndef SLUICE_CLI_POLICY_REPLAY_H
+#define SLUICE_CLI_POLICY_REPLAY_H
+
+#include <pthread.h>
+#include <stdio.h>
+
+#include "cli.h"
+#include "sluice.h"
+
+#define MS_NS INT64_C(1000000)
+#define NROWS (SLUICE_POLICY_TIERS_MAX + 1)
+#define BATCH_MAX 16
+
+/* A scope that would have been boxed. */
+typedef struct boxed {
+  char *name; /* "key tenant/key", "ip 1.2.3.4", "subject alice" */
+  uint64_t hash;
+  int level, trips;
+  int64_t first_ms, last_ms;
+} boxed;
+
+typedef struct lease_hold {
+  int64_t release_ns;
+  uint64_t id;
+  char tenant[SLUICE_POLICY_ID_MAX + 1], key[SLUICE_POLICY_ID_MAX + 1];
+  char tier[SLUICE_POLICY_NAME_MAX + 1], ledger[SLUICE_POLICY_ID_MAX + 1];
+  int cls;
+} lease_hold;
+
+/* A parsed line waiting for its batch: its fields point into s. */
+typedef struct pending {
+  char s[4096];
+  char *f[10];
+  int nf, auth_result;
+  int64_t t;
+  long lineno;
+} pending;
+
+typedef struct preplay {
+  sluice_clock *clock;
+  sluice_limiter *lim;
+  sluice_policy *pol;
+  uint8_t hkey[16];
+  int decisions;
+  int64_t job_ns;
+  cli_out out;
+  int64_t last_t;
+  long bad, lines;
+  uint64_t n, strikes[NROWS], degraded[NROWS], passed[NROWS];
+  /* boxed scopes: open addressing */
+  boxed *bx;
+  size_t bx_cap, bx_n;
+  int64_t cur_ms;
+  /* held leases: a FIFO (release times are non-decreasing) */
+  lease_hold *lh;
+  size_t lh_cap, lh_head, lh_n;
+  int oom;
+  /* lines of one t_ms decided in one sluice_policy_decide_many() call */
+  pending pq[BATCH_MAX];
+  int nq, batch_max;
+} preplay;
+
+/* A partition of a mapped log: the lines whose tenant hashes to `idx`
+** (auth lines, which have no tenant, all go to partition 0). */
+typedef struct part {
+  preplay r;
+  int idx, np, rc;
+  const char *data;
+  size_t len;
+  pthread_t th;
+} part;
+
+/* policy_replay_run.c: the policy's event callback (boxes for the
+** report); a line into the batch; the batch decided; a whole stream;
+** the held leases due at now_ns (all: every one) released. */
+void preplay_on_event(void *ud, const sluice_event *ev);
+int preplay_line(preplay *r, const char *line, size_t n, long lineno);
+int preplay_flush(preplay *r);
+int preplay_stream(preplay *r, FILE *in);
+void preplay_release_due(preplay *r, int64_t now_ns, int all);
+
+/* policy_replay_report.c: the report, summed over np partitions. */
+void preplay_report(part *ps, int np, FILE *f, double wall, int shadow,
+                    int boxes_max);
+
+#endif
