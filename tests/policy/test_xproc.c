@@ -43,7 +43,41 @@ typedef struct shared {
   _Atomic int64_t cost_admitted, exports_admitted;
   _Atomic long outcomes[SLUICE_OUTCOME__COUNT];
   _Atomic int ready; /* heavy children at the start line */
+  _Atomic int first_what, first_rc; /* the first error, for the report */
 } shared;
+
+/* What went wrong first, so that a failure seen once in CI says why. */
+enum { E_DECIDE = 1, E_DEGRADED, E_LEASE_ON_DENIAL, E_RELEASE };
+static const char *const error_name[] = {
+    "", "decide failed", "degraded (store error)", "a lease with a denial",
+    "release failed"};
+
+static void failed(shared *sh, int what, int rc) {
+  int none = 0;
+  atomic_fetch_add(&sh->errors, 1);
+  if (atomic_compare_exchange_strong(&sh->first_what, &none, what))
+    atomic_store(&sh->first_rc, rc);
+}
+
+/* A decision that failed or went degraded counts as an error. */
+static int decide_ok(shared *sh, sluice_policy *p, const sluice_request *r,
+                     sluice_decision *d) {
+  int rc = sluice_policy_decide(p, r, d);
+  if (rc != SLUICE_OK) {
+    failed(sh, E_DECIDE, rc);
+    return 0;
+  }
+  if ((d->flags & SLUICE_DECISION_DEGRADED) || d->store_error) {
+    failed(sh, E_DEGRADED, d->store_error);
+    return 0;
+  }
+  return 1;
+}
+
+#define ERRORS_NONE(sh, store, what)                                          \
+  cr_assert_eq(atomic_load(&(sh)->errors), 0, "%s: %s (first: %s, %s)",     \
+               store, what, error_name[atomic_load(&(sh)->first_what)],     \
+               sluice_strerror(atomic_load(&(sh)->first_rc)))
 
 static const uint8_t secret[16] = {1, 2,  3,  4,  5,  6,  7,  8,
                                    9, 10, 11, 12, 13, 14, 15, 16};
@@ -126,11 +160,8 @@ static int box_child(const char *store, unsigned flags, shared *sh,
     for (i = 0; i < HAMMER; i++) {
       sluice_decision d;
       uint64_t began = atomic_fetch_add(&sh->seq, 1);
-      if (sluice_policy_decide(p, &r, &d) != SLUICE_OK ||
-          (d.flags & SLUICE_DECISION_DEGRADED)) {
-        atomic_fetch_add(&sh->errors, 1);
+      if (!decide_ok(sh, p, &r, &d))
         continue;
-      }
       if (d.flags & SLUICE_DECISION_TRIPPED) {
         uint64_t now = atomic_fetch_add(&sh->seq, 1), cur = UINT64_MAX;
         atomic_fetch_add(&sh->trips, 1);
@@ -153,7 +184,7 @@ static int box_child(const char *store, unsigned flags, shared *sh,
 static void box_holds(const char *store, unsigned flags) {
   shared *sh = shared_map();
   run_children(box_child, store, flags, sh);
-  cr_assert_eq(atomic_load(&sh->errors), 0, "%s: store errors", store);
+  ERRORS_NONE(sh, store, "store errors");
   cr_assert_geq(atomic_load(&sh->trips), NKEYS, "%s: every key tripped",
                 store);
   cr_assert_geq(atomic_load(&sh->allowed), NKEYS * 5, "%s: bursts admitted",
@@ -217,15 +248,12 @@ static int heavy_child(const char *store, unsigned flags, shared *sh,
                                 exp ? SLUICE_EP_EXPORT : SLUICE_EP_RECONCILE);
     sluice_decision d;
     r.ledger_id = exp ? NULL : ledgers[(i * 7 + who) % 3];
-    if (sluice_policy_decide(p, &r, &d) != SLUICE_OK ||
-        (d.flags & SLUICE_DECISION_DEGRADED)) {
-      atomic_fetch_add(&sh->errors, 1);
+    if (!decide_ok(sh, p, &r, &d))
       continue;
-    }
     atomic_fetch_add(&sh->outcomes[d.outcome], 1);
     if (!d.allowed) {
       if (d.lease_id != 0)
-        atomic_fetch_add(&sh->errors, 1); /* a lease with a denial */
+        failed(sh, E_LEASE_ON_DENIAL, SLUICE_OK);
       continue;
     }
     atomic_fetch_add(&sh->cost_admitted, d.cost);
@@ -239,8 +267,11 @@ static int heavy_child(const char *store, unsigned flags, shared *sh,
       for (y = 0; y < 200 && contended(sh) == seen; y++)
         sched_yield();
     }
-    if (sluice_policy_release_lease(p, &r, d.lease_id) != SLUICE_OK)
-      atomic_fetch_add(&sh->errors, 1);
+    {
+      int rc = sluice_policy_release_lease(p, &r, d.lease_id);
+      if (rc != SLUICE_OK)
+        failed(sh, E_RELEASE, rc);
+    }
   }
   sluice_policy_close(p);
   sluice_limiter_close(l);
@@ -283,8 +314,7 @@ static void heavy_clean(const char *store, unsigned flags) {
   char T[SLUICE_SCOPE_ID_LEN + 1], K[SLUICE_SCOPE_ID_LEN + 1], buf[128];
   int i;
   run_children(heavy_child, store, flags, sh);
-  cr_assert_eq(atomic_load(&sh->errors), 0, "%s: errors or stray leases",
-               store);
+  ERRORS_NONE(sh, store, "errors or stray leases");
   cr_assert_gt(atomic_load(&sh->outcomes[SLUICE_OUTCOME_ALLOW]), 10);
   cr_assert_gt(atomic_load(&sh->outcomes[SLUICE_OUTCOME_CONCURRENCY]) +
                    atomic_load(&sh->outcomes[SLUICE_OUTCOME_CONFLICT]),
@@ -383,11 +413,8 @@ static int ip_child(const char *store, unsigned flags, shared *sh, int who) {
     sluice_request r = rq_std("ipco", "key-1", "growth");
     sluice_decision d;
     r.client_ip = "198.51.100.7";
-    if (sluice_policy_decide(p, (i + who) % 2 ? &a : &r, &d) != SLUICE_OK ||
-        (d.flags & SLUICE_DECISION_DEGRADED) || d.store_error) {
-      atomic_fetch_add(&sh->errors, 1);
+    if (!decide_ok(sh, p, (i + who) % 2 ? &a : &r, &d))
       continue;
-    }
     if (d.binding == SLUICE_BINDING_IP)
       atomic_fetch_add(&sh->boxed, 1); /* refused by the backstop */
     else if (d.allowed)
@@ -405,7 +432,7 @@ static int ip_child(const char *store, unsigned flags, shared *sh, int who) {
 static void ip_window_holds(const char *store, unsigned flags) {
   shared *sh = shared_map();
   run_children(ip_child, store, flags, sh);
-  cr_assert_eq(atomic_load(&sh->errors), 0, "%s: store errors", store);
+  ERRORS_NONE(sh, store, "store errors");
   cr_assert_eq(atomic_load(&sh->trips), 0, "%s: nothing else refused", store);
   cr_assert_eq(atomic_load(&sh->allowed), IP_LIMIT,
                "%s: admissions across %d processes", store, NPROC);
