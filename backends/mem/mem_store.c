@@ -35,6 +35,7 @@
 
 #include "backends.h"
 #include "huge.h"
+#include "mem_memo.h"
 #include "sluice.h"
 #include <sluice/sluice_mem.h>
 
@@ -68,6 +69,8 @@ typedef struct mem_store {
   _Atomic int64_t no_expiry_before;
   int huge; /* huge_pages=1 */
   _Atomic int64_t huge_tables, huge_bytes, huge_fallbacks;
+  memo *memo;     /* NULL: memo=0 */
+  void *memo_mem; /* its allocation, which memo is aligned in */
   shard shards[NSHARD];
 } mem_store;
 
@@ -122,6 +125,27 @@ static fpkey fingerprint(const mem_store *m, const sluice_key *k) {
   memcpy(f.fp, h, 16);
   if (f.fp[0] == 0 && f.fp[1] == 0)
     f.fp[0] = 1; /* {0,0} marks an empty slot */
+  return f;
+}
+
+/* The fingerprint of a key being decided at `now`: from the hot-key memo
+** when it has the key, else made and (sampled) memoised.  Batches stage
+** with fingerprint() alone: their keys are many and seldom repeat. */
+#if defined(__GNUC__)
+__attribute__((always_inline)) /* a call returning two words spills them */
+#endif
+static inline fpkey fingerprint_at(const mem_store *m, const sluice_key *k,
+                                   int64_t now) {
+  memo_probe p;
+  fpkey f;
+  if (!m->memo)
+    return fingerprint(m, k);
+  memo_probe_make(k, &p);
+  if (memo_get(m->memo, &p, f.fp))
+    return f;
+  f = fingerprint(m, k);
+  if (memo_sampled(&p, now))
+    memo_put(m->memo, &p, f.fp);
   return f;
 }
 
@@ -370,7 +394,7 @@ static int mem_job(sluice_store *s, const sluice_job *job, int64_t now) {
   if (n < 1 || n > SLUICE_PROGRAM_KEYS) /* the core validated it */
     return SLUICE_EINVAL;
   for (i = 0; i < n; i++)
-    f[i] = fingerprint(m, &job->keys[i]);
+    f[i] = fingerprint_at(m, &job->keys[i], now);
   lock_group(m, f, n, 1);
   rc = mem_apply_locked(m, job, f, now);
   lock_group(m, f, n, 0);
@@ -398,7 +422,7 @@ static int mem_job(sluice_store *s, const sluice_job *job, int64_t now) {
 ** from the start under the lock: the first try left no trace. */
 static int mem_apply_one(mem_store *m, const sluice_op *op, int64_t now,
                          sluice_verdict *v, int *rc, const fpkey *pre) {
-  fpkey f = pre ? *pre : fingerprint(m, &op->keys[0]);
+  fpkey f = pre ? *pre : fingerprint_at(m, &op->keys[0], now);
   shard *sh = &m->shards[shard_of(&f)];
   sluice_state in, out;
   slot *sl = NULL;
@@ -554,7 +578,7 @@ static int mem_run_many(sluice_store *s, int n, const sluice_program *ps,
 static int mem_get(sluice_store *s, const sluice_key *k, int64_t now,
                    sluice_state *out, int64_t *exp) {
   mem_store *m = (mem_store *)s;
-  fpkey f = fingerprint(m, k);
+  fpkey f = fingerprint_at(m, k, now);
   shard *sh = &m->shards[shard_of(&f)];
   long j;
   int rc = SLUICE_ENOTFOUND;
@@ -607,6 +631,9 @@ static int mem_control(sluice_store *s, int op, void *arg) {
     h->fallbacks = atomic_load(&m->huge_fallbacks);
     return SLUICE_OK;
   }
+  case SLUICE_CTL_MEM_MEMO:
+    *(int64_t *)arg = m->memo ? memo_held(m->memo) : -1;
+    return SLUICE_OK;
   default:
     return SLUICE_ENOTFOUND;
   }
@@ -627,6 +654,8 @@ static int mem_close(sluice_store *s) {
     table_free(m, sh, sh->cap * sizeof(slot));
     pthread_mutex_destroy(&sh->mu);
   }
+  if (m->memo_mem)
+    sluice_store_free(s, m->memo_mem, sizeof(memo) + MEMO_ALIGN - 1);
   return SLUICE_OK;
 }
 
@@ -646,7 +675,7 @@ static const sluice_store_methods mem_methods = {
 static int mem_open(const sluice_backend *b, const char *uri,
                     const sluice_store_config *cfg, sluice_store *s) {
   mem_store *m = (mem_store *)s;
-  int64_t huge = 0;
+  int64_t huge = 0, memo_on = 1;
   int i, rc;
   (void)b;
   /* A heap store starts empty: read-only it would have nothing to show. */
@@ -662,6 +691,10 @@ static int mem_open(const sluice_backend *b, const char *uri,
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "mem: huge_pages must be 0 or 1");
   m->huge = (int)huge;
+  rc = sluice_uri_int(uri, "memo", 1, &memo_on);
+  if (rc != SLUICE_OK || memo_on > 1)
+    return sluice_store_seterr(s, SLUICE_EINVAL, 0,
+                               "mem: memo must be 0 or 1");
   rc = sluice_random_bytes(m->hkey, sizeof m->hkey);
   if (rc != SLUICE_OK)
     return sluice_store_seterr(s, rc, 0,
@@ -676,10 +709,21 @@ static int mem_open(const sluice_backend *b, const char *uri,
     sh->cap = MIN_SLOTS;
     pthread_mutex_init(&sh->mu, NULL);
   }
+  if (memo_on) {
+    /* Aligned by hand, since the allocator promises no more than malloc's
+    ** alignment: a line must not share a cache line with another. */
+    m->memo_mem = sluice_store_malloc(s, sizeof(memo) + MEMO_ALIGN - 1);
+    if (!m->memo_mem)
+      return sluice_store_seterr(s, SLUICE_ENOMEM, 0, "mem: out of memory");
+    m->memo = (memo *)(((uintptr_t)m->memo_mem + MEMO_ALIGN - 1) &
+                       ~(uintptr_t)(MEMO_ALIGN - 1));
+    memset(m->memo, 0, sizeof(memo));
+  }
   return SLUICE_OK;
 }
 
-static const char *const mem_params[] = {"max_keys", "huge_pages", NULL};
+static const char *const mem_params[] = {"max_keys", "huge_pages", "memo",
+                                         NULL};
 
 const sluice_backend sluice__backend_mem = {SLUICE_BACKEND_CLASS_VERSION,
                                             (int)sizeof(mem_store),

@@ -1,6 +1,7 @@
 /*
-** Threads deciding in batches (apply_many) on shared keys of one mem store,
-** with the clock stopped: each key admits exactly its burst, never more.
+** Threads deciding in batches (apply_many), and one by one through the
+** hot-key memo, on shared keys of one mem store, with a clock that refills
+** nothing: each key admits exactly its burst, never more.
 ** A batch's ops are each atomic under their shard's lock; the pipeline's
 ** prefetch reads a shard's table pointer and size without the lock while
 ** other threads' new keys grow that table, and must change no verdict.
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include "sluice.h"
+#include <sluice/sluice_mem.h>
 #include "../common/splitmix.h"
 #include "../common/units.h"
 
@@ -43,19 +45,29 @@ static void *thread_main(void *arg) {
     sluice_op ops[BATCH];
     sluice_verdict v[BATCH];
     int rcs[BATCH], w[BATCH];
-    char names[BATCH][16];
+    char names[BATCH][32];
     for (int b = 0; b < BATCH; b++) {
       /* a key twice in a row half the time */
       w[b] = b % 2 && splitmix64(&seed) % 2
                  ? w[b - 1]
                  : (int)(splitmix64(&seed) % KEYS);
-      snprintf(names[b], sizeof names[b], "tb-%d", w[b]);
+      /* long enough for the hot-key memo (8 to 104 bytes) */
+      snprintf(names[b], sizeof names[b], "rl:{t:%d}:tb", w[b]);
       k[b] = (sluice_key){names[b], strlen(names[b])};
       ops[b] = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k[b], &p,
                            1, 0};
     }
-    if (sluice_limiter_apply_many(t->l, BATCH, ops, v, rcs) != SLUICE_OK)
-      atomic_fetch_add(&errors, 1);
+    if (round % 2 == 0) {
+      if (sluice_limiter_apply_many(t->l, BATCH, ops, v, rcs) != SLUICE_OK)
+        atomic_fetch_add(&errors, 1);
+    } else {
+      /* One by one, through the memo: a time that moves by 1024 ns a round
+      ** (the memo samples its inserts by the microsecond) and refills
+      ** nothing at a point an hour. */
+      for (int b = 0; b < BATCH; b++)
+        rcs[b] = sluice_limiter_apply_at(t->l, &ops[b],
+                                         1000 * SEC + round * 1024, &v[b]);
+    }
     for (int b = 0; b < BATCH; b++) {
       if (rcs[b] != SLUICE_OK)
         atomic_fetch_add(&errors, 1);
@@ -108,6 +120,15 @@ int main(void) {
               "%lld\n", i, atomic_load(&admitted[i]), (long long)p.burst);
       bad = 1;
     }
+  {
+    int64_t held = -1;
+    if (sluice_limiter_control(l, SLUICE_CTL_MEM_MEMO, &held) != SLUICE_OK ||
+        held < 1) {
+      fprintf(stderr, "mem_batch_threads: the memo holds %lld keys: the "
+              "test did not go through it\n", (long long)held);
+      bad = 1;
+    }
+  }
   sluice_limiter_close(l);
   sluice_clock_free(c);
   if (!bad)

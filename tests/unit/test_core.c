@@ -510,8 +510,11 @@ Test(backend, custom_backend_takes_precedence_and_gets_params) {
 Test(backend, store_strings_follow_declared_parameters) {
   static const char *const bad[] = {
       "mem:max_kyes=10",
-      "unknown parameter 'max_kyes' (known: max_keys, huge_pages)",
+      "unknown parameter 'max_kyes' (known: max_keys, huge_pages, memo)",
       "mem:huge_pages=2",       "mem: huge_pages must be 0 or 1",
+      "mem:memo=2",             "mem: memo must be 0 or 1",
+      "mem:memo=-1",            "mem: memo must be 0 or 1",
+      "mem:memo=yes",           "mem: memo must be 0 or 1",
       "mem:max_keys=10;max_keys=20", "parameter 'max_keys' given twice",
       "mem:max_keys",           "parameter without '='",
       "shm:name=/x;capacity=10;capactiy=20",

@@ -630,10 +630,25 @@ static void shadow_params(int64_t scale) {
       200 * MS * scale};
 }
 
+static int shadow_long; /* keys of 10 to 110 bytes, not 6 to 9 */
+
+/* Long keys end in the same filler, so that keys of one length share their
+** last word and differ only inside: the hot-key memo (8 to 104 bytes) must
+** tell them apart by their whole bytes. */
 static void shadow_key(int idx, char *buf, size_t n, sluice_key *k) {
+  size_t len;
   snprintf(buf, n, "{t%d}k%d", idx % 8, idx);
+  len = strlen(buf);
+  if (shadow_long) {
+    /* the hot keys (below 48) in three lengths, the rest in 101 */
+    size_t want = idx < 48 ? 16 + (size_t)(idx % 3) * 44
+                           : 10 + (size_t)(idx * 37 % 101);
+    while (len < want && len + 1 < n)
+      buf[len++] = '.';
+    buf[len] = '\0';
+  }
   k->data = buf;
-  k->len = strlen(buf);
+  k->len = len;
 }
 
 static sluice_op shadow_op(rng *r, int idx, const sluice_key *ks, int nkeys) {
@@ -663,7 +678,10 @@ static sluice_op shadow_op(rng *r, int idx, const sluice_key *ks, int nkeys) {
   return op;
 }
 
-static void differential(int64_t scale, int del_every, uint64_t seed) {
+/* uri: the store; skewed: half the keys from 48 of them, as skewed traffic
+** is (the memo holds keys decided again and again). */
+static void differential(int64_t scale, int del_every, uint64_t seed,
+                         const char *uri, int skewed) {
   static sluice_state sst[SHADOW_N];
   static int64_t sexp[SHADOW_N];
   sluice_clock *c;
@@ -675,17 +693,17 @@ static void differential(int64_t scale, int del_every, uint64_t seed) {
   memset(sst, 0, sizeof sst);
   memset(sexp, 0, sizeof sexp);
   cr_assert_eq(sluice_clock_manual(t, &c), SLUICE_OK);
-  l = open_mem(c, NULL);
+  l = open_mem(c, uri);
   for (step = 0; step < 30000; step++) {
     int idx[2], n = 1, i;
-    char names[2][24];
+    char names[2][128];
     sluice_key ks[2];
     sluice_state in[2], out[2];
     sluice_verdict v, ev;
     sluice_op op;
     t += rng_range(&r, 0, 5 * MS);
     cr_assert_eq(sluice_clock_set(c, t), SLUICE_OK);
-    idx[0] = (int)rng_range(&r, 0, SHADOW_N - 1);
+    idx[0] = (int)rng_range(&r, 0, skewed && rng_next(&r) % 2 ? 47 : SHADOW_N - 1);
     if (idx[0] % 3 == 0 && rng_range(&r, 0, 3) == 0 &&
         idx[0] + 24 < SHADOW_N) {
       idx[1] = idx[0] + 24; /* same tag (idx % 8), also a GCRA key */
@@ -723,7 +741,7 @@ static void differential(int64_t scale, int del_every, uint64_t seed) {
       cr_assert_eq(count(l), live, "step %d: store holds %lld, shadow %lld",
                    step, (long long)count(l), (long long)live);
       for (k = 0; k < SHADOW_N; k += 13) {
-        char nb[24];
+        char nb[128];
         sluice_key kk;
         sluice_state got;
         int64_t e;
@@ -745,8 +763,60 @@ static void differential(int64_t scale, int del_every, uint64_t seed) {
   sluice_clock_free(c);
 }
 
-Test(mem, differential_churn) { differential(1, 50, 0xd1ff); }
-Test(mem, differential_dense_with_deletes) { differential(36000, 4, 0xd2ff); }
+Test(mem, differential_churn) { differential(1, 50, 0xd1ff, NULL, 0); }
+Test(mem, differential_dense_with_deletes) {
+  differential(36000, 4, 0xd2ff, NULL, 0);
+}
+Test(mem, differential_long_hot_keys) {
+  shadow_long = 1;
+  differential(1, 50, 0xd3ff, "mem", 1);
+  differential(36000, 4, 0xd4ff, "mem", 1);
+}
+Test(mem, differential_long_hot_keys_without_memo) {
+  shadow_long = 1;
+  differential(1, 50, 0xd3ff, "mem:memo=0", 1);
+}
+
+/* SLUICE_CTL_MEM_MEMO: the keys the hot-key memo holds; none at first, a
+** key decided again and again within tens of microseconds of its time,
+** and -1 with memo=0.  Verdicts are the same either way (the differential
+** tests above). */
+static int take(sluice_limiter *l, const char *key, int64_t cost,
+                sluice_verdict *v) {
+  static const sluice_gcra_params g = {100, SEC, 50};
+  return sluice_limiter_take(l, key, strlen(key), &g, cost, v);
+}
+
+Test(mem, memo_holds_a_hot_key_and_can_be_turned_off) {
+  sluice_clock *c;
+  sluice_limiter *on, *off;
+  int64_t held = -2, t = 1000 * SEC;
+  int i;
+  cr_assert_eq(sluice_clock_manual(t, &c), SLUICE_OK);
+  on = open_mem(c, "mem");
+  off = open_mem(c, "mem:memo=0");
+  cr_assert_eq(sluice_limiter_control(on, SLUICE_CTL_MEM_MEMO, &held),
+               SLUICE_OK);
+  cr_assert_eq(held, 0);
+  for (i = 0; i < 200; i++, t += 1024) {
+    sluice_verdict v, w;
+    cr_assert_eq(sluice_clock_set(c, t), SLUICE_OK);
+    cr_assert_eq(take(on, "rl:{t:hot-tenant}:tb", 1, &v), SLUICE_OK);
+    cr_assert_eq(take(off, "rl:{t:hot-tenant}:tb", 1, &w), SLUICE_OK);
+    assert_verdict_eq(v, w, "decision %d", i);
+    cr_assert_eq(take(on, "short", 1, &v), SLUICE_OK); /* under 8 bytes */
+  }
+  cr_assert_eq(sluice_limiter_control(on, SLUICE_CTL_MEM_MEMO, &held),
+               SLUICE_OK);
+  cr_assert_eq(held, 1, "the memo holds %lld keys, not the hot one alone",
+               (long long)held);
+  cr_assert_eq(sluice_limiter_control(off, SLUICE_CTL_MEM_MEMO, &held),
+               SLUICE_OK);
+  cr_assert_eq(held, -1);
+  sluice_limiter_close(on);
+  sluice_limiter_close(off);
+  sluice_clock_free(c);
+}
 
 /* huge_pages=1: once shard tables reach 1 MiB (about 800 000 keys), each is
 ** a mapping on huge pages where the system backs madvise regions with them,
