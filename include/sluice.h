@@ -45,10 +45,15 @@ SLUICE_EXPORT int sluice_clock_manual(int64_t start_ns, sluice_clock **out);
  *  limiter is used from several threads. */
 SLUICE_EXPORT int sluice_clock_custom(int64_t (*now)(void *ud), void *ud,
                                       sluice_clock **out);
+/** How far back a limiter's time can go: a decision that starts after
+ *  another has returned is never decided more than this before it, however
+ *  the clock steps (limiter.c says why not zero). */
+#define SLUICE_CLOCK_SLACK_NS INT64_C(1000000)
 /** @brief Current time in ns (raw: a limiter adds its own monotonic clamp). */
 SLUICE_EXPORT int64_t sluice_clock_now(sluice_clock *c);
 /** @brief Manual clocks only: set the time (it may go backwards: limiters
- *  never see it do so).  SLUICE_EINVAL for other clocks or negative t. */
+ *  see at most SLUICE_CLOCK_SLACK_NS of it).  SLUICE_EINVAL for other
+ *  clocks or negative t. */
 SLUICE_EXPORT int sluice_clock_set(sluice_clock *c, int64_t t_ns);
 /** @brief Manual clocks only: move time by delta_ns (may be negative). */
 SLUICE_EXPORT int sluice_clock_advance(sluice_clock *c, int64_t delta_ns);
@@ -112,7 +117,7 @@ SLUICE_EXPORT int sluice_limiter_open2(const sluice_limiter_options *opts,
 SLUICE_EXPORT void sluice_limiter_close(sluice_limiter *lim);
 
 /** @brief Run one operation now (the limiter's clock, clamped so that it
- *  never goes backwards).  Thread-safe when the store is
+ *  goes backwards by at most SLUICE_CLOCK_SLACK_NS).  Thread-safe when the store is
  *  (SLUICE_CAP_THREADSAFE: every built-in store).
  *  @return SLUICE_OK (see v->allowed for the decision) or an error from
  *  sluice_op_validate() or the store (SLUICE_EFULL, SLUICE_ETIMEDOUT,

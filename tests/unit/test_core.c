@@ -178,6 +178,47 @@ Test(limiter, never_sees_time_go_backwards) {
   sluice_clock_free(c);
 }
 
+/* The slack: a time within SLUICE_CLOCK_SLACK_NS of the published one is
+** used as it is, even when an earlier call used a later one; further back,
+** the published time.  Over a random walk of the clock with steps back of
+** every size, no time used is more than the slack before any used before
+** it, nor before the clock's own reading. */
+Test(limiter, time_goes_back_by_at_most_the_slack) {
+  const int64_t S = SLUICE_CLOCK_SLACK_NS;
+  sluice_clock *c;
+  sluice_limiter *l;
+  int64_t t = 100 * SEC, most, got;
+  rng r = {0x51ac};
+  cr_assert_eq(sluice_clock_manual(t, &c), SLUICE_OK);
+  l = open_manual(c, "mem");
+  cr_assert_eq(sluice_limiter_now(l), t); /* published: past 0 + S */
+  cr_assert_eq(sluice_clock_set(c, t + S / 2), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_now(l), t + S / 2); /* within: not published */
+  cr_assert_eq(sluice_clock_set(c, t + S / 4), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_now(l), t + S / 4, "within the slack: as is");
+  cr_assert_eq(sluice_clock_set(c, t - 1), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_now(l), t, "before the published time");
+  cr_assert_eq(sluice_clock_set(c, t + 2 * S), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_now(l), t + 2 * S); /* published */
+  cr_assert_eq(sluice_clock_set(c, t + S), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_now(l), t + 2 * S);
+  most = t + 2 * S;
+  for (int i = 0; i < 100000; i++) {
+    int64_t step = rng_range(&r, 0, 9) < 7 ? rng_range(&r, 0, S / 3)
+                                           : -rng_range(&r, 0, 3 * S);
+    t = t + step > 0 ? t + step : t;
+    cr_assert_eq(sluice_clock_set(c, t), SLUICE_OK);
+    got = sluice_limiter_now(l);
+    cr_assert_geq(got, t, "step %d: earlier than the clock", i);
+    cr_assert_geq(got, most - S, "step %d: %lld ns before a time used "
+                  "before", i, (long long)(most - got));
+    if (got > most)
+      most = got;
+  }
+  sluice_limiter_close(l);
+  sluice_clock_free(c);
+}
+
 Test(limiter, open_failures_leave_out_null) {
   sluice_limiter_options o;
   sluice_limiter *l = (sluice_limiter *)1;
