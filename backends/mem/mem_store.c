@@ -420,7 +420,10 @@ static int mem_job(sluice_store *s, const sluice_job *job, int64_t now) {
 ** when it decided; 0 when it wrote nothing and the op needs the general
 ** path (a rebuild, a record to free, max_keys), which decides it again
 ** from the start under the lock: the first try left no trace. */
-static int mem_apply_one(mem_store *m, const sluice_op *op, int64_t now,
+#if defined(__GNUC__)
+__attribute__((always_inline)) /* into the single op's path, and the batch's */
+#endif
+static inline int mem_apply_one(mem_store *m, const sluice_op *op, int64_t now,
                          sluice_verdict *v, int *rc, const fpkey *pre) {
   fpkey f = pre ? *pre : fingerprint_at(m, &op->keys[0], now);
   shard *sh = &m->shards[shard_of(&f)];

@@ -78,7 +78,10 @@ static int amount_check(const sluice_op *op, int64_t cap) {
 /* One GCRA bucket, the shape of nearly every decision, checked without the
 ** dispatch and the loops of the general path: the same checks, in the
 ** same order, with the same codes (tests/unit/test_op.c compares them). */
-static int validate_gcra1(const sluice_op *op) {
+#if defined(__GNUC__)
+__attribute__((always_inline)) /* the check of nearly every decision */
+#endif
+static inline int validate_gcra1(const sluice_op *op) {
   const sluice_gcra_params *p = (const sluice_gcra_params *)op->params;
   const sluice_key *k = op->keys;
   if (!sluice__gcra_params_ok(p) || op->kind == SLUICE_OP_COUNT)
