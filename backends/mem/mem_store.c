@@ -386,15 +386,18 @@ static int64_t sweep_all(mem_store *m, int64_t now) {
 }
 
 /* An op or a program: every record's shard locked (ascending), the step
-** or the whole program run under them. */
-static int mem_job(sluice_store *s, const sluice_job *job, int64_t now) {
+** or the whole program run under them.  pre: the fingerprints of the
+** first npre keys, made already (a batch's staging); the rest are made
+** here. */
+static int mem_job_pre(sluice_store *s, const sluice_job *job, int64_t now,
+                       const fpkey *pre, int npre) {
   mem_store *m = (mem_store *)s;
   fpkey f[SLUICE_PROGRAM_KEYS];
   int i, rc, n = job->nkeys;
   if (n < 1 || n > SLUICE_PROGRAM_KEYS) /* the core validated it */
     return SLUICE_EINVAL;
   for (i = 0; i < n; i++)
-    f[i] = fingerprint_at(m, &job->keys[i], now);
+    f[i] = i < npre ? pre[i] : fingerprint_at(m, &job->keys[i], now);
   lock_group(m, f, n, 1);
   rc = mem_apply_locked(m, job, f, now);
   lock_group(m, f, n, 0);
@@ -411,6 +414,10 @@ static int mem_job(sluice_store *s, const sluice_job *job, int64_t now) {
   else if (rc == SLUICE_ENOMEM)
     sluice_store_seterr(s, rc, 0, "out of memory growing the table");
   return rc;
+}
+
+static int mem_job(sluice_store *s, const sluice_job *job, int64_t now) {
+  return mem_job_pre(s, job, now, NULL, 0);
 }
 
 /* The hot path, one key that stays live, decided under its shard's lock
@@ -487,11 +494,11 @@ static int mem_run(sluice_store *s, const sluice_program *p, int64_t now,
 ** being decided, an op's keys are hashed and their slots prefetched; then
 ** the ops are decided in order, one by one as mem_apply() decides them (the
 ** same verdicts, in the same order: the prefetch changes nothing), a
-** single-key op on the fingerprint already made.  The prefetch reads a
-** shard's table pointer and size without its lock (atomic loads; a rebuild
-** stores them atomically): a stale pair points at a table being replaced,
-** and a prefetch of it costs a useless line fetch at worst (a prefetch
-** never faults).  Keys of groups are hashed again when decided.  Sixteen
+** single-key op or a group on the fingerprints already made.  The prefetch
+** reads a shard's table pointer and size without its lock (atomic loads; a
+** rebuild stores them atomically): a stale pair points at a table being
+** replaced, and a prefetch of it costs a useless line fetch at worst (a
+** prefetch never faults).  Sixteen
 ** ahead: about a DRAM latency of work (16 hashes, or the decisions of the
 ** ops between), and as many misses as the core keeps in flight. */
 #define MANY_AHEAD 16
@@ -519,30 +526,38 @@ static inline void prefetch_home(mem_store *m, const fpkey *f) {
     __builtin_prefetch(a + 2 * sizeof(slot) - 1, 1);
 }
 
-static void many_stage(mem_store *m, const sluice_op *op, fpkey *first) {
-  for (int i = 0; i < op->nkeys; i++) {
-    fpkey k = fingerprint(m, &op->keys[i]);
-    if (i == 0)
-      *first = k;
-    prefetch_home(m, &k);
+/* The keys of an op the core has checked: 1..SLUICE_GROUP_MAX.  Bounded
+** here all the same, since they size arrays on the stack. */
+static int op_keys(const sluice_op *op) {
+  return op->nkeys < 1 || op->nkeys > SLUICE_GROUP_MAX ? 0 : op->nkeys;
+}
+
+/* An op's keys hashed into f. */
+static void many_stage(mem_store *m, const sluice_op *op, fpkey *f) {
+  for (int i = 0; i < op_keys(op); i++) {
+    f[i] = fingerprint(m, &op->keys[i]);
+    prefetch_home(m, &f[i]);
   }
 }
 
 static int mem_apply_many(sluice_store *s, int n, const sluice_op *ops,
                           int64_t now, sluice_verdict *vs, int *rcs) {
   mem_store *m = (mem_store *)s;
-  fpkey ring[MANY_AHEAD];
+  fpkey ring[MANY_AHEAD][SLUICE_GROUP_MAX], f[SLUICE_GROUP_MAX];
   int j;
   for (j = 0; j < n && j < MANY_AHEAD; j++)
-    many_stage(m, &ops[j], &ring[j]);
+    many_stage(m, &ops[j], ring[j]);
   for (j = 0; j < n; j++) {
-    fpkey f = ring[j % MANY_AHEAD];
-    /* Its ring entry is free: it takes the op MANY_AHEAD on. */
+    const sluice_op *op = &ops[j];
+    sluice_job job;
+    /* Copied out, so that its ring entry takes the op MANY_AHEAD on. */
+    memcpy(f, ring[j % MANY_AHEAD], (size_t)op_keys(op) * sizeof *f);
     if (j + MANY_AHEAD < n)
-      many_stage(m, &ops[j + MANY_AHEAD], &ring[j % MANY_AHEAD]);
-    if (ops[j].nkeys == 1 && mem_apply_one(m, &ops[j], now, &vs[j], &rcs[j], &f))
+      many_stage(m, &ops[j + MANY_AHEAD], ring[j % MANY_AHEAD]);
+    if (op->nkeys == 1 && mem_apply_one(m, op, now, &vs[j], &rcs[j], &f[0]))
       continue;
-    rcs[j] = mem_apply(s, &ops[j], now, &vs[j]);
+    sluice_job_op(&job, op, &vs[j]);
+    rcs[j] = mem_job_pre(s, &job, now, f, op_keys(op));
   }
   return SLUICE_OK;
 }
@@ -557,23 +572,32 @@ static int mem_apply_many(sluice_store *s, int n, const sluice_op *ops,
 #define RUN_AHEAD 4
 #define RUN_STAGED 6
 
-static void run_stage(mem_store *m, const sluice_program *p) {
-  for (int i = 0; i < p->nkeys && i < RUN_STAGED; i++) {
-    fpkey k = fingerprint(m, &p->keys[i]);
-    prefetch_home(m, &k);
+/* The program's first RUN_STAGED keys hashed into f; returns how many. */
+static int run_stage(mem_store *m, const sluice_program *p, fpkey *f) {
+  int i;
+  for (i = 0; i < p->nkeys && i < RUN_STAGED; i++) {
+    f[i] = fingerprint(m, &p->keys[i]);
+    prefetch_home(m, &f[i]);
   }
+  return i;
 }
 
 static int mem_run_many(sluice_store *s, int n, const sluice_program *ps,
                         int64_t now, sluice_program_result *res, int *rcs) {
   mem_store *m = (mem_store *)s;
-  int j;
+  fpkey ring[RUN_AHEAD][RUN_STAGED], f[RUN_STAGED];
+  int staged[RUN_AHEAD], j;
   for (j = 0; j < n && j < RUN_AHEAD; j++)
-    run_stage(m, &ps[j]);
+    staged[j] = run_stage(m, &ps[j], ring[j]);
   for (j = 0; j < n; j++) {
+    int k = j % RUN_AHEAD, nf = staged[k];
+    sluice_job job;
+    /* Copied out, so that its ring entry takes the program RUN_AHEAD on. */
+    memcpy(f, ring[k], (size_t)nf * sizeof *f);
     if (j + RUN_AHEAD < n)
-      run_stage(m, &ps[j + RUN_AHEAD]);
-    rcs[j] = mem_run(s, &ps[j], now, &res[j]);
+      staged[k] = run_stage(m, &ps[j + RUN_AHEAD], ring[k]);
+    sluice_job_program(&job, &ps[j], &res[j]);
+    rcs[j] = mem_job_pre(s, &job, now, f, nf);
   }
   return SLUICE_OK;
 }
