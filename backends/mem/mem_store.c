@@ -549,15 +549,19 @@ static int mem_apply_many(sluice_store *s, int n, const sluice_op *ops,
     many_stage(m, &ops[j], ring[j]);
   for (j = 0; j < n; j++) {
     const sluice_op *op = &ops[j];
+    const fpkey *r = ring[j % MANY_AHEAD];
+    int nk = op_keys(op);
     sluice_job job;
     /* Copied out, so that its ring entry takes the op MANY_AHEAD on. */
-    memcpy(f, ring[j % MANY_AHEAD], (size_t)op_keys(op) * sizeof *f);
+    f[0] = r[0];
+    if (nk > 1)
+      memcpy(&f[1], &r[1], (size_t)(nk - 1) * sizeof *f);
     if (j + MANY_AHEAD < n)
       many_stage(m, &ops[j + MANY_AHEAD], ring[j % MANY_AHEAD]);
-    if (op->nkeys == 1 && mem_apply_one(m, op, now, &vs[j], &rcs[j], &f[0]))
+    if (nk == 1 && mem_apply_one(m, op, now, &vs[j], &rcs[j], &f[0]))
       continue;
     sluice_job_op(&job, op, &vs[j]);
-    rcs[j] = mem_job_pre(s, &job, now, f, op_keys(op));
+    rcs[j] = mem_job_pre(s, &job, now, f, nk);
   }
   return SLUICE_OK;
 }
