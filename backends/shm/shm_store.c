@@ -491,13 +491,42 @@ static int find(shm_store *t, const khash *k, int64_t now, int create,
   return SLUICE_EBUSY;
 }
 
+/* find(t, k, now, 0, ...) for a decision's common case, a key that is
+** LIVE or absent: the same scan (from the home to the reach read first,
+** or to a never-used slot) with the same loads, without the claim
+** candidate find() also tracks.  SLUICE_EBUSY: a TENTATIVE binding of
+** the key is in the way, which find() helps to finish. */
+static inline int lookup(shm_store *t, const khash *k, uint32_t *dist,
+                         uint64_t m[2]) {
+  uint32_t d, reach = reach_of(t, k);
+  for (d = 0; d <= reach; d++) {
+    meta_read(slot_at(t, k, d), m);
+    if (m_status(m) == ST_NEVER)
+      return SLUICE_ENOTFOUND;
+    if (m_is(m, k)) {
+      if (m_status(m) == ST_LIVE) {
+        *dist = d;
+        return SLUICE_OK;
+      }
+      if (m_status(m) == ST_TENT)
+        return SLUICE_EBUSY;
+    }
+  }
+  return SLUICE_ENOTFOUND;
+}
+
 /* Raise binding m's expiry to cover exp_ns (invariant a).  Returns 0 when
 ** the binding is gone. */
 static int raise_expiry(shm_slot *s, uint64_t m[2], int64_t exp_ns,
                         int64_t now) {
-  uint64_t need, cur[2], set[2];
+  uint64_t have, need, cur[2], set[2];
   int64_t target = exp_ns;
   if (exp_ns <= now)
+    return 1;
+  have = units_of(exp_ns);
+  /* Already covered: what a hot key finds on all but about one write a
+  ** second (the slack below). */
+  if (m_units(m) >= have)
     return 1;
   if (exp_ns != SLUICE_FOREVER) {
     int64_t slack = exp_ns - now;
@@ -506,11 +535,9 @@ static int raise_expiry(shm_slot *s, uint64_t m[2], int64_t exp_ns,
     target = exp_ns > INT64_MAX - slack ? INT64_MAX : exp_ns + slack;
   }
   need = units_of(target);
-  if (units_of(exp_ns) > need)
-    need = units_of(exp_ns);
+  if (have > need)
+    need = have;
   for (;;) {
-    if (m_units(m) >= units_of(exp_ns))
-      return 1;
     set[0] = m[0];
     set[1] = (m[1] & ((UINT64_C(1) << EXP_SHIFT) - 1)) | need << EXP_SHIFT;
     if (ck_pr_cas_64_2_value(s->meta, m, set, cur)) {
@@ -521,6 +548,8 @@ static int raise_expiry(shm_slot *s, uint64_t m[2], int64_t exp_ns,
       return 0;
     m[0] = cur[0];
     m[1] = cur[1];
+    if (m_units(m) >= have)
+      return 1;
   }
 }
 
@@ -851,11 +880,127 @@ static int shm_job(sluice_store *st, const sluice_job *job, int64_t now,
                              "shm: gave up after %d retries", RETRY_MAX);
 }
 
+/* The hot path: an op over one key (nkeys 1), the same steps as shm_job()
+** takes for it, in the same order, with the same loads, CASes and checks,
+** but on locals instead of the member records and the job (whose setup,
+** zeroing, copies and two expiry calls were about a third of a batched
+** decision's instructions), and with sluice_op_step_single(), which makes
+** the step and the new record's expiry in one call (a single GCRA bucket
+** straight to its int64 step).  Returns 1 when it decided (*rc; *v on
+** SLUICE_OK); 0 when the op must go through shm_job() from the start: a
+** TENTATIVE binding to help, a binding that moved, a read-only outcome
+** whose re-read differs, a claim that failed, a step that failed on a
+** retry, TIGHT_RETRY_MAX lost CASes.  Each of those is a point where
+** shm_job() too reads the record again; what this path may have left
+** behind is what shm_job() leaves there: a claimed binding (as its first
+** pass does) or a raised expiry (invariant a: harmless), never a state
+** write.  *v may hold an abandoned try's verdict then: shm_job()'s
+** replaces it (on an error, as for every store, *v means nothing). */
+static int shm_apply_one(shm_store *t, const sluice_op *op, int64_t now,
+                         sluice_verdict *v, int *rc, const khash *k) {
+  uint64_t m[2], mm[2], mk[2], x[2], cur[2], set[2];
+  sluice_state in, out;
+  uint32_t dist;
+  unsigned backoff = BACKOFF_MIN;
+  int64_t e;
+  int tight = 0, atomic_x = 0, r;
+  shm_slot *s;
+
+  r = lookup(t, k, &dist, m);
+  if (r == SLUICE_ENOTFOUND) {
+    /* As shm_job(): the step on a fresh record first, and a slot claimed
+    ** only for a record that will hold something. */
+    memset(&in, 0, sizeof in);
+    *rc = sluice_op_step_single(op, &in, &out, now, v, &e);
+    if (*rc != SLUICE_OK || memcmp(&out, &in, sizeof in) == 0)
+      return 1;
+    if (find(t, k, now, 1, &dist, m) != SLUICE_OK)
+      return 0; /* shm_job() says why (SLUICE_EFULL, contention) */
+  } else if (r != SLUICE_OK) {
+    return 0;
+  }
+  s = slot_at(t, k, dist);
+  /* member_read(): the mask first (out of the read-to-CAS window), the
+  ** state with two plain loads, then the meta re-read after a load fence,
+  ** which vouches that the state read belongs to the binding found. */
+  mask_of(m, mk);
+  x[0] = ck_pr_load_64(&s->state[0]);
+  x[1] = ck_pr_load_64(&s->state[1]);
+  ck_pr_fence_load();
+  meta_read(s, mm);
+  if (!m_same(mm, m) || m_status(mm) != ST_LIVE)
+    return 0;
+  m[0] = mm[0];
+  m[1] = mm[1];
+  for (;;) {
+    /* decode() */
+    in.w[0] = x[0] ^ mk[0];
+    in.w[1] = x[1] ^ mk[1];
+    if (sluice_op_expiry(op, 0, &in) <= now)
+      memset(&in, 0, sizeof in);
+    r = sluice_op_step_single(op, &in, &out, now, v, &e);
+    if (r != SLUICE_OK) {
+      if (atomic_x)
+        return 0; /* shm_job() re-reads and decides again */
+      *rc = r;
+      return 1;
+    }
+    if (memcmp(&out, &in, sizeof in) == 0) {
+      /* Nothing to write.  A snapshot from a failed cmpxchg16b is atomic
+      ** and the meta re-read after it vouched for it: the decision is
+      ** linearized there (as commit() finds it).  Plain loads are not: an
+      ** atomic re-read must find the record unchanged, as in shm_job(). */
+      if (!atomic_x) {
+        ck_pr_load_64_2(s->state, cur);
+        meta_read(s, mm);
+        if (cur[0] != x[0] || cur[1] != x[1] || !m_same(mm, m) ||
+            m_status(mm) != ST_LIVE)
+          return 0;
+      }
+      break;
+    }
+    /* commit(), one member: the expiry raise (a CAS on the meta, a full
+    ** barrier) lands before the state CAS that needs it (invariant a). */
+    if (!raise_expiry(s, m, e, now))
+      return 0;
+    set[0] = out.w[0] ^ mk[0];
+    set[1] = out.w[1] ^ mk[1];
+    if (ck_pr_cas_64_2_value(s->state, x, set, cur)) {
+      /* Advisory, after the CAS, as in commit(). */
+      ck_pr_store_64((uint64_t *)&s->exp_exact, (uint64_t)e);
+      break;
+    }
+    /* Lost: re-run the step on the snapshot the failed CAS returned, once
+    ** the meta vouches the binding is still this one. */
+    if (++tight > TIGHT_RETRY_MAX)
+      return 0;
+    backoff = lost_cas_pause(backoff);
+    x[0] = cur[0];
+    x[1] = cur[1];
+    atomic_x = 1;
+    meta_read(s, mm);
+    if (!m_same(mm, m) || m_status(mm) != ST_LIVE)
+      return 0;
+  }
+  *rc = SLUICE_OK;
+  return 1;
+}
+
+/* `pre`: the keys' hashes, already made, or NULL. */
 static int shm_apply_hashed(sluice_store *st, const sluice_op *op,
                             int64_t now, sluice_verdict *v, const khash *pre) {
   sluice_job job;
   sluice_verdict vv;
+  khash k;
   int rc;
+  if (op->nkeys == 1) {
+    if (!pre) {
+      khash_of((shm_store *)st, &op->keys[0], &k);
+      pre = &k;
+    }
+    if (shm_apply_one((shm_store *)st, op, now, v, &rc, pre))
+      return rc;
+  }
   /* The verdict of the run that committed, not of an abandoned retry. */
   sluice_job_op(&job, op, &vv);
   rc = shm_job(st, &job, now, pre);
