@@ -1031,9 +1031,12 @@ static int shm_run(sluice_store *st, const sluice_program *p, int64_t now,
 **     (both ends: a 48-byte slot may straddle two lines) and the end of
 **     the slot after it;
 **  2. CHAIN_AHEAD ops ahead, when the home line has had time to arrive:
-**     read the home's reach and prefetch the slots up to it (at most
-**     CHAIN_MAX past the two already fetched): the key lies within its
-**     home's reach (invariant d);
+**     read the home's reach and prefetch the lines of the slots past the
+**     two already fetched, up to the reach (at most CHAIN_MAX from the
+**     home): the key lies within its home's reach (invariant d).  On a
+**     full 1M-key table 1.4% of the keys decided lie farther than 16
+**     from their home and 7% farther than 5 (the previous bound, which
+**     left them a miss in series);
 **  3. decide the op, exactly as shm_apply() decides it, on the hashes
 **     already made: the same verdicts, in the same order.
 ** A prefetch and the reach read in stage 2 are hints: nothing a decision
@@ -1044,7 +1047,7 @@ static int shm_run(sluice_store *st, const sluice_program *p, int64_t now,
 ** keys again when decided. */
 #define PIPE_AHEAD 16
 #define CHAIN_AHEAD 8
-#define CHAIN_MAX 4
+#define CHAIN_MAX 16
 #define MANY_KEYS 2
 
 /* Always inlined: as a function of its own GCC 12 finds it free of side
@@ -1066,9 +1069,19 @@ __attribute__((always_inline))
 #endif
 static inline void prefetch_chain(shm_store *t, const khash *k) {
   uint32_t d, r = reach_of(t, k);
-  if (r > CHAIN_MAX + 1)
-    r = CHAIN_MAX + 1;
-  for (d = 2; d <= r; d++) {
+  if (r > CHAIN_MAX)
+    r = CHAIN_MAX;
+  if (r < 2)
+    return;
+  /* Line by line: a run of slots shares lines (4 slots, 3 lines). */
+  if (k->home + r < t->nslots) {
+    uintptr_t a = (uintptr_t)&t->slots[k->home + 2] & ~(uintptr_t)63;
+    uintptr_t z = (uintptr_t)&t->slots[k->home + r] + sizeof(shm_slot) - 1;
+    for (; a <= z; a += 64)
+      __builtin_prefetch((const void *)a, 1);
+    return;
+  }
+  for (d = 2; d <= r; d++) { /* the chain wraps to the first slot */
     const char *s = (const char *)slot_at(t, k, d);
     __builtin_prefetch(s, 1);
     __builtin_prefetch(s + sizeof(shm_slot) - 1, 1);
@@ -1104,7 +1117,8 @@ static int shm_apply_many(sluice_store *st, int n, const sluice_op *ops,
     many_stage2(t, &ring[j]);
   for (j = 0; j < n; j++) {
     many_ent *e = &ring[j % PIPE_AHEAD];
-    rcs[j] = shm_apply_hashed(st, &ops[j], now, &vs[j], e->nk ? e->k : NULL);
+    if (e->nk != 1 || !shm_apply_one(t, &ops[j], now, &vs[j], &rcs[j], e->k))
+      rcs[j] = shm_apply_hashed(st, &ops[j], now, &vs[j], e->nk ? e->k : NULL);
     /* e is decided: its ring entry takes the op PIPE_AHEAD on. */
     if (j + PIPE_AHEAD < n)
       many_stage1(t, &ops[j + PIPE_AHEAD], e);
