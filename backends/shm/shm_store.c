@@ -517,8 +517,8 @@ static inline int lookup(shm_store *t, const khash *k, uint32_t *dist,
 
 /* Raise binding m's expiry to cover exp_ns (invariant a).  Returns 0 when
 ** the binding is gone. */
-static int raise_expiry(shm_slot *s, uint64_t m[2], int64_t exp_ns,
-                        int64_t now) {
+static inline int raise_expiry(shm_slot *s, uint64_t m[2], int64_t exp_ns,
+                               int64_t now) {
   uint64_t have, need, cur[2], set[2];
   int64_t target = exp_ns;
   if (exp_ns <= now)
@@ -1093,7 +1093,8 @@ typedef struct many_ent {
   int nk; /* keys hashed: the op's all, or 0 (hashed when decided) */
 } many_ent;
 
-static void many_stage1(shm_store *t, const sluice_op *op, many_ent *e) {
+static inline void many_stage1(shm_store *t, const sluice_op *op,
+                               many_ent *e) {
   e->nk = op->nkeys <= MANY_KEYS ? op->nkeys : 0;
   for (int i = 0; i < e->nk; i++) {
     khash_of(t, &op->keys[i], &e->k[i]);
@@ -1101,7 +1102,7 @@ static void many_stage1(shm_store *t, const sluice_op *op, many_ent *e) {
   }
 }
 
-static void many_stage2(shm_store *t, const many_ent *e) {
+static inline void many_stage2(shm_store *t, const many_ent *e) {
   for (int i = 0; i < e->nk; i++)
     prefetch_chain(t, &e->k[i]);
 }
