@@ -986,11 +986,24 @@ static int shm_apply_one(shm_store *t, const sluice_op *op, int64_t now,
   return 1;
 }
 
-/* `pre`: the keys' hashes, already made, or NULL. */
-static int shm_apply_hashed(sluice_store *st, const sluice_op *op,
-                            int64_t now, sluice_verdict *v, const khash *pre) {
+/* An op through shm_job(); `pre`: the keys' hashes, already made, or
+** NULL. */
+static int shm_apply_job(sluice_store *st, const sluice_op *op, int64_t now,
+                         sluice_verdict *v, const khash *pre) {
   sluice_job job;
   sluice_verdict vv;
+  int rc;
+  /* The verdict of the run that committed, not of an abandoned retry. */
+  sluice_job_op(&job, op, &vv);
+  rc = shm_job(st, &job, now, pre);
+  if (rc == SLUICE_OK)
+    *v = vv;
+  return rc;
+}
+
+/* Any op: one key on the hot path, else (or when it gives up) the job. */
+static int shm_apply_hashed(sluice_store *st, const sluice_op *op,
+                            int64_t now, sluice_verdict *v, const khash *pre) {
   khash k;
   int rc;
   if (op->nkeys == 1) {
@@ -1001,12 +1014,7 @@ static int shm_apply_hashed(sluice_store *st, const sluice_op *op,
     if (shm_apply_one((shm_store *)st, op, now, v, &rc, pre))
       return rc;
   }
-  /* The verdict of the run that committed, not of an abandoned retry. */
-  sluice_job_op(&job, op, &vv);
-  rc = shm_job(st, &job, now, pre);
-  if (rc == SLUICE_OK)
-    *v = vv;
-  return rc;
+  return shm_apply_job(st, op, now, v, pre);
 }
 
 static int shm_apply(sluice_store *st, const sluice_op *op, int64_t now,
@@ -1118,8 +1126,9 @@ static int shm_apply_many(sluice_store *st, int n, const sluice_op *ops,
     many_stage2(t, &ring[j]);
   for (j = 0; j < n; j++) {
     many_ent *e = &ring[j % PIPE_AHEAD];
+    /* nk is 1 exactly for a one-key op (0: more keys than the ring holds) */
     if (e->nk != 1 || !shm_apply_one(t, &ops[j], now, &vs[j], &rcs[j], e->k))
-      rcs[j] = shm_apply_hashed(st, &ops[j], now, &vs[j], e->nk ? e->k : NULL);
+      rcs[j] = shm_apply_job(st, &ops[j], now, &vs[j], e->nk ? e->k : NULL);
     /* e is decided: its ring entry takes the op PIPE_AHEAD on. */
     if (j + PIPE_AHEAD < n)
       many_stage1(t, &ops[j + PIPE_AHEAD], e);
