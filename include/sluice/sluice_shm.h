@@ -18,10 +18,13 @@
 **                with fd=, an empty file is initialised).
 **   huge_pages=1 map the table at a huge-page boundary and advise it
 **                MADV_HUGEPAGE (per process; default 0).  Shared memory
-**                gets transparent huge pages only where the system's
-**                shmem_enabled allows them (advise, always); elsewhere the
-**                table stays on normal pages, which SLUICE_CTL_SHM_HUGE
-**                reports (0: fell back).
+**                gets transparent huge pages only where the system allows
+**                them: an fd= memfd where shmem_enabled says advise or
+**                always, a name= table where /dev/shm is mounted with
+**                huge=advise or always (a tmpfs mount's own option);
+**                elsewhere the table stays on normal pages, which
+**                SLUICE_CTL_SHM_HUGE reports (0: fell back), as the
+**                kernel answers for the mapping (THPeligible).
 **
 ** Errors at open: SLUICE_EINVAL (bad URI), SLUICE_ENOTFOUND (no such object
 ** and no create), SLUICE_EVERSION (another layout version or state layout),

@@ -2,7 +2,9 @@
 ** pages reserved by the administrator (vm.nr_hugepages), which a library
 ** cannot count on; THP in "madvise" mode (Debian's default) gives a region
 ** advised MADV_HUGEPAGE its huge pages as they are faulted in. */
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -57,10 +59,41 @@ void sluice__huge_unmap(void *p, size_t mapped) {
     munmap(p, mapped);
 }
 
+/* The kernel's own answer for the mapping that starts at p: the
+** THPeligible line of its entry in /proc/self/smaps (Linux 5.0 on).  For
+** a shared mapping the sysfs switch is not the whole story: memfd and
+** SysV memory follow shmem_enabled, but a file on a tmpfs mount (shm_open's
+** /dev/shm) follows that mount's huge= option, "never" unless the
+** administrator set it.  -1 when the file or the line is not there. */
+int sluice__huge_eligible(const void *p) {
+  char line[256], want[40];
+  size_t wl;
+  int in = 0, got = -1;
+  FILE *f = fopen("/proc/self/smaps", "re");
+  if (!f)
+    return -1;
+  snprintf(want, sizeof want, "%lx-", (unsigned long)(uintptr_t)p);
+  wl = strlen(want);
+  /* Every entry has the line where any has it: the first after ours is
+  ** ours. */
+  while (fgets(line, sizeof line, f)) {
+    if (!in) {
+      in = strncmp(line, want, wl) == 0;
+    } else if (strncmp(line, "THPeligible:", 12) == 0) {
+      got = atoi(line + 12) != 0;
+      break;
+    }
+  }
+  fclose(f);
+  return got;
+}
+
 int sluice__huge_advise(void *p, size_t bytes, int shmem) {
+  int e;
   if (madvise(p, bytes, MADV_HUGEPAGE) != 0)
     return 0;
-  return sluice__huge_thp(shmem);
+  e = shmem ? sluice__huge_eligible(p) : -1;
+  return e >= 0 ? e : sluice__huge_thp(shmem);
 }
 
 void *sluice__huge_map_shared(int fd, size_t bytes) {

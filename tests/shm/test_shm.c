@@ -711,6 +711,77 @@ Test(shm, huge_pages_reported_and_the_table_works) {
   }
 }
 
+/* SLUICE_CTL_SHM_HUGE against what the kernel then does: a table reported
+** on huge pages is mapped with them once its pages are touched, and one
+** reported as a fallback is not.  Both kinds of table: a memfd follows
+** shmem_enabled, a shm_open() file the /dev/shm mount's huge= option (the
+** report used to read shmem_enabled for both, and said 1 for a /dev/shm
+** table that a mount without huge= kept on 4 KiB pages). */
+static int64_t pmd_mapped_kb(const char *path_end) {
+  char line[512];
+  int64_t kb = 0;
+  int in = 0;
+  FILE *f = fopen("/proc/self/smaps", "re");
+  cr_assert_not_null(f);
+  while (fgets(line, sizeof line, f)) {
+    size_t n = strlen(line);
+    if (n && line[n - 1] == '\n')
+      line[--n] = '\0';
+    if (strchr(line, '-') && !strstr(line, "kB") &&
+        strncmp(line, "VmFlags", 7) != 0 && strncmp(line, "THP", 3) != 0)
+      in = n >= strlen(path_end) &&
+           strcmp(line + n - strlen(path_end), path_end) == 0;
+    else if (in && (strncmp(line, "ShmemPmdMapped:", 15) == 0 ||
+                    strncmp(line, "FilePmdMapped:", 14) == 0))
+      kb += atoll(strchr(line, ':') + 1);
+  }
+  fclose(f);
+  return kb;
+}
+
+Test(shm, huge_page_report_matches_the_kernel) {
+  char shm_path[64], store[160], path[80];
+  snprintf(shm_path, sizeof shm_path, "/sluice-huge-%d", (int)getpid());
+  for (int kind = 0; kind < 2; kind++) {
+    sluice_limiter *lim;
+    int64_t huge = 7, kb;
+    int fd = -1;
+    if (kind == 0) {
+      shm_unlink(shm_path);
+      snprintf(store, sizeof store,
+               "shm:name=%s;create=1;capacity=300000;huge_pages=1", shm_path);
+      snprintf(path, sizeof path, "/dev/shm%s", shm_path);
+    } else {
+      fd = memfd_create("sluice-huge-report", 0);
+      cr_assert(fd >= 0);
+      snprintf(store, sizeof store, "shm:fd=%d;capacity=300000;huge_pages=1",
+               fd);
+      snprintf(path, sizeof path, "/memfd:sluice-huge-report (deleted)");
+    }
+    cr_assert_eq(try_open(store, SLUICE_OPEN_CREATE, &lim, NULL, 0),
+                 SLUICE_OK, "%s", store);
+    cr_assert_eq(sluice_limiter_control(lim, SLUICE_CTL_SHM_HUGE, &huge),
+                 SLUICE_OK);
+    cr_assert(huge == 0 || huge == 1);
+    for (int i = 0; i < 60000; i++) { /* keys in every 2 MiB of the table */
+      char k[24];
+      sluice_verdict v;
+      snprintf(k, sizeof k, "hp-%d", i);
+      cr_assert_eq(sluice_limiter_take(lim, k, strlen(k), &slow, 1, &v),
+                   SLUICE_OK);
+    }
+    kb = pmd_mapped_kb(path);
+    cr_assert_eq(kb > 0, huge == 1, "%s: reported %lld, %lld kB on huge "
+                 "pages", kind ? "memfd" : "/dev/shm", (long long)huge,
+                 (long long)kb);
+    sluice_limiter_close(lim);
+    if (fd >= 0)
+      close(fd);
+    else
+      shm_unlink(shm_path);
+  }
+}
+
 /* docs/abi.md: the stats' reserved words are an input that must be zero
 ** (so a later version may read them), with a message naming the word. */
 Test(shm, stats_reserved_words_must_be_zero) {
