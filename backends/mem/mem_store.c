@@ -137,7 +137,7 @@ __attribute__((always_inline)) /* a call returning two words spills them */
 static inline fpkey fingerprint_at(const mem_store *m, const sluice_key *k,
                                    int64_t now) {
   memo_probe p;
-  fpkey f;
+  fpkey f = {{0, 0}}; /* memo_get() fills it on a hit; gcc drops the zeros */
   if (!m->memo)
     return fingerprint(m, k);
   memo_probe_make(k, &p);
