@@ -498,9 +498,9 @@ static int mem_run(sluice_store *s, const sluice_program *p, int64_t now,
 ** reads a shard's table pointer and size without its lock (atomic loads; a
 ** rebuild stores them atomically): a stale pair points at a table being
 ** replaced, and a prefetch of it costs a useless line fetch at worst (a
-** prefetch never faults).  Sixteen
-** ahead: about a DRAM latency of work (16 hashes, or the decisions of the
-** ops between), and as many misses as the core keeps in flight. */
+** prefetch never faults).  Sixteen ahead: about a DRAM latency of work (16
+** hashes, or the decisions of the ops between), and as many misses as the
+** core keeps in flight. */
 #define MANY_AHEAD 16
 
 /* The lines a decision reads: a 48-byte slot straddles two cache lines
