@@ -85,9 +85,14 @@ def test_exact_burst_across_workers(ng):
     assert int(d.h("retry-after")) >= 1
     assert d.h("ratelimit-limit") == str(B) and d.h("ratelimit-remaining") == "0"
     assert d.h("x-sluice-status") == "REJECTED"
-    # Admitted requests carry RateLimit headers on the upstream's answer.
+    # Admitted requests carry RateLimit headers on the upstream's answer:
+    # the k-th admission leaves B - k, or one less when its worker read the
+    # clock a moment before a worker whose decision reached the table first
+    # (each process reads its own clock; the bucket refills one point in
+    # 1000 s, so that moment costs a point's fraction).  Sorted, the values
+    # are then 0..B-1 with some one lower, and never more than B admitted.
     rem = sorted(int(r.h("ratelimit-remaining")) for r in ok)
-    assert rem == list(range(B)), rem
+    assert all(i - 1 <= x <= i for i, x in enumerate(rem)), rem
     assert all(r.h("x-sluice-status") == "PASSED" for r in ok)
     after, _ = metrics(ng)
     assert after[ALLOW] - before[ALLOW] == B
