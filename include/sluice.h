@@ -117,8 +117,8 @@ SLUICE_EXPORT int sluice_limiter_open2(const sluice_limiter_options *opts,
 SLUICE_EXPORT void sluice_limiter_close(sluice_limiter *lim);
 
 /** @brief Run one operation now (the limiter's clock, clamped so that it
- *  goes backwards by at most SLUICE_CLOCK_SLACK_NS).  Thread-safe when the store is
- *  (SLUICE_CAP_THREADSAFE: every built-in store).
+ *  goes backwards by at most SLUICE_CLOCK_SLACK_NS).  Thread-safe when the
+ *  store is (SLUICE_CAP_THREADSAFE: every built-in store).
  *  @return SLUICE_OK (see v->allowed for the decision) or an error from
  *  sluice_op_validate() or the store (SLUICE_EFULL, SLUICE_ETIMEDOUT,
  *  SLUICE_EUNAVAIL, SLUICE_EBACKEND ...).  On error nothing changed. */
