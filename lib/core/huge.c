@@ -65,7 +65,7 @@ void sluice__huge_unmap(void *p, size_t mapped) {
 ** SysV memory follow shmem_enabled, but a file on a tmpfs mount (shm_open's
 ** /dev/shm) follows that mount's huge= option, "never" unless the
 ** administrator set it.  -1 when the file or the line is not there. */
-int sluice__huge_eligible(const void *p) {
+static int huge_eligible(const void *p) {
   char line[256], want[40];
   size_t wl;
   int in = 0, got = -1;
@@ -92,7 +92,7 @@ int sluice__huge_advise(void *p, size_t bytes, int shmem) {
   int e;
   if (madvise(p, bytes, MADV_HUGEPAGE) != 0)
     return 0;
-  e = shmem ? sluice__huge_eligible(p) : -1;
+  e = shmem ? huge_eligible(p) : -1;
   return e >= 0 ? e : sluice__huge_thp(shmem);
 }
 

@@ -24,13 +24,10 @@ void sluice__huge_unmap(void *p, size_t mapped);
 
 /* Advise an existing mapping; 1 when the system backs it with huge pages,
 ** 0 when it stays on normal pages.  shmem: asks the kernel about this very
-** mapping (sluice__huge_eligible()), since a tmpfs file follows its mount's
-** huge= option, not shmem_enabled; sysfs where the kernel cannot say. */
+** mapping (its THPeligible in /proc/self/smaps), since a tmpfs file
+** follows its mount's huge= option, not shmem_enabled; sysfs where the
+** kernel cannot say. */
 int sluice__huge_advise(void *p, size_t bytes, int shmem);
-
-/* THPeligible of the mapping that starts at p (/proc/self/smaps): 1 or 0,
-** -1 when the kernel does not say. */
-int sluice__huge_eligible(const void *p);
 
 /* mmap(NULL, bytes, RW, MAP_SHARED, fd, 0) at a huge-page-aligned address
 ** (a huge page of a file needs one), or MAP_FAILED. */
