@@ -540,7 +540,10 @@ static int lmdb_open(const sluice_backend *b, const char *uri,
     for (sh = 0; sh <= 3; sh += 3)
       if ((a->mode >> sh) & 7)
         dmode |= (mode_t)((((a->mode >> sh) & 7) | 1) << sh);
-    if (mkdir(a->path, dmode) != 0 || stat(a->path, &dst) != 0) {
+    /* EEXIST: another process of the service made it since the stat
+    ** above (they start together); what it made is checked below. */
+    if ((mkdir(a->path, dmode) != 0 && errno != EEXIST) ||
+        stat(a->path, &dst) != 0) {
       rc = sluice_store_seterr(base, sluice__lmdb_err(errno), errno,
                                "lmdb: cannot create directory %s: %s", a->path,
                                strerror(errno));

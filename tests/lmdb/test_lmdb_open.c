@@ -89,6 +89,71 @@ Test(lmdb_open, missing_dir_needs_create) {
   sluice_limiter_close(l);
 }
 
+/* Processes of one service start together and all open the same new
+** directory with SLUICE_OPEN_CREATE: each must get the store (one of them
+** creates the directory, the others find it made between their look and
+** their mkdir), and each one's decision must count.  Several rounds, each
+** in a new directory, since the race is narrow. */
+#define RACERS 8
+#define RACE_ROUNDS 12
+
+static int racer(const char *dir, int go_fd) {
+  static const sluice_gcra_params g = {1, 3600 * SEC, 1000};
+  sluice_limiter *l;
+  sluice_verdict v;
+  char err[256], c;
+  int rc;
+  if (read(go_fd, &c, 1) != 0) /* EOF: every racer is forked */
+    return 2;
+  rc = lmdb_open_at(dir, "sync=nosync", SLUICE_OPEN_CREATE, clk, &l, err,
+                    sizeof err);
+  if (rc != SLUICE_OK) {
+    fprintf(stderr, "racer %d: %s: %s\n", (int)getpid(), sluice_err_name(rc),
+            err);
+    return 1;
+  }
+  rc = sluice_limiter_take(l, "k", 1, &g, 1, &v);
+  sluice_limiter_close(l);
+  return rc == SLUICE_OK && v.allowed ? 0 : 1;
+}
+
+Test(lmdb_open, processes_creating_one_directory_at_once_all_open_it) {
+  static const sluice_gcra_params g = {1, 3600 * SEC, 1000};
+  sluice_key k = {"k", 1};
+  sluice_op peek = {SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 1, &k, &g, 0, 0};
+  for (int r = 0; r < RACE_ROUNDS; r++) {
+    char dir[400];
+    int go[2], failed = 0;
+    pid_t pid[RACERS];
+    sluice_limiter *l;
+    sluice_verdict v;
+    snprintf(dir, sizeof dir, "%s/race%d", tdir, r);
+    cr_assert_eq(pipe(go), 0);
+    for (int i = 0; i < RACERS; i++) {
+      pid[i] = fork();
+      cr_assert_geq(pid[i], 0);
+      if (pid[i] == 0) {
+        close(go[1]);
+        _exit(racer(dir, go[0]));
+      }
+    }
+    close(go[0]);
+    close(go[1]); /* all start now */
+    for (int i = 0; i < RACERS; i++) {
+      int st;
+      cr_assert_eq(waitpid(pid[i], &st, 0), pid[i]);
+      failed += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    }
+    cr_assert_eq(failed, 0, "round %d: %d of %d processes failed", r, failed,
+                 RACERS);
+    cr_assert_eq(lmdb_open_at(dir, NULL, 0, clk, &l, NULL, 0), SLUICE_OK);
+    cr_assert_eq(sluice_limiter_apply(l, &peek, &v), SLUICE_OK);
+    cr_assert_eq(v.remaining, 1000 - RACERS, "round %d: %lld left", r,
+                 (long long)v.remaining);
+    sluice_limiter_close(l);
+  }
+}
+
 Test(lmdb_open, path_that_is_a_file) {
   sluice_limiter *l;
   char err[256];
