@@ -293,10 +293,16 @@ typedef struct sluice_policy_config {
   ** per client address, checked before anything else. */
   int64_t ip_limit;              /**< requests per ip_window_ns; 0: off */
   int64_t ip_window_ns;          /**< 60 s */
-  /* The breaker's and the backstop's 7 words came out of reserved[15]:
+  /** 0: a strike is a bucket denial while the Retry-After of an earlier
+   *  one still runs, so a client that waits it out never collects one
+   *  (the spec's section 4).  1: every bucket denial is a strike, the
+   *  first included, as the spec's section-6 script counts. */
+  int64_t strike_every_denial;
+  /* The breaker's and the backstop's 7 words and strike_every_denial's
+  ** one came out of reserved[15]:
   ** a new field takes a word from here, so the struct keeps its size
   ** (lib/policy/config.c asserts it). */
-  int64_t reserved[8];
+  int64_t reserved[7];
   /** The host-wide segments (the file's "host" group; docs/policy.md):
    *  "" keeps each in the process, "shm:name=/NAME..." shares it between
    *  the processes of a host.  A non-NULL sluice_policy_options field of

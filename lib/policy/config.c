@@ -34,7 +34,8 @@
 #include "policy_int.h"
 
 /* sluice_policy_config is caller-allocated: its size is ABI.  The fields
-** of the breaker and the backstop came out of `reserved`, so the words
+** of the breaker, the backstop and strike_every_denial came out of
+** `reserved`, so the words
 ** from the first of them to the host segments stay 15, and the size what
 ** it was (6480 bytes on LP64). */
 _Static_assert(offsetof(sluice_policy_config, host_counters) -

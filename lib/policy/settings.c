@@ -54,6 +54,9 @@ static const row rows[] = {
         3600, "level 3 box of a tier with level3 = \"page\""),
     DUR("penalty", "offense_ttl_s", offense_ttl_ns, S, 86400,
         "how long offenses are remembered after the last trip"),
+    ROW("penalty", "strike_every_denial", strike_every_denial, 1, 0, 0, 1,
+        "1: every 429 is a strike (the section-6 script); 0: only one sent "
+        "before the last Retry-After ended"),
     ROW("auth", "subject_failures", auth_subject_failures, 1, 5, 1,
         (int64_t)1 << 31, "failed logins of one subject per window"),
     ROW("auth", "ip_failures", auth_ip_failures, 1, 20, 1, (int64_t)1 << 31,

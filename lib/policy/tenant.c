@@ -46,7 +46,8 @@ enum { S_BOX, S_BUCKET, S_RENEW, S_NOTICE, S_STRIKE, S_TENANT_STEPS };
 **   1 buckets CONSUME (heavy: PEEK)   gate, if passed
 **   2 notice RENEW  (TTL: step 1's Retry-After)  note, if 1 denied
 **   3 notice ACQUIRE (same TTL)       note, if 2 denied (no live notice)
-**   4 box STRIKE                      note, if 2 allowed (notice ignored)
+**   4 box STRIKE                      note, if 2 allowed (notice ignored);
+**                                     strike_every_denial: if 1 denied
 **   heavy:
 **   5 ledger ACQUIRE / export cap CONSUME   gate, if passed
 **   6 lease slots ACQUIRE                   gate, if passed
@@ -84,7 +85,10 @@ static void tenant_prog(sluice__ctx *c, sluice__prog *g, uint64_t id,
   g->st[s].ttl_from = SLUICE_TTL_OF(S_BUCKET);
   s = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, pb, 1, &r->penalty,
                    0, 0);
-  sluice__when(g, s, SLUICE_WHEN_ALLOWED, S_RENEW, SLUICE_FOLD_NOTE);
+  if (c->p->cfg.strike_every_denial)
+    sluice__when(g, s, SLUICE_WHEN_DENIED, S_BUCKET, SLUICE_FOLD_NOTE);
+  else
+    sluice__when(g, s, SLUICE_WHEN_ALLOWED, S_RENEW, SLUICE_FOLD_NOTE);
   /* A boxed key takes no strikes; only a box in shadow gets this far. */
   g->st[s].when2 = SLUICE_WHEN_ALLOWED;
   g->st[s].ref2 = S_BOX;

@@ -2,7 +2,9 @@
 ** The policy on every backend, through the vtable: the same scenario
 ** (stricter bucket, strikes to a box, ledger conflict and release, export
 ** cap, auth lockout) against mem, shm, lmdb and, when SLUICE_REDIS_NODES
-** names a cluster, redis.  A backend compiled out is skipped.
+** names a cluster, redis.  A backend compiled out is skipped.  Each runs
+** twice, strikes counted both ways (penalty.strike_every_denial 0 and 1),
+** on two tenants so that the second run meets none of the first's state.
 */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -12,15 +14,17 @@
 
 #include "helpers.h"
 
-static void scenario(const char *store, unsigned flags) {
+static void scenario1(const char *store, unsigned flags, int every) {
+  const char *T = every ? "acme-every" : "acme";
   sluice_policy_config cfg;
   fixture f;
-  sluice_request a = rq_std("acme", "key-a", "growth");
-  sluice_request b = rq_std("acme", "key-b", "growth");
-  sluice_request rec = rq_class("acme", "key-b", "growth",
-                                SLUICE_EP_RECONCILE);
-  sluice_request exp = rq_class("acme", "key-b", "growth", SLUICE_EP_EXPORT);
-  sluice_request auth = rq_auth("10.9.9.9", "eve", SLUICE_AUTH_BAD_SECRET);
+  sluice_request a = rq_std(T, "key-a", "growth");
+  sluice_request b = rq_std(T, "key-b", "growth");
+  sluice_request rec = rq_class(T, "key-b", "growth", SLUICE_EP_RECONCILE);
+  sluice_request exp = rq_class(T, "key-b", "growth", SLUICE_EP_EXPORT);
+  sluice_request auth = rq_auth(every ? "10.9.9.10" : "10.9.9.9",
+                                every ? "mallory" : "eve",
+                                SLUICE_AUTH_BAD_SECRET);
   sluice_decision d, held;
   int i, rc;
 
@@ -30,6 +34,7 @@ static void scenario(const char *store, unsigned flags) {
   cfg.tiers[1].key_burst = 30;
   cfg.tiers[1].strike_threshold = 3;
   cfg.tiers[1].exports_per_window = 1;
+  cfg.strike_every_denial = every;
   rc = fx_open_store(&f, &cfg, store, flags);
   if (rc == SLUICE_ENOTSUP)
     cr_skip_test("%s: compiled out", store);
@@ -40,8 +45,11 @@ static void scenario(const char *store, unsigned flags) {
   d = decide(&f, &a);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED);
   cr_assert_eq(d.binding, SLUICE_BINDING_KEY);
-  for (i = 0; i < 3; i++)
+  cr_assert_eq(d.strikes_remaining, every ? 2 : 3, "the first 429");
+  for (i = every ? 1 : 0; i < 3; i++) {
+    cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED, "%s: 429 %d", store, i);
     d = decide(&f, &a);
+  }
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED, "3 strikes trip the box");
   cr_assert_eq(d.penalty_level, 1);
   cr_assert_eq(decide(&f, &a).outcome, SLUICE_OUTCOME_BOXED);
@@ -74,6 +82,11 @@ static void scenario(const char *store, unsigned flags) {
                                          "test"),
                SLUICE_ENOTFOUND, "key A's 5 min box is over");
   fx_close(&f);
+}
+
+static void scenario(const char *store, unsigned flags) {
+  scenario1(store, flags, 0);
+  scenario1(store, flags, 1);
 }
 
 Test(policy_backends, mem) { scenario("mem", 0); }

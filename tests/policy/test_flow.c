@@ -514,3 +514,59 @@ Test(policy_flow, metrics_count_per_tier_and_outcome) {
   cr_assert_eq(strlen(small), sizeof small - 1);
   fx_close(&f);
 }
+
+/* penalty.strike_every_denial = 1 counts strikes as the spec's section-6
+** script does: every 429 for lack of tokens is one, the first included,
+** and the threshold-th trips the box in the same call (the script's
+** INCR, then `strikes >= threshold`). */
+Test(policy_flow, strike_every_denial_counts_the_first_429_as_the_script) {
+  sluice_policy_config cfg;
+  fixture f;
+  sluice_request r = rq_std("acme", "key-1", "sandbox");
+  sluice_decision d;
+  int i, n;
+  sluice_policy_config_defaults(&cfg);
+  cfg.strike_every_denial = 1;
+  fx_open(&f, &cfg, 0);
+  for (i = 0; i < 300; i++)
+    cr_assert_eq(decide(&f, &r).allowed, 1);
+  for (n = 1; n < 20; n++) {
+    d = decide(&f, &r);
+    cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED, "denial %d", n);
+    cr_assert_neq(d.flags & SLUICE_DECISION_STRIKE, 0, "denial %d", n);
+    cr_assert_eq(d.strikes_remaining, 20 - n, "denial %d", n);
+  }
+  d = decide(&f, &r);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED, "the 20th 429 trips");
+  cr_assert_neq(d.flags & SLUICE_DECISION_TRIPPED, 0);
+  cr_assert_eq(d.penalty_level, 1);
+  cr_assert_eq(d.retry_after_ns, 5 * MIN);
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_BOX_TRIP), 1);
+  fx_close(&f);
+}
+
+/* The price of the script's count, and why it is not the default: a
+** client that waits out every Retry-After still collects one strike per
+** 429, and a tight enough rate boxes it. */
+Test(policy_flow, strike_every_denial_strikes_a_client_that_waits) {
+  sluice_policy_config cfg;
+  fixture f;
+  sluice_request r = rq_std("acme", "key-1", "sandbox");
+  sluice_decision d;
+  int i, strikes = 0;
+  sluice_policy_config_defaults(&cfg);
+  cfg.strike_every_denial = 1;
+  fx_open(&f, &cfg, 0);
+  for (i = 0; i < 300; i++)
+    decide(&f, &r);
+  for (i = 0; i < 10; i++) {
+    d = decide(&f, &r);
+    cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED);
+    strikes += (d.flags & SLUICE_DECISION_STRIKE) != 0;
+    sluice_clock_advance(f.clock, d.retry_after_ns);
+    cr_assert_eq(decide(&f, &r).allowed, 1, "it waited, so it is served");
+  }
+  cr_assert_eq(strikes, 10);
+  cr_assert_eq(d.strikes_remaining, 10);
+  fx_close(&f);
+}
