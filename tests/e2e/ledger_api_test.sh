@@ -251,6 +251,16 @@ insp=$("$SLUICE" inspect --store "shm:name=$SHM" --config "$HERE/e2e.conf" \
   --tier sandbox 2>&1)
 check "inspect shows the abuser's box" "level: 1" \
   "$(echo "$insp" | grep -o 'level: [0-9]*' | head -1)"
+check "inspect: a live notice makes an early request a strike" yes \
+  "$(echo "$insp" | grep -q 'notice: live, .* (a request before then is a strike)' && echo yes || echo no)"
+# Under penalty.strike_every_denial the notice decides nothing, and
+# inspect must not say it does.
+{ cat "$HERE/e2e.conf"; echo 'penalty = { strike_every_denial = 1; };'; } > "$tmp/every.conf"
+insp2=$("$SLUICE" inspect --store "shm:name=$SHM" --config "$tmp/every.conf" \
+  --secret-file "$HERE/e2e.secret" --tenant tenant-abuse --key sk_abuser \
+  --tier sandbox 2>&1)
+check "inspect under strike_every_denial: every 429 is a strike" yes \
+  "$(echo "$insp2" | grep -q 'notice: live, .* (every 429 is a strike' && echo yes || echo no)"
 
 echo "$insp"
 
