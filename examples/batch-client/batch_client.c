@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "opt_int.h"
 #include "sluice.h"
 
 #define MS_NS INT64_C(1000000)
@@ -49,21 +50,6 @@ static void usage(FILE *f) {
       "  --max-attempts N  tries per entry (5, the spec's default)\n"
       "exit codes: 0 all posted, 1 stopped early, 2 usage error, "
       "3 system failure\n");
-}
-
-static int opt_long(const char *name, const char *v, long lo, long hi,
-                    long *out) {
-  char *end;
-  long x;
-  errno = 0;
-  x = strtol(v, &end, 10);
-  if (errno || end == v || *end || x < lo || x > hi) {
-    fprintf(stderr, "batch-client: %s: expected an integer from %ld to %ld, "
-                    "got '%s'\n", name, lo, hi, v);
-    return -1;
-  }
-  *out = x;
-  return 0;
 }
 
 static int64_t mono_ns(void) {
@@ -171,8 +157,8 @@ int main(int argc, char **argv) {
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   const char *url = NULL, *key = NULL, *ledger = "batch";
-  long count = 100, amount = 1, reserve_pct = 10, deadline_ms = 0,
-       max_attempts = SLUICE_BACKOFF_MAX_ATTEMPTS;
+  int64_t count = 100, amount = 1, reserve_pct = 10, deadline_ms = 0,
+          max_attempts = SLUICE_BACKOFF_MAX_ATTEMPTS;
   int verbose = 0, c, rc = 0;
   int64_t t0, sent = 0, n429 = 0, retries = 0, posted = 0, i;
   char target[1024], auth[512], idem[128], body[64];
@@ -195,23 +181,28 @@ int main(int argc, char **argv) {
       ledger = optarg;
       break;
     case 'n':
-      if (opt_long("--count", optarg, 1, 100000000, &count))
+      if (ex_opt_int("batch-client", "--count", optarg, 1, 100000000,
+                     &count))
         return 2;
       break;
     case 'a':
-      if (opt_long("--amount", optarg, -1000000000, 1000000000, &amount))
+      if (ex_opt_int("batch-client", "--amount", optarg, -1000000000,
+                     1000000000, &amount))
         return 2;
       break;
     case 'r':
-      if (opt_long("--reserve-pct", optarg, 0, 90, &reserve_pct))
+      if (ex_opt_int("batch-client", "--reserve-pct", optarg, 0, 90,
+                     &reserve_pct))
         return 2;
       break;
     case 'd':
-      if (opt_long("--deadline-ms", optarg, 0, 86400000L * 30, &deadline_ms))
+      if (ex_opt_int("batch-client", "--deadline-ms", optarg, 0,
+                     INT64_C(86400000) * 30, &deadline_ms))
         return 2;
       break;
     case 'm':
-      if (opt_long("--max-attempts", optarg, 1, 1000, &max_attempts))
+      if (ex_opt_int("batch-client", "--max-attempts", optarg, 1, 1000,
+                     &max_attempts))
         return 2;
       break;
     case 'v':
@@ -267,7 +258,7 @@ int main(int argc, char **argv) {
     snprintf(run_id, sizeof run_id, "%d-%" PRId64, (int)getpid(), t0);
     snprintf(idem, sizeof idem, "Idempotency-Key: batch-%s-%" PRId64, run_id,
              i);
-    snprintf(body, sizeof body, "{\"amount\":%ld}", amount);
+    snprintf(body, sizeof body, "{\"amount\":%" PRId64 "}", amount);
     for (;;) {
       struct curl_slist *rh = curl_slist_append(NULL, idem);
       struct curl_slist *p;
@@ -345,7 +336,7 @@ int main(int argc, char **argv) {
   }
   {
     int64_t took = (mono_ns() - t0) / MS_NS;
-    printf("batch-client: posted %" PRId64 "/%ld entries: %" PRId64
+    printf("batch-client: posted %" PRId64 "/%" PRId64 " entries: %" PRId64
            " requests, %" PRId64 " 429s, %" PRId64 " retries, %" PRId64
            " ms\n",
            posted, count, sent, n429, retries, took);

@@ -144,7 +144,11 @@ static int admin_main(const char *cmd, int argc, char **argv) {
   opterr = 0;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
-    case 's': a.store = optarg; break;
+    case 's':
+      if (cli_store_arg(cmd, "--store", optarg))
+        return CLI_USAGE;
+      a.store = optarg;
+      break;
     case 'c': a.config = optarg; break;
     case 'S': a.secret_path = optarg; break;
     case 't': a.tenant = optarg; break;
@@ -233,9 +237,7 @@ static int admin_main(const char *cmd, int argc, char **argv) {
     }
     rc = admin_release_or_lift(&a, !strcmp(cmd, "lift"));
   }
-  if (fflush(stdout) != 0 && rc == CLI_OK)
-    rc = CLI_RUNTIME;
-  close_store(&a);
+  close_store(&a); /* stdout is checked by main (cli_stdout_done) */
   return rc;
 }
 

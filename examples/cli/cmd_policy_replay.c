@@ -23,7 +23,6 @@
 ** decisions); a reconcile or export line ends its batch, since its lease
 ** is released (or held) before the next line is decided.
 */
-#include <fcntl.h>
 #include <getopt.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -206,6 +205,8 @@ int cli_policy_replay(int argc, char **argv) {
       job_ns = v * MS_NS;
       break;
     case 'B':
+      if (cli_store_arg("replay", "--backend", optarg))
+        return CLI_USAGE;
       backend = optarg;
       break;
     case 'e':
@@ -264,35 +265,28 @@ int cli_policy_replay(int argc, char **argv) {
   }
   if (decisions || !strcmp(path, "-") || strncmp(backend, "mem", 3) != 0)
     np = 1;
-  if (strcmp(path, "-") != 0) {
-    int fd = open(path, O_RDONLY);
+  if (!(in = cli_open_input("replay", path)))
+    return CLI_USAGE;
+  if (in != stdin) {
+    /* A regular file is mapped (threads split it); anything else, a pipe
+    ** or a file that cannot be mapped, is read as a stream. */
     struct stat stt;
-    if (fd < 0 || fstat(fd, &stt) != 0) {
-      fprintf(stderr, "sluice replay: cannot open '%s'\n", path);
-      if (fd >= 0)
-        close(fd);
-      return CLI_USAGE;
-    }
-    maplen = (size_t)stt.st_size;
-    if (S_ISREG(stt.st_mode) && maplen > 0) {
-      map = mmap(NULL, maplen, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (map == MAP_FAILED)
+    if (fstat(fileno(in), &stt) == 0 && S_ISREG(stt.st_mode) &&
+        stt.st_size > 0) {
+      maplen = (size_t)stt.st_size;
+      map = mmap(NULL, maplen, PROT_READ, MAP_PRIVATE, fileno(in), 0);
+      if (map == MAP_FAILED) {
         map = NULL;
-      else
+      } else {
         madvise(map, maplen, MADV_SEQUENTIAL);
+        fclose(in);
+        in = NULL;
+      }
     }
-    close(fd);
     if (!map) {
       maplen = 0;
       np = 1;
-      in = fopen(path, "rb");
-      if (!in) {
-        fprintf(stderr, "sluice replay: cannot open '%s'\n", path);
-        return CLI_USAGE;
-      }
     }
-  } else {
-    in = stdin;
   }
   parts = calloc((size_t)np, sizeof *parts);
   if (!parts) {

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "opt_int.h"
 #include "sluice.h"
 
 #define NS_PER_MS 1000000
@@ -187,8 +188,10 @@ static void malformed(replay *r, long lineno, const char *why) {
 }
 
 /* One input line (without its newline).  Returns CLI_OK or CLI_RUNTIME. */
-static int replay_line(replay *r, const char *s, size_t n, long lineno) {
-  const char *c1, *c2;
+static int replay_line(void *ud, const char *s, size_t n, long lineno) {
+  replay *r = ud;
+  const char *c1, *c2, *why;
+  char wbuf[80], msg[96];
   int64_t t, cost = 0;
   int cost_bad;
   char kbuf[SLUICE_KEY_MAX + 8];
@@ -212,9 +215,9 @@ static int replay_line(replay *r, const char *s, size_t n, long lineno) {
     malformed(r, lineno, "expected 3 fields: t_ms,key,cost");
     return CLI_OK;
   }
-  if (cli_parse_i64(s, (size_t)(c1 - s), &t) || t < 0 ||
-      t > INT64_MAX / NS_PER_MS) {
-    malformed(r, lineno, "t_ms is not a non-negative integer");
+  if ((why = cli_parse_t_ms(s, (size_t)(c1 - s), &t, wbuf, sizeof wbuf))) {
+    snprintf(msg, sizeof msg, "t_ms: %s", why);
+    malformed(r, lineno, msg);
     return CLI_OK;
   }
   if (t < r->last_t) {
@@ -288,53 +291,17 @@ static int replay_line(replay *r, const char *s, size_t n, long lineno) {
   return CLI_OK;
 }
 
-static int replay_stream(replay *r, FILE *in) {
-  static char buf[1 << 20];
-  size_t have = 0;
-  long lineno = 0;
-  for (;;) {
-    size_t got = fread(buf + have, 1, sizeof buf - have, in);
-    size_t start = 0;
-    const char *nl;
-    int eof = got == 0;
-    have += got;
-    while ((nl = memchr(buf + start, '\n', have - start)) != NULL) {
-      size_t i = (size_t)(nl - buf);
-      if (replay_line(r, buf + start, i - start, ++lineno) != CLI_OK)
-        return CLI_RUNTIME;
-      start = i + 1;
-    }
-    if (eof) {
-      if (start < have &&
-          replay_line(r, buf + start, have - start, ++lineno) != CLI_OK)
-        return CLI_RUNTIME;
-      if (flush_batch(r) != CLI_OK)
-        return CLI_RUNTIME;
-      break;
-    }
-    /* The batch points into buf: decide it before buf moves. */
-    if (flush_batch(r) != CLI_OK)
-      return CLI_RUNTIME;
-    if (start == 0 && have == sizeof buf) {
-      malformed(r, lineno + 1, "line longer than 1 MiB");
-      return CLI_RUNTIME;
-    }
-    memmove(buf, buf + start, have - start);
-    have -= start;
-  }
-  return ferror(in) ? CLI_RUNTIME : CLI_OK;
+static int batch_done(void *ud) { return flush_batch(ud); }
+
+static void too_long(void *ud, long lineno) {
+  malformed(ud, lineno, "line longer than 1 MiB");
 }
 
-static int opt_i64(const char *name, const char *v, int64_t lo, int64_t hi,
-                   int64_t *out) {
-  if (cli_parse_i64(v, strlen(v), out) || *out < lo || *out > hi) {
-    fprintf(stderr,
-            "sluice replay: --%s: expected an integer from %lld to %lld, "
-            "got '%s'\n",
-            name, (long long)lo, (long long)hi, v);
-    return -1;
-  }
-  return 0;
+static int replay_stream(replay *r, FILE *in) {
+  /* The batch points into the reader's buffer: decided block by block. */
+  cli_lines cb = {"replay", replay_line, batch_done, too_long, r};
+  long lines;
+  return cli_read_lines(in, &cb, &lines);
 }
 
 int cli_replay(int argc, char **argv) {
@@ -369,27 +336,30 @@ int cli_replay(int argc, char **argv) {
       algo = optarg;
       break;
     case 'r':
-      if (opt_i64("rate", optarg, 1, (int64_t)1 << 32, &r.g.rate))
+      if (ex_opt_int("sluice replay", "--rate", optarg, 1, (int64_t)1 << 32,
+                     &r.g.rate))
         return CLI_USAGE;
       break;
     case 'p':
-      if (opt_i64("period-ms", optarg, 1, SLUICE_DURATION_MAX / NS_PER_MS,
-                  &period_ms))
+      if (ex_opt_int("sluice replay", "--period-ms", optarg, 1,
+                     SLUICE_DURATION_MAX / NS_PER_MS, &period_ms))
         return CLI_USAGE;
       break;
     case 'b':
-      if (opt_i64("burst", optarg, 1, SLUICE_COUNT_MAX, &r.g.burst))
+      if (ex_opt_int("sluice replay", "--burst", optarg, 1, SLUICE_COUNT_MAX,
+                     &r.g.burst))
         return CLI_USAGE;
       break;
     case 's':
-      if (opt_i64("strike-threshold", optarg, 1, (1 << 20) - 1, &v))
+      if (ex_opt_int("sluice replay", "--strike-threshold", optarg, 1,
+                     (1 << 20) - 1, &v))
         return CLI_USAGE;
       r.p.strike_threshold = v;
       npen++;
       break;
     case 'w':
-      if (opt_i64("strike-window-ms", optarg, 1,
-                  SLUICE_DURATION_MAX / NS_PER_MS, &v))
+      if (ex_opt_int("sluice replay", "--strike-window-ms", optarg, 1,
+                     SLUICE_DURATION_MAX / NS_PER_MS, &v))
         return CLI_USAGE;
       r.p.strike_window_ns = v * NS_PER_MS;
       npen++;
@@ -403,17 +373,19 @@ int cli_replay(int argc, char **argv) {
       npen++;
       break;
     case 'o':
-      if (opt_i64("offense-ttl-ms", optarg, 1,
-                  SLUICE_DURATION_MAX / NS_PER_MS, &v))
+      if (ex_opt_int("sluice replay", "--offense-ttl-ms", optarg, 1,
+                     SLUICE_DURATION_MAX / NS_PER_MS, &v))
         return CLI_USAGE;
       r.p.offense_ttl_ns = v * NS_PER_MS;
       npen++;
       break;
     case 'B':
+      if (cli_store_arg("replay", "--backend", optarg))
+        return CLI_USAGE;
       backend = optarg;
       break;
     case 'N':
-      if (opt_i64("batch", optarg, 1, BATCH, &v))
+      if (ex_opt_int("sluice replay", "--batch", optarg, 1, BATCH, &v))
         return CLI_USAGE;
       r.batch_max = (int)v;
       break;
@@ -457,11 +429,8 @@ int cli_replay(int argc, char **argv) {
     fprintf(stderr, "sluice replay: expected exactly one FILE (or -)\n");
     return CLI_USAGE;
   }
-  in = strcmp(argv[optind], "-") ? fopen(argv[optind], "rb") : stdin;
-  if (!in) {
-    fprintf(stderr, "sluice replay: cannot open '%s'\n", argv[optind]);
+  if (!(in = cli_open_input("replay", argv[optind])))
     return CLI_USAGE;
-  }
   lo.store = backend;
   /* TESTCLOCK: a store with its own clock (redis) decides at the log's
   ** time too, not at its wall clock. */

@@ -30,12 +30,16 @@
 
 /* ------------------------------------------------------------ main --- */
 
+/* A scenario's keys are all of one tier, named here and nowhere else (the
+** scenario reads it from sim.tier), so that a --config lacking it is
+** refused before the run; NULL: auth requests only, no tier. */
 typedef struct scenario {
   const char *name, *what, *question;
   void (*run)(sim *);
   int64_t dur_s;
   int failing;
   void (*tweak)(sluice_policy_config *);
+  const char *tier;
 } scenario;
 
 static void tweak_nat(sluice_policy_config *c) { c->auth_ip_failures = 1000; }
@@ -43,28 +47,36 @@ static void tweak_nat(sluice_policy_config *c) { c->auth_ip_failures = 1000; }
 static const scenario scenarios[] = {
     {"growth-batch", "a growth tenant's end-of-day batch spike",
      "growth-batch: does the end-of-day spike pass without strikes?",
-     scn_growth_batch, 1200, 0, NULL},
+     scn_growth_batch, 1200, 0, NULL, "growth"},
     {"retry-ignorer",
      "a client that ignores Retry-After and climbs the penalty levels",
      "retry-ignorer: how does a client that ignores Retry-After climb the "
      "penalty levels?",
-     scn_retry_ignorer, 4200, 0, NULL},
+     scn_retry_ignorer, 4200, 0, NULL, "sandbox"},
     {"batch-backoff",
      "a batch client pacing itself and obeying the backoff planner",
      "batch-backoff: can a paced batch client post 20000 entries without "
      "a 429?",
-     scn_batch_backoff, 1200, 0, NULL},
+     scn_batch_backoff, 1200, 0, NULL, "growth"},
     {"credential-stuffing",
      "password spraying from a few IPs while office users log in",
      "credential-stuffing: are the attackers banned while the office "
      "logs in?",
-     scn_credential_stuffing, 1800, 0, tweak_nat},
+     scn_credential_stuffing, 1800, 0, tweak_nat, NULL},
     {"backend-outage",
      "the store times out: fail-closed and degraded answers",
      "backend-outage: what do clients get while the store times out?",
-     scn_backend_outage, 360, 1, NULL},
+     scn_backend_outage, 360, 1, NULL, "growth"},
 };
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
+
+static int has_tier(const sluice_policy_config *c, const char *tier) {
+  int i;
+  for (i = 0; i < c->ntiers; i++)
+    if (!strcmp(c->tiers[i].name, tier))
+      return 1;
+  return 0;
+}
 
 static void simulate_usage(FILE *f) {
   size_t i;
@@ -86,7 +98,8 @@ static void simulate_usage(FILE *f) {
           "scenarios:\n");
   for (i = 0; i < NSCEN; i++)
     fprintf(f, "  %-20s %s\n", scenarios[i].name, scenarios[i].what);
-  fprintf(f, "\nexit codes: 0 ok, 2 usage error (unknown scenario, bad "
+  fprintf(f, "\nexit codes: 0 ok, 1 bad --config (or one without a tier "
+             "the scenario uses),\n2 usage error (unknown scenario, bad "
              "option), 3 system failure\n");
 }
 
@@ -102,7 +115,7 @@ int cli_simulate(int argc, char **argv) {
   struct timespec w0, w1;
   static sim s; /* large: keep it off the stack */
   size_t i;
-  int c, rc;
+  int c, rc, list = 0;
 
   optind = 1;
   opterr = 0;
@@ -115,9 +128,8 @@ int cli_simulate(int argc, char **argv) {
       config = optarg;
       break;
     case 'l':
-      for (i = 0; i < NSCEN; i++)
-        printf("%s\n", scenarios[i].name);
-      return CLI_OK;
+      list = 1;
+      break;
     case 'h':
       simulate_usage(stdout);
       return CLI_OK;
@@ -127,6 +139,17 @@ int cli_simulate(int argc, char **argv) {
       simulate_usage(stderr);
       return CLI_USAGE;
     }
+  }
+  if (list) {
+    if (optind != argc || plot || config) {
+      fprintf(stderr, "sluice simulate: --list takes no other argument, "
+                      "got '%s'\n",
+              optind != argc ? argv[optind] : plot ? "--plot" : "--config");
+      return CLI_USAGE;
+    }
+    for (i = 0; i < NSCEN; i++)
+      printf("%s\n", scenarios[i].name);
+    return CLI_OK;
   }
   if (optind != argc - 1) {
     fprintf(stderr, "sluice simulate: expected exactly one SCENARIO%s\n",
@@ -149,6 +172,12 @@ int cli_simulate(int argc, char **argv) {
       fprintf(stderr, "sluice simulate: --config %s: %s\n", config, err);
       return rc == SLUICE_EIO ? CLI_USAGE : CLI_BADINPUT;
     }
+    if (sc->tier && !has_tier(&cfg, sc->tier)) {
+      fprintf(stderr, "sluice simulate: --config %s: scenario %s sends "
+                      "requests in tier '%s', which the policy does not "
+                      "define\n", config, sc->name, sc->tier);
+      return CLI_BADINPUT;
+    }
   } else {
     sluice_policy_config_defaults(&cfg);
   }
@@ -156,6 +185,7 @@ int cli_simulate(int argc, char **argv) {
     sc->tweak(&cfg);
   memset(&s, 0, sizeof s);
   s.name = sc->name;
+  s.tier = sc->tier;
   clock_gettime(CLOCK_MONOTONIC, &w0);
   if (sim_open(&s, &cfg, sc->failing, sc->dur_s * S_NS) != SLUICE_OK) {
     sim_close(&s);
@@ -178,7 +208,5 @@ int cli_simulate(int argc, char **argv) {
     }
   }
   sim_close(&s);
-  if (fflush(stdout) != 0)
-    rc = CLI_RUNTIME;
   return rc;
 }

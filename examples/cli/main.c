@@ -38,11 +38,11 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") ||
       !strcmp(argv[1], "-h")) {
     usage(stdout);
-    return CLI_OK;
+    return cli_stdout_done(NULL, CLI_OK);
   }
   if (!strcmp(argv[1], "--version")) {
     printf("sluice %s\n", sluice_version_string());
-    return CLI_OK;
+    return cli_stdout_done(NULL, CLI_OK);
   }
   /* `replay --policy CONFIG LOG` is the whole-policy replay
   ** (cmd_policy_replay.c); `replay --algo` stays in cmd_replay.c, which the
@@ -50,10 +50,12 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "replay"))
     for (int i = 2; i < argc; i++)
       if (!strcmp(argv[i], "--policy") || !strncmp(argv[i], "--policy=", 9))
-        return cli_policy_replay(argc - 1, argv + 1);
+        return cli_stdout_done("replay",
+                               cli_policy_replay(argc - 1, argv + 1));
+  /* Every command's output is checked here, once, when it is done. */
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
     if (!strcmp(argv[1], cmds[i].name))
-      return cmds[i].run(argc - 1, argv + 1);
+      return cli_stdout_done(cmds[i].name, cmds[i].run(argc - 1, argv + 1));
   fprintf(stderr, "sluice: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return CLI_USAGE;

@@ -285,6 +285,8 @@ int preplay_line(preplay *r, const char *line, size_t n, long lineno) {
   int nf = 0, cls;
   size_t i;
   int64_t t;
+  const char *why;
+  char wbuf[80];
 
   while (n > 0 && (line[n - 1] == '\r' || line[n - 1] == ' '))
     n--;
@@ -314,18 +316,16 @@ int preplay_line(preplay *r, const char *line, size_t n, long lineno) {
               "outcome]", NULL);
     return CLI_OK;
   }
-  if (cli_parse_i64(f[0], strlen(f[0]), &t) || t < 0 ||
-      t > INT64_MAX / MS_NS) {
+  if ((why = cli_parse_t_ms(f[0], strlen(f[0]), &t, wbuf, sizeof wbuf))) {
     if (lineno == 1 && (!strcmp(f[0], "t_ms") || !strcmp(f[0], "time")))
       return CLI_OK; /* header line */
-    malformed(r, lineno, "not a non-negative integer", "t_ms");
+    malformed(r, lineno, why, "t_ms");
     return CLI_OK;
   }
   if (t < r->last_t) {
     malformed(r, lineno, "goes backwards", "t_ms");
     return CLI_OK;
   }
-  r->last_t = t;
   pl->nf = nf;
   pl->auth_result = SLUICE_AUTH_PENDING;
   if (nf == 9) {
@@ -343,6 +343,9 @@ int preplay_line(preplay *r, const char *line, size_t n, long lineno) {
       return CLI_OK;
     }
   }
+  /* Only a line that is taken moves the clock: a malformed one (a t_ms
+  ** far ahead, a bad outcome) must not make the next lines go backwards. */
+  r->last_t = t;
   pl->t = t;
   pl->lineno = lineno;
   if (r->nq > 0 && t != r->pq[0].t) {
@@ -359,38 +362,18 @@ int preplay_line(preplay *r, const char *line, size_t n, long lineno) {
   return CLI_OK;
 }
 
+static int stream_line(void *ud, const char *s, size_t n, long lineno) {
+  return preplay_line(ud, s, n, lineno);
+}
+
+static void too_long(void *ud, long lineno) {
+  malformed(ud, lineno, "line longer than 1 MiB", NULL);
+}
+
 int preplay_stream(preplay *r, FILE *in) {
-  static char buf[(1 << 20) + 1];
-  size_t have = 0;
-  long lineno = 0;
-  for (;;) {
-    size_t got = fread(buf + have, 1, (sizeof buf - 1) - have, in);
-    size_t start = 0, i;
-    int eof = got == 0;
-    char *nl;
-    have += got;
-    while (start < have &&
-           (nl = memchr(buf + start, '\n', have - start)) != NULL) {
-      i = (size_t)(nl - buf);
-      if (preplay_line(r, buf + start, i - start, ++lineno) != CLI_OK)
-        return CLI_RUNTIME;
-      start = i + 1;
-    }
-    if (eof) {
-      if (start < have &&
-          preplay_line(r, buf + start, have - start, ++lineno) != CLI_OK)
-        return CLI_RUNTIME;
-      break;
-    }
-    if (start == 0 && have == sizeof buf - 1) {
-      malformed(r, lineno + 1, "line longer than 1 MiB", NULL);
-      return CLI_RUNTIME;
-    }
-    memmove(buf, buf + start, have - start);
-    have -= start;
-  }
-  r->lines = lineno;
-  if (preplay_flush(r) != CLI_OK)
+  /* preplay_line copies what it keeps: no work between blocks. */
+  cli_lines cb = {"replay", stream_line, NULL, too_long, r};
+  if (cli_read_lines(in, &cb, &r->lines) != CLI_OK)
     return CLI_RUNTIME;
-  return ferror(in) ? CLI_RUNTIME : CLI_OK;
+  return preplay_flush(r);
 }

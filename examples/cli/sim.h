@@ -56,6 +56,7 @@ typedef struct heard {
 
 struct sim {
   const char *name;
+  const char *tier; /* the tier of the scenario's keys (its table row) */
   sluice_clock *clock;
   sluice_limiter *lim;
   sluice_policy *pol;

@@ -78,7 +78,7 @@ void scn_growth_batch(sim *s) {
                 "end-of-day batch: 3 keys x 100 req/s");
   for (i = 0; i < 3; i++) {
     actor *k = sim_add_actor(s, keys[i], act_growth_key, i * 7 * MS_NS);
-    k->rq = std_rq("acme", keys[i], "growth", "GET",
+    k->rq = std_rq("acme", keys[i], s->tier, "GET",
                    "/v1/ledgers/main/entries");
     k->observed = i == 0;
   }
@@ -114,11 +114,11 @@ void scn_retry_ignorer(sim *s) {
   sim_add_series(s, SER_BOXED_L1, "429 boxed, level 1", "#e8743b");
   sim_add_series(s, SER_BOXED_L2, "429 boxed, level 2", "#c03030");
   sim_add_series(s, SER_SUSPENDED, "403 suspended", "#5b2a86");
-  bad->rq = std_rq("sandbox-co", "key-hammer", "sandbox", "GET",
+  bad->rq = std_rq("sandbox-co", "key-hammer", s->tier, "GET",
                    "/v1/ledgers/l1/entries");
   bad->period_ns = 50 * MS_NS;
   bad->observed = 1;
-  good->rq = std_rq("sandbox-co", "key-polite", "sandbox", "GET",
+  good->rq = std_rq("sandbox-co", "key-polite", s->tier, "GET",
                     "/v1/ledgers/l1/entries");
   good->period_ns = S_NS;
   sim_run(s, NULL, 0);
@@ -195,7 +195,7 @@ static void act_paced(sim *s, actor *a) {
 void scn_batch_backoff(sim *s) {
   /* 20000 entries posted by one growth key (25 points/s, burst 1500). */
   actor *a = sim_add_actor(s, "key-batch", act_paced, 0);
-  a->rq = std_rq("ledgerco", "key-batch", "growth", "POST",
+  a->rq = std_rq("ledgerco", "key-batch", s->tier, "POST",
                  "/v1/ledgers/main/entries");
   a->left = 20000;
   a->observed = 1;
@@ -367,14 +367,14 @@ void scn_backend_outage(sim *s) {
   sim_add_series(s, SER_503, "503 failed closed", "#ff7f0e");
   sim_plot_span(&s->plot, 120 * S_NS, 240 * S_NS, "#555555",
                 "store times out (120-240 s)");
-  std1->rq = std_rq("acme", "key-app", "growth", "GET",
+  std1->rq = std_rq("acme", "key-app", s->tier, "GET",
                     "/v1/ledgers/main/entries");
   std1->period_ns = 100 * MS_NS;
   std1->observed = 1;
-  std2->rq = std_rq("acme", "key-sync", "growth", "GET",
+  std2->rq = std_rq("acme", "key-sync", s->tier, "GET",
                     "/v1/ledgers/main/entries");
   std2->period_ns = 100 * MS_NS;
-  rec->rq = std_rq("acme", "key-app", "growth", "POST",
+  rec->rq = std_rq("acme", "key-app", s->tier, "POST",
                    "/v1/ledgers/reconcile");
   rec->period_ns = 15 * S_NS;
   snprintf(auth->ip, sizeof auth->ip, "192.0.2.10");
@@ -392,7 +392,7 @@ void scn_backend_outage(sim *s) {
        std1->got429 + std2->got429, std1->n503 + std2->n503);
   sim_note(s, "degraded decisions (local limiter at %" PRId64
           "%% of the tier rates): %" PRIu64 "\n",
-       s->cfg.degraded_percent, s->ts[sim_tier_row(s, "growth")].degraded);
+       s->cfg.degraded_percent, s->ts[sim_tier_row(s, s->tier)].degraded);
   sim_note(s, "events: degraded_on %" PRIu64 ", degraded_off %" PRIu64 "\n",
        s->events[SLUICE_EVENT_DEGRADED_ON],
        s->events[SLUICE_EVENT_DEGRADED_OFF]);

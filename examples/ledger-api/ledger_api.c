@@ -22,6 +22,7 @@
 ** sluice_http renderer, so headers and problem bodies are the library's.
 */
 #include "ledger_api.h"
+#include "opt_int.h"
 
 
 server S;
@@ -75,21 +76,6 @@ static void usage(FILE *f) {
       "                   edge_deny, ip_ban, suspend, page, ...) as JSON\n\n"
       "SIGTERM or SIGINT: the master stops the workers and exits 0.\n"
       "exit codes: 0 clean shutdown, 2 usage error, 3 system failure\n");
-}
-
-static int parse_int(const char *opt, const char *v, long lo, long hi,
-                     long *out) {
-  char *end;
-  long x;
-  errno = 0;
-  x = strtol(v, &end, 10);
-  if (errno || end == v || *end || x < lo || x > hi) {
-    fprintf(stderr, "ledger-api: %s: expected an integer from %ld to %ld, "
-                    "got '%s'\n", opt, lo, hi, v);
-    return -1;
-  }
-  *out = x;
-  return 0;
 }
 
 static int load_keys(const char *path) {
@@ -349,7 +335,7 @@ int main(int argc, char **argv) {
   struct sockaddr_in sa;
   socklen_t salen = sizeof sa;
   sigset_t set;
-  long v;
+  int64_t v;
   int c, i, one = 1, running = 1, exit_code = EX_OK;
 
   memset(&S, 0, sizeof S);
@@ -366,12 +352,12 @@ int main(int argc, char **argv) {
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (c) {
     case 'p':
-      if (parse_int("--port", optarg, 0, 65535, &v))
+      if (ex_opt_int("ledger-api", "--port", optarg, 0, 65535, &v))
         return EX_USAGE_;
       S.port = (int)v;
       break;
     case 'w':
-      if (parse_int("--workers", optarg, 1, MAX_WORKERS, &v))
+      if (ex_opt_int("ledger-api", "--workers", optarg, 1, MAX_WORKERS, &v))
         return EX_USAGE_;
       S.nworkers = (int)v;
       break;
@@ -388,7 +374,7 @@ int main(int argc, char **argv) {
       secret_path = optarg;
       break;
     case 'j':
-      if (parse_int("--job-ms", optarg, 1, 86400000, &v))
+      if (ex_opt_int("ledger-api", "--job-ms", optarg, 1, 86400000, &v))
         return EX_USAGE_;
       S.job_ms = v;
       break;
@@ -415,23 +401,28 @@ int main(int argc, char **argv) {
       proxies = optarg;
       break;
     case 'I':
-      if (parse_int("--idem-slots", optarg, 1, 1 << 24, &S.idem_slots))
+      if (ex_opt_int("ledger-api", "--idem-slots", optarg, 1, 1 << 24,
+                     &S.idem_slots))
         return EX_USAGE_;
       break;
     case 'L':
-      if (parse_int("--idem-ttl-s", optarg, 1, 30 * 86400, &S.idem_ttl_s))
+      if (ex_opt_int("ledger-api", "--idem-ttl-s", optarg, 1, 30 * 86400,
+                     &S.idem_ttl_s))
         return EX_USAGE_;
       break;
     case 'P':
-      if (parse_int("--per-ip", optarg, 1, MAX_CONNECTIONS, &S.per_ip))
+      if (ex_opt_int("ledger-api", "--per-ip", optarg, 1, MAX_CONNECTIONS,
+                     &S.per_ip))
         return EX_USAGE_;
       break;
     case 'D':
-      if (parse_int("--head-timeout-ms", optarg, 100, 600000, &S.head_ms))
+      if (ex_opt_int("ledger-api", "--head-timeout-ms", optarg, 100, 600000,
+                     &S.head_ms))
         return EX_USAGE_;
       break;
     case 'B':
-      if (parse_int("--body-timeout-ms", optarg, 100, 600000, &S.body_ms))
+      if (ex_opt_int("ledger-api", "--body-timeout-ms", optarg, 100, 600000,
+                     &S.body_ms))
         return EX_USAGE_;
       break;
     case 'W':

@@ -119,7 +119,7 @@ typedef struct server {
   const char *config_path;
   int port, nworkers, shadow, trust_forwarded, header_form;
   int64_t job_ms;
-  long idem_slots, idem_ttl_s, per_ip, head_ms, body_ms;
+  int64_t idem_slots, idem_ttl_s, per_ip, head_ms, body_ms;
   realip proxies;               /* --trusted-proxies */
   sluice_backend lazy;          /* the store, opened when it answers */
   sluice_webhook_options hooks; /* --webhook; each worker opens its sink */

@@ -239,7 +239,7 @@ typedef struct sluice_policy_route {
 typedef struct sluice_policy_config {
   int ntiers;
   sluice_policy_tier tiers[SLUICE_POLICY_TIERS_MAX];
-  int nroutes;
+  int nroutes; /**< 1..SLUICE_POLICY_ROUTES_MAX: an empty table is refused */
   sluice_policy_route routes[SLUICE_POLICY_ROUTES_MAX];
   /** Cost per class, indexed by enum sluice_endpoint_class (AUTH unused). */
   int64_t cost[SLUICE_EP__COUNT];
@@ -356,7 +356,8 @@ SLUICE_EXPORT int sluice_policy_config_check(const sluice_policy_config *cfg,
 /** @brief Load a configuration file (libconfig syntax; docs/policy.md).
  *  Settings left out keep their default; an unknown setting is an error
  *  (so a typo never silently falls back to a default).  Listing `tiers`
- *  replaces the default tier set; listing `routes` replaces the route table.
+ *  replaces the default tier set; listing `routes` replaces the route table
+ *  (an empty list is refused).
  *  @param[in] path    the file; read during the call only.
  *  @param[out] cfg    the configuration, written only on success.
  *  @param[out] err    NULL, or a buffer for "FILE:LINE: SETTING: problem".

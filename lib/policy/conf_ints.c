@@ -116,7 +116,11 @@ int sluice__conf_widen(const char *in, size_t n, char **out, int *line,
         ln += *p == '\n';
       }
       p = p < end ? p + 1 : end;
-    } else if (c == '@') {
+    } else if (c == '@' && (size_t)(end - p) >= 8 &&
+               memcmp(p, "@include", 8) == 0 &&
+               (p + 8 == end || !is_name(p[8]))) {
+      /* Only the directive: any other '@' is libconfig's syntax error,
+      ** with its line. */
       FAIL("@include is not supported: the policy must be one file");
     } else if (is_name_start(c)) {
       while (p < end && is_name(*p))

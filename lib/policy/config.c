@@ -49,6 +49,8 @@ _Static_assert(sizeof(sluice_policy_config) == 6480,
 
 #define S SLUICE__NS_PER_S
 #define MS SLUICE__NS_PER_MS
+/* A tier bucket's period: at most a day. */
+#define PERIOD_MS_MAX (86400 * 1000)
 
 static void tier_set(sluice_policy_tier *t, const char *name, int64_t tr,
                      int64_t tb, int64_t kr, int64_t kb, int64_t strikes,
@@ -160,7 +162,7 @@ static int check_bucket(ck *k, const char *tier, const char *which,
   if ((rc = range(k, p, rate, 1, ((int64_t)1 << 32) / 100)) != SLUICE_OK)
     return rc;
   snprintf(p, sizeof p, "tiers.%s.%s.period_ms", tier, which);
-  if ((rc = range(k, p, period / MS, 1, 86400 * 1000)) != SLUICE_OK ||
+  if ((rc = range(k, p, period / MS, 1, PERIOD_MS_MAX)) != SLUICE_OK ||
       period % MS != 0)
     return rc != SLUICE_OK ? rc
                            : fail(k, p, "must be whole ms (got %lld ns)",
@@ -262,7 +264,12 @@ int sluice__policy_config_check2(const sluice_policy_config *c, char *path,
                 "must be at least costs.export (got %lld, costs.export is "
                 "%lld)",
                 c->export_long_cost, c->cost[SLUICE_EP_EXPORT], 0);
-  if ((rc = range(&k, "routes", c->nroutes, 0, SLUICE_POLICY_ROUTES_MAX)))
+  /* No route at all would class no request by its method and route: a
+  ** table emptied by mistake, not a policy. */
+  if (c->nroutes < 1)
+    return fail(&k, "routes", "must list at least one route (got %lld)",
+                c->nroutes, 0, 0);
+  if ((rc = range(&k, "routes", c->nroutes, 1, SLUICE_POLICY_ROUTES_MAX)))
     return rc;
   for (i = 0; i < c->nroutes; i++) {
     const sluice_policy_route *r = &c->routes[i];
@@ -373,11 +380,15 @@ static const config_setting_t *group_of(ld *l, const config_setting_t *parent,
   return g;
 }
 
-/* An integer setting times `unit`, if present. */
-static int get_int(ld *l, const config_setting_t *g, const char *gpath,
-                   const char *name, int64_t unit, int64_t *out) {
+/* An integer setting times `unit`, if present.  Every value that fits is
+** stored, negative ones too, and judged by the validator, so that all
+** bounds are reported alike ("must be LO..HI (got X)"); [lo, hi] is for
+** the one value it cannot see: a duration whose ns do not fit in 64 bits. */
+static int get_scaled(ld *l, const config_setting_t *g, const char *gpath,
+                      const char *name, int64_t unit, int64_t lo, int64_t hi,
+                      int64_t *out) {
   config_setting_t *s = config_setting_get_member(g, name);
-  char p[160];
+  char p[160], what[96];
   long long v;
   if (!s)
     return SLUICE_OK;
@@ -386,10 +397,19 @@ static int get_int(ld *l, const config_setting_t *g, const char *gpath,
       config_setting_type(s) != CONFIG_TYPE_INT64)
     return lerr(l, s, p, "must be an integer");
   v = config_setting_get_int64(s);
-  if (v < 0 || v > INT64_MAX / unit)
-    return lerr(l, s, p, "out of range");
+  if (v > INT64_MAX / unit || v < INT64_MIN / unit) {
+    snprintf(what, sizeof what, "must be %lld..%lld (got %lld)",
+             (long long)lo, (long long)hi, v);
+    return lerr(l, s, p, what);
+  }
   *out = (int64_t)v * unit;
   return SLUICE_OK;
+}
+
+/* A setting without a unit: every int64 fits, the validator judges it. */
+static int get_int(ld *l, const config_setting_t *g, const char *gpath,
+                   const char *name, int64_t *out) {
+  return get_scaled(l, g, gpath, name, 1, 0, 0, out);
 }
 
 static int get_bool(ld *l, const config_setting_t *g, const char *gpath,
@@ -455,9 +475,9 @@ static int load_bucket(ld *l, const config_setting_t *t, const char *tpath,
   g = group_of(l, t, which, p, &rc);
   if (rc || !g)
     return rc;
-  if ((rc = only(l, g, p, names)) || (rc = get_int(l, g, p, "rate", 1, rate)) ||
-      (rc = get_int(l, g, p, "period_ms", MS, period)) ||
-      (rc = get_int(l, g, p, "burst", 1, burst)))
+  if ((rc = only(l, g, p, names)) || (rc = get_int(l, g, p, "rate", rate)) ||
+      (rc = get_scaled(l, g, p, "period_ms", MS, 1, PERIOD_MS_MAX, period)) ||
+      (rc = get_int(l, g, p, "burst", burst)))
     return rc;
   return SLUICE_OK;
 }
@@ -502,12 +522,12 @@ static int load_tiers(ld *l, const config_setting_t *root,
                           &tt->tenant_period_ns, &tt->tenant_burst)) ||
         (rc = load_bucket(l, t, p, "key", &tt->key_rate, &tt->key_period_ns,
                           &tt->key_burst)) ||
-        (rc = get_int(l, t, p, "strikes", 1, &tt->strike_threshold)) ||
-        (rc = get_int(l, t, p, "reconcile_concurrency", 1,
+        (rc = get_int(l, t, p, "strikes", &tt->strike_threshold)) ||
+        (rc = get_int(l, t, p, "reconcile_concurrency",
                       &tt->reconcile_concurrency)) ||
-        (rc = get_int(l, t, p, "export_concurrency", 1,
+        (rc = get_int(l, t, p, "export_concurrency",
                       &tt->export_concurrency)) ||
-        (rc = get_int(l, t, p, "exports_per_window", 1,
+        (rc = get_int(l, t, p, "exports_per_window",
                       &tt->exports_per_window)) ||
         (rc = get_features(l, t, p, &tt->shadow_features)))
       return rc;
@@ -626,8 +646,8 @@ static int load_settings(ld *l, const config_setting_t *root,
       return rc;
     for (n = i; n < j; n++) {
       st = sluice_policy_setting_at(n);
-      if ((rc = get_int(l, g, st->group, st->name, st->unit_ns,
-                        sluice__setting_field(c, n))))
+      if ((rc = get_scaled(l, g, st->group, st->name, st->unit_ns, st->min,
+                           st->max, sluice__setting_field(c, n))))
         return rc;
     }
   }

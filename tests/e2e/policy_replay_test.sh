@@ -75,6 +75,31 @@ check "unknown tier named" yes "$(grep -q 'line 3: tier' "$tmp/err" && echo yes 
 check "short line" yes "$(grep -q 'line 4: expected' "$tmp/err" && echo yes || echo no)"
 check "time going backwards" yes "$(grep -q 'line 5: t_ms: goes backwards' "$tmp/err" && echo yes || echo no)"
 
+# A malformed line changes nothing: a bad outcome on a line far in the
+# future must not make the next lines go backwards.
+printf '1,acme,k1,sandbox,GET,/v1/x,1.2.3.4\n99999,,,,POST,/v1/auth/token,1.2.3.4,alice,bogus\n2,acme,k1,sandbox,GET,/v1/x,1.2.3.4\n' > "$tmp/poison.csv"
+"$SLUICE" replay --policy "$CONF" --decisions "$tmp/poison.csv" > "$tmp/out" 2>"$tmp/err"; rc=$?
+check "bad outcome exit code" 1 "$rc"
+check "bad outcome named, nothing else" "sluice replay: line 2: outcome: expected ok, unknown_client, bad_secret or pending" \
+  "$(grep '^sluice replay: line' "$tmp/err")"
+check "the line after a malformed one is decided" "1 2" "$(tail -n +2 "$tmp/out" | cut -d, -f1 | xargs)"
+
+# t_ms past what int64 ns hold says the range and the value.
+printf '9223372036855,acme,k1,sandbox,GET,/v1/x,1.2.3.4\n' > "$tmp/big.csv"
+"$SLUICE" replay --policy "$CONF" "$tmp/big.csv" > /dev/null 2>"$tmp/err"; rc=$?
+check "t_ms range exit" 1 "$rc"
+check "t_ms range said" "sluice replay: line 1: t_ms: must be 0..9223372036854 (got 9223372036855)" \
+  "$(grep '^sluice replay: line' "$tmp/err")"
+
+# A line longer than the 1 MiB read buffer (stdin is read, not mapped) is
+# malformed like any other: named, skipped, the next lines decided.
+{ echo "1,acme,k1,sandbox,GET,/v1/x,1.2.3.4"; head -c 1100000 /dev/zero | tr '\0' x; echo
+  echo "2,acme,k1,sandbox,GET,/v1/x,1.2.3.4"; } > "$tmp/long.csv"
+"$SLUICE" replay --policy "$CONF" --decisions - < "$tmp/long.csv" > "$tmp/out" 2>"$tmp/err"; rc=$?
+check "long line exit code" 1 "$rc"
+check "long line named" "sluice replay: line 2: line longer than 1 MiB" "$(grep '^sluice replay: line' "$tmp/err")"
+check "lines after a long line decided" "1 2" "$(tail -n +2 "$tmp/out" | cut -d, -f1 | xargs)"
+
 # a durable store: replay into LMDB with times of a minute ago, then the
 # support tools read and release what the replay left there (the replay's
 # scope-id secret is 16 bytes of 0x3c).  The level 1 box lasts 5 minutes
@@ -146,6 +171,13 @@ check "missing config exit" 2 "$rc"
 check "missing config named" yes "$(grep -q -- '--policy' "$tmp/err" && echo yes || echo no)"
 "$SLUICE" replay --policy "$CONF" --threads 0 "$tmp/log.csv" >/dev/null 2>"$tmp/err"; rc=$?
 check "bad --threads exit" 2 "$rc"
+"$SLUICE" replay --policy "$CONF" --backend "" "$tmp/log.csv" >/dev/null 2>"$tmp/err"; rc=$?
+check "empty --backend exit" 2 "$rc"
+check "empty --backend named" yes "$(grep -q -- '--backend: expected a store' "$tmp/err" && echo yes || echo no)"
+mkdir "$tmp/adir"
+"$SLUICE" replay --policy "$CONF" "$tmp/adir" >/dev/null 2>"$tmp/err"; rc=$?
+check "directory LOG exit" 2 "$rc"
+check "directory LOG said" "sluice replay: cannot read '$tmp/adir': Is a directory" "$(cat "$tmp/err")"
 "$SLUICE" replay --policy "$CONF" --help | grep -q 'usage: sluice replay --policy'; check "--help" 0 $?
 
 echo "$((n - fails))/$n checks passed"

@@ -57,6 +57,19 @@ check "degraded on and off" "1 1" "$(val "events: degraded_on " degraded_on) $(v
 check "unknown scenario named" yes "$(grep -q "no-such-scenario" "$tmp/err" && echo yes || echo no)"
 "$SLUICE" simulate --plot >/dev/null 2>&1; check "missing option argument exit" 2 $?
 "$SLUICE" simulate --help >/dev/null; check "--help exit" 0 $?
+"$SLUICE" simulate --list extra >/dev/null 2>"$tmp/err"; check "--list with an argument exit" 2 $?
+check "--list with an argument named" yes "$(grep -q "'extra'" "$tmp/err" && echo yes || echo no)"
+
+# A --config without a tier the scenario sends requests in is refused
+# before the run (bad input, exit 1), naming the tier and the scenario;
+# a scenario that does not use the missing tier runs.
+printf 'tiers = { sandbox = { }; };\n' > "$tmp/sandbox-only.conf"
+"$SLUICE" simulate --config "$tmp/sandbox-only.conf" growth-batch >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "missing tier exit" 1 "$rc"
+check "missing tier said" "sluice simulate: --config $tmp/sandbox-only.conf: scenario growth-batch sends requests in tier 'growth', which the policy does not define" "$(cat "$tmp/err")"
+check "missing tier: nothing run" "" "$(cat "$tmp/out")"
+"$SLUICE" simulate --config "$tmp/sandbox-only.conf" retry-ignorer >/dev/null 2>&1
+check "a scenario with its tier runs" 0 $?
 
 echo "$((n - fails))/$n checks passed"
 [ "$fails" -eq 0 ]

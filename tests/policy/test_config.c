@@ -283,6 +283,65 @@ Test(policy_config, integers_past_64_bits_are_refused) {
   cr_assert(strstr(err, ":1: @include is not supported"), "%s", err);
 }
 
+/* The file `text` is refused with `want` in the message (and not `not`). */
+static void refused(const char *text, const char *want, const char *not) {
+  sluice_policy_config c;
+  char err[256];
+  cr_assert_eq(load(text, &c, err, sizeof err), SLUICE_ECONFIG, "%s", text);
+  cr_assert_not_null(strstr(err, want), "%s", err);
+  if (not)
+    cr_assert_null(strstr(err, not), "%s", err);
+}
+
+/* Only the @include directive is refused as one: another stray '@' is
+** libconfig's syntax error, on its line. */
+Test(policy_config, a_stray_at_sign_is_a_syntax_error) {
+  refused("shadow = false;\n@x = 1;\n", ":2: syntax", "@include");
+  refused("costs = {\n  standard = @1;\n};\n", ":2: syntax", "@include");
+  refused("shadow = false;\n  @include \"x.conf\"\n",
+          ":2: @include is not supported", NULL);
+}
+
+/* An empty route table classes no request: refused, in a file (on its
+** line) and in a struct alike. */
+Test(policy_config, an_empty_route_list_is_refused) {
+  sluice_policy_config c;
+  char err[256];
+  refused("shadow = false;\nroutes = ( );\n",
+          ":2: routes: must list at least one route", NULL);
+  sluice_policy_config_defaults(&c);
+  c.nroutes = 0;
+  cr_assert_eq(sluice_policy_config_check(&c, err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, "routes: must list at least one route (got 0)"), "%s",
+            err);
+}
+
+/* A value below a bound reads as one above it: "must be LO..HI (got X)",
+** negative values and durations past 64-bit ns too. */
+Test(policy_config, every_bound_is_said_alike) {
+  static const char *const cases[][2] = {
+      {"tiers = {\n growth = {\n  key = { rate = -5; };\n };\n};\n",
+       ":3: tiers.growth.key.rate: must be 1..42949672 (got -5)"},
+      {"tiers = { growth = { key = { rate = 0; }; }; };\n",
+       "tiers.growth.key.rate: must be 1..42949672 (got 0)"},
+      {"tiers = { growth = { tenant = { period_ms = -1; }; }; };\n",
+       "tiers.growth.tenant.period_ms: must be 1..86400000 (got -1)"},
+      {"tiers = { growth = { tenant = { period_ms = 99999999999999; }; }; "
+       "};\n",
+       "tiers.growth.tenant.period_ms: must be 1..86400000 "
+       "(got 99999999999999)"},
+      {"penalty = {\n  level1_box_s = 99999999999999999;\n};\n",
+       ":2: penalty.level1_box_s: must be 1..4611686018 "
+       "(got 99999999999999999)"},
+      {"ip_backstop = { limit = -1; };\n",
+       "ip_backstop.limit: must be 0..1099511627776 (got -1)"},
+  };
+  size_t i;
+  for (i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    refused(cases[i][0], cases[i][1], "out of range");
+}
+
 Test(policy_config, export_long_is_not_cheaper_than_export) {
   sluice_policy_config c;
   char err[256];
