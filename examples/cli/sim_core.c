@@ -199,6 +199,16 @@ sluice_decision sim_send(sim *s, actor *a, const sluice_request *rq,
   int rc = sluice_policy_decide(s->pol, rq, &d);
   int row;
   int64_t t = sim_now(s);
+  if (rc == SLUICE_ENOTFOUND && d.invalid_field &&
+      !strcmp(d.invalid_field, "route")) {
+    /* A --config whose route table classes none of the scenario's
+    ** requests: the file does not fit the scenario (its tier was checked
+    ** before the run). */
+    fprintf(stderr, "sluice simulate: --config: scenario %s sends %s %s, "
+                    "which no route of the policy matches\n",
+            s->name, rq->method, rq->route);
+    exit(CLI_BADINPUT);
+  }
   if (rc != SLUICE_OK) {
     /* The scenarios only build valid requests: this is a bug. */
     fprintf(stderr, "sluice simulate: %s: decide: %s (field %s)\n", s->name,

@@ -70,6 +70,11 @@ check "missing tier said" "sluice simulate: --config $tmp/sandbox-only.conf: sce
 check "missing tier: nothing run" "" "$(cat "$tmp/out")"
 "$SLUICE" simulate --config "$tmp/sandbox-only.conf" retry-ignorer >/dev/null 2>&1
 check "a scenario with its tier runs" 0 $?
+# Routes that class none of the scenario's requests: bad input too.
+printf 'routes = ( { method = "GET"; route = "/health"; class = "standard"; } );\n' > "$tmp/routes.conf"
+"$SLUICE" simulate --config "$tmp/routes.conf" retry-ignorer >/dev/null 2>"$tmp/err"; rc=$?
+check "unmatched route exit" 1 "$rc"
+check "unmatched route said" "sluice simulate: --config: scenario retry-ignorer sends GET /v1/ledgers/l1/entries, which no route of the policy matches" "$(cat "$tmp/err")"
 
 echo "$((n - fails))/$n checks passed"
 [ "$fails" -eq 0 ]
