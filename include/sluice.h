@@ -112,6 +112,15 @@ SLUICE_EXPORT int sluice_limiter_open(const sluice_limiter_options *opts,
 SLUICE_EXPORT int sluice_limiter_open2(const sluice_limiter_options *opts,
                                        sluice_limiter **out, char *errbuf,
                                        size_t errlen);
+/** @brief Check a store string as sluice_limiter_open() would read it,
+ *  without opening anything: the backend is known, and its parameters are
+ *  ones it takes, each given once (no file, segment or connection is
+ *  touched, so a configuration check can call it).  Values (a capacity,
+ *  a path that exists) are the backend's to judge when it opens.
+ *  @param store  as sluice_limiter_options.store (NULL: "mem").
+ *  @return SLUICE_OK, or SLUICE_EINVAL with the reason in errbuf. */
+SLUICE_EXPORT int sluice_store_check(const char *store, char *errbuf,
+                                     size_t errlen);
 /** @brief Close and free.  NULL is a no-op.  The handle must not be used
  *  again after this call. */
 SLUICE_EXPORT void sluice_limiter_close(sluice_limiter *lim);

@@ -398,6 +398,66 @@ ngx_http_sluice_segment(ngx_pool_t *pool, ngx_str_t *s)
     return ngx_http_sluice_cstr(pool, s);
 }
 
+/* The library's own checks of what the workers will open, made without
+** touching live state: the policy with its secret and host segments, the
+** store string, the problem base.  A value only a real open can judge (a
+** capacity, a path, what a segment holds) is still the worker's to
+** report. */
+static ngx_int_t
+ngx_http_sluice_dry_run(ngx_cycle_t *cycle, ngx_http_sluice_main_conf_t *mcf,
+    const sluice_policy_config *cfg, const uint8_t *secret)
+{
+    sluice_policy_options po;
+    sluice_http_options ho;
+    sluice_http *http = NULL;
+    char err[512], *s;
+    int rc;
+
+    ngx_memzero(&po, sizeof(po));
+    po.config = cfg;
+    ngx_memcpy(po.secret, secret, 16);
+    po.counters = ngx_http_sluice_cstr(cycle->pool, &mcf->counters);
+    po.degraded_store = ngx_http_sluice_segment(cycle->pool,
+                                                &mcf->degraded_store);
+    po.deny_cache = ngx_http_sluice_segment(cycle->pool, &mcf->deny_cache);
+    if (po.counters == NULL || po.degraded_store == NULL
+        || po.deny_cache == NULL)
+    {
+        return NGX_ERROR;
+    }
+    po.errbuf = err;
+    po.errlen = sizeof(err);
+    rc = sluice_policy_check(&po);
+    if (rc != SLUICE_OK) {
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "sluice: %s (%s)", err,
+                      sluice_strerror(rc));
+        return NGX_ERROR;
+    }
+    s = ngx_http_sluice_cstr(cycle->pool, &mcf->store);
+    if (s == NULL) {
+        return NGX_ERROR;
+    }
+    if (sluice_store_check(s, err, sizeof(err)) != SLUICE_OK) {
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "sluice_store \"%V\": %s",
+                      &mcf->store, err);
+        return NGX_ERROR;
+    }
+    ngx_memzero(&ho, sizeof(ho));
+    ho.problem_base = ngx_http_sluice_cstr(cycle->pool, &mcf->problem_base);
+    if (ho.problem_base == NULL) {
+        return NGX_ERROR;
+    }
+    if (sluice_http_open(&ho, &http) != SLUICE_OK) {
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
+                      "sluice_problem_base \"%V\": an absolute URI of "
+                      "visible ASCII is required (scheme \":\" ...)",
+                      &mcf->problem_base);
+        return NGX_ERROR;
+    }
+    sluice_http_close(http);
+    return NGX_OK;
+}
+
 /* Runs where the configuration is parsed (nginx -t, start, every HUP in
 ** the master): checks what can be checked without touching live state, so
 ** a bad policy file fails `nginx -t` and a reload keeps the old workers. */
@@ -420,6 +480,7 @@ ngx_http_sluice_init_module(ngx_cycle_t *cycle)
                       "host sharing a store must use the same)");
         return NGX_ERROR;
     }
+    sluice_policy_config_defaults(&cfg);
     if (mcf->policy.len) {
         path = ngx_http_sluice_cstr(cycle->pool, &mcf->policy);
         if (path == NULL) {
@@ -432,7 +493,7 @@ ngx_http_sluice_init_module(ngx_cycle_t *cycle)
             return NGX_ERROR;
         }
     }
-    return NGX_OK;
+    return ngx_http_sluice_dry_run(cycle, mcf, &cfg, secret);
 }
 
 static void

@@ -500,6 +500,16 @@ typedef struct sluice_policy_options {
 SLUICE_EXPORT int sluice_policy_open(const sluice_policy_options *opts,
                                      sluice_policy **out);
 
+/** @brief What sluice_policy_open() checks before it opens or attaches
+ *  anything, alone: the flags, the secret, the configuration (`config`,
+ *  else `config_path`, else the defaults) and the host segments' strings
+ *  (their form and parameters, not what an existing segment holds).
+ *  Nothing is opened, created or attached, and `limiter` and
+ *  `limiter_options` are not looked at: a configuration test (`nginx -t`)
+ *  can call it.  The reason for a refusal goes to `errbuf`.
+ *  @return SLUICE_OK, or the error sluice_policy_open() would return. */
+SLUICE_EXPORT int sluice_policy_check(const sluice_policy_options *opts);
+
 /** @brief Close and free.  NULL is a no-op.  A limiter the policy opened is
  *  closed; a borrowed one is not.  The handle must not be used again. */
 SLUICE_EXPORT void sluice_policy_close(sluice_policy *p);

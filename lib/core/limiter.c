@@ -47,14 +47,53 @@ static int64_t clamp_time(sluice_limiter *l, int64_t t) {
   return hw > t ? hw : t;
 }
 
+/* A store string's backend (`given`, else found by the name before the
+** colon) and its parameters: what open and check both read. */
+static const sluice_backend *resolve(const char *spec,
+                                     const sluice_backend *given,
+                                     const char **params, char *errbuf,
+                                     size_t errlen) {
+  const char *colon = strchr(spec, ':');
+  size_t nlen = colon ? (size_t)(colon - spec) : strlen(spec);
+  const sluice_backend *b;
+  char name[32];
+  *params = colon ? colon + 1 : "";
+  if (given)
+    return given;
+  if (nlen >= sizeof name) {
+    if (errbuf && errlen)
+      snprintf(errbuf, errlen, "backend name too long");
+    return NULL;
+  }
+  memcpy(name, spec, nlen);
+  name[nlen] = '\0';
+  b = sluice_backend_find(name);
+  if (!b && errbuf && errlen)
+    snprintf(errbuf, errlen, "unknown backend '%s'", name);
+  return b;
+}
+
+int sluice_store_check(const char *store, char *errbuf, size_t errlen) {
+  const sluice_backend *b;
+  const char *params;
+  if (errbuf && errlen)
+    errbuf[0] = '\0';
+  b = resolve(store ? store : "mem", NULL, &params, errbuf, errlen);
+  if (!b)
+    return SLUICE_EINVAL;
+  /* As sluice_store_open(): a "//..." URL is the backend's to rewrite. */
+  if (b->azParams && !(params[0] == '/' && params[1] == '/'))
+    return sluice_uri_check(b->zName, params, b->azParams, errbuf, errlen);
+  return SLUICE_OK;
+}
+
 int sluice_limiter_open2(const sluice_limiter_options *opts,
                          sluice_limiter **out, char *errbuf, size_t errlen) {
   static const sluice_limiter_options defaults;
   const sluice_allocator *a;
   const sluice_backend *b;
-  const char *spec, *colon, *params;
-  char name[32];
-  size_t nlen, plen;
+  const char *params;
+  size_t plen;
   sluice_limiter *l;
   int rc;
 
@@ -68,23 +107,10 @@ int sluice_limiter_open2(const sluice_limiter_options *opts,
   a = opts->alloc ? opts->alloc : &sluice__libc_allocator;
   if (!a->xMalloc || !a->xFree || !a->xRealloc)
     return SLUICE_EINVAL;
-  spec = opts->store ? opts->store : "mem";
-  colon = strchr(spec, ':');
-  nlen = colon ? (size_t)(colon - spec) : strlen(spec);
-  params = colon ? colon + 1 : "";
-  if (nlen >= sizeof name) {
-    if (errbuf && errlen)
-      snprintf(errbuf, errlen, "backend name too long");
+  b = resolve(opts->store ? opts->store : "mem", opts->backend, &params,
+              errbuf, errlen);
+  if (!b)
     return SLUICE_EINVAL;
-  }
-  memcpy(name, spec, nlen);
-  name[nlen] = '\0';
-  b = opts->backend ? opts->backend : sluice_backend_find(name);
-  if (!b) {
-    if (errbuf && errlen)
-      snprintf(errbuf, errlen, "unknown backend '%s'", name);
-    return SLUICE_EINVAL;
-  }
   plen = strlen(params);
   l = a->xMalloc(a->ud, sizeof *l + plen + 1);
   if (!l)

@@ -240,6 +240,14 @@ static int slots_param(const char *uri, uint64_t *n, char *msg, size_t len) {
   return SLUICE_OK;
 }
 
+int sluice__deny_check(const char *uri, char *msg, size_t len) {
+  uint64_t n;
+  char name[256];
+  int rc = slots_param(uri, &n, msg, len);
+  return rc != SLUICE_OK ? rc
+                         : sluice__seg_name("deny_cache", uri, name, msg, len);
+}
+
 int sluice__deny_open(sluice_policy *p, const char *uri, char *msg,
                       size_t len) {
   sluice__deny_cache *c;

@@ -93,11 +93,80 @@ static void seterr(const sluice_policy_options *o, const char *msg) {
     snprintf(o->errbuf, o->errlen, "%s", msg);
 }
 
+/* The host segments' strings, as the opens below will read them: a
+** segment that cannot be named, or a parameter its open would refuse, is
+** refused here before anything is attached. */
+static int segments_check(const sluice_policy_options *o,
+                          const sluice_policy_config *c, char *msg,
+                          size_t len) {
+  const char *u;
+  char name[256], err[192];
+  int rc;
+  u = HOST_URI(o, c, counters);
+  if (u && u[0] && (rc = sluice__seg_name("counters", u, name, msg, len)))
+    return rc;
+  u = HOST_URI(o, c, degraded_store);
+  if (u && u[0]) {
+    if ((rc = sluice__seg_name("degraded_store", u, name, msg, len)))
+      return rc;
+    if ((rc = sluice_store_check(u, err, sizeof err)) != SLUICE_OK) {
+      int k = snprintf(msg, len, "degraded_store %s: ", name);
+      if (k > 0 && (size_t)k < len)
+        snprintf(msg + k, len - (size_t)k, "%s", err);
+      return rc;
+    }
+  }
+  u = HOST_URI(o, c, deny_cache);
+  return u && u[0] ? sluice__deny_check(u, msg, len) : SLUICE_OK;
+}
+
+/* Everything open checks before it opens or attaches anything; *cfg gets
+** the configuration.  sluice_policy_check() is this alone. */
+static int precheck(const sluice_policy_options *o, sluice_policy_config *cfg,
+                    char *msg, size_t len) {
+  int i, nonzero = 0, rc;
+  if (o->flags & ~SLUICE_POLICY_SHADOW) {
+    snprintf(msg, len, "unknown flags");
+    return SLUICE_EINVAL;
+  }
+  for (i = 0; i < 16; i++)
+    nonzero |= o->secret[i];
+  if (!nonzero) {
+    snprintf(msg, len,
+             "secret: must not be all zero (scope ids would be guessable)");
+    return SLUICE_EINVAL;
+  }
+  if (o->config) {
+    *cfg = *o->config;
+    rc = sluice_policy_config_check(cfg, msg, len);
+  } else if (o->config_path) {
+    rc = sluice_policy_config_load(o->config_path, cfg, msg, len);
+  } else {
+    rc = sluice_policy_config_defaults(cfg);
+  }
+  return rc != SLUICE_OK ? rc : segments_check(o, cfg, msg, len);
+}
+
+int sluice_policy_check(const sluice_policy_options *o) {
+  sluice_policy_config cfg;
+  char msg[512];
+  int rc;
+  if (!o)
+    return SLUICE_EINVAL;
+  if (o->errbuf && o->errlen)
+    o->errbuf[0] = '\0';
+  msg[0] = '\0';
+  rc = precheck(o, &cfg, msg, sizeof msg);
+  if (rc != SLUICE_OK)
+    seterr(o, msg);
+  return rc;
+}
+
 int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
   sluice_policy_config cfg;
   sluice_policy *p;
-  char msg[256];
-  int rc, i, nonzero = 0;
+  char msg[512];
+  int rc;
 
   if (!out)
     return SLUICE_EINVAL;
@@ -106,25 +175,8 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
     return SLUICE_EINVAL;
   if (o->errbuf && o->errlen)
     o->errbuf[0] = '\0';
-  if (o->flags & ~SLUICE_POLICY_SHADOW) {
-    seterr(o, "unknown flags");
-    return SLUICE_EINVAL;
-  }
-  for (i = 0; i < 16; i++)
-    nonzero |= o->secret[i];
-  if (!nonzero) {
-    seterr(o, "secret: must not be all zero (scope ids would be guessable)");
-    return SLUICE_EINVAL;
-  }
-  if (o->config) {
-    cfg = *o->config;
-    rc = sluice_policy_config_check(&cfg, msg, sizeof msg);
-  } else if (o->config_path) {
-    rc = sluice_policy_config_load(o->config_path, &cfg, msg, sizeof msg);
-  } else {
-    rc = sluice_policy_config_defaults(&cfg);
-  }
-  if (rc != SLUICE_OK) {
+  msg[0] = '\0';
+  if ((rc = precheck(o, &cfg, msg, sizeof msg)) != SLUICE_OK) {
     seterr(o, msg);
     return rc;
   }

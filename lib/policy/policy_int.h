@@ -108,6 +108,8 @@ typedef struct sluice__deny {
   int64_t until_ns; /* SLUICE_FOREVER: suspended */
   int level;
 } sluice__deny;
+/* The deny cache's string (its name and slots=), nothing attached. */
+int sluice__deny_check(const char *uri, char *msg, size_t len);
 int sluice__deny_open(sluice_policy *p, const char *uri, char *msg,
                       size_t len);
 void sluice__deny_close(sluice_policy *p);

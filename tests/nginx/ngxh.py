@@ -276,6 +276,14 @@ class Nginx:
                 else "off"))
         self.pidfile = os.path.join(self.dir, "nginx.pid")
 
+    def edit_conf(self, old, new):
+        """Replace the first `old` of the nginx.conf with `new`."""
+        with open(self.conf) as f:
+            text = f.read()
+        assert old in text, old
+        with open(self.conf, "w") as f:
+            f.write(text.replace(old, new, 1))
+
     def cmd(self, *args):
         return subprocess.run([NGINX, "-p", self.dir, "-c", self.conf] +
                               list(args), capture_output=True, text=True)

@@ -446,6 +446,33 @@ def test_bad_policy_fails_nginx_t(_ng):
             r.stderr
     finally:
         ng.stop()
+    # What a worker would refuse when it opens (and then answer 503 on
+    # every sluice location) fails nginx -t, in the library's words.
+    cases = [
+        ("sluice_secret 00112233445566778899aabbccddeeff;",
+         "sluice_secret 00000000000000000000000000000000;",
+         "secret: must not be all zero"),
+        ("sluice_store \"", "sluice_store \"bogus:x\"; #",
+         "unknown backend 'bogus'"),
+        ("sluice_store \"", "sluice_store \"shm:name=/x;capacty=9\"; #",
+         "capacty"),
+        ("sluice_problem_base https://api.example.test/errors/;",
+         "sluice_problem_base \"not a uri\";", "sluice_problem_base"),
+        ("sluice_counters \"", "sluice_counters \"bogus\"; #",
+         "counters: expected shm:name=/NAME"),
+        ("sluice_deny_cache \"", "sluice_deny_cache \"shm:name=/d;slots=0\"; #",
+         "deny_cache: slots must be"),
+        ("sluice_degraded_store \"",
+         "sluice_degraded_store \"shm:name=/d;capcity=5\"; #", "capcity"),
+    ]
+    for old, new, said in cases:
+        ng = ngxh.Nginx(MODULE, UP.port)
+        try:
+            ng.edit_conf(old, new)
+            r = ng.cmd("-t")
+            assert r.returncode != 0 and said in r.stderr, (new, r.stderr)
+        finally:
+            ng.stop()
 
 
 def main():

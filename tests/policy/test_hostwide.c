@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -421,6 +422,59 @@ Test(policy_hostwide, bad_segments_are_refused, .init = setup,
   cr_assert_eq(w_open(&w, NULL, other), SLUICE_ECONFIG, "another size");
   sluice_limiter_close(w.lim);
   sluice_clock_free(w.clock);
+}
+
+/* sluice_policy_check(): what open refuses before it attaches anything,
+** in open's words, with nothing created; and what it accepts, open opens. */
+Test(policy_hostwide, check_refuses_what_open_refuses_and_creates_nothing,
+     .init = setup, .fini = teardown) {
+  char slots0[128], badparam[128], err[512], err2[512];
+  const char *bad[][3] = {
+      /* counters, degraded_store, deny_cache */
+      {"bogus", NULL, NULL},          {"shm:name=/a/b", NULL, NULL},
+      {NULL, "shm:name=x", NULL},     {NULL, badparam, NULL},
+      {NULL, NULL, "mem:"},           {NULL, NULL, slots0}};
+  sluice_policy_options po;
+  sluice_policy *p = NULL;
+  struct stat st;
+  char path[128];
+  size_t i;
+  snprintf(slots0, sizeof slots0, "shm:name=%s;slots=0", deny_name);
+  snprintf(badparam, sizeof badparam, "shm:name=%s;capacty=10", deg_name);
+  memset(&po, 0, sizeof po);
+  memset(po.secret, 7, sizeof po.secret);
+  po.limiter_options = NULL; /* open's own mem limiter */
+  po.errbuf = err;
+  po.errlen = sizeof err;
+  for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    po.counters = bad[i][0];
+    po.degraded_store = bad[i][1];
+    po.deny_cache = bad[i][2];
+    cr_assert_eq(sluice_policy_check(&po), SLUICE_EINVAL, "case %zu", i);
+    snprintf(err2, sizeof err2, "%s", err);
+    cr_assert_eq(sluice_policy_open(&po, &p), SLUICE_EINVAL, "case %zu", i);
+    cr_assert_str_eq(err, err2, "case %zu: open's words", i);
+  }
+  po.counters = NULL;
+  po.degraded_store = NULL;
+  po.deny_cache = NULL;
+  memset(po.secret, 0, sizeof po.secret);
+  cr_assert_eq(sluice_policy_check(&po), SLUICE_EINVAL);
+  cr_assert_not_null(strstr(err, "secret"), "%s", err);
+  memset(po.secret, 7, sizeof po.secret);
+  po.config_path = "/no/such/policy.conf";
+  cr_assert_eq(sluice_policy_check(&po), SLUICE_EIO, "%s", err);
+  po.config_path = NULL;
+  /* Good strings: accepted, and nothing is created by the check. */
+  po.degraded_store = deg_uri;
+  po.deny_cache = deny_uri;
+  cr_assert_eq(sluice_policy_check(&po), SLUICE_OK, "%s", err);
+  snprintf(path, sizeof path, "/dev/shm%s", deg_name);
+  cr_assert_neq(stat(path, &st), 0, "the check created %s", path);
+  snprintf(path, sizeof path, "/dev/shm%s", deny_name);
+  cr_assert_neq(stat(path, &st), 0, "the check created %s", path);
+  cr_assert_eq(sluice_policy_open(&po, &p), SLUICE_OK, "%s", err);
+  sluice_policy_close(p);
 }
 
 /* ------------------------------------------------ on a real Redis --- */

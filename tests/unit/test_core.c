@@ -6,6 +6,7 @@
 ** parameters, key and hash-tag validation.
 */
 #include <limits.h>
+#include <sys/stat.h>
 
 #include "unit.h"
 
@@ -252,6 +253,39 @@ Test(limiter, open_failures_leave_out_null) {
     cr_assert_eq(strlen(small), 7);
   }
   sluice_limiter_close(NULL);
+}
+
+/* The check a configuration test (nginx -t) makes: what open would refuse
+** for the string itself, with open's words, and nothing opened. */
+Test(limiter, store_check_refuses_what_open_refuses_by_its_words) {
+  static const char *bad[] = {"nosuchbackend", "nosuchbackend:x=1",
+                              "a-backend-name-that-is-far-too-long-to-be-real",
+                              "shm:name=/x;capacty=10", "shm:name=/x;name=/y",
+                              "lmdb:pth=/tmp/x", "mem:nokey=1"};
+  static const char *good[] = {NULL, "mem", "mem:", "shm:name=/no-such-seg",
+                               "lmdb:path=/no/such/dir",
+                               "redis:nodes=127.0.0.1:1",
+                               "redis://127.0.0.1:1"};
+  char err[256], err2[256];
+  size_t i;
+  for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    sluice_limiter_options o;
+    sluice_limiter *l = NULL;
+    memset(&o, 0, sizeof o);
+    o.store = bad[i];
+    cr_assert_eq(sluice_store_check(bad[i], err, sizeof err), SLUICE_EINVAL,
+                 "%s", bad[i]);
+    cr_assert_eq(sluice_limiter_open2(&o, &l, err2, sizeof err2),
+                 SLUICE_EINVAL, "%s", bad[i]);
+    cr_assert_str_eq(err, err2, "%s: the same words as open", bad[i]);
+  }
+  for (i = 0; i < sizeof good / sizeof good[0]; i++)
+    cr_assert_eq(sluice_store_check(good[i], err, sizeof err), SLUICE_OK,
+                 "%s: %s", good[i] ? good[i] : "NULL", err);
+  {
+    struct stat st;
+    cr_assert_neq(stat("/no/such/dir", &st), 0, "the check created nothing");
+  }
 }
 
 Test(limiter, defaults_and_introspection) {
