@@ -302,8 +302,7 @@ static int mem_apply_locked(mem_store *m, const sluice_job *job,
   sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
   int64_t exp[SLUICE_PROGRAM_KEYS];
   long at[SLUICE_PROGRAM_KEYS];
-  size_t need[NSHARD];
-  int i, rc, nnew = 0, inserted = 0, n = job->nkeys;
+  int i, rc, nnew = 0, inserted = 0, moved = 0, n = job->nkeys;
 
   if (n < 1) /* mem_job() checked; this tells the compiler in[] is set */
     return SLUICE_EINVAL;
@@ -319,36 +318,48 @@ static int mem_apply_locked(mem_store *m, const sluice_job *job,
   if (rc != SLUICE_OK)
     return rc;
   /* Everything that can fail happens before the first write. */
-  memset(need, 0, sizeof need);
   for (i = 0; i < n; i++) {
     exp[i] = sluice_job_expiry(job, i, &out[i]);
-    if (at[i] < 0 && exp[i] > now) {
-      need[shard_of(&f[i])]++;
-      nnew++;
-    }
+    nnew += at[i] < 0 && exp[i] > now;
   }
   if (nnew > 0 && claim_keys(m, nnew) != SLUICE_OK)
     return SLUICE_EFULL;
-  for (i = 0; i < n; i++) {
+  /* Room for each shard's new records, once per shard: the first key of a
+  ** shard counts every new one of that shard. */
+  for (i = 0; nnew > 0 && i < n; i++) {
     unsigned s = shard_of(&f[i]);
-    if (need[s] > 0) {
-      rc = reserve(m, &m->shards[s], need[s], now);
+    size_t need = 0;
+    int k, seen = 0;
+    for (k = 0; k < i && !seen; k++)
+      seen = shard_of(&f[k]) == s;
+    for (k = i; !seen && k < n; k++)
+      need += shard_of(&f[k]) == s && at[k] < 0 && exp[k] > now;
+    if (need > 0) {
+      /* reserve() rebuilds, moving slots, exactly when they do not fit. */
+      moved |= (m->shards[s].used + need) * 4 > m->shards[s].cap * 3;
+      rc = reserve(m, &m->shards[s], need, now);
       if (rc != SLUICE_OK) {
         atomic_fetch_sub_explicit(&m->count, nnew, memory_order_relaxed);
         return rc;
       }
-      need[s] = 0;
     }
   }
-  /* Slots may have moved (rebuilds, deletions): find each key again; the
-  ** lines are in cache by now. */
   for (i = 0; i < n; i++) {
     shard *sh = &m->shards[shard_of(&f[i])];
     size_t ins = 0;
-    long j = find(sh, &f[i], &ins);
+    long j;
+    /* An absent record that stays absent is left alone. */
+    if (at[i] < 0 && exp[i] <= now)
+      continue;
+    /* A new key needs its empty slot; after a rebuild or a deletion
+    ** (which shifts its neighbours) every key is found again.  The lines
+    ** are in cache by now. */
+    j = moved || at[i] < 0 ? find(sh, &f[i], &ins) : at[i];
     if (exp[i] <= now) {
-      if (j >= 0)
+      if (j >= 0) {
         remove_at(m, sh, (size_t)j);
+        moved = 1;
+      }
       continue;
     }
     if (j < 0) {
