@@ -130,6 +130,7 @@ static int load_keys(const char *path) {
       snprintf(k->tier, sizeof k->tier, "%s", fld[2]);
       snprintf(k->client_id, sizeof k->client_id, "%s", fld[3]);
       snprintf(k->client_secret, sizeof k->client_secret, "%s", fld[4]);
+      k->line = lineno;
     }
   }
   fclose(f);
@@ -140,6 +141,35 @@ static int load_keys(const char *path) {
   return 0;
 }
 
+/* Every key must be usable as written: its tier one of the policy's (else
+** each of its requests is refused 400, the client blamed), the key not
+** shaped like an access token, key and client id given once (else one of
+** the two lines is silently dead). */
+static int check_keys(const sluice_policy_config *cfg, const char *path) {
+  int i, j, t;
+  for (i = 0; i < S.nkeys; i++) {
+    const api_key *k = &S.keys[i];
+    char why[160] = "";
+    for (t = 0; t < cfg->ntiers && strcmp(cfg->tiers[t].name, k->tier); t++)
+      ;
+    if (t == cfg->ntiers)
+      snprintf(why, sizeof why, "tier '%s' is not in the policy (--config)",
+               k->tier);
+    else if (!strncmp(k->key, "at_", 3))
+      snprintf(why, sizeof why, "api_key starts with at_ (access tokens)");
+    for (j = 0; !why[0] && j < i; j++)
+      if (!strcmp(S.keys[j].key, k->key) ||
+          !strcmp(S.keys[j].client_id, k->client_id))
+        snprintf(why, sizeof why, "api_key or client_id of line %d again",
+                 S.keys[j].line);
+    if (why[0]) {
+      fprintf(stderr, "ledger-api: --keys %s:%d: %s\n",
+              path ? path : "(demo keys)", k->line, why);
+      return -1;
+    }
+  }
+  return 0;
+}
 
 /* ------------------------------------------------------- processes --- */
 
@@ -472,15 +502,21 @@ int main(int argc, char **argv) {
   }
   if (sluice_random_bytes(S.hash_key, 16) != SLUICE_OK)
     return EX_RUNTIME;
-  /* Check the configuration now, so a typo is reported once, by name. */
-  if (S.config_path) {
+  /* Check the configuration now, so a typo is reported once, by name;
+  ** and the keys against it. */
+  {
     sluice_policy_config cfg;
-    char err[256];
-    int rc = sluice_policy_config_load(S.config_path, &cfg, err, sizeof err);
+    char err[256] = "";
+    int rc = S.config_path ? sluice_policy_config_load(S.config_path, &cfg,
+                                                       err, sizeof err)
+                           : sluice_policy_config_defaults(&cfg);
     if (rc != SLUICE_OK) {
-      fprintf(stderr, "ledger-api: --config %s: %s\n", S.config_path, err);
+      fprintf(stderr, "ledger-api: --config %s: %s\n",
+              S.config_path ? S.config_path : "(defaults)", err);
       return EX_USAGE_;
     }
+    if (check_keys(&cfg, keys_path))
+      return EX_USAGE_;
   }
   if (!strcmp(S.store, "shm")) {
     S.shm_fd = memfd_create("ledger-api-sluice", 0);
@@ -546,15 +582,18 @@ int main(int argc, char **argv) {
     lo.flags = SLUICE_OPEN_CREATE;
     rc = sluice_limiter_open2(&lo, &probe, err, sizeof err);
     sluice_limiter_close(probe);
-    if (rc == SLUICE_EINVAL || rc == SLUICE_ENOTSUP) {
-      fprintf(stderr, "ledger-api: --store %s: %s%s%s\n", S.store,
-              sluice_strerror(rc), err[0] ? ": " : "", err);
-      return EX_USAGE_;
+    if (rc != SLUICE_OK) {
+      /* Only Redis comes back by itself.  shm and lmdb are on this host:
+      ** one that does not open now (a missing directory) never will, and
+      ** serving degraded would fail reconcile, export and auth for good. */
+      int bad_uri = rc == SLUICE_EINVAL || rc == SLUICE_ENOTSUP;
+      int later = !bad_uri && !strncmp(S.store_uri, "redis", 5);
+      fprintf(stderr, "ledger-api: --store %s: %s%s%s%s\n", S.store,
+              sluice_strerror(rc), err[0] ? ": " : "", err,
+              later ? "; serving degraded until it opens" : "");
+      if (!later)
+        return bad_uri ? EX_USAGE_ : EX_RUNTIME;
     }
-    if (rc != SLUICE_OK)
-      fprintf(stderr, "ledger-api: --store %s: %s%s%s; serving degraded "
-                      "until it opens\n", S.store, sluice_strerror(rc),
-              err[0] ? ": " : "", err);
   }
   /* The master's own store handle (job completion).  lmdb handles must
   ** not cross fork(): the master reopens after forking. */

@@ -109,6 +109,7 @@ typedef struct shared {
 typedef struct api_key {
   char key[ID_MAX + 1], tenant[ID_MAX + 1], tier[SLUICE_POLICY_NAME_MAX + 1];
   char client_id[ID_MAX + 1], client_secret[ID_MAX + 1];
+  int line; /* in --keys (0: a demo key) */
 } api_key;
 
 #define MAX_KEYS 256
@@ -155,6 +156,7 @@ enum { IDEM_NEW, IDEM_REPLAY, IDEM_BUSY, IDEM_MISMATCH, IDEM_FULL };
 
 #define TOKEN_TTL_S 3600 /* access tokens */
 #define PROBLEM_BASE "https://api.example.com/errors/"
+#define UNAVAILABLE_RETRY_S "15" /* Retry-After of our own 503s */
 
 extern server S;
 

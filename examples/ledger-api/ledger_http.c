@@ -90,10 +90,13 @@ static enum MHD_Result send_raw(struct MHD_Connection *c, int status,
   return ret;
 }
 
-/* A problem the server decides itself (400, 401, 404, 405, 413). */
-enum MHD_Result problem(struct MHD_Connection *c, int status,
-                               const char *type, const char *title,
-                               const char *detail, const char *instance) {
+/* A problem the server decides itself (400, 401, 404, 405, 413, 503),
+** with one header the status requires (`hname` NULL: none). */
+static enum MHD_Result problem_h(struct MHD_Connection *c, int status,
+                                 const char *type, const char *title,
+                                 const char *detail, const char *instance,
+                                 const char *hname, const char *hvalue) {
+  sluice_http_header h = {.name = hname, .value = hvalue};
   char inst[512];
   json_t *o;
   utf8_escape(instance ? instance : "/", inst, sizeof inst);
@@ -104,9 +107,34 @@ enum MHD_Result problem(struct MHD_Connection *c, int status,
   json_decref(o);
   if (!txt)
     return MHD_NO;
-  r = send_raw(c, status, "application/problem+json", txt, NULL, 0, NULL);
+  r = send_raw(c, status, "application/problem+json", txt, &h, hname ? 1 : 0,
+               NULL);
   free(txt);
   return r;
+}
+
+enum MHD_Result problem(struct MHD_Connection *c, int status,
+                               const char *type, const char *title,
+                               const char *detail, const char *instance) {
+  return problem_h(c, status, type, title, detail, instance, NULL, NULL);
+}
+
+/* 405 names the methods the resource has (RFC 9110 section 15.5.6: the
+** Allow header is required). */
+static enum MHD_Result not_allowed(struct MHD_Connection *c, const char *allow,
+                                   const char *url) {
+  char detail[64];
+  snprintf(detail, sizeof detail, "allowed: %s", allow);
+  return problem_h(c, 405, PROBLEM_BASE "method-not-allowed",
+                   "Method Not Allowed", detail, url, "Allow", allow);
+}
+
+/* 503 for a table of the service's own that is full: Retry-After as the
+** policy's fail-closed 503 has it, so a client waits as it would there. */
+static enum MHD_Result unavailable(struct MHD_Connection *c, const char *type,
+                                   const char *detail, const char *url) {
+  return problem_h(c, 503, type, "Service Unavailable", detail, url,
+                   "Retry-After", UNAVAILABLE_RETRY_S);
 }
 
 /* A refused heavy request names the job the client should poll instead
@@ -255,10 +283,9 @@ static enum MHD_Result idem_refusal(struct MHD_Connection *c, int rc,
     return problem(c, 409, PROBLEM_BASE "idempotency-key-in-use", "Conflict",
                    "a request with this Idempotency-Key is still being "
                    "processed; retry later", url);
-  return problem(c, 503, PROBLEM_BASE "idempotency-table-full",
-                 "Service Unavailable",
-                 "the request cannot be recorded for idempotent retries, so "
-                 "it was not applied; retry later", url);
+  return unavailable(c, PROBLEM_BASE "idempotency-table-full",
+                     "the request cannot be recorded for idempotent retries, "
+                     "so it was not applied; retry later", url);
 }
 
 /* Parse YYYY-MM-DD into ns since the epoch. */
@@ -392,15 +419,21 @@ static enum MHD_Result handle_auth(struct MHD_Connection *c, const char *url,
     json_decref(body);
     return ret;
   }
-  if (!ok) {
+  /* The policy's refusal is the answer to good credentials (no token), and
+  ** to a failure the store could not count (auth fails closed: a 401 would
+  ** let guesses go on, uncounted, while a full store takes no failures).
+  ** A failure that trips a box is still a 401: the next attempt meets it. */
+  if (!d.allowed && (ok || d.outcome == SLUICE_OUTCOME_UNAVAILABLE)) {
+    ret = answer(c, &rq, &d, 200, NULL, NULL);
+  } else if (!ok) {
     ret = problem(c, 401, PROBLEM_BASE "invalid-client", "Unauthorized",
                   "invalid client credentials", url);
   } else {
     char tok[40], *txt;
     if (token_issue(k, tok, sizeof tok) != 0) {
       json_decref(body);
-      return problem(c, 503, PROBLEM_BASE "service-unavailable",
-                     "Service Unavailable", "cannot issue a token now", url);
+      return unavailable(c, PROBLEM_BASE "service-unavailable",
+                         "cannot issue a token now", url);
     }
     txt = dumps(json_pack("{s:s, s:s, s:i}", "access_token", tok,
                           "token_type", "Bearer", "expires_in", TOKEN_TTL_S));
@@ -560,8 +593,8 @@ static enum MHD_Result handle_heavy(struct MHD_Connection *c, const char *url,
       sluice_policy_release_lease(S.pol, rq, d.lease_id);
     if (is_rec)
       idem_abandon(slot);
-    return problem(c, 503, PROBLEM_BASE "service-unavailable",
-                   "Service Unavailable", "job table full", url);
+    return unavailable(c, PROBLEM_BASE "service-unavailable", "job table full",
+                       url);
   }
   if (is_rec)
     idem_done(slot, (int64_t)seq, 0);
@@ -628,8 +661,8 @@ static enum MHD_Result post_entry(struct MHD_Connection *c, const char *url,
   } else {
     if (!(l = ledger_find(k->tenant, ledger, 1))) {
       idem_abandon(slot);
-      return problem(c, 503, PROBLEM_BASE "service-unavailable",
-                     "Service Unavailable", "ledger table full", url);
+      return unavailable(c, PROBLEM_BASE "service-unavailable",
+                         "ledger table full", url);
     }
     if (balance_add(l, (int64_t)amount) != 0) {
       idem_abandon(slot);
@@ -672,11 +705,9 @@ static enum MHD_Result handle_ledger(struct MHD_Connection *c, const char *url,
     return problem(c, 400, PROBLEM_BASE "bad-request", "Bad Request",
                    "ledger id: 1-64 of [A-Za-z0-9._-]", url);
   if (post && !entries)
-    return problem(c, 405, PROBLEM_BASE "method-not-allowed",
-                   "Method Not Allowed", "POST the entries collection", url);
+    return not_allowed(c, "GET", url);
   if (strcmp(method, "GET") && !post)
-    return problem(c, 405, PROBLEM_BASE "method-not-allowed",
-                   "Method Not Allowed", "GET or POST", url);
+    return not_allowed(c, entries ? "GET, POST" : "GET", url);
   if (post)
     return post_entry(c, url, k, rq, rc, ledger);
   if ((r = sluice_policy_decide(S.pol, rq, &d)) != SLUICE_OK)
@@ -736,7 +767,9 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
     return MHD_YES;
   }
   client_ip(c, ip, sizeof ip);
-  if (!strcmp(url, "/metrics") && !strcmp(method, "GET")) {
+  if (!strcmp(url, "/metrics") && strcmp(method, "GET"))
+    return not_allowed(c, "GET", url);
+  if (!strcmp(url, "/metrics")) {
     size_t need = 0;
     char *buf;
     enum MHD_Result ret;
@@ -759,8 +792,7 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
   }
   if (!strcmp(url, "/v1/auth/token")) {
     if (strcmp(method, "POST"))
-      return problem(c, 405, PROBLEM_BASE "method-not-allowed",
-                     "Method Not Allowed", "POST only", url);
+      return not_allowed(c, "POST", url);
     return handle_auth(c, url, rc, ip);
   }
   if (strncmp(url, "/v1/", 4) != 0)
@@ -768,8 +800,9 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
                    "no such resource", url);
   k = authenticate(c);
   if (!k)
-    return problem(c, 401, PROBLEM_BASE "unauthorized", "Unauthorized",
-                   "send an API key: Authorization: Bearer KEY", url);
+    return problem_h(c, 401, PROBLEM_BASE "unauthorized", "Unauthorized",
+                     "send an API key: Authorization: Bearer KEY", url,
+                     "WWW-Authenticate", "Bearer");
   memset(&rq, 0, sizeof rq);
   rq.tenant_id = k->tenant;
   rq.api_key_id = k->key;
@@ -779,22 +812,19 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
   rq.client_ip = ip;
   if (!strcmp(url, "/v1/ledgers/reconcile")) {
     if (strcmp(method, "POST"))
-      return problem(c, 405, PROBLEM_BASE "method-not-allowed",
-                     "Method Not Allowed", "POST only", url);
+      return not_allowed(c, "POST", url);
     rq.endpoint_class = SLUICE_EP_RECONCILE;
     return handle_heavy(c, url, k, &rq, rc);
   }
   if (!strcmp(url, "/v1/reports/audit-export")) {
     if (strcmp(method, "GET"))
-      return problem(c, 405, PROBLEM_BASE "method-not-allowed",
-                     "Method Not Allowed", "GET only", url);
+      return not_allowed(c, "GET", url);
     rq.endpoint_class = SLUICE_EP_EXPORT;
     return handle_heavy(c, url, k, &rq, rc);
   }
   if (!strncmp(url, "/v1/jobs/", 9)) {
     if (strcmp(method, "GET"))
-      return problem(c, 405, PROBLEM_BASE "method-not-allowed",
-                     "Method Not Allowed", "GET only", url);
+      return not_allowed(c, "GET", url);
     return handle_job(c, url, k, &rq);
   }
   if (!strncmp(url, "/v1/ledgers/", 12)) {

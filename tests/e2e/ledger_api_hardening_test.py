@@ -302,6 +302,52 @@ def test_store():
     check("store: no 'stopping' in the log", False, "stopping" in log)
 
 
+# ----------------------------------------------------------------- full --
+def test_full():
+    # A store full of live records (the smallest shm store: 1,024 slots)
+    # takes no more auth failures.  Auth fails closed: a failure it could
+    # not count is a 503, not a 401 that lets guessing go on uncounted.
+    shm = f"/sluice-e2e-full-{os.getpid()}"
+    srv = Server("--trust-forwarded", store=f"shm:name={shm};capacity=16",
+                 workers=1)
+    try:
+        p = srv.port
+        c = http.client.HTTPConnection("127.0.0.1", p, timeout=30)
+        full = False
+        for i in range(3000):  # two records per failure (subject, IP)
+            c.request("POST", "/v1/auth/token",
+                      body=f"client_id=cli_f{i}&client_secret=x",
+                      headers={"X-Forwarded-For": f"10.8.{i // 256}.{i % 256}",
+                               "Content-Type":
+                               "application/x-www-form-urlencoded"})
+            r = c.getresponse()
+            r.read()
+            if r.status != 401:
+                full = r.status
+                break
+        c.close()
+        check("full: a failure the full store cannot count: 503", 503, full)
+        got = set()
+        for _ in range(8):
+            st, h, b = req(p, "POST", "/v1/auth/token",
+                           {"X-Forwarded-For": "10.9.0.1", "Content-Type":
+                            "application/x-www-form-urlencoded"},
+                           "client_id=cli_recon&client_secret=wrong")
+            got.add((st, h.get("retry-after") is not None,
+                     h.get("content-type"),
+                     b.get("type") if isinstance(b, dict) else b))
+        check("full: uncounted failures fail closed, problem+json with "
+              "Retry-After",
+              {(503, True, "application/problem+json",
+                "https://api.example.com/errors/service-unavailable")}, got)
+    finally:
+        srv.stop()
+        try:
+            os.unlink("/dev/shm" + shm)
+        except OSError:
+            pass
+
+
 # ----------------------------------------------------------------- idem --
 def test_idem():
     # The default table keeps 9,000 distinct keys (the old one lost records
@@ -341,12 +387,17 @@ def test_idem():
         st, _, b = post_entry(p, "i2", "k-1", 5)
         check("idem: same key, another ledger: 422", 422, st)
         created = refused = 0
+        retry_after = set()
         for i in range(100):
-            st = post_entry(p, "fill", f"f-{i}", 1)[0]
+            st, h, _ = post_entry(p, "fill", f"f-{i}", 1)
             created += st == 201
             refused += st == 503
+            if st == 503:
+                retry_after.add(h.get("retry-after"))
         check("idem: a full table refuses (503) what it cannot record",
               (True, 100), (refused > 0, created + refused))
+        check("idem: its 503 says when to retry (Retry-After)", {"15"},
+              retry_after)
         again = [post_entry(p, "fill", f"f-{i}", 1)[0] for i in range(100)]
         check("idem: retrying all 100 creates nothing", 0, again.count(201))
         st, _, b = req(p, "GET", "/v1/ledgers/fill/entries", ENT)
@@ -734,7 +785,8 @@ def test_webhook():
 for name, fn in [("webhook", test_webhook), ("http", test_http), ("input", test_input),
                  ("token", test_token), ("realip", test_realip),
                  ("reconcile", test_reconcile), ("idem", test_idem),
-                 ("slow", test_slow), ("store", test_store)]:
+                 ("slow", test_slow), ("store", test_store),
+                 ("full", test_full)]:
     if section(name):
         try:
             fn()

@@ -96,6 +96,14 @@ run_outage() { # store
 }
 
 run_store lmdb "lmdb:path=$tmp/lmdb"
+# An lmdb directory that cannot be made will not appear by itself: a store
+# failure at start (exit 3), not a service degraded for good.
+timeout 20 "$API" --port 0 --store "lmdb:path=$tmp/no/such/dir" \
+  >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "lmdb: a path that cannot be made: exit 3" "3 no" \
+  "$rc $(grep -q '^listening' "$tmp/out" && echo yes || echo no)"
+check "lmdb: a path that cannot be made: named" yes \
+  "$(grep -q -- "--store lmdb:path=$tmp/no/such/dir" "$tmp/err" && echo yes || echo no)"
 if command -v redis-server >/dev/null; then
   for try in 1 2 3 4 5; do
     rport=$((20000 + RANDOM % 20000))

@@ -82,8 +82,39 @@ req GET /v1/ledgers/main/entries
 check "no key: status" 401 "$st"
 check "no key: content type" "application/problem+json" "$(hdr Content-Type)"
 check "no key: problem type" "https://api.example.com/errors/unauthorized" "$(jget type)"
+# RFC 9110 section 11.6.1: a 401 names its scheme.
+check "no key: WWW-Authenticate" Bearer "$(hdr WWW-Authenticate)"
 req GET /nope -H 'Authorization: Bearer sk_recon'
 check "unknown path" 404 "$st"
+# RFC 9110 section 15.5.6: a 405 lists the methods the resource has.
+req DELETE /v1/ledgers/main/entries -H 'Authorization: Bearer sk_recon'
+check "DELETE entries: 405" 405 "$st"
+check "DELETE entries: Allow" "GET, POST" "$(hdr Allow)"
+check "DELETE entries: problem" application/problem+json "$(hdr Content-Type)"
+req POST /v1/ledgers/main -H 'Authorization: Bearer sk_recon' -d '{}'
+check "POST a ledger: Allow" "405 GET" "$st $(hdr Allow)"
+req GET /v1/ledgers/reconcile -H 'Authorization: Bearer sk_recon'
+check "GET reconcile: Allow" "405 POST" "$st $(hdr Allow)"
+req POST /metrics -d ''
+check "POST /metrics: Allow" "405 GET" "$st $(hdr Allow)"
+
+# --------------------------------------------------- the command line --
+# Checked before anything starts: usage errors exit 2 at once.
+for bad in "--port= 8" "--port=+8" "--workers=2 " "--port=" "--job-ms=-0"; do
+  timeout 10 "$API" "$bad" >/dev/null 2>"$tmp/e"; rc=$?
+  check "option '$bad': usage error" "2 yes" \
+    "$rc $(grep -q 'expected an integer' "$tmp/e" && echo yes || echo no)"
+done
+# A key that could never be served is refused at start, by line: a tier
+# the policy has not (every request of it would be a 400), a key twice.
+printf 'sk_x,t,sandbox,cli_x,s\nsk_y,t,platinum,cli_y,s\n' > "$tmp/k1.csv"
+printf 'sk_x,t,sandbox,cli_x,s\nsk_x,u,growth,cli_z,s\n' > "$tmp/k2.csv"
+for f in k1 k2; do
+  timeout 10 "$API" --port 0 --config "$HERE/e2e.conf" --keys "$tmp/$f.csv" \
+    >/dev/null 2>"$tmp/e"; rc=$?
+  check "--keys $f: usage error naming line 2" "2 yes" \
+    "$rc $(grep -q -- "--keys $tmp/$f.csv:2: " "$tmp/e" && echo yes || echo no)"
+done
 
 # ------------------------------------------- a fresh bucket: 200 headers --
 # sandbox key bucket: 50 points, 1 point per 600 s.  After one request:
