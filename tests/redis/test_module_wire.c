@@ -250,3 +250,59 @@ Test(module_wire, duplicate_keys_found) {
   cr_assert(smod_keys_distinct(2, a, l));
   cr_assert(!smod_keys_distinct(3, a, l));
 }
+
+/* Numbers outside the ranges wire.h gives are refused, never cut down to
+** something that runs: an int field beyond 32 bits (algorithm 2^32 + 1 is
+** not GCRA, a step at record 2^32 is not at record 0), a (hi, lo) half
+** out of [0, 2^32), and a least TTL so large that now + TTL overflows the
+** PXAT the module writes and replicates (a record without TTL on the
+** master, none at all on its replicas and in its AOF). */
+Test(module_wire, out_of_range_numbers_refused) {
+  static const struct {
+    int sample;
+    size_t at; /* the number changed */
+    int64_t x;
+  } bad[] = {
+      {S_GCRA, SLUICE_WIRE_ALGO, ((int64_t)1 << 32) + SLUICE_ALGO_GCRA},
+      {S_GET, SLUICE_WIRE_ALGO, (int64_t)1 << 32},
+      {S_GCRA, SLUICE_WIRE_KIND, (int64_t)1 << 32},
+      {S_GCRA, SLUICE_WIRE_MIN_TTL_MS, INT64_MAX},
+      {S_GCRA, SLUICE_WIRE_MIN_TTL_MS, SLUICE_WIRE_TTL_CAP_MS + 1},
+      {S_GCRA, SLUICE_WIRE_ID_LO, (int64_t)1 << 32},
+      {S_GCRA, SLUICE_WIRE_ID_LO, -1},
+      {S_GCRA, SLUICE_WIRE_ID_HI, (int64_t)1 << 32},
+      {S_PROGRAM, SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP_KEY,
+       ((int64_t)1 << 32) + 1},
+      {S_PROGRAM, SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP_ALGO,
+       ((int64_t)1 << 32) + SLUICE_ALGO_PENALTY},
+      {S_PROGRAM, SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP_ID_LO, -1},
+  };
+  smod_call c;
+  enc e;
+  const char *why;
+  size_t i;
+  for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int nk = sample(bad[i].sample, &e);
+    smod_put64(e.b + 8 * bad[i].at, bad[i].x);
+    why = NULL;
+    cr_assert_neq(smod_decode(&c, e.b, e.n, nk, &why), SLUICE_OK,
+                  "case %zu: number %zu = %lld decodes", i, bad[i].at,
+                  (long long)bad[i].x);
+    cr_assert(why, "case %zu says why", i);
+  }
+  /* The test clock's halves: lo 2^32 - 1 is in range, 2^32 and -1 not. */
+  sample(S_GCRA, &e);
+  smod_put64(e.b + 8 * SLUICE_WIRE_NOW_HI, 1);
+  smod_put64(e.b + 8 * SLUICE_WIRE_NOW_LO, (int64_t)UINT32_MAX);
+  cr_assert_eq(smod_decode(&c, e.b, e.n, 1, &why), SLUICE_OK, "%s", why);
+  smod_put64(e.b + 8 * SLUICE_WIRE_NOW_LO, (int64_t)1 << 32);
+  cr_assert_neq(smod_decode(&c, e.b, e.n, 1, &why), SLUICE_OK);
+  smod_put64(e.b + 8 * SLUICE_WIRE_NOW_LO, -1);
+  cr_assert_neq(smod_decode(&c, e.b, e.n, 1, &why), SLUICE_OK);
+  /* The store's own least TTL (a day) and a negative one (none) pass. */
+  sample(S_GCRA, &e);
+  smod_put64(e.b + 8 * SLUICE_WIRE_MIN_TTL_MS, 86400000);
+  cr_assert_eq(smod_decode(&c, e.b, e.n, 1, &why), SLUICE_OK, "%s", why);
+  smod_put64(e.b + 8 * SLUICE_WIRE_MIN_TTL_MS, -5);
+  cr_assert_eq(smod_decode(&c, e.b, e.n, 1, &why), SLUICE_OK, "%s", why);
+}

@@ -12,6 +12,7 @@
 
 #include "redis_test.h"
 #include "../common/units.h"
+#include "wire.h" /* backends/redis/wire.h */
 
 static redisContext *raw(int port) {
   struct timeval tv = {10, 0};
@@ -388,4 +389,140 @@ Test(module, aof_reload_keeps_the_records, .timeout = 120) {
   raw_text(c, out, sizeof out, "CONFIG SET appendonly no");
   redisFree(c);
   sluice_store_close(s);
+}
+
+/* ------------------------------------------------- hostile callers --- */
+
+/* A call's numbers: the header (the server's clock unless nh >= 0), then
+** one GCRA bucket; its length in bytes. */
+static size_t hostile_nums(unsigned char *b, int64_t algo, int64_t nh,
+                           int64_t nl, int64_t min_ttl_ms) {
+  const int64_t x[SLUICE_WIRE_BATCH_MEMBER] = {
+      algo, SLUICE_OP_CONSUME, nh, nl, 1, 0, 7, min_ttl_ms, 10, SEC, 10};
+  int i;
+  for (i = 0; i < SLUICE_WIRE_BATCH_MEMBER; i++) {
+    uint64_t u = (uint64_t)x[i];
+    int k;
+    for (k = 0; k < 8; k++)
+      b[8 * i + k] = (unsigned char)(u >> (8 * k));
+  }
+  return 8 * SLUICE_WIRE_BATCH_MEMBER;
+}
+
+/* What a key holds, for "left unchanged": TYPE, its value if a string,
+** PEXPIRETIME. */
+static void key_state(redisContext *c, const char *key, char *out, size_t n) {
+  char type[32], val[64], exp[32];
+  raw_text(c, type, sizeof type, "TYPE %s", key);
+  if (strcmp(type, "string") == 0)
+    raw_text(c, val, sizeof val, "GET %s", key);
+  else
+    val[0] = '\0';
+  raw_text(c, exp, sizeof exp, "PEXPIRETIME %s", key);
+  snprintf(out, n, "%s|%s|%s", type, val, exp);
+}
+
+/* The keys of the hostile calls, and their numbers. */
+enum { H_LIST, H_HASH, H_STR, H_REC, H_NONE, H_NK };
+enum { N_OK, N_CUT, N_JUNK, N_TTL, N_TTL_CLOCK, N_ALGO, N_LO, N_NONE };
+
+/* A caller sharing the server can send anything: each call here answers
+** an error, the server stays up, and no key changes.  Among them, numbers
+** outside wire.h's ranges that the module used to cut down and run: a
+** least TTL so large that now + TTL overflowed (the record stayed without
+** TTL on the master, and its replicated SET ... PXAT was refused by every
+** replica and by an AOF replay), an algorithm of 2^32 + 1 run as GCRA. */
+Test(module, hostile_calls_answer_errors) {
+  static const char *const keys[H_NK] = {"{h}list", "{h}hash", "{h}str",
+                                         "{h}rec", "{h}none"};
+  /* what, command, numkeys, keys (-1 ends), numbers */
+  static const struct {
+    const char *what, *cmd, *nk;
+    int key[3], nums;
+  } calls[] = {
+      {"no arguments", "SLUICE.RUN", NULL, {-1}, N_NONE},
+      {"numkeys not a number", "SLUICE.RUN", "x", {H_NONE, -1}, N_OK},
+      {"more keys than arguments", "SLUICE.BATCH", "3", {H_NONE, -1}, N_OK},
+      {"numbers not a multiple of 8 bytes", "SLUICE.RUN", "1",
+       {H_NONE, -1}, N_CUT},
+      {"binary junk", "SLUICE.RUN", "1", {H_NONE, -1}, N_JUNK},
+      {"a list", "SLUICE.RUN", "1", {H_LIST, -1}, N_OK},
+      {"a hash", "SLUICE.RUN", "1", {H_HASH, -1}, N_OK},
+      {"a string not a record", "SLUICE.BATCH", "1", {H_STR, -1}, N_OK},
+      {"a key twice", "SLUICE.RUN", "2", {H_REC, H_REC, -1}, N_OK},
+      {"least TTL INT64_MAX", "SLUICE.RUN", "1", {H_NONE, -1}, N_TTL},
+      {"least TTL INT64_MAX, test clock, in a batch", "SLUICE.BATCH", "1",
+       {H_NONE, -1}, N_TTL_CLOCK},
+      {"algorithm 2^32 + 1", "SLUICE.RUN", "1", {H_NONE, -1}, N_ALGO},
+      {"test clock lo 2^32", "SLUICE.RUN", "1", {H_NONE, -1}, N_LO},
+      {"junk from a script", "EVAL", NULL, {H_NONE, -1}, N_JUNK},
+  };
+  static const char script[] =
+      "return redis.call('SLUICE.RUN', '1', KEYS[1], ARGV[1])";
+  unsigned char nums[N_NONE][128];
+  size_t len[N_NONE];
+  char before[H_NK][160], after[160], out[256];
+  redisContext *c;
+  size_t i;
+  int k;
+  if (rt_is_cluster() || !getenv("SLUICE_REDIS_MODULE"))
+    cr_skip_test("needs a single server with the module");
+  len[N_OK] = hostile_nums(nums[N_OK], SLUICE_ALGO_GCRA, -1, 0, 0);
+  len[N_CUT] = hostile_nums(nums[N_CUT], SLUICE_ALGO_GCRA, -1, 0, 0) - 3;
+  len[N_JUNK] = 40;
+  memset(nums[N_JUNK], 0xff, len[N_JUNK]);
+  len[N_TTL] = hostile_nums(nums[N_TTL], SLUICE_ALGO_GCRA, -1, 0, INT64_MAX);
+  len[N_TTL_CLOCK] =
+      hostile_nums(nums[N_TTL_CLOCK], SLUICE_ALGO_GCRA, 0, 5, INT64_MAX);
+  len[N_ALGO] = hostile_nums(nums[N_ALGO],
+                             ((int64_t)1 << 32) + SLUICE_ALGO_GCRA, -1, 0, 0);
+  len[N_LO] =
+      hostile_nums(nums[N_LO], SLUICE_ALGO_GCRA, 0, (int64_t)1 << 32, 0);
+  c = raw(rt_port(0));
+  freeReplyObject(redisCommand(c, "DEL %s %s %s %s %s", keys[0], keys[1],
+                               keys[2], keys[3], keys[4]));
+  freeReplyObject(redisCommand(c, "RPUSH %s a", keys[H_LIST]));
+  freeReplyObject(redisCommand(c, "HSET %s a b", keys[H_HASH]));
+  freeReplyObject(redisCommand(c, "SET %s hello", keys[H_STR]));
+  raw_text(c, out, sizeof out, "SLUICE.RUN 1 %s %b", keys[H_REC], nums[N_OK],
+           len[N_OK]);
+  cr_assert(*out && strncmp(out, "SLUICE", 6) != 0, "a record made: %s", out);
+  for (k = 0; k < H_NK; k++)
+    key_state(c, keys[k], before[k], sizeof before[k]);
+  for (i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+    const char *argv[8];
+    size_t argl[8];
+    int argc = 0;
+    redisReply *r, *e;
+#define ARG(p, n) (argv[argc] = (const char *)(p), argl[argc++] = (n))
+    ARG(calls[i].cmd, strlen(calls[i].cmd));
+    if (strcmp(calls[i].cmd, "EVAL") == 0) {
+      ARG(script, strlen(script));
+      ARG("1", 1);
+    } else if (calls[i].nk) {
+      ARG(calls[i].nk, strlen(calls[i].nk));
+    }
+    for (k = 0; calls[i].nk && calls[i].key[k] >= 0; k++)
+      ARG(keys[calls[i].key[k]], strlen(keys[calls[i].key[k]]));
+    if (!calls[i].nk && calls[i].key[0] >= 0)
+      ARG(keys[calls[i].key[0]], strlen(keys[calls[i].key[0]]));
+    if (calls[i].nums != N_NONE)
+      ARG(nums[calls[i].nums], len[calls[i].nums]);
+#undef ARG
+    r = redisCommandArgv(c, argc, argv, argl);
+    cr_assert(r, "%s: the connection holds (%s)", calls[i].what, c->errstr);
+    /* A batch answers an array of one error per member. */
+    e = r->type == REDIS_REPLY_ARRAY && r->elements == 1 ? r->element[0] : r;
+    cr_assert_eq(e->type, REDIS_REPLY_ERROR, "%s: an error reply (type %d)",
+                 calls[i].what, e->type);
+    freeReplyObject(r);
+    raw_text(c, out, sizeof out, "PING");
+    cr_assert_str_eq(out, "PONG", "%s: the server answers", calls[i].what);
+    for (k = 0; k < H_NK; k++) {
+      key_state(c, keys[k], after, sizeof after);
+      cr_assert_str_eq(after, before[k], "%s: %s unchanged", calls[i].what,
+                       keys[k]);
+    }
+  }
+  redisFree(c);
 }

@@ -1,6 +1,7 @@
 /*
 ** The script's argument and reply encoding, for the module (rm_wire.h).
 */
+#include <limits.h>
 #include <string.h>
 
 #include "rm_wire.h"
@@ -73,10 +74,27 @@ static uint64_t id_of(int64_t hi, int64_t lo) {
   return (uint64_t)hi << 32 | ((uint64_t)lo & 0xffffffffu);
 }
 
-/* The header's numbers. */
-static void get_header(smod_call *c, const unsigned char *a) {
+/* A number the script compares whole (an algorithm, a kind, a record
+** index, a guard): one beyond an int is refused, not cut to its low 32
+** bits, which would run another call than the one the script refuses. */
+static int fits_int(int64_t x) { return x >= INT_MIN && x <= INT_MAX; }
+
+/* A (hi, lo) pair of wire.h: 0 <= hi, lo < 2^32 (a time's hi < 2^31). */
+static int pair_ok(int64_t hi, int64_t lo, int64_t hi_max) {
+  return hi >= 0 && hi <= hi_max && lo >= 0 && lo <= (int64_t)UINT32_MAX;
+}
+
+/* The header's numbers; -1 when one is outside its range.  The least TTL
+** is bounded so that now + TTL cannot overflow: a write's PXAT is then a
+** valid time for the key, a replica and an AOF replay alike. */
+static int get_header(smod_call *c, const unsigned char *a) {
 #define H(f) smod_le64(a + 8 * SLUICE_WIRE_##f)
   int64_t nh = H(NOW_HI), nl = H(NOW_LO);
+  if (!fits_int(H(ALGO)) || !fits_int(H(KIND)) ||
+      (nh >= 0 && !pair_ok(nh, nl, INT32_MAX)) ||
+      !pair_ok(H(ID_HI), H(ID_LO), UINT32_MAX) ||
+      H(MIN_TTL_MS) > SLUICE_WIRE_TTL_CAP_MS)
+    return -1;
   c->algo = (int)H(ALGO);
   c->server_time = nh < 0;
   c->now = c->server_time ? 0 : (int64_t)id_of(nh, nl);
@@ -86,6 +104,22 @@ static void get_header(smod_call *c, const unsigned char *a) {
   c->op.arg = H(ARG);
   c->op.id = id_of(H(ID_HI), H(ID_LO));
 #undef H
+  return 0;
+}
+
+/* A step's int fields in range and its id a pair. */
+static int step_ok(const unsigned char *s) {
+  static const unsigned char f[] = {
+      SLUICE_WIRE_STEP_ALGO,  SLUICE_WIRE_STEP_KIND,  SLUICE_WIRE_STEP_KEY,
+      SLUICE_WIRE_STEP_NKEYS, SLUICE_WIRE_STEP_WHEN,  SLUICE_WIRE_STEP_REF,
+      SLUICE_WIRE_STEP_WHEN2, SLUICE_WIRE_STEP_REF2,  SLUICE_WIRE_STEP_FOLD,
+      SLUICE_WIRE_STEP_TTL_FROM};
+  size_t i;
+  for (i = 0; i < sizeof f; i++)
+    if (!fits_int(smod_le64(s + 8 * f[i])))
+      return 0;
+  return pair_ok(smod_le64(s + 8 * SLUICE_WIRE_STEP_ID_HI),
+                 smod_le64(s + 8 * SLUICE_WIRE_STEP_ID_LO), UINT32_MAX);
 }
 
 static int bad(const char **why, const char *msg) {
@@ -112,6 +146,8 @@ static int decode_program(smod_call *c, const unsigned char *a, size_t n,
     np = S(NPARAMS);
     if (np < 0 || (size_t)np > n - at - SLUICE_WIRE_STEP)
       return bad(why, "EINVAL malformed program");
+    if (!step_ok(s))
+      return bad(why, "EINVAL malformed program step");
     st->algo = (int)S(ALGO);
     st->kind = (int)S(KIND);
     st->key = (int)S(KEY);
@@ -147,9 +183,8 @@ static int decode_program(smod_call *c, const unsigned char *a, size_t n,
 int smod_decode(smod_call *c, const unsigned char *a, size_t n, int nkeys,
                 const char **why) {
   int rc;
-  if (nkeys < 1 || n < SLUICE_WIRE_HEADER)
+  if (nkeys < 1 || n < SLUICE_WIRE_HEADER || get_header(c, a) != 0)
     return bad(why, "EINVAL malformed arguments");
-  get_header(c, a);
   if (c->algo == SLUICE_WIRE_GET)
     return nkeys == 1 ? SLUICE_OK : bad(why, "EINVAL malformed arguments");
   if (c->algo == SLUICE_WIRE_PROGRAM)
