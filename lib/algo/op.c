@@ -24,6 +24,23 @@ void sluice_key_hashtag(const sluice_key *k, size_t *off, size_t *len) {
   }
 }
 
+/* Whether k's hash tag is the tag `tag` (len0 bytes) found at off0 > 0 of
+** another key, without searching k: a '{' at off0 - 1 with none before
+** it, the same bytes, then a '}' (the tag holds none, so that is the first
+** after the '{').  Keys made from one family of templates ("rl:{t:T}:tb",
+** "pb:{t:T}:K") pass; any other key is searched as usual. */
+static int tag_at(const sluice_key *k, const char *tag, size_t off0,
+                  size_t len0) {
+  const char *d = (const char *)k->data;
+  size_t i;
+  if (k->len < off0 + len0 + 1 || d[off0 - 1] != '{' || d[off0 + len0] != '}')
+    return 0;
+  for (i = 0; i + 1 < off0; i++)
+    if (d[i] == '{')
+      return 0;
+  return memcmp(d + off0, tag, len0) == 0;
+}
+
 int sluice__keys_check(const sluice_op *op) {
   size_t off0 = 0, len0 = 0, off, len;
   int i;
@@ -38,6 +55,9 @@ int sluice__keys_check(const sluice_op *op) {
     const sluice_key *k = &op->keys[i];
     if (!k->data || k->len == 0 || k->len > SLUICE_KEY_MAX)
       return SLUICE_EKEY;
+    if (i > 0 && off0 > 0 &&
+        tag_at(k, (const char *)op->keys[0].data + off0, off0, len0))
+      continue;
     sluice_key_hashtag(k, &off, &len);
     if (i == 0) {
       off0 = off;

@@ -86,14 +86,63 @@ static int records_check(const sluice_program *p) {
   return SLUICE_OK;
 }
 
-int sluice_program_validate(const sluice_program *p) {
-  sluice_op all;
+/* The parameter bytes step s reads: one set per record for GCRA (the
+** step's records are a group), one set otherwise. */
+static size_t step_params_len(const sluice_step *s) {
+  size_t len;
+  (void)rec_params(s, s->key, &len);
+  return s->algo == SLUICE_ALGO_GCRA ? len * (size_t)s->nkeys : len;
+}
+
+/* The shape of the last program this thread found valid: its counts, its
+** steps and their parameters, byte for byte.  Validity depends on those
+** and on the keys alone, so a program of the same bytes is valid but for
+** its keys, which are checked every time.  A caller sends the same few
+** shapes again and again with other keys (the policy: one per request
+** class), and the steps' checks are most of a validation.  Equal bytes
+** mean equal fields (padding may differ, and then it is a miss). */
+#define SHAPE_PARAMS_MAX 768
+static _Thread_local struct {
+  int nkeys, nsteps; /* nsteps 0: nothing kept */
+  sluice_step steps[SLUICE_PROGRAM_STEPS];
+  unsigned char params[SHAPE_PARAMS_MAX];
+} shape;
+
+/* p's header was checked: steps non-NULL, counts in range. */
+static int shape_same(const sluice_program *p) {
+  size_t at = 0, n;
+  int i;
+  if (shape.nsteps != p->nsteps || shape.nkeys != p->nkeys ||
+      memcmp(shape.steps, p->steps, sizeof(sluice_step) * (size_t)p->nsteps))
+    return 0;
+  /* The steps are the kept ones, so their lengths are the kept ones. */
+  for (i = 0; i < p->nsteps; i++, at += n) {
+    n = step_params_len(&p->steps[i]);
+    if (memcmp(shape.params + at, p->steps[i].params, n) != 0)
+      return 0;
+  }
+  return 1;
+}
+
+/* p is valid: keep its shape, if its parameters fit. */
+static void shape_keep(const sluice_program *p) {
+  size_t at = 0, n;
+  int i;
+  shape.nsteps = 0;
+  for (i = 0; i < p->nsteps; i++, at += n) {
+    n = step_params_len(&p->steps[i]);
+    if (n > SHAPE_PARAMS_MAX - at)
+      return;
+    memcpy(shape.params + at, p->steps[i].params, n);
+  }
+  memcpy(shape.steps, p->steps, sizeof(sluice_step) * (size_t)p->nsteps);
+  shape.nkeys = p->nkeys;
+  shape.nsteps = p->nsteps;
+}
+
+/* Everything but the keys. */
+static int shape_check(const sluice_program *p) {
   int i, rc;
-  if (!p || !p->keys || !p->steps || p->nkeys < 1 ||
-      p->nkeys > SLUICE_PROGRAM_KEYS || p->nsteps < 1 ||
-      p->nsteps > SLUICE_PROGRAM_STEPS ||
-      (p->reserved[0] | p->reserved[1]) != 0) /* room for later: zero now */
-    return SLUICE_EINVAL;
   for (i = 0; i < p->nsteps; i++) {
     const sluice_step *s = &p->steps[i];
     sluice_op op;
@@ -108,9 +157,23 @@ int sluice_program_validate(const sluice_program *p) {
     if (rc != SLUICE_OK)
       return rc;
   }
-  rc = records_check(p);
-  if (rc != SLUICE_OK)
-    return rc;
+  return records_check(p);
+}
+
+int sluice_program_validate(const sluice_program *p) {
+  sluice_op all;
+  int rc;
+  if (!p || !p->keys || !p->steps || p->nkeys < 1 ||
+      p->nkeys > SLUICE_PROGRAM_KEYS || p->nsteps < 1 ||
+      p->nsteps > SLUICE_PROGRAM_STEPS ||
+      (p->reserved[0] | p->reserved[1]) != 0) /* room for later: zero now */
+    return SLUICE_EINVAL;
+  if (!shape_same(p)) {
+    rc = shape_check(p);
+    if (rc != SLUICE_OK)
+      return rc;
+    shape_keep(p);
+  }
   /* One hash tag, no key twice, across the whole record table. */
   memset(&all, 0, sizeof all);
   all.nkeys = p->nkeys;

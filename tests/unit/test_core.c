@@ -990,6 +990,46 @@ Test(keys, hashtag_rules) {
   }
 }
 
+/* The group check against its definition, on keys of braces and two
+** letters, where tags start, end and repeat anywhere: one tag for all (by
+** sluice_key_hashtag), no key twice. */
+Test(keys, group_check_agrees_with_the_tag_rules) {
+  static const char alphabet[] = "{}ab";
+  rng r = {0x7a6};
+  int trial, agree_ok = 0;
+  for (trial = 0; trial < 200000; trial++) {
+    char buf[4][10];
+    sluice_key ks[4];
+    sluice_op op;
+    size_t off[4], len[4];
+    int n = (int)rng_range(&r, 2, 4), i, j, want = SLUICE_OK;
+    for (i = 0; i < n; i++) {
+      size_t l = (size_t)rng_range(&r, 1, 9), c;
+      /* half the time the first key's start, so tags line up often */
+      size_t from = i > 0 && rng_range(&r, 0, 1) ? ks[0].len < l ? ks[0].len : l
+                                                 : 0;
+      memcpy(buf[i], buf[0], from);
+      for (c = from; c < l; c++)
+        buf[i][c] = alphabet[rng_range(&r, 0, 3)];
+      ks[i] = (sluice_key){buf[i], l};
+      sluice_key_hashtag(&ks[i], &off[i], &len[i]);
+    }
+    for (i = 1; i < n; i++) {
+      if (len[i] != len[0] || memcmp(buf[i] + off[i], buf[0] + off[0], len[0]))
+        want = SLUICE_EKEY;
+      for (j = 0; j < i; j++)
+        if (ks[i].len == ks[j].len && !memcmp(buf[i], buf[j], ks[i].len))
+          want = SLUICE_EKEY;
+    }
+    memset(&op, 0, sizeof op);
+    op.keys = ks;
+    op.nkeys = n;
+    cr_assert_eq(sluice_op_validate_keys(&op), want, "trial %d", trial);
+    agree_ok += want == SLUICE_OK;
+  }
+  cr_assert_gt(agree_ok, 1000, "the trials must include valid groups");
+}
+
 static int gcra_group_rc(const sluice_key *ks, int n) {
   sluice_gcra_params ps[SLUICE_GROUP_MAX + 1];
   sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, n, ks, ps, 1, 0};

@@ -208,6 +208,47 @@ Test(program, validation) {
   cr_assert_eq(sluice_program_validate(&p), SLUICE_EINVAL);
 }
 
+/* Validation keeps the last valid shape a thread saw and checks only the
+** keys of a program of the same bytes: no change may hide behind it. */
+Test(program, a_kept_shape_never_hides_a_change) {
+  sluice_step st[5];
+  sluice_gcra_params b[2] = {{10, SEC, 10}, {2, SEC, 2}};
+  sluice_penalty_params pp = pen;
+  sluice_program p = std_prog(st, 1);
+  sluice_key five[5], mixed[4];
+  st[1].params = b;
+  st[0].params = st[4].params = &pp;
+  cr_assert_eq(sluice_program_validate(&p), SLUICE_OK);
+  cr_assert_eq(sluice_program_validate(&p), SLUICE_OK, "the same again");
+  b[1].rate = 0; /* in place: the same pointer, other bytes */
+  cr_assert_eq(sluice_program_validate(&p), SLUICE_EINVAL);
+  b[1].rate = 2;
+  cr_assert_eq(sluice_program_validate(&p), SLUICE_OK);
+  pp.strike_threshold = 0;
+  cr_assert_eq(sluice_program_validate(&p), SLUICE_EINVAL);
+  pp = pen;
+  cr_assert_eq(sluice_program_validate(&p), SLUICE_OK);
+  /* The keys are checked every time. */
+  memcpy(mixed, std_keys, sizeof mixed);
+  mixed[3] = (sluice_key){"ra:{u}:k", 8};
+  p.keys = mixed;
+  cr_assert_eq(sluice_program_validate(&p), SLUICE_EKEY);
+  mixed[3] = mixed[0];
+  cr_assert_eq(sluice_program_validate(&p), SLUICE_EKEY, "a key twice");
+  p.keys = std_keys;
+  cr_assert_eq(sluice_program_validate(&p), SLUICE_OK);
+  /* The same steps over one record more: that record is never used. */
+  memcpy(five, std_keys, sizeof std_keys);
+  five[4] = (sluice_key){"xx:{t}:y", 8};
+  p.keys = five;
+  p.nkeys = 5;
+  cr_assert_eq(sluice_program_validate(&p), SLUICE_EINVAL);
+  p.keys = std_keys;
+  p.nkeys = 4;
+  st[1].arg = 100; /* a step's own field */
+  cr_assert_eq(sluice_program_validate(&p), SLUICE_ERANGE);
+}
+
 /* Property: with nothing denied by a gate, a program is its ops in order. */
 Test(program, equals_its_ops_in_order) {
   static const sluice_window_params w = {5, 3 * SEC};
