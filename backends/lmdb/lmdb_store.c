@@ -418,6 +418,32 @@ static int env_setup_txn(sluice_store *s, sluice_lmdb_env *e, int create,
   return SLUICE_OK;
 }
 
+/* LMDB reads its pages through a mapping of data.mdb and trusts the meta
+** page's last page number: a data file cut short (a copy that stopped, a
+** full disk during a restore, a truncate) opens without complaint, and the
+** first read past its end raises SIGBUS in the caller.  Every page up to
+** the last one a committed transaction used was written before that meta
+** page, and the file never shrinks, so a shorter file is corrupt. */
+static int check_length(sluice_store *s, MDB_env *env, const char *path) {
+  MDB_envinfo info;
+  MDB_stat st;
+  mdb_filehandle_t fd;
+  struct stat sb;
+  uint64_t need;
+  if (mdb_env_info(env, &info) != MDB_SUCCESS ||
+      mdb_env_stat(env, &st) != MDB_SUCCESS ||
+      mdb_env_get_fd(env, &fd) != MDB_SUCCESS || fstat(fd, &sb) != 0)
+    return SLUICE_OK; /* nothing to compare: the first read says */
+  need = ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
+  if ((uint64_t)sb.st_size >= need)
+    return SLUICE_OK;
+  return sluice_store_seterr(s, SLUICE_ECORRUPT, 0,
+                             "lmdb: %s/data.mdb is truncated (%lld of %llu "
+                             "bytes); left untouched",
+                             path, (long long)sb.st_size,
+                             (unsigned long long)need);
+}
+
 static int env_open(sluice_store *s, const open_args *a, int create, int rdonly,
                     const struct stat *dst, sluice_lmdb_env **out) {
   static const unsigned sync_flags[] = {0, MDB_NOMETASYNC, MDB_NOSYNC};
@@ -474,6 +500,11 @@ static int env_open(sluice_store *s, const open_args *a, int create, int rdonly,
                                  a->path);
     return sluice_store_seterr(s, sluice__lmdb_err(mrc), mrc,
                                "lmdb: open %s: %s", a->path, mdb_strerror(mrc));
+  }
+  rc = check_length(s, e->env, a->path);
+  if (rc != SLUICE_OK) {
+    env_destroy(e);
+    return rc;
   }
   /* Clear reader slots of processes that died holding a read transaction:
   ** they pin pages and would otherwise grow the file until the map fills. */

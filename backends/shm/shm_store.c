@@ -1285,10 +1285,10 @@ static uint64_t slots_for(int64_t capacity) {
 }
 
 static int sys_err(sluice_store *s, int e, const char *what, const char *obj) {
-  int rc = (e == EACCES || e == EPERM) ? SLUICE_EPERM
-           : e == ENOENT               ? SLUICE_ENOTFOUND
-           : e == ENOMEM               ? SLUICE_ENOMEM
-                                       : SLUICE_EIO;
+  int rc = (e == EACCES || e == EPERM)   ? SLUICE_EPERM
+           : e == ENOENT                 ? SLUICE_ENOTFOUND
+           : (e == ENOMEM || e == ENOSPC) ? SLUICE_ENOMEM
+                                         : SLUICE_EIO;
   return sluice_store_seterr(s, rc, e, "shm: %s %s: %s", what, obj,
                              strerror(e));
 }
@@ -1313,6 +1313,42 @@ static int wait_size(int fd, off_t want, off_t *got) {
   return 0;
 }
 
+/* A header word read through the file, not the mapping: a page of a
+** tmpfs object or a memfd is allocated on its first touch, and touching one
+** that cannot be (/dev/shm full, a memory cgroup at its limit) raises
+** SIGBUS in the caller.  Until the table is initialised its pages may be
+** holes; pread() of a hole allocates nothing.  0 when it cannot be read. */
+static uint64_t header_word(int fd, size_t off, size_t n) {
+  uint64_t w = 0;
+  if (pread(fd, &w, n, (off_t)off) != (ssize_t)n)
+    return 0;
+  return w;
+}
+
+/* Back every page of the table before it is used, so that a full /dev/shm
+** is an error here and never a SIGBUS later in whichever process touches a
+** page first.  huge_pages=1 populates through the mapping, which allocates
+** the pages as the mapping's advice says (fallocate would take 4 KiB pages
+** where huge pages are only given to advised mappings); 0 or an errno. */
+static int reserve(shm_store *t, int fd, uint64_t total, int huge_p) {
+  int e;
+#ifdef MADV_POPULATE_WRITE
+  if (huge_p) {
+    if (madvise(t->map, (size_t)total, MADV_POPULATE_WRITE) == 0)
+      return 0;
+    if (errno != EINVAL) /* EINVAL: a kernel before 5.14 */
+      return errno == EFAULT ? ENOSPC : errno; /* EFAULT: it would SIGBUS */
+  }
+#else
+  (void)t;
+  (void)huge_p;
+#endif
+  do
+    e = posix_fallocate(fd, 0, (off_t)total);
+  while (e == EINTR);
+  return e;
+}
+
 static int shm_open_store(const sluice_backend *b, const char *uri,
                           const sluice_store_config *cfg, sluice_store *s) {
   shm_store *t = (shm_store *)s;
@@ -1320,7 +1356,7 @@ static int shm_open_store(const sluice_backend *b, const char *uri,
   char path[256];
   size_t len;
   int64_t fdnum = -1, capacity = DEFAULT_CAPACITY, create_p = 0, huge_p = 0;
-  int have_cap, create, fd = -1, own_fd = 0, created = 0, rc, i;
+  int have_cap, create, init, fd = -1, own_fd = 0, created = 0, rc, i;
   off_t size = 0;
   uint64_t nslots, total;
   shm_header *h;
@@ -1426,10 +1462,20 @@ static int shm_open_store(const sluice_backend *b, const char *uri,
 
   /* One process initialises: the one that wins the claim word.  It writes
   ** every field, then publishes the magic after a store fence, so a process
-  ** that sees the magic sees a complete header. */
-  if (create && ck_pr_load_32(&h->init_claim) == 0 &&
-      ck_pr_load_64(&h->magic) == 0 &&
-      (uint64_t)size >= total && ck_pr_cas_32(&h->init_claim, 0, 1)) {
+  ** that sees the magic sees a complete header.  Every page is reserved
+  ** before that (and before the claim word's page is touched), so a table
+  ** whose magic is set never faults on a page that cannot be had. */
+  init = create && (uint64_t)size >= total &&
+         header_word(fd, offsetof(shm_header, init_claim), 4) == 0 &&
+         header_word(fd, offsetof(shm_header, magic), 8) == 0;
+  if (init) {
+    int e = reserve(t, fd, total, (int)huge_p);
+    if (e != 0) {
+      rc = sys_err(s, e, "reserve", path);
+      goto fail;
+    }
+  }
+  if (init && ck_pr_cas_32(&h->init_claim, 0, 1)) {
     h->layout = SHM_LAYOUT;
     h->state_layout = SLUICE_STATE_LAYOUT;
     h->header_bytes = HEADER_BYTES;
@@ -1454,7 +1500,7 @@ static int shm_open_store(const sluice_backend *b, const char *uri,
     have_cap = 0;
   }
   for (i = 0; i <= OPEN_WAIT_MS; i++) {
-    uint64_t mg = ck_pr_load_64(&h->magic), want;
+    uint64_t mg = header_word(fd, offsetof(shm_header, magic), 8), want;
     memcpy(&want, SHM_MAGIC, 8);
     if (mg == want)
       break;

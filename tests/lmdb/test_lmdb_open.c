@@ -300,6 +300,42 @@ Test(lmdb_open, corrupt_data_file_is_refused_and_left_alone) {
   cr_assert_eq(memcmp(junk, after, sizeof junk), 0, "data.mdb was changed");
 }
 
+/* A data file cut short (a copy that stopped, a restore onto a full disk):
+** LMDB opens it and trusts its meta page, and the first read past the end
+** of the file was a SIGBUS in the caller.  Refused at open, read-only too,
+** and the file is left as it is. */
+Test(lmdb_open, truncated_data_file_is_refused_and_left_alone) {
+  char p[400], err[256];
+  sluice_limiter *l;
+  sluice_gcra_params g = {1, MIN, 10};
+  sluice_verdict v;
+  struct stat sb;
+  off_t half;
+  int rc, i;
+  l = lmdb_must_open("sync=nosync", SLUICE_OPEN_CREATE, clk);
+  for (i = 0; i < 5000; i++) { /* some hundreds of pages */
+    char k[24];
+    snprintf(k, sizeof k, "key-%d", i);
+    cr_assert_eq(take_at(l, k, &g, 1, T0, &v), SLUICE_OK);
+  }
+  sluice_limiter_close(l);
+  snprintf(p, sizeof p, "%s/data.mdb", envdir);
+  cr_assert_eq(stat(p, &sb), 0);
+  cr_assert_gt(sb.st_size, 64 * 1024);
+  half = sb.st_size / 2;
+  cr_assert_eq(truncate(p, half), 0);
+  for (i = 0; i < 2; i++) {
+    l = NULL;
+    rc = lmdb_open_at(envdir, NULL, i ? SLUICE_OPEN_READONLY : 0, clk, &l,
+                      err, sizeof err);
+    cr_assert_eq(rc, SLUICE_ECORRUPT, "got %s (%s)", sluice_err_name(rc), err);
+    cr_assert_null(l);
+    cr_assert_neq(strstr(err, "truncated"), NULL, "%s", err);
+  }
+  cr_assert_eq(stat(p, &sb), 0);
+  cr_assert_eq(sb.st_size, half, "data.mdb was changed");
+}
+
 /* Edit the meta record with raw LMDB, as another library version would. */
 static void raw_edit_meta(size_t off, uint32_t value) {
   MDB_env *env;

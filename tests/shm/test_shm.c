@@ -5,7 +5,9 @@
 */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -167,6 +169,91 @@ Test(shm, garbage_file_is_refused) {
   cr_assert_eq(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
   close(fd);
   must_fail(store, SLUICE_OPEN_CREATE, SLUICE_ECORRUPT, "bad magic");
+}
+
+/* A full /dev/shm (or memfd's memory cgroup at its limit): the pages of a
+** new table are allocated when first touched, and one that cannot be
+** raised SIGBUS in the caller once it wrote to it.  The open must reserve
+** them and fail with a clear error instead.  Runs in a child with its own
+** mount namespace and a 256 KiB tmpfs over /dev/shm (user namespaces; the
+** test is skipped where they are not allowed).  Exit codes: 0 ok,
+** 2 no namespace, 10+ what went wrong; a signal is the bug. */
+static int write_file(const char *path, const char *text) {
+  int fd = open(path, O_WRONLY), ok;
+  if (fd < 0)
+    return 0;
+  ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+  close(fd);
+  return ok;
+}
+
+static int small_shm_child(void) {
+  char err[256] = "", map[64];
+  sluice_limiter *lim = NULL;
+  sluice_gcra_params p = {1, MIN, 10};
+  int rc, efull = 0, fd;
+  unsigned uid = (unsigned)getuid(), gid = (unsigned)getgid();
+  if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0 ||
+      !write_file("/proc/self/setgroups", "deny") ||
+      !write_file("/proc/self/uid_map",
+                  (snprintf(map, sizeof map, "0 %u 1", uid), map)) ||
+      !write_file("/proc/self/gid_map",
+                  (snprintf(map, sizeof map, "0 %u 1", gid), map)) ||
+      mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+      mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=256k") != 0)
+    return 2;
+  /* 50,000 keys (3.2 MB) cannot fit: refused, nothing left behind */
+  rc = try_open("shm:name=/big;capacity=50000", SLUICE_OPEN_CREATE, &lim,
+                err, sizeof err);
+  if (rc != SLUICE_ENOMEM || lim != NULL || !strstr(err, "/big"))
+    return 10;
+  if (shm_open("/big", O_RDONLY, 0) >= 0 || errno != ENOENT)
+    return 11;
+  /* the same through an inherited descriptor of an empty file */
+  fd = open("/dev/shm/fd", O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0)
+    return 12;
+  {
+    char store[64];
+    snprintf(store, sizeof store, "shm:fd=%d;capacity=50000", fd);
+    rc = try_open(store, SLUICE_OPEN_CREATE, &lim, err, sizeof err);
+    if (rc != SLUICE_ENOMEM || !strstr(err, "reserve"))
+      return 13;
+  }
+  close(fd);
+  unlink("/dev/shm/fd");
+  /* a table that fits works up to its slots, then refuses keys */
+  rc = try_open("shm:name=/fits;capacity=2000", SLUICE_OPEN_CREATE, &lim,
+                err, sizeof err);
+  if (rc != SLUICE_OK)
+    return 14;
+  for (int i = 0; i < 3000; i++) {
+    char k[24];
+    sluice_verdict v;
+    snprintf(k, sizeof k, "k%d", i);
+    rc = sluice_limiter_take(lim, k, strlen(k), &p, 1, &v);
+    if (rc == SLUICE_EFULL)
+      efull++;
+    else if (rc != SLUICE_OK)
+      return 15;
+  }
+  sluice_limiter_close(lim);
+  return efull > 0 ? 0 : 16;
+}
+
+Test(shm, full_dev_shm_is_an_error_not_a_crash) {
+  int status;
+  pid_t pid = fork();
+  cr_assert(pid >= 0);
+  if (pid == 0)
+    _exit(small_shm_child());
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(!WIFSIGNALED(status), "the child died of signal %d",
+            WTERMSIG(status));
+  if (WEXITSTATUS(status) == 2)
+    cr_skip_test("no user and mount namespaces here");
+  cr_assert_eq(WEXITSTATUS(status), 0, "child check %d failed",
+               WEXITSTATUS(status));
 }
 
 Test(shm, never_initialised_is_busy) {
