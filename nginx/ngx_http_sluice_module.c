@@ -24,7 +24,8 @@
 **     request waits (r->main->blocked) while the event loop goes on.
 **   - The per-request state lives in a pool cleanup entry (found again by
 **     its handler, as the realip module does), which survives internal
-**     redirects and releases the request's lease when the request ends.
+**     redirects.  The request's lease goes with the last byte of its
+**     answer (a body filter), or when the request ends without one.
 */
 #include <ngx_config.h>
 #include <ngx_core.h>
@@ -496,21 +497,28 @@ ngx_http_sluice_init_module(ngx_cycle_t *cycle)
     return ngx_http_sluice_dry_run(cycle, mcf, &cfg, secret);
 }
 
+/* The store's handles; the renderer stays, to answer 503 without them. */
 static void
-ngx_http_sluice_close_all(void)
+ngx_http_sluice_close_state(void)
 {
     sluice_policy_close(ngx_http_sluice_worker.pol[0]);
     sluice_policy_close(ngx_http_sluice_worker.pol[1]);
     sluice_limiter_close(ngx_http_sluice_worker.lim);
-    sluice_http_close(ngx_http_sluice_worker.http);
     ngx_http_sluice_worker.pol[0] = ngx_http_sluice_worker.pol[1] = NULL;
     ngx_http_sluice_worker.lim = NULL;
+}
+
+static void
+ngx_http_sluice_close_all(void)
+{
+    ngx_http_sluice_close_state();
+    sluice_http_close(ngx_http_sluice_worker.http);
     ngx_http_sluice_worker.http = NULL;
 }
 
 /* Each worker opens its own handles on the named state.  A store that
 ** cannot be opened (a Redis that is down when the worker starts) must not
-** take the worker with it: sluice locations answer 503 and the open is
+** take the worker with it: enforcing locations answer 503 and the open is
 ** tried again, at most once a second, by the requests that need it. */
 static ngx_int_t
 ngx_http_sluice_open_all(ngx_cycle_t *cycle, ngx_http_sluice_main_conf_t *mcf)
@@ -521,6 +529,22 @@ ngx_http_sluice_open_all(ngx_cycle_t *cycle, ngx_http_sluice_main_conf_t *mcf)
     char err[512];
     int rc, i;
 
+    /* First, and kept when the store fails: it renders that 503. */
+    if (ngx_http_sluice_worker.http == NULL) {
+        ngx_memzero(&ho, sizeof(ho));
+        ho.problem_base = ngx_http_sluice_cstr(cycle->pool,
+                                               &mcf->problem_base);
+        ho.header_form = (int) mcf->header_form;
+        ho.flags = mcf->jitter ? 0 : SLUICE_HTTP_NO_JITTER;
+        /* rand NULL: a generator seeded here, in this worker, from the OS. */
+        rc = sluice_http_open(&ho, &ngx_http_sluice_worker.http);
+        if (rc != SLUICE_OK) {
+            ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
+                          "sluice_problem_base \"%V\": %s",
+                          &mcf->problem_base, sluice_strerror(rc));
+            return NGX_ERROR;
+        }
+    }
     ngx_memzero(&lo, sizeof(lo));
     lo.store = ngx_http_sluice_cstr(cycle->pool, &mcf->store);
     lo.flags = SLUICE_OPEN_CREATE;
@@ -563,22 +587,9 @@ ngx_http_sluice_open_all(ngx_cycle_t *cycle, ngx_http_sluice_main_conf_t *mcf)
         if (rc != SLUICE_OK) {
             ngx_log_error(NGX_LOG_ALERT, cycle->log, 0, "sluice: %s (%s)",
                           err, sluice_strerror(rc));
-            ngx_http_sluice_close_all();
+            ngx_http_sluice_close_state();
             return NGX_ERROR;
         }
-    }
-    ngx_memzero(&ho, sizeof(ho));
-    ho.problem_base = ngx_http_sluice_cstr(cycle->pool, &mcf->problem_base);
-    ho.header_form = (int) mcf->header_form;
-    ho.flags = mcf->jitter ? 0 : SLUICE_HTTP_NO_JITTER;
-    /* rand NULL: a generator seeded here, in this worker, from the OS. */
-    rc = sluice_http_open(&ho, &ngx_http_sluice_worker.http);
-    if (rc != SLUICE_OK) {
-        ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
-                      "sluice_problem_base \"%V\": %s", &mcf->problem_base,
-                      sluice_strerror(rc));
-        ngx_http_sluice_close_all();
-        return NGX_ERROR;
     }
     ngx_http_sluice_worker.pool = mcf->pool;
     return NGX_OK;

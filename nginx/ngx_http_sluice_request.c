@@ -19,6 +19,7 @@ static ngx_str_t ngx_http_sluice_status_names[] = {
     ngx_string("REJECTED_DRY_RUN"), ngx_string("ERROR")};
 
 static ngx_http_output_header_filter_pt ngx_http_next_header_filter;
+static ngx_http_output_body_filter_pt ngx_http_next_body_filter;
 
 static void ngx_http_sluice_cleanup(void *data);
 
@@ -203,6 +204,9 @@ ngx_http_sluice_background(ngx_log_t *log, sluice_policy *pol,
     ngx_http_sluice_job_run(&inline_job);
 }
 
+/* Releases the request's lease: from the body filter once the whole
+** answer is handed to the client connection (the upstream's work is over),
+** or when the request's pool goes (failed, aborted). */
 static void
 ngx_http_sluice_cleanup(void *data)
 {
@@ -262,7 +266,7 @@ ngx_http_sluice_put_header(const char *name, const char *value, void *ud)
 
 static ngx_int_t
 ngx_http_sluice_answer(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx,
-    sluice_http_answer *a)
+    const sluice_request *req, sluice_http_answer *a)
 {
     sluice_http_facts f;
     ngx_str_t rid = ngx_null_string;
@@ -281,7 +285,7 @@ ngx_http_sluice_answer(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx,
         rid.len = vv->len;
         rid_c = ngx_http_sluice_cstr(r->pool, &rid);
     }
-    if (sluice_decision_http_facts(&ctx->d, &ctx->req, rid_c, &f)
+    if (sluice_decision_http_facts(&ctx->d, req, rid_c, &f)
             != SLUICE_OK
         || sluice_http_answer_make(ngx_http_sluice_worker.http, &f, ngx_http_sluice_wall_ns(), a)
                != SLUICE_OK) {
@@ -290,32 +294,77 @@ ngx_http_sluice_answer(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx,
     return NGX_OK;
 }
 
+/* The problem body carries the method and the route as text of at most
+** 1024 bytes of UTF-8 (sluice/http.h); the route is the decoded $uri, so
+** a client can send any bytes (/v1/%ff) or length.  Such a value is sent
+** percent-encoded and cut to the limit rather than failing the denial. */
+#define SLUICE_NGX_TEXT_MAX 1024
+
+static const char *
+ngx_http_sluice_text(ngx_pool_t *pool, const char *s)
+{
+    size_t n, len;
+    u_char *p;
+
+    if (s == NULL) {
+        return NULL;
+    }
+    n = ngx_min(ngx_strlen(s), SLUICE_NGX_TEXT_MAX);
+    len = n + 2 * ngx_escape_uri(NULL, (u_char *) s, n, NGX_ESCAPE_URI);
+    p = ngx_pnalloc(pool, len + 1);
+    if (p == NULL) {
+        return NULL; /* left out of the body */
+    }
+    (void) ngx_escape_uri(p, (u_char *) s, n, NGX_ESCAPE_URI);
+    if (len > SLUICE_NGX_TEXT_MAX) {
+        len = SLUICE_NGX_TEXT_MAX; /* every '%' starts an escape: keep whole */
+        len -= p[len - 1] == '%' ? 1 : p[len - 2] == '%' ? 2 : 0;
+    }
+    p[len] = '\0';
+    return (const char *) p;
+}
+
 /* A denial: the library's status, headers and problem+json body. */
 static ngx_int_t
 ngx_http_sluice_deny(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
 {
     sluice_http_answer a;
+    sluice_request safe;
     ngx_http_sluice_hdr_ud_t ud = {r, 0};
     ngx_buf_t *b;
     ngx_chain_t out;
     size_t len = 0;
     ngx_int_t rc;
     char *body;
+    int src;
 
-    if (ngx_http_sluice_answer(r, ctx, &a) != NGX_OK) {
+    if (ngx_http_sluice_answer(r, ctx, &ctx->req, &a) != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
     if (ngx_http_discard_request_body(r) != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-    if (sluice_http_answer_body(ngx_http_sluice_worker.http, &a, NULL, 0, &len) != SLUICE_ERANGE
-        && len == 0) {
+    src = sluice_http_answer_body(ngx_http_sluice_worker.http, &a, NULL, 0,
+                                  &len);
+    if (src == SLUICE_EINVAL) { /* a method or route the body cannot carry */
+        safe = ctx->req;
+        safe.method = ngx_http_sluice_text(r->pool, safe.method);
+        safe.route = ngx_http_sluice_text(r->pool, safe.route);
+        if (ngx_http_sluice_answer(r, ctx, &safe, &a) != NGX_OK) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        src = sluice_http_answer_body(ngx_http_sluice_worker.http, &a, NULL,
+                                      0, &len);
+    }
+    if (src != SLUICE_ERANGE && len == 0) {
         len = 1;
     }
     body = ngx_pnalloc(r->pool, len);
     if (body == NULL
         || sluice_http_answer_body(ngx_http_sluice_worker.http, &a, body, len, &len)
                != SLUICE_OK) {
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "sluice: the problem body could not be rendered");
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
     if (sluice_http_answer_foreach_header(ngx_http_sluice_worker.http, &a,
@@ -426,8 +475,12 @@ ngx_http_sluice_handler(ngx_http_request_t *r, ngx_uint_t phase)
     if (lcf->mode == SLUICE_NGX_OFF || lcf->phase != phase || lcf->metrics) {
         return NGX_DECLINED;
     }
-    if (ngx_http_sluice_ready(r) == NULL) {
-        return NGX_HTTP_SERVICE_UNAVAILABLE;
+    if (ngx_http_sluice_ready(r) == NULL
+        && (lcf->mode == SLUICE_NGX_SHADOW
+            || ngx_http_sluice_worker.http == NULL)) {
+        /* No store: a dry run lets everything through. */
+        return lcf->mode == SLUICE_NGX_SHADOW ? NGX_DECLINED
+                                              : NGX_HTTP_SERVICE_UNAVAILABLE;
     }
     cln = ngx_pool_cleanup_add(r->pool, sizeof(*ctx));
     if (cln == NULL) {
@@ -441,6 +494,16 @@ ngx_http_sluice_handler(ngx_http_request_t *r, ngx_uint_t phase)
     cln->handler = ngx_http_sluice_cleanup;
     if (ngx_http_sluice_fields(r, ctx) != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    if (ctx->pol == NULL) {
+        /* The store did not open (retried at most once a second): the
+        ** fail-closed answer, problem+json and Retry-After, as for a
+        ** store that fails once open. */
+        ctx->d.outcome = SLUICE_OUTCOME_UNAVAILABLE;
+        ctx->d.status = ctx->d.verdict_status = NGX_HTTP_SERVICE_UNAVAILABLE;
+        ctx->d.retry_after_ns = 1000000000;
+        ctx->decided = 1;
+        return ngx_http_sluice_apply(r, ctx);
     }
 #if (NGX_THREADS)
     if (ngx_http_sluice_worker.pool != NULL) {
@@ -511,11 +574,37 @@ ngx_http_sluice_header_filter(ngx_http_request_t *r)
                                        &ctx->req, 0);
         }
     }
-    if (ctx->d.limit > 0 && ngx_http_sluice_answer(r, ctx, &a) == NGX_OK) {
+    if (ctx->d.limit > 0
+        && ngx_http_sluice_answer(r, ctx, &ctx->req, &a) == NGX_OK) {
         (void) sluice_http_answer_foreach_header(
             ngx_http_sluice_worker.http, &a, ngx_http_sluice_put_header, &ud);
     }
     return ngx_http_next_header_filter(r);
+}
+
+/* The last buffer of the main request's answer: the lease goes now, not
+** when the pool does, which can be much later (a mirror or post_action
+** subrequest still running, lingering close, the access log) -- the
+** client has its answer and its next request would find the ledger still
+** locked. */
+static ngx_int_t
+ngx_http_sluice_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
+{
+    ngx_http_sluice_ctx_t *ctx;
+    ngx_chain_t *cl;
+
+    if (r == r->main) {
+        for (cl = in; cl; cl = cl->next) {
+            if (cl->buf->last_buf) {
+                ctx = ngx_http_sluice_get_ctx(r);
+                if (ctx != NULL) {
+                    ngx_http_sluice_cleanup(ctx);
+                }
+                break;
+            }
+        }
+    }
+    return ngx_http_next_body_filter(r, in);
 }
 
 /* ---------------------------------------------------------- variables --- */
@@ -615,5 +704,7 @@ ngx_http_sluice_init(ngx_conf_t *cf)
     *h = ngx_http_sluice_postaccess;
     ngx_http_next_header_filter = ngx_http_top_header_filter;
     ngx_http_top_header_filter = ngx_http_sluice_header_filter;
+    ngx_http_next_body_filter = ngx_http_top_body_filter;
+    ngx_http_top_body_filter = ngx_http_sluice_body_filter;
     return NGX_OK;
 }

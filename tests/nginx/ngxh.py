@@ -220,6 +220,13 @@ http {
     location = /v1/auth/token {
       sluice on; sluice_auth_subject $arg_user; proxy_pass http://up;
     }
+    location = /mirrored/reconcile {
+      sluice on; sluice_class reconcile; sluice_ledger $arg_ledger;
+      mirror /_mirror; proxy_pass http://up;
+    }
+    location = /_mirror {
+      internal; proxy_pass http://up/mirror?ledger=$arg_ledger&hold=3000;
+    }
     location /shadow/ {
       sluice shadow; sluice_class standard; proxy_pass http://up;
     }

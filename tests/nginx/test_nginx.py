@@ -136,6 +136,23 @@ def test_metrics_are_the_hosts(ng):
         assert p.returncode == 0, p.stdout + p.stderr
 
 
+def test_denial_of_a_route_the_body_cannot_carry(ng):
+    """The route ($uri, decoded) goes into the problem body, which takes
+    at most 1024 bytes of UTF-8: a throttled client sending /v1/%ff or a
+    huge path still gets its 429 problem+json, the route percent-encoded
+    and cut (it got a 500 text/html without Retry-After)."""
+    key = "route-key"
+    for _ in range(B):
+        assert ng.get("/v1/x", headers=hdr(key)).status == 200
+    for path, inst in (("/v1/%ff%c3%a9?q", "/v1/%FF%C3%A9"),
+                       ("/v1/" + "a" * 1500, "/v1/" + "a" * 1020)):
+        r = ng.get(path, headers=hdr(key))
+        assert r.status == 429, (path[:20], r.status, r.body[:80])
+        assert r.h("content-type") == "application/problem+json"
+        assert int(r.h("retry-after")) >= 1
+        assert json.loads(r.body)["instance"] == inst
+
+
 def test_penalty_escalates_across_workers(ng):
     key = "penalty-key"
     levels = []
@@ -194,6 +211,20 @@ def test_leases_released_when_the_upstream_answers(ng):
     r = ng.get("/v1/ledgers/reconcile?ledger=c", method="POST",
                headers=hdr("lk", tenant="lt"))
     assert r.status == 200, (r.status, r.body)
+
+
+def test_lease_released_with_the_answer(ng):
+    """The lease goes with the answer's last byte, not with the request's
+    pool: a mirror subrequest still running (3 s) kept the pool, and the
+    ledger locked, after the client had its 200 (so did, for a moment,
+    the access log and lingering close: a next reconcile from the same
+    client got a 409 now and then)."""
+    h = hdr("mk", tenant="mt")
+    r = ng.get("/mirrored/reconcile?ledger=m", method="POST", headers=h)
+    assert r.status == 200, r.status
+    wait_until(lambda: UP.holding("ledger=m&hold=3000"), 10, "the mirror")
+    r = ng.get("/v1/ledgers/reconcile?ledger=m", method="POST", headers=h)
+    assert r.status == 200, (r.status, r.body[:120])
 
 
 def test_leases_of_a_killed_worker_expire(ng):
@@ -403,6 +434,32 @@ def test_store_down_at_start_is_retried(_ng):
         if red:
             red.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_store_that_does_not_open_answers_problem_503(_ng):
+    """A store the workers cannot open (here an LMDB directory under
+    /dev/null): enforcing locations answer the library's fail-closed 503,
+    problem+json with Retry-After (it was nginx's text/html page), shadow
+    locations let requests through (a dry run refused them), and other
+    locations are untouched."""
+    ng = ngxh.Nginx(MODULE, UP.port, workers=1,
+                    store="lmdb:path=/dev/null/sluice")
+    try:
+        ng.start()
+        for _ in range(2):  # the first open and a retry by a request
+            r = ng.get("/v1/x", headers=hdr("k"))
+            assert r.status == 503, r.status
+            assert r.h("content-type") == "application/problem+json"
+            assert int(r.h("retry-after")) >= 1
+            assert json.loads(r.body)["type"].endswith("/service-unavailable")
+            assert r.h("x-sluice-status") == "REJECTED"
+            assert ng.get("/v1/x", method="HEAD",
+                          headers=hdr("k")).status == 503
+            assert ng.get("/shadow/x", headers=hdr("k")).status == 200
+            assert ng.get("/plain/x").status == 200
+            time.sleep(1.1)
+    finally:
+        ng.stop()
 
 
 def test_reload_with_other_tiers_keeps_enforcing(_ng):
