@@ -183,6 +183,14 @@ SLUICE_EXPORT int sluice_limiter_get(sluice_limiter *lim, const void *key,
 /** @brief Delete a record (inspection tools). */
 SLUICE_EXPORT int sluice_limiter_delete(sluice_limiter *lim, const void *key,
                                         size_t keylen);
+/** Control op any store may answer (sluice_limiter_control): `arg` is a
+ *  `const sluice_op *` that sluice_op_validate_params() accepts.
+ *  SLUICE_OK: the store decides ops with these parameters exactly;
+ *  SLUICE_ERANGE: they lie beyond its range, and every such op would be
+ *  refused (the redis store: GCRA burst * period_ns, windows, boxes and
+ *  TTLs up to 2^52 ns, docs/redis.md); SLUICE_ENOTFOUND: the store has no
+ *  range narrower than the algorithms' own.  The policy asks at open. */
+#define SLUICE_CTL_PARAMS_IN_RANGE 100
 /** @brief Pass a backend-specific control op through (see the backend's
  *  header for its ops).  SLUICE_ENOTFOUND for unknown ops. */
 SLUICE_EXPORT int sluice_limiter_control(sluice_limiter *lim, int op,

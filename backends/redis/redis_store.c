@@ -252,6 +252,19 @@ static int control_lanes(rcl_store *home, int op, void *arg) {
 static int rcl_control(sluice_store *s, int op, void *arg) {
   rcl_store *home = (rcl_store *)s, *r;
   int rc = SLUICE_OK;
+  if (op == SLUICE_CTL_PARAMS_IN_RANGE) {
+    /* The check every op gets before a command is sent, asked ahead. */
+    if (!arg || (rc = sluice_op_validate_params(arg)) != SLUICE_OK)
+      return arg ? rc : SLUICE_EINVAL;
+    rc = sluice__rcl_range_check(arg);
+    return rc == SLUICE_ERANGE
+               ? sluice_store_seterr(s, rc, 0,
+                                     "beyond the exact range of the Redis "
+                                     "scripts (2^52 ns: GCRA burst * "
+                                     "period_ns, window and box lengths, "
+                                     "TTLs; docs/redis.md)")
+               : rc;
+  }
   if (op == SLUICE_CTL_REDIS_REFRESH || op == SLUICE_CTL_REDIS_DROP ||
       op == SLUICE_CTL_REDIS_STATS)
     return op == SLUICE_CTL_REDIS_STATS && !arg ? SLUICE_EINVAL

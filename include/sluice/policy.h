@@ -495,8 +495,9 @@ typedef struct sluice_policy_options {
  *  @param[in] opts  required (the secret is).
  *  @param[out] out  the policy, or NULL on failure (nothing to free).
  *  @return SLUICE_OK or: SLUICE_EINVAL (NULL, zero secret, unknown flags),
- *  SLUICE_ECONFIG / SLUICE_EIO (configuration), SLUICE_ENOMEM, or the
- *  limiter's open error. */
+ *  SLUICE_ECONFIG / SLUICE_EIO (configuration), SLUICE_ERANGE (a setting
+ *  beyond what the store decides exactly, SLUICE_CTL_PARAMS_IN_RANGE; errbuf
+ *  names it), SLUICE_ENOMEM, or the limiter's open error. */
 SLUICE_EXPORT int sluice_policy_open(const sluice_policy_options *opts,
                                      sluice_policy **out);
 

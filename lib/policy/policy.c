@@ -219,8 +219,10 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
     p->own_lim = 1;
   }
   /* degraded.c, deny_cache.c: in-process, or host-wide shm segments. */
-  rc = sluice__degraded_open(p, HOST_URI(o, &p->cfg, degraded_store), msg,
-                             sizeof msg);
+  rc = sluice__range_check(p, msg, sizeof msg);
+  if (rc == SLUICE_OK)
+    rc = sluice__degraded_open(p, HOST_URI(o, &p->cfg, degraded_store), msg,
+                               sizeof msg);
   if (rc == SLUICE_OK &&
       (rc = sluice__deny_open(p, HOST_URI(o, &p->cfg, deny_cache), msg,
                               sizeof msg)) != SLUICE_OK)

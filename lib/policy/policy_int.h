@@ -108,6 +108,9 @@ typedef struct sluice__deny {
   int64_t until_ns; /* SLUICE_FOREVER: suspended */
   int level;
 } sluice__deny;
+/* Every parameter set a decision sends, in the store's range (range.c);
+** fills msg, naming the setting, when one is not. */
+int sluice__range_check(sluice_policy *p, char *msg, size_t len);
 /* The deny cache's string (its name and slots=), nothing attached. */
 int sluice__deny_check(const char *uri, char *msg, size_t len);
 int sluice__deny_open(sluice_policy *p, const char *uri, char *msg,
