@@ -70,14 +70,6 @@ static const scenario scenarios[] = {
 };
 #define NSCEN (sizeof scenarios / sizeof scenarios[0])
 
-static int has_tier(const sluice_policy_config *c, const char *tier) {
-  int i;
-  for (i = 0; i < c->ntiers; i++)
-    if (!strcmp(c->tiers[i].name, tier))
-      return 1;
-  return 0;
-}
-
 static void simulate_usage(FILE *f) {
   size_t i;
   fprintf(f,
@@ -172,7 +164,7 @@ int cli_simulate(int argc, char **argv) {
       fprintf(stderr, "sluice simulate: --config %s: %s\n", config, err);
       return rc == SLUICE_EIO ? CLI_USAGE : CLI_BADINPUT;
     }
-    if (sc->tier && !has_tier(&cfg, sc->tier)) {
+    if (sc->tier && sluice_policy_config_tier(&cfg, sc->tier) < 0) {
       fprintf(stderr, "sluice simulate: --config %s: scenario %s sends "
                       "requests in tier '%s', which the policy does not "
                       "define\n", config, sc->name, sc->tier);

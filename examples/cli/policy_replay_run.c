@@ -165,11 +165,10 @@ static int pr_decided(preplay *r, const pending *pl, const sluice_request *q,
   {
     int row = SLUICE_POLICY_TIERS_MAX;
     if (d.tier[0]) {
-      const sluice_policy_config *c = sluice_policy_config_get(r->pol);
-      int k;
-      for (k = 0; k < c->ntiers; k++)
-        if (!strcmp(c->tiers[k].name, d.tier))
-          row = k;
+      int k = sluice_policy_config_tier(sluice_policy_config_get(r->pol),
+                                        d.tier);
+      if (k >= 0)
+        row = k;
     }
     if (d.flags & SLUICE_DECISION_STRIKE)
       r->strikes[row]++;

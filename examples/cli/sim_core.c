@@ -164,15 +164,10 @@ void sim_close(sim *s) {
 }
 
 int64_t sim_now(sim *s) { return sluice_clock_now(s->clock); }
-                
-                int sim_tier_row(sim *s, const char *tier) {
-  int i;
-  if (!tier || !tier[0])
-    return SLUICE_POLICY_TIERS_MAX;
-  for (i = 0; i < s->cfg.ntiers; i++)
-    if (!strcmp(s->cfg.tiers[i].name, tier))
-      return i;
-  return SLUICE_POLICY_TIERS_MAX;
+
+int sim_tier_row(sim *s, const char *tier) {
+  int i = sluice_policy_config_tier(&s->cfg, tier);
+  return i < 0 ? SLUICE_POLICY_TIERS_MAX : i;
 }
 
 static const char *find_hdr(const heard *h, const char *name) {

@@ -146,13 +146,11 @@ static int load_keys(const char *path) {
 ** shaped like an access token, key and client id given once (else one of
 ** the two lines is silently dead). */
 static int check_keys(const sluice_policy_config *cfg, const char *path) {
-  int i, j, t;
+  int i, j;
   for (i = 0; i < S.nkeys; i++) {
     const api_key *k = &S.keys[i];
     char why[160] = "";
-    for (t = 0; t < cfg->ntiers && strcmp(cfg->tiers[t].name, k->tier); t++)
-      ;
-    if (t == cfg->ntiers)
+    if (sluice_policy_config_tier(cfg, k->tier) < 0)
       snprintf(why, sizeof why, "tier '%s' is not in the policy (--config)",
                k->tier);
     else if (!strncmp(k->key, "at_", 3))

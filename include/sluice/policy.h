@@ -515,6 +515,12 @@ SLUICE_EXPORT int sluice_policy_check(const sluice_policy_options *opts);
  *  closed; a borrowed one is not.  The handle must not be used again. */
 SLUICE_EXPORT void sluice_policy_close(sluice_policy *p);
 
+/** @brief The index of the tier called `name` in `c`, or -1 (also for a
+ *  NULL `c` or `name`): the one lookup of a tier by name, for callers that
+ *  hold a configuration (a policy file loaded before the policy opens). */
+SLUICE_EXPORT int sluice_policy_config_tier(const sluice_policy_config *c,
+                                            const char *name);
+
 /** @brief The configuration in force (owned by the policy, valid until
  *  close). */
 SLUICE_EXPORT const sluice_policy_config *

@@ -218,8 +218,8 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
     }
     p->own_lim = 1;
   }
-  /* degraded.c, deny_cache.c: in-process, or host-wide shm segments. */
   rc = sluice__range_check(p, msg, sizeof msg);
+  /* degraded.c, deny_cache.c: in-process, or host-wide shm segments. */
   if (rc == SLUICE_OK)
     rc = sluice__degraded_open(p, HOST_URI(o, &p->cfg, degraded_store), msg,
                                sizeof msg);
@@ -256,12 +256,17 @@ const sluice_policy_config *sluice_policy_config_get(const sluice_policy *p) {
   return p ? &p->cfg : NULL;
 }
 
-int sluice__policy_tier(const sluice_policy *p, const char *name) {
+int sluice_policy_config_tier(const sluice_policy_config *c,
+                              const char *name) {
   int i;
-  if (!name)
+  if (!c || !name)
     return -1;
-  for (i = 0; i < p->cfg.ntiers; i++)
-    if (strcmp(p->cfg.tiers[i].name, name) == 0)
+  for (i = 0; i < c->ntiers; i++)
+    if (strcmp(c->tiers[i].name, name) == 0)
       return i;
   return -1;
+}
+
+int sluice__policy_tier(const sluice_policy *p, const char *name) {
+  return sluice_policy_config_tier(&p->cfg, name);
 }

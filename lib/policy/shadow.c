@@ -62,8 +62,6 @@ int sluice_policy_shadow_features(const sluice_policy *p, const char *tier) {
     return -1;
   if (!tier)
     return (int)sluice__shadow_mask(&p->cfg, p->shadow, -1);
-  for (t = 0; t < p->cfg.ntiers; t++)
-    if (!strcmp(p->cfg.tiers[t].name, tier))
-      return (int)sluice__shadow_mask(&p->cfg, p->shadow, t);
-  return -1;
+  t = sluice_policy_config_tier(&p->cfg, tier);
+  return t < 0 ? -1 : (int)sluice__shadow_mask(&p->cfg, p->shadow, t);
 }

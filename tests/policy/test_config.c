@@ -44,6 +44,20 @@ Test(policy_config, shipped_config_equals_the_defaults) {
   cr_assert_eq(sluice_policy_config_check(&a, err, sizeof err), SLUICE_OK);
 }
 
+Test(policy_config, a_tier_is_found_by_its_name_only) {
+  sluice_policy_config c;
+  sluice_policy_config_defaults(&c);
+  cr_assert_eq(sluice_policy_config_tier(&c, "sandbox"), 0);
+  cr_assert_eq(sluice_policy_config_tier(&c, "enterprise"), 2);
+  cr_assert_eq(sluice_policy_config_tier(&c, "growt"), -1);
+  cr_assert_eq(sluice_policy_config_tier(&c, "growthx"), -1);
+  cr_assert_eq(sluice_policy_config_tier(&c, ""), -1);
+  cr_assert_eq(sluice_policy_config_tier(&c, NULL), -1);
+  cr_assert_eq(sluice_policy_config_tier(NULL, "growth"), -1);
+  c.ntiers = 1; /* only the tiers in use */
+  cr_assert_eq(sluice_policy_config_tier(&c, "growth"), -1);
+}
+
 Test(policy_config, defaults_are_the_design_tables) {
   sluice_policy_config c;
   sluice_policy_config_defaults(&c);
