@@ -125,6 +125,8 @@ static int decide_store(sluice__ctx *c, sluice_decision *d) {
     if (rc != SLUICE_OK || refused)
       return rc;
   }
+  if (c->droute >= 0)
+    return sluice__decide_declared(c, d);
   return c->cls == SLUICE_EP_AUTH ? sluice__decide_auth(c, d)
                                   : sluice__decide_tenant(c, d);
 }

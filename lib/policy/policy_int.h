@@ -66,6 +66,8 @@ struct sluice_policy {
   ** host counts into (sluice_policy_options.counters, counters.c). */
   sluice__counters *ctr;
   sluice__counters own;
+  /* The file's declared limits and their routes (declared.h), or NULL. */
+  struct sluice__decl *decl;
   void *ctr_map;
   size_t ctr_bytes;
 };
@@ -134,6 +136,13 @@ void sluice__deny_stats(const sluice_policy *p, uint64_t *hits,
 ** loader can turn the path into a line number. */
 int sluice__policy_config_check2(const sluice_policy_config *cfg, char *path,
                                  size_t pathlen, char *msg, size_t msglen);
+
+/* sluice_policy_config_load() with the file's declared limits into *dl
+** (declared.h) and its warning, if any, into warn (NULL: none wanted). */
+struct sluice__decl;
+int sluice__config_load2(const char *path, sluice_policy_config *out,
+                         struct sluice__decl *dl, char *err, size_t errlen,
+                         char *warn, size_t warnlen);
 
 /* The per-IP backstop (backstop.c): a fixed window per client address,
 ** `ip` its scope id.  SLUICE_OK with *refused set when the address is over
