@@ -210,6 +210,8 @@ static const int step_algo[SLUICE__L__COUNT] = {
     SLUICE_ALGO_GCRA,  SLUICE_ALGO_SWINDOW, SLUICE_ALGO_FWINDOW,
     SLUICE_ALGO_LEASE, SLUICE_ALGO_LEASE,   SLUICE_ALGO_FWINDOW};
 
+int sluice__decl_step_algo(int algo) { return step_algo[algo]; }
+
 static int is_lease(int algo) {
   return algo == SLUICE__L_CONCURRENCY || algo == SLUICE__L_LOCK;
 }

@@ -101,6 +101,9 @@ typedef struct sluice__decl {
   sluice__droute routes[SLUICE__DROUTES_MAX];
 } sluice__decl;
 
+/* The algorithm layer's SLUICE_ALGO_* a limit's SLUICE__L_* runs as. */
+int sluice__decl_step_algo(int algo);
+
 /* The name of attribute a (built-in or declared). */
 const char *sluice__attr_name(const sluice__decl *dl, int a);
 

@@ -2,7 +2,8 @@
 ** The shipped policy files of other APIs (etc/github.conf,
 ** etc/shopify.conf, etc/llm-gateway.conf) against their published figures,
 ** on mem, shm and lmdb: a generated trace (a fixed seed) is decided on a
-** manual clock, and each decision is compared with a model of the
+** manual clock (on a Redis Cluster too, both engines, when the redis
+** harness runs this), and each decision is compared with a model of the
 ** published policy written here, independently of the file:
 **
 **   - a request is admitted exactly when every limit of its route has room
@@ -408,7 +409,63 @@ static void on_lmdb(policy_fn fn) {
   rmdir(dir);
 }
 
+/* A Redis Cluster when the harness names one (tests/redis/harness.py;
+** SLUICE_REDIS_STORE_EXTRA picks the engine), on the test's clock. */
+static void on_redis(policy_fn fn) {
+  const char *nodes = getenv("SLUICE_REDIS_NODES");
+  const char *extra = getenv("SLUICE_REDIS_STORE_EXTRA");
+  char spec[512];
+  if (!nodes || !nodes[0])
+    cr_skip_test("SLUICE_REDIS_NODES unset");
+  snprintf(spec, sizeof spec, "redis:nodes=%s;timeout_ms=2000%s%s", nodes,
+           extra && extra[0] ? ";" : "", extra ? extra : "");
+  fn(spec, SLUICE_OPEN_TESTCLOCK);
+}
+
+/* A declared bucket the store cannot decide exactly is refused at open,
+** naming the limit (here: 200000 over a 60 s period on Redis). */
+Test(policy_published, range_redis) {
+  const char *nodes = getenv("SLUICE_REDIS_NODES");
+  char spec[512], err[512], path[] = "/tmp/sluice-range-XXXXXX";
+  static const char text[] =
+      "attributes = [ \"org\" ];\n"
+      "limits = { wide = { algorithm = \"gcra\"; scope = [ \"org\" ];\n"
+      "  rate = 200000; period_ms = 60000; burst = 200000; }; };\n"
+      "routes = ( { method = \"*\"; route = \"/*\"; limits = ( \"wide\" "
+      "); } );\n";
+  sluice_limiter_options lo;
+  sluice_policy_options po;
+  sluice_limiter *store;
+  sluice_policy *pol = NULL;
+  int fd, rc;
+  if (!nodes || !nodes[0])
+    cr_skip_test("SLUICE_REDIS_NODES unset");
+  fd = mkstemp(path);
+  cr_assert(fd >= 0);
+  cr_assert_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+  close(fd);
+  snprintf(spec, sizeof spec, "redis:nodes=%s;timeout_ms=2000", nodes);
+  memset(&lo, 0, sizeof lo);
+  lo.store = spec;
+  cr_assert_eq(sluice_limiter_open(&lo, &store), SLUICE_OK);
+  memset(&po, 0, sizeof po);
+  po.limiter = store;
+  po.config_path = path;
+  po.secret[0] = 1;
+  po.errbuf = err;
+  po.errlen = sizeof err;
+  rc = sluice_policy_open(&po, &pol);
+  unlink(path);
+  cr_assert_eq(rc, SLUICE_ERANGE, "%s: %s", sluice_strerror(rc), err);
+  cr_assert_not_null(strstr(err, "limits.wide: the store cannot decide it"),
+                     "%s", err);
+  sluice_limiter_close(store);
+}
+
 Test(policy_published, github_mem) { github("mem", 0); }
+Test(policy_published, github_redis) { on_redis(github); }
+Test(policy_published, shopify_redis) { on_redis(shopify); }
+Test(policy_published, llm_redis) { on_redis(llm); }
 Test(policy_published, github_shm) { on_shm(github); }
 Test(policy_published, github_lmdb) { on_lmdb(github); }
 Test(policy_published, shopify_mem) { shopify("mem", 0); }
