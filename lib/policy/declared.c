@@ -14,11 +14,11 @@
 ** own limit (the first of equals).
 **
 ** Keys: dl:{TAG}:BODY, TAG the keyed hash of the scope's first attribute
-** (name and value), BODY the keyed hash of the limit's name and every
-** scope attribute; a lease set's slot i appends ":i".  Hashing the name
-** into both keeps two limits, or two attributes with equal values, apart.
+** (name and value), BODY "n:NAME" for a scope of that attribute alone, else
+** "h:" and the keyed hash of the limit's name and every scope attribute; a
+** lease set's slot i appends ":i".  The attribute's name in each hash keeps
+** two attributes with equal values apart.
 */
-#include <stdio.h>
 #include <string.h>
 
 #include "declared.h"
@@ -161,48 +161,91 @@ static int cost_of(const sluice__ctx *c, const sluice__cost *co,
   }
 }
 
-/* TAG and BODY of limit lm's keys. */
+/* Attribute a's value as "name=value\x1f" into buf (room for any),
+** returning its length; 0 with d->invalid_field when it is missing (EINVAL)
+** or empty or too long (EKEY), *rc saying which. */
+static size_t scope_part(const sluice__ctx *c, int a, char *buf, int *rc,
+                         sluice_decision *d) {
+  const char *an = sluice__attr_name(c->p->decl, a);
+  size_t n = 0, al = strlen(an);
+  const char *v = attr_value(c, a, &n);
+  if (!v || n == 0 || n > SLUICE_POLICY_ID_MAX) {
+    d->invalid_field = an;
+    *rc = v ? SLUICE_EKEY : SLUICE_EINVAL;
+    return 0;
+  }
+  memcpy(buf, an, al);
+  buf[al] = '=';
+  memcpy(buf + al + 1, v, n);
+  buf[al + 1 + n] = '\x1f';
+  return al + n + 2;
+}
+
+/* The keys' parts of one decision: TAG, the keyed hash of the first scope
+** attribute (every limit of a route starts with the same one, so it is
+** hashed once), and each limit's BODY: "n:NAME" for a scope of that
+** attribute alone (nothing more to hide), else "h:" and the keyed hash of
+** the limit's name and all its attributes. */
+typedef struct keyparts {
+  char tag[SLUICE_SCOPE_ID_LEN + 1];
+  int tagged; /* tag computed */
+  char body[2 + SLUICE_SCOPE_ID_LEN + 1]; /* "h:" + a hash, or "n:" + a name */
+  size_t bodylen;
+} keyparts;
+
 static int scope_ids(const sluice__ctx *c, const sluice__limit *lm,
-                     char tag[SLUICE_SCOPE_ID_LEN + 1],
-                     char body[SLUICE_SCOPE_ID_LEN + 1], sluice_decision *d) {
+                     keyparts *kp, sluice_decision *d) {
   char buf[SLUICE__SCOPE_MAX * (SLUICE_POLICY_ID_MAX + SLUICE__DNAME + 2) +
-           SLUICE__DNAME];
-  size_t len, n = 0, tl = 0;
-  int i;
+           SLUICE__DNAME + 1];
+  size_t len, n;
+  int i, rc = SLUICE_OK;
+  if (!kp->tagged) {
+    if (!(n = scope_part(c, lm->scope[0], buf, &rc, d)))
+      return rc;
+    sluice_scope_id(c->p->secret, buf, n, kp->tag);
+    kp->tagged = 1;
+  }
+  if (lm->nscope == 1) {
+    len = strlen(lm->name);
+    memcpy(kp->body, "n:", 2);
+    memcpy(kp->body + 2, lm->name, len);
+    kp->bodylen = len + 2;
+    return SLUICE_OK;
+  }
   len = strlen(lm->name);
   memcpy(buf, lm->name, len);
   buf[len++] = '\x1f';
   for (i = 0; i < lm->nscope; i++) {
-    const char *an = sluice__attr_name(c->p->decl, lm->scope[i]);
-    const char *v = attr_value(c, lm->scope[i], &n);
-    size_t al = strlen(an);
-    if (!v || n == 0 || n > SLUICE_POLICY_ID_MAX) {
-      d->invalid_field = an;
-      return v ? SLUICE_EKEY : SLUICE_EINVAL;
-    }
-    memcpy(buf + len, an, al);
-    len += al;
-    buf[len++] = '=';
-    memcpy(buf + len, v, n);
+    if (!(n = scope_part(c, lm->scope[i], buf + len, &rc, d)))
+      return rc;
     len += n;
-    buf[len++] = '\x1f';
-    if (i == 0)
-      tl = len;
   }
-  /* The tag: the first attribute alone, "name=value\x1f". */
-  sluice_scope_id(c->p->secret, buf + strlen(lm->name) + 1,
-                  tl - strlen(lm->name) - 1, tag);
-  sluice_scope_id(c->p->secret, buf, len, body);
+  memcpy(kp->body, "h:", 2);
+  sluice_scope_id(c->p->secret, buf, len, kp->body + 2);
+  kp->bodylen = 2 + SLUICE_SCOPE_ID_LEN;
   return SLUICE_OK;
 }
 
-static sluice_key dkey(char *out, const char *tag, const char *body, int slot) {
+/* dl:{TAG}:BODY, and a lease set's slot i as ":i". */
+static sluice_key dkey(char *out, const keyparts *kp, int slot) {
   sluice_key k;
-  int w = slot < 0
-              ? snprintf(out, SLUICE__KEYLEN, "dl:{%s}:%s", tag, body)
-              : snprintf(out, SLUICE__KEYLEN, "dl:{%s}:%s:%d", tag, body, slot);
+  size_t n = 4;
+  memcpy(out, "dl:{", 4);
+  memcpy(out + n, kp->tag, SLUICE_SCOPE_ID_LEN);
+  n += SLUICE_SCOPE_ID_LEN;
+  memcpy(out + n, "}:", 2);
+  n += 2;
+  memcpy(out + n, kp->body, kp->bodylen);
+  n += kp->bodylen;
+  if (slot >= 0) {
+    out[n++] = ':';
+    if (slot >= 10)
+      out[n++] = (char)('0' + slot / 10);
+    out[n++] = (char)('0' + slot % 10);
+  }
+  out[n] = '\0';
   k.data = out;
-  k.len = w > 0 ? (size_t)w : 0;
+  k.len = n;
   return k;
 }
 
@@ -223,19 +266,20 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
                  int st[SLUICE__RLIMITS_MAX],
                  int64_t costs[SLUICE__RLIMITS_MAX], sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  keyparts kp;
   int i, rc;
+  kp.tagged = 0;
   g->nk = g->ns = 0;
   for (i = 0; i < dr->n; i++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
     const sluice__lparams *ps = pick(c, lm);
-    char tag[SLUICE_SCOPE_ID_LEN + 1], body[SLUICE_SCOPE_ID_LEN + 1];
     int64_t cost = 1;
     int first = g->nk, nrec = 1, j, s;
     st[i] = -1;
     costs[i] = 1;
     if (kind >= 0 && !is_lease(lm->algo))
       continue;
-    if ((rc = scope_ids(c, lm, tag, body, d)))
+    if ((rc = scope_ids(c, lm, &kp, d)))
       return rc;
     if (kind < 0 && lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
         (rc = cost_of(c, &dr->cost[i], lm, &cost, d)))
@@ -244,9 +288,9 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     if (lm->algo == SLUICE__L_CONCURRENCY) {
       nrec = (int)ps->l.max;
       for (j = 0; j < nrec; j++, g->nk++)
-        g->keys[g->nk] = dkey(g->kbuf[g->nk], tag, body, j);
+        g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, j);
     } else {
-      g->keys[g->nk] = dkey(g->kbuf[g->nk], tag, body, -1);
+      g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1);
       g->nk++;
     }
     s = sluice__step(g, step_algo[lm->algo],
