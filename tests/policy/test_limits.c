@@ -416,3 +416,68 @@ Test(policy_limits, an_unused_limit_is_a_warning) {
   cr_assert_str_eq(buf, "");
   unlink(path);
 }
+
+/* decide_many() gives routes of declared limits the decisions one by one
+** would (they go alone, in order, between batches). */
+Test(policy_limits, decide_many_matches_one_by_one) {
+  fixture a, b;
+  sluice_attr u = {"user", "octocat"};
+  sluice_request rs[12];
+  sluice_decision ds[12], d;
+  int rcs[12], i;
+  open_text(&a, github);
+  open_text(&b, github);
+  for (i = 0; i < 12; i++) {
+    rs[i] = rq(i % 3 ? "PUT" : "GET", "/repos/a/b", &u, 1);
+    if (i % 4 == 3) { /* a ledger-flow request between them */
+      rs[i] = rq("GET", "/v1/things", NULL, 0);
+      rs[i].tenant_id = "acme";
+      rs[i].api_key_id = "k";
+      rs[i].tier = "sandbox";
+    }
+  }
+  cr_assert_eq(sluice_policy_decide_many(a.pol, 12, rs, ds, rcs), SLUICE_OK);
+  for (i = 0; i < 12; i++) {
+    cr_assert_eq(rcs[i], SLUICE_OK);
+    d = decide(&b, &rs[i]);
+    cr_assert_eq(ds[i].allowed, d.allowed, "request %d", i);
+    cr_assert_eq(ds[i].remaining, d.remaining, "request %d", i);
+    cr_assert_eq(ds[i].binding, d.binding, "request %d", i);
+  }
+  cr_assert_eq(ds[10].allowed, 0, "the points ran out in the batch");
+  cr_assert_str_eq(ds[10].limit_name, "points");
+  fx_close(&a);
+  fx_close(&b);
+}
+
+/* Shadow mode serves a declared limit's refusal, saying what it was. */
+Test(policy_limits, shadow_serves_and_records) {
+  fixture f;
+  sluice_attr u = {"user", "u"};
+  sluice_request put = rq("PUT", "/repos/x", &u, 1);
+  sluice_decision d;
+  char *path = write_conf(github);
+  int i;
+  cr_assert_eq(fx_open_file(&f, path, NULL, 0), SLUICE_OK);
+  unlink(path);
+  sluice_policy_close(f.pol);
+  {
+    sluice_policy_options po;
+    memset(&po, 0, sizeof po);
+    po.limiter = f.lim;
+    po.config_path = path = write_conf(github);
+    po.flags = SLUICE_POLICY_SHADOW;
+    po.secret[0] = 9;
+    cr_assert_eq(sluice_policy_open(&po, &f.pol), SLUICE_OK);
+    unlink(path);
+  }
+  for (i = 0; i < 4; i++)
+    cr_assert_eq(decide(&f, &put).allowed, 1);
+  d = decide(&f, &put);
+  cr_assert_eq(d.allowed, 1, "served in shadow");
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED);
+  cr_assert(d.flags & SLUICE_DECISION_SHADOW);
+  cr_assert_str_eq(d.limit_name, "points");
+  cr_assert_eq(sluice_policy_count(f.pol, NULL, SLUICE_OUTCOME_THROTTLED), 1);
+  fx_close(&f);
+}
