@@ -22,7 +22,6 @@ import http.client
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -30,55 +29,16 @@ import tempfile
 import threading
 import time
 
-API = sys.argv[1]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ledgerh import (API, HERE, NotStarted, Server, check,  # noqa: E402
+                     free_port, req, summary)
+
 ONLY = set(sys.argv[2:])
-HERE = os.path.dirname(os.path.abspath(__file__))
-HARD = os.path.join(HERE, "hardening.conf")  # big buckets
-E2E = os.path.join(HERE, "e2e.conf")         # sandbox: 50 points, 3 strikes
-KEYS = os.path.join(HERE, "e2e-keys.csv")
-SECRET = os.path.join(HERE, "e2e.secret")
+E2E = os.path.join(HERE, "e2e.conf")  # sandbox: 50 points, 3 strikes
 ABUSER = {"Authorization": "Bearer sk_abuser"}  # sandbox
 RECON = {"Authorization": "Bearer sk_recon"}    # enterprise, tenant-recon
 BATCH = {"Authorization": "Bearer sk_batch"}    # growth, tenant-batch
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
-
-n = fails = 0
-
-
-def check(name, expected, actual):
-    global n, fails
-    n += 1
-    if expected != actual:
-        fails += 1
-        print(f"FAIL {name}: expected {expected!r}, got {actual!r}",
-              flush=True)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def req(port, method, path, headers=None, body=None, src=None):
-    """(status, parsed JSON body or text) on a connection of its own."""
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30,
-                                   source_address=(src, 0) if src else None)
-    try:
-        if isinstance(body, dict):
-            body = json.dumps(body)
-        c.request(method, path, body=body, headers=headers or {})
-        r = c.getresponse()
-        data = r.read().decode("utf-8", "replace")
-        try:
-            data = json.loads(data)
-        except ValueError:
-            pass
-        return r.status, data
-    finally:
-        c.close()
 
 
 def wait_for(pred, secs=30):
@@ -89,34 +49,6 @@ def wait_for(pred, secs=30):
             return v
         time.sleep(0.05)
     return pred()
-
-
-class Server:
-    def __init__(self, *args, workers=1, conf=HARD):
-        self.err = tempfile.TemporaryFile("w+")
-        self.p = subprocess.Popen(
-            [API, "--port", "0", "--workers", str(workers), "--config", conf,
-             "--keys", KEYS, "--secret-file", SECRET, "--job-ms", "600000"]
-            + list(args), stdout=subprocess.PIPE, stderr=self.err, text=True)
-        line = self.p.stdout.readline()
-        self.port = int(line.rsplit(":", 1)[1]) if "listening" in line else 0
-        check("the server starts with " + " ".join(args), True,
-              self.port != 0)
-
-    def stop(self):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-            try:
-                self.p.wait(30)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-        self.err.seek(0)
-        log = self.err.read()
-        bad = [x for x in log.splitlines()
-               if "Sanitizer" in x or "runtime error" in x]
-        check("the server's log has no sanitizer report", [], bad[:3])
-        return log
 
 
 def section(name):
@@ -227,7 +159,7 @@ def test_degraded():
 
 # ------------------------------------------------------------ idemshare --
 def post(port, key, ik, ledger="s"):
-    st, b = req(port, "POST", f"/v1/ledgers/{ledger}/entries",
+    st, _, b = req(port, "POST", f"/v1/ledgers/{ledger}/entries",
                 dict(key, **{"Idempotency-Key": ik}), {"amount": 1})
     return st, b.get("type", "") if isinstance(b, dict) else b
 
@@ -342,7 +274,7 @@ class Held:
 
 
 def test_fwdcap():
-    srv = Server("--trust-forwarded", "--per-ip", "2")
+    srv = Server("--trust-forwarded", "--per-ip", "2", workers=1)
     held = []
     try:
         p = srv.port
@@ -385,7 +317,6 @@ for name, fn in [("formauth", test_formauth), ("fwdcap", test_fwdcap),
     if section(name):
         try:
             fn()
-        except OSError as e:  # a server that did not start, or closed
+        except (OSError, NotStarted) as e:  # a server that did not start
             check(f"{name}: the section runs to its end", None, repr(e))
-print(f"{n - fails}/{n} checks passed")
-sys.exit(1 if fails else 0)
+sys.exit(summary())
