@@ -344,6 +344,13 @@ static void finish_jobs(void) {
 ** group: a segment of this run (the master's pid in its name, so two
 ** servers on one host do not share), made when the master opens its
 ** policy before the workers exist, and removed when it stops. */
+static void host_segments_remove(void) {
+  int i;
+  for (i = 0; i < 2; i++)
+    if (S.host_seg_own[i][0])
+      shm_unlink(S.host_seg_own[i]);
+}
+
 static void host_segments(const sluice_policy_config *cfg) {
   static const char *const what[2] = {"degraded", "deny"};
   const char **opt[2] = {&S.degraded_store, &S.deny_cache};
@@ -359,6 +366,8 @@ static void host_segments(const sluice_policy_config *cfg) {
     snprintf(uri[i], sizeof uri[i], "shm:name=%s", S.host_seg_own[i]);
     *opt[i] = uri[i];
   }
+  /* Whichever way the master ends (workers leave by _exit) */
+  atexit(host_segments_remove);
 }
 
 /* --webhook EVENT=URL: EVENT as sluice_event_name() spells it. */
@@ -745,9 +754,6 @@ int main(int argc, char **argv) {
   close(S.listen_fd);
   if (S.shm_fd >= 0)
     close(S.shm_fd);
-  for (i = 0; i < 2; i++)
-    if (S.host_seg_own[i][0])
-      shm_unlink(S.host_seg_own[i]);
   fprintf(stderr, "ledger-api: stopped\n");
   return exit_code;
 }

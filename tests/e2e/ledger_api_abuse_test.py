@@ -130,7 +130,13 @@ def test_degraded():
                   "limiter (125, +1 for refill), not one per worker",
                   True, 100 <= ok <= 126)
         finally:
+            segs = [f"/dev/shm/ledger-api-{srv.p.pid}-{x}"
+                    for x in ("degraded", "deny")]
+            check(f"degraded/{workers}: the run's segments exist", [True] * 2,
+                  [os.path.exists(x) for x in segs])
             srv.stop()
+            check(f"degraded/{workers}: and are gone when it stops",
+                  [False] * 2, [os.path.exists(x) for x in segs])
             r.p.poll() is None and r.stop()
     # A box seen by one worker, then the outage: every worker keeps it.
     r = Redis()
