@@ -370,6 +370,25 @@ static void host_segments(const sluice_policy_config *cfg) {
   atexit(host_segments_remove);
 }
 
+/* --degraded-store and --deny-cache as the policy will read them, checked
+** before anything is made: a typo is a usage error, named once. */
+static int check_segments(const sluice_policy_config *cfg) {
+  sluice_policy_options po;
+  char err[256] = "";
+  int rc;
+  memset(&po, 0, sizeof po);
+  po.config = cfg;
+  memcpy(po.secret, S.secret, 16);
+  po.degraded_store = S.degraded_store;
+  po.deny_cache = S.deny_cache;
+  po.errbuf = err;
+  po.errlen = sizeof err;
+  if ((rc = sluice_policy_check(&po)) == SLUICE_OK)
+    return 0;
+  fprintf(stderr, "ledger-api: %s (%s)\n", err, sluice_strerror(rc));
+  return -1;
+}
+
 /* --webhook EVENT=URL: EVENT as sluice_event_name() spells it. */
 static int add_webhook(const char *arg) {
   const char *eq = strchr(arg, '=');
@@ -588,6 +607,8 @@ int main(int argc, char **argv) {
     if (check_keys(&cfg, keys_path))
       return EX_USAGE_;
     host_segments(&cfg);
+    if (check_segments(&cfg))
+      return EX_USAGE_;
   }
   /* One tenant's Idempotency-Key records hold at most its share of the
   ** table, so a tenant posting at its allowed rate cannot fill it for the

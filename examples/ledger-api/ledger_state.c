@@ -179,8 +179,8 @@ static int idem_live(const idem_slot *s, int64_t now) {
 ** share asks for it. */
 static void idem_sweep(int64_t now) {
   size_t i;
-  if (now - S.sh->idem_swept_ns < S_NS)
-    return;
+  if (now - S.sh->idem_swept_ns < S_NS && now >= S.sh->idem_swept_ns)
+    return; /* (a clock stepped back does not stop sweeps) */
   S.sh->idem_swept_ns = now;
   for (i = 0; i < S.sh->nidem; i++) {
     idem_slot *s = &S.sh->idem[i];

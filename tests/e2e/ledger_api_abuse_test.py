@@ -107,6 +107,13 @@ def statuses(port, path, headers, count, threads=16):
 
 
 def test_degraded():
+    for opt in ("--degraded-store=redis:nodes=127.0.0.1:1",
+                "--deny-cache=shm:name=/x;slots=0"):
+        r = subprocess.run([API, "--port", "0", opt], capture_output=True,
+                           text=True, timeout=60)
+        check(f"degraded: {opt} is a usage error, named",
+              (2, True), (r.returncode, opt[2:8].replace("-", "_")
+                          in r.stderr))
     if not shutil.which("redis-server"):
         check("redis-server is installed (degraded section)", True, False)
         return
