@@ -477,12 +477,13 @@ ngx_http_sluice_decide(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
 }
 
 /* A heavy request (reconcile, export: a lease, a ledger's lock) is decided
-** once its whole body is in, so a client that trickles its body holds
-** nothing while it does (a 50-byte body at a byte per 2 s held a ledger
-** for 20 s, every other reconcile of it a 409); nginx's
-** client_body_timeout and client_max_body_size bound that read, as for
-** any request.  The body is read as proxy_pass would read it, and stays
-** for the upstream.  The pattern of nginx's mirror module. */
+** once its whole body is in, so a client that trickles its body holds no
+** lease and no lock while it does (taken with the headers, they were held
+** for as long as the body took, and every other reconcile of the ledger
+** got 409); nginx's client_body_timeout and client_max_body_size bound
+** that read, as for any request.  The body is read as proxy_pass would
+** read it, and stays for the upstream: the pattern of nginx's mirror
+** module. */
 static ngx_int_t
 ngx_http_sluice_heavy(ngx_http_sluice_ctx_t *ctx)
 {
