@@ -54,7 +54,7 @@ want='request 300: 429, retry after 200 ms, 0 points left'
 if got=$(in_root_sh 'cd /tmp && gcc -std=c11 -o quickstart quickstart.c $(pkg-config --cflags --libs sluice) && ./quickstart' 2>&1) &&
    [ "$got" = "$want" ]; then
   ok "quickstart built with pkg-config --cflags --libs sluice prints '$want'"
-else bad "quickstart: $got"; fi
+else bad "quickstart: $(echo "$got" | tail -5)"; fi
 
 # The CLI, its default policy, its man pages.
 if got=$(in_root sluice simulate growth-batch 2>&1) && echo "$got" | grep -q .; then
