@@ -60,8 +60,11 @@ def commands_of(text):
 def program(name, section, summary, version, conf, out, binary):
     top = run_help([binary, '--help'])
     lines = header(name, section, version, summary)
-    usage = [l for l in top.splitlines() if l.strip()][0]
-    lines += ['.SH SYNOPSIS'] + verbatim(usage.replace('usage: ', '', 1))
+    # The usage lines, up to the first blank one, without "usage: ".
+    usage = top.lstrip('\n').split('\n\n')[0].split('\n')
+    lines += ['.SH SYNOPSIS'] + verbatim('\n'.join(
+        l[len('usage: '):] if l.startswith(('usage: ', ' ' * 7)) else l
+        for l in usage))
     lines += ['.SH DESCRIPTION',
               'This page is the text of \\fB%s \\-\\-help\\fR%s.' % (
                   roff_text(name),
