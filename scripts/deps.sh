@@ -37,8 +37,9 @@ SLUICE_PACKAGES=(
 SLUICE_SERVICES=(nginx redis-server prometheus)
 
 sluice_install_deps() {
-  local -n want=SLUICE_PACKAGES
-  [ "${1:-}" = build ] && want=SLUICE_BUILD_PACKAGES
+  local set=SLUICE_PACKAGES
+  [ "${1:-}" = build ] && set=SLUICE_BUILD_PACKAGES
+  local -n want=$set
   local missing=() p
   for p in "${want[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
