@@ -13,17 +13,18 @@
 # 0.0.0.0:9090).
 set -euo pipefail
 
-# The library, every backend and the programs: a compiler, meson and the
-# -dev libraries (a missing one only compiles its part out, see README).
+# The library with every backend, and the `sluice` CLI: a compiler, meson
+# and the -dev libraries (a missing one only compiles its part out).
 SLUICE_BUILD_PACKAGES=(
   gcc libc6-dev meson ninja-build pkg-config
   libck-dev liblmdb-dev libhiredis-dev libssl-dev
-  libconfig-dev libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev
+  libconfig-dev libjansson-dev libcurl4-openssl-dev
 )
 
-# The tests (the build set too): test framework, servers and tools.
+# The tests (the build set too): the HTTP example services (libmicrohttpd,
+# which brings GnuTLS's -dev tree), test framework, servers and tools.
 SLUICE_PACKAGES=(
-  "${SLUICE_BUILD_PACKAGES[@]}" build-essential clang
+  "${SLUICE_BUILD_PACKAGES[@]}" libmicrohttpd-dev build-essential clang
   lmdb-utils openssl
   redis-server
   libcriterion-dev
