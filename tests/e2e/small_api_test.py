@@ -9,15 +9,7 @@ import json
 import subprocess
 import sys
 
-n = fails = 0
-
-
-def check(name, expected, actual):
-    global n, fails
-    n += 1
-    if expected != actual:
-        fails += 1
-        print(f"FAIL {name}: expected {expected!r}, got {actual!r}", flush=True)
+from ledgerh import check, summary  # counted checks, as the other suites
 
 
 def get(conn, path, key):
@@ -81,5 +73,4 @@ try:
 finally:
     srv.terminate()
     check("stops on SIGTERM", 0, srv.wait(10))
-print(f"{n - fails} passed, {fails} failed")
-sys.exit(1 if fails else 0)
+sys.exit(summary())
