@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/rmtree.h"
 #include "helpers.h"
 
 enum { GCRA, FIXED };
@@ -398,15 +399,11 @@ static void on_shm(policy_fn fn) {
 }
 
 static void on_lmdb(policy_fn fn) {
-  char dir[] = "/tmp/sluice-published-XXXXXX", spec[96], file[128];
+  char dir[] = "/tmp/sluice-published-XXXXXX", spec[96];
   cr_assert_not_null(mkdtemp(dir));
   snprintf(spec, sizeof spec, "lmdb:path=%s;sync=nosync", dir);
   fn(spec, SLUICE_OPEN_CREATE);
-  snprintf(file, sizeof file, "%s/data.mdb", dir);
-  unlink(file);
-  snprintf(file, sizeof file, "%s/lock.mdb", dir);
-  unlink(file);
-  rmdir(dir);
+  cr_expect_eq(rmtree(dir), 0, "%s left behind", dir);
 }
 
 /* A Redis Cluster when the harness names one (tests/redis/harness.py;
