@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/rmtree.h"
 #include "helpers.h"
 
 static char *write_conf(const char *text) {
@@ -480,4 +481,32 @@ Test(policy_limits, shadow_serves_and_records) {
   cr_assert_str_eq(d.limit_name, "points");
   cr_assert_eq(sluice_policy_count(f.pol, NULL, SLUICE_OUTCOME_THROTTLED), 1);
   fx_close(&f);
+}
+
+/* Scope values are hashed before they become keys: an LMDB store's file
+** holds the declared limits' records (dl:{...) but no raw value. */
+Test(policy_limits, raw_values_never_reach_the_store) {
+  char dir[] = "/tmp/sluice-limits-lmdb-XXXXXX", spec[96], file[128];
+  static char buf[1 << 20];
+  sluice_attr u = {"user", "octocat-raw-value"};
+  sluice_request r = rq("GET", "/repos/raw-route-value", &u, 1);
+  fixture f;
+  size_t n;
+  FILE *fp;
+  char *path = write_conf(github);
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(spec, sizeof spec, "lmdb:path=%s;sync=nosync", dir);
+  cr_assert_eq(fx_open_file(&f, path, spec, SLUICE_OPEN_CREATE), SLUICE_OK);
+  unlink(path);
+  cr_assert_eq(decide(&f, &r).allowed, 1);
+  fx_close(&f);
+  snprintf(file, sizeof file, "%s/data.mdb", dir);
+  fp = fopen(file, "rb");
+  cr_assert_not_null(fp);
+  n = fread(buf, 1, sizeof buf, fp);
+  fclose(fp);
+  cr_assert(memmem(buf, n, "dl:{", 4) != NULL, "the records are there");
+  cr_assert(memmem(buf, n, "octocat-raw-value", 17) == NULL);
+  cr_assert(memmem(buf, n, "raw-route-value", 15) == NULL);
+  cr_expect_eq(rmtree(dir), 0, "%s left behind", dir);
 }
