@@ -547,6 +547,13 @@ ngx_http_sluice_init_module(ngx_cycle_t *cycle)
                           "sluice_policy: %s (%s)", err, sluice_strerror(rc));
             return NGX_ERROR;
         }
+        /* What loads but is likely a mistake (a limit no route applies). */
+        if (sluice_policy_config_warnings(path, err, sizeof(err)) == SLUICE_OK
+            && err[0])
+        {
+            ngx_log_error(NGX_LOG_WARN, cycle->log, 0, "sluice_policy: %s",
+                          err);
+        }
     }
     return ngx_http_sluice_dry_run(cycle, mcf, &cfg, secret);
 }

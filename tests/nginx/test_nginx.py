@@ -577,6 +577,8 @@ limits = {
                limit = 3; window_ms = 3600000; unit = "requests"; };
   one_at_a_time = { algorithm = "concurrency"; scope = [ "user" ];
                     max = 1; ttl_ms = 600000; };
+  unused = { algorithm = "cap"; scope = [ "user" ]; limit = 1;
+             window_ms = 1000; };
 };
 routes = (
   { method = "*"; route = "/gh/*"; limits = ( "per_user" ); },
@@ -597,6 +599,7 @@ routes = (
         assert body["violated-policies"] == ["per_user"], body
         assert "Limit 'per_user' exhausted" in body["detail"], body
         assert ng.get("/gh/x", headers={"X-User": "hubot"}).status == 200
+        assert "limits.unused: no route applies it" in ng.log(), ng.log()
         for _ in range(3):  # each lease released with its answer
             r = ng.get("/jobs/x", headers={"X-User": "octo"})
             assert r.status == 200, (r.status, r.body)
