@@ -125,6 +125,16 @@ static int rx_count(receiver *r) {
   return n;
 }
 
+/* The body of the first request to `path` ("" when none came: every
+** strstr on it then fails the test). */
+static const char *rx_find(receiver *r, const char *path) {
+  int i, n = rx_count(r);
+  for (i = 0; i < n && i < MAXREQ; i++)
+    if (!strcmp(r->path[i], path))
+      return r->body[i];
+  return "";
+}
+
 /* A port nobody listens on (bound, then closed). */
 static int dead_port(void) {
   struct sockaddr_in sa;
@@ -207,6 +217,7 @@ static sluice_webhook *alert_sink(receiver *r, int delay_ms, size_t queue_max) {
   char u[128];
   rx_start(r, 0, delay_ms);
   memset(&o, 0, sizeof o);
+  o.flags = SLUICE_WEBHOOK_ALLOW_LOOPBACK; /* receivers on 127.0.0.1 */
   url(u, sizeof u, r->port, "/a");
   o.url[SLUICE_EVENT_ALERT] = u; /* copied at open */
   o.queue_max = queue_max;
@@ -225,6 +236,7 @@ Test(webhook, alert_body_names_scope_level_key_endpoints_guide_end) {
   json_error_t e;
   rx_start(&r, 0, 0);
   memset(&o, 0, sizeof o);
+  o.flags = SLUICE_WEBHOOK_ALLOW_LOOPBACK; /* receivers on 127.0.0.1 */
   url(u, sizeof u, r.port, "/alert");
   o.url[SLUICE_EVENT_ALERT] = u;
   cr_assert_eq(sluice_webhook_open(&o, &w), SLUICE_OK);
@@ -280,6 +292,7 @@ Test(webhook, each_event_type_goes_to_its_url_and_others_nowhere) {
   char ua[128], up[128], ub[128];
   rx_start(&r, 0, 0);
   memset(&o, 0, sizeof o);
+  o.flags = SLUICE_WEBHOOK_ALLOW_LOOPBACK; /* receivers on 127.0.0.1 */
   url(ua, sizeof ua, r.port, "/a");
   url(up, sizeof up, r.port, "/p");
   url(ub, sizeof ub, r.port, "/ban");
@@ -301,13 +314,11 @@ Test(webhook, each_event_type_goes_to_its_url_and_others_nowhere) {
   cr_assert_eq(s.queued, 3, "EDGE_DENY has no URL: not queued");
   cr_assert_eq(s.delivered, 3);
   cr_assert_eq(rx_count(&r), 3);
-  cr_assert_str_eq(r.path[0], "/a");
-  cr_assert_str_eq(r.path[1], "/p");
-  cr_assert_str_eq(r.path[2], "/ban");
-  cr_assert_not_null(strstr(r.body[1], "\"ends_at\":\"never\""), "%s",
-                     r.body[1]);
-  cr_assert_not_null(strstr(r.body[2], "\"scope\":\"ip\""), "%s", r.body[2]);
-  cr_assert_not_null(strstr(r.body[2], "\"scope_id\":\""), "%s", r.body[2]);
+  /* delivered concurrently: in any order */
+  cr_assert_not_null(strstr(rx_find(&r, "/a"), "\"event\":\"alert\""));
+  cr_assert_not_null(strstr(rx_find(&r, "/p"), "\"ends_at\":\"never\""));
+  cr_assert_not_null(strstr(rx_find(&r, "/ban"), "\"scope\":\"ip\""));
+  cr_assert_not_null(strstr(rx_find(&r, "/ban"), "\"scope_id\":\""));
   sluice_webhook_close(w);
   rx_stop(&r);
 }
@@ -320,6 +331,7 @@ Test(webhook, a_failing_receiver_is_retried_until_it_answers) {
   char u[128];
   rx_start(&r, 2, 0);
   memset(&o, 0, sizeof o);
+  o.flags = SLUICE_WEBHOOK_ALLOW_LOOPBACK; /* receivers on 127.0.0.1 */
   o.backoff_base_ms = 1;
   w = alert_once(&o, u, r.port);
   s = settle(w, 1);
@@ -339,6 +351,7 @@ Test(webhook, a_receiver_that_is_down_counts_a_failure_after_max_attempts) {
   char u[128], m[2048];
   size_t need = 0;
   memset(&o, 0, sizeof o);
+  o.flags = SLUICE_WEBHOOK_ALLOW_LOOPBACK; /* receivers on 127.0.0.1 */
   o.max_attempts = 3;
   o.backoff_base_ms = 1;
   w = alert_once(&o, u, dead_port());
@@ -370,8 +383,9 @@ Test(webhook, a_slow_receiver_fills_the_queue_and_the_rest_is_dropped) {
     sluice_webhook_on_event(w, &ev);
   s = stats(w);
   cr_assert_eq(s.queued + s.dropped, 20);
-  cr_assert(s.dropped >= 15 && s.dropped <= 16,
-            "4 queued and at most 1 in flight; dropped %llu",
+  /* the queue (4) and the deliveries in memory (as many) hold the rest */
+  cr_assert(s.dropped >= 12 && s.dropped <= 16,
+            "4 queued and at most 4 taken; dropped %llu",
             (unsigned long long)s.dropped);
   /* Close cuts the post in flight short and abandons the queue. */
   sluice_webhook_close(w);
@@ -386,6 +400,7 @@ Test(webhook, a_post_that_outlasts_the_timeout_fails) {
   char u[128];
   rx_start(&r, 0, 3000);
   memset(&o, 0, sizeof o);
+  o.flags = SLUICE_WEBHOOK_ALLOW_LOOPBACK; /* receivers on 127.0.0.1 */
   o.timeout_ms = 100;
   o.max_attempts = 2;
   o.backoff_base_ms = 1;
@@ -475,6 +490,7 @@ Test(webhook, open_refuses_bad_options) {
   sluice_webhook_options o;
   sluice_webhook *w = (sluice_webhook *)&o;
   memset(&o, 0, sizeof o);
+  o.flags = SLUICE_WEBHOOK_ALLOW_LOOPBACK; /* receivers on 127.0.0.1 */
   cr_assert_eq(sluice_webhook_open(&o, &w), SLUICE_EINVAL, "no URL");
   cr_assert_null(w);
   o.url[SLUICE_EVENT_ALERT] = "ftp://127.0.0.1/x";
@@ -503,6 +519,7 @@ Test(webhook, a_policy_level_two_trip_is_delivered) {
   int trips = 0, i;
   rx_start(&r, 0, 0);
   memset(&o, 0, sizeof o);
+  o.flags = SLUICE_WEBHOOK_ALLOW_LOOPBACK; /* receivers on 127.0.0.1 */
   url(ua, sizeof ua, r.port, "/alert");
   url(ue, sizeof ue, r.port, "/edge");
   o.url[SLUICE_EVENT_ALERT] = ua;
