@@ -11,6 +11,7 @@
 **     by timeout_ms: a destination that is down or hangs holds its own
 **     slots, never another's, and fails its deliveries in about
 **     max_attempts timeouts instead of one event per timeout.
+**     Deliveries of one scope to one destination go in the order queued.
 **  c) A failed attempt waits a full-jitter exponential backoff (spec
 **     section 7) as a due time in its job, not a sleep: other deliveries
 **     go on meanwhile.  A 4xx other than 408 and 429 is not retried (the
@@ -59,6 +60,7 @@ static size_t free_slots(const sluice_webhook *w) {
 
 static void place(sluice_webhook *w, job *slot, const job *j) {
   *slot = *j;
+  slot->order = j->seq ? j->seq : ++w->orders;
   slot->w = w;
   slot->used = 1;
   slot->busy = 0;
@@ -358,6 +360,21 @@ static void done(sluice_webhook *w, CURLMsg *m) {
     j->due_ns = mono_ns() + backoff(w, j->attempts);
 }
 
+/* Whether an earlier delivery of the same scope to the same destination is
+** not done: then this one waits for it, so a PagerDuty resolve never
+** overtakes its trigger, nor a lift the alert it ends. */
+static int behind(const sluice_webhook *w, const job *j) {
+  size_t i;
+  for (i = 0; i < w->njobs; i++) {
+    const job *k = &w->jobs[i];
+    if (k->used && k->order < j->order && k->dest == j->dest &&
+        k->it.scope_id[0] == j->it.scope_id[0] &&
+        !strcmp(k->it.scope_id, j->it.scope_id))
+      return 1;
+  }
+  return 0;
+}
+
 /* Start what is due; the wait until the next due time (ms). */
 static long launch(sluice_webhook *w) {
   int64_t now = mono_ns(), next = INT64_MAX;
@@ -371,7 +388,7 @@ static long launch(sluice_webhook *w) {
         next = j->due_ns;
       continue;
     }
-    if (w->dests[j->dest].inflight >= w->max_inflight)
+    if (w->dests[j->dest].inflight >= w->max_inflight || behind(w, j))
       continue; /* woken when one of its transfers ends */
     if (!start(w, j)) {
       drop_transfer(w, j);

@@ -45,6 +45,7 @@ typedef struct item {
 typedef struct job {
   item it;
   uint64_t seq;     /* spool key (0: not spooled) */
+  uint64_t order;   /* queued before a higher one (in memory only) */
   uint64_t dest_fp; /* the destination's fingerprint, checked on restore */
   int dest;
   int attempts;
@@ -111,6 +112,7 @@ struct sluice_webhook {
   _Atomic uint64_t pending; /* deliveries not done (a gauge) */
   struct curl_slist *json_headers;
   uint64_t loaded_upto, first_seq; /* the spool cursor; this run's first */
+  uint64_t orders;                 /* without a spool: the last order */
 };
 
 /* deliver.c */
