@@ -9,6 +9,7 @@ SLUICE_PACKAGES=(
   redis-server
   libcriterion-dev libconfig-dev libjansson-dev
   libmicrohttpd-dev libcurl4-openssl-dev curl binutils python3
+  python3-aiosmtpd
   cppcheck libclang-rt-14-dev librsvg2-bin
   nginx nginx-dev dpkg-dev make wrk prometheus
 )
