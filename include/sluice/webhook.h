@@ -1,5 +1,6 @@
 /*
-** sluice/webhook.h -- delivering the policy's events as JSON webhooks.
+** sluice/webhook.h -- delivering the policy's events: JSON webhooks,
+** Slack, PagerDuty and email.
 **
 ** The spec's level 2 notifies the tenant's technical contacts and support,
 ** naming the key, the offending endpoints and the backoff guidelines; level
@@ -14,12 +15,20 @@
 **     po.on_event = sluice_webhook_on_event;
 **     po.userdata = wh;
 **
+** Beside url[], dests[] adds destinations in other formats: a Slack
+** incoming webhook, a PagerDuty Events API v2 event (trigger, and resolve
+** when the scope is released or lifted), an email over SMTP to the
+** tenant's technical contacts (docs/policy.md, "Delivering events").
+**
 ** A decision never waits for delivery: sluice_webhook_on_event() copies
 ** the event into a bounded queue (a mutex held for that copy only) and
 ** returns; when the queue is full the event is dropped and counted.  One
-** thread per sink posts the queue in order with libcurl, retrying a
-** failed post (no connection, timeout, a status other than 2xx) with full
-** jitter exponential backoff up to max_attempts, then counting it failed.
+** thread per sink delivers with libcurl's multi interface, a few attempts
+** at once per destination, each with a short timeout, retrying a failed
+** one (no connection, timeout, 5xx) with full jitter exponential backoff
+** up to max_attempts, then counting it failed.  With spool_path, what is
+** not delivered yet survives a restart or a kill.  Destinations in
+** loopback, link-local and private ranges are refused unless allowed.
 **
 ** The body (jansson) carries what the spec lists and never a secret: the
 ** hashed scope id stands for the key (the raw API key in ev->request is
