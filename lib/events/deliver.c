@@ -6,7 +6,11 @@
 **     a PagerDuty key); a delivery is the unit attempted, retried, spooled
 **     and counted.  With a spool, deliveries are written there first and
 **     read back in order as the table of jobs in memory has room, so the
-**     spool holds what memory cannot.
+**     spool holds what memory cannot.  Each destination has its share of
+**     that table (queue_max / destinations): one that is down fills its
+**     own share (then its deliveries wait in the spool, or without one
+**     are dropped and counted), never another's, and the queue is always
+**     taken.
 **  b) Up to max_inflight attempts per destination at once, each bounded
 **     by timeout_ms: a destination that is down or hangs holds its own
 **     slots, never another's, and fails its deliveries in about
@@ -51,16 +55,10 @@ static job *free_slot(sluice_webhook *w) {
   return NULL;
 }
 
-static size_t free_slots(const sluice_webhook *w) {
-  size_t i, n = 0;
-  for (i = 0; i < w->njobs; i++)
-    n += !w->jobs[i].used;
-  return n;
-}
-
 static void place(sluice_webhook *w, job *slot, const job *j) {
   *slot = *j;
   slot->order = j->seq ? j->seq : ++w->orders;
+  w->dests[j->dest].held++;
   slot->w = w;
   slot->used = 1;
   slot->busy = 0;
@@ -81,8 +79,8 @@ static void add(sluice_webhook *w, job *j) {
       return;
     }
     atomic_fetch_add(&w->spooled, 1);
-  } else if (!(slot = free_slot(w))) {
-    atomic_fetch_add(&w->dropped, 1);
+  } else if (d->held >= w->share || !(slot = free_slot(w))) {
+    atomic_fetch_add(&w->dropped, 1); /* this destination's share is full */
     return;
   } else {
     place(w, slot, j);
@@ -100,28 +98,41 @@ static void finish(sluice_webhook *w, job *j, int ok) {
   atomic_fetch_add(ok ? &d->sent : &d->failed, 1);
   atomic_fetch_sub(&d->waiting, 1);
   atomic_fetch_sub(&w->pending, 1);
+  d->held--;
   j->used = 0;
 }
 
-/* Spooled deliveries into free slots, in order.  One a previous run left
-** whose destination is gone (another configuration) fails. */
+/* Spooled deliveries into memory, in order, each destination up to its
+** share: a destination that is down keeps its backlog on disk without
+** holding up another's. */
 static void refill(sluice_webhook *w) {
-  job j, *slot;
-  while ((slot = free_slot(w)) &&
-         sluice__spool_next(w->spool, w->loaded_upto, &j)) {
-    w->loaded_upto = j.seq;
-    if (j.seq < w->first_seq) {
-      atomic_fetch_add(&w->restored, 1);
-      if (j.dest < 0 || j.dest >= w->ndests ||
-          w->dests[j.dest].fp != j.dest_fp) {
-        sluice__spool_del(w->spool, j.seq);
-        atomic_fetch_add(&w->failed, 1);
-        atomic_fetch_sub(&w->pending, 1);
-        continue;
-      }
+  int i;
+  for (i = 0; i < w->ndests; i++) {
+    dest *d = &w->dests[i];
+    job j, *slot;
+    while (d->held < w->share && (slot = free_slot(w)) &&
+           sluice__spool_next(w->spool, d->cursor, i, &j)) {
+      d->cursor = j.seq;
+      place(w, slot, &j);
+    }
+  }
+}
+
+void sluice__sink_restore(sluice_webhook *w) {
+  job j;
+  uint64_t after = 0;
+  while (sluice__spool_next(w->spool, after, -1, &j)) {
+    after = j.seq;
+    atomic_fetch_add(&w->restored, 1);
+    atomic_fetch_add(&w->pending, 1);
+    if (j.dest < 0 || j.dest >= w->ndests ||
+        w->dests[j.dest].fp != j.dest_fp) {
+      sluice__spool_del(w->spool, j.seq);
+      atomic_fetch_add(&w->failed, 1);
+      atomic_fetch_sub(&w->pending, 1);
+    } else {
       atomic_fetch_add(&w->dests[j.dest].waiting, 1);
     }
-    place(w, slot, &j);
   }
 }
 
@@ -213,8 +224,6 @@ static void fan_out(sluice_webhook *w, const item *it) {
 static void take(sluice_webhook *w) {
   for (;;) {
     item it;
-    if (!w->spool && free_slots(w) < (size_t)w->ndests + OWNER_KEYS_MAX)
-      return; /* the queue waits (and drops when full) */
     pthread_mutex_lock(&w->mu);
     if (!w->depth) {
       pthread_mutex_unlock(&w->mu);

@@ -68,7 +68,9 @@ typedef struct dest {
   char *url, *routing_key, *from, *to, *name;
   uint32_t events;
   uint64_t fp;
-  int inflight;     /* the sender's */
+  int inflight;     /* the sender's: attempts under way */
+  size_t held;      /* the sender's: jobs in memory */
+  uint64_t cursor;  /* the sender's: the last seq read from the spool */
   _Atomic uint64_t sent, failed, waiting;
 } dest;
 
@@ -111,12 +113,15 @@ struct sluice_webhook {
       spooled, restored, refused;
   _Atomic uint64_t pending; /* deliveries not done (a gauge) */
   struct curl_slist *json_headers;
-  uint64_t loaded_upto, first_seq; /* the spool cursor; this run's first */
+  size_t share;                    /* jobs in memory per destination */
   uint64_t orders;                 /* without a spool: the last order */
 };
 
 /* deliver.c */
 void *sluice__sink_run(void *w);
+/* At open: what a previous run left in the spool, counted (restored,
+** waiting); deliveries for a destination no longer configured fail. */
+void sluice__sink_restore(struct sluice_webhook *w);
 
 /* format.c: a malloc'd body, or NULL (no memory).  extra: a routing key
 ** (PAGERDUTY) or the recipients (EMAIL). */
@@ -140,10 +145,9 @@ void sluice__spool_close(spool *s);
 /* Put a job (seq assigned); 0 or SLUICE_EFULL / SLUICE_EIO. */
 int sluice__spool_put(spool *s, job *j);
 int sluice__spool_del(spool *s, uint64_t seq);
-/* The next spooled job after seq `after`, in order: 1 found, 0 none. */
-int sluice__spool_next(spool *s, uint64_t after, job *out);
-uint64_t sluice__spool_count(spool *s);
-uint64_t sluice__spool_first_new(spool *s); /* this open's first seq */
+/* The next spooled job after seq `after` (for destination for_dest, or any
+** when -1), in order: 1 found, 0 none. */
+int sluice__spool_next(spool *s, uint64_t after, int for_dest, job *out);
 
 /* contacts.c */
 int sluice__contacts_load(const char *path, contact **out, char *err,

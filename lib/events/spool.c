@@ -164,7 +164,7 @@ int sluice__spool_del(spool *s, uint64_t seq) {
   return mdb_txn_commit(txn) ? SLUICE_EIO : SLUICE_OK;
 }
 
-int sluice__spool_next(spool *s, uint64_t after, job *out) {
+int sluice__spool_next(spool *s, uint64_t after, int for_dest, job *out) {
   MDB_txn *txn;
   MDB_cursor *cur;
   MDB_val k, v;
@@ -185,7 +185,8 @@ int sluice__spool_next(spool *s, uint64_t after, job *out) {
     if (v.mv_size != sizeof r)
       continue; /* another layout: left alone */
     memcpy(&r, v.mv_data, sizeof r);
-    if (r.magic != SPOOL_MAGIC || r.size != sizeof r)
+    if (r.magic != SPOOL_MAGIC || r.size != sizeof r ||
+        (for_dest >= 0 && r.dest != for_dest))
       continue;
     memset(out, 0, sizeof *out);
     out->seq = seq_of(&k);
@@ -200,20 +201,6 @@ int sluice__spool_next(spool *s, uint64_t after, job *out) {
   mdb_cursor_close(cur);
   mdb_txn_abort(txn);
   return found;
-}
-
-uint64_t sluice__spool_first_new(spool *s) { return s->next_seq; }
-
-uint64_t sluice__spool_count(spool *s) {
-  MDB_txn *txn;
-  MDB_stat st;
-  uint64_t n = 0;
-  if (mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn))
-    return 0;
-  if (!mdb_stat(txn, s->dbi, &st))
-    n = st.ms_entries;
-  mdb_txn_abort(txn);
-  return n;
 }
 
 #else /* without liblmdb */
@@ -239,18 +226,11 @@ int sluice__spool_del(spool *s, uint64_t seq) {
   (void)seq;
   return SLUICE_ENOTSUP;
 }
-int sluice__spool_next(spool *s, uint64_t after, job *out) {
+int sluice__spool_next(spool *s, uint64_t after, int for_dest, job *out) {
   (void)s;
   (void)after;
+  (void)for_dest;
   (void)out;
-  return 0;
-}
-uint64_t sluice__spool_first_new(spool *s) {
-  (void)s;
-  return 0;
-}
-uint64_t sluice__spool_count(spool *s) {
-  (void)s;
   return 0;
 }
 #endif

@@ -270,6 +270,7 @@ static int setup(sluice_webhook *w, const sluice_webhook_options *o,
   }
   w->cap = o->queue_max ? o->queue_max : 1024;
   w->njobs = w->cap;
+  w->share = w->njobs / (size_t)w->ndests ? w->njobs / (size_t)w->ndests : 1;
   w->max_attempts = o->max_attempts ? o->max_attempts : 5;
   w->max_inflight = o->max_inflight ? o->max_inflight : 4;
   w->base_ns = (o->backoff_base_ms ? o->backoff_base_ms : 500) * NS_PER_MS;
@@ -298,8 +299,7 @@ static int setup(sluice_webhook *w, const sluice_webhook_options *o,
     if ((rc = sluice__spool_open(o->spool_path, &w->spool, err, errlen)) !=
         SLUICE_OK)
       return rc;
-    w->first_seq = sluice__spool_first_new(w->spool);
-    atomic_store(&w->pending, sluice__spool_count(w->spool));
+    sluice__sink_restore(w);
   }
   if (sluice__rng_init(&w->rng, NULL, NULL) != SLUICE_OK ||
       !(w->multi = curl_multi_init()) ||

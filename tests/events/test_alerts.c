@@ -449,6 +449,67 @@ Test(alerts, a_dead_and_a_hanging_receiver_do_not_stop_a_live_one) {
   rx_stop(&live);
 }
 
+/* A destination that hangs builds a backlog: it must stay within its
+** share of the sink's memory (then in the spool, or dropped without one),
+** or it would stop the queue for the live one.  queue_max 8 and 40 events,
+** each sent once the live receiver has the one before. */
+static void backlog_beside_live(const char *spool) {
+  receiver live, hang;
+  sluice_webhook_options o;
+  sluice_webhook_dest d[2];
+  sluice_webhook *w;
+  sluice_webhook_stats s;
+  sluice_event ev = event(SLUICE_EVENT_ALERT, 2, NULL);
+  char ul[128], uh[128];
+  int i;
+  rx_start(&live, 0, 0);
+  rx_start(&hang, 0, 0);
+  hang.hang = 1;
+  memset(&o, 0, sizeof o);
+  memset(d, 0, sizeof d);
+  url(uh, sizeof uh, hang.port, "/hang");
+  url(ul, sizeof ul, live.port, "/live");
+  d[0].url = uh;
+  d[1].url = ul;
+  o.dests = d;
+  o.ndests = 2;
+  o.flags = SLUICE_WEBHOOK_ALLOW_LOOPBACK;
+  o.queue_max = 8;
+  o.timeout_ms = 60000;
+  o.max_inflight = 2;
+  o.spool_path = spool;
+  w = open_sink(&o);
+  for (i = 0; i < 40; i++) {
+    sluice_webhook_on_event(w, &ev);
+    cr_assert_eq(rx_wait(&live, i + 1), i + 1,
+                 "%s: the live receiver stopped at %d of 40",
+                 spool ? "spool" : "memory", rx_count(&live));
+  }
+  s = stats(w);
+  cr_assert_eq(s.queued, 40);
+  if (spool) {
+    cr_assert_eq(s.dropped, 0, "the spool keeps the hanging backlog");
+    cr_assert_eq(s.spooled, 80);
+  } else {
+    cr_assert(s.dropped >= 40 - 4, "beyond its share (4): %llu dropped",
+              (unsigned long long)s.dropped);
+  }
+  sluice_webhook_close(w);
+  rx_stop(&hang);
+  rx_stop(&live);
+}
+
+static void spool_path(char out[64]);
+static void spool_cleanup(const char *path);
+
+Test(alerts, a_hanging_receivers_backlog_does_not_hold_up_a_live_one) {
+  char spool[64];
+  backlog_beside_live(NULL);
+  spool_path(spool);
+  backlog_beside_live(spool);
+  spool_cleanup(spool);
+}
+
 /* -------------------------------------------------------------- spool --- */
 
 static void spool_path(char out[64]) {
