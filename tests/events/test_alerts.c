@@ -391,6 +391,17 @@ Test(alerts, a_contacts_file_with_a_bad_line_fails_open_naming_it) {
 
 /* ------------------------------------------------- bounded concurrency --- */
 
+/* A live receiver, one that hangs, and options and destinations zeroed. */
+static void live_and_hanging(receiver *live, receiver *hang,
+                             sluice_webhook_options *o, sluice_webhook_dest *d,
+                             size_t dsize) {
+  rx_start(live, 0, 0);
+  rx_start(hang, 0, 0);
+  hang->hang = 1;
+  memset(o, 0, sizeof *o);
+  memset(d, 0, dsize);
+}
+
 /* The old sink posted one event at a time: the hanging receiver would
 ** have held every delivery behind it for a timeout each (a minute here). */
 Test(alerts, a_dead_and_a_hanging_receiver_do_not_stop_a_live_one) {
@@ -401,11 +412,7 @@ Test(alerts, a_dead_and_a_hanging_receiver_do_not_stop_a_live_one) {
   sluice_event ev;
   char ul[128], uh[128], ud[128], m[4096];
   int i;
-  rx_start(&live, 0, 0);
-  rx_start(&hang, 0, 0);
-  hang.hang = 1;
-  memset(&o, 0, sizeof o);
-  memset(d, 0, sizeof d);
+  live_and_hanging(&live, &hang, &o, d, sizeof d);
   url(ud, sizeof ud, dead_port(), "/dead");
   url(uh, sizeof uh, hang.port, "/hang");
   url(ul, sizeof ul, live.port, "/live");
@@ -462,11 +469,7 @@ static void backlog_beside_live(const char *spool) {
   sluice_event ev = event(SLUICE_EVENT_ALERT, 2, NULL);
   char ul[128], uh[128];
   int i;
-  rx_start(&live, 0, 0);
-  rx_start(&hang, 0, 0);
-  hang.hang = 1;
-  memset(&o, 0, sizeof o);
-  memset(d, 0, sizeof d);
+  live_and_hanging(&live, &hang, &o, d, sizeof d);
   url(uh, sizeof uh, hang.port, "/hang");
   url(ul, sizeof ul, live.port, "/live");
   d[0].url = uh;
