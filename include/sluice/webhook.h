@@ -128,7 +128,8 @@ typedef struct sluice_webhook_options {
   /** Link to the client backoff guidelines, sent in every body.  NULL:
    *  SLUICE_WEBHOOK_GUIDE_DEFAULT. */
   const char *backoff_guide;
-  size_t queue_max;        /**< events waiting; 0: 1024 */
+  size_t queue_max;        /**< events waiting, and deliveries kept in
+                              memory per destination; 0: 1024 */
   int max_attempts;        /**< attempts per delivery; 0: 5 */
   int64_t backoff_base_ms; /**< first retry within; 0: 500 */
   int64_t backoff_max_ms;  /**< cap of the retry wait; 0: 30000 */

@@ -7,15 +7,16 @@
 **     and counted.  With a spool, deliveries are written there first and
 **     read back in order as the table of jobs in memory has room, so the
 **     spool holds what memory cannot.  Each destination has its share of
-**     that table (queue_max / destinations): one that is down fills its
-**     own share (then its deliveries wait in the spool, or without one
-**     are dropped and counted), never another's, and the queue is always
+**     that table (queue_max deliveries): one that is down fills its own
+**     share (then its deliveries wait in the spool, or without one are
+**     dropped and counted), never another's, and the queue is always
 **     taken.
 **  b) Up to max_inflight attempts per destination at once, each bounded
 **     by timeout_ms: a destination that is down or hangs holds its own
 **     slots, never another's, and fails its deliveries in about
 **     max_attempts timeouts instead of one event per timeout.
-**     Deliveries of one scope to one destination go in the order queued.
+**     A release or lift goes after the deliveries of its scope queued
+**     before it (a resolve after its trigger); the rest in any order.
 **  c) A failed attempt waits a full-jitter exponential backoff (spec
 **     section 7) as a due time in its job, not a sleep: other deliveries
 **     go on meanwhile.  A 4xx other than 408 and 429 is not retried (the
@@ -370,8 +371,9 @@ static void done(sluice_webhook *w, CURLMsg *m) {
 }
 
 /* Whether an earlier delivery of the same scope to the same destination is
-** not done: then this one waits for it, so a PagerDuty resolve never
-** overtakes its trigger, nor a lift the alert it ends. */
+** not done: a release or lift waits for it, so a PagerDuty resolve never
+** overtakes its trigger, nor a lift the alert it ends.  Only those wait:
+** the rest go at once, whatever their scope. */
 static int behind(const sluice_webhook *w, const job *j) {
   size_t i;
   for (i = 0; i < w->njobs; i++) {
@@ -397,7 +399,8 @@ static long launch(sluice_webhook *w) {
         next = j->due_ns;
       continue;
     }
-    if (w->dests[j->dest].inflight >= w->max_inflight || behind(w, j))
+    if (w->dests[j->dest].inflight >= w->max_inflight ||
+        (sluice__sink_resolves(&j->it) && behind(w, j)))
       continue; /* woken when one of its transfers ends */
     if (!start(w, j)) {
       drop_transfer(w, j);

@@ -269,8 +269,12 @@ static int setup(sluice_webhook *w, const sluice_webhook_options *o,
     w->ndests = ++n;
   }
   w->cap = o->queue_max ? o->queue_max : 1024;
-  w->njobs = w->cap;
-  w->share = w->njobs / (size_t)w->ndests ? w->njobs / (size_t)w->ndests : 1;
+  /* Each destination may hold queue_max deliveries in memory: a burst
+  ** the queue takes reaches every destination, and one that is stuck
+  ** fills its own share only. */
+  w->share = w->cap;
+  w->njobs = w->cap <= SIZE_MAX / (size_t)w->ndests ? w->cap * (size_t)w->ndests
+                                                     : 0;
   w->max_attempts = o->max_attempts ? o->max_attempts : 5;
   w->max_inflight = o->max_inflight ? o->max_inflight : 4;
   w->base_ns = (o->backoff_base_ms ? o->backoff_base_ms : 500) * NS_PER_MS;
@@ -285,8 +289,9 @@ static int setup(sluice_webhook *w, const sluice_webhook_options *o,
   w->proxy = o->proxy && o->proxy[0] ? dup_str(o->proxy) : NULL;
   w->ring = w->cap <= SIZE_MAX / sizeof(item) ? calloc(w->cap, sizeof(item))
                                                : NULL;
-  w->jobs = w->njobs <= SIZE_MAX / sizeof(job) ? calloc(w->njobs, sizeof(job))
-                                                : NULL;
+  w->jobs = w->njobs && w->njobs <= SIZE_MAX / sizeof(job)
+                ? calloc(w->njobs, sizeof(job))
+                : NULL;
   if (!w->guide || !w->ring || !w->jobs || (o->proxy && o->proxy[0] && !w->proxy))
     return fail(err, errlen, SLUICE_ENOMEM, "%s", "out of memory");
   w->contacts = o->contacts;
