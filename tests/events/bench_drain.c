@@ -58,18 +58,7 @@ int main(int argc, char **argv) {
          n, t, n / t, (unsigned long long)s.dropped);
   sluice_webhook_close(w);
 
-  rx_start(&live, 0, 0);
-  rx_start(&hang, 0, 0);
-  hang.hang = 1;
-  memset(&o, 0, sizeof o);
-  memset(d, 0, sizeof d);
-  url(u1, sizeof u1, hang.port, "/h");
-  url(u2, sizeof u2, live.port, "/l");
-  d[0].url = u1;
-  d[1].url = u2;
-  o.dests = d;
-  o.ndests = 2;
-  o.flags = SLUICE_WEBHOOK_ALLOW_LOOPBACK;
+  live_and_hanging(&live, &hang, &o, d, u1, u2);
   if (sluice_webhook_open(&o, &w) != SLUICE_OK)
     return 2;
   t0 = now_s();

@@ -234,4 +234,25 @@ static inline sluice_webhook *alert_once(sluice_webhook_options *o, char u[128],
   return w;
 }
 
+/* A live receiver and one that hangs, and options (zeroed, loopback
+** allowed) sending to both: d[0] the hanging one at uh, d[1] the live one
+** at ul. */
+static inline void live_and_hanging(receiver *live, receiver *hang,
+                                    sluice_webhook_options *o,
+                                    sluice_webhook_dest d[2], char uh[128],
+                                    char ul[128]) {
+  rx_start(live, 0, 0);
+  rx_start(hang, 0, 0);
+  hang->hang = 1;
+  memset(o, 0, sizeof *o);
+  memset(d, 0, 2 * sizeof *d);
+  url(uh, 128, hang->port, "/hang");
+  url(ul, 128, live->port, "/live");
+  d[0].url = uh;
+  d[1].url = ul;
+  o->dests = d;
+  o->ndests = 2;
+  o->flags = SLUICE_WEBHOOK_ALLOW_LOOPBACK;
+}
+
 #endif

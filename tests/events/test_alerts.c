@@ -391,17 +391,6 @@ Test(alerts, a_contacts_file_with_a_bad_line_fails_open_naming_it) {
 
 /* ------------------------------------------------- bounded concurrency --- */
 
-/* A live receiver, one that hangs, and options and destinations zeroed. */
-static void live_and_hanging(receiver *live, receiver *hang,
-                             sluice_webhook_options *o, sluice_webhook_dest *d,
-                             size_t dsize) {
-  rx_start(live, 0, 0);
-  rx_start(hang, 0, 0);
-  hang->hang = 1;
-  memset(o, 0, sizeof *o);
-  memset(d, 0, dsize);
-}
-
 /* The old sink posted one event at a time: the hanging receiver would
 ** have held every delivery behind it for a timeout each (a minute here). */
 Test(alerts, a_dead_and_a_hanging_receiver_do_not_stop_a_live_one) {
@@ -412,19 +401,15 @@ Test(alerts, a_dead_and_a_hanging_receiver_do_not_stop_a_live_one) {
   sluice_event ev;
   char ul[128], uh[128], ud[128], m[4096];
   int i;
-  live_and_hanging(&live, &hang, &o, d, sizeof d);
+  memset(d, 0, sizeof d);
+  live_and_hanging(&live, &hang, &o, d + 1, uh, ul);
   url(ud, sizeof ud, dead_port(), "/dead");
-  url(uh, sizeof uh, hang.port, "/hang");
-  url(ul, sizeof ul, live.port, "/live");
   d[0].url = ud;
   d[0].name = "dead";
-  d[1].url = uh;
   d[1].name = "hanging";
-  d[2].url = ul;
   d[2].name = "live";
   o.dests = d;
   o.ndests = 3;
-  o.flags = SLUICE_WEBHOOK_ALLOW_LOOPBACK;
   o.timeout_ms = 60000;
   o.max_inflight = 2;
   o.max_attempts = 1000;
@@ -469,14 +454,7 @@ static void backlog_beside_live(const char *spool) {
   sluice_event ev = event(SLUICE_EVENT_ALERT, 2, NULL);
   char ul[128], uh[128];
   int i;
-  live_and_hanging(&live, &hang, &o, d, sizeof d);
-  url(uh, sizeof uh, hang.port, "/hang");
-  url(ul, sizeof ul, live.port, "/live");
-  d[0].url = uh;
-  d[1].url = ul;
-  o.dests = d;
-  o.ndests = 2;
-  o.flags = SLUICE_WEBHOOK_ALLOW_LOOPBACK;
+  live_and_hanging(&live, &hang, &o, d, uh, ul);
   o.queue_max = 8;
   o.timeout_ms = 60000;
   o.max_inflight = 2;
