@@ -123,6 +123,24 @@ int ledger_alert_option(const char *name, char *arg) {
 
 int ledger_alerts_wanted(void) { return S.nhooks || ndests; }
 
+/* The library's verdict before any worker starts: a sink without its
+** spool, opened and closed (a bad URL or contacts file is a usage error,
+** not a worker that fails forever). */
+int ledger_alerts_check(char *err, size_t errlen) {
+  sluice_webhook *w = NULL;
+  int rc;
+  if (!ledger_alerts_wanted())
+    return 0;
+  S.hooks.dests = dests;
+  S.hooks.ndests = (size_t)ndests;
+  S.hooks.errbuf = err;
+  S.hooks.errlen = errlen;
+  S.hooks.spool_path = NULL;
+  rc = sluice_webhook_open(&S.hooks, &w);
+  sluice_webhook_close(w);
+  return rc;
+}
+
 int ledger_alerts_open(int slot, char *err, size_t errlen) {
   S.hooks.dests = dests;
   S.hooks.ndests = (size_t)ndests;

@@ -499,6 +499,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ledger-api: --trusted-proxies: %s\n", perr);
     return EX_USAGE_;
   }
+  if (ledger_alerts_check(perr, sizeof perr) != 0) {
+    fprintf(stderr, "ledger-api: alerts: %s\n", perr);
+    return EX_USAGE_;
+  }
   /* epoll takes as many connections as there are descriptors */
   if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
       nofile.rlim_cur < nofile.rlim_max) {

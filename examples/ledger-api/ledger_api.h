@@ -164,6 +164,7 @@ extern server S;
 int ledger_alert_option(const char *name, char *arg);
 int ledger_alerts_wanted(void);
 int ledger_alerts_open(int slot, char *err, size_t errlen);
+int ledger_alerts_check(char *err, size_t errlen); /* the master, at start */
 
 int64_t wall_ns(void);
 uint64_t hash2(const char *a, const char *b);
