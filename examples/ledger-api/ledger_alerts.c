@@ -98,7 +98,9 @@ static int allow_list(const char *arg, unsigned *out) {
 }
 
 int ledger_alert_option(const char *name, char *arg) {
+  char given[256];
   int bad = 0;
+  snprintf(given, sizeof given, "%s", arg); /* add_alert cuts arg up */
   if (!strcmp(name, "alert"))
     bad = add_alert(arg);
   else if (!strcmp(name, "alert-contacts"))
@@ -115,7 +117,7 @@ int ledger_alert_option(const char *name, char *arg) {
   if (bad) {
     fprintf(stderr,
             "ledger-api: --%s: cannot use '%s' (see ledger-api --help)\n",
-            name, arg);
+            name, given);
     return -1;
   }
   return 0;
