@@ -557,6 +557,33 @@ Test(alerts, a_spool_delivers_after_a_close_and_reopen) {
   spool_cleanup(spool);
 }
 
+/* Closed at once after a storm: what the queue still held goes into the
+** spool with the rest (nothing abandoned), and the next open delivers it. */
+Test(alerts, a_close_spools_what_is_still_queued) {
+  receiver r;
+  sluice_webhook *w;
+  sluice_event ev = event(SLUICE_EVENT_ALERT, 2, NULL);
+  sluice_webhook_stats s;
+  char spool[64], u[128];
+  int port = dead_port(), i;
+  spool_path(spool);
+  w = spooling(spool, u, port);
+  for (i = 0; i < 500; i++)
+    sluice_webhook_on_event(w, &ev);
+  s = stats(w);
+  cr_assert_eq(s.queued, 500);
+  sluice_webhook_close(w);
+  cr_assert(rx_start_on(&r, port, 0, 0), "port %d taken meanwhile", port);
+  w = spooling(spool, u, port);
+  s = settle(w, 500);
+  cr_assert_eq(s.restored, 500);
+  cr_assert_eq(s.delivered, 500);
+  cr_assert_eq(rx_count(&r), 500);
+  sluice_webhook_close(w);
+  rx_stop(&r);
+  spool_cleanup(spool);
+}
+
 Test(alerts, a_spool_delivers_what_a_killed_process_left, .timeout = 60) {
   receiver r;
   sluice_webhook *w;
