@@ -530,8 +530,26 @@ static void wait_spooled(sluice_webhook *w, uint64_t n) {
   cr_assert_eq(stats(w).spooled, n);
 }
 
-Test(alerts, a_spool_delivers_after_a_close_and_reopen) {
+/* Reopened with a receiver on `port`: the n deliveries a previous sink
+** left in the spool arrive, and the spool is removed. */
+static void reopen_delivers(const char *spool, int port, int n) {
   receiver r;
+  sluice_webhook *w;
+  sluice_webhook_stats s;
+  char u[128];
+  cr_assert(rx_start_on(&r, port, 0, 0), "port %d taken meanwhile", port);
+  w = spooling(spool, u, port);
+  s = settle(w, (uint64_t)n);
+  cr_assert_eq(s.restored, (uint64_t)n);
+  cr_assert_eq(s.delivered, (uint64_t)n);
+  cr_assert_eq(s.abandoned, 0);
+  cr_assert_eq(rx_count(&r), n);
+  sluice_webhook_close(w);
+  rx_stop(&r);
+  spool_cleanup(spool);
+}
+
+Test(alerts, a_spool_delivers_after_a_close_and_reopen) {
   sluice_webhook *w;
   sluice_event ev = event(SLUICE_EVENT_ALERT, 2, NULL);
   sluice_webhook_stats s;
@@ -545,22 +563,12 @@ Test(alerts, a_spool_delivers_after_a_close_and_reopen) {
   s = stats(w);
   cr_assert_eq(s.delivered, 0);
   sluice_webhook_close(w);
-  cr_assert(rx_start_on(&r, port, 0, 0), "port %d taken meanwhile", port);
-  w = spooling(spool, u, port);
-  s = settle(w, 3);
-  cr_assert_eq(s.delivered, 3);
-  cr_assert_eq(s.restored, 3);
-  cr_assert_eq(s.abandoned, 0);
-  cr_assert_eq(rx_count(&r), 3);
-  sluice_webhook_close(w);
-  rx_stop(&r);
-  spool_cleanup(spool);
+  reopen_delivers(spool, port, 3);
 }
 
 /* Closed at once after a storm: what the queue still held goes into the
 ** spool with the rest (nothing abandoned), and the next open delivers it. */
 Test(alerts, a_close_spools_what_is_still_queued) {
-  receiver r;
   sluice_webhook *w;
   sluice_event ev = event(SLUICE_EVENT_ALERT, 2, NULL);
   sluice_webhook_stats s;
@@ -573,21 +581,11 @@ Test(alerts, a_close_spools_what_is_still_queued) {
   s = stats(w);
   cr_assert_eq(s.queued, 500);
   sluice_webhook_close(w);
-  cr_assert(rx_start_on(&r, port, 0, 0), "port %d taken meanwhile", port);
-  w = spooling(spool, u, port);
-  s = settle(w, 500);
-  cr_assert_eq(s.restored, 500);
-  cr_assert_eq(s.delivered, 500);
-  cr_assert_eq(rx_count(&r), 500);
-  sluice_webhook_close(w);
-  rx_stop(&r);
-  spool_cleanup(spool);
+  reopen_delivers(spool, port, 500);
 }
 
 Test(alerts, a_spool_delivers_what_a_killed_process_left, .timeout = 60) {
-  receiver r;
   sluice_webhook *w;
-  sluice_webhook_stats s;
   char spool[64], u[128], c;
   int port = dead_port(), pipefd[2];
   pid_t pid;
@@ -629,15 +627,7 @@ Test(alerts, a_spool_delivers_what_a_killed_process_left, .timeout = 60) {
   kill(pid, SIGKILL);
   waitpid(pid, NULL, 0);
   close(pipefd[0]);
-  cr_assert(rx_start_on(&r, port, 0, 0), "port %d taken meanwhile", port);
-  w = spooling(spool, u, port);
-  s = settle(w, 3);
-  cr_assert_eq(s.delivered, 3);
-  cr_assert_eq(s.restored, 3);
-  cr_assert_eq(rx_count(&r), 3);
-  sluice_webhook_close(w);
-  rx_stop(&r);
-  spool_cleanup(spool);
+  reopen_delivers(spool, port, 3);
 }
 
 Test(alerts, a_spool_is_one_sinks_at_a_time) {
