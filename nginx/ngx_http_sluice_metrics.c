@@ -12,7 +12,7 @@
 ngx_int_t
 ngx_http_sluice_metrics_handler(ngx_http_request_t *r)
 {
-    size_t need = 0;
+    size_t need = 0, hook = 0;
     ngx_int_t rc;
     char *text;
 
@@ -31,12 +31,24 @@ ngx_http_sluice_metrics_handler(ngx_http_request_t *r)
     if (sluice_policy_metrics(ngx_http_sluice_worker.pol[0], NULL, 0, &need) != SLUICE_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-    text = ngx_pnalloc(r->pool, need + 1);
+    /* The alert sink's counters are this worker's (each has its sink). */
+    if (ngx_http_sluice_worker.webhook != NULL
+        && sluice_webhook_metrics(ngx_http_sluice_worker.webhook, NULL, 0,
+                                  &hook) != SLUICE_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    text = ngx_pnalloc(r->pool, need + hook + 256); /* room to grow */
     if (text == NULL
         || sluice_policy_metrics(ngx_http_sluice_worker.pol[0], text, need + 1, &need)
                != SLUICE_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
+    if (hook
+        && sluice_webhook_metrics(ngx_http_sluice_worker.webhook, text + need,
+                                  hook + 256, &hook) != SLUICE_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    need += hook;
     ngx_str_set(&r->headers_out.content_type,
                 "text/plain; version=0.0.4; charset=utf-8");
     r->headers_out.content_type_len = r->headers_out.content_type.len;

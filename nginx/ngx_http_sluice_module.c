@@ -105,6 +105,13 @@ static ngx_command_t ngx_http_sluice_commands[] = {
     {ngx_string("sluice_retry_jitter"), NGX_HTTP_MAIN_CONF | NGX_CONF_FLAG,
      ngx_conf_set_flag_slot, NGX_HTTP_MAIN_CONF_OFFSET,
      offsetof(ngx_http_sluice_main_conf_t, jitter), NULL},
+    {ngx_string("sluice_alert"), NGX_HTTP_MAIN_CONF | NGX_CONF_2MORE,
+     ngx_http_sluice_alert, NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL},
+    {ngx_string("sluice_alert_allow"), NGX_HTTP_MAIN_CONF | NGX_CONF_1MORE,
+     ngx_http_sluice_alert_allow, NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL},
+    MAIN_STR("sluice_alert_contacts", alert_contacts),
+    MAIN_STR("sluice_alert_spool", alert_spool),
+    MAIN_STR("sluice_alert_proxy", alert_proxy),
     {ngx_string("sluice_thread_pool"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
      ngx_http_sluice_thread_pool, NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL},
     {ngx_string("sluice"),
@@ -555,7 +562,10 @@ ngx_http_sluice_init_module(ngx_cycle_t *cycle)
                           err);
         }
     }
-    return ngx_http_sluice_dry_run(cycle, mcf, &cfg, secret);
+    if (ngx_http_sluice_dry_run(cycle, mcf, &cfg, secret) != NGX_OK) {
+        return NGX_ERROR;
+    }
+    return ngx_http_sluice_alerts_check(cycle, mcf);
 }
 
 /* The store's handles; the renderer stays, to answer 503 without them. */
@@ -633,6 +643,10 @@ ngx_http_sluice_open_all(ngx_cycle_t *cycle, ngx_http_sluice_main_conf_t *mcf)
     po.errlen = sizeof(err);
     for (i = 0; i < 2; i++) {
         po.flags = i ? SLUICE_POLICY_SHADOW : 0;
+        /* alerts for what is enforced only (ngx_http_sluice_alerts.c) */
+        po.on_event = i == 0 && ngx_http_sluice_worker.webhook
+                          ? sluice_webhook_on_event : NULL;
+        po.userdata = i == 0 ? ngx_http_sluice_worker.webhook : NULL;
         rc = sluice_policy_open(&po, &ngx_http_sluice_worker.pol[i]);
         if (rc == SLUICE_ECONFIG && po.counters != NULL
             && ngx_strncmp(err, "counters", 8) == 0) {
@@ -664,6 +678,9 @@ ngx_http_sluice_init_process(ngx_cycle_t *cycle)
     ngx_http_sluice_main_conf_t *mcf;
 
     mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_sluice_module);
+    if (mcf != NULL && mcf->used) {
+        ngx_http_sluice_alerts_open(cycle, mcf); /* before the policies */
+    }
     if (mcf != NULL && mcf->used
         && ngx_http_sluice_open_all(cycle, mcf) != NGX_OK) {
         sl_retry_at = ngx_current_msec + 1000;
@@ -689,5 +706,6 @@ static void
 ngx_http_sluice_exit_process(ngx_cycle_t *cycle)
 {
     ngx_http_sluice_close_all();
+    ngx_http_sluice_alerts_close(); /* after the policies: nothing to post */
 }
 

@@ -46,7 +46,9 @@ static void usage(FILE *f) {
       "                  [--idem-tenant-share P]\n"
       "                  [--head-timeout-ms N] [--body-timeout-ms N]\n"
       "                  [--degraded-store URI|off] [--deny-cache URI|off]\n"
-      "                  [--webhook EVENT=URL]...\n\n"
+      "                  [--webhook EVENT=URL]... [--alert FORMAT=URL[,K=V]]...\n"
+      "                  [--alert-contacts FILE] [--alert-spool PATH]\n"
+      "                  [--alert-allow LIST] [--alert-proxy URL]\n\n"
       "Serves the spec's ledger API on 127.0.0.1 with sluice enforcing it.\n"
       "  --port N         TCP port; 0 (default) picks a free one.  The first\n"
       "                   line on stdout is `listening 127.0.0.1:PORT`\n"
@@ -88,7 +90,14 @@ static void usage(FILE *f) {
       "  --deny-cache U   the boxes every worker sees, shm:name=/NAME[;slots=N]\n"
       "                   (default as --degraded-store; off: one per worker)\n"
       "  --webhook EVENT=URL  post policy events of that type (alert,\n"
-      "                   edge_deny, ip_ban, suspend, page, ...) as JSON\n\n"
+      "                   edge_deny, ip_ban, suspend, page, ...) as JSON\n"
+      "  --alert FORMAT=URL[,K=V...]  send alerts as slack, pagerduty\n"
+      "                   (routing_key=KEY), email (smtp://; from=ADDR,\n"
+      "                   to=ADDR) or json; events=alert+page, name=LABEL\n"
+      "  --alert-contacts FILE  tenants' contacts: TENANT tech|owner ADDRS\n"
+      "  --alert-spool PATH  keep undelivered alerts in PATH.N (worker N)\n"
+      "  --alert-allow LIST  loopback,private,link_local destinations\n"
+      "  --alert-proxy URL  post through this proxy (env proxies ignored)\n\n"
       "SIGTERM or SIGINT: the master stops the workers and exits 0.\n"
       "exit codes: 0 clean shutdown, 2 usage error, 3 system failure\n");
 }
@@ -248,17 +257,21 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
   vfprintf(stderr, fmt, ap);
 }
 
+static int worker_slot; /* this worker's index: its alert spool */
+
 static int worker_main(void) {
   struct MHD_Daemon *d;
+  char err[256] = "";
   sigset_t set;
   int sig, rc;
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (getppid() == 1)
     return EX_RUNTIME;
   /* After fork: the sink's thread belongs to this process. */
-  if (S.nhooks && (rc = sluice_webhook_open(&S.hooks, &S.webhook)) != 0) {
-    fprintf(stderr, "ledger-api worker %d: --webhook: %s\n", (int)getpid(),
-            sluice_strerror(rc));
+  if (ledger_alerts_wanted() &&
+      (rc = ledger_alerts_open(worker_slot, err, sizeof err)) != 0) {
+    fprintf(stderr, "ledger-api worker %d: alerts: %s: %s\n", (int)getpid(),
+            sluice_strerror(rc), err);
     return EX_RUNTIME;
   }
   if (open_policy("worker") != 0) {
@@ -310,8 +323,10 @@ static int worker_main(void) {
   return EX_OK;
 }
 
-static pid_t spawn_worker(void) {
-  pid_t pid = fork();
+static pid_t spawn_worker(int slot) {
+  pid_t pid;
+  worker_slot = slot;
+  pid = fork();
   if (pid == 0) {
     int rc = worker_main();
     fflush(stderr);
@@ -431,6 +446,11 @@ int main(int argc, char **argv) {
       {"webhook", required_argument, 0, 'W'},
       {"degraded-store", required_argument, 0, 'G'},
       {"deny-cache", required_argument, 0, 'N'},
+      {"alert", required_argument, 0, 'A'},
+      {"alert-contacts", required_argument, 0, 'A'},
+      {"alert-spool", required_argument, 0, 'A'},
+      {"alert-allow", required_argument, 0, 'A'},
+      {"alert-proxy", required_argument, 0, 'A'},
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   const char *keys_path = NULL, *secret_path = NULL;
@@ -443,7 +463,7 @@ int main(int argc, char **argv) {
   socklen_t salen = sizeof sa;
   sigset_t set;
   int64_t v;
-  int c, i, one = 1, running = 1, exit_code = EX_OK;
+  int c, idx = 0, i, one = 1, running = 1, exit_code = EX_OK;
 
   memset(&S, 0, sizeof S);
   S.store = "shm";
@@ -457,7 +477,7 @@ int main(int argc, char **argv) {
   S.head_ms = 10000;
   S.body_ms = 30000;
   opterr = 0;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
     switch (c) {
     case 'p':
       if (ex_opt_int("ledger-api", "--port", optarg, 0, 65535, &v))
@@ -548,6 +568,10 @@ int main(int argc, char **argv) {
     case 'N':
       S.deny_cache = strcmp(optarg, "off") ? optarg : "";
       break;
+    case 'A':
+      if (ledger_alert_option(opts[idx].name, optarg))
+        return EX_USAGE_;
+      break;
     case 'h':
       usage(stdout);
       return EX_OK;
@@ -564,6 +588,10 @@ int main(int argc, char **argv) {
   }
   if (realip_parse(&S.proxies, proxies, perr, sizeof perr) != 0) {
     fprintf(stderr, "ledger-api: --trusted-proxies: %s\n", perr);
+    return EX_USAGE_;
+  }
+  if (ledger_alerts_check(perr, sizeof perr) != 0) {
+    fprintf(stderr, "ledger-api: alerts: %s\n", perr);
     return EX_USAGE_;
   }
   /* epoll takes as many connections as there are descriptors */
@@ -713,7 +741,7 @@ int main(int argc, char **argv) {
   fflush(stdout);
   for (i = 0; i < S.nworkers; i++) {
     respawn_at[i] = 0;
-    workers[i] = spawn_worker();
+    workers[i] = spawn_worker(i);
     if (workers[i] < 0) {
       fprintf(stderr, "ledger-api: fork: %s\n", strerror(errno));
       return EX_RUNTIME;
@@ -759,7 +787,7 @@ int main(int argc, char **argv) {
     }
     for (i = 0; i < S.nworkers; i++)
       if (workers[i] == 0 && wall_ns() >= respawn_at[i] &&
-          (workers[i] = spawn_worker()) < 0) {
+          (workers[i] = spawn_worker(i)) < 0) {
         workers[i] = 0; /* fork failed: try again in a second */
         respawn_at[i] = wall_ns() + 1000 * MS_NS;
       }

@@ -176,6 +176,12 @@ enum { IDEM_NEW, IDEM_REPLAY, IDEM_BUSY, IDEM_MISMATCH, IDEM_FULL,
 
 extern server S;
 
+/* ledger_alerts.c: --alert and its companions; each worker's sink. */
+int ledger_alert_option(const char *name, char *arg);
+int ledger_alerts_wanted(void);
+int ledger_alerts_open(int slot, char *err, size_t errlen);
+int ledger_alerts_check(char *err, size_t errlen); /* the master, at start */
+
 int64_t wall_ns(void);
 uint64_t hash2(const char *a, const char *b);
 int valid_id(const char *s);
