@@ -298,11 +298,14 @@ typedef struct sluice_policy_config {
    *  (the spec's section 4).  1: every bucket denial is a strike, the
    *  first included, as the spec's section-6 script counts. */
   int64_t strike_every_denial;
-  /* The breaker's and the backstop's 7 words and strike_every_denial's
-  ** one came out of reserved[15]:
+  /** An IPv6 client address is one scope per prefix of this many bits
+   *  (64: one /64, what one subscriber gets); IPv4 counts whole. */
+  int64_t ipv6_prefix;
+  /* The breaker's and the backstop's 7 words, strike_every_denial's and
+  ** ipv6_prefix's came out of reserved[15]:
   ** a new field takes a word from here, so the struct keeps its size
   ** (lib/policy/config.c asserts it). */
-  int64_t reserved[7];
+  int64_t reserved[6];
   /** The host-wide segments (the file's "host" group; docs/policy.md):
    *  "" keeps each in the process, "shm:name=/NAME..." shares it between
    *  the processes of a host.  A non-NULL sluice_policy_options field of

@@ -163,4 +163,10 @@ unsigned sluice__shadow_mask(const sluice_policy_config *c, int forced,
 ** still enforced). */
 int sluice__shadow_past_box(unsigned mask);
 
+/* request.c: the scope id of a client address: an IPv6 one by its prefix of
+** cfg.ipv6_prefix bits (one /64 is one client), an IPv4-mapped one as
+** its IPv4 address, anything else (IPv4, a caller's own name) whole. */
+void sluice__ip_scope(const sluice_policy *p, const char *raw,
+                      char out[SLUICE_SCOPE_ID_LEN + 1]);
+
 #endif
