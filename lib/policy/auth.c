@@ -23,6 +23,7 @@ int sluice__decide_auth(sluice__ctx *c, sluice_decision *d) {
 
   if (c->has_subject) {
     g.nk = g.ns = 0;
+    g.rclass = SLUICE_CLASS_UNTRUSTED; /* keyed by what a stranger sends */
     SLUICE__REC(&g, sluice__key_auth, SLUICE_SCOPE_SUBJECT, SLUICE__AK_BOX,
                 c->S);
     sluice__step(&g, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1,
@@ -52,6 +53,7 @@ int sluice__decide_auth(sluice__ctx *c, sluice_decision *d) {
     ** boxing it would lock out every client whose subject the caller cannot
     ** see, and stop the IPs from counting, choice g). */
     g.nk = g.ns = 0;
+    g.rclass = SLUICE_CLASS_UNTRUSTED;
     SLUICE__REC(&g, sluice__key_auth, SLUICE_SCOPE_SUBJECT, SLUICE__AK_FAILS,
                 c->S);
     s = sluice__step(&g, SLUICE_ALGO_SWINDOW, SLUICE_OP_COUNT, 0, 1,
@@ -61,6 +63,7 @@ int sluice__decide_auth(sluice__ctx *c, sluice_decision *d) {
       return rc;
   }
   g.nk = g.ns = 0;
+  g.rclass = SLUICE_CLASS_UNTRUSTED;
   SLUICE__REC(&g, sluice__key_auth, SLUICE_SCOPE_IP, SLUICE__AK_BOX, c->I);
   sluice__step(&g, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1, &p->auth_penalty,
                0, 0);

@@ -42,6 +42,7 @@ typedef struct sluice__prog {
   sluice_key keys[SLUICE_PROGRAM_KEYS];
   sluice_step st[SLUICE_PROGRAM_STEPS];
   int nk, ns;
+  int rclass; /* enum sluice_record_class; 0 unless set after the reset */
 } sluice__prog;
 
 /* Add a record built by one of keys.c's builders (the call's first

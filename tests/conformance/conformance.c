@@ -502,7 +502,7 @@ Test(conformance, reserved_words) {
   /* Refused before the store sees it: fresh keys stay absent. */
   model_init(&m, "abi-refused", 2);
   ops[0].keys = &m.keys[0];
-  ops[0].reserved[1] = 1;
+  ops[0].reserved[0] = 1;
   cr_assert_eq(sluice_limiter_apply(lim, &ops[0], &v), SLUICE_EINVAL);
   cr_assert_eq(sluice_limiter_apply_many(lim, 1, ops, vs, rcs), SLUICE_OK);
   cr_assert_eq(rcs[0], SLUICE_EINVAL);
