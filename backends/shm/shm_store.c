@@ -306,7 +306,7 @@ static void khash_of(shm_store *t, const sluice_key *key, int cls, int evict,
   memcpy(&h1, h + 8, 8);
   k->fp = h0;
   k->fpx = (h1 & 0x7ff) << FPX_SHIFT;
-  k->r = &t->reg[cls == SLUICE_CLASS_UNTRUSTED];
+  k->r = &t->reg[cls != SLUICE_CLASS_SERVICE];
   k->evict = cls == SLUICE_CLASS_UNTRUSTED && evict ? EVICT_BIT : 0;
   k->home = (uint64_t)(((unsigned __int128)h1 * k->r->nslots) >> 64);
 }
@@ -488,10 +488,14 @@ static int find(shm_store *t, const khash *k, int64_t now, int create,
         cm[0] = m[0];
         cm[1] = m[1];
       } else if (create && (m[1] & EVICT_BIT) && m_status(m) == ST_LIVE &&
+                 m_units(m) > units_of(now) + 2 &&
                  (vict == UINT32_MAX || m_units(m) < m_units(vm))) {
         /* The untrusted counter written longest ago (its expiry is its
         ** last write plus its window): the one to evict if nothing is
-        ** free.  Only untrusted records carry the bit, in their region. */
+        ** free.  Only untrusted records carry the bit, in their region.
+        ** A claim not yet written (its expiry a unit past its claim) is
+        ** not one: it may be another record of this very decision, which
+        ** would take this one's slot back in turn. */
         vict = d;
         vm[0] = m[0];
         vm[1] = m[1];
@@ -1051,7 +1055,7 @@ static int shm_apply_job(sluice_store *st, const sluice_op *op, int64_t now,
 /* The class and evictability of an op's key i, for khash_of(). */
 static void op_khash(shm_store *t, const sluice_op *op, int i, khash *k) {
   int evict = 0;
-  if (op->record_class == SLUICE_CLASS_UNTRUSTED) {
+  if (op->record_class != SLUICE_CLASS_SERVICE) {
     sluice_job j;
     sluice_verdict v;
     sluice_job_op(&j, op, &v);

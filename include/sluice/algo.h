@@ -191,7 +191,11 @@ enum sluice_record_class {
    *  kept within their own bound.  Their penalty records (boxes, offense
    *  counters) are never evicted; their counters (windows, distinct
    *  estimates) may be, oldest first, when that bound is reached. */
-  SLUICE_CLASS_UNTRUSTED = 1
+  SLUICE_CLASS_UNTRUSTED = 1,
+  /** As UNTRUSTED (same bound, same place), but nothing of it is ever
+   *  evicted: the failures of a real client (a wrong secret), which a
+   *  flood of strangers must not be able to reset. */
+  SLUICE_CLASS_UNTRUSTED_KEPT = 2
 };
 
 /** One atomic operation over a group of keys. */

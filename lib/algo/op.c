@@ -137,7 +137,7 @@ static int validate_fields(const sluice_op *op) {
 ** read as one). */
 static int head_ok(const sluice_op *op) {
   return op && op->params && op->reserved[0] == 0 &&
-         (uint64_t)op->record_class <= SLUICE_CLASS_UNTRUSTED;
+         (uint64_t)op->record_class <= SLUICE_CLASS_UNTRUSTED_KEPT;
 }
 
 int sluice_op_validate(const sluice_op *op) {

@@ -168,7 +168,7 @@ int sluice_program_validate(const sluice_program *p) {
       p->nkeys > SLUICE_PROGRAM_KEYS || p->nsteps < 1 ||
       p->nsteps > SLUICE_PROGRAM_STEPS ||
       p->reserved[0] != 0 || /* room for later: zero now */
-      (uint64_t)p->record_class > SLUICE_CLASS_UNTRUSTED)
+      (uint64_t)p->record_class > SLUICE_CLASS_UNTRUSTED_KEPT)
     return SLUICE_EINVAL;
   if (!shape_same(p)) {
     rc = shape_check(p);

@@ -23,7 +23,11 @@ int sluice__decide_auth(sluice__ctx *c, sluice_decision *d) {
 
   if (c->has_subject) {
     g.nk = g.ns = 0;
-    g.rclass = SLUICE_CLASS_UNTRUSTED; /* keyed by what a stranger sends */
+    /* Keyed by what a stranger sends; a real client's failures (a wrong
+    ** secret) are kept: a flood of made-up names must not reset them. */
+    g.rclass = c->req->auth_result == SLUICE_AUTH_BAD_SECRET
+                   ? SLUICE_CLASS_UNTRUSTED_KEPT
+                   : SLUICE_CLASS_UNTRUSTED;
     SLUICE__REC(&g, sluice__key_auth, SLUICE_SCOPE_SUBJECT, SLUICE__AK_BOX,
                 c->S);
     sluice__step(&g, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1,
