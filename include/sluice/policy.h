@@ -146,6 +146,13 @@ enum sluice_binding {
 #define SLUICE_DECISION_STUFFING 0x40u    /**< credential-stuffing signature */
 #define SLUICE_DECISION_DENY_CACHED 0x80u /**< a box from the deny cache: no
                                                store call (or store down) */
+/** The store had no room for a record this decision needed
+ *  (SLUICE_EFULL; d->store_error says it when the decision was then made
+ *  without the store).  Full is not an outage: it opens no breaker and
+ *  emits SLUICE_EVENT_STORE_FULL, not DEGRADED_ON.  With the per-IP
+ *  backstop's window refused for room, the request is decided without the
+ *  backstop, on its own limits. */
+#define SLUICE_DECISION_STORE_FULL 0x100u
 
 /** The whole decision.  Caller-allocated; sluice_policy_decide() overwrites
  *  every field.  Holds no pointers into the request; `invalid_field` is a
@@ -403,8 +410,15 @@ enum sluice_event_type {
   SLUICE_EVENT_DEGRADED_ON = 10, /**< store failing: degraded / fail-closed */
   SLUICE_EVENT_DEGRADED_OFF = 11, /**< store answering again */
   SLUICE_EVENT_LEASE_DENIED = 12, /**< concurrency, ledger or export cap */
-  SLUICE_EVENT__COUNT = 13
+  SLUICE_EVENT_STORE_FULL = 13,  /**< the store had no room (store_error
+                                      SLUICE_EFULL); at most one per
+                                      SLUICE_POLICY_FULL_EVENT_NS a process */
+  SLUICE_EVENT__COUNT = 14
 };
+
+/** SLUICE_EVENT_STORE_FULL comes at most once per this many ns (1 s) from
+ *  one policy: a full store is a state, not one event per request. */
+#define SLUICE_POLICY_FULL_EVENT_NS INT64_C(1000000000)
 
 /** Scopes a box applies to. */
 enum sluice_scope_kind {
@@ -421,7 +435,7 @@ typedef struct sluice_event {
   int level;           /**< box level 1..3 (BOX_TRIP and after) */
   int endpoint_class;  /**< of the request that caused it, or 0 */
   int outcome;         /**< LEASE_DENIED: the outcome */
-  int store_error;     /**< DEGRADED_ON: the store's SLUICE_E* */
+  int store_error;     /**< DEGRADED_ON, STORE_FULL: the store's SLUICE_E* */
   const char *scope_id;  /**< hashed id (32 hex) of the scope, or NULL */
   const char *tenant_scope_id; /**< hashed tenant id, or NULL */
   const char *tier;      /**< tier name, or NULL */

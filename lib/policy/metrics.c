@@ -99,6 +99,13 @@ int sluice_policy_metrics(const sluice_policy *cp, char *buf, size_t len,
     put(&o, "sluice_policy_lease_denials_total{endpoint=\"%s\"} %llu\n",
         sluice_endpoint_class_name(i),
         (unsigned long long)LOAD(p->ctr->lease_denials[i]));
+  put(&o, "# HELP sluice_policy_store_full_total Decisions that found the "
+          "store full (no room for a record: not an outage), by endpoint "
+          "class.\n# TYPE sluice_policy_store_full_total counter\n");
+  for (i = 1; i < SLUICE_EP__COUNT; i++)
+    put(&o, "sluice_policy_store_full_total{class=\"%s\"} %llu\n",
+        sluice_endpoint_class_name(i),
+        (unsigned long long)LOAD(p->ctr->store_full[i]));
   put(&o, "# HELP sluice_policy_box_trips_total Penalty box trips by scope "
           "and level.\n# TYPE sluice_policy_box_trips_total counter\n");
   for (i = SLUICE_SCOPE_KEY; i <= SLUICE_SCOPE_SUBJECT; i++)

@@ -33,6 +33,8 @@ typedef struct sluice__counters {
   _Atomic uint64_t shadow_passed[SLUICE_POLICY_TIERS_MAX + 1];
   _Atomic uint64_t fail_closed[SLUICE_EP__COUNT];
   _Atomic uint64_t lease_denials[SLUICE_EP__COUNT];
+  _Atomic uint64_t store_full[SLUICE_EP__COUNT]; /* decisions the store
+                                                    had no room for */
   _Atomic uint64_t trips[5][3]; /* [scope kind][level - 1] */
   _Atomic uint64_t events[SLUICE_EVENT__COUNT];
 } sluice__counters;
@@ -60,6 +62,7 @@ struct sluice_policy {
   /* Lease sets as wide as the widest tier: releases cover any tier. */
   sluice_lease_params reconcile_all, export_all;
   _Atomic int degraded; /* the last store failure, 0 once one answered */
+  _Atomic int64_t full_event_ns; /* the last SLUICE_EVENT_STORE_FULL's now */
   sluice__breaker brk;   /* when to leave the store alone (breaker.c) */
   sluice_window_params ip_window; /* the per-IP backstop (backstop.c) */
   /* Counters: `own` in-process, or a shared segment every process of the

@@ -83,14 +83,18 @@ Test(policy_abuse, distinct_subjects_from_one_ip_leave_new_tenants_alone) {
 
 /* A stranger's flood never evicts a box: once the untrusted region holds
 ** nothing but boxes, a new stranger's records are refused (auth fails
-** closed), the boxes all hold, and the tenants are still served. */
+** closed), the boxes all hold, and the tenants are still served.  A full
+** store is reported as full: a flag, its counter, one event a second; not
+** as an outage (no breaker, no degraded mode for the tenants). */
 Test(policy_abuse, boxes_are_not_evicted) {
   sluice_policy_config cfg;
-  char spec[160], path[96], ip[48];
+  char spec[160], path[96], ip[48], metrics[65536];
+  sluice_decision d;
   fixture f;
   int i, n, full = 0;
   sluice_policy_config_defaults(&cfg);
   cfg.auth_ip_failures = 1; /* every failing IP is boxed at once */
+  cfg.ip_limit = 1000;      /* the backstop's windows are strangers' too */
   shm_spec(spec, sizeof spec, path, sizeof path, "box",
            "capacity=768;untrusted=64");
   cr_assert_eq(fx_open_store(&f, &cfg, spec, SLUICE_OPEN_CREATE), SLUICE_OK);
@@ -100,9 +104,37 @@ Test(policy_abuse, boxes_are_not_evicted) {
     sluice_request r;
     snprintf(ip, sizeof ip, "2001:db8:%x::1", n);
     r = rq_auth(ip, NULL, SLUICE_AUTH_UNKNOWN_CLIENT);
-    full = decide(&f, &r).outcome == SLUICE_OUTCOME_UNAVAILABLE;
+    d = decide(&f, &r);
+    full = d.outcome == SLUICE_OUTCOME_UNAVAILABLE;
   }
   cr_assert(full, "64 keys of boxes fill the region");
+  cr_assert_eq(d.store_error, SLUICE_EFULL);
+  cr_assert_neq(d.flags & SLUICE_DECISION_STORE_FULL, 0);
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_STORE_FULL), 1);
+  cr_assert_eq(fx_last(&f, SLUICE_EVENT_STORE_FULL)->store_error,
+               SLUICE_EFULL);
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_DEGRADED_ON), 0, "full is no outage");
+  for (i = 0; i < 50; i++) { /* no event per request ... */
+    sluice_request r;
+    snprintf(ip, sizeof ip, "2001:db8:ffff:%x::1", i);
+    r = rq_auth(ip, NULL, SLUICE_AUTH_UNKNOWN_CLIENT);
+    d = decide(&f, &r);
+    cr_assert_eq(d.outcome, SLUICE_OUTCOME_UNAVAILABLE);
+    cr_assert_neq(d.flags & SLUICE_DECISION_STORE_FULL, 0);
+  }
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_STORE_FULL), 1);
+  sluice_clock_advance(f.clock, SLUICE_POLICY_FULL_EVENT_NS);
+  { /* ... but one a second while it lasts */
+    sluice_request r = rq_auth("2001:db8:fffe::1", NULL,
+                               SLUICE_AUTH_UNKNOWN_CLIENT);
+    decide(&f, &r);
+  }
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_STORE_FULL), 2);
+  cr_assert_eq(sluice_policy_metrics(f.pol, metrics, sizeof metrics, NULL),
+               SLUICE_OK);
+  cr_assert_not_null(strstr(metrics, "sluice_policy_store_full_total{class=\"auth\"} 52\n"),
+                     "%s", metrics);
+  cr_assert_not_null(strstr(metrics, "sluice_policy_events_total{event=\"store_full\"} 2\n"));
   for (i = 0; i < n - 1; i++) {
     sluice_request r;
     snprintf(ip, sizeof ip, "2001:db8:%x::2", i); /* the same /64 */
@@ -115,8 +147,17 @@ Test(policy_abuse, boxes_are_not_evicted) {
     sluice_request r;
     snprintf(tenant, sizeof tenant, "t-%d", i);
     r = rq_std(tenant, "k", "sandbox");
-    cr_assert_eq(decide(&f, &r).outcome, SLUICE_OUTCOME_ALLOW);
+    d = decide(&f, &r);
+    cr_assert_eq(d.outcome, SLUICE_OUTCOME_ALLOW);
+    cr_assert_eq(d.flags & (SLUICE_DECISION_DEGRADED | SLUICE_DECISION_STORE_FULL), 0);
+    /* From a new address: no room for its backstop window, so decided on
+    ** its own limits, flagged full. */
+    r.client_ip = "2001:db8:eeee::1";
+    d = decide(&f, &r);
+    cr_assert_eq(d.outcome, SLUICE_OUTCOME_ALLOW);
+    cr_assert_eq(d.flags, SLUICE_DECISION_STORE_FULL, "flags %#x", d.flags);
   }
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_DEGRADED_ON), 0);
   fx_close(&f);
   unlink(path);
 }
@@ -142,13 +183,13 @@ typedef struct tally {
 ** every 100th step a tenant's login.  The attack: STEPS failed logins,
 ** each a new subject from a new address (IPv4 and IPv6 /64s alike). */
 static void traffic(const char *store, unsigned flags, const char *run,
-                    int attack, tally *t) {
+                    int attack, int64_t ip_limit, tally *t) {
   sluice_policy_config cfg;
   fixture f;
   char subj[64], ip[64], tenant[64], key[32];
   int s, b;
   sluice_policy_config_defaults(&cfg);
-  cfg.ip_limit = 5000; /* on, not binding: 14 requests per IP per 0.8 s */
+  cfg.ip_limit = ip_limit; /* 5000: on, not binding (14 per IP per 0.8 s) */
   /* sandbox (tiers[0]) small enough that the bursts are throttled, struck
   ** and boxed: 12 requests per tenant every 0.8 s is 15/s */
   cr_assert_str_eq(cfg.tiers[0].name, "sandbox");
@@ -228,10 +269,10 @@ Test(policy_abuse, a_hundred_thousand_failed_logins_change_no_decision_shm,
   /* Room for the tenants many times over, and a region the attack
   ** outgrows a hundred times. */
   shm_spec(spec, sizeof spec, path, sizeof path, "calm", "capacity=4096");
-  traffic(spec, SLUICE_OPEN_CREATE, "calm", 0, &calm_run);
+  traffic(spec, SLUICE_OPEN_CREATE, "calm", 0, 5000, &calm_run);
   unlink(path);
   shm_spec(spec, sizeof spec, path, sizeof path, "attack", "capacity=4096");
-  traffic(spec, SLUICE_OPEN_CREATE, "attack", 1, &attacked_run);
+  traffic(spec, SLUICE_OPEN_CREATE, "attack", 1, 5000, &attacked_run);
   unlink(path);
   same_decisions(&calm_run, &attacked_run);
   /* The flood's own records are evicted oldest first: it never ran out. */
@@ -241,7 +282,9 @@ Test(policy_abuse, a_hundred_thousand_failed_logins_change_no_decision_shm,
 /* The same on a real Redis (tests/redis harness): Redis has no record
 ** classes; its room is maxmemory, which the operator sets (docs/redis.md:
 ** noeviction, so a full Redis refuses writes instead of dropping boxes).
-** Every run names its own tenants, so the two runs share no key. */
+** Every run names its own tenants, so the two runs share no key.  The
+** backstop is off here: a third round trip per failure would take the
+** suite past a minute on a loaded machine, and Redis keeps no class. */
 Test(policy_abuse, redis_a_hundred_thousand_failed_logins_change_no_decision,
      .timeout = 300) {
   const char *nodes = getenv("SLUICE_REDIS_NODES");
@@ -250,8 +293,8 @@ Test(policy_abuse, redis_a_hundred_thousand_failed_logins_change_no_decision,
     cr_skip_test("SLUICE_REDIS_NODES unset");
   snprintf(spec, sizeof spec, "redis:nodes=%s;timeout_ms=2000", nodes);
   snprintf(run, sizeof run, "calm%d", (int)getpid());
-  traffic(spec, SLUICE_OPEN_TESTCLOCK, run, 0, &calm_run);
+  traffic(spec, SLUICE_OPEN_TESTCLOCK, run, 0, 0, &calm_run);
   snprintf(run, sizeof run, "attack%d", (int)getpid());
-  traffic(spec, SLUICE_OPEN_TESTCLOCK, run, 1, &attacked_run);
+  traffic(spec, SLUICE_OPEN_TESTCLOCK, run, 1, 0, &attacked_run);
   same_decisions(&calm_run, &attacked_run);
 }
