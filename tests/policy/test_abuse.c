@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sluice/sluice_mem.h>
 #include <sluice/sluice_shm.h>
 
 #include "helpers.h"
@@ -79,6 +80,50 @@ Test(policy_abuse, distinct_subjects_from_one_ip_leave_new_tenants_alone) {
   cr_assert_leq(st.untrusted_live, st.untrusted_capacity * 4 / 3);
   fx_close(&f);
   unlink(path);
+}
+
+/* The mem store: untrusted records have their own bound within max_keys
+** (no eviction there: the flood's own failures are refused, as full). */
+Test(policy_abuse, mem_keeps_strangers_within_their_bound) {
+  sluice_policy_config cfg;
+  sluice_decision d;
+  char id[48];
+  fixture f;
+  int i, full = 0;
+  int64_t held = 0;
+  sluice_policy_config_defaults(&cfg);
+  cfg.auth_ip_failures = 3;
+  cr_assert_eq(fx_open_store(&f, &cfg, "mem:max_keys=1024;untrusted=256", 0),
+               SLUICE_OK);
+  for (i = 0; i < 530; i++) {
+    sluice_request r;
+    snprintf(id, sizeof id, "client-%d", i);
+    r = rq_auth("192.0.2.66", id, SLUICE_AUTH_UNKNOWN_CLIENT);
+    d = decide(&f, &r);
+    /* Refused for room: the IP's box (boxed at its 3rd failure, kept in
+    ** the deny cache) still answers, flagged full. */
+    if (d.flags & SLUICE_DECISION_STORE_FULL) {
+      cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+      cr_assert_eq(d.store_error, SLUICE_EFULL);
+      full++;
+    }
+  }
+  sluice_limiter_control(f.lim, SLUICE_CTL_MEM_COUNT, &held);
+  cr_assert_gt(full, 0, "the strangers' bound was reached (%lld held)", (long long)held);
+  cr_assert_eq(sluice_limiter_control(f.lim, SLUICE_CTL_MEM_COUNT, &held),
+               SLUICE_OK);
+  cr_assert_leq(held, 256);
+  for (i = 0; i < 60; i++) {
+    char tenant[32];
+    sluice_request r;
+    snprintf(tenant, sizeof tenant, "new-tenant-%d", i);
+    r = rq_class(tenant, "key", "growth", SLUICE_EP_RECONCILE);
+    r.ledger_id = "ledger-1";
+    d = decide(&f, &r);
+    cr_assert_eq(d.outcome, SLUICE_OUTCOME_ALLOW, "tenant %d: %d", i,
+                 d.outcome);
+  }
+  fx_close(&f);
 }
 
 /* A stranger's flood never evicts a box: once the untrusted region holds
