@@ -11,14 +11,15 @@
 ** A slot is three words:
 **
 **   meta  (16 B, CAS)  lo: fingerprint bits 0..63
-**                      hi: status 2 | gen 10 | fingerprint 64..75 12 |
-**                          expiry 40 (units of 2^24 ns, rounded up)
+**                      hi: status 2 | gen 10 | fingerprint 64..74 11 |
+**                          evictable 1 | expiry 40 (units of 2^24 ns,
+**                          rounded up)
 **   state (16 B, CAS)  the algorithm record XOR mask(fingerprint, gen)
 **   exp   (8 B)        exact expiry of the last write (xGet only)
 **   reach (8 B)        the farthest chain distance at which a key whose
 **                      home is this slot was ever claimed
 **
-** The key itself is never stored: a 76-bit fingerprint of SipHash-1-3-128
+** The key itself is never stored: a 75-bit fingerprint of SipHash-1-3-128
 ** under a random key kept in the header identifies it.  Status is NEVER
 ** (all zero: ends every probe chain), TENTATIVE (being claimed), LIVE or
 ** FREE (deleted or given up; keeps probe chains intact).
@@ -115,6 +116,15 @@
 ** within PROBE_WINDOW slots of its home slot.  A new key that finds no
 ** never-used, free or expired slot in its window gets SLUICE_EFULL; live
 ** records are never evicted for it.
+**
+** Record classes (docs/shm.md): the untrusted records (client IPs, auth
+** subjects) are a second table of the same kind after the service's
+** slots, so a stranger's flood fills only that one.  There, and only
+** there, a new record that finds no slot takes the live slot of the
+** evictable record (an untrusted counter: the meta bit, set at its claim)
+** with the smallest expiry in its window, the way an expired slot is
+** taken: a new generation, so every late write of the old key fails
+** (invariant a's argument, for a record that is let go on purpose).
 */
 #include <ck_pr.h>
 #include <errno.h>
