@@ -367,12 +367,14 @@ Test(policy_abuse, a_hundred_thousand_failed_logins_change_no_decision_shm,
 Test(policy_abuse, redis_a_hundred_thousand_failed_logins_change_no_decision,
      .timeout = 300) {
   const char *nodes = getenv("SLUICE_REDIS_NODES");
+  const char *extra = getenv("SLUICE_REDIS_STORE_EXTRA");
   char spec[256], run[32];
   pid_t pids[ATTACKERS];
   int i;
   if (!nodes || !nodes[0])
     cr_skip_test("SLUICE_REDIS_NODES unset");
-  snprintf(spec, sizeof spec, "redis:nodes=%s;timeout_ms=2000", nodes);
+  snprintf(spec, sizeof spec, "redis:nodes=%s;timeout_ms=2000%s%s", nodes,
+           extra && extra[0] ? ";" : "", extra ? extra : "");
   snprintf(run, sizeof run, "calm%d", (int)getpid());
   traffic(spec, SLUICE_OPEN_TESTCLOCK, run, 0, 0, &calm_run);
   snprintf(run, sizeof run, "attack%d", (int)getpid());
