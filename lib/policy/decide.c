@@ -59,6 +59,10 @@
 **     circuit breaker (breaker.c) that sees failures sustained leaves the
 **     store alone for degraded_probe_ns, then lets trial requests probe
 **     it, so a dead store does not cost every request its timeout.
+**     SLUICE_EFULL is not an outage: the store answered.  It is flagged
+**     (SLUICE_DECISION_STORE_FULL), counted and raised as STORE_FULL, and
+**     the breaker does not count it: strangers who fill their records'
+**     bound must not take the tenants off the store.
 **  d) The degraded limiter is a "mem" limiter, or a shm store the host's
 **     processes share (degraded.c), with the same keys at degraded_percent
 **     of the tier rates and bursts; it has no penalty box.  The boxes the

@@ -103,7 +103,7 @@ int sluice_policy_metrics(const sluice_policy *cp, char *buf, size_t len,
           "store full (no room for a record: not an outage), by endpoint "
           "class.\n# TYPE sluice_policy_store_full_total counter\n");
   for (i = 1; i < SLUICE_EP__COUNT; i++)
-    put(&o, "sluice_policy_store_full_total{class=\"%s\"} %llu\n",
+    put(&o, "sluice_policy_store_full_total{endpoint=\"%s\"} %llu\n",
         sluice_endpoint_class_name(i),
         (unsigned long long)LOAD(p->ctr->store_full[i]));
   put(&o, "# HELP sluice_policy_box_trips_total Penalty box trips by scope "

@@ -178,7 +178,7 @@ Test(policy_abuse, boxes_are_not_evicted) {
   cr_assert_eq(fx_count(&f, SLUICE_EVENT_STORE_FULL), 2);
   cr_assert_eq(sluice_policy_metrics(f.pol, metrics, sizeof metrics, NULL),
                SLUICE_OK);
-  cr_assert_not_null(strstr(metrics, "sluice_policy_store_full_total{class=\"auth\"} 52\n"),
+  cr_assert_not_null(strstr(metrics, "sluice_policy_store_full_total{endpoint=\"auth\"} 52\n"),
                      "%s", metrics);
   cr_assert_not_null(strstr(metrics, "sluice_policy_events_total{event=\"store_full\"} 2\n"));
   for (i = 0; i < n - 1; i++) {
