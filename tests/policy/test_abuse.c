@@ -224,6 +224,18 @@ typedef struct tally {
   int attack_refused; /* the attack's own failures refused for room */
 } tally;
 
+/* Attack step s: a failed login of a new subject from a new address
+** (odd steps IPv4, even ones a /64 of their own). */
+static sluice_request attack_request(const char *run, int s, char *subj,
+                                     size_t sn, char *ip, size_t in) {
+  snprintf(subj, sn, "%s-victim-%d", run, s);
+  if (s % 2)
+    snprintf(ip, in, "10.%d.%d.%d", (s >> 16) & 255, (s >> 8) & 255, s & 255);
+  else
+    snprintf(ip, in, "2001:db8:%x:%x::1", s >> 16, s & 0xffff);
+  return rq_auth(ip, subj, SLUICE_AUTH_UNKNOWN_CLIENT);
+}
+
 /* One run of the tenants' traffic, interleaved with the attack or not:
 ** every tenant request carries its client IP (the per-IP backstop is on),
 ** every 100th step a tenant's login.  The attack: STEPS failed logins,
@@ -247,16 +259,9 @@ static void traffic(const char *store, unsigned flags, const char *run,
   for (s = 0; s < STEPS; s++) {
     sluice_clock_advance(f.clock, MS);
     if (attack == 1) { /* 2: the attack runs in other processes */
-      sluice_request r;
-      sluice_decision d;
-      snprintf(subj, sizeof subj, "%s-victim-%d", run, s);
-      if (s % 2)
-        snprintf(ip, sizeof ip, "10.%d.%d.%d", (s >> 16) & 255, (s >> 8) & 255,
-                 s & 255);
-      else
-        snprintf(ip, sizeof ip, "2001:db8:%x:%x::1", s >> 16, s & 0xffff);
-      r = rq_auth(ip, subj, SLUICE_AUTH_UNKNOWN_CLIENT);
-      d = decide(&f, &r);
+      sluice_request r =
+          attack_request(run, s, subj, sizeof subj, ip, sizeof ip);
+      sluice_decision d = decide(&f, &r);
       t->attack_refused += d.outcome == SLUICE_OUTCOME_UNAVAILABLE;
     }
     if (s % EVERY != EVERY - 1)
@@ -299,16 +304,10 @@ static int attack_part(const char *store, unsigned flags, const char *run,
   if (fx_open_store(&f, &cfg, store, flags) != SLUICE_OK)
     return 1;
   for (s = from; s < STEPS; s += stride) {
-    sluice_request r;
+    sluice_request r =
+        attack_request(run, s, subj, sizeof subj, ip, sizeof ip);
     sluice_decision d;
     sluice_clock_advance(f.clock, MS);
-    snprintf(subj, sizeof subj, "%s-victim-%d", run, s);
-    if (s % 2)
-      snprintf(ip, sizeof ip, "10.%d.%d.%d", (s >> 16) & 255, (s >> 8) & 255,
-               s & 255);
-    else
-      snprintf(ip, sizeof ip, "2001:db8:%x:%x::1", s >> 16, s & 0xffff);
-    r = rq_auth(ip, subj, SLUICE_AUTH_UNKNOWN_CLIENT);
     if (sluice_policy_decide(f.pol, &r, &d) != SLUICE_OK ||
         d.outcome != SLUICE_OUTCOME_ALLOW)
       refused++;
