@@ -93,7 +93,10 @@ typedef struct sluice_request {
   int endpoint_class;     /**< enum sluice_endpoint_class */
   int auth_result;        /**< enum sluice_auth_result (auth only) */
   const char *client_ip;  /**< required for auth */
-  const char *auth_subject; /**< client_id / user tried (auth failures) */
+  /** client_id / user tried.  NULL or "" when the caller could not read
+   *  it: a failure is then counted for client_ip and the unknown subject
+   *  (never refused); client_ip is a scope by its IPv6 prefix. */
+  const char *auth_subject;
   const char *ledger_id;  /**< required for reconcile */
   /** Export date range (ns, any epoch): a span over the configured
    *  threshold (90 days) costs export_long.  Both 0: not given. */
