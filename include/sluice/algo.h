@@ -183,7 +183,10 @@ enum sluice_op_kind {
 /** Record classes: what a store whose room is finite keeps apart, so that
  *  records anyone can create cannot take the room of the records the
  *  service's paying clients need (docs/backends.md, "Record classes").
- *  A class never changes a verdict: every backend decides the same. */
+ *  A class never changes a verdict: every backend decides the same.  A
+ *  key keeps its class: every op and program over it must give the same
+ *  one (UNTRUSTED and UNTRUSTED_KEPT count as one here), since a store
+ *  may keep the classes apart and look for a key only among its own. */
 enum sluice_record_class {
   /** The service's own records (tenants, keys, leases): the default. */
   SLUICE_CLASS_SERVICE = 0,
