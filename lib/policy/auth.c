@@ -61,7 +61,7 @@ int sluice__decide_auth(sluice__ctx *c, sluice_decision *d) {
     SLUICE__REC(&g, sluice__key_auth, SLUICE_SCOPE_SUBJECT, SLUICE__AK_FAILS,
                 c->S);
     s = sluice__step(&g, SLUICE_ALGO_SWINDOW, SLUICE_OP_COUNT, 0, 1,
-                     &p->auth_subject, 1, 0);
+                     &p->auth_unknown, 1, 0);
     sluice__when(&g, s, SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_NOTE);
     if ((rc = sluice__run(c, &g, &rs)))
       return rc;

@@ -56,6 +56,7 @@ struct sluice_policy {
   sluice__tier_rt rt[SLUICE_POLICY_TIERS_MAX];
   sluice_penalty_params auth_penalty;
   sluice_window_params auth_subject, auth_ip, stuffing;
+  sluice_window_params auth_unknown; /* failures without a subject */
   sluice_distinct_params stuffing_subjects, stuffing_ips;
   sluice_lease_params ledger;
   sluice_lease_params notice; /* one slot; TTL from the denial's Retry-After */
