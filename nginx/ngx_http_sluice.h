@@ -62,6 +62,7 @@ typedef struct {
     unsigned applied:1;  /* the phase handler acted on it */
     unsigned denied:1;   /* we answered it ourselves */
     unsigned auth_done:1;
+    unsigned body_read:1; /* a heavy request's body is in (decide now) */
     ngx_uint_t status;   /* ST_* */
     ngx_http_sluice_loc_conf_t *lcf;
 } ngx_http_sluice_ctx_t;
@@ -89,6 +90,8 @@ sluice_policy *ngx_http_sluice_ready(ngx_http_request_t *r);
 /* ngx_http_sluice_request.c */
 ngx_int_t ngx_http_sluice_add_variables(ngx_conf_t *cf);
 ngx_int_t ngx_http_sluice_init(ngx_conf_t *cf);
+ngx_int_t ngx_http_sluice_send(ngx_http_request_t *r, ngx_uint_t status,
+                               char *body, size_t len);
 
 /* ngx_http_sluice_metrics.c */
 ngx_int_t ngx_http_sluice_metrics_handler(ngx_http_request_t *r);

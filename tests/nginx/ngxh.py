@@ -72,6 +72,7 @@ class Upstream:
     def __init__(self):
         self.port = free_port()
         self.hits = {}
+        self.bodies = {}  # query string -> the last request body with it
         self.held = {}  # query string -> requests holding with it now
         self.lock = threading.Lock()
         self.release = threading.Event()
@@ -86,12 +87,14 @@ class Upstream:
             def handle_one(self):
                 u = urllib.parse.urlsplit(self.path)
                 q = urllib.parse.parse_qs(u.query)
-                n = int(self.headers.get("Content-Length") or 0)
-                if n:  # a form body counts as the query does
-                    body = self.rfile.read(n).decode("latin-1")
-                    for k, v in urllib.parse.parse_qs(body).items():
-                        q.setdefault(k, v)
+                body = self.rfile.read(int(self.headers.get(
+                    "Content-Length") or 0))
+                # a form body counts as the query does
+                for k, v in urllib.parse.parse_qs(
+                        body.decode("latin-1")).items():
+                    q.setdefault(k, v)
                 with up.lock:
+                    up.bodies[u.query] = body
                     up.hits[u.path] = up.hits.get(u.path, 0) + 1
                     up.held[u.query] = up.held.get(u.query, 0) + 1
                 try:
