@@ -41,7 +41,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ledgerh import (HERE, NotStarted, Server, check, free_port,  # noqa: E402
+from ledgerh import (CONF, HERE, NotStarted, Server, check, free_port,  # noqa: E402
                      req, summary)
 
 ONLY = set(sys.argv[2:])
