@@ -18,11 +18,25 @@
 
 #include "helpers.h"
 
-static void shm_spec(char *spec, size_t n, char *path, size_t pn,
-                     const char *what, const char *params) {
+static void shm_spec(char *spec, size_t n, const char *what,
+                     const char *params) {
+  char path[96];
   snprintf(spec, n, "shm:name=/sluice-abuse-%s-%d;create=1;%s", what,
            (int)getpid(), params);
-  snprintf(path, pn, "/dev/shm/sluice-abuse-%s-%d", what, (int)getpid());
+  snprintf(path, sizeof path, "/dev/shm/sluice-abuse-%s-%d", what,
+           (int)getpid());
+  unlink(path);
+}
+
+/* The mapping of an open shm store gone from /dev/shm at once: it lives
+** while the store is open, and a failed test leaves nothing behind. */
+static void shm_unlink_of(const char *spec) {
+  char path[96];
+  size_t n;
+  if (strncmp(spec, "shm:name=/", 10) != 0)
+    return;
+  n = strcspn(spec + 10, ";");
+  snprintf(path, sizeof path, "/dev/shm/%.*s", (int)n, spec + 10);
   unlink(path);
 }
 
@@ -33,13 +47,14 @@ static void shm_spec(char *spec, size_t n, char *path, size_t pn,
 Test(policy_abuse, distinct_subjects_from_one_ip_leave_new_tenants_alone) {
   sluice_policy_config cfg;
   sluice_shm_stats st = {0};
-  char spec[160], path[96], id[48];
+  char spec[160], id[48];
   fixture f;
   int i, boxed = 0;
   sluice_policy_config_defaults(&cfg);
   cfg.auth_ip_failures = 3;
-  shm_spec(spec, sizeof spec, path, sizeof path, "530", "capacity=768");
+  shm_spec(spec, sizeof spec, "530", "capacity=768");
   cr_assert_eq(fx_open_store(&f, &cfg, spec, SLUICE_OPEN_CREATE), SLUICE_OK);
+  shm_unlink_of(spec);
   for (i = 0; i < 530; i++) {
     sluice_request r;
     sluice_decision d;
@@ -80,7 +95,6 @@ Test(policy_abuse, distinct_subjects_from_one_ip_leave_new_tenants_alone) {
   cr_assert_gt(st.evictions, 0, "the flood outgrew its region");
   cr_assert_leq(st.untrusted_live, st.untrusted_capacity * 4 / 3);
   fx_close(&f);
-  unlink(path);
 }
 
 /* The mem store: untrusted records have their own bound within max_keys
@@ -134,16 +148,17 @@ Test(policy_abuse, mem_keeps_strangers_within_their_bound) {
 ** as an outage (no breaker, no degraded mode for the tenants). */
 Test(policy_abuse, boxes_are_not_evicted) {
   sluice_policy_config cfg;
-  char spec[160], path[96], ip[48], metrics[65536];
+  char spec[160], ip[48], metrics[65536];
   sluice_decision d;
   fixture f;
   int i, n, full = 0;
   sluice_policy_config_defaults(&cfg);
   cfg.auth_ip_failures = 1; /* every failing IP is boxed at once */
   cfg.ip_limit = 1000;      /* the backstop's windows are strangers' too */
-  shm_spec(spec, sizeof spec, path, sizeof path, "box",
+  shm_spec(spec, sizeof spec, "box",
            "capacity=768;untrusted=64");
   cr_assert_eq(fx_open_store(&f, &cfg, spec, SLUICE_OPEN_CREATE), SLUICE_OK);
+  shm_unlink_of(spec);
   /* Each failure: its IP's box (kept) and its counters (evictable); the
   ** subject-less failures' shared window too. */
   for (n = 0; n < 400 && !full; n++) {
@@ -205,7 +220,6 @@ Test(policy_abuse, boxes_are_not_evicted) {
   }
   cr_assert_eq(fx_count(&f, SLUICE_EVENT_DEGRADED_ON), 0);
   fx_close(&f);
-  unlink(path);
 }
 
 /* ------------------------------------------------ 100k failed logins --- */
@@ -256,6 +270,7 @@ static void traffic(const char *store, unsigned flags, const char *run,
   cfg.tiers[0].strike_threshold = 10;
   memset(t, 0, sizeof *t);
   cr_assert_eq(fx_open_store(&f, &cfg, store, flags), SLUICE_OK, "%s", store);
+  shm_unlink_of(store);
   for (s = 0; s < STEPS; s++) {
     sluice_clock_advance(f.clock, MS);
     if (attack == 1) { /* 2: the attack runs in other processes */
@@ -340,15 +355,13 @@ static tally calm_run, attacked_run;
 
 Test(policy_abuse, a_hundred_thousand_failed_logins_change_no_decision_shm,
      .timeout = 120) {
-  char spec[160], path[96];
+  char spec[160];
   /* Room for the tenants many times over, and a region the attack
   ** outgrows a hundred times. */
-  shm_spec(spec, sizeof spec, path, sizeof path, "calm", "capacity=4096");
+  shm_spec(spec, sizeof spec, "calm", "capacity=4096");
   traffic(spec, SLUICE_OPEN_CREATE, "calm", 0, 5000, &calm_run);
-  unlink(path);
-  shm_spec(spec, sizeof spec, path, sizeof path, "attack", "capacity=4096");
+  shm_spec(spec, sizeof spec, "attack", "capacity=4096");
   traffic(spec, SLUICE_OPEN_CREATE, "attack", 1, 5000, &attacked_run);
-  unlink(path);
   same_decisions(&calm_run, &attacked_run);
   /* The flood's own records are evicted oldest first: it never ran out. */
   cr_assert_eq(attacked_run.attack_refused, 0);
