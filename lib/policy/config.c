@@ -799,8 +799,8 @@ int sluice__config_load2(const char *path, sluice_policy_config *out,
   static const char *const top[] = {"shadow", "shadow_features", "tiers",
                                     "costs",  "routes",  "penalty", "auth",
                                     "heavy",  "failure", "host",
-                                    "breaker", "ip_backstop", "attributes",
-                                    "limits", NULL};
+                                    "breaker", "ip_backstop", "client_ip",
+                                    "attributes", "limits", NULL};
   sluice_policy_config c;
   config_t cf;
   const config_setting_t *root;

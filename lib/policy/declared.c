@@ -169,10 +169,16 @@ static size_t scope_part(const sluice__ctx *c, int a, char *buf, int *rc,
   const char *an = sluice__attr_name(c->p->decl, a);
   size_t n = 0, al = strlen(an);
   const char *v = attr_value(c, a, &n);
+  char ipn[SLUICE__IP_NAME];
   if (!v || n == 0 || n > SLUICE_POLICY_ID_MAX) {
     d->invalid_field = an;
     *rc = v ? SLUICE_EKEY : SLUICE_EINVAL;
     return 0;
+  }
+  /* An IPv6 client counts by its prefix, as everywhere in the policy. */
+  if (a == SLUICE__A_IP) {
+    v = sluice__ip_name(c->p, v, ipn);
+    n = strlen(v);
   }
   memcpy(buf, an, al);
   buf[al] = '=';
@@ -269,7 +275,16 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
   keyparts kp;
   int i, rc;
   kp.tagged = 0;
+  /* A route whose scopes start with the client address keys its records
+  ** by unauthenticated input: they live within that class's own bound
+  ** (DESIGN.md).  Every other scope is the service's own.  All of a
+  ** route's limits start with the same attribute, so a key keeps its
+  ** class. */
   g->nk = g->ns = 0;
+  g->rclass = dr->n > 0 &&
+                      c->p->decl->limits[dr->limit[0]].scope[0] == SLUICE__A_IP
+                  ? SLUICE_CLASS_UNTRUSTED
+                  : SLUICE_CLASS_SERVICE;
   for (i = 0; i < dr->n; i++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
     const sluice__lparams *ps = pick(c, lm);

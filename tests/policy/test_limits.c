@@ -510,3 +510,25 @@ Test(policy_limits, raw_values_never_reach_the_store) {
   cr_assert(memmem(buf, n, "raw-route-value", 15) == NULL);
   cr_expect_eq(rmtree(dir), 0, "%s left behind", dir);
 }
+
+/* An `ip` scope counts an IPv6 client by its prefix (/64 by default), as
+** the rest of the policy does. */
+Test(policy_limits, ipv6_clients_count_by_prefix) {
+  fixture f;
+  sluice_request r = rq("GET", "/x", NULL, 0);
+  open_text(&f, "limits = { per_ip = { algorithm = \"cap\"; scope = [ \"ip\" "
+                "]; limit = 1; window_ms = 60000; }; };\n"
+                "routes = ( { method = \"*\"; route = \"/x\"; limits = ( "
+                "\"per_ip\" ); } );\n");
+  r.client_ip = "2001:db8::1";
+  cr_assert_eq(decide(&f, &r).allowed, 1);
+  r.client_ip = "2001:db8::ffff:2";
+  cr_assert_eq(decide(&f, &r).allowed, 0, "the same /64");
+  r.client_ip = "2001:db8:0:1::1";
+  cr_assert_eq(decide(&f, &r).allowed, 1, "another /64");
+  r.client_ip = "192.0.2.1";
+  cr_assert_eq(decide(&f, &r).allowed, 1);
+  r.client_ip = "::ffff:192.0.2.1";
+  cr_assert_eq(decide(&f, &r).allowed, 0, "IPv4-mapped: the IPv4 client");
+  fx_close(&f);
+}
