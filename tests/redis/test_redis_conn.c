@@ -115,6 +115,50 @@ Test(conn, password_and_acl_user) {
   refused(store, SLUICE_EINVAL, "needs a password", NULL);
 }
 
+/* EVALSHA calls over every node, as the default user; with make_user,
+** first give every node the ACL user "scriptonly", allowed the script but
+** not Redis Functions (the rules of earlier sluice versions). */
+static long evalsha_calls(const char *pw, int make_user) {
+  long sum = 0;
+  int n;
+  for (n = 0; rt_port(n); n++) {
+    struct timeval tv = {5, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", rt_port(n), tv);
+    redisReply *r;
+    cr_assert(c && !c->err);
+    r = redisCommand(c, "AUTH %s", pw);
+    freeReplyObject(r);
+    if (make_user) {
+      r = redisCommand(c, "ACL SETUSER scriptonly on >scriptonly-pw ~* "
+                          "resetchannels -@all +evalsha +script|load "
+                          "+cluster|slots +asking +wait +del +get +mget +set "
+                          "+time +ping +select +command|info");
+      cr_assert(r && r->type == REDIS_REPLY_STATUS, "ACL SETUSER");
+      freeReplyObject(r);
+    }
+    sum += rt_cmd_calls(c, "evalsha");
+    redisFree(c);
+  }
+  return sum;
+}
+
+/* An ACL user without Redis Functions: FUNCTION LIST is refused, and the
+** store runs the script (EVALSHA) instead of failing. */
+Test(conn, acl_user_without_functions_runs_the_script) {
+  const char *pw = env_or_skip("SLUICE_REDIS_PASSWORD", "run with --auth");
+  char store[512];
+  sluice_limiter *l;
+  long before;
+  before = evalsha_calls(pw, 1);
+  snprintf(store, sizeof store, "redis:nodes=%s;timeout_ms=3000;"
+           "user=scriptonly;password=scriptonly-pw", rt_nodes());
+  l = must_open(store);
+  decides(l, "scriptonly");
+  sluice_limiter_close(l);
+  cr_assert_geq(evalsha_calls(pw, 0) - before, 1,
+                "the decision ran as EVALSHA");
+}
+
 Test(conn, password_file) {
   const char *tmp = env_or_skip("SLUICE_REDIS_TMP", "run via harness");
   char path[512], store[1024];

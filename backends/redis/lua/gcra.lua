@@ -99,10 +99,11 @@ end
 -- expiry pair at 2i-1, 2i), as gcra1: a GCRA group consumed or peeked with
 -- every TAT within one tolerance of now.  Answers the packed verdict,
 -- allowed, remaining and the wait, and writes the outputs and expiries; or
--- nil having changed nothing (the general step then runs).  Few tables: a
+-- nil having changed nothing (the general step then runs).  No tables: a
 -- program runs on every request.
+local GE = {} -- gcra_prog's D, Dn per key: made once, set before read
 local function gcra_prog(c, xe, key, nk, kind, cost, nh, nl, poff)
-  local e = {} -- D, Dn per key
+  local e = GE
   local all = true
   for j = 1, nk do
     local R, Pd, B = sunpack(GCRA_FMT, AV, poff + GCRA_BYTES * (j - 1))
