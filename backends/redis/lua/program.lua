@@ -26,7 +26,7 @@
 -- their expiries (a pair each); PRAW: the stored value (false: none; nil:
 -- not taken in yet); per step PST (0 skipped, 1 allowed, 2 denied),
 -- PREACH (reached), PRETRY (the wait given; nil: did not run); POUT: the
--- verdicts of the steps that ran.
+-- header and the verdicts of the steps that ran.
 local PO, PC, PXE, PRAW = {}, {}, {}, {}
 local PST, PREACH, PRETRY, POUT = {}, {}, {}, {}
 -- Records are taken in when a step first needs them (a step that does not
@@ -171,7 +171,7 @@ local function program(nsteps, nh, nl, minttl)
       retry[s] = rty
       mask = mask + 2 ^ (s - 1)
       nout = nout + 1
-      out[nout] = r
+      out[nout + 1] = r -- out[1]: the header, below
       if fold == FOLD_GATE and not al and Pdenied < 0 then
         -- A gate's denial: every record back as read.
         Pdenied = s - 1
@@ -201,6 +201,7 @@ local function program(nsteps, nh, nl, minttl)
       end
     end
   end
-  return spack(PROG_HDR_FMT, Pdenied < 0 and 1 or 0, Pdenied, mask, 0, nowl,
-    nowh) .. table.concat(out, '', 1, nout)
+  out[1] = spack(PROG_HDR_FMT, Pdenied < 0 and 1 or 0, Pdenied, mask, 0, nowl,
+    nowh)
+  return table.concat(out, '', 1, nout + 1)
 end
