@@ -729,3 +729,98 @@ Test(store, server_without_lua_is_refused_naming_the_module) {
                  "'LOAD'");
   no_lua_refused("ERR Engine 'lua' not found");
 }
+
+/* ------------------------------------- a record whose expiry stays --- */
+
+/* Keyspace events of `key` on its node while `ops` runs (the notifications
+** switched on for the run): how many "set" and "expire" events. */
+static void key_events(sluice_store *s, const char *key,
+                       void (*ops)(sluice_store *, const char *), int *sets,
+                       int *expires) {
+  int port = rt_port_of(s, key);
+  redisContext *c = raw(port), *sub = raw(port);
+  redisReply *r;
+  char chan[160], old[64] = "";
+  snprintf(chan, sizeof chan, "__keyspace@0__:%s", key);
+  r = redisCommand(c, "CONFIG GET notify-keyspace-events");
+  if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+    snprintf(old, sizeof old, "%s", r->element[1]->str);
+  freeReplyObject(r);
+  raw_ok(c, "CONFIG SET notify-keyspace-events Kg$");
+  r = redisCommand(sub, "SUBSCRIBE %s", chan);
+  freeReplyObject(r);
+  ops(s, key);
+  r = redisCommand(c, "PUBLISH %s done", chan);
+  freeReplyObject(r);
+  *sets = *expires = 0;
+  for (;;) {
+    void *m = NULL;
+    redisReply *e;
+    cr_assert_eq(redisGetReply(sub, &m), REDIS_OK, "keyspace event");
+    e = m;
+    cr_assert(e->type == REDIS_REPLY_ARRAY && e->elements == 3);
+    if (strcmp(e->element[2]->str, "done") == 0) {
+      freeReplyObject(e);
+      break;
+    }
+    *sets += strcmp(e->element[2]->str, "set") == 0;
+    *expires += strcmp(e->element[2]->str, "expire") == 0;
+    freeReplyObject(e);
+  }
+  r = redisCommand(c, "CONFIG SET notify-keyspace-events %s", old);
+  freeReplyObject(r);
+  redisFree(sub);
+  redisFree(c);
+}
+
+/* A fixed window's count goes up and its expiry (the window's end) stays. */
+static const sluice_window_params day_window = {1000000, 86400 * SEC};
+
+static void count_twice(sluice_store *s, const char *key) {
+  sluice_key k = {key, strlen(key)};
+  sluice_op op = {SLUICE_ALGO_FWINDOW, SLUICE_OP_COUNT, 1, &k, &day_window,
+                  1, 0};
+  sluice_verdict v;
+  int i;
+  for (i = 0; i < 2; i++)
+    cr_assert_eq(sluice_store_apply(s, &op, 0, &v), SLUICE_OK, "%s",
+                 sluice_store_errmsg(s));
+}
+
+static void count_twice_in_programs(sluice_store *s, const char *key) {
+  sluice_key k = {key, strlen(key)};
+  sluice_step st = {SLUICE_ALGO_FWINDOW, SLUICE_OP_COUNT, 0, 1, &day_window,
+                    1, 0, SLUICE_WHEN_ALWAYS, 0, SLUICE_WHEN_ALWAYS, 0,
+                    SLUICE_FOLD_NOTE, 0, {0, 0}};
+  sluice_program p = {1, &k, 1, &st, {0, 0}};
+  sluice_program_result res;
+  int i;
+  for (i = 0; i < 2; i++) {
+    cr_assert_eq(sluice_store_run(s, &p, 0, &res), SLUICE_OK, "%s",
+                 sluice_store_errmsg(s));
+    cr_assert(res.ran & 1u);
+  }
+}
+
+/* The second write of a record whose expiry did not move keeps the Redis
+** TTL (SET ... KEEPTTL): one "expire" event for two writes, by the script
+** and by the library, as one op and in a program. */
+Test(store, expiry_set_only_when_it_moves) {
+  static const char *const engines[] = {"engine=lua", "engine=script"};
+  int e, sets, expires;
+  for (e = 0; e < 2; e++) {
+    sluice_store *s = rt_store(engines[e], 0);
+    char tag[64], key[96];
+    rt_tag(tag, sizeof tag, "keep");
+    snprintf(key, sizeof key, "w:%s", tag);
+    key_events(s, key, count_twice, &sets, &expires);
+    cr_assert_eq(sets, 2, "%s: two writes (%d)", engines[e], sets);
+    cr_assert_eq(expires, 1, "%s: one expiry set (%d)", engines[e], expires);
+    snprintf(key, sizeof key, "wp:%s", tag);
+    key_events(s, key, count_twice_in_programs, &sets, &expires);
+    cr_assert_eq(sets, 2, "%s, program: two writes (%d)", engines[e], sets);
+    cr_assert_eq(expires, 1, "%s, program: one expiry set (%d)", engines[e],
+                 expires);
+    sluice_store_close(s);
+  }
+}

@@ -23,11 +23,11 @@
 -- nothing: Redis's Lua collects every call's garbage, and it is the
 -- larger part of what a call costs.  Each call sets every entry it reads.
 -- PO: records as read, PC: as the steps leave them (4 halves each), PXE:
--- their expiries (a pair each); PRAW: the stored value (false: none; nil:
+-- their expiries (a pair each), POX: a live record's stored expiry; PRAW: the stored value (false: none; nil:
 -- not taken in yet); per step PST (0 skipped, 1 allowed, 2 denied),
 -- PREACH (reached), PRETRY (the wait given; nil: did not run); POUT: the
 -- header and the verdicts of the steps that ran.
-local PO, PC, PXE, PRAW = {}, {}, {}, {}
+local PO, PC, PXE, PRAW, POX = {}, {}, {}, {}, {}
 local PST, PREACH, PRETRY, POUT = {}, {}, {}, {}
 -- Records are taken in when a step first needs them (a step that does not
 -- run, the notice of an admitted request, changes nothing), and read with
@@ -48,6 +48,7 @@ local function pload1(i, v)
     if lay ~= LAYOUT then return false end
     if Pnh < eh or (Pnh == eh and Pnl < el) then
       o[at - 3], o[at - 2], o[at - 1], o[at] = x0h, x0l, x1h, x1l
+      POX[2 * i - 1], POX[2 * i] = eh, el
     else
       redis.call('DEL', CK[i]) -- expired: gone for good
       PRAW[i] = false
@@ -197,7 +198,7 @@ local function program(nsteps, nh, nl, minttl)
         if raw[i] then redis.call('DEL', KEYS[i]) end
       else
         write_rec(KEYS[i], c[q - 3], c[q - 2], c[q - 1], c[q], xh, xl, nh, nl,
-          minttl)
+          minttl, raw[i] and xh == POX[2 * i - 1] and xl == POX[2 * i])
       end
     end
   end
