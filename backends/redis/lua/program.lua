@@ -114,7 +114,7 @@ local function program(nsteps, nh, nl, minttl)
   end
   local nowl, nowh = nl, nh
   if nowh < 0 then nowh = nowh + T32 end
-  local mask = 0
+  local mask, sbit = 0, 1 -- sbit: step s's bit of the ran mask
   local off = HDR_BYTES + 1 -- after the header
   local nout = 0
   for s = 1, nsteps do
@@ -122,7 +122,9 @@ local function program(nsteps, nh, nl, minttl)
       off + STEP_GUARD_OFF)
     local soff, poff = off, off + STEP_BYTES
     off = poff + 8 * np
-    if pcond(w1, r1) and pcond(w2, r2) then
+    -- (WHEN_ALWAYS, most second conditions, costs no call)
+    if (w1 == WHEN_ALWAYS or pcond(w1, r1)) and
+       (w2 == WHEN_ALWAYS or pcond(w2, r2)) then
       local sa, sk, key, nk, arg, ih, il = sunpack(STEP_HEAD_FMT, AV, soff)
       local bad = pload(key + 1, key + nk)
       if bad > 0 then
@@ -170,7 +172,7 @@ local function program(nsteps, nh, nl, minttl)
       st[s] = al and 1 or 2
       reached[s] = not al or rem == 0
       retry[s] = rty
-      mask = mask + 2 ^ (s - 1)
+      mask = mask + sbit
       nout = nout + 1
       out[nout + 1] = r -- out[1]: the header, below
       if fold == FOLD_GATE and not al and Pdenied < 0 then
@@ -188,6 +190,7 @@ local function program(nsteps, nh, nl, minttl)
     else
       st[s], retry[s] = 0, nil
     end
+    sbit = sbit * 2
   end
   for i = 1, n do
     local q = 4 * i
