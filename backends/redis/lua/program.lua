@@ -19,14 +19,14 @@
 -- only if it runs.
 
 -- A program's state lives in tables made once, beside the functions (the
--- library form makes them at FUNCTION LOAD), so a call allocates almost
--- nothing: Redis's Lua collects every call's garbage, and it is the
--- larger part of what a call costs.  Each call sets every entry it reads.
--- PO: records as read, PC: as the steps leave them (4 halves each), PXE:
--- their expiries (a pair each), POX: a live record's stored expiry; PRAW: the stored value (false: none; nil:
--- not taken in yet); per step PST (0 skipped, 1 allowed, 2 denied),
--- PREACH (reached), PRETRY (the wait given; nil: did not run); POUT: the
--- header and the verdicts of the steps that ran.
+-- library form makes them at FUNCTION LOAD), so a call makes no tables or
+-- closures of its own for Redis's Lua to collect.  Each call sets every
+-- entry it reads.  PO: records as read, PC: as the steps leave them (4
+-- halves each), PXE: their expiries (a pair each), POX: a live record's
+-- stored expiry; PRAW: the stored value (false: none; nil: not taken in
+-- yet); per step PST (0 skipped, 1 allowed, 2 denied), PREACH (reached),
+-- PRETRY (the wait given; nil: did not run); POUT: the header and the
+-- verdicts of the steps that ran.
 local PO, PC, PXE, PRAW, POX = {}, {}, {}, {}, {}
 local PST, PREACH, PRETRY, POUT = {}, {}, {}, {}
 -- Records are taken in when a step first needs them (a step that does not
