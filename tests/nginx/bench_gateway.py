@@ -347,7 +347,11 @@ def main():
                           red.cmd("INFO", "commandstats"))
     finally:
         for g in gates:
-            g.stop()
+            try:
+                g.stop()
+            except Exception as e:  # stop the others and Redis regardless
+                print("bench_gateway: stopping nginx: %s" % e,
+                      file=sys.stderr)
         red.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     anchor = runs[cases[0][0]]

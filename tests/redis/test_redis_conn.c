@@ -615,3 +615,69 @@ Test(conn, opened_before_redis_starts) {
   kill(pid, SIGKILL);
   waitpid(pid, NULL, 0);
 }
+
+/* A decision on a fresh bucket until one succeeds (reconnects back off),
+** within 20 s; then "fcall" and "evalsha" calls on the server at port. */
+static void decide_until_ok(sluice_limiter *l, const char *key) {
+  int64_t deadline = rt_mono_ms() + 20000;
+  sluice_verdict v;
+  int rc;
+  do {
+    usleep(5000);
+    rc = sluice_limiter_take(l, key, strlen(key), &still, 1, &v);
+  } while (rc != SLUICE_OK && rt_mono_ms() < deadline);
+  cr_assert_eq(rc, SLUICE_OK, "decided: %s", sluice_limiter_errmsg(l));
+}
+
+static long calls_on(int port, const char *cmd) {
+  struct timeval tv = {5, 0};
+  redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+  long n;
+  cr_assert(c && !c->err);
+  n = rt_cmd_calls(c, cmd);
+  redisFree(c);
+  return n;
+}
+
+/* The server the restart test runs, stopped even when an assertion ends
+** the test early (it would hold the harness's output open). */
+static pid_t restarted_pid;
+static void stop_restarted(void) {
+  if (restarted_pid > 0) {
+    kill(restarted_pid, SIGKILL);
+    waitpid(restarted_pid, NULL, 0);
+    restarted_pid = 0;
+  }
+}
+
+/* A server restarted without persistence has lost the Lua library: the
+** store's new connection finds it missing (FUNCTION LIST), loads it, and
+** decides by FCALL again, never falling back to the script. */
+Test(conn, restart_without_the_library, .fini = stop_restarted) {
+  const char *spare = env_or_skip("SLUICE_REDIS_SPARE_PORT", "run via harness");
+  const char *tmp = env_or_skip("SLUICE_REDIS_TMP", "run via harness");
+  char store[256], dir[512], key[96];
+  sluice_limiter *l;
+  int port = atoi(spare), i;
+  if (rt_is_cluster())
+    cr_skip_test("one server is enough (single mode)");
+  snprintf(dir, sizeof dir, "%s/restart", tmp);
+  mkdir(dir, 0700);
+  restarted_pid = start_redis(port, dir);
+  snprintf(store, sizeof store,
+           "redis:nodes=127.0.0.1:%d;connect_timeout_ms=500;timeout_ms=3000;"
+           "backoff_max_ms=50;engine=lua",
+           port);
+  l = must_open(store);
+  for (i = 0; i < 2; i++) {
+    rt_tag(key, sizeof key, i ? "restarted" : "before");
+    decide_until_ok(l, key);
+    cr_assert_geq(calls_on(port, "fcall"), 1, "run %d: by FCALL", i);
+    cr_assert_eq(calls_on(port, "evalsha"), 0, "run %d: no EVALSHA", i);
+    if (i == 0) { /* a restart that keeps nothing */
+      stop_restarted();
+      restarted_pid = start_redis(port, dir);
+    }
+  }
+  sluice_limiter_close(l);
+}
