@@ -326,17 +326,20 @@ def main():
         if not re.fullmatch(r"[0-9a-f]{40}", sha):
             raise SystemExit("SCRIPT LOAD of the spec script: " + sha)
         store = "redis:nodes=127.0.0.1:%d;engine=" % red.port
-        cases = [
-            ("anchor: spec script, EVALSHA", Gate(ANCHOR_CONF, dict(
-                lua_module=lua_so, lua_path=lua_path, sha=sha,
-                redis_port=red.port,
-                args=", ".join('"%s"' % a for a in SPEC_ARGS)), lua_env)),
-            ("sluice, engine=lua", Gate(SLUICE_CONF, dict(
-                module=os.path.abspath(module), store=store + "lua"))),
-            ("sluice, engine=module", Gate(SLUICE_CONF, dict(
-                module=os.path.abspath(module), store=store + "module"))),
-        ]
-        gates = [g for _, g in cases]
+        cases = []
+        for name, conf, fields, env in (
+                ("anchor: spec script, EVALSHA", ANCHOR_CONF, dict(
+                    lua_module=lua_so, lua_path=lua_path, sha=sha,
+                    redis_port=red.port,
+                    args=", ".join('"%s"' % a for a in SPEC_ARGS)), lua_env),
+                ("sluice, engine=lua", SLUICE_CONF, dict(
+                    module=os.path.abspath(module), store=store + "lua"),
+                 None),
+                ("sluice, engine=module", SLUICE_CONF, dict(
+                    module=os.path.abspath(module), store=store + "module"),
+                 None)):
+            gates.append(Gate(conf, fields, env))
+            cases.append((name, gates[-1]))
         for _, g in cases:
             wrk(g, red, script)  # warm-up: connections, keys, records
         runs = {name: [] for name, _ in cases}
