@@ -792,7 +792,7 @@ static void count_twice_in_programs(sluice_store *s, const char *key) {
   sluice_step st = {SLUICE_ALGO_FWINDOW, SLUICE_OP_COUNT, 0, 1, &day_window,
                     1, 0, SLUICE_WHEN_ALWAYS, 0, SLUICE_WHEN_ALWAYS, 0,
                     SLUICE_FOLD_NOTE, 0, {0, 0}};
-  sluice_program p = {1, &k, 1, &st, {0, 0}};
+  sluice_program p = {1, &k, 1, &st, 0, {0}};
   sluice_program_result res;
   int i;
   for (i = 0; i < 2; i++) {
