@@ -68,6 +68,8 @@ typedef struct {
     unsigned denied:1;   /* we answered it ourselves */
     unsigned auth_done:1;
     unsigned body_read:1; /* a heavy request's body is in (decide now) */
+    unsigned releasing:1; /* a pool thread releases the lease: the */
+    ngx_chain_t *held;    /* answer's end waits here until it is done */
     ngx_uint_t status;   /* ST_* */
     ngx_http_sluice_loc_conf_t *lcf;
 } ngx_http_sluice_ctx_t;
