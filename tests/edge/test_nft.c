@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -519,7 +520,83 @@ static void test_missing_sets(void) {
   sluice_nft_close(s);
 }
 
-int main(void) {
+/* `sluice renew --nft` and `sluice release --nft`, a process of their own
+** on the service's LMDB store: the renewal puts a flushed ban back, the
+** release takes it out.  The box is a credential-stuffing trip (level 3 at
+** once), on the real clock both processes share. */
+static void test_cli(const char *cli) {
+  char dir[] = "/tmp/sluice-nft-cli-XXXXXX", conf[256], sec[256], cmd[2048],
+       store[300], err[256];
+  static const char secret_hex[] = "000102030405060708090a0b0c0d0e0f";
+  sluice_limiter_options lo;
+  sluice_policy_options po;
+  sluice_policy_config cfg;
+  sluice_limiter *lim;
+  sluice_policy *pol;
+  FILE *f;
+  int i;
+  CHECK(mkdtemp(dir));
+  snprintf(conf, sizeof conf, "%s/policy.conf", dir);
+  snprintf(sec, sizeof sec, "%s/secret", dir);
+  snprintf(store, sizeof store, "lmdb:path=%s/store", dir);
+  CHECK((f = fopen(conf, "w")));
+  fputs("auth = { ip_failures = 100; subject_failures = 100; "
+        "stuffing_failures = 3; stuffing_subjects = 3; level3_box_s = 60; };\n",
+        f);
+  fclose(f);
+  CHECK((f = fopen(sec, "w")));
+  fprintf(f, "%s\n", secret_hex);
+  fclose(f);
+  CHECK(sluice_policy_config_load(conf, &cfg, err, sizeof err) == 0);
+  memset(&lo, 0, sizeof lo);
+  lo.store = store;
+  lo.flags = SLUICE_OPEN_CREATE;
+  CHECK(sluice_limiter_open(&lo, &lim) == SLUICE_OK);
+  memset(&po, 0, sizeof po);
+  po.limiter = lim;
+  po.config = &cfg;
+  for (i = 0; i < 16; i++)
+    po.secret[i] = (uint8_t)i;
+  po.on_event = on_event;
+  CHECK(sluice_policy_open(&po, &pol) == SLUICE_OK);
+  g_sink = sink_open(NULL, 0, SLUICE_NFT_CREATE);
+  for (i = 0; i < 3; i++) {
+    sluice_request q;
+    sluice_decision d;
+    char subject[16];
+    memset(&q, 0, sizeof q);
+    snprintf(subject, sizeof subject, "s%d", i);
+    q.endpoint_class = SLUICE_EP_AUTH;
+    q.auth_result = SLUICE_AUTH_BAD_SECRET;
+    q.client_ip = "127.0.0.20";
+    q.auth_subject = subject;
+    CHECK(sluice_policy_decide(pol, &q, &d) == SLUICE_OK);
+  }
+  sync_sink(g_sink);
+  sluice_nft_close(g_sink);
+  g_sink = NULL;
+  CHECK(blocked("127.0.0.20"));
+  CHECK(system("nft flush set inet sluice deny4") == 0);
+  CHECK(passes("127.0.0.20"));
+#define CLI_RUN(verb)                                                          \
+  (snprintf(cmd, sizeof cmd,                                                   \
+            "%s %s --store %s --secret-file %s --config %s --ip 127.0.0.20 "   \
+            "--who test --reason test --audit %s/audit.jsonl --nft "           \
+            ">/dev/null",                                                      \
+            cli, verb, store, sec, conf, dir),                                 \
+   system(cmd))
+  CHECK(CLI_RUN("renew") == 0);
+  CHECK(blocked("127.0.0.20"));
+  CHECK(CLI_RUN("release") == 0);
+  CHECK(passes("127.0.0.20"));
+  CHECK(WEXITSTATUS(CLI_RUN("renew 2>/dev/null")) == 1); /* not boxed */
+  sluice_policy_close(pol);
+  sluice_limiter_close(lim);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+}
+
+int main(int argc, char **argv) {
   lfd4 = listener(AF_INET, "127.0.0.1", &port4);
   lfd6 = listener(AF_INET6, "::1", &port6);
   test_elements_and_schema();
@@ -532,6 +609,8 @@ int main(void) {
   test_renew();
   test_drops_counted();
   test_missing_sets();
+  if (argc > 1)
+    test_cli(argv[1]);
   test_timeout();
   puts("nft: all passed");
   return 0;
