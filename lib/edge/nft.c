@@ -162,6 +162,7 @@ int sluice_nft_open(const sluice_nft_options *o, sluice_nft **out) {
   /* What the file remembered goes back into the sets at once; the store
   ** has its say when the caller reconciles. */
   s->resync_asked = s->list.n > 0;
+  s->enq_seq = (uint64_t)s->resync_asked; /* sync waits for it */
   s->next_resync = s->resync_ns ? sluice__nft_mono_ns() + s->resync_ns : 0;
   if (pthread_create(&s->thread, NULL, sluice__nft_thread, s)) {
     sluice__nft_run(s, NULL);

@@ -19,9 +19,12 @@
 **     tries once more (a flushed ruleset); one that fails again counts
 **     each of its updates failed, and the list keeps them, so the next
 **     resync puts them back.
-**  d) A resync is "flush set" and every live element, with the schema in
-**     front under SLUICE_NFT_CREATE, as one transaction: the set is never
-**     seen empty by a packet.
+**  d) Several sinks may share a table (the workers of a prefork server,
+**     `sluice release --nft`), each knowing the addresses it was told
+**     about, so no sink ever flushes a set.  A periodic resync adds back
+**     what is missing (a flushed ruleset) and leaves the rest alone; a
+**     reconcile refreshes the addresses the store still boxes and deletes
+**     those it does not, in one transaction.
 **  e) The file is written at most once a second, and at close: a ban flood
 **     must not become a flood of fsyncs.  An address banned less than a
 **     second before a crash is lost from the file, not from the store; its
@@ -259,50 +262,70 @@ static void apply_batch(sluice_nft *s, size_t n) {
 
 /* --------------------------------------------------------------- resync --- */
 
-static void resync(sluice_nft *s) {
-  int64_t now = sluice__nft_mono_ns();
-  int fam, rc;
-  size_t i;
-  sluice__nft_list_prune(&s->list, now);
-  atomic_store(&s->elements, s->list.n);
-  cmd_reset(s);
-  if (s->flags & SLUICE_NFT_CREATE) {
-    char buf[1024];
-    if (sluice__nft_schema_text(&s->names, buf, sizeof buf, NULL) == 0)
-      put(s, "%s", buf);
-  }
-  put(s, "flush set inet %s %s\nflush set inet %s %s\n", s->names.table,
-      s->names.set4, s->names.table, s->names.set6);
-  for (fam = 4; fam <= 6; fam += 2) {
-    size_t k = 0;
-    for (i = 0; i < s->list.cap; i++) {
-      const nft_entry *e = &s->list.e[i];
-      if (e->fam != fam)
-        continue;
-      if (k % CHUNK == 0)
-        put(s, "%sadd element inet %s %s { %s", k ? " }\n" : "",
-            s->names.table, fam == 4 ? s->names.set4 : s->names.set6,
-            e->elem);
-      else
-        put(s, ", %s", e->elem);
+/* "VERB element inet T SET { ... }" over the list's entries of one family,
+** CHUNK to a command, with their timeouts when `timeouts`. */
+static void put_list(sluice_nft *s, const char *verb, int fam, int timeouts,
+                     int64_t now) {
+  size_t i, k = 0;
+  for (i = 0; i < s->list.cap; i++) {
+    const nft_entry *e = &s->list.e[i];
+    if (e->fam != fam)
+      continue;
+    if (k % CHUNK == 0)
+      put(s, "%s%s element inet %s %s { %s", k ? " }\n" : "", verb,
+          s->names.table, fam == 4 ? s->names.set4 : s->names.set6, e->elem);
+    else
+      put(s, ", %s", e->elem);
+    if (timeouts)
       put_timeout(s, e->end_mono, now);
-      k++;
-    }
-    if (k)
-      put(s, " }\n");
+    k++;
   }
-  rc = s->cmd_oom ? SLUICE_ENOMEM : sluice__nft_run(s, s->cmd);
+  if (k)
+    put(s, " }\n");
+}
+
+static void put_schema(sluice_nft *s) {
+  char buf[1024];
+  if ((s->flags & SLUICE_NFT_CREATE) &&
+      sluice__nft_schema_text(&s->names, buf, sizeof buf, NULL) == 0)
+    put(s, "%s", buf);
+}
+
+static void run_resync(sluice_nft *s, size_t n) {
+  int rc = s->cmd_oom ? SLUICE_ENOMEM : sluice__nft_run(s, s->cmd);
   atomic_fetch_add_explicit(&s->transactions, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&s->resyncs, 1, memory_order_relaxed);
   if (rc)
-    atomic_fetch_add_explicit(&s->failed, s->list.n ? s->list.n : 1,
-                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->failed, n ? n : 1, memory_order_relaxed);
 }
 
-/* Ask the store about every address of the list, then resync.  An address
-** the store cannot be asked about (an outage) keeps what the list says. */
+/* Put back what is missing: the schema (SLUICE_NFT_CREATE) and every
+** address of the list.  A plain add: an element that is there keeps its
+** timeout (another process, `sluice renew`, may have set a later one),
+** and elements the list does not know (another worker's sink) stay. */
+static void resync(sluice_nft *s) {
+  int64_t now = sluice__nft_mono_ns();
+  sluice__nft_list_prune(&s->list, now);
+  atomic_store(&s->elements, s->list.n);
+  cmd_reset(s);
+  put_schema(s);
+  put_list(s, "add", 4, 1, now);
+  put_list(s, "add", 6, 1, now);
+  run_resync(s, s->list.n);
+}
+
+/* Ask the store about every address of the list: one still boxed gets the
+** box's time left (refreshed, choice a), one that is not leaves the set.
+** An address the store cannot be asked about (an outage) keeps what the
+** list says.  One transaction. */
 static void reconcile(sluice_nft *s, sluice_policy *p) {
+  nft_list gone;
   size_t i = 0;
+  int64_t now;
+  if (sluice__nft_list_init(&gone, s->list.n + 1)) {
+    resync(s);
+    return;
+  }
   while (i < s->list.cap) {
     nft_entry *e = &s->list.e[i];
     sluice_inspect_query q;
@@ -318,6 +341,7 @@ static void reconcile(sluice_nft *s, sluice_policy *p) {
       i++;
       continue;
     }
+    s->dirty = 1;
     if (r.level >= s->min_level &&
         (r.box_end_ns == SLUICE_FOREVER || r.box_end_ns > r.now_ns)) {
       e->end_mono = r.box_end_ns == SLUICE_FOREVER
@@ -326,11 +350,33 @@ static void reconcile(sluice_nft *s, sluice_policy *p) {
       snprintf(e->scope_id, sizeof e->scope_id, "%s", r.scope_id);
       i++;
     } else {
+      nft_entry *g = sluice__nft_list_put(&gone, e->elem, e->fam);
+      (void)g;
       sluice__nft_list_del(&s->list, e); /* slot i may hold another now */
     }
-    s->dirty = 1;
   }
-  resync(s);
+  now = sluice__nft_mono_ns();
+  sluice__nft_list_prune(&s->list, now);
+  atomic_store(&s->elements, s->list.n);
+  cmd_reset(s);
+  put_schema(s);
+  {
+    nft_list keep = s->list; /* put_list reads s->list: swap in `gone` */
+    s->list = gone;
+    put_list(s, "add", 4, 0, now);
+    put_list(s, "delete", 4, 0, now);
+    put_list(s, "add", 6, 0, now);
+    put_list(s, "delete", 6, 0, now);
+    s->list = keep;
+  }
+  put_list(s, "add", 4, 0, now);
+  put_list(s, "delete", 4, 0, now);
+  put_list(s, "add", 4, 1, now);
+  put_list(s, "add", 6, 0, now);
+  put_list(s, "delete", 6, 0, now);
+  put_list(s, "add", 6, 1, now);
+  run_resync(s, s->list.n + gone.n);
+  sluice__nft_list_free(&gone);
 }
 
 /* --------------------------------------------------------------- thread --- */

@@ -230,6 +230,8 @@ static int ip_req(sluice_policy *p, const char *ip, int what) {
                                              "renew");
 }
 
+static int64_t g_resync_ms; /* sink_open's resync_ms */
+
 static sluice_nft *sink_open2(const char *state, size_t queue_max,
                               unsigned flags, int min_level) {
   sluice_nft_options o;
@@ -243,6 +245,7 @@ static sluice_nft *sink_open2(const char *state, size_t queue_max,
   o.errbuf = err;
   o.errlen = sizeof err;
   o.min_level = min_level;
+  o.resync_ms = g_resync_ms;
   rc = sluice_nft_open(&o, &s);
   if (rc)
     fprintf(stderr, "sluice_nft_open: %s: %s\n", sluice_strerror(rc), err);
@@ -401,6 +404,27 @@ static void test_reconcile_after_flush(void) {
   sync_sink(g_sink);
   CHECK(blocked("127.0.0.5"));
   sluice_nft_close(g_sink);
+  /* The periodic resync does it alone (every 50 ms here). */
+  g_resync_ms = 50;
+  g_sink = sink_open(NULL, 0, SLUICE_NFT_CREATE);
+  g_resync_ms = 0;
+  box(&f, "127.0.0.14", 2);
+  sync_sink(g_sink);
+  CHECK(system("nft flush ruleset") == 0);
+  {
+    sluice_nft_stats st;
+    uint64_t before;
+    int i;
+    CHECK(sluice_nft_stats_get(g_sink, &st) == 0);
+    before = st.resyncs;
+    for (i = 0; i < 1000 && st.resyncs < before + 2; i++) {
+      usleep(10000);
+      CHECK(sluice_nft_stats_get(g_sink, &st) == 0);
+    }
+    CHECK(st.resyncs >= before + 2); /* one whole resync after the flush */
+  }
+  CHECK(blocked("127.0.0.14"));
+  sluice_nft_close(g_sink);
   g_sink = NULL;
   fx_close(&f);
 }
@@ -422,13 +446,21 @@ static void test_restart(void) {
   CHECK(blocked("127.0.0.6") && blocked("127.0.0.7"));
   sluice_nft_close(g_sink); /* writes the file */
   g_sink = NULL;
-  CHECK(system("nft flush ruleset") == 0);
   CHECK(ip_req(f.pol, "127.0.0.7", 0) == SLUICE_OK); /* nobody listening */
+  CHECK(blocked("127.0.0.7")); /* the kernel's element is stale now */
   g_sink = sink_open(path, 0, SLUICE_NFT_CREATE);
   CHECK(sluice_nft_reconcile(g_sink, f.pol) == SLUICE_OK);
   sync_sink(g_sink);
   CHECK(blocked("127.0.0.6"));
   CHECK(passes("127.0.0.7"));
+  /* And from a flushed ruleset: the file alone (no store) restores. */
+  sluice_nft_close(g_sink);
+  g_sink = NULL;
+  CHECK(system("nft flush ruleset") == 0);
+  CHECK(passes("127.0.0.6"));
+  g_sink = sink_open(path, 0, SLUICE_NFT_CREATE);
+  sync_sink(g_sink);
+  CHECK(blocked("127.0.0.6"));
   sluice_nft_close(g_sink);
   g_sink = NULL;
   fx_close(&f);
