@@ -44,7 +44,9 @@ static void usage(FILE *f) {
       "                  [--trusted-proxies LIST] [--header-form legacy|sf|both]\n"
       "                  [--idem-slots N] [--idem-ttl-s N] [--per-ip N]\n"
       "                  [--head-timeout-ms N] [--body-timeout-ms N]\n"
-      "                  [--webhook EVENT=URL]...\n\n"
+      "                  [--webhook EVENT=URL]...\n"
+      "                  [--nft [--nft-table NAME] [--nft-prefix N]\n"
+      "                   [--nft-state FILE]]\n\n"
       "Serves the spec's ledger API on 127.0.0.1 with sluice enforcing it.\n"
       "  --port N         TCP port; 0 (default) picks a free one.  The first\n"
       "                   line on stdout is `listening 127.0.0.1:PORT`\n"
@@ -73,7 +75,15 @@ static void usage(FILE *f) {
       "  --head-timeout-ms N  time for a request's headers (10000)\n"
       "  --body-timeout-ms N  time for its body and answer (30000)\n"
       "  --webhook EVENT=URL  post policy events of that type (alert,\n"
-      "                   edge_deny, ip_ban, suspend, page, ...) as JSON\n\n"
+      "                   edge_deny, ip_ban, suspend, page, ...) as JSON\n"
+      "  --nft            put client addresses boxed at level 2 or above\n"
+      "                   into the kernel's nftables sets (docs/nft.md;\n"
+      "                   needs CAP_NET_ADMIN); the table, sets and drop\n"
+      "                   rule are made if missing\n"
+      "  --nft-table NAME the table (default sluice: sets deny4, deny6)\n"
+      "  --nft-prefix N   IPv6 addresses are banned by this prefix (64)\n"
+      "  --nft-state FILE each worker's list of banned addresses, in\n"
+      "                   FILE.<worker>, so a restart reconciles them\n\n"
       "SIGTERM or SIGINT: the master stops the workers and exits 0.\n"
       "exit codes: 0 clean shutdown, 2 usage error, 3 system failure\n");
 }
@@ -171,6 +181,37 @@ static int check_keys(const sluice_policy_config *cfg, const char *path) {
 
 /* ------------------------------------------------------- processes --- */
 
+/* The policy's events: the webhook sink and the nftables sink, each when
+** configured. */
+static void on_event(void *ud, const sluice_event *ev) {
+  (void)ud;
+  if (S.webhook)
+    sluice_webhook_on_event(S.webhook, ev);
+  if (S.nft_sink)
+    sluice_nft_on_event(S.nft_sink, ev);
+}
+
+/* --nft: this worker's sink (after fork: its thread is this process's). */
+static int open_nft(void) {
+  sluice_nft_options o = S.nft_opts;
+  char err[256] = "";
+  int rc;
+  if (o.state_path) {
+    snprintf(S.nft_state, sizeof S.nft_state, "%s.%d", o.state_path,
+             S.worker_slot);
+    o.state_path = S.nft_state;
+  }
+  o.flags = SLUICE_NFT_CREATE;
+  o.errbuf = err;
+  o.errlen = sizeof err;
+  rc = sluice_nft_open(&o, &S.nft_sink);
+  if (rc == SLUICE_OK)
+    return 0;
+  fprintf(stderr, "ledger-api worker %d: --nft: %s%s%s\n", (int)getpid(),
+          sluice_strerror(rc), err[0] ? ": " : "", err);
+  return -1;
+}
+
 static int open_policy(const char *who) {
   sluice_limiter_options lo;
   sluice_policy_options po;
@@ -192,10 +233,8 @@ static int open_policy(const char *who) {
   po.config_path = S.config_path;
   memcpy(po.secret, S.secret, 16);
   po.flags = S.shadow ? SLUICE_POLICY_SHADOW : 0;
-  if (S.webhook) {
-    po.on_event = sluice_webhook_on_event;
-    po.userdata = S.webhook;
-  }
+  if (S.webhook || S.nft_sink)
+    po.on_event = on_event;
   po.errbuf = err;
   po.errlen = sizeof err;
   rc = sluice_policy_open(&po, &S.pol);
@@ -213,10 +252,15 @@ static int open_policy(const char *who) {
     fprintf(stderr, "ledger-api %s: http: %s\n", who, sluice_strerror(rc));
     return -1;
   }
+  /* The addresses a previous run banned: the store says which still are. */
+  if (S.nft_sink)
+    sluice_nft_reconcile(S.nft_sink, S.pol);
   return 0;
 }
 
 static void close_policy(void) {
+  sluice_nft_close(S.nft_sink); /* before the policy its reconcile reads */
+  S.nft_sink = NULL;
   sluice_http_close(S.http);
   sluice_policy_close(S.pol);
   sluice_limiter_close(S.lim);
@@ -244,7 +288,12 @@ static int worker_main(void) {
             sluice_strerror(rc));
     return EX_RUNTIME;
   }
+  if (S.nft && open_nft() != 0) {
+    sluice_webhook_close(S.webhook);
+    return EX_RUNTIME;
+  }
   if (open_policy("worker") != 0) {
+    close_policy();
     sluice_webhook_close(S.webhook);
     return EX_RUNTIME;
   }
@@ -286,8 +335,10 @@ static int worker_main(void) {
   return EX_OK;
 }
 
-static pid_t spawn_worker(void) {
-  pid_t pid = fork();
+static pid_t spawn_worker(int slot) {
+  pid_t pid;
+  S.worker_slot = slot;
+  pid = fork();
   if (pid == 0) {
     int rc = worker_main();
     fflush(stderr);
@@ -311,6 +362,15 @@ static void finish_jobs(void) {
       sluice_policy_release_lease(S.pol, &rq, j->lease_id);
     atomic_store(&j->state, JOB_DONE);
   }
+}
+
+/* --nft-prefix N */
+static int nft_prefix_arg(const char *arg) {
+  int64_t v;
+  if (ex_opt_int("ledger-api", "--nft-prefix", arg, 1, 128, &v))
+    return -1;
+  S.nft_opts.ipv6_prefix = (int)v;
+  return 0;
 }
 
 /* --webhook EVENT=URL: EVENT as sluice_event_name() spells it. */
@@ -352,6 +412,10 @@ int main(int argc, char **argv) {
       {"head-timeout-ms", required_argument, 0, 'D'},
       {"body-timeout-ms", required_argument, 0, 'B'},
       {"webhook", required_argument, 0, 'W'},
+      {"nft", no_argument, 0, 'N'},
+      {"nft-table", required_argument, 0, 'n'},
+      {"nft-prefix", required_argument, 0, 'x'},
+      {"nft-state", required_argument, 0, 'z'},
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   const char *keys_path = NULL, *secret_path = NULL;
@@ -457,6 +521,19 @@ int main(int argc, char **argv) {
       if (add_webhook(optarg))
         return EX_USAGE_;
       break;
+    case 'N': S.nft = 1; break;
+    case 'n': S.nft_opts.table = optarg; break;
+    case 'x':
+      if (nft_prefix_arg(optarg))
+        return EX_USAGE_;
+      break;
+    case 'z':
+      if (!optarg[0] || strlen(optarg) + 8 > sizeof S.nft_state) {
+        fprintf(stderr, "ledger-api: --nft-state: a file name\n");
+        return EX_USAGE_;
+      }
+      S.nft_opts.state_path = optarg;
+      break;
     case 'h':
       usage(stdout);
       return EX_OK;
@@ -466,6 +543,17 @@ int main(int argc, char **argv) {
       usage(stderr);
       return EX_USAGE_;
     }
+  }
+  if (!S.nft && (S.nft_opts.table || S.nft_opts.ipv6_prefix ||
+                 S.nft_opts.state_path)) {
+    fprintf(stderr, "ledger-api: --nft-table, --nft-prefix and --nft-state "
+                    "go with --nft\n");
+    return EX_USAGE_;
+  }
+  if (S.nft && sluice_nft_schema(&S.nft_opts, NULL, 0, NULL) == SLUICE_EINVAL) {
+    fprintf(stderr, "ledger-api: --nft-table: a letter, then letters, digits "
+                    "or '_' (at most %d)\n", SLUICE_NFT_NAME_MAX);
+    return EX_USAGE_;
   }
   if (optind != argc) {
     fprintf(stderr, "ledger-api: unexpected argument '%s'\n", argv[optind]);
@@ -607,7 +695,7 @@ int main(int argc, char **argv) {
   fflush(stdout);
   for (i = 0; i < S.nworkers; i++) {
     respawn_at[i] = 0;
-    workers[i] = spawn_worker();
+    workers[i] = spawn_worker(i);
     if (workers[i] < 0) {
       fprintf(stderr, "ledger-api: fork: %s\n", strerror(errno));
       return EX_RUNTIME;
@@ -649,7 +737,7 @@ int main(int argc, char **argv) {
     }
     for (i = 0; i < S.nworkers; i++)
       if (workers[i] == 0 && wall_ns() >= respawn_at[i] &&
-          (workers[i] = spawn_worker()) < 0) {
+          (workers[i] = spawn_worker(i)) < 0) {
         workers[i] = 0; /* fork failed: try again in a second */
         respawn_at[i] = wall_ns() + 1000 * MS_NS;
       }

@@ -125,6 +125,12 @@ typedef struct server {
   sluice_backend lazy;          /* the store, opened when it answers */
   sluice_webhook_options hooks; /* --webhook; each worker opens its sink */
   int nhooks;
+  /* --nft: each worker opens a sink on the table (its list in
+  ** --nft-state FILE.<worker slot>) */
+  int nft;
+  sluice_nft_options nft_opts;
+  char nft_state[4096];
+  int worker_slot;
   uint8_t secret[16];
   int nkeys;
   api_key keys[MAX_KEYS];
@@ -135,6 +141,7 @@ typedef struct server {
   /* per process */
   conn_guard *guard;
   sluice_webhook *webhook;
+  sluice_nft *nft_sink;
   sluice_limiter *lim;
   sluice_policy *pol;
   sluice_http *http;

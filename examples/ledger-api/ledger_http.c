@@ -785,7 +785,9 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
     }
     /* the sink's counters fit in what is left (a few hundred bytes) */
     if (S.webhook)
-      sluice_webhook_metrics(S.webhook, buf + need, 4096, NULL);
+      sluice_webhook_metrics(S.webhook, buf + need, 2048, NULL);
+    if (S.nft_sink)
+      sluice_nft_metrics(S.nft_sink, buf + strlen(buf), 1536, NULL);
     ret = send_raw(c, 200, "text/plain; version=0.0.4", buf, NULL, 0, NULL);
     free(buf);
     return ret;
