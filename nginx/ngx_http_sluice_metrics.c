@@ -14,7 +14,7 @@ ngx_http_sluice_metrics_handler(ngx_http_request_t *r)
 {
     ngx_buf_t *b;
     ngx_chain_t out;
-    size_t need = 0;
+    size_t need = 0, nft_need;
     ngx_int_t rc;
     char *text;
 
@@ -33,11 +33,25 @@ ngx_http_sluice_metrics_handler(ngx_http_request_t *r)
     if (sluice_policy_metrics(ngx_http_sluice_worker.pol[0], NULL, 0, &need) != SLUICE_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-    text = ngx_pnalloc(r->pool, need + 1);
+    /* This worker's kernel IP set sink, after the host's counters. */
+    nft_need = 0;
+    if (ngx_http_sluice_worker.nft != NULL) {
+        (void) sluice_nft_metrics(ngx_http_sluice_worker.nft, NULL, 0,
+                                  &nft_need);
+    }
+    if (nft_need) {
+        nft_need += 64; /* room for counters that grow meanwhile */
+    }
+    text = ngx_pnalloc(r->pool, need + nft_need + 1);
     if (text == NULL
         || sluice_policy_metrics(ngx_http_sluice_worker.pol[0], text, need + 1, &need)
                != SLUICE_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    if (nft_need
+        && sluice_nft_metrics(ngx_http_sluice_worker.nft, text + need,
+                              nft_need + 1, &nft_need) == SLUICE_OK) {
+        need += nft_need;
     }
     r->headers_out.status = NGX_HTTP_OK;
     r->headers_out.content_length_n = (off_t) need;
