@@ -9,6 +9,7 @@ int cli_inspect(int argc, char **argv);
 int cli_release(int argc, char **argv);
 int cli_lift(int argc, char **argv);
 int cli_renew(int argc, char **argv);
+int cli_nft_schema(int argc, char **argv);
 int cli_settings(int argc, char **argv);
 
 #endif
