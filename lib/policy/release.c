@@ -40,6 +40,31 @@ static int apply(sluice__ctx *c, int algo, int kind, int nkeys,
 
 enum { RELEASE = 0, LIFT = 1, RENEW = 2 };
 
+/* An operator's event: counted, then given to the callback with who, why
+** and the operator's request (choice a). */
+static void audited(sluice__ctx *c, int type, int scope_kind, int level,
+                    const char *sid, int64_t until, const char *who,
+                    const char *why, const sluice_request *q) {
+  sluice_policy *p = c->p;
+  sluice_event ev;
+  atomic_fetch_add_explicit(&p->ctr->events[type], 1, memory_order_relaxed);
+  if (!p->on_event)
+    return;
+  memset(&ev, 0, sizeof ev);
+  ev.type = type;
+  ev.scope = scope_kind;
+  ev.level = level;
+  ev.scope_id = sid;
+  ev.tenant_scope_id = c->T[0] ? c->T : NULL;
+  ev.tier = c->tier >= 0 ? p->cfg.tiers[c->tier].name : NULL;
+  ev.who = who;
+  ev.why = why;
+  ev.request = q;
+  ev.now_ns = c->now;
+  ev.until_ns = until;
+  p->on_event(p->userdata, &ev);
+}
+
 /* RELEASE, TRIP 3 on a box still there: one store call (choice b). */
 static int renew(sluice__ctx *c, const sluice_key *k,
                  const sluice_penalty_params *pp, sluice_verdict *v) {
@@ -72,7 +97,6 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
   const sluice_penalty_params *pp;
   const char *sid;
   sluice_verdict v;
-  sluice_event ev;
   sluice__ctx c;
   int rc;
 
@@ -136,23 +160,8 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
     until = (v.flags & SLUICE_V_SUSPENDED) ? SLUICE_FOREVER
                                            : c.now + v.retry_after_ns;
     sluice__deny_put(p, scope_kind, sid, c.now, until, v.level);
-    atomic_fetch_add_explicit(&p->ctr->events[SLUICE_EVENT_EDGE_DENY], 1,
-                              memory_order_relaxed);
-    if (p->on_event) {
-      memset(&ev, 0, sizeof ev);
-      ev.type = SLUICE_EVENT_EDGE_DENY;
-      ev.scope = scope_kind;
-      ev.level = v.level;
-      ev.scope_id = sid;
-      ev.tenant_scope_id = c.T[0] ? c.T : NULL;
-      ev.tier = c.tier >= 0 ? p->cfg.tiers[c.tier].name : NULL;
-      ev.who = who;
-      ev.why = why;
-      ev.request = q;
-      ev.now_ns = c.now;
-      ev.until_ns = until;
-      p->on_event(p->userdata, &ev);
-    }
+    audited(&c, SLUICE_EVENT_EDGE_DENY, scope_kind, v.level, sid, until, who,
+            why, q);
     return SLUICE_OK;
   }
   {
@@ -162,23 +171,8 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
     if (rc)
       return rc;
     sluice__deny_drop(p, scope_kind, sid);
-    atomic_fetch_add_explicit(
-        &p->ctr->events[lift ? SLUICE_EVENT_LIFT : SLUICE_EVENT_RELEASE], 1,
-        memory_order_relaxed);
-    if (p->on_event) {
-      memset(&ev, 0, sizeof ev);
-      ev.type = lift ? SLUICE_EVENT_LIFT : SLUICE_EVENT_RELEASE;
-      ev.scope = scope_kind;
-      ev.level = level;
-      ev.scope_id = sid;
-      ev.tenant_scope_id = c.T[0] ? c.T : NULL;
-      ev.tier = c.tier >= 0 ? p->cfg.tiers[c.tier].name : NULL;
-      ev.who = who;
-      ev.why = why;
-      ev.request = q;
-      ev.now_ns = c.now;
-      p->on_event(p->userdata, &ev);
-    }
+    audited(&c, lift ? SLUICE_EVENT_LIFT : SLUICE_EVENT_RELEASE, scope_kind,
+            level, sid, 0, who, why, q);
   }
   return SLUICE_OK;
 }

@@ -13,27 +13,18 @@ usage: ledger_api_nft_test.py LEDGER_API
 import http.client
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+import nftcheck
+from nftcheck import check, connects, in_set
+
 API = sys.argv[1]
 HERE = os.path.dirname(os.path.abspath(__file__))
 E2E = os.path.join(HERE, "..", "e2e")
 BANNED = "127.0.0.40"
-failures = 0
-
-
-def check(name, expected, actual):
-    global failures
-    if expected == actual:
-        print(f"ok   {name}", flush=True)
-    else:
-        failures += 1
-        print(f"FAIL {name}: expected {expected!r}, got {actual!r}",
-              flush=True)
 
 
 def start(tmp, *extra):
@@ -87,31 +78,14 @@ def auth_fail(port, i):
         c.close()
 
 
-def in_set():
-    out = subprocess.run(["nft", "list", "set", "inet", "sluice", "deny4"],
-                         capture_output=True, text=True).stdout
-    return BANNED in out
-
 
 def wait_in_set(want):
     for _ in range(100):
-        if in_set() == want:
+        if in_set(BANNED) == want:
             return want
         time.sleep(0.05)
     return not want
 
-
-def connects(port, src):
-    s = socket.socket()
-    s.settimeout(0.7)  # below the first SYN retransmission
-    try:
-        s.bind((src, 0))
-        s.connect(("127.0.0.1", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
 
 
 def main():
@@ -138,7 +112,7 @@ def main():
         check("the worker's list names it", True,
               BANNED in open(os.path.join(tmp, "bans.0")).read())
         subprocess.run(["nft", "flush", "ruleset"], check=True)
-        check("nft flush ruleset empties the set", False, in_set())
+        check("nft flush ruleset empties the set", False, in_set(BANNED))
         p, port = start(tmp)
         check("restarted", True, port > 0)
         check("restart: back in the set (list + store)", True,
@@ -151,4 +125,4 @@ def main():
 
 
 main()
-sys.exit(1 if failures else 0)
+sys.exit(1 if nftcheck.failures else 0)

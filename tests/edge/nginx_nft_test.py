@@ -13,26 +13,16 @@ usage: nginx_nft_test.py MODULE
 """
 import http.client
 import os
-import socket
-import subprocess
 import sys
+
+import nftcheck
+from nftcheck import check, connects, in_set
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "nginx"))
 import ngxh  # noqa: E402
 
 BANNED = "127.0.0.60"
-failures = 0
-
-
-def check(name, expected, actual):
-    global failures
-    if expected == actual:
-        print(f"ok   {name}", flush=True)
-    else:
-        failures += 1
-        print(f"FAIL {name}: expected {expected!r}, got {actual!r}",
-              flush=True)
 
 
 def post(port, path, src):
@@ -46,23 +36,6 @@ def post(port, path, src):
         c.close()
 
 
-def connects(port, src):
-    s = socket.socket()
-    s.settimeout(0.7)  # below the first SYN retransmission
-    try:
-        s.bind((src, 0))
-        s.connect(("127.0.0.1", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
-
-
-def in_set():
-    out = subprocess.run(["nft", "list", "set", "inet", "sluice", "deny4"],
-                         capture_output=True, text=True).stdout
-    return BANNED in out
 
 
 def main():
@@ -80,6 +53,13 @@ def main():
             f.write(text.replace("stuffing_failures = 100000;",
                                  "stuffing_failures = 3; "
                                  "stuffing_subjects = 3;"))
+        # Temporary files in the test's directory: nginx chowns its
+        # default ones (/var/lib/nginx) to the worker's user, which a user
+        # namespace cannot do for a folder some other uid owns.
+        ng.edit_conf("  sluice_store", "".join(
+            "  %s_temp_path %s/%s;\n" % (t, ng.dir, t)
+            for t in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+            + "  sluice_store")
         ng.edit_conf("  sluice_store", "  sluice_nft_table edge;\n"
                      "  sluice_store")
         r = ng.cmd("-t")
@@ -98,7 +78,7 @@ def main():
         st = [post(ng.port, f"/v1/auth/token?user=u{i}&secret=bad",
                    BANNED)[0] for i in range(3)]
         check("three failures for three users", [401, 401, 401], st)
-        ok = ngxh.wait_until(in_set, 10, "the ban in the set")
+        ok = ngxh.wait_until(lambda: in_set(BANNED), 10, "the ban in the set")
         check("the address is in the kernel set", True, bool(ok))
         check("its TCP connect is dropped", False, connects(ng.port, BANNED))
         check("another address is answered", 200,
@@ -109,7 +89,7 @@ def main():
     finally:
         ng.stop()
         up.stop()
-    return 1 if failures else 0
+    return 1 if nftcheck.failures else 0
 
 
 if __name__ == "__main__":
