@@ -40,31 +40,6 @@ static int apply(sluice__ctx *c, int algo, int kind, int nkeys,
 
 enum { RELEASE = 0, LIFT = 1, RENEW = 2 };
 
-/* An operator's event: counted, then given to the callback with who, why
-** and the operator's request (choice a). */
-static void audited(sluice__ctx *c, int type, int scope_kind, int level,
-                    const char *sid, int64_t until, const char *who,
-                    const char *why, const sluice_request *q) {
-  sluice_policy *p = c->p;
-  sluice_event ev;
-  atomic_fetch_add_explicit(&p->ctr->events[type], 1, memory_order_relaxed);
-  if (!p->on_event)
-    return;
-  memset(&ev, 0, sizeof ev);
-  ev.type = type;
-  ev.scope = scope_kind;
-  ev.level = level;
-  ev.scope_id = sid;
-  ev.tenant_scope_id = c->T[0] ? c->T : NULL;
-  ev.tier = c->tier >= 0 ? p->cfg.tiers[c->tier].name : NULL;
-  ev.who = who;
-  ev.why = why;
-  ev.request = q;
-  ev.now_ns = c->now;
-  ev.until_ns = until;
-  p->on_event(p->userdata, &ev);
-}
-
 /* RELEASE, TRIP 3 on a box still there: one store call (choice b). */
 static int renew(sluice__ctx *c, const sluice_key *k,
                  const sluice_penalty_params *pp, sluice_verdict *v) {
@@ -105,6 +80,9 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
   memset(&c, 0, sizeof c);
   c.p = p;
   c.tier = -1;
+  c.req = q; /* the operator's request, who and why go with the events */
+  c.who = who;
+  c.why = why;
   switch (scope_kind) {
   case SLUICE_SCOPE_KEY:
     if ((rc = sluice__id_ok(q->tenant_id, 1, "tenant_id", NULL)) ||
@@ -160,8 +138,8 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
     until = (v.flags & SLUICE_V_SUSPENDED) ? SLUICE_FOREVER
                                            : c.now + v.retry_after_ns;
     sluice__deny_put(p, scope_kind, sid, c.now, until, v.level);
-    audited(&c, SLUICE_EVENT_EDGE_DENY, scope_kind, v.level, sid, until, who,
-            why, q);
+    sluice__emit(&c, SLUICE_EVENT_EDGE_DENY, scope_kind, v.level, sid, until,
+                 0);
     return SLUICE_OK;
   }
   {
@@ -171,8 +149,8 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
     if (rc)
       return rc;
     sluice__deny_drop(p, scope_kind, sid);
-    audited(&c, lift ? SLUICE_EVENT_LIFT : SLUICE_EVENT_RELEASE, scope_kind,
-            level, sid, 0, who, why, q);
+    sluice__emit(&c, lift ? SLUICE_EVENT_LIFT : SLUICE_EVENT_RELEASE,
+                 scope_kind, level, sid, 0, 0);
   }
   return SLUICE_OK;
 }
