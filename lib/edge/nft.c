@@ -18,7 +18,9 @@
 **  b) libnftables ends the process when it cannot open its netlink socket
 **     (netlink_init_error() calls exit()).  A library must not let that
 **     happen on a host without nf_tables, so open first opens an nfnetlink
-**     socket itself and answers SLUICE_ENOTSUP when that fails.
+**     socket itself and answers SLUICE_ENOTSUP when that fails.  Its
+**     allocator exits on a failed malloc too; that one the sink cannot
+**     catch (docs/nft.md says so).
 **  c) Time left, not end time, crosses the queue: the event's times are the
 **     limiter's clock (a manual one in tests and simulations), the kernel's
 **     timeouts are relative; the thread subtracts the time an update waited.
