@@ -82,8 +82,9 @@ typedef struct sluice_nft_options {
   size_t queue_max;    /**< updates waiting; 0: 4096 */
   size_t batch_max;    /**< updates per transaction; 0: 1024 */
   size_t max_elements; /**< addresses remembered; 0: 65536 */
-  /** Every this many ms the sink rewrites both sets from its list, so a
-   *  flushed ruleset converges; 0: 60000; -1: never. */
+  /** Every this many ms the sink puts its list back into the sets (a
+   *  reconcile with the store once sluice_nft_reconcile() gave it a
+   *  policy), so a flushed ruleset converges; 0: 60000; -1: never. */
   int64_t resync_ms;
   /** NULL, or a buffer for the reason open failed (nftables' message). */
   char *errbuf;
@@ -127,12 +128,13 @@ SLUICE_EXPORT void sluice_nft_close(sluice_nft *s);
 SLUICE_EXPORT void sluice_nft_on_event(void *userdata, const sluice_event *ev);
 
 /** @brief Make the sets what the store holds: each remembered address is
- *  looked up with sluice_policy_inspect() and kept, with the box's time
- *  left, while its box is at min_level or above; then both sets are
- *  rewritten in one transaction (a flushed set, or one an operator
- *  edited, converges).  Runs on the sink's thread: `p` must stay open
- *  until sluice_nft_sync() returns or the sink is closed.  NULL `p`
- *  rewrites the sets from the list without asking the store.
+ *  looked up with sluice_policy_inspect(); one still boxed at min_level or
+ *  above is put back with the box's time left, one that is not is deleted,
+ *  all in one transaction (a flushed set, or a release by another process,
+ *  converges).  Runs on the sink's thread, which keeps `p` and asks it
+ *  again at every periodic resync: `p` must stay open until the sink is
+ *  closed.  NULL `p` puts back what the list holds without asking the
+ *  store (and keeps a policy given before).
  *  @return SLUICE_OK (queued), SLUICE_EINVAL. */
 SLUICE_EXPORT int sluice_nft_reconcile(sluice_nft *s, sluice_policy *p);
 

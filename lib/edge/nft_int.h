@@ -107,6 +107,8 @@ struct sluice_nft {
   uint64_t enq_seq, applied_seq; /* under mu */
   int stop, busy;
   sluice_policy *reconcile; /* a reconcile asked for (under mu) */
+  sluice_policy *policy;    /* the thread's: the last reconcile's, which
+                               every periodic resync asks again */
   int resync_asked;         /* a resync without the store (under mu) */
   pthread_t thread;
   int started;

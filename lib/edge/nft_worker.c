@@ -21,10 +21,12 @@
 **     resync puts them back.
 **  d) Several sinks may share a table (the workers of a prefork server,
 **     `sluice release --nft`), each knowing the addresses it was told
-**     about, so no sink ever flushes a set.  A periodic resync adds back
-**     what is missing (a flushed ruleset) and leaves the rest alone; a
-**     reconcile refreshes the addresses the store still boxes and deletes
-**     those it does not, in one transaction.
+**     about, so no sink ever flushes a set.  A reconcile refreshes the
+**     addresses the store still boxes and deletes those it does not, in
+**     one transaction; once the sink has a policy every periodic resync is
+**     a reconcile, so an address another process released or renewed is
+**     not put back with the old end.  Without one, a resync adds back what
+**     is missing (a flushed ruleset) and leaves the rest alone.
 **  e) The file is written at most once a second, and at close: a ban flood
 **     must not become a flood of fsyncs.  An address banned less than a
 **     second before a crash is lost from the file, not from the store; its
@@ -446,7 +448,9 @@ void *sluice__nft_thread(void *arg) {
     else if (n)
       atomic_fetch_add_explicit(&s->failed, n, memory_order_relaxed);
     if (p)
-      reconcile(s, p);
+      s->policy = p;
+    if (p || (s->policy && s->next_resync && now >= s->next_resync))
+      reconcile(s, s->policy);
     else if (rs || (s->next_resync && now >= s->next_resync))
       resync(s);
     if (s->next_resync && (p || rs || now >= s->next_resync))

@@ -353,6 +353,43 @@ static void test_lift_elsewhere(void) {
   fx_close(&f);
 }
 
+/* Two sinks on one table (two workers): the one that banned an address
+** keeps it in its list, the other takes a lift of it; the first one's
+** periodic resync asks the store and does not put it back. */
+static void test_periodic_reconcile(void) {
+  fx f;
+  sluice_nft *a, *b;
+  sluice_nft_stats st;
+  uint64_t before;
+  int i;
+  fx_open(&f);
+  g_resync_ms = 50;
+  a = g_sink = sink_open(NULL, 0, SLUICE_NFT_CREATE);
+  g_resync_ms = -1;
+  b = sink_open(NULL, 0, SLUICE_NFT_CREATE);
+  g_resync_ms = 0;
+  CHECK(sluice_nft_reconcile(a, f.pol) == SLUICE_OK);
+  box(&f, "127.0.0.15", 2);
+  sync_sink(a);
+  CHECK(blocked("127.0.0.15"));
+  g_sink = b;
+  CHECK(ip_req(f.pol, "127.0.0.15", 0) == SLUICE_OK);
+  sync_sink(b);
+  CHECK(sluice_nft_stats_get(a, &st) == 0);
+  before = st.resyncs;
+  for (i = 0; i < 1000 && st.resyncs < before + 2; i++) {
+    usleep(10000);
+    CHECK(sluice_nft_stats_get(a, &st) == 0);
+  }
+  CHECK(st.resyncs >= before + 2);
+  CHECK(passes("127.0.0.15"));
+  CHECK(st.elements == 0); /* a's list forgot it too */
+  g_sink = NULL;
+  sluice_nft_close(a);
+  sluice_nft_close(b);
+  fx_close(&f);
+}
+
 /* The kernel ends the ban when the box ends. */
 static void test_timeout(void) {
   fx f;
@@ -635,6 +672,7 @@ int main(int argc, char **argv) {
   test_ban_and_lift();
   test_min_level();
   test_lift_elsewhere();
+  test_periodic_reconcile();
   test_ipv6_prefix();
   test_reconcile_after_flush();
   test_restart();
