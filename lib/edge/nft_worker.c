@@ -47,6 +47,7 @@
 #define NS_PER_S INT64_C(1000000000)
 #define SAVE_EVERY_NS NS_PER_S
 #define CHUNK 256 /* elements per command line in a resync */
+#define TAKE 32   /* updates copied out of the queue per hold of its mutex */
 
 /* ------------------------------------------------------------- nftables --- */
 
@@ -429,10 +430,20 @@ void *sluice__nft_thread(void *arg) {
         break;
       now = sluice__nft_mono_ns();
     }
+    /* A few updates per hold of the mutex, so that a deciding thread that
+    ** queues meanwhile waits for a short copy, not for a whole batch. */
     while (n < s->batch_max && s->count) {
-      s->batch[n++] = s->ring[s->head];
-      s->head = (s->head + 1) % s->qmax;
-      s->count--;
+      size_t k = 0;
+      while (k < TAKE && n < s->batch_max && s->count) {
+        s->batch[n++] = s->ring[s->head];
+        s->head = (s->head + 1) % s->qmax;
+        s->count--;
+        k++;
+      }
+      if (s->count && n < s->batch_max) {
+        pthread_mutex_unlock(&s->mu);
+        pthread_mutex_lock(&s->mu);
+      }
     }
     p = s->reconcile;
     rs = s->resync_asked;
