@@ -66,6 +66,7 @@ typedef struct {
     unsigned applied:1;  /* the phase handler acted on it */
     unsigned denied:1;   /* we answered it ourselves */
     unsigned auth_done:1;
+    unsigned body_read:1; /* a heavy request's body is in (decide now) */
     ngx_uint_t status;   /* ST_* */
     ngx_http_sluice_loc_conf_t *lcf;
 } ngx_http_sluice_ctx_t;

@@ -445,6 +445,70 @@ ngx_http_sluice_decided(ngx_event_t *ev)
 }
 #endif
 
+/* Decide: on a pool thread (NGX_AGAIN, the phases resume when it is
+** done) or inline. */
+static ngx_int_t
+ngx_http_sluice_decide(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
+{
+#if (NGX_THREADS)
+    ngx_thread_task_t *task;
+
+    if (ngx_http_sluice_worker.pool != NULL) {
+        task = ngx_thread_task_alloc(r->pool, 0);
+        if (task == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+        task->ctx = ctx;
+        task->handler = ngx_http_sluice_decide_thread;
+        task->event.handler = ngx_http_sluice_decided;
+        task->event.data = ctx;
+        if (ngx_thread_task_post(ngx_http_sluice_worker.pool, task) != NGX_OK) {
+            return NGX_HTTP_SERVICE_UNAVAILABLE;
+        }
+        ctx->pending = 1;
+        r->main->blocked++;
+        r->aio = 1;
+        return NGX_AGAIN;
+    }
+#endif
+    ctx->rc = sluice_policy_decide(ctx->pol, &ctx->req, &ctx->d);
+    ctx->decided = 1;
+    return ngx_http_sluice_apply(r, ctx);
+}
+
+/* A heavy request (reconcile, export: a lease, a ledger's lock) is decided
+** once its whole body is in, so a client that trickles its body holds no
+** lease and no lock while it does (taken with the headers, they were held
+** for as long as the body took, and every other reconcile of the ledger
+** got 409); nginx's client_body_timeout and client_max_body_size bound
+** that read, as for any request.  The body is read as proxy_pass would
+** read it, and stays for the upstream: the pattern of nginx's mirror
+** module. */
+static ngx_int_t
+ngx_http_sluice_heavy(ngx_http_sluice_ctx_t *ctx)
+{
+    int cls = ctx->req.endpoint_class;
+
+    if (cls == SLUICE_EP_AUTO) {
+        cls = sluice_policy_endpoint_class(ctx->pol, ctx->req.method,
+                                           ctx->req.route);
+    }
+    return cls == SLUICE_EP_RECONCILE || cls == SLUICE_EP_EXPORT;
+}
+
+static void
+ngx_http_sluice_body_read(ngx_http_request_t *r)
+{
+    ngx_http_sluice_ctx_t *ctx = ngx_http_sluice_get_ctx(r);
+
+    if (ctx != NULL) {
+        ctx->body_read = 1;
+    }
+    r->preserve_body = 1;
+    r->write_event_handler = ngx_http_core_run_phases;
+    ngx_http_core_run_phases(r);
+}
+
 /* Registered twice: in the preaccess phase (with limit_req) and in the
 ** precontent phase, which runs once the whole access phase is through
 ** (auth_request, allow/deny, any `satisfy`), so that an authenticator's
@@ -456,9 +520,7 @@ ngx_http_sluice_handler(ngx_http_request_t *r, ngx_uint_t phase)
     ngx_http_sluice_loc_conf_t *lcf;
     ngx_http_sluice_ctx_t *ctx;
     ngx_pool_cleanup_t *cln;
-#if (NGX_THREADS)
-    ngx_thread_task_t *task;
-#endif
+    ngx_int_t rc;
 
     if (r != r->main) {
         return NGX_DECLINED;
@@ -467,6 +529,9 @@ ngx_http_sluice_handler(ngx_http_request_t *r, ngx_uint_t phase)
     if (ctx != NULL) {
         if (ctx->decided && !ctx->applied) {
             return ngx_http_sluice_apply(r, ctx);
+        }
+        if (ctx->body_read && !ctx->decided && !ctx->pending) {
+            return ngx_http_sluice_decide(r, ctx);
         }
         return ctx->pending ? NGX_AGAIN : NGX_DECLINED; /* once a request */
     }
@@ -505,28 +570,15 @@ ngx_http_sluice_handler(ngx_http_request_t *r, ngx_uint_t phase)
         ctx->decided = 1;
         return ngx_http_sluice_apply(r, ctx);
     }
-#if (NGX_THREADS)
-    if (ngx_http_sluice_worker.pool != NULL) {
-        task = ngx_thread_task_alloc(r->pool, 0);
-        if (task == NULL) {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    if (ngx_http_sluice_heavy(ctx)) {
+        rc = ngx_http_read_client_request_body(r, ngx_http_sluice_body_read);
+        if (rc >= NGX_HTTP_SPECIAL_RESPONSE) {
+            return rc;
         }
-        task->ctx = ctx;
-        task->handler = ngx_http_sluice_decide_thread;
-        task->event.handler = ngx_http_sluice_decided;
-        task->event.data = ctx;
-        if (ngx_thread_task_post(ngx_http_sluice_worker.pool, task) != NGX_OK) {
-            return NGX_HTTP_SERVICE_UNAVAILABLE;
-        }
-        ctx->pending = 1;
-        r->main->blocked++;
-        r->aio = 1;
-        return NGX_AGAIN;
+        ngx_http_finalize_request(r, NGX_DONE);
+        return NGX_DONE;
     }
-#endif
-    ctx->rc = sluice_policy_decide(ctx->pol, &ctx->req, &ctx->d);
-    ctx->decided = 1;
-    return ngx_http_sluice_apply(r, ctx);
+    return ngx_http_sluice_decide(r, ctx);
 }
 
 static ngx_int_t

@@ -11,7 +11,8 @@ SLUICE_PACKAGES=(
   libmicrohttpd-dev libcurl4-openssl-dev curl binutils python3
   cppcheck libclang-rt-14-dev librsvg2-bin
   nginx nginx-dev dpkg-dev make wrk prometheus
-  nftables libnftables-dev iproute2
+  debootstrap iproute2 groff-base
+  nftables libnftables-dev
 )
 
 sluice_install_deps() {

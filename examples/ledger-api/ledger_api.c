@@ -43,7 +43,9 @@ static void usage(FILE *f) {
       "                  [--job-ms N] [--shadow] [--trust-forwarded]\n"
       "                  [--trusted-proxies LIST] [--header-form legacy|sf|both]\n"
       "                  [--idem-slots N] [--idem-ttl-s N] [--per-ip N]\n"
+      "                  [--idem-tenant-share P]\n"
       "                  [--head-timeout-ms N] [--body-timeout-ms N]\n"
+      "                  [--degraded-store URI|off] [--deny-cache URI|off]\n"
       "                  [--webhook EVENT=URL]...\n"
       "                  [--nft [--nft-table NAME] [--nft-prefix N]\n"
       "                   [--nft-state FILE]]\n\n"
@@ -71,9 +73,22 @@ static void usage(FILE *f) {
       "  --idem-slots N   Idempotency-Key records kept (default 65536); a\n"
       "                   POST that cannot be recorded is refused (503)\n"
       "  --idem-ttl-s N   how long a record is kept (default 86400)\n"
-      "  --per-ip N       connections per client address and worker (64)\n"
+      "  --idem-tenant-share P  percent of --idem-slots one tenant's records\n"
+      "                   may hold (default 25); its POST beyond is refused\n"
+      "                   (503), the other tenants' are not\n"
+      "  --per-ip N       connections per client address and worker (64);\n"
+      "                   with --trust-forwarded, requests in progress per\n"
+      "                   client address for those through a trusted proxy\n"
       "  --head-timeout-ms N  time for a request's headers (10000)\n"
       "  --body-timeout-ms N  time for its body and answer (30000)\n"
+      "  --degraded-store U  the limiter every worker charges while the\n"
+      "                   store fails, shm:name=/NAME[;capacity=N], so the\n"
+      "                   host admits degraded_percent whatever --workers is\n"
+      "                   (default: the --config's host.degraded_store, else\n"
+      "                   a segment of this run, removed at exit; off: one\n"
+      "                   per worker)\n"
+      "  --deny-cache U   the boxes every worker sees, shm:name=/NAME[;slots=N]\n"
+      "                   (default as --degraded-store; off: one per worker)\n"
       "  --webhook EVENT=URL  post policy events of that type (alert,\n"
       "                   edge_deny, ip_ban, suspend, page, ...) as JSON\n"
       "  --nft            put client addresses boxed at level 2 or above\n"
@@ -233,6 +248,8 @@ static int open_policy(const char *who) {
   po.config_path = S.config_path;
   memcpy(po.secret, S.secret, 16);
   po.flags = S.shadow ? SLUICE_POLICY_SHADOW : 0;
+  po.degraded_store = S.degraded_store;
+  po.deny_cache = S.deny_cache;
   if (S.webhook || S.nft_sink)
     po.on_event = on_event;
   po.errbuf = err;
@@ -297,30 +314,36 @@ static int worker_main(void) {
     sluice_webhook_close(S.webhook);
     return EX_RUNTIME;
   }
-  if (!(S.guard = conn_guard_start(S.head_ms, S.body_ms))) {
+  if (!(S.guard = conn_guard_start(S.head_ms, S.body_ms)) ||
+      (S.trust_forwarded &&
+       !(S.cap = ip_cap_new((unsigned)S.per_ip, &S.proxies)))) {
+    conn_guard_stop(S.guard);
     close_policy();
     return EX_RUNTIME;
   }
   /* epoll: no FD_SETSIZE ceiling on connections.  Per-address limit: one
-  ** client cannot take every connection.  The idle timeout stays as a
-  ** backstop; the guard's deadlines do not restart on every byte. */
+  ** client cannot take every connection (behind trusted proxies ip_cap
+  ** counts, libmicrohttpd's limit would count the proxy).  The idle
+  ** timeout stays as a backstop; the guard's deadlines do not restart on
+  ** every byte. */
   d = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0,
-                       NULL, NULL, on_request, NULL,
+                       S.cap ? ip_cap_accept : NULL, S.cap, on_request, NULL,
                        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                        MHD_OPTION_LISTEN_SOCKET, S.listen_fd,
                        MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
                        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-                       MHD_OPTION_NOTIFY_CONNECTION, conn_guard_notify,
-                       S.guard,
+                       MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
                        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
                        MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
-                       MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)S.per_ip,
+                       MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                       (unsigned)(S.cap ? 0 : S.per_ip),
                        MHD_OPTION_STRICT_FOR_CLIENT, (int)1,
                        MHD_OPTION_END);
   if (!d) {
     fprintf(stderr, "ledger-api worker %d: cannot start the HTTP server\n",
             (int)getpid());
     conn_guard_stop(S.guard);
+    ip_cap_free(S.cap);
     close_policy();
     return EX_RUNTIME;
   }
@@ -330,6 +353,7 @@ static int worker_main(void) {
   sigwait(&set, &sig);
   MHD_stop_daemon(d);
   conn_guard_stop(S.guard);
+  ip_cap_free(S.cap);
   close_policy();
   sluice_webhook_close(S.webhook);
   return EX_OK;
@@ -362,6 +386,58 @@ static void finish_jobs(void) {
       sluice_policy_release_lease(S.pol, &rq, j->lease_id);
     atomic_store(&j->state, JOB_DONE);
   }
+}
+
+/* The degraded limiter and the deny cache are the host's, as in the nginx
+** module: without them a host of N workers admits N times the degraded
+** share of a key during an outage, and a box one worker saw is unknown to
+** the others.  Neither named by an option nor by the --config's host
+** group: a segment of this run (the master's pid in its name, so two
+** servers on one host do not share), made when the master opens its
+** policy before the workers exist, and removed when it stops. */
+static void host_segments_remove(void) {
+  int i;
+  for (i = 0; i < 2; i++)
+    if (S.host_seg_own[i][0])
+      shm_unlink(S.host_seg_own[i]);
+}
+
+static void host_segments(const sluice_policy_config *cfg) {
+  static const char *const what[2] = {"degraded", "deny"};
+  const char **opt[2] = {&S.degraded_store, &S.deny_cache};
+  const char *conf[2] = {cfg->host_degraded_store, cfg->host_deny_cache};
+  static char uri[2][80];
+  int i;
+  for (i = 0; i < 2; i++) {
+    if (*opt[i] || conf[i][0])
+      continue;
+    snprintf(S.host_seg_own[i], sizeof S.host_seg_own[i],
+             "/ledger-api-%d-%s", (int)getpid(), what[i]);
+    shm_unlink(S.host_seg_own[i]); /* a crashed run's, with our pid */
+    snprintf(uri[i], sizeof uri[i], "shm:name=%s", S.host_seg_own[i]);
+    *opt[i] = uri[i];
+  }
+  /* Whichever way the master ends (workers leave by _exit) */
+  atexit(host_segments_remove);
+}
+
+/* --degraded-store and --deny-cache as the policy will read them, checked
+** before anything is made: a typo is a usage error, named once. */
+static int check_segments(const sluice_policy_config *cfg) {
+  sluice_policy_options po;
+  char err[256] = "";
+  int rc;
+  memset(&po, 0, sizeof po);
+  po.config = cfg;
+  memcpy(po.secret, S.secret, 16);
+  po.degraded_store = S.degraded_store;
+  po.deny_cache = S.deny_cache;
+  po.errbuf = err;
+  po.errlen = sizeof err;
+  if ((rc = sluice_policy_check(&po)) == SLUICE_OK)
+    return 0;
+  fprintf(stderr, "ledger-api: %s (%s)\n", err, sluice_strerror(rc));
+  return -1;
 }
 
 /* --nft-prefix N */
@@ -408,11 +484,14 @@ int main(int argc, char **argv) {
       {"trusted-proxies", required_argument, 0, 'T'},
       {"idem-slots", required_argument, 0, 'I'},
       {"idem-ttl-s", required_argument, 0, 'L'},
+      {"idem-tenant-share", required_argument, 0, 'R'},
       {"per-ip", required_argument, 0, 'P'},
       {"head-timeout-ms", required_argument, 0, 'D'},
       {"body-timeout-ms", required_argument, 0, 'B'},
       {"webhook", required_argument, 0, 'W'},
-      {"nft", no_argument, 0, 'N'},
+      {"degraded-store", required_argument, 0, 'G'},
+      {"deny-cache", required_argument, 0, 'N'},
+      {"nft", no_argument, 0, 'Y'},
       {"nft-table", required_argument, 0, 'n'},
       {"nft-prefix", required_argument, 0, 'x'},
       {"nft-state", required_argument, 0, 'z'},
@@ -437,6 +516,7 @@ int main(int argc, char **argv) {
   S.shm_fd = -1;
   S.idem_slots = 65536;
   S.idem_ttl_s = 86400;
+  S.idem_share = 25;
   S.per_ip = 64;
   S.head_ms = 10000;
   S.body_ms = 30000;
@@ -502,6 +582,11 @@ int main(int argc, char **argv) {
                      &S.idem_ttl_s))
         return EX_USAGE_;
       break;
+    case 'R':
+      if (ex_opt_int("ledger-api", "--idem-tenant-share", optarg, 1, 100,
+                     &S.idem_share))
+        return EX_USAGE_;
+      break;
     case 'P':
       if (ex_opt_int("ledger-api", "--per-ip", optarg, 1, MAX_CONNECTIONS,
                      &S.per_ip))
@@ -521,7 +606,13 @@ int main(int argc, char **argv) {
       if (add_webhook(optarg))
         return EX_USAGE_;
       break;
-    case 'N': S.nft = 1; break;
+    case 'G':
+      S.degraded_store = strcmp(optarg, "off") ? optarg : "";
+      break;
+    case 'N':
+      S.deny_cache = strcmp(optarg, "off") ? optarg : "";
+      break;
+    case 'Y': S.nft = 1; break;
     case 'n': S.nft_opts.table = optarg; break;
     case 'x':
       if (nft_prefix_arg(optarg))
@@ -603,6 +694,21 @@ int main(int argc, char **argv) {
     }
     if (check_keys(&cfg, keys_path))
       return EX_USAGE_;
+    host_segments(&cfg);
+    if (check_segments(&cfg))
+      return EX_USAGE_;
+  }
+  /* One tenant's Idempotency-Key records hold at most its share of the
+  ** table, so a tenant posting at its allowed rate cannot fill it for the
+  ** others (every tenant's POST would be refused 503). */
+  S.idem_tenant_max = S.idem_slots * S.idem_share / 100;
+  if (S.idem_tenant_max < 1)
+    S.idem_tenant_max = 1;
+  for (i = 0; i < S.nkeys; i++) {
+    int j = 0;
+    while (strcmp(S.keys[j].tenant, S.keys[i].tenant))
+      j++;
+    S.keys[i].tenant_ix = j;
   }
   if (!strcmp(S.store, "shm")) {
     S.shm_fd = memfd_create("ledger-api-sluice", 0);
@@ -707,6 +813,10 @@ int main(int argc, char **argv) {
   fflush(stdout);
   fprintf(stderr, "ledger-api: %d workers, store %s%s\n", S.nworkers, S.store,
           S.shadow ? ", shadow mode" : "");
+  for (i = 0; i < 2; i++)
+    if (S.host_seg_own[i][0])
+      fprintf(stderr, "ledger-api: %s of this run: shm:name=%s\n",
+              i ? "deny cache" : "degraded limiter", S.host_seg_own[i]);
   while (running) {
     struct timespec ts = {0, 50 * 1000 * 1000};
     siginfo_t si;

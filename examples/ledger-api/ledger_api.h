@@ -10,6 +10,7 @@
 
 #include "conn_guard.h"
 #include "http_strict.h"
+#include "ip_cap.h"
 #include "lazy_store.h"
 #include "realip.h"
 #include "secret_file.h"
@@ -45,6 +46,7 @@
 #define MAX_WORKERS 64
 #define MAX_CONNECTIONS 16384 /* per worker; RLIMIT_NOFILE is raised to fit */
 #define ID_MAX 64
+#define MAX_KEYS 256 /* in --keys */
 
 /* Exit codes: 0 clean shutdown, 2 usage, 3 system failure. */
 enum { EX_OK = 0, EX_USAGE_ = 2, EX_RUNTIME = 3 };
@@ -84,6 +86,7 @@ typedef struct idem_slot {
   int state;
   int64_t value; /* entry id, or job number */
   int64_t amount;
+  int tenant; /* whose share the record counts in (api_key.tenant_ix) */
 } idem_slot;
 
 /* An access token from /v1/auth/token: only its hash is kept. */
@@ -101,6 +104,10 @@ typedef struct shared {
   ledger_slot ledgers[NLEDGERS];
   token_slot tokens[NTOKENS];
   size_t nidem;
+  /* Records counted in each tenant's share: live ones and expired ones
+  ** not yet reused or swept.  idem_swept_ns: the last sweep. */
+  int64_t idem_held[MAX_KEYS];
+  int64_t idem_swept_ns;
   idem_slot idem[]; /* --idem-slots */
 } shared;
 
@@ -110,9 +117,9 @@ typedef struct api_key {
   char key[ID_MAX + 1], tenant[ID_MAX + 1], tier[SLUICE_POLICY_NAME_MAX + 1];
   char client_id[ID_MAX + 1], client_secret[ID_MAX + 1];
   int line; /* in --keys (0: a demo key) */
+  int tenant_ix; /* the first key of its tenant: the tenant's number */
 } api_key;
 
-#define MAX_KEYS 256
 
 typedef struct server {
   const char *store;   /* as given */
@@ -121,10 +128,16 @@ typedef struct server {
   int port, nworkers, shadow, trust_forwarded, header_form;
   int64_t job_ms;
   int64_t idem_slots, idem_ttl_s, per_ip, head_ms, body_ms;
+  int64_t idem_share, idem_tenant_max; /* --idem-tenant-share: %, slots */
   realip proxies;               /* --trusted-proxies */
   sluice_backend lazy;          /* the store, opened when it answers */
   sluice_webhook_options hooks; /* --webhook; each worker opens its sink */
   int nhooks;
+  /* The host segments every worker shares (NULL: the --config's host
+  ** group; "": in-process).  host_seg_own: names made for this run, which
+  ** the master removes when it stops. */
+  const char *degraded_store, *deny_cache;
+  char host_seg_own[2][64];
   /* --nft: each worker opens a sink on the table (its list in
   ** --nft-state FILE.<worker slot>) */
   int nft;
@@ -140,6 +153,7 @@ typedef struct server {
   size_t shared_size;
   /* per process */
   conn_guard *guard;
+  ip_cap *cap; /* --trust-forwarded: --per-ip counted per client address */
   sluice_webhook *webhook;
   sluice_nft *nft_sink;
   sluice_limiter *lim;
@@ -153,11 +167,13 @@ typedef struct reqctx {
   char *body;
   size_t len;
   http_strict_uri uri;
+  char capped[64]; /* the client address this request counts for, or "" */
 } reqctx;
 
 #define IDEM_PROBE 1024 /* slots a lookup may visit */
 
-enum { IDEM_NEW, IDEM_REPLAY, IDEM_BUSY, IDEM_MISMATCH, IDEM_FULL };
+enum { IDEM_NEW, IDEM_REPLAY, IDEM_BUSY, IDEM_MISMATCH, IDEM_FULL,
+       IDEM_SHARE };
 
 #define AMOUNT_MAX INT64_C(1000000000000000000) /* 10^18 minor units */
 
@@ -178,7 +194,8 @@ job *job_create(const api_key *k, int cls, const char *ledger,
                 uint64_t lease_id, uint64_t *seq_out);
 void job_request(const job *j, sluice_request *rq);
 uint64_t idem_hash(const api_key *k, char endpoint, const char *ik);
-int idem_begin(uint64_t h, uint64_t bh, idem_slot *out, size_t *index);
+int idem_begin(const api_key *k, uint64_t h, uint64_t bh, idem_slot *out,
+               size_t *index);
 void idem_done(size_t index, int64_t value, int64_t amount);
 void idem_abandon(size_t index);
 int running_job(const char *tenant, int cls, const char *ledger, char *out,
@@ -195,6 +212,8 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                            const char *upload, size_t *upload_size,
                            void **con_cls);
 void *on_uri(void *cls, const char *uri, struct MHD_Connection *c);
+void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                   enum MHD_ConnectionNotificationCode toe);
 void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                   enum MHD_RequestTerminationCode toe);
 

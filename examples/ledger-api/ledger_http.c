@@ -5,6 +5,8 @@
 */
 #include "ledger_api.h"
 
+#include <openssl/crypto.h>
+
 /* Length of the valid UTF-8 sequence at s (1..4), or 0. */
 static size_t utf8_seq(const unsigned char *s) {
   size_t n, i;
@@ -239,17 +241,8 @@ static const api_key *authenticate(struct MHD_Connection *c) {
 static void client_ip(struct MHD_Connection *c, char *out, size_t n) {
   const union MHD_ConnectionInfo *ci =
       MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-  char peer[INET6_ADDRSTRLEN] = "unknown";
-  if (ci && ci->client_addr) {
-    const struct sockaddr *sa = ci->client_addr;
-    if (sa->sa_family == AF_INET)
-      inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr,
-                peer, sizeof peer);
-    else if (sa->sa_family == AF_INET6)
-      inet_ntop(AF_INET6,
-                &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr,
-                peer, sizeof peer);
-  }
+  char peer[INET6_ADDRSTRLEN];
+  ip_cap_peer_text(ci ? ci->client_addr : NULL, peer, sizeof peer);
   realip_client(&S.proxies, peer,
                 S.trust_forwarded ? MHD_lookup_connection_value(
                                         c, MHD_HEADER_KIND, "X-Forwarded-For")
@@ -283,6 +276,12 @@ static enum MHD_Result idem_refusal(struct MHD_Connection *c, int rc,
     return problem(c, 409, PROBLEM_BASE "idempotency-key-in-use", "Conflict",
                    "a request with this Idempotency-Key is still being "
                    "processed; retry later", url);
+  if (rc == IDEM_SHARE)
+    return unavailable(c, PROBLEM_BASE "idempotency-tenant-share-full",
+                       "this tenant holds its share of the Idempotency-Key "
+                       "records (--idem-tenant-share), so the request was "
+                       "not applied; retry when older records expire",
+                       url);
   return unavailable(c, PROBLEM_BASE "idempotency-table-full",
                      "the request cannot be recorded for idempotent retries, "
                      "so it was not applied; retry later", url);
@@ -323,7 +322,28 @@ static enum MHD_Result decide_error(struct MHD_Connection *c, int rc,
                  detail, url);
 }
 
-/* One field of an application/x-www-form-urlencoded body, decoded. */
+/* A byte below 0x20 or DEL: never part of an id or a secret. */
+static int has_control(const char *s) {
+  for (; *s; s++)
+    if ((unsigned char)*s < 0x20 || *s == 0x7f)
+      return 1;
+  return 0;
+}
+
+/* The secret matches, in time that does not depend on where the two
+** differ (OpenSSL's CRYPTO_memcmp over both, padded to one length): a
+** byte-by-byte strcmp lets a client find a secret one byte at a time. */
+static int secret_equal(const char *want, const char *got) {
+  char a[ID_MAX + 1] = {0}, b[ID_MAX + 1] = {0};
+  snprintf(a, sizeof a, "%s", want); /* both at most ID_MAX, no NUL inside */
+  snprintf(b, sizeof b, "%s", got);
+  return CRYPTO_memcmp(a, b, sizeof a) == 0;
+}
+
+/* One field of an application/x-www-form-urlencoded body, decoded; -1
+** when absent, too long, or holding a control byte once decoded (a NUL
+** would end the C string early: "secret%00anything" compared as
+** "secret"). */
 static int form_field(const reqctx *rc, const char *name, char *out,
                       size_t n) {
   size_t nl = strlen(name), i = 0;
@@ -338,16 +358,20 @@ static int form_field(const reqctx *rc, const char *name, char *out,
       size_t j = i + nl + 1, o = 0;
       while (j < end && o + 1 < n) {
         int h, l;
+        unsigned char ch;
         if (b[j] == '+') {
-          out[o++] = ' ';
+          ch = ' ';
           j++;
         } else if (b[j] == '%' && j + 2 < end + 1 &&
                    (h = ex_hex_digit(b[j + 1])) >= 0 && (l = ex_hex_digit(b[j + 2])) >= 0) {
-          out[o++] = (char)(h * 16 + l);
+          ch = (unsigned char)(h * 16 + l);
           j += 3;
         } else {
-          out[o++] = b[j++];
+          ch = (unsigned char)b[j++];
         }
+        if (ch < 0x20 || ch == 0x7f)
+          return -1;
+        out[o++] = (char)ch;
       }
       out[o] = 0;
       return j == end ? 0 : -1;
@@ -384,10 +408,13 @@ static enum MHD_Result handle_auth(struct MHD_Connection *c, const char *url,
     if (form_field(rc, "client_secret", fsec, sizeof fsec) == 0)
       csec = fsec;
   }
-  if (!cid || !cid[0] || !csec || strlen(cid) > ID_MAX) {
+  if (!cid || !cid[0] || !csec || strlen(cid) > ID_MAX ||
+      strlen(csec) > ID_MAX || has_control(cid) || has_control(csec)) {
     json_decref(body);
     return problem(c, 400, PROBLEM_BASE "bad-request", "Bad Request",
-                   "client_id and client_secret are required", url);
+                   "client_id and client_secret are required: at most 64 "
+                   "bytes each, no control characters",
+                   url);
   }
   memset(&rq, 0, sizeof rq);
   rq.method = "POST";
@@ -411,7 +438,7 @@ static enum MHD_Result handle_auth(struct MHD_Connection *c, const char *url,
     if (!strcmp(S.keys[i].client_id, cid))
       k = &S.keys[i];
   /* Both failure kinds are checked the same way and answered alike. */
-  ok = k && strcmp(k->client_secret, csec) == 0;
+  ok = secret_equal(k ? k->client_secret : "", csec) && k;
   rq.auth_result = !k ? SLUICE_AUTH_UNKNOWN_CLIENT
                       : ok ? SLUICE_AUTH_OK : SLUICE_AUTH_BAD_SECRET;
   if ((r = sluice_policy_decide(S.pol, &rq, &d)) != SLUICE_OK) {
@@ -552,7 +579,7 @@ static enum MHD_Result handle_heavy(struct MHD_Connection *c, const char *url,
                      "POST /v1/ledgers/reconcile requires an Idempotency-Key "
                      "header (1-200 bytes)", url);
     rq->ledger_id = ledger;
-    r = idem_begin(idem_hash(k, 'r', ik), hash2("reconcile", ledger), &rec,
+    r = idem_begin(k, idem_hash(k, 'r', ik), hash2("reconcile", ledger), &rec,
                    &slot);
     if (r == IDEM_REPLAY)
       return reconcile_replay(c, url, rq, &rec, ledger);
@@ -642,7 +669,7 @@ static enum MHD_Result post_entry(struct MHD_Connection *c, const char *url,
                    "mutating requests require an Idempotency-Key header "
                    "(1-200 bytes)", url);
   snprintf(what, sizeof what, "%s|%" PRId64, ledger, (int64_t)amount);
-  r = idem_begin(idem_hash(k, 'e', ik), hash2("entry", what), &rec, &slot);
+  r = idem_begin(k, idem_hash(k, 'e', ik), hash2("entry", what), &rec, &slot);
   if (r != IDEM_NEW && r != IDEM_REPLAY)
     return idem_refusal(c, r, url);
   replay = r == IDEM_REPLAY;
@@ -724,6 +751,37 @@ static enum MHD_Result handle_ledger(struct MHD_Connection *c, const char *url,
   return ret;
 }
 
+/* A request through a trusted proxy counts, until it is answered, for the
+** client the proxy names (ip_cap.h): --per-ip in progress per client. */
+static enum MHD_Result cap_forwarded(struct MHD_Connection *c, reqctx *rc,
+                                     const char *url) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  char peer[INET6_ADDRSTRLEN], ip[64];
+  if (!S.cap)
+    return MHD_YES;
+  ip_cap_peer_text(ci ? ci->client_addr : NULL, peer, sizeof peer);
+  if (!realip_trusted(&S.proxies, peer))
+    return MHD_YES; /* the connection counts for its peer */
+  client_ip(c, ip, sizeof ip);
+  if (ip_cap_take(S.cap, ip) != 0)
+    return problem_h(c, 429, PROBLEM_BASE "too-many-connections",
+                     "Too Many Requests",
+                     "this client address has its share of requests in "
+                     "progress; retry when one is answered",
+                     url, "Retry-After", "1");
+  snprintf(rc->capped, sizeof rc->capped, "%s", ip);
+  return MHD_YES;
+}
+
+void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                   enum MHD_ConnectionNotificationCode toe) {
+  (void)cls;
+  conn_guard_notify(S.guard, c, socket_context, toe);
+  if (S.cap)
+    ip_cap_notify(S.cap, c, toe);
+}
+
 enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
                                   const char *url, const char *method,
                                   const char *version, const char *upload,
@@ -751,7 +809,7 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
     if (cl && strtoull(cl, NULL, 10) > MAX_BODY)
       return problem(c, 413, PROBLEM_BASE "too-large", "Content Too Large",
                      "bodies are limited to 16 KiB", url);
-    return MHD_YES;
+    return cap_forwarded(c, rc, url);
   }
   if (*upload_size) {
     char *nb;
@@ -854,6 +912,8 @@ void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
   (void)toe;
   conn_guard_request_done(S.guard, c);
   if (rc) {
+    if (rc->capped[0])
+      ip_cap_give(S.cap, rc->capped);
     free(rc->body);
     free(rc);
     *con_cls = NULL;

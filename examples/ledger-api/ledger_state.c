@@ -174,17 +174,36 @@ static int idem_live(const idem_slot *s, int64_t now) {
   return s->created_ns != 0 && now - s->created_ns < S.idem_ttl_s * S_NS;
 }
 
+/* Every expired record leaves its tenant's share (under idem_mu).  At
+** most once a second: it reads the whole table, and only a tenant at its
+** share asks for it. */
+static void idem_sweep(int64_t now) {
+  size_t i;
+  if (now - S.sh->idem_swept_ns < S_NS && now >= S.sh->idem_swept_ns)
+    return; /* (a clock stepped back does not stop sweeps) */
+  S.sh->idem_swept_ns = now;
+  for (i = 0; i < S.sh->nidem; i++) {
+    idem_slot *s = &S.sh->idem[i];
+    if (s->created_ns != 0 && !idem_live(s, now)) {
+      S.sh->idem_held[s->tenant]--;
+      s->created_ns = 0;
+      s->state = IDEM_FREE;
+    }
+  }
+}
+
 /* Find the record (h): IDEM_REPLAY with *out a copy, IDEM_BUSY while its
 ** first request is still being applied, IDEM_MISMATCH when it asked for
 ** something else (body hash bh).  Otherwise claim a slot for it, pending,
-** and return IDEM_NEW with *index, or IDEM_FULL when every slot it may
-** use holds a live record: then the request must not be applied. */
-int idem_begin(uint64_t h, uint64_t bh, idem_slot *out,
-                      size_t *index) {
+** and return IDEM_NEW with *index; IDEM_SHARE when k's tenant holds its
+** share of the table (--idem-tenant-share), or IDEM_FULL when every slot
+** it may use holds a live record: then the request must not be applied. */
+int idem_begin(const api_key *k, uint64_t h, uint64_t bh, idem_slot *out,
+               size_t *index) {
   int64_t now = wall_ns();
   size_t i, n = S.sh->nidem, probe = n < IDEM_PROBE ? n : IDEM_PROBE,
             reuse = SIZE_MAX;
-  int rc = IDEM_FULL;
+  int rc = IDEM_FULL, t = k->tenant_ix;
   shared_lock();
   for (i = 0; i < probe; i++) {
     size_t at = (h + i) % n;
@@ -201,13 +220,22 @@ int idem_begin(uint64_t h, uint64_t bh, idem_slot *out,
     if (s->hash == 0) /* never used: the probe chain ends here */
       break;
   }
+  if (rc == IDEM_FULL && S.sh->idem_held[t] >= S.idem_tenant_max) {
+    idem_sweep(now);
+    if (S.sh->idem_held[t] >= S.idem_tenant_max)
+      rc = IDEM_SHARE;
+  }
   if (rc == IDEM_FULL && reuse != SIZE_MAX) {
     idem_slot *s = &S.sh->idem[reuse];
+    if (s->created_ns != 0) /* expired, still in its tenant's share */
+      S.sh->idem_held[s->tenant]--;
+    S.sh->idem_held[t]++;
     s->hash = h;
     s->body_hash = bh;
     s->created_ns = now;
     s->state = IDEM_PENDING;
     s->value = s->amount = 0;
+    s->tenant = t;
     *index = reuse;
     rc = IDEM_NEW;
   }
@@ -227,6 +255,8 @@ void idem_done(size_t index, int64_t value, int64_t amount) {
 /* The request was not applied (refused): the key is free again. */
 void idem_abandon(size_t index) {
   shared_lock();
+  if (S.sh->idem[index].created_ns != 0)
+    S.sh->idem_held[S.sh->idem[index].tenant]--;
   S.sh->idem[index].created_ns = 0;
   S.sh->idem[index].state = IDEM_FREE;
   shared_unlock();

@@ -42,6 +42,12 @@ static int trusted(const realip *r, int family, const uint8_t *a) {
   return 0;
 }
 
+int realip_trusted(const realip *r, const char *addr) {
+  uint8_t a[16];
+  int family;
+  return parse_addr(addr, strlen(addr), &family, a) && trusted(r, family, a);
+}
+
 int realip_parse(realip *r, const char *list, char *err, size_t errlen) {
   const char *p = list;
   r->n = 0;

@@ -35,4 +35,7 @@ int realip_parse(realip *r, const char *list, char *err, size_t errlen);
 void realip_client(const realip *r, const char *peer, const char *xff,
                    char *out, size_t n);
 
+/* addr (text) is one of the trusted proxies. */
+int realip_trusted(const realip *r, const char *addr);
+
 #endif

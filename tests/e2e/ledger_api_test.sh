@@ -19,7 +19,7 @@ cleanup() {
   if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
     kill -TERM "$pid"; wait "$pid" 2>/dev/null
   fi
-  rm -rf "$tmp"; rm -f "/dev/shm${SHM}"
+  rm -rf "$tmp"; rm -f "/dev/shm${SHM}" "/dev/shm${SHM}-deny"
 }
 trap cleanup EXIT
 
@@ -55,8 +55,12 @@ jget() { # member $1 of the last (flat) JSON body ('' if absent); strings
 }
 
 # ------------------------------------------------------------- startup --
+# The workers' deny cache named in the policy file, so that `sluice
+# release` with the same file drops a box from it (below).
+{ cat "$HERE/e2e.conf"; echo "host = { deny_cache = \"shm:name=${SHM}-deny\"; };"; } \
+  > "$tmp/e2e.conf"
 "$API" --port 0 --workers 2 --store "shm:name=$SHM;capacity=65536" \
-  --config "$HERE/e2e.conf" --keys "$HERE/e2e-keys.csv" \
+  --config "$tmp/e2e.conf" --keys "$HERE/e2e-keys.csv" \
   --secret-file "$HERE/e2e.secret" --job-ms 600000 --trust-forwarded \
   >"$tmp/out" 2>"$tmp/err" &
 pid=$!
@@ -296,7 +300,7 @@ check "inspect under strike_every_denial: every 429 is a strike" yes \
 echo "$insp"
 
 # -------------------------------------------------- release, with audit --
-ADM=(--store "shm:name=$SHM" --config "$HERE/e2e.conf" --secret-file "$HERE/e2e.secret")
+ADM=(--store "shm:name=$SHM" --config "$tmp/e2e.conf" --secret-file "$HERE/e2e.secret")
 # A reason that is not UTF-8 cannot go into the JSON record: refused, and
 # nothing changes (no record, the box stays).
 "$SLUICE" release "${ADM[@]}" --tenant tenant-abuse --key sk_abuser --tier sandbox \

@@ -71,6 +71,7 @@ class Upstream:
     def __init__(self):
         self.port = free_port()
         self.hits = {}
+        self.bodies = {}  # query string -> the last request body with it
         self.held = {}  # query string -> requests holding with it now
         self.lock = threading.Lock()
         self.release = threading.Event()
@@ -85,7 +86,10 @@ class Upstream:
             def handle_one(self):
                 u = urllib.parse.urlsplit(self.path)
                 q = urllib.parse.parse_qs(u.query)
+                body = self.rfile.read(int(self.headers.get(
+                    "Content-Length") or 0))
                 with up.lock:
+                    up.bodies[u.query] = body
                     up.hits[u.path] = up.hits.get(u.path, 0) + 1
                     up.held[u.query] = up.held.get(u.query, 0) + 1
                 try:
