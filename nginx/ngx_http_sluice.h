@@ -90,6 +90,8 @@ sluice_policy *ngx_http_sluice_ready(ngx_http_request_t *r);
 /* ngx_http_sluice_request.c */
 ngx_int_t ngx_http_sluice_add_variables(ngx_conf_t *cf);
 ngx_int_t ngx_http_sluice_init(ngx_conf_t *cf);
+ngx_int_t ngx_http_sluice_send(ngx_http_request_t *r, ngx_uint_t status,
+                               char *body, size_t len);
 
 /* ngx_http_sluice_metrics.c */
 ngx_int_t ngx_http_sluice_metrics_handler(ngx_http_request_t *r);

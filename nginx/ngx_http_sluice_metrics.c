@@ -12,8 +12,6 @@
 ngx_int_t
 ngx_http_sluice_metrics_handler(ngx_http_request_t *r)
 {
-    ngx_buf_t *b;
-    ngx_chain_t out;
     size_t need = 0, nft_need;
     ngx_int_t rc;
     char *text;
@@ -53,26 +51,9 @@ ngx_http_sluice_metrics_handler(ngx_http_request_t *r)
                               nft_need + 1, &nft_need) == SLUICE_OK) {
         need += nft_need;
     }
-    r->headers_out.status = NGX_HTTP_OK;
-    r->headers_out.content_length_n = (off_t) need;
     ngx_str_set(&r->headers_out.content_type,
                 "text/plain; version=0.0.4; charset=utf-8");
     r->headers_out.content_type_len = r->headers_out.content_type.len;
-    rc = ngx_http_send_header(r);
-    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
-        return rc;
-    }
-    b = ngx_calloc_buf(r->pool);
-    if (b == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-    b->pos = (u_char *) text;
-    b->last = (u_char *) text + need;
-    b->memory = 1;
-    b->last_buf = 1;
-    b->last_in_chain = 1;
-    out.buf = b;
-    out.next = NULL;
-    return ngx_http_output_filter(r, &out);
+    return ngx_http_sluice_send(r, NGX_HTTP_OK, text, need);
 }
 

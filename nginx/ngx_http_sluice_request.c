@@ -9,7 +9,10 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
+#include <stdlib.h>
 #include <time.h>
+
+#include <jansson.h>
 
 #include "ngx_http_sluice.h"
 
@@ -324,6 +327,35 @@ ngx_http_sluice_text(ngx_pool_t *pool, const char *s)
     return (const char *) p;
 }
 
+/* Send an answer of our own: status, the headers already set, a body. */
+ngx_int_t
+ngx_http_sluice_send(ngx_http_request_t *r, ngx_uint_t status, char *body,
+                     size_t len)
+{
+    ngx_buf_t *b;
+    ngx_chain_t out;
+    ngx_int_t rc;
+
+    r->headers_out.status = status;
+    r->headers_out.content_length_n = (off_t) len;
+    rc = ngx_http_send_header(r);
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only || len == 0) {
+        return rc;
+    }
+    b = ngx_calloc_buf(r->pool);
+    if (b == NULL) {
+        return NGX_ERROR;
+    }
+    b->pos = (u_char *) body;
+    b->last = (u_char *) body + len;
+    b->memory = 1;
+    b->last_buf = (r == r->main) ? 1 : 0;
+    b->last_in_chain = 1;
+    out.buf = b;
+    out.next = NULL;
+    return ngx_http_output_filter(r, &out);
+}
+
 /* A denial: the library's status, headers and problem+json body. */
 static ngx_int_t
 ngx_http_sluice_deny(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
@@ -331,10 +363,7 @@ ngx_http_sluice_deny(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
     sluice_http_answer a;
     sluice_request safe;
     ngx_http_sluice_hdr_ud_t ud = {r, 0};
-    ngx_buf_t *b;
-    ngx_chain_t out;
     size_t len = 0;
-    ngx_int_t rc;
     char *body;
     int src;
 
@@ -373,24 +402,63 @@ ngx_http_sluice_deny(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
     ctx->denied = 1;
-    r->headers_out.status = (ngx_uint_t) a.status;
-    r->headers_out.content_length_n = (off_t) len;
-    rc = ngx_http_send_header(r);
-    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only || len == 0) {
-        return rc;
+    return ngx_http_sluice_send(r, (ngx_uint_t) a.status, body, len);
+}
+
+/* A request the policy refused to decide (a required field missing, an
+** unknown tier, an id too long): 400, or 500 for anything else, as
+** problem+json like every other answer of the module.  The detail names
+** the field and the library's reason, never the value sent, which may be
+** a key or a secret. */
+static ngx_int_t
+ngx_http_sluice_refuse(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
+{
+    ngx_http_sluice_main_conf_t *mcf;
+    const char *inst, *slash;
+    char type[600], detail[200];
+    ngx_uint_t status;
+    size_t len;
+    json_t *o;
+    char *txt, *body;
+    ngx_str_t *base;
+
+    if (ngx_http_discard_request_body(r) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-    b = ngx_calloc_buf(r->pool);
-    if (b == NULL) {
-        return NGX_ERROR;
+    status = ctx->rc == SLUICE_EINVAL || ctx->rc == SLUICE_EKEY
+                     || ctx->rc == SLUICE_ENOTFOUND || ctx->rc == SLUICE_ERANGE
+                 ? NGX_HTTP_BAD_REQUEST : NGX_HTTP_INTERNAL_SERVER_ERROR;
+    mcf = ngx_http_get_module_main_conf(r, ngx_http_sluice_module);
+    base = &mcf->problem_base; /* checked at start: printable, <= 512 */
+    slash = base->len > 0 && base->data[base->len - 1] == '/' ? "" : "/";
+    snprintf(type, sizeof type, "%.*s%s%s", (int) base->len,
+             (const char *) base->data, slash,
+             status == NGX_HTTP_BAD_REQUEST ? "bad-request" : "internal");
+    snprintf(detail, sizeof detail, "request field '%s': %s",
+             ctx->d.invalid_field ? ctx->d.invalid_field : "?",
+             sluice_strerror(ctx->rc));
+    inst = ngx_http_sluice_text(r->pool, ctx->req.route);
+    o = json_pack("{s:s, s:s, s:i, s:s, s:s}", "type", type, "title",
+                  sluice_http_reason((int) status), "status", (int) status,
+                  "detail", detail, "instance", inst ? inst : "/");
+    txt = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (txt == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-    b->pos = (u_char *) body;
-    b->last = (u_char *) body + len;
-    b->memory = 1;
-    b->last_buf = (r == r->main) ? 1 : 0;
-    b->last_in_chain = 1;
-    out.buf = b;
-    out.next = NULL;
-    return ngx_http_output_filter(r, &out);
+    len = ngx_strlen(txt);
+    body = ngx_pnalloc(r->pool, len);
+    if (body != NULL) {
+        ngx_memcpy(body, txt, len);
+    }
+    free(txt);
+    if (body == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    ngx_str_set(&r->headers_out.content_type, "application/problem+json");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+    ctx->denied = 1;
+    return ngx_http_sluice_send(r, status, body, len);
 }
 
 /* Act on a decision made inline or by a pool thread. */
@@ -406,7 +474,9 @@ ngx_http_sluice_apply(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
                       "sluice: request refused, field \"%s\": %s",
                       ctx->d.invalid_field ? ctx->d.invalid_field : "?",
                       sluice_strerror(ctx->rc));
-        return NGX_HTTP_BAD_REQUEST;
+        rc = ngx_http_sluice_refuse(r, ctx);
+        ngx_http_finalize_request(r, rc);
+        return NGX_DONE;
     }
     if (ctx->d.allowed) {
         ctx->status = ctx->d.outcome == SLUICE_OUTCOME_ALLOW

@@ -1,34 +1,85 @@
 #!/usr/bin/env bash
-# Install the Debian packages sluice builds, tests and demos with, skipping
+# Install the Debian 12 packages sluice builds and tests with, skipping
 # those already present.  Sourced by the other scripts; safe to run twice.
+#
+#   scripts/deps.sh           the test set (what scripts/test and CI use)
+#   scripts/deps.sh build     the build set only (what scripts/demo uses)
+#
+# apt's own output goes to build-deps.log; one line says what is installed.
+# No service is started while installing (policy-rc.d answers 101, as in a
+# chroot), and a server package installed here is left disabled: the tests
+# start their own servers on 127.0.0.1, and nothing installed for them may
+# listen on the machine's addresses (nginx would take port 80, prometheus
+# 0.0.0.0:9090).
 set -euo pipefail
 
+# The library with every backend, and the `sluice` CLI: a compiler, meson
+# and the -dev libraries (a missing one only compiles its part out).
+SLUICE_BUILD_PACKAGES=(
+  gcc libc6-dev meson ninja-build pkg-config
+  libck-dev liblmdb-dev libhiredis-dev libssl-dev
+  libconfig-dev libjansson-dev libcurl4-openssl-dev libnftables-dev
+)
+
+# The tests (the build set too): the HTTP example services (libmicrohttpd,
+# which brings GnuTLS's -dev tree), test framework, servers and tools.
 SLUICE_PACKAGES=(
-  build-essential meson ninja-build pkg-config clang
-  libck-dev liblmdb-dev lmdb-utils libhiredis-dev libssl-dev openssl
+  "${SLUICE_BUILD_PACKAGES[@]}" libmicrohttpd-dev build-essential clang
+  lmdb-utils openssl
   redis-server
-  libcriterion-dev libconfig-dev libjansson-dev
-  libmicrohttpd-dev libcurl4-openssl-dev curl binutils python3
+  libcriterion-dev
+  curl binutils python3
   cppcheck libclang-rt-14-dev librsvg2-bin
   nginx nginx-dev dpkg-dev make wrk prometheus
   debootstrap iproute2 groff-base
-  nftables libnftables-dev
+  nftables
 )
 
+# Packages that start a server when installed on a booted machine.
+SLUICE_SERVICES=(nginx redis-server prometheus)
+
 sluice_install_deps() {
-  local missing=()
-  for p in "${SLUICE_PACKAGES[@]}"; do
+  local set=SLUICE_PACKAGES
+  [ "${1:-}" = build ] && set=SLUICE_BUILD_PACKAGES
+  local -n want=$set
+  local missing=() p
+  for p in "${want[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
       missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
-  echo "installing: ${missing[*]}" >&2
-  local sudo=""
+  local sudo="" log="$PWD/build-deps.log" policy=/usr/sbin/policy-rc.d
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  echo "installing ${missing[*]} with their dependencies (apt-get; log in build-deps.log)" >&2
+  local own_policy=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\n# scripts/deps.sh: no service starts while it installs\nexit 101\n' |
+      $sudo tee "$policy" >/dev/null
+    $sudo chmod 755 "$policy"
+    own_policy=1
+  fi
+  local rc=0
+  {
+    $sudo apt-get update -qq &&
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q \
+        --no-install-recommends "${missing[@]}"
+  } >"$log" 2>&1 || rc=$?
+  [ "$own_policy" = 1 ] && $sudo rm -f "$policy"
+  if [ "$rc" -ne 0 ]; then
+    echo "apt-get failed ($rc); the last lines of build-deps.log:" >&2
+    tail -n 20 "$log" >&2
+    return "$rc"
+  fi
+  # Left disabled: nothing we installed starts at the next boot either.
+  if [ -d /run/systemd/system ]; then
+    for p in "${SLUICE_SERVICES[@]}"; do
+      [[ " ${missing[*]} " == *" $p "* ]] &&
+        $sudo systemctl disable --now "$p" >>"$log" 2>&1 || true
+    done
+  fi
+  echo "installed $(grep -c '^Setting up ' "$log") packages" >&2
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
-  sluice_install_deps
+  sluice_install_deps "$@"
 fi

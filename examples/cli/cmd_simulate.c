@@ -191,9 +191,11 @@ int cli_simulate(int argc, char **argv) {
          (double)(w1.tv_sec - w0.tv_sec) + (w1.tv_nsec - w0.tv_nsec) / 1e9);
   rc = CLI_OK;
   if (plot) {
-    if (sim_write_plot(&s, plot) != 0) {
-      fprintf(stderr, "sluice simulate: --plot %s: cannot write the file\n",
-              plot);
+    int err = sim_write_plot(&s, plot);
+    if (err != 0) {
+      fprintf(stderr,
+              "sluice simulate: --plot %s: cannot write the file: %s\n",
+              plot, strerror(err));
       rc = CLI_RUNTIME;
     } else {
       printf("plot written to %s\n", plot);

@@ -119,6 +119,7 @@ sluice_decision sim_send(sim *s, actor *a, const sluice_request *rq,
                          heard *h);
 int sim_tier_row(sim *s, const char *tier);
 void sim_report(sim *s, FILE *f, double wall_s);
+/* 0, or the errno value of what failed (a missing directory: ENOENT). */
 int sim_write_plot(sim *s, const char *path);
 int sim_open(sim *s, const sluice_policy_config *cfg, int failing,
              int64_t dur_ns);

@@ -68,6 +68,20 @@ void sim_plot_span(sim_plot *p, int64_t from_ns, int64_t to_ns,
   snprintf(sp->label, sizeof sp->label, "%s", label);
 }
 
+void sim_plot_trim(sim_plot *p, int64_t end_ns) {
+  int i, n;
+  if (p->col_ns <= 0 || end_ns < 0)
+    return;
+  n = (int)(end_ns / p->col_ns) + 1;
+  if (n >= p->ncol)
+    return;
+  p->ncol = n;
+  p->dur_ns = (int64_t)n * p->col_ns;
+  for (i = 0; i < p->nspans; i++)
+    if (p->spans[i].to_ns > p->dur_ns)
+      p->spans[i].to_ns = p->dur_ns;
+}
+
 double sim_plot_nice_step(double max, int n) {
   double raw = max / n, mag;
   if (!(raw > 0))

@@ -13,7 +13,7 @@
 #include <stdio.h>
 
 #define PLOT_COLS 400
-#define PLOT_MAX_SERIES 4
+#define PLOT_MAX_SERIES 6
 #define PLOT_MAX_MARKS 16
 #define PLOT_MAX_SPANS 6
 
@@ -66,6 +66,9 @@ void sim_plot_line(sim_plot *p, int64_t t_ns, int64_t v);
 
 void sim_plot_mark(sim_plot *p, int64_t t_ns, const char *color,
                    const char *label);
+/* End the time axis at the column holding end_ns (a scenario that
+** finished early), when that is before the planned duration. */
+void sim_plot_trim(sim_plot *p, int64_t end_ns);
 void sim_plot_span(sim_plot *p, int64_t from_ns, int64_t to_ns,
                    const char *color, const char *label);
 

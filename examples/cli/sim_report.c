@@ -1,4 +1,5 @@
 /* The simulator's summary table and plot file (sim.h). */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +55,10 @@ int sim_write_plot(sim *s, const char *path) {
   FILE *f = fopen(path, "w");
   int rc;
   if (!f)
-    return -1;
-  rc = sim_plot_write(&s->plot, f);
-  return fclose(f) == 0 ? rc : -1;
+    return errno ? errno : EIO;
+  errno = 0;
+  rc = sim_plot_write(&s->plot, f) != 0 ? (errno ? errno : EIO) : 0;
+  if (fclose(f) != 0 && rc == 0)
+    rc = errno ? errno : EIO;
+  return rc;
 }

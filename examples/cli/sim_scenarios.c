@@ -110,6 +110,7 @@ void scn_retry_ignorer(sim *s) {
   actor *bad = sim_add_actor(s, "key-hammer", act_ignorer, 0);
   actor *good = sim_add_actor(s, "key-polite", act_honest, 3 * MS_NS);
   s->plot.line_label = "points remaining (key-hammer)";
+  sim_add_series(s, SER_ALLOWED, "allowed, both keys", "#9cc59a");
   sim_add_series(s, SER_THROTTLED, "429 throttled (strikes)", "#e6b800");
   sim_add_series(s, SER_BOXED_L1, "429 boxed, level 1", "#e8743b");
   sim_add_series(s, SER_BOXED_L2, "429 boxed, level 2", "#c03030");
@@ -213,8 +214,10 @@ void scn_batch_backoff(sim *s) {
     sim_note(s, "requests sent %" PRId64 ", 429s %" PRId64 ", strikes %" PRId64
             "\n",
          a->sent, a->got429, a->strikes);
-    if (a->left == 0)
+    if (a->left == 0) {
       sim_plot_mark(&s->plot, took, "#2a7a2a", "all 20000 entries posted");
+      sim_plot_trim(&s->plot, took);
+    }
     snprintf(s->plot.subtitle, sizeof s->plot.subtitle,
              "%" PRId64 " of 20000 entries in %" PRId64 " s (the bucket "
              "allows %" PRId64 " s), %" PRId64 " 429s, %" PRId64 " strikes",

@@ -76,10 +76,23 @@ elif scenario == 'retry-ignorer':
     for s in ('level 1 box', 'level 2 box', 'level 3: suspended'):
         want(any(x.startswith(s) for x in spans), 'no span "%s": %s' % (s, spans))
     want(totals.get('403 suspended', 0) > 0, 'no 403s in the legend: %s' % totals)
+    want(totals.get('allowed, both keys', 0) > 0,
+         'no allowed series in the legend: %s' % totals)
 elif scenario == 'batch-backoff':
     want(totals.get('429 throttled') == 0, 'legend does not say 0 429s: %s' % totals)
     want(any('posted' in m for m in marks), 'the end of the batch is not marked')
     want(lines, 'no points-remaining line')
+    # The time axis ends at the data: the last bar reaches the right edge
+    # (within one bar's width), not hundreds of seconds before it.
+    def edge(e):
+        return float(e.get('x')) + float(e.get('width'))
+    axis = max((e for e in root.iter(NS + 'line') if e.get('y1') == e.get('y2')),
+               key=lambda e: float(e.get('x2')) - float(e.get('x1')))
+    right = float(axis.get('x2'))
+    widest = max(float(e.get('width')) for e in bars) if bars else 0
+    want(bars and right - max(edge(e) for e in bars) <= widest + 1,
+         'the time axis runs past the data (last bar ends at %.0f, axis '
+         'at %.0f)' % (max(map(edge, bars)) if bars else 0, right))
 elif scenario == 'credential-stuffing':
     want(sum('IP ban' in m for m in marks) == 3, 'want 3 IP ban marks: %s' % marks)
     want(totals.get('office logins refused') == 0,

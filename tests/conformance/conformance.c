@@ -20,6 +20,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "sluice.h"
@@ -62,6 +63,25 @@ static void replay(const char *name) {
 }
 
 TestSuite(conformance, .init = setup, .fini = teardown, .timeout = 120);
+
+/* A shm store is this suite's own (tests/shm/meson.build names it after
+** the build directory): removed once every test has run, so that a run
+** leaves nothing in /dev/shm.  Runs in the runner, after the tests. */
+ReportHook(POST_ALL)(struct criterion_global_stats *stats) {
+  const char *store = getenv("SLUICE_CONFORMANCE_STORE"), *n;
+  char name[256];
+  size_t len;
+  (void)stats;
+  if (!store || strncmp(store, "shm:", 4) != 0 ||
+      !(n = strstr(store, "name=")))
+    return;
+  len = strcspn(n + 5, ";");
+  if (len == 0 || len >= sizeof name)
+    return;
+  memcpy(name, n + 5, len);
+  name[len] = '\0';
+  shm_unlink(name);
+}
 
 Test(conformance, gcra_spec) { replay("gcra_spec.trace"); }
 Test(conformance, gcra_group) { replay("gcra_group.trace"); }

@@ -11,7 +11,9 @@ where `...` alone on a line matches any number of lines and `...` inside a
 line any text; `[exit N]` as the last line expects exit status N (else 0).
 A block without `$ ` lines is a script whose output is not checked but
 whose status must be 0.  ```sh skip: REASON blocks are not run; other
-languages (text, c) are shown only, and every block names one.  Relative
+languages (text, c, nginx) are shown only, and every block names one; a
+block under another shell's name (bash, console...) fails, since its
+commands would never run.  Relative
 links must name files of the repository.  Prints one line per failure and
 ends with `N passed, N failed`."""
 import concurrent.futures
@@ -23,6 +25,9 @@ import sys
 import tempfile
 
 FENCE = re.compile(r'^```(\S*)\s*(.*)$')
+# Commands under another shell's name would be shown and never run.
+SHELLS = {'bash', 'shell', 'console', 'shell-session', 'sh-session', 'zsh',
+          'terminal'}
 LINK = re.compile(r'\]\(([^)\s]+)\)')
 
 
@@ -108,6 +113,10 @@ def run_file(src, build, md):
             fails.append('%s:%d: a block without a language: tag it sh (runs), '
                          'text or c (shown only); see docs/README.md'
                          % (rel, start))
+        if lang in SHELLS:
+            fails.append('%s:%d: a `%s` block is not run: tag commands sh '
+                         '(or sh skip: REASON), output text; see docs/README.md'
+                         % (rel, start, lang))
         if lang != 'sh':
             continue
         if info.startswith('skip'):

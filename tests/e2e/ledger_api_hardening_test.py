@@ -672,9 +672,16 @@ def test_webhook():
                   ("ends_at" in b, b.get("backoff_guide", "").startswith(
                       "https://")))
             check("webhook: no secret", False, b"sk_abuser" in body)
-        m = req(p, "GET", "/metrics")[2]
-        check("webhook: /metrics counts it", True,
-              'sluice_webhook_events_total{result="delivered"} 1' in m)
+        # The receiver records the post before it answers; the sink counts
+        # the webhook delivered only once it has read that 204.  So the
+        # post being seen says nothing yet about the count: wait for it.
+        delivered = 'sluice_webhook_events_total{result="delivered"} 1'
+        for _ in range(200):
+            m = req(p, "GET", "/metrics")[2]
+            if delivered in m:
+                break
+            time.sleep(0.05)
+        check("webhook: /metrics counts it", True, delivered in m)
     finally:
         srv.stop()
         rx.shutdown()

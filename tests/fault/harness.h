@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "sluice.h"
+#include "../common/rmtree.h"
 #include "../common/splitmix.h"
 
 static long h_violations, h_reported;
@@ -88,11 +89,7 @@ static inline void h_store_cleanup(const char *b, const char *tag,
     snprintf(p, sizeof p, "/dev/shm/sluice-%s-%ld", tag, (long)getpid());
     unlink(p);
   } else if (dir && *dir) {
-    snprintf(p, sizeof p, "%s/data.mdb", dir);
-    unlink(p);
-    snprintf(p, sizeof p, "%s/lock.mdb", dir);
-    unlink(p);
-    rmdir(dir);
+    rmtree(dir); /* whatever the environment holds (sluice.lock too) */
   }
 }
 

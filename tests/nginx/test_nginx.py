@@ -153,6 +153,30 @@ def test_denial_of_a_route_the_body_cannot_carry(ng):
         assert json.loads(r.body)["instance"] == inst
 
 
+def test_refused_fields_answer_problem_json(ng):
+    """A request the policy refuses to decide (a required field missing,
+    an unknown tier, an id too long) gets a 400 problem+json naming the
+    field, never the values sent (it got nginx's HTML 400 page)."""
+    secret = "sk_live_0123456789abcdef"
+    long_tenant = "t" * 300
+    for headers, field in (
+            ({"X-Key": secret, "X-Tier": "t"}, "tenant_id"),
+            (hdr(secret, tier="no-such-tier-" + secret), "tier"),
+            (hdr(secret, tenant=long_tenant), "tenant_id")):
+        r = ng.get("/v1/refused", headers=headers)
+        assert r.status == 400, (field, r.status, r.body[:80])
+        assert r.h("content-type") == "application/problem+json", \
+            r.h("content-type")
+        p = json.loads(r.body)
+        assert p["status"] == 400 and p["title"] == "Bad Request", p
+        assert p["type"] == "https://api.example.test/errors/bad-request", p
+        assert "'%s'" % field in p["detail"], (field, p)
+        assert p["instance"] == "/v1/refused", p
+        assert secret.encode() not in r.body, r.body
+        assert long_tenant.encode() not in r.body, r.body
+        assert r.h("x-sluice-status") == "ERROR", r.h("x-sluice-status")
+
+
 def test_penalty_escalates_across_workers(ng):
     key = "penalty-key"
     levels = []

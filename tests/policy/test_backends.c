@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "../common/rmtree.h"
 
 static void scenario1(const char *store, unsigned flags, int every) {
   const char *T = every ? "acme-every" : "acme";
@@ -101,15 +102,11 @@ Test(policy_backends, shm) {
 }
 
 Test(policy_backends, lmdb) {
-  char dir[] = "/tmp/sluice-policy-lmdb-XXXXXX", spec[96], file[128];
+  char dir[] = "/tmp/sluice-policy-lmdb-XXXXXX", spec[96];
   cr_assert_not_null(mkdtemp(dir));
   snprintf(spec, sizeof spec, "lmdb:path=%s;sync=nosync", dir);
   scenario(spec, SLUICE_OPEN_CREATE);
-  snprintf(file, sizeof file, "%s/data.mdb", dir);
-  unlink(file);
-  snprintf(file, sizeof file, "%s/lock.mdb", dir);
-  unlink(file);
-  rmdir(dir);
+  cr_expect_eq(rmtree(dir), 0, "%s left behind", dir);
 }
 
 /* A tier the store cannot decide exactly is refused at open, naming the

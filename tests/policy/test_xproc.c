@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "../common/rmtree.h"
 
 #define NPROC 4
 #define NKEYS 6
@@ -483,11 +484,7 @@ static void spec_drop(store_spec *s) {
     snprintf(f, sizeof f, "/dev/shm%s", s->path);
     unlink(f);
   } else if (s->kind == 1) {
-    snprintf(f, sizeof f, "%s/data.mdb", s->path);
-    unlink(f);
-    snprintf(f, sizeof f, "%s/lock.mdb", s->path);
-    unlink(f);
-    rmdir(s->path);
+    cr_expect_eq(rmtree(s->path), 0, "%s left behind", s->path);
   }
 }
 
