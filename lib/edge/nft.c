@@ -210,9 +210,11 @@ static void enqueue(sluice_nft *s, int op, const sluice_event *ev) {
     snprintf(it->scope_id, sizeof it->scope_id, "%s", ev->scope_id);
   it->ttl_ns = ev->until_ns == SLUICE_FOREVER ? -1 : ev->until_ns - ev->now_ns;
   it->enq_mono = sluice__nft_mono_ns();
-  s->count++;
   s->enq_seq++;
-  pthread_cond_signal(&s->wake);
+  /* The thread waits only on an empty queue: the first update wakes it,
+  ** the rest of a flood finds it awake (no futex call per ban). */
+  if (s->count++ == 0)
+    pthread_cond_signal(&s->wake);
   pthread_mutex_unlock(&s->mu);
   atomic_fetch_add_explicit(&s->queued, 1, memory_order_relaxed);
 }

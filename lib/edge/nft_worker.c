@@ -31,6 +31,10 @@
 **     must not become a flood of fsyncs.  An address banned less than a
 **     second before a crash is lost from the file, not from the store; its
 **     next request trips (or finds) its box again.
+**  f) After a batch smaller than batch_max the thread waits GATHER_NS
+**     before it looks again: a flood's updates gather into one transaction
+**     instead of waking it per ban (with the queue's signal only on an
+**     empty queue, the deciding threads then make no system call).
 */
 #include <errno.h>
 #include <inttypes.h>
@@ -38,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <nftables/libnftables.h>
 
@@ -48,6 +53,7 @@
 #define SAVE_EVERY_NS NS_PER_S
 #define CHUNK 256 /* elements per command line in a resync */
 #define TAKE 32   /* updates copied out of the queue per hold of its mutex */
+#define GATHER_NS 1000000 /* after a short batch, wait this long for more */
 
 /* ------------------------------------------------------------- nftables --- */
 
@@ -470,6 +476,12 @@ void *sluice__nft_thread(void *arg) {
     if (stopping || now - s->saved_mono >= SAVE_EVERY_NS)
       save(s, now);
 
+    /* A flood's updates gather for a moment into the next transaction
+    ** instead of waking the thread one by one. */
+    if (n && n < s->batch_max && !stopping) {
+      struct timespec gap = {0, GATHER_NS};
+      nanosleep(&gap, NULL);
+    }
     pthread_mutex_lock(&s->mu);
     if (target > s->applied_seq) {
       s->applied_seq = target;
