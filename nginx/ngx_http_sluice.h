@@ -40,6 +40,11 @@ typedef struct {
     ngx_int_t nft_prefix;    /* sluice_nft_ipv6_prefix */
     ngx_str_t nft_state;     /* sluice_nft_state FILE (FILE.<worker>) */
     ngx_flag_t used;         /* some location enforces or serves metrics */
+    ngx_array_t *alerts;     /* sluice_alert: sluice_webhook_dest */
+    ngx_uint_t alert_allow;  /* sluice_alert_allow: SLUICE_WEBHOOK_ALLOW_* */
+    ngx_str_t alert_contacts; /* sluice_alert_contacts FILE */
+    ngx_str_t alert_spool;   /* sluice_alert_spool PATH (PATH.N per worker) */
+    ngx_str_t alert_proxy;   /* sluice_alert_proxy URL */
 } ngx_http_sluice_main_conf_t;
 
 #define SLUICE_NGX_PREACCESS 0
@@ -78,6 +83,7 @@ typedef struct {
     sluice_http *http;
     sluice_nft *nft;         /* sluice_nft on: the kernel IP set sink */
     ngx_thread_pool_t *pool; /* NULL: decide inline */
+    sluice_webhook *webhook; /* sluice_alert's sink, or NULL */
 } ngx_http_sluice_worker_t;
 
 extern ngx_module_t ngx_http_sluice_module;
@@ -92,6 +98,16 @@ ngx_int_t ngx_http_sluice_add_variables(ngx_conf_t *cf);
 ngx_int_t ngx_http_sluice_init(ngx_conf_t *cf);
 ngx_int_t ngx_http_sluice_send(ngx_http_request_t *r, ngx_uint_t status,
                                char *body, size_t len);
+
+/* ngx_http_sluice_alerts.c */
+char *ngx_http_sluice_alert(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *ngx_http_sluice_alert_allow(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+ngx_int_t ngx_http_sluice_alerts_check(ngx_cycle_t *cycle,
+    ngx_http_sluice_main_conf_t *mcf);
+void ngx_http_sluice_alerts_open(ngx_cycle_t *cycle,
+    ngx_http_sluice_main_conf_t *mcf);
+void ngx_http_sluice_alerts_close(void);
 
 /* ngx_http_sluice_metrics.c */
 ngx_int_t ngx_http_sluice_metrics_handler(ngx_http_request_t *r);

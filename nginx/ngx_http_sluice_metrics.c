@@ -12,7 +12,7 @@
 ngx_int_t
 ngx_http_sluice_metrics_handler(ngx_http_request_t *r)
 {
-    size_t need = 0, nft_need;
+    size_t need = 0, hook = 0, nft_need = 0;
     ngx_int_t rc;
     char *text;
 
@@ -31,26 +31,36 @@ ngx_http_sluice_metrics_handler(ngx_http_request_t *r)
     if (sluice_policy_metrics(ngx_http_sluice_worker.pol[0], NULL, 0, &need) != SLUICE_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-    /* This worker's kernel IP set sink, after the host's counters. */
-    nft_need = 0;
-    if (ngx_http_sluice_worker.nft != NULL) {
-        (void) sluice_nft_metrics(ngx_http_sluice_worker.nft, NULL, 0,
-                                  &nft_need);
+    /* The alert sink's counters are this worker's (each has its sink). */
+    if (ngx_http_sluice_worker.webhook != NULL
+        && sluice_webhook_metrics(ngx_http_sluice_worker.webhook, NULL, 0,
+                                  &hook) != SLUICE_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-    if (nft_need) {
-        nft_need += 64; /* room for counters that grow meanwhile */
+    /* So is the kernel IP set sink's. */
+    if (ngx_http_sluice_worker.nft != NULL
+        && sluice_nft_metrics(ngx_http_sluice_worker.nft, NULL, 0,
+                              &nft_need) != SLUICE_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-    text = ngx_pnalloc(r->pool, need + nft_need + 1);
+    text = ngx_pnalloc(r->pool, need + hook + nft_need + 512); /* room to grow */
     if (text == NULL
         || sluice_policy_metrics(ngx_http_sluice_worker.pol[0], text, need + 1, &need)
                != SLUICE_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
+    if (hook
+        && sluice_webhook_metrics(ngx_http_sluice_worker.webhook, text + need,
+                                  hook + 256, &hook) != SLUICE_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    need += hook;
     if (nft_need
         && sluice_nft_metrics(ngx_http_sluice_worker.nft, text + need,
-                              nft_need + 1, &nft_need) == SLUICE_OK) {
-        need += nft_need;
+                              nft_need + 256, &nft_need) != SLUICE_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
+    need += nft_need;
     ngx_str_set(&r->headers_out.content_type,
                 "text/plain; version=0.0.4; charset=utf-8");
     r->headers_out.content_type_len = r->headers_out.content_type.len;

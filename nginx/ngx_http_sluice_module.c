@@ -107,6 +107,13 @@ static ngx_command_t ngx_http_sluice_commands[] = {
     {ngx_string("sluice_retry_jitter"), NGX_HTTP_MAIN_CONF | NGX_CONF_FLAG,
      ngx_conf_set_flag_slot, NGX_HTTP_MAIN_CONF_OFFSET,
      offsetof(ngx_http_sluice_main_conf_t, jitter), NULL},
+    {ngx_string("sluice_alert"), NGX_HTTP_MAIN_CONF | NGX_CONF_2MORE,
+     ngx_http_sluice_alert, NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL},
+    {ngx_string("sluice_alert_allow"), NGX_HTTP_MAIN_CONF | NGX_CONF_1MORE,
+     ngx_http_sluice_alert_allow, NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL},
+    MAIN_STR("sluice_alert_contacts", alert_contacts),
+    MAIN_STR("sluice_alert_spool", alert_spool),
+    MAIN_STR("sluice_alert_proxy", alert_proxy),
     {ngx_string("sluice_thread_pool"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
      ngx_http_sluice_thread_pool, NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL},
     {ngx_string("sluice_nft"), NGX_HTTP_MAIN_CONF | NGX_CONF_FLAG,
@@ -546,7 +553,10 @@ ngx_http_sluice_init_module(ngx_cycle_t *cycle)
             return NGX_ERROR;
         }
     }
-    return ngx_http_sluice_dry_run(cycle, mcf, &cfg, secret);
+    if (ngx_http_sluice_dry_run(cycle, mcf, &cfg, secret) != NGX_OK) {
+        return NGX_ERROR;
+    }
+    return ngx_http_sluice_alerts_check(cycle, mcf);
 }
 
 /* The store's handles; the renderer stays, to answer 503 without them. */
@@ -575,11 +585,15 @@ ngx_http_sluice_close_all(void)
 ** cannot be opened (a Redis that is down when the worker starts) must not
 ** take the worker with it: enforcing locations answer 503 and the open is
 ** tried again, at most once a second, by the requests that need it. */
-/* The enforcing policy's events: to the kernel IP set sink, if any. */
+/* The enforcing policy's events: to the alert sink and the kernel IP set
+** sink, each if this worker has one. */
 static void
 ngx_http_sluice_on_event(void *ud, const sluice_event *ev)
 {
     (void) ud;
+    if (ngx_http_sluice_worker.webhook != NULL) {
+        sluice_webhook_on_event(ngx_http_sluice_worker.webhook, ev);
+    }
     if (ngx_http_sluice_worker.nft != NULL) {
         sluice_nft_on_event(ngx_http_sluice_worker.nft, ev);
     }
@@ -678,9 +692,12 @@ ngx_http_sluice_open_all(ngx_cycle_t *cycle, ngx_http_sluice_main_conf_t *mcf)
     ngx_http_sluice_open_nft(cycle, mcf);
     for (i = 0; i < 2; i++) {
         po.flags = i ? SLUICE_POLICY_SHADOW : 0;
-        po.on_event = i == 0 && ngx_http_sluice_worker.nft != NULL
+        /* alerts and kernel bans for what is enforced only */
+        po.on_event = i == 0 && (ngx_http_sluice_worker.webhook
+                                 || ngx_http_sluice_worker.nft)
                           ? ngx_http_sluice_on_event
                           : NULL;
+        po.userdata = NULL;
         rc = sluice_policy_open(&po, &ngx_http_sluice_worker.pol[i]);
         if (rc == SLUICE_ECONFIG && po.counters != NULL
             && ngx_strncmp(err, "counters", 8) == 0) {
@@ -717,6 +734,9 @@ ngx_http_sluice_init_process(ngx_cycle_t *cycle)
     ngx_http_sluice_main_conf_t *mcf;
 
     mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_sluice_module);
+    if (mcf != NULL && mcf->used) {
+        ngx_http_sluice_alerts_open(cycle, mcf); /* before the policies */
+    }
     if (mcf != NULL && mcf->used
         && ngx_http_sluice_open_all(cycle, mcf) != NGX_OK) {
         sl_retry_at = ngx_current_msec + 1000;
@@ -742,5 +762,6 @@ static void
 ngx_http_sluice_exit_process(ngx_cycle_t *cycle)
 {
     ngx_http_sluice_close_all();
+    ngx_http_sluice_alerts_close(); /* after the policies: nothing to post */
 }
 

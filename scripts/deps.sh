@@ -28,7 +28,7 @@ SLUICE_PACKAGES=(
   lmdb-utils openssl
   redis-server
   libcriterion-dev
-  curl binutils python3
+  curl binutils python3 python3-aiosmtpd
   cppcheck libclang-rt-14-dev librsvg2-bin
   nginx nginx-dev dpkg-dev make wrk prometheus
   debootstrap iproute2 groff-base

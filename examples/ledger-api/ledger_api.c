@@ -46,7 +46,9 @@ static void usage(FILE *f) {
       "                  [--idem-tenant-share P]\n"
       "                  [--head-timeout-ms N] [--body-timeout-ms N]\n"
       "                  [--degraded-store URI|off] [--deny-cache URI|off]\n"
-      "                  [--webhook EVENT=URL]...\n"
+      "                  [--webhook EVENT=URL]... [--alert FORMAT=URL[,K=V]]...\n"
+      "                  [--alert-contacts FILE] [--alert-spool PATH]\n"
+      "                  [--alert-allow LIST] [--alert-proxy URL]\n"
       "                  [--nft [--nft-table NAME] [--nft-prefix N]\n"
       "                   [--nft-state FILE]]\n\n"
       "Serves the spec's ledger API on 127.0.0.1 with sluice enforcing it.\n"
@@ -91,6 +93,13 @@ static void usage(FILE *f) {
       "                   (default as --degraded-store; off: one per worker)\n"
       "  --webhook EVENT=URL  post policy events of that type (alert,\n"
       "                   edge_deny, ip_ban, suspend, page, ...) as JSON\n"
+      "  --alert FORMAT=URL[,K=V...]  send alerts as slack, pagerduty\n"
+      "                   (routing_key=KEY), email (smtp://; from=ADDR,\n"
+      "                   to=ADDR) or json; events=alert+page, name=LABEL\n"
+      "  --alert-contacts FILE  tenants' contacts: TENANT tech|owner ADDRS\n"
+      "  --alert-spool PATH  keep undelivered alerts in PATH.N (worker N)\n"
+      "  --alert-allow LIST  loopback,private,link_local destinations\n"
+      "  --alert-proxy URL  post through this proxy (env proxies ignored)\n"
       "  --nft            put client addresses boxed at level 2 or above\n"
       "                   into the kernel's nftables sets (docs/nft.md;\n"
       "                   needs CAP_NET_ADMIN); the table, sets and drop\n"
@@ -196,6 +205,9 @@ static int check_keys(const sluice_policy_config *cfg, const char *path) {
 
 /* ------------------------------------------------------- processes --- */
 
+/* This worker's index: its alert spool, its --nft-state list. */
+static int worker_slot;
+
 /* The policy's events: the webhook sink and the nftables sink, each when
 ** configured. */
 static void on_event(void *ud, const sluice_event *ev) {
@@ -213,7 +225,7 @@ static int open_nft(void) {
   int rc;
   if (o.state_path) {
     snprintf(S.nft_state, sizeof S.nft_state, "%s.%d", o.state_path,
-             S.worker_slot);
+             worker_slot);
     o.state_path = S.nft_state;
   }
   o.flags = SLUICE_NFT_CREATE;
@@ -292,17 +304,20 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
   vfprintf(stderr, fmt, ap);
 }
 
+
 static int worker_main(void) {
   struct MHD_Daemon *d;
+  char err[256] = "";
   sigset_t set;
   int sig, rc;
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (getppid() == 1)
     return EX_RUNTIME;
   /* After fork: the sink's thread belongs to this process. */
-  if (S.nhooks && (rc = sluice_webhook_open(&S.hooks, &S.webhook)) != 0) {
-    fprintf(stderr, "ledger-api worker %d: --webhook: %s\n", (int)getpid(),
-            sluice_strerror(rc));
+  if (ledger_alerts_wanted() &&
+      (rc = ledger_alerts_open(worker_slot, err, sizeof err)) != 0) {
+    fprintf(stderr, "ledger-api worker %d: alerts: %s: %s\n", (int)getpid(),
+            sluice_strerror(rc), err);
     return EX_RUNTIME;
   }
   if (S.nft && open_nft() != 0) {
@@ -361,7 +376,7 @@ static int worker_main(void) {
 
 static pid_t spawn_worker(int slot) {
   pid_t pid;
-  S.worker_slot = slot;
+  worker_slot = slot;
   pid = fork();
   if (pid == 0) {
     int rc = worker_main();
@@ -491,6 +506,11 @@ int main(int argc, char **argv) {
       {"webhook", required_argument, 0, 'W'},
       {"degraded-store", required_argument, 0, 'G'},
       {"deny-cache", required_argument, 0, 'N'},
+      {"alert", required_argument, 0, 'A'},
+      {"alert-contacts", required_argument, 0, 'A'},
+      {"alert-spool", required_argument, 0, 'A'},
+      {"alert-allow", required_argument, 0, 'A'},
+      {"alert-proxy", required_argument, 0, 'A'},
       {"nft", no_argument, 0, 'Y'},
       {"nft-table", required_argument, 0, 'n'},
       {"nft-prefix", required_argument, 0, 'x'},
@@ -507,7 +527,7 @@ int main(int argc, char **argv) {
   socklen_t salen = sizeof sa;
   sigset_t set;
   int64_t v;
-  int c, i, one = 1, running = 1, exit_code = EX_OK;
+  int c, idx = 0, i, one = 1, running = 1, exit_code = EX_OK;
 
   memset(&S, 0, sizeof S);
   S.store = "shm";
@@ -521,7 +541,7 @@ int main(int argc, char **argv) {
   S.head_ms = 10000;
   S.body_ms = 30000;
   opterr = 0;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
     switch (c) {
     case 'p':
       if (ex_opt_int("ledger-api", "--port", optarg, 0, 65535, &v))
@@ -612,6 +632,10 @@ int main(int argc, char **argv) {
     case 'N':
       S.deny_cache = strcmp(optarg, "off") ? optarg : "";
       break;
+    case 'A':
+      if (ledger_alert_option(opts[idx].name, optarg))
+        return EX_USAGE_;
+      break;
     case 'Y': S.nft = 1; break;
     case 'n': S.nft_opts.table = optarg; break;
     case 'x':
@@ -652,6 +676,10 @@ int main(int argc, char **argv) {
   }
   if (realip_parse(&S.proxies, proxies, perr, sizeof perr) != 0) {
     fprintf(stderr, "ledger-api: --trusted-proxies: %s\n", perr);
+    return EX_USAGE_;
+  }
+  if (ledger_alerts_check(perr, sizeof perr) != 0) {
+    fprintf(stderr, "ledger-api: alerts: %s\n", perr);
     return EX_USAGE_;
   }
   /* epoll takes as many connections as there are descriptors */

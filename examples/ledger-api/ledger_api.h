@@ -143,7 +143,6 @@ typedef struct server {
   int nft;
   sluice_nft_options nft_opts;
   char nft_state[4096];
-  int worker_slot;
   uint8_t secret[16];
   int nkeys;
   api_key keys[MAX_KEYS];
@@ -182,6 +181,12 @@ enum { IDEM_NEW, IDEM_REPLAY, IDEM_BUSY, IDEM_MISMATCH, IDEM_FULL,
 #define UNAVAILABLE_RETRY_S "15" /* Retry-After of our own 503s */
 
 extern server S;
+
+/* ledger_alerts.c: --alert and its companions; each worker's sink. */
+int ledger_alert_option(const char *name, char *arg);
+int ledger_alerts_wanted(void);
+int ledger_alerts_open(int slot, char *err, size_t errlen);
+int ledger_alerts_check(char *err, size_t errlen); /* the master, at start */
 
 int64_t wall_ns(void);
 uint64_t hash2(const char *a, const char *b);

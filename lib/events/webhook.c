@@ -1,90 +1,35 @@
 /*
-** Webhook sink for policy events (include/sluice/webhook.h).
+** Webhook sink for policy events (include/sluice/webhook.h): open, the
+** deciding side, and the counters.  Delivery is deliver.c's.
 **
-** Shape.  A ring of queue_max fixed-size items and one sender thread.  The
-** deciding thread (sluice_webhook_on_event) holds the mutex only to copy
-** the event in: no allocation, no JSON, no I/O, so a decision pays a copy
-** of about a kilobyte whatever the receiver does.  The sender holds it
-** only to copy an item out; it builds the body and posts it unlocked.
+** Shape.  A ring of queue_max fixed-size items, and one sender thread
+** driving every delivery on a libcurl multi handle.  The deciding thread
+** (sluice_webhook_on_event) holds the mutex only to copy the event in: no
+** allocation, no JSON, no I/O, so a decision pays a copy of about a
+** kilobyte whatever the receivers do.
 **
 ** Choices:
-**  a) Events go out in order, one at a time: an alert storm is bounded by
-**     the queue, and a receiver that is down costs one thread's retries,
-**     not a connection per event.  What does not fit is dropped and
-**     counted, never waited for.
+**  a) What does not fit in the queue is dropped and counted, never
+**     waited for; an alert storm is bounded by the queue (and the spool).
 **  b) Offending endpoints: the sink remembers, per scope, the endpoints of
 **     the last requests that drew an event (box trips at levels 1 and 2
 **     come before the alert), in a small table that forgets the least
 **     recently seen scope.  Only what is configured to be sent is queued,
 **     but every event with a scope feeds the table.
-**  c) Retries: full jitter exponential backoff (spec section 7) between
-**     attempts, on the sender thread; close interrupts both the wait and a
-**     post in flight (libcurl's progress callback), so close is prompt.
-**  d) No secret leaves: the body names the key by its hashed scope id;
-**     ev->request->api_key_id (the raw key) is never read.
+**  c) The destinations are url[] (one JSON destination per type, as
+**     before) followed by dests[], checked at open (guard.c) so a bad URL
+**     fails the open, not every delivery.
+**  d) No secret leaves: bodies name the key by its hashed scope id (and
+**     the email its last four characters); the raw key is read here only
+**     to take those four.
 */
-#include "sluice/webhook.h"
-
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include <curl/curl.h>
-#include <jansson.h>
-
-#include "rng.h"
-
-#define ID_LEN 32           /* hashed scope ids: 32 hex digits */
-#define ENDPOINT_LEN 112    /* "METHOD /route", truncated */
-#define ENDPOINTS_MAX 8
-#define SCOPES_MAX 64
-#define TEXT_LEN 128        /* who, why */
-#define NS_PER_MS INT64_C(1000000)
-#define NS_PER_S INT64_C(1000000000)
-
-typedef struct item {
-  int type, scope, level, outcome;
-  int64_t now_ns, until_ns;
-  char scope_id[ID_LEN + 1], tenant_id[ID_LEN + 1];
-  char tier[SLUICE_POLICY_NAME_MAX + 1];
-  char who[TEXT_LEN], why[TEXT_LEN];
-  int nendpoints;
-  char endpoints[ENDPOINTS_MAX][ENDPOINT_LEN];
-} item;
-
-typedef struct scope_seen {
-  char scope_id[ID_LEN + 1]; /* "" : free */
-  uint64_t used;             /* LRU stamp */
-  int n;
-  char endpoints[ENDPOINTS_MAX][ENDPOINT_LEN]; /* most recent first */
-} scope_seen;
-
-struct sluice_webhook {
-  char *url[SLUICE_EVENT__COUNT];
-  char *guide;
-  int max_attempts;
-  int64_t base_ns, cap_ns, timeout_ms;
-  sluice__rng rng;
-  CURL *curl;
-  struct curl_slist *headers;
-  pthread_t thread;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  _Atomic int stop;
-  item current; /* the sender's, being delivered */
-  /* under mu */
-  item *ring;
-  size_t cap, head, depth;
-  scope_seen seen[SCOPES_MAX];
-  uint64_t clock;
-  /* counters */
-  _Atomic uint64_t queued, dropped, delivered, failed, retries, abandoned;
-};
+#include "sink.h"
 
 /* ------------------------------------------------------------ deciding --- */
 
@@ -132,6 +77,23 @@ static scope_seen *remember(sluice_webhook *w, const char *scope_id,
   return s;
 }
 
+/* Whether any destination wants this type. */
+static int wanted(const sluice_webhook *w, int type) {
+  int i;
+  for (i = 0; i < w->ndests; i++)
+    if (w->dests[i].events & SLUICE_WEBHOOK_EVENT(type))
+      return 1;
+  return 0;
+}
+
+/* The raw key's last 4 characters, for a long enough key only. */
+static void key_tail(const sluice_request *rq, char out[8]) {
+  size_t n = rq && rq->api_key_id ? strlen(rq->api_key_id) : 0;
+  out[0] = 0;
+  if (n >= 16)
+    memcpy(out, rq->api_key_id + n - 4, 5);
+}
+
 void sluice_webhook_on_event(void *userdata, const sluice_event *ev) {
   sluice_webhook *w = userdata;
   char ep[ENDPOINT_LEN] = "";
@@ -140,7 +102,7 @@ void sluice_webhook_on_event(void *userdata, const sluice_event *ev) {
   int send;
   if (!w || !ev || ev->type <= 0 || ev->type >= SLUICE_EVENT__COUNT)
     return;
-  send = w->url[ev->type] != NULL;
+  send = wanted(w, ev->type);
   if (!send && !ev->scope_id)
     return;
   if (ev->request)
@@ -150,6 +112,7 @@ void sluice_webhook_on_event(void *userdata, const sluice_event *ev) {
     s = remember(w, ev->scope_id, ep);
   if (send && w->depth == w->cap) {
     atomic_fetch_add(&w->dropped, 1);
+    send = 0;
   } else if (send) {
     it = &w->ring[(w->head + w->depth) % w->cap];
     it->type = ev->type;
@@ -163,6 +126,9 @@ void sluice_webhook_on_event(void *userdata, const sluice_event *ev) {
     copy_str(it->tier, sizeof it->tier, ev->tier);
     copy_str(it->who, sizeof it->who, ev->who);
     copy_str(it->why, sizeof it->why, ev->why);
+    copy_str(it->tenant, sizeof it->tenant,
+             ev->request ? ev->request->tenant_id : NULL);
+    key_tail(ev->request, it->key_tail);
     if (s) {
       it->nendpoints = s->n;
       memcpy(it->endpoints, s->endpoints, (size_t)s->n * ENDPOINT_LEN);
@@ -172,176 +138,10 @@ void sluice_webhook_on_event(void *userdata, const sluice_event *ev) {
     }
     w->depth++;
     atomic_fetch_add(&w->queued, 1);
-    pthread_cond_signal(&w->cv);
   }
   pthread_mutex_unlock(&w->mu);
-}
-
-/* -------------------------------------------------------------- sending --- */
-
-static const char *scope_name(int scope) {
-  switch (scope) {
-  case SLUICE_SCOPE_KEY:
-    return "key";
-  case SLUICE_SCOPE_IP:
-    return "ip";
-  case SLUICE_SCOPE_SUBJECT:
-    return "subject";
-  case SLUICE_SCOPE_TENANT:
-    return "tenant";
-  default:
-    return NULL;
-  }
-}
-
-/* RFC 3339 UTC, whole seconds rounded up (as lockout_ends_at). */
-static void rfc3339(char out[32], int64_t ns) {
-  time_t s = (time_t)(ns / NS_PER_S + (ns % NS_PER_S > 0));
-  struct tm tm;
-  if (!gmtime_r(&s, &tm) || !strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm))
-    snprintf(out, 32, "%" PRId64, ns / NS_PER_S);
-}
-
-/* Members with no value are left out. */
-static int put_str(json_t *o, const char *k, const char *v) {
-  return v && v[0] ? json_object_set_new(o, k, json_string(v)) : 0;
-}
-
-static char *body_of(const sluice_webhook *w, const item *it) {
-  json_t *o = json_object(), *eps = json_array();
-  char when[32];
-  char *txt = NULL;
-  int i, bad = !o || !eps;
-  for (i = 0; !bad && i < it->nendpoints; i++)
-    bad |= json_array_append_new(eps, json_string(it->endpoints[i]));
-  if (!bad) {
-    bad |= put_str(o, "event", sluice_event_name(it->type));
-    bad |= put_str(o, "scope", scope_name(it->scope));
-    if (it->level)
-      bad |= json_object_set_new(o, "level", json_integer(it->level));
-    bad |= put_str(o, "tier", it->tier);
-    /* The hashed scope id: for a key scope, the key's id. */
-    bad |= put_str(o, it->scope == SLUICE_SCOPE_KEY ? "key_id" : "scope_id",
-                   it->scope_id);
-    bad |= put_str(o, "tenant_id", it->tenant_id);
-    if (it->type == SLUICE_EVENT_LEASE_DENIED)
-      bad |= put_str(o, "outcome", sluice_outcome_name(it->outcome));
-    bad |= json_object_set(o, "offending_endpoints", eps);
-    bad |= put_str(o, "backoff_guide", w->guide);
-    if (it->until_ns == SLUICE_FOREVER) {
-      bad |= put_str(o, "ends_at", "never");
-    } else if (it->until_ns > 0) {
-      rfc3339(when, it->until_ns);
-      bad |= put_str(o, "ends_at", when);
-    }
-    rfc3339(when, it->now_ns);
-    bad |= put_str(o, "at", when);
-    bad |= put_str(o, "who", it->who);
-    bad |= put_str(o, "why", it->why);
-  }
-  if (!bad)
-    txt = json_dumps(o, JSON_COMPACT);
-  json_decref(eps);
-  json_decref(o);
-  return txt;
-}
-
-static size_t discard(char *p, size_t size, size_t n, void *ud) {
-  (void)p;
-  (void)ud;
-  return size * n;
-}
-
-/* Nonzero aborts the transfer: close does not wait for a slow receiver. */
-static int progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c,
-                    curl_off_t d) {
-  (void)a;
-  (void)b;
-  (void)c;
-  (void)d;
-  return atomic_load(&((sluice_webhook *)ud)->stop);
-}
-
-/* One attempt: 1 for a 2xx answer. */
-static int post(sluice_webhook *w, const char *url, const char *body) {
-  long status = 0;
-  curl_easy_setopt(w->curl, CURLOPT_URL, url);
-  curl_easy_setopt(w->curl, CURLOPT_POSTFIELDS, body);
-  return curl_easy_perform(w->curl) == CURLE_OK &&
-         curl_easy_getinfo(w->curl, CURLINFO_RESPONSE_CODE, &status) ==
-             CURLE_OK &&
-         status >= 200 && status < 300;
-}
-
-/* Wait until `ns` from now unless closed; 0 when closed. */
-static int pause_ns(sluice_webhook *w, int64_t ns) {
-  struct timespec ts;
-  int stopped;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ns += ts.tv_nsec;
-  ts.tv_sec += (time_t)(ns / NS_PER_S);
-  ts.tv_nsec = (long)(ns % NS_PER_S);
-  pthread_mutex_lock(&w->mu);
-  while (!(stopped = atomic_load(&w->stop)))
-    if (pthread_cond_timedwait(&w->cv, &w->mu, &ts) != 0)
-      break;
-  pthread_mutex_unlock(&w->mu);
-  return !stopped;
-}
-
-static void deliver(sluice_webhook *w, const item *it) {
-  char *body = body_of(w, it);
-  int attempt;
-  if (!body) {
-    atomic_fetch_add(&w->failed, 1);
-    return;
-  }
-  for (attempt = 1;; attempt++) {
-    int64_t wait = w->base_ns;
-    int i;
-    if (post(w, w->url[it->type], body)) {
-      atomic_fetch_add(&w->delivered, 1);
-      break;
-    }
-    if (atomic_load(&w->stop)) {
-      atomic_fetch_add(&w->abandoned, 1);
-      break;
-    }
-    if (attempt >= w->max_attempts) {
-      atomic_fetch_add(&w->failed, 1);
-      break;
-    }
-    for (i = 1; i < attempt && wait < w->cap_ns; i++)
-      wait *= 2;
-    if (wait > w->cap_ns)
-      wait = w->cap_ns;
-    atomic_fetch_add(&w->retries, 1);
-    if (!pause_ns(w, (int64_t)sluice__rng_upto(&w->rng, (uint64_t)wait))) {
-      atomic_fetch_add(&w->abandoned, 1);
-      break;
-    }
-  }
-  free(body);
-}
-
-static void *sender(void *arg) {
-  sluice_webhook *w = arg;
-  for (;;) {
-    pthread_mutex_lock(&w->mu);
-    while (!atomic_load(&w->stop) && w->depth == 0)
-      pthread_cond_wait(&w->cv, &w->mu);
-    if (atomic_load(&w->stop)) {
-      atomic_fetch_add(&w->abandoned, w->depth);
-      w->depth = 0;
-      pthread_mutex_unlock(&w->mu);
-      return NULL;
-    }
-    w->current = w->ring[w->head];
-    w->head = (w->head + 1) % w->cap;
-    w->depth--;
-    pthread_mutex_unlock(&w->mu);
-    deliver(w, &w->current);
-  }
+  if (send)
+    curl_multi_wakeup(w->multi);
 }
 
 /* ------------------------------------------------------------ lifecycle --- */
@@ -351,87 +151,207 @@ static CURLcode curl_init_rc = CURLE_FAILED_INIT;
 
 static void curl_init(void) { curl_init_rc = curl_global_init(CURL_GLOBAL_ALL); }
 
-static int is_http_url(const char *u) {
-  return !strncmp(u, "http://", 7) || !strncmp(u, "https://", 8);
-}
-
 static void free_sink(sluice_webhook *w) {
   int i;
-  for (i = 0; i < SLUICE_EVENT__COUNT; i++)
-    free(w->url[i]);
+  for (i = 0; w->dests && i < w->ndests; i++) {
+    free(w->dests[i].url);
+    free(w->dests[i].routing_key);
+    free(w->dests[i].from);
+    free(w->dests[i].to);
+    free(w->dests[i].name);
+  }
+  free(w->dests);
   free(w->guide);
+  free(w->proxy);
   free(w->ring);
-  curl_slist_free_all(w->headers);
-  if (w->curl)
-    curl_easy_cleanup(w->curl);
+  free(w->jobs);
+  sluice__contacts_free(w->book);
+  sluice__spool_close(w->spool);
+  curl_slist_free_all(w->json_headers);
+  if (w->multi)
+    curl_multi_cleanup(w->multi);
   free(w);
 }
 
 static char *dup_str(const char *s) {
-  size_t n = strlen(s) + 1;
-  char *d = malloc(n);
+  size_t n;
+  char *d;
+  if (!s)
+    return NULL;
+  n = strlen(s) + 1;
+  d = malloc(n);
   return d ? memcpy(d, s, n) : NULL;
+}
+
+/* FNV-1a: which destination a spooled delivery was for. */
+static uint64_t fnv(uint64_t h, const char *s) {
+  for (; s && *s; s++)
+    h = (h ^ (unsigned char)*s) * UINT64_C(0x100000001b3);
+  return h * UINT64_C(0x100000001b3); /* a separator */
+}
+
+static int fail(char *err, size_t errlen, int rc, const char *fmt,
+                const char *arg) {
+  if (err && errlen)
+    snprintf(err, errlen, fmt, arg);
+  return rc;
+}
+
+/* Check one destination and copy it into *d. */
+static int take_dest(const sluice_webhook_options *o,
+                     const sluice_webhook_dest *in, int index, dest *d,
+                     char *err, size_t errlen) {
+  char label[32];
+  int rc;
+  if (in->format < 0 || in->format >= SLUICE_WEBHOOK__FORMATS)
+    return fail(err, errlen, SLUICE_EINVAL, "destination %s: unknown format",
+                in->name ? in->name : "?");
+  if (!in->url)
+    return fail(err, errlen, SLUICE_EINVAL, "destination %s: no URL",
+                in->name ? in->name : sluice__sink_format_name(in->format));
+  if ((rc = sluice__sink_url_ok(in->url, in->format == SLUICE_WEBHOOK_EMAIL,
+                                o->flags, err, errlen)) != SLUICE_OK)
+    return rc;
+  if (in->format == SLUICE_WEBHOOK_PAGERDUTY &&
+      (!in->routing_key || !in->routing_key[0]))
+    return fail(err, errlen, SLUICE_EINVAL, "%s: PagerDuty needs routing_key",
+                in->url);
+  if (in->format == SLUICE_WEBHOOK_EMAIL &&
+      (!in->mail_from || !in->mail_from[0] || strpbrk(in->mail_from, "\r\n") ||
+       (in->mail_to && strpbrk(in->mail_to, "\r\n"))))
+    return fail(err, errlen, SLUICE_EINVAL,
+                "%s: email needs mail_from (one line; mail_to too)", in->url);
+  if (in->name && (!in->name[0] || strlen(in->name) > 64 ||
+                   in->name[strspn(in->name, "abcdefghijklmnopqrstuvwxyz"
+                                             "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                             "0123456789_.-")]))
+    return fail(err, errlen, SLUICE_EINVAL,
+                "destination name \"%s\": 1-64 of [A-Za-z0-9_.-]", in->name);
+  snprintf(label, sizeof label, "%s%d", sluice__sink_format_name(in->format),
+           index);
+  d->format = in->format;
+  d->events = in->events ? in->events
+                         : sluice__sink_default_events(in->format);
+  d->url = dup_str(in->url);
+  d->routing_key = dup_str(in->routing_key);
+  d->from = dup_str(in->mail_from);
+  d->to = dup_str(in->mail_to);
+  d->name = dup_str(in->name ? in->name : label);
+  d->fp = fnv(fnv(fnv(UINT64_C(0xcbf29ce484222325),
+                      sluice__sink_format_name(in->format)),
+                  in->url),
+              in->routing_key);
+  if (!d->url || !d->name || (in->routing_key && !d->routing_key) ||
+      (in->mail_from && !d->from) || (in->mail_to && !d->to))
+    return fail(err, errlen, SLUICE_ENOMEM, "%s", "out of memory");
+  return SLUICE_OK;
+}
+
+static int setup(sluice_webhook *w, const sluice_webhook_options *o,
+                 char *err, size_t errlen) {
+  int i, n = 0, rc;
+  for (i = 1; i < SLUICE_EVENT__COUNT; i++)
+    if (o->url[i]) {
+      sluice_webhook_dest d;
+      memset(&d, 0, sizeof d);
+      d.format = SLUICE_WEBHOOK_JSON;
+      d.url = o->url[i];
+      d.events = SLUICE_WEBHOOK_EVENT(i);
+      d.name = sluice_event_name(i);
+      if ((rc = take_dest(o, &d, n, &w->dests[n], err, errlen)) != SLUICE_OK)
+        return rc;
+      w->ndests = ++n;
+    }
+  for (i = 0; (size_t)i < o->ndests; i++) {
+    if ((rc = take_dest(o, &o->dests[i], n, &w->dests[n], err, errlen)) !=
+        SLUICE_OK)
+      return rc;
+    w->ndests = ++n;
+  }
+  w->cap = o->queue_max ? o->queue_max : 1024;
+  /* Each destination may hold queue_max deliveries in memory: a burst
+  ** the queue takes reaches every destination, and one that is stuck
+  ** fills its own share only. */
+  w->share = w->cap;
+  w->njobs = w->cap <= SIZE_MAX / (size_t)w->ndests ? w->cap * (size_t)w->ndests
+                                                     : 0;
+  w->max_attempts = o->max_attempts ? o->max_attempts : 5;
+  w->max_inflight = o->max_inflight ? o->max_inflight : 4;
+  w->base_ns = (o->backoff_base_ms ? o->backoff_base_ms : 500) * NS_PER_MS;
+  w->cap_ns = (o->backoff_max_ms ? o->backoff_max_ms : 30000) * NS_PER_MS;
+  w->timeout_ms = o->timeout_ms ? o->timeout_ms : 3000;
+  w->connect_ms = o->connect_timeout_ms ? o->connect_timeout_ms : 1000;
+  if (w->connect_ms > w->timeout_ms)
+    w->connect_ms = w->timeout_ms;
+  w->allow = o->flags;
+  w->guide = dup_str(o->backoff_guide ? o->backoff_guide
+                                      : SLUICE_WEBHOOK_GUIDE_DEFAULT);
+  w->proxy = o->proxy && o->proxy[0] ? dup_str(o->proxy) : NULL;
+  w->ring = w->cap <= SIZE_MAX / sizeof(item) ? calloc(w->cap, sizeof(item))
+                                               : NULL;
+  w->jobs = w->njobs && w->njobs <= SIZE_MAX / sizeof(job)
+                ? calloc(w->njobs, sizeof(job))
+                : NULL;
+  if (!w->guide || !w->ring || !w->jobs || (o->proxy && o->proxy[0] && !w->proxy))
+    return fail(err, errlen, SLUICE_ENOMEM, "%s", "out of memory");
+  w->contacts = o->contacts;
+  w->contacts_ud = o->contacts_userdata;
+  if (!o->contacts && o->contacts_path &&
+      (rc = sluice__contacts_load(o->contacts_path, &w->book, err, errlen)) !=
+          SLUICE_OK)
+    return rc;
+  if (o->spool_path) {
+    if ((rc = sluice__spool_open(o->spool_path, &w->spool, err, errlen)) !=
+        SLUICE_OK)
+      return rc;
+    sluice__sink_restore(w);
+  }
+  if (sluice__rng_init(&w->rng, NULL, NULL) != SLUICE_OK ||
+      !(w->multi = curl_multi_init()) ||
+      !(w->json_headers = curl_slist_append(
+            NULL, "Content-Type: application/json")))
+    return fail(err, errlen, SLUICE_EBACKEND, "%s", "libcurl failed to start");
+  return SLUICE_OK;
 }
 
 int sluice_webhook_open(const sluice_webhook_options *o, sluice_webhook **out) {
   sluice_webhook *w;
-  int i, any = 0, oom = 0;
+  char *err = o ? o->errbuf : NULL;
+  size_t errlen = o && o->errbuf ? o->errlen : 0, n = 0;
+  int i, rc;
   if (out)
     *out = NULL;
   if (!o || !out || o->max_attempts < 0 || o->backoff_base_ms < 0 ||
-      o->backoff_max_ms < 0 || o->timeout_ms < 0)
-    return SLUICE_EINVAL;
-  for (i = 0; i < SLUICE_EVENT__COUNT; i++)
-    if (o->url[i]) {
-      if (i == 0 || !is_http_url(o->url[i]))
-        return SLUICE_EINVAL;
-      any = 1;
-    }
-  if (!any)
-    return SLUICE_EINVAL;
+      o->backoff_max_ms < 0 || o->timeout_ms < 0 || o->max_inflight < 0 ||
+      o->connect_timeout_ms < 0 || (o->ndests && !o->dests) ||
+      (o->flags & ~(SLUICE_WEBHOOK_ALLOW_LOOPBACK |
+                    SLUICE_WEBHOOK_ALLOW_PRIVATE |
+                    SLUICE_WEBHOOK_ALLOW_LINK_LOCAL)))
+    return fail(err, errlen, SLUICE_EINVAL, "%s",
+                "webhook: NULL, a negative setting or unknown flags");
+  if (o->url[0])
+    return fail(err, errlen, SLUICE_EINVAL, "%s", "webhook: url[0] is no event");
+  for (i = 1; i < SLUICE_EVENT__COUNT; i++)
+    n += o->url[i] != NULL;
+  if (!n && !o->ndests)
+    return fail(err, errlen, SLUICE_EINVAL, "%s", "webhook: no destination");
   pthread_once(&curl_once, curl_init);
   if (curl_init_rc != CURLE_OK)
-    return SLUICE_EBACKEND;
-  if (!(w = calloc(1, sizeof *w)))
-    return SLUICE_ENOMEM;
-  w->cap = o->queue_max ? o->queue_max : 1024;
-  w->max_attempts = o->max_attempts ? o->max_attempts : 5;
-  w->base_ns = (o->backoff_base_ms ? o->backoff_base_ms : 500) * NS_PER_MS;
-  w->cap_ns = (o->backoff_max_ms ? o->backoff_max_ms : 30000) * NS_PER_MS;
-  w->timeout_ms = o->timeout_ms ? o->timeout_ms : 5000;
-  w->guide = dup_str(o->backoff_guide ? o->backoff_guide
-                                      : SLUICE_WEBHOOK_GUIDE_DEFAULT);
-  w->ring = w->cap <= SIZE_MAX / sizeof(item) ? calloc(w->cap, sizeof(item))
-                                               : NULL;
-  for (i = 0; i < SLUICE_EVENT__COUNT; i++)
-    if (o->url[i] && !(w->url[i] = dup_str(o->url[i])))
-      oom = 1;
-  if (oom || !w->guide || !w->ring) {
-    free_sink(w);
-    return SLUICE_ENOMEM;
+    return fail(err, errlen, SLUICE_EBACKEND, "%s", "libcurl failed to start");
+  if (!(w = calloc(1, sizeof *w)) ||
+      !(w->dests = calloc(n + o->ndests, sizeof *w->dests))) {
+    free(w);
+    return fail(err, errlen, SLUICE_ENOMEM, "%s", "out of memory");
   }
-  if (sluice__rng_init(&w->rng, NULL, NULL) != SLUICE_OK ||
-      !(w->curl = curl_easy_init()) ||
-      !(w->headers = curl_slist_append(NULL,
-                                       "Content-Type: application/json"))) {
+  if ((rc = setup(w, o, err, errlen)) != SLUICE_OK) {
     free_sink(w);
-    return SLUICE_EBACKEND;
+    return rc;
   }
-  curl_easy_setopt(w->curl, CURLOPT_HTTPHEADER, w->headers);
-  curl_easy_setopt(w->curl, CURLOPT_TIMEOUT_MS, (long)w->timeout_ms);
-  curl_easy_setopt(w->curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(w->curl, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(w->curl, CURLOPT_WRITEFUNCTION, discard);
-  curl_easy_setopt(w->curl, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(w->curl, CURLOPT_XFERINFOFUNCTION, progress);
-  curl_easy_setopt(w->curl, CURLOPT_XFERINFODATA, w);
   pthread_mutex_init(&w->mu, NULL);
-  pthread_cond_init(&w->cv, NULL);
-  if (pthread_create(&w->thread, NULL, sender, w) != 0) {
-    pthread_cond_destroy(&w->cv);
+  if (pthread_create(&w->thread, NULL, sluice__sink_run, w) != 0) {
     pthread_mutex_destroy(&w->mu);
     free_sink(w);
-    return SLUICE_EBACKEND;
+    return fail(err, errlen, SLUICE_EBACKEND, "%s", "no thread");
   }
   *out = w;
   return SLUICE_OK;
@@ -440,12 +360,9 @@ int sluice_webhook_open(const sluice_webhook_options *o, sluice_webhook **out) {
 void sluice_webhook_close(sluice_webhook *w) {
   if (!w)
     return;
-  pthread_mutex_lock(&w->mu);
   atomic_store(&w->stop, 1);
-  pthread_cond_broadcast(&w->cv);
-  pthread_mutex_unlock(&w->mu);
+  curl_multi_wakeup(w->multi);
   pthread_join(w->thread, NULL);
-  pthread_cond_destroy(&w->cv);
   pthread_mutex_destroy(&w->mu);
   free_sink(w);
 }
@@ -464,20 +381,40 @@ int sluice_webhook_stats_get(const sluice_webhook *cw,
   out->failed = atomic_load(&w->failed);
   out->retries = atomic_load(&w->retries);
   out->abandoned = atomic_load(&w->abandoned);
+  out->spooled = atomic_load(&w->spooled);
+  out->restored = atomic_load(&w->restored);
+  out->refused = atomic_load(&w->refused);
   pthread_mutex_lock(&w->mu);
   out->depth = w->depth;
   pthread_mutex_unlock(&w->mu);
+  out->depth += atomic_load(&w->pending);
   return SLUICE_OK;
 }
 
-int sluice_webhook_metrics(const sluice_webhook *w, char *buf, size_t len,
-                           size_t *needed) {
-  sluice_webhook_stats s;
+/* snprintf into what is left of buf, counting what it would take. */
+static void emit(char *buf, size_t len, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void emit(char *buf, size_t len, size_t *used, const char *fmt, ...) {
+  va_list ap;
   int n;
+  va_start(ap, fmt);
+  n = vsnprintf(buf && *used < len ? buf + *used : NULL,
+                buf && *used < len ? len - *used : 0, fmt, ap);
+  va_end(ap);
+  if (n > 0)
+    *used += (size_t)n;
+}
+
+int sluice_webhook_metrics(const sluice_webhook *cw, char *buf, size_t len,
+                           size_t *needed) {
+  sluice_webhook *w = (sluice_webhook *)cw;
+  sluice_webhook_stats s;
+  size_t used = 0;
+  int i;
   if (!w || (!buf && len))
     return SLUICE_EINVAL;
   sluice_webhook_stats_get(w, &s);
-  n = snprintf(buf, len,
+  emit(buf, len, &used,
       "# HELP sluice_webhook_events_total Policy events by what became of "
       "their webhook.\n"
       "# TYPE sluice_webhook_events_total counter\n"
@@ -486,17 +423,46 @@ int sluice_webhook_metrics(const sluice_webhook *w, char *buf, size_t len,
       "sluice_webhook_events_total{result=\"delivered\"} %" PRIu64 "\n"
       "sluice_webhook_events_total{result=\"failed\"} %" PRIu64 "\n"
       "sluice_webhook_events_total{result=\"abandoned\"} %" PRIu64 "\n"
-      "# HELP sluice_webhook_retries_total Posts after an event's first.\n"
+      "sluice_webhook_events_total{result=\"spooled\"} %" PRIu64 "\n"
+      "sluice_webhook_events_total{result=\"restored\"} %" PRIu64 "\n"
+      "# HELP sluice_webhook_retries_total Attempts after a delivery's "
+      "first.\n"
       "# TYPE sluice_webhook_retries_total counter\n"
       "sluice_webhook_retries_total %" PRIu64 "\n"
-      "# HELP sluice_webhook_queue_depth Events waiting to be posted.\n"
+      "# HELP sluice_webhook_refused_total Attempts refused for the "
+      "address connected to.\n"
+      "# TYPE sluice_webhook_refused_total counter\n"
+      "sluice_webhook_refused_total %" PRIu64 "\n"
+      "# HELP sluice_webhook_queue_depth Events and deliveries waiting.\n"
       "# TYPE sluice_webhook_queue_depth gauge\n"
-      "sluice_webhook_queue_depth %" PRIu64 "\n",
-      s.queued, s.dropped, s.delivered, s.failed, s.abandoned, s.retries,
-      s.depth);
-  if (n < 0)
-    return SLUICE_EINVAL;
+      "sluice_webhook_queue_depth %" PRIu64 "\n"
+      "# HELP sluice_webhook_deliveries_total Deliveries per destination "
+      "done: sent, or failed for good.\n"
+      "# TYPE sluice_webhook_deliveries_total counter\n",
+      s.queued, s.dropped, s.delivered, s.failed, s.abandoned, s.spooled,
+      s.restored, s.retries, s.refused, s.depth);
+  for (i = 0; i < w->ndests; i++) {
+    dest *d = &w->dests[i];
+    const char *f = sluice__sink_format_name(d->format);
+    emit(buf, len, &used,
+         "sluice_webhook_deliveries_total{dest=\"%s\",format=\"%s\","
+         "result=\"sent\"} %" PRIu64 "\n"
+         "sluice_webhook_deliveries_total{dest=\"%s\",format=\"%s\","
+         "result=\"failed\"} %" PRIu64 "\n",
+         d->name, f, atomic_load(&d->sent), d->name, f,
+         atomic_load(&d->failed));
+  }
+  emit(buf, len, &used,
+       "# HELP sluice_webhook_deliveries_spooled Deliveries per destination "
+       "waiting (in the spool, or in memory without one).\n"
+       "# TYPE sluice_webhook_deliveries_spooled gauge\n");
+  for (i = 0; i < w->ndests; i++)
+    emit(buf, len, &used,
+         "sluice_webhook_deliveries_spooled{dest=\"%s\",format=\"%s\"} "
+         "%" PRIu64 "\n",
+         w->dests[i].name, sluice__sink_format_name(w->dests[i].format),
+         atomic_load(&w->dests[i].waiting));
   if (needed)
-    *needed = (size_t)n;
-  return buf && (size_t)n < len ? SLUICE_OK : buf ? SLUICE_ERANGE : SLUICE_OK;
+    *needed = used;
+  return buf && used >= len ? SLUICE_ERANGE : SLUICE_OK;
 }

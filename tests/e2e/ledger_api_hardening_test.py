@@ -642,6 +642,7 @@ def test_webhook():
     threading.Thread(target=rx.serve_forever, daemon=True).start()
     srv = Server("--webhook",
                  f"box_trip=http://127.0.0.1:{rx.server_address[1]}/trip",
+                 "--alert-allow", "loopback",
                  workers=1, conf=os.path.join(HERE, "e2e.conf"))
     try:
         p = srv.port

@@ -13,191 +13,16 @@
 */
 #include "cr_plain.h"
 #include <jansson.h>
-#include <microhttpd.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <sluice.h>
 
-#define MAXREQ 64
-
-typedef struct receiver {
-  struct MHD_Daemon *d;
-  int port;
-  int fail_first; /* answer 500 to this many first requests */
-  int delay_ms;   /* before answering */
-  pthread_mutex_t mu;
-  int n;
-  char path[MAXREQ][64];
-  char body[MAXREQ][4096];
-} receiver;
-
-typedef struct upload {
-  size_t len;
-  char buf[4096];
-} upload;
-
-static enum MHD_Result on_req(void *cls, struct MHD_Connection *c,
-                              const char *url, const char *method,
-                              const char *version, const char *data,
-                              size_t *size, void **ctx) {
-  receiver *r = cls;
-  upload *u = *ctx;
-  struct MHD_Response *resp;
-  enum MHD_Result ret;
-  int i, status;
-  (void)method;
-  (void)version;
-  if (!u) {
-    *ctx = calloc(1, sizeof(upload));
-    return *ctx ? MHD_YES : MHD_NO;
-  }
-  if (*size) {
-    size_t n = *size < sizeof u->buf - 1 - u->len ? *size
-                                                   : sizeof u->buf - 1 - u->len;
-    memcpy(u->buf + u->len, data, n);
-    u->len += n;
-    *size = 0;
-    return MHD_YES;
-  }
-  if (r->delay_ms)
-    usleep((useconds_t)r->delay_ms * 1000);
-  pthread_mutex_lock(&r->mu);
-  i = r->n++;
-  if (i < MAXREQ) {
-    snprintf(r->path[i], sizeof r->path[i], "%s", url);
-    memcpy(r->body[i], u->buf, u->len + 1);
-  }
-  status = i < r->fail_first ? 500 : 204;
-  pthread_mutex_unlock(&r->mu);
-  resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-  ret = MHD_queue_response(c, (unsigned)status, resp);
-  MHD_destroy_response(resp);
-  return ret;
-}
-
-static void on_done(void *cls, struct MHD_Connection *c, void **ctx,
-                    enum MHD_RequestTerminationCode toe) {
-  (void)cls;
-  (void)c;
-  (void)toe;
-  free(*ctx);
-  *ctx = NULL;
-}
-
-static void rx_start(receiver *r, int fail_first, int delay_ms) {
-  struct sockaddr_in sa;
-  const union MHD_DaemonInfo *di;
-  memset(r, 0, sizeof *r);
-  r->fail_first = fail_first;
-  r->delay_ms = delay_ms;
-  pthread_mutex_init(&r->mu, NULL);
-  memset(&sa, 0, sizeof sa);
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  r->d = MHD_start_daemon(
-      MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0, NULL,
-      NULL, on_req, r, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-      MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_END);
-  cr_assert_not_null(r->d, "receiver did not start");
-  di = MHD_get_daemon_info(r->d, MHD_DAEMON_INFO_BIND_PORT);
-  cr_assert(di && di->port);
-  r->port = di->port;
-}
-
-static void rx_stop(receiver *r) {
-  MHD_stop_daemon(r->d);
-  pthread_mutex_destroy(&r->mu);
-}
-
-static int rx_count(receiver *r) {
-  int n;
-  pthread_mutex_lock(&r->mu);
-  n = r->n;
-  pthread_mutex_unlock(&r->mu);
-  return n;
-}
-
-/* A port nobody listens on (bound, then closed). */
-static int dead_port(void) {
-  struct sockaddr_in sa;
-  socklen_t len = sizeof sa;
-  int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-  memset(&sa, 0, sizeof sa);
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  cr_assert(bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
-  getsockname(fd, (struct sockaddr *)&sa, &len);
-  port = ntohs(sa.sin_port);
-  close(fd);
-  return port;
-}
-
-/* Also docs/abi.md: the reserved words come back zeroed, whatever the
-** caller's memory held. */
-static sluice_webhook_stats stats(sluice_webhook *w) {
-  sluice_webhook_stats s;
-  memset(&s, 0xa5, sizeof s);
-  cr_assert_eq(sluice_webhook_stats_get(w, &s), SLUICE_OK);
-  for (size_t i = 0; i < sizeof s.reserved / sizeof s.reserved[0]; i++)
-    cr_assert_eq(s.reserved[i], 0, "stats reserved[%zu] not zeroed", i);
-  return s;
-}
-
-/* Wait (10 s at most) until delivered + failed reaches n. */
-static sluice_webhook_stats settle(sluice_webhook *w, uint64_t n) {
-  int i;
-  for (i = 0; i < 1000; i++) {
-    sluice_webhook_stats s = stats(w);
-    if (s.delivered + s.failed >= n)
-      return s;
-    usleep(10000);
-  }
-  return stats(w);
-}
-
-static const char SCOPE[] = "0123456789abcdef0123456789abcdef";
-static const char TENANT[] = "fedcba9876543210fedcba9876543210";
-#define UNTIL (INT64_C(1796328000) * 1000000000) /* 2026-12-03T20:00:00Z */
-
-static sluice_event event(int type, int level, const sluice_request *rq) {
-  sluice_event ev;
-  memset(&ev, 0, sizeof ev);
-  ev.type = type;
-  ev.scope = SLUICE_SCOPE_KEY;
-  ev.level = level;
-  ev.scope_id = SCOPE;
-  ev.tenant_scope_id = TENANT;
-  ev.tier = "growth";
-  ev.request = rq;
-  ev.now_ns = UNTIL - INT64_C(3600) * 1000000000;
-  ev.until_ns = UNTIL;
-  return ev;
-}
-
-static void url(char *out, size_t n, int port, const char *path) {
-  snprintf(out, n, "http://127.0.0.1:%d%s", port, path);
-}
-
-/* A sink sending ALERT to /a on `port` (other options as o has them), and
-** one ALERT posted into it. */
-static sluice_webhook *alert_once(sluice_webhook_options *o, char u[128],
-                                  int port) {
-  sluice_webhook *w;
-  sluice_event ev = event(SLUICE_EVENT_ALERT, 2, NULL);
-  url(u, 128, port, "/a");
-  o->url[SLUICE_EVENT_ALERT] = u;
-  cr_assert_eq(sluice_webhook_open(o, &w), SLUICE_OK);
-  sluice_webhook_on_event(w, &ev);
-  return w;
-}
+#include "receiver.h"
 
 /* A receiver answering after delay_ms, and a sink sending it ALERTs (to
 ** /a) through a queue of queue_max. */
@@ -207,6 +32,7 @@ static sluice_webhook *alert_sink(receiver *r, int delay_ms, size_t queue_max) {
   char u[128];
   rx_start(r, 0, delay_ms);
   memset(&o, 0, sizeof o);
+  o.flags = SLUICE_WEBHOOK_ALLOW_LOOPBACK; /* receivers on 127.0.0.1 */
   url(u, sizeof u, r->port, "/a");
   o.url[SLUICE_EVENT_ALERT] = u; /* copied at open */
   o.queue_max = queue_max;
@@ -225,6 +51,7 @@ Test(webhook, alert_body_names_scope_level_key_endpoints_guide_end) {
   json_error_t e;
   rx_start(&r, 0, 0);
   memset(&o, 0, sizeof o);
+  o.flags = SLUICE_WEBHOOK_ALLOW_LOOPBACK; /* receivers on 127.0.0.1 */
   url(u, sizeof u, r.port, "/alert");
   o.url[SLUICE_EVENT_ALERT] = u;
   cr_assert_eq(sluice_webhook_open(&o, &w), SLUICE_OK);
@@ -280,6 +107,7 @@ Test(webhook, each_event_type_goes_to_its_url_and_others_nowhere) {
   char ua[128], up[128], ub[128];
   rx_start(&r, 0, 0);
   memset(&o, 0, sizeof o);
+  o.flags = SLUICE_WEBHOOK_ALLOW_LOOPBACK; /* receivers on 127.0.0.1 */
   url(ua, sizeof ua, r.port, "/a");
   url(up, sizeof up, r.port, "/p");
   url(ub, sizeof ub, r.port, "/ban");
@@ -301,13 +129,11 @@ Test(webhook, each_event_type_goes_to_its_url_and_others_nowhere) {
   cr_assert_eq(s.queued, 3, "EDGE_DENY has no URL: not queued");
   cr_assert_eq(s.delivered, 3);
   cr_assert_eq(rx_count(&r), 3);
-  cr_assert_str_eq(r.path[0], "/a");
-  cr_assert_str_eq(r.path[1], "/p");
-  cr_assert_str_eq(r.path[2], "/ban");
-  cr_assert_not_null(strstr(r.body[1], "\"ends_at\":\"never\""), "%s",
-                     r.body[1]);
-  cr_assert_not_null(strstr(r.body[2], "\"scope\":\"ip\""), "%s", r.body[2]);
-  cr_assert_not_null(strstr(r.body[2], "\"scope_id\":\""), "%s", r.body[2]);
+  /* delivered concurrently: in any order */
+  cr_assert_not_null(strstr(rx_find(&r, "/a"), "\"event\":\"alert\""));
+  cr_assert_not_null(strstr(rx_find(&r, "/p"), "\"ends_at\":\"never\""));
+  cr_assert_not_null(strstr(rx_find(&r, "/ban"), "\"scope\":\"ip\""));
+  cr_assert_not_null(strstr(rx_find(&r, "/ban"), "\"scope_id\":\""));
   sluice_webhook_close(w);
   rx_stop(&r);
 }
@@ -320,6 +146,7 @@ Test(webhook, a_failing_receiver_is_retried_until_it_answers) {
   char u[128];
   rx_start(&r, 2, 0);
   memset(&o, 0, sizeof o);
+  o.flags = SLUICE_WEBHOOK_ALLOW_LOOPBACK; /* receivers on 127.0.0.1 */
   o.backoff_base_ms = 1;
   w = alert_once(&o, u, r.port);
   s = settle(w, 1);
@@ -339,6 +166,7 @@ Test(webhook, a_receiver_that_is_down_counts_a_failure_after_max_attempts) {
   char u[128], m[2048];
   size_t need = 0;
   memset(&o, 0, sizeof o);
+  o.flags = SLUICE_WEBHOOK_ALLOW_LOOPBACK; /* receivers on 127.0.0.1 */
   o.max_attempts = 3;
   o.backoff_base_ms = 1;
   w = alert_once(&o, u, dead_port());
@@ -370,8 +198,9 @@ Test(webhook, a_slow_receiver_fills_the_queue_and_the_rest_is_dropped) {
     sluice_webhook_on_event(w, &ev);
   s = stats(w);
   cr_assert_eq(s.queued + s.dropped, 20);
-  cr_assert(s.dropped >= 15 && s.dropped <= 16,
-            "4 queued and at most 1 in flight; dropped %llu",
+  /* the queue (4) and the deliveries in memory (as many) hold the rest */
+  cr_assert(s.dropped >= 12 && s.dropped <= 16,
+            "4 queued and at most 4 taken; dropped %llu",
             (unsigned long long)s.dropped);
   /* Close cuts the post in flight short and abandons the queue. */
   sluice_webhook_close(w);
@@ -386,6 +215,7 @@ Test(webhook, a_post_that_outlasts_the_timeout_fails) {
   char u[128];
   rx_start(&r, 0, 3000);
   memset(&o, 0, sizeof o);
+  o.flags = SLUICE_WEBHOOK_ALLOW_LOOPBACK; /* receivers on 127.0.0.1 */
   o.timeout_ms = 100;
   o.max_attempts = 2;
   o.backoff_base_ms = 1;
@@ -475,6 +305,7 @@ Test(webhook, open_refuses_bad_options) {
   sluice_webhook_options o;
   sluice_webhook *w = (sluice_webhook *)&o;
   memset(&o, 0, sizeof o);
+  o.flags = SLUICE_WEBHOOK_ALLOW_LOOPBACK; /* receivers on 127.0.0.1 */
   cr_assert_eq(sluice_webhook_open(&o, &w), SLUICE_EINVAL, "no URL");
   cr_assert_null(w);
   o.url[SLUICE_EVENT_ALERT] = "ftp://127.0.0.1/x";
@@ -503,6 +334,7 @@ Test(webhook, a_policy_level_two_trip_is_delivered) {
   int trips = 0, i;
   rx_start(&r, 0, 0);
   memset(&o, 0, sizeof o);
+  o.flags = SLUICE_WEBHOOK_ALLOW_LOOPBACK; /* receivers on 127.0.0.1 */
   url(ua, sizeof ua, r.port, "/alert");
   url(ue, sizeof ue, r.port, "/edge");
   o.url[SLUICE_EVENT_ALERT] = ua;

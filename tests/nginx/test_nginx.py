@@ -6,6 +6,7 @@ no timings (bench_nginx.py measures).
     test_nginx.py MODULE.so [TEST_NAME...]
     test_nginx.py --skip REASON      (meson, when the module is not built)
 """
+import http.server
 import json
 import os
 import re
@@ -596,6 +597,76 @@ def test_bad_policy_fails_nginx_t(_ng):
             ng.edit_conf(old, new)
             r = ng.cmd("-t")
             assert r.returncode != 0 and said in r.stderr, (new, r.stderr)
+        finally:
+            ng.stop()
+
+
+ALERTS_AT = "sluice_secret 00112233445566778899aabbccddeeff;"
+
+
+def test_alerts_posted_by_the_workers(_ng):
+    """sluice_alert: a box trip reaches a Slack receiver from whichever
+    worker tripped it, each worker with its own spool; the metrics location
+    shows the sink's per-destination counters."""
+    posts = []
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            n = int(self.headers.get("Content-Length", 0))
+            posts.append((self.path, self.rfile.read(n)))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    rx = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=rx.serve_forever, daemon=True).start()
+    ng = ngxh.Nginx(MODULE, UP.port, workers=2)
+    try:
+        ng.edit_conf(ALERTS_AT, ALERTS_AT + (
+            "\n  sluice_alert slack http://127.0.0.1:%d/slack events=box_trip"
+            " name=ops;\n  sluice_alert_allow loopback;"
+            "\n  sluice_alert_spool %s/alerts;" % (rx.server_address[1],
+                                                   ng.dir)))
+        ng.start()
+        key = "alert-key"
+        for _ in range(B + 40):
+            r = ng.get("/v1/p", headers=hdr(key))
+            if r.h("x-penalty-box-status") == "Active-Lockout":
+                break
+        assert r.h("x-penalty-box-status") == "Active-Lockout"
+        wait_until(lambda: posts, 10, "the Slack post")
+        path, body = posts[0]
+        m = json.loads(body)
+        assert path == "/slack", path
+        assert "box_trip" in m["text"] and m["blocks"], m
+        assert os.path.exists(os.path.join(ng.dir, "alerts.0")) and \
+            os.path.exists(os.path.join(ng.dir, "alerts.1")), \
+            os.listdir(ng.dir)
+        _, text = metrics(ng)
+        assert 'sluice_webhook_deliveries_total{dest="ops",format="slack",' \
+            'result="sent"}' in text, text
+    finally:
+        ng.stop()
+        rx.shutdown()
+    # What the library refuses fails nginx -t, in its words.
+    cases = [
+        ("sluice_alert slack http://169.254.169.254/latest/;", "link-local"),
+        ("sluice_alert slack http://127.0.0.1:1/x;", "loopback"),
+        ("sluice_alert teams https://hooks.example.com/x;", "unknown format"),
+        ("sluice_alert pagerduty https://events.pagerduty.com/v2/enqueue;",
+         "routing_key"),
+        ("sluice_alert slack https://hooks.example.com/x colour=red;",
+         "colour=red"),
+    ]
+    for line, said in cases:
+        ng = ngxh.Nginx(MODULE, UP.port)
+        try:
+            ng.edit_conf(ALERTS_AT, ALERTS_AT + "\n  " + line)
+            r = ng.cmd("-t")
+            assert r.returncode != 0 and said in r.stderr, (line, r.stderr)
         finally:
             ng.stop()
 
