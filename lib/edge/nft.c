@@ -334,5 +334,5 @@ int sluice_nft_metrics(const sluice_nft *s, char *buf, size_t len,
     return SLUICE_EINVAL;
   if (needed)
     *needed = (size_t)w;
-  return (size_t)w < len ? SLUICE_OK : SLUICE_ERANGE;
+  return (size_t)w < len || (!buf && !len) ? SLUICE_OK : SLUICE_ERANGE;
 }

@@ -72,7 +72,7 @@ int sluice__nft_schema_text(const nft_names *n, char *buf, size_t len,
     return SLUICE_EINVAL;
   if (needed)
     *needed = (size_t)w;
-  return (size_t)w < len ? SLUICE_OK : SLUICE_ERANGE;
+  return (size_t)w < len || (!buf && !len) ? SLUICE_OK : SLUICE_ERANGE;
 }
 
 int sluice_nft_schema(const sluice_nft_options *opts, char *buf, size_t len,

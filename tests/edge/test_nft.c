@@ -273,6 +273,8 @@ static void test_elements_and_schema(void) {
   CHECK(strstr(buf, "add set inet sluice deny6 { type ipv6_addr; flags "
                     "interval, timeout; }\n"));
   CHECK(strstr(buf, "add rule inet sluice deny ip saddr @deny4 drop\n"));
+  CHECK(sluice_nft_schema(NULL, NULL, 0, &need) == SLUICE_OK); /* measure */
+  CHECK(need == strlen(buf));
   CHECK(sluice_nft_schema(NULL, buf, 10, &need) == SLUICE_ERANGE);
   o.table = "bad name";
   CHECK(sluice_nft_schema(&o, buf, sizeof buf, NULL) == SLUICE_EINVAL);
@@ -534,6 +536,7 @@ static void test_drops_counted(void) {
   sluice_request q;
   sluice_event ev;
   char ip[32], m[2048];
+  size_t need = 0;
   int i, n = 20000;
   memset(&q, 0, sizeof q);
   memset(&ev, 0, sizeof ev);
@@ -556,7 +559,10 @@ static void test_drops_counted(void) {
   CHECK(st.dropped > 0);
   CHECK(st.invalid == 1);
   CHECK(st.added + st.failed == st.queued - 1);
+  CHECK(sluice_nft_metrics(s, NULL, 0, &need) == SLUICE_OK); /* measure */
   CHECK(sluice_nft_metrics(s, m, sizeof m, NULL) == SLUICE_OK);
+  CHECK(strlen(m) == need);
+  CHECK(sluice_nft_metrics(s, m, need, NULL) == SLUICE_ERANGE);
   snprintf(ip, sizeof ip, "%llu", (unsigned long long)st.dropped);
   CHECK(strstr(m, "sluice_nft_updates_total{result=\"dropped\"} "));
   CHECK(strstr(strstr(m, "result=\"dropped\"} "), ip));
