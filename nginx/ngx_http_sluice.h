@@ -84,10 +84,15 @@ typedef struct {
     sluice_nft *nft;         /* sluice_nft on: the kernel IP set sink */
     ngx_thread_pool_t *pool; /* NULL: decide inline */
     sluice_webhook *webhook; /* sluice_alert's sink, or NULL */
+    /* When this worker last logged a full store / a failing one: once
+    ** per SLUICE_NGX_STORE_LOG_MS each, not once per request. */
+    ngx_msec_t full_logged, failed_logged;
 } ngx_http_sluice_worker_t;
 
 extern ngx_module_t ngx_http_sluice_module;
 extern ngx_http_sluice_worker_t ngx_http_sluice_worker;
+
+#define SLUICE_NGX_STORE_LOG_MS 10000
 
 /* ngx_http_sluice_module.c */
 char *ngx_http_sluice_cstr(ngx_pool_t *pool, ngx_str_t *s);

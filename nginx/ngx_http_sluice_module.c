@@ -316,6 +316,19 @@ ngx_http_sluice_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
         }
         conf->auth_fail = prev->auth_fail;
     }
+    if (conf->mode != SLUICE_NGX_OFF && conf->cls == SLUICE_EP_AUTH
+        && conf->field[F_SUBJECT] == NULL) {
+        /* Not fatal: the library counts a subject-less failure for its
+        ** address and the unknown subject.  But the subject's own lockout
+        ** needs the subject, so say so at nginx -t. */
+        ngx_conf_log_error(NGX_LOG_WARN, cf, 0,
+                           "sluice: an auth location without "
+                           "sluice_auth_subject cannot read who an attempt "
+                           "was for: failures count for the client address "
+                           "and the unknown subject only (a body field: "
+                           "sluice_auth_subject over a volatile map of "
+                           "$request_body, docs/nginx.md)");
+    }
     if (conf->mode != SLUICE_NGX_OFF || conf->metrics) {
         mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_sluice_module);
         mcf->used = 1;

@@ -22,6 +22,9 @@ static ngx_str_t ngx_http_sluice_status_names[] = {
     ngx_string("REJECTED_DRY_RUN"), ngx_string("ERROR")};
 
 static ngx_http_output_header_filter_pt ngx_http_next_header_filter;
+/* $request_body's index: a subject read from the body at the decision
+** (before the body is there) leaves it cached as "not found". */
+static ngx_int_t ngx_http_sluice_request_body;
 static ngx_http_output_body_filter_pt ngx_http_next_body_filter;
 
 static void ngx_http_sluice_cleanup(void *data);
@@ -461,6 +464,45 @@ ngx_http_sluice_refuse(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
     return ngx_http_sluice_send(r, status, body, len);
 }
 
+/* A store that is full, or failing, is said in the error log once per
+** SLUICE_NGX_STORE_LOG_MS per worker: a state, not a line per request.
+** Full is not an outage (docs/backends.md, "Record classes"). */
+static void
+ngx_http_sluice_log_store(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
+{
+    ngx_msec_t *last;
+    int full = (ctx->d.flags & SLUICE_DECISION_STORE_FULL) != 0;
+
+    if (!full && ctx->d.store_error == 0) {
+        return;
+    }
+    last = full ? &ngx_http_sluice_worker.full_logged
+                : &ngx_http_sluice_worker.failed_logged;
+    if (*last != 0 && ngx_current_msec - *last < SLUICE_NGX_STORE_LOG_MS) {
+        return;
+    }
+    *last = ngx_current_msec ? ngx_current_msec : 1;
+    if (full) {
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "sluice: store full: no room for a record "
+                      "(sluice_policy_store_full_total counts the "
+                      "decisions; the untrusted records' bound, or the "
+                      "store's capacity, is reached), not an outage; this "
+                      "%s request: %s",
+                      sluice_endpoint_class_name(ctx->d.endpoint_class),
+                      ctx->d.outcome == SLUICE_OUTCOME_UNAVAILABLE
+                          ? "failed closed (503)"
+                          : "decided without it");
+    } else {
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                      "sluice: store unavailable: %s; deciding %s",
+                      sluice_strerror(ctx->d.store_error),
+                      (ctx->d.flags & SLUICE_DECISION_DEGRADED)
+                          ? "on the degraded limiter"
+                          : "fail-closed or from the deny cache");
+    }
+}
+
 /* Act on a decision made inline or by a pool thread. */
 static ngx_int_t
 ngx_http_sluice_apply(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
@@ -468,6 +510,9 @@ ngx_http_sluice_apply(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
     ngx_int_t rc;
 
     ctx->applied = 1;
+    if (ctx->rc == SLUICE_OK) {
+        ngx_http_sluice_log_store(r, ctx);
+    }
     if (ctx->rc != SLUICE_OK) {
         ctx->status = ST_ERROR;
         ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
@@ -688,6 +733,21 @@ ngx_http_sluice_header_filter(ngx_http_request_t *r)
         for (i = 0; i < ctx->lcf->auth_fail->nelts; i++) {
             fail |= st[i] == r->headers_out.status;
         }
+        if (ctx->req.auth_subject == NULL
+            && ctx->lcf->field[F_SUBJECT] != NULL) {
+            /* Asked again now that the upstream has had the body: a client
+            ** that sends its id in the body (a form's client_id, through a
+            ** volatile map over $request_body) is counted by it. */
+            ngx_str_t v;
+
+            /* $request_body is cacheable: forget what the decision saw. */
+            r->variables[ngx_http_sluice_request_body].valid = 0;
+            r->variables[ngx_http_sluice_request_body].not_found = 0;
+            if (ngx_http_complex_value(r, ctx->lcf->field[F_SUBJECT], &v)
+                    == NGX_OK && v.len > 0) {
+                ctx->req.auth_subject = ngx_http_sluice_cstr(r->pool, &v);
+            }
+        }
         if (fail || (r->headers_out.status >= 200
                      && r->headers_out.status < 300)) {
             ctx->req.auth_result = fail ? SLUICE_AUTH_BAD_SECRET
@@ -812,6 +872,12 @@ ngx_http_sluice_init(ngx_conf_t *cf)
 {
     ngx_http_handler_pt *h;
     ngx_http_core_main_conf_t *cmcf;
+    ngx_str_t rb = ngx_string("request_body");
+
+    ngx_http_sluice_request_body = ngx_http_get_variable_index(cf, &rb);
+    if (ngx_http_sluice_request_body == NGX_ERROR) {
+        return NGX_ERROR;
+    }
 
     cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
     h = ngx_array_push(&cmcf->phases[NGX_HTTP_PREACCESS_PHASE].handlers);

@@ -19,7 +19,10 @@
 ** when a step leaves it fresh, and dropped when a shard is rebuilt (which
 ** happens before the shard would grow).  Nothing live is ever dropped: at
 ** max_keys a new key gets SLUICE_EFULL, so a flood of new keys can neither
-** evict a penalty box nor refund a bucket.
+** evict a penalty box nor refund a bucket.  Untrusted records (record
+** class SLUICE_CLASS_UNTRUSTED*: client IPs, auth subjects) have a bound
+** of their own within max_keys (untrusted=N), so a stranger's flood gets
+** SLUICE_EFULL before it can take the service's room.
 **
 ** huge_pages=1: a shard's table of 1 MiB or more is its own mapping,
 ** advised to use transparent huge pages (lib/core/huge.c), instead of coming
@@ -45,7 +48,7 @@
 typedef struct slot {
   uint64_t fp[2]; /* {0,0}: empty */
   int64_t expires;
-  uint64_t spare;
+  uint64_t untrusted; /* 1: counted in ucount (a SLUICE_CLASS_UNTRUSTED* record) */
   sluice_state st;
 } slot;
 
@@ -63,6 +66,10 @@ typedef struct mem_store {
   uint8_t hkey[16];
   int64_t max_keys;
   _Atomic int64_t count;
+  /* Untrusted records (client IPs, auth subjects) have their own bound
+  ** within max_keys, so that strangers cannot take the tenants' room. */
+  int64_t max_untrusted;
+  _Atomic int64_t ucount;
   /* No record expires before this time, as far as the last full sweep and
   ** the inserts since know: a store at max_keys does not sweep again
   ** before it, so a flood of new keys costs no table pass per request. */
@@ -187,6 +194,8 @@ static void remove_at(mem_store *m, shard *sh, size_t i) {
     sh->slots[i] = sh->slots[j];
     i = j;
   }
+  if (sh->slots[i].untrusted)
+    atomic_fetch_sub_explicit(&m->ucount, 1, memory_order_relaxed);
   memset(&sh->slots[i], 0, sizeof(slot));
   sh->used--;
   atomic_fetch_sub_explicit(&m->count, 1, memory_order_relaxed);
@@ -199,7 +208,7 @@ static int rebuild(mem_store *m, shard *sh, size_t cap, int64_t now,
   shard nt;
   slot *ns;
   size_t i, used = 0;
-  int64_t gone = 0;
+  int64_t gone = 0, ugone = 0;
   if (table_alloc(m, cap * sizeof(slot), &nt) != SLUICE_OK)
     return SLUICE_ENOMEM;
   ns = nt.slots;
@@ -210,6 +219,7 @@ static int rebuild(mem_store *m, shard *sh, size_t cap, int64_t now,
       continue;
     if (s->expires <= now) {
       gone++;
+      ugone += (int64_t)s->untrusted;
       continue;
     }
     j = (size_t)s->fp[0] & (cap - 1);
@@ -228,6 +238,7 @@ static int rebuild(mem_store *m, shard *sh, size_t cap, int64_t now,
   __atomic_store_n(&sh->cap, cap, __ATOMIC_RELAXED);
   sh->used = used;
   atomic_fetch_sub_explicit(&m->count, gone, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&m->ucount, ugone, memory_order_relaxed);
   if (dropped)
     *dropped += gone;
   return SLUICE_OK;
@@ -297,12 +308,28 @@ static int claim_keys(mem_store *m, int64_t n) {
   return SLUICE_OK;
 }
 
+/* The same for untrusted records, which claim both bounds.  No eviction
+** here (the shm store evicts): a heap store's bound is a process's own. */
+static int claim_untrusted(mem_store *m, int64_t n) {
+  int64_t before;
+  if (claim_keys(m, n) != SLUICE_OK)
+    return SLUICE_EFULL;
+  before = atomic_fetch_add_explicit(&m->ucount, n, memory_order_relaxed);
+  if (m->max_untrusted > 0 && before + n > m->max_untrusted) {
+    atomic_fetch_sub_explicit(&m->ucount, n, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&m->count, n, memory_order_relaxed);
+    return SLUICE_EFULL;
+  }
+  return SLUICE_OK;
+}
+
 static int mem_apply_locked(mem_store *m, const sluice_job *job,
                             const fpkey *f, int64_t now) {
   sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
   int64_t exp[SLUICE_PROGRAM_KEYS];
   long at[SLUICE_PROGRAM_KEYS];
   int i, rc, nnew = 0, inserted = 0, moved = 0, n = job->nkeys;
+  int untrusted = sluice_job_record_class(job) != SLUICE_CLASS_SERVICE;
 
   if (n < 1) /* mem_job() checked; this tells the compiler in[] is set */
     return SLUICE_EINVAL;
@@ -322,7 +349,8 @@ static int mem_apply_locked(mem_store *m, const sluice_job *job,
     exp[i] = sluice_job_expiry(job, i, &out[i]);
     nnew += at[i] < 0 && exp[i] > now;
   }
-  if (nnew > 0 && claim_keys(m, nnew) != SLUICE_OK)
+  if (nnew > 0 && (untrusted ? claim_untrusted(m, nnew)
+                             : claim_keys(m, nnew)) != SLUICE_OK)
     return SLUICE_EFULL;
   /* Room for each shard's new records, once per shard: the first key of a
   ** shard counts every new one of that shard. */
@@ -340,6 +368,8 @@ static int mem_apply_locked(mem_store *m, const sluice_job *job,
       rc = reserve(m, &m->shards[s], need, now);
       if (rc != SLUICE_OK) {
         atomic_fetch_sub_explicit(&m->count, nnew, memory_order_relaxed);
+        if (untrusted)
+          atomic_fetch_sub_explicit(&m->ucount, nnew, memory_order_relaxed);
         return rc;
       }
     }
@@ -366,6 +396,7 @@ static int mem_apply_locked(mem_store *m, const sluice_job *job,
       j = (long)ins;
       sh->slots[j].fp[0] = f[i].fp[0];
       sh->slots[j].fp[1] = f[i].fp[1];
+      sh->slots[j].untrusted = (uint64_t)untrusted;
       sh->used++;
       inserted++;
     }
@@ -375,8 +406,12 @@ static int mem_apply_locked(mem_store *m, const sluice_job *job,
   }
   /* More than claimed when a rebuild above dropped an expired record that
   ** this op rewrites (the rebuild already took it off the count). */
-  if (inserted != nnew)
+  if (inserted != nnew) {
     atomic_fetch_add_explicit(&m->count, inserted - nnew, memory_order_relaxed);
+    if (untrusted)
+      atomic_fetch_add_explicit(&m->ucount, inserted - nnew,
+                                memory_order_relaxed);
+  }
   return SLUICE_OK;
 }
 
@@ -419,7 +454,13 @@ static int mem_job_pre(sluice_store *s, const sluice_job *job, int64_t now,
     rc = mem_apply_locked(m, job, f, now);
     lock_group(m, f, n, 0);
   }
-  if (rc == SLUICE_EFULL)
+  if (rc == SLUICE_EFULL &&
+      sluice_job_record_class(job) != SLUICE_CLASS_SERVICE)
+    sluice_store_seterr(s, rc, 0,
+                        "mem store holds max_keys=%lld live records, or "
+                        "untrusted=%lld of untrusted ones",
+                        (long long)m->max_keys, (long long)m->max_untrusted);
+  else if (rc == SLUICE_EFULL)
     sluice_store_seterr(s, rc, 0, "mem store holds max_keys=%lld live records",
                         (long long)m->max_keys);
   else if (rc == SLUICE_ENOMEM)
@@ -463,7 +504,8 @@ static inline int mem_apply_one(mem_store *m, const sluice_op *op, int64_t now,
   }
   if (e > now && at >= 0) {
     sl = &sh->slots[at];
-  } else if (e > now && (sh->used + 1) * 4 <= sh->cap * 3 &&
+  } else if (e > now && op->record_class == SLUICE_CLASS_SERVICE &&
+             (sh->used + 1) * 4 <= sh->cap * 3 &&
              claim_keys(m, 1) == SLUICE_OK) {
     sl = &sh->slots[ins];
     sl->fp[0] = f.fp[0];
@@ -728,6 +770,12 @@ static int mem_open(const sluice_backend *b, const char *uri,
   if (rc != SLUICE_OK)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "mem: max_keys must be a non-negative integer");
+  m->max_untrusted = m->max_keys / 4 > 0 ? m->max_keys / 4 : m->max_keys;
+  rc = sluice_uri_int(uri, "untrusted", m->max_untrusted, &m->max_untrusted);
+  if (rc != SLUICE_OK || m->max_untrusted < 0 ||
+      (m->max_keys > 0 && m->max_untrusted > m->max_keys))
+    return sluice_store_seterr(s, SLUICE_EINVAL, 0,
+                               "mem: untrusted must be 0..max_keys");
   rc = sluice_uri_int(uri, "huge_pages", 0, &huge);
   if (rc != SLUICE_OK || huge > 1)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
@@ -764,7 +812,7 @@ static int mem_open(const sluice_backend *b, const char *uri,
   return SLUICE_OK;
 }
 
-static const char *const mem_params[] = {"max_keys", "huge_pages", "memo",
+static const char *const mem_params[] = {"max_keys", "untrusted", "huge_pages", "memo",
                                          NULL};
 
 const sluice_backend sluice__backend_mem = {SLUICE_BACKEND_CLASS_VERSION,

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Assemble the Redis script from its files and embed it as a C string plus
-its SHA1 (what SCRIPT LOAD returns), so the script stays readable .lua files
-in the tree.
+"""Assemble the Redis script from its files and embed it as C strings: the
+script plus its SHA1 (what SCRIPT LOAD returns), and the same body as a
+Redis Functions library plus its function's name, so the script stays
+readable .lua files in the tree.
 
 Usage: embed_lua.py OUT NAME FRAME.lua... --sections ALGO.lua...
                     [--mirror DIR]
@@ -107,17 +108,35 @@ for sec in sections:
     if sec not in used:
         sys.exit('embed_lua.py: section %s is included nowhere' % sec)
 
-data = '\n'.join(text).encode('utf-8')
-sha = hashlib.sha1(data).hexdigest()
-lines = []
-for chunk in data.splitlines(keepends=True):
-    esc = ''.join(
-        '\\\\' if c == 0x5c else '\\"' if c == 0x22 else
-        '\\n' if c == 0x0a else
-        chr(c) if 0x20 <= c < 0x7f else '\\%03o' % c for c in chunk)
-    lines.append('  "%s"' % esc)
+# Two forms of one body: the script (EVALSHA; the chunk runs on every
+# call) and the library (FUNCTION LOAD on Redis 7 / Valkey: the chunk runs
+# once, at load, and each FCALL calls run() alone).  The library and its
+# function are named after the body's hash, so two versions of sluice
+# sharing a server each call their own.
+body = '\n'.join(text)
+fn = 'sluice_' + hashlib.sha1(body.encode('utf-8')).hexdigest()[:16]
+script = (body + 'return run(KEYS, ARGV)\n').encode('utf-8')
+library = ('#!lua name=%s\n' % fn + body +
+           "redis.register_function('%s', run)\n" % fn).encode('utf-8')
+sha = hashlib.sha1(script).hexdigest()
+
+
+def c_string(data):
+    lines = []
+    for chunk in data.splitlines(keepends=True):
+        esc = ''.join(
+            '\\\\' if c == 0x5c else '\\"' if c == 0x22 else
+            '\\n' if c == 0x0a else
+            chr(c) if 0x20 <= c < 0x7f else '\\%03o' % c for c in chunk)
+        lines.append('  "%s"' % esc)
+    return '\n'.join(lines)
+
+
 with open(out, 'w') as f:
     f.write('/* generated from %s by embed_lua.py: do not edit */\n' %
             ', '.join(os.path.basename(p) for p in frames + algos))
-    f.write('static const char %s[] =\n%s;\n' % (name, '\n'.join(lines)))
+    f.write('static const char %s[] =\n%s;\n' % (name, c_string(script)))
     f.write('static const char %s_sha[] = "%s";\n' % (name, sha))
+    f.write('static const char %s_library[] =\n%s;\n' %
+            (name, c_string(library)))
+    f.write('static const char %s_function[] = "%s";\n' % (name, fn))

@@ -58,6 +58,12 @@ static void arg_engine(rcl_cmd *c, const rcl_store *r, int ni, int batch) {
       arg_raw(c, "SLUICE.RUN", 10);
     return;
   }
+  if (r->nodes[ni].fn) {
+    arg_raw(c, "FCALL", 5);
+    arg_raw(c, sluice_rcl_script_function,
+            sizeof sluice_rcl_script_function - 1);
+    return;
+  }
   arg_raw(c, "EVALSHA", 7);
   arg_raw(c, sluice_rcl_script_sha, 40);
 }
@@ -306,26 +312,35 @@ static int decode_verdict(const redisReply *rep, sluice_verdict *v) {
   return SLUICE_OK;
 }
 
-/* A program's answer: its header, then a verdict per step. */
+/* A program's answer: its header, then the verdict of each step that ran
+** (a step that did not: zeros and now, as lib/algo/program.c leaves it). */
 static int decode_program(const redisReply *rep, const sluice_program *p,
                           sluice_program_result *res) {
   const unsigned char *b = (const unsigned char *)rep->str;
+  size_t at = SLUICE_WIRE_PROG_HEADER;
   int i;
-  if (rep->type != REDIS_REPLY_STRING ||
-      rep->len != SLUICE_WIRE_PROG_HEADER +
-                      SLUICE_WIRE_VERDICT * (size_t)p->nsteps)
+  if (rep->type != REDIS_REPLY_STRING || rep->len < SLUICE_WIRE_PROG_HEADER)
     return SLUICE_EBACKEND;
   memset(res->reserved, 0, sizeof res->reserved);
   res->allowed = (int)le32(b + SLUICE_WIRE_PROG_ALLOWED);
   res->denied_by = (int)le32(b + SLUICE_WIRE_PROG_DENIED_BY);
   res->ran = le32(b + SLUICE_WIRE_PROG_RAN);
   res->now_ns = le64(b + SLUICE_WIRE_PROG_NOW);
-  if (res->denied_by < -1 || res->denied_by >= p->nsteps)
+  if (res->denied_by < -1 || res->denied_by >= p->nsteps ||
+      (p->nsteps < 32 && (res->ran >> p->nsteps) != 0))
     return SLUICE_EBACKEND;
-  for (i = 0; i < p->nsteps; i++)
-    verdict_at(b + SLUICE_WIRE_PROG_HEADER + SLUICE_WIRE_VERDICT * i,
-               &res->v[i]);
-  return SLUICE_OK;
+  for (i = 0; i < p->nsteps; i++) {
+    if (!((res->ran >> i) & 1u)) {
+      memset(&res->v[i], 0, sizeof res->v[i]);
+      res->v[i].now_ns = res->now_ns;
+      continue;
+    }
+    if (rep->len < at + SLUICE_WIRE_VERDICT)
+      return SLUICE_EBACKEND;
+    verdict_at(b + at, &res->v[i]);
+    at += SLUICE_WIRE_VERDICT;
+  }
+  return rep->len == at ? SLUICE_OK : SLUICE_EBACKEND;
 }
 
 static int decode_get(const redisReply *rep, rcl_job *j) {
@@ -378,7 +393,11 @@ int sluice__rcl_handle_reply(rcl_store *r, rcl_job *j, int ni,
   if (rep->type == REDIS_REPLY_ERROR) {
     const char *s = rep->str;
     int slot, t;
-    if (strncmp(s, "NOSCRIPT", 8) == 0) {
+    /* The script or the library is gone (a restart without persistence,
+    ** a failover to a node that never had it, SCRIPT / FUNCTION FLUSH):
+    ** load it on that node and run the call again. */
+    if (strncmp(s, "NOSCRIPT", 8) == 0 ||
+        (n->fn && strncmp(s, "ERR Function not found", 22) == 0)) {
       r->st.noscript++;
       return R_NOSCRIPT;
     }

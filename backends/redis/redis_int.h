@@ -58,11 +58,13 @@ typedef struct rcl_node {
   int64_t retry_at;   /* monotonic ns: no reconnect before */
   int backoff_ms;
   int module;         /* this connection runs SLUICE.RUN, not the script */
+  int fn;             /* ... FCALL of the Lua library, not EVALSHA */
 } rcl_node;
 
 /* engine=: which of the two runs the steps on a node (see node_engine in
-** redis_route.c). */
-enum { RCL_ENGINE_AUTO, RCL_ENGINE_MODULE, RCL_ENGINE_LUA };
+** redis_route.c); the Lua as a library (FCALL) where the node has Redis
+** Functions, else as a script (EVALSHA); engine=script: EVALSHA always. */
+enum { RCL_ENGINE_AUTO, RCL_ENGINE_MODULE, RCL_ENGINE_LUA, RCL_ENGINE_SCRIPT };
 
 typedef struct rcl_store {
   sluice_store base;

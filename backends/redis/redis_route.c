@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -123,6 +124,38 @@ int sluice__rcl_node_io_error(rcl_store *r, int ni, int saved_errno) {
 static int node_command(rcl_store *r, int ni, int argc, const char **argv,
                         const size_t *lens, redisReply **out);
 
+/* Whether a fresh connection runs the Lua as a library (FCALL) or as a
+** script (EVALSHA).  A node with Redis Functions (Redis 7, Valkey) gets
+** the library, loaded now when it lacks this version of it: its helpers
+** are made once at load instead of on every call.  FUNCTION LIST answers
+** an array there; an error (an older server: unknown command; an ACL user
+** without +function|list or +function|load) leaves the script, which
+** the NOSCRIPT path loads.  engine=script: always the script. */
+static int node_functions(rcl_store *r, int ni) {
+  const char *argv[4] = {"FUNCTION", "LIST", "LIBRARYNAME",
+                         sluice_rcl_script_function};
+  size_t lens[4] = {8, 4, 11, sizeof sluice_rcl_script_function - 1};
+  rcl_node *n = &r->nodes[ni];
+  redisReply *rep;
+  int rc, have;
+  if (r->engine == RCL_ENGINE_SCRIPT)
+    return SLUICE_OK;
+  rc = node_command(r, ni, 4, argv, lens, &rep);
+  if (rc != SLUICE_OK)
+    return rc;
+  /* LIBRARYNAME is a pattern; the name has no pattern characters. */
+  have = rep->type == REDIS_REPLY_ARRAY ? (int)rep->elements : -1;
+  freeReplyObject(rep);
+  if (have < 0)
+    return SLUICE_OK;
+  n->fn = 1;
+  if (have == 0 && sluice__rcl_load_script(r, ni) != SLUICE_OK && n->c) {
+    n->fn = 0; /* loading refused (ACL): the script */
+    (void)sluice_store_seterr(&r->base, SLUICE_OK, 0, NULL);
+  }
+  return n->c ? SLUICE_OK : SLUICE_EUNAVAIL;
+}
+
 /* Which engine a fresh connection uses.  engine=lua: the script.  Else ask
 ** the node whether it has the module (sluice_redis.so, backends/redis/
 ** module): COMMAND INFO answers a nil for an unknown command.  The answer
@@ -139,15 +172,18 @@ static int node_engine(rcl_store *r, int ni) {
   redisReply *rep;
   int rc;
   n->module = 0;
-  if (r->engine == RCL_ENGINE_LUA)
-    return SLUICE_OK;
+  n->fn = 0;
+  if (r->engine == RCL_ENGINE_LUA || r->engine == RCL_ENGINE_SCRIPT)
+    return node_functions(r, ni);
   rc = node_command(r, ni, 3, (const char **)argv, lens, &rep);
   if (rc != SLUICE_OK)
     return rc;
   n->module = rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
               rep->element[0]->type == REDIS_REPLY_ARRAY;
   freeReplyObject(rep);
-  if (n->module || r->engine == RCL_ENGINE_AUTO)
+  if (!n->module && r->engine == RCL_ENGINE_AUTO)
+    return node_functions(r, ni);
+  if (n->module)
     return SLUICE_OK;
   sluice__rcl_node_drop(n);
   r->hard_rc = SLUICE_ENOTSUP;
@@ -216,17 +252,56 @@ static int node_command(rcl_store *r, int ni, int argc, const char **argv,
   return SLUICE_OK;
 }
 
+/* An error reply that says the server runs no Lua at all: the command
+** unknown (a server built without scripting), or Valkey 9.1 without its
+** Lua engine module. */
+static int has_word(const char *s, const char *w) {
+  size_t n = strlen(w);
+  for (; *s; s++)
+    if (strncasecmp(s, w, n) == 0)
+      return 1;
+  return 0;
+}
+static int no_lua(const redisReply *rep) {
+  return rep->type == REDIS_REPLY_ERROR && rep->str &&
+         (strncmp(rep->str, "ERR unknown command", 19) == 0 ||
+          has_word(rep->str, "engine") || has_word(rep->str, "disabled"));
+}
+
+/* Load the Lua on node ni: the library (FUNCTION LOAD; one that is there
+** already is fine) where the connection calls it, else the script. */
 int sluice__rcl_load_script(rcl_store *r, int ni) {
   const char *argv[3] = {"SCRIPT", "LOAD", sluice_rcl_script};
   size_t lens[3] = {6, 4, sizeof sluice_rcl_script - 1};
+  rcl_node *n = &r->nodes[ni];
   redisReply *rep;
-  int rc = node_command(r, ni, 3, argv, lens, &rep);
+  int rc, ok;
+  if (n->fn) {
+    argv[0] = "FUNCTION";
+    lens[0] = 8;
+    argv[2] = sluice_rcl_script_library;
+    lens[2] = sizeof sluice_rcl_script_library - 1;
+  }
+  rc = node_command(r, ni, 3, argv, lens, &rep);
   if (rc != SLUICE_OK)
     return rc;
-  if (rep->type != REDIS_REPLY_STRING) {
+  ok = n->fn ? rep->type == REDIS_REPLY_STRING ||
+                   (rep->type == REDIS_REPLY_ERROR &&
+                    strstr(rep->str, "already exists"))
+             : rep->type == REDIS_REPLY_STRING;
+  if (!ok && !n->fn && no_lua(rep)) {
+    /* No module here (else the script would not be loaded) and no Lua:
+    ** nothing can decide on this node. */
+    r->hard_rc = SLUICE_ENOTSUP;
+    rc = sluice_store_seterr(&r->base, SLUICE_ENOTSUP, 0,
+                             "redis %s:%d: no Lua on the server: load the "
+                             "sluice module (sluice_redis.so) or enable Lua "
+                             "(%.40s)",
+                             n->host, n->port, rep->str);
+  } else if (!ok) {
     rc = sluice_store_seterr(&r->base, SLUICE_EBACKEND, 0,
-                             "redis %s:%d: SCRIPT LOAD: %.80s",
-                             r->nodes[ni].host, r->nodes[ni].port,
+                             "redis %s:%d: %s LOAD: %.80s", n->host, n->port,
+                             argv[0],
                              rep->type == REDIS_REPLY_ERROR ? rep->str : "?");
   }
   freeReplyObject(rep);

@@ -389,22 +389,23 @@ static int int_param(sluice_store *s, const char *uri, const char *name,
   return SLUICE_OK;
 }
 
-/* engine=auto|module|lua (docs/redis.md, "The module"). */
+/* engine=auto|module|lua|script (docs/redis.md, "The module"). */
 static int engine_param(sluice_store *s, const char *uri, int *out) {
-  static const char *const names[] = {"auto", "module", "lua"};
+  static const char *const names[] = {"auto", "module", "lua", "script"};
   const char *v;
   size_t len;
   int i;
   *out = RCL_ENGINE_AUTO;
   if (sluice_uri_param(uri, "engine", &v, &len) != SLUICE_OK)
     return SLUICE_OK;
-  for (i = 0; i < 3; i++)
+  for (i = 0; i < 4; i++)
     if (len == strlen(names[i]) && memcmp(v, names[i], len) == 0) {
       *out = i;
       return SLUICE_OK;
     }
   return sluice_store_seterr(s, SLUICE_EINVAL, 0,
-                             "redis: engine must be auto, module or lua");
+                             "redis: engine must be auto, module, lua or "
+                             "script");
 }
 
 static int parse_nodes(rcl_store *r, const char *v, size_t len) {
@@ -583,12 +584,13 @@ static int rcl_open_as(const char *uri, const sluice_store_config *cfg,
       if (ni != RCL_NO_NODE && !seen[ni]) {
         seen[ni] = 1;
         if (sluice__rcl_node_connect(r, ni) == SLUICE_OK &&
-            !r->nodes[ni].module)
+            !r->nodes[ni].module && !r->nodes[ni].fn)
           (void)sluice__rcl_load_script(r, ni);
       }
     }
   }
-  /* engine=module and a master without the module: configuration. */
+  /* engine=module and a master without the module, or a master that has
+  ** neither the module nor Lua: configuration. */
   if (r->hard_rc == SLUICE_ENOTSUP)
     return r->hard_rc;
   if (make_lanes(r, pool) != SLUICE_OK)

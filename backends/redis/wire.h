@@ -82,8 +82,9 @@ enum {
 #define SLUICE_WIRE_VERDICT                                                    \
   (4 * SLUICE_WIRE_VERDICT_N32 + 8 * SLUICE_WIRE_VERDICT_N64)
 
-/* A program's answer: this header, then every step's verdict (a step that
-** did not run: zeros and now). */
+/* A program's answer: this header, then the verdict of every step that
+** ran, in order (the RAN mask says which; a step that did not run has
+** zeros and now, which the caller fills in). */
 enum {
   SLUICE_WIRE_PROG_ALLOWED = 0,   /* int32 */
   SLUICE_WIRE_PROG_DENIED_BY = 4, /* int32, -1: none */

@@ -29,6 +29,15 @@ _Static_assert(SLUICE_WIRE_REC_W1 == SLUICE_WIRE_REC_W0 + 8 &&
                "a record is three int64s and the layout byte");
 _Static_assert(SLUICE_WIRE_PROG_NOW == 16 && SLUICE_WIRE_PROG_HEADER == 24,
                "a program's answer header: three int32s, padding, now");
+_Static_assert(SLUICE_WIRE_STEP_WHEN + 1 == SLUICE_WIRE_STEP_REF &&
+                   SLUICE_WIRE_STEP_REF + 1 == SLUICE_WIRE_STEP_WHEN2 &&
+                   SLUICE_WIRE_STEP_WHEN2 + 1 == SLUICE_WIRE_STEP_REF2 &&
+                   SLUICE_WIRE_STEP_REF2 + 1 == SLUICE_WIRE_STEP_FOLD &&
+                   SLUICE_WIRE_STEP_FOLD + 1 == SLUICE_WIRE_STEP_TTL_FROM &&
+                   SLUICE_WIRE_STEP_TTL_FROM + 1 ==
+                       SLUICE_WIRE_STEP_NPARAMS &&
+                   SLUICE_WIRE_STEP_NPARAMS + 1 == SLUICE_WIRE_STEP,
+               "a step's guard fields follow its head and end with nparams");
 _Static_assert(SLUICE_STATE_LAYOUT < 256, "the layout is one byte");
 
 static void num(const char *name, long long v) {
@@ -89,6 +98,11 @@ int main(void) {
   fmt_i8("HDR_FMT", SLUICE_WIRE_HEADER);
   num("STEP_BYTES", 8 * SLUICE_WIRE_STEP);
   fmt_i8("STEP_FMT", SLUICE_WIRE_STEP);
+  /* A step's guard and the rest of its header, read apart (a step whose
+  ** guard says no costs only the first). */
+  num("STEP_GUARD_OFF", 8 * SLUICE_WIRE_STEP_WHEN);
+  fmt_i8("STEP_GUARD_FMT", SLUICE_WIRE_STEP - SLUICE_WIRE_STEP_WHEN);
+  fmt_i8("STEP_HEAD_FMT", SLUICE_WIRE_STEP_WHEN);
   num("GCRA_PARAMS", SLUICE_WIRE_GCRA_PARAMS);
   num("GCRA_BYTES", 8 * SLUICE_WIRE_GCRA_PARAMS);
   fmt_i8("GCRA_FMT", SLUICE_WIRE_GCRA_PARAMS);

@@ -11,14 +11,15 @@
 ** A slot is three words:
 **
 **   meta  (16 B, CAS)  lo: fingerprint bits 0..63
-**                      hi: status 2 | gen 10 | fingerprint 64..75 12 |
-**                          expiry 40 (units of 2^24 ns, rounded up)
+**                      hi: status 2 | gen 10 | fingerprint 64..74 11 |
+**                          evictable 1 | expiry 40 (units of 2^24 ns,
+**                          rounded up)
 **   state (16 B, CAS)  the algorithm record XOR mask(fingerprint, gen)
 **   exp   (8 B)        exact expiry of the last write (xGet only)
 **   reach (8 B)        the farthest chain distance at which a key whose
 **                      home is this slot was ever claimed
 **
-** The key itself is never stored: a 76-bit fingerprint of SipHash-1-3-128
+** The key itself is never stored: a 75-bit fingerprint of SipHash-1-3-128
 ** under a random key kept in the header identifies it.  Status is NEVER
 ** (all zero: ends every probe chain), TENTATIVE (being claimed), LIVE or
 ** FREE (deleted or given up; keeps probe chains intact).
@@ -115,6 +116,15 @@
 ** within PROBE_WINDOW slots of its home slot.  A new key that finds no
 ** never-used, free or expired slot in its window gets SLUICE_EFULL; live
 ** records are never evicted for it.
+**
+** Record classes (docs/shm.md): the untrusted records (client IPs, auth
+** subjects) are a second table of the same kind after the service's
+** slots, so a stranger's flood fills only that one.  There, and only
+** there, a new record that finds no slot takes the live slot of the
+** evictable record (an untrusted counter: the meta bit, set at its claim)
+** with the smallest expiry in its window, the way an expired slot is
+** taken: a new generation, so every late write of the old key fails
+** (invariant a's argument, for a record that is let go on purpose).
 */
 #include <ck_pr.h>
 #include <errno.h>
@@ -137,10 +147,11 @@
 #endif
 
 #define SHM_MAGIC "SLUICESH"
-#define SHM_LAYOUT 3u /* tests/shm/meson.build names the conformance table after it */
+#define SHM_LAYOUT 4u /* tests/shm/meson.build names the conformance table after it */
 #define HEADER_BYTES 4096u
 #define PROBE_WINDOW 1024u
 #define DEFAULT_CAPACITY 65536
+#define MIN_UNTRUSTED 64 /* keys (and slots) of the untrusted region, at least */
 #define MAX_CAPACITY ((int64_t)1 << 32)
 #define OPEN_WAIT_MS 500
 #define RETRY_MAX (1 << 22) /* pathological contention or a corrupt table */
@@ -157,7 +168,8 @@
 #define GEN_SHIFT 2
 #define GEN_MASK (UINT64_C(0x3ff) << GEN_SHIFT)
 #define FPX_SHIFT 12
-#define FPX_MASK (UINT64_C(0xfff) << FPX_SHIFT)
+#define FPX_MASK (UINT64_C(0x7ff) << FPX_SHIFT)
+#define EVICT_BIT (UINT64_C(1) << 23) /* an untrusted counter: evictable */
 #define EXP_SHIFT 24
 #define EXP_UNIT_BITS 24
 #define EXP_MAX ((UINT64_C(1) << 40) - 1)
@@ -176,7 +188,12 @@ typedef struct shm_header {
   uint64_t nslots;
   uint64_t total_bytes;
   uint8_t hkey[16];
+  uint64_t ucapacity; /* the untrusted region, after the service's slots */
+  uint64_t unslots;
+  uint32_t uwindow;
+  uint32_t pad;
   uint64_t check; /* SipHash of the fields above, magic excluded */
+  uint64_t evictions; /* counters evicted from the untrusted region */
 } shm_header;
 
 typedef struct shm_slot {
@@ -189,14 +206,20 @@ typedef struct shm_slot {
 _Static_assert(sizeof(shm_slot) == 48, "slot layout is part of the format");
 _Static_assert(sizeof(shm_header) <= HEADER_BYTES, "header fits its page");
 
+/* One open-addressed table: the service's records, or the untrusted ones
+** (region 1), each with its own slots, so neither can take the other's. */
+typedef struct shm_region {
+  shm_slot *slots;
+  uint64_t nslots;
+  uint32_t window;
+} shm_region;
+
 typedef struct shm_store {
   sluice_store base;
   void *map;
   size_t map_bytes;
   shm_header *hdr;
-  shm_slot *slots;
-  uint64_t nslots;
-  uint32_t window;
+  shm_region reg[2]; /* by enum sluice_record_class */
   uint8_t hkey[16];
   int huge; /* huge_pages: -1 not asked, 1 on huge pages, 0 fell back */
 } shm_store;
@@ -204,8 +227,10 @@ typedef struct shm_store {
 /* A key's identity in this table. */
 typedef struct khash {
   uint64_t fp;  /* fingerprint bits 0..63 */
-  uint64_t fpx; /* fingerprint bits 64..75, in place in meta.hi */
+  uint64_t fpx; /* fingerprint bits 64..74, in place in meta.hi */
   uint64_t home;
+  const shm_region *r; /* the region of its record class */
+  uint64_t evict;      /* EVICT_BIT when a claim of it may be evicted */
 } khash;
 
 /* ------------------------------------------------------------ helpers --- */
@@ -279,7 +304,9 @@ static void meta_read(shm_slot *s, uint64_t m[2]) {
   }
 }
 
-static void khash_of(shm_store *t, const sluice_key *key, khash *k) {
+/* cls: enum sluice_record_class; evict: the record may be evicted. */
+static void khash_of(shm_store *t, const sluice_key *key, int cls, int evict,
+                     khash *k) {
   uint8_t h[16];
   uint64_t h0, h1;
   sluice_siphash13_128(t->hkey, key->data, key->len, h);
@@ -288,33 +315,38 @@ static void khash_of(shm_store *t, const sluice_key *key, khash *k) {
   memcpy(&h0, h, 8);
   memcpy(&h1, h + 8, 8);
   k->fp = h0;
-  k->fpx = (h1 & 0xfff) << FPX_SHIFT;
-  k->home = (uint64_t)(((unsigned __int128)h1 * t->nslots) >> 64);
+  k->fpx = (h1 & 0x7ff) << FPX_SHIFT;
+  k->r = &t->reg[cls != SLUICE_CLASS_SERVICE];
+  k->evict = cls == SLUICE_CLASS_UNTRUSTED && evict ? EVICT_BIT : 0;
+  k->home = (uint64_t)(((unsigned __int128)h1 * k->r->nslots) >> 64);
 }
 
 static inline shm_slot *slot_at(shm_store *t, const khash *k, uint32_t d) {
   uint64_t i = k->home + d;
-  if (i >= t->nslots)
-    i -= t->nslots;
-  return &t->slots[i];
+  (void)t;
+  if (i >= k->r->nslots)
+    i -= k->r->nslots;
+  return &k->r->slots[i];
 }
 
 /* Slot i's reach, clamped, so that a damaged mapping cannot send a scan
 ** past the window. */
-static inline uint32_t reach_at(shm_store *t, uint64_t i) {
-  uint64_t r = ck_pr_load_64(&t->slots[i].reach);
-  return r < t->window ? (uint32_t)r : t->window - 1;
+static inline uint32_t reach_at(const shm_region *r, uint64_t i) {
+  uint64_t v = ck_pr_load_64(&r->slots[i].reach);
+  return v < r->window ? (uint32_t)v : r->window - 1;
 }
 
 /* Key k's chain ends at this distance (invariant d). */
 static inline uint32_t reach_of(shm_store *t, const khash *k) {
-  return reach_at(t, k->home);
+  (void)t;
+  return reach_at(k->r, k->home);
 }
 
 /* Before a claim at distance d.  When the reach is already as far, the load
 ** that saw it is enough: the claim CAS that follows cannot pass it. */
 static void reach_raise(shm_store *t, const khash *k, uint32_t d) {
-  uint64_t *p = &t->slots[k->home].reach, cur = ck_pr_load_64(p);
+  uint64_t *p = &k->r->slots[k->home].reach, cur = ck_pr_load_64(p);
+  (void)t;
   while (cur < d && !ck_pr_cas_64_value(p, cur, d, &cur))
     ;
 }
@@ -331,7 +363,8 @@ static void meta_bind(const uint64_t old[2], const khash *k, unsigned status,
                       uint64_t units, uint64_t out[2]) {
   uint64_t gen = (m_gen(old) + 1) & 0x3ff;
   out[0] = k->fp;
-  out[1] = (uint64_t)status | gen << GEN_SHIFT | k->fpx | units << EXP_SHIFT;
+  out[1] = (uint64_t)status | gen << GEN_SHIFT | k->fpx | k->evict |
+           units << EXP_SHIFT;
 }
 
 static void meta_free(const uint64_t old[2], uint64_t out[2]) {
@@ -427,11 +460,11 @@ static int find(shm_store *t, const khash *k, int64_t now, int create,
                 uint32_t *dist, uint64_t m[2]) {
   long n;
   for (n = 0; n < RETRY_MAX; n++) {
-    uint32_t d, cand = UINT32_MAX, reach = reach_of(t, k);
-    uint64_t cm[2] = {0, 0}, tm[2];
+    uint32_t d, cand = UINT32_MAX, reach = reach_of(t, k), vict = UINT32_MAX;
+    uint64_t cm[2] = {0, 0}, tm[2], vm[2] = {0, 0};
     int restart = 0;
     /* Past the reach only a slot to claim is looked for. */
-    for (d = 0; d < t->window; d++) {
+    for (d = 0; d < k->r->window; d++) {
       shm_slot *s = slot_at(t, k, d);
       meta_read(s, m);
       if (m_status(m) == ST_NEVER) {
@@ -464,6 +497,18 @@ static int find(shm_store *t, const khash *k, int64_t now, int create,
         cand = d;
         cm[0] = m[0];
         cm[1] = m[1];
+      } else if (create && (m[1] & EVICT_BIT) && m_status(m) == ST_LIVE &&
+                 m_units(m) > units_of(now) + 2 &&
+                 (vict == UINT32_MAX || m_units(m) < m_units(vm))) {
+        /* The untrusted counter written longest ago (its expiry is its
+        ** last write plus its window): the one to evict if nothing is
+        ** free.  Only untrusted records carry the bit, in their region.
+        ** A claim not yet written (its expiry a unit past its claim) is
+        ** not one: it may be another record of this very decision, which
+        ** would take this one's slot back in turn. */
+        vict = d;
+        vm[0] = m[0];
+        vm[1] = m[1];
       }
       if (d >= reach && (cand != UINT32_MAX || !create))
         break;
@@ -472,14 +517,24 @@ static int find(shm_store *t, const khash *k, int64_t now, int create,
       continue;
     if (!create)
       return SLUICE_ENOTFOUND;
-    if (cand == UINT32_MAX)
+    if (cand == UINT32_MAX && vict == UINT32_MAX)
       return SLUICE_EFULL;
+    if (cand == UINT32_MAX) {
+      /* Evict: taken like an expired slot (a new generation, so a late
+      ** write of the old key fails its CAS and finds its binding gone, and
+      ** starts again from a fresh record, as after an expiry). */
+      cand = vict;
+      cm[0] = vm[0];
+      cm[1] = vm[1];
+    }
     /* Claim: the expiry is one unit past now, so an abandoned claim of
     ** another key is reclaimable almost at once. */
     meta_bind(cm, k, ST_TENT, units_of(now) + 1, tm);
     reach_raise(t, k, cand);
     if (!ck_pr_cas_64_2(slot_at(t, k, cand)->meta, cm, tm))
       continue;
+    if (cand == vict)
+      ck_pr_faa_64(&t->hdr->evictions, 1);
     if (tent_finish(t, k, cand, tm) == FIN_LIVE) {
       meta_read(slot_at(t, k, cand), m);
       if (m_is(m, k) && m_status(m) == ST_LIVE) {
@@ -797,7 +852,8 @@ static int shm_job(sluice_store *st, const sluice_job *job, int64_t now,
     if (pre)
       g[i].k = pre[i];
     else
-      khash_of(t, &job->keys[i], &g[i].k);
+      khash_of(t, &job->keys[i], sluice_job_record_class(job),
+               sluice_job_evictable(job, i), &g[i].k);
   }
 
   for (attempt = 0; attempt < RETRY_MAX; attempt++) {
@@ -835,8 +891,13 @@ static int shm_job(sluice_store *st, const sluice_job *job, int64_t now,
         if (rc == SLUICE_EFULL)
           return sluice_store_seterr(
               st, rc, 0,
-              "shm: no free slot within %u of the key's home (capacity %llu)",
-              (unsigned)t->window, (unsigned long long)t->hdr->capacity);
+              "shm: no free slot within %u of the key's home (%s capacity "
+              "%llu)",
+              (unsigned)g[i].k.r->window,
+              g[i].k.r == &t->reg[0] ? "service" : "untrusted, every one a box;",
+              (unsigned long long)(g[i].k.r == &t->reg[0]
+                                       ? t->hdr->capacity
+                                       : t->hdr->ucapacity));
         if (rc != SLUICE_OK)
           return sluice_store_seterr(st, rc, 0, "shm: table under contention");
         g[i].bound = 1;
@@ -1001,6 +1062,18 @@ static int shm_apply_job(sluice_store *st, const sluice_op *op, int64_t now,
   return rc;
 }
 
+/* The class and evictability of an op's key i, for khash_of(). */
+static void op_khash(shm_store *t, const sluice_op *op, int i, khash *k) {
+  int evict = 0;
+  if (op->record_class != SLUICE_CLASS_SERVICE) {
+    sluice_job j;
+    sluice_verdict v;
+    sluice_job_op(&j, op, &v);
+    evict = sluice_job_evictable(&j, i);
+  }
+  khash_of(t, &op->keys[i], (int)op->record_class, evict, k);
+}
+
 /* Any op: one key on the hot path, else (or when it gives up) the job. */
 static int shm_apply_hashed(sluice_store *st, const sluice_op *op,
                             int64_t now, sluice_verdict *v, const khash *pre) {
@@ -1008,7 +1081,7 @@ static int shm_apply_hashed(sluice_store *st, const sluice_op *op,
   int rc;
   if (op->nkeys == 1) {
     if (!pre) {
-      khash_of((shm_store *)st, &op->keys[0], &k);
+      op_khash((shm_store *)st, op, 0, &k);
       pre = &k;
     }
     if (shm_apply_one((shm_store *)st, op, now, v, &rc, pre))
@@ -1064,11 +1137,12 @@ static int shm_run(sluice_store *st, const sluice_program *p, int64_t now,
 __attribute__((always_inline))
 #endif
 static inline void prefetch_home(const shm_store *t, const khash *k) {
-  const char *s = (const char *)&t->slots[k->home];
+  const char *s = (const char *)&k->r->slots[k->home];
+  (void)t;
   __builtin_prefetch(s, 1);
   __builtin_prefetch(s + sizeof(shm_slot) - 1, 1);
   /* The last slot's chain wraps to the first: no line past the table. */
-  if (k->home + 1 < t->nslots)
+  if (k->home + 1 < k->r->nslots)
     __builtin_prefetch(s + 2 * sizeof(shm_slot) - 1, 1);
 }
 
@@ -1082,9 +1156,9 @@ static inline void prefetch_chain(shm_store *t, const khash *k) {
   if (r < 2)
     return;
   /* Line by line: a run of slots shares lines (4 slots, 3 lines). */
-  if (k->home + r < t->nslots) {
-    uintptr_t a = (uintptr_t)&t->slots[k->home + 2] & ~(uintptr_t)63;
-    uintptr_t z = (uintptr_t)&t->slots[k->home + r] + sizeof(shm_slot) - 1;
+  if (k->home + r < k->r->nslots) {
+    uintptr_t a = (uintptr_t)&k->r->slots[k->home + 2] & ~(uintptr_t)63;
+    uintptr_t z = (uintptr_t)&k->r->slots[k->home + r] + sizeof(shm_slot) - 1;
     for (; a <= z; a += 64)
       __builtin_prefetch((const void *)a, 1);
     return;
@@ -1105,7 +1179,7 @@ static inline void many_stage1(shm_store *t, const sluice_op *op,
                                many_ent *e) {
   e->nk = op->nkeys <= MANY_KEYS ? op->nkeys : 0;
   for (int i = 0; i < e->nk; i++) {
-    khash_of(t, &op->keys[i], &e->k[i]);
+    op_khash(t, op, i, &e->k[i]);
     prefetch_home(t, &e->k[i]);
   }
 }
@@ -1145,13 +1219,20 @@ static int shm_get(sluice_store *st, const sluice_key *key, int64_t now,
   shm_store *t = (shm_store *)st;
   member g;
   long n;
+  int cls = SLUICE_CLASS_SERVICE;
   memset(&g, 0, sizeof g);
-  khash_of(t, key, &g.k);
+  khash_of(t, key, cls, 0, &g.k);
   for (n = 0; n < RETRY_MAX; n++) {
     shm_slot *s;
     uint64_t x[2], m[2], mk[2];
     int64_t e;
     int rc = find(t, &g.k, now, 0, &g.dist, g.m);
+    if (rc == SLUICE_ENOTFOUND && cls == SLUICE_CLASS_SERVICE) {
+      /* A key is read without its class: it is in one region or none. */
+      cls = SLUICE_CLASS_UNTRUSTED;
+      khash_of(t, key, cls, 0, &g.k);
+      rc = find(t, &g.k, now, 0, &g.dist, g.m);
+    }
     if (rc != SLUICE_OK)
       return rc;
     s = slot_at(t, &g.k, g.dist);
@@ -1176,11 +1257,17 @@ static int shm_delete(sluice_store *st, const sluice_key *key) {
   shm_store *t = (shm_store *)st;
   khash k;
   long n;
-  khash_of(t, key, &k);
+  int cls = SLUICE_CLASS_SERVICE;
+  khash_of(t, key, cls, 0, &k);
   for (n = 0; n < RETRY_MAX; n++) {
     uint32_t d;
     uint64_t m[2], set[2];
     int rc = find(t, &k, INT64_MIN, 0, &d, m);
+    if (rc == SLUICE_ENOTFOUND && cls == SLUICE_CLASS_SERVICE) {
+      cls = SLUICE_CLASS_UNTRUSTED; /* in one region or none */
+      khash_of(t, key, cls, 0, &k);
+      rc = find(t, &k, INT64_MIN, 0, &d, m);
+    }
     if (rc != SLUICE_OK)
       return rc;
     meta_free(m, set);
@@ -1202,6 +1289,7 @@ static int shm_control(sluice_store *st, int op, void *arg) {
   shm_store *t = (shm_store *)st;
   sluice_shm_stats *ss = (sluice_shm_stats *)arg;
   uint64_t i;
+  int c;
   int64_t now;
   if (op == SLUICE_CTL_SHM_HUGE && arg) {
     *(int64_t *)arg = t->huge;
@@ -1220,24 +1308,31 @@ static int shm_control(sluice_store *st, int op, void *arg) {
                                  (int)i);
   now = ss->now_ns > 0 ? ss->now_ns : real_now();
   ss->capacity = (int64_t)t->hdr->capacity;
-  ss->slots = (int64_t)t->nslots;
+  ss->slots = (int64_t)t->reg[0].nslots;
   ss->slot_bytes = (int64_t)sizeof(shm_slot);
   ss->mapping_bytes = (int64_t)t->map_bytes;
   /* The table's own cost per key; the fixed header page comes on top. */
   ss->bytes_per_key =
       (ss->slots * ss->slot_bytes + ss->capacity - 1) / ss->capacity;
-  ss->probe_window = t->window;
-  ss->live = ss->pending = ss->longest_reach = 0;
-  for (i = 0; i < t->nslots; i++) {
-    uint64_t m[2];
-    int64_t r = reach_at(t, i);
-    if (r > ss->longest_reach)
-      ss->longest_reach = r;
-    meta_read(&t->slots[i], m);
-    if (m_status(m) == ST_LIVE && !units_passed(m_units(m), now))
-      ss->live++;
-    else if (m_status(m) == ST_TENT)
-      ss->pending++;
+  ss->probe_window = t->reg[0].window;
+  ss->untrusted_capacity = (int64_t)t->hdr->ucapacity;
+  ss->evictions = (int64_t)ck_pr_load_64(&t->hdr->evictions);
+  ss->live = ss->pending = ss->longest_reach = ss->untrusted_live = 0;
+  for (c = 0; c < 2; c++) {
+    const shm_region *rg = &t->reg[c];
+    for (i = 0; i < rg->nslots; i++) {
+      uint64_t m[2];
+      int64_t r = reach_at(rg, i);
+      if (r > ss->longest_reach)
+        ss->longest_reach = r;
+      meta_read(&rg->slots[i], m);
+      if (m_status(m) == ST_LIVE && !units_passed(m_units(m), now)) {
+        ss->live++;
+        ss->untrusted_live += c;
+      } else if (m_status(m) == ST_TENT) {
+        ss->pending++;
+      }
+    }
   }
   return SLUICE_OK;
 }
@@ -1282,6 +1377,12 @@ static uint64_t slots_for(int64_t capacity) {
   if (n < PROBE_WINDOW)
     n = PROBE_WINDOW;
   return n;
+}
+
+/* The untrusted region: as small as asked (its window shrinks to fit). */
+static uint64_t uslots_for(int64_t ucapacity) {
+  uint64_t n = (uint64_t)ucapacity * 4 / 3;
+  return n < MIN_UNTRUSTED ? MIN_UNTRUSTED : n;
 }
 
 static int sys_err(sluice_store *s, int e, const char *what, const char *obj) {
@@ -1356,9 +1457,10 @@ static int shm_open_store(const sluice_backend *b, const char *uri,
   char path[256];
   size_t len;
   int64_t fdnum = -1, capacity = DEFAULT_CAPACITY, create_p = 0, huge_p = 0;
-  int have_cap, create, init, fd = -1, own_fd = 0, created = 0, rc, i;
+  int64_t ucapacity;
+  int have_cap, have_ucap, create, init, fd = -1, own_fd = 0, created = 0, rc, i;
   off_t size = 0;
-  uint64_t nslots, total;
+  uint64_t nslots, unslots, total;
   shm_header *h;
   (void)b;
 
@@ -1386,6 +1488,12 @@ static int shm_open_store(const sluice_backend *b, const char *uri,
       capacity < 1 || capacity > MAX_CAPACITY)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "shm: capacity must be 1..2^32 keys");
+  have_ucap = sluice_uri_param(uri, "untrusted", &v, &len) == SLUICE_OK;
+  ucapacity = capacity / 4 > MIN_UNTRUSTED ? capacity / 4 : MIN_UNTRUSTED;
+  if (sluice_uri_int(uri, "untrusted", ucapacity, &ucapacity) != SLUICE_OK ||
+      ucapacity < MIN_UNTRUSTED || ucapacity > MAX_CAPACITY)
+    return sluice_store_seterr(s, SLUICE_EINVAL, 0,
+                               "shm: untrusted must be 64..2^32 keys");
   if (sluice_uri_int(uri, "create", 0, &create_p) != SLUICE_OK ||
       create_p > 1)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0, "shm: create must be 0 or 1");
@@ -1398,7 +1506,8 @@ static int shm_open_store(const sluice_backend *b, const char *uri,
                                "shm: read-only open is not supported");
 
   nslots = slots_for(capacity);
-  total = HEADER_BYTES + nslots * sizeof(shm_slot);
+  unslots = uslots_for(ucapacity);
+  total = HEADER_BYTES + (nslots + unslots) * sizeof(shm_slot);
 
   if (name) {
     if (create) {
@@ -1483,6 +1592,9 @@ static int shm_open_store(const sluice_backend *b, const char *uri,
     h->probe_window = PROBE_WINDOW;
     h->capacity = (uint64_t)capacity;
     h->nslots = nslots;
+    h->ucapacity = (uint64_t)ucapacity;
+    h->unslots = unslots;
+    h->uwindow = unslots < PROBE_WINDOW ? (uint32_t)unslots : PROBE_WINDOW;
     h->total_bytes = total;
     rc = sluice_random_bytes(h->hkey, sizeof h->hkey);
     if (rc != SLUICE_OK) {
@@ -1497,7 +1609,7 @@ static int shm_open_store(const sluice_backend *b, const char *uri,
       memcpy(&mg, SHM_MAGIC, 8);
       ck_pr_store_64(&h->magic, mg);
     }
-    have_cap = 0;
+    have_cap = have_ucap = 0;
   }
   for (i = 0; i <= OPEN_WAIT_MS; i++) {
     uint64_t mg = header_word(fd, offsetof(shm_header, magic), 8), want;
@@ -1528,8 +1640,11 @@ static int shm_open_store(const sluice_backend *b, const char *uri,
   }
   if (h->check != header_check(h) || h->header_bytes != HEADER_BYTES ||
       h->slot_bytes != sizeof(shm_slot) || h->probe_window < 1 ||
-      h->nslots < h->probe_window ||
-      h->total_bytes != HEADER_BYTES + h->nslots * sizeof(shm_slot)) {
+      h->nslots < h->probe_window || h->uwindow < 1 ||
+      h->unslots < h->uwindow || h->nslots > (uint64_t)1 << 40 ||
+      h->unslots > (uint64_t)1 << 40 ||
+      h->total_bytes !=
+          HEADER_BYTES + (h->nslots + h->unslots) * sizeof(shm_slot)) {
     rc = sluice_store_seterr(s, SLUICE_ECORRUPT, 0,
                              "shm: %s has a corrupt header", path);
     goto fail;
@@ -1546,9 +1661,18 @@ static int shm_open_store(const sluice_backend *b, const char *uri,
         path, (unsigned long long)h->capacity, (long long)capacity);
     goto fail;
   }
-  t->slots = (shm_slot *)((char *)t->map + HEADER_BYTES);
-  t->nslots = h->nslots;
-  t->window = h->probe_window;
+  if (have_ucap && h->ucapacity != (uint64_t)ucapacity) {
+    rc = sluice_store_seterr(
+        s, SLUICE_ECONFIG, 0, "shm: %s exists with untrusted %llu, not %lld",
+        path, (unsigned long long)h->ucapacity, (long long)ucapacity);
+    goto fail;
+  }
+  t->reg[0].slots = (shm_slot *)((char *)t->map + HEADER_BYTES);
+  t->reg[0].nslots = h->nslots;
+  t->reg[0].window = h->probe_window;
+  t->reg[1].slots = t->reg[0].slots + h->nslots;
+  t->reg[1].nslots = h->unslots;
+  t->reg[1].window = h->uwindow;
   memcpy(t->hkey, h->hkey, sizeof t->hkey);
   if (own_fd)
     close(fd);
@@ -1565,8 +1689,9 @@ fail:
   return rc;
 }
 
-static const char *const shm_params[] = {"name", "fd", "capacity", "create",
-                                         "huge_pages", NULL};
+static const char *const shm_params[] = {"name",   "fd",         "capacity",
+                                         "create", "huge_pages", "untrusted",
+                                         NULL};
 
 const sluice_backend sluice__backend_shm = {SLUICE_BACKEND_CLASS_VERSION,
                                             (int)sizeof(shm_store), "shm",

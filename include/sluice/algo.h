@@ -180,6 +180,27 @@ enum sluice_op_kind {
   SLUICE_OP_ADD = 30      /**< add item hash `id` */
 };
 
+/** Record classes: what a store whose room is finite keeps apart, so that
+ *  records anyone can create cannot take the room of the records the
+ *  service's paying clients need (docs/backends.md, "Record classes").
+ *  A class never changes a verdict: every backend decides the same.  A
+ *  key keeps its class: every op and program over it must give the same
+ *  one (UNTRUSTED and UNTRUSTED_KEPT count as one here), since a store
+ *  may keep the classes apart and look for a key only among its own. */
+enum sluice_record_class {
+  /** The service's own records (tenants, keys, leases): the default. */
+  SLUICE_CLASS_SERVICE = 0,
+  /** Records keyed by unauthenticated input (client IPs, auth subjects):
+   *  kept within their own bound.  Their penalty records (boxes, offense
+   *  counters) are never evicted; their counters (windows, distinct
+   *  estimates) may be, oldest first, when that bound is reached. */
+  SLUICE_CLASS_UNTRUSTED = 1,
+  /** As UNTRUSTED (same bound, same place), but nothing of it is ever
+   *  evicted: the failures of a real client (a wrong secret), which a
+   *  flood of strangers must not be able to reset. */
+  SLUICE_CLASS_UNTRUSTED_KEPT = 2
+};
+
 /** One atomic operation over a group of keys. */
 typedef struct sluice_op {
   int algo;               /**< enum sluice_algo */
@@ -191,10 +212,13 @@ typedef struct sluice_op {
   const void *params;
   int64_t arg; /**< cost / count (1..SLUICE_COUNT_MAX), or minimum level */
   uint64_t id; /**< lease id (nonzero) or distinct item hash */
+  /** enum sluice_record_class of the records it creates (0: the service's
+   *  own).  Only a store with finite room reads it. */
+  int64_t record_class;
   /** Must be zero (SLUICE_EINVAL otherwise): room for later fields, so
    *  that an op array keeps its stride.  Initialise ops with `= {0}` or
    *  designated initialisers.  48 + 16 = 64 bytes: one cache line. */
-  int64_t reserved[2];
+  int64_t reserved[1];
 } sluice_op;
 
 /** Verdict flags. */

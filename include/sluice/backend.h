@@ -246,6 +246,15 @@ SLUICE_EXPORT int sluice_job_read_only(const sluice_job *j);
  *  the outcome without being written, so a lock-free store must see it
  *  unchanged at commit.  Always 0 for a plain op. */
 SLUICE_EXPORT int sluice_job_watched(const sluice_job *j, int i);
+/** @brief The job's enum sluice_record_class (SLUICE_CLASS_SERVICE for
+ *  NULL).  A store whose room is finite keeps SLUICE_CLASS_UNTRUSTED
+ *  records within their own bound (docs/backends.md, "Record classes"). */
+SLUICE_EXPORT int sluice_job_record_class(const sluice_job *j);
+/** @brief 1 when record i may be evicted to make room for another record
+ *  of its class: an UNTRUSTED job's counter (a window or a distinct
+ *  estimate).  Never a penalty record (a box, offenses), a bucket or a
+ *  lease: evicting those would release a limit. */
+SLUICE_EXPORT int sluice_job_evictable(const sluice_job *j, int i);
 /** @brief A lock-free store's rollback after its exact compare-and-swap
  *  lost: record i as `cur` (what it holds now) with this job's write (`pre`
  *  -> `post` at now_ns) taken out.  1: *out holds it; 0: leave the record

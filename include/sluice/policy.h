@@ -93,7 +93,10 @@ typedef struct sluice_request {
   int endpoint_class;     /**< enum sluice_endpoint_class */
   int auth_result;        /**< enum sluice_auth_result (auth only) */
   const char *client_ip;  /**< required for auth */
-  const char *auth_subject; /**< client_id / user tried (auth failures) */
+  /** client_id / user tried.  NULL or "" when the caller could not read
+   *  it: a failure is then counted for client_ip and the unknown subject
+   *  (never refused); client_ip is a scope by its IPv6 prefix. */
+  const char *auth_subject;
   const char *ledger_id;  /**< required for reconcile */
   /** Export date range (ns, any epoch): a span over the configured
    *  threshold (90 days) costs export_long.  Both 0: not given. */
@@ -146,6 +149,13 @@ enum sluice_binding {
 #define SLUICE_DECISION_STUFFING 0x40u    /**< credential-stuffing signature */
 #define SLUICE_DECISION_DENY_CACHED 0x80u /**< a box from the deny cache: no
                                                store call (or store down) */
+/** The store had no room for a record this decision needed
+ *  (SLUICE_EFULL; d->store_error says it when the decision was then made
+ *  without the store).  Full is not an outage: it opens no breaker and
+ *  emits SLUICE_EVENT_STORE_FULL, not DEGRADED_ON.  With the per-IP
+ *  backstop's window refused for room, the request is decided without the
+ *  backstop, on its own limits. */
+#define SLUICE_DECISION_STORE_FULL 0x100u
 
 /** The whole decision.  Caller-allocated; sluice_policy_decide() overwrites
  *  every field.  Holds no pointers into the request; `invalid_field` is a
@@ -298,11 +308,14 @@ typedef struct sluice_policy_config {
    *  (the spec's section 4).  1: every bucket denial is a strike, the
    *  first included, as the spec's section-6 script counts. */
   int64_t strike_every_denial;
-  /* The breaker's and the backstop's 7 words and strike_every_denial's
-  ** one came out of reserved[15]:
+  /** An IPv6 client address is one scope per prefix of this many bits
+   *  (64: one /64, what one subscriber gets); IPv4 counts whole. */
+  int64_t ipv6_prefix;
+  /* The breaker's and the backstop's 7 words, strike_every_denial's and
+  ** ipv6_prefix's came out of reserved[15]:
   ** a new field takes a word from here, so the struct keeps its size
   ** (lib/policy/config.c asserts it). */
-  int64_t reserved[7];
+  int64_t reserved[6];
   /** The host-wide segments (the file's "host" group; docs/policy.md):
    *  "" keeps each in the process, "shm:name=/NAME..." shares it between
    *  the processes of a host.  A non-NULL sluice_policy_options field of
@@ -400,8 +413,15 @@ enum sluice_event_type {
   SLUICE_EVENT_DEGRADED_ON = 10, /**< store failing: degraded / fail-closed */
   SLUICE_EVENT_DEGRADED_OFF = 11, /**< store answering again */
   SLUICE_EVENT_LEASE_DENIED = 12, /**< concurrency, ledger or export cap */
-  SLUICE_EVENT__COUNT = 13
+  SLUICE_EVENT_STORE_FULL = 13,  /**< the store had no room (store_error
+                                      SLUICE_EFULL); at most one per
+                                      SLUICE_POLICY_FULL_EVENT_NS a process */
+  SLUICE_EVENT__COUNT = 14
 };
+
+/** SLUICE_EVENT_STORE_FULL comes at most once per this many ns (1 s) from
+ *  one policy: a full store is a state, not one event per request. */
+#define SLUICE_POLICY_FULL_EVENT_NS INT64_C(1000000000)
 
 /** Scopes a box applies to. */
 enum sluice_scope_kind {
@@ -418,7 +438,7 @@ typedef struct sluice_event {
   int level;           /**< box level 1..3 (BOX_TRIP and after) */
   int endpoint_class;  /**< of the request that caused it, or 0 */
   int outcome;         /**< LEASE_DENIED: the outcome */
-  int store_error;     /**< DEGRADED_ON: the store's SLUICE_E* */
+  int store_error;     /**< DEGRADED_ON, STORE_FULL: the store's SLUICE_E* */
   const char *scope_id;  /**< hashed id (32 hex) of the scope, or NULL */
   const char *tenant_scope_id; /**< hashed tenant id, or NULL */
   const char *tier;      /**< tier name, or NULL */

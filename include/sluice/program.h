@@ -99,7 +99,8 @@ typedef struct sluice_program {
   const sluice_key *keys;
   int nsteps;
   const sluice_step *steps;
-  int64_t reserved[2]; /**< must be zero (SLUICE_EINVAL otherwise) */
+  int64_t record_class; /**< enum sluice_record_class of its records */
+  int64_t reserved[1]; /**< must be zero (SLUICE_EINVAL otherwise) */
 } sluice_program;
 
 /** What a program decided. */

@@ -5,6 +5,10 @@
 **   max_keys=N   refuse new keys with SLUICE_EFULL once N live records
 **                exist (default 0: limited by memory only).  Expired
 **                records are reclaimed first; live ones are never evicted.
+**   untrusted=N  of those, at most N untrusted records (record class
+**                SLUICE_CLASS_UNTRUSTED*: keyed by client IPs and auth
+**                subjects; default max_keys/4, 0 with max_keys=0: no
+**                bound), so that strangers cannot take the tenants' room.
 **   huge_pages=1 put each table of 1 MiB or more (from about 800 000 keys
 **                in all) on transparent huge pages: its own
 **                mapping, advised MADV_HUGEPAGE (default 0: the allocator's

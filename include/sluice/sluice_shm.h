@@ -14,6 +14,12 @@
 **   capacity=N   live keys the table holds (default 65536, k/m/g allowed).
 **                Only used when the mapping is created; when given for an
 **                existing mapping it must match (SLUICE_ECONFIG otherwise).
+**   untrusted=N  live keys of the untrusted region (default capacity/4,
+**                at least 64): SLUICE_CLASS_UNTRUSTED records (keyed by
+**                client IPs and auth subjects) live there and only there,
+**                so a flood of them cannot take the service's room; when
+**                it is full their counters are evicted, oldest first,
+**                never a box.  Same rules as capacity when reopening.
 **   create=1     create the mapping if missing (same as SLUICE_OPEN_CREATE;
 **                with fd=, an empty file is initialised).
 **   huge_pages=1 map the table at a huge-page boundary and advise it
@@ -67,9 +73,14 @@ typedef struct sluice_shm_stats {
                               slot; as it nears probe_window, new keys near
                               the longest clusters risk SLUICE_EFULL before
                               capacity (docs/shm.md) */
-  /** In: must be zero (SLUICE_EINVAL otherwise); out: zero.  Room for six
-   *  more counters (it grew from 72 to 80 bytes once without it). */
-  int64_t reserved[6];
+  /** The untrusted region (SLUICE_CLASS_UNTRUSTED records: what client
+   *  IPs and auth subjects create; docs/shm.md "Record classes"). */
+  int64_t untrusted_capacity; /**< keys asked for (untrusted=N) */
+  int64_t untrusted_live;     /**< of `live`, those in that region */
+  int64_t evictions;          /**< counters evicted for room in it, ever */
+  /** In: must be zero (SLUICE_EINVAL otherwise); out: zero.  Room for
+   *  three more counters (it grew from 72 to 80 bytes once without it). */
+  int64_t reserved[3];
 } sluice_shm_stats;
 
 #endif

@@ -136,7 +136,8 @@ static int validate_fields(const sluice_op *op) {
 ** these words a meaning without an old caller's garbage in them being
 ** read as one). */
 static int head_ok(const sluice_op *op) {
-  return op && op->params && (op->reserved[0] | op->reserved[1]) == 0;
+  return op && op->params && op->reserved[0] == 0 &&
+         (uint64_t)op->record_class <= SLUICE_CLASS_UNTRUSTED_KEPT;
 }
 
 int sluice_op_validate(const sluice_op *op) {

@@ -20,7 +20,8 @@ void sluice_program_step_op(const sluice_program *p, int i, sluice_op *op) {
   op->params = s->params;
   op->arg = s->arg;
   op->id = s->id;
-  op->reserved[0] = op->reserved[1] = 0;
+  op->record_class = p->record_class;
+  op->reserved[0] = 0;
 }
 
 static int when_ok(int when, int ref, int i) {
@@ -166,7 +167,8 @@ int sluice_program_validate(const sluice_program *p) {
   if (!p || !p->keys || !p->steps || p->nkeys < 1 ||
       p->nkeys > SLUICE_PROGRAM_KEYS || p->nsteps < 1 ||
       p->nsteps > SLUICE_PROGRAM_STEPS ||
-      (p->reserved[0] | p->reserved[1]) != 0) /* room for later: zero now */
+      p->reserved[0] != 0 || /* room for later: zero now */
+      (uint64_t)p->record_class > SLUICE_CLASS_UNTRUSTED_KEPT)
     return SLUICE_EINVAL;
   if (!shape_same(p)) {
     rc = shape_check(p);
@@ -413,6 +415,32 @@ int sluice_job_watched(const sluice_job *j, int i) {
     seen = 1;
   }
   return seen;
+}
+
+int sluice_job_record_class(const sluice_job *j) {
+  if (!j)
+    return SLUICE_CLASS_SERVICE;
+  return (int)(j->op ? j->op->record_class : j->prog->record_class);
+}
+
+int sluice_job_evictable(const sluice_job *j, int i) {
+  int algo = 0, k;
+  if (sluice_job_record_class(j) != SLUICE_CLASS_UNTRUSTED || i < 0 ||
+      i >= j->nkeys)
+    return 0;
+  if (j->op) {
+    algo = j->op->algo;
+  } else {
+    for (k = 0; k < j->prog->nsteps && !algo; k++) {
+      const sluice_step *s = &j->prog->steps[k];
+      if (i >= s->key && i < s->key + s->nkeys)
+        algo = s->algo;
+    }
+  }
+  /* Counters only: a box, an offense count, a bucket or a lease is what
+  ** keeps a limit, and losing one would release it. */
+  return algo == SLUICE_ALGO_SWINDOW || algo == SLUICE_ALGO_FWINDOW ||
+         algo == SLUICE_ALGO_DISTINCT;
 }
 
 /* ------------------------------------------------- step by step --- */

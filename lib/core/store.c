@@ -266,7 +266,7 @@ static int apply_many_valid(sluice_store *s, int n, const sluice_op *ops,
 static int same_shape(const sluice_op *a, const sluice_op *b) {
   return a->algo == b->algo && a->kind == b->kind && a->nkeys == b->nkeys &&
          a->params == b->params && a->arg == b->arg && a->id == b->id &&
-         a->reserved[0] == b->reserved[0] && a->reserved[1] == b->reserved[1];
+         a->record_class == b->record_class && a->reserved[0] == b->reserved[0];
 }
 
 int sluice_store_apply_many(sluice_store *s, int n, const sluice_op *ops,

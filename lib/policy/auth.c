@@ -23,12 +23,17 @@ int sluice__decide_auth(sluice__ctx *c, sluice_decision *d) {
 
   if (c->has_subject) {
     g.nk = g.ns = 0;
+    /* Keyed by what a stranger sends; a real client's failures (a wrong
+    ** secret) are kept: a flood of made-up names must not reset them. */
+    g.rclass = c->req->auth_result == SLUICE_AUTH_BAD_SECRET
+                   ? SLUICE_CLASS_UNTRUSTED_KEPT
+                   : SLUICE_CLASS_UNTRUSTED;
     SLUICE__REC(&g, sluice__key_auth, SLUICE_SCOPE_SUBJECT, SLUICE__AK_BOX,
                 c->S);
     sluice__step(&g, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1,
                  &p->auth_penalty, 0, 0);
     if (failed) {
-      const char *ip = c->req->client_ip;
+      const char *ip = c->I; /* by prefix: a /64 is one IP here too */
       SLUICE__REC(&g, sluice__key_auth, SLUICE_SCOPE_SUBJECT, SLUICE__AK_FAILS,
                   c->S);
       SLUICE__REC(&g, sluice__key_auth, SLUICE_SCOPE_SUBJECT,
@@ -47,15 +52,30 @@ int sluice__decide_auth(sluice__ctx *c, sluice_decision *d) {
     if ((rc = sluice__run(c, &g, &rs)))
       return rc;
     vs = &rs.v[A_BOX];
+  } else if (failed) {
+    /* No subject: the unknown subject's failures window counts it (no box:
+    ** boxing it would lock out every client whose subject the caller cannot
+    ** see, and stop the IPs from counting, choice g). */
+    g.nk = g.ns = 0;
+    g.rclass = SLUICE_CLASS_UNTRUSTED;
+    SLUICE__REC(&g, sluice__key_auth, SLUICE_SCOPE_SUBJECT, SLUICE__AK_FAILS,
+                c->S);
+    s = sluice__step(&g, SLUICE_ALGO_SWINDOW, SLUICE_OP_COUNT, 0, 1,
+                     &p->auth_unknown, 1, 0);
+    sluice__when(&g, s, SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_NOTE);
+    if ((rc = sluice__run(c, &g, &rs)))
+      return rc;
   }
   g.nk = g.ns = 0;
+  g.rclass = SLUICE_CLASS_UNTRUSTED;
   SLUICE__REC(&g, sluice__key_auth, SLUICE_SCOPE_IP, SLUICE__AK_BOX, c->I);
   sluice__step(&g, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1, &p->auth_penalty,
                0, 0);
   /* A boxed subject: the IP's box is only looked at (the longer one is
   ** reported), nothing is counted. */
-  if (failed && vs->allowed) {
-    const char *subj = c->req->auth_subject;
+  if (failed && (!vs || vs->allowed)) {
+    /* Distinct subjects: every subject-less failure is the one "". */
+    const char *subj = c->has_subject ? c->req->auth_subject : "";
     SLUICE__REC(&g, sluice__key_auth, SLUICE_SCOPE_IP, SLUICE__AK_FAILS, c->I);
     SLUICE__REC(&g, sluice__key_auth, SLUICE_SCOPE_IP, SLUICE__AK_STUFFING,
                 c->I);
@@ -75,7 +95,7 @@ int sluice__decide_auth(sluice__ctx *c, sluice_decision *d) {
     ** or this subject failing from too many IPs: level 3 at once. */
     s = sluice__step(&g, SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, 0, 1,
                      &p->auth_penalty, 3, 0);
-    if (sluice__ran(&rs, A_DISTINCT) && !rs.v[A_DISTINCT].allowed) {
+    if (vs && sluice__ran(&rs, A_DISTINCT) && !rs.v[A_DISTINCT].allowed) {
       sluice__when(&g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_NOTE);
     } else {
       sluice__when(&g, s, SLUICE_WHEN_REACHED, I_STUFF, SLUICE_FOLD_NOTE);
@@ -108,7 +128,7 @@ int sluice__decide_auth(sluice__ctx *c, sluice_decision *d) {
     return SLUICE_OK;
 
   /* A failure, whichever kind: from here on the two are one path. */
-  d->strikes_remaining = rs.v[A_FAIL].remaining < ri.v[I_FAIL].remaining
+  d->strikes_remaining = vs && rs.v[A_FAIL].remaining < ri.v[I_FAIL].remaining
                              ? rs.v[A_FAIL].remaining
                              : ri.v[I_FAIL].remaining;
   stuffing = sluice__ran(&ri, I_TRIP3);
@@ -122,7 +142,7 @@ int sluice__decide_auth(sluice__ctx *c, sluice_decision *d) {
       sluice__tripped(c, SLUICE_SCOPE_IP, c->I, tv, d);
     sluice__fill_box(c, tv, d);
   }
-  if (sluice__ran(&rs, A_TRIP)) {
+  if (vs && sluice__ran(&rs, A_TRIP)) {
     const sluice_verdict *sv = &rs.v[A_TRIP];
     if (sv->flags & SLUICE_V_TRIPPED)
       sluice__tripped(c, SLUICE_SCOPE_SUBJECT, c->S, sv, d);

@@ -42,6 +42,7 @@ int sluice__backstop(sluice_policy *p, const char *ip, int64_t now,
   op.keys = &k;
   op.params = &p->ip_window;
   op.arg = 1;
+  op.record_class = SLUICE_CLASS_UNTRUSTED; /* one per address anyone has */
   rc = sluice_limiter_apply_at(p->lim, &op, now, &v);
   if (rc != SLUICE_OK || v.allowed)
     return rc;

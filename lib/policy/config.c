@@ -755,7 +755,7 @@ int sluice_policy_config_load(const char *path, sluice_policy_config *out,
   static const char *const top[] = {"shadow", "shadow_features", "tiers",
                                     "costs",  "routes",  "penalty", "auth",
                                     "heavy",  "failure", "host",
-                                    "breaker", "ip_backstop", NULL};
+                                    "breaker", "ip_backstop", "client_ip", NULL};
   sluice_policy_config c;
   config_t cf;
   const config_setting_t *root;

@@ -59,6 +59,10 @@
 **     circuit breaker (breaker.c) that sees failures sustained leaves the
 **     store alone for degraded_probe_ns, then lets trial requests probe
 **     it, so a dead store does not cost every request its timeout.
+**     SLUICE_EFULL is not an outage: the store answered.  It is flagged
+**     (SLUICE_DECISION_STORE_FULL), counted and raised as STORE_FULL, and
+**     the breaker does not count it: strangers who fill their records'
+**     bound must not take the tenants off the store.
 **  d) The degraded limiter is a "mem" limiter, or a shm store the host's
 **     processes share (degraded.c), with the same keys at degraded_percent
 **     of the tier rates and bursts; it has no penalty box.  The boxes the
@@ -120,6 +124,13 @@ static int decide_store(sluice__ctx *c, sluice_decision *d) {
   int rc, refused = 0;
   if (c->p->cfg.ip_limit > 0 && c->req->client_ip) {
     rc = sluice__backstop(c->p, c->I, c->now, d, &refused);
+    if (rc == SLUICE_EFULL) {
+      /* No room for the address's window (the untrusted records' bound
+      ** is full of boxes): the request is decided on its own limits,
+      ** flagged, rather than a stranger's flood failing the tenant. */
+      c->full = 1;
+      rc = SLUICE_OK;
+    }
     if (rc != SLUICE_OK && sluice__store_failure(rc) && !c->store_err)
       c->store_err = rc;
     if (rc != SLUICE_OK || refused)
@@ -176,18 +187,40 @@ int sluice__decide_store(sluice__ctx *c, sluice_decision *d) {
   return decide_store(c, d);
 }
 
+/* A full store: counted, flagged, an event at most once per
+** SLUICE_POLICY_FULL_EVENT_NS (the CAS picks one request of the many that
+** find it full at once). */
+static void store_full(sluice__ctx *c, sluice_decision *d) {
+  sluice_policy *p = c->p;
+  int64_t last = atomic_load_explicit(&p->full_event_ns, memory_order_relaxed);
+  d->flags |= SLUICE_DECISION_STORE_FULL;
+  atomic_fetch_add_explicit(&p->ctr->store_full[c->cls], 1,
+                            memory_order_relaxed);
+  if ((last == 0 || c->now - last >= SLUICE_POLICY_FULL_EVENT_NS ||
+       c->now < last) &&
+      atomic_compare_exchange_strong(&p->full_event_ns, &last,
+                                     c->now ? c->now : 1)) {
+    int err = c->store_err;
+    c->store_err = SLUICE_EFULL;
+    sluice__emit(c, SLUICE_EVENT_STORE_FULL, 0, 0, NULL, 0, 0);
+    c->store_err = err;
+  }
+}
+
 int sluice__decide_end(sluice__ctx *c, int rc, sluice_decision *d) {
   sluice_policy *p = c->p;
-  int row;
+  int row, full = rc == SLUICE_EFULL && !c->skipped;
   if (rc != SLUICE_OK && !sluice__store_failure(rc)) {
     sluice__breaker_abandon(&p->brk, c->ticket);
     return rc; /* nothing recorded that matters: a bug, not a decision */
   }
+  /* A full store answered: not a failure for the breaker (a flood that
+  ** fills the strangers' bound must not take the tenants off the store). */
   if (!c->skipped)
     sluice__breaker_done(&p->brk,
                          rc != SLUICE_OK ? sluice_limiter_now(p->lim) : c->now,
-                         c->ticket, rc != SLUICE_OK);
-  if (rc != SLUICE_OK && c->skipped) {
+                         c->ticket, rc != SLUICE_OK && !full);
+  if (rc != SLUICE_OK && (c->skipped || full)) {
     sluice__failure_mode(c, rc, d);
   } else if (rc != SLUICE_OK) {
     int was = atomic_exchange(&p->degraded, rc);
@@ -200,6 +233,8 @@ int sluice__decide_end(sluice__ctx *c, int rc, sluice_decision *d) {
     sluice__emit(c, SLUICE_EVENT_DEGRADED_OFF, 0, 0, NULL, 0, 0);
   }
 
+  if (full || c->full)
+    store_full(c, d);
   d->verdict_status = status_of(d->outcome);
   d->allowed = d->outcome == SLUICE_OUTCOME_ALLOW;
   d->status = d->verdict_status;

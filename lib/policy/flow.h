@@ -25,6 +25,7 @@ typedef struct sluice__ctx {
   char L[SLUICE_SCOPE_ID_LEN + 1];
   int has_subject;
   int store_err; /* first store failure, 0 if none */
+  int full;      /* the store had no room for a record (SLUICE_EFULL) */
   int tripped;   /* a box trip emitted events already */
   unsigned shadow;       /* SLUICE_SHADOW_* not enforced (staged rollout) */
   int box_shadowed;      /* boxed, but the box is not enforced: */
@@ -43,6 +44,7 @@ typedef struct sluice__prog {
   sluice_key keys[SLUICE_PROGRAM_KEYS];
   sluice_step st[SLUICE_PROGRAM_STEPS];
   int nk, ns;
+  int rclass; /* enum sluice_record_class; 0 unless set after the reset */
 } sluice__prog;
 
 /* Add a record built by one of keys.c's builders (the call's first

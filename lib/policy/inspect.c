@@ -210,7 +210,10 @@ static int auth_scope(sluice_policy *p, const sluice_inspect_query *q,
   const char *raw = ip ? q->client_ip : q->auth_subject;
   if ((rc = id_bad(raw)))
     return rc;
-  sid(p, raw, r->scope_id);
+  if (ip)
+    sluice__ip_scope(p, raw, r->scope_id);
+  else
+    sid(p, raw, r->scope_id);
   if ((rc = box(p, sluice__key_auth(buf, q->scope, SLUICE__AK_BOX,
                                     r->scope_id),
                 &p->auth_penalty, r)) ||

@@ -26,7 +26,7 @@ static int lease_op(sluice_policy *p, const sluice_request *q, uint64_t id,
     return SLUICE_EINVAL;
   c.now = sluice_limiter_now(p->lim);
   lp = c.cls == SLUICE_EP_RECONCILE ? &p->reconcile_all : &p->export_all;
-  g.nk = g.ns = 0;
+  g.nk = g.ns = g.rclass = 0;
   sluice__slot_recs(&c, &g, c.cls, (int)lp->max);
   s = sluice__step(&g, SLUICE_ALGO_LEASE, kind, 0, (int)lp->max, lp, 0, id);
   sluice__when(&g, s, SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_NOTE);

@@ -49,6 +49,17 @@ static void put(out *o, const char *fmt, ...) {
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
+/* A counter by endpoint class, classes from..to: its HELP and TYPE lines
+** (help: the text after the name), then a line per class. */
+static void per_endpoint(out *o, const char *name, const char *help,
+                         const _Atomic uint64_t *c, int from, int to) {
+  int i;
+  put(o, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+  for (i = from; i <= to; i++)
+    put(o, "%s{endpoint=\"%s\"} %llu\n", name, sluice_endpoint_class_name(i),
+        (unsigned long long)LOAD(c[i]));
+}
+
 int sluice_policy_metrics(const sluice_policy *cp, char *buf, size_t len,
                           size_t *needed) {
   sluice_policy *p = (sluice_policy *)cp;
@@ -85,20 +96,16 @@ int sluice_policy_metrics(const sluice_policy *cp, char *buf, size_t len,
     put(&o, "sluice_policy_shadow_passed_total{tier=\"%s\"} %llu\n",
         TIERNAME(t), (unsigned long long)LOAD(p->ctr->shadow_passed[t]));
   }
-  put(&o, "# HELP sluice_policy_fail_closed_total 503s because the store "
-          "failed, by endpoint class.\n"
-          "# TYPE sluice_policy_fail_closed_total counter\n");
-  for (i = 1; i < SLUICE_EP__COUNT; i++)
-    put(&o, "sluice_policy_fail_closed_total{endpoint=\"%s\"} %llu\n",
-        sluice_endpoint_class_name(i),
-        (unsigned long long)LOAD(p->ctr->fail_closed[i]));
-  put(&o, "# HELP sluice_policy_lease_denials_total Concurrency, ledger and "
-          "export-cap denials.\n"
-          "# TYPE sluice_policy_lease_denials_total counter\n");
-  for (i = SLUICE_EP_RECONCILE; i <= SLUICE_EP_EXPORT; i++)
-    put(&o, "sluice_policy_lease_denials_total{endpoint=\"%s\"} %llu\n",
-        sluice_endpoint_class_name(i),
-        (unsigned long long)LOAD(p->ctr->lease_denials[i]));
+  per_endpoint(&o, "sluice_policy_fail_closed_total",
+               "503s because the store failed, by endpoint class.",
+               p->ctr->fail_closed, 1, SLUICE_EP__COUNT - 1);
+  per_endpoint(&o, "sluice_policy_lease_denials_total",
+               "Concurrency, ledger and export-cap denials.",
+               p->ctr->lease_denials, SLUICE_EP_RECONCILE, SLUICE_EP_EXPORT);
+  per_endpoint(&o, "sluice_policy_store_full_total",
+               "Decisions that found the store full (no room for a record: "
+               "not an outage), by endpoint class.",
+               p->ctr->store_full, 1, SLUICE_EP__COUNT - 1);
   put(&o, "# HELP sluice_policy_box_trips_total Penalty box trips by scope "
           "and level.\n# TYPE sluice_policy_box_trips_total counter\n");
   for (i = SLUICE_SCOPE_KEY; i <= SLUICE_SCOPE_SUBJECT; i++)

@@ -21,6 +21,6 @@ const char *sluice_event_name(int t) {
   static const char *const n[SLUICE_EVENT__COUNT] = {
       "unknown",     "box_trip", "edge_deny",   "alert",        "suspend",
       "page",        "ip_ban",   "stuffing",    "release",      "lift",
-      "degraded_on", "degraded_off", "lease_denied"};
+      "degraded_on", "degraded_off", "lease_denied", "store_full"};
   return (t > 0 && t < SLUICE_EVENT__COUNT) ? n[t] : "unknown";
 }

@@ -65,6 +65,15 @@ static void derive(sluice_policy *p) {
   p->auth_subject =
       (sluice_window_params){c->auth_subject_failures, c->auth_window_ns};
   p->auth_ip = (sluice_window_params){c->auth_ip_failures, c->auth_window_ns};
+  /* The unknown subject counts every subject-less failure, from anyone:
+  ** a count, not a limit (it has no box), as high as every store counts
+  ** exactly (limit * window within 2^52 ns: Redis's doubles). */
+  {
+    int64_t most = ((int64_t)1 << 52) / c->auth_window_ns;
+    p->auth_unknown = (sluice_window_params){
+        most < 1 ? 1 : most > SLUICE_COUNT_MAX ? SLUICE_COUNT_MAX : most,
+        c->auth_window_ns};
+  }
   p->stuffing =
       (sluice_window_params){c->stuffing_failures, c->stuffing_window_ns};
   p->stuffing_subjects =

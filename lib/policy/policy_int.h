@@ -33,6 +33,8 @@ typedef struct sluice__counters {
   _Atomic uint64_t shadow_passed[SLUICE_POLICY_TIERS_MAX + 1];
   _Atomic uint64_t fail_closed[SLUICE_EP__COUNT];
   _Atomic uint64_t lease_denials[SLUICE_EP__COUNT];
+  _Atomic uint64_t store_full[SLUICE_EP__COUNT]; /* decisions the store
+                                                    had no room for */
   _Atomic uint64_t trips[5][3]; /* [scope kind][level - 1] */
   _Atomic uint64_t events[SLUICE_EVENT__COUNT];
 } sluice__counters;
@@ -54,12 +56,14 @@ struct sluice_policy {
   sluice__tier_rt rt[SLUICE_POLICY_TIERS_MAX];
   sluice_penalty_params auth_penalty;
   sluice_window_params auth_subject, auth_ip, stuffing;
+  sluice_window_params auth_unknown; /* failures without a subject */
   sluice_distinct_params stuffing_subjects, stuffing_ips;
   sluice_lease_params ledger;
   sluice_lease_params notice; /* one slot; TTL from the denial's Retry-After */
   /* Lease sets as wide as the widest tier: releases cover any tier. */
   sluice_lease_params reconcile_all, export_all;
   _Atomic int degraded; /* the last store failure, 0 once one answered */
+  _Atomic int64_t full_event_ns; /* the last SLUICE_EVENT_STORE_FULL's now */
   sluice__breaker brk;   /* when to leave the store alone (breaker.c) */
   sluice_window_params ip_window; /* the per-IP backstop (backstop.c) */
   /* Counters: `own` in-process, or a shared segment every process of the
@@ -162,5 +166,11 @@ unsigned sluice__shadow_mask(const sluice_policy_config *c, int forced,
 /* 1 when a box in shadow must not end the decision (a later check is
 ** still enforced). */
 int sluice__shadow_past_box(unsigned mask);
+
+/* request.c: the scope id of a client address: an IPv6 one by its prefix of
+** cfg.ipv6_prefix bits (one /64 is one client), an IPv4-mapped one as
+** its IPv4 address, anything else (IPv4, a caller's own name) whole. */
+void sluice__ip_scope(const sluice_policy *p, const char *raw,
+                      char out[SLUICE_SCOPE_ID_LEN + 1]);
 
 #endif

@@ -41,6 +41,7 @@ void sluice__prog_program(const sluice__prog *g, sluice_program *pr) {
   pr->keys = g->keys;
   pr->nsteps = g->ns;
   pr->steps = g->st;
+  pr->record_class = g->rclass;
 }
 
 int sluice__run(sluice__ctx *c, sluice__prog *g, sluice_program_result *r) {

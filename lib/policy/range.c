@@ -62,6 +62,7 @@ static const set policy_sets[] = {
     POL(SLUICE_ALGO_SWINDOW, SLUICE_OP_PEEK, auth_subject,
         "auth.subject_failures"),
     POL(SLUICE_ALGO_SWINDOW, SLUICE_OP_PEEK, auth_ip, "auth.ip_failures"),
+    POL(SLUICE_ALGO_SWINDOW, SLUICE_OP_PEEK, auth_unknown, "auth.window_s"),
     POL(SLUICE_ALGO_FWINDOW, SLUICE_OP_PEEK, stuffing, "auth.stuffing_window_s"),
     POL(SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, stuffing_subjects,
         "auth.stuffing_window_s"),

@@ -101,7 +101,7 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
   case SLUICE_SCOPE_IP:
     if ((rc = sluice__id_ok(q->client_ip, 1, "client_ip", NULL)))
       return rc;
-    sluice__scope(p, q->client_ip, c.I);
+    sluice__ip_scope(p, q->client_ip, c.I);
     k = sluice__key_auth(kb, SLUICE_SCOPE_IP, SLUICE__AK_BOX, c.I);
     pp = &p->auth_penalty;
     sid = c.I;

@@ -3,6 +3,8 @@
 ** everything its decision needs (endpoint class, tier, cost, scope ids)
 ** before any store work, so that a bad request changes nothing.
 */
+#include <arpa/inet.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "flow.h"
@@ -29,6 +31,31 @@ int sluice__id_ok(const char *s, int required, const char *field,
 void sluice__scope(const sluice_policy *p, const char *raw,
                    char out[SLUICE_SCOPE_ID_LEN + 1]) {
   sluice_scope_id(p->secret, raw, strlen(raw), out);
+}
+
+void sluice__ip_scope(const sluice_policy *p, const char *raw,
+                      char out[SLUICE_SCOPE_ID_LEN + 1]) {
+  unsigned char a[16];
+  char name[INET6_ADDRSTRLEN + 8];
+  int bits = (int)p->cfg.ipv6_prefix, i;
+  if (!strchr(raw, ':') || inet_pton(AF_INET6, raw, a) != 1) {
+    sluice__scope(p, raw, out); /* IPv4, or a caller's own client name */
+    return;
+  }
+  if (memcmp(a, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0) {
+    /* IPv4-mapped: the IPv4 address, whole, as a dual-stack socket saw it. */
+    snprintf(name, sizeof name, "%u.%u.%u.%u", a[12], a[13], a[14], a[15]);
+    sluice__scope(p, name, out);
+    return;
+  }
+  for (i = 0; i < 16; i++) {
+    int keep = bits - 8 * i;
+    if (keep < 8)
+      a[i] &= (unsigned char)(keep <= 0 ? 0 : 0xff00 >> keep);
+  }
+  inet_ntop(AF_INET6, a, name, sizeof name);
+  snprintf(name + strlen(name), sizeof name - strlen(name), "/%d", bits);
+  sluice__scope(p, name, out);
 }
 
 static int route_match(const sluice_policy_route *r, const char *method,
@@ -80,6 +107,7 @@ int sluice__resolve(sluice_policy *p, const sluice_request *q, sluice__ctx *c,
                           d)))
     return rc;
   if (c->cls == SLUICE_EP_AUTH) {
+    const char *subj;
     int failed;
     if (q->auth_result < SLUICE_AUTH_PENDING ||
         q->auth_result > SLUICE_AUTH_BAD_SECRET) {
@@ -87,7 +115,11 @@ int sluice__resolve(sluice_policy *p, const sluice_request *q, sluice__ctx *c,
       return SLUICE_EINVAL;
     }
     failed = q->auth_result >= SLUICE_AUTH_UNKNOWN_CLIENT;
-    if ((rc = sluice__id_ok(q->auth_subject, failed, "auth_subject", d)))
+    /* No subject (NULL or ""): the attempt still counts, for its IP and
+    ** for the unknown subject (auth.c); a caller cannot skip a failure
+    ** by not knowing who it was for. */
+    subj = q->auth_subject && q->auth_subject[0] ? q->auth_subject : NULL;
+    if ((rc = sluice__id_ok(subj, 0, "auth_subject", d)))
       return rc;
     /* An auth request may carry its tenant's tier for the metrics, but
     ** does not need one: the endpoint has its own limiter. */
@@ -98,10 +130,14 @@ int sluice__resolve(sluice_policy *p, const sluice_request *q, sluice__ctx *c,
         return SLUICE_ENOTFOUND;
       }
     }
-    sluice__scope(p, q->client_ip, c->I);
-    if (q->auth_subject) {
-      sluice__scope(p, q->auth_subject, c->S);
+    sluice__ip_scope(p, q->client_ip, c->I);
+    if (subj) {
+      sluice__scope(p, subj, c->S);
       c->has_subject = 1;
+    } else if (failed) {
+      /* The unknown subject's scope: a name no subject can have (a C
+      ** string holds no NUL byte). */
+      sluice_scope_id(p->secret, "\0unknown", 8, c->S);
     }
     return SLUICE_OK;
   }
@@ -151,6 +187,6 @@ int sluice__resolve(sluice_policy *p, const sluice_request *q, sluice__ctx *c,
   ** tenant request (keys, events, deny-cache reads) is the tenant's and
   ** the key's. */
   if (q->client_ip && p->cfg.ip_limit > 0)
-    sluice__scope(p, q->client_ip, c->I);
+    sluice__ip_scope(p, q->client_ip, c->I);
   return SLUICE_OK;
 }

@@ -104,6 +104,9 @@ static const row rows[] = {
         "requests one client address may make per window (0: off)"),
     DUR("ip_backstop", "window_s", ip_window_ns, S, 60,
         "the backstop's fixed window"),
+    ROW("client_ip", "ipv6_prefix", ipv6_prefix, 1, 64, 1, 128,
+        "an IPv6 client is one scope per prefix of this many bits (backstop, "
+        "auth windows, stuffing, boxes); IPv4 counts whole"),
 };
 
 #define NROWS ((int)(sizeof rows / sizeof rows[0]))

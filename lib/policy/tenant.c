@@ -60,7 +60,7 @@ static void tenant_prog(sluice__ctx *c, sluice__prog *g, uint64_t id,
   const sluice__tier_rt *r = &c->p->rt[c->tier];
   int heavy_cls = c->cls == SLUICE_EP_RECONCILE || c->cls == SLUICE_EP_EXPORT;
   int pb, tb, ra, s;
-  g->nk = g->ns = 0;
+  g->nk = g->ns = g->rclass = 0;
   pb = SLUICE__REC(g, sluice__key_key_box, c->T, c->K);
   tb = SLUICE__REC(g, sluice__key_tenant_bucket, c->T);
   (void)SLUICE__REC(g, sluice__key_key_bucket, c->T, c->K);

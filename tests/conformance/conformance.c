@@ -309,7 +309,9 @@ Test(conformance, differential_distinct) {
 ** notice with the denial's TTL, a strike) and a heavy request's gates after
 ** it (a window, a lease set), with random costs and lease ids, so that
 ** gates deny after earlier writes and notes run after denials. */
-Test(conformance, differential_program) {
+/* A record class (sluice/algo.h) never changes a verdict: the same
+** programs on keys of either class. */
+static void program_run(int cls, const char *what) {
   static const sluice_penalty_params pen = {
       3, 30000000000, {60000000000, 300000000000, SLUICE_FOREVER},
       900000000000};
@@ -321,10 +323,10 @@ Test(conformance, differential_program) {
   int64_t now = 6000000000000;
   int undone = 0;
   rng_state = 7;
-  model_init(&m, "x", 7); /* box, tb, kb, notice, cap, 2 slots */
+  model_init(&m, what, 7); /* box, tb, kb, notice, cap, 2 slots */
   for (int s = 0; s < NOPS / 2; s++) {
     sluice_step st[7];
-    sluice_program p = {7, m.keys, 7, st};
+    sluice_program p = {7, m.keys, 7, st, cls, {0}};
     sluice_program_result rm, rs;
     sluice_state in[7], out[7];
     int rc, i;
@@ -391,6 +393,18 @@ Test(conformance, differential_program) {
     }
   }
   cr_assert_gt(undone, 20, "gates denied after the bucket charge");
+}
+
+Test(conformance, differential_program) {
+  program_run(SLUICE_CLASS_SERVICE, "x");
+}
+
+Test(conformance, differential_program_untrusted) {
+  program_run(SLUICE_CLASS_UNTRUSTED, "u");
+}
+
+Test(conformance, differential_program_untrusted_kept) {
+  program_run(SLUICE_CLASS_UNTRUSTED_KEPT, "k");
 }
 
 /* A batch of programs (xRunMany: one transaction, one pipeline) over three
@@ -522,7 +536,7 @@ Test(conformance, reserved_words) {
   /* Refused before the store sees it: fresh keys stay absent. */
   model_init(&m, "abi-refused", 2);
   ops[0].keys = &m.keys[0];
-  ops[0].reserved[1] = 1;
+  ops[0].reserved[0] = 1;
   cr_assert_eq(sluice_limiter_apply(lim, &ops[0], &v), SLUICE_EINVAL);
   cr_assert_eq(sluice_limiter_apply_many(lim, 1, ops, vs, rcs), SLUICE_OK);
   cr_assert_eq(rcs[0], SLUICE_EINVAL);

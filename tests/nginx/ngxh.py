@@ -50,12 +50,12 @@ class Reply:
         return self.headers.get(name.lower())
 
 
-def request(port, path, method="GET", headers=None, timeout=30):
+def request(port, path, method="GET", headers=None, timeout=30, body=None):
     """One request on a fresh connection (reuseport spreads connections
     over the workers)."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
-        c.request(method, path, headers=headers or {})
+        c.request(method, path, body=body, headers=headers or {})
         r = c.getresponse()
         body = r.read()
         return Reply(r.status, {k.lower(): v for k, v in r.getheaders()},
@@ -66,7 +66,8 @@ def request(port, path, method="GET", headers=None, timeout=30):
 
 class Upstream:
     """Answers 200 "ok"; ?hold=MS waits that long (or until released);
-    /v1/auth/token answers 401 unless ?secret=good.  Counts what it saw."""
+    /v1/auth/token answers 401 unless secret=good (in the query or a form
+    body).  Counts what it saw."""
 
     def __init__(self):
         self.port = free_port()
@@ -88,6 +89,10 @@ class Upstream:
                 q = urllib.parse.parse_qs(u.query)
                 body = self.rfile.read(int(self.headers.get(
                     "Content-Length") or 0))
+                # a form body counts as the query does
+                for k, v in urllib.parse.parse_qs(
+                        body.decode("latin-1")).items():
+                    q.setdefault(k, v)
                 with up.lock:
                     up.bodies[u.query] = body
                     up.hits[u.path] = up.hits.get(u.path, 0) + 1
@@ -180,7 +185,7 @@ tiers = {
 costs = { standard = 1; reconcile = 1; export = 1; export_long = 1;
           job_poll = 1; };
 penalty = { level1_box_s = %(box1)d; level2_box_s = 600; };
-auth = { subject_failures = %(auth_failures)d; ip_failures = 1000;
+auth = { subject_failures = %(auth_failures)d; ip_failures = %(ip_failures)d;
          stuffing_failures = 100000; };
 heavy = { reconcile_lease_ttl_s = %(lease_ttl)d;
           lease_retry_after_max_s = 1; };
@@ -211,6 +216,10 @@ http {
   sluice_key $http_x_key;
   sluice_tier $http_x_tier;
   upstream up { server 127.0.0.1:%(up)d; keepalive 32; }
+  map $request_body $body_user {
+    volatile; "~(^|&)user=(?<u>[^&]+)" $u; default "";
+  }
+  map $http_x_client_ip $auth_ip { "" $remote_addr; default $http_x_client_ip; }
   server {
     listen 127.0.0.1:%(port)d reuseport backlog=1024;
     add_header X-Worker $pid always;
@@ -222,7 +231,11 @@ http {
       sluice on; sluice_ledger $arg_ledger; proxy_pass http://up;
     }
     location = /v1/auth/token {
-      sluice on; sluice_auth_subject $arg_user; proxy_pass http://up;
+      # The subject from the query, or (the spec's clients: a form body)
+      # from the body once the upstream has had it; the client address
+      # from X-Client-IP where a test sets one.
+      sluice on; sluice_auth_subject $arg_user$body_user;
+      sluice_client_ip $auth_ip; proxy_pass http://up;
     }
     location = /mirrored/reconcile {
       sluice on; sluice_class reconcile; sluice_ledger $arg_ledger;
@@ -267,7 +280,7 @@ class Nginx:
         self.port = free_port()
         self.shm = "/sluice-ngx-%d-%d" % (os.getpid(), self.port)
         pol = dict(period_ms=1000000, tenant_burst=100000, burst=20, strikes=5, box1=2, auth_failures=3,
-                   lease_ttl=8)
+                   ip_failures=1000, lease_ttl=8)
         pol.update(policy)
         with open(os.path.join(self.dir, "policy.conf"), "w") as f:
             f.write(POLICY % pol)

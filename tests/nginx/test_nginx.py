@@ -391,6 +391,64 @@ def test_auth_lockout_from_upstream_401s(ng):
                   method="POST").status == 200
 
 
+def _first_429(ng, ip, user):
+    """12 failed logins from one address; the number of the first 429."""
+    for i in range(1, 13):
+        r = ng.get("/v1/auth/token?user=%s&secret=bad" % user(i),
+                   method="POST", headers={"X-Client-IP": ip})
+        if r.status == 429:
+            return i
+        assert r.status == 401, (i, r.status)
+    return None
+
+
+def test_auth_failures_without_a_subject_count_for_the_ip(_ng):
+    """Issue 38, finding 1: with ip_failures = 3, 12 failures with an empty
+    subject all reached the upstream; now the address's window trips at
+    the same failure as with a subject."""
+    ng = ngxh.Nginx(MODULE, UP.port, workers=2, ip_failures=3).start()
+    try:
+        named = _first_429(ng, "192.0.2.10", lambda i: "mallory-%d" % i)
+        empty = _first_429(ng, "192.0.2.11", lambda i: "")
+        assert named == 4, named
+        assert empty == named, (empty, named)
+    finally:
+        ng.stop()
+
+
+def test_auth_subject_from_the_body(_ng):
+    """The spec's clients send their client id in the body: the failures
+    of a subject named only there count for it (each from another address,
+    so no address trips), and lock it out from anywhere."""
+    ng = ngxh.Nginx(MODULE, UP.port, workers=2, ip_failures=3).start()
+    try:
+        form = {"Content-Type": "application/x-www-form-urlencoded"}
+        for i in range(3):  # auth.subject_failures = 3
+            r = ng.get("/v1/auth/token", method="POST",
+                       body="user=carol&secret=bad",
+                       headers=dict(form, **{"X-Client-IP": "198.51.100.%d"
+                                             % (i + 1)}))
+            assert r.status == 401, (i, r.status)
+        r = ng.get("/v1/auth/token?user=carol&secret=good", method="POST",
+                   headers={"X-Client-IP": "198.51.100.99"})
+        assert r.status == 429, r.status
+        assert r.h("x-penalty-box-status") == "Active-Lockout"
+    finally:
+        ng.stop()
+
+
+def test_auth_location_without_subject_warns_at_nginx_t(_ng):
+    ng = ngxh.Nginx(MODULE, UP.port)
+    try:
+        ng.edit_conf("sluice on; sluice_auth_subject $arg_user$body_user;",
+                     "sluice on; sluice_class auth;")
+        r = ng.cmd("-t")
+        assert r.returncode == 0, r.stderr
+        assert "without sluice_auth_subject" in r.stderr, r.stderr
+    finally:
+        ng.stop()
+
+
 def test_shadow_admits_everything_and_counts(ng):
     before, _ = metrics(ng)
     rs = [ng.get("/shadow/x", headers=hdr("shadow-key")) for _ in range(2 * B)]

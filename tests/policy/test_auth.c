@@ -177,7 +177,7 @@ Test(policy_auth, one_subject_from_many_ips_bans_the_ips) {
   fx_close(&f);
 }
 
-Test(policy_auth, auth_requests_need_an_ip_and_failures_a_subject) {
+Test(policy_auth, auth_requests_need_an_ip) {
   fixture f;
   sluice_request r = rq_auth(NULL, "alice", SLUICE_AUTH_BAD_SECRET);
   sluice_decision d;
@@ -185,12 +185,139 @@ Test(policy_auth, auth_requests_need_an_ip_and_failures_a_subject) {
   cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
   cr_assert_str_eq(d.invalid_field, "client_ip");
   r = rq_auth("10.0.0.1", NULL, SLUICE_AUTH_BAD_SECRET);
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
-  cr_assert_str_eq(d.invalid_field, "auth_subject");
   r.auth_result = 17;
   cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
   cr_assert_str_eq(d.invalid_field, "auth_result");
   r = rq_auth("10.0.0.1", NULL, SLUICE_AUTH_PENDING);
   cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_OK);
+  r = rq_auth("10.0.0.1", "", SLUICE_AUTH_PENDING);
+  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_OK);
+  fx_close(&f);
+}
+
+/* Issue 38, finding 1: a failure without a subject (the caller could not
+** read it, or the client left it out) counts for its IP as one with a
+** subject does, and for the unknown subject's window; the IP trips at the
+** same failure either way. */
+static int trips_at(const char *subject, int *unknown_failures) {
+  sluice_policy_config cfg;
+  sluice_inspect_query q = {0};
+  sluice_inspect_report rep;
+  fixture f;
+  int i, at = 0;
+  sluice_policy_config_defaults(&cfg);
+  cfg.auth_ip_failures = 3;
+  cfg.auth_subject_failures = 50;
+  fx_open(&f, &cfg, 0);
+  for (i = 1; i <= 12 && !at; i++) {
+    sluice_request r = rq_auth("198.51.100.9", subject, SLUICE_AUTH_BAD_SECRET);
+    sluice_decision d;
+    cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_OK,
+                 "failure %d with subject \"%s\"", i, subject ? subject : "(null)");
+    if (d.outcome == SLUICE_OUTCOME_BOXED)
+      at = i;
+  }
+  cr_assert_eq(fx_last(&f, SLUICE_EVENT_BOX_TRIP)->scope, SLUICE_SCOPE_IP);
+  q.scope = SLUICE_SCOPE_IP;
+  q.client_ip = "198.51.100.9";
+  cr_assert_eq(sluice_policy_inspect(f.pol, &q, &rep), SLUICE_OK);
+  cr_assert_eq(rep.failures, 3);
+  *unknown_failures = fx_count(&f, SLUICE_EVENT_BOX_TRIP);
+  fx_close(&f);
+  return at;
+}
+
+Test(policy_auth, failures_without_a_subject_count_for_the_ip) {
+  int named, empty, null, trips;
+  named = trips_at("alice", &trips);
+  cr_assert_eq(trips, 1);
+  empty = trips_at("", &trips);
+  cr_assert_eq(trips, 1, "one trip, the IP's: the unknown subject has no box");
+  null = trips_at(NULL, &trips);
+  cr_assert_eq(named, 3, "the 3rd failure trips the IP");
+  cr_assert_eq(empty, named, "an empty subject trips the IP as a named one");
+  cr_assert_eq(null, named, "so does a NULL one");
+}
+
+/* The unknown subject's window counts every subject-less failure, from
+** any IP, and never boxes (a box there would lock out every client whose
+** subject the caller cannot read). */
+Test(policy_auth, failures_without_a_subject_count_for_the_unknown_subject) {
+  sluice_policy_config cfg;
+  fixture f;
+  char ip[32];
+  int i;
+  sluice_policy_config_defaults(&cfg);
+  fx_open(&f, &cfg, 0);
+  for (i = 0; i < 30; i++) {
+    sluice_request r;
+    snprintf(ip, sizeof ip, "203.0.113.%d", i);
+    r = rq_auth(ip, i % 2 ? "" : NULL, SLUICE_AUTH_UNKNOWN_CLIENT);
+    cr_assert_eq(decide(&f, &r).outcome, SLUICE_OUTCOME_ALLOW, "failure %d",
+                 i + 1);
+  }
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_BOX_TRIP), 0);
+  cr_assert_eq(fx_calls(&f), 30 * 2,
+               "two programs per failure: the unknown subject's and the IP's");
+  fx_close(&f);
+}
+
+/* Issue 38: an IPv6 client is its /64 (auth.ipv6_prefix), so rotating
+** through the 2^64 addresses of one subscriber is one IP; the next /64 is
+** another; an IPv4-mapped address is its IPv4 address. */
+static int ip_boxed_after(const char *fail_from, const char *ask_from,
+                          int prefix) {
+  sluice_policy_config cfg;
+  fixture f;
+  char ip[64];
+  int i, boxed;
+  sluice_policy_config_defaults(&cfg);
+  cfg.auth_ip_failures = 3;
+  cfg.ipv6_prefix = prefix;
+  fx_open(&f, &cfg, 0);
+  for (i = 0; i < 3; i++) {
+    sluice_request r;
+    snprintf(ip, sizeof ip, fail_from, i + 1);
+    r = rq_auth(ip, "mallory", SLUICE_AUTH_BAD_SECRET);
+    decide(&f, &r);
+  }
+  {
+    sluice_request r = rq_auth(ask_from, "alice", SLUICE_AUTH_PENDING);
+    boxed = decide(&f, &r).outcome == SLUICE_OUTCOME_BOXED;
+  }
+  fx_close(&f);
+  return boxed;
+}
+
+Test(policy_auth, ipv6_counts_by_prefix) {
+  cr_assert(ip_boxed_after("2001:db8:0:7::%x", "2001:db8:0:7:ffff::1", 64),
+            "three addresses of one /64 box the /64");
+  cr_assert(!ip_boxed_after("2001:db8:0:7::%x", "2001:db8:0:8::1", 64),
+            "the next /64 is another client");
+  cr_assert(!ip_boxed_after("2001:db8:0:7::%x", "2001:db8:0:7:ffff::1", 128),
+            "ipv6_prefix = 128: every address is its own");
+  cr_assert(ip_boxed_after("2001:db8:0:7::%x", "2001:db8:0:7::ff", 120),
+            "a /120 holds ::1 .. ::ff");
+  cr_assert(ip_boxed_after("::ffff:192.0.2.%d", "192.0.2.1", 64) == 0,
+            "three IPv4 addresses are three clients");
+  cr_assert(ip_boxed_after("192.0.2.%d", "::ffff:192.0.2.1", 64) == 0);
+}
+
+Test(policy_auth, ipv4_mapped_is_its_ipv4_address) {
+  sluice_policy_config cfg;
+  fixture f;
+  int i;
+  sluice_policy_config_defaults(&cfg);
+  cfg.auth_ip_failures = 3;
+  fx_open(&f, &cfg, 0);
+  for (i = 0; i < 3; i++) {
+    sluice_request r = rq_auth(i % 2 ? "192.0.2.1" : "::ffff:192.0.2.1",
+                               "mallory", SLUICE_AUTH_BAD_SECRET);
+    decide(&f, &r);
+  }
+  {
+    sluice_request r = rq_auth("192.0.2.1", "alice", SLUICE_AUTH_PENDING);
+    cr_assert_eq(decide(&f, &r).outcome, SLUICE_OUTCOME_BOXED);
+  }
   fx_close(&f);
 }

@@ -18,7 +18,7 @@ client certificates are required.
 --module PATH: every server loads the sluice module (--loadmodule PATH);
 with --module-nodes N only the first N servers started do (a mixed
 cluster: with no replicas, N of the 3 masters).
---engine E: the stores the suites open get engine=E (auto|module|lua).
+--engine E: the stores the suites open get engine=E (auto|module|lua|script).
 
 The command gets in its environment:
   SLUICE_REDIS_MODE          single | cluster
@@ -60,7 +60,8 @@ PASSWORD = 'sluice-default-pw'
 ACL_USER = 'limiter'
 ACL_PASSWORD = 'limiter-pw'
 ACL_RULES = ['on', '>' + ACL_PASSWORD, '~*', 'resetchannels', '-@all',
-             '+evalsha', '+script|load', '+cluster|slots', '+asking',
+             '+evalsha', '+script|load', '+fcall', '+function|load',
+             '+function|list', '+cluster|slots', '+asking',
              '+wait', '+del', '+get', '+mget', '+set', '+time', '+ping', '+select',
              '+command|info']
 # and, where the module is loaded (a rule naming an unknown command fails)

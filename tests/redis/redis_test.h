@@ -131,6 +131,23 @@ static inline void rt_tag(char *buf, size_t n, const char *what) {
   snprintf(buf, n, "{t:%s-%ld-%ld}", what, (long)ts.tv_sec, ts.tv_nsec);
 }
 
+#ifdef __HIREDIS_H
+/* calls= of one command in c's INFO commandstats (0 when never called). */
+static inline long rt_cmd_calls(redisContext *c, const char *cmd) {
+  redisReply *r = redisCommand(c, "INFO commandstats");
+  char pat[64];
+  const char *p;
+  long n = 0;
+  cr_assert(r && r->type == REDIS_REPLY_STRING, "INFO commandstats");
+  snprintf(pat, sizeof pat, "cmdstat_%s:calls=", cmd);
+  p = strstr(r->str, pat);
+  if (p)
+    n = atol(p + strlen(pat));
+  freeReplyObject(r);
+  return n;
+}
+#endif
+
 static inline sluice_redis_stats rt_stats(sluice_store *s) {
   sluice_redis_stats st;
   cr_assert_eq(sluice_store_control(s, SLUICE_CTL_REDIS_STATS, &st),

@@ -115,6 +115,50 @@ Test(conn, password_and_acl_user) {
   refused(store, SLUICE_EINVAL, "needs a password", NULL);
 }
 
+/* EVALSHA calls over every node, as the default user; with make_user,
+** first give every node the ACL user "scriptonly", allowed the script but
+** not Redis Functions (the rules of earlier sluice versions). */
+static long evalsha_calls(const char *pw, int make_user) {
+  long sum = 0;
+  int n;
+  for (n = 0; rt_port(n); n++) {
+    struct timeval tv = {5, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", rt_port(n), tv);
+    redisReply *r;
+    cr_assert(c && !c->err);
+    r = redisCommand(c, "AUTH %s", pw);
+    freeReplyObject(r);
+    if (make_user) {
+      r = redisCommand(c, "ACL SETUSER scriptonly on >scriptonly-pw ~* "
+                          "resetchannels -@all +evalsha +script|load "
+                          "+cluster|slots +asking +wait +del +get +mget +set "
+                          "+time +ping +select +command|info");
+      cr_assert(r && r->type == REDIS_REPLY_STATUS, "ACL SETUSER");
+      freeReplyObject(r);
+    }
+    sum += rt_cmd_calls(c, "evalsha");
+    redisFree(c);
+  }
+  return sum;
+}
+
+/* An ACL user without Redis Functions: FUNCTION LIST is refused, and the
+** store runs the script (EVALSHA) instead of failing. */
+Test(conn, acl_user_without_functions_runs_the_script) {
+  const char *pw = env_or_skip("SLUICE_REDIS_PASSWORD", "run with --auth");
+  char store[512];
+  sluice_limiter *l;
+  long before;
+  before = evalsha_calls(pw, 1);
+  snprintf(store, sizeof store, "redis:nodes=%s;timeout_ms=3000;"
+           "user=scriptonly;password=scriptonly-pw", rt_nodes());
+  l = must_open(store);
+  decides(l, "scriptonly");
+  sluice_limiter_close(l);
+  cr_assert_geq(evalsha_calls(pw, 0) - before, 1,
+                "the decision ran as EVALSHA");
+}
+
 Test(conn, password_file) {
   const char *tmp = env_or_skip("SLUICE_REDIS_TMP", "run via harness");
   char path[512], store[1024];
@@ -570,4 +614,70 @@ Test(conn, opened_before_redis_starts) {
   sluice_limiter_close(l);
   kill(pid, SIGKILL);
   waitpid(pid, NULL, 0);
+}
+
+/* A decision on a fresh bucket until one succeeds (reconnects back off),
+** within 20 s; then "fcall" and "evalsha" calls on the server at port. */
+static void decide_until_ok(sluice_limiter *l, const char *key) {
+  int64_t deadline = rt_mono_ms() + 20000;
+  sluice_verdict v;
+  int rc;
+  do {
+    usleep(5000);
+    rc = sluice_limiter_take(l, key, strlen(key), &still, 1, &v);
+  } while (rc != SLUICE_OK && rt_mono_ms() < deadline);
+  cr_assert_eq(rc, SLUICE_OK, "decided: %s", sluice_limiter_errmsg(l));
+}
+
+static long calls_on(int port, const char *cmd) {
+  struct timeval tv = {5, 0};
+  redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+  long n;
+  cr_assert(c && !c->err);
+  n = rt_cmd_calls(c, cmd);
+  redisFree(c);
+  return n;
+}
+
+/* The server the restart test runs, stopped even when an assertion ends
+** the test early (it would hold the harness's output open). */
+static pid_t restarted_pid;
+static void stop_restarted(void) {
+  if (restarted_pid > 0) {
+    kill(restarted_pid, SIGKILL);
+    waitpid(restarted_pid, NULL, 0);
+    restarted_pid = 0;
+  }
+}
+
+/* A server restarted without persistence has lost the Lua library: the
+** store's new connection finds it missing (FUNCTION LIST), loads it, and
+** decides by FCALL again, never falling back to the script. */
+Test(conn, restart_without_the_library, .fini = stop_restarted) {
+  const char *spare = env_or_skip("SLUICE_REDIS_SPARE_PORT", "run via harness");
+  const char *tmp = env_or_skip("SLUICE_REDIS_TMP", "run via harness");
+  char store[256], dir[512], key[96];
+  sluice_limiter *l;
+  int port = atoi(spare), i;
+  if (rt_is_cluster())
+    cr_skip_test("one server is enough (single mode)");
+  snprintf(dir, sizeof dir, "%s/restart", tmp);
+  mkdir(dir, 0700);
+  restarted_pid = start_redis(port, dir);
+  snprintf(store, sizeof store,
+           "redis:nodes=127.0.0.1:%d;connect_timeout_ms=500;timeout_ms=3000;"
+           "backoff_max_ms=50;engine=lua",
+           port);
+  l = must_open(store);
+  for (i = 0; i < 2; i++) {
+    rt_tag(key, sizeof key, i ? "restarted" : "before");
+    decide_until_ok(l, key);
+    cr_assert_geq(calls_on(port, "fcall"), 1, "run %d: by FCALL", i);
+    cr_assert_eq(calls_on(port, "evalsha"), 0, "run %d: no EVALSHA", i);
+    if (i == 0) { /* a restart that keeps nothing */
+      stop_restarted();
+      restarted_pid = start_redis(port, dir);
+    }
+  }
+  sluice_limiter_close(l);
 }

@@ -604,3 +604,90 @@ Test(port, programs, .timeout = 240) {
   cr_assert_gt(notes_after_denial, 50, "steps ran after a denial");
   duo_close(&d);
 }
+
+/* Around 2^53, where a double stops being exact: the test clock walks
+** from below 2^53 ns to above it (absolute times on both sides), with
+** parameters at the top of the exact range (burst * period_ns, limit *
+** window_ns and durations of 2^52, differences of up to 2^52 between a TAT
+** and now) and small ones, so that every quantity the Lua turns into a
+** plain number lies just below or just above 2^53 in some step: the script
+** (its plain-number path for small values, its (hi, lo) pairs beyond) and
+** the C step give the same verdicts, records and expiries. */
+Test(port, exact_boundary_2_53, .timeout = 240) {
+  static const int64_t E = INT64_C(1) << 52, T53 = INT64_C(1) << 53;
+  static const sluice_gcra_params g[3] = {
+      {1, INT64_C(1) << 26, INT64_C(1) << 26}, /* burst * period = 2^52 */
+      {INT64_C(1) << 32, INT64_C(1) << 26, INT64_C(1) << 26},
+      {3, SEC, 5}};
+  static const sluice_window_params w[2] = {{1 << 20, INT64_C(1) << 32},
+                                            {1, E}};
+  static const sluice_penalty_params pen = {2, E, {E, E / 3, SLUICE_FOREVER},
+                                            E};
+  static const sluice_lease_params lease = {2, E}, notice = {1, E};
+  static const int64_t at[] = {-E,     -(E / 2) - 1, -3 * SEC, -SEC - 1,
+                               -MS,    -999,         -2,       -1,
+                               0,      1,            2,        999,
+                               MS + 1, SEC,          3 * SEC,  E / 2 + 1,
+                               E,      E + 7,        -5,       2 * E};
+  static const sluice_step st[2] = {
+      {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 0, 2, g, 1, 0, SLUICE_WHEN_ALWAYS,
+       0, SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_GATE, 0, {0, 0}},
+      {SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 2, 1, &notice, 0, 77,
+       SLUICE_WHEN_DENIED, 0, SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_NOTE,
+       SLUICE_TTL_OF(0), {0, 0}}};
+  duo d;
+  char tag[64], names[12][128];
+  sluice_key k[12];
+  long step = 0;
+  int i, j;
+  rt_tag(tag, sizeof tag, "b53");
+  mk_keys(k, names, 12, tag, 0);
+  duo_open(&d);
+  for (i = 0; i < (int)(sizeof at / sizeof at[0]); i++) {
+    int64_t t = T53 + at[i];
+    for (j = 0; j < 3; j++) {
+      int64_t cost[3] = {(INT64_C(1) << 26) / 5, (INT64_C(1) << 26) / 3, 2};
+      sluice_op op = {SLUICE_ALGO_GCRA,
+                      i % 4 == 3 ? SLUICE_OP_PEEK : SLUICE_OP_CONSUME,
+                      1, &k[j], &g[j], cost[j], 0};
+      duo_step(&d, &op, t, "b53-gcra", step++);
+    }
+    {
+      sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 2, &k[3], g, 1, 0};
+      duo_step(&d, &op, t, "b53-group", step++);
+    }
+    for (j = 0; j < 2; j++) {
+      sluice_op sw = {SLUICE_ALGO_SWINDOW, SLUICE_OP_CONSUME, 1, &k[5 + j],
+                      &w[j], 1 + i % 3, 0};
+      sluice_op fw = {SLUICE_ALGO_FWINDOW, SLUICE_OP_CONSUME, 1, &k[7 + j],
+                      &w[j], 1 + i % 2, 0};
+      duo_step(&d, &sw, t, "b53-swindow", step++);
+      duo_step(&d, &fw, t, "b53-fwindow", step++);
+    }
+    {
+      sluice_op op = {SLUICE_ALGO_PENALTY,
+                      i % 3 == 2 ? SLUICE_OP_CHECK : SLUICE_OP_STRIKE, 1,
+                      &k[9], &pen, 1, 0};
+      duo_step(&d, &op, t, "b53-penalty", step++);
+    }
+    {
+      sluice_op op = {SLUICE_ALGO_LEASE,
+                      i % 5 == 4 ? SLUICE_OP_RELEASE : SLUICE_OP_ACQUIRE, 2,
+                      &k[10], &lease, 0, (uint64_t)(i % 3) + 1};
+      duo_step(&d, &op, t, "b53-lease", step++);
+    }
+    {
+      sluice_key pk[3] = {k[3], k[4], k[11]};
+      sluice_program p = {3, pk, 2, st};
+      sluice_program_result res;
+      duo_run(&d, &p, t, step++, &res);
+      cr_assert(res.ran & 1u, "the program ran (%s)",
+                sluice_store_errmsg(d.mem));
+    }
+  }
+  cr_assert_gt(d.allowed, 20, "the trace admits (%ld of %ld)", d.allowed,
+               d.ops);
+  cr_assert_lt(d.allowed, d.ops - 20, "and refuses (%ld of %ld)", d.allowed,
+               d.ops);
+  duo_close(&d);
+}

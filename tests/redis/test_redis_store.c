@@ -2,11 +2,16 @@
 ** The Redis store's own contract, against real servers (one server, or a
 ** 3-master cluster, as the harness was asked): open errors, the time
 ** source, one round trip per decision and per node per batch, NOSCRIPT
-** after SCRIPT FLUSH, a server that stops answering, MOVED/ASK during a
+** after SCRIPT FLUSH (FCALL's missing function after FUNCTION FLUSH), a server that stops answering, MOVED/ASK during a
 ** live slot migration, fork and threads, corrupt records and prefixes.
 */
 #include <hiredis/hiredis.h>
 #include <pthread.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <strings.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -301,35 +306,65 @@ Test(store, batch_scripts_match_mem_in_order) {
   sluice_store_close(s);
 }
 
-Test(store, noscript_after_flush) {
-  /* About the script: with the module (engine=auto) nothing is flushed. */
-  sluice_store *s = rt_store("engine=lua", 0);
+/* Calls of a command on a node since its start (INFO commandstats). */
+static long cmd_calls(int port, const char *cmd) {
+  redisContext *c = raw(port);
+  long n = rt_cmd_calls(c, cmd);
+  redisFree(c);
+  return n;
+}
+
+/* Decisions go on, state intact, after the Lua is flushed from every node
+** by `flush` (the store reloads it on the NOSCRIPT / function-missing
+** answer), and they run as `cmd` on the key's node, never as `other`. */
+static void flush_keeps_deciding(const char *engine, const char *flush,
+                                 const char *cmd, const char *other) {
+  sluice_store *s = rt_store(engine, 0);
   sluice_redis_stats a, b;
   sluice_verdict v;
   char tag[64], key[96];
-  int i, n, admitted = 0;
+  int i, n, admitted = 0, port;
+  long c0, o0;
   rt_tag(tag, sizeof tag, "flush");
   snprintf(key, sizeof key, "f:%s", tag);
+  port = rt_port_of(s, key);
+  c0 = cmd_calls(port, cmd);
+  o0 = cmd_calls(port, other);
   for (i = 0; i < 10; i++) {
     cr_assert_eq(take(s, key, &still, 1, &v), SLUICE_OK);
     admitted += v.allowed;
   }
+  cr_assert_geq(cmd_calls(port, cmd) - c0, 10, "%s runs the steps", cmd);
   a = rt_stats(s);
   for (n = 0; rt_port(n); n++) {
     redisContext *c = raw(rt_port(n));
-    raw_ok(c, "SCRIPT FLUSH");
+    raw_ok(c, flush);
     redisFree(c);
   }
   for (i = 0; i < 15; i++) {
     int rc = take(s, key, &still, 1, &v);
-    cr_assert_eq(rc, SLUICE_OK, "decisions continue after SCRIPT FLUSH: %s",
+    cr_assert_eq(rc, SLUICE_OK, "decisions continue after %s: %s", flush,
                  sluice_err_name(rc));
     admitted += v.allowed;
   }
   b = rt_stats(s);
-  cr_assert_geq(b.noscript - a.noscript, 1, "NOSCRIPT was met and handled");
+  cr_assert_geq(b.noscript - a.noscript, 1, "the missing Lua was met and "
+                "handled");
   cr_assert_eq(admitted, 20, "state survived: exactly the burst admitted");
+  cr_assert_geq(cmd_calls(port, cmd) - c0, 25, "%s ran every decision", cmd);
+  cr_assert_eq(cmd_calls(port, other), o0, "no %s", other);
   sluice_store_close(s);
+}
+
+Test(store, noscript_after_flush) {
+  /* About the script (the path of servers without Redis Functions): with
+  ** the module (engine=auto) nothing is flushed. */
+  flush_keeps_deciding("engine=script", "SCRIPT FLUSH", "evalsha", "fcall");
+}
+
+Test(store, function_missing_after_flush) {
+  /* engine=lua on Redis 7: the library, one FCALL per decision. */
+  flush_keeps_deciding("engine=lua", "FUNCTION FLUSH", "fcall", "evalsha");
 }
 
 Test(store, stalled_server_times_out) {
@@ -583,4 +618,209 @@ Test(store, readonly_refuses_writes) {
   sluice_verdict v;
   cr_assert_eq(take(s, "ro-key", &still, 1, &v), SLUICE_EPERM);
   sluice_store_close(s);
+}
+
+/* ------------------------------------------- a server without Lua --- */
+
+/* A fake server on a loopback port that answers like a server without
+** Lua and without the module (Valkey 9.1 built or started without its Lua
+** engine; no such server is packaged for Debian 12, so the replies are
+** made here): PING, no cluster, COMMAND INFO sluice.run a nil, and
+** `lua_err` to FUNCTION, SCRIPT, EVALSHA and FCALL. */
+typedef struct fake_srv {
+  int fd, port;
+  const char *lua_err;
+  pthread_t t;
+  volatile int stop;
+} fake_srv;
+
+static void *fake_main(void *p) {
+  fake_srv *f = p;
+  struct timeval tv = {0, 50000}; /* so that it sees stop */
+  setsockopt(f->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  while (!f->stop) {
+    char buf[65536];
+    size_t have = 0;
+    ssize_t n;
+    int c = accept(f->fd, NULL, NULL);
+    if (c < 0)
+      continue;
+    setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    while (!f->stop &&
+           ((n = read(c, buf + have, sizeof buf - 1 - have)) > 0 ||
+            (n < 0 && errno == EAGAIN))) {
+      if (n < 0)
+        continue;
+      char *cmd, out[256];
+      have += (size_t)n;
+      buf[have] = 0;
+      /* The first bulk string of the request names the command; answer
+      ** once a whole request (the SCRIPT LOAD body is long) is in, judged
+      ** by the count of its parts. */
+      if (have < 4 || !(cmd = strstr(buf, "\r\n$")))
+        continue;
+      cmd = strstr(cmd + 3, "\r\n");
+      if (!cmd)
+        continue;
+      cmd += 2;
+      if (strncasecmp(cmd, "SCRIPT", 6) == 0 && have < 10000 &&
+          !strstr(buf, "return run(KEYS, ARGV)"))
+        continue; /* the script's body is not all here yet */
+      if (strncasecmp(cmd, "PING", 4) == 0)
+        snprintf(out, sizeof out, "+PONG\r\n");
+      else if (strncasecmp(cmd, "CLUSTER", 7) == 0)
+        snprintf(out, sizeof out,
+                 "-ERR This instance has cluster support disabled\r\n");
+      else if (strncasecmp(cmd, "COMMAND", 7) == 0)
+        snprintf(out, sizeof out, "*1\r\n*-1\r\n");
+      else
+        snprintf(out, sizeof out, "-%s\r\n", f->lua_err);
+      if (write(c, out, strlen(out)) < 0)
+        break;
+      have = 0;
+    }
+    close(c);
+  }
+  return NULL;
+}
+
+static void fake_start(fake_srv *f, const char *lua_err) {
+  struct sockaddr_in a;
+  socklen_t al = sizeof a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  f->fd = socket(AF_INET, SOCK_STREAM, 0);
+  cr_assert(f->fd >= 0);
+  cr_assert_eq(bind(f->fd, (struct sockaddr *)&a, sizeof a), 0);
+  cr_assert_eq(listen(f->fd, 8), 0);
+  cr_assert_eq(getsockname(f->fd, (struct sockaddr *)&a, &al), 0);
+  f->port = ntohs(a.sin_port);
+  f->lua_err = lua_err;
+  f->stop = 0;
+  cr_assert_eq(pthread_create(&f->t, NULL, fake_main, f), 0);
+}
+
+static void fake_stop(fake_srv *f) {
+  f->stop = 1;
+  pthread_join(f->t, NULL);
+  close(f->fd);
+}
+
+static void no_lua_refused(const char *lua_err) {
+  fake_srv f;
+  char uri[256], err[256] = "";
+  sluice_store *s = NULL;
+  int rc;
+  fake_start(&f, lua_err);
+  snprintf(uri, sizeof uri, "nodes=127.0.0.1:%d;timeout_ms=3000", f.port);
+  rc = sluice_store_open(sluice_backend_find("redis"), uri, NULL, 0, &s, err,
+                         sizeof err);
+  fake_stop(&f);
+  cr_assert_eq(rc, SLUICE_ENOTSUP, "%s: got %s (%s)", lua_err,
+               sluice_err_name(rc), err);
+  cr_assert_null(s);
+  cr_assert(strstr(err, "no Lua") && strstr(err, "sluice module"),
+            "the message names the cause and the module: %s", err);
+}
+
+Test(store, server_without_lua_is_refused_naming_the_module) {
+  no_lua_refused("ERR unknown command 'SCRIPT', with args beginning with: "
+                 "'LOAD'");
+  no_lua_refused("ERR Engine 'lua' not found");
+}
+
+/* ------------------------------------- a record whose expiry stays --- */
+
+/* Keyspace events of `key` on its node while `ops` runs (the notifications
+** switched on for the run): how many "set" and "expire" events. */
+static void key_events(sluice_store *s, const char *key,
+                       void (*ops)(sluice_store *, const char *), int *sets,
+                       int *expires) {
+  int port = rt_port_of(s, key);
+  redisContext *c = raw(port), *sub = raw(port);
+  redisReply *r;
+  char chan[160], old[64] = "";
+  snprintf(chan, sizeof chan, "__keyspace@0__:%s", key);
+  r = redisCommand(c, "CONFIG GET notify-keyspace-events");
+  if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+    snprintf(old, sizeof old, "%s", r->element[1]->str);
+  freeReplyObject(r);
+  raw_ok(c, "CONFIG SET notify-keyspace-events Kg$");
+  r = redisCommand(sub, "SUBSCRIBE %s", chan);
+  freeReplyObject(r);
+  ops(s, key);
+  r = redisCommand(c, "PUBLISH %s done", chan);
+  freeReplyObject(r);
+  *sets = *expires = 0;
+  for (;;) {
+    void *m = NULL;
+    redisReply *e;
+    cr_assert_eq(redisGetReply(sub, &m), REDIS_OK, "keyspace event");
+    e = m;
+    cr_assert(e->type == REDIS_REPLY_ARRAY && e->elements == 3);
+    if (strcmp(e->element[2]->str, "done") == 0) {
+      freeReplyObject(e);
+      break;
+    }
+    *sets += strcmp(e->element[2]->str, "set") == 0;
+    *expires += strcmp(e->element[2]->str, "expire") == 0;
+    freeReplyObject(e);
+  }
+  r = redisCommand(c, "CONFIG SET notify-keyspace-events %s", old);
+  freeReplyObject(r);
+  redisFree(sub);
+  redisFree(c);
+}
+
+/* A fixed window's count goes up and its expiry (the window's end) stays. */
+static const sluice_window_params day_window = {1000000, 86400 * SEC};
+
+static void count_twice(sluice_store *s, const char *key) {
+  sluice_key k = {key, strlen(key)};
+  sluice_op op = {SLUICE_ALGO_FWINDOW, SLUICE_OP_COUNT, 1, &k, &day_window,
+                  1, 0};
+  sluice_verdict v;
+  int i;
+  for (i = 0; i < 2; i++)
+    cr_assert_eq(sluice_store_apply(s, &op, 0, &v), SLUICE_OK, "%s",
+                 sluice_store_errmsg(s));
+}
+
+static void count_twice_in_programs(sluice_store *s, const char *key) {
+  sluice_key k = {key, strlen(key)};
+  sluice_step st = {SLUICE_ALGO_FWINDOW, SLUICE_OP_COUNT, 0, 1, &day_window,
+                    1, 0, SLUICE_WHEN_ALWAYS, 0, SLUICE_WHEN_ALWAYS, 0,
+                    SLUICE_FOLD_NOTE, 0, {0, 0}};
+  sluice_program p = {1, &k, 1, &st, 0, {0}};
+  sluice_program_result res;
+  int i;
+  for (i = 0; i < 2; i++) {
+    cr_assert_eq(sluice_store_run(s, &p, 0, &res), SLUICE_OK, "%s",
+                 sluice_store_errmsg(s));
+    cr_assert(res.ran & 1u);
+  }
+}
+
+/* The second write of a record whose expiry did not move keeps the Redis
+** TTL (SET ... KEEPTTL): one "expire" event for two writes, by the script
+** and by the library, as one op and in a program. */
+Test(store, expiry_set_only_when_it_moves) {
+  static const char *const engines[] = {"engine=lua", "engine=script"};
+  int e, sets, expires;
+  for (e = 0; e < 2; e++) {
+    sluice_store *s = rt_store(engines[e], 0);
+    char tag[64], key[96];
+    rt_tag(tag, sizeof tag, "keep");
+    snprintf(key, sizeof key, "w:%s", tag);
+    key_events(s, key, count_twice, &sets, &expires);
+    cr_assert_eq(sets, 2, "%s: two writes (%d)", engines[e], sets);
+    cr_assert_eq(expires, 1, "%s: one expiry set (%d)", engines[e], expires);
+    snprintf(key, sizeof key, "wp:%s", tag);
+    key_events(s, key, count_twice_in_programs, &sets, &expires);
+    cr_assert_eq(sets, 2, "%s, program: two writes (%d)", engines[e], sets);
+    cr_assert_eq(expires, 1, "%s, program: one expiry set (%d)", engines[e],
+                 expires);
+    sluice_store_close(s);
+  }
 }

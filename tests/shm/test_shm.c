@@ -525,9 +525,9 @@ Test(shm, delete_and_get) {
 
 /* --------------------------------------- claims abandoned by a crash --- */
 /* White-box: these write slot metadata the way a claimer killed between
-** its claim and its commit leaves it (layout 3: a 4096-byte header, then
-** 48-byte slots; meta.hi = status | gen << 2 | fpx << 12 | units << 24;
-** the home slot's reach at byte 40). */
+** its claim and its commit leaves it (layout 4: a 4096-byte header, then
+** 48-byte slots; meta.hi = status | gen << 2 | fpx << 12 (11 bits) |
+** evictable << 23 | units << 24; the home slot's reach at byte 40). */
 
 #define HDR 4096
 #define SLOT 48
@@ -555,7 +555,7 @@ static uint64_t raw_home(const raw *r, const char *key, unsigned status,
   memcpy(&h0, h, 8);
   memcpy(&h1, h + 8, 8);
   m[0] = h0;
-  m[1] = status | (UINT64_C(5) << 2) | ((h1 & 0xfff) << 12) | (units << 24);
+  m[1] = status | (UINT64_C(5) << 2) | ((h1 & 0x7ff) << 12) | (units << 24);
   return (uint64_t)(((unsigned __int128)h1 * r->nslots) >> 64);
 }
 
@@ -717,7 +717,7 @@ Test(shm, every_key_lies_within_its_home_reach) {
     for (j = 0; j < r.nslots; j++) {
       uint64_t sm[2];
       memcpy(sm, tab + j * SLOT, 16);
-      if (sm[0] == m[0] && ((sm[1] ^ m[1]) & UINT64_C(0xfff003)) == 0) {
+      if (sm[0] == m[0] && ((sm[1] ^ m[1]) & UINT64_C(0x7ff003)) == 0) {
         cr_assert_eq(found, UINT64_MAX, "key %s bound twice", key);
         found = j;
       }

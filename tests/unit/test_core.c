@@ -585,7 +585,9 @@ Test(backend, custom_backend_takes_precedence_and_gets_params) {
 Test(backend, store_strings_follow_declared_parameters) {
   static const char *const bad[] = {
       "mem:max_kyes=10",
-      "unknown parameter 'max_kyes' (known: max_keys, huge_pages, memo)",
+      "unknown parameter 'max_kyes' (known: max_keys, untrusted, huge_pages, "
+      "memo)",
+      "mem:max_keys=10;untrusted=11", "mem: untrusted must be 0..max_keys",
       "mem:huge_pages=2",       "mem: huge_pages must be 0 or 1",
       "mem:memo=2",             "mem: memo must be 0 or 1",
       "mem:memo=-1",            "mem: memo must be 0 or 1",
@@ -594,7 +596,8 @@ Test(backend, store_strings_follow_declared_parameters) {
       "mem:max_keys",           "parameter without '='",
       "shm:name=/x;capacity=10;capactiy=20",
       "unknown parameter 'capactiy' (known: name, fd, capacity, create, "
-      "huge_pages)",
+      "huge_pages, untrusted)",
+      "shm:name=/x;untrusted=63", "shm: untrusted must be 64..2^32 keys",
       "shm:name=/x;huge_pages=yes", "shm: huge_pages must be 0 or 1",
       "shm:name=/x;name=/y",    "parameter 'name' given twice",
       "lmdb:path=/tmp/x;synk=nosync", "unknown parameter 'synk'",

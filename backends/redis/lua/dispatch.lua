@@ -1,41 +1,57 @@
--- dispatch.lua -- which path a call takes: a program, a batch, the GCRA fast
--- path, or the general step.
+-- dispatch.lua -- run(KEYS, ARGV), the one entry point: which path a call
+-- takes (a program, a batch, the GCRA fast path, or the general step).
+-- The script form ends with `return run(KEYS, ARGV)`, the library form
+-- registers run as its function (embed_lua.py adds either).
 
-if algo == WIRE_PROGRAM then
-  return program(kind, nh, nl, minttl)
-end
-
--- A batch (ARGV[2] present): KEYS[i] with the 88 bytes of ARGV[1] from
--- (i - 1) * 88, each an ordinary single-bucket GCRA call (the client
--- batches only those).  One script and one TIME for up to
--- SLUICE_GROUP_MAX decisions: per decision Redis then pays for the step,
--- not for a command around it.  Answers every verdict (or error), in order;
--- a call the fast path refuses runs the general path in its place.
-if ARGV[2] then
-  local out = {}
-  if #AV ~= BATCH_BYTES * #KEYS then return fail('EINVAL', 'malformed batch') end
-  local tnh, tnl = nh, nl
-  for i = 1, #KEYS do
-    local al, kd, bh, bl, cost, ih, il, mt, R, Pd, B =
-      sunpack(BATCH_FMT, AV, (i - 1) * BATCH_BYTES + 1)
-    if bh >= 0 then tnh, tnl = bh, bl end
-    local r = al == ALGO_GCRA and (kd == OP_CONSUME or kd == OP_PEEK) and
-      gcra1(KEYS[i], kd, cost, mt, tnh, tnl, R, Pd, B)
-    if not r then
-      r = general({KEYS[i]}, {al, kd, bh, bl, cost, ih, il, mt, R, Pd, B},
-        al, kd, tnh, tnl, cost, ih, il, mt)
-    end
-    out[i] = r
+local function run(keys, argv)
+  if not floor then
+    floor, spack, sunpack = math.floor, struct.pack, struct.unpack
   end
-  return out
-end
+  CK, AV = keys, argv[1]
+  if #keys < 1 or not AV or #AV < HDR_BYTES or #AV % 8 ~= 0 then
+    return fail('EINVAL', 'malformed arguments')
+  end
+  local algo, kind, nh, nl, arg, idh, idl, minttl = sunpack(HDR_FMT, AV)
+  if nh < 0 then nh, nl = server_now() end
 
-if algo == ALGO_GCRA and #KEYS == 1 and #AV == BATCH_BYTES and
-   (kind == OP_CONSUME or kind == OP_PEEK) then
-  local R, Pd, B = sunpack(GCRA_FMT, AV, HDR_BYTES + 1)
-  local r = gcra1(KEYS[1], kind, arg, minttl, nh, nl, R, Pd, B)
-  if r then return r end
-end
+  if algo == WIRE_PROGRAM then
+    return program(kind, nh, nl, minttl)
+  end
 
-return general(KEYS, {sunpack('<' .. string.rep('i8', #AV / 8), AV)}, algo,
-  kind, nh, nl, arg, idh, idl, minttl)
+  -- A batch (ARGV[2] present): KEYS[i] with the 88 bytes of ARGV[1] from
+  -- (i - 1) * 88, each an ordinary single-bucket GCRA call (the client
+  -- batches only those).  One script and one TIME for up to
+  -- SLUICE_GROUP_MAX decisions: per decision Redis then pays for the step,
+  -- not for a command around it.  Answers every verdict (or error), in
+  -- order; a call the fast path refuses runs the general path in its place.
+  if argv[2] then
+    local out = {}
+    if #AV ~= BATCH_BYTES * #keys then
+      return fail('EINVAL', 'malformed batch')
+    end
+    local tnh, tnl = nh, nl
+    for i = 1, #keys do
+      local al, kd, bh, bl, cost, ih, il, mt, R, Pd, B =
+        sunpack(BATCH_FMT, AV, (i - 1) * BATCH_BYTES + 1)
+      if bh >= 0 then tnh, tnl = bh, bl end
+      local r = al == ALGO_GCRA and (kd == OP_CONSUME or kd == OP_PEEK) and
+        gcra1(keys[i], kd, cost, mt, tnh, tnl, R, Pd, B)
+      if not r then
+        r = general({keys[i]}, {al, kd, bh, bl, cost, ih, il, mt, R, Pd, B},
+          al, kd, tnh, tnl, cost, ih, il, mt)
+      end
+      out[i] = r
+    end
+    return out
+  end
+
+  if algo == ALGO_GCRA and #keys == 1 and #AV == BATCH_BYTES and
+     (kind == OP_CONSUME or kind == OP_PEEK) then
+    local R, Pd, B = sunpack(GCRA_FMT, AV, HDR_BYTES + 1)
+    local r = gcra1(keys[1], kind, arg, minttl, nh, nl, R, Pd, B)
+    if r then return r end
+  end
+
+  return general(keys, {sunpack('<' .. string.rep('i8', #AV / 8), AV)}, algo,
+    kind, nh, nl, arg, idh, idl, minttl)
+end

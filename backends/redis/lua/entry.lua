@@ -47,8 +47,9 @@
 
 local T32 = 4294967296
 local MS = 1000000
-local floor = math.floor
-local spack, sunpack = struct.pack, struct.unpack
+-- Bound by run() on its first call: a library's chunk may touch no global
+-- but redis while Redis 7.0 loads it (FUNCTION LOAD).
+local floor, spack, sunpack
 
 local function fail(code, msg)
   return redis.error_reply('SLUICE ' .. code .. ' ' .. msg)
@@ -56,23 +57,25 @@ end
 
 -- ------------------------------------------------------------------- now
 
-local AV = ARGV[1]
-if #KEYS < 1 or #AV < HDR_BYTES or #AV % 8 ~= 0 then
-  return fail('EINVAL', 'malformed arguments')
-end
-local algo, kind, nh, nl, arg, idh, idl, minttl =
-  sunpack(HDR_FMT, AV)
-if nh < 0 then
+-- The call's KEYS and ARGV[1], set by run() (dispatch.lua) on entry.  The
+-- helpers below are made once: at FUNCTION LOAD for the library form, so
+-- a call creates none of them (the EVAL form still runs this chunk, and
+-- makes them, on every call).
+local CK, AV
+
+-- Redis's TIME as an exact (hi, lo) pair of ns.
+local function server_now()
   local t = redis.call('TIME')
   local sec, usec = tonumber(t[1]), tonumber(t[2])
   local sh = floor(sec / 65536)
   local a = sh * 1000000000 -- < 2^47
   local x = (sec - sh * 65536) * 1000000000 + usec * 1000 -- < 2^46
   local xh = floor(x / T32)
-  nh = floor(a / 65536) -- a * 2^16 = nh * 2^32 + (a mod 2^16) * 2^16
-  nl = (a - nh * 65536) * 65536 + x - xh * T32
+  local nh = floor(a / 65536) -- a * 2^16 = nh * 2^32 + (a mod 2^16) * 2^16
+  local nl = (a - nh * 65536) * 65536 + x - xh * T32
   nh = nh + xh
   if nl >= T32 then nl = nl - T32; nh = nh + 1 end
+  return nh, nl
 end
 
 -- Exact floor(a / b) and ceil(a / b) for integers below 2^53, b > 0 (a may

@@ -99,14 +99,18 @@ end
 -- expiry pair at 2i-1, 2i), as gcra1: a GCRA group consumed or peeked with
 -- every TAT within one tolerance of now.  Answers the packed verdict,
 -- allowed, remaining and the wait, and writes the outputs and expiries; or
--- nil having changed nothing (the general step then runs).  Few tables: a
--- program runs on every request.
+-- nil having changed nothing (the general step then runs).  No tables of
+-- its own (a program runs on every request): GE holds D, Dn and GP R, Pd,
+-- B, tau per key, made once, each entry set before it is read.
+local GE, GP = {}, {}
 local function gcra_prog(c, xe, key, nk, kind, cost, nh, nl, poff)
-  local e = {} -- D, Dn per key
+  local e, p = GE, GP
   local all = true
   for j = 1, nk do
     local R, Pd, B = sunpack(GCRA_FMT, AV, poff + GCRA_BYTES * (j - 1))
     local tau = B * Pd
+    local k = 4 * j
+    p[k - 3], p[k - 2], p[k - 1], p[k] = R, Pd, B, tau
     local at = 4 * (key + j)
     local fr = c[at]
     if tau > T52 or c[at - 1] ~= 0 or fr >= R then return nil end
@@ -132,8 +136,8 @@ local function gcra_prog(c, xe, key, nk, kind, cost, nh, nl, poff)
   -- with the fewest points; refused, the one with the longest wait.
   local b, bv, rty = 1, nil, 0
   for j = 1, nk do
-    local R, Pd, B = sunpack(GCRA_FMT, AV, poff + GCRA_BYTES * (j - 1))
-    local tau = B * Pd
+    local k = 4 * j
+    local R, Pd, tau = p[k - 3], p[k - 2], p[k]
     if all then
       local ra = fd(tau - e[2 * j], Pd)
       if bv == nil or ra < bv then b, bv = j, ra end
@@ -144,8 +148,7 @@ local function gcra_prog(c, xe, key, nk, kind, cost, nh, nl, poff)
       if rt > rty then rty = rt end
     end
   end
-  local R, Pd, B = sunpack(GCRA_FMT, AV, poff + GCRA_BYTES * (b - 1))
-  local tau = B * Pd
+  local R, Pd, B, tau = p[4 * b - 3], p[4 * b - 2], p[4 * b - 1], p[4 * b]
   local rem, rst
   if all and kind == OP_CONSUME then
     rem, rst = fd(tau - e[2 * b], Pd), cd(e[2 * b], R)
@@ -154,7 +157,7 @@ local function gcra_prog(c, xe, key, nk, kind, cost, nh, nl, poff)
   end
   if all and kind == OP_CONSUME and cost > 0 then
     for j = 1, nk do
-      local Rj = sunpack('<i8', AV, poff + GCRA_BYTES * (j - 1))
+      local Rj = p[4 * j - 3]
       local at = 4 * (key + j)
       local q = fd(e[2 * j], Rj)
       local f = e[2 * j] - q * Rj

@@ -11,9 +11,17 @@
 -- so that its helpers are made only when it runs.
 
 -- The SET of one record with its expiry as the stored value's and (in ms,
--- raised to minttl) as the Redis TTL; SLUICE_FOREVER: no TTL.
-local function write_rec(key, w0h, w0l, w1h, w1l, xh, xl, nh, nl, minttl)
+-- raised to minttl) as the Redis TTL; SLUICE_FOREVER: no TTL.  keep: the
+-- key holds a live record of this same expiry, so its Redis TTL (whoever
+-- set it, never below the expiry) still fits and stays (KEEPTTL: Redis
+-- then neither sets nor propagates an expiry).
+local function write_rec(key, w0h, w0l, w1h, w1l, xh, xl, nh, nl, minttl,
+                         keep)
   local v = spack(REC_FMT, w0l, w0h, w1l, w1h, xl, xh, LAYOUT)
+  if keep then
+    redis.call('SET', key, v, 'KEEPTTL')
+    return
+  end
   if xh == 2147483647 and xl == T32 - 1 then
     redis.call('SET', key, v)
     return
@@ -215,7 +223,7 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
              b1h[i] ~= a1h[i] or b1l[i] ~= a1l[i] or xh ~= aeh[i] or
              xl ~= ael[i] then
         write_rec(KEYS[i], b0h[i], b0l[i], b1h[i], b1l[i], xh, xl, nh, nl,
-          minttl)
+          minttl, raw[i] and xh == aeh[i] and xl == ael[i])
       end
     end
   end

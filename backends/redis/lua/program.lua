@@ -10,81 +10,123 @@
 -- the records that changed are written with the expiry of the last step
 -- over them (program validation makes every step over a record use the same
 -- parameters, so that is the C's expiry of the first).  Answers a 24-byte
--- header (allowed, denied_by, ran mask, 0, now) and each step's verdict.
+-- header (allowed, denied_by, ran mask, 0, now) and the verdicts of the
+-- steps that ran, in order (the caller knows a skipped step's: zeros and
+-- now), so a skipped step costs neither packing nor bytes.
 
 -- The numbers of a program are read where they lie in ARGV[1], step by
--- step, rather than all unpacked up front.
+-- step, rather than all unpacked up front: a step's guard first, the rest
+-- only if it runs.
 
-local function program(nsteps, nh, nl, minttl)
-  local n = #KEYS
-  -- o: records as read, c: as the steps leave them (4 halves each);
-  -- raw: the stored value (false: none; nil: not read yet).
-  local o, c, xe, raw = {}, {}, {}, {}
-  -- Records are read when a step first needs them (a step that does not
-  -- run, the notice of an admitted request, costs no read), a step's group
-  -- with one MGET.
-  local function load1(i, v)
-    local at = 4 * i
-    raw[i] = v
-    o[at - 3], o[at - 2], o[at - 1], o[at] = 0, 0, 0, 0
-    if v and #v == REC_BYTES then
-      local x0l, x0h, x1l, x1h, el, eh, lay = sunpack(REC_FMT, v)
-      if lay ~= LAYOUT then return false end
-      if nh < eh or (nh == eh and nl < el) then
-        o[at - 3], o[at - 2], o[at - 1], o[at] = x0h, x0l, x1h, x1l
-      else
-        redis.call('DEL', KEYS[i]) -- expired: gone for good
-        raw[i] = false
-      end
-    elseif v then
-      return false
+-- A program's state lives in tables made once, beside the functions (the
+-- library form makes them at FUNCTION LOAD), so a call makes no tables or
+-- closures of its own for Redis's Lua to collect.  Each call sets every
+-- entry it reads.  PO: records as read, PC: as the steps leave them (4
+-- halves each), PXE: their expiries (a pair each), POX: a live record's
+-- stored expiry; PRAW: the stored value (false: none; nil: not taken in
+-- yet); per step PST (0 skipped, 1 allowed, 2 denied), PREACH (reached),
+-- PRETRY (the wait given; nil: did not run); POUT: the header and the
+-- verdicts of the steps that ran.
+local PO, PC, PXE, PRAW, POX = {}, {}, {}, {}, {}
+local PST, PREACH, PRETRY, POUT = {}, {}, {}, {}
+-- Records are taken in when a step first needs them (a step that does not
+-- run, the notice of an admitted request, changes nothing), and read with
+-- one MGET for every record of a small program when the first step needs
+-- any (the box and both buckets of a request in one command instead of a
+-- GET and an MGET); Ppre holds those values until a step takes them in (an
+-- expired one is deleted only then).  Pnh, Pnl: now; Pdenied: the gate
+-- that denied (-1: none).
+local Ppre, Pnh, Pnl, Pdenied
+
+local function pload1(i, v)
+  local o, c = PO, PC
+  local at = 4 * i
+  PRAW[i] = v
+  o[at - 3], o[at - 2], o[at - 1], o[at] = 0, 0, 0, 0
+  if v and #v == REC_BYTES then
+    local x0l, x0h, x1l, x1h, el, eh, lay = sunpack(REC_FMT, v)
+    if lay ~= LAYOUT then return false end
+    if Pnh < eh or (Pnh == eh and Pnl < el) then
+      o[at - 3], o[at - 2], o[at - 1], o[at] = x0h, x0l, x1h, x1l
+      POX[2 * i - 1], POX[2 * i] = eh, el
+    else
+      redis.call('DEL', CK[i]) -- expired: gone for good
+      PRAW[i] = false
     end
-    c[at - 3], c[at - 2], c[at - 1], c[at] = o[at - 3], o[at - 2], o[at - 1],
-      o[at]
-    return true
+  elseif v then
+    return false
   end
-  local function load(a, b)
-    local fresh = a < b
+  c[at - 3], c[at - 2], c[at - 1], c[at] = o[at - 3], o[at - 2], o[at - 1],
+    o[at]
+  return true
+end
+
+-- Takes in records a..b; 0, or the first that is not a record.
+local function pload(a, b)
+  local raw = PRAW
+  if Ppre == nil and #CK <= 8 then -- (a larger program reads as before)
+    Ppre = redis.call('MGET', unpack(CK))
+  end
+  if Ppre then
     for i = a, b do
-      if raw[i] ~= nil then fresh = false end
-    end
-    if not fresh then -- one record, or some read already: GET the others
-      for i = a, b do
-        if raw[i] == nil and not load1(i, redis.call('GET', KEYS[i])) then
-          return i
-        end
-      end
-      return 0
-    end
-    local vals = redis.call('MGET', unpack(KEYS, a, b))
-    for i = a, b do
-      if not load1(i, vals[i - a + 1]) then return i end
+      if raw[i] == nil and not pload1(i, Ppre[i]) then return i end
     end
     return 0
   end
-  -- Per step: 0 skipped, 1 allowed, 2 denied; reached; the wait given.
-  local st, reached, retry, out = {}, {}, {}, {}
+  local fresh = a < b
+  for i = a, b do
+    if raw[i] ~= nil then fresh = false end
+  end
+  if not fresh then -- one record, or some read already: GET the others
+    for i = a, b do
+      if raw[i] == nil and not pload1(i, redis.call('GET', CK[i])) then
+        return i
+      end
+    end
+    return 0
+  end
+  local vals = redis.call('MGET', unpack(CK, a, b))
+  for i = a, b do
+    if not pload1(i, vals[i - a + 1]) then return i end
+  end
+  return 0
+end
+
+-- A step's guard (when, ref) as lib/algo/program.c tests it.
+local function pcond(w, r)
+  if w == WHEN_ALWAYS then return true end
+  if w == WHEN_PASSED then return Pdenied < 0 end
+  local x = PST[r + 1]
+  if w == WHEN_DENIED then return x == 2 end
+  if w == WHEN_ALLOWED then return x == 1 end
+  if w == WHEN_REACHED then return x ~= 0 and PREACH[r + 1] end
+  return x == 0
+end
+
+local function program(nsteps, nh, nl, minttl)
+  local KEYS = CK
+  local n = #KEYS
+  local o, c, xe, raw = PO, PC, PXE, PRAW
+  local st, reached, retry, out = PST, PREACH, PRETRY, POUT
+  Ppre, Pnh, Pnl, Pdenied = nil, nh, nl, -1
+  for i = 1, n do
+    raw[i], xe[2 * i - 1], xe[2 * i] = nil, nil, nil
+  end
   local nowl, nowh = nl, nh
   if nowh < 0 then nowh = nowh + T32 end
-  local skipped
-  local denied, mask = -1, 0
-  local function cond(w, r)
-    if w == WHEN_ALWAYS then return true end
-    if w == WHEN_PASSED then return denied < 0 end
-    local x = st[r + 1]
-    if w == WHEN_DENIED then return x == 2 end
-    if w == WHEN_ALLOWED then return x == 1 end
-    if w == WHEN_REACHED then return x ~= 0 and reached[r + 1] end
-    return x == 0
-  end
+  local mask, sbit = 0, 1 -- sbit: step s's bit of the ran mask
   local off = HDR_BYTES + 1 -- after the header
+  local nout = 0
   for s = 1, nsteps do
-    local sa, sk, key, nk, arg, ih, il, w1, r1, w2, r2, fold, ttlf, np =
-      sunpack(STEP_FMT, AV, off)
-    local poff = off + STEP_BYTES
+    local w1, r1, w2, r2, fold, ttlf, np = sunpack(STEP_GUARD_FMT, AV,
+      off + STEP_GUARD_OFF)
+    local soff, poff = off, off + STEP_BYTES
     off = poff + 8 * np
-    if cond(w1, r1) and cond(w2, r2) then
-      local bad = load(key + 1, key + nk)
+    -- (WHEN_ALWAYS, most second conditions, costs no call)
+    if (w1 == WHEN_ALWAYS or pcond(w1, r1)) and
+       (w2 == WHEN_ALWAYS or pcond(w2, r2)) then
+      local sa, sk, key, nk, arg, ih, il = sunpack(STEP_HEAD_FMT, AV, soff)
+      local bad = pload(key + 1, key + nk)
       if bad > 0 then
         return fail('ECORRUPT', 'record of another layout at key ' .. bad)
       end
@@ -130,11 +172,12 @@ local function program(nsteps, nh, nl, minttl)
       st[s] = al and 1 or 2
       reached[s] = not al or rem == 0
       retry[s] = rty
-      mask = mask + 2 ^ (s - 1)
-      out[s] = r
-      if fold == FOLD_GATE and not al and denied < 0 then
+      mask = mask + sbit
+      nout = nout + 1
+      out[nout + 1] = r -- out[1]: the header, below
+      if fold == FOLD_GATE and not al and Pdenied < 0 then
         -- A gate's denial: every record back as read.
-        denied = s - 1
+        Pdenied = s - 1
         for i = 1, n do
           if raw[i] ~= nil then
             local q = 4 * i
@@ -145,13 +188,9 @@ local function program(nsteps, nh, nl, minttl)
         end
       end
     else
-      st[s] = 0
-      if not skipped then
-        skipped = spack(VERDICT_PAIRS, 0, 0,
-          0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, nowl, nowh)
-      end
-      out[s] = skipped
+      st[s], retry[s] = 0, nil
     end
+    sbit = sbit * 2
   end
   for i = 1, n do
     local q = 4 * i
@@ -162,10 +201,11 @@ local function program(nsteps, nh, nl, minttl)
         if raw[i] then redis.call('DEL', KEYS[i]) end
       else
         write_rec(KEYS[i], c[q - 3], c[q - 2], c[q - 1], c[q], xh, xl, nh, nl,
-          minttl)
+          minttl, raw[i] and xh == POX[2 * i - 1] and xl == POX[2 * i])
       end
     end
   end
-  return spack(PROG_HDR_FMT, denied < 0 and 1 or 0, denied, mask, 0, nowl,
-    nowh) .. table.concat(out)
+  out[1] = spack(PROG_HDR_FMT, Pdenied < 0 and 1 or 0, Pdenied, mask, 0, nowl,
+    nowh)
+  return table.concat(out, '', 1, nout + 1)
 end

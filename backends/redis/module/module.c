@@ -297,10 +297,8 @@ static int run_program(RedisModuleCtx *ctx, RedisModuleString **names,
     }
   }
   rec_close(r, n);
-  smod_put_program(buf, p, &res);
-  return srm_ReplyWithStringBuffer(
-      ctx, (const char *)buf,
-      SLUICE_WIRE_PROG_HEADER + SLUICE_WIRE_VERDICT * (size_t)p->nsteps);
+  return srm_ReplyWithStringBuffer(ctx, (const char *)buf,
+                                   smod_put_program(buf, p, &res));
 }
 
 /* --------------------------------------------------------- commands --- */

@@ -240,8 +240,9 @@ void smod_put_verdict(unsigned char *o, const sluice_verdict *v) {
 #undef I64
 }
 
-void smod_put_program(unsigned char *o, const sluice_program *p,
-                      const sluice_program_result *r) {
+size_t smod_put_program(unsigned char *o, const sluice_program *p,
+                        const sluice_program_result *r) {
+  size_t at = SLUICE_WIRE_PROG_HEADER;
   int i;
   memset(o, 0, SLUICE_WIRE_PROG_HEADER);
   put32(o + SLUICE_WIRE_PROG_ALLOWED, (uint32_t)r->allowed);
@@ -249,7 +250,11 @@ void smod_put_program(unsigned char *o, const sluice_program *p,
   put32(o + SLUICE_WIRE_PROG_RAN, r->ran);
   smod_put64(o + SLUICE_WIRE_PROG_NOW, r->now_ns);
   for (i = 0; i < p->nsteps; i++)
-    smod_put_verdict(o + SLUICE_WIRE_PROG_HEADER + SLUICE_WIRE_VERDICT * i, &r->v[i]);
+    if ((r->ran >> i) & 1u) {
+      smod_put_verdict(o + at, &r->v[i]);
+      at += SLUICE_WIRE_VERDICT;
+    }
+  return at;
 }
 
 const char *smod_err_name(int rc) {

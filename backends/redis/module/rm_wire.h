@@ -83,9 +83,10 @@ int smod_keys_distinct(int n, const char *const *name, const size_t *len);
 
 void smod_put_verdict(unsigned char *out,
                       const sluice_verdict *v);
-/* The 24-byte header then 80 bytes per step: 24 + 80 * nsteps bytes. */
-void smod_put_program(unsigned char *out, const sluice_program *p,
-                      const sluice_program_result *r);
+/* The 24-byte header then the verdict of each step that ran (wire.h);
+** returns the length. */
+size_t smod_put_program(unsigned char *out, const sluice_program *p,
+                        const sluice_program_result *r);
 
 /* "SLUICE E..." reply prefix for a library error code. */
 const char *smod_err_name(int rc);
