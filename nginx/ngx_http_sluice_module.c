@@ -631,6 +631,18 @@ ngx_http_sluice_open_nft(ngx_cycle_t *cycle, ngx_http_sluice_main_conf_t *mcf)
                    : NULL;
     no.ipv6_prefix = mcf->nft_prefix == NGX_CONF_UNSET ? 0
                                                        : (int) mcf->nft_prefix;
+    /* Without sluice_nft_ipv6_prefix: the policy's, so that a set element
+    ** is what the policy counts as one client. */
+    if (no.ipv6_prefix == 0) {
+        sluice_policy_config cfg;
+        char *path = mcf->policy.len
+                         ? ngx_http_sluice_cstr(cycle->pool, &mcf->policy)
+                         : NULL;
+        if ((path ? sluice_policy_config_load(path, &cfg, NULL, 0)
+                  : sluice_policy_config_defaults(&cfg)) == SLUICE_OK) {
+            no.ipv6_prefix = (int) cfg.ipv6_prefix;
+        }
+    }
     if (mcf->nft_state.len) {
         state = ngx_pnalloc(cycle->pool, mcf->nft_state.len + NGX_INT_T_LEN + 2);
         if (state == NULL) {

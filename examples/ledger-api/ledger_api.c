@@ -105,7 +105,8 @@ static void usage(FILE *f) {
       "                   needs CAP_NET_ADMIN); the table, sets and drop\n"
       "                   rule are made if missing\n"
       "  --nft-table NAME the table (default sluice: sets deny4, deny6)\n"
-      "  --nft-prefix N   IPv6 addresses are banned by this prefix (64)\n"
+      "  --nft-prefix N   IPv6 addresses are banned by this prefix (the\n"
+      "                   policy's ipv6_prefix)\n"
       "  --nft-state FILE each worker's list of banned addresses, in\n"
       "                   FILE.<worker>, so a restart reconciles them\n\n"
       "SIGTERM or SIGINT: the master stops the workers and exits 0.\n"
@@ -221,8 +222,16 @@ static void on_event(void *ud, const sluice_event *ev) {
 /* --nft: this worker's sink (after fork: its thread is this process's). */
 static int open_nft(void) {
   sluice_nft_options o = S.nft_opts;
+  sluice_policy_config cfg;
   char err[256] = "";
   int rc;
+  /* Without --nft-prefix: the policy's, so that a set element is what the
+  ** policy counts as one client. */
+  if (!o.ipv6_prefix &&
+      (S.config_path
+           ? sluice_policy_config_load(S.config_path, &cfg, NULL, 0)
+           : sluice_policy_config_defaults(&cfg)) == SLUICE_OK)
+    o.ipv6_prefix = (int)cfg.ipv6_prefix;
   if (o.state_path) {
     snprintf(S.nft_state, sizeof S.nft_state, "%s.%d", o.state_path,
              worker_slot);
