@@ -33,6 +33,7 @@ typedef struct sluice__ctx {
   int cached;  /* a shared deny cache's box decided it: no store call */
   int ticket;  /* the breaker's (sluice__breaker_admit) */
   int skipped; /* the breaker is open: decided as failed */
+  const char *who, *why; /* an operator's release, lift or renewal */
 } sluice__ctx;
 
 /* A program under construction: its records (keys built in place) and its
