@@ -219,5 +219,6 @@ SLUICE_EXPORT const char *sluice_limiter_backend(sluice_limiter *lim);
 #include "sluice/http.h"
 #include "sluice/client.h"
 #include "sluice/webhook.h"
+#include "sluice/nft.h"
 
 #endif

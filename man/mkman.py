@@ -131,7 +131,7 @@ def module_directives(source):
                   source, re.S)
     if not m:
         sys.exit('mkman: no ngx_command_t table in the module source')
-    return set(re.findall(r'"(sluice[a-z_]*)"', m.group(1)))
+    return set(re.findall(r'"(sluice[a-z0-9_]*)"', m.group(1)))
 
 
 def nginx(version, doc_path, source_path, out):
@@ -151,7 +151,7 @@ def nginx(version, doc_path, source_path, out):
             lines += ['.PP', md_inline(item)]
             continue
         syntax, default, meaning = item
-        documented.add(re.match(r'`(sluice[a-z_]*)', syntax).group(1))
+        documented.add(re.match(r'`(sluice[a-z0-9_]*)', syntax).group(1))
         lines += ['.TP', md_inline(syntax),
                   md_inline(meaning) + '.', '.br',
                   'Default: ' + md_inline(default) + '.']

@@ -35,6 +35,10 @@ typedef struct {
     ngx_uint_t header_form;  /* sluice_header_form */
     ngx_flag_t jitter;       /* sluice_retry_jitter */
     ngx_thread_pool_t *pool; /* sluice_thread_pool */
+    ngx_flag_t nft;          /* sluice_nft */
+    ngx_str_t nft_table;     /* sluice_nft_table */
+    ngx_int_t nft_prefix;    /* sluice_nft_ipv6_prefix */
+    ngx_str_t nft_state;     /* sluice_nft_state FILE (FILE.<worker>) */
     ngx_flag_t used;         /* some location enforces or serves metrics */
     ngx_array_t *alerts;     /* sluice_alert: sluice_webhook_dest */
     ngx_uint_t alert_allow;  /* sluice_alert_allow: SLUICE_WEBHOOK_ALLOW_* */
@@ -76,6 +80,8 @@ typedef struct {
     unsigned denied:1;   /* we answered it ourselves */
     unsigned auth_done:1;
     unsigned body_read:1; /* a heavy request's body is in (decide now) */
+    unsigned releasing:1; /* a pool thread releases the lease: the */
+    ngx_chain_t *held;    /* answer's end waits here until it is done */
     ngx_uint_t status;   /* ST_* */
     ngx_http_sluice_loc_conf_t *lcf;
 } ngx_http_sluice_ctx_t;
@@ -85,6 +91,7 @@ typedef struct {
     sluice_limiter *lim;
     sluice_policy *pol[2]; /* [0] enforcing, [1] shadow */
     sluice_http *http;
+    sluice_nft *nft;         /* sluice_nft on: the kernel IP set sink */
     ngx_thread_pool_t *pool; /* NULL: decide inline */
     sluice_webhook *webhook; /* sluice_alert's sink, or NULL */
     /* When this worker last logged a full store / a failing one: once

@@ -12,7 +12,7 @@
 ngx_int_t
 ngx_http_sluice_metrics_handler(ngx_http_request_t *r)
 {
-    size_t need = 0, hook = 0;
+    size_t need = 0, hook = 0, nft_need = 0;
     ngx_int_t rc;
     char *text;
 
@@ -37,7 +37,13 @@ ngx_http_sluice_metrics_handler(ngx_http_request_t *r)
                                   &hook) != SLUICE_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-    text = ngx_pnalloc(r->pool, need + hook + 256); /* room to grow */
+    /* So is the kernel IP set sink's. */
+    if (ngx_http_sluice_worker.nft != NULL
+        && sluice_nft_metrics(ngx_http_sluice_worker.nft, NULL, 0,
+                              &nft_need) != SLUICE_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    text = ngx_pnalloc(r->pool, need + hook + nft_need + 512); /* room to grow */
     if (text == NULL
         || sluice_policy_metrics(ngx_http_sluice_worker.pol[0], text, need + 1, &need)
                != SLUICE_OK) {
@@ -49,6 +55,12 @@ ngx_http_sluice_metrics_handler(ngx_http_request_t *r)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
     need += hook;
+    if (nft_need
+        && sluice_nft_metrics(ngx_http_sluice_worker.nft, text + need,
+                              nft_need + 256, &nft_need) != SLUICE_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    need += nft_need;
     ngx_str_set(&r->headers_out.content_type,
                 "text/plain; version=0.0.4; charset=utf-8");
     r->headers_out.content_type_len = r->headers_out.content_type.len;

@@ -19,6 +19,10 @@
 **     degraded_percent, not workers x it) and the deny cache
 **     (sluice_deny_cache: boxes held without a store call, and through
 **     a store outage).
+**   - sluice_nft: each worker opens an nftables sink (sluice/nft.h) and
+**     gives it the enforcing policy's events, so an address boxed at level
+**     2 or above is dropped by the kernel before nginx accepts it.  The
+**     shadow policy's events never reach it: shadow mode enforces nothing.
 **   - The decision runs in the preaccess phase.  On a store whose calls
 **     block on the network (redis) it runs on an nginx thread pool and the
 **     request waits (r->main->blocked) while the event loop goes on.
@@ -114,6 +118,14 @@ static ngx_command_t ngx_http_sluice_commands[] = {
     MAIN_STR("sluice_alert_proxy", alert_proxy),
     {ngx_string("sluice_thread_pool"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
      ngx_http_sluice_thread_pool, NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL},
+    {ngx_string("sluice_nft"), NGX_HTTP_MAIN_CONF | NGX_CONF_FLAG,
+     ngx_conf_set_flag_slot, NGX_HTTP_MAIN_CONF_OFFSET,
+     offsetof(ngx_http_sluice_main_conf_t, nft), NULL},
+    MAIN_STR("sluice_nft_table", nft_table),
+    {ngx_string("sluice_nft_ipv6_prefix"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,
+     ngx_conf_set_num_slot, NGX_HTTP_MAIN_CONF_OFFSET,
+     offsetof(ngx_http_sluice_main_conf_t, nft_prefix), NULL},
+    MAIN_STR("sluice_nft_state", nft_state),
     {ngx_string("sluice"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
          | NGX_CONF_TAKE1,
@@ -182,7 +194,47 @@ ngx_http_sluice_create_main_conf(ngx_conf_t *cf)
     }
     mcf->header_form = NGX_CONF_UNSET_UINT;
     mcf->jitter = NGX_CONF_UNSET;
+    mcf->nft = NGX_CONF_UNSET;
+    mcf->nft_prefix = NGX_CONF_UNSET;
     return mcf;
+}
+
+/* sluice_nft_*: checked where the configuration is parsed (nginx -t). */
+static char *
+ngx_http_sluice_nft_conf(ngx_conf_t *cf, ngx_http_sluice_main_conf_t *mcf)
+{
+    sluice_nft_options no;
+
+    ngx_conf_init_value(mcf->nft, 0);
+    if (!mcf->nft) {
+        if (mcf->nft_table.len || mcf->nft_state.len
+            || mcf->nft_prefix != NGX_CONF_UNSET) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "sluice_nft_table, sluice_nft_ipv6_prefix and "
+                               "sluice_nft_state need \"sluice_nft on\"");
+            return NGX_CONF_ERROR;
+        }
+        return NGX_CONF_OK;
+    }
+    if (mcf->nft_prefix != NGX_CONF_UNSET
+        && (mcf->nft_prefix < 1 || mcf->nft_prefix > 128)) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "sluice_nft_ipv6_prefix %i: must be 1..128",
+                           mcf->nft_prefix);
+        return NGX_CONF_ERROR;
+    }
+    ngx_memzero(&no, sizeof(no));
+    no.table = mcf->nft_table.len
+                   ? ngx_http_sluice_cstr(cf->pool, &mcf->nft_table)
+                   : NULL;
+    if (sluice_nft_schema(&no, NULL, 0, NULL) == SLUICE_EINVAL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "sluice_nft_table \"%V\": a letter, then letters, "
+                           "digits or '_' (at most %d)", &mcf->nft_table,
+                           SLUICE_NFT_NAME_MAX);
+        return NGX_CONF_ERROR;
+    }
+    return NGX_CONF_OK;
 }
 
 static char *
@@ -219,7 +271,7 @@ ngx_http_sluice_init_main_conf(ngx_conf_t *cf, void *conf)
     if (mcf->problem_base.len == 0) {
         ngx_str_set(&mcf->problem_base, "https://errors.invalid/");
     }
-    return NGX_CONF_OK;
+    return ngx_http_sluice_nft_conf(cf, mcf);
 }
 
 static void *
@@ -585,6 +637,9 @@ ngx_http_sluice_init_module(ngx_cycle_t *cycle)
 static void
 ngx_http_sluice_close_state(void)
 {
+    /* Before the policy a reconcile of the sink may still read. */
+    sluice_nft_close(ngx_http_sluice_worker.nft);
+    ngx_http_sluice_worker.nft = NULL;
     sluice_policy_close(ngx_http_sluice_worker.pol[0]);
     sluice_policy_close(ngx_http_sluice_worker.pol[1]);
     sluice_limiter_close(ngx_http_sluice_worker.lim);
@@ -604,6 +659,72 @@ ngx_http_sluice_close_all(void)
 ** cannot be opened (a Redis that is down when the worker starts) must not
 ** take the worker with it: enforcing locations answer 503 and the open is
 ** tried again, at most once a second, by the requests that need it. */
+/* The enforcing policy's events: to the alert sink and the kernel IP set
+** sink, each if this worker has one. */
+static void
+ngx_http_sluice_on_event(void *ud, const sluice_event *ev)
+{
+    (void) ud;
+    if (ngx_http_sluice_worker.webhook != NULL) {
+        sluice_webhook_on_event(ngx_http_sluice_worker.webhook, ev);
+    }
+    if (ngx_http_sluice_worker.nft != NULL) {
+        sluice_nft_on_event(ngx_http_sluice_worker.nft, ev);
+    }
+}
+
+/* sluice_nft on: this worker's sink (its list in sluice_nft_state.<N>).
+** A sink that cannot open (no CAP_NET_ADMIN, no nf_tables) is logged and
+** the worker goes on deciding without it. */
+static void
+ngx_http_sluice_open_nft(ngx_cycle_t *cycle, ngx_http_sluice_main_conf_t *mcf)
+{
+    sluice_nft_options no;
+    char err[256], *state = NULL;
+    int rc;
+
+    if (!mcf->nft || ngx_http_sluice_worker.nft != NULL) {
+        return;
+    }
+    ngx_memzero(&no, sizeof(no));
+    no.table = mcf->nft_table.len
+                   ? ngx_http_sluice_cstr(cycle->pool, &mcf->nft_table)
+                   : NULL;
+    no.ipv6_prefix = mcf->nft_prefix == NGX_CONF_UNSET ? 0
+                                                       : (int) mcf->nft_prefix;
+    /* Without sluice_nft_ipv6_prefix: the policy's, so that a set element
+    ** is what the policy counts as one client. */
+    if (no.ipv6_prefix == 0) {
+        sluice_policy_config cfg;
+        char *path = mcf->policy.len
+                         ? ngx_http_sluice_cstr(cycle->pool, &mcf->policy)
+                         : NULL;
+        if ((path ? sluice_policy_config_load(path, &cfg, NULL, 0)
+                  : sluice_policy_config_defaults(&cfg)) == SLUICE_OK) {
+            no.ipv6_prefix = (int) cfg.ipv6_prefix;
+        }
+    }
+    if (mcf->nft_state.len) {
+        state = ngx_pnalloc(cycle->pool, mcf->nft_state.len + NGX_INT_T_LEN + 2);
+        if (state == NULL) {
+            return;
+        }
+        *ngx_sprintf((u_char *) state, "%V.%ui", &mcf->nft_state, ngx_worker)
+            = '\0';
+    }
+    no.state_path = state;
+    no.flags = SLUICE_NFT_CREATE;
+    no.errbuf = err;
+    no.errlen = sizeof(err);
+    err[0] = '\0';
+    rc = sluice_nft_open(&no, &ngx_http_sluice_worker.nft);
+    if (rc != SLUICE_OK) {
+        ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,
+                      "sluice_nft: %s %s (this worker bans no addresses in "
+                      "the kernel)", sluice_strerror(rc), err);
+    }
+}
+
 static ngx_int_t
 ngx_http_sluice_open_all(ngx_cycle_t *cycle, ngx_http_sluice_main_conf_t *mcf)
 {
@@ -654,12 +775,15 @@ ngx_http_sluice_open_all(ngx_cycle_t *cycle, ngx_http_sluice_main_conf_t *mcf)
     po.deny_cache = ngx_http_sluice_segment(cycle->pool, &mcf->deny_cache);
     po.errbuf = err;
     po.errlen = sizeof(err);
+    ngx_http_sluice_open_nft(cycle, mcf);
     for (i = 0; i < 2; i++) {
         po.flags = i ? SLUICE_POLICY_SHADOW : 0;
-        /* alerts for what is enforced only (ngx_http_sluice_alerts.c) */
-        po.on_event = i == 0 && ngx_http_sluice_worker.webhook
-                          ? sluice_webhook_on_event : NULL;
-        po.userdata = i == 0 ? ngx_http_sluice_worker.webhook : NULL;
+        /* alerts and kernel bans for what is enforced only */
+        po.on_event = i == 0 && (ngx_http_sluice_worker.webhook
+                                 || ngx_http_sluice_worker.nft)
+                          ? ngx_http_sluice_on_event
+                          : NULL;
+        po.userdata = NULL;
         rc = sluice_policy_open(&po, &ngx_http_sluice_worker.pol[i]);
         if (rc == SLUICE_ECONFIG && po.counters != NULL
             && ngx_strncmp(err, "counters", 8) == 0) {
@@ -680,6 +804,11 @@ ngx_http_sluice_open_all(ngx_cycle_t *cycle, ngx_http_sluice_main_conf_t *mcf)
         }
     }
     ngx_http_sluice_worker.pool = mcf->pool;
+    /* What a previous worker banned: the store says which still hold. */
+    if (ngx_http_sluice_worker.nft != NULL) {
+        (void) sluice_nft_reconcile(ngx_http_sluice_worker.nft,
+                                    ngx_http_sluice_worker.pol[0]);
+    }
     return NGX_OK;
 }
 

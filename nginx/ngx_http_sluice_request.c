@@ -134,16 +134,22 @@ ngx_http_sluice_fields(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
 
 /* ---------------------------------------------- work off the event loop --- */
 
-/* Work that needs no answer back in the request: a lease release when the
-** request ends, an auth outcome learnt from the upstream.  It owns a deep
-** copy of the request, because the request's pool may be gone by the time
-** a pool thread runs it. */
+/* Work that needs no answer back in the request: a lease release, an
+** auth outcome learnt from the upstream.  It owns a deep copy of the
+** request, because the request's pool may be gone by the time a pool
+** thread runs it (a release from the pool cleanup).  A release from the
+** body filter names the request instead: its answer's end waits for it. */
 typedef struct {
     sluice_policy *pol;
     sluice_request req;
     uint64_t lease_id;  /* 0: record req.auth_result */
+    ngx_http_request_t *resume; /* NULL: nothing waits for this job */
     char strs[1];
 } ngx_http_sluice_job_t;
+
+/* r->buffered while the answer's end waits for the release (the bits
+** nginx defines for r->buffered are 0x01..0x04: ssi, sub, copy). */
+#define SLUICE_NGX_BUFFERED 0x08
 
 static void
 ngx_http_sluice_job_run(ngx_http_sluice_job_t *j)
@@ -164,10 +170,30 @@ ngx_http_sluice_job_thread(void *data, ngx_log_t *log)
     ngx_http_sluice_job_run(data);
 }
 
+/* Back on the event loop: a request whose answer's end waited for the
+** release is written on (its body filter passes what it held), as nginx's
+** copy filter resumes after a read on a pool thread. */
 static void
 ngx_http_sluice_job_done(ngx_event_t *ev)
 {
+    ngx_http_sluice_job_t *j;
+    ngx_http_request_t *r;
+    ngx_http_sluice_ctx_t *ctx;
+
+    j = (ngx_http_sluice_job_t *) ((u_char *) ev->data
+                                   + sizeof(ngx_thread_task_t));
+    r = j->resume;
     ngx_free(ev->data);
+    if (r == NULL) {
+        return;
+    }
+    ctx = ngx_http_sluice_get_ctx(r);
+    if (ctx != NULL) {
+        ctx->releasing = 0;
+    }
+    r->main->blocked--;
+    r->aio = 0;
+    r->connection->write->handler(r->connection->write);
 }
 #endif
 
@@ -187,9 +213,11 @@ ngx_http_sluice_copy_str(const char **s, char *dst)
     return n;
 }
 
-static void
+/* Run a job on the pool, or inline without one.  With `resume`, a job
+** posted to the pool holds that request (NGX_AGAIN) until it is done. */
+static ngx_int_t
 ngx_http_sluice_background(ngx_log_t *log, sluice_policy *pol,
-    const sluice_request *req, uint64_t lease_id)
+    const sluice_request *req, uint64_t lease_id, ngx_http_request_t *resume)
 {
     ngx_http_sluice_job_t inline_job;
 #if (NGX_THREADS)
@@ -228,7 +256,7 @@ ngx_http_sluice_background(ngx_log_t *log, sluice_policy *pol,
         }
         mem = ngx_calloc(sizeof(ngx_thread_task_t) + sizeof(*j) + need, log);
         if (mem == NULL) {
-            return; /* a lease then expires by its TTL */
+            return NGX_ERROR; /* a lease then expires by its TTL */
         }
         task = (ngx_thread_task_t *) mem;
         j = (ngx_http_sluice_job_t *) (mem + sizeof(*task));
@@ -250,35 +278,51 @@ ngx_http_sluice_background(ngx_log_t *log, sluice_policy *pol,
         j->pol = pol;
         j->req = inline_job.req; /* its strings now point into j->strs */
         j->lease_id = lease_id;
+        j->resume = resume;
         task->ctx = j;
         task->handler = ngx_http_sluice_job_thread;
         task->event.handler = ngx_http_sluice_job_done;
         task->event.data = mem;
         task->event.log = log;
-        if (ngx_thread_task_post(ngx_http_sluice_worker.pool, task) == NGX_OK) {
-            return;
+        if (ngx_thread_task_post(ngx_http_sluice_worker.pool, task) != NGX_OK) {
+            ngx_free(mem);
+            return NGX_ERROR;
         }
-        ngx_free(mem);
-        return;
+        if (resume == NULL) {
+            return NGX_OK;
+        }
+        resume->main->blocked++;
+        resume->aio = 1;
+        return NGX_AGAIN;
     }
 #endif
     /* A store that answers from memory: no reason to leave the loop. */
+    (void) resume;
     ngx_http_sluice_job_run(&inline_job);
+    return NGX_OK;
 }
 
-/* Releases the request's lease: from the body filter once the whole
-** answer is handed to the client connection (the upstream's work is over),
-** or when the request's pool goes (failed, aborted). */
+/* Releases the request's lease, if it holds one: NGX_AGAIN when a pool
+** thread does it and `resume` waits for it. */
+static ngx_int_t
+ngx_http_sluice_release(ngx_http_sluice_ctx_t *ctx, ngx_http_request_t *resume)
+{
+    uint64_t id = ctx->d.lease_id;
+
+    if (!ctx->decided || ctx->rc != SLUICE_OK || id == 0) {
+        return NGX_OK;
+    }
+    ctx->d.lease_id = 0;
+    return ngx_http_sluice_background(ctx->r->connection->log, ctx->pol,
+                                      &ctx->req, id, resume);
+}
+
+/* The lease goes when the request's pool does (failed, aborted) if the
+** body filter has not released it with the answer. */
 static void
 ngx_http_sluice_cleanup(void *data)
 {
-    ngx_http_sluice_ctx_t *ctx = data;
-
-    if (ctx->decided && ctx->rc == SLUICE_OK && ctx->d.lease_id != 0) {
-        ngx_http_sluice_background(ctx->r->connection->log, ctx->pol,
-                                   &ctx->req, ctx->d.lease_id);
-        ctx->d.lease_id = 0;
-    }
+    (void) ngx_http_sluice_release(data, NULL);
 }
 
 /* ------------------------------------------------------------ answers --- */
@@ -808,8 +852,8 @@ ngx_http_sluice_header_filter(ngx_http_request_t *r)
                      && r->headers_out.status < 300)) {
             ctx->req.auth_result = fail ? SLUICE_AUTH_BAD_SECRET
                                         : SLUICE_AUTH_OK;
-            ngx_http_sluice_background(r->connection->log, ctx->pol,
-                                       &ctx->req, 0);
+            (void) ngx_http_sluice_background(r->connection->log, ctx->pol,
+                                              &ctx->req, 0, NULL);
         }
     }
     if (ctx->d.limit > 0
@@ -824,25 +868,49 @@ ngx_http_sluice_header_filter(ngx_http_request_t *r)
 ** when the pool does, which can be much later (a mirror or post_action
 ** subrequest still running, lingering close, the access log) -- the
 ** client has its answer and its next request would find the ledger still
-** locked. */
+** locked.  The release comes before that buffer goes on: inline, or on a
+** pool thread while the buffer waits here (the request blocked, as for
+** nginx's threaded reads), so a client holding its whole answer never
+** finds its own lease or lock still held.  (Posted and passed on at once,
+** the release raced the client's next request: a spurious 409 now and
+** then.) */
 static ngx_int_t
 ngx_http_sluice_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 {
     ngx_http_sluice_ctx_t *ctx;
     ngx_chain_t *cl;
 
-    if (r == r->main) {
+    if (r != r->main || (ctx = ngx_http_sluice_get_ctx(r)) == NULL) {
+        return ngx_http_next_body_filter(r, in);
+    }
+    if (ctx->held == NULL) {
         for (cl = in; cl; cl = cl->next) {
             if (cl->buf->last_buf) {
-                ctx = ngx_http_sluice_get_ctx(r);
-                if (ctx != NULL) {
-                    ngx_http_sluice_cleanup(ctx);
-                }
                 break;
             }
         }
+        if (cl == NULL) {
+            return ngx_http_next_body_filter(r, in);
+        }
+        /* `in` may live on the caller's stack (ngx_http_send_special) */
+        if (ngx_chain_add_copy(r->pool, &ctx->held, in) != NGX_OK) {
+            return NGX_ERROR;
+        }
+        if (ngx_http_sluice_release(ctx, r) == NGX_AGAIN) {
+            ctx->releasing = 1;
+        }
+    } else if (in != NULL
+               && ngx_chain_add_copy(r->pool, &ctx->held, in) != NGX_OK) {
+        return NGX_ERROR;
     }
-    return ngx_http_next_body_filter(r, in);
+    if (ctx->releasing) {
+        r->buffered |= SLUICE_NGX_BUFFERED;
+        return NGX_AGAIN;
+    }
+    r->buffered &= ~SLUICE_NGX_BUFFERED;
+    cl = ctx->held;
+    ctx->held = NULL;
+    return ngx_http_next_body_filter(r, cl);
 }
 
 /* ---------------------------------------------------------- variables --- */

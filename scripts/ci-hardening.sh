@@ -79,11 +79,13 @@ run_tsan() {
   # report in a worker's log fails the test).  webhook-plain: the webhook
   # suite built without Criterion (tests/events/cr_plain.h says why),
   # real receivers on 127.0.0.1 up, down and slow, producers on threads.
+  # nft: the nftables sink (a plain program) in a network namespace, its
+  # thread against the deciding thread and sluice_nft_sync() waiters.
   # mem_batch_threads: threads deciding in batches (apply_many) on one mem
   # store while its tables grow (a plain program, for the same reason), and
   # one by one through the hot-key memo; mem_memo_threads: threads reading
   # and rewriting the memo's lines with no lock.
-  local want="soak e2e-ledger-api-hardening redis_pool_threads webhook-plain mem_batch_threads mem_memo_threads"
+  local want="soak e2e-ledger-api-hardening redis_pool_threads webhook-plain mem_batch_threads mem_memo_threads nft"
   local plan
   plan=$( (meson introspect "$d" --targets; echo; meson introspect "$d" --tests) |
     WANT="$want" B="$PWD/$d" python3 -c '

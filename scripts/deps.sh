@@ -18,7 +18,7 @@ set -euo pipefail
 SLUICE_BUILD_PACKAGES=(
   gcc libc6-dev meson ninja-build pkg-config
   libck-dev liblmdb-dev libhiredis-dev libssl-dev
-  libconfig-dev libjansson-dev libcurl4-openssl-dev
+  libconfig-dev libjansson-dev libcurl4-openssl-dev libnftables-dev
 )
 
 # The tests (the build set too): the HTTP example services (libmicrohttpd,
@@ -32,6 +32,7 @@ SLUICE_PACKAGES=(
   cppcheck libclang-rt-14-dev librsvg2-bin
   nginx nginx-dev dpkg-dev make wrk prometheus
   debootstrap iproute2 groff-base
+  nftables
 )
 
 # Packages that start a server when installed on a booted machine.

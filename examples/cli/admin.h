@@ -1,5 +1,5 @@
 /*
-** sluice inspect | release | lift: what the command's files share, the
+** sluice inspect | release | lift | renew: what the command's files share, the
 ** parsed command line and the open store.  cmd_admin.c parses the
 ** arguments and opens the store, admin_inspect.c reads a scope and
 ** prints it, admin_release.c ends a box or lifts a suspension and writes
@@ -22,6 +22,12 @@ typedef struct admin {
   sluice_limiter *lim;
   sluice_policy *pol;
   int released_level;
+  int64_t renewed_until_ns; /* renew: the new box end */
+  /* --nft: the kernel sets get the change too (the event goes to a sink). */
+  int nft;
+  const char *nft_table;
+  int nft_prefix;
+  sluice_nft *sink;
   /* inspect: where the report goes before it is known to be readable, the
   ** records found under the scope's ids, and the ones that cannot belong
   ** to the configuration given. */
@@ -37,8 +43,10 @@ int admin_inspect(admin *a);
 ** release or lift ended (userdata: the admin). */
 void admin_on_event(void *ud, const sluice_event *ev);
 
-/* release (lift = 0) or lift (1) the scope, with its audit record; a CLI_*
-** exit code. */
-int admin_release_or_lift(admin *a, int lift);
+enum { ADMIN_RELEASE = 0, ADMIN_LIFT = 1, ADMIN_RENEW = 2 };
+
+/* release, lift or renew the scope (ADMIN_*), with its audit record; a
+** CLI_* exit code. */
+int admin_release_or_lift(admin *a, int mode);
 
 #endif

@@ -1,9 +1,13 @@
 /*
-** sluice release | lift: end a penalty box early (levels 1 and 2, the
-** enterprise level 3 box), keeping the offense count, or lift a level 3
-** suspension after review, through sluice_policy_release_box() /
-** _lift_suspension(); and the audit record that goes with it (one JSON
-** line, appended and fsync'ed) naming who, why, the scope and the level.
+** sluice release | lift | renew: end a penalty box early (levels 1 and 2,
+** the enterprise level 3 box), keeping the offense count, lift a level 3
+** suspension after review, or renew a level 3 box (the 24 h IP ban) for
+** another whole box, through sluice_policy_release_box() /
+** _lift_suspension() / _renew_box(); and the audit record that goes with
+** it (one JSON line, appended and fsync'ed) naming who, why, the scope and
+** the level.  With --nft the policy's event also goes to an nftables sink
+** (include/sluice/nft.h), so an IP scope leaves (or re-enters) the
+** kernel's set at once.
 */
 #include <errno.h>
 #include <stdio.h>
@@ -16,10 +20,17 @@
 #include "admin.h"
 #include "cli.h"
 
+static const char *const action_name[] = {"release", "lift", "renew"};
+
 void admin_on_event(void *ud, const sluice_event *ev) {
   admin *a = ud;
-  if (ev->type == SLUICE_EVENT_RELEASE || ev->type == SLUICE_EVENT_LIFT)
+  if (ev->type == SLUICE_EVENT_RELEASE || ev->type == SLUICE_EVENT_LIFT ||
+      ev->type == SLUICE_EVENT_EDGE_DENY)
     a->released_level = ev->level;
+  if (ev->type == SLUICE_EVENT_EDGE_DENY)
+    a->renewed_until_ns = ev->until_ns;
+  if (a->sink)
+    sluice_nft_on_event(a->sink, ev);
 }
 
 /* jansson's own check, so the answer matches what json_pack accepts. */
@@ -35,7 +46,7 @@ static int is_utf8(const char *s) {
 ** the raw key, IP or subject: an API key is a credential and the log is
 ** read by more people than the store.  NULL if a member is not UTF-8
 ** (*bad names the option) or memory ran out. */
-static json_t *audit_record_new(const admin *a, int lift, const char **bad) {
+static json_t *audit_record_new(const admin *a, int mode, const char **bad) {
   char when[32], sid[SLUICE_SCOPE_ID_LEN + 1], tid[SLUICE_SCOPE_ID_LEN + 1];
   time_t now = time(NULL);
   struct tm tm;
@@ -54,7 +65,7 @@ static json_t *audit_record_new(const admin *a, int lift, const char **bad) {
   if (*bad)
     return NULL;
   o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:s}", "time", when,
-                "action", lift ? "lift" : "release", "scope",
+                "action", action_name[mode], "scope",
                 a->scope == SLUICE_SCOPE_KEY  ? "key"
                 : a->scope == SLUICE_SCOPE_IP ? "ip"
                                               : "subject",
@@ -79,7 +90,34 @@ static int audit_record_write(json_t *rec, int level, FILE *f) {
   return ferror(f) ? -1 : 0;
 }
 
-int admin_release_or_lift(admin *a, int lift) {
+/* --nft: apply what the sink was given (close drains its queue); a CLI_*
+** exit code. */
+static int nft_done(admin *a) {
+  sluice_nft_stats st;
+  char err[256] = "";
+  int bad;
+  if (!a->sink)
+    return CLI_OK;
+  sluice_nft_sync(a->sink, 10000);
+  sluice_nft_stats_get(a->sink, &st);
+  sluice_nft_last_error(a->sink, err, sizeof err);
+  bad = st.failed || st.dropped || st.invalid ||
+        (a->scope == SLUICE_SCOPE_IP && st.added + st.removed == 0);
+  sluice_nft_close(a->sink);
+  a->sink = NULL;
+  if (!bad) {
+    if (a->scope == SLUICE_SCOPE_IP)
+      printf("nft: %s %s the kernel set\n", a->ip,
+             st.added ? "put back in" : "removed from");
+    return CLI_OK;
+  }
+  fprintf(stderr, "sluice %s: the store is updated but the kernel set is "
+                  "not%s%s\n", a->cmd, err[0] ? ": " : "", err);
+  return CLI_RUNTIME;
+}
+
+int admin_release_or_lift(admin *a, int mode) {
+  int lift = mode == ADMIN_LIFT;
   sluice_request q;
   FILE *f = NULL;
   json_t *rec;
@@ -90,7 +128,7 @@ int admin_release_or_lift(admin *a, int lift) {
             !a->who || !a->who[0] ? "--who" : "--reason");
     return CLI_USAGE;
   }
-  rec = audit_record_new(a, lift, &bad);
+  rec = audit_record_new(a, mode, &bad);
   if (!rec) {
     if (bad)
       fprintf(stderr, "sluice %s: %s is not valid UTF-8 text (the audit "
@@ -113,20 +151,26 @@ int admin_release_or_lift(admin *a, int lift) {
   q.tier = a->tier;
   q.client_ip = a->ip;
   q.auth_subject = a->subject;
-  rc = lift ? sluice_policy_lift_suspension(a->pol, a->scope, &q, a->who,
-                                            a->why)
-            : sluice_policy_release_box(a->pol, a->scope, &q, a->who, a->why);
+  rc = mode == ADMIN_RENEW
+           ? sluice_policy_renew_box(a->pol, a->scope, &q, a->who, a->why)
+       : lift
+           ? sluice_policy_lift_suspension(a->pol, a->scope, &q, a->who, a->why)
+           : sluice_policy_release_box(a->pol, a->scope, &q, a->who, a->why);
   if (rc != SLUICE_OK) {
     fclose(f);
     json_decref(rec);
     if (rc == SLUICE_ENOTFOUND) {
       fprintf(stderr, "sluice %s: the scope is not %s; nothing changed\n",
-              a->cmd, lift ? "suspended" : "boxed");
+              a->cmd,
+              mode == ADMIN_RENEW ? "boxed at level 3"
+              : lift              ? "suspended"
+                                  : "boxed");
       return CLI_BADINPUT;
     }
     if (rc == SLUICE_EPERM) {
-      fprintf(stderr, "sluice release: the scope is suspended (level 3): "
-                      "use `sluice lift` after review; nothing changed\n");
+      fprintf(stderr, "sluice %s: the scope is suspended (level 3): "
+                      "use `sluice lift` after review; nothing changed\n",
+              a->cmd);
       return CLI_BADINPUT;
     }
     if (rc == SLUICE_EINVAL || rc == SLUICE_EKEY) {
@@ -147,10 +191,17 @@ int admin_release_or_lift(admin *a, int lift) {
     json_decref(rec);
     return CLI_RUNTIME;
   }
-  printf("%s: level %d %s; audit record appended to %s\n",
-         lift ? "lifted" : "released", a->released_level,
-         lift ? "suspension lifted" : "box ended", a->audit);
+  if (mode == ADMIN_RENEW)
+    printf("renewed: level %d box for another %lld s; audit record appended "
+           "to %s\n", a->released_level,
+           (long long)((a->renewed_until_ns - sluice_limiter_now(a->lim)) /
+                       1000000000),
+           a->audit);
+  else
+    printf("%s: level %d %s; audit record appended to %s\n",
+           lift ? "lifted" : "released", a->released_level,
+           lift ? "suspension lifted" : "box ended", a->audit);
   audit_record_write(rec, a->released_level, stdout);
   json_decref(rec);
-  return CLI_OK;
+  return nft_done(a);
 }

@@ -1,5 +1,5 @@
 /* Subcommands added next to `replay --algo` (simulate, replay --policy,
-** inspect / release / lift, settings).  Same exit codes as cli.h. */
+** inspect / release / lift / renew, settings).  Same exit codes as cli.h. */
 #ifndef SLUICE_CLI_CMDS_H
 #define SLUICE_CLI_CMDS_H
 
@@ -8,6 +8,8 @@ int cli_policy_replay(int argc, char **argv);
 int cli_inspect(int argc, char **argv);
 int cli_release(int argc, char **argv);
 int cli_lift(int argc, char **argv);
+int cli_renew(int argc, char **argv);
+int cli_nft_schema(int argc, char **argv);
 int cli_settings(int argc, char **argv);
 
 #endif

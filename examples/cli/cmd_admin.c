@@ -1,5 +1,5 @@
 /*
-** sluice inspect | release | lift: support tools against a live store (shm,
+** sluice inspect | release | lift | renew: support tools against a live store (shm,
 ** lmdb, redis) that a service shares with its workers.
 **
 **   inspect  reads a scope's records without changing them: the tenant and
@@ -8,8 +8,10 @@
 **            and the hourly export count.
 **   release  ends a box early (levels 1 and 2, the enterprise level 3 box),
 **            keeping the offense count;
-**   lift     lifts a level 3 suspension after review.
-** Both go through sluice_policy_release_box() / _lift_suspension() and write
+**   lift     lifts a level 3 suspension after review;
+**   renew    renews a level 3 box (the 24 h IP ban) for another whole box.
+** They go through sluice_policy_release_box() / _lift_suspension() /
+** _renew_box() and write
 ** an audit record (one JSON line, appended and fsync'ed) naming who, why,
 ** the scope and the level.
 **
@@ -23,6 +25,7 @@
 */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "admin.h"
@@ -52,14 +55,25 @@ static void admin_usage(FILE *f, const char *cmd) {
     fprintf(f,
         "usage: sluice %s --store STORE --secret-file FILE [--config FILE]\n"
         "         (--tenant T --key K --tier TIER | --ip IP | --subject S)\n"
-        "         --who NAME --reason TEXT [--audit FILE]\n\n"
-        "%s, keeping the offense count, and appends an audit record (one\n"
-        "JSON line, fsync'ed) to FILE (default ./sluice-audit.jsonl).\n",
+        "         --who NAME --reason TEXT [--audit FILE]\n"
+        "         [--nft [--nft-table NAME] [--nft-prefix N]]\n\n"
+        "%s, and appends an audit record (one\n"
+        "JSON line, fsync'ed) to FILE (default ./sluice-audit.jsonl).\n\n"
+        "  --nft               an --ip scope %s the kernel's nftables set\n"
+        "                      too (docs/nft.md; needs CAP_NET_ADMIN)\n"
+        "  --nft-table NAME    the service's table (default sluice; sets\n"
+        "                      deny4 and deny6)\n"
+        "  --nft-prefix N      the service's IPv6 prefix (default 64)\n",
         cmd,
         !strcmp(cmd, "release")
             ? "Ends a penalty box early (level 1, 2, or an enterprise level 3 "
-              "box)"
-            : "Lifts a level 3 suspension after review");
+              "box),\nkeeping the offense count"
+        : !strcmp(cmd, "lift")
+            ? "Lifts a level 3 suspension after review, keeping the offense "
+              "count"
+            : "Renews a level 3 box (the 24 h IP ban, an enterprise key's "
+              "level 3\nbox) for another whole box from now",
+        !strcmp(cmd, "renew") ? "goes back into" : "leaves");
   fprintf(f,
       "\n  --store STORE       the service's store: shm:name=/NAME,\n"
       "                      lmdb:path=DIR, redis:nodes=HOST:PORT\n"
@@ -71,9 +85,11 @@ static void admin_usage(FILE *f, const char *cmd) {
       !strcmp(cmd, "inspect")
           ? "cannot tell (no record under these ids, or one that does\n"
             "            not fit --config)"
-          : !strcmp(cmd, "release")
-                ? "the scope is not boxed, or is suspended (use lift)"
-                : "the scope is not suspended");
+      : !strcmp(cmd, "release")
+          ? "the scope is not boxed, or is suspended (use lift)"
+      : !strcmp(cmd, "lift")
+          ? "the scope is not suspended"
+          : "the scope is not boxed at level 3, or is suspended");
 }
 
 static int read_secret(admin *a) {
@@ -113,6 +129,28 @@ static int open_store(admin *a) {
   return CLI_OK;
 }
 
+/* --nft: a sink on the service's table (created if missing, so that a
+** renewal after a flushed ruleset lands). */
+static int open_sink(admin *a) {
+  sluice_nft_options no;
+  char err[256] = "";
+  int rc;
+  memset(&no, 0, sizeof no);
+  no.table = a->nft_table;
+  no.ipv6_prefix = a->nft_prefix;
+  no.min_level = 1;
+  no.flags = SLUICE_NFT_CREATE;
+  no.resync_ms = -1;
+  no.errbuf = err;
+  no.errlen = sizeof err;
+  rc = sluice_nft_open(&no, &a->sink);
+  if (rc == SLUICE_OK)
+    return CLI_OK;
+  fprintf(stderr, "sluice %s: --nft: %s%s%s; nothing changed\n", a->cmd,
+          sluice_strerror(rc), err[0] ? ": " : "", err);
+  return rc == SLUICE_EINVAL ? CLI_USAGE : CLI_RUNTIME;
+}
+
 static void close_store(admin *a) {
   sluice_policy_close(a->pol);
   sluice_limiter_close(a->lim);
@@ -132,6 +170,9 @@ static int admin_main(const char *cmd, int argc, char **argv) {
       {"who", required_argument, 0, 'w'},
       {"reason", required_argument, 0, 'r'},
       {"audit", required_argument, 0, 'a'},
+      {"nft", no_argument, 0, 'N'},
+      {"nft-table", required_argument, 0, 'B'},
+      {"nft-prefix", required_argument, 0, 'P'},
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   admin a;
@@ -160,6 +201,18 @@ static int admin_main(const char *cmd, int argc, char **argv) {
     case 'w': a.who = optarg; break;
     case 'r': a.why = optarg; break;
     case 'a': a.audit = optarg; break;
+    case 'N': a.nft = 1; break;
+    case 'B': a.nft_table = optarg; break;
+    case 'P': {
+      char *end;
+      long v = strtol(optarg, &end, 10);
+      if (end == optarg || *end || v < 1 || v > 128) {
+        fprintf(stderr, "sluice %s: --nft-prefix: 1..128\n", cmd);
+        return CLI_USAGE;
+      }
+      a.nft_prefix = (int)v;
+      break;
+    }
     case 'h':
       admin_usage(stdout, cmd);
       return CLI_OK;
@@ -202,6 +255,15 @@ static int admin_main(const char *cmd, int argc, char **argv) {
                     "built-in defaults are etc/sluice.conf)\n");
     return CLI_USAGE;
   }
+  if ((a.nft_table || a.nft_prefix) && !a.nft) {
+    fprintf(stderr, "sluice %s: --nft-table and --nft-prefix go with --nft\n",
+            cmd);
+    return CLI_USAGE;
+  }
+  if (is_inspect && a.nft) {
+    fprintf(stderr, "sluice inspect: --nft is for release, lift and renew\n");
+    return CLI_USAGE;
+  }
   if (!is_inspect && a.ledger) {
     fprintf(stderr, "sluice %s: --ledger is for inspect only\n", cmd);
     return CLI_USAGE;
@@ -235,7 +297,14 @@ static int admin_main(const char *cmd, int argc, char **argv) {
       close_store(&a);
       return CLI_BADINPUT;
     }
-    rc = admin_release_or_lift(&a, !strcmp(cmd, "lift"));
+    if (a.nft && (rc = open_sink(&a)) != CLI_OK) {
+      close_store(&a);
+      return rc;
+    }
+    rc = admin_release_or_lift(&a, !strcmp(cmd, "lift")    ? ADMIN_LIFT
+                                   : !strcmp(cmd, "renew") ? ADMIN_RENEW
+                                                           : ADMIN_RELEASE);
+    sluice_nft_close(a.sink); /* on a failure: nothing was queued */
   }
   close_store(&a); /* stdout is checked by main (cli_stdout_done) */
   return rc;
@@ -250,3 +319,7 @@ int cli_release(int argc, char **argv) {
 }
 
 int cli_lift(int argc, char **argv) { return admin_main("lift", argc, argv); }
+
+int cli_renew(int argc, char **argv) {
+  return admin_main("renew", argc, argv);
+}

@@ -18,6 +18,8 @@ static const struct {
     {"inspect", cli_inspect, "show a key's buckets, strikes, box, leases"},
     {"release", cli_release, "end a penalty box early (audited)"},
     {"lift", cli_lift, "lift a level 3 suspension (audited)"},
+    {"renew", cli_renew, "renew a level 3 box, the 24 h IP ban (audited)"},
+    {"nft-schema", cli_nft_schema, "the nftables sink's table, sets, rule"},
     {"settings", cli_settings, "the policy file's settings, defaults, bounds"},
 };
 

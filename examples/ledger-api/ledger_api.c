@@ -48,7 +48,9 @@ static void usage(FILE *f) {
       "                  [--degraded-store URI|off] [--deny-cache URI|off]\n"
       "                  [--webhook EVENT=URL]... [--alert FORMAT=URL[,K=V]]...\n"
       "                  [--alert-contacts FILE] [--alert-spool PATH]\n"
-      "                  [--alert-allow LIST] [--alert-proxy URL]\n\n"
+      "                  [--alert-allow LIST] [--alert-proxy URL]\n"
+      "                  [--nft [--nft-table NAME] [--nft-prefix N]\n"
+      "                   [--nft-state FILE]]\n\n"
       "Serves the spec's ledger API on 127.0.0.1 with sluice enforcing it.\n"
       "  --port N         TCP port; 0 (default) picks a free one.  The first\n"
       "                   line on stdout is `listening 127.0.0.1:PORT`\n"
@@ -97,7 +99,16 @@ static void usage(FILE *f) {
       "  --alert-contacts FILE  tenants' contacts: TENANT tech|owner ADDRS\n"
       "  --alert-spool PATH  keep undelivered alerts in PATH.N (worker N)\n"
       "  --alert-allow LIST  loopback,private,link_local destinations\n"
-      "  --alert-proxy URL  post through this proxy (env proxies ignored)\n\n"
+      "  --alert-proxy URL  post through this proxy (env proxies ignored)\n"
+      "  --nft            put client addresses boxed at level 2 or above\n"
+      "                   into the kernel's nftables sets (docs/nft.md;\n"
+      "                   needs CAP_NET_ADMIN); the table, sets and drop\n"
+      "                   rule are made if missing\n"
+      "  --nft-table NAME the table (default sluice: sets deny4, deny6)\n"
+      "  --nft-prefix N   IPv6 addresses are banned by this prefix (the\n"
+      "                   policy's ipv6_prefix)\n"
+      "  --nft-state FILE each worker's list of banned addresses, in\n"
+      "                   FILE.<worker>, so a restart reconciles them\n\n"
       "SIGTERM or SIGINT: the master stops the workers and exits 0.\n"
       "exit codes: 0 clean shutdown, 2 usage error, 3 system failure\n");
 }
@@ -195,6 +206,48 @@ static int check_keys(const sluice_policy_config *cfg, const char *path) {
 
 /* ------------------------------------------------------- processes --- */
 
+/* This worker's index: its alert spool, its --nft-state list. */
+static int worker_slot;
+
+/* The policy's events: the webhook sink and the nftables sink, each when
+** configured. */
+static void on_event(void *ud, const sluice_event *ev) {
+  (void)ud;
+  if (S.webhook)
+    sluice_webhook_on_event(S.webhook, ev);
+  if (S.nft_sink)
+    sluice_nft_on_event(S.nft_sink, ev);
+}
+
+/* --nft: this worker's sink (after fork: its thread is this process's). */
+static int open_nft(void) {
+  sluice_nft_options o = S.nft_opts;
+  sluice_policy_config cfg;
+  char err[256] = "";
+  int rc;
+  /* Without --nft-prefix: the policy's, so that a set element is what the
+  ** policy counts as one client. */
+  if (!o.ipv6_prefix &&
+      (S.config_path
+           ? sluice_policy_config_load(S.config_path, &cfg, NULL, 0)
+           : sluice_policy_config_defaults(&cfg)) == SLUICE_OK)
+    o.ipv6_prefix = (int)cfg.ipv6_prefix;
+  if (o.state_path) {
+    snprintf(S.nft_state, sizeof S.nft_state, "%s.%d", o.state_path,
+             worker_slot);
+    o.state_path = S.nft_state;
+  }
+  o.flags = SLUICE_NFT_CREATE;
+  o.errbuf = err;
+  o.errlen = sizeof err;
+  rc = sluice_nft_open(&o, &S.nft_sink);
+  if (rc == SLUICE_OK)
+    return 0;
+  fprintf(stderr, "ledger-api worker %d: --nft: %s%s%s\n", (int)getpid(),
+          sluice_strerror(rc), err[0] ? ": " : "", err);
+  return -1;
+}
+
 static int open_policy(const char *who) {
   sluice_limiter_options lo;
   sluice_policy_options po;
@@ -218,10 +271,8 @@ static int open_policy(const char *who) {
   po.flags = S.shadow ? SLUICE_POLICY_SHADOW : 0;
   po.degraded_store = S.degraded_store;
   po.deny_cache = S.deny_cache;
-  if (S.webhook) {
-    po.on_event = sluice_webhook_on_event;
-    po.userdata = S.webhook;
-  }
+  if (S.webhook || S.nft_sink)
+    po.on_event = on_event;
   po.errbuf = err;
   po.errlen = sizeof err;
   rc = sluice_policy_open(&po, &S.pol);
@@ -239,10 +290,15 @@ static int open_policy(const char *who) {
     fprintf(stderr, "ledger-api %s: http: %s\n", who, sluice_strerror(rc));
     return -1;
   }
+  /* The addresses a previous run banned: the store says which still are. */
+  if (S.nft_sink)
+    sluice_nft_reconcile(S.nft_sink, S.pol);
   return 0;
 }
 
 static void close_policy(void) {
+  sluice_nft_close(S.nft_sink); /* before the policy its reconcile reads */
+  S.nft_sink = NULL;
   sluice_http_close(S.http);
   sluice_policy_close(S.pol);
   sluice_limiter_close(S.lim);
@@ -257,7 +313,6 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
   vfprintf(stderr, fmt, ap);
 }
 
-static int worker_slot; /* this worker's index: its alert spool */
 
 static int worker_main(void) {
   struct MHD_Daemon *d;
@@ -274,7 +329,12 @@ static int worker_main(void) {
             sluice_strerror(rc), err);
     return EX_RUNTIME;
   }
+  if (S.nft && open_nft() != 0) {
+    sluice_webhook_close(S.webhook);
+    return EX_RUNTIME;
+  }
   if (open_policy("worker") != 0) {
+    close_policy();
     sluice_webhook_close(S.webhook);
     return EX_RUNTIME;
   }
@@ -404,6 +464,15 @@ static int check_segments(const sluice_policy_config *cfg) {
   return -1;
 }
 
+/* --nft-prefix N */
+static int nft_prefix_arg(const char *arg) {
+  int64_t v;
+  if (ex_opt_int("ledger-api", "--nft-prefix", arg, 1, 128, &v))
+    return -1;
+  S.nft_opts.ipv6_prefix = (int)v;
+  return 0;
+}
+
 /* --webhook EVENT=URL: EVENT as sluice_event_name() spells it. */
 static int add_webhook(const char *arg) {
   const char *eq = strchr(arg, '=');
@@ -451,6 +520,10 @@ int main(int argc, char **argv) {
       {"alert-spool", required_argument, 0, 'A'},
       {"alert-allow", required_argument, 0, 'A'},
       {"alert-proxy", required_argument, 0, 'A'},
+      {"nft", no_argument, 0, 'Y'},
+      {"nft-table", required_argument, 0, 'n'},
+      {"nft-prefix", required_argument, 0, 'x'},
+      {"nft-state", required_argument, 0, 'z'},
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   const char *keys_path = NULL, *secret_path = NULL;
@@ -572,6 +645,19 @@ int main(int argc, char **argv) {
       if (ledger_alert_option(opts[idx].name, optarg))
         return EX_USAGE_;
       break;
+    case 'Y': S.nft = 1; break;
+    case 'n': S.nft_opts.table = optarg; break;
+    case 'x':
+      if (nft_prefix_arg(optarg))
+        return EX_USAGE_;
+      break;
+    case 'z':
+      if (!optarg[0] || strlen(optarg) + 8 > sizeof S.nft_state) {
+        fprintf(stderr, "ledger-api: --nft-state: a file name\n");
+        return EX_USAGE_;
+      }
+      S.nft_opts.state_path = optarg;
+      break;
     case 'h':
       usage(stdout);
       return EX_OK;
@@ -581,6 +667,17 @@ int main(int argc, char **argv) {
       usage(stderr);
       return EX_USAGE_;
     }
+  }
+  if (!S.nft && (S.nft_opts.table || S.nft_opts.ipv6_prefix ||
+                 S.nft_opts.state_path)) {
+    fprintf(stderr, "ledger-api: --nft-table, --nft-prefix and --nft-state "
+                    "go with --nft\n");
+    return EX_USAGE_;
+  }
+  if (S.nft && sluice_nft_schema(&S.nft_opts, NULL, 0, NULL) == SLUICE_EINVAL) {
+    fprintf(stderr, "ledger-api: --nft-table: a letter, then letters, digits "
+                    "or '_' (at most %d)\n", SLUICE_NFT_NAME_MAX);
+    return EX_USAGE_;
   }
   if (optind != argc) {
     fprintf(stderr, "ledger-api: unexpected argument '%s'\n", argv[optind]);

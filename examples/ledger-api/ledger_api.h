@@ -138,6 +138,11 @@ typedef struct server {
   ** the master removes when it stops. */
   const char *degraded_store, *deny_cache;
   char host_seg_own[2][64];
+  /* --nft: each worker opens a sink on the table (its list in
+  ** --nft-state FILE.<worker slot>) */
+  int nft;
+  sluice_nft_options nft_opts;
+  char nft_state[4096];
   uint8_t secret[16];
   int nkeys;
   api_key keys[MAX_KEYS];
@@ -149,6 +154,7 @@ typedef struct server {
   conn_guard *guard;
   ip_cap *cap; /* --trust-forwarded: --per-ip counted per client address */
   sluice_webhook *webhook;
+  sluice_nft *nft_sink;
   sluice_limiter *lim;
   sluice_policy *pol;
   sluice_http *http;

@@ -841,9 +841,13 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
       return problem(c, 500, PROBLEM_BASE "internal", "Internal Server Error",
                      "cannot render metrics", url);
     }
-    /* the sink's counters fit in what is left (a few hundred bytes) */
+    /* the sinks' counters fit in what is left (a few hundred bytes each):
+    ** the alert sink's first, the nftables sink's in what remains */
     if (S.webhook)
       sluice_webhook_metrics(S.webhook, buf + need, 4096, NULL);
+    if (S.nft_sink && strlen(buf) < need + 4096)
+      sluice_nft_metrics(S.nft_sink, buf + strlen(buf),
+                         need + 4096 - strlen(buf), NULL);
     ret = send_raw(c, 200, "text/plain; version=0.0.4", buf, NULL, 0, NULL);
     free(buf);
     return ret;

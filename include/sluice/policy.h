@@ -484,8 +484,9 @@ typedef struct sluice_event {
   const char *tenant_scope_id; /**< hashed tenant id, or NULL */
   const char *tier;      /**< tier name, or NULL */
   const char *who, *why; /**< RELEASE / LIFT: the audit entry */
-  /** The request that caused it (NULL for release, lift, degraded off):
-   *  lets the service name the raw key in an alert. */
+  /** The request that caused it (degraded off: NULL; release, lift and a
+   *  renewal's EDGE_DENY: the operator's request naming the scope): lets
+   *  the service name the raw key in an alert, or an address in a set. */
   const struct sluice_request *request;
   int64_t now_ns;
   int64_t until_ns;      /**< box end (SLUICE_FOREVER: suspended) */
@@ -677,6 +678,17 @@ SLUICE_EXPORT int sluice_policy_lift_suspension(sluice_policy *p, int scope,
                                                 const sluice_request *req,
                                                 const char *who,
                                                 const char *why);
+
+/** @brief Renew a level 3 box (the 24 h IP ban, an enterprise key's level
+ *  3 box) to a whole box of its length from now: the security team's
+ *  "renewable" ban.  The offense count grows by one.  Emits
+ *  SLUICE_EVENT_EDGE_DENY with who, why, the request and the new end.
+ *  @return SLUICE_OK; SLUICE_ENOTFOUND when not boxed at level 3 (also when
+ *  released meanwhile); SLUICE_EPERM when suspended (nothing to renew); as
+ *  sluice_policy_release_box() otherwise. */
+SLUICE_EXPORT int sluice_policy_renew_box(sluice_policy *p, int scope,
+                                          const sluice_request *q,
+                                          const char *who, const char *why);
 
 /* -------------------------------------------------------------- inspect --- */
 

@@ -34,6 +34,7 @@ typedef struct sluice__ctx {
   int ticket;  /* the breaker's (sluice__breaker_admit) */
   int skipped; /* the breaker is open: decided as failed */
   int droute;  /* a route of declared limits (declared.c), or -1 */
+  const char *who, *why; /* an operator's release, lift or renewal */
 } sluice__ctx;
 
 /* A program under construction: its records (keys built in place) and its

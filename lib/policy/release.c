@@ -1,7 +1,20 @@
 /*
-** Manual release of a penalty box and lifting of a suspension (the
-** operator's "sluice release"): the box is read, then released, and the
-** deny cache forgets it.
+** Manual release of a penalty box, lifting of a suspension and renewal of
+** a level 3 box (the operator's "sluice release", "lift", "renew"): the box
+** is read, then released (or renewed), and the deny cache follows.
+**
+** Choices:
+**  a) The release and lift events carry the caller's request, so a sink
+**     that acts on addresses (the nftables sink) knows which one; the
+**     request holds only what the operator typed.
+**  b) A renewal is one program on the box record: CHECK, then RELEASE and
+**     TRIP at level 3 when it was still boxed.  TRIP on a released scope
+**     starts a new box of the level's length from now; a scope released
+**     by someone else between the read and the program stays released.
+**     Renewal is for level 3 boxes (the 24 h IP ban, an enterprise key's
+**     level 3 box): a lower level would climb the ladder instead, and a
+**     suspension has no end to renew.  It emits EDGE_DENY with the new
+**     end, the event that puts an address into the kernel's sets.
 */
 #include <string.h>
 
@@ -25,14 +38,40 @@ static int apply(sluice__ctx *c, int algo, int kind, int nkeys,
   return rc;
 }
 
+enum { RELEASE = 0, LIFT = 1, RENEW = 2 };
+
+/* RELEASE, TRIP 3 on a box still there: one store call (choice b). */
+static int renew(sluice__ctx *c, const sluice_key *k,
+                 const sluice_penalty_params *pp, sluice_verdict *v) {
+  sluice__prog g;
+  sluice_program_result r;
+  int rc, chk, rel, trip;
+  memset(&g, 0, sizeof g);
+  g.keys[0] = *k;
+  g.nk = 1;
+  chk = sluice__step(&g, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1, pp, 0, 0);
+  sluice__when(&g, chk, SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_NOTE);
+  rel = sluice__step(&g, SLUICE_ALGO_PENALTY, SLUICE_OP_RELEASE, 0, 1, pp, 0,
+                     0);
+  sluice__when(&g, rel, SLUICE_WHEN_DENIED, chk, SLUICE_FOLD_NOTE);
+  trip = sluice__step(&g, SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, 0, 1, pp, 3, 0);
+  sluice__when(&g, trip, SLUICE_WHEN_DENIED, chk, SLUICE_FOLD_NOTE);
+  if ((rc = sluice__run(c, &g, &r)))
+    return rc;
+  if (!sluice__ran(&r, trip))
+    return SLUICE_ENOTFOUND; /* released in between */
+  *v = r.v[trip];
+  return SLUICE_OK;
+}
+
 static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
-                   const char *who, const char *why, int lift) {
+                   const char *who, const char *why, int mode) {
+  int lift = mode == LIFT;
   char kb[SLUICE__KEYLEN];
   sluice_key k;
   const sluice_penalty_params *pp;
   const char *sid;
   sluice_verdict v;
-  sluice_event ev;
   sluice__ctx c;
   int rc;
 
@@ -41,6 +80,10 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
   memset(&c, 0, sizeof c);
   c.p = p;
   c.tier = -1;
+  c.droute = -1; /* not a route of declared limits */
+  c.req = q; /* the operator's request, who and why go with the events */
+  c.who = who;
+  c.why = why;
   switch (scope_kind) {
   case SLUICE_SCOPE_KEY:
     if ((rc = sluice__id_ok(q->tenant_id, 1, "tenant_id", NULL)) ||
@@ -87,6 +130,19 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
     return SLUICE_EPERM;
   if (lift && !(v.flags & SLUICE_V_SUSPENDED))
     return SLUICE_ENOTFOUND;
+  if (mode == RENEW) {
+    int64_t until;
+    if (v.level < 3)
+      return SLUICE_ENOTFOUND;
+    if ((rc = renew(&c, &k, pp, &v)))
+      return rc;
+    until = (v.flags & SLUICE_V_SUSPENDED) ? SLUICE_FOREVER
+                                           : c.now + v.retry_after_ns;
+    sluice__deny_put(p, scope_kind, sid, c.now, until, v.level);
+    sluice__emit(&c, SLUICE_EVENT_EDGE_DENY, scope_kind, v.level, sid, until,
+                 0);
+    return SLUICE_OK;
+  }
   {
     int level = v.level;
     rc = apply(&c, SLUICE_ALGO_PENALTY, SLUICE_OP_RELEASE, 1, &k, pp, 0, 0,
@@ -94,22 +150,8 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
     if (rc)
       return rc;
     sluice__deny_drop(p, scope_kind, sid);
-    atomic_fetch_add_explicit(
-        &p->ctr->events[lift ? SLUICE_EVENT_LIFT : SLUICE_EVENT_RELEASE], 1,
-        memory_order_relaxed);
-    if (p->on_event) {
-      memset(&ev, 0, sizeof ev);
-      ev.type = lift ? SLUICE_EVENT_LIFT : SLUICE_EVENT_RELEASE;
-      ev.scope = scope_kind;
-      ev.level = level;
-      ev.scope_id = sid;
-      ev.tenant_scope_id = c.T[0] ? c.T : NULL;
-      ev.tier = c.tier >= 0 ? p->cfg.tiers[c.tier].name : NULL;
-      ev.who = who;
-      ev.why = why;
-      ev.now_ns = c.now;
-      p->on_event(p->userdata, &ev);
-    }
+    sluice__emit(&c, lift ? SLUICE_EVENT_LIFT : SLUICE_EVENT_RELEASE,
+                 scope_kind, level, sid, 0, 0);
   }
   return SLUICE_OK;
 }
@@ -117,11 +159,17 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
 int sluice_policy_release_box(sluice_policy *p, int scope_kind,
                               const sluice_request *q, const char *who,
                               const char *why) {
-  return release(p, scope_kind, q, who, why, 0);
+  return release(p, scope_kind, q, who, why, RELEASE);
 }
 
 int sluice_policy_lift_suspension(sluice_policy *p, int scope_kind,
                                   const sluice_request *q, const char *who,
                                   const char *why) {
-  return release(p, scope_kind, q, who, why, 1);
+  return release(p, scope_kind, q, who, why, LIFT);
+}
+
+int sluice_policy_renew_box(sluice_policy *p, int scope_kind,
+                            const sluice_request *q, const char *who,
+                            const char *why) {
+  return release(p, scope_kind, q, who, why, RENEW);
 }

@@ -26,6 +26,8 @@ void sluice__emit(sluice__ctx *c, int type, int scope_kind, int level,
   ev.tenant_scope_id = c->T[0] ? c->T : NULL;
   ev.tier = c->tier >= 0 ? p->cfg.tiers[c->tier].name : NULL;
   ev.request = c->req;
+  ev.who = c->who;
+  ev.why = c->why;
   ev.now_ns = c->now;
   ev.until_ns = until;
   p->on_event(p->userdata, &ev);

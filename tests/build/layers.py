@@ -31,6 +31,7 @@ LAYERS = {
     "lib/http": ["lib/util"],
     "lib/client": ["lib/util"],
     "lib/events": ["lib/util"],
+    "lib/edge": [],
     "lib/policy": ["lib/util"],
     "backends/mem": ["lib/core"],
     "backends/shm": ["lib/core"],

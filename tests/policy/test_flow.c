@@ -339,6 +339,59 @@ Test(policy_flow, manual_release_and_lift_are_audited) {
   fx_close(&f);
 }
 
+/* sluice_policy_renew_box(): a level 3 box starts over from now; a lower
+** level, an unboxed scope and a suspension have nothing to renew. */
+Test(policy_flow, renew_restarts_a_level3_box) {
+  fixture f;
+  sluice_request r = rq_std("bigbank", "key-1", "enterprise");
+  sluice_request s = rq_std("acme", "key-2", "sandbox");
+  const logged_event *e;
+  sluice_decision d;
+  int64_t now;
+  fx_open(&f, NULL, 0);
+  cr_assert_eq(sluice_policy_renew_box(f.pol, SLUICE_SCOPE_KEY, &r, "sec",
+                                       "x"),
+               SLUICE_ENOTFOUND, "not boxed");
+  cr_assert_eq(trip_once(&f, &r).penalty_level, 1);
+  cr_assert_eq(sluice_policy_renew_box(f.pol, SLUICE_SCOPE_KEY, &r, "sec",
+                                       "x"),
+               SLUICE_ENOTFOUND, "level 1 is not renewable");
+  sluice_clock_advance(f.clock, 5 * MIN);
+  trip_once(&f, &r);
+  sluice_clock_advance(f.clock, 60 * MIN);
+  cr_assert_eq(trip_once(&f, &r).penalty_level, 3);
+  sluice_clock_advance(f.clock, 50 * MIN);
+  cr_assert_eq(sluice_policy_renew_box(f.pol, SLUICE_SCOPE_KEY, &r, "", "x"),
+               SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_renew_box(f.pol, SLUICE_SCOPE_KEY, &r, "sec",
+                                       "ticket 9: still abusive"),
+               SLUICE_OK);
+  now = sluice_clock_now(f.clock);
+  e = fx_last(&f, SLUICE_EVENT_EDGE_DENY);
+  cr_assert_not_null(e);
+  cr_assert_eq(e->level, 3);
+  cr_assert_eq(e->until_ns, now + 60 * MIN, "a whole box from now");
+  cr_assert_str_eq(e->who, "sec");
+  cr_assert_str_eq(e->why, "ticket 9: still abusive");
+  sluice_clock_advance(f.clock, 30 * MIN); /* past the first box's end */
+  d = decide(&f, &r);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_eq(d.penalty_level, 3);
+  cr_assert_eq(d.lockout_end_ns, now + 60 * MIN);
+  sluice_clock_advance(f.clock, 30 * MIN);
+  cr_assert_eq(decide(&f, &r).allowed, 1, "the renewed box ends");
+  /* A suspension has no end to renew. */
+  trip_once(&f, &s);
+  sluice_clock_advance(f.clock, 5 * MIN);
+  trip_once(&f, &s);
+  sluice_clock_advance(f.clock, 60 * MIN);
+  cr_assert_eq(trip_once(&f, &s).outcome, SLUICE_OUTCOME_SUSPENDED);
+  cr_assert_eq(sluice_policy_renew_box(f.pol, SLUICE_SCOPE_KEY, &s, "sec",
+                                       "x"),
+               SLUICE_EPERM);
+  fx_close(&f);
+}
+
 Test(policy_flow, shadow_mode_never_rejects_but_records_everything) {
   fixture f;
   sluice_request r = rq_std("acme", "key-1", "sandbox");

@@ -1,0 +1,498 @@
+/*
+** The nftables sink's thread: it takes the queued updates, applies them to
+** its list and to the kernel's sets in one transaction per batch, rewrites
+** the sets from the list when asked (reconcile) or when due (resync), and
+** writes the list's file.
+**
+** Choices:
+**  a) An element that may or may not be in the set is refreshed with
+**     "add X; delete X; add X timeout T" in one transaction: nftables
+**     neither updates the timeout of an element that exists nor deletes
+**     one that does not without failing the whole transaction, and this
+**     form does both, atomically, on every kernel nf_tables runs on.  A
+**     removal is "add X; delete X".
+**  b) Within a batch the last update of an address wins (an add and a
+**     lift of one address in one batch would otherwise collide), and each
+**     set gets three commands whatever the batch's size: a flood costs one
+**     transaction per batch_max updates.
+**  c) A transaction that fails with SLUICE_NFT_CREATE runs the schema and
+**     tries once more (a flushed ruleset); one that fails again counts
+**     each of its updates failed, and the list keeps them, so the next
+**     resync puts them back.
+**  d) Several sinks may share a table (the workers of a prefork server,
+**     `sluice release --nft`), each knowing the addresses it was told
+**     about, so no sink ever flushes a set.  A reconcile refreshes the
+**     addresses the store still boxes and deletes those it does not, in
+**     one transaction; once the sink has a policy every periodic resync is
+**     a reconcile, so an address another process released or renewed is
+**     not put back with the old end.  Without one, a resync adds back what
+**     is missing (a flushed ruleset) and leaves the rest alone.
+**  e) The file is written at most once a second, and at close: a ban flood
+**     must not become a flood of fsyncs.  An address banned less than a
+**     second before a crash is lost from the file, not from the store; its
+**     next request trips (or finds) its box again.
+**  f) After a batch smaller than batch_max the thread waits GATHER_NS
+**     before it looks again: a flood's updates gather into one transaction
+**     instead of waking it per ban (with the queue's signal only on an
+**     empty queue, the deciding threads then make no system call).
+*/
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <nftables/libnftables.h>
+
+#include "nft_int.h"
+
+#define NS_PER_MS INT64_C(1000000)
+#define NS_PER_S INT64_C(1000000000)
+#define SAVE_EVERY_NS NS_PER_S
+#define CHUNK 256 /* elements per command line in a resync */
+#define TAKE 32   /* updates copied out of the queue per hold of its mutex */
+#define GATHER_NS 1000000 /* after a short batch, wait this long for more */
+
+/* ------------------------------------------------------------- nftables --- */
+
+static void keep_error(sluice_nft *s, const char *msg) {
+  size_t n;
+  pthread_mutex_lock(&s->errmu);
+  snprintf(s->lasterr, sizeof s->lasterr, "%s", msg && msg[0] ? msg : "");
+  n = strlen(s->lasterr);
+  while (n && (s->lasterr[n - 1] == '\n' || s->lasterr[n - 1] == ' '))
+    s->lasterr[--n] = 0;
+  pthread_mutex_unlock(&s->errmu);
+}
+
+int sluice__nft_run(sluice_nft *s, const char *cmds) {
+  const char *err;
+  int rc;
+  if (!cmds) {
+    if (s->nft)
+      nft_ctx_free(s->nft);
+    s->nft = NULL;
+    return SLUICE_OK;
+  }
+  if (!s->nft) {
+    if (!(s->nft = nft_ctx_new(NFT_CTX_DEFAULT)))
+      return SLUICE_ENOMEM;
+    if (nft_ctx_buffer_output(s->nft) || nft_ctx_buffer_error(s->nft)) {
+      nft_ctx_free(s->nft);
+      s->nft = NULL;
+      return SLUICE_ENOMEM;
+    }
+  }
+  rc = nft_run_cmd_from_buffer(s->nft, cmds);
+  (void)nft_ctx_get_output_buffer(s->nft); /* rewinds it */
+  err = nft_ctx_get_error_buffer(s->nft);
+  if (rc == 0)
+    return SLUICE_OK;
+  keep_error(s, err ? err : "nftables failed");
+  return err && strstr(err, "Operation not permitted") ? SLUICE_EPERM
+                                                        : SLUICE_EBACKEND;
+}
+
+int sluice__nft_create(sluice_nft *s) {
+  char buf[1024];
+  if (!(s->flags & SLUICE_NFT_CREATE))
+    return SLUICE_OK;
+  if (sluice__nft_schema_text(&s->names, buf, sizeof buf, NULL))
+    return SLUICE_ERANGE;
+  return sluice__nft_run(s, buf);
+}
+
+/* ------------------------------------------------------ command buffer --- */
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void put(sluice_nft *s, const char *fmt, ...) {
+  va_list ap;
+  int w;
+  if (s->cmd_oom)
+    return;
+  for (;;) {
+    size_t room = s->cmdcap - s->cmdlen;
+    va_start(ap, fmt);
+    w = vsnprintf(s->cmd ? s->cmd + s->cmdlen : NULL, s->cmd ? room : 0, fmt,
+                  ap);
+    va_end(ap);
+    if (w < 0) {
+      s->cmd_oom = 1;
+      return;
+    }
+    if (s->cmd && (size_t)w < room) {
+      s->cmdlen += (size_t)w;
+      return;
+    }
+    {
+      size_t cap = s->cmdcap ? s->cmdcap * 2 : 4096;
+      char *p;
+      while (cap - s->cmdlen <= (size_t)w)
+        cap *= 2;
+      if (!(p = realloc(s->cmd, cap))) {
+        s->cmd_oom = 1;
+        return;
+      }
+      s->cmd = p;
+      s->cmdcap = cap;
+    }
+  }
+}
+
+static void cmd_reset(sluice_nft *s) {
+  s->cmdlen = 0;
+  s->cmd_oom = 0;
+  if (s->cmd)
+    s->cmd[0] = 0;
+}
+
+static void put_timeout(sluice_nft *s, int64_t end_mono, int64_t now) {
+  if (end_mono >= 0) {
+    int64_t ms = (end_mono - now + NS_PER_MS - 1) / NS_PER_MS;
+    put(s, " timeout %" PRId64 "ms", ms < 1 ? 1 : ms);
+  }
+}
+
+/* ---------------------------------------------------------------- batch --- */
+
+typedef struct upd {
+  char elem[NFT_ELEM_MAX];
+  int fam, op;
+  int64_t end_mono;
+  size_t idx;
+} upd;
+
+static int upd_cmp(const void *a, const void *b) {
+  const upd *x = a, *y = b;
+  int c = strcmp(x->elem, y->elem);
+  if (c)
+    return c;
+  return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* "VERB element inet T SET { e1, e2 timeout Nms, ... }" for the updates of
+** one family (with their timeouts when `adds_only`); nothing when none. */
+static void put_elements(sluice_nft *s, const char *verb, const char *set,
+                         const upd *u, size_t n, int fam, int adds_only,
+                         int64_t now) {
+  size_t i, k = 0;
+  for (i = 0; i < n; i++) {
+    if (u[i].fam != fam || (adds_only && u[i].op != NFT_ADD))
+      continue;
+    if (k++ == 0)
+      put(s, "%s element inet %s %s { %s", verb, s->names.table, set,
+          u[i].elem);
+    else
+      put(s, ", %s", u[i].elem);
+    if (adds_only)
+      put_timeout(s, u[i].end_mono, now);
+  }
+  if (k)
+    put(s, " }\n");
+}
+
+static void apply_batch(sluice_nft *s, size_t n) {
+  upd *u = s->upd;
+  size_t i, m = 0, nadd = 0, ndel = 0;
+  int64_t now = sluice__nft_mono_ns();
+  int fam, rc;
+  for (i = 0; i < n; i++) {
+    nft_item *it = &s->batch[i];
+    nft_entry *e = NULL;
+    char elem[NFT_ELEM_MAX];
+    int f = 0;
+    if (it->raw[0])
+      f = sluice__nft_element(it->raw, s->prefix6, elem);
+    else if (it->op == NFT_DEL && it->scope_id[0] &&
+             (e = sluice__nft_list_find_scope(&s->list, it->scope_id))) {
+      f = e->fam;
+      strcpy(elem, e->elem);
+    }
+    if (!f) {
+      if (it->raw[0])
+        atomic_fetch_add_explicit(&s->invalid, 1, memory_order_relaxed);
+      continue;
+    }
+    strcpy(u[m].elem, elem);
+    u[m].fam = f;
+    u[m].idx = i;
+    u[m].end_mono = it->ttl_ns < 0 ? -1 : it->enq_mono + it->ttl_ns;
+    u[m].op = it->op == NFT_ADD && (u[m].end_mono < 0 || u[m].end_mono > now)
+                  ? NFT_ADD
+                  : NFT_DEL;
+    if (u[m].op == NFT_ADD) {
+      if (!(e = sluice__nft_list_put(&s->list, elem, f))) {
+        atomic_fetch_add_explicit(&s->failed, 1, memory_order_relaxed);
+        continue; /* the list is full: not banned, counted */
+      }
+      snprintf(e->raw, sizeof e->raw, "%s", it->raw);
+      if (it->scope_id[0])
+        strcpy(e->scope_id, it->scope_id);
+      e->end_mono = u[m].end_mono;
+    } else if ((e = sluice__nft_list_find(&s->list, elem))) {
+      sluice__nft_list_del(&s->list, e);
+    }
+    s->dirty = 1;
+    m++;
+  }
+  atomic_store(&s->elements, s->list.n);
+  if (!m)
+    return;
+  /* The last update of each address wins. */
+  qsort(u, m, sizeof *u, upd_cmp);
+  for (i = 0, n = 0; i < m; i++)
+    if (i + 1 == m || strcmp(u[i].elem, u[i + 1].elem))
+      u[n++] = u[i];
+  for (i = 0; i < n; i++)
+    u[i].op == NFT_ADD ? nadd++ : ndel++;
+  cmd_reset(s);
+  for (fam = 4; fam <= 6; fam += 2) {
+    const char *set = fam == 4 ? s->names.set4 : s->names.set6;
+    put_elements(s, "add", set, u, n, fam, 0, now);
+    put_elements(s, "delete", set, u, n, fam, 0, now);
+    put_elements(s, "add", set, u, n, fam, 1, now);
+  }
+  rc = s->cmd_oom ? SLUICE_ENOMEM : sluice__nft_run(s, s->cmd);
+  if (rc && rc != SLUICE_ENOMEM && (s->flags & SLUICE_NFT_CREATE) &&
+      sluice__nft_create(s) == SLUICE_OK)
+    rc = sluice__nft_run(s, s->cmd);
+  atomic_fetch_add_explicit(&s->transactions, 1, memory_order_relaxed);
+  if (rc) {
+    atomic_fetch_add_explicit(&s->failed, nadd + ndel, memory_order_relaxed);
+    return;
+  }
+  atomic_fetch_add_explicit(&s->added, nadd, memory_order_relaxed);
+  atomic_fetch_add_explicit(&s->removed, ndel, memory_order_relaxed);
+}
+
+/* --------------------------------------------------------------- resync --- */
+
+/* "VERB element inet T SET { ... }" over the list's entries of one family,
+** CHUNK to a command, with their timeouts when `timeouts`. */
+static void put_list(sluice_nft *s, const char *verb, int fam, int timeouts,
+                     int64_t now) {
+  size_t i, k = 0;
+  for (i = 0; i < s->list.cap; i++) {
+    const nft_entry *e = &s->list.e[i];
+    if (e->fam != fam)
+      continue;
+    if (k % CHUNK == 0)
+      put(s, "%s%s element inet %s %s { %s", k ? " }\n" : "", verb,
+          s->names.table, fam == 4 ? s->names.set4 : s->names.set6, e->elem);
+    else
+      put(s, ", %s", e->elem);
+    if (timeouts)
+      put_timeout(s, e->end_mono, now);
+    k++;
+  }
+  if (k)
+    put(s, " }\n");
+}
+
+static void put_schema(sluice_nft *s) {
+  char buf[1024];
+  if ((s->flags & SLUICE_NFT_CREATE) &&
+      sluice__nft_schema_text(&s->names, buf, sizeof buf, NULL) == 0)
+    put(s, "%s", buf);
+}
+
+static void run_resync(sluice_nft *s, size_t n) {
+  int rc = s->cmd_oom ? SLUICE_ENOMEM : sluice__nft_run(s, s->cmd);
+  atomic_fetch_add_explicit(&s->transactions, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&s->resyncs, 1, memory_order_relaxed);
+  if (rc)
+    atomic_fetch_add_explicit(&s->failed, n ? n : 1, memory_order_relaxed);
+}
+
+/* Put back what is missing: the schema (SLUICE_NFT_CREATE) and every
+** address of the list.  A plain add: an element that is there keeps its
+** timeout (another process, `sluice renew`, may have set a later one),
+** and elements the list does not know (another worker's sink) stay. */
+static void resync(sluice_nft *s) {
+  int64_t now = sluice__nft_mono_ns();
+  sluice__nft_list_prune(&s->list, now);
+  atomic_store(&s->elements, s->list.n);
+  cmd_reset(s);
+  put_schema(s);
+  put_list(s, "add", 4, 1, now);
+  put_list(s, "add", 6, 1, now);
+  run_resync(s, s->list.n);
+}
+
+/* Ask the store about every address of the list: one still boxed gets the
+** box's time left (refreshed, choice a), one that is not leaves the set.
+** An address the store cannot be asked about (an outage) keeps what the
+** list says.  One transaction. */
+static void reconcile(sluice_nft *s, sluice_policy *p) {
+  nft_list gone;
+  size_t i = 0;
+  int64_t now;
+  if (sluice__nft_list_init(&gone, s->list.n + 1)) {
+    resync(s);
+    return;
+  }
+  while (i < s->list.cap) {
+    nft_entry *e = &s->list.e[i];
+    sluice_inspect_query q;
+    sluice_inspect_report r;
+    if (!e->fam || !e->raw[0]) {
+      i++;
+      continue;
+    }
+    memset(&q, 0, sizeof q);
+    q.scope = SLUICE_SCOPE_IP;
+    q.client_ip = e->raw;
+    if (sluice_policy_inspect(p, &q, &r) != SLUICE_OK) {
+      i++;
+      continue;
+    }
+    s->dirty = 1;
+    if (r.level >= s->min_level &&
+        (r.box_end_ns == SLUICE_FOREVER || r.box_end_ns > r.now_ns)) {
+      e->end_mono = r.box_end_ns == SLUICE_FOREVER
+                        ? -1
+                        : sluice__nft_mono_ns() + (r.box_end_ns - r.now_ns);
+      snprintf(e->scope_id, sizeof e->scope_id, "%s", r.scope_id);
+      i++;
+    } else {
+      nft_entry *g = sluice__nft_list_put(&gone, e->elem, e->fam);
+      (void)g;
+      sluice__nft_list_del(&s->list, e); /* slot i may hold another now */
+    }
+  }
+  now = sluice__nft_mono_ns();
+  sluice__nft_list_prune(&s->list, now);
+  atomic_store(&s->elements, s->list.n);
+  cmd_reset(s);
+  put_schema(s);
+  {
+    nft_list keep = s->list; /* put_list reads s->list: swap in `gone` */
+    s->list = gone;
+    put_list(s, "add", 4, 0, now);
+    put_list(s, "delete", 4, 0, now);
+    put_list(s, "add", 6, 0, now);
+    put_list(s, "delete", 6, 0, now);
+    s->list = keep;
+  }
+  put_list(s, "add", 4, 0, now);
+  put_list(s, "delete", 4, 0, now);
+  put_list(s, "add", 4, 1, now);
+  put_list(s, "add", 6, 0, now);
+  put_list(s, "delete", 6, 0, now);
+  put_list(s, "add", 6, 1, now);
+  run_resync(s, s->list.n + gone.n);
+  sluice__nft_list_free(&gone);
+}
+
+/* --------------------------------------------------------------- thread --- */
+
+static void save(sluice_nft *s, int64_t now) {
+  if (!s->dirty || !s->state_path)
+    return;
+  if (sluice__nft_list_save(&s->list, s->state_path, now,
+                            sluice__nft_real_ns()) == SLUICE_OK)
+    s->dirty = 0;
+  else
+    keep_error(s, "state_path: cannot write");
+  s->saved_mono = now;
+}
+
+static void deadline(struct timespec *ts, int64_t at) {
+  ts->tv_sec = (time_t)(at / NS_PER_S);
+  ts->tv_nsec = (long)(at % NS_PER_S);
+}
+
+void *sluice__nft_thread(void *arg) {
+  sluice_nft *s = arg;
+  if (!(s->upd = malloc(s->batch_max * sizeof *s->upd)))
+    keep_error(s, "out of memory");
+  pthread_mutex_lock(&s->mu);
+  for (;;) {
+    size_t n = 0;
+    sluice_policy *p;
+    int rs, stopping;
+    uint64_t target;
+    int64_t now = sluice__nft_mono_ns();
+    while (!s->count && !s->reconcile && !s->resync_asked && !s->stop) {
+      int64_t at = 0;
+      struct timespec ts;
+      if (s->next_resync)
+        at = s->next_resync;
+      if (s->dirty && s->state_path &&
+          (!at || s->saved_mono + SAVE_EVERY_NS < at))
+        at = s->saved_mono + SAVE_EVERY_NS;
+      if (!at) {
+        pthread_cond_wait(&s->wake, &s->mu);
+        continue;
+      }
+      if (at <= now)
+        break;
+      deadline(&ts, at);
+      if (pthread_cond_timedwait(&s->wake, &s->mu, &ts) == ETIMEDOUT)
+        break;
+      now = sluice__nft_mono_ns();
+    }
+    /* A few updates per hold of the mutex, so that a deciding thread that
+    ** queues meanwhile waits for a short copy, not for a whole batch. */
+    while (n < s->batch_max && s->count) {
+      size_t k = 0;
+      while (k < TAKE && n < s->batch_max && s->count) {
+        s->batch[n++] = s->ring[s->head];
+        s->head = (s->head + 1) % s->qmax;
+        s->count--;
+        k++;
+      }
+      if (s->count && n < s->batch_max) {
+        pthread_mutex_unlock(&s->mu);
+        pthread_mutex_lock(&s->mu);
+      }
+    }
+    p = s->reconcile;
+    rs = s->resync_asked;
+    s->reconcile = NULL;
+    s->resync_asked = 0;
+    stopping = s->stop && !s->count;
+    target = s->count ? s->applied_seq : s->enq_seq;
+    pthread_mutex_unlock(&s->mu);
+
+    now = sluice__nft_mono_ns();
+    if (n && s->upd)
+      apply_batch(s, n);
+    else if (n)
+      atomic_fetch_add_explicit(&s->failed, n, memory_order_relaxed);
+    if (p)
+      s->policy = p;
+    if (p || (s->policy && s->next_resync && now >= s->next_resync))
+      reconcile(s, s->policy);
+    else if (rs || (s->next_resync && now >= s->next_resync))
+      resync(s);
+    if (s->next_resync && (p || rs || now >= s->next_resync))
+      s->next_resync = sluice__nft_mono_ns() + s->resync_ns;
+    now = sluice__nft_mono_ns();
+    if (stopping || now - s->saved_mono >= SAVE_EVERY_NS)
+      save(s, now);
+
+    /* A flood's updates gather for a moment into the next transaction
+    ** instead of waking the thread one by one. */
+    if (n && n < s->batch_max && !stopping) {
+      struct timespec gap = {0, GATHER_NS};
+      nanosleep(&gap, NULL);
+    }
+    pthread_mutex_lock(&s->mu);
+    if (target > s->applied_seq) {
+      s->applied_seq = target;
+      pthread_cond_broadcast(&s->done);
+    }
+    if (stopping)
+      break;
+  }
+  pthread_mutex_unlock(&s->mu);
+  sluice__nft_run(s, NULL);
+  free(s->upd);
+  s->upd = NULL;
+  return NULL;
+}

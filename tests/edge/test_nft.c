@@ -1,0 +1,693 @@
+/*
+** The nftables sink against the kernel, inside a network namespace of its
+** own (netns.sh): a policy on a mem store with a manual clock boxes client
+** addresses through auth failures, the sink puts them in its sets, and TCP
+** connects from those addresses to a listener on loopback are dropped (none
+** reaches it) until a lift, the box's timeout, or a flushed ruleset; a
+** reconcile puts back what the store still holds.  Connects are judged by
+** events (connected, or not within a short wait, and the listener's accept
+** count), never by how long anything took.
+*/
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sluice.h"
+
+#define NS_PER_MS INT64_C(1000000)
+#define NS_PER_S INT64_C(1000000000)
+
+#define CHECK(c)                                                               \
+  do {                                                                         \
+    if (!(c)) {                                                                \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);    \
+      exit(1);                                                                 \
+    }                                                                          \
+  } while (0)
+
+/* ------------------------------------------------------------ listeners --- */
+
+static int lfd4, lfd6, port4, port6;
+
+static int listener(int fam, const char *addr, int *port) {
+  struct sockaddr_storage ss;
+  socklen_t len;
+  int fd = socket(fam, SOCK_STREAM | SOCK_NONBLOCK, 0), one = 1;
+  CHECK(fd >= 0);
+  memset(&ss, 0, sizeof ss);
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (fam == AF_INET) {
+    struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+    a->sin_family = AF_INET;
+    CHECK(inet_pton(AF_INET, addr, &a->sin_addr) == 1);
+    len = sizeof *a;
+  } else {
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+    a->sin6_family = AF_INET6;
+    CHECK(inet_pton(AF_INET6, addr, &a->sin6_addr) == 1);
+    len = sizeof *a;
+  }
+  CHECK(bind(fd, (struct sockaddr *)&ss, len) == 0);
+  CHECK(listen(fd, 64) == 0);
+  CHECK(getsockname(fd, (struct sockaddr *)&ss, &len) == 0);
+  *port = ntohs(fam == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+                               : ((struct sockaddr_in6 *)&ss)->sin6_port);
+  return fd;
+}
+
+/* Connections that reached a listener since the last call. */
+static int accepted(int lfd) {
+  int n = 0, c;
+  while ((c = accept(lfd, NULL, NULL)) >= 0) {
+    close(c);
+    n++;
+  }
+  CHECK(errno == EAGAIN || errno == EWOULDBLOCK);
+  return n;
+}
+
+/* A TCP connect from src to the listener of its family: 1 when it
+** connected within wait_ms, 0 when it did not (a dropped SYN). */
+static int connects(const char *src, int wait_ms) {
+  struct sockaddr_storage s, d;
+  socklen_t len;
+  struct pollfd pf;
+  int fam = strchr(src, ':') ? AF_INET6 : AF_INET, fd, ok = 0, err = 0;
+  socklen_t el = sizeof err;
+  memset(&s, 0, sizeof s);
+  memset(&d, 0, sizeof d);
+  if (fam == AF_INET) {
+    struct sockaddr_in *a = (struct sockaddr_in *)&s, *b =
+                                                          (struct sockaddr_in *)&d;
+    a->sin_family = b->sin_family = AF_INET;
+    CHECK(inet_pton(AF_INET, src, &a->sin_addr) == 1);
+    CHECK(inet_pton(AF_INET, "127.0.0.1", &b->sin_addr) == 1);
+    b->sin_port = htons((uint16_t)port4);
+    len = sizeof *a;
+  } else {
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)&s,
+                        *b = (struct sockaddr_in6 *)&d;
+    a->sin6_family = b->sin6_family = AF_INET6;
+    CHECK(inet_pton(AF_INET6, src, &a->sin6_addr) == 1);
+    CHECK(inet_pton(AF_INET6, "::1", &b->sin6_addr) == 1);
+    b->sin6_port = htons((uint16_t)port6);
+    len = sizeof *a;
+  }
+  fd = socket(fam, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  CHECK(fd >= 0);
+  CHECK(bind(fd, (struct sockaddr *)&s, len) == 0);
+  if (connect(fd, (struct sockaddr *)&d, len) == 0) {
+    ok = 1;
+  } else {
+    CHECK(errno == EINPROGRESS);
+    pf.fd = fd;
+    pf.events = POLLOUT;
+    if (poll(&pf, 1, wait_ms) == 1 &&
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0)
+      ok = 1;
+  }
+  close(fd);
+  return ok;
+}
+
+/* A banned source: its connect does not complete and nothing reaches the
+** listener.  An allowed one: it connects, and the listener sees it. */
+static int blocked(const char *src) {
+  int lfd = strchr(src, ':') ? lfd6 : lfd4;
+  (void)accepted(lfd);
+  if (connects(src, 300))
+    return 0;
+  usleep(20000); /* a late SYN would have been accepted by now */
+  return accepted(lfd) == 0;
+}
+
+static int passes(const char *src) {
+  int lfd = strchr(src, ':') ? lfd6 : lfd4;
+  (void)accepted(lfd);
+  /* Well below the first SYN retransmission (1 s): a connect that only
+  ** gets through once a short ban has expired must not count. */
+  if (!connects(src, 700))
+    return 0;
+  usleep(1000);
+  for (int i = 0; i < 1000; i++) {
+    if (accepted(lfd) == 1)
+      return 1;
+    usleep(1000);
+  }
+  return 0;
+}
+
+/* --------------------------------------------------------------- policy --- */
+
+static sluice_nft *g_sink; /* where the policy's events go, or nowhere */
+
+static void on_event(void *ud, const sluice_event *ev) {
+  (void)ud;
+  if (g_sink)
+    sluice_nft_on_event(g_sink, ev);
+}
+
+typedef struct fx {
+  sluice_clock *clock;
+  sluice_limiter *lim;
+  sluice_policy *pol;
+  int subject;
+} fx;
+
+#define BOX1 (1 * NS_PER_S)
+#define BOX2 (3 * NS_PER_S) /* the timeout test waits this long */
+#define BOX3 (4 * NS_PER_S)
+
+static void fx_open(fx *f) {
+  sluice_limiter_options lo;
+  sluice_policy_options po;
+  sluice_policy_config cfg;
+  memset(f, 0, sizeof *f);
+  CHECK(sluice_clock_manual(1000 * NS_PER_S, &f->clock) == SLUICE_OK);
+  memset(&lo, 0, sizeof lo);
+  lo.clock = f->clock;
+  CHECK(sluice_limiter_open(&lo, &f->lim) == SLUICE_OK);
+  CHECK(sluice_policy_config_defaults(&cfg) == SLUICE_OK);
+  cfg.auth_ip_failures = 2;
+  cfg.auth_subject_failures = 100;
+  cfg.auth_box_ns[0] = BOX1;
+  cfg.auth_box_ns[1] = BOX2;
+  cfg.auth_box_ns[2] = BOX3;
+  memset(&po, 0, sizeof po);
+  po.limiter = f->lim;
+  po.config = &cfg;
+  memset(po.secret, 7, sizeof po.secret);
+  po.on_event = on_event;
+  CHECK(sluice_policy_open(&po, &f->pol) == SLUICE_OK);
+}
+
+static void fx_close(fx *f) {
+  sluice_policy_close(f->pol);
+  sluice_limiter_close(f->lim);
+  sluice_clock_free(f->clock);
+}
+
+static void auth_fail(fx *f, const char *ip) {
+  sluice_request q;
+  sluice_decision d;
+  char subject[32];
+  memset(&q, 0, sizeof q);
+  snprintf(subject, sizeof subject, "user-%d", f->subject++);
+  q.endpoint_class = SLUICE_EP_AUTH;
+  q.auth_result = SLUICE_AUTH_BAD_SECRET;
+  q.client_ip = ip;
+  q.auth_subject = subject;
+  CHECK(sluice_policy_decide(f->pol, &q, &d) == SLUICE_OK);
+}
+
+/* Box ip at `level` (1..3): a trip per level, each after the last box. */
+static void box(fx *f, const char *ip, int level) {
+  static const int64_t len[3] = {BOX1, BOX2, BOX3};
+  for (int l = 1; l <= level; l++) {
+    if (l > 1)
+      CHECK(sluice_clock_advance(f->clock, len[l - 2] + NS_PER_MS) == 0);
+    auth_fail(f, ip);
+    auth_fail(f, ip);
+  }
+}
+
+static int ip_req(sluice_policy *p, const char *ip, int what) {
+  sluice_request q;
+  memset(&q, 0, sizeof q);
+  q.client_ip = ip;
+  return what == 0 ? sluice_policy_release_box(p, SLUICE_SCOPE_IP, &q, "test",
+                                               "lift")
+                   : sluice_policy_renew_box(p, SLUICE_SCOPE_IP, &q, "test",
+                                             "renew");
+}
+
+static int64_t g_resync_ms; /* sink_open's resync_ms */
+
+static sluice_nft *sink_open2(const char *state, size_t queue_max,
+                              unsigned flags, int min_level) {
+  sluice_nft_options o;
+  sluice_nft *s;
+  char err[256] = "";
+  int rc;
+  memset(&o, 0, sizeof o);
+  o.flags = flags;
+  o.state_path = state;
+  o.queue_max = queue_max;
+  o.errbuf = err;
+  o.errlen = sizeof err;
+  o.min_level = min_level;
+  o.resync_ms = g_resync_ms;
+  rc = sluice_nft_open(&o, &s);
+  if (rc)
+    fprintf(stderr, "sluice_nft_open: %s: %s\n", sluice_strerror(rc), err);
+  CHECK(rc == SLUICE_OK);
+  return s;
+}
+
+static sluice_nft *sink_open(const char *state, size_t queue_max,
+                             unsigned flags) {
+  return sink_open2(state, queue_max, flags, 0);
+}
+
+static void sync_sink(sluice_nft *s) { CHECK(sluice_nft_sync(s, 10000) == 0); }
+
+/* ---------------------------------------------------------------- tests --- */
+
+static void test_elements_and_schema(void) {
+  sluice_nft_options o;
+  char buf[1024];
+  size_t need = 0;
+  sluice_nft *s = (sluice_nft *)&o;
+  memset(&o, 0, sizeof o);
+  CHECK(sluice_nft_schema(NULL, buf, sizeof buf, &need) == SLUICE_OK);
+  CHECK(need == strlen(buf));
+  CHECK(strstr(buf, "add set inet sluice deny6 { type ipv6_addr; flags "
+                    "interval, timeout; }\n"));
+  CHECK(strstr(buf, "add rule inet sluice deny ip saddr @deny4 drop\n"));
+  CHECK(sluice_nft_schema(NULL, NULL, 0, &need) == SLUICE_OK); /* measure */
+  CHECK(need == strlen(buf));
+  CHECK(sluice_nft_schema(NULL, buf, 10, &need) == SLUICE_ERANGE);
+  o.table = "bad name";
+  CHECK(sluice_nft_schema(&o, buf, sizeof buf, NULL) == SLUICE_EINVAL);
+  CHECK(sluice_nft_open(&o, &s) == SLUICE_EINVAL && s == NULL);
+  o.table = NULL;
+  o.set4 = o.set6 = "same";
+  CHECK(sluice_nft_open(&o, &s) == SLUICE_EINVAL);
+  o.set4 = o.set6 = NULL;
+  o.ipv6_prefix = 129;
+  CHECK(sluice_nft_open(&o, &s) == SLUICE_EINVAL);
+  o.ipv6_prefix = 0;
+  o.min_level = 4;
+  CHECK(sluice_nft_open(&o, &s) == SLUICE_EINVAL);
+  o.min_level = 0;
+  o.flags = 0x80;
+  CHECK(sluice_nft_open(&o, &s) == SLUICE_EINVAL);
+  CHECK(sluice_nft_open(NULL, &s) == SLUICE_EINVAL);
+}
+
+/* Level 2 drops, level 1 does not, a lift lets it through again. */
+static void test_ban_and_lift(void) {
+  fx f;
+  sluice_nft_stats st;
+  fx_open(&f);
+  g_sink = sink_open(NULL, 0, SLUICE_NFT_CREATE);
+  CHECK(passes("127.0.0.2"));
+  box(&f, "127.0.0.2", 1);
+  sync_sink(g_sink);
+  CHECK(passes("127.0.0.2")); /* level 1 is the application's business */
+  box(&f, "127.0.0.2", 2);
+  sync_sink(g_sink);
+  CHECK(blocked("127.0.0.2"));
+  CHECK(passes("127.0.0.3"));
+  CHECK(ip_req(f.pol, "127.0.0.2", 0) == SLUICE_OK);
+  sync_sink(g_sink);
+  CHECK(passes("127.0.0.2"));
+  CHECK(sluice_nft_stats_get(g_sink, &st) == 0);
+  CHECK(st.added == 1 && st.removed == 1 && st.failed == 0 && st.dropped == 0);
+  CHECK(st.elements == 0);
+  sluice_nft_close(g_sink);
+  g_sink = NULL;
+  fx_close(&f);
+}
+
+/* min_level 3: a level 2 box stays out of the set, a level 3 one goes in. */
+static void test_min_level(void) {
+  fx f;
+  fx_open(&f);
+  g_sink = sink_open2(NULL, 0, SLUICE_NFT_CREATE, 3);
+  box(&f, "127.0.0.12", 2);
+  sync_sink(g_sink);
+  CHECK(passes("127.0.0.12"));
+  box(&f, "127.0.0.13", 3);
+  sync_sink(g_sink);
+  CHECK(blocked("127.0.0.13"));
+  sluice_nft_close(g_sink);
+  g_sink = NULL;
+  fx_close(&f);
+}
+
+/* A lift reaches the set from a sink that never saw the ban (the operator's
+** `sluice release` runs in a process of its own): the event's request names
+** the address. */
+static void test_lift_elsewhere(void) {
+  fx f;
+  fx_open(&f);
+  g_sink = sink_open(NULL, 0, SLUICE_NFT_CREATE);
+  box(&f, "127.0.0.11", 2);
+  sync_sink(g_sink);
+  sluice_nft_close(g_sink);
+  CHECK(blocked("127.0.0.11"));
+  g_sink = sink_open(NULL, 0, SLUICE_NFT_CREATE);
+  CHECK(ip_req(f.pol, "127.0.0.11", 0) == SLUICE_OK);
+  sync_sink(g_sink);
+  CHECK(passes("127.0.0.11"));
+  sluice_nft_close(g_sink);
+  g_sink = NULL;
+  fx_close(&f);
+}
+
+/* Two sinks on one table (two workers): the one that banned an address
+** keeps it in its list, the other takes a lift of it; the first one's
+** periodic resync asks the store and does not put it back. */
+static void test_periodic_reconcile(void) {
+  fx f;
+  sluice_nft *a, *b;
+  sluice_nft_stats st;
+  uint64_t before;
+  int i;
+  fx_open(&f);
+  g_resync_ms = 50;
+  a = g_sink = sink_open(NULL, 0, SLUICE_NFT_CREATE);
+  g_resync_ms = -1;
+  b = sink_open(NULL, 0, SLUICE_NFT_CREATE);
+  g_resync_ms = 0;
+  CHECK(sluice_nft_reconcile(a, f.pol) == SLUICE_OK);
+  box(&f, "127.0.0.15", 2);
+  sync_sink(a);
+  CHECK(blocked("127.0.0.15"));
+  g_sink = b;
+  CHECK(ip_req(f.pol, "127.0.0.15", 0) == SLUICE_OK);
+  sync_sink(b);
+  CHECK(sluice_nft_stats_get(a, &st) == 0);
+  before = st.resyncs;
+  for (i = 0; i < 1000 && st.resyncs < before + 2; i++) {
+    usleep(10000);
+    CHECK(sluice_nft_stats_get(a, &st) == 0);
+  }
+  CHECK(st.resyncs >= before + 2);
+  CHECK(passes("127.0.0.15"));
+  CHECK(st.elements == 0); /* a's list forgot it too */
+  g_sink = NULL;
+  sluice_nft_close(a);
+  sluice_nft_close(b);
+  fx_close(&f);
+}
+
+/* The kernel ends the ban when the box ends. */
+static void test_timeout(void) {
+  fx f;
+  int i;
+  fx_open(&f);
+  g_sink = sink_open(NULL, 0, SLUICE_NFT_CREATE);
+  box(&f, "127.0.0.4", 2);
+  sync_sink(g_sink);
+  CHECK(blocked("127.0.0.4"));
+  for (i = 0; i < 150 && !connects("127.0.0.4", 100); i++)
+    ;
+  CHECK(i < 150); /* through again within 15 s of a 3 s box */
+  CHECK(passes("127.0.0.4"));
+  sluice_nft_close(g_sink);
+  g_sink = NULL;
+  fx_close(&f);
+}
+
+/* An IPv6 address is banned by its /64. */
+static void test_ipv6_prefix(void) {
+  fx f;
+  fx_open(&f);
+  g_sink = sink_open(NULL, 0, SLUICE_NFT_CREATE);
+  CHECK(passes("2001:db8::2"));
+  box(&f, "2001:db8::99", 2);
+  sync_sink(g_sink);
+  CHECK(blocked("2001:db8::2"));     /* same /64 as the boxed address */
+  CHECK(passes("2001:db8:0:1::2"));  /* the next /64 */
+  CHECK(passes("127.0.0.2"));
+  CHECK(ip_req(f.pol, "2001:db8::99", 0) == SLUICE_OK);
+  sync_sink(g_sink);
+  CHECK(passes("2001:db8::2"));
+  sluice_nft_close(g_sink);
+  g_sink = NULL;
+  fx_close(&f);
+}
+
+/* `nft flush ruleset`, then a reconcile: the store's boxes come back. */
+static void test_reconcile_after_flush(void) {
+  fx f;
+  fx_open(&f);
+  g_sink = sink_open(NULL, 0, SLUICE_NFT_CREATE);
+  box(&f, "127.0.0.5", 2);
+  sync_sink(g_sink);
+  CHECK(blocked("127.0.0.5"));
+  CHECK(system("nft flush ruleset") == 0);
+  CHECK(passes("127.0.0.5"));
+  CHECK(sluice_nft_reconcile(g_sink, f.pol) == SLUICE_OK);
+  sync_sink(g_sink);
+  CHECK(blocked("127.0.0.5"));
+  sluice_nft_close(g_sink);
+  /* The periodic resync does it alone (every 50 ms here). */
+  g_resync_ms = 50;
+  g_sink = sink_open(NULL, 0, SLUICE_NFT_CREATE);
+  g_resync_ms = 0;
+  box(&f, "127.0.0.14", 2);
+  sync_sink(g_sink);
+  CHECK(system("nft flush ruleset") == 0);
+  {
+    sluice_nft_stats st;
+    uint64_t before;
+    int i;
+    CHECK(sluice_nft_stats_get(g_sink, &st) == 0);
+    before = st.resyncs;
+    for (i = 0; i < 1000 && st.resyncs < before + 2; i++) {
+      usleep(10000);
+      CHECK(sluice_nft_stats_get(g_sink, &st) == 0);
+    }
+    CHECK(st.resyncs >= before + 2); /* one whole resync after the flush */
+  }
+  CHECK(blocked("127.0.0.14"));
+  sluice_nft_close(g_sink);
+  g_sink = NULL;
+  fx_close(&f);
+}
+
+/* A restart: the list's file brings the addresses back, the store says
+** which are still boxed (one was lifted while the sink was down). */
+static void test_restart(void) {
+  char path[] = "/tmp/sluice-nft-XXXXXX";
+  int fd = mkstemp(path);
+  fx f;
+  CHECK(fd >= 0);
+  close(fd);
+  unlink(path);
+  fx_open(&f);
+  g_sink = sink_open(path, 0, SLUICE_NFT_CREATE);
+  box(&f, "127.0.0.6", 2);
+  box(&f, "127.0.0.7", 2);
+  sync_sink(g_sink);
+  CHECK(blocked("127.0.0.6") && blocked("127.0.0.7"));
+  sluice_nft_close(g_sink); /* writes the file */
+  g_sink = NULL;
+  CHECK(ip_req(f.pol, "127.0.0.7", 0) == SLUICE_OK); /* nobody listening */
+  CHECK(blocked("127.0.0.7")); /* the kernel's element is stale now */
+  g_sink = sink_open(path, 0, SLUICE_NFT_CREATE);
+  CHECK(sluice_nft_reconcile(g_sink, f.pol) == SLUICE_OK);
+  sync_sink(g_sink);
+  CHECK(blocked("127.0.0.6"));
+  CHECK(passes("127.0.0.7"));
+  /* And from a flushed ruleset: the file alone (no store) restores. */
+  sluice_nft_close(g_sink);
+  g_sink = NULL;
+  CHECK(system("nft flush ruleset") == 0);
+  CHECK(passes("127.0.0.6"));
+  g_sink = sink_open(path, 0, SLUICE_NFT_CREATE);
+  sync_sink(g_sink);
+  CHECK(blocked("127.0.0.6"));
+  sluice_nft_close(g_sink);
+  g_sink = NULL;
+  fx_close(&f);
+  unlink(path);
+}
+
+/* sluice_policy_renew_box() puts a level 3 ban back; it refuses a level 2
+** box and an address that is not boxed. */
+static void test_renew(void) {
+  fx f;
+  fx_open(&f);
+  g_sink = sink_open(NULL, 0, SLUICE_NFT_CREATE);
+  box(&f, "127.0.0.8", 3);
+  sync_sink(g_sink);
+  CHECK(blocked("127.0.0.8"));
+  CHECK(system("nft flush set inet sluice deny4") == 0);
+  CHECK(passes("127.0.0.8"));
+  CHECK(ip_req(f.pol, "127.0.0.8", 1) == SLUICE_OK);
+  sync_sink(g_sink);
+  CHECK(blocked("127.0.0.8"));
+  box(&f, "127.0.0.9", 2);
+  CHECK(ip_req(f.pol, "127.0.0.9", 1) == SLUICE_ENOTFOUND);
+  CHECK(ip_req(f.pol, "127.0.0.10", 1) == SLUICE_ENOTFOUND);
+  sluice_nft_close(g_sink);
+  g_sink = NULL;
+  fx_close(&f);
+}
+
+/* A flood larger than the queue is dropped and counted, never waited for;
+** a bad address is counted too. */
+static void test_drops_counted(void) {
+  sluice_nft *s = sink_open(NULL, 1, SLUICE_NFT_CREATE);
+  sluice_nft_stats st;
+  sluice_request q;
+  sluice_event ev;
+  char ip[32], m[2048];
+  size_t need = 0;
+  int i, n = 20000;
+  memset(&q, 0, sizeof q);
+  memset(&ev, 0, sizeof ev);
+  ev.type = SLUICE_EVENT_EDGE_DENY;
+  ev.scope = SLUICE_SCOPE_IP;
+  ev.level = 2;
+  ev.request = &q;
+  ev.until_ns = 60 * NS_PER_S;
+  q.client_ip = ip;
+  for (i = 0; i < n; i++) {
+    snprintf(ip, sizeof ip, "10.%d.%d.1", i >> 8, i & 255);
+    sluice_nft_on_event(s, &ev);
+  }
+  q.client_ip = "not-an-address";
+  sync_sink(s);
+  sluice_nft_on_event(s, &ev);
+  sync_sink(s);
+  CHECK(sluice_nft_stats_get(s, &st) == 0);
+  CHECK(st.queued + st.dropped == (uint64_t)n + 1);
+  CHECK(st.dropped > 0);
+  CHECK(st.invalid == 1);
+  CHECK(st.added + st.failed == st.queued - 1);
+  CHECK(sluice_nft_metrics(s, NULL, 0, &need) == SLUICE_OK); /* measure */
+  CHECK(sluice_nft_metrics(s, m, sizeof m, NULL) == SLUICE_OK);
+  CHECK(strlen(m) == need);
+  CHECK(sluice_nft_metrics(s, m, need, NULL) == SLUICE_ERANGE);
+  snprintf(ip, sizeof ip, "%llu", (unsigned long long)st.dropped);
+  CHECK(strstr(m, "sluice_nft_updates_total{result=\"dropped\"} "));
+  CHECK(strstr(strstr(m, "result=\"dropped\"} "), ip));
+  sluice_nft_close(s);
+}
+
+/* Without SLUICE_NFT_CREATE and without the sets, an update fails, is
+** counted, and nftables' reason is kept. */
+static void test_missing_sets(void) {
+  sluice_nft *s;
+  sluice_nft_stats st;
+  sluice_request q;
+  sluice_event ev;
+  char err[256];
+  CHECK(system("nft flush ruleset") == 0);
+  s = sink_open(NULL, 0, 0);
+  memset(&q, 0, sizeof q);
+  memset(&ev, 0, sizeof ev);
+  ev.type = SLUICE_EVENT_EDGE_DENY;
+  ev.scope = SLUICE_SCOPE_IP;
+  ev.level = 3;
+  ev.request = &q;
+  ev.until_ns = 60 * NS_PER_S;
+  q.client_ip = "192.0.2.1";
+  sluice_nft_on_event(s, &ev);
+  sync_sink(s);
+  CHECK(sluice_nft_stats_get(s, &st) == 0);
+  CHECK(st.failed == 1 && st.added == 0);
+  CHECK(sluice_nft_last_error(s, err, sizeof err) == 0 && err[0]);
+  sluice_nft_close(s);
+}
+
+/* `sluice renew --nft` and `sluice release --nft`, a process of their own
+** on the service's LMDB store: the renewal puts a flushed ban back, the
+** release takes it out.  The box is a credential-stuffing trip (level 3 at
+** once), on the real clock both processes share. */
+static void test_cli(const char *cli) {
+  char dir[] = "/tmp/sluice-nft-cli-XXXXXX", conf[256], sec[256], cmd[2048],
+       store[300], err[256];
+  static const char secret_hex[] = "000102030405060708090a0b0c0d0e0f";
+  sluice_limiter_options lo;
+  sluice_policy_options po;
+  sluice_policy_config cfg;
+  sluice_limiter *lim;
+  sluice_policy *pol;
+  FILE *f;
+  int i;
+  CHECK(mkdtemp(dir));
+  snprintf(conf, sizeof conf, "%s/policy.conf", dir);
+  snprintf(sec, sizeof sec, "%s/secret", dir);
+  snprintf(store, sizeof store, "lmdb:path=%s/store", dir);
+  CHECK((f = fopen(conf, "w")));
+  fputs("auth = { ip_failures = 100; subject_failures = 100; "
+        "stuffing_failures = 3; stuffing_subjects = 3; level3_box_s = 60; };\n",
+        f);
+  fclose(f);
+  CHECK((f = fopen(sec, "w")));
+  fprintf(f, "%s\n", secret_hex);
+  fclose(f);
+  CHECK(sluice_policy_config_load(conf, &cfg, err, sizeof err) == 0);
+  memset(&lo, 0, sizeof lo);
+  lo.store = store;
+  lo.flags = SLUICE_OPEN_CREATE;
+  CHECK(sluice_limiter_open(&lo, &lim) == SLUICE_OK);
+  memset(&po, 0, sizeof po);
+  po.limiter = lim;
+  po.config = &cfg;
+  for (i = 0; i < 16; i++)
+    po.secret[i] = (uint8_t)i;
+  po.on_event = on_event;
+  CHECK(sluice_policy_open(&po, &pol) == SLUICE_OK);
+  g_sink = sink_open(NULL, 0, SLUICE_NFT_CREATE);
+  for (i = 0; i < 3; i++) {
+    sluice_request q;
+    sluice_decision d;
+    char subject[16];
+    memset(&q, 0, sizeof q);
+    snprintf(subject, sizeof subject, "s%d", i);
+    q.endpoint_class = SLUICE_EP_AUTH;
+    q.auth_result = SLUICE_AUTH_BAD_SECRET;
+    q.client_ip = "127.0.0.20";
+    q.auth_subject = subject;
+    CHECK(sluice_policy_decide(pol, &q, &d) == SLUICE_OK);
+  }
+  sync_sink(g_sink);
+  sluice_nft_close(g_sink);
+  g_sink = NULL;
+  CHECK(blocked("127.0.0.20"));
+  CHECK(system("nft flush set inet sluice deny4") == 0);
+  CHECK(passes("127.0.0.20"));
+#define CLI_RUN(verb)                                                          \
+  (snprintf(cmd, sizeof cmd,                                                   \
+            "%s %s --store %s --secret-file %s --config %s --ip 127.0.0.20 "   \
+            "--who test --reason test --audit %s/audit.jsonl --nft "           \
+            ">/dev/null",                                                      \
+            cli, verb, store, sec, conf, dir),                                 \
+   system(cmd))
+  CHECK(CLI_RUN("renew") == 0);
+  CHECK(blocked("127.0.0.20"));
+  CHECK(CLI_RUN("release") == 0);
+  CHECK(passes("127.0.0.20"));
+  CHECK(WEXITSTATUS(CLI_RUN("renew 2>/dev/null")) == 1); /* not boxed */
+  sluice_policy_close(pol);
+  sluice_limiter_close(lim);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+}
+
+int main(int argc, char **argv) {
+  lfd4 = listener(AF_INET, "127.0.0.1", &port4);
+  lfd6 = listener(AF_INET6, "::1", &port6);
+  test_elements_and_schema();
+  test_ban_and_lift();
+  test_min_level();
+  test_lift_elsewhere();
+  test_periodic_reconcile();
+  test_ipv6_prefix();
+  test_reconcile_after_flush();
+  test_restart();
+  test_renew();
+  test_drops_counted();
+  test_missing_sets();
+  if (argc > 1)
+    test_cli(argv[1]);
+  test_timeout();
+  puts("nft: all passed");
+  return 0;
+}
