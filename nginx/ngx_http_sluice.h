@@ -50,10 +50,18 @@ typedef struct {
 #define SLUICE_NGX_PREACCESS 0
 #define SLUICE_NGX_POSTACCESS 1
 
+/* sluice_attr NAME VALUE: a request attribute for a policy file's
+** declared limits (docs/policy.md "Declared limits"). */
+typedef struct {
+    char *name;                       /* NUL-terminated */
+    ngx_http_complex_value_t value;
+} ngx_http_sluice_attr_t;
+
 typedef struct {
     ngx_uint_t mode;
     ngx_uint_t phase;        /* sluice_phase */
     ngx_http_complex_value_t *field[F__COUNT];
+    ngx_array_t *attrs;      /* sluice_attr: ngx_http_sluice_attr_t */
     ngx_uint_t cls;          /* sluice_class */
     ngx_array_t *auth_fail;  /* sluice_auth_failure_status: ngx_uint_t */
     ngx_flag_t metrics;

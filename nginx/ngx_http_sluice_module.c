@@ -46,6 +46,8 @@ static char *ngx_http_sluice_merge_loc_conf(ngx_conf_t *cf, void *parent,
     void *child);
 static char *ngx_http_sluice_field(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_sluice_attr(ngx_conf_t *cf, ngx_command_t *cmd,
+                                  void *conf);
 static char *ngx_http_sluice_thread_pool(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_sluice_auth_fail(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -147,6 +149,10 @@ static ngx_command_t ngx_http_sluice_commands[] = {
     LOC_FIELD("sluice_ledger", F_LEDGER),
     LOC_FIELD("sluice_client_ip", F_IP),
     LOC_FIELD("sluice_auth_subject", F_SUBJECT),
+    {ngx_string("sluice_attr"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
+         | NGX_CONF_TAKE2,
+     ngx_http_sluice_attr, NGX_HTTP_LOC_CONF_OFFSET, 0, NULL},
     {ngx_string("sluice_auth_failure_status"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
          | NGX_CONF_1MORE,
@@ -301,6 +307,9 @@ ngx_http_sluice_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
             conf->field[i] = prev->field[i];
         }
     }
+    if (conf->attrs == NULL) {
+        conf->attrs = prev->attrs;
+    }
     if (conf->auth_fail == NGX_CONF_UNSET_PTR) {
         if (prev->auth_fail == NGX_CONF_UNSET_PTR) {
             prev->auth_fail = ngx_array_create(cf->pool, 1,
@@ -336,29 +345,74 @@ ngx_http_sluice_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     return NGX_CONF_OK;
 }
 
+/* A directive's VALUE: an nginx complex value. */
+static ngx_int_t
+ngx_http_sluice_compile(ngx_conf_t *cf, ngx_str_t *value,
+    ngx_http_complex_value_t *cv)
+{
+    ngx_http_compile_complex_value_t ccv;
+
+    ngx_memzero(&ccv, sizeof(ccv));
+    ccv.cf = cf;
+    ccv.value = value;
+    ccv.complex_value = cv;
+    return ngx_http_compile_complex_value(&ccv);
+}
+
 static char *
 ngx_http_sluice_field(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_sluice_loc_conf_t *lcf = conf;
     ngx_str_t *value = cf->args->elts;
-    ngx_http_compile_complex_value_t ccv;
     ngx_http_complex_value_t *cv;
 
     if (lcf->field[cmd->offset] != NULL) {
         return "is duplicate";
     }
     cv = ngx_palloc(cf->pool, sizeof(*cv));
-    if (cv == NULL) {
-        return NGX_CONF_ERROR;
-    }
-    ngx_memzero(&ccv, sizeof(ccv));
-    ccv.cf = cf;
-    ccv.value = &value[1];
-    ccv.complex_value = cv;
-    if (ngx_http_compile_complex_value(&ccv) != NGX_OK) {
+    if (cv == NULL || ngx_http_sluice_compile(cf, &value[1], cv) != NGX_OK) {
         return NGX_CONF_ERROR;
     }
     lcf->field[cmd->offset] = cv;
+    return NGX_CONF_OK;
+}
+
+/* sluice_attr NAME VALUE: a location's list replaces its parent's, as
+** proxy_set_header's does. */
+static char *
+ngx_http_sluice_attr(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_sluice_loc_conf_t *lcf = conf;
+    ngx_str_t *value = cf->args->elts;
+    ngx_http_sluice_attr_t *a;
+    ngx_uint_t i;
+
+    (void) cmd;
+    if (lcf->attrs == NULL) {
+        lcf->attrs = ngx_array_create(cf->pool, 4, sizeof(*a));
+        if (lcf->attrs == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+    a = lcf->attrs->elts;
+    for (i = 0; i < lcf->attrs->nelts; i++) {
+        if (ngx_strlen(a[i].name) == value[1].len
+            && ngx_strncmp(a[i].name, value[1].data, value[1].len) == 0)
+        {
+            return "is duplicate";
+        }
+    }
+    a = ngx_array_push(lcf->attrs);
+    if (a == NULL) {
+        return NGX_CONF_ERROR;
+    }
+    a->name = ngx_http_sluice_cstr(cf->pool, &value[1]);
+    if (a->name == NULL) {
+        return NGX_CONF_ERROR;
+    }
+    if (ngx_http_sluice_compile(cf, &value[2], &a->value) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
     return NGX_CONF_OK;
 }
 
@@ -564,6 +618,13 @@ ngx_http_sluice_init_module(ngx_cycle_t *cycle)
             ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
                           "sluice_policy: %s (%s)", err, sluice_strerror(rc));
             return NGX_ERROR;
+        }
+        /* What loads but is likely a mistake (a limit no route applies). */
+        if (sluice_policy_config_warnings(path, err, sizeof(err)) == SLUICE_OK
+            && err[0])
+        {
+            ngx_log_error(NGX_LOG_WARN, cycle->log, 0, "sluice_policy: %s",
+                          err);
         }
     }
     if (ngx_http_sluice_dry_run(cycle, mcf, &cfg, secret) != NGX_OK) {

@@ -51,6 +51,43 @@ ngx_http_sluice_wall_ns(void)
     return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* sluice_attr: each value evaluated; an empty one is left out (absent: the
+** policy names it if a limit's scope needs it). */
+static ngx_int_t
+ngx_http_sluice_attrs(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
+{
+    ngx_http_sluice_attr_t *a;
+    sluice_attr *out;
+    ngx_uint_t i, n = 0;
+    ngx_str_t v;
+
+    if (ctx->lcf->attrs == NULL || ctx->lcf->attrs->nelts == 0) {
+        return NGX_OK;
+    }
+    a = ctx->lcf->attrs->elts;
+    out = ngx_palloc(r->pool, ctx->lcf->attrs->nelts * sizeof(*out));
+    if (out == NULL) {
+        return NGX_ERROR;
+    }
+    for (i = 0; i < ctx->lcf->attrs->nelts; i++) {
+        if (ngx_http_complex_value(r, &a[i].value, &v) != NGX_OK) {
+            return NGX_ERROR;
+        }
+        if (v.len == 0) {
+            continue;
+        }
+        out[n].name = a[i].name;
+        out[n].value = ngx_http_sluice_cstr(r->pool, &v);
+        if (out[n].value == NULL) {
+            return NGX_ERROR;
+        }
+        n++;
+    }
+    ctx->req.attrs = out;
+    ctx->req.nattrs = n;
+    return NGX_OK;
+}
+
 static ngx_int_t
 ngx_http_sluice_fields(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
 {
@@ -92,7 +129,7 @@ ngx_http_sluice_fields(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
     }
     ctx->req.endpoint_class = (int) ctx->lcf->cls;
     ctx->req.auth_result = SLUICE_AUTH_PENDING;
-    return NGX_OK;
+    return ngx_http_sluice_attrs(r, ctx);
 }
 
 /* ---------------------------------------------- work off the event loop --- */
@@ -209,6 +246,14 @@ ngx_http_sluice_background(ngx_log_t *log, sluice_policy *pol,
         for (i = 0; i < 8; i++) {
             need += ngx_http_sluice_copy_str(strs[i], NULL);
         }
+        /* The attributes (a declared limit's lease is found by them):
+        ** the pairs, then their strings. */
+        need += req->nattrs * sizeof(sluice_attr) + sizeof(sluice_attr);
+        for (i = 0; i < req->nattrs; i++) {
+            sluice_attr t = req->attrs[i];
+            need += ngx_http_sluice_copy_str(&t.name, NULL)
+                    + ngx_http_sluice_copy_str(&t.value, NULL);
+        }
         mem = ngx_calloc(sizeof(ngx_thread_task_t) + sizeof(*j) + need, log);
         if (mem == NULL) {
             return NGX_ERROR; /* a lease then expires by its TTL */
@@ -218,6 +263,17 @@ ngx_http_sluice_background(ngx_log_t *log, sluice_policy *pol,
         p = j->strs;
         for (i = 0; i < 8; i++) {
             p += ngx_http_sluice_copy_str(strs[i], p);
+        }
+        if (req->nattrs) {
+            sluice_attr *at = (sluice_attr *) ngx_align_ptr(
+                p, sizeof(void *));
+            p = (char *) (at + req->nattrs);
+            for (i = 0; i < req->nattrs; i++) {
+                at[i] = req->attrs[i];
+                p += ngx_http_sluice_copy_str(&at[i].name, p);
+                p += ngx_http_sluice_copy_str(&at[i].value, p);
+            }
+            inline_job.req.attrs = at;
         }
         j->pol = pol;
         j->req = inline_job.req; /* its strings now point into j->strs */

@@ -91,6 +91,11 @@ enum sluice_http_penalty {
 /** sluice_http_facts.flags */
 #define SLUICE_HTTP_F_STRIKES 0x1u /**< strikes_remaining is known: send
                                         penalty_strikes_remaining */
+#define SLUICE_HTTP_F_NAMED 0x2u   /**< a refusal by a named limit (a policy
+                                        file's declared limit): the body's
+                                        detail speaks of policy_name and
+                                        quota_unit, and violated-policies
+                                        lists policy_name (required) */
 
 /** Everything the answer needs, and nothing else: there is no field for a
  *  key, a backend or another tenant, so none can leak into a response.

@@ -80,6 +80,14 @@ enum sluice_auth_result {
   SLUICE_AUTH_BAD_SECRET = 3      /**< failure: wrong secret */
 };
 
+/** A request attribute: a name the policy file declares (its top-level
+ *  `attributes` list) and its raw value.  Both borrowed for the call;
+ *  values are hashed like every other id before they reach a key. */
+typedef struct sluice_attr {
+  const char *name;
+  const char *value;
+} sluice_attr;
+
 /** One request, described by the caller.  Zero-initialize, then set the
  *  fields that apply.  Every pointer is borrowed for the duration of the
  *  call only; strings are NUL-terminated raw identifiers, hashed with the
@@ -104,7 +112,12 @@ typedef struct sluice_request {
   /** 0: the policy's cost for the class.  Otherwise a caller-defined cost
    *  (1..the smaller bucket's burst). */
   int64_t cost;
-  void *reserved[8];
+  /** Attributes beside the common fields, for the limits a policy file
+   *  declares (docs/policy.md "Declared limits"): nattrs pairs, or NULL
+   *  and 0.  A name given twice: the first wins. */
+  const sluice_attr *attrs;
+  size_t nattrs;
+  void *reserved[6];
 } sluice_request;
 
 /* ----------------------------------------------------------- decisions --- */
@@ -135,7 +148,8 @@ enum sluice_binding {
   SLUICE_BINDING_TENANT = 1,
   SLUICE_BINDING_KEY = 2,
   SLUICE_BINDING_AUTH = 3, /**< auth failure window of the subject or IP */
-  SLUICE_BINDING_IP = 4    /**< the per-IP backstop's fixed window */
+  SLUICE_BINDING_IP = 4,   /**< the per-IP backstop's fixed window */
+  SLUICE_BINDING_LIMIT = 5 /**< a declared limit: sluice_decision.limit_name */
 };
 
 /** Decision flags. */
@@ -207,7 +221,21 @@ typedef struct sluice_decision {
    *  KEY; 0 when no bucket was read. */
   int64_t other_quota;
   int64_t other_window_ns;
-  int64_t reserved[4];
+  /** A route of declared limits (binding SLUICE_BINDING_LIMIT): the
+   *  binding limit's name, owned by the policy (valid until close);
+   *  NULL otherwise.  Denied: the limit that refused; allowed: the one
+   *  with the least left, as a fraction of its own limit. */
+  union {
+    const char *limit_name;
+    int64_t limit_name_word_; /* keeps the struct's size on ILP32 */
+  };
+  /** ... and the unit it counts ("requests", "points", "tokens"), owned
+   *  by the policy; NULL otherwise. */
+  union {
+    const char *limit_unit;
+    int64_t limit_unit_word_;
+  };
+  int64_t reserved[2];
 } sluice_decision;
 
 /* -------------------------------------------------------- configuration --- */
@@ -311,11 +339,16 @@ typedef struct sluice_policy_config {
   /** An IPv6 client address is one scope per prefix of this many bits
    *  (64: one /64, what one subscriber gets); IPv4 counts whole. */
   int64_t ipv6_prefix;
-  /* The breaker's and the backstop's 7 words, strike_every_denial's and
-  ** ipv6_prefix's came out of reserved[15]:
+  /** Routes of the file that list declared limits (docs/policy.md
+   *  "Declared limits"): they live in the policy the file opens, not in
+   *  this struct, so this counts them only (the route table may then be
+   *  empty).  0 for a configuration built in code. */
+  int64_t declared_routes;
+  /* The breaker's and the backstop's 7 words, strike_every_denial's,
+  ** ipv6_prefix's and declared_routes' came out of reserved[15]:
   ** a new field takes a word from here, so the struct keeps its size
   ** (lib/policy/config.c asserts it). */
-  int64_t reserved[6];
+  int64_t reserved[5];
   /** The host-wide segments (the file's "host" group; docs/policy.md):
    *  "" keeps each in the process, "shm:name=/NAME..." shares it between
    *  the processes of a host.  A non-NULL sluice_policy_options field of
@@ -379,6 +412,14 @@ SLUICE_EXPORT int sluice_policy_config_check(const sluice_policy_config *cfg,
 SLUICE_EXPORT int sluice_policy_config_load(const char *path,
                                             sluice_policy_config *cfg,
                                             char *err, size_t errlen);
+
+/** @brief What a policy file holds that loads but is likely a mistake
+ *  (a declared limit no route applies), as "FILE:LINE: SETTING: problem".
+ *  @param[out] buf  the first warning, or "" when there is none.
+ *  @return SLUICE_OK (look at buf), or the error sluice_policy_config_load()
+ *  gives (buf then holds its message). */
+SLUICE_EXPORT int sluice_policy_config_warnings(const char *path, char *buf,
+                                                size_t len);
 
 /** One scalar setting of the configuration file (docs/policy.md has them
  *  all): the same table drives the defaults, the loader, the validator and

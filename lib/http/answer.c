@@ -190,7 +190,8 @@ static int check_facts(const sluice_http_facts *f) {
   if (f->outcome < SLUICE_HTTP_ALLOWED || f->outcome > SLUICE_HTTP_SUSPENDED ||
       f->penalty < SLUICE_HTTP_PENALTY_NONE ||
       f->penalty > SLUICE_HTTP_PENALTY_LOCKOUT || f->penalty_level < 0 ||
-      f->penalty_level > 3 || (f->flags & ~(unsigned)SLUICE_HTTP_F_STRIKES))
+      f->penalty_level > 3 || (f->flags & ~(unsigned)(SLUICE_HTTP_F_STRIKES | SLUICE_HTTP_F_NAMED)) ||
+      ((f->flags & SLUICE_HTTP_F_NAMED) && !f->policy_name))
     return SLUICE_EINVAL;
   denial = f->outcome != SLUICE_HTTP_ALLOWED &&
            f->outcome != SLUICE_HTTP_ACCEPTED;

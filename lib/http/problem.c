@@ -170,10 +170,46 @@ static void lead(char *d, size_t n, const sluice_http_facts *f,
   }
 }
 
+/* A named limit in its own words: "Limit 'points' exhausted (900 points
+** per minute). POST /gists costs 5 points." */
+static void named(char *d, size_t n, const sluice_http_facts *f,
+                  const char *verb) {
+  const char *u = f->quota_unit ? f->quota_unit : "requests";
+  const char *w = f->window_s == 1       ? "second"
+                  : f->window_s == 60    ? "minute"
+                  : f->window_s == 3600  ? "hour"
+                  : f->window_s == 86400 ? "day"
+                                         : NULL;
+  int ul = (int)strlen(u);
+  /* Units are plural ("tokens"): one of them is "token". */
+  int one = ul > 1 && u[ul - 1] == 's' ? ul - 1 : ul;
+  cat(d, n, "Limit '%s' %s", f->policy_name, verb);
+  if (f->quota > 0 && w)
+    cat(d, n, " (%" PRId64 " %.*s per %s)", f->quota,
+        f->quota == 1 ? one : ul, u, w);
+  else if (f->quota > 0)
+    cat(d, n, " (%" PRId64 " %.*s per %" PRId64 " seconds)", f->quota,
+        f->quota == 1 ? one : ul, u, f->window_s);
+  cat(d, n, ".");
+  if (f->route && f->cost > 0)
+    cat(d, n, " %s%s%s costs %" PRId64 " %.*s.", f->method ? f->method : "",
+        f->method ? " " : "", f->route, f->cost, f->cost == 1 ? one : ul, u);
+}
+
 static void detail(char *d, size_t n, const sluice_http_answer *a) {
   const sluice_http_facts *f = &a->facts;
   char when[32];
   d[0] = '\0';
+  if ((f->flags & SLUICE_HTTP_F_NAMED) &&
+      (f->outcome == SLUICE_HTTP_THROTTLED ||
+       f->outcome == SLUICE_HTTP_CONCURRENCY ||
+       f->outcome == SLUICE_HTTP_CONFLICT)) {
+    named(d, n, f,
+          f->outcome == SLUICE_HTTP_THROTTLED ? "exhausted" : "reached");
+    cat(d, n, " ");
+    retry_clause(d, n, a, 1);
+    return;
+  }
   switch (f->outcome) {
   case SLUICE_HTTP_THROTTLED:
     lead(d, n, f, "Quota", "exhausted", "point");
@@ -297,6 +333,13 @@ int sluice_http_answer_body(const sluice_http *h, const sluice_http_answer *a,
   }
   if (f->request_id)
     set(o, "request_id", json_string(f->request_id), &oom);
+  /* The draft's problem types name the policies a request violated. */
+  if (f->flags & SLUICE_HTTP_F_NAMED) {
+    json_t *v = json_array();
+    if (!v || json_array_append_new(v, json_string(f->policy_name)) != 0)
+      oom = 1;
+    set(o, "violated-policies", v, &oom);
+  }
   if (oom) {
     json_decref(o);
     return SLUICE_ENOMEM;

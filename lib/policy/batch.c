@@ -47,7 +47,7 @@ typedef struct batch {
 
 static int batchable(const sluice__ctx *c) {
   const sluice_policy *p = c->p;
-  return c->cls != SLUICE_EP_AUTH &&
+  return c->cls != SLUICE_EP_AUTH && c->droute < 0 &&
          !(p->cfg.ip_limit > 0 && c->req->client_ip) &&
          !sluice__deny_shared(p) &&
          sluice__breaker_state(&p->brk) == SLUICE__BRK_CLOSED;

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "declared.h"
 #include "policy_int.h"
 
 /* sluice_policy_config is caller-allocated: its size is ABI.  The fields
@@ -266,10 +267,10 @@ int sluice__policy_config_check2(const sluice_policy_config *c, char *path,
                 c->export_long_cost, c->cost[SLUICE_EP_EXPORT], 0);
   /* No route at all would class no request by its method and route: a
   ** table emptied by mistake, not a policy. */
-  if (c->nroutes < 1)
+  if (c->nroutes < 1 && c->declared_routes < 1)
     return fail(&k, "routes", "must list at least one route (got %lld)",
                 c->nroutes, 0, 0);
-  if ((rc = range(&k, "routes", c->nroutes, 1, SLUICE_POLICY_ROUTES_MAX)))
+  if ((rc = range(&k, "routes", c->nroutes, 0, SLUICE_POLICY_ROUTES_MAX)))
     return rc;
   for (i = 0; i < c->nroutes; i++) {
     const sluice_policy_route *r = &c->routes[i];
@@ -551,21 +552,28 @@ static int load_routes(ld *l, const config_setting_t *root,
                        sluice_policy_config *c) {
   static const char *const names[] = {"method", "route", "class", NULL};
   const config_setting_t *rs = config_setting_get_member(root, "routes");
-  int i, n, rc;
+  int i, k, n, rc;
   char p[160];
   if (!rs)
     return SLUICE_OK;
   if (!config_setting_is_list(rs))
     return lerr(l, rs, "routes", "must be a list ( {...}, ... )");
   n = config_setting_length(rs);
-  if (n > SLUICE_POLICY_ROUTES_MAX)
-    return lerr(l, rs, "routes", "at most 32 routes");
-  c->nroutes = n;
-  for (i = 0; i < n; i++) {
-    config_setting_t *r = config_setting_get_elem(rs, (unsigned)i);
+  c->nroutes = 0;
+  c->declared_routes = 0;
+  for (k = 0; k < n; k++) {
+    config_setting_t *r = config_setting_get_elem(rs, (unsigned)k);
     config_setting_t *m, *ro, *cl;
     const char *v;
-    snprintf(p, sizeof p, "routes.[%d]", i);
+    /* A route of declared limits: declared_conf.c reads it. */
+    if (sluice__decl_route_is(r)) {
+      c->declared_routes++;
+      continue;
+    }
+    if (c->nroutes == SLUICE_POLICY_ROUTES_MAX)
+      return lerr(l, rs, "routes", "at most 32 routes");
+    i = c->nroutes++;
+    snprintf(p, sizeof p, "routes.[%d]", k);
     if (!config_setting_is_group(r))
       return lerr(l, r, p, "must be a group { method; route; class; }");
     if ((rc = only(l, r, p, names)))
@@ -574,18 +582,18 @@ static int load_routes(ld *l, const config_setting_t *root,
     ro = config_setting_get_member(r, "route");
     cl = config_setting_get_member(r, "class");
     memset(&c->routes[i], 0, sizeof c->routes[i]);
-    snprintf(p, sizeof p, "routes.[%d].method", i);
+    snprintf(p, sizeof p, "routes.[%d].method", k);
     if (!m || !(v = config_setting_get_string(m)) ||
         strlen(v) >= sizeof c->routes[i].method || !v[0])
       return lerr(l, m ? m : r, p, "must be a string of 1..7 characters");
     snprintf(c->routes[i].method, sizeof c->routes[i].method, "%s", v);
-    snprintf(p, sizeof p, "routes.[%d].route", i);
+    snprintf(p, sizeof p, "routes.[%d].route", k);
     if (!ro || !(v = config_setting_get_string(ro)) || v[0] != '/' ||
         strlen(v) > SLUICE_POLICY_ROUTE_MAX)
       return lerr(l, ro ? ro : r, p,
                   "must be a string starting with '/', at most 127 bytes");
     snprintf(c->routes[i].route, sizeof c->routes[i].route, "%s", v);
-    snprintf(p, sizeof p, "routes.[%d].class", i);
+    snprintf(p, sizeof p, "routes.[%d].class", k);
     if (!cl || !(v = config_setting_get_string(cl)) || !class_of(v))
       return lerr(l, cl ? cl : r, p,
                   "must be one of \"standard\", \"reconcile\", \"export\", "
@@ -752,10 +760,47 @@ static int read_all(FILE *f, char **out, size_t *len) {
 
 int sluice_policy_config_load(const char *path, sluice_policy_config *out,
                               char *err, size_t errlen) {
+  sluice__decl *dl;
+  int rc;
+  if (err && errlen)
+    err[0] = '\0';
+  if (!path || !out)
+    return SLUICE_EINVAL;
+  /* The declared limits are checked, then dropped: they live in a policy
+  ** opened from the file (the struct has no room for them). */
+  dl = malloc(sizeof *dl);
+  if (!dl)
+    return SLUICE_ENOMEM;
+  rc = sluice__config_load2(path, out, dl, err, errlen, NULL, 0);
+  free(dl);
+  return rc;
+}
+
+int sluice_policy_config_warnings(const char *path, char *buf, size_t len) {
+  sluice_policy_config c;
+  sluice__decl *dl;
+  char err[512];
+  int rc;
+  if (!path || !buf || !len)
+    return SLUICE_EINVAL;
+  buf[0] = '\0';
+  if (!(dl = malloc(sizeof *dl)))
+    return SLUICE_ENOMEM;
+  rc = sluice__config_load2(path, &c, dl, err, sizeof err, buf, len);
+  free(dl);
+  if (rc != SLUICE_OK)
+    snprintf(buf, len, "%s", err);
+  return rc;
+}
+
+int sluice__config_load2(const char *path, sluice_policy_config *out,
+                         sluice__decl *dl, char *err, size_t errlen,
+                         char *warn, size_t warnlen) {
   static const char *const top[] = {"shadow", "shadow_features", "tiers",
                                     "costs",  "routes",  "penalty", "auth",
                                     "heavy",  "failure", "host",
-                                    "breaker", "ip_backstop", "client_ip", NULL};
+                                    "breaker", "ip_backstop", "client_ip",
+                                    "attributes", "limits", NULL};
   sluice_policy_config c;
   config_t cf;
   const config_setting_t *root;
@@ -807,7 +852,8 @@ int sluice_policy_config_load(const char *path, sluice_policy_config *out,
       (rc = get_features(&l, root, "", &c.shadow_features)) ||
       (rc = load_tiers(&l, root, &c)) || (rc = load_routes(&l, root, &c)) ||
       (rc = load_settings(&l, root, &c)) ||
-      (rc = load_fail_closed(&l, root, &c)) || (rc = load_host(&l, root, &c)))
+      (rc = load_fail_closed(&l, root, &c)) || (rc = load_host(&l, root, &c)) ||
+      (rc = sluice__decl_load(root, path, dl, err, errlen, warn, warnlen)))
     goto done;
   {
     char vpath[128], vmsg[160];

@@ -35,6 +35,11 @@
 ** signature (or when the subject's program saw too many IPs), else a
 ** level-1 trip at its limit.
 **
+** Route of declared limits (a policy file's `limits`, declared.c): one
+** program over the group of its scopes' first attribute, each limit a
+** gate in the route's order; no box, no notice, no degraded limiter (a
+** store failure fails it closed).
+**
 ** Choices where the spec is silent or loose:
 **  a) A strike needs a Retry-After to ignore.  The spec says a strike is a
 **     request "sent before its Retry-After elapsed" and that an honest
@@ -136,6 +141,8 @@ static int decide_store(sluice__ctx *c, sluice_decision *d) {
     if (rc != SLUICE_OK || refused)
       return rc;
   }
+  if (c->droute >= 0)
+    return sluice__decide_declared(c, d);
   return c->cls == SLUICE_EP_AUTH ? sluice__decide_auth(c, d)
                                   : sluice__decide_tenant(c, d);
 }

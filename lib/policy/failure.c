@@ -41,9 +41,9 @@ static void reset_verdict(sluice_decision *d) {
 int sluice__cached_box(sluice__ctx *c, int degraded, sluice_decision *d) {
   sluice__deny e[2];
   int n = 0, w;
-  if (sluice__shadow_past_box(c->shadow) ||
+  if (sluice__shadow_past_box(c->shadow) || c->droute >= 0 ||
       (!degraded && !sluice__deny_shared(c->p)))
-    return 0;
+    return 0; /* declared limits have no box (yet) */
   if (c->tier >= 0 && c->cls != SLUICE_EP_AUTH) {
     n = sluice__deny_get(c->p, SLUICE_SCOPE_KEY, c->K, c->now, &e[0]);
   } else {
@@ -80,7 +80,8 @@ void sluice__failure_mode(sluice__ctx *c, int err, sluice_decision *d) {
   if (sluice__cached_box(c, 1, d))
     return;
   /* Auth has no tier rate to degrade to: it always fails closed. */
-  if (c->cls == SLUICE_EP_AUTH || c->tier < 0 ||
+  /* Declared limits fail closed: no degraded limiter for them yet. */
+  if (c->cls == SLUICE_EP_AUTH || c->tier < 0 || c->droute >= 0 ||
       (p->cfg.fail_closed_mask & (1u << c->cls))) {
     d->outcome = SLUICE_OUTCOME_UNAVAILABLE;
     d->flags |= SLUICE_DECISION_FAIL_CLOSED;

@@ -33,6 +33,7 @@ typedef struct sluice__ctx {
   int cached;  /* a shared deny cache's box decided it: no store call */
   int ticket;  /* the breaker's (sluice__breaker_admit) */
   int skipped; /* the breaker is open: decided as failed */
+  int droute;  /* a route of declared limits (declared.c), or -1 */
   const char *who, *why; /* an operator's release, lift or renewal */
 } sluice__ctx;
 
@@ -60,6 +61,10 @@ int sluice__id_ok(const char *s, int required, const char *field,
 /* The keyed scope id of raw into out. */
 void sluice__scope(const sluice_policy *p, const char *raw,
                    char out[SLUICE_SCOPE_ID_LEN + 1]);
+/* 1 when a route entry (method pattern pm, "*" any; route pattern pr, a
+** trailing '*' a prefix) matches method and route (its query cut). */
+int sluice__route_match(const char *pm, const char *pr, const char *method,
+                        const char *route);
 /* Check q and fill *c (now and shadow are the caller's); on error d says
 ** which field. */
 int sluice__resolve(sluice_policy *p, const sluice_request *q, sluice__ctx *c,
@@ -107,6 +112,14 @@ int sluice__tenant_build(sluice__ctx *c, sluice__tenant_call *t);
 int sluice__tenant_read(sluice__ctx *c, const sluice__tenant_call *t,
                         const sluice_program_result *res, sluice_decision *d);
 int sluice__decide_auth(sluice__ctx *c, sluice_decision *d);
+
+/* declared.c: the route of declared limits method + route match (a class
+** route earlier in the file wins), or -1; the store's part of a request on
+** one; release or renew (kind) its leases. */
+int sluice__decl_match(const sluice_policy *p, const char *method,
+                       const char *route);
+int sluice__decide_declared(sluice__ctx *c, sluice_decision *d);
+int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind);
 
 /* failure.c: 1 when a cached box decides the request (degraded: the
 ** store failed or the breaker is open). */

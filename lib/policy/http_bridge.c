@@ -26,6 +26,10 @@
 **  f) The per-IP backstop's refusal names its window "ip", counted in
 **     "requests"; its t and Reset are the window's end (nothing comes back
 **     before it).
+**  g) A declared limit (a policy file's `limits`) is named by its own name
+**     and counted in its own unit; a refusal by one is SLUICE_HTTP_F_NAMED,
+**     so the body lists it in violated-policies and its detail speaks of
+**     it.
 */
 #include <string.h>
 
@@ -62,6 +66,10 @@ int sluice_decision_http_facts(const sluice_decision *d,
     f->quota_unit = "points";
     if (d->binding == SLUICE_BINDING_TENANT || key_binds)
       f->policy_name = key_binds ? "key" : "tenant";
+    if (d->binding == SLUICE_BINDING_LIMIT && d->limit_name) { /* g */
+      f->policy_name = d->limit_name;
+      f->quota_unit = d->limit_unit;
+    }
     if (d->binding == SLUICE_BINDING_IP) { /* choice f */
       f->policy_name = "ip";
       f->quota_unit = "requests";
@@ -97,6 +105,8 @@ int sluice_decision_http_facts(const sluice_decision *d,
     return SLUICE_OK;
   }
   f->retry_after_ns = d->retry_after_ns > 0 ? d->retry_after_ns : 0;
+  if (f->policy_name && d->binding == SLUICE_BINDING_LIMIT)
+    f->flags |= SLUICE_HTTP_F_NAMED;
   switch (d->outcome) {
   case SLUICE_OUTCOME_THROTTLED:
     f->outcome = SLUICE_HTTP_THROTTLED;

@@ -22,9 +22,11 @@ static int lease_op(sluice_policy *p, const sluice_request *q, uint64_t id,
   rc = sluice__resolve(p, q, &c, &d);
   if (rc != SLUICE_OK)
     return rc;
+  c.now = sluice_limiter_now(p->lim);
+  if (c.droute >= 0)
+    return sluice__declared_lease_op(&c, id, kind);
   if (c.cls != SLUICE_EP_RECONCILE && c.cls != SLUICE_EP_EXPORT)
     return SLUICE_EINVAL;
-  c.now = sluice_limiter_now(p->lim);
   lp = c.cls == SLUICE_EP_RECONCILE ? &p->reconcile_all : &p->export_all;
   g.nk = g.ns = g.rclass = 0;
   sluice__slot_recs(&c, &g, c.cls, (int)lp->max);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "declared.h"
 #include "policy_int.h"
 
 static void derive(sluice_policy *p) {
@@ -132,7 +133,7 @@ static int segments_check(const sluice_policy_options *o,
 /* Everything open checks before it opens or attaches anything; *cfg gets
 ** the configuration.  sluice_policy_check() is this alone. */
 static int precheck(const sluice_policy_options *o, sluice_policy_config *cfg,
-                    char *msg, size_t len) {
+                    sluice__decl *dl, char *msg, size_t len) {
   int i, nonzero = 0, rc;
   if (o->flags & ~SLUICE_POLICY_SHADOW) {
     snprintf(msg, len, "unknown flags");
@@ -149,7 +150,8 @@ static int precheck(const sluice_policy_options *o, sluice_policy_config *cfg,
     *cfg = *o->config;
     rc = sluice_policy_config_check(cfg, msg, len);
   } else if (o->config_path) {
-    rc = sluice_policy_config_load(o->config_path, cfg, msg, len);
+    rc = dl ? sluice__config_load2(o->config_path, cfg, dl, msg, len, NULL, 0)
+            : sluice_policy_config_load(o->config_path, cfg, msg, len);
   } else {
     rc = sluice_policy_config_defaults(cfg);
   }
@@ -165,7 +167,7 @@ int sluice_policy_check(const sluice_policy_options *o) {
   if (o->errbuf && o->errlen)
     o->errbuf[0] = '\0';
   msg[0] = '\0';
-  rc = precheck(o, &cfg, msg, sizeof msg);
+  rc = precheck(o, &cfg, NULL, msg, sizeof msg);
   if (rc != SLUICE_OK)
     seterr(o, msg);
   return rc;
@@ -173,6 +175,7 @@ int sluice_policy_check(const sluice_policy_options *o) {
 
 int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
   sluice_policy_config cfg;
+  sluice__decl *dl;
   sluice_policy *p;
   char msg[512];
   int rc;
@@ -185,14 +188,25 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
   if (o->errbuf && o->errlen)
     o->errbuf[0] = '\0';
   msg[0] = '\0';
-  if ((rc = precheck(o, &cfg, msg, sizeof msg)) != SLUICE_OK) {
+  dl = calloc(1, sizeof *dl);
+  if (!dl)
+    return SLUICE_ENOMEM;
+  if ((rc = precheck(o, &cfg, dl, msg, sizeof msg)) != SLUICE_OK) {
+    free(dl);
     seterr(o, msg);
     return rc;
   }
+  if (dl->nroutes == 0) {
+    free(dl);
+    dl = NULL;
+  }
   p = calloc(1, sizeof *p);
-  if (!p)
+  if (!p) {
+    free(dl);
     return SLUICE_ENOMEM;
+  }
   p->cfg = cfg;
+  p->decl = dl;
   memcpy(p->secret, o->secret, 16);
   p->on_event = o->on_event;
   p->userdata = o->userdata;
@@ -202,6 +216,7 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
     sluice__breaker_params bp;
     breaker_params(&cfg, &bp);
     if (sluice__breaker_init(&p->brk, &bp) != 0) {
+      free(p->decl);
       free(p);
       return SLUICE_ENOMEM;
     }
@@ -211,6 +226,7 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
   if (rc != SLUICE_OK) {
     seterr(o, msg);
     sluice__breaker_destroy(&p->brk);
+    free(p->decl);
     free(p);
     return rc;
   }
@@ -222,6 +238,7 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
       seterr(o, msg);
       sluice__counters_detach(p);
       sluice__breaker_destroy(&p->brk);
+      free(p->decl);
       free(p);
       return rc;
     }
@@ -241,6 +258,7 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
       sluice_limiter_close(p->lim);
     sluice__counters_detach(p);
     sluice__breaker_destroy(&p->brk);
+    free(p->decl);
     free(p);
     seterr(o, msg);
     return rc;
@@ -258,6 +276,7 @@ void sluice_policy_close(sluice_policy *p) {
     sluice_limiter_close(p->lim);
   sluice__counters_detach(p);
   sluice__breaker_destroy(&p->brk);
+  free(p->decl);
   free(p);
 }
 

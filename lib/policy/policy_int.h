@@ -70,6 +70,8 @@ struct sluice_policy {
   ** host counts into (sluice_policy_options.counters, counters.c). */
   sluice__counters *ctr;
   sluice__counters own;
+  /* The file's declared limits and their routes (declared.h), or NULL. */
+  struct sluice__decl *decl;
   void *ctr_map;
   size_t ctr_bytes;
 };
@@ -139,6 +141,13 @@ void sluice__deny_stats(const sluice_policy *p, uint64_t *hits,
 int sluice__policy_config_check2(const sluice_policy_config *cfg, char *path,
                                  size_t pathlen, char *msg, size_t msglen);
 
+/* sluice_policy_config_load() with the file's declared limits into *dl
+** (declared.h) and its warning, if any, into warn (NULL: none wanted). */
+struct sluice__decl;
+int sluice__config_load2(const char *path, sluice_policy_config *out,
+                         struct sluice__decl *dl, char *err, size_t errlen,
+                         char *warn, size_t warnlen);
+
 /* The per-IP backstop (backstop.c): a fixed window per client address,
 ** `ip` its scope id.  SLUICE_OK with *refused set when the address is over
 ** its limit (d filled as a 429), or the store's error. */
@@ -167,9 +176,13 @@ unsigned sluice__shadow_mask(const sluice_policy_config *c, int forced,
 ** still enforced). */
 int sluice__shadow_past_box(unsigned mask);
 
-/* request.c: the scope id of a client address: an IPv6 one by its prefix of
-** cfg.ipv6_prefix bits (one /64 is one client), an IPv4-mapped one as
-** its IPv4 address, anything else (IPv4, a caller's own name) whole. */
+/* request.c: the name a client address counts by: an IPv6 one by its
+** prefix of cfg.ipv6_prefix bits ("2001:db8::/64": one /64 is one client),
+** an IPv4-mapped one as its IPv4 address (both into name), anything else
+** (IPv4, a caller's own name) returned whole; and its scope id. */
+#define SLUICE__IP_NAME (46 + 8) /* INET6_ADDRSTRLEN + "/128" */
+const char *sluice__ip_name(const sluice_policy *p, const char *raw,
+                            char name[SLUICE__IP_NAME]);
 void sluice__ip_scope(const sluice_policy *p, const char *raw,
                       char out[SLUICE_SCOPE_ID_LEN + 1]);
 

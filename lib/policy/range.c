@@ -5,12 +5,14 @@
 ** than SLUICE_ERANGE on every request of that tier.  The redis store
 ** decides GCRA buckets up to burst * period_ns = 2^52 ns (a tenant bucket
 ** of 100,000 points at one a minute is beyond it); the others have no range
-** narrower than the algorithms'.
+** narrower than the algorithms'.  A policy file's declared limits are asked
+** about too, each parameter set named by its path in the file.
 */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "declared.h"
 #include "policy_int.h"
 
 /* One parameter set, as the op that sends it.  A set the policy never
@@ -80,6 +82,32 @@ static int width(const set *s, const void *params) {
              : 1;
 }
 
+/* A policy file's declared limits: each one's own numbers and every
+** parameter set, "limits.NAME" or "limits.NAME.params.VALUE". */
+static int decl_check(sluice_policy *p, char *msg, size_t len) {
+  const sluice__decl *dl = p->decl;
+  char what[128];
+  int i, j, rc;
+  for (i = 0; dl && i < dl->nlimits; i++) {
+    const sluice__limit *lm = &dl->limits[i];
+    int algo = sluice__decl_step_algo(lm->algo);
+    int kind = algo == SLUICE_ALGO_LEASE ? SLUICE_OP_ACQUIRE : SLUICE_OP_PEEK;
+    for (j = -1; j < lm->npsets; j++) {
+      const sluice__lparams *ps = j < 0 ? &lm->base : &lm->ps[j];
+      if (j < 0)
+        snprintf(what, sizeof what, "limits.%s", lm->name);
+      else
+        snprintf(what, sizeof what, "limits.%s.params.%s", lm->name,
+                 lm->psval[j]);
+      if ((rc = ask(p, algo, kind,
+                    algo == SLUICE_ALGO_LEASE ? (int)ps->l.max : 1, ps, what,
+                    msg, len)))
+        return rc;
+    }
+  }
+  return SLUICE_OK;
+}
+
 int sluice__range_check(sluice_policy *p, char *msg, size_t len) {
   char what[96];
   size_t j;
@@ -100,5 +128,5 @@ int sluice__range_check(sluice_policy *p, char *msg, size_t len) {
                   len)))
       return rc;
   }
-  return SLUICE_OK;
+  return decl_check(p, msg, len);
 }

@@ -80,6 +80,7 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
   memset(&c, 0, sizeof c);
   c.p = p;
   c.tier = -1;
+  c.droute = -1; /* not a route of declared limits */
   c.req = q; /* the operator's request, who and why go with the events */
   c.who = who;
   c.why = why;

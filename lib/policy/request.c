@@ -33,39 +33,42 @@ void sluice__scope(const sluice_policy *p, const char *raw,
   sluice_scope_id(p->secret, raw, strlen(raw), out);
 }
 
-void sluice__ip_scope(const sluice_policy *p, const char *raw,
-                      char out[SLUICE_SCOPE_ID_LEN + 1]) {
+const char *sluice__ip_name(const sluice_policy *p, const char *raw,
+                            char name[SLUICE__IP_NAME]) {
   unsigned char a[16];
-  char name[INET6_ADDRSTRLEN + 8];
   int bits = (int)p->cfg.ipv6_prefix, i;
-  if (!strchr(raw, ':') || inet_pton(AF_INET6, raw, a) != 1) {
-    sluice__scope(p, raw, out); /* IPv4, or a caller's own client name */
-    return;
-  }
+  if (!strchr(raw, ':') || inet_pton(AF_INET6, raw, a) != 1)
+    return raw; /* IPv4, or a caller's own client name */
   if (memcmp(a, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0) {
     /* IPv4-mapped: the IPv4 address, whole, as a dual-stack socket saw it. */
-    snprintf(name, sizeof name, "%u.%u.%u.%u", a[12], a[13], a[14], a[15]);
-    sluice__scope(p, name, out);
-    return;
+    snprintf(name, SLUICE__IP_NAME, "%u.%u.%u.%u", a[12], a[13], a[14],
+             a[15]);
+    return name;
   }
   for (i = 0; i < 16; i++) {
     int keep = bits - 8 * i;
     if (keep < 8)
       a[i] &= (unsigned char)(keep <= 0 ? 0 : 0xff00 >> keep);
   }
-  inet_ntop(AF_INET6, a, name, sizeof name);
-  snprintf(name + strlen(name), sizeof name - strlen(name), "/%d", bits);
-  sluice__scope(p, name, out);
+  inet_ntop(AF_INET6, a, name, SLUICE__IP_NAME);
+  snprintf(name + strlen(name), SLUICE__IP_NAME - strlen(name), "/%d", bits);
+  return name;
 }
 
-static int route_match(const sluice_policy_route *r, const char *method,
-                       const char *route) {
-  size_t rl = strcspn(route, "?"), pl = strlen(r->route);
-  if (strcmp(r->method, "*") != 0 && strcmp(r->method, method) != 0)
+void sluice__ip_scope(const sluice_policy *p, const char *raw,
+                      char out[SLUICE_SCOPE_ID_LEN + 1]) {
+  char name[SLUICE__IP_NAME];
+  sluice__scope(p, sluice__ip_name(p, raw, name), out);
+}
+
+int sluice__route_match(const char *pm, const char *pr, const char *method,
+                        const char *route) {
+  size_t rl = strcspn(route, "?"), pl = strlen(pr);
+  if (strcmp(pm, "*") != 0 && strcmp(pm, method) != 0)
     return 0;
-  if (pl > 0 && r->route[pl - 1] == '*')
-    return rl >= pl - 1 && memcmp(route, r->route, pl - 1) == 0;
-  return rl == pl && memcmp(route, r->route, pl) == 0;
+  if (pl > 0 && pr[pl - 1] == '*')
+    return rl >= pl - 1 && memcmp(route, pr, pl - 1) == 0;
+  return rl == pl && memcmp(route, pr, pl) == 0;
 }
 
 int sluice_policy_endpoint_class(const sluice_policy *p, const char *method,
@@ -74,9 +77,35 @@ int sluice_policy_endpoint_class(const sluice_policy *p, const char *method,
   if (!p || !method || !route)
     return SLUICE_EP_AUTO;
   for (i = 0; i < p->cfg.nroutes; i++)
-    if (route_match(&p->cfg.routes[i], method, route))
+    if (sluice__route_match(p->cfg.routes[i].method, p->cfg.routes[i].route,
+                            method, route))
       return p->cfg.routes[i].endpoint_class;
   return SLUICE_EP_AUTO;
+}
+
+/* A route of declared limits: its attributes are read when its program
+** is built (declared.c); here only what the rest of the flow needs.  The
+** tier, when given, must be configured (it may choose parameter sets, and
+** it rows the counters). */
+static int resolve_declared(sluice_policy *p, const sluice_request *q,
+                            sluice__ctx *c, sluice_decision *d) {
+  int rc;
+  c->cls = SLUICE_EP_STANDARD;
+  d->endpoint_class = c->cls;
+  if (q->cost != 0) {
+    d->invalid_field = "cost";
+    return SLUICE_EINVAL; /* costs come from the file (a caller attribute) */
+  }
+  if ((rc = sluice__id_ok(q->client_ip, 0, "client_ip", d)))
+    return rc;
+  if (q->tier && (c->tier = sluice__policy_tier(p, q->tier)) < 0) {
+    d->invalid_field = "tier";
+    return SLUICE_ENOTFOUND;
+  }
+  c->cost = 1;
+  if (q->client_ip && p->cfg.ip_limit > 0)
+    sluice__ip_scope(p, q->client_ip, c->I);
+  return SLUICE_OK;
 }
 
 int sluice__resolve(sluice_policy *p, const sluice_request *q, sluice__ctx *c,
@@ -86,9 +115,14 @@ int sluice__resolve(sluice_policy *p, const sluice_request *q, sluice__ctx *c,
   c->p = p;
   c->req = q;
   c->tier = -1;
+  c->droute = -1;
   c->cls = q->endpoint_class;
   if (c->cls < 0 || c->cls >= SLUICE_EP__COUNT) {
     d->invalid_field = "endpoint_class";
+    return SLUICE_EINVAL;
+  }
+  if (q->nattrs && !q->attrs) {
+    d->invalid_field = "attrs";
     return SLUICE_EINVAL;
   }
   if (c->cls == SLUICE_EP_AUTO) {
@@ -96,6 +130,8 @@ int sluice__resolve(sluice_policy *p, const sluice_request *q, sluice__ctx *c,
       d->invalid_field = q->method ? "route" : "method";
       return SLUICE_EINVAL;
     }
+    if (p->decl && (c->droute = sluice__decl_match(p, q->method, q->route)) >= 0)
+      return resolve_declared(p, q, c, d);
     c->cls = sluice_policy_endpoint_class(p, q->method, q->route);
     if (c->cls == SLUICE_EP_AUTO) {
       d->invalid_field = "route";

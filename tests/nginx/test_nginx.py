@@ -620,6 +620,58 @@ def test_reload_with_other_tiers_keeps_enforcing(_ng):
         ng.stop()
 
 
+def test_declared_limits_take_sluice_attr(_ng):
+    """A policy file's declared limit scoped by an attribute the location
+    names with sluice_attr: each user has its own budget, the refusal names
+    the limit in its problem body, and a lease of a declared concurrency
+    limit goes with the answer (a second request after the first one's
+    answer is admitted), inline and from a thread pool (whose release job
+    copies the attributes)."""
+    for pool in (False, True):
+        declared_limits_take_sluice_attr(pool)
+
+
+def declared_limits_take_sluice_attr(pool):
+    ng = ngxh.Nginx(MODULE, UP.port, workers=2, pool=pool)
+    try:
+        with open(os.path.join(ng.dir, "policy.conf"), "a") as f:
+            f.write("""
+attributes = [ "user" ];
+limits = {
+  per_user = { algorithm = "fixed_window"; scope = [ "user" ];
+               limit = 3; window_ms = 3600000; unit = "requests"; };
+  one_at_a_time = { algorithm = "concurrency"; scope = [ "user" ];
+                    max = 1; ttl_ms = 600000; };
+  unused = { algorithm = "cap"; scope = [ "user" ]; limit = 1;
+             window_ms = 1000; };
+};
+routes = (
+  { method = "*"; route = "/gh/*"; limits = ( "per_user" ); },
+  { method = "*"; route = "/jobs/*"; limits = ( "one_at_a_time" ); }
+);
+""")
+        ng.edit_conf("location /plain/ {",
+                     "location /gh/ { sluice on; sluice_attr user $http_x_user;"
+                     " proxy_pass http://up; }\n"
+                     "    location /jobs/ { sluice on;"
+                     " sluice_attr user $http_x_user; proxy_pass http://up; }"
+                     "\n    location /plain/ {")
+        ng.start()
+        rs = [ng.get("/gh/x", headers={"X-User": "octo"}) for _ in range(4)]
+        assert [r.status for r in rs] == [200, 200, 200, 429], \
+            [r.status for r in rs]
+        body = json.loads(rs[3].body)
+        assert body["violated-policies"] == ["per_user"], body
+        assert "Limit 'per_user' exhausted" in body["detail"], body
+        assert ng.get("/gh/x", headers={"X-User": "hubot"}).status == 200
+        assert "limits.unused: no route applies it" in ng.log(), ng.log()
+        for _ in range(3):  # each lease released with its answer
+            r = ng.get("/jobs/x", headers={"X-User": "octo"})
+            assert r.status == 200, (r.status, r.body)
+    finally:
+        ng.stop()
+
+
 def test_bad_policy_fails_nginx_t(_ng):
     ng = ngxh.Nginx(MODULE, UP.port, burst=0)  # burst 0 is invalid
     try:

@@ -39,7 +39,7 @@ static void on_event(void *ud, const sluice_event *ev) {
 }
 
 static void fx_policy(fixture *f, const sluice_policy_config *cfg,
-                      unsigned flags);
+                      const char *path, unsigned flags);
 
 void fx_open(fixture *f, const sluice_policy_config *cfg, unsigned flags) {
   sluice_limiter_options lo;
@@ -50,30 +50,47 @@ void fx_open(fixture *f, const sluice_policy_config *cfg, unsigned flags) {
   lo.store = FAILING_STORE;
   lo.clock = f->clock;
   cr_assert_eq(sluice_limiter_open(&lo, &f->lim), SLUICE_OK);
-  fx_policy(f, cfg, flags);
+  fx_policy(f, cfg, NULL, flags);
 }
 
-int fx_open_store(fixture *f, const sluice_policy_config *cfg,
-                  const char *store, unsigned open_flags) {
+/* The clock and a limiter over store (NULL: the failing mem store). */
+static int fx_limiter(fixture *f, const char *store, unsigned open_flags) {
   sluice_limiter_options lo;
   int rc;
   memset(f, 0, sizeof *f);
   cr_assert_eq(sluice_clock_manual(T0, &f->clock), SLUICE_OK);
   memset(&lo, 0, sizeof lo);
+  if (!store) {
+    lo.backend = &fail_store_backend;
+    store = FAILING_STORE;
+  }
   lo.store = store;
   lo.clock = f->clock;
   lo.flags = open_flags;
   rc = sluice_limiter_open(&lo, &f->lim);
-  if (rc != SLUICE_OK) {
+  if (rc != SLUICE_OK)
     sluice_clock_free(f->clock);
-    return rc;
-  }
-  fx_policy(f, cfg, 0);
-  return SLUICE_OK;
+  return rc;
+}
+
+int fx_open_store(fixture *f, const sluice_policy_config *cfg,
+                  const char *store, unsigned open_flags) {
+  int rc = fx_limiter(f, store, open_flags);
+  if (rc == SLUICE_OK)
+    fx_policy(f, cfg, NULL, 0);
+  return rc;
+}
+
+int fx_open_file(fixture *f, const char *path, const char *store,
+                 unsigned open_flags) {
+  int rc = fx_limiter(f, store, open_flags);
+  if (rc == SLUICE_OK)
+    fx_policy(f, NULL, path, 0);
+  return rc;
 }
 
 static void fx_policy(fixture *f, const sluice_policy_config *cfg,
-                      unsigned flags) {
+                      const char *path, unsigned flags) {
   sluice_policy_options po;
   char err[256];
   int i;
@@ -81,6 +98,7 @@ static void fx_policy(fixture *f, const sluice_policy_config *cfg,
   memset(&po, 0, sizeof po);
   po.limiter = f->lim;
   po.config = cfg;
+  po.config_path = path;
   for (i = 0; i < 16; i++)
     po.secret[i] = (uint8_t)(i + 1);
   po.on_event = on_event;

@@ -42,6 +42,10 @@ void fx_open(fixture *f, const sluice_policy_config *cfg, unsigned flags);
 ** limiter's open error (the fixture is then unusable) for skipping. */
 int fx_open_store(fixture *f, const sluice_policy_config *cfg,
                   const char *store, unsigned open_flags);
+/* Open with the policy file at path, over store (NULL: the failing mem
+** store of fx_open()); returns the limiter's open error as above. */
+int fx_open_file(fixture *f, const char *path, const char *store,
+                 unsigned open_flags);
 void fx_close(fixture *f);
 /* Make the store fail with rc (0 heals) after `after` more applies. */
 void fx_fail(fixture *f, int rc, int after);

@@ -378,3 +378,39 @@ Test(policy_http, ip_backstop_refusal) {
             out.headers);
   fx_close(&f);
 }
+
+/* A declared limit (etc/github.conf) is named in the headers and the body
+** by its own name and unit. */
+Test(policy_http, a_declared_limit_speaks_of_itself) {
+  fixture f;
+  sluice_attr u = {"user", "octocat"};
+  sluice_request r;
+  sluice_decision d;
+  rendered out;
+  int i;
+  memset(&r, 0, sizeof r);
+  r.method = "POST";
+  r.route = "/gists";
+  r.attrs = &u;
+  r.nattrs = 1;
+  cr_assert_eq(fx_open_file(&f, SLUICE_ETC "/github.conf", NULL, 0),
+               SLUICE_OK);
+  for (i = 0; i < 80; i++)
+    cr_assert_eq(decide(&f, &r).allowed, 1);
+  d = decide(&f, &r);
+  cr_assert_eq(d.allowed, 0);
+  cr_assert_str_eq(d.limit_unit, "requests");
+  render_form(&d, &r, &out, SLUICE_HTTP_FORM_SF);
+  cr_assert_eq(out.a.status, 429);
+  cr_assert(strstr(out.headers, "RateLimit-Policy: \"content_minute\";q=80;"
+                                "qu=\"requests\";w=60\n"),
+            "%s", out.headers);
+  cr_assert(strstr(out.headers, "RateLimit: \"content_minute\";r=0"), "%s",
+            out.headers);
+  cr_assert(strstr(out.body, "\"violated-policies\":[\"content_minute\"]"),
+            "%s", out.body);
+  cr_assert(strstr(out.body, "Limit 'content_minute' exhausted (80 requests "
+                             "per minute). POST /gists costs 1 request."),
+            "%s", out.body);
+  fx_close(&f);
+}

@@ -1,0 +1,437 @@
+/*
+** Running a route of declared limits (declared.h): the request's attributes
+** into each limit's parameter set, cost and keys, the limits as the steps
+** of one program over one hash-tag group (declared_conf.c choice a), and the
+** program's result into the decision.
+**
+**   limit 0   its step over its record(s)   gate, always
+**   limit i   its step                      gate, if every earlier passed
+**
+** A gate's denial undoes what the steps before it wrote, so a refused
+** request is charged nothing by any limit (DESIGN.md: a denied request
+** consumes nothing).  The binding limit is the one that refused, or, when
+** every limit passed, the one with the least left as a fraction of its
+** own limit (the first of equals).
+**
+** Keys: dl:{TAG}:BODY, TAG the keyed hash of the scope's first attribute
+** (name and value), BODY "n:NAME" for a scope of that attribute alone, else
+** "h:" and the keyed hash of the limit's name and every scope attribute; a
+** lease set's slot i appends ":i".  The attribute's name in each hash keeps
+** two attributes with equal values apart.
+*/
+#include <string.h>
+
+#include "declared.h"
+#include "flow.h"
+
+int sluice__decl_match(const sluice_policy *p, const char *method,
+                       const char *route) {
+  const sluice__decl *dl = p->decl;
+  int i, j;
+  if (!dl || !method || !route)
+    return -1;
+  for (i = 0; i < dl->nroutes; i++) {
+    const sluice__droute *dr = &dl->routes[i];
+    if (!sluice__route_match(dr->method, dr->route, method, route))
+      continue;
+    /* A class route earlier in the file wins (first match): it is the
+    ** (index - i)-th class route or before. */
+    for (j = 0; j < dr->index - i && j < p->cfg.nroutes; j++)
+      if (sluice__route_match(p->cfg.routes[j].method, p->cfg.routes[j].route,
+                              method, route))
+        return -1;
+    return i;
+  }
+  return -1;
+}
+
+/* Attribute a's value for this request (NULL: not given), its length in
+** *n. */
+static const char *attr_value(const sluice__ctx *c, int a, size_t *n) {
+  const sluice_request *q = c->req;
+  const char *v = NULL;
+  size_t i;
+  switch (a) {
+  case SLUICE__A_TENANT:
+    v = q->tenant_id;
+    break;
+  case SLUICE__A_KEY:
+    v = q->api_key_id;
+    break;
+  case SLUICE__A_IP:
+    v = q->client_ip;
+    break;
+  case SLUICE__A_METHOD:
+    v = q->method;
+    break;
+  case SLUICE__A_ROUTE:
+    if ((v = q->route) != NULL) {
+      *n = strcspn(v, "?");
+      return v;
+    }
+    break;
+  case SLUICE__A_PATTERN:
+    v = c->p->decl->routes[c->droute].route;
+    break;
+  case SLUICE__A_TIER:
+    v = q->tier;
+    break;
+  default: {
+    const char *name = c->p->decl->attr[a - SLUICE__A__BUILTIN];
+    for (i = 0; i < q->nattrs && q->attrs; i++)
+      if (q->attrs[i].name && !strcmp(q->attrs[i].name, name)) {
+        v = q->attrs[i].value;
+        break;
+      }
+  }
+  }
+  if (v)
+    *n = strnlen(v, SLUICE_POLICY_ID_MAX + 1);
+  return v;
+}
+
+/* A decimal attribute (ranges and caller costs): 0..2^62. */
+static int attr_int(const sluice__ctx *c, int a, int64_t *out) {
+  size_t n = 0, i;
+  const char *v = attr_value(c, a, &n);
+  int64_t x = 0;
+  if (!v || n == 0 || n > 18)
+    return 0;
+  for (i = 0; i < n; i++) {
+    if (v[i] < '0' || v[i] > '9')
+      return 0;
+    x = x * 10 + (v[i] - '0');
+  }
+  *out = x;
+  return 1;
+}
+
+static const sluice__lparams *pick(const sluice__ctx *c,
+                                   const sluice__limit *lm) {
+  size_t n = 0;
+  const char *v;
+  int i;
+  if (lm->select < 0 || !(v = attr_value(c, lm->select, &n)))
+    return &lm->base;
+  for (i = 0; i < lm->npsets; i++)
+    if (strlen(lm->psval[i]) == n && !memcmp(lm->psval[i], v, n))
+      return &lm->ps[i];
+  return &lm->base;
+}
+
+/* The cost of limit k of the route; 0 with d->invalid_field on a bad
+** attribute. */
+static int cost_of(const sluice__ctx *c, const sluice__cost *co,
+                   const sluice__limit *lm, int64_t *out, sluice_decision *d) {
+  int64_t v;
+  int i;
+  switch (co->kind) {
+  case SLUICE__C_METHOD:
+    *out = co->value;
+    for (i = 0; i < co->n; i++)
+      if (c->req->method && !strcmp(co->method[i], c->req->method))
+        *out = co->cost[i];
+    return SLUICE_OK;
+  case SLUICE__C_RANGE:
+    if (!attr_int(c, co->attr, &v)) {
+      d->invalid_field = sluice__attr_name(c->p->decl, co->attr);
+      return SLUICE_EINVAL;
+    }
+    *out = co->value;
+    for (i = co->n - 1; i >= 0; i--)
+      if (v <= co->upto[i])
+        *out = co->cost[i];
+    return SLUICE_OK;
+  case SLUICE__C_ATTR:
+    if (!attr_int(c, co->attr, &v)) {
+      d->invalid_field = sluice__attr_name(c->p->decl, co->attr);
+      return SLUICE_EINVAL;
+    }
+    if (v < 1 || v > co->max ||
+        (lm->algo == SLUICE__L_GCRA && v > pick(c, lm)->g.burst) ||
+        (lm->algo != SLUICE__L_GCRA && v > pick(c, lm)->w.limit)) {
+      d->invalid_field = sluice__attr_name(c->p->decl, co->attr);
+      return SLUICE_ERANGE;
+    }
+    *out = v;
+    return SLUICE_OK;
+  default:
+    *out = co->value;
+    return SLUICE_OK;
+  }
+}
+
+/* Attribute a's value as "name=value\x1f" into buf (room for any),
+** returning its length; 0 with d->invalid_field when it is missing (EINVAL)
+** or empty or too long (EKEY), *rc saying which. */
+static size_t scope_part(const sluice__ctx *c, int a, char *buf, int *rc,
+                         sluice_decision *d) {
+  const char *an = sluice__attr_name(c->p->decl, a);
+  size_t n = 0, al = strlen(an);
+  const char *v = attr_value(c, a, &n);
+  char ipn[SLUICE__IP_NAME];
+  if (!v || n == 0 || n > SLUICE_POLICY_ID_MAX) {
+    d->invalid_field = an;
+    *rc = v ? SLUICE_EKEY : SLUICE_EINVAL;
+    return 0;
+  }
+  /* An IPv6 client counts by its prefix, as everywhere in the policy. */
+  if (a == SLUICE__A_IP) {
+    v = sluice__ip_name(c->p, v, ipn);
+    n = strlen(v);
+  }
+  memcpy(buf, an, al);
+  buf[al] = '=';
+  memcpy(buf + al + 1, v, n);
+  buf[al + 1 + n] = '\x1f';
+  return al + n + 2;
+}
+
+/* The keys' parts of one decision: TAG, the keyed hash of the first scope
+** attribute (every limit of a route starts with the same one, so it is
+** hashed once), and each limit's BODY: "n:NAME" for a scope of that
+** attribute alone (nothing more to hide), else "h:" and the keyed hash of
+** the limit's name and all its attributes. */
+typedef struct keyparts {
+  char tag[SLUICE_SCOPE_ID_LEN + 1];
+  int tagged; /* tag computed */
+  char body[2 + SLUICE_SCOPE_ID_LEN + 1]; /* "h:" + a hash, or "n:" + a name */
+  size_t bodylen;
+} keyparts;
+
+static int scope_ids(const sluice__ctx *c, const sluice__limit *lm,
+                     keyparts *kp, sluice_decision *d) {
+  char buf[SLUICE__SCOPE_MAX * (SLUICE_POLICY_ID_MAX + SLUICE__DNAME + 2) +
+           SLUICE__DNAME + 1];
+  size_t len, n;
+  int i, rc = SLUICE_OK;
+  if (!kp->tagged) {
+    if (!(n = scope_part(c, lm->scope[0], buf, &rc, d)))
+      return rc;
+    sluice_scope_id(c->p->secret, buf, n, kp->tag);
+    kp->tagged = 1;
+  }
+  if (lm->nscope == 1) {
+    len = strlen(lm->name);
+    memcpy(kp->body, "n:", 2);
+    memcpy(kp->body + 2, lm->name, len);
+    kp->bodylen = len + 2;
+    return SLUICE_OK;
+  }
+  len = strlen(lm->name);
+  memcpy(buf, lm->name, len);
+  buf[len++] = '\x1f';
+  for (i = 0; i < lm->nscope; i++) {
+    if (!(n = scope_part(c, lm->scope[i], buf + len, &rc, d)))
+      return rc;
+    len += n;
+  }
+  memcpy(kp->body, "h:", 2);
+  sluice_scope_id(c->p->secret, buf, len, kp->body + 2);
+  kp->bodylen = 2 + SLUICE_SCOPE_ID_LEN;
+  return SLUICE_OK;
+}
+
+/* dl:{TAG}:BODY, and a lease set's slot i as ":i". */
+static sluice_key dkey(char *out, const keyparts *kp, int slot) {
+  sluice_key k;
+  size_t n = 4;
+  memcpy(out, "dl:{", 4);
+  memcpy(out + n, kp->tag, SLUICE_SCOPE_ID_LEN);
+  n += SLUICE_SCOPE_ID_LEN;
+  memcpy(out + n, "}:", 2);
+  n += 2;
+  memcpy(out + n, kp->body, kp->bodylen);
+  n += kp->bodylen;
+  if (slot >= 0) {
+    out[n++] = ':';
+    if (slot >= 10)
+      out[n++] = (char)('0' + slot / 10);
+    out[n++] = (char)('0' + slot % 10);
+  }
+  out[n] = '\0';
+  k.data = out;
+  k.len = n;
+  return k;
+}
+
+static const int step_algo[SLUICE__L__COUNT] = {
+    SLUICE_ALGO_GCRA,  SLUICE_ALGO_SWINDOW, SLUICE_ALGO_FWINDOW,
+    SLUICE_ALGO_LEASE, SLUICE_ALGO_LEASE,   SLUICE_ALGO_FWINDOW};
+
+int sluice__decl_step_algo(int algo) { return step_algo[algo]; }
+
+static int is_lease(int algo) {
+  return algo == SLUICE__L_CONCURRENCY || algo == SLUICE__L_LOCK;
+}
+
+/* The route's program: kind < 0 decides (each limit's own step), else
+** every lease limit gets `kind` (LEASE_RELEASE, RENEW) with id.  st[i] is
+** limit i's step, -1 when not in the program. */
+static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
+                 int st[SLUICE__RLIMITS_MAX],
+                 int64_t costs[SLUICE__RLIMITS_MAX], sluice_decision *d) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  keyparts kp;
+  int i, rc;
+  kp.tagged = 0;
+  /* A route whose scopes start with the client address keys its records
+  ** by unauthenticated input: they live within that class's own bound
+  ** (DESIGN.md).  Every other scope is the service's own.  All of a
+  ** route's limits start with the same attribute, so a key keeps its
+  ** class. */
+  g->nk = g->ns = 0;
+  g->rclass = dr->n > 0 &&
+                      c->p->decl->limits[dr->limit[0]].scope[0] == SLUICE__A_IP
+                  ? SLUICE_CLASS_UNTRUSTED
+                  : SLUICE_CLASS_SERVICE;
+  for (i = 0; i < dr->n; i++) {
+    const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
+    const sluice__lparams *ps = pick(c, lm);
+    int64_t cost = 1;
+    int first = g->nk, nrec = 1, j, s;
+    st[i] = -1;
+    costs[i] = 1;
+    if (kind >= 0 && !is_lease(lm->algo))
+      continue;
+    if ((rc = scope_ids(c, lm, &kp, d)))
+      return rc;
+    if (kind < 0 && lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
+        (rc = cost_of(c, &dr->cost[i], lm, &cost, d)))
+      return rc;
+    costs[i] = cost;
+    if (lm->algo == SLUICE__L_CONCURRENCY) {
+      nrec = (int)ps->l.max;
+      for (j = 0; j < nrec; j++, g->nk++)
+        g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, j);
+    } else {
+      g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1);
+      g->nk++;
+    }
+    s = sluice__step(g, step_algo[lm->algo],
+                     kind >= 0            ? kind
+                     : is_lease(lm->algo) ? SLUICE_OP_ACQUIRE
+                                          : SLUICE_OP_CONSUME,
+                     first, nrec, ps, is_lease(lm->algo) ? 0 : cost,
+                     is_lease(lm->algo) ? id : 0);
+    if (kind >= 0)
+      sluice__when(g, s, SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_NOTE);
+    else if (s > 0)
+      sluice__when(g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_GATE);
+    st[i] = s;
+  }
+  return SLUICE_OK;
+}
+
+static int route_leases(const sluice__ctx *c) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  int i;
+  for (i = 0; i < dr->n; i++)
+    if (is_lease(c->p->decl->limits[dr->limit[i]].algo))
+      return 1;
+  return 0;
+}
+
+/* A fraction of the limit left, in 1/1024ths (integers only). */
+static int64_t left(const sluice_verdict *v) {
+  return v->limit > 0 ? v->remaining * 1024 / v->limit : 0;
+}
+
+static void fill(sluice__ctx *c, const sluice__limit *lm,
+                 const sluice__lparams *ps, const sluice_verdict *v,
+                 sluice_decision *d) {
+  d->binding = SLUICE_BINDING_LIMIT;
+  d->limit_name = lm->name;
+  d->limit_unit = lm->unit;
+  d->limit = d->policy_quota = v->limit;
+  d->remaining = v->remaining;
+  d->reset_ns = v->reset_ns;
+  if (lm->algo == SLUICE__L_GCRA) {
+    d->refill_rate = ps->g.rate;
+    d->refill_period_ns = ps->g.period_ns;
+    d->policy_window_ns = ps->g.burst * ps->g.period_ns / ps->g.rate;
+  } else if (!is_lease(lm->algo)) {
+    d->policy_window_ns = ps->w.window_ns;
+  }
+  (void)c;
+}
+
+int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  sluice_program_result res;
+  sluice__prog gp, *g = &gp;
+  int64_t costs[SLUICE__RLIMITS_MAX];
+  int st[SLUICE__RLIMITS_MAX], i, rc, bind = -1;
+  uint64_t id = 0;
+  if (route_leases(c))
+    while (id == 0)
+      if ((rc = sluice_random_bytes(&id, sizeof id)) != SLUICE_OK) {
+        c->store_err = rc;
+        return rc;
+      }
+  rc = build(c, -1, id, g, st, costs, d);
+  if (rc == SLUICE_OK)
+    rc = sluice__run(c, g, &res);
+  if (rc != SLUICE_OK)
+    return rc;
+  for (i = 0; i < dr->n; i++) {
+    if (st[i] == res.denied_by) {
+      bind = i;
+      break;
+    }
+    if (bind < 0 || left(&res.v[st[i]]) < left(&res.v[st[bind]]))
+      bind = i;
+  }
+  {
+    const sluice__limit *lm = &c->p->decl->limits[dr->limit[bind]];
+    const sluice__lparams *ps = pick(c, lm);
+    const sluice_verdict *v = &res.v[st[bind]];
+    fill(c, lm, ps, v, d);
+    d->cost = costs[bind];
+    if (res.denied_by < 0) {
+      d->outcome = SLUICE_OUTCOME_ALLOW;
+      if (id) {
+        int64_t ttl = INT64_MAX;
+        for (i = 0; i < dr->n; i++) {
+          const sluice__limit *l2 = &c->p->decl->limits[dr->limit[i]];
+          if (is_lease(l2->algo) && pick(c, l2)->l.ttl_ns < ttl)
+            ttl = pick(c, l2)->l.ttl_ns;
+        }
+        d->lease_id = id;
+        d->lease_ttl_ns = ttl;
+      }
+      return SLUICE_OK;
+    }
+    d->retry_after_ns = v->retry_after_ns;
+    if (lm->algo == SLUICE__L_LOCK || lm->status == 409)
+      d->outcome = SLUICE_OUTCOME_CONFLICT;
+    else if (lm->algo == SLUICE__L_CONCURRENCY)
+      d->outcome = SLUICE_OUTCOME_CONCURRENCY;
+    else
+      d->outcome = SLUICE_OUTCOME_THROTTLED;
+    if (is_lease(lm->algo)) {
+      d->cap_limit = ps->l.max;
+      atomic_fetch_add_explicit(&c->p->ctr->lease_denials[c->cls], 1,
+                                memory_order_relaxed);
+    }
+  }
+  return SLUICE_OK;
+}
+
+int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind) {
+  sluice_decision d;
+  sluice_program_result r;
+  sluice__prog gp, *g = &gp;
+  int64_t costs[SLUICE__RLIMITS_MAX];
+  int st[SLUICE__RLIMITS_MAX], rc, s, ok = 1;
+  if (!route_leases(c))
+    return SLUICE_EINVAL;
+  memset(&d, 0, sizeof d);
+  rc = build(c, kind, id, g, st, costs, &d);
+  if (rc == SLUICE_OK)
+    rc = sluice__run(c, g, &r);
+  if (rc == SLUICE_OK)
+    for (s = 0; s < g->ns; s++)
+      ok = ok && r.v[s].allowed;
+  return rc != SLUICE_OK ? rc : ok ? SLUICE_OK : SLUICE_ENOTFOUND;
+}

@@ -1,0 +1,121 @@
+/*
+** Declared limits (docs/policy.md "Declared limits"): the policy file's
+** `attributes`, `limits` and the routes that list limits, parsed and
+** checked by declared_conf.c and run by declared.c.  A route of declared
+** limits compiles, at open, into the steps of one program over one
+** hash-tag group; a decision only picks each limit's parameter set, builds
+** its keys from the request's attributes and runs the program.
+*/
+#ifndef SLUICE_LIB_POLICY_DECLARED_H
+#define SLUICE_LIB_POLICY_DECLARED_H
+
+#include <libconfig.h>
+
+#include "sluice.h"
+
+#define SLUICE__LIMITS_MAX 32  /* limits a file may declare */
+#define SLUICE__ATTRS_MAX 16   /* caller attributes a file may declare */
+#define SLUICE__SCOPE_MAX 4    /* attributes in one scope */
+#define SLUICE__PSETS_MAX 8    /* parameter sets of one limit */
+#define SLUICE__DROUTES_MAX 64 /* routes of declared limits */
+#define SLUICE__RLIMITS_MAX 8  /* limits one route applies */
+#define SLUICE__COSTS_MAX 8    /* entries of a cost table */
+#define SLUICE__DNAME 32       /* a name and its NUL */
+
+/* Algorithms a limit may have; the file spells them as sluice__limit_algos
+** (declared_conf.c). */
+enum {
+  SLUICE__L_GCRA,        /* token bucket: rate, period_ms, burst */
+  SLUICE__L_SLIDING,     /* sliding window: limit, window_ms */
+  SLUICE__L_FIXED,       /* fixed window: limit, window_ms */
+  SLUICE__L_CONCURRENCY, /* lease set: max (1..32), ttl_ms */
+  SLUICE__L_LOCK,        /* one lease: ttl_ms (409 by default) */
+  SLUICE__L_CAP,         /* requests (not cost) per fixed window */
+  SLUICE__L__COUNT
+};
+
+/* Built-in attributes, before the file's own (attribute index = these,
+** then SLUICE__A__BUILTIN + i for the file's i-th). */
+enum {
+  SLUICE__A_TENANT,  /* sluice_request.tenant_id */
+  SLUICE__A_KEY,     /* api_key_id */
+  SLUICE__A_IP,      /* client_ip */
+  SLUICE__A_METHOD,  /* method */
+  SLUICE__A_ROUTE,   /* route, the query string cut */
+  SLUICE__A_PATTERN, /* the matched route's pattern */
+  SLUICE__A_TIER,    /* tier */
+  SLUICE__A__BUILTIN
+};
+
+/* One parameter set: what a step's params point at. */
+typedef union sluice__lparams {
+  sluice_gcra_params g;
+  sluice_window_params w;
+  sluice_lease_params l;
+} sluice__lparams;
+
+typedef struct sluice__limit {
+  char name[SLUICE__DNAME];
+  char unit[SLUICE__DNAME];             /* "requests", "points", "tokens"... */
+  int algo;                             /* SLUICE__L_* */
+  int status;                           /* the denial's status: 429, 409 */
+  int scope[SLUICE__SCOPE_MAX], nscope; /* attribute indices */
+  int select;                           /* attribute choosing the set, or -1 */
+  sluice__lparams base;                 /* for a value no set names */
+  int npsets;
+  char psval[SLUICE__PSETS_MAX][SLUICE__DNAME];
+  sluice__lparams ps[SLUICE__PSETS_MAX];
+  int line; /* in the file, for messages */
+} sluice__limit;
+
+enum { SLUICE__C_CONST, SLUICE__C_METHOD, SLUICE__C_RANGE, SLUICE__C_ATTR };
+
+/* A route's cost for one limit. */
+typedef struct sluice__cost {
+  int kind;      /* SLUICE__C_* */
+  int64_t value; /* CONST; METHOD and RANGE: the value for anything else */
+  int attr;      /* RANGE, ATTR: the attribute read (a decimal integer) */
+  int64_t max;   /* ATTR: the largest value accepted */
+  int n;         /* METHOD, RANGE: entries */
+  char method[SLUICE__COSTS_MAX][8];
+  int64_t upto[SLUICE__COSTS_MAX]; /* RANGE: attribute value <= upto ... */
+  int64_t cost[SLUICE__COSTS_MAX]; /* ... costs this */
+} sluice__cost;
+
+typedef struct sluice__droute {
+  char method[8];
+  char route[SLUICE_POLICY_ROUTE_MAX + 1];
+  int index; /* its place in the file's `routes` list */
+  int n;     /* limits applied, in order */
+  int limit[SLUICE__RLIMITS_MAX];
+  sluice__cost cost[SLUICE__RLIMITS_MAX];
+  int nrecs; /* records of its program */
+} sluice__droute;
+
+typedef struct sluice__decl {
+  int nattrs; /* the file's own attributes */
+  char attr[SLUICE__ATTRS_MAX][SLUICE__DNAME];
+  int nlimits;
+  sluice__limit limits[SLUICE__LIMITS_MAX];
+  int nroutes;
+  sluice__droute routes[SLUICE__DROUTES_MAX];
+} sluice__decl;
+
+/* The algorithm layer's SLUICE_ALGO_* a limit's SLUICE__L_* runs as. */
+int sluice__decl_step_algo(int algo);
+
+/* The name of attribute a (built-in or declared). */
+const char *sluice__attr_name(const sluice__decl *dl, int a);
+
+/* Parse the file's `attributes`, `limits` and the routes of `routes` that
+** list limits into *dl (zeroed first), checking everything the validator
+** of the plain configuration cannot see.  On error, err gets
+** "FILE:LINE: SETTING: problem".  `warn`, when not NULL, gets a warning
+** (a limit no route uses) as "FILE:LINE: SETTING: problem", or "". */
+int sluice__decl_load(const config_setting_t *root, const char *file,
+                      sluice__decl *dl, char *err, size_t errlen, char *warn,
+                      size_t warnlen);
+/* 1 when route entry r of the file lists limits (a declared route). */
+int sluice__decl_route_is(const config_setting_t *r);
+
+#endif

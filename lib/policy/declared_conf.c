@@ -1,0 +1,626 @@
+/*
+** The policy file's declared limits: `attributes`, `limits` and the route
+** entries that list limits (docs/policy.md "Declared limits"), into a
+** sluice__decl.  Everything is checked here, with the file's line:
+** an unknown attribute in a scope, a route naming an undefined limit, a
+** cost above a limit's burst (in any of its parameter sets), a route whose
+** limits would span two hash-tag groups, a program too large for one
+** store call; a limit no route uses is a warning.
+**
+** Choices:
+**  a) A scope's first attribute is its hash tag: every record of the
+**     limit lives in the group of that attribute's value.  A route's limits
+**     must all start with the same attribute, so that the route is one
+**     program in one group and a denial consumes nothing anywhere; a route
+**     that would split is refused at open rather than run as two calls.
+**  b) Parameter sets: the limit's own numbers are the base; `by` names an
+**     attribute and `params` overrides the base for some of its values.
+**     A value no set names gets the base.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "declared.h"
+#include "policy_int.h"
+
+static const char *const algos[SLUICE__L__COUNT] = {
+    "gcra", "sliding_window", "fixed_window", "concurrency", "lock", "cap"};
+static const char *const builtin[SLUICE__A__BUILTIN] = {
+    "tenant", "key", "ip", "method", "route", "pattern", "tier"};
+
+const char *sluice__attr_name(const sluice__decl *dl, int a) {
+  if (a >= 0 && a < SLUICE__A__BUILTIN)
+    return builtin[a];
+  a -= SLUICE__A__BUILTIN;
+  return a >= 0 && a < dl->nattrs ? dl->attr[a] : "?";
+}
+
+typedef struct dctx {
+  const char *file;
+  char *err;
+  size_t errlen;
+  sluice__decl *dl;
+} dctx;
+
+static int derr(dctx *x, const config_setting_t *s, const char *path,
+                const char *fmt, const char *a1, long long v) {
+  char what[200];
+  snprintf(what, sizeof what, fmt, a1 ? a1 : "", v);
+  if (x->err && x->errlen)
+    snprintf(x->err, x->errlen, "%s:%d: %s: %s", x->file,
+             s ? (int)config_setting_source_line(s) : 0, path, what);
+  return SLUICE_ECONFIG;
+}
+
+static int ident_ok(const char *n) {
+  size_t i, len = n ? strlen(n) : 0;
+  if (len == 0 || len >= SLUICE__DNAME)
+    return 0;
+  for (i = 0; i < len; i++)
+    if (!((n[i] >= 'a' && n[i] <= 'z') || (n[i] >= 'A' && n[i] <= 'Z') ||
+          (n[i] >= '0' && n[i] <= '9' && i > 0) || n[i] == '_' ||
+          (n[i] == '-' && i > 0)))
+      return 0;
+  return 1;
+}
+
+static int attr_index(const sluice__decl *dl, const char *n) {
+  int i;
+  for (i = 0; i < SLUICE__A__BUILTIN; i++)
+    if (!strcmp(n, builtin[i]))
+      return i;
+  for (i = 0; i < dl->nattrs; i++)
+    if (!strcmp(n, dl->attr[i]))
+      return SLUICE__A__BUILTIN + i;
+  return -1;
+}
+
+static int limit_index(const sluice__decl *dl, const char *n) {
+  int i;
+  for (i = 0; i < dl->nlimits; i++)
+    if (!strcmp(n, dl->limits[i].name))
+      return i;
+  return -1;
+}
+
+static int load_attrs(dctx *x, const config_setting_t *root) {
+  const config_setting_t *a = config_setting_get_member(root, "attributes");
+  int i, n;
+  if (!a)
+    return SLUICE_OK;
+  if (!config_setting_is_array(a) && !config_setting_is_list(a))
+    return derr(x, a, "attributes", "must be an array of names [ \"model\" ]",
+                NULL, 0);
+  n = config_setting_length(a);
+  if (n > SLUICE__ATTRS_MAX)
+    return derr(x, a, "attributes", "at most %s%lld attributes", NULL,
+                SLUICE__ATTRS_MAX);
+  for (i = 0; i < n; i++) {
+    const config_setting_t *e = config_setting_get_elem(a, (unsigned)i);
+    const char *v = config_setting_get_string(e);
+    if (!ident_ok(v))
+      return derr(x, e, "attributes",
+                  "a name is 1..31 of [A-Za-z0-9_-], starting with a letter",
+                  NULL, 0);
+    if (attr_index(x->dl, v) >= 0)
+      return derr(x, e, "attributes", "\"%s\" is named twice (or built in)", v,
+                  0);
+    snprintf(x->dl->attr[x->dl->nattrs++], SLUICE__DNAME, "%s", v);
+  }
+  return SLUICE_OK;
+}
+
+/* An integer member into *out (scaled), if present. */
+static int get_i(dctx *x, const config_setting_t *g, const char *gpath,
+                 const char *name, int64_t unit, int64_t lo, int64_t hi,
+                 int64_t *out) {
+  const config_setting_t *s = config_setting_get_member(g, name);
+  char p[160];
+  long long v;
+  if (!s)
+    return SLUICE_OK;
+  snprintf(p, sizeof p, "%s.%s", gpath, name);
+  if (config_setting_type(s) != CONFIG_TYPE_INT &&
+      config_setting_type(s) != CONFIG_TYPE_INT64)
+    return derr(x, s, p, "must be an integer%s", NULL, 0);
+  v = config_setting_get_int64(s);
+  if (v < lo || v > hi) {
+    char what[120];
+    snprintf(what, sizeof what, "must be %lld..%lld (got %%s%lld)",
+             (long long)lo, (long long)hi, v);
+    return derr(x, s, p, what, NULL, 0);
+  }
+  *out = (int64_t)v * unit;
+  return SLUICE_OK;
+}
+
+#define MS SLUICE__NS_PER_MS
+#define DAY_MS (INT64_C(86400) * 1000)
+
+/* The algorithm's numbers of group g over *ps (which holds the values
+** inherited, the base's for a set). */
+static int load_params(dctx *x, const config_setting_t *g, const char *path,
+                       int algo, sluice__lparams *ps) {
+  int rc;
+  switch (algo) {
+  case SLUICE__L_GCRA:
+    if ((rc = get_i(x, g, path, "rate", 1, 1, INT64_C(1) << 32, &ps->g.rate)) ||
+        (rc = get_i(x, g, path, "period_ms", MS, 1, 30 * DAY_MS,
+                    &ps->g.period_ns)) ||
+        (rc = get_i(x, g, path, "burst", 1, 1, SLUICE_COUNT_MAX, &ps->g.burst)))
+      return rc;
+    return SLUICE_OK;
+  case SLUICE__L_SLIDING:
+  case SLUICE__L_FIXED:
+  case SLUICE__L_CAP:
+    if ((rc = get_i(x, g, path, "limit", 1, 1,
+                    algo == SLUICE__L_SLIDING ? INT64_C(1) << 31
+                                              : SLUICE_COUNT_MAX,
+                    &ps->w.limit)) ||
+        (rc = get_i(x, g, path, "window_ms", MS, 1, 366 * DAY_MS,
+                    &ps->w.window_ns)))
+      return rc;
+    return SLUICE_OK;
+  default:
+    if (algo == SLUICE__L_CONCURRENCY &&
+        (rc = get_i(x, g, path, "max", 1, 1, SLUICE_GROUP_MAX, &ps->l.max)))
+      return rc;
+    if (algo == SLUICE__L_LOCK)
+      ps->l.max = 1;
+    return get_i(x, g, path, "ttl_ms", MS, 1, 7 * DAY_MS, &ps->l.ttl_ns);
+  }
+}
+
+/* Every number the algorithm needs is set and the set is one the steps
+** accept. */
+static int params_whole(dctx *x, const config_setting_t *s, const char *path,
+                        int algo, const sluice__lparams *ps) {
+  const char *miss = NULL;
+  switch (algo) {
+  case SLUICE__L_GCRA:
+    miss = !ps->g.rate        ? "rate"
+           : !ps->g.period_ns ? "period_ms"
+           : !ps->g.burst     ? "burst"
+                              : NULL;
+    if (!miss && sluice_gcra_params_check(&ps->g) != SLUICE_OK)
+      return derr(x, s, path, "burst times period_ms is too long a bucket%s",
+                  NULL, 0);
+    break;
+  case SLUICE__L_SLIDING:
+  case SLUICE__L_FIXED:
+  case SLUICE__L_CAP:
+    miss = !ps->w.limit ? "limit" : !ps->w.window_ns ? "window_ms" : NULL;
+    break;
+  default:
+    miss = !ps->l.max ? "max" : !ps->l.ttl_ns ? "ttl_ms" : NULL;
+  }
+  return miss ? derr(x, s, path, "%s is missing", miss, 0) : SLUICE_OK;
+}
+
+static int member_ok(dctx *x, const config_setting_t *g, const char *path,
+                     const char *const *names) {
+  int i, j, n = config_setting_length(g);
+  for (i = 0; i < n; i++) {
+    const config_setting_t *m = config_setting_get_elem(g, (unsigned)i);
+    const char *nm = config_setting_name(m);
+    char p[160];
+    for (j = 0; names[j]; j++)
+      if (nm && !strcmp(nm, names[j]))
+        break;
+    if (!names[j]) {
+      snprintf(p, sizeof p, "%s.%s", path, nm ? nm : "?");
+      return derr(x, m, p, "unknown setting%s", NULL, 0);
+    }
+  }
+  return SLUICE_OK;
+}
+
+static const char *str_member(const config_setting_t *g, const char *n,
+                              const config_setting_t **s) {
+  *s = config_setting_get_member(g, n);
+  return *s ? config_setting_get_string(*s) : NULL;
+}
+
+static int load_limit(dctx *x, const config_setting_t *g, sluice__limit *lm) {
+  static const char *const names[] = {
+      "algorithm", "scope", "status", "unit",      "by",  "params", "rate",
+      "period_ms", "burst", "limit",  "window_ms", "max", "ttl_ms", NULL};
+  const config_setting_t *s, *sc, *pg;
+  const char *v, *nm = config_setting_name(g);
+  char path[96], p[160];
+  int i, rc, n;
+  int64_t st = 0;
+  snprintf(path, sizeof path, "limits.%s", nm);
+  memset(lm, 0, sizeof *lm);
+  lm->line = (int)config_setting_source_line(g);
+  lm->select = -1;
+  if (!config_setting_is_group(g))
+    return derr(x, g, path, "must be a group { algorithm = ...; }%s", NULL, 0);
+  if (!ident_ok(nm))
+    return derr(x, g, path,
+                "a limit's name is 1..31 of [A-Za-z0-9_-], starting with a "
+                "letter%s",
+                NULL, 0);
+  snprintf(lm->name, sizeof lm->name, "%s", nm);
+  if ((rc = member_ok(x, g, path, names)))
+    return rc;
+  v = str_member(g, "algorithm", &s);
+  snprintf(p, sizeof p, "%s.algorithm", path);
+  for (lm->algo = 0; v && lm->algo < SLUICE__L__COUNT; lm->algo++)
+    if (!strcmp(v, algos[lm->algo]))
+      break;
+  if (!v || lm->algo == SLUICE__L__COUNT)
+    return derr(x, s ? s : g, p,
+                "must be one of \"gcra\", \"sliding_window\", "
+                "\"fixed_window\", \"concurrency\", \"lock\", \"cap\"%s",
+                NULL, 0);
+  lm->status = lm->algo == SLUICE__L_LOCK ? 409 : 429;
+  if ((rc = get_i(x, g, path, "status", 1, 409, 429, &st)))
+    return rc;
+  if (st && st != 429 && st != 409)
+    return derr(x, config_setting_get_member(g, "status"), path,
+                "status must be 429 or 409 (got %s%lld)", NULL, st);
+  if (st)
+    lm->status = (int)st;
+  v = str_member(g, "unit", &s);
+  snprintf(lm->unit, sizeof lm->unit, "%s",
+           v ? v
+           : lm->algo == SLUICE__L_GCRA || lm->algo == SLUICE__L_SLIDING ||
+                   lm->algo == SLUICE__L_FIXED
+               ? "points"
+           : lm->algo == SLUICE__L_CAP ? "requests"
+                                       : "concurrent");
+  if (s && !ident_ok(v))
+    return derr(x, s, path, "unit must be a name like \"tokens\"%s", NULL, 0);
+  sc = config_setting_get_member(g, "scope");
+  snprintf(p, sizeof p, "%s.scope", path);
+  if (!sc || (!config_setting_is_array(sc) && !config_setting_is_list(sc)) ||
+      (n = config_setting_length(sc)) < 1 || n > SLUICE__SCOPE_MAX)
+    return derr(x, sc ? sc : g, p,
+                "must be an array of 1..4 attributes [ \"tenant\", ... ]%s",
+                NULL, 0);
+  for (i = 0; i < n; i++) {
+    const config_setting_t *e = config_setting_get_elem(sc, (unsigned)i);
+    const char *a = config_setting_get_string(e);
+    int ai = a ? attr_index(x->dl, a) : -1, j;
+    if (ai < 0)
+      return derr(x, e, p,
+                  "unknown attribute \"%s\" (built in: tenant, key, ip, "
+                  "method, route, pattern, tier; others go in `attributes`)",
+                  a ? a : "?", 0);
+    for (j = 0; j < i; j++)
+      if (lm->scope[j] == ai)
+        return derr(x, e, p, "attribute \"%s\" named twice", a, 0);
+    lm->scope[lm->nscope++] = ai;
+  }
+  if ((rc = load_params(x, g, path, lm->algo, &lm->base)))
+    return rc;
+  v = str_member(g, "by", &s);
+  pg = config_setting_get_member(g, "params");
+  snprintf(p, sizeof p, "%s.by", path);
+  if (s && (!v || (lm->select = attr_index(x->dl, v)) < 0))
+    return derr(x, s, p, "unknown attribute \"%s\"", v ? v : "?", 0);
+  if (!!s != !!pg)
+    return derr(x, s ? s : pg, path,
+                "`by` (the attribute) and `params` (its values' numbers) go "
+                "together%s",
+                NULL, 0);
+  if (pg) {
+    snprintf(p, sizeof p, "%s.params", path);
+    if (!config_setting_is_group(pg) ||
+        (n = config_setting_length(pg)) > SLUICE__PSETS_MAX)
+      return derr(x, pg, p, "must be a group of at most 8 values%s", NULL, 0);
+    for (i = 0; i < n; i++) {
+      const config_setting_t *e = config_setting_get_elem(pg, (unsigned)i);
+      char ep[200];
+      snprintf(ep, sizeof ep, "%s.%s", p, config_setting_name(e));
+      if (!config_setting_is_group(e))
+        return derr(x, e, ep, "must be a group of numbers%s", NULL, 0);
+      lm->ps[i] = lm->base;
+      snprintf(lm->psval[i], SLUICE__DNAME, "%s", config_setting_name(e));
+      if ((rc = load_params(x, e, ep, lm->algo, &lm->ps[i])) ||
+          (rc = params_whole(x, e, ep, lm->algo, &lm->ps[i])))
+        return rc;
+      lm->npsets++;
+    }
+  }
+  return params_whole(x, g, path, lm->algo, &lm->base);
+}
+
+static int load_limits(dctx *x, const config_setting_t *root) {
+  const config_setting_t *ls = config_setting_get_member(root, "limits");
+  int i, n, rc;
+  if (!ls)
+    return SLUICE_OK;
+  if (!config_setting_is_group(ls))
+    return derr(x, ls, "limits", "must be a group { NAME = { ... }; }%s", NULL,
+                0);
+  n = config_setting_length(ls);
+  if (n > SLUICE__LIMITS_MAX)
+    return derr(x, ls, "limits", "at most %s%lld limits", NULL,
+                SLUICE__LIMITS_MAX);
+  for (i = 0; i < n; i++)
+    if ((rc = load_limit(x, config_setting_get_elem(ls, (unsigned)i),
+                         &x->dl->limits[x->dl->nlimits++])))
+      return rc;
+  return SLUICE_OK;
+}
+
+/* The largest burst, window limit or lease count a cost may reach: the
+** smallest over the limit's sets (a cost must fit every set). */
+static int64_t limit_cap(const sluice__limit *lm) {
+  int64_t cap;
+  int i;
+  if (lm->algo == SLUICE__L_CONCURRENCY || lm->algo == SLUICE__L_LOCK ||
+      lm->algo == SLUICE__L_CAP)
+    return 1; /* one lease, one request: no cost */
+  cap = lm->algo == SLUICE__L_GCRA ? lm->base.g.burst : lm->base.w.limit;
+  for (i = 0; i < lm->npsets; i++) {
+    int64_t b =
+        lm->algo == SLUICE__L_GCRA ? lm->ps[i].g.burst : lm->ps[i].w.limit;
+    if (b < cap)
+      cap = b;
+  }
+  return cap;
+}
+
+static int cost_fits(dctx *x, const config_setting_t *s, const char *path,
+                     const sluice__limit *lm, int64_t v) {
+  int64_t cap = limit_cap(lm);
+  char what[200];
+  if (v >= 1 && v <= cap)
+    return SLUICE_OK;
+  if (cap == 1)
+    snprintf(what, sizeof what,
+             "limit \"%s\" (%s) counts one per request: its cost must be 1 "
+             "(got %lld)",
+             lm->name, algos[lm->algo], (long long)v);
+  else
+    snprintf(what, sizeof what,
+             "must be 1..%lld, the smallest burst of limit \"%s\" (got %lld)",
+             (long long)cap, lm->name, (long long)v);
+  return derr(x, s, path, "%s", what, 0);
+}
+
+static int int_of(const config_setting_t *s, int64_t *out) {
+  if (!s || (config_setting_type(s) != CONFIG_TYPE_INT &&
+             config_setting_type(s) != CONFIG_TYPE_INT64))
+    return 0;
+  *out = config_setting_get_int64(s);
+  return 1;
+}
+
+/* A route's cost for limit lm: an integer, a method table { GET = 1;
+** other = 5; }, ranges of an attribute { by = "days"; ranges = ( { upto =
+** 90; cost = 25; }, { cost = 50; } ); }, or a caller attribute { attr =
+** "tokens"; max = 100000; }. */
+static int load_cost(dctx *x, const config_setting_t *s, const char *path,
+                     const sluice__limit *lm, sluice__cost *c) {
+  const config_setting_t *m;
+  const char *v;
+  int i, n, rc;
+  memset(c, 0, sizeof *c);
+  c->kind = SLUICE__C_CONST;
+  c->value = 1;
+  if (!s)
+    return cost_fits(x, NULL, path, lm, 1);
+  if (int_of(s, &c->value))
+    return cost_fits(x, s, path, lm, c->value);
+  if (!config_setting_is_group(s))
+    return derr(x, s, path,
+                "must be an integer, a method table { GET = 1; other = 5; }, "
+                "{ by = ATTR; ranges = (...); } or { attr = ATTR; max = N; }%s",
+                NULL, 0);
+  if ((v = str_member(s, "attr", &m)) != NULL || m) {
+    static const char *const names[] = {"attr", "max", NULL};
+    if ((rc = member_ok(x, s, path, names)))
+      return rc;
+    c->kind = SLUICE__C_ATTR;
+    if (!v || (c->attr = attr_index(x->dl, v)) < 0)
+      return derr(x, m, path, "unknown attribute \"%s\"", v ? v : "?", 0);
+    if (!int_of(m = config_setting_get_member(s, "max"), &c->max))
+      return derr(x, m ? m : s, path,
+                  "max (the largest cost the caller may give) is missing%s",
+                  NULL, 0);
+    return cost_fits(x, m, path, lm, c->max);
+  }
+  if ((v = str_member(s, "by", &m)) != NULL || m) {
+    static const char *const names[] = {"by", "ranges", NULL};
+    const config_setting_t *rs = config_setting_get_member(s, "ranges");
+    if ((rc = member_ok(x, s, path, names)))
+      return rc;
+    c->kind = SLUICE__C_RANGE;
+    if (!v || (c->attr = attr_index(x->dl, v)) < 0)
+      return derr(x, m, path, "unknown attribute \"%s\"", v ? v : "?", 0);
+    if (!rs || !config_setting_is_list(rs) ||
+        (n = config_setting_length(rs)) < 1 || n > SLUICE__COSTS_MAX)
+      return derr(x, rs ? rs : s, path,
+                  "ranges must be a list of 1..8 { upto = N; cost = C; }, the "
+                  "last without upto%s",
+                  NULL, 0);
+    for (i = 0; i < n; i++) {
+      const config_setting_t *e = config_setting_get_elem(rs, (unsigned)i);
+      int64_t up = 0, co = 0;
+      int has_up = int_of(config_setting_get_member(e, "upto"), &up);
+      if (!int_of(config_setting_get_member(e, "cost"), &co) ||
+          has_up != (i < n - 1) || (i > 0 && has_up && up <= c->upto[i - 1]))
+        return derr(x, e, path,
+                    "a range is { upto = N; cost = C; } with upto rising, "
+                    "the last without upto%s",
+                    NULL, 0);
+      if ((rc = cost_fits(x, e, path, lm, co)))
+        return rc;
+      if (has_up) {
+        c->upto[c->n] = up;
+        c->cost[c->n++] = co;
+      } else {
+        c->value = co;
+      }
+    }
+    return SLUICE_OK;
+  }
+  c->kind = SLUICE__C_METHOD;
+  n = config_setting_length(s);
+  for (i = 0; i < n; i++) {
+    const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+    const char *nm = config_setting_name(e);
+    int64_t co;
+    if (!int_of(e, &co))
+      return derr(x, e, path, "method %s: cost must be an integer", nm, 0);
+    if ((rc = cost_fits(x, e, path, lm, co)))
+      return rc;
+    if (!strcmp(nm, "other")) {
+      c->value = co;
+      continue;
+    }
+    if (strlen(nm) >= sizeof c->method[0] || c->n == SLUICE__COSTS_MAX)
+      return derr(x, e, path,
+                  "a method table has at most 8 methods of 1..7 characters "
+                  "(%s)",
+                  nm, 0);
+    snprintf(c->method[c->n], sizeof c->method[0], "%s", nm);
+    c->cost[c->n++] = co;
+  }
+  return SLUICE_OK;
+}
+
+int sluice__decl_route_is(const config_setting_t *r) {
+  return r && config_setting_is_group(r) &&
+         config_setting_get_member(r, "limits") != NULL;
+}
+
+/* Records of limit lm in a program. */
+static int recs_of(const sluice__limit *lm) {
+  int64_t m = lm->base.l.max;
+  int i;
+  if (lm->algo != SLUICE__L_CONCURRENCY)
+    return 1;
+  for (i = 0; i < lm->npsets; i++)
+    if (lm->ps[i].l.max > m)
+      m = lm->ps[i].l.max;
+  return (int)m;
+}
+
+static int load_droute(dctx *x, const config_setting_t *r, int idx,
+                       sluice__droute *dr, char *used) {
+  static const char *const names[] = {"method", "route", "limits", NULL};
+  const config_setting_t *m, *ls;
+  const char *v;
+  char path[64], p[160];
+  int i, n, rc;
+  snprintf(path, sizeof path, "routes.[%d]", idx);
+  memset(dr, 0, sizeof *dr);
+  dr->index = idx;
+  if ((rc = member_ok(x, r, path, names)))
+    return rc;
+  v = str_member(r, "method", &m);
+  snprintf(p, sizeof p, "%s.method", path);
+  if (!v || !v[0] || strlen(v) >= sizeof dr->method)
+    return derr(x, m ? m : r, p, "must be a string of 1..7 characters%s", NULL,
+                0);
+  snprintf(dr->method, sizeof dr->method, "%s", v);
+  v = str_member(r, "route", &m);
+  snprintf(p, sizeof p, "%s.route", path);
+  if (!v || v[0] != '/' || strlen(v) > SLUICE_POLICY_ROUTE_MAX)
+    return derr(x, m ? m : r, p,
+                "must be a string starting with '/', at most 127 bytes%s", NULL,
+                0);
+  snprintf(dr->route, sizeof dr->route, "%s", v);
+  ls = config_setting_get_member(r, "limits");
+  snprintf(p, sizeof p, "%s.limits", path);
+  if (!config_setting_is_list(ls) && !config_setting_is_array(ls))
+    return derr(x, ls, p,
+                "must be a list ( \"NAME\", { limit = \"NAME\"; cost = ...; "
+                "} )%s",
+                NULL, 0);
+  n = config_setting_length(ls);
+  if (n < 1 || n > SLUICE__RLIMITS_MAX)
+    return derr(x, ls, p, "must list 1..%s8 limits", NULL, 0);
+  for (i = 0; i < n; i++) {
+    const config_setting_t *e = config_setting_get_elem(ls, (unsigned)i);
+    const config_setting_t *cs = NULL, *ns;
+    const sluice__limit *lm, *first;
+    char ep[200];
+    int li, j;
+    snprintf(ep, sizeof ep, "%s.[%d]", p, i);
+    v = config_setting_get_string(e);
+    if (!v && config_setting_is_group(e)) {
+      static const char *const en[] = {"limit", "cost", NULL};
+      if ((rc = member_ok(x, e, ep, en)))
+        return rc;
+      v = str_member(e, "limit", &ns);
+      cs = config_setting_get_member(e, "cost");
+    }
+    if (!v)
+      return derr(x, e, ep,
+                  "must be a limit's name or { limit = \"NAME\"; cost = ...; "
+                  "}%s",
+                  NULL, 0);
+    if ((li = limit_index(x->dl, v)) < 0)
+      return derr(x, e, ep, "no limit \"%s\" is declared in `limits`", v, 0);
+    for (j = 0; j < i; j++)
+      if (dr->limit[j] == li)
+        return derr(x, e, ep, "limit \"%s\" listed twice", v, 0);
+    lm = &x->dl->limits[li];
+    first = &x->dl->limits[dr->limit[0]];
+    if (i > 0 && lm->scope[0] != first->scope[0]) {
+      char what[200];
+      snprintf(what, sizeof what,
+               "limit \"%s\" is scoped by \"%s\" first and limit \"%s\" by "
+               "\"%s\": one request would span two hash-tag groups, which "
+               "no store decides atomically (start both scopes with the "
+               "same attribute)",
+               lm->name, sluice__attr_name(x->dl, lm->scope[0]), first->name,
+               sluice__attr_name(x->dl, first->scope[0]));
+      return derr(x, e, ep, "%s", what, 0);
+    }
+    snprintf(ep, sizeof ep, "%s.[%d].cost", p, i);
+    if ((rc = load_cost(x, cs, ep, lm, &dr->cost[i])))
+      return rc;
+    dr->limit[i] = li;
+    dr->nrecs += recs_of(lm);
+    dr->n++;
+    used[li] = 1;
+  }
+  if (dr->nrecs > SLUICE_PROGRAM_KEYS)
+    return derr(x, ls, p,
+                "its limits need %s%lld records, more than one store call "
+                "holds (48)",
+                NULL, dr->nrecs);
+  return SLUICE_OK;
+}
+
+int sluice__decl_load(const config_setting_t *root, const char *file,
+                      sluice__decl *dl, char *err, size_t errlen, char *warn,
+                      size_t warnlen) {
+  dctx x = {file, err, errlen, dl};
+  const config_setting_t *rs;
+  char used[SLUICE__LIMITS_MAX] = {0};
+  int i, n, rc;
+  memset(dl, 0, sizeof *dl);
+  if (warn && warnlen)
+    warn[0] = '\0';
+  if ((rc = load_attrs(&x, root)) || (rc = load_limits(&x, root)))
+    return rc;
+  rs = config_setting_get_member(root, "routes");
+  n = rs && config_setting_is_list(rs) ? config_setting_length(rs) : 0;
+  for (i = 0; i < n; i++) {
+    const config_setting_t *r = config_setting_get_elem(rs, (unsigned)i);
+    if (!sluice__decl_route_is(r))
+      continue;
+    if (dl->nroutes == SLUICE__DROUTES_MAX)
+      return derr(&x, r, "routes", "at most %s%lld routes of limits", NULL,
+                  SLUICE__DROUTES_MAX);
+    if ((rc = load_droute(&x, r, i, &dl->routes[dl->nroutes], used)))
+      return rc;
+    dl->nroutes++;
+  }
+  for (i = 0; i < dl->nlimits; i++)
+    if (!used[i] && warn && warnlen) {
+      snprintf(warn, warnlen, "%s:%d: limits.%s: no route applies it", file,
+               dl->limits[i].line, dl->limits[i].name);
+      break;
+    }
+  return SLUICE_OK;
+}

@@ -1,0 +1,487 @@
+/*
+** The shipped policy files of other APIs (etc/github.conf,
+** etc/shopify.conf, etc/llm-gateway.conf) against their published figures,
+** on mem, shm and lmdb: a generated trace (a fixed seed) is decided on a
+** manual clock (on a Redis Cluster too, both engines, when the redis
+** harness runs this), and each decision is compared with a model of the
+** published policy written here, independently of the file:
+**
+**   - a request is admitted exactly when every limit of its route has room
+**     (so requests under every limit are admitted), and a refusal names
+**     the first limit of the route without room (the binding one);
+**   - what was admitted never exceeds a limit: for a fixed window, the
+**     cost in each window of each scope; for a bucket, the cost in any
+**     interval [t0, t1] of a scope is at most burst + rate * (t1 - t0).
+**
+** The figures below are the published ones (the issue's and the vendors'
+** pages): the oracle the files are held to.
+*/
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/rmtree.h"
+#include "helpers.h"
+
+enum { GCRA, FIXED };
+
+typedef struct lim {
+  const char *name;
+  int kind;
+  int64_t n, period_ns; /* GCRA: burst n, refill n per period; FIXED: n per */
+  int64_t rate;         /* GCRA: points per period (may differ from n) */
+} lim;
+
+/* A request of the trace and the limits its route passes, in order. */
+#define MAXL 6
+typedef struct treq {
+  const char *method, *route;
+  sluice_attr attrs[4];
+  int nattrs;
+  int nl;
+  const lim *l[MAXL];
+  int64_t cost[MAXL];
+  char scope[MAXL][96];
+} treq;
+
+/* The model's state of one scope of one limit, and what it admitted. */
+typedef struct mstate {
+  char key[112];
+  const lim *l;
+  __int128 tat; /* GCRA: theoretical arrival time times rate */
+  int64_t win, used; /* FIXED: the window's start and its cost */
+  int nadm;
+  int64_t *t, *c; /* admitted times and costs */
+} mstate;
+
+#define MAXS 256
+typedef struct model {
+  mstate s[MAXS];
+  int ns;
+} model;
+
+static mstate *state(model *m, const lim *l, const char *scope) {
+  char key[112];
+  int i;
+  snprintf(key, sizeof key, "%s|%s", l->name, scope);
+  for (i = 0; i < m->ns; i++)
+    if (!strcmp(m->s[i].key, key))
+      return &m->s[i];
+  cr_assert(m->ns < MAXS);
+  memset(&m->s[m->ns], 0, sizeof m->s[0]);
+  snprintf(m->s[m->ns].key, sizeof m->s[0].key, "%s", key);
+  m->s[m->ns].l = l;
+  m->s[m->ns].t = calloc(20000, sizeof(int64_t));
+  m->s[m->ns].c = calloc(20000, sizeof(int64_t));
+  return &m->s[m->ns++];
+}
+
+static int room(const lim *l, mstate *s, int64_t now, int64_t cost) {
+  if (l->kind == GCRA) {
+    __int128 nowr = (__int128)now * l->rate;
+    __int128 base = s->tat > nowr ? s->tat : nowr;
+    return base + (__int128)cost * l->period_ns - nowr <=
+           (__int128)l->n * l->period_ns;
+  }
+  return (now / l->period_ns * l->period_ns != s->win ? 0 : s->used) + cost <=
+         l->n;
+}
+
+static void take(const lim *l, mstate *s, int64_t now, int64_t cost) {
+  if (l->kind == GCRA) {
+    __int128 nowr = (__int128)now * l->rate;
+    s->tat = (s->tat > nowr ? s->tat : nowr) + (__int128)cost * l->period_ns;
+  } else {
+    int64_t w = now / l->period_ns * l->period_ns;
+    if (w != s->win) {
+      s->win = w;
+      s->used = 0;
+    }
+    s->used += cost;
+  }
+  cr_assert(s->nadm < 20000);
+  s->t[s->nadm] = now;
+  s->c[s->nadm++] = cost;
+}
+
+/* What the limit has left at now, as sluice_verdict.remaining says it. */
+static int64_t left_of(const lim *l, const mstate *s, int64_t now) {
+  if (l->kind == GCRA) {
+    __int128 nowr = (__int128)now * l->rate;
+    __int128 span = s->tat > nowr ? s->tat - nowr : 0;
+    __int128 r = ((__int128)l->n * l->period_ns - span) / l->period_ns;
+    return r < 0 ? 0 : (int64_t)r;
+  }
+  return l->n - (now / l->period_ns * l->period_ns != s->win ? 0 : s->used);
+}
+
+/* What was admitted never exceeds a limit, checked from the log alone. */
+static void check_bounds(const model *m) {
+  int i, j, a;
+  for (i = 0; i < m->ns; i++) {
+    const mstate *s = &m->s[i];
+    const lim *l = s->l;
+    for (a = 0; a < s->nadm; a++) {
+      __int128 sum = 0;
+      for (j = a; j < s->nadm; j++) {
+        sum += s->c[j];
+        if (l->kind == FIXED) {
+          if (s->t[j] / l->period_ns != s->t[a] / l->period_ns)
+            break;
+          cr_assert(sum <= l->n, "%s: over %lld in a window", s->key,
+                    (long long)l->n);
+        } else {
+          cr_assert(sum * l->period_ns <=
+                        (__int128)l->n * l->period_ns +
+                            (__int128)l->rate * (s->t[j] - s->t[a]),
+                    "%s: over burst + rate * dt", s->key);
+        }
+      }
+    }
+  }
+}
+
+static uint64_t rng = 88172645463325252ull;
+static uint64_t rnd(uint64_t n) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return rng % n;
+}
+
+typedef void (*gen_fn)(treq *r);
+
+/* Decide n generated requests on store and compare with the model;
+** returns the number of refusals per limit in denied[]. */
+static void replay(const char *file, const char *store, unsigned flags,
+                   gen_fn gen, int n, int64_t max_step_ns,
+                   const lim *const *ls, int nls, int denied[]) {
+  fixture f;
+  model *m = calloc(1, sizeof *m);
+  int i, k, rc, admitted = 0;
+  rng = 88172645463325252ull;
+  rc = fx_open_file(&f, file, store, flags);
+  if (rc == SLUICE_ENOTSUP)
+    cr_skip_test("%s: compiled out", store);
+  cr_assert_eq(rc, SLUICE_OK, "%s: %s", store, sluice_strerror(rc));
+  for (i = 0; i < n; i++) {
+    treq r;
+    sluice_request q;
+    sluice_decision d;
+    int64_t now = sluice_clock_now(f.clock);
+    int want = 1, bind = -1;
+    memset(&r, 0, sizeof r);
+    gen(&r);
+    for (k = 0; k < r.nl; k++)
+      if (!room(r.l[k], state(m, r.l[k], r.scope[k]), now, r.cost[k])) {
+        want = 0;
+        bind = k;
+        break;
+      }
+    memset(&q, 0, sizeof q);
+    q.method = r.method;
+    q.route = r.route;
+    q.attrs = r.attrs;
+    q.nattrs = (size_t)r.nattrs;
+    rc = sluice_policy_decide(f.pol, &q, &d);
+    cr_assert_eq(rc, SLUICE_OK, "%s %d: %s (%s)", store, i,
+                 sluice_strerror(rc), d.invalid_field ? d.invalid_field : "");
+    cr_assert_eq(d.allowed, want, "%s request %d (%s %s): allowed %d, the "
+                 "published limits say %d (%s)",
+                 store, i, r.method, r.route, d.allowed, want,
+                 d.limit_name ? d.limit_name : "-");
+    cr_assert_eq(d.binding, SLUICE_BINDING_LIMIT);
+    if (want) {
+      int64_t best = INT64_MAX;
+      for (k = 0; k < r.nl; k++)
+        take(r.l[k], state(m, r.l[k], r.scope[k]), now, r.cost[k]);
+      /* The binding limit: the least left as a fraction of its own. */
+      for (k = 0; k < r.nl; k++) {
+        int64_t lf = left_of(r.l[k], state(m, r.l[k], r.scope[k]), now) *
+                     1024 / r.l[k]->n;
+        if (lf < best) {
+          best = lf;
+          bind = k;
+        }
+      }
+      cr_assert_str_eq(d.limit_name, r.l[bind]->name, "%s request %d", store,
+                       i);
+      cr_assert_eq(d.remaining,
+                   left_of(r.l[bind], state(m, r.l[bind], r.scope[bind]), now),
+                   "%s request %d: %s", store, i, d.limit_name);
+      admitted++;
+    } else {
+      cr_assert_eq(d.remaining,
+                   left_of(r.l[bind], state(m, r.l[bind], r.scope[bind]), now),
+                   "%s request %d: %s", store, i, d.limit_name);
+      cr_assert_str_eq(d.limit_name, r.l[bind]->name, "%s request %d", store,
+                       i);
+      cr_assert_eq(d.status, 429);
+      cr_assert(d.retry_after_ns > 0);
+      for (k = 0; k < nls; k++)
+        if (ls[k] == r.l[bind])
+          denied[k]++;
+    }
+    sluice_clock_advance(f.clock, (int64_t)rnd((uint64_t)max_step_ns));
+  }
+  cr_assert(admitted > 0);
+  check_bounds(m);
+  for (i = 0; i < m->ns; i++) {
+    free(m->s[i].t);
+    free(m->s[i].c);
+  }
+  free(m);
+  fx_close(&f);
+}
+
+/* Every limit refused something: the trace reached each bound. */
+static void all_bound(const lim *const *ls, int nls, const int *denied) {
+  int k;
+  for (k = 0; k < nls; k++)
+    cr_assert(denied[k] > 0, "the trace never reached %s (%d %d %d %d %d %d)",
+              ls[k]->name, denied[0], nls > 1 ? denied[1] : 0,
+              nls > 2 ? denied[2] : 0, nls > 3 ? denied[3] : 0,
+              nls > 4 ? denied[4] : 0, nls > 5 ? denied[5] : 0);
+}
+
+/* ----------------------------------------------------------- GitHub --- */
+
+static const lim gh_core = {"core", FIXED, 5000, 3600 * SEC, 0};
+static const lim gh_points = {"points", FIXED, 900, 60 * SEC, 0};
+static const lim gh_cmin = {"content_minute", FIXED, 80, 60 * SEC, 0};
+static const lim gh_chour = {"content_hour", FIXED, 500, 3600 * SEC, 0};
+static const lim *const gh_all[] = {&gh_core, &gh_points, &gh_cmin,
+                                    &gh_chour};
+
+static void gh_gen(treq *r) {
+  static const char *users[] = {"octocat", "hubot"};
+  static const char *get_routes[] = {"/repos/a/b", "/repos/a/b",
+                                     "/repos/a/b", "/repos/a/b/pulls",
+                                     "/user"};
+  const char *user = users[rnd(10) < 8 ? 0 : 1];
+  uint64_t x = rnd(100);
+  r->attrs[0] = (sluice_attr){"user", user};
+  r->nattrs = 1;
+  r->l[0] = &gh_core;
+  r->cost[0] = 1;
+  snprintf(r->scope[0], sizeof r->scope[0], "%s", user);
+  r->l[1] = &gh_points;
+  if (x < 20) { /* content creation */
+    r->method = "POST";
+    r->route = x < 15 ? "/repos/a/b/issues" : "/gists";
+    r->cost[1] = 5;
+    r->l[2] = &gh_cmin;
+    r->l[3] = &gh_chour;
+    r->cost[2] = r->cost[3] = 1;
+    snprintf(r->scope[2], sizeof r->scope[2], "%s", user);
+    snprintf(r->scope[3], sizeof r->scope[3], "%s", user);
+    r->nl = 4;
+  } else {
+    static const char *methods[] = {"GET", "GET", "GET", "HEAD",
+                                    "OPTIONS", "PATCH", "PUT", "DELETE"};
+    r->method = methods[rnd(8)];
+    r->route = get_routes[rnd(5)];
+    r->cost[1] = !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD") ||
+                         !strcmp(r->method, "OPTIONS")
+                     ? 1
+                     : 5;
+    r->nl = 2;
+  }
+  snprintf(r->scope[1], sizeof r->scope[1], "%s %s", user, r->route);
+}
+
+static void github(const char *store, unsigned flags) {
+  int denied[4] = {0};
+  replay(SLUICE_ETC "/github.conf", store, flags, gh_gen, 12000, 100 * MS,
+         gh_all, 4, denied);
+  all_bound(gh_all, 4, denied);
+}
+
+/* ---------------------------------------------------------- Shopify --- */
+
+static const lim sh_basic = {"rest_admin", GCRA, 40, SEC, 2};
+static const lim sh_plus = {"rest_admin", GCRA, 40, SEC, 20};
+static const lim *const sh_all[] = {&sh_basic};
+
+static void sh_gen(treq *r) {
+  static const char *stores[] = {"shop-basic", "shop-plus"};
+  static const char *apps[] = {"app-1", "app-2"};
+  int s = (int)rnd(2), a = rnd(4) == 0;
+  r->method = rnd(3) ? "GET" : "POST";
+  r->route = "/admin/api/2024-01/orders.json";
+  r->attrs[0] = (sluice_attr){"store", stores[s]};
+  r->attrs[1] = (sluice_attr){"app", apps[a]};
+  r->attrs[2] = (sluice_attr){"plan", s ? "plus" : "basic"};
+  r->nattrs = 3;
+  r->nl = 1;
+  r->l[0] = s ? &sh_plus : &sh_basic;
+  r->cost[0] = 1;
+  snprintf(r->scope[0], sizeof r->scope[0], "%s %s", stores[s], apps[a]);
+}
+
+static void shopify(const char *store, unsigned flags) {
+  int denied[1] = {0};
+  replay(SLUICE_ETC "/shopify.conf", store, flags, sh_gen, 6000, 40 * MS,
+         sh_all, 1, denied);
+  all_bound(sh_all, 1, denied);
+}
+
+/* ------------------------------------------------------ LLM gateway --- */
+
+static const lim ll_oreq = {"org_requests", GCRA, 500, 60 * SEC, 500};
+static const lim ll_otok = {"org_tokens", GCRA, 200000, 60 * SEC, 200000};
+static const lim ll_preq = {"project_requests", GCRA, 300, 60 * SEC, 300};
+static const lim ll_ptok = {"project_tokens", GCRA, 100000, 60 * SEC,
+                            100000};
+static const lim ll_mreq = {"model_requests", GCRA, 200, 60 * SEC, 200};
+static const lim ll_mtok = {"model_tokens", GCRA, 150000, 60 * SEC, 150000};
+static const lim *const ll_all[] = {&ll_oreq, &ll_otok, &ll_preq,
+                                    &ll_ptok, &ll_mreq, &ll_mtok};
+
+static void ll_gen(treq *r) {
+  static const char *orgs[] = {"org-a", "org-b"};
+  static const char *projects[] = {"p1", "p2", "p3"};
+  static const char *models[] = {"small", "large", "code", "vision"};
+  static char tokens[8][16];
+  static int ti;
+  /* Phases of 750 requests, each reaching another limit first: short
+  ** prompts to one project (its requests), spread (the organization's
+  ** requests), to one model (its requests), then long prompts, half of
+  ** them to one model (the token limits). */
+  int phase = ti / 750 % 4;
+  const char *o = orgs[rnd(5) == 0];
+  const char *p = projects[phase == 0 ? 0 : rnd(3)];
+  const char *m = models[phase == 2 || (phase == 3 && rnd(2)) ? 1 : rnd(4)];
+  int64_t t = phase < 3 ? 1 + (int64_t)rnd(50) : 20000 + (int64_t)rnd(60001);
+  int k;
+  ti++;
+  snprintf(tokens[ti % 8], sizeof tokens[0], "%lld", (long long)t);
+  r->method = "POST";
+  r->route = "/v1/chat/completions";
+  r->attrs[0] = (sluice_attr){"org", o};
+  r->attrs[1] = (sluice_attr){"project", p};
+  r->attrs[2] = (sluice_attr){"model", m};
+  r->attrs[3] = (sluice_attr){"tokens", tokens[ti % 8]};
+  r->nattrs = 4;
+  r->nl = 6;
+  for (k = 0; k < 6; k++) {
+    r->l[k] = ll_all[k];
+    r->cost[k] = k % 2 ? t : 1;
+  }
+  snprintf(r->scope[0], sizeof r->scope[0], "%s", o);
+  snprintf(r->scope[1], sizeof r->scope[1], "%s", o);
+  snprintf(r->scope[2], sizeof r->scope[2], "%s %s", o, p);
+  snprintf(r->scope[3], sizeof r->scope[3], "%s %s", o, p);
+  snprintf(r->scope[4], sizeof r->scope[4], "%s %s", o, m);
+  snprintf(r->scope[5], sizeof r->scope[5], "%s %s", o, m);
+}
+
+static void llm(const char *store, unsigned flags) {
+  int denied[6] = {0};
+  replay(SLUICE_ETC "/llm-gateway.conf", store, flags, ll_gen, 6000, 60 * MS,
+         ll_all, 6, denied);
+  all_bound(ll_all, 6, denied);
+}
+
+/* ------------------------------------------------------------ stores --- */
+
+typedef void (*policy_fn)(const char *store, unsigned flags);
+
+static void on_shm(policy_fn fn) {
+  char spec[96];
+  snprintf(spec, sizeof spec, "shm:name=/sluice-published-%d;create=1",
+           (int)getpid());
+  fn(spec, SLUICE_OPEN_CREATE);
+  snprintf(spec, sizeof spec, "/dev/shm/sluice-published-%d", (int)getpid());
+  unlink(spec);
+}
+
+static void on_lmdb(policy_fn fn) {
+  char dir[] = "/tmp/sluice-published-XXXXXX", spec[96];
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(spec, sizeof spec, "lmdb:path=%s;sync=nosync", dir);
+  fn(spec, SLUICE_OPEN_CREATE);
+  cr_expect_eq(rmtree(dir), 0, "%s left behind", dir);
+}
+
+/* A Redis Cluster when the harness names one (tests/redis/harness.py;
+** SLUICE_REDIS_STORE_EXTRA picks the engine), on the test's clock. */
+static void on_redis(policy_fn fn) {
+  const char *nodes = getenv("SLUICE_REDIS_NODES");
+  const char *extra = getenv("SLUICE_REDIS_STORE_EXTRA");
+  char spec[512];
+  if (!nodes || !nodes[0])
+    cr_skip_test("SLUICE_REDIS_NODES unset");
+  snprintf(spec, sizeof spec, "redis:nodes=%s;timeout_ms=2000%s%s", nodes,
+           extra && extra[0] ? ";" : "", extra ? extra : "");
+  fn(spec, SLUICE_OPEN_TESTCLOCK);
+}
+
+/* A declared bucket the store cannot decide exactly is refused at open,
+** naming the limit (here: 200000 over a 60 s period on Redis). */
+Test(policy_published, range_redis) {
+  const char *nodes = getenv("SLUICE_REDIS_NODES");
+  char spec[512], err[512], path[] = "/tmp/sluice-range-XXXXXX";
+  static const char text[] =
+      "attributes = [ \"org\" ];\n"
+      "limits = { wide = { algorithm = \"gcra\"; scope = [ \"org\" ];\n"
+      "  rate = 200000; period_ms = 60000; burst = 200000; }; };\n"
+      "routes = ( { method = \"*\"; route = \"/*\"; limits = ( \"wide\" "
+      "); } );\n";
+  sluice_limiter_options lo;
+  sluice_policy_options po;
+  sluice_limiter *store;
+  sluice_policy *pol = NULL;
+  int fd, rc;
+  if (!nodes || !nodes[0])
+    cr_skip_test("SLUICE_REDIS_NODES unset");
+  fd = mkstemp(path);
+  cr_assert(fd >= 0);
+  cr_assert_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+  close(fd);
+  snprintf(spec, sizeof spec, "redis:nodes=%s;timeout_ms=2000", nodes);
+  memset(&lo, 0, sizeof lo);
+  lo.store = spec;
+  cr_assert_eq(sluice_limiter_open(&lo, &store), SLUICE_OK);
+  memset(&po, 0, sizeof po);
+  po.limiter = store;
+  po.config_path = path;
+  po.secret[0] = 1;
+  po.errbuf = err;
+  po.errlen = sizeof err;
+  rc = sluice_policy_open(&po, &pol);
+  unlink(path);
+  cr_assert_eq(rc, SLUICE_ERANGE, "%s: %s", sluice_strerror(rc), err);
+  cr_assert_not_null(strstr(err, "limits.wide: the store cannot decide it"),
+                     "%s", err);
+  sluice_limiter_close(store);
+}
+
+Test(policy_published, github_mem) { github("mem", 0); }
+Test(policy_published, github_redis) { on_redis(github); }
+Test(policy_published, shopify_redis) { on_redis(shopify); }
+Test(policy_published, llm_redis) { on_redis(llm); }
+Test(policy_published, github_shm) { on_shm(github); }
+Test(policy_published, github_lmdb) { on_lmdb(github); }
+Test(policy_published, shopify_mem) { shopify("mem", 0); }
+Test(policy_published, shopify_shm) { on_shm(shopify); }
+Test(policy_published, shopify_lmdb) { on_lmdb(shopify); }
+Test(policy_published, llm_mem) { llm("mem", 0); }
+Test(policy_published, llm_shm) { on_shm(llm); }
+Test(policy_published, llm_lmdb) { on_lmdb(llm); }
+
+/* The files load without warnings. */
+Test(policy_published, files_load_clean) {
+  static const char *files[] = {SLUICE_ETC "/github.conf",
+                                SLUICE_ETC "/shopify.conf",
+                                SLUICE_ETC "/llm-gateway.conf"};
+  char buf[512];
+  size_t i;
+  for (i = 0; i < sizeof files / sizeof files[0]; i++) {
+    cr_assert_eq(sluice_policy_config_warnings(files[i], buf, sizeof buf),
+                 SLUICE_OK, "%s", buf);
+    cr_assert_str_eq(buf, "", "%s", files[i]);
+  }
+}
