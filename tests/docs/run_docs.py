@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Run the commands in README.md and docs/*.md as written (docs/README.md
-says how blocks are marked).  Usage: run_docs.py SRC BUILD [FILE.md...]
+says how blocks are marked).  Usage: run_docs.py [--without PART]... SRC BUILD [FILE.md...]
 
 Each Markdown file is one bash session in a scratch directory that looks
 like the source tree (its entries symlinked) with `build` pointing at BUILD.
@@ -10,7 +10,9 @@ each command's output (stdout and stderr) must match the lines under it,
 where `...` alone on a line matches any number of lines and `...` inside a
 line any text; `[exit N]` as the last line expects exit status N (else 0).
 A block without `$ ` lines is a script whose output is not checked but
-whose status must be 0.  ```sh skip: REASON blocks are not run; other
+whose status must be 0.  ```sh skip: REASON blocks are not run; a
+```sh needs: PART block runs only when the build has PART (meson passes
+--without PART for what it did not build, and says why there); other
 languages (text, c, nginx) are shown only, and every block names one; a
 block under another shell's name (bash, console...) fails, since its
 commands would never run.  Relative
@@ -104,7 +106,7 @@ def check_links(src, md):
     return fails
 
 
-def run_file(src, build, md):
+def run_file(src, build, md, without=()):
     rel = os.path.relpath(md, src)
     fails = check_links(src, md)
     todo = []
@@ -123,6 +125,12 @@ def run_file(src, build, md):
             if not re.match(r'skip:\s*\S', info):
                 fails.append('%s:%d: `skip` needs a reason (skip: REASON)'
                              % (rel, start))
+            continue
+        need = re.match(r'needs:\s*(\S+)', info)
+        if info.startswith('needs') and not need:
+            fails.append('%s:%d: `needs` names a part (needs: PART)'
+                         % (rel, start))
+        if need and need.group(1) in without:
             continue
         todo += steps(start, lines)
     if not todo:
@@ -166,14 +174,19 @@ def run_file(src, build, md):
 
 
 def main():
-    src, build = os.path.abspath(sys.argv[1]), sys.argv[2]
-    files = sys.argv[3:] or ([os.path.join(src, 'README.md')] + sorted(
+    args, without = sys.argv[1:], set()
+    while len(args) > 1 and args[0] == '--without':
+        without.add(args[1])
+        args = args[2:]
+    src, build = os.path.abspath(args[0]), args[1]
+    files = args[2:] or ([os.path.join(src, 'README.md')] + sorted(
         os.path.join(src, 'docs', f) for f in os.listdir(os.path.join(src, 'docs'))
         if f.endswith('.md')))
     passed = failed = 0
     with concurrent.futures.ThreadPoolExecutor(2) as ex:
         for md, (ok, fails) in zip(files, ex.map(
-                lambda m: run_file(src, build, os.path.abspath(m)), files)):
+                lambda m: run_file(src, build, os.path.abspath(m), without),
+                files)):
             for msg in fails:
                 print('FAIL ' + msg)
             print('%s: %s' % (os.path.relpath(md, src),
