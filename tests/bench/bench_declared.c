@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "sluice.h"
+#include "rounds.h"
 
-#define ROUNDS 5
 #define NKEY 10000
 
 static const char policy_text[] =
@@ -46,14 +46,6 @@ static const char policy_text[] =
 static sluice_policy *pol;
 static char tenants[NKEY][16], keys[NKEY][16];
 static sluice_attr attrs[NKEY];
-typedef void (*one_fn)(long i);
-
-static double mono(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
 static void decide(const char *route, long i) {
   sluice_request r;
   sluice_decision d;
@@ -75,30 +67,6 @@ static void decide(const char *route, long i) {
 static void one(long i) { decide("/one", i); }
 static void four(long i) { decide("/four", i); }
 static void standard(long i) { decide("/v1/things", i); }
-
-static double median(double *v, int n) {
-  int i, j;
-  for (i = 1; i < n; i++)
-    for (j = i; j > 0 && v[j] < v[j - 1]; j--) {
-      double t = v[j];
-      v[j] = v[j - 1];
-      v[j - 1] = t;
-    }
-  return v[n / 2];
-}
-
-static double measure(one_fn f, long n) {
-  double r[ROUNDS];
-  int k;
-  long i;
-  for (k = 0; k < ROUNDS; k++) {
-    double t0 = mono();
-    for (i = 0; i < n; i++)
-      f(k * n + i);
-    r[k] = (mono() - t0) / (double)n;
-  }
-  return median(r, ROUNDS);
-}
 
 int main(void) {
   const char *sc = getenv("SLUICE_BENCH_SCALE");

@@ -20,15 +20,9 @@
 #include <unistd.h>
 
 #include "sluice.h"
+#include "rounds.h"
 
-#define ROUNDS 5
 #define NKEY 10000
-
-static double mono(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
 
 static sluice_policy *pol;
 static char tenants[NKEY][16], keys[NKEY][16], ips[NKEY][16];
@@ -105,8 +99,6 @@ static void bare_open(const sluice_policy_config *cfg) {
   }
 }
 
-typedef void (*one_fn)(long i);
-
 static void decide(const sluice_request *r, int want_allowed) {
   sluice_decision d;
   must(sluice_policy_decide(pol, r, &d), "decide");
@@ -170,30 +162,6 @@ static void spend(void) {
     sluice_decision d;
     must(sluice_policy_decide(pol, &r, &d), "warm");
   }
-}
-
-static double median(double *v, int n) {
-  int i, j;
-  for (i = 1; i < n; i++)
-    for (j = i; j > 0 && v[j] < v[j - 1]; j--) {
-      double t = v[j];
-      v[j] = v[j - 1];
-      v[j - 1] = t;
-    }
-  return v[n / 2];
-}
-
-static double measure(one_fn f, long n) {
-  double r[ROUNDS];
-  int k;
-  long i;
-  for (k = 0; k < ROUNDS; k++) {
-    double t0 = mono();
-    for (i = 0; i < n; i++)
-      f(k * n + i);
-    r[k] = (mono() - t0) / (double)n;
-  }
-  return median(r, ROUNDS);
 }
 
 int main(void) {
