@@ -162,12 +162,17 @@ def start_server(tmp, port, cluster, extra=()):
 
 
 def wait_ping(port, proc, secs=5):
+    """True once the server answering on port is proc itself.  Another
+    harness running at the same time may have found the same port free and
+    bound it first: its server answers PING as well, while proc is still
+    failing to bind, so the answer must name proc's pid."""
+    mine = 'process_id:%d' % proc.pid
     end = time.time() + secs
     while time.time() < end:
         if proc.poll() is not None:
             return False
         try:
-            if cli(port, 'PING', timeout=1) == 'PONG':
+            if mine in cli(port, 'INFO', 'server', timeout=1).split():
                 return True
         except subprocess.TimeoutExpired:
             pass
