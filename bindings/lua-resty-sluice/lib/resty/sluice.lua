@@ -1,0 +1,301 @@
+-- resty.sluice: sluice's policy decisions in OpenResty, over LuaJIT's FFI
+-- on libsluice.  The decision, the RateLimit headers, Retry-After and the
+-- problem+json body all come from the C library (sluice_policy_decide,
+-- sluice_decision_http_facts, sluice_http_answer_*): this file moves
+-- values between Lua and C and nothing else, so an answer here is byte for
+-- byte the one the C library gives.  README.md beside it has the usage.
+local ffi = require "ffi"
+require "resty.sluice.cdef"
+
+local ffi_new, ffi_string, ffi_fill, ffi_copy = ffi.new, ffi.string, ffi.fill, ffi.copy
+local tostring, tonumber, type, pairs, error = tostring, tonumber, type, pairs, error
+local ngx = ngx -- nil outside OpenResty (the Kong adapter's tests)
+
+local _M = { _VERSION = "0.1.0" }
+local mt = { __index = _M }
+
+-- The most attributes one request may carry (a policy's scopes use at most
+-- 4 each; a request names what its routes need).
+local MAX_ATTRS = 32
+local HEADERS_MAX = 12   -- SLUICE_HTTP_MAX_HEADERS, checked by resty-cdef
+local HEADER_BUF = 2816  -- SLUICE_HTTP_HEADER_BUF
+
+local libs = {}
+local function load_lib(path)
+  local key = path or ""
+  if libs[key] then return libs[key] end
+  local ok, lib = pcall(ffi.load, path or "sluice")
+  if not ok and not path then
+    -- Only the runtime package installed (no libsluice.so symlink).
+    ok, lib = pcall(ffi.load, "libsluice.so.0")
+  end
+  if not ok then return nil, "cannot load libsluice: " .. tostring(lib) end
+  libs[key] = lib
+  return lib
+end
+
+local function cerr(C, rc)
+  return ffi_string(C.sluice_err_name(rc)) .. ": " .. ffi_string(C.sluice_strerror(rc))
+end
+
+local forms = { legacy = 0, sf = 1, both = 2 } -- SLUICE_HTTP_FORM_*
+
+local function hex16(s)
+  if type(s) ~= "string" or not s:match("^%x+$") or #s ~= 32 then return nil end
+  local b = ffi_new("uint8_t[16]")
+  for i = 0, 15 do b[i] = tonumber(s:sub(2 * i + 1, 2 * i + 2), 16) end
+  return b
+end
+
+--- Open a policy.  opts:
+--   policy        path of the policy file (required)
+--   store         the store string: "shm:name=/NAME;create=1;capacity=N"
+--                 (every worker naming it shares it), "mem" (one worker's)
+--   secret        32 hex digits (required): the key of the scope ids, the
+--                 same in every process sharing the store
+--   problem_base  the problem types' base URI (default https://errors.invalid/)
+--   header_form   "legacy" (default), "sf" or "both"
+--   jitter        false: no random addition to Retry-After (default true)
+--   shadow        true: decide and record, enforce nothing
+--   counters, degraded_store, deny_cache
+--                 host segments, as sluice_policy_options' ("shm:name=/N")
+--   library       path of libsluice.so (default: the loader's search)
+-- Returns the object, or nil and a message.
+function _M.new(opts)
+  if type(opts) ~= "table" then return nil, "opts must be a table" end
+  local C, err = load_lib(opts.library)
+  if not C then return nil, err end
+  if type(opts.policy) ~= "string" then return nil, "opts.policy (a file path) is required" end
+  if type(opts.store) ~= "string" then return nil, "opts.store is required" end
+  local secret = hex16(opts.secret)
+  if not secret then return nil, "opts.secret must be 32 hex digits" end
+  local form = forms[opts.header_form or "legacy"]
+  if not form then return nil, "opts.header_form must be legacy, sf or both" end
+  if opts.store:match("^redis") then
+    return nil, "a redis store would block the worker: resty.sluice decides on shm or mem"
+  end
+
+  local lo = ffi_new("sluice_limiter_options")
+  lo.store = opts.store
+  local errbuf = ffi_new("char[512]")
+  local po = ffi_new("sluice_policy_options")
+  po.limiter_options = lo
+  po.config_path = opts.policy
+  ffi_copy(po.secret, secret, 16)
+  po.errbuf, po.errlen = errbuf, 512
+  po.flags = opts.shadow and C.SLUICE_POLICY_SHADOW or 0
+  po.counters = opts.counters
+  po.degraded_store = opts.degraded_store
+  po.deny_cache = opts.deny_cache
+  local out = ffi_new("sluice_policy *[1]")
+  local rc = C.sluice_policy_open(po, out)
+  if rc ~= 0 then
+    local msg = ffi_string(errbuf)
+    return nil, "sluice_policy_open: " .. cerr(C, rc) .. (msg ~= "" and " (" .. msg .. ")" or "")
+  end
+  local pol = ffi.gc(out[0], C.sluice_policy_close)
+
+  local ho = ffi_new("sluice_http_options")
+  ho.problem_base = opts.problem_base or "https://errors.invalid/"
+  ho.header_form = form
+  ho.flags = opts.jitter == false and C.SLUICE_HTTP_NO_JITTER or 0
+  local hout = ffi_new("sluice_http *[1]")
+  rc = C.sluice_http_open(ho, hout)
+  if rc ~= 0 then return nil, "sluice_http_open: " .. cerr(C, rc) end
+
+  -- Endpoint class names as the library spells them (1 .. EP__COUNT-1).
+  local classes = {}
+  for i = 1, C.SLUICE_EP__COUNT - 1 do
+    classes[ffi_string(C.sluice_endpoint_class_name(i))] = i
+  end
+
+  return setmetatable({
+    C = C, pol = pol, http = ffi.gc(hout[0], C.sluice_http_close),
+    classes = classes,
+    -- Scratch space, used only within one synchronous call (a worker runs
+    -- one Lua call at a time, and nothing here yields).
+    q = ffi_new("sluice_request"), attrs = ffi_new("sluice_attr[?]", MAX_ATTRS),
+    anchor = {}, facts = ffi_new("sluice_http_facts"),
+    ans = ffi_new("sluice_http_answer"),
+    hdrs = ffi_new("sluice_http_header[?]", HEADERS_MAX),
+    hbuf = ffi_new("char[?]", HEADER_BUF), n = ffi_new("size_t[1]"),
+    bcap = 2048, body = ffi_new("char[?]", 2048),
+  }, mt)
+end
+
+-- The request table, into the scratch sluice_request.  Strings go in as
+-- pointers into the Lua strings, which the table (or self.anchor, for
+-- values converted here) keeps alive through the call.
+local function fill(self, req, q)
+  ffi_fill(q, ffi.sizeof(q))
+  q.tenant_id = req.tenant
+  q.api_key_id = req.key
+  q.tier = req.tier
+  q.method = req.method
+  q.route = req.route
+  q.client_ip = req.client_ip
+  q.auth_subject = req.auth_subject
+  q.ledger_id = req.ledger
+  if req.class then
+    local c = self.classes[req.class]
+    if not c then return nil, "unknown class " .. tostring(req.class) end
+    q.endpoint_class = c
+  end
+  if req.cost then q.cost = req.cost end
+  local attrs = req.attrs
+  if attrs then
+    local a, anchor, n = self.attrs, self.anchor, 0
+    for k, v in pairs(attrs) do
+      if n == MAX_ATTRS then return nil, "more than " .. MAX_ATTRS .. " attributes" end
+      if type(v) ~= "string" then
+        v = tostring(v)
+        anchor[n + 1] = v
+      end
+      a[n].name, a[n].value = k, v
+      n = n + 1
+    end
+    q.attrs, q.nattrs = a, n
+  end
+  return q
+end
+
+local function input_error(C, rc, d)
+  local f = d.invalid_field
+  return cerr(C, rc) .. (f ~= nil and " (" .. ffi_string(f) .. ")" or "")
+end
+
+--- Decide one request.  req: tenant, key, tier, method, route, class
+-- (an endpoint class name: "reconcile"...), client_ip, auth_subject,
+-- ledger, cost, attrs (a table of attribute name -> value).  d: a
+-- sluice_decision to fill (default: a new one).  Returns the decision
+-- (d.allowed, d.status, d.limit_name...), or nil and a message for a
+-- request the policy refuses to decide (nothing was recorded).
+function _M.decide(self, req, d)
+  local q, err = fill(self, req, self.q)
+  if not q then return nil, err end
+  d = d or ffi_new("sluice_decision")
+  local rc = self.C.sluice_policy_decide(self.pol, q, d)
+  if rc ~= 0 then return nil, input_error(self.C, rc, d) end
+  return d
+end
+
+-- Render the answer of decision d for the request already in self.q.
+local function render(self, d, request_id)
+  local C, q, ans = self.C, self.q, self.ans
+  local rc = C.sluice_decision_http_facts(d, q, request_id, self.facts)
+  if rc == 0 then rc = C.sluice_http_answer_make(self.http, self.facts, d.now_ns, ans) end
+  if rc ~= 0 then return nil, "sluice_http_answer_make: " .. cerr(C, rc) end
+  local hdrs, n = self.hdrs, self.n
+  rc = C.sluice_http_answer_headers(self.http, ans, hdrs, HEADERS_MAX, n, self.hbuf, HEADER_BUF, nil)
+  if rc ~= 0 then return nil, "sluice_http_answer_headers: " .. cerr(C, rc) end
+  local out = {}
+  for i = 0, tonumber(n[0]) - 1 do
+    out[2 * i + 1] = ffi_string(hdrs[i].name)
+    out[2 * i + 2] = ffi_string(hdrs[i].value)
+  end
+  local body
+  if ans.has_body ~= 0 then
+    rc = C.sluice_http_answer_body(self.http, ans, self.body, self.bcap, n)
+    if rc == C.SLUICE_ERANGE then
+      self.bcap = tonumber(n[0])
+      self.body = ffi_new("char[?]", self.bcap)
+      rc = C.sluice_http_answer_body(self.http, ans, self.body, self.bcap, n)
+    end
+    if rc ~= 0 then return nil, "sluice_http_answer_body: " .. cerr(C, rc) end
+    body = ffi_string(self.body, n[0])
+  end
+  return ans.status, out, body
+end
+
+--- The answer of decision d to request req: status, the headers as a flat
+-- list {name1, value1, name2, value2, ...} (RateLimit fields, Retry-After,
+-- X-Penalty-Box-Status, Content-Type), and the problem+json body (nil for
+-- an admission).  request_id (optional) goes into the body.  Or nil and a
+-- message.
+function _M.answer(self, d, req, request_id)
+  local q, err = fill(self, req, self.q)
+  if not q then return nil, err end
+  return render(self, d, request_id)
+end
+
+-- A route the problem body cannot carry (not UTF-8, over 1024 bytes):
+-- percent-encoded and cut, as the nginx module does.
+local function safe_text(s)
+  s = ngx.escape_uri(s)
+  if #s > 1024 then
+    s = s:sub(1, 1024):gsub("%%%x?$", "")
+  end
+  return s
+end
+
+--- In access_by_lua*: decide the current request and answer it.  req as
+-- for decide(); method, route and client_ip default to the request's.
+-- Allowed: the RateLimit headers are set and the decision returned (the
+-- request goes on).  Refused: the status, headers and problem+json body
+-- are sent and the request ends here.  The decision is ngx.ctx.sluice
+-- (for logs: d.outcome, limit_name(d)...); a lease it took is remembered
+-- for log() to release.  Or nil and a message when the policy
+-- refuses to decide the request (nothing is sent: answer it yourself).
+function _M.access(self, req)
+  local var = ngx.var
+  req.method = req.method or ngx.req.get_method()
+  req.route = req.route or var.uri
+  req.client_ip = req.client_ip or var.remote_addr
+  local q, err = fill(self, req, self.q)
+  if not q then return nil, err end
+  local d = ffi_new("sluice_decision")
+  local rc = self.C.sluice_policy_decide(self.pol, q, d)
+  if rc ~= 0 then return nil, input_error(self.C, rc, d) end
+  local ctx = ngx.ctx
+  ctx.sluice = d
+  if d.lease_id ~= 0 then
+    ctx.sluice_lease = { self, req, d.lease_id }
+  end
+  if d.allowed ~= 0 and d.limit <= 0 then return d end
+  local status, hdrs, body = render(self, d, d.allowed == 0 and var.request_id or nil)
+  if not status then
+    -- A method or route the body cannot hold: say them escaped.
+    q.method, q.route = safe_text(req.method), safe_text(req.route)
+    status, hdrs, body = render(self, d, var.request_id)
+    if not status then return nil, hdrs end
+  end
+  local header = ngx.header
+  for i = 1, #hdrs, 2 do header[hdrs[i]] = hdrs[i + 1] end
+  if d.allowed ~= 0 then return d end
+  body = body or ""
+  header["Content-Length"] = #body
+  ngx.status = status
+  ngx.print(body)
+  return ngx.exit(ngx.HTTP_OK)
+end
+
+--- Release a lease (d.lease_id) taken for req.  Returns true, or nil and a
+-- message (SLUICE_ENOTFOUND: it had expired and was reclaimed).
+function _M.release(self, req, lease_id)
+  local q, err = fill(self, req, self.q)
+  if not q then return nil, err end
+  local rc = self.C.sluice_policy_release_lease(self.pol, q, lease_id)
+  if rc ~= 0 then return nil, cerr(self.C, rc) end
+  return true
+end
+
+--- In log_by_lua*: release the lease access() took for this request, if
+-- any.  Returns true, or nil and a message.
+function _M.log()
+  local l = ngx.ctx.sluice_lease
+  if not l then return true end
+  ngx.ctx.sluice_lease = nil
+  return l[1]:release(l[2], l[3])
+end
+
+--- Names for logs: "allow", "throttled"...
+function _M.outcome_name(self, d)
+  return ffi_string(self.C.sluice_outcome_name(d.outcome))
+end
+
+--- The binding limit's name (a policy's declared limit), or nil.
+function _M.limit_name(d)
+  return d.limit_name ~= nil and ffi_string(d.limit_name) or nil
+end
+
+return _M

@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""resty.sluice in a real nginx with Debian's lua-nginx-module: two
+workers sharing one shm store, deciding in access_by_lua, in front of a
+small upstream.  Every answer is held against the C library's on the same
+trace (tests/resty/oracle.c, fed the instants the Lua side decided at):
+status, headers and problem+json body, byte for byte.  Counts and events
+only, no timings.
+
+    test_resty.py LIBSLUICE ORACLE [TEST_NAME...]
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import restyh  # noqa: E402
+from restyh import ngxh  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+POLICY = os.path.join(HERE, "policy.conf")
+PROBLEM_BASE = "https://api.example.test/errors/"
+FORM_BOTH = 2  # SLUICE_HTTP_FORM_BOTH: legacy and structured fields
+LIB = ORACLE = UP = None
+# The headers the renderer may send: any of these in an answer must be the
+# library's.
+RENDERED = {"retry-after", "ratelimit-policy", "ratelimit-limit",
+            "ratelimit-remaining", "ratelimit-reset", "ratelimit",
+            "x-penalty-box-status"}
+
+HTTP = """
+  upstream up { server 127.0.0.1:%(up)d; keepalive 16; }
+  init_worker_by_lua_block {
+    local sluice = require "resty.sluice"
+    local err
+    lim, err = sluice.new{
+      policy = "%(policy)s", store = "shm:name=%(shm)s;create=1;capacity=10000",
+      secret = "%(secret)s", library = "%(lib)s", jitter = false,
+      header_form = "both", problem_base = "%(problem_base)s" }
+    if not lim then ngx.log(ngx.ERR, "resty.sluice: ", err) end
+    function check()
+      local d, err = lim:access{ attrs = { user = ngx.var.http_x_user,
+                                           tokens = ngx.var.http_x_tokens } }
+      if not d then
+        ngx.status = 400
+        ngx.say(err)
+        return ngx.exit(ngx.HTTP_OK)
+      end
+    end
+  }
+  proxy_http_version 1.1;
+  proxy_set_header Connection "";
+  server {
+    listen 127.0.0.1:%(port)d reuseport;
+    add_header X-Worker $pid always;
+    header_filter_by_lua_block {
+      local d = ngx.ctx.sluice
+      if d then ngx.header["X-Now"] = (tostring(d.now_ns):gsub("LL$", "")) end
+    }
+    log_by_lua_block { lim.log() }
+    location /v1/ {
+      access_by_lua_block { check() }
+      content_by_lua_block { ngx.say("ok") }
+    }
+    location /v1/jobs {
+      access_by_lua_block { check() }
+      proxy_pass http://up;
+    }
+  }
+"""
+
+
+def start():
+    ng = restyh.LuaNginx(HTTP, up=UP.port, policy=POLICY, lib=LIB,
+                         problem_base=PROBLEM_BASE)
+    return ng.start()
+
+
+def oracle(lines):
+    """The C library's answers to trace lines, parsed: a list of (status,
+    {header: value}, body) or ("E", name, field)."""
+    out = subprocess.run([ORACLE, POLICY, PROBLEM_BASE, str(FORM_BOTH)],
+                         input="".join(lines), capture_output=True,
+                         text=True, check=True).stdout
+    answers = []
+    cur = None
+    for line in out.splitlines():
+        if line == ".":
+            answers.append(cur)
+            cur = None
+        elif line.startswith("E "):
+            cur = tuple(line.split(" "))
+        elif line.startswith("H "):
+            k, v = line[2:].split(": ", 1)
+            cur[1][k.lower()] = v
+        elif line.startswith("B "):
+            cur[2] = line[2:]
+        else:
+            cur = [int(line), {}, ""]
+    return answers
+
+
+def send(ng, req):
+    method, path, user, tokens = req
+    h = {}
+    if user:
+        h["X-User"] = user
+    if tokens is not None:
+        h["X-Tokens"] = str(tokens)
+    return ng.get(path, method=method, headers=h)
+
+
+# ------------------------------------------------------------------ tests --
+
+def test_trace_as_the_c_library(ng):
+    """A seeded trace of GETs, PUTs, posts and token-costed completions by
+    three users, some missing the user or over a cost's bound, sent one
+    after another over fresh connections (so both workers decide): every
+    answer is the C library's at the same instants."""
+    rnd = random.Random(36)
+    kinds = [("GET", "/v1/items"), ("GET", "/v1/items/7"),
+             ("PUT", "/v1/items/7"), ("POST", "/v1/posts"),
+             ("POST", "/v1/complete")]
+    trace = []
+    for i in range(180):
+        method, path = rnd.choice(kinds)
+        user = rnd.choice(["ann", "bob", "cy"]) if rnd.random() > 0.03 else None
+        tokens = rnd.choice([40, 120, 290, 301]) if path == "/v1/complete" \
+            else None
+        trace.append((method, path, user, tokens))
+    got = []
+    for i, req in enumerate(trace):
+        got.append(send(ng, req))
+        if i % 15 == 14:
+            time.sleep(rnd.random() * 0.15)  # let buckets refill: variety
+    lines, now = [], "0"
+    for req, r in zip(trace, got):
+        method, path, user, tokens = req
+        now = r.h("x-now") or now
+        rid = "-"
+        if r.status == 429:
+            rid = json.loads(r.body)["request_id"]
+        attrs = ""
+        if user:
+            attrs += " user=" + user
+        if tokens is not None:
+            attrs += " tokens=%d" % tokens
+        lines.append("%s %s %s %s%s\n" % (now, method, path, rid, attrs))
+    want = oracle(lines)
+    assert len(want) == len(trace), (len(want), len(trace))
+    admitted, refused, limits = 0, 0, set()
+    for i, (req, r, w) in enumerate(zip(trace, got, want)):
+        where = "request %d %s: nginx %s %s %r, C %r" % (
+            i, req, r.status, r.headers, r.body, w)
+        if w[0] == "E":
+            assert r.status == 400 and r.h("x-now") is None, where
+            assert r.body.decode().startswith(w[1] + ":"), where
+            assert r.body.decode().rstrip().endswith("(%s)" % w[2]), where
+            continue
+        status, headers, body = w
+        assert r.status == status, where
+        for k, v in headers.items():
+            assert r.h(k) == v, where
+        assert {k for k in r.headers if k in RENDERED} == \
+            {k for k in headers if k in RENDERED}, where
+        if status == 200:
+            admitted += 1
+            assert r.body == b"ok\n", where
+        else:
+            refused += 1
+            assert r.body.decode() == body, where
+            limits.update(json.loads(body)["violated-policies"])
+    workers = {r.h("x-worker") for r in got}
+    print("  %d admitted, %d refused (by %s), %d input errors, workers %s"
+          % (admitted, refused, sorted(limits),
+             len(trace) - admitted - refused, sorted(workers)))
+    # The trace must have exercised what it claims to.
+    assert admitted >= 20 and refused >= 20, (admitted, refused)
+    assert len(limits) >= 3, limits
+    assert len(workers) == 2, workers
+
+
+def test_lease_released_in_log_phase(ng):
+    """A concurrency limit of 2 per user: two requests held at the upstream
+    take both leases, a third is refused with the library's 429; once they
+    are answered, log() gives the leases back (their TTL is 60 s)."""
+    q = "hold=20000&t=lease"
+    UP.release.clear()
+    held = [None, None]
+
+    def hold(i):
+        held[i] = ng.get("/v1/jobs?" + q, headers={"X-User": "jo"})
+    ts = [threading.Thread(target=hold, args=(i,)) for i in range(2)]
+    for t in ts:
+        t.start()
+    try:
+        ngxh.wait_until(lambda: UP.holding(q) == 2, 10, "two held requests")
+        r = ng.get("/v1/jobs", headers={"X-User": "jo"})
+        assert r.status == 429, (r.status, r.body)
+        p = json.loads(r.body)
+        assert p["type"] == PROBLEM_BASE + "concurrency-limit-exceeded", p
+        assert p["violated-policies"] == ["jobs"], p
+        other = ng.get("/v1/jobs", headers={"X-User": "kim"})
+        assert other.status == 200, "leases are per user"
+    finally:
+        UP.release.set()
+        for t in ts:
+            t.join()
+        UP.release.clear()
+    assert [h.status for h in held] == [200, 200], [h.status for h in held]
+    ngxh.wait_until(lambda: ng.get("/v1/jobs", headers={
+        "X-User": "jo"}).status == 200, 10, "the leases back after log()")
+
+
+def main():
+    global LIB, ORACLE, UP
+    if len(sys.argv) < 3:
+        raise SystemExit(__doc__)
+    LIB, ORACLE = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    why = restyh.skip_reason()
+    if why:
+        print("SKIP: " + why)
+        return ngxh.SKIP
+    names = sys.argv[3:]
+    tests = [(n, f) for n, f in sorted(globals().items())
+             if n.startswith("test_") and (not names or n in names)]
+    UP = ngxh.Upstream()
+    ng = start()
+    failed = 0
+    try:
+        for name, fn in tests:
+            try:
+                fn(ng)
+                print("ok   " + name)
+            except Exception:
+                failed += 1
+                print("FAIL " + name)
+                traceback.print_exc()
+                print(ng.log())
+    finally:
+        ng.stop()
+        UP.stop()
+    print("%d passed, %d failed" % (len(tests) - failed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
