@@ -49,7 +49,7 @@ pid %(dir)s/nginx.pid;
 events { worker_connections 1024; }
 http {
   access_log off;
-  lua_package_path "%(binding)s/lib/?.lua;%(binding)s/?.lua;%(root)s/usr/share/lua/5.1/?.lua;;";
+  lua_package_path "%(lua_path)s%(binding)s/lib/?.lua;%(binding)s/?.lua;%(root)s/usr/share/lua/5.1/?.lua;;";
 """
 
 
@@ -57,7 +57,8 @@ class LuaNginx(ngxh.Nginx):
     """nginx with lua-nginx-module: HEAD, then `http` (the rest of the http
     block, %-formatted with the fields and dir, port, shm, lib, secret)."""
 
-    def __init__(self, http, workers=2, log_level="notice", **fields):
+    def __init__(self, http, workers=2, log_level="notice", lua_path="",
+                 **fields):
         root, why = lua_root()
         if why:
             raise SystemExit(why)
@@ -66,7 +67,7 @@ class LuaNginx(ngxh.Nginx):
         self.port = ngxh.free_port()
         self.shm = "/sluice-resty-%d-%d" % (os.getpid(), self.port)
         f = dict(fields, ndk=NDK, root=root, workers=workers, dir=self.dir,
-                 log_level=log_level, binding=BINDING, port=self.port,
+                 log_level=log_level, lua_path=lua_path, binding=BINDING, port=self.port,
                  shm=self.shm, secret=SECRET,
                  user="user root;" if os.geteuid() == 0 else "")
         self.conf = os.path.join(self.dir, "nginx.conf")

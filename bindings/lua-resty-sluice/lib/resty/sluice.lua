@@ -10,6 +10,7 @@ require "resty.sluice.cdef"
 local ffi_new, ffi_string, ffi_fill, ffi_copy = ffi.new, ffi.string, ffi.fill, ffi.copy
 local tostring, tonumber, type, pairs, error = tostring, tonumber, type, pairs, error
 local ngx = ngx -- nil outside OpenResty (the Kong adapter's tests)
+local add_header = ngx and require("ngx.resp").add_header
 
 local _M = { _VERSION = "0.1.0" }
 local mt = { __index = _M }
@@ -119,6 +120,7 @@ function _M.new(opts)
     ans = ffi_new("sluice_http_answer"),
     hdrs = ffi_new("sluice_http_header[?]", HEADERS_MAX),
     hbuf = ffi_new("char[?]", HEADER_BUF), n = ffi_new("size_t[1]"),
+    blen = ffi_new("size_t[1]"),
     bcap = 2048, body = ffi_new("char[?]", 2048),
   }, mt)
 end
@@ -179,32 +181,47 @@ function _M.decide(self, req, d)
   return d
 end
 
--- Render the answer of decision d for the request already in self.q.
-local function render(self, d, request_id)
-  local C, q, ans = self.C, self.q, self.ans
-  local rc = C.sluice_decision_http_facts(d, q, request_id, self.facts)
+-- Make the answer of decision d for the request already in self.q, and
+-- render its headers into self.hdrs (self.n[0] of them).  Returns 0 or
+-- the library's error.
+local function make(self, d, request_id)
+  local C, ans = self.C, self.ans
+  local rc = C.sluice_decision_http_facts(d, self.q, request_id, self.facts)
   if rc == 0 then rc = C.sluice_http_answer_make(self.http, self.facts, d.now_ns, ans) end
-  if rc ~= 0 then return nil, "sluice_http_answer_make: " .. cerr(C, rc) end
-  local hdrs, n = self.hdrs, self.n
-  rc = C.sluice_http_answer_headers(self.http, ans, hdrs, HEADERS_MAX, n, self.hbuf, HEADER_BUF, nil)
-  if rc ~= 0 then return nil, "sluice_http_answer_headers: " .. cerr(C, rc) end
-  local out = {}
-  for i = 0, tonumber(n[0]) - 1 do
+  if rc == 0 then
+    rc = C.sluice_http_answer_headers(self.http, ans, self.hdrs, HEADERS_MAX, self.n,
+                                      self.hbuf, HEADER_BUF, nil)
+  end
+  return rc
+end
+
+-- The problem+json body of the answer made last, or nil (an admission),
+-- or nil and the library's error.
+local function body_of(self)
+  local C, ans, n = self.C, self.ans, self.blen
+  if ans.has_body == 0 then return nil end
+  local rc = C.sluice_http_answer_body(self.http, ans, self.body, self.bcap, n)
+  if rc == C.SLUICE_ERANGE then
+    self.bcap = tonumber(n[0])
+    self.body = ffi_new("char[?]", self.bcap)
+    rc = C.sluice_http_answer_body(self.http, ans, self.body, self.bcap, n)
+  end
+  if rc ~= 0 then return nil, rc end
+  return ffi_string(self.body, n[0])
+end
+
+local function render(self, d, request_id)
+  local C = self.C
+  local rc = make(self, d, request_id)
+  if rc ~= 0 then return nil, "rendering the answer: " .. cerr(C, rc) end
+  local hdrs, out = self.hdrs, {}
+  for i = 0, tonumber(self.n[0]) - 1 do
     out[2 * i + 1] = ffi_string(hdrs[i].name)
     out[2 * i + 2] = ffi_string(hdrs[i].value)
   end
-  local body
-  if ans.has_body ~= 0 then
-    rc = C.sluice_http_answer_body(self.http, ans, self.body, self.bcap, n)
-    if rc == C.SLUICE_ERANGE then
-      self.bcap = tonumber(n[0])
-      self.body = ffi_new("char[?]", self.bcap)
-      rc = C.sluice_http_answer_body(self.http, ans, self.body, self.bcap, n)
-    end
-    if rc ~= 0 then return nil, "sluice_http_answer_body: " .. cerr(C, rc) end
-    body = ffi_string(self.body, n[0])
-  end
-  return ans.status, out, body
+  local body, brc = body_of(self)
+  if brc then return nil, "rendering the body: " .. cerr(C, brc) end
+  return self.ans.status, out, body
 end
 
 --- The answer of decision d to request req: status, the headers as a flat
@@ -232,9 +249,9 @@ end
 -- for decide(); method, route and client_ip default to the request's.
 -- Allowed: the RateLimit headers are set and the decision returned (the
 -- request goes on).  Refused: the status, headers and problem+json body
--- are sent and the request ends here.  The decision is ngx.ctx.sluice
--- (for logs: d.outcome, limit_name(d)...); a lease it took is remembered
--- for log() to release.  Or nil and a message when the policy
+-- are sent and the request ends here, its decision in ngx.ctx.sluice (for
+-- log_by_lua: d.outcome, limit_name(d)...).  A lease the decision took is
+-- remembered for log() to release.  Or nil and a message when the policy
 -- refuses to decide the request (nothing is sent: answer it yourself).
 function _M.access(self, req)
   local var = ngx.var
@@ -243,28 +260,38 @@ function _M.access(self, req)
   req.client_ip = req.client_ip or var.remote_addr
   local q, err = fill(self, req, self.q)
   if not q then return nil, err end
+  local C = self.C
   local d = ffi_new("sluice_decision")
-  local rc = self.C.sluice_policy_decide(self.pol, q, d)
-  if rc ~= 0 then return nil, input_error(self.C, rc, d) end
-  local ctx = ngx.ctx
-  ctx.sluice = d
+  local rc = C.sluice_policy_decide(self.pol, q, d)
+  if rc ~= 0 then return nil, input_error(C, rc, d) end
+  -- ngx.ctx only where needed: making it costs every request that asks.
   if d.lease_id ~= 0 then
-    ctx.sluice_lease = { self, req, d.lease_id }
+    ngx.ctx.sluice_lease = { self, req, d.lease_id }
   end
-  if d.allowed ~= 0 and d.limit <= 0 then return d end
-  local status, hdrs, body = render(self, d, d.allowed == 0 and var.request_id or nil)
-  if not status then
+  local allowed = d.allowed ~= 0
+  if not allowed then ngx.ctx.sluice = d end
+  if allowed and d.limit <= 0 then return d end
+  local rid = not allowed and var.request_id or nil
+  rc = make(self, d, rid)
+  local body, brc
+  if rc == 0 and not allowed then body, brc = body_of(self) end
+  if rc ~= 0 or brc then
     -- A method or route the body cannot hold: say them escaped.
     q.method, q.route = safe_text(req.method), safe_text(req.route)
-    status, hdrs, body = render(self, d, var.request_id)
-    if not status then return nil, hdrs end
+    rc = make(self, d, rid)
+    if rc == 0 and not allowed then body, brc = body_of(self) end
+    if rc ~= 0 or brc then return nil, "rendering the answer: " .. cerr(C, rc ~= 0 and rc or brc) end
   end
-  local header = ngx.header
-  for i = 1, #hdrs, 2 do header[hdrs[i]] = hdrs[i + 1] end
-  if d.allowed ~= 0 then return d end
+  -- Added, not set: the answer's fields are new to this response (and a
+  -- set would first look each name up among the headers already there).
+  local hdrs = self.hdrs
+  for i = 0, tonumber(self.n[0]) - 1 do
+    add_header(ffi_string(hdrs[i].name), ffi_string(hdrs[i].value))
+  end
+  if allowed then return d end
   body = body or ""
-  header["Content-Length"] = #body
-  ngx.status = status
+  ngx.header["Content-Length"] = #body
+  ngx.status = self.ans.status
   ngx.print(body)
   return ngx.exit(ngx.HTTP_OK)
 end
