@@ -408,3 +408,205 @@ Test(halves, redis_garbage_and_truncated_replies) {
   host_close(&h);
   fx_close(&f);
 }
+
+/* ------------------------------------------- redirections and failures --- */
+
+static redisContext *raw(int port) {
+  struct timeval tv = {5, 0};
+  redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+  cr_assert(c && !c->err, "raw connect %d", port);
+  return c;
+}
+
+static void raw_cmd(int port, const char *cmd, int must) {
+  redisContext *c = raw(port);
+  redisReply *r = redisCommand(c, cmd);
+  cr_assert(r, "%s: %s", cmd, c->errstr);
+  if (must)
+    cr_assert(r->type != REDIS_REPLY_ERROR, "%s: %s", cmd, r->str);
+  freeReplyObject(r);
+  redisFree(c);
+}
+
+static void raw_id(int port, char *id, size_t n) {
+  redisContext *c = raw(port);
+  redisReply *r = redisCommand(c, "CLUSTER MYID");
+  cr_assert(r && r->type == REDIS_REPLY_STRING);
+  snprintf(id, n, "%s", r->str);
+  freeReplyObject(r);
+  redisFree(c);
+}
+
+/* A fixture in halves with a per-run prefix, and its handle. */
+static sluice_call *open_halves(fixture *f, host *h, const char *what,
+                                const sluice_policy_config *cfg,
+                                const char *extra) {
+  char tag[64], prefix[80];
+  sluice_call *call;
+  rt_tag(tag, sizeof tag, what);
+  snprintf(prefix, sizeof prefix, "%.40s", tag + 3);
+  prefix[strcspn(prefix, "}")] = 0;
+  strcat(prefix, ":");
+  open_redis(f, cfg, prefix, extra);
+  host_init(h);
+  cr_assert_eq(sluice_call_open(f->pol, &call), SLUICE_OK);
+  return call;
+}
+
+/* A slot migrating, then moved, under the per-IP backstop's record (one
+** key: a call with several keys in a migrating slot gets TRYAGAIN from
+** Redis until the slot is stable, on any path). */
+Test(halves, redis_migration_asks_then_moves) {
+  sluice_policy_config cfg;
+  fixture f;
+  host h;
+  sluice_call *call;
+  sluice_request q = rq_std("migrant", "k", "sandbox");
+  sluice_decision d;
+  char idA[64], idB[64], cmd[160];
+  int slot, pa, pb, n, admitted = 0;
+  if (!rt_is_cluster())
+    cr_skip_test("needs a cluster");
+  small_cfg(&cfg);
+  cfg.ip_limit = 4;
+  call = open_halves(&f, &h, "mig", &cfg, "");
+  q.client_ip = "10.77.0.1";
+  /* Where the address's window lives, from the call itself. */
+  cr_assert_eq(sluice_policy_begin(call, &q, &d), SLUICE_CALL_SEND);
+  slot = sluice_call_slot(call);
+  pa = sluice_call_port(call);
+  cr_assert(slot >= 0 && slot < 16384, "slot %d", slot);
+  pb = rt_port(0) == pa ? rt_port(1) : rt_port(0);
+  raw_id(pa, idA, sizeof idA);
+  raw_id(pb, idB, sizeof idB);
+  /* The slot migrates A -> B before the call runs: the window has no
+  ** record on A, so A answers ASK and the call goes to B with ASKING. */
+  snprintf(cmd, sizeof cmd, "CLUSTER SETSLOT %d IMPORTING %s", slot, idA);
+  raw_cmd(pb, cmd, 1);
+  snprintf(cmd, sizeof cmd, "CLUSTER SETSLOT %d MIGRATING %s", slot, idB);
+  raw_cmd(pa, cmd, 1);
+  cr_assert_eq(host_carry(&h, call, &d), SLUICE_CALL_SEND, "ASK");
+  cr_assert_eq(sluice_call_port(call), pb, "to B");
+  cr_assert_eq(sluice_call_replies(call), 2, "ASKING and the call");
+  cr_assert_eq(host_carry(&h, call, &d), SLUICE_CALL_SEND,
+               "the backstop passed: the tenant's program next");
+  cr_assert(h.saw_asking);
+  while (host_carry(&h, call, &d) == SLUICE_CALL_SEND)
+    ;
+  cr_assert_eq(d.store_error, 0, "%s", sluice_err_name(d.store_error));
+  admitted += d.allowed;
+  /* The slot is B's now; the handle's map still says A: MOVED. */
+  for (n = 0; rt_port(n); n++) {
+    snprintf(cmd, sizeof cmd, "CLUSTER SETSLOT %d NODE %s", slot, idB);
+    raw_cmd(rt_port(n), cmd, 0); /* replicas refuse, masters accept */
+  }
+  cr_assert_eq(sluice_policy_begin(call, &q, &d), SLUICE_CALL_SEND);
+  cr_assert_eq(sluice_call_port(call), pa, "the map says A");
+  cr_assert_eq(host_carry(&h, call, &d), SLUICE_CALL_SEND, "MOVED");
+  cr_assert_eq(sluice_call_port(call), pb, "to B");
+  cr_assert_eq(sluice_call_slot(call), slot);
+  while (host_carry(&h, call, &d) == SLUICE_CALL_SEND)
+    ;
+  admitted += d.allowed;
+  /* From now on straight to B, and the window counted every request
+  ** once, wherever it ran: the fifth is refused. */
+  for (n = 0; n < 3; n++) {
+    cr_assert_eq(sluice_policy_begin(call, &q, &d), SLUICE_CALL_SEND);
+    cr_assert_eq(sluice_call_port(call), pb);
+    while (host_carry(&h, call, &d) == SLUICE_CALL_SEND)
+      ;
+    cr_assert_eq(d.store_error, 0);
+    admitted += d.allowed;
+  }
+  cr_assert_eq(admitted, 4, "ip_limit 4: %d admitted", admitted);
+  cr_assert_eq(d.binding, SLUICE_BINDING_IP, "the fifth: the backstop");
+  sluice_call_close(call);
+  host_close(&h);
+  fx_close(&f);
+}
+
+/* The Lua flushed from every node (script and library): the next call
+** loads it and runs, state intact. */
+Test(halves, redis_flushed_lua_is_loaded_again) {
+  fixture f;
+  host h;
+  sluice_call *call = open_halves(&f, &h, "flush", NULL, "");
+  sluice_request q = rq_std("flushed", "k", "sandbox");
+  sluice_decision d;
+  int64_t left;
+  int n;
+  if (strstr(rt_engine(NULL), "module"))
+    cr_skip_test("the module has no script to flush");
+  cr_assert_eq(host_decide(&h, call, &q, &d), SLUICE_CALL_DONE);
+  cr_assert_eq(d.store_error, 0);
+  left = d.remaining;
+  cr_assert_eq(h.saw_load, 0, "loaded at open");
+  for (n = 0; rt_port(n); n++) {
+    raw_cmd(rt_port(n), "SCRIPT FLUSH", 0);
+    raw_cmd(rt_port(n), "FUNCTION FLUSH", 0); /* replicas refuse */
+  }
+  n = h.sends;
+  cr_assert_eq(host_decide(&h, call, &q, &d), SLUICE_CALL_DONE);
+  cr_assert_eq(d.store_error, 0, "%s", sluice_err_name(d.store_error));
+  cr_assert(h.saw_load, "SCRIPT / FUNCTION LOAD carried");
+  cr_assert_eq(h.sends - n, 2, "the call, then load + call");
+  cr_assert_eq(d.remaining, left - 1, "charged once");
+  cr_assert_eq(host_decide(&h, call, &q, &d), SLUICE_CALL_DONE);
+  cr_assert_eq(d.remaining, left - 2);
+  sluice_call_close(call);
+  host_close(&h);
+  fx_close(&f);
+}
+
+/* A node that fails mid-call (the host's read times out): the failure
+** mode as the blocking path has it -- degraded for a standard request,
+** 503 for a fail-closed class, the breaker opening after breaker_run
+** failures in a row (no store call then), a probe after
+** degraded_probe_ns, closed again once the store answers. */
+Test(halves, redis_node_fails_mid_call) {
+  sluice_policy_config cfg;
+  fixture f;
+  host h;
+  sluice_call *call;
+  sluice_request q = rq_std("failing", "k", "sandbox");
+  sluice_request rec = rq_class("failing", "k", "growth", SLUICE_EP_RECONCILE);
+  sluice_decision d;
+  int i;
+  small_cfg(&cfg);
+  cfg.breaker_run = 3;
+  call = open_halves(&f, &h, "fail", &cfg, "");
+  rec.ledger_id = "L";
+  cr_assert_eq(host_decide(&h, call, &q, &d), SLUICE_CALL_DONE);
+  cr_assert_eq(d.store_error, 0);
+  /* Sent, then nothing back in time. */
+  cr_assert_eq(sluice_policy_begin(call, &q, &d), SLUICE_CALL_SEND);
+  cr_assert_eq(sluice_policy_fail(call, SLUICE_ETIMEDOUT, &d),
+               SLUICE_CALL_DONE);
+  cr_assert_eq(d.allowed, 1);
+  cr_assert(d.flags & SLUICE_DECISION_DEGRADED);
+  cr_assert_eq(d.store_error, SLUICE_ETIMEDOUT);
+  cr_assert_eq(sluice_call_store_error(call), SLUICE_ETIMEDOUT);
+  cr_assert_eq(sluice_policy_begin(call, &rec, &d), SLUICE_CALL_SEND);
+  cr_assert_eq(sluice_policy_fail(call, SLUICE_EUNAVAIL, &d),
+               SLUICE_CALL_DONE);
+  cr_assert_eq(d.status, 503, "reconcile fails closed");
+  cr_assert(d.flags & SLUICE_DECISION_FAIL_CLOSED);
+  cr_assert_eq(sluice_policy_begin(call, &q, &d), SLUICE_CALL_SEND);
+  cr_assert_eq(sluice_policy_fail(call, SLUICE_EIO, &d), SLUICE_CALL_DONE);
+  /* Three in a row: the breaker is open, no call goes out. */
+  for (i = 0; i < 5; i++) {
+    cr_assert_eq(sluice_policy_begin(call, &q, &d), SLUICE_CALL_DONE,
+                 "breaker open: decided without the store");
+    cr_assert(d.flags & SLUICE_DECISION_DEGRADED);
+  }
+  /* After the probe delay one trial goes to the store and closes it. */
+  sluice_clock_advance(f.clock, cfg.degraded_probe_ns + 1);
+  cr_assert_eq(host_decide(&h, call, &q, &d), SLUICE_CALL_DONE);
+  cr_assert_eq(d.store_error, 0, "%s", sluice_err_name(d.store_error));
+  cr_assert_eq(d.flags & SLUICE_DECISION_DEGRADED, 0);
+  cr_assert_eq(sluice_policy_begin(call, &q, &d), SLUICE_CALL_SEND,
+               "closed again");
+  sluice_call_close(call); /* with a call out: abandoned, nothing leaks */
+  host_close(&h);
+  fx_close(&f);
+}
