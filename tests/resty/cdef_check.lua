@@ -63,7 +63,8 @@ for _, s in ipairs(stmts) do
 end
 
 local c = { "#include <stdio.h>", "#include <stddef.h>", "#include <sluice.h>",
-            "#include <sluice/policy.h>", "#include <sluice/http.h>", "" }
+            "#include <sluice/policy.h>", "#include <sluice/http.h>",
+            "#include <sluice/halves.h>", "" }
 for _, p in ipairs(protos) do c[#c + 1] = p .. ";" end
 for _, kv in ipairs(consts) do
   c[#c + 1] = ("_Static_assert(%s == %s, \"%s\");"):format(kv[1], kv[2], kv[1])

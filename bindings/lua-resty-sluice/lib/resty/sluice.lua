@@ -8,7 +8,7 @@ local ffi = require "ffi"
 require "resty.sluice.cdef"
 
 local ffi_new, ffi_string, ffi_fill, ffi_copy = ffi.new, ffi.string, ffi.fill, ffi.copy
-local tostring, tonumber, type, pairs, error = tostring, tonumber, type, pairs, error
+local tostring, tonumber, type, pairs, select = tostring, tonumber, type, pairs, select
 local ngx = ngx -- nil outside OpenResty (the Kong adapter's tests)
 local add_header = ngx and require("ngx.resp").add_header
 
@@ -40,6 +40,7 @@ local function cerr(C, rc)
 end
 
 local forms = { legacy = 0, sf = 1, both = 2 } -- SLUICE_HTTP_FORM_*
+local decide_redis
 
 local function hex16(s)
   if type(s) ~= "string" or not s:match("^%x+$") or #s ~= 32 then return nil end
@@ -61,6 +62,12 @@ end
 --   counters, degraded_store, deny_cache
 --                 host segments, as sluice_policy_options' ("shm:name=/N")
 --   library       path of libsluice.so (default: the loader's search)
+--   redis_timeout_ms, redis_connect_timeout_ms (default 20 each),
+--   redis_keepalive_ms (60000), redis_pool_size (64), redis_password
+--                 a redis store's cosockets (the store string's own
+--                 timeouts and password are its blocking client's)
+--   test_clock    true: a store with its own clock (Redis) decides at the
+--                 worker's instead (replaying tests; not for production)
 -- Returns the object, or nil and a message.
 function _M.new(opts)
   if type(opts) ~= "table" then return nil, "opts must be a table" end
@@ -72,12 +79,12 @@ function _M.new(opts)
   if not secret then return nil, "opts.secret must be 32 hex digits" end
   local form = forms[opts.header_form or "legacy"]
   if not form then return nil, "opts.header_form must be legacy, sf or both" end
-  if opts.store:match("^redis") then
-    return nil, "a redis store would block the worker: resty.sluice decides on shm or mem"
-  end
 
   local lo = ffi_new("sluice_limiter_options")
   lo.store = opts.store
+  -- Tests: a store with its own clock (Redis's TIME) decides at the
+  -- worker's instead, the decision's now_ns, so a replay can match it.
+  if opts.test_clock then lo.flags = C.SLUICE_OPEN_TESTCLOCK end
   local errbuf = ffi_new("char[512]")
   local po = ffi_new("sluice_policy_options")
   po.limiter_options = lo
@@ -94,7 +101,23 @@ function _M.new(opts)
     local msg = ffi_string(errbuf)
     return nil, "sluice_policy_open: " .. cerr(C, rc) .. (msg ~= "" and " (" .. msg .. ")" or "")
   end
-  local pol = ffi.gc(out[0], C.sluice_policy_close)
+  -- The decision handles of a Redis store go before their policy.
+  local calls_all = {}
+  local pol = ffi.gc(out[0], function(p)
+    for i = 1, #calls_all do C.sluice_call_close(calls_all[i]) end
+    C.sluice_policy_close(p)
+  end)
+  local redis
+  if opts.store:match("^redis") then
+    redis = {
+      timeout = opts.redis_timeout_ms or 20,
+      connect_timeout = opts.redis_connect_timeout_ms or opts.redis_timeout_ms or 20,
+      keepalive = opts.redis_keepalive_ms or 60000,
+      pool_size = opts.redis_pool_size or 64,
+      password = opts.redis_password,
+      free = {}, all = calls_all,
+    }
+  end
 
   local ho = ffi_new("sluice_http_options")
   ho.problem_base = opts.problem_base or "https://errors.invalid/"
@@ -111,7 +134,7 @@ function _M.new(opts)
   end
 
   return setmetatable({
-    C = C, pol = pol, http = ffi.gc(hout[0], C.sluice_http_close),
+    C = C, pol = pol, http = ffi.gc(hout[0], C.sluice_http_close), redis = redis,
     classes = classes,
     -- Scratch space, used only within one synchronous call (a worker runs
     -- one Lua call at a time, and nothing here yields).
@@ -128,7 +151,7 @@ end
 -- The request table, into the scratch sluice_request.  Strings go in as
 -- pointers into the Lua strings, which the table (or self.anchor, for
 -- values converted here) keeps alive through the call.
-local function fill(self, req, q)
+local function fill(self, req, q, a, anchor)
   ffi_fill(q, ffi.sizeof(q))
   q.tenant_id = req.tenant
   q.api_key_id = req.key
@@ -146,7 +169,7 @@ local function fill(self, req, q)
   if req.cost then q.cost = req.cost end
   local attrs = req.attrs
   if attrs then
-    local a, anchor, n = self.attrs, self.anchor, 0
+    local n = 0
     for k, v in pairs(attrs) do
       if n == MAX_ATTRS then return nil, "more than " .. MAX_ATTRS .. " attributes" end
       if type(v) ~= "string" then
@@ -166,6 +189,114 @@ local function input_error(C, rc, d)
   return cerr(C, rc) .. (f ~= nil and " (" .. ffi_string(f) .. ")" or "")
 end
 
+-- ------------------------------------------------------------- Redis ---
+-- A Redis store decides in two halves (sluice/halves.h): the library hands
+-- over the bytes of one call and the node to send them to, the call goes
+-- out on a cosocket (nginx's event loop: the worker serves other requests
+-- while Redis answers), and the reply goes back to the library, which
+-- answers with the decision or the next call (a redirection, a script to
+-- load).  Each decision in flight has its own handle and request, taken
+-- from a pool of the worker's.
+
+local function take_call(self)
+  local r, C = self.redis, self.C
+  local free = r.free
+  local e = free[#free]
+  if e then
+    free[#free] = nil
+    return e
+  end
+  local out = ffi_new("sluice_call *[1]")
+  local rc = C.sluice_call_open(self.pol, out)
+  if rc ~= 0 then return nil, "sluice_call_open: " .. cerr(C, rc) end
+  r.all[#r.all + 1] = out[0]
+  return { call = out[0], q = ffi_new("sluice_request"), n = ffi_new("size_t[1]"),
+           attrs = ffi_new("sluice_attr[?]", MAX_ATTRS), anchor = {} }
+end
+
+-- A cosocket's error, as the library's: a timeout, or the node unusable.
+local function sock_err(C, err)
+  return err == "timeout" and C.SLUICE_ETIMEDOUT or C.SLUICE_EUNAVAIL
+end
+
+local function resp(...)
+  local t = { "*", select("#", ...), "\r\n" }
+  for i = 1, select("#", ...) do
+    local a = select(i, ...)
+    t[#t + 1] = "$" .. #a .. "\r\n" .. a .. "\r\n"
+  end
+  return table.concat(t)
+end
+
+-- Carry the call out on e's handle to its node; the library's next status.
+local function carry(self, e, d)
+  local C, r, call = self.C, self.redis, e.call
+  local bytes = ffi_string(C.sluice_call_bytes(call, e.n), e.n[0])
+  local host, port = ffi_string(C.sluice_call_host(call)), C.sluice_call_port(call)
+  local sock = ngx.socket.tcp()
+  sock:settimeouts(r.connect_timeout, r.timeout, r.timeout)
+  local ok, err
+  if port == 0 then
+    ok, err = sock:connect("unix:" .. host)
+  else
+    ok, err = sock:connect(host, port)
+  end
+  if not ok then return C.sluice_policy_fail(call, sock_err(C, err), d) end
+  if r.password and sock:getreusedtimes() == 0 then
+    -- A new connection authenticates first, as the store's own would.
+    ok, err = sock:send(resp("AUTH", r.password))
+    local line = ok and sock:receive("*l")
+    if line ~= "+OK" then
+      sock:close()
+      return C.sluice_policy_fail(call, C.SLUICE_EUNAVAIL, d)
+    end
+  end
+  ok, err = sock:send(bytes)
+  if not ok then
+    sock:close()
+    return C.sluice_policy_fail(call, sock_err(C, err), d)
+  end
+  local buf = ""
+  while true do
+    local chunk
+    chunk, err = sock:receiveany(65536)
+    if not chunk then
+      sock:close()
+      return C.sluice_policy_fail(call, sock_err(C, err), d)
+    end
+    buf = buf .. chunk
+    local rc = C.sluice_policy_finish(call, buf, #buf, d)
+    if rc ~= C.SLUICE_CALL_MORE then
+      if rc < 0 or (rc == C.SLUICE_CALL_DONE and C.sluice_call_store_error(call) < 0) then
+        sock:close() -- what it carries next would be out of step
+      else
+        sock:setkeepalive(r.keepalive, r.pool_size)
+      end
+      return rc
+    end
+  end
+end
+
+decide_redis = function(self, req, d)
+  local C = self.C
+  local e, err = take_call(self)
+  if not e then return nil, err end
+  local q
+  q, err = fill(self, req, e.q, e.attrs, e.anchor)
+  local rc = C.SLUICE_EINVAL
+  if q then
+    rc = C.sluice_policy_begin(e.call, q, d)
+    while rc == C.SLUICE_CALL_SEND do rc = carry(self, e, d) end
+  end
+  -- The request and its strings are read until DONE: req and e.anchor
+  -- held them; the handle goes back for the next decision.
+  local free = self.redis.free
+  free[#free + 1] = e
+  if not q then return nil, err end
+  if rc ~= C.SLUICE_CALL_DONE then return nil, input_error(C, rc, d) end
+  return d
+end
+
 --- Decide one request.  req: tenant, key, tier, method, route, class
 -- (an endpoint class name: "reconcile"...), client_ip, auth_subject,
 -- ledger, cost, attrs (a table of attribute name -> value).  d: a
@@ -173,9 +304,10 @@ end
 -- (d.allowed, d.status, d.limit_name...), or nil and a message for a
 -- request the policy refuses to decide (nothing was recorded).
 function _M.decide(self, req, d)
-  local q, err = fill(self, req, self.q)
-  if not q then return nil, err end
   d = d or ffi_new("sluice_decision")
+  if self.redis then return decide_redis(self, req, d) end
+  local q, err = fill(self, req, self.q, self.attrs, self.anchor)
+  if not q then return nil, err end
   local rc = self.C.sluice_policy_decide(self.pol, q, d)
   if rc ~= 0 then return nil, input_error(self.C, rc, d) end
   return d
@@ -230,7 +362,7 @@ end
 -- an admission).  request_id (optional) goes into the body.  Or nil and a
 -- message.
 function _M.answer(self, d, req, request_id)
-  local q, err = fill(self, req, self.q)
+  local q, err = fill(self, req, self.q, self.attrs, self.anchor)
   if not q then return nil, err end
   return render(self, d, request_id)
 end
@@ -258,12 +390,21 @@ function _M.access(self, req)
   req.method = req.method or ngx.req.get_method()
   req.route = req.route or var.uri
   req.client_ip = req.client_ip or var.remote_addr
-  local q, err = fill(self, req, self.q)
-  if not q then return nil, err end
   local C = self.C
-  local d = ffi_new("sluice_decision")
-  local rc = C.sluice_policy_decide(self.pol, q, d)
-  if rc ~= 0 then return nil, input_error(C, rc, d) end
+  local d, q, err, rc
+  if self.redis then
+    d, err = decide_redis(self, req, ffi_new("sluice_decision"))
+    if not d then return nil, err end
+    -- The answer is rendered at once, without yielding: the scratch
+    -- request is this one's until it is sent.
+    q = fill(self, req, self.q, self.attrs, self.anchor)
+  else
+    q, err = fill(self, req, self.q, self.attrs, self.anchor)
+    if not q then return nil, err end
+    d = ffi_new("sluice_decision")
+    rc = C.sluice_policy_decide(self.pol, q, d)
+    if rc ~= 0 then return nil, input_error(C, rc, d) end
+  end
   -- ngx.ctx only where needed: making it costs every request that asks.
   if d.lease_id ~= 0 then
     ngx.ctx.sluice_lease = { self, req, d.lease_id }
@@ -299,7 +440,12 @@ end
 --- Release a lease (d.lease_id) taken for req.  Returns true, or nil and a
 -- message (SLUICE_ENOTFOUND: it had expired and was reclaimed).
 function _M.release(self, req, lease_id)
-  local q, err = fill(self, req, self.q)
+  if self.redis then
+    -- No two-halves form of a release yet: sluice_policy_release_lease()
+    -- would wait for Redis with the whole worker.
+    return nil, "a lease on a redis store is not released (it expires after its ttl_ms)"
+  end
+  local q, err = fill(self, req, self.q, self.attrs, self.anchor)
   if not q then return nil, err end
   local rc = self.C.sluice_policy_release_lease(self.pol, q, lease_id)
   if rc ~= 0 then return nil, cerr(self.C, rc) end

@@ -15,6 +15,7 @@ local ffi = require "ffi"
 local text = [[
 typedef struct sluice_policy sluice_policy;
 typedef struct sluice_http sluice_http;
+typedef struct sluice_call sluice_call;
 typedef struct sluice_clock sluice_clock;
 typedef struct sluice_backend sluice_backend;
 typedef struct sluice_allocator sluice_allocator;
@@ -26,10 +27,17 @@ enum {
   SLUICE_EINVAL = -30901,
   SLUICE_ERANGE = -30902,
   SLUICE_ENOTFOUND = -30905,
+  SLUICE_EBACKEND = -30906,
+  SLUICE_ETIMEDOUT = -30907,
+  SLUICE_EUNAVAIL = -30908,
+  SLUICE_CALL_DONE = 0,
+  SLUICE_CALL_SEND = 1,
+  SLUICE_CALL_MORE = 2,
   SLUICE_EP_AUTO = 0,
   SLUICE_EP__COUNT = 6,
   SLUICE_BINDING_LIMIT = 5,
   SLUICE_POLICY_SHADOW = 1,
+  SLUICE_OPEN_TESTCLOCK = 4,
   SLUICE_HTTP_FORM_LEGACY = 0,
   SLUICE_HTTP_FORM_SF = 1,
   SLUICE_HTTP_FORM_BOTH = 2,
@@ -204,6 +212,17 @@ int sluice_policy_decide(sluice_policy *p, const sluice_request *req,
                          sluice_decision *d);
 int sluice_policy_release_lease(sluice_policy *p, const sluice_request *req,
                                 uint64_t lease_id);
+int sluice_call_open(sluice_policy *p, sluice_call **out);
+void sluice_call_close(sluice_call *call);
+int sluice_policy_begin(sluice_call *call, const sluice_request *q,
+                        sluice_decision *d);
+int sluice_policy_finish(sluice_call *call, const void *reply, size_t len,
+                         sluice_decision *d);
+int sluice_policy_fail(sluice_call *call, int err, sluice_decision *d);
+const void *sluice_call_bytes(const sluice_call *call, size_t *len);
+const char *sluice_call_host(const sluice_call *call);
+int sluice_call_port(const sluice_call *call);
+int sluice_call_store_error(const sluice_call *call);
 int sluice_decision_http_facts(const sluice_decision *d,
                                const sluice_request *req,
                                const char *request_id,
