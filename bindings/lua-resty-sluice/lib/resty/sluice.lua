@@ -151,16 +151,29 @@ end
 -- The request table, into the scratch sluice_request.  Strings go in as
 -- pointers into the Lua strings, which the table (or self.anchor, for
 -- values converted here) keeps alive through the call.
+local REQ_SIZE = ffi.sizeof("sluice_request")
+-- ffi.new(string) parses its declaration every time: the types, once.
+local decision_t = ffi.typeof("sluice_decision")
 local function fill(self, req, q, a, anchor)
-  ffi_fill(q, ffi.sizeof(q))
-  q.tenant_id = req.tenant
-  q.api_key_id = req.key
-  q.tier = req.tier
-  q.method = req.method
-  q.route = req.route
-  q.client_ip = req.client_ip
-  q.auth_subject = req.auth_subject
-  q.ledger_id = req.ledger
+  -- Zeroed, then only the fields given are stored: access_by_lua runs
+  -- mostly in LuaJIT's interpreter, where each cdata store costs.
+  ffi_fill(q, REQ_SIZE)
+  local v = req.tenant
+  if v then q.tenant_id = v end
+  v = req.key
+  if v then q.api_key_id = v end
+  v = req.tier
+  if v then q.tier = v end
+  v = req.method
+  if v then q.method = v end
+  v = req.route
+  if v then q.route = v end
+  v = req.client_ip
+  if v then q.client_ip = v end
+  v = req.auth_subject
+  if v then q.auth_subject = v end
+  v = req.ledger
+  if v then q.ledger_id = v end
   if req.class then
     local c = self.classes[req.class]
     if not c then return nil, "unknown class " .. tostring(req.class) end
@@ -304,7 +317,7 @@ end
 -- (d.allowed, d.status, d.limit_name...), or nil and a message for a
 -- request the policy refuses to decide (nothing was recorded).
 function _M.decide(self, req, d)
-  d = d or ffi_new("sluice_decision")
+  d = d or decision_t()
   if self.redis then return decide_redis(self, req, d) end
   local q, err = fill(self, req, self.q, self.attrs, self.anchor)
   if not q then return nil, err end
@@ -393,7 +406,7 @@ function _M.access(self, req)
   local C = self.C
   local d, q, err, rc
   if self.redis then
-    d, err = decide_redis(self, req, ffi_new("sluice_decision"))
+    d, err = decide_redis(self, req, decision_t())
     if not d then return nil, err end
     -- The answer is rendered at once, without yielding: the scratch
     -- request is this one's until it is sent.
@@ -401,7 +414,7 @@ function _M.access(self, req)
   else
     q, err = fill(self, req, self.q, self.attrs, self.anchor)
     if not q then return nil, err end
-    d = ffi_new("sluice_decision")
+    d = decision_t()
     rc = C.sluice_policy_decide(self.pol, q, d)
     if rc ~= 0 then return nil, input_error(C, rc, d) end
   end
