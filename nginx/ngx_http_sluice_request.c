@@ -686,7 +686,13 @@ ngx_http_sluice_decide(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
         return NGX_AGAIN;
     }
 #endif
-    ctx->rc = sluice_policy_decide(ctx->pol, &ctx->req, &ctx->d);
+    if (ngx_http_sluice_worker.event) {
+        if (ngx_http_sluice_event_decide(r, ctx) == NGX_AGAIN) {
+            return NGX_AGAIN; /* the phases resume when the reply is in */
+        }
+    } else {
+        ctx->rc = sluice_policy_decide(ctx->pol, &ctx->req, &ctx->d);
+    }
     ctx->decided = 1;
     return ngx_http_sluice_apply(r, ctx);
 }
