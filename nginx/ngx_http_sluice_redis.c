@@ -196,7 +196,7 @@ static ngx_http_sluice_link_t *
 sl_link_get(ngx_http_sluice_ctx_t *ctx, const char *host, int port)
 {
     ngx_http_sluice_link_t *l, **pp;
-    ngx_log_t *log = ctx->r->connection->log;
+    ngx_log_t *log = ctx->r ? ctx->r->connection->log : ngx_cycle->log;
     struct sockaddr_in *sin;
     struct sockaddr_in6 *sin6;
     size_t hlen = ngx_strlen(host);
@@ -271,7 +271,7 @@ static void
 sl_done(ngx_http_sluice_ctx_t *ctx, int rc)
 {
     ngx_http_request_t *r = ctx->r;
-    ngx_connection_t *c = r->connection;
+    ngx_connection_t *c;
 
     ctx->link = NULL;
     ctx->rc = rc == SLUICE_CALL_DONE ? SLUICE_OK : rc;
@@ -280,6 +280,15 @@ sl_done(ngx_http_sluice_ctx_t *ctx, int rc)
     if (ctx->sync) {
         return; /* still inside the phase handler: it goes on itself */
     }
+    if (r == NULL) { /* a job: the request its answer waits, if any */
+        r = ctx->job->resume;
+        ngx_free(ctx); /* the job with it */
+        if (r != NULL) {
+            ngx_http_sluice_job_resumed(r);
+        }
+        return;
+    }
+    c = r->connection;
     ctx->decided = 1;
     r->main->blocked--;
     r->aio = 0;
@@ -533,4 +542,41 @@ ngx_http_sluice_event_decide(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
     r->main->blocked++;
     r->aio = 1;
     return NGX_AGAIN;
+}
+
+/* A job (a release, an auth outcome) in halves on the event loop; ctx is
+** the start of the job's memory, freed when it is done.  NGX_AGAIN: out,
+** and j->resume (when set) waits for it. */
+ngx_int_t
+ngx_http_sluice_event_job(ngx_http_sluice_ctx_t *ctx, ngx_http_sluice_job_t *j)
+{
+    int rc;
+
+    ctx->pol = j->pol;
+    ctx->job = j;
+    ctx->call = sl_call_get(j->pol);
+    if (ctx->call == NULL) {
+        ngx_free(ctx);
+        return NGX_ERROR; /* a lease then expires by its TTL */
+    }
+    rc = j->lease_id
+             ? sluice_policy_begin_release(ctx->call, &j->req, j->lease_id)
+             : sluice_policy_begin(ctx->call, &j->req, &ctx->d);
+    if (rc == SLUICE_CALL_SEND) {
+        ctx->pending = 1;
+        ctx->sync = 1;
+        sl_send(ctx);
+        ctx->sync = 0;
+    }
+    if (!ctx->pending) {
+        ngx_http_sluice_call_put(ctx);
+        ngx_free(ctx);
+        return NGX_OK;
+    }
+    if (j->resume != NULL) {
+        j->resume->main->blocked++;
+        j->resume->aio = 1;
+        return NGX_AGAIN;
+    }
+    return NGX_OK;
 }

@@ -636,6 +636,27 @@ def test_redis_on_the_event_loop_exact_burst_and_answers(_ng):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def test_leases_on_the_event_loop(_ng):
+    """Leases on Redis without a thread pool: taken and released in
+    halves on the event loop (the release with the answer's last byte,
+    or when the upstream answers), so the next reconcile of the ledger
+    finds it free; a trickled body holds nothing meanwhile."""
+    tmp = ngxh.tempfile.mkdtemp(prefix="sluice-ngx-redis-")
+    red = ngxh.Redis(tmp)
+    ng = ngxh.Nginx(MODULE, UP.port, workers=2, pool=False, period_ms=60000,
+                    tenant_burst=1000,
+                    store="redis:nodes=127.0.0.1:%d;timeout_ms=2000" % red.port)
+    try:
+        ng.start()
+        test_leases_released_when_the_upstream_answers(ng)
+        test_lease_released_with_the_answer(ng)
+        trickle_holds_nothing(ng, "tre", 30)
+    finally:
+        ng.stop()
+        red.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def test_store_that_does_not_open_answers_problem_503(_ng):
     """A store the workers cannot open (here an LMDB directory under
     /dev/null): enforcing locations answer the library's fail-closed 503,
