@@ -63,6 +63,7 @@
 #define SLUICE_HALVES_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "policy.h"
 
@@ -118,6 +119,20 @@ SLUICE_EXPORT int sluice_policy_finish(sluice_call *call, const void *reply,
  *  SLUICE_EINVAL (no call out, or another err). */
 SLUICE_EXPORT int sluice_policy_fail(sluice_call *call, int err,
                                      sluice_decision *d);
+
+/** @brief Start releasing a lease from a decision (what
+ *  sluice_policy_release_lease() does, in halves): SLUICE_CALL_DONE or
+ *  SLUICE_CALL_SEND as for begin; finish and fail then take d NULL and
+ *  end with SLUICE_CALL_DONE, the release's own result in
+ *  sluice_call_result().  A request error is returned at once. */
+SLUICE_EXPORT int sluice_policy_begin_release(sluice_call *call,
+                                              const sluice_request *q,
+                                              uint64_t lease_id);
+
+/** @brief What the last release on the handle returned, as
+ *  sluice_policy_release_lease() would: SLUICE_OK, SLUICE_ENOTFOUND (it
+ *  had expired), a store error. */
+SLUICE_EXPORT int sluice_call_result(const sluice_call *call);
 
 /** @brief The bytes to send (RESP: one or more commands), their length in
  *  *len; NULL and 0 unless the last result was SLUICE_CALL_SEND. */

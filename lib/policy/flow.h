@@ -141,6 +141,12 @@ int sluice__store_call(sluice__ctx *c, const sluice_op *op,
 /* A random lease id (never 0), the same one on every pass of the flow. */
 int sluice__random_id(sluice__ctx *c, uint64_t *id);
 
+/* leases.c: a lease op's context (resolved, at the limiter's now), and
+** its store part on it (release or renew, kind). */
+int sluice__lease_ctx(sluice_policy *p, const sluice_request *q, uint64_t id,
+                      sluice__ctx *c);
+int sluice__lease_store(sluice__ctx *c, uint64_t id, int kind);
+
 /* The per-IP backstop (backstop.c): a fixed window per client address
 ** (c->I).  SLUICE_OK with *refused set when the address is over its
 ** limit (d filled as a 429), or the store's error. */

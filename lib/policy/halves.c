@@ -47,12 +47,16 @@ typedef struct sluice__tape {
 } sluice__tape;
 
 enum { C_IDLE, C_OUT };
+enum { K_DECIDE, K_RELEASE };
 
 struct sluice_call {
   sluice_policy *p;
   int state;
   int split; /* the store splits its calls */
   int store_err;
+  int kind;       /* K_*: what the flow is */
+  uint64_t lease; /* K_RELEASE: the lease */
+  int result;     /* K_RELEASE: its result */
   sluice__ctx c;
   sluice_decision d;
   sluice__tape tape;
@@ -142,7 +146,7 @@ static void call_init(sluice_call *call, sluice_policy *p) {
 
 /* A decision in flight given up: the breaker's ticket back. */
 static void abandon(sluice_call *call) {
-  if (call->state == C_OUT)
+  if (call->state == C_OUT && call->kind == K_DECIDE)
     sluice__breaker_abandon(&call->p->brk, call->c.ticket);
   call->state = C_IDLE;
   call->sp.status = SLUICE__SPLIT_DONE;
@@ -155,13 +159,19 @@ static int pass(sluice_call *call, sluice_decision *d) {
   int rc;
   call->tape.pos = 0;
   call->tape.idpos = 0;
-  rc = sluice__decide_store(c, &call->d);
+  rc = call->kind == K_RELEASE
+           ? sluice__lease_store(c, call->lease, SLUICE_OP_LEASE_RELEASE)
+           : sluice__decide_store(c, &call->d);
   if (rc == SLUICE__PENDING) {
     call->state = C_OUT;
     return SLUICE_CALL_SEND;
   }
   call->state = C_IDLE;
   call->sp.status = SLUICE__SPLIT_DONE;
+  if (call->kind == K_RELEASE) {
+    call->result = rc;
+    return SLUICE_CALL_DONE;
+  }
   rc = sluice__decide_end(c, rc, &call->d);
   *d = call->d;
   return rc == SLUICE_OK ? SLUICE_CALL_DONE : rc;
@@ -173,6 +183,7 @@ static int begin_at(sluice_call *call, const sluice_request *q, int64_t now,
   int rc;
   abandon(call);
   call->store_err = 0;
+  call->kind = K_DECIDE;
   rc = sluice__decide_begin(call->p, q, now, c, &call->d);
   if (rc != SLUICE_OK) {
     *d = call->d;
@@ -240,8 +251,33 @@ int sluice_policy_begin(sluice_call *call, const sluice_request *q,
   return begin_at(call, q, -1, d);
 }
 
+int sluice_policy_begin_release(sluice_call *call, const sluice_request *q,
+                                uint64_t lease_id) {
+  sluice__ctx *c = &call->c;
+  int rc;
+  if (!call)
+    return SLUICE_EINVAL;
+  abandon(call);
+  call->store_err = 0;
+  call->kind = K_RELEASE;
+  call->lease = lease_id;
+  call->result = SLUICE_EINVAL;
+  rc = sluice__lease_ctx(call->p, q, lease_id, c);
+  if (rc != SLUICE_OK)
+    return call->result = rc;
+  call->tape.n = call->tape.nid = 0;
+  c->tape = call->split ? &call->tape : NULL;
+  return pass(call, &call->d);
+}
+
+int sluice_call_result(const sluice_call *call) {
+  return call ? call->result : SLUICE_EINVAL;
+}
+
 int sluice_policy_finish(sluice_call *call, const void *reply, size_t len,
                          sluice_decision *d) {
+  if (call && !d && call->kind == K_RELEASE)
+    d = &call->d;
   if (!call || !d || call->state != C_OUT || (!reply && len))
     return SLUICE_EINVAL;
   call->sp.reply = reply;
@@ -253,6 +289,8 @@ int sluice_policy_finish(sluice_call *call, const void *reply, size_t len,
 }
 
 int sluice_policy_fail(sluice_call *call, int err, sluice_decision *d) {
+  if (call && !d && call->kind == K_RELEASE)
+    d = &call->d;
   if (!call || !d || call->state != C_OUT)
     return SLUICE_EINVAL;
   call->sp.err = err;
