@@ -212,7 +212,7 @@ def test_trace_as_the_c_library(ng):
         assert used >= 2, used
 
 
-def lease_released_in_log_phase(ng):
+def test_lease_released_in_log_phase(ng):
     """A concurrency limit of 2 per user: two requests held at the upstream
     take both leases, a third is refused with the library's 429; once they
     are answered, log() gives the leases back (their TTL is 60 s)."""
@@ -242,13 +242,6 @@ def lease_released_in_log_phase(ng):
     assert [h.status for h in held] == [200, 200], [h.status for h in held]
     ngxh.wait_until(lambda: ng.get("/v1/jobs", headers={
         "X-User": "jo"}).status == 200, 10, "the leases back after log()")
-
-
-def test_lease_released_in_log_phase_shm(ng):
-    if STORE:
-        print("  (shm only: a lease on Redis is not released, see README)")
-        return
-    return lease_released_in_log_phase(ng)
 
 
 def redis_waiting(port):

@@ -310,6 +310,26 @@ decide_redis = function(self, req, d)
   return d
 end
 
+-- Give back a lease through the two halves (a cosocket phase only).
+local function release_redis(self, req, lease_id)
+  local C = self.C
+  local e, err = take_call(self)
+  if not e then return nil, err end
+  local q
+  q, err = fill(self, req, e.q, e.attrs, e.anchor)
+  local rc = C.SLUICE_EINVAL
+  if q then
+    rc = C.sluice_policy_begin_release(e.call, q, lease_id)
+    while rc == C.SLUICE_CALL_SEND do rc = carry(self, e, nil) end
+    if rc == C.SLUICE_CALL_DONE then rc = C.sluice_call_result(e.call) end
+  end
+  local free = self.redis.free
+  free[#free + 1] = e
+  if not q then return nil, err end
+  if rc ~= 0 then return nil, cerr(C, rc) end
+  return true
+end
+
 --- Decide one request.  req: tenant, key, tier, method, route, class
 -- (an endpoint class name: "reconcile"...), client_ip, auth_subject,
 -- ledger, cost, attrs (a table of attribute name -> value).  d: a
@@ -451,12 +471,23 @@ function _M.access(self, req)
 end
 
 --- Release a lease (d.lease_id) taken for req.  Returns true, or nil and a
--- message (SLUICE_ENOTFOUND: it had expired and was reclaimed).
+-- message (SLUICE_ENOTFOUND: it had expired and was reclaimed).  On Redis,
+-- in a phase without cosockets (log_by_lua), the release goes out from a
+-- timer of the worker and true means it was scheduled.
+-- Phases where nginx lets Lua open cosockets.
+local cosocket_phases = { rewrite = true, access = true, content = true, timer = true,
+                          ssl_cert = true, ssl_session_fetch = true }
+
 function _M.release(self, req, lease_id)
   if self.redis then
-    -- No two-halves form of a release yet: sluice_policy_release_lease()
-    -- would wait for Redis with the whole worker.
-    return nil, "a lease on a redis store is not released (it expires after its ttl_ms)"
+    if cosocket_phases[ngx.get_phase()] then return release_redis(self, req, lease_id) end
+    -- The log phase has no cosockets: a timer of this worker carries it.
+    local ok, err = ngx.timer.at(0, function()
+      local done, rerr = release_redis(self, req, lease_id)
+      if not done then ngx.log(ngx.ERR, "sluice: releasing a lease: ", rerr) end
+    end)
+    if not ok then return nil, "ngx.timer.at: " .. tostring(err) end
+    return true
   end
   local q, err = fill(self, req, self.q, self.attrs, self.anchor)
   if not q then return nil, err end

@@ -219,6 +219,9 @@ int sluice_policy_begin(sluice_call *call, const sluice_request *q,
 int sluice_policy_finish(sluice_call *call, const void *reply, size_t len,
                          sluice_decision *d);
 int sluice_policy_fail(sluice_call *call, int err, sluice_decision *d);
+int sluice_policy_begin_release(sluice_call *call, const sluice_request *q,
+                                uint64_t lease_id);
+int sluice_call_result(const sluice_call *call);
 const void *sluice_call_bytes(const sluice_call *call, size_t *len);
 const char *sluice_call_host(const sluice_call *call);
 int sluice_call_port(const sluice_call *call);
