@@ -6,7 +6,8 @@ unpacked: scripts/ngx-lua-root.sh):
   shm    lua-resty-limit-traffic's `req` module (resty.limit.req, state in
          a lua_shared_dict: incoming(key, true) per request) against
          resty.sluice's access() on its shm store (a declared GCRA limit
-         per key; decision and RateLimit headers from the C library)
+         per key; decision and RateLimit headers from the C library: the
+         default form's four fields, and the structured form's two)
   redis  the spec's own shape (its section-6 script, tests/redis/
          spec_reference.lua, by EVALSHA over a cosocket, as
          tests/nginx/bench_gateway.py's anchor runs it) against
@@ -51,7 +52,7 @@ limits = {
   per_key = { algorithm = "gcra"; scope = [ "key" ];
               rate = 1000000; period_ms = 1000; burst = 1000000; };
 };
-routes = ( { method = "*"; route = "/sluice/*"; limits = ( "per_key" ); } );
+routes = ( { method = "*"; route = "/sluice*"; limits = ( "per_key" ); } );
 """
 
 # The anchor's Lua: bench_gateway.py's, the spec script by EVALSHA over a
@@ -77,6 +78,11 @@ HTTP = """
       store = "shm:name=%(shm)s;create=1;capacity=100000",
       secret = "%(secret)s", library = "%(lib)s" }
     if not sluice_lim then ngx.log(ngx.ERR, err) end
+    sluice_sf, err = sluice.new{
+      policy = "%(dir)s/policy.conf", header_form = "sf",
+      store = "shm:name=%(shm)s;create=1;capacity=100000",
+      secret = "%(secret)s", library = "%(lib)s" }
+    if not sluice_sf then ngx.log(ngx.ERR, err) end
     if %(redis_port)d > 0 then
       redis_lim, err = sluice.new{
         policy = "%(dir)s/ledger.conf",
@@ -98,6 +104,12 @@ HTTP = """
     location /sluice/ {
       access_by_lua_block {
         local d, err = sluice_lim:access{ key = ngx.var.http_x_key }
+        if not d then ngx.log(ngx.ERR, err); return ngx.exit(500) end
+      }
+    }
+    location /sluice-sf/ {
+      access_by_lua_block {
+        local d, err = sluice_sf:access{ key = ngx.var.http_x_key }
         if not d then ngx.log(ngx.ERR, err); return ngx.exit(500) end
       }
     }
@@ -176,13 +188,16 @@ def report(cases, runs, target):
         print("%-38s %10.0f %10.0f %8.3f %10.1f" % (
             name, median([x[0] for x in r]), max(x[0] for x in r),
             median([x[1] for x in r]), median([x[2] for x in r])))
-    base, other = runs[cases[0][0]], runs[cases[1][0]]
-    q = sorted(b[0] / a[0] for a, b in zip(base, other))
-    c = sorted(a[2] / b[2] for a, b in zip(base, other))
-    print("%s / %s per round: requests/s %.2f (%.2f-%.2f), requests per "
-          "worker CPU second %.2f (%.2f-%.2f); target requests/s >= %.2fx"
-          % (cases[1][0], cases[0][0], median(q), q[0], q[-1], median(c),
-             c[0], c[-1], target))
+    base = runs[cases[0][0]]
+    for name, _ in cases[1:]:
+        q = sorted(b[0] / a[0] for a, b in zip(base, runs[name]))
+        c = sorted(a[2] / b[2] for a, b in zip(base, runs[name]))
+        print("%s / %s per round: requests/s %.2f (%.2f-%.2f), requests "
+              "per worker CPU second %.2f (%.2f-%.2f)" % (
+                  name, cases[0][0], median(q), q[0], q[-1], median(c),
+                  c[0], c[-1]))
+    print("target: %s requests/s >= %.2fx %s's" % (cases[1][0], target,
+                                                    cases[0][0]))
 
 
 def main():
@@ -224,7 +239,7 @@ def main():
             spec_lua=spec_lua.replace("%", "%%"))
         ng.write("policy.conf", POLICY)
         ng.write("ledger.conf", bench_gateway.POLICY)
-        for p in ("req", "sluice", "v1/spec", "v1/sluice"):
+        for p in ("req", "sluice", "sluice-sf", "v1/spec", "v1/sluice"):
             os.makedirs(ng.path("www/" + p))
             ng.write("www/%s/x" % p, "ok\n")
         script = ng.write("keys.lua", WRK_LUA)
@@ -232,7 +247,9 @@ def main():
         pairs = []
         if have_traffic:
             pairs.append(([("limit.req (lua_shared_dict)", "/req/x"),
-                           ("resty.sluice (shm store)", "/sluice/x")], 0.9))
+                           ("resty.sluice (shm store)", "/sluice/x"),
+                           ("resty.sluice (shm, header_form sf)",
+                            "/sluice-sf/x")], 0.9))
         if red:
             pairs.append(([("spec script, EVALSHA, cosocket", "/v1/spec/x"),
                            ("resty.sluice, Redis, two halves",
