@@ -211,6 +211,10 @@ end
 -- load).  Each decision in flight has its own handle and request, taken
 -- from a pool of the worker's.
 
+-- Phases where nginx lets Lua open cosockets.
+local cosocket_phases = { rewrite = true, access = true, content = true, timer = true,
+                          ssl_cert = true, ssl_session_fetch = true }
+
 local function take_call(self)
   local r, C = self.redis, self.C
   local free = r.free
@@ -292,6 +296,10 @@ end
 
 decide_redis = function(self, req, d)
   local C = self.C
+  if not cosocket_phases[ngx.get_phase()] then
+    return nil, "a redis store decides where cosockets run (access_by_lua...), not in "
+                .. ngx.get_phase()
+  end
   local e, err = take_call(self)
   if not e then return nil, err end
   local q
@@ -474,10 +482,6 @@ end
 -- message (SLUICE_ENOTFOUND: it had expired and was reclaimed).  On Redis,
 -- in a phase without cosockets (log_by_lua), the release goes out from a
 -- timer of the worker and true means it was scheduled.
--- Phases where nginx lets Lua open cosockets.
-local cosocket_phases = { rewrite = true, access = true, content = true, timer = true,
-                          ssl_cert = true, ssl_session_fetch = true }
-
 function _M.release(self, req, lease_id)
   if self.redis then
     if cosocket_phases[ngx.get_phase()] then return release_redis(self, req, lease_id) end
