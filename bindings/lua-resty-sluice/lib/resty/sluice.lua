@@ -3,7 +3,7 @@
 -- problem+json body all come from the C library (sluice_policy_decide,
 -- sluice_decision_http_facts, sluice_http_answer_*): this file moves
 -- values between Lua and C and nothing else, so an answer here is byte for
--- byte the one the C library gives.  README.md beside it has the usage.
+-- byte the one the C library gives.  docs/openresty.md has the usage.
 local ffi = require "ffi"
 require "resty.sluice.cdef"
 
@@ -136,8 +136,10 @@ function _M.new(opts)
   return setmetatable({
     C = C, pol = pol, http = ffi.gc(hout[0], C.sluice_http_close), redis = redis,
     classes = classes,
-    -- Scratch space, used only within one synchronous call (a worker runs
-    -- one Lua call at a time, and nothing here yields).
+    -- Scratch space, used only within a stretch of code that does not
+    -- yield (a worker runs one such stretch at a time): a shm or mem
+    -- decision, and every rendering.  A Redis decision, which yields on
+    -- its cosocket, has its own (take_call).
     q = ffi_new("sluice_request"), attrs = ffi_new("sluice_attr[?]", MAX_ATTRS),
     anchor = {}, facts = ffi_new("sluice_http_facts"),
     ans = ffi_new("sluice_http_answer"),
@@ -185,6 +187,7 @@ local function fill(self, req, q, a, anchor)
     local n = 0
     for k, v in pairs(attrs) do
       if n == MAX_ATTRS then return nil, "more than " .. MAX_ATTRS .. " attributes" end
+      if type(k) ~= "string" then return nil, "an attribute's name must be a string" end
       if type(v) ~= "string" then
         v = tostring(v)
         anchor[n + 1] = v
