@@ -318,7 +318,9 @@ decide_redis = function(self, req, d)
   free[#free + 1] = e
   if not q then return nil, err end
   if rc ~= C.SLUICE_CALL_DONE then return nil, input_error(C, rc, d) end
-  return d
+  -- q stays this request's until the worker yields again: enough to
+  -- render the answer with.
+  return d, q
 end
 
 -- Give back a lease through the two halves (a cosocket phase only).
@@ -349,7 +351,12 @@ end
 -- request the policy refuses to decide (nothing was recorded).
 function _M.decide(self, req, d)
   d = d or decision_t()
-  if self.redis then return decide_redis(self, req, d) end
+  if self.redis then
+    local err
+    d, err = decide_redis(self, req, d)
+    if not d then return nil, err end
+    return d
+  end
   local q, err = fill(self, req, self.q, self.attrs, self.anchor)
   if not q then return nil, err end
   local rc = self.C.sluice_policy_decide(self.pol, q, d)
@@ -357,12 +364,12 @@ function _M.decide(self, req, d)
   return d
 end
 
--- Make the answer of decision d for the request already in self.q, and
+-- Make the answer of decision d for the request q (filled), and
 -- render its headers into self.hdrs (self.n[0] of them).  Returns 0 or
 -- the library's error.
-local function make(self, d, request_id)
+local function make(self, d, q, request_id)
   local C, ans = self.C, self.ans
-  local rc = C.sluice_decision_http_facts(d, self.q, request_id, self.facts)
+  local rc = C.sluice_decision_http_facts(d, q, request_id, self.facts)
   if rc == 0 then rc = C.sluice_http_answer_make(self.http, self.facts, d.now_ns, ans) end
   if rc == 0 then
     rc = C.sluice_http_answer_headers(self.http, ans, self.hdrs, HEADERS_MAX, self.n,
@@ -388,7 +395,7 @@ end
 
 local function render(self, d, request_id)
   local C = self.C
-  local rc = make(self, d, request_id)
+  local rc = make(self, d, self.q, request_id)
   if rc ~= 0 then return nil, "rendering the answer: " .. cerr(C, rc) end
   local hdrs, out = self.hdrs, {}
   for i = 0, tonumber(self.n[0]) - 1 do
@@ -437,11 +444,8 @@ function _M.access(self, req)
   local C = self.C
   local d, q, err, rc
   if self.redis then
-    d, err = decide_redis(self, req, decision_t())
-    if not d then return nil, err end
-    -- The answer is rendered at once, without yielding: the scratch
-    -- request is this one's until it is sent.
-    q = fill(self, req, self.q, self.attrs, self.anchor)
+    d, q = decide_redis(self, req, decision_t())
+    if not d then return nil, q end
   else
     q, err = fill(self, req, self.q, self.attrs, self.anchor)
     if not q then return nil, err end
@@ -457,13 +461,13 @@ function _M.access(self, req)
   if not allowed then ngx.ctx.sluice = d end
   if allowed and d.limit <= 0 then return d end
   local rid = not allowed and var.request_id or nil
-  rc = make(self, d, rid)
+  rc = make(self, d, q, rid)
   local body, brc
   if rc == 0 and not allowed then body, brc = body_of(self) end
   if rc ~= 0 or brc then
     -- A method or route the body cannot hold: say them escaped.
     q.method, q.route = safe_text(req.method), safe_text(req.route)
-    rc = make(self, d, rid)
+    rc = make(self, d, q, rid)
     if rc == 0 and not allowed then body, brc = body_of(self) end
     if rc ~= 0 or brc then return nil, "rendering the answer: " .. cerr(C, rc ~= 0 and rc or brc) end
   end
