@@ -78,6 +78,19 @@ HTTP = """
       content_by_lua_block { ngx.say("ok") }
     }
     location = /plain { content_by_lua_block { ngx.say("plain") } }
+    location = /apart/v1/complete {
+      content_by_lua_block {
+        -- decide() and answer() apart, as the Kong plugin uses them.
+        local req = { method = "POST", route = "/v1/complete",
+                      attrs = { user = ngx.var.http_x_user, tokens = ngx.var.http_x_tokens } }
+        local d, err = lim:decide(req)
+        if not d then ngx.status = 400; ngx.say(err); return end
+        local status, hdrs, body = lim:answer(d, req, "rid-apart")
+        ngx.status = status
+        for i = 1, #hdrs, 2 do ngx.header[hdrs[i]] = hdrs[i + 1] end
+        ngx.print(body or "admitted")
+      }
+    }
     location /v1/jobs {
       access_by_lua_block { check() }
       proxy_pass http://up;
@@ -242,6 +255,25 @@ def test_lease_released_in_log_phase(ng):
     assert [h.status for h in held] == [200, 200], [h.status for h in held]
     ngxh.wait_until(lambda: ng.get("/v1/jobs", headers={
         "X-User": "jo"}).status == 200, 10, "the leases back after log()")
+
+
+def test_decide_and_answer_apart(ng):
+    """decide() then answer(), the calls the Kong plugin makes: 290 tokens
+    of 300 are admitted, another 290 at once are refused with the
+    library's 429 naming the limit (100 tokens a second come back)."""
+    h = {"X-User": "apart", "X-Tokens": "290"}
+    r = ng.get("/apart/v1/complete", headers=h)
+    assert r.status == 200 and r.body == b"admitted", (r.status, r.body)
+    assert r.h("ratelimit-limit") == "300", r.headers
+    r = ng.get("/apart/v1/complete", headers=h)
+    assert r.status == 429, (r.status, r.body)
+    p = json.loads(r.body)
+    assert p["violated-policies"] == ["tokens"] and \
+        p["request_id"] == "rid-apart", p
+    assert r.h("retry-after") and r.h("content-type") == \
+        "application/problem+json", r.headers
+    r = ng.get("/apart/v1/complete", headers={"X-User": "apart"})
+    assert r.status == 400 and b"(tokens)" in r.body, (r.status, r.body)
 
 
 def redis_waiting(port):
