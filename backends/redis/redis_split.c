@@ -306,14 +306,24 @@ static int begin(rcl_store *home, rcl_store *r, sluice__split *sp) {
   return SLUICE__SPLIT_SEND;
 }
 
+/* Nodes from `from` on were first seen in a reply (a redirection, a new
+** map): they run the engine the first seed runs. */
+static void new_nodes(rcl_store *r, int from) {
+  for (; from < r->nnodes; from++) {
+    r->nodes[from].module = r->nodes[0].module;
+    r->nodes[from].fn = r->nodes[0].fn;
+  }
+}
+
 /* Every reply owed is in s->reps: what they say. */
 static int take(rcl_store *home, rcl_store *r, rcl_split *s,
                 sluice__split *sp) {
   const redisReply *main;
-  int k = 0, what, rc;
+  int k = 0, what, rc, known = r->nnodes;
   r->st.round_trips++;
   if (s->refresh) {
     rc = sluice__rcl_slots_reply(r, s->node, s->reps[0]);
+    new_nodes(r, known);
     drop_replies(s);
     s->refresh = 0;
     if (rc != SLUICE_OK) {
@@ -336,6 +346,7 @@ static int take(rcl_store *home, rcl_store *r, rcl_split *s,
   s->job.ask_node = -1;
   s->ask = s->reload = 0;
   what = sluice__rcl_handle_reply(r, &s->job, s->node, main);
+  new_nodes(r, known);
   if (what == R_DONE && s->wait && s->job.rc == SLUICE_OK) {
     const redisReply *w = s->reps[k];
     if (w->type != REDIS_REPLY_INTEGER || w->integer < r->wait_replicas) {

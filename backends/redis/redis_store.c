@@ -243,6 +243,13 @@ static int control_lanes(rcl_store *home, int op, void *arg) {
     }
     sluice__rcl_lane_unlock(home, r);
   }
+  if (op == SLUICE_CTL_REDIS_STATS && home->split) {
+    /* The policy's decisions are read on the split lane (redis_split.c),
+    ** whoever carried them. */
+    pthread_mutex_lock(&home->split->mu);
+    stats_add(&sum, &home->split->st);
+    pthread_mutex_unlock(&home->split->mu);
+  }
   if (op == SLUICE_CTL_REDIS_STATS) {
     sum.pool = home->nlanes;
     *(sluice_redis_stats *)arg = sum;
