@@ -169,6 +169,17 @@ sl_idle_handler(ngx_event_t *ev)
     sl_link_free(l);
 }
 
+/* Nothing to read and not closed: a link fit to wait for the next call. */
+static ngx_int_t
+sl_link_quiet(ngx_connection_t *c)
+{
+    u_char b;
+    ssize_t n = recv(c->fd, &b, 1, MSG_PEEK);
+
+    return n == -1 && (ngx_socket_errno == NGX_EAGAIN
+                       || ngx_socket_errno == NGX_EINTR);
+}
+
 static void
 sl_link_idle(ngx_http_sluice_link_t *l)
 {
@@ -181,10 +192,15 @@ sl_link_idle(ngx_http_sluice_link_t *l)
     if (c->write->timer_set) {
         ngx_del_timer(c->write);
     }
-    if (sl_nidle >= SL_IDLE_MAX || c->read->ready) {
+    /* The reply was whole: anything more (or the server's close) means the
+    ** link is done.  A read event still "ready" (a read that filled the
+    ** buffer; greedy reads without EPOLLRDHUP) may be nothing: the socket
+    ** says. */
+    if (sl_nidle >= SL_IDLE_MAX || (c->read->ready && !sl_link_quiet(c))) {
         sl_link_free(l);
         return;
     }
+    c->read->ready = 0;
     c->read->handler = sl_idle_handler;
     c->write->handler = sl_idle_handler;
     l->next = sl_idle;

@@ -636,6 +636,42 @@ def test_redis_on_the_event_loop_exact_burst_and_answers(_ng):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def redis_connections(port):
+    """Connections a Redis server has accepted so far (INFO stats)."""
+    with ngxh.socket.create_connection(("127.0.0.1", port), 5) as s:
+        s.sendall(b"INFO stats\r\n")
+        d = b""
+        while b"total_connections_received:" not in d or \
+                not d.split(b"total_connections_received:")[1].count(b"\r"):
+            d += s.recv(65536)
+    return int(d.split(b"total_connections_received:")[1].split(b"\r")[0])
+
+
+def test_redis_on_the_event_loop_keeps_its_connection(_ng):
+    """One worker, 60 decisions one after another: one connection to
+    Redis carries them all (a link whose reply was whole waits for the next
+    call; before, epoll's greedy reads left it looking readable and every
+    decision connected anew)."""
+    tmp = ngxh.tempfile.mkdtemp(prefix="sluice-ngx-redis-")
+    red = ngxh.Redis(tmp)
+    ng = ngxh.Nginx(MODULE, UP.port, workers=1, pool=False, period_ms=60000,
+                    tenant_burst=1000,
+                    store="redis:nodes=127.0.0.1:%d;timeout_ms=2000" % red.port)
+    try:
+        ng.start()
+        before = redis_connections(red.port)
+        for i in range(60):
+            r = ng.get("/v1/items", headers=hdr("conn-%d" % i))
+            assert r.status == 200, (r.status, ng.log())
+        # this check's own connection, and the worker's one
+        assert redis_connections(red.port) - before <= 2, \
+            redis_connections(red.port) - before
+    finally:
+        ng.stop()
+        red.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def test_leases_on_the_event_loop(_ng):
     """Leases on Redis without a thread pool: taken and released in
     halves on the event loop (the release with the answer's last byte,
