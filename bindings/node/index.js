@@ -1,0 +1,138 @@
+'use strict'
+// fastify-sluice: a Fastify plugin deciding every request through a sluice
+// policy file (limits, scopes and costs as data; docs/node.md).
+//
+//   fastify.register(require('fastify-sluice'), {
+//     policy: '/etc/sluice/github.conf', store: 'mem', secret,
+//     problemBase: 'https://api.example.com/errors/',
+//     attributes: { user: (request) => request.headers['x-user'] },
+//   })
+//
+// The hook (onRequest, or preHandler when an attribute needs the parsed
+// body) describes the request (method, path, the attributes from the
+// user's functions), decides it, and either answers the refusal (429,
+// 409, 503... with sluice's headers and problem+json body) or sets the
+// RateLimit headers and lets the handler run.  A decision that took
+// leases (a concurrency or lock limit) gives them back once the response
+// is over: in onResponse, which Fastify runs after a thrown handler's 500
+// too, or when the connection closes before that.
+
+const fp = require('fastify-plugin')
+const { Sluice } = require('./lib/sluice')
+
+function pathOf (url) {
+  const q = url.indexOf('?')
+  return q < 0 ? url : url.slice(0, q)
+}
+
+function inputError (r) {
+  const e = new Error(`sluice: request ${r.field || 'field'}: ${r.message}`)
+  e.statusCode = 400
+  e.code = r.error
+  return e
+}
+
+function sluicePlugin (fastify, opts, next) {
+  let sluice
+  try {
+    sluice = opts.sluice || new Sluice(opts)
+  } catch (e) {
+    return next(e)
+  }
+  const owned = !opts.sluice
+  const hook = opts.hook || 'onRequest'
+  if (hook !== 'onRequest' && hook !== 'preHandler') {
+    return next(new TypeError("fastify-sluice: hook is 'onRequest' or 'preHandler'"))
+  }
+  const attrs = Object.entries(opts.attributes || {})
+  for (const [name, fn] of attrs) {
+    if (typeof fn !== 'function') {
+      return next(new TypeError(`fastify-sluice: attributes.${name} must be a function of the request`))
+    }
+  }
+  // The common fields (tenant, key, tier, ip, cost) for policies of the
+  // ledger kind; a policy of declared limits needs none of them.
+  const common = opts.request || null
+  const routeOf = opts.route || ((request) => pathOf(request.url))
+  const passUnmatched = (opts.unmatched || 'pass') === 'pass'
+
+  function describe (request) {
+    const q = common ? { ...common(request) } : {}
+    q.method = request.method
+    q.route = routeOf(request)
+    if (q.ip === undefined) q.ip = request.ip
+    if (attrs.length) {
+      const a = {}
+      for (let i = 0; i < attrs.length; i++) a[attrs[i][0]] = attrs[i][1](request)
+      q.attrs = a
+    }
+    return q
+  }
+
+  function answer (request, reply, q, r, done) {
+    if (r.error !== null) {
+      if (passUnmatched && r.error === 'SLUICE_ENOTFOUND' && r.field === 'route') return done()
+      return done(inputError(r))
+    }
+    // releasing: a Promise once the leases are being given back
+    request.sluice = { request: q, decision: r, released: false, releasing: null }
+    reply.headers(r.headers)
+    if (!r.allowed) {
+      // a Buffer: Fastify sends it with the renderer's Content-Type as it is
+      reply.code(r.status).send(Buffer.from(r.body))
+      return
+    }
+    if (r.leaseId !== 0n) {
+      // A connection that closes before the response ends gets no
+      // onResponse: give the leases back then as well.
+      reply.raw.once('close', () => release(request))
+    }
+    done()
+  }
+
+  function decideHook (request, reply, done) {
+    let q
+    try {
+      q = describe(request)
+    } catch (e) {
+      return done(e)
+    }
+    if (sluice.async) {
+      sluice.decideAsync(q).then((r) => answer(request, reply, q, r, done), done)
+    } else {
+      let r
+      try {
+        r = sluice.decideSync(q)
+      } catch (e) {
+        return done(e)
+      }
+      answer(request, reply, q, r, done)
+    }
+  }
+
+  function release (request) {
+    const s = request.sluice
+    if (s === null || s.released || s.decision.leaseId === 0n) return
+    s.released = true
+    s.releasing = sluice.release(s.request, s.decision.leaseId).then((err) => {
+      if (err !== null && err !== 'SLUICE_ENOTFOUND') {
+        request.log.warn({ sluice: err }, 'sluice: a lease was not released')
+      }
+    }, (e) => request.log.warn({ err: e }, 'sluice: a lease was not released'))
+  }
+
+  fastify.decorate('sluice', sluice)
+  fastify.decorateRequest('sluice', null)
+  fastify.addHook(hook, decideHook)
+  fastify.addHook('onResponse', (request, reply, done) => {
+    release(request)
+    done()
+  })
+  if (owned) fastify.addHook('onClose', (instance, done) => { sluice.close(); done() })
+  next()
+}
+
+module.exports = fp(sluicePlugin, { fastify: '5.x', name: 'fastify-sluice' })
+module.exports.default = module.exports
+module.exports.fastifySluice = module.exports
+module.exports.Sluice = Sluice
