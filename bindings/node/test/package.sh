@@ -15,11 +15,14 @@ pc=$(find "$tmp/root" -name sluice.pc -path '*pkgconfig*' | head -n 1)
 export PKG_CONFIG_SYSROOT_DIR=$tmp/root PKG_CONFIG_PATH=${pc%/*}
 cd "$SLUICE_SRC/bindings/node"
 tarball=$(npm pack --silent --pack-destination "$tmp")
-echo "packed $tarball: $(tar tzf "$tmp/$tarball" | tr '\n' ' ')"
+files=$(tar tzf "$tmp/$tarball")
+echo "packed $tarball:" $files
 # the package carries its sources, not a build or the tests
-tar tzf "$tmp/$tarball" | grep -qx 'package/src/addon.c'
-tar tzf "$tmp/$tarball" | grep -qx 'package/binding.gyp'
-! tar tzf "$tmp/$tarball" | grep -q -e '/build/' -e '/test/' -e node_modules
+grep -qx 'package/src/addon.c' <<<"$files"
+grep -qx 'package/binding.gyp' <<<"$files"
+if grep -e '/build/' -e '/test/' -e node_modules <<<"$files"; then
+  echo "the package carries files it should not"; exit 1
+fi
 mkdir "$tmp/app"
 cd "$tmp/app"
 npm init -y >/dev/null
@@ -28,7 +31,8 @@ npm install --prefer-offline --no-audit --no-fund "$tmp/$tarball" fastify@5 >"$t
   { cat "$tmp/npm.log"; exit 1; }
 test -f node_modules/fastify-sluice/build/Release/sluice.node
 # the addon links the installed libsluice, not this build's
-ldd node_modules/fastify-sluice/build/Release/sluice.node | grep -q "$tmp/root.*libsluice"
+libs=$(ldd node_modules/fastify-sluice/build/Release/sluice.node)
+grep -q "$tmp/root.*libsluice" <<<"$libs"
 cp "$SLUICE_SRC/etc/github.conf" policy.conf
 cat > try.js <<'JS'
 const Fastify = require('fastify')
