@@ -19,6 +19,58 @@ const IN_PROCESS = /^(mem|shm)(:|$)/
 
 const FORMS = { legacy: 0, sf: 1, both: 2 }
 
+// An answer from the addon is numbers in a Float64Array, in these slots
+// (src/addon.h's SN_OUT_*), and one string: the header values, one a
+// line, then the body.  Names (header names, limit names, outcomes,
+// errors) come as ids, whose text the handle's table gives once.
+const STATUS = 0; const ALLOWED = 1; const OUTCOME = 2; const LIMIT = 3
+const UNIT = 4; const REMAINING = 5; const RETRY_MS = 6; const COST = 7
+const FLAGS = 8; const LEASE_LO = 9; const LEASE_HI = 10; const ERROR = 11
+const FIELD = 12; const MESSAGE = 13; const NHEADERS = 14; const HAS_BODY = 15
+const HEADERS = 16
+
+// The result object: { allowed, status, outcome, limit, unit, remaining,
+// retryAfterMs, cost, flags, leaseId (BigInt, 0n: none), headers, body
+// (problem+json or null), error (null, or 'SLUICE_ENOTFOUND'... with
+// field naming the request field at fault, and message) }.
+function result (s, o, text) {
+  const name = (id) => (id < 0 ? null : (s._names[id] ?? s._name(id)))
+  if (o[ERROR] >= 0) {
+    return {
+      allowed: false, status: 0, outcome: null, limit: null, unit: null, remaining: 0,
+      retryAfterMs: 0, cost: 0, flags: 0, leaseId: 0n, headers: {}, body: null,
+      error: name(o[ERROR]), field: name(o[FIELD]), message: name(o[MESSAGE])
+    }
+  }
+  const headers = {}
+  const n = o[NHEADERS]
+  let at = 0
+  for (let i = 0; i < n; i++) {
+    const nl = text.indexOf('\n', at)
+    headers[name(o[HEADERS + i])] = text.slice(at, nl)
+    at = nl + 1
+  }
+  const lo = o[LEASE_LO]
+  const hi = o[LEASE_HI]
+  return {
+    allowed: o[ALLOWED] === 1,
+    status: o[STATUS],
+    outcome: name(o[OUTCOME]),
+    limit: name(o[LIMIT]),
+    unit: name(o[UNIT]),
+    remaining: o[REMAINING],
+    retryAfterMs: o[RETRY_MS],
+    cost: o[COST],
+    flags: o[FLAGS],
+    leaseId: lo === 0 && hi === 0 ? 0n : (BigInt(hi) << 32n) | BigInt(lo),
+    headers,
+    body: o[HAS_BODY] === 1 ? text.slice(at) : null,
+    error: null,
+    field: null,
+    message: null
+  }
+}
+
 class Sluice {
   // opts: policy (file, required), store ('mem', 'shm:name=/x',
   // 'lmdb:path=/dir', 'redis:nodes=host:port'), secret (16 bytes: a Buffer
@@ -48,46 +100,68 @@ class Sluice {
     this.store = o.store || 'mem'
     this.async = typeof opts.async === 'boolean' ? opts.async : !IN_PROCESS.test(this.store)
     this._h = addon.open(o)
+    this._out = addon.out(this._h)
+    this._names = []
+  }
+
+  _name (id) {
+    const t = addon.str(this._h, id)
+    this._names[id] = t
+    return t
   }
 
   // { method, route, tenant, key, tier, ip, cost, attrs: { name: value } }
-  // into the flat array the addon reads.  Attributes whose value is
+  // into the one string the addon reads (src/request.c): the fields
+  // joined by NUL bytes, an absent one empty.  Attributes whose value is
   // undefined or null are left out (absent, as the policy sees it).
-  static flatten (req) {
-    const q = [req.method, req.route, req.tenant, req.key, req.tier, req.ip, req.cost]
+  // Returns the field count; the string is in this._q.
+  _join (req) {
+    let q = (req.method ?? '') + '\0' + (req.route ?? '') + '\0' + (req.tenant ?? '') + '\0' +
+      (req.key ?? '') + '\0' + (req.tier ?? '') + '\0' + (req.ip ?? '') + '\0' + (req.cost ?? '')
+    let n = 7
     const a = req.attrs
     if (a) {
       for (const name in a) {
         const v = a[name]
-        if (v !== undefined && v !== null) q.push(name, v)
+        if (v !== undefined && v !== null) {
+          q += '\0' + name + '\0' + v
+          n += 2
+        }
       }
     }
-    return q
+    this._q = q
+    return n
   }
 
-  // The decision now, on this thread.  A result: { allowed, status,
-  // outcome, limit, unit, remaining, retryAfterMs, cost, leaseId (BigInt,
-  // 0n: none), headers, body (problem+json or null), error (null, or
-  // 'SLUICE_ENOTFOUND'... with field naming the request field at fault) }.
-  decideSync (req) { return addon.decide(this._h, Sluice.flatten(req)) }
+  // The decision now, on this thread (a result: see result() above).
+  decideSync (req) {
+    const n = this._join(req)
+    const text = addon.decide(this._h, this._q, n)
+    return result(this, this._out, text)
+  }
 
   // The same, the store call on the thread pool: a Promise.
-  decideAsync (req) { return addon.decideAsync(this._h, Sluice.flatten(req)) }
+  decideAsync (req) {
+    const n = this._join(req)
+    return addon.decideAsync(this._h, this._q, n).then((r) => {
+      if (r[2] !== undefined) this._names = r[2] // closed meanwhile: every name
+      return result(this, r[0], r[1])
+    })
+  }
 
   // Where this handle's store is best decided (see IN_PROCESS): a result,
   // or a Promise of one.
   decide (req) {
-    const q = Sluice.flatten(req)
-    return this.async ? addon.decideAsync(this._h, q) : addon.decide(this._h, q)
+    return this.async ? this.decideAsync(req) : this.decideSync(req)
   }
 
   // Free the leases of a decision (the same request).  Resolves to null,
   // or the error's name ('SLUICE_ENOTFOUND': it had expired).
   release (req, leaseId) {
-    const q = Sluice.flatten(req)
+    const n = this._join(req)
     return this.async
-      ? addon.releaseAsync(this._h, q, leaseId)
-      : Promise.resolve(addon.release(this._h, q, leaseId))
+      ? addon.releaseAsync(this._h, this._q, n, leaseId)
+      : Promise.resolve(addon.release(this._h, this._q, n, leaseId))
   }
 
   setTime (ms) { addon.setTime(this._h, ms) }

@@ -1,14 +1,20 @@
 /*
 ** sluice for Node: the N-API module (C, no node-addon-api).
 **
-**   open(opts)                    -> handle (an External)
-**   decide(h, req)                -> result          (on this thread)
-**   decideAsync(h, req)           -> Promise<result> (store call on the
-**                                    thread pool)
-**   release(h, req, leaseId)      -> error name or null
-**   releaseAsync(h, req, leaseId) -> Promise<error name or null>
-**   setTime(h, ms)                   manual clock only
+**   open(opts)                  -> handle (an External)
+**   out(h)                      -> the Float64Array decide() writes
+**   decide(h, q, n)             -> text; numbers in out(h) (this thread)
+**   decideAsync(h, q, n)        -> Promise<[Float64Array, text, names]>
+**                                  (the store call on the thread pool;
+**                                  names: the id table, after close())
+**   str(h, id)                  -> the text of a string id of an answer
+**   release(h, q, n, leaseId)   -> error name or null
+**   releaseAsync(h, q, n, leaseId) -> Promise<error name or null>
+**   setTime(h, ms)                 manual clock only
 **   close(h)
+**
+** q is a request joined into one string, n its number of fields
+** (request.c); an answer is numbers and one string (answer.c).
 **
 ** lib/sluice.js is the API users see; this file keeps lifetimes right.  A
 ** handle's policy lives until close() and every async job started before
@@ -28,7 +34,12 @@ void sn_throw(napi_env env, int rc, const char *what) {
   napi_throw_error(env, sluice_err_name(rc), msg);
 }
 
-static void policy_free_state(sn_policy *p) {
+static void policy_free_state(napi_env env, sn_policy *p) {
+  if (p->out != NULL)
+    napi_delete_reference(env, p->out);
+  p->out = NULL, p->out_data = NULL;
+  free(p->str);
+  p->str = NULL, p->nstr = p->capstr = 0;
   sluice_policy_close(p->pol);
   sluice_http_close(p->http);
   sluice_clock_free(p->clock); /* after the limiter that borrowed it */
@@ -37,8 +48,8 @@ static void policy_free_state(sn_policy *p) {
 
 static void policy_finalize(napi_env env, void *data, void *hint) {
   sn_policy *p = data;
-  (void)env, (void)hint;
-  policy_free_state(p); /* no job is in flight: each holds a reference */
+  (void)hint;
+  policy_free_state(env, p); /* no job is in flight: each holds a reference */
   free(p);
 }
 
@@ -101,6 +112,28 @@ static int opt_num(napi_env env, napi_value o, const char *name, double def,
   return napi_get_value_double(env, v, out) == napi_ok ? 0 : -1;
 }
 
+/* A Float64Array of SN_OUT_LEN (data off the V8 heap, so its address
+** stays), with a reference on it kept in p. */
+static int make_out_array(napi_env env, double **data, napi_value *arr) {
+  napi_value buf;
+  void *raw;
+  if (napi_create_arraybuffer(env, SN_OUT_LEN * sizeof(double), &raw, &buf) !=
+          napi_ok ||
+      napi_create_typedarray(env, napi_float64_array, SN_OUT_LEN, buf, 0,
+                             arr) != napi_ok)
+    return -1;
+  *data = raw;
+  return 0;
+}
+
+static int make_out(napi_env env, sn_policy *p) {
+  napi_value arr;
+  return make_out_array(env, &p->out_data, &arr) == 0 &&
+                 napi_create_reference(env, arr, 1, &p->out) == napi_ok
+             ? 0
+             : -1;
+}
+
 static napi_value js_open(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1], secret_v, ext;
@@ -161,15 +194,16 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
     snprintf(err, sizeof err, "the HTTP options (problemBase, headerForm)");
   if (rc != SLUICE_OK) {
     char msg[640];
-    policy_free_state(p);
+    policy_free_state(env, p);
     free(p);
     snprintf(msg, sizeof msg, "sluice: open: %s%s%s", sluice_strerror(rc),
              err[0] ? ": " : "", err);
     napi_throw_error(env, sluice_err_name(rc), msg);
     return NULL;
   }
-  if (napi_create_external(env, p, policy_finalize, NULL, &ext) != napi_ok) {
-    policy_free_state(p);
+  if (make_out(env, p) != 0 ||
+      napi_create_external(env, p, policy_finalize, NULL, &ext) != napi_ok) {
+    policy_free_state(env, p);
     free(p);
     napi_throw_error(env, NULL, "sluice: cannot create the handle");
     return NULL;
@@ -192,7 +226,7 @@ static napi_value js_close(napi_env env, napi_callback_info info) {
   if (!p->closed) { /* a second close is a no-op, as sluice's destructors */
     p->closed = 1;
     if (p->inflight == 0)
-      policy_free_state(p);
+      policy_free_state(env, p);
   }
   return NULL;
 }
@@ -224,30 +258,64 @@ static void drop_lease(sn_policy *p, const sluice_request *rq,
     sluice_policy_release_lease(p->pol, rq, d->lease_id);
 }
 
-static napi_value js_decide(napi_env env, napi_callback_info info) {
+/* The answer of a decision into out and a JS string; NULL with an
+** exception (and the decision's leases given back). */
+static napi_value answer(napi_env env, sn_policy *p, int rc,
+                         const sluice_request *rq, const sluice_decision *d,
+                         double *out) {
+  char *text;
+  size_t len;
+  int frc = sn_answer_fill(p, rc, rq, d, out, &text, &len);
+  if (frc != SLUICE_OK) {
+    if (rc == SLUICE_OK)
+      drop_lease(p, rq, d);
+    sn_throw(env, frc, "render");
+    return NULL;
+  }
+  return sn_answer_text(env, text, len);
+}
+
+static napi_value js_out(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], arr;
+  sn_policy *p;
+  SN_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 1 || (p = get_policy(env, argv[0])) == NULL)
+    return NULL;
+  SN_CALL(env, napi_get_reference_value(env, p->out, &arr));
+  return arr;
+}
+
+static napi_value js_str(napi_env env, napi_callback_info info) {
   size_t argc = 2;
-  napi_value argv[2], res;
-  sn_request *r;
+  napi_value argv[2], v;
+  uint32_t id;
+  sn_policy *p;
+  SN_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 2 || (p = get_policy(env, argv[0])) == NULL)
+    return NULL;
+  if (napi_get_value_uint32(env, argv[1], &id) != napi_ok ||
+      id >= (uint32_t)p->nstr) {
+    napi_throw_range_error(env, "SLUICE_EINVAL", "sluice: no such string id");
+    return NULL;
+  }
+  SN_CALL(env, napi_create_string_utf8(env, p->str[id], NAPI_AUTO_LENGTH, &v));
+  return v;
+}
+
+static napi_value js_decide(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  sn_request r;
   sluice_decision d;
   sn_policy *p;
   int rc;
   SN_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < 2 || (p = get_policy(env, argv[0])) == NULL)
+  if (argc < 3 || (p = get_policy(env, argv[0])) == NULL ||
+      sn_request_read(env, argv[1], argv[2], &r) != 0)
     return NULL;
-  if ((r = malloc(sizeof *r)) == NULL) {
-    sn_throw(env, SLUICE_ENOMEM, "decide");
-    return NULL;
-  }
-  if (sn_request_read(env, argv[1], r) != 0) {
-    free(r);
-    return NULL;
-  }
-  rc = sluice_policy_decide(p->pol, &r->rq, &d);
-  res = sn_answer_make(env, p, rc, &r->rq, &d);
-  if (res == NULL && rc == SLUICE_OK)
-    drop_lease(p, &r->rq, &d);
-  free(r);
-  return res;
+  rc = sluice_policy_decide(p->pol, &r.rq, &d);
+  return answer(env, p, rc, &r.rq, &d, p->out_data);
 }
 
 /* ---------------------------------------------------------- async jobs --- */
@@ -274,6 +342,45 @@ static void job_execute(napi_env env, void *data) {
     j->rc = sluice_policy_release_lease(j->p->pol, &j->req.rq, j->lease_id);
 }
 
+/* The whole id table as res[2]: a job completing after close() answers
+** with the names, since the table goes with the policy before JS reads
+** the answer. */
+static int job_names(napi_env env, sn_policy *p, napi_value res) {
+  napi_value names, v;
+  int i;
+  if (napi_create_array_with_length(env, (size_t)p->nstr, &names) != napi_ok)
+    return -1;
+  for (i = 0; i < p->nstr; i++)
+    if (napi_create_string_utf8(env, p->str[i], NAPI_AUTO_LENGTH, &v) !=
+            napi_ok ||
+        napi_set_element(env, names, (uint32_t)i, v) != napi_ok)
+      return -1;
+  return napi_set_element(env, res, 2, names) == napi_ok ? 0 : -1;
+}
+
+/* A decide job's answer: [Float64Array, text, names (after close)]; NULL
+** with an exception. */
+static napi_value job_answer(napi_env env, sn_job *j) {
+  napi_value arr, res, text;
+  double *out;
+  if (make_out_array(env, &out, &arr) != 0) {
+    napi_throw_error(env, NULL, "sluice: out of memory");
+    if (j->rc == SLUICE_OK)
+      drop_lease(j->p, &j->req.rq, &j->d);
+    return NULL;
+  }
+  if ((text = answer(env, j->p, j->rc, &j->req.rq, &j->d, out)) == NULL)
+    return NULL;
+  if (napi_create_array_with_length(env, 3, &res) != napi_ok ||
+      napi_set_element(env, res, 0, arr) != napi_ok ||
+      napi_set_element(env, res, 1, text) != napi_ok ||
+      (j->p->closed && job_names(env, j->p, res) != 0)) {
+    napi_throw_error(env, NULL, "sluice: out of memory");
+    return NULL;
+  }
+  return res;
+}
+
 static void job_complete(napi_env env, napi_status status, void *data) {
   sn_job *j = data;
   sn_policy *p = j->p;
@@ -284,10 +391,7 @@ static void job_complete(napi_env env, napi_status status, void *data) {
     napi_create_error(env, NULL, exc, &exc);
     napi_reject_deferred(env, j->deferred, exc);
   } else if (j->kind == JOB_DECIDE) {
-    res = sn_answer_make(env, p, j->rc, &j->req.rq, &j->d);
-    if (res == NULL) {
-      if (j->rc == SLUICE_OK)
-        drop_lease(p, &j->req.rq, &j->d);
+    if ((res = job_answer(env, j)) == NULL) {
       napi_get_and_clear_last_exception(env, &exc);
       napi_reject_deferred(env, j->deferred, exc);
     } else {
@@ -303,19 +407,32 @@ static void job_complete(napi_env env, napi_status status, void *data) {
   }
   napi_delete_async_work(env, j->work);
   if (--p->inflight == 0 && p->closed)
-    policy_free_state(p); /* close() came while this job ran */
+    policy_free_state(env, p); /* close() came while this job ran */
   napi_delete_reference(env, j->handle);
   free(j);
 }
 
+/* argv[3]: a lease id (a BigInt, not 0) into *id; -1 with a throw. */
+static int lease_arg(napi_env env, size_t argc, napi_value *argv,
+                     uint64_t *id) {
+  bool lossless = false;
+  if (argc < 4 ||
+      napi_get_value_bigint_uint64(env, argv[3], id, &lossless) != napi_ok ||
+      !lossless || *id == 0) {
+    napi_throw_type_error(env, "SLUICE_EINVAL",
+                          "sluice: release needs the decision's leaseId");
+    return -1;
+  }
+  return 0;
+}
+
 static napi_value start_job(napi_env env, napi_callback_info info, int kind) {
-  size_t argc = 3;
-  napi_value argv[3], promise, name;
+  size_t argc = 4;
+  napi_value argv[4], promise, name;
   sn_policy *p;
   sn_job *j;
-  bool lossless;
   SN_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < 2 || (p = get_policy(env, argv[0])) == NULL)
+  if (argc < 3 || (p = get_policy(env, argv[0])) == NULL)
     return NULL;
   if ((j = calloc(1, sizeof *j)) == NULL) {
     sn_throw(env, SLUICE_ENOMEM, "async");
@@ -323,16 +440,9 @@ static napi_value start_job(napi_env env, napi_callback_info info, int kind) {
   }
   j->p = p;
   j->kind = kind;
-  if (sn_request_read(env, argv[1], &j->req) != 0)
+  if (sn_request_read(env, argv[1], argv[2], &j->req) != 0 ||
+      (kind == JOB_RELEASE && lease_arg(env, argc, argv, &j->lease_id)))
     goto fail;
-  if (kind == JOB_RELEASE &&
-      (argc < 3 || napi_get_value_bigint_uint64(env, argv[2], &j->lease_id,
-                                                &lossless) != napi_ok ||
-       !lossless || j->lease_id == 0)) {
-    napi_throw_type_error(env, "SLUICE_EINVAL",
-                          "sluice: release needs the decision's leaseId");
-    goto fail;
-  }
   if (napi_create_promise(env, &j->deferred, &promise) != napi_ok ||
       napi_create_string_utf8(env, "sluice", NAPI_AUTO_LENGTH, &name) !=
           napi_ok ||
@@ -365,32 +475,18 @@ static napi_value js_release_async(napi_env env, napi_callback_info info) {
 }
 
 static napi_value js_release(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
-  napi_value argv[3], res;
-  sn_request *r;
+  size_t argc = 4;
+  napi_value argv[4], res;
+  sn_request r;
   sn_policy *p;
   uint64_t id = 0;
-  bool lossless = false;
   int rc;
   SN_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < 3 || (p = get_policy(env, argv[0])) == NULL)
+  if (argc < 3 || (p = get_policy(env, argv[0])) == NULL ||
+      lease_arg(env, argc, argv, &id) ||
+      sn_request_read(env, argv[1], argv[2], &r) != 0)
     return NULL;
-  if (napi_get_value_bigint_uint64(env, argv[2], &id, &lossless) != napi_ok ||
-      !lossless || id == 0) {
-    napi_throw_type_error(env, "SLUICE_EINVAL",
-                          "sluice: release needs the decision's leaseId");
-    return NULL;
-  }
-  if ((r = malloc(sizeof *r)) == NULL) {
-    sn_throw(env, SLUICE_ENOMEM, "release");
-    return NULL;
-  }
-  if (sn_request_read(env, argv[1], r) != 0) {
-    free(r);
-    return NULL;
-  }
-  rc = sluice_policy_release_lease(p->pol, &r->rq, id);
-  free(r);
+  rc = sluice_policy_release_lease(p->pol, &r.rq, id);
   if (rc == SLUICE_OK)
     SN_CALL(env, napi_get_null(env, &res));
   else
@@ -403,6 +499,8 @@ static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor fns[] = {
       {"open", NULL, js_open, NULL, NULL, NULL, napi_default, NULL},
       {"close", NULL, js_close, NULL, NULL, NULL, napi_default, NULL},
+      {"out", NULL, js_out, NULL, NULL, NULL, napi_default, NULL},
+      {"str", NULL, js_str, NULL, NULL, NULL, napi_default, NULL},
       {"decide", NULL, js_decide, NULL, NULL, NULL, napi_default, NULL},
       {"decideAsync", NULL, js_decide_async, NULL, NULL, NULL, napi_default,
        NULL},

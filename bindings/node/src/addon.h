@@ -23,6 +23,14 @@
 
 typedef struct sn_policy {
   sluice_policy *pol;
+  /* Strings whose storage outlives the policy's calls (the renderer's
+  ** header names, the policy's limit names and units, sluice's error and
+  ** outcome names), by address: JS gets their ids (answer.c) and asks for
+  ** each text once.  Main thread only. */
+  const char **str;
+  int nstr, capstr;
+  napi_ref out;  /* the Float64Array sync answers are written to */
+  double *out_data;
   sluice_http *http;
   sluice_clock *clock; /* a manual clock, or NULL: the real one */
   unsigned inflight;   /* async jobs not completed (main thread only) */
@@ -34,18 +42,33 @@ typedef struct sn_policy {
 typedef struct sn_request {
   sluice_request rq;
   sluice_attr attrs[SN_ATTRS_MAX];
-  size_t used;
   char buf[SN_STRBUF];
 } sn_request;
 
-/* request.c: parse the flat array lib/sluice.js builds
-** [method, route, tenant, key, tier, ip, cost, name1, value1, ...].
-** Throws a JS error and returns non-zero on bad input. */
-int sn_request_read(napi_env env, napi_value arr, sn_request *out);
+/* request.c: read the NUL-separated request string lib/sluice.js joins
+** (count: how many fields it joined).  Throws a JS error and returns
+** non-zero on bad input. */
+int sn_request_read(napi_env env, napi_value str, napi_value count,
+                    sn_request *out);
 
-/* answer.c: the decision and its rendered answer as a JS object. */
-napi_value sn_answer_make(napi_env env, sn_policy *p, int rc,
-                          const sluice_request *rq, const sluice_decision *d);
+/* The slots of an answer's Float64Array; lib/sluice.js reads the same. */
+enum {
+  SN_OUT_STATUS, SN_OUT_ALLOWED, SN_OUT_OUTCOME, SN_OUT_LIMIT, SN_OUT_UNIT,
+  SN_OUT_REMAINING, SN_OUT_RETRY_MS, SN_OUT_COST, SN_OUT_FLAGS,
+  SN_OUT_LEASE_LO, SN_OUT_LEASE_HI, SN_OUT_ERROR, SN_OUT_FIELD,
+  SN_OUT_MESSAGE, SN_OUT_NHEADERS, SN_OUT_HAS_BODY,
+  SN_OUT_HEADERS, /* header name ids from here */
+  SN_OUT_LEN = SN_OUT_HEADERS + SLUICE_HTTP_MAX_HEADERS
+};
+
+/* answer.c: a decision (or rc, its input error) and its rendered answer
+** into out[SN_OUT_LEN] and *text (header values, one a line, then the
+** body; malloc'd, or NULL).  Main thread only (the id table). */
+int sn_answer_fill(sn_policy *p, int rc, const sluice_request *rq,
+                   const sluice_decision *d, double *out, char **text,
+                   size_t *text_len);
+/* answer.c: text as a JS string, text freed; NULL with an exception. */
+napi_value sn_answer_text(napi_env env, char *text, size_t len);
 
 /* Throw a JS Error whose code is sluice's error name ("SLUICE_EINVAL"). */
 void sn_throw(napi_env env, int rc, const char *what);

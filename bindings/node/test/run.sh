@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run Node test files (node's own runner) against the meson-built addon:
-#   run.sh FILE...     (from meson: SLUICE_NODE_ADDON, SLUICE_SRC set)
+#   run.sh FILE...           (from meson: SLUICE_NODE_ADDON, SLUICE_SRC set)
+#   run.sh --bench SCRIPT    a benchmark script, run with plain node
 # Exits 77 (skipped) only when node or its headers are missing; Fastify and
 # the other packages come from `npm ci` (scripts/deps.sh runs it), and
 # their absence is a failure that says so.
@@ -24,5 +25,9 @@ if nm -D "$SLUICE_NODE_ADDON" 2>/dev/null | grep -q ' U __asan_init'; then
   fi
   export LD_PRELOAD=$pre
   export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+fi
+if [ "${1:-}" = --bench ]; then # a benchmark script, not a test file
+  shift
+  exec node "$@"
 fi
 exec node --test --test-concurrency=1 "$@"

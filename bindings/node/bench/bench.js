@@ -1,0 +1,83 @@
+'use strict'
+// The Node target of issue 36: a Fastify route with fastify-sluice on mem
+// against the same route with @fastify/rate-limit's in-memory store, in
+// requests/s under wrk, on the same machine.  Each variant is its own
+// server process; rounds interleave them (the order rotates each round) so
+// that the machine's load falls on all alike; the median of the rounds is
+// reported, and the ratio sluice / rate-limit (target >= 0.9).  Also the
+// bare route (no limiter) and sluice deciding on the thread pool instead
+// of the main thread (what an in-process store would pay for the hop).
+//   node bench.js [ROUNDS] [SECONDS]      (needs wrk)
+const { spawn, execFileSync } = require('node:child_process')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+
+const rounds = Number(process.argv[2] || 9)
+const seconds = Number(process.argv[3] || 1)
+const variants = ['bare', 'ratelimit', 'sluice', 'sluice-async']
+
+const policy = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-bench-')), 'bench.conf')
+// One GCRA limit per client address, never reached: rate-limit's default.
+fs.writeFileSync(policy, `
+limits = {
+  per_ip = { algorithm = "gcra"; scope = [ "ip" ]; rate = 1000000; period_ms = 1000;
+             burst = 1000000; unit = "requests"; };
+};
+routes = ( { method = "*"; route = "/*"; limits = ( "per_ip" ); } );
+`)
+
+function start (variant) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, [path.join(__dirname, 'server.js'), variant, policy],
+      { stdio: ['ignore', 'pipe', 'inherit'] })
+    p.stdout.setEncoding('utf8')
+    p.stdout.once('data', (url) => resolve({ p, url: url.trim() }))
+    p.once('exit', (code) => reject(new Error(`${variant} exited ${code}`)))
+  })
+}
+
+function wrk (url, secs) {
+  const out = execFileSync('wrk', ['-t1', '-c32', `-d${secs}s`, url + '/v1/items'], { encoding: 'utf8' })
+  const m = /Requests\/sec:\s+([0-9.]+)/.exec(out)
+  if (!m || /Non-2xx/.test(out)) throw new Error('wrk: ' + out)
+  return Number(m[1])
+}
+
+const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)] }
+
+async function main () {
+  try { execFileSync('wrk', ['--version'], { stdio: 'ignore' }) } catch (e) {
+    if (e.code === 'ENOENT') { console.log('wrk not found: skipped'); process.exit(77) }
+  }
+  const servers = {}
+  for (const v of variants) servers[v] = await start(v)
+  try {
+    for (const v of variants) wrk(servers[v].url, 1) // warm up the JIT
+    const rps = Object.fromEntries(variants.map((v) => [v, []]))
+    for (let r = 0; r < rounds; r++) {
+      for (let i = 0; i < variants.length; i++) {
+        const v = variants[(i + r) % variants.length]
+        rps[v].push(wrk(servers[v].url, seconds))
+      }
+    }
+    console.log(`fastify ${require('fastify/package.json').version}, @fastify/rate-limit ` +
+      `${require('@fastify/rate-limit/package.json').version}, node ${process.version}; ` +
+      `wrk -t1 -c32, ${rounds} interleaved rounds of ${seconds} s, medians`)
+    for (const v of variants) {
+      console.log(`${v.padEnd(13)} ${median(rps[v]).toFixed(0).padStart(7)} requests/s   ` +
+        `(rounds: ${rps[v].map((x) => x.toFixed(0)).join(' ')})`)
+    }
+    // Ratios within a round (its variants ran back to back), then their
+    // median: the machine's load moves between rounds more than within one.
+    const ratio = (a, b) => median(rps[a].map((x, r) => x / rps[b][r])).toFixed(2)
+    console.log(`ratio sluice / rate-limit: ${ratio('sluice', 'ratelimit')}x (target >= 0.9x; ` +
+      `per round: ${rps.sluice.map((x, r) => (x / rps.ratelimit[r]).toFixed(2)).join(' ')})`)
+    console.log(`ratio sluice-async / sluice: ${ratio('sluice-async', 'sluice')}x ` +
+      '(an in-process store decided on the thread pool instead of the main thread)')
+    console.log(`ratio rate-limit / bare: ${ratio('ratelimit', 'bare')}x, sluice / bare: ${ratio('sluice', 'bare')}x`)
+  } finally {
+    for (const v of variants) servers[v].p.kill()
+  }
+}
+main().catch((e) => { console.error(e); process.exit(1) })
