@@ -14,8 +14,12 @@
 // 409, 503... with sluice's headers and problem+json body) or sets the
 // RateLimit headers and lets the handler run.  A decision that took
 // leases (a concurrency or lock limit) gives them back once the response
-// is over: in onResponse, which Fastify runs after a thrown handler's 500
-// too, or when the connection closes before that.
+// is over, when its raw response closes: after the answer went out (a
+// thrown handler's 500 too), or when the connection closed before that.
+// That is where Fastify's onResponse runs, and where it does not (a
+// connection closed first); and an onResponse hook would cost every
+// request Fastify's response listeners, where this costs only the
+// requests that hold leases.
 
 const fp = require('fastify-plugin')
 const { Sluice } = require('./lib/sluice')
@@ -57,16 +61,22 @@ function sluicePlugin (fastify, opts, next) {
   const passUnmatched = (opts.unmatched || 'pass') === 'pass'
 
   function describe (request) {
-    const q = common ? { ...common(request) } : {}
-    q.method = request.method
-    q.route = routeOf(request)
-    if (q.ip === undefined) q.ip = request.ip
+    const c = common ? common(request) : null
+    let a
     if (attrs.length) {
-      const a = {}
+      a = {}
       for (let i = 0; i < attrs.length; i++) a[attrs[i][0]] = attrs[i][1](request)
-      q.attrs = a
     }
-    return q
+    return {
+      method: request.method,
+      route: routeOf(request),
+      tenant: c ? c.tenant : undefined,
+      key: c ? c.key : undefined,
+      tier: c ? c.tier : undefined,
+      ip: c && c.ip !== undefined ? c.ip : request.ip,
+      cost: c ? c.cost : undefined,
+      attrs: a
+    }
   }
 
   function answer (request, reply, q, r, done) {
@@ -74,19 +84,17 @@ function sluicePlugin (fastify, opts, next) {
       if (passUnmatched && r.error === 'SLUICE_ENOTFOUND' && r.field === 'route') return done()
       return done(inputError(r))
     }
-    // releasing: a Promise once the leases are being given back
+    // releasing: once the leases are being given back, a Promise of null
+    // (or the error's name)
     request.sluice = { request: q, decision: r, released: false, releasing: null }
-    reply.headers(r.headers)
+    const h = r.headers
+    for (const name in h) reply.header(name, h[name])
     if (!r.allowed) {
       // a Buffer: Fastify sends it with the renderer's Content-Type as it is
       reply.code(r.status).send(Buffer.from(r.body))
       return
     }
-    if (r.leaseId !== 0n) {
-      // A connection that closes before the response ends gets no
-      // onResponse: give the leases back then as well.
-      reply.raw.once('close', () => release(request))
-    }
+    if (r.leaseId !== 0n) reply.raw.once('close', () => release(request))
     done()
   }
 
@@ -114,20 +122,21 @@ function sluicePlugin (fastify, opts, next) {
     const s = request.sluice
     if (s === null || s.released || s.decision.leaseId === 0n) return
     s.released = true
+    // resolves to null, or the error's name (never rejects)
     s.releasing = sluice.release(s.request, s.decision.leaseId).then((err) => {
       if (err !== null && err !== 'SLUICE_ENOTFOUND') {
         request.log.warn({ sluice: err }, 'sluice: a lease was not released')
       }
-    }, (e) => request.log.warn({ err: e }, 'sluice: a lease was not released'))
+      return err
+    }, (e) => {
+      request.log.warn({ err: e }, 'sluice: a lease was not released')
+      return e.code || 'SLUICE_EINVAL'
+    })
   }
 
   fastify.decorate('sluice', sluice)
   fastify.decorateRequest('sluice', null)
   fastify.addHook(hook, decideHook)
-  fastify.addHook('onResponse', (request, reply, done) => {
-    release(request)
-    done()
-  })
   if (owned) fastify.addHook('onClose', (instance, done) => { sluice.close(); done() })
   next()
 }

@@ -37,11 +37,22 @@ function start (variant) {
   })
 }
 
-function wrk (url, secs) {
-  const out = execFileSync('wrk', ['-t1', '-c32', `-d${secs}s`, url + '/v1/items'], { encoding: 'utf8' })
+// The server's CPU time so far (user + system, all its threads), in s.
+function cpu (pid) {
+  const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
+  return (Number(f[11]) + Number(f[12])) / 100 // utime, stime: USER_HZ ticks
+}
+
+// One run: requests/s, and the server's CPU time per request (us), which
+// the other sessions' load on this machine moves far less than the rate.
+function wrk (server, secs) {
+  const c0 = cpu(server.p.pid)
+  const out = execFileSync('wrk', ['-t1', '-c32', `-d${secs}s`, server.url + '/v1/items'], { encoding: 'utf8' })
+  const c1 = cpu(server.p.pid)
   const m = /Requests\/sec:\s+([0-9.]+)/.exec(out)
-  if (!m || /Non-2xx/.test(out)) throw new Error('wrk: ' + out)
-  return Number(m[1])
+  const n = /([0-9]+) requests in/.exec(out)
+  if (!m || !n || /Non-2xx/.test(out)) throw new Error('wrk: ' + out)
+  return { rps: Number(m[1]), us: (c1 - c0) * 1e6 / Number(n[1]) }
 }
 
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)] }
@@ -53,29 +64,36 @@ async function main () {
   const servers = {}
   for (const v of variants) servers[v] = await start(v)
   try {
-    for (const v of variants) wrk(servers[v].url, 1) // warm up the JIT
+    for (const v of variants) wrk(servers[v], 1) // warm up the JIT
     const rps = Object.fromEntries(variants.map((v) => [v, []]))
+    const us = Object.fromEntries(variants.map((v) => [v, []]))
     for (let r = 0; r < rounds; r++) {
       for (let i = 0; i < variants.length; i++) {
         const v = variants[(i + r) % variants.length]
-        rps[v].push(wrk(servers[v].url, seconds))
+        const got = wrk(servers[v], seconds)
+        rps[v].push(got.rps)
+        us[v].push(got.us)
       }
     }
     console.log(`fastify ${require('fastify/package.json').version}, @fastify/rate-limit ` +
       `${require('@fastify/rate-limit/package.json').version}, node ${process.version}; ` +
-      `wrk -t1 -c32, ${rounds} interleaved rounds of ${seconds} s, medians`)
+      `wrk -t1 -c32, ${rounds} interleaved rounds of ${seconds} s, medians; load average ` +
+      os.loadavg().map((x) => x.toFixed(1)).join(' '))
     for (const v of variants) {
-      console.log(`${v.padEnd(13)} ${median(rps[v]).toFixed(0).padStart(7)} requests/s   ` +
-        `(rounds: ${rps[v].map((x) => x.toFixed(0)).join(' ')})`)
+      console.log(`${v.padEnd(13)} ${median(rps[v]).toFixed(0).padStart(7)} requests/s  ` +
+        `${median(us[v]).toFixed(1).padStart(6)} us CPU/request   (rounds: ${rps[v].map((x) => x.toFixed(0)).join(' ')})`)
     }
     // Ratios within a round (its variants ran back to back), then their
     // median: the machine's load moves between rounds more than within one.
     const ratio = (a, b) => median(rps[a].map((x, r) => x / rps[b][r])).toFixed(2)
-    console.log(`ratio sluice / rate-limit: ${ratio('sluice', 'ratelimit')}x (target >= 0.9x; ` +
-      `per round: ${rps.sluice.map((x, r) => (x / rps.ratelimit[r]).toFixed(2)).join(' ')})`)
-    console.log(`ratio sluice-async / sluice: ${ratio('sluice-async', 'sluice')}x ` +
+    // CPU per request as requests/s a core would give: rate-limit's / sluice's.
+    const cpuRatio = (a, b) => median(us[b].map((x, r) => x / us[a][r])).toFixed(2)
+    console.log(`ratio sluice / rate-limit: ${ratio('sluice', 'ratelimit')}x requests/s, ` +
+      `${cpuRatio('sluice', 'ratelimit')}x by CPU per request (target >= 0.9x)`)
+    console.log(`ratio sluice-async / sluice: ${ratio('sluice-async', 'sluice')}x requests/s, ` +
+      `${cpuRatio('sluice-async', 'sluice')}x by CPU per request ` +
       '(an in-process store decided on the thread pool instead of the main thread)')
-    console.log(`ratio rate-limit / bare: ${ratio('ratelimit', 'bare')}x, sluice / bare: ${ratio('sluice', 'bare')}x`)
+    console.log(`ratio rate-limit / bare: ${ratio('ratelimit', 'bare')}x, sluice / bare: ${ratio('sluice', 'bare')}x requests/s`)
   } finally {
     for (const v of variants) servers[v].p.kill()
   }

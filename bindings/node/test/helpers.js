@@ -49,4 +49,14 @@ function request (url, method, pathName, headers) {
   })
 }
 
-module.exports = { SRC, SECRET, BASE, writePolicy, startApp, request, agent }
+// Wait for cond(), something the server side makes true, turn by turn of
+// the event loop; a bounded wait, so that a broken release fails the test
+// instead of hanging it.
+async function until (cond) {
+  for (let turns = 0; !cond(); turns++) {
+    if (turns === 1000000) throw new Error('until: never happened: ' + cond)
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+}
+
+module.exports = { until, SRC, SECRET, BASE, writePolicy, startApp, request, agent }

@@ -8,6 +8,7 @@ const assert = require('node:assert')
 const http = require('node:http')
 const { Sluice } = require('..')
 const { SECRET, BASE, writePolicy, startApp, request, agent } = require('./helpers')
+const { until } = require('./helpers')
 
 const policy = writePolicy(`
 attributes = [ "user", "book" ];
@@ -30,9 +31,9 @@ const attributes = {
 }
 
 // Routes whose handler throws, or holds until the test lets it go; every
-// response's end is announced (an onResponse hook after the plugin's, so
-// its release has started: `done` resolves once it has completed).
-function jobRoutes (held, ended) {
+// admitted request is kept (an onRequest hook after the plugin's), so the
+// test can wait for its leases to be given back.
+function jobRoutes (held, admitted) {
   return (app) => {
     const hold = async (request) => {
       await new Promise((resolve) => held.push({ request, resolve }))
@@ -41,17 +42,19 @@ function jobRoutes (held, ended) {
     app.post('/jobs/throw', async () => { throw new Error('the handler failed') })
     app.post('/jobs/hold', hold)
     app.post('/books/:book', hold)
-    app.addHook('onResponse', (request, reply, done) => {
-      const s = request.sluice
-      ended.push(s && s.releasing ? s.releasing : Promise.resolve())
+    app.addHook('onRequest', (request, reply, done) => {
+      admitted.push(request)
       done()
     })
   }
 }
 
-async function until (cond) { // an event the server side makes true
-  while (!cond()) await new Promise((resolve) => setImmediate(resolve))
+// Once a request's leases are back in the store.
+async function released (request) {
+  await until(() => request.sluice.releasing !== null)
+  assert.strictEqual(await request.sluice.releasing, null)
 }
+
 
 test('a refusal is sluice\'s answer: 429, Retry-After, RateLimit, problem+json', async (t) => {
   const { app, url } = await startApp({ policy, clockMs: 0, jitter: false, attributes })
@@ -78,17 +81,16 @@ test('a refusal is sluice\'s answer: 429, Retry-After, RateLimit, problem+json',
   assert.strictEqual((await request(url, 'GET', '/burst', { 'x-user': 'ann' })).status, 200)
 })
 
-test('a thrown handler gives its lease back (onResponse)', async (t) => {
+test('a thrown handler gives its lease back', async (t) => {
   const held = []
-  const ended = []
-  const { app, url } = await startApp({ policy, attributes }, jobRoutes(held, ended))
+  const admitted = []
+  const { app, url } = await startApp({ policy, attributes }, jobRoutes(held, admitted))
   t.after(() => app.close())
   // max = 1: each of these would be refused if the one before kept its lease
   for (let i = 0; i < 3; i++) {
     const res = await request(url, 'POST', '/jobs/throw', { 'x-user': 'ann' })
     assert.strictEqual(res.status, 500)
-    await until(() => ended.length === i + 1)
-    await ended[i]
+    await released(admitted[i])
   }
   // the lease is real: while one job is held, another is refused
   const first = request(url, 'POST', '/jobs/hold', { 'x-user': 'ann' })
@@ -98,8 +100,7 @@ test('a thrown handler gives its lease back (onResponse)', async (t) => {
   assert.strictEqual(JSON.parse(refused.body).status, 429)
   held[0].resolve()
   assert.strictEqual((await first).status, 200)
-  await until(() => ended.length === 5)
-  await ended[4]
+  await released(admitted[3])
   const again = request(url, 'POST', '/jobs/hold', { 'x-user': 'ann' })
   await until(() => held.length === 2)
   held[1].resolve()
@@ -108,8 +109,7 @@ test('a thrown handler gives its lease back (onResponse)', async (t) => {
 
 test('a connection closed before the answer gives its lease back', async (t) => {
   const held = []
-  const ended = []
-  const { app, url } = await startApp({ policy, attributes }, jobRoutes(held, ended))
+  const { app, url } = await startApp({ policy, attributes }, jobRoutes(held, []))
   t.after(() => app.close())
   const req = http.request(url + '/jobs/hold', { method: 'POST', headers: { 'x-user': 'cy' } })
   req.on('error', () => {})
@@ -118,8 +118,7 @@ test('a connection closed before the answer gives its lease back', async (t) => 
   const closed = new Promise((resolve) => held[0].request.raw.once('close', resolve))
   req.destroy()
   await closed
-  await until(() => held[0].request.sluice.releasing !== null)
-  await held[0].request.sluice.releasing
+  await released(held[0].request)
   const next = request(url, 'POST', '/jobs/hold', { 'x-user': 'cy' })
   await until(() => held.length === 2)
   held[1].resolve()
@@ -129,8 +128,7 @@ test('a connection closed before the answer gives its lease back', async (t) => 
 
 test('a lock answers 409 while held, per book', async (t) => {
   const held = []
-  const ended = []
-  const { app, url } = await startApp({ policy, attributes, jitter: false }, jobRoutes(held, ended))
+  const { app, url } = await startApp({ policy, attributes, jitter: false }, jobRoutes(held, []))
   t.after(() => app.close())
   const first = request(url, 'POST', '/books/b1', { 'x-user': 'ann' })
   await until(() => held.length === 1)

@@ -9,6 +9,7 @@ const assert = require('node:assert')
 const Fastify = require('fastify')
 const sluicePlugin = require('..')
 const { SECRET, BASE, writePolicy, request, agent } = require('./helpers')
+const { until } = require('./helpers')
 
 const nodes = process.env.SLUICE_REDIS_NODES
 const pid = Number((process.env.SLUICE_REDIS_PIDS || '').split(',')[0].split(':')[1])
@@ -27,12 +28,9 @@ routes = (
 `)
 const attributes = { user: (request) => request.headers['x-user'] }
 
-const ended = [] // each Redis-scope response's release (its Promise)
+const admitted = [] // the Redis scope's admitted requests
 const leases = [] // the leases the throwing handler was given
 
-async function until (cond) { // an event the server side makes true
-  while (!cond()) await new Promise((resolve) => setImmediate(resolve))
-}
 
 async function app (redisTimeoutMs) {
   const a = Fastify()
@@ -48,10 +46,9 @@ async function app (redisTimeoutMs) {
       leases.push(request.sluice.decision.leaseId)
       throw new Error('failed')
     })
-    // after the plugin's onResponse: its release has started
-    scope.addHook('onResponse', (request, reply, done) => {
-      const s = request.sluice
-      ended.push(s && s.releasing ? s.releasing : Promise.resolve())
+    // after the plugin's onRequest: the admitted requests
+    scope.addHook('onRequest', (request, reply, done) => {
+      admitted.push(request)
       done()
     })
   })
@@ -100,13 +97,14 @@ test('a stalled Redis does not stop a route on mem', { skip: !nodes && 'no Redis
 test('on Redis a thrown handler gives its lease back', { skip: !nodes && 'no Redis' }, async (t) => {
   const { a, url } = await app(2000)
   t.after(() => a.close())
-  ended.length = 0
+  admitted.length = 0
   // max = 1, and each request throws: every one admitted, never 429
   for (let i = 0; i < 4; i++) {
     const r = await request(url, 'POST', '/redis/jobs', { 'x-user': 'lease' })
     assert.strictEqual(r.status, 500, r.body)
-    await until(() => ended.length === i + 1)
-    await ended[i] // the release's store call has completed
+    const s = admitted[i].sluice
+    await until(() => s.releasing !== null)
+    assert.strictEqual(await s.releasing, null) // the store call has completed
   }
   assert.strictEqual(leases.length, 4)
   assert.ok(leases.every((id) => id !== 0n), 'each request held a lease')
