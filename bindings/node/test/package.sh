@@ -33,6 +33,9 @@ test -f node_modules/fastify-sluice/build/Release/sluice.node
 # the addon links the installed libsluice, not this build's
 libs=$(ldd node_modules/fastify-sluice/build/Release/sluice.node)
 grep -q "$tmp/root.*libsluice" <<<"$libs"
+# a sanitizer build's libsluice needs its runtimes loaded first
+. "$SLUICE_SRC/bindings/node/test/sanitizers.sh"
+sluice_sanitizers "$(grep -o '/[^ ]*libsluice[^ ]*' <<<"$libs" | head -n 1)"
 cp "$SLUICE_SRC/etc/github.conf" policy.conf
 cat > try.js <<'JS'
 const Fastify = require('fastify')

@@ -15,17 +15,8 @@ if [ ! -d node_modules/fastify ]; then
   echo "bindings/node/node_modules is missing: run 'npm ci' in bindings/node (scripts/deps.sh does)" >&2
   exit 1
 fi
-# A sanitizer build's addon needs the sanitizer runtimes loaded first, in
-# an uninstrumented node.  Node's own allocations live until exit, so leak
-# checking is off here; the addon's lifetimes are checked by the suites.
-if nm -D "$SLUICE_NODE_ADDON" 2>/dev/null | grep -q ' U __asan_init'; then
-  pre=$(gcc -print-file-name=libasan.so)
-  if nm -D "$SLUICE_NODE_ADDON" | grep -q ' U __ubsan_'; then
-    pre="$pre:$(gcc -print-file-name=libubsan.so)"
-  fi
-  export LD_PRELOAD=$pre
-  export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
-fi
+. test/sanitizers.sh
+sluice_sanitizers "$SLUICE_NODE_ADDON"
 if [ "${1:-}" = --bench ]; then # a benchmark script, not a test file
   shift
   exec node "$@"
