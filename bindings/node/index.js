@@ -105,17 +105,17 @@ function sluicePlugin (fastify, opts, next) {
     } catch (e) {
       return done(e)
     }
-    if (sluice.async) {
-      sluice.decideAsync(q).then((r) => answer(request, reply, q, r, done), done)
-    } else {
-      let r
-      try {
-        r = sluice.decideSync(q)
-      } catch (e) {
-        return done(e)
+    let r
+    try {
+      if (sluice.async) {
+        sluice.decideAsync(q).then((r) => answer(request, reply, q, r, done), done)
+        return
       }
-      answer(request, reply, q, r, done)
+      r = sluice.decideSync(q)
+    } catch (e) { // a closed handle, an attribute that is no string or number
+      return done(e)
     }
+    answer(request, reply, q, r, done)
   }
 
   function release (request) {

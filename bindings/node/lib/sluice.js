@@ -157,11 +157,17 @@ class Sluice {
 
   // Free the leases of a decision (the same request).  Resolves to null,
   // or the error's name ('SLUICE_ENOTFOUND': it had expired).
+  // A bad argument or a closed handle rejects (never throws: a release
+  // runs from event listeners).
   release (req, leaseId) {
-    const n = this._join(req)
-    return this.async
-      ? addon.releaseAsync(this._h, this._q, n, leaseId)
-      : Promise.resolve(addon.release(this._h, this._q, n, leaseId))
+    try {
+      const n = this._join(req)
+      return this.async
+        ? addon.releaseAsync(this._h, this._q, n, leaseId)
+        : Promise.resolve(addon.release(this._h, this._q, n, leaseId))
+    } catch (e) {
+      return Promise.reject(e)
+    }
   }
 
   setTime (ms) { addon.setTime(this._h, ms) }

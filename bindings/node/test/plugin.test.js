@@ -165,6 +165,7 @@ test('the handle: async decisions outlive close(), then it refuses', async () =>
   const rs = await Promise.all(pending)
   assert.deepStrictEqual(rs.map((r) => r.status).sort(), [200, 200, 200, 429]) // in any order: the pool's
   assert.throws(() => s.decideSync(q), /closed/)
+  await assert.rejects(s.release(q, 5n), /closed/) // rejects, never throws
   s.close() // a second close is harmless
   assert.throws(() => new Sluice({ policy: '/nonexistent.conf', secret: SECRET }), /SLUICE_EIO|cannot|open/)
   assert.throws(() => new Sluice({ policy, secret: Buffer.alloc(3) }), /secret/)
