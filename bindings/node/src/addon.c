@@ -518,4 +518,9 @@ static napi_value init(napi_env env, napi_value exports) {
   return exports;
 }
 
+/* The macro defines Node's two entry points without prototypes of their
+** own (clang's -Wmissing-prototypes names them). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-prototypes"
 NAPI_MODULE(NODE_GYP_MODULE_NAME, init)
+#pragma GCC diagnostic pop
