@@ -77,7 +77,8 @@ class Sluice {
   // or 32 hex digits, the same in every process sharing the store),
   // problemBase (URI the problem types hang off), headerForm ('legacy',
   // 'sf' or 'both'), jitter (false: no random Retry-After addition),
-  // async (true / false: force where decisions run), clockMs (a manual
+  // async (true / false: force where decisions run), create (true: make
+  // a shm segment or an lmdb environment that is missing), clockMs (a manual
   // clock starting there, moved with setTime: replaying traces).
   constructor (opts) {
     if (opts == null || typeof opts !== 'object') {
@@ -97,6 +98,7 @@ class Sluice {
       o.headerForm = FORMS[o.headerForm]
     }
     if (o.jitter !== undefined) o.jitter = o.jitter ? 1 : 0
+    if (o.create !== undefined) o.create = o.create ? 1 : 0
     this.store = o.store || 'mem'
     this.async = typeof opts.async === 'boolean' ? opts.async : !IN_PROCESS.test(this.store)
     this._h = addon.open(o)

@@ -141,7 +141,7 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
   void *secret = NULL;
   size_t secret_len = 0;
   bool is_buf = false;
-  double form, clock_ms, jitter;
+  double form, clock_ms, jitter, create;
   sluice_limiter_options lo;
   sluice_policy_options po;
   sluice_http_options ho;
@@ -157,7 +157,8 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
       opt_str(env, argv[0], "problemBase", base, sizeof base) ||
       opt_num(env, argv[0], "headerForm", SLUICE_HTTP_FORM_LEGACY, &form) ||
       opt_num(env, argv[0], "clockMs", -1, &clock_ms) ||
-      opt_num(env, argv[0], "jitter", 1, &jitter))
+      opt_num(env, argv[0], "jitter", 1, &jitter) ||
+      opt_num(env, argv[0], "create", 0, &create))
     return NULL;
   SN_CALL(env, napi_get_named_property(env, argv[0], "secret", &secret_v));
   SN_CALL(env, napi_is_buffer(env, secret_v, &is_buf));
@@ -177,6 +178,7 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
   memset(&po, 0, sizeof po);
   memset(&ho, 0, sizeof ho);
   lo.store = store[0] ? store : NULL;
+  lo.flags = create != 0 ? SLUICE_OPEN_CREATE : 0;
   po.limiter_options = &lo;
   po.config_path = path;
   memcpy(po.secret, secret, sizeof po.secret);

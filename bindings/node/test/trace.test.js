@@ -76,7 +76,7 @@ function cLine (line) {
   return { line: [f[0], f[1], f[2], ...headers, f[f.length - 1]].join('\t'), names }
 }
 
-async function compare (t, conf, trace) {
+async function compare (t, conf, trace, store = 'mem', create = false) {
   const policy = path.join(SRC, 'etc', conf)
   const csv = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-trace-')), 'trace.csv')
   fs.writeFileSync(csv, ['t_ms,method,route,' + trace.attrs.join(',')]
@@ -87,7 +87,7 @@ async function compare (t, conf, trace) {
 
   const attributes = {}
   for (const a of trace.attrs) attributes[a] = (request) => request.headers['x-' + a]
-  const { app, url } = await startApp({ policy, store: 'mem', clockMs: 0, jitter: false, headerForm: 'both', attributes })
+  const { app, url } = await startApp({ policy, store, create, clockMs: 0, jitter: false, headerForm: 'both', attributes })
   t.after(() => app.close())
   const counts = {}
   for (let i = 0; i < trace.lines.length; i++) {
@@ -113,6 +113,17 @@ test('GitHub policy: the plugin answers as the C library', async (t) => {
 
 test('LLM gateway policy: the plugin answers as the C library', async (t) => {
   await compare(t, 'llm-gateway.conf', llmTrace(500))
+})
+
+// The other stores answer as mem does: shm (decided on the main thread),
+// lmdb (on the thread pool, through decideAsync).
+test('LLM gateway policy on shm and on lmdb: the same answers', async (t) => {
+  const name = `/sluice-node-${process.pid}`
+  t.after(() => fs.rmSync('/dev/shm' + name, { force: true }))
+  await compare(t, 'llm-gateway.conf', llmTrace(300), `shm:name=${name};capacity=4096`, true)
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-lmdb-'))
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
+  await compare(t, 'llm-gateway.conf', llmTrace(300), `lmdb:path=${dir}`, true)
 })
 
 test.after(() => agent.destroy())
