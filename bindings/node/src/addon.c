@@ -34,6 +34,10 @@ void sn_throw(napi_env env, int rc, const char *what) {
   napi_throw_error(env, sluice_err_name(rc), msg);
 }
 
+/* The latest time in ms a manual clock takes: 2^53 / 1000, so that its ns
+** fit an int64. */
+#define SN_MS_MAX 9007199254740.0
+
 static void policy_free_state(napi_env env, sn_policy *p) {
   if (p->out != NULL)
     napi_delete_reference(env, p->out);
@@ -164,10 +168,19 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
   SN_CALL(env, napi_is_buffer(env, secret_v, &is_buf));
   if (is_buf)
     SN_CALL(env, napi_get_buffer_info(env, secret_v, &secret, &secret_len));
-  if (path[0] == '\0' || secret_len != sizeof po.secret) {
+  if (path[0] == '\0' || secret_len != sizeof po.secret || base[0] == '\0') {
     napi_throw_type_error(env, "SLUICE_EINVAL",
-                          "sluice: open() needs 'policy' (a policy file) and "
-                          "'secret' (a Buffer of 16 bytes)");
+                          "sluice: open() needs 'policy' (a policy file), "
+                          "'secret' (a Buffer of 16 bytes) and 'problemBase' "
+                          "(the URI the problem types hang off)");
+    return NULL;
+  }
+  /* numbers a C int or int64 ns can hold, before they are converted */
+  if (!(form == SLUICE_HTTP_FORM_LEGACY || form == SLUICE_HTTP_FORM_SF ||
+        form == SLUICE_HTTP_FORM_BOTH) ||
+      !(clock_ms < 0 || clock_ms <= SN_MS_MAX)) {
+    napi_throw_range_error(env, "SLUICE_EINVAL",
+                           "sluice: headerForm is 0..2, clockMs 0..9007199254740");
     return NULL;
   }
   if ((p = calloc(1, sizeof *p)) == NULL) {
@@ -242,7 +255,7 @@ static napi_value js_set_time(napi_env env, napi_callback_info info) {
   if (argc < 2 || (p = get_policy(env, argv[0])) == NULL)
     return NULL;
   if (p->clock == NULL || napi_get_value_double(env, argv[1], &ms) != napi_ok ||
-      !(ms >= 0)) {
+      !(ms >= 0 && ms <= SN_MS_MAX)) {
     napi_throw_error(env, "SLUICE_EINVAL",
                      "sluice: setTime needs a handle opened with clockMs "
                      "and a time >= 0");

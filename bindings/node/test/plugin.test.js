@@ -167,8 +167,11 @@ test('the handle: async decisions outlive close(), then it refuses', async () =>
   assert.throws(() => s.decideSync(q), /closed/)
   await assert.rejects(s.release(q, 5n), /closed/) // rejects, never throws
   s.close() // a second close is harmless
-  assert.throws(() => new Sluice({ policy: '/nonexistent.conf', secret: SECRET }), /SLUICE_EIO|cannot|open/)
-  assert.throws(() => new Sluice({ policy, secret: Buffer.alloc(3) }), /secret/)
+  assert.throws(() => new Sluice({ policy: '/nonexistent.conf', secret: SECRET, problemBase: BASE }), /sluice: open: /)
+  assert.throws(() => new Sluice({ policy, secret: Buffer.alloc(3), problemBase: BASE }), /secret/)
+  assert.throws(() => new Sluice({ policy, secret: SECRET }), /problemBase/)
+  assert.throws(() => new Sluice({ policy, secret: SECRET, problemBase: BASE, headerForm: 7 }), /headerForm/)
+  assert.throws(() => new Sluice({ policy, secret: SECRET, problemBase: BASE, clockMs: 1e300 }), /clockMs/)
 })
 
 test.after(() => agent.destroy())
