@@ -4,16 +4,17 @@
 // requests/s under wrk, on the same machine.  Each variant is its own
 // server process; rounds interleave them (the order rotates each round) so
 // that the machine's load falls on all alike; the median of the rounds is
-// reported, and the ratio sluice / rate-limit (target >= 0.9).  Also the
+// reported, and the ratio sluice / rate-limit (target >= 0.9), also
+// measured with both servers driven at once (wrkPair).  Also the
 // bare route (no limiter) and sluice deciding on the thread pool instead
 // of the main thread (what an in-process store would pay for the hop).
 //   node bench.js [ROUNDS] [SECONDS]      (needs wrk)
-const { spawn, execFileSync } = require('node:child_process')
+const { spawn, execFile, execFileSync } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 
-const rounds = Number(process.argv[2] || 9)
+const rounds = Number(process.argv[2] || 7)
 const seconds = Number(process.argv[3] || 1)
 const variants = ['bare', 'ratelimit', 'sluice', 'sluice-async']
 
@@ -55,6 +56,21 @@ function wrk (server, secs) {
   return { rps: Number(m[1]), us: (c1 - c0) * 1e6 / Number(n[1]) }
 }
 
+// Two servers driven at once, each by its own wrk: whatever else the
+// machine runs weighs on both alike at every moment (with two cores, each
+// server process gets its share), so the ratio of their rates is their
+// cost ratio even where the load moves from one second to the next.
+function wrkPair (a, b, secs) {
+  const one = (server) => new Promise((resolve, reject) => {
+    execFile('wrk', ['-t1', '-c32', `-d${secs}s`, server.url + '/v1/items'], (err, out) => {
+      const m = /Requests\/sec:\s+([0-9.]+)/.exec(out || '')
+      if (err || !m || /Non-2xx/.test(out)) reject(err || new Error('wrk: ' + out))
+      else resolve(Number(m[1]))
+    })
+  })
+  return Promise.all([one(a), one(b)])
+}
+
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)] }
 
 async function main () {
@@ -94,6 +110,18 @@ async function main () {
       `${cpuRatio('sluice-async', 'sluice')}x by CPU per request ` +
       '(an in-process store decided on the thread pool instead of the main thread)')
     console.log(`ratio rate-limit / bare: ${ratio('ratelimit', 'bare')}x, sluice / bare: ${ratio('sluice', 'bare')}x requests/s`)
+    // The target's ratio, measured side by side (wrkPair), with rate-limit
+    // against the bare route as the same measure's calibration.
+    const pairs = { sluice: [], bare: [] }
+    for (let r = 0; r < rounds; r++) {
+      const [s, l] = await wrkPair(servers.sluice, servers.ratelimit, 2 * seconds)
+      pairs.sluice.push(s / l)
+      const [b, l2] = await wrkPair(servers.bare, servers.ratelimit, 2 * seconds)
+      pairs.bare.push(b / l2)
+    }
+    console.log(`side by side, ${rounds} rounds of ${2 * seconds} s: sluice / rate-limit ` +
+      `${median(pairs.sluice).toFixed(2)}x (target >= 0.9x; rounds: ${pairs.sluice.map((x) => x.toFixed(2)).join(' ')}); ` +
+      `bare / rate-limit ${median(pairs.bare).toFixed(2)}x`)
   } finally {
     for (const v of variants) servers[v].p.kill()
   }
