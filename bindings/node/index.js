@@ -108,7 +108,7 @@ function sluicePlugin (fastify, opts, next) {
     let r
     try {
       if (sluice.async) {
-        sluice.decideAsync(q).then((r) => answer(request, reply, q, r, done), done)
+        sluice.decideAsync(q).then((r) => answer(request, reply, q, r, done)).catch(done)
         return
       }
       r = sluice.decideSync(q)
