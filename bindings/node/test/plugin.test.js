@@ -6,8 +6,9 @@
 const test = require('node:test')
 const assert = require('node:assert')
 const http = require('node:http')
+const path = require('node:path')
 const { Sluice } = require('..')
-const { SECRET, BASE, writePolicy, startApp, request, agent } = require('./helpers')
+const { SRC, SECRET, BASE, writePolicy, startApp, request, agent } = require('./helpers')
 const { until } = require('./helpers')
 
 const policy = writePolicy(`
@@ -155,6 +156,24 @@ test('input errors are 400 naming the field; unmatched routes pass', async (t) =
   const free = await request(url, 'GET', '/elsewhere', {})
   assert.strictEqual(free.status, 200)
   assert.strictEqual(free.headers['ratelimit-limit'], undefined)
+})
+
+test('a policy of the ledger kind: tenant, key, tier and cost from the request option', async (t) => {
+  const { app, url } = await startApp({
+    policy: path.join(SRC, 'etc', 'sluice.conf'), clockMs: 0, jitter: false,
+    request: (request) => ({ tenant: 'acme', key: request.headers['x-key'], tier: 'sandbox', cost: 100 })
+  })
+  t.after(() => app.close())
+  // sandbox: a key's bucket of 300 points, no refill at a stopped clock
+  for (let i = 0; i < 3; i++) {
+    const res = await request(url, 'GET', '/v1/items', { 'x-key': 'k1' })
+    assert.strictEqual(res.status, 200)
+    assert.strictEqual(res.headers['ratelimit-remaining'], String(200 - 100 * i))
+  }
+  const res = await request(url, 'GET', '/v1/items', { 'x-key': 'k1' })
+  assert.strictEqual(res.status, 429)
+  assert.strictEqual(JSON.parse(res.body).quota_tier, 'sandbox')
+  assert.strictEqual((await request(url, 'GET', '/v1/items', { 'x-key': 'k2' })).status, 200)
 })
 
 test('the handle: async decisions outlive close(), then it refuses', async () => {
