@@ -78,8 +78,8 @@ async function main () {
     if (e.code === 'ENOENT') { console.log('wrk not found: skipped'); process.exit(77) }
   }
   const servers = {}
-  for (const v of variants) servers[v] = await start(v)
   try {
+    for (const v of variants) servers[v] = await start(v)
     for (const v of variants) wrk(servers[v], 1) // warm up the JIT
     const rps = Object.fromEntries(variants.map((v) => [v, []]))
     const us = Object.fromEntries(variants.map((v) => [v, []]))
@@ -122,8 +122,8 @@ async function main () {
     console.log(`side by side, ${rounds} rounds of ${2 * seconds} s: sluice / rate-limit ` +
       `${median(pairs.sluice).toFixed(2)}x (target >= 0.9x; rounds: ${pairs.sluice.map((x) => x.toFixed(2)).join(' ')}); ` +
       `bare / rate-limit ${median(pairs.bare).toFixed(2)}x`)
-  } finally {
-    for (const v of variants) servers[v].p.kill()
+  } finally { // every server started, also when one failed to
+    for (const v of variants) if (servers[v]) servers[v].p.kill()
   }
 }
 main().catch((e) => { console.error(e); process.exit(1) })
