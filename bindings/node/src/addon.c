@@ -278,16 +278,16 @@ static void drop_lease(sn_policy *p, const sluice_request *rq,
 static napi_value answer(napi_env env, sn_policy *p, int rc,
                          const sluice_request *rq, const sluice_decision *d,
                          double *out) {
-  char *text;
+  char room[SN_ROOM], *text;
   size_t len;
-  int frc = sn_answer_fill(p, rc, rq, d, out, &text, &len);
+  int frc = sn_answer_fill(p, rc, rq, d, out, room, sizeof room, &text, &len);
   if (frc != SLUICE_OK) {
     if (rc == SLUICE_OK)
       drop_lease(p, rq, d);
     sn_throw(env, frc, "render");
     return NULL;
   }
-  return sn_answer_text(env, text, len);
+  return sn_answer_text(env, room, text, len);
 }
 
 static napi_value js_out(napi_env env, napi_callback_info info) {

@@ -63,12 +63,16 @@ enum {
 
 /* answer.c: a decision (or rc, its input error) and its rendered answer
 ** into out[SN_OUT_LEN] and *text (header values, one a line, then the
-** body; malloc'd, or NULL).  Main thread only (the id table). */
+** body): room when it fits there (SN_ROOM fits every answer but one with
+** a long body), else malloc'd; NULL for an input error.  Main thread only
+** (the id table). */
 int sn_answer_fill(sn_policy *p, int rc, const sluice_request *rq,
-                   const sluice_decision *d, double *out, char **text,
-                   size_t *text_len);
-/* answer.c: text as a JS string, text freed; NULL with an exception. */
-napi_value sn_answer_text(napi_env env, char *text, size_t len);
+                   const sluice_decision *d, double *out, char *room,
+                   size_t room_len, char **text, size_t *text_len);
+/* answer.c: text as a JS string, text freed unless it is room; NULL with
+** an exception. */
+napi_value sn_answer_text(napi_env env, char *room, char *text, size_t len);
+#define SN_ROOM (SLUICE_HTTP_HEADER_BUF + SLUICE_HTTP_MAX_HEADERS + 2048)
 
 /* Throw a JS Error whose code is sluice's error name ("SLUICE_EINVAL"). */
 void sn_throw(napi_env env, int rc, const char *what);

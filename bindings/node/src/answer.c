@@ -61,8 +61,8 @@ static int add_header(const char *name, const char *value, void *ud) {
 }
 
 int sn_answer_fill(sn_policy *p, int rc, const sluice_request *rq,
-                   const sluice_decision *d, double *out, char **text,
-                   size_t *text_len) {
+                   const sluice_decision *d, double *out, char *room,
+                   size_t room_len, char **text, size_t *text_len) {
   sluice_http_facts f;
   sluice_http_answer a;
   header_sink hs = {p, out, NULL, 0, 0, 0};
@@ -101,18 +101,22 @@ int sn_answer_fill(sn_policy *p, int rc, const sluice_request *rq,
           SLUICE_ERANGE)
     return rrc == SLUICE_OK ? SLUICE_EINVAL : rrc;
   hs.cap = SLUICE_HTTP_HEADER_BUF + SLUICE_HTTP_MAX_HEADERS + blen;
-  if ((hs.buf = malloc(hs.cap)) == NULL)
+  if (hs.cap <= room_len)
+    hs.buf = room, hs.cap = room_len;
+  else if ((hs.buf = malloc(hs.cap)) == NULL)
     return SLUICE_ENOMEM;
   if ((rrc = sluice_http_answer_foreach_header(p->http, &a, add_header,
                                                &hs)) != SLUICE_OK) {
-    free(hs.buf);
+    if (hs.buf != room)
+      free(hs.buf);
     return rrc < 0 ? rrc : SLUICE_ENOMEM;
   }
   out[SN_OUT_NHEADERS] = hs.n;
   if (blen > 0) {
     if ((rrc = sluice_http_answer_body(p->http, &a, hs.buf + hs.len,
                                        hs.cap - hs.len, &blen)) != SLUICE_OK) {
-      free(hs.buf);
+      if (hs.buf != room)
+        free(hs.buf);
       return rrc;
     }
     hs.len += blen;
@@ -122,10 +126,11 @@ int sn_answer_fill(sn_policy *p, int rc, const sluice_request *rq,
   return SLUICE_OK;
 }
 
-napi_value sn_answer_text(napi_env env, char *text, size_t len) {
+napi_value sn_answer_text(napi_env env, char *room, char *text, size_t len) {
   napi_value v;
   napi_status st = napi_create_string_utf8(env, text ? text : "", len, &v);
-  free(text);
+  if (text != room)
+    free(text);
   if (st != napi_ok) {
     napi_throw_error(env, NULL, "sluice: out of memory");
     return NULL;
