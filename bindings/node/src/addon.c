@@ -204,6 +204,8 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
   if (clock_ms >= 0)
     rc = sluice_clock_manual((int64_t)(clock_ms * 1e6), &p->clock);
   lo.clock = p->clock;
+  if (p->clock != NULL) /* Redis too decides at that time, as sluice replay */
+    lo.flags |= SLUICE_OPEN_TESTCLOCK;
   if (rc == SLUICE_OK && (rc = sluice_policy_open(&po, &p->pol)) == SLUICE_OK &&
       (rc = sluice_http_open(&ho, &p->http)) != SLUICE_OK)
     snprintf(err, sizeof err, "the HTTP options (problemBase, headerForm)");

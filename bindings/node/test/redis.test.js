@@ -10,6 +10,7 @@ const Fastify = require('fastify')
 const sluicePlugin = require('..')
 const { SECRET, BASE, writePolicy, request, agent } = require('./helpers')
 const { until } = require('./helpers')
+const { llmTrace, compare } = require('./traces')
 
 const nodes = process.env.SLUICE_REDIS_NODES
 const pid = Number((process.env.SLUICE_REDIS_PIDS || '').split(',')[0].split(':')[1])
@@ -108,6 +109,12 @@ test('on Redis a thrown handler gives its lease back', { skip: !nodes && 'no Red
   }
   assert.strictEqual(leases.length, 4)
   assert.ok(leases.every((id) => id !== 0n), 'each request held a lease')
+})
+
+// On Redis (the thread-pool path, the Lua engine) the LLM-gateway trace
+// gets the C library's answers on mem.
+test('LLM gateway policy on Redis: the C library\'s answers', { skip: !nodes && 'no Redis' }, async (t) => {
+  await compare(t, 'llm-gateway.conf', llmTrace(300), `redis:nodes=${nodes}`)
 })
 
 test.after(() => agent.destroy())
