@@ -30,9 +30,10 @@ const FIELD = 12; const MESSAGE = 13; const NHEADERS = 14; const HAS_BODY = 15
 const HEADERS = 16
 
 // The result object: { allowed, status, outcome, limit, unit, remaining,
-// retryAfterMs, cost, flags, leaseId (BigInt, 0n: none), headers, body
-// (problem+json or null), error (null, or 'SLUICE_ENOTFOUND'... with
-// field naming the request field at fault, and message) }.
+// retryAfterMs, cost, flags, leaseId (BigInt, 0n: none), headers (names
+// in lower case), body (problem+json or null), error (null, or
+// 'SLUICE_ENOTFOUND'... with field naming the request field at fault, and
+// message) }.
 function result (s, o, text) {
   const name = (id) => (id < 0 ? null : (s._names[id] ?? s._name(id)))
   if (o[ERROR] >= 0) {
@@ -47,7 +48,8 @@ function result (s, o, text) {
   let at = 0
   for (let i = 0; i < n; i++) {
     const nl = text.indexOf('\n', at)
-    headers[name(o[HEADERS + i])] = text.slice(at, nl)
+    const id = o[HEADERS + i]
+    headers[s._lower[id] ?? s._lowerName(id)] = text.slice(at, nl)
     at = nl + 1
   }
   const lo = o[LEASE_LO]
@@ -104,11 +106,21 @@ class Sluice {
     this._h = addon.open(o)
     this._out = addon.out(this._h)
     this._names = []
+    this._lower = []
   }
 
   _name (id) {
     const t = addon.str(this._h, id)
     this._names[id] = t
+    return t
+  }
+
+  // A header name in lower case, as Node gives them (res.getHeaders(),
+  // message.headers) and Fastify stores them: made once, so that setting
+  // it costs no new string per request.
+  _lowerName (id) {
+    const t = (this._names[id] ?? this._name(id)).toLowerCase()
+    this._lower[id] = t
     return t
   }
 
