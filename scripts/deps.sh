@@ -90,6 +90,25 @@ sluice_install_deps() {
   sluice_ngx_lua "$set"
 }
 
+# The Node binding's packages (Fastify, fastify-plugin, @fastify/rate-limit
+# for its tests and benchmark) from the npm registry, exactly as
+# bindings/node/package-lock.json pins them; where node and npm are
+# installed (the tests skip without node).  --ignore-scripts: the package's
+# own install script builds the addon for an npm user; the tests use
+# meson's build of it.
+sluice_install_node_deps() {
+  command -v npm >/dev/null || return 0
+  local d=bindings/node
+  [ "$d/node_modules/.package-lock.json" -nt "$d/package-lock.json" ] && return 0
+  echo "installing bindings/node's npm packages (npm ci; log in build-deps.log)" >&2
+  (cd "$d" && npm ci --no-audit --no-fund --ignore-scripts) >>build-deps.log 2>&1 || {
+    echo "npm ci failed; the last lines of build-deps.log:" >&2
+    tail -n 20 build-deps.log >&2
+    return 1
+  }
+}
+
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   sluice_install_deps "$@"
+  [ "${1:-}" = build ] || sluice_install_node_deps
 fi
