@@ -76,6 +76,10 @@ static int attr_index(const sluice__decl *dl, const char *n) {
   return -1;
 }
 
+int sluice__decl_attr(const sluice__decl *dl, const char *n) {
+  return n ? attr_index(dl, n) : -1;
+}
+
 static int limit_index(const sluice__decl *dl, const char *n) {
   int i;
   for (i = 0; i < dl->nlimits; i++)
@@ -504,7 +508,8 @@ static int recs_of(const sluice__limit *lm) {
 
 static int load_droute(dctx *x, const config_setting_t *r, int idx,
                        sluice__droute *dr, char *used) {
-  static const char *const names[] = {"method", "route", "limits", NULL};
+  static const char *const names[] = {"method", "route", "limits",
+                                      "penalty", "failure", NULL};
   const config_setting_t *m, *ls;
   const char *v;
   char path[64], p[160];
@@ -588,7 +593,8 @@ static int load_droute(dctx *x, const config_setting_t *r, int idx,
                 "its limits need %s%lld records, more than one store call "
                 "holds (48)",
                 NULL, dr->nrecs);
-  return SLUICE_OK;
+  return sluice__decl_route_penalty(r, path, x->file, x->dl, dr, x->err,
+                                    x->errlen);
 }
 
 int sluice__decl_load(const config_setting_t *root, const char *file,
@@ -601,7 +607,8 @@ int sluice__decl_load(const config_setting_t *root, const char *file,
   memset(dl, 0, sizeof *dl);
   if (warn && warnlen)
     warn[0] = '\0';
-  if ((rc = load_attrs(&x, root)) || (rc = load_limits(&x, root)))
+  if ((rc = load_attrs(&x, root)) || (rc = load_limits(&x, root)) ||
+      (rc = sluice__decl_penalties_load(root, file, dl, err, errlen)))
     return rc;
   rs = config_setting_get_member(root, "routes");
   n = rs && config_setting_is_list(rs) ? config_setting_length(rs) : 0;
