@@ -465,6 +465,8 @@ static int read(sluice__ctx *c, const sluice_program_result *res,
       return SLUICE_OK;
     }
     d->retry_after_ns = v->retry_after_ns;
+    if (lm->retry_max_ns && d->retry_after_ns > lm->retry_max_ns)
+      d->retry_after_ns = lm->retry_max_ns;
     if (lm->algo == SLUICE__L_LOCK || lm->status == 409)
       d->outcome = SLUICE_OUTCOME_CONFLICT;
     else if (lm->algo == SLUICE__L_CONCURRENCY)

@@ -65,6 +65,7 @@ typedef struct sluice__limit {
   int npsets;
   char psval[SLUICE__PSETS_MAX][SLUICE__DNAME];
   sluice__lparams ps[SLUICE__PSETS_MAX];
+  int64_t retry_max_ns; /* a denial's Retry-After at most this, 0: any */
   int line; /* in the file, for messages */
 } sluice__limit;
 

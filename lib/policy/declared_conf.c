@@ -229,7 +229,8 @@ static const char *str_member(const config_setting_t *g, const char *n,
 static int load_limit(dctx *x, const config_setting_t *g, sluice__limit *lm) {
   static const char *const names[] = {
       "algorithm", "scope", "status", "unit",      "by",  "params", "rate",
-      "period_ms", "burst", "limit",  "window_ms", "max", "ttl_ms", NULL};
+      "period_ms", "burst", "limit",  "window_ms", "max", "ttl_ms",
+      "retry_after_max_ms", NULL};
   const config_setting_t *s, *sc, *pg;
   const char *v, *nm = config_setting_name(g);
   char path[96], p[160];
@@ -267,6 +268,11 @@ static int load_limit(dctx *x, const config_setting_t *g, sluice__limit *lm) {
                 "status must be 429 or 409 (got %s%lld)", NULL, st);
   if (st)
     lm->status = (int)st;
+  /* A lease's holder may keep it for its whole TTL: its refusals may say
+  ** "poll the job meanwhile" with a shorter Retry-After. */
+  if ((rc = get_i(x, g, path, "retry_after_max_ms", MS, 1, 7 * DAY_MS,
+                  &lm->retry_max_ns)))
+    return rc;
   v = str_member(g, "unit", &s);
   snprintf(lm->unit, sizeof lm->unit, "%s",
            v ? v

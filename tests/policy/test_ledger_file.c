@@ -210,9 +210,6 @@ static const int known[F__N] = {
     [F_BINDING] = 1,  /* TENANT / KEY built in, LIMIT + limit_name */
     [F_OTHER] = 1,    /* a declared decision has no "other bucket" */
     [F_CAP] = 1,      /* cap_limit / cap_window_ns of the export cap */
-    [F_RETRY] = 1,    /* lease denials: the built-in caps their Retry-After
-                         at 30 s, a declared lease does not; a group of two
-                         buckets reports the longer wait, gates the first */
     [F_LIMIT] = 1,    /* the binding bucket: a group's fewest points vs the
                          declared least fraction left, and a lease can bind */
     [F_REMAINING] = 1, [F_RESET] = 1, [F_QUOTA] = 1, [F_WINDOW] = 1,
