@@ -110,6 +110,8 @@ static int attr_int(const sluice__ctx *c, int a, int64_t *out) {
   return 1;
 }
 
+static int is_lease(int algo);
+
 static const sluice__lparams *pick(const sluice__ctx *c,
                                    const sluice__limit *lm) {
   size_t n = 0;
@@ -163,6 +165,16 @@ static int cost_of(const sluice__ctx *c, const sluice__cost *co,
     *out = co->value;
     return SLUICE_OK;
   }
+}
+
+int sluice__decl_cost(const sluice__ctx *c, int64_t *cost,
+                      sluice_decision *d) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  const sluice__limit *lm = &c->p->decl->limits[dr->limit[0]];
+  *cost = 1;
+  if (lm->algo == SLUICE__L_CAP || is_lease(lm->algo))
+    return SLUICE_OK;
+  return cost_of(c, &dr->cost[0], lm, cost, d);
 }
 
 /* Attribute a's value as "name=value\x1f" into buf (room for any),
@@ -314,6 +326,46 @@ static void degrade(const sluice_policy *p, const sluice__limit *lm,
   }
 }
 
+/* Buckets i .. i + n - 1 of the route as one GCRA group step (both
+** charged or neither; the binding one, as the algorithm reports it, is
+** the one left with the fewest points, or, refused, the one that must
+** wait longest).  Their numbers are copied side by side into gp (the
+** step reads one per record), scaled when dg asks for the degraded ones. */
+static int group_step(sluice__ctx *c, int i, sluice__prog *g,
+                      int st[SLUICE__RLIMITS_MAX],
+                      int64_t costs[SLUICE__RLIMITS_MAX], sluice__lparams *dg,
+                      sluice_gcra_params *gp, sluice_decision *d) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  int n = dr->group[i], first = g->nk, j, rc, s;
+  int64_t cost = 1;
+  keyparts kp;
+  kp.tagged = 0;
+  for (j = i; j < i + n; j++) {
+    const sluice__limit *lm = &c->p->decl->limits[dr->limit[j]];
+    const sluice__lparams *ps = pick(c, lm);
+    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, &kp, d)) ||
+        (rc = cost_of(c, &dr->cost[j], lm, &cost, d)))
+      return rc;
+    if (dg) {
+      degrade(c->p, lm, ps, &dg[j]);
+      ps = &dg[j];
+      if (cost > ps->g.burst)
+        return SLUICE_ERANGE; /* never fits the degraded bucket */
+    }
+    gp[j - i] = ps->g;
+    costs[j] = cost;
+    g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 0);
+    g->nk++;
+  }
+  s = sluice__step(g, SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, first, n, gp, cost,
+                   0);
+  if (s > 0)
+    sluice__when(g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_GATE);
+  for (j = i; j < i + n; j++)
+    st[j] = s;
+  return SLUICE_OK;
+}
+
 /* The route's program: kind < 0 decides (each limit's own step), else
 ** every lease limit gets `kind` (LEASE_RELEASE, RENEW) with id.  st[i] is
 ** limit i's step, -1 when not in the program.  pr, when not NULL, puts
@@ -323,7 +375,8 @@ static void degrade(const sluice_policy *p, const sluice__limit *lm,
 static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
                  int st[SLUICE__RLIMITS_MAX],
                  int64_t costs[SLUICE__RLIMITS_MAX], sluice__pen_run *pr,
-                 sluice__lparams *dg, sluice_decision *d) {
+                 sluice__lparams *dg, sluice_gcra_params *gp,
+                 sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   keyparts kp;
   int i, rc;
@@ -349,6 +402,14 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     costs[i] = 1;
     if (kind >= 0 && !is_lease(lm->algo))
       continue;
+    if (dr->group[i] >= 2) {
+      if ((rc = group_step(c, i, g, st, costs, dg, gp + i, d)))
+        return rc;
+      if (pr)
+        sluice__pen_after(c, g, pr, i, st[i]);
+      i += dr->group[i] - 1;
+      continue;
+    }
     if (dg && !sluice__decl_strikes(lm->algo))
       continue; /* no leases or caps on the degraded limiter */
     if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, &kp, d)))
@@ -429,19 +490,30 @@ static int read(sluice__ctx *c, const sluice_program_result *res,
                 const sluice__pen_run *pr, const sluice__lparams *dg,
                 uint64_t id, sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  int i, bind = -1;
+  int i, bind = -1, pass;
   if (pr && sluice__pen_boxed(c, pr, res, d))
     return SLUICE_OK;
-  for (i = 0; i < dr->n; i++) {
-    if (st[i] < 0)
-      continue;
-    if (st[i] == res->denied_by) {
-      bind = i;
-      break;
+  /* The limit that refused; else, among the rate limits (leases, locks
+  ** and caps bind only a route that has nothing else), the one with the
+  ** least left.  A group is one candidate: its binding bucket. */
+  for (pass = 0; pass < 2 && bind < 0; pass++)
+    for (i = 0; i < dr->n; i++) {
+      int m = i;
+      if (st[i] < 0 || dr->group[i] < 0)
+        continue;
+      if (dr->group[i] >= 2)
+        m = i + res->v[st[i]].binding;
+      if (st[i] == res->denied_by) {
+        bind = m;
+        pass = 2;
+        break;
+      }
+      if (pass == 0 &&
+          !sluice__decl_strikes(c->p->decl->limits[dr->limit[i]].algo))
+        continue;
+      if (bind < 0 || left(&res->v[st[i]]) < left(&res->v[st[bind]]))
+        bind = m;
     }
-    if (bind < 0 || left(&res->v[st[i]]) < left(&res->v[st[bind]]))
-      bind = i;
-  }
   if (bind < 0)
     return SLUICE_OK; /* degraded, a route of leases only: let it through */
   {
@@ -478,8 +550,11 @@ static int read(sluice__ctx *c, const sluice_program_result *res,
       atomic_fetch_add_explicit(&c->p->ctr->lease_denials[c->cls], 1,
                                 memory_order_relaxed);
     }
-    if (pr)
-      sluice__pen_denied(c, pr, res, bind, d);
+    if (pr) {
+      for (i = bind; dr->group[i] < 0; i--)
+        ; /* a group's strikes are its first bucket's */
+      sluice__pen_denied(c, pr, res, i, d);
+    }
   }
   return SLUICE_OK;
 }
@@ -490,6 +565,7 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
   sluice__prog gp, *g = &gp;
   sluice__pen_run pen, *pr = dr->pen ? &pen : NULL;
   int64_t costs[SLUICE__RLIMITS_MAX];
+  sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
   int st[SLUICE__RLIMITS_MAX], rc;
   uint64_t id = 0;
   if (route_leases(c))
@@ -498,7 +574,7 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
         c->store_err = rc;
         return rc;
       }
-  rc = build(c, -1, id, g, st, costs, pr, NULL, d);
+  rc = build(c, -1, id, g, st, costs, pr, NULL, bp, d);
   if (rc == SLUICE_OK)
     rc = sluice__run(c, g, &res);
   if (rc != SLUICE_OK)
@@ -513,6 +589,7 @@ int sluice__decl_degraded(sluice__ctx *c, sluice_decision *d) {
   sluice__prog gp, *g = &gp;
   sluice__lparams dg[SLUICE__RLIMITS_MAX];
   int64_t costs[SLUICE__RLIMITS_MAX];
+  sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
   int st[SLUICE__RLIMITS_MAX], rc;
   sluice_decision scratch;
   if (!dr->degraded)
@@ -521,7 +598,7 @@ int sluice__decl_degraded(sluice__ctx *c, sluice_decision *d) {
   /* The request's attributes were checked when the store was asked; the
   ** breaker's skip never asked it, so a bad one fails closed here. */
   memset(&scratch, 0, sizeof scratch);
-  rc = build(c, -1, 0, g, st, costs, NULL, dg, &scratch);
+  rc = build(c, -1, 0, g, st, costs, NULL, dg, bp, &scratch);
   if (rc == SLUICE_ERANGE) {
     d->outcome = SLUICE_OUTCOME_THROTTLED;
     d->retry_after_ns = c->p->cfg.fail_closed_retry_after_ns;
@@ -546,11 +623,12 @@ int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind) {
   sluice_program_result r;
   sluice__prog gp, *g = &gp;
   int64_t costs[SLUICE__RLIMITS_MAX];
+  sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
   int st[SLUICE__RLIMITS_MAX], rc, s, ok = 1;
   if (!route_leases(c))
     return SLUICE_EINVAL;
   memset(&d, 0, sizeof d);
-  rc = build(c, kind, id, g, st, costs, NULL, NULL, &d);
+  rc = build(c, kind, id, g, st, costs, NULL, NULL, bp, &d);
   if (rc == SLUICE_OK)
     rc = sluice__run(c, g, &r);
   if (rc == SLUICE_OK)

@@ -92,6 +92,10 @@ typedef struct sluice__droute {
   int n;     /* limits applied, in order */
   int limit[SLUICE__RLIMITS_MAX];
   sluice__cost cost[SLUICE__RLIMITS_MAX];
+  /* 0: the limit runs alone; n >= 2: the first of n buckets decided as
+  ** one GCRA group step (both charged or neither, the stricter binding);
+  ** -1: a later member of the group before it. */
+  int group[SLUICE__RLIMITS_MAX];
   int nrecs; /* records of its program */
   int pen;      /* 1 + its penalty's index (declared_penalty.h), 0: none */
   int degraded; /* failure = "degraded": the degraded limiter, not a 503 */

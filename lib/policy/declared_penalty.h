@@ -75,6 +75,11 @@ int sluice__decl_pen_recs(const struct sluice__ctx *c,
 const char *sluice__decl_attr_value(const struct sluice__ctx *c, int a,
                                     size_t *n);
 
+/* declared.c: the request's cost for the route's first limit (what a
+** decision reports when no limit binds: a box, a store failure). */
+int sluice__decl_cost(const struct sluice__ctx *c, int64_t *cost,
+                      struct sluice_decision *d);
+
 /* declared_penalty.c, for declared.c's program: the box records and its
 ** CHECK (the program's first step); a limit's notice and strike steps
 ** after its own step s; reading the box (1: it decided the request); a

@@ -300,9 +300,13 @@ int sluice__decl_strikes(int algo) {
 
 int sluice__decl_route_steps(const sluice__decl *dl, const sluice__droute *dr) {
   int i, n = dr->n;
+  for (i = 0; i < dr->n; i++)
+    if (dr->group[i] > 0)
+      n -= dr->group[i] - 1; /* a group of buckets is one step */
   if (dr->pen)
     for (n++, i = 0; i < dr->n; i++)
-      if (sluice__decl_strikes(dl->limits[dr->limit[i]].algo))
+      if (dr->group[i] >= 0 &&
+          sluice__decl_strikes(dl->limits[dr->limit[i]].algo))
         n += 3; /* notice RENEW, notice ACQUIRE, STRIKE */
   return n;
 }

@@ -267,6 +267,70 @@ Test(policy_penalties, failure_modes_per_route) {
   fx_close(&f);
 }
 
+/* A group of buckets: one GCRA step, both charged or neither; allowed,
+** the bucket with the fewest points left binds (not the least fraction:
+** the built-in tenant + key pair's rule); refused, the longest wait. */
+static const char *groups =
+    "limits = {\n"
+    "  t = { algorithm = \"gcra\"; scope = [ \"tenant\" ]; rate = 1;\n"
+    "        period_ms = 1000; burst = 100; };\n"
+    "  k = { algorithm = \"gcra\"; scope = [ \"tenant\", \"key\" ]; rate = 10;\n"
+    "        period_ms = 1000; burst = 10; };\n"
+    "};\n"
+    "routes = (\n"
+    "  { method = \"GET\"; route = \"/g\";\n"
+    "    limits = ( { group = [ \"t\", \"k\" ]; cost = 2; } ); },\n"
+    "  { method = \"GET\"; route = \"/s\"; limits = ( { limit = \"t\"; cost "
+    "= 2; },\n"
+    "    { limit = \"k\"; cost = 2; } ); }\n"
+    ");\n";
+
+Test(policy_penalties, groups_bind_the_stricter_bucket) {
+  fixture f;
+  sluice_request g = rq("GET", "/g", "k1", NULL, 0);
+  sluice_request sep = rq("GET", "/s", "k1", NULL, 0);
+  sluice_decision d;
+  int i;
+  open_text(&f, groups);
+  /* Other keys take the tenant down to 12 points (8 keys x 2 x 5... ). */
+  for (i = 0; i < 44; i++) {
+    char key[8];
+    snprintf(key, sizeof key, "o%d", i / 5);
+    g.api_key_id = key;
+    cr_assert_eq(decide(&f, &g).allowed, 1, "%d", i);
+  }
+  g.api_key_id = "k1";
+  /* Tenant 12 - 2 = 10 of 100 left, key 8 of 10: the key has fewer
+  ** points, the tenant the least fraction. */
+  d = decide(&f, &g);
+  cr_assert_eq(d.allowed, 1);
+  cr_assert_str_eq(d.limit_name, "k");
+  cr_assert_eq(d.remaining, 8);
+  d = decide(&f, &sep);
+  cr_assert_eq(d.allowed, 1);
+  cr_assert_str_eq(d.limit_name, "t", "ungrouped: the least fraction");
+  cr_assert_eq(d.remaining, 8);
+  /* Tenant 8, key 6: three more leave tenant 2, key 0. */
+  for (i = 0; i < 3; i++)
+    cr_assert_eq(decide(&f, &g).allowed, 1);
+  /* The key alone refuses: it binds, its wait (200 ms at 10 a second). */
+  d = decide(&f, &g);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED);
+  cr_assert_str_eq(d.limit_name, "k");
+  cr_assert_eq(d.retry_after_ns, 200 * MS);
+  /* Neither was charged: 200 ms later both have room (tenant 2.2). */
+  sluice_clock_advance(f.clock, 200 * MS);
+  d = decide(&f, &g);
+  cr_assert_eq(d.allowed, 1);
+  cr_assert_eq(d.remaining, 0);
+  /* Both refuse now: the tenant (1 a second) waits longest and binds. */
+  d = decide(&f, &g);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED);
+  cr_assert_str_eq(d.limit_name, "t");
+  cr_assert_eq(d.retry_after_ns, 1800 * MS);
+  fx_close(&f);
+}
+
 /* The loader's errors: FILE:LINE: SETTING: problem. */
 static void refused(const char *text, const char *want_line, const char *want) {
   sluice_policy_config c;
@@ -319,6 +383,12 @@ Test(policy_penalties, bad_files_name_the_line_and_setting) {
   refused(LIMS "penalties = { p = { scope = [ \"tenant\" ]; strikes = 2;\n"
                "  levels = " LADDER "; }; };\n",
           ":3:", "penalties.p: strike_window_ms is missing");
+  refused(LIMS "routes = ( { method = \"GET\"; route = \"/\";\n"
+               "  limits = ( { group = [ \"b\", \"l\" ]; } ); } );\n",
+          ":4:", "limit \"l\" is not a gcra bucket");
+  refused(LIMS "routes = ( { method = \"GET\"; route = \"/\";\n"
+               "  limits = ( { group = [ \"b\" ]; } ); } );\n",
+          ":4:", "group must list 2 or more gcra limits");
   /* Four rate limits with strikes are 1 + 4 + 12 steps, one too many. */
   refused("limits = {\n"
           "  a = { algorithm = \"gcra\"; scope = [ \"tenant\" ]; rate = 1; "
