@@ -30,6 +30,8 @@ typedef struct step {
   int64_t advance;  /* clock advance before it */
   int release;      /* instead: release the oldest lease held */
   int fail;         /* instead: the store fails (1), heals (-1) */
+  int obey;         /* after a refusal, wait its Retry-After first */
+  int ip, subject, auth; /* SLUICE_EP_AUTH: address, subject, result */
 } step;
 
 static const char *const tenant_names[] = {"acme", "globex", "initech"};
@@ -39,6 +41,15 @@ static char tenants[3][64];
 static const char *const tiers[] = {"sandbox", "growth", "enterprise"};
 static const char *const keys[] = {"k0", "k1"};
 static const char *const ledgers[] = {"L0", "L1", "L2"};
+/* Per side: on a store both policies share (Redis), the auth flow's
+** records of the two would be the same ones.  The two sets are alike (two
+** IPv4 addresses, an IPv6 /64 of two, one more). */
+static const char *const ips[2][5] = {
+    {"198.51.100.7", "198.51.100.8", "2001:db8:1::5", "2001:db8:1::6",
+     "203.0.113.1"},
+    {"192.0.2.7", "192.0.2.8", "2001:db8:2::5", "2001:db8:2::6",
+     "203.0.113.2"}};
+static char subjects[2][64][32];
 
 typedef struct side {
   fixture f;
@@ -47,7 +58,27 @@ typedef struct side {
   char range[24];
 } side;
 
+/* An auth attempt is the same request on both sides: the file keeps the
+** built-in auth flow behind its class route. */
+static int make_auth(side *s, const step *t, int file) {
+  if (t->cls != SLUICE_EP_AUTH)
+    return 0;
+  memset(&s->q, 0, sizeof s->q);
+  if (file) {
+    s->q.method = "POST";
+    s->q.route = "/v1/auth/token";
+  } else {
+    s->q.endpoint_class = SLUICE_EP_AUTH;
+  }
+  s->q.client_ip = ips[file][t->ip];
+  s->q.auth_subject = subjects[file][t->subject];
+  s->q.auth_result = t->auth;
+  return 1;
+}
+
 static void make_builtin(side *s, const step *t) {
+  if (make_auth(s, t, 0))
+    return;
   memset(&s->q, 0, sizeof s->q);
   s->q.tenant_id = tenants[t->tenant];
   s->q.api_key_id = keys[t->key];
@@ -63,6 +94,8 @@ static void make_builtin(side *s, const step *t) {
 /* The file's request: method and route for the class, the ledger and the
 ** export range (whole seconds, rounded up) as attributes. */
 static void make_file(side *s, const step *t) {
+  if (make_auth(s, t, 1))
+    return;
   memset(&s->q, 0, sizeof s->q);
   s->q.tenant_id = tenants[t->tenant];
   s->q.api_key_id = keys[t->key];
@@ -145,6 +178,70 @@ static int gen_abuse(step *out, int n, uint64_t seed) {
     t->cls = SLUICE_EP_STANDARD;
     t->key = i % 7 == 0;
     t->advance = i % 400 == 399 ? 301 * SEC : 5 * MS;
+  }
+  return n;
+}
+
+/* `sluice simulate growth-batch`: a growth tenant's end-of-day spike, its
+** two keys at once past their bursts (throttles, strikes, a box), then
+** paced. */
+static int gen_growth_batch(step *out, int n, uint64_t seed) {
+  int i;
+  (void)seed;
+  for (i = 0; i < n; i++) {
+    step *t = &out[i];
+    memset(t, 0, sizeof *t);
+    t->cls = i % 25 == 24 ? SLUICE_EP_JOB_POLL : SLUICE_EP_STANDARD;
+    t->tenant = t->tier = 1;
+    t->key = i % 2;
+    t->advance = i < n * 4 / 5 ? 0 : 50 * MS;
+  }
+  return n;
+}
+
+/* `sluice simulate batch-backoff`: paced clients that wait out every
+** Retry-After they are given (closed loop: replay() waits the built-in's
+** answer, which the file must give too). */
+static int gen_backoff(step *out, int n, uint64_t seed) {
+  uint64_t x = seed;
+  int i;
+  for (i = 0; i < n; i++) {
+    step *t = &out[i];
+    memset(t, 0, sizeof *t);
+    t->cls = rnd(&x) % 10 ? SLUICE_EP_STANDARD : SLUICE_EP_EXPORT;
+    t->tenant = t->tier = (int)(rnd(&x) % 2);
+    t->key = (int)(rnd(&x) % 2);
+    t->obey = 1;
+    t->advance = (int64_t)(rnd(&x) % 30) * MS;
+  }
+  return n;
+}
+
+/* `sluice simulate credential-stuffing`: spraying from a few addresses
+** over many subjects while office users log in (the auth flow both sides
+** share: the file's auth settings must be the built-in's). */
+static int gen_stuffing(step *out, int n, uint64_t seed) {
+  uint64_t x = seed;
+  int i;
+  for (i = 0; i < 64; i++) {
+    snprintf(subjects[0][i], sizeof subjects[0][i], "b%d-user%02d",
+             (int)getpid(), i);
+    snprintf(subjects[1][i], sizeof subjects[1][i], "f%d-user%02d",
+             (int)getpid(), i);
+  }
+  for (i = 0; i < n; i++) {
+    step *t = &out[i];
+    int attacker = rnd(&x) % 4 != 0;
+    memset(t, 0, sizeof *t);
+    t->cls = SLUICE_EP_AUTH;
+    t->ip = attacker ? (int)(rnd(&x) % 2) : 2 + (int)(rnd(&x) % 3);
+    t->subject = attacker ? (int)(rnd(&x) % 64) : (int)(rnd(&x) % 4);
+    t->auth = attacker ? SLUICE_AUTH_BAD_SECRET
+              : rnd(&x) % 5 ? SLUICE_AUTH_OK
+                            : SLUICE_AUTH_BAD_SECRET;
+    if (rnd(&x) % 3 == 0)
+      t->auth = SLUICE_AUTH_PENDING;
+    t->advance = (int64_t)(rnd(&x) % 1500) * MS;
   }
   return n;
 }
@@ -331,15 +428,18 @@ typedef struct held {
 /* Run the stream through both sides; tally the differences. */
 static void replay(side *bi, side *fi, const step *s, int n, tally *tl) {
   held h[64];
+  int64_t wait = 0;
   int nh = 0, i;
   for (i = 0; i < n; i++) {
     const step *t = &s[i];
     sluice_decision a, b;
     int rca, rcb;
-    if (t->advance) {
-      sluice_clock_advance(bi->f.clock, t->advance);
-      sluice_clock_advance(fi->f.clock, t->advance);
+    int64_t adv = t->advance + (t->obey ? wait : 0);
+    if (adv) {
+      sluice_clock_advance(bi->f.clock, adv);
+      sluice_clock_advance(fi->f.clock, adv);
     }
+    wait = 0;
     if (t->fail) {
       fx_fail(&bi->f, t->fail > 0 ? SLUICE_EUNAVAIL : 0, 0);
       fx_fail(&fi->f, t->fail > 0 ? SLUICE_EUNAVAIL : 0, 0);
@@ -368,6 +468,8 @@ static void replay(side *bi, side *fi, const step *s, int n, tally *tl) {
     cr_assert_eq(rca, SLUICE_OK);
     compare(tl, i, t, &a, &bi->q, &b, &fi->q);
     tl->n++;
+    if (!a.allowed)
+      wait = a.retry_after_ns;
     if (a.lease_id && b.lease_id && nh < 64) {
       h[nh].t = *t;
       h[nh].ida = a.lease_id;
@@ -467,6 +569,22 @@ Test(policy_ledger_file, mixed_redis) {
 }
 Test(policy_ledger_file, abuse_redis) {
   on_redis("abuse/redis", gen_abuse, 1500, 1);
+}
+
+Test(policy_ledger_file, growth_batch_mem) {
+  oracle("growth-batch/mem", NULL, NULL, 0, gen_growth_batch, 4000, 1);
+}
+Test(policy_ledger_file, backoff_mem) {
+  oracle("backoff/mem", NULL, NULL, 0, gen_backoff, 3000, 7);
+}
+Test(policy_ledger_file, stuffing_mem) {
+  oracle("stuffing/mem", NULL, NULL, 0, gen_stuffing, 3000, 11);
+}
+Test(policy_ledger_file, growth_batch_shm) {
+  on_shm("growth-batch/shm", gen_growth_batch, 4000, 1);
+}
+Test(policy_ledger_file, stuffing_redis) {
+  on_redis("stuffing/redis", gen_stuffing, 1500, 11);
 }
 
 Test(policy_ledger_file, mixed_mem) {
