@@ -267,6 +267,30 @@ Test(policy_penalties, failure_modes_per_route) {
   fx_close(&f);
 }
 
+/* Staged rollout: the penalty in shadow records the box and its trip but
+** serves the key while its limits have room. */
+Test(policy_penalties, a_box_in_shadow_serves) {
+  fixture f;
+  sluice_request r = rq("GET", "/a", "k1", NULL, 0);
+  sluice_decision d;
+  char *text = malloc(strlen(conf) + 64);
+  cr_assert_not_null(text);
+  sprintf(text, "shadow_features = [ \"penalty\" ];\n%s", conf);
+  open_text(&f, text);
+  free(text);
+  drain(&f, &r);
+  d = strike_out(&f, &r, 3);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED, "the throttle stands");
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_BOX_TRIP), 1);
+  sluice_clock_advance(f.clock, SEC);
+  d = decide(&f, &r);
+  cr_assert_eq(d.allowed, 1, "served: the box is in shadow");
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert(d.flags & SLUICE_DECISION_SHADOW);
+  cr_assert_eq(d.penalty_level, 1);
+  fx_close(&f);
+}
+
 /* A group of buckets: one GCRA step, both charged or neither; allowed,
 ** the bucket with the fewest points left binds (not the least fraction:
 ** the built-in tenant + key pair's rule); refused, the longest wait. */
