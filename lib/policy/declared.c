@@ -299,6 +299,21 @@ int sluice__decl_pen_recs(const sluice__ctx *c, const sluice__penalty *pn,
   return SLUICE_OK;
 }
 
+int sluice__decl_pen_stuffing_recs(const sluice__ctx *c,
+                                   const sluice__penalty *pn, sluice__prog *g,
+                                   sluice_decision *d) {
+  keyparts kp;
+  int rc;
+  kp.tagged = 0;
+  if ((rc = scope_ids(c, pn->name, pn->scope, pn->nscope, 1, &kp, d)))
+    return rc;
+  g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 's');
+  g->nk++;
+  g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 'd');
+  g->nk++;
+  return SLUICE_OK;
+}
+
 static const int step_algo[SLUICE__L__COUNT] = {
     SLUICE_ALGO_GCRA,  SLUICE_ALGO_SWINDOW, SLUICE_ALGO_FWINDOW,
     SLUICE_ALGO_LEASE, SLUICE_ALGO_LEASE,   SLUICE_ALGO_FWINDOW};
@@ -393,6 +408,10 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
                   : SLUICE_CLASS_SERVICE;
   if (pr && (rc = sluice__pen_head(c, g, pr, d)))
     return rc;
+  for (i = 0; i < dr->n; i++)
+    st[i] = -1, costs[i] = 1;
+  if (pr && kind < 0 && (rc = sluice__pen_report(c, g, pr, d)) != 0)
+    return rc < 0 ? rc : SLUICE_OK; /* a report: no limits */
   for (i = 0; i < dr->n; i++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
     const sluice__lparams *ps = pick(c, lm);
@@ -493,6 +512,10 @@ static int read(sluice__ctx *c, const sluice_program_result *res,
   int i, bind = -1, pass;
   if (pr && sluice__pen_boxed(c, pr, res, d))
     return SLUICE_OK;
+  if (pr && pr->report) {
+    sluice__pen_report_read(c, pr, res, d);
+    return SLUICE_OK;
+  }
   /* The limit that refused; else, among the rate limits (leases, locks
   ** and caps bind only a route that has nothing else), the one with the
   ** least left.  A group is one candidate: its binding bucket. */
@@ -592,8 +615,8 @@ int sluice__decl_degraded(sluice__ctx *c, sluice_decision *d) {
   sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
   int st[SLUICE__RLIMITS_MAX], rc;
   sluice_decision scratch;
-  if (!dr->degraded)
-    return 0;
+  if (!dr->degraded || sluice__pen_is_report(c))
+    return 0; /* a report that cannot be counted fails closed */
   d->flags |= SLUICE_DECISION_DEGRADED;
   /* The request's attributes were checked when the store was asked; the
   ** breaker's skip never asked it, so a bad one fails closed here. */

@@ -84,6 +84,92 @@ static void tripped(sluice__ctx *c, const sluice__pen_run *pr,
     sluice__emit(c, SLUICE_EVENT_PAGE, pr->kind, lvl, pr->id, until, 0);
 }
 
+int sluice__pen_is_report(const sluice__ctx *c) {
+  const sluice__penalty *pn = route_penalty(c);
+  size_t n = 0;
+  const char *v;
+  int i;
+  if (!pn || pn->strike != SLUICE__STRIKE_REPORTED ||
+      !(v = sluice__decl_attr_value(c, pn->report, &n)))
+    return 0;
+  for (i = 0; i < pn->nvalues; i++)
+    if (strlen(pn->values[i]) == n && !memcmp(pn->values[i], v, n))
+      return 1;
+  return 0;
+}
+
+/* A report: a strike on the box (a trip at its threshold), and with
+** stuffing detection, the reports' fixed window and the distinct values
+** of `of`; both at their limits trip level 3 at once (auth.c's IP flow):
+**
+**   0 box CHECK            gate
+**   1 stuffing COUNT       note, if 0 allowed
+**   2 distinct ADD         note, if 0 allowed
+**   3 box TRIP level 3     note, if 1 reached its limit and 2 denied
+**   4 box STRIKE           note, if 0 allowed and 3 did not run */
+int sluice__pen_report(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
+                       sluice_decision *d) {
+  const sluice__penalty *pn = pr->pn;
+  int box = g->st[pr->box].key, s, w, k, rc;
+  size_t n = 0;
+  const char *v;
+  pr->report = sluice__pen_is_report(c);
+  pr->rstrike = pr->rtrip3 = -1;
+  if (!pr->report)
+    return 0;
+  if (pn->of >= 0) {
+    if (!(v = sluice__decl_attr_value(c, pn->of, &n)) || n == 0) {
+      d->invalid_field = sluice__attr_name(c->p->decl, pn->of);
+      return SLUICE_EINVAL;
+    }
+    k = g->nk;
+    if ((rc = sluice__decl_pen_stuffing_recs(c, pn, g, d)))
+      return rc;
+    s = sluice__step(g, SLUICE_ALGO_FWINDOW, SLUICE_OP_COUNT, k, 1,
+                     &pn->stuffing, 1, 0);
+    sluice__when(g, s, SLUICE_WHEN_ALLOWED, pr->box, SLUICE_FOLD_NOTE);
+    w = sluice__step(g, SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, k + 1, 1,
+                     &pn->distinct, 0, sluice_siphash64(c->p->secret, v, n));
+    sluice__when(g, w, SLUICE_WHEN_ALLOWED, pr->box, SLUICE_FOLD_NOTE);
+    pr->rtrip3 = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, box, 1,
+                              &pr->ps->pp, 3, 0);
+    sluice__when(g, pr->rtrip3, SLUICE_WHEN_REACHED, s, SLUICE_FOLD_NOTE);
+    g->st[pr->rtrip3].when2 = SLUICE_WHEN_DENIED;
+    g->st[pr->rtrip3].ref2 = w;
+  }
+  /* The strike, unless stuffing tripped level 3 already. */
+  pr->rstrike = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, box, 1,
+                             &pr->ps->pp, 0, 0);
+  sluice__when(g, pr->rstrike, SLUICE_WHEN_ALLOWED, pr->box, SLUICE_FOLD_NOTE);
+  if (pr->rtrip3 >= 0) {
+    g->st[pr->rstrike].when2 = SLUICE_WHEN_SKIPPED;
+    g->st[pr->rstrike].ref2 = pr->rtrip3;
+  }
+  return 1;
+}
+
+void sluice__pen_report_read(sluice__ctx *c, const sluice__pen_run *pr,
+                             const sluice_program_result *r,
+                             sluice_decision *d) {
+  const sluice_verdict *v = NULL;
+  if (sluice__ran(r, pr->rtrip3)) {
+    d->flags |= SLUICE_DECISION_STUFFING;
+    sluice__emit(c, SLUICE_EVENT_STUFFING, pr->kind, 3, pr->id, 0, 0);
+    v = &r->v[pr->rtrip3];
+  } else if (sluice__ran(r, pr->rstrike)) {
+    d->flags |= SLUICE_DECISION_STRIKE;
+    v = &r->v[pr->rstrike];
+    d->strikes_remaining = v->strikes_remaining;
+    if (!(v->flags & SLUICE_V_TRIPPED))
+      return;
+  }
+  if (!v)
+    return;
+  if (v->flags & SLUICE_V_TRIPPED)
+    tripped(c, pr, v, d);
+  fill_box(c, pr->ps, v, d);
+}
+
 int sluice__pen_head(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
                      sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
@@ -91,9 +177,11 @@ int sluice__pen_head(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
   pr->pn = route_penalty(c);
   pr->ps = pick(c, pr->pn);
   pr->kind = scope_kind(pr->pn);
+  pr->report = 0;
+  pr->rstrike = pr->rtrip3 = -1;
   for (i = 0; i < SLUICE__RLIMITS_MAX; i++)
     pr->renew[i] = pr->strike[i] = -1;
-  for (i = 0; i < dr->n; i++)
+  for (i = 0; i < dr->n && pr->pn->strike != SLUICE__STRIKE_REPORTED; i++)
     notice |= sluice__decl_strikes(c->p->decl->limits[dr->limit[i]].algo);
   if ((rc = sluice__decl_pen_recs(c, pr->pn, g, notice, pr->id, d)))
     return rc;
@@ -110,8 +198,9 @@ void sluice__pen_after(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
                        int i, int s) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   int box = g->st[pr->box].key, ra = box + 1, r, k;
-  if (!sluice__decl_strikes(c->p->decl->limits[dr->limit[i]].algo))
-    return;
+  if (!sluice__decl_strikes(c->p->decl->limits[dr->limit[i]].algo) ||
+      pr->pn->strike == SLUICE__STRIKE_REPORTED)
+    return; /* reported strikes come from reports, not from denials */
   k = sluice__strike_steps(c, g, box, ra, s, pr->box, &pr->ps->pp,
                            pr->pn->strike == SLUICE__STRIKE_EVERY, &r);
   pr->renew[i] = r;

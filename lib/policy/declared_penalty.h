@@ -15,8 +15,10 @@
 
 /* What counts as a strike. */
 enum {
-  SLUICE__STRIKE_EARLY, /* a denial while an earlier one's Retry-After runs */
-  SLUICE__STRIKE_EVERY  /* every denial (the spec's section-6 script) */
+  SLUICE__STRIKE_EARLY,   /* a denial while an earlier one's Retry-After runs */
+  SLUICE__STRIKE_EVERY,   /* every denial (the spec's section-6 script) */
+  SLUICE__STRIKE_REPORTED /* a request reporting a status (a 401, a failed
+                             sign-in): no limit work, a strike */
 };
 
 /* What a level does besides the box (bits). */
@@ -44,6 +46,16 @@ typedef struct sluice__penalty {
   int npsets;
   char psval[8][32];
   sluice__pset ps[8];
+  /* strike = "reported": attribute `report` with one of these values makes
+  ** the request a report (a strike, no limits). */
+  int report;
+  int nvalues;
+  char values[8][32];
+  /* Credential stuffing, on reports: `stuffing` reports in a fixed window
+  ** across `distinct` values of attribute `of` trip level 3 at once. */
+  int of; /* -1: no stuffing detection */
+  sluice_window_params stuffing;
+  sluice_distinct_params distinct;
   int line;
 } sluice__penalty;
 
@@ -56,6 +68,8 @@ typedef struct sluice__pen_run {
                               STRIKE steps, -1 when it takes no strikes */
   int kind; /* SLUICE_SCOPE_IP for a scope that starts with the address,
                else SLUICE_SCOPE_KEY */
+  int report;        /* this request is a report (strike = "reported") */
+  int rstrike, rtrip3; /* a report's STRIKE and stuffing TRIP steps, or -1 */
   char id[33]; /* the box's scope id: events and the deny cache */
 } sluice__pen_run;
 
@@ -69,6 +83,12 @@ struct sluice_decision;
 int sluice__decl_pen_recs(const struct sluice__ctx *c,
                           const sluice__penalty *pn, struct sluice__prog *g,
                           int notice, char id[33], struct sluice_decision *d);
+/* declared.c: a report's stuffing records (its fixed window and distinct
+** values) into g. */
+int sluice__decl_pen_stuffing_recs(const struct sluice__ctx *c,
+                                   const sluice__penalty *pn,
+                                   struct sluice__prog *g,
+                                   struct sluice_decision *d);
 
 /* declared.c: attribute a's value for the request (NULL: not given), its
 ** length in *n. */
@@ -88,6 +108,15 @@ int sluice__pen_head(struct sluice__ctx *c, struct sluice__prog *g,
                      sluice__pen_run *pr, struct sluice_decision *d);
 void sluice__pen_after(struct sluice__ctx *c, struct sluice__prog *g,
                        sluice__pen_run *pr, int i, int s);
+/* 1 when the request is a report (strike = "reported"). */
+int sluice__pen_is_report(const struct sluice__ctx *c);
+/* A report's steps after the box CHECK: 1 (no limits run), 0 when the
+** request is no report, or a negative error. */
+int sluice__pen_report(struct sluice__ctx *c, struct sluice__prog *g,
+                       sluice__pen_run *pr, struct sluice_decision *d);
+void sluice__pen_report_read(struct sluice__ctx *c, const sluice__pen_run *pr,
+                             const struct sluice_program_result *r,
+                             struct sluice_decision *d);
 int sluice__pen_boxed(struct sluice__ctx *c, const sluice__pen_run *pr,
                       const struct sluice_program_result *r,
                       struct sluice_decision *d);

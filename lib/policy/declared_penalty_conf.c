@@ -179,18 +179,85 @@ static int pset_whole(pctx *x, const config_setting_t *g, const char *path,
   return perr(x, g, path, what);
 }
 
+/* strike = "reported": reported = { by = ATTR; values = [ ... ]; } and,
+** optionally, stuffing = { of = ATTR; reports = N; distinct = D;
+** window_ms = W; }. */
+static int load_reported(pctx *x, const sluice__decl *dl,
+                         const config_setting_t *g, const char *path,
+                         sluice__penalty *pn) {
+  static const char *const rn[] = {"by", "values", NULL};
+  static const char *const sn[] = {"of", "reports", "distinct", "window_ms",
+                                   NULL};
+  const config_setting_t *r = config_setting_get_member(g, "reported");
+  const config_setting_t *st = config_setting_get_member(g, "stuffing");
+  const config_setting_t *vs, *by;
+  char p[512];
+  int i, rc;
+  int64_t win = 0;
+  snprintf(p, sizeof p, "%s.reported", path);
+  if ((pn->strike == SLUICE__STRIKE_REPORTED) != (r != NULL))
+    return perr(x, r ? r : g, p,
+                "`reported` (what a report says) goes with strike = "
+                "\"reported\", and only with it");
+  if (!r)
+    return st ? perr(x, st, path, "stuffing counts reports: it needs "
+                                  "strike = \"reported\"")
+              : SLUICE_OK;
+  if (!config_setting_is_group(r) || (rc = known(x, r, p, rn)))
+    return config_setting_is_group(r)
+               ? rc
+               : perr(x, r, p, "must be { by = \"status\"; values = "
+                               "[ \"401\", \"403\" ]; }");
+  by = config_setting_get_member(r, "by");
+  if ((pn->report = sluice__decl_attr(
+           dl, by ? config_setting_get_string(by) : NULL)) < 0)
+    return perr(x, by ? by : r, p, "by: an attribute is missing or unknown");
+  vs = config_setting_get_member(r, "values");
+  if (!vs || (!config_setting_is_array(vs) && !config_setting_is_list(vs)) ||
+      config_setting_length(vs) < 1 || config_setting_length(vs) > 8)
+    return perr(x, vs ? vs : r, p, "values: 1..8 strings [ \"401\" ]");
+  for (i = 0; i < config_setting_length(vs); i++) {
+    const char *v =
+        config_setting_get_string(config_setting_get_elem(vs, (unsigned)i));
+    if (!v || !v[0] || strlen(v) >= sizeof pn->values[0])
+      return perr(x, vs, p, "values: 1..8 strings of 1..31 bytes");
+    snprintf(pn->values[pn->nvalues++], sizeof pn->values[0], "%s", v);
+  }
+  if (!st)
+    return SLUICE_OK;
+  snprintf(p, sizeof p, "%s.stuffing", path);
+  if (!config_setting_is_group(st))
+    return perr(x, st, p, "must be { of = ATTR; reports = N; distinct = D; "
+                          "window_ms = W; }");
+  if ((rc = known(x, st, p, sn)) ||
+      (rc = pint(x, st, p, "reports", 1, 1, INT64_C(1) << 31,
+                 &pn->stuffing.limit)) ||
+      (rc = pint(x, st, p, "distinct", 1, 1, 200, &pn->distinct.threshold)) ||
+      (rc = pint(x, st, p, "window_ms", MS, 1, YEAR_S * 1000, &win)))
+    return rc;
+  by = config_setting_get_member(st, "of");
+  if ((pn->of = sluice__decl_attr(dl, by ? config_setting_get_string(by)
+                                         : NULL)) < 0)
+    return perr(x, by ? by : st, p, "of: an attribute is missing or unknown");
+  if (!pn->stuffing.limit || !pn->distinct.threshold || !win)
+    return perr(x, st, p, "reports, distinct and window_ms are all needed");
+  pn->stuffing.window_ns = pn->distinct.window_ns = win;
+  return SLUICE_OK;
+}
+
 static int load_penalty(pctx *x, const sluice__decl *dl,
                         const config_setting_t *g, sluice__penalty *pn) {
   static const char *const names[] = {
-      "scope",   "strike",        "strikes", "strike_window_ms",
-      "levels",  "offense_ttl_s", "by",      "params",
-      NULL};
+      "scope",  "strike",        "strikes", "strike_window_ms",
+      "levels", "offense_ttl_s", "by",      "params",
+      "reported", "stuffing",    NULL};
   const config_setting_t *s, *pg;
   const char *nm = config_setting_name(g), *v;
   char path[96], p[200];
   int i, n, rc;
   memset(pn, 0, sizeof *pn);
   pn->select = -1;
+  pn->of = -1;
   pn->line = (int)config_setting_source_line(g);
   snprintf(path, sizeof path, "penalties.%s", nm ? nm : "?");
   if (!config_setting_is_group(g))
@@ -230,10 +297,15 @@ static int load_penalty(pctx *x, const sluice__decl *dl,
     pn->strike = SLUICE__STRIKE_EARLY;
   else if (v && !strcmp(v, "every"))
     pn->strike = SLUICE__STRIKE_EVERY;
+  else if (v && !strcmp(v, "reported"))
+    pn->strike = SLUICE__STRIKE_REPORTED;
   else
     return perr(x, s, p,
                 "must be \"early\" (a denial while an earlier Retry-After "
-                "runs) or \"every\" (every denial)");
+                "runs), \"every\" (every denial) or \"reported\" (a "
+                "request that reports a status)");
+  if ((rc = load_reported(x, dl, g, path, pn)))
+    return rc;
   if ((rc = load_pset(x, g, path, &pn->base)))
     return rc;
   s = config_setting_get_member(g, "by");
@@ -303,6 +375,9 @@ int sluice__decl_route_steps(const sluice__decl *dl, const sluice__droute *dr) {
   for (i = 0; i < dr->n; i++)
     if (dr->group[i] > 0)
       n -= dr->group[i] - 1; /* a group of buckets is one step */
+  if (dr->pen &&
+      dl->penalties[dr->pen - 1].strike == SLUICE__STRIKE_REPORTED)
+    return n + 1 > 5 ? n + 1 : 5; /* a report: the box and 4 steps */
   if (dr->pen)
     for (n++, i = 0; i < dr->n; i++)
       if (dr->group[i] >= 0 &&
@@ -364,6 +439,6 @@ int sluice__decl_route_penalty(const config_setting_t *r, const char *path,
              sluice__decl_route_steps(dl, dr), SLUICE_PROGRAM_STEPS);
     return perr(&x, s, p, what);
   }
-  dr->nrecs += 2; /* the box and the Retry-After notice */
+  dr->nrecs += 2; /* the box and the notice, or the stuffing records */
   return SLUICE_OK;
 }

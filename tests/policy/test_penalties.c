@@ -291,6 +291,130 @@ Test(policy_penalties, a_box_in_shadow_serves) {
   fx_close(&f);
 }
 
+/* Strikes the service reports back (a failed sign-in, a 401): a request
+** whose `result` says so is a report: a strike on the address's box, no
+** limit work.  Stuffing: 6 reports across 4 or more subjects in ten
+** minutes trip level 3 (an IP ban) at once. */
+static const char *reported =
+    "attributes = [ \"result\", \"subject\" ];\n"
+    "limits = { attempts = { algorithm = \"sliding_window\"; scope = [ "
+    "\"ip\" ];\n"
+    "  limit = 1000; window_ms = 60000; }; };\n"
+    "penalties = {\n"
+    "  lockout = { scope = [ \"ip\" ]; strike = \"reported\";\n"
+    "    reported = { by = \"result\"; values = [ \"401\", \"403\" ]; };\n"
+    "    strikes = 3; strike_window_ms = 900000; offense_ttl_s = 86400;\n"
+    "    levels = ( { box_s = 300; }, { box_s = 3600; },\n"
+    "               { box_s = 86400; actions = [ \"edge_deny\", \"ban\" ]; } "
+    "); };\n"
+    "  spray = { scope = [ \"ip\" ]; strike = \"reported\";\n"
+    "    reported = { by = \"result\"; values = [ \"401\" ]; };\n"
+    "    strikes = 100; strike_window_ms = 900000; offense_ttl_s = 86400;\n"
+    "    levels = ( { box_s = 300; }, { box_s = 3600; },\n"
+    "               { box_s = 86400; actions = [ \"edge_deny\", \"ban\" ]; } "
+    ");\n"
+    "    stuffing = { of = \"subject\"; reports = 6; distinct = 4;\n"
+    "                 window_ms = 600000; }; };\n"
+    "};\n"
+    "routes = (\n"
+    "  { method = \"POST\"; route = \"/login\"; limits = ( \"attempts\" );\n"
+    "    penalty = \"lockout\"; },\n"
+    "  { method = \"POST\"; route = \"/sso\"; limits = ( \"attempts\" );\n"
+    "    penalty = \"spray\"; }\n"
+    ");\n";
+
+/* On store (NULL: the failing mem store); the addresses are the run's
+** (a Redis Cluster keeps what earlier runs wrote). */
+static void reported_on(const char *store, unsigned flags) {
+  fixture f;
+  sluice_attr bad[] = {{"result", "401"}, {"subject", "s0"}};
+  sluice_request login, report;
+  sluice_decision d;
+  char subj[8], ip1[48], ip2[48], ip3[48], *path;
+  int i, pid = (int)getpid() & 0xffff;
+  snprintf(ip1, sizeof ip1, "2001:db8:%x:1::7", pid);
+  snprintf(ip2, sizeof ip2, "2001:db8:%x:2::9", pid);
+  snprintf(ip3, sizeof ip3, "2001:db8:%x:3::a", pid);
+  memset(&login, 0, sizeof login);
+  login.method = "POST";
+  login.route = "/login";
+  login.client_ip = ip1;
+  report = login;
+  report.attrs = bad;
+  report.nattrs = 2;
+  path = write_conf(reported);
+  cr_assert_eq(fx_open_file(&f, path, store, flags), SLUICE_OK);
+  unlink(path);
+  d = decide(&f, &login);
+  cr_assert_eq(d.allowed, 1);
+  cr_assert_eq(d.remaining, 999);
+  d = decide(&f, &report);
+  cr_assert_eq(d.allowed, 1, "a report is no refusal");
+  cr_assert(d.flags & SLUICE_DECISION_STRIKE);
+  cr_assert_eq(d.strikes_remaining, 2);
+  cr_assert_eq(decide(&f, &report).strikes_remaining, 1);
+  /* Reports take nothing from the limits. */
+  cr_assert_eq(decide(&f, &login).remaining, 998);
+  d = decide(&f, &report);
+  cr_assert(d.flags & SLUICE_DECISION_TRIPPED);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_eq(d.retry_after_ns, 300 * SEC);
+  d = decide(&f, &login);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED, "the address is locked out");
+  /* Another address sprays over subjects: the sixth report, past four
+  ** distinct subjects, bans it (level 3) at once. */
+  report.route = login.route = "/sso";
+  report.client_ip = login.client_ip = ip2;
+  for (i = 0; i < 5; i++) {
+    snprintf(subj, sizeof subj, "u%d", i);
+    bad[1].value = subj;
+    d = decide(&f, &report);
+    cr_assert_eq(d.allowed, 1, "report %d", i);
+    cr_assert_eq(d.flags & SLUICE_DECISION_STUFFING, 0);
+  }
+  bad[1].value = "u5";
+  d = decide(&f, &report);
+  cr_assert(d.flags & SLUICE_DECISION_STUFFING);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_eq(d.penalty_level, 3);
+  cr_assert_eq(d.retry_after_ns, 86400 * SEC);
+  cr_assert(d.flags & SLUICE_DECISION_EDGE_DENY);
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_STUFFING), 1);
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_IP_BAN), 1);
+  cr_assert_eq(decide(&f, &login).outcome, SLUICE_OUTCOME_BOXED);
+  /* A report of a subject it cannot read is refused, naming it. */
+  report.client_ip = ip3;
+  report.nattrs = 1;
+  cr_assert_eq(sluice_policy_decide(f.pol, &report, &d), SLUICE_EINVAL);
+  cr_assert_str_eq(d.invalid_field, "subject");
+  fx_close(&f);
+}
+
+Test(policy_penalties, reported_statuses_strike_and_stuffing_bans) {
+  reported_on(NULL, 0);
+}
+
+Test(policy_penalties, reported_shm) {
+  char spec[96];
+  snprintf(spec, sizeof spec, "shm:name=/sluice-penalties-%d;create=1",
+           (int)getpid());
+  reported_on(spec, SLUICE_OPEN_CREATE);
+  snprintf(spec, sizeof spec, "/dev/shm/sluice-penalties-%d", (int)getpid());
+  unlink(spec);
+}
+
+/* A Redis Cluster when the harness names one (tests/redis/harness.py). */
+Test(policy_penalties, reported_redis) {
+  const char *nodes = getenv("SLUICE_REDIS_NODES");
+  const char *extra = getenv("SLUICE_REDIS_STORE_EXTRA");
+  char spec[512];
+  if (!nodes || !nodes[0])
+    cr_skip_test("SLUICE_REDIS_NODES unset");
+  snprintf(spec, sizeof spec, "redis:nodes=%s;timeout_ms=2000%s%s", nodes,
+           extra && extra[0] ? ";" : "", extra ? extra : "");
+  reported_on(spec, SLUICE_OPEN_TESTCLOCK);
+}
+
 /* A group of buckets: one GCRA step, both charged or neither; allowed,
 ** the bucket with the fewest points left binds (not the least fraction:
 ** the built-in tenant + key pair's rule); refused, the longest wait. */
@@ -413,6 +537,15 @@ Test(policy_penalties, bad_files_name_the_line_and_setting) {
   refused(LIMS "routes = ( { method = \"GET\"; route = \"/\";\n"
                "  limits = ( { group = [ \"b\" ]; } ); } );\n",
           ":4:", "group must list 2 or more gcra limits");
+  refused(LIMS "penalties = { p = { scope = [ \"tenant\" ]; strikes = 2;\n"
+               "  strike_window_ms = 1000; offense_ttl_s = 60; levels = " LADDER
+               ";\n  strike = \"reported\"; }; };\n",
+          ":3:", "penalties.p.reported: `reported` (what a report says)");
+  refused(LIMS "penalties = { p = { scope = [ \"tenant\" ]; strikes = 2;\n"
+               "  strike_window_ms = 1000; offense_ttl_s = 60; levels = " LADDER
+               ";\n  stuffing = { of = \"key\"; reports = 5; distinct = 2; "
+               "window_ms = 9; }; }; };\n",
+          ":5:", "stuffing counts reports");
   /* Four rate limits with strikes are 1 + 4 + 12 steps, one too many. */
   refused("limits = {\n"
           "  a = { algorithm = \"gcra\"; scope = [ \"tenant\" ]; rate = 1; "
