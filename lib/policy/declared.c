@@ -208,7 +208,7 @@ static size_t scope_part(const sluice__ctx *c, int a, char *buf, int *rc,
 ** hashed once), and each limit's BODY: "n:NAME" for a scope of that
 ** attribute alone (nothing more to hide), else "h:" and the keyed hash of
 ** the limit's name and all its attributes. */
-typedef struct keyparts {
+typedef struct sluice__keyparts {
   char tag[SLUICE_SCOPE_ID_LEN + 1];
   int tagged; /* tag computed */
   char body[2 + SLUICE_SCOPE_ID_LEN + 1]; /* "h:" + a hash, or "n:" + a name */
@@ -280,19 +280,20 @@ static sluice_key dkey(char *out, const keyparts *kp, int slot, char sfx) {
 int sluice__decl_pen_recs(const sluice__ctx *c, const sluice__penalty *pn,
                           sluice__prog *g, int notice,
                           char id[SLUICE_SCOPE_ID_LEN + 1],
+                          struct sluice__keyparts *shared,
                           sluice_decision *d) {
-  keyparts kp;
+  keyparts own, *kp = shared ? shared : &own;
   int rc;
-  kp.tagged = 0;
-  if ((rc = scope_ids(c, pn->name, pn->scope, pn->nscope, 1, &kp, d)))
+  own.tagged = 0;
+  if ((rc = scope_ids(c, pn->name, pn->scope, pn->nscope, 1, kp, d)))
     return rc;
-  memcpy(id, kp.body + 2, SLUICE_SCOPE_ID_LEN);
+  memcpy(id, kp->body + 2, SLUICE_SCOPE_ID_LEN);
   id[SLUICE_SCOPE_ID_LEN] = '\0';
   if (g) {
-    g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 'b');
+    g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 'b');
     g->nk++;
     if (notice) {
-      g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 'r');
+      g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 'r');
       g->nk++;
     }
   }
@@ -349,16 +350,15 @@ static void degrade(const sluice_policy *p, const sluice__limit *lm,
 static int group_step(sluice__ctx *c, int i, sluice__prog *g,
                       int st[SLUICE__RLIMITS_MAX],
                       int64_t costs[SLUICE__RLIMITS_MAX], sluice__lparams *dg,
-                      sluice_gcra_params *gp, sluice_decision *d) {
+                      sluice_gcra_params *gp, keyparts *kp,
+                      sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   int n = dr->group[i], first = g->nk, j, rc, s;
   int64_t cost = 1;
-  keyparts kp;
-  kp.tagged = 0;
   for (j = i; j < i + n; j++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[j]];
     const sluice__lparams *ps = pick(c, lm);
-    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, &kp, d)) ||
+    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, kp, d)) ||
         (rc = cost_of(c, &dr->cost[j], lm, &cost, d)))
       return rc;
     if (dg) {
@@ -369,7 +369,7 @@ static int group_step(sluice__ctx *c, int i, sluice__prog *g,
     }
     gp[j - i] = ps->g;
     costs[j] = cost;
-    g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 0);
+    g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 0);
     g->nk++;
   }
   s = sluice__step(g, SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, first, n, gp, cost,
@@ -406,7 +406,8 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
                       c->p->decl->limits[dr->limit[0]].scope[0] == SLUICE__A_IP
                   ? SLUICE_CLASS_UNTRUSTED
                   : SLUICE_CLASS_SERVICE;
-  if (pr && (rc = sluice__pen_head(c, g, pr, d)))
+  /* The penalty's scope starts with the limits' attribute: one tag. */
+  if (pr && (rc = sluice__pen_head(c, g, pr, &kp, d)))
     return rc;
   for (i = 0; i < dr->n; i++)
     st[i] = -1, costs[i] = 1;
@@ -422,7 +423,7 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     if (kind >= 0 && !is_lease(lm->algo))
       continue;
     if (dr->group[i] >= 2) {
-      if ((rc = group_step(c, i, g, st, costs, dg, gp + i, d)))
+      if ((rc = group_step(c, i, g, st, costs, dg, gp + i, &kp, d)))
         return rc;
       if (pr)
         sluice__pen_after(c, g, pr, i, st[i]);

@@ -171,7 +171,7 @@ void sluice__pen_report_read(sluice__ctx *c, const sluice__pen_run *pr,
 }
 
 int sluice__pen_head(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
-                     sluice_decision *d) {
+                     struct sluice__keyparts *kp, sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   int i, rc, notice = 0, first = g->nk;
   pr->pn = route_penalty(c);
@@ -183,7 +183,7 @@ int sluice__pen_head(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
     pr->renew[i] = pr->strike[i] = -1;
   for (i = 0; i < dr->n && pr->pn->strike != SLUICE__STRIKE_REPORTED; i++)
     notice |= sluice__decl_strikes(c->p->decl->limits[dr->limit[i]].algo);
-  if ((rc = sluice__decl_pen_recs(c, pr->pn, g, notice, pr->id, d)))
+  if ((rc = sluice__decl_pen_recs(c, pr->pn, g, notice, pr->id, kp, d)))
     return rc;
   pr->box = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, first, 1,
                          &pr->ps->pp, 0, 0);
@@ -259,7 +259,8 @@ int sluice__pen_cached(sluice__ctx *c, int degraded, sluice_decision *d) {
   /* A request whose scope cannot be built has no box to find: the store
   ** call (or the failure mode) says what is wrong with it. */
   memset(&scratch, 0, sizeof scratch);
-  if (sluice__decl_pen_recs(c, pn, NULL, 0, id, &scratch) != SLUICE_OK ||
+  if (sluice__decl_pen_recs(c, pn, NULL, 0, id, NULL, &scratch) !=
+          SLUICE_OK ||
       !sluice__deny_get(c->p, scope_kind(pn), id, c->now, &e))
     return 0;
   memset(&v, 0, sizeof v);

@@ -75,14 +75,17 @@ typedef struct sluice__pen_run {
 
 struct sluice__ctx;
 struct sluice__prog;
+struct sluice__keyparts; /* declared.c: a decision's key parts */
 struct sluice_program_result;
 struct sluice_decision;
 
 /* declared.c: the box's scope id into id and, when g is not NULL, its
-** records into g (the box, and the notice when `notice`). */
+** records into g (the box, and the notice when `notice`); kp, when not
+** NULL, is the route's key parts (its hash tag computed once). */
 int sluice__decl_pen_recs(const struct sluice__ctx *c,
                           const sluice__penalty *pn, struct sluice__prog *g,
-                          int notice, char id[33], struct sluice_decision *d);
+                          int notice, char id[33], struct sluice__keyparts *kp,
+                          struct sluice_decision *d);
 /* declared.c: a report's stuffing records (its fixed window and distinct
 ** values) into g. */
 int sluice__decl_pen_stuffing_recs(const struct sluice__ctx *c,
@@ -105,7 +108,8 @@ int sluice__decl_cost(const struct sluice__ctx *c, int64_t *cost,
 ** after its own step s; reading the box (1: it decided the request); a
 ** rate limit's denial (Warning, the strike, a trip). */
 int sluice__pen_head(struct sluice__ctx *c, struct sluice__prog *g,
-                     sluice__pen_run *pr, struct sluice_decision *d);
+                     sluice__pen_run *pr, struct sluice__keyparts *kp,
+                     struct sluice_decision *d);
 void sluice__pen_after(struct sluice__ctx *c, struct sluice__prog *g,
                        sluice__pen_run *pr, int i, int s);
 /* 1 when the request is a report (strike = "reported"). */
