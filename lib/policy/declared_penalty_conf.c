@@ -203,11 +203,11 @@ static int load_reported(pctx *x, const sluice__decl *dl,
     return st ? perr(x, st, path, "stuffing counts reports: it needs "
                                   "strike = \"reported\"")
               : SLUICE_OK;
-  if (!config_setting_is_group(r) || (rc = known(x, r, p, rn)))
-    return config_setting_is_group(r)
-               ? rc
-               : perr(x, r, p, "must be { by = \"status\"; values = "
-                               "[ \"401\", \"403\" ]; }");
+  if (!config_setting_is_group(r))
+    return perr(x, r, p, "must be { by = \"status\"; values = "
+                         "[ \"401\", \"403\" ]; }");
+  if ((rc = known(x, r, p, rn)))
+    return rc;
   by = config_setting_get_member(r, "by");
   if ((pn->report = sluice__decl_attr(
            dl, by ? config_setting_get_string(by) : NULL)) < 0)
