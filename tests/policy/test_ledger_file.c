@@ -594,3 +594,12 @@ Test(policy_ledger_file, mixed_mem) {
 Test(policy_ledger_file, abuse_mem) {
   oracle("abuse/mem", NULL, NULL, 0, gen_abuse, 4000, 1);
 }
+
+/* The file loads without a warning (every limit is applied). */
+Test(policy_ledger_file, loads_clean) {
+  char buf[512];
+  cr_assert_eq(sluice_policy_config_warnings(SLUICE_ETC "/ledger.conf", buf,
+                                             sizeof buf),
+               SLUICE_OK, "%s", buf);
+  cr_assert_str_eq(buf, "");
+}
