@@ -33,10 +33,19 @@ SLUICE_PACKAGES=(
   nginx nginx-dev dpkg-dev make wrk prometheus
   debootstrap iproute2 groff-base
   nftables
+  luarocks
 )
 
 # Packages that start a server when installed on a booted machine.
 SLUICE_SERVICES=(nginx redis-server prometheus)
+
+# Debian's lua-nginx-module unpacked beside the system, for the test set
+# (tests/resty): installed, its libluajit2 would remove luajit and wrk.
+sluice_ngx_lua() {
+  [ "$1" = SLUICE_PACKAGES ] || return 0
+  "$(dirname "${BASH_SOURCE[0]}")/ngx-lua-root.sh" >/dev/null ||
+    echo "warning: lua-nginx-module not unpacked; tests/resty will skip" >&2
+}
 
 sluice_install_deps() {
   local set=SLUICE_PACKAGES
@@ -47,7 +56,7 @@ sluice_install_deps() {
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
       missing+=("$p")
   done
-  [ ${#missing[@]} -eq 0 ] && return 0
+  [ ${#missing[@]} -eq 0 ] && { sluice_ngx_lua "$set"; return 0; }
   local sudo="" log="$PWD/build-deps.log" policy=/usr/sbin/policy-rc.d
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing ${missing[*]} with their dependencies (apt-get; log in build-deps.log)" >&2
@@ -78,6 +87,7 @@ sluice_install_deps() {
     done
   fi
   echo "installed $(grep -c '^Setting up ' "$log") packages" >&2
+  sluice_ngx_lua "$set"
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then

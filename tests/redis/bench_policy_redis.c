@@ -198,7 +198,7 @@ static void calls_table(void) {
   (void)before;
 }
 
-/* One spec-script EVALSHA for one of 1000 keys, cycled as sluice_call()
+/* One spec-script EVALSHA for one of 1000 keys, cycled as sluice_run_one()
 ** cycles its keys, so both find their records live (the spec's bucket
 ** hash lives 2 s, capacity / rate * 2). */
 static void spec_call(long id) {
@@ -236,7 +236,7 @@ static char keynames[1000][24];
 
 /* Each engine on a tenant of its own: a value the other engine wrote
 ** would cost the module a conversion on its first write. */
-static void sluice_call(long id) {
+static void sluice_run_one(long id) {
   sluice_request q =
       rq(pol == pol_mod   ? "bench-tenant-module"
          : pol == pol_scr ? "bench-tenant-script"
@@ -342,20 +342,20 @@ int main(void) {
     uspec += u;
     pol = pol_lua;
     resetstat();
-    tsl += run(sluice_call, n / 10, base);
+    tsl += run(sluice_run_one, n / 10, base);
     evalsha_stats(&calls, &u);
     usl += u;
     csl += calls;
     pol = pol_scr;
     resetstat();
-    tscr += run(sluice_call, n / 10, base);
+    tscr += run(sluice_run_one, n / 10, base);
     evalsha_stats(&calls, &u);
     uscr += u;
     cscr += calls;
     if (pol_mod) {
       pol = pol_mod;
       resetstat();
-      tmod += run(sluice_call, n / 10, base);
+      tmod += run(sluice_run_one, n / 10, base);
       evalsha_stats(&calls, &u);
       usm += u;
       cmod += calls;
