@@ -86,6 +86,15 @@ void sluice__prog_program(const sluice__prog *g, sluice_program *pr);
 /* 1 when step i ran. */
 int sluice__ran(const sluice_program_result *r, int i);
 void sluice__slot_recs(sluice__ctx *c, sluice__prog *g, int cls, int n);
+/* The Retry-After notice and the strike after step `denier` (decide.c
+** choice a): notice RENEW (TTL: denier's Retry-After) if it denied,
+** ACQUIRE if no notice was live, STRIKE if one was (`every`: if denier
+** denied) and box step box_step allowed; records box and ra.  Returns the
+** STRIKE step, the RENEW step in *renew. */
+int sluice__strike_steps(sluice__ctx *c, sluice__prog *g, int box, int ra,
+                         int denier, int box_step,
+                         const sluice_penalty_params *pp, int every,
+                         int *renew);
 
 /* verdict.c */
 void sluice__emit(sluice__ctx *c, int type, int scope_kind, int level,

@@ -75,23 +75,8 @@ static void tenant_prog(sluice__ctx *c, sluice__prog *g, uint64_t id,
                    heavy_cls ? SLUICE_OP_PEEK : SLUICE_OP_CONSUME, tb, 2,
                    r->bucket, c->cost, 0);
   sluice__when(g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_GATE);
-  s = sluice__step(g, SLUICE_ALGO_LEASE, SLUICE_OP_RENEW, ra, 1, &c->p->notice,
-                   0, 1);
-  sluice__when(g, s, SLUICE_WHEN_DENIED, S_BUCKET, SLUICE_FOLD_NOTE);
-  g->st[s].ttl_from = SLUICE_TTL_OF(S_BUCKET);
-  s = sluice__step(g, SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, ra, 1,
-                   &c->p->notice, 0, 1);
-  sluice__when(g, s, SLUICE_WHEN_DENIED, S_RENEW, SLUICE_FOLD_NOTE);
-  g->st[s].ttl_from = SLUICE_TTL_OF(S_BUCKET);
-  s = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, pb, 1, &r->penalty,
-                   0, 0);
-  if (c->p->cfg.strike_every_denial)
-    sluice__when(g, s, SLUICE_WHEN_DENIED, S_BUCKET, SLUICE_FOLD_NOTE);
-  else
-    sluice__when(g, s, SLUICE_WHEN_ALLOWED, S_RENEW, SLUICE_FOLD_NOTE);
-  /* A boxed key takes no strikes; only a box in shadow gets this far. */
-  g->st[s].when2 = SLUICE_WHEN_ALLOWED;
-  g->st[s].ref2 = S_BOX;
+  sluice__strike_steps(c, g, pb, ra, S_BUCKET, S_BOX, &r->penalty,
+                       (int)c->p->cfg.strike_every_denial, NULL);
   h->gate = h->slots = h->charge = -1;
   if (!heavy_cls)
     return;
