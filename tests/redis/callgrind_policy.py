@@ -89,6 +89,8 @@ def measure(bench, who, n, module):
         dumps = sorted(f for f in os.listdir(tmp) if f.startswith('cg.out.'))
         if not dumps:
             raise RuntimeError('no callgrind dump')
+        if os.environ.get('CG_KEEP'):
+            shutil.copy(os.path.join(tmp, dumps[-1]), os.environ['CG_KEEP'])
         ann = subprocess.run(['callgrind_annotate', '--inclusive=no',
                               os.path.join(tmp, dumps[-1])],
                              capture_output=True, text=True).stdout
