@@ -65,6 +65,20 @@ static void fmt_i8(const char *name, int n) {
     fputs("i8", stdout);
 /* The name of the verdict's last field. */
 #define LAST_NAME(f) last = #f;
+/* Byte offsets of the verdict's fields, by name: at[] the field's. */
+#define OFF32(f) names[nf] = #f, at[nf++] = off, off += 4;
+#define OFF64(f) names[nf] = #f, at[nf++] = off, off += 8;
+
+/* The offset of the verdict's field `name`, or -1. */
+static int field_at(const char *name) {
+  const char *names[32];
+  int at[32], nf = 0, off = 0, i;
+  SLUICE_WIRE_VERDICT_FIELDS(OFF32, OFF32, OFF64)
+  for (i = 0; i < nf; i++)
+    if (strcmp(names[i], name) == 0)
+      return at[i];
+  return -1;
+}
 
 int main(void) {
   const char *last = "";
@@ -135,6 +149,16 @@ int main(void) {
   SLUICE_WIRE_VERDICT_FIELDS(FMT_I32, FMT_U32, FMT_NONOW)
   puts("'");
   puts("local NOW_FMT = '<I4i4'");
+  /* remaining, retry_after_ns and reset_ns, the fields of an admitting
+  ** GCRA verdict that change from call to call: from MID_AT to MID_END. */
+  if (field_at("retry_after_ns") != field_at("remaining") + 8 ||
+      field_at("reset_ns") != field_at("remaining") + 16) {
+    fprintf(stderr, "wire_lua: remaining, retry, reset are not in a row\n");
+    return 1;
+  }
+  num("VERDICT_MID_AT", field_at("remaining"));
+  num("VERDICT_MID_END", field_at("reset_ns") + 8);
+  puts("local VERDICT_MID_FMT = '<i8i8i8'");
   /* allowed, denied_by, ran, padding; now (NOW_FMT) follows. */
   puts("local PROG_HEAD_FMT = '<i4i4I4I4'");
   /* distinct.c's table, as little-endian uint16s in a string: a string

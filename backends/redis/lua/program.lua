@@ -144,8 +144,17 @@ local function pstd_shape(prog, nkeys)
     local S = prog[s]
     if not (never(S.w1, S.r1) or never(S.w2, S.r2)) then return nil end
   end
+  -- An admitting GCRA verdict, but for remaining, retry and reset: the
+  -- bytes before and after them, per binding bucket.
+  local pre, post = {}, {}
+  for j = 1, g.nk do
+    local v = spack(VERDICT_NONOW, 1, 0, j - 1, 0, g.g[6 * j - 3], 0, 0, 0,
+      0, 0, 0)
+    pre[j] = string.sub(v, 1, VERDICT_MID_AT)
+    post[j] = string.sub(v, VERDICT_MID_END + 1)
+  end
   return {kb = b.key + 1, kg = g.key, nk = g.nk, g = g.g, bv = b.bv,
-          hdr = spack(PROG_HEAD_FMT, 1, -1, 3, 0)}
+          hdr = spack(PROG_HEAD_FMT, 1, -1, 3, 0), pre = pre, post = post}
 end
 
 local function pstd(std, nh, nl, minttl)
@@ -208,10 +217,9 @@ local function pstd(std, nh, nl, minttl)
       redis.call('SET', key, rec, 'PX', ms)
     end
   end
-  local k = 6 * bj
-  local gv = spack(VERDICT_NONOW, 1, 0, bj - 1, 0, g[k - 3], bv, 0,
-    cd(e[bj], g[k - 5]), 0, 0, 0)
-  return std.hdr .. now8 .. std.bv .. now8 .. gv .. now8
+  return std.hdr .. now8 .. std.bv .. now8 .. std.pre[bj] ..
+    spack(VERDICT_MID_FMT, bv, 0, cd(e[bj], g[6 * bj - 5])) ..
+    std.post[bj] .. now8
 end
 
 local PCACHE, TCACHE, PCN = {}, {}, 0
