@@ -118,9 +118,10 @@ end
 -- the box record is absent and every bucket admits, that is all that
 -- happens, and pstd does it in straight-line code: one MGET, the buckets
 -- decoded and written, the answer joined from parts made at compile time.
--- Anything else (a record present in the box, a bucket that refuses or
--- that gcra_prog would not take) goes on to program() with the values
--- read, having written nothing.
+-- A bucket record whose expiry has passed is a full bucket, as in the
+-- sequencer, and is overwritten.  Anything else (a record present in the
+-- box, a bucket that refuses or that gcra_prog would not take) goes on to
+-- program() with the values read, having written nothing.
 
 -- Whether a guard condition is false for certain when the first two steps
 -- ran and allowed and every later step up to this one was skipped.
@@ -174,27 +175,27 @@ local function pstd(std, nh, nl, minttl)
     local k = 6 * j
     local R, tau = g[k - 5], g[k - 2]
     local D = 0
+    x[2 * j - 1] = nil
     if v then
       if #v ~= REC_BYTES then return nil, vals end
       local x0l, x0h, fr, x1h, el, eh, lay = sunpack(REC_FMT, v)
-      -- Not a live record of this layout, or a TAT the fast step would
-      -- not take: the general path.
-      if lay ~= LAYOUT or not (nh < eh or (nh == eh and nl < el)) or
-         x1h ~= 0 or fr >= R then
-        return nil, vals
+      if lay ~= LAYOUT then return nil, vals end
+      -- A record whose expiry has passed is a full bucket (D = 0), which
+      -- the write below replaces (the sequencer would delete it first).
+      if nh < eh or (nh == eh and nl < el) then
+        -- A TAT the fast step would not take: the general path.
+        if x1h ~= 0 or fr >= R then return nil, vals end
+        local dh, dl = x0h - nh, x0l - nl
+        if dl < 0 then dl = dl + T32; dh = dh - 1 end
+        if dh >= 0 then
+          if dh >= 2097152 then return nil, vals end
+          local dn = dh * T32 + dl
+          if dn > g[k - 1] then return nil, vals end
+          D = dn * R + fr
+          if D > tau then return nil, vals end
+        end
+        x[2 * j - 1], x[2 * j] = eh, el
       end
-      local dh, dl = x0h - nh, x0l - nl
-      if dl < 0 then dl = dl + T32; dh = dh - 1 end
-      if dh >= 0 then
-        if dh >= 2097152 then return nil, vals end
-        local dn = dh * T32 + dl
-        if dn > g[k - 1] then return nil, vals end
-        D = dn * R + fr
-        if D > tau then return nil, vals end
-      end
-      x[2 * j - 1], x[2 * j] = eh, el
-    else
-      x[2 * j - 1] = nil
     end
     local Dn = D + g[k]
     if Dn > tau then return nil, vals end
