@@ -69,6 +69,16 @@ static void fmt_i8(const char *name, int n) {
 #define OFF32(f) names[nf] = #f, at[nf++] = off, off += 4;
 #define OFF64(f) names[nf] = #f, at[nf++] = off, off += 8;
 
+/* The verdict's formats up to the field `remaining` (stop set there). */
+#define PRE(f, fmt)                                                            \
+  if (!strcmp(#f, "remaining"))                                                \
+    stop = 1;                                                                  \
+  if (!stop)                                                                   \
+    fputs(fmt, stdout);
+#define PRE_I32(f) PRE(f, "i4")
+#define PRE_U32(f) PRE(f, "I4")
+#define PRE_I64(f) PRE(f, "i8")
+
 /* The offset of the verdict's field `name`, or -1. */
 static int field_at(const char *name) {
   const char *names[32];
@@ -150,15 +160,26 @@ int main(void) {
   puts("'");
   puts("local NOW_FMT = '<I4i4'");
   /* remaining, retry_after_ns and reset_ns, the fields of an admitting
-  ** GCRA verdict that change from call to call: from MID_AT to MID_END. */
+  ** GCRA verdict that change from call to call (VERDICT_MID_FMT), between
+  ** the fields before them (VERDICT_PRE_FMT) and zeros. */
   if (field_at("retry_after_ns") != field_at("remaining") + 8 ||
       field_at("reset_ns") != field_at("remaining") + 16) {
     fprintf(stderr, "wire_lua: remaining, retry, reset are not in a row\n");
     return 1;
   }
-  num("VERDICT_MID_AT", field_at("remaining"));
-  num("VERDICT_MID_END", field_at("reset_ns") + 8);
-  puts("local VERDICT_MID_FMT = '<i8i8i8'");
+  {
+    int stop = 0, i;
+    fputs("local VERDICT_PRE_FMT = '<", stdout);
+    SLUICE_WIRE_VERDICT_FIELDS(PRE_I32, PRE_U32, PRE_I64)
+    puts("'");
+    puts("local VERDICT_MID_FMT = '<i8i8i8'");
+    /* From reset_ns to now (strikes_remaining, offenses, lease_id): zero
+    ** in an admitting GCRA verdict. */
+    fputs("local VERDICT_POST = '", stdout);
+    for (i = field_at("reset_ns") + 8; i < field_at("now_ns"); i++)
+      fputs("\\0", stdout);
+    puts("'");
+  }
   /* allowed, denied_by, ran, padding; now (NOW_FMT) follows. */
   puts("local PROG_HEAD_FMT = '<i4i4I4I4'");
   /* distinct.c's table, as little-endian uint16s in a string: a string

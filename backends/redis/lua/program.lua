@@ -34,6 +34,16 @@
 -- anything else runs general() (op.lua).  A new fast step is one more
 -- field made in pcompile and one more branch in program's step.
 
+-- A program's state lives in tables made once, beside the functions (the
+-- library form makes them at FUNCTION LOAD), so a call makes no tables or
+-- closures of its own for Redis's Lua to collect.  Each call sets every
+-- entry it reads.  PO: records as read, PC: as the steps leave them (4
+-- halves each), PXE: their expiries (a pair each), POX: a live record's
+-- stored expiry; PRAW: the stored value (false: none; nil: not taken in
+-- yet); per step PST (0 skipped, 1 allowed, 2 denied), PREACH (reached),
+-- PRETRY (the wait given; nil: did not run); POUT: the header, then each
+-- step that ran's verdict and now (packed once a call; '' after a verdict
+-- the general step packed whole).
 local PO, PC, PXE, PRAW, POX = {}, {}, {}, {}, {}
 local PST, PREACH, PRETRY, POUT = {}, {}, {}, {}
 -- Records are taken in when a step first needs them (a step that does not
@@ -145,17 +155,10 @@ local function pstd_shape(prog, nkeys)
     local S = prog[s]
     if not (never(S.w1, S.r1) or never(S.w2, S.r2)) then return nil end
   end
-  -- An admitting GCRA verdict, but for remaining, retry and reset: the
-  -- bytes before and after them, per binding bucket.
-  local pre, post = {}, {}
-  for j = 1, g.nk do
-    local v = spack(VERDICT_NONOW, 1, 0, j - 1, 0, g.g[6 * j - 3], 0, 0, 0,
-      0, 0, 0)
-    pre[j] = string.sub(v, 1, VERDICT_MID_AT)
-    post[j] = string.sub(v, VERDICT_MID_END + 1)
-  end
+  -- pre: an admitting GCRA verdict's bytes before remaining, per binding
+  -- bucket, packed when first needed.
   return {kb = b.key + 1, kg = g.key, nk = g.nk, g = g.g, bv = b.bv,
-          hdr = spack(PROG_HEAD_FMT, 1, -1, 3, 0), pre = pre, post = post}
+          hdr = spack(PROG_HEAD_FMT, 1, -1, 3, 0), pre = {}}
 end
 
 local function pstd(std, nh, nl, minttl)
@@ -218,9 +221,14 @@ local function pstd(std, nh, nl, minttl)
       redis.call('SET', key, rec, 'PX', ms)
     end
   end
-  return std.hdr .. now8 .. std.bv .. now8 .. std.pre[bj] ..
+  local pre = std.pre[bj]
+  if not pre then
+    pre = spack(VERDICT_PRE_FMT, 1, 0, bj - 1, 0, g[6 * bj - 3])
+    std.pre[bj] = pre
+  end
+  return std.hdr .. now8 .. std.bv .. now8 .. pre ..
     spack(VERDICT_MID_FMT, bv, 0, cd(e[bj], g[6 * bj - 5])) ..
-    std.post[bj] .. now8
+    VERDICT_POST .. now8
 end
 
 local PCACHE, TCACHE, PCN = {}, {}, 0
