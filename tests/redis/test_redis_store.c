@@ -891,3 +891,46 @@ Test(store, ttl_covers_expiry_of_standard_requests) {
     sluice_store_close(s);
   }
 }
+
+/* The library keeps compiled programs, keyed by the call's bytes: two
+** programs that differ only after their first step, run in turns at
+** server time, each get their own (a bucket of 2 refuses the third call,
+** one of 50 admits all five). */
+Test(store, compiled_programs_are_their_own) {
+  static const char *const engines[] = {"engine=lua", "engine=script"};
+  static const sluice_penalty_params pen = {
+      3, 10 * SEC, {SEC, 60 * SEC, SLUICE_FOREVER}, 3600 * SEC};
+  static const sluice_gcra_params small = {1, 3600 * SEC, 2},
+                                  large = {1, 3600 * SEC, 50};
+  int e, i, w;
+  for (e = 0; e < 2; e++) {
+    sluice_store *s = rt_store(engines[e], 0);
+    char tag[64], names[2][2][96];
+    sluice_key k[2][2];
+    rt_tag(tag, sizeof tag, "cprog");
+    for (w = 0; w < 2; w++)
+      for (i = 0; i < 2; i++) {
+        snprintf(names[w][i], sizeof names[w][i], "{%s}:%d:%d", tag, w, i);
+        k[w][i].data = names[w][i];
+        k[w][i].len = strlen(names[w][i]);
+      }
+    for (i = 0; i < 5; i++) {
+      for (w = 0; w < 2; w++) {
+        sluice_step st[2] = {
+            {SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1, &pen},
+            {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, 1, w ? &large : &small,
+             1, 0, SLUICE_WHEN_PASSED, 0}};
+        sluice_program p = {2, k[w], 2, st, 0, {0}};
+        sluice_program_result res;
+        cr_assert_eq(sluice_store_run(s, &p, 0, &res), SLUICE_OK, "%s: %s",
+                     engines[e], sluice_store_errmsg(s));
+        cr_assert_eq(res.allowed, w == 1 || i < 2,
+                     "%s: program %d, call %d: allowed %d", engines[e], w, i,
+                     res.allowed);
+        cr_assert_eq(res.v[1].limit, w ? 50 : 2, "%s: program %d: limit",
+                     engines[e], w);
+      }
+    }
+    sluice_store_close(s);
+  }
+}
