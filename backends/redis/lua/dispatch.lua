@@ -5,7 +5,8 @@
 
 local function run(keys, argv)
   if not floor then
-    floor, spack, sunpack = math.floor, struct.pack, struct.unpack
+    floor, spack, sunpack, rcall = math.floor, struct.pack, struct.unpack,
+      redis.call
   end
   local av = argv[1]
   CK, AV = keys, av

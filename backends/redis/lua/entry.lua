@@ -49,7 +49,7 @@ local T32 = 4294967296
 local MS = 1000000
 -- Bound by run() on its first call: a library's chunk may touch no global
 -- but redis while Redis 7.0 loads it (FUNCTION LOAD).
-local floor, spack, sunpack
+local floor, spack, sunpack, rcall
 
 local function fail(code, msg)
   return redis.error_reply('SLUICE ' .. code .. ' ' .. msg)
@@ -67,8 +67,8 @@ local CK, AV
 -- exact, without the cost of calling math.floor: a C function call costs
 -- the server about as much as twenty Lua operations.)
 local function server_now()
-  local t = redis.call('TIME')
-  local sec, usec = tonumber(t[1]), tonumber(t[2])
+  local t = rcall('TIME')
+  local sec, usec = t[1] + 0, t[2] + 0 -- (arithmetic converts, no call)
   local sh = sec / 65536
   sh = sh - sh % 1
   local a = sh * 1000000000 -- < 2^47

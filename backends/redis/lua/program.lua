@@ -165,9 +165,9 @@ local function pstd(std, nh, nl, minttl)
   local K = CK
   local vals
   if #K == 4 then
-    vals = redis.call('MGET', K[1], K[2], K[3], K[4])
+    vals = rcall('MGET', K[1], K[2], K[3], K[4])
   else
-    vals = redis.call('MGET', unpack(K))
+    vals = rcall('MGET', unpack(K))
   end
   if vals[std.kb] then return nil, vals end
   local g, kg, nk = std.g, std.kg, std.nk
@@ -213,12 +213,12 @@ local function pstd(std, nh, nl, minttl)
     local rec = spack(REC_FMT, tl, th, f, 0, xl, xh, LAYOUT)
     local key = K[kg + j]
     if x[2 * j - 1] == xh and x[2 * j] == xl then
-      redis.call('SET', key, rec, 'KEEPTTL')
+      rcall('SET', key, rec, 'KEEPTTL')
     else
       local ms = TTL_CAP_MS
       if ttl < T52 then ms = fd(ttl, MS) + 1 end
       if ms < minttl then ms = minttl end
-      redis.call('SET', key, rec, 'PX', ms)
+      rcall('SET', key, rec, 'PX', ms)
     end
   end
   local pre = std.pre[bj]
