@@ -94,18 +94,6 @@ local function gcra1(key, kind, cost, minttl, nh, nl, R, Pd, B)
     B, rem, rty, rst, 0, 0, 0, nl, nh)
 end
 
--- The hot step of a program, straight-line over the in-memory records
--- (c: four unsigned halves per record, record i at 4i-3 .. 4i; xe: its
--- expiry pair at 2i-1, 2i), as gcra1: a GCRA group consumed or peeked with
--- every TAT within one tolerance of now.  g: what gcra_compile() made of
--- the step's parameters when the program was compiled.  Answers the
--- verdict but its last field, now (the program adds it), allowed,
--- remaining and the wait, and writes the outputs and expiries; or nil
--- having changed nothing (the general step then runs).  No tables of its
--- own (a program runs on every request): GE holds D, Dn per key, made
--- once, each entry set before it is read.
-local GE, GX = {}, {} -- (GX: pstd's stored expiries)
-
 -- A bucket's new TAT, now + Dn / R (Dn = D + cost * period, the scaled
 -- TAT - now, at most 2^53): its whole ns as a pair and its fraction; its
 -- expiry ceil(TAT) as a pair; and expiry - now in ns.
@@ -124,6 +112,18 @@ local function gcra_tat(Dn, R, nh, nl)
   if xl >= T32 then xl = xl - T32; xh = xh + 1 end
   return th, tl, f, xh, xl, q + 1
 end
+
+-- The hot step of a program, straight-line over the in-memory records
+-- (c: four unsigned halves per record, record i at 4i-3 .. 4i; xe: its
+-- expiry pair at 2i-1, 2i), as gcra1: a GCRA group consumed or peeked with
+-- every TAT within one tolerance of now.  g: what gcra_compile() made of
+-- the step's parameters when the program was compiled.  Answers the
+-- verdict but its last field, now (the program adds it), allowed,
+-- remaining and the wait, and writes the outputs and expiries; or nil
+-- having changed nothing (the general step then runs).  No tables of its
+-- own (a program runs on every request): GE holds D, Dn per key, made
+-- once, each entry set before it is read.
+local GE, GX = {}, {} -- (GX: pstd's stored expiries)
 local function gcra_prog(c, xe, key, nk, kind, cost, nh, nl, g)
   local e = GE
   local all = true
