@@ -363,12 +363,8 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
   int64_t costs[SLUICE__RLIMITS_MAX];
   int st[SLUICE__RLIMITS_MAX], i, rc, bind = -1;
   uint64_t id = 0;
-  if (route_leases(c))
-    while (id == 0)
-      if ((rc = sluice_random_bytes(&id, sizeof id)) != SLUICE_OK) {
-        c->store_err = rc;
-        return rc;
-      }
+  if (route_leases(c) && (rc = sluice__random_id(c, &id)) != SLUICE_OK)
+    return rc;
   rc = build(c, -1, id, g, st, costs, d);
   if (rc == SLUICE_OK)
     rc = sluice__run(c, g, &res);

@@ -12,6 +12,8 @@
 #include "keys.h"
 #include "policy_int.h"
 
+struct sluice__tape;
+
 /* Everything one decision needs, built before any store work. */
 typedef struct sluice__ctx {
   sluice_policy *p;
@@ -35,6 +37,9 @@ typedef struct sluice__ctx {
   int skipped; /* the breaker is open: decided as failed */
   int droute;  /* a route of declared limits (declared.c), or -1 */
   const char *who, *why; /* an operator's release, lift or renewal */
+  /* A decision in two halves (halves.c): the store calls answered so far,
+  ** replayed; NULL: every store call is made at once. */
+  struct sluice__tape *tape;
 } sluice__ctx;
 
 /* A program under construction: its records (keys built in place) and its
@@ -125,6 +130,27 @@ int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind);
 ** store failed or the breaker is open). */
 int sluice__cached_box(sluice__ctx *c, int degraded, sluice_decision *d);
 void sluice__failure_mode(sluice__ctx *c, int err, sluice_decision *d);
+
+/* halves.c: a store call of the flow (op or program, with v or res):
+** made at once, replayed from the tape, or SLUICE__PENDING when it is now
+** out with the host (every caller returns any rc != SLUICE_OK at once). */
+#define SLUICE__PENDING (-30999)
+int sluice__store_call(sluice__ctx *c, const sluice_op *op,
+                       const sluice_program *pr, sluice_verdict *v,
+                       sluice_program_result *res);
+/* A random lease id (never 0), the same one on every pass of the flow. */
+int sluice__random_id(sluice__ctx *c, uint64_t *id);
+
+/* leases.c: a lease op's context (resolved, at the limiter's now), and
+** its store part on it (release or renew, kind). */
+int sluice__lease_ctx(sluice_policy *p, const sluice_request *q, uint64_t id,
+                      sluice__ctx *c);
+int sluice__lease_store(sluice__ctx *c, uint64_t id, int kind);
+
+/* The per-IP backstop (backstop.c): a fixed window per client address
+** (c->I).  SLUICE_OK with *refused set when the address is over its
+** limit (d filled as a 429), or the store's error. */
+int sluice__backstop(sluice__ctx *c, sluice_decision *d, int *refused);
 
 /* decide.c: one decision in its phases, for sluice_policy_decide_many()
 ** (batch.c), which runs the store part of many in one call.  begin checks

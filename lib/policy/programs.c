@@ -48,7 +48,8 @@ int sluice__run(sluice__ctx *c, sluice__prog *g, sluice_program_result *r) {
   sluice_program pr;
   int rc;
   sluice__prog_program(g, &pr);
-  rc = sluice_limiter_run_at(c->p->lim, &pr, c->now, r);
+  rc = c->tape ? sluice__store_call(c, NULL, &pr, NULL, r)
+               : sluice_limiter_run_at(c->p->lim, &pr, c->now, r);
   if (rc != SLUICE_OK && sluice__store_failure(rc) && !c->store_err)
     c->store_err = rc;
   return rc;

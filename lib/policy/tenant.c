@@ -146,12 +146,9 @@ static void throttled(sluice__ctx *c, const sluice_program_result *r,
 int sluice__tenant_build(sluice__ctx *c, sluice__tenant_call *t) {
   int rc;
   t->id = 0;
-  if (c->cls == SLUICE_EP_RECONCILE || c->cls == SLUICE_EP_EXPORT)
-    while (t->id == 0)
-      if ((rc = sluice_random_bytes(&t->id, sizeof t->id)) != SLUICE_OK) {
-        c->store_err = rc;
-        return rc;
-      }
+  if ((c->cls == SLUICE_EP_RECONCILE || c->cls == SLUICE_EP_EXPORT) &&
+      (rc = sluice__random_id(c, &t->id)) != SLUICE_OK)
+    return rc;
   tenant_prog(c, &t->g, t->id, &t->h);
   return SLUICE_OK;
 }

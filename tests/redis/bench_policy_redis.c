@@ -204,7 +204,7 @@ static void calls_table(void) {
   (void)before;
 }
 
-/* One spec-script EVALSHA for one of 1000 keys, cycled as sluice_call()
+/* One spec-script EVALSHA for one of 1000 keys, cycled as sluice_run_one()
 ** cycles its keys, so both find their records live (the spec's bucket
 ** hash lives 2 s, capacity / rate * 2). */
 static void spec_call(long id) {
@@ -242,7 +242,7 @@ static char keynames[1000][24];
 
 /* Each engine on a tenant of its own: a value the other engine wrote
 ** would cost the module a conversion on its first write. */
-static void sluice_call(long id) {
+static void sluice_run_one(long id) {
   sluice_request q =
       rq(pol == pol_mod   ? "bench-tenant-module"
          : pol == pol_scr ? "bench-tenant-script"
@@ -288,7 +288,7 @@ static int64_t run(void (*f)(long), long n, long base) {
 /* One contender, paused between its warm-up and its measured calls. */
 static int run_one(const char *who, long n) {
   char line[16];
-  void (*f)(long) = sluice_call;
+  void (*f)(long) = sluice_run_one;
   long i;
   if (strcmp(who, "spec") == 0)
     f = spec_call;
@@ -384,20 +384,20 @@ int main(int argc, char **argv) {
     uspec += u;
     pol = pol_lua;
     resetstat();
-    tsl += run(sluice_call, n / 10, base);
+    tsl += run(sluice_run_one, n / 10, base);
     evalsha_stats(&calls, &u);
     usl += u;
     csl += calls;
     pol = pol_scr;
     resetstat();
-    tscr += run(sluice_call, n / 10, base);
+    tscr += run(sluice_run_one, n / 10, base);
     evalsha_stats(&calls, &u);
     uscr += u;
     cscr += calls;
     if (pol_mod) {
       pol = pol_mod;
       resetstat();
-      tmod += run(sluice_call, n / 10, base);
+      tmod += run(sluice_run_one, n / 10, base);
       evalsha_stats(&calls, &u);
       usm += u;
       cmod += calls;
