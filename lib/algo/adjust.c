@@ -148,10 +148,7 @@ static int fwindow_adjust(const sluice_op *op, const sluice_state *in,
   }
   out->w[0] = (uint64_t)start;
   out->w[1] = count;
-  v->limit = p->limit;
-  v->remaining = count >= (uint64_t)p->limit ? 0 : p->limit - (int64_t)count;
-  if (count > 0)
-    v->reset_ns = sluice__clamp64((sluice__i128)start + p->window_ns - now);
+  sluice__fwin_verdict(p, start, count, now, v);
   return SLUICE_OK;
 }
 

@@ -162,6 +162,15 @@ static inline void sluice__fwin_roll(const sluice_window_params *p,
     *count = 0;
   }
 }
+/* A fixed window's verdict fields for its count after a step. */
+static inline void sluice__fwin_verdict(const sluice_window_params *p,
+                                        int64_t start, uint64_t count,
+                                        int64_t now, sluice_verdict *v) {
+  v->limit = p->limit;
+  v->remaining = count >= (uint64_t)p->limit ? 0 : p->limit - (int64_t)count;
+  if (count > 0)
+    v->reset_ns = sluice__clamp64((sluice__i128)start + p->window_ns - now);
+}
 /* The ADJUST kind of GCRA and the windows over a validated op (adjust.c). */
 SLUICE__RUN_DECL(adjust);
 
