@@ -270,6 +270,30 @@ static int is_lease(int algo) {
   return algo == SLUICE__L_CONCURRENCY || algo == SLUICE__L_LOCK;
 }
 
+/* splitmix64's finaliser: a cheap, well-mixed 64-bit hash step. */
+static uint64_t mix(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+  return x ^ (x >> 31);
+}
+
+/* A settle check's part of a limit's scope: the keyed ids its keys are
+** made of (the tag for the first limit, a hashed body for a scope of
+** several attributes; a body "n:NAME" is the tag's), 16 hex digits of
+** each.  So the check tells scopes apart at no hashing of its own. */
+static uint64_t fold_scope(uint64_t h, const keyparts *kp, int first) {
+  uint64_t w[2];
+  if (first) {
+    memcpy(w, kp->tag, sizeof w);
+    h = mix(h ^ w[0]) ^ w[1];
+  }
+  if (kp->body[0] == 'h') {
+    memcpy(w, kp->body + 2, sizeof w);
+    h = mix(h ^ w[0]) ^ w[1];
+  }
+  return mix(h);
+}
+
 /* The route's program: kind < 0 decides (each limit's own step);
 ** ADJUST adjusts each limit i by costs[i] (in; 0: not in the program), the
 ** settled charge made at id; else every lease limit gets `kind`
@@ -288,6 +312,7 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
   ** route's limits start with the same attribute, so a key keeps its
   ** class. */
   g->nk = g->ns = 0;
+  c->scope_mix = 0;
   g->rclass = dr->n > 0 &&
                       c->p->decl->limits[dr->limit[0]].scope[0] == SLUICE__A_IP
                   ? SLUICE_CLASS_UNTRUSTED
@@ -306,6 +331,7 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     costs[i] = 1;
     if ((rc = scope_ids(c, lm, &kp, d)))
       return rc;
+    c->scope_mix = fold_scope(c->scope_mix, &kp, i == 0);
     if (kind < 0 && lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
         (rc = cost_of(c, &dr->cost[i], lm, &cost, d)))
       return rc;
@@ -452,10 +478,16 @@ int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind) {
 
 int sluice__decl_costs(sluice__ctx *c, int64_t costs[], sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  keyparts kp;
   int i, rc;
+  kp.tagged = 0;
+  c->scope_mix = 0;
   for (i = 0; i < dr->n; i++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
     costs[i] = 0;
+    if ((rc = scope_ids(c, lm, &kp, d)))
+      return rc;
+    c->scope_mix = fold_scope(c->scope_mix, &kp, i == 0);
     if (lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
         (rc = cost_of(c, &dr->cost[i], lm, &costs[i], d)))
       return rc;
@@ -475,38 +507,17 @@ int sluice__decl_adjust(sluice__ctx *c, int64_t delta[], uint64_t at) {
   return rc;
 }
 
-/* splitmix64's finaliser: a cheap, well-mixed 64-bit hash step. */
-static uint64_t mix(uint64_t x) {
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
-  return x ^ (x >> 31);
-}
-
 uint64_t sluice__settle_check(const sluice__ctx *c, const int64_t costs[],
                               int64_t at) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  uint32_t seen = 0; /* each scope attribute once */
   uint64_t h, k;
-  int i, j;
+  int i;
   memcpy(&k, c->p->secret, sizeof k); /* not guessable from outside */
-  h = mix(k ^ (uint64_t)c->droute) ^ mix((uint64_t)at);
+  h = mix(k ^ (uint64_t)c->droute) ^ mix((uint64_t)at) ^ c->scope_mix;
   for (i = 0; i < dr->n; i++) {
-    const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
-    if (!is_lease(lm->algo) && lm->algo != SLUICE__L_CAP)
+    int algo = c->p->decl->limits[dr->limit[i]].algo;
+    if (!is_lease(algo) && algo != SLUICE__L_CAP)
       h = mix(h ^ (uint64_t)costs[i] ^ ((uint64_t)i << 56));
-    for (j = 0; j < lm->nscope; j++) {
-      size_t n = 0, b;
-      const char *v;
-      if (seen & (1u << lm->scope[j]))
-        continue;
-      seen |= 1u << lm->scope[j];
-      v = attr_value(c, lm->scope[j], &n);
-      for (b = 0; v && b < n; b += 8) {
-        uint64_t w = 0;
-        memcpy(&w, v + b, n - b < 8 ? n - b : 8);
-        h = mix(h ^ w ^ ((uint64_t)lm->scope[j] << 58));
-      }
-    }
   }
   return h ? h : 1;
 }

@@ -38,6 +38,7 @@ typedef struct sluice__ctx {
   ** before the request's own; costs may then be 0. */
   const sluice_attr *settle;
   size_t nsettle;
+  uint64_t scope_mix; /* the route's scopes, for the settle check */
   const char *who, *why; /* an operator's release, lift or renewal */
 } sluice__ctx;
 
@@ -131,7 +132,8 @@ int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind);
 int sluice__decl_costs(sluice__ctx *c, int64_t costs[], sluice_decision *d);
 int sluice__decl_adjust(sluice__ctx *c, int64_t delta[], uint64_t at);
 /* What an admitted decision records of its charges (never 0): a keyed
-** hash of the route, its scopes' values, costs[] and the time. */
+** hash of the route, its scopes (c->scope_mix, left by the program's build
+** or by sluice__decl_costs()), costs[] and the time. */
 uint64_t sluice__settle_check(const sluice__ctx *c, const int64_t costs[],
                               int64_t at);
 
