@@ -210,7 +210,9 @@ typedef struct sluice_decision {
    *  worker dies, the lease is reclaimed after its TTL. */
   uint64_t lease_id;
   int64_t lease_ttl_ns;
-  int64_t now_ns;            /**< the time the decision was made at */
+  int64_t now_ns;            /**< the time the decision was made at (an
+                                  admitted request on a route of declared
+                                  limits: the store's, Redis's TIME) */
   int store_error;           /**< the SLUICE_E* the store gave, or 0 */
   /** On an input error: the request field at fault ("tier", "route"...),
    *  a static string; NULL otherwise. */
