@@ -171,6 +171,41 @@ enum sluice_binding {
  *  backstop, on its own limits. */
 #define SLUICE_DECISION_STORE_FULL 0x100u
 
+/** Most limits a route of declared limits may list: the room of
+ *  sluice_decision.limits (a route listing more is refused at load). */
+#define SLUICE_DECISION_LIMITS_MAX 8
+
+/** sluice_decision_limit.flags */
+#define SLUICE_LIMIT_DENIED 0x1u  /**< this limit refused the request */
+#define SLUICE_LIMIT_BINDING 0x2u /**< the binding one (limit_name) */
+#define SLUICE_LIMIT_NOT_RUN 0x4u /**< not reached: an earlier limit
+                                       refused; remaining and reset_ns are
+                                       -1 (unknown), nothing was taken */
+
+/** One limit a request of a declared route passed (or met), in the
+ *  route's order: sluice_decision.limits.  Strings are owned by the policy
+ *  (valid until close). */
+typedef struct sluice_decision_limit {
+  union {
+    const char *name; /**< the limit's name in the policy file */
+    int64_t name_word_; /* keeps the layout on ILP32 */
+  };
+  union {
+    const char *unit; /**< what it counts ("requests", "tokens") */
+    int64_t unit_word_;
+  };
+  int64_t quota;     /**< its capacity: a bucket's burst, a window's
+                          limit, a lease set's leases */
+  int64_t window_ns; /**< a window's length; a bucket's time to refill
+                          from empty (burst / rate); 0 for leases */
+  int64_t remaining; /**< left after this request (-1: NOT_RUN) */
+  int64_t reset_ns;  /**< until it is full again (a window: its end);
+                          -1: NOT_RUN */
+  int64_t cost;      /**< what this request takes of it (or would have) */
+  unsigned flags;    /**< SLUICE_LIMIT_* */
+  int reserved;      /**< zeroed by the library */
+} sluice_decision_limit;
+
 /** The whole decision.  Caller-allocated; sluice_policy_decide() overwrites
  *  every field.  Holds no pointers into the request; `invalid_field` is a
  *  static string. */
@@ -235,6 +270,13 @@ typedef struct sluice_decision {
     const char *limit_unit;
     int64_t limit_unit_word_;
   };
+  /** A route of declared limits: every limit it lists, in its order
+   *  (limits[0..nlimits)), each with its figures for this request; the
+   *  binding one is also in the fields above.  0 otherwise (the ledger's
+   *  endpoint classes report their buckets above and in other_quota). */
+  int nlimits;
+  int reserved_int_; /* zeroed */
+  sluice_decision_limit limits[SLUICE_DECISION_LIMITS_MAX];
   int64_t reserved[2];
 } sluice_decision;
 

@@ -23,6 +23,7 @@
 
 #include "declared.h"
 #include "flow.h"
+#include "wide.h"
 
 int sluice__decl_match(const sluice_policy *p, const char *method,
                        const char *route) {
@@ -356,6 +357,48 @@ static void fill(sluice__ctx *c, const sluice__limit *lm,
   (void)c;
 }
 
+/* Every limit of the route into d->limits, in the route's order: what a
+** decision says about each limit the request met, besides the binding
+** one's fields (docs/policy.md, "What a decision says").  A limit after
+** the one that refused did not run: it took nothing, and its remaining and
+** reset are unknown. */
+static void report(sluice__ctx *c, const sluice__droute *dr,
+                   const sluice_program_result *res, const int *st,
+                   const int64_t *costs, int bind, sluice_decision *d) {
+  int i;
+  d->nlimits = dr->n;
+  for (i = 0; i < dr->n; i++) {
+    const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
+    const sluice__lparams *ps = pick(c, lm);
+    sluice_decision_limit *o = &d->limits[i];
+    int ran = st[i] >= 0 && (res->ran >> st[i] & 1u);
+    o->name = lm->name;
+    o->unit = lm->unit;
+    o->cost = costs[i];
+    if (lm->algo == SLUICE__L_GCRA) {
+      o->quota = ps->g.burst;
+      o->window_ns = sluice__clamp64((sluice__i128)ps->g.burst *
+                                     ps->g.period_ns / ps->g.rate);
+    } else if (is_lease(lm->algo)) {
+      o->quota = ps->l.max;
+    } else {
+      o->quota = ps->w.limit;
+      o->window_ns = ps->w.window_ns;
+    }
+    if (ran) {
+      o->remaining = res->v[st[i]].remaining;
+      o->reset_ns = res->v[st[i]].reset_ns;
+      if (st[i] == res->denied_by)
+        o->flags |= SLUICE_LIMIT_DENIED;
+    } else {
+      o->remaining = o->reset_ns = -1;
+      o->flags |= SLUICE_LIMIT_NOT_RUN;
+    }
+    if (i == bind)
+      o->flags |= SLUICE_LIMIT_BINDING;
+  }
+}
+
 int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   sluice_program_result res;
@@ -388,6 +431,7 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
     const sluice_verdict *v = &res.v[st[bind]];
     fill(c, lm, ps, v, d);
     d->cost = costs[bind];
+    report(c, dr, &res, st, costs, bind, d);
     if (res.denied_by < 0) {
       d->outcome = SLUICE_OUTCOME_ALLOW;
       if (id) {

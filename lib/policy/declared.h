@@ -18,7 +18,7 @@
 #define SLUICE__SCOPE_MAX 4    /* attributes in one scope */
 #define SLUICE__PSETS_MAX 8    /* parameter sets of one limit */
 #define SLUICE__DROUTES_MAX 64 /* routes of declared limits */
-#define SLUICE__RLIMITS_MAX 8  /* limits one route applies */
+#define SLUICE__RLIMITS_MAX SLUICE_DECISION_LIMITS_MAX /* limits one route applies */
 #define SLUICE__COSTS_MAX 8    /* entries of a cost table */
 #define SLUICE__DNAME 32       /* a name and its NUL */
 

@@ -146,6 +146,82 @@ Test(policy_limits, shared_budget_two_windows_and_no_charge_on_denial) {
   fx_close(&f);
 }
 
+/* The decision reports every limit of the route, in the route's order:
+** each one's quota, window, remaining, reset and cost, which one binds,
+** which refused, and that those after a refusal did not run. */
+Test(policy_limits, a_decision_reports_every_limit_of_its_route) {
+  fixture f;
+  sluice_attr u = {"user", "mona"};
+  sluice_request issue = rq("POST", "/issues", &u, 1);
+  sluice_decision d;
+  const sluice_decision_limit *l;
+  int i;
+  open_text(&f, github);
+  d = decide(&f, &issue);
+  cr_assert_eq(d.allowed, 1);
+  cr_assert_eq(d.nlimits, 4);
+  l = d.limits;
+  cr_assert_str_eq(l[0].name, "core");
+  cr_assert_str_eq(l[0].unit, "requests");
+  cr_assert_eq(l[0].quota, 50);
+  cr_assert_eq(l[0].window_ns, 3600 * SEC); /* 50 per hour: 1 h from empty */
+  cr_assert_eq(l[0].remaining, 49);
+  cr_assert_eq(l[0].cost, 1);
+  cr_assert_str_eq(l[1].name, "points");
+  cr_assert_str_eq(l[1].unit, "points");
+  cr_assert_eq(l[1].quota, 20);
+  cr_assert_eq(l[1].window_ns, MIN);
+  cr_assert_eq(l[1].cost, 5); /* POST: other = 5 */
+  cr_assert_eq(l[1].remaining, 15);
+  /* A bucket one point short is full again in period / rate = 3 s per
+  ** point: 5 points, 15 s. */
+  cr_assert_eq(l[1].reset_ns, 15 * SEC);
+  cr_assert_str_eq(l[2].name, "content_min");
+  cr_assert_eq(l[2].quota, 3);
+  cr_assert_eq(l[2].window_ns, MIN);
+  cr_assert_eq(l[2].remaining, 2);
+  cr_assert_str_eq(l[3].name, "content_hour");
+  cr_assert_eq(l[3].quota, 5);
+  cr_assert_eq(l[3].window_ns, 60 * MIN);
+  cr_assert_eq(l[3].remaining, 4);
+  cr_assert_eq(l[3].reset_ns, 60 * MIN); /* the hour started now */
+  /* content_min at 2 of 3 is the lowest fraction: it binds. */
+  cr_assert_str_eq(d.limit_name, "content_min");
+  for (i = 0; i < 4; i++)
+    cr_assert_eq(l[i].flags, i == 2 ? SLUICE_LIMIT_BINDING : 0u, "%d", i);
+  /* Two more use content_min up; the fourth is refused by it: core and
+  ** points ran (and gave back what they took), content_hour did not. */
+  cr_assert_eq(decide(&f, &issue).allowed, 1);
+  cr_assert_eq(decide(&f, &issue).allowed, 1);
+  d = decide(&f, &issue);
+  cr_assert_eq(d.allowed, 0);
+  cr_assert_eq(d.nlimits, 4);
+  l = d.limits;
+  cr_assert_eq(l[0].flags, 0u);
+  cr_assert_eq(l[0].remaining, 46); /* 50 - 3 admitted - this one */
+  cr_assert_eq(l[1].flags, 0u);
+  cr_assert_eq(l[1].remaining, 0); /* 20 - 4 * 5 */
+  cr_assert_eq(l[2].flags, SLUICE_LIMIT_DENIED | SLUICE_LIMIT_BINDING);
+  cr_assert_eq(l[2].remaining, 0);
+  cr_assert_eq(l[3].flags, SLUICE_LIMIT_NOT_RUN);
+  cr_assert_eq(l[3].remaining, -1);
+  cr_assert_eq(l[3].reset_ns, -1);
+  cr_assert_eq(l[3].quota, 5); /* its figures are still the file's */
+  cr_assert_eq(l[3].cost, 1);
+  /* A class route reports no declared limits. */
+  {
+    sluice_request std = rq("GET", "/v1/ledgers/L1", NULL, 0);
+    std.tenant_id = "t1";
+    std.api_key_id = "k1";
+    std.tier = "growth";
+    d = decide(&f, &std);
+    cr_assert_eq(d.allowed, 1);
+    cr_assert_eq(d.nlimits, 0);
+    cr_assert_null(d.limits[0].name);
+  }
+  fx_close(&f);
+}
+
 Test(policy_limits, scopes_keep_users_apart_and_attributes_are_required) {
   fixture f;
   sluice_attr a = {"user", "a"}, b = {"user", "b"};
