@@ -824,6 +824,75 @@ SLUICE_EXPORT int sluice_policy_inspect(sluice_policy *p,
                                         const sluice_inspect_query *q,
                                         sluice_inspect_report *out);
 
+/* ------------------------------------------------ declared limits, read --- */
+
+/** Most attributes in a declared limit's scope (sluice_limit_info.scope). */
+#define SLUICE_LIMIT_SCOPE_MAX 4
+
+/** A limit the policy file declares (sluice_policy_limit_at()).  Strings
+ *  are owned by the policy (valid until close). */
+typedef struct sluice_limit_info {
+  const char *name;
+  const char *unit;      /**< what it counts */
+  const char *algorithm; /**< "gcra", "sliding_window", "fixed_window",
+                              "concurrency", "lock", "cap" */
+  int status;            /**< its denial's status: 429 or 409 */
+  int nscope;            /**< attributes in its scope */
+  const char *scope[SLUICE_LIMIT_SCOPE_MAX]; /**< their names, in order */
+  const char *by; /**< the attribute choosing its parameters, or NULL */
+  int64_t reserved[4]; /**< zeroed */
+} sluice_limit_info;
+
+/** @brief The i-th limit the policy file declares (0-based, file order).
+ *  @return SLUICE_OK; SLUICE_ENOTFOUND past the last (or a policy with no
+ *  declared limits); SLUICE_EINVAL (NULL). */
+SLUICE_EXPORT int sluice_policy_limit_at(const sluice_policy *p, int i,
+                                         sluice_limit_info *out);
+
+/** @brief The i-th attribute the policy file declares (`attributes`: the
+ *  caller's own, beside the built-in tenant, key, ip, method, route,
+ *  pattern and tier), owned by the policy; NULL past the last. */
+SLUICE_EXPORT const char *sluice_policy_attribute_at(const sluice_policy *p,
+                                                     int i);
+
+/** What sluice_policy_inspect_limit() reads of one declared limit. */
+typedef struct sluice_limit_state {
+  int present;       /**< 1: a record exists (0: none: full, unused) */
+  int unfit;         /**< 1: a record these parameters could not have
+                          written (another configuration's) */
+  int64_t quota;     /**< as sluice_decision_limit, for this scope's
+                          parameter set */
+  int64_t window_ns;
+  int64_t remaining; /**< left now: tokens, room in the window, free
+                          leases */
+  int64_t reset_ns;  /**< until full again (a window: its end; leases:
+                          until the last held one expires) */
+  int held;          /**< leases held (concurrency, lock) */
+  int reserved_int_;
+  int64_t now_ns;    /**< the time it was read at */
+  int64_t reserved[4]; /**< zeroed */
+} sluice_limit_state;
+
+/** @brief Read a declared limit's records for one scope, changing nothing
+ *  (a store get, then the algorithm's PEEK on a copy), with the keys and
+ *  the parameter set a decision of that request would use.
+ *  @param[in] limit  its name in the file.
+ *  @param[in] req    the attributes its scope names (tenant_id,
+ *                    api_key_id, client_ip, method, route, tier, attrs);
+ *                    `pattern` is the declared route method + route
+ *                    match.
+ *  @param[out] out    fully overwritten on SLUICE_OK.
+ *  @param[out] field  may be NULL; on SLUICE_EINVAL or SLUICE_EKEY the
+ *                     attribute at fault (a static or policy-owned name).
+ *  @return SLUICE_OK; SLUICE_ENOTFOUND (no such limit); SLUICE_EINVAL (NULL,
+ *  a scope attribute missing, `pattern` with no declared route matching);
+ *  SLUICE_EKEY (an attribute empty or too long); or the store's error. */
+SLUICE_EXPORT int sluice_policy_inspect_limit(sluice_policy *p,
+                                              const char *limit,
+                                              const sluice_request *req,
+                                              sluice_limit_state *out,
+                                              const char **field);
+
 /* -------------------------------------------------------------- metrics --- */
 
 /** @brief A counter: decisions of `tier` (NULL or "" for auth requests,

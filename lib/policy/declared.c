@@ -72,7 +72,7 @@ static const char *attr_value(const sluice__ctx *c, int a, size_t *n) {
     }
     break;
   case SLUICE__A_PATTERN:
-    v = c->p->decl->routes[c->droute].route;
+    v = c->droute >= 0 ? c->p->decl->routes[c->droute].route : NULL;
     break;
   case SLUICE__A_TIER:
     v = q->tier;
@@ -478,4 +478,25 @@ int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind) {
     for (s = 0; s < g->ns; s++)
       ok = ok && r.v[s].allowed;
   return rc != SLUICE_OK ? rc : ok ? SLUICE_OK : SLUICE_ENOTFOUND;
+}
+
+/* For declared_info.c (sluice_policy_inspect_limit): the record keys of
+** limit `limit` for the request in c, as a decision builds them, into
+** g->keys[0..*nrec), and the parameter set it would use.  c->droute may be
+** -1 when the limit's scope has no `pattern`. */
+int sluice__decl_keys(sluice__ctx *c, int limit, sluice__prog *g, int *nrec,
+                      const sluice__lparams **ps, sluice_decision *d) {
+  const sluice__limit *lm = &c->p->decl->limits[limit];
+  keyparts kp;
+  int j, rc;
+  kp.tagged = 0;
+  if ((rc = scope_ids(c, lm, &kp, d)))
+    return rc;
+  *ps = pick(c, lm);
+  *nrec = lm->algo == SLUICE__L_CONCURRENCY ? (int)(*ps)->l.max : 1;
+  g->nk = 0;
+  for (j = 0; j < *nrec; j++, g->nk++)
+    g->keys[g->nk] =
+        dkey(g->kbuf[g->nk], &kp, lm->algo == SLUICE__L_CONCURRENCY ? j : -1);
+  return SLUICE_OK;
 }

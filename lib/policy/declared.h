@@ -104,6 +104,9 @@ typedef struct sluice__decl {
 /* The algorithm layer's SLUICE_ALGO_* a limit's SLUICE__L_* runs as. */
 int sluice__decl_step_algo(int algo);
 
+/* The file's spelling of algorithm SLUICE__L_* algo. */
+const char *sluice__limit_algo_name(int algo);
+
 /* The name of attribute a (built-in or declared). */
 const char *sluice__attr_name(const sluice__decl *dl, int a);
 

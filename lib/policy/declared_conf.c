@@ -29,6 +29,8 @@ static const char *const algos[SLUICE__L__COUNT] = {
 static const char *const builtin[SLUICE__A__BUILTIN] = {
     "tenant", "key", "ip", "method", "route", "pattern", "tier"};
 
+const char *sluice__limit_algo_name(int algo) { return algos[algo]; }
+
 const char *sluice__attr_name(const sluice__decl *dl, int a) {
   if (a >= 0 && a < SLUICE__A__BUILTIN)
     return builtin[a];

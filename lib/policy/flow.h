@@ -120,6 +120,11 @@ int sluice__decl_match(const sluice_policy *p, const char *method,
                        const char *route);
 int sluice__decide_declared(sluice__ctx *c, sluice_decision *d);
 int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind);
+/* declared.c, for declared_info.c: a limit's record keys for the request
+** in c (*nrec of them, in g->keys) and the parameter set it would use. */
+union sluice__lparams;
+int sluice__decl_keys(sluice__ctx *c, int limit, sluice__prog *g, int *nrec,
+                      const union sluice__lparams **ps, sluice_decision *d);
 
 /* failure.c: 1 when a cached box decides the request (degraded: the
 ** store failed or the breaker is open). */
