@@ -134,6 +134,8 @@ static void pr_close(preplay *r) {
   for (i = 0; i < r->bx_cap; i++)
     free(r->bx[i].name);
   free(r->bx);
+  for (i = 0; i < r->lh_n; i++)
+    free(r->lh[(r->lh_head + i) % r->lh_cap].line);
   free(r->lh);
 }
 

@@ -31,6 +31,8 @@ typedef struct lease_hold {
   char tenant[SLUICE_POLICY_ID_MAX + 1], key[SLUICE_POLICY_ID_MAX + 1];
   char tier[SLUICE_POLICY_NAME_MAX + 1], ledger[SLUICE_POLICY_ID_MAX + 1];
   int cls;
+  struct pending *line; /* a named log: the line itself (its route and
+                           attributes name the leases), owned */
 } lease_hold;
 
 #define COLS_MAX 32 /* columns a log's header may name */

@@ -87,6 +87,22 @@ static void malformed(preplay *r, long lineno, const char *why,
     fprintf(stderr, "sluice replay: line %ld: %s\n", lineno, why);
 }
 
+static sluice_request pr_request(const layout *cl, pending *pl);
+
+/* A copy of a pending line, its fields pointing into its own text. */
+static void pending_copy(pending *b, const pending *a) {
+  int i;
+  memcpy(b->s, a->s, sizeof b->s);
+  for (i = 0; i < a->nf; i++)
+    b->f[i] = b->s + (a->f[i] - a->s);
+  b->nf = a->nf;
+  b->auth_result = a->auth_result;
+  b->t = a->t;
+  b->cost = a->cost;
+  b->status = a->status;
+  b->lineno = a->lineno;
+}
+
 void preplay_release_due(preplay *r, int64_t now_ns, int all) {
   while (r->lh_n) {
     lease_hold *h = &r->lh[r->lh_head];
@@ -99,14 +115,18 @@ void preplay_release_due(preplay *r, int64_t now_ns, int all) {
     q.tier = h->tier;
     q.endpoint_class = h->cls;
     q.ledger_id = h->ledger;
+    if (h->line) /* a declared route: its leases are named by the line */
+      q = pr_request(&r->cl, h->line);
     (void)sluice_policy_release_lease(r->pol, &q, h->id);
+    free(h->line);
+    h->line = NULL;
     r->lh_head = (r->lh_head + 1) % r->lh_cap;
     r->lh_n--;
   }
 }
 
-static int hold(preplay *r, const sluice_request *q, const sluice_decision *d,
-                int64_t now_ns) {
+static int hold(preplay *r, const pending *pl, const sluice_request *q,
+                const sluice_decision *d, int64_t now_ns) {
   lease_hold *h;
   if (r->lh_n == r->lh_cap) {
     size_t cap = r->lh_cap ? r->lh_cap * 2 : 256, i;
@@ -128,6 +148,12 @@ static int hold(preplay *r, const sluice_request *q, const sluice_decision *d,
   snprintf(h->key, sizeof h->key, "%s", q->api_key_id);
   snprintf(h->tier, sizeof h->tier, "%s", q->tier);
   snprintf(h->ledger, sizeof h->ledger, "%s", q->ledger_id ? q->ledger_id : "");
+  h->line = NULL;
+  if (r->cl.named) {
+    if (!(h->line = malloc(sizeof *h->line)))
+      return -1;
+    pending_copy(h->line, pl);
+  }
   r->lh_n++;
   return 0;
 }
@@ -265,7 +291,7 @@ static int pr_decided(preplay *r, const pending *pl, const sluice_request *q,
   if (d.lease_id) {
     if (r->job_ns == 0) {
       (void)sluice_policy_release_lease(r->pol, q, d.lease_id);
-    } else if (hold(r, q, &d, pl->t * MS_NS) != 0) {
+    } else if (hold(r, pl, q, &d, pl->t * MS_NS) != 0) {
       fprintf(stderr, "sluice replay: out of memory\n");
       return CLI_RUNTIME;
     }
@@ -368,17 +394,7 @@ int preplay_flush(preplay *r) {
 /* A line that is not the batch's first moves to the front after a flush:
 ** its fields point into its own copy. */
 static void pq_move(preplay *r, int from) {
-  pending *a = &r->pq[from], *b = &r->pq[0];
-  int i;
-  memcpy(b->s, a->s, sizeof b->s);
-  for (i = 0; i < a->nf; i++)
-    b->f[i] = b->s + (a->f[i] - a->s);
-  b->nf = a->nf;
-  b->auth_result = a->auth_result;
-  b->t = a->t;
-  b->cost = a->cost;
-  b->status = a->status;
-  b->lineno = a->lineno;
+  pending_copy(&r->pq[0], &r->pq[from]);
 }
 
 void preplay_layout_legacy(layout *cl) {
