@@ -480,6 +480,25 @@ typedef struct sluice_policy_setting {
 /** @brief Setting i of the table (0, 1, ...), or NULL past its end. */
 SLUICE_EXPORT const sluice_policy_setting *sluice_policy_setting_at(int i);
 
+/** A setting of a policy file's declared limits and routes (docs/policy.md
+ *  "Declared limits"): `limits.NAME.<name>` or `routes.[i].<name>`. */
+typedef struct sluice_limit_setting {
+  const char *group;      /**< "limits" or "routes" */
+  const char *name;       /**< "rate", "limits[].cost"... */
+  const char *algorithms; /**< the algorithms it applies to, or "every" */
+  int64_t unit_ns;        /**< a number: the value per unit of the file's
+                               (1e6 for _ms); 0: not a number */
+  int64_t min, max;       /**< a number's bounds, in the file's unit */
+  const char *value;      /**< not a number: the form it takes */
+  const char *what;       /**< one line */
+  int64_t reserved[2];
+} sluice_limit_setting;
+
+/** @brief Setting i of the declared limits' and routes' table (0, 1,
+ *  ...), or NULL past its end.  The loader takes its numbers' bounds from
+ *  it; `sluice settings` prints it. */
+SLUICE_EXPORT const sluice_limit_setting *sluice_policy_limit_setting_at(int i);
+
 /* ---------------------------------------------------------------- events --- */
 
 enum sluice_event_type {

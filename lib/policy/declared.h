@@ -104,6 +104,19 @@ typedef struct sluice__decl {
 /* The algorithm layer's SLUICE_ALGO_* a limit's SLUICE__L_* runs as. */
 int sluice__decl_step_algo(int algo);
 
+/* The numbers of a limit, rows of declared_settings.c's table (their
+** bounds and unit are the table's). */
+enum {
+  SLUICE__LS_RATE,
+  SLUICE__LS_PERIOD,
+  SLUICE__LS_BURST,
+  SLUICE__LS_SLIMIT, /* a sliding window's limit */
+  SLUICE__LS_LIMIT,  /* a fixed window's or a cap's */
+  SLUICE__LS_WINDOW,
+  SLUICE__LS_MAX,
+  SLUICE__LS_TTL
+};
+
 /* The file's spelling of algorithm SLUICE__L_* algo. */
 const char *sluice__limit_algo_name(int algo);
 

@@ -608,3 +608,48 @@ Test(policy_limits, ipv6_clients_count_by_prefix) {
   cr_assert_eq(decide(&f, &r).allowed, 0, "IPv4-mapped: the IPv4 client");
   fx_close(&f);
 }
+
+/* The settings table (sluice settings, docs/policy.md) is the loader's:
+** each number's bounds are the ones the loader enforces, naming the
+** setting, and every member the table lists is one the loader knows. */
+Test(policy_limits, the_settings_table_is_the_loaders) {
+  static const char *algo_of[] = {"gcra", "sliding_window", "fixed_window",
+                                  "concurrency", "lock", "cap"};
+  const sluice_limit_setting *st;
+  char text[1024], err[512], want[128];
+  int i, a, numbers = 0, members = 0;
+  for (i = 0; (st = sluice_policy_limit_setting_at(i)) != NULL; i++) {
+    if (strcmp(st->group, "limits"))
+      continue;
+    if (st->unit_ns) {
+      /* One past the top, on the first algorithm the row names. */
+      for (a = 0; a < 6 && strncmp(st->algorithms, algo_of[a],
+                                   strlen(algo_of[a])); a++)
+        ;
+      cr_assert_lt(a, 6, "%s: %s", st->name, st->algorithms);
+      snprintf(text, sizeof text,
+               "limits = { l = { algorithm = \"%s\"; scope = [ \"tenant\" ];"
+               " %s = %lldL; }; };\nroutes = ( { method = \"GET\"; "
+               "route = \"/x\"; limits = ( \"l\" ); } );\n",
+               algo_of[a], st->name, (long long)st->max + 1);
+      cr_assert_neq(load(text, err, sizeof err), SLUICE_OK, "%s", st->name);
+      snprintf(want, sizeof want, "limits.l.%s: must be %lld..%lld", st->name,
+               (long long)st->min, (long long)st->max);
+      cr_assert(strstr(err, want), "%s: %s", want, err);
+      numbers++;
+    } else {
+      snprintf(text, sizeof text,
+               "limits = { l = { algorithm = \"gcra\"; scope = [ \"tenant\" ];"
+               " %s = 0; }; };\n", st->name);
+      load(text, err, sizeof err);
+      cr_assert_null(strstr(err, "unknown setting"), "%s: %s", st->name, err);
+      members++;
+    }
+  }
+  cr_assert_eq(numbers, 8);
+  cr_assert_geq(members, 6);
+  /* A member the table does not list is unknown to the loader too. */
+  load("limits = { l = { algorithm = \"gcra\"; scope = [ \"tenant\" ]; "
+       "rates = 1; }; };\n", err, sizeof err);
+  cr_assert(strstr(err, "unknown setting"), "%s", err);
+}
