@@ -947,6 +947,10 @@ struct sluice_http_facts;
  *  FAIL_CLOSED (503, no RateLimit headers).  Bucket headers: the binding
  *  bucket ("tenant" or "key"), burst over burst / rate seconds, in
  *  "points"; the structured RateLimit-Policy lists the other bucket too.
+ *  A route of declared limits: the binding limit by its own name and
+ *  unit, every limit of the route in facts.policies (the structured
+ *  RateLimit-Policy lists them in the route's order), the refusing one
+ *  flagged SLUICE_HTTP_P_VIOLATED (violated-policies).
  *
  *  @param[in] d           the decision; f->tier points into it, so it must
  *                         outlive every use of the facts.

@@ -376,9 +376,15 @@ static void report(sluice__ctx *c, const sluice__droute *dr,
     o->unit = lm->unit;
     o->cost = costs[i];
     if (lm->algo == SLUICE__L_GCRA) {
+      int64_t bp;
       o->quota = ps->g.burst;
-      o->window_ns = sluice__clamp64((sluice__i128)ps->g.burst *
-                                     ps->g.period_ns / ps->g.rate);
+      /* burst * period fits 64 bits for any bucket a store can decide
+      ** exactly (2^62); the 128-bit division is the rare way round. */
+      o->window_ns =
+          __builtin_mul_overflow(ps->g.burst, ps->g.period_ns, &bp)
+              ? sluice__clamp64((sluice__i128)ps->g.burst * ps->g.period_ns /
+                                ps->g.rate)
+              : bp / ps->g.rate;
     } else if (is_lease(lm->algo)) {
       o->quota = ps->l.max;
     } else {
