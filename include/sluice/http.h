@@ -33,7 +33,9 @@
 **       RateLimit: "key";r=1412;t=1
 **       Every policy that applies is listed, the binding one first, with
 **       its quota unit (a point is not a request: reconcile costs 10);
-**       RateLimit reports the binding one.  t is the draft's "effective
+**       RateLimit reports the binding one.  With facts.policies (a policy
+**       file's declared limits), those are listed instead, in their
+**       order, w left out where a policy has no window.  t is the draft's "effective
 **       window" (no more than r can be used within it): until the next
 **       point comes back, left out when the bucket is full, never after a Retry-After
 **       sent with it.
