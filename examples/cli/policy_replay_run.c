@@ -504,13 +504,14 @@ static int named_layout(preplay *r, char *const *f, int nf, long lineno) {
       *slot = i;
       continue;
     }
-    if (!strcmp(f[i], "settle")) {
+    if (!strncmp(f[i], "settle", 6)) {
       /* Settling needs sluice_policy_settle() (issue 37 point 4): a
-      ** column the replay cannot apply is refused, not ignored. */
-      fprintf(stderr, "sluice replay: line %ld: header: column 'settle': "
+      ** column the replay cannot apply (settle, or settle:ATTR, the real
+      ** value of an attribute the costs read) is refused, not ignored. */
+      fprintf(stderr, "sluice replay: line %ld: header: column '%s': "
                       "settling a request's real cost needs "
                       "sluice_policy_settle(), which this build does not "
-                      "have; remove the column\n", lineno);
+                      "have; remove the column\n", lineno, f[i]);
       return CLI_USAGE;
     }
     for (j = 0; (a = sluice_policy_attribute_at(r->pol, j)) != NULL; j++)

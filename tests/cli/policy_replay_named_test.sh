@@ -95,6 +95,8 @@ hdr() {  # hdr NAME HEADER EXPECTED-MESSAGE
 }
 hdr "settle column" "t_ms,method,route,user,settle" \
   "sluice replay: line 1: header: column 'settle': settling a request's real cost needs sluice_policy_settle(), which this build does not have; remove the column"
+hdr "settle:ATTR column" "t_ms,method,route,user,settle:tokens" \
+  "sluice replay: line 1: header: column 'settle:tokens': settling a request's real cost needs sluice_policy_settle(), which this build does not have; remove the column"
 hdr "unknown column" "t_ms,method,route,usr,tokens" \
   "sluice replay: line 1: header: column 'usr' is neither a request field (t_ms, method, route, tenant, key, tier, ip, subject, outcome, cost, status) nor an attribute the policy declares (\`attributes\`)"
 hdr "column twice" "t_ms,method,route,user,user" \
