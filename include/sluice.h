@@ -216,6 +216,7 @@ SLUICE_EXPORT const char *sluice_limiter_backend(sluice_limiter *lim);
 #endif
 
 #include "sluice/policy.h"
+#include "sluice/halves.h"
 #include "sluice/http.h"
 #include "sluice/client.h"
 #include "sluice/webhook.h"

@@ -67,6 +67,21 @@ typedef struct {
     ngx_flag_t metrics;
 } ngx_http_sluice_loc_conf_t;
 
+typedef struct ngx_http_sluice_link_s ngx_http_sluice_link_t;
+
+/* Work that needs no answer back in the request: a lease release, an
+** auth outcome learnt from the upstream.  It owns a deep copy of the
+** request, because the request's pool may be gone by the time it runs (a
+** release from the pool cleanup).  A release from the body filter names
+** the request instead: its answer's end waits for it. */
+typedef struct {
+    sluice_policy *pol;
+    sluice_request req;
+    uint64_t lease_id;  /* 0: record req.auth_result */
+    ngx_http_request_t *resume; /* NULL: nothing waits for this job */
+    char strs[1];
+} ngx_http_sluice_job_t;
+
 /* One request's state: lives in its pool cleanup entry. */
 typedef struct {
     ngx_http_request_t *r;
@@ -84,7 +99,14 @@ typedef struct {
     ngx_chain_t *held;    /* answer's end waits here until it is done */
     ngx_uint_t status;   /* ST_* */
     ngx_http_sluice_loc_conf_t *lcf;
+    sluice_call *call;   /* deciding on the event loop: the halves */
+    ngx_http_sluice_job_t *job; /* r NULL: a job's, on the event loop */
+    ngx_http_sluice_link_t *link; /* ... and the link carrying them */
+    unsigned sync:1;     /* inside the phase handler still */
 } ngx_http_sluice_ctx_t;
+
+/* Decision handles a worker keeps for reuse, per policy. */
+#define SLUICE_NGX_CALLS 64
 
 /* Per worker: opened after the fork (init_process), never inherited. */
 typedef struct {
@@ -93,6 +115,10 @@ typedef struct {
     sluice_http *http;
     sluice_nft *nft;         /* sluice_nft on: the kernel IP set sink */
     ngx_thread_pool_t *pool; /* NULL: decide inline */
+    ngx_flag_t event;        /* Redis on the event loop (the halves) */
+    ngx_msec_t timeout, connect_timeout; /* the store's, for the links */
+    sluice_call *calls[2][SLUICE_NGX_CALLS];
+    int ncalls[2];
     sluice_webhook *webhook; /* sluice_alert's sink, or NULL */
     /* When this worker last logged a full store / a failing one: once
     ** per SLUICE_NGX_STORE_LOG_MS each, not once per request. */
@@ -113,6 +139,18 @@ ngx_int_t ngx_http_sluice_add_variables(ngx_conf_t *cf);
 ngx_int_t ngx_http_sluice_init(ngx_conf_t *cf);
 ngx_int_t ngx_http_sluice_send(ngx_http_request_t *r, ngx_uint_t status,
                                char *body, size_t len);
+void ngx_http_sluice_job_resumed(ngx_http_request_t *r);
+
+/* ngx_http_sluice_redis.c */
+ngx_int_t ngx_http_sluice_event_store(ngx_str_t *store, const char **why);
+ngx_int_t ngx_http_sluice_event_init(ngx_http_sluice_main_conf_t *mcf,
+    ngx_log_t *log);
+ngx_int_t ngx_http_sluice_event_decide(ngx_http_request_t *r,
+    ngx_http_sluice_ctx_t *ctx);
+void ngx_http_sluice_call_put(ngx_http_sluice_ctx_t *ctx);
+void ngx_http_sluice_calls_close(void);
+ngx_int_t ngx_http_sluice_event_job(ngx_http_sluice_ctx_t *ctx,
+    ngx_http_sluice_job_t *j);
 
 /* ngx_http_sluice_alerts.c */
 char *ngx_http_sluice_alert(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);

@@ -23,8 +23,9 @@
 **     gives it the enforcing policy's events, so an address boxed at level
 **     2 or above is dropped by the kernel before nginx accepts it.  The
 **     shadow policy's events never reach it: shadow mode enforces nothing.
-**   - The decision runs in the preaccess phase.  On a store whose calls
-**     block on the network (redis) it runs on an nginx thread pool and the
+**   - The decision runs in the preaccess phase.  On Redis it goes in two
+**     halves on the event loop's own connections (ngx_http_sluice_redis.c),
+**     or, with sluice_thread_pool, on an nginx thread pool; either way the
 **     request waits (r->main->blocked) while the event loop goes on.
 **   - The per-request state lives in a pool cleanup entry (found again by
 **     its handler, as the realip module does), which survives internal
@@ -241,20 +242,26 @@ static char *
 ngx_http_sluice_init_main_conf(ngx_conf_t *cf, void *conf)
 {
     ngx_http_sluice_main_conf_t *mcf = conf;
+    const char *why = NULL;
 
     ngx_conf_init_uint_value(mcf->header_form, SLUICE_HTTP_FORM_LEGACY);
     ngx_conf_init_value(mcf->jitter, 1);
     if (mcf->store.len == 0) {
         ngx_str_set(&mcf->store, "shm:name=/sluice-nginx;create=1");
     }
-    /* A Redis round trip in the event loop would stall every request of
-    ** the worker: the redis store only goes with a thread pool. */
+    /* A Redis round trip must not block the event loop: without a thread
+    ** pool the decision goes in two halves on nginx's own connections
+    ** (ngx_http_sluice_redis.c), which speak plain TCP to IP addresses;
+    ** anything more (TLS, a password, a database, a socket) takes the
+    ** pool. */
     if (mcf->pool == NULL && mcf->store.len >= 6
-        && ngx_strncmp(mcf->store.data, "redis:", 6) == 0) {
+        && ngx_strncmp(mcf->store.data, "redis", 5) == 0
+        && !ngx_http_sluice_event_store(&mcf->store, &why)) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "sluice_store \"%V\" needs sluice_thread_pool "
-                           "(a Redis call must not block the event loop)",
-                           &mcf->store);
+                           "(%s: the event loop's connections are plain TCP "
+                           "to IP addresses)",
+                           &mcf->store, why ? why : "rediss");
         return NGX_CONF_ERROR;
     }
     if (mcf->counters.len == 0) {
@@ -640,6 +647,7 @@ ngx_http_sluice_close_state(void)
     /* Before the policy a reconcile of the sink may still read. */
     sluice_nft_close(ngx_http_sluice_worker.nft);
     ngx_http_sluice_worker.nft = NULL;
+    ngx_http_sluice_calls_close(); /* handles of the policies */
     sluice_policy_close(ngx_http_sluice_worker.pol[0]);
     sluice_policy_close(ngx_http_sluice_worker.pol[1]);
     sluice_limiter_close(ngx_http_sluice_worker.lim);
@@ -728,6 +736,7 @@ ngx_http_sluice_open_nft(ngx_cycle_t *cycle, ngx_http_sluice_main_conf_t *mcf)
 static ngx_int_t
 ngx_http_sluice_open_all(ngx_cycle_t *cycle, ngx_http_sluice_main_conf_t *mcf)
 {
+    const char *why;
     sluice_limiter_options lo;
     sluice_policy_options po;
     sluice_http_options ho;
@@ -804,6 +813,9 @@ ngx_http_sluice_open_all(ngx_cycle_t *cycle, ngx_http_sluice_main_conf_t *mcf)
         }
     }
     ngx_http_sluice_worker.pool = mcf->pool;
+    ngx_http_sluice_worker.event =
+        mcf->pool == NULL && ngx_http_sluice_event_store(&mcf->store, &why)
+        && ngx_http_sluice_event_init(mcf, cycle->log) == NGX_OK;
     /* What a previous worker banned: the store says which still hold. */
     if (ngx_http_sluice_worker.nft != NULL) {
         (void) sluice_nft_reconcile(ngx_http_sluice_worker.nft,

@@ -139,13 +139,6 @@ ngx_http_sluice_fields(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
 ** request, because the request's pool may be gone by the time a pool
 ** thread runs it (a release from the pool cleanup).  A release from the
 ** body filter names the request instead: its answer's end waits for it. */
-typedef struct {
-    sluice_policy *pol;
-    sluice_request req;
-    uint64_t lease_id;  /* 0: record req.auth_result */
-    ngx_http_request_t *resume; /* NULL: nothing waits for this job */
-    char strs[1];
-} ngx_http_sluice_job_t;
 
 /* r->buffered while the answer's end waits for the release (the bits
 ** nginx defines for r->buffered are 0x01..0x04: ssi, sub, copy). */
@@ -178,16 +171,24 @@ ngx_http_sluice_job_done(ngx_event_t *ev)
 {
     ngx_http_sluice_job_t *j;
     ngx_http_request_t *r;
-    ngx_http_sluice_ctx_t *ctx;
 
     j = (ngx_http_sluice_job_t *) ((u_char *) ev->data
                                    + sizeof(ngx_thread_task_t));
     r = j->resume;
     ngx_free(ev->data);
-    if (r == NULL) {
-        return;
+    if (r != NULL) {
+        ngx_http_sluice_job_resumed(r);
     }
-    ctx = ngx_http_sluice_get_ctx(r);
+}
+#endif
+
+/* A job the request's answer waited for is done (a pool thread's, or the
+** event loop's halves). */
+void
+ngx_http_sluice_job_resumed(ngx_http_request_t *r)
+{
+    ngx_http_sluice_ctx_t *ctx = ngx_http_sluice_get_ctx(r);
+
     if (ctx != NULL) {
         ctx->releasing = 0;
     }
@@ -195,7 +196,6 @@ ngx_http_sluice_job_done(ngx_event_t *ev)
     r->aio = 0;
     r->connection->write->handler(r->connection->write);
 }
-#endif
 
 static size_t
 ngx_http_sluice_copy_str(const char **s, char *dst)
@@ -213,72 +213,86 @@ ngx_http_sluice_copy_str(const char **s, char *dst)
     return n;
 }
 
-/* Run a job on the pool, or inline without one.  With `resume`, a job
-** posted to the pool holds that request (NGX_AGAIN) until it is done. */
+/* A job with its own copy of the request (its strings and attributes),
+** after `prefix` bytes the caller uses: the request's pool may be gone by
+** the time the job runs.  NULL when out of memory. */
+static u_char *
+ngx_http_sluice_job_copy(ngx_log_t *log, size_t prefix, sluice_policy *pol,
+    const sluice_request *req, uint64_t lease_id, ngx_http_request_t *resume,
+    ngx_http_sluice_job_t **out)
+{
+    ngx_http_sluice_job_t *j, tmp;
+    const char **strs[8];
+    size_t need = 0, i;
+    u_char *mem;
+    char *p;
+
+    tmp.req = *req;
+    strs[0] = &tmp.req.tenant_id;
+    strs[1] = &tmp.req.api_key_id;
+    strs[2] = &tmp.req.tier;
+    strs[3] = &tmp.req.method;
+    strs[4] = &tmp.req.route;
+    strs[5] = &tmp.req.client_ip;
+    strs[6] = &tmp.req.auth_subject;
+    strs[7] = &tmp.req.ledger_id;
+    for (i = 0; i < 8; i++) {
+        need += ngx_http_sluice_copy_str(strs[i], NULL);
+    }
+    /* The attributes (a declared limit's lease is found by them): the
+    ** pairs, then their strings. */
+    need += req->nattrs * sizeof(sluice_attr) + sizeof(sluice_attr);
+    for (i = 0; i < req->nattrs; i++) {
+        sluice_attr t = req->attrs[i];
+        need += ngx_http_sluice_copy_str(&t.name, NULL)
+                + ngx_http_sluice_copy_str(&t.value, NULL);
+    }
+    mem = ngx_calloc(prefix + sizeof(*j) + need, log);
+    if (mem == NULL) {
+        return NULL;
+    }
+    j = (ngx_http_sluice_job_t *) (mem + prefix);
+    p = j->strs;
+    for (i = 0; i < 8; i++) {
+        p += ngx_http_sluice_copy_str(strs[i], p);
+    }
+    if (req->nattrs) {
+        sluice_attr *at = (sluice_attr *) ngx_align_ptr(p, sizeof(void *));
+        p = (char *) (at + req->nattrs);
+        for (i = 0; i < req->nattrs; i++) {
+            at[i] = req->attrs[i];
+            p += ngx_http_sluice_copy_str(&at[i].name, p);
+            p += ngx_http_sluice_copy_str(&at[i].value, p);
+        }
+        tmp.req.attrs = at;
+    }
+    j->pol = pol;
+    j->req = tmp.req; /* its strings now point into j->strs */
+    j->lease_id = lease_id;
+    j->resume = resume;
+    *out = j;
+    return mem;
+}
+
+/* Run a job on the pool, on the event loop in halves (Redis without a
+** pool), or inline.  With `resume`, a job that goes out holds that
+** request (NGX_AGAIN) until it is done. */
 static ngx_int_t
 ngx_http_sluice_background(ngx_log_t *log, sluice_policy *pol,
     const sluice_request *req, uint64_t lease_id, ngx_http_request_t *resume)
 {
-    ngx_http_sluice_job_t inline_job;
-#if (NGX_THREADS)
-    ngx_http_sluice_job_t *j;
-    const char **strs[8];
-    ngx_thread_task_t *task;
-    size_t need = 0, i;
+    ngx_http_sluice_job_t inline_job, *j;
     u_char *mem;
-    char *p;
-#endif
-
-    inline_job.pol = pol;
-    inline_job.req = *req;
-    inline_job.lease_id = lease_id;
 #if (NGX_THREADS)
+    ngx_thread_task_t *task;
+
     if (ngx_http_sluice_worker.pool != NULL) {
-        j = &inline_job;
-        strs[0] = &j->req.tenant_id;
-        strs[1] = &j->req.api_key_id;
-        strs[2] = &j->req.tier;
-        strs[3] = &j->req.method;
-        strs[4] = &j->req.route;
-        strs[5] = &j->req.client_ip;
-        strs[6] = &j->req.auth_subject;
-        strs[7] = &j->req.ledger_id;
-        for (i = 0; i < 8; i++) {
-            need += ngx_http_sluice_copy_str(strs[i], NULL);
-        }
-        /* The attributes (a declared limit's lease is found by them):
-        ** the pairs, then their strings. */
-        need += req->nattrs * sizeof(sluice_attr) + sizeof(sluice_attr);
-        for (i = 0; i < req->nattrs; i++) {
-            sluice_attr t = req->attrs[i];
-            need += ngx_http_sluice_copy_str(&t.name, NULL)
-                    + ngx_http_sluice_copy_str(&t.value, NULL);
-        }
-        mem = ngx_calloc(sizeof(ngx_thread_task_t) + sizeof(*j) + need, log);
+        mem = ngx_http_sluice_job_copy(log, sizeof(*task), pol, req, lease_id,
+                                       resume, &j);
         if (mem == NULL) {
             return NGX_ERROR; /* a lease then expires by its TTL */
         }
         task = (ngx_thread_task_t *) mem;
-        j = (ngx_http_sluice_job_t *) (mem + sizeof(*task));
-        p = j->strs;
-        for (i = 0; i < 8; i++) {
-            p += ngx_http_sluice_copy_str(strs[i], p);
-        }
-        if (req->nattrs) {
-            sluice_attr *at = (sluice_attr *) ngx_align_ptr(
-                p, sizeof(void *));
-            p = (char *) (at + req->nattrs);
-            for (i = 0; i < req->nattrs; i++) {
-                at[i] = req->attrs[i];
-                p += ngx_http_sluice_copy_str(&at[i].name, p);
-                p += ngx_http_sluice_copy_str(&at[i].value, p);
-            }
-            inline_job.req.attrs = at;
-        }
-        j->pol = pol;
-        j->req = inline_job.req; /* its strings now point into j->strs */
-        j->lease_id = lease_id;
-        j->resume = resume;
         task->ctx = j;
         task->handler = ngx_http_sluice_job_thread;
         task->event.handler = ngx_http_sluice_job_done;
@@ -296,8 +310,18 @@ ngx_http_sluice_background(ngx_log_t *log, sluice_policy *pol,
         return NGX_AGAIN;
     }
 #endif
+    if (ngx_http_sluice_worker.event) {
+        mem = ngx_http_sluice_job_copy(log, sizeof(ngx_http_sluice_ctx_t),
+                                       pol, req, lease_id, resume, &j);
+        if (mem == NULL) {
+            return NGX_ERROR;
+        }
+        return ngx_http_sluice_event_job((ngx_http_sluice_ctx_t *) mem, j);
+    }
     /* A store that answers from memory: no reason to leave the loop. */
-    (void) resume;
+    inline_job.pol = pol;
+    inline_job.req = *req;
+    inline_job.lease_id = lease_id;
     ngx_http_sluice_job_run(&inline_job);
     return NGX_OK;
 }
@@ -686,7 +710,13 @@ ngx_http_sluice_decide(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
         return NGX_AGAIN;
     }
 #endif
-    ctx->rc = sluice_policy_decide(ctx->pol, &ctx->req, &ctx->d);
+    if (ngx_http_sluice_worker.event) {
+        if (ngx_http_sluice_event_decide(r, ctx) == NGX_AGAIN) {
+            return NGX_AGAIN; /* the phases resume when the reply is in */
+        }
+    } else {
+        ctx->rc = sluice_policy_decide(ctx->pol, &ctx->req, &ctx->d);
+    }
     ctx->decided = 1;
     return ngx_http_sluice_apply(r, ctx);
 }

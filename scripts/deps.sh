@@ -33,10 +33,19 @@ SLUICE_PACKAGES=(
   nginx nginx-dev dpkg-dev make wrk prometheus
   debootstrap iproute2 groff-base
   nftables
+  luarocks
 )
 
 # Packages that start a server when installed on a booted machine.
 SLUICE_SERVICES=(nginx redis-server prometheus)
+
+# Debian's lua-nginx-module unpacked beside the system, for the test set
+# (tests/resty): installed, its libluajit2 would remove luajit and wrk.
+sluice_ngx_lua() {
+  [ "$1" = SLUICE_PACKAGES ] || return 0
+  "$(dirname "${BASH_SOURCE[0]}")/ngx-lua-root.sh" >/dev/null ||
+    echo "warning: lua-nginx-module not unpacked; tests/resty will skip" >&2
+}
 
 sluice_install_deps() {
   local set=SLUICE_PACKAGES
@@ -47,7 +56,7 @@ sluice_install_deps() {
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
       missing+=("$p")
   done
-  [ ${#missing[@]} -eq 0 ] && return 0
+  [ ${#missing[@]} -eq 0 ] && { sluice_ngx_lua "$set"; return 0; }
   local sudo="" log="$PWD/build-deps.log" policy=/usr/sbin/policy-rc.d
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing ${missing[*]} with their dependencies (apt-get; log in build-deps.log)" >&2
@@ -78,8 +87,28 @@ sluice_install_deps() {
     done
   fi
   echo "installed $(grep -c '^Setting up ' "$log") packages" >&2
+  sluice_ngx_lua "$set"
+}
+
+# The Node binding's packages (Fastify, fastify-plugin, @fastify/rate-limit
+# for its tests and benchmark) from the npm registry, exactly as
+# bindings/node/package-lock.json pins them; where node and npm are
+# installed (the tests skip without node).  --ignore-scripts: the package's
+# own install script builds the addon for an npm user; the tests use
+# meson's build of it.
+sluice_install_node_deps() {
+  command -v npm >/dev/null || return 0
+  local d=bindings/node
+  [ "$d/node_modules/.package-lock.json" -nt "$d/package-lock.json" ] && return 0
+  echo "installing bindings/node's npm packages (npm ci; log in build-deps.log)" >&2
+  (cd "$d" && npm ci --no-audit --no-fund --ignore-scripts) >>build-deps.log 2>&1 || {
+    echo "npm ci failed; the last lines of build-deps.log:" >&2
+    tail -n 20 build-deps.log >&2
+    return 1
+  }
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   sluice_install_deps "$@"
+  [ "${1:-}" = build ] || sluice_install_node_deps
 fi

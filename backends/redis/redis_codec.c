@@ -50,7 +50,8 @@ static void arg_key(rcl_cmd *c, const rcl_store *r, int i,
 
 /* The command that runs the steps on node ni: the module's, or the
 ** script's (the same arguments follow, and the same reply comes back). */
-static void arg_engine(rcl_cmd *c, const rcl_store *r, int ni, int batch) {
+void sluice__rcl_arg_engine(rcl_cmd *c, const rcl_store *r, int ni,
+                            int batch) {
   if (r->nodes[ni].module) {
     if (batch)
       arg_raw(c, "SLUICE.BATCH", 12);
@@ -157,7 +158,7 @@ void sluice__rcl_build_batch(rcl_cmd *c, const rcl_store *r,
   int ni = jobs[head].node;
   c->argc = 0;
   c->nnum = 0;
-  arg_engine(c, r, ni, 1);
+  sluice__rcl_arg_engine(c, r, ni, 1);
   arg_numkeys(c, jobs[head].batch);
   for (i = head, k = 0; i >= 0; i = jobs[i].bnext, k++)
     arg_key(c, r, k, &jobs[i].op->keys[0]);
@@ -260,7 +261,8 @@ void sluice__rcl_build_job(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
     arg_key(c, r, 0, j->key);
     return;
   }
-  arg_engine(c, r, j->node, 0);
+  sluice__rcl_arg_engine(c, r, j->node, 0);
+  c->head = c->argc;
   if (j->type == JOB_RUN) {
     build_program(c, r, j);
     return;

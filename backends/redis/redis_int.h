@@ -103,6 +103,9 @@ typedef struct rcl_store {
   size_t prefix_len;
   sluice_redis_stats st;
   struct rcl_cmd *cmd; /* scratch for building commands, under mu */
+  /* lane 0 only: the routing of calls in two halves (redis_split.c), a
+  ** lane that never connects, its mutex never held across I/O */
+  struct rcl_store *split;
 } rcl_store;
 
 /* One unit of work in a pipeline. */
@@ -137,6 +140,7 @@ typedef struct rcl_cmd {
   char numkeys[2];
   char keys[SLUICE_PROGRAM_KEYS][RCL_PREFIX_MAX + SLUICE_KEY_MAX];
   int nnum;
+  int head; /* how many of argv name the engine (build_job) */
 } rcl_cmd;
 
 /* What to do with one reply. */
@@ -152,6 +156,10 @@ void sluice__rcl_fork_check(rcl_store *r);
 int sluice__rcl_node_io_error(rcl_store *r, int ni, int saved_errno);
 int sluice__rcl_node_connect(rcl_store *r, int ni);
 int sluice__rcl_load_script(rcl_store *r, int ni);
+void sluice__rcl_load_argv(const rcl_store *r, int ni, const char *argv[3],
+                           size_t lens[3]);
+int sluice__rcl_load_reply(rcl_store *r, int ni, const redisReply *rep);
+int sluice__rcl_slots_reply(rcl_store *r, int ni, const redisReply *rep);
 int sluice__rcl_refresh_map(rcl_store *r, int max_tries);
 void sluice__rcl_maybe_refresh(rcl_store *r);
 rcl_store *sluice__rcl_lane_lock(rcl_store *home);
@@ -163,8 +171,14 @@ int sluice__rcl_job_batchable(const rcl_job *j);
 void sluice__rcl_build_batch(rcl_cmd *c, const rcl_store *r,
                              const rcl_job *jobs, int head);
 void sluice__rcl_build_job(rcl_cmd *c, const rcl_store *r, const rcl_job *j);
+/* The arguments that name the engine on node ni (the command's first one
+** or two: rcl_cmd.head of them after build_job). */
+void sluice__rcl_arg_engine(rcl_cmd *c, const rcl_store *r, int ni, int batch);
 int sluice__rcl_handle_reply(rcl_store *r, rcl_job *j, int ni,
                              const redisReply *rep);
+
+/* redis_split.c: calls in two halves (lib/core/split.h). */
+int sluice__rcl_split_control(rcl_store *home, int op, void *arg);
 
 /* redis_round.c: pipelined rounds. */
 int sluice__rcl_run_jobs(rcl_store *r, rcl_job *jobs, int n);

@@ -268,42 +268,57 @@ static int no_lua(const redisReply *rep) {
           has_word(rep->str, "engine") || has_word(rep->str, "disabled"));
 }
 
-/* Load the Lua on node ni: the library (FUNCTION LOAD; one that is there
-** already is fine) where the connection calls it, else the script. */
-int sluice__rcl_load_script(rcl_store *r, int ni) {
-  const char *argv[3] = {"SCRIPT", "LOAD", sluice_rcl_script};
-  size_t lens[3] = {6, 4, sizeof sluice_rcl_script - 1};
+/* The command that loads the Lua on node ni: the library (FUNCTION LOAD)
+** where the connection calls it, else the script (SCRIPT LOAD). */
+void sluice__rcl_load_argv(const rcl_store *r, int ni, const char *argv[3],
+                           size_t lens[3]) {
+  int fn = r->nodes[ni].fn;
+  argv[0] = fn ? "FUNCTION" : "SCRIPT";
+  lens[0] = fn ? 8 : 6;
+  argv[1] = "LOAD";
+  lens[1] = 4;
+  argv[2] = fn ? sluice_rcl_script_library : sluice_rcl_script;
+  lens[2] = fn ? sizeof sluice_rcl_script_library - 1
+               : sizeof sluice_rcl_script - 1;
+}
+
+/* What the load's reply says: SLUICE_OK (a library there already is
+** fine), or why nothing can decide on this node. */
+int sluice__rcl_load_reply(rcl_store *r, int ni, const redisReply *rep) {
   rcl_node *n = &r->nodes[ni];
-  redisReply *rep;
-  int rc, ok;
-  if (n->fn) {
-    argv[0] = "FUNCTION";
-    lens[0] = 8;
-    argv[2] = sluice_rcl_script_library;
-    lens[2] = sizeof sluice_rcl_script_library - 1;
-  }
-  rc = node_command(r, ni, 3, argv, lens, &rep);
-  if (rc != SLUICE_OK)
-    return rc;
-  ok = n->fn ? rep->type == REDIS_REPLY_STRING ||
-                   (rep->type == REDIS_REPLY_ERROR &&
-                    strstr(rep->str, "already exists"))
-             : rep->type == REDIS_REPLY_STRING;
-  if (!ok && !n->fn && no_lua(rep)) {
+  int ok = n->fn ? rep->type == REDIS_REPLY_STRING ||
+                       (rep->type == REDIS_REPLY_ERROR &&
+                        strstr(rep->str, "already exists"))
+                 : rep->type == REDIS_REPLY_STRING;
+  if (ok)
+    return SLUICE_OK;
+  if (!n->fn && no_lua(rep)) {
     /* No module here (else the script would not be loaded) and no Lua:
     ** nothing can decide on this node. */
     r->hard_rc = SLUICE_ENOTSUP;
-    rc = sluice_store_seterr(&r->base, SLUICE_ENOTSUP, 0,
-                             "redis %s:%d: no Lua on the server: load the "
-                             "sluice module (sluice_redis.so) or enable Lua "
-                             "(%.40s)",
-                             n->host, n->port, rep->str);
-  } else if (!ok) {
-    rc = sluice_store_seterr(&r->base, SLUICE_EBACKEND, 0,
-                             "redis %s:%d: %s LOAD: %.80s", n->host, n->port,
-                             argv[0],
-                             rep->type == REDIS_REPLY_ERROR ? rep->str : "?");
+    return sluice_store_seterr(&r->base, SLUICE_ENOTSUP, 0,
+                               "redis %s:%d: no Lua on the server: load the "
+                               "sluice module (sluice_redis.so) or enable "
+                               "Lua (%.40s)",
+                               n->host, n->port, rep->str);
   }
+  return sluice_store_seterr(&r->base, SLUICE_EBACKEND, 0,
+                             "redis %s:%d: %s LOAD: %.80s", n->host, n->port,
+                             n->fn ? "FUNCTION" : "SCRIPT",
+                             rep->type == REDIS_REPLY_ERROR ? rep->str : "?");
+}
+
+/* Load the Lua on node ni. */
+int sluice__rcl_load_script(rcl_store *r, int ni) {
+  const char *argv[3];
+  size_t lens[3];
+  redisReply *rep;
+  int rc;
+  sluice__rcl_load_argv(r, ni, argv, lens);
+  rc = node_command(r, ni, 3, argv, lens, &rep);
+  if (rc != SLUICE_OK)
+    return rc;
+  rc = sluice__rcl_load_reply(r, ni, rep);
   freeReplyObject(rep);
   return rc;
 }
@@ -348,6 +363,41 @@ static int parse_slots(rcl_store *r, int ni, const redisReply *rep) {
   return SLUICE_OK;
 }
 
+/* Node ni's answer to CLUSTER SLOTS into the map: SLUICE_OK (a server
+** without cluster support serves every slot), or why not. */
+int sluice__rcl_slots_reply(rcl_store *r, int ni, const redisReply *rep) {
+  int rc;
+  if (rep->type == REDIS_REPLY_ERROR &&
+      strstr(rep->str, "cluster support disabled")) {
+    r->cluster = 0;
+    memset(r->slot_node, ni, sizeof r->slot_node);
+    rc = SLUICE_OK;
+  } else if (rep->type == REDIS_REPLY_ARRAY) {
+    r->cluster = 1;
+    rc = parse_slots(r, ni, rep);
+    if (rc != SLUICE_OK)
+      sluice_store_seterr(&r->base, rc, 0, "redis: bad CLUSTER SLOTS reply");
+  } else {
+    /* NOAUTH, WRONGPASS, NOPERM: it answered and refused us. */
+    if (rep->type == REDIS_REPLY_ERROR &&
+        (strncmp(rep->str, "NOAUTH", 6) == 0 ||
+         strncmp(rep->str, "NOPERM", 6) == 0 ||
+         strncmp(rep->str, "WRONGPASS", 9) == 0))
+      r->hard_rc = SLUICE_EPERM;
+    rc = sluice_store_seterr(&r->base, SLUICE_EUNAVAIL, 0,
+                             "redis %s:%d: CLUSTER SLOTS: %.80s",
+                             r->nodes[ni].host, r->nodes[ni].port,
+                             rep->type == REDIS_REPLY_ERROR ? rep->str : "?");
+  }
+  if (rc == SLUICE_OK) {
+    r->map_ok = 1;
+    r->map_stale = 0;
+    r->map_loaded_at = mono_ns();
+    r->st.refreshes++;
+  }
+  return rc;
+}
+
 /* Load the slot map from the first node that answers, starting after the
 ** one used last time so that a dead node is not asked first forever. */
 int sluice__rcl_refresh_map(rcl_store *r, int max_tries) {
@@ -360,35 +410,10 @@ int sluice__rcl_refresh_map(rcl_store *r, int max_tries) {
     rc = node_command(r, ni, 2, argv, lens, &rep);
     if (rc != SLUICE_OK)
       continue;
-    if (rep->type == REDIS_REPLY_ERROR &&
-        strstr(rep->str, "cluster support disabled")) {
-      r->cluster = 0;
-      memset(r->slot_node, ni, sizeof r->slot_node);
-      rc = SLUICE_OK;
-    } else if (rep->type == REDIS_REPLY_ARRAY) {
-      r->cluster = 1;
-      rc = parse_slots(r, ni, rep);
-      if (rc != SLUICE_OK)
-        sluice_store_seterr(&r->base, rc, 0, "redis: bad CLUSTER SLOTS reply");
-    } else {
-      /* NOAUTH, WRONGPASS, NOPERM: it answered and refused us. */
-      if (rep->type == REDIS_REPLY_ERROR &&
-          (strncmp(rep->str, "NOAUTH", 6) == 0 ||
-           strncmp(rep->str, "NOPERM", 6) == 0 ||
-           strncmp(rep->str, "WRONGPASS", 9) == 0))
-        r->hard_rc = SLUICE_EPERM;
-      rc = sluice_store_seterr(&r->base, SLUICE_EUNAVAIL, 0,
-                               "redis %s:%d: CLUSTER SLOTS: %.80s",
-                               r->nodes[ni].host, r->nodes[ni].port,
-                               rep->type == REDIS_REPLY_ERROR ? rep->str : "?");
-    }
+    rc = sluice__rcl_slots_reply(r, ni, rep);
     freeReplyObject(rep);
     if (rc == SLUICE_OK) {
       r->refresh_cursor = ni;
-      r->map_ok = 1;
-      r->map_stale = 0;
-      r->map_loaded_at = mono_ns();
-      r->st.refreshes++;
       return SLUICE_OK;
     }
   }

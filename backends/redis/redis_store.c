@@ -69,6 +69,7 @@
 #include <unistd.h>
 
 #include "redis_int.h"
+#include "split.h"
 
 /* ----------------------------------------------------------- methods --- */
 
@@ -242,6 +243,13 @@ static int control_lanes(rcl_store *home, int op, void *arg) {
     }
     sluice__rcl_lane_unlock(home, r);
   }
+  if (op == SLUICE_CTL_REDIS_STATS && home->split) {
+    /* The policy's decisions are read on the split lane (redis_split.c),
+    ** whoever carried them. */
+    pthread_mutex_lock(&home->split->mu);
+    stats_add(&sum, &home->split->st);
+    pthread_mutex_unlock(&home->split->mu);
+  }
   if (op == SLUICE_CTL_REDIS_STATS) {
     sum.pool = home->nlanes;
     *(sluice_redis_stats *)arg = sum;
@@ -252,6 +260,8 @@ static int control_lanes(rcl_store *home, int op, void *arg) {
 static int rcl_control(sluice_store *s, int op, void *arg) {
   rcl_store *home = (rcl_store *)s, *r;
   int rc = SLUICE_OK;
+  if (op <= SLUICE__CTL_SPLIT_OPEN && op >= SLUICE__CTL_SPLIT_CLOSE)
+    return sluice__rcl_split_control(home, op, arg);
   if (op == SLUICE_CTL_PARAMS_IN_RANGE) {
     /* The check every op gets before a command is sent, asked ahead. */
     if (!arg || (rc = sluice_op_validate_params(arg)) != SLUICE_OK)
@@ -335,6 +345,10 @@ static int rcl_close(sluice_store *s) {
   for (k = 1; k < r->nlanes; k++) {
     lane_free(r, r->lanes[k]);
     sluice_store_free(s, r->lanes[k], sizeof *r);
+  }
+  if (r->split) {
+    lane_free(r, r->split);
+    sluice_store_free(s, r->split, sizeof *r);
   }
   sluice_store_free(s, r->lanes, sizeof *r->lanes * RCL_POOL_MAX);
   if (r->fork_page)
@@ -434,43 +448,55 @@ static int parse_nodes(rcl_store *r, const char *v, size_t len) {
   return r->nnodes > 0 ? SLUICE_OK : SLUICE_EINVAL;
 }
 
-/* Lanes 1..pool-1: copies of lane 0 (its parameters and whatever slot map
-** it has) without connections; each connects on first use. */
+/* A copy of lane 0 (its parameters and whatever slot map it has) without
+** connections; a lane connects on first use. */
+static rcl_store *lane_copy(rcl_store *r) {
+  rcl_store *l = sluice_store_malloc(&r->base, sizeof *l);
+  int i;
+  if (!l)
+    return NULL;
+  memcpy(l, r, sizeof *l);
+  l->cmd = sluice_store_malloc(&r->base, sizeof *l->cmd);
+  if (!l->cmd) {
+    sluice_store_free(&r->base, l, sizeof *l);
+    return NULL;
+  }
+  l->lanes = NULL;
+  l->nlanes = 0;
+  l->url_params = NULL;
+  l->split = NULL;
+  l->fork_page = NULL;
+  memset(&l->st, 0, sizeof l->st);
+  for (i = 0; i < l->nnodes; i++) {
+    l->nodes[i].c = NULL;
+    l->nodes[i].tls = NULL;
+    l->nodes[i].retry_at = 0;
+    l->nodes[i].backoff_ms = 0;
+  }
+  pthread_mutex_init(&l->mu, NULL);
+  return l;
+}
+
+/* Lanes 1..pool-1, and the routing of calls in two halves. */
 static int make_lanes(rcl_store *r, int pool) {
-  int k, i;
+  int k;
   r->lanes = sluice_store_malloc(&r->base, sizeof *r->lanes * RCL_POOL_MAX);
   if (!r->lanes)
     return SLUICE_ENOMEM;
   r->lanes[0] = r;
   r->nlanes = 1;
   for (k = 1; k < pool; k++) {
-    rcl_store *l = sluice_store_malloc(&r->base, sizeof *l);
+    rcl_store *l = lane_copy(r);
     if (!l)
       return SLUICE_ENOMEM;
-    memcpy(l, r, sizeof *l);
-    l->cmd = sluice_store_malloc(&r->base, sizeof *l->cmd);
-    if (!l->cmd) {
-      sluice_store_free(&r->base, l, sizeof *l);
-      return SLUICE_ENOMEM;
-    }
-    l->lanes = NULL;
-    l->nlanes = 0;
-    l->url_params = NULL;
-    memset(&l->st, 0, sizeof l->st);
-    for (i = 0; i < l->nnodes; i++) {
-      l->nodes[i].c = NULL;
-      l->nodes[i].tls = NULL;
-      l->nodes[i].retry_at = 0;
-      l->nodes[i].backoff_ms = 0;
-    }
     /* Each lane its own byte of the marker page: every lane must see the
     ** fork for itself. */
     l->fork_page = r->fork_page ? r->fork_page + k : NULL;
-    pthread_mutex_init(&l->mu, NULL);
     r->lanes[k] = l;
     r->nlanes = k + 1;
   }
-  return SLUICE_OK;
+  r->split = lane_copy(r);
+  return r->split ? SLUICE_OK : SLUICE_ENOMEM;
 }
 
 static int rcl_open_as(const char *uri, const sluice_store_config *cfg,

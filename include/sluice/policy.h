@@ -181,6 +181,11 @@ enum sluice_binding {
 #define SLUICE_LIMIT_NOT_RUN 0x4u /**< not reached: an earlier limit
                                        refused; remaining and reset_ns are
                                        -1 (unknown), nothing was taken */
+#define SLUICE_LIMIT_GROUPED 0x8u /**< decided with other buckets as one
+                                       group (`group` in the file): only
+                                       the group's binding bucket has its
+                                       remaining and reset_ns; the others'
+                                       are -1 (unknown) */
 
 /** One limit a request of a declared route passed (or met), in the
  *  route's order: sluice_decision.limits.  Strings are owned by the policy

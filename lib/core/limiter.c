@@ -23,6 +23,7 @@
 
 #include "backends.h"
 #include "sluice.h"
+#include "split.h"
 #include "store.h"
 
 struct sluice_limiter {
@@ -213,6 +214,28 @@ int sluice_limiter_run_many_at(sluice_limiter *l, int n,
     return SLUICE_EINVAL;
   return sluice_store_run_many(l->store, n, ps, clamp_time(l, now_ns), res,
                                rcs);
+}
+
+/* The store's half of a call in two halves (split.h): BEGIN gets what
+** sluice_store_apply() / sluice_store_run() check and the time they get. */
+int sluice__limiter_split(sluice_limiter *l, int op, sluice__split *sp) {
+  int rc;
+  if (!l || !sp)
+    return SLUICE_EINVAL;
+  if (op == SLUICE__CTL_SPLIT_BEGIN) {
+    if (sp->now < 0 || (!sp->op == !sp->prog) ||
+        (sp->op && !sp->v) || (sp->prog && !sp->res))
+      return SLUICE_EINVAL;
+    rc = sp->op ? sluice_op_validate(sp->op) : sluice_program_validate(sp->prog);
+    if (rc != SLUICE_OK)
+      return rc;
+    sp->now = clamp_time(l, sp->now);
+  }
+  rc = sluice_store_control(l->store, op, sp);
+  /* BEGIN, REPLY, FAIL and CARRY answer SLUICE__SPLIT_* (>= 0). */
+  return rc > 0 && (op == SLUICE__CTL_SPLIT_OPEN || op == SLUICE__CTL_SPLIT_CLOSE)
+             ? SLUICE_EBACKEND
+             : rc;
 }
 
 int sluice_limiter_take(sluice_limiter *l, const void *key, size_t keylen,

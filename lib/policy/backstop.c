@@ -24,13 +24,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "keys.h"
-#include "policy_int.h"
+#include "flow.h"
 
-int sluice__backstop(sluice_policy *p, const char *ip, int64_t now,
-                     sluice_decision *d, int *refused) {
+int sluice__backstop(sluice__ctx *c, sluice_decision *d, int *refused) {
+  sluice_policy *p = c->p;
   char buf[SLUICE__KEYLEN];
-  sluice_key k = sluice__key_ip_window(buf, ip);
+  sluice_key k = sluice__key_ip_window(buf, c->I);
   sluice_op op;
   sluice_verdict v;
   int rc;
@@ -43,7 +42,8 @@ int sluice__backstop(sluice_policy *p, const char *ip, int64_t now,
   op.params = &p->ip_window;
   op.arg = 1;
   op.record_class = SLUICE_CLASS_UNTRUSTED; /* one per address anyone has */
-  rc = sluice_limiter_apply_at(p->lim, &op, now, &v);
+  rc = c->tape ? sluice__store_call(c, &op, NULL, &v, NULL)
+               : sluice_limiter_apply_at(p->lim, &op, c->now, &v);
   if (rc != SLUICE_OK || v.allowed)
     return rc;
   *refused = 1;

@@ -128,7 +128,7 @@ static void shadow_apply(sluice__ctx *c, int row, sluice_decision *d) {
 static int decide_store(sluice__ctx *c, sluice_decision *d) {
   int rc, refused = 0;
   if (c->p->cfg.ip_limit > 0 && c->req->client_ip) {
-    rc = sluice__backstop(c->p, c->I, c->now, d, &refused);
+    rc = sluice__backstop(c, d, &refused);
     if (rc == SLUICE_EFULL) {
       /* No room for the address's window (the untrusted records' bound
       ** is full of boxes): the request is decided on its own limits,
@@ -253,16 +253,6 @@ int sluice__decide_end(sluice__ctx *c, int rc, sluice_decision *d) {
     atomic_fetch_add_explicit(&p->ctr->degraded_decisions[row], 1,
                               memory_order_relaxed);
   return SLUICE_OK;
-}
-
-int sluice__decide_at(sluice_policy *p, const sluice_request *q, int64_t now,
-                      sluice_decision *d) {
-  sluice__ctx c;
-  int rc = sluice__decide_begin(p, q, now, &c, d);
-  if (rc != SLUICE_OK)
-    return rc;
-  sluice__decide_admit(&c, d);
-  return sluice__decide_end(&c, sluice__decide_store(&c, d), d);
 }
 
 int sluice_policy_decide(sluice_policy *p, const sluice_request *q,

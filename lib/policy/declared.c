@@ -91,6 +91,10 @@ static const char *attr_value(const sluice__ctx *c, int a, size_t *n) {
   return v;
 }
 
+const char *sluice__decl_attr_value(const sluice__ctx *c, int a, size_t *n) {
+  return attr_value(c, a, n);
+}
+
 /* A decimal attribute (ranges and caller costs): 0..2^62. */
 static int attr_int(const sluice__ctx *c, int a, int64_t *out) {
   size_t n = 0, i;
@@ -106,6 +110,8 @@ static int attr_int(const sluice__ctx *c, int a, int64_t *out) {
   *out = x;
   return 1;
 }
+
+static int is_lease(int algo);
 
 static const sluice__lparams *pick(const sluice__ctx *c,
                                    const sluice__limit *lm) {
@@ -162,6 +168,16 @@ static int cost_of(const sluice__ctx *c, const sluice__cost *co,
   }
 }
 
+int sluice__decl_cost(const sluice__ctx *c, int64_t *cost,
+                      sluice_decision *d) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  const sluice__limit *lm = &c->p->decl->limits[dr->limit[0]];
+  *cost = 1;
+  if (lm->algo == SLUICE__L_CAP || is_lease(lm->algo))
+    return SLUICE_OK;
+  return cost_of(c, &dr->cost[0], lm, cost, d);
+}
+
 /* Attribute a's value as "name=value\x1f" into buf (room for any),
 ** returning its length; 0 with d->invalid_field when it is missing (EINVAL)
 ** or empty or too long (EKEY), *rc saying which. */
@@ -193,37 +209,38 @@ static size_t scope_part(const sluice__ctx *c, int a, char *buf, int *rc,
 ** hashed once), and each limit's BODY: "n:NAME" for a scope of that
 ** attribute alone (nothing more to hide), else "h:" and the keyed hash of
 ** the limit's name and all its attributes. */
-typedef struct keyparts {
+typedef struct sluice__keyparts {
   char tag[SLUICE_SCOPE_ID_LEN + 1];
   int tagged; /* tag computed */
   char body[2 + SLUICE_SCOPE_ID_LEN + 1]; /* "h:" + a hash, or "n:" + a name */
   size_t bodylen;
 } keyparts;
 
-static int scope_ids(const sluice__ctx *c, const sluice__limit *lm,
-                     keyparts *kp, sluice_decision *d) {
+static int scope_ids(const sluice__ctx *c, const char *name, const int *scope,
+                     int nscope, int hashed, keyparts *kp,
+                     sluice_decision *d) {
   char buf[SLUICE__SCOPE_MAX * (SLUICE_POLICY_ID_MAX + SLUICE__DNAME + 2) +
            SLUICE__DNAME + 1];
   size_t len, n;
   int i, rc = SLUICE_OK;
   if (!kp->tagged) {
-    if (!(n = scope_part(c, lm->scope[0], buf, &rc, d)))
+    if (!(n = scope_part(c, scope[0], buf, &rc, d)))
       return rc;
     sluice_scope_id(c->p->secret, buf, n, kp->tag);
     kp->tagged = 1;
   }
-  if (lm->nscope == 1) {
-    len = strlen(lm->name);
+  if (nscope == 1 && !hashed) {
+    len = strlen(name);
     memcpy(kp->body, "n:", 2);
-    memcpy(kp->body + 2, lm->name, len);
+    memcpy(kp->body + 2, name, len);
     kp->bodylen = len + 2;
     return SLUICE_OK;
   }
-  len = strlen(lm->name);
-  memcpy(buf, lm->name, len);
+  len = strlen(name);
+  memcpy(buf, name, len);
   buf[len++] = '\x1f';
-  for (i = 0; i < lm->nscope; i++) {
-    if (!(n = scope_part(c, lm->scope[i], buf + len, &rc, d)))
+  for (i = 0; i < nscope; i++) {
+    if (!(n = scope_part(c, scope[i], buf + len, &rc, d)))
       return rc;
     len += n;
   }
@@ -233,8 +250,9 @@ static int scope_ids(const sluice__ctx *c, const sluice__limit *lm,
   return SLUICE_OK;
 }
 
-/* dl:{TAG}:BODY, and a lease set's slot i as ":i". */
-static sluice_key dkey(char *out, const keyparts *kp, int slot) {
+/* dl:{TAG}:BODY, and a lease set's slot i as ":i", or a penalty's
+** records as ":b" (the box) and ":r" (the Retry-After notice). */
+static sluice_key dkey(char *out, const keyparts *kp, int slot, char sfx) {
   sluice_key k;
   size_t n = 4;
   memcpy(out, "dl:{", 4);
@@ -250,10 +268,52 @@ static sluice_key dkey(char *out, const keyparts *kp, int slot) {
       out[n++] = (char)('0' + slot / 10);
     out[n++] = (char)('0' + slot % 10);
   }
+  if (sfx) {
+    out[n++] = ':';
+    out[n++] = sfx;
+  }
   out[n] = '\0';
   k.data = out;
   k.len = n;
   return k;
+}
+
+int sluice__decl_pen_recs(const sluice__ctx *c, const sluice__penalty *pn,
+                          sluice__prog *g, int notice,
+                          char id[SLUICE_SCOPE_ID_LEN + 1],
+                          struct sluice__keyparts *shared,
+                          sluice_decision *d) {
+  keyparts own, *kp = shared ? shared : &own;
+  int rc;
+  own.tagged = 0;
+  if ((rc = scope_ids(c, pn->name, pn->scope, pn->nscope, 1, kp, d)))
+    return rc;
+  memcpy(id, kp->body + 2, SLUICE_SCOPE_ID_LEN);
+  id[SLUICE_SCOPE_ID_LEN] = '\0';
+  if (g) {
+    g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 'b');
+    g->nk++;
+    if (notice) {
+      g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 'r');
+      g->nk++;
+    }
+  }
+  return SLUICE_OK;
+}
+
+int sluice__decl_pen_stuffing_recs(const sluice__ctx *c,
+                                   const sluice__penalty *pn, sluice__prog *g,
+                                   sluice_decision *d) {
+  keyparts kp;
+  int rc;
+  kp.tagged = 0;
+  if ((rc = scope_ids(c, pn->name, pn->scope, pn->nscope, 1, &kp, d)))
+    return rc;
+  g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 's');
+  g->nk++;
+  g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 'd');
+  g->nk++;
+  return SLUICE_OK;
 }
 
 static const int step_algo[SLUICE__L__COUNT] = {
@@ -266,12 +326,73 @@ static int is_lease(int algo) {
   return algo == SLUICE__L_CONCURRENCY || algo == SLUICE__L_LOCK;
 }
 
+/* The degraded limiter's numbers for a limit: degraded_percent of its
+** rate and burst (or window limit), as the built-in tiers' (policy.c). */
+static void degrade(const sluice_policy *p, const sluice__limit *lm,
+                    const sluice__lparams *ps, sluice__lparams *out) {
+  int64_t pct = p->cfg.degraded_percent, b;
+  *out = *ps;
+  if (lm->algo == SLUICE__L_GCRA) {
+    b = ps->g.burst * pct / 100;
+    out->g.rate = ps->g.rate * pct;
+    out->g.period_ns = ps->g.period_ns * 100;
+    out->g.burst = b < 1 ? 1 : b;
+  } else {
+    b = ps->w.limit * pct / 100;
+    out->w.limit = b < 1 ? 1 : b;
+  }
+}
+
+/* Buckets i .. i + n - 1 of the route as one GCRA group step (both
+** charged or neither; the binding one, as the algorithm reports it, is
+** the one left with the fewest points, or, refused, the one that must
+** wait longest).  Their numbers are copied side by side into gp (the
+** step reads one per record), scaled when dg asks for the degraded ones. */
+static int group_step(sluice__ctx *c, int i, sluice__prog *g,
+                      int st[SLUICE__RLIMITS_MAX],
+                      int64_t costs[SLUICE__RLIMITS_MAX], sluice__lparams *dg,
+                      sluice_gcra_params *gp, keyparts *kp,
+                      sluice_decision *d) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  int n = dr->group[i], first = g->nk, j, rc, s;
+  int64_t cost = 1;
+  for (j = i; j < i + n; j++) {
+    const sluice__limit *lm = &c->p->decl->limits[dr->limit[j]];
+    const sluice__lparams *ps = pick(c, lm);
+    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, kp, d)) ||
+        (rc = cost_of(c, &dr->cost[j], lm, &cost, d)))
+      return rc;
+    if (dg) {
+      degrade(c->p, lm, ps, &dg[j]);
+      ps = &dg[j];
+      if (cost > ps->g.burst)
+        return SLUICE_ERANGE; /* never fits the degraded bucket */
+    }
+    gp[j - i] = ps->g;
+    costs[j] = cost;
+    g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 0);
+    g->nk++;
+  }
+  s = sluice__step(g, SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, first, n, gp, cost,
+                   0);
+  if (s > 0)
+    sluice__when(g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_GATE);
+  for (j = i; j < i + n; j++)
+    st[j] = s;
+  return SLUICE_OK;
+}
+
 /* The route's program: kind < 0 decides (each limit's own step), else
 ** every lease limit gets `kind` (LEASE_RELEASE, RENEW) with id.  st[i] is
-** limit i's step, -1 when not in the program. */
+** limit i's step, -1 when not in the program.  pr, when not NULL, puts
+** the route's penalty in (the box first, a strike after each rate limit).
+** dg, when not NULL, makes the degraded limiter's program instead: the
+** rate limits only, at degraded_percent (dg holds their numbers). */
 static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
                  int st[SLUICE__RLIMITS_MAX],
-                 int64_t costs[SLUICE__RLIMITS_MAX], sluice_decision *d) {
+                 int64_t costs[SLUICE__RLIMITS_MAX], sluice__pen_run *pr,
+                 sluice__lparams *dg, sluice_gcra_params *gp,
+                 sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   keyparts kp;
   int i, rc;
@@ -286,6 +407,13 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
                       c->p->decl->limits[dr->limit[0]].scope[0] == SLUICE__A_IP
                   ? SLUICE_CLASS_UNTRUSTED
                   : SLUICE_CLASS_SERVICE;
+  /* The penalty's scope starts with the limits' attribute: one tag. */
+  if (pr && (rc = sluice__pen_head(c, g, pr, &kp, d)))
+    return rc;
+  for (i = 0; i < dr->n; i++)
+    st[i] = -1, costs[i] = 1;
+  if (pr && kind < 0 && (rc = sluice__pen_report(c, g, pr, d)) != 0)
+    return rc < 0 ? rc : SLUICE_OK; /* a report: no limits */
   for (i = 0; i < dr->n; i++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
     const sluice__lparams *ps = pick(c, lm);
@@ -295,18 +423,34 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     costs[i] = 1;
     if (kind >= 0 && !is_lease(lm->algo))
       continue;
-    if ((rc = scope_ids(c, lm, &kp, d)))
+    if (dr->group[i] >= 2) {
+      if ((rc = group_step(c, i, g, st, costs, dg, gp + i, &kp, d)))
+        return rc;
+      if (pr)
+        sluice__pen_after(c, g, pr, i, st[i]);
+      i += dr->group[i] - 1;
+      continue;
+    }
+    if (dg && !sluice__decl_strikes(lm->algo))
+      continue; /* no leases or caps on the degraded limiter */
+    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, &kp, d)))
       return rc;
     if (kind < 0 && lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
         (rc = cost_of(c, &dr->cost[i], lm, &cost, d)))
       return rc;
     costs[i] = cost;
+    if (dg) {
+      degrade(c->p, lm, ps, &dg[i]);
+      ps = &dg[i];
+      if (cost > (lm->algo == SLUICE__L_GCRA ? ps->g.burst : ps->w.limit))
+        return SLUICE_ERANGE; /* never fits the degraded bucket */
+    }
     if (lm->algo == SLUICE__L_CONCURRENCY) {
       nrec = (int)ps->l.max;
       for (j = 0; j < nrec; j++, g->nk++)
-        g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, j);
+        g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, j, 0);
     } else {
-      g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1);
+      g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 0);
       g->nk++;
     }
     s = sluice__step(g, step_algo[lm->algo],
@@ -320,6 +464,8 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     else if (s > 0)
       sluice__when(g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_GATE);
     st[i] = s;
+    if (pr)
+      sluice__pen_after(c, g, pr, i, s);
   }
   return SLUICE_OK;
 }
@@ -364,14 +510,19 @@ static void fill(sluice__ctx *c, const sluice__limit *lm,
 ** reset are unknown. */
 static void report(sluice__ctx *c, const sluice__droute *dr,
                    const sluice_program_result *res, const int *st,
-                   const int64_t *costs, int bind, sluice_decision *d) {
-  int i;
+                   const int64_t *costs, int bind, const sluice__lparams *dg,
+                   sluice_decision *d) {
+  int i, head = 0;
   d->nlimits = dr->n;
   for (i = 0; i < dr->n; i++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
-    const sluice__lparams *ps = pick(c, lm);
+    const sluice__lparams *ps = dg && sluice__decl_strikes(lm->algo)
+                                    ? &dg[i]
+                                    : pick(c, lm);
     sluice_decision_limit *o = &d->limits[i];
     int ran = st[i] >= 0 && (res->ran >> st[i] & 1u);
+    if (dr->group[i] >= 2)
+      head = i;
     o->name = lm->name;
     o->unit = lm->unit;
     o->cost = costs[i];
@@ -391,11 +542,18 @@ static void report(sluice__ctx *c, const sluice__droute *dr,
       o->quota = ps->w.limit;
       o->window_ns = ps->w.window_ns;
     }
-    if (ran) {
+    if (ran && dr->group[i] != 0 &&
+        head + res->v[st[i]].binding != i) {
+      /* A group step reports its binding bucket only. */
+      o->remaining = o->reset_ns = -1;
+      o->flags |= SLUICE_LIMIT_GROUPED;
+    } else if (ran) {
       o->remaining = res->v[st[i]].remaining;
       o->reset_ns = res->v[st[i]].reset_ns;
       if (st[i] == res->denied_by)
         o->flags |= SLUICE_LIMIT_DENIED;
+      if (dr->group[i] != 0)
+        o->flags |= SLUICE_LIMIT_GROUPED;
     } else {
       o->remaining = o->reset_ns = -1;
       o->flags |= SLUICE_LIMIT_NOT_RUN;
@@ -405,40 +563,52 @@ static void report(sluice__ctx *c, const sluice__droute *dr,
   }
 }
 
-int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
+/* The program's result into the decision: the box, then the binding
+** limit (the one that refused, else the one with the least left). */
+static int read(sluice__ctx *c, const sluice_program_result *res,
+                const int st[SLUICE__RLIMITS_MAX],
+                const int64_t costs[SLUICE__RLIMITS_MAX],
+                const sluice__pen_run *pr, const sluice__lparams *dg,
+                uint64_t id, sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  sluice_program_result res;
-  sluice__prog gp, *g = &gp;
-  int64_t costs[SLUICE__RLIMITS_MAX];
-  int st[SLUICE__RLIMITS_MAX], i, rc, bind = -1;
-  uint64_t id = 0;
-  if (route_leases(c))
-    while (id == 0)
-      if ((rc = sluice_random_bytes(&id, sizeof id)) != SLUICE_OK) {
-        c->store_err = rc;
-        return rc;
-      }
-  rc = build(c, -1, id, g, st, costs, d);
-  if (rc == SLUICE_OK)
-    rc = sluice__run(c, g, &res);
-  if (rc != SLUICE_OK)
-    return rc;
-  for (i = 0; i < dr->n; i++) {
-    if (st[i] == res.denied_by) {
-      bind = i;
-      break;
-    }
-    if (bind < 0 || left(&res.v[st[i]]) < left(&res.v[st[bind]]))
-      bind = i;
+  int i, bind = -1, pass;
+  if (pr && sluice__pen_boxed(c, pr, res, d))
+    return SLUICE_OK;
+  if (pr && pr->report) {
+    sluice__pen_report_read(c, pr, res, d);
+    return SLUICE_OK;
   }
+  /* The limit that refused; else, among the rate limits (leases, locks
+  ** and caps bind only a route that has nothing else), the one with the
+  ** least left.  A group is one candidate: its binding bucket. */
+  for (pass = 0; pass < 2 && bind < 0; pass++)
+    for (i = 0; i < dr->n; i++) {
+      int m = i;
+      if (st[i] < 0 || dr->group[i] < 0)
+        continue;
+      if (dr->group[i] >= 2)
+        m = i + res->v[st[i]].binding;
+      if (st[i] == res->denied_by) {
+        bind = m;
+        pass = 2;
+        break;
+      }
+      if (pass == 0 &&
+          !sluice__decl_strikes(c->p->decl->limits[dr->limit[i]].algo))
+        continue;
+      if (bind < 0 || left(&res->v[st[i]]) < left(&res->v[st[bind]]))
+        bind = m;
+    }
+  if (bind < 0)
+    return SLUICE_OK; /* degraded, a route of leases only: let it through */
   {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[bind]];
-    const sluice__lparams *ps = pick(c, lm);
-    const sluice_verdict *v = &res.v[st[bind]];
+    const sluice__lparams *ps = dg ? &dg[bind] : pick(c, lm);
+    const sluice_verdict *v = &res->v[st[bind]];
     fill(c, lm, ps, v, d);
     d->cost = costs[bind];
-    report(c, dr, &res, st, costs, bind, d);
-    if (res.denied_by < 0) {
+    report(c, dr, res, st, costs, bind, dg, d);
+    if (res->denied_by < 0) {
       d->outcome = SLUICE_OUTCOME_ALLOW;
       if (id) {
         int64_t ttl = INT64_MAX;
@@ -453,6 +623,8 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
       return SLUICE_OK;
     }
     d->retry_after_ns = v->retry_after_ns;
+    if (lm->retry_max_ns && d->retry_after_ns > lm->retry_max_ns)
+      d->retry_after_ns = lm->retry_max_ns;
     if (lm->algo == SLUICE__L_LOCK || lm->status == 409)
       d->outcome = SLUICE_OUTCOME_CONFLICT;
     else if (lm->algo == SLUICE__L_CONCURRENCY)
@@ -464,8 +636,68 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
       atomic_fetch_add_explicit(&c->p->ctr->lease_denials[c->cls], 1,
                                 memory_order_relaxed);
     }
+    if (pr) {
+      for (i = bind; dr->group[i] < 0; i--)
+        ; /* a group's strikes are its first bucket's */
+      sluice__pen_denied(c, pr, res, i, d);
+    }
   }
   return SLUICE_OK;
+}
+
+int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  sluice_program_result res;
+  sluice__prog gp, *g = &gp;
+  sluice__pen_run pen, *pr = dr->pen ? &pen : NULL;
+  int64_t costs[SLUICE__RLIMITS_MAX];
+  sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
+  int st[SLUICE__RLIMITS_MAX], rc;
+  uint64_t id = 0;
+  if (route_leases(c) && (rc = sluice__random_id(c, &id)) != SLUICE_OK)
+    return rc;
+  rc = build(c, -1, id, g, st, costs, pr, NULL, bp, d);
+  if (rc == SLUICE_OK)
+    rc = sluice__run(c, g, &res);
+  if (rc != SLUICE_OK)
+    return rc;
+  return read(c, &res, st, costs, pr, NULL, id, d);
+}
+
+int sluice__decl_degraded(sluice__ctx *c, sluice_decision *d) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  sluice_program_result res;
+  sluice_program pg;
+  sluice__prog gp, *g = &gp;
+  sluice__lparams dg[SLUICE__RLIMITS_MAX];
+  int64_t costs[SLUICE__RLIMITS_MAX];
+  sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
+  int st[SLUICE__RLIMITS_MAX], rc;
+  sluice_decision scratch;
+  if (!dr->degraded || sluice__pen_is_report(c))
+    return 0; /* a report that cannot be counted fails closed */
+  d->flags |= SLUICE_DECISION_DEGRADED;
+  /* The request's attributes were checked when the store was asked; the
+  ** breaker's skip never asked it, so a bad one fails closed here. */
+  memset(&scratch, 0, sizeof scratch);
+  rc = build(c, -1, 0, g, st, costs, NULL, dg, bp, &scratch);
+  if (rc == SLUICE_ERANGE) {
+    d->outcome = SLUICE_OUTCOME_THROTTLED;
+    d->retry_after_ns = c->p->cfg.fail_closed_retry_after_ns;
+    return 1;
+  }
+  if (rc == SLUICE_OK && g->ns == 0)
+    return 1; /* no rate limit on the route: nothing to hold it */
+  if (rc == SLUICE_OK) {
+    sluice__prog_program(g, &pg);
+    rc = sluice_limiter_run_at(c->p->local, &pg, c->now, &res);
+  }
+  if (rc != SLUICE_OK) {
+    d->flags &= ~SLUICE_DECISION_DEGRADED;
+    return 0;
+  }
+  read(c, &res, st, costs, NULL, dg, 0, d);
+  return 1;
 }
 
 int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind) {
@@ -473,11 +705,12 @@ int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind) {
   sluice_program_result r;
   sluice__prog gp, *g = &gp;
   int64_t costs[SLUICE__RLIMITS_MAX];
+  sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
   int st[SLUICE__RLIMITS_MAX], rc, s, ok = 1;
   if (!route_leases(c))
     return SLUICE_EINVAL;
   memset(&d, 0, sizeof d);
-  rc = build(c, kind, id, g, st, costs, &d);
+  rc = build(c, kind, id, g, st, costs, NULL, NULL, bp, &d);
   if (rc == SLUICE_OK)
     rc = sluice__run(c, g, &r);
   if (rc == SLUICE_OK)
@@ -496,13 +729,13 @@ int sluice__decl_keys(sluice__ctx *c, int limit, sluice__prog *g, int *nrec,
   keyparts kp;
   int j, rc;
   kp.tagged = 0;
-  if ((rc = scope_ids(c, lm, &kp, d)))
+  if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, &kp, d)))
     return rc;
   *ps = pick(c, lm);
   *nrec = lm->algo == SLUICE__L_CONCURRENCY ? (int)(*ps)->l.max : 1;
   g->nk = 0;
   for (j = 0; j < *nrec; j++, g->nk++)
     g->keys[g->nk] =
-        dkey(g->kbuf[g->nk], &kp, lm->algo == SLUICE__L_CONCURRENCY ? j : -1);
+        dkey(g->kbuf[g->nk], &kp, lm->algo == SLUICE__L_CONCURRENCY ? j : -1, 0);
   return SLUICE_OK;
 }

@@ -65,6 +65,7 @@ typedef struct sluice__limit {
   int npsets;
   char psval[SLUICE__PSETS_MAX][SLUICE__DNAME];
   sluice__lparams ps[SLUICE__PSETS_MAX];
+  int64_t retry_max_ns; /* a denial's Retry-After at most this, 0: any */
   int line; /* in the file, for messages */
 } sluice__limit;
 
@@ -82,6 +83,8 @@ typedef struct sluice__cost {
   int64_t cost[SLUICE__COSTS_MAX]; /* ... costs this */
 } sluice__cost;
 
+#include "declared_penalty.h"
+
 typedef struct sluice__droute {
   char method[8];
   char route[SLUICE_POLICY_ROUTE_MAX + 1];
@@ -89,7 +92,13 @@ typedef struct sluice__droute {
   int n;     /* limits applied, in order */
   int limit[SLUICE__RLIMITS_MAX];
   sluice__cost cost[SLUICE__RLIMITS_MAX];
+  /* 0: the limit runs alone; n >= 2: the first of n buckets decided as
+  ** one GCRA group step (both charged or neither, the stricter binding);
+  ** -1: a later member of the group before it. */
+  int group[SLUICE__RLIMITS_MAX];
   int nrecs; /* records of its program */
+  int pen;      /* 1 + its penalty's index (declared_penalty.h), 0: none */
+  int degraded; /* failure = "degraded": the degraded limiter, not a 503 */
 } sluice__droute;
 
 typedef struct sluice__decl {
@@ -99,6 +108,8 @@ typedef struct sluice__decl {
   sluice__limit limits[SLUICE__LIMITS_MAX];
   int nroutes;
   sluice__droute routes[SLUICE__DROUTES_MAX];
+  int npenalties;
+  sluice__penalty penalties[SLUICE__PENALTIES_MAX];
 } sluice__decl;
 
 /* The algorithm layer's SLUICE_ALGO_* a limit's SLUICE__L_* runs as. */
@@ -114,12 +125,15 @@ enum {
   SLUICE__LS_LIMIT,  /* a fixed window's or a cap's */
   SLUICE__LS_WINDOW,
   SLUICE__LS_MAX,
-  SLUICE__LS_TTL
+  SLUICE__LS_TTL,
+  SLUICE__LS_RETRY_MAX /* retry_after_max_ms, any algorithm */
 };
 
 /* The file's spelling of algorithm SLUICE__L_* algo. */
 const char *sluice__limit_algo_name(int algo);
 
+/* The index of the attribute called n (built-in or declared), or -1. */
+int sluice__decl_attr(const sluice__decl *dl, const char *n);
 /* The name of attribute a (built-in or declared). */
 const char *sluice__attr_name(const sluice__decl *dl, int a);
 
@@ -131,6 +145,19 @@ const char *sluice__attr_name(const sluice__decl *dl, int a);
 int sluice__decl_load(const config_setting_t *root, const char *file,
                       sluice__decl *dl, char *err, size_t errlen, char *warn,
                       size_t warnlen);
+/* declared_penalty_conf.c: the file's `penalties` into dl (after its
+** limits), and route entry r's `penalty` and `failure` into dr (after its
+** limits), with "FILE:LINE: SETTING: problem" into err. */
+int sluice__decl_penalties_load(const config_setting_t *root, const char *file,
+                                sluice__decl *dl, char *err, size_t errlen);
+int sluice__decl_route_penalty(const config_setting_t *r, const char *path,
+                               const char *file, const sluice__decl *dl,
+                               sluice__droute *dr, char *err, size_t errlen);
+/* The steps of route dr's program (at most SLUICE_PROGRAM_STEPS). */
+int sluice__decl_route_steps(const sluice__decl *dl, const sluice__droute *dr);
+/* 1 when a limit's denial may be a strike (a rate: gcra, the windows). */
+int sluice__decl_strikes(int algo);
+
 /* 1 when route entry r of the file lists limits (a declared route). */
 int sluice__decl_route_is(const config_setting_t *r);
 

@@ -78,6 +78,10 @@ static int attr_index(const sluice__decl *dl, const char *n) {
   return -1;
 }
 
+int sluice__decl_attr(const sluice__decl *dl, const char *n) {
+  return n ? attr_index(dl, n) : -1;
+}
+
 static int limit_index(const sluice__decl *dl, const char *n) {
   int i;
   for (i = 0; i < dl->nlimits; i++)
@@ -231,7 +235,8 @@ static const char *str_member(const config_setting_t *g, const char *n,
 static int load_limit(dctx *x, const config_setting_t *g, sluice__limit *lm) {
   static const char *const names[] = {
       "algorithm", "scope", "status", "unit",      "by",  "params", "rate",
-      "period_ms", "burst", "limit",  "window_ms", "max", "ttl_ms", NULL};
+      "period_ms", "burst", "limit",  "window_ms", "max", "ttl_ms",
+      "retry_after_max_ms", NULL};
   const config_setting_t *s, *sc, *pg;
   const char *v, *nm = config_setting_name(g);
   char path[96], p[160];
@@ -269,6 +274,10 @@ static int load_limit(dctx *x, const config_setting_t *g, sluice__limit *lm) {
                 "status must be 429 or 409 (got %s%lld)", NULL, st);
   if (st)
     lm->status = (int)st;
+  /* A lease's holder may keep it for its whole TTL: its refusals may say
+  ** "poll the job meanwhile" with a shorter Retry-After. */
+  if ((rc = get_n(x, g, path, SLUICE__LS_RETRY_MAX, &lm->retry_max_ns)))
+    return rc;
   v = str_member(g, "unit", &s);
   snprintf(lm->unit, sizeof lm->unit, "%s",
            v ? v
@@ -508,9 +517,58 @@ static int recs_of(const sluice__limit *lm) {
   return (int)m;
 }
 
+/* Limit v as the route's next one, with cost setting cs (NULL: 1); group:
+** 0 alone, n >= 2 the first of a group of n (one GCRA group step), -1 a
+** later member of the group. */
+static int add_limit(dctx *x, sluice__droute *dr, const config_setting_t *e,
+                     const char *ep, const char *v, const config_setting_t *cs,
+                     char *used, int group) {
+  const sluice__limit *lm, *first;
+  char cp[240];
+  int li, j, rc;
+  if (!v)
+    return derr(x, e, ep, "a limit's name is missing%s", NULL, 0);
+  if ((li = limit_index(x->dl, v)) < 0)
+    return derr(x, e, ep, "no limit \"%s\" is declared in `limits`", v, 0);
+  if (dr->n == SLUICE__RLIMITS_MAX)
+    return derr(x, e, ep, "a route applies at most %s%lld limits", NULL,
+                SLUICE__RLIMITS_MAX);
+  for (j = 0; j < dr->n; j++)
+    if (dr->limit[j] == li)
+      return derr(x, e, ep, "limit \"%s\" listed twice", v, 0);
+  lm = &x->dl->limits[li];
+  if (group && lm->algo != SLUICE__L_GCRA)
+    return derr(x, e, ep,
+                "limit \"%s\" is not a gcra bucket: only buckets go in a "
+                "group",
+                v, 0);
+  first = &x->dl->limits[dr->n ? dr->limit[0] : li];
+  if (lm->scope[0] != first->scope[0]) {
+    char what[200];
+    snprintf(what, sizeof what,
+             "limit \"%s\" is scoped by \"%s\" first and limit \"%s\" by "
+             "\"%s\": one request would span two hash-tag groups, which "
+             "no store decides atomically (start both scopes with the "
+             "same attribute)",
+             lm->name, sluice__attr_name(x->dl, lm->scope[0]), first->name,
+             sluice__attr_name(x->dl, first->scope[0]));
+    return derr(x, e, ep, "%s", what, 0);
+  }
+  snprintf(cp, sizeof cp, "%.200s.cost", ep);
+  if ((rc = load_cost(x, cs, cp, lm, &dr->cost[dr->n])))
+    return rc;
+  dr->limit[dr->n] = li;
+  dr->group[dr->n] = group;
+  dr->nrecs += recs_of(lm);
+  dr->n++;
+  used[li] = 1;
+  return SLUICE_OK;
+}
+
 static int load_droute(dctx *x, const config_setting_t *r, int idx,
                        sluice__droute *dr, char *used) {
-  static const char *const names[] = {"method", "route", "limits", NULL};
+  static const char *const names[] = {"method", "route", "limits",
+                                      "penalty", "failure", NULL};
   const config_setting_t *m, *ls;
   const char *v;
   char path[64], p[160];
@@ -545,12 +603,31 @@ static int load_droute(dctx *x, const config_setting_t *r, int idx,
     return derr(x, ls, p, "must list 1..%s8 limits", NULL, 0);
   for (i = 0; i < n; i++) {
     const config_setting_t *e = config_setting_get_elem(ls, (unsigned)i);
-    const config_setting_t *cs = NULL, *ns;
-    const sluice__limit *lm, *first;
+    const config_setting_t *cs = NULL, *ns, *gs;
     char ep[200];
-    int li, j;
     snprintf(ep, sizeof ep, "%s.[%d]", p, i);
     v = config_setting_get_string(e);
+    if (!v && config_setting_is_group(e) &&
+        (gs = config_setting_get_member(e, "group")) != NULL) {
+      static const char *const en[] = {"group", "cost", NULL};
+      int k, gm = config_setting_length(gs);
+      if ((rc = member_ok(x, e, ep, en)))
+        return rc;
+      if ((!config_setting_is_array(gs) && !config_setting_is_list(gs)) ||
+          gm < 2 || gm > SLUICE_GROUP_MAX)
+        return derr(x, gs, ep,
+                    "group must list 2 or more gcra limits [ \"tenant\", "
+                    "\"key\" ]%s",
+                    NULL, 0);
+      cs = config_setting_get_member(e, "cost");
+      for (k = 0; k < gm; k++) {
+        const char *gv =
+            config_setting_get_string(config_setting_get_elem(gs, (unsigned)k));
+        if ((rc = add_limit(x, dr, e, ep, gv, cs, used, k ? -1 : gm)))
+          return rc;
+      }
+      continue;
+    }
     if (!v && config_setting_is_group(e)) {
       static const char *const en[] = {"limit", "cost", NULL};
       if ((rc = member_ok(x, e, ep, en)))
@@ -560,41 +637,19 @@ static int load_droute(dctx *x, const config_setting_t *r, int idx,
     }
     if (!v)
       return derr(x, e, ep,
-                  "must be a limit's name or { limit = \"NAME\"; cost = ...; "
-                  "}%s",
+                  "must be a limit's name, { limit = \"NAME\"; cost = ...; "
+                  "} or { group = [ \"NAME\", ... ]; cost = ...; }%s",
                   NULL, 0);
-    if ((li = limit_index(x->dl, v)) < 0)
-      return derr(x, e, ep, "no limit \"%s\" is declared in `limits`", v, 0);
-    for (j = 0; j < i; j++)
-      if (dr->limit[j] == li)
-        return derr(x, e, ep, "limit \"%s\" listed twice", v, 0);
-    lm = &x->dl->limits[li];
-    first = &x->dl->limits[dr->limit[0]];
-    if (i > 0 && lm->scope[0] != first->scope[0]) {
-      char what[200];
-      snprintf(what, sizeof what,
-               "limit \"%s\" is scoped by \"%s\" first and limit \"%s\" by "
-               "\"%s\": one request would span two hash-tag groups, which "
-               "no store decides atomically (start both scopes with the "
-               "same attribute)",
-               lm->name, sluice__attr_name(x->dl, lm->scope[0]), first->name,
-               sluice__attr_name(x->dl, first->scope[0]));
-      return derr(x, e, ep, "%s", what, 0);
-    }
-    snprintf(ep, sizeof ep, "%s.[%d].cost", p, i);
-    if ((rc = load_cost(x, cs, ep, lm, &dr->cost[i])))
+    if ((rc = add_limit(x, dr, e, ep, v, cs, used, 0)))
       return rc;
-    dr->limit[i] = li;
-    dr->nrecs += recs_of(lm);
-    dr->n++;
-    used[li] = 1;
   }
   if (dr->nrecs > SLUICE_PROGRAM_KEYS)
     return derr(x, ls, p,
                 "its limits need %s%lld records, more than one store call "
                 "holds (48)",
                 NULL, dr->nrecs);
-  return SLUICE_OK;
+  return sluice__decl_route_penalty(r, path, x->file, x->dl, dr, x->err,
+                                    x->errlen);
 }
 
 int sluice__decl_load(const config_setting_t *root, const char *file,
@@ -607,7 +662,8 @@ int sluice__decl_load(const config_setting_t *root, const char *file,
   memset(dl, 0, sizeof *dl);
   if (warn && warnlen)
     warn[0] = '\0';
-  if ((rc = load_attrs(&x, root)) || (rc = load_limits(&x, root)))
+  if ((rc = load_attrs(&x, root)) || (rc = load_limits(&x, root)) ||
+      (rc = sluice__decl_penalties_load(root, file, dl, err, errlen)))
     return rc;
   rs = config_setting_get_member(root, "routes");
   n = rs && config_setting_is_list(rs) ? config_setting_length(rs) : 0;

@@ -5,6 +5,7 @@
 */
 #include <string.h>
 
+#include "declared.h"
 #include "flow.h"
 
 static void bucket_keys(sluice__ctx *c, char tb[SLUICE__KEYLEN],
@@ -41,9 +42,11 @@ static void reset_verdict(sluice_decision *d) {
 int sluice__cached_box(sluice__ctx *c, int degraded, sluice_decision *d) {
   sluice__deny e[2];
   int n = 0, w;
-  if (sluice__shadow_past_box(c->shadow) || c->droute >= 0 ||
+  if (c->droute >= 0)
+    return sluice__pen_cached(c, degraded, d); /* declared_penalty.c */
+  if (sluice__shadow_past_box(c->shadow) ||
       (!degraded && !sluice__deny_shared(c->p)))
-    return 0; /* declared limits have no box (yet) */
+    return 0;
   if (c->tier >= 0 && c->cls != SLUICE_EP_AUTH) {
     n = sluice__deny_get(c->p, SLUICE_SCOPE_KEY, c->K, c->now, &e[0]);
   } else {
@@ -79,8 +82,10 @@ void sluice__failure_mode(sluice__ctx *c, int err, sluice_decision *d) {
   /* A boxed key stays out through the outage. */
   if (sluice__cached_box(c, 1, d))
     return;
+  /* A declared route: the degraded limiter when its `failure` says so. */
+  if (c->droute >= 0 && sluice__decl_degraded(c, d))
+    return;
   /* Auth has no tier rate to degrade to: it always fails closed. */
-  /* Declared limits fail closed: no degraded limiter for them yet. */
   if (c->cls == SLUICE_EP_AUTH || c->tier < 0 || c->droute >= 0 ||
       (p->cfg.fail_closed_mask & (1u << c->cls))) {
     d->outcome = SLUICE_OUTCOME_UNAVAILABLE;

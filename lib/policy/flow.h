@@ -12,6 +12,8 @@
 #include "keys.h"
 #include "policy_int.h"
 
+struct sluice__tape;
+
 /* Everything one decision needs, built before any store work. */
 typedef struct sluice__ctx {
   sluice_policy *p;
@@ -35,6 +37,9 @@ typedef struct sluice__ctx {
   int skipped; /* the breaker is open: decided as failed */
   int droute;  /* a route of declared limits (declared.c), or -1 */
   const char *who, *why; /* an operator's release, lift or renewal */
+  /* A decision in two halves (halves.c): the store calls answered so far,
+  ** replayed; NULL: every store call is made at once. */
+  struct sluice__tape *tape;
 } sluice__ctx;
 
 /* A program under construction: its records (keys built in place) and its
@@ -81,6 +86,15 @@ void sluice__prog_program(const sluice__prog *g, sluice_program *pr);
 /* 1 when step i ran. */
 int sluice__ran(const sluice_program_result *r, int i);
 void sluice__slot_recs(sluice__ctx *c, sluice__prog *g, int cls, int n);
+/* The Retry-After notice and the strike after step `denier` (decide.c
+** choice a): notice RENEW (TTL: denier's Retry-After) if it denied,
+** ACQUIRE if no notice was live, STRIKE if one was (`every`: if denier
+** denied) and box step box_step allowed; records box and ra.  Returns the
+** STRIKE step, the RENEW step in *renew. */
+int sluice__strike_steps(sluice__ctx *c, sluice__prog *g, int box, int ra,
+                         int denier, int box_step,
+                         const sluice_penalty_params *pp, int every,
+                         int *renew);
 
 /* verdict.c */
 void sluice__emit(sluice__ctx *c, int type, int scope_kind, int level,
@@ -130,6 +144,27 @@ int sluice__decl_keys(sluice__ctx *c, int limit, sluice__prog *g, int *nrec,
 ** store failed or the breaker is open). */
 int sluice__cached_box(sluice__ctx *c, int degraded, sluice_decision *d);
 void sluice__failure_mode(sluice__ctx *c, int err, sluice_decision *d);
+
+/* halves.c: a store call of the flow (op or program, with v or res):
+** made at once, replayed from the tape, or SLUICE__PENDING when it is now
+** out with the host (every caller returns any rc != SLUICE_OK at once). */
+#define SLUICE__PENDING (-30999)
+int sluice__store_call(sluice__ctx *c, const sluice_op *op,
+                       const sluice_program *pr, sluice_verdict *v,
+                       sluice_program_result *res);
+/* A random lease id (never 0), the same one on every pass of the flow. */
+int sluice__random_id(sluice__ctx *c, uint64_t *id);
+
+/* leases.c: a lease op's context (resolved, at the limiter's now), and
+** its store part on it (release or renew, kind). */
+int sluice__lease_ctx(sluice_policy *p, const sluice_request *q, uint64_t id,
+                      sluice__ctx *c);
+int sluice__lease_store(sluice__ctx *c, uint64_t id, int kind);
+
+/* The per-IP backstop (backstop.c): a fixed window per client address
+** (c->I).  SLUICE_OK with *refused set when the address is over its
+** limit (d filled as a 429), or the store's error. */
+int sluice__backstop(sluice__ctx *c, sluice_decision *d, int *refused);
 
 /* decide.c: one decision in its phases, for sluice_policy_decide_many()
 ** (batch.c), which runs the store part of many in one call.  begin checks

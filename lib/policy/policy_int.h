@@ -65,6 +65,8 @@ struct sluice_policy {
   _Atomic int degraded; /* the last store failure, 0 once one answered */
   _Atomic int64_t full_event_ns; /* the last SLUICE_EVENT_STORE_FULL's now */
   sluice__breaker brk;   /* when to leave the store alone (breaker.c) */
+  _Atomic int split; /* the store's calls go in two halves: 0 not asked yet,
+                        1 yes, 2 no (halves.c) */
   sluice_window_params ip_window; /* the per-IP backstop (backstop.c) */
   /* Counters: `own` in-process, or a shared segment every process of the
   ** host counts into (sluice_policy_options.counters, counters.c). */
@@ -148,11 +150,6 @@ int sluice__config_load2(const char *path, sluice_policy_config *out,
                          struct sluice__decl *dl, char *err, size_t errlen,
                          char *warn, size_t warnlen);
 
-/* The per-IP backstop (backstop.c): a fixed window per client address,
-** `ip` its scope id.  SLUICE_OK with *refused set when the address is over
-** its limit (d filled as a 429), or the store's error. */
-int sluice__backstop(sluice_policy *p, const char *ip, int64_t now,
-                     sluice_decision *d, int *refused);
 
 /* The settings table (settings.c): setting i's field in a configuration
 ** (every scalar setting is an int64_t). */

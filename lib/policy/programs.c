@@ -48,7 +48,8 @@ int sluice__run(sluice__ctx *c, sluice__prog *g, sluice_program_result *r) {
   sluice_program pr;
   int rc;
   sluice__prog_program(g, &pr);
-  rc = sluice_limiter_run_at(c->p->lim, &pr, c->now, r);
+  rc = c->tape ? sluice__store_call(c, NULL, &pr, NULL, r)
+               : sluice_limiter_run_at(c->p->lim, &pr, c->now, r);
   if (rc != SLUICE_OK && sluice__store_failure(rc) && !c->store_err)
     c->store_err = rc;
   return rc;
@@ -67,4 +68,30 @@ void sluice__slot_recs(sluice__ctx *c, sluice__prog *g, int cls, int n) {
     g->keys[g->nk] = sluice__key_slot_next(g->kbuf[g->nk], first, i);
     g->nk++;
   }
+}
+
+int sluice__strike_steps(sluice__ctx *c, sluice__prog *g, int box, int ra,
+                         int denier, int box_step,
+                         const sluice_penalty_params *pp, int every,
+                         int *renew) {
+  int r, k;
+  r = sluice__step(g, SLUICE_ALGO_LEASE, SLUICE_OP_RENEW, ra, 1, &c->p->notice,
+                   0, 1);
+  sluice__when(g, r, SLUICE_WHEN_DENIED, denier, SLUICE_FOLD_NOTE);
+  g->st[r].ttl_from = SLUICE_TTL_OF(denier);
+  k = sluice__step(g, SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, ra, 1,
+                   &c->p->notice, 0, 1);
+  sluice__when(g, k, SLUICE_WHEN_DENIED, r, SLUICE_FOLD_NOTE);
+  g->st[k].ttl_from = SLUICE_TTL_OF(denier);
+  k = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, box, 1, pp, 0, 0);
+  if (every)
+    sluice__when(g, k, SLUICE_WHEN_DENIED, denier, SLUICE_FOLD_NOTE);
+  else
+    sluice__when(g, k, SLUICE_WHEN_ALLOWED, r, SLUICE_FOLD_NOTE);
+  /* A boxed scope takes no strikes; only a box in shadow gets this far. */
+  g->st[k].when2 = SLUICE_WHEN_ALLOWED;
+  g->st[k].ref2 = box_step;
+  if (renew)
+    *renew = r;
+  return k;
 }

@@ -108,6 +108,34 @@ static int decl_check(sluice_policy *p, char *msg, size_t len) {
   return SLUICE_OK;
 }
 
+/* Its penalties: each set's ladder, and the stuffing windows. */
+static int pen_check(sluice_policy *p, char *msg, size_t len) {
+  const sluice__decl *dl = p->decl;
+  char what[128];
+  int i, j, rc;
+  for (i = 0; dl && i < dl->npenalties; i++) {
+    const sluice__penalty *pn = &dl->penalties[i];
+    for (j = -1; j < pn->npsets; j++) {
+      if (j < 0)
+        snprintf(what, sizeof what, "penalties.%s", pn->name);
+      else
+        snprintf(what, sizeof what, "penalties.%s.params.%s", pn->name,
+                 pn->psval[j]);
+      if ((rc = ask(p, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 1,
+                    j < 0 ? &pn->base.pp : &pn->ps[j].pp, what, msg, len)))
+        return rc;
+    }
+    snprintf(what, sizeof what, "penalties.%s.stuffing", pn->name);
+    if (pn->of >= 0 &&
+        ((rc = ask(p, SLUICE_ALGO_FWINDOW, SLUICE_OP_PEEK, 1, &pn->stuffing,
+                   what, msg, len)) ||
+         (rc = ask(p, SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, 1, &pn->distinct,
+                   what, msg, len))))
+      return rc;
+  }
+  return SLUICE_OK;
+}
+
 int sluice__range_check(sluice_policy *p, char *msg, size_t len) {
   char what[96];
   size_t j;
@@ -128,5 +156,7 @@ int sluice__range_check(sluice_policy *p, char *msg, size_t len) {
                   len)))
       return rc;
   }
-  return decl_check(p, msg, len);
+  if ((rc = decl_check(p, msg, len)))
+    return rc;
+  return pen_check(p, msg, len);
 }

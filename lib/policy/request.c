@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "declared.h"
 #include "flow.h"
 
 int sluice__id_ok(const char *s, int required, const char *field,
@@ -102,7 +103,8 @@ static int resolve_declared(sluice_policy *p, const sluice_request *q,
     d->invalid_field = "tier";
     return SLUICE_ENOTFOUND;
   }
-  c->cost = 1;
+  if ((rc = sluice__decl_cost(c, &c->cost, d)))
+    return rc;
   if (q->client_ip && p->cfg.ip_limit > 0)
     sluice__ip_scope(p, q->client_ip, c->I);
   return SLUICE_OK;

@@ -75,23 +75,8 @@ static void tenant_prog(sluice__ctx *c, sluice__prog *g, uint64_t id,
                    heavy_cls ? SLUICE_OP_PEEK : SLUICE_OP_CONSUME, tb, 2,
                    r->bucket, c->cost, 0);
   sluice__when(g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_GATE);
-  s = sluice__step(g, SLUICE_ALGO_LEASE, SLUICE_OP_RENEW, ra, 1, &c->p->notice,
-                   0, 1);
-  sluice__when(g, s, SLUICE_WHEN_DENIED, S_BUCKET, SLUICE_FOLD_NOTE);
-  g->st[s].ttl_from = SLUICE_TTL_OF(S_BUCKET);
-  s = sluice__step(g, SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, ra, 1,
-                   &c->p->notice, 0, 1);
-  sluice__when(g, s, SLUICE_WHEN_DENIED, S_RENEW, SLUICE_FOLD_NOTE);
-  g->st[s].ttl_from = SLUICE_TTL_OF(S_BUCKET);
-  s = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, pb, 1, &r->penalty,
-                   0, 0);
-  if (c->p->cfg.strike_every_denial)
-    sluice__when(g, s, SLUICE_WHEN_DENIED, S_BUCKET, SLUICE_FOLD_NOTE);
-  else
-    sluice__when(g, s, SLUICE_WHEN_ALLOWED, S_RENEW, SLUICE_FOLD_NOTE);
-  /* A boxed key takes no strikes; only a box in shadow gets this far. */
-  g->st[s].when2 = SLUICE_WHEN_ALLOWED;
-  g->st[s].ref2 = S_BOX;
+  sluice__strike_steps(c, g, pb, ra, S_BUCKET, S_BOX, &r->penalty,
+                       (int)c->p->cfg.strike_every_denial, NULL);
   h->gate = h->slots = h->charge = -1;
   if (!heavy_cls)
     return;
@@ -146,12 +131,9 @@ static void throttled(sluice__ctx *c, const sluice_program_result *r,
 int sluice__tenant_build(sluice__ctx *c, sluice__tenant_call *t) {
   int rc;
   t->id = 0;
-  if (c->cls == SLUICE_EP_RECONCILE || c->cls == SLUICE_EP_EXPORT)
-    while (t->id == 0)
-      if ((rc = sluice_random_bytes(&t->id, sizeof t->id)) != SLUICE_OK) {
-        c->store_err = rc;
-        return rc;
-      }
+  if ((c->cls == SLUICE_EP_RECONCILE || c->cls == SLUICE_EP_EXPORT) &&
+      (rc = sluice__random_id(c, &t->id)) != SLUICE_OK)
+    return rc;
   tenant_prog(c, &t->g, t->id, &t->h);
   return SLUICE_OK;
 }

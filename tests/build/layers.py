@@ -32,7 +32,7 @@ LAYERS = {
     "lib/client": ["lib/util"],
     "lib/events": ["lib/util"],
     "lib/edge": [],
-    "lib/policy": ["lib/util"],
+    "lib/policy": ["lib/util", "lib/core/split.h"],
     "backends/mem": ["lib/core"],
     "backends/shm": ["lib/core"],
     "backends/lmdb": ["lib/core"],

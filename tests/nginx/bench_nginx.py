@@ -4,7 +4,8 @@ same nginx without limiting and with limit_req (wrk, Debian's package).
 
 One nginx (2 workers) serves a small static file from four locations:
 no limiting, limit_req keyed by $http_x_key, sluice on the shm store, and
-(a second nginx) sluice on a Redis store through a thread pool.  wrk sends
+(a second nginx) sluice on a Redis store through a thread pool, and (a
+third) on the same Redis in two halves on the event loop.  wrk sends
 requests over 1000 API keys, with limits high enough that every request is
 admitted: the figures are the cost of deciding, not of refusing.
 
@@ -181,12 +182,15 @@ def main():
     cases = [("nginx, no limiting", shm, "/plain/x"),
              ("nginx, limit_req", shm, "/limit_req/x"),
              ("nginx, sluice on shm", shm, "/v1/x")]
-    rdn = None
+    rdn = evn = None
     if shutil.which("redis-server"):
         red = ngxh.Redis(tmp)
         rdn = BenchNginx(module, pool=True,
                          store="redis:nodes=127.0.0.1:%d" % red.port)
         cases.append(("nginx, sluice on redis", rdn, "/v1/x"))
+        evn = BenchNginx(module, pool=False,
+                         store="redis:nodes=127.0.0.1:%d" % red.port)
+        cases.append(("nginx, redis, event loop", evn, "/v1/x"))
     res, cpu, rounds = {}, {}, {}
     try:
         for name, ng, path in cases:
@@ -202,6 +206,8 @@ def main():
         shm.stop()
         if rdn:
             rdn.stop()
+        if evn:
+            evn.stop()
         if red:
             red.stop()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -228,6 +234,14 @@ def main():
           "worker CPU per request: %.2f x limit_req's"
           % (res["nginx, sluice on shm"][0] / base,
              cpu["nginx, sluice on shm"] / cpu["nginx, limit_req"]))
+    if evn:
+        ev, tp = "nginx, redis, event loop", "nginx, sluice on redis"
+        per_round = sorted(a / b for a, b in zip(rounds[ev], rounds[tp]))
+        print("redis on the event loop / on a thread pool per round: median "
+              "%.2f, range %.2f-%.2f (target >= 1.0); worker CPU per "
+              "request: %.2f x the pool's"
+              % (per_round[len(per_round) // 2], per_round[0], per_round[-1],
+                 cpu[ev] / cpu[tp]))
     return 0
 
 

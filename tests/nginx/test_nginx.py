@@ -466,10 +466,10 @@ def test_shadow_admits_everything_and_counts(ng):
     assert after[ALLOW] - before[ALLOW] == B
 
 
-def test_stalled_redis_does_not_stall_other_locations(_ng):
+def test_stalled_redis_does_not_stall_other_locations(_ng, pool=True):
     tmp = ngxh.tempfile.mkdtemp(prefix="sluice-ngx-redis-")
     red = ngxh.Redis(tmp)
-    ng = ngxh.Nginx(MODULE, UP.port, workers=1, pool=True, period_ms=60000,
+    ng = ngxh.Nginx(MODULE, UP.port, workers=1, pool=pool, period_ms=60000,
                     tenant_burst=1000,
                     store="redis:nodes=127.0.0.1:%d;timeout_ms=4000;"
                     "connect_timeout_ms=4000" % red.port)
@@ -502,14 +502,15 @@ def test_stalled_redis_does_not_stall_other_locations(_ng):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def test_redis_stopped_boxed_key_stays_out_and_host_keeps_its_share(_ng):
+def test_redis_stopped_boxed_key_stays_out_and_host_keeps_its_share(
+        _ng, pool=True):
     """4 workers on a Redis that is then stopped (SIGSTOP): a key boxed
     before the stop gets no admission (sluice_deny_cache: no store call),
     and the workers together admit a fresh key's degraded burst (a quarter
     of B), not 4 times it (sluice_degraded_store)."""
     tmp = ngxh.tempfile.mkdtemp(prefix="sluice-ngx-redis-")
     red = ngxh.Redis(tmp)
-    ng = ngxh.Nginx(MODULE, UP.port, workers=4, pool=True, period_ms=60000,
+    ng = ngxh.Nginx(MODULE, UP.port, workers=4, pool=pool, period_ms=60000,
                     tenant_burst=1000,
                     store="redis:nodes=127.0.0.1:%d;timeout_ms=200" % red.port)
     stopped = False
@@ -541,14 +542,14 @@ def test_redis_stopped_boxed_key_stays_out_and_host_keeps_its_share(_ng):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def test_store_down_at_start_is_retried(_ng):
+def test_store_down_at_start_is_retried(_ng, pool=True):
     """A Redis that is down when the workers start: the store opens anyway
     (the redis backend connects lazily), standard requests run on the
     degraded limiter (a quarter of the key burst), other locations are
     untouched, and decisions go back to Redis once it answers."""
     tmp = ngxh.tempfile.mkdtemp(prefix="sluice-ngx-redis-")
     port = ngxh.free_port()
-    ng = ngxh.Nginx(MODULE, UP.port, workers=2, pool=True, period_ms=60000,
+    ng = ngxh.Nginx(MODULE, UP.port, workers=2, pool=pool, period_ms=60000,
                     tenant_burst=1000,
                     store="redis:nodes=127.0.0.1:%d;timeout_ms=200" % port)
     red = None
@@ -566,6 +567,129 @@ def test_store_down_at_start_is_retried(_ng):
         ng.stop()
         if red:
             red.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# Redis on the event loop (no sluice_thread_pool): the decision in two
+# halves on the worker's own connections.
+
+def test_stalled_redis_on_the_event_loop_stalls_no_other_request(_ng):
+    test_stalled_redis_does_not_stall_other_locations(_ng, pool=False)
+
+
+def test_redis_stopped_on_the_event_loop_boxed_key_stays_out(_ng):
+    test_redis_stopped_boxed_key_stays_out_and_host_keeps_its_share(
+        _ng, pool=False)
+
+
+def test_store_down_at_start_on_the_event_loop_is_retried(_ng):
+    test_store_down_at_start_is_retried(_ng, pool=False)
+
+
+def test_redis_on_the_event_loop_exact_burst_and_answers(_ng):
+    """4 workers deciding on one Redis through the halves: exactly the
+    burst admitted across them, the library's headers and problem+json,
+    a box after the strikes, and the same counts the metrics show; a
+    request that the store does not answer in time (a stopped Redis, 200
+    ms) runs on the degraded limiter, a fail-closed class answers 503."""
+    tmp = ngxh.tempfile.mkdtemp(prefix="sluice-ngx-redis-")
+    red = ngxh.Redis(tmp)
+    ng = ngxh.Nginx(MODULE, UP.port, workers=4, pool=False, period_ms=60000,
+                    tenant_burst=1000,
+                    store="redis:nodes=127.0.0.1:%d;timeout_ms=200" % red.port)
+    stopped = False
+    try:
+        ng.start()
+        before, _ = metrics(ng)
+        rs = burst(ng, "/v1/items", "ev-key", 2 * B)
+        ok = [r for r in rs if r.status == 200]
+        denied = [r for r in rs if r.status == 429]
+        assert len(ok) == B, ("admitted", len(ok), ng.log())
+        assert len(denied) == B, [r.status for r in rs]
+        assert len({r.h("x-worker") for r in rs}) >= 2
+        rem = sorted(int(r.h("ratelimit-remaining")) for r in ok)
+        assert all(i - 1 <= x <= i for i, x in enumerate(rem)), rem
+        d = [r for r in denied if json.loads(r.body)["type"].endswith(
+            "/rate-limit-exceeded")][0]
+        assert d.h("content-type") == "application/problem+json"
+        assert d.h("ratelimit-limit") == str(B)
+        assert d.h("x-sluice-status") == "REJECTED"
+        boxed = [r for r in denied if r.h("x-penalty-box-status") ==
+                 "Active-Lockout"]
+        assert boxed, "strikes past the Retry-After trip the box"
+        after, _ = metrics(ng)
+        assert after[ALLOW] - before[ALLOW] == B
+        red.proc.send_signal(signal.SIGSTOP)
+        stopped = True
+        r = ng.get("/v1/items", headers=hdr("ev-fresh"))
+        assert r.status == 200 and r.h("ratelimit-limit") == str(B // 4), \
+            (r.status, r.h("ratelimit-limit"), ng.log())
+        r = ng.get("/v1/ledgers/reconcile?ledger=L1", method="POST",
+                   headers=hdr("ev-fresh"), body=b"{}")
+        assert r.status == 503, (r.status, ng.log())
+        assert ng.get("/plain/x").status == 200
+    finally:
+        if stopped:
+            red.proc.send_signal(signal.SIGCONT)
+        ng.stop()
+        red.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def redis_connections(port):
+    """Connections a Redis server has accepted so far (INFO stats)."""
+    with ngxh.socket.create_connection(("127.0.0.1", port), 5) as s:
+        s.sendall(b"INFO stats\r\n")
+        d = b""
+        while b"total_connections_received:" not in d or \
+                not d.split(b"total_connections_received:")[1].count(b"\r"):
+            d += s.recv(65536)
+    return int(d.split(b"total_connections_received:")[1].split(b"\r")[0])
+
+
+def test_redis_on_the_event_loop_keeps_its_connection(_ng):
+    """One worker, 60 decisions one after another: one connection to
+    Redis carries them all (a link whose reply was whole waits for the next
+    call; before, epoll's greedy reads left it looking readable and every
+    decision connected anew)."""
+    tmp = ngxh.tempfile.mkdtemp(prefix="sluice-ngx-redis-")
+    red = ngxh.Redis(tmp)
+    ng = ngxh.Nginx(MODULE, UP.port, workers=1, pool=False, period_ms=60000,
+                    tenant_burst=1000,
+                    store="redis:nodes=127.0.0.1:%d;timeout_ms=2000" % red.port)
+    try:
+        ng.start()
+        before = redis_connections(red.port)
+        for i in range(60):
+            r = ng.get("/v1/items", headers=hdr("conn-%d" % i))
+            assert r.status == 200, (r.status, ng.log())
+        # this check's own connection, and the worker's one
+        assert redis_connections(red.port) - before <= 2, \
+            redis_connections(red.port) - before
+    finally:
+        ng.stop()
+        red.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_leases_on_the_event_loop(_ng):
+    """Leases on Redis without a thread pool: taken and released in
+    halves on the event loop (the release with the answer's last byte,
+    or when the upstream answers), so the next reconcile of the ledger
+    finds it free; a trickled body holds nothing meanwhile."""
+    tmp = ngxh.tempfile.mkdtemp(prefix="sluice-ngx-redis-")
+    red = ngxh.Redis(tmp)
+    ng = ngxh.Nginx(MODULE, UP.port, workers=2, pool=False, period_ms=60000,
+                    tenant_burst=1000,
+                    store="redis:nodes=127.0.0.1:%d;timeout_ms=2000" % red.port)
+    try:
+        ng.start()
+        test_leases_released_when_the_upstream_answers(ng)
+        test_lease_released_with_the_answer(ng)
+        trickle_holds_nothing(ng, "tre", 30)
+    finally:
+        ng.stop()
+        red.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -702,12 +826,21 @@ def test_bad_policy_fails_nginx_t(_ng):
         assert "sluice_policy" in r.stderr and "burst" in r.stderr, r.stderr
     finally:
         ng.stop()
-    # The redis store without a thread pool would block the event loop.
+    # Redis without a thread pool decides on the event loop, over plain
+    # TCP to IP addresses; a password (TLS, a socket, a database) needs
+    # the pool.
     ng = ngxh.Nginx(MODULE, UP.port, store="redis:nodes=127.0.0.1:1")
     try:
         r = ng.cmd("-t")
-        assert r.returncode != 0 and "sluice_thread_pool" in r.stderr, \
-            r.stderr
+        assert r.returncode == 0, r.stderr
+    finally:
+        ng.stop()
+    ng = ngxh.Nginx(MODULE, UP.port,
+                    store="redis:nodes=127.0.0.1:1;password=pw")
+    try:
+        r = ng.cmd("-t")
+        assert r.returncode != 0 and "sluice_thread_pool" in r.stderr \
+            and "password" in r.stderr, r.stderr
     finally:
         ng.stop()
     # What a worker would refuse when it opens (and then answer 503 on

@@ -18,6 +18,12 @@
 **
 ** Uses only the public API, so the same file measures an older build.
 ** SLUICE_BENCH_SCALE=<percent> shrinks the runs (default 100).
+**
+** `--one spec|lua|script|module N` runs one contender alone, for
+** tests/redis/callgrind_policy.py: N decisions over 100 keys (the records
+** made; a tenant rate of 1 a second keeps every record live however slow
+** the server runs), "measure" on stdout and a line awaited on stdin (the driver
+** zeroes the server's counters), then N more over the same keys, "done".
 */
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -198,7 +204,7 @@ static void calls_table(void) {
   (void)before;
 }
 
-/* One spec-script EVALSHA for one of 1000 keys, cycled as sluice_call()
+/* One spec-script EVALSHA for one of 1000 keys, cycled as sluice_run_one()
 ** cycles its keys, so both find their records live (the spec's bucket
 ** hash lives 2 s, capacity / rate * 2). */
 static void spec_call(long id) {
@@ -236,7 +242,7 @@ static char keynames[1000][24];
 
 /* Each engine on a tenant of its own: a value the other engine wrote
 ** would cost the module a conversion on its first write. */
-static void sluice_call(long id) {
+static void sluice_run_one(long id) {
   sluice_request q =
       rq(pol == pol_mod   ? "bench-tenant-module"
          : pol == pol_scr ? "bench-tenant-script"
@@ -279,7 +285,35 @@ static int64_t run(void (*f)(long), long n, long base) {
   return now_ns() - t0;
 }
 
-int main(void) {
+/* One contender, paused between its warm-up and its measured calls. */
+static int run_one(const char *who, long n) {
+  char line[16];
+  void (*f)(long) = sluice_run_one;
+  long i;
+  if (strcmp(who, "spec") == 0)
+    f = spec_call;
+  else if (strcmp(who, "lua") == 0)
+    pol = pol_lua;
+  else if (strcmp(who, "script") == 0)
+    pol = pol_scr;
+  else if (strcmp(who, "module") == 0 && pol_mod)
+    pol = pol_mod;
+  else
+    die("--one: spec, lua, script or module (with SLUICE_REDIS_MODULE)");
+  for (i = 0; i < n; i++)
+    f(i % 100);
+  printf("measure\n");
+  fflush(stdout);
+  if (!fgets(line, sizeof line, stdin))
+    die("--one: no go-ahead on stdin");
+  for (i = 0; i < n; i++)
+    f(i % 100);
+  printf("done\n");
+  fflush(stdout);
+  return 0;
+}
+
+int main(int argc, char **argv) {
   const char *nodes = getenv("SLUICE_REDIS_NODES");
   const char *sc = getenv("SLUICE_BENCH_SCALE");
   long scale = sc ? atol(sc) : 100, n, i;
@@ -323,11 +357,19 @@ int main(void) {
   cfg.tiers[2].tenant_burst = 1000000;
   cfg.tiers[2].key_rate = 1;
   cfg.tiers[2].key_burst = 100000;
+  /* Counted under valgrind a call takes milliseconds: a point a second
+  ** keeps the tenant's bucket ahead of the clock there too (a bucket that
+  ** expires between calls costs its deletion, which a busy tenant's does
+  ** not). */
+  if (argc == 4)
+    cfg.tiers[2].tenant_rate = 1;
   pol_lua = open_policy(nodes, "lua", &cfg);
   pol_scr = open_policy(nodes, "script", &cfg);
   if (getenv("SLUICE_REDIS_MODULE"))
     pol_mod = open_policy(nodes, "module", &cfg);
   pol = pol_lua;
+  if (argc == 4 && strcmp(argv[1], "--one") == 0)
+    return run_one(argv[2], atol(argv[3]));
 
   printf("policy over one local redis-server (%s)\n", nodes);
   calls_table();
@@ -342,20 +384,20 @@ int main(void) {
     uspec += u;
     pol = pol_lua;
     resetstat();
-    tsl += run(sluice_call, n / 10, base);
+    tsl += run(sluice_run_one, n / 10, base);
     evalsha_stats(&calls, &u);
     usl += u;
     csl += calls;
     pol = pol_scr;
     resetstat();
-    tscr += run(sluice_call, n / 10, base);
+    tscr += run(sluice_run_one, n / 10, base);
     evalsha_stats(&calls, &u);
     uscr += u;
     cscr += calls;
     if (pol_mod) {
       pol = pol_mod;
       resetstat();
-      tmod += run(sluice_call, n / 10, base);
+      tmod += run(sluice_run_one, n / 10, base);
       evalsha_stats(&calls, &u);
       usm += u;
       cmod += calls;

@@ -4,7 +4,11 @@
 ** 16 threads take from one bucket of 20 over pool=4, on plain TCP and,
 ** when the harness runs with --tls, over TLS; a 17th thread reads the
 ** stats and a key's node meanwhile.  Exactly 20 are admitted, none fails,
-** and more than one connection carried them.
+** and more than one connection carried them.  Then 16 threads make policy
+** decisions on the same store (each a decision in two halves, the store
+** carrying the bytes: the split lane's routing under its mutex, the lanes'
+** connections): every one admitted (the key's burst is larger), none
+** degraded.
 */
 #include <pthread.h>
 #include <stdio.h>
@@ -24,8 +28,62 @@ static volatile int stop;
 
 typedef struct arg {
   sluice_limiter *l;
+  sluice_policy *p;
   int admitted, errors;
 } arg;
+
+static void *decider(void *p) {
+  arg *a = p;
+  sluice_request q;
+  sluice_decision d;
+  int i;
+  memset(&q, 0, sizeof q);
+  q.tenant_id = key;
+  q.api_key_id = "pool-key";
+  q.tier = "sandbox";
+  q.method = "GET";
+  q.route = "/v1/ledgers/l1/entries";
+  for (i = 0; i < PER; i++) {
+    if (sluice_policy_decide(a->p, &q, &d) != SLUICE_OK || d.store_error ||
+        (d.flags & SLUICE_DECISION_DEGRADED))
+      a->errors++;
+    else
+      a->admitted += d.allowed;
+  }
+  return NULL;
+}
+
+/* 16 threads deciding through the policy on the store: T * PER admitted. */
+static int decide_threads(const char *what, sluice_limiter *l) {
+  sluice_policy_options po;
+  sluice_policy *pol;
+  pthread_t th[T];
+  arg a[T];
+  int i, rc, total = 0, errors = 0;
+  memset(&po, 0, sizeof po);
+  po.limiter = l;
+  for (i = 0; i < 16; i++)
+    po.secret[i] = (uint8_t)(i + 7);
+  rc = sluice_policy_open(&po, &pol);
+  if (rc != SLUICE_OK) {
+    fprintf(stderr, "%s: policy: %s\n", what, sluice_err_name(rc));
+    return 1;
+  }
+  for (i = 0; i < T; i++) {
+    a[i] = (arg){l, pol, 0, 0};
+    pthread_create(&th[i], NULL, decider, &a[i]);
+  }
+  for (i = 0; i < T; i++) {
+    pthread_join(th[i], NULL);
+    total += a[i].admitted;
+    errors += a[i].errors;
+  }
+  printf("%s: policy: %d admitted, %d errors\n", what, total, errors);
+  if (errors)
+    fprintf(stderr, "%s: %s\n", what, sluice_limiter_errmsg(l));
+  sluice_policy_close(pol);
+  return total == T * PER && errors == 0 ? 0 : 1;
+}
 
 static void *taker(void *p) {
   arg *a = p;
@@ -74,7 +132,7 @@ static int run(const char *what, const char *store) {
   stop = 0;
   pthread_create(&w, NULL, watcher, l);
   for (i = 0; i < T; i++) {
-    a[i] = (arg){l, 0, 0};
+    a[i] = (arg){l, NULL, 0, 0};
     pthread_create(&th[i], NULL, taker, &a[i]);
   }
   for (i = 0; i < T; i++) {
@@ -82,6 +140,8 @@ static int run(const char *what, const char *store) {
     total += a[i].admitted;
     errors += a[i].errors;
   }
+  /* The policy's decisions, the watcher still reading the stats. */
+  errors += decide_threads(what, l);
   __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
   pthread_join(w, NULL);
   sluice_limiter_control(l, SLUICE_CTL_REDIS_STATS, &st);

@@ -605,6 +605,81 @@ Test(port, programs, .timeout = 240) {
   duo_close(&d);
 }
 
+/* The policy's request (sluice/program.h's example): box check, two
+** buckets, the Retry-After notice renewed or taken on a denial, a strike
+** on a repeated one.  The Lua runs the common case (no box record, every
+** bucket admits) in straight-line code of its own (pstd in
+** lua/program.lua) and anything else through the sequencer, having read
+** the records once: here both meet buckets that admit and refuse, a box
+** tripped in between, tiers changing on live buckets, records expired, clocks stepping back and times
+** from 0 to past 2^62 and around 2^53, so that every exit of the straight
+** line is taken and must agree with C, as must its writes. */
+Test(port, standard_programs, .timeout = 240) {
+  static const int64_t E = INT64_C(1) << 52, T53 = INT64_C(1) << 53;
+  static const sluice_penalty_params pen = {
+      3, 10 * SEC, {SEC, 60 * SEC, SLUICE_FOREVER}, HOUR};
+  /* Tiers keep each bucket's rate: a record left as it was (a refusal, a
+  ** peek) keeps the expiry it was written with on Redis, where the C
+  ** stores write it again under the program's parameters, and the expiry
+  ** of a TAT with a fraction depends on the rate. */
+  static const sluice_gcra_params tiers[4][2] = {
+      {{5, SEC, 6}, {2, SEC, 3}},
+      {{5, 2 * SEC, 4}, {2, SEC, 5}},
+      {{5, INT64_C(1) << 26, INT64_C(1) << 26}, {2, SEC, 4}}, /* 2^52 */
+      {{5, INT64_C(1) << 26, 7}, {2, HOUR, 2}}};
+  static const sluice_lease_params notice = {1, SEC};
+  duo d;
+  rng r = seeded(34);
+  char tag[64], names[4][128];
+  sluice_key k[4];
+  int scen, boxed = 0, refused = 0, admitted = 0;
+  long step = 0;
+  rt_tag(tag, sizeof tag, "std");
+  duo_open(&d);
+  for (scen = 0; scen < 30; scen++) {
+    int64_t t = scen % 5 == 4 ? T53 - rrange(&r, 0, 3 * SEC) : start_time(&r);
+    int tier = (int)(rnext(&r) % 4), s;
+    mk_keys(k, names, 4, tag, scen);
+    for (s = 0; s < 40; s++, step++) {
+      sluice_step st[5] = {
+          {SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1, &pen},
+          {SLUICE_ALGO_GCRA,
+           rnext(&r) % 8 ? SLUICE_OP_CONSUME : SLUICE_OP_PEEK, 1, 2,
+           tiers[tier], rrange(&r, 1, 2), 0, SLUICE_WHEN_PASSED, 0},
+          {SLUICE_ALGO_LEASE, SLUICE_OP_RENEW, 3, 1, &notice, 0, 1,
+           SLUICE_WHEN_DENIED, 1},
+          {SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 3, 1, &notice, 0, 1,
+           SLUICE_WHEN_DENIED, 2},
+          {SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, 0, 1, &pen, 0, 0,
+           SLUICE_WHEN_ALLOWED, 2, SLUICE_WHEN_ALLOWED, 0}};
+      sluice_program p = {4, k, 5, st};
+      sluice_program_result res;
+      int i;
+      for (i = 1; i < 5; i++)
+        st[i].fold = i == 1 ? SLUICE_FOLD_GATE : SLUICE_FOLD_NOTE;
+      st[2].ttl_from = st[3].ttl_from = SLUICE_TTL_OF(1);
+      if (rnext(&r) % 10 == 0) /* a tier change on the live buckets */
+        tier = (int)(rnext(&r) % 4);
+      if (rnext(&r) % 25 == 0) { /* a box tripped from elsewhere */
+        sluice_op op = {SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, 1, &k[0], &pen,
+                        1, 0};
+        duo_step(&d, &op, t, "std-trip", step);
+      }
+      t = scen % 5 == 4 ? t + rrange(&r, -SEC, E / 4) : next_time(&r, t, SEC);
+      if (t < 0)
+        t = 0;
+      duo_run(&d, &p, t, step, &res);
+      boxed += res.ran & 1u && !res.v[0].allowed;
+      refused += res.denied_by == 1;
+      admitted += res.allowed;
+    }
+  }
+  cr_assert_gt(admitted, 200, "admitted (%d)", admitted);
+  cr_assert_gt(refused, 100, "refused by the buckets (%d)", refused);
+  cr_assert_gt(boxed, 20, "refused by the box (%d)", boxed);
+  duo_close(&d);
+}
+
 /* Around 2^53, where a double stops being exact: the test clock walks
 ** from below 2^53 ns to above it (absolute times on both sides), with
 ** parameters at the top of the exact range (burst * period_ns, limit *

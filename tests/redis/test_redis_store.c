@@ -824,3 +824,113 @@ Test(store, expiry_set_only_when_it_moves) {
     sluice_store_close(s);
   }
 }
+
+/* Whatever path wrote a record (the library's straight line for a
+** standard request, the sequencer, the script), its Redis TTL reaches its
+** expiry (to the ms): a record collected early would hand out a full
+** bucket.
+** A point a second moves the buckets' expiries a second a call, so each
+** write must move the TTL as well (KEEPTTL only for an expiry that did
+** not move); the box is tripped halfway, which sends the later requests
+** through the sequencer. */
+Test(store, ttl_covers_expiry_of_standard_requests) {
+  static const char *const engines[] = {"engine=lua", "engine=script"};
+  static const sluice_penalty_params pen = {
+      3, 10 * SEC, {SEC, 60 * SEC, SLUICE_FOREVER}, 3600 * SEC};
+  static const sluice_gcra_params g[2] = {{1, SEC, 100}, {1, SEC, 50}};
+  static const sluice_lease_params notice = {1, SEC};
+  int e, i, j;
+  for (e = 0; e < 2; e++) {
+    sluice_store *s = rt_store(engines[e], 0);
+    char tag[64], names[4][96];
+    sluice_key k[4];
+    redisContext *c;
+    sluice_step st[5] = {
+        {SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1, &pen},
+        {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, 2, g, 1, 0,
+         SLUICE_WHEN_PASSED, 0},
+        {SLUICE_ALGO_LEASE, SLUICE_OP_RENEW, 3, 1, &notice, 0, 1,
+         SLUICE_WHEN_DENIED, 1, 0, 0, SLUICE_FOLD_NOTE, SLUICE_TTL_OF(1)},
+        {SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 3, 1, &notice, 0, 1,
+         SLUICE_WHEN_DENIED, 2, 0, 0, SLUICE_FOLD_NOTE, SLUICE_TTL_OF(1)},
+        {SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, 0, 1, &pen, 0, 0,
+         SLUICE_WHEN_ALLOWED, 2, SLUICE_WHEN_ALLOWED, 0, SLUICE_FOLD_NOTE}};
+    sluice_program p = {4, k, 5, st, 0, {0}};
+    rt_tag(tag, sizeof tag, "ttl");
+    for (i = 0; i < 4; i++) {
+      snprintf(names[i], sizeof names[i], "{%s}:%d", tag, i);
+      k[i].data = names[i];
+      k[i].len = strlen(names[i]);
+    }
+    c = raw(rt_port_of(s, names[0]));
+    for (i = 0; i < 8; i++) {
+      sluice_program_result res;
+      if (i == 4) {
+        sluice_op trip = {SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, 1, &k[0], &pen,
+                          1, 0};
+        sluice_verdict v;
+        cr_assert_eq(sluice_store_apply(s, &trip, 0, &v), SLUICE_OK);
+      }
+      cr_assert_eq(sluice_store_run(s, &p, 0, &res), SLUICE_OK, "%s: %s",
+                   engines[e], sluice_store_errmsg(s));
+      cr_assert_eq(res.allowed, i < 4, "%s: call %d allowed", engines[e], i);
+      for (j = 1; j < 3; j++) {
+        sluice_state st_;
+        int64_t exp = 0;
+        long long at;
+        cr_assert_eq(sluice_store_get(s, &k[j], 0, &st_, &exp), SLUICE_OK);
+        at = raw_int(c, "PEXPIRETIME %s", names[j]);
+        /* (The TTL is whole ms counted from Redis's ms clock, which
+        ** cuts TIME's sub-ms part off: up to 1 ms short.) */
+        cr_assert_gt((int64_t)at * 1000000 + 1000000, exp,
+                     "%s: call %d: bucket %d collected at %lld ms, before "
+                     "its expiry %ld ns", engines[e], i, j, at, exp);
+      }
+    }
+    redisFree(c);
+    sluice_store_close(s);
+  }
+}
+
+/* The library keeps compiled programs, keyed by the call's bytes: two
+** programs that differ only after their first step, run in turns at
+** server time, each get their own (a bucket of 2 refuses the third call,
+** one of 50 admits all five). */
+Test(store, compiled_programs_are_their_own) {
+  static const char *const engines[] = {"engine=lua", "engine=script"};
+  static const sluice_penalty_params pen = {
+      3, 10 * SEC, {SEC, 60 * SEC, SLUICE_FOREVER}, 3600 * SEC};
+  static const sluice_gcra_params small = {1, 3600 * SEC, 2},
+                                  large = {1, 3600 * SEC, 50};
+  int e, i, w;
+  for (e = 0; e < 2; e++) {
+    sluice_store *s = rt_store(engines[e], 0);
+    char tag[64], names[2][2][96];
+    sluice_key k[2][2];
+    rt_tag(tag, sizeof tag, "cprog");
+    for (w = 0; w < 2; w++)
+      for (i = 0; i < 2; i++) {
+        snprintf(names[w][i], sizeof names[w][i], "{%s}:%d:%d", tag, w, i);
+        k[w][i].data = names[w][i];
+        k[w][i].len = strlen(names[w][i]);
+      }
+    for (i = 0; i < 5; i++) {
+      for (w = 0; w < 2; w++) {
+        sluice_step st[2] = {
+            {SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1, &pen},
+            {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, 1, w ? &large : &small,
+             1, 0, SLUICE_WHEN_PASSED, 0}};
+        sluice_program p = {2, k[w], 2, st, 0, {0}};
+        sluice_program_result res;
+        cr_assert_eq(sluice_store_run(s, &p, 0, &res), SLUICE_OK, "%s: %s",
+                     engines[e], sluice_store_errmsg(s));
+        cr_assert_eq(res.allowed, w == 1 || i < 2,
+                     "%s: program %d, call %d: allowed %d", engines[e], w, i,
+                     res.allowed);
+        cr_assert_eq(res.v[1].limit, w ? 50 : 2, "%s: program %d: limit",
+                     engines[e], w);
+      }
+    }
+    sluice_store_close(s);
+  }
+}

@@ -94,26 +94,45 @@ local function gcra1(key, kind, cost, minttl, nh, nl, R, Pd, B)
     B, rem, rty, rst, 0, 0, 0, nl, nh)
 end
 
--- The hot steps of a program, straight-line over the in-memory records
+-- A bucket's new TAT, now + Dn / R (Dn = D + cost * period, the scaled
+-- TAT - now, at most 2^53): its whole ns as a pair and its fraction; its
+-- expiry ceil(TAT) as a pair; and expiry - now in ns.
+local function gcra_tat(Dn, R, nh, nl)
+  local q = fd(Dn, R)
+  local f = Dn - q * R
+  local th, tl = nh, nl + q
+  if tl >= T32 then
+    local cy = tl / T32
+    cy = cy - cy % 1
+    tl = tl - cy * T32
+    th = th + cy
+  end
+  if f == 0 then return th, tl, f, th, tl, q end
+  local xh, xl = th, tl + 1
+  if xl >= T32 then xl = xl - T32; xh = xh + 1 end
+  return th, tl, f, xh, xl, q + 1
+end
+
+-- The hot step of a program, straight-line over the in-memory records
 -- (c: four unsigned halves per record, record i at 4i-3 .. 4i; xe: its
 -- expiry pair at 2i-1, 2i), as gcra1: a GCRA group consumed or peeked with
--- every TAT within one tolerance of now.  Answers the packed verdict,
--- allowed, remaining and the wait, and writes the outputs and expiries; or
--- nil having changed nothing (the general step then runs).  No tables of
--- its own (a program runs on every request): GE holds D, Dn and GP R, Pd,
--- B, tau per key, made once, each entry set before it is read.
-local GE, GP = {}, {}
-local function gcra_prog(c, xe, key, nk, kind, cost, nh, nl, poff)
-  local e, p = GE, GP
+-- every TAT within one tolerance of now.  g: what gcra_compile() made of
+-- the step's parameters when the program was compiled.  Answers the
+-- verdict but its last field, now (the program adds it), allowed,
+-- remaining and the wait, and writes the outputs and expiries; or nil
+-- having changed nothing (the general step then runs).  No tables of its
+-- own (a program runs on every request): GE holds D, Dn per key, made
+-- once, each entry set before it is read.
+local GE, GX = {}, {} -- (GX: pstd's stored expiries)
+local function gcra_prog(c, xe, key, nk, kind, cost, nh, nl, g)
+  local e = GE
   local all = true
   for j = 1, nk do
-    local R, Pd, B = sunpack(GCRA_FMT, AV, poff + GCRA_BYTES * (j - 1))
-    local tau = B * Pd
-    local k = 4 * j
-    p[k - 3], p[k - 2], p[k - 1], p[k] = R, Pd, B, tau
+    local k = 6 * j
+    local R, tau = g[k - 5], g[k - 2]
     local at = 4 * (key + j)
     local fr = c[at]
-    if tau > T52 or c[at - 1] ~= 0 or fr >= R then return nil end
+    if c[at - 1] ~= 0 or fr >= R then return nil end
     local D
     local dh, dl = c[at - 3] - nh, c[at - 2] - nl
     if dl < 0 then dl = dl + T32; dh = dh - 1 end
@@ -121,60 +140,69 @@ local function gcra_prog(c, xe, key, nk, kind, cost, nh, nl, poff)
       D = 0
     elseif dh < 2097152 then
       local dn = dh * T32 + dl
-      local m = floor(tau / R)
-      if m * R > tau then m = m - 1 elseif (m + 1) * R <= tau then m = m + 1 end
-      if dn <= m then
+      if dn <= g[k - 1] then
         D = dn * R + fr
-        if D > tau then D = nil end
+        if D > tau then return nil end
+      else
+        return nil
       end
+    else
+      return nil
     end
-    if D == nil then return nil end
-    e[2 * j - 1], e[2 * j] = D, D + cost * Pd
-    if e[2 * j] > tau then all = false end
+    local Dn = D + g[k]
+    e[2 * j - 1], e[2 * j] = D, Dn
+    if Dn > tau then all = false end
   end
   -- The binding bucket (as the general step): admitted, the one left
   -- with the fewest points; refused, the one with the longest wait.
   local b, bv, rty = 1, nil, 0
   for j = 1, nk do
-    local k = 4 * j
-    local R, Pd, tau = p[k - 3], p[k - 2], p[k]
+    local k = 6 * j
+    local tau = g[k - 2]
     if all then
-      local ra = fd(tau - e[2 * j], Pd)
+      local ra = fd(tau - e[2 * j], g[k - 4])
       if bv == nil or ra < bv then b, bv = j, ra end
     else
       local rt = 0
-      if e[2 * j] > tau then rt = cd(e[2 * j] - tau, R) end
+      if e[2 * j] > tau then rt = cd(e[2 * j] - tau, g[k - 5]) end
       if bv == nil or rt > bv then b, bv = j, rt end
       if rt > rty then rty = rt end
     end
   end
-  local R, Pd, B, tau = p[4 * b - 3], p[4 * b - 2], p[4 * b - 1], p[4 * b]
+  local k = 6 * b
+  local R, Pd, B, tau = g[k - 5], g[k - 4], g[k - 3], g[k - 2]
   local rem, rst
   if all and kind == OP_CONSUME then
-    rem, rst = fd(tau - e[2 * b], Pd), cd(e[2 * b], R)
+    rem, rst = bv, cd(e[2 * b], R)
   else
     rem, rst = fd(tau - e[2 * b - 1], Pd), cd(e[2 * b - 1], R)
   end
   if all and kind == OP_CONSUME and cost > 0 then
     for j = 1, nk do
-      local Rj = p[4 * j - 3]
       local at = 4 * (key + j)
-      local q = fd(e[2 * j], Rj)
-      local f = e[2 * j] - q * Rj
-      local th, tl = nh, nl + q
-      local cy = floor(tl / T32)
-      tl = tl - cy * T32
-      th = th + cy
+      local th, tl, f, xh, xl = gcra_tat(e[2 * j], g[6 * j - 5], nh, nl)
       c[at - 3], c[at - 2], c[at - 1], c[at] = th, tl, 0, f
-      if f > 0 then
-        tl = tl + 1
-        if tl >= T32 then tl = tl - T32; th = th + 1 end
-      end
-      xe[2 * (key + j) - 1], xe[2 * (key + j)] = th, tl
+      xe[2 * (key + j) - 1], xe[2 * (key + j)] = xh, xl
     end
   end
-  return spack(VERDICT_NUMS, all and 1 or 0, 0, b - 1, 0,
-    B, rem, rty, rst, 0, 0, 0, nl, nh), all, rem, rty
+  return spack(VERDICT_NONOW, all and 1 or 0, 0, b - 1, 0, B, rem, rty, rst,
+    0, 0, 0), all, rem, rty
+end
+
+-- A GCRA step's parameters as gcra_prog wants them, per key: rate, period,
+-- burst, tau = burst * period, floor(tau / rate) and cost * period; nil if
+-- a tau is beyond the exact range (the general step answers that).
+local function gcra_compile(nk, cost, poff)
+  local g = {}
+  for j = 1, nk do
+    local R, Pd, B = sunpack(GCRA_FMT, AV, poff + GCRA_BYTES * (j - 1))
+    local tau = B * Pd
+    if tau > T52 or R < 1 or Pd < 1 then return nil end
+    local k = 6 * j
+    g[k - 5], g[k - 4], g[k - 3], g[k - 2], g[k - 1], g[k] = R, Pd, B, tau,
+      fd(tau, R), cost * Pd
+  end
+  return g
 end
 
 --@section range

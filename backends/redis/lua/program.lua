@@ -14,9 +14,25 @@
 -- steps that ran, in order (the caller knows a skipped step's: zeros and
 -- now), so a skipped step costs neither packing nor bytes.
 
--- The numbers of a program are read where they lie in ARGV[1], step by
--- step, rather than all unpacked up front: a step's guard first, the rest
--- only if it runs.
+-- A program is compiled before it runs: its steps' numbers unpacked into
+-- a table, and what the hot steps need worked out from their parameters
+-- (pcompile).  The library keeps compiled programs, keyed by ARGV[1]
+-- itself: a policy sends the same bytes for every request of a class and
+-- tier, and Redis hands the function the same interned Lua string for
+-- them, so a request finds its program with one table lookup and unpacks
+-- nothing (PCACHE; in test mode, where now and the least TTL change the
+-- header of every call, the steps alone are the key, TCACHE).  The script
+-- form compiles on every call, as it made everything else.  The caches
+-- are emptied when they reach PCACHE_MAX programs (a program with a lease
+-- id is new bytes every time).
+--
+-- A compiled step is a table: algo, kind, key, nkeys, arg, id, its guard
+-- (w1, r1, w2, r2), fold, ttl_from, nparams, poff (where its parameters
+-- start in ARGV[1]), and what its fast path needs (g: gcra_compile's
+-- numbers; bv: a box check's verdict for a key never struck).  The step
+-- functions: the fast paths are tried first (gcra_prog, the clean box),
+-- anything else runs general() (op.lua).  A new fast step is one more
+-- field made in pcompile and one more branch in program's step.
 
 -- A program's state lives in tables made once, beside the functions (the
 -- library form makes them at FUNCTION LOAD), so a call makes no tables or
@@ -25,8 +41,9 @@
 -- halves each), PXE: their expiries (a pair each), POX: a live record's
 -- stored expiry; PRAW: the stored value (false: none; nil: not taken in
 -- yet); per step PST (0 skipped, 1 allowed, 2 denied), PREACH (reached),
--- PRETRY (the wait given; nil: did not run); POUT: the header and the
--- verdicts of the steps that ran.
+-- PRETRY (the wait given; nil: did not run); POUT: the header, then each
+-- step that ran's verdict and now (packed once a call; '' after a verdict
+-- the general step packed whole).
 local PO, PC, PXE, PRAW, POX = {}, {}, {}, {}, {}
 local PST, PREACH, PRETRY, POUT = {}, {}, {}, {}
 -- Records are taken in when a step first needs them (a step that does not
@@ -103,48 +120,212 @@ local function pcond(w, r)
   return x == 0
 end
 
-local function program(nsteps, nh, nl, minttl)
+-- ------------------------------------------------ the standard request
+--
+-- The shape of a policy's request (sluice/program.h's example): a box
+-- check (gate), a GCRA group consumed (gate, when passed), and steps that
+-- run only after a denial (the Retry-After notice, the strike).  When
+-- the box record is absent and every bucket admits, that is all that
+-- happens, and pstd does it in straight-line code: one MGET, the buckets
+-- decoded and written, the answer joined from parts made at compile time.
+-- A bucket record whose expiry has passed is a full bucket, as in the
+-- sequencer, and is overwritten.  Anything else (a record present in the
+-- box, a bucket that refuses or that gcra_prog would not take) goes on to
+-- program() with the values read, having written nothing.
+
+-- Whether a guard condition is false for certain when the first two steps
+-- ran and allowed and every later step up to this one was skipped.
+local function never(w, r)
+  if w == WHEN_DENIED then return true end
+  if w == WHEN_ALLOWED or w == WHEN_REACHED then return r >= 2 end
+  if w == WHEN_SKIPPED then return r < 2 end
+  return false
+end
+
+-- What pstd needs of a compiled program of the standard shape, or nil.
+local function pstd_shape(prog, nkeys)
+  local b, g = prog[1], prog[2]
+  if prog.n < 2 or nkeys > 8 or not b.bv or b.w1 ~= WHEN_ALWAYS or
+     b.w2 ~= WHEN_ALWAYS or not g.g or g.sk ~= OP_CONSUME or g.arg < 1 or
+     (g.w1 ~= WHEN_ALWAYS and g.w1 ~= WHEN_PASSED) or
+     g.w2 ~= WHEN_ALWAYS then
+    return nil
+  end
+  for s = 3, prog.n do
+    local S = prog[s]
+    if not (never(S.w1, S.r1) or never(S.w2, S.r2)) then return nil end
+  end
+  -- pre: an admitting GCRA verdict's bytes before remaining, per binding
+  -- bucket, packed when first needed.
+  return {kb = b.key + 1, kg = g.key, nk = g.nk, g = g.g, bv = b.bv,
+          hdr = spack(PROG_HEAD_FMT, 1, -1, 3, 0), pre = {}}
+end
+
+local function pstd(std, nh, nl, minttl)
+  local K = CK
+  local vals
+  if #K == 4 then
+    vals = rcall('MGET', K[1], K[2], K[3], K[4])
+  else
+    vals = rcall('MGET', unpack(K))
+  end
+  if vals[std.kb] then return nil, vals end
+  local g, kg, nk = std.g, std.kg, std.nk
+  local e, x = GE, GX
+  local bv, bj = nil, 1
+  for j = 1, nk do
+    local v = vals[kg + j]
+    local k = 6 * j
+    local R, tau = g[k - 5], g[k - 2]
+    local D = 0
+    x[2 * j - 1] = nil
+    if v then
+      if #v ~= REC_BYTES then return nil, vals end
+      local x0l, x0h, fr, x1h, el, eh, lay = sunpack(REC_FMT, v)
+      if lay ~= LAYOUT then return nil, vals end
+      -- A record whose expiry has passed is a full bucket (D = 0), which
+      -- the write below replaces (the sequencer would delete it first).
+      if nh < eh or (nh == eh and nl < el) then
+        -- A TAT the fast step would not take: the general path.
+        if x1h ~= 0 or fr >= R then return nil, vals end
+        local dh, dl = x0h - nh, x0l - nl
+        if dl < 0 then dl = dl + T32; dh = dh - 1 end
+        if dh >= 0 then
+          if dh >= 2097152 then return nil, vals end
+          local dn = dh * T32 + dl
+          if dn > g[k - 1] then return nil, vals end
+          D = dn * R + fr
+          if D > tau then return nil, vals end
+        end
+        x[2 * j - 1], x[2 * j] = eh, el
+      end
+    end
+    local Dn = D + g[k]
+    if Dn > tau then return nil, vals end
+    e[j] = Dn
+    -- The binding bucket: the one left with the fewest points.
+    local ra = fd(tau - Dn, g[k - 4])
+    if bv == nil or ra < bv then bv, bj = ra, j end
+  end
+  local now8 = spack(NOW_FMT, nl, nh)
+  for j = 1, nk do
+    local th, tl, f, xh, xl, ttl = gcra_tat(e[j], g[6 * j - 5], nh, nl)
+    local rec = spack(REC_FMT, tl, th, f, 0, xl, xh, LAYOUT)
+    local key = K[kg + j]
+    if x[2 * j - 1] == xh and x[2 * j] == xl then
+      rcall('SET', key, rec, 'KEEPTTL')
+    else
+      local ms = TTL_CAP_MS
+      if ttl < T52 then ms = fd(ttl, MS) + 1 end
+      if ms < minttl then ms = minttl end
+      rcall('SET', key, rec, 'PX', ms)
+    end
+  end
+  local pre = std.pre[bj]
+  if not pre then
+    pre = spack(VERDICT_PRE_FMT, 1, 0, bj - 1, 0, g[6 * bj - 3])
+    std.pre[bj] = pre
+  end
+  return std.hdr .. now8 .. std.bv .. now8 .. pre ..
+    spack(VERDICT_MID_FMT, bv, 0, cd(e[bj], g[6 * bj - 5])) ..
+    VERDICT_POST .. now8
+end
+
+local PCACHE, TCACHE, PCN = {}, {}, 0
+local PCACHE_MAX = 64
+
+-- Compiles the nsteps steps of ARGV[1] (AV); nil and a reply for
+-- malformed arguments.
+local function pcompile(nsteps, nkeys)
+  local prog = {n = nsteps, nkeys = nkeys}
+  local off, len = HDR_BYTES + 1, #AV
+  for s = 1, nsteps do
+    if off + STEP_BYTES - 1 > len then
+      return nil, fail('EINVAL', 'malformed program')
+    end
+    local sa, sk, key, nk, arg, ih, il, w1, r1, w2, r2, fold, ttlf, np =
+      sunpack(STEP_FMT, AV, off)
+    local poff = off + STEP_BYTES
+    off = poff + 8 * np
+    if np < 0 or off - 1 > len or key < 0 or nk < 1 or key + nk > nkeys then
+      return nil, fail('EINVAL', 'malformed program')
+    end
+    local S = {sa = sa, sk = sk, key = key, nk = nk, arg = arg, ih = ih,
+               il = il, w1 = w1, r1 = r1, w2 = w2, r2 = r2, fold = fold,
+               ttlf = ttlf, np = np, poff = poff}
+    if sa == ALGO_GCRA and (sk == OP_CONSUME or sk == OP_PEEK) and
+       np == GCRA_PARAMS * nk and arg >= 0 then
+      S.g = gcra_compile(nk, arg, poff)
+    elseif sa == ALGO_PENALTY and sk == OP_CHECK and nk == 1 and np >= 1 then
+      -- A box check of a key never struck: not boxed, nothing changes.
+      local th = sunpack('<i8', AV, poff)
+      S.th = th
+      S.bv = spack(VERDICT_NONOW, 1, 0, 0, 0, th, th, 0, 0, th, 0, 0)
+    end
+    prog[s] = S
+  end
+  if off - 1 ~= len then return nil, fail('EINVAL', 'malformed program') end
+  prog.std = pstd_shape(prog, nkeys)
+  return prog
+end
+
+-- The compiled program of this call: from a cache, or compiled (and kept
+-- there).  key: ARGV[1] (server time), or its steps (test mode).
+local function pfind(cache, key, nsteps, nkeys)
+  local prog = cache[key]
+  if prog and prog.n == nsteps and prog.nkeys == nkeys then return prog end
+  local err
+  prog, err = pcompile(nsteps, nkeys)
+  if not prog then return nil, err end
+  if PCN >= PCACHE_MAX then
+    local tmode = cache == TCACHE
+    PCACHE, TCACHE, PCN = {}, {}, 0
+    cache = tmode and TCACHE or PCACHE
+  end
+  PCN = PCN + 1
+  cache[key] = prog
+  return prog
+end
+
+-- pre: the values of an MGET of every record already made (pstd's), or
+-- nil.
+local function program(prog, nh, nl, minttl, pre)
   local KEYS = CK
   local n = #KEYS
   local o, c, xe, raw = PO, PC, PXE, PRAW
   local st, reached, retry, out = PST, PREACH, PRETRY, POUT
-  Ppre, Pnh, Pnl, Pdenied = nil, nh, nl, -1
+  Ppre, Pnh, Pnl, Pdenied = pre, nh, nl, -1
   for i = 1, n do
     raw[i], xe[2 * i - 1], xe[2 * i] = nil, nil, nil
   end
-  local nowl, nowh = nl, nh
-  if nowh < 0 then nowh = nowh + T32 end
+  local now8 = spack(NOW_FMT, nl, nh)
   local mask, sbit = 0, 1 -- sbit: step s's bit of the ran mask
-  local off = HDR_BYTES + 1 -- after the header
-  local nout = 0
-  for s = 1, nsteps do
-    local w1, r1, w2, r2, fold, ttlf, np = sunpack(STEP_GUARD_FMT, AV,
-      off + STEP_GUARD_OFF)
-    local soff, poff = off, off + STEP_BYTES
-    off = poff + 8 * np
+  local nout = 1 -- out[1]: the header, below; then a verdict and now each
+  for s = 1, prog.n do
+    local S = prog[s]
+    local w1, w2 = S.w1, S.w2
     -- (WHEN_ALWAYS, most second conditions, costs no call)
-    if (w1 == WHEN_ALWAYS or pcond(w1, r1)) and
-       (w2 == WHEN_ALWAYS or pcond(w2, r2)) then
-      local sa, sk, key, nk, arg, ih, il = sunpack(STEP_HEAD_FMT, AV, soff)
+    if (w1 == WHEN_ALWAYS or pcond(w1, S.r1)) and
+       (w2 == WHEN_ALWAYS or pcond(w2, S.r2)) then
+      local sa, sk, key, nk, arg = S.sa, S.sk, S.key, S.nk, S.arg
       local bad = pload(key + 1, key + nk)
       if bad > 0 then
         return fail('ECORRUPT', 'record of another layout at key ' .. bad)
       end
       local r, al, rem, rty
       local at = 4 * (key + 1)
-      if sa == ALGO_GCRA and (sk == OP_CONSUME or sk == OP_PEEK) then
-        r, al, rem, rty = gcra_prog(c, xe, key, nk, sk, arg, nh, nl, poff)
-      elseif sa == ALGO_PENALTY and sk == OP_CHECK and nk == 1 and c[at - 3] == 0 and
-             c[at - 2] == 0 and c[at - 1] == 0 and c[at] == 0 then
-        -- A box check of a key never struck: not boxed, nothing changes.
-        local th = sunpack('<i8', AV, poff)
-        r = spack(VERDICT_NUMS, 1, 0, 0, 0, th, th, 0, 0,
-          th, 0, 0, nl, nh)
-        al, rem, rty = true, th, 0
+      if S.g then
+        r, al, rem, rty = gcra_prog(c, xe, key, nk, sk, arg, nh, nl, S.g)
+      elseif S.bv and c[at - 3] == 0 and c[at - 2] == 0 and
+             c[at - 1] == 0 and c[at] == 0 then
+        r, al, rem, rty = S.bv, true, S.th, 0
       end
-      if not r then
-        local P = {sa, sk, nh, nl, arg, ih, il, minttl,
-                   sunpack(string.rep('i8', np), AV, poff)}
+      if r then
+        out[nout + 1], out[nout + 2] = r, now8
+      else
+        local np, ttlf = S.np, S.ttlf
+        local P = {sa, sk, nh, nl, arg, S.ih, S.il, minttl,
+                   sunpack(string.rep('i8', np), AV, S.poff)}
         if ttlf > 0 then
           local t = retry[ttlf] or 0 -- a step that did not run: 0
           if t < 1 then t = 1 end
@@ -157,7 +338,7 @@ local function program(nsteps, nh, nl, minttl)
           M.a0h[j], M.a0l[j], M.a1h[j], M.a1l[j] = c[q - 3], c[q - 2],
             c[q - 1], c[q]
         end
-        r = general(nil, P, sa, sk, nh, nl, arg, ih, il, minttl, M)
+        r = general(nil, P, sa, sk, nh, nl, arg, S.ih, S.il, minttl, M)
         if type(r) ~= 'string' then return r end
         for j = 1, nk do
           local q = 4 * (key + j)
@@ -168,14 +349,14 @@ local function program(nsteps, nh, nl, minttl)
         local a, _, _, _, _, _, rml, rmh, rtl, rth = sunpack(
           VERDICT_PAIRS, r)
         al, rem, rty = a ~= 0, rmh * T32 + rml, rth * T32 + rtl
+        out[nout + 1], out[nout + 2] = r, ''
       end
+      nout = nout + 2
       st[s] = al and 1 or 2
       reached[s] = not al or rem == 0
       retry[s] = rty
       mask = mask + sbit
-      nout = nout + 1
-      out[nout + 1] = r -- out[1]: the header, below
-      if fold == FOLD_GATE and not al and Pdenied < 0 then
+      if S.fold == FOLD_GATE and not al and Pdenied < 0 then
         -- A gate's denial: every record back as read.
         Pdenied = s - 1
         for i = 1, n do
@@ -205,7 +386,7 @@ local function program(nsteps, nh, nl, minttl)
       end
     end
   end
-  out[1] = spack(PROG_HDR_FMT, Pdenied < 0 and 1 or 0, Pdenied, mask, 0, nowl,
-    nowh)
-  return table.concat(out, '', 1, nout + 1)
+  out[1] = spack(PROG_HEAD_FMT, Pdenied < 0 and 1 or 0, Pdenied, mask, 0) ..
+    now8
+  return table.concat(out, '', 1, nout)
 end

@@ -1,0 +1,196 @@
+'use strict'
+// The Fastify plugin over real HTTP, on mem: refusals with sluice's
+// headers and body, leases given back after a thrown handler and a closed
+// connection, a lock's 409, input errors, unmatched routes, and the
+// addon's handle lifetime.
+const test = require('node:test')
+const assert = require('node:assert')
+const http = require('node:http')
+const path = require('node:path')
+const { Sluice } = require('..')
+const { SRC, SECRET, BASE, writePolicy, startApp, request, agent } = require('./helpers')
+const { until } = require('./helpers')
+
+const policy = writePolicy(`
+attributes = [ "user", "book" ];
+limits = {
+  burst = { algorithm = "gcra"; scope = [ "user" ]; rate = 1; period_ms = 60000;
+            burst = 3; unit = "requests"; };
+  jobs = { algorithm = "concurrency"; scope = [ "user" ]; max = 1; ttl_ms = 600000; };
+  books = { algorithm = "lock"; scope = [ "user", "book" ]; ttl_ms = 600000; };
+};
+routes = (
+  { method = "GET"; route = "/burst"; limits = ( "burst" ); },
+  { method = "POST"; route = "/jobs/*"; limits = ( "jobs" ); },
+  { method = "POST"; route = "/books/*"; limits = ( "books" ); }
+);
+`)
+
+const attributes = {
+  user: (request) => request.headers['x-user'],
+  book: (request) => request.url.split('/')[2]
+}
+
+// Routes whose handler throws, or holds until the test lets it go; every
+// admitted request is kept (an onRequest hook after the plugin's), so the
+// test can wait for its leases to be given back.
+function jobRoutes (held, admitted) {
+  return (app) => {
+    const hold = async (request) => {
+      await new Promise((resolve) => held.push({ request, resolve }))
+      return { held: true }
+    }
+    app.post('/jobs/throw', async () => { throw new Error('the handler failed') })
+    app.post('/jobs/hold', hold)
+    app.post('/books/:book', hold)
+    app.addHook('onRequest', (request, reply, done) => {
+      admitted.push(request)
+      done()
+    })
+  }
+}
+
+// Once a request's leases are back in the store.
+async function released (request) {
+  await until(() => request.sluice.releasing !== null)
+  assert.strictEqual(await request.sluice.releasing, null)
+}
+
+
+test('a refusal is sluice\'s answer: 429, Retry-After, RateLimit, problem+json', async (t) => {
+  const { app, url } = await startApp({ policy, clockMs: 0, jitter: false, attributes })
+  t.after(() => app.close())
+  for (let i = 0; i < 3; i++) {
+    const res = await request(url, 'GET', '/burst', { 'x-user': 'ann' })
+    assert.strictEqual(res.status, 200)
+    assert.strictEqual(res.headers['ratelimit-limit'], '3')
+    assert.strictEqual(res.headers['ratelimit-remaining'], String(2 - i))
+    assert.deepStrictEqual(JSON.parse(res.body), { limit: 'burst', remaining: 2 - i })
+  }
+  const res = await request(url, 'GET', '/burst', { 'x-user': 'ann' })
+  assert.strictEqual(res.status, 429)
+  assert.strictEqual(res.headers['content-type'], 'application/problem+json')
+  assert.strictEqual(res.headers['retry-after'], '60') // 1 per minute, no jitter
+  assert.strictEqual(res.headers['ratelimit-remaining'], '0')
+  const body = JSON.parse(res.body)
+  assert.strictEqual(body.status, 429)
+  assert.ok(body.type.startsWith(BASE), body.type)
+  assert.match(body.detail, /burst/)
+  // another user's scope is untouched; time refills ann's
+  assert.strictEqual((await request(url, 'GET', '/burst', { 'x-user': 'bob' })).status, 200)
+  app.sluice.setTime(60000)
+  assert.strictEqual((await request(url, 'GET', '/burst', { 'x-user': 'ann' })).status, 200)
+})
+
+test('a thrown handler gives its lease back', async (t) => {
+  const held = []
+  const admitted = []
+  const { app, url } = await startApp({ policy, attributes }, jobRoutes(held, admitted))
+  t.after(() => app.close())
+  // max = 1: each of these would be refused if the one before kept its lease
+  for (let i = 0; i < 3; i++) {
+    const res = await request(url, 'POST', '/jobs/throw', { 'x-user': 'ann' })
+    assert.strictEqual(res.status, 500)
+    await released(admitted[i])
+  }
+  // the lease is real: while one job is held, another is refused
+  const first = request(url, 'POST', '/jobs/hold', { 'x-user': 'ann' })
+  await until(() => held.length === 1)
+  const refused = await request(url, 'POST', '/jobs/hold', { 'x-user': 'ann' })
+  assert.strictEqual(refused.status, 429)
+  assert.strictEqual(JSON.parse(refused.body).status, 429)
+  held[0].resolve()
+  assert.strictEqual((await first).status, 200)
+  await released(admitted[3])
+  const again = request(url, 'POST', '/jobs/hold', { 'x-user': 'ann' })
+  await until(() => held.length === 2)
+  held[1].resolve()
+  assert.strictEqual((await again).status, 200)
+})
+
+test('a connection closed before the answer gives its lease back', async (t) => {
+  const held = []
+  const { app, url } = await startApp({ policy, attributes }, jobRoutes(held, []))
+  t.after(() => app.close())
+  const req = http.request(url + '/jobs/hold', { method: 'POST', headers: { 'x-user': 'cy' } })
+  req.on('error', () => {})
+  req.end()
+  await until(() => held.length === 1)
+  const closed = new Promise((resolve) => held[0].request.raw.once('close', resolve))
+  req.destroy()
+  await closed
+  await released(held[0].request)
+  const next = request(url, 'POST', '/jobs/hold', { 'x-user': 'cy' })
+  await until(() => held.length === 2)
+  held[1].resolve()
+  assert.strictEqual((await next).status, 200)
+  held[0].resolve()
+})
+
+test('a lock answers 409 while held, per book', async (t) => {
+  const held = []
+  const { app, url } = await startApp({ policy, attributes, jitter: false }, jobRoutes(held, []))
+  t.after(() => app.close())
+  const first = request(url, 'POST', '/books/b1', { 'x-user': 'ann' })
+  await until(() => held.length === 1)
+  const conflict = await request(url, 'POST', '/books/b1', { 'x-user': 'ann' })
+  assert.strictEqual(conflict.status, 409)
+  assert.strictEqual(conflict.headers['content-type'], 'application/problem+json')
+  assert.ok(Number(conflict.headers['retry-after']) >= 1)
+  const other = request(url, 'POST', '/books/b2', { 'x-user': 'ann' })
+  await until(() => held.length === 2)
+  held[1].resolve()
+  assert.strictEqual((await other).status, 200)
+  held[0].resolve()
+  assert.strictEqual((await first).status, 200)
+})
+
+test('input errors are 400 naming the field; unmatched routes pass', async (t) => {
+  const { app, url } = await startApp({ policy, attributes })
+  t.after(() => app.close())
+  const res = await request(url, 'GET', '/burst', {}) // no x-user
+  assert.strictEqual(res.status, 400)
+  const body = JSON.parse(res.body)
+  assert.strictEqual(body.code, 'SLUICE_EINVAL')
+  assert.match(body.message, /request attrs|user/)
+  const free = await request(url, 'GET', '/elsewhere', {})
+  assert.strictEqual(free.status, 200)
+  assert.strictEqual(free.headers['ratelimit-limit'], undefined)
+})
+
+test('a policy of the ledger kind: tenant, key, tier and cost from the request option', async (t) => {
+  const { app, url } = await startApp({
+    policy: path.join(SRC, 'etc', 'sluice.conf'), clockMs: 0, jitter: false,
+    request: (request) => ({ tenant: 'acme', key: request.headers['x-key'], tier: 'sandbox', cost: 100 })
+  })
+  t.after(() => app.close())
+  // sandbox: a key's bucket of 300 points, no refill at a stopped clock
+  for (let i = 0; i < 3; i++) {
+    const res = await request(url, 'GET', '/v1/items', { 'x-key': 'k1' })
+    assert.strictEqual(res.status, 200)
+    assert.strictEqual(res.headers['ratelimit-remaining'], String(200 - 100 * i))
+  }
+  const res = await request(url, 'GET', '/v1/items', { 'x-key': 'k1' })
+  assert.strictEqual(res.status, 429)
+  assert.strictEqual(JSON.parse(res.body).quota_tier, 'sandbox')
+  assert.strictEqual((await request(url, 'GET', '/v1/items', { 'x-key': 'k2' })).status, 200)
+})
+
+test('the handle: async decisions outlive close(), then it refuses', async () => {
+  const s = new Sluice({ policy, secret: SECRET, problemBase: BASE, async: true })
+  const q = { method: 'GET', route: '/burst', attrs: { user: 'dee' } }
+  const pending = [s.decide(q), s.decide(q), s.decide(q), s.decide(q)]
+  s.close() // before the thread pool has run them
+  const rs = await Promise.all(pending)
+  assert.deepStrictEqual(rs.map((r) => r.status).sort(), [200, 200, 200, 429]) // in any order: the pool's
+  assert.throws(() => s.decideSync(q), /closed/)
+  await assert.rejects(s.release(q, 5n), /closed/) // rejects, never throws
+  s.close() // a second close is harmless
+  assert.throws(() => new Sluice({ policy: '/nonexistent.conf', secret: SECRET, problemBase: BASE }), /sluice: open: /)
+  assert.throws(() => new Sluice({ policy, secret: Buffer.alloc(3), problemBase: BASE }), /secret/)
+  assert.throws(() => new Sluice({ policy, secret: SECRET }), /problemBase/)
+  assert.throws(() => new Sluice({ policy, secret: SECRET, problemBase: BASE, headerForm: 7 }), /headerForm/)
+  assert.throws(() => new Sluice({ policy, secret: SECRET, problemBase: BASE, clockMs: 1e300 }), /clockMs/)
+})
+
+test.after(() => agent.destroy())

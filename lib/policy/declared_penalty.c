@@ -1,0 +1,275 @@
+/*
+** A declared route's penalty (declared_penalty.h) inside its one program,
+** the built-in tenant flow's steps (tenant.c) over the penalty's own
+** scope:
+**
+**   0   box CHECK                         gate (a box in shadow: note)
+**   ... each limit, a gate; after each rate limit k (gcra, windows):
+**   k+1 notice RENEW  (TTL: k's Retry-After)   note, if k denied
+**   k+2 notice ACQUIRE (same TTL)              note, if k+1 denied
+**   k+3 box STRIKE                             note, if k+1 allowed
+**                                              ("every": if k denied),
+**                                              and the box allowed
+**
+** Gates stop at the first denial, so at most one limit denies and at most
+** one strike is counted per request; the notice is the scope's, whichever
+** limit gave the Retry-After (decide.c choice a).  Leases, locks and caps
+** take no strikes, as the built-in flow's.  A box trip does what its
+** level's actions say; the boxes seen go to the deny cache under the
+** penalty's scope id, so that they hold through an outage and, with a
+** shared cache, cost no store call.
+*/
+#include <string.h>
+
+#include "declared.h"
+#include "flow.h"
+
+static const sluice__pset *pick(const sluice__ctx *c,
+                                const sluice__penalty *pn) {
+  size_t n = 0;
+  const char *v;
+  int i;
+  if (pn->select < 0 || !(v = sluice__decl_attr_value(c, pn->select, &n)))
+    return &pn->base;
+  for (i = 0; i < pn->npsets; i++)
+    if (strlen(pn->psval[i]) == n && !memcmp(pn->psval[i], v, n))
+      return &pn->ps[i];
+  return &pn->base;
+}
+
+static const sluice__penalty *route_penalty(const sluice__ctx *c) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  return dr->pen ? &c->p->decl->penalties[dr->pen - 1] : NULL;
+}
+
+static int scope_kind(const sluice__penalty *pn) {
+  return pn->scope[0] == SLUICE__A_IP ? SLUICE_SCOPE_IP : SLUICE_SCOPE_KEY;
+}
+
+static unsigned level_actions(const sluice__pset *ps, int level) {
+  return ps->actions[(level < 1 ? 1 : level > 3 ? 3 : level) - 1];
+}
+
+/* A box into the decision; EDGE_DENY as the level's actions say. */
+static void fill_box(sluice__ctx *c, const sluice__pset *ps,
+                     const sluice_verdict *v, sluice_decision *d) {
+  sluice__fill_box(c, v, d);
+  if (level_actions(ps, v->level) & SLUICE__ACT_EDGE_DENY)
+    d->flags |= SLUICE_DECISION_EDGE_DENY;
+  else
+    d->flags &= ~SLUICE_DECISION_EDGE_DENY;
+}
+
+/* A trip's counters and events, as its level's actions say. */
+static void tripped(sluice__ctx *c, const sluice__pen_run *pr,
+                    const sluice_verdict *v, sluice_decision *d) {
+  int lvl = v->level < 1 ? 1 : v->level > 3 ? 3 : v->level;
+  unsigned a = level_actions(pr->ps, lvl);
+  int64_t until = (v->flags & SLUICE_V_SUSPENDED) ? SLUICE_FOREVER
+                                                  : c->now + v->retry_after_ns;
+  d->flags |= SLUICE_DECISION_TRIPPED;
+  sluice__box_seen(c, pr->kind, pr->id, v);
+  atomic_fetch_add_explicit(&c->p->ctr->trips[pr->kind][lvl - 1], 1,
+                            memory_order_relaxed);
+  sluice__emit(c, SLUICE_EVENT_BOX_TRIP, pr->kind, lvl, pr->id, until, 0);
+  if (a & SLUICE__ACT_EDGE_DENY)
+    sluice__emit(c, SLUICE_EVENT_EDGE_DENY, pr->kind, lvl, pr->id, until, 0);
+  if (a & SLUICE__ACT_ALERT)
+    sluice__emit(c, SLUICE_EVENT_ALERT, pr->kind, lvl, pr->id, until, 0);
+  if (a & SLUICE__ACT_BAN)
+    sluice__emit(c, SLUICE_EVENT_IP_BAN, pr->kind, lvl, pr->id, until, 0);
+  if (a & SLUICE__ACT_SUSPEND)
+    sluice__emit(c, SLUICE_EVENT_SUSPEND, pr->kind, lvl, pr->id, until, 0);
+  if (a & SLUICE__ACT_PAGE)
+    sluice__emit(c, SLUICE_EVENT_PAGE, pr->kind, lvl, pr->id, until, 0);
+}
+
+int sluice__pen_is_report(const sluice__ctx *c) {
+  const sluice__penalty *pn = route_penalty(c);
+  size_t n = 0;
+  const char *v;
+  int i;
+  if (!pn || pn->strike != SLUICE__STRIKE_REPORTED ||
+      !(v = sluice__decl_attr_value(c, pn->report, &n)))
+    return 0;
+  for (i = 0; i < pn->nvalues; i++)
+    if (strlen(pn->values[i]) == n && !memcmp(pn->values[i], v, n))
+      return 1;
+  return 0;
+}
+
+/* A report: a strike on the box (a trip at its threshold), and with
+** stuffing detection, the reports' fixed window and the distinct values
+** of `of`; both at their limits trip level 3 at once (auth.c's IP flow):
+**
+**   0 box CHECK            gate
+**   1 stuffing COUNT       note, if 0 allowed
+**   2 distinct ADD         note, if 0 allowed
+**   3 box TRIP level 3     note, if 1 reached its limit and 2 denied
+**   4 box STRIKE           note, if 0 allowed and 3 did not run */
+int sluice__pen_report(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
+                       sluice_decision *d) {
+  const sluice__penalty *pn = pr->pn;
+  int box = g->st[pr->box].key, s, w, k, rc;
+  size_t n = 0;
+  const char *v;
+  pr->report = sluice__pen_is_report(c);
+  pr->rstrike = pr->rtrip3 = -1;
+  if (!pr->report)
+    return 0;
+  if (pn->of >= 0) {
+    if (!(v = sluice__decl_attr_value(c, pn->of, &n)) || n == 0) {
+      d->invalid_field = sluice__attr_name(c->p->decl, pn->of);
+      return SLUICE_EINVAL;
+    }
+    k = g->nk;
+    if ((rc = sluice__decl_pen_stuffing_recs(c, pn, g, d)))
+      return rc;
+    s = sluice__step(g, SLUICE_ALGO_FWINDOW, SLUICE_OP_COUNT, k, 1,
+                     &pn->stuffing, 1, 0);
+    sluice__when(g, s, SLUICE_WHEN_ALLOWED, pr->box, SLUICE_FOLD_NOTE);
+    w = sluice__step(g, SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, k + 1, 1,
+                     &pn->distinct, 0, sluice_siphash64(c->p->secret, v, n));
+    sluice__when(g, w, SLUICE_WHEN_ALLOWED, pr->box, SLUICE_FOLD_NOTE);
+    pr->rtrip3 = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, box, 1,
+                              &pr->ps->pp, 3, 0);
+    sluice__when(g, pr->rtrip3, SLUICE_WHEN_REACHED, s, SLUICE_FOLD_NOTE);
+    g->st[pr->rtrip3].when2 = SLUICE_WHEN_DENIED;
+    g->st[pr->rtrip3].ref2 = w;
+  }
+  /* The strike, unless stuffing tripped level 3 already. */
+  pr->rstrike = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, box, 1,
+                             &pr->ps->pp, 0, 0);
+  sluice__when(g, pr->rstrike, SLUICE_WHEN_ALLOWED, pr->box, SLUICE_FOLD_NOTE);
+  if (pr->rtrip3 >= 0) {
+    g->st[pr->rstrike].when2 = SLUICE_WHEN_SKIPPED;
+    g->st[pr->rstrike].ref2 = pr->rtrip3;
+  }
+  return 1;
+}
+
+void sluice__pen_report_read(sluice__ctx *c, const sluice__pen_run *pr,
+                             const sluice_program_result *r,
+                             sluice_decision *d) {
+  const sluice_verdict *v = NULL;
+  if (sluice__ran(r, pr->rtrip3)) {
+    d->flags |= SLUICE_DECISION_STUFFING;
+    sluice__emit(c, SLUICE_EVENT_STUFFING, pr->kind, 3, pr->id, 0, 0);
+    v = &r->v[pr->rtrip3];
+  } else if (sluice__ran(r, pr->rstrike)) {
+    d->flags |= SLUICE_DECISION_STRIKE;
+    v = &r->v[pr->rstrike];
+    d->strikes_remaining = v->strikes_remaining;
+    if (!(v->flags & SLUICE_V_TRIPPED))
+      return;
+  }
+  if (!v)
+    return;
+  if (v->flags & SLUICE_V_TRIPPED)
+    tripped(c, pr, v, d);
+  fill_box(c, pr->ps, v, d);
+}
+
+int sluice__pen_head(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
+                     struct sluice__keyparts *kp, sluice_decision *d) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  int i, rc, notice = 0, first = g->nk;
+  pr->pn = route_penalty(c);
+  pr->ps = pick(c, pr->pn);
+  pr->kind = scope_kind(pr->pn);
+  pr->report = 0;
+  pr->rstrike = pr->rtrip3 = -1;
+  for (i = 0; i < SLUICE__RLIMITS_MAX; i++)
+    pr->renew[i] = pr->strike[i] = -1;
+  for (i = 0; i < dr->n && pr->pn->strike != SLUICE__STRIKE_REPORTED; i++)
+    notice |= sluice__decl_strikes(c->p->decl->limits[dr->limit[i]].algo);
+  if ((rc = sluice__decl_pen_recs(c, pr->pn, g, notice, pr->id, kp, d)))
+    return rc;
+  pr->box = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, first, 1,
+                         &pr->ps->pp, 0, 0);
+  /* Staged rollout: a box in shadow only records what it would have done,
+  ** so the request goes on through the limits (decide.c shadow_apply()). */
+  if (sluice__shadow_past_box(c->shadow))
+    sluice__when(g, pr->box, SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_NOTE);
+  return SLUICE_OK;
+}
+
+void sluice__pen_after(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
+                       int i, int s) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  int box = g->st[pr->box].key, ra = box + 1, r, k;
+  if (!sluice__decl_strikes(c->p->decl->limits[dr->limit[i]].algo) ||
+      pr->pn->strike == SLUICE__STRIKE_REPORTED)
+    return; /* reported strikes come from reports, not from denials */
+  k = sluice__strike_steps(c, g, box, ra, s, pr->box, &pr->ps->pp,
+                           pr->pn->strike == SLUICE__STRIKE_EVERY, &r);
+  pr->renew[i] = r;
+  pr->strike[i] = k;
+}
+
+int sluice__pen_boxed(sluice__ctx *c, const sluice__pen_run *pr,
+                      const sluice_program_result *r, sluice_decision *d) {
+  const sluice_verdict *v = &r->v[pr->box];
+  sluice__box_seen(c, pr->kind, pr->id, v);
+  if (r->denied_by == pr->box) {
+    fill_box(c, pr->ps, v, d);
+    return 1;
+  }
+  if (!v->allowed) { /* boxed, the box in shadow */
+    c->box_shadowed = 1;
+    c->box = *v;
+  }
+  d->strikes_remaining = v->strikes_remaining;
+  return 0;
+}
+
+void sluice__pen_denied(sluice__ctx *c, const sluice__pen_run *pr,
+                        const sluice_program_result *r, int i,
+                        sluice_decision *d) {
+  const sluice_verdict *pv;
+  if (pr->strike[i] < 0)
+    return; /* a lease, lock or cap: no strikes */
+  d->penalty_status = SLUICE_PENALTY_WARNING;
+  if (!sluice__ran(r, pr->strike[i]))
+    return;
+  pv = &r->v[pr->strike[i]];
+  d->flags |= SLUICE_DECISION_STRIKE;
+  if (pv->flags & SLUICE_V_TRIPPED) {
+    if (sluice__shadow_past_box(c->shadow)) {
+      c->box_shadowed = 1; /* the throttle stands unless it is shadowed */
+      c->box = *pv;
+    } else {
+      fill_box(c, pr->ps, pv, d);
+    }
+    tripped(c, pr, pv, d);
+  } else {
+    d->strikes_remaining = pv->strikes_remaining;
+  }
+}
+
+int sluice__pen_cached(sluice__ctx *c, int degraded, sluice_decision *d) {
+  const sluice__penalty *pn = route_penalty(c);
+  sluice_decision scratch;
+  sluice__deny e;
+  sluice_verdict v;
+  char id[SLUICE_SCOPE_ID_LEN + 1];
+  if (!pn || sluice__shadow_past_box(c->shadow) ||
+      (!degraded && !sluice__deny_shared(c->p)))
+    return 0;
+  /* A request whose scope cannot be built has no box to find: the store
+  ** call (or the failure mode) says what is wrong with it. */
+  memset(&scratch, 0, sizeof scratch);
+  if (sluice__decl_pen_recs(c, pn, NULL, 0, id, NULL, &scratch) !=
+          SLUICE_OK ||
+      !sluice__deny_get(c->p, scope_kind(pn), id, c->now, &e))
+    return 0;
+  memset(&v, 0, sizeof v);
+  v.level = e.level;
+  if (e.until_ns == SLUICE_FOREVER)
+    v.flags = SLUICE_V_SUSPENDED;
+  else
+    v.retry_after_ns = e.until_ns - c->now;
+  fill_box(c, pick(c, pn), &v, d);
+  d->flags |= SLUICE_DECISION_DENY_CACHED;
+  return 1;
+}

@@ -1,0 +1,137 @@
+/*
+** Penalties and failure modes declared for routes of declared limits
+** (docs/policy.md "Declared penalties"): the file's `penalties` (a box
+** scope, what a strike is, the ladder's levels with their durations and
+** actions, per parameter set) and a route's `penalty` and `failure`,
+** parsed by declared_penalty_conf.c and run by declared_penalty.c inside
+** the route's one program, with the machinery the built-in policy uses:
+** the penalty step, the Retry-After notice, the deny cache and the
+** degraded limiter.  Included by declared.h (its types need the limits').
+*/
+#ifndef SLUICE_LIB_POLICY_DECLARED_PENALTY_H
+#define SLUICE_LIB_POLICY_DECLARED_PENALTY_H
+
+#define SLUICE__PENALTIES_MAX 8
+
+/* What counts as a strike. */
+enum {
+  SLUICE__STRIKE_EARLY,   /* a denial while an earlier one's Retry-After runs */
+  SLUICE__STRIKE_EVERY,   /* every denial (the spec's section-6 script) */
+  SLUICE__STRIKE_REPORTED /* a request reporting a status (a 401, a failed
+                             sign-in): no limit work, a strike */
+};
+
+/* What a level does besides the box (bits). */
+enum {
+  SLUICE__ACT_EDGE_DENY = 1, /* decision flag EDGE_DENY + EDGE_DENY event */
+  SLUICE__ACT_ALERT = 2,     /* ALERT event */
+  SLUICE__ACT_SUSPEND = 4,   /* boxed until lifted by hand: 403, SUSPEND */
+  SLUICE__ACT_PAGE = 8,      /* PAGE event */
+  SLUICE__ACT_BAN = 16       /* IP_BAN event */
+};
+
+/* One parameter set of a penalty: the ladder's numbers and each level's
+** actions. */
+typedef struct sluice__pset {
+  sluice_penalty_params pp;
+  unsigned actions[3];
+} sluice__pset;
+
+typedef struct sluice__penalty {
+  char name[32];
+  int scope[4], nscope; /* attribute indices, like a limit's scope */
+  int strike;           /* SLUICE__STRIKE_* */
+  int select;           /* attribute choosing the set, or -1 */
+  sluice__pset base;
+  int npsets;
+  char psval[8][32];
+  sluice__pset ps[8];
+  /* strike = "reported": attribute `report` with one of these values makes
+  ** the request a report (a strike, no limits). */
+  int report;
+  int nvalues;
+  char values[8][32];
+  /* Credential stuffing, on reports: `stuffing` reports in a fixed window
+  ** across `distinct` values of attribute `of` trip level 3 at once. */
+  int of; /* -1: no stuffing detection */
+  sluice_window_params stuffing;
+  sluice_distinct_params distinct;
+  int line;
+} sluice__penalty;
+
+/* A decision's penalty: where its steps are in the route's program. */
+typedef struct sluice__pen_run {
+  const sluice__penalty *pn;
+  const sluice__pset *ps; /* the set the request's attribute picks */
+  int box;                /* the box CHECK step */
+  int renew[8], strike[8]; /* per limit of the route: its notice RENEW and
+                              STRIKE steps, -1 when it takes no strikes */
+  int kind; /* SLUICE_SCOPE_IP for a scope that starts with the address,
+               else SLUICE_SCOPE_KEY */
+  int report;        /* this request is a report (strike = "reported") */
+  int rstrike, rtrip3; /* a report's STRIKE and stuffing TRIP steps, or -1 */
+  char id[33]; /* the box's scope id: events and the deny cache */
+} sluice__pen_run;
+
+struct sluice__ctx;
+struct sluice__prog;
+struct sluice__keyparts; /* declared.c: a decision's key parts */
+struct sluice_program_result;
+struct sluice_decision;
+
+/* declared.c: the box's scope id into id and, when g is not NULL, its
+** records into g (the box, and the notice when `notice`); kp, when not
+** NULL, is the route's key parts (its hash tag computed once). */
+int sluice__decl_pen_recs(const struct sluice__ctx *c,
+                          const sluice__penalty *pn, struct sluice__prog *g,
+                          int notice, char id[33], struct sluice__keyparts *kp,
+                          struct sluice_decision *d);
+/* declared.c: a report's stuffing records (its fixed window and distinct
+** values) into g. */
+int sluice__decl_pen_stuffing_recs(const struct sluice__ctx *c,
+                                   const sluice__penalty *pn,
+                                   struct sluice__prog *g,
+                                   struct sluice_decision *d);
+
+/* declared.c: attribute a's value for the request (NULL: not given), its
+** length in *n. */
+const char *sluice__decl_attr_value(const struct sluice__ctx *c, int a,
+                                    size_t *n);
+
+/* declared.c: the request's cost for the route's first limit (what a
+** decision reports when no limit binds: a box, a store failure). */
+int sluice__decl_cost(const struct sluice__ctx *c, int64_t *cost,
+                      struct sluice_decision *d);
+
+/* declared_penalty.c, for declared.c's program: the box records and its
+** CHECK (the program's first step); a limit's notice and strike steps
+** after its own step s; reading the box (1: it decided the request); a
+** rate limit's denial (Warning, the strike, a trip). */
+int sluice__pen_head(struct sluice__ctx *c, struct sluice__prog *g,
+                     sluice__pen_run *pr, struct sluice__keyparts *kp,
+                     struct sluice_decision *d);
+void sluice__pen_after(struct sluice__ctx *c, struct sluice__prog *g,
+                       sluice__pen_run *pr, int i, int s);
+/* 1 when the request is a report (strike = "reported"). */
+int sluice__pen_is_report(const struct sluice__ctx *c);
+/* A report's steps after the box CHECK: 1 (no limits run), 0 when the
+** request is no report, or a negative error. */
+int sluice__pen_report(struct sluice__ctx *c, struct sluice__prog *g,
+                       sluice__pen_run *pr, struct sluice_decision *d);
+void sluice__pen_report_read(struct sluice__ctx *c, const sluice__pen_run *pr,
+                             const struct sluice_program_result *r,
+                             struct sluice_decision *d);
+int sluice__pen_boxed(struct sluice__ctx *c, const sluice__pen_run *pr,
+                      const struct sluice_program_result *r,
+                      struct sluice_decision *d);
+void sluice__pen_denied(struct sluice__ctx *c, const sluice__pen_run *pr,
+                        const struct sluice_program_result *r, int i,
+                        struct sluice_decision *d);
+/* failure.c: a declared route's box in the deny cache (1: it decides). */
+int sluice__pen_cached(struct sluice__ctx *c, int degraded,
+                       struct sluice_decision *d);
+/* failure.c: a declared route when the store fails: 1 when the route
+** runs on the degraded limiter (d then decided), 0 to fail it closed. */
+int sluice__decl_degraded(struct sluice__ctx *c, struct sluice_decision *d);
+
+#endif

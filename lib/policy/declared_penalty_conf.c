@@ -1,0 +1,444 @@
+/*
+** The policy file's `penalties` and a route's `penalty` and `failure`
+** (declared_penalty.h; docs/policy.md "Declared penalties"), checked with
+** the file's line like the limits (declared_conf.c):
+**
+**   penalties = {
+**     keys = {
+**       scope = [ "tenant", "key" ];   # the box's scope (a limit's terms)
+**       strike = "early";              # or "every"
+**       strikes = 20; strike_window_ms = 60000; offense_ttl_s = 86400;
+**       levels = ( { box_s = 300; },
+**                  { box_s = 3600; actions = [ "edge_deny", "alert" ]; },
+**                  { actions = [ "edge_deny", "suspend" ]; } );
+**       by = "tier"; params = { enterprise = { strikes = 100; levels = ...; }; };
+**     };
+**   };
+**   routes = ( { ...; limits = (...); penalty = "keys"; failure = "degraded"; } );
+**
+** Choices:
+**  a) The ladder has three levels, as the penalty step does; a level is
+**     a box of box_s or, with the "suspend" action, a box until lifted by
+**     hand (no box_s then).
+**  b) The box lives in the route's hash-tag group: its scope starts with
+**     the attribute every limit of the route starts with, so that the box
+**     check, the limits and the strike are one program (refused
+**     otherwise).
+*/
+#include <stdio.h>
+#include <string.h>
+
+#include "declared.h"
+#include "policy_int.h"
+
+static const char *const actions[] = {"edge_deny", "alert", "suspend", "page",
+                                      "ban", NULL};
+
+typedef struct pctx {
+  const char *file;
+  char *err;
+  size_t errlen;
+} pctx;
+
+static int perr(pctx *x, const config_setting_t *s, const char *path,
+                const char *what) {
+  if (x->err && x->errlen)
+    snprintf(x->err, x->errlen, "%s:%d: %s: %s", x->file,
+             s ? (int)config_setting_source_line(s) : 0, path, what);
+  return SLUICE_ECONFIG;
+}
+
+static int known(pctx *x, const config_setting_t *g, const char *path,
+                 const char *const *names) {
+  int i, j, n = config_setting_length(g);
+  for (i = 0; i < n; i++) {
+    const config_setting_t *m = config_setting_get_elem(g, (unsigned)i);
+    const char *nm = config_setting_name(m);
+    char p[512];
+    for (j = 0; names[j]; j++)
+      if (nm && !strcmp(nm, names[j]))
+        break;
+    if (!names[j]) {
+      snprintf(p, sizeof p, "%s.%s", path, nm ? nm : "?");
+      return perr(x, m, p, "unknown setting");
+    }
+  }
+  return SLUICE_OK;
+}
+
+/* An integer member scaled by unit, lo..hi in the file's unit. */
+static int pint(pctx *x, const config_setting_t *g, const char *path,
+                const char *name, int64_t unit, int64_t lo, int64_t hi,
+                int64_t *out) {
+  const config_setting_t *s = config_setting_get_member(g, name);
+  char p[512], what[120];
+  long long v;
+  if (!s)
+    return SLUICE_OK;
+  snprintf(p, sizeof p, "%s.%s", path, name);
+  if (config_setting_type(s) != CONFIG_TYPE_INT &&
+      config_setting_type(s) != CONFIG_TYPE_INT64)
+    return perr(x, s, p, "must be an integer");
+  v = config_setting_get_int64(s);
+  if (v < lo || v > hi) {
+    snprintf(what, sizeof what, "must be %lld..%lld (got %lld)",
+             (long long)lo, (long long)hi, v);
+    return perr(x, s, p, what);
+  }
+  *out = (int64_t)v * unit;
+  return SLUICE_OK;
+}
+
+#define MS SLUICE__NS_PER_MS
+#define S SLUICE__NS_PER_S
+#define YEAR_S (INT64_C(366) * 86400)
+
+static int load_levels(pctx *x, const config_setting_t *ls, const char *path,
+                       sluice__pset *ps) {
+  static const char *const names[] = {"box_s", "actions", NULL};
+  char p[512];
+  int i, j, rc;
+  if (!config_setting_is_list(ls) || config_setting_length(ls) != 3)
+    return perr(x, ls, path,
+                "must be a list of the ladder's 3 levels ( { box_s = 300; }, "
+                "{ box_s = 3600; actions = [ \"edge_deny\", \"alert\" ]; }, "
+                "{ actions = [ \"edge_deny\", \"suspend\" ]; } )");
+  for (i = 0; i < 3; i++) {
+    const config_setting_t *l = config_setting_get_elem(ls, (unsigned)i);
+    const config_setting_t *a;
+    int64_t box = 0;
+    unsigned act = 0;
+    snprintf(p, sizeof p, "%.400s.[%d]", path, i);
+    if (!config_setting_is_group(l))
+      return perr(x, l, p, "must be a group { box_s = N; actions = [...]; }");
+    if ((rc = known(x, l, p, names)) ||
+        (rc = pint(x, l, p, "box_s", S, 1, YEAR_S, &box)))
+      return rc;
+    if ((a = config_setting_get_member(l, "actions")) != NULL) {
+      snprintf(p, sizeof p, "%.400s.[%d].actions", path, i);
+      if (!config_setting_is_array(a) && !config_setting_is_list(a))
+        return perr(x, a, p, "must be an array of actions [ \"alert\" ]");
+      for (j = 0; j < config_setting_length(a); j++) {
+        const config_setting_t *e = config_setting_get_elem(a, (unsigned)j);
+        const char *v = config_setting_get_string(e);
+        int k;
+        for (k = 0; v && actions[k]; k++)
+          if (!strcmp(v, actions[k]))
+            break;
+        if (!v || !actions[k])
+          return perr(x, e, p,
+                      "an action is one of \"edge_deny\", \"alert\", "
+                      "\"suspend\", \"page\", \"ban\"");
+        act |= 1u << k;
+      }
+    }
+    snprintf(p, sizeof p, "%.400s.[%d]", path, i);
+    if ((act & SLUICE__ACT_SUSPEND) && box)
+      return perr(x, l, p,
+                  "a suspension lasts until lifted by hand: no box_s with "
+                  "\"suspend\"");
+    if (!(act & SLUICE__ACT_SUSPEND) && !box)
+      return perr(x, l, p, "box_s is missing (or the \"suspend\" action)");
+    ps->pp.box_ns[i] = box ? box : SLUICE_FOREVER;
+    ps->actions[i] = act;
+  }
+  return SLUICE_OK;
+}
+
+/* Numbers of group g over *ps (the base's, for a set). */
+static int load_pset(pctx *x, const config_setting_t *g, const char *path,
+                     sluice__pset *ps) {
+  const config_setting_t *ls;
+  char p[512];
+  int rc;
+  if ((rc = pint(x, g, path, "strikes", 1, 1, (1 << 20) - 1,
+                 &ps->pp.strike_threshold)) ||
+      (rc = pint(x, g, path, "strike_window_ms", MS, 1, YEAR_S * 1000,
+                 &ps->pp.strike_window_ns)) ||
+      (rc = pint(x, g, path, "offense_ttl_s", S, 1, YEAR_S,
+                 &ps->pp.offense_ttl_ns)))
+    return rc;
+  if ((ls = config_setting_get_member(g, "levels")) != NULL) {
+    snprintf(p, sizeof p, "%s.levels", path);
+    return load_levels(x, ls, p, ps);
+  }
+  return SLUICE_OK;
+}
+
+static int pset_whole(pctx *x, const config_setting_t *g, const char *path,
+                      const sluice__pset *ps) {
+  char what[80];
+  const char *miss = !ps->pp.strike_threshold   ? "strikes"
+                     : !ps->pp.strike_window_ns ? "strike_window_ms"
+                     : !ps->pp.offense_ttl_ns   ? "offense_ttl_s"
+                     : !ps->pp.box_ns[0]        ? "levels"
+                                                : NULL;
+  if (!miss)
+    return SLUICE_OK;
+  snprintf(what, sizeof what, "%s is missing", miss);
+  return perr(x, g, path, what);
+}
+
+/* strike = "reported": reported = { by = ATTR; values = [ ... ]; } and,
+** optionally, stuffing = { of = ATTR; reports = N; distinct = D;
+** window_ms = W; }. */
+static int load_reported(pctx *x, const sluice__decl *dl,
+                         const config_setting_t *g, const char *path,
+                         sluice__penalty *pn) {
+  static const char *const rn[] = {"by", "values", NULL};
+  static const char *const sn[] = {"of", "reports", "distinct", "window_ms",
+                                   NULL};
+  const config_setting_t *r = config_setting_get_member(g, "reported");
+  const config_setting_t *st = config_setting_get_member(g, "stuffing");
+  const config_setting_t *vs, *by;
+  char p[512];
+  int i, rc;
+  int64_t win = 0;
+  snprintf(p, sizeof p, "%s.reported", path);
+  if ((pn->strike == SLUICE__STRIKE_REPORTED) != (r != NULL))
+    return perr(x, r ? r : g, p,
+                "`reported` (what a report says) goes with strike = "
+                "\"reported\", and only with it");
+  if (!r)
+    return st ? perr(x, st, path, "stuffing counts reports: it needs "
+                                  "strike = \"reported\"")
+              : SLUICE_OK;
+  if (!config_setting_is_group(r))
+    return perr(x, r, p, "must be { by = \"status\"; values = "
+                         "[ \"401\", \"403\" ]; }");
+  if ((rc = known(x, r, p, rn)))
+    return rc;
+  by = config_setting_get_member(r, "by");
+  if ((pn->report = sluice__decl_attr(
+           dl, by ? config_setting_get_string(by) : NULL)) < 0)
+    return perr(x, by ? by : r, p, "by: an attribute is missing or unknown");
+  vs = config_setting_get_member(r, "values");
+  if (!vs || (!config_setting_is_array(vs) && !config_setting_is_list(vs)) ||
+      config_setting_length(vs) < 1 || config_setting_length(vs) > 8)
+    return perr(x, vs ? vs : r, p, "values: 1..8 strings [ \"401\" ]");
+  for (i = 0; i < config_setting_length(vs); i++) {
+    const char *v =
+        config_setting_get_string(config_setting_get_elem(vs, (unsigned)i));
+    if (!v || !v[0] || strlen(v) >= sizeof pn->values[0])
+      return perr(x, vs, p, "values: 1..8 strings of 1..31 bytes");
+    snprintf(pn->values[pn->nvalues++], sizeof pn->values[0], "%s", v);
+  }
+  if (!st)
+    return SLUICE_OK;
+  snprintf(p, sizeof p, "%s.stuffing", path);
+  if (!config_setting_is_group(st))
+    return perr(x, st, p, "must be { of = ATTR; reports = N; distinct = D; "
+                          "window_ms = W; }");
+  if ((rc = known(x, st, p, sn)) ||
+      (rc = pint(x, st, p, "reports", 1, 1, INT64_C(1) << 31,
+                 &pn->stuffing.limit)) ||
+      (rc = pint(x, st, p, "distinct", 1, 1, 200, &pn->distinct.threshold)) ||
+      (rc = pint(x, st, p, "window_ms", MS, 1, YEAR_S * 1000, &win)))
+    return rc;
+  by = config_setting_get_member(st, "of");
+  if ((pn->of = sluice__decl_attr(dl, by ? config_setting_get_string(by)
+                                         : NULL)) < 0)
+    return perr(x, by ? by : st, p, "of: an attribute is missing or unknown");
+  if (!pn->stuffing.limit || !pn->distinct.threshold || !win)
+    return perr(x, st, p, "reports, distinct and window_ms are all needed");
+  pn->stuffing.window_ns = pn->distinct.window_ns = win;
+  return SLUICE_OK;
+}
+
+static int load_penalty(pctx *x, const sluice__decl *dl,
+                        const config_setting_t *g, sluice__penalty *pn) {
+  static const char *const names[] = {
+      "scope",  "strike",        "strikes", "strike_window_ms",
+      "levels", "offense_ttl_s", "by",      "params",
+      "reported", "stuffing",    NULL};
+  const config_setting_t *s, *pg;
+  const char *nm = config_setting_name(g), *v;
+  char path[96], p[200];
+  int i, n, rc;
+  memset(pn, 0, sizeof *pn);
+  pn->select = -1;
+  pn->of = -1;
+  pn->line = (int)config_setting_source_line(g);
+  snprintf(path, sizeof path, "penalties.%s", nm ? nm : "?");
+  if (!config_setting_is_group(g))
+    return perr(x, g, path, "must be a group { scope = [...]; ... }");
+  if (!nm || strlen(nm) >= sizeof pn->name)
+    return perr(x, g, path, "a penalty's name is 1..31 characters");
+  snprintf(pn->name, sizeof pn->name, "%s", nm);
+  if ((rc = known(x, g, path, names)))
+    return rc;
+  s = config_setting_get_member(g, "scope");
+  snprintf(p, sizeof p, "%s.scope", path);
+  if (!s || (!config_setting_is_array(s) && !config_setting_is_list(s)) ||
+      (n = config_setting_length(s)) < 1 || n > 4)
+    return perr(x, s ? s : g, p,
+                "must be an array of 1..4 attributes [ \"tenant\", \"key\" ]");
+  for (i = 0; i < n; i++) {
+    const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+    int a = sluice__decl_attr(dl, config_setting_get_string(e)), j;
+    char what[160];
+    if (a < 0) {
+      snprintf(what, sizeof what,
+               "unknown attribute \"%s\" (built in: tenant, key, ip, method, "
+               "route, pattern, tier; others go in `attributes`)",
+               config_setting_get_string(e) ? config_setting_get_string(e)
+                                            : "?");
+      return perr(x, e, p, what);
+    }
+    for (j = 0; j < i; j++)
+      if (pn->scope[j] == a)
+        return perr(x, e, p, "an attribute named twice");
+    pn->scope[pn->nscope++] = a;
+  }
+  s = config_setting_get_member(g, "strike");
+  v = s ? config_setting_get_string(s) : "early";
+  snprintf(p, sizeof p, "%s.strike", path);
+  if (v && !strcmp(v, "early"))
+    pn->strike = SLUICE__STRIKE_EARLY;
+  else if (v && !strcmp(v, "every"))
+    pn->strike = SLUICE__STRIKE_EVERY;
+  else if (v && !strcmp(v, "reported"))
+    pn->strike = SLUICE__STRIKE_REPORTED;
+  else
+    return perr(x, s, p,
+                "must be \"early\" (a denial while an earlier Retry-After "
+                "runs), \"every\" (every denial) or \"reported\" (a "
+                "request that reports a status)");
+  if ((rc = load_reported(x, dl, g, path, pn)))
+    return rc;
+  if ((rc = load_pset(x, g, path, &pn->base)))
+    return rc;
+  s = config_setting_get_member(g, "by");
+  pg = config_setting_get_member(g, "params");
+  snprintf(p, sizeof p, "%s.by", path);
+  if (s && (pn->select = sluice__decl_attr(dl, config_setting_get_string(s))) <
+               0)
+    return perr(x, s, p, "unknown attribute");
+  if (!!s != !!pg)
+    return perr(x, s ? s : pg, path,
+                "`by` (the attribute) and `params` (its values' numbers) go "
+                "together");
+  if (pg) {
+    snprintf(p, sizeof p, "%s.params", path);
+    if (!config_setting_is_group(pg) || (n = config_setting_length(pg)) > 8)
+      return perr(x, pg, p, "must be a group of at most 8 values");
+    for (i = 0; i < n; i++) {
+      const config_setting_t *e = config_setting_get_elem(pg, (unsigned)i);
+      static const char *const pnames[] = {"strikes", "strike_window_ms",
+                                           "levels", "offense_ttl_s", NULL};
+      char ep[512];
+      snprintf(ep, sizeof ep, "%s.%s", p, config_setting_name(e));
+      if (!config_setting_is_group(e))
+        return perr(x, e, ep, "must be a group of numbers");
+      if ((rc = known(x, e, ep, pnames)))
+        return rc;
+      pn->ps[i] = pn->base;
+      snprintf(pn->psval[i], sizeof pn->psval[i], "%s",
+               config_setting_name(e));
+      if ((rc = load_pset(x, e, ep, &pn->ps[i])) ||
+          (rc = pset_whole(x, e, ep, &pn->ps[i])))
+        return rc;
+      pn->npsets++;
+    }
+  }
+  return pset_whole(x, g, path, &pn->base);
+}
+
+int sluice__decl_penalties_load(const config_setting_t *root, const char *file,
+                                sluice__decl *dl, char *err, size_t errlen) {
+  const config_setting_t *ps = config_setting_get_member(root, "penalties");
+  pctx x = {file, err, errlen};
+  int i, n, rc;
+  if (!ps)
+    return SLUICE_OK;
+  if (!config_setting_is_group(ps))
+    return perr(&x, ps, "penalties", "must be a group { NAME = { ... }; }");
+  n = config_setting_length(ps);
+  if (n > SLUICE__PENALTIES_MAX)
+    return perr(&x, ps, "penalties", "at most 8 penalties");
+  for (i = 0; i < n; i++) {
+    if ((rc = load_penalty(&x, dl, config_setting_get_elem(ps, (unsigned)i),
+                           &dl->penalties[i])))
+      return rc;
+    dl->npenalties++;
+  }
+  return SLUICE_OK;
+}
+
+int sluice__decl_strikes(int algo) {
+  return algo == SLUICE__L_GCRA || algo == SLUICE__L_SLIDING ||
+         algo == SLUICE__L_FIXED;
+}
+
+int sluice__decl_route_steps(const sluice__decl *dl, const sluice__droute *dr) {
+  int i, n = dr->n;
+  for (i = 0; i < dr->n; i++)
+    if (dr->group[i] > 0)
+      n -= dr->group[i] - 1; /* a group of buckets is one step */
+  if (dr->pen &&
+      dl->penalties[dr->pen - 1].strike == SLUICE__STRIKE_REPORTED)
+    return n + 1 > 5 ? n + 1 : 5; /* a report: the box and 4 steps */
+  if (dr->pen)
+    for (n++, i = 0; i < dr->n; i++)
+      if (dr->group[i] >= 0 &&
+          sluice__decl_strikes(dl->limits[dr->limit[i]].algo))
+        n += 3; /* notice RENEW, notice ACQUIRE, STRIKE */
+  return n;
+}
+
+int sluice__decl_route_penalty(const config_setting_t *r, const char *path,
+                               const char *file, const sluice__decl *dl,
+                               sluice__droute *dr, char *err, size_t errlen) {
+  const config_setting_t *s;
+  pctx x = {file, err, errlen};
+  char p[512], what[240];
+  const char *v;
+  int i;
+  if ((s = config_setting_get_member(r, "failure")) != NULL) {
+    v = config_setting_get_string(s);
+    snprintf(p, sizeof p, "%s.failure", path);
+    if (v && !strcmp(v, "degraded")) {
+      for (i = 0; i < dr->n; i++)
+        if (sluice__decl_strikes(dl->limits[dr->limit[i]].algo))
+          break;
+      if (i == dr->n)
+        return perr(&x, s, p,
+                    "a route without a rate limit (gcra, a window) has "
+                    "nothing to degrade to: it fails \"closed\"");
+      dr->degraded = 1;
+    } else if (!v || strcmp(v, "closed"))
+      return perr(&x, s, p,
+                  "must be \"closed\" (503 when the store fails) or "
+                  "\"degraded\" (the local degraded limiter)");
+  }
+  if ((s = config_setting_get_member(r, "penalty")) == NULL)
+    return SLUICE_OK;
+  v = config_setting_get_string(s);
+  snprintf(p, sizeof p, "%s.penalty", path);
+  for (i = 0; v && i < dl->npenalties; i++)
+    if (!strcmp(v, dl->penalties[i].name))
+      break;
+  if (!v || i == dl->npenalties)
+    return perr(&x, s, p, "no penalty of that name in `penalties`");
+  if (dr->n > 0 &&
+      dl->penalties[i].scope[0] != dl->limits[dr->limit[0]].scope[0]) {
+    snprintf(what, sizeof what,
+             "penalty \"%s\" is scoped by \"%s\" first and the route's "
+             "limits by \"%s\": its box would be in another hash-tag group "
+             "than its limits (start its scope with the same attribute)",
+             v, sluice__attr_name(dl, dl->penalties[i].scope[0]),
+             sluice__attr_name(dl, dl->limits[dr->limit[0]].scope[0]));
+    return perr(&x, s, p, what);
+  }
+  dr->pen = i + 1;
+  if (dr->nrecs + 2 > SLUICE_PROGRAM_KEYS ||
+      sluice__decl_route_steps(dl, dr) > SLUICE_PROGRAM_STEPS) {
+    snprintf(what, sizeof what,
+             "the box, its notice and a strike step per rate limit make %d "
+             "steps, more than one store call runs (%d)",
+             sluice__decl_route_steps(dl, dr), SLUICE_PROGRAM_STEPS);
+    return perr(&x, s, p, what);
+  }
+  dr->nrecs += 2; /* the box and the notice, or the stuffing records */
+  return SLUICE_OK;
+}

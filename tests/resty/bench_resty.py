@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""resty.sluice against the OpenResty anchors, deciding in access_by_lua
+on the same keys in one nginx (Debian's nginx and lua-nginx-module,
+unpacked: scripts/ngx-lua-root.sh):
+
+  shm    lua-resty-limit-traffic's `req` module (resty.limit.req, state in
+         a lua_shared_dict: incoming(key, true) per request) against
+         resty.sluice's access() on its shm store (a declared GCRA limit
+         per key; decision and RateLimit headers from the C library: the
+         default form's four fields, and the structured form's two)
+  redis  the spec's own shape (its section-6 script, tests/redis/
+         spec_reference.lua, by EVALSHA over a cosocket, as
+         tests/nginx/bench_gateway.py's anchor runs it) against
+         resty.sluice on the same Redis through the two halves over a
+         cosocket (the ledger flow's tenant and key buckets, as there)
+
+One nginx worker, wrk with 20 connections over 1000 keys, every request
+admitted (each limit far above what a run sends), the cases of a pair
+interleaved in rounds; each keeps its median and best round, the ratio is
+taken round by round (neighbouring rounds share the machine's load), and
+the worker's CPU time per request is reported beside requests/s.
+
+    bench_resty.py LIBSLUICE SPEC_SCRIPT.lua
+    (SLUICE_LIMIT_TRAFFIC: a lua-resty-limit-traffic tree, the folder
+    holding lib/resty/limit/req.lua; BENCH_SECONDS per run, default 2;
+    BENCH_ROUNDS, default 6; BENCH_CONNS, default 20)
+
+lua-resty-limit-traffic is not packaged for Debian: without
+SLUICE_LIMIT_TRAFFIC the shm pair is left out, without redis-server the
+redis pair; without both, or without wrk or the unpacked lua-nginx-module,
+the benchmark is skipped (77).
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import restyh  # noqa: E402
+from restyh import ngxh  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "nginx"))
+import bench_gateway  # noqa: E402
+
+SECS = int(os.environ.get("BENCH_SECONDS", "2"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "6"))
+CONNS = int(os.environ.get("BENCH_CONNS", "20"))
+
+POLICY = """
+limits = {
+  per_key = { algorithm = "gcra"; scope = [ "key" ];
+              rate = 1000000; period_ms = 1000; burst = 1000000; };
+};
+routes = ( { method = "*"; route = "/sluice*"; limits = ( "per_key" ); } );
+"""
+
+# The anchor's Lua: bench_gateway.py's, the spec script by EVALSHA over a
+# cosocket (spec_check(key)), taken from its configuration as it is.
+SPEC_LUA = re.search(r"init_by_lua_block \{\n(.*?)\n  \}\n  server",
+                     bench_gateway.ANCHOR_CONF, re.S).group(1)
+
+HTTP = """
+  lua_shared_dict req_store 64m;
+  open_file_cache max=100;
+  init_by_lua_block {
+%(spec_lua)s
+  }
+  init_worker_by_lua_block {
+    local err
+    if %(traffic)s then
+      req_lim, err = require("resty.limit.req").new("req_store", 1000000, 1000000)
+      if not req_lim then ngx.log(ngx.ERR, err) end
+    end
+    local sluice = require("resty.sluice")
+    sluice_lim, err = sluice.new{
+      policy = "%(dir)s/policy.conf",
+      store = "shm:name=%(shm)s;create=1;capacity=100000",
+      secret = "%(secret)s", library = "%(lib)s" }
+    if not sluice_lim then ngx.log(ngx.ERR, err) end
+    sluice_sf, err = sluice.new{
+      policy = "%(dir)s/policy.conf", header_form = "sf",
+      store = "shm:name=%(shm)s;create=1;capacity=100000",
+      secret = "%(secret)s", library = "%(lib)s" }
+    if not sluice_sf then ngx.log(ngx.ERR, err) end
+    if %(redis_port)d > 0 then
+      redis_lim, err = sluice.new{
+        policy = "%(dir)s/ledger.conf",
+        store = "redis:nodes=127.0.0.1:%(redis_port)d",
+        redis_timeout_ms = 1000, redis_connect_timeout_ms = 1000,
+        secret = "%(secret)s", library = "%(lib)s" }
+      if not redis_lim then ngx.log(ngx.ERR, err) end
+    end
+  }
+  server {
+    listen 127.0.0.1:%(port)d reuseport backlog=4096;
+    root %(dir)s/www;
+    location /req/ {
+      access_by_lua_block {
+        local delay, err = req_lim:incoming(ngx.var.http_x_key, true)
+        if not delay then return ngx.exit(err == "rejected" and 429 or 500) end
+      }
+    }
+    location /sluice/ {
+      access_by_lua_block {
+        local d, err = sluice_lim:access{ key = ngx.var.http_x_key }
+        if not d then ngx.log(ngx.ERR, err); return ngx.exit(500) end
+      }
+    }
+    location /sluice-sf/ {
+      access_by_lua_block {
+        local d, err = sluice_sf:access{ key = ngx.var.http_x_key }
+        if not d then ngx.log(ngx.ERR, err); return ngx.exit(500) end
+      }
+    }
+    location /v1/spec/ { access_by_lua_block { spec_check(ngx.var.http_x_key) } }
+    location /v1/sluice/ {
+      access_by_lua_block {
+        local d, err = redis_lim:access{ tenant = "acme", key = ngx.var.http_x_key,
+                                         tier = "t" }
+        if not d then ngx.log(ngx.ERR, err); return ngx.exit(500) end
+      }
+    }
+  }
+"""
+
+WRK_LUA = """
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format(nil, nil, {["X-Key"] = "key-" .. (n % 1000)})
+end
+"""
+
+
+def cpu_ticks(ng):
+    t = 0
+    for w in ng.workers():
+        with open("/proc/%d/stat" % w) as f:
+            st = f.read().rsplit(")", 1)[1].split()
+        t += int(st[11]) + int(st[12])
+    return t
+
+
+def wrk(ng, path, script):
+    """(requests/s, p50 ms, the nginx worker's CPU us per request)"""
+    t0 = cpu_ticks(ng)
+    out = subprocess.run(
+        ["wrk", "-t1", "-c%d" % CONNS, "-d%ds" % SECS, "--latency", "-s",
+         script, "http://127.0.0.1:%d%s" % (ng.port, path)],
+        capture_output=True, text=True).stdout
+    cpu_s = (cpu_ticks(ng) - t0) / os.sysconf("SC_CLK_TCK")
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if non2xx:
+        raise SystemExit("%s: %s refused: the bench measures admissions only"
+                         "\n%s" % (path, non2xx.group(1), out))
+    rps = float(re.search(r"Requests/sec:\s+([0-9.]+)", out).group(1))
+    m = re.search(r"^\s+50%\s+([0-9.]+)(us|ms|s)\s*$", out, re.M)
+    p50 = float(m.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[m.group(2)]
+    nreq = int(re.search(r"(\d+) requests in", out).group(1))
+    return rps, p50, cpu_s * 1e6 / nreq
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+def pair(ng, script, cases):
+    for name, path in cases:
+        r = ngxh.request(ng.port, path, headers={"X-Key": "warm"})
+        if r.status != 200:
+            raise SystemExit("%s answered %d: %s" % (path, r.status,
+                                                     ng.log()))
+        wrk(ng, path, script)  # warm-up: keys, records, JIT, connections
+    runs = {name: [] for name, _ in cases}
+    for _ in range(ROUNDS):
+        for name, path in cases:
+            runs[name].append(wrk(ng, path, script))
+    return runs
+
+
+def report(cases, runs, target):
+    print("%-38s %10s %10s %8s %10s" % ("case (median of rounds)", "req/s",
+                                        "best req/s", "p50 ms", "nginx us"))
+    for name, _ in cases:
+        r = runs[name]
+        print("%-38s %10.0f %10.0f %8.3f %10.1f" % (
+            name, median([x[0] for x in r]), max(x[0] for x in r),
+            median([x[1] for x in r]), median([x[2] for x in r])))
+    base = runs[cases[0][0]]
+    for name, _ in cases[1:]:
+        q = sorted(b[0] / a[0] for a, b in zip(base, runs[name]))
+        c = sorted(a[2] / b[2] for a, b in zip(base, runs[name]))
+        print("%s / %s per round: requests/s %.2f (%.2f-%.2f), requests "
+              "per worker CPU second %.2f (%.2f-%.2f)" % (
+                  name, cases[0][0], median(q), q[0], q[-1], median(c),
+                  c[0], c[-1]))
+    print("target: %s requests/s >= %.2fx %s's" % (cases[1][0], target,
+                                                    cases[0][0]))
+
+
+def main():
+    if len(sys.argv) != 3:
+        raise SystemExit(__doc__)
+    lib, spec = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    traffic = os.environ.get("SLUICE_LIMIT_TRAFFIC", "")
+    have_traffic = os.path.exists(os.path.join(traffic,
+                                               "lib/resty/limit/req.lua"))
+    have_redis = bool(shutil.which("redis-server")) and os.path.exists(spec)
+    why = (restyh.skip_reason() or
+           (None if shutil.which("wrk") else "wrk is not installed") or
+           (None if have_traffic or have_redis else
+            "neither SLUICE_LIMIT_TRAFFIC (a lua-resty-limit-traffic tree: "
+            "not in Debian) nor redis-server"))
+    if why:
+        print("SKIP: " + why)
+        return ngxh.SKIP
+    tmp = ngxh.tempfile.mkdtemp(prefix="sluice-resty-bench-")
+    red = ngxh.Redis(tmp) if have_redis else None
+    ng = None
+    try:
+        sha = ""
+        if red:
+            sha = subprocess.run(["redis-cli", "-p", str(red.port), "SCRIPT",
+                                  "LOAD", open(spec).read()],
+                                 capture_output=True, text=True).stdout.strip()
+            if not re.fullmatch(r"[0-9a-f]{40}", sha):
+                raise SystemExit("SCRIPT LOAD of the spec script: " + sha)
+        spec_lua = SPEC_LUA % dict(
+            args=", ".join('"%s"' % a for a in bench_gateway.SPEC_ARGS),
+            sha=sha, redis_port=red.port if red else 0)
+        ng = restyh.LuaNginx(
+            HTTP, workers=1, log_level="warn",
+            lua_path=(os.path.abspath(traffic) + "/lib/?.lua;")
+            if have_traffic else "", lib=lib,
+            traffic="true" if have_traffic else "false",
+            redis_port=red.port if red else 0,
+            spec_lua=spec_lua.replace("%", "%%"))
+        ng.write("policy.conf", POLICY)
+        ng.write("ledger.conf", bench_gateway.POLICY)
+        for p in ("req", "sluice", "sluice-sf", "v1/spec", "v1/sluice"):
+            os.makedirs(ng.path("www/" + p))
+            ng.write("www/%s/x" % p, "ok\n")
+        script = ng.write("keys.lua", WRK_LUA)
+        ng.start()
+        pairs = []
+        if have_traffic:
+            pairs.append(([("limit.req (lua_shared_dict)", "/req/x"),
+                           ("resty.sluice (shm store)", "/sluice/x"),
+                           ("resty.sluice (shm, header_form sf)",
+                            "/sluice-sf/x")], 0.9))
+        if red:
+            pairs.append(([("spec script, EVALSHA, cosocket", "/v1/spec/x"),
+                           ("resty.sluice, Redis, two halves",
+                            "/v1/sluice/x")], 1.0))
+        results = [(cases, pair(ng, script, cases), t) for cases, t in pairs]
+    finally:
+        if ng:
+            ng.stop()
+        if red:
+            red.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("resty: nginx 1 worker, wrk 1 thread %d connections, %d rounds of "
+          "%d s interleaved per pair, 1000 keys, every request admitted, "
+          "%d CPUs" % (CONNS, ROUNDS, SECS, os.cpu_count()))
+    for cases, runs, target in results:
+        report(cases, runs, target)
+    if not have_traffic:
+        print("shm pair left out: SLUICE_LIMIT_TRAFFIC is not set")
+    if not red:
+        print("redis pair left out: no redis-server")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
