@@ -33,6 +33,12 @@ typedef struct admin {
   ** to the configuration given. */
   FILE *out;
   int found, unfit;
+  /* inspect of declared limits (--limits, --limit, --attr): the request
+  ** whose attributes name the scope, and the one limit asked for. */
+  int declared;
+  const char *limit, *method, *route;
+  sluice_attr attrs[16];
+  size_t nattrs;
 } admin;
 
 /* inspect: the scope's report, held back until it says something; a CLI_*

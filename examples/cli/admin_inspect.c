@@ -187,6 +187,105 @@ static int inspect_scope(admin *a) {
   return CLI_OK;
 }
 
+/* Declared limits: each one (or --limit's) whose scope the attributes
+** given name, read with sluice_policy_inspect_limit() (the keys and the
+** parameter set a decision of that request uses). */
+static int inspect_declared(admin *a) {
+  sluice_request q;
+  sluice_limit_info li;
+  sluice_limit_state st;
+  unsigned caps = sluice_limiter_capabilities(a->lim);
+  const char *field;
+  int i, rc, shown = 0, asked = 0;
+  size_t k;
+  memset(&q, 0, sizeof q);
+  q.tenant_id = a->tenant;
+  q.api_key_id = a->key;
+  q.tier = a->tier;
+  q.client_ip = a->ip;
+  q.method = a->method;
+  q.route = a->route;
+  q.attrs = a->nattrs ? a->attrs : NULL;
+  q.nattrs = a->nattrs;
+  if (sluice_policy_limit_at(a->pol, 0, &li) != SLUICE_OK) {
+    fprintf(stderr, "sluice inspect: --config %s declares no limits\n",
+            a->config);
+    return CLI_USAGE;
+  }
+  fprintf(a->out, "store: %s (%s%s%s)\n", a->store,
+          sluice_limiter_backend(a->lim),
+          (caps & SLUICE_CAP_CROSS_PROCESS) ? ", shared between processes"
+                                            : "",
+          (caps & SLUICE_CAP_DURABLE) ? ", durable" : "");
+  fprintf(a->out, "scope:");
+  if (a->tenant)
+    fprintf(a->out, " tenant=%s", a->tenant);
+  if (a->key)
+    fprintf(a->out, " key=%s", a->key);
+  if (a->tier)
+    fprintf(a->out, " tier=%s", a->tier);
+  if (a->ip)
+    fprintf(a->out, " ip=%s", a->ip);
+  if (a->method)
+    fprintf(a->out, " method=%s", a->method);
+  if (a->route)
+    fprintf(a->out, " route=%s", a->route);
+  for (k = 0; k < a->nattrs; k++)
+    fprintf(a->out, " %s=%s", a->attrs[k].name, a->attrs[k].value);
+  fprintf(a->out, "\n");
+  for (i = 0; sluice_policy_limit_at(a->pol, i, &li) == SLUICE_OK; i++) {
+    char t[32], what[48];
+    if (a->limit && strcmp(a->limit, li.name))
+      continue;
+    asked++;
+    rc = sluice_policy_inspect_limit(a->pol, li.name, &q, &st, &field);
+    if (rc == SLUICE_EINVAL || rc == SLUICE_EKEY) {
+      if (a->limit) {
+        fprintf(stderr, "sluice inspect: --limit %s: its scope needs %s%s\n",
+                li.name, field ? field : "?",
+                rc == SLUICE_EKEY ? " (not empty, at most 64 bytes)" : "");
+        return CLI_USAGE;
+      }
+      snprintf(what, sizeof what, "%s (%s):", li.name, li.algorithm);
+      fprintf(a->out, "  %-28s not this scope's (it needs %s)\n", what,
+              field ? field : "?");
+      continue;
+    }
+    if (rc != SLUICE_OK) {
+      fprintf(stderr, "sluice inspect: reading limit %s: %s: %s\n", li.name,
+              sluice_strerror(rc), sluice_limiter_errmsg(a->lim));
+      return CLI_RUNTIME;
+    }
+    shown++;
+    a->found |= st.present;
+    snprintf(what, sizeof what, "%s (%s):", li.name, li.algorithm);
+    if (st.unfit) {
+      unfit(a, what, "more than its parameters allow");
+      continue;
+    }
+    secs(t, sizeof t, st.reset_ns);
+    if (!strcmp(li.algorithm, "concurrency") || !strcmp(li.algorithm, "lock"))
+      fprintf(a->out, "  %-28s %d of %" PRId64 " leases held%s%s\n", what,
+              st.held, st.quota, st.held ? ", the last ends in " : "",
+              st.held ? t : "");
+    else
+      fprintf(a->out, "  %-28s %" PRId64 "/%" PRId64 " %s left, full in %s"
+              "%s\n", what, st.remaining, st.quota, li.unit, t,
+              st.present ? "" : " [no record: full]");
+  }
+  if (a->limit && !asked) {
+    fprintf(stderr, "sluice inspect: --limit %s: not a limit of --config "
+                    "%s\n", a->limit, a->config);
+    return CLI_USAGE;
+  }
+  if (!shown) {
+    fprintf(stderr, "sluice inspect: no declared limit's scope is given by "
+                    "these attributes\n");
+    return CLI_USAGE;
+  }
+  return CLI_OK;
+}
+
 /* The report is held back until it is known to say something: a scope
 ** with no record under its ids reads exactly like a scope read with the
 ** wrong secret (every bucket full, no strikes), so that is all it says. */
@@ -199,7 +298,7 @@ int admin_inspect(admin *a) {
     fprintf(stderr, "sluice inspect: out of memory\n");
     return CLI_RUNTIME;
   }
-  rc = inspect_scope(a);
+  rc = a->declared ? inspect_declared(a) : inspect_scope(a);
   if (fclose(a->out) != 0) {
     free(text);
     fprintf(stderr, "sluice inspect: out of memory\n");

@@ -50,7 +50,16 @@ static void admin_usage(FILE *f, const char *cmd) {
         "service's tier parameters, so --config is required and the secret\n"
         "must be the service's.  When no record exists under the scope's ids\n"
         "(an idle scope, or another secret) or a record cannot come from\n"
-        "--config, inspect says it cannot tell and exits 1.\n");
+        "--config, inspect says it cannot tell and exits 1.\n\n"
+        "Declared limits (a policy file's `limits`):\n"
+        "  sluice inspect --store STORE --secret-file FILE --config FILE\n"
+        "         (--limits | --limit NAME) [--attr NAME=VALUE]...\n"
+        "         [--tenant T] [--key K] [--tier TIER] [--ip IP]\n"
+        "         [--method M --route R]\n"
+        "  shows each declared limit (or NAME) whose scope these attributes\n"
+        "  give: what is left of it, until it is full, leases held; --method\n"
+        "  and --route pick the declared route (the `pattern` attribute) and\n"
+        "  its parameter set, as a decision of that request would.\n");
   else
     fprintf(f,
         "usage: sluice %s --store STORE --secret-file FILE [--config FILE]\n"
@@ -173,6 +182,11 @@ static int admin_main(const char *cmd, int argc, char **argv) {
       {"nft", no_argument, 0, 'N'},
       {"nft-table", required_argument, 0, 'B'},
       {"nft-prefix", required_argument, 0, 'P'},
+      {"limits", no_argument, 0, 'D'},
+      {"limit", required_argument, 0, 'L'},
+      {"attr", required_argument, 0, 'A'},
+      {"method", required_argument, 0, 'M'},
+      {"route", required_argument, 0, 'R'},
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   admin a;
@@ -213,6 +227,23 @@ static int admin_main(const char *cmd, int argc, char **argv) {
       a.nft_prefix = (int)v;
       break;
     }
+    case 'D': a.declared = 1; break;
+    case 'L': a.declared = 1; a.limit = optarg; break;
+    case 'M': a.method = optarg; break;
+    case 'R': a.route = optarg; break;
+    case 'A': {
+      char *eq = strchr(optarg, '=');
+      if (!eq || eq == optarg || a.nattrs == sizeof a.attrs / sizeof a.attrs[0]) {
+        fprintf(stderr, "sluice %s: --attr: expected NAME=VALUE (at most "
+                        "16), got '%s'\n", cmd, optarg);
+        return CLI_USAGE;
+      }
+      *eq = 0;
+      a.attrs[a.nattrs].name = optarg;
+      a.attrs[a.nattrs++].value = eq + 1;
+      a.declared = 1;
+      break;
+    }
     case 'h':
       admin_usage(stdout, cmd);
       return CLI_OK;
@@ -233,13 +264,31 @@ static int admin_main(const char *cmd, int argc, char **argv) {
             !a.store ? "--store" : "--secret-file");
     return CLI_USAGE;
   }
+  if (a.declared || a.method || a.route) {
+    /* A declared limit's scope is whatever attributes it names: the
+    ** common fields and --attr pairs, any of them. */
+    if (!is_inspect) {
+      fprintf(stderr, "sluice %s: --limits, --limit, --attr, --method and "
+                      "--route are for inspect only\n", cmd);
+      return CLI_USAGE;
+    }
+    if (a.subject || a.ledger) {
+      fprintf(stderr, "sluice inspect: --subject and --ledger are the "
+                      "ledger's scopes, not a declared limit's\n");
+      return CLI_USAGE;
+    }
+    a.declared = 1;
+  }
   nscope = (a.tenant || a.key || a.tier) + !!a.ip + !!a.subject;
-  if (nscope != 1) {
+  if (a.declared) {
+    /* checked against the limits' scopes once the policy is open */
+  } else if (nscope != 1) {
     fprintf(stderr, "sluice %s: name exactly one scope: --tenant/--key/"
                     "--tier, --ip or --subject\n", cmd);
     return CLI_USAGE;
   }
-  if ((a.tenant || a.key || a.tier) && !(a.tenant && a.key && a.tier)) {
+  if (!a.declared && (a.tenant || a.key || a.tier) &&
+      !(a.tenant && a.key && a.tier)) {
     fprintf(stderr, "sluice %s: %s is required with --tenant/--key/--tier\n",
             cmd, !a.tenant ? "--tenant" : !a.key ? "--key" : "--tier");
     return CLI_USAGE;

@@ -6,7 +6,10 @@
 ** would have been throttled, boxed, suspended, refused a lease; and which
 ** keys (IPs, auth subjects) would have been boxed, at which level, when.
 **
-** Log format (CSV, no quoting, '#' comments, an optional header line):
+** Log format (CSV, no quoting, '#' comments): a header line naming its
+** columns (t_ms, method, route, any declared attribute, cost, status:
+** policy_replay_run.c), or the legacy layout, headerless or under its own
+** names:
 **   t_ms,tenant,key,tier,method,route,ip[,subject,outcome]
 ** t_ms non-decreasing.  Auth lines (POST /v1/auth/token) need ip, subject
 ** and outcome (ok, unknown_client, bad_secret or pending) and may leave
@@ -45,13 +48,28 @@ static void pr_usage(FILE *f) {
       "have been boxed.  CONFIG is a policy file (the defaults, commented,\n"
       "are installed as " SLUICE_CONF_PATH ") or `default` for the\n"
       "built-in defaults.\n\n"
-      "LOG lines: t_ms,tenant,key,tier,method,route,ip[,subject,outcome]\n"
+      "LOG: CSV whose header line names its columns:\n"
+      "  t_ms,method,route (required, t_ms first), and any of tenant, key,\n"
+      "  tier, ip, subject, outcome, cost (the request's cost, 1..; empty:\n"
+      "  the policy's), status (what the service answered, 100..599: checked\n"
+      "  and printed; the policy has no call to take it back yet) and the\n"
+      "  attributes the policy declares (`attributes`); an empty field is\n"
+      "  not given.  A settle column is refused (this build has no\n"
+      "  sluice_policy_settle()).  Such a log runs on one thread.\n"
+      "Without that header (or with the legacy names as header), the legacy\n"
+      "layout: t_ms,tenant,key,tier,method,route,ip[,subject,outcome]\n"
       "  auth lines: POST /v1/auth/token with ip, subject and outcome\n"
       "  (ok|unknown_client|bad_secret|pending); tenant, key, tier may be "
       "empty\n"
       "  reconcile lines: the 8th field is the ledger id (default: the "
-      "route)\n\n"
-      "  --decisions   also print one line per request:\n"
+      "route)\n"
+      "A first line starting with t_ms or time that names other columns\n"
+      "than these is read as a header: a column it cannot place is an error.\n\n"
+      "  --decisions   also print one line per request; a named log:\n"
+      "                t_ms,method,route,outcome,status,limit,remaining,\n"
+      "                retry_after_ms[,reported_status] (limit: the binding\n"
+      "                limit's name, or tenant, key, ip, auth; remaining its)\n"
+      "                the legacy layout:\n"
       "                t_ms,tenant,key,tier,method,route,outcome,status,"
       "remaining,\n"
       "                retry_after_ms,level,strikes_remaining\n"
@@ -67,11 +85,12 @@ static void pr_usage(FILE *f) {
       "                line ends its batch, so its lease is released first)\n\n"
       "The report: per tier what would have happened, `passed` (refusals\n"
       "served because their feature is in shadow) and `# not enforced:`,\n"
-      "each tier's features in shadow.\n\n"
+      "each tier's features in shadow; for a named log, per declared limit\n"
+      "the requests it ran on (met), refused and bound.\n\n"
       "Malformed lines are reported on stderr with their line number and the\n"
       "field at fault, and skipped.\n"
-      "exit codes: 0 ok, 1 malformed lines, 2 usage error, 3 store or "
-      "system failure\n");
+      "exit codes: 0 ok, 1 malformed lines, 2 usage error (a header that\n"
+      "cannot be read), 3 store or system failure\n");
 }
 
 
@@ -115,6 +134,8 @@ static void pr_close(preplay *r) {
   for (i = 0; i < r->bx_cap; i++)
     free(r->bx[i].name);
   free(r->bx);
+  for (i = 0; i < r->lh_n; i++)
+    free(r->lh[(r->lh_head + i) % r->lh_cap].line);
   free(r->lh);
 }
 
@@ -151,6 +172,8 @@ static void *part_run(void *arg) {
   }
   if (pt->rc == CLI_OK && preplay_flush(&pt->r) != CLI_OK)
     pt->rc = CLI_RUNTIME;
+  if (pt->r.fatal)
+    pt->rc = pt->r.fatal;
   return NULL;
 }
 
@@ -288,6 +311,22 @@ int cli_policy_replay(int argc, char **argv) {
       np = 1;
     }
   }
+  /* A header naming its columns: one thread (its scopes are not known to
+  ** follow the tenant column the partitions split on). */
+  if (map && np > 1) {
+    const char *d = map, *end = d + maplen, *nl;
+    while (d < end) {
+      size_t n;
+      nl = memchr(d, '\n', (size_t)(end - d));
+      n = nl ? (size_t)(nl - d) : (size_t)(end - d);
+      if (n > 0 && d[0] != '#' && !(n == 1 && d[0] == '\r')) {
+        if (preplay_named_header(d, n))
+          np = 1;
+        break;
+      }
+      d += n + 1;
+    }
+  }
   parts = calloc((size_t)np, sizeof *parts);
   if (!parts) {
     rc = CLI_RUNTIME;
@@ -302,6 +341,7 @@ int cli_policy_replay(int argc, char **argv) {
     parts[i].r.job_ns = job_ns;
     parts[i].r.batch_max = batch_max;
     parts[i].r.out.f = stdout;
+    preplay_layout_legacy(&parts[i].r.cl);
     which = pr_open(&parts[i].r, config, backend, enforce, err, sizeof err,
                     &orc);
     if (which == 1) {
@@ -318,12 +358,6 @@ int cli_policy_replay(int argc, char **argv) {
       np = i + 1;
       goto done;
     }
-  }
-  if (decisions) {
-    static const char hdr[] = "t_ms,tenant,key,tier,method,route,outcome,"
-                              "status,remaining,retry_after_ms,level,"
-                              "strikes_remaining\n";
-    cli_out_str(&parts[0].r.out, hdr, sizeof hdr - 1);
   }
   clock_gettime(CLOCK_MONOTONIC, &w0);
   if (!map) {
@@ -346,6 +380,8 @@ int cli_policy_replay(int argc, char **argv) {
   for (i = 0; i < np; i++)
     if (parts[i].r.lh_n)
       preplay_release_due(&parts[i].r, 0, 1);
+  if (decisions && rc == CLI_OK) /* a log with no request still has one */
+    preplay_decisions_header(&parts[0].r);
   clock_gettime(CLOCK_MONOTONIC, &w1);
   if (cli_out_flush(&parts[0].r.out) != 0 && rc == CLI_OK)
     rc = CLI_RUNTIME;

@@ -23,13 +23,16 @@ static void bound(char *out, size_t n, int64_t v) {
 
 int cli_settings(int argc, char **argv) {
   const sluice_policy_setting *st;
+  const sluice_limit_setting *ls;
   int i;
   if (argc > 1) {
     FILE *f = strcmp(argv[1], "--help") ? stderr : stdout;
     fprintf(f, "usage: sluice settings\n"
                "Print the policy file's scalar settings: default, range, "
                "the sluice_policy_config\nfield, and what each does "
-               "(a Markdown table).\n");
+               "(a Markdown table); then the settings of declared\n"
+               "limits and routes: the algorithms each applies to, its "
+               "range or form, what it\ndoes (a second table).\n");
     return f == stdout ? CLI_OK : CLI_USAGE;
   }
   printf("| setting | default | range | field | what |\n"
@@ -45,6 +48,20 @@ int cli_settings(int argc, char **argv) {
       bound(hi, sizeof hi, st->max);
     printf("| `%s.%s` | %" PRId64 " | %s..%s | `%s` | %s |\n", st->group,
            st->name, st->dflt, lo, hi, st->field, st->what);
+  }
+  /* The declared limits' and routes' settings (sluice_policy_limit_setting_at). */
+  printf("\n| limit or route setting | algorithms | value | what |\n"
+         "|---|---|---|---|\n");
+  for (i = 0; (ls = sluice_policy_limit_setting_at(i)) != NULL; i++) {
+    char lo[24], hi[24];
+    if (ls->unit_ns) {
+      bound(lo, sizeof lo, ls->min);
+      bound(hi, sizeof hi, ls->max);
+    }
+    printf("| `%s.%s.%s` | %s | %s%s%s | %s |\n", ls->group,
+           strcmp(ls->group, "routes") ? "NAME" : "[i]", ls->name,
+           ls->algorithms, ls->unit_ns ? lo : ls->value,
+           ls->unit_ns ? ".." : "", ls->unit_ns ? hi : "", ls->what);
   }
   return CLI_OK;
 }

@@ -31,16 +31,40 @@ typedef struct lease_hold {
   char tenant[SLUICE_POLICY_ID_MAX + 1], key[SLUICE_POLICY_ID_MAX + 1];
   char tier[SLUICE_POLICY_NAME_MAX + 1], ledger[SLUICE_POLICY_ID_MAX + 1];
   int cls;
+  struct pending *line; /* a named log: the line itself (its route and
+                           attributes name the leases), owned */
 } lease_hold;
+
+#define COLS_MAX 32 /* columns a log's header may name */
+
+/* Where each field of a line is: the legacy layout's fixed places, or the
+** columns a header line names (docs/cli.md); -1 for a field not given. */
+typedef struct layout {
+  int named; /* 1: from a header line naming its columns */
+  int n;     /* named: fields per line */
+  int t, tenant, key, tier, method, route, ip, subject, outcome, cost, status;
+  int nattr;
+  int attr[COLS_MAX];              /* the column of each attribute */
+  char aname[COLS_MAX][SLUICE_POLICY_NAME_MAX + 1]; /* its name */
+} layout;
 
 /* A parsed line waiting for its batch: its fields point into s. */
 typedef struct pending {
   char s[4096];
-  char *f[10];
+  char *f[COLS_MAX];
   int nf, auth_result;
-  int64_t t;
+  int64_t t, cost;
+  int status; /* the status the service reported back (0: none) */
+  sluice_attr attrs[COLS_MAX];
+  size_t nattrs;
   long lineno;
 } pending;
+
+/* What the report says per declared limit (named logs). */
+typedef struct limit_count {
+  const char *name; /* the policy's own string */
+  uint64_t met, denied, binding;
+} limit_count;
 
 typedef struct preplay {
   sluice_clock *clock;
@@ -64,6 +88,13 @@ typedef struct preplay {
   /* lines of one t_ms decided in one sluice_policy_decide_many() call */
   pending pq[BATCH_MAX];
   int nq, batch_max;
+  /* the layout: legacy until a header line names the columns */
+  layout cl;
+  int seen_first; /* a line other than a comment was read */
+  int hdr_done;   /* --decisions: its header line is out */
+  int fatal;      /* a CLI_* code that stops the replay (a bad header) */
+  limit_count lc[SLUICE_DECISION_LIMITS_MAX * 4];
+  int nlc;
 } preplay;
 
 /* A partition of a mapped log: the lines whose tenant hashes to `idx`
@@ -81,6 +112,12 @@ typedef struct part {
 ** the held leases due at now_ns (all: every one) released. */
 void preplay_on_event(void *ud, const sluice_event *ev);
 int preplay_line(preplay *r, const char *line, size_t n, long lineno);
+/* 1 when line (the log's first that is not a comment) is a header naming
+** its columns, not the legacy layout: such a log runs on one thread. */
+int preplay_named_header(const char *line, size_t n);
+void preplay_layout_legacy(layout *cl);
+/* --decisions: the output's header line, once (the layout's). */
+void preplay_decisions_header(preplay *r);
 int preplay_flush(preplay *r);
 int preplay_stream(preplay *r, FILE *in);
 void preplay_release_due(preplay *r, int64_t now_ns, int all);

@@ -36,6 +36,28 @@ static void pr_split(const sluice_policy *pol, const sluice_policy_config *c,
   fprintf(f, "\n");
 }
 
+/* A named log: per declared limit, in the file's order, the requests that
+** met it, those it refused and those it bound. */
+static void pr_limits(part *ps, int np, FILE *f) {
+  sluice_limit_info li;
+  int i, j, p, any = 0;
+  for (i = 0; sluice_policy_limit_at(ps[0].r.pol, i, &li) == SLUICE_OK; i++) {
+    uint64_t met = 0, denied = 0, binding = 0;
+    for (p = 0; p < np; p++)
+      for (j = 0; j < ps[p].r.nlc; j++)
+        if (!strcmp(ps[p].r.lc[j].name, li.name)) {
+          met += ps[p].r.lc[j].met;
+          denied += ps[p].r.lc[j].denied;
+          binding += ps[p].r.lc[j].binding;
+        }
+    if (!any++)
+      fprintf(f, "# %-20s %-10s %9s %9s %9s\n", "limit", "unit", "met",
+              "denied", "binding");
+    fprintf(f, "# %-20s %-10s %9" PRIu64 " %9" PRIu64 " %9" PRIu64 "\n",
+            li.name, li.unit, met, denied, binding);
+  }
+}
+
 /* The report, summed over the partitions (scopes never span two). */
 void preplay_report(part *ps, int np, FILE *f, double wall, int shadow,
                       int boxes_max) {
@@ -63,7 +85,7 @@ void preplay_report(part *ps, int np, FILE *f, double wall, int shadow,
     fprintf(f, " %11s", cols[o]);
   fprintf(f, " %9s %9s %9s\n", "strikes", "degraded", "passed");
   for (row = 0; row < NROWS; row++) {
-    const char *name = "(auth)";
+    const char *name = ps[0].r.cl.named ? "(no tier)" : "(auth)";
     uint64_t tot = 0, v[SLUICE_OUTCOME__COUNT], st = 0, dg = 0, ps_ = 0;
     if (row < c->ntiers && row < SLUICE_POLICY_TIERS_MAX)
       name = c->tiers[row].name;
@@ -89,6 +111,8 @@ void preplay_report(part *ps, int np, FILE *f, double wall, int shadow,
     fprintf(f, " %9" PRIu64 " %9" PRIu64 " %9" PRIu64 "\n", st, dg, ps_);
   }
   pr_split(ps[0].r.pol, c, f);
+  if (ps[0].r.cl.named)
+    pr_limits(ps, np, f);
   list = malloc((nbx ? nbx : 1) * sizeof *list);
   if (!list)
     return;

@@ -3,6 +3,7 @@
 ** t_ms (--batch), deciding them, and counting what the report needs (the
 ** boxes the events name, the strikes, the leases held for --job-ms).
 */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,6 +87,22 @@ static void malformed(preplay *r, long lineno, const char *why,
     fprintf(stderr, "sluice replay: line %ld: %s\n", lineno, why);
 }
 
+static sluice_request pr_request(const layout *cl, pending *pl);
+
+/* A copy of a pending line, its fields pointing into its own text. */
+static void pending_copy(pending *b, const pending *a) {
+  int i;
+  memcpy(b->s, a->s, sizeof b->s);
+  for (i = 0; i < a->nf; i++)
+    b->f[i] = b->s + (a->f[i] - a->s);
+  b->nf = a->nf;
+  b->auth_result = a->auth_result;
+  b->t = a->t;
+  b->cost = a->cost;
+  b->status = a->status;
+  b->lineno = a->lineno;
+}
+
 void preplay_release_due(preplay *r, int64_t now_ns, int all) {
   while (r->lh_n) {
     lease_hold *h = &r->lh[r->lh_head];
@@ -98,14 +115,18 @@ void preplay_release_due(preplay *r, int64_t now_ns, int all) {
     q.tier = h->tier;
     q.endpoint_class = h->cls;
     q.ledger_id = h->ledger;
+    if (h->line) /* a declared route: its leases are named by the line */
+      q = pr_request(&r->cl, h->line);
     (void)sluice_policy_release_lease(r->pol, &q, h->id);
+    free(h->line);
+    h->line = NULL;
     r->lh_head = (r->lh_head + 1) % r->lh_cap;
     r->lh_n--;
   }
 }
 
-static int hold(preplay *r, const sluice_request *q, const sluice_decision *d,
-                int64_t now_ns) {
+static int hold(preplay *r, const pending *pl, const sluice_request *q,
+                const sluice_decision *d, int64_t now_ns) {
   lease_hold *h;
   if (r->lh_n == r->lh_cap) {
     size_t cap = r->lh_cap ? r->lh_cap * 2 : 256, i;
@@ -127,6 +148,12 @@ static int hold(preplay *r, const sluice_request *q, const sluice_decision *d,
   snprintf(h->key, sizeof h->key, "%s", q->api_key_id);
   snprintf(h->tier, sizeof h->tier, "%s", q->tier);
   snprintf(h->ledger, sizeof h->ledger, "%s", q->ledger_id ? q->ledger_id : "");
+  h->line = NULL;
+  if (r->cl.named) {
+    if (!(h->line = malloc(sizeof *h->line)))
+      return -1;
+    pending_copy(h->line, pl);
+  }
   r->lh_n++;
   return 0;
 }
@@ -139,6 +166,88 @@ static void out_ms(cli_out *o, int64_t ns) {
 }
 
 static void out_s(cli_out *o, const char *s) { cli_out_str(o, s, strlen(s)); }
+
+void preplay_decisions_header(preplay *r) {
+  static const char legacy[] = "t_ms,tenant,key,tier,method,route,outcome,"
+                               "status,remaining,retry_after_ms,level,"
+                               "strikes_remaining\n";
+  static const char named[] = "t_ms,method,route,outcome,status,limit,"
+                              "remaining,retry_after_ms";
+  if (r->hdr_done)
+    return;
+  r->hdr_done = 1;
+  if (!r->cl.named) {
+    cli_out_str(&r->out, legacy, sizeof legacy - 1);
+    return;
+  }
+  cli_out_str(&r->out, named, sizeof named - 1);
+  if (r->cl.status >= 0)
+    out_s(&r->out, ",reported_status");
+  cli_out_char(&r->out, '\n');
+}
+
+/* Each declared limit the decision reports: met (it ran), refused,
+** binding. */
+static void count_limits(preplay *r, const sluice_decision *d) {
+  int i, j;
+  for (i = 0; i < d->nlimits; i++) {
+    const sluice_decision_limit *l = &d->limits[i];
+    if (l->flags & SLUICE_LIMIT_NOT_RUN) /* an earlier limit refused */
+      continue;
+    for (j = 0; j < r->nlc && r->lc[j].name != l->name; j++)
+      ;
+    if (j == r->nlc) {
+      if (j == (int)(sizeof r->lc / sizeof r->lc[0]))
+        continue;
+      r->lc[r->nlc++].name = l->name;
+    }
+    r->lc[j].met++;
+    r->lc[j].denied += (l->flags & SLUICE_LIMIT_DENIED) != 0;
+    r->lc[j].binding += (l->flags & SLUICE_LIMIT_BINDING) != 0;
+  }
+}
+
+/* What bound a decision: a declared limit's name, else the bucket's. */
+static const char *binding_name(const sluice_decision *d) {
+  switch (d->binding) {
+  case SLUICE_BINDING_LIMIT: return d->limit_name ? d->limit_name : "-";
+  case SLUICE_BINDING_TENANT: return "tenant";
+  case SLUICE_BINDING_KEY: return "key";
+  case SLUICE_BINDING_AUTH: return "auth";
+  case SLUICE_BINDING_IP: return "ip";
+  default: return "-";
+  }
+}
+
+/* A named log's output line:
+** t_ms,method,route,outcome,status,limit,remaining,retry_after_ms
+** [,reported_status] (the last when the log has a status column). */
+static void named_decision(preplay *r, const pending *pl,
+                           const sluice_decision *d) {
+  cli_out *o = &r->out;
+  cli_out_i64(o, pl->t);
+  cli_out_char(o, ',');
+  out_s(o, pl->f[r->cl.method]);
+  cli_out_char(o, ',');
+  out_s(o, pl->f[r->cl.route]);
+  cli_out_char(o, ',');
+  out_s(o, sluice_outcome_name(d->outcome));
+  cli_out_char(o, ',');
+  cli_out_i64(o, d->verdict_status);
+  cli_out_char(o, ',');
+  out_s(o, binding_name(d));
+  cli_out_char(o, ',');
+  cli_out_i64(o, d->remaining);
+  cli_out_char(o, ',');
+  out_ms(o, d->outcome == SLUICE_OUTCOME_SUSPENDED ? SLUICE_FOREVER
+                                                   : d->retry_after_ns);
+  if (r->cl.status >= 0) {
+    cli_out_char(o, ',');
+    if (pl->status)
+      cli_out_i64(o, pl->status);
+  }
+  cli_out_char(o, '\n');
+}
 
 /* A decided line: the report's counts, its lease, its output line. */
 static int pr_decided(preplay *r, const pending *pl, const sluice_request *q,
@@ -182,12 +291,18 @@ static int pr_decided(preplay *r, const pending *pl, const sluice_request *q,
   if (d.lease_id) {
     if (r->job_ns == 0) {
       (void)sluice_policy_release_lease(r->pol, q, d.lease_id);
-    } else if (hold(r, q, &d, pl->t * MS_NS) != 0) {
+    } else if (hold(r, pl, q, &d, pl->t * MS_NS) != 0) {
       fprintf(stderr, "sluice replay: out of memory\n");
       return CLI_RUNTIME;
     }
   }
-  if (r->decisions) {
+  if (r->cl.named)
+    count_limits(r, &d);
+  if (r->decisions)
+    preplay_decisions_header(r);
+  if (r->decisions && r->cl.named) {
+    named_decision(r, pl, &d);
+  } else if (r->decisions) {
     cli_out *o = &r->out;
     cli_out_i64(o, pl->t);
     for (i = 1; i < 6; i++) {
@@ -212,21 +327,38 @@ static int pr_decided(preplay *r, const pending *pl, const sluice_request *q,
   return CLI_OK;
 }
 
-static sluice_request pr_request(const pending *pl) {
+/* Field c of the line, NULL when the layout has no such column or the
+** field is empty. */
+static const char *field(const pending *pl, int c) {
+  return c >= 0 && c < pl->nf && pl->f[c][0] ? pl->f[c] : NULL;
+}
+
+static sluice_request pr_request(const layout *cl, pending *pl) {
   sluice_request q;
-  char *const *f = pl->f;
+  int i;
   memset(&q, 0, sizeof q);
-  q.tenant_id = f[1][0] ? f[1] : NULL;
-  q.api_key_id = f[2][0] ? f[2] : NULL;
-  q.tier = f[3][0] ? f[3] : NULL;
-  q.method = f[4];
-  q.route = f[5];
-  q.client_ip = f[6][0] ? f[6] : NULL;
-  if (pl->nf >= 8 && f[7][0])
-    q.auth_subject = f[7];
+  q.tenant_id = field(pl, cl->tenant);
+  q.api_key_id = field(pl, cl->key);
+  q.tier = field(pl, cl->tier);
+  q.method = pl->f[cl->method];
+  q.route = pl->f[cl->route];
+  q.client_ip = field(pl, cl->ip);
+  q.auth_subject = field(pl, cl->subject);
   q.auth_result = pl->auth_result;
-  /* A reconcile names its ledger in the 8th field (or the route). */
-  if (!strcmp(q.route, "/v1/ledgers/reconcile")) {
+  q.cost = pl->cost;
+  /* Attributes: an empty field is not given (a scope needing it is
+  ** refused naming it). */
+  pl->nattrs = 0;
+  for (i = 0; i < cl->nattr; i++)
+    if (field(pl, cl->attr[i])) {
+      pl->attrs[pl->nattrs].name = cl->aname[i];
+      pl->attrs[pl->nattrs++].value = pl->f[cl->attr[i]];
+    }
+  q.attrs = pl->nattrs ? pl->attrs : NULL;
+  q.nattrs = pl->nattrs;
+  /* The legacy layout: a reconcile names its ledger in the 8th field (or
+  ** the route). */
+  if (!cl->named && !strcmp(q.route, "/v1/ledgers/reconcile")) {
     q.ledger_id = q.auth_subject ? q.auth_subject : q.route;
     q.auth_subject = NULL;
   }
@@ -244,7 +376,7 @@ int preplay_flush(preplay *r) {
     return CLI_OK;
   r->nq = 0;
   for (i = 0; i < n; i++)
-    q[i] = pr_request(&r->pq[i]);
+    q[i] = pr_request(&r->cl, &r->pq[i]);
   r->cur_ms = r->pq[0].t;
   if (r->lh_n)
     preplay_release_due(r, r->pq[0].t * MS_NS, 0);
@@ -262,28 +394,172 @@ int preplay_flush(preplay *r) {
 /* A line that is not the batch's first moves to the front after a flush:
 ** its fields point into its own copy. */
 static void pq_move(preplay *r, int from) {
-  pending *a = &r->pq[from], *b = &r->pq[0];
+  pending_copy(&r->pq[0], &r->pq[from]);
+}
+
+void preplay_layout_legacy(layout *cl) {
+  memset(cl, 0, sizeof *cl);
+  cl->t = 0;
+  cl->tenant = 1;
+  cl->key = 2;
+  cl->tier = 3;
+  cl->method = 4;
+  cl->route = 5;
+  cl->ip = 6;
+  cl->subject = 7;
+  cl->outcome = 8;
+  cl->cost = cl->status = -1;
+}
+
+static const char *const legacy_names[] = {
+    "t_ms", "tenant", "key", "tier", "method", "route", "ip", "subject",
+    "outcome"};
+
+/* Split s in place at commas into f (at most COLS_MAX fields); the count,
+** or -1 when there are more. */
+static int split(char *s, size_t n, char **f) {
+  int nf = 0;
+  size_t i;
+  f[nf++] = s;
+  for (i = 0; i < n; i++)
+    if (s[i] == ',') {
+      s[i] = 0;
+      if (nf == COLS_MAX)
+        return -1;
+      f[nf++] = s + i + 1;
+    }
+  return nf;
+}
+
+/* A header in the legacy layout's own names (7 to 9 of them, in order;
+** `time` for t_ms as before). */
+static int legacy_header(char *const *f, int nf) {
   int i;
-  memcpy(b->s, a->s, sizeof b->s);
-  for (i = 0; i < a->nf; i++)
-    b->f[i] = b->s + (a->f[i] - a->s);
-  b->nf = a->nf;
-  b->auth_result = a->auth_result;
-  b->t = a->t;
-  b->lineno = a->lineno;
+  if (nf < 7 || nf > 9)
+    return 0;
+  for (i = 1; i < nf; i++)
+    if (strcmp(f[i], legacy_names[i]))
+      return 0;
+  return 1;
+}
+
+int preplay_named_header(const char *line, size_t n) {
+  char s[4096], *f[COLS_MAX];
+  int nf;
+  while (n > 0 && (line[n - 1] == '\r' || line[n - 1] == ' '))
+    n--;
+  if (n == 0 || n >= sizeof s || line[0] == '#')
+    return 0;
+  memcpy(s, line, n);
+  s[n] = 0;
+  nf = split(s, n, f);
+  if (nf < 0)
+    return 1; /* refused later, on one thread, with its message */
+  return (!strcmp(f[0], "t_ms") || !strcmp(f[0], "time")) &&
+         !legacy_header(f, nf);
+}
+
+/* A header line naming its columns into r->cl; CLI_OK, or CLI_USAGE with
+** the message printed. */
+static int named_layout(preplay *r, char *const *f, int nf, long lineno) {
+  layout *cl = &r->cl;
+  int i, j, *slot;
+  memset(cl, 0, sizeof *cl);
+  cl->named = 1;
+  cl->n = nf;
+  cl->tenant = cl->key = cl->tier = cl->method = cl->route = cl->ip =
+      cl->subject = cl->outcome = cl->cost = cl->status = -1;
+  cl->t = 0;
+  if (strcmp(f[0], "t_ms")) {
+    fprintf(stderr, "sluice replay: line %ld: header: the first column must "
+                    "be t_ms\n", lineno);
+    return CLI_USAGE;
+  }
+  for (i = 1; i < nf; i++) {
+    static const struct {
+      const char *name;
+      size_t off;
+    } known[] = {{"tenant", offsetof(layout, tenant)},
+                 {"key", offsetof(layout, key)},
+                 {"tier", offsetof(layout, tier)},
+                 {"method", offsetof(layout, method)},
+                 {"route", offsetof(layout, route)},
+                 {"ip", offsetof(layout, ip)},
+                 {"subject", offsetof(layout, subject)},
+                 {"outcome", offsetof(layout, outcome)},
+                 {"cost", offsetof(layout, cost)},
+                 {"status", offsetof(layout, status)}};
+    const char *a;
+    for (j = 1; j < i; j++)
+      if (!strcmp(f[j], f[i])) {
+        fprintf(stderr, "sluice replay: line %ld: header: column '%s' "
+                        "named twice\n", lineno, f[i]);
+        return CLI_USAGE;
+      }
+    slot = NULL;
+    for (j = 0; j < (int)(sizeof known / sizeof known[0]); j++)
+      if (!strcmp(f[i], known[j].name))
+        slot = (int *)((char *)cl + known[j].off);
+    if (slot) {
+      *slot = i;
+      continue;
+    }
+    if (!strncmp(f[i], "settle", 6)) {
+      /* Settling needs sluice_policy_settle() (issue 37 point 4): a
+      ** column the replay cannot apply (settle, or settle:ATTR, the real
+      ** value of an attribute the costs read) is refused, not ignored. */
+      fprintf(stderr, "sluice replay: line %ld: header: column '%s': "
+                      "settling a request's real cost needs "
+                      "sluice_policy_settle(), which this build does not "
+                      "have; remove the column\n", lineno, f[i]);
+      return CLI_USAGE;
+    }
+    for (j = 0; (a = sluice_policy_attribute_at(r->pol, j)) != NULL; j++)
+      if (!strcmp(a, f[i]))
+        break;
+    if (!a) {
+      fprintf(stderr, "sluice replay: line %ld: header: column '%s' is "
+                      "neither a request field (t_ms, method, route, "
+                      "tenant, key, tier, ip, subject, outcome, cost, "
+                      "status) nor an attribute the policy declares "
+                      "(`attributes`)\n", lineno, f[i][0] ? f[i] : "");
+      return CLI_USAGE;
+    }
+    cl->attr[cl->nattr] = i;
+    snprintf(cl->aname[cl->nattr], sizeof cl->aname[0], "%s", a);
+    cl->nattr++;
+  }
+  if (cl->method < 0 || cl->route < 0) {
+    fprintf(stderr, "sluice replay: line %ld: header: the columns method "
+                    "and route are required\n", lineno);
+    return CLI_USAGE;
+  }
+  return CLI_OK;
+}
+
+/* A decimal field of a named line into *v (empty: 0), lo..hi; 0 or the
+** problem. */
+static const char *dec_field(const pending *pl, int c, int64_t lo, int64_t hi,
+                             int64_t *v) {
+  const char *s = c >= 0 ? pl->f[c] : "";
+  *v = 0;
+  if (!s[0])
+    return NULL;
+  if (cli_parse_i64(s, strlen(s), v) || *v < lo || *v > hi)
+    return "out of range or not a decimal integer";
+  return NULL;
 }
 
 /* One line (copied, then split) into the batch, which is decided when it
 ** is full, when t_ms moves on, and after a heavy request (its lease is
 ** released, or held, before the next line is decided).  Returns CLI_OK or
-** CLI_RUNTIME. */
+** CLI_RUNTIME (r->fatal says why when it is a bad header). */
 int preplay_line(preplay *r, const char *line, size_t n, long lineno) {
   pending *pl = &r->pq[r->nq];
   char *s = pl->s;
   char **f = pl->f;
-  int nf = 0, cls;
-  size_t i;
-  int64_t t;
+  int nf, cls, first;
+  int64_t t, v;
   const char *why;
   char wbuf[80];
 
@@ -297,27 +573,41 @@ int preplay_line(preplay *r, const char *line, size_t n, long lineno) {
   }
   memcpy(s, line, n);
   s[n] = 0;
-  f[nf++] = s;
-  for (i = 0; i < n; i++)
-    if (s[i] == ',') {
-      s[i] = 0;
-      if (nf == 10) {
-        malformed(r, lineno, "more than 9 fields", NULL);
-        return CLI_OK;
-      }
-      f[nf++] = s + i + 1;
-    }
-  if (nf != 7 && nf != 9 && nf != 8) {
-    if (lineno == 1 && (!strcmp(f[0], "t_ms") || !strcmp(f[0], "time")))
+  nf = split(s, n, f);
+  first = !r->seen_first;
+  r->seen_first = 1;
+  /* The first line may name the columns: the legacy layout's own names
+  ** (skipped), or any others (the named layout). */
+  if (first && nf != 0 && (nf < 0 || !strcmp(f[0], "t_ms") ||
+                           !strcmp(f[0], "time"))) {
+    if (nf > 0 && legacy_header(f, nf))
       return CLI_OK;
+    if (nf < 0) {
+      fprintf(stderr, "sluice replay: line %ld: header: more than %d "
+                      "columns\n", lineno, COLS_MAX);
+      r->fatal = CLI_USAGE;
+    } else {
+      r->fatal = named_layout(r, f, nf, lineno);
+    }
+    return r->fatal ? CLI_RUNTIME : CLI_OK;
+  }
+  if (r->cl.named) {
+    if (nf != r->cl.n) {
+      snprintf(wbuf, sizeof wbuf, "expected %d fields, as the header names",
+               r->cl.n);
+      malformed(r, lineno, wbuf, NULL);
+      return CLI_OK;
+    }
+  } else if (nf < 0 || nf > 9) {
+    malformed(r, lineno, "more than 9 fields", NULL);
+    return CLI_OK;
+  } else if (nf != 7 && nf != 9 && nf != 8) {
     malformed(r, lineno,
               "expected t_ms,tenant,key,tier,method,route,ip[,subject,"
               "outcome]", NULL);
     return CLI_OK;
   }
   if ((why = cli_parse_t_ms(f[0], strlen(f[0]), &t, wbuf, sizeof wbuf))) {
-    if (lineno == 1 && (!strcmp(f[0], "t_ms") || !strcmp(f[0], "time")))
-      return CLI_OK; /* header line */
     malformed(r, lineno, why, "t_ms");
     return CLI_OK;
   }
@@ -327,8 +617,10 @@ int preplay_line(preplay *r, const char *line, size_t n, long lineno) {
   }
   pl->nf = nf;
   pl->auth_result = SLUICE_AUTH_PENDING;
-  if (nf == 9) {
-    const char *o = f[8];
+  pl->cost = 0;
+  pl->status = 0;
+  if (r->cl.outcome >= 0 && r->cl.outcome < nf) {
+    const char *o = f[r->cl.outcome];
     if (!strcmp(o, "ok"))
       pl->auth_result = SLUICE_AUTH_OK;
     else if (!strcmp(o, "unknown_client"))
@@ -342,6 +634,21 @@ int preplay_line(preplay *r, const char *line, size_t n, long lineno) {
       return CLI_OK;
     }
   }
+  if (r->cl.named) {
+    if (!f[r->cl.method][0] || !f[r->cl.route][0]) {
+      malformed(r, lineno, "empty", f[r->cl.method][0] ? "route" : "method");
+      return CLI_OK;
+    }
+    if ((why = dec_field(pl, r->cl.cost, 1, INT64_C(1) << 62, &pl->cost))) {
+      malformed(r, lineno, why, "cost");
+      return CLI_OK;
+    }
+    if ((why = dec_field(pl, r->cl.status, 100, 599, &v))) {
+      malformed(r, lineno, "expected an HTTP status, 100 to 599", "status");
+      return CLI_OK;
+    }
+    pl->status = (int)v;
+  }
   /* Only a line that is taken moves the clock: a malformed one (a t_ms
   ** far ahead, a bad outcome) must not make the next lines go backwards. */
   r->last_t = t;
@@ -354,7 +661,8 @@ int preplay_line(preplay *r, const char *line, size_t n, long lineno) {
     pq_move(r, at);
   }
   r->nq++;
-  cls = sluice_policy_endpoint_class(r->pol, f[4], f[5]);
+  cls = sluice_policy_endpoint_class(r->pol, f[r->cl.method],
+                                     f[r->cl.route]);
   if (r->nq == r->batch_max || cls == SLUICE_EP_RECONCILE ||
       cls == SLUICE_EP_EXPORT)
     return preplay_flush(r);
@@ -373,6 +681,6 @@ int preplay_stream(preplay *r, FILE *in) {
   /* preplay_line copies what it keeps: no work between blocks. */
   cli_lines cb = {"replay", stream_line, NULL, too_long, r};
   if (cli_read_lines(in, &cb, &r->lines) != CLI_OK)
-    return CLI_RUNTIME;
+    return r->fatal ? r->fatal : CLI_RUNTIME;
   return preplay_flush(r);
 }

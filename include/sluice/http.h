@@ -33,7 +33,9 @@
 **       RateLimit: "key";r=1412;t=1
 **       Every policy that applies is listed, the binding one first, with
 **       its quota unit (a point is not a request: reconcile costs 10);
-**       RateLimit reports the binding one.  t is the draft's "effective
+**       RateLimit reports the binding one.  With facts.policies (a policy
+**       file's declared limits), those are listed instead, in their
+**       order, w left out where a policy has no window.  t is the draft's "effective
 **       window" (no more than r can be used within it): until the next
 **       point comes back, left out when the bucket is full, never after a Retry-After
 **       sent with it.
@@ -97,6 +99,27 @@ enum sluice_http_penalty {
                                         quota_unit, and violated-policies
                                         lists policy_name (required) */
 
+/** Most quota policies one answer lists (sluice_http_facts.policies). */
+#define SLUICE_HTTP_POLICIES_MAX 8
+
+/** sluice_http_policy.flags */
+#define SLUICE_HTTP_P_VIOLATED 0x1u /**< this policy refused the request:
+                                         the body's violated-policies names
+                                         it */
+
+/** One quota policy of the structured RateLimit-Policy field: an item
+ *  "name";q=quota[;qu="unit"][;w=window_s]. */
+typedef struct sluice_http_policy {
+  const char *name; /**< printable ASCII, at most 64 bytes (required) */
+  const char *unit; /**< qu; NULL: not sent (the draft reads "requests");
+                         printable ASCII, at most 32 bytes */
+  int64_t quota;    /**< q, >= 0 */
+  int64_t window_s; /**< w, seconds; 0: not sent (a concurrency limit has
+                         no window) */
+  unsigned flags;   /**< SLUICE_HTTP_P_* */
+  int reserved;     /**< must be 0 */
+} sluice_http_policy;
+
 /** Everything the answer needs, and nothing else: there is no field for a
  *  key, a backend or another tenant, so none can leak into a response.
  *  Zero-initialize, then set fields.  Strings are borrowed for the
@@ -158,6 +181,16 @@ typedef struct sluice_http_facts {
    *  draft reads as "requests"); printable ASCII, at most 32 bytes. */
   const char *quota_unit;
   void *reserved[1];
+  /** Every quota policy that applies, in a stable order (a policy file's
+   *  declared limits: the route's order).  npolicies > 0 replaces the
+   *  policy_name / other_policy_name pair in the structured
+   *  RateLimit-Policy, which then lists these (RateLimit still reports
+   *  policy_name: the binding one); a refusal (SLUICE_HTTP_F_NAMED) names
+   *  the ones flagged SLUICE_HTTP_P_VIOLATED in violated-policies.  The
+   *  legacy form is unchanged. */
+  int npolicies;
+  int reserved_int_; /**< must be 0 */
+  sluice_http_policy policies[SLUICE_HTTP_POLICIES_MAX];
 } sluice_http_facts;
 
 /* ----------------------------------------------------------- options --- */
@@ -264,9 +297,9 @@ typedef struct sluice_http_header {
 /** Most headers any answer has. */
 #define SLUICE_HTTP_MAX_HEADERS 12
 /** A header buffer of this size always suffices (values are numbers,
- *  dates, two policy names of at most 64 bytes, a quota unit of at most 32
- *  and a Location of at most 2048). */
-#define SLUICE_HTTP_HEADER_BUF 2816
+ *  dates, SLUICE_HTTP_POLICIES_MAX policy items with names of at most 64
+ *  bytes and units of at most 32, and a Location of at most 2048). */
+#define SLUICE_HTTP_HEADER_BUF 4352
 
 /** @brief Render an answer's headers, in the spec's order: Content-Type,
  *  Location, Date, Retry-After, RateLimit-Policy, RateLimit-Limit,

@@ -174,6 +174,46 @@ enum sluice_binding {
  *  refused). */
 #define SLUICE_DECISION_SETTLED 0x200u
 
+/** Most limits a route of declared limits may list: the room of
+ *  sluice_decision.limits (a route listing more is refused at load). */
+#define SLUICE_DECISION_LIMITS_MAX 8
+
+/** sluice_decision_limit.flags */
+#define SLUICE_LIMIT_DENIED 0x1u  /**< this limit refused the request */
+#define SLUICE_LIMIT_BINDING 0x2u /**< the binding one (limit_name) */
+#define SLUICE_LIMIT_NOT_RUN 0x4u /**< not reached: an earlier limit
+                                       refused; remaining and reset_ns are
+                                       -1 (unknown), nothing was taken */
+#define SLUICE_LIMIT_GROUPED 0x8u /**< decided with other buckets as one
+                                       group (`group` in the file): only
+                                       the group's binding bucket has its
+                                       remaining and reset_ns; the others'
+                                       are -1 (unknown) */
+
+/** One limit a request of a declared route passed (or met), in the
+ *  route's order: sluice_decision.limits.  Strings are owned by the policy
+ *  (valid until close). */
+typedef struct sluice_decision_limit {
+  union {
+    const char *name; /**< the limit's name in the policy file */
+    int64_t name_word_; /* keeps the layout on ILP32 */
+  };
+  union {
+    const char *unit; /**< what it counts ("requests", "tokens") */
+    int64_t unit_word_;
+  };
+  int64_t quota;     /**< its capacity: a bucket's burst, a window's
+                          limit, a lease set's leases */
+  int64_t window_ns; /**< a window's length; a bucket's time to refill
+                          from empty (burst / rate); 0 for leases */
+  int64_t remaining; /**< left after this request (-1: NOT_RUN) */
+  int64_t reset_ns;  /**< until it is full again (a window: its end);
+                          -1: NOT_RUN */
+  int64_t cost;      /**< what this request takes of it (or would have) */
+  unsigned flags;    /**< SLUICE_LIMIT_* */
+  int reserved;      /**< zeroed by the library */
+} sluice_decision_limit;
+
 /** The whole decision.  Caller-allocated; sluice_policy_decide() overwrites
  *  every field.  Holds no pointers into the request; `invalid_field` is a
  *  static string. */
@@ -244,6 +284,13 @@ typedef struct sluice_decision {
    *  sluice_policy_settle() checks the request it is given against (the
    *  costs charged, the time); 0 when there is nothing to settle. */
   uint64_t settle_check;
+  /** A route of declared limits: every limit it lists, in its order
+   *  (limits[0..nlimits)), each with its figures for this request; the
+   *  binding one is also in the fields above.  0 otherwise (the ledger's
+   *  endpoint classes report their buckets above and in other_quota). */
+  int nlimits;
+  int reserved_int_; /* zeroed */
+  sluice_decision_limit limits[SLUICE_DECISION_LIMITS_MAX];
   int64_t reserved[1];
 } sluice_decision;
 
@@ -446,6 +493,25 @@ typedef struct sluice_policy_setting {
 
 /** @brief Setting i of the table (0, 1, ...), or NULL past its end. */
 SLUICE_EXPORT const sluice_policy_setting *sluice_policy_setting_at(int i);
+
+/** A setting of a policy file's declared limits and routes (docs/policy.md
+ *  "Declared limits"): `limits.NAME.<name>` or `routes.[i].<name>`. */
+typedef struct sluice_limit_setting {
+  const char *group;      /**< "limits" or "routes" */
+  const char *name;       /**< "rate", "limits[].cost"... */
+  const char *algorithms; /**< the algorithms it applies to, or "every" */
+  int64_t unit_ns;        /**< a number: the value per unit of the file's
+                               (1e6 for _ms); 0: not a number */
+  int64_t min, max;       /**< a number's bounds, in the file's unit */
+  const char *value;      /**< not a number: the form it takes */
+  const char *what;       /**< one line */
+  int64_t reserved[2];
+} sluice_limit_setting;
+
+/** @brief Setting i of the declared limits' and routes' table (0, 1,
+ *  ...), or NULL past its end.  The loader takes its numbers' bounds from
+ *  it; `sluice settings` prints it. */
+SLUICE_EXPORT const sluice_limit_setting *sluice_policy_limit_setting_at(int i);
 
 /* ---------------------------------------------------------------- events --- */
 
@@ -829,6 +895,75 @@ SLUICE_EXPORT int sluice_policy_inspect(sluice_policy *p,
                                         const sluice_inspect_query *q,
                                         sluice_inspect_report *out);
 
+/* ------------------------------------------------ declared limits, read --- */
+
+/** Most attributes in a declared limit's scope (sluice_limit_info.scope). */
+#define SLUICE_LIMIT_SCOPE_MAX 4
+
+/** A limit the policy file declares (sluice_policy_limit_at()).  Strings
+ *  are owned by the policy (valid until close). */
+typedef struct sluice_limit_info {
+  const char *name;
+  const char *unit;      /**< what it counts */
+  const char *algorithm; /**< "gcra", "sliding_window", "fixed_window",
+                              "concurrency", "lock", "cap" */
+  int status;            /**< its denial's status: 429 or 409 */
+  int nscope;            /**< attributes in its scope */
+  const char *scope[SLUICE_LIMIT_SCOPE_MAX]; /**< their names, in order */
+  const char *by; /**< the attribute choosing its parameters, or NULL */
+  int64_t reserved[4]; /**< zeroed */
+} sluice_limit_info;
+
+/** @brief The i-th limit the policy file declares (0-based, file order).
+ *  @return SLUICE_OK; SLUICE_ENOTFOUND past the last (or a policy with no
+ *  declared limits); SLUICE_EINVAL (NULL). */
+SLUICE_EXPORT int sluice_policy_limit_at(const sluice_policy *p, int i,
+                                         sluice_limit_info *out);
+
+/** @brief The i-th attribute the policy file declares (`attributes`: the
+ *  caller's own, beside the built-in tenant, key, ip, method, route,
+ *  pattern and tier), owned by the policy; NULL past the last. */
+SLUICE_EXPORT const char *sluice_policy_attribute_at(const sluice_policy *p,
+                                                     int i);
+
+/** What sluice_policy_inspect_limit() reads of one declared limit. */
+typedef struct sluice_limit_state {
+  int present;       /**< 1: a record exists (0: none: full, unused) */
+  int unfit;         /**< 1: a record these parameters could not have
+                          written (another configuration's) */
+  int64_t quota;     /**< as sluice_decision_limit, for this scope's
+                          parameter set */
+  int64_t window_ns;
+  int64_t remaining; /**< left now: tokens, room in the window, free
+                          leases */
+  int64_t reset_ns;  /**< until full again (a window: its end; leases:
+                          until the last held one expires) */
+  int held;          /**< leases held (concurrency, lock) */
+  int reserved_int_;
+  int64_t now_ns;    /**< the time it was read at */
+  int64_t reserved[4]; /**< zeroed */
+} sluice_limit_state;
+
+/** @brief Read a declared limit's records for one scope, changing nothing
+ *  (a store get, then the algorithm's PEEK on a copy), with the keys and
+ *  the parameter set a decision of that request would use.
+ *  @param[in] limit  its name in the file.
+ *  @param[in] req    the attributes its scope names (tenant_id,
+ *                    api_key_id, client_ip, method, route, tier, attrs);
+ *                    `pattern` is the declared route method + route
+ *                    match.
+ *  @param[out] out    fully overwritten on SLUICE_OK.
+ *  @param[out] field  may be NULL; on SLUICE_EINVAL or SLUICE_EKEY the
+ *                     attribute at fault (a static or policy-owned name).
+ *  @return SLUICE_OK; SLUICE_ENOTFOUND (no such limit); SLUICE_EINVAL (NULL,
+ *  a scope attribute missing, `pattern` with no declared route matching);
+ *  SLUICE_EKEY (an attribute empty or too long); or the store's error. */
+SLUICE_EXPORT int sluice_policy_inspect_limit(sluice_policy *p,
+                                              const char *limit,
+                                              const sluice_request *req,
+                                              sluice_limit_state *out,
+                                              const char **field);
+
 /* -------------------------------------------------------------- metrics --- */
 
 /** @brief A counter: decisions of `tier` (NULL or "" for auth requests,
@@ -864,6 +999,10 @@ struct sluice_http_facts;
  *  FAIL_CLOSED (503, no RateLimit headers).  Bucket headers: the binding
  *  bucket ("tenant" or "key"), burst over burst / rate seconds, in
  *  "points"; the structured RateLimit-Policy lists the other bucket too.
+ *  A route of declared limits: the binding limit by its own name and
+ *  unit, every limit of the route in facts.policies (the structured
+ *  RateLimit-Policy lists them in the route's order), the refusing one
+ *  flagged SLUICE_HTTP_P_VIOLATED (violated-policies).
  *
  *  @param[in] d           the decision; f->tier points into it, so it must
  *                         outlive every use of the facts.

@@ -55,6 +55,11 @@
 #define POLICY_NAME_MAX 64
 #define QUOTA_UNIT_MAX 32
 #define LOCATION_MAX 2048
+/* One policy item at its longest: the name and unit escaped throughout,
+** q and w of 19 digits, and the ", " before it. */
+#define POLICY_ITEM_MAX                                                        \
+  (2 + 2 * POLICY_NAME_MAX + 3 + 19 + 4 + 2 + 2 * QUOTA_UNIT_MAX + 3 + 19 + 2)
+#define POLICIES_MAX (SLUICE_HTTP_POLICIES_MAX * POLICY_ITEM_MAX)
 
 int sluice_http_open(const sluice_http_options *opts, sluice_http **out) {
   sluice_http_options dflt;
@@ -186,7 +191,7 @@ static int64_t sat_add(int64_t a, int64_t b) {
 }
 
 static int check_facts(const sluice_http_facts *f) {
-  int denial;
+  int denial, i;
   if (f->outcome < SLUICE_HTTP_ALLOWED || f->outcome > SLUICE_HTTP_SUSPENDED ||
       f->penalty < SLUICE_HTTP_PENALTY_NONE ||
       f->penalty > SLUICE_HTTP_PENALTY_LOCKOUT || f->penalty_level < 0 ||
@@ -222,6 +227,17 @@ static int check_facts(const sluice_http_facts *f) {
   } else if (f->penalty == SLUICE_HTTP_PENALTY_LOCKOUT ||
              f->retry_after_ns == SLUICE_FOREVER) {
     return SLUICE_EINVAL; /* only a box locks out, or lasts forever */
+  }
+  if (f->npolicies < 0 || f->npolicies > SLUICE_HTTP_POLICIES_MAX ||
+      f->reserved_int_)
+    return SLUICE_EINVAL;
+  for (i = 0; i < f->npolicies; i++) {
+    const sluice_http_policy *pp = &f->policies[i];
+    if (!pp->name || !sf_text_ok(pp->name, POLICY_NAME_MAX) ||
+        !sf_text_ok(pp->unit, QUOTA_UNIT_MAX) || pp->quota < 0 ||
+        pp->window_s < 0 || (pp->flags & ~SLUICE_HTTP_P_VIOLATED) ||
+        pp->reserved)
+      return SLUICE_EINVAL;
   }
   if (!sf_text_ok(f->policy_name, POLICY_NAME_MAX) ||
       !sf_text_ok(f->other_policy_name, POLICY_NAME_MAX) ||
@@ -335,7 +351,8 @@ static size_t put_pair(char *p, const char *pre, int64_t a, const char *sep,
   return n + put_num(p + n, sep, b);
 }
 
-/* One structured RateLimit-Policy item: "name";q=Q[;qu="unit"];w=W. */
+/* One structured RateLimit-Policy item: "name";q=Q[;qu="unit"][;w=W]
+** (w 0: a policy without a window, a concurrency limit). */
 static size_t put_policy(char *p, const char *name, int64_t q,
                          const char *unit, int64_t w) {
   size_t n = put_sf_string(p, name);
@@ -344,14 +361,29 @@ static size_t put_policy(char *p, const char *name, int64_t q,
     memcpy(p + n, ";qu=", 4);
     n += 4 + put_sf_string(p + n + 4, unit);
   }
-  return n + put_num(p + n, ";w=", w);
+  return w > 0 ? n + put_num(p + n, ";w=", w) : n;
+}
+
+/* The list of facts.policies, in their order, ", " between items. */
+static void put_policies(char *p, const sluice_http_facts *f) {
+  size_t n = 0;
+  int i;
+  for (i = 0; i < f->npolicies; i++) {
+    const sluice_http_policy *pp = &f->policies[i];
+    if (i) {
+      memcpy(p + n, ", ", 2);
+      n += 2;
+    }
+    n += put_policy(p + n, pp->name, pp->quota, pp->unit, pp->window_s);
+  }
 }
 
 int sluice_http_answer_foreach_header(const sluice_http *h,
                                       const sluice_http_answer *a,
                                       sluice_http_header_cb cb, void *ud) {
-  /* Big enough for the longest value: a Location of LOCATION_MAX. */
-  char v[LOCATION_MAX + 1];
+  /* Big enough for the longest value: a Location of LOCATION_MAX, or
+  ** SLUICE_HTTP_POLICIES_MAX policy items with every character escaped. */
+  char v[LOCATION_MAX > POLICIES_MAX ? LOCATION_MAX + 1 : POLICIES_MAX + 1];
   const sluice_http_facts *f;
   const char *pname;
   int rc, sf, legacy, quota;
@@ -385,13 +417,16 @@ int sluice_http_answer_foreach_header(const sluice_http *h,
       put_i64(v, a->retry_after_s);
     EMIT("Retry-After");
   }
-  if (f->limit > 0 || f->quota > 0) {
+  if (f->limit > 0 || f->quota > 0 || f->npolicies > 0) {
     sf = h->form != SLUICE_HTTP_FORM_LEGACY;
     legacy = h->form != SLUICE_HTTP_FORM_SF;
     quota = f->quota > 0;
     pname = f->policy_name ? f->policy_name : "default";
     reset_s = sluice__ceil_div64(f->reset_ns, SLUICE__NS_PER_S);
-    if (quota && sf) {
+    if (sf && f->npolicies > 0) {
+      put_policies(v, f);
+      EMIT("RateLimit-Policy");
+    } else if (quota && sf) {
       size_t n = put_policy(v, pname, f->quota, f->quota_unit, f->window_s);
       if (f->other_quota > 0) {
         strcpy(v + n, ", ");

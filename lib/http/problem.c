@@ -184,6 +184,14 @@ static void named(char *d, size_t n, const sluice_http_facts *f,
   /* Units are plural ("tokens"): one of them is "token". */
   int one = ul > 1 && u[ul - 1] == 's' ? ul - 1 : ul;
   cat(d, n, "Limit '%s' %s", f->policy_name, verb);
+  if (f->outcome != SLUICE_HTTP_THROTTLED) {
+    /* A lease set or a lock: what is counted is requests at a time, and
+    ** a request takes one lease, whatever its cost. */
+    if (f->concurrency_limit > 0)
+      cat(d, n, " (%" PRId64 " at a time)", f->concurrency_limit);
+    cat(d, n, ".");
+    return;
+  }
   if (f->quota > 0 && w)
     cat(d, n, " (%" PRId64 " %.*s per %s)", f->quota,
         f->quota == 1 ? one : ul, u, w);
@@ -336,7 +344,16 @@ int sluice_http_answer_body(const sluice_http *h, const sluice_http_answer *a,
   /* The draft's problem types name the policies a request violated. */
   if (f->flags & SLUICE_HTTP_F_NAMED) {
     json_t *v = json_array();
-    if (!v || json_array_append_new(v, json_string(f->policy_name)) != 0)
+    int i, named = 0;
+    /* The policies flagged violated, in their order; or policy_name. */
+    for (i = 0; v && i < f->npolicies; i++)
+      if (f->policies[i].flags & SLUICE_HTTP_P_VIOLATED) {
+        named++;
+        if (json_array_append_new(v, json_string(f->policies[i].name)))
+          oom = 1;
+      }
+    if (!v || (!named &&
+               json_array_append_new(v, json_string(f->policy_name)) != 0))
       oom = 1;
     set(o, "violated-policies", v, &oom);
   }

@@ -23,6 +23,7 @@
 
 #include "declared.h"
 #include "flow.h"
+#include "wide.h"
 
 int sluice__decl_match(const sluice_policy *p, const char *method,
                        const char *route) {
@@ -71,7 +72,7 @@ static const char *attr_value(const sluice__ctx *c, int a, size_t *n) {
     }
     break;
   case SLUICE__A_PATTERN:
-    v = c->p->decl->routes[c->droute].route;
+    v = c->droute >= 0 ? c->p->decl->routes[c->droute].route : NULL;
     break;
   case SLUICE__A_TIER:
     v = q->tier;
@@ -542,6 +543,66 @@ static void fill(sluice__ctx *c, const sluice__limit *lm,
   (void)c;
 }
 
+/* Every limit of the route into d->limits, in the route's order: what a
+** decision says about each limit the request met, besides the binding
+** one's fields (docs/policy.md, "What a decision says").  A limit after
+** the one that refused did not run: it took nothing, and its remaining and
+** reset are unknown. */
+static void report(sluice__ctx *c, const sluice__droute *dr,
+                   const sluice_program_result *res, const int *st,
+                   const int64_t *costs, int bind, const sluice__lparams *dg,
+                   sluice_decision *d) {
+  int i, head = 0;
+  d->nlimits = dr->n;
+  for (i = 0; i < dr->n; i++) {
+    const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
+    const sluice__lparams *ps = dg && sluice__decl_strikes(lm->algo)
+                                    ? &dg[i]
+                                    : pick(c, lm);
+    sluice_decision_limit *o = &d->limits[i];
+    int ran = st[i] >= 0 && (res->ran >> st[i] & 1u);
+    if (dr->group[i] >= 2)
+      head = i;
+    o->name = lm->name;
+    o->unit = lm->unit;
+    o->cost = costs[i];
+    if (lm->algo == SLUICE__L_GCRA) {
+      int64_t bp;
+      o->quota = ps->g.burst;
+      /* burst * period fits 64 bits for any bucket a store can decide
+      ** exactly (2^62); the 128-bit division is the rare way round. */
+      o->window_ns =
+          __builtin_mul_overflow(ps->g.burst, ps->g.period_ns, &bp)
+              ? sluice__clamp64((sluice__i128)ps->g.burst * ps->g.period_ns /
+                                ps->g.rate)
+              : bp / ps->g.rate;
+    } else if (is_lease(lm->algo)) {
+      o->quota = ps->l.max;
+    } else {
+      o->quota = ps->w.limit;
+      o->window_ns = ps->w.window_ns;
+    }
+    if (ran && dr->group[i] != 0 &&
+        head + res->v[st[i]].binding != i) {
+      /* A group step reports its binding bucket only. */
+      o->remaining = o->reset_ns = -1;
+      o->flags |= SLUICE_LIMIT_GROUPED;
+    } else if (ran) {
+      o->remaining = res->v[st[i]].remaining;
+      o->reset_ns = res->v[st[i]].reset_ns;
+      if (st[i] == res->denied_by)
+        o->flags |= SLUICE_LIMIT_DENIED;
+      if (dr->group[i] != 0)
+        o->flags |= SLUICE_LIMIT_GROUPED;
+    } else {
+      o->remaining = o->reset_ns = -1;
+      o->flags |= SLUICE_LIMIT_NOT_RUN;
+    }
+    if (i == bind)
+      o->flags |= SLUICE_LIMIT_BINDING;
+  }
+}
+
 /* The program's result into the decision: the box, then the binding
 ** limit (the one that refused, else the one with the least left). */
 static int read(sluice__ctx *c, const sluice_program_result *res,
@@ -586,6 +647,7 @@ static int read(sluice__ctx *c, const sluice_program_result *res,
     const sluice_verdict *v = &res->v[st[bind]];
     fill(c, lm, ps, v, d);
     d->cost = costs[bind];
+    report(c, dr, res, st, costs, bind, dg, d);
     if (res->denied_by < 0) {
       d->outcome = SLUICE_OUTCOME_ALLOW;
       /* The store's time (a Redis store's TIME): a settle finds the
@@ -748,4 +810,25 @@ uint64_t sluice__settle_check(const sluice__ctx *c, const int64_t costs[],
       h = mix(h ^ (uint64_t)costs[i] ^ ((uint64_t)i << 56));
   }
   return h ? h : 1;
+}
+
+/* For declared_info.c (sluice_policy_inspect_limit): the record keys of
+** limit `limit` for the request in c, as a decision builds them, into
+** g->keys[0..*nrec), and the parameter set it would use.  c->droute may be
+** -1 when the limit's scope has no `pattern`. */
+int sluice__decl_keys(sluice__ctx *c, int limit, sluice__prog *g, int *nrec,
+                      const sluice__lparams **ps, sluice_decision *d) {
+  const sluice__limit *lm = &c->p->decl->limits[limit];
+  keyparts kp;
+  int j, rc;
+  kp.tagged = 0;
+  if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, &kp, d)))
+    return rc;
+  *ps = pick(c, lm);
+  *nrec = lm->algo == SLUICE__L_CONCURRENCY ? (int)(*ps)->l.max : 1;
+  g->nk = 0;
+  for (j = 0; j < *nrec; j++, g->nk++)
+    g->keys[g->nk] =
+        dkey(g->kbuf[g->nk], &kp, lm->algo == SLUICE__L_CONCURRENCY ? j : -1, 0);
+  return SLUICE_OK;
 }

@@ -18,7 +18,7 @@
 #define SLUICE__SCOPE_MAX 4    /* attributes in one scope */
 #define SLUICE__PSETS_MAX 8    /* parameter sets of one limit */
 #define SLUICE__DROUTES_MAX 64 /* routes of declared limits */
-#define SLUICE__RLIMITS_MAX 8  /* limits one route applies */
+#define SLUICE__RLIMITS_MAX SLUICE_DECISION_LIMITS_MAX /* limits one route applies */
 #define SLUICE__COSTS_MAX 8    /* entries of a cost table */
 #define SLUICE__DNAME 32       /* a name and its NUL */
 
@@ -114,6 +114,23 @@ typedef struct sluice__decl {
 
 /* The algorithm layer's SLUICE_ALGO_* a limit's SLUICE__L_* runs as. */
 int sluice__decl_step_algo(int algo);
+
+/* The numbers of a limit, rows of declared_settings.c's table (their
+** bounds and unit are the table's). */
+enum {
+  SLUICE__LS_RATE,
+  SLUICE__LS_PERIOD,
+  SLUICE__LS_BURST,
+  SLUICE__LS_SLIMIT, /* a sliding window's limit */
+  SLUICE__LS_LIMIT,  /* a fixed window's or a cap's */
+  SLUICE__LS_WINDOW,
+  SLUICE__LS_MAX,
+  SLUICE__LS_TTL,
+  SLUICE__LS_RETRY_MAX /* retry_after_max_ms, any algorithm */
+};
+
+/* The file's spelling of algorithm SLUICE__L_* algo. */
+const char *sluice__limit_algo_name(int algo);
 
 /* The index of the attribute called n (built-in or declared), or -1. */
 int sluice__decl_attr(const sluice__decl *dl, const char *n);

@@ -29,6 +29,8 @@ static const char *const algos[SLUICE__L__COUNT] = {
 static const char *const builtin[SLUICE__A__BUILTIN] = {
     "tenant", "key", "ip", "method", "route", "pattern", "tier"};
 
+const char *sluice__limit_algo_name(int algo) { return algos[algo]; }
+
 const char *sluice__attr_name(const sluice__decl *dl, int a) {
   if (a >= 0 && a < SLUICE__A__BUILTIN)
     return builtin[a];
@@ -139,8 +141,14 @@ static int get_i(dctx *x, const config_setting_t *g, const char *gpath,
   return SLUICE_OK;
 }
 
-#define MS SLUICE__NS_PER_MS
-#define DAY_MS (INT64_C(86400) * 1000)
+
+/* A limit's number, row `row` of the settings table (its name, unit and
+** bounds: declared_settings.c). */
+static int get_n(dctx *x, const config_setting_t *g, const char *gpath,
+                 int row, int64_t *out) {
+  const sluice_limit_setting *st = sluice_policy_limit_setting_at(row);
+  return get_i(x, g, gpath, st->name, st->unit_ns, st->min, st->max, out);
+}
 
 /* The algorithm's numbers of group g over *ps (which holds the values
 ** inherited, the base's for a set). */
@@ -149,30 +157,28 @@ static int load_params(dctx *x, const config_setting_t *g, const char *path,
   int rc;
   switch (algo) {
   case SLUICE__L_GCRA:
-    if ((rc = get_i(x, g, path, "rate", 1, 1, INT64_C(1) << 32, &ps->g.rate)) ||
-        (rc = get_i(x, g, path, "period_ms", MS, 1, 30 * DAY_MS,
-                    &ps->g.period_ns)) ||
-        (rc = get_i(x, g, path, "burst", 1, 1, SLUICE_COUNT_MAX, &ps->g.burst)))
+    if ((rc = get_n(x, g, path, SLUICE__LS_RATE, &ps->g.rate)) ||
+        (rc = get_n(x, g, path, SLUICE__LS_PERIOD, &ps->g.period_ns)) ||
+        (rc = get_n(x, g, path, SLUICE__LS_BURST, &ps->g.burst)))
       return rc;
     return SLUICE_OK;
   case SLUICE__L_SLIDING:
   case SLUICE__L_FIXED:
   case SLUICE__L_CAP:
-    if ((rc = get_i(x, g, path, "limit", 1, 1,
-                    algo == SLUICE__L_SLIDING ? INT64_C(1) << 31
-                                              : SLUICE_COUNT_MAX,
+    if ((rc = get_n(x, g, path,
+                    algo == SLUICE__L_SLIDING ? SLUICE__LS_SLIMIT
+                                              : SLUICE__LS_LIMIT,
                     &ps->w.limit)) ||
-        (rc = get_i(x, g, path, "window_ms", MS, 1, 366 * DAY_MS,
-                    &ps->w.window_ns)))
+        (rc = get_n(x, g, path, SLUICE__LS_WINDOW, &ps->w.window_ns)))
       return rc;
     return SLUICE_OK;
   default:
     if (algo == SLUICE__L_CONCURRENCY &&
-        (rc = get_i(x, g, path, "max", 1, 1, SLUICE_GROUP_MAX, &ps->l.max)))
+        (rc = get_n(x, g, path, SLUICE__LS_MAX, &ps->l.max)))
       return rc;
     if (algo == SLUICE__L_LOCK)
       ps->l.max = 1;
-    return get_i(x, g, path, "ttl_ms", MS, 1, 7 * DAY_MS, &ps->l.ttl_ns);
+    return get_n(x, g, path, SLUICE__LS_TTL, &ps->l.ttl_ns);
   }
 }
 
@@ -270,8 +276,7 @@ static int load_limit(dctx *x, const config_setting_t *g, sluice__limit *lm) {
     lm->status = (int)st;
   /* A lease's holder may keep it for its whole TTL: its refusals may say
   ** "poll the job meanwhile" with a shorter Retry-After. */
-  if ((rc = get_i(x, g, path, "retry_after_max_ms", MS, 1, 7 * DAY_MS,
-                  &lm->retry_max_ns)))
+  if ((rc = get_n(x, g, path, SLUICE__LS_RETRY_MAX, &lm->retry_max_ns)))
     return rc;
   v = str_member(g, "unit", &s);
   snprintf(lm->unit, sizeof lm->unit, "%s",

@@ -150,6 +150,11 @@ int sluice__decl_adjust(sluice__ctx *c, int64_t delta[], uint64_t at);
 ** or by sluice__decl_costs()), costs[] and the time. */
 uint64_t sluice__settle_check(const sluice__ctx *c, const int64_t costs[],
                               int64_t at);
+/* declared.c, for declared_info.c: a limit's record keys for the request
+** in c (*nrec of them, in g->keys) and the parameter set it would use. */
+union sluice__lparams;
+int sluice__decl_keys(sluice__ctx *c, int limit, sluice__prog *g, int *nrec,
+                      const union sluice__lparams **ps, sluice_decision *d);
 
 /* failure.c: 1 when a cached box decides the request (degraded: the
 ** store failed or the breaker is open). */

@@ -30,6 +30,12 @@
 **     and counted in its own unit; a refusal by one is SLUICE_HTTP_F_NAMED,
 **     so the body lists it in violated-policies and its detail speaks of
 **     it.
+**  h) A route of declared limits lists every limit it applies in the
+**     structured RateLimit-Policy (facts.policies), in the route's order,
+**     not binding first: the draft asks the field to stay the same over a
+**     sequence of responses, and which limit binds changes from one to the
+**     next.  Each is in its own unit; w is a window's length or a bucket's
+**     time to refill from empty, left out for leases (no window).
 */
 #include <string.h>
 
@@ -87,6 +93,21 @@ int sluice_decision_http_facts(const sluice_decision *d,
       f->other_window_s = (d->other_window_ns + SLUICE__NS_PER_S - 1) /
                           SLUICE__NS_PER_S;
     }
+  }
+  if (d->binding == SLUICE_BINDING_LIMIT) { /* h */
+    int i, n = d->nlimits < SLUICE_HTTP_POLICIES_MAX ? d->nlimits
+                                                    : SLUICE_HTTP_POLICIES_MAX;
+    for (i = 0; i < n; i++) {
+      const sluice_decision_limit *l = &d->limits[i];
+      sluice_http_policy *pp = &f->policies[i];
+      pp->name = l->name;
+      pp->unit = l->unit;
+      pp->quota = l->quota;
+      pp->window_s = (l->window_ns + SLUICE__NS_PER_S - 1) / SLUICE__NS_PER_S;
+      if (l->flags & SLUICE_LIMIT_DENIED)
+        pp->flags = SLUICE_HTTP_P_VIOLATED;
+    }
+    f->npolicies = n;
   }
   if (d->refill_rate > 0 && d->refill_period_ns > 0)
     f->refill_per_s = (int64_t)((__extension__(__int128)d->refill_rate *
@@ -160,6 +181,7 @@ int sluice_decision_http_facts(const sluice_decision *d,
     /* Bucket headers from a degraded or absent store would mislead. */
     f->limit = f->remaining = f->reset_ns = f->quota = f->window_s = 0;
     f->other_quota = f->other_window_s = 0;
+    f->npolicies = 0;
     break;
   default: /* ALLOW with allowed == 0 cannot happen; refuse to guess */
     return SLUICE_EINVAL;

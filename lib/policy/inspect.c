@@ -20,9 +20,8 @@
 _Static_assert(SLUICE_INSPECT_SLOTS == SLUICE_GROUP_MAX, "lease slots");
 _Static_assert(SLUICE_INSPECT_ID_SIZE == SLUICE_SCOPE_ID_LEN + 1, "scope id");
 
-/* -1 on a store error, 0 when absent (fresh state), 1 when found. */
-static int get(sluice_policy *p, sluice_key k, unsigned bit,
-               sluice_inspect_report *r, sluice_state *s, int *err) {
+int sluice__inspect_get(sluice_policy *p, sluice_key k, sluice_state *s,
+                        int *err) {
   int64_t exp;
   int rc = sluice_limiter_get(p->lim, k.data, k.len, s, &exp);
   if (rc == SLUICE_ENOTFOUND) {
@@ -33,8 +32,16 @@ static int get(sluice_policy *p, sluice_key k, unsigned bit,
     *err = rc;
     return -1;
   }
-  r->present |= bit;
   return 1;
+}
+
+/* -1 on a store error, 0 when absent (fresh state), 1 when found. */
+static int get(sluice_policy *p, sluice_key k, unsigned bit,
+               sluice_inspect_report *r, sluice_state *s, int *err) {
+  int g = sluice__inspect_get(p, k, s, err);
+  if (g > 0)
+    r->present |= bit;
+  return g;
 }
 
 static int bucket(sluice_policy *p, sluice_key k, unsigned bit,

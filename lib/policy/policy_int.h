@@ -183,4 +183,9 @@ const char *sluice__ip_name(const sluice_policy *p, const char *raw,
 void sluice__ip_scope(const sluice_policy *p, const char *raw,
                       char out[SLUICE_SCOPE_ID_LEN + 1]);
 
+/* inspect.c: record k read as a decision would (a fresh, zero state when
+** absent): 1 found, 0 absent, -1 on a store error (in *err). */
+int sluice__inspect_get(sluice_policy *p, sluice_key k, sluice_state *s,
+                        int *err);
+
 #endif

@@ -6,8 +6,10 @@ body; an unknown key is 401 and a route the policy has no rule for is 400,
 neither echoing the key.  usage: small_api_test.py SMALL_API"""
 import http.client
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 from ledgerh import check, summary  # counted checks, as the other suites
 
@@ -73,4 +75,44 @@ try:
 finally:
     srv.terminate()
     check("stops on SIGTERM", 0, srv.wait(10))
+
+# A policy file of declared limits (docs/policy.md): the same rendering
+# names the limit that refused, in its own unit, in the legacy headers and
+# the body.
+conf = tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False)
+conf.write("""
+limits = {
+  per_tenant = { algorithm = "fixed_window"; scope = [ "tenant" ];
+                 limit = 100; window_ms = 3600000; unit = "requests"; };
+  reports = { algorithm = "fixed_window"; scope = [ "tenant" ];
+              limit = 2; window_ms = 60000; unit = "reports"; };
+};
+routes = ( { method = "GET"; route = "/v1/reports/*";
+             limits = ( "per_tenant", "reports" ); } );
+""")
+conf.close()
+srv = subprocess.Popen([sys.argv[1], "--port", "0", "--config", conf.name],
+                       stdout=subprocess.PIPE, text=True)
+try:
+    port = int(srv.stdout.readline().rsplit(":", 1)[1])
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    got = [get(c, "/v1/reports/r1", "sk_demo_growth") for _ in range(3)]
+    check("declared: two admitted, then 429", [200, 200, 429],
+          [g[0] for g in got])
+    st, h, body = got[2]
+    check("declared: the legacy headers are the refusing limit's",
+          ("2;w=60", "2", "0"),
+          (h.get("ratelimit-policy"), h.get("ratelimit-limit"),
+           h.get("ratelimit-remaining")))
+    p = json.loads(body)
+    check("declared: violated-policies", ["reports"],
+          p.get("violated-policies"))
+    check("declared: the detail speaks of the limit", True,
+          p.get("detail", "").startswith(
+              "Limit 'reports' exhausted (2 reports per minute). "
+              "GET /v1/reports/r1 costs 1 report."))
+finally:
+    srv.terminate()
+    srv.wait(10)
+    os.unlink(conf.name)
 sys.exit(summary())

@@ -858,6 +858,13 @@ Test(buffers, documented_sizes_suffice_for_the_longest_answer) {
     f.retry_after_ns = INT64_C(100) * 365 * 86400 * SEC;
     f.penalty = box ? SLUICE_HTTP_PENALTY_LOCKOUT : SLUICE_HTTP_PENALTY_WARNING;
     f.penalty_level = box ? 3 : 0;
+    /* ... and every policy a declared route may list, at its longest. */
+    f.npolicies = SLUICE_HTTP_POLICIES_MAX;
+    for (int i = 0; i < SLUICE_HTTP_POLICIES_MAX; i++) {
+      f.policies[i].name = i % 2 ? nm : nm2;
+      f.policies[i].unit = qu;
+      f.policies[i].quota = f.policies[i].window_s = INT64_MAX;
+    }
     cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK,
                  "outcome %d", oc);
     cr_assert_eq(sluice_http_answer_headers(h, &a, NULL, 0, &n, NULL, 0,
@@ -867,6 +874,71 @@ Test(buffers, documented_sizes_suffice_for_the_longest_answer) {
     cr_assert_leq(need, SLUICE_HTTP_HEADER_BUF, "outcome %d: %zu", oc, need);
   }
   sluice_http_close(h);
+}
+
+/* A list of policies (a policy file's declared limits): every one in
+** the structured RateLimit-Policy, in the order given, w left out where a
+** policy has no window; RateLimit names policy_name; the body names every
+** policy flagged violated; the legacy form is the binding one's alone. */
+Test(answer, policy_list) {
+  sluice_http *h = open_h(SLUICE_HTTP_FORM_SF, 0, fixed_rand, &g_zero);
+  sluice_http *hl = open_h(SLUICE_HTTP_FORM_LEGACY, 0, fixed_rand, &g_zero);
+  sluice_http_facts f = {0};
+  sluice_http_answer a;
+  hdrs x;
+  json_t *j, *v;
+  f.outcome = SLUICE_HTTP_THROTTLED;
+  f.flags = SLUICE_HTTP_F_NAMED;
+  f.policy_name = "tokens";
+  f.quota_unit = "tokens";
+  f.quota = 200000;
+  f.window_s = 60;
+  f.limit = 200000;
+  f.remaining = 12;
+  f.reset_ns = 59 * SEC;
+  f.retry_after_ns = 2 * SEC;
+  f.npolicies = 3;
+  f.policies[0] = (sluice_http_policy){"rpm", NULL, 500, 60, 0, 0};
+  f.policies[1] = (sluice_http_policy){"tokens", "tokens", 200000, 60,
+                                       SLUICE_HTTP_P_VIOLATED, 0};
+  f.policies[2] = (sluice_http_policy){"in \"flight\"", "concurrent", 4, 0,
+                                       SLUICE_HTTP_P_VIOLATED, 0};
+  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  render(h, &a, &x);
+  cr_assert_str_eq(get(&x, "RateLimit-Policy"),
+                   "\"rpm\";q=500;w=60, \"tokens\";q=200000;qu=\"tokens\";"
+                   "w=60, \"in \\\"flight\\\"\";q=4;qu=\"concurrent\"");
+  cr_assert_str_eq(get(&x, "RateLimit"), "\"tokens\";r=12;t=2");
+  j = body_json(h, &a);
+  v = json_object_get(j, "violated-policies");
+  cr_assert_eq(json_array_size(v), 2);
+  cr_assert_str_eq(json_string_value(json_array_get(v, 0)), "tokens");
+  cr_assert_str_eq(json_string_value(json_array_get(v, 1)), "in \"flight\"");
+  json_decref(j);
+  cr_assert_eq(sluice_http_answer_make(hl, &f, NOW_NS, &a), SLUICE_OK);
+  render(hl, &a, &x);
+  cr_assert_str_eq(get(&x, "RateLimit-Policy"), "200000;w=60");
+  cr_assert_str_eq(get(&x, "RateLimit-Limit"), "200000");
+  cr_assert_null(get(&x, "RateLimit"));
+  /* Malformed lists are refused. */
+  f.policies[0].name = NULL;
+  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
+  f.policies[0].name = "rpm";
+  f.policies[0].window_s = -1;
+  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
+  f.policies[0].window_s = 60;
+  f.policies[0].flags = 0x10;
+  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
+  f.policies[0].flags = 0;
+  f.policies[0].unit = "t\x01";
+  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
+  f.policies[0].unit = NULL;
+  f.npolicies = SLUICE_HTTP_POLICIES_MAX + 1;
+  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
+  f.npolicies = 3;
+  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  sluice_http_close(h);
+  sluice_http_close(hl);
 }
 
 Test(buffers, callback_form_and_early_stop) {

@@ -768,8 +768,12 @@ limits = {
                     max = 1; ttl_ms = 600000; };
   unused = { algorithm = "cap"; scope = [ "user" ]; limit = 1;
              window_ms = 1000; };
+  tokens = { algorithm = "gcra"; scope = [ "user" ]; rate = 1000;
+             period_ms = 60000; burst = 1000; unit = "tokens"; };
 };
 routes = (
+  { method = "POST"; route = "/gh/ai"; limits = ( "per_user",
+    { limit = "tokens"; cost = 600; } ); },
   { method = "*"; route = "/gh/*"; limits = ( "per_user" ); },
   { method = "*"; route = "/jobs/*"; limits = ( "one_at_a_time" ); }
 );
@@ -780,7 +784,25 @@ routes = (
                      "    location /jobs/ { sluice on;"
                      " sluice_attr user $http_x_user; proxy_pass http://up; }"
                      "\n    location /plain/ {")
+        # The structured form lists every limit of a route, in its order.
+        ng.edit_conf("sluice_store ", "sluice_header_form both;\n  "
+                     "sluice_store ")
         ng.start()
+        r = ng.get("/gh/ai", method="POST", headers={"X-User": "ai"})
+        assert r.status == 200, (r.status, r.body)
+        assert r.headers.get("ratelimit-policy") == (
+            '"per_user";q=3;qu="requests";w=3600, '
+            '"tokens";q=1000;qu="tokens";w=60'), r.headers
+        assert r.headers.get("ratelimit").startswith('"tokens";r=400;'), \
+            r.headers
+        r = ng.get("/gh/ai", method="POST", headers={"X-User": "ai"})
+        assert r.status == 429, (r.status, r.body)
+        body = json.loads(r.body)
+        assert body["violated-policies"] == ["tokens"], body
+        assert body["detail"].startswith(
+            "Limit 'tokens' exhausted (1000 tokens per minute). POST /gh/ai"
+            " costs 600 tokens."), body
+        assert r.headers.get("ratelimit-limit") == "1000", r.headers
         rs = [ng.get("/gh/x", headers={"X-User": "octo"}) for _ in range(4)]
         assert [r.status for r in rs] == [200, 200, 200, 429], \
             [r.status for r in rs]

@@ -7,6 +7,8 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "helpers.h"
 
@@ -402,8 +404,13 @@ Test(policy_http, a_declared_limit_speaks_of_itself) {
   cr_assert_str_eq(d.limit_unit, "requests");
   render_form(&d, &r, &out, SLUICE_HTTP_FORM_SF);
   cr_assert_eq(out.a.status, 429);
-  cr_assert(strstr(out.headers, "RateLimit-Policy: \"content_minute\";q=80;"
-                                "qu=\"requests\";w=60\n"),
+  /* Every limit of the route, in the file's order, each in its unit;
+  ** RateLimit names the one that refused. */
+  cr_assert(strstr(out.headers,
+                   "RateLimit-Policy: \"core\";q=5000;qu=\"requests\";"
+                   "w=3600, \"points\";q=900;qu=\"points\";w=60, "
+                   "\"content_minute\";q=80;qu=\"requests\";w=60, "
+                   "\"content_hour\";q=500;qu=\"requests\";w=3600\n"),
             "%s", out.headers);
   cr_assert(strstr(out.headers, "RateLimit: \"content_minute\";r=0"), "%s",
             out.headers);
@@ -412,5 +419,76 @@ Test(policy_http, a_declared_limit_speaks_of_itself) {
   cr_assert(strstr(out.body, "Limit 'content_minute' exhausted (80 requests "
                              "per minute). POST /gists costs 1 request."),
             "%s", out.body);
+  /* The legacy form keeps its three headers and one policy, the binding
+  ** limit's. */
+  render_form(&d, &r, &out, SLUICE_HTTP_FORM_LEGACY);
+  cr_assert(strstr(out.headers, "RateLimit-Policy: 80;w=60\n"), "%s",
+            out.headers);
+  cr_assert(strstr(out.headers, "RateLimit-Limit: 80\n"), "%s", out.headers);
+  cr_assert(strstr(out.headers, "RateLimit-Remaining: 0\n"), "%s",
+            out.headers);
+  cr_assert_null(strstr(out.headers, "RateLimit: "), "%s", out.headers);
+  /* An admitted request lists them all too, RateLimit the binding one. */
+  sluice_clock_advance(f.clock, 3600 * SEC);
+  d = decide(&f, &r);
+  cr_assert_eq(d.allowed, 1);
+  render_form(&d, &r, &out, SLUICE_HTTP_FORM_SF);
+  cr_assert(strstr(out.headers, "RateLimit-Policy: \"core\";q=5000;"), "%s",
+            out.headers);
+  cr_assert(strstr(out.headers, "\"content_hour\";q=500;qu=\"requests\";"
+                                "w=3600\n"),
+            "%s", out.headers);
+  cr_assert(strstr(out.headers, "RateLimit: \"content_minute\";r=79;"), "%s",
+            out.headers);
+  fx_close(&f);
+}
+
+/* A declared concurrency limit's refusal: its own name, leases at a time,
+** no window in its policy item, and no cost sentence (a request takes one
+** lease whatever its cost). */
+Test(policy_http, a_declared_concurrency_limit_speaks_of_leases) {
+  static const char conf[] =
+      "attributes = [ \"user\" ];\n"
+      "limits = {\n"
+      "  per_user = { algorithm = \"gcra\"; scope = [ \"user\" ]; rate = 10;\n"
+      "               period_ms = 1000; burst = 10; unit = \"requests\"; };\n"
+      "  jobs = { algorithm = \"concurrency\"; scope = [ \"user\" ]; max = 2;\n"
+      "           ttl_ms = 60000; };\n"
+      "};\n"
+      "routes = ( { method = \"POST\"; route = \"/jobs\";\n"
+      "             limits = ( \"per_user\", \"jobs\" ); } );\n";
+  char path[] = "/tmp/sluice-http-conc-XXXXXX";
+  int fd = mkstemp(path);
+  fixture f;
+  sluice_attr u = {"user", "u1"};
+  sluice_request r;
+  sluice_decision d;
+  rendered out;
+  cr_assert(fd >= 0);
+  cr_assert_eq(write(fd, conf, sizeof conf - 1), (ssize_t)(sizeof conf - 1));
+  close(fd);
+  memset(&r, 0, sizeof r);
+  r.method = "POST";
+  r.route = "/jobs";
+  r.attrs = &u;
+  r.nattrs = 1;
+  cr_assert_eq(fx_open_file(&f, path, NULL, 0), SLUICE_OK);
+  unlink(path);
+  cr_assert_eq(decide(&f, &r).allowed, 1);
+  cr_assert_eq(decide(&f, &r).allowed, 1);
+  d = decide(&f, &r);
+  cr_assert_eq(d.allowed, 0);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_CONCURRENCY);
+  render_form(&d, &r, &out, SLUICE_HTTP_FORM_SF);
+  cr_assert(strstr(out.headers,
+                   "RateLimit-Policy: \"per_user\";q=10;qu=\"requests\";w=1, "
+                   "\"jobs\";q=2;qu=\"concurrent\"\n"),
+            "%s", out.headers);
+  cr_assert(strstr(out.body, "\"detail\":\"Limit 'jobs' reached (2 at a "
+                             "time). Retry in "),
+            "%s", out.body);
+  cr_assert_null(strstr(out.body, "costs"), "%s", out.body);
+  cr_assert(strstr(out.body, "\"violated-policies\":[\"jobs\"]"), "%s",
+            out.body);
   fx_close(&f);
 }

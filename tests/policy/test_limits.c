@@ -146,6 +146,82 @@ Test(policy_limits, shared_budget_two_windows_and_no_charge_on_denial) {
   fx_close(&f);
 }
 
+/* The decision reports every limit of the route, in the route's order:
+** each one's quota, window, remaining, reset and cost, which one binds,
+** which refused, and that those after a refusal did not run. */
+Test(policy_limits, a_decision_reports_every_limit_of_its_route) {
+  fixture f;
+  sluice_attr u = {"user", "mona"};
+  sluice_request issue = rq("POST", "/issues", &u, 1);
+  sluice_decision d;
+  const sluice_decision_limit *l;
+  int i;
+  open_text(&f, github);
+  d = decide(&f, &issue);
+  cr_assert_eq(d.allowed, 1);
+  cr_assert_eq(d.nlimits, 4);
+  l = d.limits;
+  cr_assert_str_eq(l[0].name, "core");
+  cr_assert_str_eq(l[0].unit, "requests");
+  cr_assert_eq(l[0].quota, 50);
+  cr_assert_eq(l[0].window_ns, 3600 * SEC); /* 50 per hour: 1 h from empty */
+  cr_assert_eq(l[0].remaining, 49);
+  cr_assert_eq(l[0].cost, 1);
+  cr_assert_str_eq(l[1].name, "points");
+  cr_assert_str_eq(l[1].unit, "points");
+  cr_assert_eq(l[1].quota, 20);
+  cr_assert_eq(l[1].window_ns, MIN);
+  cr_assert_eq(l[1].cost, 5); /* POST: other = 5 */
+  cr_assert_eq(l[1].remaining, 15);
+  /* A bucket one point short is full again in period / rate = 3 s per
+  ** point: 5 points, 15 s. */
+  cr_assert_eq(l[1].reset_ns, 15 * SEC);
+  cr_assert_str_eq(l[2].name, "content_min");
+  cr_assert_eq(l[2].quota, 3);
+  cr_assert_eq(l[2].window_ns, MIN);
+  cr_assert_eq(l[2].remaining, 2);
+  cr_assert_str_eq(l[3].name, "content_hour");
+  cr_assert_eq(l[3].quota, 5);
+  cr_assert_eq(l[3].window_ns, 60 * MIN);
+  cr_assert_eq(l[3].remaining, 4);
+  cr_assert_eq(l[3].reset_ns, 60 * MIN); /* the hour started now */
+  /* content_min at 2 of 3 is the lowest fraction: it binds. */
+  cr_assert_str_eq(d.limit_name, "content_min");
+  for (i = 0; i < 4; i++)
+    cr_assert_eq(l[i].flags, i == 2 ? SLUICE_LIMIT_BINDING : 0u, "%d", i);
+  /* Two more use content_min up; the fourth is refused by it: core and
+  ** points ran (and gave back what they took), content_hour did not. */
+  cr_assert_eq(decide(&f, &issue).allowed, 1);
+  cr_assert_eq(decide(&f, &issue).allowed, 1);
+  d = decide(&f, &issue);
+  cr_assert_eq(d.allowed, 0);
+  cr_assert_eq(d.nlimits, 4);
+  l = d.limits;
+  cr_assert_eq(l[0].flags, 0u);
+  cr_assert_eq(l[0].remaining, 46); /* 50 - 3 admitted - this one */
+  cr_assert_eq(l[1].flags, 0u);
+  cr_assert_eq(l[1].remaining, 0); /* 20 - 4 * 5 */
+  cr_assert_eq(l[2].flags, SLUICE_LIMIT_DENIED | SLUICE_LIMIT_BINDING);
+  cr_assert_eq(l[2].remaining, 0);
+  cr_assert_eq(l[3].flags, SLUICE_LIMIT_NOT_RUN);
+  cr_assert_eq(l[3].remaining, -1);
+  cr_assert_eq(l[3].reset_ns, -1);
+  cr_assert_eq(l[3].quota, 5); /* its figures are still the file's */
+  cr_assert_eq(l[3].cost, 1);
+  /* A class route reports no declared limits. */
+  {
+    sluice_request std = rq("GET", "/v1/ledgers/L1", NULL, 0);
+    std.tenant_id = "t1";
+    std.api_key_id = "k1";
+    std.tier = "growth";
+    d = decide(&f, &std);
+    cr_assert_eq(d.allowed, 1);
+    cr_assert_eq(d.nlimits, 0);
+    cr_assert_null(d.limits[0].name);
+  }
+  fx_close(&f);
+}
+
 Test(policy_limits, scopes_keep_users_apart_and_attributes_are_required) {
   fixture f;
   sluice_attr a = {"user", "a"}, b = {"user", "b"};
@@ -530,5 +606,85 @@ Test(policy_limits, ipv6_clients_count_by_prefix) {
   cr_assert_eq(decide(&f, &r).allowed, 1);
   r.client_ip = "::ffff:192.0.2.1";
   cr_assert_eq(decide(&f, &r).allowed, 0, "IPv4-mapped: the IPv4 client");
+  fx_close(&f);
+}
+
+/* The settings table (sluice settings, docs/policy.md) is the loader's:
+** each number's bounds are the ones the loader enforces, naming the
+** setting, and every member the table lists is one the loader knows. */
+Test(policy_limits, the_settings_table_is_the_loaders) {
+  static const char *algo_of[] = {"gcra", "sliding_window", "fixed_window",
+                                  "concurrency", "lock", "cap"};
+  const sluice_limit_setting *st;
+  char text[1024], err[512], want[128];
+  int i, a, numbers = 0, members = 0;
+  for (i = 0; (st = sluice_policy_limit_setting_at(i)) != NULL; i++) {
+    if (strcmp(st->group, "limits"))
+      continue;
+    if (st->unit_ns) {
+      /* One past the top, on the first algorithm the row names. */
+      for (a = 0; a < 6 && strncmp(st->algorithms, algo_of[a],
+                                   strlen(algo_of[a])); a++)
+        ;
+      if (!strcmp(st->algorithms, "every"))
+        a = 0;
+      cr_assert_lt(a, 6, "%s: %s", st->name, st->algorithms);
+      snprintf(text, sizeof text,
+               "limits = { l = { algorithm = \"%s\"; scope = [ \"tenant\" ];"
+               " %s = %lldL; }; };\nroutes = ( { method = \"GET\"; "
+               "route = \"/x\"; limits = ( \"l\" ); } );\n",
+               algo_of[a], st->name, (long long)st->max + 1);
+      cr_assert_neq(load(text, err, sizeof err), SLUICE_OK, "%s", st->name);
+      snprintf(want, sizeof want, "limits.l.%s: must be %lld..%lld", st->name,
+               (long long)st->min, (long long)st->max);
+      cr_assert(strstr(err, want), "%s: %s", want, err);
+      numbers++;
+    } else {
+      snprintf(text, sizeof text,
+               "limits = { l = { algorithm = \"gcra\"; scope = [ \"tenant\" ];"
+               " %s = 0; }; };\n", st->name);
+      load(text, err, sizeof err);
+      cr_assert_null(strstr(err, "unknown setting"), "%s: %s", st->name, err);
+      members++;
+    }
+  }
+  cr_assert_eq(numbers, 9);
+  cr_assert_geq(members, 6);
+  /* A member the table does not list is unknown to the loader too. */
+  load("limits = { l = { algorithm = \"gcra\"; scope = [ \"tenant\" ]; "
+       "rates = 1; }; };\n", err, sizeof err);
+  cr_assert(strstr(err, "unknown setting"), "%s", err);
+}
+
+/* A group of buckets is one step that reports its binding bucket only:
+** that one has its figures, the others are GROUPED with -1. */
+Test(policy_limits, a_group_reports_its_binding_bucket) {
+  static const char *text =
+      "limits = {\n"
+      "  tb = { algorithm = \"gcra\"; scope = [ \"tenant\" ]; rate = 10;\n"
+      "         period_ms = 1000; burst = 100; };\n"
+      "  kb = { algorithm = \"gcra\"; scope = [ \"tenant\", \"key\" ];\n"
+      "         rate = 5; period_ms = 1000; burst = 30; };\n"
+      "};\n"
+      "routes = ( { method = \"GET\"; route = \"/g\";\n"
+      "  limits = ( { group = [ \"tb\", \"kb\" ]; cost = 10; } ); } );\n";
+  fixture f;
+  sluice_request q = rq("GET", "/g", NULL, 0);
+  sluice_decision d;
+  q.tenant_id = "t";
+  q.api_key_id = "k";
+  open_text(&f, text);
+  d = decide(&f, &q);
+  cr_assert_eq(d.allowed, 1);
+  cr_assert_eq(d.nlimits, 2);
+  /* kb: 20 of 30 points left beats tb's 90 of 100: the fewest points. */
+  cr_assert_str_eq(d.limit_name, "kb");
+  cr_assert_eq(d.limits[1].flags, SLUICE_LIMIT_BINDING | SLUICE_LIMIT_GROUPED);
+  cr_assert_eq(d.limits[1].remaining, 20);
+  cr_assert_eq(d.limits[1].cost, 10);
+  cr_assert_eq(d.limits[0].flags, SLUICE_LIMIT_GROUPED);
+  cr_assert_eq(d.limits[0].remaining, -1);
+  cr_assert_eq(d.limits[0].quota, 100);
+  cr_assert_eq(d.limits[0].cost, 10);
   fx_close(&f);
 }

@@ -274,6 +274,20 @@ static void replay(const char *file, const char *store, unsigned flags,
       cr_assert_eq(d.remaining,
                    left_of(r.l[bind], state(m, r.l[bind], r.scope[bind]), now),
                    "%s request %d: %s", store, i, d.limit_name);
+      /* Every limit of the route is reported, in its order, with what
+      ** the model has left of it and the cost it took. */
+      cr_assert_eq(d.nlimits, r.nl, "%s request %d", store, i);
+      for (k = 0; k < r.nl; k++) {
+        cr_assert_str_eq(d.limits[k].name, r.l[k]->name);
+        cr_assert_eq(d.limits[k].remaining,
+                     left_of(r.l[k], state(m, r.l[k], r.scope[k]), now),
+                     "%s request %d: limit %s", store, i, r.l[k]->name);
+        cr_assert_eq(d.limits[k].cost, r.cost[k], "%s request %d: %s", store,
+                     i, r.l[k]->name);
+        cr_assert_eq(d.limits[k].flags,
+                     k == bind ? SLUICE_LIMIT_BINDING : 0u,
+                     "%s request %d: %s", store, i, r.l[k]->name);
+      }
       admitted++;
       if (settling && rnd(3) == 0) {
         pend *p = &pending[npend++];
@@ -299,6 +313,16 @@ static void replay(const char *file, const char *store, unsigned flags,
                        i);
       cr_assert_eq(d.status, 429);
       cr_assert(d.retry_after_ns > 0);
+      /* The refusing limit is flagged; those after it did not run. */
+      cr_assert_eq(d.nlimits, r.nl, "%s request %d", store, i);
+      for (k = bind; k < r.nl; k++) {
+        cr_assert_str_eq(d.limits[k].name, r.l[k]->name);
+        cr_assert_eq(d.limits[k].flags,
+                     k == bind ? SLUICE_LIMIT_DENIED | SLUICE_LIMIT_BINDING
+                               : SLUICE_LIMIT_NOT_RUN,
+                     "%s request %d: %s", store, i, r.l[k]->name);
+      }
+      cr_assert_eq(d.limits[bind].remaining, d.remaining);
       for (k = 0; k < nls; k++)
         if (ls[k] == r.l[bind])
           denied[k]++;

@@ -19,7 +19,7 @@ local mt = { __index = _M }
 -- 4 each; a request names what its routes need).
 local MAX_ATTRS = 32
 local HEADERS_MAX = 12   -- SLUICE_HTTP_MAX_HEADERS, checked by resty-cdef
-local HEADER_BUF = 2816  -- SLUICE_HTTP_HEADER_BUF
+local HEADER_BUF = 4352  -- SLUICE_HTTP_HEADER_BUF
 
 local libs = {}
 local function load_lib(path)

@@ -43,7 +43,7 @@ enum {
   SLUICE_HTTP_FORM_BOTH = 2,
   SLUICE_HTTP_NO_JITTER = 1,
   SLUICE_HTTP_MAX_HEADERS = 12,
-  SLUICE_HTTP_HEADER_BUF = 2816
+  SLUICE_HTTP_HEADER_BUF = 4352
 };
 
 typedef struct sluice_limiter_options {
@@ -77,6 +77,24 @@ typedef struct sluice_request {
   size_t nattrs;
   void *reserved[6];
 } sluice_request;
+
+typedef struct sluice_decision_limit {
+  union {
+    const char *name;
+    int64_t name_word_;
+  };
+  union {
+    const char *unit;
+    int64_t unit_word_;
+  };
+  int64_t quota;
+  int64_t window_ns;
+  int64_t remaining;
+  int64_t reset_ns;
+  int64_t cost;
+  unsigned flags;
+  int reserved;
+} sluice_decision_limit;
 
 typedef struct sluice_decision {
   int allowed;
@@ -117,7 +135,11 @@ typedef struct sluice_decision {
     const char *limit_unit;
     int64_t limit_unit_word_;
   };
-  int64_t reserved[2];
+  uint64_t settle_check;
+  int nlimits;
+  int reserved_int_;
+  sluice_decision_limit limits[8];
+  int64_t reserved[1];
 } sluice_decision;
 
 typedef void (*sluice_policy_event_fn)(void *userdata,
@@ -139,6 +161,15 @@ typedef struct sluice_policy_options {
   const char *deny_cache;
   void *reserved[1];
 } sluice_policy_options;
+
+typedef struct sluice_http_policy {
+  const char *name;
+  const char *unit;
+  int64_t quota;
+  int64_t window_s;
+  unsigned flags;
+  int reserved;
+} sluice_http_policy;
 
 typedef struct sluice_http_facts {
   int outcome;
@@ -171,6 +202,9 @@ typedef struct sluice_http_facts {
   const char *other_policy_name;
   const char *quota_unit;
   void *reserved[1];
+  int npolicies;
+  int reserved_int_;
+  sluice_http_policy policies[8];
 } sluice_http_facts;
 
 typedef struct sluice_http_options {

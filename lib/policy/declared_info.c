@@ -1,0 +1,145 @@
+/*
+** The declared limits of an open policy, read back for tools (`sluice
+** replay --policy` checks a log's columns against the file's attributes;
+** `sluice inspect --limit` reads a limit's state for one scope): the
+** limits and attributes the file declares, and one limit's records read
+** without changing them.
+**
+** The keys and the parameter set are declared.c's own (sluice__decl_keys),
+** so what is read is exactly what a decision of that request writes.  A
+** bucket or window is read with its PEEK step on a copy; a lease slot is
+** its holder and end, as inspect.c reads the ledger's leases.  A record
+** the parameters could not have written (a bucket full later than an
+** empty one takes, a window counting past its limit) is flagged unfit: the
+** configuration given is not the one that wrote it.
+*/
+#include <string.h>
+
+#include "declared.h"
+#include "flow.h"
+#include "wide.h"
+
+int sluice_policy_limit_at(const sluice_policy *p, int i,
+                           sluice_limit_info *out) {
+  const sluice__limit *lm;
+  int j;
+  if (!p || !out)
+    return SLUICE_EINVAL;
+  if (!p->decl || i < 0 || i >= p->decl->nlimits)
+    return SLUICE_ENOTFOUND;
+  lm = &p->decl->limits[i];
+  memset(out, 0, sizeof *out);
+  out->name = lm->name;
+  out->unit = lm->unit;
+  out->algorithm = sluice__limit_algo_name(lm->algo);
+  out->status = lm->status;
+  out->nscope = lm->nscope;
+  for (j = 0; j < lm->nscope; j++)
+    out->scope[j] = sluice__attr_name(p->decl, lm->scope[j]);
+  out->by = lm->select >= 0 ? sluice__attr_name(p->decl, lm->select) : NULL;
+  return SLUICE_OK;
+}
+
+const char *sluice_policy_attribute_at(const sluice_policy *p, int i) {
+  if (!p || !p->decl || i < 0 || i >= p->decl->nattrs)
+    return NULL;
+  return p->decl->attr[i];
+}
+
+static int limit_index(const sluice_policy *p, const char *name) {
+  int i;
+  for (i = 0; p->decl && i < p->decl->nlimits; i++)
+    if (!strcmp(p->decl->limits[i].name, name))
+      return i;
+  return -1;
+}
+
+int sluice_policy_inspect_limit(sluice_policy *p, const char *limit,
+                                const sluice_request *req,
+                                sluice_limit_state *out, const char **field) {
+  sluice__ctx c;
+  sluice__prog g;
+  sluice_decision d;
+  const sluice__lparams *ps;
+  const sluice__limit *lm;
+  sluice_limit_state st;
+  int li, nrec, i, rc, err = 0, got;
+  if (field)
+    *field = NULL;
+  if (!p || !limit || !req || !out)
+    return SLUICE_EINVAL;
+  if ((li = limit_index(p, limit)) < 0)
+    return SLUICE_ENOTFOUND;
+  lm = &p->decl->limits[li];
+  memset(&c, 0, sizeof c);
+  memset(&d, 0, sizeof d);
+  c.p = p;
+  c.req = req;
+  c.droute = sluice__decl_match(p, req->method, req->route);
+  c.now = sluice_limiter_now(p->lim);
+  rc = sluice__decl_keys(&c, li, &g, &nrec, &ps, &d);
+  if (rc != SLUICE_OK) {
+    if (field)
+      *field = d.invalid_field;
+    return rc;
+  }
+  memset(&st, 0, sizeof st);
+  st.now_ns = c.now;
+  if (lm->algo == SLUICE__L_CONCURRENCY || lm->algo == SLUICE__L_LOCK) {
+    int64_t last = 0;
+    st.quota = ps->l.max;
+    for (i = 0; i < nrec; i++) {
+      sluice_state s;
+      if ((got = sluice__inspect_get(p, g.keys[i], &s, &err)) < 0)
+        return err;
+      st.present |= got;
+      if (s.w[0] != 0 && (int64_t)s.w[1] > c.now) {
+        st.held++;
+        if ((int64_t)s.w[1] - c.now > last)
+          last = (int64_t)s.w[1] - c.now;
+        /* A lease longer than its TTL from now: another TTL wrote it. */
+        if ((int64_t)s.w[1] - c.now > ps->l.ttl_ns)
+          st.unfit = 1;
+      }
+    }
+    if (st.held > st.quota) /* a lock of one record holds one lease */
+      st.unfit = 1;
+    st.remaining = st.quota - st.held < 0 ? 0 : st.quota - st.held;
+    st.reset_ns = last;
+  } else {
+    sluice_state s, o;
+    sluice_verdict v;
+    int step;
+    if ((got = sluice__inspect_get(p, g.keys[0], &s, &err)) < 0)
+      return err;
+    st.present = got;
+    if (lm->algo == SLUICE__L_GCRA) {
+      st.quota = ps->g.burst;
+      st.window_ns = sluice__clamp64((sluice__i128)ps->g.burst *
+                                     ps->g.period_ns / ps->g.rate);
+      step = sluice_gcra_step(&ps->g, &s, c.now, SLUICE_OP_PEEK, 0, &o, &v);
+    } else {
+      st.quota = ps->w.limit;
+      st.window_ns = ps->w.window_ns;
+      step = lm->algo == SLUICE__L_SLIDING
+                 ? sluice_swindow_step(&ps->w, &s, c.now, SLUICE_OP_PEEK, 0,
+                                       &o, &v)
+                 : sluice_fwindow_step(&ps->w, &s, c.now, SLUICE_OP_PEEK, 0,
+                                       &o, &v);
+    }
+    if (step != SLUICE_OK) {
+      st.unfit = 1;
+    } else {
+      st.remaining = v.remaining;
+      st.reset_ns = v.reset_ns;
+      /* Full later than an empty bucket takes to fill, or a window reset
+      ** beyond two of its lengths: other parameters wrote it. */
+      if (lm->algo == SLUICE__L_GCRA && v.reset_ns > st.window_ns + 1)
+        st.unfit = 1;
+      if (lm->algo != SLUICE__L_GCRA && v.reset_ns > 2 * st.window_ns)
+        st.unfit = 1;
+    }
+  }
+  *out = st;
+  return SLUICE_OK;
+}

@@ -1,0 +1,81 @@
+/*
+** The settings of declared limits and routes (docs/policy.md, "Declared
+** limits"), in one table: the loader (declared_conf.c) reads each number's
+** bounds from it, `sluice settings` prints it (sluice_policy_limit_setting_at)
+** and docs/policy.md shows that output, compared by the docs test.  The
+** rows that are not numbers say the form their value takes.
+*/
+#include <stddef.h>
+
+#include "declared.h"
+#include "policy_int.h"
+
+#define MS SLUICE__NS_PER_MS
+#define DAY_MS (INT64_C(86400) * 1000)
+
+/* The numbers' rows come first, in the order of SLUICE__LS_* (declared.h). */
+static const sluice_limit_setting table[] = {
+    [SLUICE__LS_RATE] = {"limits", "rate", "gcra", 1, 1, INT64_C(1) << 32,
+                         NULL, "tokens that come back per period_ms", {0}},
+    [SLUICE__LS_PERIOD] = {"limits", "period_ms", "gcra", MS, 1, 30 * DAY_MS,
+                           NULL, "the period `rate` is counted over", {0}},
+    [SLUICE__LS_BURST] = {"limits", "burst", "gcra", 1, 1, SLUICE_COUNT_MAX,
+                          NULL, "the bucket's capacity", {0}},
+    [SLUICE__LS_SLIMIT] = {"limits", "limit", "sliding_window", 1, 1,
+                           INT64_C(1) << 31, NULL,
+                           "cost a window admits", {0}},
+    [SLUICE__LS_LIMIT] = {"limits", "limit", "fixed_window, cap", 1, 1,
+                          SLUICE_COUNT_MAX, NULL,
+                          "cost (cap: requests) a window admits", {0}},
+    [SLUICE__LS_WINDOW] = {"limits", "window_ms", "sliding_window, "
+                           "fixed_window, cap", MS, 1, 366 * DAY_MS, NULL,
+                           "the window's length", {0}},
+    [SLUICE__LS_MAX] = {"limits", "max", "concurrency", 1, 1,
+                        SLUICE_GROUP_MAX, NULL, "leases held at once", {0}},
+    [SLUICE__LS_TTL] = {"limits", "ttl_ms", "concurrency, lock", MS, 1,
+                        7 * DAY_MS, NULL,
+                        "a lease's life unless released or renewed", {0}},
+    [SLUICE__LS_RETRY_MAX] = {"limits", "retry_after_max_ms", "every", MS, 1,
+                              7 * DAY_MS, NULL,
+                              "the longest Retry-After its refusals send "
+                              "(a lease held for its TTL: poll meanwhile)",
+                              {0}},
+    {"limits", "algorithm", "every", 0, 0, 0,
+     "gcra, sliding_window, fixed_window, concurrency, lock, cap",
+     "what counts (required)", {0}},
+    {"limits", "scope", "every", 0, 0, 0, "[ ATTR, ... ] (1..4)",
+     "the key template: tenant, key, ip, method, route, pattern, tier or "
+     "a declared attribute (required)", {0}},
+    {"limits", "status", "every", 0, 0, 0, "429 or 409",
+     "a denial's status (a lock: 409)", {0}},
+    {"limits", "unit", "every", 0, 0, 0, "a name",
+     "what is counted (points; cap: requests; leases: concurrent)", {0}},
+    {"limits", "by", "every", 0, 0, 0, "an attribute",
+     "the attribute whose value picks a parameter set", {0}},
+    {"limits", "params", "every", 0, 0, 0, "{ VALUE = { numbers }; ... }",
+     "the numbers for some values of `by` (up to 8)", {0}},
+    {"routes", "method", "every", 0, 0, 0, "GET, POST, ... or *",
+     "the method a route entry matches", {0}},
+    {"routes", "route", "every", 0, 0, 0, "a path, may end in *",
+     "the path it matches, the query cut", {0}},
+    {"routes", "limits", "every", 0, 0, 0, "( NAME or { limit = NAME; cost = ...; }, ... )",
+     "the limits a request passes, in order (1..8)", {0}},
+    {"routes", "penalty", "every", 0, 0, 0, "a name in `penalties`",
+     "the penalty its requests' strikes and box count toward", {0}},
+    {"routes", "failure", "every", 0, 0, 0, "closed or degraded",
+     "a store failure: 503, or its rate limits on the degraded limiter",
+     {0}},
+    {"routes", "limits[].group", "gcra", 0, 0, 0,
+     "{ group = [ NAME, ... ]; cost = N; }",
+     "buckets decided as one step, both charged or neither", {0}},
+    {"routes", "limits[].cost", "gcra, sliding_window, fixed_window", 0, 0, 0,
+     "N; or { GET = N; other = N; }; or { by = ATTR; ranges = ( { upto = "
+     "N; cost = N; }, ... ); }; or { attr = ATTR; max = N; }",
+     "what the request takes of the limit (1 by default)", {0}},
+};
+
+const sluice_limit_setting *sluice_policy_limit_setting_at(int i) {
+  if (i < 0 || (size_t)i >= sizeof table / sizeof table[0])
+    return NULL;
+  return &table[i];
+}
