@@ -156,18 +156,38 @@ static inline const char *rx_find(receiver *r, const char *path) {
   return "";
 }
 
-/* A port nobody listens on (bound, then closed). */
+/* A port nobody listens on, which a test may later listen on itself (a
+** spool's deliveries arrive once a receiver starts there).  Taken below the
+** kernel's ephemeral range (ip_local_port_range): a port from that range,
+** once closed, is handed to any client's connect() on the host, the sink's
+** own included (a connection to a dead port can then meet itself, a TCP
+** self-connect, or another suite's client holds the port when the
+** receiver wants it).  Outside it only an explicit bind can take it. */
 static inline int dead_port(void) {
   struct sockaddr_in sa;
-  socklen_t len = sizeof sa;
-  int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-  memset(&sa, 0, sizeof sa);
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  cr_assert(bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
-  getsockname(fd, (struct sockaddr *)&sa, &len);
-  port = ntohs(sa.sin_port);
-  close(fd);
+  int lo = 32768, hi, port = 0, i;
+  unsigned seed = (unsigned)getpid() ^ (unsigned)time(NULL);
+  FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  if (f) {
+    if (fscanf(f, "%d %d", &lo, &hi) != 2)
+      lo = 32768;
+    fclose(f);
+  }
+  if (lo > 32768 || lo < 12000)
+    lo = 32768;
+  for (i = 0; i < 1000 && !port; i++) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int p = 10000 + (int)(rand_r(&seed) % (unsigned)(lo - 10000));
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sa.sin_port = htons((uint16_t)p);
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0)
+      port = p;
+    if (fd >= 0)
+      close(fd);
+  }
+  cr_assert(port, "no free port below the ephemeral range");
   return port;
 }
 
