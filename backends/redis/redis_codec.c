@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/sha.h>
+
 #include "redis_int.h"
 #include "sluice_rcl_script.h"
 
@@ -214,9 +216,42 @@ static int arg_params(rcl_cmd *c, int algo, int nk, const void *params) {
   return c->nnum - n0;
 }
 
+/* A program's id on an FCALL node (wire.h): the SHA-256 of its steps'
+** bytes, computed once per program this lane sends (found again by the
+** bytes themselves, compared whole), put in the header.  1: the lane sent
+** this program before, so the id alone may go (the library answers
+** SLUICE_WIRE_NOPROGRAM if it does not know it, and the call goes again
+** whole: handle_reply).  A collision would be two programs with one
+** SHA-256: none is known, and the library checks the step and key counts
+** besides. */
+static int program_id(rcl_cmd *c, const unsigned char *b, size_t len) {
+  uint64_t fp = 14695981039346656037ull; /* FNV-1a: a slot, not a proof */
+  unsigned char md[SHA256_DIGEST_LENGTH];
+  rcl_pid *e;
+  size_t i;
+  for (i = 0; i < len; i++)
+    fp = (fp ^ b[i]) * 1099511628211ull;
+  e = &c->pids[fp % RCL_PIDS];
+  if (e->len == len && e->fp == fp && memcmp(e->bytes, b, len) == 0) {
+    memcpy(c->nums + SLUICE_WIRE_PROG_ID_AT, e->id, sizeof e->id);
+    return 1;
+  }
+  SHA256(b, len, md);
+  memcpy(c->nums + SLUICE_WIRE_PROG_ID_AT, md, SLUICE_WIRE_PROG_ID_BYTES);
+  if (len <= RCL_PID_BYTES) {
+    e->len = len;
+    e->fp = fp;
+    memcpy(e->id, md, sizeof e->id);
+    memcpy(e->bytes, b, len);
+  }
+  return 0;
+}
+
 /* A program: its records as KEYS, a header (the step count in the kind's
 ** place), then each step's numbers and its parameters (wire.h; the
-** script's lua/program.lua). */
+** script's lua/program.lua).  On an FCALL node the header carries the
+** program's id, and a program this lane sent before goes as the header
+** alone. */
 static void build_program(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
   const sluice_program *p = j->prog;
   int i;
@@ -249,6 +284,13 @@ static void build_program(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
     arg_int(c, np);
     c->nnum = end;
   }
+  if (r->nodes[j->node].fn && !r->nodes[j->node].module) {
+    const size_t h = 8 * SLUICE_WIRE_HEADER;
+    if (program_id(c, c->nums + h, 8 * (size_t)c->nnum - h) && !j->whole) {
+      c->nnum = SLUICE_WIRE_HEADER;
+      c->byid = 1;
+    }
+  }
   arg_nums(c);
 }
 
@@ -256,6 +298,7 @@ void sluice__rcl_build_job(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
   int i, nk = j->type == JOB_APPLY ? j->op->nkeys : 1;
   c->argc = 0;
   c->nnum = 0;
+  c->byid = 0;
   if (j->type == JOB_DEL) {
     arg_raw(c, "DEL", 3);
     arg_key(c, r, 0, j->key);
@@ -401,7 +444,18 @@ int sluice__rcl_handle_reply(rcl_store *r, rcl_job *j, int ni,
     if (strncmp(s, "NOSCRIPT", 8) == 0 ||
         (n->fn && strncmp(s, "ERR Function not found", 22) == 0)) {
       r->st.noscript++;
+      j->whole = 1; /* a library loaded now knows no program */
       return R_NOSCRIPT;
+    }
+    /* The library does not know the program's id (it never had it, or
+    ** lost it as above, or emptied its cache): nothing ran; the program
+    ** goes again whole. */
+    if (j->type == JOB_RUN && !j->whole &&
+        strncmp(s, SLUICE_WIRE_NOPROGRAM " ",
+                sizeof SLUICE_WIRE_NOPROGRAM) == 0) {
+      r->st.noscript++;
+      j->whole = 1;
+      return R_RETRY;
     }
     /* The module went away (MODULE UNLOAD) under engine=auto: the
     ** script from now on, on this connection. */

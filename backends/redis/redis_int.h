@@ -129,7 +129,20 @@ typedef struct rcl_job {
   int batch;                /* this round: 0 own command; n > 0 leads a
                                batch script call of n jobs; -1 a member */
   int bnext;                /* next member of the batch, -1 at the end */
+  int whole;                /* JOB_RUN: send the program, not its id */
 } rcl_job;
+
+/* Programs this lane has sent whole to an FCALL node, by their steps'
+** bytes (compared whole: a program longer than RCL_PID_BYTES always goes
+** whole) and their id (redis_codec.c, program_id). */
+#define RCL_PIDS 32
+#define RCL_PID_BYTES 1024
+typedef struct rcl_pid {
+  size_t len; /* 0: empty */
+  uint64_t fp;
+  unsigned char id[SLUICE_WIRE_PROG_ID_BYTES];
+  unsigned char bytes[RCL_PID_BYTES];
+} rcl_pid;
 
 /* The argv of one call, built in place (redis_codec.c). */
 typedef struct rcl_cmd {
@@ -141,6 +154,8 @@ typedef struct rcl_cmd {
   char keys[SLUICE_PROGRAM_KEYS][RCL_PREFIX_MAX + SLUICE_KEY_MAX];
   int nnum;
   int head; /* how many of argv name the engine (build_job) */
+  int byid;  /* the program went by its id (build_job) */
+  rcl_pid pids[RCL_PIDS];
 } rcl_cmd;
 
 /* What to do with one reply. */

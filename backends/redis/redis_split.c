@@ -60,6 +60,10 @@ typedef struct rcl_split {
   char *tail;
   size_t tail_len, tail_cap;
   int ntail;
+  /* A program sent by id: the tail with the whole program follows the
+  ** id's in tail, whole_len bytes (0: none), for a library that does not
+  ** know the id. */
+  size_t whole_len;
   char *buf; /* the bytes to carry */
   size_t len, cap;
   /* Room for the common calls, so that a blocking decision (whose handle
@@ -212,21 +216,48 @@ out:
 
 /* The command's arguments after the engine's, in RESP, kept for every
 ** round of the call (built once; the engine's part is per node). */
-static int build_tail(rcl_store *home, rcl_store *r, rcl_split *s) {
-  rcl_cmd *c = r->cmd;
-  size_t need = 0;
+static int put_tail(rcl_store *home, rcl_split *s, const rcl_cmd *c) {
+  size_t need = s->tail_len;
   int i, rc;
-  s->job.node = route(r, &s->job);
-  sluice__rcl_build_job(c, r, &s->job);
   for (i = c->head; i < c->argc; i++)
     need += bulk_size(c->lens[i]);
   if ((rc = grow(home, &s->tail, &s->tail_cap, need, s->itail)) != SLUICE_OK)
     return rc;
-  s->tail_len = 0;
   for (i = c->head; i < c->argc; i++)
     s->tail_len += put_bulk(s->tail + s->tail_len, c->argv[i], c->lens[i]);
   s->ntail = c->argc - c->head;
   return SLUICE_OK;
+}
+
+/* A program by id: the whole one after it (the same argument count). */
+static int build_tail(rcl_store *home, rcl_store *r, rcl_split *s) {
+  rcl_cmd *c = r->cmd;
+  size_t at;
+  int rc;
+  s->job.node = route(r, &s->job);
+  s->tail_len = s->whole_len = 0;
+  sluice__rcl_build_job(c, r, &s->job);
+  if ((rc = put_tail(home, s, c)) != SLUICE_OK || !c->byid)
+    return rc;
+  at = s->tail_len;
+  s->job.whole = 1;
+  sluice__rcl_build_job(c, r, &s->job);
+  s->job.whole = 0;
+  if ((rc = put_tail(home, s, c)) != SLUICE_OK)
+    return rc;
+  s->whole_len = s->tail_len - at;
+  s->tail_len = at;
+  return SLUICE_OK;
+}
+
+/* The library did not know the program's id: the whole program from now
+** on (handle_reply set job.whole). */
+static void tail_whole(rcl_split *s) {
+  if (!s->job.whole || !s->whole_len)
+    return;
+  memmove(s->tail, s->tail + s->tail_len, s->whole_len);
+  s->tail_len = s->whole_len;
+  s->whole_len = 0;
 }
 
 /* ----------------------------------------------------------- states --- */
@@ -378,6 +409,7 @@ static int take(rcl_store *home, rcl_store *r, rcl_split *s,
     s->reload = 1;
   else
     s->ask = s->job.ask_node >= 0;
+  tail_whole(s);
 again:
   if (++s->rounds >= RCL_ROUNDS)
     return done(sp, sluice_store_seterr(&r->base, SLUICE_EUNAVAIL, 0,

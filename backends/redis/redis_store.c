@@ -461,6 +461,7 @@ static rcl_store *lane_copy(rcl_store *r) {
     sluice_store_free(&r->base, l, sizeof *l);
     return NULL;
   }
+  memset(l->cmd, 0, sizeof *l->cmd);
   l->lanes = NULL;
   l->nlanes = 0;
   l->url_params = NULL;
@@ -513,6 +514,7 @@ static int rcl_open_as(const char *uri, const sluice_store_config *cfg,
   s->pMethods = &rcl_methods; /* from here xClose cleans up */
   if (!r->cmd || !r->conf)
     return sluice_store_seterr(s, SLUICE_ENOMEM, 0, "redis: out of memory");
+  memset(r->cmd, 0, sizeof *r->cmd);
   memset(r->conf, 0, sizeof *r->conf);
   if (uri[0] == '/' && uri[1] == '/') {
     r->url_params_len = strlen(uri) + 64;

@@ -38,6 +38,13 @@ enum {
 /* SLUICE_WIRE_ALGO values beside the SLUICE_ALGO_* ones (1..6). */
 #define SLUICE_WIRE_GET 0     /* read one record: {value|nil, now hi, lo} */
 #define SLUICE_WIRE_PROGRAM 7 /* a sluice_program */
+/* A program's id (FCALL only; redis_codec.c): SLUICE_WIRE_PROG_ID_BYTES of
+** the SHA-256 of its steps' bytes, in the header's ARG, ID_HI and ID_LO
+** (zeros: none).  A call of the header alone names its program by id;
+** the library answers SLUICE_WIRE_NOPROGRAM when it does not know it. */
+#define SLUICE_WIRE_PROG_ID_AT (8 * SLUICE_WIRE_ARG)
+#define SLUICE_WIRE_PROG_ID_BYTES 24
+#define SLUICE_WIRE_NOPROGRAM "SLUICE NOPROGRAM"
 
 /* One program step, after the header: these numbers, then its
 ** SLUICE_WIRE_STEP_NPARAMS parameters. */

@@ -132,6 +132,17 @@ int main(void) {
   /* A[] is ARGV[1] unpacked (1-based): the first parameter's index. */
   num("A_PARAMS", SLUICE_WIRE_HEADER + 1);
   num("HDR_BYTES", 8 * SLUICE_WIRE_HEADER);
+  /* A program's id: string.sub(ARGV[1], PID_FROM, PID_TO); NOID: none. */
+  num("PID_FROM", SLUICE_WIRE_PROG_ID_AT + 1);
+  num("PID_TO", SLUICE_WIRE_PROG_ID_AT + SLUICE_WIRE_PROG_ID_BYTES);
+  {
+    int k;
+    fputs("local NOID = '", stdout);
+    for (k = 0; k < SLUICE_WIRE_PROG_ID_BYTES; k++)
+      fputs("\\0", stdout);
+    puts("'");
+  }
+  printf("local NOPROGRAM = '%s'\n", SLUICE_WIRE_NOPROGRAM);
   fmt_i8("HDR_FMT", SLUICE_WIRE_HEADER);
   num("STEP_BYTES", 8 * SLUICE_WIRE_STEP);
   fmt_i8("STEP_FMT", SLUICE_WIRE_STEP);

@@ -570,6 +570,55 @@ Test(halves, redis_flushed_lua_is_loaded_again) {
   fx_close(&f);
 }
 
+/* The library loaded again on every node (FUNCTION FLUSH, then FUNCTION
+** RESTORE of its dump, as another client's load would): it knows no
+** program.  The next call goes by id, is answered SLUICE NOPROGRAM before
+** anything is read or written, and goes again whole: charged once, no
+** load carried. */
+Test(halves, redis_program_id_unknown_goes_whole) {
+  fixture f;
+  host h;
+  sluice_call *call = open_halves(&f, &h, "pid", NULL, "");
+  sluice_request q = rq_std("pid", "k", "sandbox");
+  sluice_decision d;
+  int64_t left;
+  int n;
+  if (strstr(rt_engine(NULL), "module") || strstr(rt_engine(NULL), "script"))
+    cr_skip_test("programs go by id to the library (FCALL) only");
+  cr_assert_eq(host_decide(&h, call, &q, &d), SLUICE_CALL_DONE);
+  cr_assert_eq(host_decide(&h, call, &q, &d), SLUICE_CALL_DONE);
+  cr_assert_eq(d.store_error, 0);
+  left = d.remaining;
+  for (n = 0; rt_port(n); n++) {
+    redisContext *c = raw(rt_port(n));
+    redisReply *dump = redisCommand(c, "FUNCTION DUMP");
+    redisReply *r = redisCommand(c, "FUNCTION FLUSH");
+    cr_assert(dump && dump->type == REDIS_REPLY_STRING && r);
+    if (r->type != REDIS_REPLY_ERROR) { /* replicas refuse */
+      freeReplyObject(r);
+      r = redisCommand(c, "FUNCTION RESTORE %b", dump->str, dump->len);
+      cr_assert(r && r->type != REDIS_REPLY_ERROR, "FUNCTION RESTORE");
+    }
+    freeReplyObject(r);
+    freeReplyObject(dump);
+    redisFree(c);
+  }
+  n = h.sends;
+  h.saw_load = 0;
+  cr_assert_eq(host_decide(&h, call, &q, &d), SLUICE_CALL_DONE);
+  cr_assert_eq(d.store_error, 0, "%s", sluice_err_name(d.store_error));
+  cr_assert_eq(h.sends - n, 2, "by id, then whole");
+  cr_assert(!h.saw_load, "the library was there");
+  cr_assert_eq(d.remaining, left - 1, "charged once");
+  n = h.sends;
+  cr_assert_eq(host_decide(&h, call, &q, &d), SLUICE_CALL_DONE);
+  cr_assert_eq(h.sends - n, 1, "known again");
+  cr_assert_eq(d.remaining, left - 2);
+  sluice_call_close(call);
+  host_close(&h);
+  fx_close(&f);
+}
+
 /* A node that fails mid-call (the host's read times out): the failure
 ** mode as the blocking path has it -- degraded for a standard request,
 ** 503 for a fail-closed class, the breaker opening after breaker_run

@@ -367,6 +367,92 @@ Test(store, function_missing_after_flush) {
   flush_keeps_deciding("engine=lua", "FUNCTION FLUSH", "fcall", "evalsha");
 }
 
+/* One program: a GCRA step over key, a bucket of `burst` that does not
+** refill during a test.  Its remaining points after the call. */
+static int64_t prog_take(sluice_store *s, const char *key, int64_t burst) {
+  sluice_key k = {key, strlen(key)};
+  sluice_gcra_params g = {1, 3600 * SEC, burst};
+  sluice_step st = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 0, 1, &g,
+                    1, 0, SLUICE_WHEN_ALWAYS, 0, SLUICE_WHEN_ALWAYS, 0,
+                    SLUICE_FOLD_GATE, 0, {0, 0}};
+  sluice_program p = {1, &k, 1, &st, 0, {0}};
+  sluice_program_result res;
+  cr_assert_eq(sluice_store_run(s, &p, 0, &res), SLUICE_OK, "%s",
+               sluice_store_errmsg(s));
+  cr_assert(res.allowed && (res.ran & 1u));
+  return res.v[0].remaining;
+}
+
+/* The library forgets every program: FUNCTION FLUSH, then the library
+** loaded again (FUNCTION RESTORE of its dump, as another client's load
+** would), on the node at port. */
+static void reload_library(int port) {
+  redisContext *c = raw(port);
+  redisReply *d = redisCommand(c, "FUNCTION DUMP"), *r;
+  cr_assert(d && d->type == REDIS_REPLY_STRING, "FUNCTION DUMP");
+  raw_ok(c, "FUNCTION FLUSH");
+  r = redisCommand(c, "FUNCTION RESTORE %b", d->str, d->len);
+  cr_assert(r && r->type != REDIS_REPLY_ERROR, "FUNCTION RESTORE");
+  freeReplyObject(r);
+  freeReplyObject(d);
+  redisFree(c);
+}
+
+/* A program goes by id once this lane sent it whole (lua/program.lua,
+** redis_codec.c).  A library that does not know the id -- loaded again
+** after FUNCTION FLUSH, its cache emptied by other programs, another node
+** of a cluster -- answers SLUICE NOPROGRAM before it reads or writes
+** anything, and the call goes again whole: every decision taken exactly
+** once (the bucket's remaining points fall by one a call), one retry
+** each (counted as noscript). */
+Test(store, program_id_unknown_goes_whole) {
+  sluice_store *s = rt_store("engine=lua", 0), *o;
+  sluice_redis_stats a;
+  char tag[64], key[96], other[96], tag2[64];
+  int64_t left = 20;
+  long noscript;
+  int i;
+  rt_tag(tag, sizeof tag, "pid");
+  snprintf(key, sizeof key, "%sk", tag);
+  a = rt_stats(s);
+  noscript = a.noscript;
+  for (i = 0; i < 3; i++) /* whole, then by id */
+    cr_assert_eq(prog_take(s, key, 20), --left);
+  cr_assert_eq(rt_stats(s).noscript, noscript, "the library knew the id");
+
+  reload_library(rt_port_of(s, key));
+  cr_assert_eq(prog_take(s, key, 20), --left, "after a reload: once");
+  cr_assert_eq(rt_stats(s).noscript, ++noscript, "an unknown id, resent");
+  cr_assert_eq(prog_take(s, key, 20), --left);
+  cr_assert_eq(rt_stats(s).noscript, noscript, "known again");
+
+  /* Another client's programs fill the library's cache on that node. */
+  o = rt_store("engine=lua", 0);
+  for (i = 0; i < 80; i++) {
+    snprintf(other, sizeof other, "%sf%d", tag, i);
+    prog_take(o, other, 100 + i);
+  }
+  sluice_store_close(o);
+  cr_assert_eq(prog_take(s, key, 20), --left, "cache emptied: once");
+  cr_assert_eq(rt_stats(s).noscript, ++noscript, "an unknown id, resent");
+
+  if (rt_is_cluster()) {
+    /* The same program over a key on another node, which never saw it. */
+    for (i = 0; i < 64; i++) {
+      rt_tag(tag2, sizeof tag2, "pid2");
+      snprintf(other, sizeof other, "%sk", tag2);
+      if (rt_port_of(s, other) != rt_port_of(s, key))
+        break;
+    }
+    cr_assert_neq(rt_port_of(s, other), rt_port_of(s, key));
+    cr_assert_eq(prog_take(s, other, 20), 19, "a new node: once");
+    cr_assert_eq(rt_stats(s).noscript, ++noscript, "an unknown id, resent");
+    cr_assert_eq(prog_take(s, other, 20), 18);
+    cr_assert_eq(rt_stats(s).noscript, noscript);
+  }
+  sluice_store_close(s);
+}
+
 Test(store, stalled_server_times_out) {
   sluice_store *s = rt_store("timeout_ms=20;connect_timeout_ms=20", 0);
   sluice_verdict v;

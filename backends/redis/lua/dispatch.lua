@@ -32,7 +32,10 @@ local function run(keys, argv)
 
   if algo == WIRE_PROGRAM then
     local err
-    if tmode then
+    if #AV == HDR_BYTES then -- by id (no program has no step)
+      prog, err = pbyid(kind, #keys, not tmode and av)
+      if prog and not tmode then prog.minttl = minttl end
+    elseif tmode then
       prog, err = pfind(TCACHE, string.sub(av, HDR_BYTES + 1), kind, #keys)
     else
       prog, err = pfind(PCACHE, av, kind, #keys)

@@ -231,13 +231,29 @@ local function pstd(std, nh, nl, minttl)
     VERDICT_POST .. now8
 end
 
-local PCACHE, TCACHE, PCN = {}, {}, 0
+-- PIDS: the same compiled programs keyed by their id, the 24 bytes the
+-- client puts in the header's arg and id fields (a SHA-256 of the steps'
+-- bytes, redis_codec.c): a call that sends the header alone (HDR_BYTES)
+-- names its program by id (pbyid).
+local PCACHE, TCACHE, PIDS, PCN = {}, {}, {}, 0
 local PCACHE_MAX = 64
+
+-- Keeps prog under key in cache (one of the three), emptying them all
+-- first when they hold PCACHE_MAX programs; the cache to use from now on.
+local function pkeep(cache, key, prog)
+  if PCN >= PCACHE_MAX then
+    local c = cache == TCACHE and 1 or cache == PIDS and 2 or 0
+    PCACHE, TCACHE, PIDS, PCN = {}, {}, {}, 0
+    cache = c == 1 and TCACHE or c == 2 and PIDS or PCACHE
+  end
+  PCN = PCN + 1
+  cache[key] = prog
+end
 
 -- Compiles the nsteps steps of ARGV[1] (AV); nil and a reply for
 -- malformed arguments.
 local function pcompile(nsteps, nkeys)
-  local prog = {n = nsteps, nkeys = nkeys}
+  local prog = {n = nsteps, nkeys = nkeys, av = AV}
   local off, len = HDR_BYTES + 1, #AV
   for s = 1, nsteps do
     if off + STEP_BYTES - 1 > len then
@@ -270,20 +286,31 @@ local function pcompile(nsteps, nkeys)
 end
 
 -- The compiled program of this call: from a cache, or compiled (and kept
--- there).  key: ARGV[1] (server time), or its steps (test mode).
+-- there, and under its id if the header has one).  key: ARGV[1] (server
+-- time), or its steps (test mode).
 local function pfind(cache, key, nsteps, nkeys)
   local prog = cache[key]
   if prog and prog.n == nsteps and prog.nkeys == nkeys then return prog end
   local err
   prog, err = pcompile(nsteps, nkeys)
   if not prog then return nil, err end
-  if PCN >= PCACHE_MAX then
-    local tmode = cache == TCACHE
-    PCACHE, TCACHE, PCN = {}, {}, 0
-    cache = tmode and TCACHE or PCACHE
+  pkeep(cache, key, prog)
+  local id = string.sub(AV, PID_FROM, PID_TO)
+  if id ~= NOID then pkeep(PIDS, id, prog) end
+  return prog
+end
+
+-- The program a header-only call names by its id, or nil and the error
+-- the client answers by sending the whole program (redis_codec.c): the
+-- library never had it, or lost it (FUNCTION FLUSH, a restart, another
+-- node, the caches emptied).  Nothing is read or written before.  key:
+-- ARGV[1] to keep it under (server time), or nil.
+local function pbyid(nsteps, nkeys, key)
+  local prog = PIDS[string.sub(AV, PID_FROM, PID_TO)]
+  if not prog or prog.n ~= nsteps or prog.nkeys ~= nkeys then
+    return nil, redis.error_reply(NOPROGRAM .. ' program id unknown')
   end
-  PCN = PCN + 1
-  cache[key] = prog
+  if key then pkeep(PCACHE, key, prog) end
   return prog
 end
 
@@ -325,7 +352,7 @@ local function program(prog, nh, nl, minttl, pre)
       else
         local np, ttlf = S.np, S.ttlf
         local P = {sa, sk, nh, nl, arg, S.ih, S.il, minttl,
-                   sunpack(string.rep('i8', np), AV, S.poff)}
+                   sunpack(string.rep('i8', np), prog.av, S.poff)}
         if ttlf > 0 then
           local t = retry[ttlf] or 0 -- a step that did not run: 0
           if t < 1 then t = 1 end
