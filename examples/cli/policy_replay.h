@@ -46,6 +46,11 @@ typedef struct layout {
   int nattr;
   int attr[COLS_MAX];              /* the column of each attribute */
   char aname[COLS_MAX][SLUICE_POLICY_NAME_MAX + 1]; /* its name */
+  /* settle:ATTR columns: the real value of an attribute the route's costs
+  ** read, reported once the request ended (sluice_policy_settle()). */
+  int nsettle;
+  int settle[COLS_MAX];
+  char sname[COLS_MAX][SLUICE_POLICY_NAME_MAX + 1];
 } layout;
 
 /* A parsed line waiting for its batch: its fields point into s. */
@@ -77,6 +82,7 @@ typedef struct preplay {
   int64_t last_t;
   long bad, lines;
   uint64_t n, strikes[NROWS], degraded[NROWS], passed[NROWS];
+  uint64_t settled; /* requests settled by a settle:ATTR column */
   /* boxed scopes: open addressing */
   boxed *bx;
   size_t bx_cap, bx_n;

@@ -67,11 +67,12 @@ void preplay_report(part *ps, int np, FILE *f, double wall, int shadow,
   const sluice_policy_config *c = sluice_policy_config_get(ps[0].r.pol);
   size_t i, k = 0, nbx = 0;
   int row, o, p;
-  uint64_t n = 0;
+  uint64_t n = 0, settled = 0;
   long bad = 0;
   boxed *list;
   for (p = 0; p < np; p++) {
     n += ps[p].r.n;
+    settled += ps[p].r.settled;
     bad += ps[p].r.bad;
     nbx += ps[p].r.bx_n;
   }
@@ -80,6 +81,9 @@ void preplay_report(part *ps, int np, FILE *f, double wall, int shadow,
           shadow ? "shadow-mode" : "as-configured", n, bad, np,
           np > 1 ? "s" : "",
           wall, wall > 0 ? (double)n / wall : 0.0);
+  if (ps[0].r.cl.nsettle)
+    fprintf(f, "# settled: %" PRIu64 " admitted requests reported their "
+               "real cost\n", settled);
   fprintf(f, "# %-10s %9s", "tier", "requests");
   for (o = 0; o < SLUICE_OUTCOME__COUNT; o++)
     fprintf(f, " %11s", cols[o]);

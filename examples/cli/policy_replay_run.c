@@ -249,6 +249,39 @@ static void named_decision(preplay *r, const pending *pl,
   cli_out_char(o, '\n');
 }
 
+static const char *field(const pending *pl, int c);
+
+/* A line's settle:ATTR values (the empty ones not given), reported for
+** its admitted request: the difference to what was charged goes to the
+** limits whose costs read them.  A request that charged nothing to settle
+** (a route of the ledger's classes) is left alone. */
+static int pr_settle(preplay *r, const pending *pl, const sluice_request *q,
+                     sluice_decision *d) {
+  sluice_attr a[COLS_MAX];
+  size_t n = 0;
+  int i, rc;
+  for (i = 0; i < r->cl.nsettle; i++)
+    if (field(pl, r->cl.settle[i])) {
+      a[n].name = r->cl.sname[i];
+      a[n++].value = pl->f[r->cl.settle[i]];
+    }
+  if (n == 0)
+    return CLI_OK;
+  rc = sluice_policy_settle(r->pol, q, d, a, n);
+  if (rc == SLUICE_OK) {
+    r->settled++;
+  } else if (rc == SLUICE_EINVAL || rc == SLUICE_ERANGE) {
+    malformed(r, pl->lineno, sluice_strerror(rc),
+              d->invalid_field ? d->invalid_field : "settle");
+  } else if (rc != SLUICE_ENOTFOUND) {
+    cli_out_flush(&r->out);
+    fprintf(stderr, "sluice replay: line %ld: settle: store error %s: %s\n",
+            pl->lineno, sluice_strerror(rc), sluice_limiter_errmsg(r->lim));
+    return CLI_RUNTIME;
+  }
+  return CLI_OK;
+}
+
 /* A decided line: the report's counts, its lease, its output line. */
 static int pr_decided(preplay *r, const pending *pl, const sluice_request *q,
                       int rc, const sluice_decision *dp) {
@@ -296,6 +329,8 @@ static int pr_decided(preplay *r, const pending *pl, const sluice_request *q,
       return CLI_RUNTIME;
     }
   }
+  if (r->cl.nsettle && d.allowed && (rc = pr_settle(r, pl, q, &d)) != CLI_OK)
+    return rc;
   if (r->cl.named)
     count_limits(r, &d);
   if (r->decisions)
@@ -505,14 +540,24 @@ static int named_layout(preplay *r, char *const *f, int nf, long lineno) {
       continue;
     }
     if (!strncmp(f[i], "settle", 6)) {
-      /* Settling needs sluice_policy_settle() (issue 37 point 4): a
-      ** column the replay cannot apply (settle, or settle:ATTR, the real
-      ** value of an attribute the costs read) is refused, not ignored. */
-      fprintf(stderr, "sluice replay: line %ld: header: column '%s': "
-                      "settling a request's real cost needs "
-                      "sluice_policy_settle(), which this build does not "
-                      "have; remove the column\n", lineno, f[i]);
-      return CLI_USAGE;
+      /* settle:ATTR, the real value of an attribute the route's costs
+      ** read; a bare `settle` would not say which. */
+      const char *an = f[i][6] == ':' ? f[i] + 7 : NULL;
+      for (j = 0; an && (a = sluice_policy_attribute_at(r->pol, j)) != NULL;
+           j++)
+        if (!strcmp(a, an))
+          break;
+      if (!an || !a) {
+        fprintf(stderr, "sluice replay: line %ld: header: column '%s': "
+                        "a settle column names the attribute it reports, "
+                        "one the policy declares: settle:ATTR\n",
+                lineno, f[i]);
+        return CLI_USAGE;
+      }
+      cl->settle[cl->nsettle] = i;
+      snprintf(cl->sname[cl->nsettle], sizeof cl->sname[0], "%s", a);
+      cl->nsettle++;
+      continue;
     }
     for (j = 0; (a = sluice_policy_attribute_at(r->pol, j)) != NULL; j++)
       if (!strcmp(a, f[i]))

@@ -94,9 +94,9 @@ hdr() {  # hdr NAME HEADER EXPECTED-MESSAGE
   check "$1: no decision printed" "" "$(cat "$tmp/o")"
 }
 hdr "settle column" "t_ms,method,route,user,settle" \
-  "sluice replay: line 1: header: column 'settle': settling a request's real cost needs sluice_policy_settle(), which this build does not have; remove the column"
-hdr "settle:ATTR column" "t_ms,method,route,user,settle:tokens" \
-  "sluice replay: line 1: header: column 'settle:tokens': settling a request's real cost needs sluice_policy_settle(), which this build does not have; remove the column"
+  "sluice replay: line 1: header: column 'settle': a settle column names the attribute it reports, one the policy declares: settle:ATTR"
+hdr "settle column, unknown attribute" "t_ms,method,route,user,settle:tokns" \
+  "sluice replay: line 1: header: column 'settle:tokns': a settle column names the attribute it reports, one the policy declares: settle:ATTR"
 hdr "unknown column" "t_ms,method,route,usr,tokens" \
   "sluice replay: line 1: header: column 'usr' is neither a request field (t_ms, method, route, tenant, key, tier, ip, subject, outcome, cost, status) nor an attribute the policy declares (\`attributes\`)"
 hdr "column twice" "t_ms,method,route,user,user" \
@@ -138,4 +138,39 @@ check "legacy headerless" \
 out2=$("$SLUICE" replay --policy default --decisions "$tmp/old2.csv" \
        2>/dev/null)
 check "legacy with its header" "$out" "$out2"
+
+# settle:ATTR: an admitted request's real tokens, settled right after its
+# decision (the printed line is the decision as made).  All at t=0:
+#  1 ann 60, used 10: tokens 40 left, then 50 back -> 90
+#  2 ann 80: 90 - 80 = 10 (refused without the settle) -> tokens, 10
+#  3 bob 5, used 50: per_user 2/3, tokens 95/100 -> per_user, 2; then 45
+#    more tokens charged -> 50
+#  4 bob 60: 50 < 60, refused; 10 tokens in 10 * 600 ms -> 6000 ms
+#  5 bob 1, used 2x: per_user 1/3, tokens 49/100 -> per_user, 1; its
+#    settle value refused
+cat > "$tmp/s.csv" <<'CSV'
+t_ms,method,route,user,tokens,settle:tokens
+0,POST,/chat,ann,60,10
+0,POST,/chat,ann,80,
+0,POST,/chat,bob,5,50
+0,POST,/chat,bob,60,
+0,POST,/chat,bob,1,2x
+CSV
+out=$("$SLUICE" replay --policy "$tmp/p.conf" --decisions "$tmp/s.csv" \
+      2>"$tmp/err"); rc=$?
+check "settle: exit 1 (a bad settle value)" 1 "$rc"
+check "settle: later decisions see the settled tokens" \
+"t_ms,method,route,outcome,status,limit,remaining,retry_after_ms
+0,POST,/chat,allow,200,tokens,40,0
+0,POST,/chat,allow,200,tokens,10,0
+0,POST,/chat,allow,200,per_user,2,0
+0,POST,/chat,throttled,429,tokens,50,6000
+0,POST,/chat,allow,200,per_user,1,0" "$out"
+check "settle: the bad value named" \
+"sluice replay: line 6: tokens: invalid argument" \
+"$(grep '^sluice replay: line' "$tmp/err")"
+check "settle: the report counts the settled" \
+"# settled: 2 admitted requests reported their real cost" \
+"$(grep '^# settled' "$tmp/err")"
+
 finish
