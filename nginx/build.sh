@@ -32,6 +32,16 @@ if [ ! -f "$builddir/Makefile" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]
     { cat "$builddir/configure.log" >&2; exit 1; }
   echo "$want" >"$stamp"
 fi
+# nginx's Makefile knows the module's own header only, not sluice's public
+# ones: after a change there (a struct that grew) its objects would be
+# stale, and a decision written by the library past the module's idea of
+# its size smashes the worker's stack.  Recompile them when those change.
+hstamp="$builddir/sluice-headers.stamp"
+hsum=$(cat "$inc"/sluice.h "$inc"/sluice/*.h | cksum)
+if [ "$(cat "$hstamp" 2>/dev/null)" != "$hsum" ]; then
+  find "$builddir" -name 'ngx_http_sluice*.o' -delete
+  echo "$hsum" >"$hstamp"
+fi
 # The Makefile does not know about libsluice.a: always relink.
 rm -f "$builddir/ngx_http_sluice_module.so"
 make -s -f "$builddir/Makefile" -C "$src" modules >"$builddir/make.log" 2>&1 ||
