@@ -324,10 +324,37 @@ static void check_gcra_paths(const sluice_op *op, const sluice_state *in,
   CHECK(memcmp(&v64, &v128, sizeof v64) == 0, "GCRA int64 path verdict");
 }
 
+/* A settle (ADJUST, which the garbage kinds reach): never denies; a
+** charge never lowers a TAT nor takes one past two tolerances ahead of now
+** (one burst of debt) unless it was there already; a refund never raises
+** one nor takes it below now unless it was there already.  The admission
+** bound restarts after it: a refund gives capacity back by design. */
+static void check_gcra_adjust(world *w, const sluice_op *op,
+                              const sluice_state *in, const sluice_state *out,
+                              const sluice_verdict *v, int64_t now) {
+  int i;
+  CHECK(v->allowed == 1, "a settle denied");
+  for (i = 0; i < op->nkeys; i++) {
+    const sluice_gcra_params *g = &w->u.g[i];
+    i128 a = (i128)in[i].w[0] * g->rate + (i128)in[i].w[1];
+    i128 b = (i128)out[i].w[0] * g->rate + (i128)out[i].w[1];
+    i128 n = (i128)now * g->rate, tau = (i128)g->burst * g->period_ns;
+    if (op->arg > 0)
+      CHECK(b >= a && (b <= n + 2 * tau || b == a),
+            "a settle's charge refunded or passed one burst of debt");
+    else
+      CHECK(b <= a && (b >= n || b == a),
+            "a settle's refund charged or passed full");
+    w->gany[i] = 0;
+  }
+}
+
 static void check_gcra(world *w, const sluice_op *op, const sluice_state *in,
                        const sluice_state *out, const sluice_verdict *v,
                        int64_t now, int mono) {
   int i;
+  if (op->kind == SLUICE_OP_ADJUST)
+    check_gcra_adjust(w, op, in, out, v, now);
   if (!v->allowed || op->kind == SLUICE_OP_PEEK)
     CHECK(memcmp(in, out, sizeof(sluice_state) * (size_t)op->nkeys) == 0,
           "GCRA %s changed the record", v->allowed ? "peek" : "denial");
@@ -387,6 +414,20 @@ static void check_window(world *w, const sluice_op *op, const sluice_state *in,
                          const sluice_state *out, const sluice_verdict *v,
                          int64_t now, int mono) {
   sluice_verdict p1, p2;
+  if (op->kind == SLUICE_OP_ADJUST) {
+    /* A settle (the garbage kinds reach it): never denies, a charge takes
+    ** the current window to twice its limit at most (unless it was there
+    ** already); the windows' tallies restart, a refund gives room back. */
+    uint64_t c0 = op->algo == SLUICE_ALGO_FWINDOW ? in->w[1]
+                                                  : in->w[1] & 0xffffffffu;
+    uint64_t c1 = op->algo == SLUICE_ALGO_FWINDOW ? out->w[1]
+                                                  : out->w[1] & 0xffffffffu;
+    CHECK(v->allowed == 1, "a settle denied");
+    if (op->arg > 0)
+      CHECK(c1 <= (uint64_t)2 * (uint64_t)w->u.w.limit || c1 <= c0,
+            "a settle's charge passed twice the limit");
+    w->nw = 0;
+  }
   if (op->kind == SLUICE_OP_PEEK)
     CHECK(memcmp(in, out, sizeof *in) == 0, "window peek changed the record");
   if (op->kind == SLUICE_OP_CONSUME && !v->allowed) {

@@ -9,8 +9,8 @@
 **
 ** It prints "listening on 127.0.0.1:PORT" once it serves.  The key table
 ** stands in for real key authentication.  (A request's real cost, known
-** after serving it, will be reported with settle, which comes with the
-** policy-as-data work; this one charges the route's cost.)
+** after serving it, is reported with sluice_policy_settle() on a route of
+** declared limits; this one charges the route's cost.)
 */
 #include <arpa/inet.h>
 #include <microhttpd.h>

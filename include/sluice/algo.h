@@ -167,6 +167,17 @@ enum sluice_op_kind {
   SLUICE_OP_PEEK = 1,    /**< report only, change nothing (arg may be 0) */
   SLUICE_OP_COUNT = 2,   /**< windows: add `arg` always; allowed = still
                               within the limit after adding */
+  /** Settle an earlier charge (sluice_policy_settle()): `arg` > 0 charges
+   *  arg more, `arg` < 0 refunds -arg; |arg| at most the burst or limit.
+   *  Never denies (allowed = 1): a charge may leave the limit in debt,
+   *  up to one burst or limit of it (a bucket down to -burst points, a
+   *  window count up to twice its limit); a refund never fills a bucket
+   *  past full nor takes a count below zero.  `id` is the time (ns) the
+   *  settled charge was made: a window refunds only while the window that
+   *  charge was counted in still weighs (the current one, or a sliding
+   *  window's previous one), so a refund cannot free room in a window
+   *  the charge never took it from; GCRA ignores it (<= INT64_MAX). */
+  SLUICE_OP_ADJUST = 3,
   /* PENALTY: */
   SLUICE_OP_CHECK = 10,   /**< is the scope boxed?  changes nothing */
   SLUICE_OP_STRIKE = 11,  /**< record one strike unless boxed */
@@ -210,8 +221,10 @@ typedef struct sluice_op {
   /** GCRA: an array of nkeys sluice_gcra_params (one per key); others: one
    *  params struct of the algorithm's type.  Borrowed for the call. */
   const void *params;
-  int64_t arg; /**< cost / count (1..SLUICE_COUNT_MAX), or minimum level */
-  uint64_t id; /**< lease id (nonzero) or distinct item hash */
+  int64_t arg; /**< cost / count (1..SLUICE_COUNT_MAX), minimum level, or
+                    a signed ADJUST amount */
+  uint64_t id; /**< lease id (nonzero), distinct item hash, or the time an
+                    ADJUSTed charge was made */
   /** enum sluice_record_class of the records it creates (0: the service's
    *  own).  Only a store with finite room reads it. */
   int64_t record_class;

@@ -170,6 +170,9 @@ enum sluice_binding {
  *  backstop's window refused for room, the request is decided without the
  *  backstop, on its own limits. */
 #define SLUICE_DECISION_STORE_FULL 0x100u
+/** sluice_policy_settle() settled this decision (a second settle of it is
+ *  refused). */
+#define SLUICE_DECISION_SETTLED 0x200u
 
 /** The whole decision.  Caller-allocated; sluice_policy_decide() overwrites
  *  every field.  Holds no pointers into the request; `invalid_field` is a
@@ -207,7 +210,9 @@ typedef struct sluice_decision {
    *  worker dies, the lease is reclaimed after its TTL. */
   uint64_t lease_id;
   int64_t lease_ttl_ns;
-  int64_t now_ns;            /**< the time the decision was made at */
+  int64_t now_ns;            /**< the time the decision was made at (an
+                                  admitted request on a route of declared
+                                  limits: the store's, Redis's TIME) */
   int store_error;           /**< the SLUICE_E* the store gave, or 0 */
   /** On an input error: the request field at fault ("tier", "route"...),
    *  a static string; NULL otherwise. */
@@ -235,7 +240,11 @@ typedef struct sluice_decision {
     const char *limit_unit;
     int64_t limit_unit_word_;
   };
-  int64_t reserved[2];
+  /** An admitted request on a route of declared limits: what
+   *  sluice_policy_settle() checks the request it is given against (the
+   *  costs charged, the time); 0 when there is nothing to settle. */
+  uint64_t settle_check;
+  int64_t reserved[1];
 } sluice_decision;
 
 /* -------------------------------------------------------- configuration --- */
@@ -658,6 +667,44 @@ SLUICE_EXPORT int sluice_policy_release_lease(sluice_policy *p,
 SLUICE_EXPORT int sluice_policy_renew_lease(sluice_policy *p,
                                             const sluice_request *req,
                                             uint64_t lease_id);
+
+/** @brief Settle an admitted request's cost once its real size is known
+ *  (docs/policy.md "Settling a request's real cost"): the tokens an LLM
+ *  request really used, the rows an export really wrote.  Each limit of
+ *  the request's route whose cost reads a reported attribute is charged or
+ *  refunded the difference between its cost with the reported values and
+ *  what the decision charged, in one atomic store call; the request's
+ *  other limits, its leases and locks are untouched.  A charge never
+ *  turns the decision around: it may leave a limit in debt (the next
+ *  requests wait), at most one burst (a window: one limit) of it.  A
+ *  refund never takes a limit past full, and a window gives back only
+ *  while the window the charge went into still weighs.
+ *  @param[in] req     the request the decision was made for, as it was
+ *                     (its attributes give what was charged).
+ *  @param[in,out] d   its decision; SLUICE_DECISION_SETTLED is set in
+ *                     d->flags once settled.  On an input error
+ *                     d->invalid_field names the field at fault.
+ *  @param[in] actual  the real values: nactual attributes that the route's
+ *                     costs read (e.g. {"tokens", "1234"}), each a decimal
+ *                     from 0 to the cost's `max`.
+ *  @return SLUICE_OK (nothing changed needs no store call); or, with
+ *  nothing changed anywhere:
+ *  <ul><li>SLUICE_ENOTFOUND - the decision charged nothing to settle
+ *  (denied, failed closed, not a route of declared limits)
+ *  <li>SLUICE_EEXIST - the decision was settled already
+ *  <li>SLUICE_EINVAL - a NULL argument; a request that is not the one the
+ *  decision charged (invalid_field "request"); an attribute the route's
+ *  costs do not read, given twice, or not a decimal
+ *  <li>SLUICE_ERANGE - a negative value, or one above the cost's max
+ *  </ul>
+ *  or a store error, after which the settle may or may not have been
+ *  applied (a Redis reply lost on the way back), and the decision is not
+ *  marked: settling it again could apply it twice. */
+SLUICE_EXPORT int sluice_policy_settle(sluice_policy *p,
+                                       const sluice_request *req,
+                                       sluice_decision *d,
+                                       const sluice_attr *actual,
+                                       size_t nactual);
 
 /** @brief Early release of a box by support (levels 1 and 2, and the
  *  enterprise level 3 box).  The offense count is kept.  Emits

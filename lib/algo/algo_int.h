@@ -135,4 +135,43 @@ SLUICE__UNDO_DECL(lease, sluice_lease_params);
 int64_t sluice__distinct_expiry(const sluice_distinct_params *p,
                                 const sluice_state *s);
 
+/* A sliding window record rolled to `now` (window.c): the current aligned
+** window's start and both counts; *now is held at the start when the clock
+** went back.  The ADJUST step (adjust.c) rolls as the counting step does. */
+typedef struct sluice__swin {
+  int64_t start;
+  uint64_t cur, prev;
+} sluice__swin;
+void sluice__swin_roll(const sluice_window_params *p, const sluice_state *s,
+                       int64_t *now, sluice__swin *w);
+/* A fixed window record rolled to `now`: the current window's start and
+** count (0 when it moved on); *now held at the start when the clock went
+** back, so that a window never reopens early. */
+static inline void sluice__fwin_roll(const sluice_window_params *p,
+                                     const sluice_state *s, int64_t *now,
+                                     int64_t *start, uint64_t *count) {
+  int64_t ws = sluice__window_start(*now, p->window_ns);
+  *start = (int64_t)s->w[0];
+  *count = s->w[1];
+  if (*count == 0) {
+    *start = ws;
+  } else if (ws < *start) {
+    *now = *start;
+  } else if (ws > *start) {
+    *start = ws;
+    *count = 0;
+  }
+}
+/* A fixed window's verdict fields for its count after a step. */
+static inline void sluice__fwin_verdict(const sluice_window_params *p,
+                                        int64_t start, uint64_t count,
+                                        int64_t now, sluice_verdict *v) {
+  v->limit = p->limit;
+  v->remaining = count >= (uint64_t)p->limit ? 0 : p->limit - (int64_t)count;
+  if (count > 0)
+    v->reset_ns = sluice__clamp64((sluice__i128)start + p->window_ns - now);
+}
+/* The ADJUST kind of GCRA and the windows over a validated op (adjust.c). */
+SLUICE__RUN_DECL(adjust);
+
 #endif

@@ -69,8 +69,15 @@ SLUICE__UNDO_DECL(gcra, sluice_gcra_params) {
   sluice__i128 a = tat_scaled(p, pre), b = tat_scaled(p, post);
   sluice__i128 c = tat_scaled(p, cur), n = (sluice__i128)now * p->rate, q;
   sluice__i128 charge = b - (a > n ? a : n);
-  if (charge <= 0 || c < b)
+  if (b < a) {
+    /* A refund (ADJUST): put it back, unless the record went below what
+    ** the refund left (reset, or refunded again since). */
+    if (c < b)
+      return 0;
+    charge = b - a;
+  } else if (charge <= 0 || c < b) {
     return 0; /* nothing charged, or the record was reset since */
+  }
   c -= charge;
   q = sluice__floordiv(c, p->rate);
   out->w[0] = (uint64_t)q;

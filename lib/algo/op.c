@@ -81,8 +81,19 @@ int sluice__keys_check(const sluice_op *op) {
   return SLUICE_OK;
 }
 
+/* A settle: a signed amount, neither 0 nor beyond the burst or limit
+** either way, and the settled charge's time a valid time. */
+static int adjust_check(const sluice_op *op, int64_t cap) {
+  if (op->arg == 0 || op->arg < -cap || op->arg > cap ||
+      op->id > (uint64_t)INT64_MAX)
+    return SLUICE_ERANGE;
+  return SLUICE_OK;
+}
+
 /* Amount checks shared by the bucket and window algorithms. */
 static int amount_check(const sluice_op *op, int64_t cap) {
+  if (op->kind == SLUICE_OP_ADJUST)
+    return adjust_check(op, cap);
   if (op->kind == SLUICE_OP_PEEK)
     return (op->arg < 0 || op->arg > cap) ? SLUICE_ERANGE : SLUICE_OK;
   if (op->kind != SLUICE_OP_CONSUME && op->kind != SLUICE_OP_COUNT)
@@ -108,6 +119,9 @@ static inline int validate_gcra1(const sluice_op *op) {
     return SLUICE_EINVAL;
   if (op->kind == SLUICE_OP_PEEK) {
     if (op->arg < 0 || op->arg > p->burst)
+      return SLUICE_ERANGE;
+  } else if (op->kind == SLUICE_OP_ADJUST) {
+    if (adjust_check(op, p->burst) != SLUICE_OK)
       return SLUICE_ERANGE;
   } else if (op->kind != SLUICE_OP_CONSUME) {
     return SLUICE_EINVAL;
@@ -236,8 +250,8 @@ int sluice_op_step_single(const sluice_op *op, const sluice_state *in,
   int rc;
   if (!op || op->nkeys != 1 || !expiry)
     return SLUICE_EINVAL;
-  if (op->algo == SLUICE_ALGO_GCRA && op->nkeys == 1 && in && out && v &&
-      now_ns >= 0) {
+  if (op->algo == SLUICE_ALGO_GCRA && op->kind != SLUICE_OP_ADJUST &&
+      op->nkeys == 1 && in && out && v && now_ns >= 0) {
     sluice__gcra_one((const sluice_gcra_params *)op->params, op->kind,
                      op->arg, in, out, now_ns, v, expiry);
     return SLUICE_OK;
@@ -257,7 +271,8 @@ int sluice_op_step_validated(const sluice_op *op, const sluice_state *in,
     return SLUICE_EINVAL;
   /* The most common op: one GCRA bucket, whose step reads its record
   ** whole before it writes one (gcra.c), so it runs in place. */
-  if (op->algo == SLUICE_ALGO_GCRA && op->nkeys == 1 && in) {
+  if (op->algo == SLUICE_ALGO_GCRA && op->nkeys == 1 && in &&
+      op->kind != SLUICE_OP_ADJUST) {
     sluice__verdict_reset(v, now_ns);
     return sluice__gcra_group(op, in, out, now_ns, v);
   }
@@ -268,7 +283,9 @@ int sluice_op_step_validated(const sluice_op *op, const sluice_state *in,
   sluice__verdict_reset(v, now_ns);
   /* Steps may read in[] after writing out[]; run them on a copy so that
   ** callers can pass in == out. */
-  switch (op->algo) {
+  if (op->kind == SLUICE_OP_ADJUST)
+    rc = sluice__adjust_run(op, in, tmp, now_ns, v);
+  else switch (op->algo) {
   case SLUICE_ALGO_GCRA:
     rc = sluice__gcra_group(op, in, tmp, now_ns, v);
     break;

@@ -34,13 +34,10 @@ int sluice_window_params_check(const sluice_window_params *p) {
 
 /* ---------------------------------------------------------- sliding --- */
 
-typedef struct swin {
-  int64_t start;
-  uint64_t cur, prev;
-} swin;
+typedef sluice__swin swin;
 
-static void swin_roll(const sluice_window_params *p, const sluice_state *s,
-                      int64_t *now, swin *w) {
+void sluice__swin_roll(const sluice_window_params *p, const sluice_state *s,
+                       int64_t *now, sluice__swin *w) {
   int64_t ws = sluice__window_start(*now, p->window_ns);
   w->start = (int64_t)s->w[0];
   w->cur = s->w[1] & SW_COUNT_MAX;
@@ -111,7 +108,7 @@ int sluice__swindow_run(const sluice_op *op, const sluice_state *in,
   swin w;
   sluice__i128 est, rem;
 
-  swin_roll(p, in, &now, &w);
+  sluice__swin_roll(p, in, &now, &w);
   est = swin_est_scaled(p, &w, now);
   v->allowed = est + (sluice__i128)n * W <= lim;
   if (op->kind == SLUICE_OP_COUNT ||
@@ -162,6 +159,18 @@ SLUICE__UNDO_DECL(swindow, sluice_window_params) {
   uint64_t d = swin_added(pre, post), c = cur->w[1] & SW_COUNT_MAX;
   uint64_t pv = cur->w[1] >> 32;
   (void)now;
+  if (d == 0 && pre->w[0] == post->w[0] && cur->w[0] == post->w[0] &&
+      pre->w[1] != post->w[1]) {
+    /* A refund (ADJUST) in a window still the record's: put both counts
+    ** back as far as it took them (each only went down). */
+    uint64_t dc = (pre->w[1] & SW_COUNT_MAX) - (post->w[1] & SW_COUNT_MAX);
+    uint64_t dp = (pre->w[1] >> 32) - (post->w[1] >> 32);
+    c = c + dc > SW_COUNT_MAX ? SW_COUNT_MAX : c + dc;
+    pv = pv + dp > SW_COUNT_MAX ? SW_COUNT_MAX : pv + dp;
+    out->w[0] = cur->w[0];
+    out->w[1] = c | (pv << 32);
+    return 1;
+  }
   if (d == 0)
     return 0;
   if (cur->w[0] == post->w[0] && c >= d) {
@@ -187,19 +196,11 @@ int sluice_fwindow_step(const sluice_window_params *p, const sluice_state *in,
 int sluice__fwindow_run(const sluice_op *op, const sluice_state *in,
                         sluice_state *out, int64_t now, sluice_verdict *v) {
   const sluice_window_params *p = (const sluice_window_params *)op->params;
-  int64_t ws = sluice__window_start(now, p->window_ns);
-  int64_t start = (int64_t)in->w[0];
-  uint64_t count = in->w[1];
+  int64_t start;
+  uint64_t count;
   int64_t n = op->arg;
 
-  if (count == 0) {
-    start = ws;
-  } else if (ws < start) {
-    now = start; /* clock went backwards: hold the window */
-  } else if (ws > start) {
-    start = ws;
-    count = 0;
-  }
+  sluice__fwin_roll(p, in, &now, &start, &count);
   v->allowed = (sluice__i128)count + n <= p->limit;
   if (op->kind == SLUICE_OP_COUNT ||
       (op->kind == SLUICE_OP_CONSUME && v->allowed)) {
@@ -214,10 +215,7 @@ int sluice__fwindow_run(const sluice_op *op, const sluice_state *in,
     out->w[0] = (uint64_t)start;
     out->w[1] = count;
   }
-  v->limit = p->limit;
-  v->remaining = count >= (uint64_t)p->limit ? 0 : p->limit - (int64_t)count;
-  if (count > 0)
-    v->reset_ns = sluice__clamp64((sluice__i128)start + p->window_ns - now);
+  sluice__fwin_verdict(p, start, count, now, v);
   if (!v->allowed)
     v->retry_after_ns = v->reset_ns;
   return SLUICE_OK;
@@ -229,6 +227,12 @@ SLUICE__UNDO_DECL(fwindow, sluice_window_params) {
   uint64_t d = post->w[1] > before ? post->w[1] - before : 0;
   (void)p;
   (void)now;
+  if (d == 0 && before > post->w[1] && cur->w[0] == post->w[0]) {
+    /* A refund (ADJUST) in a window still the record's: put it back. */
+    out->w[0] = cur->w[0];
+    out->w[1] = cur->w[1] + (before - post->w[1]);
+    return 1;
+  }
   if (d == 0 || cur->w[0] != post->w[0] || cur->w[1] < d)
     return 0;
   out->w[0] = cur->w[0];

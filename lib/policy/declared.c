@@ -78,7 +78,12 @@ static const char *attr_value(const sluice__ctx *c, int a, size_t *n) {
     break;
   default: {
     const char *name = c->p->decl->attr[a - SLUICE__A__BUILTIN];
-    for (i = 0; i < q->nattrs && q->attrs; i++)
+    for (i = 0; i < c->nsettle; i++) /* a settle's report comes first */
+      if (!strcmp(c->settle[i].name, name)) {
+        v = c->settle[i].value;
+        break;
+      }
+    for (i = 0; !v && i < q->nattrs && q->attrs; i++)
       if (q->attrs[i].name && !strcmp(q->attrs[i].name, name)) {
         v = q->attrs[i].value;
         break;
@@ -147,7 +152,7 @@ static int cost_of(const sluice__ctx *c, const sluice__cost *co,
       d->invalid_field = sluice__attr_name(c->p->decl, co->attr);
       return SLUICE_EINVAL;
     }
-    if (v < 1 || v > co->max ||
+    if (v < (c->settle ? 0 : 1) || v > co->max ||
         (lm->algo == SLUICE__L_GCRA && v > pick(c, lm)->g.burst) ||
         (lm->algo != SLUICE__L_GCRA && v > pick(c, lm)->w.limit)) {
       d->invalid_field = sluice__attr_name(c->p->decl, co->attr);
@@ -265,9 +270,35 @@ static int is_lease(int algo) {
   return algo == SLUICE__L_CONCURRENCY || algo == SLUICE__L_LOCK;
 }
 
-/* The route's program: kind < 0 decides (each limit's own step), else
-** every lease limit gets `kind` (LEASE_RELEASE, RENEW) with id.  st[i] is
-** limit i's step, -1 when not in the program. */
+/* splitmix64's finaliser: a cheap, well-mixed 64-bit hash step. */
+static uint64_t mix(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+  return x ^ (x >> 31);
+}
+
+/* A settle check's part of a limit's scope: the keyed ids its keys are
+** made of (the tag for the first limit, a hashed body for a scope of
+** several attributes; a body "n:NAME" is the tag's), 16 hex digits of
+** each.  So the check tells scopes apart at no hashing of its own. */
+static uint64_t fold_scope(uint64_t h, const keyparts *kp, int first) {
+  uint64_t w[2];
+  if (first) {
+    memcpy(w, kp->tag, sizeof w);
+    h = mix(h ^ w[0]) ^ w[1];
+  }
+  if (kp->body[0] == 'h') {
+    memcpy(w, kp->body + 2, sizeof w);
+    h = mix(h ^ w[0]) ^ w[1];
+  }
+  return mix(h);
+}
+
+/* The route's program: kind < 0 decides (each limit's own step);
+** ADJUST adjusts each limit i by costs[i] (in; 0: not in the program), the
+** settled charge made at id; else every lease limit gets `kind`
+** (LEASE_RELEASE, RENEW) with id.  st[i] is limit i's step, -1 when not in
+** the program. */
 static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
                  int st[SLUICE__RLIMITS_MAX],
                  int64_t costs[SLUICE__RLIMITS_MAX], sluice_decision *d) {
@@ -281,6 +312,7 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
   ** route's limits start with the same attribute, so a key keeps its
   ** class. */
   g->nk = g->ns = 0;
+  c->scope_mix = 0;
   g->rclass = dr->n > 0 &&
                       c->p->decl->limits[dr->limit[0]].scope[0] == SLUICE__A_IP
                   ? SLUICE_CLASS_UNTRUSTED
@@ -290,12 +322,16 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     const sluice__lparams *ps = pick(c, lm);
     int64_t cost = 1;
     int first = g->nk, nrec = 1, j, s;
+    int adj = kind == SLUICE_OP_ADJUST;
     st[i] = -1;
-    costs[i] = 1;
-    if (kind >= 0 && !is_lease(lm->algo))
+    if (adj ? costs[i] == 0 : kind >= 0 && !is_lease(lm->algo))
       continue;
+    if (adj)
+      cost = costs[i];
+    costs[i] = 1;
     if ((rc = scope_ids(c, lm, &kp, d)))
       return rc;
+    c->scope_mix = fold_scope(c->scope_mix, &kp, i == 0);
     if (kind < 0 && lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
         (rc = cost_of(c, &dr->cost[i], lm, &cost, d)))
       return rc;
@@ -313,7 +349,7 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
                      : is_lease(lm->algo) ? SLUICE_OP_ACQUIRE
                                           : SLUICE_OP_CONSUME,
                      first, nrec, ps, is_lease(lm->algo) ? 0 : cost,
-                     is_lease(lm->algo) ? id : 0);
+                     is_lease(lm->algo) || adj ? id : 0);
     if (kind >= 0)
       sluice__when(g, s, SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_NOTE);
     else if (s > 0)
@@ -386,6 +422,10 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
     d->cost = costs[bind];
     if (res.denied_by < 0) {
       d->outcome = SLUICE_OUTCOME_ALLOW;
+      /* The store's time (a Redis store's TIME): a settle finds the
+      ** windows these charges went into by it. */
+      d->now_ns = res.now_ns;
+      d->settle_check = sluice__settle_check(c, costs, res.now_ns);
       if (id) {
         int64_t ttl = INT64_MAX;
         for (i = 0; i < dr->n; i++) {
@@ -430,4 +470,50 @@ int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind) {
     for (s = 0; s < g->ns; s++)
       ok = ok && r.v[s].allowed;
   return rc != SLUICE_OK ? rc : ok ? SLUICE_OK : SLUICE_ENOTFOUND;
+}
+
+int sluice__decl_costs(sluice__ctx *c, int64_t costs[], sluice_decision *d) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  keyparts kp;
+  int i, rc;
+  kp.tagged = 0;
+  c->scope_mix = 0;
+  for (i = 0; i < dr->n; i++) {
+    const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
+    costs[i] = 0;
+    if ((rc = scope_ids(c, lm, &kp, d)))
+      return rc;
+    c->scope_mix = fold_scope(c->scope_mix, &kp, i == 0);
+    if (lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
+        (rc = cost_of(c, &dr->cost[i], lm, &costs[i], d)))
+      return rc;
+  }
+  return SLUICE_OK;
+}
+
+int sluice__decl_adjust(sluice__ctx *c, int64_t delta[], uint64_t at) {
+  sluice_decision d;
+  sluice_program_result r;
+  sluice__prog gp;
+  int st[SLUICE__RLIMITS_MAX], rc;
+  memset(&d, 0, sizeof d);
+  rc = build(c, SLUICE_OP_ADJUST, at, &gp, st, delta, &d);
+  if (rc == SLUICE_OK && gp.ns > 0)
+    rc = sluice__run(c, &gp, &r);
+  return rc;
+}
+
+uint64_t sluice__settle_check(const sluice__ctx *c, const int64_t costs[],
+                              int64_t at) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  uint64_t h, k;
+  int i;
+  memcpy(&k, c->p->secret, sizeof k); /* not guessable from outside */
+  h = mix(k ^ (uint64_t)c->droute) ^ mix((uint64_t)at) ^ c->scope_mix;
+  for (i = 0; i < dr->n; i++) {
+    int algo = c->p->decl->limits[dr->limit[i]].algo;
+    if (!is_lease(algo) && algo != SLUICE__L_CAP)
+      h = mix(h ^ (uint64_t)costs[i] ^ ((uint64_t)i << 56));
+  }
+  return h ? h : 1;
 }

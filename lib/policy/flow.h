@@ -36,6 +36,11 @@ typedef struct sluice__ctx {
   int ticket;  /* the breaker's (sluice__breaker_admit) */
   int skipped; /* the breaker is open: decided as failed */
   int droute;  /* a route of declared limits (declared.c), or -1 */
+  /* A settle (settle.c): the attributes the caller reports back, read
+  ** before the request's own; costs may then be 0. */
+  const sluice_attr *settle;
+  size_t nsettle;
+  uint64_t scope_mix; /* the route's scopes, for the settle check */
   const char *who, *why; /* an operator's release, lift or renewal */
   /* A decision in two halves (halves.c): the store calls answered so far,
   ** replayed; NULL: every store call is made at once. */
@@ -125,6 +130,17 @@ int sluice__decl_match(const sluice_policy *p, const char *method,
                        const char *route);
 int sluice__decide_declared(sluice__ctx *c, sluice_decision *d);
 int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind);
+/* The cost of each of the route's limits at this request, 0 for a limit
+** that cannot be settled (leases, a count cap); adjust each limit by
+** delta[i] (0: not at all), the settled charge made at `at`, in one
+** program (settle.c). */
+int sluice__decl_costs(sluice__ctx *c, int64_t costs[], sluice_decision *d);
+int sluice__decl_adjust(sluice__ctx *c, int64_t delta[], uint64_t at);
+/* What an admitted decision records of its charges (never 0): a keyed
+** hash of the route, its scopes (c->scope_mix, left by the program's build
+** or by sluice__decl_costs()), costs[] and the time. */
+uint64_t sluice__settle_check(const sluice__ctx *c, const int64_t costs[],
+                              int64_t at);
 
 /* failure.c: 1 when a cached box decides the request (degraded: the
 ** store failed or the breaker is open). */

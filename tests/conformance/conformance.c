@@ -90,6 +90,7 @@ Test(conformance, fwindow) { replay("fwindow.trace"); }
 Test(conformance, penalty) { replay("penalty.trace"); }
 Test(conformance, lease) { replay("lease.trace"); }
 Test(conformance, distinct) { replay("distinct.trace"); }
+Test(conformance, adjust) { replay("adjust.trace"); }
 
 /* ------------------------------------------------------ differential --- */
 
@@ -198,12 +199,14 @@ static int64_t advance(int64_t now) {
   }
 }
 
-Test(conformance, differential_gcra) {
+/* adjust: half the ops settle (ADJUST), charging into debt and refunding
+** past full. */
+static void gcra_run(uint64_t seed, int adjust) {
   model m;
   sluice_gcra_params p[2];
   int64_t now = 1000000000000;
-  rng_state = 1;
-  model_init(&m, "g", NKEY);
+  rng_state = seed;
+  model_init(&m, adjust ? "ag" : "g", NKEY);
   p[0] = (sluice_gcra_params){7, 1000000000, 20};  /* T is not whole ns */
   p[1] = (sluice_gcra_params){50, 60000000000, 13};
   for (int s = 0; s < NOPS; s++) {
@@ -217,9 +220,15 @@ Test(conformance, differential_gcra) {
     if (rnd() % 5 == 0)
       op.kind = SLUICE_OP_PEEK;
     now = advance(now);
+    if (adjust && rnd() % 2) {
+      op.kind = SLUICE_OP_ADJUST;
+      op.arg = rnd() % 2 ? -between(1, 13) : between(1, 13);
+    }
     both(&m, &op, idx, now, s);
   }
 }
+
+Test(conformance, differential_gcra) { gcra_run(1, 0); }
 
 static void window_run(int algo, uint64_t seed) {
   model m;
@@ -303,6 +312,82 @@ Test(conformance, differential_distinct) {
   }
 }
 
+/* ADJUST (settle) mixed with the consumes it settles: charges into debt,
+** refunds past full, settled charges' times in this window, the last or
+** long ago. */
+Test(conformance, differential_adjust_gcra) { gcra_run(8, 1); }
+
+static void adjust_windows(int algo, uint64_t seed) {
+  model m;
+  sluice_window_params p;
+  int64_t now = 8000000000000;
+  rng_state = seed;
+  p.limit = between(1, 40);
+  p.window_ns = between(1, 120) * 1000000000 + between(0, 999);
+  model_init(&m, algo == SLUICE_ALGO_SWINDOW ? "as" : "af", NKEY);
+  for (int s = 0; s < NOPS; s++) {
+    int idx[1] = {(int)(rnd() % NKEY)};
+    sluice_op op = {algo, SLUICE_OP_CONSUME, 1, NULL, &p, 1, 0};
+    op.arg = between(1, p.limit);
+    now = advance(now);
+    if (rnd() % 2) {
+      op.kind = SLUICE_OP_ADJUST;
+      op.arg = rnd() % 2 ? -op.arg : op.arg;
+      op.id = (uint64_t)(now - between(0, 3 * p.window_ns));
+    }
+    both(&m, &op, idx, now, s);
+  }
+}
+
+Test(conformance, differential_adjust_swindow) {
+  adjust_windows(SLUICE_ALGO_SWINDOW, 9);
+}
+Test(conformance, differential_adjust_fwindow) {
+  adjust_windows(SLUICE_ALGO_FWINDOW, 10);
+}
+
+/* Run p on the store and on the model's records; compare the results
+** and every record the store then holds. */
+static void prog_both(model *m, const sluice_program *p, int64_t now, int s,
+                      sluice_program_result *rm) {
+  sluice_program_result rs;
+  sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
+  int rc, i, n = p->nkeys;
+  for (i = 0; i < n; i++) {
+    in[i] = m->st[i];
+    if (sluice_program_expiry(p, i, &in[i]) <= now)
+      memset(&in[i], 0, sizeof in[i]);
+  }
+  rc = sluice_program_run(p, in, out, now, rm);
+  cr_assert_eq(rc, SLUICE_OK, "model program %d: %s", s, sluice_strerror(rc));
+  sluice_clock_set(clk, now);
+  rc = sluice_limiter_run(lim, p, &rs);
+  cr_assert_eq(rc, SLUICE_OK, "store program %d: %s (%s)", s,
+               sluice_strerror(rc), sluice_limiter_errmsg(lim));
+  cr_assert_eq(rs.allowed, rm->allowed, "program %d allowed", s);
+  cr_assert_eq(rs.denied_by, rm->denied_by, "program %d denied_by", s);
+  cr_assert_eq(rs.ran, rm->ran, "program %d ran", s);
+  for (i = 0; i < p->nsteps; i++)
+    same_verdict(&rm->v[i], &rs.v[i], s * 10 + i);
+  memcpy(m->st, out, sizeof(sluice_state) * (size_t)n);
+  for (i = 0; i < n; i++) {
+    sluice_state got;
+    int64_t exp = sluice_program_expiry(p, i, &out[i]), gexp = 0;
+    rc = sluice_limiter_get(lim, m->keys[i].data, m->keys[i].len, &got, &gexp);
+    if (rc == SLUICE_ENOTSUP)
+      break;
+    if (exp <= now) {
+      cr_assert_eq(rc, SLUICE_ENOTFOUND, "program %d record %d", s, i);
+      continue;
+    }
+    cr_assert_eq(rc, SLUICE_OK, "program %d record %d: %s", s, i,
+                 sluice_strerror(rc));
+    cr_assert_eq(gexp, exp, "program %d record %d: expiry", s, i);
+    cr_assert(memcmp(&got, &out[i], sizeof got) == 0,
+              "program %d record %d differs from the model", s, i);
+  }
+}
+
 /* Programs (sluice/program.h): the store's xRun (or, for a backend without
 ** it, the step-by-step fallback) against sluice_program_run() over the
 ** model's records.  The standard request's shape (box, bucket pair, a
@@ -327,9 +412,7 @@ static void program_run(int cls, const char *what) {
   for (int s = 0; s < NOPS / 2; s++) {
     sluice_step st[7];
     sluice_program p = {7, m.keys, 7, st, cls, {0}};
-    sluice_program_result rm, rs;
-    sluice_state in[7], out[7];
-    int rc, i;
+    sluice_program_result rm;
     memset(st, 0, sizeof st);
     st[0] = (sluice_step){SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1, &pen};
     st[1] = (sluice_step){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, 2, gp,
@@ -357,40 +440,8 @@ static void program_run(int cls, const char *what) {
                           5, 2, &slots, 0, (uint64_t)between(1, 4)};
     st[6].when = SLUICE_WHEN_PASSED;
     now = advance(now);
-    for (i = 0; i < 7; i++) {
-      in[i] = m.st[i];
-      if (sluice_program_expiry(&p, i, &in[i]) <= now)
-        memset(&in[i], 0, sizeof in[i]);
-    }
-    rc = sluice_program_run(&p, in, out, now, &rm);
-    cr_assert_eq(rc, SLUICE_OK, "model program %d: %s", s, sluice_strerror(rc));
-    sluice_clock_set(clk, now);
-    rc = sluice_limiter_run(lim, &p, &rs);
-    cr_assert_eq(rc, SLUICE_OK, "store program %d: %s (%s)", s,
-                 sluice_strerror(rc), sluice_limiter_errmsg(lim));
-    cr_assert_eq(rs.allowed, rm.allowed, "program %d allowed", s);
-    cr_assert_eq(rs.denied_by, rm.denied_by, "program %d denied_by", s);
-    cr_assert_eq(rs.ran, rm.ran, "program %d ran", s);
-    for (i = 0; i < 7; i++)
-      same_verdict(&rm.v[i], &rs.v[i], s * 10 + i);
-    memcpy(m.st, out, sizeof out);
+    prog_both(&m, &p, now, s, &rm);
     undone += rm.denied_by > 1;
-    for (i = 0; i < 7; i++) {
-      sluice_state got;
-      int64_t exp = sluice_program_expiry(&p, i, &out[i]), gexp = 0;
-      rc = sluice_limiter_get(lim, m.keys[i].data, m.keys[i].len, &got, &gexp);
-      if (rc == SLUICE_ENOTSUP)
-        break;
-      if (exp <= now) {
-        cr_assert_eq(rc, SLUICE_ENOTFOUND, "program %d record %d", s, i);
-        continue;
-      }
-      cr_assert_eq(rc, SLUICE_OK, "program %d record %d: %s", s, i,
-                   sluice_strerror(rc));
-      cr_assert_eq(gexp, exp, "program %d record %d: expiry", s, i);
-      cr_assert(memcmp(&got, &out[i], sizeof got) == 0,
-                "program %d record %d differs from the model", s, i);
-    }
   }
   cr_assert_gt(undone, 20, "gates denied after the bucket charge");
 }
@@ -405,6 +456,48 @@ Test(conformance, differential_program_untrusted) {
 
 Test(conformance, differential_program_untrusted_kept) {
   program_run(SLUICE_CLASS_UNTRUSTED_KEPT, "k");
+}
+
+/* A settle's program (lib/policy/settle.c) after the decisions it settles:
+** three limits as gates (two buckets, a sliding window), then the same
+** records adjusted, each by its own amount, always, as notes. */
+Test(conformance, differential_program_settle) {
+  static const sluice_gcra_params org = {10, 1000000000, 40},
+                                  proj = {3, 1000000000, 15};
+  static const sluice_window_params win = {30, 20000000000};
+  model m;
+  int64_t now = 9000000000000;
+  int settled = 0;
+  rng_state = 11;
+  model_init(&m, "st", 3);
+  for (int s = 0; s < NOPS / 2; s++) {
+    sluice_step st[3];
+    sluice_program p = {3, m.keys, 3, st, 0, {0}};
+    sluice_program_result rm;
+    int adj = (int)(rnd() % 2), i;
+    memset(st, 0, sizeof st);
+    st[0] = (sluice_step){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 0, 1, &org,
+                          between(1, 15)};
+    st[1] = (sluice_step){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, 1, &proj,
+                          st[0].arg};
+    st[2] = (sluice_step){SLUICE_ALGO_SWINDOW, SLUICE_OP_CONSUME, 2, 1, &win,
+                          st[0].arg};
+    for (i = 0; i < 3; i++) {
+      if (i > 0)
+        st[i].when = SLUICE_WHEN_PASSED;
+      if (!adj)
+        continue;
+      st[i].kind = SLUICE_OP_ADJUST;
+      st[i].arg = rnd() % 2 ? -between(1, 15) : between(1, 15);
+      st[i].id = (uint64_t)(now - between(0, 30000000000));
+      st[i].when = SLUICE_WHEN_ALWAYS;
+      st[i].fold = SLUICE_FOLD_NOTE;
+    }
+    now = advance(now);
+    prog_both(&m, &p, now, s, &rm);
+    settled += adj;
+  }
+  cr_assert_gt(settled, 100);
 }
 
 /* A batch of programs (xRunMany: one transaction, one pipeline) over three

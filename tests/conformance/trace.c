@@ -129,7 +129,8 @@ static const struct {
              {"strike", SLUICE_OP_STRIKE},   {"trip", SLUICE_OP_TRIP},
              {"release", SLUICE_OP_RELEASE}, {"acquire", SLUICE_OP_ACQUIRE},
              {"lrelease", SLUICE_OP_LEASE_RELEASE},
-             {"renew", SLUICE_OP_RENEW},     {"add", SLUICE_OP_ADD}};
+             {"renew", SLUICE_OP_RENEW},     {"add", SLUICE_OP_ADD},
+             {"adjust", SLUICE_OP_ADJUST}};
 
 static int err_by_name(const char *n) {
   static const struct {

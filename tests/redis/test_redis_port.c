@@ -691,3 +691,69 @@ Test(port, exact_boundary_2_53, .timeout = 240) {
                d.ops);
   duo_close(&d);
 }
+
+/* ADJUST (settle) against the C step: GCRA groups and both windows, mixed
+** with the consumes it settles, at every time scale, with clocks that step
+** back, charges into debt and refunds past full, and the settled charge's
+** time now, in the previous window or long ago. */
+Test(port, adjust, .timeout = 240) {
+  duo d;
+  rng r = seeded(2026);
+  char tag[64], names[3][128];
+  sluice_key k[3];
+  int scen;
+  long step = 0, adjusts = 0;
+  rt_tag(tag, sizeof tag, "adj");
+  duo_open(&d);
+  for (scen = 0; scen < 90; scen++) {
+    int algo = scen % 3 == 0   ? SLUICE_ALGO_GCRA
+               : scen % 3 == 1 ? SLUICE_ALGO_SWINDOW
+                               : SLUICE_ALGO_FWINDOW;
+    int64_t rates[] = {1, 3, 7, 1000, INT64_C(1) << 32};
+    int64_t periods[] = {1, 3, MS, SEC, 60 * SEC, HOUR};
+    sluice_gcra_params gp[3];
+    sluice_window_params wp;
+    int64_t t = start_time(&r), cap = INT64_MAX, scale;
+    int n = algo == SLUICE_ALGO_GCRA ? (int)rrange(&r, 1, 3) : 1, i, s;
+    mk_keys(k, names, n, tag, scen);
+    for (i = 0; i < n; i++) {
+      do {
+        gp[i].rate = pick(&r, rates, 5);
+        gp[i].period_ns = pick(&r, periods, 6);
+        gp[i].burst = rrange(&r, 1, rnext(&r) % 4 ? 20 : 100000);
+      } while ((__int128)gp[i].burst * gp[i].period_ns > ((__int128)1 << 52));
+      if (gp[i].burst < cap)
+        cap = gp[i].burst;
+    }
+    do {
+      wp.window_ns = pick(&r, periods, 6);
+      wp.limit = rrange(&r, 1, rnext(&r) % 4 ? 12 : 5000);
+    } while ((__int128)wp.limit * wp.window_ns > ((__int128)1 << 52));
+    if (algo != SLUICE_ALGO_GCRA)
+      cap = wp.limit;
+    scale = algo == SLUICE_ALGO_GCRA ? gp[0].period_ns / gp[0].rate + 1
+                                     : wp.window_ns;
+    for (s = 0; s < 40; s++, step++) {
+      sluice_op op = {algo, SLUICE_OP_CONSUME, n, k, NULL, 1, 0};
+      int64_t back[] = {0, 1, scale / 2, scale, 2 * scale, 30 * scale};
+      op.params = algo == SLUICE_ALGO_GCRA ? (const void *)gp : &wp;
+      op.arg = rrange(&r, 1, rnext(&r) % 3 ? 1 : cap);
+      t = next_time(&r, t, scale);
+      if (rnext(&r) % 2) {
+        op.kind = SLUICE_OP_ADJUST;
+        op.arg = rrange(&r, 1, rnext(&r) % 3 ? cap : 3);
+        if (rnext(&r) % 2)
+          op.arg = -op.arg;
+        op.id = (uint64_t)(t - pick(&r, back, 6));
+        if ((int64_t)op.id < 0)
+          op.id = 0;
+        adjusts++;
+      }
+      duo_step(&d, &op, t, "adjust", step);
+    }
+  }
+  cr_assert_gt(adjusts, 1000);
+  cr_assert_gt(d.allowed, 200);
+  cr_assert_lt(d.allowed, d.ops - 200, "consumes were refused too");
+  duo_close(&d);
+}

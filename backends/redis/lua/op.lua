@@ -195,7 +195,11 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
     end
   end
 
+  if kind ~= OP_ADJUST then -- (ADJUST: lua/adjust.lua)
   --@include step
+  else
+  --@include adjust
+  end
 
   -- ----------------------------------------------------------- expiry
 
