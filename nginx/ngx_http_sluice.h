@@ -62,6 +62,7 @@ typedef struct {
     ngx_uint_t phase;        /* sluice_phase */
     ngx_http_complex_value_t *field[F__COUNT];
     ngx_array_t *attrs;      /* sluice_attr: ngx_http_sluice_attr_t */
+    ngx_http_sluice_attr_t *settle; /* sluice_settle NAME VALUE, or NULL */
     ngx_uint_t cls;          /* sluice_class */
     ngx_array_t *auth_fail;  /* sluice_auth_failure_status: ngx_uint_t */
     ngx_flag_t metrics;
@@ -77,8 +78,11 @@ typedef struct ngx_http_sluice_link_s ngx_http_sluice_link_t;
 typedef struct {
     sluice_policy *pol;
     sluice_request req;
-    uint64_t lease_id;  /* 0: record req.auth_result */
+    uint64_t lease_id;  /* 0: record req.auth_result, or settle */
     ngx_http_request_t *resume; /* NULL: nothing waits for this job */
+    unsigned settle:1;  /* sluice_settle: settle d at `used` */
+    sluice_decision d;
+    sluice_attr used;
     char strs[1];
 } ngx_http_sluice_job_t;
 

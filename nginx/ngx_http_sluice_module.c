@@ -49,6 +49,8 @@ static char *ngx_http_sluice_field(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_sluice_attr(ngx_conf_t *cf, ngx_command_t *cmd,
                                   void *conf);
+static char *ngx_http_sluice_settle(ngx_conf_t *cf, ngx_command_t *cmd,
+                                    void *conf);
 static char *ngx_http_sluice_thread_pool(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_sluice_auth_fail(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -154,6 +156,10 @@ static ngx_command_t ngx_http_sluice_commands[] = {
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
          | NGX_CONF_TAKE2,
      ngx_http_sluice_attr, NGX_HTTP_LOC_CONF_OFFSET, 0, NULL},
+    {ngx_string("sluice_settle"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
+         | NGX_CONF_TAKE2,
+     ngx_http_sluice_settle, NGX_HTTP_LOC_CONF_OFFSET, 0, NULL},
     {ngx_string("sluice_auth_failure_status"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
          | NGX_CONF_1MORE,
@@ -317,6 +323,9 @@ ngx_http_sluice_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     if (conf->attrs == NULL) {
         conf->attrs = prev->attrs;
     }
+    if (conf->settle == NULL) {
+        conf->settle = prev->settle;
+    }
     if (conf->auth_fail == NGX_CONF_UNSET_PTR) {
         if (prev->auth_fail == NGX_CONF_UNSET_PTR) {
             prev->auth_fail = ngx_array_create(cf->pool, 1,
@@ -420,6 +429,58 @@ ngx_http_sluice_attr(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     if (ngx_http_sluice_compile(cf, &value[2], &a->value) != NGX_OK) {
         return NGX_CONF_ERROR;
     }
+    return NGX_CONF_OK;
+}
+
+/* sluice_settle NAME VALUE: settle an admitted request's cost in the log
+** phase at VALUE (evaluated then: $upstream_http_x_tokens_used), the
+** attribute NAME its route's costs read (docs/nginx.md).  NAME is an
+** attribute's name as a policy file spells one; VALUE needs a variable, a
+** constant would settle every request at one cost. */
+static char *
+ngx_http_sluice_settle(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_sluice_loc_conf_t *lcf = conf;
+    ngx_str_t *value = cf->args->elts;
+    ngx_http_sluice_attr_t *a;
+    ngx_uint_t i;
+
+    (void) cmd;
+    if (lcf->settle != NULL) {
+        return "is duplicate";
+    }
+    for (i = 0; i < value[1].len; i++) {
+        u_char c = value[1].data[i];
+        if (!(c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z')
+              || (c >= 'A' && c <= 'Z')))
+        {
+            break;
+        }
+    }
+    if (value[1].len == 0 || i < value[1].len) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "sluice_settle: \"%V\" is no attribute name "
+                           "(letters, digits and _)", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+    if (ngx_http_script_variables_count(&value[2]) == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "sluice_settle: \"%V\" has no variable: the real "
+                           "cost comes from the answer "
+                           "($upstream_http_x_tokens_used)", &value[2]);
+        return NGX_CONF_ERROR;
+    }
+    a = ngx_pcalloc(cf->pool, sizeof(*a));
+    if (a == NULL) {
+        return NGX_CONF_ERROR;
+    }
+    a->name = ngx_http_sluice_cstr(cf->pool, &value[1]);
+    if (a->name == NULL
+        || ngx_http_sluice_compile(cf, &value[2], &a->value) != NGX_OK)
+    {
+        return NGX_CONF_ERROR;
+    }
+    lcf->settle = a;
     return NGX_CONF_OK;
 }
 

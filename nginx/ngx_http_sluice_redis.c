@@ -560,7 +560,7 @@ ngx_http_sluice_event_decide(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
     return NGX_AGAIN;
 }
 
-/* A job (a release, an auth outcome) in halves on the event loop; ctx is
+/* A job (a release, a settle, an auth outcome) in halves on the event loop; ctx is
 ** the start of the job's memory, freed when it is done.  NGX_AGAIN: out,
 ** and j->resume (when set) waits for it. */
 ngx_int_t
@@ -575,9 +575,13 @@ ngx_http_sluice_event_job(ngx_http_sluice_ctx_t *ctx, ngx_http_sluice_job_t *j)
         ngx_free(ctx);
         return NGX_ERROR; /* a lease then expires by its TTL */
     }
-    rc = j->lease_id
-             ? sluice_policy_begin_release(ctx->call, &j->req, j->lease_id)
-             : sluice_policy_begin(ctx->call, &j->req, &ctx->d);
+    if (j->settle) {
+        rc = sluice_policy_begin_settle(ctx->call, &j->req, &j->d, &j->used, 1);
+    } else if (j->lease_id) {
+        rc = sluice_policy_begin_release(ctx->call, &j->req, j->lease_id);
+    } else {
+        rc = sluice_policy_begin(ctx->call, &j->req, &ctx->d);
+    }
     if (rc == SLUICE_CALL_SEND) {
         ctx->pending = 1;
         ctx->sync = 1;

@@ -149,7 +149,9 @@ ngx_http_sluice_job_run(ngx_http_sluice_job_t *j)
 {
     sluice_decision d;
 
-    if (j->lease_id) {
+    if (j->settle) {
+        (void) sluice_policy_settle(j->pol, &j->req, &j->d, &j->used, 1);
+    } else if (j->lease_id) {
         (void) sluice_policy_release_lease(j->pol, &j->req, j->lease_id);
     } else {
         (void) sluice_policy_decide(j->pol, &j->req, &d);
@@ -213,12 +215,14 @@ ngx_http_sluice_copy_str(const char **s, char *dst)
     return n;
 }
 
-/* A job with its own copy of the request (its strings and attributes),
-** after `prefix` bytes the caller uses: the request's pool may be gone by
-** the time the job runs.  NULL when out of memory. */
+/* A job with its own copy of the request (its strings and attributes)
+** and of a settle's decision and report (sd NULL: no settle), after
+** `prefix` bytes the caller uses: the request's pool may be gone by the
+** time the job runs.  NULL when out of memory. */
 static u_char *
 ngx_http_sluice_job_copy(ngx_log_t *log, size_t prefix, sluice_policy *pol,
     const sluice_request *req, uint64_t lease_id, ngx_http_request_t *resume,
+    const sluice_decision *sd, const sluice_attr *used,
     ngx_http_sluice_job_t **out)
 {
     ngx_http_sluice_job_t *j, tmp;
@@ -247,6 +251,11 @@ ngx_http_sluice_job_copy(ngx_log_t *log, size_t prefix, sluice_policy *pol,
         need += ngx_http_sluice_copy_str(&t.name, NULL)
                 + ngx_http_sluice_copy_str(&t.value, NULL);
     }
+    if (sd != NULL) {
+        sluice_attr t = *used;
+        need += ngx_http_sluice_copy_str(&t.name, NULL)
+                + ngx_http_sluice_copy_str(&t.value, NULL);
+    }
     mem = ngx_calloc(prefix + sizeof(*j) + need, log);
     if (mem == NULL) {
         return NULL;
@@ -266,6 +275,13 @@ ngx_http_sluice_job_copy(ngx_log_t *log, size_t prefix, sluice_policy *pol,
         }
         tmp.req.attrs = at;
     }
+    if (sd != NULL) {
+        j->settle = 1;
+        j->d = *sd;
+        j->used = *used;
+        p += ngx_http_sluice_copy_str(&j->used.name, p);
+        p += ngx_http_sluice_copy_str(&j->used.value, p);
+    }
     j->pol = pol;
     j->req = tmp.req; /* its strings now point into j->strs */
     j->lease_id = lease_id;
@@ -279,7 +295,8 @@ ngx_http_sluice_job_copy(ngx_log_t *log, size_t prefix, sluice_policy *pol,
 ** request (NGX_AGAIN) until it is done. */
 static ngx_int_t
 ngx_http_sluice_background(ngx_log_t *log, sluice_policy *pol,
-    const sluice_request *req, uint64_t lease_id, ngx_http_request_t *resume)
+    const sluice_request *req, uint64_t lease_id, ngx_http_request_t *resume,
+    const sluice_decision *sd, const sluice_attr *used)
 {
     ngx_http_sluice_job_t inline_job, *j;
     u_char *mem;
@@ -288,7 +305,7 @@ ngx_http_sluice_background(ngx_log_t *log, sluice_policy *pol,
 
     if (ngx_http_sluice_worker.pool != NULL) {
         mem = ngx_http_sluice_job_copy(log, sizeof(*task), pol, req, lease_id,
-                                       resume, &j);
+                                       resume, sd, used, &j);
         if (mem == NULL) {
             return NGX_ERROR; /* a lease then expires by its TTL */
         }
@@ -312,7 +329,8 @@ ngx_http_sluice_background(ngx_log_t *log, sluice_policy *pol,
 #endif
     if (ngx_http_sluice_worker.event) {
         mem = ngx_http_sluice_job_copy(log, sizeof(ngx_http_sluice_ctx_t),
-                                       pol, req, lease_id, resume, &j);
+                                       pol, req, lease_id, resume, sd, used,
+                                       &j);
         if (mem == NULL) {
             return NGX_ERROR;
         }
@@ -322,6 +340,11 @@ ngx_http_sluice_background(ngx_log_t *log, sluice_policy *pol,
     inline_job.pol = pol;
     inline_job.req = *req;
     inline_job.lease_id = lease_id;
+    inline_job.settle = sd != NULL;
+    if (sd != NULL) {
+        inline_job.d = *sd;
+        inline_job.used = *used;
+    }
     ngx_http_sluice_job_run(&inline_job);
     return NGX_OK;
 }
@@ -338,7 +361,44 @@ ngx_http_sluice_release(ngx_http_sluice_ctx_t *ctx, ngx_http_request_t *resume)
     }
     ctx->d.lease_id = 0;
     return ngx_http_sluice_background(ctx->r->connection->log, ctx->pol,
-                                      &ctx->req, id, resume);
+                                      &ctx->req, id, resume, NULL, NULL);
+}
+
+/* The log phase: sluice_settle's value, read from the answer, settles an
+** admitted request's cost (a job: on the pool, on the event loop in
+** halves, or inline on an in-process store).  No value (the upstream sent
+** no header): the charge stays. */
+static ngx_int_t
+ngx_http_sluice_log(ngx_http_request_t *r)
+{
+    ngx_http_sluice_loc_conf_t *lcf;
+    ngx_http_sluice_ctx_t *ctx;
+    sluice_attr used;
+    ngx_str_t v;
+
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_sluice_module);
+    if (lcf->settle == NULL) {
+        return NGX_OK;
+    }
+    ctx = ngx_http_sluice_get_ctx(r);
+    if (ctx == NULL || !ctx->decided || ctx->rc != SLUICE_OK
+        || ctx->d.settle_check == 0)
+    {
+        return NGX_OK; /* nothing charged: nothing to settle */
+    }
+    if (ngx_http_complex_value(r, &lcf->settle->value, &v) != NGX_OK
+        || v.len == 0)
+    {
+        return NGX_OK;
+    }
+    used.name = lcf->settle->name;
+    used.value = ngx_http_sluice_cstr(r->pool, &v);
+    if (used.value == NULL) {
+        return NGX_OK;
+    }
+    (void) ngx_http_sluice_background(r->connection->log, ctx->pol,
+                                      &ctx->req, 0, NULL, &ctx->d, &used);
+    return NGX_OK;
 }
 
 /* The lease goes when the request's pool does (failed, aborted) if the
@@ -883,7 +943,7 @@ ngx_http_sluice_header_filter(ngx_http_request_t *r)
             ctx->req.auth_result = fail ? SLUICE_AUTH_BAD_SECRET
                                         : SLUICE_AUTH_OK;
             (void) ngx_http_sluice_background(r->connection->log, ctx->pol,
-                                              &ctx->req, 0, NULL);
+                                              &ctx->req, 0, NULL, NULL, NULL);
         }
     }
     if (ctx->d.limit > 0
@@ -1044,6 +1104,11 @@ ngx_http_sluice_init(ngx_conf_t *cf)
         return NGX_ERROR;
     }
     *h = ngx_http_sluice_postaccess;
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_LOG_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+    *h = ngx_http_sluice_log;
     ngx_http_next_header_filter = ngx_http_top_header_filter;
     ngx_http_top_header_filter = ngx_http_sluice_header_filter;
     ngx_http_next_body_filter = ngx_http_top_body_filter;

@@ -20,6 +20,16 @@
 // connection closed first); and an onResponse hook would cost every
 // request Fastify's response listeners, where this costs only the
 // requests that hold leases.
+//
+// settle: (request, reply) => ({ tokens: ... }) reports a request's real
+// cost once its response has gone (an onResponse hook, added only with
+// the option): the attributes its route's costs read, with the values the
+// handler or the upstream gave (a reply header, a field it kept), or
+// null / undefined to leave the charge as it is.  Each admitted decision
+// that charged a cost is settled once (sluice's settle: a charge or a
+// refund of the difference, docs/policy.md); request.sluice.settling is
+// then a Promise of null or the error's name, which never rejects.  A
+// settle that fails (a store down) is logged and never fails the request.
 
 const fp = require('fastify-plugin')
 const { Sluice } = require('./lib/sluice')
@@ -59,6 +69,10 @@ function sluicePlugin (fastify, opts, next) {
   const common = opts.request || null
   const routeOf = opts.route || ((request) => pathOf(request.url))
   const passUnmatched = (opts.unmatched || 'pass') === 'pass'
+  const settleOf = opts.settle || null
+  if (settleOf !== null && typeof settleOf !== 'function') {
+    return next(new TypeError('fastify-sluice: settle must be a function of (request, reply)'))
+  }
 
   function describe (request) {
     const c = common ? common(request) : null
@@ -86,7 +100,7 @@ function sluicePlugin (fastify, opts, next) {
     }
     // releasing: once the leases are being given back, a Promise of null
     // (or the error's name)
-    request.sluice = { request: q, decision: r, released: false, releasing: null }
+    request.sluice = { request: q, decision: r, released: false, releasing: null, settling: null }
     const h = r.headers
     for (const name in h) reply.header(name, h[name])
     if (!r.allowed) {
@@ -134,9 +148,31 @@ function sluicePlugin (fastify, opts, next) {
     })
   }
 
+  function settleHook (request, reply, done) {
+    const s = request.sluice
+    if (s === null || s.decision.settle === null || s.settling !== null) return done()
+    let actual
+    try {
+      actual = settleOf(request, reply)
+    } catch (e) {
+      request.log.warn({ err: e }, 'sluice: settle option threw')
+      return done()
+    }
+    if (actual === null || actual === undefined) return done()
+    s.settling = sluice.settle(s.request, s.decision, actual).then((err) => {
+      if (err !== null) request.log.warn({ sluice: err }, 'sluice: a cost was not settled')
+      return err
+    }, (e) => {
+      request.log.warn({ err: e }, 'sluice: a cost was not settled')
+      return e.code || 'SLUICE_EINVAL'
+    })
+    done() // the settle goes on after the response, holding nothing
+  }
+
   fastify.decorate('sluice', sluice)
   fastify.decorateRequest('sluice', null)
   fastify.addHook(hook, decideHook)
+  if (settleOf !== null) fastify.addHook('onResponse', settleHook)
   if (owned) fastify.addHook('onClose', (instance, done) => { sluice.close(); done() })
   next()
 }

@@ -129,9 +129,25 @@ SLUICE_EXPORT int sluice_policy_begin_release(sluice_call *call,
                                               const sluice_request *q,
                                               uint64_t lease_id);
 
-/** @brief What the last release on the handle returned, as
- *  sluice_policy_release_lease() would: SLUICE_OK, SLUICE_ENOTFOUND (it
- *  had expired), a store error. */
+/** @brief Start settling an admitted request's real cost (what
+ *  sluice_policy_settle() does, in halves, with the same checks and the
+ *  same one store call): SLUICE_CALL_DONE (nothing to send: an in-process
+ *  store, or no limit's cost changes) or SLUICE_CALL_SEND as for begin;
+ *  finish and fail then take d NULL and end with SLUICE_CALL_DONE, the
+ *  settle's own result in sluice_call_result().  An input error, or a
+ *  decision that cannot be settled (SLUICE_ENOTFOUND, SLUICE_EEXIST), is
+ *  returned at once, as sluice_policy_settle() returns it.  d must stay
+ *  valid until SLUICE_CALL_DONE: SLUICE_DECISION_SETTLED is set in
+ *  d->flags when the settle is applied (not after a store error). */
+SLUICE_EXPORT int sluice_policy_begin_settle(sluice_call *call,
+                                             const sluice_request *q,
+                                             sluice_decision *d,
+                                             const sluice_attr *actual,
+                                             size_t nactual);
+
+/** @brief What the last release or settle on the handle returned, as
+ *  sluice_policy_release_lease() or sluice_policy_settle() would:
+ *  SLUICE_OK, SLUICE_ENOTFOUND (a lease had expired), a store error. */
 SLUICE_EXPORT int sluice_call_result(const sluice_call *call);
 
 /** @brief The bytes to send (RESP: one or more commands), their length in

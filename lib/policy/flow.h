@@ -155,6 +155,12 @@ uint64_t sluice__settle_check(const sluice__ctx *c, const int64_t costs[],
 union sluice__lparams;
 int sluice__decl_keys(sluice__ctx *c, int limit, sluice__prog *g, int *nrec,
                       const union sluice__lparams **ps, sluice_decision *d);
+/* settle.c: a settle checked and worked out, up to its store call (the
+** blocking settle and its halves share it). */
+int sluice__settle_ctx(sluice_policy *p, const sluice_request *req,
+                       sluice_decision *d, const sluice_attr *actual,
+                       size_t nactual, sluice__ctx *c, int64_t delta[],
+                       int *any);
 
 /* failure.c: 1 when a cached box decides the request (degraded: the
 ** store failed or the breaker is open). */

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "declared.h"
 #include "flow.h"
 #include "split.h"
 #include "sluice/halves.h"
@@ -47,7 +48,7 @@ typedef struct sluice__tape {
 } sluice__tape;
 
 enum { C_IDLE, C_OUT };
-enum { K_DECIDE, K_RELEASE };
+enum { K_DECIDE, K_RELEASE, K_SETTLE };
 
 struct sluice_call {
   sluice_policy *p;
@@ -56,7 +57,12 @@ struct sluice_call {
   int store_err;
   int kind;       /* K_*: what the flow is */
   uint64_t lease; /* K_RELEASE: the lease */
-  int result;     /* K_RELEASE: its result */
+  int result;     /* K_RELEASE, K_SETTLE: its result */
+  /* K_SETTLE: the decision settled (flagged once done), its differences
+  ** and the time of its charge. */
+  sluice_decision *settled;
+  int64_t delta[SLUICE__RLIMITS_MAX];
+  uint64_t at;
   sluice__ctx c;
   sluice_decision d;
   sluice__tape tape;
@@ -159,17 +165,22 @@ static int pass(sluice_call *call, sluice_decision *d) {
   int rc;
   call->tape.pos = 0;
   call->tape.idpos = 0;
-  rc = call->kind == K_RELEASE
-           ? sluice__lease_store(c, call->lease, SLUICE_OP_LEASE_RELEASE)
-           : sluice__decide_store(c, &call->d);
+  if (call->kind == K_RELEASE)
+    rc = sluice__lease_store(c, call->lease, SLUICE_OP_LEASE_RELEASE);
+  else if (call->kind == K_SETTLE)
+    rc = sluice__decl_adjust(c, call->delta, call->at);
+  else
+    rc = sluice__decide_store(c, &call->d);
   if (rc == SLUICE__PENDING) {
     call->state = C_OUT;
     return SLUICE_CALL_SEND;
   }
   call->state = C_IDLE;
   call->sp.status = SLUICE__SPLIT_DONE;
-  if (call->kind == K_RELEASE) {
+  if (call->kind != K_DECIDE) {
     call->result = rc;
+    if (call->kind == K_SETTLE && rc == SLUICE_OK)
+      call->settled->flags |= SLUICE_DECISION_SETTLED;
     return SLUICE_CALL_DONE;
   }
   rc = sluice__decide_end(c, rc, &call->d);
@@ -251,23 +262,54 @@ int sluice_policy_begin(sluice_call *call, const sluice_request *q,
   return begin_at(call, q, -1, d);
 }
 
+/* A release or a settle starting on the handle (its result EINVAL until
+** the flow gives one), and its first pass once its context is ready. */
+static void start(sluice_call *call, int kind) {
+  abandon(call);
+  call->store_err = 0;
+  call->kind = kind;
+  call->result = SLUICE_EINVAL;
+}
+
+static int first_pass(sluice_call *call) {
+  call->tape.n = call->tape.nid = 0;
+  call->c.tape = call->split ? &call->tape : NULL;
+  return pass(call, &call->d);
+}
+
 int sluice_policy_begin_release(sluice_call *call, const sluice_request *q,
                                 uint64_t lease_id) {
   sluice__ctx *c = &call->c;
   int rc;
   if (!call)
     return SLUICE_EINVAL;
-  abandon(call);
-  call->store_err = 0;
-  call->kind = K_RELEASE;
+  start(call, K_RELEASE);
   call->lease = lease_id;
-  call->result = SLUICE_EINVAL;
   rc = sluice__lease_ctx(call->p, q, lease_id, c);
   if (rc != SLUICE_OK)
     return call->result = rc;
-  call->tape.n = call->tape.nid = 0;
-  c->tape = call->split ? &call->tape : NULL;
-  return pass(call, &call->d);
+  return first_pass(call);
+}
+
+int sluice_policy_begin_settle(sluice_call *call, const sluice_request *q,
+                               sluice_decision *d, const sluice_attr *actual,
+                               size_t nactual) {
+  int rc, any;
+  if (!call)
+    return SLUICE_EINVAL;
+  start(call, K_SETTLE);
+  rc = sluice__settle_ctx(call->p, q, d, actual, nactual, &call->c,
+                          call->delta, &any);
+  if (rc != SLUICE_OK)
+    return call->result = rc;
+  call->settled = d;
+  call->at = (uint64_t)d->now_ns;
+  if (!any) { /* nothing changes: no store call */
+    d->flags |= SLUICE_DECISION_SETTLED;
+    call->result = SLUICE_OK;
+    return SLUICE_CALL_DONE;
+  }
+  return first_pass(call);
 }
 
 int sluice_call_result(const sluice_call *call) {
@@ -276,7 +318,7 @@ int sluice_call_result(const sluice_call *call) {
 
 int sluice_policy_finish(sluice_call *call, const void *reply, size_t len,
                          sluice_decision *d) {
-  if (call && !d && call->kind == K_RELEASE)
+  if (call && !d && call->kind != K_DECIDE)
     d = &call->d;
   if (!call || !d || call->state != C_OUT || (!reply && len))
     return SLUICE_EINVAL;
@@ -289,7 +331,7 @@ int sluice_policy_finish(sluice_call *call, const void *reply, size_t len,
 }
 
 int sluice_policy_fail(sluice_call *call, int err, sluice_decision *d) {
-  if (call && !d && call->kind == K_RELEASE)
+  if (call && !d && call->kind != K_DECIDE)
     d = &call->d;
   if (!call || !d || call->state != C_OUT)
     return SLUICE_EINVAL;

@@ -79,13 +79,18 @@ static int report_ok(const sluice__ctx *c, const sluice_attr *a, size_t n,
   return SLUICE_OK;
 }
 
-int sluice_policy_settle(sluice_policy *p, const sluice_request *req,
-                         sluice_decision *d, const sluice_attr *actual,
-                         size_t nactual) {
-  int64_t charged[SLUICE__RLIMITS_MAX], now[SLUICE__RLIMITS_MAX];
+/* Everything of a settle but its store call: the report checked against
+** the decision (a-c) and the difference per limit in delta[] (*any: one is
+** not 0), c ready for sluice__decl_adjust().  The blocking settle and its
+** halves (halves.c) share it, and the store call after it. */
+int sluice__settle_ctx(sluice_policy *p, const sluice_request *req,
+                       sluice_decision *d, const sluice_attr *actual,
+                       size_t nactual, sluice__ctx *c, int64_t delta[],
+                       int *any) {
+  int64_t charged[SLUICE__RLIMITS_MAX];
   sluice_decision scratch;
-  sluice__ctx c;
-  int i, rc, any = 0;
+  int i, rc;
+  *any = 0;
   if (!p || !req || !d || (nactual && !actual))
     return SLUICE_EINVAL;
   if (d->flags & SLUICE_DECISION_SETTLED)
@@ -94,36 +99,47 @@ int sluice_policy_settle(sluice_policy *p, const sluice_request *req,
     return SLUICE_ENOTFOUND; /* it charged nothing (b) */
   memset(&scratch, 0, sizeof scratch);
   d->invalid_field = NULL;
-  rc = sluice__resolve(p, req, &c, &scratch);
-  if (rc == SLUICE_OK && c.droute < 0) {
+  rc = sluice__resolve(p, req, c, &scratch);
+  if (rc == SLUICE_OK && c->droute < 0) {
     scratch.invalid_field = "route";
     rc = SLUICE_EINVAL;
   }
   if (rc == SLUICE_OK)
-    rc = sluice__decl_costs(&c, charged, &scratch);
+    rc = sluice__decl_costs(c, charged, &scratch);
   if (rc == SLUICE_OK &&
-      sluice__settle_check(&c, charged, d->now_ns) != d->settle_check) {
+      sluice__settle_check(c, charged, d->now_ns) != d->settle_check) {
     scratch.invalid_field = "request"; /* not this decision's (a) */
     rc = SLUICE_EINVAL;
   }
   if (rc == SLUICE_OK)
-    rc = report_ok(&c, actual, nactual, &scratch);
+    rc = report_ok(c, actual, nactual, &scratch);
   if (rc == SLUICE_OK) {
-    c.settle = actual;
-    c.nsettle = nactual;
-    rc = sluice__decl_costs(&c, now, &scratch);
+    c->settle = actual;
+    c->nsettle = nactual;
+    rc = sluice__decl_costs(c, delta, &scratch);
   }
   if (rc != SLUICE_OK) {
     d->invalid_field = scratch.invalid_field;
     return rc;
   }
-  for (i = 0; i < p->decl->routes[c.droute].n; i++) {
-    now[i] -= charged[i];
-    any |= now[i] != 0;
+  for (i = 0; i < p->decl->routes[c->droute].n; i++) {
+    delta[i] -= charged[i];
+    *any |= delta[i] != 0;
   }
-  c.now = sluice_limiter_now(p->lim);
-  if (any && (rc = sluice__decl_adjust(&c, now, (uint64_t)d->now_ns)))
-    return rc;
-  d->flags |= SLUICE_DECISION_SETTLED;
+  c->now = sluice_limiter_now(p->lim);
   return SLUICE_OK;
+}
+
+int sluice_policy_settle(sluice_policy *p, const sluice_request *req,
+                         sluice_decision *d, const sluice_attr *actual,
+                         size_t nactual) {
+  int64_t delta[SLUICE__RLIMITS_MAX];
+  sluice__ctx c;
+  int rc, any;
+  rc = sluice__settle_ctx(p, req, d, actual, nactual, &c, delta, &any);
+  if (rc == SLUICE_OK && any)
+    rc = sluice__decl_adjust(&c, delta, (uint64_t)d->now_ns);
+  if (rc == SLUICE_OK)
+    d->flags |= SLUICE_DECISION_SETTLED;
+  return rc;
 }

@@ -66,6 +66,7 @@ def request(port, path, method="GET", headers=None, timeout=30, body=None):
 
 class Upstream:
     """Answers 200 "ok"; ?hold=MS waits that long (or until released);
+    ?used=N answers with X-Tokens-Used: N (what an LLM upstream reports);
     /v1/auth/token answers 401 unless secret=good (in the query or a form
     body).  Counts what it saw."""
 
@@ -111,6 +112,8 @@ class Upstream:
                                      "X-Tier": "t"}
                         else:
                             status = 401
+                    if "used" in q:
+                        extra["X-Tokens-Used"] = q["used"][0]
                     body = b"ok\n"
                     self.send_response(status)
                     for k, v in extra.items():

@@ -10,6 +10,10 @@
 **  - Redirections: a slot migrating (ASK) and moved (MOVED) mid-run; the
 **    script or library flushed (NOSCRIPT, function missing); a node that
 **    fails mid-call; bytes that are not a reply, or only part of one.
+**  - Settling (sluice_policy_begin_settle): the LLM gateway's trace with
+**    settles, blocking on one policy and in halves on another, gives the
+**    same decisions and settle results, on mem (no call leaves) and on
+**    Redis; a settle whose call fails is not marked settled.
 */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -286,6 +290,211 @@ static void differential(const char *extra, int n) {
   host_close(&h);
   fx_close(&fa);
   fx_close(&fb);
+}
+
+/* ------------------------------------------------------------ settle --- */
+
+/* Request i of an LLM gateway trace: two organizations, three projects,
+** two models, mostly small requests with a few of the whole 100000. */
+typedef struct llm_req {
+  sluice_attr a[4];
+  char tokens[16];
+  sluice_request q;
+} llm_req;
+
+static void llm_trace_req(llm_req *r, unsigned *seed) {
+  static const char *const O[] = {"acme", "globex"};
+  static const char *const P[] = {"p1", "p2", "p3"};
+  static const char *const M[] = {"large", "small"};
+  unsigned x = (unsigned)rand_r(seed);
+  unsigned t = x % 10 == 0 ? 100000 : (unsigned)rand_r(seed) % 10000;
+  snprintf(r->tokens, sizeof r->tokens, "%u", t);
+  r->a[0] = (sluice_attr){"org", O[(x >> 4) % 2]};
+  r->a[1] = (sluice_attr){"project", P[(x >> 6) % 3]};
+  r->a[2] = (sluice_attr){"model", M[(x >> 9) % 2]};
+  r->a[3] = (sluice_attr){"tokens", r->tokens};
+  memset(&r->q, 0, sizeof r->q);
+  r->q.method = "POST";
+  r->q.route = "/v1/chat/completions";
+  r->q.attrs = r->a;
+  r->q.nattrs = 4;
+}
+
+/* Settle d in halves (the host carrying any call): the settle's result. */
+static int host_settle(host *h, sluice_call *call, const sluice_request *q,
+                       sluice_decision *d, const sluice_attr *a) {
+  int rc = sluice_policy_begin_settle(call, q, d, a, 1);
+  if (rc < 0)
+    return rc;
+  while (rc == SLUICE_CALL_SEND)
+    rc = host_carry(h, call, NULL);
+  cr_assert_eq(rc, SLUICE_CALL_DONE);
+  return sluice_call_result(call);
+}
+
+/* The trace decided and settled blocking on fa and in halves on fb: the
+** same decisions, the same settle results.  Admitted requests are settled
+** a few requests later (mostly below the charge, some above, some twice);
+** a denied one is settled too (nothing to settle).  Returns the calls the
+** halves' side sent. */
+#define NPEND 4
+static int settle_differential(fixture *fa, fixture *fb, int n) {
+  struct pend {
+    llm_req ra, rb;
+    sluice_decision da, db;
+  } *pend = calloc(NPEND, sizeof *pend);
+  sluice_call *call;
+  host h;
+  unsigned sa = 11, sb = 11, sv = 5;
+  int i, k, npend = 0, denied = 0, settled = 0, twice = 0;
+  cr_assert_not_null(pend);
+  host_init(&h);
+  cr_assert_eq(sluice_call_open(fb->pol, &call), SLUICE_OK);
+  for (i = 0; i < n; i++) {
+    llm_req ra, rb;
+    sluice_decision da, db;
+    int64_t step = (int64_t)((unsigned)rand_r(&sv) % 3000) * 1000000;
+    llm_trace_req(&ra, &sa);
+    llm_trace_req(&rb, &sb);
+    da = decide(fa, &ra.q);
+    cr_assert_eq(host_decide(&h, call, &rb.q, &db), SLUICE_CALL_DONE,
+                 "request %d", i);
+    same_decision(&da, &db, i);
+    if (!da.allowed) {
+      sluice_attr z = {"tokens", "0"};
+      denied++;
+      cr_assert_eq(sluice_policy_settle(fa->pol, &ra.q, &da, &z, 1),
+                   SLUICE_ENOTFOUND);
+      cr_assert_eq(host_settle(&h, call, &rb.q, &db, &z), SLUICE_ENOTFOUND);
+    } else if (npend < NPEND) {
+      pend[npend].ra = ra;
+      pend[npend].rb = rb;
+      pend[npend].da = da;
+      pend[npend].db = db;
+      npend++;
+    }
+    /* The oldest pending one settled now and then, at a real size. */
+    if (npend == NPEND || (npend > 0 && rand_r(&sv) % 2)) {
+      struct pend *o = &pend[0];
+      char v[16];
+      sluice_attr a = {"tokens", v};
+      unsigned r = (unsigned)rand_r(&sv);
+      int ca, cb;
+      snprintf(v, sizeof v, "%u", r % 4 == 0 ? r % 100001 : r % 5000);
+      o->ra.q.attrs = o->ra.a; /* the copies' own attributes */
+      o->rb.q.attrs = o->rb.a;
+      o->ra.a[3].value = o->ra.tokens;
+      o->rb.a[3].value = o->rb.tokens;
+      ca = sluice_policy_settle(fa->pol, &o->ra.q, &o->da, &a, 1);
+      cb = host_settle(&h, call, &o->rb.q, &o->db, &a);
+      cr_assert_eq(ca, SLUICE_OK, "settle %d: %s", i, sluice_err_name(ca));
+      cr_assert_eq(cb, ca, "settle %d: %s", i, sluice_err_name(cb));
+      cr_assert(o->db.flags & SLUICE_DECISION_SETTLED);
+      settled++;
+      if (r % 7 == 0) { /* once is all */
+        cr_assert_eq(host_settle(&h, call, &o->rb.q, &o->db, &a),
+                     SLUICE_EEXIST);
+        twice++;
+      }
+      for (k = 1; k < npend; k++)
+        pend[k - 1] = pend[k];
+      npend--;
+    }
+    sluice_clock_advance(fa->clock, step);
+    sluice_clock_advance(fb->clock, step);
+  }
+  cr_assert_gt(denied, n / 10, "denials: %d", denied);
+  cr_assert_gt(settled, n / 4, "settles: %d (denied %d)", settled, denied);
+  cr_assert_gt(twice, 0);
+  sluice_call_close(call);
+  host_close(&h);
+  free(pend);
+  return h.sends;
+}
+
+Test(halves, mem_settles_in_begin) {
+  fixture fa, fb;
+  cr_assert_eq(fx_open_file(&fa, SLUICE_ETC "/llm-gateway.conf", NULL, 0),
+               SLUICE_OK);
+  cr_assert_eq(fx_open_file(&fb, SLUICE_ETC "/llm-gateway.conf", NULL, 0),
+               SLUICE_OK);
+  cr_assert_eq(settle_differential(&fa, &fb, 600), 0, "nothing sent");
+  fx_close(&fa);
+  fx_close(&fb);
+}
+
+/* A policy with the LLM gateway file over the harness's Redis. */
+static void open_redis_llm(fixture *f, const char *prefix) {
+  char store[1024];
+  const char *eng = rt_engine("");
+  int rc;
+  snprintf(store, sizeof store,
+           "redis:nodes=%s;timeout_ms=3000;connect_timeout_ms=3000;"
+           "prefix=%s%s%s",
+           rt_nodes(), prefix, *eng ? ";" : "", eng);
+  rc = fx_open_file(f, SLUICE_ETC "/llm-gateway.conf", store,
+                    SLUICE_OPEN_TESTCLOCK);
+  cr_assert_eq(rc, SLUICE_OK, "%s: %s", store, sluice_strerror(rc));
+}
+
+static void llm_prefixes(char pa[96], char pb[96]) {
+  char tag[64];
+  rt_tag(tag, sizeof tag, "x");
+  snprintf(pa, 96, "sblk%s", tag + 3);
+  snprintf(pb, 96, "shlv%s", tag + 3);
+  pa[strcspn(pa, "}")] = 0;
+  pb[strcspn(pb, "}")] = 0;
+  strcat(pa, ":");
+  strcat(pb, ":");
+}
+
+Test(halves, redis_settle_same_as_blocking) {
+  char pa[96], pb[96];
+  fixture fa, fb;
+  llm_prefixes(pa, pb);
+  open_redis_llm(&fa, pa);
+  open_redis_llm(&fb, pb);
+  cr_assert_gt(settle_differential(&fa, &fb, 300), 300, "settles carried");
+  fx_close(&fa);
+  fx_close(&fb);
+}
+
+/* A settle whose call is lost: the store's error, the decision not marked
+** (it may or may not have applied), the handle free for the next. */
+Test(halves, redis_settle_call_lost) {
+  char pa[96], pb[96];
+  fixture f;
+  llm_req r;
+  sluice_call *call;
+  sluice_decision d;
+  sluice_attr a = {"tokens", "7"};
+  host h;
+  unsigned seed = 3;
+  llm_prefixes(pa, pb);
+  open_redis_llm(&f, pa);
+  host_init(&h);
+  cr_assert_eq(sluice_call_open(f.pol, &call), SLUICE_OK);
+  llm_trace_req(&r, &seed);
+  cr_assert_eq(host_decide(&h, call, &r.q, &d), SLUICE_CALL_DONE);
+  cr_assert(d.allowed);
+  cr_assert_eq(sluice_policy_begin_settle(call, &r.q, &d, &a, 1),
+               SLUICE_CALL_SEND);
+  cr_assert_eq(sluice_policy_fail(call, SLUICE_ETIMEDOUT, NULL),
+               SLUICE_CALL_DONE);
+  cr_assert_eq(sluice_call_result(call), SLUICE_ETIMEDOUT);
+  cr_assert_eq(sluice_call_store_error(call), SLUICE_ETIMEDOUT);
+  cr_assert_eq(d.flags & SLUICE_DECISION_SETTLED, 0);
+  /* Bad reports are refused at once, nothing sent. */
+  a.value = "-1";
+  cr_assert_eq(sluice_policy_begin_settle(call, &r.q, &d, &a, 1),
+               SLUICE_ERANGE);
+  cr_assert_null(sluice_call_bytes(call, NULL));
+  a.value = "7";
+  cr_assert_eq(host_settle(&h, call, &r.q, &d, &a), SLUICE_OK);
+  cr_assert(d.flags & SLUICE_DECISION_SETTLED);
+  sluice_call_close(call);
+  host_close(&h);
+  fx_close(&f);
 }
 
 /* ------------------------------------------------------------------ mem --- */

@@ -19,7 +19,7 @@ local function request(t)
   R = { consumer = t.consumer, credential = t.credential, route = t.route,
         service = t.service, method = t.method or "GET", path = t.path or "/items",
         ip = t.ip or "192.0.2.7", id = t.id or "req-1", ctx = {}, set = {},
-        errors = {} }
+        errors = {}, headers = t.headers or {}, upstream = t.upstream or {} }
   return R
 end
 
@@ -37,7 +37,9 @@ kong = {
     get_method = function() return R.method end,
     get_path = function() return R.path end,
     get_id = function() return R.id end,
+    get_header = function(k) return R.headers[k] end,
   },
+  service = { response = { get_header = function(k) return R.upstream[k] end } },
   response = {
     exit = function(status, body, headers)
       assert(not R.exit, "kong.response.exit called twice")
@@ -153,6 +155,37 @@ test("a lease per consumer and Kong route, released in the log phase", function(
   assert(held.ctx.lease == nil and #held.errors == 0, table.concat(held.errors, "; "))
   r = run(c, { consumer = alice, route = route, path = "/jobs/4" })
   assert(not r.exit, "the lease came back in the log phase")
+end)
+
+test("the upstream's real tokens settled in the log phase", function()
+  local c = conf({ cost_attribute = "tokens", cost_request_header = "X-Tokens-Max",
+                   cost_response_header = "X-Tokens-Used" })
+  local function llm(max, used)
+    return run(c, { consumer = alice, method = "POST", path = "/llm/chat",
+                    headers = { ["X-Tokens-Max"] = max },
+                    upstream = { ["X-Tokens-Used"] = used } })
+  end
+  -- 1000 charged, 100 used: 900 back, so another 900 fit (an hour's
+  -- refill would be 1 token).
+  local r = llm("1000", "100")
+  assert(not r.exit and #r.errors == 0, table.concat(r.errors, "; "))
+  assert(r.ctx.settle == nil, "settled in the log phase")
+  r = llm("900", "900")
+  assert(not r.exit, "the refund made room for 900")
+  assert(r.set["RateLimit-Remaining"] == "0", tostring(r.set["RateLimit-Remaining"]))
+  -- No header from the upstream: the charge stays.
+  r = run(c, { consumer = bob, method = "POST", path = "/llm/chat",
+               headers = { ["X-Tokens-Max"] = "1000" } })
+  assert(not r.exit)
+  r = run(c, { consumer = bob, method = "POST", path = "/llm/chat",
+               headers = { ["X-Tokens-Max"] = "1" } })
+  assert(r.exit and r.exit.status == 429, "bob's 1000 were kept")
+  -- An upstream header that is no number: logged, the request unharmed.
+  local carol = { id = "c-carol", username = "carol" }
+  r = run(c, { consumer = carol, method = "POST", path = "/llm/chat",
+               headers = { ["X-Tokens-Max"] = "10" }, upstream = { ["X-Tokens-Used"] = "lots" } })
+  assert(not r.exit and #r.errors == 1 and r.errors[1]:find("SLUICE_EINVAL", 1, true),
+         table.concat(r.errors, "; "))
 end)
 
 test("no consumer: fault tolerant passes and logs, otherwise 500", function()

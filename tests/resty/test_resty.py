@@ -52,6 +52,7 @@ HTTP = """
       secret = "%(secret)s", library = "%(lib)s", jitter = false,
       header_form = "both", problem_base = "%(problem_base)s" }
     if not lim then ngx.log(ngx.ERR, "resty.sluice: ", err) end
+    settles, settle_errs = {}, {}
     function check()
       local d, err = lim:access{ attrs = { user = ngx.var.http_x_user,
                                            tokens = ngx.var.http_x_tokens } }
@@ -94,6 +95,38 @@ HTTP = """
     location /v1/jobs {
       access_by_lua_block { check() }
       proxy_pass http://up;
+    }
+    # Settling in the log phase the tokens the answer says were used.
+    location = /settle/v1/complete {
+      access_by_lua_block {
+        local req = { method = "POST", route = "/v1/complete",
+                      attrs = { user = ngx.var.http_x_user, tokens = ngx.var.http_x_tokens } }
+        local d = lim:access(req)
+        ngx.ctx.sreq, ngx.ctx.sd = req, d
+      }
+      content_by_lua_block {
+        ngx.header["X-Tokens-Used"] = ngx.var.http_x_used
+        ngx.say("ok")
+      }
+      log_by_lua_block {
+        local d = ngx.ctx.sd
+        if not d then return end
+        settles[#settles + 1] = d
+        local ok, err = lim:settle(ngx.ctx.sreq, d,
+                                   { tokens = ngx.var.sent_http_x_tokens_used })
+        if not ok then settle_errs[#settle_errs + 1] = err end
+      }
+    }
+    # The worker's settled decisions (SLUICE_DECISION_SETTLED in flags),
+    # the settles so far, and their errors.
+    location = /settled {
+      content_by_lua_block {
+        local n = 0
+        for _, d in ipairs(settles) do
+          if bit.band(d.flags, 0x200) ~= 0 then n = n + 1 end
+        end
+        ngx.say(n, " ", #settles, " ", table.concat(settle_errs, "|"))
+      }
     }
   }
 """
@@ -274,6 +307,54 @@ def test_decide_and_answer_apart(ng):
         "application/problem+json", r.headers
     r = ng.get("/apart/v1/complete", headers={"X-User": "apart"})
     assert r.status == 400 and b"(tokens)" in r.body, (r.status, r.body)
+
+
+def test_settle_in_log_phase(_ng):
+    """One worker; the log phase settles the tokens the answer reported
+    (X-Tokens-Used): 300 of 300 charged and 0 used come back, so another
+    300 fit at once (without the refund the bucket would need 3 s); 150
+    of them back, then 1 charged and 300 used leave the bucket in debt, so
+    1 more is refused;
+    a report that is no number is refused by settle, and the worker goes
+    on.  On Redis the settle goes out from a timer over a cosocket (the
+    halves); the test waits for the decisions to carry the settled flag."""
+    ng = start(workers=1)
+
+    def settled():
+        return ng.get("/settled").body.decode().rstrip("\n").split(" ", 2)
+
+    def post(tokens, used, want, n):
+        r = ng.get("/settle/v1/complete", method="POST", headers={
+            "X-User": "settler", "X-Tokens": str(tokens), "X-Used": used})
+        assert r.status == want, (tokens, used, r.status, r.body, ng.log())
+        if want == 200:
+            ngxh.wait_until(lambda: int(settled()[1]) == n, 10, "settle %d" % n)
+        return r
+    try:
+        post(300, "0", 200, 1)
+        ngxh.wait_until(lambda: settled()[0] == "1", 10, "settled 1")
+        post(300, "0", 200, 2)  # the 300 came back
+        ngxh.wait_until(lambda: settled()[0] == "2", 10, "settled 2")
+        post(300, "150", 200, 3)  # 150 back
+        post(1, "300", 200, 4)  # 299 more: 149 in debt
+        ngxh.wait_until(lambda: settled()[0] == "4", 10, "settled 4")
+        r = post(1, "0", 429, 4)
+        assert json.loads(r.body)["violated-policies"] == ["tokens"], r.body
+        assert settled()[2] == "", settled()
+        ng.get("/settle/v1/complete", method="POST", headers={
+            "X-User": "settler2", "X-Tokens": "5", "X-Used": "x"})
+        if STORE:  # from the timer: its error goes to the error log
+            ngxh.wait_until(lambda: "settling a cost: SLUICE_EINVAL" in
+                            ng.log(), 10, "the refused settle")
+        else:
+            ngxh.wait_until(lambda: settled()[2] != "", 10, "the refused settle")
+            assert settled()[2].startswith("SLUICE_EINVAL"), settled()
+        assert settled()[0] == "4", settled()
+        r = ng.get("/settle/v1/complete", method="POST", headers={
+            "X-User": "settler2", "X-Tokens": "5", "X-Used": "5"})
+        assert r.status == 200, r.status
+    finally:
+        ng.stop()
 
 
 def redis_waiting(port):

@@ -27,20 +27,23 @@ const STATUS = 0; const ALLOWED = 1; const OUTCOME = 2; const LIMIT = 3
 const UNIT = 4; const REMAINING = 5; const RETRY_MS = 6; const COST = 7
 const FLAGS = 8; const LEASE_LO = 9; const LEASE_HI = 10; const ERROR = 11
 const FIELD = 12; const MESSAGE = 13; const NHEADERS = 14; const HAS_BODY = 15
-const HEADERS = 16
+const CHECK_LO = 16; const CHECK_HI = 17; const NOW_LO = 18; const NOW_HI = 19
+const HEADERS = 20
 
 // The result object: { allowed, status, outcome, limit, unit, remaining,
 // retryAfterMs, cost, flags, leaseId (BigInt, 0n: none), headers (names
 // in lower case), body (problem+json or null), error (null, or
 // 'SLUICE_ENOTFOUND'... with field naming the request field at fault, and
-// message) }.
+// message), settle (null: nothing to settle; else what settle() needs of
+// the decision, as the addon gave it) }.
 function result (s, o, text) {
   const name = (id) => (id < 0 ? null : (s._names[id] ?? s._name(id)))
   if (o[ERROR] >= 0) {
     return {
       allowed: false, status: 0, outcome: null, limit: null, unit: null, remaining: 0,
       retryAfterMs: 0, cost: 0, flags: 0, leaseId: 0n, headers: {}, body: null,
-      error: name(o[ERROR]), field: name(o[FIELD]), message: name(o[MESSAGE])
+      error: name(o[ERROR]), field: name(o[FIELD]), message: name(o[MESSAGE]),
+      settle: null
     }
   }
   const headers = {}
@@ -69,7 +72,10 @@ function result (s, o, text) {
     body: o[HAS_BODY] === 1 ? text.slice(at) : null,
     error: null,
     field: null,
-    message: null
+    message: null,
+    settle: o[CHECK_LO] === 0 && o[CHECK_HI] === 0
+      ? null
+      : [o[CHECK_LO], o[CHECK_HI], o[NOW_LO], o[NOW_HI]]
   }
 }
 
@@ -179,6 +185,36 @@ class Sluice {
       return this.async
         ? addon.releaseAsync(this._h, this._q, n, leaseId)
         : Promise.resolve(addon.release(this._h, this._q, n, leaseId))
+    } catch (e) {
+      return Promise.reject(e)
+    }
+  }
+
+  // Settle a decision's real cost once the response is known
+  // (docs/policy.md "Settling a request's real cost"): req and decision
+  // as decided, actual the attributes the route's costs read, with their
+  // real values ({ tokens: 1234 }).  Resolves to null (decision.flags
+  // then has the settled flag), or the error's name: 'SLUICE_ENOTFOUND'
+  // (nothing to settle), 'SLUICE_EEXIST' (settled already), an input
+  // error, a store error (it may or may not have applied).  On the
+  // thread pool where decisions are; never throws (rejects on a bad
+  // argument or a closed handle).
+  settle (req, decision, actual) {
+    try {
+      const s = decision.settle
+      if (s === null) return Promise.resolve('SLUICE_ENOTFOUND')
+      // the report: a request of attributes only, as the addon reads it
+      const na = this._join({ attrs: actual })
+      const a = this._q
+      const n = this._join(req)
+      const args = [this._h, this._q, n, a, na, decision.flags, s[0], s[1], s[2], s[3]]
+      const mark = (err) => {
+        if (err === null) decision.flags |= addon.SETTLED
+        return err
+      }
+      return this.async
+        ? addon.settleAsync(...args).then(mark)
+        : Promise.resolve(mark(addon.settle(...args)))
     } catch (e) {
       return Promise.reject(e)
     }

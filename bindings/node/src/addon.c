@@ -10,6 +10,11 @@
 **   str(h, id)                  -> the text of a string id of an answer
 **   release(h, q, n, leaseId)   -> error name or null
 **   releaseAsync(h, q, n, leaseId) -> Promise<error name or null>
+**   settle(h, q, n, a, na, flags, checkLo, checkHi, nowLo, nowHi)
+**                               -> error name or null
+**   settleAsync(...the same)    -> Promise<error name or null>
+**                                  (a: the reported attributes joined as
+**                                  a request with no fields of its own)
 **   setTime(h, ms)                 manual clock only
 **   close(h)
 **
@@ -337,7 +342,16 @@ static napi_value js_decide(napi_env env, napi_callback_info info) {
 
 /* ---------------------------------------------------------- async jobs --- */
 
-enum { JOB_DECIDE, JOB_RELEASE };
+enum { JOB_DECIDE, JOB_RELEASE, JOB_SETTLE };
+
+/* A settle's report and the decision it settles: the reported attributes
+** (read as a request of attributes only) and the fields of the decision
+** that sluice_policy_settle() reads, which JS kept from its answer
+** (SN_OUT_CHECK_LO...: flags, settle_check, now_ns). */
+typedef struct sn_settle {
+  sn_request act;
+  sluice_decision d;
+} sn_settle;
 
 typedef struct sn_job {
   napi_async_work work;
@@ -348,6 +362,7 @@ typedef struct sn_job {
   uint64_t lease_id;
   sluice_decision d;
   sn_request req;
+  sn_settle *settle; /* JOB_SETTLE */
 } sn_job;
 
 static void job_execute(napi_env env, void *data) {
@@ -355,6 +370,10 @@ static void job_execute(napi_env env, void *data) {
   (void)env;
   if (j->kind == JOB_DECIDE)
     j->rc = sluice_policy_decide(j->p->pol, &j->req.rq, &j->d);
+  else if (j->kind == JOB_SETTLE)
+    j->rc = sluice_policy_settle(j->p->pol, &j->req.rq, &j->settle->d,
+                                 j->settle->act.rq.attrs,
+                                 j->settle->act.rq.nattrs);
   else
     j->rc = sluice_policy_release_lease(j->p->pol, &j->req.rq, j->lease_id);
 }
@@ -398,6 +417,17 @@ static napi_value job_answer(napi_env env, sn_job *j) {
   return res;
 }
 
+/* An error's name as a JS string, or null for SLUICE_OK. */
+static napi_value rc_value(napi_env env, int rc) {
+  napi_value res;
+  if (rc == SLUICE_OK)
+    SN_CALL(env, napi_get_null(env, &res));
+  else
+    SN_CALL(env, napi_create_string_utf8(env, sluice_err_name(rc),
+                                         NAPI_AUTO_LENGTH, &res));
+  return res;
+}
+
 static void job_complete(napi_env env, napi_status status, void *data) {
   sn_job *j = data;
   sn_policy *p = j->p;
@@ -414,18 +444,17 @@ static void job_complete(napi_env env, napi_status status, void *data) {
     } else {
       napi_resolve_deferred(env, j->deferred, res);
     }
-  } else {
-    if (j->rc == SLUICE_OK)
-      napi_get_null(env, &res);
-    else
-      napi_create_string_utf8(env, sluice_err_name(j->rc), NAPI_AUTO_LENGTH,
-                              &res);
+  } else if ((res = rc_value(env, j->rc)) != NULL) { /* release, settle */
     napi_resolve_deferred(env, j->deferred, res);
+  } else {
+    napi_get_and_clear_last_exception(env, &exc);
+    napi_reject_deferred(env, j->deferred, exc);
   }
   napi_delete_async_work(env, j->work);
   if (--p->inflight == 0 && p->closed)
     policy_free_state(env, p); /* close() came while this job ran */
   napi_delete_reference(env, j->handle);
+  free(j->settle);
   free(j);
 }
 
@@ -443,9 +472,36 @@ static int lease_arg(napi_env env, size_t argc, napi_value *argv,
   return 0;
 }
 
+/* argv[3..9]: a settle's report and decision into *s; -1 with a throw. */
+static int settle_args(napi_env env, size_t argc, napi_value *argv,
+                       sn_settle *s) {
+  double v[5];
+  int i;
+  if (argc < 10) {
+    napi_throw_type_error(env, "SLUICE_EINVAL",
+                          "sluice: settle(h, q, n, a, na, flags, checkLo, "
+                          "checkHi, nowLo, nowHi)");
+    return -1;
+  }
+  for (i = 0; i < 5; i++)
+    if (napi_get_value_double(env, argv[5 + i], &v[i]) != napi_ok ||
+        !(v[i] >= 0 && v[i] <= 4294967295.0)) {
+      napi_throw_type_error(env, "SLUICE_EINVAL",
+                            "sluice: settle needs the decision it settles");
+      return -1;
+    }
+  if (sn_request_read(env, argv[3], argv[4], &s->act) != 0)
+    return -1;
+  memset(&s->d, 0, sizeof s->d);
+  s->d.flags = (uint32_t)v[0];
+  s->d.settle_check = (uint64_t)v[2] << 32 | (uint32_t)v[1];
+  s->d.now_ns = (int64_t)((uint64_t)v[4] << 32 | (uint32_t)v[3]);
+  return 0;
+}
+
 static napi_value start_job(napi_env env, napi_callback_info info, int kind) {
-  size_t argc = 4;
-  napi_value argv[4], promise, name;
+  size_t argc = 10;
+  napi_value argv[10], promise, name;
   sn_policy *p;
   sn_job *j;
   SN_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
@@ -457,8 +513,13 @@ static napi_value start_job(napi_env env, napi_callback_info info, int kind) {
   }
   j->p = p;
   j->kind = kind;
+  if (kind == JOB_SETTLE && (j->settle = malloc(sizeof *j->settle)) == NULL) {
+    sn_throw(env, SLUICE_ENOMEM, "async");
+    goto fail;
+  }
   if (sn_request_read(env, argv[1], argv[2], &j->req) != 0 ||
-      (kind == JOB_RELEASE && lease_arg(env, argc, argv, &j->lease_id)))
+      (kind == JOB_RELEASE && lease_arg(env, argc, argv, &j->lease_id)) ||
+      (kind == JOB_SETTLE && settle_args(env, argc, argv, j->settle)))
     goto fail;
   if (napi_create_promise(env, &j->deferred, &promise) != napi_ok ||
       napi_create_string_utf8(env, "sluice", NAPI_AUTO_LENGTH, &name) !=
@@ -479,6 +540,7 @@ static napi_value start_job(napi_env env, napi_callback_info info, int kind) {
   p->inflight++;
   return promise;
 fail:
+  free(j->settle);
   free(j);
   return NULL;
 }
@@ -491,25 +553,47 @@ static napi_value js_release_async(napi_env env, napi_callback_info info) {
   return start_job(env, info, JOB_RELEASE);
 }
 
+static napi_value js_settle_async(napi_env env, napi_callback_info info) {
+  return start_job(env, info, JOB_SETTLE);
+}
+
+static napi_value js_settle(napi_env env, napi_callback_info info) {
+  size_t argc = 10;
+  napi_value argv[10];
+  sn_request r;
+  sn_settle *s;
+  sn_policy *p;
+  int rc;
+  SN_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 3 || (p = get_policy(env, argv[0])) == NULL)
+    return NULL;
+  if ((s = malloc(sizeof *s)) == NULL) { /* two requests: off the stack */
+    sn_throw(env, SLUICE_ENOMEM, "settle");
+    return NULL;
+  }
+  if (sn_request_read(env, argv[1], argv[2], &r) != 0 ||
+      settle_args(env, argc, argv, s) != 0) {
+    free(s);
+    return NULL;
+  }
+  rc = sluice_policy_settle(p->pol, &r.rq, &s->d, s->act.rq.attrs,
+                            s->act.rq.nattrs);
+  free(s);
+  return rc_value(env, rc);
+}
+
 static napi_value js_release(napi_env env, napi_callback_info info) {
   size_t argc = 4;
-  napi_value argv[4], res;
+  napi_value argv[4];
   sn_request r;
   sn_policy *p;
   uint64_t id = 0;
-  int rc;
   SN_CALL(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   if (argc < 3 || (p = get_policy(env, argv[0])) == NULL ||
       lease_arg(env, argc, argv, &id) ||
       sn_request_read(env, argv[1], argv[2], &r) != 0)
     return NULL;
-  rc = sluice_policy_release_lease(p->pol, &r.rq, id);
-  if (rc == SLUICE_OK)
-    SN_CALL(env, napi_get_null(env, &res));
-  else
-    SN_CALL(env, napi_create_string_utf8(env, sluice_err_name(rc),
-                                         NAPI_AUTO_LENGTH, &res));
-  return res;
+  return rc_value(env, sluice_policy_release_lease(p->pol, &r.rq, id));
 }
 
 static napi_value init(napi_env env, napi_value exports) {
@@ -524,14 +608,20 @@ static napi_value init(napi_env env, napi_value exports) {
       {"release", NULL, js_release, NULL, NULL, NULL, napi_default, NULL},
       {"releaseAsync", NULL, js_release_async, NULL, NULL, NULL, napi_default,
        NULL},
+      {"settle", NULL, js_settle, NULL, NULL, NULL, napi_default, NULL},
+      {"settleAsync", NULL, js_settle_async, NULL, NULL, NULL, napi_default,
+       NULL},
       {"setTime", NULL, js_set_time, NULL, NULL, NULL, napi_default, NULL},
   };
-  napi_value version;
+  napi_value version, settled;
   SN_CALL(env, napi_define_properties(env, exports, sizeof fns / sizeof fns[0],
                                       fns));
   SN_CALL(env, napi_create_string_utf8(env, sluice_version_string(),
                                        NAPI_AUTO_LENGTH, &version));
   SN_CALL(env, napi_set_named_property(env, exports, "version", version));
+  /* the flag a settled decision carries, for JS to set after a settle */
+  SN_CALL(env, napi_create_uint32(env, SLUICE_DECISION_SETTLED, &settled));
+  SN_CALL(env, napi_set_named_property(env, exports, "SETTLED", settled));
   return exports;
 }
 

@@ -57,6 +57,9 @@ enum {
   SN_OUT_REMAINING, SN_OUT_RETRY_MS, SN_OUT_COST, SN_OUT_FLAGS,
   SN_OUT_LEASE_LO, SN_OUT_LEASE_HI, SN_OUT_ERROR, SN_OUT_FIELD,
   SN_OUT_MESSAGE, SN_OUT_NHEADERS, SN_OUT_HAS_BODY,
+  /* what sluice_policy_settle() reads of the decision, as 32-bit halves:
+  ** its settle_check (0: nothing to settle) and its now_ns */
+  SN_OUT_CHECK_LO, SN_OUT_CHECK_HI, SN_OUT_NOW_LO, SN_OUT_NOW_HI,
   SN_OUT_HEADERS, /* header name ids from here */
   SN_OUT_LEN = SN_OUT_HEADERS + SLUICE_HTTP_MAX_HEADERS
 };

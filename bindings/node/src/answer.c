@@ -90,6 +90,12 @@ int sn_answer_fill(sn_policy *p, int rc, const sluice_request *rq,
   out[SN_OUT_FLAGS] = d->flags;
   out[SN_OUT_LEASE_LO] = (double)(uint32_t)d->lease_id;
   out[SN_OUT_LEASE_HI] = (double)(uint32_t)(d->lease_id >> 32);
+  if (d->settle_check != 0) {
+    out[SN_OUT_CHECK_LO] = (double)(uint32_t)d->settle_check;
+    out[SN_OUT_CHECK_HI] = (double)(uint32_t)(d->settle_check >> 32);
+    out[SN_OUT_NOW_LO] = (double)(uint32_t)(uint64_t)d->now_ns;
+    out[SN_OUT_NOW_HI] = (double)(uint32_t)((uint64_t)d->now_ns >> 32);
+  }
   if ((rrc = sluice_decision_http_facts(d, rq, NULL, &f)) != SLUICE_OK ||
       (rrc = sluice_http_answer_make(p->http, &f, d->now_ns, &a)) !=
           SLUICE_OK)

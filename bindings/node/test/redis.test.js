@@ -8,9 +8,10 @@ const test = require('node:test')
 const assert = require('node:assert')
 const Fastify = require('fastify')
 const sluicePlugin = require('..')
-const { SECRET, BASE, writePolicy, request, agent } = require('./helpers')
+const { SRC, SECRET, BASE, writePolicy, request, agent } = require('./helpers')
+const path = require('node:path')
 const { until } = require('./helpers')
-const { llmTrace, compare } = require('./traces')
+const { llmTrace, llmSettleTrace, compare } = require('./traces')
 
 const nodes = process.env.SLUICE_REDIS_NODES
 const pid = Number((process.env.SLUICE_REDIS_PIDS || '').split(',')[0].split(':')[1])
@@ -115,6 +116,61 @@ test('on Redis a thrown handler gives its lease back', { skip: !nodes && 'no Red
 // gets the C library's answers on mem.
 test('LLM gateway policy on Redis: the C library\'s answers', { skip: !nodes && 'no Redis' }, async (t) => {
   await compare(t, 'llm-gateway.conf', llmTrace(300), `redis:nodes=${nodes}`)
+  // settled on Redis (the thread pool) as the C library settles on mem
+  await compare(t, 'llm-gateway.conf', llmSettleTrace(300), `redis:nodes=${nodes};prefix=settle:`)
+})
+
+// A settle whose store call fails (the server stopped under it, a short
+// timeout) resolves to the error's name and is logged: the request's
+// answer had gone, the process goes on answering (a route on mem while
+// the server is stopped), and once it runs again Redis decides as before.
+test('a settle that fails on a stopped Redis neither crashes nor blocks', { skip: !nodes && 'no Redis' }, async (t) => {
+  const a = Fastify()
+  const settles = []
+  const llm = {}
+  for (const n of ['org', 'project', 'model', 'tokens']) llm[n] = (request) => request.headers['x-' + n]
+  await a.register(async (scope) => {
+    await scope.register(sluicePlugin, {
+      policy: path.join(SRC, 'etc', 'llm-gateway.conf'), secret: SECRET, problemBase: BASE,
+      attributes: llm, store: `redis:nodes=${nodes};timeout_ms=500`,
+      settle: (request, reply) => ({ tokens: reply.getHeader('x-tokens-used') })
+    })
+    scope.post('/v1/chat/completions', async (request, reply) => {
+      reply.header('x-tokens-used', '7')
+      if (request.headers['x-stop'] === '1') process.kill(pid, 'SIGSTOP') // before the settle
+      return { ok: true }
+    })
+    scope.addHook('onResponse', async (request) => { settles.push(request.sluice.settling) })
+  })
+  await a.register(async (scope) => {
+    await scope.register(sluicePlugin, { policy, secret: SECRET, problemBase: BASE, attributes, store: 'mem' })
+    scope.get('/mem/calls', async () => ({ ok: true }))
+  })
+  const url = await a.listen({ port: 0, host: '127.0.0.1' })
+  t.after(() => a.close())
+  const h = { 'x-org': 'o1', 'x-project': 'p1', 'x-model': 'm1', 'x-tokens': '100' }
+  // warm, and settled on a running server
+  assert.strictEqual((await request(url, 'POST', '/v1/chat/completions', h)).status, 200)
+  await until(() => settles.length === 1)
+  assert.strictEqual(await settles[0], null)
+  let resumed = false
+  try {
+    const r = await request(url, 'POST', '/v1/chat/completions', { ...h, 'x-stop': '1' })
+    assert.strictEqual(r.status, 200, 'the answer went before the settle')
+    for (let i = 0; i < 5; i++) {
+      assert.strictEqual((await request(url, 'GET', '/mem/calls', { 'x-user': 'm' })).status, 200)
+    }
+    await until(() => settles.length === 2)
+    const err = await settles[1]
+    assert.ok(typeof err === 'string' && err.startsWith('SLUICE_E'), String(err))
+    process.kill(pid, 'SIGCONT')
+    resumed = true
+    assert.strictEqual((await request(url, 'POST', '/v1/chat/completions', h)).status, 200)
+    await until(() => settles.length === 3)
+    assert.strictEqual(await settles[2], null)
+  } finally {
+    if (!resumed) process.kill(pid, 'SIGCONT')
+  }
 })
 
 test.after(() => agent.destroy())

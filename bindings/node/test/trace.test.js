@@ -9,7 +9,7 @@ const os = require('node:os')
 const path = require('node:path')
 const assert = require('node:assert')
 const { agent } = require('./helpers')
-const { githubTrace, llmTrace, compare } = require('./traces')
+const { githubTrace, llmTrace, llmSettleTrace, compare } = require('./traces')
 
 test('GitHub policy: the plugin answers as the C library', async (t) => {
   const counts = await compare(t, 'github.conf', githubTrace(700))
@@ -18,6 +18,17 @@ test('GitHub policy: the plugin answers as the C library', async (t) => {
 
 test('LLM gateway policy: the plugin answers as the C library', async (t) => {
   await compare(t, 'llm-gateway.conf', llmTrace(500))
+})
+
+// Settling each response's real tokens (the plugin's settle option, from
+// a reply header) moves the later decisions exactly as the C library's
+// sluice_policy_settle() on the same trace: on mem (the main thread) and
+// lmdb (the thread pool).
+test('LLM gateway policy with settles: later answers as the C library\'s', async (t) => {
+  await compare(t, 'llm-gateway.conf', llmSettleTrace(500))
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-lmdb-'))
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
+  await compare(t, 'llm-gateway.conf', llmSettleTrace(300), `lmdb:path=${dir}`, true)
 })
 
 // The other stores answer as mem does: shm (decided on the main thread),

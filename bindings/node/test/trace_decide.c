@@ -9,7 +9,10 @@
 ** manual clock) and answered by the HTTP renderer without jitter; printed
 ** as one line: status, the binding limit, its remaining, every header as
 ** name=value, and the body, separated by tabs.  A line's input error
-** prints "error NAME FIELD".
+** prints "error NAME FIELD".  A column "settle:ATTR" is no attribute: an
+** admitted line whose value there is not "-" is settled at once, ATTR
+** reported at that value (sluice_policy_settle), as the plugin's settle
+** option does when the response ends.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +64,7 @@ int main(int argc, char **argv) {
     int n = 0;
     sluice_attr attrs[COLS];
     sluice_request rq;
+    sluice_attr used = {NULL, NULL};
     sluice_decision d;
     sluice_http_facts f;
     sluice_http_answer a;
@@ -80,7 +84,10 @@ int main(int argc, char **argv) {
         rq.method = vals[i];
       else if (strcmp(names[i], "route") == 0)
         rq.route = vals[i];
-      else if (strcmp(vals[i], "-") != 0) /* "-": absent */
+      else if (strncmp(names[i], "settle:", 7) == 0) {
+        if (strcmp(vals[i], "-") != 0)
+          used = (sluice_attr){names[i] + 7, vals[i]};
+      } else if (strcmp(vals[i], "-") != 0) /* "-": absent */
         attrs[rq.nattrs++] = (sluice_attr){names[i], vals[i]};
     }
     rc = sluice_policy_decide(pol, &rq, &d);
@@ -101,6 +108,11 @@ int main(int argc, char **argv) {
     printf("\t%s\n", len ? body : "-");
     if (d.lease_id != 0)
       sluice_policy_release_lease(pol, &rq, d.lease_id);
+    if (used.name != NULL && d.allowed &&
+        (rc = sluice_policy_settle(pol, &rq, &d, &used, 1)) != SLUICE_OK) {
+      fprintf(stderr, "trace_decide: settle: %s\n", sluice_err_name(rc));
+      return 1;
+    }
   }
   fclose(in);
   sluice_http_close(http);

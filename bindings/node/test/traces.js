@@ -9,7 +9,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { execFileSync } = require('node:child_process')
-const { SRC, startApp, request } = require('./helpers')
+const { SRC, startApp, request, until } = require('./helpers')
 
 function rng (seed) { // mulberry32: the same trace every run
   return () => {
@@ -49,6 +49,17 @@ function llmTrace (n) {
   return { attrs: ['org', 'project', 'model', 'tokens'], lines }
 }
 
+// The LLM trace with a settle column: the tokens each request really used
+// (more than charged, or less, or nothing: '-' leaves the charge), which
+// the plugin's settle option and trace_decide report.
+function llmSettleTrace (n) {
+  const t = llmTrace(n)
+  const r = rng(38)
+  t.settle = 'tokens'
+  for (const l of t.lines) l.push(r() < 0.3 ? '-' : String(Math.floor(r() * r() * 40000)))
+  return t
+}
+
 // trace_decide's line for one answer of the plugin.
 function pluginLine (res, names) {
   if (res.status === 400) { // the plugin's input error: code and field
@@ -79,7 +90,8 @@ function cLine (line) {
 async function compare (t, conf, trace, store = 'mem', create = false) {
   const policy = path.join(SRC, 'etc', conf)
   const csv = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-trace-')), 'trace.csv')
-  fs.writeFileSync(csv, ['t_ms,method,route,' + trace.attrs.join(',')]
+  const settleCol = trace.settle ? ',settle:' + trace.settle : ''
+  fs.writeFileSync(csv, ['t_ms,method,route,' + trace.attrs.join(',') + settleCol]
     .concat(trace.lines.map((l) => l.join(','))).join('\n') + '\n')
   const want = execFileSync(process.env.SLUICE_TRACE_DECIDE, [policy, csv], { encoding: 'utf8' })
     .trimEnd().split('\n').map(cLine)
@@ -87,23 +99,53 @@ async function compare (t, conf, trace, store = 'mem', create = false) {
 
   const attributes = {}
   for (const a of trace.attrs) attributes[a] = (request) => request.headers['x-' + a]
-  const { app, url } = await startApp({ policy, store, create, clockMs: 0, jitter: false, headerForm: 'both', attributes })
+  // With a settle column: the handler's answer says what the request used
+  // (x-tokens-used, from the test's x-used), the settle option reads it
+  // from the reply, and each request waits for its settle to complete.
+  let responded = 0
+  let settles = 0
+  const settle = trace.settle
+    ? (request, reply) => {
+        const v = reply.getHeader('x-tokens-used')
+        return v === undefined ? null : { [trace.settle]: v }
+      }
+    : undefined
+  const extra = (app) => {
+    app.addHook('onSend', async (request, reply) => {
+      if (request.headers['x-used'] !== undefined) reply.header('x-tokens-used', request.headers['x-used'])
+    })
+    app.addHook('onResponse', async (request) => {
+      const s = request.sluice
+      if (s && s.settling !== null) {
+        assert.strictEqual(await s.settling, null)
+        settles++
+      }
+      responded++
+    })
+  }
+  const { app, url } = await startApp({ policy, store, create, clockMs: 0, jitter: false, headerForm: 'both', attributes, settle }, extra)
   t.after(() => app.close())
   const counts = {}
   for (let i = 0; i < trace.lines.length; i++) {
     const [ms, method, route, ...vals] = trace.lines[i]
     const headers = {}
     trace.attrs.forEach((a, j) => { if (vals[j] !== '-') headers['x-' + a] = vals[j] })
+    if (trace.settle && vals[trace.attrs.length] !== '-') headers['x-used'] = vals[trace.attrs.length]
     app.sluice.setTime(ms)
     const res = await request(url, method, route, headers)
+    await until(() => responded === i + 1) // its settle too
     const got = pluginLine(res, want[i].names)
     assert.strictEqual(got, want[i].line, `line ${i + 2} of the trace (${trace.lines[i].join(',')})`)
     counts[res.status] = (counts[res.status] || 0) + 1
   }
   // The trace exercises both sides of every limit: admissions, refusals.
   assert.ok(counts[200] > 20 && counts[429] > 20, JSON.stringify(counts))
+  if (trace.settle) {
+    assert.ok(settles > 30, `settled ${settles} of ${counts[200]} answered 200`)
+    counts.settled = settles
+  }
   t.diagnostic(JSON.stringify(counts))
   return counts
 }
 
-module.exports = { githubTrace, llmTrace, compare }
+module.exports = { githubTrace, llmTrace, llmSettleTrace, compare }

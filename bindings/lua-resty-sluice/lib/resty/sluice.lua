@@ -343,6 +343,52 @@ local function release_redis(self, req, lease_id)
   return true
 end
 
+-- The log phase has no cosockets: a timer of this worker carries a Redis
+-- call (fn: release_redis or settle_redis), its error to the error log.
+local function carried(premature, what, fn, self, req, x, y)
+  local done, err = fn(self, req, x, y)
+  if not done then ngx.log(ngx.ERR, "sluice: ", what, ": ", err) end
+end
+
+local function later(what, fn, self, req, x, y)
+  local ok, err = ngx.timer.at(0, carried, what, fn, self, req, x, y)
+  if not ok then return nil, "ngx.timer.at: " .. tostring(err) end
+  return true
+end
+
+-- The reported attributes of a settle, as a request of attributes only
+-- (fill's own reading of attrs) into e's second request: the attrs
+-- pointer and count, or nil and a message.
+local function fill_actual(self, e, actual)
+  e.sq = e.sq or ffi_new("sluice_request")
+  e.sattrs = e.sattrs or ffi_new("sluice_attr[?]", MAX_ATTRS)
+  e.sanchor = e.sanchor or {}
+  local q, err = fill(self, { attrs = actual }, e.sq, e.sattrs, e.sanchor)
+  if not q then return nil, err end
+  return q
+end
+
+-- Settle through the two halves (a cosocket phase only).
+local function settle_redis(self, req, d, actual)
+  local C = self.C
+  local e, err = take_call(self)
+  if not e then return nil, err end
+  local q, a
+  q, err = fill(self, req, e.q, e.attrs, e.anchor)
+  if q then a, err = fill_actual(self, e, actual) end
+  local rc = C.SLUICE_EINVAL
+  if a then
+    rc = C.sluice_policy_begin_settle(e.call, q, d, a.attrs, a.nattrs)
+    while rc == C.SLUICE_CALL_SEND do rc = carry(self, e, nil) end
+    if rc == C.SLUICE_CALL_DONE then rc = C.sluice_call_result(e.call) end
+  end
+  local free = self.redis.free
+  free[#free + 1] = e
+  if not a then return nil, err end
+  if rc ~= 0 then return nil, input_error(C, rc, d) end
+  return true
+end
+
 --- Decide one request.  req: tenant, key, tier, method, route, class
 -- (an endpoint class name: "reconcile"...), client_ip, auth_subject,
 -- ledger, cost, attrs (a table of attribute name -> value).  d: a
@@ -492,18 +538,40 @@ end
 function _M.release(self, req, lease_id)
   if self.redis then
     if cosocket_phases[ngx.get_phase()] then return release_redis(self, req, lease_id) end
-    -- The log phase has no cosockets: a timer of this worker carries it.
-    local ok, err = ngx.timer.at(0, function()
-      local done, rerr = release_redis(self, req, lease_id)
-      if not done then ngx.log(ngx.ERR, "sluice: releasing a lease: ", rerr) end
-    end)
-    if not ok then return nil, "ngx.timer.at: " .. tostring(err) end
-    return true
+    return later("releasing a lease", release_redis, self, req, lease_id)
   end
   local q, err = fill(self, req, self.q, self.attrs, self.anchor)
   if not q then return nil, err end
   local rc = self.C.sluice_policy_release_lease(self.pol, q, lease_id)
   if rc ~= 0 then return nil, cerr(self.C, rc) end
+  return true
+end
+
+--- Settle decision d of req (as decided) at its real cost once the
+-- response is known (docs/policy.md "Settling a request's real cost"):
+-- actual is a table of the attributes the route's costs read and their
+-- real values ({ tokens = 1234 }).  Returns true (d.flags then carries
+-- SLUICE_DECISION_SETTLED), or nil and a message: SLUICE_ENOTFOUND
+-- (nothing to settle), SLUICE_EEXIST (settled already), an input error,
+-- a store error.  On Redis, in a phase without cosockets (log_by_lua),
+-- the settle goes out from a timer of the worker (as release does) and
+-- true means it was scheduled; req, d and actual must then be left as
+-- they are.
+function _M.settle(self, req, d, actual)
+  if d.settle_check == 0 then
+    return nil, cerr(self.C, self.C.SLUICE_ENOTFOUND) -- no store call, no timer
+  end
+  if self.redis then
+    if cosocket_phases[ngx.get_phase()] then return settle_redis(self, req, d, actual) end
+    return later("settling a cost", settle_redis, self, req, d, actual)
+  end
+  local q, err = fill(self, req, self.q, self.attrs, self.anchor)
+  if not q then return nil, err end
+  local a
+  a, err = fill_actual(self, self, actual)
+  if not a then return nil, err end
+  local rc = self.C.sluice_policy_settle(self.pol, q, d, a.attrs, a.nattrs)
+  if rc ~= 0 then return nil, input_error(self.C, rc, d) end
   return true
 end
 

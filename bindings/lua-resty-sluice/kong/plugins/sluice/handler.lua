@@ -8,12 +8,18 @@
 --   method, route (the path), client_ip (kong.client.get_forwarded_ip)
 --   attributes   consumer (id), consumer_username, credential (id),
 --                kong_route (the route's name, else id), service (name,
---                else id); a policy declares those it uses
+--                else id); a policy declares those it uses; and
+--                config.cost_attribute, from the request header
+--                config.cost_request_header
+--
+-- With config.cost_response_header, the log phase settles an admitted
+-- request's cost at the value the upstream's response header gives (the
+-- tokens it really used): a charge or a refund of the difference.
 --
 -- PDK calls: kong.client.get_consumer, get_credential, get_forwarded_ip;
 -- kong.router.get_route, get_service; kong.request.get_method, get_path,
--- get_id (when there); kong.response.exit, set_header; kong.ctx.plugin;
--- kong.log.err.
+-- get_id (when there), get_header; kong.service.response.get_header;
+-- kong.response.exit, set_header; kong.ctx.plugin; kong.log.err.
 local sluice = require "resty.sluice"
 
 local Handler = {
@@ -73,11 +79,18 @@ function Handler:access(conf)
       service = name_or_id(kong.router.get_service()),
     },
   }
+  local cost_attr = conf.cost_attribute
+  if cost_attr and conf.cost_request_header then
+    req.attrs[cost_attr] = kong.request.get_header(conf.cost_request_header)
+  end
   local d
   d, err = lim:decide(req)
   if not d then return fail(conf, err) end
   if d.lease_id ~= 0 then
     kong.ctx.plugin.lease = { lim, req, d.lease_id }
+  end
+  if cost_attr and conf.cost_response_header and d.settle_check ~= 0 then
+    kong.ctx.plugin.settle = { lim, req, d }
   end
   if d.allowed ~= 0 and d.limit <= 0 then return end
   local rid = kong.request.get_id and kong.request.get_id() or nil
@@ -99,7 +112,20 @@ function Handler:header_filter(conf)
   for i = 1, #headers, 2 do kong.response.set_header(headers[i], headers[i + 1]) end
 end
 
+-- The upstream's real cost, settled (nothing when it sent no header).
+local function settle(conf, s)
+  local used = kong.service.response.get_header(conf.cost_response_header)
+  if not used then return end
+  local ok, err = s[1]:settle(s[2], s[3], { [conf.cost_attribute] = used })
+  if not ok then kong.log.err("sluice: settling a cost: ", err) end
+end
+
 function Handler:log(conf)
+  local s = kong.ctx.plugin.settle
+  if s then
+    kong.ctx.plugin.settle = nil
+    settle(conf, s)
+  end
   local l = kong.ctx.plugin.lease
   if not l then return end
   kong.ctx.plugin.lease = nil

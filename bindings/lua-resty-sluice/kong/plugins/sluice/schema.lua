@@ -29,6 +29,14 @@ return {
           -- and there is none), or a policy that does not open: true lets
           -- it through with an error in the log, false answers 500.
           { fault_tolerant = { type = "boolean", default = true } },
+          -- A cost the policy reads from an attribute (an LLM request's
+          -- tokens): the attribute, the request header giving its value up
+          -- front (the estimate charged), and the upstream's response
+          -- header giving the real one, which settles the charge in the log
+          -- phase (docs/policy.md "Settling a request's real cost").
+          { cost_attribute = { type = "string", match = "^[%w_]+$" } },
+          { cost_request_header = { type = "string" } },
+          { cost_response_header = { type = "string" } },
           -- Where libsluice is, when not on the loader's path.
           { library = { type = "string" } },
         },

@@ -255,6 +255,12 @@ int sluice_policy_finish(sluice_call *call, const void *reply, size_t len,
 int sluice_policy_fail(sluice_call *call, int err, sluice_decision *d);
 int sluice_policy_begin_release(sluice_call *call, const sluice_request *q,
                                 uint64_t lease_id);
+int sluice_policy_begin_settle(sluice_call *call, const sluice_request *q,
+                               sluice_decision *d, const sluice_attr *actual,
+                               size_t nactual);
+int sluice_policy_settle(sluice_policy *p, const sluice_request *req,
+                         sluice_decision *d, const sluice_attr *actual,
+                         size_t nactual);
 int sluice_call_result(const sluice_call *call);
 const void *sluice_call_bytes(const sluice_call *call, size_t *len);
 const char *sluice_call_host(const sluice_call *call);
