@@ -288,9 +288,8 @@ int sluice__decl_pen_recs(const sluice__ctx *c, const sluice__penalty *pn,
                           char id[SLUICE_SCOPE_ID_LEN + 1],
                           struct sluice__keyparts *shared,
                           sluice_decision *d) {
-  keyparts own, *kp = shared ? shared : &own;
+  keyparts own = {{0}}, *kp = shared ? shared : &own;
   int rc;
-  own.tagged = 0;
   if ((rc = scope_ids(c, pn->name, pn->scope, pn->nscope, 1, kp, d)))
     return rc;
   memcpy(id, kp->body + 2, SLUICE_SCOPE_ID_LEN);
@@ -309,9 +308,8 @@ int sluice__decl_pen_recs(const sluice__ctx *c, const sluice__penalty *pn,
 int sluice__decl_pen_stuffing_recs(const sluice__ctx *c,
                                    const sluice__penalty *pn, sluice__prog *g,
                                    sluice_decision *d) {
-  keyparts kp;
+  keyparts kp = {{0}};
   int rc;
-  kp.tagged = 0;
   if ((rc = scope_ids(c, pn->name, pn->scope, pn->nscope, 1, &kp, d)))
     return rc;
   g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 's');
@@ -427,9 +425,8 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
                  sluice__lparams *dg, sluice_gcra_params *gp,
                  sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  keyparts kp;
+  keyparts kp = {{0}};
   int i, rc;
-  kp.tagged = 0;
   /* A route whose scopes start with the client address keys its records
   ** by unauthenticated input: they live within that class's own bound
   ** (DESIGN.md).  Every other scope is the service's own.  All of a
@@ -695,11 +692,13 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   sluice_program_result res;
   sluice__prog gp, *g = &gp;
-  sluice__pen_run pen, *pr = dr->pen ? &pen : NULL;
+  sluice__pen_run pen, *pr = NULL;
   int64_t costs[SLUICE__RLIMITS_MAX];
   sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
   int st[SLUICE__RLIMITS_MAX], rc;
   uint64_t id = 0;
+  if (dr->pen)
+    pr = &pen; /* filled by the program's build */
   if (route_leases(c) && (rc = sluice__random_id(c, &id)) != SLUICE_OK)
     return rc;
   rc = build(c, -1, id, g, st, costs, pr, NULL, bp, d);
@@ -767,9 +766,8 @@ int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind) {
 
 int sluice__decl_costs(sluice__ctx *c, int64_t costs[], sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  keyparts kp;
+  keyparts kp = {{0}};
   int i, rc;
-  kp.tagged = 0;
   c->scope_mix = 0;
   for (i = 0; i < dr->n; i++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
@@ -819,9 +817,8 @@ uint64_t sluice__settle_check(const sluice__ctx *c, const int64_t costs[],
 int sluice__decl_keys(sluice__ctx *c, int limit, sluice__prog *g, int *nrec,
                       const sluice__lparams **ps, sluice_decision *d) {
   const sluice__limit *lm = &c->p->decl->limits[limit];
-  keyparts kp;
+  keyparts kp = {{0}};
   int j, rc;
-  kp.tagged = 0;
   if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, &kp, d)))
     return rc;
   *ps = pick(c, lm);
