@@ -221,12 +221,29 @@ static void fan_out(sluice_webhook *w, const item *it) {
   }
 }
 
+/* Whether a delivery can go anywhere now: the spool, or memory with a
+** free slot and a destination under its share.  When none can, events
+** stay in the queue, where sluice_webhook_on_event() counts what does not
+** fit as dropped, once: taken now, an event would be dropped here too and
+** counted both queued and dropped. */
+static int room(sluice_webhook *w) {
+  int i;
+  if (w->spool)
+    return 1;
+  if (!free_slot(w))
+    return 0;
+  for (i = 0; i < w->ndests; i++)
+    if (w->dests[i].held < w->share)
+      return 1;
+  return 0;
+}
+
 /* Events off the queue while memory (or the spool) can take them. */
 static void take(sluice_webhook *w) {
   for (;;) {
     item it;
     pthread_mutex_lock(&w->mu);
-    if (!w->depth) {
+    if (!w->depth || !room(w)) {
       pthread_mutex_unlock(&w->mu);
       return;
     }
