@@ -42,6 +42,7 @@ typedef struct shared {
   _Atomic long held[NTEN], max_held[NTEN], granted, abandoned, released;
   _Atomic int64_t box_end[NTEN][NKEY]; /* lockout end of a trip, 0: none */
   _Atomic long trips, errors, boxy_decisions;
+  _Atomic int first_error; /* the first failed call's SLUICE_E* */
 } shared;
 
 static shared *sh;
@@ -133,6 +134,13 @@ static void record(const sluice_decision *d, int t, int k) {
   }
 }
 
+/* A failed call: counted, and the first one's code kept for the report. */
+static void note_error(int rc) {
+  int none = 0;
+  atomic_fetch_add(&sh->errors, 1);
+  atomic_compare_exchange_strong(&sh->first_error, &none, rc);
+}
+
 static void load(sluice_policy *p, uint64_t seed) {
   uint64_t rng = seed;
   while (h_real_ns() < t_end) {
@@ -155,7 +163,7 @@ static void load(sluice_policy *p, uint64_t seed) {
         q.ledger_id = ledger;
         rc = sluice_policy_decide(p, &q, &d);
         if (rc != SLUICE_OK) {
-          atomic_fetch_add(&sh->errors, 1);
+          note_error(rc);
           continue;
         }
         record(&d, t, k);
@@ -173,14 +181,14 @@ static void load(sluice_policy *p, uint64_t seed) {
             if (rc == SLUICE_OK)
               atomic_fetch_add(&sh->released, 1);
             else
-              atomic_fetch_add(&sh->errors, 1);
+              note_error(rc);
           }
         }
         continue;
       }
       rc = sluice_policy_decide(p, &q, &d);
       if (rc != SLUICE_OK) {
-        atomic_fetch_add(&sh->errors, 1);
+        note_error(rc);
         continue;
       }
       if (t == 2)
@@ -219,8 +227,10 @@ static void verify(const char *name, const char *uri, sluice_limiter *lim,
   if (atomic_load(&sh->failure_mode) > 0)
     VIOLATION_IF(1, "%s: %ld decisions in the failure mode", name,
                  atomic_load(&sh->failure_mode));
-  VIOLATION_IF(atomic_load(&sh->errors) > 0, "%s: %ld calls failed", name,
-               atomic_load(&sh->errors));
+  VIOLATION_IF(atomic_load(&sh->errors) > 0,
+               "%s: %ld calls failed, the first with %s", name,
+               atomic_load(&sh->errors),
+               sluice_strerror(atomic_load(&sh->first_error)));
   /* Over-admission, per key and per tenant. */
   for (int t = 0; t < NTEN; t++) {
     const sluice_policy_tier *tc = tier_cfg(t);
