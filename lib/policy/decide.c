@@ -36,9 +36,9 @@
 ** level-1 trip at its limit.
 **
 ** Route of declared limits (a policy file's `limits`, declared.c): one
-** program over the group of its scopes' first attribute, each limit a
-** gate in the route's order; no box, no notice, no degraded limiter (a
-** store failure fails it closed).
+** program per hash-tag group of its scopes' first attributes, each limit a
+** gate in the route's order, a later group's refusal given back to the
+** earlier groups; its box, notice and failure mode as the file declares.
 **
 ** Choices where the spec is silent or loose:
 **  a) A strike needs a Retry-After to ignore.  The spec says a strike is a

@@ -1,17 +1,23 @@
 /*
 ** Running a route of declared limits (declared.h): the request's attributes
 ** into each limit's parameter set, cost and keys, the limits as the steps
-** of one program over one hash-tag group (declared_conf.c choice a), and the
-** program's result into the decision.
+** of one program per hash-tag group (declared_conf.c choice a), and the
+** programs' results into the decision.  In each group's program:
 **
 **   limit 0   its step over its record(s)   gate, always
 **   limit i   its step                      gate, if every earlier passed
 **
-** A gate's denial undoes what the steps before it wrote, so a refused
-** request is charged nothing by any limit (DESIGN.md: a denied request
-** consumes nothing).  The binding limit is the one that refused, or, when
-** every limit passed, the one with the least left as a fraction of its
-** own limit (the first of equals).
+** A gate's denial undoes what the steps before it wrote, inside the one
+** atomic call.  The groups run one after the other; the first that
+** refuses ends the request, and the groups before it get back what they
+** took, each in one more call (give_back(): a count ADJUSTed out of the
+** window it went into, a bucket refunded, a lease released).  So a refused
+** request is charged nothing by any limit once decided (DESIGN.md: a
+** denied request consumes nothing); a concurrent request may meanwhile
+** find a group charged and be refused, never admitted beyond a limit (each
+** limit is decided inside its own group's call).  The binding limit is the
+** one that refused, or, when every limit passed, the one with the least
+** left as a fraction of its own limit (the first of equals).
 **
 ** Keys: dl:{TAG}:BODY, TAG the keyed hash of the scope's first attribute
 ** (name and value), BODY "n:NAME" for a scope of that attribute alone, else
@@ -219,6 +225,7 @@ typedef struct sluice__keyparts {
   int tagged; /* tag computed */
   char body[2 + SLUICE_SCOPE_ID_LEN + 1]; /* "h:" + a hash, or "n:" + a name */
   size_t bodylen;
+  int folded; /* its tag folded into the settle check (fold_scope()) */
 } keyparts;
 
 static int scope_ids(const sluice__ctx *c, const char *name, const int *scope,
@@ -340,9 +347,10 @@ static uint64_t mix(uint64_t x) {
 ** made of (the tag for the first limit, a hashed body for a scope of
 ** several attributes; a body "n:NAME" is the tag's), 16 hex digits of
 ** each.  So the check tells scopes apart at no hashing of its own. */
-static uint64_t fold_scope(uint64_t h, const keyparts *kp, int first) {
+static uint64_t fold_scope(uint64_t h, keyparts *kp) {
   uint64_t w[2];
-  if (first) {
+  if (!kp->folded) { /* the first limit of its hash-tag group */
+    kp->folded = 1;
     memcpy(w, kp->tag, sizeof w);
     h = mix(h ^ w[0]) ^ w[1];
   }
@@ -374,7 +382,8 @@ static void degrade(const sluice_policy *p, const sluice__limit *lm,
 ** charged or neither; the binding one, as the algorithm reports it, is
 ** the one left with the fewest points, or, refused, the one that must
 ** wait longest).  Their numbers are copied side by side into gp (the
-** step reads one per record), scaled when dg asks for the degraded ones. */
+** step reads one per record), scaled when dg asks for the degraded ones.
+** The buckets share their hash-tag group (declared_conf.c). */
 static int group_step(sluice__ctx *c, int i, sluice__prog *g,
                       int st[SLUICE__RLIMITS_MAX],
                       int64_t costs[SLUICE__RLIMITS_MAX], sluice__lparams *dg,
@@ -389,7 +398,7 @@ static int group_step(sluice__ctx *c, int i, sluice__prog *g,
     if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, kp, d)) ||
         (rc = cost_of(c, &dr->cost[j], lm, &cost, d)))
       return rc;
-    c->scope_mix = fold_scope(c->scope_mix, kp, j == 0);
+    c->scope_mix = fold_scope(c->scope_mix, kp);
     if (dg) {
       degrade(c->p, lm, ps, &dg[j]);
       ps = &dg[j];
@@ -410,57 +419,78 @@ static int group_step(sluice__ctx *c, int i, sluice__prog *g,
   return SLUICE_OK;
 }
 
-/* The route's program: kind < 0 decides (each limit's own step);
-** ADJUST adjusts each limit i by costs[i] (in; 0: not in the program), the
-** settled charge made at id, one step per limit (grouped buckets too); else
-** every lease limit gets `kind` (LEASE_RELEASE, RENEW) with id.  st[i] is
-** limit i's step, -1 when not in the program.  pr, when not NULL, puts
-** the route's penalty in (the box first, a strike after each rate limit).
-** dg, when not NULL, makes the degraded limiter's program instead: the
-** rate limits only, at degraded_percent (dg holds their numbers).
-** c->scope_mix folds every limit's scope in, for the settle check. */
+/* 1 when limit i of the route is in the program of hash-tag group tg
+** (tg < 0: every group, the degraded limiter's one program). */
+static int in_group(const sluice__droute *dr, int i, int tg) {
+  return tg < 0 || dr->tg[i] == tg;
+}
+
+/* The penalty's hash-tag group, or -1 (no penalty). */
+static int pen_group(const sluice__decl *dl, const sluice__droute *dr) {
+  int i;
+  for (i = 0; dr->pen && i < dr->ntg; i++)
+    if (dr->tgattr[i] == dl->penalties[dr->pen - 1].scope[0])
+      return i;
+  return -1;
+}
+
+/* The program of hash-tag group tg (tg < 0: all groups, for the local
+** degraded limiter, which has no slots): kind < 0 decides (each limit's own
+** step); ADJUST adjusts each limit i by costs[i] (in; 0: not in the
+** program), the settled charge made at id, one step per limit (grouped
+** buckets too); else every lease limit gets `kind` (LEASE_RELEASE, RENEW)
+** with id.  st[i] is limit i's step, -1 when not in the program; st[] and
+** costs[] of other groups' limits are left as they are.  pr, when not
+** NULL and the penalty lives in tg, puts it in (the box first, a strike
+** after each rate limit).  dg, when not NULL, makes the degraded limiter's
+** program instead: the rate limits only, at degraded_percent (dg holds
+** their numbers).  c->scope_mix folds every limit's scope in, for the
+** settle check (the caller zeroes it once for all groups). */
 static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
                  int st[SLUICE__RLIMITS_MAX],
                  int64_t costs[SLUICE__RLIMITS_MAX], sluice__pen_run *pr,
-                 sluice__lparams *dg, sluice_gcra_params *gp,
+                 sluice__lparams *dg, sluice_gcra_params *gp, int tg,
                  sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  keyparts kp = {{0}};
-  int i, rc;
-  /* A route whose scopes start with the client address keys its records
-  ** by unauthenticated input: they live within that class's own bound
-  ** (DESIGN.md).  Every other scope is the service's own.  All of a
-  ** route's limits start with the same attribute, so a key keeps its
-  ** class. */
+  keyparts kps[SLUICE__TG_MAX];
+  int i, rc, ptg = pen_group(c->p->decl, dr);
+  memset(kps, 0, sizeof kps);
+  /* A group keyed by the client address keys its records by
+  ** unauthenticated input: they live within that class's own bound
+  ** (DESIGN.md).  Every other scope is the service's own. */
   g->nk = g->ns = 0;
-  c->scope_mix = 0;
-  g->rclass = dr->n > 0 &&
-                      c->p->decl->limits[dr->limit[0]].scope[0] == SLUICE__A_IP
+  g->rclass = dr->n > 0 && dr->tgattr[tg < 0 ? dr->tg[0] : tg] == SLUICE__A_IP
                   ? SLUICE_CLASS_UNTRUSTED
                   : SLUICE_CLASS_SERVICE;
-  /* The penalty's scope starts with the limits' attribute: one tag. */
-  if (pr && (rc = sluice__pen_head(c, g, pr, &kp, d)))
+  if (ptg < 0 || (tg >= 0 && tg != ptg))
+    pr = NULL;
+  /* The penalty's scope starts with its group's attribute: one tag. */
+  if (pr && (rc = sluice__pen_head(c, g, pr, &kps[ptg], d)))
     return rc;
-  for (i = 0; i < dr->n; i++) {
-    st[i] = -1;
-    if (kind != SLUICE_OP_ADJUST)
-      costs[i] = 1;
-  }
+  for (i = 0; i < dr->n; i++)
+    if (in_group(dr, i, tg)) {
+      st[i] = -1;
+      if (kind != SLUICE_OP_ADJUST)
+        costs[i] = 1;
+    }
   if (pr && kind < 0 && (rc = sluice__pen_report(c, g, pr, d)) != 0)
     return rc < 0 ? rc : SLUICE_OK; /* a report: no limits */
   for (i = 0; i < dr->n; i++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
     const sluice__lparams *ps = pick(c, lm);
+    keyparts *kp = &kps[dr->tg[i]];
     int64_t cost = 1;
     int first = g->nk, nrec = 1, j, s;
     int adj = kind == SLUICE_OP_ADJUST;
+    if (!in_group(dr, i, tg))
+      continue;
     st[i] = -1;
     if (adj ? costs[i] == 0 : kind >= 0 && !is_lease(lm->algo))
       continue;
     if (adj)
       cost = costs[i];
     if (!adj && dr->group[i] >= 2) {
-      if ((rc = group_step(c, i, g, st, costs, dg, gp + i, &kp, d)))
+      if ((rc = group_step(c, i, g, st, costs, dg, gp + i, kp, d)))
         return rc;
       if (pr)
         sluice__pen_after(c, g, pr, i, st[i]);
@@ -469,9 +499,9 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     }
     if (dg && !sluice__decl_strikes(lm->algo))
       continue; /* no leases or caps on the degraded limiter */
-    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, &kp, d)))
+    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, kp, d)))
       return rc;
-    c->scope_mix = fold_scope(c->scope_mix, &kp, i == 0);
+    c->scope_mix = fold_scope(c->scope_mix, kp);
     if (kind < 0 && lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
         (rc = cost_of(c, &dr->cost[i], lm, &cost, d)))
       return rc;
@@ -485,9 +515,9 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     if (lm->algo == SLUICE__L_CONCURRENCY) {
       nrec = (int)ps->l.max;
       for (j = 0; j < nrec; j++, g->nk++)
-        g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, j, 0);
+        g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, j, 0);
     } else {
-      g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 0);
+      g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 0);
       g->nk++;
     }
     s = sluice__step(g, step_algo[lm->algo],
@@ -505,6 +535,55 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
       sluice__pen_after(c, g, pr, i, s);
   }
   return SLUICE_OK;
+}
+
+/* Give back what hash-tag group tg took for this request, which passed
+** it and was refused by a later group (or could not reach it): each bucket
+** refunded its cost, each window or cap count taken out of the window it
+** went into (ADJUST at the time r says the group ran), each lease
+** released.  One program, one store call, every step a note. */
+static int give_back(sluice__ctx *c, int tg, const sluice_program_result *r,
+                     const int64_t costs[SLUICE__RLIMITS_MAX], uint64_t id,
+                     sluice__prog *g) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  sluice_program_result res;
+  sluice_decision scratch;
+  keyparts kp;
+  int i, j, s, rc, err = c->store_err;
+  memset(&kp, 0, sizeof kp);
+  memset(&scratch, 0, sizeof scratch);
+  g->nk = g->ns = 0;
+  g->rclass = dr->tgattr[tg] == SLUICE__A_IP ? SLUICE_CLASS_UNTRUSTED
+                                             : SLUICE_CLASS_SERVICE;
+  for (i = 0; i < dr->n; i++) {
+    const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
+    const sluice__lparams *ps = pick(c, lm);
+    int first = g->nk, nrec = 1;
+    if (dr->tg[i] != tg)
+      continue;
+    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, &kp, &scratch)))
+      return rc;
+    if (lm->algo == SLUICE__L_CONCURRENCY) {
+      nrec = (int)ps->l.max;
+      for (j = 0; j < nrec; j++, g->nk++)
+        g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, j, 0);
+    } else {
+      g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 0);
+      g->nk++;
+    }
+    if (is_lease(lm->algo))
+      s = sluice__step(g, SLUICE_ALGO_LEASE, SLUICE_OP_LEASE_RELEASE, first,
+                       nrec, ps, 0, id);
+    else
+      s = sluice__step(g, step_algo[lm->algo], SLUICE_OP_ADJUST, first, 1, ps,
+                       -costs[i], (uint64_t)r->now_ns);
+    sluice__when(g, s, SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_NOTE);
+  }
+  rc = sluice__run(c, g, &res);
+  /* A give-back that fails leaves the charge (the request is refused or
+  ** failed already): it is no store failure of the decision's. */
+  c->store_err = err;
+  return rc == SLUICE__PENDING ? rc : SLUICE_OK;
 }
 
 static int route_leases(const sluice__ctx *c) {
@@ -540,15 +619,30 @@ static void fill(sluice__ctx *c, const sluice__limit *lm,
   (void)c;
 }
 
+/* What the store said of a decision: each hash-tag group's result, the
+** groups whose programs ran (bit per group) and those whose charges were
+** given back after a later group's refusal. */
+typedef struct sluice__dres {
+  sluice_program_result res[SLUICE__TG_MAX];
+  unsigned done, given;
+} dres;
+
+/* Limit i's group result, NULL when its group's program did not run or
+** was given back. */
+static const sluice_program_result *res_of(const sluice__droute *dr,
+                                           const dres *r, int i) {
+  int tg = dr->tg[i];
+  return (r->done >> tg & 1u) && !(r->given >> tg & 1u) ? &r->res[tg] : NULL;
+}
+
 /* Every limit of the route into d->limits, in the route's order: what a
 ** decision says about each limit the request met, besides the binding
 ** one's fields (docs/policy.md, "What a decision says").  A limit after
-** the one that refused did not run: it took nothing, and its remaining and
-** reset are unknown. */
-static void report(sluice__ctx *c, const sluice__droute *dr,
-                   const sluice_program_result *res, const int *st,
-                   const int64_t *costs, int bind, const sluice__lparams *dg,
-                   sluice_decision *d) {
+** the one that refused, or in a group whose charge was given back, took
+** nothing: its remaining and reset are unknown. */
+static void report(sluice__ctx *c, const sluice__droute *dr, const dres *rs,
+                   const int *st, const int64_t *costs, int bind,
+                   const sluice__lparams *dg, sluice_decision *d) {
   int i, head = 0;
   d->nlimits = dr->n;
   for (i = 0; i < dr->n; i++) {
@@ -556,8 +650,9 @@ static void report(sluice__ctx *c, const sluice__droute *dr,
     const sluice__lparams *ps = dg && sluice__decl_strikes(lm->algo)
                                     ? &dg[i]
                                     : pick(c, lm);
+    const sluice_program_result *res = res_of(dr, rs, i);
     sluice_decision_limit *o = &d->limits[i];
-    int ran = st[i] >= 0 && (res->ran >> st[i] & 1u);
+    int ran = res && st[i] >= 0 && (res->ran >> st[i] & 1u);
     if (dr->group[i] >= 2)
       head = i;
     o->name = lm->name;
@@ -600,58 +695,68 @@ static void report(sluice__ctx *c, const sluice__droute *dr,
   }
 }
 
-/* The program's result into the decision: the box, then the binding
+/* The programs' results into the decision: the box, then the binding
 ** limit (the one that refused, else the one with the least left). */
-static int read(sluice__ctx *c, const sluice_program_result *res,
+static int read(sluice__ctx *c, const dres *rs,
                 const int st[SLUICE__RLIMITS_MAX],
                 const int64_t costs[SLUICE__RLIMITS_MAX],
                 const sluice__pen_run *pr, const sluice__lparams *dg,
                 uint64_t id, sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  int i, bind = -1, pass;
-  if (pr && sluice__pen_boxed(c, pr, res, d))
-    return SLUICE_OK;
-  if (pr && pr->report) {
-    sluice__pen_report_read(c, pr, res, d);
-    return SLUICE_OK;
+  const sluice_program_result *pres, *br = NULL;
+  int i, bind = -1, pass, ptg = pen_group(c->p->decl, dr), denied = 0;
+  if (pr && ptg >= 0) {
+    pres = &rs->res[ptg];
+    if (sluice__pen_boxed(c, pr, pres, d))
+      return SLUICE_OK;
+    if (pr->report) {
+      sluice__pen_report_read(c, pr, pres, d);
+      return SLUICE_OK;
+    }
   }
   /* The limit that refused; else, among the rate limits (leases, locks
   ** and caps bind only a route that has nothing else), the one with the
   ** least left.  A group is one candidate: its binding bucket. */
   for (pass = 0; pass < 2 && bind < 0; pass++)
     for (i = 0; i < dr->n; i++) {
+      const sluice_program_result *res = res_of(dr, rs, i);
       int m = i;
-      if (st[i] < 0 || dr->group[i] < 0)
+      if (!res || st[i] < 0 || dr->group[i] < 0)
         continue;
       if (dr->group[i] >= 2)
         m = i + res->v[st[i]].binding;
       if (st[i] == res->denied_by) {
         bind = m;
+        br = res;
+        denied = 1;
         pass = 2;
         break;
       }
       if (pass == 0 &&
           !sluice__decl_strikes(c->p->decl->limits[dr->limit[i]].algo))
         continue;
-      if (bind < 0 || left(&res->v[st[i]]) < left(&res->v[st[bind]]))
+      if (bind < 0 || left(&res->v[st[i]]) < left(&br->v[st[bind]])) {
         bind = m;
+        br = res;
+      }
     }
   if (bind < 0)
     return SLUICE_OK; /* degraded, a route of leases only: let it through */
   {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[bind]];
     const sluice__lparams *ps = dg ? &dg[bind] : pick(c, lm);
-    const sluice_verdict *v = &res->v[st[bind]];
+    const sluice_verdict *v = &br->v[st[bind]];
     fill(c, lm, ps, v, d);
     d->cost = costs[bind];
-    report(c, dr, res, st, costs, bind, dg, d);
-    if (res->denied_by < 0) {
+    report(c, dr, rs, st, costs, bind, dg, d);
+    if (!denied) {
       d->outcome = SLUICE_OUTCOME_ALLOW;
-      /* The store's time (a Redis store's TIME): a settle finds the
-      ** windows these charges went into by it. */
+      /* The store's time (a Redis store's TIME) of the first group's
+      ** program: a settle finds the windows these charges went into by
+      ** it. */
       if (!dg) { /* the degraded limiter's charges are not the store's */
-        d->now_ns = res->now_ns;
-        d->settle_check = sluice__settle_check(c, costs, res->now_ns);
+        d->now_ns = rs->res[dr->run[0]].now_ns;
+        d->settle_check = sluice__settle_check(c, costs, d->now_ns);
       }
       if (id) {
         int64_t ttl = INT64_MAX;
@@ -679,53 +784,116 @@ static int read(sluice__ctx *c, const sluice_program_result *res,
       atomic_fetch_add_explicit(&c->p->ctr->lease_denials[c->cls], 1,
                                 memory_order_relaxed);
     }
-    if (pr) {
+    if (pr && ptg >= 0 && dr->tg[bind] == ptg) {
       for (i = bind; dr->group[i] < 0; i--)
         ; /* a group's strikes are its first bucket's */
-      sluice__pen_denied(c, pr, res, i, d);
+      sluice__pen_denied(c, pr, &rs->res[ptg], i, d);
     }
   }
   return SLUICE_OK;
 }
 
+/* Every limit's attributes and cost are there and fit, before any group
+** charges anything: a route spanning groups refuses a bad request before
+** its first store call, as a one-group route does. */
+static int check_request(sluice__ctx *c, sluice_decision *d) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  keyparts kp;
+  int64_t cost;
+  int i, rc;
+  for (i = 0; i < dr->n; i++) {
+    const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
+    memset(&kp, 0, sizeof kp);
+    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, &kp, d)) ||
+        (lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
+         (rc = cost_of(c, &dr->cost[i], lm, &cost, d))))
+      return rc;
+  }
+  return SLUICE_OK;
+}
+
+/* A route's programs, one per hash-tag group in the route's run order
+** (declared_conf.c choice a), each one atomic store call.  The first
+** group that refuses ends the run, and the groups before it get back what
+** they took (give_back()): a refused request consumes nothing anywhere.
+** Not atomic across groups: between a group's charge and its give-back
+** another request may find that group charged and be refused for it;
+** none is ever admitted beyond a limit, since every limit is decided
+** inside its own group's call. */
 int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  sluice_program_result res;
+  dres rs;
   sluice__prog gp, *g = &gp;
   sluice__pen_run pen, *pr = NULL;
   int64_t costs[SLUICE__RLIMITS_MAX];
   sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
-  int st[SLUICE__RLIMITS_MAX], rc;
+  int st[SLUICE__RLIMITS_MAX], rc = SLUICE_OK, k, tg, i, report;
+  int ptg = pen_group(c->p->decl, dr);
   uint64_t id = 0;
   if (dr->pen)
     pr = &pen; /* filled by the program's build */
   if (route_leases(c) && (rc = sluice__random_id(c, &id)) != SLUICE_OK)
     return rc;
-  rc = build(c, -1, id, g, st, costs, pr, NULL, bp, d);
-  if (rc == SLUICE_OK)
-    rc = sluice__run(c, g, &res);
+  if (dr->ntg > 1 && (rc = check_request(c, d)) != SLUICE_OK)
+    return rc;
+  report = pr && sluice__pen_is_report(c);
+  rs.done = rs.given = 0;
+  c->scope_mix = 0;
+  for (i = 0; i < dr->n; i++) {
+    st[i] = -1;
+    costs[i] = 1;
+  }
+  for (k = 0; k < dr->ntg; k++) {
+    tg = dr->run[k];
+    if (report && tg != ptg)
+      continue; /* a report: the box's group alone, no limits */
+    rc = build(c, -1, id, g, st, costs, pr, NULL, bp, tg, d);
+    if (rc == SLUICE_OK)
+      rc = sluice__run(c, g, &rs.res[tg]);
+    if (rc != SLUICE_OK)
+      break;
+    rs.done |= 1u << tg;
+    if (rs.res[tg].denied_by >= 0)
+      break;
+  }
+  if (rc == SLUICE__PENDING)
+    return rc;
+  if (rc != SLUICE_OK || k < dr->ntg) {
+    /* Refused by group run[k] (or a store failure there): the groups
+    ** before it give back, the latest first. */
+    int e;
+    for (e = k - 1; e >= 0; e--) {
+      tg = dr->run[e];
+      if (!(rs.done >> tg & 1u))
+        continue;
+      if (give_back(c, tg, &rs.res[tg], costs, id, g) == SLUICE__PENDING)
+        return SLUICE__PENDING;
+      rs.given |= 1u << tg;
+    }
+  }
   if (rc != SLUICE_OK)
     return rc;
-  return read(c, &res, st, costs, pr, NULL, id, d);
+  return read(c, &rs, st, costs, pr, NULL, id, d);
 }
 
 int sluice__decl_degraded(sluice__ctx *c, sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  sluice_program_result res;
+  dres rs;
   sluice_program pg;
   sluice__prog gp, *g = &gp;
   sluice__lparams dg[SLUICE__RLIMITS_MAX];
   int64_t costs[SLUICE__RLIMITS_MAX];
   sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
-  int st[SLUICE__RLIMITS_MAX], rc;
+  int st[SLUICE__RLIMITS_MAX], rc, i;
   sluice_decision scratch;
   if (!dr->degraded || sluice__pen_is_report(c))
     return 0; /* a report that cannot be counted fails closed */
   d->flags |= SLUICE_DECISION_DEGRADED;
   /* The request's attributes were checked when the store was asked; the
-  ** breaker's skip never asked it, so a bad one fails closed here. */
+  ** breaker's skip never asked it, so a bad one fails closed here.  The
+  ** local limiter has no slots: every group is one program there. */
   memset(&scratch, 0, sizeof scratch);
-  rc = build(c, -1, 0, g, st, costs, NULL, dg, bp, &scratch);
+  rc = build(c, -1, 0, g, st, costs, NULL, dg, bp, -1, &scratch);
   if (rc == SLUICE_ERANGE) {
     d->outcome = SLUICE_OUTCOME_THROTTLED;
     d->retry_after_ns = c->p->cfg.fail_closed_retry_after_ns;
@@ -735,63 +903,86 @@ int sluice__decl_degraded(sluice__ctx *c, sluice_decision *d) {
     return 1; /* no rate limit on the route: nothing to hold it */
   if (rc == SLUICE_OK) {
     sluice__prog_program(g, &pg);
-    rc = sluice_limiter_run_at(c->p->local, &pg, c->now, &res);
+    rc = sluice_limiter_run_at(c->p->local, &pg, c->now, &rs.res[0]);
   }
   if (rc != SLUICE_OK) {
     d->flags &= ~SLUICE_DECISION_DEGRADED;
     return 0;
   }
-  read(c, &res, st, costs, NULL, dg, 0, d);
+  /* One result for every group: each limit reads it. */
+  rs.done = (1u << dr->ntg) - 1;
+  rs.given = 0;
+  for (i = 1; i < dr->ntg; i++)
+    rs.res[i] = rs.res[0];
+  read(c, &rs, st, costs, NULL, dg, 0, d);
   return 1;
 }
 
+/* Each hash-tag group with a lease gets `kind` (release, renew) for lease
+** id, a store call per group. */
 int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
   sluice_decision d;
   sluice_program_result r;
   sluice__prog gp, *g = &gp;
   int64_t costs[SLUICE__RLIMITS_MAX];
   sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
-  int st[SLUICE__RLIMITS_MAX], rc, s, ok = 1;
+  int st[SLUICE__RLIMITS_MAX], rc = SLUICE_OK, s, ok = 1, k;
   if (!route_leases(c))
     return SLUICE_EINVAL;
   memset(&d, 0, sizeof d);
-  rc = build(c, kind, id, g, st, costs, NULL, NULL, bp, &d);
-  if (rc == SLUICE_OK)
-    rc = sluice__run(c, g, &r);
-  if (rc == SLUICE_OK)
-    for (s = 0; s < g->ns; s++)
-      ok = ok && r.v[s].allowed;
+  for (k = 0; k < dr->ntg && rc == SLUICE_OK; k++) {
+    rc = build(c, kind, id, g, st, costs, NULL, NULL, bp, dr->run[k], &d);
+    if (rc == SLUICE_OK && g->ns > 0)
+      rc = sluice__run(c, g, &r);
+    else
+      continue;
+    if (rc == SLUICE_OK)
+      for (s = 0; s < g->ns; s++)
+        ok = ok && r.v[s].allowed;
+  }
   return rc != SLUICE_OK ? rc : ok ? SLUICE_OK : SLUICE_ENOTFOUND;
 }
 
 int sluice__decl_costs(sluice__ctx *c, int64_t costs[], sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  keyparts kp = {{0}};
-  int i, rc;
+  keyparts kps[SLUICE__TG_MAX];
+  int i, k, rc;
+  memset(kps, 0, sizeof kps);
   c->scope_mix = 0;
-  for (i = 0; i < dr->n; i++) {
-    const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
-    costs[i] = 0;
-    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, &kp, d)))
-      return rc;
-    c->scope_mix = fold_scope(c->scope_mix, &kp, i == 0);
-    if (lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
-        (rc = cost_of(c, &dr->cost[i], lm, &costs[i], d)))
-      return rc;
-  }
+  /* In the order a decision builds its programs: the same scope_mix. */
+  for (k = 0; k < dr->ntg; k++)
+    for (i = 0; i < dr->n; i++) {
+      const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
+      keyparts *kp = &kps[dr->tg[i]];
+      if (dr->tg[i] != dr->run[k])
+        continue;
+      costs[i] = 0;
+      if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, kp, d)))
+        return rc;
+      c->scope_mix = fold_scope(c->scope_mix, kp);
+      if (lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
+          (rc = cost_of(c, &dr->cost[i], lm, &costs[i], d)))
+        return rc;
+    }
   return SLUICE_OK;
 }
 
+/* A settle: each hash-tag group's limits adjusted in one store call. */
 int sluice__decl_adjust(sluice__ctx *c, int64_t delta[], uint64_t at) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
   sluice_decision d;
   sluice_program_result r;
   sluice__prog gp;
   sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
-  int st[SLUICE__RLIMITS_MAX], rc;
+  int st[SLUICE__RLIMITS_MAX], rc = SLUICE_OK, k;
   memset(&d, 0, sizeof d);
-  rc = build(c, SLUICE_OP_ADJUST, at, &gp, st, delta, NULL, NULL, bp, &d);
-  if (rc == SLUICE_OK && gp.ns > 0)
-    rc = sluice__run(c, &gp, &r);
+  for (k = 0; k < dr->ntg && rc == SLUICE_OK; k++) {
+    rc = build(c, SLUICE_OP_ADJUST, at, &gp, st, delta, NULL, NULL, bp,
+               dr->run[k], &d);
+    if (rc == SLUICE_OK && gp.ns > 0)
+      rc = sluice__run(c, &gp, &r);
+  }
   return rc;
 }
 

@@ -2,9 +2,10 @@
 ** Declared limits (docs/policy.md "Declared limits"): the policy file's
 ** `attributes`, `limits` and the routes that list limits, parsed and
 ** checked by declared_conf.c and run by declared.c.  A route of declared
-** limits compiles, at open, into the steps of one program over one
-** hash-tag group; a decision only picks each limit's parameter set, builds
-** its keys from the request's attributes and runs the program.
+** limits compiles, at open, into the steps of one program per hash-tag
+** group (the first attribute of its limits' scopes); a decision only picks
+** each limit's parameter set, builds its keys from the request's
+** attributes and runs the programs.
 */
 #ifndef SLUICE_LIB_POLICY_DECLARED_H
 #define SLUICE_LIB_POLICY_DECLARED_H
@@ -21,6 +22,7 @@
 #define SLUICE__RLIMITS_MAX SLUICE_DECISION_LIMITS_MAX /* limits one route applies */
 #define SLUICE__COSTS_MAX 8    /* entries of a cost table */
 #define SLUICE__DNAME 32       /* a name and its NUL */
+#define SLUICE__TG_MAX 4       /* hash-tag groups one route spans */
 
 /* Algorithms a limit may have; the file spells them as sluice__limit_algos
 ** (declared_conf.c). */
@@ -96,7 +98,16 @@ typedef struct sluice__droute {
   ** one GCRA group step (both charged or neither, the stricter binding);
   ** -1: a later member of the group before it. */
   int group[SLUICE__RLIMITS_MAX];
-  int nrecs; /* records of its program */
+  int nrecs; /* records of its programs, all groups */
+  /* Hash-tag groups: limit i's records live in group tg[i], the value of
+  ** its scope's first attribute tgattr[tg[i]].  The route runs one
+  ** program per group, in the order run[0..ntg) (declared_conf.c choice
+  ** a); grecs[g] and the steps of group g fit one store call each. */
+  int tg[SLUICE__RLIMITS_MAX];
+  int ntg;
+  int tgattr[SLUICE__TG_MAX];
+  int run[SLUICE__TG_MAX];
+  int grecs[SLUICE__TG_MAX];
   int pen;      /* 1 + its penalty's index (declared_penalty.h), 0: none */
   int degraded; /* failure = "degraded": the degraded limiter, not a 503 */
 } sluice__droute;
@@ -153,8 +164,16 @@ int sluice__decl_penalties_load(const config_setting_t *root, const char *file,
 int sluice__decl_route_penalty(const config_setting_t *r, const char *path,
                                const char *file, const sluice__decl *dl,
                                sluice__droute *dr, char *err, size_t errlen);
-/* The steps of route dr's program (at most SLUICE_PROGRAM_STEPS). */
-int sluice__decl_route_steps(const sluice__decl *dl, const sluice__droute *dr);
+/* The steps of route dr's program for hash-tag group tg (at most
+** SLUICE_PROGRAM_STEPS). */
+int sluice__decl_route_steps(const sluice__decl *dl, const sluice__droute *dr,
+                             int tg);
+/* The hash-tag group of route dr whose scopes start with attribute a,
+** added when `add` and there is room; -1 when none. */
+int sluice__decl_tag_group(sluice__droute *dr, int a, int add);
+/* Route dr's run order of its groups, once its limits and penalty are
+** known (declared_conf.c choice a). */
+void sluice__decl_run_order(const sluice__decl *dl, sluice__droute *dr);
 /* 1 when a limit's denial may be a strike (a rate: gcra, the windows). */
 int sluice__decl_strikes(int algo);
 

@@ -4,15 +4,25 @@
 ** sluice__decl.  Everything is checked here, with the file's line:
 ** an unknown attribute in a scope, a route naming an undefined limit, a
 ** cost above a limit's burst (in any of its parameter sets), a route whose
-** limits would span two hash-tag groups, a program too large for one
-** store call; a limit no route uses is a warning.
+** limits would span more than SLUICE__TG_MAX hash-tag groups, a group's
+** program too large for one store call; a limit no route uses is a
+** warning.
 **
 ** Choices:
 **  a) A scope's first attribute is its hash tag: every record of the
-**     limit lives in the group of that attribute's value.  A route's limits
-**     must all start with the same attribute, so that the route is one
-**     program in one group and a denial consumes nothing anywhere; a route
-**     that would split is refused at open rather than run as two calls.
+**     limit lives in the group of that attribute's value.  A route whose
+**     limits start with different attributes runs one program per group
+**     (declared.c says how a refusal by a later group gives back what the
+**     earlier ones took).  The groups run in this order: the penalty's
+**     box first (a boxed scope is refused before anything is charged
+**     anywhere); then groups whose limits give back exactly (windows,
+**     caps, leases, locks: a count taken out of the window it went into,
+**     a lease released); then groups holding a gcra bucket, whose give-back
+**     is a refund that time may have overtaken (declared.c); ties in the
+**     route's order.  So a route with one group of buckets never gives a
+**     bucket back, and a refusal by its buckets is the last call.  The
+**     buckets of one `group = [...]` entry are one GCRA step: they must
+**     share their first attribute.
 **  b) Parameter sets: the limit's own numbers are the base; `by` names an
 **     attribute and `params` overrides the base for some of its values.
 **     A value no set names gets the base.
@@ -500,6 +510,37 @@ static int load_cost(dctx *x, const config_setting_t *s, const char *path,
   return SLUICE_OK;
 }
 
+int sluice__decl_tag_group(sluice__droute *dr, int a, int add) {
+  int i;
+  for (i = 0; i < dr->ntg; i++)
+    if (dr->tgattr[i] == a)
+      return i;
+  if (!add || dr->ntg == SLUICE__TG_MAX)
+    return -1;
+  dr->tgattr[dr->ntg] = a;
+  dr->run[dr->ntg] = dr->ntg;
+  return dr->ntg++;
+}
+
+/* How a group ranks in the run order (choice a): lower runs first. */
+static int run_rank(const sluice__decl *dl, const sluice__droute *dr, int tg) {
+  int i;
+  if (dr->pen && dl->penalties[dr->pen - 1].scope[0] == dr->tgattr[tg])
+    return 0;
+  for (i = 0; i < dr->n; i++)
+    if (dr->tg[i] == tg && dl->limits[dr->limit[i]].algo == SLUICE__L_GCRA)
+      return 2;
+  return 1;
+}
+
+void sluice__decl_run_order(const sluice__decl *dl, sluice__droute *dr) {
+  int i, j, k = 0;
+  for (j = 0; j < 3; j++)
+    for (i = 0; i < dr->ntg; i++)
+      if (run_rank(dl, dr, i) == j)
+        dr->run[k++] = i;
+}
+
 int sluice__decl_route_is(const config_setting_t *r) {
   return r && config_setting_is_group(r) &&
          config_setting_get_member(r, "limits") != NULL;
@@ -525,7 +566,7 @@ static int add_limit(dctx *x, sluice__droute *dr, const config_setting_t *e,
                      char *used, int group) {
   const sluice__limit *lm, *first;
   char cp[240];
-  int li, j, rc;
+  int li, j, rc, tg;
   if (!v)
     return derr(x, e, ep, "a limit's name is missing%s", NULL, 0);
   if ((li = limit_index(x->dl, v)) < 0)
@@ -542,24 +583,30 @@ static int add_limit(dctx *x, sluice__droute *dr, const config_setting_t *e,
                 "limit \"%s\" is not a gcra bucket: only buckets go in a "
                 "group",
                 v, 0);
-  first = &x->dl->limits[dr->n ? dr->limit[0] : li];
-  if (lm->scope[0] != first->scope[0]) {
+  first = &x->dl->limits[group < 0 ? dr->limit[dr->n - 1] : li];
+  if (group < 0 && lm->scope[0] != first->scope[0]) {
     char what[200];
     snprintf(what, sizeof what,
              "limit \"%s\" is scoped by \"%s\" first and limit \"%s\" by "
-             "\"%s\": one request would span two hash-tag groups, which "
-             "no store decides atomically (start both scopes with the "
-             "same attribute)",
+             "\"%s\": the buckets of a group are one step in one hash-tag "
+             "group (start both scopes with the same attribute)",
              lm->name, sluice__attr_name(x->dl, lm->scope[0]), first->name,
              sluice__attr_name(x->dl, first->scope[0]));
     return derr(x, e, ep, "%s", what, 0);
   }
+  if ((tg = sluice__decl_tag_group(dr, lm->scope[0], 1)) < 0)
+    return derr(x, e, ep,
+                "a route's limits span at most %s%lld hash-tag groups (the "
+                "first attributes of their scopes)",
+                NULL, SLUICE__TG_MAX);
   snprintf(cp, sizeof cp, "%.200s.cost", ep);
   if ((rc = load_cost(x, cs, cp, lm, &dr->cost[dr->n])))
     return rc;
   dr->limit[dr->n] = li;
   dr->group[dr->n] = group;
+  dr->tg[dr->n] = tg;
   dr->nrecs += recs_of(lm);
+  dr->grecs[tg] += recs_of(lm);
   dr->n++;
   used[li] = 1;
   return SLUICE_OK;
@@ -643,13 +690,17 @@ static int load_droute(dctx *x, const config_setting_t *r, int idx,
     if ((rc = add_limit(x, dr, e, ep, v, cs, used, 0)))
       return rc;
   }
-  if (dr->nrecs > SLUICE_PROGRAM_KEYS)
-    return derr(x, ls, p,
-                "its limits need %s%lld records, more than one store call "
-                "holds (48)",
-                NULL, dr->nrecs);
-  return sluice__decl_route_penalty(r, path, x->file, x->dl, dr, x->err,
-                                    x->errlen);
+  for (i = 0; i < dr->ntg; i++)
+    if (dr->grecs[i] > SLUICE_PROGRAM_KEYS)
+      return derr(x, ls, p,
+                  "its limits need %s%lld records in one hash-tag group, more "
+                  "than one store call holds (48)",
+                  NULL, dr->grecs[i]);
+  if ((rc = sluice__decl_route_penalty(r, path, x->file, x->dl, dr, x->err,
+                                       x->errlen)))
+    return rc;
+  sluice__decl_run_order(x->dl, dr);
+  return SLUICE_OK;
 }
 
 int sluice__decl_load(const config_setting_t *root, const char *file,

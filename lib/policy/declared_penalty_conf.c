@@ -20,10 +20,12 @@
 **  a) The ladder has three levels, as the penalty step does; a level is
 **     a box of box_s or, with the "suspend" action, a box until lifted by
 **     hand (no box_s then).
-**  b) The box lives in the route's hash-tag group: its scope starts with
-**     the attribute every limit of the route starts with, so that the box
-**     check, the limits and the strike are one program (refused
-**     otherwise).
+**  b) The box lives in the hash-tag group of its scope's first attribute,
+**     which must be one of the route's groups: the box check, that
+**     group's limits and their strikes are one program, which runs first
+**     (declared_conf.c choice a).  Only that group's rate limits strike:
+**     a route whose rate limits are all in other groups is refused (its
+**     box would take no strikes) unless its strikes are reported ones.
 */
 #include <stdio.h>
 #include <string.h>
@@ -370,17 +372,23 @@ int sluice__decl_strikes(int algo) {
          algo == SLUICE__L_FIXED;
 }
 
-int sluice__decl_route_steps(const sluice__decl *dl, const sluice__droute *dr) {
-  int i, n = dr->n;
+/* 1 when route dr's penalty lives in its hash-tag group tg. */
+static int pen_in(const sluice__decl *dl, const sluice__droute *dr, int tg) {
+  return dr->pen && dl->penalties[dr->pen - 1].scope[0] == dr->tgattr[tg];
+}
+
+int sluice__decl_route_steps(const sluice__decl *dl, const sluice__droute *dr,
+                             int tg) {
+  int i, n = 0;
   for (i = 0; i < dr->n; i++)
-    if (dr->group[i] > 0)
-      n -= dr->group[i] - 1; /* a group of buckets is one step */
-  if (dr->pen &&
+    if (dr->tg[i] == tg && dr->group[i] >= 0)
+      n++; /* a group of buckets is one step */
+  if (pen_in(dl, dr, tg) &&
       dl->penalties[dr->pen - 1].strike == SLUICE__STRIKE_REPORTED)
     return n + 1 > 5 ? n + 1 : 5; /* a report: the box and 4 steps */
-  if (dr->pen)
+  if (pen_in(dl, dr, tg))
     for (n++, i = 0; i < dr->n; i++)
-      if (dr->group[i] >= 0 &&
+      if (dr->tg[i] == tg && dr->group[i] >= 0 &&
           sluice__decl_strikes(dl->limits[dr->limit[i]].algo))
         n += 3; /* notice RENEW, notice ACQUIRE, STRIKE */
   return n;
@@ -393,7 +401,7 @@ int sluice__decl_route_penalty(const config_setting_t *r, const char *path,
   pctx x = {file, err, errlen};
   char p[512], what[240];
   const char *v;
-  int i;
+  int i, tg;
   if ((s = config_setting_get_member(r, "failure")) != NULL) {
     v = config_setting_get_string(s);
     snprintf(p, sizeof p, "%s.failure", path);
@@ -420,25 +428,39 @@ int sluice__decl_route_penalty(const config_setting_t *r, const char *path,
       break;
   if (!v || i == dl->npenalties)
     return perr(&x, s, p, "no penalty of that name in `penalties`");
-  if (dr->n > 0 &&
-      dl->penalties[i].scope[0] != dl->limits[dr->limit[0]].scope[0]) {
+  if ((tg = sluice__decl_tag_group(dr, dl->penalties[i].scope[0], 0)) < 0) {
     snprintf(what, sizeof what,
-             "penalty \"%s\" is scoped by \"%s\" first and the route's "
-             "limits by \"%s\": its box would be in another hash-tag group "
-             "than its limits (start its scope with the same attribute)",
-             v, sluice__attr_name(dl, dl->penalties[i].scope[0]),
-             sluice__attr_name(dl, dl->limits[dr->limit[0]].scope[0]));
+             "penalty \"%s\" is scoped by \"%s\" first and no limit of "
+             "the route is: its box would be in a hash-tag group with no "
+             "limits (start its scope with a limit's first attribute)",
+             v, sluice__attr_name(dl, dl->penalties[i].scope[0]));
     return perr(&x, s, p, what);
   }
   dr->pen = i + 1;
-  if (dr->nrecs + 2 > SLUICE_PROGRAM_KEYS ||
-      sluice__decl_route_steps(dl, dr) > SLUICE_PROGRAM_STEPS) {
+  if (dl->penalties[i].strike != SLUICE__STRIKE_REPORTED) {
+    int k, in = 0, out = 0;
+    for (k = 0; k < dr->n; k++)
+      if (sluice__decl_strikes(dl->limits[dr->limit[k]].algo))
+        *(dr->tg[k] == tg ? &in : &out) = 1;
+    if (out && !in) {
+      snprintf(what, sizeof what,
+               "penalty \"%s\" would take no strikes: no rate limit (gcra, "
+               "a window) of the route starts its scope with \"%s\", the "
+               "box's hash-tag group",
+               v, sluice__attr_name(dl, dl->penalties[i].scope[0]));
+      return perr(&x, s, p, what);
+    }
+  }
+  if (dr->grecs[tg] + 2 > SLUICE_PROGRAM_KEYS ||
+      sluice__decl_route_steps(dl, dr, tg) > SLUICE_PROGRAM_STEPS) {
     snprintf(what, sizeof what,
              "the box, its notice and a strike step per rate limit make %d "
-             "steps, more than one store call runs (%d)",
-             sluice__decl_route_steps(dl, dr), SLUICE_PROGRAM_STEPS);
+             "steps in its hash-tag group, more than one store call runs "
+             "(%d)",
+             sluice__decl_route_steps(dl, dr, tg), SLUICE_PROGRAM_STEPS);
     return perr(&x, s, p, what);
   }
   dr->nrecs += 2; /* the box and the notice, or the stuffing records */
+  dr->grecs[tg] += 2;
   return SLUICE_OK;
 }

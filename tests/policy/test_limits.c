@@ -453,9 +453,29 @@ Test(policy_limits, bad_files_name_the_line_and_setting) {
                 "  limits = ( { limit = \"a\"; cost = { GET = 2;\n"
                 "  other = 12; }; } ); } );\n",
           ":5: routes.[0].limits.[0].cost", "(got 12)");
-  refused(LIM_A "routes = ( { method = \"GET\"; route = \"/x\";\n"
-                "  limits = ( \"a\", \"b\" ); } );\n",
-          ":4: routes.[0].limits.[1]", "two hash-tag groups");
+  /* Two hash-tag groups run as two programs (test_groups.c); the buckets
+  ** of one group step must share theirs, and a route spans at most 4. */
+  refused("limits = { a = { algorithm = \"gcra\"; scope = [ \"tenant\" ];\n"
+          "rate = 1; period_ms = 1000; burst = 10; };\n"
+          "  b = { algorithm = \"gcra\"; scope = [ \"key\" ]; rate = 1;\n"
+          "period_ms = 1000; burst = 10; }; };\n"
+          "routes = ( { method = \"GET\"; route = \"/x\";\n"
+          "  limits = ( { group = [ \"a\", \"b\" ]; } ); } );\n",
+          ":6: routes.[0].limits.[0]", "one step in one hash-tag group");
+  refused("attributes = [ \"u\" ];\n"
+          "limits = { a = { algorithm = \"cap\"; scope = [ \"tenant\" ];\n"
+          "limit = 1; window_ms = 1000; };\n"
+          "  b = { algorithm = \"cap\"; scope = [ \"key\" ]; limit = 1;\n"
+          "window_ms = 1000; };\n"
+          "  c = { algorithm = \"cap\"; scope = [ \"ip\" ]; limit = 1;\n"
+          "window_ms = 1000; };\n"
+          "  d = { algorithm = \"cap\"; scope = [ \"u\" ]; limit = 1;\n"
+          "window_ms = 1000; };\n"
+          "  e = { algorithm = \"cap\"; scope = [ \"route\" ]; limit = 1;\n"
+          "window_ms = 1000; }; };\n"
+          "routes = ( { method = \"GET\"; route = \"/x\";\n"
+          "  limits = ( \"a\", \"b\", \"c\", \"d\", \"e\" ); } );\n",
+          ":13: routes.[0].limits.[4]", "at most 4 hash-tag groups");
   refused("limits = { a = { algorithm = \"gcra\"; scope = [ \"tenant\" ];\n"
           "rate = 1; period_ms = 1000; burst = 10; by = \"tier\";\n"
           "params = { gold = { burst = 2; }; }; }; };\n"

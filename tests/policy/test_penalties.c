@@ -509,7 +509,7 @@ Test(policy_penalties, bad_files_name_the_line_and_setting) {
   refused(LIMS PEN("\"key\"", LADDER)
           "routes = ( { method = \"GET\"; route = \"/\"; limits = ( \"b\" );\n"
           "  penalty = \"p\"; } );\n",
-          ":7:", "another hash-tag group");
+          ":7:", "a hash-tag group with no limits");
   refused(LIMS PEN("\"tenant\"", "( { box_s = 1; }, { box_s = 2; } )"), ":5:",
           "penalties.p.levels: must be a list of the ladder's 3 levels");
   refused(LIMS PEN("\"tenant\"", "( { box_s = 1; }, { box_s = 2; },\n"
@@ -558,5 +558,5 @@ Test(policy_penalties, bad_files_name_the_line_and_setting) {
           "limit = 1; window_ms = 1000; }; };\n" PEN("\"tenant\"", LADDER)
           "routes = ( { method = \"GET\"; route = \"/\";\n"
           "  limits = ( \"a\", \"b\", \"c\", \"d\" ); penalty = \"p\"; } );\n",
-          ":10:", "17 steps, more than one store call runs (16)");
+          ":10:", "17 steps in its hash-tag group, more than one store call runs (16)");
 }
