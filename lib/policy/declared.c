@@ -425,35 +425,31 @@ static int in_group(const sluice__droute *dr, int i, int tg) {
   return tg < 0 || dr->tg[i] == tg;
 }
 
-/* The penalty's hash-tag group, or -1 (no penalty). */
-static int pen_group(const sluice__decl *dl, const sluice__droute *dr) {
-  int i;
-  for (i = 0; dr->pen && i < dr->ntg; i++)
-    if (dr->tgattr[i] == dl->penalties[dr->pen - 1].scope[0])
-      return i;
-  return -1;
-}
+/* build()'s kind for a box only looked at: another box of the route
+** refused the request, and the longer box is the one reported. */
+#define LOOK (-2)
 
 /* The program of hash-tag group tg (tg < 0: all groups, for the local
 ** degraded limiter, which has no slots): kind < 0 decides (each limit's own
 ** step); ADJUST adjusts each limit i by costs[i] (in; 0: not in the
 ** program), the settled charge made at id, one step per limit (grouped
-** buckets too); else every lease limit gets `kind` (LEASE_RELEASE, RENEW)
-** with id.  st[i] is limit i's step, -1 when not in the program; st[] and
-** costs[] of other groups' limits are left as they are.  pr, when not
-** NULL and the penalty lives in tg, puts it in (the box first, a strike
-** after each rate limit).  dg, when not NULL, makes the degraded limiter's
+** buckets too); LOOK checks the group's box alone; else every lease limit
+** gets `kind` (LEASE_RELEASE, RENEW) with id.  st[i] is limit i's step, -1
+** when not in the program; st[] and costs[] of other groups' limits are
+** left as they are.  prs, when not NULL and a penalty lives in tg, puts
+** it in at prs[tg] (the box first, a strike after each rate limit).  dg, when not NULL, makes the degraded limiter's
 ** program instead: the rate limits only, at degraded_percent (dg holds
 ** their numbers).  c->scope_mix folds every limit's scope in, for the
 ** settle check (the caller zeroes it once for all groups). */
 static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
                  int st[SLUICE__RLIMITS_MAX],
-                 int64_t costs[SLUICE__RLIMITS_MAX], sluice__pen_run *pr,
+                 int64_t costs[SLUICE__RLIMITS_MAX], sluice__pen_run *prs,
                  sluice__lparams *dg, sluice_gcra_params *gp, int tg,
                  sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   keyparts kps[SLUICE__TG_MAX];
-  int i, rc, ptg = pen_group(c->p->decl, dr);
+  sluice__pen_run *pr = NULL;
+  int i, rc;
   memset(kps, 0, sizeof kps);
   /* A group keyed by the client address keys its records by
   ** unauthenticated input: they live within that class's own bound
@@ -462,11 +458,18 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
   g->rclass = dr->n > 0 && dr->tgattr[tg < 0 ? dr->tg[0] : tg] == SLUICE__A_IP
                   ? SLUICE_CLASS_UNTRUSTED
                   : SLUICE_CLASS_SERVICE;
-  if (ptg < 0 || (tg >= 0 && tg != ptg))
-    pr = NULL;
+  if (prs && tg >= 0 && dr->gpen[tg]) {
+    pr = &prs[tg];
+    pr->pn = &c->p->decl->penalties[dr->gpen[tg] - 1];
+  }
   /* The penalty's scope starts with its group's attribute: one tag. */
-  if (pr && (rc = sluice__pen_head(c, g, pr, &kps[ptg], d)))
+  if (pr && (rc = sluice__pen_head(c, g, pr, &kps[tg], d)))
     return rc;
+  if (kind == LOOK) { /* the box alone, noted */
+    if (pr)
+      sluice__when(g, pr->box, SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_NOTE);
+    return SLUICE_OK;
+  }
   for (i = 0; i < dr->n; i++)
     if (in_group(dr, i, tg)) {
       st[i] = -1;
@@ -625,6 +628,7 @@ static void fill(sluice__ctx *c, const sluice__limit *lm,
 typedef struct sluice__dres {
   sluice_program_result res[SLUICE__TG_MAX];
   unsigned done, given;
+  unsigned look; /* groups whose box was only looked at */
 } dres;
 
 /* Limit i's group result, NULL when its group's program did not run or
@@ -632,7 +636,9 @@ typedef struct sluice__dres {
 static const sluice_program_result *res_of(const sluice__droute *dr,
                                            const dres *r, int i) {
   int tg = dr->tg[i];
-  return (r->done >> tg & 1u) && !(r->given >> tg & 1u) ? &r->res[tg] : NULL;
+  return (r->done >> tg & 1u) && !((r->given | r->look) >> tg & 1u)
+             ? &r->res[tg]
+             : NULL;
 }
 
 /* Every limit of the route into d->limits, in the route's order: what a
@@ -700,20 +706,33 @@ static void report(sluice__ctx *c, const sluice__droute *dr, const dres *rs,
 static int read(sluice__ctx *c, const dres *rs,
                 const int st[SLUICE__RLIMITS_MAX],
                 const int64_t costs[SLUICE__RLIMITS_MAX],
-                const sluice__pen_run *pr, const sluice__lparams *dg,
+                const sluice__pen_run *prs, const sluice__lparams *dg,
                 uint64_t id, sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  const sluice_program_result *pres, *br = NULL;
-  int i, bind = -1, pass, ptg = pen_group(c->p->decl, dr), denied = 0;
-  if (pr && ptg >= 0) {
-    pres = &rs->res[ptg];
-    if (sluice__pen_boxed(c, pr, pres, d))
-      return SLUICE_OK;
-    if (pr->report) {
-      sluice__pen_report_read(c, pr, pres, d);
-      return SLUICE_OK;
-    }
+  const sluice_program_result *br = NULL;
+  int i, k, bind = -1, pass, denied = 0, boxed = 0, reported = 0;
+  /* The boxes, in the order they ran: the one that refused, then those
+  ** only looked at (the longer box is reported); or a report's strikes. */
+  for (k = 0; prs && k < dr->npen; k++) {
+    int tg = dr->pord[k];
+    if (!(rs->done >> tg & 1u))
+      continue;
+    if (rs->look >> tg & 1u)
+      sluice__pen_look_read(c, &prs[tg], &rs->res[tg], d);
+    else if (sluice__pen_boxed(c, &prs[tg], &rs->res[tg], d))
+      boxed = 1;
+    else if (prs[tg].report)
+      reported = 1;
   }
+  if (boxed)
+    return SLUICE_OK;
+  for (k = 0; reported && k < dr->npen; k++) {
+    int tg = dr->pord[k];
+    if ((rs->done >> tg & 1u) && prs[tg].report)
+      sluice__pen_report_read(c, &prs[tg], &rs->res[tg], d);
+  }
+  if (reported || (prs && sluice__pen_is_report(c)))
+    return SLUICE_OK;
   /* The limit that refused; else, among the rate limits (leases, locks
   ** and caps bind only a route that has nothing else), the one with the
   ** least left.  A group is one candidate: its binding bucket. */
@@ -784,10 +803,11 @@ static int read(sluice__ctx *c, const dres *rs,
       atomic_fetch_add_explicit(&c->p->ctr->lease_denials[c->cls], 1,
                                 memory_order_relaxed);
     }
-    if (pr && ptg >= 0 && dr->tg[bind] == ptg) {
+    if (prs && dr->gpen[dr->tg[bind]]) {
+      int tg = dr->tg[bind];
       for (i = bind; dr->group[i] < 0; i--)
         ; /* a group's strikes are its first bucket's */
-      sluice__pen_denied(c, pr, &rs->res[ptg], i, d);
+      sluice__pen_denied(c, &prs[tg], &rs->res[tg], i, d);
     }
   }
   return SLUICE_OK;
@@ -824,20 +844,19 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   dres rs;
   sluice__prog gp, *g = &gp;
-  sluice__pen_run pen, *pr = NULL;
+  sluice__pen_run pens[SLUICE__TG_MAX], *prs = NULL;
   int64_t costs[SLUICE__RLIMITS_MAX];
   sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
-  int st[SLUICE__RLIMITS_MAX], rc = SLUICE_OK, k, tg, i, report;
-  int ptg = pen_group(c->p->decl, dr);
+  int st[SLUICE__RLIMITS_MAX], rc = SLUICE_OK, k, tg, i, reports, boxed = 0;
   uint64_t id = 0;
   if (dr->pen)
-    pr = &pen; /* filled by the program's build */
+    prs = pens; /* filled by the programs' builds */
   if (route_leases(c) && (rc = sluice__random_id(c, &id)) != SLUICE_OK)
     return rc;
   if (dr->ntg > 1 && (rc = check_request(c, d)) != SLUICE_OK)
     return rc;
-  report = pr && sluice__pen_is_report(c);
-  rs.done = rs.given = 0;
+  reports = prs && sluice__pen_is_report(c);
+  rs.done = rs.given = rs.look = 0;
   c->scope_mix = 0;
   for (i = 0; i < dr->n; i++) {
     st[i] = -1;
@@ -845,19 +864,25 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
   }
   for (k = 0; k < dr->ntg; k++) {
     tg = dr->run[k];
-    if (report && tg != ptg)
-      continue; /* a report: the box's group alone, no limits */
-    rc = build(c, -1, id, g, st, costs, pr, NULL, bp, tg, d);
+    if ((reports || boxed) && !dr->gpen[tg])
+      continue; /* a report, or boxed: the boxes' groups alone */
+    rc = build(c, boxed ? LOOK : -1, id, g, st, costs, prs, NULL, bp, tg, d);
     if (rc == SLUICE_OK)
       rc = sluice__run(c, g, &rs.res[tg]);
     if (rc != SLUICE_OK)
       break;
     rs.done |= 1u << tg;
-    if (rs.res[tg].denied_by >= 0)
+    if (boxed)
+      rs.look |= 1u << tg;
+    else if (dr->gpen[tg] && rs.res[tg].denied_by == prs[tg].box)
+      boxed = k + 1; /* the other boxes are looked at, nothing more */
+    else if (rs.res[tg].denied_by >= 0)
       break;
   }
   if (rc == SLUICE__PENDING)
     return rc;
+  if (boxed)
+    k = boxed - 1;
   if (rc != SLUICE_OK || k < dr->ntg) {
     /* Refused by group run[k] (or a store failure there): the groups
     ** before it give back, the latest first. */
@@ -873,7 +898,7 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
   }
   if (rc != SLUICE_OK)
     return rc;
-  return read(c, &rs, st, costs, pr, NULL, id, d);
+  return read(c, &rs, st, costs, prs, NULL, id, d);
 }
 
 int sluice__decl_degraded(sluice__ctx *c, sluice_decision *d) {
@@ -911,7 +936,7 @@ int sluice__decl_degraded(sluice__ctx *c, sluice_decision *d) {
   }
   /* One result for every group: each limit reads it. */
   rs.done = (1u << dr->ntg) - 1;
-  rs.given = 0;
+  rs.given = rs.look = 0;
   for (i = 1; i < dr->ntg; i++)
     rs.res[i] = rs.res[0];
   read(c, &rs, st, costs, NULL, dg, 0, d);

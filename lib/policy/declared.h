@@ -108,7 +108,10 @@ typedef struct sluice__droute {
   int tgattr[SLUICE__TG_MAX];
   int run[SLUICE__TG_MAX];
   int grecs[SLUICE__TG_MAX];
-  int pen;      /* 1 + its penalty's index (declared_penalty.h), 0: none */
+  int gpen[SLUICE__TG_MAX]; /* group g's penalty: 1 + its index, 0: none */
+  int npen, pord[SLUICE__TG_MAX]; /* the penalties' groups, listed order */
+  int pen;      /* 1 + its first penalty's index (declared_penalty.h), 0:
+                   none */
   int degraded; /* failure = "degraded": the degraded limiter, not a 503 */
 } sluice__droute;
 

@@ -19,7 +19,7 @@
 **     caps, leases, locks: a count taken out of the window it went into,
 **     a lease released); then groups holding a gcra bucket, whose give-back
 **     is a refund that time may have overtaken (declared.c); ties in the
-**     route's order.  So a route with one group of buckets never gives a
+**     route's order (the boxes in the order `penalty` lists them).  So a route with one group of buckets never gives a
 **     bucket back, and a refusal by its buckets is the last call.  The
 **     buckets of one `group = [...]` entry are one GCRA step: they must
 **     share their first attribute.
@@ -525,7 +525,7 @@ int sluice__decl_tag_group(sluice__droute *dr, int a, int add) {
 /* How a group ranks in the run order (choice a): lower runs first. */
 static int run_rank(const sluice__decl *dl, const sluice__droute *dr, int tg) {
   int i;
-  if (dr->pen && dl->penalties[dr->pen - 1].scope[0] == dr->tgattr[tg])
+  if (dr->gpen[tg])
     return 0;
   for (i = 0; i < dr->n; i++)
     if (dr->tg[i] == tg && dl->limits[dr->limit[i]].algo == SLUICE__L_GCRA)
@@ -535,7 +535,9 @@ static int run_rank(const sluice__decl *dl, const sluice__droute *dr, int tg) {
 
 void sluice__decl_run_order(const sluice__decl *dl, sluice__droute *dr) {
   int i, j, k = 0;
-  for (j = 0; j < 3; j++)
+  for (i = 0; i < dr->npen; i++) /* the boxes in the route's order */
+    dr->run[k++] = dr->pord[i];
+  for (j = 1; j < 3; j++)
     for (i = 0; i < dr->ntg; i++)
       if (run_rank(dl, dr, i) == j)
         dr->run[k++] = i;

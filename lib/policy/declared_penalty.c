@@ -37,10 +37,6 @@ static const sluice__pset *pick(const sluice__ctx *c,
   return &pn->base;
 }
 
-static const sluice__penalty *route_penalty(const sluice__ctx *c) {
-  const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  return dr->pen ? &c->p->decl->penalties[dr->pen - 1] : NULL;
-}
 
 static int scope_kind(const sluice__penalty *pn) {
   return pn->scope[0] == SLUICE__A_IP ? SLUICE_SCOPE_IP : SLUICE_SCOPE_KEY;
@@ -84,8 +80,8 @@ static void tripped(sluice__ctx *c, const sluice__pen_run *pr,
     sluice__emit(c, SLUICE_EVENT_PAGE, pr->kind, lvl, pr->id, until, 0);
 }
 
-int sluice__pen_is_report(const sluice__ctx *c) {
-  const sluice__penalty *pn = route_penalty(c);
+/* 1 when the request is a report to penalty pn. */
+static int reports(const sluice__ctx *c, const sluice__penalty *pn) {
   size_t n = 0;
   const char *v;
   int i;
@@ -96,6 +92,26 @@ int sluice__pen_is_report(const sluice__ctx *c) {
     if (strlen(pn->values[i]) == n && !memcmp(pn->values[i], v, n))
       return 1;
   return 0;
+}
+
+int sluice__pen_is_report(const sluice__ctx *c) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  int i;
+  for (i = 0; i < dr->ntg; i++)
+    if (dr->gpen[i] && reports(c, &c->p->decl->penalties[dr->gpen[i] - 1]))
+      return 1;
+  return 0;
+}
+
+/* 1 when box verdict v ends later than the box d reports (or d reports
+** none): of two boxes, the longer is reported, as that is when a retry
+** can pass. */
+static int longer(const sluice_verdict *v, const sluice_decision *d) {
+  if (d->outcome == SLUICE_OUTCOME_ALLOW)
+    return 1;
+  if (d->outcome == SLUICE_OUTCOME_SUSPENDED)
+    return 0;
+  return (v->flags & SLUICE_V_SUSPENDED) || v->retry_after_ns > d->retry_after_ns;
 }
 
 /* A report: a strike on the box (a trip at its threshold), and with
@@ -113,10 +129,10 @@ int sluice__pen_report(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
   int box = g->st[pr->box].key, s, w, k, rc;
   size_t n = 0;
   const char *v;
-  pr->report = sluice__pen_is_report(c);
+  pr->report = reports(c, pn);
   pr->rstrike = pr->rtrip3 = -1;
   if (!pr->report)
-    return 0;
+    return sluice__pen_is_report(c) ? 2 : 0;
   if (pn->of >= 0) {
     if (!(v = sluice__decl_attr_value(c, pn->of, &n)) || n == 0) {
       d->invalid_field = sluice__attr_name(c->p->decl, pn->of);
@@ -157,9 +173,12 @@ void sluice__pen_report_read(sluice__ctx *c, const sluice__pen_run *pr,
     sluice__emit(c, SLUICE_EVENT_STUFFING, pr->kind, 3, pr->id, 0, 0);
     v = &r->v[pr->rtrip3];
   } else if (sluice__ran(r, pr->rstrike)) {
-    d->flags |= SLUICE_DECISION_STRIKE;
     v = &r->v[pr->rstrike];
-    d->strikes_remaining = v->strikes_remaining;
+    /* Several boxes counting one report: the fewest strikes left. */
+    if (!(d->flags & SLUICE_DECISION_STRIKE) ||
+        v->strikes_remaining < d->strikes_remaining)
+      d->strikes_remaining = v->strikes_remaining;
+    d->flags |= SLUICE_DECISION_STRIKE;
     if (!(v->flags & SLUICE_V_TRIPPED))
       return;
   }
@@ -167,14 +186,14 @@ void sluice__pen_report_read(sluice__ctx *c, const sluice__pen_run *pr,
     return;
   if (v->flags & SLUICE_V_TRIPPED)
     tripped(c, pr, v, d);
-  fill_box(c, pr->ps, v, d);
+  if (longer(v, d))
+    fill_box(c, pr->ps, v, d);
 }
 
 int sluice__pen_head(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
                      struct sluice__keyparts *kp, sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   int i, rc, notice = 0, first = g->nk;
-  pr->pn = route_penalty(c);
   pr->ps = pick(c, pr->pn);
   pr->kind = scope_kind(pr->pn);
   pr->report = 0;
@@ -182,7 +201,8 @@ int sluice__pen_head(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
   for (i = 0; i < SLUICE__RLIMITS_MAX; i++)
     pr->renew[i] = pr->strike[i] = -1;
   for (i = 0; i < dr->n && pr->pn->strike != SLUICE__STRIKE_REPORTED; i++)
-    notice |= sluice__decl_strikes(c->p->decl->limits[dr->limit[i]].algo);
+    notice |= dr->gpen[dr->tg[i]] - 1 == pr->pn - c->p->decl->penalties &&
+              sluice__decl_strikes(c->p->decl->limits[dr->limit[i]].algo);
   if ((rc = sluice__decl_pen_recs(c, pr->pn, g, notice, pr->id, kp, d)))
     return rc;
   pr->box = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, first, 1,
@@ -248,28 +268,46 @@ void sluice__pen_denied(sluice__ctx *c, const sluice__pen_run *pr,
 }
 
 int sluice__pen_cached(sluice__ctx *c, int degraded, sluice_decision *d) {
-  const sluice__penalty *pn = route_penalty(c);
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
   sluice_decision scratch;
   sluice__deny e;
   sluice_verdict v;
   char id[SLUICE_SCOPE_ID_LEN + 1];
-  if (!pn || sluice__shadow_past_box(c->shadow) ||
+  int i, found = 0;
+  if (!dr->pen || sluice__shadow_past_box(c->shadow) ||
       (!degraded && !sluice__deny_shared(c->p)))
     return 0;
-  /* A request whose scope cannot be built has no box to find: the store
-  ** call (or the failure mode) says what is wrong with it. */
-  memset(&scratch, 0, sizeof scratch);
-  if (sluice__decl_pen_recs(c, pn, NULL, 0, id, NULL, &scratch) !=
-          SLUICE_OK ||
-      !sluice__deny_get(c->p, scope_kind(pn), id, c->now, &e))
-    return 0;
-  memset(&v, 0, sizeof v);
-  v.level = e.level;
-  if (e.until_ns == SLUICE_FOREVER)
-    v.flags = SLUICE_V_SUSPENDED;
-  else
-    v.retry_after_ns = e.until_ns - c->now;
-  fill_box(c, pick(c, pn), &v, d);
-  d->flags |= SLUICE_DECISION_DENY_CACHED;
-  return 1;
+  /* Every box of the route; of several cached, the longer one. */
+  for (i = 0; i < dr->npen; i++) {
+    const sluice__penalty *pn =
+        &c->p->decl->penalties[dr->gpen[dr->pord[i]] - 1];
+    /* A request whose scope cannot be built has no box to find: the store
+    ** call (or the failure mode) says what is wrong with it. */
+    memset(&scratch, 0, sizeof scratch);
+    if (sluice__decl_pen_recs(c, pn, NULL, 0, id, NULL, &scratch) !=
+            SLUICE_OK ||
+        !sluice__deny_get(c->p, scope_kind(pn), id, c->now, &e))
+      continue;
+    memset(&v, 0, sizeof v);
+    v.level = e.level;
+    if (e.until_ns == SLUICE_FOREVER)
+      v.flags = SLUICE_V_SUSPENDED;
+    else
+      v.retry_after_ns = e.until_ns - c->now;
+    if (!found || longer(&v, d))
+      fill_box(c, pick(c, pn), &v, d);
+    found = 1;
+  }
+  if (found)
+    d->flags |= SLUICE_DECISION_DENY_CACHED;
+  return found;
+}
+
+void sluice__pen_look_read(sluice__ctx *c, const sluice__pen_run *pr,
+                           const sluice_program_result *r,
+                           sluice_decision *d) {
+  const sluice_verdict *v = &r->v[pr->box];
+  sluice__box_seen(c, pr->kind, pr->id, v);
+  if (!v->allowed && longer(v, d))
+    fill_box(c, pr->ps, v, d);
 }

@@ -103,8 +103,9 @@ const char *sluice__decl_attr_value(const struct sluice__ctx *c, int a,
 int sluice__decl_cost(const struct sluice__ctx *c, int64_t *cost,
                       struct sluice_decision *d);
 
-/* declared_penalty.c, for declared.c's program: the box records and its
-** CHECK (the program's first step); a limit's notice and strike steps
+/* declared_penalty.c, for declared.c's program: the box records of
+** penalty pr->pn (set by the caller) and its CHECK (the program's first
+** step); a limit's notice and strike steps
 ** after its own step s; reading the box (1: it decided the request); a
 ** rate limit's denial (Warning, the strike, a trip). */
 int sluice__pen_head(struct sluice__ctx *c, struct sluice__prog *g,
@@ -112,15 +113,23 @@ int sluice__pen_head(struct sluice__ctx *c, struct sluice__prog *g,
                      struct sluice_decision *d);
 void sluice__pen_after(struct sluice__ctx *c, struct sluice__prog *g,
                        sluice__pen_run *pr, int i, int s);
-/* 1 when the request is a report (strike = "reported"). */
+/* 1 when the request is a report (strike = "reported") to any of the
+** route's penalties. */
 int sluice__pen_is_report(const struct sluice__ctx *c);
-/* A report's steps after the box CHECK: 1 (no limits run), 0 when the
-** request is no report, or a negative error. */
+/* A report's steps after the box CHECK of pr->pn (set by the caller, as
+** for sluice__pen_head()): 1 (no limits run), 2 when the request is a
+** report to another of the route's penalties (this box is only checked),
+** 0 when it is no report, or a negative error. */
 int sluice__pen_report(struct sluice__ctx *c, struct sluice__prog *g,
                        sluice__pen_run *pr, struct sluice_decision *d);
 void sluice__pen_report_read(struct sluice__ctx *c, const sluice__pen_run *pr,
                              const struct sluice_program_result *r,
                              struct sluice_decision *d);
+/* A box only looked at (another box of the route refused the request):
+** reported in d when it ends later than d's. */
+void sluice__pen_look_read(struct sluice__ctx *c, const sluice__pen_run *pr,
+                           const struct sluice_program_result *r,
+                           struct sluice_decision *d);
 int sluice__pen_boxed(struct sluice__ctx *c, const sluice__pen_run *pr,
                       const struct sluice_program_result *r,
                       struct sluice_decision *d);

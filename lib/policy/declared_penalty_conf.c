@@ -372,10 +372,6 @@ int sluice__decl_strikes(int algo) {
          algo == SLUICE__L_FIXED;
 }
 
-/* 1 when route dr's penalty lives in its hash-tag group tg. */
-static int pen_in(const sluice__decl *dl, const sluice__droute *dr, int tg) {
-  return dr->pen && dl->penalties[dr->pen - 1].scope[0] == dr->tgattr[tg];
-}
 
 int sluice__decl_route_steps(const sluice__decl *dl, const sluice__droute *dr,
                              int tg) {
@@ -383,10 +379,10 @@ int sluice__decl_route_steps(const sluice__decl *dl, const sluice__droute *dr,
   for (i = 0; i < dr->n; i++)
     if (dr->tg[i] == tg && dr->group[i] >= 0)
       n++; /* a group of buckets is one step */
-  if (pen_in(dl, dr, tg) &&
-      dl->penalties[dr->pen - 1].strike == SLUICE__STRIKE_REPORTED)
+  if (dr->gpen[tg] &&
+      dl->penalties[dr->gpen[tg] - 1].strike == SLUICE__STRIKE_REPORTED)
     return n + 1 > 5 ? n + 1 : 5; /* a report: the box and 4 steps */
-  if (pen_in(dl, dr, tg))
+  if (dr->gpen[tg])
     for (n++, i = 0; i < dr->n; i++)
       if (dr->tg[i] == tg && dr->group[i] >= 0 &&
           sluice__decl_strikes(dl->limits[dr->limit[i]].algo))
@@ -394,14 +390,71 @@ int sluice__decl_route_steps(const sluice__decl *dl, const sluice__droute *dr,
   return n;
 }
 
+/* Penalty v (setting s, at path p) as one of route dr's: its box in the
+** hash-tag group of its scope's first attribute (added when no limit is
+** there), one penalty a group. */
+static int add_penalty(pctx *x, const config_setting_t *s, const char *p,
+                       const char *v, const sluice__decl *dl,
+                       sluice__droute *dr) {
+  char what[240];
+  int i, tg;
+  for (i = 0; v && i < dl->npenalties; i++)
+    if (!strcmp(v, dl->penalties[i].name))
+      break;
+  if (!v || i == dl->npenalties)
+    return perr(x, s, p, "no penalty of that name in `penalties`");
+  if ((tg = sluice__decl_tag_group(dr, dl->penalties[i].scope[0], 1)) < 0)
+    return perr(x, s, p,
+                "the route's limits and penalties span more than 4 hash-tag "
+                "groups (the first attributes of their scopes)");
+  if (dr->gpen[tg]) {
+    snprintf(what, sizeof what,
+             "penalties \"%s\" and \"%s\" both start their scopes with "
+             "\"%s\": one box a hash-tag group",
+             dl->penalties[dr->gpen[tg] - 1].name, v,
+             sluice__attr_name(dl, dl->penalties[i].scope[0]));
+    return perr(x, s, p, what);
+  }
+  if (!dr->pen)
+    dr->pen = i + 1;
+  dr->gpen[tg] = i + 1;
+  dr->pord[dr->npen++] = tg;
+  if (dl->penalties[i].strike != SLUICE__STRIKE_REPORTED) {
+    int k, in = 0, out = 0;
+    for (k = 0; k < dr->n; k++)
+      if (sluice__decl_strikes(dl->limits[dr->limit[k]].algo))
+        *(dr->tg[k] == tg ? &in : &out) = 1;
+    if (out && !in) {
+      snprintf(what, sizeof what,
+               "penalty \"%s\" would take no strikes: no rate limit (gcra, "
+               "a window) of the route starts its scope with \"%s\", the "
+               "box's hash-tag group",
+               v, sluice__attr_name(dl, dl->penalties[i].scope[0]));
+      return perr(x, s, p, what);
+    }
+  }
+  if (dr->grecs[tg] + 2 > SLUICE_PROGRAM_KEYS ||
+      sluice__decl_route_steps(dl, dr, tg) > SLUICE_PROGRAM_STEPS) {
+    snprintf(what, sizeof what,
+             "the box, its notice and a strike step per rate limit make %d "
+             "steps in its hash-tag group, more than one store call runs "
+             "(%d)",
+             sluice__decl_route_steps(dl, dr, tg), SLUICE_PROGRAM_STEPS);
+    return perr(x, s, p, what);
+  }
+  dr->nrecs += 2; /* the box and the notice, or the stuffing records */
+  dr->grecs[tg] += 2;
+  return SLUICE_OK;
+}
+
 int sluice__decl_route_penalty(const config_setting_t *r, const char *path,
                                const char *file, const sluice__decl *dl,
                                sluice__droute *dr, char *err, size_t errlen) {
   const config_setting_t *s;
   pctx x = {file, err, errlen};
-  char p[512], what[240];
+  char p[512];
   const char *v;
-  int i, tg;
+  int i, n, rc;
   if ((s = config_setting_get_member(r, "failure")) != NULL) {
     v = config_setting_get_string(s);
     snprintf(p, sizeof p, "%s.failure", path);
@@ -421,46 +474,21 @@ int sluice__decl_route_penalty(const config_setting_t *r, const char *path,
   }
   if ((s = config_setting_get_member(r, "penalty")) == NULL)
     return SLUICE_OK;
-  v = config_setting_get_string(s);
   snprintf(p, sizeof p, "%s.penalty", path);
-  for (i = 0; v && i < dl->npenalties; i++)
-    if (!strcmp(v, dl->penalties[i].name))
-      break;
-  if (!v || i == dl->npenalties)
-    return perr(&x, s, p, "no penalty of that name in `penalties`");
-  if ((tg = sluice__decl_tag_group(dr, dl->penalties[i].scope[0], 0)) < 0) {
-    snprintf(what, sizeof what,
-             "penalty \"%s\" is scoped by \"%s\" first and no limit of "
-             "the route is: its box would be in a hash-tag group with no "
-             "limits (start its scope with a limit's first attribute)",
-             v, sluice__attr_name(dl, dl->penalties[i].scope[0]));
-    return perr(&x, s, p, what);
+  if (config_setting_get_string(s))
+    return add_penalty(&x, s, p, config_setting_get_string(s), dl, dr);
+  n = config_setting_is_array(s) || config_setting_is_list(s)
+          ? config_setting_length(s)
+          : 0;
+  if (n < 1 || n > SLUICE__TG_MAX)
+    return perr(&x, s, p,
+                "must be a penalty's name or a list of 1..4 [ \"NAME\", ... ]");
+  for (i = 0; i < n; i++) {
+    const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+    char ep[540];
+    snprintf(ep, sizeof ep, "%s.[%d]", p, i);
+    if ((rc = add_penalty(&x, e, ep, config_setting_get_string(e), dl, dr)))
+      return rc;
   }
-  dr->pen = i + 1;
-  if (dl->penalties[i].strike != SLUICE__STRIKE_REPORTED) {
-    int k, in = 0, out = 0;
-    for (k = 0; k < dr->n; k++)
-      if (sluice__decl_strikes(dl->limits[dr->limit[k]].algo))
-        *(dr->tg[k] == tg ? &in : &out) = 1;
-    if (out && !in) {
-      snprintf(what, sizeof what,
-               "penalty \"%s\" would take no strikes: no rate limit (gcra, "
-               "a window) of the route starts its scope with \"%s\", the "
-               "box's hash-tag group",
-               v, sluice__attr_name(dl, dl->penalties[i].scope[0]));
-      return perr(&x, s, p, what);
-    }
-  }
-  if (dr->grecs[tg] + 2 > SLUICE_PROGRAM_KEYS ||
-      sluice__decl_route_steps(dl, dr, tg) > SLUICE_PROGRAM_STEPS) {
-    snprintf(what, sizeof what,
-             "the box, its notice and a strike step per rate limit make %d "
-             "steps in its hash-tag group, more than one store call runs "
-             "(%d)",
-             sluice__decl_route_steps(dl, dr, tg), SLUICE_PROGRAM_STEPS);
-    return perr(&x, s, p, what);
-  }
-  dr->nrecs += 2; /* the box and the notice, or the stuffing records */
-  dr->grecs[tg] += 2;
   return SLUICE_OK;
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -415,6 +416,118 @@ Test(policy_penalties, reported_redis) {
   reported_on(spec, SLUICE_OPEN_TESTCLOCK);
 }
 
+/* Several penalties on one route, each box in its own hash-tag group (the
+** subject's and the address's, as a login's lockouts are): a report
+** strikes both; either box refuses the route with no limit work; the
+** longer box is reported; a boxed subject's report strikes nothing
+** (the address's box is only looked at). */
+static const char *two_boxes =
+    "attributes = [ \"result\", \"subject\" ];\n"
+    "limits = { attempts = { algorithm = \"gcra\"; scope = [ \"ip\" ];\n"
+    "  rate = 1; period_ms = 3600000; burst = 100; }; };\n"
+    "penalties = {\n"
+    "  subject = { scope = [ \"subject\" ]; strike = \"reported\";\n"
+    "    reported = { by = \"result\"; values = [ \"401\" ]; };\n"
+    "    strikes = 3; strike_window_ms = 900000; offense_ttl_s = 86400;\n"
+    "    levels = ( { box_s = 60; }, { box_s = 120; }, { box_s = 180; } ); };\n"
+    "  address = { scope = [ \"ip\" ]; strike = \"reported\";\n"
+    "    reported = { by = \"result\"; values = [ \"401\" ]; };\n"
+    "    strikes = 5; strike_window_ms = 900000; offense_ttl_s = 86400;\n"
+    "    levels = ( { box_s = 600; }, { box_s = 1200; }, { box_s = 1800; } ); "
+    "};\n"
+    "};\n"
+    "routes = (\n"
+    "  { method = \"POST\"; route = \"/login\"; limits = ( \"attempts\" );\n"
+    "    penalty = [ \"subject\", \"address\" ]; }\n"
+    ");\n";
+
+static void two_boxes_on(const char *store, unsigned flags) {
+  fixture f;
+  sluice_attr bad[] = {{"subject", "alice"}, {"result", "401"}};
+  sluice_request login, report;
+  sluice_decision d;
+  sluice_limit_state ls;
+  char ip1[48], ip2[48], *path;
+  int pid = (int)getpid() & 0xffff;
+  snprintf(ip1, sizeof ip1, "2001:db8:%x:11::1", pid);
+  snprintf(ip2, sizeof ip2, "2001:db8:%x:12::1", pid);
+  memset(&login, 0, sizeof login);
+  login.method = "POST";
+  login.route = "/login";
+  login.client_ip = ip1;
+  login.attrs = bad;
+  login.nattrs = 1; /* the subject, no result: a sign-in attempt */
+  report = login;
+  report.nattrs = 2;
+  path = write_conf(two_boxes);
+  cr_assert_eq(fx_open_file(&f, path, store, flags), SLUICE_OK);
+  unlink(path);
+  /* A report strikes both boxes: the fewer strikes left is reported. */
+  d = decide(&f, &report);
+  cr_assert_eq(d.allowed, 1);
+  cr_assert(d.flags & SLUICE_DECISION_STRIKE);
+  cr_assert_eq(d.strikes_remaining, 2, "subject 2 left, address 4");
+  decide(&f, &report);
+  d = decide(&f, &report); /* alice's third: her box, 60 s */
+  cr_assert(d.flags & SLUICE_DECISION_TRIPPED);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_eq(d.retry_after_ns, 60 * SEC);
+  /* Boxed: refused with no limit work (the bucket keeps its 100), and
+  ** her reports strike nothing more anywhere. */
+  d = decide(&f, &login);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_eq(d.retry_after_ns, 60 * SEC);
+  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "attempts", &login, &ls,
+                                           NULL),
+               SLUICE_OK);
+  cr_assert_eq(ls.remaining, 100);
+  d = decide(&f, &report);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_eq(d.flags & SLUICE_DECISION_STRIKE, 0);
+  /* bob from the same address: the address has 3 strikes, two more trip
+  ** it (600 s); alice is then boxed twice, and the longer box is hers to
+  ** wait out. */
+  bad[0].value = "bob";
+  d = decide(&f, &report);
+  cr_assert_eq(d.allowed, 1);
+  cr_assert_eq(d.strikes_remaining, 1, "the address's: 1 left");
+  d = decide(&f, &report);
+  cr_assert(d.flags & SLUICE_DECISION_TRIPPED);
+  cr_assert_eq(d.retry_after_ns, 600 * SEC);
+  bad[0].value = "alice";
+  d = decide(&f, &login);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_eq(d.retry_after_ns, 600 * SEC, "the longer box");
+  /* From another address alice is still boxed (her own box); carol is
+  ** not, and her attempt takes from that address's bucket. */
+  login.client_ip = ip2;
+  d = decide(&f, &login);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_eq(d.retry_after_ns, 60 * SEC);
+  bad[0].value = "carol";
+  d = decide(&f, &login);
+  cr_assert_eq(d.allowed, 1);
+  cr_assert_eq(d.remaining, 99);
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_BOX_TRIP), 2);
+  fx_close(&f);
+}
+
+Test(policy_penalties, two_boxes_on_one_route) { two_boxes_on(NULL, 0); }
+
+Test(policy_penalties, two_boxes_on_one_route_redis) {
+  const char *nodes = getenv("SLUICE_REDIS_NODES");
+  const char *extra = getenv("SLUICE_REDIS_STORE_EXTRA");
+  char spec[512];
+  if (!nodes || !nodes[0])
+    cr_skip_test("SLUICE_REDIS_NODES unset");
+  /* The subjects are the run's own: a cluster keeps earlier runs' boxes. */
+  snprintf(spec, sizeof spec,
+           "redis:nodes=%s;timeout_ms=2000;prefix=tb%d-%ld:%s%s", nodes,
+           (int)getpid(), (long)time(NULL), extra && extra[0] ? ";" : "",
+           extra ? extra : "");
+  two_boxes_on(spec, SLUICE_OPEN_TESTCLOCK);
+}
+
 /* A group of buckets: one GCRA step, both charged or neither; allowed,
 ** the bucket with the fewest points left binds (not the least fraction:
 ** the built-in tenant + key pair's rule); refused, the longest wait. */
@@ -509,7 +622,17 @@ Test(policy_penalties, bad_files_name_the_line_and_setting) {
   refused(LIMS PEN("\"key\"", LADDER)
           "routes = ( { method = \"GET\"; route = \"/\"; limits = ( \"b\" );\n"
           "  penalty = \"p\"; } );\n",
-          ":7:", "a hash-tag group with no limits");
+          ":7:", "would take no strikes");
+  /* A list of penalties: each box in a group of its own, named. */
+  refused(LIMS PEN("\"tenant\"", LADDER)
+          "routes = ( { method = \"GET\"; route = \"/\"; limits = ( \"b\" );\n"
+          "  penalty = [ \"p\",\n \"p\" ]; } );\n",
+          ":8:", "routes.[0].penalty.[1]: penalties \"p\" and \"p\" both "
+                 "start their scopes with \"tenant\"");
+  refused(LIMS PEN("\"tenant\"", LADDER)
+          "routes = ( { method = \"GET\"; route = \"/\"; limits = ( \"b\" );\n"
+          "  penalty = [ ]; } );\n",
+          ":7:", "routes.[0].penalty: must be a penalty's name or a list");
   refused(LIMS PEN("\"tenant\"", "( { box_s = 1; }, { box_s = 2; } )"), ":5:",
           "penalties.p.levels: must be a list of the ladder's 3 levels");
   refused(LIMS PEN("\"tenant\"", "( { box_s = 1; }, { box_s = 2; },\n"
