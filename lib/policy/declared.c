@@ -183,9 +183,9 @@ int sluice__decl_cost(const sluice__ctx *c, int64_t *cost,
                       sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   const sluice__limit *lm = &c->p->decl->limits[dr->limit[0]];
-  *cost = 1;
-  if (lm->algo == SLUICE__L_CAP || is_lease(lm->algo))
-    return SLUICE_OK;
+  *cost = dr->n > 0; /* a route of boxes alone charges nothing */
+  if (dr->n == 0 || lm->algo == SLUICE__L_CAP || is_lease(lm->algo))
+    return SLUICE_OK; /* a lease, a count: 1 */
   return cost_of(c, &dr->cost[0], lm, cost, d);
 }
 
@@ -312,18 +312,22 @@ int sluice__decl_pen_recs(const sluice__ctx *c, const sluice__penalty *pn,
   return SLUICE_OK;
 }
 
-int sluice__decl_pen_stuffing_recs(const sluice__ctx *c,
-                                   const sluice__penalty *pn, sluice__prog *g,
-                                   sluice_decision *d) {
+int sluice__decl_pen_rec(const sluice__ctx *c, const sluice__penalty *pn,
+                         sluice__prog *g, char sfx, sluice_decision *d) {
   keyparts kp = {{0}};
   int rc;
   if ((rc = scope_ids(c, pn->name, pn->scope, pn->nscope, 1, &kp, d)))
     return rc;
-  g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 's');
-  g->nk++;
-  g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 'd');
+  g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, sfx);
   g->nk++;
   return SLUICE_OK;
+}
+
+int sluice__decl_pen_stuffing_recs(const sluice__ctx *c,
+                                   const sluice__penalty *pn, sluice__prog *g,
+                                   sluice_decision *d) {
+  int rc = sluice__decl_pen_rec(c, pn, g, 's', d);
+  return rc ? rc : sluice__decl_pen_rec(c, pn, g, 'd', d);
 }
 
 static const int step_algo[SLUICE__L__COUNT] = {
@@ -711,6 +715,7 @@ static int read(sluice__ctx *c, const dres *rs,
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   const sluice_program_result *br = NULL;
   int i, k, bind = -1, pass, denied = 0, boxed = 0, reported = 0;
+  int64_t smin = INT64_MAX;
   /* The boxes, in the order they ran: the one that refused, then those
   ** only looked at (the longer box is reported); or a report's strikes. */
   for (k = 0; prs && k < dr->npen; k++) {
@@ -721,16 +726,26 @@ static int read(sluice__ctx *c, const dres *rs,
       sluice__pen_look_read(c, &prs[tg], &rs->res[tg], d);
     else if (sluice__pen_boxed(c, &prs[tg], &rs->res[tg], d))
       boxed = 1;
-    else if (prs[tg].report)
-      reported = 1;
+    else {
+      /* Not boxed: the fewest strikes left of the route's boxes. */
+      if (d->strikes_remaining < smin)
+        smin = d->strikes_remaining;
+      reported |= prs[tg].report;
+    }
   }
   if (boxed)
     return SLUICE_OK;
+  if (smin != INT64_MAX)
+    d->strikes_remaining = smin;
+  if (reported)
+    d->strikes_remaining = INT64_MAX; /* the reports' own, below */
   for (k = 0; reported && k < dr->npen; k++) {
     int tg = dr->pord[k];
     if ((rs->done >> tg & 1u) && prs[tg].report)
       sluice__pen_report_read(c, &prs[tg], &rs->res[tg], d);
   }
+  if (d->strikes_remaining == INT64_MAX)
+    d->strikes_remaining = smin;
   if (reported || (prs && sluice__pen_is_report(c)))
     return SLUICE_OK;
   /* The limit that refused; else, among the rate limits (leases, locks

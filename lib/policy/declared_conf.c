@@ -648,8 +648,12 @@ static int load_droute(dctx *x, const config_setting_t *r, int idx,
                 "} )%s",
                 NULL, 0);
   n = config_setting_length(ls);
-  if (n < 1 || n > SLUICE__RLIMITS_MAX)
-    return derr(x, ls, p, "must list 1..%s8 limits", NULL, 0);
+  /* No limits: a route of boxes alone (a sign-in's lockouts). */
+  if ((n < 1 && !config_setting_get_member(r, "penalty")) ||
+      n > SLUICE__RLIMITS_MAX)
+    return derr(x, ls, p,
+                "must list 1..%s8 limits (none: only with a `penalty`)", NULL,
+                0);
   for (i = 0; i < n; i++) {
     const config_setting_t *e = config_setting_get_elem(ls, (unsigned)i);
     const config_setting_t *cs = NULL, *ns, *gs;

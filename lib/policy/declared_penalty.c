@@ -119,10 +119,13 @@ static int longer(const sluice_verdict *v, const sluice_decision *d) {
 ** of `of`; both at their limits trip level 3 at once (auth.c's IP flow):
 **
 **   0 box CHECK            gate
+**   f failures COUNT       note, if 0 allowed (window = "sliding")
 **   1 stuffing COUNT       note, if 0 allowed
 **   2 distinct ADD         note, if 0 allowed
 **   3 box TRIP level 3     note, if 1 reached its limit and 2 denied
-**   4 box STRIKE           note, if 0 allowed and 3 did not run */
+**   4 box STRIKE           note, if 0 allowed and 3 did not run
+**     (sliding: box TRIP level 1, if f reached its limit and 3 did not
+**     run: auth.c's failure windows) */
 int sluice__pen_report(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
                        sluice_decision *d) {
   const sluice__penalty *pn = pr->pn;
@@ -130,9 +133,19 @@ int sluice__pen_report(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
   size_t n = 0;
   const char *v;
   pr->report = reports(c, pn);
-  pr->rstrike = pr->rtrip3 = -1;
+  pr->rstrike = pr->rtrip3 = pr->rfail = -1;
   if (!pr->report)
     return sluice__pen_is_report(c) ? 2 : 0;
+  if (pn->sliding) {
+    k = g->nk;
+    if ((rc = sluice__decl_pen_rec(c, pn, g, 'f', d)))
+      return rc;
+    pr->fails = (sluice_window_params){pr->ps->pp.strike_threshold,
+                                       pr->ps->pp.strike_window_ns};
+    pr->rfail = sluice__step(g, SLUICE_ALGO_SWINDOW, SLUICE_OP_COUNT, k, 1,
+                             &pr->fails, 1, 0);
+    sluice__when(g, pr->rfail, SLUICE_WHEN_ALLOWED, pr->box, SLUICE_FOLD_NOTE);
+  }
   if (pn->of >= 0) {
     if (!(v = sluice__decl_attr_value(c, pn->of, &n)) || n == 0) {
       d->invalid_field = sluice__attr_name(c->p->decl, pn->of);
@@ -153,10 +166,19 @@ int sluice__pen_report(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
     g->st[pr->rtrip3].when2 = SLUICE_WHEN_DENIED;
     g->st[pr->rtrip3].ref2 = w;
   }
-  /* The strike, unless stuffing tripped level 3 already. */
-  pr->rstrike = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, box, 1,
-                             &pr->ps->pp, 0, 0);
-  sluice__when(g, pr->rstrike, SLUICE_WHEN_ALLOWED, pr->box, SLUICE_FOLD_NOTE);
+  /* The strike (sliding: the trip at the failures' limit), unless stuffing
+  ** tripped level 3 already. */
+  if (pn->sliding) {
+    pr->rstrike = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, box, 1,
+                               &pr->ps->pp, 1, 0);
+    sluice__when(g, pr->rstrike, SLUICE_WHEN_REACHED, pr->rfail,
+                 SLUICE_FOLD_NOTE);
+  } else {
+    pr->rstrike = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, box,
+                               1, &pr->ps->pp, 0, 0);
+    sluice__when(g, pr->rstrike, SLUICE_WHEN_ALLOWED, pr->box,
+                 SLUICE_FOLD_NOTE);
+  }
   if (pr->rtrip3 >= 0) {
     g->st[pr->rstrike].when2 = SLUICE_WHEN_SKIPPED;
     g->st[pr->rstrike].ref2 = pr->rtrip3;
@@ -172,11 +194,18 @@ void sluice__pen_report_read(sluice__ctx *c, const sluice__pen_run *pr,
     d->flags |= SLUICE_DECISION_STUFFING;
     sluice__emit(c, SLUICE_EVENT_STUFFING, pr->kind, 3, pr->id, 0, 0);
     v = &r->v[pr->rtrip3];
+  } else if (pr->pn->sliding) {
+    /* Failures, not strikes: the fewest left before a box, of every box
+    ** the report counts for (the caller starts from INT64_MAX). */
+    if (sluice__ran(r, pr->rfail) &&
+        r->v[pr->rfail].remaining < d->strikes_remaining)
+      d->strikes_remaining = r->v[pr->rfail].remaining;
+    if (sluice__ran(r, pr->rstrike))
+      v = &r->v[pr->rstrike];
   } else if (sluice__ran(r, pr->rstrike)) {
     v = &r->v[pr->rstrike];
     /* Several boxes counting one report: the fewest strikes left. */
-    if (!(d->flags & SLUICE_DECISION_STRIKE) ||
-        v->strikes_remaining < d->strikes_remaining)
+    if (v->strikes_remaining < d->strikes_remaining)
       d->strikes_remaining = v->strikes_remaining;
     d->flags |= SLUICE_DECISION_STRIKE;
     if (!(v->flags & SLUICE_V_TRIPPED))
@@ -197,7 +226,7 @@ int sluice__pen_head(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
   pr->ps = pick(c, pr->pn);
   pr->kind = scope_kind(pr->pn);
   pr->report = 0;
-  pr->rstrike = pr->rtrip3 = -1;
+  pr->rstrike = pr->rtrip3 = pr->rfail = -1;
   for (i = 0; i < SLUICE__RLIMITS_MAX; i++)
     pr->renew[i] = pr->strike[i] = -1;
   for (i = 0; i < dr->n && pr->pn->strike != SLUICE__STRIKE_REPORTED; i++)

@@ -51,6 +51,11 @@ typedef struct sluice__penalty {
   int report;
   int nvalues;
   char values[8][32];
+  /* reported.window = "sliding": reports are failures counted in a
+  ** sliding window of strike_window_ns (a login's failure window), the
+  ** box tripping at `strikes` of them; "fixed": the penalty step's
+  ** strikes. */
+  int sliding;
   /* Credential stuffing, on reports: `stuffing` reports in a fixed window
   ** across `distinct` values of attribute `of` trip level 3 at once. */
   int of; /* -1: no stuffing detection */
@@ -69,7 +74,10 @@ typedef struct sluice__pen_run {
   int kind; /* SLUICE_SCOPE_IP for a scope that starts with the address,
                else SLUICE_SCOPE_KEY */
   int report;        /* this request is a report (strike = "reported") */
-  int rstrike, rtrip3; /* a report's STRIKE and stuffing TRIP steps, or -1 */
+  int rstrike, rtrip3; /* a report's STRIKE (sliding: level-1 TRIP) and
+                          stuffing TRIP steps, or -1 */
+  int rfail;           /* sliding: the failures window's COUNT step, or -1 */
+  sluice_window_params fails; /* sliding: its numbers (the set's) */
   char id[33]; /* the box's scope id: events and the deny cache */
 } sluice__pen_run;
 
@@ -86,6 +94,10 @@ int sluice__decl_pen_recs(const struct sluice__ctx *c,
                           const sluice__penalty *pn, struct sluice__prog *g,
                           int notice, char id[33], struct sluice__keyparts *kp,
                           struct sluice_decision *d);
+/* declared.c: one record of penalty pn's scope, key suffix sfx, into g. */
+int sluice__decl_pen_rec(const struct sluice__ctx *c, const sluice__penalty *pn,
+                         struct sluice__prog *g, char sfx,
+                         struct sluice_decision *d);
 /* declared.c: a report's stuffing records (its fixed window and distinct
 ** values) into g. */
 int sluice__decl_pen_stuffing_recs(const struct sluice__ctx *c,

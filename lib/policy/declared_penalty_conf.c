@@ -181,13 +181,14 @@ static int pset_whole(pctx *x, const config_setting_t *g, const char *path,
   return perr(x, g, path, what);
 }
 
-/* strike = "reported": reported = { by = ATTR; values = [ ... ]; } and,
+/* strike = "reported": reported = { by = ATTR; values = [ ... ];
+** window = "fixed" | "sliding"; } and,
 ** optionally, stuffing = { of = ATTR; reports = N; distinct = D;
 ** window_ms = W; }. */
 static int load_reported(pctx *x, const sluice__decl *dl,
                          const config_setting_t *g, const char *path,
                          sluice__penalty *pn) {
-  static const char *const rn[] = {"by", "values", NULL};
+  static const char *const rn[] = {"by", "values", "window", NULL};
   static const char *const sn[] = {"of", "reports", "distinct", "window_ms",
                                    NULL};
   const config_setting_t *r = config_setting_get_member(g, "reported");
@@ -224,6 +225,15 @@ static int load_reported(pctx *x, const sluice__decl *dl,
     if (!v || !v[0] || strlen(v) >= sizeof pn->values[0])
       return perr(x, vs, p, "values: 1..8 strings of 1..31 bytes");
     snprintf(pn->values[pn->nvalues++], sizeof pn->values[0], "%s", v);
+  }
+  if ((by = config_setting_get_member(r, "window")) != NULL) {
+    const char *w = config_setting_get_string(by);
+    if (!w || (strcmp(w, "fixed") && strcmp(w, "sliding")))
+      return perr(x, by, p,
+                  "window: \"fixed\" (the strike window opened by the first "
+                  "report) or \"sliding\" (the reports of the last "
+                  "strike_window_ms)");
+    pn->sliding = !strcmp(w, "sliding");
   }
   if (!st)
     return SLUICE_OK;
@@ -442,8 +452,9 @@ static int add_penalty(pctx *x, const config_setting_t *s, const char *p,
              sluice__decl_route_steps(dl, dr, tg), SLUICE_PROGRAM_STEPS);
     return perr(x, s, p, what);
   }
-  dr->nrecs += 2; /* the box and the notice, or the stuffing records */
-  dr->grecs[tg] += 2;
+  /* The box and the notice, or the stuffing records and the failures. */
+  dr->nrecs += 3;
+  dr->grecs[tg] += 3;
   return SLUICE_OK;
 }
 

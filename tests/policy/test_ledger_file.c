@@ -58,21 +58,31 @@ typedef struct side {
   char range[24];
 } side;
 
-/* An auth attempt is the same request on both sides: the file keeps the
-** built-in auth flow behind its class route. */
+/* An auth attempt: the built-in's auth class with its subject and
+** result; the file's sign-in route with them as attributes (no result
+** before the check). */
 static int make_auth(side *s, const step *t, int file) {
+  static const char *const results[] = {
+      [SLUICE_AUTH_OK] = "ok", [SLUICE_AUTH_BAD_SECRET] = "bad_secret",
+      [SLUICE_AUTH_UNKNOWN_CLIENT] = "unknown_client"};
   if (t->cls != SLUICE_EP_AUTH)
     return 0;
   memset(&s->q, 0, sizeof s->q);
-  if (file) {
-    s->q.method = "POST";
-    s->q.route = "/v1/auth/token";
-  } else {
-    s->q.endpoint_class = SLUICE_EP_AUTH;
-  }
   s->q.client_ip = ips[file][t->ip];
-  s->q.auth_subject = subjects[file][t->subject];
-  s->q.auth_result = t->auth;
+  if (!file) {
+    s->q.endpoint_class = SLUICE_EP_AUTH;
+    s->q.auth_subject = subjects[file][t->subject];
+    s->q.auth_result = t->auth;
+    return 1;
+  }
+  s->q.method = "POST";
+  s->q.route = "/v1/auth/token";
+  s->a[0] = (sluice_attr){"subject", subjects[file][t->subject]};
+  s->a[1] = (sluice_attr){"result", t->auth == SLUICE_AUTH_PENDING
+                                        ? NULL
+                                        : results[t->auth]};
+  s->q.attrs = s->a;
+  s->q.nattrs = t->auth == SLUICE_AUTH_PENDING ? 1 : 2;
   return 1;
 }
 
@@ -220,15 +230,20 @@ static int gen_backoff(step *out, int n, uint64_t seed) {
 /* `sluice simulate credential-stuffing`: spraying from a few addresses
 ** over many subjects while office users log in (the auth flow both sides
 ** share: the file's auth settings must be the built-in's). */
+static void name_subjects(uint64_t seed) {
+  int i;
+  for (i = 0; i < 64; i++) {
+    snprintf(subjects[0][i], sizeof subjects[0][i], "b%d-%d-user%02d",
+             (int)getpid(), (int)seed, i);
+    snprintf(subjects[1][i], sizeof subjects[1][i], "f%d-%d-user%02d",
+             (int)getpid(), (int)seed, i);
+  }
+}
+
 static int gen_stuffing(step *out, int n, uint64_t seed) {
   uint64_t x = seed;
   int i;
-  for (i = 0; i < 64; i++) {
-    snprintf(subjects[0][i], sizeof subjects[0][i], "b%d-user%02d",
-             (int)getpid(), i);
-    snprintf(subjects[1][i], sizeof subjects[1][i], "f%d-user%02d",
-             (int)getpid(), i);
-  }
+  name_subjects(seed);
   for (i = 0; i < n; i++) {
     step *t = &out[i];
     int attacker = rnd(&x) % 4 != 0;
@@ -242,6 +257,38 @@ static int gen_stuffing(step *out, int n, uint64_t seed) {
     if (rnd(&x) % 3 == 0)
       t->auth = SLUICE_AUTH_PENDING;
     t->advance = (int64_t)(rnd(&x) % 1500) * MS;
+  }
+  return n;
+}
+
+/* Sign-ins: two forgetful subjects fail most of their attempts (their
+** lockouts climb the ladder: 5 min, 60 min, 24 h as offenses repeat within
+** a day), ten others mostly succeed or only ask (no result yet), half of
+** it all from one busy address; a stretch where one address sprays
+** failures over many subjects (its own lockouts, and its subjects counted
+** while it is boxed only as far as they are not); now and then an hour
+** passes. */
+static int gen_signin(step *out, int n, uint64_t seed) {
+  uint64_t x = seed;
+  int i;
+  name_subjects(seed);
+  for (i = 0; i < n; i++) {
+    step *t = &out[i];
+    unsigned r = (unsigned)(rnd(&x) % 20);
+    int spray = i >= n / 3 && i < n / 3 + n / 6;
+    memset(t, 0, sizeof *t);
+    t->cls = SLUICE_EP_AUTH;
+    t->ip = spray || rnd(&x) % 2 ? (spray ? 1 : 0) : 2 + (int)(rnd(&x) % 3);
+    t->subject = spray ? 12 + (int)(rnd(&x) % 52)
+                 : rnd(&x) % 3 == 0 ? (int)(rnd(&x) % 2)
+                                    : 2 + (int)(rnd(&x) % 10);
+    if (spray || (t->subject < 2 && r < 16) || r < 3)
+      t->auth = r % 2 ? SLUICE_AUTH_BAD_SECRET : SLUICE_AUTH_UNKNOWN_CLIENT;
+    else
+      t->auth = r < 14 ? SLUICE_AUTH_OK : SLUICE_AUTH_PENDING;
+    t->advance = (int64_t)(rnd(&x) % (spray ? 6000 : 20000)) * MS;
+    if (rnd(&x) % 300 == 0)
+      t->advance = 3700 * SEC;
   }
   return n;
 }
@@ -326,6 +373,9 @@ static int lease_refusal(const sluice_decision *a) {
 
 typedef struct tally {
   int n;
+  /* What the built-in side decided: boxed decisions, the levels boxed at
+  ** (bit per level), trips, stuffing, allowed sign-ins. */
+  int boxed, levels, trips, stuffing, allowed;
   int diff[F__N];
   int unknown[F__N]; /* differences outside what `known` allows */
   char first[F__N][8192];
@@ -468,6 +518,11 @@ static void replay(side *bi, side *fi, const step *s, int n, tally *tl) {
     cr_assert_eq(rca, SLUICE_OK);
     compare(tl, i, t, &a, &bi->q, &b, &fi->q);
     tl->n++;
+    tl->boxed += a.outcome == SLUICE_OUTCOME_BOXED;
+    tl->levels |= a.outcome == SLUICE_OUTCOME_BOXED ? 1 << a.penalty_level : 0;
+    tl->trips += (a.flags & SLUICE_DECISION_TRIPPED) != 0;
+    tl->stuffing += (a.flags & SLUICE_DECISION_STUFFING) != 0;
+    tl->allowed += a.allowed;
     if (!a.allowed)
       wait = a.retry_after_ns;
     if (a.lease_id && b.lease_id && nh < 64) {
@@ -507,6 +562,9 @@ static void report(const char *what, const tally *tl) {
 
 typedef int (*gen_fn)(step *out, int n, uint64_t seed);
 
+/* The last stream's tally, for the tests to check what it met. */
+static tally seen;
+
 static void oracle(const char *what, const char *store, const char *store2,
                    unsigned flags, gen_fn gen, int n, uint64_t seed) {
   static step s[4000];
@@ -527,6 +585,12 @@ static void oracle(const char *what, const char *store, const char *store2,
     }
   replay(bi, fi, s, n, tl);
   report(what, tl);
+  fprintf(stderr,
+          "%s: %d decisions, %d allowed, %d boxed (levels %#x), %d trips, %d "
+          "stuffing\n",
+          what, tl->n, tl->allowed, tl->boxed, tl->levels, tl->trips,
+          tl->stuffing);
+  seen = *tl;
   fx_close(&bi->f);
   fx_close(&fi->f);
   free(bi);
@@ -585,6 +649,30 @@ Test(policy_ledger_file, growth_batch_shm) {
 }
 Test(policy_ledger_file, stuffing_redis) {
   on_redis("stuffing/redis", gen_stuffing, 1500, 11);
+}
+Test(policy_ledger_file, stuffing_shm) {
+  on_shm("stuffing/shm", gen_stuffing, 3000, 11);
+}
+
+/* The sign-in stream meets every rung of the ladder, lockouts and
+** successes alike. */
+static void signin_met(void) {
+  cr_assert_gt(seen.trips, 5, "trips: %d", seen.trips);
+  cr_assert_eq(seen.levels & 0xe, 0xe, "boxed at levels %#x", seen.levels);
+  cr_assert_gt(seen.allowed, seen.n / 4, "allowed: %d", seen.allowed);
+  cr_assert_gt(seen.boxed, seen.n / 10, "boxed: %d", seen.boxed);
+}
+Test(policy_ledger_file, signin_mem) {
+  oracle("signin/mem", NULL, NULL, 0, gen_signin, 3000, 5);
+  signin_met();
+}
+Test(policy_ledger_file, signin_shm) {
+  on_shm("signin/shm", gen_signin, 3000, 5);
+  signin_met();
+}
+Test(policy_ledger_file, signin_redis) {
+  on_redis("signin/redis", gen_signin, 1500, 5);
+  signin_met();
 }
 
 Test(policy_ledger_file, mixed_mem) {

@@ -623,6 +623,18 @@ Test(policy_penalties, bad_files_name_the_line_and_setting) {
           "routes = ( { method = \"GET\"; route = \"/\"; limits = ( \"b\" );\n"
           "  penalty = \"p\"; } );\n",
           ":7:", "would take no strikes");
+  /* A route of boxes alone needs a penalty. */
+  refused(LIMS "routes = ( { method = \"GET\"; route = \"/\";\n"
+               "  limits = ( ); } );\n",
+          ":4:", "routes.[0].limits: must list 1..8 limits (none: only with "
+                 "a `penalty`)");
+  refused("attributes = [ \"result\" ];\n"
+          "penalties = { p = { scope = [ \"ip\" ]; strike = \"reported\";\n"
+          "  reported = { by = \"result\"; values = [ \"401\" ];\n"
+          "               window = \"rolling\"; };\n"
+          "  strikes = 2; strike_window_ms = 1000; offense_ttl_s = 60;\n"
+          "  levels = " LADDER "; }; };\n",
+          ":4:", "penalties.p.reported: window: \"fixed\"");
   /* A list of penalties: each box in a group of its own, named. */
   refused(LIMS PEN("\"tenant\"", LADDER)
           "routes = ( { method = \"GET\"; route = \"/\"; limits = ( \"b\" );\n"
