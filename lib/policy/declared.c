@@ -455,12 +455,13 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
   sluice__pen_run *pr = NULL;
   int i, rc;
   memset(kps, 0, sizeof kps);
-  /* A group keyed by the client address keys its records by
-  ** unauthenticated input: they live within that class's own bound
-  ** (DESIGN.md).  Every other scope is the service's own. */
+  /* A group keyed by the client address (or another untrusted
+  ** attribute) keys its records by unauthenticated input: they live
+  ** within that class's own bound (DESIGN.md).  Every other scope is the
+  ** service's own. */
   g->nk = g->ns = 0;
-  g->rclass = dr->n > 0 && dr->tgattr[tg < 0 ? dr->tg[0] : tg] == SLUICE__A_IP
-                  ? SLUICE_CLASS_UNTRUSTED
+  g->rclass = tg >= 0 || dr->n > 0
+                  ? sluice__decl_group_class(c, tg >= 0 ? tg : dr->tg[0])
                   : SLUICE_CLASS_SERVICE;
   if (prs && tg >= 0 && dr->gpen[tg]) {
     pr = &prs[tg];
@@ -560,8 +561,7 @@ static int give_back(sluice__ctx *c, int tg, const sluice_program_result *r,
   memset(&kp, 0, sizeof kp);
   memset(&scratch, 0, sizeof scratch);
   g->nk = g->ns = 0;
-  g->rclass = dr->tgattr[tg] == SLUICE__A_IP ? SLUICE_CLASS_UNTRUSTED
-                                             : SLUICE_CLASS_SERVICE;
+  g->rclass = sluice__decl_group_class(c, tg);
   for (i = 0; i < dr->n; i++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
     const sluice__lparams *ps = pick(c, lm);

@@ -100,9 +100,20 @@ static int limit_index(const sluice__decl *dl, const char *n) {
   return -1;
 }
 
+static int member_ok(dctx *x, const config_setting_t *g, const char *path,
+                     const char *const *names);
+static const char *str_member(const config_setting_t *g, const char *n,
+                              const config_setting_t **s);
+
+/* `attributes`: names, or { name = "subject"; untrusted = true; } for an
+** attribute whose values anyone may send (a sign-in's subject): the
+** hash-tag groups it starts keep their records in the untrusted class
+** (docs/backends.md "Record classes"), as `ip`'s do. */
 static int load_attrs(dctx *x, const config_setting_t *root) {
+  static const char *const names[] = {"name", "untrusted", NULL};
   const config_setting_t *a = config_setting_get_member(root, "attributes");
-  int i, n;
+  int i, n, rc;
+  x->dl->untrusted = 1u << SLUICE__A_IP;
   if (!a)
     return SLUICE_OK;
   if (!config_setting_is_array(a) && !config_setting_is_list(a))
@@ -115,6 +126,17 @@ static int load_attrs(dctx *x, const config_setting_t *root) {
   for (i = 0; i < n; i++) {
     const config_setting_t *e = config_setting_get_elem(a, (unsigned)i);
     const char *v = config_setting_get_string(e);
+    if (!v && config_setting_is_group(e)) {
+      const config_setting_t *u = config_setting_get_member(e, "untrusted");
+      if ((rc = member_ok(x, e, "attributes", names)))
+        return rc;
+      const config_setting_t *nm;
+      v = str_member(e, "name", &nm);
+      if (u && config_setting_type(u) != CONFIG_TYPE_BOOL)
+        return derr(x, u, "attributes", "untrusted: true or false%s", NULL, 0);
+      if (u && config_setting_get_bool(u))
+        x->dl->untrusted |= 1u << (SLUICE__A__BUILTIN + x->dl->nattrs);
+    }
     if (!ident_ok(v))
       return derr(x, e, "attributes",
                   "a name is 1..31 of [A-Za-z0-9_-], starting with a letter",

@@ -56,6 +56,12 @@ typedef struct sluice__penalty {
   ** box tripping at `strikes` of them; "fixed": the penalty step's
   ** strikes. */
   int sliding;
+  /* reported.kept: values of `report` that say a known client failed (a
+  ** wrong secret): in an untrusted group, its records are then never
+  ** evicted (SLUICE_CLASS_UNTRUSTED_KEPT), so a flood of made-up names
+  ** cannot reset them. */
+  int nkept;
+  char kept[8][32];
   /* Credential stuffing, on reports: `stuffing` reports in a fixed window
   ** across `distinct` values of attribute `of` trip level 3 at once. */
   int of; /* -1: no stuffing detection */
@@ -125,6 +131,10 @@ int sluice__pen_head(struct sluice__ctx *c, struct sluice__prog *g,
                      struct sluice_decision *d);
 void sluice__pen_after(struct sluice__ctx *c, struct sluice__prog *g,
                        sluice__pen_run *pr, int i, int s);
+/* The record class of hash-tag group tg's programs for this request:
+** untrusted when its first attribute is, kept when its penalty's `kept`
+** names the report. */
+int sluice__decl_group_class(const struct sluice__ctx *c, int tg);
 /* 1 when the request is a report (strike = "reported") to any of the
 ** route's penalties. */
 int sluice__pen_is_report(const struct sluice__ctx *c);

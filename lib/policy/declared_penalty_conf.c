@@ -188,7 +188,7 @@ static int pset_whole(pctx *x, const config_setting_t *g, const char *path,
 static int load_reported(pctx *x, const sluice__decl *dl,
                          const config_setting_t *g, const char *path,
                          sluice__penalty *pn) {
-  static const char *const rn[] = {"by", "values", "window", NULL};
+  static const char *const rn[] = {"by", "values", "window", "kept", NULL};
   static const char *const sn[] = {"of", "reports", "distinct", "window_ms",
                                    NULL};
   const config_setting_t *r = config_setting_get_member(g, "reported");
@@ -225,6 +225,18 @@ static int load_reported(pctx *x, const sluice__decl *dl,
     if (!v || !v[0] || strlen(v) >= sizeof pn->values[0])
       return perr(x, vs, p, "values: 1..8 strings of 1..31 bytes");
     snprintf(pn->values[pn->nvalues++], sizeof pn->values[0], "%s", v);
+  }
+  if ((vs = config_setting_get_member(r, "kept")) != NULL) {
+    if ((!config_setting_is_array(vs) && !config_setting_is_list(vs)) ||
+        config_setting_length(vs) > 8)
+      return perr(x, vs, p, "kept: 0..8 strings [ \"bad_secret\" ]");
+    for (i = 0; i < config_setting_length(vs); i++) {
+      const char *v =
+          config_setting_get_string(config_setting_get_elem(vs, (unsigned)i));
+      if (!v || !v[0] || strlen(v) >= sizeof pn->kept[0])
+        return perr(x, vs, p, "kept: 0..8 strings of 1..31 bytes");
+      snprintf(pn->kept[pn->nkept++], sizeof pn->kept[0], "%s", v);
+    }
   }
   if ((by = config_setting_get_member(r, "window")) != NULL) {
     const char *w = config_setting_get_string(by);

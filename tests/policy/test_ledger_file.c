@@ -43,12 +43,9 @@ static const char *const keys[] = {"k0", "k1"};
 static const char *const ledgers[] = {"L0", "L1", "L2"};
 /* Per side: on a store both policies share (Redis), the auth flow's
 ** records of the two would be the same ones.  The two sets are alike (two
-** IPv4 addresses, an IPv6 /64 of two, one more). */
-static const char *const ips[2][5] = {
-    {"198.51.100.7", "198.51.100.8", "2001:db8:1::5", "2001:db8:1::6",
-     "203.0.113.1"},
-    {"192.0.2.7", "192.0.2.8", "2001:db8:2::5", "2001:db8:2::6",
-     "203.0.113.2"}};
+** IPv4 addresses, an IPv6 /64 of two, one more), and a stream's own (the
+** suites run in parallel on one cluster): name_subjects(). */
+static char ips[2][5][48];
 static char subjects[2][64][32];
 
 typedef struct side {
@@ -231,7 +228,19 @@ static int gen_backoff(step *out, int n, uint64_t seed) {
 ** over many subjects while office users log in (the auth flow both sides
 ** share: the file's auth settings must be the built-in's). */
 static void name_subjects(uint64_t seed) {
-  int i;
+  int i, sd, p = (int)getpid() & 0xffff, q = (int)(seed & 0xff);
+  for (sd = 0; sd < 2; sd++) {
+    snprintf(ips[sd][0], sizeof ips[sd][0], "10.%d.%d.%d", q, p & 0xff,
+             7 + 100 * sd);
+    snprintf(ips[sd][1], sizeof ips[sd][1], "10.%d.%d.%d", q, p & 0xff,
+             8 + 100 * sd);
+    snprintf(ips[sd][2], sizeof ips[sd][2], "2001:db8:%x:%x%02x::5", p, q,
+             sd);
+    snprintf(ips[sd][3], sizeof ips[sd][3], "2001:db8:%x:%x%02x::6", p, q,
+             sd);
+    snprintf(ips[sd][4], sizeof ips[sd][4], "10.%d.%d.%d", q, p & 0xff,
+             1 + 100 * sd);
+  }
   for (i = 0; i < 64; i++) {
     snprintf(subjects[0][i], sizeof subjects[0][i], "b%d-%d-user%02d",
              (int)getpid(), (int)seed, i);
@@ -681,6 +690,54 @@ Test(policy_ledger_file, mixed_mem) {
 
 Test(policy_ledger_file, abuse_mem) {
   oracle("abuse/mem", NULL, NULL, 0, gen_abuse, 4000, 1);
+}
+
+/* A flood of failed sign-ins with made-up subjects from many addresses on
+** a store of finite room: the subjects' and addresses' records are of
+** the untrusted class and stay within its bound (their newcomers are
+** refused as a full store), so the tenants keep their room.  A real
+** client's failures (a wrong secret) are never evicted. */
+Test(policy_ledger_file, a_subject_flood_leaves_the_tenants_room) {
+  fixture f;
+  sluice_attr a[2];
+  sluice_request q;
+  sluice_decision d;
+  char subj[32], ip[32];
+  int i, full = 0;
+  cr_assert_eq(fx_open_file(&f, SLUICE_ETC "/ledger.conf",
+                            "mem:max_keys=400;untrusted=100", 0),
+               SLUICE_OK);
+  for (i = 0; i < 600; i++) {
+    memset(&q, 0, sizeof q);
+    snprintf(subj, sizeof subj, "nobody-%d", i);
+    snprintf(ip, sizeof ip, "198.18.%d.%d", i / 200, i % 200 + 1);
+    a[0] = (sluice_attr){"subject", subj};
+    a[1] = (sluice_attr){"result", "unknown_client"};
+    q.method = "POST";
+    q.route = "/v1/auth/token";
+    q.client_ip = ip;
+    q.attrs = a;
+    q.nattrs = 2;
+    d = decide(&f, &q);
+    full += d.store_error == SLUICE_EFULL;
+  }
+  cr_assert_gt(full, 300, "the flood met the untrusted bound: %d", full);
+  /* 50 tenants' keys (two records each): room enough. */
+  for (i = 0; i < 50; i++) {
+    char t[16];
+    snprintf(t, sizeof t, "t%d", i);
+    memset(&q, 0, sizeof q);
+    q.method = "GET";
+    q.route = "/v1/ledgers/L0/entries";
+    q.tenant_id = t;
+    q.api_key_id = "k";
+    q.tier = "sandbox";
+    d = decide(&f, &q);
+    cr_assert_eq(d.allowed, 1, "tenant %d: %s", i,
+                 sluice_err_name(d.store_error));
+    cr_assert_eq(d.store_error, 0);
+  }
+  fx_close(&f);
 }
 
 /* The file loads without a warning (every limit is applied). */
