@@ -200,6 +200,7 @@ static const char *const ips[IPS] = {"10.9.0.1", "10.9.0.2", "10.9.0.3"};
 
 typedef struct racer {
   fixture *f;
+  pthread_barrier_t *start; /* all threads decide at once */
   unsigned seed;
   int admitted[USERS][IPS];
 } racer;
@@ -207,6 +208,7 @@ typedef struct racer {
 static void *race(void *arg) {
   racer *r = arg;
   int i;
+  pthread_barrier_wait(r->start);
   for (i = 0; i < PER_THREAD; i++) {
     int u = rand_r(&r->seed) % USERS, k = rand_r(&r->seed) % IPS;
     sluice_attr a;
@@ -224,20 +226,24 @@ static void *race(void *arg) {
 ** its give-back), never admit one beyond a limit; and once the race is
 ** over every refused request's charges are back: each limit's remaining
 ** is its size less what it admitted. */
-Test(policy_groups, threads_never_over_admit_and_give_everything_back) {
+static void race_on(const char *store, unsigned flags) {
   fixture f;
   pthread_t t[THREADS];
   racer r[THREADS];
+  pthread_barrier_t start;
   int i, u, k, total = 0;
-  cr_assert_eq(fx_open_file(&f, GROUPS_CONF, NULL, 0), SLUICE_OK);
+  cr_assert_eq(fx_open_file(&f, GROUPS_CONF, store, flags), SLUICE_OK);
   memset(r, 0, sizeof r);
+  cr_assert_eq(pthread_barrier_init(&start, NULL, THREADS), 0);
   for (i = 0; i < THREADS; i++) {
     r[i].f = &f;
+    r[i].start = &start;
     r[i].seed = 17u + (unsigned)i;
     cr_assert_eq(pthread_create(&t[i], NULL, race, &r[i]), 0);
   }
   for (i = 0; i < THREADS; i++)
     cr_assert_eq(pthread_join(t[i], NULL), 0);
+  pthread_barrier_destroy(&start);
   for (u = 0; u < USERS; u++) {
     int n = 0;
     sluice_attr a;
@@ -267,6 +273,20 @@ Test(policy_groups, threads_never_over_admit_and_give_everything_back) {
   ** smaller budget (3 users x 5 vs 3 addresses x 3) used up. */
   cr_assert_eq(total, 9, "admitted %d", total);
   fx_close(&f);
+}
+
+Test(policy_groups, threads_never_over_admit_and_give_everything_back) {
+  race_on(NULL, 0);
+}
+
+/* The same race on shm (its records updated lock-free). */
+Test(policy_groups, threads_on_shm) {
+  char spec[96];
+  snprintf(spec, sizeof spec, "shm:name=/sluice-groups-race-%d;create=1",
+           (int)getpid());
+  race_on(spec, SLUICE_OPEN_CREATE);
+  snprintf(spec, sizeof spec, "/dev/shm/sluice-groups-race-%d", (int)getpid());
+  unlink(spec);
 }
 
 /* A store failure in the second group: the first group's charge is given
