@@ -847,6 +847,21 @@ static int check_request(sluice__ctx *c, sluice_decision *d) {
   return SLUICE_OK;
 }
 
+/* A box's spread (a subject failing from too many addresses) that
+** reached its limit in group tg's program trips the box it names to level
+** 3 in that box's program, which runs later. */
+static void spread_signal(const sluice__droute *dr, sluice__pen_run *prs,
+                          int tg, const sluice_program_result *r) {
+  const sluice__pen_run *pr = &prs[tg];
+  int k;
+  if (pr->rspread < 0 || !sluice__ran(r, pr->rspread) ||
+      r->v[pr->rspread].allowed)
+    return;
+  for (k = 0; k < dr->ntg; k++)
+    if (dr->gpen[k] - 1 == pr->pn->spread_trips)
+      prs[k].force3 = 1;
+}
+
 /* A route's programs, one per hash-tag group in the route's run order
 ** (declared_conf.c choice a), each one atomic store call.  The first
 ** group that refuses ends the run, and the groups before it get back what
@@ -877,6 +892,8 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
     st[i] = -1;
     costs[i] = 1;
   }
+  for (k = 0; k < SLUICE__TG_MAX; k++)
+    pens[k].force3 = 0;
   for (k = 0; k < dr->ntg; k++) {
     tg = dr->run[k];
     if ((reports || boxed) && !dr->gpen[tg])
@@ -887,6 +904,8 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
     if (rc != SLUICE_OK)
       break;
     rs.done |= 1u << tg;
+    if (prs && dr->gpen[tg])
+      spread_signal(dr, prs, tg, &rs.res[tg]);
     if (boxed)
       rs.look |= 1u << tg;
     else if (dr->gpen[tg] && rs.res[tg].denied_by == prs[tg].box)

@@ -136,12 +136,15 @@ static int longer(const sluice_verdict *v, const sluice_decision *d) {
 **
 **   0 box CHECK            gate
 **   f failures COUNT       note, if 0 allowed (window = "sliding")
+**   x spread ADD           note, if 0 allowed (spread: `of`'s values)
 **   1 stuffing COUNT       note, if 0 allowed
 **   2 distinct ADD         note, if 0 allowed
 **   3 box TRIP level 3     note, if 1 reached its limit and 2 denied
 **   4 box STRIKE           note, if 0 allowed and 3 did not run
 **     (sliding: box TRIP level 1, if f reached its limit and 3 did not
-**     run: auth.c's failure windows) */
+**     run: auth.c's failure windows)
+** An earlier box's spread that reached its limit (pr->force3) makes 3 a
+** TRIP level 3 if 0 allowed, whatever the stuffing counts say. */
 int sluice__pen_report(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
                        sluice_decision *d) {
   const sluice__penalty *pn = pr->pn;
@@ -149,9 +152,32 @@ int sluice__pen_report(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
   size_t n = 0;
   const char *v;
   pr->report = reports(c, pn);
-  pr->rstrike = pr->rtrip3 = pr->rfail = -1;
+  pr->rstrike = pr->rtrip3 = pr->rfail = pr->rspread = -1;
   if (!pr->report)
     return sluice__pen_is_report(c) ? 2 : 0;
+  if (pn->spread_of >= 0) {
+    char ip[SLUICE_SCOPE_ID_LEN + 1];
+    uint64_t h;
+    if (!(v = sluice__decl_attr_value(c, pn->spread_of, &n)) || n == 0) {
+      d->invalid_field = sluice__attr_name(c->p->decl, pn->spread_of);
+      return SLUICE_EINVAL;
+    }
+    if (pn->spread_of == SLUICE__A_IP) {
+      /* By prefix, as everywhere; the value the built-in auth flow counts
+      ** (the address's scope id), so that both estimate alike. */
+      sluice__ip_scope(c->p, v, ip);
+      v = ip;
+      n = strlen(ip);
+    }
+    h = sluice_siphash64(c->p->secret, v, n);
+    k = g->nk;
+    if ((rc = sluice__decl_pen_rec(c, pn, g, 'x', d)))
+      return rc;
+    pr->rspread = sluice__step(g, SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, k, 1,
+                               &pn->spread, 0, h);
+    sluice__when(g, pr->rspread, SLUICE_WHEN_ALLOWED, pr->box,
+                 SLUICE_FOLD_NOTE);
+  }
   if (pn->sliding) {
     k = g->nk;
     if ((rc = sluice__decl_pen_rec(c, pn, g, 'f', d)))
@@ -176,11 +202,19 @@ int sluice__pen_report(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
     w = sluice__step(g, SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, k + 1, 1,
                      &pn->distinct, 0, sluice_siphash64(c->p->secret, v, n));
     sluice__when(g, w, SLUICE_WHEN_ALLOWED, pr->box, SLUICE_FOLD_NOTE);
+    if (!pr->force3) {
+      pr->rtrip3 = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, box,
+                                1, &pr->ps->pp, 3, 0);
+      sluice__when(g, pr->rtrip3, SLUICE_WHEN_REACHED, s, SLUICE_FOLD_NOTE);
+      g->st[pr->rtrip3].when2 = SLUICE_WHEN_DENIED;
+      g->st[pr->rtrip3].ref2 = w;
+    }
+  }
+  if (pr->force3) {
     pr->rtrip3 = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, box, 1,
                               &pr->ps->pp, 3, 0);
-    sluice__when(g, pr->rtrip3, SLUICE_WHEN_REACHED, s, SLUICE_FOLD_NOTE);
-    g->st[pr->rtrip3].when2 = SLUICE_WHEN_DENIED;
-    g->st[pr->rtrip3].ref2 = w;
+    sluice__when(g, pr->rtrip3, SLUICE_WHEN_ALLOWED, pr->box,
+                 SLUICE_FOLD_NOTE);
   }
   /* The strike (sliding: the trip at the failures' limit), unless stuffing
   ** tripped level 3 already. */
@@ -242,7 +276,7 @@ int sluice__pen_head(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
   pr->ps = pick(c, pr->pn);
   pr->kind = scope_kind(pr->pn);
   pr->report = 0;
-  pr->rstrike = pr->rtrip3 = pr->rfail = -1;
+  pr->rstrike = pr->rtrip3 = pr->rfail = pr->rspread = -1;
   for (i = 0; i < SLUICE__RLIMITS_MAX; i++)
     pr->renew[i] = pr->strike[i] = -1;
   for (i = 0; i < dr->n && pr->pn->strike != SLUICE__STRIKE_REPORTED; i++)

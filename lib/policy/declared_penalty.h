@@ -62,6 +62,16 @@ typedef struct sluice__penalty {
   ** cannot reset them. */
   int nkept;
   char kept[8][32];
+  /* spread = { of = ATTR; distinct = D; window_ms = W; trips = "NAME"; }:
+  ** a report also counts the distinct values of `of` in this scope (a
+  ** subject failing from many addresses); at D of them in W, penalty
+  ** `trips` (listed after this one on the route, its box in another
+  ** group) trips to level 3 at once, in its own program (auth.c's
+  ** stuffing_ips). */
+  int spread_of; /* -1: none */
+  int spread_trips; /* the penalty's index, resolved after loading */
+  char spread_name[32];
+  sluice_distinct_params spread;
   /* Credential stuffing, on reports: `stuffing` reports in a fixed window
   ** across `distinct` values of attribute `of` trip level 3 at once. */
   int of; /* -1: no stuffing detection */
@@ -83,6 +93,9 @@ typedef struct sluice__pen_run {
   int rstrike, rtrip3; /* a report's STRIKE (sliding: level-1 TRIP) and
                           stuffing TRIP steps, or -1 */
   int rfail;           /* sliding: the failures window's COUNT step, or -1 */
+  int rspread;         /* the spread's distinct ADD step, or -1 */
+  int force3; /* set by the caller before the build: an earlier box's
+                 spread trips this one to level 3 */
   sluice_window_params fails; /* sliding: its numbers (the set's) */
   char id[33]; /* the box's scope id: events and the deny cache */
 } sluice__pen_run;

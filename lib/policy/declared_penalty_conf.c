@@ -181,6 +181,43 @@ static int pset_whole(pctx *x, const config_setting_t *g, const char *path,
   return perr(x, g, path, what);
 }
 
+/* spread = { of = ATTR; distinct = D; window_ms = W; trips = "NAME"; },
+** on a reported penalty. */
+static int load_spread(pctx *x, const sluice__decl *dl,
+                       const config_setting_t *g, const char *path,
+                       sluice__penalty *pn) {
+  static const char *const sn[] = {"of", "distinct", "window_ms", "trips",
+                                   NULL};
+  const config_setting_t *sp = config_setting_get_member(g, "spread"), *m;
+  const char *v;
+  char p[512];
+  int64_t win = 0;
+  int rc;
+  if (!sp)
+    return SLUICE_OK;
+  snprintf(p, sizeof p, "%s.spread", path);
+  if (!config_setting_is_group(sp))
+    return perr(x, sp, p, "must be { of = ATTR; distinct = D; window_ms = W; "
+                          "trips = \"PENALTY\"; }");
+  if ((rc = known(x, sp, p, sn)) ||
+      (rc = pint(x, sp, p, "distinct", 1, 1, 200, &pn->spread.threshold)) ||
+      (rc = pint(x, sp, p, "window_ms", MS, 1, YEAR_S * 1000, &win)))
+    return rc;
+  m = config_setting_get_member(sp, "of");
+  if ((pn->spread_of =
+           sluice__decl_attr(dl, m ? config_setting_get_string(m) : NULL)) < 0)
+    return perr(x, m ? m : sp, p, "of: an attribute is missing or unknown");
+  m = config_setting_get_member(sp, "trips");
+  v = m ? config_setting_get_string(m) : NULL;
+  if (!v || !v[0] || strlen(v) >= sizeof pn->spread_name)
+    return perr(x, m ? m : sp, p, "trips: the name of the penalty to trip");
+  if (!pn->spread.threshold || !win)
+    return perr(x, sp, p, "distinct and window_ms are both needed");
+  snprintf(pn->spread_name, sizeof pn->spread_name, "%s", v);
+  pn->spread.window_ns = win;
+  return SLUICE_OK;
+}
+
 /* strike = "reported": reported = { by = ATTR; values = [ ... ];
 ** window = "fixed" | "sliding"; } and,
 ** optionally, stuffing = { of = ATTR; reports = N; distinct = D;
@@ -247,6 +284,8 @@ static int load_reported(pctx *x, const sluice__decl *dl,
                   "strike_window_ms)");
     pn->sliding = !strcmp(w, "sliding");
   }
+  if ((rc = load_spread(x, dl, g, path, pn)))
+    return rc;
   if (!st)
     return SLUICE_OK;
   snprintf(p, sizeof p, "%s.stuffing", path);
@@ -274,7 +313,7 @@ static int load_penalty(pctx *x, const sluice__decl *dl,
   static const char *const names[] = {
       "scope",  "strike",        "strikes", "strike_window_ms",
       "levels", "offense_ttl_s", "by",      "params",
-      "reported", "stuffing",    NULL};
+      "reported", "stuffing",    "spread", NULL};
   const config_setting_t *s, *pg;
   const char *nm = config_setting_name(g), *v;
   char path[96], p[200];
@@ -282,6 +321,7 @@ static int load_penalty(pctx *x, const sluice__decl *dl,
   memset(pn, 0, sizeof *pn);
   pn->select = -1;
   pn->of = -1;
+  pn->spread_of = -1;
   pn->line = (int)config_setting_source_line(g);
   snprintf(path, sizeof path, "penalties.%s", nm ? nm : "?");
   if (!config_setting_is_group(g))
@@ -386,6 +426,22 @@ int sluice__decl_penalties_load(const config_setting_t *root, const char *file,
       return rc;
     dl->npenalties++;
   }
+  for (i = 0; i < n; i++) { /* each spread's penalty to trip, by name */
+    sluice__penalty *pn = &dl->penalties[i];
+    int j;
+    if (pn->spread_of < 0)
+      continue;
+    for (j = 0; j < n; j++)
+      if (j != i && !strcmp(dl->penalties[j].name, pn->spread_name))
+        break;
+    if (j == n) {
+      char p[96];
+      snprintf(p, sizeof p, "penalties.%s.spread.trips", pn->name);
+      return perr(&x, config_setting_get_elem(ps, (unsigned)i), p,
+                  "no other penalty of that name in `penalties`");
+    }
+    pn->spread_trips = j;
+  }
   return SLUICE_OK;
 }
 
@@ -403,7 +459,8 @@ int sluice__decl_route_steps(const sluice__decl *dl, const sluice__droute *dr,
       n++; /* a group of buckets is one step */
   if (dr->gpen[tg] &&
       dl->penalties[dr->gpen[tg] - 1].strike == SLUICE__STRIKE_REPORTED)
-    return n + 1 > 5 ? n + 1 : 5; /* a report: the box and 4 steps */
+    return n + 1 > 8 ? n + 1 : 8; /* a report: the box, the failures,
+                                     stuffing's 3, the spread, a strike */
   if (dr->gpen[tg])
     for (n++, i = 0; i < dr->n; i++)
       if (dr->tg[i] == tg && dr->group[i] >= 0 &&
@@ -441,6 +498,7 @@ static int add_penalty(pctx *x, const config_setting_t *s, const char *p,
     dr->pen = i + 1;
   dr->gpen[tg] = i + 1;
   dr->pord[dr->npen++] = tg;
+
   if (dl->penalties[i].strike != SLUICE__STRIKE_REPORTED) {
     int k, in = 0, out = 0;
     for (k = 0; k < dr->n; k++)
@@ -464,9 +522,10 @@ static int add_penalty(pctx *x, const config_setting_t *s, const char *p,
              sluice__decl_route_steps(dl, dr, tg), SLUICE_PROGRAM_STEPS);
     return perr(x, s, p, what);
   }
-  /* The box and the notice, or the stuffing records and the failures. */
-  dr->nrecs += 3;
-  dr->grecs[tg] += 3;
+  /* The box and the notice, or the stuffing records, the failures and the
+  ** spread. */
+  dr->nrecs += 5;
+  dr->grecs[tg] += 5;
   return SLUICE_OK;
 }
 
@@ -498,20 +557,44 @@ int sluice__decl_route_penalty(const config_setting_t *r, const char *path,
   if ((s = config_setting_get_member(r, "penalty")) == NULL)
     return SLUICE_OK;
   snprintf(p, sizeof p, "%s.penalty", path);
-  if (config_setting_get_string(s))
-    return add_penalty(&x, s, p, config_setting_get_string(s), dl, dr);
-  n = config_setting_is_array(s) || config_setting_is_list(s)
-          ? config_setting_length(s)
-          : 0;
-  if (n < 1 || n > SLUICE__TG_MAX)
-    return perr(&x, s, p,
-                "must be a penalty's name or a list of 1..4 [ \"NAME\", ... ]");
-  for (i = 0; i < n; i++) {
-    const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
-    char ep[540];
-    snprintf(ep, sizeof ep, "%s.[%d]", p, i);
-    if ((rc = add_penalty(&x, e, ep, config_setting_get_string(e), dl, dr)))
+  if (config_setting_get_string(s)) {
+    if ((rc = add_penalty(&x, s, p, config_setting_get_string(s), dl, dr)))
       return rc;
+  } else {
+    n = config_setting_is_array(s) || config_setting_is_list(s)
+            ? config_setting_length(s)
+            : 0;
+    if (n < 1 || n > SLUICE__TG_MAX)
+      return perr(&x, s, p,
+                  "must be a penalty's name or a list of 1..4 [ \"NAME\", "
+                  "... ]");
+    for (i = 0; i < n; i++) {
+      const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+      char ep[540];
+      snprintf(ep, sizeof ep, "%s.[%d]", p, i);
+      if ((rc = add_penalty(&x, e, ep, config_setting_get_string(e), dl, dr)))
+        return rc;
+    }
+  }
+  /* A spread trips a box listed after its own (its program runs later),
+  ** one that counts reports. */
+  for (i = 0; i < dr->npen; i++) {
+    const sluice__penalty *pn = &dl->penalties[dr->gpen[dr->pord[i]] - 1];
+    int k;
+    if (pn->spread_of < 0)
+      continue;
+    for (k = i + 1; k < dr->npen; k++)
+      if (dr->gpen[dr->pord[k]] - 1 == pn->spread_trips)
+        break;
+    if (k == dr->npen ||
+        dl->penalties[pn->spread_trips].strike != SLUICE__STRIKE_REPORTED) {
+      char what[240];
+      snprintf(what, sizeof what,
+               "penalty \"%s\"'s spread trips \"%s\": list that penalty "
+               "after it, and make it count reports (strike = \"reported\")",
+               pn->name, pn->spread_name);
+      return perr(&x, s, p, what);
+    }
   }
   return SLUICE_OK;
 }

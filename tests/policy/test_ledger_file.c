@@ -45,7 +45,7 @@ static const char *const ledgers[] = {"L0", "L1", "L2"};
 ** records of the two would be the same ones.  The two sets are alike (two
 ** IPv4 addresses, an IPv6 /64 of two, one more), and a stream's own (the
 ** suites run in parallel on one cluster): name_subjects(). */
-static char ips[2][5][48];
+static char ips[2][40][48];
 static char subjects[2][64][32];
 
 typedef struct side {
@@ -240,6 +240,9 @@ static void name_subjects(uint64_t seed) {
              sd);
     snprintf(ips[sd][4], sizeof ips[sd][4], "10.%d.%d.%d", q, p & 0xff,
              1 + 100 * sd);
+    for (i = 5; i < 40; i++) /* one subject's many addresses */
+      snprintf(ips[sd][i], sizeof ips[sd][i], "10.%d.%d.%d", q, p & 0xff,
+               20 + i + 100 * sd);
   }
   for (i = 0; i < 64; i++) {
     snprintf(subjects[0][i], sizeof subjects[0][i], "b%d-%d-user%02d",
@@ -298,6 +301,17 @@ static int gen_signin(step *out, int n, uint64_t seed) {
     t->advance = (int64_t)(rnd(&x) % (spray ? 6000 : 20000)) * MS;
     if (rnd(&x) % 300 == 0)
       t->advance = 3700 * SEC;
+    /* Last, one subject fails from 35 addresses in turn, a few seconds
+    ** apart: its own box (5 failures) holds it out, and a boxed subject's
+    ** failures count nowhere, so its spread (20 addresses in 10 minutes)
+    ** is never reached with these numbers, built in or from the file
+    ** (test_penalties.c's spread test reaches it). */
+    if (i >= n - n / 12) {
+      t->subject = 63;
+      t->ip = 5 + (i % 35);
+      t->auth = SLUICE_AUTH_BAD_SECRET;
+      t->advance = (int64_t)(rnd(&x) % 4000) * MS;
+    }
   }
   return n;
 }

@@ -528,6 +528,77 @@ Test(policy_penalties, two_boxes_on_one_route_redis) {
   two_boxes_on(spec, SLUICE_OPEN_TESTCLOCK);
 }
 
+/* A subject failing from many addresses (spread): at its third distinct
+** address in the window, the address it fails from is banned (level 3) at
+** once, in the address's own program; the subject's box is not. */
+static const char *spread_conf =
+    "attributes = [ \"result\", \"subject\" ];\n"
+    "penalties = {\n"
+    "  subject = { scope = [ \"subject\" ]; strike = \"reported\";\n"
+    "    reported = { by = \"result\"; values = [ \"401\" ];\n"
+    "                 window = \"sliding\"; };\n"
+    "    spread = { of = \"ip\"; distinct = 3; window_ms = 600000;\n"
+    "               trips = \"address\"; };\n"
+    "    strikes = 50; strike_window_ms = 900000; offense_ttl_s = 86400;\n"
+    "    levels = ( { box_s = 60; }, { box_s = 120; }, { box_s = 180; } ); };\n"
+    "  address = { scope = [ \"ip\" ]; strike = \"reported\";\n"
+    "    reported = { by = \"result\"; values = [ \"401\" ];\n"
+    "                 window = \"sliding\"; };\n"
+    "    strikes = 50; strike_window_ms = 900000; offense_ttl_s = 86400;\n"
+    "    levels = ( { box_s = 600; }, { box_s = 1200; },\n"
+    "               { box_s = 86400; actions = [ \"edge_deny\", \"ban\" ]; } "
+    "); };\n"
+    "};\n"
+    "routes = (\n"
+    "  { method = \"POST\"; route = \"/login\"; limits = ( );\n"
+    "    penalty = [ \"subject\", \"address\" ]; }\n"
+    ");\n";
+
+Test(policy_penalties, a_subject_spread_over_addresses_bans_the_address) {
+  fixture f;
+  sluice_attr bad[] = {{"subject", "alice"}, {"result", "401"}};
+  sluice_request r;
+  sluice_decision d;
+  char *path = write_conf(spread_conf);
+  static const char *const ip[] = {"192.0.2.1", "192.0.2.2", "192.0.2.3"};
+  int i;
+  cr_assert_eq(fx_open_file(&f, path, NULL, 0), SLUICE_OK);
+  unlink(path);
+  memset(&r, 0, sizeof r);
+  r.method = "POST";
+  r.route = "/login";
+  r.attrs = bad;
+  r.nattrs = 2;
+  for (i = 0; i < 2; i++) { /* two addresses, twice each: no spread yet */
+    r.client_ip = ip[i];
+    d = decide(&f, &r);
+    cr_assert_eq(d.allowed, 1);
+    cr_assert_eq(d.flags & SLUICE_DECISION_STUFFING, 0);
+    cr_assert_eq(decide(&f, &r).allowed, 1);
+  }
+  cr_assert_eq(d.cost, 0, "a route of boxes alone charges nothing");
+  cr_assert_eq(d.flags & SLUICE_DECISION_STRIKE, 0, "failures, not strikes");
+  cr_assert_eq(d.strikes_remaining, 47, "alice's third failure of 50");
+  r.client_ip = ip[2];
+  d = decide(&f, &r);
+  cr_assert(d.flags & SLUICE_DECISION_STUFFING);
+  cr_assert(d.flags & SLUICE_DECISION_TRIPPED);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_eq(d.penalty_level, 3);
+  cr_assert_eq(d.retry_after_ns, 86400 * SEC);
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_IP_BAN), 1);
+  /* The third address is banned; the subject and the first address are
+  ** not. */
+  bad[0].value = "bob";
+  r.nattrs = 1;
+  cr_assert_eq(decide(&f, &r).outcome, SLUICE_OUTCOME_BOXED);
+  r.client_ip = ip[0];
+  cr_assert_eq(decide(&f, &r).allowed, 1);
+  bad[0].value = "alice";
+  cr_assert_eq(decide(&f, &r).allowed, 1);
+  fx_close(&f);
+}
+
 /* A group of buckets: one GCRA step, both charged or neither; allowed,
 ** the bucket with the fewest points left binds (not the least fraction:
 ** the built-in tenant + key pair's rule); refused, the longest wait. */
@@ -623,6 +694,21 @@ Test(policy_penalties, bad_files_name_the_line_and_setting) {
           "routes = ( { method = \"GET\"; route = \"/\"; limits = ( \"b\" );\n"
           "  penalty = \"p\"; } );\n",
           ":7:", "would take no strikes");
+  /* A spread trips a box listed after its own. */
+  refused("attributes = [ \"result\" ];\n"
+          "penalties = { p = { scope = [ \"ip\" ]; strike = \"reported\";\n"
+          "  reported = { by = \"result\"; values = [ \"401\" ]; };\n"
+          "  spread = { of = \"tenant\"; distinct = 2; window_ms = 1000;\n"
+          "             trips = \"q\"; };\n"
+          "  strikes = 2; strike_window_ms = 1000; offense_ttl_s = 60;\n"
+          "  levels = " LADDER "; };\n"
+          "  q = { scope = [ \"tenant\" ]; strike = \"reported\";\n"
+          "  reported = { by = \"result\"; values = [ \"401\" ]; };\n"
+          "  strikes = 2; strike_window_ms = 1000; offense_ttl_s = 60;\n"
+          "  levels = " LADDER "; }; };\n"
+          "routes = ( { method = \"GET\"; route = \"/\"; limits = ( );\n"
+          "  penalty = [ \"q\", \"p\" ]; } );\n",
+          ":13:", "spread trips \"q\": list that penalty after it");
   /* A route of boxes alone needs a penalty. */
   refused(LIMS "routes = ( { method = \"GET\"; route = \"/\";\n"
                "  limits = ( ); } );\n",
