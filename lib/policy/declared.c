@@ -89,6 +89,11 @@ static const char *attr_value(const sluice__ctx *c, int a, size_t *n) {
         v = q->attrs[i].value;
         break;
       }
+    /* Not given: the route pattern's `{name}` segment, if it has one. */
+    if (!v && c->droute >= 0 &&
+        (v = sluice__route_param(c->p->decl->routes[c->droute].route,
+                                 q->route, name, n)) != NULL)
+      return v;
   }
   }
   if (v)
