@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include <sluice/sluice_mem.h>
 
 /* What open would say of text: its rc, the message in err. */
 static int check(const char *text, char *err, size_t len) {
@@ -172,4 +173,68 @@ Test(policy_routes, bad_parameters_are_refused_at_load) {
            "routes = ( { method = \"*\"; route = \"/c/{channel}/m/{bot}\"; "
            "limits = ( \"g\" ); } );\n");
   cr_assert_eq(check(text, err, sizeof err), SLUICE_OK, "%s", err);
+}
+
+/* A scope that starts with a path parameter keys its records by whatever
+** path a stranger sends: they are strangers' records, within their own
+** bound on a store of finite room, so a flood of made-up invite codes
+** never takes the room the bots' own budgets need.  A code the caller
+** gives (it looked the invite up) is the service's own again. */
+Test(policy_routes, path_keyed_records_are_strangers) {
+  static const char *invites =
+      "attributes = [ \"bot\", \"code\" ];\n"
+      "limits = {\n"
+      "  global = { algorithm = \"gcra\"; scope = [ \"bot\" ]; rate = 1000;\n"
+      "             period_ms = 3600000; burst = 1000; };\n"
+      "  lookups = { algorithm = \"fixed_window\"; scope = [ \"code\" ];\n"
+      "              limit = 10; window_ms = 60000; };\n"
+      "};\n"
+      "routes = (\n"
+      "  { method = \"GET\"; route = \"/invites/{code}\"; limits = ( "
+      "\"lookups\" ); },\n"
+      "  { method = \"*\"; route = \"/*\"; limits = ( \"global\" ); }\n"
+      ");\n";
+  fixture f;
+  sluice_decision d;
+  sluice_request r;
+  sluice_attr a[1];
+  char route[64], id[32];
+  int i, full = 0;
+  int64_t held = 0;
+  const char *path = fx_write_conf(invites);
+  cr_assert_eq(fx_open_file(&f, path, "mem:max_keys=1024;untrusted=256", 0),
+               SLUICE_OK);
+  unlink(path);
+  memset(&r, 0, sizeof r);
+  r.method = "GET";
+  r.route = route;
+  for (i = 0; i < 600; i++) {
+    snprintf(route, sizeof route, "/invites/made-up-%d", i);
+    d = decide(&f, &r);
+    if (d.flags & SLUICE_DECISION_STORE_FULL)
+      full++;
+  }
+  cr_assert_gt(full, 0, "the strangers' bound was reached");
+  cr_assert_eq(sluice_limiter_control(f.lim, SLUICE_CTL_MEM_COUNT, &held),
+               SLUICE_OK);
+  cr_assert_leq(held, 256);
+  /* the bots are served, and so is a code the service vouches for */
+  r.method = "POST";
+  r.attrs = a;
+  r.nattrs = 1;
+  a[0].name = "bot";
+  a[0].value = id;
+  for (i = 0; i < 600; i++) {
+    snprintf(id, sizeof id, "bot-%d", i);
+    snprintf(route, sizeof route, "/bots/%d", i);
+    d = decide(&f, &r);
+    cr_assert(d.allowed, "bot %d: outcome %d", i, d.outcome);
+  }
+  r.method = "GET";
+  a[0].name = "code";
+  a[0].value = "known";
+  snprintf(route, sizeof route, "/invites/known");
+  d = decide(&f, &r);
+  cr_assert(d.allowed, "outcome %d", d.outcome);
+  fx_close(&f);
 }
