@@ -107,8 +107,9 @@ const char *sluice__decl_attr_value(const sluice__ctx *c, int a, size_t *n) {
 
 /* 1 when attribute a, first in a scope, is unauthenticated input, so
 ** that the records it keys are strangers' (their own bound in a store of
-** finite room, docs/backends.md "Record classes"): the client address, or
-** a path parameter the caller did not give (anyone can write any path). */
+** finite room, docs/backends.md "Record classes"): the client address, an
+** attribute the file lists in `untrusted`, or a path parameter the caller
+** did not give (anyone can write any path). */
 static int untrusted(const sluice__ctx *c, int a) {
   const sluice_request *q = c->req;
   const char *name;
@@ -117,6 +118,8 @@ static int untrusted(const sluice__ctx *c, int a) {
     return 1;
   if (a < SLUICE__A__BUILTIN || c->droute < 0)
     return 0;
+  if (c->p->decl->untrusted >> (a - SLUICE__A__BUILTIN) & 1u)
+    return 1;
   name = c->p->decl->attr[a - SLUICE__A__BUILTIN];
   for (i = 0; i < q->nattrs && q->attrs; i++)
     if (q->attrs[i].name && !strcmp(q->attrs[i].name, name))

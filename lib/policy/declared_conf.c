@@ -90,6 +90,31 @@ static int limit_index(const sluice__decl *dl, const char *n) {
   return -1;
 }
 
+/* `untrusted = [ ATTR, ... ]`: caller attributes whose values are
+** unauthenticated input (a login name from a form), so that a scope
+** starting with one keys strangers' records (declared.c). */
+static int load_untrusted(dctx *x, const config_setting_t *root) {
+  const config_setting_t *u = config_setting_get_member(root, "untrusted");
+  int i, n, ai;
+  if (!u)
+    return SLUICE_OK;
+  if (!config_setting_is_array(u) && !config_setting_is_list(u))
+    return derr(x, u, "untrusted",
+                "must be an array of attributes [ \"login\" ]%s", NULL, 0);
+  n = config_setting_length(u);
+  for (i = 0; i < n; i++) {
+    const config_setting_t *e = config_setting_get_elem(u, (unsigned)i);
+    const char *v = config_setting_get_string(e);
+    if (!v || (ai = attr_index(x->dl, v)) < SLUICE__A__BUILTIN)
+      return derr(x, e, "untrusted",
+                  "\"%s\" is not an attribute of `attributes` (ip and "
+                  "path parameters are untrusted already)",
+                  v ? v : "?", 0);
+    x->dl->untrusted |= 1u << (ai - SLUICE__A__BUILTIN);
+  }
+  return SLUICE_OK;
+}
+
 static int load_attrs(dctx *x, const config_setting_t *root) {
   const config_setting_t *a = config_setting_get_member(root, "attributes");
   int i, n;
@@ -114,7 +139,7 @@ static int load_attrs(dctx *x, const config_setting_t *root) {
                   0);
     snprintf(x->dl->attr[x->dl->nattrs++], SLUICE__DNAME, "%s", v);
   }
-  return SLUICE_OK;
+  return load_untrusted(x, root);
 }
 
 /* An integer member into *out (scaled), if present. */

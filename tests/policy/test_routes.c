@@ -238,3 +238,71 @@ Test(policy_routes, path_keyed_records_are_strangers) {
   cr_assert(d.allowed, "outcome %d", d.outcome);
   fx_close(&f);
 }
+
+/* `untrusted` names caller attributes that are unauthenticated input: a
+** sign-in form's login.  Made-up logins then fill the strangers' bound,
+** not the room the users' own budgets need; a login not listed there
+** would be the service's own record.  Anything else in `untrusted` is
+** refused at load. */
+Test(policy_routes, untrusted_attributes_key_strangers_records) {
+  static const char *signin =
+      "attributes = [ \"user\", \"login\" ];\n"
+      "untrusted = [ \"login\" ];\n"
+      "limits = {\n"
+      "  tries = { algorithm = \"sliding_window\"; scope = [ \"login\" ];\n"
+      "            limit = 5; window_ms = 900000; };\n"
+      "  calls = { algorithm = \"gcra\"; scope = [ \"user\" ]; rate = 100;\n"
+      "            period_ms = 1000; burst = 100; };\n"
+      "};\n"
+      "routes = (\n"
+      "  { method = \"POST\"; route = \"/login\"; limits = ( \"tries\" ); },\n"
+      "  { method = \"*\"; route = \"/*\"; limits = ( \"calls\" ); }\n"
+      ");\n";
+  fixture f;
+  sluice_decision d;
+  sluice_request r;
+  sluice_attr a[1];
+  char id[32], err[256];
+  int i, full = 0;
+  int64_t held = 0;
+  const char *path = fx_write_conf(signin);
+  cr_assert_eq(fx_open_file(&f, path, "mem:max_keys=1024;untrusted=256", 0),
+               SLUICE_OK);
+  unlink(path);
+  memset(&r, 0, sizeof r);
+  r.method = "POST";
+  r.route = "/login";
+  r.attrs = a;
+  r.nattrs = 1;
+  a[0].name = "login";
+  a[0].value = id;
+  for (i = 0; i < 600; i++) {
+    snprintf(id, sizeof id, "made-up-%d", i);
+    d = decide(&f, &r);
+    if (d.flags & SLUICE_DECISION_STORE_FULL)
+      full++;
+  }
+  cr_assert_gt(full, 0, "the strangers' bound was reached");
+  cr_assert_eq(sluice_limiter_control(f.lim, SLUICE_CTL_MEM_COUNT, &held),
+               SLUICE_OK);
+  cr_assert_leq(held, 256);
+  r.method = "GET";
+  r.route = "/things";
+  a[0].name = "user";
+  for (i = 0; i < 600; i++) {
+    snprintf(id, sizeof id, "user-%d", i);
+    d = decide(&f, &r);
+    cr_assert(d.allowed, "user %d: outcome %d", i, d.outcome);
+  }
+  fx_close(&f);
+  cr_assert_eq(check("attributes = [ \"login\" ];\nuntrusted = [ \"ip\" ];\n",
+                     err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, ":2: untrusted: \"ip\" is not an attribute") != NULL,
+            "%s", err);
+  cr_assert_eq(check("attributes = [ \"login\" ];\nuntrusted = \"login\";\n",
+                     err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, ":2: untrusted: must be an array") != NULL, "%s",
+            err);
+}
