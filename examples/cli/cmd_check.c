@@ -65,6 +65,7 @@ static int check_one(const char *path) {
     return rc == SLUICE_EIO ? CLI_USAGE : CLI_BADINPUT;
   }
   printf("%s: loads\n", path);
+  fflush(stdout); /* its warning after it */
   if (sluice_policy_config_warnings(path, warn, sizeof warn) == SLUICE_OK &&
       warn[0])
     fprintf(stderr, "sluice check: warning: %s\n", warn);
