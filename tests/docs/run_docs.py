@@ -17,7 +17,8 @@ languages (text, c, nginx) are shown only, and every block names one; a
 block under another shell's name (bash, console...) fails, since its
 commands would never run.  A policy file shown (```text policy) is loaded
 with `sluice check`, and must load without an error or a warning; one
-shown in part is marked ```text excerpt, one a sh block shows refused
+shown in part is marked ```text excerpt (`from=PATH`: its lines, but
+for those eliding with `...`, are PATH's, in order), one a sh block shows refused
 ```text refused, and a text block that sets a policy file's top-level
 groups (limits, routes, ...) must say which it is.
 `file=NAME` in a block's info string writes it into the session's
@@ -138,6 +139,26 @@ def check_links(src, md):
     return fails
 
 
+def check_excerpt(src, rel, start, lines, path):
+    """An excerpt's lines (but those with `...`, which elide) are lines
+    of the file it names, in the same order."""
+    try:
+        have = [l.rstrip() for l in open(os.path.join(src, path),
+                                         encoding='utf-8')]
+    except OSError as e:
+        return ['%s:%d: excerpt from=%s: %s' % (rel, start, path, e)]
+    at = 0
+    for n, line in enumerate(lines, start + 1):
+        if '...' in line:
+            continue
+        try:
+            at = have.index(line.rstrip(), at) + 1
+        except ValueError:
+            return ['%s:%d: excerpt: this line is not in %s (after the '
+                    'lines before it): %s' % (rel, n, path, line.strip())]
+    return []
+
+
 def check_policy(build, rel, start, path):
     """A policy block, written at path, loaded by `sluice check`: any
     error or warning fails, said at the Markdown line it is on."""
@@ -168,6 +189,9 @@ def run_file(src, build, md, without=()):
         name = [w[5:] for w in words if w.startswith('file=')]
         if name:
             files[name[0]] = '\n'.join(lines) + '\n'
+        of = [w[5:] for w in words if w.startswith('from=')]
+        if of:
+            fails += check_excerpt(src, rel, start, lines, of[0])
         if lang != 'sh' and 'policy' in words:
             with tempfile.TemporaryDirectory(prefix='sluice-docs-') as d:
                 path = os.path.join(d, name[0] if name else 'policy.conf')
