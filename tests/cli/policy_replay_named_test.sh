@@ -136,6 +136,21 @@ check "no route, cost on a declared route: named" \
 sluice replay: line 3: cost: a route of declared limits takes its costs from the policy file (leave the column empty)" \
 "$(grep '^sluice replay: line' "$tmp/err")"
 
+# Into a store read later at the wall clock (sluice inspect): a log of
+# long ago is said to have written records that may have expired there;
+# one at the wall clock's time is not.
+mkdir "$tmp/db1" "$tmp/db2"
+"$SLUICE" replay --policy "$tmp/p.conf" --backend "lmdb:path=$tmp/db1" \
+  "$tmp/l.csv" >"$tmp/o" 2>/dev/null
+check "into a store, a log of long ago: said" 1 \
+  "$(grep -c '^# note: the log ends [0-9]* s before the wall clock' "$tmp/o")"
+printf 't_ms,method,route,user,tokens\n%s,POST,/chat,ann,1\n' \
+  "$(date +%s%3N)" > "$tmp/now.csv"
+"$SLUICE" replay --policy "$tmp/p.conf" --backend "lmdb:path=$tmp/db2" \
+  "$tmp/now.csv" >"$tmp/o" 2>/dev/null
+check "into a store, a log of now: nothing said" 0 \
+  "$(grep -c '^# note' "$tmp/o")"
+
 # The legacy layout, headerless or with its own names, is read as before.
 printf '0,t1,k1,sandbox,GET,/v1/ledgers/L1,10.0.0.1\n' > "$tmp/old.csv"
 out=$("$SLUICE" replay --policy default --decisions "$tmp/old.csv" \
