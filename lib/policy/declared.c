@@ -95,6 +95,11 @@ static const char *attr_value(const sluice__ctx *c, int a, size_t *n) {
         v = q->attrs[i].value;
         break;
       }
+    /* Not given: the route pattern's `{name}` segment, if it has one. */
+    if (!v && c->droute >= 0 &&
+        (v = sluice__route_param(c->p->decl->routes[c->droute].route,
+                                 q->route, name, n)) != NULL)
+      return v;
   }
   }
   if (v)
@@ -104,6 +109,46 @@ static const char *attr_value(const sluice__ctx *c, int a, size_t *n) {
 
 const char *sluice__decl_attr_value(const sluice__ctx *c, int a, size_t *n) {
   return attr_value(c, a, n);
+}
+
+/* 1 when attribute a, first in a scope, is unauthenticated input, so
+** that the records it keys are strangers' (their own bound in a store of
+** finite room, docs/backends.md "Record classes"): the client address, an
+** attribute the file lists in `untrusted`, or a path parameter the caller
+** did not give (anyone can write any path). */
+static int untrusted(const sluice__ctx *c, int a) {
+  const sluice_request *q = c->req;
+  const char *name;
+  size_t i, n;
+  if (a == SLUICE__A_IP)
+    return 1;
+  if (a < SLUICE__A__BUILTIN || c->droute < 0)
+    return 0;
+  if (c->p->decl->untrusted >> (a - SLUICE__A__BUILTIN) & 1u)
+    return 1;
+  name = c->p->decl->attr[a - SLUICE__A__BUILTIN];
+  for (i = 0; i < q->nattrs && q->attrs; i++)
+    if (q->attrs[i].name && !strcmp(q->attrs[i].name, name))
+      return 0;
+  return sluice__route_param(c->p->decl->routes[c->droute].route, q->route,
+                             name, &n) != NULL;
+}
+
+int sluice__decl_group_class(const sluice__ctx *c, int tg) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  const sluice__penalty *pn =
+      dr->gpen[tg] ? &c->p->decl->penalties[dr->gpen[tg] - 1] : NULL;
+  size_t n = 0;
+  const char *v;
+  int i;
+  if (!untrusted(c, dr->tgattr[tg]))
+    return SLUICE_CLASS_SERVICE;
+  /* A report that names a known client's failure keeps its records. */
+  if (pn && pn->nkept && (v = attr_value(c, pn->report, &n)))
+    for (i = 0; i < pn->nkept; i++)
+      if (strlen(pn->kept[i]) == n && !memcmp(pn->kept[i], v, n))
+        return SLUICE_CLASS_UNTRUSTED_KEPT;
+  return SLUICE_CLASS_UNTRUSTED;
 }
 
 /* A decimal attribute (ranges and caller costs): 0..2^62. */
@@ -455,10 +500,10 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
   sluice__pen_run *pr = NULL;
   int i, rc;
   memset(kps, 0, sizeof kps);
-  /* A group keyed by the client address (or another untrusted
-  ** attribute) keys its records by unauthenticated input: they live
-  ** within that class's own bound (DESIGN.md).  Every other scope is the
-  ** service's own. */
+  /* A group keyed by unauthenticated input (the client address, an
+  ** attribute of `untrusted`, a path parameter) keys strangers' records:
+  ** they live within that class's own bound (DESIGN.md).  Every other
+  ** scope is the service's own. */
   g->nk = g->ns = 0;
   g->rclass = tg >= 0 || dr->n > 0
                   ? sluice__decl_group_class(c, tg >= 0 ? tg : dr->tg[0])

@@ -117,11 +117,8 @@ typedef struct sluice__droute {
 
 typedef struct sluice__decl {
   int nattrs; /* the file's own attributes */
-  /* Bit a: attribute a is unauthenticated input (`ip` always; a file's
-  ** attribute declared { name = ...; untrusted = true; }): a hash-tag group
-  ** it starts keeps its records in the untrusted class. */
-  unsigned untrusted;
   char attr[SLUICE__ATTRS_MAX][SLUICE__DNAME];
+  unsigned untrusted; /* bit i: attr[i] is listed in `untrusted` */
   int nlimits;
   sluice__limit limits[SLUICE__LIMITS_MAX];
   int nroutes;

@@ -94,22 +94,6 @@ static int reports(const sluice__ctx *c, const sluice__penalty *pn) {
   return 0;
 }
 
-int sluice__decl_group_class(const sluice__ctx *c, int tg) {
-  const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  const sluice__penalty *pn =
-      dr->gpen[tg] ? &c->p->decl->penalties[dr->gpen[tg] - 1] : NULL;
-  size_t n = 0;
-  const char *v;
-  int i;
-  if (!(c->p->decl->untrusted >> dr->tgattr[tg] & 1u))
-    return SLUICE_CLASS_SERVICE;
-  if (pn && pn->nkept && (v = sluice__decl_attr_value(c, pn->report, &n)))
-    for (i = 0; i < pn->nkept; i++)
-      if (strlen(pn->kept[i]) == n && !memcmp(pn->kept[i], v, n))
-        return SLUICE_CLASS_UNTRUSTED_KEPT;
-  return SLUICE_CLASS_UNTRUSTED;
-}
-
 int sluice__pen_is_report(const sluice__ctx *c) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   int i;

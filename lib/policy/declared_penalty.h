@@ -144,9 +144,9 @@ int sluice__pen_head(struct sluice__ctx *c, struct sluice__prog *g,
                      struct sluice_decision *d);
 void sluice__pen_after(struct sluice__ctx *c, struct sluice__prog *g,
                        sluice__pen_run *pr, int i, int s);
-/* The record class of hash-tag group tg's programs for this request:
-** untrusted when its first attribute is, kept when its penalty's `kept`
-** names the report. */
+/* declared.c: the record class of hash-tag group tg's programs for this
+** request: untrusted when its first attribute is (declared.c untrusted()),
+** kept when its penalty's `kept` names the report. */
 int sluice__decl_group_class(const struct sluice__ctx *c, int tg);
 /* 1 when the request is a report (strike = "reported") to any of the
 ** route's penalties. */
