@@ -499,7 +499,9 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
   keyparts kps[SLUICE__TG_MAX];
   sluice__pen_run *pr = NULL;
   int i, rc;
-  memset(kps, 0, sizeof kps);
+  for (i = 0; i < dr->ntg; i++) /* nothing computed yet (cheaper than
+                                   clearing the buffers) */
+    kps[i].tagged = kps[i].folded = 0;
   /* A group keyed by unauthenticated input (the client address, an
   ** attribute of `untrusted`, a path parameter) keys strangers' records:
   ** they live within that class's own bound (DESIGN.md).  Every other
