@@ -100,4 +100,56 @@ local function cd(a, b)
   return q
 end
 
+-- The Redis deadline of a record whose expiry's high half is xh, at
+-- server time: ms since the epoch, the end of that half's step of 2^32 ns
+-- rounded up (wire.h's sluice_wire_deadline_ms, which every writer uses,
+-- the module's included).  2^32 ns = 4294 ms + 967296 ns; m < 2^52 and a
+-- multiple of 1e-6 ms, so the quotient's rounding never reaches an integer.
+local function deadline(xh)
+  local h = xh + 1
+  local q = h * 967296 / MS
+  local c = q - q % 1
+  if c < q then c = c + 1 end
+  return h * 4294 + c
+end
+
+-- The SET of one record value v expiring at (xh, xl) ns.  At server time
+-- (minttl false) its Redis deadline is deadline(xh), as PXAT, or kept
+-- (KEEPTTL: Redis then neither sets nor propagates an expiry) when the
+-- key holds a record (oh, ol: its stored expiry, live or not) whose
+-- expiry has the same high half: every writer gives a key the deadline
+-- of the expiry its value carries.  At a test clock (minttl: the least TTL)
+-- the TTL counts from now, floor((expiry - now) / 1 ms) + 1 raised to
+-- minttl, and is kept only for an expiry that did not move.
+-- SLUICE_FOREVER: no TTL.
+local function setrec(key, v, xh, xl, nh, nl, minttl, oh, ol)
+  if xh == 2147483647 and xl == T32 - 1 then
+    if minttl and oh == xh and ol == xl then
+      rcall('SET', key, v, 'KEEPTTL')
+    else
+      rcall('SET', key, v)
+    end
+    return
+  end
+  if not minttl then
+    if oh == xh then -- (a forever record's oh: xh is below it)
+      rcall('SET', key, v, 'KEEPTTL')
+    else
+      rcall('SET', key, v, 'PXAT', deadline(xh))
+    end
+    return
+  end
+  if oh == xh and ol == xl then
+    rcall('SET', key, v, 'KEEPTTL')
+    return
+  end
+  local dh, dl = xh - nh, xl - nl
+  if dl < 0 then dl = dl + T32; dh = dh - 1 end
+  local ms
+  if dh >= T52 / T32 then ms = TTL_CAP_MS
+  else ms = fd(dh * T32 + dl, MS) + 1 end
+  if ms < minttl then ms = minttl end
+  rcall('SET', key, v, 'PX', ms)
+end
+
 --@include fast

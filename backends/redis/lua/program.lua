@@ -197,8 +197,9 @@ local function pstd(std, nh, nl, minttl)
           D = dn * R + fr
           if D > tau then return nil, vals end
         end
-        x[2 * j - 1], x[2 * j] = eh, el
       end
+      -- (The key's deadline is that of the stored expiry, passed or not.)
+      x[2 * j - 1], x[2 * j] = eh, el
     end
     local Dn = D + g[k]
     if Dn > tau then return nil, vals end
@@ -212,7 +213,15 @@ local function pstd(std, nh, nl, minttl)
     local th, tl, f, xh, xl, ttl = gcra_tat(e[j], g[6 * j - 5], nh, nl)
     local rec = spack(REC_FMT, tl, th, f, 0, xl, xh, LAYOUT)
     local key = K[kg + j]
-    if x[2 * j - 1] == xh and x[2 * j] == xl then
+    local oh = x[2 * j - 1]
+    if not minttl then
+      -- (setrec's server-time rule, inline: the common case of a call)
+      if oh == xh then
+        rcall('SET', key, rec, 'KEEPTTL')
+      else
+        rcall('SET', key, rec, 'PXAT', deadline(xh))
+      end
+    elseif oh == xh and x[2 * j] == xl then
       rcall('SET', key, rec, 'KEEPTTL')
     else
       local ms = TTL_CAP_MS
@@ -408,8 +417,10 @@ local function program(prog, nh, nl, minttl, pre)
       if xh < nh or (xh == nh and xl <= nl) then
         if raw[i] then redis.call('DEL', KEYS[i]) end
       else
+        local oh, ol
+        if raw[i] then oh, ol = POX[2 * i - 1], POX[2 * i] end
         write_rec(KEYS[i], c[q - 3], c[q - 2], c[q - 1], c[q], xh, xl, nh, nl,
-          minttl, raw[i] and xh == POX[2 * i - 1] and xl == POX[2 * i])
+          minttl, oh, ol)
       end
     end
   end
