@@ -86,7 +86,12 @@ local function pload(a, b)
   end
   if Ppre then
     for i = a, b do
-      if raw[i] == nil and not pload1(i, Ppre[i]) then return i end
+      if raw[i] == nil then
+        -- (false: no record; nil: not read, pstd reads only its own)
+        local v = Ppre[i]
+        if v == nil then v = redis.call('GET', CK[i]) end
+        if not pload1(i, v) then return i end
+      end
     end
     return 0
   end
@@ -157,17 +162,21 @@ local function pstd_shape(prog, nkeys)
   end
   -- pre: an admitting GCRA verdict's bytes before remaining, per binding
   -- bucket, packed when first needed.
-  return {kb = b.key + 1, kg = g.key, nk = g.nk, g = g.g, bv = b.bv,
+  -- nm: the records pstd reads, the box's and the buckets' (the steps
+  -- after a denial read theirs when they run).
+  local nm = b.key + 1
+  if g.key + g.nk > nm then nm = g.key + g.nk end
+  return {kb = b.key + 1, kg = g.key, nk = g.nk, g = g.g, bv = b.bv, nm = nm,
           hdr = spack(PROG_HEAD_FMT, 1, -1, 3, 0), pre = {}}
 end
 
 local function pstd(std, nh, nl, minttl)
   local K = CK
   local vals
-  if #K == 4 then
-    vals = rcall('MGET', K[1], K[2], K[3], K[4])
+  if std.nm == 3 then
+    vals = rcall('MGET', K[1], K[2], K[3])
   else
-    vals = rcall('MGET', unpack(K))
+    vals = rcall('MGET', unpack(K, 1, std.nm))
   end
   if vals[std.kb] then return nil, vals end
   local g, kg, nk = std.g, std.kg, std.nk
