@@ -190,13 +190,13 @@ local function pstd(std, nh, nl, minttl)
     x[2 * j - 1] = nil
     if v then
       if #v ~= REC_BYTES then return nil, vals end
-      local x0l, x0h, fr, x1h, el, eh, lay = sunpack(REC_FMT, v)
+      local x0l, x0h, fr, el, eh, lay = sunpack(REC_W1_FMT, v)
       if lay ~= LAYOUT then return nil, vals end
       -- A record whose expiry has passed is a full bucket (D = 0), which
       -- the write below replaces (the sequencer would delete it first).
       if nh < eh or (nh == eh and nl < el) then
         -- A TAT the fast step would not take: the general path.
-        if x1h ~= 0 or fr >= R then return nil, vals end
+        if fr >= R or fr >= T32 then return nil, vals end
         local dh, dl = x0h - nh, x0l - nl
         if dl < 0 then dl = dl + T32; dh = dh - 1 end
         if dh >= 0 then
@@ -220,7 +220,7 @@ local function pstd(std, nh, nl, minttl)
   local now8 = spack(NOW_FMT, nl, nh)
   for j = 1, nk do
     local th, tl, f, xh, xl, ttl = gcra_tat(e[j], g[6 * j - 5], nh, nl)
-    local rec = spack(REC_FMT, tl, th, f, 0, xl, xh, LAYOUT)
+    local rec = spack(REC_W1_FMT, tl, th, f, xl, xh, LAYOUT)
     local key = K[kg + j]
     local oh = x[2 * j - 1]
     if not minttl then
