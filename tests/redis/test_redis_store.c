@@ -124,6 +124,59 @@ Test(store, capabilities_and_server_time) {
   sluice_store_close(s);
 }
 
+/* Redis's TIME in ns, by a raw connection. */
+static int64_t redis_time_ns(redisContext *c) {
+  redisReply *r = redisCommand(c, "TIME");
+  int64_t t;
+  cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+  t = atoll(r->element[0]->str) * SEC + atoll(r->element[1]->str) * 1000;
+  freeReplyObject(r);
+  return t;
+}
+
+/* The Lua's now is Redis's TIME to the microsecond, between a TIME read
+** before the call and one after, call after call (the library keeps the
+** seconds' part from call to call), for a single op and a program. */
+Test(store, now_is_times_to_the_microsecond) {
+  static const char *const engines[] = {"engine=lua", "engine=script"};
+  static const sluice_gcra_params g = {1000000, SEC, 4000000};
+  int e, i;
+  for (e = 0; e < 2; e++) {
+    sluice_store *s = rt_store(engines[e], 0);
+    char tag[64], key[96];
+    sluice_key k;
+    sluice_step st = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 0, 1, &g, 1};
+    sluice_program p = {1, &k, 1, &st, 0, {0}};
+    redisContext *c;
+    rt_tag(tag, sizeof tag, "now");
+    snprintf(key, sizeof key, "n:%s", tag);
+    k.data = key;
+    k.len = strlen(key);
+    c = raw(rt_port_of(s, key));
+    for (i = 0; i < 40; i++) {
+      sluice_program_result res;
+      sluice_verdict v;
+      int64_t before = redis_time_ns(c), now, after;
+      if (i % 2) {
+        cr_assert_eq(sluice_store_run(s, &p, 0, &res), SLUICE_OK);
+        now = res.now_ns;
+      } else {
+        cr_assert_eq(take(s, key, &g, 1, &v), SLUICE_OK);
+        now = v.now_ns;
+      }
+      after = redis_time_ns(c);
+      cr_assert(before <= now && now <= after,
+                "%s: call %d: now %ld ns, TIME %ld .. %ld", engines[e], i,
+                (long)now, (long)before, (long)after);
+      cr_assert_eq(now % 1000, 0);
+      if (i == 20) /* the next calls in a second of their own */
+        usleep((useconds_t)(1000000 - after / 1000 % 1000000 + 1000));
+    }
+    redisFree(c);
+    sluice_store_close(s);
+  }
+}
+
 /* docs/abi.md: NODE_OF's reserved words are an input that must be zero;
 ** the stats' come back zeroed whatever the caller's memory held. */
 Test(store, reserved_words) {

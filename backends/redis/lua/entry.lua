@@ -65,22 +65,33 @@ local CK, AV
 
 -- Redis's TIME as an exact (hi, lo) pair of ns.  (x - x % 1 is floor(x),
 -- exact, without the cost of calling math.floor: a C function call costs
--- the server about as much as twenty Lua operations.)
+-- the server about as much as twenty Lua operations.)  The seconds' pair,
+-- sec * 10^9, is kept with TIME's string for them (Tsec: the library
+-- keeps it from call to call), so within a second a call converts only
+-- the microseconds (a string's conversion costs the server as much as
+-- fifteen Lua operations, and equal strings are one string in Lua).
+local Tsec, Tbh, Tbl
 local function server_now()
   local t = rcall('TIME')
-  local sec, usec = t[1] + 0, t[2] + 0 -- (arithmetic converts, no call)
-  local sh = sec / 65536
-  sh = sh - sh % 1
-  local a = sh * 1000000000 -- < 2^47
-  local x = (sec - sh * 65536) * 1000000000 + usec * 1000 -- < 2^46
-  local xh = x / T32
-  xh = xh - xh % 1
-  local nh = a / 65536 -- a * 2^16 = nh * 2^32 + (a mod 2^16) * 2^16
-  nh = nh - nh % 1
-  local nl = (a - nh * 65536) * 65536 + x - xh * T32
-  nh = nh + xh
-  if nl >= T32 then nl = nl - T32; nh = nh + 1 end
-  return nh, nl
+  local s = t[1]
+  if s ~= Tsec then
+    local sec = s + 0 -- (arithmetic converts, no call)
+    local sh = sec / 65536
+    sh = sh - sh % 1
+    local a = sh * 1000000000 -- < 2^47
+    local x = (sec - sh * 65536) * 1000000000 -- < 2^46
+    local xh = x / T32
+    xh = xh - xh % 1
+    local nh = a / 65536 -- a * 2^16 = nh * 2^32 + (a mod 2^16) * 2^16
+    nh = nh - nh % 1
+    local nl = (a - nh * 65536) * 65536 + x - xh * T32
+    nh = nh + xh
+    if nl >= T32 then nl = nl - T32; nh = nh + 1 end
+    Tsec, Tbh, Tbl = s, nh, nl
+  end
+  local nl = Tbl + t[2] * 1000 -- < 2^32 + 10^9
+  if nl >= T32 then return Tbh + 1, nl - T32 end
+  return Tbh, nl
 end
 
 -- Exact floor(a / b) and ceil(a / b) for integers below 2^53, b > 0 (a may
