@@ -1,7 +1,8 @@
 /*
 ** The shipped policy files of other APIs (etc/github.conf,
 ** etc/shopify.conf, etc/llm-gateway.conf, etc/stripe.conf, etc/cloudflare.conf,
-** etc/discord.conf, etc/slack.conf, etc/anthropic.conf, etc/hubspot.conf)
+** etc/discord.conf, etc/slack.conf, etc/anthropic.conf, etc/hubspot.conf,
+** etc/reddit.conf)
 ** against their published figures,
 ** on mem, shm and lmdb: a generated trace (a fixed seed) is decided on a
 ** manual clock (on a Redis Cluster too, both engines, when the redis
@@ -900,6 +901,32 @@ static void hubspot(const char *store, unsigned flags) {
             20 * MS, hs_all, 2);
 }
 
+/* ----------------------------------------------------------- Reddit --- */
+
+/* 100 queries a minute per OAuth client id, averaged over 10 minutes. */
+static const lim rd_client = {"oauth_client", FIXED, 1000, 600 * SEC, 0};
+static const lim *const rd_all[] = {&rd_client};
+
+static void rd_gen(treq *r) {
+  static const char *clients[] = {"p-jHk2x8", "q9Lm0aZ"};
+  static const char *routes[] = {"/r/all/hot", "/api/v1/me",
+                                 "/r/redditdev/comments/13wsiks"};
+  const char *c = clients[rnd(10) < 8 ? 0 : 1];
+  r->method = rnd(5) ? "GET" : "POST";
+  r->route = routes[rnd(3)];
+  r->attrs[0] = (sluice_attr){"client", c};
+  r->nattrs = 1;
+  r->nl = 1;
+  r->l[0] = &rd_client;
+  r->cost[0] = 1;
+  snprintf(r->scope[0], sizeof r->scope[0], "%s", c);
+}
+
+static void reddit(const char *store, unsigned flags) {
+  published(SLUICE_ETC "/reddit.conf", store, flags, rd_gen, 6000,
+            600 * MS, rd_all, 1);
+}
+
 /* ------------------------------------------------------------ stores --- */
 
 typedef void (*policy_fn)(const char *store, unsigned flags);
@@ -1022,6 +1049,11 @@ Test(policy_published, hubspot_shm) { on_shm(hubspot); }
 Test(policy_published, hubspot_lmdb) { on_lmdb(hubspot); }
 Test(policy_published, hubspot_redis) { on_redis(hubspot); }
 
+Test(policy_published, reddit_mem) { reddit("mem", 0); }
+Test(policy_published, reddit_shm) { on_shm(reddit); }
+Test(policy_published, reddit_lmdb) { on_lmdb(reddit); }
+Test(policy_published, reddit_redis) { on_redis(reddit); }
+
 /* The files load without warnings. */
 Test(policy_published, files_load_clean) {
   static const char *files[] = {SLUICE_ETC "/github.conf",
@@ -1032,7 +1064,8 @@ Test(policy_published, files_load_clean) {
                                 SLUICE_ETC "/discord.conf",
                                 SLUICE_ETC "/slack.conf",
                                 SLUICE_ETC "/anthropic.conf",
-                                SLUICE_ETC "/hubspot.conf"};
+                                SLUICE_ETC "/hubspot.conf",
+                                SLUICE_ETC "/reddit.conf"};
   char buf[512];
   size_t i;
   for (i = 0; i < sizeof files / sizeof files[0]; i++) {
