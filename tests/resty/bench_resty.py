@@ -7,7 +7,9 @@ unpacked: scripts/ngx-lua-root.sh):
          a lua_shared_dict: incoming(key, true) per request) against
          resty.sluice's access() on its shm store (a declared GCRA limit
          per key; decision and RateLimit headers from the C library: the
-         default form's four fields, and the structured form's two)
+         default form's four fields, and the structured form's two),
+         filling a decision the worker reuses (access's d), and also a
+         new decision per request
   redis  the spec's own shape (its section-6 script, tests/redis/
          spec_reference.lua, by EVALSHA over a cosocket, as
          tests/nginx/bench_gateway.py's anchor runs it) against
@@ -73,6 +75,8 @@ HTTP = """
       if not req_lim then ngx.log(ngx.ERR, err) end
     end
     local sluice = require("resty.sluice")
+    -- access()'s decision, one the worker reuses (shm: access never yields)
+    sluice_d = require("ffi").new("sluice_decision")
     sluice_lim, err = sluice.new{
       policy = "%(dir)s/policy.conf",
       store = "shm:name=%(shm)s;create=1;capacity=100000",
@@ -103,13 +107,19 @@ HTTP = """
     }
     location /sluice/ {
       access_by_lua_block {
+        local d, err = sluice_lim:access({ key = ngx.var.http_x_key }, sluice_d)
+        if not d then ngx.log(ngx.ERR, err); return ngx.exit(500) end
+      }
+    }
+    location /sluice-new/ {
+      access_by_lua_block {
         local d, err = sluice_lim:access{ key = ngx.var.http_x_key }
         if not d then ngx.log(ngx.ERR, err); return ngx.exit(500) end
       }
     }
     location /sluice-sf/ {
       access_by_lua_block {
-        local d, err = sluice_sf:access{ key = ngx.var.http_x_key }
+        local d, err = sluice_sf:access({ key = ngx.var.http_x_key }, sluice_d)
         if not d then ngx.log(ngx.ERR, err); return ngx.exit(500) end
       }
     }
@@ -239,7 +249,8 @@ def main():
             spec_lua=spec_lua.replace("%", "%%"))
         ng.write("policy.conf", POLICY)
         ng.write("ledger.conf", bench_gateway.POLICY)
-        for p in ("req", "sluice", "sluice-sf", "v1/spec", "v1/sluice"):
+        for p in ("req", "sluice", "sluice-new", "sluice-sf", "v1/spec",
+                  "v1/sluice"):
             os.makedirs(ng.path("www/" + p))
             ng.write("www/%s/x" % p, "ok\n")
         script = ng.write("keys.lua", WRK_LUA)
@@ -248,6 +259,8 @@ def main():
         if have_traffic:
             pairs.append(([("limit.req (lua_shared_dict)", "/req/x"),
                            ("resty.sluice (shm store)", "/sluice/x"),
+                           ("resty.sluice (shm, a new decision each)",
+                            "/sluice-new/x"),
                            ("resty.sluice (shm, header_form sf)",
                             "/sluice-sf/x")], 0.9))
         if red:
