@@ -246,16 +246,21 @@ static int rebuild(mem_store *m, shard *sh, size_t cap, int64_t now,
 
 /* Make room for `extra` inserts below a 3/4 load factor: drop expired
 ** records first, grow only if the live ones need it.  Fails only when the
-** shard would be completely full (probing needs one empty slot). */
+** shard would be completely full (probing needs one empty slot).  A sweep
+** that leaves the shard over half full grows it all the same: else live
+** records just under 3/4 of it, and keys that come and go (a bucket that
+** refills between two requests is a fresh key again), would pay a pass
+** over the whole table every few inserts; so a rebuild is always followed
+** by a quarter of the table's inserts at least. */
 static int reserve(mem_store *m, shard *sh, size_t extra, int64_t now) {
   size_t cap;
   int rc;
   if ((sh->used + extra) * 4 <= sh->cap * 3)
     return SLUICE_OK;
   rc = rebuild(m, sh, sh->cap, now, NULL, NULL);
-  if (rc == SLUICE_OK && (sh->used + extra) * 4 <= sh->cap * 3)
+  if (rc == SLUICE_OK && (sh->used + extra) * 2 <= sh->cap)
     return SLUICE_OK;
-  for (cap = sh->cap * 2; (sh->used + extra) * 4 > cap * 3; cap *= 2)
+  for (cap = sh->cap * 2; (sh->used + extra) * 2 > cap; cap *= 2)
     ;
   rc = rebuild(m, sh, cap, now, NULL, NULL);
   if (rc == SLUICE_OK || sh->used + extra < sh->cap)
