@@ -335,6 +335,7 @@ static int mem_apply_locked(mem_store *m, const sluice_job *job,
   long at[SLUICE_PROGRAM_KEYS];
   int i, rc, nnew = 0, inserted = 0, moved = 0, n = job->nkeys;
   int untrusted = sluice_job_record_class(job) != SLUICE_CLASS_SERVICE;
+  uint64_t reserved = 0; /* shards whose room is made */
 
   if (n < 1) /* mem_job() checked; this tells the compiler in[] is set */
     return SLUICE_EINVAL;
@@ -357,26 +358,25 @@ static int mem_apply_locked(mem_store *m, const sluice_job *job,
   if (nnew > 0 && (untrusted ? claim_untrusted(m, nnew)
                              : claim_keys(m, nnew)) != SLUICE_OK)
     return SLUICE_EFULL;
-  /* Room for each shard's new records, once per shard: the first key of a
-  ** shard counts every new one of that shard. */
+  /* Room for each shard's new records, once per shard: the first new
+  ** record of a shard counts every new one of that shard. */
   for (i = 0; nnew > 0 && i < n; i++) {
     unsigned s = shard_of(&f[i]);
     size_t need = 0;
-    int k, seen = 0;
-    for (k = 0; k < i && !seen; k++)
-      seen = shard_of(&f[k]) == s;
-    for (k = i; !seen && k < n; k++)
+    int k;
+    if (at[i] >= 0 || exp[i] <= now || (reserved >> s & 1u))
+      continue;
+    reserved |= UINT64_C(1) << s;
+    for (k = i; k < n; k++)
       need += shard_of(&f[k]) == s && at[k] < 0 && exp[k] > now;
-    if (need > 0) {
-      /* reserve() rebuilds, moving slots, exactly when they do not fit. */
-      moved |= (m->shards[s].used + need) * 4 > m->shards[s].cap * 3;
-      rc = reserve(m, &m->shards[s], need, now);
-      if (rc != SLUICE_OK) {
-        atomic_fetch_sub_explicit(&m->count, nnew, memory_order_relaxed);
-        if (untrusted)
-          atomic_fetch_sub_explicit(&m->ucount, nnew, memory_order_relaxed);
-        return rc;
-      }
+    /* reserve() rebuilds, moving slots, exactly when they do not fit. */
+    moved |= (m->shards[s].used + need) * 4 > m->shards[s].cap * 3;
+    rc = reserve(m, &m->shards[s], need, now);
+    if (rc != SLUICE_OK) {
+      atomic_fetch_sub_explicit(&m->count, nnew, memory_order_relaxed);
+      if (untrusted)
+        atomic_fetch_sub_explicit(&m->ucount, nnew, memory_order_relaxed);
+      return rc;
     }
   }
   for (i = 0; i < n; i++) {

@@ -303,6 +303,34 @@ Test(program, equals_its_ops_in_order) {
   }
 }
 
+/* Each record's expiry is the one its own step's op gives it, a group's
+** later record included (the key bucket is record 1 of its step), after
+** a run that wrote every record: box, both buckets, notice. */
+Test(program, expiry_of_every_record) {
+  sluice_step st[5];
+  sluice_program p = std_prog(st, 1);
+  sluice_state rec[4];
+  sluice_program_result r;
+  sluice_op op;
+  int64_t now = 100 * SEC;
+  int i;
+  memset(rec, 0, sizeof rec);
+  for (i = 0; i < 3; i++) /* the third is refused: a notice, a strike */
+    cr_assert_eq(sluice_program_run(&p, rec, rec, now, &r), SLUICE_OK);
+  cr_assert_not(r.allowed);
+  for (i = 0; i < 4; i++) {
+    int s = i == 0 ? 0 : i < 3 ? 1 : 3;
+    sluice_program_step_op(&p, s, &op);
+    if (i == 1 || i == 2) /* both buckets were charged */
+      cr_assert_gt(sluice_program_expiry(&p, i, &rec[i]), now, "record %d",
+                   i);
+    cr_assert_eq(sluice_program_expiry(&p, i, &rec[i]),
+                 sluice_op_expiry(&op, i - st[s].key, &rec[i]), "record %d",
+                 i);
+  }
+  cr_assert_eq(sluice_program_expiry(&p, 4, &rec[3]), 0); /* no record 4 */
+}
+
 /* ------------------------------------------------------- through stores */
 
 /* A store with only xApply (version 1), over an inner mem store: what a
