@@ -333,6 +333,7 @@ static int mem_apply_locked(mem_store *m, const sluice_job *job,
   sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
   int64_t exp[SLUICE_PROGRAM_KEYS];
   long at[SLUICE_PROGRAM_KEYS];
+  size_t gap[SLUICE_PROGRAM_KEYS]; /* an absent key's empty slot */
   int i, rc, nnew = 0, inserted = 0, moved = 0, n = job->nkeys;
   int untrusted = sluice_job_record_class(job) != SLUICE_CLASS_SERVICE;
   uint64_t reserved = 0; /* shards whose room is made */
@@ -341,7 +342,7 @@ static int mem_apply_locked(mem_store *m, const sluice_job *job,
     return SLUICE_EINVAL;
   for (i = 0; i < n; i++) {
     const shard *sh = &m->shards[shard_of(&f[i])];
-    at[i] = find(sh, &f[i], NULL);
+    at[i] = find(sh, &f[i], &gap[i]);
     if (at[i] >= 0 && sh->slots[at[i]].expires > now)
       in[i] = sh->slots[at[i]].st;
     else
@@ -382,14 +383,19 @@ static int mem_apply_locked(mem_store *m, const sluice_job *job,
   for (i = 0; i < n; i++) {
     shard *sh = &m->shards[shard_of(&f[i])];
     size_t ins = 0;
-    long j;
+    long j = -1;
     /* An absent record that stays absent is left alone. */
     if (at[i] < 0 && exp[i] <= now)
       continue;
     /* A new key needs its empty slot; after a rebuild or a deletion
     ** (which shifts its neighbours) every key is found again.  The lines
-    ** are in cache by now. */
-    j = moved || at[i] < 0 ? find(sh, &f[i], &ins) : at[i];
+    ** are in cache by now.  Else the slot its first lookup ended on, when
+    ** no new key of this program took it: the slots before it are as
+    ** they were (inserts fill gaps only) and none of them is the key. */
+    if (!moved && at[i] < 0 && is_empty(&sh->slots[gap[i]]))
+      ins = gap[i]; /* still the first gap after its chain: j stays -1 */
+    else
+      j = moved || at[i] < 0 ? find(sh, &f[i], &ins) : at[i];
     if (exp[i] <= now) {
       if (j >= 0) {
         remove_at(m, sh, (size_t)j);
