@@ -55,6 +55,12 @@ int sluice__keys_check(const sluice_op *op) {
     const sluice_key *k = &op->keys[i];
     if (!k->data || k->len == 0 || k->len > SLUICE_KEY_MAX)
       return SLUICE_EKEY;
+    /* The bytes of the first key up to its tag's '}' (keys of one
+    ** template, "dl:{T}:a" and "dl:{T}:b"), else its tag where it is. */
+    if (i > 0 && off0 > 0 && k->len > off0 + len0 &&
+        *(const char *)k->data == *(const char *)op->keys[0].data &&
+        memcmp(k->data, op->keys[0].data, off0 + len0 + 1) == 0)
+      continue;
     if (i > 0 && off0 > 0 &&
         tag_at(k, (const char *)op->keys[0].data + off0, off0, len0))
       continue;
