@@ -3,8 +3,9 @@
 #
 #   1. asan   ASan + UBSan build, the whole `meson test` suite
 #   2. tsan   TSan build, the suites that use threads
-#   3. lint   a release (-O3, -Werror) build, then cppcheck over lib/
-#             backends/ examples/ (both must be clean)
+#   3. lint   a release (-O3, -Werror) build, a clang (-Werror) build of
+#             everything, then cppcheck over lib/ backends/ examples/ (all
+#             must be clean)
 #   4. fuzz   clang + libFuzzer build, every target for FUZZ_SECONDS
 #             (default 20) from its seed corpus; any crash fails
 #
@@ -124,6 +125,11 @@ run_lint() {
   setup "$PREFIX-release" -Dbuildtype=release -Dtests=disabled || return 1
   ninja -C "$PREFIX-release" -j "$JOBS" >"$PREFIX-release.log" 2>&1 || {
     grep -E -A8 'error|FAILED' "$PREFIX-release.log" | head -40; return 1; }
+  # clang, -Werror, everything (tests and programs too): the other clang
+  # builds (TSan, fuzz) compile only what they run.
+  CC=clang setup "$PREFIX-clang" -Dbuildtype=debugoptimized || return 1
+  ninja -C "$PREFIX-clang" -j "$JOBS" >"$PREFIX-clang.log" 2>&1 || {
+    grep -E -A8 'error|FAILED' "$PREFIX-clang.log" | head -40; return 1; }
   # Every layer's include folders (docs/layers.md), all at once.
   local inc=(-I include -I lib -I lib/core -I lib/util -I lib/algo
              -I backends/mem -I backends/shm -I backends/lmdb

@@ -190,6 +190,21 @@ static int inspect_scope(admin *a) {
 /* Declared limits: each one (or --limit's) whose scope the attributes
 ** given name, read with sluice_policy_inspect_limit() (the keys and the
 ** parameter set a decision of that request uses). */
+
+/* Whether the query gives the attribute (a common field or an --attr). */
+static int given_attr(const admin *a, const char *name) {
+  size_t k;
+  const char *common[][2] = {{"tenant", a->tenant}, {"key", a->key},
+                             {"tier", a->tier},     {"ip", a->ip},
+                             {"method", a->method}, {"route", a->route}};
+  for (k = 0; k < sizeof common / sizeof common[0]; k++)
+    if (!strcmp(name, common[k][0]))
+      return common[k][1] != NULL;
+  for (k = 0; k < a->nattrs; k++)
+    if (!strcmp(a->attrs[k].name, name))
+      return 1;
+  return 0;
+}
 static int inspect_declared(admin *a) {
   sluice_request q;
   sluice_limit_info li;
@@ -234,7 +249,7 @@ static int inspect_declared(admin *a) {
     fprintf(a->out, " %s=%s", a->attrs[k].name, a->attrs[k].value);
   fprintf(a->out, "\n");
   for (i = 0; sluice_policy_limit_at(a->pol, i, &li) == SLUICE_OK; i++) {
-    char t[32], what[48];
+    char t[32], what[48], own[96];
     if (a->limit && strcmp(a->limit, li.name))
       continue;
     asked++;
@@ -264,14 +279,20 @@ static int inspect_declared(admin *a) {
       continue;
     }
     secs(t, sizeof t, st.reset_ns);
+    /* Numbers chosen by an attribute not given are the limit's own: said,
+    ** since a record written under another value's numbers reads wrong. */
+    snprintf(own, sizeof own, " [%s not given: the limit's own numbers]",
+             li.by ? li.by : "");
+    if (!li.by || given_attr(a, li.by))
+      own[0] = '\0';
     if (!strcmp(li.algorithm, "concurrency") || !strcmp(li.algorithm, "lock"))
-      fprintf(a->out, "  %-28s %d of %" PRId64 " leases held%s%s\n", what,
+      fprintf(a->out, "  %-28s %d of %" PRId64 " leases held%s%s%s\n", what,
               st.held, st.quota, st.held ? ", the last ends in " : "",
-              st.held ? t : "");
+              st.held ? t : "", own);
     else
       fprintf(a->out, "  %-28s %" PRId64 "/%" PRId64 " %s left, full in %s"
-              "%s\n", what, st.remaining, st.quota, li.unit, t,
-              st.present ? "" : " [no record: full]");
+              "%s%s\n", what, st.remaining, st.quota, li.unit, t,
+              st.present ? "" : " [no record: full]", own);
   }
   if (a->limit && !asked) {
     fprintf(stderr, "sluice inspect: --limit %s: not a limit of --config "

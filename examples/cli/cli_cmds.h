@@ -1,5 +1,5 @@
 /* Subcommands added next to `replay --algo` (simulate, replay --policy,
-** inspect / release / lift / renew, settings).  Same exit codes as cli.h. */
+** inspect / release / lift / renew, settings, check).  Same exit codes as cli.h. */
 #ifndef SLUICE_CLI_CMDS_H
 #define SLUICE_CLI_CMDS_H
 
@@ -11,5 +11,6 @@ int cli_lift(int argc, char **argv);
 int cli_renew(int argc, char **argv);
 int cli_nft_schema(int argc, char **argv);
 int cli_settings(int argc, char **argv);
+int cli_check(int argc, char **argv);
 
 #endif

@@ -128,6 +128,30 @@ static int pr_open(preplay *r, const char *config, const char *backend,
   return rc == SLUICE_OK ? 0 : 2; /* the config */
 }
 
+/* A replay into a store a tool reads afterwards (sluice inspect) at the
+** wall clock: records written at log times long past have expired there,
+** and inspect would find none.  Said once, so the log can be rewritten at
+** the wall clock's time. */
+static void stale_note(part *parts, int np, const char *backend, FILE *f) {
+  struct timespec now;
+  int64_t last = 0, wall;
+  int i;
+  if (!strncmp(backend, "mem", 3))
+    return;
+  for (i = 0; i < np; i++)
+    if (parts[i].r.last_t > last)
+      last = parts[i].r.last_t;
+  clock_gettime(CLOCK_REALTIME, &now);
+  wall = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+  last *= 1000000; /* t_ms */
+  if (wall - last > (int64_t)60 * 1000000000)
+    fprintf(f, "# note: the log ends %.0f s before the wall clock; a tool "
+               "reading this store now (sluice inspect) reads at the wall "
+               "clock, where the records the log wrote may have expired "
+               "(write t_ms at the wall clock's time to read them back)\n",
+            (double)(wall - last) / 1e9);
+}
+
 static void pr_close(preplay *r) {
   size_t i;
   sluice_policy_close(r->pol);
@@ -397,6 +421,7 @@ int cli_policy_replay(int argc, char **argv) {
       bad += parts[i].r.bad;
     if (bad > 0)
       rc = CLI_BADINPUT;
+    stale_note(parts, np, backend, decisions ? stderr : stdout);
   }
 done:
   if (parts)

@@ -21,6 +21,7 @@ static const struct {
     {"renew", cli_renew, "renew a level 3 box, the 24 h IP ban (audited)"},
     {"nft-schema", cli_nft_schema, "the nftables sink's table, sets, rule"},
     {"settings", cli_settings, "the policy file's settings, defaults, bounds"},
+    {"check", cli_check, "load a policy file: its errors, warnings, limits"},
 };
 
 static void usage(FILE *f) {

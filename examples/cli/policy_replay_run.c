@@ -89,6 +89,60 @@ static void malformed(preplay *r, long lineno, const char *why,
 
 static sluice_request pr_request(const layout *cl, pending *pl);
 
+/* The value the request gave for a field the library refused, or NULL
+** when it gave none (an empty field, or no such column). */
+static const char *given(const sluice_request *q, const char *fld) {
+  size_t i;
+  if (!strcmp(fld, "tenant"))
+    return q->tenant_id;
+  if (!strcmp(fld, "key"))
+    return q->api_key_id;
+  if (!strcmp(fld, "tier"))
+    return q->tier;
+  if (!strcmp(fld, "ip"))
+    return q->client_ip;
+  if (!strcmp(fld, "subject"))
+    return q->auth_subject;
+  for (i = 0; i < q->nattrs; i++)
+    if (!strcmp(q->attrs[i].name, fld))
+      return q->attrs[i].value;
+  return NULL;
+}
+
+/* A line the library refused (rc, the field it named), said so that the
+** log's writer can fix it: which route is missing, which attribute was not
+** given, which value was refused.  vals: the settle values, or NULL. */
+static void refused(preplay *r, long lineno, int rc, const char *fld,
+                    const sluice_request *q, const sluice_attr *vals,
+                    size_t nvals) {
+  char why[600];
+  const char *v = NULL;
+  size_t i;
+  if (!fld) {
+    malformed(r, lineno, sluice_strerror(rc), "request");
+    return;
+  }
+  for (i = 0; vals && i < nvals; i++)
+    if (!strcmp(vals[i].name, fld))
+      v = vals[i].value;
+  if (!vals)
+    v = given(q, fld);
+  if (rc == SLUICE_ENOTFOUND && !strcmp(fld, "route"))
+    snprintf(why, sizeof why, "no route of the policy matches %s %s",
+             q->method, q->route);
+  else if (!vals && !strcmp(fld, "cost") && q->cost)
+    snprintf(why, sizeof why, "a route of declared limits takes its costs "
+             "from the policy file (leave the column empty)");
+  else if (!v && rc == SLUICE_EINVAL)
+    snprintf(why, sizeof why, "not given (an empty field or no such "
+             "column), and a limit of the route needs it");
+  else if (v)
+    snprintf(why, sizeof why, "%s (got \"%.200s\")", sluice_strerror(rc), v);
+  else
+    snprintf(why, sizeof why, "%s", sluice_strerror(rc));
+  malformed(r, lineno, why, fld);
+}
+
 /* A copy of a pending line, its fields pointing into its own text. */
 static void pending_copy(pending *b, const pending *a) {
   int i;
@@ -271,8 +325,8 @@ static int pr_settle(preplay *r, const pending *pl, const sluice_request *q,
   if (rc == SLUICE_OK) {
     r->settled++;
   } else if (rc == SLUICE_EINVAL || rc == SLUICE_ERANGE) {
-    malformed(r, pl->lineno, sluice_strerror(rc),
-              d->invalid_field ? d->invalid_field : "settle");
+    refused(r, pl->lineno, rc, d->invalid_field ? d->invalid_field : "settle",
+            q, a, n);
   } else if (rc != SLUICE_ENOTFOUND) {
     cli_out_flush(&r->out);
     fprintf(stderr, "sluice replay: line %ld: settle: store error %s: %s\n",
@@ -290,8 +344,7 @@ static int pr_decided(preplay *r, const pending *pl, const sluice_request *q,
   if (rc != SLUICE_OK) {
     if (rc == SLUICE_EINVAL || rc == SLUICE_ENOTFOUND || rc == SLUICE_EKEY ||
         rc == SLUICE_ERANGE) {
-      malformed(r, pl->lineno, sluice_strerror(rc),
-                d.invalid_field ? d.invalid_field : "request");
+      refused(r, pl->lineno, rc, d.invalid_field, q, NULL, 0);
       return CLI_OK;
     }
     cli_out_flush(&r->out);

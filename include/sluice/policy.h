@@ -373,7 +373,7 @@ typedef struct sluice_policy_config {
   /** Staged rollout: SLUICE_SHADOW_* features recorded but not enforced
    *  for every tier and for auth (shadow = 1 is all of them). */
   int64_t shadow_features;
-  /* The store's circuit breaker (docs/policy.md "Store failures"): every
+  /* The store's circuit breaker (docs/operations.md "The circuit breaker"): every
   ** request calls the store, each within its own timeout, until failures
   ** are sustained: breaker_failure_percent of at least breaker_min_calls
   ** calls in breaker_window_ns, or breaker_run failures in a row. */

@@ -18,7 +18,7 @@
 ** Beside url[], dests[] adds destinations in other formats: a Slack
 ** incoming webhook, a PagerDuty Events API v2 event (trigger, and resolve
 ** when the scope is released or lifted), an email over SMTP to the
-** tenant's technical contacts (docs/policy.md, "Delivering events").
+** tenant's technical contacts (docs/operations.md, "Delivering events").
 **
 ** A decision never waits for delivery: sluice_webhook_on_event() copies
 ** the event into a bounded queue (a mutex held for that copy only) and
@@ -68,7 +68,7 @@ enum sluice_webhook_format {
 /** Bit of an event type in sluice_webhook_dest.events. */
 #define SLUICE_WEBHOOK_EVENT(type) (1u << (type))
 
-/** One destination (docs/policy.md, "Delivering events").  Strings are
+/** One destination (docs/operations.md, "Delivering events").  Strings are
  *  copied at open. */
 typedef struct sluice_webhook_dest {
   int format; /**< enum sluice_webhook_format */

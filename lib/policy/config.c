@@ -800,7 +800,8 @@ int sluice__config_load2(const char *path, sluice_policy_config *out,
                                     "costs",  "routes",  "penalty", "auth",
                                     "heavy",  "failure", "host",
                                     "breaker", "ip_backstop", "client_ip",
-                                    "attributes", "limits", "penalties", NULL};
+                                    "attributes", "untrusted", "limits",
+                                    "penalties", NULL};
   sluice_policy_config c;
   config_t cf;
   const config_setting_t *root;

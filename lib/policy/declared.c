@@ -90,6 +90,11 @@ static const char *attr_value(const sluice__ctx *c, int a, size_t *n) {
         v = q->attrs[i].value;
         break;
       }
+    /* Not given: the route pattern's `{name}` segment, if it has one. */
+    if (!v && c->droute >= 0 &&
+        (v = sluice__route_param(c->p->decl->routes[c->droute].route,
+                                 q->route, name, n)) != NULL)
+      return v;
   }
   }
   if (v)
@@ -99,6 +104,29 @@ static const char *attr_value(const sluice__ctx *c, int a, size_t *n) {
 
 const char *sluice__decl_attr_value(const sluice__ctx *c, int a, size_t *n) {
   return attr_value(c, a, n);
+}
+
+/* 1 when attribute a, first in a scope, is unauthenticated input, so
+** that the records it keys are strangers' (their own bound in a store of
+** finite room, docs/backends.md "Record classes"): the client address, an
+** attribute the file lists in `untrusted`, or a path parameter the caller
+** did not give (anyone can write any path). */
+static int untrusted(const sluice__ctx *c, int a) {
+  const sluice_request *q = c->req;
+  const char *name;
+  size_t i, n;
+  if (a == SLUICE__A_IP)
+    return 1;
+  if (a < SLUICE__A__BUILTIN || c->droute < 0)
+    return 0;
+  if (c->p->decl->untrusted >> (a - SLUICE__A__BUILTIN) & 1u)
+    return 1;
+  name = c->p->decl->attr[a - SLUICE__A__BUILTIN];
+  for (i = 0; i < q->nattrs && q->attrs; i++)
+    if (q->attrs[i].name && !strcmp(q->attrs[i].name, name))
+      return 0;
+  return sluice__route_param(c->p->decl->routes[c->droute].route, q->route,
+                             name, &n) != NULL;
 }
 
 /* A decimal attribute (ranges and caller costs): 0..2^62. */
@@ -430,17 +458,17 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   keyparts kp = {{0}};
   int i, rc;
-  /* A route whose scopes start with the client address keys its records
-  ** by unauthenticated input: they live within that class's own bound
-  ** (DESIGN.md).  Every other scope is the service's own.  All of a
-  ** route's limits start with the same attribute, so a key keeps its
-  ** class. */
+  /* A route whose scopes start with unauthenticated input (the client
+  ** address, a path parameter) keys strangers' records: they live within
+  ** that class's own bound (DESIGN.md).  Every other scope is the
+  ** service's own.  All of a route's limits start with the same
+  ** attribute, so a key keeps its class. */
   g->nk = g->ns = 0;
   c->scope_mix = 0;
-  g->rclass = dr->n > 0 &&
-                      c->p->decl->limits[dr->limit[0]].scope[0] == SLUICE__A_IP
-                  ? SLUICE_CLASS_UNTRUSTED
-                  : SLUICE_CLASS_SERVICE;
+  g->rclass =
+      dr->n > 0 && untrusted(c, c->p->decl->limits[dr->limit[0]].scope[0])
+          ? SLUICE_CLASS_UNTRUSTED
+          : SLUICE_CLASS_SERVICE;
   /* The penalty's scope starts with the limits' attribute: one tag. */
   if (pr && (rc = sluice__pen_head(c, g, pr, &kp, d)))
     return rc;

@@ -104,6 +104,7 @@ typedef struct sluice__droute {
 typedef struct sluice__decl {
   int nattrs; /* the file's own attributes */
   char attr[SLUICE__ATTRS_MAX][SLUICE__DNAME];
+  unsigned untrusted; /* bit i: attr[i] is listed in `untrusted` */
   int nlimits;
   sluice__limit limits[SLUICE__LIMITS_MAX];
   int nroutes;

@@ -90,6 +90,31 @@ static int limit_index(const sluice__decl *dl, const char *n) {
   return -1;
 }
 
+/* `untrusted = [ ATTR, ... ]`: caller attributes whose values are
+** unauthenticated input (a login name from a form), so that a scope
+** starting with one keys strangers' records (declared.c). */
+static int load_untrusted(dctx *x, const config_setting_t *root) {
+  const config_setting_t *u = config_setting_get_member(root, "untrusted");
+  int i, n, ai;
+  if (!u)
+    return SLUICE_OK;
+  if (!config_setting_is_array(u) && !config_setting_is_list(u))
+    return derr(x, u, "untrusted",
+                "must be an array of attributes [ \"login\" ]%s", NULL, 0);
+  n = config_setting_length(u);
+  for (i = 0; i < n; i++) {
+    const config_setting_t *e = config_setting_get_elem(u, (unsigned)i);
+    const char *v = config_setting_get_string(e);
+    if (!v || (ai = attr_index(x->dl, v)) < SLUICE__A__BUILTIN)
+      return derr(x, e, "untrusted",
+                  "\"%s\" is not an attribute of `attributes` (ip and "
+                  "path parameters are untrusted already)",
+                  v ? v : "?", 0);
+    x->dl->untrusted |= 1u << (ai - SLUICE__A__BUILTIN);
+  }
+  return SLUICE_OK;
+}
+
 static int load_attrs(dctx *x, const config_setting_t *root) {
   const config_setting_t *a = config_setting_get_member(root, "attributes");
   int i, n;
@@ -114,7 +139,7 @@ static int load_attrs(dctx *x, const config_setting_t *root) {
                   0);
     snprintf(x->dl->attr[x->dl->nattrs++], SLUICE__DNAME, "%s", v);
   }
-  return SLUICE_OK;
+  return load_untrusted(x, root);
 }
 
 /* An integer member into *out (scaled), if present. */
@@ -565,6 +590,35 @@ static int add_limit(dctx *x, sluice__droute *dr, const config_setting_t *e,
   return SLUICE_OK;
 }
 
+/* Every `{NAME}` of a route pattern is a whole segment naming an
+** attribute of `attributes` (the caller's own: a built-in one has its own
+** field), at most once: its value is the segment a request's path has
+** there (declared.c). */
+static int route_params_ok(dctx *x, const config_setting_t *m,
+                           const char *path, const char *route) {
+  const char *o = route, *c;
+  char name[SLUICE__DNAME], again[SLUICE__DNAME + 2];
+  while ((o = strchr(o, '{')) != NULL) {
+    c = strchr(o, '}');
+    if (o[-1] != '/' || !c || (c[1] != '/' && c[1] != '\0') ||
+        (size_t)(c - o - 1) >= sizeof name)
+      return derr(x, m, path,
+                  "a parameter is a whole segment /{NAME}/ (got \"%s\")",
+                  route, 0);
+    memcpy(name, o + 1, (size_t)(c - o - 1));
+    name[c - o - 1] = '\0';
+    if (attr_index(x->dl, name) < SLUICE__A__BUILTIN)
+      return derr(x, m, path,
+                  "parameter {%s} must be an attribute of `attributes`",
+                  name, 0);
+    snprintf(again, sizeof again, "{%s}", name);
+    if (strstr(c + 1, again))
+      return derr(x, m, path, "parameter {%s} named twice", name, 0);
+    o = c + 1;
+  }
+  return SLUICE_OK;
+}
+
 static int load_droute(dctx *x, const config_setting_t *r, int idx,
                        sluice__droute *dr, char *used) {
   static const char *const names[] = {"method", "route", "limits",
@@ -591,6 +645,8 @@ static int load_droute(dctx *x, const config_setting_t *r, int idx,
                 "must be a string starting with '/', at most 127 bytes%s", NULL,
                 0);
   snprintf(dr->route, sizeof dr->route, "%s", v);
+  if ((rc = route_params_ok(x, m, p, dr->route)))
+    return rc;
   ls = config_setting_get_member(r, "limits");
   snprintf(p, sizeof p, "%s.limits", path);
   if (!config_setting_is_list(ls) && !config_setting_is_array(ls))

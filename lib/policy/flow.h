@@ -72,9 +72,14 @@ int sluice__id_ok(const char *s, int required, const char *field,
 void sluice__scope(const sluice_policy *p, const char *raw,
                    char out[SLUICE_SCOPE_ID_LEN + 1]);
 /* 1 when a route entry (method pattern pm, "*" any; route pattern pr, a
-** trailing '*' a prefix) matches method and route (its query cut). */
+** trailing '*' a prefix, a `*` or `{NAME}` segment any one segment)
+** matches method and route (its query cut). */
 int sluice__route_match(const char *pm, const char *pr, const char *method,
                         const char *route);
+/* The path segment a route pattern's `{name}` matched in route (its
+** length in *n), or NULL: no such parameter, or no match. */
+const char *sluice__route_param(const char *pattern, const char *route,
+                                const char *name, size_t *n);
 /* Check q and fill *c (now and shadow are the caller's); on error d says
 ** which field. */
 int sluice__resolve(sluice_policy *p, const sluice_request *q, sluice__ctx *c,

@@ -62,14 +62,57 @@ void sluice__ip_scope(const sluice_policy *p, const char *raw,
   sluice__scope(p, sluice__ip_name(p, raw, name), out);
 }
 
+/* A route pattern against a request's path (before any '?'): literal
+** bytes; a segment that is `*` (followed by more pattern) or `{NAME}`
+** matches one non-empty segment; a `*` ending the pattern matches the
+** rest, whatever it is (a prefix match).  With `name`, *v and *vn get the
+** segment `{name}` matched. */
+static int route_walk(const char *p, const char *r, const char *name,
+                      size_t namelen, const char **v, size_t *vn) {
+  const char *const p0 = p, *const end = r + strcspn(r, "?");
+  while (*p) {
+    int seg = p == p0 || p[-1] == '/';
+    const char *close = seg && *p == '{' ? strchr(p, '}') : NULL;
+    if (p[0] == '*' && p[1] == '\0')
+      return 1;
+    if (seg && ((p[0] == '*' && p[1] == '/') ||
+                (close && (close[1] == '/' || close[1] == '\0')))) {
+      const char *s = r;
+      while (r < end && *r != '/')
+        r++;
+      if (r == s)
+        return 0; /* a segment is never empty */
+      if (close && name && (size_t)(close - p - 1) == namelen &&
+          memcmp(p + 1, name, namelen) == 0) {
+        *v = s;
+        *vn = (size_t)(r - s);
+      }
+      p = close ? close + 1 : p + 1;
+      continue;
+    }
+    if (r == end || *p != *r)
+      return 0;
+    p++;
+    r++;
+  }
+  return r == end;
+}
+
 int sluice__route_match(const char *pm, const char *pr, const char *method,
                         const char *route) {
-  size_t rl = strcspn(route, "?"), pl = strlen(pr);
   if (strcmp(pm, "*") != 0 && strcmp(pm, method) != 0)
     return 0;
-  if (pl > 0 && pr[pl - 1] == '*')
-    return rl >= pl - 1 && memcmp(route, pr, pl - 1) == 0;
-  return rl == pl && memcmp(route, pr, pl) == 0;
+  return route_walk(pr, route, NULL, 0, NULL, NULL);
+}
+
+const char *sluice__route_param(const char *pattern, const char *route,
+                                const char *name, size_t *n) {
+  const char *v = NULL;
+  size_t vn = 0;
+  if (!route || !route_walk(pattern, route, name, strlen(name), &v, &vn))
+    return NULL;
+  *n = vn;
+  return v;
 }
 
 int sluice_policy_endpoint_class(const sluice_policy *p, const char *method,

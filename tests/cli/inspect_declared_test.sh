@@ -79,4 +79,27 @@ check "--attr without =: exit 2" 2 $?
 "$SLUICE" inspect --store "lmdb:path=$tmp/db" --secret-file "$tmp/secret" \
   --config default --limits --attr user=ann >/dev/null 2>"$tmp/e"
 check "a config without limits: exit 2" 2 $?
+
+# A limit whose numbers a plan chooses (not in its scope): read with the
+# plan given, and said when it is not (the limit's own numbers then).
+cat > "$tmp/plan.conf" <<'CONF'
+attributes = [ "store", "plan" ];
+limits = {
+  api = { algorithm = "gcra"; scope = [ "store" ]; rate = 4;
+          period_ms = 600000; burst = 4; unit = "requests";
+          by = "plan"; params = { plus = { rate = 40; burst = 40; }; }; };
+};
+routes = ( { method = "*"; route = "/*"; limits = ( "api" ); } );
+CONF
+mkdir "$tmp/db3"
+printf 't_ms,method,route,store,plan\n%s,GET,/x,s1,plus\n' "$t" > "$tmp/p.csv"
+"$SLUICE" replay --policy "$tmp/plan.conf" --backend "lmdb:path=$tmp/db3" \
+  "$tmp/p.csv" >/dev/null 2>&1
+P="inspect --store lmdb:path=$tmp/db3 --secret-file $tmp/secret --config $tmp/plan.conf"
+check "by: the plan given" "  api (gcra):                  39/40 requests left" \
+  "$("$SLUICE" $P --limits --attr store=s1 --attr plan=plus 2>&1 | tail -1 |
+     sed 's/, full in.*//')"
+check "by: the plan not given, said" 1 \
+  "$("$SLUICE" $P --limits --attr store=s1 2>&1 |
+     grep -c "\[plan not given: the limit's own numbers\]$")"
 finish

@@ -61,8 +61,8 @@ check "named: per line status, binding limit, remaining" \
 0,POST,/chat,allow,200,per_user,0,0,
 0,POST,/chat,throttled,429,per_user,0,60000,429" "$out"
 check "named: malformed lines named" \
-"sluice replay: line 9: user: invalid argument
-sluice replay: line 10: tokens: invalid argument
+"sluice replay: line 9: user: not given (an empty field or no such column), and a limit of the route needs it
+sluice replay: line 10: tokens: invalid argument (got \"abc\")
 sluice replay: line 11: expected 6 fields, as the header names
 sluice replay: line 12: status: expected an HTTP status, 100 to 599" \
 "$(grep '^sluice replay: line' "$tmp/err")"
@@ -126,6 +126,31 @@ check "cost column: not a number" \
   "sluice replay: line 4: cost: out of range or not a decimal integer" \
   "$(grep '^sluice replay: line' "$tmp/err")"
 
+# A request no route matches, and a cost on a declared route, are said so.
+printf 't_ms,method,route,user,tokens,cost\n0,GET,/chat,ann,1,\n0,POST,/chat,ann,1,2\n' \
+  > "$tmp/r.csv"
+"$SLUICE" replay --policy "$tmp/p.conf" --decisions "$tmp/r.csv" \
+  >/dev/null 2>"$tmp/err"
+check "no route, cost on a declared route: named" \
+"sluice replay: line 2: route: no route of the policy matches GET /chat
+sluice replay: line 3: cost: a route of declared limits takes its costs from the policy file (leave the column empty)" \
+"$(grep '^sluice replay: line' "$tmp/err")"
+
+# Into a store read later at the wall clock (sluice inspect): a log of
+# long ago is said to have written records that may have expired there;
+# one at the wall clock's time is not.
+mkdir "$tmp/db1" "$tmp/db2"
+"$SLUICE" replay --policy "$tmp/p.conf" --backend "lmdb:path=$tmp/db1" \
+  "$tmp/l.csv" >"$tmp/o" 2>/dev/null
+check "into a store, a log of long ago: said" 1 \
+  "$(grep -c '^# note: the log ends [0-9]* s before the wall clock' "$tmp/o")"
+printf 't_ms,method,route,user,tokens\n%s,POST,/chat,ann,1\n' \
+  "$(date +%s%3N)" > "$tmp/now.csv"
+"$SLUICE" replay --policy "$tmp/p.conf" --backend "lmdb:path=$tmp/db2" \
+  "$tmp/now.csv" >"$tmp/o" 2>/dev/null
+check "into a store, a log of now: nothing said" 0 \
+  "$(grep -c '^# note' "$tmp/o")"
+
 # The legacy layout, headerless or with its own names, is read as before.
 printf '0,t1,k1,sandbox,GET,/v1/ledgers/L1,10.0.0.1\n' > "$tmp/old.csv"
 out=$("$SLUICE" replay --policy default --decisions "$tmp/old.csv" \
@@ -167,7 +192,7 @@ check "settle: later decisions see the settled tokens" \
 0,POST,/chat,throttled,429,tokens,50,6000
 0,POST,/chat,allow,200,per_user,1,0" "$out"
 check "settle: the bad value named" \
-"sluice replay: line 6: tokens: invalid argument" \
+"sluice replay: line 6: tokens: invalid argument (got \"2x\")" \
 "$(grep '^sluice replay: line' "$tmp/err")"
 check "settle: the report counts the settled" \
 "# settled: 2 admitted requests reported their real cost" \

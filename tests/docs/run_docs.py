@@ -15,8 +15,16 @@ whose status must be 0.  ```sh skip: REASON blocks are not run; a
 --without PART for what it did not build, and says why there); other
 languages (text, c, nginx) are shown only, and every block names one; a
 block under another shell's name (bash, console...) fails, since its
-commands would never run.  Relative
-links must name files of the repository.  Prints one line per failure and
+commands would never run.  A policy file shown (```text policy) is loaded
+with `sluice check`, and must load without an error or a warning; one
+shown in part is marked ```text excerpt (`from=PATH`: its lines, but
+for those eliding with `...`, are PATH's, in order), one a sh block shows refused
+```text refused, and a text block that sets a policy file's top-level
+groups (limits, routes, ...) must say which it is.
+`file=NAME` in a block's info string writes it into the session's
+directory as NAME before its sh blocks run (a policy, a trace).  Relative
+links must name files of the repository, and an anchor (#section) in a
+link to a Markdown file a heading of it.  Prints one line per failure and
 ends with `N passed, N failed`."""
 import concurrent.futures
 import os
@@ -31,6 +39,8 @@ FENCE = re.compile(r'^```(\S*)\s*(.*)$')
 SHELLS = {'bash', 'shell', 'console', 'shell-session', 'sh-session', 'zsh',
           'terminal'}
 LINK = re.compile(r'\]\(([^)\s]+)\)')
+# A policy file's top-level groups: a text block setting one is a policy.
+POLICY_TOP = re.compile(r'^\s*(attributes|limits|routes|penalties|tiers)\s*=')
 
 
 def blocks(path):
@@ -92,29 +102,108 @@ def matches(expected, actual):
     return want, re.fullmatch(rx, text) is not None
 
 
+def anchors(md):
+    """The anchors GitHub makes of a Markdown file's headings: lower case,
+    punctuation but '-' and '_' dropped, spaces made '-', a repeat -N."""
+    seen, out, fence = {}, set(), False
+    for line in open(md, encoding='utf-8'):
+        if line.startswith('```'):
+            fence = not fence
+            continue
+        m = None if fence else re.match(r'^#{1,6}\s+(.*?)\s*#*\s*$', line)
+        if not m:
+            continue
+        a = re.sub(r'[^\w\- ]', '', m.group(1).lower()).replace(' ', '-')
+        n = seen.get(a, 0)
+        seen[a] = n + 1
+        out.add(a if n == 0 else '%s-%d' % (a, n))
+    return out
+
+
 def check_links(src, md):
     fails = []
     base = os.path.dirname(md)
     for n, line in enumerate(open(md, encoding='utf-8'), 1):
         for target in LINK.findall(line):
-            if re.match(r'^[a-z]+:', target) or target.startswith('#'):
+            if re.match(r'^[a-z]+:', target):
                 continue
-            p = os.path.normpath(os.path.join(base, target.split('#')[0]))
+            path, _, frag = target.partition('#')
+            p = os.path.normpath(os.path.join(base, path)) if path else md
             if not p.startswith(src + os.sep) or not os.path.exists(p):
                 fails.append('%s:%d: link %s: not a file of the repository'
                              % (os.path.relpath(md, src), n, target))
+            elif frag and p.endswith('.md') and frag not in anchors(p):
+                fails.append('%s:%d: link %s: %s has no heading #%s'
+                             % (os.path.relpath(md, src), n, target,
+                                os.path.relpath(p, src), frag))
     return fails
+
+
+def check_excerpt(src, rel, start, lines, path):
+    """An excerpt's lines (but those with `...`, which elide) are lines
+    of the file it names, in the same order."""
+    try:
+        have = [l.rstrip() for l in open(os.path.join(src, path),
+                                         encoding='utf-8')]
+    except OSError as e:
+        return ['%s:%d: excerpt from=%s: %s' % (rel, start, path, e)]
+    at = 0
+    for n, line in enumerate(lines, start + 1):
+        if '...' in line:
+            continue
+        try:
+            at = have.index(line.rstrip(), at) + 1
+        except ValueError:
+            return ['%s:%d: excerpt: this line is not in %s (after the '
+                    'lines before it): %s' % (rel, n, path, line.strip())]
+    return []
+
+
+def check_policy(build, rel, start, path):
+    """A policy block, written at path, loaded by `sluice check`: any
+    error or warning fails, said at the Markdown line it is on."""
+    cli = os.path.join(os.path.abspath(build), 'examples', 'cli', 'sluice')
+    r = subprocess.run([cli, 'check', path], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=60)
+    if r.returncode == 0 and not r.stderr:
+        return []
+    # FILE:LINE: in the message is the block's line: say the doc's.
+    msg = re.sub(re.escape(path) + r':(\d+):',
+                 lambda m: '%s:%d:' % (rel, start + int(m.group(1))),
+                 r.stderr.strip() or r.stdout.strip())
+    return ['%s:%d: policy block (exit %d): %s' % (rel, start, r.returncode,
+                                                 msg)]
 
 
 def run_file(src, build, md, without=()):
     rel = os.path.relpath(md, src)
     fails = check_links(src, md)
-    todo = []
+    todo, files = [], {}
     for start, lang, info, lines in blocks(md):
         if not lang:
             fails.append('%s:%d: a block without a language: tag it sh (runs), '
                          'text or c (shown only); see docs/README.md'
                          % (rel, start))
+        words = info.split()
+        name = [w[5:] for w in words if w.startswith('file=')]
+        if name:
+            files[name[0]] = '\n'.join(lines) + '\n'
+        of = [w[5:] for w in words if w.startswith('from=')]
+        if of:
+            fails += check_excerpt(src, rel, start, lines, of[0])
+        if lang != 'sh' and 'policy' in words:
+            with tempfile.TemporaryDirectory(prefix='sluice-docs-') as d:
+                path = os.path.join(d, name[0] if name else 'policy.conf')
+                with open(path, 'w') as f:
+                    f.write('\n'.join(lines) + '\n')
+                fails += check_policy(build, rel, start, path)
+        elif (lang != 'sh' and not {'excerpt', 'refused'} & set(words) and
+              any(POLICY_TOP.match(l) for l in lines)):
+            fails.append('%s:%d: a policy file\'s text: mark it `%s policy` '
+                         '(loaded by this test), `%s excerpt` (a part of '
+                         'one) or `%s refused` (a sh block shows its error); '
+                         'see docs/README.md' % (rel, start, lang, lang, lang))
         if lang in SHELLS:
             fails.append('%s:%d: a `%s` block is not run: tag commands sh '
                          '(or sh skip: REASON), output text; see docs/README.md'
@@ -144,6 +233,9 @@ def run_file(src, build, md, without=()):
             if not e.startswith('build') and e != '.git':
                 os.symlink(os.path.join(src, e), os.path.join(work, e))
         os.symlink(os.path.abspath(build), os.path.join(work, 'build'))
+        for name, text in files.items():
+            with open(os.path.join(work, name), 'w') as f:
+                f.write(text)
         script = ['cd %s || exit 99' % work,
                   "trap 'kill $(jobs -p) 2>/dev/null; wait' EXIT"]
         for i, (_, cmd, _) in enumerate(todo):

@@ -693,6 +693,115 @@ def test_leases_on_the_event_loop(_ng):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def rcli(port, *args):
+    return subprocess.run(["redis-cli", "-p", str(port)] + [str(a) for a in args],
+                          capture_output=True, text=True, timeout=10).stdout
+
+
+def moved_count(port):
+    """MOVED replies a Redis node has given (INFO errorstats)."""
+    for line in rcli(port, "INFO", "errorstats").splitlines():
+        if line.startswith("errorstat_MOVED:count="):
+            return int(line.split("=", 1)[1].split(",")[0])
+    return 0
+
+
+def move_slot(src, dst, slot):
+    """Move a slot and its keys from master src to master dst, the way
+    redis-cli --cluster reshard does, so a client with the old slot map
+    gets MOVED for it."""
+    sid = rcli(src, "CLUSTER", "MYID").strip()
+    did = rcli(dst, "CLUSTER", "MYID").strip()
+    rcli(dst, "CLUSTER", "SETSLOT", slot, "IMPORTING", sid)
+    rcli(src, "CLUSTER", "SETSLOT", slot, "MIGRATING", did)
+    keys = rcli(src, "CLUSTER", "GETKEYSINSLOT", slot, 1000).split()
+    if keys:
+        out = rcli(src, "MIGRATE", "127.0.0.1", dst, "", 0, 5000,
+                          "KEYS", *keys)
+        assert "OK" in out, out
+    for p in (src, dst):
+        rcli(p, "CLUSTER", "SETSLOT", slot, "NODE", did)
+
+
+def cluster_on_the_event_loop_and_the_pool(_ng):
+    """A 3-master Redis Cluster (run by tests/redis/harness.py): the
+    decisions in two halves on the event loop, and on the thread pool.
+    Tenants whose records live on different masters each get exactly the
+    key's burst across 4 workers (API keys are global: one per tenant); then the slot of one tenant's records
+    moves to another master with its keys, and the workers, whose slot
+    maps still name the old one, follow the MOVED: the next request is
+    decided with the state the burst left (still exhausted, not reset:
+    strikes are out of reach, so no box answers for the bucket), and a
+    fresh key of that tenant is admitted by the store, not the degraded
+    limiter."""
+    ports = [int(n.rsplit(":", 1)[1])
+             for n in os.environ["SLUICE_REDIS_NODES"].split(",")]
+    masters = [p for p in ports
+               if "role:master" in rcli(p, "INFO", "replication")]
+    seeds = ",".join("127.0.0.1:%d" % p for p in masters[:2])
+    for pool in (False, True):
+        tag = "pool" if pool else "loop"
+        # A token comes back every 10 min: none during the test.  No box
+        # (strikes out of reach): a 429 after the move is the bucket's.
+        ng = ngxh.Nginx(MODULE, UP.port, workers=4, pool=pool,
+                        period_ms=600000, tenant_burst=1000, strikes=100000,
+                        store="redis:nodes=%s;timeout_ms=2000" % seeds)
+        try:
+            ng.start()
+            for i in range(12):
+                tenant = "%s-t%d" % (tag, i)
+                out = [None] * (2 * B)
+
+                def one(j, tenant=tenant, out=out):
+                    out[j] = ng.get("/v1/items", headers=hdr(
+                        "k-" + tenant, tenant=tenant))
+                ts = [threading.Thread(target=one, args=(j,))
+                      for j in range(2 * B)]
+                for t in ts:
+                    t.start()
+                for t in ts:
+                    t.join()
+                ok = sum(1 for r in out if r.status == 200)
+                assert ok == B, (tag, tenant, ok, [r.status for r in out],
+                                 [r.body for r in out][:2], ng.log())
+                assert all(r.status in (200, 429) for r in out)
+            # records spread over the masters
+            held = [int(rcli(p, "DBSIZE").strip() or 0)
+                    for p in masters]
+            assert sum(1 for n in held if n > 0) >= 2, held
+            # the slot of some tenant's key bucket moves, with its keys
+            src = slot = None
+            for p in masters:
+                keys = rcli(p, "--scan", "--pattern", "rl:*").split()
+                if keys:
+                    src = p
+                    slot = int(rcli(p, "CLUSTER", "KEYSLOT",
+                                           keys[0]).strip())
+                    break
+            assert src is not None, "no bucket records on any master"
+            dst = [p for p in masters if p != src][0]
+            # every record of every tenant in that slot moves together
+            move_slot(src, dst, slot)
+            moved = rcli(dst, "CLUSTER", "COUNTKEYSINSLOT", slot)
+            assert int(moved.strip()) > 0, moved
+            # each tenant whose records were in the moved slot keeps its
+            # state: no tenant gets a fresh burst after the move
+            moved_before = moved_count(src)
+            for i in range(12):
+                t = "%s-t%d" % (tag, i)
+                r = ng.get("/v1/items", headers=hdr("k-" + t, tenant=t))
+                assert r.status == 429 and json.loads(r.body)["type"].endswith(
+                    "/rate-limit-exceeded"), (tag, t, r.status, r.body)
+                r = ng.get("/v1/items", headers=hdr("fresh-" + t, tenant=t))
+                # the store's answer, not the degraded limiter's (B / 4)
+                assert r.status == 200 and r.h("ratelimit-limit") == str(B), \
+                    (tag, t, r.status, r.h("ratelimit-limit"), ng.log())
+            # the workers were sent there by MOVED (their maps were old)
+            assert moved_count(src) > moved_before, (moved_before, ng.log())
+        finally:
+            ng.stop()
+
+
 def test_store_that_does_not_open_answers_problem_503(_ng):
     """A store the workers cannot open (here an LMDB directory under
     /dev/null): enforcing locations answer the library's fail-closed 503,
@@ -842,21 +951,22 @@ def test_sluice_settle_from_the_upstream_answer(_ng):
     (refused until the refund is in); 1 charged and 300 used leave the
     bucket in debt, so requests are refused once the charge is in; an
     upstream without the header leaves the charge, and one whose header is
-    no number changes nothing.  On shm (inline) and on Redis through the
-    halves on the event loop; the test waits for what each settle makes
-    true, not for time."""
-    for store in ("shm", "redis"):
+    no number changes nothing.  On shm (inline), and on Redis through the
+    halves on the event loop and on the thread pool; the test waits for
+    what each settle makes true, not for time."""
+    for store in ("shm", "redis", "redis-pool"):
         sluice_settle_from_the_upstream_answer(store)
 
 
 def sluice_settle_from_the_upstream_answer(store):
     tmp = red = None
     kw = {}
-    if store == "redis":
+    if store.startswith("redis"):
         tmp = ngxh.tempfile.mkdtemp(prefix="sluice-ngx-settle-")
         red = ngxh.Redis(tmp)
         # Redis decides exactly what fits its scripts (docs/redis.md)
-        kw = {"pool": False, "period_ms": 60000, "tenant_burst": 1000,
+        kw = {"pool": store == "redis-pool", "period_ms": 60000,
+              "tenant_burst": 1000,
               "store": "redis:nodes=127.0.0.1:%d;timeout_ms=2000" % red.port}
     ng = ngxh.Nginx(MODULE, UP.port, workers=2, **kw)
 
@@ -1054,8 +1164,12 @@ def main():
         print("SKIP: " + why)
         return ngxh.SKIP
     names = sys.argv[2:]
+    # Under tests/redis/harness.py --mode cluster (the nginx-cluster
+    # test), the cluster tests run, and only they.
+    prefix = ("cluster_" if os.environ.get("SLUICE_REDIS_MODE") == "cluster"
+              else "test_")
     tests = [(n, f) for n, f in sorted(globals().items())
-             if n.startswith("test_") and (not names or n in names)]
+             if n.startswith(prefix) and (not names or n in names)]
     if not shutil.which("redis-server"):
         print("SKIP test_stalled_redis...: redis-server is not installed")
         tests = [t for t in tests if "redis" not in t[0]]

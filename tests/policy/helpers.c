@@ -203,3 +203,20 @@ void fx_wait_children(const pid_t *pids, int n) {
               "child %d failed (status %d)", i, st);
   }
 }
+
+const char *fx_write_conf(const char *text) {
+  static char path[64];
+  int fd;
+  snprintf(path, sizeof path, "/tmp/sluice-policy-XXXXXX");
+  fd = mkstemp(path);
+  cr_assert(fd >= 0);
+  cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+  close(fd);
+  return path;
+}
+
+void fx_open_text(fixture *f, const char *text) {
+  const char *path = fx_write_conf(text);
+  cr_assert_eq(fx_open_file(f, path, NULL, 0), SLUICE_OK);
+  unlink(path);
+}

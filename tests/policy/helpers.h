@@ -69,4 +69,11 @@ sluice_request rq_auth(const char *ip, const char *subject, int result);
 /* Decide, asserting the call itself worked. */
 sluice_decision decide(fixture *f, const sluice_request *r);
 
+/* text written to a fresh temporary file, whose path is returned (static:
+** valid until the next call; the caller unlinks it). */
+const char *fx_write_conf(const char *text);
+/* Open everything on mem with the policy file text. */
+void fx_open_text(fixture *f, const char *text);
+
 #endif
+

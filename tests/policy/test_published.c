@@ -1,6 +1,6 @@
 /*
 ** The shipped policy files of other APIs (etc/github.conf,
-** etc/shopify.conf, etc/llm-gateway.conf) against their published figures,
+** etc/shopify.conf, etc/llm-gateway.conf, etc/stripe.conf) against their published figures,
 ** on mem, shm and lmdb: a generated trace (a fixed seed) is decided on a
 ** manual clock (on a Redis Cluster too, both engines, when the redis
 ** harness runs this), and each decision is compared with a model of the
@@ -512,6 +512,43 @@ static void llm_settle(const char *store, unsigned flags) {
   all_bound(ll_all, 6, denied);
 }
 
+/* ----------------------------------------------------------- Stripe --- */
+
+/* 100 reads and 100 writes a second per account in live mode, 25 in test
+** mode; the mode is in the scope (two budgets per account). */
+static const lim st_rlive = {"reads", GCRA, 100, SEC, 100};
+static const lim st_rtest = {"reads", GCRA, 25, SEC, 25};
+static const lim st_wlive = {"writes", GCRA, 100, SEC, 100};
+static const lim st_wtest = {"writes", GCRA, 25, SEC, 25};
+static const lim *const st_all[] = {&st_rlive, &st_rtest, &st_wlive,
+                                    &st_wtest};
+
+static void st_gen(treq *r) {
+  static const char *accounts[] = {"acct_1", "acct_2"};
+  static const char *writes[] = {"POST", "DELETE", "PATCH"};
+  uint64_t x = rnd(100);
+  int a = x >= 45 && x < 55 ? 1 : x >= 80, live = x < 55;
+  int read = rnd(10) < 7;
+  r->method = read ? "GET" : writes[rnd(3)];
+  r->route = read ? "/v1/charges" : "/v1/refunds";
+  r->attrs[0] = (sluice_attr){"account", accounts[a]};
+  r->attrs[1] = (sluice_attr){"mode", live ? "live" : "test"};
+  r->nattrs = 2;
+  r->nl = 1;
+  r->l[0] = read ? (live ? &st_rlive : &st_rtest)
+                 : (live ? &st_wlive : &st_wtest);
+  r->cost[0] = 1;
+  snprintf(r->scope[0], sizeof r->scope[0], "%s %s", accounts[a],
+           live ? "live" : "test");
+}
+
+static void stripe(const char *store, unsigned flags) {
+  int denied[4] = {0};
+  replay(SLUICE_ETC "/stripe.conf", store, flags, st_gen, 8000, 2 * MS,
+         st_all, 4, denied);
+  all_bound(st_all, 4, denied);
+}
+
 /* ------------------------------------------------------------ stores --- */
 
 typedef void (*policy_fn)(const char *store, unsigned flags);
@@ -602,12 +639,17 @@ Test(policy_published, llm_settle_mem) { llm_settle("mem", 0); }
 Test(policy_published, llm_settle_shm) { on_shm(llm_settle); }
 Test(policy_published, llm_settle_lmdb) { on_lmdb(llm_settle); }
 Test(policy_published, llm_settle_redis) { on_redis(llm_settle); }
+Test(policy_published, stripe_mem) { stripe("mem", 0); }
+Test(policy_published, stripe_shm) { on_shm(stripe); }
+Test(policy_published, stripe_lmdb) { on_lmdb(stripe); }
+Test(policy_published, stripe_redis) { on_redis(stripe); }
 
 /* The files load without warnings. */
 Test(policy_published, files_load_clean) {
   static const char *files[] = {SLUICE_ETC "/github.conf",
                                 SLUICE_ETC "/shopify.conf",
-                                SLUICE_ETC "/llm-gateway.conf"};
+                                SLUICE_ETC "/llm-gateway.conf",
+                                SLUICE_ETC "/stripe.conf"};
   char buf[512];
   size_t i;
   for (i = 0; i < sizeof files / sizeof files[0]; i++) {

@@ -410,7 +410,7 @@ Test(store, program_id_unknown_goes_whole) {
   sluice_redis_stats a;
   char tag[64], key[96], other[96], tag2[64];
   int64_t left = 20;
-  long noscript;
+  uint64_t noscript;
   int i;
   rt_tag(tag, sizeof tag, "pid");
   snprintf(key, sizeof key, "%sk", tag);
