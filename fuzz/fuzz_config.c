@@ -15,7 +15,7 @@
 #include "fuzz_common.h"
 #include "sluice.h"
 
-static sluice_policy_config c1, c2;
+static sluice__conf c1, c2;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char path[64], err[256], err2[256];
@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(sluice_clock_manual(1000000000, &clk) == SLUICE_OK, "clock");
     lo.clock = clk;
     po.limiter_options = &lo;
-    po.config = &c1;
+    po.config_pod = &c1;
     memset(po.secret, 7, sizeof po.secret);
     po.errbuf = err;
     po.errlen = sizeof err;

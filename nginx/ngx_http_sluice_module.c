@@ -600,7 +600,7 @@ ngx_http_sluice_segment(ngx_pool_t *pool, ngx_str_t *s)
 ** report. */
 static ngx_int_t
 ngx_http_sluice_dry_run(ngx_cycle_t *cycle, ngx_http_sluice_main_conf_t *mcf,
-    const sluice_policy_config *cfg, const uint8_t *secret)
+    const sluice__conf *cfg, const uint8_t *secret)
 {
     sluice_policy_options po;
     sluice_http_options ho;
@@ -609,7 +609,7 @@ ngx_http_sluice_dry_run(ngx_cycle_t *cycle, ngx_http_sluice_main_conf_t *mcf,
     int rc;
 
     ngx_memzero(&po, sizeof(po));
-    po.config = cfg;
+    po.config_pod = cfg;
     ngx_memcpy(po.secret, secret, 16);
     po.counters = ngx_http_sluice_cstr(cycle->pool, &mcf->counters);
     po.degraded_store = ngx_http_sluice_segment(cycle->pool,
@@ -660,7 +660,7 @@ static ngx_int_t
 ngx_http_sluice_init_module(ngx_cycle_t *cycle)
 {
     ngx_http_sluice_main_conf_t *mcf;
-    sluice_policy_config cfg;
+    sluice__conf cfg;
     uint8_t secret[16];
     char err[512], *path;
     int rc;
@@ -764,7 +764,7 @@ ngx_http_sluice_open_nft(ngx_cycle_t *cycle, ngx_http_sluice_main_conf_t *mcf)
     /* Without sluice_nft_ipv6_prefix: the policy's, so that a set element
     ** is what the policy counts as one client. */
     if (no.ipv6_prefix == 0) {
-        sluice_policy_config cfg;
+        sluice__conf cfg;
         char *path = mcf->policy.len
                          ? ngx_http_sluice_cstr(cycle->pool, &mcf->policy)
                          : NULL;

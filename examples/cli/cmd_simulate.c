@@ -38,11 +38,11 @@ typedef struct scenario {
   void (*run)(sim *);
   int64_t dur_s;
   int failing;
-  void (*tweak)(sluice_policy_config *);
+  void (*tweak)(sluice__conf *);
   const char *tier;
 } scenario;
 
-static void tweak_nat(sluice_policy_config *c) { c->auth_ip_failures = 1000; }
+static void tweak_nat(sluice__conf *c) { c->auth_ip_failures = 1000; }
 
 static const scenario scenarios[] = {
     {"growth-batch", "a growth tenant's end-of-day batch spike",
@@ -103,7 +103,7 @@ int cli_simulate(int argc, char **argv) {
                                        {0, 0, 0, 0}};
   const char *plot = NULL, *config = NULL;
   const scenario *sc = NULL;
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   struct timespec w0, w1;
   static sim s; /* large: keep it off the stack */
   size_t i;

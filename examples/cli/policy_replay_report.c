@@ -19,7 +19,7 @@ static int cmp_box(const void *a, const void *b) {
 
 /* Which features each tier left unenforced: the staged rollout's split
 ** (the `passed` column counts the refusals this let through). */
-static void pr_split(const sluice_policy *pol, const sluice_policy_config *c,
+static void pr_split(const sluice_policy *pol, const sluice__conf *c,
                      FILE *f) {
   int row, bit;
   fprintf(f, "# not enforced:");
@@ -64,7 +64,7 @@ void preplay_report(part *ps, int np, FILE *f, double wall, int shadow,
   static const char *cols[SLUICE_OUTCOME__COUNT] = {
       "allowed",     "throttled", "boxed",      "suspended",
       "concurrency", "conflict",  "export_cap", "unavailable"};
-  const sluice_policy_config *c = sluice_policy_config_get(ps[0].r.pol);
+  const sluice__conf *c = sluice_policy_config_pod_of(ps[0].r.pol);
   size_t i, k = 0, nbx = 0;
   int row, o, p;
   uint64_t n = 0, settled = 0;

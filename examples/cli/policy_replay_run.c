@@ -307,7 +307,7 @@ static int pr_decided(preplay *r, const pending *pl, const sluice_request *q,
   {
     int row = SLUICE_POLICY_TIERS_MAX;
     if (d.tier[0]) {
-      int k = sluice_policy_config_tier(sluice_policy_config_get(r->pol),
+      int k = sluice_policy_config_tier(sluice_policy_config_pod_of(r->pol),
                                         d.tier);
       if (k >= 0)
         row = k;

@@ -180,7 +180,7 @@ static int load_keys(const char *path) {
 ** each of its requests is refused 400, the client blamed), the key not
 ** shaped like an access token, key and client id given once (else one of
 ** the two lines is silently dead). */
-static int check_keys(const sluice_policy_config *cfg, const char *path) {
+static int check_keys(const sluice__conf *cfg, const char *path) {
   int i, j;
   for (i = 0; i < S.nkeys; i++) {
     const api_key *k = &S.keys[i];
@@ -222,7 +222,7 @@ static void on_event(void *ud, const sluice_event *ev) {
 /* --nft: this worker's sink (after fork: its thread is this process's). */
 static int open_nft(void) {
   sluice_nft_options o = S.nft_opts;
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   char err[256] = "";
   int rc;
   /* Without --nft-prefix: the policy's, so that a set element is what the
@@ -426,7 +426,7 @@ static void host_segments_remove(void) {
       shm_unlink(S.host_seg_own[i]);
 }
 
-static void host_segments(const sluice_policy_config *cfg) {
+static void host_segments(const sluice__conf *cfg) {
   static const char *const what[2] = {"degraded", "deny"};
   const char **opt[2] = {&S.degraded_store, &S.deny_cache};
   const char *conf[2] = {cfg->host_degraded_store, cfg->host_deny_cache};
@@ -447,12 +447,12 @@ static void host_segments(const sluice_policy_config *cfg) {
 
 /* --degraded-store and --deny-cache as the policy will read them, checked
 ** before anything is made: a typo is a usage error, named once. */
-static int check_segments(const sluice_policy_config *cfg) {
+static int check_segments(const sluice__conf *cfg) {
   sluice_policy_options po;
   char err[256] = "";
   int rc;
   memset(&po, 0, sizeof po);
-  po.config = cfg;
+  po.config_pod = cfg;
   memcpy(po.secret, S.secret, 16);
   po.degraded_store = S.degraded_store;
   po.deny_cache = S.deny_cache;
@@ -719,7 +719,7 @@ int main(int argc, char **argv) {
   /* Check the configuration now, so a typo is reported once, by name;
   ** and the keys against it. */
   {
-    sluice_policy_config cfg;
+    sluice__conf cfg;
     char err[256] = "";
     int rc = S.config_path ? sluice_policy_config_load(S.config_path, &cfg,
                                                        err, sizeof err)

@@ -296,6 +296,66 @@ typedef struct sluice_decision {
 
 /* -------------------------------------------------------- configuration --- */
 
+/** A configuration: the settings of a policy file (docs/policy.md), held
+ *  as a document.  Build it from the built-in defaults or a file, change
+ *  settings by their path, read the values in force back, and pass it to
+ *  sluice_policy_open() in sluice_policy_options.config.  Not thread-safe
+ *  while being changed; any number of threads may read it otherwise. */
+typedef struct sluice_policy_config sluice_policy_config;
+
+/** @brief A configuration: the built-in defaults, or a file's settings
+ *  (libconfig syntax; settings left out keep their default, an unknown
+ *  setting is an error, listing `tiers` or `routes` replaces the built-in
+ *  set).
+ *  @param[out] out   the configuration, or NULL on failure.
+ *  @param[in] path   NULL for the defaults, else the file (read during the
+ *                    call only).
+ *  @param[out] err   NULL, or a buffer: on failure "FILE:LINE: SETTING:
+ *                    problem"; on success the file's first warning (a
+ *                    declared limit no route applies), "" when none.
+ *  @return SLUICE_OK, SLUICE_EINVAL (NULL out), SLUICE_EIO (cannot read
+ *  the file), SLUICE_ECONFIG (syntax or invalid setting), SLUICE_ENOMEM. */
+SLUICE_EXPORT int sluice_policy_config_new(sluice_policy_config **out,
+                                           const char *path, char *err,
+                                           size_t errlen);
+
+/** @brief Set one setting, creating it (and the groups above it) or
+ *  replacing it, then check the whole configuration as a file's is checked.
+ *  @param[in] path   the setting's path in the file: names joined by '.',
+ *                    "[i]" for element i of a list ("penalty.strike_window_ms",
+ *                    "tiers.growth.key.burst", "routes.[0].class"); "[n]"
+ *                    one past a list's last element adds one.  Naming a
+ *                    tier or a route while the configuration has the
+ *                    built-in set starts from that set.
+ *  @param[in] value  libconfig syntax: 5, true, "page", [ "penalty" ],
+ *                    { rate = 5; burst = 10; }; a bare word is a string.
+ *  @param[out] err   NULL, or a buffer for "set: SETTING: problem" (a
+ *                    setting of the file stays "FILE:LINE: SETTING: ...").
+ *  @return SLUICE_OK, SLUICE_EINVAL (NULL arguments), SLUICE_ECONFIG (a bad
+ *  path, value or resulting configuration: nothing changed), SLUICE_ENOMEM. */
+SLUICE_EXPORT int sluice_policy_config_set(sluice_policy_config *c,
+                                           const char *path,
+                                           const char *value, char *err,
+                                           size_t errlen);
+
+/** @brief A setting's value in force, as text: a number in the unit its
+ *  name says, true or false, a string without quotes; a list of names
+ *  (shadow_features, failure.fail_closed) comma-separated; a group its
+ *  members' names comma-separated ("tiers": "sandbox,growth,enterprise");
+ *  a list its length ("routes"); "tiers.[i]" the name of tier i.
+ *  Defaults are in force too: "penalty.strike_window_ms" reads 60000 in an
+ *  empty file.
+ *  @return SLUICE_OK, SLUICE_EINVAL (NULL arguments), SLUICE_ENOTFOUND (no
+ *  such setting), SLUICE_ERANGE (buf too small; it holds a truncated
+ *  value). */
+SLUICE_EXPORT int sluice_policy_config_get(const sluice_policy_config *c,
+                                           const char *path, char *buf,
+                                           size_t len);
+
+/** @brief Free a configuration (NULL: nothing).  A policy opened from it
+ *  keeps its own copy. */
+SLUICE_EXPORT void sluice_policy_config_free(sluice_policy_config *c);
+
 /** What level 3 does to an authenticated key of a tier. */
 enum sluice_level3_action {
   SLUICE_L3_SUSPEND = 0, /**< suspended until lifted by hand */
@@ -304,7 +364,7 @@ enum sluice_level3_action {
 };
 
 /** One tier.  Rates are points per `*_period_ns`. */
-typedef struct sluice_policy_tier {
+typedef struct sluice__tier {
   char name[SLUICE_POLICY_NAME_MAX + 1];
   int64_t tenant_rate, tenant_period_ns, tenant_burst;
   int64_t key_rate, key_period_ns, key_burst;
@@ -314,27 +374,27 @@ typedef struct sluice_policy_tier {
   int64_t exports_per_window;    /**< export cap per export_cap_window_ns */
   int level3;                    /**< enum sluice_level3_action */
   /** Staged rollout: SLUICE_SHADOW_* features recorded but not enforced
-   *  for this tier (on top of sluice_policy_config.shadow_features). */
+   *  for this tier (on top of sluice__conf.shadow_features). */
   int64_t shadow_features;
   int64_t reserved[3];
-} sluice_policy_tier;
+} sluice__tier;
 
 /** One route of the route table (first match wins).  `method` "*" matches
  *  any method; a `route` ending in '*' matches by prefix. */
-typedef struct sluice_policy_route {
+typedef struct sluice__route {
   char method[8];
   char route[SLUICE_POLICY_ROUTE_MAX + 1];
   int endpoint_class; /**< enum sluice_endpoint_class, not AUTO */
-} sluice_policy_route;
+} sluice__route;
 
 /** The whole policy.  Get the built-in defaults with
  *  sluice_policy_config_defaults(), tweak fields, pass it to open.  POD:
  *  no pointers, copy freely. */
-typedef struct sluice_policy_config {
+typedef struct sluice__conf {
   int ntiers;
-  sluice_policy_tier tiers[SLUICE_POLICY_TIERS_MAX];
+  sluice__tier tiers[SLUICE_POLICY_TIERS_MAX];
   int nroutes; /**< 1..SLUICE_POLICY_ROUTES_MAX: an empty table is refused */
-  sluice_policy_route routes[SLUICE_POLICY_ROUTES_MAX];
+  sluice__route routes[SLUICE_POLICY_ROUTES_MAX];
   /** Cost per class, indexed by enum sluice_endpoint_class (AUTH unused). */
   int64_t cost[SLUICE_EP__COUNT];
   int64_t export_long_cost;      /**< cost when the range exceeds: */
@@ -412,7 +472,7 @@ typedef struct sluice_policy_config {
   char host_counters[SLUICE_POLICY_URI_MAX + 1];
   char host_degraded_store[SLUICE_POLICY_URI_MAX + 1];
   char host_deny_cache[SLUICE_POLICY_URI_MAX + 1];
-} sluice_policy_config;
+} sluice__conf;
 
 /** Features shadow mode can leave unenforced one by one (staged rollout:
  *  enforce the buckets while the penalty box only records).  A decision
@@ -444,7 +504,7 @@ SLUICE_EXPORT int sluice_policy_shadow_features(const sluice_policy *p,
 
 /** @brief Fill *cfg with the built-in defaults (docs/policy.md, DESIGN.md).
  *  @return SLUICE_OK, or SLUICE_EINVAL for NULL. */
-SLUICE_EXPORT int sluice_policy_config_defaults(sluice_policy_config *cfg);
+SLUICE_EXPORT int sluice_policy_config_defaults(sluice__conf *cfg);
 
 /** @brief Validate a configuration.
  *  @param[in] cfg     the configuration.
@@ -452,7 +512,7 @@ SLUICE_EXPORT int sluice_policy_config_defaults(sluice_policy_config *cfg);
  *                     ("tiers.growth.key_burst: must be 1..2^40"),
  *                     NUL-terminated and truncated to errlen.
  *  @return SLUICE_OK, SLUICE_EINVAL for NULL, or SLUICE_ECONFIG. */
-SLUICE_EXPORT int sluice_policy_config_check(const sluice_policy_config *cfg,
+SLUICE_EXPORT int sluice_policy_config_check(const sluice__conf *cfg,
                                              char *err, size_t errlen);
 
 /** @brief Load a configuration file (libconfig syntax; docs/policy.md).
@@ -466,7 +526,7 @@ SLUICE_EXPORT int sluice_policy_config_check(const sluice_policy_config *cfg,
  *  @return SLUICE_OK, SLUICE_EINVAL (NULL arguments), SLUICE_EIO (cannot
  *  read the file), SLUICE_ECONFIG (syntax or invalid setting). */
 SLUICE_EXPORT int sluice_policy_config_load(const char *path,
-                                            sluice_policy_config *cfg,
+                                            sluice__conf *cfg,
                                             char *err, size_t errlen);
 
 /** @brief What a policy file holds that loads but is likely a mistake
@@ -483,7 +543,7 @@ SLUICE_EXPORT int sluice_policy_config_warnings(const char *path, char *buf,
 typedef struct sluice_policy_setting {
   const char *group;  /**< "penalty" */
   const char *name;   /**< "strike_window_ms" (the unit is in the name) */
-  const char *field;  /**< its sluice_policy_config field, "strike_window_ns" */
+  const char *field;  /**< its sluice__conf field, "strike_window_ns" */
   int64_t unit_ns;    /**< the field per unit of the file's value (1: none) */
   int64_t dflt;       /**< the default, in the file's unit */
   int64_t min, max;   /**< bounds in the file's unit; max 0: the smallest
@@ -585,8 +645,8 @@ typedef struct sluice_policy_options {
   struct sluice_limiter *limiter;
   /** Used only when limiter is NULL (NULL: a "mem" store, real clock). */
   const struct sluice_limiter_options *limiter_options;
-  /** Copied at open.  NULL: load config_path, or the built-in defaults
-   *  when that is NULL too. */
+  /** Read at open (the policy keeps its own copy).  NULL: load
+   *  config_path, or the built-in defaults when that is NULL too. */
   const sluice_policy_config *config;
   const char *config_path; /**< read during open only */
   /** Key for scope ids (sluice_scope_id).  Must not be all zero.  Every
@@ -625,7 +685,9 @@ typedef struct sluice_policy_options {
    *  policy that releases: give sluice release the same segment.  NULL
    *  takes the configuration's host_deny_cache.  Read during open only. */
   const char *deny_cache;
-  void *reserved[1];
+  /** Going away (the struct configuration): used when `config` and
+   *  `config_path` are NULL. */
+  const sluice__conf *config_pod;
 } sluice_policy_options;
 
 /** @brief Open a policy.
@@ -655,13 +717,17 @@ SLUICE_EXPORT void sluice_policy_close(sluice_policy *p);
 /** @brief The index of the tier called `name` in `c`, or -1 (also for a
  *  NULL `c` or `name`): the one lookup of a tier by name, for callers that
  *  hold a configuration (a policy file loaded before the policy opens). */
-SLUICE_EXPORT int sluice_policy_config_tier(const sluice_policy_config *c,
+SLUICE_EXPORT int sluice_policy_config_tier(const sluice__conf *c,
                                             const char *name);
 
 /** @brief The configuration in force (owned by the policy, valid until
- *  close). */
+ *  close): read it with sluice_policy_config_get(). */
 SLUICE_EXPORT const sluice_policy_config *
-sluice_policy_config_get(const sluice_policy *p);
+sluice_policy_config_of(const sluice_policy *p);
+
+/** @brief Going away: the struct configuration in force. */
+SLUICE_EXPORT const sluice__conf *
+sluice_policy_config_pod_of(const sluice_policy *p);
 
 /* ------------------------------------------------------------ the call --- */
 

@@ -34,18 +34,18 @@
 #include "declared.h"
 #include "policy_int.h"
 
-/* sluice_policy_config is caller-allocated: its size is ABI.  The fields
+/* sluice__conf is caller-allocated: its size is ABI.  The fields
 ** of the breaker, the backstop and strike_every_denial came out of
 ** `reserved`, so the words
 ** from the first of them to the host segments stay 15, and the size what
 ** it was (6480 bytes on LP64). */
-_Static_assert(offsetof(sluice_policy_config, host_counters) -
-                       offsetof(sluice_policy_config, breaker_window_ns) ==
+_Static_assert(offsetof(sluice__conf, host_counters) -
+                       offsetof(sluice__conf, breaker_window_ns) ==
                    15 * sizeof(int64_t),
-               "sluice_policy_config: new fields must come out of reserved");
+               "sluice__conf: new fields must come out of reserved");
 #if defined(__LP64__)
-_Static_assert(sizeof(sluice_policy_config) == 6480,
-               "sluice_policy_config changed size");
+_Static_assert(sizeof(sluice__conf) == 6480,
+               "sluice__conf changed size");
 #endif
 
 #define S SLUICE__NS_PER_S
@@ -53,7 +53,7 @@ _Static_assert(sizeof(sluice_policy_config) == 6480,
 /* A tier bucket's period: at most a day. */
 #define PERIOD_MS_MAX (86400 * 1000)
 
-static void tier_set(sluice_policy_tier *t, const char *name, int64_t tr,
+static void tier_set(sluice__tier *t, const char *name, int64_t tr,
                      int64_t tb, int64_t kr, int64_t kb, int64_t strikes,
                      int64_t rec, int64_t exp, int64_t xcap, int l3) {
   memset(t, 0, sizeof *t);
@@ -71,7 +71,7 @@ static void tier_set(sluice_policy_tier *t, const char *name, int64_t tr,
   t->level3 = l3;
 }
 
-static void route_set(sluice_policy_route *r, const char *method,
+static void route_set(sluice__route *r, const char *method,
                       const char *route, int cls) {
   memset(r, 0, sizeof *r);
   snprintf(r->method, sizeof r->method, "%s", method);
@@ -79,7 +79,7 @@ static void route_set(sluice_policy_route *r, const char *method,
   r->endpoint_class = cls;
 }
 
-int sluice_policy_config_defaults(sluice_policy_config *c) {
+int sluice_policy_config_defaults(sluice__conf *c) {
   const sluice_policy_setting *st;
   int i;
   if (!c)
@@ -180,7 +180,7 @@ static int check_bucket(ck *k, const char *tier, const char *which,
 
 /* The table's settings (settings.c) in its order: those with a fixed
 ** maximum when burst is 0, else the costs, whose maximum is `burst`. */
-static int check_settings(ck *k, const sluice_policy_config *c,
+static int check_settings(ck *k, const sluice__conf *c,
                           int64_t burst) {
   const sluice_policy_setting *st;
   char p[96];
@@ -196,7 +196,7 @@ static int check_settings(ck *k, const sluice_policy_config *c,
   return SLUICE_OK;
 }
 
-int sluice__policy_config_check2(const sluice_policy_config *c, char *path,
+int sluice__policy_config_check2(const sluice__conf *c, char *path,
                                  size_t pathlen, char *msg, size_t msglen) {
   char pbuf[160], mbuf[160];
   ck k = {path ? path : pbuf, path ? pathlen : sizeof pbuf,
@@ -216,7 +216,7 @@ int sluice__policy_config_check2(const sluice_policy_config *c, char *path,
   if ((rc = check_settings(&k, c, 0)))
     return rc;
   for (i = 0; i < c->ntiers; i++) {
-    const sluice_policy_tier *t = &c->tiers[i];
+    const sluice__tier *t = &c->tiers[i];
     if (!name_ok(t->name))
       return fail(&k, "tiers",
                   "tier %lld: a name is 1..31 of [A-Za-z0-9_-], starting "
@@ -273,7 +273,7 @@ int sluice__policy_config_check2(const sluice_policy_config *c, char *path,
   if ((rc = range(&k, "routes", c->nroutes, 0, SLUICE_POLICY_ROUTES_MAX)))
     return rc;
   for (i = 0; i < c->nroutes; i++) {
-    const sluice_policy_route *r = &c->routes[i];
+    const sluice__route *r = &c->routes[i];
     size_t ml = strnlen(r->method, sizeof r->method);
     size_t rl = strnlen(r->route, sizeof r->route);
     snprintf(p, sizeof p, "routes.[%d].method", i);
@@ -310,7 +310,7 @@ int sluice__policy_config_check2(const sluice_policy_config *c, char *path,
   return SLUICE_OK;
 }
 
-int sluice_policy_config_check(const sluice_policy_config *c, char *err,
+int sluice_policy_config_check(const sluice__conf *c, char *err,
                                size_t errlen) {
   char path[128], msg[160];
   int rc;
@@ -334,9 +334,11 @@ typedef struct ld {
 
 static int lerr(ld *l, const config_setting_t *s, const char *path,
                 const char *what) {
-  if (l->err && l->errlen)
-    snprintf(l->err, l->errlen, "%s:%d: %s: %s", l->file,
-             s ? (int)config_setting_source_line(s) : 0, path, what);
+  int line = s ? (int)config_setting_source_line(s) : 0;
+  if (l->err && l->errlen && line == 0)
+    snprintf(l->err, l->errlen, "set: %s: %s", path, what);
+  else if (l->err && l->errlen)
+    snprintf(l->err, l->errlen, "%s:%d: %s: %s", l->file, line, path, what);
   return SLUICE_ECONFIG;
 }
 
@@ -484,12 +486,12 @@ static int load_bucket(ld *l, const config_setting_t *t, const char *tpath,
 }
 
 static int load_tiers(ld *l, const config_setting_t *root,
-                      sluice_policy_config *c) {
+                      sluice__conf *c) {
   static const char *const names[] = {
       "tenant", "key", "strikes", "reconcile_concurrency",
       "export_concurrency", "exports_per_window", "level3",
       "shadow_features", NULL};
-  sluice_policy_config dflt;
+  sluice__conf dflt;
   const config_setting_t *tiers;
   int i, j, n, rc;
   char p[160];
@@ -505,7 +507,7 @@ static int load_tiers(ld *l, const config_setting_t *root,
   for (i = 0; i < n; i++) {
     config_setting_t *t = config_setting_get_elem(tiers, (unsigned)i);
     const char *nm = config_setting_name(t);
-    sluice_policy_tier *tt = &c->tiers[i];
+    sluice__tier *tt = &c->tiers[i];
     const config_setting_t *l3;
     join(p, sizeof p, "tiers", nm);
     if (!config_setting_is_group(t))
@@ -549,7 +551,7 @@ static int load_tiers(ld *l, const config_setting_t *root,
 }
 
 static int load_routes(ld *l, const config_setting_t *root,
-                       sluice_policy_config *c) {
+                       sluice__conf *c) {
   static const char *const names[] = {"method", "route", "class", NULL};
   const config_setting_t *rs = config_setting_get_member(root, "routes");
   int i, k, n, rc;
@@ -606,7 +608,7 @@ static int load_routes(ld *l, const config_setting_t *root,
 /* failure.fail_closed: [ "reconcile", ... ] into class bits (the group's
 ** numbers are the table's). */
 static int load_fail_closed(ld *l, const config_setting_t *root,
-                            sluice_policy_config *c) {
+                            sluice__conf *c) {
   const config_setting_t *g, *fc;
   int rc, i, n;
   g = group_of(l, root, "failure", "failure", &rc);
@@ -631,7 +633,7 @@ static int load_fail_closed(ld *l, const config_setting_t *root,
 /* The table's settings (settings.c), a group at a time: its rows are
 ** consecutive.  failure.fail_closed is read by load_fail_closed. */
 static int load_settings(ld *l, const config_setting_t *root,
-                         sluice_policy_config *c) {
+                         sluice__conf *c) {
   const sluice_policy_setting *first, *st;
   const char *names[32];
   int i, j, n, rc;
@@ -665,7 +667,7 @@ static int load_settings(ld *l, const config_setting_t *root,
 /* The host-wide segments: host = { counters = "shm:name=/..."; ... }.
 ** Their form is checked when the policy opens them. */
 static int load_host(ld *l, const config_setting_t *root,
-                     sluice_policy_config *c) {
+                     sluice__conf *c) {
   static const char *const names[] = {"counters", "degraded_store",
                                       "deny_cache", NULL};
   char *dst[] = {c->host_counters, c->host_degraded_store,
@@ -758,7 +760,7 @@ static int read_all(FILE *f, char **out, size_t *len) {
   return SLUICE_OK;
 }
 
-int sluice_policy_config_load(const char *path, sluice_policy_config *out,
+int sluice_policy_config_load(const char *path, sluice__conf *out,
                               char *err, size_t errlen) {
   sluice__decl *dl;
   int rc;
@@ -777,7 +779,7 @@ int sluice_policy_config_load(const char *path, sluice_policy_config *out,
 }
 
 int sluice_policy_config_warnings(const char *path, char *buf, size_t len) {
-  sluice_policy_config c;
+  sluice__conf c;
   sluice__decl *dl;
   char err[512];
   int rc;
@@ -793,34 +795,43 @@ int sluice_policy_config_warnings(const char *path, char *buf, size_t len) {
   return rc;
 }
 
-int sluice__config_load2(const char *path, sluice_policy_config *out,
-                         sluice__decl *dl, char *err, size_t errlen,
-                         char *warn, size_t warnlen) {
-  static const char *const top[] = {"shadow", "shadow_features", "tiers",
-                                    "costs",  "routes",  "penalty", "auth",
-                                    "heavy",  "failure", "host",
-                                    "breaker", "ip_backstop", "client_ip",
-                                    "attributes", "limits", "penalties", NULL};
-  sluice_policy_config c;
-  config_t cf;
-  const config_setting_t *root;
-  ld l = {path, err, errlen};
+/* A policy's text (a file's, or a set call's value) into *cf: every
+** integer widened (conf_ints.c), then libconfig's parser.  `file` names
+** the text in messages. */
+int sluice__conf_parse(const char *file, const char *text, config_t *cf,
+                       char *err, size_t errlen) {
   int rc, wline;
-  FILE *f;
-  char *text, *wide, what[96];
-  size_t len;
+  char *wide, what[96];
+  rc = sluice__conf_widen(text, strlen(text), &wide, &wline, what,
+                          sizeof what);
+  if (rc != SLUICE_OK) {
+    if (err && errlen && rc == SLUICE_ECONFIG)
+      snprintf(err, errlen, "%s:%d: %s", file, wline, what);
+    return rc;
+  }
+  if (config_read_string(cf, wide) != CONFIG_TRUE) {
+    if (err && errlen)
+      snprintf(err, errlen, "%s:%d: syntax: %s", file, config_error_line(cf),
+               config_error_text(cf) ? config_error_text(cf) : "error");
+    free(wide);
+    return SLUICE_ECONFIG;
+  }
+  free(wide);
+  return SLUICE_OK;
+}
 
-  if (err && errlen)
-    err[0] = '\0';
-  if (!path || !out)
-    return SLUICE_EINVAL;
-  f = fopen(path, "r");
+/* A file's text, NUL-terminated and malloc'ed, into *text. */
+int sluice__conf_read_file(const char *path, char **text, char *err,
+                           size_t errlen) {
+  size_t len;
+  int rc;
+  FILE *f = fopen(path, "r");
   if (!f) {
     if (err && errlen)
       snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     return SLUICE_EIO;
   }
-  rc = read_all(f, &text, &len);
+  rc = read_all(f, text, &len);
   fclose(f);
   if (rc != SLUICE_OK) {
     if (err && errlen)
@@ -828,25 +839,49 @@ int sluice__config_load2(const char *path, sluice_policy_config *out,
                rc == SLUICE_ERANGE ? "larger than 1 MiB" : "cannot read");
     return rc == SLUICE_ENOMEM ? rc : SLUICE_EIO;
   }
-  rc = sluice__conf_widen(text, len, &wide, &wline, what, sizeof what);
-  free(text);
-  if (rc != SLUICE_OK) {
-    if (err && errlen && rc == SLUICE_ECONFIG)
-      snprintf(err, errlen, "%s:%d: %s", path, wline, what);
+  return SLUICE_OK;
+}
+
+int sluice__config_load2(const char *path, sluice__conf *out,
+                         sluice__decl *dl, char *err, size_t errlen,
+                         char *warn, size_t warnlen) {
+  config_t cf;
+  char *text;
+  int rc;
+  if (err && errlen)
+    err[0] = '\0';
+  if (!path || !out)
+    return SLUICE_EINVAL;
+  if ((rc = sluice__conf_read_file(path, &text, err, errlen)) != SLUICE_OK)
     return rc;
-  }
-  sluice_policy_config_defaults(&c);
   config_init(&cf);
-  if (config_read_string(&cf, wide) != CONFIG_TRUE) {
-    if (err && errlen)
-      snprintf(err, errlen, "%s:%d: syntax: %s", path, config_error_line(&cf),
-               config_error_text(&cf) ? config_error_text(&cf) : "error");
-    free(wide);
-    config_destroy(&cf);
-    return SLUICE_ECONFIG;
-  }
-  free(wide);
-  root = config_root_setting(&cf);
+  rc = sluice__conf_parse(path, text, &cf, err, errlen);
+  free(text);
+  if (rc == SLUICE_OK)
+    rc = sluice__conf_resolve(&cf, path, out, dl, err, errlen, warn, warnlen);
+  config_destroy(&cf);
+  return rc;
+}
+
+/* The document into *out and *dl: every setting read, then the validator;
+** a setting with no line (one a set call made) is reported as "set". */
+int sluice__conf_resolve(const config_t *cf, const char *path,
+                         sluice__conf *out, sluice__decl *dl, char *err,
+                         size_t errlen, char *warn, size_t warnlen) {
+  static const char *const top[] = {"shadow", "shadow_features", "tiers",
+                                    "costs",  "routes",  "penalty", "auth",
+                                    "heavy",  "failure", "host",
+                                    "breaker", "ip_backstop", "client_ip",
+                                    "attributes", "limits", "penalties", NULL};
+  sluice__conf c;
+  const config_setting_t *root;
+  ld l = {path, err, errlen};
+  int rc;
+
+  if (err && errlen)
+    err[0] = '\0';
+  sluice_policy_config_defaults(&c);
+  root = config_root_setting(cf);
   if ((rc = only(&l, root, "", top)) ||
       (rc = get_bool(&l, root, "", "shadow", &c.shadow)) ||
       (rc = get_features(&l, root, "", &c.shadow_features)) ||
@@ -854,26 +889,28 @@ int sluice__config_load2(const char *path, sluice_policy_config *out,
       (rc = load_settings(&l, root, &c)) ||
       (rc = load_fail_closed(&l, root, &c)) || (rc = load_host(&l, root, &c)) ||
       (rc = sluice__decl_load(root, path, dl, err, errlen, warn, warnlen)))
-    goto done;
+    return rc;
   {
     char vpath[128], vmsg[160];
     rc = sluice__policy_config_check2(&c, vpath, sizeof vpath, vmsg,
                                       sizeof vmsg);
     if (rc != SLUICE_OK) {
       int exact;
-      const config_setting_t *s = lookup_path(&cf, vpath, &exact);
+      const config_setting_t *s = lookup_path(cf, vpath, &exact);
       int line = s ? (int)config_setting_source_line(s) : 0;
       char at[24] = "";
       if (line > 0)
         snprintf(at, sizeof at, ":%d", line);
-      if (err && errlen)
+      if (err && errlen && exact && line == 0)
+        snprintf(err, errlen, "set: %s: %s", vpath, vmsg);
+      else if (err && errlen && !exact && strcmp(path, "set") == 0)
+        snprintf(err, errlen, "set: %s (a default): %s", vpath, vmsg);
+      else if (err && errlen)
         snprintf(err, errlen, "%s%s: %s%s: %s", path, at, vpath,
                  exact ? "" : " (not set in the file)", vmsg);
-      goto done;
+      return rc;
     }
   }
   *out = c;
-done:
-  config_destroy(&cf);
-  return rc;
+  return SLUICE_OK;
 }

@@ -42,7 +42,7 @@ typedef struct sluice__counters {
 typedef struct sluice__deny_cache sluice__deny_cache; /* deny_cache.c */
 
 struct sluice_policy {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   sluice_limiter *lim;
   int own_lim;
   /* The degraded limiter: in-process, or on a shm store every process of
@@ -74,6 +74,7 @@ struct sluice_policy {
   sluice__counters own;
   /* The file's declared limits and their routes (declared.h), or NULL. */
   struct sluice__decl *decl;
+  sluice_policy_config *conf; /* the configuration it opened from */
   void *ctr_map;
   size_t ctr_bytes;
 };
@@ -140,21 +141,41 @@ void sluice__deny_stats(const sluice_policy *p, uint64_t *hits,
 /* Validation that reports the setting at fault as a libconfig path
 ** ("tiers.growth.key.burst") and the problem separately, so that the file
 ** loader can turn the path into a line number. */
-int sluice__policy_config_check2(const sluice_policy_config *cfg, char *path,
+int sluice__policy_config_check2(const sluice__conf *cfg, char *path,
                                  size_t pathlen, char *msg, size_t msglen);
 
 /* sluice_policy_config_load() with the file's declared limits into *dl
 ** (declared.h) and its warning, if any, into warn (NULL: none wanted). */
 struct sluice__decl;
-int sluice__config_load2(const char *path, sluice_policy_config *out,
+int sluice__config_load2(const char *path, sluice__conf *out,
                          struct sluice__decl *dl, char *err, size_t errlen,
                          char *warn, size_t warnlen);
+/* The steps of it (config.c): a file's text; text parsed into a document
+** (`file` names it in messages); a document read and validated into *out
+** and *dl.  config_doc.c builds the handle's document from the same. */
+struct config_t;
+int sluice__conf_read_file(const char *path, char **text, char *err,
+                           size_t errlen);
+int sluice__conf_parse(const char *file, const char *text,
+                       struct config_t *cf, char *err, size_t errlen);
+int sluice__conf_resolve(const struct config_t *cf, const char *file,
+                         sluice__conf *out, struct sluice__decl *dl,
+                         char *err, size_t errlen, char *warn,
+                         size_t warnlen);
+/* The handle's document rebuilt into *out and *dl (the policy's open). */
+int sluice__config_build(const sluice_policy_config *h, sluice__conf *out,
+                         struct sluice__decl *dl, char *err, size_t errlen);
+/* A copy of a handle (the policy keeps one), or NULL (no memory). */
+sluice_policy_config *sluice__config_clone(const sluice_policy_config *h);
+/* The handle's values in force and its document (config_get.c reads). */
+const sluice__conf *sluice__config_values(const sluice_policy_config *h);
+const struct config_t *sluice__config_doc(const sluice_policy_config *h);
 
 
 /* The settings table (settings.c): setting i's field in a configuration
 ** (every scalar setting is an int64_t). */
-int64_t *sluice__setting_field(sluice_policy_config *c, int i);
-const int64_t *sluice__setting_cfield(const sluice_policy_config *c, int i);
+int64_t *sluice__setting_field(sluice__conf *c, int i);
+const int64_t *sluice__setting_cfield(const sluice__conf *c, int i);
 
 const char *sluice__level3_name(int action);
 /* The index of the tier called name, or -1 (NULL or not configured). */
@@ -167,7 +188,7 @@ int sluice__conf_widen(const char *in, size_t n, char **out, int *line,
 
 /* Staged rollout (shadow.c): the SLUICE_SHADOW_* features not enforced for
 ** a tier (-1: auth); `forced`: shadow everything. */
-unsigned sluice__shadow_mask(const sluice_policy_config *c, int forced,
+unsigned sluice__shadow_mask(const sluice__conf *c, int forced,
                              int tier);
 /* 1 when a box in shadow must not end the decision (a later check is
 ** still enforced). */

@@ -41,7 +41,7 @@ const char *sluice_shadow_feature_name(int feature) {
   }
 }
 
-unsigned sluice__shadow_mask(const sluice_policy_config *c, int forced,
+unsigned sluice__shadow_mask(const sluice__conf *c, int forced,
                              int tier) {
   int64_t m = c->shadow || forced ? SLUICE_SHADOW_ALL : c->shadow_features;
   if (tier >= 0 && tier < c->ntiers)

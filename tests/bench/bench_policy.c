@@ -77,7 +77,7 @@ static void bare_group_short_at(long i) {
   group_step(short_tb[i % NKEY], short_kb[i % NKEY]);
 }
 
-static void bare_open(const sluice_policy_config *cfg) {
+static void bare_open(const sluice__conf *cfg) {
   sluice_limiter_options lo;
   uint8_t secret[16] = {1, 2, 3};
   char t[SLUICE_SCOPE_ID_LEN + 1], k[SLUICE_SCOPE_ID_LEN + 1];
@@ -167,7 +167,7 @@ static void spend(void) {
 int main(void) {
   const char *sc = getenv("SLUICE_BENCH_SCALE");
   long scale = sc ? atol(sc) : 100, n;
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   sluice_policy_options po;
   sluice_limiter_options lo;
   static const struct {
@@ -202,7 +202,7 @@ int main(void) {
   lo.store = "mem";
   memset(&po, 0, sizeof po);
   po.limiter_options = &lo;
-  po.config = &cfg;
+  po.config_pod = &cfg;
   po.errbuf = err;
   po.errlen = sizeof err;
   for (i = 0; i < 16; i++)

@@ -97,7 +97,7 @@ static double median(double *v, int n) {
 }
 
 static void bench(int nkeys, long n, int rounds) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   sluice_policy_options po;
   sluice_limiter_options lo;
   sluice_policy *pol;
@@ -111,7 +111,7 @@ static void bench(int nkeys, long n, int rounds) {
   cfg.tiers[2].tenant_rate = cfg.tiers[2].key_rate = 40000000;
   cfg.tiers[2].tenant_burst = cfg.tiers[2].key_burst = 40000000;
   lo = (sluice_limiter_options){.store = "mem"};
-  po = (sluice_policy_options){.limiter_options = &lo, .config = &cfg,
+  po = (sluice_policy_options){.limiter_options = &lo, .config_pod = &cfg,
                                .errbuf = err, .errlen = sizeof err};
   for (int i = 0; i < 16; i++)
     po.secret[i] = (uint8_t)(i + 7);

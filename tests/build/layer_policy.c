@@ -5,7 +5,7 @@
 #include <sluice.h>
 
 int main(int argc, char **argv) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   char err[256];
   return argc > 1 && sluice_policy_config_load(argv[1], &cfg, err, sizeof err);
 }

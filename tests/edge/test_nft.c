@@ -170,7 +170,7 @@ typedef struct fx {
 static void fx_open(fx *f) {
   sluice_limiter_options lo;
   sluice_policy_options po;
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   memset(f, 0, sizeof *f);
   CHECK(sluice_clock_manual(1000 * NS_PER_S, &f->clock) == SLUICE_OK);
   memset(&lo, 0, sizeof lo);
@@ -184,7 +184,7 @@ static void fx_open(fx *f) {
   cfg.auth_box_ns[2] = BOX3;
   memset(&po, 0, sizeof po);
   po.limiter = f->lim;
-  po.config = &cfg;
+  po.config_pod = &cfg;
   memset(po.secret, 7, sizeof po.secret);
   po.on_event = on_event;
   CHECK(sluice_policy_open(&po, &f->pol) == SLUICE_OK);
@@ -605,7 +605,7 @@ static void test_cli(const char *cli) {
   static const char secret_hex[] = "000102030405060708090a0b0c0d0e0f";
   sluice_limiter_options lo;
   sluice_policy_options po;
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   sluice_limiter *lim;
   sluice_policy *pol;
   FILE *f;
@@ -629,7 +629,7 @@ static void test_cli(const char *cli) {
   CHECK(sluice_limiter_open(&lo, &lim) == SLUICE_OK);
   memset(&po, 0, sizeof po);
   po.limiter = lim;
-  po.config = &cfg;
+  po.config_pod = &cfg;
   for (i = 0; i < 16; i++)
     po.secret[i] = (uint8_t)i;
   po.on_event = on_event;

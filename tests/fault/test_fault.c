@@ -212,7 +212,7 @@ static void t_outage(void) {
   sluice_limiter *lim;
   sluice_limiter_options o = {0};
   sluice_policy_options po = {0};
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   sluice_policy *p;
   sluice_request std = {0}, rec = {0}, auth = {0};
   sluice_decision d;
@@ -220,7 +220,7 @@ static void t_outage(void) {
   fail_stats st;
   int64_t t = 5000 * SEC, t_out;
   long admitted = 0, n_out = 0;
-  const sluice_policy_tier *tier;
+  const sluice__tier *tier;
   int64_t pct, bound;
 
   REQUIRE(sluice_clock_manual(t, &clk) == 0, "clock");
@@ -230,7 +230,7 @@ static void t_outage(void) {
   REQUIRE(sluice_limiter_open(&o, &lim) == SLUICE_OK, "open");
   REQUIRE(sluice_policy_config_defaults(&cfg) == SLUICE_OK, "defaults");
   po.limiter = lim;
-  po.config = &cfg;
+  po.config_pod = &cfg;
   memset(po.secret, 0x5a, sizeof po.secret);
   REQUIRE(sluice_policy_open(&po, &p) == SLUICE_OK, "policy open");
   std.tenant_id = "tenant-1";

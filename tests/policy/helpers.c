@@ -38,10 +38,10 @@ static void on_event(void *ud, const sluice_event *ev) {
   pthread_mutex_unlock(&f->mu);
 }
 
-static void fx_policy(fixture *f, const sluice_policy_config *cfg,
+static void fx_policy(fixture *f, const sluice__conf *cfg,
                       const char *path, unsigned flags);
 
-void fx_open(fixture *f, const sluice_policy_config *cfg, unsigned flags) {
+void fx_open(fixture *f, const sluice__conf *cfg, unsigned flags) {
   sluice_limiter_options lo;
   memset(f, 0, sizeof *f);
   cr_assert_eq(sluice_clock_manual(T0, &f->clock), SLUICE_OK);
@@ -73,7 +73,7 @@ static int fx_limiter(fixture *f, const char *store, unsigned open_flags) {
   return rc;
 }
 
-int fx_open_store(fixture *f, const sluice_policy_config *cfg,
+int fx_open_store(fixture *f, const sluice__conf *cfg,
                   const char *store, unsigned open_flags) {
   int rc = fx_limiter(f, store, open_flags);
   if (rc == SLUICE_OK)
@@ -89,7 +89,7 @@ int fx_open_file(fixture *f, const char *path, const char *store,
   return rc;
 }
 
-static void fx_policy(fixture *f, const sluice_policy_config *cfg,
+static void fx_policy(fixture *f, const sluice__conf *cfg,
                       const char *path, unsigned flags) {
   sluice_policy_options po;
   char err[256];
@@ -97,7 +97,7 @@ static void fx_policy(fixture *f, const sluice_policy_config *cfg,
   pthread_mutex_init(&f->mu, NULL);
   memset(&po, 0, sizeof po);
   po.limiter = f->lim;
-  po.config = cfg;
+  po.config_pod = cfg;
   po.config_path = path;
   for (i = 0; i < 16; i++)
     po.secret[i] = (uint8_t)(i + 1);

@@ -37,10 +37,10 @@ typedef struct fixture {
 } fixture;
 
 /* Open everything; cfg NULL = built-in defaults. */
-void fx_open(fixture *f, const sluice_policy_config *cfg, unsigned flags);
+void fx_open(fixture *f, const sluice__conf *cfg, unsigned flags);
 /* The same over a real store ("shm:...", "lmdb:..."): returns the
 ** limiter's open error (the fixture is then unusable) for skipping. */
-int fx_open_store(fixture *f, const sluice_policy_config *cfg,
+int fx_open_store(fixture *f, const sluice__conf *cfg,
                   const char *store, unsigned open_flags);
 /* Open with the policy file at path, over store (NULL: the failing mem
 ** store of fx_open()); returns the limiter's open error as above. */

@@ -122,7 +122,7 @@ static void run(sluice_policy *pol, int ms, tally *t) {
 
 static sluice_policy *open_policy(sluice_limiter *lim, int64_t run) {
   sluice_policy_options po;
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   sluice_policy *pol;
   int i;
   sluice_policy_config_defaults(&cfg);
@@ -143,7 +143,7 @@ static sluice_policy *open_policy(sluice_limiter *lim, int64_t run) {
   cfg.breaker_run = run;
   memset(&po, 0, sizeof po);
   po.limiter = lim;
-  po.config = &cfg;
+  po.config_pod = &cfg;
   memset(po.secret, 5, sizeof po.secret);
   if (sluice_policy_open(&po, &pol) != SLUICE_OK) {
     fprintf(stderr, "stall_redis: cannot open the policy\n");

@@ -45,7 +45,7 @@ static void shm_unlink_of(const char *spec) {
 ** records each, 900 s alive.  On the main of the issue the table was full
 ** from then on and every new tenant's reconcile and auth answered 503. */
 Test(policy_abuse, distinct_subjects_from_one_ip_leave_new_tenants_alone) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   sluice_shm_stats st = {0};
   char spec[160], id[48];
   fixture f;
@@ -100,7 +100,7 @@ Test(policy_abuse, distinct_subjects_from_one_ip_leave_new_tenants_alone) {
 /* The mem store: untrusted records have their own bound within max_keys
 ** (no eviction there: the flood's own failures are refused, as full). */
 Test(policy_abuse, mem_keeps_strangers_within_their_bound) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   sluice_decision d;
   char id[48];
   fixture f;
@@ -147,7 +147,7 @@ Test(policy_abuse, mem_keeps_strangers_within_their_bound) {
 ** store is reported as full: a flag, its counter, one event a second; not
 ** as an outage (no breaker, no degraded mode for the tenants). */
 Test(policy_abuse, boxes_are_not_evicted) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   char spec[160], ip[48], metrics[65536];
   sluice_decision d;
   fixture f;
@@ -256,7 +256,7 @@ static sluice_request attack_request(const char *run, int s, char *subj,
 ** each a new subject from a new address (IPv4 and IPv6 /64s alike). */
 static void traffic(const char *store, unsigned flags, const char *run,
                     int attack, int64_t ip_limit, tally *t) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   char subj[64], ip[64], tenant[64], key[32];
   int s, b;
@@ -311,7 +311,7 @@ static void traffic(const char *store, unsigned flags, const char *run,
 ** process of several (Redis: round trips overlap), on its own clock. */
 static int attack_part(const char *store, unsigned flags, const char *run,
                        int from, int stride) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   char subj[64], ip[64];
   int s, refused = 0;

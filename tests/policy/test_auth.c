@@ -115,7 +115,7 @@ Test(policy_auth, unknown_client_and_bad_secret_are_indistinguishable) {
 }
 
 Test(policy_auth, stuffing_from_one_ip_goes_straight_to_level3) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   char subj[32];
   sluice_decision d;
@@ -151,7 +151,7 @@ Test(policy_auth, stuffing_from_one_ip_goes_straight_to_level3) {
 }
 
 Test(policy_auth, one_subject_from_many_ips_bans_the_ips) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   char ip[32];
   sluice_decision d;
@@ -200,7 +200,7 @@ Test(policy_auth, auth_requests_need_an_ip) {
 ** subject does, and for the unknown subject's window; the IP trips at the
 ** same failure either way. */
 static int trips_at(const char *subject, int *unknown_failures) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   sluice_inspect_query q = {0};
   sluice_inspect_report rep;
   fixture f;
@@ -243,7 +243,7 @@ Test(policy_auth, failures_without_a_subject_count_for_the_ip) {
 ** any IP, and never boxes (a box there would lock out every client whose
 ** subject the caller cannot read). */
 Test(policy_auth, failures_without_a_subject_count_for_the_unknown_subject) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   char ip[32];
   int i;
@@ -267,7 +267,7 @@ Test(policy_auth, failures_without_a_subject_count_for_the_unknown_subject) {
 ** another; an IPv4-mapped address is its IPv4 address. */
 static int ip_boxed_after(const char *fail_from, const char *ask_from,
                           int prefix) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   char ip[64];
   int i, boxed;
@@ -304,7 +304,7 @@ Test(policy_auth, ipv6_counts_by_prefix) {
 }
 
 Test(policy_auth, ipv4_mapped_is_its_ipv4_address) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   int i;
   sluice_policy_config_defaults(&cfg);

@@ -17,7 +17,7 @@
 
 static void scenario1(const char *store, unsigned flags, int every) {
   const char *T = every ? "acme-every" : "acme";
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   sluice_request a = rq_std(T, "key-a", "growth");
   sluice_request b = rq_std(T, "key-b", "growth");
@@ -116,7 +116,7 @@ static int open_wide_tier(const char *store, unsigned flags, char *err,
                           size_t errlen) {
   sluice_limiter_options lo;
   sluice_policy_options po;
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   sluice_policy *p = NULL;
   int rc;
   sluice_policy_config_defaults(&cfg);
@@ -128,7 +128,7 @@ static int open_wide_tier(const char *store, unsigned flags, char *err,
   lo.flags = flags;
   memset(&po, 0, sizeof po);
   po.limiter_options = &lo;
-  po.config = &cfg;
+  po.config_pod = &cfg;
   po.errbuf = err;
   po.errlen = errlen;
   memset(po.secret, 3, sizeof po.secret);

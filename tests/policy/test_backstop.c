@@ -13,7 +13,7 @@
 
 #include "helpers.h"
 
-static void ip_config(sluice_policy_config *cfg, int64_t limit) {
+static void ip_config(sluice__conf *cfg, int64_t limit) {
   sluice_policy_config_defaults(cfg);
   cfg->ip_limit = limit;
   cfg->ip_window_ns = 60 * SEC;
@@ -22,7 +22,7 @@ static void ip_config(sluice_policy_config *cfg, int64_t limit) {
 Test(policy_backstop, off_by_default) {
   fixture f;
   sluice_request a = rq_auth("203.0.113.9", "alice", SLUICE_AUTH_PENDING);
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   int i;
   sluice_policy_config_defaults(&cfg);
   cr_assert_eq(cfg.ip_limit, 0);
@@ -35,7 +35,7 @@ Test(policy_backstop, off_by_default) {
 }
 
 Test(policy_backstop, refuses_an_address_over_its_window) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   sluice_request a = rq_auth("203.0.113.9", "alice", SLUICE_AUTH_PENDING);
   sluice_request bad = rq_auth("203.0.113.9", "bob", SLUICE_AUTH_BAD_SECRET);
@@ -78,7 +78,7 @@ Test(policy_backstop, refuses_an_address_over_its_window) {
 }
 
 Test(policy_backstop, no_store_call_while_the_breaker_is_open) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   sluice_request a = rq_auth("203.0.113.9", "alice", SLUICE_AUTH_PENDING);
   sluice_decision d;
@@ -101,7 +101,7 @@ Test(policy_backstop, no_store_call_while_the_breaker_is_open) {
 }
 
 Test(policy_backstop, config_file_and_bounds) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   char err[256], path[] = "/tmp/sluice-backstop-XXXXXX";
   int fd = mkstemp(path);
   FILE *fp;

@@ -30,7 +30,7 @@ static sluice_request heavy(int cls, const char *ledger) {
 
 Test(policy_calls, standard_allowed_throttled_struck_boxed) {
   fixture f;
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   sluice_request r = rq_std("acme", "key-1", "sandbox");
   sluice_decision d;
   int i;
@@ -91,7 +91,7 @@ Test(policy_calls, export_allowed_cap_concurrency) {
 
 Test(policy_calls, heavy_throttled) {
   fixture f;
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   sluice_request a = heavy(SLUICE_EP_RECONCILE, "A");
   sluice_decision d;
   cr_assert_eq(sluice_policy_config_defaults(&cfg), SLUICE_OK);

@@ -26,7 +26,7 @@ static const char *write_conf(const char *text) {
   return path;
 }
 
-static int load(const char *text, sluice_policy_config *c, char *err,
+static int load(const char *text, sluice__conf *c, char *err,
                 size_t n) {
   int rc = sluice_policy_config_load(write_conf(text), c, err, n);
   unlink(path);
@@ -34,7 +34,7 @@ static int load(const char *text, sluice_policy_config *c, char *err,
 }
 
 Test(policy_config, shipped_config_equals_the_defaults) {
-  sluice_policy_config a, b;
+  sluice__conf a, b;
   char err[256];
   memset(&b, 0xa5, sizeof b);
   cr_assert_eq(sluice_policy_config_defaults(&a), SLUICE_OK);
@@ -45,7 +45,7 @@ Test(policy_config, shipped_config_equals_the_defaults) {
 }
 
 Test(policy_config, a_tier_is_found_by_its_name_only) {
-  sluice_policy_config c;
+  sluice__conf c;
   sluice_policy_config_defaults(&c);
   cr_assert_eq(sluice_policy_config_tier(&c, "sandbox"), 0);
   cr_assert_eq(sluice_policy_config_tier(&c, "enterprise"), 2);
@@ -59,7 +59,7 @@ Test(policy_config, a_tier_is_found_by_its_name_only) {
 }
 
 Test(policy_config, defaults_are_the_design_tables) {
-  sluice_policy_config c;
+  sluice__conf c;
   sluice_policy_config_defaults(&c);
   cr_assert_eq(c.ntiers, 3);
   cr_assert_str_eq(c.tiers[2].name, "enterprise");
@@ -71,7 +71,7 @@ Test(policy_config, defaults_are_the_design_tables) {
 }
 
 Test(policy_config, a_bad_value_names_file_line_and_setting) {
-  sluice_policy_config c;
+  sluice__conf c;
   char err[256];
   int rc = load("# comment\n"
                 "tiers = {\n"
@@ -87,7 +87,7 @@ Test(policy_config, a_bad_value_names_file_line_and_setting) {
 }
 
 Test(policy_config, an_unknown_setting_is_an_error) {
-  sluice_policy_config c;
+  sluice__conf c;
   char err[256];
   cr_assert_eq(load("penalty = {\n  strkes = 3;\n};\n", &c, err, sizeof err),
                SLUICE_ECONFIG);
@@ -98,7 +98,7 @@ Test(policy_config, an_unknown_setting_is_an_error) {
 }
 
 Test(policy_config, syntax_errors_and_missing_files) {
-  sluice_policy_config c;
+  sluice__conf c;
   char err[256];
   cr_assert_eq(load("shadow = false;\ncosts = { standard = ; };\n", &c, err,
                     sizeof err),
@@ -113,7 +113,7 @@ Test(policy_config, syntax_errors_and_missing_files) {
 }
 
 Test(policy_config, wrong_types_are_named) {
-  sluice_policy_config c;
+  sluice__conf c;
   char err[256];
   cr_assert_eq(load("shadow = 1;\n", &c, err, sizeof err), SLUICE_ECONFIG);
   cr_assert(strstr(err, ":1: shadow: must be true or false"), "%s", err);
@@ -127,7 +127,7 @@ Test(policy_config, wrong_types_are_named) {
 }
 
 Test(policy_config, cross_checks_point_at_the_cost) {
-  sluice_policy_config c;
+  sluice__conf c;
   char err[256];
   /* A reconcile that costs more than the sandbox key bucket holds could
   ** never be admitted. */
@@ -139,7 +139,7 @@ Test(policy_config, cross_checks_point_at_the_cost) {
 }
 
 Test(policy_config, a_default_at_fault_is_called_one) {
-  sluice_policy_config c;
+  sluice__conf c;
   char err[256];
   /* The file shrinks a bucket below a cost it leaves at its default. */
   cr_assert_eq(load("tiers = { growth = { key = { burst = 20; }; }; };\n", &c,
@@ -151,7 +151,7 @@ Test(policy_config, a_default_at_fault_is_called_one) {
 }
 
 Test(policy_config, a_new_tier_must_be_complete) {
-  sluice_policy_config c;
+  sluice__conf c;
   char err[256];
   cr_assert_eq(load("tiers = {\n  startup = {\n    strikes = 20;\n  };\n};\n",
                     &c, err, sizeof err),
@@ -162,7 +162,7 @@ Test(policy_config, a_new_tier_must_be_complete) {
 }
 
 Test(policy_config, routes_and_fail_closed_lists_replace_the_defaults) {
-  sluice_policy_config c;
+  sluice__conf c;
   char err[256];
   cr_assert_eq(load("routes = (\n"
                     "  { method = \"GET\"; route = \"/v2/*\"; class = "
@@ -205,7 +205,7 @@ Test(policy_config, routes_and_fail_closed_lists_replace_the_defaults) {
 }
 
 Test(policy_config, struct_validation_names_the_setting) {
-  sluice_policy_config c;
+  sluice__conf c;
   char err[256];
   sluice_policy_config_defaults(&c);
   c.degraded_percent = 0;
@@ -251,7 +251,7 @@ Test(policy_config, open_with_a_bad_file_reports_it) {
 ** reason.  They load at full width; what cannot fit in 64 bits is refused
 ** with its line. */
 Test(policy_config, integers_are_read_at_full_width) {
-  sluice_policy_config c;
+  sluice__conf c;
   char err[256];
   cr_assert_eq(load("tiers = {\n growth = {\n  tenant = { rate = 500000; "
                     "burst = 4294967306; };\n  key = { burst = 3000000000; "
@@ -279,7 +279,7 @@ Test(policy_config, integers_are_read_at_full_width) {
 }
 
 Test(policy_config, integers_past_64_bits_are_refused) {
-  sluice_policy_config c;
+  sluice__conf c;
   char err[256];
   cr_assert_eq(load("shadow = false;\ncosts = {\n  standard = "
                     "99999999999999999999;\n};\n",
@@ -299,7 +299,7 @@ Test(policy_config, integers_past_64_bits_are_refused) {
 
 /* The file `text` is refused with `want` in the message (and not `not`). */
 static void refused(const char *text, const char *want, const char *not) {
-  sluice_policy_config c;
+  sluice__conf c;
   char err[256];
   cr_assert_eq(load(text, &c, err, sizeof err), SLUICE_ECONFIG, "%s", text);
   cr_assert_not_null(strstr(err, want), "%s", err);
@@ -319,7 +319,7 @@ Test(policy_config, a_stray_at_sign_is_a_syntax_error) {
 /* An empty route table classes no request: refused, in a file (on its
 ** line) and in a struct alike. */
 Test(policy_config, an_empty_route_list_is_refused) {
-  sluice_policy_config c;
+  sluice__conf c;
   char err[256];
   refused("shadow = false;\nroutes = ( );\n",
           ":2: routes: must list at least one route", NULL);
@@ -357,7 +357,7 @@ Test(policy_config, every_bound_is_said_alike) {
 }
 
 Test(policy_config, export_long_is_not_cheaper_than_export) {
-  sluice_policy_config c;
+  sluice__conf c;
   char err[256];
   cr_assert_eq(load("costs = {\n  export = 25;\n  export_long = 10;\n};\n", &c,
                     err, sizeof err),
@@ -376,7 +376,7 @@ Test(policy_config, export_long_is_not_cheaper_than_export) {
 }
 
 Test(policy_config, a_file_over_one_mib_is_not_a_policy) {
-  sluice_policy_config c;
+  sluice__conf c;
   char err[256];
   size_t n = (1 << 20) + 16;
   char *text = malloc(n + 1);
@@ -399,7 +399,7 @@ Test(policy_config, a_file_over_one_mib_is_not_a_policy) {
 ** rows of a group are together (the loader reads a group at a time). */
 Test(policy_config, every_setting_of_the_table_is_loaded_and_bounded) {
   const sluice_policy_setting *st;
-  sluice_policy_config dflt, c;
+  sluice__conf dflt, c;
   char text[256], err[256], want[96];
   int i, j, n = 0;
   sluice_policy_config_defaults(&dflt);
@@ -440,7 +440,7 @@ Test(policy_config, every_setting_of_the_table_is_loaded_and_bounded) {
 ** default in a zeroed config, gives the same word as the defaults. */
 Test(policy_config, the_table_defaults_are_the_config_defaults) {
   const sluice_policy_setting *st;
-  sluice_policy_config dflt, c;
+  sluice__conf dflt, c;
   char text[256], err[256];
   int i;
   sluice_policy_config_defaults(&dflt);

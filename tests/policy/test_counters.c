@@ -26,12 +26,12 @@ static void setup(void) {
 
 static void teardown(void) { shm_unlink(name); }
 
-static int open_pol(const sluice_policy_config *cfg, const char *counters,
+static int open_pol(const sluice__conf *cfg, const char *counters,
                     sluice_policy **p, char *err, size_t errlen) {
   sluice_policy_options o;
   memset(&o, 0, sizeof o);
   memset(o.secret, 7, sizeof o.secret);
-  o.config = cfg;
+  o.config_pod = cfg;
   o.counters = counters;
   o.errbuf = err;
   o.errlen = errlen;
@@ -132,7 +132,7 @@ Test(policy_counters, without_the_option_each_policy_counts_alone) {
 }
 
 Test(policy_counters, other_tiers_are_refused) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   sluice_policy *p;
   char err[256] = "";
   cr_assert_eq(open_pol(NULL, uri, &p, NULL, 0), SLUICE_OK);

@@ -210,7 +210,7 @@ Test(policy_failure, a_sustained_outage_opens_the_breaker) {
 /* The run criterion, when configured, opens it after that many failures
 ** in a row whatever the window holds. */
 Test(policy_failure, a_run_of_failures_opens_the_breaker_when_configured) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   sluice_request r = rq_std("acme", "key-1", "growth");
   int i;
@@ -275,7 +275,7 @@ Test(policy_failure, shadow_mode_does_not_fail_closed_either) {
 }
 
 Test(policy_failure, fail_closed_classes_are_configurable) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   sluice_request r = rq_std("acme", "key-1", "growth");
   sluice_request a = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_PENDING);
@@ -299,7 +299,7 @@ Test(policy_failure, fail_closed_classes_are_configurable) {
 
 /* Sandbox trips after 2 strikes; the backstop on (high enough never to
 ** refuse); the breaker opens on 3 failures in a row. */
-static void guarded_config(sluice_policy_config *cfg) {
+static void guarded_config(sluice__conf *cfg) {
   sluice_policy_config_defaults(cfg);
   cfg->tiers[0].strike_threshold = 2; /* sandbox */
   cfg->ip_limit = 1000000;
@@ -321,7 +321,7 @@ static void trip(fixture *f, const sluice_request *r) {
 ** for a failed call.  The cache here is in-process, read in degraded mode
 ** only, so that path is its only reader. */
 Test(policy_failure, a_boxed_key_stays_out_while_the_breaker_is_open) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   sluice_request boxed = rq_std("acme", "key-1", "sandbox");
   sluice_request other = rq_std("acme", "key-2", "sandbox");
@@ -357,7 +357,7 @@ Test(policy_failure, a_boxed_key_stays_out_while_the_breaker_is_open) {
 /* A shared deny cache answers before the breaker is asked: a cached box
 ** takes no trial from a half-open breaker, and does not close it. */
 Test(policy_failure, a_cached_box_takes_no_trial_from_the_breaker) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   sluice_request boxed = rq_std("acme", "key-1", "sandbox");
   sluice_request other = rq_std("acme", "key-2", "sandbox");

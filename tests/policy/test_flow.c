@@ -94,7 +94,7 @@ Test(policy_flow, endpoint_costs_follow_the_route_table) {
 }
 
 Test(policy_flow, stricter_bucket_wins_and_a_denial_consumes_from_neither) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   sluice_request a = rq_std("acme", "key-a", "growth");
   sluice_request b = rq_std("acme", "key-b", "growth");
@@ -423,7 +423,7 @@ Test(policy_flow, shadow_mode_never_rejects_but_records_everything) {
 }
 
 Test(policy_flow, shadow_mode_from_the_config) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   sluice_request r = rq_std("acme", "key-1", "sandbox");
   int i;
@@ -503,7 +503,7 @@ Test(policy_flow, bad_input_is_refused_and_records_nothing) {
 Test(policy_flow, open_refuses_bad_options) {
   sluice_policy_options o;
   sluice_policy *p = (sluice_policy *)&o;
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   char err[200];
   memset(&o, 0, sizeof o);
   cr_assert_eq(sluice_policy_open(&o, &p), SLUICE_EINVAL, "zero secret");
@@ -514,21 +514,21 @@ Test(policy_flow, open_refuses_bad_options) {
   o.flags = 0;
   sluice_policy_config_defaults(&cfg);
   cfg.tiers[2].key_burst = 0;
-  o.config = &cfg;
+  o.config_pod = &cfg;
   o.errbuf = err;
   o.errlen = sizeof err;
   cr_assert_eq(sluice_policy_open(&o, &p), SLUICE_ECONFIG);
   cr_assert_null(p);
   cr_assert(strstr(err, "tiers.enterprise.key.burst") != NULL, "%s", err);
-  o.config = NULL;
+  o.config_pod = NULL;
   cr_assert_eq(sluice_policy_open(&o, &p), SLUICE_OK, "defaults, own limiter");
-  cr_assert_str_eq(sluice_policy_config_get(p)->tiers[1].name, "growth");
+  cr_assert_str_eq(sluice_policy_config_pod_of(p)->tiers[1].name, "growth");
   sluice_policy_close(p);
   sluice_policy_close(NULL);
 }
 
 Test(policy_flow, metrics_count_per_tier_and_outcome) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   sluice_request g = rq_std("acme", "key-1", "growth");
   sluice_request s = rq_std("tiny", "key-1", "sandbox");
@@ -573,7 +573,7 @@ Test(policy_flow, metrics_count_per_tier_and_outcome) {
 ** and the threshold-th trips the box in the same call (the script's
 ** INCR, then `strikes >= threshold`). */
 Test(policy_flow, strike_every_denial_counts_the_first_429_as_the_script) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   sluice_request r = rq_std("acme", "key-1", "sandbox");
   sluice_decision d;
@@ -602,7 +602,7 @@ Test(policy_flow, strike_every_denial_counts_the_first_429_as_the_script) {
 ** client that waits out every Retry-After still collects one strike per
 ** 429, and a tight enough rate boxes it. */
 Test(policy_flow, strike_every_denial_strikes_a_client_that_waits) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   sluice_request r = rq_std("acme", "key-1", "sandbox");
   sluice_decision d;

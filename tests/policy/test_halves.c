@@ -145,7 +145,7 @@ static int host_decide(host *h, sluice_call *call, const sluice_request *q,
 /* ------------------------------------------------------------ fixtures --- */
 
 /* A policy over the harness's Redis in test mode, its keys under prefix. */
-static void open_redis(fixture *f, const sluice_policy_config *cfg,
+static void open_redis(fixture *f, const sluice__conf *cfg,
                        const char *prefix, const char *extra) {
   char store[1024];
   const char *eng = rt_engine(extra);
@@ -159,7 +159,7 @@ static void open_redis(fixture *f, const sluice_policy_config *cfg,
   cr_assert_eq(rc, SLUICE_OK, "%s: %s", store, sluice_strerror(rc));
 }
 
-static void small_cfg(sluice_policy_config *cfg) {
+static void small_cfg(sluice__conf *cfg) {
   sluice_policy_config_defaults(cfg);
   cfg->tiers[0].tenant_burst = 80;
   cfg->tiers[0].key_burst = 50;
@@ -227,7 +227,7 @@ static sluice_request trace_req(int i, unsigned *seed) {
 /* The same trace, blocking on one prefix and in halves on another. */
 static void differential(const char *extra, int n) {
   char pa[96], pb[96], tag[64];
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture fa, fb;
   sluice_call *call;
   host h;
@@ -660,7 +660,7 @@ static void raw_id(int port, char *id, size_t n) {
 
 /* A fixture in halves with a per-run prefix, and its handle. */
 static sluice_call *open_halves(fixture *f, host *h, const char *what,
-                                const sluice_policy_config *cfg,
+                                const sluice__conf *cfg,
                                 const char *extra) {
   char tag[64], prefix[80];
   sluice_call *call;
@@ -678,7 +678,7 @@ static sluice_call *open_halves(fixture *f, host *h, const char *what,
 ** key: a call with several keys in a migrating slot gets TRYAGAIN from
 ** Redis until the slot is stable, on any path). */
 Test(halves, redis_migration_asks_then_moves) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   host h;
   sluice_call *call;
@@ -834,7 +834,7 @@ Test(halves, redis_program_id_unknown_goes_whole) {
 ** failures in a row (no store call then), a probe after
 ** degraded_probe_ns, closed again once the store answers. */
 Test(halves, redis_node_fails_mid_call) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   host h;
   sluice_call *call;

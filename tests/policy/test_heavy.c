@@ -188,7 +188,7 @@ Test(policy_heavy, concurrent_exports_per_tier) {
 }
 
 Test(policy_heavy, a_throttled_heavy_request_takes_no_lease) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   sluice_request a = reconcile("acme", "sandbox", "ledger-A");
   sluice_decision d;

@@ -61,7 +61,7 @@ static int off(const char *which) {
 
 static int disabled(void) { return off("degraded") || off("deny"); }
 
-static void strict_config(sluice_policy_config *cfg) {
+static void strict_config(sluice__conf *cfg) {
   sluice_policy_config_defaults(cfg);
   cfg->tiers[0].strike_threshold = 2; /* sandbox */
 }
@@ -70,7 +70,7 @@ static void strict_config(sluice_policy_config *cfg) {
 static int w_open(worker *w, const char *degraded, const char *deny) {
   sluice_limiter_options lo;
   sluice_policy_options po;
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   int rc;
   memset(w, 0, sizeof *w);
   if ((rc = sluice_clock_manual(T0, &w->clock)))
@@ -84,7 +84,7 @@ static int w_open(worker *w, const char *degraded, const char *deny) {
   strict_config(&cfg);
   memset(&po, 0, sizeof po);
   po.limiter = w->lim;
-  po.config = &cfg;
+  po.config_pod = &cfg;
   memset(po.secret, 9, sizeof po.secret);
   po.degraded_store = off("degraded") ? NULL : degraded;
   po.deny_cache = off("deny") ? NULL : deny;
@@ -163,7 +163,7 @@ static int degraded_worker(int64_t *allowed) {
 Test(policy_hostwide, degraded_share_with_1_2_4_8_workers, .init = setup,
      .fini = teardown, .timeout = 120) {
   static const int counts[] = {1, 2, 4, 8};
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   int64_t *allowed = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
                           MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   int64_t burst, cap, elapsed = (PER_WORKER - 1) * STEP_NS;
@@ -286,7 +286,7 @@ Test(policy_hostwide, edge_deny_holds_its_hour_without_store_call,
      .init = setup, .fini = teardown) {
   worker a;
   sluice_decision d;
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   int64_t start, end, before, t;
   pid_t pid;
   strict_config(&cfg);
@@ -317,7 +317,7 @@ Test(policy_hostwide, full_cache_keeps_live_entries, .init = setup,
      .fini = teardown) {
   worker a, b;
   sluice_decision d;
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   char key[16];
   int i;
   int64_t before;
@@ -494,7 +494,7 @@ static pid_t redis_pid(void) {
 static int r_open(sluice_limiter **l, sluice_policy **p) {
   sluice_limiter_options lo;
   sluice_policy_options po;
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   char spec[256];
   int rc;
   snprintf(spec, sizeof spec, "redis:nodes=%s;timeout_ms=100",
@@ -506,7 +506,7 @@ static int r_open(sluice_limiter **l, sluice_policy **p) {
   strict_config(&cfg);
   memset(&po, 0, sizeof po);
   po.limiter = *l;
-  po.config = &cfg;
+  po.config_pod = &cfg;
   memset(po.secret, 9, sizeof po.secret);
   po.degraded_store = off("degraded") ? NULL : deg_uri;
   po.deny_cache = off("deny") ? NULL : deny_uri;
@@ -559,7 +559,7 @@ Test(policy_hostwide, redis_stopped, .init = setup, .fini = teardown,
   sluice_limiter *l;
   sluice_policy *p;
   sluice_decision d;
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   int64_t *res, boxed = 0, admitted = 0, cap;
   int ready[2], go[2], i, st, failed = 0;
   pid_t rp = redis_pid(), pids[RW];

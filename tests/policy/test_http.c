@@ -99,7 +99,7 @@ Test(policy_http, throttled_warns_with_strikes_and_retry_after) {
 }
 
 Test(policy_http, boxed_and_suspended_are_active_lockouts) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   sluice_request r = rq_std("acme", "key-1", "sandbox");
   sluice_decision d;
@@ -230,7 +230,7 @@ Test(policy_http, structured_form_names_both_policies_in_points) {
 }
 
 Test(policy_http, structured_t_is_until_the_next_point) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   sluice_request r = rq_std("acme", "key-1", "sandbox");
   sluice_decision d;
@@ -347,7 +347,7 @@ Test(policy_http, an_auth_lockout_says_why) {
 /* The per-IP backstop's 429: its window as the RateLimit facts, in
 ** requests, and problem+json like every refusal. */
 Test(policy_http, ip_backstop_refusal) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   fixture f;
   sluice_request a = rq_auth("203.0.113.9", "alice", SLUICE_AUTH_PENDING);
   sluice_decision d;

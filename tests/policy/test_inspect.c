@@ -32,7 +32,7 @@ static sluice_inspect_query key_q(const char *tenant, const char *key,
 }
 
 Test(policy_inspect, buckets_strikes_and_box_are_the_decisions) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   sluice_inspect_query q = key_q("acme", "key-1", "growth", NULL);
   sluice_request rq = rq_std("acme", "key-1", "growth");
   sluice_inspect_report r;
@@ -138,8 +138,8 @@ Test(policy_inspect, leases_ledger_lock_and_export_cap) {
   cr_assert(r.present & SLUICE_INSPECT_EXPORT_CAP);
   /* The tenant bucket paid both requests' costs. */
   cr_assert_eq(r.tenant_bucket.remaining,
-               3000 - sluice_policy_config_get(f.pol)->cost[SLUICE_EP_RECONCILE] -
-                   sluice_policy_config_get(f.pol)->cost[SLUICE_EP_EXPORT]);
+               3000 - sluice_policy_config_pod_of(f.pol)->cost[SLUICE_EP_RECONCILE] -
+                   sluice_policy_config_pod_of(f.pol)->cost[SLUICE_EP_EXPORT]);
 
   cr_assert_eq(sluice_policy_release_lease(f.pol, &rc, d.lease_id), SLUICE_OK);
   r = inspect(&f, &q);
@@ -153,12 +153,12 @@ Test(policy_inspect, auth_failures_and_box) {
   sluice_request a = rq_auth("10.0.0.9", "alice", SLUICE_AUTH_BAD_SECRET);
   sluice_inspect_query qi, qs;
   sluice_inspect_report ri, rs;
-  const sluice_policy_config *c;
+  const sluice__conf *c;
   sluice_decision d;
   fixture f;
   int n = 0;
   fx_open(&f, NULL, 0);
-  c = sluice_policy_config_get(f.pol);
+  c = sluice_policy_config_pod_of(f.pol);
   memset(&qi, 0, sizeof qi);
   qi.scope = SLUICE_SCOPE_IP;
   qi.client_ip = "10.0.0.9";

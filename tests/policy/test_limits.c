@@ -25,7 +25,7 @@ static char *write_conf(const char *text) {
 
 /* Load text; returns the loader's rc, err its message. */
 static int load(const char *text, char *err, size_t len) {
-  sluice_policy_config c;
+  sluice__conf c;
   char *path = write_conf(text);
   int rc = sluice_policy_config_load(path, &c, err, len);
   unlink(path);

@@ -26,7 +26,7 @@ static const char *const subjects[] = {"alice", "bob", "carol", "dave"};
 
 /* Small buckets and a low strike threshold, so that a few thousand
 ** requests throttle, strike and trip boxes to level 3. */
-static void small_config(sluice_policy_config *c) {
+static void small_config(sluice__conf *c) {
   int i;
   cr_assert_eq(sluice_policy_config_defaults(c), SLUICE_OK);
   for (i = 0; i < c->ntiers; i++) {
@@ -114,7 +114,7 @@ static void same_metrics(const fixture *a, const fixture *b) {
 }
 
 /* The trace through both; returns how many decisions had each outcome. */
-static void run_trace(const sluice_policy_config *cfg, uint64_t seed,
+static void run_trace(const sluice__conf *cfg, uint64_t seed,
                       uint64_t seen[SLUICE_OUTCOME__COUNT]) {
   static sluice_request q[MAXB];
   static sluice_decision one[MAXB], many[MAXB];
@@ -173,7 +173,7 @@ static void run_trace(const sluice_policy_config *cfg, uint64_t seed,
 }
 
 Test(policy_many, same_decisions_as_one_by_one) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   uint64_t seen[SLUICE_OUTCOME__COUNT];
   small_config(&cfg);
   run_trace(&cfg, 23, seen);
@@ -191,7 +191,7 @@ Test(policy_many, same_decisions_as_one_by_one) {
 ** batch: the one-by-one path inside decide_many.  Five requests per IP in
 ** 10 s: the backstop refuses often, so a batch that skipped it fails. */
 Test(policy_many, same_decisions_with_the_ip_backstop) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   uint64_t seen[SLUICE_OUTCOME__COUNT];
   small_config(&cfg);
   cfg.ip_limit = 5;

@@ -481,7 +481,7 @@ Test(policy_penalties, groups_bind_the_stricter_bucket) {
 
 /* The loader's errors: FILE:LINE: SETTING: problem. */
 static void refused(const char *text, const char *want_line, const char *want) {
-  sluice_policy_config c;
+  sluice__conf c;
   char err[512], *path = write_conf(text);
   int rc = sluice_policy_config_load(path, &c, err, sizeof err);
   unlink(path);

@@ -24,7 +24,7 @@ static sluice_decision hammer_to_trip(fixture *f, const sluice_request *r) {
 
 Test(policy_shadow, penalty_in_shadow_records_the_box_while_buckets_enforce) {
   fixture f;
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   sluice_request r = rq_std("acme", "k1", "sandbox");
   sluice_decision d;
   int served = 0, i;
@@ -79,7 +79,7 @@ Test(policy_shadow, whole_shadow_mode_still_reports_the_box_without_buckets) {
 
 Test(policy_shadow, one_tier_in_shadow_the_others_enforced) {
   fixture f;
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   sluice_request g = rq_std("acme", "kg", "growth");
   sluice_request s = rq_std("beta", "ks", "sandbox");
   sluice_decision d;
@@ -107,7 +107,7 @@ Test(policy_shadow, one_tier_in_shadow_the_others_enforced) {
 
 Test(policy_shadow, leases_in_shadow_serve_a_conflict) {
   fixture f;
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   sluice_request r = rq_class("acme", "k1", "growth", SLUICE_EP_RECONCILE);
   sluice_decision d;
   sluice_policy_config_defaults(&cfg);
@@ -126,7 +126,7 @@ Test(policy_shadow, leases_in_shadow_serve_a_conflict) {
 
 Test(policy_shadow, auth_lockout_in_shadow_is_served) {
   fixture f;
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   sluice_request bad = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_BAD_SECRET);
   sluice_request try = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_PENDING);
   sluice_decision d;
@@ -159,7 +159,7 @@ static void write_conf(char *path, const char *text) {
 }
 
 Test(policy_shadow, config_file_spells_features_globally_and_per_tier) {
-  sluice_policy_config c;
+  sluice__conf c;
   char path[64], err[256];
   write_conf(path,
              "shadow_features = [ \"penalty\", \"fail_closed\" ];\n"

@@ -95,7 +95,7 @@ static shared *shared_map(void) {
 }
 
 /* A policy on its own limiter over `store`; frozen: a manual clock. */
-static int open_policy(const char *store, const sluice_policy_config *cfg,
+static int open_policy(const char *store, const sluice__conf *cfg,
                        sluice_clock *clk, unsigned flags, sluice_limiter **l,
                        sluice_policy **p) {
   sluice_limiter_options lo;
@@ -109,7 +109,7 @@ static int open_policy(const char *store, const sluice_policy_config *cfg,
     return rc;
   memset(&po, 0, sizeof po);
   po.limiter = *l;
-  po.config = cfg;
+  po.config_pod = cfg;
   memcpy(po.secret, secret, 16);
   if ((rc = sluice_policy_open(&po, p)) != SLUICE_OK)
     sluice_limiter_close(*l);
@@ -135,7 +135,7 @@ static void run_children(child_fn fn, const char *store, unsigned flags,
 
 /* ------------------------------------------------------------- box --- */
 
-static void box_config(sluice_policy_config *cfg) {
+static void box_config(sluice__conf *cfg) {
   sluice_policy_config_defaults(cfg);
   cfg->tiers[0].key_burst = 5;
   cfg->tiers[0].strike_threshold = 3;
@@ -146,7 +146,7 @@ static void box_config(sluice_policy_config *cfg) {
 
 static int box_child(const char *store, unsigned flags, shared *sh,
                      int who) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   sluice_limiter *l;
   sluice_policy *p;
   int k, i;
@@ -200,7 +200,7 @@ static void box_holds(const char *store, unsigned flags) {
 
 /* ----------------------------------------------------------- heavy --- */
 
-static void heavy_config(sluice_policy_config *cfg) {
+static void heavy_config(sluice__conf *cfg) {
   sluice_policy_config_defaults(cfg);
   /* Growth: 2 reconciles, 1 export at a time; the buckets and the cap run
   ** out during the run, so every kind of denial races with admissions. */
@@ -223,7 +223,7 @@ static int ran_out(shared *sh) {
 
 static int heavy_child(const char *store, unsigned flags, shared *sh,
                        int who) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   sluice_clock *clk;
   sluice_limiter *l;
   sluice_policy *p;
@@ -308,8 +308,8 @@ static void held_nowhere(sluice_limiter *l, const sluice_key *k) {
 
 static void heavy_clean(const char *store, unsigned flags) {
   shared *sh = shared_map();
-  sluice_policy_config cfg;
-  const sluice_policy_tier *t;
+  sluice__conf cfg;
+  const sluice__tier *t;
   sluice_clock *clk;
   sluice_limiter *l;
   char T[SLUICE_SCOPE_ID_LEN + 1], K[SLUICE_SCOPE_ID_LEN + 1], buf[128];
@@ -395,7 +395,7 @@ static void heavy_clean(const char *store, unsigned flags) {
 #define IP_TRIES 300 /* per process: NPROC * IP_TRIES > IP_LIMIT */
 
 static int ip_child(const char *store, unsigned flags, shared *sh, int who) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   sluice_clock *clk;
   sluice_limiter *l;
   sluice_policy *p;

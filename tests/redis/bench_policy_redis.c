@@ -254,7 +254,7 @@ static void sluice_run_one(long id) {
 }
 
 static sluice_policy *open_policy(const char *nodes, const char *engine,
-                                  const sluice_policy_config *cfg) {
+                                  const sluice__conf *cfg) {
   static char uri[3][512], err[256];
   static int nth;
   sluice_policy_options po;
@@ -267,7 +267,7 @@ static sluice_policy *open_policy(const char *nodes, const char *engine,
   lo.store = uri[nth++];
   memset(&po, 0, sizeof po);
   po.limiter_options = &lo;
-  po.config = cfg;
+  po.config_pod = cfg;
   po.errbuf = err;
   po.errlen = sizeof err;
   for (i = 0; i < 16; i++)
@@ -318,7 +318,7 @@ int main(int argc, char **argv) {
   const char *sc = getenv("SLUICE_BENCH_SCALE");
   long scale = sc ? atol(sc) : 100, n, i;
   struct timeval tv = {5, 0};
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   redisReply *r;
   char *script;
   size_t slen;

@@ -46,7 +46,7 @@ typedef struct shared {
 } shared;
 
 static shared *sh;
-static sluice_policy_config cfg;
+static sluice__conf cfg;
 static const uint8_t secret[16] = "soak-secret-key";
 static int seconds = 4;
 static int64_t t_end;
@@ -55,7 +55,7 @@ static char tenant_name[NTEN][16], key_name[NTEN][NKEY][16];
 static const char *tier_of(int t) { return t < 2 ? "soak" : "boxy"; }
 
 static void make_config(void) {
-  sluice_policy_tier base;
+  sluice__tier base;
   char err[256];
   REQUIRE(sluice_policy_config_defaults(&cfg) == SLUICE_OK, "defaults");
   base = cfg.tiers[0];
@@ -86,7 +86,7 @@ static void make_config(void) {
   }
 }
 
-static const sluice_policy_tier *tier_cfg(int t) {
+static const sluice__tier *tier_cfg(int t) {
   return &cfg.tiers[t < 2 ? 0 : 1];
 }
 
@@ -102,7 +102,7 @@ static int open_policy_on(const char *uri, sluice_clock *clk,
   lo.clock = clk;
   lo.flags = SLUICE_OPEN_CREATE;
   po.limiter_options = &lo;
-  po.config = &cfg;
+  po.config_pod = &cfg;
   memcpy(po.secret, secret, sizeof po.secret);
   po.errbuf = err;
   po.errlen = sizeof err;
@@ -233,7 +233,7 @@ static void verify(const char *name, const char *uri, sluice_limiter *lim,
                sluice_strerror(atomic_load(&sh->first_error)));
   /* Over-admission, per key and per tenant. */
   for (int t = 0; t < NTEN; t++) {
-    const sluice_policy_tier *tc = tier_cfg(t);
+    const sluice__tier *tc = tier_cfg(t);
     __extension__ __int128 el = t1 - t0;
     long tp = atomic_load(&sh->tenant_points[t]);
     VIOLATION_IF((__int128)tp * tc->tenant_period_ns >
@@ -303,7 +303,7 @@ static void verify(const char *name, const char *uri, sluice_limiter *lim,
   ** must have been throttled, struck and boxed (a slow sanitizer build may
   ** not get there: then there is nothing to check). */
   {
-    const sluice_policy_tier *bt = tier_cfg(2);
+    const sluice__tier *bt = tier_cfg(2);
     double can = (double)bt->key_burst +
                  (double)(t1 - t0) * (double)bt->key_rate /
                      (double)bt->key_period_ns;
