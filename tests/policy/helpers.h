@@ -36,11 +36,28 @@ typedef struct fixture {
   logged_event ev[512];
 } fixture;
 
+/* A configuration of the built-in defaults, freed when the process exits
+** (a test may read it after its policies close). */
+sluice_policy_config *cfg_new(void);
+/* sluice_policy_config_new() of path, freed at exit the same way. */
+int cfg_load(sluice_policy_config **c, const char *path, char *err,
+             size_t errlen);
+/* Set a setting (asserting it is taken): an integer, a duration in ns
+** (the path's unit, _ms, _s or _days, must divide it), a value in file
+** syntax. */
+void cfg_set(sluice_policy_config *c, const char *path, int64_t v);
+void cfg_set_ns(sluice_policy_config *c, const char *path, int64_t ns);
+void cfg_sets(sluice_policy_config *c, const char *path, const char *value);
+/* A value in force: an integer, a duration in ns, a string (static). */
+int64_t cfg_int(const sluice_policy_config *c, const char *path);
+int64_t cfg_ns(const sluice_policy_config *c, const char *path);
+const char *cfg_str(const sluice_policy_config *c, const char *path);
+
 /* Open everything; cfg NULL = built-in defaults. */
-void fx_open(fixture *f, const sluice__conf *cfg, unsigned flags);
+void fx_open(fixture *f, const sluice_policy_config *cfg, unsigned flags);
 /* The same over a real store ("shm:...", "lmdb:..."): returns the
 ** limiter's open error (the fixture is then unusable) for skipping. */
-int fx_open_store(fixture *f, const sluice__conf *cfg,
+int fx_open_store(fixture *f, const sluice_policy_config *cfg,
                   const char *store, unsigned open_flags);
 /* Open with the policy file at path, over store (NULL: the failing mem
 ** store of fx_open()); returns the limiter's open error as above. */

@@ -25,9 +25,9 @@ static char *write_conf(const char *text) {
 
 /* Load text; returns the loader's rc, err its message. */
 static int load(const char *text, char *err, size_t len) {
-  sluice__conf c;
+  sluice_policy_config *c;
   char *path = write_conf(text);
-  int rc = sluice_policy_config_load(path, &c, err, len);
+  int rc = cfg_load(&c, path, err, len);
   unlink(path);
   return rc;
 }
