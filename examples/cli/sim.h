@@ -63,7 +63,7 @@ struct sim {
   sluice_http *http;
   sluice_backoff *backoff;
   uint64_t seed_http, seed_client;
-  sluice__conf cfg;
+  const sluice_policy_config *cfg; /* the policy's, in force */
   int nact;
   actor a[MAX_ACTORS];
   int64_t end_ns;
@@ -121,7 +121,7 @@ int sim_tier_row(sim *s, const char *tier);
 void sim_report(sim *s, FILE *f, double wall_s);
 /* 0, or the errno value of what failed (a missing directory: ENOENT). */
 int sim_write_plot(sim *s, const char *path);
-int sim_open(sim *s, const sluice__conf *cfg, int failing,
+int sim_open(sim *s, const sluice_policy_config *cfg, int failing,
              int64_t dur_ns);
 void sim_close(sim *s);
 void sim_run(sim *s, hook *hooks, int nhooks);
