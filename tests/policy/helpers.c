@@ -74,6 +74,13 @@ int cfg_load(sluice_policy_config **c, const char *path, char *err,
   return rc;
 }
 
+int cfg_warnings(const char *path, char *buf, size_t len) {
+  sluice_policy_config *c;
+  int rc = sluice_policy_config_new(&c, path, buf, len);
+  sluice_policy_config_free(c);
+  return rc;
+}
+
 void cfg_sets(sluice_policy_config *c, const char *path, const char *value) {
   char err[256];
   cr_assert_eq(sluice_policy_config_set(c, path, value, err, sizeof err),

@@ -42,6 +42,9 @@ sluice_policy_config *cfg_new(void);
 /* sluice_policy_config_new() of path, freed at exit the same way. */
 int cfg_load(sluice_policy_config **c, const char *path, char *err,
              size_t errlen);
+/* A file's first warning (or its error) into buf, "" when none; the rc of
+** sluice_policy_config_new(). */
+int cfg_warnings(const char *path, char *buf, size_t len);
 /* Set a setting (asserting it is taken): an integer, a duration in ns
 ** (the path's unit, _ms, _s or _days, must divide it), a value in file
 ** syntax. */

@@ -482,14 +482,14 @@ Test(policy_limits, an_unused_limit_is_a_warning) {
   char buf[512];
   char *path = write_conf(LIM_A "routes = ( { method = \"GET\"; route = "
                                 "\"/x\"; limits = ( \"a\" ); } );\n");
-  cr_assert_eq(sluice_policy_config_warnings(path, buf, sizeof buf), SLUICE_OK);
+  cr_assert_eq(cfg_warnings(path, buf, sizeof buf), SLUICE_OK);
   cr_assert(strstr(buf, ":2: limits.b: no route applies it"), "%s", buf);
   unlink(path);
   path = write_conf(LIM_A "routes = ( { method = \"GET\"; route = \"/x\"; "
                           "limits = ( \"a\" ); },\n"
                           "{ method = \"GET\"; route = \"/y\"; limits = ( "
                           "\"b\" ); } );\n");
-  cr_assert_eq(sluice_policy_config_warnings(path, buf, sizeof buf), SLUICE_OK);
+  cr_assert_eq(cfg_warnings(path, buf, sizeof buf), SLUICE_OK);
   cr_assert_str_eq(buf, "");
   unlink(path);
 }

@@ -254,7 +254,7 @@ static void sluice_run_one(long id) {
 }
 
 static sluice_policy *open_policy(const char *nodes, const char *engine,
-                                  const sluice__conf *cfg) {
+                                  const sluice_policy_config *cfg) {
   static char uri[3][512], err[256];
   static int nth;
   sluice_policy_options po;
@@ -267,7 +267,7 @@ static sluice_policy *open_policy(const char *nodes, const char *engine,
   lo.store = uri[nth++];
   memset(&po, 0, sizeof po);
   po.limiter_options = &lo;
-  po.config_pod = cfg;
+  po.config = cfg;
   po.errbuf = err;
   po.errlen = sizeof err;
   for (i = 0; i < 16; i++)
@@ -318,7 +318,7 @@ int main(int argc, char **argv) {
   const char *sc = getenv("SLUICE_BENCH_SCALE");
   long scale = sc ? atol(sc) : 100, n, i;
   struct timeval tv = {5, 0};
-  sluice__conf cfg;
+  sluice_policy_config *cfg;
   redisReply *r;
   char *script;
   size_t slen;
@@ -352,21 +352,26 @@ int main(int argc, char **argv) {
   ** (every 1000th decision: the TAT stays ahead of now, so the records do
   ** not expire and each decision reads and rewrites live records, as the
   ** spec script does its hash), bursts that never run out in a run. */
-  sluice_policy_config_defaults(&cfg);
-  cfg.tiers[2].tenant_rate = 1000;
-  cfg.tiers[2].tenant_burst = 1000000;
-  cfg.tiers[2].key_rate = 1;
-  cfg.tiers[2].key_burst = 100000;
   /* Counted under valgrind a call takes milliseconds: a point a second
   ** keeps the tenant's bucket ahead of the clock there too (a bucket that
   ** expires between calls costs its deletion, which a busy tenant's does
   ** not). */
-  if (argc == 4)
-    cfg.tiers[2].tenant_rate = 1;
-  pol_lua = open_policy(nodes, "lua", &cfg);
-  pol_scr = open_policy(nodes, "script", &cfg);
+  if (sluice_policy_config_new(&cfg, NULL, NULL, 0) != SLUICE_OK ||
+      sluice_policy_config_set(cfg, "tiers.enterprise",
+                               argc == 4
+                                   ? "{ tenant = { rate = 1; burst = 1000000; "
+                                     "}; key = { rate = 1; burst = 100000; "
+                                     "}; }"
+                                   : "{ tenant = { rate = 1000; burst = "
+                                     "1000000; }; key = { rate = 1; burst = "
+                                     "100000; }; }",
+                               NULL, 0) != SLUICE_OK)
+    die("the configuration");
+  pol_lua = open_policy(nodes, "lua", cfg);
+  pol_scr = open_policy(nodes, "script", cfg);
   if (getenv("SLUICE_REDIS_MODULE"))
-    pol_mod = open_policy(nodes, "module", &cfg);
+    pol_mod = open_policy(nodes, "module", cfg);
+  sluice_policy_config_free(cfg);
   pol = pol_lua;
   if (argc == 4 && strcmp(argv[1], "--one") == 0)
     return run_one(argv[2], atol(argv[3]));
