@@ -2,14 +2,15 @@
 ** Policy configuration: the built-in defaults, validation, and the file
 ** loader.
 **
-** The configuration is a plain struct (no pointers) so that a service can
-** take the defaults, change two numbers and open.  Validation is one
-** function that names every setting by its path in the configuration file
-** ("tiers.growth.key.burst"), which is also the libconfig path of that
-** setting: the loader parses the file into the struct, runs the same
-** validation, and looks the failing path up in the parsed tree to report
-** the file and line.  So a struct built in code and a file get exactly the
-** same rules, and an error in a file points at the line to fix.
+** A configuration is a document (libconfig's tree: a file's, changed by
+** set calls, config_doc.c) that this loader reads into the internal
+** resolved struct.  Validation is one function that names every setting by
+** its path in the configuration file ("tiers.growth.key.burst"), which is
+** also the libconfig path of that setting: the loader reads the document
+** into the struct, runs the validation, and looks the failing path up in
+** the document to report the file and line (or "set:" for a setting a call
+** made).  So a file and a configuration built in code get exactly the same
+** rules, and an error in a file points at the line to fix.
 **
 ** Choices:
 **  a) Settings left out of a file keep their defaults; an unknown setting
@@ -33,20 +34,6 @@
 
 #include "declared.h"
 #include "policy_int.h"
-
-/* sluice__conf is caller-allocated: its size is ABI.  The fields
-** of the breaker, the backstop and strike_every_denial came out of
-** `reserved`, so the words
-** from the first of them to the host segments stay 15, and the size what
-** it was (6480 bytes on LP64). */
-_Static_assert(offsetof(sluice__conf, host_counters) -
-                       offsetof(sluice__conf, breaker_window_ns) ==
-                   15 * sizeof(int64_t),
-               "sluice__conf: new fields must come out of reserved");
-#if defined(__LP64__)
-_Static_assert(sizeof(sluice__conf) == 6480,
-               "sluice__conf changed size");
-#endif
 
 #define S SLUICE__NS_PER_S
 #define MS SLUICE__NS_PER_MS
@@ -79,7 +66,7 @@ static void route_set(sluice__route *r, const char *method,
   r->endpoint_class = cls;
 }
 
-int sluice_policy_config_defaults(sluice__conf *c) {
+int sluice__conf_defaults(sluice__conf *c) {
   const sluice_policy_setting *st;
   int i;
   if (!c)
@@ -310,20 +297,6 @@ int sluice__policy_config_check2(const sluice__conf *c, char *path,
   return SLUICE_OK;
 }
 
-int sluice_policy_config_check(const sluice__conf *c, char *err,
-                               size_t errlen) {
-  char path[128], msg[160];
-  int rc;
-  if (err && errlen)
-    err[0] = '\0';
-  if (!c)
-    return SLUICE_EINVAL;
-  rc = sluice__policy_config_check2(c, path, sizeof path, msg, sizeof msg);
-  if (rc != SLUICE_OK && err && errlen)
-    snprintf(err, errlen, "%s: %s", path, msg);
-  return rc;
-}
-
 /* ------------------------------------------------------------- loading --- */
 
 typedef struct ld {
@@ -502,7 +475,7 @@ static int load_tiers(ld *l, const config_setting_t *root,
   n = config_setting_length(tiers);
   if (n < 1 || n > SLUICE_POLICY_TIERS_MAX)
     return lerr(l, tiers, "tiers", "must define 1..8 tiers");
-  sluice_policy_config_defaults(&dflt);
+  sluice__conf_defaults(&dflt);
   c->ntiers = n;
   for (i = 0; i < n; i++) {
     config_setting_t *t = config_setting_get_elem(tiers, (unsigned)i);
@@ -760,41 +733,6 @@ static int read_all(FILE *f, char **out, size_t *len) {
   return SLUICE_OK;
 }
 
-int sluice_policy_config_load(const char *path, sluice__conf *out,
-                              char *err, size_t errlen) {
-  sluice__decl *dl;
-  int rc;
-  if (err && errlen)
-    err[0] = '\0';
-  if (!path || !out)
-    return SLUICE_EINVAL;
-  /* The declared limits are checked, then dropped: they live in a policy
-  ** opened from the file (the struct has no room for them). */
-  dl = malloc(sizeof *dl);
-  if (!dl)
-    return SLUICE_ENOMEM;
-  rc = sluice__config_load2(path, out, dl, err, errlen, NULL, 0);
-  free(dl);
-  return rc;
-}
-
-int sluice_policy_config_warnings(const char *path, char *buf, size_t len) {
-  sluice__conf c;
-  sluice__decl *dl;
-  char err[512];
-  int rc;
-  if (!path || !buf || !len)
-    return SLUICE_EINVAL;
-  buf[0] = '\0';
-  if (!(dl = malloc(sizeof *dl)))
-    return SLUICE_ENOMEM;
-  rc = sluice__config_load2(path, &c, dl, err, sizeof err, buf, len);
-  free(dl);
-  if (rc != SLUICE_OK)
-    snprintf(buf, len, "%s", err);
-  return rc;
-}
-
 /* A policy's text (a file's, or a set call's value) into *cf: every
 ** integer widened (conf_ints.c), then libconfig's parser.  `file` names
 ** the text in messages. */
@@ -842,27 +780,6 @@ int sluice__conf_read_file(const char *path, char **text, char *err,
   return SLUICE_OK;
 }
 
-int sluice__config_load2(const char *path, sluice__conf *out,
-                         sluice__decl *dl, char *err, size_t errlen,
-                         char *warn, size_t warnlen) {
-  config_t cf;
-  char *text;
-  int rc;
-  if (err && errlen)
-    err[0] = '\0';
-  if (!path || !out)
-    return SLUICE_EINVAL;
-  if ((rc = sluice__conf_read_file(path, &text, err, errlen)) != SLUICE_OK)
-    return rc;
-  config_init(&cf);
-  rc = sluice__conf_parse(path, text, &cf, err, errlen);
-  free(text);
-  if (rc == SLUICE_OK)
-    rc = sluice__conf_resolve(&cf, path, out, dl, err, errlen, warn, warnlen);
-  config_destroy(&cf);
-  return rc;
-}
-
 /* The document into *out and *dl: every setting read, then the validator;
 ** a setting with no line (one a set call made) is reported as "set". */
 int sluice__conf_resolve(const config_t *cf, const char *path,
@@ -880,7 +797,7 @@ int sluice__conf_resolve(const config_t *cf, const char *path,
 
   if (err && errlen)
     err[0] = '\0';
-  sluice_policy_config_defaults(&c);
+  sluice__conf_defaults(&c);
   root = config_root_setting(cf);
   if ((rc = only(&l, root, "", top)) ||
       (rc = get_bool(&l, root, "", "shadow", &c.shadow)) ||

@@ -80,7 +80,7 @@ static int builtin(config_setting_t *root, const char *name,
                    config_setting_t **out) {
   sluice__conf d;
   int i;
-  sluice_policy_config_defaults(&d);
+  sluice__conf_defaults(&d);
   if (strcmp(name, "tiers") == 0) {
     if (!(*out = config_setting_add(root, name, CONFIG_TYPE_GROUP)))
       return -1;

@@ -153,9 +153,6 @@ static int precheck(const sluice_policy_options *o, sluice__conf *cfg,
     rc = sluice__config_build(o->config, cfg, dl, msg, len);
     if (rc == SLUICE_OK && conf && !(h = sluice__config_clone(o->config)))
       rc = SLUICE_ENOMEM;
-  } else if (o->config_pod) {
-    *cfg = *o->config_pod;
-    rc = sluice_policy_config_check(cfg, msg, len);
   } else {
     /* A file's or the defaults: its warning is not a failure. */
     rc = sluice_policy_config_new(&h, o->config_path, msg, len);
@@ -307,12 +304,8 @@ const sluice_policy_config *sluice_policy_config_of(const sluice_policy *p) {
   return p ? p->conf : NULL;
 }
 
-const sluice__conf *sluice_policy_config_pod_of(const sluice_policy *p) {
-  return p ? &p->cfg : NULL;
-}
-
-int sluice_policy_config_tier(const sluice__conf *c,
-                              const char *name) {
+int sluice__conf_tier(const sluice__conf *c,
+                      const char *name) {
   int i;
   if (!c || !name)
     return -1;
@@ -323,5 +316,5 @@ int sluice_policy_config_tier(const sluice__conf *c,
 }
 
 int sluice__policy_tier(const sluice_policy *p, const char *name) {
-  return sluice_policy_config_tier(&p->cfg, name);
+  return sluice__conf_tier(&p->cfg, name);
 }

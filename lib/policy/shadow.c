@@ -62,6 +62,6 @@ int sluice_policy_shadow_features(const sluice_policy *p, const char *tier) {
     return -1;
   if (!tier)
     return (int)sluice__shadow_mask(&p->cfg, p->shadow, -1);
-  t = sluice_policy_config_tier(&p->cfg, tier);
+  t = sluice__conf_tier(&p->cfg, tier);
   return t < 0 ? -1 : (int)sluice__shadow_mask(&p->cfg, p->shadow, t);
 }

@@ -159,7 +159,7 @@ typedef struct sluice_policy_options {
   const char *counters;
   const char *degraded_store;
   const char *deny_cache;
-  const void *config_pod;
+  void *reserved[1];
 } sluice_policy_options;
 
 typedef struct sluice_http_policy {
