@@ -307,11 +307,10 @@ typedef struct ld {
 
 static int lerr(ld *l, const config_setting_t *s, const char *path,
                 const char *what) {
-  int line = s ? (int)config_setting_source_line(s) : 0;
-  if (l->err && l->errlen && line == 0)
-    snprintf(l->err, l->errlen, "set: %s: %s", path, what);
-  else if (l->err && l->errlen)
-    snprintf(l->err, l->errlen, "%s:%d: %s: %s", l->file, line, path, what);
+  /* Line 0 (a setting a set call made): config_doc.c says "set:". */
+  if (l->err && l->errlen)
+    snprintf(l->err, l->errlen, "%s:%d: %s: %s", l->file,
+             s ? (int)config_setting_source_line(s) : 0, path, what);
   return SLUICE_ECONFIG;
 }
 
