@@ -691,9 +691,9 @@ Test(policy_penalties, groups_bind_the_stricter_bucket) {
 
 /* The loader's errors: FILE:LINE: SETTING: problem. */
 static void refused(const char *text, const char *want_line, const char *want) {
-  sluice_policy_config c;
+  sluice_policy_config *c;
   char err[512], *path = write_conf(text);
-  int rc = sluice_policy_config_load(path, &c, err, sizeof err);
+  int rc = cfg_load(&c, path, err, sizeof err);
   unlink(path);
   cr_assert_eq(rc, SLUICE_ECONFIG, "%s", text);
   cr_assert(strstr(err, want_line) != NULL, "line %s in: %s", want_line, err);
