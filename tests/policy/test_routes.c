@@ -617,3 +617,47 @@ Test(policy_routes, when_and_params_lists_are_checked_at_load) {
                "};\n",
                ":3: limits.g.by: the list form of `params`");
 }
+
+/* A penalty's parameter sets in the list form: chosen by two attributes
+** at once, first match wins, the penalty's own numbers otherwise. */
+Test(policy_routes, penalty_params_by_several_attributes) {
+  static const char *text =
+      "attributes = [ \"plan\", \"region\" ];\n"
+      "limits = { b = { algorithm = \"gcra\"; scope = [ \"tenant\" ];\n"
+      "  rate = 1; period_ms = 3600000; burst = 1; }; };\n"
+      "penalties = { p = { scope = [ \"tenant\" ]; strike = \"every\";\n"
+      "  strikes = 2; strike_window_ms = 60000; offense_ttl_s = 60;\n"
+      "  levels = ( { box_s = 1; }, { box_s = 2; }, { box_s = 3; } );\n"
+      "  params = ( { when = { plan = \"big\"; region = \"eu-1.a\"; };\n"
+      "               strikes = 5; },\n"
+      "             { when = { plan = \"big\"; }; strikes = 4; } ); }; };\n"
+      "routes = ( { method = \"GET\"; route = \"/\"; limits = ( \"b\" );\n"
+      "  penalty = \"p\"; } );\n";
+  static const struct {
+    const char *tenant, *plan, *region;
+    int left;
+  } cases[] = {{"t1", "big", "eu-1.a", 4},
+               {"t2", "big", "us", 3},
+               {"t3", "small", "eu-1.a", 1}};
+  fixture f;
+  sluice_decision d;
+  sluice_request r;
+  size_t i;
+  fx_open_text(&f, text);
+  for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    sluice_attr a[2] = {{"plan", cases[i].plan}, {"region", cases[i].region}};
+    memset(&r, 0, sizeof r);
+    r.method = "GET";
+    r.route = "/";
+    r.tenant_id = cases[i].tenant;
+    r.attrs = a;
+    r.nattrs = 2;
+    cr_assert(decide(&f, &r).allowed);
+    d = decide(&f, &r);
+    cr_assert(!d.allowed);
+    cr_assert(d.flags & SLUICE_DECISION_STRIKE, "%s", cases[i].tenant);
+    cr_assert_eq(d.strikes_remaining, cases[i].left, "%s: %d left",
+                 cases[i].tenant, d.strikes_remaining);
+  }
+  fx_close(&f);
+}
