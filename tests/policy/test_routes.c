@@ -3,7 +3,10 @@
 ** parameters"): a trailing `*` matches the rest of the path, a `*` or
 ** `{NAME}` segment any one non-empty segment, and `{NAME}` gives the
 ** attribute NAME the segment's value when the caller does not.  Decided
-** on the mem store; every count is derived from the file below.
+** on the mem store; every count is derived from the file below.  Then
+** what a route entry may say beyond its path (issue 37 point 2): `when`
+** (attribute matches), `limits = ( )` (exempt), `params` as a list of
+** sets chosen by several attributes, a caller cost's `max`.
 */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -12,6 +15,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include <sluice/halves.h>
 #include <sluice/sluice_mem.h>
 
 /* What open would say of text: its rc, the message in err. */
@@ -659,5 +663,32 @@ Test(policy_routes, penalty_params_by_several_attributes) {
     cr_assert_eq(d.strikes_remaining, cases[i].left, "%s: %d left",
                  cases[i].tenant, d.strikes_remaining);
   }
+  fx_close(&f);
+}
+
+/* The halves (sluice_policy_begin) run the same flow: the same route for
+** the same request (a mem store decides in begin's first pass). */
+Test(policy_routes, the_halves_match_the_same_route) {
+  fixture f;
+  sluice_call *call;
+  sluice_decision d;
+  sluice_request r;
+  sluice_attr paid[3] = {{"user", "u2"}, {"auth", "oauth"}, {"plan", "gold"}};
+  sluice_attr anon[1] = {{"auth", "none"}};
+  fx_open_text(&f, reddit);
+  cr_assert_eq(sluice_call_open(f.pol, &call), SLUICE_OK);
+  memset(&r, 0, sizeof r);
+  r.method = "GET";
+  r.route = "/r/pics";
+  r.client_ip = "192.0.2.9";
+  r.attrs = paid;
+  r.nattrs = 3;
+  cr_assert_eq(sluice_policy_begin(call, &r, &d), SLUICE_CALL_DONE);
+  cr_assert_str_eq(d.limit_name, "oauth");
+  r.attrs = anon;
+  r.nattrs = 1;
+  cr_assert_eq(sluice_policy_begin(call, &r, &d), SLUICE_CALL_DONE);
+  cr_assert_str_eq(d.limit_name, "anon");
+  sluice_call_close(call);
   fx_close(&f);
 }
