@@ -63,6 +63,14 @@ int sluice__decl_match(const sluice_policy *p, const sluice_request *q) {
   return -1;
 }
 
+int sluice__decl_exempt(const sluice__ctx *c) {
+  const sluice__droute *dr;
+  if (c->droute < 0)
+    return 0;
+  dr = &c->p->decl->routes[c->droute];
+  return dr->n == 0 && dr->pen == 0;
+}
+
 /* Attribute a's value for this request (NULL: not given), its length in
 ** *n. */
 static const char *attr_value(const sluice__ctx *c, int a, size_t *n) {

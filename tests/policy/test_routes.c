@@ -454,6 +454,8 @@ Test(policy_routes, inspect_and_settle_see_the_same_route) {
 ** call at all and no limit reported, however often. */
 Test(policy_routes, an_exempt_route_admits_without_the_store) {
   static const char *text =
+      "breaker = { consecutive_failures = 3; };\n"
+      "ip_backstop = { limit = 1000; };\n"
       "limits = { g = { algorithm = \"fixed_window\"; scope = [ \"ip\" ];\n"
       "  limit = 1; window_ms = 60000; }; };\n"
       "routes = (\n"
@@ -474,6 +476,7 @@ Test(policy_routes, an_exempt_route_admits_without_the_store) {
     d = decide(&f, &r);
     cr_assert(d.allowed, "outcome %d", d.outcome);
     cr_assert_eq(d.nlimits, 0);
+    r.client_ip = "192.0.2.1";
   }
   cr_assert_eq(fx_calls(&f), calls, "no store call");
   /* without the ip its neighbour needs: the exempt route asks for none */
@@ -485,6 +488,24 @@ Test(policy_routes, an_exempt_route_admits_without_the_store) {
   d = decide(&f, &r);
   cr_assert(!d.allowed);
   cr_assert_gt(fx_calls(&f), calls);
+  /* a failing store (the breaker opens): the exempt route is still
+  ** admitted, not degraded, and its requests never count as the store's
+  ** recovery */
+  fx_fail(&f, SLUICE_EUNAVAIL, 0);
+  for (i = 0; i < 20; i++)
+    decide(&f, &r);
+  calls = fx_attempts(&f);
+  r.route = "/health"; /* with an address: no backstop call either */
+  for (i = 0; i < 5; i++) {
+    d = decide(&f, &r);
+    cr_assert(d.allowed, "outcome %d", d.outcome);
+    cr_assert_eq(d.flags & SLUICE_DECISION_DEGRADED, 0);
+  }
+  cr_assert_eq(fx_attempts(&f), calls, "no store call tried");
+  r.route = "/other";
+  r.client_ip = "192.0.2.1";
+  d = decide(&f, &r);
+  cr_assert(!d.allowed, "the store is still failed: outcome %d", d.outcome);
   fx_close(&f);
 }
 
