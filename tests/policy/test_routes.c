@@ -681,8 +681,8 @@ Test(policy_routes, penalty_params_by_several_attributes) {
     d = decide(&f, &r);
     cr_assert(!d.allowed);
     cr_assert(d.flags & SLUICE_DECISION_STRIKE, "%s", cases[i].tenant);
-    cr_assert_eq(d.strikes_remaining, cases[i].left, "%s: %d left",
-                 cases[i].tenant, d.strikes_remaining);
+    cr_assert_eq(d.strikes_remaining, cases[i].left, "%s: %lld left",
+                 cases[i].tenant, (long long)d.strikes_remaining);
   }
   fx_close(&f);
 }
