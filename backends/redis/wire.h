@@ -111,10 +111,28 @@ enum {
   SLUICE_WIRE_RECORD = 25
 };
 
-/* The Redis TTL of a write: floor((expiry - now) / 1 ms) + 1, at least the
-** call's minimum, capped here (expiry - now >= 2^52 ns); SLUICE_FOREVER:
-** no TTL. */
+/* The Redis TTL of a write at a test clock (now in the header):
+** floor((expiry - now) / 1 ms) + 1, at least the call's minimum, capped
+** here (expiry - now >= 2^52 ns); SLUICE_FOREVER: no TTL. */
 #define SLUICE_WIRE_TTL_CAP_MS ((int64_t)1 << 46)
+
+/* At server time a record's Redis deadline is the end of the grid step
+** of 2^32 ns (about 4.3 s) its expiry falls in, in ms rounded up, and
+** absolute (PXAT): a function of the stored expiry alone, whoever wrote it
+** and whenever.  Every writer (the Lua, the module) keeps that rule, so a
+** key's deadline is always sluice_wire_deadline_ms() of the expiry its
+** value carries, and a write whose new expiry has the stored one's high
+** 32 bits keeps the key's TTL (KEEPTTL) instead of setting one: most
+** writes of a busy bucket, whose expiry moves by less than the step
+** between requests.  The step is the high word of the (hi, lo) pairs the
+** Lua carries times in, so its test is one comparison there.  A record is
+** never collected before its expiry; it may stay up to a step after it
+** (freshness is the stored expiry's, so that changes no decision).  The
+** call's least TTL applies at test clocks only. */
+static inline int64_t sluice_wire_deadline_ms(int64_t expiry_ns) {
+  int64_t h = (expiry_ns >> 32) + 1; /* 2^32 ns = 4294 ms + 967296 ns */
+  return h * 4294 + (h * 967296 + 999999) / 1000000;
+}
 
 /* The exact range of the Lua port: durations, burst * period and
 ** limit * window at most this (docs/redis.md). */

@@ -159,6 +159,9 @@ int main(void) {
   num("REC_BYTES", SLUICE_WIRE_RECORD);
   /* w0, w1, expiry as (lo, hi) halves, the expiry's hi signed; layout. */
   puts("local REC_FMT = '<I4I4I4I4I4i4B'");
+  /* The same with w1 whole (unsigned; exact below 2^53): a GCRA record's
+  ** fraction, where the straight line takes only one below 2^32. */
+  puts("local REC_W1_FMT = '<I4I4I8I4i4B'");
   fputs("local VERDICT_PAIRS = '<", stdout);
   SLUICE_WIRE_VERDICT_FIELDS(FMT_I32, FMT_U32, FMT_PAIR)
   puts("'");

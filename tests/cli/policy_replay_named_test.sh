@@ -198,4 +198,25 @@ check "settle: the report counts the settled" \
 "# settled: 2 admitted requests reported their real cost" \
 "$(grep '^# settled' "$tmp/err")"
 
+# Boxes of a declared penalty: two users blocked by one strike each are
+# two scopes in the report (named by their hashed ids: the event carries
+# no tenant), not one row "key ?" with both trips.
+cat > "$tmp/box.conf" <<'CONF'
+attributes = [ "user" ];
+limits = { api = { algorithm = "fixed_window"; scope = [ "user" ];
+                   limit = 1; window_ms = 60000; }; };
+penalties = { blocked = { scope = [ "user" ]; strike = "every";
+  strikes = 1; strike_window_ms = 60000; offense_ttl_s = 60;
+  levels = ( { box_s = 60; }, { box_s = 60; }, { box_s = 60; } ); }; };
+routes = ( { method = "*"; route = "/*"; limits = ( "api" );
+             penalty = "blocked"; failure = "degraded"; } );
+CONF
+printf 't_ms,method,route,user\n0,GET,/a,ann\n0,GET,/a,ann\n0,GET,/a,bob\n0,GET,/a,bob\n' \
+  > "$tmp/box.csv"
+"$SLUICE" replay --policy "$tmp/box.conf" --enforce "$tmp/box.csv" \
+  > "$tmp/box.out" 2>&1
+check "declared boxes: one row per scope" \
+"# would have been boxed: 2 scopes
+2" "$(grep '^# would' "$tmp/box.out"; grep -c '^# hashed  [0-9a-f]\{32\} ' "$tmp/box.out")"
+
 finish

@@ -19,11 +19,12 @@
 ** Uses only the public API, so the same file measures an older build.
 ** SLUICE_BENCH_SCALE=<percent> shrinks the runs (default 100).
 **
-** `--one spec|lua|script|module N` runs one contender alone, for
-** tests/redis/callgrind_policy.py: N decisions over 100 keys (the records
-** made; a tenant rate of 1 a second keeps every record live however slow
-** the server runs), "measure" on stdout and a line awaited on stdin (the driver
-** zeroes the server's counters), then N more over the same keys, "done".
+** `--one spec|lua|script|module N [K]` runs one contender alone, for
+** tests/redis/callgrind_policy.py: N decisions over K keys (100 by
+** default; the records made; a tenant rate of 1 a second keeps every
+** record live however slow the server runs), "measure" on stdout and a
+** line awaited on stdin (the driver zeroes the server's counters), then N
+** more over the same keys, "done".
 */
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -286,7 +287,7 @@ static int64_t run(void (*f)(long), long n, long base) {
 }
 
 /* One contender, paused between its warm-up and its measured calls. */
-static int run_one(const char *who, long n) {
+static int run_one(const char *who, long n, long keys) {
   char line[16];
   void (*f)(long) = sluice_run_one;
   long i;
@@ -300,14 +301,16 @@ static int run_one(const char *who, long n) {
     pol = pol_mod;
   else
     die("--one: spec, lua, script or module (with SLUICE_REDIS_MODULE)");
+  if (keys < 1 || keys > 1000)
+    die("--one: 1 to 1000 keys");
   for (i = 0; i < n; i++)
-    f(i % 100);
+    f(i % keys);
   printf("measure\n");
   fflush(stdout);
   if (!fgets(line, sizeof line, stdin))
     die("--one: no go-ahead on stdin");
   for (i = 0; i < n; i++)
-    f(i % 100);
+    f(i % keys);
   printf("done\n");
   fflush(stdout);
   return 0;
@@ -361,15 +364,15 @@ int main(int argc, char **argv) {
   ** keeps the tenant's bucket ahead of the clock there too (a bucket that
   ** expires between calls costs its deletion, which a busy tenant's does
   ** not). */
-  if (argc == 4)
+  if (argc >= 4)
     cfg.tiers[2].tenant_rate = 1;
   pol_lua = open_policy(nodes, "lua", &cfg);
   pol_scr = open_policy(nodes, "script", &cfg);
   if (getenv("SLUICE_REDIS_MODULE"))
     pol_mod = open_policy(nodes, "module", &cfg);
   pol = pol_lua;
-  if (argc == 4 && strcmp(argv[1], "--one") == 0)
-    return run_one(argv[2], atol(argv[3]));
+  if (argc >= 4 && strcmp(argv[1], "--one") == 0)
+    return run_one(argv[2], atol(argv[3]), argc > 4 ? atol(argv[4]) : 100);
 
   printf("policy over one local redis-server (%s)\n", nodes);
   calls_table();

@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
 """Instructions redis-server spends per standard request, by contender.
 
-  callgrind_policy.py BENCH [--module SO] [--n N] [CONTENDER...]
+  callgrind_policy.py BENCH [--module SO] [--n N] [--keys K] [CONTENDER...]
 
 BENCH is build/tests/redis/redis_bench_policy; contenders are spec (one
 EVALSHA of the spec's section-6 script), lua (FCALL), script (EVALSHA of
 sluice's Lua), module (SLUICE.RUN; needs --module); all of them by default.
 For each, a redis-server of its own runs under valgrind's callgrind,
 counting only inside the commands a decision sends (EVALSHA, FCALL, the
-module's commands); BENCH --one makes N decisions over 100 keys (the
-records made), the counters are zeroed, N more decisions over the same
-keys are counted.  Prints instructions per decision.  (Debian's
+module's commands); BENCH --one makes N decisions over K keys (100 by
+default; the records made), the counters are zeroed, N more decisions
+over the same keys are counted.  Prints instructions per decision.
+Under valgrind a call takes tens of ms: over 100 keys a key's bucket is
+met every few seconds, by then full again, and its expiry moves with the
+clock, so whether a write keeps its Redis TTL (docs/redis.md, Storage)
+depends on how slow the run is; over 10 keys its TAT stays ahead and
+moves a second a call, as in the timed benchmark, and the counts repeat.  (Debian's
 redis-server is stripped: callgrind sees its exported functions only, so
 where the time goes inside a decision is found by measuring cut-down
 copies of the Lua, not by a profile.)
@@ -45,7 +50,7 @@ def ctl(*args):
                           capture_output=True, text=True, timeout=120)
 
 
-def measure(bench, who, n, module):
+def measure(bench, who, n, module, keys):
     tmp = tempfile.mkdtemp(prefix='sluice-cg-')
     port = free_port()
     out = os.path.join(tmp, 'cg.out')
@@ -71,7 +76,8 @@ def measure(bench, who, n, module):
         env = dict(os.environ, SLUICE_REDIS_NODES='127.0.0.1:%d' % port)
         if module:
             env['SLUICE_REDIS_MODULE'] = module
-        b = subprocess.Popen([bench, '--one', who, str(n)], env=env,
+        b = subprocess.Popen([bench, '--one', who, str(n), str(keys)],
+                             env=env,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              text=True)
         for line in b.stdout:
@@ -111,12 +117,15 @@ def main():
     if not args:
         print(__doc__)
         return 2
-    bench, module, n = args[0], None, 300
+    bench, module, n, keys = args[0], None, 300, 100
     who = []
     i = 1
     while i < len(args):
         if args[i] == '--module':
             module = os.path.abspath(args[i + 1])
+            i += 2
+        elif args[i] == '--keys':
+            keys = int(args[i + 1])
             i += 2
         elif args[i] == '--n':
             n = int(args[i + 1])
@@ -132,7 +141,7 @@ def main():
         who = ['spec', 'lua', 'script'] + (['module'] if module else [])
     for w in who:
         print('%-7s %9.0f instructions per decision' %
-              (w, measure(bench, w, n, module)), flush=True)
+              (w, measure(bench, w, n, module, keys)), flush=True)
     return 0
 
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "redis_test.h"
+#include "wire.h"
 #include "../common/units.h"
 
 
@@ -121,6 +122,59 @@ Test(store, capabilities_and_server_time) {
   cr_assert_lt(v.now_ns, wall + 60 * SEC);
   cr_assert_eq(v.remaining, 19);
   sluice_store_close(s);
+}
+
+/* Redis's TIME in ns, by a raw connection. */
+static int64_t redis_time_ns(redisContext *c) {
+  redisReply *r = redisCommand(c, "TIME");
+  int64_t t;
+  cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+  t = atoll(r->element[0]->str) * SEC + atoll(r->element[1]->str) * 1000;
+  freeReplyObject(r);
+  return t;
+}
+
+/* The Lua's now is Redis's TIME to the microsecond, between a TIME read
+** before the call and one after, call after call (the library keeps the
+** seconds' part from call to call), for a single op and a program. */
+Test(store, now_is_times_to_the_microsecond) {
+  static const char *const engines[] = {"engine=lua", "engine=script"};
+  static const sluice_gcra_params g = {1000000, SEC, 4000000};
+  int e, i;
+  for (e = 0; e < 2; e++) {
+    sluice_store *s = rt_store(engines[e], 0);
+    char tag[64], key[96];
+    sluice_key k;
+    sluice_step st = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 0, 1, &g, 1};
+    sluice_program p = {1, &k, 1, &st, 0, {0}};
+    redisContext *c;
+    rt_tag(tag, sizeof tag, "now");
+    snprintf(key, sizeof key, "n:%s", tag);
+    k.data = key;
+    k.len = strlen(key);
+    c = raw(rt_port_of(s, key));
+    for (i = 0; i < 40; i++) {
+      sluice_program_result res;
+      sluice_verdict v;
+      int64_t before = redis_time_ns(c), now, after;
+      if (i % 2) {
+        cr_assert_eq(sluice_store_run(s, &p, 0, &res), SLUICE_OK);
+        now = res.now_ns;
+      } else {
+        cr_assert_eq(take(s, key, &g, 1, &v), SLUICE_OK);
+        now = v.now_ns;
+      }
+      after = redis_time_ns(c);
+      cr_assert(before <= now && now <= after,
+                "%s: call %d: now %ld ns, TIME %ld .. %ld", engines[e], i,
+                (long)now, (long)before, (long)after);
+      cr_assert_eq(now % 1000, 0);
+      if (i == 20) /* the next calls in a second of their own */
+        usleep((useconds_t)(1000000 - after / 1000 % 1000000 + 1000));
+    }
+    redisFree(c);
+    sluice_store_close(s);
+  }
 }
 
 /* docs/abi.md: NODE_OF's reserved words are an input that must be zero;
@@ -911,22 +965,44 @@ Test(store, expiry_set_only_when_it_moves) {
   }
 }
 
+/* A key's Redis deadline (PEXPIRETIME, ms) and the expiry its record
+** carries; at -2 for a key that does not exist. */
+static void deadline_of(redisContext *c, const char *key, long long *at,
+                        int64_t *exp) {
+  redisReply *r = redisCommand(c, "GET %s", key);
+  uint64_t x = 0;
+  int b;
+  cr_assert(r && (r->type == REDIS_REPLY_NIL ||
+                  (r->type == REDIS_REPLY_STRING &&
+                   r->len == SLUICE_WIRE_RECORD)), "GET %s", key);
+  if (r->type == REDIS_REPLY_STRING)
+    for (b = 7; b >= 0; b--)
+      x = x << 8 | (unsigned char)r->str[SLUICE_WIRE_REC_EXPIRY + b];
+  freeReplyObject(r);
+  *exp = (int64_t)x;
+  *at = raw_int(c, "PEXPIRETIME %s", key);
+}
+
 /* Whatever path wrote a record (the library's straight line for a
-** standard request, the sequencer, the script), its Redis TTL reaches its
-** expiry (to the ms): a record collected early would hand out a full
-** bucket.
-** A point a second moves the buckets' expiries a second a call, so each
-** write must move the TTL as well (KEEPTTL only for an expiry that did
-** not move); the box is tripped halfway, which sends the later requests
-** through the sequencer. */
-Test(store, ttl_covers_expiry_of_standard_requests) {
-  static const char *const engines[] = {"engine=lua", "engine=script"};
+** standard request, the sequencer, the script, the module), its Redis
+** deadline is the grid's of the expiry it carries (wire.h), never before
+** it: a record collected early would hand out a full bucket.  The
+** tenant's bucket (a point in 5 s) moves its expiry 5 s a call, across a
+** grid step (2^32 ns) every time, so a write that kept the TTL there
+** would leave it short; the key's (a point a us, a debt of 3 s taken
+** first) moves it a us a call and keeps its TTL.  The box is tripped
+** halfway, which sends the later requests through the sequencer and
+** writes the box and the notice. */
+Test(store, deadlines_are_the_grid_of_the_expiry) {
+  static const char *const engines[] = {"engine=lua", "engine=script",
+                                        "engine=module"};
   static const sluice_penalty_params pen = {
       3, 10 * SEC, {SEC, 60 * SEC, SLUICE_FOREVER}, 3600 * SEC};
-  static const sluice_gcra_params g[2] = {{1, SEC, 100}, {1, SEC, 50}};
+  static const sluice_gcra_params g[2] = {{1, 5 * SEC, 100},
+                                          {1000000, SEC, 4000000}};
   static const sluice_lease_params notice = {1, SEC};
-  int e, i, j;
-  for (e = 0; e < 2; e++) {
+  int ne = strstr(rt_engine(NULL), "module") ? 3 : 2, e, i, j;
+  for (e = 0; e < ne; e++) {
     sluice_store *s = rt_store(engines[e], 0);
     char tag[64], names[4][96];
     sluice_key k[4];
@@ -942,40 +1018,109 @@ Test(store, ttl_covers_expiry_of_standard_requests) {
         {SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, 0, 1, &pen, 0, 0,
          SLUICE_WHEN_ALLOWED, 2, SLUICE_WHEN_ALLOWED, 0, SLUICE_FOLD_NOTE}};
     sluice_program p = {4, k, 5, st, 0, {0}};
-    rt_tag(tag, sizeof tag, "ttl");
+    sluice_op debt = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k[2], &g[1],
+                      3000000, 0};
+    sluice_verdict v;
+    rt_tag(tag, sizeof tag, "grid");
     for (i = 0; i < 4; i++) {
       snprintf(names[i], sizeof names[i], "{%s}:%d", tag, i);
       k[i].data = names[i];
       k[i].len = strlen(names[i]);
     }
     c = raw(rt_port_of(s, names[0]));
+    /* the key's TAT 3 s ahead: a point then moves it by a us */
+    cr_assert_eq(sluice_store_apply(s, &debt, 0, &v), SLUICE_OK);
+    cr_assert(v.allowed);
     for (i = 0; i < 8; i++) {
       sluice_program_result res;
       if (i == 4) {
         sluice_op trip = {SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, 1, &k[0], &pen,
                           1, 0};
-        sluice_verdict v;
         cr_assert_eq(sluice_store_apply(s, &trip, 0, &v), SLUICE_OK);
       }
       cr_assert_eq(sluice_store_run(s, &p, 0, &res), SLUICE_OK, "%s: %s",
                    engines[e], sluice_store_errmsg(s));
       cr_assert_eq(res.allowed, i < 4, "%s: call %d allowed", engines[e], i);
-      for (j = 1; j < 3; j++) {
-        sluice_state st_;
-        int64_t exp = 0;
+      for (j = 0; j < 4; j++) {
+        int64_t exp;
         long long at;
-        cr_assert_eq(sluice_store_get(s, &k[j], 0, &st_, &exp), SLUICE_OK);
-        at = raw_int(c, "PEXPIRETIME %s", names[j]);
-        /* (The TTL is whole ms counted from Redis's ms clock, which
-        ** cuts TIME's sub-ms part off: up to 1 ms short.) */
-        cr_assert_gt((int64_t)at * 1000000 + 1000000, exp,
-                     "%s: call %d: bucket %d collected at %lld ms, before "
-                     "its expiry %ld ns", engines[e], i, j, at, exp);
+        deadline_of(c, names[j], &at, &exp);
+        if (at == -2) /* no record (the notice before a denial) */
+          continue;
+        cr_assert_eq(at, sluice_wire_deadline_ms(exp),
+                     "%s: call %d: key %d: deadline %lld ms, the grid's of "
+                     "its expiry %ld ns is %ld ms", engines[e], i, j, at,
+                     (long)exp, (long)sluice_wire_deadline_ms(exp));
+        cr_assert_geq((int64_t)at * 1000000, exp);
       }
     }
     redisFree(c);
     sluice_store_close(s);
   }
+}
+
+/* A standard request whose buckets' expiries stay in one grid step keeps
+** their TTLs: eight requests whose buckets move by a us each (their TATs
+** 3 s ahead) set no expiry, whichever engine wrote the records before. */
+static sluice_store *keep_store;
+static const sluice_gcra_params keep_g[2] = {{1000000, SEC, 4000000},
+                                             {1000000, SEC, 4000000}};
+static void keep_requests(sluice_store *s, const char *key) {
+  static const sluice_penalty_params pen = {
+      3, 10 * SEC, {SEC, 60 * SEC, SLUICE_FOREVER}, 3600 * SEC};
+  char names[3][128];
+  sluice_key k[3];
+  sluice_step st[2] = {
+      {SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1, &pen},
+      {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, 2, keep_g, 1, 0,
+       SLUICE_WHEN_PASSED, 0}};
+  sluice_program p = {3, k, 2, st, 0, {0}};
+  int i;
+  (void)s;
+  for (i = 0; i < 3; i++) {
+    snprintf(names[i], sizeof names[i], "%s%s", key, i == 0 ? ":box"
+                                                     : i == 1 ? ""
+                                                              : ":k");
+    k[i].data = names[i];
+    k[i].len = strlen(names[i]);
+  }
+  for (i = 0; i < 8; i++) {
+    sluice_program_result res;
+    cr_assert_eq(sluice_store_run(keep_store, &p, 0, &res), SLUICE_OK, "%s",
+                 sluice_store_errmsg(keep_store));
+    cr_assert(res.allowed);
+  }
+}
+
+Test(store, standard_requests_keep_ttl_within_a_grid_step) {
+  static const char *const engines[] = {"engine=lua", "engine=script",
+                                        "engine=module"};
+  int ne = strstr(rt_engine(NULL), "module") ? 3 : 2, e, w, sets, expires;
+  for (w = 0; w < ne; w++)
+    for (e = 0; e < 2; e++) {
+      sluice_store *s = rt_store(engines[w], 0);
+      char tag[64], key[96];
+      sluice_op debt = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, NULL,
+                        keep_g, 3000000, 0};
+      sluice_key k;
+      sluice_verdict v;
+      rt_tag(tag, sizeof tag, "kstd");
+      snprintf(key, sizeof key, "{%s}:%d%d", tag, w, e);
+      /* the bucket's TAT 3 s ahead, written by engine w */
+      k.data = key;
+      k.len = strlen(key);
+      debt.keys = &k;
+      cr_assert_eq(sluice_store_apply(s, &debt, 0, &v), SLUICE_OK);
+      sluice_store_close(s);
+      keep_store = rt_store(engines[e], 0);
+      key_events(keep_store, key, keep_requests, &sets, &expires);
+      cr_assert_eq(sets, 8, "%s after %s: eight writes (%d)", engines[e],
+                   engines[w], sets);
+      /* (one if the expiry crossed a grid step: a chance of 2e-6) */
+      cr_assert_leq(expires, 1, "%s after %s: %d expiries set", engines[e],
+                    engines[w], expires);
+      sluice_store_close(keep_store);
+    }
 }
 
 /* The library keeps compiled programs, keyed by the call's bytes: two

@@ -18,28 +18,31 @@ local function run(keys, argv)
     local pre
     if prog.std then
       local r
-      r, pre = pstd(prog.std, nh, nl, prog.minttl)
+      r, pre = pstd(prog.std, nh, nl, false)
       if r then return r end
     end
-    return program(prog, nh, nl, prog.minttl, pre)
+    return program(prog, nh, nl, false, pre)
   end
   if #keys < 1 or not AV or #AV < HDR_BYTES or #AV % 8 ~= 0 then
     return fail('EINVAL', 'malformed arguments')
   end
   local algo, kind, nh, nl, arg, idh, idl, minttl = sunpack(HDR_FMT, AV)
   local tmode = nh >= 0 -- a test clock's now in the header
-  if not tmode then nh, nl = server_now() end
+  -- (minttl false: server time, whose writes take the grid's deadlines;
+  -- the least TTL is for test clocks, setrec in entry.lua)
+  if not tmode then
+    nh, nl = server_now()
+    minttl = false
+  end
 
   if algo == WIRE_PROGRAM then
     local err
     if #AV == HDR_BYTES then -- by id (no program has no step)
       prog, err = pbyid(kind, #keys, not tmode and av)
-      if prog and not tmode then prog.minttl = minttl end
     elseif tmode then
       prog, err = pfind(TCACHE, string.sub(av, HDR_BYTES + 1), kind, #keys)
     else
       prog, err = pfind(PCACHE, av, kind, #keys)
-      if prog then prog.minttl = minttl end
     end
     if not prog then return err end
     local pre
@@ -66,7 +69,7 @@ local function run(keys, argv)
     for i = 1, #keys do
       local al, kd, bh, bl, cost, ih, il, mt, R, Pd, B =
         sunpack(BATCH_FMT, AV, (i - 1) * BATCH_BYTES + 1)
-      if bh >= 0 then tnh, tnl = bh, bl end
+      if bh >= 0 then tnh, tnl = bh, bl else mt = false end
       local r = al == ALGO_GCRA and (kd == OP_CONSUME or kd == OP_PEEK) and
         gcra1(keys[i], kd, cost, mt, tnh, tnl, R, Pd, B)
       if not r then

@@ -65,22 +65,33 @@ local CK, AV
 
 -- Redis's TIME as an exact (hi, lo) pair of ns.  (x - x % 1 is floor(x),
 -- exact, without the cost of calling math.floor: a C function call costs
--- the server about as much as twenty Lua operations.)
+-- the server about as much as twenty Lua operations.)  The seconds' pair,
+-- sec * 10^9, is kept with TIME's string for them (Tsec: the library
+-- keeps it from call to call), so within a second a call converts only
+-- the microseconds (a string's conversion costs the server as much as
+-- fifteen Lua operations, and equal strings are one string in Lua).
+local Tsec, Tbh, Tbl
 local function server_now()
   local t = rcall('TIME')
-  local sec, usec = t[1] + 0, t[2] + 0 -- (arithmetic converts, no call)
-  local sh = sec / 65536
-  sh = sh - sh % 1
-  local a = sh * 1000000000 -- < 2^47
-  local x = (sec - sh * 65536) * 1000000000 + usec * 1000 -- < 2^46
-  local xh = x / T32
-  xh = xh - xh % 1
-  local nh = a / 65536 -- a * 2^16 = nh * 2^32 + (a mod 2^16) * 2^16
-  nh = nh - nh % 1
-  local nl = (a - nh * 65536) * 65536 + x - xh * T32
-  nh = nh + xh
-  if nl >= T32 then nl = nl - T32; nh = nh + 1 end
-  return nh, nl
+  local s = t[1]
+  if s ~= Tsec then
+    local sec = s + 0 -- (arithmetic converts, no call)
+    local sh = sec / 65536
+    sh = sh - sh % 1
+    local a = sh * 1000000000 -- < 2^47
+    local x = (sec - sh * 65536) * 1000000000 -- < 2^46
+    local xh = x / T32
+    xh = xh - xh % 1
+    local nh = a / 65536 -- a * 2^16 = nh * 2^32 + (a mod 2^16) * 2^16
+    nh = nh - nh % 1
+    local nl = (a - nh * 65536) * 65536 + x - xh * T32
+    nh = nh + xh
+    if nl >= T32 then nl = nl - T32; nh = nh + 1 end
+    Tsec, Tbh, Tbl = s, nh, nl
+  end
+  local nl = Tbl + t[2] * 1000 -- < 2^32 + 10^9
+  if nl >= T32 then return Tbh + 1, nl - T32 end
+  return Tbh, nl
 end
 
 -- Exact floor(a / b) and ceil(a / b) for integers below 2^53, b > 0 (a may
@@ -98,6 +109,58 @@ local function cd(a, b)
   local q = fd(a, b)
   if q * b < a then return q + 1 end
   return q
+end
+
+-- The Redis deadline of a record whose expiry's high half is xh, at
+-- server time: ms since the epoch, the end of that half's step of 2^32 ns
+-- rounded up (wire.h's sluice_wire_deadline_ms, which every writer uses,
+-- the module's included).  2^32 ns = 4294 ms + 967296 ns; m < 2^52 and a
+-- multiple of 1e-6 ms, so the quotient's rounding never reaches an integer.
+local function deadline(xh)
+  local h = xh + 1
+  local q = h * 967296 / MS
+  local c = q - q % 1
+  if c < q then c = c + 1 end
+  return h * 4294 + c
+end
+
+-- The SET of one record value v expiring at (xh, xl) ns.  At server time
+-- (minttl false) its Redis deadline is deadline(xh), as PXAT, or kept
+-- (KEEPTTL: Redis then neither sets nor propagates an expiry) when the
+-- key holds a record (oh, ol: its stored expiry, live or not) whose
+-- expiry has the same high half: every writer gives a key the deadline
+-- of the expiry its value carries.  At a test clock (minttl: the least TTL)
+-- the TTL counts from now, floor((expiry - now) / 1 ms) + 1 raised to
+-- minttl, and is kept only for an expiry that did not move.
+-- SLUICE_FOREVER: no TTL.
+local function setrec(key, v, xh, xl, nh, nl, minttl, oh, ol)
+  if xh == 2147483647 and xl == T32 - 1 then
+    if minttl and oh == xh and ol == xl then
+      rcall('SET', key, v, 'KEEPTTL')
+    else
+      rcall('SET', key, v)
+    end
+    return
+  end
+  if not minttl then
+    if oh == xh then -- (a forever record's oh: xh is below it)
+      rcall('SET', key, v, 'KEEPTTL')
+    else
+      rcall('SET', key, v, 'PXAT', deadline(xh))
+    end
+    return
+  end
+  if oh == xh and ol == xl then
+    rcall('SET', key, v, 'KEEPTTL')
+    return
+  end
+  local dh, dl = xh - nh, xl - nl
+  if dl < 0 then dl = dl + T32; dh = dh - 1 end
+  local ms
+  if dh >= T52 / T32 then ms = TTL_CAP_MS
+  else ms = fd(dh * T32 + dl, MS) + 1 end
+  if ms < minttl then ms = minttl end
+  rcall('SET', key, v, 'PX', ms)
 end
 
 --@include fast

@@ -19,9 +19,10 @@ local function gcra1(key, kind, cost, minttl, nh, nl, R, Pd, B)
   local tau = B * Pd
   local v = redis.call('GET', key)
   local w0l, w0h, fr, w1h, el, eh, lay = 0, 0, 0, 0, 0, 0, LAYOUT
-  local stale = false
+  local stale, oh = false, nil
   if v and #v == REC_BYTES then
     w0l, w0h, fr, w1h, el, eh, lay = sunpack(REC_FMT, v)
+    oh = eh
     if lay == LAYOUT and not (nh < eh or (nh == eh and nl < el)) then
       -- Expired (a bucket that is full again): a fresh record, and the
       -- stale one goes, as in the general path.
@@ -66,16 +67,12 @@ local function gcra1(key, kind, cost, minttl, nh, nl, R, Pd, B)
     tl = tl - c * T32
     th = th + c
     local xh, xl = th, tl
-    local ttl = q
     if f > 0 then
       xl = xl + 1
-      ttl = ttl + 1
       if xl >= T32 then xl = xl - T32; xh = xh + 1 end
     end
-    local ms = fd(ttl, MS) + 1
-    if ms < minttl then ms = minttl end
-    redis.call('SET', key,
-      spack(REC_FMT, tl, th, f, 0, xl, xh, LAYOUT), 'PX', ms)
+    setrec(key, spack(REC_FMT, tl, th, f, 0, xl, xh, LAYOUT), xh, xl, nh,
+      nl, minttl, oh, el)
   elseif v then
     -- Unchanged record: the general path would rewrite its expiry if it
     -- differs from ceil(TAT) (a value another path wrote).

@@ -10,29 +10,13 @@
 -- without leaving the batch (the calls after it must still follow it), and
 -- so that its helpers are made only when it runs.
 
--- The SET of one record with its expiry as the stored value's and (in ms,
--- raised to minttl) as the Redis TTL; SLUICE_FOREVER: no TTL.  keep: the
--- key holds a live record of this same expiry, so its Redis TTL (whoever
--- set it, never below the expiry) still fits and stays (KEEPTTL: Redis
--- then neither sets nor propagates an expiry).
+-- The SET of one record with its expiry as the stored value's and as the
+-- Redis deadline (setrec, entry.lua).  oh, ol: the stored expiry of the
+-- record the key holds, or nil.
 local function write_rec(key, w0h, w0l, w1h, w1l, xh, xl, nh, nl, minttl,
-                         keep)
-  local v = spack(REC_FMT, w0l, w0h, w1l, w1h, xl, xh, LAYOUT)
-  if keep then
-    redis.call('SET', key, v, 'KEEPTTL')
-    return
-  end
-  if xh == 2147483647 and xl == T32 - 1 then
-    redis.call('SET', key, v)
-    return
-  end
-  local dh, dl = xh - nh, xl - nl
-  if dl < 0 then dl = dl + T32; dh = dh - 1 end
-  local ms
-  if dh >= T52 / T32 then ms = TTL_CAP_MS
-  else ms = fd(dh * T32 + dl, MS) + 1 end
-  if ms < minttl then ms = minttl end
-  redis.call('SET', key, v, 'PX', ms)
+                         oh, ol)
+  setrec(key, spack(REC_FMT, w0l, w0h, w1l, w1h, xl, xh, LAYOUT), xh, xl,
+    nh, nl, minttl, oh, ol)
 end
 
 -- One step over a group.  KEYS given: it reads and writes the group's
@@ -226,8 +210,10 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
       elseif not raw[i] or b0h[i] ~= a0h[i] or b0l[i] ~= a0l[i] or
              b1h[i] ~= a1h[i] or b1l[i] ~= a1l[i] or xh ~= aeh[i] or
              xl ~= ael[i] then
+        local oh, ol
+        if raw[i] then oh, ol = aeh[i], ael[i] end
         write_rec(KEYS[i], b0h[i], b0l[i], b1h[i], b1l[i], xh, xl, nh, nl,
-          minttl, raw[i] and xh == aeh[i] and xl == ael[i])
+          minttl, oh, ol)
       end
     end
   end

@@ -86,7 +86,12 @@ local function pload(a, b)
   end
   if Ppre then
     for i = a, b do
-      if raw[i] == nil and not pload1(i, Ppre[i]) then return i end
+      if raw[i] == nil then
+        -- (false: no record; nil: not read, pstd reads only its own)
+        local v = Ppre[i]
+        if v == nil then v = redis.call('GET', CK[i]) end
+        if not pload1(i, v) then return i end
+      end
     end
     return 0
   end
@@ -157,17 +162,21 @@ local function pstd_shape(prog, nkeys)
   end
   -- pre: an admitting GCRA verdict's bytes before remaining, per binding
   -- bucket, packed when first needed.
-  return {kb = b.key + 1, kg = g.key, nk = g.nk, g = g.g, bv = b.bv,
+  -- nm: the records pstd reads, the box's and the buckets' (the steps
+  -- after a denial read theirs when they run).
+  local nm = b.key + 1
+  if g.key + g.nk > nm then nm = g.key + g.nk end
+  return {kb = b.key + 1, kg = g.key, nk = g.nk, g = g.g, bv = b.bv, nm = nm,
           hdr = spack(PROG_HEAD_FMT, 1, -1, 3, 0), pre = {}}
 end
 
 local function pstd(std, nh, nl, minttl)
   local K = CK
   local vals
-  if #K == 4 then
-    vals = rcall('MGET', K[1], K[2], K[3], K[4])
+  if std.nm == 3 then
+    vals = rcall('MGET', K[1], K[2], K[3])
   else
-    vals = rcall('MGET', unpack(K))
+    vals = rcall('MGET', unpack(K, 1, std.nm))
   end
   if vals[std.kb] then return nil, vals end
   local g, kg, nk = std.g, std.kg, std.nk
@@ -181,13 +190,13 @@ local function pstd(std, nh, nl, minttl)
     x[2 * j - 1] = nil
     if v then
       if #v ~= REC_BYTES then return nil, vals end
-      local x0l, x0h, fr, x1h, el, eh, lay = sunpack(REC_FMT, v)
+      local x0l, x0h, fr, el, eh, lay = sunpack(REC_W1_FMT, v)
       if lay ~= LAYOUT then return nil, vals end
       -- A record whose expiry has passed is a full bucket (D = 0), which
       -- the write below replaces (the sequencer would delete it first).
       if nh < eh or (nh == eh and nl < el) then
         -- A TAT the fast step would not take: the general path.
-        if x1h ~= 0 or fr >= R then return nil, vals end
+        if fr >= R or fr >= T32 then return nil, vals end
         local dh, dl = x0h - nh, x0l - nl
         if dl < 0 then dl = dl + T32; dh = dh - 1 end
         if dh >= 0 then
@@ -197,24 +206,63 @@ local function pstd(std, nh, nl, minttl)
           D = dn * R + fr
           if D > tau then return nil, vals end
         end
-        x[2 * j - 1], x[2 * j] = eh, el
       end
+      -- (The key's deadline is that of the stored expiry, passed or not.)
+      x[2 * j - 1], x[2 * j] = eh, el
     end
     local Dn = D + g[k]
     if Dn > tau then return nil, vals end
     e[j] = Dn
-    -- The binding bucket: the one left with the fewest points.
-    local ra = fd(tau - Dn, g[k - 4])
+    -- The binding bucket: the one left with the fewest points,
+    -- floor((tau - Dn) / period) (fd, inline: a Lua call costs the server
+    -- as much as a few arithmetic operations).
+    local a, P = tau - Dn, g[k - 4]
+    local ra = a / P
+    ra = ra - ra % 1
+    local r = a - ra * P
+    if r < 0 then ra = ra - 1 elseif r >= P then ra = ra + 1 end
     if bv == nil or ra < bv then bv, bj = ra, j end
   end
   local now8 = spack(NOW_FMT, nl, nh)
   for j = 1, nk do
-    local th, tl, f, xh, xl, ttl = gcra_tat(e[j], g[6 * j - 5], nh, nl)
-    local rec = spack(REC_FMT, tl, th, f, 0, xl, xh, LAYOUT)
+    -- gcra_tat, inline: the TAT now + Dn / R as whole ns (th, tl) and
+    -- fraction f, its expiry ceil(TAT) (xh, xl)
+    local Dn, R = e[j], g[6 * j - 5]
+    local q = Dn / R
+    q = q - q % 1
+    local f = Dn - q * R
+    if f < 0 then
+      q, f = q - 1, f + R
+    elseif f >= R then
+      q, f = q + 1, f - R
+    end
+    local th, tl = nh, nl + q
+    if tl >= T32 then
+      local cy = tl / T32
+      cy = cy - cy % 1
+      tl = tl - cy * T32
+      th = th + cy
+    end
+    local xh, xl = th, tl
+    if f > 0 then
+      xl = tl + 1
+      if xl >= T32 then xl = xl - T32; xh = xh + 1 end
+    end
+    local rec = spack(REC_W1_FMT, tl, th, f, xl, xh, LAYOUT)
     local key = K[kg + j]
-    if x[2 * j - 1] == xh and x[2 * j] == xl then
+    local oh = x[2 * j - 1]
+    if not minttl then
+      -- (setrec's server-time rule, inline: the common case of a call)
+      if oh == xh then
+        rcall('SET', key, rec, 'KEEPTTL')
+      else
+        rcall('SET', key, rec, 'PXAT', deadline(xh))
+      end
+    elseif oh == xh and x[2 * j] == xl then
       rcall('SET', key, rec, 'KEEPTTL')
     else
+      local ttl = q
+      if f > 0 then ttl = q + 1 end
       local ms = TTL_CAP_MS
       if ttl < T52 then ms = fd(ttl, MS) + 1 end
       if ms < minttl then ms = minttl end
@@ -226,9 +274,19 @@ local function pstd(std, nh, nl, minttl)
     pre = spack(VERDICT_PRE_FMT, 1, 0, bj - 1, 0, g[6 * bj - 3])
     std.pre[bj] = pre
   end
+  -- reset: ceil(Dn / R) of the binding bucket (cd, inline)
+  local Dn, R = e[bj], g[6 * bj - 5]
+  local rs = Dn / R
+  rs = rs - rs % 1
+  local r = Dn - rs * R
+  if r < 0 then
+    rs, r = rs - 1, r + R
+  elseif r >= R then
+    rs, r = rs + 1, r - R
+  end
+  if r > 0 then rs = rs + 1 end
   return std.hdr .. now8 .. std.bv .. now8 .. pre ..
-    spack(VERDICT_MID_FMT, bv, 0, cd(e[bj], g[6 * bj - 5])) ..
-    VERDICT_POST .. now8
+    spack(VERDICT_MID_FMT, bv, 0, rs) .. VERDICT_POST .. now8
 end
 
 -- PIDS: the same compiled programs keyed by their id, the 24 bytes the
@@ -408,8 +466,10 @@ local function program(prog, nh, nl, minttl, pre)
       if xh < nh or (xh == nh and xl <= nl) then
         if raw[i] then redis.call('DEL', KEYS[i]) end
       else
+        local oh, ol
+        if raw[i] then oh, ol = POX[2 * i - 1], POX[2 * i] end
         write_rec(KEYS[i], c[q - 3], c[q - 2], c[q - 1], c[q], xh, xl, nh, nl,
-          minttl, raw[i] and xh == POX[2 * i - 1] and xl == POX[2 * i])
+          minttl, oh, ol)
       end
     end
   end

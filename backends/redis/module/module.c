@@ -90,11 +90,21 @@ static void rec_del(RedisModuleCtx *ctx, RedisModuleString *name, rec *r) {
   r->live = r->stale = 0;
 }
 
+/* The least TTL a write takes: the call's at a test clock, -1 at server
+** time (the grid's deadline instead). */
+static int64_t min_ttl(const smod_call *c) {
+  return c->server_time ? -1 : c->min_ttl_ms < 0 ? 0 : c->min_ttl_ms;
+}
+
 /* "PXAT", made once at load: one argument object fewer per write. */
 static RedisModuleString *pxat;
 
-/* Write a record with its expiry: as the stored value's and, in ms (raised
-** to the minimum TTL), as the Redis TTL; SLUICE_FOREVER gets none.  One
+/* Write a record with its expiry: as the stored value's and as the Redis
+** deadline, at server time sluice_wire_deadline_ms() of it (the deadline
+** the script keeps or sets), at a test clock from now in ms raised to the
+** minimum TTL (c->min_ttl_ms; server time: -1); SLUICE_FOREVER gets none.
+** (The deadline is set again where the script keeps it: the same
+** deadline, at a cost the module hardly notices.)  One
 ** new string object serves as the key's value and as the replicated SET's
 ** argument; it is the compact kind a SET makes (the value inside the
 ** object), which a later read finds with one memory access fewer than a
@@ -113,11 +123,16 @@ static void rec_put(RedisModuleCtx *ctx, RedisModuleString *name, rec *r,
   if (exp == SLUICE_FOREVER) {
     srm_Replicate(ctx, "SET", "ss", name, val);
   } else {
-    int64_t d = exp - now;
-    long long ms = d >= SMOD_FAR_NS ? SLUICE_WIRE_TTL_CAP_MS : d / 1000000 + 1, at;
-    if (ms < min_ttl_ms)
-      ms = min_ttl_ms;
-    at = srm_Milliseconds() + ms;
+    long long at;
+    if (min_ttl_ms < 0) {
+      at = sluice_wire_deadline_ms(exp);
+    } else {
+      int64_t d = exp - now;
+      long long ms = d >= SMOD_FAR_NS ? SLUICE_WIRE_TTL_CAP_MS : d / 1000000 + 1;
+      if (ms < min_ttl_ms)
+        ms = min_ttl_ms;
+      at = srm_Milliseconds() + ms;
+    }
     srm_SetAbsExpire(r->k, at);
     srm_Replicate(ctx, "SET", "sssl", name, val, pxat, at);
   }
@@ -230,7 +245,7 @@ static int run_op(RedisModuleCtx *ctx, RedisModuleString **names,
         rec_del(ctx, names[i], &r[i]);
     } else if (!r[i].live || x != r[i].exp ||
                memcmp(&out[i], &r[i].in, sizeof out[i]) != 0) {
-      rec_put(ctx, names[i], &r[i], &out[i], x, now, c->min_ttl_ms);
+      rec_put(ctx, names[i], &r[i], &out[i], x, now, min_ttl(c));
     }
   }
   rec_close(r, n);
@@ -290,7 +305,7 @@ static int run_program(RedisModuleCtx *ctx, RedisModuleString **names,
         if (r[i].live || r[i].stale)
           rec_del(ctx, names[i], &r[i]);
       } else {
-        rec_put(ctx, names[i], &r[i], &out[i], x, now, c->min_ttl_ms);
+        rec_put(ctx, names[i], &r[i], &out[i], x, now, min_ttl(c));
       }
     } else if (r[i].stale) {
       rec_del(ctx, names[i], &r[i]);
