@@ -21,8 +21,9 @@
 **
 ** Keys: dl:{TAG}:BODY, TAG the keyed hash of the scope's first attribute
 ** (name and value), BODY "n:NAME" for a scope of that attribute alone, else
-** "h:" and the keyed hash of the limit's name and every scope attribute; a
-** lease set's slot i appends ":i".  The attribute's name in each hash keeps
+** "h:" and the keyed hash of the limit's name and its other attributes (a
+** penalty's: of its name and every attribute, the box's id); a lease set's
+** slot i appends ":i".  The attribute's name in each hash keeps
 ** two attributes with equal values apart.
 */
 #include <string.h>
@@ -279,7 +280,7 @@ static size_t scope_part(const sluice__ctx *c, int a, char *buf, int *rc,
 ** attribute (every limit of a route starts with the same one, so it is
 ** hashed once), and each limit's BODY: "n:NAME" for a scope of that
 ** attribute alone (nothing more to hide), else "h:" and the keyed hash of
-** the limit's name and all its attributes. */
+** the limit's name and its other attributes. */
 typedef struct sluice__keyparts {
   char tag[SLUICE_SCOPE_ID_LEN + 1];
   int tagged; /* tag computed */
@@ -311,7 +312,9 @@ static int scope_ids(const sluice__ctx *c, const char *name, const int *scope,
   len = strlen(name);
   memcpy(buf, name, len);
   buf[len++] = '\x1f';
-  for (i = 0; i < nscope; i++) {
+  /* A limit's key has the first attribute in its TAG already: its BODY
+  ** hashes the others.  A penalty's BODY is its id too: all of them. */
+  for (i = hashed ? 0 : 1; i < nscope; i++) {
     if (!(n = scope_part(c, scope[i], buf + len, &rc, d)))
       return rc;
     len += n;

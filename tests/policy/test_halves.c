@@ -159,14 +159,15 @@ static void open_redis(fixture *f, const sluice_policy_config *cfg,
   cr_assert_eq(rc, SLUICE_OK, "%s: %s", store, sluice_strerror(rc));
 }
 
-static void small_cfg(sluice_policy_config *cfg) {
-  sluice_policy_config_defaults(cfg);
-  cfg->tiers[0].tenant_burst = 80;
-  cfg->tiers[0].key_burst = 50;
-  cfg->tiers[0].strike_threshold = 3;
-  cfg->tiers[1].key_burst = 60;
-  cfg->tiers[1].exports_per_window = 2;
-  cfg->ip_limit = 110;
+static sluice_policy_config *small_cfg(void) {
+  sluice_policy_config *cfg = cfg_new();
+  cfg_set(cfg, "tiers.sandbox.tenant.burst", 80);
+  cfg_set(cfg, "tiers.sandbox.key.burst", 50);
+  cfg_set(cfg, "tiers.sandbox.strikes", 3);
+  cfg_set(cfg, "tiers.growth.key.burst", 60);
+  cfg_set(cfg, "tiers.growth.exports_per_window", 2);
+  cfg_set(cfg, "ip_backstop.limit", 110);
+  return cfg;
 }
 
 /* The fields a decision reports, compared one by one (a lease id is
@@ -227,7 +228,7 @@ static sluice_request trace_req(int i, unsigned *seed) {
 /* The same trace, blocking on one prefix and in halves on another. */
 static void differential(const char *extra, int n) {
   char pa[96], pb[96], tag[64];
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture fa, fb;
   sluice_call *call;
   host h;
@@ -240,9 +241,9 @@ static void differential(const char *extra, int n) {
   pb[strcspn(pb, "}")] = 0;
   strcat(pa, ":");
   strcat(pb, ":");
-  small_cfg(&cfg);
-  open_redis(&fa, &cfg, pa, extra);
-  open_redis(&fb, &cfg, pb, extra);
+  cfg = small_cfg();
+  open_redis(&fa, cfg, pa, extra);
+  open_redis(&fb, cfg, pb, extra);
   host_init(&h);
   cr_assert_eq(sluice_call_open(fb.pol, &call), SLUICE_OK);
   for (i = 0; i < n; i++) {
@@ -753,7 +754,7 @@ static sluice_call *open_halves(fixture *f, host *h, const char *what,
 ** key: a call with several keys in a migrating slot gets TRYAGAIN from
 ** Redis until the slot is stable, on any path). */
 Test(halves, redis_migration_asks_then_moves) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   host h;
   sluice_call *call;
@@ -763,9 +764,9 @@ Test(halves, redis_migration_asks_then_moves) {
   int slot, pa, pb, n, admitted = 0;
   if (!rt_is_cluster())
     cr_skip_test("needs a cluster");
-  small_cfg(&cfg);
-  cfg.ip_limit = 4;
-  call = open_halves(&f, &h, "mig", &cfg, "");
+  cfg = small_cfg();
+  cfg_set(cfg, "ip_backstop.limit", 4);
+  call = open_halves(&f, &h, "mig", cfg, "");
   q.client_ip = "10.77.0.1";
   /* Where the address's window lives, from the call itself. */
   cr_assert_eq(sluice_policy_begin(call, &q, &d), SLUICE_CALL_SEND);
@@ -909,7 +910,7 @@ Test(halves, redis_program_id_unknown_goes_whole) {
 ** failures in a row (no store call then), a probe after
 ** degraded_probe_ns, closed again once the store answers. */
 Test(halves, redis_node_fails_mid_call) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   host h;
   sluice_call *call;
@@ -917,9 +918,9 @@ Test(halves, redis_node_fails_mid_call) {
   sluice_request rec = rq_class("failing", "k", "growth", SLUICE_EP_RECONCILE);
   sluice_decision d;
   int i;
-  small_cfg(&cfg);
-  cfg.breaker_run = 3;
-  call = open_halves(&f, &h, "fail", &cfg, "");
+  cfg = small_cfg();
+  cfg_set(cfg, "breaker.consecutive_failures", 3);
+  call = open_halves(&f, &h, "fail", cfg, "");
   rec.ledger_id = "L";
   cr_assert_eq(host_decide(&h, call, &q, &d), SLUICE_CALL_DONE);
   cr_assert_eq(d.store_error, 0);
@@ -945,7 +946,7 @@ Test(halves, redis_node_fails_mid_call) {
     cr_assert(d.flags & SLUICE_DECISION_DEGRADED);
   }
   /* After the probe delay one trial goes to the store and closes it. */
-  sluice_clock_advance(f.clock, cfg.degraded_probe_ns + 1);
+  sluice_clock_advance(f.clock, cfg_ns(cfg, "failure.probe_interval_ms") + 1);
   cr_assert_eq(host_decide(&h, call, &q, &d), SLUICE_CALL_DONE);
   cr_assert_eq(d.store_error, 0, "%s", sluice_err_name(d.store_error));
   cr_assert_eq(d.flags & SLUICE_DECISION_DEGRADED, 0);

@@ -757,7 +757,7 @@ Test(policy_ledger_file, a_subject_flood_leaves_the_tenants_room) {
 /* The file loads without a warning (every limit is applied). */
 Test(policy_ledger_file, loads_clean) {
   char buf[512];
-  cr_assert_eq(sluice_policy_config_warnings(SLUICE_ETC "/ledger.conf", buf,
+  cr_assert_eq(cfg_warnings(SLUICE_ETC "/ledger.conf", buf,
                                              sizeof buf),
                SLUICE_OK, "%s", buf);
   cr_assert_str_eq(buf, "");

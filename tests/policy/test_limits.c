@@ -25,9 +25,9 @@ static char *write_conf(const char *text) {
 
 /* Load text; returns the loader's rc, err its message. */
 static int load(const char *text, char *err, size_t len) {
-  sluice_policy_config c;
+  sluice_policy_config *c;
   char *path = write_conf(text);
-  int rc = sluice_policy_config_load(path, &c, err, len);
+  int rc = cfg_load(&c, path, err, len);
   unlink(path);
   return rc;
 }
@@ -502,14 +502,14 @@ Test(policy_limits, an_unused_limit_is_a_warning) {
   char buf[512];
   char *path = write_conf(LIM_A "routes = ( { method = \"GET\"; route = "
                                 "\"/x\"; limits = ( \"a\" ); } );\n");
-  cr_assert_eq(sluice_policy_config_warnings(path, buf, sizeof buf), SLUICE_OK);
+  cr_assert_eq(cfg_warnings(path, buf, sizeof buf), SLUICE_OK);
   cr_assert(strstr(buf, ":2: limits.b: no route applies it"), "%s", buf);
   unlink(path);
   path = write_conf(LIM_A "routes = ( { method = \"GET\"; route = \"/x\"; "
                           "limits = ( \"a\" ); },\n"
                           "{ method = \"GET\"; route = \"/y\"; limits = ( "
                           "\"b\" ); } );\n");
-  cr_assert_eq(sluice_policy_config_warnings(path, buf, sizeof buf), SLUICE_OK);
+  cr_assert_eq(cfg_warnings(path, buf, sizeof buf), SLUICE_OK);
   cr_assert_str_eq(buf, "");
   unlink(path);
 }

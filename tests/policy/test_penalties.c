@@ -268,6 +268,32 @@ Test(policy_penalties, failure_modes_per_route) {
   fx_close(&f);
 }
 
+/* A box belongs to its whole scope: the deny cache holds it under the
+** scope's id, made of every attribute of the penalty's scope, so during an
+** outage the key k1 of another tenant, and another key of acme, are not
+** refused by acme's k1's box. */
+Test(policy_penalties, a_box_is_its_whole_scopes) {
+  fixture f;
+  sluice_request boxed = rq("GET", "/a", "k1", NULL, 0);
+  sluice_request other_tenant = rq("GET", "/a", "k1", NULL, 0);
+  sluice_request other_key = rq("GET", "/a", "k2", NULL, 0);
+  sluice_decision d;
+  other_tenant.tenant_id = "globex";
+  fx_open_text(&f, conf);
+  drain(&f, &boxed);
+  cr_assert_eq(strike_out(&f, &boxed, 3).outcome, SLUICE_OUTCOME_BOXED);
+  fx_fail(&f, SLUICE_EUNAVAIL, 0);
+  d = decide(&f, &boxed);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert(d.flags & SLUICE_DECISION_DENY_CACHED);
+  d = decide(&f, &other_tenant);
+  cr_assert_eq(d.allowed, 1, "outcome %d", d.outcome);
+  cr_assert(d.flags & SLUICE_DECISION_DEGRADED);
+  d = decide(&f, &other_key);
+  cr_assert_eq(d.allowed, 1, "outcome %d", d.outcome);
+  fx_close(&f);
+}
+
 /* Staged rollout: the penalty in shadow records the box and its trip but
 ** serves the key while its limits have room. */
 Test(policy_penalties, a_box_in_shadow_serves) {
@@ -665,9 +691,9 @@ Test(policy_penalties, groups_bind_the_stricter_bucket) {
 
 /* The loader's errors: FILE:LINE: SETTING: problem. */
 static void refused(const char *text, const char *want_line, const char *want) {
-  sluice_policy_config c;
+  sluice_policy_config *c;
   char err[512], *path = write_conf(text);
-  int rc = sluice_policy_config_load(path, &c, err, sizeof err);
+  int rc = cfg_load(&c, path, err, sizeof err);
   unlink(path);
   cr_assert_eq(rc, SLUICE_ECONFIG, "%s", text);
   cr_assert(strstr(err, want_line) != NULL, "line %s in: %s", want_line, err);
