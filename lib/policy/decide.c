@@ -176,6 +176,14 @@ int sluice__decide_begin(sluice_policy *p, const sluice_request *q,
 ** reads the deny cache again, private or shared, so a boxed key stays
 ** out whatever the breaker does. */
 void sluice__decide_admit(sluice__ctx *c, sluice_decision *d) {
+  if (sluice__decl_exempt(c)) {
+    /* An exempt route: admitted with no store call at all (no backstop,
+    ** no breaker ticket), so it says nothing of the store's health. */
+    c->cached = 1;
+    c->ticket = SLUICE__BRK_SKIP;
+    c->skipped = 0;
+    return;
+  }
   c->cached = sluice__cached_box(c, 0, d);
   c->ticket = c->cached ? SLUICE__BRK_SKIP
                         : sluice__breaker_admit(&c->p->brk, c->now);

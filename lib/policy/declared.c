@@ -32,9 +32,9 @@
 #include "flow.h"
 #include "wide.h"
 
-int sluice__decl_match(const sluice_policy *p, const char *method,
-                       const char *route) {
+int sluice__decl_match(const sluice_policy *p, const sluice_request *q) {
   const sluice__decl *dl = p->decl;
+  const char *method = q->method, *route = q->route;
   int i, j;
   if (!dl || !method || !route)
     return -1;
@@ -42,6 +42,17 @@ int sluice__decl_match(const sluice_policy *p, const char *method,
     const sluice__droute *dr = &dl->routes[i];
     if (!sluice__route_match(dr->method, dr->route, method, route))
       continue;
+    if (dr->when.n) {
+      /* The request's own attributes (a settle's report never moves it
+      ** to another route), and this route's path parameters. */
+      sluice__ctx c;
+      memset(&c, 0, sizeof c);
+      c.p = (sluice_policy *)p;
+      c.req = q;
+      c.droute = i;
+      if (!sluice__match_ok(&c, &dr->when))
+        continue;
+    }
     /* A class route earlier in the file wins (first match): it is the
     ** (index - i)-th class route or before. */
     for (j = 0; j < dr->index - i && j < p->cfg.nroutes; j++)
@@ -51,6 +62,14 @@ int sluice__decl_match(const sluice_policy *p, const char *method,
     return i;
   }
   return -1;
+}
+
+int sluice__decl_exempt(const sluice__ctx *c) {
+  const sluice__droute *dr;
+  if (c->droute < 0)
+    return 0;
+  dr = &c->p->decl->routes[c->droute];
+  return dr->n == 0 && dr->pen == 0;
 }
 
 /* Attribute a's value for this request (NULL: not given), its length in
@@ -172,13 +191,9 @@ static int is_lease(int algo);
 
 static const sluice__lparams *pick(const sluice__ctx *c,
                                    const sluice__limit *lm) {
-  size_t n = 0;
-  const char *v;
   int i;
-  if (lm->select < 0 || !(v = attr_value(c, lm->select, &n)))
-    return &lm->base;
-  for (i = 0; i < lm->npsets; i++)
-    if (strlen(lm->psval[i]) == n && !memcmp(lm->psval[i], v, n))
+  for (i = 0; i < lm->npsets; i++) /* the first set the request matches */
+    if (sluice__match_ok(c, &lm->psw[i]))
       return &lm->ps[i];
   return &lm->base;
 }

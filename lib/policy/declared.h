@@ -17,7 +17,9 @@
 #define SLUICE__LIMITS_MAX 32  /* limits a file may declare */
 #define SLUICE__ATTRS_MAX 16   /* caller attributes a file may declare */
 #define SLUICE__SCOPE_MAX 4    /* attributes in one scope */
-#define SLUICE__PSETS_MAX 8    /* parameter sets of one limit */
+#define SLUICE__PSETS_MAX 32   /* parameter sets of one limit */
+#define SLUICE__WHEN_MAX 4     /* attribute matches of a route or a set */
+#define SLUICE__WVAL 48        /* a matched value and its NUL */
 #define SLUICE__DROUTES_MAX 64 /* routes of declared limits */
 #define SLUICE__RLIMITS_MAX SLUICE_DECISION_LIMITS_MAX /* limits one route applies */
 #define SLUICE__COSTS_MAX 8    /* entries of a cost table */
@@ -49,6 +51,14 @@ enum {
   SLUICE__A__BUILTIN
 };
 
+/* Attribute matches, all of which must hold (declared_when.c): attr[i]
+** has value val[i], or any non-empty value for "*". */
+typedef struct sluice__amatch {
+  int n;
+  int attr[SLUICE__WHEN_MAX];
+  char val[SLUICE__WHEN_MAX][SLUICE__WVAL];
+} sluice__amatch;
+
 /* One parameter set: what a step's params point at. */
 typedef union sluice__lparams {
   sluice_gcra_params g;
@@ -62,10 +72,12 @@ typedef struct sluice__limit {
   int algo;                             /* SLUICE__L_* */
   int status;                           /* the denial's status: 429, 409 */
   int scope[SLUICE__SCOPE_MAX], nscope; /* attribute indices */
-  int select;                           /* attribute choosing the set, or -1 */
-  sluice__lparams base;                 /* for a value no set names */
+  int select; /* `by`: the attribute choosing the set, or -1 */
+  sluice__lparams base; /* for a request no set matches */
   int npsets;
-  char psval[SLUICE__PSETS_MAX][SLUICE__DNAME];
+  char psval[SLUICE__PSETS_MAX][SLUICE__DNAME]; /* a set's name: its
+                                                 ** value of `by`, or [i] */
+  sluice__amatch psw[SLUICE__PSETS_MAX]; /* the request a set is for */
   sluice__lparams ps[SLUICE__PSETS_MAX];
   int64_t retry_max_ns; /* a denial's Retry-After at most this, 0: any */
   int line; /* in the file, for messages */
@@ -90,6 +102,7 @@ typedef struct sluice__cost {
 typedef struct sluice__droute {
   char method[8];
   char route[SLUICE_POLICY_ROUTE_MAX + 1];
+  sluice__amatch when; /* attributes the request must have too */
   int index; /* its place in the file's `routes` list */
   int n;     /* limits applied, in order */
   int limit[SLUICE__RLIMITS_MAX];
@@ -180,6 +193,15 @@ int sluice__decl_tag_group(sluice__droute *dr, int a, int add);
 void sluice__decl_run_order(const sluice__decl *dl, sluice__droute *dr);
 /* 1 when a limit's denial may be a strike (a rate: gcra, the windows). */
 int sluice__decl_strikes(int algo);
+
+/* declared_when.c: `when = { ATTR = "VALUE"; ... }` at path (w may be
+** NULL: no match asked) into *out, "FILE:LINE: PATH.ATTR: problem" into
+** err; and whether the request of c has every attribute it asks for. */
+struct sluice__ctx;
+int sluice__match_load(const config_setting_t *w, const char *path,
+                      const char *file, const sluice__decl *dl,
+                      sluice__amatch *out, char *err, size_t errlen);
+int sluice__match_ok(const struct sluice__ctx *c, const sluice__amatch *w);
 
 /* 1 when route entry r of the file lists limits (a declared route). */
 int sluice__decl_route_is(const config_setting_t *r);

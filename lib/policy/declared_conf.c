@@ -267,6 +267,44 @@ static const char *str_member(const config_setting_t *g, const char *n,
   return *s ? config_setting_get_string(*s) : NULL;
 }
 
+/* `params = ( { when = { ATTR = "VALUE"; ... }; numbers }, ... )`: the
+** first set whose `when` the request matches, over the base; a value may
+** be anything a request carries ("2024", "claude-3.5"), and a set may ask
+** for several attributes at once (a tier and a model). */
+static int load_pset_list(dctx *x, const config_setting_t *pg,
+                          const char *path, sluice__limit *lm) {
+  static const char *const en[] = {"when",      "rate", "period_ms",
+                                   "burst",     "limit", "window_ms",
+                                   "max",       "ttl_ms", NULL};
+  char p[160], ep[200], wp[220];
+  int i, rc, n = config_setting_length(pg);
+  snprintf(p, sizeof p, "%s.params", path);
+  if (n < 1 || n > SLUICE__PSETS_MAX)
+    return derr(x, pg, p, "must list 1..%s%lld sets", NULL, SLUICE__PSETS_MAX);
+  for (i = 0; i < n; i++) {
+    const config_setting_t *e = config_setting_get_elem(pg, (unsigned)i);
+    const config_setting_t *w = config_setting_get_member(e, "when");
+    snprintf(ep, sizeof ep, "%s.[%d]", p, i);
+    if (!config_setting_is_group(e) || !w)
+      return derr(x, e, ep,
+                  "must be { when = { ATTR = \"VALUE\"; ... }; numbers }%s",
+                  NULL, 0);
+    if ((rc = member_ok(x, e, ep, en)))
+      return rc;
+    snprintf(wp, sizeof wp, "%s.when", ep);
+    if ((rc = sluice__match_load(w, wp, x->file, x->dl, &lm->psw[i], x->err,
+                                x->errlen)))
+      return rc;
+    lm->ps[i] = lm->base;
+    snprintf(lm->psval[i], SLUICE__DNAME, "[%d]", i);
+    if ((rc = load_params(x, e, ep, lm->algo, &lm->ps[i])) ||
+        (rc = params_whole(x, e, ep, lm->algo, &lm->ps[i])))
+      return rc;
+    lm->npsets++;
+  }
+  return SLUICE_OK;
+}
+
 static int load_limit(dctx *x, const config_setting_t *g, sluice__limit *lm) {
   static const char *const names[] = {
       "algorithm", "scope", "status", "unit",      "by",  "params", "rate",
@@ -351,6 +389,16 @@ static int load_limit(dctx *x, const config_setting_t *g, sluice__limit *lm) {
   snprintf(p, sizeof p, "%s.by", path);
   if (s && (!v || (lm->select = attr_index(x->dl, v)) < 0))
     return derr(x, s, p, "unknown attribute \"%s\"", v ? v : "?", 0);
+  if (pg && config_setting_is_list(pg)) {
+    if (s)
+      return derr(x, s, p,
+                  "the list form of `params` matches in each set's `when`, "
+                  "not by one attribute%s",
+                  NULL, 0);
+    if ((rc = load_pset_list(x, pg, path, lm)))
+      return rc;
+    return params_whole(x, g, path, lm->algo, &lm->base);
+  }
   if (!!s != !!pg)
     return derr(x, s ? s : pg, path,
                 "`by` (the attribute) and `params` (its values' numbers) go "
@@ -360,7 +408,10 @@ static int load_limit(dctx *x, const config_setting_t *g, sluice__limit *lm) {
     snprintf(p, sizeof p, "%s.params", path);
     if (!config_setting_is_group(pg) ||
         (n = config_setting_length(pg)) > SLUICE__PSETS_MAX)
-      return derr(x, pg, p, "must be a group of at most 8 values%s", NULL, 0);
+      return derr(x, pg, p,
+                  "must be a group of at most %s%lld values, or a list ( { "
+                  "when = { ... }; numbers }, ... )",
+                  NULL, SLUICE__PSETS_MAX);
     for (i = 0; i < n; i++) {
       const config_setting_t *e = config_setting_get_elem(pg, (unsigned)i);
       char ep[200];
@@ -369,6 +420,9 @@ static int load_limit(dctx *x, const config_setting_t *g, sluice__limit *lm) {
         return derr(x, e, ep, "must be a group of numbers%s", NULL, 0);
       lm->ps[i] = lm->base;
       snprintf(lm->psval[i], SLUICE__DNAME, "%s", config_setting_name(e));
+      lm->psw[i].n = 1;
+      lm->psw[i].attr[0] = lm->select;
+      snprintf(lm->psw[i].val[0], SLUICE__WVAL, "%s", lm->psval[i]);
       if ((rc = load_params(x, e, ep, lm->algo, &lm->ps[i])) ||
           (rc = params_whole(x, e, ep, lm->algo, &lm->ps[i])))
         return rc;
@@ -398,8 +452,10 @@ static int load_limits(dctx *x, const config_setting_t *root) {
 }
 
 /* The largest burst, window limit or lease count a cost may reach: the
-** smallest over the limit's sets (a cost must fit every set). */
-static int64_t limit_cap(const sluice__limit *lm) {
+** smallest over the limit's sets (a constant cost must fit every set), or,
+** for `any` (a caller's cost, bounded by `max`), the largest: a request
+** whose cost is above its own set's burst is refused then (declared.c). */
+static int64_t limit_cap(const sluice__limit *lm, int any) {
   int64_t cap;
   int i;
   if (lm->algo == SLUICE__L_CONCURRENCY || lm->algo == SLUICE__L_LOCK ||
@@ -409,15 +465,15 @@ static int64_t limit_cap(const sluice__limit *lm) {
   for (i = 0; i < lm->npsets; i++) {
     int64_t b =
         lm->algo == SLUICE__L_GCRA ? lm->ps[i].g.burst : lm->ps[i].w.limit;
-    if (b < cap)
+    if (any ? b > cap : b < cap)
       cap = b;
   }
   return cap;
 }
 
 static int cost_fits(dctx *x, const config_setting_t *s, const char *path,
-                     const sluice__limit *lm, int64_t v) {
-  int64_t cap = limit_cap(lm);
+                     const sluice__limit *lm, int64_t v, int any) {
+  int64_t cap = limit_cap(lm, any);
   char what[200];
   if (v >= 1 && v <= cap)
     return SLUICE_OK;
@@ -428,8 +484,9 @@ static int cost_fits(dctx *x, const config_setting_t *s, const char *path,
              lm->name, algos[lm->algo], (long long)v);
   else
     snprintf(what, sizeof what,
-             "must be 1..%lld, the smallest burst of limit \"%s\" (got %lld)",
-             (long long)cap, lm->name, (long long)v);
+             "must be 1..%lld, the %s burst of limit \"%s\" (got %lld)",
+             (long long)cap, any ? "largest" : "smallest", lm->name,
+             (long long)v);
   return derr(x, s, path, "%s", what, 0);
 }
 
@@ -454,9 +511,9 @@ static int load_cost(dctx *x, const config_setting_t *s, const char *path,
   c->kind = SLUICE__C_CONST;
   c->value = 1;
   if (!s)
-    return cost_fits(x, NULL, path, lm, 1);
+    return cost_fits(x, NULL, path, lm, 1, 0);
   if (int_of(s, &c->value))
-    return cost_fits(x, s, path, lm, c->value);
+    return cost_fits(x, s, path, lm, c->value, 0);
   if (!config_setting_is_group(s))
     return derr(x, s, path,
                 "must be an integer, a method table { GET = 1; other = 5; }, "
@@ -473,7 +530,7 @@ static int load_cost(dctx *x, const config_setting_t *s, const char *path,
       return derr(x, m ? m : s, path,
                   "max (the largest cost the caller may give) is missing%s",
                   NULL, 0);
-    return cost_fits(x, m, path, lm, c->max);
+    return cost_fits(x, m, path, lm, c->max, 1);
   }
   if ((v = str_member(s, "by", &m)) != NULL || m) {
     static const char *const names[] = {"by", "ranges", NULL};
@@ -499,7 +556,7 @@ static int load_cost(dctx *x, const config_setting_t *s, const char *path,
                     "a range is { upto = N; cost = C; } with upto rising, "
                     "the last without upto%s",
                     NULL, 0);
-      if ((rc = cost_fits(x, e, path, lm, co)))
+      if ((rc = cost_fits(x, e, path, lm, co, 0)))
         return rc;
       if (has_up) {
         c->upto[c->n] = up;
@@ -518,7 +575,7 @@ static int load_cost(dctx *x, const config_setting_t *s, const char *path,
     int64_t co;
     if (!int_of(e, &co))
       return derr(x, e, path, "method %s: cost must be an integer", nm, 0);
-    if ((rc = cost_fits(x, e, path, lm, co)))
+    if ((rc = cost_fits(x, e, path, lm, co, 0)))
       return rc;
     if (!strcmp(nm, "other")) {
       c->value = co;
@@ -670,8 +727,8 @@ static int route_params_ok(dctx *x, const config_setting_t *m,
 
 static int load_droute(dctx *x, const config_setting_t *r, int idx,
                        sluice__droute *dr, char *used) {
-  static const char *const names[] = {"method", "route", "limits",
-                                      "penalty", "failure", NULL};
+  static const char *const names[] = {"method",  "route",   "limits",
+                                      "penalty", "failure", "when", NULL};
   const config_setting_t *m, *ls;
   const char *v;
   char path[64], p[160];
@@ -696,6 +753,10 @@ static int load_droute(dctx *x, const config_setting_t *r, int idx,
   snprintf(dr->route, sizeof dr->route, "%s", v);
   if ((rc = route_params_ok(x, m, p, dr->route)))
     return rc;
+  snprintf(p, sizeof p, "%s.when", path);
+  if ((rc = sluice__match_load(config_setting_get_member(r, "when"), p,
+                              x->file, x->dl, &dr->when, x->err, x->errlen)))
+    return rc;
   ls = config_setting_get_member(r, "limits");
   snprintf(p, sizeof p, "%s.limits", path);
   if (!config_setting_is_list(ls) && !config_setting_is_array(ls))
@@ -704,12 +765,11 @@ static int load_droute(dctx *x, const config_setting_t *r, int idx,
                 "} )%s",
                 NULL, 0);
   n = config_setting_length(ls);
-  /* No limits: a route of boxes alone (a sign-in's lockouts). */
-  if ((n < 1 && !config_setting_get_member(r, "penalty")) ||
-      n > SLUICE__RLIMITS_MAX)
-    return derr(x, ls, p,
-                "must list 1..%s8 limits (none: only with a `penalty`)", NULL,
-                0);
+  /* No limits: a route of boxes alone (a sign-in's lockouts), or, with
+  ** no penalty either, an exempt route admitted without a store call
+  ** (health checks, webhooks the service must always take). */
+  if (n > SLUICE__RLIMITS_MAX)
+    return derr(x, ls, p, "must list 0..%s8 limits", NULL, 0);
   for (i = 0; i < n; i++) {
     const config_setting_t *e = config_setting_get_elem(ls, (unsigned)i);
     const config_setting_t *cs = NULL, *ns, *gs;

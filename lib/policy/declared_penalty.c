@@ -26,13 +26,9 @@
 
 static const sluice__pset *pick(const sluice__ctx *c,
                                 const sluice__penalty *pn) {
-  size_t n = 0;
-  const char *v;
   int i;
-  if (pn->select < 0 || !(v = sluice__decl_attr_value(c, pn->select, &n)))
-    return &pn->base;
-  for (i = 0; i < pn->npsets; i++)
-    if (strlen(pn->psval[i]) == n && !memcmp(pn->psval[i], v, n))
+  for (i = 0; i < pn->npsets; i++) /* the first set the request matches */
+    if (sluice__match_ok(c, &pn->psw[i]))
       return &pn->ps[i];
   return &pn->base;
 }

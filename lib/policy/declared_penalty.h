@@ -44,7 +44,8 @@ typedef struct sluice__penalty {
   int select;           /* attribute choosing the set, or -1 */
   sluice__pset base;
   int npsets;
-  char psval[8][32];
+  char psval[8][32]; /* a set's name: its value of `by`, or [i] */
+  sluice__amatch psw[8]; /* the request a set is for (declared_when.c) */
   sluice__pset ps[8];
   /* strike = "reported": attribute `report` with one of these values makes
   ** the request a report (a strike, no limits). */

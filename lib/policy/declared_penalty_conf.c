@@ -308,6 +308,41 @@ static int load_reported(pctx *x, const sluice__decl *dl,
   return SLUICE_OK;
 }
 
+/* `params = ( { when = { ATTR = "VALUE"; ... }; numbers }, ... )`, as a
+** limit's (declared_conf.c): the first set the request matches. */
+static int load_pset_list(pctx *x, const sluice__decl *dl,
+                          const config_setting_t *pg, const char *path,
+                          sluice__penalty *pn) {
+  static const char *const en[] = {"when", "strikes", "strike_window_ms",
+                                   "levels", "offense_ttl_s", NULL};
+  char p[200], ep[240], wp[260];
+  int i, rc, n = config_setting_length(pg);
+  snprintf(p, sizeof p, "%s.params", path);
+  if (n < 1 || n > (int)(sizeof pn->ps / sizeof pn->ps[0]))
+    return perr(x, pg, p, "must list 1..8 sets");
+  for (i = 0; i < n; i++) {
+    const config_setting_t *e = config_setting_get_elem(pg, (unsigned)i);
+    const config_setting_t *w = config_setting_get_member(e, "when");
+    snprintf(ep, sizeof ep, "%s.[%d]", p, i);
+    if (!config_setting_is_group(e) || !w)
+      return perr(x, e, ep,
+                  "must be { when = { ATTR = \"VALUE\"; ... }; numbers }");
+    if ((rc = known(x, e, ep, en)))
+      return rc;
+    snprintf(wp, sizeof wp, "%s.when", ep);
+    if ((rc = sluice__match_load(w, wp, x->file, dl, &pn->psw[i], x->err,
+                                x->errlen)))
+      return rc;
+    pn->ps[i] = pn->base;
+    snprintf(pn->psval[i], sizeof pn->psval[i], "[%d]", i);
+    if ((rc = load_pset(x, e, ep, &pn->ps[i])) ||
+        (rc = pset_whole(x, e, ep, &pn->ps[i])))
+      return rc;
+    pn->npsets++;
+  }
+  return SLUICE_OK;
+}
+
 static int load_penalty(pctx *x, const sluice__decl *dl,
                         const config_setting_t *g, sluice__penalty *pn) {
   static const char *const names[] = {
@@ -378,6 +413,15 @@ static int load_penalty(pctx *x, const sluice__decl *dl,
   if (s && (pn->select = sluice__decl_attr(dl, config_setting_get_string(s))) <
                0)
     return perr(x, s, p, "unknown attribute");
+  if (pg && config_setting_is_list(pg)) {
+    if (s)
+      return perr(x, s, p,
+                  "the list form of `params` matches in each set's `when`, "
+                  "not by one attribute");
+    if ((rc = load_pset_list(x, dl, pg, path, pn)))
+      return rc;
+    return pset_whole(x, g, path, &pn->base);
+  }
   if (!!s != !!pg)
     return perr(x, s ? s : pg, path,
                 "`by` (the attribute) and `params` (its values' numbers) go "
@@ -399,6 +443,9 @@ static int load_penalty(pctx *x, const sluice__decl *dl,
       pn->ps[i] = pn->base;
       snprintf(pn->psval[i], sizeof pn->psval[i], "%s",
                config_setting_name(e));
+      pn->psw[i].n = 1;
+      pn->psw[i].attr[0] = pn->select;
+      snprintf(pn->psw[i].val[0], SLUICE__WVAL, "%s", pn->psval[i]);
       if ((rc = load_pset(x, e, ep, &pn->ps[i])) ||
           (rc = pset_whole(x, e, ep, &pn->ps[i])))
         return rc;

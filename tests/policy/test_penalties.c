@@ -735,11 +735,7 @@ Test(policy_penalties, bad_files_name_the_line_and_setting) {
           "routes = ( { method = \"GET\"; route = \"/\"; limits = ( );\n"
           "  penalty = [ \"q\", \"p\" ]; } );\n",
           ":13:", "spread trips \"q\": list that penalty after it");
-  /* A route of boxes alone needs a penalty. */
-  refused(LIMS "routes = ( { method = \"GET\"; route = \"/\";\n"
-               "  limits = ( ); } );\n",
-          ":4:", "routes.[0].limits: must list 1..8 limits (none: only with "
-                 "a `penalty`)");
+  /* (A route of no limits and no penalty is exempt: test_routes.c.) */
   refused("attributes = [ \"result\" ];\n"
           "penalties = { p = { scope = [ \"ip\" ]; strike = \"reported\";\n"
           "  reported = { by = \"result\"; values = [ \"401\" ];\n"
