@@ -130,6 +130,10 @@ typedef struct rcl_job {
                                batch script call of n jobs; -1 a member */
   int bnext;                /* next member of the batch, -1 at the end */
   int whole;                /* JOB_RUN: send the program, not its id */
+  /* JOB_RUN: NULL, or the parameters of box checks (bit i of boxes: step
+  ** i's in box[i]) when prog has its step count alone (redis_split.c). */
+  const sluice_penalty_params *box;
+  uint32_t boxes;
 } rcl_job;
 
 /* Programs this lane has sent whole to an FCALL node, by their steps'
@@ -157,6 +161,10 @@ typedef struct rcl_cmd {
   int byid;  /* the program went by its id (build_job) */
   rcl_pid pids[RCL_PIDS];
 } rcl_cmd;
+
+/* redis_codec.c: 1 when step s is one whose verdict an engine may leave
+** out of a program's answer (wire.h, FRESH): a box check of one record. */
+int sluice__rcl_fresh_step(const sluice_step *s);
 
 /* What to do with one reply. */
 enum { R_DONE, R_RETRY, R_NOSCRIPT };
