@@ -357,11 +357,6 @@ static int decode_verdict(const redisReply *rep, sluice_verdict *v) {
   return SLUICE_OK;
 }
 
-int sluice__rcl_fresh_step(const sluice_step *s) {
-  return s->algo == SLUICE_ALGO_PENALTY && s->kind == SLUICE_OP_CHECK &&
-         s->nkeys == 1 && s->ttl_from == 0 && s->params;
-}
-
 /* Step i's verdict over a fresh record at now: what the sequencer answers
 ** for a box check whose record is absent (wire.h's FRESH mask), from the
 ** algorithm itself, so the engines send no verdict of their own for it.
@@ -377,7 +372,7 @@ static int fresh_verdict(const rcl_job *j, int i, int64_t now,
       return SLUICE_EBACKEND;
     op.params = &j->box[i];
   } else {
-    if (!sluice__rcl_fresh_step(&j->prog->steps[i]))
+    if (!sluice_wire_fresh_step(&j->prog->steps[i]))
       return SLUICE_EBACKEND;
     op.params = j->prog->steps[i].params;
   }

@@ -162,10 +162,6 @@ typedef struct rcl_cmd {
   rcl_pid pids[RCL_PIDS];
 } rcl_cmd;
 
-/* redis_codec.c: 1 when step s is one whose verdict an engine may leave
-** out of a program's answer (wire.h, FRESH): a box check of one record. */
-int sluice__rcl_fresh_step(const sluice_step *s);
-
 /* What to do with one reply. */
 enum { R_DONE, R_RETRY, R_NOSCRIPT };
 

@@ -89,7 +89,7 @@ static void decode_copy(rcl_split *s, rcl_job *j, const sluice_program *p) {
   j->box = s->box;
   j->boxes = 0;
   for (i = 0; i < p->nsteps; i++)
-    if (sluice__rcl_fresh_step(&p->steps[i])) {
+    if (sluice_wire_fresh_step(&p->steps[i])) {
       s->box[i] = *(const sluice_penalty_params *)p->steps[i].params;
       j->boxes |= 1u << i;
     }

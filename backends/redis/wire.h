@@ -107,6 +107,12 @@ enum {
   SLUICE_WIRE_PROG_HEADER = 24
 };
 
+/* A step whose verdict may go in FRESH: a box check of one record. */
+static inline int sluice_wire_fresh_step(const sluice_step *s) {
+  return s->algo == SLUICE_ALGO_PENALTY && s->kind == SLUICE_OP_CHECK &&
+         s->nkeys == 1 && s->ttl_from == 0 && s->params;
+}
+
 /* A record's value: the sluice_state words, the expiry and the layout.
 ** Keeping the expiry in the value (not only as the Redis TTL) makes
 ** freshness exact whoever's clock set the TTL. */
