@@ -357,12 +357,45 @@ static int decode_verdict(const redisReply *rep, sluice_verdict *v) {
   return SLUICE_OK;
 }
 
+/* Step i's verdict over a fresh record at now: what the sequencer answers
+** for a box check whose record is absent (wire.h's FRESH mask), from the
+** algorithm itself, so the engines send no verdict of their own for it.
+** The step's parameters: j->box[i] (a split call's copy) or the step's. */
+static int fresh_verdict(const rcl_job *j, int i, int64_t now,
+                         sluice_verdict *v) {
+  static const sluice_key nokey;
+  sluice_state out[1];
+  sluice_op op;
+  memset(&op, 0, sizeof op);
+  if (j->box) {
+    if (!((j->boxes >> i) & 1u))
+      return SLUICE_EBACKEND;
+    op.params = &j->box[i];
+  } else {
+    if (!sluice_wire_fresh_step(&j->prog->steps[i]))
+      return SLUICE_EBACKEND;
+    op.params = j->prog->steps[i].params;
+  }
+  /* (the check's record and class change no verdict) */
+  op.algo = SLUICE_ALGO_PENALTY;
+  op.kind = SLUICE_OP_CHECK;
+  op.nkeys = 1;
+  op.keys = &nokey;
+  return now >= 0 && sluice_op_step_validated(&op, NULL, out, now, v) ==
+                         SLUICE_OK
+             ? SLUICE_OK
+             : SLUICE_EBACKEND;
+}
+
 /* A program's answer: its header, then the verdict of each step that ran
-** (a step that did not: zeros and now, as lib/algo/program.c leaves it). */
-static int decode_program(const redisReply *rep, const sluice_program *p,
+** but a fresh one (a step that did not: zeros and now, as
+** lib/algo/program.c leaves it). */
+static int decode_program(const redisReply *rep, const rcl_job *j,
                           sluice_program_result *res) {
+  const sluice_program *p = j->prog;
   const unsigned char *b = (const unsigned char *)rep->str;
   size_t at = SLUICE_WIRE_PROG_HEADER;
+  uint32_t fresh;
   int i;
   if (rep->type != REDIS_REPLY_STRING || rep->len < SLUICE_WIRE_PROG_HEADER)
     return SLUICE_EBACKEND;
@@ -370,14 +403,21 @@ static int decode_program(const redisReply *rep, const sluice_program *p,
   res->allowed = (int)le32(b + SLUICE_WIRE_PROG_ALLOWED);
   res->denied_by = (int)le32(b + SLUICE_WIRE_PROG_DENIED_BY);
   res->ran = le32(b + SLUICE_WIRE_PROG_RAN);
+  fresh = le32(b + SLUICE_WIRE_PROG_FRESH);
   res->now_ns = le64(b + SLUICE_WIRE_PROG_NOW);
   if (res->denied_by < -1 || res->denied_by >= p->nsteps ||
-      (p->nsteps < 32 && (res->ran >> p->nsteps) != 0))
+      (p->nsteps < 32 && (res->ran >> p->nsteps) != 0) ||
+      (fresh & ~res->ran) != 0)
     return SLUICE_EBACKEND;
   for (i = 0; i < p->nsteps; i++) {
     if (!((res->ran >> i) & 1u)) {
       memset(&res->v[i], 0, sizeof res->v[i]);
       res->v[i].now_ns = res->now_ns;
+      continue;
+    }
+    if ((fresh >> i) & 1u) {
+      if (fresh_verdict(j, i, res->now_ns, &res->v[i]) != SLUICE_OK)
+        return SLUICE_EBACKEND;
       continue;
     }
     if (rep->len < at + SLUICE_WIRE_VERDICT)
@@ -509,7 +549,7 @@ int sluice__rcl_handle_reply(rcl_store *r, rcl_job *j, int ni,
     j->rc = decode_get(rep, j);
     break;
   case JOB_RUN:
-    j->rc = decode_program(rep, j->prog, j->res);
+    j->rc = decode_program(rep, j, j->res);
     break;
   default:
     j->rc = rep->type != REDIS_REPLY_INTEGER ? SLUICE_EBACKEND

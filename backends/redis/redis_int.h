@@ -130,6 +130,10 @@ typedef struct rcl_job {
                                batch script call of n jobs; -1 a member */
   int bnext;                /* next member of the batch, -1 at the end */
   int whole;                /* JOB_RUN: send the program, not its id */
+  /* JOB_RUN: NULL, or the parameters of box checks (bit i of boxes: step
+  ** i's in box[i]) when prog has its step count alone (redis_split.c). */
+  const sluice_penalty_params *box;
+  uint32_t boxes;
 } rcl_job;
 
 /* Programs this lane has sent whole to an FCALL node, by their steps'

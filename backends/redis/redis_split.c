@@ -45,7 +45,10 @@
 /* The store's state in sluice__split.priv. */
 typedef struct rcl_split {
   rcl_job job;
-  sluice_program prog; /* nsteps only: what decoding a result needs */
+  /* What decoding a result needs: nsteps, and the parameters of the box
+  ** checks whose verdicts an engine may leave out (wire.h, FRESH). */
+  sluice_program prog;
+  sluice_penalty_params box[SLUICE_PROGRAM_STEPS];
   int node;            /* where the bytes go */
   int ask;             /* an ASKING goes first */
   int reload;          /* a LOAD goes first */
@@ -75,6 +78,22 @@ _Static_assert(sizeof(rcl_split) <= SLUICE__SPLIT_PRIV,
                "rcl_split fits sluice__split.priv");
 
 static rcl_split *priv(sluice__split *sp) { return (rcl_split *)sp->priv; }
+
+/* What decoding p's result needs, kept in s and j: its step count, and
+** its box checks' parameters (j->box, j->boxes). */
+static void decode_copy(rcl_split *s, rcl_job *j, const sluice_program *p) {
+  int i;
+  memset(&s->prog, 0, sizeof s->prog);
+  s->prog.nsteps = p->nsteps;
+  j->prog = &s->prog;
+  j->box = s->box;
+  j->boxes = 0;
+  for (i = 0; i < p->nsteps; i++)
+    if (sluice_wire_fresh_step(&p->steps[i])) {
+      s->box[i] = *(const sluice_penalty_params *)p->steps[i].params;
+      j->boxes |= 1u << i;
+    }
+}
 
 /* ----------------------------------------------------------- bytes --- */
 
@@ -334,13 +353,10 @@ static int begin(rcl_store *home, rcl_store *r, sluice__split *sp) {
   s->rounds = 0;
   if ((rc = build_tail(home, r, s)) != SLUICE_OK)
     return done(sp, rc);
-  /* The program's records are the caller's until the call is done: the
-  ** reply is decoded against nsteps alone. */
-  if (sp->prog) {
-    memset(&s->prog, 0, sizeof s->prog);
-    s->prog.nsteps = sp->prog->nsteps;
-    s->job.prog = &s->prog;
-  }
+  /* The program is the caller's until the call is done: the reply is
+  ** decoded against a copy of what it needs. */
+  if (sp->prog)
+    decode_copy(s, &s->job, sp->prog);
   s->job.op = NULL;
   if ((rc = compose(home, r, s, sp)) != SLUICE_OK)
     return done(sp, rc);

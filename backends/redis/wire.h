@@ -90,15 +90,28 @@ enum {
   (4 * SLUICE_WIRE_VERDICT_N32 + 8 * SLUICE_WIRE_VERDICT_N64)
 
 /* A program's answer: this header, then the verdict of every step that
-** ran, in order (the RAN mask says which; a step that did not run has
-** zeros and now, which the caller fills in). */
+** ran and is not in the FRESH mask, in order (the RAN mask says which; a
+** step that did not run has zeros and now, which the caller fills in).
+** FRESH (a subset of RAN): box checks (PENALTY CHECK of one record) that
+** ran over a fresh (absent or zero) record; the caller fills in their
+** verdicts by running the step's op over a fresh record at now
+** (sluice_op_step_validated(), the algorithm's own answer), so the check
+** of a key never struck costs the answer no bytes.  An engine may always
+** send 0. */
 enum {
   SLUICE_WIRE_PROG_ALLOWED = 0,   /* int32 */
   SLUICE_WIRE_PROG_DENIED_BY = 4, /* int32, -1: none */
   SLUICE_WIRE_PROG_RAN = 8,       /* uint32 mask of the steps that ran */
+  SLUICE_WIRE_PROG_FRESH = 12,    /* uint32 mask, see above */
   SLUICE_WIRE_PROG_NOW = 16,      /* int64 */
   SLUICE_WIRE_PROG_HEADER = 24
 };
+
+/* A step whose verdict may go in FRESH: a box check of one record. */
+static inline int sluice_wire_fresh_step(const sluice_step *s) {
+  return s->algo == SLUICE_ALGO_PENALTY && s->kind == SLUICE_OP_CHECK &&
+         s->nkeys == 1 && s->ttl_from == 0 && s->params;
+}
 
 /* A record's value: the sluice_state words, the expiry and the layout.
 ** Keeping the expiry in the value (not only as the Redis TTL) makes

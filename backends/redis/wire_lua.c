@@ -27,8 +27,9 @@ _Static_assert(SLUICE_WIRE_REC_W1 == SLUICE_WIRE_REC_W0 + 8 &&
                    SLUICE_WIRE_REC_LAYOUT == SLUICE_WIRE_REC_EXPIRY + 8 &&
                    SLUICE_WIRE_RECORD == SLUICE_WIRE_REC_LAYOUT + 1,
                "a record is three int64s and the layout byte");
-_Static_assert(SLUICE_WIRE_PROG_NOW == 16 && SLUICE_WIRE_PROG_HEADER == 24,
-               "a program's answer header: three int32s, padding, now");
+_Static_assert(SLUICE_WIRE_PROG_FRESH == 12 && SLUICE_WIRE_PROG_NOW == 16 &&
+                   SLUICE_WIRE_PROG_HEADER == 24,
+               "a program's answer header: four int32s, now");
 _Static_assert(SLUICE_WIRE_STEP_WHEN + 1 == SLUICE_WIRE_STEP_REF &&
                    SLUICE_WIRE_STEP_REF + 1 == SLUICE_WIRE_STEP_WHEN2 &&
                    SLUICE_WIRE_STEP_WHEN2 + 1 == SLUICE_WIRE_STEP_REF2 &&
@@ -195,7 +196,7 @@ int main(void) {
       fputs("\\0", stdout);
     puts("'");
   }
-  /* allowed, denied_by, ran, padding; now (NOW_FMT) follows. */
+  /* allowed, denied_by, ran, fresh; now (NOW_FMT) follows. */
   puts("local PROG_HEAD_FMT = '<i4i4I4I4'");
   /* distinct.c's table, as little-endian uint16s in a string: a string
   ** constant costs the script nothing per call, a table would. */

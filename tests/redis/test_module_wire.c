@@ -204,7 +204,7 @@ Test(module_wire, mutations_decode_to_runnable_calls) {
     for (k = 0; k < nk; k++)
       (void)sluice_job_expiry(&job, k, &out[k]);
     if (c.algo == SLUICE_WIRE_PROGRAM)
-      smod_put_program(buf, &c.prog, &res);
+      smod_put_program(buf, &c.prog, in, &res);
     else
       smod_put_verdict(buf, &v);
   }
@@ -305,4 +305,47 @@ Test(module_wire, out_of_range_numbers_refused) {
   cr_assert_eq(smod_decode(&c, e.b, e.n, 1, &why), SLUICE_OK, "%s", why);
   smod_put64(e.b + 8 * SLUICE_WIRE_MIN_TTL_MS, -5);
   cr_assert_eq(smod_decode(&c, e.b, e.n, 1, &why), SLUICE_OK, "%s", why);
+}
+
+/* wire.h's FRESH: the module leaves out the verdict of a box check that
+** met its record fresh, and only that: not a check after a step over the
+** same record (a strike), not a check of a record as read with strikes.
+** The store then fills it in from the step (redis_codec.c). */
+Test(module_wire, fresh_box_checks_only) {
+  static const sluice_penalty_params pen = {
+      2, 10000000000, {1000000000, 60000000000, 600000000000},
+      3600000000000};
+  static const char *names[2] = {"{t}box", "{t}other"};
+  sluice_key k[2];
+  sluice_step st[3] = {
+      {SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1, &pen},
+      {SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, 1, 1, &pen},
+      {SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 1, 1, &pen}};
+  sluice_program p = {2, k, 3, st};
+  sluice_state in[2], out[2];
+  sluice_program_result res;
+  sluice_job job;
+  unsigned char buf[SLUICE_WIRE_PROG_HEADER +
+                    SLUICE_WIRE_VERDICT * SLUICE_PROGRAM_STEPS];
+  size_t n;
+  int i;
+  for (i = 0; i < 2; i++) {
+    k[i].data = names[i];
+    k[i].len = strlen(names[i]);
+  }
+  memset(in, 0, sizeof in);
+  sluice_job_program(&job, &p, &res);
+  cr_assert_eq(sluice_job_run(&job, in, out, 1764633600000000000), SLUICE_OK);
+  cr_assert_eq(res.ran, 7u);
+  n = smod_put_program(buf, &p, in, &res);
+  /* Step 0 fresh; step 2 checks the record step 1 struck. */
+  cr_assert_eq(buf[SLUICE_WIRE_PROG_FRESH], 1);
+  cr_assert_eq(n, SLUICE_WIRE_PROG_HEADER + 2 * SLUICE_WIRE_VERDICT);
+  /* The box struck once as read: no step's verdict is left out. */
+  in[0] = out[1];
+  sluice_job_program(&job, &p, &res);
+  cr_assert_eq(sluice_job_run(&job, in, out, 1764633600000000000), SLUICE_OK);
+  n = smod_put_program(buf, &p, in, &res);
+  cr_assert_eq(buf[SLUICE_WIRE_PROG_FRESH], 0);
+  cr_assert_eq(n, SLUICE_WIRE_PROG_HEADER + 3 * SLUICE_WIRE_VERDICT);
 }

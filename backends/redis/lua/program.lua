@@ -10,9 +10,11 @@
 -- the records that changed are written with the expiry of the last step
 -- over them (program validation makes every step over a record use the same
 -- parameters, so that is the C's expiry of the first).  Answers a 24-byte
--- header (allowed, denied_by, ran mask, 0, now) and the verdicts of the
--- steps that ran, in order (the caller knows a skipped step's: zeros and
--- now), so a skipped step costs neither packing nor bytes.
+-- header (allowed, denied_by, ran mask, fresh mask, now) and the verdicts
+-- of the steps that ran, in order, but those in the fresh mask: the caller
+-- knows a skipped step's (zeros and now) and computes a fresh one's (a box
+-- check over a record never struck: the C step over a fresh record, wire.h),
+-- so neither costs packing or bytes.
 
 -- A program is compiled before it runs: its steps' numbers unpacked into
 -- a table, and what the hot steps need worked out from their parameters
@@ -29,7 +31,8 @@
 -- A compiled step is a table: algo, kind, key, nkeys, arg, id, its guard
 -- (w1, r1, w2, r2), fold, ttl_from, nparams, poff (where its parameters
 -- start in ARGV[1]), and what its fast path needs (g: gcra_compile's
--- numbers; bv: a box check's verdict for a key never struck).  The step
+-- numbers; th: a box check's strike threshold, the remaining of its clean
+-- verdict, which the guards read).  The step
 -- functions: the fast paths are tried first (gcra_prog, the clean box),
 -- anything else runs general() (op.lua).  A new fast step is one more
 -- field made in pcompile and one more branch in program's step.
@@ -150,7 +153,7 @@ end
 -- What pstd needs of a compiled program of the standard shape, or nil.
 local function pstd_shape(prog, nkeys)
   local b, g = prog[1], prog[2]
-  if prog.n < 2 or nkeys > 8 or not b.bv or b.w1 ~= WHEN_ALWAYS or
+  if prog.n < 2 or nkeys > 8 or not b.th or b.w1 ~= WHEN_ALWAYS or
      b.w2 ~= WHEN_ALWAYS or not g.g or g.sk ~= OP_CONSUME or g.arg < 1 or
      (g.w1 ~= WHEN_ALWAYS and g.w1 ~= WHEN_PASSED) or
      g.w2 ~= WHEN_ALWAYS then
@@ -166,8 +169,9 @@ local function pstd_shape(prog, nkeys)
   -- after a denial read theirs when they run).
   local nm = b.key + 1
   if g.key + g.nk > nm then nm = g.key + g.nk end
-  return {kb = b.key + 1, kg = g.key, nk = g.nk, g = g.g, bv = b.bv, nm = nm,
-          hdr = spack(PROG_HEAD_FMT, 1, -1, 3, 0), pre = {}}
+  -- hdr: both steps ran, the box check's verdict a fresh one.
+  return {kb = b.key + 1, kg = g.key, nk = g.nk, g = g.g, nm = nm,
+          hdr = spack(PROG_HEAD_FMT, 1, -1, 3, 1), pre = {}}
 end
 
 local function pstd(std, nh, nl, minttl)
@@ -285,7 +289,7 @@ local function pstd(std, nh, nl, minttl)
     rs, r = rs + 1, r - R
   end
   if r > 0 then rs = rs + 1 end
-  return std.hdr .. now8 .. std.bv .. now8 .. pre ..
+  return std.hdr .. now8 .. pre ..
     spack(VERDICT_MID_FMT, bv, 0, rs) .. VERDICT_POST .. now8
 end
 
@@ -331,10 +335,9 @@ local function pcompile(nsteps, nkeys)
        np == GCRA_PARAMS * nk and arg >= 0 then
       S.g = gcra_compile(nk, arg, poff)
     elseif sa == ALGO_PENALTY and sk == OP_CHECK and nk == 1 and np >= 1 then
-      -- A box check of a key never struck: not boxed, nothing changes.
-      local th = sunpack('<i8', AV, poff)
-      S.th = th
-      S.bv = spack(VERDICT_NONOW, 1, 0, 0, 0, th, th, 0, 0, th, 0, 0)
+      -- A box check of a key never struck: not boxed, nothing changes,
+      -- strike_threshold strikes remaining; its verdict is the caller's.
+      S.th = sunpack('<i8', AV, poff)
     end
     prog[s] = S
   end
@@ -384,7 +387,7 @@ local function program(prog, nh, nl, minttl, pre)
     raw[i], xe[2 * i - 1], xe[2 * i] = nil, nil, nil
   end
   local now8 = spack(NOW_FMT, nl, nh)
-  local mask, sbit = 0, 1 -- sbit: step s's bit of the ran mask
+  local mask, fresh, sbit = 0, 0, 1 -- sbit: step s's bit of the masks
   local nout = 1 -- out[1]: the header, below; then a verdict and now each
   for s = 1, prog.n do
     local S = prog[s]
@@ -401,12 +404,16 @@ local function program(prog, nh, nl, minttl, pre)
       local at = 4 * (key + 1)
       if S.g then
         r, al, rem, rty = gcra_prog(c, xe, key, nk, sk, arg, nh, nl, S.g)
-      elseif S.bv and c[at - 3] == 0 and c[at - 2] == 0 and
+      elseif S.th and c[at - 3] == 0 and c[at - 2] == 0 and
              c[at - 1] == 0 and c[at] == 0 then
-        r, al, rem, rty = S.bv, true, S.th, 0
+        r, al, rem, rty = true, true, S.th, 0
+        fresh = fresh + sbit
       end
-      if r then
+      if r == true then
+        -- (a fresh verdict: not sent)
+      elseif r then
         out[nout + 1], out[nout + 2] = r, now8
+        nout = nout + 2
       else
         local np, ttlf = S.np, S.ttlf
         local P = {sa, sk, nh, nl, arg, S.ih, S.il, minttl,
@@ -435,8 +442,8 @@ local function program(prog, nh, nl, minttl, pre)
           VERDICT_PAIRS, r)
         al, rem, rty = a ~= 0, rmh * T32 + rml, rth * T32 + rtl
         out[nout + 1], out[nout + 2] = r, ''
+        nout = nout + 2
       end
-      nout = nout + 2
       st[s] = al and 1 or 2
       reached[s] = not al or rem == 0
       retry[s] = rty
@@ -473,7 +480,7 @@ local function program(prog, nh, nl, minttl, pre)
       end
     end
   end
-  out[1] = spack(PROG_HEAD_FMT, Pdenied < 0 and 1 or 0, Pdenied, mask, 0) ..
+  out[1] = spack(PROG_HEAD_FMT, Pdenied < 0 and 1 or 0, Pdenied, mask, fresh) ..
     now8
   return table.concat(out, '', 1, nout)
 end

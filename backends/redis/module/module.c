@@ -313,7 +313,7 @@ static int run_program(RedisModuleCtx *ctx, RedisModuleString **names,
   }
   rec_close(r, n);
   return srm_ReplyWithStringBuffer(ctx, (const char *)buf,
-                                   smod_put_program(buf, p, &res));
+                                   smod_put_program(buf, p, in, &res));
 }
 
 /* --------------------------------------------------------- commands --- */

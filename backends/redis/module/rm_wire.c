@@ -240,20 +240,41 @@ void smod_put_verdict(unsigned char *o, const sluice_verdict *v) {
 #undef I64
 }
 
+/* 1 when step i is a box check that met its record fresh: fresh as read
+** (in) and no step before it over that record. */
+static int met_fresh(const sluice_program *p, const sluice_state *in, int i) {
+  const sluice_step *s = &p->steps[i];
+  int j;
+  if (!sluice_wire_fresh_step(s) || in[s->key].w[0] != 0 ||
+      in[s->key].w[1] != 0)
+    return 0;
+  for (j = 0; j < i; j++)
+    if (p->steps[j].key <= s->key &&
+        s->key < p->steps[j].key + p->steps[j].nkeys)
+      return 0;
+  return 1;
+}
+
 size_t smod_put_program(unsigned char *o, const sluice_program *p,
+                        const sluice_state *in,
                         const sluice_program_result *r) {
   size_t at = SLUICE_WIRE_PROG_HEADER;
+  uint32_t fresh = 0;
   int i;
-  memset(o, 0, SLUICE_WIRE_PROG_HEADER);
-  put32(o + SLUICE_WIRE_PROG_ALLOWED, (uint32_t)r->allowed);
-  put32(o + SLUICE_WIRE_PROG_DENIED_BY, (uint32_t)r->denied_by);
-  put32(o + SLUICE_WIRE_PROG_RAN, r->ran);
-  smod_put64(o + SLUICE_WIRE_PROG_NOW, r->now_ns);
   for (i = 0; i < p->nsteps; i++)
     if ((r->ran >> i) & 1u) {
+      if (met_fresh(p, in, i)) {
+        fresh |= 1u << i;
+        continue;
+      }
       smod_put_verdict(o + at, &r->v[i]);
       at += SLUICE_WIRE_VERDICT;
     }
+  put32(o + SLUICE_WIRE_PROG_ALLOWED, (uint32_t)r->allowed);
+  put32(o + SLUICE_WIRE_PROG_DENIED_BY, (uint32_t)r->denied_by);
+  put32(o + SLUICE_WIRE_PROG_RAN, r->ran);
+  put32(o + SLUICE_WIRE_PROG_FRESH, fresh);
+  smod_put64(o + SLUICE_WIRE_PROG_NOW, r->now_ns);
   return at;
 }
 

@@ -83,9 +83,11 @@ int smod_keys_distinct(int n, const char *const *name, const size_t *len);
 
 void smod_put_verdict(unsigned char *out,
                       const sluice_verdict *v);
-/* The 24-byte header then the verdict of each step that ran (wire.h);
-** returns the length. */
+/* The 24-byte header then the verdict of each step that ran but a fresh
+** box check's (wire.h, FRESH; in: the records as read); returns the
+** length. */
 size_t smod_put_program(unsigned char *out, const sluice_program *p,
+                        const sluice_state *in,
                         const sluice_program_result *r);
 
 /* "SLUICE E..." reply prefix for a library error code. */
