@@ -214,7 +214,8 @@ static int shape_fields(const sluice_op *op) {
     break;
   case SLUICE_ALGO_LEASE: {
     const sluice_lease_params *p = (const sluice_lease_params *)op->params;
-    if (sluice_lease_params_check(p) != SLUICE_OK || op->nkeys != p->max)
+    if (sluice_lease_params_check(p) != SLUICE_OK ||
+        op->nkeys != sluice__lease_nkeys(p))
       return SLUICE_EINVAL;
     if (op->kind < SLUICE_OP_ACQUIRE || op->kind > SLUICE_OP_RENEW)
       return SLUICE_EINVAL;
@@ -326,6 +327,8 @@ int64_t sluice_op_expiry(const sluice_op *op, int i, const sluice_state *s) {
   case SLUICE_ALGO_PENALTY:
     return sluice__penalty_expiry(op->params, s);
   case SLUICE_ALGO_LEASE:
+    if (((const sluice_lease_params *)op->params)->max > SLUICE_GROUP_MAX)
+      return sluice__lease_count_expiry(op->params, s);
     return s->w[0] ? (int64_t)s->w[1] : 0;
   case SLUICE_ALGO_DISTINCT:
     return sluice__distinct_expiry(op->params, s);
