@@ -660,9 +660,10 @@ static ngx_int_t
 ngx_http_sluice_init_module(ngx_cycle_t *cycle)
 {
     ngx_http_sluice_main_conf_t *mcf;
-    sluice_policy_config cfg;
+    sluice_policy_config *cfg;
     uint8_t secret[16];
-    char err[512], *path;
+    char err[512], *path = NULL;
+    ngx_int_t ok;
     int rc;
 
     mcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_sluice_module);
@@ -675,27 +676,25 @@ ngx_http_sluice_init_module(ngx_cycle_t *cycle)
                       "host sharing a store must use the same)");
         return NGX_ERROR;
     }
-    sluice_policy_config_defaults(&cfg);
     if (mcf->policy.len) {
         path = ngx_http_sluice_cstr(cycle->pool, &mcf->policy);
         if (path == NULL) {
             return NGX_ERROR;
         }
-        rc = sluice_policy_config_load(path, &cfg, err, sizeof(err));
-        if (rc != SLUICE_OK) {
-            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
-                          "sluice_policy: %s (%s)", err, sluice_strerror(rc));
-            return NGX_ERROR;
-        }
-        /* What loads but is likely a mistake (a limit no route applies). */
-        if (sluice_policy_config_warnings(path, err, sizeof(err)) == SLUICE_OK
-            && err[0])
-        {
-            ngx_log_error(NGX_LOG_WARN, cycle->log, 0, "sluice_policy: %s",
-                          err);
-        }
     }
-    if (ngx_http_sluice_dry_run(cycle, mcf, &cfg, secret) != NGX_OK) {
+    rc = sluice_policy_config_new(&cfg, path, err, sizeof(err));
+    if (rc != SLUICE_OK) {
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
+                      "sluice_policy: %s (%s)", err, sluice_strerror(rc));
+        return NGX_ERROR;
+    }
+    /* What loads but is likely a mistake (a limit no route applies). */
+    if (err[0]) {
+        ngx_log_error(NGX_LOG_WARN, cycle->log, 0, "sluice_policy: %s", err);
+    }
+    ok = ngx_http_sluice_dry_run(cycle, mcf, cfg, secret);
+    sluice_policy_config_free(cfg);
+    if (ok != NGX_OK) {
         return NGX_ERROR;
     }
     return ngx_http_sluice_alerts_check(cycle, mcf);
@@ -764,13 +763,18 @@ ngx_http_sluice_open_nft(ngx_cycle_t *cycle, ngx_http_sluice_main_conf_t *mcf)
     /* Without sluice_nft_ipv6_prefix: the policy's, so that a set element
     ** is what the policy counts as one client. */
     if (no.ipv6_prefix == 0) {
-        sluice_policy_config cfg;
+        sluice_policy_config *cfg;
+        char v[16];
         char *path = mcf->policy.len
                          ? ngx_http_sluice_cstr(cycle->pool, &mcf->policy)
                          : NULL;
-        if ((path ? sluice_policy_config_load(path, &cfg, NULL, 0)
-                  : sluice_policy_config_defaults(&cfg)) == SLUICE_OK) {
-            no.ipv6_prefix = (int) cfg.ipv6_prefix;
+        if (sluice_policy_config_new(&cfg, path, NULL, 0) == SLUICE_OK) {
+            if (sluice_policy_config_get(cfg, "client_ip.ipv6_prefix", v,
+                                         sizeof(v)) == SLUICE_OK)
+            {
+                no.ipv6_prefix = atoi(v);
+            }
+            sluice_policy_config_free(cfg);
         }
     }
     if (mcf->nft_state.len) {

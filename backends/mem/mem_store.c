@@ -246,16 +246,21 @@ static int rebuild(mem_store *m, shard *sh, size_t cap, int64_t now,
 
 /* Make room for `extra` inserts below a 3/4 load factor: drop expired
 ** records first, grow only if the live ones need it.  Fails only when the
-** shard would be completely full (probing needs one empty slot). */
+** shard would be completely full (probing needs one empty slot).  A sweep
+** that leaves the shard over half full grows it all the same: else live
+** records just under 3/4 of it, and keys that come and go (a bucket that
+** refills between two requests is a fresh key again), would pay a pass
+** over the whole table every few inserts; so a rebuild is always followed
+** by a quarter of the table's inserts at least. */
 static int reserve(mem_store *m, shard *sh, size_t extra, int64_t now) {
   size_t cap;
   int rc;
   if ((sh->used + extra) * 4 <= sh->cap * 3)
     return SLUICE_OK;
   rc = rebuild(m, sh, sh->cap, now, NULL, NULL);
-  if (rc == SLUICE_OK && (sh->used + extra) * 4 <= sh->cap * 3)
+  if (rc == SLUICE_OK && (sh->used + extra) * 2 <= sh->cap)
     return SLUICE_OK;
-  for (cap = sh->cap * 2; (sh->used + extra) * 4 > cap * 3; cap *= 2)
+  for (cap = sh->cap * 2; (sh->used + extra) * 2 > cap; cap *= 2)
     ;
   rc = rebuild(m, sh, cap, now, NULL, NULL);
   if (rc == SLUICE_OK || sh->used + extra < sh->cap)
@@ -328,14 +333,16 @@ static int mem_apply_locked(mem_store *m, const sluice_job *job,
   sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
   int64_t exp[SLUICE_PROGRAM_KEYS];
   long at[SLUICE_PROGRAM_KEYS];
+  size_t gap[SLUICE_PROGRAM_KEYS]; /* an absent key's empty slot */
   int i, rc, nnew = 0, inserted = 0, moved = 0, n = job->nkeys;
   int untrusted = sluice_job_record_class(job) != SLUICE_CLASS_SERVICE;
+  uint64_t reserved = 0; /* shards whose room is made */
 
   if (n < 1) /* mem_job() checked; this tells the compiler in[] is set */
     return SLUICE_EINVAL;
   for (i = 0; i < n; i++) {
     const shard *sh = &m->shards[shard_of(&f[i])];
-    at[i] = find(sh, &f[i], NULL);
+    at[i] = find(sh, &f[i], &gap[i]);
     if (at[i] >= 0 && sh->slots[at[i]].expires > now)
       in[i] = sh->slots[at[i]].st;
     else
@@ -352,39 +359,43 @@ static int mem_apply_locked(mem_store *m, const sluice_job *job,
   if (nnew > 0 && (untrusted ? claim_untrusted(m, nnew)
                              : claim_keys(m, nnew)) != SLUICE_OK)
     return SLUICE_EFULL;
-  /* Room for each shard's new records, once per shard: the first key of a
-  ** shard counts every new one of that shard. */
+  /* Room for each shard's new records, once per shard: the first new
+  ** record of a shard counts every new one of that shard. */
   for (i = 0; nnew > 0 && i < n; i++) {
     unsigned s = shard_of(&f[i]);
     size_t need = 0;
-    int k, seen = 0;
-    for (k = 0; k < i && !seen; k++)
-      seen = shard_of(&f[k]) == s;
-    for (k = i; !seen && k < n; k++)
+    int k;
+    if (at[i] >= 0 || exp[i] <= now || (reserved >> s & 1u))
+      continue;
+    reserved |= UINT64_C(1) << s;
+    for (k = i; k < n; k++)
       need += shard_of(&f[k]) == s && at[k] < 0 && exp[k] > now;
-    if (need > 0) {
-      /* reserve() rebuilds, moving slots, exactly when they do not fit. */
-      moved |= (m->shards[s].used + need) * 4 > m->shards[s].cap * 3;
-      rc = reserve(m, &m->shards[s], need, now);
-      if (rc != SLUICE_OK) {
-        atomic_fetch_sub_explicit(&m->count, nnew, memory_order_relaxed);
-        if (untrusted)
-          atomic_fetch_sub_explicit(&m->ucount, nnew, memory_order_relaxed);
-        return rc;
-      }
+    /* reserve() rebuilds, moving slots, exactly when they do not fit. */
+    moved |= (m->shards[s].used + need) * 4 > m->shards[s].cap * 3;
+    rc = reserve(m, &m->shards[s], need, now);
+    if (rc != SLUICE_OK) {
+      atomic_fetch_sub_explicit(&m->count, nnew, memory_order_relaxed);
+      if (untrusted)
+        atomic_fetch_sub_explicit(&m->ucount, nnew, memory_order_relaxed);
+      return rc;
     }
   }
   for (i = 0; i < n; i++) {
     shard *sh = &m->shards[shard_of(&f[i])];
     size_t ins = 0;
-    long j;
+    long j = -1;
     /* An absent record that stays absent is left alone. */
     if (at[i] < 0 && exp[i] <= now)
       continue;
     /* A new key needs its empty slot; after a rebuild or a deletion
     ** (which shifts its neighbours) every key is found again.  The lines
-    ** are in cache by now. */
-    j = moved || at[i] < 0 ? find(sh, &f[i], &ins) : at[i];
+    ** are in cache by now.  Else the slot its first lookup ended on, when
+    ** no new key of this program took it: the slots before it are as
+    ** they were (inserts fill gaps only) and none of them is the key. */
+    if (!moved && at[i] < 0 && is_empty(&sh->slots[gap[i]]))
+      ins = gap[i]; /* still the first gap after its chain: j stays -1 */
+    else
+      j = moved || at[i] < 0 ? find(sh, &f[i], &ins) : at[i];
     if (exp[i] <= now) {
       if (j >= 0) {
         remove_at(m, sh, (size_t)j);

@@ -102,7 +102,8 @@ static void show_key(admin *a, const sluice_inspect_report *r) {
     /* Under strike_every_denial the notice decides nothing: any 429 is
     ** a strike, sent before the notice ends or not. */
     fprintf(a->out, "  retry-after notice: live, %s left (%s)\n", tt,
-            sluice_policy_config_get(a->pol)->strike_every_denial
+            cli_setting(sluice_policy_config_of(a->pol),
+                        "penalty.strike_every_denial")
                 ? "every 429 is a strike: penalty.strike_every_denial"
                 : "a request before then is a strike");
   } else {

@@ -66,9 +66,15 @@ static int check_one(const char *path) {
   }
   printf("%s: loads\n", path);
   fflush(stdout); /* its warning after it */
-  if (sluice_policy_config_warnings(path, warn, sizeof warn) == SLUICE_OK &&
-      warn[0])
-    fprintf(stderr, "sluice check: warning: %s\n", warn);
+  {
+    /* A configuration made from the file says its first warning. */
+    sluice_policy_config *cfg = NULL;
+    if (sluice_policy_config_new(&cfg, path, warn, sizeof warn) ==
+            SLUICE_OK &&
+        warn[0])
+      fprintf(stderr, "sluice check: warning: %s\n", warn);
+    sluice_policy_config_free(cfg);
+  }
   declared(pol);
   sluice_policy_close(pol);
   return CLI_OK;

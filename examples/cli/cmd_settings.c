@@ -29,7 +29,7 @@ int cli_settings(int argc, char **argv) {
     FILE *f = strcmp(argv[1], "--help") ? stderr : stdout;
     fprintf(f, "usage: sluice settings\n"
                "Print the policy file's scalar settings: default, range, "
-               "the sluice_policy_config\nfield, and what each does "
+               "the library's\ninternal field, and what each does "
                "(a Markdown table); then the settings of declared\n"
                "limits and routes: the algorithms each applies to, its "
                "range or form, what it\ndoes (a second table).\n");

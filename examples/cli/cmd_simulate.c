@@ -38,11 +38,13 @@ typedef struct scenario {
   void (*run)(sim *);
   int64_t dur_s;
   int failing;
-  void (*tweak)(sluice_policy_config *);
+  int (*tweak)(sluice_policy_config *);
   const char *tier;
 } scenario;
 
-static void tweak_nat(sluice_policy_config *c) { c->auth_ip_failures = 1000; }
+static int tweak_nat(sluice_policy_config *c) {
+  return sluice_policy_config_set(c, "auth.ip_failures", "1000", NULL, 0);
+}
 
 static const scenario scenarios[] = {
     {"growth-batch", "a growth tenant's end-of-day batch spike",
@@ -103,7 +105,7 @@ int cli_simulate(int argc, char **argv) {
                                        {0, 0, 0, 0}};
   const char *plot = NULL, *config = NULL;
   const scenario *sc = NULL;
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg = NULL;
   struct timespec w0, w1;
   static sim s; /* large: keep it off the stack */
   size_t i;
@@ -157,29 +159,34 @@ int cli_simulate(int argc, char **argv) {
             argv[optind]);
     return CLI_USAGE;
   }
-  if (config) {
+  {
     char err[256];
-    rc = sluice_policy_config_load(config, &cfg, err, sizeof err);
+    rc = sluice_policy_config_new(&cfg, config, err, sizeof err);
     if (rc != SLUICE_OK) {
       fprintf(stderr, "sluice simulate: --config %s: %s\n", config, err);
       return rc == SLUICE_EIO ? CLI_USAGE : CLI_BADINPUT;
     }
-    if (sc->tier && sluice_policy_config_tier(&cfg, sc->tier) < 0) {
+    if (config && sc->tier && cli_tier_row(cfg, sc->tier) < 0) {
       fprintf(stderr, "sluice simulate: --config %s: scenario %s sends "
                       "requests in tier '%s', which the policy does not "
                       "define\n", config, sc->name, sc->tier);
+      sluice_policy_config_free(cfg);
       return CLI_BADINPUT;
     }
-  } else {
-    sluice_policy_config_defaults(&cfg);
   }
-  if (sc->tweak)
-    sc->tweak(&cfg);
+  if (sc->tweak && sc->tweak(cfg) != SLUICE_OK) {
+    fprintf(stderr, "sluice simulate: scenario %s does not fit the policy\n",
+            sc->name);
+    sluice_policy_config_free(cfg);
+    return CLI_BADINPUT;
+  }
   memset(&s, 0, sizeof s);
   s.name = sc->name;
   s.tier = sc->tier;
   clock_gettime(CLOCK_MONOTONIC, &w0);
-  if (sim_open(&s, &cfg, sc->failing, sc->dur_s * S_NS) != SLUICE_OK) {
+  rc = sim_open(&s, cfg, sc->failing, sc->dur_s * S_NS);
+  sluice_policy_config_free(cfg); /* the policy keeps its own */
+  if (rc != SLUICE_OK) {
     sim_close(&s);
     return CLI_RUNTIME;
   }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "policy_replay.h"
 
 static int cmp_box(const void *a, const void *b) {
@@ -21,10 +22,14 @@ static int cmp_box(const void *a, const void *b) {
 ** (the `passed` column counts the refusals this let through). */
 static void pr_split(const sluice_policy *pol, const sluice_policy_config *c,
                      FILE *f) {
-  int row, bit;
+  int row, bit, n = 0;
+  char buf[64];
   fprintf(f, "# not enforced:");
-  for (row = 0; row <= c->ntiers; row++) {
-    const char *name = row < c->ntiers ? c->tiers[row].name : NULL;
+  while (cli_tier_name(c, n, buf, sizeof buf))
+    n++;
+  for (row = 0; row <= n; row++) {
+    const char *name = row < n ? cli_tier_name(c, row, buf, sizeof buf)
+                               : NULL;
     int m = sluice_policy_shadow_features(pol, name), any = 0;
     fprintf(f, " %s=", name ? name : "(auth)");
     for (bit = 1; bit <= SLUICE_SHADOW_ALL; bit <<= 1)
@@ -64,7 +69,8 @@ void preplay_report(part *ps, int np, FILE *f, double wall, int shadow,
   static const char *cols[SLUICE_OUTCOME__COUNT] = {
       "allowed",     "throttled", "boxed",      "suspended",
       "concurrency", "conflict",  "export_cap", "unavailable"};
-  const sluice_policy_config *c = sluice_policy_config_get(ps[0].r.pol);
+  const sluice_policy_config *c = sluice_policy_config_of(ps[0].r.pol);
+  char tbuf[64];
   size_t i, k = 0, nbx = 0;
   int row, o, p;
   uint64_t n = 0, settled = 0;
@@ -91,8 +97,9 @@ void preplay_report(part *ps, int np, FILE *f, double wall, int shadow,
   for (row = 0; row < NROWS; row++) {
     const char *name = ps[0].r.cl.named ? "(no tier)" : "(auth)";
     uint64_t tot = 0, v[SLUICE_OUTCOME__COUNT], st = 0, dg = 0, ps_ = 0;
-    if (row < c->ntiers && row < SLUICE_POLICY_TIERS_MAX)
-      name = c->tiers[row].name;
+    if (row < SLUICE_POLICY_TIERS_MAX &&
+        cli_tier_name(c, row, tbuf, sizeof tbuf))
+      name = tbuf;
     else if (row != SLUICE_POLICY_TIERS_MAX)
       continue;
     for (o = 0; o < SLUICE_OUTCOME__COUNT; o++) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "policy_replay.h"
 
 static uint64_t fnv(const char *s) {
@@ -364,8 +365,7 @@ static int pr_decided(preplay *r, const pending *pl, const sluice_request *q,
   {
     int row = SLUICE_POLICY_TIERS_MAX;
     if (d.tier[0]) {
-      int k = sluice_policy_config_tier(sluice_policy_config_get(r->pol),
-                                        d.tier);
+      int k = cli_tier_row(sluice_policy_config_of(r->pol), d.tier);
       if (k >= 0)
         row = k;
     }

@@ -63,7 +63,7 @@ struct sim {
   sluice_http *http;
   sluice_backoff *backoff;
   uint64_t seed_http, seed_client;
-  sluice_policy_config cfg;
+  const sluice_policy_config *cfg; /* the policy's, in force */
   int nact;
   actor a[MAX_ACTORS];
   int64_t end_ns;

@@ -140,7 +140,7 @@ int sim_open(sim *s, const sluice_policy_config *cfg, int failing,
             err);
     return rc;
   }
-  s->cfg = *sluice_policy_config_get(s->pol);
+  s->cfg = sluice_policy_config_of(s->pol);
   memset(&ho, 0, sizeof ho);
   ho.problem_base = "https://api.example.com/errors/";
   ho.flags = SLUICE_HTTP_DATE_HEADER;
@@ -166,7 +166,7 @@ void sim_close(sim *s) {
 int64_t sim_now(sim *s) { return sluice_clock_now(s->clock); }
 
 int sim_tier_row(sim *s, const char *tier) {
-  int i = sluice_policy_config_tier(&s->cfg, tier);
+  int i = cli_tier_row(s->cfg, tier);
   return i < 0 ? SLUICE_POLICY_TIERS_MAX : i;
 }
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "sim.h"
 
 /* ---------------------------------------------------------- report --- */
@@ -22,8 +23,10 @@ void sim_report(sim *s, FILE *f, double wall_s) {
             cols[o]);
   fprintf(f, " %9s %9s\n", "degraded", "strikes");
   for (i = 0; i < NROWS; i++) {
-    const char *name =
-        i < s->cfg.ntiers ? s->cfg.tiers[i].name : "(auth)";
+    char buf[64];
+    const char *name = i < SLUICE_POLICY_TIERS_MAX
+                           ? cli_tier_name(s->cfg, i, buf, sizeof buf)
+                           : "(auth)";
     if (!s->ts[i].n)
       continue;
     fprintf(f, "%-11s %9" PRIu64, name, s->ts[i].n);

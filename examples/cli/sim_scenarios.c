@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "fail_store.h"
 #include "sim.h"
 
@@ -302,7 +303,7 @@ void scn_credential_stuffing(sim *s) {
     sim_note(s, "auth.ip_failures raised to %" PRId64
             " (an office behind NAT): the 500-failures-across-50-subjects "
             "signature is what catches the attack\n",
-         s->cfg.auth_ip_failures);
+         cli_setting(s->cfg, "auth.ip_failures"));
     sim_note(s, "attackers (3 IPs, 2 attempts/s, distinct subjects): %" PRId64
             " attempts, %" PRId64 " refused by a box or ban\n",
          att, att_refused);
@@ -395,7 +396,7 @@ void scn_backend_outage(sim *s) {
        std1->got429 + std2->got429, std1->n503 + std2->n503);
   sim_note(s, "degraded decisions (local limiter at %" PRId64
           "%% of the tier rates): %" PRIu64 "\n",
-       s->cfg.degraded_percent, s->ts[sim_tier_row(s, s->tier)].degraded);
+       cli_setting(s->cfg, "failure.degraded_percent"), s->ts[sim_tier_row(s, s->tier)].degraded);
   sim_note(s, "events: degraded_on %" PRIu64 ", degraded_off %" PRIu64 "\n",
        s->events[SLUICE_EVENT_DEGRADED_ON],
        s->events[SLUICE_EVENT_DEGRADED_OFF]);

@@ -184,8 +184,10 @@ static int check_keys(const sluice_policy_config *cfg, const char *path) {
   int i, j;
   for (i = 0; i < S.nkeys; i++) {
     const api_key *k = &S.keys[i];
-    char why[160] = "";
-    if (sluice_policy_config_tier(cfg, k->tier) < 0)
+    char why[160] = "", tier[80], v[64];
+    snprintf(tier, sizeof tier, "tiers.%s", k->tier);
+    if (strchr(k->tier, '.') || k->tier[0] == '[' ||
+        sluice_policy_config_get(cfg, tier, v, sizeof v) != SLUICE_OK)
       snprintf(why, sizeof why, "tier '%s' is not in the policy (--config)",
                k->tier);
     else if (!strncmp(k->key, "at_", 3))
@@ -222,16 +224,18 @@ static void on_event(void *ud, const sluice_event *ev) {
 /* --nft: this worker's sink (after fork: its thread is this process's). */
 static int open_nft(void) {
   sluice_nft_options o = S.nft_opts;
-  sluice_policy_config cfg;
-  char err[256] = "";
+  sluice_policy_config *cfg;
+  char err[256] = "", v[16];
   int rc;
   /* Without --nft-prefix: the policy's, so that a set element is what the
   ** policy counts as one client. */
   if (!o.ipv6_prefix &&
-      (S.config_path
-           ? sluice_policy_config_load(S.config_path, &cfg, NULL, 0)
-           : sluice_policy_config_defaults(&cfg)) == SLUICE_OK)
-    o.ipv6_prefix = (int)cfg.ipv6_prefix;
+      sluice_policy_config_new(&cfg, S.config_path, NULL, 0) == SLUICE_OK) {
+    if (sluice_policy_config_get(cfg, "client_ip.ipv6_prefix", v,
+                                 sizeof v) == SLUICE_OK)
+      o.ipv6_prefix = atoi(v);
+    sluice_policy_config_free(cfg);
+  }
   if (o.state_path) {
     snprintf(S.nft_state, sizeof S.nft_state, "%s.%d", o.state_path,
              worker_slot);
@@ -428,12 +432,16 @@ static void host_segments_remove(void) {
 
 static void host_segments(const sluice_policy_config *cfg) {
   static const char *const what[2] = {"degraded", "deny"};
+  static const char *const conf[2] = {"host.degraded_store",
+                                      "host.deny_cache"};
   const char **opt[2] = {&S.degraded_store, &S.deny_cache};
-  const char *conf[2] = {cfg->host_degraded_store, cfg->host_deny_cache};
   static char uri[2][80];
+  char v[160];
   int i;
   for (i = 0; i < 2; i++) {
-    if (*opt[i] || conf[i][0])
+    if (*opt[i] || (sluice_policy_config_get(cfg, conf[i], v, sizeof v) ==
+                        SLUICE_OK &&
+                    v[0]))
       continue;
     snprintf(S.host_seg_own[i], sizeof S.host_seg_own[i],
              "/ledger-api-%d-%s", (int)getpid(), what[i]);
@@ -719,20 +727,21 @@ int main(int argc, char **argv) {
   /* Check the configuration now, so a typo is reported once, by name;
   ** and the keys against it. */
   {
-    sluice_policy_config cfg;
+    sluice_policy_config *cfg;
     char err[256] = "";
-    int rc = S.config_path ? sluice_policy_config_load(S.config_path, &cfg,
-                                                       err, sizeof err)
-                           : sluice_policy_config_defaults(&cfg);
+    int rc = sluice_policy_config_new(&cfg, S.config_path, err, sizeof err);
     if (rc != SLUICE_OK) {
       fprintf(stderr, "ledger-api: --config %s: %s\n",
               S.config_path ? S.config_path : "(defaults)", err);
       return EX_USAGE_;
     }
-    if (check_keys(&cfg, keys_path))
-      return EX_USAGE_;
-    host_segments(&cfg);
-    if (check_segments(&cfg))
+    rc = check_keys(cfg, keys_path);
+    if (!rc) {
+      host_segments(cfg);
+      rc = check_segments(cfg);
+    }
+    sluice_policy_config_free(cfg);
+    if (rc)
       return EX_USAGE_;
   }
   /* One tenant's Idempotency-Key records hold at most its share of the

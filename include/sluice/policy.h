@@ -296,123 +296,65 @@ typedef struct sluice_decision {
 
 /* -------------------------------------------------------- configuration --- */
 
-/** What level 3 does to an authenticated key of a tier. */
-enum sluice_level3_action {
-  SLUICE_L3_SUSPEND = 0, /**< suspended until lifted by hand */
-  SLUICE_L3_PAGE = 1     /**< never auto-suspended: a PAGE event and a box
-                              of `enterprise_level3_box_ns` */
-};
+/** A configuration: the settings of a policy file (docs/policy.md), held
+ *  as a document.  Build it from the built-in defaults or a file, change
+ *  settings by their path, read the values in force back, and pass it to
+ *  sluice_policy_open() in sluice_policy_options.config.  Not thread-safe
+ *  while being changed; any number of threads may read it otherwise. */
+typedef struct sluice_policy_config sluice_policy_config;
 
-/** One tier.  Rates are points per `*_period_ns`. */
-typedef struct sluice_policy_tier {
-  char name[SLUICE_POLICY_NAME_MAX + 1];
-  int64_t tenant_rate, tenant_period_ns, tenant_burst;
-  int64_t key_rate, key_period_ns, key_burst;
-  int64_t strike_threshold;      /**< strikes in strike_window_ns to trip */
-  int64_t reconcile_concurrency; /**< leases per tenant, 1..SLUICE_GROUP_MAX */
-  int64_t export_concurrency;    /**< leases per tenant, 1..SLUICE_GROUP_MAX */
-  int64_t exports_per_window;    /**< export cap per export_cap_window_ns */
-  int level3;                    /**< enum sluice_level3_action */
-  /** Staged rollout: SLUICE_SHADOW_* features recorded but not enforced
-   *  for this tier (on top of sluice_policy_config.shadow_features). */
-  int64_t shadow_features;
-  int64_t reserved[3];
-} sluice_policy_tier;
+/** @brief A configuration: the built-in defaults, or a file's settings
+ *  (libconfig syntax; settings left out keep their default, an unknown
+ *  setting is an error, listing `tiers` or `routes` replaces the built-in
+ *  set).
+ *  @param[out] out   the configuration, or NULL on failure.
+ *  @param[in] path   NULL for the defaults, else the file (read during the
+ *                    call only).
+ *  @param[out] err   NULL, or a buffer: on failure "FILE:LINE: SETTING:
+ *                    problem"; on success the file's first warning (a
+ *                    declared limit no route applies), "" when none.
+ *  @return SLUICE_OK, SLUICE_EINVAL (NULL out), SLUICE_EIO (cannot read
+ *  the file), SLUICE_ECONFIG (syntax or invalid setting), SLUICE_ENOMEM. */
+SLUICE_EXPORT int sluice_policy_config_new(sluice_policy_config **out,
+                                           const char *path, char *err,
+                                           size_t errlen);
 
-/** One route of the route table (first match wins).  `method` "*" matches
- *  any method; a `route` ending in '*' matches by prefix. */
-typedef struct sluice_policy_route {
-  char method[8];
-  char route[SLUICE_POLICY_ROUTE_MAX + 1];
-  int endpoint_class; /**< enum sluice_endpoint_class, not AUTO */
-} sluice_policy_route;
+/** @brief Set one setting, creating it (and the groups above it) or
+ *  replacing it, then check the whole configuration as a file's is checked.
+ *  @param[in] path   the setting's path in the file: names joined by '.',
+ *                    "[i]" for element i of a list ("penalty.strike_window_ms",
+ *                    "tiers.growth.key.burst", "routes.[0].class"); "[n]"
+ *                    one past a list's last element adds one.  Naming a
+ *                    tier or a route while the configuration has the
+ *                    built-in set starts from that set.
+ *  @param[in] value  libconfig syntax: 5, true, "page", [ "penalty" ],
+ *                    { rate = 5; burst = 10; }; a bare word is a string.
+ *  @param[out] err   NULL, or a buffer for "set: SETTING: problem" (a
+ *                    setting of the file stays "FILE:LINE: SETTING: ...").
+ *  @return SLUICE_OK, SLUICE_EINVAL (NULL arguments), SLUICE_ECONFIG (a bad
+ *  path, value or resulting configuration: nothing changed), SLUICE_ENOMEM. */
+SLUICE_EXPORT int sluice_policy_config_set(sluice_policy_config *c,
+                                           const char *path,
+                                           const char *value, char *err,
+                                           size_t errlen);
 
-/** The whole policy.  Get the built-in defaults with
- *  sluice_policy_config_defaults(), tweak fields, pass it to open.  POD:
- *  no pointers, copy freely. */
-typedef struct sluice_policy_config {
-  int ntiers;
-  sluice_policy_tier tiers[SLUICE_POLICY_TIERS_MAX];
-  int nroutes; /**< 1..SLUICE_POLICY_ROUTES_MAX: an empty table is refused */
-  sluice_policy_route routes[SLUICE_POLICY_ROUTES_MAX];
-  /** Cost per class, indexed by enum sluice_endpoint_class (AUTH unused). */
-  int64_t cost[SLUICE_EP__COUNT];
-  int64_t export_long_cost;      /**< cost when the range exceeds: */
-  int64_t export_long_range_ns;  /**< 90 days */
-  /* Penalty ladder of authenticated keys. */
-  int64_t strike_window_ns;      /**< 60 s */
-  int64_t level1_box_ns;         /**< 5 min */
-  int64_t level2_box_ns;         /**< 60 min */
-  int64_t enterprise_level3_box_ns; /**< box with SLUICE_L3_PAGE: 60 min */
-  int64_t offense_ttl_ns;        /**< 24 h after the last trip */
-  /* Auth endpoint. */
-  int64_t auth_subject_failures; /**< 5 per auth_window_ns */
-  int64_t auth_ip_failures;      /**< 20 per auth_window_ns */
-  int64_t auth_window_ns;        /**< 15 min */
-  int64_t auth_box_ns[3];        /**< 5 min, 60 min, 24 h (IP ban) */
-  int64_t stuffing_failures;     /**< 500 failures from one IP ... */
-  int64_t stuffing_subjects;     /**< ... across 50 distinct subjects ... */
-  int64_t stuffing_ips;          /**< or one subject from 20 distinct IPs */
-  int64_t stuffing_window_ns;    /**< ... in 10 min */
-  /* Heavy endpoints. */
-  int64_t reconcile_lease_ttl_ns; /**< 15 min: max job time + margin */
-  int64_t export_lease_ttl_ns;    /**< 30 min */
-  int64_t export_cap_window_ns;   /**< 1 h */
-  int64_t lease_retry_after_max_ns; /**< cap on 409/429 lease Retry-After:
-                                         30 s (poll the job meanwhile) */
-  /* Failure modes. */
-  unsigned fail_closed_mask;     /**< bit (1u << class): reconcile, export,
-                                      auth.  Auth fails closed whatever
-                                      the mask says (no tier to degrade) */
-  int64_t fail_closed_retry_after_ns; /**< 15 s */
-  int64_t degraded_percent;      /**< local limiter at 25% of tier rates */
-  int64_t degraded_probe_ns;     /**< once the circuit breaker opens,
-                                      leave the store alone 1 s, then
-                                      let trial requests probe it */
-  int shadow;                    /**< 1: decide and record, enforce nothing */
-  /** Staged rollout: SLUICE_SHADOW_* features recorded but not enforced
-   *  for every tier and for auth (shadow = 1 is all of them). */
-  int64_t shadow_features;
-  /* The store's circuit breaker (docs/operations.md "The circuit breaker"): every
-  ** request calls the store, each within its own timeout, until failures
-  ** are sustained: breaker_failure_percent of at least breaker_min_calls
-  ** calls in breaker_window_ns, or breaker_run failures in a row. */
-  int64_t breaker_window_ns;       /**< 1 s (0.01 s..1 h) */
-  int64_t breaker_min_calls;       /**< 20 (1..65535) */
-  int64_t breaker_failure_percent; /**< 50 (1..100) */
-  int64_t breaker_run;             /**< 0: off (0..10^6) */
-  int64_t breaker_probes;          /**< trial requests at a time when
-                                        half-open: 3 (1..1000) */
-  /* The coarse per-IP backstop (the spec's WAF rate rule): a fixed window
-  ** per client address, checked before anything else. */
-  int64_t ip_limit;              /**< requests per ip_window_ns; 0: off */
-  int64_t ip_window_ns;          /**< 60 s */
-  /** 0: a strike is a bucket denial while the Retry-After of an earlier
-   *  one still runs, so a client that waits it out never collects one
-   *  (the spec's section 4).  1: every bucket denial is a strike, the
-   *  first included, as the spec's section-6 script counts. */
-  int64_t strike_every_denial;
-  /** An IPv6 client address is one scope per prefix of this many bits
-   *  (64: one /64, what one subscriber gets); IPv4 counts whole. */
-  int64_t ipv6_prefix;
-  /** Routes of the file that list declared limits (docs/policy.md
-   *  "Declared limits"): they live in the policy the file opens, not in
-   *  this struct, so this counts them only (the route table may then be
-   *  empty).  0 for a configuration built in code. */
-  int64_t declared_routes;
-  /* The breaker's and the backstop's 7 words, strike_every_denial's,
-  ** ipv6_prefix's and declared_routes' came out of reserved[15]:
-  ** a new field takes a word from here, so the struct keeps its size
-  ** (lib/policy/config.c asserts it). */
-  int64_t reserved[5];
-  /** The host-wide segments (the file's "host" group; docs/policy.md):
-   *  "" keeps each in the process, "shm:name=/NAME..." shares it between
-   *  the processes of a host.  A non-NULL sluice_policy_options field of
-   *  the same name wins. */
-  char host_counters[SLUICE_POLICY_URI_MAX + 1];
-  char host_degraded_store[SLUICE_POLICY_URI_MAX + 1];
-  char host_deny_cache[SLUICE_POLICY_URI_MAX + 1];
-} sluice_policy_config;
+/** @brief A setting's value in force, as text: a number in the unit its
+ *  name says, true or false, a string without quotes; a list of names
+ *  (shadow_features, failure.fail_closed) comma-separated; a group its
+ *  members' names comma-separated ("tiers": "sandbox,growth,enterprise");
+ *  a list its length ("routes"); "tiers.[i]" the name of tier i.
+ *  Defaults are in force too: "penalty.strike_window_ms" reads 60000 in an
+ *  empty file.
+ *  @return SLUICE_OK, SLUICE_EINVAL (NULL arguments), SLUICE_ENOTFOUND (no
+ *  such setting), SLUICE_ERANGE (buf too small; it holds a truncated
+ *  value). */
+SLUICE_EXPORT int sluice_policy_config_get(const sluice_policy_config *c,
+                                           const char *path, char *buf,
+                                           size_t len);
+
+/** @brief Free a configuration (NULL: nothing).  A policy opened from it
+ *  keeps its own copy. */
+SLUICE_EXPORT void sluice_policy_config_free(sluice_policy_config *c);
 
 /** Features shadow mode can leave unenforced one by one (staged rollout:
  *  enforce the buckets while the penalty box only records).  A decision
@@ -442,48 +384,14 @@ SLUICE_EXPORT const char *sluice_shadow_feature_name(int feature);
 SLUICE_EXPORT int sluice_policy_shadow_features(const sluice_policy *p,
                                                 const char *tier);
 
-/** @brief Fill *cfg with the built-in defaults (docs/policy.md, DESIGN.md).
- *  @return SLUICE_OK, or SLUICE_EINVAL for NULL. */
-SLUICE_EXPORT int sluice_policy_config_defaults(sluice_policy_config *cfg);
-
-/** @brief Validate a configuration.
- *  @param[in] cfg     the configuration.
- *  @param[out] err    NULL, or a buffer for a message naming the setting
- *                     ("tiers.growth.key_burst: must be 1..2^40"),
- *                     NUL-terminated and truncated to errlen.
- *  @return SLUICE_OK, SLUICE_EINVAL for NULL, or SLUICE_ECONFIG. */
-SLUICE_EXPORT int sluice_policy_config_check(const sluice_policy_config *cfg,
-                                             char *err, size_t errlen);
-
-/** @brief Load a configuration file (libconfig syntax; docs/policy.md).
- *  Settings left out keep their default; an unknown setting is an error
- *  (so a typo never silently falls back to a default).  Listing `tiers`
- *  replaces the default tier set; listing `routes` replaces the route table
- *  (an empty list is refused).
- *  @param[in] path    the file; read during the call only.
- *  @param[out] cfg    the configuration, written only on success.
- *  @param[out] err    NULL, or a buffer for "FILE:LINE: SETTING: problem".
- *  @return SLUICE_OK, SLUICE_EINVAL (NULL arguments), SLUICE_EIO (cannot
- *  read the file), SLUICE_ECONFIG (syntax or invalid setting). */
-SLUICE_EXPORT int sluice_policy_config_load(const char *path,
-                                            sluice_policy_config *cfg,
-                                            char *err, size_t errlen);
-
-/** @brief What a policy file holds that loads but is likely a mistake
- *  (a declared limit no route applies), as "FILE:LINE: SETTING: problem".
- *  @param[out] buf  the first warning, or "" when there is none.
- *  @return SLUICE_OK (look at buf), or the error sluice_policy_config_load()
- *  gives (buf then holds its message). */
-SLUICE_EXPORT int sluice_policy_config_warnings(const char *path, char *buf,
-                                                size_t len);
-
 /** One scalar setting of the configuration file (docs/policy.md has them
  *  all): the same table drives the defaults, the loader, the validator and
  *  the documentation. */
 typedef struct sluice_policy_setting {
   const char *group;  /**< "penalty" */
   const char *name;   /**< "strike_window_ms" (the unit is in the name) */
-  const char *field;  /**< its sluice_policy_config field, "strike_window_ns" */
+  const char *field;  /**< the library's internal field ("strike_window_ns"),
+                           for `sluice settings` */
   int64_t unit_ns;    /**< the field per unit of the file's value (1: none) */
   int64_t dflt;       /**< the default, in the file's unit */
   int64_t min, max;   /**< bounds in the file's unit; max 0: the smallest
@@ -585,8 +493,8 @@ typedef struct sluice_policy_options {
   struct sluice_limiter *limiter;
   /** Used only when limiter is NULL (NULL: a "mem" store, real clock). */
   const struct sluice_limiter_options *limiter_options;
-  /** Copied at open.  NULL: load config_path, or the built-in defaults
-   *  when that is NULL too. */
+  /** Read at open (the policy keeps its own copy).  NULL: load
+   *  config_path, or the built-in defaults when that is NULL too. */
   const sluice_policy_config *config;
   const char *config_path; /**< read during open only */
   /** Key for scope ids (sluice_scope_id).  Must not be all zero.  Every
@@ -652,16 +560,10 @@ SLUICE_EXPORT int sluice_policy_check(const sluice_policy_options *opts);
  *  closed; a borrowed one is not.  The handle must not be used again. */
 SLUICE_EXPORT void sluice_policy_close(sluice_policy *p);
 
-/** @brief The index of the tier called `name` in `c`, or -1 (also for a
- *  NULL `c` or `name`): the one lookup of a tier by name, for callers that
- *  hold a configuration (a policy file loaded before the policy opens). */
-SLUICE_EXPORT int sluice_policy_config_tier(const sluice_policy_config *c,
-                                            const char *name);
-
 /** @brief The configuration in force (owned by the policy, valid until
- *  close). */
+ *  close): read it with sluice_policy_config_get(). */
 SLUICE_EXPORT const sluice_policy_config *
-sluice_policy_config_get(const sluice_policy *p);
+sluice_policy_config_of(const sluice_policy *p);
 
 /* ------------------------------------------------------------ the call --- */
 

@@ -55,6 +55,12 @@ int sluice__keys_check(const sluice_op *op) {
     const sluice_key *k = &op->keys[i];
     if (!k->data || k->len == 0 || k->len > SLUICE_KEY_MAX)
       return SLUICE_EKEY;
+    /* The bytes of the first key up to its tag's '}' (keys of one
+    ** template, "dl:{T}:a" and "dl:{T}:b"), else its tag where it is. */
+    if (i > 0 && off0 > 0 && k->len > off0 + len0 &&
+        *(const char *)k->data == *(const char *)op->keys[0].data &&
+        memcmp(k->data, op->keys[0].data, off0 + len0 + 1) == 0)
+      continue;
     if (i > 0 && off0 > 0 &&
         tag_at(k, (const char *)op->keys[0].data + off0, off0, len0))
       continue;
@@ -313,28 +319,32 @@ int sluice_op_step_validated(const sluice_op *op, const sluice_state *in,
   return rc;
 }
 
-int64_t sluice_op_expiry(const sluice_op *op, int i, const sluice_state *s) {
-  if (!op || !s || !op->params || i < 0 || i >= op->nkeys)
-    return 0;
-  switch (op->algo) {
+int64_t sluice__rec_expiry(int algo, const void *params, int i,
+                           const sluice_state *s) {
+  switch (algo) {
   case SLUICE_ALGO_GCRA:
-    return sluice__gcra_expiry(&((const sluice_gcra_params *)op->params)[i],
-                               s);
+    return sluice__gcra_expiry(&((const sluice_gcra_params *)params)[i], s);
   case SLUICE_ALGO_SWINDOW:
-    return sluice__swindow_expiry(op->params, s);
+    return sluice__swindow_expiry(params, s);
   case SLUICE_ALGO_FWINDOW:
-    return sluice__fwindow_expiry(op->params, s);
+    return sluice__fwindow_expiry(params, s);
   case SLUICE_ALGO_PENALTY:
-    return sluice__penalty_expiry(op->params, s);
+    return sluice__penalty_expiry(params, s);
   case SLUICE_ALGO_LEASE:
-    if (((const sluice_lease_params *)op->params)->max > SLUICE_GROUP_MAX)
-      return sluice__lease_count_expiry(op->params, s);
+    if (((const sluice_lease_params *)params)->max > SLUICE_GROUP_MAX)
+      return sluice__lease_count_expiry(params, s);
     return s->w[0] ? (int64_t)s->w[1] : 0;
   case SLUICE_ALGO_DISTINCT:
-    return sluice__distinct_expiry(op->params, s);
+    return sluice__distinct_expiry(params, s);
   default:
     return 0;
   }
+}
+
+int64_t sluice_op_expiry(const sluice_op *op, int i, const sluice_state *s) {
+  if (!op || !s || !op->params || i < 0 || i >= op->nkeys)
+    return 0;
+  return sluice__rec_expiry(op->algo, op->params, i, s);
 }
 
 int sluice__step1(int algo, int kind, const void *params, int64_t arg,

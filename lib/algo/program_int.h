@@ -13,6 +13,11 @@
 int sluice__op_validate_shape(const sluice_op *op);
 int sluice__keys_check(const sluice_op *op);
 
+/* The expiry of record i of a step of `algo` over `params` (params of
+** its first record), as sluice_op_expiry() gives it; no checks. */
+int64_t sluice__rec_expiry(int algo, const void *params, int i,
+                           const sluice_state *s);
+
 /* sluice_program_run() for a validated program. */
 int sluice__program_run_valid(const sluice_program *p, const sluice_state *in,
                               sluice_state *out, int64_t now,

@@ -2,14 +2,15 @@
 ** Policy configuration: the built-in defaults, validation, and the file
 ** loader.
 **
-** The configuration is a plain struct (no pointers) so that a service can
-** take the defaults, change two numbers and open.  Validation is one
-** function that names every setting by its path in the configuration file
-** ("tiers.growth.key.burst"), which is also the libconfig path of that
-** setting: the loader parses the file into the struct, runs the same
-** validation, and looks the failing path up in the parsed tree to report
-** the file and line.  So a struct built in code and a file get exactly the
-** same rules, and an error in a file points at the line to fix.
+** A configuration is a document (libconfig's tree: a file's, changed by
+** set calls, config_doc.c) that this loader reads into the internal
+** resolved struct.  Validation is one function that names every setting by
+** its path in the configuration file ("tiers.growth.key.burst"), which is
+** also the libconfig path of that setting: the loader reads the document
+** into the struct, runs the validation, and looks the failing path up in
+** the document to report the file and line (or "set:" for a setting a call
+** made).  So a file and a configuration built in code get exactly the same
+** rules, and an error in a file points at the line to fix.
 **
 ** Choices:
 **  a) Settings left out of a file keep their defaults; an unknown setting
@@ -34,26 +35,12 @@
 #include "declared.h"
 #include "policy_int.h"
 
-/* sluice_policy_config is caller-allocated: its size is ABI.  The fields
-** of the breaker, the backstop and strike_every_denial came out of
-** `reserved`, so the words
-** from the first of them to the host segments stay 15, and the size what
-** it was (6480 bytes on LP64). */
-_Static_assert(offsetof(sluice_policy_config, host_counters) -
-                       offsetof(sluice_policy_config, breaker_window_ns) ==
-                   15 * sizeof(int64_t),
-               "sluice_policy_config: new fields must come out of reserved");
-#if defined(__LP64__)
-_Static_assert(sizeof(sluice_policy_config) == 6480,
-               "sluice_policy_config changed size");
-#endif
-
 #define S SLUICE__NS_PER_S
 #define MS SLUICE__NS_PER_MS
 /* A tier bucket's period: at most a day. */
 #define PERIOD_MS_MAX (86400 * 1000)
 
-static void tier_set(sluice_policy_tier *t, const char *name, int64_t tr,
+static void tier_set(sluice__tier *t, const char *name, int64_t tr,
                      int64_t tb, int64_t kr, int64_t kb, int64_t strikes,
                      int64_t rec, int64_t exp, int64_t xcap, int l3) {
   memset(t, 0, sizeof *t);
@@ -71,7 +58,7 @@ static void tier_set(sluice_policy_tier *t, const char *name, int64_t tr,
   t->level3 = l3;
 }
 
-static void route_set(sluice_policy_route *r, const char *method,
+static void route_set(sluice__route *r, const char *method,
                       const char *route, int cls) {
   memset(r, 0, sizeof *r);
   snprintf(r->method, sizeof r->method, "%s", method);
@@ -79,7 +66,7 @@ static void route_set(sluice_policy_route *r, const char *method,
   r->endpoint_class = cls;
 }
 
-int sluice_policy_config_defaults(sluice_policy_config *c) {
+int sluice__conf_defaults(sluice__conf *c) {
   const sluice_policy_setting *st;
   int i;
   if (!c)
@@ -180,7 +167,7 @@ static int check_bucket(ck *k, const char *tier, const char *which,
 
 /* The table's settings (settings.c) in its order: those with a fixed
 ** maximum when burst is 0, else the costs, whose maximum is `burst`. */
-static int check_settings(ck *k, const sluice_policy_config *c,
+static int check_settings(ck *k, const sluice__conf *c,
                           int64_t burst) {
   const sluice_policy_setting *st;
   char p[96];
@@ -196,7 +183,7 @@ static int check_settings(ck *k, const sluice_policy_config *c,
   return SLUICE_OK;
 }
 
-int sluice__policy_config_check2(const sluice_policy_config *c, char *path,
+int sluice__policy_config_check2(const sluice__conf *c, char *path,
                                  size_t pathlen, char *msg, size_t msglen) {
   char pbuf[160], mbuf[160];
   ck k = {path ? path : pbuf, path ? pathlen : sizeof pbuf,
@@ -216,7 +203,7 @@ int sluice__policy_config_check2(const sluice_policy_config *c, char *path,
   if ((rc = check_settings(&k, c, 0)))
     return rc;
   for (i = 0; i < c->ntiers; i++) {
-    const sluice_policy_tier *t = &c->tiers[i];
+    const sluice__tier *t = &c->tiers[i];
     if (!name_ok(t->name))
       return fail(&k, "tiers",
                   "tier %lld: a name is 1..31 of [A-Za-z0-9_-], starting "
@@ -273,7 +260,7 @@ int sluice__policy_config_check2(const sluice_policy_config *c, char *path,
   if ((rc = range(&k, "routes", c->nroutes, 0, SLUICE_POLICY_ROUTES_MAX)))
     return rc;
   for (i = 0; i < c->nroutes; i++) {
-    const sluice_policy_route *r = &c->routes[i];
+    const sluice__route *r = &c->routes[i];
     size_t ml = strnlen(r->method, sizeof r->method);
     size_t rl = strnlen(r->route, sizeof r->route);
     snprintf(p, sizeof p, "routes.[%d].method", i);
@@ -310,20 +297,6 @@ int sluice__policy_config_check2(const sluice_policy_config *c, char *path,
   return SLUICE_OK;
 }
 
-int sluice_policy_config_check(const sluice_policy_config *c, char *err,
-                               size_t errlen) {
-  char path[128], msg[160];
-  int rc;
-  if (err && errlen)
-    err[0] = '\0';
-  if (!c)
-    return SLUICE_EINVAL;
-  rc = sluice__policy_config_check2(c, path, sizeof path, msg, sizeof msg);
-  if (rc != SLUICE_OK && err && errlen)
-    snprintf(err, errlen, "%s: %s", path, msg);
-  return rc;
-}
-
 /* ------------------------------------------------------------- loading --- */
 
 typedef struct ld {
@@ -334,6 +307,7 @@ typedef struct ld {
 
 static int lerr(ld *l, const config_setting_t *s, const char *path,
                 const char *what) {
+  /* Line 0 (a setting a set call made): config_doc.c says "set:". */
   if (l->err && l->errlen)
     snprintf(l->err, l->errlen, "%s:%d: %s: %s", l->file,
              s ? (int)config_setting_source_line(s) : 0, path, what);
@@ -484,12 +458,12 @@ static int load_bucket(ld *l, const config_setting_t *t, const char *tpath,
 }
 
 static int load_tiers(ld *l, const config_setting_t *root,
-                      sluice_policy_config *c) {
+                      sluice__conf *c) {
   static const char *const names[] = {
       "tenant", "key", "strikes", "reconcile_concurrency",
       "export_concurrency", "exports_per_window", "level3",
       "shadow_features", NULL};
-  sluice_policy_config dflt;
+  sluice__conf dflt;
   const config_setting_t *tiers;
   int i, j, n, rc;
   char p[160];
@@ -500,12 +474,12 @@ static int load_tiers(ld *l, const config_setting_t *root,
   n = config_setting_length(tiers);
   if (n < 1 || n > SLUICE_POLICY_TIERS_MAX)
     return lerr(l, tiers, "tiers", "must define 1..8 tiers");
-  sluice_policy_config_defaults(&dflt);
+  sluice__conf_defaults(&dflt);
   c->ntiers = n;
   for (i = 0; i < n; i++) {
     config_setting_t *t = config_setting_get_elem(tiers, (unsigned)i);
     const char *nm = config_setting_name(t);
-    sluice_policy_tier *tt = &c->tiers[i];
+    sluice__tier *tt = &c->tiers[i];
     const config_setting_t *l3;
     join(p, sizeof p, "tiers", nm);
     if (!config_setting_is_group(t))
@@ -549,7 +523,7 @@ static int load_tiers(ld *l, const config_setting_t *root,
 }
 
 static int load_routes(ld *l, const config_setting_t *root,
-                       sluice_policy_config *c) {
+                       sluice__conf *c) {
   static const char *const names[] = {"method", "route", "class", NULL};
   const config_setting_t *rs = config_setting_get_member(root, "routes");
   int i, k, n, rc;
@@ -606,7 +580,7 @@ static int load_routes(ld *l, const config_setting_t *root,
 /* failure.fail_closed: [ "reconcile", ... ] into class bits (the group's
 ** numbers are the table's). */
 static int load_fail_closed(ld *l, const config_setting_t *root,
-                            sluice_policy_config *c) {
+                            sluice__conf *c) {
   const config_setting_t *g, *fc;
   int rc, i, n;
   g = group_of(l, root, "failure", "failure", &rc);
@@ -631,7 +605,7 @@ static int load_fail_closed(ld *l, const config_setting_t *root,
 /* The table's settings (settings.c), a group at a time: its rows are
 ** consecutive.  failure.fail_closed is read by load_fail_closed. */
 static int load_settings(ld *l, const config_setting_t *root,
-                         sluice_policy_config *c) {
+                         sluice__conf *c) {
   const sluice_policy_setting *first, *st;
   const char *names[32];
   int i, j, n, rc;
@@ -665,7 +639,7 @@ static int load_settings(ld *l, const config_setting_t *root,
 /* The host-wide segments: host = { counters = "shm:name=/..."; ... }.
 ** Their form is checked when the policy opens them. */
 static int load_host(ld *l, const config_setting_t *root,
-                     sluice_policy_config *c) {
+                     sluice__conf *c) {
   static const char *const names[] = {"counters", "degraded_store",
                                       "deny_cache", NULL};
   char *dst[] = {c->host_counters, c->host_degraded_store,
@@ -758,70 +732,43 @@ static int read_all(FILE *f, char **out, size_t *len) {
   return SLUICE_OK;
 }
 
-int sluice_policy_config_load(const char *path, sluice_policy_config *out,
-                              char *err, size_t errlen) {
-  sluice__decl *dl;
-  int rc;
-  if (err && errlen)
-    err[0] = '\0';
-  if (!path || !out)
-    return SLUICE_EINVAL;
-  /* The declared limits are checked, then dropped: they live in a policy
-  ** opened from the file (the struct has no room for them). */
-  dl = malloc(sizeof *dl);
-  if (!dl)
-    return SLUICE_ENOMEM;
-  rc = sluice__config_load2(path, out, dl, err, errlen, NULL, 0);
-  free(dl);
-  return rc;
-}
-
-int sluice_policy_config_warnings(const char *path, char *buf, size_t len) {
-  sluice_policy_config c;
-  sluice__decl *dl;
-  char err[512];
-  int rc;
-  if (!path || !buf || !len)
-    return SLUICE_EINVAL;
-  buf[0] = '\0';
-  if (!(dl = malloc(sizeof *dl)))
-    return SLUICE_ENOMEM;
-  rc = sluice__config_load2(path, &c, dl, err, sizeof err, buf, len);
-  free(dl);
-  if (rc != SLUICE_OK)
-    snprintf(buf, len, "%s", err);
-  return rc;
-}
-
-int sluice__config_load2(const char *path, sluice_policy_config *out,
-                         sluice__decl *dl, char *err, size_t errlen,
-                         char *warn, size_t warnlen) {
-  static const char *const top[] = {"shadow", "shadow_features", "tiers",
-                                    "costs",  "routes",  "penalty", "auth",
-                                    "heavy",  "failure", "host",
-                                    "breaker", "ip_backstop", "client_ip",
-                                    "attributes", "untrusted", "limits",
-                                    "penalties", NULL};
-  sluice_policy_config c;
-  config_t cf;
-  const config_setting_t *root;
-  ld l = {path, err, errlen};
+/* A policy's text (a file's, or a set call's value) into *cf: every
+** integer widened (conf_ints.c), then libconfig's parser.  `file` names
+** the text in messages. */
+int sluice__conf_parse(const char *file, const char *text, config_t *cf,
+                       char *err, size_t errlen) {
   int rc, wline;
-  FILE *f;
-  char *text, *wide, what[96];
-  size_t len;
+  char *wide, what[96];
+  rc = sluice__conf_widen(text, strlen(text), &wide, &wline, what,
+                          sizeof what);
+  if (rc != SLUICE_OK) {
+    if (err && errlen && rc == SLUICE_ECONFIG)
+      snprintf(err, errlen, "%s:%d: %s", file, wline, what);
+    return rc;
+  }
+  if (config_read_string(cf, wide) != CONFIG_TRUE) {
+    if (err && errlen)
+      snprintf(err, errlen, "%s:%d: syntax: %s", file, config_error_line(cf),
+               config_error_text(cf) ? config_error_text(cf) : "error");
+    free(wide);
+    return SLUICE_ECONFIG;
+  }
+  free(wide);
+  return SLUICE_OK;
+}
 
-  if (err && errlen)
-    err[0] = '\0';
-  if (!path || !out)
-    return SLUICE_EINVAL;
-  f = fopen(path, "r");
+/* A file's text, NUL-terminated and malloc'ed, into *text. */
+int sluice__conf_read_file(const char *path, char **text, char *err,
+                           size_t errlen) {
+  size_t len;
+  int rc;
+  FILE *f = fopen(path, "r");
   if (!f) {
     if (err && errlen)
       snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     return SLUICE_EIO;
   }
-  rc = read_all(f, &text, &len);
+  rc = read_all(f, text, &len);
   fclose(f);
   if (rc != SLUICE_OK) {
     if (err && errlen)
@@ -829,25 +776,29 @@ int sluice__config_load2(const char *path, sluice_policy_config *out,
                rc == SLUICE_ERANGE ? "larger than 1 MiB" : "cannot read");
     return rc == SLUICE_ENOMEM ? rc : SLUICE_EIO;
   }
-  rc = sluice__conf_widen(text, len, &wide, &wline, what, sizeof what);
-  free(text);
-  if (rc != SLUICE_OK) {
-    if (err && errlen && rc == SLUICE_ECONFIG)
-      snprintf(err, errlen, "%s:%d: %s", path, wline, what);
-    return rc;
-  }
-  sluice_policy_config_defaults(&c);
-  config_init(&cf);
-  if (config_read_string(&cf, wide) != CONFIG_TRUE) {
-    if (err && errlen)
-      snprintf(err, errlen, "%s:%d: syntax: %s", path, config_error_line(&cf),
-               config_error_text(&cf) ? config_error_text(&cf) : "error");
-    free(wide);
-    config_destroy(&cf);
-    return SLUICE_ECONFIG;
-  }
-  free(wide);
-  root = config_root_setting(&cf);
+  return SLUICE_OK;
+}
+
+/* The document into *out and *dl: every setting read, then the validator;
+** a setting with no line (one a set call made) is reported as "set". */
+int sluice__conf_resolve(const config_t *cf, const char *path,
+                         sluice__conf *out, sluice__decl *dl, char *err,
+                         size_t errlen, char *warn, size_t warnlen) {
+  static const char *const top[] = {"shadow", "shadow_features", "tiers",
+                                    "costs",  "routes",  "penalty", "auth",
+                                    "heavy",  "failure", "host",
+                                    "breaker", "ip_backstop", "client_ip",
+                                    "attributes", "untrusted", "limits",
+                                    "penalties", NULL};
+  sluice__conf c;
+  const config_setting_t *root;
+  ld l = {path, err, errlen};
+  int rc;
+
+  if (err && errlen)
+    err[0] = '\0';
+  sluice__conf_defaults(&c);
+  root = config_root_setting(cf);
   if ((rc = only(&l, root, "", top)) ||
       (rc = get_bool(&l, root, "", "shadow", &c.shadow)) ||
       (rc = get_features(&l, root, "", &c.shadow_features)) ||
@@ -855,26 +806,28 @@ int sluice__config_load2(const char *path, sluice_policy_config *out,
       (rc = load_settings(&l, root, &c)) ||
       (rc = load_fail_closed(&l, root, &c)) || (rc = load_host(&l, root, &c)) ||
       (rc = sluice__decl_load(root, path, dl, err, errlen, warn, warnlen)))
-    goto done;
+    return rc;
   {
     char vpath[128], vmsg[160];
     rc = sluice__policy_config_check2(&c, vpath, sizeof vpath, vmsg,
                                       sizeof vmsg);
     if (rc != SLUICE_OK) {
       int exact;
-      const config_setting_t *s = lookup_path(&cf, vpath, &exact);
+      const config_setting_t *s = lookup_path(cf, vpath, &exact);
       int line = s ? (int)config_setting_source_line(s) : 0;
       char at[24] = "";
       if (line > 0)
         snprintf(at, sizeof at, ":%d", line);
-      if (err && errlen)
+      if (err && errlen && exact && line == 0)
+        snprintf(err, errlen, "set: %s: %s", vpath, vmsg);
+      else if (err && errlen && !exact && strcmp(path, "set") == 0)
+        snprintf(err, errlen, "set: %s (a default): %s", vpath, vmsg);
+      else if (err && errlen)
         snprintf(err, errlen, "%s%s: %s%s: %s", path, at, vpath,
                  exact ? "" : " (not set in the file)", vmsg);
-      goto done;
+      return rc;
     }
   }
   *out = c;
-done:
-  config_destroy(&cf);
-  return rc;
+  return SLUICE_OK;
 }

@@ -25,7 +25,7 @@ typedef struct ctr_segment {
   sluice__counters c;
 } ctr_segment;
 
-static int same_tiers(const ctr_segment *g, const sluice_policy_config *cfg) {
+static int same_tiers(const ctr_segment *g, const sluice__conf *cfg) {
   int t;
   if (g->ntiers != (uint32_t)cfg->ntiers)
     return 0;
@@ -37,7 +37,7 @@ static int same_tiers(const ctr_segment *g, const sluice_policy_config *cfg) {
 
 static void init_segment(sluice__seg_head *h, void *arg) {
   ctr_segment *g = (ctr_segment *)h;
-  const sluice_policy_config *cfg = arg;
+  const sluice__conf *cfg = arg;
   int t;
   g->h.layout = CTR_LAYOUT;
   g->counters_bytes = sizeof g->c;

@@ -36,9 +36,9 @@
 ** level-1 trip at its limit.
 **
 ** Route of declared limits (a policy file's `limits`, declared.c): one
-** program over the group of its scopes' first attribute, each limit a
-** gate in the route's order; no box, no notice, no degraded limiter (a
-** store failure fails it closed).
+** program per hash-tag group of its scopes' first attributes, each limit a
+** gate in the route's order, a later group's refusal given back to the
+** earlier groups; its box, notice and failure mode as the file declares.
 **
 ** Choices where the spec is silent or loose:
 **  a) A strike needs a Retry-After to ignore.  The spec says a strike is a
@@ -176,6 +176,14 @@ int sluice__decide_begin(sluice_policy *p, const sluice_request *q,
 ** reads the deny cache again, private or shared, so a boxed key stays
 ** out whatever the breaker does. */
 void sluice__decide_admit(sluice__ctx *c, sluice_decision *d) {
+  if (sluice__decl_exempt(c)) {
+    /* An exempt route: admitted with no store call at all (no backstop,
+    ** no breaker ticket), so it says nothing of the store's health. */
+    c->cached = 1;
+    c->ticket = SLUICE__BRK_SKIP;
+    c->skipped = 0;
+    return;
+  }
   c->cached = sluice__cached_box(c, 0, d);
   c->ticket = c->cached ? SLUICE__BRK_SKIP
                         : sluice__breaker_admit(&c->p->brk, c->now);

@@ -1,22 +1,29 @@
 /*
 ** Running a route of declared limits (declared.h): the request's attributes
 ** into each limit's parameter set, cost and keys, the limits as the steps
-** of one program over one hash-tag group (declared_conf.c choice a), and the
-** program's result into the decision.
+** of one program per hash-tag group (declared_conf.c choice a), and the
+** programs' results into the decision.  In each group's program:
 **
 **   limit 0   its step over its record(s)   gate, always
 **   limit i   its step                      gate, if every earlier passed
 **
-** A gate's denial undoes what the steps before it wrote, so a refused
-** request is charged nothing by any limit (DESIGN.md: a denied request
-** consumes nothing).  The binding limit is the one that refused, or, when
-** every limit passed, the one with the least left as a fraction of its
-** own limit (the first of equals).
+** A gate's denial undoes what the steps before it wrote, inside the one
+** atomic call.  The groups run one after the other; the first that
+** refuses ends the request, and the groups before it get back what they
+** took, each in one more call (give_back(): a count ADJUSTed out of the
+** window it went into, a bucket refunded, a lease released).  So a refused
+** request is charged nothing by any limit once decided (DESIGN.md: a
+** denied request consumes nothing); a concurrent request may meanwhile
+** find a group charged and be refused, never admitted beyond a limit (each
+** limit is decided inside its own group's call).  The binding limit is the
+** one that refused, or, when every limit passed, the one with the least
+** left as a fraction of its own limit (the first of equals).
 **
 ** Keys: dl:{TAG}:BODY, TAG the keyed hash of the scope's first attribute
 ** (name and value), BODY "n:NAME" for a scope of that attribute alone, else
-** "h:" and the keyed hash of the limit's name and every scope attribute; a
-** lease set's slot i appends ":i".  The attribute's name in each hash keeps
+** "h:" and the keyed hash of the limit's name and its other attributes (a
+** penalty's: of its name and every attribute, the box's id); a lease set's
+** slot i appends ":i".  The attribute's name in each hash keeps
 ** two attributes with equal values apart.
 */
 #include <string.h>
@@ -25,9 +32,9 @@
 #include "flow.h"
 #include "wide.h"
 
-int sluice__decl_match(const sluice_policy *p, const char *method,
-                       const char *route) {
+int sluice__decl_match(const sluice_policy *p, const sluice_request *q) {
   const sluice__decl *dl = p->decl;
+  const char *method = q->method, *route = q->route;
   int i, j;
   if (!dl || !method || !route)
     return -1;
@@ -35,6 +42,17 @@ int sluice__decl_match(const sluice_policy *p, const char *method,
     const sluice__droute *dr = &dl->routes[i];
     if (!sluice__route_match(dr->method, dr->route, method, route))
       continue;
+    if (dr->when.n) {
+      /* The request's own attributes (a settle's report never moves it
+      ** to another route), and this route's path parameters. */
+      sluice__ctx c;
+      memset(&c, 0, sizeof c);
+      c.p = (sluice_policy *)p;
+      c.req = q;
+      c.droute = i;
+      if (!sluice__match_ok(&c, &dr->when))
+        continue;
+    }
     /* A class route earlier in the file wins (first match): it is the
     ** (index - i)-th class route or before. */
     for (j = 0; j < dr->index - i && j < p->cfg.nroutes; j++)
@@ -44,6 +62,14 @@ int sluice__decl_match(const sluice_policy *p, const char *method,
     return i;
   }
   return -1;
+}
+
+int sluice__decl_exempt(const sluice__ctx *c) {
+  const sluice__droute *dr;
+  if (c->droute < 0)
+    return 0;
+  dr = &c->p->decl->routes[c->droute];
+  return dr->n == 0 && dr->pen == 0;
 }
 
 /* Attribute a's value for this request (NULL: not given), its length in
@@ -128,6 +154,23 @@ static int untrusted(const sluice__ctx *c, int a) {
                              name, &n) != NULL;
 }
 
+int sluice__decl_group_class(const sluice__ctx *c, int tg) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  const sluice__penalty *pn =
+      dr->gpen[tg] ? &c->p->decl->penalties[dr->gpen[tg] - 1] : NULL;
+  size_t n = 0;
+  const char *v;
+  int i;
+  if (!untrusted(c, dr->tgattr[tg]))
+    return SLUICE_CLASS_SERVICE;
+  /* A report that names a known client's failure keeps its records. */
+  if (pn && pn->nkept && (v = attr_value(c, pn->report, &n)))
+    for (i = 0; i < pn->nkept; i++)
+      if (strlen(pn->kept[i]) == n && !memcmp(pn->kept[i], v, n))
+        return SLUICE_CLASS_UNTRUSTED_KEPT;
+  return SLUICE_CLASS_UNTRUSTED;
+}
+
 /* A decimal attribute (ranges and caller costs): 0..2^62. */
 static int attr_int(const sluice__ctx *c, int a, int64_t *out) {
   size_t n = 0, i;
@@ -148,13 +191,9 @@ static int is_lease(int algo);
 
 static const sluice__lparams *pick(const sluice__ctx *c,
                                    const sluice__limit *lm) {
-  size_t n = 0;
-  const char *v;
   int i;
-  if (lm->select < 0 || !(v = attr_value(c, lm->select, &n)))
-    return &lm->base;
-  for (i = 0; i < lm->npsets; i++)
-    if (strlen(lm->psval[i]) == n && !memcmp(lm->psval[i], v, n))
+  for (i = 0; i < lm->npsets; i++) /* the first set the request matches */
+    if (sluice__match_ok(c, &lm->psw[i]))
       return &lm->ps[i];
   return &lm->base;
 }
@@ -205,9 +244,9 @@ int sluice__decl_cost(const sluice__ctx *c, int64_t *cost,
                       sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   const sluice__limit *lm = &c->p->decl->limits[dr->limit[0]];
-  *cost = 1;
-  if (lm->algo == SLUICE__L_CAP || is_lease(lm->algo))
-    return SLUICE_OK;
+  *cost = dr->n > 0; /* a route of boxes alone charges nothing */
+  if (dr->n == 0 || lm->algo == SLUICE__L_CAP || is_lease(lm->algo))
+    return SLUICE_OK; /* a lease, a count: 1 */
   return cost_of(c, &dr->cost[0], lm, cost, d);
 }
 
@@ -241,12 +280,13 @@ static size_t scope_part(const sluice__ctx *c, int a, char *buf, int *rc,
 ** attribute (every limit of a route starts with the same one, so it is
 ** hashed once), and each limit's BODY: "n:NAME" for a scope of that
 ** attribute alone (nothing more to hide), else "h:" and the keyed hash of
-** the limit's name and all its attributes. */
+** the limit's name and its other attributes. */
 typedef struct sluice__keyparts {
   char tag[SLUICE_SCOPE_ID_LEN + 1];
   int tagged; /* tag computed */
   char body[2 + SLUICE_SCOPE_ID_LEN + 1]; /* "h:" + a hash, or "n:" + a name */
   size_t bodylen;
+  int folded; /* its tag folded into the settle check (fold_scope()) */
 } keyparts;
 
 static int scope_ids(const sluice__ctx *c, const char *name, const int *scope,
@@ -272,7 +312,9 @@ static int scope_ids(const sluice__ctx *c, const char *name, const int *scope,
   len = strlen(name);
   memcpy(buf, name, len);
   buf[len++] = '\x1f';
-  for (i = 0; i < nscope; i++) {
+  /* A limit's key has the first attribute in its TAG already: its BODY
+  ** hashes the others.  A penalty's BODY is its id too: all of them. */
+  for (i = hashed ? 0 : 1; i < nscope; i++) {
     if (!(n = scope_part(c, scope[i], buf + len, &rc, d)))
       return rc;
     len += n;
@@ -333,18 +375,22 @@ int sluice__decl_pen_recs(const sluice__ctx *c, const sluice__penalty *pn,
   return SLUICE_OK;
 }
 
-int sluice__decl_pen_stuffing_recs(const sluice__ctx *c,
-                                   const sluice__penalty *pn, sluice__prog *g,
-                                   sluice_decision *d) {
+int sluice__decl_pen_rec(const sluice__ctx *c, const sluice__penalty *pn,
+                         sluice__prog *g, char sfx, sluice_decision *d) {
   keyparts kp = {{0}};
   int rc;
   if ((rc = scope_ids(c, pn->name, pn->scope, pn->nscope, 1, &kp, d)))
     return rc;
-  g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 's');
-  g->nk++;
-  g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 'd');
+  g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, sfx);
   g->nk++;
   return SLUICE_OK;
+}
+
+int sluice__decl_pen_stuffing_recs(const sluice__ctx *c,
+                                   const sluice__penalty *pn, sluice__prog *g,
+                                   sluice_decision *d) {
+  int rc = sluice__decl_pen_rec(c, pn, g, 's', d);
+  return rc ? rc : sluice__decl_pen_rec(c, pn, g, 'd', d);
 }
 
 static const int step_algo[SLUICE__L__COUNT] = {
@@ -374,9 +420,10 @@ static uint64_t mix(uint64_t x) {
 ** made of (the tag for the first limit, a hashed body for a scope of
 ** several attributes; a body "n:NAME" is the tag's), 16 hex digits of
 ** each.  So the check tells scopes apart at no hashing of its own. */
-static uint64_t fold_scope(uint64_t h, const keyparts *kp, int first) {
+static uint64_t fold_scope(uint64_t h, keyparts *kp) {
   uint64_t w[2];
-  if (first) {
+  if (!kp->folded) { /* the first limit of its hash-tag group */
+    kp->folded = 1;
     memcpy(w, kp->tag, sizeof w);
     h = mix(h ^ w[0]) ^ w[1];
   }
@@ -408,7 +455,8 @@ static void degrade(const sluice_policy *p, const sluice__limit *lm,
 ** charged or neither; the binding one, as the algorithm reports it, is
 ** the one left with the fewest points, or, refused, the one that must
 ** wait longest).  Their numbers are copied side by side into gp (the
-** step reads one per record), scaled when dg asks for the degraded ones. */
+** step reads one per record), scaled when dg asks for the degraded ones.
+** The buckets share their hash-tag group (declared_conf.c). */
 static int group_step(sluice__ctx *c, int i, sluice__prog *g,
                       int st[SLUICE__RLIMITS_MAX],
                       int64_t costs[SLUICE__RLIMITS_MAX], sluice__lparams *dg,
@@ -423,7 +471,7 @@ static int group_step(sluice__ctx *c, int i, sluice__prog *g,
     if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, kp, d)) ||
         (rc = cost_of(c, &dr->cost[j], lm, &cost, d)))
       return rc;
-    c->scope_mix = fold_scope(c->scope_mix, kp, j == 0);
+    c->scope_mix = fold_scope(c->scope_mix, kp);
     if (dg) {
       degrade(c->p, lm, ps, &dg[j]);
       ps = &dg[j];
@@ -444,57 +492,84 @@ static int group_step(sluice__ctx *c, int i, sluice__prog *g,
   return SLUICE_OK;
 }
 
-/* The route's program: kind < 0 decides (each limit's own step);
-** ADJUST adjusts each limit i by costs[i] (in; 0: not in the program), the
-** settled charge made at id, one step per limit (grouped buckets too); else
-** every lease limit gets `kind` (LEASE_RELEASE, RENEW) with id.  st[i] is
-** limit i's step, -1 when not in the program.  pr, when not NULL, puts
-** the route's penalty in (the box first, a strike after each rate limit).
-** dg, when not NULL, makes the degraded limiter's program instead: the
-** rate limits only, at degraded_percent (dg holds their numbers).
-** c->scope_mix folds every limit's scope in, for the settle check. */
+/* 1 when limit i of the route is in the program of hash-tag group tg
+** (tg < 0: every group, the degraded limiter's one program). */
+static int in_group(const sluice__droute *dr, int i, int tg) {
+  return tg < 0 || dr->tg[i] == tg;
+}
+
+/* build()'s kind for a box only looked at: another box of the route
+** refused the request, and the longer box is the one reported. */
+#define LOOK (-2)
+
+/* The program of hash-tag group tg (tg < 0: all groups, for the local
+** degraded limiter, which has no slots): kind < 0 decides (each limit's own
+** step); ADJUST adjusts each limit i by costs[i] (in; 0: not in the
+** program), the settled charge made at id, one step per limit (grouped
+** buckets too); LOOK checks the group's box alone; else every lease limit
+** gets `kind` (LEASE_RELEASE, RENEW) with id.  st[i] is limit i's step, -1
+** when not in the program; st[] and costs[] of other groups' limits are
+** left as they are.  prs, when not NULL and a penalty lives in tg, puts
+** it in at prs[tg] (the box first, a strike after each rate limit).  dg, when not NULL, makes the degraded limiter's
+** program instead: the rate limits only, at degraded_percent (dg holds
+** their numbers).  c->scope_mix folds every limit's scope in, for the
+** settle check (the caller zeroes it once for all groups). */
 static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
                  int st[SLUICE__RLIMITS_MAX],
-                 int64_t costs[SLUICE__RLIMITS_MAX], sluice__pen_run *pr,
-                 sluice__lparams *dg, sluice_gcra_params *gp,
+                 int64_t costs[SLUICE__RLIMITS_MAX], sluice__pen_run *prs,
+                 sluice__lparams *dg, sluice_gcra_params *gp, int tg,
                  sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  keyparts kp = {{0}};
+  keyparts kps[SLUICE__TG_MAX];
+  sluice__pen_run *pr = NULL;
   int i, rc;
-  /* A route whose scopes start with unauthenticated input (the client
-  ** address, a path parameter) keys strangers' records: they live within
-  ** that class's own bound (DESIGN.md).  Every other scope is the
-  ** service's own.  All of a route's limits start with the same
-  ** attribute, so a key keeps its class. */
+  for (i = 0; i < dr->ntg; i++) /* nothing computed yet (cheaper than
+                                   clearing the buffers) */
+    kps[i].tagged = kps[i].folded = 0;
+  /* A group keyed by unauthenticated input (the client address, an
+  ** attribute of `untrusted`, a path parameter) keys strangers' records:
+  ** they live within that class's own bound (DESIGN.md).  Every other
+  ** scope is the service's own. */
   g->nk = g->ns = 0;
-  c->scope_mix = 0;
-  g->rclass =
-      dr->n > 0 && untrusted(c, c->p->decl->limits[dr->limit[0]].scope[0])
-          ? SLUICE_CLASS_UNTRUSTED
-          : SLUICE_CLASS_SERVICE;
-  /* The penalty's scope starts with the limits' attribute: one tag. */
-  if (pr && (rc = sluice__pen_head(c, g, pr, &kp, d)))
-    return rc;
-  for (i = 0; i < dr->n; i++) {
-    st[i] = -1;
-    if (kind != SLUICE_OP_ADJUST)
-      costs[i] = 1;
+  g->rclass = tg >= 0 || dr->n > 0
+                  ? sluice__decl_group_class(c, tg >= 0 ? tg : dr->tg[0])
+                  : SLUICE_CLASS_SERVICE;
+  if (prs && tg >= 0 && dr->gpen[tg]) {
+    pr = &prs[tg];
+    pr->pn = &c->p->decl->penalties[dr->gpen[tg] - 1];
   }
+  /* The penalty's scope starts with its group's attribute: one tag. */
+  if (pr && (rc = sluice__pen_head(c, g, pr, &kps[tg], d)))
+    return rc;
+  if (kind == LOOK) { /* the box alone, noted */
+    if (pr)
+      sluice__when(g, pr->box, SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_NOTE);
+    return SLUICE_OK;
+  }
+  for (i = 0; i < dr->n; i++)
+    if (in_group(dr, i, tg)) {
+      st[i] = -1;
+      if (kind != SLUICE_OP_ADJUST)
+        costs[i] = 1;
+    }
   if (pr && kind < 0 && (rc = sluice__pen_report(c, g, pr, d)) != 0)
     return rc < 0 ? rc : SLUICE_OK; /* a report: no limits */
   for (i = 0; i < dr->n; i++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
     const sluice__lparams *ps = pick(c, lm);
+    keyparts *kp = &kps[dr->tg[i]];
     int64_t cost = 1;
     int first = g->nk, nrec = 1, j, s;
     int adj = kind == SLUICE_OP_ADJUST;
+    if (!in_group(dr, i, tg))
+      continue;
     st[i] = -1;
     if (adj ? costs[i] == 0 : kind >= 0 && !is_lease(lm->algo))
       continue;
     if (adj)
       cost = costs[i];
     if (!adj && dr->group[i] >= 2) {
-      if ((rc = group_step(c, i, g, st, costs, dg, gp + i, &kp, d)))
+      if ((rc = group_step(c, i, g, st, costs, dg, gp + i, kp, d)))
         return rc;
       if (pr)
         sluice__pen_after(c, g, pr, i, st[i]);
@@ -503,9 +578,9 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     }
     if (dg && !sluice__decl_strikes(lm->algo))
       continue; /* no leases or caps on the degraded limiter */
-    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, &kp, d)))
+    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, kp, d)))
       return rc;
-    c->scope_mix = fold_scope(c->scope_mix, &kp, i == 0);
+    c->scope_mix = fold_scope(c->scope_mix, kp);
     if (kind < 0 && lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
         (rc = cost_of(c, &dr->cost[i], lm, &cost, d)))
       return rc;
@@ -518,14 +593,14 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     }
     if (lm->algo == SLUICE__L_CONCURRENCY && ps->l.max > SLUICE_GROUP_MAX) {
       /* A counted set: one record, apart from any tier's slots. */
-      g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 'n');
+      g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 'n');
       g->nk++;
     } else if (lm->algo == SLUICE__L_CONCURRENCY) {
       nrec = (int)ps->l.max;
       for (j = 0; j < nrec; j++, g->nk++)
-        g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, j, 0);
+        g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, j, 0);
     } else {
-      g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 0);
+      g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 0);
       g->nk++;
     }
     s = sluice__step(g, step_algo[lm->algo],
@@ -543,6 +618,54 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
       sluice__pen_after(c, g, pr, i, s);
   }
   return SLUICE_OK;
+}
+
+/* Give back what hash-tag group tg took for this request, which passed
+** it and was refused by a later group (or could not reach it): each bucket
+** refunded its cost, each window or cap count taken out of the window it
+** went into (ADJUST at the time r says the group ran), each lease
+** released.  One program, one store call, every step a note. */
+static int give_back(sluice__ctx *c, int tg, const sluice_program_result *r,
+                     const int64_t costs[SLUICE__RLIMITS_MAX], uint64_t id,
+                     sluice__prog *g) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  sluice_program_result res;
+  sluice_decision scratch;
+  keyparts kp;
+  int i, j, s, rc, err = c->store_err;
+  memset(&kp, 0, sizeof kp);
+  memset(&scratch, 0, sizeof scratch);
+  g->nk = g->ns = 0;
+  g->rclass = sluice__decl_group_class(c, tg);
+  for (i = 0; i < dr->n; i++) {
+    const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
+    const sluice__lparams *ps = pick(c, lm);
+    int first = g->nk, nrec = 1;
+    if (dr->tg[i] != tg)
+      continue;
+    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, &kp, &scratch)))
+      return rc;
+    if (lm->algo == SLUICE__L_CONCURRENCY) {
+      nrec = (int)ps->l.max;
+      for (j = 0; j < nrec; j++, g->nk++)
+        g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, j, 0);
+    } else {
+      g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 0);
+      g->nk++;
+    }
+    if (is_lease(lm->algo))
+      s = sluice__step(g, SLUICE_ALGO_LEASE, SLUICE_OP_LEASE_RELEASE, first,
+                       nrec, ps, 0, id);
+    else
+      s = sluice__step(g, step_algo[lm->algo], SLUICE_OP_ADJUST, first, 1, ps,
+                       -costs[i], (uint64_t)r->now_ns);
+    sluice__when(g, s, SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_NOTE);
+  }
+  rc = sluice__run(c, g, &res);
+  /* A give-back that fails leaves the charge (the request is refused or
+  ** failed already): it is no store failure of the decision's. */
+  c->store_err = err;
+  return rc == SLUICE__PENDING ? rc : SLUICE_OK;
 }
 
 static int route_leases(const sluice__ctx *c) {
@@ -578,15 +701,33 @@ static void fill(sluice__ctx *c, const sluice__limit *lm,
   (void)c;
 }
 
+/* What the store said of a decision: each hash-tag group's result, the
+** groups whose programs ran (bit per group) and those whose charges were
+** given back after a later group's refusal. */
+typedef struct sluice__dres {
+  sluice_program_result res[SLUICE__TG_MAX];
+  unsigned done, given;
+  unsigned look; /* groups whose box was only looked at */
+} dres;
+
+/* Limit i's group result, NULL when its group's program did not run or
+** was given back. */
+static const sluice_program_result *res_of(const sluice__droute *dr,
+                                           const dres *r, int i) {
+  int tg = dr->tg[i];
+  return (r->done >> tg & 1u) && !((r->given | r->look) >> tg & 1u)
+             ? &r->res[tg]
+             : NULL;
+}
+
 /* Every limit of the route into d->limits, in the route's order: what a
 ** decision says about each limit the request met, besides the binding
 ** one's fields (docs/policy.md, "What a decision says").  A limit after
-** the one that refused did not run: it took nothing, and its remaining and
-** reset are unknown. */
-static void report(sluice__ctx *c, const sluice__droute *dr,
-                   const sluice_program_result *res, const int *st,
-                   const int64_t *costs, int bind, const sluice__lparams *dg,
-                   sluice_decision *d) {
+** the one that refused, or in a group whose charge was given back, took
+** nothing: its remaining and reset are unknown. */
+static void report(sluice__ctx *c, const sluice__droute *dr, const dres *rs,
+                   const int *st, const int64_t *costs, int bind,
+                   const sluice__lparams *dg, sluice_decision *d) {
   int i, head = 0;
   d->nlimits = dr->n;
   for (i = 0; i < dr->n; i++) {
@@ -594,8 +735,9 @@ static void report(sluice__ctx *c, const sluice__droute *dr,
     const sluice__lparams *ps = dg && sluice__decl_strikes(lm->algo)
                                     ? &dg[i]
                                     : pick(c, lm);
+    const sluice_program_result *res = res_of(dr, rs, i);
     sluice_decision_limit *o = &d->limits[i];
-    int ran = st[i] >= 0 && (res->ran >> st[i] & 1u);
+    int ran = res && st[i] >= 0 && (res->ran >> st[i] & 1u);
     if (dr->group[i] >= 2)
       head = i;
     o->name = lm->name;
@@ -638,58 +780,92 @@ static void report(sluice__ctx *c, const sluice__droute *dr,
   }
 }
 
-/* The program's result into the decision: the box, then the binding
+/* The programs' results into the decision: the box, then the binding
 ** limit (the one that refused, else the one with the least left). */
-static int read(sluice__ctx *c, const sluice_program_result *res,
+static int read(sluice__ctx *c, const dres *rs,
                 const int st[SLUICE__RLIMITS_MAX],
                 const int64_t costs[SLUICE__RLIMITS_MAX],
-                const sluice__pen_run *pr, const sluice__lparams *dg,
+                const sluice__pen_run *prs, const sluice__lparams *dg,
                 uint64_t id, sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  int i, bind = -1, pass;
-  if (pr && sluice__pen_boxed(c, pr, res, d))
-    return SLUICE_OK;
-  if (pr && pr->report) {
-    sluice__pen_report_read(c, pr, res, d);
-    return SLUICE_OK;
+  const sluice_program_result *br = NULL;
+  int i, k, bind = -1, pass, denied = 0, boxed = 0, reported = 0;
+  int64_t smin = INT64_MAX;
+  /* The boxes, in the order they ran: the one that refused, then those
+  ** only looked at (the longer box is reported); or a report's strikes. */
+  for (k = 0; prs && k < dr->npen; k++) {
+    int tg = dr->pord[k];
+    if (!(rs->done >> tg & 1u))
+      continue;
+    if (rs->look >> tg & 1u)
+      sluice__pen_look_read(c, &prs[tg], &rs->res[tg], d);
+    else if (sluice__pen_boxed(c, &prs[tg], &rs->res[tg], d))
+      boxed = 1;
+    else {
+      /* Not boxed: the fewest strikes left of the route's boxes. */
+      if (d->strikes_remaining < smin)
+        smin = d->strikes_remaining;
+      reported |= prs[tg].report;
+    }
   }
+  if (boxed)
+    return SLUICE_OK;
+  if (smin != INT64_MAX)
+    d->strikes_remaining = smin;
+  if (reported)
+    d->strikes_remaining = INT64_MAX; /* the reports' own, below */
+  for (k = 0; reported && k < dr->npen; k++) {
+    int tg = dr->pord[k];
+    if ((rs->done >> tg & 1u) && prs[tg].report)
+      sluice__pen_report_read(c, &prs[tg], &rs->res[tg], d);
+  }
+  if (d->strikes_remaining == INT64_MAX)
+    d->strikes_remaining = smin;
+  if (reported || (prs && sluice__pen_is_report(c)))
+    return SLUICE_OK;
   /* The limit that refused; else, among the rate limits (leases, locks
   ** and caps bind only a route that has nothing else), the one with the
   ** least left.  A group is one candidate: its binding bucket. */
   for (pass = 0; pass < 2 && bind < 0; pass++)
     for (i = 0; i < dr->n; i++) {
+      const sluice_program_result *res = res_of(dr, rs, i);
       int m = i;
-      if (st[i] < 0 || dr->group[i] < 0)
+      if (!res || st[i] < 0 || dr->group[i] < 0)
         continue;
       if (dr->group[i] >= 2)
         m = i + res->v[st[i]].binding;
       if (st[i] == res->denied_by) {
         bind = m;
+        br = res;
+        denied = 1;
         pass = 2;
         break;
       }
       if (pass == 0 &&
           !sluice__decl_strikes(c->p->decl->limits[dr->limit[i]].algo))
         continue;
-      if (bind < 0 || left(&res->v[st[i]]) < left(&res->v[st[bind]]))
+      if (bind < 0 || left(&res->v[st[i]]) < left(&br->v[st[bind]])) {
         bind = m;
+        br = res;
+      }
     }
   if (bind < 0)
     return SLUICE_OK; /* degraded, a route of leases only: let it through */
   {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[bind]];
     const sluice__lparams *ps = dg ? &dg[bind] : pick(c, lm);
-    const sluice_verdict *v = &res->v[st[bind]];
+    const sluice_verdict *v = &br->v[st[bind]];
     fill(c, lm, ps, v, d);
     d->cost = costs[bind];
-    report(c, dr, res, st, costs, bind, dg, d);
-    if (res->denied_by < 0) {
+    report(c, dr, rs, st, costs, bind, dg, d);
+    if (!denied) {
       d->outcome = SLUICE_OUTCOME_ALLOW;
-      /* The store's time (a Redis store's TIME): a settle finds the
-      ** windows these charges went into by it. */
+      /* The store's time (a Redis store's TIME) of the first group's
+      ** program: a settle finds the windows these charges went into by
+      ** it. */
       if (!dg) { /* the degraded limiter's charges are not the store's */
-        d->now_ns = res->now_ns;
-        d->settle_check = sluice__settle_check(c, costs, res->now_ns);
+        d->now_ns = rs->res[dr->run[0]].now_ns;
+        d->settle_check = sluice__settle_check(c, costs, d->now_ns);
       }
       if (id) {
         int64_t ttl = INT64_MAX;
@@ -698,8 +874,9 @@ static int read(sluice__ctx *c, const sluice_program_result *res,
           if (is_lease(l2->algo) && pick(c, l2)->l.ttl_ns < ttl)
             ttl = pick(c, l2)->l.ttl_ns;
           /* The route's only lease limit (the loader sees to it). */
-          if (is_counted(l2->algo, pick(c, l2)) && st[i] >= 0)
-            id = res->v[st[i]].lease_id;
+          if (is_counted(l2->algo, pick(c, l2)) && st[i] >= 0 &&
+              res_of(dr, rs, i))
+            id = res_of(dr, rs, i)->v[st[i]].lease_id;
         }
         d->lease_id = id;
         d->lease_ttl_ns = ttl;
@@ -720,53 +897,141 @@ static int read(sluice__ctx *c, const sluice_program_result *res,
       atomic_fetch_add_explicit(&c->p->ctr->lease_denials[c->cls], 1,
                                 memory_order_relaxed);
     }
-    if (pr) {
+    if (prs && dr->gpen[dr->tg[bind]]) {
+      int tg = dr->tg[bind];
       for (i = bind; dr->group[i] < 0; i--)
         ; /* a group's strikes are its first bucket's */
-      sluice__pen_denied(c, pr, res, i, d);
+      sluice__pen_denied(c, &prs[tg], &rs->res[tg], i, d);
     }
   }
   return SLUICE_OK;
 }
 
+/* Every limit's attributes and cost are there and fit, before any group
+** charges anything: a route spanning groups refuses a bad request before
+** its first store call, as a one-group route does. */
+static int check_request(sluice__ctx *c, sluice_decision *d) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  keyparts kp;
+  int64_t cost;
+  int i, rc;
+  for (i = 0; i < dr->n; i++) {
+    const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
+    memset(&kp, 0, sizeof kp);
+    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, &kp, d)) ||
+        (lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
+         (rc = cost_of(c, &dr->cost[i], lm, &cost, d))))
+      return rc;
+  }
+  return SLUICE_OK;
+}
+
+/* A box's spread (a subject failing from too many addresses) that
+** reached its limit in group tg's program trips the box it names to level
+** 3 in that box's program, which runs later. */
+static void spread_signal(const sluice__droute *dr, sluice__pen_run *prs,
+                          int tg, const sluice_program_result *r) {
+  const sluice__pen_run *pr = &prs[tg];
+  int k;
+  if (pr->rspread < 0 || !sluice__ran(r, pr->rspread) ||
+      r->v[pr->rspread].allowed)
+    return;
+  for (k = 0; k < dr->ntg; k++)
+    if (dr->gpen[k] - 1 == pr->pn->spread_trips)
+      prs[k].force3 = 1;
+}
+
+/* A route's programs, one per hash-tag group in the route's run order
+** (declared_conf.c choice a), each one atomic store call.  The first
+** group that refuses ends the run, and the groups before it get back what
+** they took (give_back()): a refused request consumes nothing anywhere.
+** Not atomic across groups: between a group's charge and its give-back
+** another request may find that group charged and be refused for it;
+** none is ever admitted beyond a limit, since every limit is decided
+** inside its own group's call. */
 int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  sluice_program_result res;
+  dres rs;
   sluice__prog gp, *g = &gp;
-  sluice__pen_run pen, *pr = NULL;
+  sluice__pen_run pens[SLUICE__TG_MAX], *prs = NULL;
   int64_t costs[SLUICE__RLIMITS_MAX];
   sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
-  int st[SLUICE__RLIMITS_MAX], rc;
+  int st[SLUICE__RLIMITS_MAX], rc = SLUICE_OK, k, tg, i, reports, boxed = 0;
   uint64_t id = 0;
   if (dr->pen)
-    pr = &pen; /* filled by the program's build */
+    prs = pens; /* filled by the programs' builds */
   if (route_leases(c) && (rc = sluice__random_id(c, &id)) != SLUICE_OK)
     return rc;
-  rc = build(c, -1, id, g, st, costs, pr, NULL, bp, d);
-  if (rc == SLUICE_OK)
-    rc = sluice__run(c, g, &res);
+  if (dr->ntg > 1 && (rc = check_request(c, d)) != SLUICE_OK)
+    return rc;
+  reports = prs && sluice__pen_is_report(c);
+  rs.done = rs.given = rs.look = 0;
+  c->scope_mix = 0;
+  for (i = 0; i < dr->n; i++) {
+    st[i] = -1;
+    costs[i] = 1;
+  }
+  for (k = 0; k < SLUICE__TG_MAX; k++)
+    pens[k].force3 = 0;
+  for (k = 0; k < dr->ntg; k++) {
+    tg = dr->run[k];
+    if ((reports || boxed) && !dr->gpen[tg])
+      continue; /* a report, or boxed: the boxes' groups alone */
+    rc = build(c, boxed ? LOOK : -1, id, g, st, costs, prs, NULL, bp, tg, d);
+    if (rc == SLUICE_OK)
+      rc = sluice__run(c, g, &rs.res[tg]);
+    if (rc != SLUICE_OK)
+      break;
+    rs.done |= 1u << tg;
+    if (prs && dr->gpen[tg])
+      spread_signal(dr, prs, tg, &rs.res[tg]);
+    if (boxed)
+      rs.look |= 1u << tg;
+    else if (dr->gpen[tg] && rs.res[tg].denied_by == prs[tg].box)
+      boxed = k + 1; /* the other boxes are looked at, nothing more */
+    else if (rs.res[tg].denied_by >= 0)
+      break;
+  }
+  if (rc == SLUICE__PENDING)
+    return rc;
+  if (boxed)
+    k = boxed - 1;
+  if (rc != SLUICE_OK || k < dr->ntg) {
+    /* Refused by group run[k] (or a store failure there): the groups
+    ** before it give back, the latest first. */
+    int e;
+    for (e = k - 1; e >= 0; e--) {
+      tg = dr->run[e];
+      if (!(rs.done >> tg & 1u))
+        continue;
+      if (give_back(c, tg, &rs.res[tg], costs, id, g) == SLUICE__PENDING)
+        return SLUICE__PENDING;
+      rs.given |= 1u << tg;
+    }
+  }
   if (rc != SLUICE_OK)
     return rc;
-  return read(c, &res, st, costs, pr, NULL, id, d);
+  return read(c, &rs, st, costs, prs, NULL, id, d);
 }
 
 int sluice__decl_degraded(sluice__ctx *c, sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  sluice_program_result res;
+  dres rs;
   sluice_program pg;
   sluice__prog gp, *g = &gp;
   sluice__lparams dg[SLUICE__RLIMITS_MAX];
   int64_t costs[SLUICE__RLIMITS_MAX];
   sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
-  int st[SLUICE__RLIMITS_MAX], rc;
+  int st[SLUICE__RLIMITS_MAX], rc, i;
   sluice_decision scratch;
   if (!dr->degraded || sluice__pen_is_report(c))
     return 0; /* a report that cannot be counted fails closed */
   d->flags |= SLUICE_DECISION_DEGRADED;
   /* The request's attributes were checked when the store was asked; the
-  ** breaker's skip never asked it, so a bad one fails closed here. */
+  ** breaker's skip never asked it, so a bad one fails closed here.  The
+  ** local limiter has no slots: every group is one program there. */
   memset(&scratch, 0, sizeof scratch);
-  rc = build(c, -1, 0, g, st, costs, NULL, dg, bp, &scratch);
+  rc = build(c, -1, 0, g, st, costs, NULL, dg, bp, -1, &scratch);
   if (rc == SLUICE_ERANGE) {
     d->outcome = SLUICE_OUTCOME_THROTTLED;
     d->retry_after_ns = c->p->cfg.fail_closed_retry_after_ns;
@@ -776,24 +1041,31 @@ int sluice__decl_degraded(sluice__ctx *c, sluice_decision *d) {
     return 1; /* no rate limit on the route: nothing to hold it */
   if (rc == SLUICE_OK) {
     sluice__prog_program(g, &pg);
-    rc = sluice_limiter_run_at(c->p->local, &pg, c->now, &res);
+    rc = sluice_limiter_run_at(c->p->local, &pg, c->now, &rs.res[0]);
   }
   if (rc != SLUICE_OK) {
     d->flags &= ~SLUICE_DECISION_DEGRADED;
     return 0;
   }
-  read(c, &res, st, costs, NULL, dg, 0, d);
+  /* One result for every group: each limit reads it. */
+  rs.done = (1u << dr->ntg) - 1;
+  rs.given = rs.look = 0;
+  for (i = 1; i < dr->ntg; i++)
+    rs.res[i] = rs.res[0];
+  read(c, &rs, st, costs, NULL, dg, 0, d);
   return 1;
 }
 
+/* Each hash-tag group with a lease gets `kind` (release, renew) for lease
+** id, a store call per group. */
 int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
   sluice_decision d;
   sluice_program_result r;
   sluice__prog gp, *g = &gp;
   int64_t costs[SLUICE__RLIMITS_MAX];
   sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
-  int st[SLUICE__RLIMITS_MAX], rc, s, ok = 1;
-  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  int st[SLUICE__RLIMITS_MAX], rc = SLUICE_OK, s, ok = 1, k;
   if (!route_leases(c))
     return SLUICE_EINVAL;
   /* A counted lease's renewal moves it and gives it a new id, which this
@@ -804,43 +1076,58 @@ int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind) {
       return SLUICE_EINVAL;
   }
   memset(&d, 0, sizeof d);
-  rc = build(c, kind, id, g, st, costs, NULL, NULL, bp, &d);
-  if (rc == SLUICE_OK)
-    rc = sluice__run(c, g, &r);
-  if (rc == SLUICE_OK)
-    for (s = 0; s < g->ns; s++)
-      ok = ok && r.v[s].allowed;
+  for (k = 0; k < dr->ntg && rc == SLUICE_OK; k++) {
+    rc = build(c, kind, id, g, st, costs, NULL, NULL, bp, dr->run[k], &d);
+    if (rc == SLUICE_OK && g->ns > 0)
+      rc = sluice__run(c, g, &r);
+    else
+      continue;
+    if (rc == SLUICE_OK)
+      for (s = 0; s < g->ns; s++)
+        ok = ok && r.v[s].allowed;
+  }
   return rc != SLUICE_OK ? rc : ok ? SLUICE_OK : SLUICE_ENOTFOUND;
 }
 
 int sluice__decl_costs(sluice__ctx *c, int64_t costs[], sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  keyparts kp = {{0}};
-  int i, rc;
+  keyparts kps[SLUICE__TG_MAX];
+  int i, k, rc;
+  memset(kps, 0, sizeof kps);
   c->scope_mix = 0;
-  for (i = 0; i < dr->n; i++) {
-    const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
-    costs[i] = 0;
-    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, &kp, d)))
-      return rc;
-    c->scope_mix = fold_scope(c->scope_mix, &kp, i == 0);
-    if (lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
-        (rc = cost_of(c, &dr->cost[i], lm, &costs[i], d)))
-      return rc;
-  }
+  /* In the order a decision builds its programs: the same scope_mix. */
+  for (k = 0; k < dr->ntg; k++)
+    for (i = 0; i < dr->n; i++) {
+      const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
+      keyparts *kp = &kps[dr->tg[i]];
+      if (dr->tg[i] != dr->run[k])
+        continue;
+      costs[i] = 0;
+      if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, kp, d)))
+        return rc;
+      c->scope_mix = fold_scope(c->scope_mix, kp);
+      if (lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
+          (rc = cost_of(c, &dr->cost[i], lm, &costs[i], d)))
+        return rc;
+    }
   return SLUICE_OK;
 }
 
+/* A settle: each hash-tag group's limits adjusted in one store call. */
 int sluice__decl_adjust(sluice__ctx *c, int64_t delta[], uint64_t at) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
   sluice_decision d;
   sluice_program_result r;
   sluice__prog gp;
   sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
-  int st[SLUICE__RLIMITS_MAX], rc;
+  int st[SLUICE__RLIMITS_MAX], rc = SLUICE_OK, k;
   memset(&d, 0, sizeof d);
-  rc = build(c, SLUICE_OP_ADJUST, at, &gp, st, delta, NULL, NULL, bp, &d);
-  if (rc == SLUICE_OK && gp.ns > 0)
-    rc = sluice__run(c, &gp, &r);
+  for (k = 0; k < dr->ntg && rc == SLUICE_OK; k++) {
+    rc = build(c, SLUICE_OP_ADJUST, at, &gp, st, delta, NULL, NULL, bp,
+               dr->run[k], &d);
+    if (rc == SLUICE_OK && gp.ns > 0)
+      rc = sluice__run(c, &gp, &r);
+  }
   return rc;
 }
 

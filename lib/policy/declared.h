@@ -2,9 +2,10 @@
 ** Declared limits (docs/policy.md "Declared limits"): the policy file's
 ** `attributes`, `limits` and the routes that list limits, parsed and
 ** checked by declared_conf.c and run by declared.c.  A route of declared
-** limits compiles, at open, into the steps of one program over one
-** hash-tag group; a decision only picks each limit's parameter set, builds
-** its keys from the request's attributes and runs the program.
+** limits compiles, at open, into the steps of one program per hash-tag
+** group (the first attribute of its limits' scopes); a decision only picks
+** each limit's parameter set, builds its keys from the request's
+** attributes and runs the programs.
 */
 #ifndef SLUICE_LIB_POLICY_DECLARED_H
 #define SLUICE_LIB_POLICY_DECLARED_H
@@ -16,11 +17,14 @@
 #define SLUICE__LIMITS_MAX 32  /* limits a file may declare */
 #define SLUICE__ATTRS_MAX 16   /* caller attributes a file may declare */
 #define SLUICE__SCOPE_MAX 4    /* attributes in one scope */
-#define SLUICE__PSETS_MAX 8    /* parameter sets of one limit */
+#define SLUICE__PSETS_MAX 32   /* parameter sets of one limit */
+#define SLUICE__WHEN_MAX 4     /* attribute matches of a route or a set */
+#define SLUICE__WVAL 48        /* a matched value and its NUL */
 #define SLUICE__DROUTES_MAX 64 /* routes of declared limits */
 #define SLUICE__RLIMITS_MAX SLUICE_DECISION_LIMITS_MAX /* limits one route applies */
 #define SLUICE__COSTS_MAX 8    /* entries of a cost table */
 #define SLUICE__DNAME 32       /* a name and its NUL */
+#define SLUICE__TG_MAX 4       /* hash-tag groups one route spans */
 
 /* Algorithms a limit may have; the file spells them as sluice__limit_algos
 ** (declared_conf.c). */
@@ -47,6 +51,14 @@ enum {
   SLUICE__A__BUILTIN
 };
 
+/* Attribute matches, all of which must hold (declared_when.c): attr[i]
+** has value val[i], or any non-empty value for "*". */
+typedef struct sluice__amatch {
+  int n;
+  int attr[SLUICE__WHEN_MAX];
+  char val[SLUICE__WHEN_MAX][SLUICE__WVAL];
+} sluice__amatch;
+
 /* One parameter set: what a step's params point at. */
 typedef union sluice__lparams {
   sluice_gcra_params g;
@@ -60,10 +72,12 @@ typedef struct sluice__limit {
   int algo;                             /* SLUICE__L_* */
   int status;                           /* the denial's status: 429, 409 */
   int scope[SLUICE__SCOPE_MAX], nscope; /* attribute indices */
-  int select;                           /* attribute choosing the set, or -1 */
-  sluice__lparams base;                 /* for a value no set names */
+  int select; /* `by`: the attribute choosing the set, or -1 */
+  sluice__lparams base; /* for a request no set matches */
   int npsets;
-  char psval[SLUICE__PSETS_MAX][SLUICE__DNAME];
+  char psval[SLUICE__PSETS_MAX][SLUICE__DNAME]; /* a set's name: its
+                                                 ** value of `by`, or [i] */
+  sluice__amatch psw[SLUICE__PSETS_MAX]; /* the request a set is for */
   sluice__lparams ps[SLUICE__PSETS_MAX];
   int64_t retry_max_ns; /* a denial's Retry-After at most this, 0: any */
   int line; /* in the file, for messages */
@@ -88,6 +102,7 @@ typedef struct sluice__cost {
 typedef struct sluice__droute {
   char method[8];
   char route[SLUICE_POLICY_ROUTE_MAX + 1];
+  sluice__amatch when; /* attributes the request must have too */
   int index; /* its place in the file's `routes` list */
   int n;     /* limits applied, in order */
   int limit[SLUICE__RLIMITS_MAX];
@@ -96,8 +111,20 @@ typedef struct sluice__droute {
   ** one GCRA group step (both charged or neither, the stricter binding);
   ** -1: a later member of the group before it. */
   int group[SLUICE__RLIMITS_MAX];
-  int nrecs; /* records of its program */
-  int pen;      /* 1 + its penalty's index (declared_penalty.h), 0: none */
+  int nrecs; /* records of its programs, all groups */
+  /* Hash-tag groups: limit i's records live in group tg[i], the value of
+  ** its scope's first attribute tgattr[tg[i]].  The route runs one
+  ** program per group, in the order run[0..ntg) (declared_conf.c choice
+  ** a); grecs[g] and the steps of group g fit one store call each. */
+  int tg[SLUICE__RLIMITS_MAX];
+  int ntg;
+  int tgattr[SLUICE__TG_MAX];
+  int run[SLUICE__TG_MAX];
+  int grecs[SLUICE__TG_MAX];
+  int gpen[SLUICE__TG_MAX]; /* group g's penalty: 1 + its index, 0: none */
+  int npen, pord[SLUICE__TG_MAX]; /* the penalties' groups, listed order */
+  int pen;      /* 1 + its first penalty's index (declared_penalty.h), 0:
+                   none */
   int degraded; /* failure = "degraded": the degraded limiter, not a 503 */
 } sluice__droute;
 
@@ -154,10 +181,27 @@ int sluice__decl_penalties_load(const config_setting_t *root, const char *file,
 int sluice__decl_route_penalty(const config_setting_t *r, const char *path,
                                const char *file, const sluice__decl *dl,
                                sluice__droute *dr, char *err, size_t errlen);
-/* The steps of route dr's program (at most SLUICE_PROGRAM_STEPS). */
-int sluice__decl_route_steps(const sluice__decl *dl, const sluice__droute *dr);
+/* The steps of route dr's program for hash-tag group tg (at most
+** SLUICE_PROGRAM_STEPS). */
+int sluice__decl_route_steps(const sluice__decl *dl, const sluice__droute *dr,
+                             int tg);
+/* The hash-tag group of route dr whose scopes start with attribute a,
+** added when `add` and there is room; -1 when none. */
+int sluice__decl_tag_group(sluice__droute *dr, int a, int add);
+/* Route dr's run order of its groups, once its limits and penalty are
+** known (declared_conf.c choice a). */
+void sluice__decl_run_order(const sluice__decl *dl, sluice__droute *dr);
 /* 1 when a limit's denial may be a strike (a rate: gcra, the windows). */
 int sluice__decl_strikes(int algo);
+
+/* declared_when.c: `when = { ATTR = "VALUE"; ... }` at path (w may be
+** NULL: no match asked) into *out, "FILE:LINE: PATH.ATTR: problem" into
+** err; and whether the request of c has every attribute it asks for. */
+struct sluice__ctx;
+int sluice__match_load(const config_setting_t *w, const char *path,
+                      const char *file, const sluice__decl *dl,
+                      sluice__amatch *out, char *err, size_t errlen);
+int sluice__match_ok(const struct sluice__ctx *c, const sluice__amatch *w);
 
 /* 1 when route entry r of the file lists limits (a declared route). */
 int sluice__decl_route_is(const config_setting_t *r);

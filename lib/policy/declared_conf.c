@@ -4,15 +4,25 @@
 ** sluice__decl.  Everything is checked here, with the file's line:
 ** an unknown attribute in a scope, a route naming an undefined limit, a
 ** cost above a limit's burst (in any of its parameter sets), a route whose
-** limits would span two hash-tag groups, a program too large for one
-** store call; a limit no route uses is a warning.
+** limits would span more than SLUICE__TG_MAX hash-tag groups, a group's
+** program too large for one store call; a limit no route uses is a
+** warning.
 **
 ** Choices:
 **  a) A scope's first attribute is its hash tag: every record of the
-**     limit lives in the group of that attribute's value.  A route's limits
-**     must all start with the same attribute, so that the route is one
-**     program in one group and a denial consumes nothing anywhere; a route
-**     that would split is refused at open rather than run as two calls.
+**     limit lives in the group of that attribute's value.  A route whose
+**     limits start with different attributes runs one program per group
+**     (declared.c says how a refusal by a later group gives back what the
+**     earlier ones took).  The groups run in this order: the penalty's
+**     box first (a boxed scope is refused before anything is charged
+**     anywhere); then groups whose limits give back exactly (windows,
+**     caps, leases, locks: a count taken out of the window it went into,
+**     a lease released); then groups holding a gcra bucket, whose give-back
+**     is a refund that time may have overtaken (declared.c); ties in the
+**     route's order (the boxes in the order `penalty` lists them).  So a route with one group of buckets never gives a
+**     bucket back, and a refusal by its buckets is the last call.  The
+**     buckets of one `group = [...]` entry are one GCRA step: they must
+**     share their first attribute.
 **  b) Parameter sets: the limit's own numbers are the base; `by` names an
 **     attribute and `params` overrides the base for some of its values.
 **     A value no set names gets the base.
@@ -257,6 +267,44 @@ static const char *str_member(const config_setting_t *g, const char *n,
   return *s ? config_setting_get_string(*s) : NULL;
 }
 
+/* `params = ( { when = { ATTR = "VALUE"; ... }; numbers }, ... )`: the
+** first set whose `when` the request matches, over the base; a value may
+** be anything a request carries ("2024", "claude-3.5"), and a set may ask
+** for several attributes at once (a tier and a model). */
+static int load_pset_list(dctx *x, const config_setting_t *pg,
+                          const char *path, sluice__limit *lm) {
+  static const char *const en[] = {"when",      "rate", "period_ms",
+                                   "burst",     "limit", "window_ms",
+                                   "max",       "ttl_ms", NULL};
+  char p[160], ep[200], wp[220];
+  int i, rc, n = config_setting_length(pg);
+  snprintf(p, sizeof p, "%s.params", path);
+  if (n < 1 || n > SLUICE__PSETS_MAX)
+    return derr(x, pg, p, "must list 1..%s%lld sets", NULL, SLUICE__PSETS_MAX);
+  for (i = 0; i < n; i++) {
+    const config_setting_t *e = config_setting_get_elem(pg, (unsigned)i);
+    const config_setting_t *w = config_setting_get_member(e, "when");
+    snprintf(ep, sizeof ep, "%s.[%d]", p, i);
+    if (!config_setting_is_group(e) || !w)
+      return derr(x, e, ep,
+                  "must be { when = { ATTR = \"VALUE\"; ... }; numbers }%s",
+                  NULL, 0);
+    if ((rc = member_ok(x, e, ep, en)))
+      return rc;
+    snprintf(wp, sizeof wp, "%s.when", ep);
+    if ((rc = sluice__match_load(w, wp, x->file, x->dl, &lm->psw[i], x->err,
+                                x->errlen)))
+      return rc;
+    lm->ps[i] = lm->base;
+    snprintf(lm->psval[i], SLUICE__DNAME, "[%d]", i);
+    if ((rc = load_params(x, e, ep, lm->algo, &lm->ps[i])) ||
+        (rc = params_whole(x, e, ep, lm->algo, &lm->ps[i])))
+      return rc;
+    lm->npsets++;
+  }
+  return SLUICE_OK;
+}
+
 static int load_limit(dctx *x, const config_setting_t *g, sluice__limit *lm) {
   static const char *const names[] = {
       "algorithm", "scope", "status", "unit",      "by",  "params", "rate",
@@ -341,6 +389,16 @@ static int load_limit(dctx *x, const config_setting_t *g, sluice__limit *lm) {
   snprintf(p, sizeof p, "%s.by", path);
   if (s && (!v || (lm->select = attr_index(x->dl, v)) < 0))
     return derr(x, s, p, "unknown attribute \"%s\"", v ? v : "?", 0);
+  if (pg && config_setting_is_list(pg)) {
+    if (s)
+      return derr(x, s, p,
+                  "the list form of `params` matches in each set's `when`, "
+                  "not by one attribute%s",
+                  NULL, 0);
+    if ((rc = load_pset_list(x, pg, path, lm)))
+      return rc;
+    return params_whole(x, g, path, lm->algo, &lm->base);
+  }
   if (!!s != !!pg)
     return derr(x, s ? s : pg, path,
                 "`by` (the attribute) and `params` (its values' numbers) go "
@@ -350,7 +408,10 @@ static int load_limit(dctx *x, const config_setting_t *g, sluice__limit *lm) {
     snprintf(p, sizeof p, "%s.params", path);
     if (!config_setting_is_group(pg) ||
         (n = config_setting_length(pg)) > SLUICE__PSETS_MAX)
-      return derr(x, pg, p, "must be a group of at most 8 values%s", NULL, 0);
+      return derr(x, pg, p,
+                  "must be a group of at most %s%lld values, or a list ( { "
+                  "when = { ... }; numbers }, ... )",
+                  NULL, SLUICE__PSETS_MAX);
     for (i = 0; i < n; i++) {
       const config_setting_t *e = config_setting_get_elem(pg, (unsigned)i);
       char ep[200];
@@ -359,6 +420,9 @@ static int load_limit(dctx *x, const config_setting_t *g, sluice__limit *lm) {
         return derr(x, e, ep, "must be a group of numbers%s", NULL, 0);
       lm->ps[i] = lm->base;
       snprintf(lm->psval[i], SLUICE__DNAME, "%s", config_setting_name(e));
+      lm->psw[i].n = 1;
+      lm->psw[i].attr[0] = lm->select;
+      snprintf(lm->psw[i].val[0], SLUICE__WVAL, "%s", lm->psval[i]);
       if ((rc = load_params(x, e, ep, lm->algo, &lm->ps[i])) ||
           (rc = params_whole(x, e, ep, lm->algo, &lm->ps[i])))
         return rc;
@@ -388,8 +452,10 @@ static int load_limits(dctx *x, const config_setting_t *root) {
 }
 
 /* The largest burst, window limit or lease count a cost may reach: the
-** smallest over the limit's sets (a cost must fit every set). */
-static int64_t limit_cap(const sluice__limit *lm) {
+** smallest over the limit's sets (a constant cost must fit every set), or,
+** for `any` (a caller's cost, bounded by `max`), the largest: a request
+** whose cost is above its own set's burst is refused then (declared.c). */
+static int64_t limit_cap(const sluice__limit *lm, int any) {
   int64_t cap;
   int i;
   if (lm->algo == SLUICE__L_CONCURRENCY || lm->algo == SLUICE__L_LOCK ||
@@ -399,15 +465,15 @@ static int64_t limit_cap(const sluice__limit *lm) {
   for (i = 0; i < lm->npsets; i++) {
     int64_t b =
         lm->algo == SLUICE__L_GCRA ? lm->ps[i].g.burst : lm->ps[i].w.limit;
-    if (b < cap)
+    if (any ? b > cap : b < cap)
       cap = b;
   }
   return cap;
 }
 
 static int cost_fits(dctx *x, const config_setting_t *s, const char *path,
-                     const sluice__limit *lm, int64_t v) {
-  int64_t cap = limit_cap(lm);
+                     const sluice__limit *lm, int64_t v, int any) {
+  int64_t cap = limit_cap(lm, any);
   char what[200];
   if (v >= 1 && v <= cap)
     return SLUICE_OK;
@@ -418,8 +484,9 @@ static int cost_fits(dctx *x, const config_setting_t *s, const char *path,
              lm->name, algos[lm->algo], (long long)v);
   else
     snprintf(what, sizeof what,
-             "must be 1..%lld, the smallest burst of limit \"%s\" (got %lld)",
-             (long long)cap, lm->name, (long long)v);
+             "must be 1..%lld, the %s burst of limit \"%s\" (got %lld)",
+             (long long)cap, any ? "largest" : "smallest", lm->name,
+             (long long)v);
   return derr(x, s, path, "%s", what, 0);
 }
 
@@ -444,9 +511,9 @@ static int load_cost(dctx *x, const config_setting_t *s, const char *path,
   c->kind = SLUICE__C_CONST;
   c->value = 1;
   if (!s)
-    return cost_fits(x, NULL, path, lm, 1);
+    return cost_fits(x, NULL, path, lm, 1, 0);
   if (int_of(s, &c->value))
-    return cost_fits(x, s, path, lm, c->value);
+    return cost_fits(x, s, path, lm, c->value, 0);
   if (!config_setting_is_group(s))
     return derr(x, s, path,
                 "must be an integer, a method table { GET = 1; other = 5; }, "
@@ -463,7 +530,7 @@ static int load_cost(dctx *x, const config_setting_t *s, const char *path,
       return derr(x, m ? m : s, path,
                   "max (the largest cost the caller may give) is missing%s",
                   NULL, 0);
-    return cost_fits(x, m, path, lm, c->max);
+    return cost_fits(x, m, path, lm, c->max, 1);
   }
   if ((v = str_member(s, "by", &m)) != NULL || m) {
     static const char *const names[] = {"by", "ranges", NULL};
@@ -489,7 +556,7 @@ static int load_cost(dctx *x, const config_setting_t *s, const char *path,
                     "a range is { upto = N; cost = C; } with upto rising, "
                     "the last without upto%s",
                     NULL, 0);
-      if ((rc = cost_fits(x, e, path, lm, co)))
+      if ((rc = cost_fits(x, e, path, lm, co, 0)))
         return rc;
       if (has_up) {
         c->upto[c->n] = up;
@@ -508,7 +575,7 @@ static int load_cost(dctx *x, const config_setting_t *s, const char *path,
     int64_t co;
     if (!int_of(e, &co))
       return derr(x, e, path, "method %s: cost must be an integer", nm, 0);
-    if ((rc = cost_fits(x, e, path, lm, co)))
+    if ((rc = cost_fits(x, e, path, lm, co, 0)))
       return rc;
     if (!strcmp(nm, "other")) {
       c->value = co;
@@ -523,6 +590,39 @@ static int load_cost(dctx *x, const config_setting_t *s, const char *path,
     c->cost[c->n++] = co;
   }
   return SLUICE_OK;
+}
+
+int sluice__decl_tag_group(sluice__droute *dr, int a, int add) {
+  int i;
+  for (i = 0; i < dr->ntg; i++)
+    if (dr->tgattr[i] == a)
+      return i;
+  if (!add || dr->ntg == SLUICE__TG_MAX)
+    return -1;
+  dr->tgattr[dr->ntg] = a;
+  dr->run[dr->ntg] = dr->ntg;
+  return dr->ntg++;
+}
+
+/* How a group ranks in the run order (choice a): lower runs first. */
+static int run_rank(const sluice__decl *dl, const sluice__droute *dr, int tg) {
+  int i;
+  if (dr->gpen[tg])
+    return 0;
+  for (i = 0; i < dr->n; i++)
+    if (dr->tg[i] == tg && dl->limits[dr->limit[i]].algo == SLUICE__L_GCRA)
+      return 2;
+  return 1;
+}
+
+void sluice__decl_run_order(const sluice__decl *dl, sluice__droute *dr) {
+  int i, j, k = 0;
+  for (i = 0; i < dr->npen; i++) /* the boxes in the route's order */
+    dr->run[k++] = dr->pord[i];
+  for (j = 1; j < 3; j++)
+    for (i = 0; i < dr->ntg; i++)
+      if (run_rank(dl, dr, i) == j)
+        dr->run[k++] = i;
 }
 
 int sluice__decl_route_is(const config_setting_t *r) {
@@ -577,7 +677,7 @@ static int add_limit(dctx *x, sluice__droute *dr, const config_setting_t *e,
                      char *used, int group) {
   const sluice__limit *lm, *first;
   char cp[240];
-  int li, j, rc;
+  int li, j, rc, tg;
   if (!v)
     return derr(x, e, ep, "a limit's name is missing%s", NULL, 0);
   if ((li = limit_index(x->dl, v)) < 0)
@@ -594,14 +694,13 @@ static int add_limit(dctx *x, sluice__droute *dr, const config_setting_t *e,
                 "limit \"%s\" is not a gcra bucket: only buckets go in a "
                 "group",
                 v, 0);
-  first = &x->dl->limits[dr->n ? dr->limit[0] : li];
-  if (lm->scope[0] != first->scope[0]) {
+  first = &x->dl->limits[group < 0 ? dr->limit[dr->n - 1] : li];
+  if (group < 0 && lm->scope[0] != first->scope[0]) {
     char what[200];
     snprintf(what, sizeof what,
              "limit \"%s\" is scoped by \"%s\" first and limit \"%s\" by "
-             "\"%s\": one request would span two hash-tag groups, which "
-             "no store decides atomically (start both scopes with the "
-             "same attribute)",
+             "\"%s\": the buckets of a group are one step in one hash-tag "
+             "group (start both scopes with the same attribute)",
              lm->name, sluice__attr_name(x->dl, lm->scope[0]), first->name,
              sluice__attr_name(x->dl, first->scope[0]));
     return derr(x, e, ep, "%s", what, 0);
@@ -612,12 +711,19 @@ static int add_limit(dctx *x, sluice__droute *dr, const config_setting_t *e,
                 "the route's only concurrency or lock limit (its grant "
                 "names the lease id)",
                 lm->name, 0);
+  if ((tg = sluice__decl_tag_group(dr, lm->scope[0], 1)) < 0)
+    return derr(x, e, ep,
+                "a route's limits span at most %s%lld hash-tag groups (the "
+                "first attributes of their scopes)",
+                NULL, SLUICE__TG_MAX);
   snprintf(cp, sizeof cp, "%.200s.cost", ep);
   if ((rc = load_cost(x, cs, cp, lm, &dr->cost[dr->n])))
     return rc;
   dr->limit[dr->n] = li;
   dr->group[dr->n] = group;
+  dr->tg[dr->n] = tg;
   dr->nrecs += recs_of(lm);
+  dr->grecs[tg] += recs_of(lm);
   dr->n++;
   used[li] = 1;
   return SLUICE_OK;
@@ -654,8 +760,8 @@ static int route_params_ok(dctx *x, const config_setting_t *m,
 
 static int load_droute(dctx *x, const config_setting_t *r, int idx,
                        sluice__droute *dr, char *used) {
-  static const char *const names[] = {"method", "route", "limits",
-                                      "penalty", "failure", NULL};
+  static const char *const names[] = {"method",  "route",   "limits",
+                                      "penalty", "failure", "when", NULL};
   const config_setting_t *m, *ls;
   const char *v;
   char path[64], p[160];
@@ -680,6 +786,10 @@ static int load_droute(dctx *x, const config_setting_t *r, int idx,
   snprintf(dr->route, sizeof dr->route, "%s", v);
   if ((rc = route_params_ok(x, m, p, dr->route)))
     return rc;
+  snprintf(p, sizeof p, "%s.when", path);
+  if ((rc = sluice__match_load(config_setting_get_member(r, "when"), p,
+                              x->file, x->dl, &dr->when, x->err, x->errlen)))
+    return rc;
   ls = config_setting_get_member(r, "limits");
   snprintf(p, sizeof p, "%s.limits", path);
   if (!config_setting_is_list(ls) && !config_setting_is_array(ls))
@@ -688,8 +798,11 @@ static int load_droute(dctx *x, const config_setting_t *r, int idx,
                 "} )%s",
                 NULL, 0);
   n = config_setting_length(ls);
-  if (n < 1 || n > SLUICE__RLIMITS_MAX)
-    return derr(x, ls, p, "must list 1..%s8 limits", NULL, 0);
+  /* No limits: a route of boxes alone (a sign-in's lockouts), or, with
+  ** no penalty either, an exempt route admitted without a store call
+  ** (health checks, webhooks the service must always take). */
+  if (n > SLUICE__RLIMITS_MAX)
+    return derr(x, ls, p, "must list 0..%s8 limits", NULL, 0);
   for (i = 0; i < n; i++) {
     const config_setting_t *e = config_setting_get_elem(ls, (unsigned)i);
     const config_setting_t *cs = NULL, *ns, *gs;
@@ -732,13 +845,17 @@ static int load_droute(dctx *x, const config_setting_t *r, int idx,
     if ((rc = add_limit(x, dr, e, ep, v, cs, used, 0)))
       return rc;
   }
-  if (dr->nrecs > SLUICE_PROGRAM_KEYS)
-    return derr(x, ls, p,
-                "its limits need %s%lld records, more than one store call "
-                "holds (48)",
-                NULL, dr->nrecs);
-  return sluice__decl_route_penalty(r, path, x->file, x->dl, dr, x->err,
-                                    x->errlen);
+  for (i = 0; i < dr->ntg; i++)
+    if (dr->grecs[i] > SLUICE_PROGRAM_KEYS)
+      return derr(x, ls, p,
+                  "its limits need %s%lld records in one hash-tag group, more "
+                  "than one store call holds (48)",
+                  NULL, dr->grecs[i]);
+  if ((rc = sluice__decl_route_penalty(r, path, x->file, x->dl, dr, x->err,
+                                       x->errlen)))
+    return rc;
+  sluice__decl_run_order(x->dl, dr);
+  return SLUICE_OK;
 }
 
 int sluice__decl_load(const config_setting_t *root, const char *file,

@@ -75,7 +75,7 @@ int sluice_policy_inspect_limit(sluice_policy *p, const char *limit,
   memset(&d, 0, sizeof d);
   c.p = p;
   c.req = req;
-  c.droute = sluice__decl_match(p, req->method, req->route);
+  c.droute = sluice__decl_match(p, req);
   c.now = sluice_limiter_now(p->lim);
   rc = sluice__decl_keys(&c, li, &g, &nrec, &ps, &d);
   if (rc != SLUICE_OK) {

@@ -26,21 +26,13 @@
 
 static const sluice__pset *pick(const sluice__ctx *c,
                                 const sluice__penalty *pn) {
-  size_t n = 0;
-  const char *v;
   int i;
-  if (pn->select < 0 || !(v = sluice__decl_attr_value(c, pn->select, &n)))
-    return &pn->base;
-  for (i = 0; i < pn->npsets; i++)
-    if (strlen(pn->psval[i]) == n && !memcmp(pn->psval[i], v, n))
+  for (i = 0; i < pn->npsets; i++) /* the first set the request matches */
+    if (sluice__match_ok(c, &pn->psw[i]))
       return &pn->ps[i];
   return &pn->base;
 }
 
-static const sluice__penalty *route_penalty(const sluice__ctx *c) {
-  const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  return dr->pen ? &c->p->decl->penalties[dr->pen - 1] : NULL;
-}
 
 static int scope_kind(const sluice__penalty *pn) {
   return pn->scope[0] == SLUICE__A_IP ? SLUICE_SCOPE_IP : SLUICE_SCOPE_KEY;
@@ -84,8 +76,8 @@ static void tripped(sluice__ctx *c, const sluice__pen_run *pr,
     sluice__emit(c, SLUICE_EVENT_PAGE, pr->kind, lvl, pr->id, until, 0);
 }
 
-int sluice__pen_is_report(const sluice__ctx *c) {
-  const sluice__penalty *pn = route_penalty(c);
+/* 1 when the request is a report to penalty pn. */
+static int reports(const sluice__ctx *c, const sluice__penalty *pn) {
   size_t n = 0;
   const char *v;
   int i;
@@ -98,25 +90,84 @@ int sluice__pen_is_report(const sluice__ctx *c) {
   return 0;
 }
 
+int sluice__pen_is_report(const sluice__ctx *c) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  int i;
+  for (i = 0; i < dr->ntg; i++)
+    if (dr->gpen[i] && reports(c, &c->p->decl->penalties[dr->gpen[i] - 1]))
+      return 1;
+  return 0;
+}
+
+/* 1 when box verdict v ends later than the box d reports (or d reports
+** none): of two boxes, the longer is reported, as that is when a retry
+** can pass. */
+static int longer(const sluice_verdict *v, const sluice_decision *d) {
+  if (d->outcome == SLUICE_OUTCOME_ALLOW)
+    return 1;
+  if (d->outcome == SLUICE_OUTCOME_SUSPENDED)
+    return 0;
+  return (v->flags & SLUICE_V_SUSPENDED) || v->retry_after_ns > d->retry_after_ns;
+}
+
 /* A report: a strike on the box (a trip at its threshold), and with
 ** stuffing detection, the reports' fixed window and the distinct values
 ** of `of`; both at their limits trip level 3 at once (auth.c's IP flow):
 **
 **   0 box CHECK            gate
+**   f failures COUNT       note, if 0 allowed (window = "sliding")
+**   x spread ADD           note, if 0 allowed (spread: `of`'s values)
 **   1 stuffing COUNT       note, if 0 allowed
 **   2 distinct ADD         note, if 0 allowed
 **   3 box TRIP level 3     note, if 1 reached its limit and 2 denied
-**   4 box STRIKE           note, if 0 allowed and 3 did not run */
+**   4 box STRIKE           note, if 0 allowed and 3 did not run
+**     (sliding: box TRIP level 1, if f reached its limit and 3 did not
+**     run: auth.c's failure windows)
+** An earlier box's spread that reached its limit (pr->force3) makes 3 a
+** TRIP level 3 if 0 allowed, whatever the stuffing counts say. */
 int sluice__pen_report(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
                        sluice_decision *d) {
   const sluice__penalty *pn = pr->pn;
   int box = g->st[pr->box].key, s, w, k, rc;
   size_t n = 0;
   const char *v;
-  pr->report = sluice__pen_is_report(c);
-  pr->rstrike = pr->rtrip3 = -1;
+  pr->report = reports(c, pn);
+  pr->rstrike = pr->rtrip3 = pr->rfail = pr->rspread = -1;
   if (!pr->report)
-    return 0;
+    return sluice__pen_is_report(c) ? 2 : 0;
+  if (pn->spread_of >= 0) {
+    char ip[SLUICE_SCOPE_ID_LEN + 1];
+    uint64_t h;
+    if (!(v = sluice__decl_attr_value(c, pn->spread_of, &n)) || n == 0) {
+      d->invalid_field = sluice__attr_name(c->p->decl, pn->spread_of);
+      return SLUICE_EINVAL;
+    }
+    if (pn->spread_of == SLUICE__A_IP) {
+      /* By prefix, as everywhere; the value the built-in auth flow counts
+      ** (the address's scope id), so that both estimate alike. */
+      sluice__ip_scope(c->p, v, ip);
+      v = ip;
+      n = strlen(ip);
+    }
+    h = sluice_siphash64(c->p->secret, v, n);
+    k = g->nk;
+    if ((rc = sluice__decl_pen_rec(c, pn, g, 'x', d)))
+      return rc;
+    pr->rspread = sluice__step(g, SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, k, 1,
+                               &pn->spread, 0, h);
+    sluice__when(g, pr->rspread, SLUICE_WHEN_ALLOWED, pr->box,
+                 SLUICE_FOLD_NOTE);
+  }
+  if (pn->sliding) {
+    k = g->nk;
+    if ((rc = sluice__decl_pen_rec(c, pn, g, 'f', d)))
+      return rc;
+    pr->fails = (sluice_window_params){pr->ps->pp.strike_threshold,
+                                       pr->ps->pp.strike_window_ns};
+    pr->rfail = sluice__step(g, SLUICE_ALGO_SWINDOW, SLUICE_OP_COUNT, k, 1,
+                             &pr->fails, 1, 0);
+    sluice__when(g, pr->rfail, SLUICE_WHEN_ALLOWED, pr->box, SLUICE_FOLD_NOTE);
+  }
   if (pn->of >= 0) {
     if (!(v = sluice__decl_attr_value(c, pn->of, &n)) || n == 0) {
       d->invalid_field = sluice__attr_name(c->p->decl, pn->of);
@@ -131,16 +182,33 @@ int sluice__pen_report(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
     w = sluice__step(g, SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, k + 1, 1,
                      &pn->distinct, 0, sluice_siphash64(c->p->secret, v, n));
     sluice__when(g, w, SLUICE_WHEN_ALLOWED, pr->box, SLUICE_FOLD_NOTE);
+    if (!pr->force3) {
+      pr->rtrip3 = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, box,
+                                1, &pr->ps->pp, 3, 0);
+      sluice__when(g, pr->rtrip3, SLUICE_WHEN_REACHED, s, SLUICE_FOLD_NOTE);
+      g->st[pr->rtrip3].when2 = SLUICE_WHEN_DENIED;
+      g->st[pr->rtrip3].ref2 = w;
+    }
+  }
+  if (pr->force3) {
     pr->rtrip3 = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, box, 1,
                               &pr->ps->pp, 3, 0);
-    sluice__when(g, pr->rtrip3, SLUICE_WHEN_REACHED, s, SLUICE_FOLD_NOTE);
-    g->st[pr->rtrip3].when2 = SLUICE_WHEN_DENIED;
-    g->st[pr->rtrip3].ref2 = w;
+    sluice__when(g, pr->rtrip3, SLUICE_WHEN_ALLOWED, pr->box,
+                 SLUICE_FOLD_NOTE);
   }
-  /* The strike, unless stuffing tripped level 3 already. */
-  pr->rstrike = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, box, 1,
-                             &pr->ps->pp, 0, 0);
-  sluice__when(g, pr->rstrike, SLUICE_WHEN_ALLOWED, pr->box, SLUICE_FOLD_NOTE);
+  /* The strike (sliding: the trip at the failures' limit), unless stuffing
+  ** tripped level 3 already. */
+  if (pn->sliding) {
+    pr->rstrike = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, box, 1,
+                               &pr->ps->pp, 1, 0);
+    sluice__when(g, pr->rstrike, SLUICE_WHEN_REACHED, pr->rfail,
+                 SLUICE_FOLD_NOTE);
+  } else {
+    pr->rstrike = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, box,
+                               1, &pr->ps->pp, 0, 0);
+    sluice__when(g, pr->rstrike, SLUICE_WHEN_ALLOWED, pr->box,
+                 SLUICE_FOLD_NOTE);
+  }
   if (pr->rtrip3 >= 0) {
     g->st[pr->rstrike].when2 = SLUICE_WHEN_SKIPPED;
     g->st[pr->rstrike].ref2 = pr->rtrip3;
@@ -156,10 +224,20 @@ void sluice__pen_report_read(sluice__ctx *c, const sluice__pen_run *pr,
     d->flags |= SLUICE_DECISION_STUFFING;
     sluice__emit(c, SLUICE_EVENT_STUFFING, pr->kind, 3, pr->id, 0, 0);
     v = &r->v[pr->rtrip3];
+  } else if (pr->pn->sliding) {
+    /* Failures, not strikes: the fewest left before a box, of every box
+    ** the report counts for (the caller starts from INT64_MAX). */
+    if (sluice__ran(r, pr->rfail) &&
+        r->v[pr->rfail].remaining < d->strikes_remaining)
+      d->strikes_remaining = r->v[pr->rfail].remaining;
+    if (sluice__ran(r, pr->rstrike))
+      v = &r->v[pr->rstrike];
   } else if (sluice__ran(r, pr->rstrike)) {
-    d->flags |= SLUICE_DECISION_STRIKE;
     v = &r->v[pr->rstrike];
-    d->strikes_remaining = v->strikes_remaining;
+    /* Several boxes counting one report: the fewest strikes left. */
+    if (v->strikes_remaining < d->strikes_remaining)
+      d->strikes_remaining = v->strikes_remaining;
+    d->flags |= SLUICE_DECISION_STRIKE;
     if (!(v->flags & SLUICE_V_TRIPPED))
       return;
   }
@@ -167,22 +245,23 @@ void sluice__pen_report_read(sluice__ctx *c, const sluice__pen_run *pr,
     return;
   if (v->flags & SLUICE_V_TRIPPED)
     tripped(c, pr, v, d);
-  fill_box(c, pr->ps, v, d);
+  if (longer(v, d))
+    fill_box(c, pr->ps, v, d);
 }
 
 int sluice__pen_head(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
                      struct sluice__keyparts *kp, sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   int i, rc, notice = 0, first = g->nk;
-  pr->pn = route_penalty(c);
   pr->ps = pick(c, pr->pn);
   pr->kind = scope_kind(pr->pn);
   pr->report = 0;
-  pr->rstrike = pr->rtrip3 = -1;
+  pr->rstrike = pr->rtrip3 = pr->rfail = pr->rspread = -1;
   for (i = 0; i < SLUICE__RLIMITS_MAX; i++)
     pr->renew[i] = pr->strike[i] = -1;
   for (i = 0; i < dr->n && pr->pn->strike != SLUICE__STRIKE_REPORTED; i++)
-    notice |= sluice__decl_strikes(c->p->decl->limits[dr->limit[i]].algo);
+    notice |= dr->gpen[dr->tg[i]] - 1 == pr->pn - c->p->decl->penalties &&
+              sluice__decl_strikes(c->p->decl->limits[dr->limit[i]].algo);
   if ((rc = sluice__decl_pen_recs(c, pr->pn, g, notice, pr->id, kp, d)))
     return rc;
   pr->box = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, first, 1,
@@ -248,28 +327,46 @@ void sluice__pen_denied(sluice__ctx *c, const sluice__pen_run *pr,
 }
 
 int sluice__pen_cached(sluice__ctx *c, int degraded, sluice_decision *d) {
-  const sluice__penalty *pn = route_penalty(c);
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
   sluice_decision scratch;
   sluice__deny e;
   sluice_verdict v;
   char id[SLUICE_SCOPE_ID_LEN + 1];
-  if (!pn || sluice__shadow_past_box(c->shadow) ||
+  int i, found = 0;
+  if (!dr->pen || sluice__shadow_past_box(c->shadow) ||
       (!degraded && !sluice__deny_shared(c->p)))
     return 0;
-  /* A request whose scope cannot be built has no box to find: the store
-  ** call (or the failure mode) says what is wrong with it. */
-  memset(&scratch, 0, sizeof scratch);
-  if (sluice__decl_pen_recs(c, pn, NULL, 0, id, NULL, &scratch) !=
-          SLUICE_OK ||
-      !sluice__deny_get(c->p, scope_kind(pn), id, c->now, &e))
-    return 0;
-  memset(&v, 0, sizeof v);
-  v.level = e.level;
-  if (e.until_ns == SLUICE_FOREVER)
-    v.flags = SLUICE_V_SUSPENDED;
-  else
-    v.retry_after_ns = e.until_ns - c->now;
-  fill_box(c, pick(c, pn), &v, d);
-  d->flags |= SLUICE_DECISION_DENY_CACHED;
-  return 1;
+  /* Every box of the route; of several cached, the longer one. */
+  for (i = 0; i < dr->npen; i++) {
+    const sluice__penalty *pn =
+        &c->p->decl->penalties[dr->gpen[dr->pord[i]] - 1];
+    /* A request whose scope cannot be built has no box to find: the store
+    ** call (or the failure mode) says what is wrong with it. */
+    memset(&scratch, 0, sizeof scratch);
+    if (sluice__decl_pen_recs(c, pn, NULL, 0, id, NULL, &scratch) !=
+            SLUICE_OK ||
+        !sluice__deny_get(c->p, scope_kind(pn), id, c->now, &e))
+      continue;
+    memset(&v, 0, sizeof v);
+    v.level = e.level;
+    if (e.until_ns == SLUICE_FOREVER)
+      v.flags = SLUICE_V_SUSPENDED;
+    else
+      v.retry_after_ns = e.until_ns - c->now;
+    if (!found || longer(&v, d))
+      fill_box(c, pick(c, pn), &v, d);
+    found = 1;
+  }
+  if (found)
+    d->flags |= SLUICE_DECISION_DENY_CACHED;
+  return found;
+}
+
+void sluice__pen_look_read(sluice__ctx *c, const sluice__pen_run *pr,
+                           const sluice_program_result *r,
+                           sluice_decision *d) {
+  const sluice_verdict *v = &r->v[pr->box];
+  sluice__box_seen(c, pr->kind, pr->id, v);
+  if (!v->allowed && longer(v, d))
+    fill_box(c, pr->ps, v, d);
 }

@@ -44,13 +44,35 @@ typedef struct sluice__penalty {
   int select;           /* attribute choosing the set, or -1 */
   sluice__pset base;
   int npsets;
-  char psval[8][32];
+  char psval[8][32]; /* a set's name: its value of `by`, or [i] */
+  sluice__amatch psw[8]; /* the request a set is for (declared_when.c) */
   sluice__pset ps[8];
   /* strike = "reported": attribute `report` with one of these values makes
   ** the request a report (a strike, no limits). */
   int report;
   int nvalues;
   char values[8][32];
+  /* reported.window = "sliding": reports are failures counted in a
+  ** sliding window of strike_window_ns (a login's failure window), the
+  ** box tripping at `strikes` of them; "fixed": the penalty step's
+  ** strikes. */
+  int sliding;
+  /* reported.kept: values of `report` that say a known client failed (a
+  ** wrong secret): in an untrusted group, its records are then never
+  ** evicted (SLUICE_CLASS_UNTRUSTED_KEPT), so a flood of made-up names
+  ** cannot reset them. */
+  int nkept;
+  char kept[8][32];
+  /* spread = { of = ATTR; distinct = D; window_ms = W; trips = "NAME"; }:
+  ** a report also counts the distinct values of `of` in this scope (a
+  ** subject failing from many addresses); at D of them in W, penalty
+  ** `trips` (listed after this one on the route, its box in another
+  ** group) trips to level 3 at once, in its own program (auth.c's
+  ** stuffing_ips). */
+  int spread_of; /* -1: none */
+  int spread_trips; /* the penalty's index, resolved after loading */
+  char spread_name[32];
+  sluice_distinct_params spread;
   /* Credential stuffing, on reports: `stuffing` reports in a fixed window
   ** across `distinct` values of attribute `of` trip level 3 at once. */
   int of; /* -1: no stuffing detection */
@@ -69,7 +91,13 @@ typedef struct sluice__pen_run {
   int kind; /* SLUICE_SCOPE_IP for a scope that starts with the address,
                else SLUICE_SCOPE_KEY */
   int report;        /* this request is a report (strike = "reported") */
-  int rstrike, rtrip3; /* a report's STRIKE and stuffing TRIP steps, or -1 */
+  int rstrike, rtrip3; /* a report's STRIKE (sliding: level-1 TRIP) and
+                          stuffing TRIP steps, or -1 */
+  int rfail;           /* sliding: the failures window's COUNT step, or -1 */
+  int rspread;         /* the spread's distinct ADD step, or -1 */
+  int force3; /* set by the caller before the build: an earlier box's
+                 spread trips this one to level 3 */
+  sluice_window_params fails; /* sliding: its numbers (the set's) */
   char id[33]; /* the box's scope id: events and the deny cache */
 } sluice__pen_run;
 
@@ -86,6 +114,10 @@ int sluice__decl_pen_recs(const struct sluice__ctx *c,
                           const sluice__penalty *pn, struct sluice__prog *g,
                           int notice, char id[33], struct sluice__keyparts *kp,
                           struct sluice_decision *d);
+/* declared.c: one record of penalty pn's scope, key suffix sfx, into g. */
+int sluice__decl_pen_rec(const struct sluice__ctx *c, const sluice__penalty *pn,
+                         struct sluice__prog *g, char sfx,
+                         struct sluice_decision *d);
 /* declared.c: a report's stuffing records (its fixed window and distinct
 ** values) into g. */
 int sluice__decl_pen_stuffing_recs(const struct sluice__ctx *c,
@@ -103,8 +135,9 @@ const char *sluice__decl_attr_value(const struct sluice__ctx *c, int a,
 int sluice__decl_cost(const struct sluice__ctx *c, int64_t *cost,
                       struct sluice_decision *d);
 
-/* declared_penalty.c, for declared.c's program: the box records and its
-** CHECK (the program's first step); a limit's notice and strike steps
+/* declared_penalty.c, for declared.c's program: the box records of
+** penalty pr->pn (set by the caller) and its CHECK (the program's first
+** step); a limit's notice and strike steps
 ** after its own step s; reading the box (1: it decided the request); a
 ** rate limit's denial (Warning, the strike, a trip). */
 int sluice__pen_head(struct sluice__ctx *c, struct sluice__prog *g,
@@ -112,15 +145,27 @@ int sluice__pen_head(struct sluice__ctx *c, struct sluice__prog *g,
                      struct sluice_decision *d);
 void sluice__pen_after(struct sluice__ctx *c, struct sluice__prog *g,
                        sluice__pen_run *pr, int i, int s);
-/* 1 when the request is a report (strike = "reported"). */
+/* declared.c: the record class of hash-tag group tg's programs for this
+** request: untrusted when its first attribute is (declared.c untrusted()),
+** kept when its penalty's `kept` names the report. */
+int sluice__decl_group_class(const struct sluice__ctx *c, int tg);
+/* 1 when the request is a report (strike = "reported") to any of the
+** route's penalties. */
 int sluice__pen_is_report(const struct sluice__ctx *c);
-/* A report's steps after the box CHECK: 1 (no limits run), 0 when the
-** request is no report, or a negative error. */
+/* A report's steps after the box CHECK of pr->pn (set by the caller, as
+** for sluice__pen_head()): 1 (no limits run), 2 when the request is a
+** report to another of the route's penalties (this box is only checked),
+** 0 when it is no report, or a negative error. */
 int sluice__pen_report(struct sluice__ctx *c, struct sluice__prog *g,
                        sluice__pen_run *pr, struct sluice_decision *d);
 void sluice__pen_report_read(struct sluice__ctx *c, const sluice__pen_run *pr,
                              const struct sluice_program_result *r,
                              struct sluice_decision *d);
+/* A box only looked at (another box of the route refused the request):
+** reported in d when it ends later than d's. */
+void sluice__pen_look_read(struct sluice__ctx *c, const sluice__pen_run *pr,
+                           const struct sluice_program_result *r,
+                           struct sluice_decision *d);
 int sluice__pen_boxed(struct sluice__ctx *c, const sluice__pen_run *pr,
                       const struct sluice_program_result *r,
                       struct sluice_decision *d);

@@ -20,10 +20,12 @@
 **  a) The ladder has three levels, as the penalty step does; a level is
 **     a box of box_s or, with the "suspend" action, a box until lifted by
 **     hand (no box_s then).
-**  b) The box lives in the route's hash-tag group: its scope starts with
-**     the attribute every limit of the route starts with, so that the box
-**     check, the limits and the strike are one program (refused
-**     otherwise).
+**  b) The box lives in the hash-tag group of its scope's first attribute,
+**     which must be one of the route's groups: the box check, that
+**     group's limits and their strikes are one program, which runs first
+**     (declared_conf.c choice a).  Only that group's rate limits strike:
+**     a route whose rate limits are all in other groups is refused (its
+**     box would take no strikes) unless its strikes are reported ones.
 */
 #include <stdio.h>
 #include <string.h>
@@ -179,13 +181,51 @@ static int pset_whole(pctx *x, const config_setting_t *g, const char *path,
   return perr(x, g, path, what);
 }
 
-/* strike = "reported": reported = { by = ATTR; values = [ ... ]; } and,
+/* spread = { of = ATTR; distinct = D; window_ms = W; trips = "NAME"; },
+** on a reported penalty. */
+static int load_spread(pctx *x, const sluice__decl *dl,
+                       const config_setting_t *g, const char *path,
+                       sluice__penalty *pn) {
+  static const char *const sn[] = {"of", "distinct", "window_ms", "trips",
+                                   NULL};
+  const config_setting_t *sp = config_setting_get_member(g, "spread"), *m;
+  const char *v;
+  char p[512];
+  int64_t win = 0;
+  int rc;
+  if (!sp)
+    return SLUICE_OK;
+  snprintf(p, sizeof p, "%s.spread", path);
+  if (!config_setting_is_group(sp))
+    return perr(x, sp, p, "must be { of = ATTR; distinct = D; window_ms = W; "
+                          "trips = \"PENALTY\"; }");
+  if ((rc = known(x, sp, p, sn)) ||
+      (rc = pint(x, sp, p, "distinct", 1, 1, 200, &pn->spread.threshold)) ||
+      (rc = pint(x, sp, p, "window_ms", MS, 1, YEAR_S * 1000, &win)))
+    return rc;
+  m = config_setting_get_member(sp, "of");
+  if ((pn->spread_of =
+           sluice__decl_attr(dl, m ? config_setting_get_string(m) : NULL)) < 0)
+    return perr(x, m ? m : sp, p, "of: an attribute is missing or unknown");
+  m = config_setting_get_member(sp, "trips");
+  v = m ? config_setting_get_string(m) : NULL;
+  if (!v || !v[0] || strlen(v) >= sizeof pn->spread_name)
+    return perr(x, m ? m : sp, p, "trips: the name of the penalty to trip");
+  if (!pn->spread.threshold || !win)
+    return perr(x, sp, p, "distinct and window_ms are both needed");
+  snprintf(pn->spread_name, sizeof pn->spread_name, "%s", v);
+  pn->spread.window_ns = win;
+  return SLUICE_OK;
+}
+
+/* strike = "reported": reported = { by = ATTR; values = [ ... ];
+** window = "fixed" | "sliding"; } and,
 ** optionally, stuffing = { of = ATTR; reports = N; distinct = D;
 ** window_ms = W; }. */
 static int load_reported(pctx *x, const sluice__decl *dl,
                          const config_setting_t *g, const char *path,
                          sluice__penalty *pn) {
-  static const char *const rn[] = {"by", "values", NULL};
+  static const char *const rn[] = {"by", "values", "window", "kept", NULL};
   static const char *const sn[] = {"of", "reports", "distinct", "window_ms",
                                    NULL};
   const config_setting_t *r = config_setting_get_member(g, "reported");
@@ -223,6 +263,29 @@ static int load_reported(pctx *x, const sluice__decl *dl,
       return perr(x, vs, p, "values: 1..8 strings of 1..31 bytes");
     snprintf(pn->values[pn->nvalues++], sizeof pn->values[0], "%s", v);
   }
+  if ((vs = config_setting_get_member(r, "kept")) != NULL) {
+    if ((!config_setting_is_array(vs) && !config_setting_is_list(vs)) ||
+        config_setting_length(vs) > 8)
+      return perr(x, vs, p, "kept: 0..8 strings [ \"bad_secret\" ]");
+    for (i = 0; i < config_setting_length(vs); i++) {
+      const char *v =
+          config_setting_get_string(config_setting_get_elem(vs, (unsigned)i));
+      if (!v || !v[0] || strlen(v) >= sizeof pn->kept[0])
+        return perr(x, vs, p, "kept: 0..8 strings of 1..31 bytes");
+      snprintf(pn->kept[pn->nkept++], sizeof pn->kept[0], "%s", v);
+    }
+  }
+  if ((by = config_setting_get_member(r, "window")) != NULL) {
+    const char *w = config_setting_get_string(by);
+    if (!w || (strcmp(w, "fixed") && strcmp(w, "sliding")))
+      return perr(x, by, p,
+                  "window: \"fixed\" (the strike window opened by the first "
+                  "report) or \"sliding\" (the reports of the last "
+                  "strike_window_ms)");
+    pn->sliding = !strcmp(w, "sliding");
+  }
+  if ((rc = load_spread(x, dl, g, path, pn)))
+    return rc;
   if (!st)
     return SLUICE_OK;
   snprintf(p, sizeof p, "%s.stuffing", path);
@@ -245,12 +308,47 @@ static int load_reported(pctx *x, const sluice__decl *dl,
   return SLUICE_OK;
 }
 
+/* `params = ( { when = { ATTR = "VALUE"; ... }; numbers }, ... )`, as a
+** limit's (declared_conf.c): the first set the request matches. */
+static int load_pset_list(pctx *x, const sluice__decl *dl,
+                          const config_setting_t *pg, const char *path,
+                          sluice__penalty *pn) {
+  static const char *const en[] = {"when", "strikes", "strike_window_ms",
+                                   "levels", "offense_ttl_s", NULL};
+  char p[200], ep[240], wp[260];
+  int i, rc, n = config_setting_length(pg);
+  snprintf(p, sizeof p, "%s.params", path);
+  if (n < 1 || n > (int)(sizeof pn->ps / sizeof pn->ps[0]))
+    return perr(x, pg, p, "must list 1..8 sets");
+  for (i = 0; i < n; i++) {
+    const config_setting_t *e = config_setting_get_elem(pg, (unsigned)i);
+    const config_setting_t *w = config_setting_get_member(e, "when");
+    snprintf(ep, sizeof ep, "%s.[%d]", p, i);
+    if (!config_setting_is_group(e) || !w)
+      return perr(x, e, ep,
+                  "must be { when = { ATTR = \"VALUE\"; ... }; numbers }");
+    if ((rc = known(x, e, ep, en)))
+      return rc;
+    snprintf(wp, sizeof wp, "%s.when", ep);
+    if ((rc = sluice__match_load(w, wp, x->file, dl, &pn->psw[i], x->err,
+                                x->errlen)))
+      return rc;
+    pn->ps[i] = pn->base;
+    snprintf(pn->psval[i], sizeof pn->psval[i], "[%d]", i);
+    if ((rc = load_pset(x, e, ep, &pn->ps[i])) ||
+        (rc = pset_whole(x, e, ep, &pn->ps[i])))
+      return rc;
+    pn->npsets++;
+  }
+  return SLUICE_OK;
+}
+
 static int load_penalty(pctx *x, const sluice__decl *dl,
                         const config_setting_t *g, sluice__penalty *pn) {
   static const char *const names[] = {
       "scope",  "strike",        "strikes", "strike_window_ms",
       "levels", "offense_ttl_s", "by",      "params",
-      "reported", "stuffing",    NULL};
+      "reported", "stuffing",    "spread", NULL};
   const config_setting_t *s, *pg;
   const char *nm = config_setting_name(g), *v;
   char path[96], p[200];
@@ -258,6 +356,7 @@ static int load_penalty(pctx *x, const sluice__decl *dl,
   memset(pn, 0, sizeof *pn);
   pn->select = -1;
   pn->of = -1;
+  pn->spread_of = -1;
   pn->line = (int)config_setting_source_line(g);
   snprintf(path, sizeof path, "penalties.%s", nm ? nm : "?");
   if (!config_setting_is_group(g))
@@ -314,6 +413,15 @@ static int load_penalty(pctx *x, const sluice__decl *dl,
   if (s && (pn->select = sluice__decl_attr(dl, config_setting_get_string(s))) <
                0)
     return perr(x, s, p, "unknown attribute");
+  if (pg && config_setting_is_list(pg)) {
+    if (s)
+      return perr(x, s, p,
+                  "the list form of `params` matches in each set's `when`, "
+                  "not by one attribute");
+    if ((rc = load_pset_list(x, dl, pg, path, pn)))
+      return rc;
+    return pset_whole(x, g, path, &pn->base);
+  }
   if (!!s != !!pg)
     return perr(x, s ? s : pg, path,
                 "`by` (the attribute) and `params` (its values' numbers) go "
@@ -335,6 +443,9 @@ static int load_penalty(pctx *x, const sluice__decl *dl,
       pn->ps[i] = pn->base;
       snprintf(pn->psval[i], sizeof pn->psval[i], "%s",
                config_setting_name(e));
+      pn->psw[i].n = 1;
+      pn->psw[i].attr[0] = pn->select;
+      snprintf(pn->psw[i].val[0], SLUICE__WVAL, "%s", pn->psval[i]);
       if ((rc = load_pset(x, e, ep, &pn->ps[i])) ||
           (rc = pset_whole(x, e, ep, &pn->ps[i])))
         return rc;
@@ -362,6 +473,22 @@ int sluice__decl_penalties_load(const config_setting_t *root, const char *file,
       return rc;
     dl->npenalties++;
   }
+  for (i = 0; i < n; i++) { /* each spread's penalty to trip, by name */
+    sluice__penalty *pn = &dl->penalties[i];
+    int j;
+    if (pn->spread_of < 0)
+      continue;
+    for (j = 0; j < n; j++)
+      if (j != i && !strcmp(dl->penalties[j].name, pn->spread_name))
+        break;
+    if (j == n) {
+      char p[96];
+      snprintf(p, sizeof p, "penalties.%s.spread.trips", pn->name);
+      return perr(&x, config_setting_get_elem(ps, (unsigned)i), p,
+                  "no other penalty of that name in `penalties`");
+    }
+    pn->spread_trips = j;
+  }
   return SLUICE_OK;
 }
 
@@ -370,20 +497,83 @@ int sluice__decl_strikes(int algo) {
          algo == SLUICE__L_FIXED;
 }
 
-int sluice__decl_route_steps(const sluice__decl *dl, const sluice__droute *dr) {
-  int i, n = dr->n;
+
+int sluice__decl_route_steps(const sluice__decl *dl, const sluice__droute *dr,
+                             int tg) {
+  int i, n = 0;
   for (i = 0; i < dr->n; i++)
-    if (dr->group[i] > 0)
-      n -= dr->group[i] - 1; /* a group of buckets is one step */
-  if (dr->pen &&
-      dl->penalties[dr->pen - 1].strike == SLUICE__STRIKE_REPORTED)
-    return n + 1 > 5 ? n + 1 : 5; /* a report: the box and 4 steps */
-  if (dr->pen)
+    if (dr->tg[i] == tg && dr->group[i] >= 0)
+      n++; /* a group of buckets is one step */
+  if (dr->gpen[tg] &&
+      dl->penalties[dr->gpen[tg] - 1].strike == SLUICE__STRIKE_REPORTED)
+    return n + 1 > 8 ? n + 1 : 8; /* a report: the box, the failures,
+                                     stuffing's 3, the spread, a strike */
+  if (dr->gpen[tg])
     for (n++, i = 0; i < dr->n; i++)
-      if (dr->group[i] >= 0 &&
+      if (dr->tg[i] == tg && dr->group[i] >= 0 &&
           sluice__decl_strikes(dl->limits[dr->limit[i]].algo))
         n += 3; /* notice RENEW, notice ACQUIRE, STRIKE */
   return n;
+}
+
+/* Penalty v (setting s, at path p) as one of route dr's: its box in the
+** hash-tag group of its scope's first attribute (added when no limit is
+** there), one penalty a group. */
+static int add_penalty(pctx *x, const config_setting_t *s, const char *p,
+                       const char *v, const sluice__decl *dl,
+                       sluice__droute *dr) {
+  char what[240];
+  int i, tg;
+  for (i = 0; v && i < dl->npenalties; i++)
+    if (!strcmp(v, dl->penalties[i].name))
+      break;
+  if (!v || i == dl->npenalties)
+    return perr(x, s, p, "no penalty of that name in `penalties`");
+  if ((tg = sluice__decl_tag_group(dr, dl->penalties[i].scope[0], 1)) < 0)
+    return perr(x, s, p,
+                "the route's limits and penalties span more than 4 hash-tag "
+                "groups (the first attributes of their scopes)");
+  if (dr->gpen[tg]) {
+    snprintf(what, sizeof what,
+             "penalties \"%s\" and \"%s\" both start their scopes with "
+             "\"%s\": one box a hash-tag group",
+             dl->penalties[dr->gpen[tg] - 1].name, v,
+             sluice__attr_name(dl, dl->penalties[i].scope[0]));
+    return perr(x, s, p, what);
+  }
+  if (!dr->pen)
+    dr->pen = i + 1;
+  dr->gpen[tg] = i + 1;
+  dr->pord[dr->npen++] = tg;
+
+  if (dl->penalties[i].strike != SLUICE__STRIKE_REPORTED) {
+    int k, in = 0, out = 0;
+    for (k = 0; k < dr->n; k++)
+      if (sluice__decl_strikes(dl->limits[dr->limit[k]].algo))
+        *(dr->tg[k] == tg ? &in : &out) = 1;
+    if (out && !in) {
+      snprintf(what, sizeof what,
+               "penalty \"%s\" would take no strikes: no rate limit (gcra, "
+               "a window) of the route starts its scope with \"%s\", the "
+               "box's hash-tag group",
+               v, sluice__attr_name(dl, dl->penalties[i].scope[0]));
+      return perr(x, s, p, what);
+    }
+  }
+  if (dr->grecs[tg] + 2 > SLUICE_PROGRAM_KEYS ||
+      sluice__decl_route_steps(dl, dr, tg) > SLUICE_PROGRAM_STEPS) {
+    snprintf(what, sizeof what,
+             "the box, its notice and a strike step per rate limit make %d "
+             "steps in its hash-tag group, more than one store call runs "
+             "(%d)",
+             sluice__decl_route_steps(dl, dr, tg), SLUICE_PROGRAM_STEPS);
+    return perr(x, s, p, what);
+  }
+  /* The box and the notice, or the stuffing records, the failures and the
+  ** spread. */
+  dr->nrecs += 5;
+  dr->grecs[tg] += 5;
+  return SLUICE_OK;
 }
 
 int sluice__decl_route_penalty(const config_setting_t *r, const char *path,
@@ -391,9 +581,9 @@ int sluice__decl_route_penalty(const config_setting_t *r, const char *path,
                                sluice__droute *dr, char *err, size_t errlen) {
   const config_setting_t *s;
   pctx x = {file, err, errlen};
-  char p[512], what[240];
+  char p[512];
   const char *v;
-  int i;
+  int i, n, rc;
   if ((s = config_setting_get_member(r, "failure")) != NULL) {
     v = config_setting_get_string(s);
     snprintf(p, sizeof p, "%s.failure", path);
@@ -413,32 +603,45 @@ int sluice__decl_route_penalty(const config_setting_t *r, const char *path,
   }
   if ((s = config_setting_get_member(r, "penalty")) == NULL)
     return SLUICE_OK;
-  v = config_setting_get_string(s);
   snprintf(p, sizeof p, "%s.penalty", path);
-  for (i = 0; v && i < dl->npenalties; i++)
-    if (!strcmp(v, dl->penalties[i].name))
-      break;
-  if (!v || i == dl->npenalties)
-    return perr(&x, s, p, "no penalty of that name in `penalties`");
-  if (dr->n > 0 &&
-      dl->penalties[i].scope[0] != dl->limits[dr->limit[0]].scope[0]) {
-    snprintf(what, sizeof what,
-             "penalty \"%s\" is scoped by \"%s\" first and the route's "
-             "limits by \"%s\": its box would be in another hash-tag group "
-             "than its limits (start its scope with the same attribute)",
-             v, sluice__attr_name(dl, dl->penalties[i].scope[0]),
-             sluice__attr_name(dl, dl->limits[dr->limit[0]].scope[0]));
-    return perr(&x, s, p, what);
+  if (config_setting_get_string(s)) {
+    if ((rc = add_penalty(&x, s, p, config_setting_get_string(s), dl, dr)))
+      return rc;
+  } else {
+    n = config_setting_is_array(s) || config_setting_is_list(s)
+            ? config_setting_length(s)
+            : 0;
+    if (n < 1 || n > SLUICE__TG_MAX)
+      return perr(&x, s, p,
+                  "must be a penalty's name or a list of 1..4 [ \"NAME\", "
+                  "... ]");
+    for (i = 0; i < n; i++) {
+      const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+      char ep[540];
+      snprintf(ep, sizeof ep, "%s.[%d]", p, i);
+      if ((rc = add_penalty(&x, e, ep, config_setting_get_string(e), dl, dr)))
+        return rc;
+    }
   }
-  dr->pen = i + 1;
-  if (dr->nrecs + 2 > SLUICE_PROGRAM_KEYS ||
-      sluice__decl_route_steps(dl, dr) > SLUICE_PROGRAM_STEPS) {
-    snprintf(what, sizeof what,
-             "the box, its notice and a strike step per rate limit make %d "
-             "steps, more than one store call runs (%d)",
-             sluice__decl_route_steps(dl, dr), SLUICE_PROGRAM_STEPS);
-    return perr(&x, s, p, what);
+  /* A spread trips a box listed after its own (its program runs later),
+  ** one that counts reports. */
+  for (i = 0; i < dr->npen; i++) {
+    const sluice__penalty *pn = &dl->penalties[dr->gpen[dr->pord[i]] - 1];
+    int k;
+    if (pn->spread_of < 0)
+      continue;
+    for (k = i + 1; k < dr->npen; k++)
+      if (dr->gpen[dr->pord[k]] - 1 == pn->spread_trips)
+        break;
+    if (k == dr->npen ||
+        dl->penalties[pn->spread_trips].strike != SLUICE__STRIKE_REPORTED) {
+      char what[240];
+      snprintf(what, sizeof what,
+               "penalty \"%s\"'s spread trips \"%s\": list that penalty "
+               "after it, and make it count reports (strike = \"reported\")",
+               pn->name, pn->spread_name);
+      return perr(&x, s, p, what);
+    }
   }
-  dr->nrecs += 2; /* the box and the notice, or the stuffing records */
   return SLUICE_OK;
 }

@@ -137,11 +137,13 @@ int sluice__tenant_read(sluice__ctx *c, const sluice__tenant_call *t,
                         const sluice_program_result *res, sluice_decision *d);
 int sluice__decide_auth(sluice__ctx *c, sluice_decision *d);
 
-/* declared.c: the route of declared limits method + route match (a class
-** route earlier in the file wins), or -1; the store's part of a request on
-** one; release or renew (kind) its leases. */
-int sluice__decl_match(const sluice_policy *p, const char *method,
-                       const char *route);
+/* declared.c: the route of declared limits whose method, route and
+** `when` match the request (a class route earlier in the file wins), or
+** -1; the store's part of a request on one; release or renew (kind) its
+** leases. */
+int sluice__decl_match(const sluice_policy *p, const sluice_request *q);
+/* 1 when c's route is exempt: declared with no limits and no penalty. */
+int sluice__decl_exempt(const sluice__ctx *c);
 int sluice__decide_declared(sluice__ctx *c, sluice_decision *d);
 int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind);
 /* The cost of each of the route's limits at this request, 0 for a limit

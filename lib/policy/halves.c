@@ -11,8 +11,10 @@
 ** replays the tape and stops at the first store call not on it, which
 ** goes to the host (SLUICE__PENDING unwinds the flow: every caller
 ** returns any rc other than SLUICE_OK at once).  A request makes at most
-** three store calls (the per-IP backstop, an auth request's two
-** programs), so a pass costs a few key builds, never a store call twice.
+** eight store calls (the per-IP backstop; a declared route's program per
+** hash-tag group, at most four, and the give-backs of all but the last
+** after a refusal), so a pass costs a few key builds, never a store call
+** twice.
 ** Nothing the flow records (counters, events, the deny cache, the
 ** breaker) happens before the last store call is answered, so a pass
 ** that stops records nothing.
@@ -31,7 +33,7 @@
 #include "split.h"
 #include "sluice/halves.h"
 
-#define TAPE_CALLS 4 /* store calls of one request, at most */
+#define TAPE_CALLS 8 /* store calls of one request, at most */
 #define TAPE_IDS 2
 
 typedef struct sluice__tape {

@@ -12,11 +12,11 @@
 #include "policy_int.h"
 
 static void derive(sluice_policy *p) {
-  const sluice_policy_config *c = &p->cfg;
+  const sluice__conf *c = &p->cfg;
   int64_t maxrec = 1, maxexp = 1;
   int i;
   for (i = 0; i < c->ntiers; i++) {
-    const sluice_policy_tier *t = &c->tiers[i];
+    const sluice__tier *t = &c->tiers[i];
     sluice__tier_rt *r = &p->rt[i];
     int j;
     r->bucket[0] = (sluice_gcra_params){t->tenant_rate, t->tenant_period_ns,
@@ -85,7 +85,7 @@ static void derive(sluice_policy *p) {
 }
 
 /* The breaker's parameters: probe_interval_ms is how long it stays open. */
-static void breaker_params(const sluice_policy_config *c,
+static void breaker_params(const sluice__conf *c,
                            sluice__breaker_params *b) {
   b->window_ns = c->breaker_window_ns;
   b->min_calls = c->breaker_min_calls;
@@ -107,7 +107,7 @@ static void seterr(const sluice_policy_options *o, const char *msg) {
 ** segment that cannot be named, or a parameter its open would refuse, is
 ** refused here before anything is attached. */
 static int segments_check(const sluice_policy_options *o,
-                          const sluice_policy_config *c, char *msg,
+                          const sluice__conf *c, char *msg,
                           size_t len) {
   const char *u;
   char name[256], err[192];
@@ -131,9 +131,12 @@ static int segments_check(const sluice_policy_options *o,
 }
 
 /* Everything open checks before it opens or attaches anything; *cfg gets
-** the configuration.  sluice_policy_check() is this alone. */
-static int precheck(const sluice_policy_options *o, sluice_policy_config *cfg,
-                    sluice__decl *dl, char *msg, size_t len) {
+** the configuration, and *conf (when not NULL) a handle of it the policy
+** keeps.  sluice_policy_check() is this alone. */
+static int precheck(const sluice_policy_options *o, sluice__conf *cfg,
+                    sluice__decl *dl, sluice_policy_config **conf, char *msg,
+                    size_t len) {
+  sluice_policy_config *h = NULL;
   int i, nonzero = 0, rc;
   if (o->flags & ~SLUICE_POLICY_SHADOW) {
     snprintf(msg, len, "unknown flags");
@@ -147,19 +150,28 @@ static int precheck(const sluice_policy_options *o, sluice_policy_config *cfg,
     return SLUICE_EINVAL;
   }
   if (o->config) {
-    *cfg = *o->config;
-    rc = sluice_policy_config_check(cfg, msg, len);
-  } else if (o->config_path) {
-    rc = dl ? sluice__config_load2(o->config_path, cfg, dl, msg, len, NULL, 0)
-            : sluice_policy_config_load(o->config_path, cfg, msg, len);
+    rc = sluice__config_build(o->config, cfg, dl, msg, len);
+    if (rc == SLUICE_OK && conf && !(h = sluice__config_clone(o->config)))
+      rc = SLUICE_ENOMEM;
   } else {
-    rc = sluice_policy_config_defaults(cfg);
+    /* A file's or the defaults: its warning is not a failure. */
+    rc = sluice_policy_config_new(&h, o->config_path, msg, len);
+    if (rc == SLUICE_OK) {
+      msg[0] = '\0';
+      rc = sluice__config_build(h, cfg, dl, msg, len);
+    }
   }
-  return rc != SLUICE_OK ? rc : segments_check(o, cfg, msg, len);
+  if (rc == SLUICE_OK)
+    rc = segments_check(o, cfg, msg, len);
+  if (rc == SLUICE_OK && conf)
+    *conf = h;
+  else
+    sluice_policy_config_free(h);
+  return rc;
 }
 
 int sluice_policy_check(const sluice_policy_options *o) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   char msg[512];
   int rc;
   if (!o)
@@ -167,15 +179,16 @@ int sluice_policy_check(const sluice_policy_options *o) {
   if (o->errbuf && o->errlen)
     o->errbuf[0] = '\0';
   msg[0] = '\0';
-  rc = precheck(o, &cfg, NULL, msg, sizeof msg);
+  rc = precheck(o, &cfg, NULL, NULL, msg, sizeof msg);
   if (rc != SLUICE_OK)
     seterr(o, msg);
   return rc;
 }
 
 int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   sluice__decl *dl;
+  sluice_policy_config *conf = NULL;
   sluice_policy *p;
   char msg[512];
   int rc;
@@ -191,7 +204,7 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
   dl = calloc(1, sizeof *dl);
   if (!dl)
     return SLUICE_ENOMEM;
-  if ((rc = precheck(o, &cfg, dl, msg, sizeof msg)) != SLUICE_OK) {
+  if ((rc = precheck(o, &cfg, dl, &conf, msg, sizeof msg)) != SLUICE_OK) {
     free(dl);
     seterr(o, msg);
     return rc;
@@ -203,8 +216,10 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
   p = calloc(1, sizeof *p);
   if (!p) {
     free(dl);
+    sluice_policy_config_free(conf);
     return SLUICE_ENOMEM;
   }
+  p->conf = conf;
   p->cfg = cfg;
   p->decl = dl;
   memcpy(p->secret, o->secret, 16);
@@ -217,6 +232,7 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
     breaker_params(&cfg, &bp);
     if (sluice__breaker_init(&p->brk, &bp) != 0) {
       free(p->decl);
+      sluice_policy_config_free(p->conf);
       free(p);
       return SLUICE_ENOMEM;
     }
@@ -227,6 +243,7 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
     seterr(o, msg);
     sluice__breaker_destroy(&p->brk);
     free(p->decl);
+    sluice_policy_config_free(p->conf);
     free(p);
     return rc;
   }
@@ -239,6 +256,7 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
       sluice__counters_detach(p);
       sluice__breaker_destroy(&p->brk);
       free(p->decl);
+      sluice_policy_config_free(p->conf);
       free(p);
       return rc;
     }
@@ -259,6 +277,7 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
     sluice__counters_detach(p);
     sluice__breaker_destroy(&p->brk);
     free(p->decl);
+    sluice_policy_config_free(p->conf);
     free(p);
     seterr(o, msg);
     return rc;
@@ -277,15 +296,16 @@ void sluice_policy_close(sluice_policy *p) {
   sluice__counters_detach(p);
   sluice__breaker_destroy(&p->brk);
   free(p->decl);
+  sluice_policy_config_free(p->conf);
   free(p);
 }
 
-const sluice_policy_config *sluice_policy_config_get(const sluice_policy *p) {
-  return p ? &p->cfg : NULL;
+const sluice_policy_config *sluice_policy_config_of(const sluice_policy *p) {
+  return p ? p->conf : NULL;
 }
 
-int sluice_policy_config_tier(const sluice_policy_config *c,
-                              const char *name) {
+int sluice__conf_tier(const sluice__conf *c,
+                      const char *name) {
   int i;
   if (!c || !name)
     return -1;
@@ -296,5 +316,5 @@ int sluice_policy_config_tier(const sluice_policy_config *c,
 }
 
 int sluice__policy_tier(const sluice_policy *p, const char *name) {
-  return sluice_policy_config_tier(&p->cfg, name);
+  return sluice__conf_tier(&p->cfg, name);
 }

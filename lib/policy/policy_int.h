@@ -15,6 +15,116 @@
 #define SLUICE__NS_PER_S INT64_C(1000000000)
 #define SLUICE__NS_PER_MS INT64_C(1000000)
 
+/** What level 3 does to an authenticated key of a tier. */
+enum sluice_level3_action {
+  SLUICE_L3_SUSPEND = 0, /**< suspended until lifted by hand */
+  SLUICE_L3_PAGE = 1     /**< never auto-suspended: a PAGE event and a box
+                              of `enterprise_level3_box_ns` */
+};
+
+/** One tier.  Rates are points per `*_period_ns`. */
+typedef struct sluice__tier {
+  char name[SLUICE_POLICY_NAME_MAX + 1];
+  int64_t tenant_rate, tenant_period_ns, tenant_burst;
+  int64_t key_rate, key_period_ns, key_burst;
+  int64_t strike_threshold;      /**< strikes in strike_window_ns to trip */
+  int64_t reconcile_concurrency; /**< leases per tenant, 1..SLUICE_GROUP_MAX */
+  int64_t export_concurrency;    /**< leases per tenant, 1..SLUICE_GROUP_MAX */
+  int64_t exports_per_window;    /**< export cap per export_cap_window_ns */
+  int level3;                    /**< enum sluice_level3_action */
+  /** Staged rollout: SLUICE_SHADOW_* features recorded but not enforced
+   *  for this tier (on top of sluice__conf.shadow_features). */
+  int64_t shadow_features;
+} sluice__tier;
+
+/** One route of the route table (first match wins).  `method` "*" matches
+ *  any method; a `route` ending in '*' matches by prefix. */
+typedef struct sluice__route {
+  char method[8];
+  char route[SLUICE_POLICY_ROUTE_MAX + 1];
+  int endpoint_class; /**< enum sluice_endpoint_class, not AUTO */
+} sluice__route;
+
+/* The whole policy, resolved from a configuration's document (config.c,
+** config_doc.c): what the decision path reads.  Internal, not ABI. */
+typedef struct sluice__conf {
+  int ntiers;
+  sluice__tier tiers[SLUICE_POLICY_TIERS_MAX];
+  int nroutes; /**< 1..SLUICE_POLICY_ROUTES_MAX: an empty table is refused */
+  sluice__route routes[SLUICE_POLICY_ROUTES_MAX];
+  /** Cost per class, indexed by enum sluice_endpoint_class (AUTH unused). */
+  int64_t cost[SLUICE_EP__COUNT];
+  int64_t export_long_cost;      /**< cost when the range exceeds: */
+  int64_t export_long_range_ns;  /**< 90 days */
+  /* Penalty ladder of authenticated keys. */
+  int64_t strike_window_ns;      /**< 60 s */
+  int64_t level1_box_ns;         /**< 5 min */
+  int64_t level2_box_ns;         /**< 60 min */
+  int64_t enterprise_level3_box_ns; /**< box with SLUICE_L3_PAGE: 60 min */
+  int64_t offense_ttl_ns;        /**< 24 h after the last trip */
+  /* Auth endpoint. */
+  int64_t auth_subject_failures; /**< 5 per auth_window_ns */
+  int64_t auth_ip_failures;      /**< 20 per auth_window_ns */
+  int64_t auth_window_ns;        /**< 15 min */
+  int64_t auth_box_ns[3];        /**< 5 min, 60 min, 24 h (IP ban) */
+  int64_t stuffing_failures;     /**< 500 failures from one IP ... */
+  int64_t stuffing_subjects;     /**< ... across 50 distinct subjects ... */
+  int64_t stuffing_ips;          /**< or one subject from 20 distinct IPs */
+  int64_t stuffing_window_ns;    /**< ... in 10 min */
+  /* Heavy endpoints. */
+  int64_t reconcile_lease_ttl_ns; /**< 15 min: max job time + margin */
+  int64_t export_lease_ttl_ns;    /**< 30 min */
+  int64_t export_cap_window_ns;   /**< 1 h */
+  int64_t lease_retry_after_max_ns; /**< cap on 409/429 lease Retry-After:
+                                         30 s (poll the job meanwhile) */
+  /* Failure modes. */
+  unsigned fail_closed_mask;     /**< bit (1u << class): reconcile, export,
+                                      auth.  Auth fails closed whatever
+                                      the mask says (no tier to degrade) */
+  int64_t fail_closed_retry_after_ns; /**< 15 s */
+  int64_t degraded_percent;      /**< local limiter at 25% of tier rates */
+  int64_t degraded_probe_ns;     /**< once the circuit breaker opens,
+                                      leave the store alone 1 s, then
+                                      let trial requests probe it */
+  int shadow;                    /**< 1: decide and record, enforce nothing */
+  /** Staged rollout: SLUICE_SHADOW_* features recorded but not enforced
+   *  for every tier and for auth (shadow = 1 is all of them). */
+  int64_t shadow_features;
+  /* The store's circuit breaker (docs/operations.md "The circuit breaker"): every
+  ** request calls the store, each within its own timeout, until failures
+  ** are sustained: breaker_failure_percent of at least breaker_min_calls
+  ** calls in breaker_window_ns, or breaker_run failures in a row. */
+  int64_t breaker_window_ns;       /**< 1 s (0.01 s..1 h) */
+  int64_t breaker_min_calls;       /**< 20 (1..65535) */
+  int64_t breaker_failure_percent; /**< 50 (1..100) */
+  int64_t breaker_run;             /**< 0: off (0..10^6) */
+  int64_t breaker_probes;          /**< trial requests at a time when
+                                        half-open: 3 (1..1000) */
+  /* The coarse per-IP backstop (the spec's WAF rate rule): a fixed window
+  ** per client address, checked before anything else. */
+  int64_t ip_limit;              /**< requests per ip_window_ns; 0: off */
+  int64_t ip_window_ns;          /**< 60 s */
+  /** 0: a strike is a bucket denial while the Retry-After of an earlier
+   *  one still runs, so a client that waits it out never collects one
+   *  (the spec's section 4).  1: every bucket denial is a strike, the
+   *  first included, as the spec's section-6 script counts. */
+  int64_t strike_every_denial;
+  /** An IPv6 client address is one scope per prefix of this many bits
+   *  (64: one /64, what one subscriber gets); IPv4 counts whole. */
+  int64_t ipv6_prefix;
+  /** Routes of the document that list declared limits (docs/policy.md
+   *  "Declared limits"): they live in the policy's sluice__decl, so this
+   *  counts them only (the route table may then be empty). */
+  int64_t declared_routes;
+  /** The host-wide segments (the file's "host" group; docs/policy.md):
+   *  "" keeps each in the process, "shm:name=/NAME..." shares it between
+   *  the processes of a host.  A non-NULL sluice_policy_options field of
+   *  the same name wins. */
+  char host_counters[SLUICE_POLICY_URI_MAX + 1];
+  char host_degraded_store[SLUICE_POLICY_URI_MAX + 1];
+  char host_deny_cache[SLUICE_POLICY_URI_MAX + 1];
+} sluice__conf;
+
 /* Parameters of one tier, derived from the configuration. */
 typedef struct sluice__tier_rt {
   sluice_gcra_params bucket[2];   /* [0] tenant, [1] key */
@@ -42,7 +152,7 @@ typedef struct sluice__counters {
 typedef struct sluice__deny_cache sluice__deny_cache; /* deny_cache.c */
 
 struct sluice_policy {
-  sluice_policy_config cfg;
+  sluice__conf cfg;
   sluice_limiter *lim;
   int own_lim;
   /* The degraded limiter: in-process, or on a shm store every process of
@@ -74,6 +184,7 @@ struct sluice_policy {
   sluice__counters own;
   /* The file's declared limits and their routes (declared.h), or NULL. */
   struct sluice__decl *decl;
+  sluice_policy_config *conf; /* the configuration it opened from */
   void *ctr_map;
   size_t ctr_bytes;
 };
@@ -140,21 +251,40 @@ void sluice__deny_stats(const sluice_policy *p, uint64_t *hits,
 /* Validation that reports the setting at fault as a libconfig path
 ** ("tiers.growth.key.burst") and the problem separately, so that the file
 ** loader can turn the path into a line number. */
-int sluice__policy_config_check2(const sluice_policy_config *cfg, char *path,
+int sluice__policy_config_check2(const sluice__conf *cfg, char *path,
                                  size_t pathlen, char *msg, size_t msglen);
 
-/* sluice_policy_config_load() with the file's declared limits into *dl
-** (declared.h) and its warning, if any, into warn (NULL: none wanted). */
+/* The built-in defaults (config.c). */
+int sluice__conf_defaults(sluice__conf *c);
+/* The index of the tier called name in c, or -1 (NULL or not configured). */
+int sluice__conf_tier(const sluice__conf *c, const char *name);
+/* Loading (config.c): a file's text; text parsed into a document
+** (`file` names it in messages); a document read and validated into *out
+** and *dl.  config_doc.c builds the handle's document from the same. */
+struct config_t;
 struct sluice__decl;
-int sluice__config_load2(const char *path, sluice_policy_config *out,
-                         struct sluice__decl *dl, char *err, size_t errlen,
-                         char *warn, size_t warnlen);
+int sluice__conf_read_file(const char *path, char **text, char *err,
+                           size_t errlen);
+int sluice__conf_parse(const char *file, const char *text,
+                       struct config_t *cf, char *err, size_t errlen);
+int sluice__conf_resolve(const struct config_t *cf, const char *file,
+                         sluice__conf *out, struct sluice__decl *dl,
+                         char *err, size_t errlen, char *warn,
+                         size_t warnlen);
+/* The handle's document rebuilt into *out and *dl (the policy's open). */
+int sluice__config_build(const sluice_policy_config *h, sluice__conf *out,
+                         struct sluice__decl *dl, char *err, size_t errlen);
+/* A copy of a handle (the policy keeps one), or NULL (no memory). */
+sluice_policy_config *sluice__config_clone(const sluice_policy_config *h);
+/* The handle's values in force and its document (config_get.c reads). */
+const sluice__conf *sluice__config_values(const sluice_policy_config *h);
+const struct config_t *sluice__config_doc(const sluice_policy_config *h);
 
 
 /* The settings table (settings.c): setting i's field in a configuration
 ** (every scalar setting is an int64_t). */
-int64_t *sluice__setting_field(sluice_policy_config *c, int i);
-const int64_t *sluice__setting_cfield(const sluice_policy_config *c, int i);
+int64_t *sluice__setting_field(sluice__conf *c, int i);
+const int64_t *sluice__setting_cfield(const sluice__conf *c, int i);
 
 const char *sluice__level3_name(int action);
 /* The index of the tier called name, or -1 (NULL or not configured). */
@@ -167,7 +297,7 @@ int sluice__conf_widen(const char *in, size_t n, char **out, int *line,
 
 /* Staged rollout (shadow.c): the SLUICE_SHADOW_* features not enforced for
 ** a tier (-1: auth); `forced`: shadow everything. */
-unsigned sluice__shadow_mask(const sluice_policy_config *c, int forced,
+unsigned sluice__shadow_mask(const sluice__conf *c, int forced,
                              int tier);
 /* 1 when a box in shadow must not end the decision (a later check is
 ** still enforced). */

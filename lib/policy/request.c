@@ -175,7 +175,7 @@ int sluice__resolve(sluice_policy *p, const sluice_request *q, sluice__ctx *c,
       d->invalid_field = q->method ? "route" : "method";
       return SLUICE_EINVAL;
     }
-    if (p->decl && (c->droute = sluice__decl_match(p, q->method, q->route)) >= 0)
+    if (p->decl && (c->droute = sluice__decl_match(p, q)) >= 0)
       return resolve_declared(p, q, c, d);
     c->cls = sluice_policy_endpoint_class(p, q->method, q->route);
     if (c->cls == SLUICE_EP_AUTO) {

@@ -1,6 +1,6 @@
 /*
 ** The policy's scalar settings, one row each: where the file puts it
-** (group.name), the sluice_policy_config field, the unit, the default and
+** (group.name), the sluice__conf field, the unit, the default and
 ** the bounds.  The defaults, the file loader, the validator and the
 ** settings table of docs/policy.md (`sluice settings` prints it, the docs
 ** test compares) all read this table, so a setting is spelled once.
@@ -21,12 +21,12 @@
 
 typedef struct row {
   sluice_policy_setting pub;
-  size_t offset; /* of the int64_t field in sluice_policy_config */
+  size_t offset; /* of the int64_t field in sluice__conf */
 } row;
 
 #define ROW(group, name, field, unit, dflt, lo, hi, what)                      \
   {{group, name, #field, unit, dflt, lo, hi, what},                            \
-   offsetof(sluice_policy_config, field)}
+   offsetof(sluice__conf, field)}
 /* A duration: at least one unit, at most what fits in ns. */
 #define DUR(group, name, field, unit, dflt, what)                              \
   ROW(group, name, field, unit, dflt, 1, DMAX / (unit), what)
@@ -115,10 +115,10 @@ const sluice_policy_setting *sluice_policy_setting_at(int i) {
   return i >= 0 && i < NROWS ? &rows[i].pub : NULL;
 }
 
-int64_t *sluice__setting_field(sluice_policy_config *c, int i) {
+int64_t *sluice__setting_field(sluice__conf *c, int i) {
   return (int64_t *)(void *)((char *)c + rows[i].offset);
 }
 
-const int64_t *sluice__setting_cfield(const sluice_policy_config *c, int i) {
+const int64_t *sluice__setting_cfield(const sluice__conf *c, int i) {
   return (const int64_t *)(const void *)((const char *)c + rows[i].offset);
 }

@@ -41,7 +41,7 @@ const char *sluice_shadow_feature_name(int feature) {
   }
 }
 
-unsigned sluice__shadow_mask(const sluice_policy_config *c, int forced,
+unsigned sluice__shadow_mask(const sluice__conf *c, int forced,
                              int tier) {
   int64_t m = c->shadow || forced ? SLUICE_SHADOW_ALL : c->shadow_features;
   if (tier >= 0 && tier < c->ntiers)
@@ -62,6 +62,6 @@ int sluice_policy_shadow_features(const sluice_policy *p, const char *tier) {
     return -1;
   if (!tier)
     return (int)sluice__shadow_mask(&p->cfg, p->shadow, -1);
-  t = sluice_policy_config_tier(&p->cfg, tier);
+  t = sluice__conf_tier(&p->cfg, tier);
   return t < 0 ? -1 : (int)sluice__shadow_mask(&p->cfg, p->shadow, t);
 }

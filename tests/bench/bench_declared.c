@@ -8,6 +8,11 @@
 ** ledger flow (two buckets, box, notice) for comparison.  Single thread;
 ** each figure the lower of two medians of 5 rounds; nothing is ever
 ** refused.  SLUICE_BENCH_SCALE=<percent> shrinks the runs (default 100).
+**
+** `bench-declared --count CASE N` (CASE one, four, file or standard) runs
+** N decisions of the case over the benchmark's keys, then N more inside
+** counted(), for callgrind_declared.py to count instructions in (the
+** records exist by then, as in the timed rounds).
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,18 +79,47 @@ static void decide(const char *route, long i) {
   }
 }
 
+/* Not inlined: callgrind counts from its entry (--toggle-collect). */
+__attribute__((noinline)) void counted(one_fn f, long n);
+__attribute__((noinline)) void counted(one_fn f, long n) {
+  long i;
+  for (i = 0; i < n; i++)
+    f(i);
+}
+
 static void one(long i) { decide("/one", i); }
 static void four(long i) { decide("/four", i); }
 static void standard(long i) { decide("/v1/things", i); }
 static void file(long i) { decide("/file", i); }
 
-int main(void) {
+static one_fn by_name(const char *name) {
+  static const struct {
+    const char *name;
+    one_fn f;
+  } cases[] = {{"one", one}, {"four", four}, {"file", file},
+               {"standard", standard}};
+  size_t i;
+  for (i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    if (!strcmp(cases[i].name, name))
+      return cases[i].f;
+  return NULL;
+}
+
+int main(int argc, char **argv) {
   const char *sc = getenv("SLUICE_BENCH_SCALE");
+  one_fn cf = NULL;
+  long cn = 0;
   long scale = sc ? atol(sc) : 100, n, i;
   char path[] = "/tmp/sluice-bench-declared-XXXXXX", err[512];
   sluice_policy_options po;
   double s[2], o[2], f[2], l[2], bs, bo, bf, bl;
   int fd, r;
+  if (argc > 1 && (argc != 4 || strcmp(argv[1], "--count") ||
+                   !(cf = by_name(argv[2])) || (cn = atol(argv[3])) < 1)) {
+    fprintf(stderr, "usage: bench-declared [--count one|four|file|standard "
+                    "N]\n");
+    return 2;
+  }
   if (scale < 1)
     scale = 1;
   n = 200000 * scale / 100;
@@ -113,6 +147,13 @@ int main(void) {
   if (r != SLUICE_OK) {
     fprintf(stderr, "bench_declared: open: %s\n", err);
     return 1;
+  }
+  if (cf) {
+    for (i = 0; i < cn; i++)
+      cf(i);
+    counted(cf, cn);
+    sluice_policy_close(pol);
+    return 0;
   }
   printf("declared limits on mem, one thread, lower of two medians of %d "
          "rounds of %ld\n",

@@ -77,17 +77,19 @@ static void bare_group_short_at(long i) {
   group_step(short_tb[i % NKEY], short_kb[i % NKEY]);
 }
 
-static void bare_open(const sluice_policy_config *cfg) {
+/* Enterprise's buckets in the bench: they never run out. */
+#define BIG 40000000
+#define BIG_BUCKET "{ rate = 40000000; burst = 40000000; }"
+
+static void bare_open(void) {
   sluice_limiter_options lo;
   uint8_t secret[16] = {1, 2, 3};
   char t[SLUICE_SCOPE_ID_LEN + 1], k[SLUICE_SCOPE_ID_LEN + 1];
   memset(&lo, 0, sizeof lo);
   lo.store = "mem";
   must(sluice_limiter_open(&lo, &bare), "bare limiter");
-  bare_params[0] = (sluice_gcra_params){cfg->tiers[2].tenant_rate, 1000000000,
-                                        cfg->tiers[2].tenant_burst};
-  bare_params[1] = (sluice_gcra_params){cfg->tiers[2].key_rate, 1000000000,
-                                        cfg->tiers[2].key_burst};
+  bare_params[0] = (sluice_gcra_params){BIG, 1000000000, BIG};
+  bare_params[1] = (sluice_gcra_params){BIG, 1000000000, BIG};
   for (long i = 0; i < NKEY; i++) {
     sluice_scope_id(secret, tenants[i], strlen(tenants[i]), t);
     sluice_scope_id(secret, keys[i], strlen(keys[i]), k);
@@ -167,7 +169,7 @@ static void spend(void) {
 int main(void) {
   const char *sc = getenv("SLUICE_BENCH_SCALE");
   long scale = sc ? atol(sc) : 100, n;
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   sluice_policy_options po;
   sluice_limiter_options lo;
   static const struct {
@@ -191,18 +193,26 @@ int main(void) {
     snprintf(keys[i], sizeof keys[i], "k%ld", i);
     snprintf(ips[i], sizeof ips[i], "10.0.%ld.%ld", i / 256, i % 256);
   }
-  must(sluice_policy_config_defaults(&cfg), "defaults");
+  must(sluice_policy_config_new(&cfg, NULL, NULL, 0), "defaults");
   /* Enterprise never runs out; sandbox is spent at once and never strikes
   ** out (the throttled case stays a throttle). */
-  cfg.tiers[2].tenant_rate = cfg.tiers[2].key_rate = 40000000;
-  cfg.tiers[2].tenant_burst = cfg.tiers[2].key_burst = 40000000;
-  cfg.tiers[0].strike_threshold = 1000000;
-  cfg.auth_subject_failures = 1000000;
+  must(sluice_policy_config_set(cfg, "tiers.enterprise.tenant", BIG_BUCKET,
+                                err, sizeof err),
+       err);
+  must(sluice_policy_config_set(cfg, "tiers.enterprise.key", BIG_BUCKET, err,
+                                sizeof err),
+       err);
+  must(sluice_policy_config_set(cfg, "tiers.sandbox.strikes", "1000000", err,
+                                sizeof err),
+       err);
+  must(sluice_policy_config_set(cfg, "auth.subject_failures", "1000000", err,
+                                sizeof err),
+       err);
   memset(&lo, 0, sizeof lo);
   lo.store = "mem";
   memset(&po, 0, sizeof po);
   po.limiter_options = &lo;
-  po.config = &cfg;
+  po.config = cfg;
   po.errbuf = err;
   po.errlen = sizeof err;
   for (i = 0; i < 16; i++)
@@ -211,8 +221,9 @@ int main(void) {
     fprintf(stderr, "bench_policy: open: %s\n", err);
     return 1;
   }
+  sluice_policy_config_free(cfg);
   spend();
-  bare_open(&cfg);
+  bare_open();
   printf("policy decisions on mem, one thread, median of %d rounds of %ld\n",
          ROUNDS, n);
   {

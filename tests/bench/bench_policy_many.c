@@ -97,7 +97,7 @@ static double median(double *v, int n) {
 }
 
 static void bench(int nkeys, long n, int rounds) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   sluice_policy_options po;
   sluice_limiter_options lo;
   sluice_policy *pol;
@@ -106,12 +106,16 @@ static void bench(int nkeys, long n, int rounds) {
   long at = 0;
   int r;
 
-  must(sluice_policy_config_defaults(&cfg), "defaults");
+  must(sluice_policy_config_new(&cfg, NULL, NULL, 0), "defaults");
   /* Enterprise never runs out: every decision is an allowed one. */
-  cfg.tiers[2].tenant_rate = cfg.tiers[2].key_rate = 40000000;
-  cfg.tiers[2].tenant_burst = cfg.tiers[2].key_burst = 40000000;
+  must(sluice_policy_config_set(cfg, "tiers.enterprise",
+                                "{ tenant = { rate = 40000000; burst = "
+                                "40000000; }; key = { rate = 40000000; "
+                                "burst = 40000000; }; }",
+                                err, sizeof err),
+       err);
   lo = (sluice_limiter_options){.store = "mem"};
-  po = (sluice_policy_options){.limiter_options = &lo, .config = &cfg,
+  po = (sluice_policy_options){.limiter_options = &lo, .config = cfg,
                                .errbuf = err, .errlen = sizeof err};
   for (int i = 0; i < 16; i++)
     po.secret[i] = (uint8_t)(i + 7);
@@ -119,6 +123,7 @@ static void bench(int nkeys, long n, int rounds) {
     fprintf(stderr, "bench-policy-many: open: %s\n", err);
     exit(1);
   }
+  sluice_policy_config_free(cfg);
   shuffled_indices(order, nkeys, (uint64_t)nkeys);
   run(pol, nkeys, nkeys, &at, 1); /* every record made before timing */
   for (r = 0; r < rounds; r++) {

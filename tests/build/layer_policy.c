@@ -5,7 +5,9 @@
 #include <sluice.h>
 
 int main(int argc, char **argv) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg = NULL;
   char err[256];
-  return argc > 1 && sluice_policy_config_load(argv[1], &cfg, err, sizeof err);
+  int rc = argc > 1 && sluice_policy_config_new(&cfg, argv[1], err, sizeof err);
+  sluice_policy_config_free(cfg);
+  return rc;
 }

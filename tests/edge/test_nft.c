@@ -170,24 +170,34 @@ typedef struct fx {
 static void fx_open(fx *f) {
   sluice_limiter_options lo;
   sluice_policy_options po;
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
+  char v[32];
   memset(f, 0, sizeof *f);
   CHECK(sluice_clock_manual(1000 * NS_PER_S, &f->clock) == SLUICE_OK);
   memset(&lo, 0, sizeof lo);
   lo.clock = f->clock;
   CHECK(sluice_limiter_open(&lo, &f->lim) == SLUICE_OK);
-  CHECK(sluice_policy_config_defaults(&cfg) == SLUICE_OK);
-  cfg.auth_ip_failures = 2;
-  cfg.auth_subject_failures = 100;
-  cfg.auth_box_ns[0] = BOX1;
-  cfg.auth_box_ns[1] = BOX2;
-  cfg.auth_box_ns[2] = BOX3;
+  CHECK(sluice_policy_config_new(&cfg, NULL, NULL, 0) == SLUICE_OK);
+  CHECK(sluice_policy_config_set(cfg, "auth.ip_failures", "2", NULL, 0) ==
+        SLUICE_OK);
+  CHECK(sluice_policy_config_set(cfg, "auth.subject_failures", "100", NULL,
+                                 0) == SLUICE_OK);
+  snprintf(v, sizeof v, "%lld", (long long)(BOX1 / NS_PER_S));
+  CHECK(sluice_policy_config_set(cfg, "auth.level1_box_s", v, NULL, 0) ==
+        SLUICE_OK);
+  snprintf(v, sizeof v, "%lld", (long long)(BOX2 / NS_PER_S));
+  CHECK(sluice_policy_config_set(cfg, "auth.level2_box_s", v, NULL, 0) ==
+        SLUICE_OK);
+  snprintf(v, sizeof v, "%lld", (long long)(BOX3 / NS_PER_S));
+  CHECK(sluice_policy_config_set(cfg, "auth.level3_box_s", v, NULL, 0) ==
+        SLUICE_OK);
   memset(&po, 0, sizeof po);
   po.limiter = f->lim;
-  po.config = &cfg;
+  po.config = cfg;
   memset(po.secret, 7, sizeof po.secret);
   po.on_event = on_event;
   CHECK(sluice_policy_open(&po, &f->pol) == SLUICE_OK);
+  sluice_policy_config_free(cfg);
 }
 
 static void fx_close(fx *f) {
@@ -605,7 +615,7 @@ static void test_cli(const char *cli) {
   static const char secret_hex[] = "000102030405060708090a0b0c0d0e0f";
   sluice_limiter_options lo;
   sluice_policy_options po;
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   sluice_limiter *lim;
   sluice_policy *pol;
   FILE *f;
@@ -622,18 +632,19 @@ static void test_cli(const char *cli) {
   CHECK((f = fopen(sec, "w")));
   fprintf(f, "%s\n", secret_hex);
   fclose(f);
-  CHECK(sluice_policy_config_load(conf, &cfg, err, sizeof err) == 0);
+  CHECK(sluice_policy_config_new(&cfg, conf, err, sizeof err) == 0);
   memset(&lo, 0, sizeof lo);
   lo.store = store;
   lo.flags = SLUICE_OPEN_CREATE;
   CHECK(sluice_limiter_open(&lo, &lim) == SLUICE_OK);
   memset(&po, 0, sizeof po);
   po.limiter = lim;
-  po.config = &cfg;
+  po.config = cfg;
   for (i = 0; i < 16; i++)
     po.secret[i] = (uint8_t)i;
   po.on_event = on_event;
   CHECK(sluice_policy_open(&po, &pol) == SLUICE_OK);
+  sluice_policy_config_free(cfg);
   g_sink = sink_open(NULL, 0, SLUICE_NFT_CREATE);
   for (i = 0; i < 3; i++) {
     sluice_request q;

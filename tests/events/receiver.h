@@ -206,10 +206,16 @@ static inline sluice_webhook_stats stats(sluice_webhook *w) {
   return s;
 }
 
-/* Wait (10 s at most) until delivered + failed reaches n. */
+/* How many 10 ms ticks a test waits for what it expects before it fails:
+** 60 s.  A passing run never waits it out, and a loaded machine (the
+** suites side by side, the docs test running the unit suite again) can
+** take many seconds over what a quiet one does. */
+#define RX_WAIT_TICKS 6000
+
+/* Wait (RX_WAIT_TICKS at most) until delivered + failed reaches n. */
 static inline sluice_webhook_stats settle(sluice_webhook *w, uint64_t n) {
   int i;
-  for (i = 0; i < 1000; i++) {
+  for (i = 0; i < RX_WAIT_TICKS; i++) {
     sluice_webhook_stats s = stats(w);
     if (s.delivered + s.failed >= n)
       return s;

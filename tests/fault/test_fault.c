@@ -207,12 +207,19 @@ static void t_nth(void) {
 
 /* ---------------------------------------------------------- outage --- */
 
+/* A setting of the configuration in force, as an integer. */
+static int64_t conf_int(const sluice_policy_config *c, const char *path) {
+  char v[32];
+  REQUIRE(sluice_policy_config_get(c, path, v, sizeof v) == SLUICE_OK, path);
+  return strtoll(v, NULL, 10);
+}
+
 static void t_outage(void) {
   sluice_clock *clk;
   sluice_limiter *lim;
   sluice_limiter_options o = {0};
   sluice_policy_options po = {0};
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   sluice_policy *p;
   sluice_request std = {0}, rec = {0}, auth = {0};
   sluice_decision d;
@@ -220,7 +227,9 @@ static void t_outage(void) {
   fail_stats st;
   int64_t t = 5000 * SEC, t_out;
   long admitted = 0, n_out = 0;
-  const sluice_policy_tier *tier;
+  struct {
+    int64_t key_burst, key_rate, key_period_ns;
+  } tv, *tier = &tv;
   int64_t pct, bound;
 
   REQUIRE(sluice_clock_manual(t, &clk) == 0, "clock");
@@ -228,9 +237,10 @@ static void t_outage(void) {
   o.backend = &fail_store_backend;
   o.clock = clk;
   REQUIRE(sluice_limiter_open(&o, &lim) == SLUICE_OK, "open");
-  REQUIRE(sluice_policy_config_defaults(&cfg) == SLUICE_OK, "defaults");
+  REQUIRE(sluice_policy_config_new(&cfg, NULL, NULL, 0) == SLUICE_OK,
+          "defaults");
   po.limiter = lim;
-  po.config = &cfg;
+  po.config = cfg;
   memset(po.secret, 0x5a, sizeof po.secret);
   REQUIRE(sluice_policy_open(&po, &p) == SLUICE_OK, "policy open");
   std.tenant_id = "tenant-1";
@@ -244,8 +254,9 @@ static void t_outage(void) {
   auth.auth_result = SLUICE_AUTH_BAD_SECRET;
   auth.client_ip = "192.0.2.7";
   auth.auth_subject = "client-7";
-  tier = &cfg.tiers[0];
-  REQUIRE(strcmp(tier->name, "sandbox") == 0, "tier 0 is sandbox");
+  tv.key_burst = conf_int(cfg, "tiers.sandbox.key.burst");
+  tv.key_rate = conf_int(cfg, "tiers.sandbox.key.rate");
+  tv.key_period_ns = conf_int(cfg, "tiers.sandbox.key.period_ms") * MS;
 
   /* A: healthy. */
   for (int i = 0; i < 10; i++, t += 100 * MS) {
@@ -272,7 +283,8 @@ static void t_outage(void) {
       REQUIRE(sluice_policy_decide(p, &rec, &d) == SLUICE_OK, "reconcile");
       VIOLATION_IF(d.allowed || d.status != 503 ||
                        !(d.flags & SLUICE_DECISION_FAIL_CLOSED) ||
-                       d.retry_after_ns != cfg.fail_closed_retry_after_ns,
+                       d.retry_after_ns !=
+                           conf_int(cfg, "failure.retry_after_s") * SEC,
                    "outage: reconcile allowed %d status %d flags %#x retry "
                    "%lld",
                    d.allowed, d.status, d.flags, (long long)d.retry_after_ns);
@@ -285,7 +297,7 @@ static void t_outage(void) {
     }
   }
   /* The degraded key bucket: pct% of burst, pct% of rate. */
-  pct = cfg.degraded_percent;
+  pct = conf_int(cfg, "failure.degraded_percent");
   bound = tier->key_burst * pct / 100 +
           (int64_t)(((i128)(t - t_out) * tier->key_rate * pct) /
                     ((i128)tier->key_period_ns * 100)) +
@@ -299,7 +311,7 @@ static void t_outage(void) {
   /* C: the store answers again. */
   plan.nth = 0;
   REQUIRE(sluice_limiter_control(lim, FAIL_STORE_CTL_PLAN, &plan) == 0, "plan");
-  t += cfg.degraded_probe_ns + 1;
+  t += conf_int(cfg, "failure.probe_interval_ms") * MS + 1;
   sluice_clock_set(clk, t);
   REQUIRE(sluice_policy_decide(p, &std, &d) == SLUICE_OK, "decide");
   VIOLATION_IF(!d.allowed || (d.flags & SLUICE_DECISION_DEGRADED),
@@ -315,6 +327,7 @@ static void t_outage(void) {
          "failed), %ld admitted by the degraded limiter (bound %lld)\n",
          n_out, st.injected, admitted, (long long)bound);
   sluice_policy_close(p);
+  sluice_policy_config_free(cfg);
   sluice_limiter_close(lim);
   sluice_clock_free(clk);
 }

@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -40,6 +41,89 @@ static void on_event(void *ud, const sluice_event *ev) {
 
 static void fx_policy(fixture *f, const sluice_policy_config *cfg,
                       const char *path, unsigned flags);
+
+static sluice_policy_config **made;
+static int nmade;
+
+static void free_made(void) {
+  int i;
+  for (i = 0; i < nmade; i++)
+    sluice_policy_config_free(made[i]);
+  free(made);
+}
+
+sluice_policy_config *cfg_new(void) {
+  sluice_policy_config *c;
+  char err[256];
+  cr_assert_eq(cfg_load(&c, NULL, err, sizeof err), SLUICE_OK, "%s", err);
+  return c;
+}
+
+int cfg_load(sluice_policy_config **c, const char *path, char *err,
+             size_t errlen) {
+  sluice_policy_config **m;
+  int rc = sluice_policy_config_new(c, path, err, errlen);
+  if (rc != SLUICE_OK)
+    return rc;
+  if (nmade == 0)
+    atexit(free_made);
+  m = realloc(made, sizeof *m * (size_t)(nmade + 1));
+  cr_assert_not_null(m);
+  made = m;
+  made[nmade++] = *c;
+  return rc;
+}
+
+int cfg_warnings(const char *path, char *buf, size_t len) {
+  sluice_policy_config *c;
+  int rc = sluice_policy_config_new(&c, path, buf, len);
+  sluice_policy_config_free(c);
+  return rc;
+}
+
+void cfg_sets(sluice_policy_config *c, const char *path, const char *value) {
+  char err[256];
+  cr_assert_eq(sluice_policy_config_set(c, path, value, err, sizeof err),
+               SLUICE_OK, "%s = %s: %s", path, value, err);
+}
+
+void cfg_set(sluice_policy_config *c, const char *path, int64_t v) {
+  char s[32];
+  snprintf(s, sizeof s, "%lld", (long long)v);
+  cfg_sets(c, path, s);
+}
+
+/* The ns in one unit of a duration setting, by its name's suffix. */
+static int64_t unit_of(const char *path) {
+  size_t n = strlen(path);
+  if (n > 3 && strcmp(path + n - 3, "_ms") == 0)
+    return MS;
+  if (n > 5 && strcmp(path + n - 5, "_days") == 0)
+    return 86400 * SEC;
+  cr_assert(n > 2 && strcmp(path + n - 2, "_s") == 0, "%s: no unit", path);
+  return SEC;
+}
+
+void cfg_set_ns(sluice_policy_config *c, const char *path, int64_t ns) {
+  int64_t u = unit_of(path);
+  cr_assert_eq(ns % u, 0, "%s: %lld ns is not whole", path, (long long)ns);
+  cfg_set(c, path, ns / u);
+}
+
+const char *cfg_str(const sluice_policy_config *c, const char *path) {
+  static char v[512];
+  cr_assert_eq(sluice_policy_config_get(c, path, v, sizeof v), SLUICE_OK,
+               "%s", path);
+  return v;
+}
+
+int64_t cfg_int(const sluice_policy_config *c, const char *path) {
+  return strtoll(cfg_str(c, path), NULL, 10);
+}
+
+int64_t cfg_ns(const sluice_policy_config *c, const char *path) {
+  return cfg_int(c, path) * unit_of(path);
+}
 
 void fx_open(fixture *f, const sluice_policy_config *cfg, unsigned flags) {
   sluice_limiter_options lo;

@@ -36,6 +36,26 @@ typedef struct fixture {
   logged_event ev[512];
 } fixture;
 
+/* A configuration of the built-in defaults, freed when the process exits
+** (a test may read it after its policies close). */
+sluice_policy_config *cfg_new(void);
+/* sluice_policy_config_new() of path, freed at exit the same way. */
+int cfg_load(sluice_policy_config **c, const char *path, char *err,
+             size_t errlen);
+/* A file's first warning (or its error) into buf, "" when none; the rc of
+** sluice_policy_config_new(). */
+int cfg_warnings(const char *path, char *buf, size_t len);
+/* Set a setting (asserting it is taken): an integer, a duration in ns
+** (the path's unit, _ms, _s or _days, must divide it), a value in file
+** syntax. */
+void cfg_set(sluice_policy_config *c, const char *path, int64_t v);
+void cfg_set_ns(sluice_policy_config *c, const char *path, int64_t ns);
+void cfg_sets(sluice_policy_config *c, const char *path, const char *value);
+/* A value in force: an integer, a duration in ns, a string (static). */
+int64_t cfg_int(const sluice_policy_config *c, const char *path);
+int64_t cfg_ns(const sluice_policy_config *c, const char *path);
+const char *cfg_str(const sluice_policy_config *c, const char *path);
+
 /* Open everything; cfg NULL = built-in defaults. */
 void fx_open(fixture *f, const sluice_policy_config *cfg, unsigned flags);
 /* The same over a real store ("shm:...", "lmdb:..."): returns the

@@ -120,13 +120,24 @@ static void run(sluice_policy *pol, int ms, tally *t) {
   }
 }
 
+static void set(sluice_policy_config *c, const char *path, const char *v) {
+  char err[256];
+  if (sluice_policy_config_set(c, path, v, err, sizeof err) != SLUICE_OK) {
+    fprintf(stderr, "stall_redis: %s\n", err);
+    exit(1);
+  }
+}
+
 static sluice_policy *open_policy(sluice_limiter *lim, int64_t run) {
   sluice_policy_options po;
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   sluice_policy *pol;
+  char v[32];
   int i;
-  sluice_policy_config_defaults(&cfg);
-  cfg.auth_ip_failures = cfg.auth_subject_failures = 1000;
+  if (sluice_policy_config_new(&cfg, NULL, NULL, 0) != SLUICE_OK)
+    exit(1);
+  set(cfg, "auth.ip_failures", "1000");
+  set(cfg, "auth.subject_failures", "1000");
   /* Only the stalls refuse.  Buckets out of reach (a million points a
   ** second): thousands of reconciles a second would otherwise be
   ** throttled, strike and box the key, and a boxed key is answered from
@@ -134,21 +145,30 @@ static sluice_policy *open_policy(sluice_limiter *lim, int64_t run) {
   ** Leases of 1 s, 32 at a time: a lease taken by a call whose answer a
   ** stall lost is held until its TTL, and 8 such would fill the
   ** enterprise tier's slots for 15 min (429 CONCURRENCY). */
-  for (i = 0; i < cfg.ntiers; i++) {
-    cfg.tiers[i].tenant_rate = cfg.tiers[i].key_rate = 1000000;
-    cfg.tiers[i].tenant_burst = cfg.tiers[i].key_burst = 1000000;
-    cfg.tiers[i].reconcile_concurrency = SLUICE_GROUP_MAX;
+  for (i = 0; i < 3; i++) {
+    static const char *const tiers[] = {"sandbox", "growth", "enterprise"};
+    char p[64], group[64];
+    snprintf(group, sizeof group, "{ rate = 1000000; burst = 1000000; }");
+    snprintf(p, sizeof p, "tiers.%s.tenant", tiers[i]);
+    set(cfg, p, group);
+    snprintf(p, sizeof p, "tiers.%s.key", tiers[i]);
+    set(cfg, p, group);
+    snprintf(p, sizeof p, "tiers.%s.reconcile_concurrency", tiers[i]);
+    snprintf(v, sizeof v, "%d", SLUICE_GROUP_MAX);
+    set(cfg, p, v);
   }
-  cfg.reconcile_lease_ttl_ns = 1000 * MS_NS;
-  cfg.breaker_run = run;
+  set(cfg, "heavy.reconcile_lease_ttl_s", "1");
+  snprintf(v, sizeof v, "%lld", (long long)run);
+  set(cfg, "breaker.consecutive_failures", v);
   memset(&po, 0, sizeof po);
   po.limiter = lim;
-  po.config = &cfg;
+  po.config = cfg;
   memset(po.secret, 5, sizeof po.secret);
   if (sluice_policy_open(&po, &pol) != SLUICE_OK) {
     fprintf(stderr, "stall_redis: cannot open the policy\n");
     exit(1);
   }
+  sluice_policy_config_free(cfg);
   return pol;
 }
 

@@ -45,15 +45,15 @@ static void shm_unlink_of(const char *spec) {
 ** records each, 900 s alive.  On the main of the issue the table was full
 ** from then on and every new tenant's reconcile and auth answered 503. */
 Test(policy_abuse, distinct_subjects_from_one_ip_leave_new_tenants_alone) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   sluice_shm_stats st = {0};
   char spec[160], id[48];
   fixture f;
   int i, boxed = 0;
-  sluice_policy_config_defaults(&cfg);
-  cfg.auth_ip_failures = 3;
+  cfg = cfg_new();
+  cfg_set(cfg, "auth.ip_failures", 3);
   shm_spec(spec, sizeof spec, "530", "capacity=768");
-  cr_assert_eq(fx_open_store(&f, &cfg, spec, SLUICE_OPEN_CREATE), SLUICE_OK);
+  cr_assert_eq(fx_open_store(&f, cfg, spec, SLUICE_OPEN_CREATE), SLUICE_OK);
   shm_unlink_of(spec);
   for (i = 0; i < 530; i++) {
     sluice_request r;
@@ -86,7 +86,7 @@ Test(policy_abuse, distinct_subjects_from_one_ip_leave_new_tenants_alone) {
     r.auth_result = SLUICE_AUTH_BAD_SECRET;
     d = decide(&f, &r);
     cr_assert_eq(d.outcome, SLUICE_OUTCOME_ALLOW, "tenant %d's failure", i);
-    cr_assert_eq(d.strikes_remaining, cfg.auth_ip_failures - 1);
+    cr_assert_eq(d.strikes_remaining, cfg_int(cfg, "auth.ip_failures") - 1);
   }
   st.now_ns = sluice_clock_now(f.clock);
   cr_assert_eq(sluice_limiter_control(f.lim, SLUICE_CTL_SHM_STATS, &st),
@@ -100,15 +100,15 @@ Test(policy_abuse, distinct_subjects_from_one_ip_leave_new_tenants_alone) {
 /* The mem store: untrusted records have their own bound within max_keys
 ** (no eviction there: the flood's own failures are refused, as full). */
 Test(policy_abuse, mem_keeps_strangers_within_their_bound) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   sluice_decision d;
   char id[48];
   fixture f;
   int i, full = 0;
   int64_t held = 0;
-  sluice_policy_config_defaults(&cfg);
-  cfg.auth_ip_failures = 3;
-  cr_assert_eq(fx_open_store(&f, &cfg, "mem:max_keys=1024;untrusted=256", 0),
+  cfg = cfg_new();
+  cfg_set(cfg, "auth.ip_failures", 3);
+  cr_assert_eq(fx_open_store(&f, cfg, "mem:max_keys=1024;untrusted=256", 0),
                SLUICE_OK);
   for (i = 0; i < 530; i++) {
     sluice_request r;
@@ -147,17 +147,17 @@ Test(policy_abuse, mem_keeps_strangers_within_their_bound) {
 ** store is reported as full: a flag, its counter, one event a second; not
 ** as an outage (no breaker, no degraded mode for the tenants). */
 Test(policy_abuse, boxes_are_not_evicted) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   char spec[160], ip[48], metrics[65536];
   sluice_decision d;
   fixture f;
   int i, n, full = 0;
-  sluice_policy_config_defaults(&cfg);
-  cfg.auth_ip_failures = 1; /* every failing IP is boxed at once */
-  cfg.ip_limit = 1000;      /* the backstop's windows are strangers' too */
+  cfg = cfg_new();
+  cfg_set(cfg, "auth.ip_failures", 1); /* every failing IP is boxed at once */
+  cfg_set(cfg, "ip_backstop.limit", 1000);      /* the backstop's windows are strangers' too */
   shm_spec(spec, sizeof spec, "box",
            "capacity=768;untrusted=64");
-  cr_assert_eq(fx_open_store(&f, &cfg, spec, SLUICE_OPEN_CREATE), SLUICE_OK);
+  cr_assert_eq(fx_open_store(&f, cfg, spec, SLUICE_OPEN_CREATE), SLUICE_OK);
   shm_unlink_of(spec);
   /* Each failure: its IP's box (kept) and its counters (evictable); the
   ** subject-less failures' shared window too. */
@@ -256,20 +256,20 @@ static sluice_request attack_request(const char *run, int s, char *subj,
 ** each a new subject from a new address (IPv4 and IPv6 /64s alike). */
 static void traffic(const char *store, unsigned flags, const char *run,
                     int attack, int64_t ip_limit, tally *t) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   char subj[64], ip[64], tenant[64], key[32];
   int s, b;
-  sluice_policy_config_defaults(&cfg);
-  cfg.ip_limit = ip_limit; /* 5000: on, not binding (14 per IP per 0.8 s) */
+  cfg = cfg_new();
+  cfg_set(cfg, "ip_backstop.limit", ip_limit); /* 5000: on, not binding (14 per IP per 0.8 s) */
   /* sandbox (tiers[0]) small enough that the bursts are throttled, struck
   ** and boxed: 12 requests per tenant every 0.8 s is 15/s */
-  cr_assert_str_eq(cfg.tiers[0].name, "sandbox");
-  cfg.tiers[0].tenant_burst = 80;
-  cfg.tiers[0].key_burst = 50;
-  cfg.tiers[0].strike_threshold = 10;
+  cr_assert_str_eq(cfg_str(cfg, "tiers.[0]"), "sandbox");
+  cfg_set(cfg, "tiers.sandbox.tenant.burst", 80);
+  cfg_set(cfg, "tiers.sandbox.key.burst", 50);
+  cfg_set(cfg, "tiers.sandbox.strikes", 10);
   memset(t, 0, sizeof *t);
-  cr_assert_eq(fx_open_store(&f, &cfg, store, flags), SLUICE_OK, "%s", store);
+  cr_assert_eq(fx_open_store(&f, cfg, store, flags), SLUICE_OK, "%s", store);
   shm_unlink_of(store);
   for (s = 0; s < STEPS; s++) {
     sluice_clock_advance(f.clock, MS);
@@ -311,12 +311,12 @@ static void traffic(const char *store, unsigned flags, const char *run,
 ** process of several (Redis: round trips overlap), on its own clock. */
 static int attack_part(const char *store, unsigned flags, const char *run,
                        int from, int stride) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   char subj[64], ip[64];
   int s, refused = 0;
-  sluice_policy_config_defaults(&cfg);
-  if (fx_open_store(&f, &cfg, store, flags) != SLUICE_OK)
+  cfg = cfg_new();
+  if (fx_open_store(&f, cfg, store, flags) != SLUICE_OK)
     return 1;
   for (s = from; s < STEPS; s += stride) {
     sluice_request r =

@@ -115,16 +115,16 @@ Test(policy_auth, unknown_client_and_bad_secret_are_indistinguishable) {
 }
 
 Test(policy_auth, stuffing_from_one_ip_goes_straight_to_level3) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   char subj[32];
   sluice_decision d;
   int i, round, n = 0, first_stuffing = -1;
-  sluice_policy_config_defaults(&cfg);
+  cfg = cfg_new();
   /* A NAT'd office: the plain per-IP limit is raised so that the stuffing
   ** signature is what fires. */
-  cfg.auth_ip_failures = 100000;
-  fx_open(&f, &cfg, 0);
+  cfg_set(cfg, "auth.ip_failures", 100000);
+  fx_open(&f, cfg, 0);
   for (round = 0; round < 5 && first_stuffing < 0; round++)
     for (i = 0; i < 120; i++) {
       sluice_request r;
@@ -151,14 +151,14 @@ Test(policy_auth, stuffing_from_one_ip_goes_straight_to_level3) {
 }
 
 Test(policy_auth, one_subject_from_many_ips_bans_the_ips) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   char ip[32];
   sluice_decision d;
   int i, banned = 0, first = -1;
-  sluice_policy_config_defaults(&cfg);
-  cfg.auth_subject_failures = 100000; /* look past the per-subject box */
-  fx_open(&f, &cfg, 0);
+  cfg = cfg_new();
+  cfg_set(cfg, "auth.subject_failures", 100000); /* look past the per-subject box */
+  fx_open(&f, cfg, 0);
   for (i = 0; i < 40; i++) {
     sluice_request r;
     snprintf(ip, sizeof ip, "203.0.113.%d", i);
@@ -200,15 +200,15 @@ Test(policy_auth, auth_requests_need_an_ip) {
 ** subject does, and for the unknown subject's window; the IP trips at the
 ** same failure either way. */
 static int trips_at(const char *subject, int *unknown_failures) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   sluice_inspect_query q = {0};
   sluice_inspect_report rep;
   fixture f;
   int i, at = 0;
-  sluice_policy_config_defaults(&cfg);
-  cfg.auth_ip_failures = 3;
-  cfg.auth_subject_failures = 50;
-  fx_open(&f, &cfg, 0);
+  cfg = cfg_new();
+  cfg_set(cfg, "auth.ip_failures", 3);
+  cfg_set(cfg, "auth.subject_failures", 50);
+  fx_open(&f, cfg, 0);
   for (i = 1; i <= 12 && !at; i++) {
     sluice_request r = rq_auth("198.51.100.9", subject, SLUICE_AUTH_BAD_SECRET);
     sluice_decision d;
@@ -243,12 +243,12 @@ Test(policy_auth, failures_without_a_subject_count_for_the_ip) {
 ** any IP, and never boxes (a box there would lock out every client whose
 ** subject the caller cannot read). */
 Test(policy_auth, failures_without_a_subject_count_for_the_unknown_subject) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   char ip[32];
   int i;
-  sluice_policy_config_defaults(&cfg);
-  fx_open(&f, &cfg, 0);
+  cfg = cfg_new();
+  fx_open(&f, cfg, 0);
   for (i = 0; i < 30; i++) {
     sluice_request r;
     snprintf(ip, sizeof ip, "203.0.113.%d", i);
@@ -267,14 +267,14 @@ Test(policy_auth, failures_without_a_subject_count_for_the_unknown_subject) {
 ** another; an IPv4-mapped address is its IPv4 address. */
 static int ip_boxed_after(const char *fail_from, const char *ask_from,
                           int prefix) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   char ip[64];
   int i, boxed;
-  sluice_policy_config_defaults(&cfg);
-  cfg.auth_ip_failures = 3;
-  cfg.ipv6_prefix = prefix;
-  fx_open(&f, &cfg, 0);
+  cfg = cfg_new();
+  cfg_set(cfg, "auth.ip_failures", 3);
+  cfg_set(cfg, "client_ip.ipv6_prefix", prefix);
+  fx_open(&f, cfg, 0);
   for (i = 0; i < 3; i++) {
     sluice_request r;
     snprintf(ip, sizeof ip, fail_from, i + 1);
@@ -304,12 +304,12 @@ Test(policy_auth, ipv6_counts_by_prefix) {
 }
 
 Test(policy_auth, ipv4_mapped_is_its_ipv4_address) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   int i;
-  sluice_policy_config_defaults(&cfg);
-  cfg.auth_ip_failures = 3;
-  fx_open(&f, &cfg, 0);
+  cfg = cfg_new();
+  cfg_set(cfg, "auth.ip_failures", 3);
+  fx_open(&f, cfg, 0);
   for (i = 0; i < 3; i++) {
     sluice_request r = rq_auth(i % 2 ? "192.0.2.1" : "::ffff:192.0.2.1",
                                "mallory", SLUICE_AUTH_BAD_SECRET);

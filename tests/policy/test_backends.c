@@ -17,7 +17,7 @@
 
 static void scenario1(const char *store, unsigned flags, int every) {
   const char *T = every ? "acme-every" : "acme";
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   sluice_request a = rq_std(T, "key-a", "growth");
   sluice_request b = rq_std(T, "key-b", "growth");
@@ -29,14 +29,14 @@ static void scenario1(const char *store, unsigned flags, int every) {
   sluice_decision d, held;
   int i, rc;
 
-  sluice_policy_config_defaults(&cfg);
-  cfg.tiers[1].tenant_burst = 55;
-  cfg.export_long_cost = 25;
-  cfg.tiers[1].key_burst = 30;
-  cfg.tiers[1].strike_threshold = 3;
-  cfg.tiers[1].exports_per_window = 1;
-  cfg.strike_every_denial = every;
-  rc = fx_open_store(&f, &cfg, store, flags);
+  cfg = cfg_new();
+  cfg_set(cfg, "tiers.growth.tenant.burst", 55);
+  cfg_set(cfg, "costs.export_long", 25);
+  cfg_set(cfg, "tiers.growth.key.burst", 30);
+  cfg_set(cfg, "tiers.growth.strikes", 3);
+  cfg_set(cfg, "tiers.growth.exports_per_window", 1);
+  cfg_set(cfg, "penalty.strike_every_denial", every);
+  rc = fx_open_store(&f, cfg, store, flags);
   if (rc == SLUICE_ENOTSUP)
     cr_skip_test("%s: compiled out", store);
   cr_assert_eq(rc, SLUICE_OK, "%s: %s", store, sluice_strerror(rc));
@@ -116,19 +116,19 @@ static int open_wide_tier(const char *store, unsigned flags, char *err,
                           size_t errlen) {
   sluice_limiter_options lo;
   sluice_policy_options po;
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   sluice_policy *p = NULL;
   int rc;
-  sluice_policy_config_defaults(&cfg);
-  cfg.tiers[1].tenant_rate = 1;
-  cfg.tiers[1].tenant_period_ns = 60 * SEC;
-  cfg.tiers[1].tenant_burst = 100000;
+  cfg = cfg_new();
+  cfg_set(cfg, "tiers.growth.tenant.rate", 1);
+  cfg_set_ns(cfg, "tiers.growth.tenant.period_ms", 60 * SEC);
+  cfg_set(cfg, "tiers.growth.tenant.burst", 100000);
   memset(&lo, 0, sizeof lo);
   lo.store = store;
   lo.flags = flags;
   memset(&po, 0, sizeof po);
   po.limiter_options = &lo;
-  po.config = &cfg;
+  po.config = cfg;
   po.errbuf = err;
   po.errlen = errlen;
   memset(po.secret, 3, sizeof po.secret);

@@ -13,20 +13,21 @@
 
 #include "helpers.h"
 
-static void ip_config(sluice_policy_config *cfg, int64_t limit) {
-  sluice_policy_config_defaults(cfg);
-  cfg->ip_limit = limit;
-  cfg->ip_window_ns = 60 * SEC;
+static sluice_policy_config *ip_config(int64_t limit) {
+  sluice_policy_config *cfg = cfg_new();
+  cfg_set(cfg, "ip_backstop.limit", limit);
+  cfg_set_ns(cfg, "ip_backstop.window_s", 60 * SEC);
+  return cfg;
 }
 
 Test(policy_backstop, off_by_default) {
   fixture f;
   sluice_request a = rq_auth("203.0.113.9", "alice", SLUICE_AUTH_PENDING);
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   int i;
-  sluice_policy_config_defaults(&cfg);
-  cr_assert_eq(cfg.ip_limit, 0);
-  cr_assert_eq(cfg.ip_window_ns, 60 * SEC);
+  cfg = cfg_new();
+  cr_assert_eq(cfg_int(cfg, "ip_backstop.limit"), 0);
+  cr_assert_eq(cfg_ns(cfg, "ip_backstop.window_s"), 60 * SEC);
   fx_open(&f, NULL, 0);
   for (i = 0; i < 2000; i++)
     cr_assert_eq(decide(&f, &a).allowed, 1, "request %d", i);
@@ -35,7 +36,7 @@ Test(policy_backstop, off_by_default) {
 }
 
 Test(policy_backstop, refuses_an_address_over_its_window) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   sluice_request a = rq_auth("203.0.113.9", "alice", SLUICE_AUTH_PENDING);
   sluice_request bad = rq_auth("203.0.113.9", "bob", SLUICE_AUTH_BAD_SECRET);
@@ -44,8 +45,8 @@ Test(policy_backstop, refuses_an_address_over_its_window) {
   sluice_decision d;
   int64_t calls;
   int i;
-  ip_config(&cfg, 10);
-  fx_open(&f, &cfg, 0);
+  cfg = ip_config(10);
+  fx_open(&f, cfg, 0);
   t.client_ip = "203.0.113.9";
   sluice_clock_advance(f.clock, 15 * SEC);
   /* Unauthenticated, failed and tenant requests: one window. */
@@ -78,14 +79,14 @@ Test(policy_backstop, refuses_an_address_over_its_window) {
 }
 
 Test(policy_backstop, no_store_call_while_the_breaker_is_open) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   sluice_request a = rq_auth("203.0.113.9", "alice", SLUICE_AUTH_PENDING);
   sluice_decision d;
   int64_t attempts;
   int i;
-  ip_config(&cfg, 1000);
-  fx_open(&f, &cfg, 0);
+  cfg = ip_config(1000);
+  fx_open(&f, cfg, 0);
   fx_fail(&f, SLUICE_ETIMEDOUT, 0);
   for (i = 0; i < 20; i++) {
     d = decide(&f, &a);
@@ -101,7 +102,7 @@ Test(policy_backstop, no_store_call_while_the_breaker_is_open) {
 }
 
 Test(policy_backstop, config_file_and_bounds) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   char err[256], path[] = "/tmp/sluice-backstop-XXXXXX";
   int fd = mkstemp(path);
   FILE *fp;
@@ -112,19 +113,19 @@ Test(policy_backstop, config_file_and_bounds) {
         "            consecutive_failures = 7; probes = 2; };\n",
         fp);
   fclose(fp);
-  cr_assert_eq(sluice_policy_config_load(path, &cfg, err, sizeof err),
+  cr_assert_eq(cfg_load(&cfg, path, err, sizeof err),
                SLUICE_OK, "%s", err);
-  cr_assert_eq(cfg.ip_limit, 300);
-  cr_assert_eq(cfg.ip_window_ns, 300 * SEC);
-  cr_assert_eq(cfg.breaker_window_ns, 2 * SEC);
-  cr_assert_eq(cfg.breaker_min_calls, 50);
-  cr_assert_eq(cfg.breaker_failure_percent, 80);
-  cr_assert_eq(cfg.breaker_run, 7);
-  cr_assert_eq(cfg.breaker_probes, 2);
+  cr_assert_eq(cfg_int(cfg, "ip_backstop.limit"), 300);
+  cr_assert_eq(cfg_ns(cfg, "ip_backstop.window_s"), 300 * SEC);
+  cr_assert_eq(cfg_ns(cfg, "breaker.window_ms"), 2 * SEC);
+  cr_assert_eq(cfg_int(cfg, "breaker.min_calls"), 50);
+  cr_assert_eq(cfg_int(cfg, "breaker.failure_percent"), 80);
+  cr_assert_eq(cfg_int(cfg, "breaker.consecutive_failures"), 7);
+  cr_assert_eq(cfg_int(cfg, "breaker.probes"), 2);
   fp = fopen(path, "w");
   fputs("breaker = { failure_percent = 101; };\n", fp);
   fclose(fp);
-  cr_assert_eq(sluice_policy_config_load(path, &cfg, err, sizeof err),
+  cr_assert_eq(cfg_load(&cfg, path, err, sizeof err),
                SLUICE_ECONFIG);
   cr_assert(strstr(err, "breaker.failure_percent: must be 1..100"), "%s",
             err);
@@ -132,27 +133,27 @@ Test(policy_backstop, config_file_and_bounds) {
   fp = fopen(path, "w");
   fputs("ip_backstop = { limit = 10; window_s = 0; };\n", fp);
   fclose(fp);
-  cr_assert_eq(sluice_policy_config_load(path, &cfg, err, sizeof err),
+  cr_assert_eq(cfg_load(&cfg, path, err, sizeof err),
                SLUICE_ECONFIG);
   cr_assert(strstr(err, "ip_backstop.window_s"), "%s", err);
   fp = fopen(path, "w");
   fputs("breaker = { probes = 0; };\n", fp);
   fclose(fp);
-  cr_assert_eq(sluice_policy_config_load(path, &cfg, err, sizeof err),
+  cr_assert_eq(cfg_load(&cfg, path, err, sizeof err),
                SLUICE_ECONFIG);
   cr_assert(strstr(err, "breaker.probes"), "%s", err);
   fp = fopen(path, "w");
   fputs("breaker = { probs = 2; };\n", fp);
   fclose(fp);
-  cr_assert_eq(sluice_policy_config_load(path, &cfg, err, sizeof err),
+  cr_assert_eq(cfg_load(&cfg, path, err, sizeof err),
                SLUICE_ECONFIG);
   cr_assert(strstr(err, "breaker.probs: unknown setting"), "%s", err);
   /* probe_interval_ms still works: how long the breaker stays open. */
   fp = fopen(path, "w");
   fputs("failure = { probe_interval_ms = 250; };\n", fp);
   fclose(fp);
-  cr_assert_eq(sluice_policy_config_load(path, &cfg, err, sizeof err),
+  cr_assert_eq(cfg_load(&cfg, path, err, sizeof err),
                SLUICE_OK, "%s", err);
-  cr_assert_eq(cfg.degraded_probe_ns, 250 * MS);
+  cr_assert_eq(cfg_ns(cfg, "failure.probe_interval_ms"), 250 * MS);
   unlink(path);
 }

@@ -30,14 +30,14 @@ static sluice_request heavy(int cls, const char *ledger) {
 
 Test(policy_calls, standard_allowed_throttled_struck_boxed) {
   fixture f;
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   sluice_request r = rq_std("acme", "key-1", "sandbox");
   sluice_decision d;
   int i;
-  cr_assert_eq(sluice_policy_config_defaults(&cfg), SLUICE_OK);
-  cfg.tiers[0].strike_threshold = 2;
-  fx_open(&f, &cfg, 0);
-  for (i = 0; i < cfg.tiers[0].key_burst; i++)
+  cfg = cfg_new();
+  cfg_set(cfg, "tiers.sandbox.strikes", 2);
+  fx_open(&f, cfg, 0);
+  for (i = 0; i < cfg_int(cfg, "tiers.sandbox.key.burst"); i++)
     cr_assert_eq(calls_of(&f, &r, SLUICE_OUTCOME_ALLOW, NULL), 1);
   /* Throttled: the notice is left in the same call. */
   cr_assert_eq(calls_of(&f, &r, SLUICE_OUTCOME_THROTTLED, &d), 1);
@@ -91,13 +91,14 @@ Test(policy_calls, export_allowed_cap_concurrency) {
 
 Test(policy_calls, heavy_throttled) {
   fixture f;
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   sluice_request a = heavy(SLUICE_EP_RECONCILE, "A");
   sluice_decision d;
-  cr_assert_eq(sluice_policy_config_defaults(&cfg), SLUICE_OK);
-  cfg.tiers[0].key_burst = 15; /* one reconcile (10), not two */
-  cfg.cost[SLUICE_EP_EXPORT] = cfg.export_long_cost = 15;
-  fx_open(&f, &cfg, 0);
+  cfg = cfg_new();
+  cfg_set(cfg, "costs.export", 15);
+  cfg_set(cfg, "costs.export_long", 15);
+  cfg_set(cfg, "tiers.sandbox.key.burst", 15); /* one reconcile (10), not two */
+  fx_open(&f, cfg, 0);
   cr_assert_eq(calls_of(&f, &a, SLUICE_OUTCOME_ALLOW, &d), 1);
   cr_assert_eq(sluice_policy_release_lease(f.pol, &a, d.lease_id), SLUICE_OK);
   cr_assert_eq(calls_of(&f, &a, SLUICE_OUTCOME_THROTTLED, NULL), 1);

@@ -1,7 +1,7 @@
 /*
 ** The configuration: the shipped etc/sluice.conf loads to exactly the
 ** built-in defaults; bad files are refused with the file, the line and the
-** setting at fault; a struct built in code gets the same validation.
+** setting at fault; a configuration set in code gets the same validation.
 */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -26,52 +26,108 @@ static const char *write_conf(const char *text) {
   return path;
 }
 
-static int load(const char *text, sluice_policy_config *c, char *err,
+static int load(const char *text, sluice_policy_config **c, char *err,
                 size_t n) {
-  int rc = sluice_policy_config_load(write_conf(text), c, err, n);
+  int rc = cfg_load(c, write_conf(text), err, n);
   unlink(path);
   return rc;
 }
 
+/* Every value in force, one "path=value" a line: two configurations are
+** the same when their dumps are. */
+static void dump(const sluice_policy_config *c, char *out, size_t n) {
+  static const char *const tier_fields[] = {
+      "tenant.rate", "tenant.period_ms", "tenant.burst", "key.rate",
+      "key.period_ms", "key.burst", "strikes", "reconcile_concurrency",
+      "export_concurrency", "exports_per_window", "level3",
+      "shadow_features"};
+  static const char *const other[] = {
+      "shadow", "shadow_features", "failure.fail_closed", "host.counters",
+      "host.degraded_store", "host.deny_cache", "tiers", "routes"};
+  const sluice_policy_setting *st;
+  char p[128], v[256];
+  size_t used = 0;
+  int i, j, nroutes;
+#define LINE(path)                                                             \
+  do {                                                                         \
+    cr_assert_eq(sluice_policy_config_get(c, path, v, sizeof v), SLUICE_OK,   \
+                 "%s", path);                                                  \
+    used += (size_t)snprintf(out + used, n - used, "%s=%s\n", path, v);        \
+    cr_assert_lt(used, n);                                                     \
+  } while (0)
+  out[0] = '\0';
+  for (i = 0; (st = sluice_policy_setting_at(i)) != NULL; i++) {
+    snprintf(p, sizeof p, "%s.%s", st->group, st->name);
+    LINE(p);
+  }
+  for (i = 0; i < (int)(sizeof other / sizeof other[0]); i++)
+    LINE(other[i]);
+  for (i = 0;; i++) {
+    char name[64];
+    snprintf(p, sizeof p, "tiers.[%d]", i);
+    if (sluice_policy_config_get(c, p, name, sizeof name) != SLUICE_OK)
+      break;
+    for (j = 0; j < (int)(sizeof tier_fields / sizeof tier_fields[0]); j++) {
+      snprintf(p, sizeof p, "tiers.%s.%s", name, tier_fields[j]);
+      LINE(p);
+    }
+  }
+  nroutes = (int)cfg_int(c, "routes");
+  for (i = 0; i < nroutes; i++) {
+    static const char *const rf[] = {"method", "route", "class"};
+    for (j = 0; j < 3; j++) {
+      snprintf(p, sizeof p, "routes.[%d].%s", i, rf[j]);
+      LINE(p);
+    }
+  }
+#undef LINE
+}
+
 Test(policy_config, shipped_config_equals_the_defaults) {
-  sluice_policy_config a, b;
+  sluice_policy_config *a = cfg_new(), *b;
+  static char da[16384], db[16384];
   char err[256];
-  memset(&b, 0xa5, sizeof b);
-  cr_assert_eq(sluice_policy_config_defaults(&a), SLUICE_OK);
-  cr_assert_eq(sluice_policy_config_load(SLUICE_CONF, &b, err, sizeof err),
-               SLUICE_OK, "%s", err);
-  cr_assert_eq(memcmp(&a, &b, sizeof a), 0);
-  cr_assert_eq(sluice_policy_config_check(&a, err, sizeof err), SLUICE_OK);
+  cr_assert_eq(cfg_load(&b, SLUICE_CONF, err, sizeof err), SLUICE_OK, "%s",
+               err);
+  dump(a, da, sizeof da);
+  dump(b, db, sizeof db);
+  cr_assert_str_eq(da, db);
+  cr_assert(strstr(da, "tiers.enterprise.level3=page\n"), "%s", da);
 }
 
 Test(policy_config, a_tier_is_found_by_its_name_only) {
-  sluice_policy_config c;
-  sluice_policy_config_defaults(&c);
-  cr_assert_eq(sluice_policy_config_tier(&c, "sandbox"), 0);
-  cr_assert_eq(sluice_policy_config_tier(&c, "enterprise"), 2);
-  cr_assert_eq(sluice_policy_config_tier(&c, "growt"), -1);
-  cr_assert_eq(sluice_policy_config_tier(&c, "growthx"), -1);
-  cr_assert_eq(sluice_policy_config_tier(&c, ""), -1);
-  cr_assert_eq(sluice_policy_config_tier(&c, NULL), -1);
-  cr_assert_eq(sluice_policy_config_tier(NULL, "growth"), -1);
-  c.ntiers = 1; /* only the tiers in use */
-  cr_assert_eq(sluice_policy_config_tier(&c, "growth"), -1);
+  sluice_policy_config *c = cfg_new();
+  char v[64];
+  cr_assert_str_eq(cfg_str(c, "tiers.sandbox"), "sandbox");
+  cr_assert_str_eq(cfg_str(c, "tiers.[2]"), "enterprise");
+  cr_assert_eq(sluice_policy_config_get(c, "tiers.growt", v, sizeof v),
+               SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_policy_config_get(c, "tiers.growthx", v, sizeof v),
+               SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_policy_config_get(c, "tiers.[3]", v, sizeof v),
+               SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_policy_config_get(c, NULL, v, sizeof v),
+               SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_config_get(NULL, "tiers", v, sizeof v),
+               SLUICE_EINVAL);
+  /* Only the tiers in use. */
+  cfg_sets(c, "tiers", "{ sandbox = {}; }");
+  cr_assert_eq(sluice_policy_config_get(c, "tiers.growth", v, sizeof v),
+               SLUICE_ENOTFOUND);
 }
 
 Test(policy_config, defaults_are_the_design_tables) {
-  sluice_policy_config c;
-  sluice_policy_config_defaults(&c);
-  cr_assert_eq(c.ntiers, 3);
-  cr_assert_str_eq(c.tiers[2].name, "enterprise");
-  cr_assert_eq(c.tiers[2].level3, SLUICE_L3_PAGE);
-  cr_assert_eq(c.tiers[0].level3, SLUICE_L3_SUSPEND);
-  cr_assert_eq(c.tiers[1].key_burst, 1500);
-  cr_assert_eq(c.cost[SLUICE_EP_RECONCILE], 10);
-  cr_assert_eq(c.export_long_cost, 50);
+  sluice_policy_config *c = cfg_new();
+  cr_assert_str_eq(cfg_str(c, "tiers"), "sandbox,growth,enterprise");
+  cr_assert_str_eq(cfg_str(c, "tiers.enterprise.level3"), "page");
+  cr_assert_str_eq(cfg_str(c, "tiers.sandbox.level3"), "suspend");
+  cr_assert_eq(cfg_int(c, "tiers.growth.key.burst"), 1500);
+  cr_assert_eq(cfg_int(c, "costs.reconcile"), 10);
+  cr_assert_eq(cfg_int(c, "costs.export_long"), 50);
 }
 
 Test(policy_config, a_bad_value_names_file_line_and_setting) {
-  sluice_policy_config c;
+  sluice_policy_config *c;
   char err[256];
   int rc = load("# comment\n"
                 "tiers = {\n"
@@ -87,7 +143,7 @@ Test(policy_config, a_bad_value_names_file_line_and_setting) {
 }
 
 Test(policy_config, an_unknown_setting_is_an_error) {
-  sluice_policy_config c;
+  sluice_policy_config *c;
   char err[256];
   cr_assert_eq(load("penalty = {\n  strkes = 3;\n};\n", &c, err, sizeof err),
                SLUICE_ECONFIG);
@@ -98,22 +154,23 @@ Test(policy_config, an_unknown_setting_is_an_error) {
 }
 
 Test(policy_config, syntax_errors_and_missing_files) {
-  sluice_policy_config c;
+  sluice_policy_config *c;
   char err[256];
   cr_assert_eq(load("shadow = false;\ncosts = { standard = ; };\n", &c, err,
                     sizeof err),
                SLUICE_ECONFIG);
   cr_assert(strstr(err, ":2: syntax"), "%s", err);
-  cr_assert_eq(sluice_policy_config_load("/nonexistent/sluice.conf", &c, err,
-                                         sizeof err),
+  cr_assert_eq(sluice_policy_config_new(&c, "/nonexistent/sluice.conf", err,
+                                        sizeof err),
                SLUICE_EIO);
+  cr_assert_null(c);
   cr_assert(strstr(err, "/nonexistent/sluice.conf"), "%s", err);
-  cr_assert_eq(sluice_policy_config_load(NULL, &c, err, sizeof err),
+  cr_assert_eq(sluice_policy_config_new(NULL, NULL, err, sizeof err),
                SLUICE_EINVAL);
 }
 
 Test(policy_config, wrong_types_are_named) {
-  sluice_policy_config c;
+  sluice_policy_config *c;
   char err[256];
   cr_assert_eq(load("shadow = 1;\n", &c, err, sizeof err), SLUICE_ECONFIG);
   cr_assert(strstr(err, ":1: shadow: must be true or false"), "%s", err);
@@ -127,7 +184,7 @@ Test(policy_config, wrong_types_are_named) {
 }
 
 Test(policy_config, cross_checks_point_at_the_cost) {
-  sluice_policy_config c;
+  sluice_policy_config *c;
   char err[256];
   /* A reconcile that costs more than the sandbox key bucket holds could
   ** never be admitted. */
@@ -139,7 +196,7 @@ Test(policy_config, cross_checks_point_at_the_cost) {
 }
 
 Test(policy_config, a_default_at_fault_is_called_one) {
-  sluice_policy_config c;
+  sluice_policy_config *c;
   char err[256];
   /* The file shrinks a bucket below a cost it leaves at its default. */
   cr_assert_eq(load("tiers = { growth = { key = { burst = 20; }; }; };\n", &c,
@@ -151,7 +208,7 @@ Test(policy_config, a_default_at_fault_is_called_one) {
 }
 
 Test(policy_config, a_new_tier_must_be_complete) {
-  sluice_policy_config c;
+  sluice_policy_config *c;
   char err[256];
   cr_assert_eq(load("tiers = {\n  startup = {\n    strikes = 20;\n  };\n};\n",
                     &c, err, sizeof err),
@@ -162,7 +219,7 @@ Test(policy_config, a_new_tier_must_be_complete) {
 }
 
 Test(policy_config, routes_and_fail_closed_lists_replace_the_defaults) {
-  sluice_policy_config c;
+  sluice_policy_config *c;
   char err[256];
   cr_assert_eq(load("routes = (\n"
                     "  { method = \"GET\"; route = \"/v2/*\"; class = "
@@ -182,17 +239,16 @@ Test(policy_config, routes_and_fail_closed_lists_replace_the_defaults) {
                     "  exports_per_window = 1; }; };\n",
                     &c, err, sizeof err),
                SLUICE_OK, "%s", err);
-  cr_assert_eq(c.nroutes, 1);
-  cr_assert_str_eq(c.routes[0].route, "/v2/*");
-  cr_assert_eq(c.fail_closed_mask, 1u << SLUICE_EP_AUTH);
-  cr_assert_eq(c.ntiers, 1);
-  cr_assert_str_eq(c.tiers[0].name, "solo");
-  cr_assert_eq(c.tiers[0].tenant_period_ns, SEC);
+  cr_assert_eq(cfg_int(c, "routes"), 1);
+  cr_assert_str_eq(cfg_str(c, "routes.[0].route"), "/v2/*");
+  cr_assert_str_eq(cfg_str(c, "failure.fail_closed"), "auth");
+  cr_assert_str_eq(cfg_str(c, "tiers"), "solo");
+  cr_assert_eq(cfg_int(c, "tiers.solo.tenant.period_ms"), 1000);
   {
     fixture f;
     sluice_request r = rq_std("acme", "k", "solo");
     sluice_decision d;
-    fx_open(&f, &c, 0);
+    fx_open(&f, c, 0);
     cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_ENOTFOUND,
                  "/v1 is no longer routed");
     r.route = "/v2/things";
@@ -204,26 +260,35 @@ Test(policy_config, routes_and_fail_closed_lists_replace_the_defaults) {
   }
 }
 
-Test(policy_config, struct_validation_names_the_setting) {
-  sluice_policy_config c;
+Test(policy_config, a_set_is_validated_and_names_the_setting) {
+  sluice_policy_config *c = cfg_new();
   char err[256];
-  sluice_policy_config_defaults(&c);
-  c.degraded_percent = 0;
-  cr_assert_eq(sluice_policy_config_check(&c, err, sizeof err),
+  cr_assert_eq(sluice_policy_config_set(c, "failure.degraded_percent", "0",
+                                        err, sizeof err),
                SLUICE_ECONFIG);
-  cr_assert(strstr(err, "failure.degraded_percent: must be 1..100 (got 0)"),
-            "%s", err);
-  sluice_policy_config_defaults(&c);
-  c.tiers[1].reconcile_concurrency = 33;
-  cr_assert_eq(sluice_policy_config_check(&c, err, sizeof err),
+  cr_assert_str_eq(err, "set: failure.degraded_percent: must be 1..100 (got "
+                        "0)");
+  cr_assert_eq(sluice_policy_config_set(
+                   c, "tiers.growth.reconcile_concurrency", "33", err,
+                   sizeof err),
                SLUICE_ECONFIG);
-  cr_assert(strstr(err, "tiers.growth.reconcile_concurrency"), "%s", err);
-  sluice_policy_config_defaults(&c);
-  snprintf(c.tiers[0].name, sizeof c.tiers[0].name, "growth");
-  cr_assert_eq(sluice_policy_config_check(&c, err, sizeof err),
+  cr_assert(strstr(err, "set: tiers.growth.reconcile_concurrency"), "%s", err);
+  cr_assert_eq(sluice_policy_config_set(c, "tiers.Growth-2",
+                                        "{ tenant = { rate = 1; burst = 60; }; "
+                                        "key = { rate = 1; burst = 60; }; "
+                                        "strikes = 1; reconcile_concurrency "
+                                        "= 1; export_concurrency = 1; "
+                                        "exports_per_window = 1; }",
+                                        err, sizeof err),
+               SLUICE_OK, "%s", err);
+  cr_assert_eq(sluice_policy_config_set(c, "tiers.2x", "{}", err, sizeof err),
                SLUICE_ECONFIG);
-  cr_assert(strstr(err, "defined twice"), "%s", err);
-  cr_assert_eq(sluice_policy_config_check(NULL, err, sizeof err),
+  cr_assert(strstr(err, "set: tiers.2x: not a valid setting name"), "%s",
+            err);
+  cr_assert_eq(sluice_policy_config_set(c, "penalty", "5", err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, "set: penalty: must be a group"), "%s", err);
+  cr_assert_eq(sluice_policy_config_set(c, NULL, "5", err, sizeof err),
                SLUICE_EINVAL);
 }
 
@@ -251,23 +316,23 @@ Test(policy_config, open_with_a_bad_file_reports_it) {
 ** reason.  They load at full width; what cannot fit in 64 bits is refused
 ** with its line. */
 Test(policy_config, integers_are_read_at_full_width) {
-  sluice_policy_config c;
+  sluice_policy_config *c;
   char err[256];
   cr_assert_eq(load("tiers = {\n growth = {\n  tenant = { rate = 500000; "
                     "burst = 4294967306; };\n  key = { burst = 3000000000; "
                     "rate = 100000; };\n };\n};\n",
                     &c, err, sizeof err),
                SLUICE_OK, "%s", err);
-  cr_assert_eq(c.tiers[0].tenant_burst, INT64_C(4294967306));
-  cr_assert_eq(c.tiers[0].key_burst, INT64_C(3000000000));
+  cr_assert_eq(cfg_int(c, "tiers.growth.tenant.burst"), INT64_C(4294967306));
+  cr_assert_eq(cfg_int(c, "tiers.growth.key.burst"), INT64_C(3000000000));
   /* With the suffix, in hex, and inside names and floats nothing changes. */
   cr_assert_eq(load("tiers = { growth = { tenant = { rate = 500000; "
                     "burst = 0x100000000L; }; }; };\n"
                     "auth = { level1_box_s = 0x12c; }; # 4294967306\n",
                     &c, err, sizeof err),
                SLUICE_OK, "%s", err);
-  cr_assert_eq(c.tiers[0].tenant_burst, INT64_C(4294967296));
-  cr_assert_eq(c.auth_box_ns[0], INT64_C(300) * 1000000000);
+  cr_assert_eq(cfg_int(c, "tiers.growth.tenant.burst"), INT64_C(4294967296));
+  cr_assert_eq(cfg_ns(c, "auth.level1_box_s"), INT64_C(300) * 1000000000);
   /* Past what the setting allows: the real number is in the message. */
   cr_assert_eq(load("tiers = {\n growth = {\n  key = { burst = 4294967306000; "
                     "};\n };\n};\n",
@@ -279,7 +344,7 @@ Test(policy_config, integers_are_read_at_full_width) {
 }
 
 Test(policy_config, integers_past_64_bits_are_refused) {
-  sluice_policy_config c;
+  sluice_policy_config *c;
   char err[256];
   cr_assert_eq(load("shadow = false;\ncosts = {\n  standard = "
                     "99999999999999999999;\n};\n",
@@ -299,7 +364,7 @@ Test(policy_config, integers_past_64_bits_are_refused) {
 
 /* The file `text` is refused with `want` in the message (and not `not`). */
 static void refused(const char *text, const char *want, const char *not) {
-  sluice_policy_config c;
+  sluice_policy_config *c;
   char err[256];
   cr_assert_eq(load(text, &c, err, sizeof err), SLUICE_ECONFIG, "%s", text);
   cr_assert_not_null(strstr(err, want), "%s", err);
@@ -319,16 +384,15 @@ Test(policy_config, a_stray_at_sign_is_a_syntax_error) {
 /* An empty route table classes no request: refused, in a file (on its
 ** line) and in a struct alike. */
 Test(policy_config, an_empty_route_list_is_refused) {
-  sluice_policy_config c;
+  sluice_policy_config *c;
   char err[256];
   refused("shadow = false;\nroutes = ( );\n",
           ":2: routes: must list at least one route", NULL);
-  sluice_policy_config_defaults(&c);
-  c.nroutes = 0;
-  cr_assert_eq(sluice_policy_config_check(&c, err, sizeof err),
+  c = cfg_new();
+  cr_assert_eq(sluice_policy_config_set(c, "routes", "()", err, sizeof err),
                SLUICE_ECONFIG);
-  cr_assert(strstr(err, "routes: must list at least one route (got 0)"), "%s",
-            err);
+  cr_assert_str_eq(err, "set: routes: must list at least one route (got 0)");
+  cr_assert_eq(cfg_int(c, "routes"), 5);
 }
 
 /* A value below a bound reads as one above it: "must be LO..HI (got X)",
@@ -357,7 +421,7 @@ Test(policy_config, every_bound_is_said_alike) {
 }
 
 Test(policy_config, export_long_is_not_cheaper_than_export) {
-  sluice_policy_config c;
+  sluice_policy_config *c;
   char err[256];
   cr_assert_eq(load("costs = {\n  export = 25;\n  export_long = 10;\n};\n", &c,
                     err, sizeof err),
@@ -368,15 +432,16 @@ Test(policy_config, export_long_is_not_cheaper_than_export) {
   cr_assert_eq(load("costs = { export = 25; export_long = 25; };\n", &c, err,
                     sizeof err),
                SLUICE_OK, "%s", err);
-  sluice_policy_config_defaults(&c);
-  c.export_long_cost = 24;
-  cr_assert_eq(sluice_policy_config_check(&c, err, sizeof err),
+  c = cfg_new();
+  cr_assert_eq(sluice_policy_config_set(c, "costs.export_long", "24", err,
+                                        sizeof err),
                SLUICE_ECONFIG);
-  cr_assert(strstr(err, "costs.export_long: must be at least"), "%s", err);
+  cr_assert(strstr(err, "set: costs.export_long: must be at least"), "%s",
+            err);
 }
 
 Test(policy_config, a_file_over_one_mib_is_not_a_policy) {
-  sluice_policy_config c;
+  sluice_policy_config *c;
   char err[256];
   size_t n = (1 << 20) + 16;
   char *text = malloc(n + 1);
@@ -389,7 +454,7 @@ Test(policy_config, a_file_over_one_mib_is_not_a_policy) {
   text[n - 20] = '\0'; /* just under: comments only, the defaults */
   text[n - 21] = '\n';
   cr_assert_eq(load(text, &c, err, sizeof err), SLUICE_OK, "%s", err);
-  cr_assert_eq(c.tiers[1].key_burst, 1500);
+  cr_assert_eq(cfg_int(c, "tiers.growth.key.burst"), 1500);
   free(text);
 }
 
@@ -399,10 +464,9 @@ Test(policy_config, a_file_over_one_mib_is_not_a_policy) {
 ** rows of a group are together (the loader reads a group at a time). */
 Test(policy_config, every_setting_of_the_table_is_loaded_and_bounded) {
   const sluice_policy_setting *st;
-  sluice_policy_config dflt, c;
+  sluice_policy_config *c;
   char text[256], err[256], want[96];
   int i, j, n = 0;
-  sluice_policy_config_defaults(&dflt);
   for (i = 0; (st = sluice_policy_setting_at(i)) != NULL; i++, n++) {
     int64_t hi = st->max ? st->max : 300; /* costs: sandbox's key burst */
     snprintf(want, sizeof want, "%s.%s", st->group, st->name);
@@ -440,24 +504,25 @@ Test(policy_config, every_setting_of_the_table_is_loaded_and_bounded) {
 ** default in a zeroed config, gives the same word as the defaults. */
 Test(policy_config, the_table_defaults_are_the_config_defaults) {
   const sluice_policy_setting *st;
-  sluice_policy_config dflt, c;
+  sluice_policy_config *c;
+  static char dflt[16384], got[16384];
   char text[256], err[256];
   int i;
-  sluice_policy_config_defaults(&dflt);
+  dump(cfg_new(), dflt, sizeof dflt);
   for (i = 0; (st = sluice_policy_setting_at(i)) != NULL; i++) {
     /* Loading the default value changes nothing. */
     snprintf(text, sizeof text, "%s = { %s = %lld; };\n", st->group, st->name,
              (long long)st->dflt);
     cr_assert_eq(load(text, &c, err, sizeof err), SLUICE_OK, "%s", err);
-    cr_assert_eq(memcmp(&c, &dflt, sizeof c), 0, "%s.%s", st->group,
-                 st->name);
+    dump(c, got, sizeof got);
+    cr_assert_str_eq(got, dflt, "%s.%s", st->group, st->name);
     /* Loading another value changes the config. */
     snprintf(text, sizeof text, "%s = { %s = %lld; };\n", st->group, st->name,
              (long long)(st->dflt == st->min ? st->dflt + 1 : st->dflt - 1));
     if (strcmp(st->name, "export") == 0 || strcmp(st->name, "export_long") == 0)
       continue; /* bound to each other */
     cr_assert_eq(load(text, &c, err, sizeof err), SLUICE_OK, "%s", err);
-    cr_assert_neq(memcmp(&c, &dflt, sizeof c), 0, "%s.%s", st->group,
-                  st->name);
+    dump(c, got, sizeof got);
+    cr_assert_str_neq(got, dflt, "%s.%s", st->group, st->name);
   }
 }

@@ -132,14 +132,18 @@ Test(policy_counters, without_the_option_each_policy_counts_alone) {
 }
 
 Test(policy_counters, other_tiers_are_refused) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   sluice_policy *p;
   char err[256] = "";
   cr_assert_eq(open_pol(NULL, uri, &p, NULL, 0), SLUICE_OK);
   sluice_policy_close(p);
-  sluice_policy_config_defaults(&cfg);
-  strcpy(cfg.tiers[0].name, "renamed");
-  cr_assert_eq(open_pol(&cfg, uri, &p, err, sizeof err), SLUICE_ECONFIG);
+  cfg = cfg_new();
+  cfg_sets(cfg, "tiers", "{ renamed = { tenant = { rate = 10; burst = 600; };"
+                        " key = { rate = 5; burst = 300; }; strikes = 20;"
+                        " reconcile_concurrency = 1; export_concurrency = 1;"
+                        " exports_per_window = 2; }; growth = {}; "
+                        "enterprise = {}; }");
+  cr_assert_eq(open_pol(cfg, uri, &p, err, sizeof err), SLUICE_ECONFIG);
   cr_assert_null(p);
   cr_assert(strstr(err, name) && strstr(err, "other tiers"), "%s", err);
 }

@@ -210,14 +210,14 @@ Test(policy_failure, a_sustained_outage_opens_the_breaker) {
 /* The run criterion, when configured, opens it after that many failures
 ** in a row whatever the window holds. */
 Test(policy_failure, a_run_of_failures_opens_the_breaker_when_configured) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   sluice_request r = rq_std("acme", "key-1", "growth");
   int i;
-  sluice_policy_config_defaults(&cfg);
-  cfg.breaker_run = 5;
-  cfg.breaker_min_calls = 1000;
-  fx_open(&f, &cfg, 0);
+  cfg = cfg_new();
+  cfg_set(cfg, "breaker.consecutive_failures", 5);
+  cfg_set(cfg, "breaker.min_calls", 1000);
+  fx_open(&f, cfg, 0);
   for (i = 0; i < 100; i++)
     (void)decide(&f, &r);
   fx_fail(&f, SLUICE_EUNAVAIL, 0);
@@ -275,15 +275,15 @@ Test(policy_failure, shadow_mode_does_not_fail_closed_either) {
 }
 
 Test(policy_failure, fail_closed_classes_are_configurable) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   sluice_request r = rq_std("acme", "key-1", "growth");
   sluice_request a = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_PENDING);
   sluice_request at = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_PENDING);
-  sluice_policy_config_defaults(&cfg);
+  cfg = cfg_new();
   at.tier = "growth"; /* an auth request may name a tier for the metrics */
-  cfg.fail_closed_mask = 1u << SLUICE_EP_STANDARD;
-  fx_open(&f, &cfg, 0);
+  cfg_sets(cfg, "failure.fail_closed", "[ \"standard\" ]");
+  fx_open(&f, cfg, 0);
   fx_fail(&f, SLUICE_EUNAVAIL, 0);
   cr_assert_eq(decide(&f, &r).outcome, SLUICE_OUTCOME_UNAVAILABLE);
   /* Auth has no tier rate to degrade to: it always fails closed. */
@@ -299,11 +299,12 @@ Test(policy_failure, fail_closed_classes_are_configurable) {
 
 /* Sandbox trips after 2 strikes; the backstop on (high enough never to
 ** refuse); the breaker opens on 3 failures in a row. */
-static void guarded_config(sluice_policy_config *cfg) {
-  sluice_policy_config_defaults(cfg);
-  cfg->tiers[0].strike_threshold = 2; /* sandbox */
-  cfg->ip_limit = 1000000;
-  cfg->breaker_run = 3;
+static sluice_policy_config *guarded_config(void) {
+  sluice_policy_config *cfg = cfg_new();
+  cfg_set(cfg, "tiers.sandbox.strikes", 2); /* sandbox */
+  cfg_set(cfg, "ip_backstop.limit", 1000000);
+  cfg_set(cfg, "breaker.consecutive_failures", 3);
+  return cfg;
 }
 
 /* Requests on r until one trips the key's box (the store answering). */
@@ -321,15 +322,15 @@ static void trip(fixture *f, const sluice_request *r) {
 ** for a failed call.  The cache here is in-process, read in degraded mode
 ** only, so that path is its only reader. */
 Test(policy_failure, a_boxed_key_stays_out_while_the_breaker_is_open) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   sluice_request boxed = rq_std("acme", "key-1", "sandbox");
   sluice_request other = rq_std("acme", "key-2", "sandbox");
   sluice_decision d;
   int64_t attempts;
   int i;
-  guarded_config(&cfg);
-  fx_open(&f, &cfg, 0);
+  cfg = guarded_config();
+  fx_open(&f, cfg, 0);
   boxed.client_ip = other.client_ip = "203.0.113.9";
   trip(&f, &boxed);
   fx_fail(&f, SLUICE_EUNAVAIL, 0);
@@ -357,7 +358,7 @@ Test(policy_failure, a_boxed_key_stays_out_while_the_breaker_is_open) {
 /* A shared deny cache answers before the breaker is asked: a cached box
 ** takes no trial from a half-open breaker, and does not close it. */
 Test(policy_failure, a_cached_box_takes_no_trial_from_the_breaker) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   sluice_request boxed = rq_std("acme", "key-1", "sandbox");
   sluice_request other = rq_std("acme", "key-2", "sandbox");
@@ -365,20 +366,23 @@ Test(policy_failure, a_cached_box_takes_no_trial_from_the_breaker) {
   char name[64];
   int64_t attempts;
   int i;
-  guarded_config(&cfg);
-  cfg.breaker_probes = 1;
+  cfg = guarded_config();
+  cfg_set(cfg, "breaker.probes", 1);
   snprintf(name, sizeof name, "/sluice-tf-deny-%d", (int)getpid());
-  snprintf(cfg.host_deny_cache, sizeof cfg.host_deny_cache, "shm:name=%s",
-           name);
+  {
+    char v[128];
+    snprintf(v, sizeof v, "\"shm:name=%s\"", name);
+    cfg_sets(cfg, "host.deny_cache", v);
+  }
   shm_unlink(name);
-  fx_open(&f, &cfg, 0);
+  fx_open(&f, cfg, 0);
   boxed.client_ip = other.client_ip = "203.0.113.9";
   trip(&f, &boxed);
   fx_fail(&f, SLUICE_EUNAVAIL, 0);
   for (i = 0; i < 3; i++)
     (void)decide(&f, &other);
   cr_assert_eq(breaker_state(&f), 1);
-  sluice_clock_advance(f.clock, cfg.degraded_probe_ns); /* trials due */
+  sluice_clock_advance(f.clock, cfg_ns(cfg, "failure.probe_interval_ms")); /* trials due */
   attempts = fx_attempts(&f);
   d = decide(&f, &boxed);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);

@@ -94,21 +94,23 @@ Test(policy_flow, endpoint_costs_follow_the_route_table) {
 }
 
 Test(policy_flow, stricter_bucket_wins_and_a_denial_consumes_from_neither) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   sluice_request a = rq_std("acme", "key-a", "growth");
   sluice_request b = rq_std("acme", "key-b", "growth");
   sluice_request c = rq_std("acme", "key-c", "growth");
   sluice_decision d;
   int i;
-  sluice_policy_config_defaults(&cfg);
-  cfg.tiers[1].tenant_rate = 1;
-  cfg.tiers[1].tenant_burst = 10;
-  cfg.tiers[1].key_rate = 1;
-  cfg.tiers[1].key_burst = 6;
-  cfg.cost[SLUICE_EP_RECONCILE] = cfg.cost[SLUICE_EP_EXPORT] = 5;
-  cfg.export_long_cost = 5; /* heavy costs must fit the smallest bucket */
-  fx_open(&f, &cfg, 0);
+  cfg = cfg_new();
+  /* Heavy costs must fit the smallest bucket: set before the buckets. */
+  cfg_set(cfg, "costs.reconcile", 5);
+  cfg_set(cfg, "costs.export", 5);
+  cfg_set(cfg, "costs.export_long", 5);
+  cfg_set(cfg, "tiers.growth.tenant.rate", 1);
+  cfg_set(cfg, "tiers.growth.tenant.burst", 10);
+  cfg_set(cfg, "tiers.growth.key.rate", 1);
+  cfg_set(cfg, "tiers.growth.key.burst", 6);
+  fx_open(&f, cfg, 0);
   for (i = 0; i < 6; i++) {
     d = decide(&f, &a);
     cr_assert_eq(d.allowed, 1);
@@ -423,13 +425,13 @@ Test(policy_flow, shadow_mode_never_rejects_but_records_everything) {
 }
 
 Test(policy_flow, shadow_mode_from_the_config) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   sluice_request r = rq_std("acme", "key-1", "sandbox");
   int i;
-  sluice_policy_config_defaults(&cfg);
-  cfg.shadow = 1;
-  fx_open(&f, &cfg, 0);
+  cfg = cfg_new();
+  cfg_sets(cfg, "shadow", "true");
+  fx_open(&f, cfg, 0);
   for (i = 0; i < 310; i++)
     cr_assert_eq(decide(&f, &r).allowed, 1);
   cr_assert_gt(sluice_policy_count(f.pol, "sandbox", SLUICE_OUTCOME_THROTTLED),
@@ -503,7 +505,7 @@ Test(policy_flow, bad_input_is_refused_and_records_nothing) {
 Test(policy_flow, open_refuses_bad_options) {
   sluice_policy_options o;
   sluice_policy *p = (sluice_policy *)&o;
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   char err[200];
   memset(&o, 0, sizeof o);
   cr_assert_eq(sluice_policy_open(&o, &p), SLUICE_EINVAL, "zero secret");
@@ -512,34 +514,40 @@ Test(policy_flow, open_refuses_bad_options) {
   o.flags = 0x80;
   cr_assert_eq(sluice_policy_open(&o, &p), SLUICE_EINVAL, "unknown flag");
   o.flags = 0;
-  sluice_policy_config_defaults(&cfg);
-  cfg.tiers[2].key_burst = 0;
-  o.config = &cfg;
+  cfg = cfg_new();
+  /* A bad value never gets into a configuration: the set refuses it. */
+  cr_assert_eq(sluice_policy_config_set(cfg, "tiers.enterprise.key.burst",
+                                        "0", err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, "tiers.enterprise.key.burst") != NULL, "%s", err);
+  o.config_path = "/nonexistent/sluice.conf";
   o.errbuf = err;
   o.errlen = sizeof err;
-  cr_assert_eq(sluice_policy_open(&o, &p), SLUICE_ECONFIG);
+  cr_assert_eq(sluice_policy_open(&o, &p), SLUICE_EIO);
   cr_assert_null(p);
-  cr_assert(strstr(err, "tiers.enterprise.key.burst") != NULL, "%s", err);
-  o.config = NULL;
+  cr_assert(strstr(err, "/nonexistent/sluice.conf") != NULL, "%s", err);
+  o.config_path = NULL;
   cr_assert_eq(sluice_policy_open(&o, &p), SLUICE_OK, "defaults, own limiter");
-  cr_assert_str_eq(sluice_policy_config_get(p)->tiers[1].name, "growth");
+  cr_assert_str_eq(cfg_str(sluice_policy_config_of(p), "tiers.[1]"),
+                   "growth");
   sluice_policy_close(p);
   sluice_policy_close(NULL);
 }
 
 Test(policy_flow, metrics_count_per_tier_and_outcome) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   sluice_request g = rq_std("acme", "key-1", "growth");
   sluice_request s = rq_std("tiny", "key-1", "sandbox");
   char buf[16384], small[64];
   size_t need = 0, need2 = 0;
   int i;
-  sluice_policy_config_defaults(&cfg);
-  cfg.tiers[0].key_burst = 2;
-  cfg.cost[SLUICE_EP_RECONCILE] = cfg.cost[SLUICE_EP_EXPORT] = 2;
-  cfg.export_long_cost = 2;
-  fx_open(&f, &cfg, 0);
+  cfg = cfg_new();
+  cfg_set(cfg, "costs.reconcile", 2);
+  cfg_set(cfg, "costs.export", 2);
+  cfg_set(cfg, "costs.export_long", 2);
+  cfg_set(cfg, "tiers.sandbox.key.burst", 2);
+  fx_open(&f, cfg, 0);
   for (i = 0; i < 3; i++)
     decide(&f, &g);
   for (i = 0; i < 5; i++)
@@ -573,14 +581,14 @@ Test(policy_flow, metrics_count_per_tier_and_outcome) {
 ** and the threshold-th trips the box in the same call (the script's
 ** INCR, then `strikes >= threshold`). */
 Test(policy_flow, strike_every_denial_counts_the_first_429_as_the_script) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   sluice_request r = rq_std("acme", "key-1", "sandbox");
   sluice_decision d;
   int i, n;
-  sluice_policy_config_defaults(&cfg);
-  cfg.strike_every_denial = 1;
-  fx_open(&f, &cfg, 0);
+  cfg = cfg_new();
+  cfg_set(cfg, "penalty.strike_every_denial", 1);
+  fx_open(&f, cfg, 0);
   for (i = 0; i < 300; i++)
     cr_assert_eq(decide(&f, &r).allowed, 1);
   for (n = 1; n < 20; n++) {
@@ -602,14 +610,14 @@ Test(policy_flow, strike_every_denial_counts_the_first_429_as_the_script) {
 ** client that waits out every Retry-After still collects one strike per
 ** 429, and a tight enough rate boxes it. */
 Test(policy_flow, strike_every_denial_strikes_a_client_that_waits) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   sluice_request r = rq_std("acme", "key-1", "sandbox");
   sluice_decision d;
   int i, strikes = 0;
-  sluice_policy_config_defaults(&cfg);
-  cfg.strike_every_denial = 1;
-  fx_open(&f, &cfg, 0);
+  cfg = cfg_new();
+  cfg_set(cfg, "penalty.strike_every_denial", 1);
+  fx_open(&f, cfg, 0);
   for (i = 0; i < 300; i++)
     decide(&f, &r);
   for (i = 0; i < 10; i++) {

@@ -159,14 +159,15 @@ static void open_redis(fixture *f, const sluice_policy_config *cfg,
   cr_assert_eq(rc, SLUICE_OK, "%s: %s", store, sluice_strerror(rc));
 }
 
-static void small_cfg(sluice_policy_config *cfg) {
-  sluice_policy_config_defaults(cfg);
-  cfg->tiers[0].tenant_burst = 80;
-  cfg->tiers[0].key_burst = 50;
-  cfg->tiers[0].strike_threshold = 3;
-  cfg->tiers[1].key_burst = 60;
-  cfg->tiers[1].exports_per_window = 2;
-  cfg->ip_limit = 110;
+static sluice_policy_config *small_cfg(void) {
+  sluice_policy_config *cfg = cfg_new();
+  cfg_set(cfg, "tiers.sandbox.tenant.burst", 80);
+  cfg_set(cfg, "tiers.sandbox.key.burst", 50);
+  cfg_set(cfg, "tiers.sandbox.strikes", 3);
+  cfg_set(cfg, "tiers.growth.key.burst", 60);
+  cfg_set(cfg, "tiers.growth.exports_per_window", 2);
+  cfg_set(cfg, "ip_backstop.limit", 110);
+  return cfg;
 }
 
 /* The fields a decision reports, compared one by one (a lease id is
@@ -227,7 +228,7 @@ static sluice_request trace_req(int i, unsigned *seed) {
 /* The same trace, blocking on one prefix and in halves on another. */
 static void differential(const char *extra, int n) {
   char pa[96], pb[96], tag[64];
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture fa, fb;
   sluice_call *call;
   host h;
@@ -240,9 +241,9 @@ static void differential(const char *extra, int n) {
   pb[strcspn(pb, "}")] = 0;
   strcat(pa, ":");
   strcat(pb, ":");
-  small_cfg(&cfg);
-  open_redis(&fa, &cfg, pa, extra);
-  open_redis(&fb, &cfg, pb, extra);
+  cfg = small_cfg();
+  open_redis(&fa, cfg, pa, extra);
+  open_redis(&fb, cfg, pb, extra);
   host_init(&h);
   cr_assert_eq(sluice_call_open(fb.pol, &call), SLUICE_OK);
   for (i = 0; i < n; i++) {
@@ -423,8 +424,8 @@ Test(halves, mem_settles_in_begin) {
   fx_close(&fb);
 }
 
-/* A policy with the LLM gateway file over the harness's Redis. */
-static void open_redis_llm(fixture *f, const char *prefix) {
+/* A policy with the file at path over the harness's Redis. */
+static void open_redis_file(fixture *f, const char *path, const char *prefix) {
   char store[1024];
   const char *eng = rt_engine("");
   int rc;
@@ -432,9 +433,13 @@ static void open_redis_llm(fixture *f, const char *prefix) {
            "redis:nodes=%s;timeout_ms=3000;connect_timeout_ms=3000;"
            "prefix=%s%s%s",
            rt_nodes(), prefix, *eng ? ";" : "", eng);
-  rc = fx_open_file(f, SLUICE_ETC "/llm-gateway.conf", store,
-                    SLUICE_OPEN_TESTCLOCK);
+  rc = fx_open_file(f, path, store, SLUICE_OPEN_TESTCLOCK);
   cr_assert_eq(rc, SLUICE_OK, "%s: %s", store, sluice_strerror(rc));
+}
+
+/* A policy with the LLM gateway file over the harness's Redis. */
+static void open_redis_llm(fixture *f, const char *prefix) {
+  open_redis_file(f, SLUICE_ETC "/llm-gateway.conf", prefix);
 }
 
 static void llm_prefixes(char pa[96], char pb[96]) {
@@ -455,6 +460,77 @@ Test(halves, redis_settle_same_as_blocking) {
   open_redis_llm(&fa, pa);
   open_redis_llm(&fb, pb);
   cr_assert_gt(settle_differential(&fa, &fb, 300), 300, "settles carried");
+  fx_close(&fa);
+  fx_close(&fb);
+}
+
+/* A route whose limits fall in two hash-tag groups (tests/policy/
+** groups.conf: per user and per client address): the halves carry each
+** group's program and, after a refusal by the second, the first's
+** give-back, and decide as the blocking call does. */
+Test(halves, redis_groups_same_as_blocking) {
+  static const char *const U[] = {"ua", "ub", "uc", "ud"};
+  char pa[96], pb[96], ip[32];
+  fixture fa, fb;
+  sluice_call *call;
+  host h;
+  unsigned seed = 11;
+  int i, by_ip = 0, by_user = 0, released = 0, n = 300;
+  llm_prefixes(pa, pb);
+  open_redis_file(&fa, SLUICE_POLICY_TESTS "/groups.conf", pa);
+  open_redis_file(&fb, SLUICE_POLICY_TESTS "/groups.conf", pb);
+  host_init(&h);
+  cr_assert_eq(sluice_call_open(fb.pol, &call), SLUICE_OK);
+  for (i = 0; i < n; i++) {
+    unsigned r = (unsigned)rand_r(&seed);
+    sluice_attr a = {"user", U[r % 4]};
+    sluice_request q;
+    sluice_decision da, db;
+    int k;
+    memset(&q, 0, sizeof q);
+    q.method = "POST";
+    q.route = (r >> 8) % 4 ? "/login" : "/job";
+    q.tenant_id = "acme";
+    /* 12 addresses (36 tokens) over 4 users (20 a window): both groups
+    ** refuse. */
+    snprintf(ip, sizeof ip, "10.7.0.%u", (r >> 4) % 12);
+    q.client_ip = ip;
+    q.attrs = &a;
+    q.nattrs = 1;
+    da = decide(&fa, &q);
+    cr_assert_eq(host_decide(&h, call, &q, &db), SLUICE_CALL_DONE,
+                 "request %d", i);
+    same_decision(&da, &db, i);
+    cr_assert_eq(da.nlimits, db.nlimits);
+    for (k = 0; k < da.nlimits; k++)
+      cr_assert_eq(da.limits[k].flags, db.limits[k].flags, "request %d", i);
+    if (!da.allowed) {
+      by_ip += !strcmp(da.limit_name, "per_ip");
+      by_user += strcmp(da.limit_name, "per_ip") != 0;
+    }
+    if (da.lease_id) { /* the job ends: both sides release */
+      int rc = sluice_policy_begin_release(call, &q, db.lease_id);
+      cr_assert_eq(sluice_policy_release_lease(fa.pol, &q, da.lease_id),
+                   SLUICE_OK);
+      while (rc == SLUICE_CALL_SEND)
+        rc = host_carry(&h, call, NULL);
+      cr_assert_eq(sluice_call_result(call), SLUICE_OK, "release %d", i);
+      released++;
+    }
+    sluice_clock_advance(fa.clock, 1000000000LL);
+    sluice_clock_advance(fb.clock, 1000000000LL);
+  }
+  cr_assert_gt(by_ip, 0, "refusals by the second group");
+  cr_assert_gt(by_user, 0, "refusals by the first group");
+  /* Every decision calls the user's group, the address's unless the user's
+  ** refused, and gives the user's back when the address's refused; a
+  ** release calls the user's group (the leases') alone. */
+  cr_assert_geq(h.sends, 2 * n - by_user + by_ip + released,
+                "sends %d: a call per group and a give-back per refusal by "
+                "the second (%d, %d, %d)",
+                h.sends, by_user, by_ip, released);
+  sluice_call_close(call);
+  host_close(&h);
   fx_close(&fa);
   fx_close(&fb);
 }
@@ -678,7 +754,7 @@ static sluice_call *open_halves(fixture *f, host *h, const char *what,
 ** key: a call with several keys in a migrating slot gets TRYAGAIN from
 ** Redis until the slot is stable, on any path). */
 Test(halves, redis_migration_asks_then_moves) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   host h;
   sluice_call *call;
@@ -688,9 +764,9 @@ Test(halves, redis_migration_asks_then_moves) {
   int slot, pa, pb, n, admitted = 0;
   if (!rt_is_cluster())
     cr_skip_test("needs a cluster");
-  small_cfg(&cfg);
-  cfg.ip_limit = 4;
-  call = open_halves(&f, &h, "mig", &cfg, "");
+  cfg = small_cfg();
+  cfg_set(cfg, "ip_backstop.limit", 4);
+  call = open_halves(&f, &h, "mig", cfg, "");
   q.client_ip = "10.77.0.1";
   /* Where the address's window lives, from the call itself. */
   cr_assert_eq(sluice_policy_begin(call, &q, &d), SLUICE_CALL_SEND);
@@ -834,7 +910,7 @@ Test(halves, redis_program_id_unknown_goes_whole) {
 ** failures in a row (no store call then), a probe after
 ** degraded_probe_ns, closed again once the store answers. */
 Test(halves, redis_node_fails_mid_call) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   host h;
   sluice_call *call;
@@ -842,9 +918,9 @@ Test(halves, redis_node_fails_mid_call) {
   sluice_request rec = rq_class("failing", "k", "growth", SLUICE_EP_RECONCILE);
   sluice_decision d;
   int i;
-  small_cfg(&cfg);
-  cfg.breaker_run = 3;
-  call = open_halves(&f, &h, "fail", &cfg, "");
+  cfg = small_cfg();
+  cfg_set(cfg, "breaker.consecutive_failures", 3);
+  call = open_halves(&f, &h, "fail", cfg, "");
   rec.ledger_id = "L";
   cr_assert_eq(host_decide(&h, call, &q, &d), SLUICE_CALL_DONE);
   cr_assert_eq(d.store_error, 0);
@@ -870,7 +946,7 @@ Test(halves, redis_node_fails_mid_call) {
     cr_assert(d.flags & SLUICE_DECISION_DEGRADED);
   }
   /* After the probe delay one trial goes to the store and closes it. */
-  sluice_clock_advance(f.clock, cfg.degraded_probe_ns + 1);
+  sluice_clock_advance(f.clock, cfg_ns(cfg, "failure.probe_interval_ms") + 1);
   cr_assert_eq(host_decide(&h, call, &q, &d), SLUICE_CALL_DONE);
   cr_assert_eq(d.store_error, 0, "%s", sluice_err_name(d.store_error));
   cr_assert_eq(d.flags & SLUICE_DECISION_DEGRADED, 0);

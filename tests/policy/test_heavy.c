@@ -188,14 +188,15 @@ Test(policy_heavy, concurrent_exports_per_tier) {
 }
 
 Test(policy_heavy, a_throttled_heavy_request_takes_no_lease) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   sluice_request a = reconcile("acme", "sandbox", "ledger-A");
   sluice_decision d;
-  sluice_policy_config_defaults(&cfg);
-  cfg.tiers[0].key_burst = 15; /* one reconcile (10), not two */
-  cfg.cost[SLUICE_EP_EXPORT] = cfg.export_long_cost = 15;
-  fx_open(&f, &cfg, 0);
+  cfg = cfg_new();
+  cfg_set(cfg, "costs.export", 15);
+  cfg_set(cfg, "costs.export_long", 15);
+  cfg_set(cfg, "tiers.sandbox.key.burst", 15); /* one reconcile (10), not two */
+  fx_open(&f, cfg, 0);
   d = decide(&f, &a);
   cr_assert_eq(d.allowed, 1);
   cr_assert_eq(sluice_policy_release_lease(f.pol, &a, d.lease_id), SLUICE_OK);

@@ -61,16 +61,17 @@ static int off(const char *which) {
 
 static int disabled(void) { return off("degraded") || off("deny"); }
 
-static void strict_config(sluice_policy_config *cfg) {
-  sluice_policy_config_defaults(cfg);
-  cfg->tiers[0].strike_threshold = 2; /* sandbox */
+static sluice_policy_config *strict_config(void) {
+  sluice_policy_config *cfg = cfg_new();
+  cfg_set(cfg, "tiers.sandbox.strikes", 2); /* sandbox */
+  return cfg;
 }
 
 /* A worker: manual clock at T0, failing-wrapper store, policy over both. */
 static int w_open(worker *w, const char *degraded, const char *deny) {
   sluice_limiter_options lo;
   sluice_policy_options po;
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   int rc;
   memset(w, 0, sizeof *w);
   if ((rc = sluice_clock_manual(T0, &w->clock)))
@@ -81,10 +82,10 @@ static int w_open(worker *w, const char *degraded, const char *deny) {
   lo.clock = w->clock;
   if ((rc = sluice_limiter_open(&lo, &w->lim)))
     return rc;
-  strict_config(&cfg);
+  cfg = strict_config();
   memset(&po, 0, sizeof po);
   po.limiter = w->lim;
-  po.config = &cfg;
+  po.config = cfg;
   memset(po.secret, 9, sizeof po.secret);
   po.degraded_store = off("degraded") ? NULL : degraded;
   po.deny_cache = off("deny") ? NULL : deny;
@@ -163,18 +164,18 @@ static int degraded_worker(int64_t *allowed) {
 Test(policy_hostwide, degraded_share_with_1_2_4_8_workers, .init = setup,
      .fini = teardown, .timeout = 120) {
   static const int counts[] = {1, 2, 4, 8};
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   int64_t *allowed = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
                           MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   int64_t burst, cap, elapsed = (PER_WORKER - 1) * STEP_NS;
   size_t c;
   cr_assert_neq(allowed, MAP_FAILED);
-  strict_config(&cfg);
+  cfg = strict_config();
   /* The binding degraded bucket of sandbox: the key's, at 25%: 75 burst,
   ** 1.25/s.  The host may admit its burst plus what refills in 20 s. */
-  burst = cfg.tiers[0].key_burst * cfg.degraded_percent / 100;
-  cap = burst + cfg.tiers[0].key_rate * cfg.degraded_percent * elapsed /
-                    (100 * cfg.tiers[0].key_period_ns) + 1;
+  burst = cfg_int(cfg, "tiers.sandbox.key.burst") * cfg_int(cfg, "failure.degraded_percent") / 100;
+  cap = burst + cfg_int(cfg, "tiers.sandbox.key.rate") * cfg_int(cfg, "failure.degraded_percent") * elapsed /
+                    (100 * cfg_ns(cfg, "tiers.sandbox.key.period_ms")) + 1;
   cr_assert_gt(PER_WORKER, cap, "one worker alone must reach the cap");
   for (c = 0; c < sizeof counts / sizeof counts[0]; c++) {
     pid_t pids[8];
@@ -286,16 +287,16 @@ Test(policy_hostwide, edge_deny_holds_its_hour_without_store_call,
      .init = setup, .fini = teardown) {
   worker a;
   sluice_decision d;
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   int64_t start, end, before, t;
   pid_t pid;
-  strict_config(&cfg);
+  cfg = strict_config();
   cr_assert_eq(w_open(&a, NULL, deny_uri), SLUICE_OK);
   cr_assert_eq(w_trip(&a, "key-1"), 1);
-  sluice_clock_set(a.clock, T0 + cfg.level1_box_ns + SEC);
+  sluice_clock_set(a.clock, T0 + cfg_ns(cfg, "penalty.level1_box_s") + SEC);
   cr_assert_eq(w_trip(&a, "key-1"), 2, "the second offence: level 2");
   start = sluice_clock_now(a.clock);
-  end = start + cfg.level2_box_ns;
+  end = start + cfg_ns(cfg, "penalty.level2_box_s");
   pid = fork();
   cr_assert_geq(pid, 0);
   if (pid == 0)
@@ -317,13 +318,13 @@ Test(policy_hostwide, full_cache_keeps_live_entries, .init = setup,
      .fini = teardown) {
   worker a, b;
   sluice_decision d;
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   char key[16];
   int i;
   int64_t before;
   if (disabled())
     cr_skip_test("needs the deny cache");
-  strict_config(&cfg);
+  cfg = strict_config();
   snprintf(deny_uri, sizeof deny_uri, "shm:name=%s;slots=4", deny_name);
   cr_assert_eq(w_open(&a, NULL, deny_uri), SLUICE_OK);
   for (i = 0; i < 5; i++) {
@@ -353,7 +354,7 @@ Test(policy_hostwide, full_cache_keeps_live_entries, .init = setup,
   cr_assert_eq(w_calls(&a), before + 1);
   cr_assert_eq(metric(a.pol, "sluice_policy_deny_cache_total{result=\"full\"} "), 2);
   /* Once the boxes end, their slots are taken by new ones. */
-  sluice_clock_set(a.clock, T0 + cfg.level1_box_ns + SEC);
+  sluice_clock_set(a.clock, T0 + cfg_ns(cfg, "penalty.level1_box_s") + SEC);
   cr_assert_eq(w_trip(&a, "key-9"), 1);
   cr_assert_eq(metric(a.pol, "sluice_policy_deny_cache_total{result=\"stored\"} "), 5);
   w_close(&a);
@@ -494,7 +495,7 @@ static pid_t redis_pid(void) {
 static int r_open(sluice_limiter **l, sluice_policy **p) {
   sluice_limiter_options lo;
   sluice_policy_options po;
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   char spec[256];
   int rc;
   snprintf(spec, sizeof spec, "redis:nodes=%s;timeout_ms=100",
@@ -503,10 +504,10 @@ static int r_open(sluice_limiter **l, sluice_policy **p) {
   lo.store = spec;
   if ((rc = sluice_limiter_open(&lo, l)))
     return rc;
-  strict_config(&cfg);
+  cfg = strict_config();
   memset(&po, 0, sizeof po);
   po.limiter = *l;
-  po.config = &cfg;
+  po.config = cfg;
   memset(po.secret, 9, sizeof po.secret);
   po.degraded_store = off("degraded") ? NULL : deg_uri;
   po.deny_cache = off("deny") ? NULL : deny_uri;
@@ -559,7 +560,7 @@ Test(policy_hostwide, redis_stopped, .init = setup, .fini = teardown,
   sluice_limiter *l;
   sluice_policy *p;
   sluice_decision d;
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   int64_t *res, boxed = 0, admitted = 0, cap;
   int ready[2], go[2], i, st, failed = 0;
   pid_t rp = redis_pid(), pids[RW];
@@ -567,7 +568,7 @@ Test(policy_hostwide, redis_stopped, .init = setup, .fini = teardown,
   char b;
   if (!getenv("SLUICE_REDIS_NODES") || rp <= 0)
     cr_skip_test("no Redis (run under tests/redis/harness.py)");
-  strict_config(&cfg);
+  cfg = strict_config();
   res = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
              -1, 0);
   cr_assert_neq(res, MAP_FAILED);
@@ -606,9 +607,9 @@ Test(policy_hostwide, redis_stopped, .init = setup, .fini = teardown,
   cr_assert_eq(boxed, 0, "the boxed key: %lld (3 tries x %d workers)",
                (long long)boxed, RW);
   /* The key's degraded bucket: 75 burst, 1.25/s, host-wide. */
-  cap = cfg.tiers[0].key_burst * cfg.degraded_percent / 100 +
-        (int64_t)(secs * (double)cfg.tiers[0].key_rate *
-                  cfg.degraded_percent / 100) + 2;
+  cap = cfg_int(cfg, "tiers.sandbox.key.burst") * cfg_int(cfg, "failure.degraded_percent") / 100 +
+        (int64_t)(secs * (double)cfg_int(cfg, "tiers.sandbox.key.rate") *
+                  cfg_int(cfg, "failure.degraded_percent") / 100) + 2;
   cr_assert_leq(admitted, cap, "%d workers admitted %lld in %.1f s, cap %lld",
                 RW, (long long)admitted, secs, (long long)cap);
   /* Redis is back: the store decides again. */

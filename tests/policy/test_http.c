@@ -99,15 +99,15 @@ Test(policy_http, throttled_warns_with_strikes_and_retry_after) {
 }
 
 Test(policy_http, boxed_and_suspended_are_active_lockouts) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   sluice_request r = rq_std("acme", "key-1", "sandbox");
   sluice_decision d;
   rendered out;
   int level = 0, i;
-  sluice_policy_config_defaults(&cfg);
-  cfg.tiers[0].strike_threshold = 1;
-  fx_open(&f, &cfg, 0);
+  cfg = cfg_new();
+  cfg_set(cfg, "tiers.sandbox.strikes", 1);
+  fx_open(&f, cfg, 0);
   r.cost = 300;
   for (i = 0; i < 3; i++) {
     decide(&f, &r); /* drain */
@@ -230,17 +230,17 @@ Test(policy_http, structured_form_names_both_policies_in_points) {
 }
 
 Test(policy_http, structured_t_is_until_the_next_point) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   sluice_request r = rq_std("acme", "key-1", "sandbox");
   sluice_decision d;
   rendered out;
-  sluice_policy_config_defaults(&cfg);
+  cfg = cfg_new();
   /* Sandbox key bucket: 1 point per 4 s, so the next point is seconds
   ** away and t can be told from the time until full. */
-  cfg.tiers[0].key_rate = 1;
-  cfg.tiers[0].key_period_ns = 4 * SEC;
-  fx_open(&f, &cfg, 0);
+  cfg_set(cfg, "tiers.sandbox.key.rate", 1);
+  cfg_set_ns(cfg, "tiers.sandbox.key.period_ms", 4 * SEC);
+  fx_open(&f, cfg, 0);
   r.cost = 3;
   d = decide(&f, &r);
   render_form(&d, &r, &out, SLUICE_HTTP_FORM_BOTH);
@@ -347,15 +347,15 @@ Test(policy_http, an_auth_lockout_says_why) {
 /* The per-IP backstop's 429: its window as the RateLimit facts, in
 ** requests, and problem+json like every refusal. */
 Test(policy_http, ip_backstop_refusal) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   fixture f;
   sluice_request a = rq_auth("203.0.113.9", "alice", SLUICE_AUTH_PENDING);
   sluice_decision d;
   rendered out;
-  sluice_policy_config_defaults(&cfg);
-  cfg.ip_limit = 2;
-  cfg.ip_window_ns = 60 * SEC;
-  fx_open(&f, &cfg, 0);
+  cfg = cfg_new();
+  cfg_set(cfg, "ip_backstop.limit", 2);
+  cfg_set_ns(cfg, "ip_backstop.window_s", 60 * SEC);
+  fx_open(&f, cfg, 0);
   sluice_clock_advance(f.clock, 20 * SEC);
   decide(&f, &a);
   decide(&f, &a);

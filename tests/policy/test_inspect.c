@@ -32,22 +32,23 @@ static sluice_inspect_query key_q(const char *tenant, const char *key,
 }
 
 Test(policy_inspect, buckets_strikes_and_box_are_the_decisions) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   sluice_inspect_query q = key_q("acme", "key-1", "growth", NULL);
   sluice_request rq = rq_std("acme", "key-1", "growth");
   sluice_inspect_report r;
   sluice_decision d;
   fixture f;
   int i;
-  sluice_policy_config_defaults(&cfg);
-  cfg.tiers[1].tenant_rate = 1;
-  cfg.tiers[1].tenant_burst = 10;
-  cfg.tiers[1].key_rate = 1;
-  cfg.tiers[1].key_burst = 6;
-  cfg.tiers[1].strike_threshold = 3;
-  cfg.cost[SLUICE_EP_RECONCILE] = cfg.cost[SLUICE_EP_EXPORT] = 5;
-  cfg.export_long_cost = 5;
-  fx_open(&f, &cfg, 0);
+  cfg = cfg_new();
+  cfg_set(cfg, "costs.reconcile", 5);
+  cfg_set(cfg, "costs.export", 5);
+  cfg_set(cfg, "costs.export_long", 5);
+  cfg_set(cfg, "tiers.growth.tenant.rate", 1);
+  cfg_set(cfg, "tiers.growth.tenant.burst", 10);
+  cfg_set(cfg, "tiers.growth.key.rate", 1);
+  cfg_set(cfg, "tiers.growth.key.burst", 6);
+  cfg_set(cfg, "tiers.growth.strikes", 3);
+  fx_open(&f, cfg, 0);
 
   /* Nothing stored yet: full buckets, nothing found. */
   r = inspect(&f, &q);
@@ -138,8 +139,8 @@ Test(policy_inspect, leases_ledger_lock_and_export_cap) {
   cr_assert(r.present & SLUICE_INSPECT_EXPORT_CAP);
   /* The tenant bucket paid both requests' costs. */
   cr_assert_eq(r.tenant_bucket.remaining,
-               3000 - sluice_policy_config_get(f.pol)->cost[SLUICE_EP_RECONCILE] -
-                   sluice_policy_config_get(f.pol)->cost[SLUICE_EP_EXPORT]);
+               3000 - cfg_int(sluice_policy_config_of(f.pol), "costs.reconcile") -
+                   cfg_int(sluice_policy_config_of(f.pol), "costs.export"));
 
   cr_assert_eq(sluice_policy_release_lease(f.pol, &rc, d.lease_id), SLUICE_OK);
   r = inspect(&f, &q);
@@ -158,7 +159,7 @@ Test(policy_inspect, auth_failures_and_box) {
   fixture f;
   int n = 0;
   fx_open(&f, NULL, 0);
-  c = sluice_policy_config_get(f.pol);
+  c = sluice_policy_config_of(f.pol);
   memset(&qi, 0, sizeof qi);
   qi.scope = SLUICE_SCOPE_IP;
   qi.client_ip = "10.0.0.9";
@@ -173,10 +174,10 @@ Test(policy_inspect, auth_failures_and_box) {
   ri = inspect(&f, &qi);
   rs = inspect(&f, &qs);
   cr_assert_eq(ri.failures, n);
-  cr_assert_eq(ri.failures_limit, c->auth_ip_failures);
+  cr_assert_eq(ri.failures_limit, cfg_int(c, "auth.ip_failures"));
   cr_assert_eq(ri.stuffing_failures, n);
   cr_assert_eq(rs.failures, n);
-  cr_assert_eq(rs.failures_limit, c->auth_subject_failures);
+  cr_assert_eq(rs.failures_limit, cfg_int(c, "auth.subject_failures"));
   cr_assert_eq(d.strikes_remaining,
                rs.failures_limit - rs.failures < ri.failures_limit - ri.failures
                    ? rs.failures_limit - rs.failures

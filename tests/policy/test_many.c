@@ -10,6 +10,7 @@
 ** neither), every event and the metrics text must be equal.
 */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "../common/splitmix.h"
@@ -26,22 +27,23 @@ static const char *const subjects[] = {"alice", "bob", "carol", "dave"};
 
 /* Small buckets and a low strike threshold, so that a few thousand
 ** requests throttle, strike and trip boxes to level 3. */
-static void small_config(sluice_policy_config *c) {
+static sluice_policy_config *small_config(void) {
+  static const char *const tiers[] = {"sandbox", "growth", "enterprise"};
+  sluice_policy_config *c = cfg_new();
+  char p[64];
   int i;
-  cr_assert_eq(sluice_policy_config_defaults(c), SLUICE_OK);
-  for (i = 0; i < c->ntiers; i++) {
-    c->tiers[i].tenant_burst = 100;
-    c->tiers[i].tenant_rate = 20;
-    c->tiers[i].tenant_period_ns = MIN;
-    c->tiers[i].key_burst = 60; /* the long export's 50 points fit */
-    c->tiers[i].key_rate = 10;
-    c->tiers[i].key_period_ns = MIN;
-    c->tiers[i].strike_threshold = 3;
-    c->tiers[i].exports_per_window = 1;
+  for (i = 0; i < 3; i++) {
+    snprintf(p, sizeof p, "tiers.%s", tiers[i]);
+    /* The long export's 50 points fit the key bucket. */
+    cfg_sets(c, p,
+             "{ tenant = { rate = 20; period_ms = 60000; burst = 100; };"
+             " key = { rate = 10; period_ms = 60000; burst = 60; };"
+             " strikes = 3; exports_per_window = 1; }");
   }
-  c->level1_box_ns = 20 * SEC;
-  c->level2_box_ns = 60 * SEC;
-  c->enterprise_level3_box_ns = 120 * SEC;
+  cfg_set_ns(c, "penalty.level1_box_s", 20 * SEC);
+  cfg_set_ns(c, "penalty.level2_box_s", 60 * SEC);
+  cfg_set_ns(c, "penalty.enterprise_level3_box_s", 120 * SEC);
+  return c;
 }
 
 static sluice_request random_request(uint64_t *rng) {
@@ -173,10 +175,10 @@ static void run_trace(const sluice_policy_config *cfg, uint64_t seed,
 }
 
 Test(policy_many, same_decisions_as_one_by_one) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   uint64_t seen[SLUICE_OUTCOME__COUNT];
-  small_config(&cfg);
-  run_trace(&cfg, 23, seen);
+  cfg = small_config();
+  run_trace(cfg, 23, seen);
   /* The trace reaches what it is meant to compare. */
   cr_assert_gt(seen[SLUICE_OUTCOME_ALLOW], 0);
   cr_assert_gt(seen[SLUICE_OUTCOME_THROTTLED], 0);
@@ -191,12 +193,12 @@ Test(policy_many, same_decisions_as_one_by_one) {
 ** batch: the one-by-one path inside decide_many.  Five requests per IP in
 ** 10 s: the backstop refuses often, so a batch that skipped it fails. */
 Test(policy_many, same_decisions_with_the_ip_backstop) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   uint64_t seen[SLUICE_OUTCOME__COUNT];
-  small_config(&cfg);
-  cfg.ip_limit = 5;
-  cfg.ip_window_ns = 10 * SEC;
-  run_trace(&cfg, 21, seen);
+  cfg = small_config();
+  cfg_set(cfg, "ip_backstop.limit", 5);
+  cfg_set_ns(cfg, "ip_backstop.window_s", 10 * SEC);
+  run_trace(cfg, 21, seen);
   cr_assert_gt(seen[SLUICE_OUTCOME_THROTTLED], 0);
 }
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -267,6 +268,32 @@ Test(policy_penalties, failure_modes_per_route) {
   fx_close(&f);
 }
 
+/* A box belongs to its whole scope: the deny cache holds it under the
+** scope's id, made of every attribute of the penalty's scope, so during an
+** outage the key k1 of another tenant, and another key of acme, are not
+** refused by acme's k1's box. */
+Test(policy_penalties, a_box_is_its_whole_scopes) {
+  fixture f;
+  sluice_request boxed = rq("GET", "/a", "k1", NULL, 0);
+  sluice_request other_tenant = rq("GET", "/a", "k1", NULL, 0);
+  sluice_request other_key = rq("GET", "/a", "k2", NULL, 0);
+  sluice_decision d;
+  other_tenant.tenant_id = "globex";
+  fx_open_text(&f, conf);
+  drain(&f, &boxed);
+  cr_assert_eq(strike_out(&f, &boxed, 3).outcome, SLUICE_OUTCOME_BOXED);
+  fx_fail(&f, SLUICE_EUNAVAIL, 0);
+  d = decide(&f, &boxed);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert(d.flags & SLUICE_DECISION_DENY_CACHED);
+  d = decide(&f, &other_tenant);
+  cr_assert_eq(d.allowed, 1, "outcome %d", d.outcome);
+  cr_assert(d.flags & SLUICE_DECISION_DEGRADED);
+  d = decide(&f, &other_key);
+  cr_assert_eq(d.allowed, 1, "outcome %d", d.outcome);
+  fx_close(&f);
+}
+
 /* Staged rollout: the penalty in shadow records the box and its trip but
 ** serves the key while its limits have room. */
 Test(policy_penalties, a_box_in_shadow_serves) {
@@ -415,6 +442,189 @@ Test(policy_penalties, reported_redis) {
   reported_on(spec, SLUICE_OPEN_TESTCLOCK);
 }
 
+/* Several penalties on one route, each box in its own hash-tag group (the
+** subject's and the address's, as a login's lockouts are): a report
+** strikes both; either box refuses the route with no limit work; the
+** longer box is reported; a boxed subject's report strikes nothing
+** (the address's box is only looked at). */
+static const char *two_boxes =
+    "attributes = [ \"result\", \"subject\" ];\n"
+    "limits = { attempts = { algorithm = \"gcra\"; scope = [ \"ip\" ];\n"
+    "  rate = 1; period_ms = 3600000; burst = 100; }; };\n"
+    "penalties = {\n"
+    "  subject = { scope = [ \"subject\" ]; strike = \"reported\";\n"
+    "    reported = { by = \"result\"; values = [ \"401\" ]; };\n"
+    "    strikes = 3; strike_window_ms = 900000; offense_ttl_s = 86400;\n"
+    "    levels = ( { box_s = 60; }, { box_s = 120; }, { box_s = 180; } ); };\n"
+    "  address = { scope = [ \"ip\" ]; strike = \"reported\";\n"
+    "    reported = { by = \"result\"; values = [ \"401\" ]; };\n"
+    "    strikes = 5; strike_window_ms = 900000; offense_ttl_s = 86400;\n"
+    "    levels = ( { box_s = 600; }, { box_s = 1200; }, { box_s = 1800; } ); "
+    "};\n"
+    "};\n"
+    "routes = (\n"
+    "  { method = \"POST\"; route = \"/login\"; limits = ( \"attempts\" );\n"
+    "    penalty = [ \"subject\", \"address\" ]; }\n"
+    ");\n";
+
+static void two_boxes_on(const char *store, unsigned flags) {
+  fixture f;
+  sluice_attr bad[] = {{"subject", "alice"}, {"result", "401"}};
+  sluice_request login, report;
+  sluice_decision d;
+  sluice_limit_state ls;
+  char ip1[48], ip2[48], *path;
+  int pid = (int)getpid() & 0xffff;
+  snprintf(ip1, sizeof ip1, "2001:db8:%x:11::1", pid);
+  snprintf(ip2, sizeof ip2, "2001:db8:%x:12::1", pid);
+  memset(&login, 0, sizeof login);
+  login.method = "POST";
+  login.route = "/login";
+  login.client_ip = ip1;
+  login.attrs = bad;
+  login.nattrs = 1; /* the subject, no result: a sign-in attempt */
+  report = login;
+  report.nattrs = 2;
+  path = write_conf(two_boxes);
+  cr_assert_eq(fx_open_file(&f, path, store, flags), SLUICE_OK);
+  unlink(path);
+  /* A report strikes both boxes: the fewer strikes left is reported. */
+  d = decide(&f, &report);
+  cr_assert_eq(d.allowed, 1);
+  cr_assert(d.flags & SLUICE_DECISION_STRIKE);
+  cr_assert_eq(d.strikes_remaining, 2, "subject 2 left, address 4");
+  decide(&f, &report);
+  d = decide(&f, &report); /* alice's third: her box, 60 s */
+  cr_assert(d.flags & SLUICE_DECISION_TRIPPED);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_eq(d.retry_after_ns, 60 * SEC);
+  /* Boxed: refused with no limit work (the bucket keeps its 100), and
+  ** her reports strike nothing more anywhere. */
+  d = decide(&f, &login);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_eq(d.retry_after_ns, 60 * SEC);
+  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "attempts", &login, &ls,
+                                           NULL),
+               SLUICE_OK);
+  cr_assert_eq(ls.remaining, 100);
+  d = decide(&f, &report);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_eq(d.flags & SLUICE_DECISION_STRIKE, 0);
+  /* bob from the same address: the address has 3 strikes, two more trip
+  ** it (600 s); alice is then boxed twice, and the longer box is hers to
+  ** wait out. */
+  bad[0].value = "bob";
+  d = decide(&f, &report);
+  cr_assert_eq(d.allowed, 1);
+  cr_assert_eq(d.strikes_remaining, 1, "the address's: 1 left");
+  d = decide(&f, &report);
+  cr_assert(d.flags & SLUICE_DECISION_TRIPPED);
+  cr_assert_eq(d.retry_after_ns, 600 * SEC);
+  bad[0].value = "alice";
+  d = decide(&f, &login);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_eq(d.retry_after_ns, 600 * SEC, "the longer box");
+  /* From another address alice is still boxed (her own box); carol is
+  ** not, and her attempt takes from that address's bucket. */
+  login.client_ip = ip2;
+  d = decide(&f, &login);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_eq(d.retry_after_ns, 60 * SEC);
+  bad[0].value = "carol";
+  d = decide(&f, &login);
+  cr_assert_eq(d.allowed, 1);
+  cr_assert_eq(d.remaining, 99);
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_BOX_TRIP), 2);
+  fx_close(&f);
+}
+
+Test(policy_penalties, two_boxes_on_one_route) { two_boxes_on(NULL, 0); }
+
+Test(policy_penalties, two_boxes_on_one_route_redis) {
+  const char *nodes = getenv("SLUICE_REDIS_NODES");
+  const char *extra = getenv("SLUICE_REDIS_STORE_EXTRA");
+  char spec[512];
+  if (!nodes || !nodes[0])
+    cr_skip_test("SLUICE_REDIS_NODES unset");
+  /* The subjects are the run's own: a cluster keeps earlier runs' boxes. */
+  snprintf(spec, sizeof spec,
+           "redis:nodes=%s;timeout_ms=2000;prefix=tb%d-%ld:%s%s", nodes,
+           (int)getpid(), (long)time(NULL), extra && extra[0] ? ";" : "",
+           extra ? extra : "");
+  two_boxes_on(spec, SLUICE_OPEN_TESTCLOCK);
+}
+
+/* A subject failing from many addresses (spread): at its third distinct
+** address in the window, the address it fails from is banned (level 3) at
+** once, in the address's own program; the subject's box is not. */
+static const char *spread_conf =
+    "attributes = [ \"result\", \"subject\" ];\n"
+    "penalties = {\n"
+    "  subject = { scope = [ \"subject\" ]; strike = \"reported\";\n"
+    "    reported = { by = \"result\"; values = [ \"401\" ];\n"
+    "                 window = \"sliding\"; };\n"
+    "    spread = { of = \"ip\"; distinct = 3; window_ms = 600000;\n"
+    "               trips = \"address\"; };\n"
+    "    strikes = 50; strike_window_ms = 900000; offense_ttl_s = 86400;\n"
+    "    levels = ( { box_s = 60; }, { box_s = 120; }, { box_s = 180; } ); };\n"
+    "  address = { scope = [ \"ip\" ]; strike = \"reported\";\n"
+    "    reported = { by = \"result\"; values = [ \"401\" ];\n"
+    "                 window = \"sliding\"; };\n"
+    "    strikes = 50; strike_window_ms = 900000; offense_ttl_s = 86400;\n"
+    "    levels = ( { box_s = 600; }, { box_s = 1200; },\n"
+    "               { box_s = 86400; actions = [ \"edge_deny\", \"ban\" ]; } "
+    "); };\n"
+    "};\n"
+    "routes = (\n"
+    "  { method = \"POST\"; route = \"/login\"; limits = ( );\n"
+    "    penalty = [ \"subject\", \"address\" ]; }\n"
+    ");\n";
+
+Test(policy_penalties, a_subject_spread_over_addresses_bans_the_address) {
+  fixture f;
+  sluice_attr bad[] = {{"subject", "alice"}, {"result", "401"}};
+  sluice_request r;
+  sluice_decision d;
+  char *path = write_conf(spread_conf);
+  static const char *const ip[] = {"192.0.2.1", "192.0.2.2", "192.0.2.3"};
+  int i;
+  cr_assert_eq(fx_open_file(&f, path, NULL, 0), SLUICE_OK);
+  unlink(path);
+  memset(&r, 0, sizeof r);
+  r.method = "POST";
+  r.route = "/login";
+  r.attrs = bad;
+  r.nattrs = 2;
+  for (i = 0; i < 2; i++) { /* two addresses, twice each: no spread yet */
+    r.client_ip = ip[i];
+    d = decide(&f, &r);
+    cr_assert_eq(d.allowed, 1);
+    cr_assert_eq(d.flags & SLUICE_DECISION_STUFFING, 0);
+    cr_assert_eq(decide(&f, &r).allowed, 1);
+  }
+  cr_assert_eq(d.cost, 0, "a route of boxes alone charges nothing");
+  cr_assert_eq(d.flags & SLUICE_DECISION_STRIKE, 0, "failures, not strikes");
+  cr_assert_eq(d.strikes_remaining, 47, "alice's third failure of 50");
+  r.client_ip = ip[2];
+  d = decide(&f, &r);
+  cr_assert(d.flags & SLUICE_DECISION_STUFFING);
+  cr_assert(d.flags & SLUICE_DECISION_TRIPPED);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  cr_assert_eq(d.penalty_level, 3);
+  cr_assert_eq(d.retry_after_ns, 86400 * SEC);
+  cr_assert_eq(fx_count(&f, SLUICE_EVENT_IP_BAN), 1);
+  /* The third address is banned; the subject and the first address are
+  ** not. */
+  bad[0].value = "bob";
+  r.nattrs = 1;
+  cr_assert_eq(decide(&f, &r).outcome, SLUICE_OUTCOME_BOXED);
+  r.client_ip = ip[0];
+  cr_assert_eq(decide(&f, &r).allowed, 1);
+  bad[0].value = "alice";
+  cr_assert_eq(decide(&f, &r).allowed, 1);
+  fx_close(&f);
+}
+
 /* A group of buckets: one GCRA step, both charged or neither; allowed,
 ** the bucket with the fewest points left binds (not the least fraction:
 ** the built-in tenant + key pair's rule); refused, the longest wait. */
@@ -481,9 +691,9 @@ Test(policy_penalties, groups_bind_the_stricter_bucket) {
 
 /* The loader's errors: FILE:LINE: SETTING: problem. */
 static void refused(const char *text, const char *want_line, const char *want) {
-  sluice_policy_config c;
+  sluice_policy_config *c;
   char err[512], *path = write_conf(text);
-  int rc = sluice_policy_config_load(path, &c, err, sizeof err);
+  int rc = cfg_load(&c, path, err, sizeof err);
   unlink(path);
   cr_assert_eq(rc, SLUICE_ECONFIG, "%s", text);
   cr_assert(strstr(err, want_line) != NULL, "line %s in: %s", want_line, err);
@@ -509,7 +719,40 @@ Test(policy_penalties, bad_files_name_the_line_and_setting) {
   refused(LIMS PEN("\"key\"", LADDER)
           "routes = ( { method = \"GET\"; route = \"/\"; limits = ( \"b\" );\n"
           "  penalty = \"p\"; } );\n",
-          ":7:", "another hash-tag group");
+          ":7:", "would take no strikes");
+  /* A spread trips a box listed after its own. */
+  refused("attributes = [ \"result\" ];\n"
+          "penalties = { p = { scope = [ \"ip\" ]; strike = \"reported\";\n"
+          "  reported = { by = \"result\"; values = [ \"401\" ]; };\n"
+          "  spread = { of = \"tenant\"; distinct = 2; window_ms = 1000;\n"
+          "             trips = \"q\"; };\n"
+          "  strikes = 2; strike_window_ms = 1000; offense_ttl_s = 60;\n"
+          "  levels = " LADDER "; };\n"
+          "  q = { scope = [ \"tenant\" ]; strike = \"reported\";\n"
+          "  reported = { by = \"result\"; values = [ \"401\" ]; };\n"
+          "  strikes = 2; strike_window_ms = 1000; offense_ttl_s = 60;\n"
+          "  levels = " LADDER "; }; };\n"
+          "routes = ( { method = \"GET\"; route = \"/\"; limits = ( );\n"
+          "  penalty = [ \"q\", \"p\" ]; } );\n",
+          ":13:", "spread trips \"q\": list that penalty after it");
+  /* (A route of no limits and no penalty is exempt: test_routes.c.) */
+  refused("attributes = [ \"result\" ];\n"
+          "penalties = { p = { scope = [ \"ip\" ]; strike = \"reported\";\n"
+          "  reported = { by = \"result\"; values = [ \"401\" ];\n"
+          "               window = \"rolling\"; };\n"
+          "  strikes = 2; strike_window_ms = 1000; offense_ttl_s = 60;\n"
+          "  levels = " LADDER "; }; };\n",
+          ":4:", "penalties.p.reported: window: \"fixed\"");
+  /* A list of penalties: each box in a group of its own, named. */
+  refused(LIMS PEN("\"tenant\"", LADDER)
+          "routes = ( { method = \"GET\"; route = \"/\"; limits = ( \"b\" );\n"
+          "  penalty = [ \"p\",\n \"p\" ]; } );\n",
+          ":8:", "routes.[0].penalty.[1]: penalties \"p\" and \"p\" both "
+                 "start their scopes with \"tenant\"");
+  refused(LIMS PEN("\"tenant\"", LADDER)
+          "routes = ( { method = \"GET\"; route = \"/\"; limits = ( \"b\" );\n"
+          "  penalty = [ ]; } );\n",
+          ":7:", "routes.[0].penalty: must be a penalty's name or a list");
   refused(LIMS PEN("\"tenant\"", "( { box_s = 1; }, { box_s = 2; } )"), ":5:",
           "penalties.p.levels: must be a list of the ladder's 3 levels");
   refused(LIMS PEN("\"tenant\"", "( { box_s = 1; }, { box_s = 2; },\n"
@@ -558,5 +801,5 @@ Test(policy_penalties, bad_files_name_the_line_and_setting) {
           "limit = 1; window_ms = 1000; }; };\n" PEN("\"tenant\"", LADDER)
           "routes = ( { method = \"GET\"; route = \"/\";\n"
           "  limits = ( \"a\", \"b\", \"c\", \"d\" ); penalty = \"p\"; } );\n",
-          ":10:", "17 steps, more than one store call runs (16)");
+          ":10:", "17 steps in its hash-tag group, more than one store call runs (16)");
 }

@@ -1176,7 +1176,7 @@ Test(policy_published, files_load_clean) {
   char buf[512];
   size_t i;
   for (i = 0; i < sizeof files / sizeof files[0]; i++) {
-    cr_assert_eq(sluice_policy_config_warnings(files[i], buf, sizeof buf),
+    cr_assert_eq(cfg_warnings(files[i], buf, sizeof buf),
                  SLUICE_OK, "%s", buf);
     cr_assert_str_eq(buf, "", "%s", files[i]);
   }

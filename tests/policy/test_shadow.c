@@ -24,13 +24,13 @@ static sluice_decision hammer_to_trip(fixture *f, const sluice_request *r) {
 
 Test(policy_shadow, penalty_in_shadow_records_the_box_while_buckets_enforce) {
   fixture f;
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   sluice_request r = rq_std("acme", "k1", "sandbox");
   sluice_decision d;
   int served = 0, i;
-  sluice_policy_config_defaults(&cfg);
-  cfg.shadow_features = SLUICE_SHADOW_PENALTY;
-  fx_open(&f, &cfg, 0);
+  cfg = cfg_new();
+  cfg_sets(cfg, "shadow_features", "[ \"penalty\" ]");
+  fx_open(&f, cfg, 0);
   d = hammer_to_trip(&f, &r);
   /* The request that tripped was throttled: the bucket is enforced. */
   cr_assert_eq(d.allowed, 0);
@@ -79,14 +79,14 @@ Test(policy_shadow, whole_shadow_mode_still_reports_the_box_without_buckets) {
 
 Test(policy_shadow, one_tier_in_shadow_the_others_enforced) {
   fixture f;
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   sluice_request g = rq_std("acme", "kg", "growth");
   sluice_request s = rq_std("beta", "ks", "sandbox");
   sluice_decision d;
   int i;
-  sluice_policy_config_defaults(&cfg);
-  cfg.tiers[1].shadow_features = SLUICE_SHADOW_BUCKETS; /* growth */
-  fx_open(&f, &cfg, 0);
+  cfg = cfg_new();
+  cfg_sets(cfg, "tiers.growth.shadow_features", "[ \"buckets\" ]");
+  fx_open(&f, cfg, 0);
   for (i = 0; i < 1501; i++)
     d = decide(&f, &g);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED, "the 1501st of 1500");
@@ -107,12 +107,12 @@ Test(policy_shadow, one_tier_in_shadow_the_others_enforced) {
 
 Test(policy_shadow, leases_in_shadow_serve_a_conflict) {
   fixture f;
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   sluice_request r = rq_class("acme", "k1", "growth", SLUICE_EP_RECONCILE);
   sluice_decision d;
-  sluice_policy_config_defaults(&cfg);
-  cfg.shadow_features = SLUICE_SHADOW_LEASES;
-  fx_open(&f, &cfg, 0);
+  cfg = cfg_new();
+  cfg_sets(cfg, "shadow_features", "[ \"leases\" ]");
+  fx_open(&f, cfg, 0);
   r.ledger_id = "L1";
   d = decide(&f, &r);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_ALLOW);
@@ -126,14 +126,14 @@ Test(policy_shadow, leases_in_shadow_serve_a_conflict) {
 
 Test(policy_shadow, auth_lockout_in_shadow_is_served) {
   fixture f;
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   sluice_request bad = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_BAD_SECRET);
   sluice_request try = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_PENDING);
   sluice_decision d;
   int i;
-  sluice_policy_config_defaults(&cfg);
-  cfg.shadow_features = SLUICE_SHADOW_PENALTY;
-  fx_open(&f, &cfg, 0);
+  cfg = cfg_new();
+  cfg_sets(cfg, "shadow_features", "[ \"penalty\" ]");
+  fx_open(&f, cfg, 0);
   for (i = 0; i < 5; i++)
     decide(&f, &bad);
   d = decide(&f, &try);
@@ -159,7 +159,7 @@ static void write_conf(char *path, const char *text) {
 }
 
 Test(policy_shadow, config_file_spells_features_globally_and_per_tier) {
-  sluice_policy_config c;
+  sluice_policy_config *c;
   char path[64], err[256];
   write_conf(path,
              "shadow_features = [ \"penalty\", \"fail_closed\" ];\n"
@@ -167,31 +167,31 @@ Test(policy_shadow, config_file_spells_features_globally_and_per_tier) {
              "  key = { rate = 25; burst = 1500; };\n"
              "  shadow_features = [ \"buckets\", \"leases\" ]; };\n"
              "  sandbox = { shadow_features = [ \"all\" ]; }; };\n");
-  cr_assert_eq(sluice_policy_config_load(path, &c, err, sizeof err),
+  cr_assert_eq(cfg_load(&c, path, err, sizeof err),
                SLUICE_OK, "%s", err);
-  cr_assert_eq(c.shadow_features,
-               SLUICE_SHADOW_PENALTY | SLUICE_SHADOW_FAIL_CLOSED);
-  cr_assert_eq(c.tiers[0].shadow_features,
-               SLUICE_SHADOW_BUCKETS | SLUICE_SHADOW_LEASES);
-  cr_assert_eq(c.tiers[1].shadow_features, SLUICE_SHADOW_ALL);
+  cr_assert_str_eq(cfg_str(c, "shadow_features"), "penalty,fail_closed");
+  cr_assert_str_eq(cfg_str(c, "tiers.growth.shadow_features"),
+                   "buckets,leases");
+  cr_assert_str_eq(cfg_str(c, "tiers.sandbox.shadow_features"),
+                   "buckets,penalty,leases,fail_closed");
   unlink(path);
   write_conf(path, "tiers = { growth = { shadow_features = [ \"box\" ]; }; };\n");
-  cr_assert_eq(sluice_policy_config_load(path, &c, err, sizeof err),
+  cr_assert_eq(cfg_load(&c, path, err, sizeof err),
                SLUICE_ECONFIG);
   cr_assert_not_null(strstr(err, ":1: tiers.growth.shadow_features"), "%s",
                      err);
   unlink(path);
   write_conf(path, "shadow_features = \"penalty\";\n");
-  cr_assert_eq(sluice_policy_config_load(path, &c, err, sizeof err),
+  cr_assert_eq(cfg_load(&c, path, err, sizeof err),
                SLUICE_ECONFIG);
   cr_assert_not_null(strstr(err, "shadow_features"), "%s", err);
   unlink(path);
-  sluice_policy_config_defaults(&c);
-  c.tiers[2].shadow_features = 0x40;
-  cr_assert_eq(sluice_policy_config_check(&c, err, sizeof err),
+  c = cfg_new();
+  cr_assert_eq(sluice_policy_config_set(c, "tiers.enterprise.shadow_features",
+                                        "[ \"box\" ]", err, sizeof err),
                SLUICE_ECONFIG);
-  cr_assert_not_null(strstr(err, "tiers.enterprise.shadow_features"), "%s",
-                     err);
+  cr_assert_not_null(strstr(err, "set: tiers.enterprise.shadow_features"),
+                     "%s", err);
   cr_assert_str_eq(sluice_shadow_feature_name(SLUICE_SHADOW_LEASES), "leases");
   cr_assert_eq(sluice_shadow_feature_of(SLUICE_OUTCOME_EXPORT_CAP),
                SLUICE_SHADOW_LEASES);

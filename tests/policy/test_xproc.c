@@ -135,24 +135,26 @@ static void run_children(child_fn fn, const char *store, unsigned flags,
 
 /* ------------------------------------------------------------- box --- */
 
-static void box_config(sluice_policy_config *cfg) {
-  sluice_policy_config_defaults(cfg);
-  cfg->tiers[0].key_burst = 5;
-  cfg->tiers[0].strike_threshold = 3;
+static sluice_policy_config *box_config(void) {
+  sluice_policy_config *cfg = cfg_new();
   /* Every cost must fit the smallest burst. */
-  cfg->cost[SLUICE_EP_RECONCILE] = cfg->cost[SLUICE_EP_EXPORT] = 5;
-  cfg->export_long_cost = 5;
+  cfg_set(cfg, "costs.reconcile", 5);
+  cfg_set(cfg, "costs.export", 5);
+  cfg_set(cfg, "costs.export_long", 5);
+  cfg_set(cfg, "tiers.sandbox.key.burst", 5);
+  cfg_set(cfg, "tiers.sandbox.strikes", 3);
+  return cfg;
 }
 
 static int box_child(const char *store, unsigned flags, shared *sh,
                      int who) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   sluice_limiter *l;
   sluice_policy *p;
   int k, i;
   (void)who;
-  box_config(&cfg);
-  if (open_policy(store, &cfg, NULL, flags, &l, &p) != SLUICE_OK)
+  cfg = box_config();
+  if (open_policy(store, cfg, NULL, flags, &l, &p) != SLUICE_OK)
     return 2;
   for (k = 0; k < NKEYS; k++) {
     char key[16];
@@ -200,14 +202,15 @@ static void box_holds(const char *store, unsigned flags) {
 
 /* ----------------------------------------------------------- heavy --- */
 
-static void heavy_config(sluice_policy_config *cfg) {
-  sluice_policy_config_defaults(cfg);
+static sluice_policy_config *heavy_config(void) {
+  sluice_policy_config *cfg = cfg_new();
   /* Growth: 2 reconciles, 1 export at a time; the buckets and the cap run
   ** out during the run, so every kind of denial races with admissions. */
-  cfg->tiers[1].tenant_burst = 3000;
-  cfg->tiers[1].key_burst = 3000;
-  cfg->tiers[1].exports_per_window = 25;
-  cfg->tiers[1].strike_threshold = 1000000;
+  cfg_set(cfg, "tiers.growth.tenant.burst", 3000);
+  cfg_set(cfg, "tiers.growth.key.burst", 3000);
+  cfg_set(cfg, "tiers.growth.exports_per_window", 25);
+  cfg_set(cfg, "tiers.growth.strikes", 1000000);
+  return cfg;
 }
 
 static long contended(shared *sh) {
@@ -223,7 +226,7 @@ static int ran_out(shared *sh) {
 
 static int heavy_child(const char *store, unsigned flags, shared *sh,
                        int who) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   sluice_clock *clk;
   sluice_limiter *l;
   sluice_policy *p;
@@ -234,10 +237,10 @@ static int heavy_child(const char *store, unsigned flags, shared *sh,
   atomic_fetch_add(&sh->ready, 1);
   while (atomic_load(&sh->ready) < NPROC)
     sched_yield();
-  heavy_config(&cfg);
+  cfg = heavy_config();
   if (sluice_clock_manual(T0, &clk) != SLUICE_OK)
     return 2;
-  if (open_policy(store, &cfg, clk, flags, &l, &p) != SLUICE_OK)
+  if (open_policy(store, cfg, clk, flags, &l, &p) != SLUICE_OK)
     return 3;
   /* Past HEAVY, go on until the cap or the buckets ran out (the frozen
   ** clock refills nothing, so admissions exhaust them): when the leases
@@ -308,8 +311,12 @@ static void held_nowhere(sluice_limiter *l, const sluice_key *k) {
 
 static void heavy_clean(const char *store, unsigned flags) {
   shared *sh = shared_map();
-  sluice_policy_config cfg;
-  const sluice_policy_tier *t;
+  sluice_policy_config *cfg;
+  struct {
+    int64_t tenant_rate, tenant_period_ns, tenant_burst, key_rate,
+        key_period_ns, key_burst, exports_per_window, reconcile_concurrency,
+        export_concurrency;
+  } tv, *t = &tv;
   sluice_clock *clk;
   sluice_limiter *l;
   char T[SLUICE_SCOPE_ID_LEN + 1], K[SLUICE_SCOPE_ID_LEN + 1], buf[128];
@@ -324,8 +331,17 @@ static void heavy_clean(const char *store, unsigned flags) {
                    atomic_load(&sh->outcomes[SLUICE_OUTCOME_THROTTLED]),
                0, "%s: the cap or the buckets ran out", store);
 
-  heavy_config(&cfg);
-  t = &cfg.tiers[1];
+  cfg = heavy_config();
+  tv.tenant_rate = cfg_int(cfg, "tiers.growth.tenant.rate");
+  tv.tenant_period_ns = cfg_int(cfg, "tiers.growth.tenant.period_ms") * MS;
+  tv.tenant_burst = cfg_int(cfg, "tiers.growth.tenant.burst");
+  tv.key_rate = cfg_int(cfg, "tiers.growth.key.rate");
+  tv.key_period_ns = cfg_int(cfg, "tiers.growth.key.period_ms") * MS;
+  tv.key_burst = cfg_int(cfg, "tiers.growth.key.burst");
+  tv.exports_per_window = cfg_int(cfg, "tiers.growth.exports_per_window");
+  tv.reconcile_concurrency =
+      cfg_int(cfg, "tiers.growth.reconcile_concurrency");
+  tv.export_concurrency = cfg_int(cfg, "tiers.growth.export_concurrency");
   cr_assert_eq(sluice_clock_manual(T0, &clk), SLUICE_OK);
   {
     sluice_limiter_options lo;
@@ -342,7 +358,7 @@ static void heavy_clean(const char *store, unsigned flags) {
                              t->tenant_burst};
     sluice_gcra_params kb = {t->key_rate, t->key_period_ns, t->key_burst};
     sluice_window_params cap = {t->exports_per_window,
-                                cfg.export_cap_window_ns};
+                                cfg_ns(cfg, "heavy.export_cap_window_s")};
     sluice_op op;
     sluice_verdict v;
     sluice_key k = key_of(buf, sizeof buf, "rl:{t:%s}:tb%s", T, "");
@@ -395,17 +411,17 @@ static void heavy_clean(const char *store, unsigned flags) {
 #define IP_TRIES 300 /* per process: NPROC * IP_TRIES > IP_LIMIT */
 
 static int ip_child(const char *store, unsigned flags, shared *sh, int who) {
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   sluice_clock *clk;
   sluice_limiter *l;
   sluice_policy *p;
   int i;
-  sluice_policy_config_defaults(&cfg);
-  cfg.ip_limit = IP_LIMIT;
-  cfg.ip_window_ns = 3600 * SEC;
+  cfg = cfg_new();
+  cfg_set(cfg, "ip_backstop.limit", IP_LIMIT);
+  cfg_set_ns(cfg, "ip_backstop.window_s", 3600 * SEC);
   if (sluice_clock_manual(T0, &clk) != SLUICE_OK)
     return 2;
-  if (open_policy(store, &cfg, clk, flags, &l, &p) != SLUICE_OK)
+  if (open_policy(store, cfg, clk, flags, &l, &p) != SLUICE_OK)
     return 3;
   for (i = 0; i < IP_TRIES; i++) {
     /* Unauthenticated (auth, not verified yet) and tenant requests from

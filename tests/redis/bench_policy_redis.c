@@ -321,7 +321,7 @@ int main(int argc, char **argv) {
   const char *sc = getenv("SLUICE_BENCH_SCALE");
   long scale = sc ? atol(sc) : 100, n, i;
   struct timeval tv = {5, 0};
-  sluice_policy_config cfg;
+  sluice_policy_config *cfg;
   redisReply *r;
   char *script;
   size_t slen;
@@ -355,21 +355,26 @@ int main(int argc, char **argv) {
   ** (every 1000th decision: the TAT stays ahead of now, so the records do
   ** not expire and each decision reads and rewrites live records, as the
   ** spec script does its hash), bursts that never run out in a run. */
-  sluice_policy_config_defaults(&cfg);
-  cfg.tiers[2].tenant_rate = 1000;
-  cfg.tiers[2].tenant_burst = 1000000;
-  cfg.tiers[2].key_rate = 1;
-  cfg.tiers[2].key_burst = 100000;
   /* Counted under valgrind a call takes milliseconds: a point a second
   ** keeps the tenant's bucket ahead of the clock there too (a bucket that
   ** expires between calls costs its deletion, which a busy tenant's does
   ** not). */
-  if (argc >= 4)
-    cfg.tiers[2].tenant_rate = 1;
-  pol_lua = open_policy(nodes, "lua", &cfg);
-  pol_scr = open_policy(nodes, "script", &cfg);
+  if (sluice_policy_config_new(&cfg, NULL, NULL, 0) != SLUICE_OK ||
+      sluice_policy_config_set(cfg, "tiers.enterprise",
+                               argc >= 4
+                                   ? "{ tenant = { rate = 1; burst = 1000000; "
+                                     "}; key = { rate = 1; burst = 100000; "
+                                     "}; }"
+                                   : "{ tenant = { rate = 1000; burst = "
+                                     "1000000; }; key = { rate = 1; burst = "
+                                     "100000; }; }",
+                               NULL, 0) != SLUICE_OK)
+    die("the configuration");
+  pol_lua = open_policy(nodes, "lua", cfg);
+  pol_scr = open_policy(nodes, "script", cfg);
   if (getenv("SLUICE_REDIS_MODULE"))
-    pol_mod = open_policy(nodes, "module", &cfg);
+    pol_mod = open_policy(nodes, "module", cfg);
+  sluice_policy_config_free(cfg);
   pol = pol_lua;
   if (argc >= 4 && strcmp(argv[1], "--one") == 0)
     return run_one(argv[2], atol(argv[3]), argc > 4 ? atol(argv[4]) : 100);

@@ -7,7 +7,9 @@ unpacked: scripts/ngx-lua-root.sh):
          a lua_shared_dict: incoming(key, true) per request) against
          resty.sluice's access() on its shm store (a declared GCRA limit
          per key; decision and RateLimit headers from the C library: the
-         default form's four fields, and the structured form's two)
+         default form's four fields, and the structured form's two),
+         filling a decision the worker reuses (access's d), and also a
+         new decision per request
   redis  the spec's own shape (its section-6 script, tests/redis/
          spec_reference.lua, by EVALSHA over a cosocket, as
          tests/nginx/bench_gateway.py's anchor runs it) against
@@ -25,11 +27,20 @@ the worker's CPU time per request is reported beside requests/s.
     holding lib/resty/limit/req.lua; BENCH_SECONDS per run, default 2;
     BENCH_ROUNDS, default 6; BENCH_CONNS, default 20)
 
+With BENCH_CALLGRIND=1 each case instead runs in an nginx of its own
+(one process, master_process off) under valgrind's callgrind, and what
+is reported is the instructions the process executed per request
+(warmed up, then counted over BENCH_SECONDS of wrk with 4 connections):
+a measure of the work done that the machine's other load does not move,
+though it leaves out the kernel's share (the sockets) and how long an
+instruction takes.
+
 lua-resty-limit-traffic is not packaged for Debian: without
 SLUICE_LIMIT_TRAFFIC the shm pair is left out, without redis-server the
 redis pair; without both, or without wrk or the unpacked lua-nginx-module,
 the benchmark is skipped (77).
 """
+import glob
 import os
 import re
 import shutil
@@ -73,6 +84,8 @@ HTTP = """
       if not req_lim then ngx.log(ngx.ERR, err) end
     end
     local sluice = require("resty.sluice")
+    -- access()'s decision, one the worker reuses (shm: access never yields)
+    sluice_d = require("ffi").new("sluice_decision")
     sluice_lim, err = sluice.new{
       policy = "%(dir)s/policy.conf",
       store = "shm:name=%(shm)s;create=1;capacity=100000",
@@ -103,13 +116,19 @@ HTTP = """
     }
     location /sluice/ {
       access_by_lua_block {
+        local d, err = sluice_lim:access({ key = ngx.var.http_x_key }, sluice_d)
+        if not d then ngx.log(ngx.ERR, err); return ngx.exit(500) end
+      }
+    }
+    location /sluice-new/ {
+      access_by_lua_block {
         local d, err = sluice_lim:access{ key = ngx.var.http_x_key }
         if not d then ngx.log(ngx.ERR, err); return ngx.exit(500) end
       }
     }
     location /sluice-sf/ {
       access_by_lua_block {
-        local d, err = sluice_sf:access{ key = ngx.var.http_x_key }
+        local d, err = sluice_sf:access({ key = ngx.var.http_x_key }, sluice_d)
         if not d then ngx.log(ngx.ERR, err); return ngx.exit(500) end
       }
     }
@@ -180,6 +199,66 @@ def pair(ng, script, cases):
     return runs
 
 
+def callgrind(ng, script, cases):
+    """Instructions per request of each case's path, nginx under
+    callgrind (its own process, counting only while wrk runs)."""
+    out = {}
+    for name, path in cases:
+        cg = os.path.join(ng.dir, "callgrind.out")
+        vg = subprocess.Popen(
+            ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+             "--callgrind-out-file=" + cg, ngxh.NGINX, "-p", ng.dir, "-c",
+             ng.conf, "-g", "daemon off; master_process off;"],
+            env=ng.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            def up():
+                try:
+                    return ngxh.request(ng.port, path,
+                                        headers={"X-Key": "warm"}).status
+                except OSError:
+                    return None
+            ngxh.wait_until(lambda: up() == 200, 120, "nginx under valgrind")
+            url = "http://127.0.0.1:%d%s" % (ng.port, path)
+            wrk_cmd = ["wrk", "-t1", "-c4", "-s", script, url]
+            subprocess.run(wrk_cmd[:3] + ["-d4s"] + wrk_cmd[3:],
+                           capture_output=True)  # warm-up: JIT, keys
+            subprocess.run(["callgrind_control", "-i", "on", str(vg.pid)],
+                           capture_output=True, check=True)
+            o = subprocess.run(wrk_cmd[:3] + ["-d%ds" % SECS] + wrk_cmd[3:],
+                               capture_output=True, text=True).stdout
+            for op in ("-i", "off"), ("-d",):  # counted so far, to a file
+                subprocess.run(["callgrind_control"] + list(op) +
+                               [str(vg.pid)], capture_output=True, check=True)
+            if "Non-2xx" in o:
+                raise SystemExit("%s: refused under callgrind\n%s" % (path, o))
+            n = int(re.search(r"(\d+) requests in", o).group(1))
+        finally:
+            vg.terminate()
+            try:
+                vg.wait(60)
+            except subprocess.TimeoutExpired:
+                vg.kill()
+                vg.wait()
+        ir = 0  # the dump's (and the exit's, if it made one: nothing new)
+        for f in glob.glob(cg + "*"):
+            with open(f) as fh:
+                m = re.search(r"^totals: (\d+)", fh.read(), re.M)
+            ir += int(m.group(1)) if m else 0
+            os.unlink(f)
+        if ir == 0:
+            raise SystemExit("%s: nothing counted under callgrind" % path)
+        out[name] = (n, ir / n)
+    return out
+
+
+def report_callgrind(cases, got):
+    base = got[cases[0][0]][1]
+    for name, _ in cases:
+        n, ir = got[name]
+        print("%-38s %8.0f instructions/request (%5d requests), %.2fx %s's"
+              % (name, ir, n, ir / base, cases[0][0]))
+
+
 def report(cases, runs, target):
     print("%-38s %10s %10s %8s %10s" % ("case (median of rounds)", "req/s",
                                         "best req/s", "p50 ms", "nginx us"))
@@ -239,21 +318,36 @@ def main():
             spec_lua=spec_lua.replace("%", "%%"))
         ng.write("policy.conf", POLICY)
         ng.write("ledger.conf", bench_gateway.POLICY)
-        for p in ("req", "sluice", "sluice-sf", "v1/spec", "v1/sluice"):
+        for p in ("req", "sluice", "sluice-new", "sluice-sf", "v1/spec",
+                  "v1/sluice"):
             os.makedirs(ng.path("www/" + p))
             ng.write("www/%s/x" % p, "ok\n")
         script = ng.write("keys.lua", WRK_LUA)
-        ng.start()
+        under_cg = os.environ.get("BENCH_CALLGRIND") == "1"
+        if not under_cg:  # else each case starts its own (callgrind())
+            ng.start()
         pairs = []
         if have_traffic:
             pairs.append(([("limit.req (lua_shared_dict)", "/req/x"),
                            ("resty.sluice (shm store)", "/sluice/x"),
+                           ("resty.sluice (shm, a new decision each)",
+                            "/sluice-new/x"),
                            ("resty.sluice (shm, header_form sf)",
                             "/sluice-sf/x")], 0.9))
         if red:
             pairs.append(([("spec script, EVALSHA, cosocket", "/v1/spec/x"),
                            ("resty.sluice, Redis, two halves",
                             "/v1/sluice/x")], 1.0))
+        if under_cg:
+            if not shutil.which("valgrind"):
+                print("SKIP: valgrind is not installed")
+                return ngxh.SKIP
+            cg = [(cases, callgrind(ng, script, cases)) for cases, _ in pairs]
+            print("resty under callgrind: one nginx process per case, %d s "
+                  "of wrk -c4 counted" % SECS)
+            for cases, got in cg:
+                report_callgrind(cases, got)
+            return 0
         results = [(cases, pair(ng, script, cases), t) for cases, t in pairs]
     finally:
         if ng:

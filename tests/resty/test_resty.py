@@ -63,6 +63,22 @@ HTTP = """
       end
       ngx.ctx.sluice = d  -- a refusal's is there already
     end
+    -- The same through one decision the worker fills for every request
+    -- (access's d), under /reuse: what must outlive the call is copied.
+    shared_d = require("ffi").new("sluice_decision")
+    function check_reused()
+      ngx.ctx.reused = true
+      local d, err = lim:access({ route = ngx.var.uri:sub(#"/reuse" + 1),
+                                  attrs = { user = ngx.var.http_x_user,
+                                            tokens = ngx.var.http_x_tokens } },
+                                shared_d)
+      if not d then
+        ngx.status = 400
+        ngx.say(err)
+        return ngx.exit(ngx.HTTP_OK)
+      end
+      ngx.ctx.sluice = { now_ns = d.now_ns }
+    end
   }
   proxy_http_version 1.1;
   proxy_set_header Connection "";
@@ -70,12 +86,18 @@ HTTP = """
     listen 127.0.0.1:%(port)d reuseport;
     add_header X-Worker $pid always;
     header_filter_by_lua_block {
+      -- as the next request's decision would: a refusal's is a copy
+      if ngx.ctx.reused then require("ffi").fill(shared_d, require("ffi").sizeof(shared_d)) end
       local d = ngx.ctx.sluice
       if d then ngx.header["X-Now"] = (tostring(d.now_ns):gsub("LL$", "")) end
     }
     log_by_lua_block { lim.log() }
     location /v1/ {
       access_by_lua_block { check() }
+      content_by_lua_block { ngx.say("ok") }
+    }
+    location /reuse/v1/ {
+      access_by_lua_block { check_reused() }
       content_by_lua_block { ngx.say("ok") }
     }
     location = /plain { content_by_lua_block { ngx.say("plain") } }
@@ -164,14 +186,14 @@ def oracle(lines):
     return answers
 
 
-def send(ng, req):
+def send(ng, req, prefix=""):
     method, path, user, tokens = req
     h = {}
     if user:
         h["X-User"] = user
     if tokens is not None:
         h["X-Tokens"] = str(tokens)
-    return ng.get(path, method=method, headers=h)
+    return ng.get(prefix + path, method=method, headers=h)
 
 
 # ------------------------------------------------------------------ tests --
@@ -193,8 +215,9 @@ def test_trace_as_the_c_library(ng):
             else None
         trace.append((method, path, user, tokens))
     got = []
+    reused = [rnd.random() < 1 / 3 for _ in trace]
     for i, req in enumerate(trace):
-        got.append(send(ng, req))
+        got.append(send(ng, req, "/reuse" if reused[i] else ""))
         if i % 15 == 14:
             time.sleep(rnd.random() * 0.15)  # let buckets refill: variety
     lines, now = [], "0"
@@ -237,9 +260,11 @@ def test_trace_as_the_c_library(ng):
             assert r.body.decode() == body, where
             limits.update(json.loads(body)["violated-policies"])
     workers = {r.h("x-worker") for r in got}
-    print("  %d admitted, %d refused (by %s), %d input errors, workers %s"
+    print("  %d admitted, %d refused (by %s), %d input errors, workers %s, "
+          "%d through a reused decision (%d refused)"
           % (admitted, refused, sorted(limits),
-             len(trace) - admitted - refused, sorted(workers)))
+             len(trace) - admitted - refused, sorted(workers), sum(reused),
+             sum(1 for u, r in zip(reused, got) if u and r.status >= 402)))
     # The trace must have exercised both answers, and more than one limit
     # (how many of each depends on the machine's pace: refills run on).
     assert admitted >= 10 and refused >= 10, (admitted, refused)

@@ -46,7 +46,7 @@ typedef struct shared {
 } shared;
 
 static shared *sh;
-static sluice_policy_config cfg;
+static sluice_policy_config *cfg;
 static const uint8_t secret[16] = "soak-secret-key";
 static int seconds = 4;
 static int64_t t_end;
@@ -54,30 +54,49 @@ static char tenant_name[NTEN][16], key_name[NTEN][NKEY][16];
 
 static const char *tier_of(int t) { return t < 2 ? "soak" : "boxy"; }
 
+/* The two tiers, as configured (make_config writes them in) and as the
+** bounds below check them. */
+typedef struct soak_tier {
+  const char *name;
+  int64_t tenant_rate, tenant_period_ns, tenant_burst;
+  int64_t key_rate, key_period_ns, key_burst;
+  int64_t strike_threshold, reconcile_concurrency;
+} soak_tier;
+static const soak_tier soak_tiers[2] = {
+    /* never boxed */
+    {"soak", 3000, 1000000000, 600, 400, 1000000000, 100, (1 << 20) - 1, 2},
+    /* every cost must fit the key bucket (export_long 50) */
+    {"boxy", 10, 1000000000, 600, 20, 1000000000, 60, 5, 1}};
+
 static void make_config(void) {
-  sluice_policy_tier base;
-  char err[256];
-  REQUIRE(sluice_policy_config_defaults(&cfg) == SLUICE_OK, "defaults");
-  base = cfg.tiers[0];
-  cfg.ntiers = 2;
-  cfg.tiers[0] = base;
-  snprintf(cfg.tiers[0].name, sizeof cfg.tiers[0].name, "soak");
-  cfg.tiers[0].tenant_rate = 3000;
-  cfg.tiers[0].tenant_period_ns = 1000000000;
-  cfg.tiers[0].tenant_burst = 600;
-  cfg.tiers[0].key_rate = 400;
-  cfg.tiers[0].key_period_ns = 1000000000;
-  cfg.tiers[0].key_burst = 100;
-  cfg.tiers[0].strike_threshold = (1 << 20) - 1; /* never boxed */
-  cfg.tiers[0].reconcile_concurrency = 2;
-  cfg.tiers[1] = base;
-  snprintf(cfg.tiers[1].name, sizeof cfg.tiers[1].name, "boxy");
-  cfg.tiers[1].key_rate = 20;
-  cfg.tiers[1].key_period_ns = 1000000000;
-  cfg.tiers[1].key_burst = 60; /* every cost must fit (export_long 50) */
-  cfg.tiers[1].strike_threshold = 5;
-  cfg.reconcile_lease_ttl_ns = LEASE_TTL;
-  REQUIRE(sluice_policy_config_check(&cfg, err, sizeof err) == SLUICE_OK,
+  char err[256], text[1024], v[32];
+  size_t n = 0;
+  int i;
+  REQUIRE(sluice_policy_config_new(&cfg, NULL, err, sizeof err) == SLUICE_OK,
+          "defaults: %s", err);
+  n += (size_t)snprintf(text + n, sizeof text - n, "{");
+  for (i = 0; i < 2; i++) {
+    const soak_tier *t = &soak_tiers[i];
+    n += (size_t)snprintf(
+        text + n, sizeof text - n,
+        " %s = { tenant = { rate = %lld; period_ms = %lld; burst = %lld; };"
+        " key = { rate = %lld; period_ms = %lld; burst = %lld; };"
+        " strikes = %lld; reconcile_concurrency = %lld;"
+        " export_concurrency = 1; exports_per_window = 2; };",
+        t->name, (long long)t->tenant_rate,
+        (long long)(t->tenant_period_ns / 1000000),
+        (long long)t->tenant_burst, (long long)t->key_rate,
+        (long long)(t->key_period_ns / 1000000), (long long)t->key_burst,
+        (long long)t->strike_threshold, (long long)t->reconcile_concurrency);
+    REQUIRE(n < sizeof text, "soak config: too long");
+  }
+  snprintf(text + n, sizeof text - n, " }");
+  REQUIRE(sluice_policy_config_set(cfg, "tiers", text, err, sizeof err) ==
+              SLUICE_OK,
+          "soak config: %s", err);
+  snprintf(v, sizeof v, "%lld", (long long)(LEASE_TTL / 1000000000));
+  REQUIRE(sluice_policy_config_set(cfg, "heavy.reconcile_lease_ttl_s", v, err,
+                                   sizeof err) == SLUICE_OK,
           "soak config: %s", err);
   for (int t = 0; t < NTEN; t++) {
     snprintf(tenant_name[t], sizeof tenant_name[t], "tenant-%d", t);
@@ -86,9 +105,7 @@ static void make_config(void) {
   }
 }
 
-static const sluice_policy_tier *tier_cfg(int t) {
-  return &cfg.tiers[t < 2 ? 0 : 1];
-}
+static const soak_tier *tier_cfg(int t) { return &soak_tiers[t < 2 ? 0 : 1]; }
 
 /* A policy on store `uri` (its own limiter), or on the borrowed `lim`. */
 static int open_policy_on(const char *uri, sluice_clock *clk,
@@ -102,7 +119,7 @@ static int open_policy_on(const char *uri, sluice_clock *clk,
   lo.clock = clk;
   lo.flags = SLUICE_OPEN_CREATE;
   po.limiter_options = &lo;
-  po.config = &cfg;
+  po.config = cfg;
   memcpy(po.secret, secret, sizeof po.secret);
   po.errbuf = err;
   po.errlen = sizeof err;
@@ -233,7 +250,7 @@ static void verify(const char *name, const char *uri, sluice_limiter *lim,
                sluice_strerror(atomic_load(&sh->first_error)));
   /* Over-admission, per key and per tenant. */
   for (int t = 0; t < NTEN; t++) {
-    const sluice_policy_tier *tc = tier_cfg(t);
+    const soak_tier *tc = tier_cfg(t);
     __extension__ __int128 el = t1 - t0;
     long tp = atomic_load(&sh->tenant_points[t]);
     VIOLATION_IF((__int128)tp * tc->tenant_period_ns >
@@ -303,7 +320,7 @@ static void verify(const char *name, const char *uri, sluice_limiter *lim,
   ** must have been throttled, struck and boxed (a slow sanitizer build may
   ** not get there: then there is nothing to check). */
   {
-    const sluice_policy_tier *bt = tier_cfg(2);
+    const soak_tier *bt = tier_cfg(2);
     double can = (double)bt->key_burst +
                  (double)(t1 - t0) * (double)bt->key_rate /
                      (double)bt->key_period_ns;
@@ -425,5 +442,6 @@ int main(void) {
       run(s, s, !threads_only);
   }
   printf("figures: violations=%ld\n", h_violations);
+  sluice_policy_config_free(cfg);
   return h_violations ? 1 : 0;
 }

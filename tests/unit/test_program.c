@@ -151,6 +151,40 @@ Test(program, reached_and_skipped_guards) {
   cr_assert_neq(rec[2].w[0], 0, "the first run tripped record 2");
 }
 
+/* After a gate's denial an ALWAYS step still runs and a PASSED one does
+** not, whichever the step's second condition: ALWAYS (none) or a real one
+** (the guard answers the first shape without its general path). */
+Test(program, always_and_passed_after_a_denial) {
+  static const sluice_window_params w = {1, MIN};
+  static const sluice_key k[5] = {
+      {"g{i}", 4}, {"a{i}", 4}, {"p{i}", 4}, {"b{i}", 4}, {"c{i}", 4}};
+  sluice_step st[5];
+  sluice_program p = {5, k, 5, st};
+  sluice_state rec[5];
+  sluice_program_result r;
+  int i;
+  memset(st, 0, sizeof st);
+  memset(rec, 0, sizeof rec);
+  st[0] = (sluice_step){SLUICE_ALGO_SWINDOW, SLUICE_OP_COUNT, 0, 1, &w, 1};
+  for (i = 1; i < 5; i++) {
+    st[i] = (sluice_step){SLUICE_ALGO_SWINDOW, SLUICE_OP_COUNT, i, 1, &w, 1};
+    st[i].fold = SLUICE_FOLD_NOTE;
+  }
+  st[2].when = SLUICE_WHEN_PASSED;
+  st[3].when2 = SLUICE_WHEN_DENIED; /* ALWAYS, and step 0 denied */
+  st[3].ref2 = 0;
+  st[4].when = SLUICE_WHEN_PASSED;
+  st[4].when2 = SLUICE_WHEN_DENIED;
+  st[4].ref2 = 0;
+  cr_assert_eq(sluice_program_run(&p, rec, rec, SEC, &r), SLUICE_OK);
+  cr_assert(r.allowed);
+  cr_assert_eq(r.ran, 0x7u, "no denial: steps 0-2, not the DENIED ones");
+  cr_assert_eq(sluice_program_run(&p, rec, rec, SEC, &r), SLUICE_OK);
+  cr_assert_not(r.allowed);
+  cr_assert_eq(r.denied_by, 0);
+  cr_assert_eq(r.ran, 0xbu, "denied: 0, 1 (ALWAYS) and 3, not 2 or 4");
+}
+
 Test(program, validation) {
   sluice_step st[5];
   sluice_program p = std_prog(st, 1);
@@ -301,6 +335,34 @@ Test(program, equals_its_ops_in_order) {
                    sluice_op_expiry(&op, i - st[s].key, &prog_rec[i]));
     }
   }
+}
+
+/* Each record's expiry is the one its own step's op gives it, a group's
+** later record included (the key bucket is record 1 of its step), after
+** a run that wrote every record: box, both buckets, notice. */
+Test(program, expiry_of_every_record) {
+  sluice_step st[5];
+  sluice_program p = std_prog(st, 1);
+  sluice_state rec[4];
+  sluice_program_result r;
+  sluice_op op;
+  int64_t now = 100 * SEC;
+  int i;
+  memset(rec, 0, sizeof rec);
+  for (i = 0; i < 3; i++) /* the third is refused: a notice, a strike */
+    cr_assert_eq(sluice_program_run(&p, rec, rec, now, &r), SLUICE_OK);
+  cr_assert_not(r.allowed);
+  for (i = 0; i < 4; i++) {
+    int s = i == 0 ? 0 : i < 3 ? 1 : 3;
+    sluice_program_step_op(&p, s, &op);
+    if (i == 1 || i == 2) /* both buckets were charged */
+      cr_assert_gt(sluice_program_expiry(&p, i, &rec[i]), now, "record %d",
+                   i);
+    cr_assert_eq(sluice_program_expiry(&p, i, &rec[i]),
+                 sluice_op_expiry(&op, i - st[s].key, &rec[i]), "record %d",
+                 i);
+  }
+  cr_assert_eq(sluice_program_expiry(&p, 4, &rec[3]), 0); /* no record 4 */
 }
 
 /* ------------------------------------------------------- through stores */

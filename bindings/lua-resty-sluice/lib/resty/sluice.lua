@@ -156,6 +156,7 @@ end
 local REQ_SIZE = ffi.sizeof("sluice_request")
 -- ffi.new(string) parses its declaration every time: the types, once.
 local decision_t = ffi.typeof("sluice_decision")
+local DECISION_SIZE = ffi.sizeof(decision_t)
 local function fill(self, req, q, a, anchor)
   -- Zeroed, then only the fields given are stored: access_by_lua runs
   -- mostly in LuaJIT's interpreter, where each cdata store costs.
@@ -482,11 +483,26 @@ end
 -- log_by_lua: d.outcome, limit_name(d)...).  A lease the decision took is
 -- remembered for log() to release.  Or nil and a message when the policy
 -- refuses to decide the request (nothing is sent: answer it yourself).
-function _M.access(self, req)
+-- d (optional, shm and mem stores): a sluice_decision to fill instead of
+-- a new one, which a worker may reuse for every request (access() does not
+-- yield there), sparing each request an allocation; a Redis store's
+-- decision yields, so it always fills one of its own.
+local admit
+function _M.access(self, req, d)
   local var = ngx.var
-  req.method = req.method or ngx.req.get_method()
-  req.route = req.route or var.uri
-  req.client_ip = req.client_ip or var.remote_addr
+  if not req.method then req.method = ngx.req.get_method() end
+  if not req.route then req.route = var.uri end
+  if not req.client_ip then req.client_ip = var.remote_addr end
+  return admit(self, req, d)
+end
+
+-- The rest of access(), in a function of its own so that LuaJIT compiles
+-- it: access_by_lua code runs in the interpreter, and a hot function is
+-- compiled from its entry to its return only if nothing on the way
+-- aborts the trace, which reading ngx.var does (its metamethod returns
+-- ffi.string's result, a return LuaJIT does not record).  So ngx.var is
+-- read above, and here only on the refusal's path.
+admit = function(self, req, given)
   local C = self.C
   local d, q, err, rc
   if self.redis then
@@ -495,7 +511,7 @@ function _M.access(self, req)
   else
     q, err = fill(self, req, self.q, self.attrs, self.anchor)
     if not q then return nil, err end
-    d = decision_t()
+    d = given or decision_t()
     rc = C.sluice_policy_decide(self.pol, q, d)
     if rc ~= 0 then return nil, input_error(C, rc, d) end
   end
@@ -504,9 +520,17 @@ function _M.access(self, req)
     ngx.ctx.sluice_lease = { self, req, d.lease_id }
   end
   local allowed = d.allowed ~= 0
-  if not allowed then ngx.ctx.sluice = d end
+  if not allowed then
+    -- kept for the log phase, when the caller's d serves other requests
+    local kept = d
+    if given then
+      kept = decision_t()
+      ffi_copy(kept, d, DECISION_SIZE)
+    end
+    ngx.ctx.sluice = kept
+  end
   if allowed and d.limit <= 0 then return d end
-  local rid = not allowed and var.request_id or nil
+  local rid = not allowed and ngx.var.request_id or nil
   rc = make(self, d, q, rid)
   local body, brc
   if rc == 0 and not allowed then body, brc = body_of(self) end
