@@ -517,12 +517,51 @@ static void check_penalty(world *w, const sluice_op *op,
   }
 }
 
+/* A counted set (max > SLUICE_GROUP_MAX, lib/algo/lease_count.c): at most
+** max held; a grant ends no earlier than now + ttl and its id releases it;
+** a refusal changes nothing and, in records of its own making, ends by its
+** retry-after. */
+static void check_counted(world *w, const sluice_op *op,
+                          const sluice_state *in, const sluice_state *out,
+                          const sluice_verdict *v, int64_t now, int mono) {
+  int64_t exp = now > INT64_MAX - w->u.l.ttl_ns ? INT64_MAX
+                                                : now + w->u.l.ttl_ns;
+  sluice_verdict pv;
+  CHECK(v->remaining >= 0 && v->remaining <= w->u.l.max, "remaining %lld",
+        (long long)v->remaining);
+  if (op->kind == SLUICE_OP_ACQUIRE && v->allowed && mono) {
+    sluice_op o = *op;
+    CHECK(v->lease_id != 0, "granted lease id 0");
+    CHECK(sluice_op_expiry(op, 0, out) >= exp, "grant ends before its TTL");
+    o.id = v->lease_id;
+    CHECK(probe(&o, out, now, SLUICE_OP_LEASE_RELEASE, 0, &pv) ==
+                  SLUICE_OK && pv.allowed,
+          "a granted lease's id does not release it");
+  }
+  if (op->kind == SLUICE_OP_ACQUIRE && !v->allowed) {
+    CHECK(memcmp(in, out, sizeof *out) == 0, "denied acquire changed the set");
+    CHECK(v->remaining == 0, "denied with %lld free",
+          (long long)v->remaining);
+    /* A made-up record may count more than max: then one bucket's end
+    ** need not make room. */
+    if (w->fresh && mono && v->retry_after_ns < INT64_MAX - now)
+      CHECK(probe(op, out, now + v->retry_after_ns, op->kind, 0, &pv) ==
+                    SLUICE_OK && pv.allowed,
+            "acquire still denied at now + retry_after (%lld)",
+            (long long)v->retry_after_ns);
+  }
+}
+
 static void check_lease(world *w, const sluice_op *op, const sluice_state *in,
                         const sluice_state *out, const sluice_verdict *v,
                         int64_t now, int mono) {
   int n = op->nkeys, i, j, mine = 0;
   int64_t exp = now > INT64_MAX - w->u.l.ttl_ns ? INT64_MAX
                                                 : now + w->u.l.ttl_ns;
+  if (w->u.l.max > SLUICE_GROUP_MAX) {
+    check_counted(w, op, in, out, v, now, mono);
+    return;
+  }
   CHECK(v->remaining >= 0 && v->remaining <= n, "remaining %lld",
         (long long)v->remaining);
   /* With a clock that steps back, a slot this id held and let expire

@@ -137,13 +137,23 @@ typedef struct sluice_penalty_params {
 /* --------------------------------------------------------------- lease --- */
 
 /** Lease set of `max` slots (key i of the group is slot i), each lease held
- *  for `ttl_ns` unless released or renewed.  Mutual exclusion is max = 1. */
+ *  for `ttl_ns` unless released or renewed.  Mutual exclusion is max = 1.
+ *  A larger `max` (SLUICE_GROUP_MAX < max <= SLUICE_LEASE_COUNT_MAX) is a
+ *  counted set: one record (a group of one key) counting live leases by
+ *  expiry bucket; ACQUIRE and RENEW return the id to release it by in the
+ *  verdict's lease_id, and a leaked lease ends less than ttl/3 + 4 ms late
+ *  (lib/algo/lease_count.c says exactly). */
 typedef struct sluice_lease_params {
-  int64_t max;    /**< 1..SLUICE_GROUP_MAX; the group must have max keys */
+  int64_t max;    /**< 1..SLUICE_LEASE_COUNT_MAX; the group has max keys
+                       (1 key for a counted set, max > SLUICE_GROUP_MAX) */
   int64_t ttl_ns; /**< 1..SLUICE_DURATION_MAX */
 } sluice_lease_params;
 
-/* LEASE record (one slot): w[0] = lease id (0 = free), w[1] = expiry (ns). */
+/** The largest counted lease set. */
+#define SLUICE_LEASE_COUNT_MAX ((int64_t)1 << 20)
+
+/* LEASE record (one slot): w[0] = lease id (0 = free), w[1] = expiry (ns).
+** A counted set's record: lib/algo/lease_count.c. */
 
 /* ------------------------------------------------------------ distinct --- */
 

@@ -631,7 +631,8 @@ SLUICE_EXPORT int sluice_policy_release_lease(sluice_policy *p,
                                               uint64_t lease_id);
 
 /** @brief Extend a lease to now + its TTL (long jobs).
- *  @return as sluice_policy_release_lease(). */
+ *  @return as sluice_policy_release_lease(); SLUICE_EINVAL on a route whose
+ *  `concurrency` limit holds more than 32 leases (docs/policy.md). */
 SLUICE_EXPORT int sluice_policy_renew_lease(sluice_policy *p,
                                             const sluice_request *req,
                                             uint64_t lease_id);

@@ -132,6 +132,17 @@ SLUICE__UNDO_DECL(gcra, sluice_gcra_params);
 SLUICE__UNDO_DECL(swindow, sluice_window_params);
 SLUICE__UNDO_DECL(fwindow, sluice_window_params);
 SLUICE__UNDO_DECL(lease, sluice_lease_params);
+/* The counted lease set (lease_count.c): max > SLUICE_GROUP_MAX leases in
+** one record; lease.c hands it its ops. */
+SLUICE__RUN_DECL(lease_count);
+SLUICE__UNDO_DECL(lease_count, sluice_lease_params);
+int64_t sluice__lease_count_expiry(const sluice_lease_params *p,
+                                   const sluice_state *s);
+/* The records a lease set's group has: one per slot, or the one record of
+** a counted set. */
+static inline int sluice__lease_nkeys(const sluice_lease_params *p) {
+  return p->max > SLUICE_GROUP_MAX ? 1 : (int)p->max;
+}
 int64_t sluice__distinct_expiry(const sluice_distinct_params *p,
                                 const sluice_state *s);
 

@@ -23,7 +23,7 @@
 #include "algo_int.h"
 
 int sluice_lease_params_check(const sluice_lease_params *p) {
-  if (!p || p->max < 1 || p->max > SLUICE_GROUP_MAX || p->ttl_ns < 1 ||
+  if (!p || p->max < 1 || p->max > SLUICE_LEASE_COUNT_MAX || p->ttl_ns < 1 ||
       p->ttl_ns > SLUICE_DURATION_MAX)
     return SLUICE_EINVAL;
   return SLUICE_OK;
@@ -43,6 +43,8 @@ int sluice__lease_run(const sluice_op *op, const sluice_state *in,
   int64_t exp = sluice__sat_add(now, p->ttl_ns);
   int64_t earliest = INT64_MAX, latest = now;
 
+  if (p->max > SLUICE_GROUP_MAX)
+    return sluice__lease_count_run(op, in, out, now, v);
   for (i = 0; i < n; i++) {
     out[i] = in[i];
     if (held(&in[i], now)) {
@@ -116,20 +118,21 @@ int sluice_lease_step(const sluice_lease_params *p, const sluice_state *in,
   int i;
   if (sluice_lease_params_check(p) != SLUICE_OK)
     return SLUICE_EINVAL;
-  for (i = 0; i < (int)p->max; i++) {
+  op.nkeys = sluice__lease_nkeys(p);
+  for (i = 0; i < op.nkeys; i++) {
     memcpy(names[i], "{s}", 3);
     names[i][3] = digits[i];
     k[i].data = names[i];
     k[i].len = 4;
   }
-  op.nkeys = (int)p->max;
   return sluice_op_step(&op, in, out, now_ns, v);
 }
 
 /* A slot this write took (its id is unique to the holder) is freed while
 ** it is still ours; a renewal keeps the slot, which a retry re-grants. */
 SLUICE__UNDO_DECL(lease, sluice_lease_params) {
-  (void)p;
+  if (p->max > SLUICE_GROUP_MAX)
+    return sluice__lease_count_undo(p, pre, post, cur, now, out);
   (void)now;
   if (post->w[0] == 0 || pre->w[0] == post->w[0] || cur->w[0] != post->w[0])
     return 0;

@@ -220,7 +220,8 @@ static int shape_fields(const sluice_op *op) {
     break;
   case SLUICE_ALGO_LEASE: {
     const sluice_lease_params *p = (const sluice_lease_params *)op->params;
-    if (sluice_lease_params_check(p) != SLUICE_OK || op->nkeys != p->max)
+    if (sluice_lease_params_check(p) != SLUICE_OK ||
+        op->nkeys != sluice__lease_nkeys(p))
       return SLUICE_EINVAL;
     if (op->kind < SLUICE_OP_ACQUIRE || op->kind > SLUICE_OP_RENEW)
       return SLUICE_EINVAL;
@@ -330,6 +331,8 @@ int64_t sluice__rec_expiry(int algo, const void *params, int i,
   case SLUICE_ALGO_PENALTY:
     return sluice__penalty_expiry(params, s);
   case SLUICE_ALGO_LEASE:
+    if (((const sluice_lease_params *)params)->max > SLUICE_GROUP_MAX)
+      return sluice__lease_count_expiry(params, s);
     return s->w[0] ? (int64_t)s->w[1] : 0;
   case SLUICE_ALGO_DISTINCT:
     return sluice__distinct_expiry(params, s);

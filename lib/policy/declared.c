@@ -403,6 +403,12 @@ static int is_lease(int algo) {
   return algo == SLUICE__L_CONCURRENCY || algo == SLUICE__L_LOCK;
 }
 
+/* A counted lease set (lib/algo/lease_count.c): its grant names the id to
+** release it by, and a renewal would name a new one. */
+static int is_counted(int algo, const sluice__lparams *ps) {
+  return algo == SLUICE__L_CONCURRENCY && ps->l.max > SLUICE_GROUP_MAX;
+}
+
 /* splitmix64's finaliser: a cheap, well-mixed 64-bit hash step. */
 static uint64_t mix(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
@@ -585,7 +591,11 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
       if (cost > (lm->algo == SLUICE__L_GCRA ? ps->g.burst : ps->w.limit))
         return SLUICE_ERANGE; /* never fits the degraded bucket */
     }
-    if (lm->algo == SLUICE__L_CONCURRENCY) {
+    if (lm->algo == SLUICE__L_CONCURRENCY && ps->l.max > SLUICE_GROUP_MAX) {
+      /* A counted set: one record, apart from any tier's slots. */
+      g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 'n');
+      g->nk++;
+    } else if (lm->algo == SLUICE__L_CONCURRENCY) {
       nrec = (int)ps->l.max;
       for (j = 0; j < nrec; j++, g->nk++)
         g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, j, 0);
@@ -863,6 +873,10 @@ static int read(sluice__ctx *c, const dres *rs,
           const sluice__limit *l2 = &c->p->decl->limits[dr->limit[i]];
           if (is_lease(l2->algo) && pick(c, l2)->l.ttl_ns < ttl)
             ttl = pick(c, l2)->l.ttl_ns;
+          /* The route's only lease limit (the loader sees to it). */
+          if (is_counted(l2->algo, pick(c, l2)) && st[i] >= 0 &&
+              res_of(dr, rs, i))
+            id = res_of(dr, rs, i)->v[st[i]].lease_id;
         }
         d->lease_id = id;
         d->lease_ttl_ns = ttl;
@@ -1054,6 +1068,13 @@ int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind) {
   int st[SLUICE__RLIMITS_MAX], rc = SLUICE_OK, s, ok = 1, k;
   if (!route_leases(c))
     return SLUICE_EINVAL;
+  /* A counted lease's renewal moves it and gives it a new id, which this
+  ** call cannot hand back: its holder releases, or lets the TTL run. */
+  for (s = 0; kind == SLUICE_OP_RENEW && s < dr->n; s++) {
+    const sluice__limit *lm = &c->p->decl->limits[dr->limit[s]];
+    if (is_counted(lm->algo, pick(c, lm)))
+      return SLUICE_EINVAL;
+  }
   memset(&d, 0, sizeof d);
   for (k = 0; k < dr->ntg && rc == SLUICE_OK; k++) {
     rc = build(c, kind, id, g, st, costs, NULL, NULL, bp, dr->run[k], &d);
@@ -1139,6 +1160,12 @@ int sluice__decl_keys(sluice__ctx *c, int limit, sluice__prog *g, int *nrec,
   *ps = pick(c, lm);
   *nrec = lm->algo == SLUICE__L_CONCURRENCY ? (int)(*ps)->l.max : 1;
   g->nk = 0;
+  if (is_counted(lm->algo, *ps)) { /* one record, as build() keys it */
+    *nrec = 1;
+    g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 'n');
+    g->nk++;
+    return SLUICE_OK;
+  }
   for (j = 0; j < *nrec; j++, g->nk++)
     g->keys[g->nk] =
         dkey(g->kbuf[g->nk], &kp, lm->algo == SLUICE__L_CONCURRENCY ? j : -1, 0);

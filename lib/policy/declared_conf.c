@@ -637,9 +637,36 @@ static int recs_of(const sluice__limit *lm) {
   if (lm->algo != SLUICE__L_CONCURRENCY)
     return 1;
   for (i = 0; i < lm->npsets; i++)
-    if (lm->ps[i].l.max > m)
+    if (lm->ps[i].l.max > m && lm->ps[i].l.max <= SLUICE_GROUP_MAX)
       m = lm->ps[i].l.max;
-  return (int)m;
+  return m > SLUICE_GROUP_MAX ? 1 : (int)m; /* a counted set: one record */
+}
+
+/* A lease limit that may hold more than SLUICE_GROUP_MAX leases (in some
+** parameter set): a counted set, whose grant returns the lease's id. */
+static int may_count(const sluice__limit *lm) {
+  int i;
+  if (lm->algo != SLUICE__L_CONCURRENCY)
+    return 0;
+  for (i = 0; i < lm->npsets; i++)
+    if (lm->ps[i].l.max > SLUICE_GROUP_MAX)
+      return 1;
+  return lm->base.l.max > SLUICE_GROUP_MAX;
+}
+
+/* One id names a request's leases on every lease limit of its route: a
+** counted set's (which it makes) then cannot be shared. */
+static int leases_clash(const sluice__decl *dl, const sluice__droute *dr,
+                        const sluice__limit *lm) {
+  int i, lease = lm->algo == SLUICE__L_CONCURRENCY ||
+                 lm->algo == SLUICE__L_LOCK;
+  for (i = 0; lease && i < dr->n; i++) {
+    const sluice__limit *o = &dl->limits[dr->limit[i]];
+    if ((o->algo == SLUICE__L_CONCURRENCY || o->algo == SLUICE__L_LOCK) &&
+        (may_count(o) || may_count(lm)))
+      return 1;
+  }
+  return 0;
 }
 
 /* Limit v as the route's next one, with cost setting cs (NULL: 1); group:
@@ -678,6 +705,12 @@ static int add_limit(dctx *x, sluice__droute *dr, const config_setting_t *e,
              sluice__attr_name(x->dl, first->scope[0]));
     return derr(x, e, ep, "%s", what, 0);
   }
+  if (leases_clash(x->dl, dr, lm))
+    return derr(x, e, ep,
+                "\"%s\": a concurrency limit of more than 32 leases must be "
+                "the route's only concurrency or lock limit (its grant "
+                "names the lease id)",
+                lm->name, 0);
   if ((tg = sluice__decl_tag_group(dr, lm->scope[0], 1)) < 0)
     return derr(x, e, ep,
                 "a route's limits span at most %s%lld hash-tag groups (the "

@@ -85,7 +85,27 @@ int sluice_policy_inspect_limit(sluice_policy *p, const char *limit,
   }
   memset(&st, 0, sizeof st);
   st.now_ns = c.now;
-  if (lm->algo == SLUICE__L_CONCURRENCY || lm->algo == SLUICE__L_LOCK) {
+  if (lm->algo == SLUICE__L_CONCURRENCY && ps->l.max > SLUICE_GROUP_MAX) {
+    /* A counted set: a release of id 1 (which names a bucket long ended)
+    ** changes nothing and reports the live count and the last end. */
+    sluice_state s, o;
+    sluice_verdict v;
+    if ((got = sluice__inspect_get(p, g.keys[0], &s, &err)) < 0)
+      return err;
+    st.present = got;
+    st.quota = ps->l.max;
+    if (sluice_lease_step(&ps->l, &s, c.now, SLUICE_OP_LEASE_RELEASE, 1, &o,
+                          &v) != SLUICE_OK) {
+      st.unfit = 1;
+    } else {
+      st.held = (int)(ps->l.max - v.remaining);
+      st.remaining = v.remaining;
+      st.reset_ns = v.reset_ns;
+      /* Later than a lease's TTL and its bucket: another TTL wrote it. */
+      if (v.reset_ns > ps->l.ttl_ns + ps->l.ttl_ns / 3 + 4 * 1000000)
+        st.unfit = 1;
+    }
+  } else if (lm->algo == SLUICE__L_CONCURRENCY || lm->algo == SLUICE__L_LOCK) {
     int64_t last = 0;
     st.quota = ps->l.max;
     for (i = 0; i < nrec; i++) {

@@ -100,7 +100,10 @@ static int decl_check(sluice_policy *p, char *msg, size_t len) {
         snprintf(what, sizeof what, "limits.%s.params.%s", lm->name,
                  lm->psval[j]);
       if ((rc = ask(p, algo, kind,
-                    algo == SLUICE_ALGO_LEASE ? (int)ps->l.max : 1, ps, what,
+                    algo != SLUICE_ALGO_LEASE        ? 1
+                    : ps->l.max > SLUICE_GROUP_MAX ? 1 /* counted */
+                                                   : (int)ps->l.max,
+                    ps, what,
                     msg, len)))
         return rc;
     }

@@ -410,7 +410,8 @@ Test(policy_http, a_declared_limit_speaks_of_itself) {
                    "RateLimit-Policy: \"core\";q=5000;qu=\"requests\";"
                    "w=3600, \"points\";q=900;qu=\"points\";w=60, "
                    "\"content_minute\";q=80;qu=\"requests\";w=60, "
-                   "\"content_hour\";q=500;qu=\"requests\";w=3600\n"),
+                   "\"content_hour\";q=500;qu=\"requests\";w=3600, "
+                   "\"concurrent\";q=100;qu=\"requests\"\n"),
             "%s", out.headers);
   cr_assert(strstr(out.headers, "RateLimit: \"content_minute\";r=0"), "%s",
             out.headers);
@@ -436,7 +437,8 @@ Test(policy_http, a_declared_limit_speaks_of_itself) {
   cr_assert(strstr(out.headers, "RateLimit-Policy: \"core\";q=5000;"), "%s",
             out.headers);
   cr_assert(strstr(out.headers, "\"content_hour\";q=500;qu=\"requests\";"
-                                "w=3600\n"),
+                                "w=3600, \"concurrent\";q=100;"
+                                "qu=\"requests\"\n"),
             "%s", out.headers);
   cr_assert(strstr(out.headers, "RateLimit: \"content_minute\";r=79;"), "%s",
             out.headers);

@@ -489,13 +489,21 @@ Test(policy_limits, bad_files_name_the_line_and_setting) {
           "rate = 1; burst = 10; }; };\n",
           ":1: limits.a", "period_ms is missing");
   refused("limits = { a = { algorithm = \"concurrency\"; scope = [ \"tenant\" "
-          "];\n max = 33; ttl_ms = 1; }; };\n",
-          ":2: limits.a.max", "1..32");
+          "];\n max = 1048577; ttl_ms = 1; }; };\n",
+          ":2: limits.a.max", "1..1048576");
   refused("limits = { a = { algorithm = \"lock\"; scope = [ \"tenant\" ];\n"
           " ttl_ms = 1; }; };\n"
           "routes = ( { method = \"GET\"; route = \"/x\";\n"
           "  limits = ( { limit = \"a\"; cost = 2; } ); } );\n",
           ":4: routes.[0].limits.[0].cost", "must be 1");
+  /* A counted set's grant makes the lease id: it cannot share one. */
+  refused("limits = { a = { algorithm = \"concurrency\"; scope = [ \"tenant\" "
+          "];\n max = 100; ttl_ms = 1000; };\n"
+          " l = { algorithm = \"lock\"; scope = [ \"tenant\" ]; ttl_ms = 1; "
+          "}; };\n"
+          "routes = ( { method = \"GET\"; route = \"/x\";\n"
+          "  limits = ( \"l\", \"a\" ); } );\n",
+          ":5: routes.[0].limits.[1]", "the route's only concurrency or lock");
 }
 
 Test(policy_limits, an_unused_limit_is_a_warning) {

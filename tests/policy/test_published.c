@@ -31,7 +31,10 @@
 #include "../common/rmtree.h"
 #include "helpers.h"
 
-enum { GCRA, FIXED };
+/* LEASE: a concurrency limit of n; the replay releases each request's
+** lease before the next request, so it always has room and reports n - 1
+** (the request's own lease held); gh_concurrency() holds them. */
+enum { GCRA, FIXED, LEASE };
 
 typedef struct lim {
   const char *name;
@@ -88,6 +91,8 @@ static mstate *state(model *m, const lim *l, const char *scope) {
 }
 
 static int room(const lim *l, mstate *s, int64_t now, int64_t cost) {
+  if (l->kind == LEASE)
+    return 1;
   if (l->kind == GCRA) {
     __int128 nowr = (__int128)now * l->rate;
     __int128 base = s->tat > nowr ? s->tat : nowr;
@@ -99,6 +104,8 @@ static int room(const lim *l, mstate *s, int64_t now, int64_t cost) {
 }
 
 static void take(const lim *l, mstate *s, int64_t now, int64_t cost) {
+  if (l->kind == LEASE)
+    return;
   if (l->kind == GCRA) {
     __int128 nowr = (__int128)now * l->rate;
     s->tat = (s->tat > nowr ? s->tat : nowr) + (__int128)cost * l->period_ns;
@@ -134,6 +141,8 @@ static void settle_model(const lim *l, mstate *s, int64_t now, int64_t delta) {
 
 /* What the limit has left at now, as sluice_verdict.remaining says it. */
 static int64_t left_of(const lim *l, const mstate *s, int64_t now) {
+  if (l->kind == LEASE)
+    return l->n - 1;
   if (l->kind == GCRA) {
     __int128 nowr = (__int128)now * l->rate;
     __int128 span = s->tat > nowr ? s->tat - nowr : 0;
@@ -295,9 +304,13 @@ static void replay(const char *file, const char *store, unsigned flags,
       int64_t best = INT64_MAX;
       for (k = 0; k < r.nl; k++)
         take(r.l[k], state(m, r.l[k], r.scope[k]), now, r.cost[k]);
-      /* The binding limit: the least left as a fraction of its own. */
+      /* The binding limit: the least left as a fraction of its own (a
+      ** lease binds only a route of leases alone). */
       for (k = 0; k < r.nl; k++) {
-        int64_t lf = left_of(r.l[k], state(m, r.l[k], r.scope[k]), now) *
+        int64_t lf;
+        if (r.l[k]->kind == LEASE)
+          continue;
+        lf = left_of(r.l[k], state(m, r.l[k], r.scope[k]), now) *
                      1024 / r.l[k]->n;
         if (lf < best) {
           best = lf;
@@ -324,6 +337,9 @@ static void replay(const char *file, const char *store, unsigned flags,
                      "%s request %d: %s", store, i, r.l[k]->name);
       }
       admitted++;
+      if (d.lease_id)
+        cr_assert_eq(sluice_policy_release_lease(f.pol, &q, d.lease_id),
+                     SLUICE_OK, "%s request %d: release", store, i);
       if (settling && rnd(3) == 0) {
         pend *p = &pending[npend++];
         int64_t was = strtoll(r.attrs[settle_attr].value, NULL, 10);
@@ -410,6 +426,7 @@ static const lim gh_core = {"core", FIXED, 5000, 3600 * SEC, 0};
 static const lim gh_points = {"points", FIXED, 900, 60 * SEC, 0};
 static const lim gh_cmin = {"content_minute", FIXED, 80, 60 * SEC, 0};
 static const lim gh_chour = {"content_hour", FIXED, 500, 3600 * SEC, 0};
+static const lim gh_conc = {"concurrent", LEASE, 100, 10 * SEC, 0};
 static const lim *const gh_all[] = {&gh_core, &gh_points, &gh_cmin,
                                     &gh_chour};
 
@@ -448,11 +465,97 @@ static void gh_gen(treq *r) {
     r->nl = 2;
   }
   snprintf(r->scope[1], sizeof r->scope[1], "%s %s", user, r->route);
+  r->l[r->nl] = &gh_conc;
+  r->cost[r->nl] = 1;
+  snprintf(r->scope[r->nl], sizeof r->scope[r->nl], "%s", user);
+  r->nl++;
 }
 
 static void github(const char *store, unsigned flags) {
   published(SLUICE_ETC "/github.conf", store, flags, gh_gen, 12000,
             100 * MS, gh_all, 4);
+}
+
+/* GitHub's 100 concurrent requests per user, held: the 101st is refused
+** (and takes nothing from the window it passed first), a release lets one
+** more in, another user is not held back, a lease never released ends by
+** itself: not before its TTL (10 s) and by TTL + TTL/3 + 4 ms. */
+static void gh_decide(fixture *f, sluice_request *q, sluice_decision *d) {
+  int rc = sluice_policy_decide(f->pol, q, d);
+  cr_assert_eq(rc, SLUICE_OK, "%s", sluice_strerror(rc));
+}
+
+static void gh_concurrency(const char *store, unsigned flags) {
+  /* Users of their own: a Redis run shares its servers with github(). */
+  sluice_attr me = {"user", "monalisa"}, other = {"user", "defunkt"};
+  sluice_request q, q2;
+  sluice_decision d;
+  fixture f;
+  uint64_t ids[100];
+  int64_t t0;
+  int i, rc = fx_open_file(&f, SLUICE_ETC "/github.conf", store, flags);
+  if (rc == SLUICE_ENOTSUP)
+    cr_skip_test("%s: compiled out", store);
+  cr_assert_eq(rc, SLUICE_OK, "%s: %s", store, sluice_strerror(rc));
+  memset(&q, 0, sizeof q);
+  q.method = "GET";
+  q.route = "/user";
+  q.attrs = &me;
+  q.nattrs = 1;
+  q2 = q;
+  q2.attrs = &other;
+  t0 = sluice_clock_now(f.clock);
+  for (i = 0; i < 100; i++) {
+    gh_decide(&f, &q, &d);
+    cr_assert(d.allowed, "%s: request %d of 100", store, i);
+    cr_assert_neq(d.lease_id, 0);
+    cr_assert_str_eq(d.limits[2].name, "concurrent");
+    cr_assert_eq(d.limits[2].remaining, 99 - i);
+    ids[i] = d.lease_id;
+    sluice_clock_advance(f.clock, MS);
+  }
+  {
+    /* What `sluice inspect` reads: the counted record holds 100. */
+    sluice_limit_state ls;
+    cr_assert_eq(sluice_policy_inspect_limit(f.pol, "concurrent", &q, &ls,
+                                             NULL),
+                 SLUICE_OK);
+    cr_assert_eq(ls.held, 100, "%s: %lld held", store, (long long)ls.held);
+    cr_assert_eq(ls.remaining, 0);
+    cr_assert_not(ls.unfit);
+  }
+  gh_decide(&f, &q, &d);
+  cr_assert_not(d.allowed, "%s: the 101st concurrent request", store);
+  cr_assert_eq(d.status, 429);
+  cr_assert_str_eq(d.limit_name, "concurrent");
+  cr_assert_geq(d.retry_after_ns, t0 + 10 * SEC - sluice_clock_now(f.clock));
+  cr_assert_leq(d.retry_after_ns, 10 * SEC + 10 * SEC / 3 + 4 * MS);
+  gh_decide(&f, &q2, &d);
+  cr_assert(d.allowed, "%s: another user has leases of its own", store);
+  cr_assert_eq(sluice_policy_release_lease(f.pol, &q2, d.lease_id), SLUICE_OK);
+  /* A release lets exactly one more in; the refusal charged nothing. */
+  cr_assert_eq(sluice_policy_release_lease(f.pol, &q, ids[0]), SLUICE_OK);
+  gh_decide(&f, &q, &d);
+  cr_assert(d.allowed, "%s: after a release", store);
+  cr_assert_eq(d.limits[0].remaining, 5000 - 101, "%s: core", store);
+  cr_assert_eq(d.limits[1].remaining, 900 - 101, "%s: points", store);
+  cr_assert_eq(d.limits[2].remaining, 0);
+  gh_decide(&f, &q, &d);
+  cr_assert_not(d.allowed, "%s: full again", store);
+  cr_assert_eq(sluice_policy_renew_lease(f.pol, &q, ids[1]), SLUICE_EINVAL,
+               "%s: a counted lease is not renewed through the policy", store);
+  /* Leaked leases: held until their TTL, gone within TTL/3 + 4 ms after. */
+  sluice_clock_set(f.clock, t0 + 10 * SEC - MS);
+  gh_decide(&f, &q, &d);
+  cr_assert_not(d.allowed, "%s: a lease ended before its TTL", store);
+  sluice_clock_set(f.clock, t0 + 200 * MS + 10 * SEC + 10 * SEC / 3 + 4 * MS);
+  gh_decide(&f, &q, &d);
+  cr_assert(d.allowed, "%s: leaked leases still held", store);
+  cr_assert_eq(d.limits[2].remaining, 99, "%s", store);
+  cr_assert_eq(sluice_policy_release_lease(f.pol, &q, ids[5]),
+               SLUICE_ENOTFOUND, "%s: a leaked lease's id after its end",
+               store);
+  fx_close(&f);
 }
 
 /* ---------------------------------------------------------- Shopify --- */
@@ -1002,6 +1105,10 @@ Test(policy_published, range_redis) {
 }
 
 Test(policy_published, github_mem) { github("mem", 0); }
+Test(policy_published, github_concurrency_mem) { gh_concurrency("mem", 0); }
+Test(policy_published, github_concurrency_shm) { on_shm(gh_concurrency); }
+Test(policy_published, github_concurrency_lmdb) { on_lmdb(gh_concurrency); }
+Test(policy_published, github_concurrency_redis) { on_redis(gh_concurrency); }
 Test(policy_published, github_redis) { on_redis(github); }
 Test(policy_published, shopify_redis) { on_redis(shopify); }
 Test(policy_published, llm_redis) { on_redis(llm); }

@@ -89,6 +89,9 @@ static void duo_close(duo *d) {
                " redis " fmt " != C " fmt,                                      \
                what, step, op->kind, op->arg, op->nkeys, now, vr.f, vm.f)
 
+/* The C store's verdict of the last duo_step() (a counted set's ids). */
+static sluice_verdict duo_last;
+
 /* One op on both stores; everything observable must agree. */
 static void duo_step(duo *d, const sluice_op *op, int64_t now,
                      const char *what, long step) {
@@ -105,6 +108,7 @@ static void duo_step(duo *d, const sluice_op *op, int64_t now,
   if (rm != SLUICE_OK)
     return;
   d->allowed += vm.allowed;
+  duo_last = vm;
   VF(allowed, "%d");
   VF(flags, "%u");
   VF(binding, "%d");
@@ -324,6 +328,67 @@ Test(port, lease, .timeout = 240) {
     }
   }
   cr_assert_gt(d.allowed, 200);
+  duo_close(&d);
+}
+
+static void duo_run(duo *d, const sluice_program *p, int64_t now, long step,
+                    sluice_program_result *out);
+
+/* A counted lease set (lib/algo/lease_count.c): one record, ids that the
+** grants make (released once, twice, after their bucket ended, renewed)
+** and made-up ones, over every start time, TTLs from 1 ns to days, sizes
+** from 33 to the largest; then as a program's step before a bucket whose
+** refusal must undo the grant. */
+Test(port, lease_count, .timeout = 240) {
+  static const sluice_gcra_params gp = {1, SEC, 2};
+  duo d;
+  rng r = seeded(25);
+  char tag[64], names[2][128];
+  sluice_key k[2];
+  int scen, undone = 0;
+  long step = 0;
+  rt_tag(tag, sizeof tag, "leasec");
+  duo_open(&d);
+  for (scen = 0; scen < 60; scen++) {
+    sluice_lease_params p;
+    uint64_t ids[8] = {1, 2, UINT64_MAX, UINT64_C(0x100000),
+                       UINT64_C(0xfedcba9876543210), 7, 8, 9};
+    int64_t maxes[] = {33, 34, 40, 1000, SLUICE_LEASE_COUNT_MAX};
+    int64_t ttls[] = {1, 999, MS, SEC, HOUR, 25 * HOUR};
+    int s;
+    int64_t t = start_time(&r);
+    p.max = pick(&r, maxes, 5);
+    p.ttl_ns = rrange(&r, 1, pick(&r, ttls, 6));
+    mk_keys(k, names, 2, tag, scen);
+    for (s = 0; s < 60; s++, step++) {
+      int kinds[] = {SLUICE_OP_ACQUIRE, SLUICE_OP_ACQUIRE, SLUICE_OP_ACQUIRE,
+                     SLUICE_OP_RENEW, SLUICE_OP_LEASE_RELEASE};
+      uint64_t *id = &ids[rnext(&r) % 8];
+      sluice_op op = {SLUICE_ALGO_LEASE, kinds[rnext(&r) % 5], 1, k, &p, 0,
+                      *id};
+      sluice_verdict vm;
+      t = next_time(&r, t, p.ttl_ns);
+      if (s % 3 == 2) { /* the set, then a bucket that may refuse */
+        sluice_step st[2] = {
+            {SLUICE_ALGO_LEASE, op.kind, 0, 1, &p, 0, *id},
+            {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, 1, &gp, 1}};
+        sluice_program pg = {2, k, 2, st};
+        sluice_program_result res;
+        duo_run(&d, &pg, t, step, &res);
+        undone += res.denied_by == 1 && res.v[0].allowed &&
+                  op.kind == SLUICE_OP_ACQUIRE;
+        vm = res.v[0];
+      } else {
+        memset(&duo_last, 0, sizeof duo_last);
+        duo_step(&d, &op, t, "lease-count", step);
+        vm = duo_last;
+      }
+      if (vm.allowed && op.kind != SLUICE_OP_LEASE_RELEASE)
+        *id = vm.lease_id;
+    }
+  }
+  cr_assert_gt(d.allowed, 500);
+  cr_assert_gt(undone, 5);
   duo_close(&d);
 }
 

@@ -226,7 +226,7 @@ Test(lease, single_call_entry_point) {
 Test(lease, validation) {
   const sluice_lease_params ok = {2, SEC};
   static const sluice_lease_params bad[] = {
-      {0, SEC}, {-1, SEC}, {SLUICE_GROUP_MAX + 1, SEC}, {1, 0}, {1, -1},
+      {0, SEC}, {-1, SEC}, {SLUICE_LEASE_COUNT_MAX + 1, SEC}, {1, 0}, {1, -1},
       {1, SLUICE_DURATION_MAX + 1}};
   sluice_state st[2];
   sluice_verdict v;
@@ -251,6 +251,16 @@ Test(lease, validation) {
     cr_assert_eq(sluice_op_step(&op, st, out, 0, &v), SLUICE_EINVAL);
     op.nkeys = 3;
     cr_assert_eq(sluice_op_step(&op, st, out, 0, &v), SLUICE_EINVAL);
+  }
+  {
+    /* A counted set (max > SLUICE_GROUP_MAX) is one record, no more. */
+    const sluice_lease_params big = {SLUICE_GROUP_MAX + 1, SEC};
+    sluice_op op = {SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 2, slots(), &big, 0,
+                    1};
+    sluice_state out[2];
+    cr_assert_eq(sluice_op_step(&op, st, out, 0, &v), SLUICE_EINVAL);
+    op.nkeys = 1;
+    cr_assert_eq(sluice_op_step(&op, st, out, 0, &v), SLUICE_OK);
   }
   {
     /* Slot keys are distinct keys of one tag. */

@@ -1,16 +1,17 @@
--- lease.lua -- one slot of a lease set (lib/algo/lease.c).
+-- lease.lua -- one slot of a lease set (lib/algo/lease.c); a counted set
+-- (max > SLUICE_GROUP_MAX) is lease_count.lua's.
 --
 -- Sections as in gcra.lua; the step sets each record's expiry itself.
 
 --@section range
 if algo == ALGO_LEASE then
   known = true
-  bad = A[A_PARAMS + 1] > T52
+  bad = A[A_PARAMS + 1] > T52 or A[A_PARAMS] > LEASE_COUNT_MAX
 end
 
 --@section step
 -- ----------------------------------------------------------------- lease
-if algo == ALGO_LEASE then
+if algo == ALGO_LEASE and A[A_PARAMS] <= LEASE_SLOTS_MAX then
   local max, ttl = A[A_PARAMS], A[A_PARAMS + 1]
   local xh, xl = sat(add(nh, nl, pair(ttl)))
   -- An expiry saturated at INT64_MAX is held until the end of time.
