@@ -210,7 +210,8 @@ static void t_nth(void) {
 /* A setting of the configuration in force, as an integer. */
 static int64_t conf_int(const sluice_policy_config *c, const char *path) {
   char v[32];
-  REQUIRE(sluice_policy_config_get(c, path, v, sizeof v) == SLUICE_OK, path);
+  REQUIRE(sluice_policy_config_get(c, path, v, sizeof v) == SLUICE_OK, "%s",
+          path);
   return strtoll(v, NULL, 10);
 }
 
