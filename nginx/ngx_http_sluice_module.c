@@ -78,15 +78,6 @@ static ngx_conf_enum_t ngx_http_sluice_forms[] = {
     {ngx_string("both"), SLUICE_HTTP_FORM_BOTH},
     {ngx_null_string, 0}};
 
-static ngx_conf_enum_t ngx_http_sluice_classes[] = {
-    {ngx_string("auto"), SLUICE_EP_AUTO},
-    {ngx_string("standard"), SLUICE_EP_STANDARD},
-    {ngx_string("reconcile"), SLUICE_EP_RECONCILE},
-    {ngx_string("export"), SLUICE_EP_EXPORT},
-    {ngx_string("job_poll"), SLUICE_EP_JOB_POLL},
-    {ngx_string("auth"), SLUICE_EP_AUTH},
-    {ngx_null_string, 0}};
-
 #define MAIN_STR(name, field)                                                 \
     {ngx_string(name), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1,                   \
      ngx_conf_set_str_slot, NGX_HTTP_MAIN_CONF_OFFSET,                        \
@@ -139,19 +130,17 @@ static ngx_command_t ngx_http_sluice_commands[] = {
          | NGX_CONF_TAKE1,
      ngx_conf_set_enum_slot, NGX_HTTP_LOC_CONF_OFFSET,
      offsetof(ngx_http_sluice_loc_conf_t, phase), &ngx_http_sluice_phases},
-    {ngx_string("sluice_class"),
+    {ngx_string("sluice_decide_after_body"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
-         | NGX_CONF_TAKE1,
-     ngx_conf_set_enum_slot, NGX_HTTP_LOC_CONF_OFFSET,
-     offsetof(ngx_http_sluice_loc_conf_t, cls), &ngx_http_sluice_classes},
+         | NGX_CONF_FLAG,
+     ngx_conf_set_flag_slot, NGX_HTTP_LOC_CONF_OFFSET,
+     offsetof(ngx_http_sluice_loc_conf_t, after_body), NULL},
     LOC_FIELD("sluice_tenant", F_TENANT),
     LOC_FIELD("sluice_key", F_KEY),
     LOC_FIELD("sluice_tier", F_TIER),
     LOC_FIELD("sluice_method", F_METHOD),
     LOC_FIELD("sluice_route", F_ROUTE),
-    LOC_FIELD("sluice_ledger", F_LEDGER),
     LOC_FIELD("sluice_client_ip", F_IP),
-    LOC_FIELD("sluice_auth_subject", F_SUBJECT),
     {ngx_string("sluice_attr"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
          | NGX_CONF_TAKE2,
@@ -298,7 +287,7 @@ ngx_http_sluice_create_loc_conf(ngx_conf_t *cf)
     }
     lcf->mode = NGX_CONF_UNSET_UINT;
     lcf->phase = NGX_CONF_UNSET_UINT;
-    lcf->cls = NGX_CONF_UNSET_UINT;
+    lcf->after_body = NGX_CONF_UNSET;
     lcf->auth_fail = NGX_CONF_UNSET_PTR;
     lcf->metrics = NGX_CONF_UNSET;
     return lcf;
@@ -309,11 +298,11 @@ ngx_http_sluice_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
 {
     ngx_http_sluice_loc_conf_t *prev = parent, *conf = child;
     ngx_http_sluice_main_conf_t *mcf;
-    ngx_uint_t i, *st;
+    ngx_uint_t i;
 
     ngx_conf_merge_uint_value(conf->mode, prev->mode, SLUICE_NGX_OFF);
     ngx_conf_merge_uint_value(conf->phase, prev->phase, SLUICE_NGX_PREACCESS);
-    ngx_conf_merge_uint_value(conf->cls, prev->cls, SLUICE_EP_AUTO);
+    ngx_conf_merge_value(conf->after_body, prev->after_body, 0);
     ngx_conf_merge_value(conf->metrics, prev->metrics, 0);
     for (i = 0; i < F__COUNT; i++) {
         if (conf->field[i] == NULL) {
@@ -326,34 +315,8 @@ ngx_http_sluice_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     if (conf->settle == NULL) {
         conf->settle = prev->settle;
     }
-    if (conf->auth_fail == NGX_CONF_UNSET_PTR) {
-        if (prev->auth_fail == NGX_CONF_UNSET_PTR) {
-            prev->auth_fail = ngx_array_create(cf->pool, 1,
-                                               sizeof(ngx_uint_t));
-            if (prev->auth_fail == NULL) {
-                return NGX_CONF_ERROR;
-            }
-            st = ngx_array_push(prev->auth_fail);
-            if (st == NULL) {
-                return NGX_CONF_ERROR;
-            }
-            *st = NGX_HTTP_UNAUTHORIZED;
-        }
-        conf->auth_fail = prev->auth_fail;
-    }
-    if (conf->mode != SLUICE_NGX_OFF && conf->cls == SLUICE_EP_AUTH
-        && conf->field[F_SUBJECT] == NULL) {
-        /* Not fatal: the library counts a subject-less failure for its
-        ** address and the unknown subject.  But the subject's own lockout
-        ** needs the subject, so say so at nginx -t. */
-        ngx_conf_log_error(NGX_LOG_WARN, cf, 0,
-                           "sluice: an auth location without "
-                           "sluice_auth_subject cannot read who an attempt "
-                           "was for: failures count for the client address "
-                           "and the unknown subject only (a body field: "
-                           "sluice_auth_subject over a volatile map of "
-                           "$request_body, docs/nginx.md)");
-    }
+    /* Unset: the location reports no sign-in result. */
+    ngx_conf_merge_ptr_value(conf->auth_fail, prev->auth_fail, NULL);
     if (conf->mode != SLUICE_NGX_OFF || conf->metrics) {
         mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_sluice_module);
         mcf->used = 1;
@@ -501,6 +464,10 @@ ngx_http_sluice_thread_pool(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 #endif
 }
 
+/* sluice_auth_failure_status CODE...: the location is a sign-in; once
+** the upstream answers, its status is reported to the policy as the
+** attribute `result` (etc/ledger.conf's header names it and its values):
+** a listed status "bad_secret", a 2xx "ok". */
 static char *
 ngx_http_sluice_auth_fail(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
