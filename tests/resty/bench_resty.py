@@ -136,7 +136,7 @@ HTTP = """
     location /v1/sluice/ {
       access_by_lua_block {
         local d, err = redis_lim:access{ tenant = "acme", key = ngx.var.http_x_key,
-                                         tier = "t" }
+                                         tier = "growth" }
         if not d then ngx.log(ngx.ERR, err); return ngx.exit(500) end
       }
     }

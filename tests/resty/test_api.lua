@@ -93,8 +93,11 @@ test("a request the policy cannot decide: nil and the field", function()
   assert(d == nil and err:find("SLUICE_ERANGE", 1, true), err)
   d, err = lim:decide({ method = "GET", route = "/v1/items", attrs = { [1] = "x" } })
   assert(d == nil and err:find("attribute's name", 1, true), err)
-  d, err = lim:decide({ method = "GET", route = "/v1/items", class = "nosuch" })
-  assert(d == nil and err:find("unknown class", 1, true), err)
+  -- The caller's cost field is gone: a cost is an attribute the route's
+  -- cost reads (a `cost` key in req is ignored, as any unknown key).
+  d = assert(lim:decide({ method = "GET", route = "/v1/items", cost = 999,
+                          attrs = { user = "cy" } }))
+  assert(d.allowed == 1 and d.cost == 1, tostring(d.cost))
 end)
 
 test("numbers as attribute values: a caller-given cost", function()

@@ -127,15 +127,8 @@ function _M.new(opts)
   rc = C.sluice_http_open(ho, hout)
   if rc ~= 0 then return nil, "sluice_http_open: " .. cerr(C, rc) end
 
-  -- Endpoint class names as the library spells them (1 .. EP__COUNT-1).
-  local classes = {}
-  for i = 1, C.SLUICE_EP__COUNT - 1 do
-    classes[ffi_string(C.sluice_endpoint_class_name(i))] = i
-  end
-
   return setmetatable({
     C = C, pol = pol, http = ffi.gc(hout[0], C.sluice_http_close), redis = redis,
-    classes = classes,
     -- Scratch space, used only within a stretch of code that does not
     -- yield (a worker runs one such stretch at a time): a shm or mem
     -- decision, and every rendering.  A Redis decision, which yields on
@@ -173,16 +166,6 @@ local function fill(self, req, q, a, anchor)
   if v then q.route = v end
   v = req.client_ip
   if v then q.client_ip = v end
-  v = req.auth_subject
-  if v then q.auth_subject = v end
-  v = req.ledger
-  if v then q.ledger_id = v end
-  if req.class then
-    local c = self.classes[req.class]
-    if not c then return nil, "unknown class " .. tostring(req.class) end
-    q.endpoint_class = c
-  end
-  if req.cost then q.cost = req.cost end
   local attrs = req.attrs
   if attrs then
     local n = 0
@@ -390,9 +373,10 @@ local function settle_redis(self, req, d, actual)
   return true
 end
 
---- Decide one request.  req: tenant, key, tier, method, route, class
--- (an endpoint class name: "reconcile"...), client_ip, auth_subject,
--- ledger, cost, attrs (a table of attribute name -> value).  d: a
+--- Decide one request.  req: tenant, key, tier, method, route,
+-- client_ip, and attrs: a table of the attributes the policy file
+-- declares, name -> value (etc/ledger.conf's `ledger`, `export_range_s`,
+-- `subject`, `result`; a cost the route reads from one, as `tokens`).  d: a
 -- sluice_decision to fill (default: a new one).  Returns the decision
 -- (d.allowed, d.status, d.limit_name...), or nil and a message for a
 -- request the policy refuses to decide (nothing was recorded).
