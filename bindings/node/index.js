@@ -64,8 +64,9 @@ function sluicePlugin (fastify, opts, next) {
       return next(new TypeError(`fastify-sluice: attributes.${name} must be a function of the request`))
     }
   }
-  // The common fields (tenant, key, tier, ip, cost) for policies of the
-  // ledger kind; a policy of declared limits needs none of them.
+  // The built-in scope attributes (tenant, key, tier, ip): a policy whose
+  // scopes name them (etc/ledger.conf's tenant and key buckets) needs
+  // them; the rest are attributes.
   const common = opts.request || null
   const routeOf = opts.route || ((request) => pathOf(request.url))
   const passUnmatched = (opts.unmatched || 'pass') === 'pass'
@@ -88,7 +89,6 @@ function sluicePlugin (fastify, opts, next) {
       key: c ? c.key : undefined,
       tier: c ? c.tier : undefined,
       ip: c && c.ip !== undefined ? c.ip : request.ip,
-      cost: c ? c.cost : undefined,
       attrs: a
     }
   }

@@ -130,15 +130,15 @@ class Sluice {
     return t
   }
 
-  // { method, route, tenant, key, tier, ip, cost, attrs: { name: value } }
+  // { method, route, tenant, key, tier, ip, attrs: { name: value } }
   // into the one string the addon reads (src/request.c): the fields
   // joined by NUL bytes, an absent one empty.  Attributes whose value is
   // undefined or null are left out (absent, as the policy sees it).
   // Returns the field count; the string is in this._q.
   _join (req) {
     let q = (req.method ?? '') + '\0' + (req.route ?? '') + '\0' + (req.tenant ?? '') + '\0' +
-      (req.key ?? '') + '\0' + (req.tier ?? '') + '\0' + (req.ip ?? '') + '\0' + (req.cost ?? '')
-    let n = 7
+      (req.key ?? '') + '\0' + (req.tier ?? '') + '\0' + (req.ip ?? '')
+    let n = 6
     const a = req.attrs
     if (a) {
       for (const name in a) {

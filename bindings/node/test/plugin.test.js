@@ -158,21 +158,37 @@ test('input errors are 400 naming the field; unmatched routes pass', async (t) =
   assert.strictEqual(free.headers['ratelimit-limit'], undefined)
 })
 
-test('a policy of the ledger kind: tenant, key, tier and cost from the request option', async (t) => {
+test('the ledger file: tenant, key and tier from the request option, costs from attributes', async (t) => {
   const { app, url } = await startApp({
-    policy: path.join(SRC, 'etc', 'sluice.conf'), clockMs: 0, jitter: false,
-    request: (request) => ({ tenant: 'acme', key: request.headers['x-key'], tier: 'sandbox', cost: 100 })
+    policy: path.join(SRC, 'etc', 'ledger.conf'), clockMs: 0, jitter: false,
+    request: (request) => ({ tenant: 'acme', key: request.headers['x-key'], tier: 'sandbox' }),
+    attributes: {
+      ledger: (request) => request.headers['x-ledger'],
+      export_range_s: (request) => request.headers['x-range']
+    }
   })
   t.after(() => app.close())
-  // sandbox: a key's bucket of 300 points, no refill at a stopped clock
-  for (let i = 0; i < 3; i++) {
-    const res = await request(url, 'GET', '/v1/items', { 'x-key': 'k1' })
-    assert.strictEqual(res.status, 200)
-    assert.strictEqual(res.headers['ratelimit-remaining'], String(200 - 100 * i))
+  // sandbox: a key's bucket of 300 points, no refill at a stopped clock.
+  // An export costs 50 over 90 days (7,776,000 s), else 25; a reconcile 10.
+  const steps = [
+    ['GET', '/v1/reports/audit-export', { 'x-range': '8000000' }, 250],
+    ['GET', '/v1/reports/audit-export', { 'x-range': '0' }, 225], // not given
+    ['POST', '/v1/ledgers/reconcile', { 'x-ledger': 'L1' }, 215],
+    ['GET', '/v1/items', {}, 214]
+  ]
+  for (const [method, route, headers, left] of steps) {
+    const res = await request(url, method, route, { 'x-key': 'k1', ...headers })
+    assert.strictEqual(res.status, 200, `${method} ${route}: ${res.body}`)
+    assert.strictEqual(res.headers['ratelimit-remaining'], String(left), `${method} ${route}`)
   }
-  const res = await request(url, 'GET', '/v1/items', { 'x-key': 'k1' })
+  // The sandbox's hourly cap of 2 exports binds the third, whatever it costs
+  const res = await request(url, 'GET', '/v1/reports/audit-export', { 'x-key': 'k1', 'x-range': '0' })
   assert.strictEqual(res.status, 429)
-  assert.strictEqual(JSON.parse(res.body).quota_tier, 'sandbox')
+  assert.deepStrictEqual(JSON.parse(res.body)['violated-policies'], ['exports_per_hour'])
+  // A reconcile names its ledger (the lock's scope): without one, 400
+  const bad = await request(url, 'POST', '/v1/ledgers/reconcile', { 'x-key': 'k1' })
+  assert.strictEqual(bad.status, 400)
+  assert.match(JSON.parse(bad.body).message, /ledger/)
   assert.strictEqual((await request(url, 'GET', '/v1/items', { 'x-key': 'k2' })).status, 200)
 })
 
