@@ -62,6 +62,7 @@ typedef struct {
     ngx_http_complex_value_t *field[F__COUNT];
     ngx_array_t *attrs;      /* sluice_attr: ngx_http_sluice_attr_t */
     ngx_http_sluice_attr_t *settle; /* sluice_settle NAME VALUE, or NULL */
+    ngx_http_sluice_attr_t *report; /* sluice_report NAME VALUE, or NULL */
     ngx_flag_t after_body;   /* sluice_decide_after_body */
     ngx_array_t *auth_fail;  /* sluice_auth_failure_status: ngx_uint_t,
                                 or NULL: the location reports nothing */
@@ -98,7 +99,7 @@ typedef struct {
     unsigned decided:1;
     unsigned applied:1;  /* the phase handler acted on it */
     unsigned denied:1;   /* we answered it ourselves */
-    unsigned auth_done:1;
+    unsigned reported:1;  /* the upstream's answer was reported */
     unsigned body_read:1; /* sluice_decide_after_body: the body is in */
     unsigned releasing:1; /* a pool thread releases the lease: the */
     ngx_chain_t *held;    /* answer's end waits here until it is done */

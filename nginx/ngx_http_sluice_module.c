@@ -49,8 +49,8 @@ static char *ngx_http_sluice_field(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_sluice_attr(ngx_conf_t *cf, ngx_command_t *cmd,
                                   void *conf);
-static char *ngx_http_sluice_settle(ngx_conf_t *cf, ngx_command_t *cmd,
-                                    void *conf);
+static char *ngx_http_sluice_answer_attr(ngx_conf_t *cf, ngx_command_t *cmd,
+                                         void *conf);
 static char *ngx_http_sluice_thread_pool(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_sluice_auth_fail(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -148,7 +148,15 @@ static ngx_command_t ngx_http_sluice_commands[] = {
     {ngx_string("sluice_settle"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
          | NGX_CONF_TAKE2,
-     ngx_http_sluice_settle, NGX_HTTP_LOC_CONF_OFFSET, 0, NULL},
+     ngx_http_sluice_answer_attr, NGX_HTTP_LOC_CONF_OFFSET,
+     offsetof(ngx_http_sluice_loc_conf_t, settle),
+     "the real cost comes from the answer ($upstream_http_x_tokens_used)"},
+    {ngx_string("sluice_report"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
+         | NGX_CONF_TAKE2,
+     ngx_http_sluice_answer_attr, NGX_HTTP_LOC_CONF_OFFSET,
+     offsetof(ngx_http_sluice_loc_conf_t, report),
+     "what is reported comes from the answer ($status)"},
     {ngx_string("sluice_auth_failure_status"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
          | NGX_CONF_1MORE,
@@ -315,8 +323,17 @@ ngx_http_sluice_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     if (conf->settle == NULL) {
         conf->settle = prev->settle;
     }
+    if (conf->report == NULL) {
+        conf->report = prev->report;
+    }
     /* Unset: the location reports no sign-in result. */
     ngx_conf_merge_ptr_value(conf->auth_fail, prev->auth_fail, NULL);
+    if (conf->auth_fail != NULL && conf->report != NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "sluice_report and sluice_auth_failure_status "
+                           "both report the upstream's answer: give one");
+        return NGX_CONF_ERROR;
+    }
     if (conf->mode != SLUICE_NGX_OFF || conf->metrics) {
         mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_sluice_module);
         mcf->used = 1;
@@ -397,19 +414,21 @@ ngx_http_sluice_attr(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
 /* sluice_settle NAME VALUE: settle an admitted request's cost in the log
 ** phase at VALUE (evaluated then: $upstream_http_x_tokens_used), the
-** attribute NAME its route's costs read (docs/nginx.md).  NAME is an
-** attribute's name as a policy file spells one; VALUE needs a variable, a
-** constant would settle every request at one cost. */
+** attribute NAME its route's costs read.  sluice_report NAME VALUE:
+** once the upstream answers, decide the request again with NAME = VALUE
+** among its attributes (a reported strike: sluice_report result $status).
+** NAME is an attribute's name as a policy file spells one; VALUE needs a
+** variable, a constant would say the same of every answer
+** (docs/nginx.md).  cmd->post: what VALUE is for. */
 static char *
-ngx_http_sluice_settle(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+ngx_http_sluice_answer_attr(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
-    ngx_http_sluice_loc_conf_t *lcf = conf;
+    ngx_http_sluice_attr_t **slot, *a;
     ngx_str_t *value = cf->args->elts;
-    ngx_http_sluice_attr_t *a;
     ngx_uint_t i;
 
-    (void) cmd;
-    if (lcf->settle != NULL) {
+    slot = (ngx_http_sluice_attr_t **) ((char *) conf + cmd->offset);
+    if (*slot != NULL) {
         return "is duplicate";
     }
     for (i = 0; i < value[1].len; i++) {
@@ -422,15 +441,14 @@ ngx_http_sluice_settle(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
     if (value[1].len == 0 || i < value[1].len) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "sluice_settle: \"%V\" is no attribute name "
-                           "(letters, digits and _)", &value[1]);
+                           "%V: \"%V\" is no attribute name "
+                           "(letters, digits and _)", &cmd->name, &value[1]);
         return NGX_CONF_ERROR;
     }
     if (ngx_http_script_variables_count(&value[2]) == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "sluice_settle: \"%V\" has no variable: the real "
-                           "cost comes from the answer "
-                           "($upstream_http_x_tokens_used)", &value[2]);
+                           "%V: \"%V\" has no variable: %s", &cmd->name,
+                           &value[2], (const char *) cmd->post);
         return NGX_CONF_ERROR;
     }
     a = ngx_pcalloc(cf->pool, sizeof(*a));
@@ -443,7 +461,7 @@ ngx_http_sluice_settle(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     {
         return NGX_CONF_ERROR;
     }
-    lcf->settle = a;
+    *slot = a;
     return NGX_CONF_OK;
 }
 

@@ -901,13 +901,62 @@ ngx_http_sluice_postaccess(ngx_http_request_t *r)
 
 /* ------------------------------------------------------ header filter --- */
 
+/* The upstream has answered: what the location reports of it is decided
+** as the request again with one more attribute (a route of reported
+** strikes counts it; ctx->req stays as decided, for its lease).
+** sluice_report NAME VALUE: NAME = VALUE, when VALUE is not empty.
+** sluice_auth_failure_status (a sign-in): the verdict on the credentials
+** as the attribute `result` (etc/ledger.conf's header names it and its
+** values), so failures count (and lock out) at the gateway: a listed
+** status "bad_secret", a 2xx "ok", anything else nothing. */
+static void
+ngx_http_sluice_report(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
+{
+    ngx_http_sluice_loc_conf_t *lcf = ctx->lcf;
+    sluice_request rep = ctx->req;
+    sluice_attr said;
+    ngx_uint_t i, *st, fail = 0;
+    ngx_str_t v;
+
+    if (lcf->report != NULL) {
+        if (ngx_http_complex_value(r, &lcf->report->value, &v) != NGX_OK
+            || v.len == 0)
+        {
+            return;
+        }
+        said.name = lcf->report->name;
+        said.value = ngx_http_sluice_cstr(r->pool, &v);
+        if (said.value == NULL) {
+            return;
+        }
+    } else if (lcf->auth_fail != NULL) {
+        st = lcf->auth_fail->elts;
+        for (i = 0; i < lcf->auth_fail->nelts; i++) {
+            fail |= st[i] == r->headers_out.status;
+        }
+        if (!fail && (r->headers_out.status < 200
+                      || r->headers_out.status >= 300)) {
+            return;
+        }
+        said.name = "result";
+        said.value = fail ? "bad_secret" : "ok";
+    } else {
+        return;
+    }
+    /* The attributes as decided (a subject from the body needs
+    ** sluice_decide_after_body: the decision had it too). */
+    if (ngx_http_sluice_attrs(r, ctx, &rep, &said) == NGX_OK) {
+        (void) ngx_http_sluice_background(r->connection->log, ctx->pol, &rep,
+                                          0, NULL, NULL, NULL);
+    }
+}
+
 static ngx_int_t
 ngx_http_sluice_header_filter(ngx_http_request_t *r)
 {
     ngx_http_sluice_ctx_t *ctx;
     ngx_http_sluice_hdr_ud_t ud = {r, 1};
     sluice_http_answer a;
-    ngx_uint_t i, *st, fail = 0;
 
     if (r != r->main) {
         return ngx_http_next_header_filter(r);
@@ -916,30 +965,9 @@ ngx_http_sluice_header_filter(ngx_http_request_t *r)
     if (ctx == NULL || !ctx->decided || ctx->denied || ctx->rc != SLUICE_OK) {
         return ngx_http_next_header_filter(r);
     }
-    /* A sign-in (sluice_auth_failure_status): the upstream's answer is
-    ** the verdict on the credentials, reported to the policy as the
-    ** attribute `result`, so failures count (and lock out) at the
-    ** gateway.  The request is decided again with it (a route of reported
-    ** strikes counts it); ctx->req stays as decided. */
-    if (ctx->lcf->auth_fail != NULL && !ctx->auth_done) {
-        ctx->auth_done = 1;
-        st = ctx->lcf->auth_fail->elts;
-        for (i = 0; i < ctx->lcf->auth_fail->nelts; i++) {
-            fail |= st[i] == r->headers_out.status;
-        }
-        if (fail || (r->headers_out.status >= 200
-                     && r->headers_out.status < 300)) {
-            sluice_attr result = {"result", fail ? "bad_secret" : "ok"};
-            sluice_request rep = ctx->req;
-
-            /* The attributes as decided (a subject from the body needs
-            ** sluice_decide_after_body: the decision had it too). */
-            if (ngx_http_sluice_attrs(r, ctx, &rep, &result) == NGX_OK) {
-                (void) ngx_http_sluice_background(r->connection->log,
-                                                  ctx->pol, &rep, 0, NULL,
-                                                  NULL, NULL);
-            }
-        }
+    if (!ctx->reported) {
+        ctx->reported = 1;
+        ngx_http_sluice_report(r, ctx);
     }
     if (ctx->d.limit > 0
         && ngx_http_sluice_answer(r, ctx, &ctx->req, &a) == NGX_OK) {

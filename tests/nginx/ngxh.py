@@ -67,8 +67,8 @@ def request(port, path, method="GET", headers=None, timeout=30, body=None):
 class Upstream:
     """Answers 200 "ok"; ?hold=MS waits that long (or until released);
     ?used=N answers with X-Tokens-Used: N (what an LLM upstream reports);
-    /v1/auth/token answers 401 unless secret=good (in the query or a form
-    body).  Counts what it saw."""
+    /v1/auth/token and /login answer 401 unless secret=good (in the query
+    or a form body).  Counts what it saw."""
 
     def __init__(self):
         self.port = free_port()
@@ -102,7 +102,7 @@ class Upstream:
                     if "hold" in q:
                         up.release.wait(int(q["hold"][0]) / 1000)
                     status, extra = 200, {}
-                    if u.path == "/v1/auth/token" and \
+                    if u.path in ("/v1/auth/token", "/login") and \
                             q.get("secret", [""])[0] != "good":
                         status = 401
                     if u.path == "/authn":  # an API-key authenticator

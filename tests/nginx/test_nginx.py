@@ -60,7 +60,8 @@ def metrics(ng):
     return vals, text
 
 
-ALLOW = 'sluice_policy_decisions_total{tier="%s",outcome="allow"}' % ngxh.TIER
+ALLOW = 'sluice_policy_decisions_total{tier="%s",outcome="allow"}' % \
+    ngxh.TIER
 THROTTLED = 'sluice_policy_decisions_total{tier="%s",outcome="throttled"}' % \
     ngxh.TIER
 BOXED = 'sluice_policy_decisions_total{tier="%s",outcome="boxed"}' % ngxh.TIER
@@ -385,18 +386,23 @@ def test_tenant_from_an_auth_request_authenticator(ng):
 
 
 def test_auth_lockout_from_upstream_401s(ng):
-    hits = lambda: UP.hits.get("/v1/auth/token", 0)  # noqa: E731
-    for i in range(3):  # auth.subject_failures = 3
-        r = ng.get("/v1/auth/token?user=alice&secret=bad", method="POST")
-        assert r.status == 401, (i, r.status)
-    n = hits()
-    r = ng.get("/v1/auth/token?user=alice&secret=good", method="POST")
+    locked_out_after_three_401s(ng, "/v1/auth/token")  # subject_failures
+
+
+def locked_out_after_three_401s(ng, path):
+    """Three failed sign-ins of alice (401 from the upstream, reported as
+    each is answered: inline on shm) box her: her next attempt, with the
+    good secret, is a 429 that never reaches the upstream.  Another user
+    is not affected."""
+    for i in range(3):
+        r = ng.get(path + "?user=alice&secret=bad", method="POST")
+        assert r.status == 401, (i, r.status, r.body)
+    n = UP.hits.get(path, 0)
+    r = ng.get(path + "?user=alice&secret=good", method="POST")
     assert r.status == 429, r.status
     assert r.h("x-penalty-box-status") == "Active-Lockout"
-    assert hits() == n, "a locked-out attempt reached the upstream"
-    # Another subject is not affected.
-    assert ng.get("/v1/auth/token?user=bob&secret=good",
-                  method="POST").status == 200
+    assert UP.hits.get(path, 0) == n, "a locked-out attempt reached it"
+    assert ng.get(path + "?user=bob&secret=good", method="POST").status == 200
 
 
 def _first_429(ng, ip, user):
@@ -458,6 +464,69 @@ def test_auth_subject_from_the_body(_ng):
         assert r.h("x-penalty-box-status") == "Active-Lockout"
     finally:
         ng.stop()
+
+
+LOGIN_POLICY = """
+attributes = [ "result", "username" ];
+penalties = {
+  login = {
+    scope = [ "username" ];
+    strike = "reported";
+    reported = { by = "result"; values = [ "401", "403" ]; };
+    strikes = 3; strike_window_ms = 900000; offense_ttl_s = 86400;
+    levels = ( { box_s = 900; }, { box_s = 3600; }, { box_s = 86400; } );
+  };
+};
+routes = (
+  { method = "POST"; route = "/login"; limits = ( ); penalty = "login"; }
+);
+"""
+LOGIN_LOCATION = ("location = /login { sluice on;"
+                  " sluice_attr username $arg_user;"
+                  " sluice_report result $status; proxy_pass http://up; }\n"
+                  "    location /plain/ {")
+
+
+def test_sluice_report_feeds_the_upstreams_status_to_the_policy(_ng):
+    """sluice_report result $status: once the upstream answers, the
+    request is decided again with result = its status, so a policy whose
+    reported strikes are the statuses themselves (docs/policy.md's login
+    recipe) locks a user out at the gateway: 200s are reported and strike
+    nothing, the third 401 boxes the user, whose next attempt (a good
+    password) never reaches the upstream; another user is untouched.  Both
+    sluice_report and sluice_auth_failure_status on a location, or a
+    VALUE without a variable, fail nginx -t."""
+    ng = ngxh.Nginx(MODULE, UP.port, workers=2, policy_text=LOGIN_POLICY)
+    try:
+        ng.edit_conf("location /plain/ {", LOGIN_LOCATION)
+        ng.start()
+        for _ in range(4):
+            r = ng.get("/login?user=alice&secret=good", method="POST")
+            assert r.status == 200, (r.status, r.body)
+        locked_out_after_three_401s(ng, "/login")
+    finally:
+        ng.stop()
+    nonsense_fails_nginx_t(LOGIN_POLICY, LOGIN_LOCATION, [
+        ("sluice_report result $status;",
+         "sluice_report result $status; sluice_auth_failure_status 401;",
+         "give one"),
+        ("sluice_report result $status;", "sluice_report result 401;",
+         "has no variable")])
+
+
+def nonsense_fails_nginx_t(policy, location, cases):
+    """Each (old, new, said): the configuration with `location` passes
+    nginx -t; with `old` replaced by `new` it fails, saying `said`."""
+    for old, new, said in cases:
+        ng = ngxh.Nginx(MODULE, UP.port, policy_text=policy)
+        try:
+            ng.edit_conf("location /plain/ {", location)
+            assert ng.cmd("-t").returncode == 0, ng.cmd("-t").stderr
+            ng.edit_conf(old, new)
+            r = ng.cmd("-t")
+            assert r.returncode != 0 and said in r.stderr, (new, r.stderr)
+        finally:
+            ng.stop()
 
 
 def test_shadow_admits_everything_and_counts(ng):
@@ -1027,16 +1096,7 @@ def test_sluice_settle_nonsense_fails_nginx_t(_ng):
         ("sluice_settle tokens $upstream_http_x_tokens_used;",
          "sluice_settle tokens;", "invalid number of arguments"),
     ]
-    for old, new, said in cases:
-        ng = ngxh.Nginx(MODULE, UP.port, policy_text=SETTLE_POLICY)
-        try:
-            ng.edit_conf("location /plain/ {", SETTLE_LOCATION)
-            assert ng.cmd("-t").returncode == 0, ng.cmd("-t").stderr
-            ng.edit_conf(old, new)
-            r = ng.cmd("-t")
-            assert r.returncode != 0 and said in r.stderr, (new, r.stderr)
-        finally:
-            ng.stop()
+    nonsense_fails_nginx_t(SETTLE_POLICY, SETTLE_LOCATION, cases)
 
 
 def test_bad_policy_fails_nginx_t(_ng):
