@@ -583,6 +583,33 @@ function _M.settle(self, req, d, actual)
   return true
 end
 
+local function report_redis(self, req)
+  return decide_redis(self, req, decision_t())
+end
+
+--- Report what the upstream said of req (as decided), once it has
+-- answered (header_filter_by_lua*, log_by_lua*): req is decided again
+-- with one more attribute, name = value (a sign-in's result = "bad_secret";
+-- etc/ledger.conf's header names them), which a route's reported strikes
+-- count (docs/policy.md "Declared penalties").  req itself is left as it
+-- is.  Returns the report's decision; on Redis outside a cosocket phase a
+-- timer of the worker carries it and true means it was scheduled; or nil
+-- and a message.
+function _M.report(self, req, name, value)
+  local attrs = {}
+  if req.attrs then
+    for k, v in pairs(req.attrs) do attrs[k] = v end
+  end
+  attrs[name] = value
+  local rep = { tenant = req.tenant, key = req.key, tier = req.tier,
+                method = req.method, route = req.route,
+                client_ip = req.client_ip, attrs = attrs }
+  if self.redis and not cosocket_phases[ngx.get_phase()] then
+    return later("reporting " .. tostring(name), report_redis, self, rep)
+  end
+  return self:decide(rep)
+end
+
 --- In log_by_lua*: release the lease access() took for this request, if
 -- any.  Returns true, or nil and a message.
 function _M.log()
