@@ -220,6 +220,19 @@ class Sluice {
     }
   }
 
+  // Decide req again with more attributes, what its response said
+  // ({ result: '401' }), which a route's reported strikes count
+  // (docs/policy.md "Declared penalties"); req is left as it is.
+  // Resolves to the report's result (its decision, or its input error in
+  // error); rejects on a bad argument or a closed handle.
+  report (req, said) {
+    try {
+      return Promise.resolve(this.decide({ ...req, attrs: { ...req.attrs, ...said } }))
+    } catch (e) {
+      return Promise.reject(e)
+    }
+  }
+
   setTime (ms) { addon.setTime(this._h, ms) }
 
   // Decisions in flight complete first; then the policy and its store

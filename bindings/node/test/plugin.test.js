@@ -192,6 +192,47 @@ test('the ledger file: tenant, key and tier from the request option, costs from 
   assert.strictEqual((await request(url, 'GET', '/v1/items', { 'x-key': 'k2' })).status, 200)
 })
 
+test('report: the response\'s status as an attribute, for reported strikes', async (t) => {
+  const login = writePolicy(`
+attributes = [ "result", "user" ];
+penalties = {
+  login = { scope = [ "user" ]; strike = "reported";
+            reported = { by = "result"; values = [ "401", "403" ]; };
+            strikes = 3; strike_window_ms = 900000; offense_ttl_s = 86400;
+            levels = ( { box_s = 900; }, { box_s = 3600; }, { box_s = 86400; } ); };
+};
+routes = ( { method = "POST"; route = "/login"; limits = ( ); penalty = "login"; } );
+`)
+  const reports = []
+  let reached = 0
+  const { app, url } = await startApp({
+    policy: login, clockMs: 0, jitter: false,
+    attributes: { user: (request) => request.headers['x-user'] },
+    report: (request, reply) => ({ result: String(reply.statusCode) })
+  }, (app) => {
+    app.post('/login', async (request, reply) => {
+      reached++
+      if (request.headers['x-secret'] !== 'good') reply.code(401)
+      return 'login'
+    })
+    app.addHook('onResponse', async (request) => { reports.push(request.sluice && request.sluice.reporting) })
+  })
+  t.after(() => app.close())
+  const login1 = (user, secret) => request(url, 'POST', '/login', { 'x-user': user, 'x-secret': secret })
+  const statuses = []
+  for (const secret of ['good', 'good', 'bad', 'bad', 'bad']) {
+    statuses.push((await login1('ann', secret)).status)
+    await until(() => reports.length === statuses.length)
+    assert.strictEqual(await reports[reports.length - 1], null) // reported, no error
+  }
+  assert.deepStrictEqual(statuses, [200, 200, 401, 401, 401]) // 200s strike nothing
+  const boxed = await login1('ann', 'good')
+  assert.strictEqual(boxed.status, 429)
+  assert.strictEqual(boxed.headers['x-penalty-box-status'], 'Active-Lockout')
+  assert.strictEqual(reached, 5, 'a boxed sign-in reached the handler')
+  assert.strictEqual((await login1('bob', 'good')).status, 200)
+})
+
 test('the handle: async decisions outlive close(), then it refuses', async () => {
   const s = new Sluice({ policy, secret: SECRET, problemBase: BASE, async: true })
   const q = { method: 'GET', route: '/burst', attrs: { user: 'dee' } }
