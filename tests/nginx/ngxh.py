@@ -15,6 +15,9 @@ import time
 import urllib.parse
 
 NGINX = "/usr/sbin/nginx"
+# The source tree (etc/ledger.conf).
+SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
 SKIP = 77
 
 
@@ -304,6 +307,7 @@ http {
     volatile; "~(^|&)user=(?<u>[^&]+)" $u; default "";
   }
   map $http_x_client_ip $auth_ip { "" $remote_addr; default $http_x_client_ip; }
+  map $arg_range_s $export_range_s { "" 0; default $arg_range_s; }
   server {
     listen 127.0.0.1:%(port)d reuseport backlog=1024;
     add_header X-Worker $pid always;
@@ -323,6 +327,11 @@ http {
       sluice on; sluice_attr subject $arg_user$body_user;
       sluice_decide_after_body on; sluice_auth_failure_status 401;
       sluice_client_ip $auth_ip; proxy_pass http://up;
+    }
+    location = /v1/reports/audit-export {
+      # The range in seconds (?range_s=); not given: "0" (25 points).
+      sluice on; sluice_attr export_range_s $export_range_s;
+      sluice_decide_after_body on; proxy_pass http://up;
     }
     location = /mirrored/reconcile {
       # Decided as the reconcile route (the policy's route is configured,

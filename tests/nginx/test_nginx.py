@@ -241,6 +241,55 @@ def test_leases_released_when_the_upstream_answers(ng):
     assert r.status == 200, (r.status, r.body)
 
 
+def test_the_ledger_file_as_shipped(_ng):
+    """etc/ledger.conf itself behind the locations docs/nginx.md shows
+    (sluice_attr ledger, export_range_s, subject): a sandbox key's export
+    costs 50 over 90 days and 25 otherwise ($sluice_cost in the access
+    log), the third export in an hour is the cap's 429; a reconcile held
+    upstream locks its ledger (409) and takes the tenant's one reconcile
+    slot (429 for another ledger); five failed sign-ins box the subject."""
+    with open(os.path.join(ngxh.SRC, "etc", "ledger.conf")) as f:
+        ng = ngxh.Nginx(MODULE, UP.port, workers=2, access_log=True,
+                        policy_text=f.read()).start()
+    h = hdr("lf-key", tier="sandbox", tenant="lf")
+    try:
+        for q, want in (("?range_s=8000000", 200), ("", 200), ("", 429)):
+            r = ng.get("/v1/reports/audit-export" + q, headers=h)
+            assert r.status == want, (q, r.status, r.body)
+        assert json.loads(r.body)["violated-policies"] == \
+            ["exports_per_hour"], r.body
+        with open(os.path.join(ng.dir, "access.log")) as f:
+            costs = [line.split()[3] for line in f]
+        assert costs[:2] == ["50", "25"], costs
+        res = {}
+
+        def held():
+            res["r"] = ng.get("/v1/ledgers/reconcile?ledger=L1&hold=3000",
+                              method="POST", headers=h)
+        t = threading.Thread(target=held)
+        t.start()
+        wait_until(lambda: UP.holding("ledger=L1&hold=3000"), 10,
+                   "the reconcile upstream")
+        r = ng.get("/v1/ledgers/reconcile?ledger=L1", method="POST",
+                   headers=h)
+        assert r.status == 409, (r.status, r.body)
+        assert json.loads(r.body)["violated-policies"] == ["ledger_lock"]
+        r = ng.get("/v1/ledgers/reconcile?ledger=L2", method="POST",
+                   headers=h)
+        assert r.status == 429, (r.status, r.body)
+        assert json.loads(r.body)["violated-policies"] == ["reconciles"]
+        t.join()
+        assert res["r"].status == 200, res["r"].status
+        for i in range(5):
+            r = ng.get("/v1/auth/token?user=lf-user&secret=bad",
+                       method="POST")
+            assert r.status == 401, (i, r.status, r.body)
+        r = ng.get("/v1/auth/token?user=lf-user&secret=good", method="POST")
+        assert r.status == 429, (r.status, r.body)
+    finally:
+        ng.stop()
+
+
 def test_lease_released_with_the_answer(ng):
     """The lease goes with the answer's last byte, not with the request's
     pool: a mirror subrequest still running (3 s) kept the pool, and the
