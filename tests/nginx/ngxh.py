@@ -229,6 +229,8 @@ penalties = {
     levels = ( { box_s = 300; },
                { box_s = 3600; actions = [ "edge_deny", "alert" ]; },
                { box_s = 86400; actions = [ "edge_deny", "ban" ]; } );
+    stuffing = { of = "subject"; reports = %(stuffing_reports)d;
+                 distinct = %(stuffing_subjects)d; window_ms = 600000; };
   };
 };
 routes = (
@@ -381,8 +383,10 @@ class Nginx:
         os.chmod(self.dir, 0o755)
         self.port = free_port()
         self.shm = "/sluice-ngx-%d-%d" % (os.getpid(), self.port)
-        pol = dict(period_ms=1000000, tenant_burst=100000, burst=20, strikes=5, box1=2, auth_failures=3,
-                   ip_failures=1000, lease_ttl=8)
+        pol = dict(period_ms=1000000, tenant_burst=100000, burst=20,
+                   strikes=5, box1=2, auth_failures=3, ip_failures=1000,
+                   stuffing_reports=100000, stuffing_subjects=50,
+                   lease_ttl=8)
         pol.update(policy)
         with open(os.path.join(self.dir, "policy.conf"), "w") as f:
             f.write(policy_text if policy_text is not None
