@@ -492,7 +492,7 @@ def test_address_failures_over_many_subjects_trip_its_box(_ng):
         ng.stop()
 
 
-def test_auth_subject_from_the_body(_ng):
+def test_sign_in_subject_from_the_body(_ng):
     """The spec's clients send their client id in the body: the sign-in
     location decides once the body is in (sluice_decide_after_body), so
     the failures of a subject named only there count for it (each from
