@@ -72,8 +72,8 @@ typedef struct {
 typedef struct ngx_http_sluice_link_s ngx_http_sluice_link_t;
 
 /* Work that needs no answer back in the request: a lease release, a
-** sign-in's result learnt from the upstream (the request decided again
-** with the attribute `result`).  It owns a deep copy of the
+** settle, a report of the upstream's answer (the request decided again
+** with one more attribute).  It owns a deep copy of the
 ** request, because the request's pool may be gone by the time it runs (a
 ** release from the pool cleanup).  A release from the body filter names
 ** the request instead: its answer's end waits for it. */

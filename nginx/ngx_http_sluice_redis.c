@@ -560,7 +560,7 @@ ngx_http_sluice_event_decide(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
     return NGX_AGAIN;
 }
 
-/* A job (a release, a settle, a sign-in's result) in halves on the event
+/* A job (a release, a settle, a report) in halves on the event
 ** loop; ctx is the start of the job's memory, freed when it is done.
 ** NGX_AGAIN: out, and j->resume (when set) waits for it. */
 ngx_int_t

@@ -1,9 +1,10 @@
 /*
 ** One request through the policy: the phase handler that decides (inline,
 ** or on a thread pool for a store that blocks), the denial the library
-** renders, the RateLimit headers of an admission, a sign-in's result learnt
-** from the upstream (reported as the attribute `result`), the lease released in the request's pool cleanup, and
-** the $sluice_* variables.
+** renders, the RateLimit headers of an admission, what the upstream
+** answered reported as an attribute (sluice_report, a sign-in's `result`),
+** the lease released in the request's pool cleanup, and the $sluice_*
+** variables.
 */
 #include <ngx_config.h>
 #include <ngx_core.h>
@@ -140,7 +141,7 @@ ngx_http_sluice_fields(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
 /* ---------------------------------------------- work off the event loop --- */
 
 /* Work that needs no answer back in the request: a lease release, a
-** sign-in's result learnt from the upstream.  It owns a deep copy of the
+** settle, a report of the upstream's answer.  It owns a deep copy of the
 ** request, because the request's pool may be gone by the time a pool
 ** thread runs it (a release from the pool cleanup).  A release from the
 ** body filter names the request instead: its answer's end waits for it. */
