@@ -87,6 +87,9 @@ function sluicePlugin (fastify, opts, next) {
 
   function describe (request) {
     const c = common ? common(request) : null
+    if (c && c.cost !== undefined) {
+      throw new TypeError("fastify-sluice: request() gave a cost: a cost is an attribute its route's cost reads")
+    }
     let a
     if (attrs.length) {
       a = {}

@@ -113,11 +113,13 @@ test("a request the policy cannot decide: nil and the field", function()
   assert(d == nil and err:find("SLUICE_ERANGE", 1, true), err)
   d, err = lim:decide({ method = "GET", route = "/v1/items", attrs = { [1] = "x" } })
   assert(d == nil and err:find("attribute's name", 1, true), err)
-  -- The caller's cost field is gone: a cost is an attribute the route's
-  -- cost reads (a `cost` key in req is ignored, as any unknown key).
-  d = assert(lim:decide({ method = "GET", route = "/v1/items", cost = 999,
-                          attrs = { user = "cy" } }))
-  assert(d.allowed == 1 and d.cost == 1, tostring(d.cost))
+  -- The built-in classes' fields are refused, not read as something else:
+  -- a cost is an attribute the route's cost reads.
+  for _, k in ipairs({ "cost", "class" }) do
+    d, err = lim:decide({ method = "GET", route = "/v1/items", [k] = "reconcile",
+                          attrs = { user = "cy" } })
+    assert(d == nil and err:find("req." .. k .. " is not read", 1, true), tostring(err))
+  end
 end)
 
 test("numbers as attribute values: a caller-given cost", function()

@@ -136,6 +136,12 @@ class Sluice {
   // undefined or null are left out (absent, as the policy sees it).
   // Returns the field count; the string is in this._q.
   _join (req) {
+    // The built-in endpoint classes' fields are gone: refused, never read
+    // as something else (a request would silently cost what its route says).
+    if (req.cost !== undefined || req.class !== undefined) {
+      throw new TypeError(`sluice: request.${req.cost !== undefined ? 'cost' : 'class'} is not read: ` +
+        "a request is its method, route and attrs, a cost an attribute its route's cost reads")
+    }
     let q = (req.method ?? '') + '\0' + (req.route ?? '') + '\0' + (req.tenant ?? '') + '\0' +
       (req.key ?? '') + '\0' + (req.tier ?? '') + '\0' + (req.ip ?? '')
     let n = 6

@@ -192,6 +192,17 @@ test('the ledger file: tenant, key and tier from the request option, costs from 
   assert.strictEqual((await request(url, 'GET', '/v1/items', { 'x-key': 'k2' })).status, 200)
 })
 
+test('a cost from the request option is refused, not ignored', async (t) => {
+  const { app, url } = await startApp({
+    policy: path.join(SRC, 'etc', 'ledger.conf'),
+    request: () => ({ tenant: 'acme', key: 'k1', tier: 'sandbox', cost: 100 })
+  })
+  t.after(() => app.close())
+  const res = await request(url, 'GET', '/v1/items', {})
+  assert.strictEqual(res.status, 500)
+  assert.match(JSON.parse(res.body).message, /request\(\) gave a cost/)
+})
+
 test('report: the response\'s status as an attribute, for reported strikes', async (t) => {
   const login = writePolicy(`
 attributes = [ "result", "user" ];
@@ -240,6 +251,11 @@ test('the handle: async decisions outlive close(), then it refuses', async () =>
   s.close() // before the thread pool has run them
   const rs = await Promise.all(pending)
   assert.deepStrictEqual(rs.map((r) => r.status).sort(), [200, 200, 200, 429]) // in any order: the pool's
+  const open = new Sluice({ policy, secret: SECRET, problemBase: BASE })
+  for (const k of ['cost', 'class']) { // the built-in classes' fields: refused, not ignored
+    assert.throws(() => open.decideSync({ ...q, [k]: 5 }), new RegExp(`request.${k} is not read`))
+  }
+  open.close()
   assert.throws(() => s.decideSync(q), /closed/)
   await assert.rejects(s.release(q, 5n), /closed/) // rejects, never throws
   s.close() // a second close is harmless

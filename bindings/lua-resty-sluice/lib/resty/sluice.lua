@@ -151,6 +151,13 @@ local REQ_SIZE = ffi.sizeof("sluice_request")
 local decision_t = ffi.typeof("sluice_decision")
 local DECISION_SIZE = ffi.sizeof(decision_t)
 local function fill(self, req, q, a, anchor)
+  -- The built-in endpoint classes' fields are gone: refused, never read
+  -- as something else (a request would silently cost what its route says).
+  if req.cost ~= nil or req.class ~= nil then
+    return nil, "req." .. (req.cost ~= nil and "cost" or "class")
+                .. " is not read: a request is its method, route and attrs,"
+                .. " a cost an attribute its route's cost reads"
+  end
   -- Zeroed, then only the fields given are stored: access_by_lua runs
   -- mostly in LuaJIT's interpreter, where each cdata store costs.
   ffi_fill(q, REQ_SIZE)
