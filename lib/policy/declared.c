@@ -42,7 +42,7 @@ int sluice__decl_match(const sluice_policy *p, const sluice_request *q) {
     const sluice__droute *dr = &dl->routes[i];
     if (!sluice__route_match(dr->method, dr->route, method, route))
       continue;
-    if (dr->when.n) {
+    if (dr->when) {
       /* The request's own attributes (a settle's report never moves it
       ** to another route), and this route's path parameters. */
       sluice__ctx c;
@@ -50,7 +50,7 @@ int sluice__decl_match(const sluice_policy *p, const sluice_request *q) {
       c.p = (sluice_policy *)p;
       c.req = q;
       c.droute = i;
-      if (!sluice__match_ok(&c, &dr->when))
+      if (!sluice__match_ok(&c, dr->when))
         continue;
     }
     /* A class route earlier in the file wins (first match): it is the
@@ -208,8 +208,8 @@ static int cost_of(const sluice__ctx *c, const sluice__cost *co,
   case SLUICE__C_METHOD:
     *out = co->value;
     for (i = 0; i < co->n; i++)
-      if (c->req->method && !strcmp(co->method[i], c->req->method))
-        *out = co->cost[i];
+      if (c->req->method && !strcmp(co->e[i].method, c->req->method))
+        *out = co->e[i].cost;
     return SLUICE_OK;
   case SLUICE__C_RANGE:
     if (!attr_int(c, co->attr, &v)) {
@@ -218,8 +218,8 @@ static int cost_of(const sluice__ctx *c, const sluice__cost *co,
     }
     *out = co->value;
     for (i = co->n - 1; i >= 0; i--)
-      if (v <= co->upto[i])
-        *out = co->cost[i];
+      if (v <= co->e[i].upto)
+        *out = co->e[i].cost;
     return SLUICE_OK;
   case SLUICE__C_ATTR:
     if (!attr_int(c, co->attr, &v)) {
