@@ -19,17 +19,20 @@
 ** one that refused, or, when every limit passed, the one with the least
 ** left as a fraction of its own limit (the first of equals).
 **
-** Keys: dl:{TAG}:BODY, TAG the keyed hash of the scope's first attribute
-** (name and value), BODY "n:NAME" for a scope of that attribute alone, else
-** "h:" and the keyed hash of the limit's name and its other attributes (a
-** penalty's: of its name and every attribute, the box's id); a lease set's
-** slot i appends ":i".  The attribute's name in each hash keeps
-** two attributes with equal values apart.
+** Keys (keys.c spells them): dl:{TAG}BODY, TAG the keyed hash of the
+** scope's first attribute (name and value), BODY "n" and the limit's name
+** for a scope of that attribute alone, else "h" and the keyed hash of the
+** limit's name and its other attributes (a penalty's: of its name and
+** every attribute, the box's id); a lease set's slot i appends ":i".  The
+** attribute's name in each hash keeps two attributes with equal values
+** apart.
 */
 #include <string.h>
 
 #include "declared.h"
 #include "flow.h"
+#include "keys.h"
+#include "scope_id.h"
 #include "wide.h"
 
 int sluice__decl_match(const sluice_policy *p, const sluice_request *q) {
@@ -278,13 +281,17 @@ static size_t scope_part(const sluice__ctx *c, int a, char *buf, int *rc,
 
 /* The keys' parts of one decision: TAG, the keyed hash of the first scope
 ** attribute (every limit of a route starts with the same one, so it is
-** hashed once), and each limit's BODY: "n:NAME" for a scope of that
-** attribute alone (nothing more to hide), else "h:" and the keyed hash of
-** the limit's name and its other attributes. */
+** hashed once), and each limit's BODY: "n" and its name for a scope of
+** that attribute alone (nothing more to hide), else "h" and the keyed hash
+** of the limit's name and its other attributes.  The hashes are kept as
+** they came (the settle check folds them, a penalty's id spells its
+** body's in hex) and spelled in the key in base64url. */
 typedef struct sluice__keyparts {
-  char tag[SLUICE_SCOPE_ID_LEN + 1];
-  int tagged; /* tag computed */
-  char body[2 + SLUICE_SCOPE_ID_LEN + 1]; /* "h:" + a hash, or "n:" + a name */
+  uint64_t tagh[2];             /* the tag's hash */
+  uint64_t bodyh[2];            /* the body's hash ("h" bodies) */
+  char tag[SLUICE__ID64_LEN];   /* the tag's hash in base64url */
+  int tagged;                   /* tag computed */
+  char body[1 + SLUICE__DNAME]; /* "h" + a hash, or "n" + a name */
   size_t bodylen;
   int folded; /* its tag folded into the settle check (fold_scope()) */
 } keyparts;
@@ -299,14 +306,15 @@ static int scope_ids(const sluice__ctx *c, const char *name, const int *scope,
   if (!kp->tagged) {
     if (!(n = scope_part(c, scope[0], buf, &rc, d)))
       return rc;
-    sluice_scope_id(c->p->secret, buf, n, kp->tag);
+    sluice_siphash128(c->p->secret, buf, n, (uint8_t *)kp->tagh);
+    sluice__id_b64((const uint8_t *)kp->tagh, kp->tag);
     kp->tagged = 1;
   }
   if (nscope == 1 && !hashed) {
     len = strlen(name);
-    memcpy(kp->body, "n:", 2);
-    memcpy(kp->body + 2, name, len);
-    kp->bodylen = len + 2;
+    kp->body[0] = 'n';
+    memcpy(kp->body + 1, name, len);
+    kp->bodylen = len + 1;
     return SLUICE_OK;
   }
   len = strlen(name);
@@ -319,38 +327,16 @@ static int scope_ids(const sluice__ctx *c, const char *name, const int *scope,
       return rc;
     len += n;
   }
-  memcpy(kp->body, "h:", 2);
-  sluice_scope_id(c->p->secret, buf, len, kp->body + 2);
-  kp->bodylen = 2 + SLUICE_SCOPE_ID_LEN;
+  sluice_siphash128(c->p->secret, buf, len, (uint8_t *)kp->bodyh);
+  kp->body[0] = 'h';
+  sluice__id_b64((const uint8_t *)kp->bodyh, kp->body + 1);
+  kp->bodylen = 1 + SLUICE__ID64_LEN;
   return SLUICE_OK;
 }
 
-/* dl:{TAG}:BODY, and a lease set's slot i as ":i", or a penalty's
-** records as ":b" (the box) and ":r" (the Retry-After notice). */
+/* The key of a limit's (or a penalty's) record: keys.c's layout. */
 static sluice_key dkey(char *out, const keyparts *kp, int slot, char sfx) {
-  sluice_key k;
-  size_t n = 4;
-  memcpy(out, "dl:{", 4);
-  memcpy(out + n, kp->tag, SLUICE_SCOPE_ID_LEN);
-  n += SLUICE_SCOPE_ID_LEN;
-  memcpy(out + n, "}:", 2);
-  n += 2;
-  memcpy(out + n, kp->body, kp->bodylen);
-  n += kp->bodylen;
-  if (slot >= 0) {
-    out[n++] = ':';
-    if (slot >= 10)
-      out[n++] = (char)('0' + slot / 10);
-    out[n++] = (char)('0' + slot % 10);
-  }
-  if (sfx) {
-    out[n++] = ':';
-    out[n++] = sfx;
-  }
-  out[n] = '\0';
-  k.data = out;
-  k.len = n;
-  return k;
+  return sluice__key_declared(out, kp->tag, kp->body, kp->bodylen, slot, sfx);
 }
 
 int sluice__decl_pen_recs(const sluice__ctx *c, const sluice__penalty *pn,
@@ -362,8 +348,7 @@ int sluice__decl_pen_recs(const sluice__ctx *c, const sluice__penalty *pn,
   int rc;
   if ((rc = scope_ids(c, pn->name, pn->scope, pn->nscope, 1, kp, d)))
     return rc;
-  memcpy(id, kp->body + 2, SLUICE_SCOPE_ID_LEN);
-  id[SLUICE_SCOPE_ID_LEN] = '\0';
+  sluice__id_hex((const uint8_t *)kp->bodyh, id);
   if (g) {
     g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 'b');
     g->nk++;
@@ -416,21 +401,17 @@ static uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-/* A settle check's part of a limit's scope: the keyed ids its keys are
+/* A settle check's part of a limit's scope: the keyed hashes its keys are
 ** made of (the tag for the first limit, a hashed body for a scope of
-** several attributes; a body "n:NAME" is the tag's), 16 hex digits of
-** each.  So the check tells scopes apart at no hashing of its own. */
+** several attributes; a body "n" NAME is the tag's).  So the check tells
+** scopes apart at no hashing of its own. */
 static uint64_t fold_scope(uint64_t h, keyparts *kp) {
-  uint64_t w[2];
   if (!kp->folded) { /* the first limit of its hash-tag group */
     kp->folded = 1;
-    memcpy(w, kp->tag, sizeof w);
-    h = mix(h ^ w[0]) ^ w[1];
+    h = mix(h ^ kp->tagh[0]) ^ kp->tagh[1];
   }
-  if (kp->body[0] == 'h') {
-    memcpy(w, kp->body + 2, sizeof w);
-    h = mix(h ^ w[0]) ^ w[1];
-  }
+  if (kp->body[0] == 'h')
+    h = mix(h ^ kp->bodyh[0]) ^ kp->bodyh[1];
   return mix(h);
 }
 
