@@ -43,7 +43,11 @@ int sluice__decl_match(const sluice_policy *p, const sluice_request *q) {
     return -1;
   for (i = 0; i < dl->nroutes; i++) {
     const sluice__droute *dr = &dl->routes[i];
-    if (!sluice__route_match(dr->method, dr->route, method, route))
+    /* The pattern's literal head first: a path that does not start with
+    ** it never matches (a pattern has no '?', so neither has the path
+    ** there). */
+    if (strncmp(route, dr->route, dr->lit) != 0 ||
+        !sluice__route_match(dr->method, dr->route, method, route))
       continue;
     if (dr->when) {
       /* The request's own attributes (a settle's report never moves it
@@ -650,12 +654,7 @@ static int give_back(sluice__ctx *c, int tg, const sluice_program_result *r,
 }
 
 static int route_leases(const sluice__ctx *c) {
-  const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  int i;
-  for (i = 0; i < dr->n; i++)
-    if (is_lease(c->p->decl->limits[dr->limit[i]].algo))
-      return 1;
-  return 0;
+  return c->p->decl->routes[c->droute].leases;
 }
 
 /* A fraction of the limit left, in 1/1024ths (integers only). */
@@ -771,7 +770,7 @@ static int read(sluice__ctx *c, const dres *rs,
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   const sluice_program_result *br = NULL;
   int i, k, bind = -1, pass, denied = 0, boxed = 0, reported = 0;
-  int64_t smin = INT64_MAX;
+  int64_t smin = INT64_MAX, bleft = 0; /* the binding one's left() */
   /* The boxes, in the order they ran: the one that refused, then those
   ** only looked at (the longer box is reported); or a report's strikes. */
   for (k = 0; prs && k < dr->npen; k++) {
@@ -825,9 +824,10 @@ static int read(sluice__ctx *c, const dres *rs,
       if (pass == 0 &&
           !sluice__decl_strikes(c->p->decl->limits[dr->limit[i]].algo))
         continue;
-      if (bind < 0 || left(&res->v[st[i]]) < left(&br->v[st[bind]])) {
+      if (bind < 0 || left(&res->v[st[i]]) < bleft) {
         bind = m;
         br = res;
+        bleft = left(&res->v[st[i]]); /* a group's step is its binding's */
       }
     }
   if (bind < 0)

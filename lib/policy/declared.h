@@ -113,6 +113,8 @@ typedef struct sluice__cost {
 typedef struct sluice__droute {
   char method[8];
   char *route;          /* the pattern, at most SLUICE_POLICY_ROUTE_MAX */
+  size_t lit; /* its bytes before the first '*' or '{': a request's path
+                 must start with them (a cheap first test) */
   sluice__amatch *when; /* attributes the request must have too, or NULL */
   int index; /* its place in the file's `routes` list */
   int n;     /* limits applied, in order */
@@ -137,6 +139,7 @@ typedef struct sluice__droute {
   int pen;      /* 1 + its first penalty's index (declared_penalty.h), 0:
                    none */
   int degraded; /* failure = "degraded": the degraded limiter, not a 503 */
+  int leases;   /* a concurrency or lock limit is among its limits */
 } sluice__droute;
 
 /* A compiled policy's declared limits: each array holds what the file

@@ -750,6 +750,7 @@ static int add_limit(dctx *x, sluice__droute *dr, const config_setting_t *e,
   dr->tg[dr->n] = tg;
   dr->nrecs += recs_of(lm);
   dr->grecs[tg] += recs_of(lm);
+  dr->leases |= lm->algo == SLUICE__L_CONCURRENCY || lm->algo == SLUICE__L_LOCK;
   dr->n++;
   used[li] = 1;
   return SLUICE_OK;
@@ -813,6 +814,7 @@ static int load_droute(dctx *x, const config_setting_t *r, int idx,
                 "must be a string starting with '/', at most 127 bytes%s", NULL,
                 0);
   snprintf(dr->route, SLUICE_POLICY_ROUTE_MAX + 1, "%s", v);
+  dr->lit = strcspn(dr->route, "*{");
   if ((rc = route_params_ok(x, m, p, dr->route)))
     return rc;
   snprintf(p, sizeof p, "%s.when", path);
