@@ -338,6 +338,40 @@ static int scope_ids(const sluice__ctx *c, const char *name, const int *scope,
   return SLUICE_OK;
 }
 
+/* A request's key parts, each hashed once whatever calls need them (the
+** check of a route spanning groups, each group's program, a give-back):
+** per hash-tag group its tag (and a penalty's body), per limit of the
+** route its tag and body. */
+typedef struct sluice__kcache {
+  keyparts g[SLUICE__TG_MAX];
+  keyparts l[SLUICE__RLIMITS_MAX];
+  unsigned have; /* bit i: l[i] is computed */
+} kcache;
+
+static void kcache_init(kcache *kc, const sluice__droute *dr) {
+  int k;
+  kc->have = 0;
+  for (k = 0; k < dr->ntg; k++) /* cheaper than clearing the buffers */
+    kc->g[k].tagged = kc->g[k].folded = 0;
+}
+
+/* Limit i of the route's key parts, computed at the first call. */
+static int limit_parts(const sluice__ctx *c, kcache *kc, int i,
+                       const keyparts **out, sluice_decision *d) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  if (!(kc->have >> i & 1u)) {
+    const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
+    keyparts *gk = &kc->g[dr->tg[i]];
+    int rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, gk, d);
+    if (rc)
+      return rc;
+    kc->l[i] = *gk;
+    kc->have |= 1u << i;
+  }
+  *out = &kc->l[i];
+  return SLUICE_OK;
+}
+
 /* The key of a limit's (or a penalty's) record: keys.c's layout. */
 static sluice_key dkey(char *out, const keyparts *kp, int slot, char sfx) {
   return sluice__key_declared(out, kp->tag, kp->body, kp->bodylen, slot, sfx);
@@ -409,9 +443,9 @@ static uint64_t mix(uint64_t x) {
 ** made of (the tag for the first limit, a hashed body for a scope of
 ** several attributes; a body "n" NAME is the tag's).  So the check tells
 ** scopes apart at no hashing of its own. */
-static uint64_t fold_scope(uint64_t h, keyparts *kp) {
-  if (!kp->folded) { /* the first limit of its hash-tag group */
-    kp->folded = 1;
+static uint64_t fold_scope(uint64_t h, const keyparts *kp, int *folded) {
+  if (!*folded) { /* the first limit of its hash-tag group */
+    *folded = 1;
     h = mix(h ^ kp->tagh[0]) ^ kp->tagh[1];
   }
   if (kp->body[0] == 'h')
@@ -445,7 +479,7 @@ static void degrade(const sluice_policy *p, const sluice__limit *lm,
 static int group_step(sluice__ctx *c, int i, sluice__prog *g,
                       int st[SLUICE__RLIMITS_MAX],
                       int64_t costs[SLUICE__RLIMITS_MAX], sluice__lparams *dg,
-                      sluice_gcra_params *gp, keyparts *kp,
+                      sluice_gcra_params *gp, kcache *kc,
                       sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   int n = dr->group[i], first = g->nk, j, rc, s;
@@ -453,10 +487,12 @@ static int group_step(sluice__ctx *c, int i, sluice__prog *g,
   for (j = i; j < i + n; j++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[j]];
     const sluice__lparams *ps = pick(c, lm);
-    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, kp, d)) ||
+    const keyparts *kp;
+    if ((rc = limit_parts(c, kc, j, &kp, d)) ||
         (rc = cost_of(c, &dr->cost[j], lm, &cost, d)))
       return rc;
-    c->scope_mix = fold_scope(c->scope_mix, kp);
+    c->scope_mix =
+        fold_scope(c->scope_mix, kp, &kc->g[dr->tg[j]].folded);
     if (dg) {
       degrade(c->p, lm, ps, &dg[j]);
       ps = &dg[j];
@@ -503,14 +539,12 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
                  int st[SLUICE__RLIMITS_MAX],
                  int64_t costs[SLUICE__RLIMITS_MAX], sluice__pen_run *prs,
                  sluice__lparams *dg, sluice_gcra_params *gp, int tg,
-                 sluice_decision *d) {
+                 kcache *kc, sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  keyparts kps[SLUICE__TG_MAX];
   sluice__pen_run *pr = NULL;
   int i, rc;
-  for (i = 0; i < dr->ntg; i++) /* nothing computed yet (cheaper than
-                                   clearing the buffers) */
-    kps[i].tagged = kps[i].folded = 0;
+  for (i = 0; i < dr->ntg; i++) /* each group's tag folds in once a build */
+    kc->g[i].folded = 0;
   /* A group keyed by unauthenticated input (the client address, an
   ** attribute of `untrusted`, a path parameter) keys strangers' records:
   ** they live within that class's own bound (DESIGN.md).  Every other
@@ -524,7 +558,7 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     pr->pn = &c->p->decl->penalties[dr->gpen[tg] - 1];
   }
   /* The penalty's scope starts with its group's attribute: one tag. */
-  if (pr && (rc = sluice__pen_head(c, g, pr, &kps[tg], d)))
+  if (pr && (rc = sluice__pen_head(c, g, pr, &kc->g[tg], d)))
     return rc;
   if (kind == LOOK) { /* the box alone, noted */
     if (pr)
@@ -542,7 +576,7 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
   for (i = 0; i < dr->n; i++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
     const sluice__lparams *ps = pick(c, lm);
-    keyparts *kp = &kps[dr->tg[i]];
+    const keyparts *kp;
     int64_t cost = 1;
     int first = g->nk, nrec = 1, j, s;
     int adj = kind == SLUICE_OP_ADJUST;
@@ -554,7 +588,7 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     if (adj)
       cost = costs[i];
     if (!adj && dr->group[i] >= 2) {
-      if ((rc = group_step(c, i, g, st, costs, dg, gp + i, kp, d)))
+      if ((rc = group_step(c, i, g, st, costs, dg, gp + i, kc, d)))
         return rc;
       if (pr)
         sluice__pen_after(c, g, pr, i, st[i]);
@@ -563,9 +597,9 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     }
     if (dg && !sluice__decl_strikes(lm->algo))
       continue; /* no leases or caps on the degraded limiter */
-    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, kp, d)))
+    if ((rc = limit_parts(c, kc, i, &kp, d)))
       return rc;
-    c->scope_mix = fold_scope(c->scope_mix, kp);
+    c->scope_mix = fold_scope(c->scope_mix, kp, &kc->g[dr->tg[i]].folded);
     if (kind < 0 && lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
         (rc = cost_of(c, &dr->cost[i], lm, &cost, d)))
       return rc;
@@ -609,38 +643,46 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
 ** it and was refused by a later group (or could not reach it): each bucket
 ** refunded its cost, each window or cap count taken out of the window it
 ** went into (ADJUST at the time r says the group ran), each lease
-** released.  One program, one store call, every step a note. */
+** released (a counted set's by the id its grant named, st[i] its step).
+** One program, one store call, every step a note; the records are the
+** ones build() keyed (kc has their parts). */
 static int give_back(sluice__ctx *c, int tg, const sluice_program_result *r,
-                     const int64_t costs[SLUICE__RLIMITS_MAX], uint64_t id,
-                     sluice__prog *g) {
+                     const int64_t costs[SLUICE__RLIMITS_MAX],
+                     const int st[SLUICE__RLIMITS_MAX], uint64_t id,
+                     kcache *kc, sluice__prog *g) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   sluice_program_result res;
   sluice_decision scratch;
-  keyparts kp;
   int i, j, s, rc, err = c->store_err;
-  memset(&kp, 0, sizeof kp);
   memset(&scratch, 0, sizeof scratch);
   g->nk = g->ns = 0;
   g->rclass = sluice__decl_group_class(c, tg);
   for (i = 0; i < dr->n; i++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
     const sluice__lparams *ps = pick(c, lm);
+    const keyparts *kp;
+    uint64_t lid = id;
     int first = g->nk, nrec = 1;
     if (dr->tg[i] != tg)
       continue;
-    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, &kp, &scratch)))
+    if ((rc = limit_parts(c, kc, i, &kp, &scratch)))
       return rc;
-    if (lm->algo == SLUICE__L_CONCURRENCY) {
+    if (is_counted(lm->algo, ps)) { /* one record, as build() keys it */
+      g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 'n');
+      g->nk++;
+      if (st[i] >= 0 && sluice__ran(r, st[i]))
+        lid = r->v[st[i]].lease_id;
+    } else if (lm->algo == SLUICE__L_CONCURRENCY) {
       nrec = (int)ps->l.max;
       for (j = 0; j < nrec; j++, g->nk++)
-        g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, j, 0);
+        g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, j, 0);
     } else {
-      g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 0);
+      g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 0);
       g->nk++;
     }
     if (is_lease(lm->algo))
       s = sluice__step(g, SLUICE_ALGO_LEASE, SLUICE_OP_LEASE_RELEASE, first,
-                       nrec, ps, 0, id);
+                       nrec, ps, 0, lid);
     else
       s = sluice__step(g, step_algo[lm->algo], SLUICE_OP_ADJUST, first, 1, ps,
                        -costs[i], (uint64_t)r->now_ns);
@@ -891,15 +933,14 @@ static int read(sluice__ctx *c, const dres *rs,
 /* Every limit's attributes and cost are there and fit, before any group
 ** charges anything: a route spanning groups refuses a bad request before
 ** its first store call, as a one-group route does. */
-static int check_request(sluice__ctx *c, sluice_decision *d) {
+static int check_request(sluice__ctx *c, kcache *kc, sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  keyparts kp;
+  const keyparts *kp;
   int64_t cost;
   int i, rc;
   for (i = 0; i < dr->n; i++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
-    memset(&kp, 0, sizeof kp);
-    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, &kp, d)) ||
+    if ((rc = limit_parts(c, kc, i, &kp, d)) ||
         (lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
          (rc = cost_of(c, &dr->cost[i], lm, &cost, d))))
       return rc;
@@ -935,6 +976,7 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
   dres rs;
   sluice__prog gp, *g = &gp;
   sluice__pen_run pens[SLUICE__TG_MAX], *prs = NULL;
+  kcache kc;
   int64_t costs[SLUICE__RLIMITS_MAX];
   sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
   int st[SLUICE__RLIMITS_MAX], rc = SLUICE_OK, k, tg, i, reports, boxed = 0;
@@ -943,7 +985,8 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
     prs = pens; /* filled by the programs' builds */
   if (route_leases(c) && (rc = sluice__random_id(c, &id)) != SLUICE_OK)
     return rc;
-  if (dr->ntg > 1 && (rc = check_request(c, d)) != SLUICE_OK)
+  kcache_init(&kc, dr);
+  if (dr->ntg > 1 && (rc = check_request(c, &kc, d)) != SLUICE_OK)
     return rc;
   reports = prs && sluice__pen_is_report(c);
   rs.done = rs.given = rs.look = 0;
@@ -958,7 +1001,8 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
     tg = dr->run[k];
     if ((reports || boxed) && !dr->gpen[tg])
       continue; /* a report, or boxed: the boxes' groups alone */
-    rc = build(c, boxed ? LOOK : -1, id, g, st, costs, prs, NULL, bp, tg, d);
+    rc = build(c, boxed ? LOOK : -1, id, g, st, costs, prs, NULL, bp, tg, &kc,
+               d);
     if (rc == SLUICE_OK)
       rc = sluice__run(c, g, &rs.res[tg]);
     if (rc != SLUICE_OK)
@@ -985,7 +1029,8 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
       tg = dr->run[e];
       if (!(rs.done >> tg & 1u))
         continue;
-      if (give_back(c, tg, &rs.res[tg], costs, id, g) == SLUICE__PENDING)
+      if (give_back(c, tg, &rs.res[tg], costs, st, id, &kc, g) ==
+          SLUICE__PENDING)
         return SLUICE__PENDING;
       rs.given |= 1u << tg;
     }
@@ -1005,6 +1050,7 @@ int sluice__decl_degraded(sluice__ctx *c, sluice_decision *d) {
   sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
   int st[SLUICE__RLIMITS_MAX], rc, i;
   sluice_decision scratch;
+  kcache kc;
   if (!dr->degraded || sluice__pen_is_report(c))
     return 0; /* a report that cannot be counted fails closed */
   d->flags |= SLUICE_DECISION_DEGRADED;
@@ -1012,7 +1058,8 @@ int sluice__decl_degraded(sluice__ctx *c, sluice_decision *d) {
   ** breaker's skip never asked it, so a bad one fails closed here.  The
   ** local limiter has no slots: every group is one program there. */
   memset(&scratch, 0, sizeof scratch);
-  rc = build(c, -1, 0, g, st, costs, NULL, dg, bp, -1, &scratch);
+  kcache_init(&kc, dr);
+  rc = build(c, -1, 0, g, st, costs, NULL, dg, bp, -1, &kc, &scratch);
   if (rc == SLUICE_ERANGE) {
     d->outcome = SLUICE_OUTCOME_THROTTLED;
     d->retry_after_ns = c->p->cfg.fail_closed_retry_after_ns;
@@ -1047,8 +1094,10 @@ int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind) {
   int64_t costs[SLUICE__RLIMITS_MAX];
   sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
   int st[SLUICE__RLIMITS_MAX], rc = SLUICE_OK, s, ok = 1, k;
+  kcache kc;
   if (!route_leases(c))
     return SLUICE_EINVAL;
+  kcache_init(&kc, dr);
   /* A counted lease's renewal moves it and gives it a new id, which this
   ** call cannot hand back: its holder releases, or lets the TTL run. */
   for (s = 0; kind == SLUICE_OP_RENEW && s < dr->n; s++) {
@@ -1058,7 +1107,8 @@ int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind) {
   }
   memset(&d, 0, sizeof d);
   for (k = 0; k < dr->ntg && rc == SLUICE_OK; k++) {
-    rc = build(c, kind, id, g, st, costs, NULL, NULL, bp, dr->run[k], &d);
+    rc = build(c, kind, id, g, st, costs, NULL, NULL, bp, dr->run[k], &kc,
+               &d);
     if (rc == SLUICE_OK && g->ns > 0)
       rc = sluice__run(c, g, &r);
     else
@@ -1072,21 +1122,22 @@ int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind) {
 
 int sluice__decl_costs(sluice__ctx *c, int64_t costs[], sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  keyparts kps[SLUICE__TG_MAX];
+  kcache kc;
+  const keyparts *kp;
   int i, k, rc;
-  memset(kps, 0, sizeof kps);
+  kcache_init(&kc, dr);
   c->scope_mix = 0;
   /* In the order a decision builds its programs: the same scope_mix. */
   for (k = 0; k < dr->ntg; k++)
     for (i = 0; i < dr->n; i++) {
       const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
-      keyparts *kp = &kps[dr->tg[i]];
       if (dr->tg[i] != dr->run[k])
         continue;
       costs[i] = 0;
-      if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, kp, d)))
+      if ((rc = limit_parts(c, &kc, i, &kp, d)))
         return rc;
-      c->scope_mix = fold_scope(c->scope_mix, kp);
+      c->scope_mix =
+          fold_scope(c->scope_mix, kp, &kc.g[dr->tg[i]].folded);
       if (lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
           (rc = cost_of(c, &dr->cost[i], lm, &costs[i], d)))
         return rc;
@@ -1102,10 +1153,12 @@ int sluice__decl_adjust(sluice__ctx *c, int64_t delta[], uint64_t at) {
   sluice__prog gp;
   sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
   int st[SLUICE__RLIMITS_MAX], rc = SLUICE_OK, k;
+  kcache kc;
   memset(&d, 0, sizeof d);
+  kcache_init(&kc, dr);
   for (k = 0; k < dr->ntg && rc == SLUICE_OK; k++) {
     rc = build(c, SLUICE_OP_ADJUST, at, &gp, st, delta, NULL, NULL, bp,
-               dr->run[k], &d);
+               dr->run[k], &kc, &d);
     if (rc == SLUICE_OK && gp.ns > 0)
       rc = sluice__run(c, &gp, &r);
   }
