@@ -355,21 +355,35 @@ static void kcache_init(kcache *kc, const sluice__droute *dr) {
     kc->g[k].tagged = kc->g[k].folded = 0;
 }
 
-/* Limit i of the route's key parts, computed at the first call. */
-static int limit_parts(const sluice__ctx *c, kcache *kc, int i,
-                       const keyparts **out, sluice_decision *d) {
+/* Limit i's key parts for a route spanning groups: computed at the
+** first call, kept for the next (its check, its give-back). */
+static int kept_parts(const sluice__ctx *c, kcache *kc, int i,
+                      const sluice__limit *lm, const keyparts **out,
+                      sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  keyparts *gk = &kc->g[dr->tg[i]];
+  int rc;
   if (!(kc->have >> i & 1u)) {
-    const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
-    keyparts *gk = &kc->g[dr->tg[i]];
-    int rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, gk, d);
-    if (rc)
+    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, gk, d)))
       return rc;
     kc->l[i] = *gk;
     kc->have |= 1u << i;
   }
   *out = &kc->l[i];
   return SLUICE_OK;
+}
+
+/* Limit i (lm) of the route's key parts.  A route of one group asks once
+** for each: they are read where they are made, in the group's parts,
+** valid until its next limit's. */
+static inline int limit_parts(const sluice__ctx *c, kcache *kc, int i,
+                              const sluice__limit *lm, const keyparts **out,
+                              sluice_decision *d) {
+  if (c->p->decl->routes[c->droute].ntg == 1) {
+    *out = &kc->g[0];
+    return scope_ids(c, lm->name, lm->scope, lm->nscope, 0, &kc->g[0], d);
+  }
+  return kept_parts(c, kc, i, lm, out, d);
 }
 
 /* The key of a limit's (or a penalty's) record: keys.c's layout. */
@@ -488,7 +502,7 @@ static int group_step(sluice__ctx *c, int i, sluice__prog *g,
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[j]];
     const sluice__lparams *ps = pick(c, lm);
     const keyparts *kp;
-    if ((rc = limit_parts(c, kc, j, &kp, d)) ||
+    if ((rc = limit_parts(c, kc, j, lm, &kp, d)) ||
         (rc = cost_of(c, &dr->cost[j], lm, &cost, d)))
       return rc;
     c->scope_mix =
@@ -597,7 +611,7 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     }
     if (dg && !sluice__decl_strikes(lm->algo))
       continue; /* no leases or caps on the degraded limiter */
-    if ((rc = limit_parts(c, kc, i, &kp, d)))
+    if ((rc = limit_parts(c, kc, i, lm, &kp, d)))
       return rc;
     c->scope_mix = fold_scope(c->scope_mix, kp, &kc->g[dr->tg[i]].folded);
     if (kind < 0 && lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
@@ -665,7 +679,7 @@ static int give_back(sluice__ctx *c, int tg, const sluice_program_result *r,
     int first = g->nk, nrec = 1;
     if (dr->tg[i] != tg)
       continue;
-    if ((rc = limit_parts(c, kc, i, &kp, &scratch)))
+    if ((rc = limit_parts(c, kc, i, lm, &kp, &scratch)))
       return rc;
     if (is_counted(lm->algo, ps)) { /* one record, as build() keys it */
       g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 'n');
@@ -940,7 +954,7 @@ static int check_request(sluice__ctx *c, kcache *kc, sluice_decision *d) {
   int i, rc;
   for (i = 0; i < dr->n; i++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
-    if ((rc = limit_parts(c, kc, i, &kp, d)) ||
+    if ((rc = limit_parts(c, kc, i, lm, &kp, d)) ||
         (lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
          (rc = cost_of(c, &dr->cost[i], lm, &cost, d))))
       return rc;
@@ -1134,7 +1148,7 @@ int sluice__decl_costs(sluice__ctx *c, int64_t costs[], sluice_decision *d) {
       if (dr->tg[i] != dr->run[k])
         continue;
       costs[i] = 0;
-      if ((rc = limit_parts(c, &kc, i, &kp, d)))
+      if ((rc = limit_parts(c, &kc, i, lm, &kp, d)))
         return rc;
       c->scope_mix =
           fold_scope(c->scope_mix, kp, &kc.g[dr->tg[i]].folded);
