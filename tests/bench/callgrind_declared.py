@@ -5,8 +5,9 @@
 
 BENCH is build/tests/bench/bench-declared; CASE is one (a route of one
 declared limit), four (a route of four), file (the ledger's standard
-request as etc/ledger.conf writes it) or standard (the built-in ledger
-flow's, where the library still has it); all four by default.  Each case runs under valgrind's callgrind
+request as etc/ledger.conf writes it), split (two limits in two hash-tag
+groups) or standard (the built-in ledger flow's, where the library still
+has it); all five by default.  Each case runs under valgrind's callgrind
 as `BENCH --count CASE N`: N decisions make the records, then N more are
 counted (only inside the benchmark's counted(), --toggle-collect).  Prints
 instructions per decision, the four/one and file/standard ratios, and
@@ -24,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 
-CASES = ['one', 'four', 'file', 'standard']
+CASES = ['one', 'four', 'file', 'split', 'standard']
 
 
 def run(bench, case, n, top):
