@@ -250,9 +250,12 @@ static int cost_of(const sluice__ctx *c, const sluice__cost *co,
 int sluice__decl_cost(const sluice__ctx *c, int64_t *cost,
                       sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  const sluice__limit *lm = &c->p->decl->limits[dr->limit[0]];
+  const sluice__limit *lm;
   *cost = dr->n > 0; /* a route of boxes alone charges nothing */
-  if (dr->n == 0 || lm->algo == SLUICE__L_CAP || is_lease(lm->algo))
+  if (dr->n == 0) /* (a file may declare no limits: no array to index) */
+    return SLUICE_OK;
+  lm = &c->p->decl->limits[dr->limit[0]];
+  if (lm->algo == SLUICE__L_CAP || is_lease(lm->algo))
     return SLUICE_OK; /* a lease, a count: 1 */
   return cost_of(c, &dr->cost[0], lm, cost, d);
 }

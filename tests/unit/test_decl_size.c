@@ -113,3 +113,27 @@ Test(decl_size, shipped_policies_stay_small) {
     cr_assert_lt(n, 32768, "etc/%s compiles to %zu bytes", files[i], n);
   }
 }
+
+/* A file of penalties alone (a sign-in's lockouts) declares no limits:
+** nothing is packed for them, and its route decides and reports. */
+Test(decl_size, a_file_of_boxes_alone) {
+  static const char text[] =
+      "attributes = [ \"result\" ];\n"
+      "penalties = { address = { scope = [ \"ip\" ]; strike = \"reported\";\n"
+      "  reported = { by = \"result\"; values = [ \"bad\" ]; };\n"
+      "  strikes = 2; strike_window_ms = 60000; offense_ttl_s = 600;\n"
+      "  levels = ( { box_s = 60; }, { box_s = 120; }, { box_s = 300; } ); "
+      "}; };\n"
+      "routes = ( { method = \"POST\"; route = \"/login\"; limits = ( );\n"
+      "             penalty = \"address\"; } );\n";
+  sluice__decl *dl = NULL;
+  size_t n = bytes_of(text, &dl);
+  cr_assert_eq(dl->nlimits, 0);
+  cr_assert_eq(dl->nroutes, 1);
+  cr_assert_eq(dl->npenalties, 1);
+  cr_assert_eq(dl->routes[0].n, 0);
+  cr_assert_str_eq(dl->routes[0].route, "/login");
+  cr_assert_lt(n, sizeof(sluice__penalty) + 1024, "%zu bytes", n);
+  sluice__decl_free(dl);
+}
+
