@@ -22,7 +22,7 @@ static sluice_policy_config *ip_config(int64_t limit) {
 
 Test(policy_backstop, off_by_default) {
   fixture f;
-  sluice_request a = rq_auth("203.0.113.9", "alice", SLUICE_AUTH_PENDING);
+  sluice_request a = rq_signin("203.0.113.9", "alice", NULL);
   sluice_policy_config *cfg;
   int i;
   cfg = cfg_new();
@@ -38,10 +38,10 @@ Test(policy_backstop, off_by_default) {
 Test(policy_backstop, refuses_an_address_over_its_window) {
   sluice_policy_config *cfg;
   fixture f;
-  sluice_request a = rq_auth("203.0.113.9", "alice", SLUICE_AUTH_PENDING);
-  sluice_request bad = rq_auth("203.0.113.9", "bob", SLUICE_AUTH_BAD_SECRET);
+  sluice_request a = rq_signin("203.0.113.9", "alice", NULL);
+  sluice_request bad = rq_signin("203.0.113.9", "bob", "bad_secret");
   sluice_request t = rq_std("acme", "key-1", "growth");
-  sluice_request other = rq_auth("203.0.113.10", "alice", SLUICE_AUTH_PENDING);
+  sluice_request other = rq_signin("203.0.113.10", "alice", NULL);
   sluice_decision d;
   int64_t calls;
   int i;
@@ -81,7 +81,7 @@ Test(policy_backstop, refuses_an_address_over_its_window) {
 Test(policy_backstop, no_store_call_while_the_breaker_is_open) {
   sluice_policy_config *cfg;
   fixture f;
-  sluice_request a = rq_auth("203.0.113.9", "alice", SLUICE_AUTH_PENDING);
+  sluice_request a = rq_signin("203.0.113.9", "alice", NULL);
   sluice_decision d;
   int64_t attempts;
   int i;
