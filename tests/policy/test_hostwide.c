@@ -557,6 +557,10 @@ static double mono_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* FAILS ON THE FILE (issue 37 stage B): with Redis stopped, the workers
+** serve the key the declared penalty boxed (every try admitted): the
+** degraded path does not find the declared box in the host-wide deny
+** cache. */
 Test(policy_hostwide, redis_stopped, .init = setup, .fini = teardown,
      .timeout = 120) {
   sluice_limiter *l;
