@@ -347,21 +347,6 @@ sluice_request rq_signin(const char *ip, const char *subject,
   return r;
 }
 
-sluice_request rq_class(const char *tenant, const char *key, const char *tier,
-                        int cls) {
-  sluice_request r = rq_std(tenant, key, tier);
-  r.endpoint_class = cls;
-  return r;
-}
-
-sluice_request rq_auth(const char *ip, const char *subject, int result) {
-  sluice_request r = rq_route(NULL, NULL, NULL, "POST", "/v1/auth/token");
-  r.client_ip = ip;
-  r.auth_subject = subject;
-  r.auth_result = result;
-  return r;
-}
-
 sluice_decision decide(fixture *f, const sluice_request *r) {
   sluice_decision d;
   int rc = sluice_policy_decide(f->pol, r, &d);

@@ -107,11 +107,6 @@ sluice_request rq_signin(const char *ip, const char *subject,
 /* r with attribute name set to value (NULL: removed), in a fresh slot of
 ** the ring (r's own attributes are left as they were). */
 sluice_request rq_with(sluice_request r, const char *name, const char *value);
-/* The built-in flow's requests, until every suite is ported (issue 37
-** stage B deletes them). */
-sluice_request rq_class(const char *tenant, const char *key, const char *tier,
-                        int cls);
-sluice_request rq_auth(const char *ip, const char *subject, int result);
 /* An attribute's value in r, NULL when absent. */
 const char *rq_get(const sluice_request *r, const char *name);
 

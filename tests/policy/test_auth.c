@@ -191,7 +191,7 @@ Test(policy_auth, auth_requests_need_an_ip) {
   cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
   cr_assert_str_eq(d.invalid_field, "ip");
   /* A result the file does not list is no failure: an ask (the built-in's
-  ** enum refused 17 with EINVAL "auth_result"; a string attribute has no
+  ** enum refused 17 with EINVAL naming its field; a string attribute has no
   ** set of valid values). */
   r = rq_signin("10.0.0.1", "alice", "17");
   cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_OK);

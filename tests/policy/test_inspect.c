@@ -199,7 +199,7 @@ Test(policy_inspect, leases_ledger_lock_and_export_cap) {
 /* FAILS ON THE FILE (issue 37 stage B): sluice_policy_inspect() of
 ** SLUICE_SCOPE_IP does not read the declared "address" penalty's failures
 ** and box.  TODO(corelib): the subject's half (SLUICE_SCOPE_SUBJECT) needs
-** the built-in auth_subject query field; it comes back with a declared
+** the built-in query's subject field; it comes back with a declared
 ** penalty's inspection. */
 Test(policy_inspect, auth_failures_and_box) {
   sluice_request a = rq_signin("10.0.0.9", "alice", "bad_secret");
