@@ -375,6 +375,19 @@ const char *fx_write_conf(const char *text) {
   return path;
 }
 
+const char *fx_write_ledger(const char *text) {
+  static char buf[16384];
+  FILE *fp = fopen(fx_default_conf, "r");
+  size_t n;
+  cr_assert_not_null(fp, "%s", fx_default_conf);
+  n = fread(buf, 1, sizeof buf - 1, fp);
+  fclose(fp);
+  cr_assert_lt(n + strlen(text), sizeof buf - 1, "%s is too long",
+               fx_default_conf);
+  memcpy(buf + n, text, strlen(text) + 1);
+  return fx_write_conf(buf);
+}
+
 void fx_open_text(fixture *f, const char *text) {
   const char *path = fx_write_conf(text);
   cr_assert_eq(fx_open_file(f, path, NULL, 0), SLUICE_OK);

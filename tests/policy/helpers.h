@@ -123,6 +123,9 @@ sluice_decision decide(fixture *f, const sluice_request *r);
 /* text written to a fresh temporary file, whose path is returned (static:
 ** valid until the next call; the caller unlinks it). */
 const char *fx_write_conf(const char *text);
+/* The default policy file with text after it (settings of groups it does
+** not have), written as fx_write_conf() does. */
+const char *fx_write_ledger(const char *text);
 /* Open everything on mem with the policy file text. */
 void fx_open_text(fixture *f, const char *text);
 

@@ -467,7 +467,7 @@ Test(policy_hostwide, check_refuses_what_open_refuses_and_creates_nothing,
   memset(po.secret, 7, sizeof po.secret);
   po.config_path = "/no/such/policy.conf";
   cr_assert_eq(sluice_policy_check(&po), SLUICE_EIO, "%s", err);
-  po.config_path = NULL;
+  po.config_path = fx_default_conf;
   /* Good strings: accepted, and nothing is created by the check. */
   po.degraded_store = deg_uri;
   po.deny_cache = deny_uri;
@@ -650,20 +650,19 @@ static int open_file(const char *path, sluice_clock *clk, sluice_limiter **l,
 
 Test(policy_hostwide, segments_from_the_config_file, .init = setup,
      .fini = teardown) {
-  char path[] = "/tmp/sluice-hostwide-XXXXXX", err[256];
+  char host[512], err[256];
+  const char *path;
   sluice_clock *clk;
   sluice_limiter *la, *lb;
   sluice_policy *a, *b;
   sluice_decision d;
   sluice_request r = rq_std("acme", "key-1", "sandbox");
   FILE *f;
-  int fd, i, rc = 0;
-  fd = mkstemp(path);
-  cr_assert_geq(fd, 0);
-  f = fdopen(fd, "w");
-  fprintf(f, "host = { degraded_store = \"%s\"; deny_cache = \"%s\"; };\n",
-          deg_uri, deny_uri);
-  fclose(f);
+  int i, rc = 0;
+  snprintf(host, sizeof host,
+           "host = { degraded_store = \"%s\"; deny_cache = \"%s\"; };\n",
+           deg_uri, deny_uri);
+  path = fx_write_ledger(host);
   cr_assert_eq(sluice_clock_manual(T0, &clk), SLUICE_OK);
   cr_assert_eq(open_file(path, clk, &la, &a, err, sizeof err), SLUICE_OK,
                "%s", err);
