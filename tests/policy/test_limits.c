@@ -34,7 +34,7 @@ static sluice_request rq(const char *method, const char *route,
 
 /* A GitHub-like file: a core budget per user, points per user and
 ** endpoint with a per-method cost, and content creation under two
-** windows shared by two routes. */
+** windows shared by two routes; /v1 is exempt. */
 static const char *github =
     "attributes = [ \"user\" ];\n"
     "limits = {\n"
@@ -57,7 +57,7 @@ static const char *github =
     "  { method = \"*\"; route = \"/repos/*\";\n"
     "    limits = ( \"core\", { limit = \"points\"; cost = { GET = 1; HEAD = "
     "1; other = 5; }; } ); },\n"
-    "  { method = \"*\"; route = \"/v1/*\"; class = \"standard\"; }\n"
+    "  { method = \"*\"; route = \"/v1/*\"; limits = ( ); }\n"
     ");\n";
 
 Test(policy_limits, costs_bindings_and_denials_consume_nothing) {
@@ -191,7 +191,7 @@ Test(policy_limits, a_decision_reports_every_limit_of_its_route) {
   cr_assert_eq(l[3].reset_ns, -1);
   cr_assert_eq(l[3].quota, 5); /* its figures are still the file's */
   cr_assert_eq(l[3].cost, 1);
-  /* A class route reports no declared limits. */
+  /* An exempt route reports no limit. */
   {
     sluice_request std = rq("GET", "/v1/ledgers/L1", NULL, 0);
     std.tenant_id = "t1";
@@ -235,9 +235,16 @@ Test(policy_limits, scopes_keep_users_apart_and_attributes_are_required) {
 ** tests/policy left naming SLUICE_BINDING_KEY. */
 Test(policy_limits, class_routes_keep_their_flow_and_file_order) {
   fixture f;
-  sluice_request std = rq("GET", "/v1/things", NULL, 0);
+  sluice_request std = rq("GET", "/v1/a", NULL, 0);
   sluice_decision d;
-  fx_open_text(&f, github);
+  /* A class route before a route of limits wins for what both match. */
+  fx_open_text(&f, "attributes = [ \"user\" ];\n"
+                "limits = { l = { algorithm = \"gcra\"; scope = [ \"user\" "
+                "]; rate = 1; period_ms = 1000; burst = 1; }; };\n"
+                "routes = ( { method = \"*\"; route = \"/v1/a\"; class = "
+                "\"standard\"; },\n"
+                "  { method = \"*\"; route = \"/v1/*\"; limits = ( \"l\" ); "
+                "} );\n");
   std.tenant_id = "acme";
   std.api_key_id = "k";
   std.tier = "growth";
@@ -249,17 +256,6 @@ Test(policy_limits, class_routes_keep_their_flow_and_file_order) {
       sluice_policy_decide(
           f.pol, &(sluice_request){.method = "GET", .route = "/nope"}, &d),
       SLUICE_ENOTFOUND);
-  fx_close(&f);
-  /* A class route before a route of limits wins for what both match. */
-  fx_open_text(&f, "attributes = [ \"user\" ];\n"
-                "limits = { l = { algorithm = \"gcra\"; scope = [ \"user\" "
-                "]; rate = 1; period_ms = 1000; burst = 1; }; };\n"
-                "routes = ( { method = \"*\"; route = \"/v1/a\"; class = "
-                "\"standard\"; },\n"
-                "  { method = \"*\"; route = \"/v1/*\"; limits = ( \"l\" ); "
-                "} );\n");
-  std.route = "/v1/a";
-  d = decide(&f, &std);
   cr_assert_eq(d.binding, SLUICE_BINDING_KEY);
   {
     sluice_attr u = {"user", "u"};
@@ -521,7 +517,7 @@ Test(policy_limits, decide_many_matches_one_by_one) {
   fx_open_text(&b, github);
   for (i = 0; i < 12; i++) {
     rs[i] = rq(i % 3 ? "PUT" : "GET", "/repos/a/b", &u, 1);
-    if (i % 4 == 3) { /* a ledger-flow request between them */
+    if (i % 4 == 3) { /* an exempt route's request between them */
       rs[i] = rq("GET", "/v1/things", NULL, 0);
       rs[i].tenant_id = "acme";
       rs[i].api_key_id = "k";
