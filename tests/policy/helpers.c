@@ -9,6 +9,7 @@
 
 #include <criterion/criterion.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,20 +257,29 @@ typedef struct rq_slot {
 static _Thread_local rq_slot ring[1024];
 static _Thread_local unsigned ring_next;
 
+#define RING_N (sizeof ring / sizeof ring[0])
+
+/* The ring slot attributes a are in, NULL for a test's own array. */
+static const rq_slot *slot_of(const sluice_attr *a) {
+  uintptr_t p = (uintptr_t)a, lo = (uintptr_t)ring;
+  if (p < lo || p >= (uintptr_t)(ring + RING_N))
+    return NULL;
+  return &ring[(p - lo) / sizeof ring[0]];
+}
+
 /* rq_with(), the value copied into the slot's number when copy. */
 static sluice_request rq_set(sluice_request r, const char *name,
                              const char *value, int copy) {
-  rq_slot *s = &ring[ring_next++ % (sizeof ring / sizeof ring[0])];
-  const char *from_num = NULL;
+  rq_slot *s = &ring[ring_next++ % RING_N];
+  const rq_slot *from = slot_of(r.attrs);
+  const char *from_num = from ? from->num : NULL;
   size_t i, n = 0;
-  if (r.nattrs)
-    from_num = ((const rq_slot *)(const void *)r.attrs)->num;
   for (i = 0; i < r.nattrs; i++) {
     const char *v = r.attrs[i].value;
     if (!strcmp(r.attrs[i].name, name))
       continue;
     cr_assert_lt(n, RQ_ATTRS);
-    if (v == from_num) { /* a number moves with its slot */
+    if (v && v == from_num) { /* a number moves with its slot */
       snprintf(s->num, sizeof s->num, "%s", from_num);
       v = s->num;
     }
