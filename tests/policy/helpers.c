@@ -302,14 +302,6 @@ sluice_request rq_with(sluice_request r, const char *name, const char *value) {
   return rq_set(r, name, value, 0);
 }
 
-const char *rq_get(const sluice_request *r, const char *name) {
-  size_t i;
-  for (i = 0; i < r->nattrs; i++)
-    if (!strcmp(r->attrs[i].name, name))
-      return r->attrs[i].value;
-  return NULL;
-}
-
 static sluice_request rq_route(const char *tenant, const char *key,
                                const char *tier, const char *method,
                                const char *route) {

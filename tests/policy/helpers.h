@@ -107,8 +107,6 @@ sluice_request rq_signin(const char *ip, const char *subject,
 /* r with attribute name set to value (NULL: removed), in a fresh slot of
 ** the ring (r's own attributes are left as they were). */
 sluice_request rq_with(sluice_request r, const char *name, const char *value);
-/* An attribute's value in r, NULL when absent. */
-const char *rq_get(const sluice_request *r, const char *name);
 
 /* The decision's binding limit is the declared limit name. */
 #define assert_binding(d, name)                                                \
