@@ -83,6 +83,24 @@ Test(policy_flow, endpoint_costs_follow_the_route_table) {
   fx_close(&f);
 }
 
+/* FAILS ON THE FILE (issue 37 stage B): an export that gives no range is
+** refused (EINVAL "export_range_s"), where the built-in charged it 25 and
+** the attribute's contract (etc/ledger.conf's header, the owners' brief:
+** "0" or absent when not given) takes it as not given. */
+Test(policy_flow, an_export_without_a_range_costs_25) {
+  fixture f;
+  sluice_request r = rq_export("acme", "key-1", "growth", 0);
+  sluice_decision d;
+  fx_open(&f, NULL, 0);
+  r.attrs = NULL; /* no export_range_s */
+  r.nattrs = 0;
+  d = decide(&f, &r);
+  cr_assert_eq(d.allowed, 1);
+  cr_assert_eq(d.cost, 25);
+  cr_assert_neq(d.lease_id, 0);
+  fx_close(&f);
+}
+
 Test(policy_flow, stricter_bucket_wins_and_a_denial_consumes_from_neither) {
   sluice_policy_config *cfg;
   fixture f;
