@@ -406,10 +406,11 @@ static void finish_jobs(void) {
   for (i = 0; i < NJOBS; i++) {
     job *j = &S.sh->jobs[i];
     sluice_request rq;
+    sluice_attr a;
     if (atomic_load(&j->state) != JOB_RUNNING || atomic_load(&j->seq) == 0 ||
         j->done_ns > now)
       continue;
-    job_request(j, &rq);
+    job_request(j, &rq, &a);
     if (j->lease_id)
       sluice_policy_release_lease(S.pol, &rq, j->lease_id);
     atomic_store(&j->state, JOB_DONE);
