@@ -233,7 +233,6 @@ int main(void) {
     fprintf(stderr, "bench_policy: open: %s\n", err);
     return 1;
   }
-  sluice_policy_config_free(cfg);
   spend();
   bare_open();
   printf("policy decisions on mem, one thread, median of %d rounds of %ld\n",
@@ -278,6 +277,7 @@ int main(void) {
   snprintf(uri, sizeof uri, "shm:name=%s", seg);
   po.deny_cache = uri;
   rc = sluice_policy_open(&po, &pol);
+  sluice_policy_config_free(cfg); /* both opens read it */
   shm_unlink(seg); /* the mapping keeps it while the policy is open */
   if (rc != SLUICE_OK) {
     fprintf(stderr, "bench_policy: open with a deny cache: %s\n", err);
