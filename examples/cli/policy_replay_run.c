@@ -418,7 +418,8 @@ static int pr_decided(preplay *r, const pending *pl, const sluice_request *q,
   }
   r->n++;
   {
-    tier_row *row = tier_row_of(r, d.tier);
+    /* the request's tier, as the log names it ("": none) */
+    tier_row *row = tier_row_of(r, q->tier ? q->tier : "");
     row->n++;
     if (d.outcome >= 0 && d.outcome < SLUICE_OUTCOME__COUNT)
       row->outcome[d.outcome]++;

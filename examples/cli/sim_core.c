@@ -217,7 +217,7 @@ sluice_decision sim_send(sim *s, actor *a, const sluice_request *rq,
     exit(CLI_RUNTIME);
   }
   s->requests++;
-  row = sim_tier_row(s, d.tier);
+  row = sim_tier_row(s, rq->tier ? rq->tier : ""); /* as the client names it */
   s->ts[row].n++;
   s->ts[row].outcome[d.outcome]++;
   if (d.flags & SLUICE_DECISION_DEGRADED)

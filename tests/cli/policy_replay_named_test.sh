@@ -75,6 +75,13 @@ check "named: the report per limit" \
 # tokens               tokens             5         1         3" \
 "$(grep -A2 '^# limit ' "$tmp/err")"
 
+# The report's rows and split are the log's tiers: this policy has none
+# (no row or split of the built-in sandbox, growth, enterprise tiers).
+check "named: the report's rows, the log's tiers" \
+"# (no tier)          6           4           2           0           0           0           0           0           0         0         0         2
+# not enforced: (no tier)=buckets,penalty,leases,fail_closed" \
+"$(grep '^# (no tier)\|^# not enforced' "$tmp/err")"
+
 # The same log from stdin, with threads asked for: one thread (a named
 # log's scopes need not follow the tenant column), the same decisions.
 out2=$("$SLUICE" replay --policy "$tmp/p.conf" --decisions - \
@@ -168,6 +175,16 @@ printf 't_ms,method,route,user,tokens\n%s,POST,/chat,ann,1\n' \
   "$tmp/now.csv" >"$tmp/o" 2>/dev/null
 check "into a store, a log of now: nothing said" 0 \
   "$(grep -c '^# note' "$tmp/o")"
+
+# Tiers as the log names them, by name (the growth key's bucket is
+# growth's: 1500 points), and only those: no sandbox row.
+printf 't_ms,tenant,key,tier,method,route\n0,t1,k1,growth,GET,/v1/x\n0,t2,k1,enterprise,GET,/v1/x\n0,t2,k1,enterprise,GET,/v1/x\n' > "$tmp/t.csv"
+"$SLUICE" replay --policy "$LEDGER" --decisions "$tmp/t.csv" > "$tmp/d" 2>"$tmp/o"
+check "tiers: a row per tier the log names" "enterprise 2
+growth 1
+# not enforced: enterprise=buckets,penalty,leases,fail_closed growth=buckets,penalty,leases,fail_closed" \
+  "$(grep '^# \(growth\|sandbox\|enterprise\) ' "$tmp/o" | awk '{print $2, $3}'; grep '^# not enforced' "$tmp/o")"
+check "tiers: the growth key's bucket" "0,GET,/v1/x,allow,200,key,1499,0" "$(sed -n 2p "$tmp/d")"
 
 # The legacy layout, headerless or with its own names, is read as before.
 printf '0,t1,k1,sandbox,GET,/v1/ledgers/L1,10.0.0.1\n' > "$tmp/old.csv"
