@@ -235,12 +235,14 @@ req GET "$loc" -H 'Authorization: Bearer sk_batch'
 check "another tenant's job is not found" 404 "$st"
 
 # ------------------------------------------------------------ export --
-req GET '/v1/reports/audit-export?from=2026-01-01&to=2026-02-01' -H 'Authorization: Bearer sk_recon'
+# The range is the policy's export_range_s attribute (seconds): 90 days
+# exactly cost 25, one day more 50.
+req GET '/v1/reports/audit-export?from=2026-01-01&to=2026-04-01' -H 'Authorization: Bearer sk_recon'
 check "export: 202" 202 "$st"
-check "export: cost 25" 25 "$(jget cost)"
+check "export of 90 days: cost 25" 25 "$(jget cost)"
 check "export: Location" "/v1/jobs/$(jget job_id)" "$(hdr Location)"
-req GET '/v1/reports/audit-export?from=2025-01-01&to=2026-02-01' -H 'Authorization: Bearer sk_recon'
-check "export over 90 days: cost 50" 50 "$(jget cost)"
+req GET '/v1/reports/audit-export?from=2026-01-01&to=2026-04-02' -H 'Authorization: Bearer sk_recon'
+check "export of 91 days: cost 50" 50 "$(jget cost)"
 req GET '/v1/reports/audit-export?from=2026-13-01&to=2026-02-01' -H 'Authorization: Bearer sk_recon'
 check "export with a bad date" 400 "$st"
 
