@@ -124,7 +124,7 @@ typedef struct preplay {
   limit_count lc[SLUICE_DECISION_LIMITS_MAX * 4];
   int nlc;
   /* the legacy layout's attributes, when the policy declares them */
-  int has_subject, has_result, has_ledger, attrs_known;
+  int has_subject, has_result, has_ledger, has_range, attrs_known;
 } preplay;
 
 /* A partition of a mapped log: the lines whose tenant hashes to `idx`

@@ -518,19 +518,23 @@ static sluice_request pr_request(preplay *r, pending *pl) {
   /* The legacy layout (the spec's ledger API, etc/ledger.conf): a
   ** sign-in's subject and outcome are its `subject` and `result`
   ** attributes (no result while pending); a reconcile names its `ledger`
-  ** in the 8th field (or the route).  Given when the policy declares
-  ** them. */
+  ** in the 8th field (or the route); an export's range is not given
+  ** (`export_range_s` "0").  Given when the policy declares them. */
   if (!cl->named) {
     const char *sub = field(pl, cl->subject);
     if (!r->attrs_known) {
       r->has_subject = declares(r, "subject");
       r->has_result = declares(r, "result");
       r->has_ledger = declares(r, "ledger");
+      r->has_range = declares(r, "export_range_s");
       r->attrs_known = 1;
     }
     if (!strcmp(q.route, "/v1/ledgers/reconcile")) {
       if (r->has_ledger)
         attr_add(pl, "ledger", sub ? sub : q.route);
+    } else if (!strcmp(q.route, "/v1/reports/audit-export")) {
+      if (r->has_range) /* the layout has no range: not given */
+        attr_add(pl, "export_range_s", "0");
     } else {
       if (sub && r->has_subject)
         attr_add(pl, "subject", sub);

@@ -65,7 +65,7 @@ typedef struct job {
   uint64_t lease_id;
   char tenant[ID_MAX + 1], key[ID_MAX + 1], tier[SLUICE_POLICY_NAME_MAX + 1];
   char ledger[ID_MAX + 1];
-  char range_s[24]; /* an export's export_range_s, "" when not given */
+  char range_s[24]; /* an export's export_range_s ("0": not given) */
 } job;
 
 #define NJOBS 4096

@@ -557,7 +557,8 @@ static enum MHD_Result handle_heavy(struct MHD_Connection *c, const char *url,
                                     reqctx *rc, int kind) {
   sluice_decision d;
   sluice_attr attr;
-  char ledger[ID_MAX + 1] = "", loc[64], jid[32], range_s[24] = "";
+  /* an export without dates: range "0" (etc/ledger.conf: not given) */
+  char ledger[ID_MAX + 1] = "", loc[64], jid[32], range_s[24] = "0";
   uint64_t seq = 0;
   size_t slot = 0;
   int r, is_rec = kind == JOB_RECONCILE;
@@ -608,10 +609,10 @@ static enum MHD_Result handle_heavy(struct MHD_Connection *c, const char *url,
                        url);
       /* the range in whole seconds (whole days here): its cost */
       snprintf(range_s, sizeof range_s, "%" PRId64, (to_ns - from_ns) / S_NS);
-      attr = (sluice_attr){"export_range_s", range_s};
-      rq->attrs = &attr;
-      rq->nattrs = 1;
     }
+    attr = (sluice_attr){"export_range_s", range_s};
+    rq->attrs = &attr;
+    rq->nattrs = 1;
   }
   if ((r = sluice_policy_decide(S.pol, rq, &d)) != SLUICE_OK) {
     if (is_rec)

@@ -167,7 +167,7 @@ void job_request(const job *j, sluice_request *rq, sluice_attr *a) {
   else
     *a = (sluice_attr){"export_range_s", j->range_s};
   rq->attrs = a;
-  rq->nattrs = a->value[0] != 0;
+  rq->nattrs = 1;
 }
 
 /* ---------------------------------------------------- idempotency --- */

@@ -243,6 +243,8 @@ check "export of 90 days: cost 25" 25 "$(jget cost)"
 check "export: Location" "/v1/jobs/$(jget job_id)" "$(hdr Location)"
 req GET '/v1/reports/audit-export?from=2026-01-01&to=2026-04-02' -H 'Authorization: Bearer sk_recon'
 check "export of 91 days: cost 50" 50 "$(jget cost)"
+req GET '/v1/reports/audit-export' -H 'Authorization: Bearer sk_recon'
+check "export without dates: 202, cost 25" "202 25" "$st $(jget cost)"
 req GET '/v1/reports/audit-export?from=2026-13-01&to=2026-02-01' -H 'Authorization: Bearer sk_recon'
 check "export with a bad date" 400 "$st"
 

@@ -169,7 +169,9 @@ for i in 1 2; do
   echo "999999999,acme,k9,sandbox,POST,/v1/ledgers/reconcile,192.0.2.1,L1"
 done >> "$tmp/gen.csv"
 for opt in "" "--enforce --job-ms 600000"; do
-  "$SLUICE" replay --policy "$CONF" $opt --decisions "$tmp/gen.csv" > "$tmp/one" 2>/dev/null
+  "$SLUICE" replay --policy "$CONF" $opt --decisions "$tmp/gen.csv" > "$tmp/one" 2>"$tmp/err"
+  check "generated log $opt: every line decided (exports too)" "0 0" \
+    "$? $(grep -c '^sluice replay: line' "$tmp/err")"
   "$SLUICE" replay --policy "$CONF" $opt --decisions --batch 16 "$tmp/gen.csv" > "$tmp/many" 2>/dev/null
   check "--batch 16 $opt: same decisions" same "$(cmp -s "$tmp/one" "$tmp/many" && echo same || echo differ)"
 done

@@ -154,6 +154,7 @@ static void calls_table(void) {
   char t[80], k[80];
   sluice_request std, rec, rec2, exp, auth_ok, auth_bad;
   sluice_attr l1 = {"ledger", "L1"}, l2 = {"ledger", "L2"};
+  sluice_attr range = {"export_range_s", "0"};
   sluice_attr ok[2] = {{"subject", NULL}, {"result", "ok"}};
   sluice_attr bad[2] = {{"subject", NULL}, {"result", "bad_secret"}};
   sluice_decision d, held, held_exp;
@@ -191,6 +192,8 @@ static void calls_table(void) {
   printf("  %-36s %-12s %ld\n", "lease release (reconcile)", "-", calls);
 
   exp = rq(t, "k3", "sandbox", EXPORT);
+  exp.attrs = &range; /* no dates given */
+  exp.nattrs = 1;
   for (i = 0; i < 2; i++) {
     calls_of("export", &exp, SLUICE_OUTCOME_ALLOW, &held_exp);
     if (sluice_policy_release_lease(pol, &exp, held_exp.lease_id) != SLUICE_OK)
