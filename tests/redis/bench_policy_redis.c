@@ -18,6 +18,11 @@
 **
 ** Uses only the public API, so the same file measures an older build.
 ** SLUICE_BENCH_SCALE=<percent> shrinks the runs (default 100).
+** SLUICE_BENCH_POLICY=<file> decides by a policy file of declared limits
+** (etc/ledger.conf: a standard GET is GET /v1/accounts, its tenant and key
+** limits the group of the file's limits `tenant` and `key`) instead of the
+** built-in endpoint classes; the store-calls table then lists the
+** standard rows only.
 **
 ** `--one spec|lua|script|module N [K]` runs one contender alone, for
 ** tests/redis/callgrind_policy.py: N decisions over K keys (100 by
@@ -38,6 +43,7 @@ static redisContext *rc_;
 static sluice_policy *pol, *pol_lua, *pol_scr, *pol_mod;
 static char sha[41];
 static char tag[48];
+static const char *policy_file; /* SLUICE_BENCH_POLICY, or NULL */
 
 static int64_t now_ns(void) {
   struct timespec ts;
@@ -120,6 +126,11 @@ static sluice_request rq(const char *tenant, const char *key, const char *tier,
   r.api_key_id = key;
   r.tier = tier;
   r.endpoint_class = cls;
+  if (policy_file && cls == SLUICE_EP_STANDARD) {
+    r.endpoint_class = SLUICE_EP_AUTO;
+    r.method = "GET";
+    r.route = "/v1/accounts";
+  }
   r.client_ip = "10.1.2.3";
   return r;
 }
@@ -165,6 +176,8 @@ static void calls_table(void) {
   for (i = 0; i < 1000 && d.outcome != SLUICE_OUTCOME_BOXED; i++)
     d = decide(&std);
   calls_of("standard", &std, SLUICE_OUTCOME_BOXED, NULL);
+  if (policy_file)
+    return;
 
   rec = rq(t, "k2", "sandbox", SLUICE_EP_RECONCILE);
   rec.ledger_id = "L1";
@@ -359,7 +372,21 @@ int main(int argc, char **argv) {
   ** keeps the tenant's bucket ahead of the clock there too (a bucket that
   ** expires between calls costs its deletion, which a busy tenant's does
   ** not). */
-  if (sluice_policy_config_new(&cfg, NULL, NULL, 0) != SLUICE_OK ||
+  policy_file = getenv("SLUICE_BENCH_POLICY");
+  if (policy_file) {
+    char err[256];
+    const char *rate = argc >= 4 ? "1" : "1000";
+    char lim[96];
+    snprintf(lim, sizeof lim, "{ rate = %s; burst = 1000000; }", rate);
+    if (sluice_policy_config_new(&cfg, policy_file, err, sizeof err) !=
+            SLUICE_OK ||
+        sluice_policy_config_set(cfg, "limits.tenant.params.enterprise", lim,
+                                 err, sizeof err) != SLUICE_OK ||
+        sluice_policy_config_set(cfg, "limits.key.params.enterprise",
+                                 "{ rate = 1; burst = 100000; }", err,
+                                 sizeof err) != SLUICE_OK)
+      die(err);
+  } else if (sluice_policy_config_new(&cfg, NULL, NULL, 0) != SLUICE_OK ||
       sluice_policy_config_set(cfg, "tiers.enterprise",
                                argc >= 4
                                    ? "{ tenant = { rate = 1; burst = 1000000; "
@@ -379,7 +406,8 @@ int main(int argc, char **argv) {
   if (argc >= 4 && strcmp(argv[1], "--one") == 0)
     return run_one(argv[2], atol(argv[3]), argc > 4 ? atol(argv[4]) : 100);
 
-  printf("policy over one local redis-server (%s)\n", nodes);
+  printf("policy over one local redis-server (%s), %s\n", nodes,
+         policy_file ? policy_file : "the built-in policy");
   calls_table();
 
   /* Interleaved rounds: the spec script, then each engine, each round's
