@@ -291,6 +291,16 @@ static sluice_policy *open_policy(const char *nodes, const char *engine,
   return p;
 }
 
+/* The median of n values (sorted in place). */
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 static int64_t run(void (*f)(long), long n, long base) {
   int64_t t0 = now_ns();
   long i;
@@ -342,6 +352,10 @@ int main(int argc, char **argv) {
   int round;
   long calls, csl = 0, cscr = 0, cmod = 0;
   double u, uspec = 0, usl = 0, uscr = 0, usm = 0;
+  /* Each round's ratios to the spec script's (lua, script, module; wall,
+  ** server): their medians shrug off a round another process slowed. */
+  enum { ROUNDS = 20 };
+  double rw[3][ROUNDS], rsv[3][ROUNDS];
 
   if (!nodes)
     die("SLUICE_REDIS_NODES unset: run through tests/redis/harness.py");
@@ -411,35 +425,45 @@ int main(int argc, char **argv) {
   calls_table();
 
   /* Interleaved rounds: the spec script, then each engine, each round's
-  ** wall time and server time (commandstats, reset before each) summed. */
-  for (round = 0; round < 10; round++) {
-    long base = round * (n / 10);
+  ** wall time and server time (commandstats, reset before each) summed,
+  ** and their ratios to the spec script's in the same round kept. */
+  for (round = 0; round < ROUNDS; round++) {
+    long base = round * (n / ROUNDS), m = n / ROUNDS;
+    int64_t t0, t;
+    double u0;
     resetstat();
-    tspec += run(spec_call, n / 10, base);
-    evalsha_stats(&calls, &u);
-    uspec += u;
+    t0 = run(spec_call, m, base);
+    tspec += t0;
+    evalsha_stats(&calls, &u0);
+    uspec += u0;
     pol = pol_lua;
     resetstat();
-    tsl += run(sluice_run_one, n / 10, base);
+    tsl += t = run(sluice_run_one, m, base);
     evalsha_stats(&calls, &u);
     usl += u;
     csl += calls;
+    rw[0][round] = (double)t / (double)t0;
+    rsv[0][round] = u / u0;
     pol = pol_scr;
     resetstat();
-    tscr += run(sluice_run_one, n / 10, base);
+    tscr += t = run(sluice_run_one, m, base);
     evalsha_stats(&calls, &u);
     uscr += u;
     cscr += calls;
+    rw[1][round] = (double)t / (double)t0;
+    rsv[1][round] = u / u0;
     if (pol_mod) {
       pol = pol_mod;
       resetstat();
-      tmod += run(sluice_run_one, n / 10, base);
+      tmod += t = run(sluice_run_one, m, base);
       evalsha_stats(&calls, &u);
       usm += u;
       cmod += calls;
+      rw[2][round] = (double)t / (double)t0;
+      rsv[2][round] = u / u0;
     }
   }
-  n = n / 10 * 10;
+  n = n / ROUNDS * ROUNDS;
   printf("wall time, one call at a time, %ld decisions each, interleaved:\n",
          n);
   printf("  spec section-6 script EVALSHA     %8.0f ns/decision %8.0f /s\n",
@@ -478,6 +502,15 @@ int main(int argc, char **argv) {
            usm / (double)n / uspec);
     sluice_policy_close(pol_mod);
   }
+  printf("median of the %d rounds' ratios to the spec script's, wall / "
+         "server:\n", ROUNDS);
+  printf("  lua (FCALL)                       %8.2f / %.2f\n",
+         median(rw[0], ROUNDS), median(rsv[0], ROUNDS));
+  printf("  script (EVALSHA)                  %8.2f / %.2f\n",
+         median(rw[1], ROUNDS), median(rsv[1], ROUNDS));
+  if (pol_mod)
+    printf("  module                            %8.2f / %.2f\n",
+           median(rw[2], ROUNDS), median(rsv[2], ROUNDS));
   sluice_policy_close(pol_scr);
   sluice_policy_close(pol_lua);
   redisFree(rc_);
