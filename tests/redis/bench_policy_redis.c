@@ -350,8 +350,8 @@ int main(int argc, char **argv) {
   size_t slen;
   int64_t tspec = 0, tsl = 0, tscr = 0, tmod = 0;
   int round;
-  long calls, csl = 0, cscr = 0, cmod = 0;
-  double u, uspec = 0, usl = 0, uscr = 0, usm = 0;
+  long csl = 0, cscr = 0, cmod = 0;
+  double uspec = 0, usl = 0, uscr = 0, usm = 0;
   /* Each round's ratios to the spec script's (lua, script, module; wall,
   ** server): their medians shrug off a round another process slowed. */
   enum { ROUNDS = 20 };
@@ -427,40 +427,39 @@ int main(int argc, char **argv) {
   /* Interleaved rounds: the spec script, then each engine, each round's
   ** wall time and server time (commandstats, reset before each) summed,
   ** and their ratios to the spec script's in the same round kept. */
+  /* Who goes first turns with the rounds (0 the spec script, 1 lua,
+  ** 2 script, 3 module): the call after another contender's meets the
+  ** caches that one left. */
   for (round = 0; round < ROUNDS; round++) {
+    static sluice_policy **const pols[4] = {NULL, &pol_lua, &pol_scr,
+                                            &pol_mod};
     long base = round * (n / ROUNDS), m = n / ROUNDS;
-    int64_t t0, t;
-    double u0;
-    resetstat();
-    t0 = run(spec_call, m, base);
-    tspec += t0;
-    evalsha_stats(&calls, &u0);
-    uspec += u0;
-    pol = pol_lua;
-    resetstat();
-    tsl += t = run(sluice_run_one, m, base);
-    evalsha_stats(&calls, &u);
-    usl += u;
-    csl += calls;
-    rw[0][round] = (double)t / (double)t0;
-    rsv[0][round] = u / u0;
-    pol = pol_scr;
-    resetstat();
-    tscr += t = run(sluice_run_one, m, base);
-    evalsha_stats(&calls, &u);
-    uscr += u;
-    cscr += calls;
-    rw[1][round] = (double)t / (double)t0;
-    rsv[1][round] = u / u0;
-    if (pol_mod) {
-      pol = pol_mod;
+    int64_t t[4] = {0, 0, 0, 0};
+    double us[4] = {0, 0, 0, 0};
+    long cs[4] = {0, 0, 0, 0};
+    int k = pol_mod ? 4 : 3, c;
+    for (c = 0; c < k; c++) {
+      int w = (round + c) % k;
+      if (w > 0)
+        pol = *pols[w];
       resetstat();
-      tmod += t = run(sluice_run_one, m, base);
-      evalsha_stats(&calls, &u);
-      usm += u;
-      cmod += calls;
-      rw[2][round] = (double)t / (double)t0;
-      rsv[2][round] = u / u0;
+      t[w] = run(w ? sluice_run_one : spec_call, m, base);
+      evalsha_stats(&cs[w], &us[w]);
+    }
+    tspec += t[0];
+    uspec += us[0];
+    tsl += t[1];
+    usl += us[1];
+    csl += cs[1];
+    tscr += t[2];
+    uscr += us[2];
+    cscr += cs[2];
+    tmod += t[3];
+    usm += us[3];
+    cmod += cs[3];
+    for (c = 0; c + 1 < k; c++) {
+      rw[c][round] = (double)t[c + 1] / (double)t[0];
+      rsv[c][round] = us[c + 1] / us[0];
     }
   }
   n = n / ROUNDS * ROUNDS;
