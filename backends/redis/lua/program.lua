@@ -286,7 +286,7 @@ local function pstd(std, nh, nl, minttl)
       if oh == xh then
         rcall('SET', key, rec, 'KEEPTTL')
       else
-        rcall('SET', key, rec, 'PXAT', deadline(xh))
+        rcall('SET', key, rec, 'PXAT', pxat(xh))
       end
     elseif oh == xh and x[2 * j] == xl then
       rcall('SET', key, rec, 'KEEPTTL')
