@@ -27,8 +27,7 @@ static void arg_int(rcl_cmd *c, long long x) {
   unsigned char *b = c->nums + 8 * c->nnum++;
   uint64_t u = (uint64_t)x;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  memcpy(b, &u, 8); /* (one store: the loop below cost a program ~6k
-                       instructions) */
+  memcpy(b, &u, 8); /* one store where the loop below makes eight */
 #else
   int i;
   for (i = 0; i < 8; i++)

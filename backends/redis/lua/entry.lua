@@ -125,8 +125,8 @@ local function deadline(xh)
 end
 
 -- deadline(xh) as PXAT's argument: a string, made once per grid step
--- (Redis prints a number argument with "%.17g", a 2k-instruction call,
--- on every command; the library keeps the last two steps' strings from
+-- (Redis prints a number argument with "%.17g", a costly C call, on
+-- every command; the library keeps the last two steps' strings from
 -- call to call: a request's buckets and the next requests' mostly
 -- expire in the same step or the one after).  '%d' prints the deadline
 -- exactly (ms since the epoch, far below 2^53).
