@@ -98,6 +98,24 @@ static void evalsha_stats(long *calls, double *usec) {
   freeReplyObject(r);
 }
 
+/* The server's CPU time so far (INFO cpu: user + system, seconds), in
+** usec: what a decision costs Redis around the command too (reading and
+** parsing it, the reply, the socket), as the gateway benchmark counts. */
+static double server_cpu(void) {
+  redisReply *r = redisCommand(rc_, "INFO cpu");
+  const char *u, *y;
+  double cu = 0, cs = 0;
+  if (!r || r->type != REDIS_REPLY_STRING || !r->str)
+    die("INFO cpu");
+  u = strstr(r->str, "used_cpu_user:");
+  y = strstr(r->str, "used_cpu_sys:");
+  if (!u || !y || sscanf(u + 14, "%lf", &cu) != 1 ||
+      sscanf(y + 13, "%lf", &cs) != 1)
+    die("INFO cpu: no used_cpu_user / used_cpu_sys");
+  freeReplyObject(r);
+  return 1e6 * (cu + cs);
+}
+
 static void resetstat(void) {
   redisReply *r = redisCommand(rc_, "CONFIG RESETSTAT");
   if (!r)
@@ -356,6 +374,7 @@ int main(int argc, char **argv) {
   ** server): their medians shrug off a round another process slowed. */
   enum { ROUNDS = 20 };
   double rw[3][ROUNDS], rsv[3][ROUNDS];
+  double cpu[4] = {0, 0, 0, 0}; /* the server's CPU usec, by contender */
 
   if (!nodes)
     die("SLUICE_REDIS_NODES unset: run through tests/redis/harness.py");
@@ -440,10 +459,13 @@ int main(int argc, char **argv) {
     int k = pol_mod ? 4 : 3, c;
     for (c = 0; c < k; c++) {
       int w = (round + c) % k;
+      double cpu0;
       if (w > 0)
         pol = *pols[w];
       resetstat();
+      cpu0 = server_cpu();
       t[w] = run(w ? sluice_run_one : spec_call, m, base);
+      cpu[w] += server_cpu() - cpu0;
       evalsha_stats(&cs[w], &us[w]);
     }
     tspec += t[0];
@@ -501,6 +523,14 @@ int main(int argc, char **argv) {
            usm / (double)n / uspec);
     sluice_policy_close(pol_mod);
   }
+  printf("Redis CPU per decision (INFO cpu, user + system: the command "
+         "and around it), same rounds:\n");
+  printf("  spec section-6 script             %8.2f usec/decision\n",
+         cpu[0] / (double)n);
+  printf("  ratio sluice lua / spec           %8.2f\n", cpu[1] / cpu[0]);
+  printf("  ratio sluice script / spec        %8.2f\n", cpu[2] / cpu[0]);
+  if (pol_mod)
+    printf("  ratio sluice module / spec        %8.2f\n", cpu[3] / cpu[0]);
   printf("median of the %d rounds' ratios to the spec script's, wall / "
          "server:\n", ROUNDS);
   printf("  lua (FCALL)                       %8.2f / %.2f\n",
