@@ -26,9 +26,13 @@ static void arg_raw(rcl_cmd *c, const char *p, size_t n) {
 static void arg_int(rcl_cmd *c, long long x) {
   unsigned char *b = c->nums + 8 * c->nnum++;
   uint64_t u = (uint64_t)x;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  memcpy(b, &u, 8); /* one store where the loop below makes eight */
+#else
   int i;
   for (i = 0; i < 8; i++)
     b[i] = (unsigned char)(u >> (8 * i));
+#endif
 }
 static void arg_nums(rcl_cmd *c) {
   arg_raw(c, (const char *)c->nums, 8 * (size_t)c->nnum);
@@ -225,11 +229,18 @@ static int arg_params(rcl_cmd *c, int algo, int nk, const void *params) {
 ** SHA-256: none is known, and the library checks the step and key counts
 ** besides. */
 static int program_id(rcl_cmd *c, const unsigned char *b, size_t len) {
-  uint64_t fp = 14695981039346656037ull; /* FNV-1a: a slot, not a proof */
+  /* FNV-1a over 8-byte words (the numbers are int64s), a shift folding
+  ** the high bits down: a slot, not a proof (the bytes are compared). */
+  uint64_t fp = 14695981039346656037ull, w;
   unsigned char md[SHA256_DIGEST_LENGTH];
   rcl_pid *e;
   size_t i;
-  for (i = 0; i < len; i++)
+  for (i = 0; i + 8 <= len; i += 8) {
+    memcpy(&w, b + i, 8);
+    fp = (fp ^ w) * 1099511628211ull;
+    fp ^= fp >> 29;
+  }
+  for (; i < len; i++)
     fp = (fp ^ b[i]) * 1099511628211ull;
   e = &c->pids[fp % RCL_PIDS];
   if (e->len == len && e->fp == fp && memcmp(e->bytes, b, len) == 0) {
@@ -287,6 +298,7 @@ static void build_program(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
   if (r->nodes[j->node].fn && !r->nodes[j->node].module) {
     const size_t h = 8 * SLUICE_WIRE_HEADER;
     if (program_id(c, c->nums + h, 8 * (size_t)c->nnum - h) && !j->whole) {
+      c->nwhole = c->nnum;
       c->nnum = SLUICE_WIRE_HEADER;
       c->byid = 1;
     }

@@ -159,6 +159,9 @@ typedef struct rcl_cmd {
   int nnum;
   int head; /* how many of argv name the engine (build_job) */
   int byid;  /* the program went by its id (build_job) */
+  /* With byid: the whole program's numbers are still in nums, nwhole of
+  ** them (the id's header is their first SLUICE_WIRE_HEADER). */
+  int nwhole;
   rcl_pid pids[RCL_PIDS];
 } rcl_cmd;
 

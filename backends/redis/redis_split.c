@@ -248,7 +248,9 @@ static int put_tail(rcl_store *home, rcl_split *s, const rcl_cmd *c) {
   return SLUICE_OK;
 }
 
-/* A program by id: the whole one after it (the same argument count). */
+/* A program by id: the whole one after it (the same argument count, the
+** same arguments but the numbers, which the build left whole in the
+** command: only their argument's length differs). */
 static int build_tail(rcl_store *home, rcl_store *r, rcl_split *s) {
   rcl_cmd *c = r->cmd;
   size_t at;
@@ -259,9 +261,7 @@ static int build_tail(rcl_store *home, rcl_store *r, rcl_split *s) {
   if ((rc = put_tail(home, s, c)) != SLUICE_OK || !c->byid)
     return rc;
   at = s->tail_len;
-  s->job.whole = 1;
-  sluice__rcl_build_job(c, r, &s->job);
-  s->job.whole = 0;
+  c->lens[c->argc - 1] = 8 * (size_t)c->nwhole;
   if ((rc = put_tail(home, s, c)) != SLUICE_OK)
     return rc;
   s->whole_len = s->tail_len - at;

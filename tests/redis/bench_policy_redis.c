@@ -18,6 +18,11 @@
 **
 ** Uses only the public API, so the same file measures an older build.
 ** SLUICE_BENCH_SCALE=<percent> shrinks the runs (default 100).
+** SLUICE_BENCH_POLICY=<file> decides by a policy file of declared limits
+** (etc/ledger.conf: a standard GET is GET /v1/accounts, its tenant and key
+** limits the group of the file's limits `tenant` and `key`) instead of the
+** built-in endpoint classes; the store-calls table then lists the
+** standard rows only.
 **
 ** `--one spec|lua|script|module N [K]` runs one contender alone, for
 ** tests/redis/callgrind_policy.py: N decisions over K keys (100 by
@@ -38,6 +43,7 @@ static redisContext *rc_;
 static sluice_policy *pol, *pol_lua, *pol_scr, *pol_mod;
 static char sha[41];
 static char tag[48];
+static const char *policy_file; /* SLUICE_BENCH_POLICY; NULL: etc/ledger.conf */
 
 static int64_t now_ns(void) {
   struct timespec ts;
@@ -90,6 +96,24 @@ static void evalsha_stats(long *calls, double *usec) {
     }
   }
   freeReplyObject(r);
+}
+
+/* The server's CPU time so far (INFO cpu: user + system, seconds), in
+** usec: what a decision costs Redis around the command too (reading and
+** parsing it, the reply, the socket), as the gateway benchmark counts. */
+static double server_cpu(void) {
+  redisReply *r = redisCommand(rc_, "INFO cpu");
+  const char *u, *y;
+  double cu = 0, cs = 0;
+  if (!r || r->type != REDIS_REPLY_STRING || !r->str)
+    die("INFO cpu");
+  u = strstr(r->str, "used_cpu_user:");
+  y = strstr(r->str, "used_cpu_sys:");
+  if (!u || !y || sscanf(u + 14, "%lf", &cu) != 1 ||
+      sscanf(y + 13, "%lf", &cs) != 1)
+    die("INFO cpu: no used_cpu_user / used_cpu_sys");
+  freeReplyObject(r);
+  return 1e6 * (cu + cs);
 }
 
 static void resetstat(void) {
@@ -176,6 +200,8 @@ static void calls_table(void) {
   for (i = 0; i < 1000 && d.outcome != SLUICE_OUTCOME_BOXED; i++)
     d = decide(&std);
   calls_of("standard", &std, SLUICE_OUTCOME_BOXED, NULL);
+  if (policy_file)
+    return;
 
   rec = rq(t, "k2", "sandbox", RECONCILE);
   rec.attrs = &l1;
@@ -294,6 +320,16 @@ static sluice_policy *open_policy(const char *nodes, const char *engine,
   return p;
 }
 
+/* The median of n values (sorted in place). */
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 static int64_t run(void (*f)(long), long n, long base) {
   int64_t t0 = now_ns();
   long i;
@@ -343,8 +379,13 @@ int main(int argc, char **argv) {
   size_t slen;
   int64_t tspec = 0, tsl = 0, tscr = 0, tmod = 0;
   int round;
-  long calls, csl = 0, cscr = 0, cmod = 0;
-  double u, uspec = 0, usl = 0, uscr = 0, usm = 0;
+  long csl = 0, cscr = 0, cmod = 0;
+  double uspec = 0, usl = 0, uscr = 0, usm = 0;
+  /* Each round's ratios to the spec script's (lua, script, module; wall,
+  ** server): their medians shrug off a round another process slowed. */
+  enum { ROUNDS = 20 };
+  double rw[3][ROUNDS], rsv[3][ROUNDS];
+  double cpu[4] = {0, 0, 0, 0}; /* the server's CPU usec, by contender */
 
   if (!nodes)
     die("SLUICE_REDIS_NODES unset: run through tests/redis/harness.py");
@@ -375,16 +416,21 @@ int main(int argc, char **argv) {
   ** keeps the tenant's bucket ahead of the clock there too (a bucket that
   ** expires between calls costs its deletion, which a busy tenant's does
   ** not). */
-  if (sluice_policy_config_new(&cfg, SLUICE_LEDGER_CONF, NULL, 0) !=
-          SLUICE_OK ||
-      sluice_policy_config_set(cfg, "limits.tenant.params.enterprise",
-                               argc >= 4 ? "{ rate = 1; burst = 1000000; }"
-                                         : "{ rate = 1000; burst = 1000000; }",
-                               NULL, 0) != SLUICE_OK ||
-      sluice_policy_config_set(cfg, "limits.key.params.enterprise",
-                               "{ rate = 1; burst = 100000; }", NULL,
-                               0) != SLUICE_OK)
-    die("the configuration");
+  policy_file = getenv("SLUICE_BENCH_POLICY");
+  {
+    const char *file = policy_file ? policy_file : SLUICE_LEDGER_CONF;
+    char err[256];
+    const char *rate = argc >= 4 ? "1" : "1000";
+    char lim[96];
+    snprintf(lim, sizeof lim, "{ rate = %s; burst = 1000000; }", rate);
+    if (sluice_policy_config_new(&cfg, file, err, sizeof err) != SLUICE_OK ||
+        sluice_policy_config_set(cfg, "limits.tenant.params.enterprise", lim,
+                                 err, sizeof err) != SLUICE_OK ||
+        sluice_policy_config_set(cfg, "limits.key.params.enterprise",
+                                 "{ rate = 1; burst = 100000; }", err,
+                                 sizeof err) != SLUICE_OK)
+      die(err);
+  }
   pol_lua = open_policy(nodes, "lua", cfg);
   pol_scr = open_policy(nodes, "script", cfg);
   if (getenv("SLUICE_REDIS_MODULE"))
@@ -394,39 +440,52 @@ int main(int argc, char **argv) {
   if (argc >= 4 && strcmp(argv[1], "--one") == 0)
     return run_one(argv[2], atol(argv[3]), argc > 4 ? atol(argv[4]) : 100);
 
-  printf("policy over one local redis-server (%s)\n", nodes);
+  printf("policy over one local redis-server (%s), %s\n", nodes,
+         policy_file ? policy_file : SLUICE_LEDGER_CONF);
   calls_table();
 
   /* Interleaved rounds: the spec script, then each engine, each round's
-  ** wall time and server time (commandstats, reset before each) summed. */
-  for (round = 0; round < 10; round++) {
-    long base = round * (n / 10);
-    resetstat();
-    tspec += run(spec_call, n / 10, base);
-    evalsha_stats(&calls, &u);
-    uspec += u;
-    pol = pol_lua;
-    resetstat();
-    tsl += run(sluice_run_one, n / 10, base);
-    evalsha_stats(&calls, &u);
-    usl += u;
-    csl += calls;
-    pol = pol_scr;
-    resetstat();
-    tscr += run(sluice_run_one, n / 10, base);
-    evalsha_stats(&calls, &u);
-    uscr += u;
-    cscr += calls;
-    if (pol_mod) {
-      pol = pol_mod;
+  ** wall time and server time (commandstats, reset before each) summed,
+  ** and their ratios to the spec script's in the same round kept. */
+  /* Who goes first turns with the rounds (0 the spec script, 1 lua,
+  ** 2 script, 3 module): the call after another contender's meets the
+  ** caches that one left. */
+  for (round = 0; round < ROUNDS; round++) {
+    static sluice_policy **const pols[4] = {NULL, &pol_lua, &pol_scr,
+                                            &pol_mod};
+    long base = round * (n / ROUNDS), m = n / ROUNDS;
+    int64_t t[4] = {0, 0, 0, 0};
+    double us[4] = {0, 0, 0, 0};
+    long cs[4] = {0, 0, 0, 0};
+    int k = pol_mod ? 4 : 3, c;
+    for (c = 0; c < k; c++) {
+      int w = (round + c) % k;
+      double cpu0;
+      if (w > 0)
+        pol = *pols[w];
       resetstat();
-      tmod += run(sluice_run_one, n / 10, base);
-      evalsha_stats(&calls, &u);
-      usm += u;
-      cmod += calls;
+      cpu0 = server_cpu();
+      t[w] = run(w ? sluice_run_one : spec_call, m, base);
+      cpu[w] += server_cpu() - cpu0;
+      evalsha_stats(&cs[w], &us[w]);
+    }
+    tspec += t[0];
+    uspec += us[0];
+    tsl += t[1];
+    usl += us[1];
+    csl += cs[1];
+    tscr += t[2];
+    uscr += us[2];
+    cscr += cs[2];
+    tmod += t[3];
+    usm += us[3];
+    cmod += cs[3];
+    for (c = 0; c + 1 < k; c++) {
+      rw[c][round] = (double)t[c + 1] / (double)t[0];
+      rsv[c][round] = us[c + 1] / us[0];
     }
   }
-  n = n / 10 * 10;
+  n = n / ROUNDS * ROUNDS;
   printf("wall time, one call at a time, %ld decisions each, interleaved:\n",
          n);
   printf("  spec section-6 script EVALSHA     %8.0f ns/decision %8.0f /s\n",
@@ -465,6 +524,23 @@ int main(int argc, char **argv) {
            usm / (double)n / uspec);
     sluice_policy_close(pol_mod);
   }
+  printf("Redis CPU per decision (INFO cpu, user + system: the command "
+         "and around it), same rounds:\n");
+  printf("  spec section-6 script             %8.2f usec/decision\n",
+         cpu[0] / (double)n);
+  printf("  ratio sluice lua / spec           %8.2f\n", cpu[1] / cpu[0]);
+  printf("  ratio sluice script / spec        %8.2f\n", cpu[2] / cpu[0]);
+  if (pol_mod)
+    printf("  ratio sluice module / spec        %8.2f\n", cpu[3] / cpu[0]);
+  printf("median of the %d rounds' ratios to the spec script's, wall / "
+         "server:\n", ROUNDS);
+  printf("  lua (FCALL)                       %8.2f / %.2f\n",
+         median(rw[0], ROUNDS), median(rsv[0], ROUNDS));
+  printf("  script (EVALSHA)                  %8.2f / %.2f\n",
+         median(rw[1], ROUNDS), median(rsv[1], ROUNDS));
+  if (pol_mod)
+    printf("  module                            %8.2f / %.2f\n",
+           median(rw[2], ROUNDS), median(rsv[2], ROUNDS));
   sluice_policy_close(pol_scr);
   sluice_policy_close(pol_lua);
   redisFree(rc_);

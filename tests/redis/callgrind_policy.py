@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Instructions redis-server spends per standard request, by contender.
 
-  callgrind_policy.py BENCH [--module SO] [--n N] [--keys K] [CONTENDER...]
+  callgrind_policy.py BENCH [--module SO] [--n N] [--keys K] [--policy FILE]
+                      [CONTENDER...]
 
 BENCH is build/tests/redis/redis_bench_policy; contenders are spec (one
 EVALSHA of the spec's section-6 script), lua (FCALL), script (EVALSHA of
@@ -11,6 +12,8 @@ counting only inside the commands a decision sends (EVALSHA, FCALL, the
 module's commands); BENCH --one makes N decisions over K keys (100 by
 default; the records made), the counters are zeroed, N more decisions
 over the same keys are counted.  Prints instructions per decision.
+--policy FILE decides by a policy file of declared limits (etc/ledger.conf:
+BENCH's SLUICE_BENCH_POLICY) instead of the built-in endpoint classes.
 Under valgrind a call takes tens of ms: over 100 keys a key's bucket is
 met every few seconds, by then full again, and its expiry moves with the
 clock, so whether a write keeps its Redis TTL (docs/redis.md, Storage)
@@ -50,7 +53,7 @@ def ctl(*args):
                           capture_output=True, text=True, timeout=120)
 
 
-def measure(bench, who, n, module, keys):
+def measure(bench, who, n, module, keys, policy):
     tmp = tempfile.mkdtemp(prefix='sluice-cg-')
     port = free_port()
     out = os.path.join(tmp, 'cg.out')
@@ -76,6 +79,8 @@ def measure(bench, who, n, module, keys):
         env = dict(os.environ, SLUICE_REDIS_NODES='127.0.0.1:%d' % port)
         if module:
             env['SLUICE_REDIS_MODULE'] = module
+        if policy:
+            env['SLUICE_BENCH_POLICY'] = policy
         b = subprocess.Popen([bench, '--one', who, str(n), str(keys)],
                              env=env,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -117,7 +122,7 @@ def main():
     if not args:
         print(__doc__)
         return 2
-    bench, module, n, keys = args[0], None, 300, 100
+    bench, module, n, keys, policy = args[0], None, 300, 100, None
     who = []
     i = 1
     while i < len(args):
@@ -126,6 +131,9 @@ def main():
             i += 2
         elif args[i] == '--keys':
             keys = int(args[i + 1])
+            i += 2
+        elif args[i] == '--policy':
+            policy = os.path.abspath(args[i + 1])
             i += 2
         elif args[i] == '--n':
             n = int(args[i + 1])
@@ -141,7 +149,7 @@ def main():
         who = ['spec', 'lua', 'script'] + (['module'] if module else [])
     for w in who:
         print('%-7s %9.0f instructions per decision' %
-              (w, measure(bench, w, n, module, keys)), flush=True)
+              (w, measure(bench, w, n, module, keys, policy)), flush=True)
     return 0
 
 

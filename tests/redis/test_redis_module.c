@@ -73,7 +73,9 @@ typedef struct recs {
 } recs;
 
 /* One record of each kind under one hash tag, on the server's clock:
-** buckets, a window, a strike, a lease. */
+** buckets, a window, a strike, a lease; the window counted twice, so that
+** its second write (the same window, the same expiry) rewrites the record
+** in place, replicated as SET ... KEEPTTL. */
 static void make_records(sluice_store *s, const char *tag, recs *R) {
   static const sluice_gcra_params g = {1, 3600 * SEC, 50};
   static const sluice_window_params w = {100, 3600 * SEC};
@@ -96,6 +98,7 @@ static void make_records(sluice_store *s, const char *tag, recs *R) {
   }
   {
     sluice_op op = {SLUICE_ALGO_FWINDOW, SLUICE_OP_COUNT, 1, &k[3], &w, 7, 0};
+    cr_assert_eq(sluice_store_apply(s, &op, 0, &v), SLUICE_OK);
     cr_assert_eq(sluice_store_apply(s, &op, 0, &v), SLUICE_OK);
   }
   {

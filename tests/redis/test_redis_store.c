@@ -1059,6 +1059,57 @@ Test(store, deadlines_are_the_grid_of_the_expiry) {
   }
 }
 
+/* The Lua keeps the PXAT argument of the last two grid steps it wrote
+** (entry.lua, pxat): writes that move their keys' expiries across steps,
+** in an order that meets the newer step, the older one and a third, each
+** key's deadline the grid's of the expiry it carries.  A and C move alike
+** (5 s a point), B 50 s ahead of them, so A, B, C meet the cache's newer
+** entry, its older one and a miss, round after round. */
+Test(store, deadlines_kept_for_two_steps) {
+  static const sluice_gcra_params g = {1, 5 * SEC, 1000};
+  static const char *const engines[] = {"engine=lua", "engine=script"};
+  int e, i, j;
+  for (e = 0; e < 2; e++) {
+    sluice_store *s = rt_store(engines[e], 0);
+    char tag[64], names[3][96];
+    sluice_key k[3];
+    redisContext *c;
+    sluice_verdict v;
+    rt_tag(tag, sizeof tag, "dl2");
+    for (j = 0; j < 3; j++) {
+      snprintf(names[j], sizeof names[j], "{%s}:%c", tag, 'a' + j);
+      k[j].data = names[j];
+      k[j].len = strlen(names[j]);
+    }
+    c = raw(rt_port_of(s, names[0]));
+    {
+      sluice_op ahead = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k[1], &g, 10,
+                         0};
+      cr_assert_eq(sluice_store_apply(s, &ahead, 0, &v), SLUICE_OK);
+    }
+    for (i = 0; i < 12; i++)
+      for (j = 0; j < 3; j++) {
+        /* a, b, c, then c, b, a: either entry of the cache meets the
+        ** step a key's write lands in */
+        int w = i % 2 ? 2 - j : j;
+        sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k[w], &g, 1,
+                        0};
+        int64_t exp;
+        long long at;
+        cr_assert_eq(sluice_store_apply(s, &op, 0, &v), SLUICE_OK, "%s: %s",
+                     engines[e], sluice_store_errmsg(s));
+        cr_assert(v.allowed);
+        deadline_of(c, names[w], &at, &exp);
+        cr_assert_eq(at, sluice_wire_deadline_ms(exp),
+                     "%s: round %d: key %c: deadline %lld ms, the grid's of "
+                     "its expiry %ld ns is %ld ms", engines[e], i, 'a' + w, at,
+                     (long)exp, (long)sluice_wire_deadline_ms(exp));
+      }
+    redisFree(c);
+    sluice_store_close(s);
+  }
+}
+
 /* A standard request whose buckets' expiries stay in one grid step keeps
 ** their TTLs: eight requests whose buckets move by a us each (their TATs
 ** 3 s ahead) set no expiry, whichever engine wrote the records before. */

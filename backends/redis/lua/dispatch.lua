@@ -20,6 +20,7 @@ local function run(keys, argv)
       local r
       r, pre = pstd(prog.std, nh, nl, false)
       if r then return r end
+      pre = pstd_pre(prog.std, pre)
     end
     return program(prog, nh, nl, false, pre)
   end
@@ -50,6 +51,7 @@ local function run(keys, argv)
       local r
       r, pre = pstd(prog.std, nh, nl, minttl)
       if r then return r end
+      pre = pstd_pre(prog.std, pre)
     end
     return program(prog, nh, nl, minttl, pre)
   end

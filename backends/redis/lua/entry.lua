@@ -124,6 +124,21 @@ local function deadline(xh)
   return h * 4294 + c
 end
 
+-- deadline(xh) as PXAT's argument: a string, made once per grid step
+-- (Redis prints a number argument with "%.17g", a costly C call, on
+-- every command; the library keeps the last two steps' strings from
+-- call to call: a request's buckets and the next requests' mostly
+-- expire in the same step or the one after).  '%d' prints the deadline
+-- exactly (ms since the epoch, far below 2^53).
+local DLh, DLs, DLh2, DLs2
+local function pxat(xh)
+  if xh == DLh then return DLs end
+  if xh == DLh2 then return DLs2 end
+  local s = string.format('%d', deadline(xh))
+  DLh2, DLs2, DLh, DLs = DLh, DLs, xh, s
+  return s
+end
+
 -- The SET of one record value v expiring at (xh, xl) ns.  At server time
 -- (minttl false) its Redis deadline is deadline(xh), as PXAT, or kept
 -- (KEEPTTL: Redis then neither sets nor propagates an expiry) when the
@@ -146,7 +161,7 @@ local function setrec(key, v, xh, xl, nh, nl, minttl, oh, ol)
     if oh == xh then -- (a forever record's oh: xh is below it)
       rcall('SET', key, v, 'KEEPTTL')
     else
-      rcall('SET', key, v, 'PXAT', deadline(xh))
+      rcall('SET', key, v, 'PXAT', pxat(xh))
     end
     return
   end

@@ -166,28 +166,54 @@ local function pstd_shape(prog, nkeys)
   -- pre: an admitting GCRA verdict's bytes before remaining, per binding
   -- bucket, packed when first needed.
   -- nm: the records pstd reads, the box's and the buckets' (the steps
-  -- after a denial read theirs when they run).
-  local nm = b.key + 1
-  if g.key + g.nk > nm then nm = g.key + g.nk end
+  -- after a denial read theirs when they run): KEYS[1..nm] when they are
+  -- the first records, else (a declared route's box is followed by its
+  -- notice's record) mk, their indexes, the box's first.  vb, vg: where
+  -- the MGET's answer has the box's value and the buckets' (vg + j).
+  local kb, kg, nk = b.key + 1, g.key, g.nk
+  local nm, mk, vb, vg = kb, nil, kb, kg
+  if kg + nk > nm then nm = kg + nk end
+  if nm > 1 + nk then
+    mk, nm, vb, vg = {kb}, 1 + nk, 1, 1
+    for j = 1, nk do mk[1 + j] = kg + j end
+  end
   -- hdr: both steps ran, the box check's verdict a fresh one.
-  return {kb = b.key + 1, kg = g.key, nk = g.nk, g = g.g, nm = nm,
+  return {vb = vb, vg = vg, mk = mk, kg = kg, nk = nk, g = g.g, nm = nm,
           hdr = spack(PROG_HEAD_FMT, 1, -1, 3, 1), pre = {}}
 end
 
+-- The values of pstd's MGET by record index, for program(): those it did
+-- not read are nil (read when a step needs them).
+local function pstd_pre(std, vals)
+  local mk = std.mk
+  if not mk then return vals end
+  local pre = {}
+  for i = 1, std.nm do pre[mk[i]] = vals[i] end
+  return pre
+end
+
 local function pstd(std, nh, nl, minttl)
-  local K = CK
+  local K, mk = CK, std.mk
   local vals
-  if std.nm == 3 then
+  if mk then
+    if std.nm == 3 then
+      vals = rcall('MGET', K[mk[1]], K[mk[2]], K[mk[3]])
+    else
+      local ks = {}
+      for i = 1, std.nm do ks[i] = K[mk[i]] end
+      vals = rcall('MGET', unpack(ks))
+    end
+  elseif std.nm == 3 then
     vals = rcall('MGET', K[1], K[2], K[3])
   else
     vals = rcall('MGET', unpack(K, 1, std.nm))
   end
-  if vals[std.kb] then return nil, vals end
-  local g, kg, nk = std.g, std.kg, std.nk
+  if vals[std.vb] then return nil, vals end
+  local g, kg, vg, nk = std.g, std.kg, std.vg, std.nk
   local e, x = GE, GX
   local bv, bj = nil, 1
   for j = 1, nk do
-    local v = vals[kg + j]
+    local v = vals[vg + j]
     local k = 6 * j
     local R, tau = g[k - 5], g[k - 2]
     local D = 0
@@ -260,7 +286,7 @@ local function pstd(std, nh, nl, minttl)
       if oh == xh then
         rcall('SET', key, rec, 'KEEPTTL')
       else
-        rcall('SET', key, rec, 'PXAT', deadline(xh))
+        rcall('SET', key, rec, 'PXAT', pxat(xh))
       end
     elseif oh == xh and x[2 * j] == xl then
       rcall('SET', key, rec, 'KEEPTTL')

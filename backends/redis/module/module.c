@@ -103,12 +103,9 @@ static RedisModuleString *pxat;
 ** deadline, at server time sluice_wire_deadline_ms() of it (the deadline
 ** the script keeps or sets), at a test clock from now in ms raised to the
 ** minimum TTL (c->min_ttl_ms; server time: -1); SLUICE_FOREVER gets none.
-** (The deadline is set again where the script keeps it: the same
-** deadline, at a cost the module hardly notices.)  One
-** new string object serves as the key's value and as the replicated SET's
-** argument; it is the compact kind a SET makes (the value inside the
-** object), which a later read finds with one memory access fewer than a
-** string rewritten in place. */
+** Where the script keeps the deadline the record is rewritten in place
+** (below).  Otherwise one new string object serves as the key's value and
+** as the replicated SET's argument. */
 static void rec_put(RedisModuleCtx *ctx, RedisModuleString *name, rec *r,
                     const sluice_state *s, int64_t exp, int64_t now,
                     int64_t min_ttl_ms) {
@@ -118,6 +115,25 @@ static void rec_put(RedisModuleCtx *ctx, RedisModuleString *name, rec *r,
   smod_put64(v + SLUICE_WIRE_REC_W1, (int64_t)s->w[1]);
   smod_put64(v + SLUICE_WIRE_REC_EXPIRY, exp);
   v[SLUICE_WIRE_REC_LAYOUT] = SLUICE_STATE_LAYOUT;
+  /* A record over a record whose Redis deadline stays (the Lua's KEEPTTL
+  ** rule: at server time an expiry in the same grid step, at a test clock
+  ** the same expiry): its bytes rewritten in place, the TTL kept, and SET
+  ** ... KEEPTTL replicated.  A SET (RedisModule_StringSet) would delete
+  ** the key and add it again, then set its expiry: four lookups of the
+  ** key's name and the old value freed, most of a decision's time. */
+  if ((r->live || r->stale) && exp != SLUICE_FOREVER &&
+      r->exp != SLUICE_FOREVER &&
+      (min_ttl_ms < 0 ? (uint64_t)exp >> 32 == (uint64_t)r->exp >> 32
+                      : exp == r->exp)) {
+    size_t len;
+    char *p = srm_StringDMA(r->k, &len, SRM_WRITE);
+    if (p && len == SLUICE_WIRE_RECORD) {
+      memcpy(p, v, SLUICE_WIRE_RECORD);
+      srm_Replicate(ctx, "SET", "sbc", name, (const char *)v,
+                    (size_t)SLUICE_WIRE_RECORD, "KEEPTTL");
+      return;
+    }
+  }
   val = srm_CreateString(ctx, (const char *)v, SLUICE_WIRE_RECORD);
   srm_StringSet(r->k, val); /* and no TTL, as SET */
   if (exp == SLUICE_FOREVER) {
