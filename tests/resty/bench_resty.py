@@ -22,10 +22,20 @@ interleaved in rounds; each keeps its median and best round, the ratio is
 taken round by round (neighbouring rounds share the machine's load), and
 the worker's CPU time per request is reported beside requests/s.
 
+The target (the second case's requests/s over the first's) is given a
+verdict (tests/nginx/benchstat.py: the 95% interval of the median of the
+rounds' ratios wholly above or below it) on the requests each serves per
+second of the worker's CPU: with one worker on one core and wrk on the
+other, that is the requests/s of a quiet machine, where the worker is the
+bound, while on a shared one requests/s moves with the other jobs by more
+than the difference measured.  Rounds go on past BENCH_ROUNDS until that
+verdict is in, or BENCH_MAX_ROUNDS.
+
     bench_resty.py LIBSLUICE SPEC_SCRIPT.lua
     (SLUICE_LIMIT_TRAFFIC: a lua-resty-limit-traffic tree, the folder
     holding lib/resty/limit/req.lua; BENCH_SECONDS per run, default 2;
-    BENCH_ROUNDS, default 6; BENCH_CONNS, default 20)
+    BENCH_ROUNDS, default 6; BENCH_MAX_ROUNDS, default 20; BENCH_CONNS,
+    default 20)
 
 With BENCH_CALLGRIND=1 each case instead runs in an nginx of its own
 (one process, master_process off) under valgrind's callgrind, and what
@@ -53,9 +63,11 @@ from restyh import ngxh  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "nginx"))
 import bench_gateway  # noqa: E402
+import benchstat  # noqa: E402
 
 SECS = int(os.environ.get("BENCH_SECONDS", "2"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "6"))
+MAX_ROUNDS = max(ROUNDS, int(os.environ.get("BENCH_MAX_ROUNDS", "20")))
 CONNS = int(os.environ.get("BENCH_CONNS", "20"))
 
 POLICY = """
@@ -180,12 +192,15 @@ def wrk(ng, path, script):
     return rps, p50, cpu_s * 1e6 / nreq
 
 
-def median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2]
+median = benchstat.median
 
 
-def pair(ng, script, cases):
+def cpu_ratios(runs, base, other):
+    """The rounds' ratios of requests per worker CPU second."""
+    return [a[2] / b[2] for a, b in zip(runs[base], runs[other])]
+
+
+def pair(ng, script, cases, target):
     for name, path in cases:
         r = ngxh.request(ng.port, path, headers={"X-Key": "warm"})
         if r.status != 200:
@@ -193,7 +208,10 @@ def pair(ng, script, cases):
                                                      ng.log()))
         wrk(ng, path, script)  # warm-up: keys, records, JIT, connections
     runs = {name: [] for name, _ in cases}
-    for _ in range(ROUNDS):
+    for r in range(MAX_ROUNDS):
+        if r >= ROUNDS and benchstat.verdict(cpu_ratios(
+                runs, cases[0][0], cases[1][0]), target) != "undecided":
+            break
         for name, path in cases:
             runs[name].append(wrk(ng, path, script))
     return runs
@@ -275,8 +293,11 @@ def report(cases, runs, target):
               "per worker CPU second %.2f (%.2f-%.2f)" % (
                   name, cases[0][0], median(q), q[0], q[-1], median(c),
                   c[0], c[-1]))
-    print("target: %s requests/s >= %.2fx %s's" % (cases[1][0], target,
-                                                    cases[0][0]))
+    print("target: %s requests/s >= %.2fx %s's, by requests per worker "
+          "CPU second: %s" % (cases[1][0], target, cases[0][0],
+                              benchstat.line(cpu_ratios(runs, cases[0][0],
+                                                        cases[1][0]),
+                                             target)))
 
 
 def main():
@@ -348,16 +369,19 @@ def main():
             for cases, got in cg:
                 report_callgrind(cases, got)
             return 0
-        results = [(cases, pair(ng, script, cases), t) for cases, t in pairs]
+        results = [(cases, pair(ng, script, cases, t), t)
+                   for cases, t in pairs]
     finally:
         if ng:
             ng.stop()
         if red:
             red.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    print("resty: nginx 1 worker, wrk 1 thread %d connections, %d rounds of "
-          "%d s interleaved per pair, 1000 keys, every request admitted, "
-          "%d CPUs" % (CONNS, ROUNDS, SECS, os.cpu_count()))
+    print("resty: nginx 1 worker, wrk 1 thread %d connections, %d to %d "
+          "rounds of %d s interleaved per pair, 1000 keys, every request "
+          "admitted, %d CPUs, load average %s" % (
+              CONNS, ROUNDS, MAX_ROUNDS, SECS, os.cpu_count(),
+              " ".join("%.1f" % x for x in os.getloadavg())))
     for cases, runs, target in results:
         report(cases, runs, target)
     if not have_traffic:
