@@ -19,6 +19,12 @@ the ratio of sluice on shm to limit_req is also given round by round
 (median and range), since neighbouring rounds share the machine's load.
 Besides wrk's requests/s and latency it reports the nginx workers' CPU
 time per request (from /proc), which shared-machine noise moves less.
+The targets (sluice on shm >= 0.90x limit_req; Redis on the event loop
+>= 1.0x the thread pool) are given a verdict (benchstat.py) on the rounds'
+ratios of requests per worker CPU second: with one worker on one core
+that is the requests/s of a quiet machine, where the worker is the bound.
+Rounds go on past BENCH_ROUNDS until both verdicts are in, or
+BENCH_MAX_ROUNDS (default 20).
 """
 import os
 import re
@@ -28,6 +34,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ngxh  # noqa: E402
+import benchstat  # noqa: E402
 
 SECS = int(os.environ.get("BENCH_SECONDS", "2"))
 # One worker on one core, wrk on the other: the worker is the bottleneck,
@@ -36,6 +43,15 @@ CONNS = int(os.environ.get("BENCH_CONNS", "20"))
 THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 WORKERS = int(os.environ.get("BENCH_WORKERS", "1"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "8"))
+MAX_ROUNDS = max(ROUNDS, int(os.environ.get("BENCH_MAX_ROUNDS", "20")))
+# (contender, anchor, target): the ratios given a verdict
+TARGETS = [("nginx, sluice on shm", "nginx, limit_req", 0.90),
+           ("nginx, redis, event loop", "nginx, sluice on redis", 1.0)]
+
+
+def cpu_ratios(cpus, a, b):
+    """The rounds' ratios of a's requests per worker CPU second to b's."""
+    return [y / x for x, y in zip(cpus[a], cpus[b])]
 
 POLICY = ngxh.bucket_policy(100000, 1000000)
 
@@ -185,14 +201,20 @@ def main():
         evn = BenchNginx(module, pool=False,
                          store="redis:nodes=127.0.0.1:%d" % red.port)
         cases.append(("nginx, redis, event loop", evn, "/v1/x"))
-    res, cpu, rounds = {}, {}, {}
+    res, cpu, rounds, cpus = {}, {}, {}, {}
+    names = [c[0] for c in cases]
+    targets = [t for t in TARGETS if t[0] in names and t[1] in names]
     try:
         for name, ng, path in cases:
             wrk(ng, path, script)  # warm-up: keys, file cache, redis script
-        for _ in range(ROUNDS):
+        for r in range(MAX_ROUNDS):
+            if r >= ROUNDS and all(benchstat.verdict(cpu_ratios(
+                    cpus, a, b), t) != "undecided" for a, b, t in targets):
+                break
             for name, ng, path in cases:
                 rps, lat = wrk(ng, path, script)
                 rounds.setdefault(name, []).append(rps)
+                cpus.setdefault(name, []).append(lat["cpu_us"])
                 if name not in res or rps > res[name][0]:
                     res[name] = (rps, lat)
                 cpu[name] = min(cpu.get(name, 1e9), lat["cpu_us"])
@@ -207,8 +229,9 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
     base = res["nginx, limit_req"][0]
     print("nginx %d worker(s), wrk %d thread(s) %d connections, best of %d "
-          "rounds of %d s, 1000 keys, %d CPUs" % (WORKERS, THREADS, CONNS,
-                                                  ROUNDS, SECS, os.cpu_count()))
+          "rounds of %d s, 1000 keys, %d CPUs, load average %s" % (
+              WORKERS, THREADS, CONNS, len(rounds[names[0]]), SECS,
+              os.cpu_count(), " ".join("%.1f" % x for x in os.getloadavg())))
     print("%-26s %10s %12s %7s" % ("case", "ns/req", "requests/s", "ratio"))
     for name, (rps, lat) in res.items():
         tag = "  (baseline: limit_req)" if name.endswith("limit_req") else ""
@@ -236,6 +259,10 @@ def main():
               "request: %.2f x the pool's"
               % (per_round[len(per_round) // 2], per_round[0], per_round[-1],
                  cpu[ev] / cpu[tp]))
+    for a, b, t in targets:
+        print("target: %s >= %.2fx %s, by requests per worker CPU second "
+              "per round: %s" % (a, t, b, benchstat.line(
+                  cpu_ratios(cpus, a, b), t)))
     return 0
 
 

@@ -22,10 +22,20 @@ interleaved in rounds; each keeps its median and best round, the ratio is
 taken round by round (neighbouring rounds share the machine's load), and
 the worker's CPU time per request is reported beside requests/s.
 
+The target (the second case's requests/s over the first's) is given a
+verdict (tests/nginx/benchstat.py: the 95% interval of the median of the
+rounds' ratios wholly above or below it) on the requests each serves per
+second of CPU of the nginx worker and of Redis (Redis's own: the Redis
+pair's work is shared between the two): on a quiet machine, where these
+are the bound, that is requests/s, while on a shared one requests/s
+moves with the other jobs by more than the difference measured.  Rounds go on past BENCH_ROUNDS until that
+verdict is in, or BENCH_MAX_ROUNDS.
+
     bench_resty.py LIBSLUICE SPEC_SCRIPT.lua
     (SLUICE_LIMIT_TRAFFIC: a lua-resty-limit-traffic tree, the folder
     holding lib/resty/limit/req.lua; BENCH_SECONDS per run, default 2;
-    BENCH_ROUNDS, default 6; BENCH_CONNS, default 20)
+    BENCH_ROUNDS, default 6; BENCH_MAX_ROUNDS, default 20; BENCH_CONNS,
+    default 20)
 
 With BENCH_CALLGRIND=1 each case instead runs in an nginx of its own
 (one process, master_process off) under valgrind's callgrind, and what
@@ -53,9 +63,11 @@ from restyh import ngxh  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "nginx"))
 import bench_gateway  # noqa: E402
+import benchstat  # noqa: E402
 
 SECS = int(os.environ.get("BENCH_SECONDS", "2"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "6"))
+MAX_ROUNDS = max(ROUNDS, int(os.environ.get("BENCH_MAX_ROUNDS", "20")))
 CONNS = int(os.environ.get("BENCH_CONNS", "20"))
 
 POLICY = """
@@ -152,23 +164,27 @@ end
 """
 
 
-def cpu_ticks(ng):
+def cpu_ticks(pids):
     t = 0
-    for w in ng.workers():
+    for w in pids:
         with open("/proc/%d/stat" % w) as f:
             st = f.read().rsplit(")", 1)[1].split()
         t += int(st[11]) + int(st[12])
     return t
 
 
-def wrk(ng, path, script):
-    """(requests/s, p50 ms, the nginx worker's CPU us per request)"""
-    t0 = cpu_ticks(ng)
+def wrk(ng, path, script, redis_pid=None):
+    """(requests/s, p50 ms, the CPU us per request of the nginx worker and
+    Redis together, of Redis alone)"""
+    rp = [redis_pid] if redis_pid else []
+    t0, r0 = cpu_ticks(ng.workers() + rp), cpu_ticks(rp)
     out = subprocess.run(
         ["wrk", "-t1", "-c%d" % CONNS, "-d%ds" % SECS, "--latency", "-s",
          script, "http://127.0.0.1:%d%s" % (ng.port, path)],
         capture_output=True, text=True).stdout
-    cpu_s = (cpu_ticks(ng) - t0) / os.sysconf("SC_CLK_TCK")
+    hz = os.sysconf("SC_CLK_TCK")
+    cpu_s = (cpu_ticks(ng.workers() + rp) - t0) / hz
+    redis_s = (cpu_ticks(rp) - r0) / hz
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     if non2xx:
         raise SystemExit("%s: %s refused: the bench measures admissions only"
@@ -177,25 +193,32 @@ def wrk(ng, path, script):
     m = re.search(r"^\s+50%\s+([0-9.]+)(us|ms|s)\s*$", out, re.M)
     p50 = float(m.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[m.group(2)]
     nreq = int(re.search(r"(\d+) requests in", out).group(1))
-    return rps, p50, cpu_s * 1e6 / nreq
+    return rps, p50, cpu_s * 1e6 / nreq, redis_s * 1e6 / nreq
 
 
-def median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2]
+median = benchstat.median
 
 
-def pair(ng, script, cases):
+def cpu_ratios(runs, base, other):
+    """The rounds' ratios of requests per CPU second (the worker's and
+    Redis's)."""
+    return [a[2] / b[2] for a, b in zip(runs[base], runs[other])]
+
+
+def pair(ng, script, cases, target, redis_pid):
     for name, path in cases:
         r = ngxh.request(ng.port, path, headers={"X-Key": "warm"})
         if r.status != 200:
             raise SystemExit("%s answered %d: %s" % (path, r.status,
                                                      ng.log()))
-        wrk(ng, path, script)  # warm-up: keys, records, JIT, connections
+        wrk(ng, path, script, redis_pid)  # warm-up: keys, records, JIT
     runs = {name: [] for name, _ in cases}
-    for _ in range(ROUNDS):
+    for r in range(MAX_ROUNDS):
+        if r >= ROUNDS and benchstat.verdict(cpu_ratios(
+                runs, cases[0][0], cases[1][0]), target) != "undecided":
+            break
         for name, path in cases:
-            runs[name].append(wrk(ng, path, script))
+            runs[name].append(wrk(ng, path, script, redis_pid))
     return runs
 
 
@@ -260,23 +283,28 @@ def report_callgrind(cases, got):
 
 
 def report(cases, runs, target):
-    print("%-38s %10s %10s %8s %10s" % ("case (median of rounds)", "req/s",
-                                        "best req/s", "p50 ms", "nginx us"))
+    print("%-38s %10s %10s %8s %10s %9s" % (
+        "case (median of rounds)", "req/s", "best req/s", "p50 ms",
+        "nginx us", "redis us"))
     for name, _ in cases:
         r = runs[name]
-        print("%-38s %10.0f %10.0f %8.3f %10.1f" % (
+        print("%-38s %10.0f %10.0f %8.3f %10.1f %9.1f" % (
             name, median([x[0] for x in r]), max(x[0] for x in r),
-            median([x[1] for x in r]), median([x[2] for x in r])))
+            median([x[1] for x in r]), median([x[2] - x[3] for x in r]),
+            median([x[3] for x in r])))
     base = runs[cases[0][0]]
     for name, _ in cases[1:]:
         q = sorted(b[0] / a[0] for a, b in zip(base, runs[name]))
         c = sorted(a[2] / b[2] for a, b in zip(base, runs[name]))
         print("%s / %s per round: requests/s %.2f (%.2f-%.2f), requests "
-              "per worker CPU second %.2f (%.2f-%.2f)" % (
+              "per CPU second (worker and Redis) %.2f (%.2f-%.2f)" % (
                   name, cases[0][0], median(q), q[0], q[-1], median(c),
                   c[0], c[-1]))
-    print("target: %s requests/s >= %.2fx %s's" % (cases[1][0], target,
-                                                    cases[0][0]))
+    print("target: %s requests/s >= %.2fx %s's, by requests per CPU "
+          "second (worker and Redis): %s" % (cases[1][0], target, cases[0][0],
+                              benchstat.line(cpu_ratios(runs, cases[0][0],
+                                                        cases[1][0]),
+                                             target)))
 
 
 def main():
@@ -348,16 +376,20 @@ def main():
             for cases, got in cg:
                 report_callgrind(cases, got)
             return 0
-        results = [(cases, pair(ng, script, cases), t) for cases, t in pairs]
+        results = [(cases, pair(ng, script, cases, t,
+                                red.proc.pid if red else None), t)
+                   for cases, t in pairs]
     finally:
         if ng:
             ng.stop()
         if red:
             red.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    print("resty: nginx 1 worker, wrk 1 thread %d connections, %d rounds of "
-          "%d s interleaved per pair, 1000 keys, every request admitted, "
-          "%d CPUs" % (CONNS, ROUNDS, SECS, os.cpu_count()))
+    print("resty: nginx 1 worker, wrk 1 thread %d connections, %d to %d "
+          "rounds of %d s interleaved per pair, 1000 keys, every request "
+          "admitted, %d CPUs, load average %s" % (
+              CONNS, ROUNDS, MAX_ROUNDS, SECS, os.cpu_count(),
+              " ".join("%.1f" % x for x in os.getloadavg())))
     for cases, runs, target in results:
         report(cases, runs, target)
     if not have_traffic:

@@ -4,18 +4,20 @@
 // requests/s under wrk, on the same machine.  Each variant is its own
 // server process; rounds interleave them (the order rotates each round) so
 // that the machine's load falls on all alike; the median of the rounds is
-// reported, and the ratio sluice / rate-limit (target >= 0.9), also
-// measured with both servers driven at once (wrkPair).  Also the
-// bare route (no limiter) and sluice deciding on the thread pool instead
-// of the main thread (what an in-process store would pay for the hop).
-//   node bench.js [ROUNDS] [SECONDS]      (needs wrk)
-const { spawn, execFile, execFileSync } = require('node:child_process')
+// reported.  Also the bare route (no limiter) and sluice deciding on the
+// thread pool instead of the main thread (what an in-process store would
+// pay for the hop).  The target itself (sluice / rate-limit >= 0.9x) is
+// decided in one server holding both routes (decide()), in as many rounds
+// as its verdict needs, up to MAX_ROUNDS.
+//   node bench.js [ROUNDS] [SECONDS] [MAX_ROUNDS]      (needs wrk)
+const { spawn, execFileSync } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 
 const rounds = Number(process.argv[2] || 7)
 const seconds = Number(process.argv[3] || 1)
+const maxRounds = Number(process.argv[4] || 41)
 const variants = ['bare', 'ratelimit', 'sluice', 'sluice-async']
 
 const policy = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-bench-')), 'bench.conf')
@@ -56,22 +58,64 @@ function wrk (server, secs) {
   return { rps: Number(m[1]), us: (c1 - c0) * 1e6 / Number(n[1]) }
 }
 
-// Two servers driven at once, each by its own wrk: whatever else the
-// machine runs weighs on both alike at every moment (with two cores, each
-// server process gets its share), so the ratio of their rates is their
-// cost ratio even where the load moves from one second to the next.
-function wrkPair (a, b, secs) {
-  const one = (server) => new Promise((resolve, reject) => {
-    execFile('wrk', ['-t1', '-c32', `-d${secs}s`, server.url + '/v1/items'], (err, out) => {
-      const m = /Requests\/sec:\s+([0-9.]+)/.exec(out || '')
-      if (err || !m || /Non-2xx/.test(out)) reject(err || new Error('wrk: ' + out))
-      else resolve(Number(m[1]))
-    })
-  })
-  return Promise.all([one(a), one(b)])
+const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)] }
+
+// A 95% confidence interval of the median of xs, free of any assumption on
+// their distribution: the order statistics k and n + 1 - k such that fewer
+// than k of n draws fall below the true median with probability <= 2.5%.
+function medianInterval (xs) {
+  const s = [...xs].sort((a, b) => a - b)
+  const n = s.length
+  let k = 0
+  let p = 0 // P(Binomial(n, 1/2) <= k - 1)
+  let c = 1 // n choose k
+  while (k < n / 2) {
+    const next = p + c / 2 ** n
+    if (next > 0.025) break
+    p = next
+    c = c * (n - k) / (k + 1)
+    k++
+  }
+  if (k === 0) return [-Infinity, Infinity]
+  return [s[k - 1], s[n - k]]
 }
 
-const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)] }
+// The target decided: one server with both routes (server.js's `both`),
+// wrk on each in turn, the order rotating; a round's ratio is sluice's
+// requests per CPU second of the server over rate-limit's (CPU time, not
+// the rate: the machine's other load moves the rate by a factor of several
+// between seconds, the CPU a request costs far less).  Rounds go on until
+// the median's 95% interval lies wholly on one side of the target, or
+// maxRounds: then it is called undecided.
+async function decide (server, secs, target, minRounds, maxRounds) {
+  const run = (route) => {
+    const c0 = cpu(server.p.pid)
+    const out = execFileSync('wrk', ['-t1', '-c32', `-d${secs}s`, server.url + route], { encoding: 'utf8' })
+    const c1 = cpu(server.p.pid)
+    const m = /Requests\/sec:\s+([0-9.]+)/.exec(out)
+    const n = /([0-9]+) requests in/.exec(out)
+    if (!m || !n || /Non-2xx/.test(out)) throw new Error('wrk: ' + out)
+    return { rps: Number(m[1]), us: (c1 - c0) * 1e6 / Number(n[1]) }
+  }
+  run('/rl/items'); run('/sluice/items') // warm up the JIT
+  const cpuRatios = []
+  const rpsRatios = []
+  let verdict = 'undecided'
+  for (let r = 0; r < maxRounds; r++) {
+    const first = r % 2 === 0 ? '/rl/items' : '/sluice/items'
+    const a = run(first)
+    const b = run(first === '/rl/items' ? '/sluice/items' : '/rl/items')
+    const [rl, sl] = first === '/rl/items' ? [a, b] : [b, a]
+    cpuRatios.push(rl.us / sl.us)
+    rpsRatios.push(sl.rps / rl.rps)
+    if (cpuRatios.length < minRounds) continue
+    const [lo, hi] = medianInterval(cpuRatios)
+    if (lo >= target) { verdict = 'met'; break }
+    if (hi < target) { verdict = 'not met'; break }
+  }
+  const [lo, hi] = medianInterval(cpuRatios)
+  return { verdict, n: cpuRatios.length, cpu: median(cpuRatios), lo, hi, rps: median(rpsRatios), rpsAll: rpsRatios }
+}
 
 async function main () {
   try { execFileSync('wrk', ['--version'], { stdio: 'ignore' }) } catch (e) {
@@ -79,7 +123,7 @@ async function main () {
   }
   const servers = {}
   try {
-    for (const v of variants) servers[v] = await start(v)
+    for (const v of [...variants, 'both']) servers[v] = await start(v)
     for (const v of variants) wrk(servers[v], 1) // warm up the JIT
     const rps = Object.fromEntries(variants.map((v) => [v, []]))
     const us = Object.fromEntries(variants.map((v) => [v, []]))
@@ -110,20 +154,13 @@ async function main () {
       `${cpuRatio('sluice-async', 'sluice')}x by CPU per request ` +
       '(an in-process store decided on the thread pool instead of the main thread)')
     console.log(`ratio rate-limit / bare: ${ratio('ratelimit', 'bare')}x, sluice / bare: ${ratio('sluice', 'bare')}x requests/s`)
-    // The target's ratio, measured side by side (wrkPair), with rate-limit
-    // against the bare route as the same measure's calibration.
-    const pairs = { sluice: [], bare: [] }
-    for (let r = 0; r < rounds; r++) {
-      const [s, l] = await wrkPair(servers.sluice, servers.ratelimit, 2 * seconds)
-      pairs.sluice.push(s / l)
-      const [b, l2] = await wrkPair(servers.bare, servers.ratelimit, 2 * seconds)
-      pairs.bare.push(b / l2)
-    }
-    console.log(`side by side, ${rounds} rounds of ${2 * seconds} s: sluice / rate-limit ` +
-      `${median(pairs.sluice).toFixed(2)}x (target >= 0.9x; rounds: ${pairs.sluice.map((x) => x.toFixed(2)).join(' ')}); ` +
-      `bare / rate-limit ${median(pairs.bare).toFixed(2)}x`)
+    const d = await decide(servers.both, seconds, 0.9, 15, maxRounds)
+    console.log(`one process, both routes, ${d.n} rounds of ${seconds} s each: sluice / rate-limit ` +
+      `${d.cpu.toFixed(2)}x requests per CPU second (95% interval of the median ${d.lo.toFixed(2)}-` +
+      `${d.hi.toFixed(2)}), ${d.rps.toFixed(2)}x requests/s (rounds ` +
+      `${Math.min(...d.rpsAll).toFixed(2)}-${Math.max(...d.rpsAll).toFixed(2)}); target >= 0.9x: ${d.verdict}`)
   } finally { // every server started, also when one failed to
-    for (const v of variants) if (servers[v]) servers[v].p.kill()
+    for (const v of [...variants, 'both']) if (servers[v]) servers[v].p.kill()
   }
 }
 main().catch((e) => { console.error(e); process.exit(1) })
