@@ -897,6 +897,16 @@ static int read(sluice__ctx *c, const dres *rs,
       atomic_fetch_add_explicit(&c->p->ctr->lease_denials[c->cls], 1,
                                 memory_order_relaxed);
     }
+    /* A lease, lock or count cap refused: LEASE_DENIED, as the built-in
+    ** flow's heavy endpoints said (the tenant's scope when the limit's
+    ** starts with it). */
+    if (is_lease(lm->algo) || lm->algo == SLUICE__L_CAP)
+      sluice__emit(c, SLUICE_EVENT_LEASE_DENIED,
+                   lm->scope[0] == SLUICE__A_TENANT ? SLUICE_SCOPE_TENANT
+                   : lm->scope[0] == SLUICE__A_IP   ? SLUICE_SCOPE_IP
+                                                    : SLUICE_SCOPE_KEY,
+                   0, lm->scope[0] == SLUICE__A_TENANT && c->T[0] ? c->T : NULL,
+                   0, d->outcome);
     if (prs && dr->gpen[dr->tg[bind]]) {
       int tg = dr->tg[bind];
       for (i = bind; dr->group[i] < 0; i--)

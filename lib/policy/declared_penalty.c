@@ -34,8 +34,13 @@ static const sluice__pset *pick(const sluice__ctx *c,
 }
 
 
+/* The box's scope kind in events, counters and the deny cache: an
+** address's (the scope starts with `ip`), a subject's (it starts with an
+** attribute the caller names: an account, a project), else a key's. */
 static int scope_kind(const sluice__penalty *pn) {
-  return pn->scope[0] == SLUICE__A_IP ? SLUICE_SCOPE_IP : SLUICE_SCOPE_KEY;
+  return pn->scope[0] == SLUICE__A_IP         ? SLUICE_SCOPE_IP
+         : pn->scope[0] >= SLUICE__A__BUILTIN ? SLUICE_SCOPE_SUBJECT
+                                              : SLUICE_SCOPE_KEY;
 }
 
 static unsigned level_actions(const sluice__pset *ps, int level) {
