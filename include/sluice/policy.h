@@ -291,7 +291,14 @@ typedef struct sluice_decision {
   int nlimits;
   int reserved_int_; /* zeroed */
   sluice_decision_limit limits[SLUICE_DECISION_LIMITS_MAX];
-  int64_t reserved[1];
+  /** BOXED by a declared penalty with a `detail`: who is locked out and
+   *  why, the words the problem detail starts with ("Too many failed
+   *  sign-in attempts; sign-in"), owned by the policy (valid until
+   *  close); NULL otherwise (the generic wording). */
+  union {
+    const char *box_detail;
+    int64_t box_detail_word_; /* keeps the struct's size on ILP32 */
+  };
 } sluice_decision;
 
 /* -------------------------------------------------------- configuration --- */

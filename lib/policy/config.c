@@ -788,8 +788,8 @@ int sluice__conf_resolve(const config_t *cf, const char *path,
                                     "costs",  "routes",  "penalty", "auth",
                                     "heavy",  "failure", "host",
                                     "breaker", "ip_backstop", "client_ip",
-                                    "attributes", "untrusted", "limits",
-                                    "penalties", NULL};
+                                    "attributes", "untrusted", "optional",
+                                    "limits", "penalties", NULL};
   sluice__conf c;
   const config_setting_t *root;
   ld l = {path, err, errlen};

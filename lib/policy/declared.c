@@ -987,6 +987,9 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
     tg = dr->run[k];
     if ((reports || boxed) && !dr->gpen[tg])
       continue; /* a report, or boxed: the boxes' groups alone */
+    if (dr->gpen[tg] &&
+        sluice__pen_skipped(c, &c->p->decl->penalties[dr->gpen[tg] - 1]))
+      continue; /* an optional attribute not given: no such box */
     rc = build(c, boxed ? LOOK : -1, id, g, st, costs, prs, NULL, bp, tg, d);
     if (rc == SLUICE_OK)
       rc = sluice__run(c, g, &rs.res[tg]);

@@ -132,6 +132,8 @@ typedef struct sluice__decl {
   int nattrs; /* the file's own attributes */
   char attr[SLUICE__ATTRS_MAX][SLUICE__DNAME];
   unsigned untrusted; /* bit i: attr[i] is listed in `untrusted` */
+  unsigned optional;  /* bit i: attr[i] is listed in `optional`
+                         (declared_penalty_conf.c) */
   int nlimits;
   sluice__limit limits[SLUICE__LIMITS_MAX];
   int nroutes;

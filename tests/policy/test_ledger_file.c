@@ -76,20 +76,22 @@ static int make_auth(side *s, const step *t, int file) {
     return 0;
   memset(&s->q, 0, sizeof s->q);
   s->q.client_ip = ips[file][t->ip];
+  const char *subject = t->subject < 0 ? NULL : subjects[file][t->subject];
   if (!file) {
     s->q.endpoint_class = SLUICE_EP_AUTH;
-    s->q.auth_subject = subjects[file][t->subject];
+    s->q.auth_subject = subject;
     s->q.auth_result = t->auth;
     return 1;
   }
   s->q.method = "POST";
   s->q.route = "/v1/auth/token";
-  s->a[0] = (sluice_attr){"subject", subjects[file][t->subject]};
+  /* No subject (t->subject < 0): the attribute is not given. */
+  s->a[0] = (sluice_attr){"subject", subject};
   s->a[1] = (sluice_attr){"result", t->auth == SLUICE_AUTH_PENDING
                                         ? NULL
                                         : results[t->auth]};
-  s->q.attrs = s->a;
-  s->q.nattrs = t->auth == SLUICE_AUTH_PENDING ? 1 : 2;
+  s->q.attrs = subject ? s->a : s->a + 1;
+  s->q.nattrs = (subject != NULL) + (t->auth != SLUICE_AUTH_PENDING);
   return 1;
 }
 
@@ -322,6 +324,31 @@ static int gen_signin(step *out, int n, uint64_t seed) {
       t->auth = SLUICE_AUTH_BAD_SECRET;
       t->advance = (int64_t)(rnd(&x) % 4000) * MS;
     }
+  }
+  return n;
+}
+
+/* Sign-ins where a third of the attempts name no subject (a form sent
+** empty): those count against their address alone and are never refused
+** for it; the others as in gen_signin(), from four addresses. */
+static int gen_anonymous(step *out, int n, uint64_t seed) {
+  uint64_t x = seed;
+  int i;
+  name_subjects(seed);
+  for (i = 0; i < n; i++) {
+    step *t = &out[i];
+    unsigned r = (unsigned)(rnd(&x) % 10);
+    memset(t, 0, sizeof *t);
+    t->cls = SLUICE_EP_AUTH;
+    t->ip = (int)(rnd(&x) % 4);
+    t->subject = rnd(&x) % 3 == 0 ? -1 : (int)(rnd(&x) % 8);
+    t->auth = r < 5   ? SLUICE_AUTH_BAD_SECRET
+              : r < 7 ? SLUICE_AUTH_UNKNOWN_CLIENT
+              : r < 9 ? SLUICE_AUTH_OK
+                      : SLUICE_AUTH_PENDING;
+    t->advance = (int64_t)(rnd(&x) % 8000) * MS;
+    if (rnd(&x) % 200 == 0)
+      t->advance = 3700 * SEC;
   }
   return n;
 }
@@ -657,29 +684,65 @@ static void recode(const char *text, int pack, sbuf *out) {
 /* ------------------------------------------------------------ compare --- */
 
 /* Differences known, with the reason (docs/policy.md "The ledger API as a
-** file"); every other field must match.  1: in any decision; 2: only in a
-** refusal by a lease, the ledger lock or the export cap, where the
-** built-in reports its buckets (not charged) and the file the limit that
-** refused (a lease set: 0 of its slots, reset when the oldest lease ends;
-** its cost 1). */
-static const int known[F__N] = {
-    [F_OUTCOME] = 2,  /* an hourly export cap denial is EXPORT_CAP built in,
-                         THROTTLED from a declared cap */
-    [F_CAP] = 2,      /* cap_limit / cap_window_ns of the export cap */
-    [F_CLASS] = 1,    /* a declared route resolves as STANDARD */
-    [F_BINDING] = 1,  /* TENANT / KEY built in, LIMIT + limit_name */
-    [F_OTHER] = 1,    /* a declared decision has no "other bucket" */
-    [F_HEADERS_SF] = 1, /* its RateLimit-Policy lists the other bucket */
-    [F_BODY] = 1,     /* the detail speaks of the limit, not the tier, and
-                         names violated-policies */
-    [F_EVENTS] = 2,   /* the export cap's LEASE_DENIED says THROTTLED */
-    [F_LIMIT] = 2, [F_REMAINING] = 2, [F_RESET] = 2, [F_QUOTA] = 2,
-    [F_WINDOW] = 2, [F_REFILL] = 2, [F_COST] = 2, [F_HEADERS] = 2,
+** file", the one list of them); every other field must match.  Where a
+** field may differ: */
+enum {
+  K_ANY = 1,   /* in any decision */
+  K_LEASE = 2, /* in a refusal by a lease, the ledger lock or the export
+                  cap, where the built-in reports its buckets (not
+                  charged) and the file the limit that refused (a lease
+                  set: 0 of its slots, reset when the oldest lease ends;
+                  its cost 1) */
+  K_LIMIT = 4, /* in a refusal by a limit (throttled, or K_LEASE's) */
+  K_ANON = 8   /* in a sign-in naming no subject that is no failure: the
+                  built-in said the subject threshold (5) strikes were
+                  left, of a subject it did not have; the file says the
+                  address's box's */
+};
+static const unsigned known[F__N] = {
+    [F_OUTCOME] = K_LEASE, /* an hourly export cap denial is EXPORT_CAP
+                              built in, THROTTLED from a declared cap */
+    [F_CAP] = K_LEASE,     /* cap_limit / cap_window_ns of the export cap */
+    [F_CLASS] = K_ANY,     /* a declared route has no endpoint class */
+    [F_BINDING] = K_ANY,   /* TENANT / KEY built in, LIMIT + limit_name */
+    [F_OTHER] = K_ANY,     /* a declared decision has no "other bucket" */
+    [F_HEADERS_SF] = K_ANY, /* its RateLimit-Policy lists the route's
+                               limits in the route's order, the built-in
+                               the binding bucket first */
+    [F_BODY] = K_LIMIT,    /* the detail speaks of the limit, not the
+                              tier, and names violated-policies */
+    [F_EVENTS] = K_LEASE,  /* the export cap's LEASE_DENIED says THROTTLED */
+    [F_STRIKES] = K_ANON,
+    [F_LIMIT] = K_LEASE, [F_REMAINING] = K_LEASE, [F_RESET] = K_LEASE,
+    [F_QUOTA] = K_LEASE, [F_WINDOW] = K_LEASE, [F_REFILL] = K_LEASE,
+    [F_COST] = K_LEASE, [F_HEADERS] = K_LEASE,
 };
 
 static int lease_refusal(const char *outcome) {
   return !strcmp(outcome, "concurrency") || !strcmp(outcome, "conflict") ||
          !strcmp(outcome, "export_cap");
+}
+
+/* Where step t's golden decision g is (K_*). */
+static unsigned where(const step *t, const gblock *g) {
+  unsigned w = K_ANY;
+  if (lease_refusal(g->outcome))
+    w |= K_LEASE | K_LIMIT;
+  if (!strcmp(g->outcome, "throttled"))
+    w |= K_LIMIT;
+  {
+    /* A request that trips a box was refused by a limit too (its bucket
+    ** binds): the file's body names it in violated-policies. */
+    size_t bl;
+    const char *nl = memchr(g->text, '\n', g->len);
+    const char *b = token(g->text, (size_t)(nl - g->text), "binding", &bl);
+    if (!strcmp(g->outcome, "boxed") && bl && memcmp(b, "none", bl))
+      w |= K_LIMIT;
+  }
+  if (t->cls == SLUICE_EP_AUTH && t->subject < 0 &&
+      (t->auth == SLUICE_AUTH_OK || t->auth == SLUICE_AUTH_PENDING))
+    w |= K_ANON;
+  return w;
 }
 
 typedef struct tally {
@@ -690,14 +753,22 @@ typedef struct tally {
   int diff[F__N];
   int unknown[F__N]; /* differences outside what `known` allows */
   char first[F__N][8192];
+  char first_unknown[F__N][8192];
 } tally;
 
-static void differs(tally *tl, int f, const gblock *g, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void differs(tally *tl, int f, const gblock *g, const char *fmt, ...) {
+static void differs(tally *tl, int f, const gblock *g, unsigned w,
+                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void differs(tally *tl, int f, const gblock *g, unsigned w,
+                    const char *fmt, ...) {
   va_list ap;
-  if (!known[f] || (known[f] == 2 && !lease_refusal(g->outcome)))
-    tl->unknown[f]++;
+  if (!(known[f] & w) && !tl->unknown[f]++) {
+    int k = snprintf(tl->first_unknown[f], sizeof tl->first_unknown[f],
+                     "step %d: ", g->step);
+    va_start(ap, fmt);
+    vsnprintf(tl->first_unknown[f] + k,
+              sizeof tl->first_unknown[f] - (size_t)k, fmt, ap);
+    va_end(ap);
+  }
   if (!tl->diff[f]++) {
     int k = snprintf(tl->first[f], sizeof tl->first[f], "step %d: ", g->step);
     va_start(ap, fmt);
@@ -731,7 +802,8 @@ static void sort_lines(sbuf *b) {
 }
 
 /* The file's block b against the golden's g, field by field. */
-static void compare(tally *tl, const gblock *g, const char *b, size_t blen) {
+static void compare(tally *tl, const gblock *g, unsigned w, const char *b,
+                    size_t blen) {
   const char *gl = g->text, *bl = b;
   size_t gn = (size_t)((const char *)memchr(gl, '\n', g->len) - gl);
   size_t bn = (size_t)((const char *)memchr(bl, '\n', blen) - bl);
@@ -742,7 +814,7 @@ static void compare(tally *tl, const gblock *g, const char *b, size_t blen) {
     const char *a = token(gl, gn, fname[f], &va);
     const char *c = token(bl, bn, fname[f], &vb);
     if (va != vb || memcmp(a, c, va))
-      differs(tl, f, g, "%s=%.*s vs %.*s", fname[f], (int)va, a, (int)vb, c);
+      differs(tl, f, g, w, "%s=%.*s vs %.*s", fname[f], (int)va, a, (int)vb, c);
   }
   for (f = F__LINE; f < F__N; f++) {
     block_lines(g->text, g->len, fname[f][0], &x);
@@ -752,7 +824,7 @@ static void compare(tally *tl, const gblock *g, const char *b, size_t blen) {
       sort_lines(&y);
     }
     if (strcmp(x.s, y.s))
-      differs(tl, f, g, "\n%.2000s  vs\n%.2000s", x.s, y.s);
+      differs(tl, f, g, w, "\n%.2000s  vs\n%.2000s", x.s, y.s);
   }
   free(x.s);
   free(y.s);
@@ -838,7 +910,7 @@ static void run_side(side *s, const step *st, int n, int file,
     }
     describe(out, i, &d, &qr, &s->f);
     if (gb)
-      compare(tl, gb, out->s + start, out->n - start);
+      compare(tl, gb, where(t, gb), out->s + start, out->n - start);
     tl->n++;
     tl->boxed += d.outcome == SLUICE_OUTCOME_BOXED;
     tl->levels |= d.outcome == SLUICE_OUTCOME_BOXED ? 1 << d.penalty_level : 0;
@@ -869,7 +941,7 @@ static void report(const char *what, const tally *tl) {
   for (f = 0; f < F__N; f++)
     cr_expect_eq(tl->unknown[f], 0, "%s: %s differs in %d decisions where it "
                  "must not; first difference: %s", what, fname[f],
-                 tl->unknown[f], tl->first[f]);
+                 tl->unknown[f], tl->first_unknown[f]);
 }
 
 /* The built-in's text against the golden's: the same blocks, byte for
@@ -1055,6 +1127,21 @@ Test(policy_ledger_file, signin_redis) {
   signin_met();
 }
 
+/* Failures without a subject: the address's box alone, never a refusal
+** for the missing subject (`optional = [ "subject" ]`). */
+Test(policy_ledger_file, anonymous_mem) {
+  oracle("anonymous/mem", "anonymous", 1, NULL, NULL, 0, gen_anonymous, 2000,
+         3);
+  cr_assert_gt(seen.boxed, 50, "boxed: %d", seen.boxed);
+  cr_assert_gt(seen.trips, 3, "trips: %d", seen.trips);
+}
+Test(policy_ledger_file, anonymous_shm) {
+  on_shm("anonymous/shm", "anonymous", 0, gen_anonymous, 2000, 3);
+}
+Test(policy_ledger_file, anonymous_redis) {
+  on_redis("anonymous/redis", "anonymous", gen_anonymous, 1500, 3);
+}
+
 Test(policy_ledger_file, mixed_mem) {
   oracle("mixed/mem", "mixed", 1, NULL, NULL, 0, gen_mixed, 4000,
          0x9e3779b97f4a7c15u);
@@ -1119,4 +1206,37 @@ Test(policy_ledger_file, loads_clean) {
                                              sizeof buf),
                SLUICE_OK, "%s", buf);
   cr_assert_str_eq(buf, "");
+}
+
+/* `optional` and a penalty's `detail` are checked at load, with the file
+** and line: an optional attribute scopes no limit and only starts a
+** penalty's scope; a detail is printable ASCII that JSON takes as it is. */
+Test(policy_ledger_file, optional_and_detail_are_checked) {
+  static const struct {
+    const char *text, *want;
+  } bad[] = {
+      {"attributes = [ \"subject\" ];\noptional = [ \"subject\" ];\n"
+       "limits = { l = { algorithm = \"gcra\"; scope = [ \"subject\" ];\n"
+       "  rate = 1; period_ms = 1000; burst = 5; }; };\n"
+       "routes = ( { method = \"*\"; route = \"/*\"; limits = ( \"l\" ); } );\n",
+       ":2: optional: \"subject\" scopes limit \"l\""},
+      {"attributes = [ \"subject\" ];\noptional = [ \"tenant\" ];\n",
+       ":2: optional: not an attribute of `attributes`"},
+      {"attributes = [ \"subject\" ];\noptional = [ \"subject\" ];\n"
+       "penalties = { p = { scope = [ \"ip\",\n \"subject\" ];\n"
+       "  strike = \"reported\"; strikes = 5; strike_window_ms = 1000; }; };\n",
+       ":4: penalties.p.scope: an optional attribute may only start"},
+      {"penalties = { p = { scope = [ \"ip\" ];\n"
+       "  detail = \"say \\\"no\\\"\"; strikes = 5; }; };\n",
+       ":2: penalties.p.detail: must be 1..96 characters"},
+  };
+  char buf[512];
+  size_t i;
+  for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *path = fx_write_conf(bad[i].text);
+    int rc = cfg_warnings(path, buf, sizeof buf);
+    unlink(path);
+    cr_expect_eq(rc, SLUICE_ECONFIG, "case %zu: %s", i, buf);
+    cr_expect(strstr(buf, bad[i].want) != NULL, "case %zu: %s", i, buf);
+  }
 }
