@@ -256,6 +256,11 @@ int sluice__policy_config_check2(const sluice__conf *cfg, char *path,
 
 /* The built-in defaults (config.c). */
 int sluice__conf_defaults(sluice__conf *c);
+/* The default policy: etc/ledger.conf's text, embedded at build time
+** (ledger_conf.c, made by embed_conf.py), and the name its messages
+** give. */
+extern const char sluice__ledger_conf[];
+#define SLUICE__LEDGER_CONF_NAME "ledger.conf (built in)"
 /* The index of the tier called name in c, or -1 (NULL or not configured). */
 int sluice__conf_tier(const sluice__conf *c, const char *name);
 /* Loading (config.c): a file's text; text parsed into a document
