@@ -874,6 +874,39 @@ SLUICE_EXPORT int sluice_policy_inspect_limit(sluice_policy *p,
                                               sluice_limit_state *out,
                                               const char **field);
 
+/** @brief The i-th penalty the policy file declares (0-based, file order),
+ *  owned by the policy; NULL past the last. */
+SLUICE_EXPORT const char *sluice_policy_penalty_at(const sluice_policy *p,
+                                                   int i);
+
+/** @brief Read a declared penalty's box for one scope, changing nothing,
+ *  with the keys and the parameter set a decision of that request would
+ *  use (as sluice_policy_inspect_limit() reads a limit).
+ *  @param[in] penalty  its name in the file.
+ *  @param[in] req      the attributes its scope names (a sign-in's
+ *                      `subject`, client_ip...).
+ *  @param[out] out     fully overwritten on SLUICE_OK: scope (the box's
+ *                      kind: SLUICE_SCOPE_IP, _SUBJECT or _KEY), scope_id
+ *                      (the id in events and the deny cache), now_ns, the
+ *                      box (SLUICE_INSPECT_BOX: level, suspended,
+ *                      box_end_ns, strikes, strike_threshold and window,
+ *                      offenses and their TTL), for reported failures
+ *                      counted in a sliding window their count
+ *                      (SLUICE_INSPECT_FAILURES: failures, failures_limit,
+ *                      failures_window_ns), with stuffing detection its
+ *                      window (SLUICE_INSPECT_STUFFING); present and unfit
+ *                      as sluice_policy_inspect()'s.
+ *  @param[out] field   may be NULL; on SLUICE_EINVAL or SLUICE_EKEY the
+ *                      attribute at fault.
+ *  @return SLUICE_OK; SLUICE_ENOTFOUND (no such penalty); SLUICE_EINVAL
+ *  (NULL, a scope attribute missing); SLUICE_EKEY (one empty or too
+ *  long); or the store's error. */
+SLUICE_EXPORT int sluice_policy_inspect_penalty(sluice_policy *p,
+                                                const char *penalty,
+                                                const sluice_request *req,
+                                                sluice_inspect_report *out,
+                                                const char **field);
+
 /* -------------------------------------------------------------- metrics --- */
 
 /** @brief A counter: decisions of `tier` (NULL or "" for auth requests,

@@ -128,6 +128,8 @@ typedef struct sluice__droute {
   int degraded; /* failure = "degraded": the degraded limiter, not a 503 */
 } sluice__droute;
 
+#define SLUICE__SHADOW_WHEN_MAX 8
+
 typedef struct sluice__decl {
   int nattrs; /* the file's own attributes */
   char attr[SLUICE__ATTRS_MAX][SLUICE__DNAME];
@@ -140,7 +142,24 @@ typedef struct sluice__decl {
   sluice__droute routes[SLUICE__DROUTES_MAX];
   int npenalties;
   sluice__penalty penalties[SLUICE__PENALTIES_MAX];
+  /* shadow_when (shadow_when.c): features in shadow for the requests a
+  ** `when` matches. */
+  int nshadow_when;
+  struct {
+    sluice__amatch when;
+    unsigned features;
+  } shadow_when[SLUICE__SHADOW_WHEN_MAX];
 } sluice__decl;
+
+/* shadow_when.c: the file's `shadow_when` into dl; the features a request
+** has in shadow by it, and those of an entry naming only `tier` = tier;
+** a feature list ([ "penalty" ]) into bits (-1 with *bad at fault). */
+int sluice__shadow_when_load(const config_setting_t *root, const char *file,
+                             sluice__decl *dl, char *err, size_t errlen);
+unsigned sluice__shadow_when(const struct sluice__ctx *c);
+unsigned sluice__shadow_when_tier(const sluice__decl *dl, const char *tier);
+int sluice__shadow_names(const config_setting_t *s, int64_t *out,
+                         const config_setting_t **bad);
 
 /* The algorithm layer's SLUICE_ALGO_* a limit's SLUICE__L_* runs as. */
 int sluice__decl_step_algo(int algo);

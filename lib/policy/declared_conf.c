@@ -869,7 +869,8 @@ int sluice__decl_load(const config_setting_t *root, const char *file,
   if (warn && warnlen)
     warn[0] = '\0';
   if ((rc = load_attrs(&x, root)) || (rc = load_limits(&x, root)) ||
-      (rc = sluice__decl_penalties_load(root, file, dl, err, errlen)))
+      (rc = sluice__decl_penalties_load(root, file, dl, err, errlen)) ||
+      (rc = sluice__shadow_when_load(root, file, dl, err, errlen)))
     return rc;
   rs = config_setting_get_member(root, "routes");
   n = rs && config_setting_is_list(rs) ? config_setting_length(rs) : 0;

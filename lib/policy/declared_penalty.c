@@ -24,8 +24,8 @@
 #include "declared.h"
 #include "flow.h"
 
-static const sluice__pset *pick(const sluice__ctx *c,
-                                const sluice__penalty *pn) {
+const sluice__pset *sluice__pen_pick(const sluice__ctx *c,
+                                     const sluice__penalty *pn) {
   int i;
   for (i = 0; i < pn->npsets; i++) /* the first set the request matches */
     if (sluice__match_ok(c, &pn->psw[i]))
@@ -37,7 +37,7 @@ static const sluice__pset *pick(const sluice__ctx *c,
 /* The box's scope kind in events, counters and the deny cache: an
 ** address's (the scope starts with `ip`), a subject's (it starts with an
 ** attribute the caller names: an account, a project), else a key's. */
-static int scope_kind(const sluice__penalty *pn) {
+int sluice__pen_scope_kind(const sluice__penalty *pn) {
   return pn->scope[0] == SLUICE__A_IP         ? SLUICE_SCOPE_IP
          : pn->scope[0] >= SLUICE__A__BUILTIN ? SLUICE_SCOPE_SUBJECT
                                               : SLUICE_SCOPE_KEY;
@@ -273,8 +273,8 @@ int sluice__pen_head(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
                      struct sluice__keyparts *kp, sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   int i, rc, notice = 0, first = g->nk;
-  pr->ps = pick(c, pr->pn);
-  pr->kind = scope_kind(pr->pn);
+  pr->ps = sluice__pen_pick(c, pr->pn);
+  pr->kind = sluice__pen_scope_kind(pr->pn);
   pr->report = 0;
   pr->rstrike = pr->rtrip3 = pr->rfail = pr->rspread = -1;
   for (i = 0; i < SLUICE__RLIMITS_MAX; i++)
@@ -366,7 +366,7 @@ int sluice__pen_cached(sluice__ctx *c, int degraded, sluice_decision *d) {
     if (sluice__pen_skipped(c, pn) ||
         sluice__decl_pen_recs(c, pn, NULL, 0, id, NULL, &scratch) !=
             SLUICE_OK ||
-        !sluice__deny_get(c->p, scope_kind(pn), id, c->now, &e))
+        !sluice__deny_get(c->p, sluice__pen_scope_kind(pn), id, c->now, &e))
       continue;
     memset(&v, 0, sizeof v);
     v.level = e.level;
@@ -375,7 +375,7 @@ int sluice__pen_cached(sluice__ctx *c, int degraded, sluice_decision *d) {
     else
       v.retry_after_ns = e.until_ns - c->now;
     if (!found || longer(&v, d))
-      fill_box(c, pn, pick(c, pn), &v, d);
+      fill_box(c, pn, sluice__pen_pick(c, pn), &v, d);
     found = 1;
   }
   if (found)

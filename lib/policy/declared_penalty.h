@@ -130,6 +130,13 @@ int sluice__decl_pen_stuffing_recs(const struct sluice__ctx *c,
                                    struct sluice__prog *g,
                                    struct sluice_decision *d);
 
+/* The parameter set of penalty pn the request picks, and the kind of its
+** box's scope (SLUICE_SCOPE_IP, _SUBJECT or _KEY: events, counters, the
+** deny cache, inspect). */
+const sluice__pset *sluice__pen_pick(const struct sluice__ctx *c,
+                                     const sluice__penalty *pn);
+int sluice__pen_scope_kind(const sluice__penalty *pn);
+
 /* declared_penalty_conf.c: 1 when attribute a is listed in `optional`. */
 int sluice__decl_optional(const struct sluice__decl *dl, int a);
 /* 1 when penalty pn is skipped by this request: its scope starts with an

@@ -1240,3 +1240,107 @@ Test(policy_ledger_file, optional_and_detail_are_checked) {
     cr_expect(strstr(buf, bad[i].want) != NULL, "case %zu: %s", i, buf);
   }
 }
+
+/* shadow_when: the features in shadow for the requests a `when` matches
+** (the general form of a built-in tier's shadow_features). */
+Test(policy_ledger_file, shadow_when_picks_requests) {
+  static const char text[] =
+      "limits = { l = { algorithm = \"gcra\"; scope = [ \"tenant\" ];\n"
+      "  rate = 1; period_ms = 1000; burst = 2; }; };\n"
+      "routes = ( { method = \"*\"; route = \"/*\"; limits = ( \"l\" ); } );\n"
+      "shadow_when = ( { when = { tier = \"growth\"; };\n"
+      "                  features = [ \"buckets\" ]; } );\n";
+  fixture f;
+  sluice_request q;
+  sluice_decision d;
+  char buf[512];
+  const char *path;
+  int i, rc;
+  fx_open_text(&f, text);
+  cr_assert_eq(sluice_policy_shadow_features(f.pol, "growth"),
+               SLUICE_SHADOW_BUCKETS);
+  cr_assert_eq(sluice_policy_shadow_features(f.pol, "sandbox"), 0);
+  for (i = 0; i < 4; i++) {
+    memset(&q, 0, sizeof q);
+    q.method = "GET";
+    q.route = "/x";
+    q.tenant_id = "a";
+    q.api_key_id = "k";
+    q.tier = "growth";
+    d = decide(&f, &q);
+    cr_assert_eq(d.allowed, 1, "growth %d", i);
+    cr_assert_eq(d.outcome, i < 2 ? SLUICE_OUTCOME_ALLOW
+                                  : SLUICE_OUTCOME_THROTTLED);
+    cr_assert(d.flags & SLUICE_DECISION_SHADOW);
+    q.tenant_id = "b";
+    q.tier = "sandbox";
+    d = decide(&f, &q);
+    cr_assert_eq(d.allowed, i < 2, "sandbox %d", i);
+    cr_assert_eq(d.flags & SLUICE_DECISION_SHADOW, 0);
+  }
+  fx_close(&f);
+  path = fx_write_conf("shadow_when = ( { when = { tier = \"x\"; };\n"
+                       "  features = [ \"nope\" ]; } );\n");
+  rc = cfg_warnings(path, buf, sizeof buf);
+  unlink(path);
+  cr_assert_eq(rc, SLUICE_ECONFIG, "%s", buf);
+  cr_assert(strstr(buf, ":2: shadow_when: features") != NULL, "%s", buf);
+}
+
+/* The declared penalties read back: the subject's box after its 5th
+** failure, the address's failures counted, nothing changed by reading. */
+Test(policy_ledger_file, inspect_penalty_reads_the_boxes) {
+  fixture f;
+  sluice_request q;
+  sluice_attr a[2] = {{"subject", "alice"}, {"result", "bad_secret"}};
+  sluice_inspect_report r, r2;
+  sluice_decision d;
+  const char *field = "x";
+  int i;
+  cr_assert_eq(fx_open_file(&f, SLUICE_ETC "/ledger.conf", NULL, 0),
+               SLUICE_OK);
+  cr_assert_str_eq(sluice_policy_penalty_at(f.pol, 0), "keys");
+  cr_assert_str_eq(sluice_policy_penalty_at(f.pol, 2), "address");
+  cr_assert_null(sluice_policy_penalty_at(f.pol, 3));
+  memset(&q, 0, sizeof q);
+  q.method = "POST";
+  q.route = "/v1/auth/token";
+  q.client_ip = "192.0.2.7";
+  q.attrs = a;
+  q.nattrs = 2;
+  for (i = 0; i < 5; i++) {
+    d = decide(&f, &q);
+    cr_assert_eq(d.allowed, i < 4, "failure %d", i);
+  }
+  cr_assert_eq(sluice_policy_inspect_penalty(f.pol, "subject", &q, &r, &field),
+               SLUICE_OK);
+  cr_assert_null(field);
+  cr_assert_eq(r.scope, SLUICE_SCOPE_SUBJECT);
+  cr_assert_eq(r.level, 1);
+  cr_assert_eq(r.box_end_ns, d.lockout_end_ns);
+  cr_assert_eq(r.present & (SLUICE_INSPECT_BOX | SLUICE_INSPECT_FAILURES),
+               SLUICE_INSPECT_BOX | SLUICE_INSPECT_FAILURES);
+  cr_assert_eq(r.failures, 5);
+  cr_assert_eq(r.failures_limit, 5);
+  cr_assert_eq(r.unfit, 0);
+  cr_assert_eq(sluice_policy_inspect_penalty(f.pol, "address", &q, &r2, NULL),
+               SLUICE_OK);
+  cr_assert_eq(r2.scope, SLUICE_SCOPE_IP);
+  cr_assert_eq(r2.level, 0);
+  cr_assert_eq(r2.failures, 5);
+  cr_assert_eq(r2.failures_limit, 20);
+  cr_assert_eq(r2.stuffing_limit, 500);
+  cr_assert(r2.present & SLUICE_INSPECT_STUFFING);
+  /* Reading changed nothing. */
+  cr_assert_eq(sluice_policy_inspect_penalty(f.pol, "subject", &q, &r2, NULL),
+               SLUICE_OK);
+  cr_assert_eq(r2.failures, 5);
+  cr_assert_eq(r2.level, 1);
+  cr_assert_eq(sluice_policy_inspect_penalty(f.pol, "nope", &q, &r, NULL),
+               SLUICE_ENOTFOUND);
+  q.nattrs = 0;
+  cr_assert_eq(sluice_policy_inspect_penalty(f.pol, "subject", &q, &r, &field),
+               SLUICE_EINVAL);
+  cr_assert_str_eq(field, "subject");
+  fx_close(&f);
+}

@@ -1,0 +1,77 @@
+/*
+** The declared penalties read back for tools (`sluice inspect`): their
+** names, and one scope's box as the store holds it, read the way
+** sluice_policy_inspect() reads a built-in box (inspect.c), with the keys
+** and the parameter set a decision of that request would use.
+*/
+#include <string.h>
+
+#include "declared.h"
+#include "flow.h"
+
+const char *sluice_policy_penalty_at(const sluice_policy *p, int i) {
+  if (!p || !p->decl || i < 0 || i >= p->decl->npenalties)
+    return NULL;
+  return p->decl->penalties[i].name;
+}
+
+int sluice_policy_inspect_penalty(sluice_policy *p, const char *penalty,
+                                  const sluice_request *req,
+                                  sluice_inspect_report *out,
+                                  const char **field) {
+  const sluice__penalty *pn = NULL;
+  const sluice__pset *ps;
+  sluice__ctx c;
+  sluice__prog g;
+  sluice_decision d;
+  sluice_inspect_report r;
+  int i, rc;
+  if (field)
+    *field = NULL;
+  if (!p || !penalty || !req || !out)
+    return SLUICE_EINVAL;
+  for (i = 0; p->decl && i < p->decl->npenalties; i++)
+    if (!strcmp(p->decl->penalties[i].name, penalty))
+      pn = &p->decl->penalties[i];
+  if (!pn)
+    return SLUICE_ENOTFOUND;
+  memset(&c, 0, sizeof c);
+  memset(&d, 0, sizeof d);
+  memset(&r, 0, sizeof r);
+  c.p = p;
+  c.req = req;
+  c.droute = sluice__decl_match(p, req);
+  c.now = sluice_limiter_now(p->lim);
+  ps = sluice__pen_pick(&c, pn);
+  r.scope = sluice__pen_scope_kind(pn);
+  r.now_ns = c.now;
+  g.nk = g.ns = 0;
+  if ((rc = sluice__decl_pen_recs(&c, pn, &g, 0, r.scope_id, NULL, &d)) ||
+      (rc = sluice__inspect_box(p, g.keys[0], &ps->pp, &r)))
+    goto out;
+  if (pn->sliding) { /* reported failures, in their sliding window */
+    sluice_window_params w = {ps->pp.strike_threshold,
+                              ps->pp.strike_window_ns};
+    g.nk = 0;
+    if ((rc = sluice__decl_pen_rec(&c, pn, &g, 'f', &d)) ||
+        (rc = sluice__inspect_window(p, g.keys[0], SLUICE_INSPECT_FAILURES, 1,
+                                     &w, &r, &r.failures, &r.failures_limit,
+                                     &r.failures_window_ns)))
+      goto out;
+  }
+  if (pn->of >= 0) { /* the stuffing window's reports */
+    g.nk = 0;
+    if ((rc = sluice__decl_pen_rec(&c, pn, &g, 's', &d)) ||
+        (rc = sluice__inspect_window(p, g.keys[0], SLUICE_INSPECT_STUFFING, 0,
+                                     &pn->stuffing, &r, &r.stuffing_failures,
+                                     &r.stuffing_limit,
+                                     &r.stuffing_window_ns)))
+      goto out;
+  }
+  *out = r;
+  return SLUICE_OK;
+out:
+  if (field)
+    *field = d.invalid_field;
+  return rc;
+}
