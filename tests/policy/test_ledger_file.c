@@ -1344,3 +1344,69 @@ Test(policy_ledger_file, inspect_penalty_reads_the_boxes) {
   cr_assert_str_eq(field, "subject");
   fx_close(&f);
 }
+
+/* A declared box released, lifted and renewed by hand, as the built-in's
+** were: the penalty of the scope kind asked, on the request's route. */
+Test(policy_ledger_file, declared_boxes_are_released_by_hand) {
+  fixture f;
+  sluice_policy_config *cfg;
+  sluice_request q, k;
+  sluice_attr a[2] = {{"subject", "bob"}, {"result", "bad_secret"}};
+  sluice_decision d;
+  char err[256];
+  int i;
+  cr_assert_eq(cfg_load(&cfg, SLUICE_ETC "/ledger.conf", err, sizeof err),
+               SLUICE_OK, "%s", err);
+  cfg_set(cfg, "penalties.keys.strikes", 1);
+  fx_open(&f, cfg, 0);
+  memset(&q, 0, sizeof q);
+  q.method = "POST";
+  q.route = "/v1/auth/token";
+  q.client_ip = "192.0.2.9";
+  q.attrs = a;
+  q.nattrs = 2;
+  for (i = 0; i < 5; i++)
+    d = decide(&f, &q);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
+  /* Not boxed at level 3: nothing to renew; not suspended: to lift. */
+  cr_assert_eq(sluice_policy_renew_box(f.pol, SLUICE_SCOPE_SUBJECT, &q, "sec",
+                                       "t1"), SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_policy_lift_suspension(f.pol, SLUICE_SCOPE_SUBJECT, &q,
+                                             "sec", "t1"), SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_IP, &q, "sre",
+                                         "nat"), SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_SUBJECT, &q,
+                                         "amy", "forgot her password"),
+               SLUICE_OK);
+  cr_assert_eq(fx_last(&f, SLUICE_EVENT_RELEASE)->scope,
+               SLUICE_SCOPE_SUBJECT);
+  cr_assert_str_eq(fx_last(&f, SLUICE_EVENT_RELEASE)->who, "amy");
+  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_SUBJECT, &q,
+                                         "amy", "again"), SLUICE_ENOTFOUND);
+  q.nattrs = 1; /* asks: not boxed any more */
+  d = decide(&f, &q);
+  cr_assert_eq(d.allowed, 1);
+  /* A key boxed by its strikes (1 here), released. */
+  memset(&k, 0, sizeof k);
+  k.method = "GET";
+  k.route = "/v1/ledgers/L0/entries";
+  k.tenant_id = "acme";
+  k.api_key_id = "k1";
+  k.tier = "sandbox";
+  for (i = 0; i < 400 && !(d.flags & SLUICE_DECISION_TRIPPED); i++)
+    d = decide(&f, &k);
+  cr_assert(d.flags & SLUICE_DECISION_TRIPPED);
+  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_KEY, &k, "amy",
+                                         "fixed their loop"), SLUICE_OK);
+  cr_assert_eq(fx_last(&f, SLUICE_EVENT_RELEASE)->scope, SLUICE_SCOPE_KEY);
+  cr_assert_str_eq(fx_last(&f, SLUICE_EVENT_RELEASE)->scope_id,
+                   fx_last(&f, SLUICE_EVENT_BOX_TRIP)->scope_id);
+  /* Past the last Retry-After (a retry before it is a strike again). */
+  sluice_clock_advance(f.clock, 2 * SEC);
+  d = decide(&f, &k);
+  cr_assert_eq(d.allowed, 1, "%s", sluice_outcome_name(d.outcome));
+  k.api_key_id = NULL; /* the key's scope cannot be named */
+  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_KEY, &k, "amy",
+                                         "x"), SLUICE_EINVAL);
+  fx_close(&f);
+}
