@@ -1287,6 +1287,18 @@ Test(policy_ledger_file, shadow_when_picks_requests) {
   cr_assert(strstr(buf, ":2: shadow_when: features") != NULL, "%s", buf);
 }
 
+/* A sign-in from ip with attributes a[0..n). */
+static sluice_request signin(const char *ip, const sluice_attr *a, size_t n) {
+  sluice_request q;
+  memset(&q, 0, sizeof q);
+  q.method = "POST";
+  q.route = "/v1/auth/token";
+  q.client_ip = ip;
+  q.attrs = a;
+  q.nattrs = n;
+  return q;
+}
+
 /* The declared penalties read back: the subject's box after its 5th
 ** failure, the address's failures counted, nothing changed by reading. */
 Test(policy_ledger_file, inspect_penalty_reads_the_boxes) {
@@ -1302,12 +1314,7 @@ Test(policy_ledger_file, inspect_penalty_reads_the_boxes) {
   cr_assert_str_eq(sluice_policy_penalty_at(f.pol, 0), "keys");
   cr_assert_str_eq(sluice_policy_penalty_at(f.pol, 2), "address");
   cr_assert_null(sluice_policy_penalty_at(f.pol, 3));
-  memset(&q, 0, sizeof q);
-  q.method = "POST";
-  q.route = "/v1/auth/token";
-  q.client_ip = "192.0.2.7";
-  q.attrs = a;
-  q.nattrs = 2;
+  q = signin("192.0.2.7", a, 2);
   for (i = 0; i < 5; i++) {
     d = decide(&f, &q);
     cr_assert_eq(d.allowed, i < 4, "failure %d", i);
@@ -1359,12 +1366,7 @@ Test(policy_ledger_file, declared_boxes_are_released_by_hand) {
                SLUICE_OK, "%s", err);
   cfg_set(cfg, "penalties.keys.strikes", 1);
   fx_open(&f, cfg, 0);
-  memset(&q, 0, sizeof q);
-  q.method = "POST";
-  q.route = "/v1/auth/token";
-  q.client_ip = "192.0.2.9";
-  q.attrs = a;
-  q.nattrs = 2;
+  q = signin("192.0.2.9", a, 2);
   for (i = 0; i < 5; i++)
     d = decide(&f, &q);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
