@@ -137,6 +137,13 @@ const sluice__pset *sluice__pen_pick(const struct sluice__ctx *c,
                                      const sluice__penalty *pn);
 int sluice__pen_scope_kind(const sluice__penalty *pn);
 
+/* declared_penalty_info.c: sluice_policy_inspect() of a policy file's
+** box: the first declared penalty of the query's scope kind whose scope
+** the query fills (SUBJECT: auth_subject as its first attribute). */
+int sluice__inspect_declared(sluice_policy *p,
+                             const sluice_inspect_query *q,
+                             sluice_inspect_report *out);
+
 /* declared_penalty_conf.c: 1 when attribute a is listed in `optional`. */
 int sluice__decl_optional(const struct sluice__decl *dl, int a);
 /* 1 when penalty pn is skipped by this request: its scope starts with an

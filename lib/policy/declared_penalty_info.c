@@ -75,3 +75,31 @@ out:
     *field = d.invalid_field;
   return rc;
 }
+
+int sluice__inspect_declared(sluice_policy *p, const sluice_inspect_query *q,
+                             sluice_inspect_report *out) {
+  const sluice__decl *dl = p->decl;
+  int i, rc = SLUICE_ENOTFOUND;
+  for (i = 0; i < dl->npenalties; i++) {
+    const sluice__penalty *pn = &dl->penalties[i];
+    sluice_request r;
+    sluice_attr a;
+    if (sluice__pen_scope_kind(pn) != q->scope)
+      continue;
+    memset(&r, 0, sizeof r);
+    r.tenant_id = q->tenant_id;
+    r.api_key_id = q->api_key_id;
+    r.tier = q->tier;
+    r.client_ip = q->client_ip;
+    if (q->scope == SLUICE_SCOPE_SUBJECT) { /* the subject: its attribute */
+      a.name = sluice__attr_name(dl, pn->scope[0]);
+      a.value = q->auth_subject;
+      r.attrs = &a;
+      r.nattrs = 1;
+    }
+    rc = sluice_policy_inspect_penalty(p, pn->name, &r, out, NULL);
+    if (rc != SLUICE_EINVAL && rc != SLUICE_EKEY)
+      return rc; /* read (or the store failed); else: the next one */
+  }
+  return rc;
+}

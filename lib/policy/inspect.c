@@ -13,6 +13,7 @@
 */
 #include <string.h>
 
+#include "declared.h"
 #include "keys.h"
 #include "policy_int.h"
 #include "wide.h"
@@ -253,6 +254,11 @@ int sluice_policy_inspect(sluice_policy *p, const sluice_inspect_query *q,
       return SLUICE_EINVAL;
   out->scope = q->scope;
   out->now_ns = sluice_limiter_now(p->lim);
+  if (p->decl && p->decl->npenalties > 0 && q->scope != SLUICE_SCOPE_TENANT)
+    /* A policy file's boxes: the first declared penalty of that kind
+    ** whose scope the query fills (declared_penalty_info.c). */
+    rc = sluice__inspect_declared(p, q, out);
+  else
   switch (q->scope) {
   case SLUICE_SCOPE_KEY:
     rc = key_scope(p, q, out);

@@ -1345,6 +1345,23 @@ Test(policy_ledger_file, inspect_penalty_reads_the_boxes) {
   cr_assert_eq(r2.level, 1);
   cr_assert_eq(sluice_policy_inspect_penalty(f.pol, "nope", &q, &r, NULL),
                SLUICE_ENOTFOUND);
+  /* sluice_policy_inspect() of a scope kind reads the file's box of it. */
+  {
+    sluice_inspect_query iq;
+    memset(&iq, 0, sizeof iq);
+    iq.scope = SLUICE_SCOPE_SUBJECT;
+    iq.auth_subject = "alice";
+    cr_assert_eq(sluice_policy_inspect(f.pol, &iq, &r2), SLUICE_OK);
+    cr_assert_eq(r2.level, 1);
+    cr_assert_eq(r2.failures, 5);
+    cr_assert_str_eq(r2.scope_id, r.scope_id);
+    iq.scope = SLUICE_SCOPE_IP;
+    iq.client_ip = "192.0.2.7";
+    cr_assert_eq(sluice_policy_inspect(f.pol, &iq, &r2), SLUICE_OK);
+    cr_assert_eq(r2.level, 0);
+    cr_assert_eq(r2.failures_limit, 20);
+    cr_assert_eq(r2.failures, 5);
+  }
   q.nattrs = 0;
   cr_assert_eq(sluice_policy_inspect_penalty(f.pol, "subject", &q, &r, &field),
                SLUICE_EINVAL);
