@@ -213,8 +213,14 @@ static int cost_of(const sluice__ctx *c, const sluice__cost *co,
     return SLUICE_OK;
   case SLUICE__C_RANGE:
     if (!attr_int(c, co->attr, &v)) {
-      d->invalid_field = sluice__attr_name(c->p->decl, co->attr);
-      return SLUICE_EINVAL;
+      size_t n = 0;
+      /* An optional attribute not given reads as 0: the first range. */
+      if (!sluice__decl_optional(c->p->decl, co->attr) ||
+          (sluice__decl_attr_value(c, co->attr, &n) && n)) {
+        d->invalid_field = sluice__attr_name(c->p->decl, co->attr);
+        return SLUICE_EINVAL;
+      }
+      v = 0;
     }
     *out = co->value;
     for (i = co->n - 1; i >= 0; i--)

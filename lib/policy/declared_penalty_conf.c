@@ -485,10 +485,11 @@ static int load_penalty(pctx *x, const sluice__decl *dl,
 }
 
 /* `optional = [ ATTR, ... ]`: caller attributes a request may leave out
-** (a sign-in failure that names no subject).  A penalty whose scope
-** starts with one is skipped by a request without it (its box neither
-** checked nor counted), and a stuffing `of` without it counts as the value
-** "" (one more distinct value).  A limit applies to every request of its
+** (a sign-in failure that names no subject, an export with no range).  A
+** penalty whose scope starts with one is skipped by a request without it
+** (its box neither checked nor counted), a stuffing `of` without it
+** counts as the value "" (one more distinct value), and a cost by its
+** ranges reads it as 0 (declared.c).  A limit applies to every request of its
 ** routes: no limit's scope may name one, and a penalty's only first (its
 ** hash-tag group is then the box's alone). */
 static int load_optional(pctx *x, const config_setting_t *root,

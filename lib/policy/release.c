@@ -131,6 +131,12 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
         scope_kind != SLUICE_SCOPE_SUBJECT)
       return SLUICE_EINVAL;
     c.now = sluice_limiter_now(p->lim);
+    if (sluice__shim_needed(p, q)) { /* TEMPORARY: the old fields */
+      sluice_decision scratch;
+      memset(&scratch, 0, sizeof scratch);
+      if ((rc = sluice__shim(&c, q, &scratch)))
+        return rc;
+    }
     if ((rc = declared_box(&c, scope_kind, &g, &pp, did)))
       return rc;
     k = g.keys[0];

@@ -838,7 +838,8 @@ typedef struct held {
 } held;
 
 /* Run the stream through one side (file: the ledger file, else the
-** built-in), its text into out.  With g, each step's block is compared
+** built-in; SHIM: the ledger file given the built-in's requests, the old
+** fields its temporary shim translates), its text into out.  With g, each step's block is compared
 ** with the golden's as it comes (tl), and the stream is driven by the
 ** golden's answers (a closed loop waits the golden's Retry-After, leases
 ** are held where the golden got one), so a difference does not change
@@ -877,7 +878,7 @@ static void run_side(side *s, const step *st, int n, int file,
                 t->release ? 'R' : 'D', gb->step, gb->kind);
     }
     if (t->release) {
-      if (file)
+      if (file == 1)
         make_file(s, &h[0].t);
       else
         make_builtin(s, &h[0].t);
@@ -893,7 +894,7 @@ static void run_side(side *s, const step *st, int n, int file,
                   gb->text);
       continue;
     }
-    if (file)
+    if (file == 1)
       make_file(s, t);
     else
       make_builtin(s, t);
@@ -902,7 +903,7 @@ static void run_side(side *s, const step *st, int n, int file,
                  rc, d.invalid_field ? d.invalid_field : "-");
     /* The instance and detail name the route: the file's. */
     qr = s->q;
-    if (!file) {
+    if (file != 1) {
       memset(&scratch, 0, sizeof scratch);
       make_file(&scratch, t);
       qr.method = scratch.q.method;
@@ -966,6 +967,9 @@ typedef int (*gen_fn)(step *out, int n, uint64_t seed);
 /* The last stream's tally, for the tests to check what it met. */
 static tally seen;
 
+/* 1: the file side is given the built-in's requests (the shim). */
+static int shim_run;
+
 /* Stream gen(n, seed) on store (the built-in) and store2 (the file);
 ** `name` is its golden (tests/policy/golden/NAME.txt).  With
 ** SLUICE_GOLDEN_WRITE=1 in the environment, a run that `writes` records
@@ -1019,7 +1023,7 @@ static void oracle(const char *what, const char *name, int writes,
     gsplit(full.s, &g);
   }
   builtin_is_golden(what, tbi.s, &g);
-  run_side(fi, s, n, 1, &g, &tfi, tl);
+  run_side(fi, s, n, shim_run ? 2 : 1, &g, &tfi, tl);
   report(what, tl);
   fprintf(stderr,
           "%s: %d decisions, %d allowed, %d boxed (levels %#x), %d trips, %d "
@@ -1140,6 +1144,30 @@ Test(policy_ledger_file, anonymous_shm) {
 }
 Test(policy_ledger_file, anonymous_redis) {
   on_redis("anonymous/redis", "anonymous", gen_anonymous, 1500, 3);
+}
+
+/* TEMPORARY, with the shim: callers not yet ported send the old fields
+** (endpoint_class, ledger_id, the export range, auth_subject,
+** auth_result); on the file they decide as the same request in method,
+** route and attributes. */
+Test(policy_ledger_file, mixed_shim_mem) {
+  shim_run = 1;
+  oracle("mixed-shim/mem", "mixed", 0, NULL, NULL, 0, gen_mixed, 4000,
+         0x9e3779b97f4a7c15u);
+}
+Test(policy_ledger_file, signin_shim_mem) {
+  shim_run = 1;
+  oracle("signin-shim/mem", "signin", 0, NULL, NULL, 0, gen_signin, 3000, 5);
+}
+Test(policy_ledger_file, anonymous_shim_mem) {
+  shim_run = 1;
+  oracle("anonymous-shim/mem", "anonymous", 0, NULL, NULL, 0, gen_anonymous,
+         2000, 3);
+}
+Test(policy_ledger_file, backoff_shim_mem) {
+  shim_run = 1;
+  oracle("backoff-shim/mem", "backoff", 0, NULL, NULL, 0, gen_backoff, 3000,
+         7);
 }
 
 Test(policy_ledger_file, mixed_mem) {
@@ -1427,5 +1455,38 @@ Test(policy_ledger_file, declared_boxes_are_released_by_hand) {
   k.api_key_id = NULL; /* the key's scope cannot be named */
   cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_KEY, &k, "amy",
                                          "x"), SLUICE_EINVAL);
+  fx_close(&f);
+}
+
+/* An export with no range (`export_range_s` optional) costs as "0": 25. */
+Test(policy_ledger_file, an_export_without_a_range_costs_25) {
+  fixture f;
+  sluice_request q;
+  sluice_attr a = {"export_range_s", "0"};
+  sluice_decision d;
+  cr_assert_eq(fx_open_file(&f, SLUICE_ETC "/ledger.conf", NULL, 0),
+               SLUICE_OK);
+  memset(&q, 0, sizeof q);
+  q.method = "GET";
+  q.route = "/v1/reports/audit-export";
+  q.tenant_id = "acme";
+  q.api_key_id = "k";
+  q.tier = "growth";
+  d = decide(&f, &q);
+  cr_assert_eq(d.allowed, 1);
+  cr_assert_eq(d.limits[0].cost, 25);
+  cr_assert_eq(sluice_policy_release_lease(f.pol, &q, d.lease_id), SLUICE_OK);
+  q.attrs = &a;
+  q.nattrs = 1;
+  d = decide(&f, &q);
+  cr_assert_eq(d.limits[0].cost, 25);
+  a.value = "7776001";
+  cr_assert_eq(sluice_policy_release_lease(f.pol, &q, d.lease_id), SLUICE_OK);
+  d = decide(&f, &q);
+  cr_assert_eq(d.limits[0].cost, 50);
+  cr_assert_eq(sluice_policy_release_lease(f.pol, &q, d.lease_id), SLUICE_OK);
+  a.value = "soon"; /* given, but not a number */
+  cr_assert_eq(sluice_policy_decide(f.pol, &q, &d), SLUICE_EINVAL);
+  cr_assert_str_eq(d.invalid_field, "export_range_s");
   fx_close(&f);
 }
