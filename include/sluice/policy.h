@@ -890,7 +890,10 @@ SLUICE_EXPORT const char *sluice_policy_penalty_at(const sluice_policy *p,
  *                      (the id in events and the deny cache), now_ns, the
  *                      box (SLUICE_INSPECT_BOX: level, suspended,
  *                      box_end_ns, strikes, strike_threshold and window,
- *                      offenses and their TTL), for reported failures
+ *                      offenses and their TTL; a penalty whose strikes
+ *                      are denials: SLUICE_INSPECT_NOTICE and
+ *                      notice_until_ns, the live Retry-After's end), for
+ *                      reported failures
  *                      counted in a sliding window their count
  *                      (SLUICE_INSPECT_FAILURES: failures, failures_limit,
  *                      failures_window_ns), with stuffing detection its

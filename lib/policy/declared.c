@@ -222,6 +222,10 @@ static int cost_of(const sluice__ctx *c, const sluice__cost *co,
       }
       v = 0;
     }
+    if (v < 0) { /* a range is of a size or a length: never below 0 */
+      d->invalid_field = sluice__attr_name(c->p->decl, co->attr);
+      return SLUICE_EINVAL;
+    }
     *out = co->value;
     for (i = co->n - 1; i >= 0; i--)
       if (v <= co->upto[i])

@@ -25,7 +25,7 @@ int sluice_policy_inspect_penalty(sluice_policy *p, const char *penalty,
   sluice__prog g;
   sluice_decision d;
   sluice_inspect_report r;
-  int i, rc;
+  int i, rc, notice;
   if (field)
     *field = NULL;
   if (!p || !penalty || !req || !out)
@@ -46,9 +46,23 @@ int sluice_policy_inspect_penalty(sluice_policy *p, const char *penalty,
   r.scope = sluice__pen_scope_kind(pn);
   r.now_ns = c.now;
   g.nk = g.ns = 0;
-  if ((rc = sluice__decl_pen_recs(&c, pn, &g, 0, r.scope_id, NULL, &d)) ||
+  notice = pn->strike != SLUICE__STRIKE_REPORTED;
+  if ((rc = sluice__decl_pen_recs(&c, pn, &g, notice, r.scope_id, NULL,
+                                  &d)) ||
       (rc = sluice__inspect_box(p, g.keys[0], &ps->pp, &r)))
     goto out;
+  if (notice) { /* the Retry-After notice a strike is measured against */
+    sluice_state s;
+    int err = 0, got = sluice__inspect_get(p, g.keys[1], &s, &err);
+    if (got < 0) {
+      rc = err;
+      goto out;
+    }
+    if (got)
+      r.present |= SLUICE_INSPECT_NOTICE;
+    if (s.w[0] != 0 && (int64_t)s.w[1] > c.now)
+      r.notice_until_ns = (int64_t)s.w[1];
+  }
   if (pn->sliding) { /* reported failures, in their sliding window */
     sluice_window_params w = {ps->pp.strike_threshold,
                               ps->pp.strike_window_ns};

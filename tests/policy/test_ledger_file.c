@@ -1443,6 +1443,17 @@ Test(policy_ledger_file, declared_boxes_are_released_by_hand) {
   for (i = 0; i < 400 && !(d.flags & SLUICE_DECISION_TRIPPED); i++)
     d = decide(&f, &k);
   cr_assert(d.flags & SLUICE_DECISION_TRIPPED);
+  {
+    sluice_inspect_report r;
+    cr_assert_eq(sluice_policy_inspect_penalty(f.pol, "keys", &k, &r, NULL),
+                 SLUICE_OK);
+    cr_assert_eq(r.scope, SLUICE_SCOPE_KEY);
+    cr_assert_eq(r.level, 1);
+    cr_assert_eq(r.offenses, 1);
+    /* The denial's Retry-After notice, a strike's measure. */
+    cr_assert(r.present & SLUICE_INSPECT_NOTICE);
+    cr_assert_gt(r.notice_until_ns, r.now_ns);
+  }
   cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_KEY, &k, "amy",
                                          "fixed their loop"), SLUICE_OK);
   cr_assert_eq(fx_last(&f, SLUICE_EVENT_RELEASE)->scope, SLUICE_SCOPE_KEY);
@@ -1485,6 +1496,9 @@ Test(policy_ledger_file, an_export_without_a_range_costs_25) {
   d = decide(&f, &q);
   cr_assert_eq(d.limits[0].cost, 50);
   cr_assert_eq(sluice_policy_release_lease(f.pol, &q, d.lease_id), SLUICE_OK);
+  a.value = "-1"; /* a range below 0 */
+  cr_assert_eq(sluice_policy_decide(f.pol, &q, &d), SLUICE_EINVAL);
+  cr_assert_str_eq(d.invalid_field, "export_range_s");
   a.value = "soon"; /* given, but not a number */
   cr_assert_eq(sluice_policy_decide(f.pol, &q, &d), SLUICE_EINVAL);
   cr_assert_str_eq(d.invalid_field, "export_range_s");
