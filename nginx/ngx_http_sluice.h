@@ -21,8 +21,7 @@
 #define ST_REJECTED_DRY_RUN 3
 #define ST_ERROR 4
 
-enum { F_TENANT, F_KEY, F_TIER, F_METHOD, F_ROUTE, F_LEDGER, F_IP,
-       F_SUBJECT, F__COUNT };
+enum { F_TENANT, F_KEY, F_TIER, F_METHOD, F_ROUTE, F_IP, F__COUNT };
 
 typedef struct {
     ngx_str_t policy;        /* sluice_policy FILE */
@@ -63,22 +62,25 @@ typedef struct {
     ngx_http_complex_value_t *field[F__COUNT];
     ngx_array_t *attrs;      /* sluice_attr: ngx_http_sluice_attr_t */
     ngx_http_sluice_attr_t *settle; /* sluice_settle NAME VALUE, or NULL */
-    ngx_uint_t cls;          /* sluice_class */
-    ngx_array_t *auth_fail;  /* sluice_auth_failure_status: ngx_uint_t */
+    ngx_http_sluice_attr_t *report; /* sluice_report NAME VALUE, or NULL */
+    ngx_flag_t after_body;   /* sluice_decide_after_body */
+    ngx_array_t *auth_fail;  /* sluice_auth_failure_status: ngx_uint_t,
+                                or NULL: the location reports nothing */
     ngx_flag_t metrics;
 } ngx_http_sluice_loc_conf_t;
 
 typedef struct ngx_http_sluice_link_s ngx_http_sluice_link_t;
 
-/* Work that needs no answer back in the request: a lease release, an
-** auth outcome learnt from the upstream.  It owns a deep copy of the
+/* Work that needs no answer back in the request: a lease release, a
+** settle, a report of the upstream's answer (the request decided again
+** with one more attribute).  It owns a deep copy of the
 ** request, because the request's pool may be gone by the time it runs (a
 ** release from the pool cleanup).  A release from the body filter names
 ** the request instead: its answer's end waits for it. */
 typedef struct {
     sluice_policy *pol;
     sluice_request req;
-    uint64_t lease_id;  /* 0: record req.auth_result, or settle */
+    uint64_t lease_id;  /* 0: decide req again (a report), or settle */
     ngx_http_request_t *resume; /* NULL: nothing waits for this job */
     unsigned settle:1;  /* sluice_settle: settle d at `used` */
     sluice_decision d;
@@ -97,8 +99,8 @@ typedef struct {
     unsigned decided:1;
     unsigned applied:1;  /* the phase handler acted on it */
     unsigned denied:1;   /* we answered it ourselves */
-    unsigned auth_done:1;
-    unsigned body_read:1; /* a heavy request's body is in (decide now) */
+    unsigned reported:1;  /* the upstream's answer was reported */
+    unsigned body_read:1; /* sluice_decide_after_body: the body is in */
     unsigned releasing:1; /* a pool thread releases the lease: the */
     ngx_chain_t *held;    /* answer's end waits here until it is done */
     ngx_uint_t status;   /* ST_* */

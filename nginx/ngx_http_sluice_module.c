@@ -49,8 +49,8 @@ static char *ngx_http_sluice_field(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_sluice_attr(ngx_conf_t *cf, ngx_command_t *cmd,
                                   void *conf);
-static char *ngx_http_sluice_settle(ngx_conf_t *cf, ngx_command_t *cmd,
-                                    void *conf);
+static char *ngx_http_sluice_answer_attr(ngx_conf_t *cf, ngx_command_t *cmd,
+                                         void *conf);
 static char *ngx_http_sluice_thread_pool(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_sluice_auth_fail(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -76,15 +76,6 @@ static ngx_conf_enum_t ngx_http_sluice_forms[] = {
     {ngx_string("legacy"), SLUICE_HTTP_FORM_LEGACY},
     {ngx_string("sf"), SLUICE_HTTP_FORM_SF},
     {ngx_string("both"), SLUICE_HTTP_FORM_BOTH},
-    {ngx_null_string, 0}};
-
-static ngx_conf_enum_t ngx_http_sluice_classes[] = {
-    {ngx_string("auto"), SLUICE_EP_AUTO},
-    {ngx_string("standard"), SLUICE_EP_STANDARD},
-    {ngx_string("reconcile"), SLUICE_EP_RECONCILE},
-    {ngx_string("export"), SLUICE_EP_EXPORT},
-    {ngx_string("job_poll"), SLUICE_EP_JOB_POLL},
-    {ngx_string("auth"), SLUICE_EP_AUTH},
     {ngx_null_string, 0}};
 
 #define MAIN_STR(name, field)                                                 \
@@ -139,19 +130,17 @@ static ngx_command_t ngx_http_sluice_commands[] = {
          | NGX_CONF_TAKE1,
      ngx_conf_set_enum_slot, NGX_HTTP_LOC_CONF_OFFSET,
      offsetof(ngx_http_sluice_loc_conf_t, phase), &ngx_http_sluice_phases},
-    {ngx_string("sluice_class"),
+    {ngx_string("sluice_decide_after_body"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
-         | NGX_CONF_TAKE1,
-     ngx_conf_set_enum_slot, NGX_HTTP_LOC_CONF_OFFSET,
-     offsetof(ngx_http_sluice_loc_conf_t, cls), &ngx_http_sluice_classes},
+         | NGX_CONF_FLAG,
+     ngx_conf_set_flag_slot, NGX_HTTP_LOC_CONF_OFFSET,
+     offsetof(ngx_http_sluice_loc_conf_t, after_body), NULL},
     LOC_FIELD("sluice_tenant", F_TENANT),
     LOC_FIELD("sluice_key", F_KEY),
     LOC_FIELD("sluice_tier", F_TIER),
     LOC_FIELD("sluice_method", F_METHOD),
     LOC_FIELD("sluice_route", F_ROUTE),
-    LOC_FIELD("sluice_ledger", F_LEDGER),
     LOC_FIELD("sluice_client_ip", F_IP),
-    LOC_FIELD("sluice_auth_subject", F_SUBJECT),
     {ngx_string("sluice_attr"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
          | NGX_CONF_TAKE2,
@@ -159,7 +148,15 @@ static ngx_command_t ngx_http_sluice_commands[] = {
     {ngx_string("sluice_settle"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
          | NGX_CONF_TAKE2,
-     ngx_http_sluice_settle, NGX_HTTP_LOC_CONF_OFFSET, 0, NULL},
+     ngx_http_sluice_answer_attr, NGX_HTTP_LOC_CONF_OFFSET,
+     offsetof(ngx_http_sluice_loc_conf_t, settle),
+     "the real cost comes from the answer ($upstream_http_x_tokens_used)"},
+    {ngx_string("sluice_report"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
+         | NGX_CONF_TAKE2,
+     ngx_http_sluice_answer_attr, NGX_HTTP_LOC_CONF_OFFSET,
+     offsetof(ngx_http_sluice_loc_conf_t, report),
+     "what is reported comes from the answer ($status)"},
     {ngx_string("sluice_auth_failure_status"),
      NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF
          | NGX_CONF_1MORE,
@@ -298,7 +295,7 @@ ngx_http_sluice_create_loc_conf(ngx_conf_t *cf)
     }
     lcf->mode = NGX_CONF_UNSET_UINT;
     lcf->phase = NGX_CONF_UNSET_UINT;
-    lcf->cls = NGX_CONF_UNSET_UINT;
+    lcf->after_body = NGX_CONF_UNSET;
     lcf->auth_fail = NGX_CONF_UNSET_PTR;
     lcf->metrics = NGX_CONF_UNSET;
     return lcf;
@@ -309,11 +306,11 @@ ngx_http_sluice_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
 {
     ngx_http_sluice_loc_conf_t *prev = parent, *conf = child;
     ngx_http_sluice_main_conf_t *mcf;
-    ngx_uint_t i, *st;
+    ngx_uint_t i;
 
     ngx_conf_merge_uint_value(conf->mode, prev->mode, SLUICE_NGX_OFF);
     ngx_conf_merge_uint_value(conf->phase, prev->phase, SLUICE_NGX_PREACCESS);
-    ngx_conf_merge_uint_value(conf->cls, prev->cls, SLUICE_EP_AUTO);
+    ngx_conf_merge_value(conf->after_body, prev->after_body, 0);
     ngx_conf_merge_value(conf->metrics, prev->metrics, 0);
     for (i = 0; i < F__COUNT; i++) {
         if (conf->field[i] == NULL) {
@@ -326,33 +323,16 @@ ngx_http_sluice_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     if (conf->settle == NULL) {
         conf->settle = prev->settle;
     }
-    if (conf->auth_fail == NGX_CONF_UNSET_PTR) {
-        if (prev->auth_fail == NGX_CONF_UNSET_PTR) {
-            prev->auth_fail = ngx_array_create(cf->pool, 1,
-                                               sizeof(ngx_uint_t));
-            if (prev->auth_fail == NULL) {
-                return NGX_CONF_ERROR;
-            }
-            st = ngx_array_push(prev->auth_fail);
-            if (st == NULL) {
-                return NGX_CONF_ERROR;
-            }
-            *st = NGX_HTTP_UNAUTHORIZED;
-        }
-        conf->auth_fail = prev->auth_fail;
+    if (conf->report == NULL) {
+        conf->report = prev->report;
     }
-    if (conf->mode != SLUICE_NGX_OFF && conf->cls == SLUICE_EP_AUTH
-        && conf->field[F_SUBJECT] == NULL) {
-        /* Not fatal: the library counts a subject-less failure for its
-        ** address and the unknown subject.  But the subject's own lockout
-        ** needs the subject, so say so at nginx -t. */
-        ngx_conf_log_error(NGX_LOG_WARN, cf, 0,
-                           "sluice: an auth location without "
-                           "sluice_auth_subject cannot read who an attempt "
-                           "was for: failures count for the client address "
-                           "and the unknown subject only (a body field: "
-                           "sluice_auth_subject over a volatile map of "
-                           "$request_body, docs/nginx.md)");
+    /* Unset: the location reports no sign-in result. */
+    ngx_conf_merge_ptr_value(conf->auth_fail, prev->auth_fail, NULL);
+    if (conf->auth_fail != NULL && conf->report != NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "sluice_report and sluice_auth_failure_status "
+                           "both report the upstream's answer: give one");
+        return NGX_CONF_ERROR;
     }
     if (conf->mode != SLUICE_NGX_OFF || conf->metrics) {
         mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_sluice_module);
@@ -434,19 +414,21 @@ ngx_http_sluice_attr(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
 /* sluice_settle NAME VALUE: settle an admitted request's cost in the log
 ** phase at VALUE (evaluated then: $upstream_http_x_tokens_used), the
-** attribute NAME its route's costs read (docs/nginx.md).  NAME is an
-** attribute's name as a policy file spells one; VALUE needs a variable, a
-** constant would settle every request at one cost. */
+** attribute NAME its route's costs read.  sluice_report NAME VALUE:
+** once the upstream answers, decide the request again with NAME = VALUE
+** among its attributes (a reported strike: sluice_report result $status).
+** NAME is an attribute's name as a policy file spells one; VALUE needs a
+** variable, a constant would say the same of every answer
+** (docs/nginx.md).  cmd->post: what VALUE is for. */
 static char *
-ngx_http_sluice_settle(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+ngx_http_sluice_answer_attr(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
-    ngx_http_sluice_loc_conf_t *lcf = conf;
+    ngx_http_sluice_attr_t **slot, *a;
     ngx_str_t *value = cf->args->elts;
-    ngx_http_sluice_attr_t *a;
     ngx_uint_t i;
 
-    (void) cmd;
-    if (lcf->settle != NULL) {
+    slot = (ngx_http_sluice_attr_t **) ((char *) conf + cmd->offset);
+    if (*slot != NULL) {
         return "is duplicate";
     }
     for (i = 0; i < value[1].len; i++) {
@@ -459,15 +441,14 @@ ngx_http_sluice_settle(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
     if (value[1].len == 0 || i < value[1].len) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "sluice_settle: \"%V\" is no attribute name "
-                           "(letters, digits and _)", &value[1]);
+                           "%V: \"%V\" is no attribute name "
+                           "(letters, digits and _)", &cmd->name, &value[1]);
         return NGX_CONF_ERROR;
     }
     if (ngx_http_script_variables_count(&value[2]) == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "sluice_settle: \"%V\" has no variable: the real "
-                           "cost comes from the answer "
-                           "($upstream_http_x_tokens_used)", &value[2]);
+                           "%V: \"%V\" has no variable: %s", &cmd->name,
+                           &value[2], (const char *) cmd->post);
         return NGX_CONF_ERROR;
     }
     a = ngx_pcalloc(cf->pool, sizeof(*a));
@@ -480,7 +461,7 @@ ngx_http_sluice_settle(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     {
         return NGX_CONF_ERROR;
     }
-    lcf->settle = a;
+    *slot = a;
     return NGX_CONF_OK;
 }
 
@@ -501,6 +482,10 @@ ngx_http_sluice_thread_pool(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 #endif
 }
 
+/* sluice_auth_failure_status CODE...: the location is a sign-in; once
+** the upstream answers, its status is reported to the policy as the
+** attribute `result` (etc/ledger.conf's header names it and its values):
+** a listed status "bad_secret", a 2xx "ok". */
 static char *
 ngx_http_sluice_auth_fail(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {

@@ -560,9 +560,9 @@ ngx_http_sluice_event_decide(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
     return NGX_AGAIN;
 }
 
-/* A job (a release, a settle, an auth outcome) in halves on the event loop; ctx is
-** the start of the job's memory, freed when it is done.  NGX_AGAIN: out,
-** and j->resume (when set) waits for it. */
+/* A job (a release, a settle, a report) in halves on the event
+** loop; ctx is the start of the job's memory, freed when it is done.
+** NGX_AGAIN: out, and j->resume (when set) waits for it. */
 ngx_int_t
 ngx_http_sluice_event_job(ngx_http_sluice_ctx_t *ctx, ngx_http_sluice_job_t *j)
 {

@@ -1,9 +1,10 @@
 /*
 ** One request through the policy: the phase handler that decides (inline,
 ** or on a thread pool for a store that blocks), the denial the library
-** renders, the RateLimit headers of an admission, the auth outcome learnt
-** from the upstream, the lease released in the request's pool cleanup, and
-** the $sluice_* variables.
+** renders, the RateLimit headers of an admission, what the upstream
+** answered reported as an attribute (sluice_report, a sign-in's `result`),
+** the lease released in the request's pool cleanup, and the $sluice_*
+** variables.
 */
 #include <ngx_config.h>
 #include <ngx_core.h>
@@ -22,8 +23,9 @@ static ngx_str_t ngx_http_sluice_status_names[] = {
     ngx_string("REJECTED_DRY_RUN"), ngx_string("ERROR")};
 
 static ngx_http_output_header_filter_pt ngx_http_next_header_filter;
-/* $request_body's index: a subject read from the body at the decision
-** (before the body is there) leaves it cached as "not found". */
+/* $request_body's index: an attribute read from the body (a map of it) at
+** the first look, before the body is in, leaves it cached as "not
+** found". */
 static ngx_int_t ngx_http_sluice_request_body;
 static ngx_http_output_body_filter_pt ngx_http_next_body_filter;
 
@@ -51,25 +53,30 @@ ngx_http_sluice_wall_ns(void)
     return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* sluice_attr: each value evaluated; an empty one is left out (absent: the
-** policy names it if a limit's scope needs it). */
+/* sluice_attr: each value evaluated into req's attributes; an empty one
+** is left out (absent: the policy names it if a limit's scope needs it).
+** `extra`, when not NULL, goes last (a reported result). */
 static ngx_int_t
-ngx_http_sluice_attrs(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
+ngx_http_sluice_attrs(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx,
+    sluice_request *req, const sluice_attr *extra)
 {
-    ngx_http_sluice_attr_t *a;
+    ngx_http_sluice_attr_t *a = NULL;
     sluice_attr *out;
-    ngx_uint_t i, n = 0;
+    ngx_uint_t i, n = 0, na = 0;
     ngx_str_t v;
 
-    if (ctx->lcf->attrs == NULL || ctx->lcf->attrs->nelts == 0) {
+    if (ctx->lcf->attrs != NULL) {
+        a = ctx->lcf->attrs->elts;
+        na = ctx->lcf->attrs->nelts;
+    }
+    if (na == 0 && extra == NULL) {
         return NGX_OK;
     }
-    a = ctx->lcf->attrs->elts;
-    out = ngx_palloc(r->pool, ctx->lcf->attrs->nelts * sizeof(*out));
+    out = ngx_palloc(r->pool, (na + 1) * sizeof(*out));
     if (out == NULL) {
         return NGX_ERROR;
     }
-    for (i = 0; i < ctx->lcf->attrs->nelts; i++) {
+    for (i = 0; i < na; i++) {
         if (ngx_http_complex_value(r, &a[i].value, &v) != NGX_OK) {
             return NGX_ERROR;
         }
@@ -83,8 +90,11 @@ ngx_http_sluice_attrs(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
         }
         n++;
     }
-    ctx->req.attrs = out;
-    ctx->req.nattrs = n;
+    if (extra != NULL) {
+        out[n++] = *extra;
+    }
+    req->attrs = out;
+    req->nattrs = n;
     return NGX_OK;
 }
 
@@ -101,9 +111,7 @@ ngx_http_sluice_fields(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
     slot[F_TIER] = &ctx->req.tier;
     slot[F_METHOD] = &ctx->req.method;
     slot[F_ROUTE] = &ctx->req.route;
-    slot[F_LEDGER] = &ctx->req.ledger_id;
     slot[F_IP] = &ctx->req.client_ip;
-    slot[F_SUBJECT] = &ctx->req.auth_subject;
     for (i = 0; i < F__COUNT; i++) {
         ngx_str_null(&v);
         if (ctx->lcf->field[i] != NULL) {
@@ -127,15 +135,13 @@ ngx_http_sluice_fields(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
         }
         *slot[i] = s;
     }
-    ctx->req.endpoint_class = (int) ctx->lcf->cls;
-    ctx->req.auth_result = SLUICE_AUTH_PENDING;
-    return ngx_http_sluice_attrs(r, ctx);
+    return ngx_http_sluice_attrs(r, ctx, &ctx->req, NULL);
 }
 
 /* ---------------------------------------------- work off the event loop --- */
 
-/* Work that needs no answer back in the request: a lease release, an
-** auth outcome learnt from the upstream.  It owns a deep copy of the
+/* Work that needs no answer back in the request: a lease release, a
+** settle, a report of the upstream's answer.  It owns a deep copy of the
 ** request, because the request's pool may be gone by the time a pool
 ** thread runs it (a release from the pool cleanup).  A release from the
 ** body filter names the request instead: its answer's end waits for it. */
@@ -226,7 +232,7 @@ ngx_http_sluice_job_copy(ngx_log_t *log, size_t prefix, sluice_policy *pol,
     ngx_http_sluice_job_t **out)
 {
     ngx_http_sluice_job_t *j, tmp;
-    const char **strs[8];
+    const char **strs[6];
     size_t need = 0, i;
     u_char *mem;
     char *p;
@@ -238,9 +244,7 @@ ngx_http_sluice_job_copy(ngx_log_t *log, size_t prefix, sluice_policy *pol,
     strs[3] = &tmp.req.method;
     strs[4] = &tmp.req.route;
     strs[5] = &tmp.req.client_ip;
-    strs[6] = &tmp.req.auth_subject;
-    strs[7] = &tmp.req.ledger_id;
-    for (i = 0; i < 8; i++) {
+    for (i = 0; i < 6; i++) {
         need += ngx_http_sluice_copy_str(strs[i], NULL);
     }
     /* The attributes (a declared limit's lease is found by them): the
@@ -262,7 +266,7 @@ ngx_http_sluice_job_copy(ngx_log_t *log, size_t prefix, sluice_policy *pol,
     }
     j = (ngx_http_sluice_job_t *) (mem + prefix);
     p = j->strs;
-    for (i = 0; i < 8; i++) {
+    for (i = 0; i < 6; i++) {
         p += ngx_http_sluice_copy_str(strs[i], p);
     }
     if (req->nattrs) {
@@ -672,8 +676,9 @@ ngx_http_sluice_log_store(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
                       "(sluice_policy_store_full_total counts the "
                       "decisions; the untrusted records' bound, or the "
                       "store's capacity, is reached), not an outage; this "
-                      "%s request: %s",
-                      sluice_endpoint_class_name(ctx->d.endpoint_class),
+                      "request (%s %s): %s",
+                      ctx->req.method ? ctx->req.method : "-",
+                      ctx->req.route ? ctx->req.route : "-",
                       ctx->d.outcome == SLUICE_OUTCOME_UNAVAILABLE
                           ? "failed closed (503)"
                           : "decided without it");
@@ -781,26 +786,15 @@ ngx_http_sluice_decide(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
     return ngx_http_sluice_apply(r, ctx);
 }
 
-/* A heavy request (reconcile, export: a lease, a ledger's lock) is decided
-** once its whole body is in, so a client that trickles its body holds no
-** lease and no lock while it does (taken with the headers, they were held
-** for as long as the body took, and every other reconcile of the ledger
-** got 409); nginx's client_body_timeout and client_max_body_size bound
-** that read, as for any request.  The body is read as proxy_pass would
-** read it, and stays for the upstream: the pattern of nginx's mirror
-** module. */
-static ngx_int_t
-ngx_http_sluice_heavy(ngx_http_sluice_ctx_t *ctx)
-{
-    int cls = ctx->req.endpoint_class;
-
-    if (cls == SLUICE_EP_AUTO) {
-        cls = sluice_policy_endpoint_class(ctx->pol, ctx->req.method,
-                                           ctx->req.route);
-    }
-    return cls == SLUICE_EP_RECONCILE || cls == SLUICE_EP_EXPORT;
-}
-
+/* sluice_decide_after_body on (a route whose limits take a lease or a
+** lock: a reconcile, an export): the request is decided once its whole
+** body is in, so a client that trickles its body holds no lease and no
+** lock while it does (taken with the headers, they were held for as long
+** as the body took, and every other reconcile of the ledger got 409);
+** nginx's client_body_timeout and client_max_body_size bound that read,
+** as for any request.  The body is read as proxy_pass would read it, and
+** stays for the upstream: the pattern of nginx's mirror module.  The
+** location says it, not the policy: nginx must know before deciding. */
 static void
 ngx_http_sluice_body_read(ngx_http_request_t *r)
 {
@@ -836,6 +830,14 @@ ngx_http_sluice_handler(ngx_http_request_t *r, ngx_uint_t phase)
             return ngx_http_sluice_apply(r, ctx);
         }
         if (ctx->body_read && !ctx->decided && !ctx->pending) {
+            /* Read again: an attribute may come from the body (a map of
+            ** $request_body: a sign-in's subject in a form).
+            ** $request_body is cacheable: forget what the first look saw. */
+            r->variables[ngx_http_sluice_request_body].valid = 0;
+            r->variables[ngx_http_sluice_request_body].not_found = 0;
+            if (ngx_http_sluice_fields(r, ctx) != NGX_OK) {
+                return NGX_HTTP_INTERNAL_SERVER_ERROR;
+            }
             return ngx_http_sluice_decide(r, ctx);
         }
         return ctx->pending ? NGX_AGAIN : NGX_DECLINED; /* once a request */
@@ -875,7 +877,7 @@ ngx_http_sluice_handler(ngx_http_request_t *r, ngx_uint_t phase)
         ctx->decided = 1;
         return ngx_http_sluice_apply(r, ctx);
     }
-    if (ngx_http_sluice_heavy(ctx)) {
+    if (lcf->after_body) {
         rc = ngx_http_read_client_request_body(r, ngx_http_sluice_body_read);
         if (rc >= NGX_HTTP_SPECIAL_RESPONSE) {
             return rc;
@@ -900,13 +902,62 @@ ngx_http_sluice_postaccess(ngx_http_request_t *r)
 
 /* ------------------------------------------------------ header filter --- */
 
+/* The upstream has answered: what the location reports of it is decided
+** as the request again with one more attribute (a route of reported
+** strikes counts it; ctx->req stays as decided, for its lease).
+** sluice_report NAME VALUE: NAME = VALUE, when VALUE is not empty.
+** sluice_auth_failure_status (a sign-in): the verdict on the credentials
+** as the attribute `result` (etc/ledger.conf's header names it and its
+** values), so failures count (and lock out) at the gateway: a listed
+** status "bad_secret", a 2xx "ok", anything else nothing. */
+static void
+ngx_http_sluice_report(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
+{
+    ngx_http_sluice_loc_conf_t *lcf = ctx->lcf;
+    sluice_request rep = ctx->req;
+    sluice_attr said;
+    ngx_uint_t i, *st, fail = 0;
+    ngx_str_t v;
+
+    if (lcf->report != NULL) {
+        if (ngx_http_complex_value(r, &lcf->report->value, &v) != NGX_OK
+            || v.len == 0)
+        {
+            return;
+        }
+        said.name = lcf->report->name;
+        said.value = ngx_http_sluice_cstr(r->pool, &v);
+        if (said.value == NULL) {
+            return;
+        }
+    } else if (lcf->auth_fail != NULL) {
+        st = lcf->auth_fail->elts;
+        for (i = 0; i < lcf->auth_fail->nelts; i++) {
+            fail |= st[i] == r->headers_out.status;
+        }
+        if (!fail && (r->headers_out.status < 200
+                      || r->headers_out.status >= 300)) {
+            return;
+        }
+        said.name = "result";
+        said.value = fail ? "bad_secret" : "ok";
+    } else {
+        return;
+    }
+    /* The attributes as decided (a subject from the body needs
+    ** sluice_decide_after_body: the decision had it too). */
+    if (ngx_http_sluice_attrs(r, ctx, &rep, &said) == NGX_OK) {
+        (void) ngx_http_sluice_background(r->connection->log, ctx->pol, &rep,
+                                          0, NULL, NULL, NULL);
+    }
+}
+
 static ngx_int_t
 ngx_http_sluice_header_filter(ngx_http_request_t *r)
 {
     ngx_http_sluice_ctx_t *ctx;
     ngx_http_sluice_hdr_ud_t ud = {r, 1};
     sluice_http_answer a;
-    ngx_uint_t i, *st, fail = 0;
 
     if (r != r->main) {
         return ngx_http_next_header_filter(r);
@@ -915,36 +966,9 @@ ngx_http_sluice_header_filter(ngx_http_request_t *r)
     if (ctx == NULL || !ctx->decided || ctx->denied || ctx->rc != SLUICE_OK) {
         return ngx_http_next_header_filter(r);
     }
-    /* The auth endpoint: the upstream's answer is the verdict on the
-    ** credentials, so failures count (and lock out) at the gateway. */
-    if (ctx->d.endpoint_class == SLUICE_EP_AUTH && !ctx->auth_done) {
-        ctx->auth_done = 1;
-        st = ctx->lcf->auth_fail->elts;
-        for (i = 0; i < ctx->lcf->auth_fail->nelts; i++) {
-            fail |= st[i] == r->headers_out.status;
-        }
-        if (ctx->req.auth_subject == NULL
-            && ctx->lcf->field[F_SUBJECT] != NULL) {
-            /* Asked again now that the upstream has had the body: a client
-            ** that sends its id in the body (a form's client_id, through a
-            ** volatile map over $request_body) is counted by it. */
-            ngx_str_t v;
-
-            /* $request_body is cacheable: forget what the decision saw. */
-            r->variables[ngx_http_sluice_request_body].valid = 0;
-            r->variables[ngx_http_sluice_request_body].not_found = 0;
-            if (ngx_http_complex_value(r, ctx->lcf->field[F_SUBJECT], &v)
-                    == NGX_OK && v.len > 0) {
-                ctx->req.auth_subject = ngx_http_sluice_cstr(r->pool, &v);
-            }
-        }
-        if (fail || (r->headers_out.status >= 200
-                     && r->headers_out.status < 300)) {
-            ctx->req.auth_result = fail ? SLUICE_AUTH_BAD_SECRET
-                                        : SLUICE_AUTH_OK;
-            (void) ngx_http_sluice_background(r->connection->log, ctx->pol,
-                                              &ctx->req, 0, NULL, NULL, NULL);
-        }
+    if (!ctx->reported) {
+        ctx->reported = 1;
+        ngx_http_sluice_report(r, ctx);
     }
     if (ctx->d.limit > 0
         && ngx_http_sluice_answer(r, ctx, &ctx->req, &a) == NGX_OK) {

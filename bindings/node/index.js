@@ -30,6 +30,13 @@
 // refund of the difference, docs/policy.md); request.sluice.settling is
 // then a Promise of null or the error's name, which never rejects.  A
 // settle that fails (a store down) is logged and never fails the request.
+//
+// report: (request, reply) => ({ result: String(reply.statusCode) })
+// reports what an admitted request's response said (an onResponse hook,
+// added only with the option): the request is decided again with these
+// attributes beside its own, which a route's reported strikes count (a
+// sign-in's failures, 401s and 403s); null / undefined reports nothing.
+// request.sluice.reporting is then a Promise of null or the error's name.
 
 const fp = require('fastify-plugin')
 const { Sluice } = require('./lib/sluice')
@@ -64,18 +71,25 @@ function sluicePlugin (fastify, opts, next) {
       return next(new TypeError(`fastify-sluice: attributes.${name} must be a function of the request`))
     }
   }
-  // The common fields (tenant, key, tier, ip, cost) for policies of the
-  // ledger kind; a policy of declared limits needs none of them.
+  // The built-in scope attributes (tenant, key, tier, ip): a policy whose
+  // scopes name them (etc/ledger.conf's tenant and key buckets) needs
+  // them; the rest are attributes.
   const common = opts.request || null
   const routeOf = opts.route || ((request) => pathOf(request.url))
   const passUnmatched = (opts.unmatched || 'pass') === 'pass'
   const settleOf = opts.settle || null
-  if (settleOf !== null && typeof settleOf !== 'function') {
-    return next(new TypeError('fastify-sluice: settle must be a function of (request, reply)'))
+  const reportOf = opts.report || null
+  for (const [name, fn] of [['settle', settleOf], ['report', reportOf]]) {
+    if (fn !== null && typeof fn !== 'function') {
+      return next(new TypeError(`fastify-sluice: ${name} must be a function of (request, reply)`))
+    }
   }
 
   function describe (request) {
     const c = common ? common(request) : null
+    if (c && c.cost !== undefined) {
+      throw new TypeError("fastify-sluice: request() gave a cost: a cost is an attribute its route's cost reads")
+    }
     let a
     if (attrs.length) {
       a = {}
@@ -88,7 +102,6 @@ function sluicePlugin (fastify, opts, next) {
       key: c ? c.key : undefined,
       tier: c ? c.tier : undefined,
       ip: c && c.ip !== undefined ? c.ip : request.ip,
-      cost: c ? c.cost : undefined,
       attrs: a
     }
   }
@@ -100,7 +113,9 @@ function sluicePlugin (fastify, opts, next) {
     }
     // releasing: once the leases are being given back, a Promise of null
     // (or the error's name)
-    request.sluice = { request: q, decision: r, released: false, releasing: null, settling: null }
+    request.sluice = {
+      request: q, decision: r, released: false, releasing: null, settling: null, reporting: null
+    }
     const h = r.headers
     for (const name in h) reply.header(name, h[name])
     if (!r.allowed) {
@@ -169,10 +184,32 @@ function sluicePlugin (fastify, opts, next) {
     done() // the settle goes on after the response, holding nothing
   }
 
+  function reportHook (request, reply, done) {
+    const s = request.sluice
+    if (s === null || !s.decision.allowed || s.reporting !== null) return done()
+    let said
+    try {
+      said = reportOf(request, reply)
+    } catch (e) {
+      request.log.warn({ err: e }, 'sluice: report option threw')
+      return done()
+    }
+    if (said === null || said === undefined) return done()
+    s.reporting = sluice.report(s.request, said).then((r) => {
+      if (r.error !== null) request.log.warn({ sluice: r.error, field: r.field }, 'sluice: a report was refused')
+      return r.error
+    }, (e) => {
+      request.log.warn({ err: e }, 'sluice: a report was refused')
+      return e.code || 'SLUICE_EINVAL'
+    })
+    done() // the report goes on after the response, holding nothing
+  }
+
   fastify.decorate('sluice', sluice)
   fastify.decorateRequest('sluice', null)
   fastify.addHook(hook, decideHook)
   if (settleOf !== null) fastify.addHook('onResponse', settleHook)
+  if (reportOf !== null) fastify.addHook('onResponse', reportHook)
   if (owned) fastify.addHook('onClose', (instance, done) => { sluice.close(); done() })
   next()
 }

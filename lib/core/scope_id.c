@@ -3,6 +3,7 @@
 ** or a log line never shows an API key, an IP or a subject. */
 #include <string.h>
 
+#include "scope_id.h"
 #include "sluice.h"
 
 /* Four bytes' eight lower-case hex digits, first byte first, as the bytes
@@ -22,16 +23,11 @@ static uint64_t hex4(const uint8_t *b) {
   return n + UINT64_C(0x3030303030303030) + over9 * ('a' - '0' - 10);
 }
 
-int sluice_scope_id(const uint8_t secret[16], const void *data, size_t len,
-                    char out[SLUICE_SCOPE_ID_LEN + 1]) {
-  uint8_t h[16];
+void sluice__id_hex(const uint8_t h[16], char out[33]) {
   int i;
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
   int j;
 #endif
-  if (!secret || !out || (!data && len > 0))
-    return SLUICE_EINVAL;
-  sluice_siphash128(secret, data ? data : "", len, h);
   for (i = 0; i < 4; i++) {
     uint64_t w = hex4(h + 4 * i);
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -42,5 +38,32 @@ int sluice_scope_id(const uint8_t secret[16], const void *data, size_t len,
 #endif
   }
   out[SLUICE_SCOPE_ID_LEN] = '\0';
+}
+
+/* Three bytes at a time into four characters, the last byte alone into
+** two (its low four bits padded with zeros, as RFC 4648 does). */
+void sluice__id_b64(const uint8_t h[16], char out[SLUICE__ID64_LEN]) {
+  static const char b64[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  int i;
+  for (i = 0; i < 5; i++) {
+    uint32_t w = (uint32_t)h[3 * i] << 16 | (uint32_t)h[3 * i + 1] << 8 |
+                 h[3 * i + 2];
+    out[4 * i] = b64[w >> 18];
+    out[4 * i + 1] = b64[w >> 12 & 63];
+    out[4 * i + 2] = b64[w >> 6 & 63];
+    out[4 * i + 3] = b64[w & 63];
+  }
+  out[20] = b64[h[15] >> 2];
+  out[21] = b64[(h[15] & 3) << 4];
+}
+
+int sluice_scope_id(const uint8_t secret[16], const void *data, size_t len,
+                    char out[SLUICE_SCOPE_ID_LEN + 1]) {
+  uint8_t h[16];
+  if (!secret || !out || (!data && len > 0))
+    return SLUICE_EINVAL;
+  sluice_siphash128(secret, data ? data : "", len, h);
+  sluice__id_hex(h, out);
   return SLUICE_OK;
 }

@@ -291,7 +291,7 @@ static int build(const sluice_policy_config *h, int nops, const char *path,
 static int rebuild(sluice_policy_config *h, const char *path,
                    const char *value, char *err, size_t errlen, char *warn,
                    size_t warnlen) {
-  sluice__decl *dl = malloc(sizeof *dl);
+  sluice__decl *dl = calloc(1, sizeof *dl);
   config_t doc;
   sluice__conf res;
   int rc;
@@ -299,7 +299,7 @@ static int rebuild(sluice_policy_config *h, const char *path,
     return SLUICE_ENOMEM;
   rc = build(h, h->nops, path, value, &doc, &res, dl, err, errlen, warn,
              warnlen);
-  free(dl);
+  sluice__decl_free(dl);
   if (rc != SLUICE_OK)
     return rc;
   if (path) {
@@ -401,7 +401,7 @@ fail:
 int sluice__config_build(const sluice_policy_config *h, sluice__conf *out,
                          sluice__decl *dl, char *err, size_t errlen) {
   config_t doc;
-  sluice__decl *tmp = dl ? NULL : malloc(sizeof *tmp);
+  sluice__decl *tmp = dl ? NULL : calloc(1, sizeof *tmp);
   int rc;
   if (!dl && !tmp)
     return SLUICE_ENOMEM;
@@ -409,7 +409,7 @@ int sluice__config_build(const sluice_policy_config *h, sluice__conf *out,
              NULL, 0);
   if (rc == SLUICE_OK)
     config_destroy(&doc);
-  free(tmp);
+  sluice__decl_free(tmp);
   return rc;
 }
 

@@ -19,17 +19,20 @@
 ** one that refused, or, when every limit passed, the one with the least
 ** left as a fraction of its own limit (the first of equals).
 **
-** Keys: dl:{TAG}:BODY, TAG the keyed hash of the scope's first attribute
-** (name and value), BODY "n:NAME" for a scope of that attribute alone, else
-** "h:" and the keyed hash of the limit's name and its other attributes (a
-** penalty's: of its name and every attribute, the box's id); a lease set's
-** slot i appends ":i".  The attribute's name in each hash keeps
-** two attributes with equal values apart.
+** Keys (keys.c spells them): dl:{TAG}BODY, TAG the keyed hash of the
+** scope's first attribute (name and value), BODY "n" and the limit's name
+** for a scope of that attribute alone, else "h" and the keyed hash of the
+** limit's name and its other attributes (a penalty's: of its name and
+** every attribute, the box's id); a lease set's slot i appends ":i".  The
+** attribute's name in each hash keeps two attributes with equal values
+** apart.
 */
 #include <string.h>
 
 #include "declared.h"
 #include "flow.h"
+#include "keys.h"
+#include "scope_id.h"
 #include "wide.h"
 
 int sluice__decl_match(const sluice_policy *p, const sluice_request *q) {
@@ -40,9 +43,13 @@ int sluice__decl_match(const sluice_policy *p, const sluice_request *q) {
     return -1;
   for (i = 0; i < dl->nroutes; i++) {
     const sluice__droute *dr = &dl->routes[i];
-    if (!sluice__route_match(dr->method, dr->route, method, route))
+    /* The pattern's literal head first: a path that does not start with
+    ** it never matches (a pattern has no '?', so neither has the path
+    ** there). */
+    if (strncmp(route, dr->route, dr->lit) != 0 ||
+        !sluice__route_match(dr->method, dr->route, method, route))
       continue;
-    if (dr->when.n) {
+    if (dr->when) {
       /* The request's own attributes (a settle's report never moves it
       ** to another route), and this route's path parameters. */
       sluice__ctx c;
@@ -50,7 +57,7 @@ int sluice__decl_match(const sluice_policy *p, const sluice_request *q) {
       c.p = (sluice_policy *)p;
       c.req = q;
       c.droute = i;
-      if (!sluice__match_ok(&c, &dr->when))
+      if (!sluice__match_ok(&c, dr->when))
         continue;
     }
     /* A class route earlier in the file wins (first match): it is the
@@ -208,8 +215,8 @@ static int cost_of(const sluice__ctx *c, const sluice__cost *co,
   case SLUICE__C_METHOD:
     *out = co->value;
     for (i = 0; i < co->n; i++)
-      if (c->req->method && !strcmp(co->method[i], c->req->method))
-        *out = co->cost[i];
+      if (c->req->method && !strcmp(co->e[i].method, c->req->method))
+        *out = co->e[i].cost;
     return SLUICE_OK;
   case SLUICE__C_RANGE:
     if (!attr_int(c, co->attr, &v)) {
@@ -228,8 +235,8 @@ static int cost_of(const sluice__ctx *c, const sluice__cost *co,
     }
     *out = co->value;
     for (i = co->n - 1; i >= 0; i--)
-      if (v <= co->upto[i])
-        *out = co->cost[i];
+      if (v <= co->e[i].upto)
+        *out = co->e[i].cost;
     return SLUICE_OK;
   case SLUICE__C_ATTR:
     if (!attr_int(c, co->attr, &v)) {
@@ -253,9 +260,12 @@ static int cost_of(const sluice__ctx *c, const sluice__cost *co,
 int sluice__decl_cost(const sluice__ctx *c, int64_t *cost,
                       sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  const sluice__limit *lm = &c->p->decl->limits[dr->limit[0]];
+  const sluice__limit *lm;
   *cost = dr->n > 0; /* a route of boxes alone charges nothing */
-  if (dr->n == 0 || lm->algo == SLUICE__L_CAP || is_lease(lm->algo))
+  if (dr->n == 0) /* (a file may declare no limits: no array to index) */
+    return SLUICE_OK;
+  lm = &c->p->decl->limits[dr->limit[0]];
+  if (lm->algo == SLUICE__L_CAP || is_lease(lm->algo))
     return SLUICE_OK; /* a lease, a count: 1 */
   return cost_of(c, &dr->cost[0], lm, cost, d);
 }
@@ -288,13 +298,17 @@ static size_t scope_part(const sluice__ctx *c, int a, char *buf, int *rc,
 
 /* The keys' parts of one decision: TAG, the keyed hash of the first scope
 ** attribute (every limit of a route starts with the same one, so it is
-** hashed once), and each limit's BODY: "n:NAME" for a scope of that
-** attribute alone (nothing more to hide), else "h:" and the keyed hash of
-** the limit's name and its other attributes. */
+** hashed once), and each limit's BODY: "n" and its name for a scope of
+** that attribute alone (nothing more to hide), else "h" and the keyed hash
+** of the limit's name and its other attributes.  The hashes are kept as
+** they came (the settle check folds them, a penalty's id spells its
+** body's in hex) and spelled in the key in base64url. */
 typedef struct sluice__keyparts {
-  char tag[SLUICE_SCOPE_ID_LEN + 1];
-  int tagged; /* tag computed */
-  char body[2 + SLUICE_SCOPE_ID_LEN + 1]; /* "h:" + a hash, or "n:" + a name */
+  uint64_t tagh[2];             /* the tag's hash */
+  uint64_t bodyh[2];            /* the body's hash ("h" bodies) */
+  char tag[SLUICE__ID64_LEN];   /* the tag's hash in base64url */
+  int tagged;                   /* tag computed */
+  char body[1 + SLUICE__DNAME]; /* "h" + a hash, or "n" + a name */
   size_t bodylen;
   int folded; /* its tag folded into the settle check (fold_scope()) */
 } keyparts;
@@ -309,14 +323,15 @@ static int scope_ids(const sluice__ctx *c, const char *name, const int *scope,
   if (!kp->tagged) {
     if (!(n = scope_part(c, scope[0], buf, &rc, d)))
       return rc;
-    sluice_scope_id(c->p->secret, buf, n, kp->tag);
+    sluice_siphash128(c->p->secret, buf, n, (uint8_t *)kp->tagh);
+    sluice__id_b64((const uint8_t *)kp->tagh, kp->tag);
     kp->tagged = 1;
   }
   if (nscope == 1 && !hashed) {
     len = strlen(name);
-    memcpy(kp->body, "n:", 2);
-    memcpy(kp->body + 2, name, len);
-    kp->bodylen = len + 2;
+    kp->body[0] = 'n';
+    memcpy(kp->body + 1, name, len);
+    kp->bodylen = len + 1;
     return SLUICE_OK;
   }
   len = strlen(name);
@@ -329,38 +344,64 @@ static int scope_ids(const sluice__ctx *c, const char *name, const int *scope,
       return rc;
     len += n;
   }
-  memcpy(kp->body, "h:", 2);
-  sluice_scope_id(c->p->secret, buf, len, kp->body + 2);
-  kp->bodylen = 2 + SLUICE_SCOPE_ID_LEN;
+  sluice_siphash128(c->p->secret, buf, len, (uint8_t *)kp->bodyh);
+  kp->body[0] = 'h';
+  sluice__id_b64((const uint8_t *)kp->bodyh, kp->body + 1);
+  kp->bodylen = 1 + SLUICE__ID64_LEN;
   return SLUICE_OK;
 }
 
-/* dl:{TAG}:BODY, and a lease set's slot i as ":i", or a penalty's
-** records as ":b" (the box) and ":r" (the Retry-After notice). */
+/* A request's key parts, each hashed once whatever calls need them (the
+** check of a route spanning groups, each group's program, a give-back):
+** per hash-tag group its tag (and a penalty's body), per limit of the
+** route its tag and body. */
+typedef struct sluice__kcache {
+  keyparts g[SLUICE__TG_MAX];
+  keyparts l[SLUICE__RLIMITS_MAX];
+  unsigned have; /* bit i: l[i] is computed */
+} kcache;
+
+static void kcache_init(kcache *kc, const sluice__droute *dr) {
+  int k;
+  kc->have = 0;
+  for (k = 0; k < dr->ntg; k++) /* cheaper than clearing the buffers */
+    kc->g[k].tagged = kc->g[k].folded = 0;
+}
+
+/* Limit i's key parts for a route spanning groups: computed at the
+** first call, kept for the next (its check, its give-back). */
+static int kept_parts(const sluice__ctx *c, kcache *kc, int i,
+                      const sluice__limit *lm, const keyparts **out,
+                      sluice_decision *d) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  keyparts *gk = &kc->g[dr->tg[i]];
+  int rc;
+  if (!(kc->have >> i & 1u)) {
+    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, gk, d)))
+      return rc;
+    kc->l[i] = *gk;
+    kc->have |= 1u << i;
+  }
+  *out = &kc->l[i];
+  return SLUICE_OK;
+}
+
+/* Limit i (lm) of the route's key parts.  A route of one group asks once
+** for each: they are read where they are made, in the group's parts,
+** valid until its next limit's. */
+static inline int limit_parts(const sluice__ctx *c, kcache *kc, int i,
+                              const sluice__limit *lm, const keyparts **out,
+                              sluice_decision *d) {
+  if (c->p->decl->routes[c->droute].ntg == 1) {
+    *out = &kc->g[0];
+    return scope_ids(c, lm->name, lm->scope, lm->nscope, 0, &kc->g[0], d);
+  }
+  return kept_parts(c, kc, i, lm, out, d);
+}
+
+/* The key of a limit's (or a penalty's) record: keys.c's layout. */
 static sluice_key dkey(char *out, const keyparts *kp, int slot, char sfx) {
-  sluice_key k;
-  size_t n = 4;
-  memcpy(out, "dl:{", 4);
-  memcpy(out + n, kp->tag, SLUICE_SCOPE_ID_LEN);
-  n += SLUICE_SCOPE_ID_LEN;
-  memcpy(out + n, "}:", 2);
-  n += 2;
-  memcpy(out + n, kp->body, kp->bodylen);
-  n += kp->bodylen;
-  if (slot >= 0) {
-    out[n++] = ':';
-    if (slot >= 10)
-      out[n++] = (char)('0' + slot / 10);
-    out[n++] = (char)('0' + slot % 10);
-  }
-  if (sfx) {
-    out[n++] = ':';
-    out[n++] = sfx;
-  }
-  out[n] = '\0';
-  k.data = out;
-  k.len = n;
-  return k;
+  return sluice__key_declared(out, kp->tag, kp->body, kp->bodylen, slot, sfx);
 }
 
 int sluice__decl_pen_recs(const sluice__ctx *c, const sluice__penalty *pn,
@@ -372,8 +413,7 @@ int sluice__decl_pen_recs(const sluice__ctx *c, const sluice__penalty *pn,
   int rc;
   if ((rc = scope_ids(c, pn->name, pn->scope, pn->nscope, 1, kp, d)))
     return rc;
-  memcpy(id, kp->body + 2, SLUICE_SCOPE_ID_LEN);
-  id[SLUICE_SCOPE_ID_LEN] = '\0';
+  sluice__id_hex((const uint8_t *)kp->bodyh, id);
   if (g) {
     g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 'b');
     g->nk++;
@@ -426,21 +466,17 @@ static uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-/* A settle check's part of a limit's scope: the keyed ids its keys are
+/* A settle check's part of a limit's scope: the keyed hashes its keys are
 ** made of (the tag for the first limit, a hashed body for a scope of
-** several attributes; a body "n:NAME" is the tag's), 16 hex digits of
-** each.  So the check tells scopes apart at no hashing of its own. */
-static uint64_t fold_scope(uint64_t h, keyparts *kp) {
-  uint64_t w[2];
-  if (!kp->folded) { /* the first limit of its hash-tag group */
-    kp->folded = 1;
-    memcpy(w, kp->tag, sizeof w);
-    h = mix(h ^ w[0]) ^ w[1];
+** several attributes; a body "n" NAME is the tag's).  So the check tells
+** scopes apart at no hashing of its own. */
+static uint64_t fold_scope(uint64_t h, const keyparts *kp, int *folded) {
+  if (!*folded) { /* the first limit of its hash-tag group */
+    *folded = 1;
+    h = mix(h ^ kp->tagh[0]) ^ kp->tagh[1];
   }
-  if (kp->body[0] == 'h') {
-    memcpy(w, kp->body + 2, sizeof w);
-    h = mix(h ^ w[0]) ^ w[1];
-  }
+  if (kp->body[0] == 'h')
+    h = mix(h ^ kp->bodyh[0]) ^ kp->bodyh[1];
   return mix(h);
 }
 
@@ -470,7 +506,7 @@ static void degrade(const sluice_policy *p, const sluice__limit *lm,
 static int group_step(sluice__ctx *c, int i, sluice__prog *g,
                       int st[SLUICE__RLIMITS_MAX],
                       int64_t costs[SLUICE__RLIMITS_MAX], sluice__lparams *dg,
-                      sluice_gcra_params *gp, keyparts *kp,
+                      sluice_gcra_params *gp, kcache *kc,
                       sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   int n = dr->group[i], first = g->nk, j, rc, s;
@@ -478,10 +514,12 @@ static int group_step(sluice__ctx *c, int i, sluice__prog *g,
   for (j = i; j < i + n; j++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[j]];
     const sluice__lparams *ps = pick(c, lm);
-    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, kp, d)) ||
+    const keyparts *kp;
+    if ((rc = limit_parts(c, kc, j, lm, &kp, d)) ||
         (rc = cost_of(c, &dr->cost[j], lm, &cost, d)))
       return rc;
-    c->scope_mix = fold_scope(c->scope_mix, kp);
+    c->scope_mix =
+        fold_scope(c->scope_mix, kp, &kc->g[dr->tg[j]].folded);
     if (dg) {
       degrade(c->p, lm, ps, &dg[j]);
       ps = &dg[j];
@@ -528,14 +566,12 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
                  int st[SLUICE__RLIMITS_MAX],
                  int64_t costs[SLUICE__RLIMITS_MAX], sluice__pen_run *prs,
                  sluice__lparams *dg, sluice_gcra_params *gp, int tg,
-                 sluice_decision *d) {
+                 kcache *kc, sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  keyparts kps[SLUICE__TG_MAX];
   sluice__pen_run *pr = NULL;
   int i, rc;
-  for (i = 0; i < dr->ntg; i++) /* nothing computed yet (cheaper than
-                                   clearing the buffers) */
-    kps[i].tagged = kps[i].folded = 0;
+  for (i = 0; i < dr->ntg; i++) /* each group's tag folds in once a build */
+    kc->g[i].folded = 0;
   /* A group keyed by unauthenticated input (the client address, an
   ** attribute of `untrusted`, a path parameter) keys strangers' records:
   ** they live within that class's own bound (DESIGN.md).  Every other
@@ -549,7 +585,7 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     pr->pn = &c->p->decl->penalties[dr->gpen[tg] - 1];
   }
   /* The penalty's scope starts with its group's attribute: one tag. */
-  if (pr && (rc = sluice__pen_head(c, g, pr, &kps[tg], d)))
+  if (pr && (rc = sluice__pen_head(c, g, pr, &kc->g[tg], d)))
     return rc;
   if (kind == LOOK) { /* the box alone, noted */
     if (pr)
@@ -567,7 +603,7 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
   for (i = 0; i < dr->n; i++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
     const sluice__lparams *ps = pick(c, lm);
-    keyparts *kp = &kps[dr->tg[i]];
+    const keyparts *kp;
     int64_t cost = 1;
     int first = g->nk, nrec = 1, j, s;
     int adj = kind == SLUICE_OP_ADJUST;
@@ -579,7 +615,7 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     if (adj)
       cost = costs[i];
     if (!adj && dr->group[i] >= 2) {
-      if ((rc = group_step(c, i, g, st, costs, dg, gp + i, kp, d)))
+      if ((rc = group_step(c, i, g, st, costs, dg, gp + i, kc, d)))
         return rc;
       if (pr)
         sluice__pen_after(c, g, pr, i, st[i]);
@@ -588,9 +624,9 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     }
     if (dg && !sluice__decl_strikes(lm->algo))
       continue; /* no leases or caps on the degraded limiter */
-    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, kp, d)))
+    if ((rc = limit_parts(c, kc, i, lm, &kp, d)))
       return rc;
-    c->scope_mix = fold_scope(c->scope_mix, kp);
+    c->scope_mix = fold_scope(c->scope_mix, kp, &kc->g[dr->tg[i]].folded);
     if (kind < 0 && lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
         (rc = cost_of(c, &dr->cost[i], lm, &cost, d)))
       return rc;
@@ -634,38 +670,46 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
 ** it and was refused by a later group (or could not reach it): each bucket
 ** refunded its cost, each window or cap count taken out of the window it
 ** went into (ADJUST at the time r says the group ran), each lease
-** released.  One program, one store call, every step a note. */
+** released (a counted set's by the id its grant named, st[i] its step).
+** One program, one store call, every step a note; the records are the
+** ones build() keyed (kc has their parts). */
 static int give_back(sluice__ctx *c, int tg, const sluice_program_result *r,
-                     const int64_t costs[SLUICE__RLIMITS_MAX], uint64_t id,
-                     sluice__prog *g) {
+                     const int64_t costs[SLUICE__RLIMITS_MAX],
+                     const int st[SLUICE__RLIMITS_MAX], uint64_t id,
+                     kcache *kc, sluice__prog *g) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   sluice_program_result res;
   sluice_decision scratch;
-  keyparts kp;
   int i, j, s, rc, err = c->store_err;
-  memset(&kp, 0, sizeof kp);
   memset(&scratch, 0, sizeof scratch);
   g->nk = g->ns = 0;
   g->rclass = sluice__decl_group_class(c, tg);
   for (i = 0; i < dr->n; i++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
     const sluice__lparams *ps = pick(c, lm);
+    const keyparts *kp;
+    uint64_t lid = id;
     int first = g->nk, nrec = 1;
     if (dr->tg[i] != tg)
       continue;
-    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, &kp, &scratch)))
+    if ((rc = limit_parts(c, kc, i, lm, &kp, &scratch)))
       return rc;
-    if (lm->algo == SLUICE__L_CONCURRENCY) {
+    if (is_counted(lm->algo, ps)) { /* one record, as build() keys it */
+      g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 'n');
+      g->nk++;
+      if (st[i] >= 0 && sluice__ran(r, st[i]))
+        lid = r->v[st[i]].lease_id;
+    } else if (lm->algo == SLUICE__L_CONCURRENCY) {
       nrec = (int)ps->l.max;
       for (j = 0; j < nrec; j++, g->nk++)
-        g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, j, 0);
+        g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, j, 0);
     } else {
-      g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 0);
+      g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 0);
       g->nk++;
     }
     if (is_lease(lm->algo))
       s = sluice__step(g, SLUICE_ALGO_LEASE, SLUICE_OP_LEASE_RELEASE, first,
-                       nrec, ps, 0, id);
+                       nrec, ps, 0, lid);
     else
       s = sluice__step(g, step_algo[lm->algo], SLUICE_OP_ADJUST, first, 1, ps,
                        -costs[i], (uint64_t)r->now_ns);
@@ -679,12 +723,7 @@ static int give_back(sluice__ctx *c, int tg, const sluice_program_result *r,
 }
 
 static int route_leases(const sluice__ctx *c) {
-  const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  int i;
-  for (i = 0; i < dr->n; i++)
-    if (is_lease(c->p->decl->limits[dr->limit[i]].algo))
-      return 1;
-  return 0;
+  return c->p->decl->routes[c->droute].leases;
 }
 
 /* A fraction of the limit left, in 1/1024ths (integers only). */
@@ -800,7 +839,7 @@ static int read(sluice__ctx *c, const dres *rs,
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   const sluice_program_result *br = NULL;
   int i, k, bind = -1, pass, denied = 0, boxed = 0, reported = 0;
-  int64_t smin = INT64_MAX;
+  int64_t smin = INT64_MAX, bleft = 0; /* the binding one's left() */
   /* The boxes, in the order they ran: the one that refused, then those
   ** only looked at (the longer box is reported); or a report's strikes. */
   for (k = 0; prs && k < dr->npen; k++) {
@@ -854,9 +893,10 @@ static int read(sluice__ctx *c, const dres *rs,
       if (pass == 0 &&
           !sluice__decl_strikes(c->p->decl->limits[dr->limit[i]].algo))
         continue;
-      if (bind < 0 || left(&res->v[st[i]]) < left(&br->v[st[bind]])) {
+      if (bind < 0 || left(&res->v[st[i]]) < bleft) {
         bind = m;
         br = res;
+        bleft = left(&res->v[st[i]]); /* a group's step is its binding's */
       }
     }
   if (bind < 0)
@@ -930,15 +970,14 @@ static int read(sluice__ctx *c, const dres *rs,
 /* Every limit's attributes and cost are there and fit, before any group
 ** charges anything: a route spanning groups refuses a bad request before
 ** its first store call, as a one-group route does. */
-static int check_request(sluice__ctx *c, sluice_decision *d) {
+static int check_request(sluice__ctx *c, kcache *kc, sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  keyparts kp;
+  const keyparts *kp;
   int64_t cost;
   int i, rc;
   for (i = 0; i < dr->n; i++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
-    memset(&kp, 0, sizeof kp);
-    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, &kp, d)) ||
+    if ((rc = limit_parts(c, kc, i, lm, &kp, d)) ||
         (lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
          (rc = cost_of(c, &dr->cost[i], lm, &cost, d))))
       return rc;
@@ -974,6 +1013,7 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
   dres rs;
   sluice__prog gp, *g = &gp;
   sluice__pen_run pens[SLUICE__TG_MAX], *prs = NULL;
+  kcache kc;
   int64_t costs[SLUICE__RLIMITS_MAX];
   sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
   int st[SLUICE__RLIMITS_MAX], rc = SLUICE_OK, k, tg, i, reports, boxed = 0;
@@ -982,7 +1022,8 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
     prs = pens; /* filled by the programs' builds */
   if (route_leases(c) && (rc = sluice__random_id(c, &id)) != SLUICE_OK)
     return rc;
-  if (dr->ntg > 1 && (rc = check_request(c, d)) != SLUICE_OK)
+  kcache_init(&kc, dr);
+  if (dr->ntg > 1 && (rc = check_request(c, &kc, d)) != SLUICE_OK)
     return rc;
   reports = prs && sluice__pen_is_report(c);
   rs.done = rs.given = rs.look = 0;
@@ -1000,7 +1041,8 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
     if (dr->gpen[tg] &&
         sluice__pen_skipped(c, &c->p->decl->penalties[dr->gpen[tg] - 1]))
       continue; /* an optional attribute not given: no such box */
-    rc = build(c, boxed ? LOOK : -1, id, g, st, costs, prs, NULL, bp, tg, d);
+    rc = build(c, boxed ? LOOK : -1, id, g, st, costs, prs, NULL, bp, tg, &kc,
+               d);
     if (rc == SLUICE_OK)
       rc = sluice__run(c, g, &rs.res[tg]);
     if (rc != SLUICE_OK)
@@ -1027,7 +1069,8 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
       tg = dr->run[e];
       if (!(rs.done >> tg & 1u))
         continue;
-      if (give_back(c, tg, &rs.res[tg], costs, id, g) == SLUICE__PENDING)
+      if (give_back(c, tg, &rs.res[tg], costs, st, id, &kc, g) ==
+          SLUICE__PENDING)
         return SLUICE__PENDING;
       rs.given |= 1u << tg;
     }
@@ -1047,6 +1090,7 @@ int sluice__decl_degraded(sluice__ctx *c, sluice_decision *d) {
   sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
   int st[SLUICE__RLIMITS_MAX], rc, i;
   sluice_decision scratch;
+  kcache kc;
   if (!dr->degraded || sluice__pen_is_report(c))
     return 0; /* a report that cannot be counted fails closed */
   d->flags |= SLUICE_DECISION_DEGRADED;
@@ -1054,7 +1098,8 @@ int sluice__decl_degraded(sluice__ctx *c, sluice_decision *d) {
   ** breaker's skip never asked it, so a bad one fails closed here.  The
   ** local limiter has no slots: every group is one program there. */
   memset(&scratch, 0, sizeof scratch);
-  rc = build(c, -1, 0, g, st, costs, NULL, dg, bp, -1, &scratch);
+  kcache_init(&kc, dr);
+  rc = build(c, -1, 0, g, st, costs, NULL, dg, bp, -1, &kc, &scratch);
   if (rc == SLUICE_ERANGE) {
     d->outcome = SLUICE_OUTCOME_THROTTLED;
     d->retry_after_ns = c->p->cfg.fail_closed_retry_after_ns;
@@ -1089,8 +1134,10 @@ int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind) {
   int64_t costs[SLUICE__RLIMITS_MAX];
   sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
   int st[SLUICE__RLIMITS_MAX], rc = SLUICE_OK, s, ok = 1, k;
+  kcache kc;
   if (!route_leases(c))
     return SLUICE_EINVAL;
+  kcache_init(&kc, dr);
   /* A counted lease's renewal moves it and gives it a new id, which this
   ** call cannot hand back: its holder releases, or lets the TTL run. */
   for (s = 0; kind == SLUICE_OP_RENEW && s < dr->n; s++) {
@@ -1100,7 +1147,8 @@ int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind) {
   }
   memset(&d, 0, sizeof d);
   for (k = 0; k < dr->ntg && rc == SLUICE_OK; k++) {
-    rc = build(c, kind, id, g, st, costs, NULL, NULL, bp, dr->run[k], &d);
+    rc = build(c, kind, id, g, st, costs, NULL, NULL, bp, dr->run[k], &kc,
+               &d);
     if (rc == SLUICE_OK && g->ns > 0)
       rc = sluice__run(c, g, &r);
     else
@@ -1114,21 +1162,22 @@ int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind) {
 
 int sluice__decl_costs(sluice__ctx *c, int64_t costs[], sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  keyparts kps[SLUICE__TG_MAX];
+  kcache kc;
+  const keyparts *kp;
   int i, k, rc;
-  memset(kps, 0, sizeof kps);
+  kcache_init(&kc, dr);
   c->scope_mix = 0;
   /* In the order a decision builds its programs: the same scope_mix. */
   for (k = 0; k < dr->ntg; k++)
     for (i = 0; i < dr->n; i++) {
       const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
-      keyparts *kp = &kps[dr->tg[i]];
       if (dr->tg[i] != dr->run[k])
         continue;
       costs[i] = 0;
-      if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, kp, d)))
+      if ((rc = limit_parts(c, &kc, i, lm, &kp, d)))
         return rc;
-      c->scope_mix = fold_scope(c->scope_mix, kp);
+      c->scope_mix =
+          fold_scope(c->scope_mix, kp, &kc.g[dr->tg[i]].folded);
       if (lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
           (rc = cost_of(c, &dr->cost[i], lm, &costs[i], d)))
         return rc;
@@ -1144,10 +1193,12 @@ int sluice__decl_adjust(sluice__ctx *c, int64_t delta[], uint64_t at) {
   sluice__prog gp;
   sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
   int st[SLUICE__RLIMITS_MAX], rc = SLUICE_OK, k;
+  kcache kc;
   memset(&d, 0, sizeof d);
+  kcache_init(&kc, dr);
   for (k = 0; k < dr->ntg && rc == SLUICE_OK; k++) {
     rc = build(c, SLUICE_OP_ADJUST, at, &gp, st, delta, NULL, NULL, bp,
-               dr->run[k], &d);
+               dr->run[k], &kc, &d);
     if (rc == SLUICE_OK && gp.ns > 0)
       rc = sluice__run(c, &gp, &r);
   }

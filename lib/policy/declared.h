@@ -6,6 +6,13 @@
 ** group (the first attribute of its limits' scopes); a decision only picks
 ** each limit's parameter set, builds its keys from the request's
 ** attributes and runs the programs.
+**
+** Memory: the SLUICE__*_MAX below are limits of the loader, not of the
+** compiled policy.  The loader works in scratch arrays of those sizes,
+** then packs what the file declared (its limits, their parameter sets,
+** its routes, their costs and penalties) into one block the sluice__decl
+** points into (sluice__decl_load(), sluice__decl_free()): a policy of a
+** few limits costs a few KB, whatever the loader could hold.
 */
 #ifndef SLUICE_LIB_POLICY_DECLARED_H
 #define SLUICE_LIB_POLICY_DECLARED_H
@@ -68,45 +75,51 @@ typedef union sluice__lparams {
 
 typedef struct sluice__limit {
   char name[SLUICE__DNAME];
-  char unit[SLUICE__DNAME];             /* "requests", "points", "tokens"... */
+  char unit[SLUICE__DNAME]; /* "requests", "points", "tokens"... */
   int algo;                             /* SLUICE__L_* */
   int status;                           /* the denial's status: 429, 409 */
   int scope[SLUICE__SCOPE_MAX], nscope; /* attribute indices */
   int select; /* `by`: the attribute choosing the set, or -1 */
   sluice__lparams base; /* for a request no set matches */
-  int npsets;
-  char psval[SLUICE__PSETS_MAX][SLUICE__DNAME]; /* a set's name: its
-                                                 ** value of `by`, or [i] */
-  sluice__amatch psw[SLUICE__PSETS_MAX]; /* the request a set is for */
-  sluice__lparams ps[SLUICE__PSETS_MAX];
+  int npsets; /* sets in each of the three arrays below */
+  char (*psval)[SLUICE__DNAME]; /* a set's name: its value of `by`, or [i] */
+  sluice__amatch *psw;          /* the request a set is for */
+  sluice__lparams *ps;
   int64_t retry_max_ns; /* a denial's Retry-After at most this, 0: any */
   int line; /* in the file, for messages */
 } sluice__limit;
 
 enum { SLUICE__C_CONST, SLUICE__C_METHOD, SLUICE__C_RANGE, SLUICE__C_ATTR };
 
+/* An entry of a cost table: a method's cost, or a range's. */
+typedef struct sluice__centry {
+  int64_t upto; /* RANGE: attribute value <= upto ... */
+  int64_t cost; /* ... costs this (METHOD: the method does) */
+  char method[8];
+} sluice__centry;
+
 /* A route's cost for one limit. */
 typedef struct sluice__cost {
-  int kind;      /* SLUICE__C_* */
-  int64_t value; /* CONST; METHOD and RANGE: the value for anything else */
-  int attr;      /* RANGE, ATTR: the attribute read (a decimal integer) */
-  int64_t max;   /* ATTR: the largest value accepted */
-  int n;         /* METHOD, RANGE: entries */
-  char method[SLUICE__COSTS_MAX][8];
-  int64_t upto[SLUICE__COSTS_MAX]; /* RANGE: attribute value <= upto ... */
-  int64_t cost[SLUICE__COSTS_MAX]; /* ... costs this */
+  int kind;         /* SLUICE__C_* */
+  int attr;         /* RANGE, ATTR: the attribute read (a decimal integer) */
+  int64_t value;    /* CONST; METHOD and RANGE: the value for anything else */
+  int64_t max;      /* ATTR: the largest value accepted */
+  int n;            /* METHOD, RANGE: entries (at most SLUICE__COSTS_MAX) */
+  sluice__centry *e;
 } sluice__cost;
 
 #include "declared_penalty.h"
 
 typedef struct sluice__droute {
   char method[8];
-  char route[SLUICE_POLICY_ROUTE_MAX + 1];
-  sluice__amatch when; /* attributes the request must have too */
+  char *route;          /* the pattern, at most SLUICE_POLICY_ROUTE_MAX */
+  size_t lit; /* its bytes before the first '*' or '{': a request's path
+                 must start with them (a cheap first test) */
+  sluice__amatch *when; /* attributes the request must have too, or NULL */
   int index; /* its place in the file's `routes` list */
   int n;     /* limits applied, in order */
   int limit[SLUICE__RLIMITS_MAX];
-  sluice__cost cost[SLUICE__RLIMITS_MAX];
+  sluice__cost *cost; /* n of them */
   /* 0: the limit runs alone; n >= 2: the first of n buckets decided as
   ** one GCRA group step (both charged or neither, the stricter binding);
   ** -1: a later member of the group before it. */
@@ -126,22 +139,29 @@ typedef struct sluice__droute {
   int pen;      /* 1 + its first penalty's index (declared_penalty.h), 0:
                    none */
   int degraded; /* failure = "degraded": the degraded limiter, not a 503 */
+  int leases;   /* a concurrency or lock limit is among its limits */
 } sluice__droute;
 
 #define SLUICE__SHADOW_WHEN_MAX 8
 
+/* A compiled policy's declared limits: each array holds what the file
+** declares (nattrs, nlimits, ...), in the one block `mem` (packed at the
+** end of sluice__decl_load()); while loading they point into the loader's
+** scratch arrays of the SLUICE__*_MAX sizes. */
 typedef struct sluice__decl {
   int nattrs; /* the file's own attributes */
-  char attr[SLUICE__ATTRS_MAX][SLUICE__DNAME];
+  char (*attr)[SLUICE__DNAME];
   unsigned untrusted; /* bit i: attr[i] is listed in `untrusted` */
   unsigned optional;  /* bit i: attr[i] is listed in `optional`
                          (declared_penalty_conf.c) */
   int nlimits;
-  sluice__limit limits[SLUICE__LIMITS_MAX];
+  sluice__limit *limits;
   int nroutes;
-  sluice__droute routes[SLUICE__DROUTES_MAX];
+  sluice__droute *routes;
   int npenalties;
-  sluice__penalty penalties[SLUICE__PENALTIES_MAX];
+  sluice__penalty *penalties;
+  void *mem;        /* the packed arrays, one allocation */
+  size_t mem_bytes; /* its size */
   /* shadow_when (shadow_when.c): features in shadow for the requests a
   ** `when` matches. */
   int nshadow_when;
@@ -150,6 +170,13 @@ typedef struct sluice__decl {
     unsigned features;
   } shadow_when[SLUICE__SHADOW_WHEN_MAX];
 } sluice__decl;
+
+/* Free dl's packed arrays and dl itself (a heap allocation).  NULL is a
+** no-op. */
+void sluice__decl_free(sluice__decl *dl);
+/* The bytes a compiled policy's declared limits take: the struct and its
+** packed arrays. */
+size_t sluice__decl_bytes(const sluice__decl *dl);
 
 /* shadow_when.c: the file's `shadow_when` into dl; the features a request
 ** has in shadow by it, and those of an entry naming only `tier` = tier;
@@ -189,8 +216,10 @@ const char *sluice__attr_name(const sluice__decl *dl, int a);
 /* Parse the file's `attributes`, `limits` and the routes of `routes` that
 ** list limits into *dl (zeroed first), checking everything the validator
 ** of the plain configuration cannot see.  On error, err gets
-** "FILE:LINE: SETTING: problem".  `warn`, when not NULL, gets a warning
-** (a limit no route uses) as "FILE:LINE: SETTING: problem", or "". */
+** "FILE:LINE: SETTING: problem" and *dl holds nothing to free.  `warn`,
+** when not NULL, gets a warning (a limit no route uses) as "FILE:LINE:
+** SETTING: problem", or "".  On success dl->mem holds the arrays:
+** sluice__decl_free() frees them. */
 int sluice__decl_load(const config_setting_t *root, const char *file,
                       sluice__decl *dl, char *err, size_t errlen, char *warn,
                       size_t warnlen);

@@ -27,6 +27,7 @@
 **     attribute and `params` overrides the base for some of its values.
 **     A value no set names gets the base.
 */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,16 +49,34 @@ const char *sluice__attr_name(const sluice__decl *dl, int a) {
   return a >= 0 && a < dl->nattrs ? dl->attr[a] : "?";
 }
 
+/* The loader's room: the most a file may declare.  The compiled policy
+** gets what the file declared, packed (pack()). */
+typedef struct scratch {
+  char attr[SLUICE__ATTRS_MAX][SLUICE__DNAME];
+  sluice__limit limits[SLUICE__LIMITS_MAX];
+  char psval[SLUICE__LIMITS_MAX][SLUICE__PSETS_MAX][SLUICE__DNAME];
+  sluice__amatch psw[SLUICE__LIMITS_MAX][SLUICE__PSETS_MAX];
+  sluice__lparams ps[SLUICE__LIMITS_MAX][SLUICE__PSETS_MAX];
+  sluice__droute routes[SLUICE__DROUTES_MAX];
+  char route[SLUICE__DROUTES_MAX][SLUICE_POLICY_ROUTE_MAX + 1];
+  sluice__amatch when[SLUICE__DROUTES_MAX];
+  sluice__cost cost[SLUICE__DROUTES_MAX][SLUICE__RLIMITS_MAX];
+  sluice__centry centry[SLUICE__DROUTES_MAX][SLUICE__RLIMITS_MAX]
+                       [SLUICE__COSTS_MAX];
+  sluice__penalty penalties[SLUICE__PENALTIES_MAX];
+} scratch;
+
 typedef struct dctx {
   const char *file;
   char *err;
   size_t errlen;
   sluice__decl *dl;
+  scratch *S;
 } dctx;
 
 static int derr(dctx *x, const config_setting_t *s, const char *path,
                 const char *fmt, const char *a1, long long v) {
-  char what[200];
+  char what[320];
   snprintf(what, sizeof what, fmt, a1 ? a1 : "", v);
   if (x->err && x->errlen)
     snprintf(x->err, x->errlen, "%s:%d: %s: %s", x->file,
@@ -317,6 +336,9 @@ static int load_limit(dctx *x, const config_setting_t *g, sluice__limit *lm) {
   int64_t st = 0;
   snprintf(path, sizeof path, "limits.%s", nm);
   memset(lm, 0, sizeof *lm);
+  lm->psval = x->S->psval[lm - x->dl->limits];
+  lm->psw = x->S->psw[lm - x->dl->limits];
+  lm->ps = x->S->ps[lm - x->dl->limits];
   lm->line = (int)config_setting_source_line(g);
   lm->select = -1;
   if (!config_setting_is_group(g))
@@ -503,11 +525,13 @@ static int int_of(const config_setting_t *s, int64_t *out) {
 ** 90; cost = 25; }, { cost = 50; } ); }, or a caller attribute { attr =
 ** "tokens"; max = 100000; }. */
 static int load_cost(dctx *x, const config_setting_t *s, const char *path,
-                     const sluice__limit *lm, sluice__cost *c) {
+                     const sluice__limit *lm, sluice__cost *c,
+                     sluice__centry *room) {
   const config_setting_t *m;
   const char *v;
   int i, n, rc;
   memset(c, 0, sizeof *c);
+  c->e = room;
   c->kind = SLUICE__C_CONST;
   c->value = 1;
   if (!s)
@@ -551,7 +575,8 @@ static int load_cost(dctx *x, const config_setting_t *s, const char *path,
       int64_t up = 0, co = 0;
       int has_up = int_of(config_setting_get_member(e, "upto"), &up);
       if (!int_of(config_setting_get_member(e, "cost"), &co) ||
-          has_up != (i < n - 1) || (i > 0 && has_up && up <= c->upto[i - 1]))
+          has_up != (i < n - 1) ||
+          (i > 0 && has_up && up <= c->e[i - 1].upto))
         return derr(x, e, path,
                     "a range is { upto = N; cost = C; } with upto rising, "
                     "the last without upto%s",
@@ -559,8 +584,8 @@ static int load_cost(dctx *x, const config_setting_t *s, const char *path,
       if ((rc = cost_fits(x, e, path, lm, co, 0)))
         return rc;
       if (has_up) {
-        c->upto[c->n] = up;
-        c->cost[c->n++] = co;
+        c->e[c->n].upto = up;
+        c->e[c->n++].cost = co;
       } else {
         c->value = co;
       }
@@ -581,13 +606,13 @@ static int load_cost(dctx *x, const config_setting_t *s, const char *path,
       c->value = co;
       continue;
     }
-    if (strlen(nm) >= sizeof c->method[0] || c->n == SLUICE__COSTS_MAX)
+    if (strlen(nm) >= sizeof c->e[0].method || c->n == SLUICE__COSTS_MAX)
       return derr(x, e, path,
                   "a method table has at most 8 methods of 1..7 characters "
                   "(%s)",
                   nm, 0);
-    snprintf(c->method[c->n], sizeof c->method[0], "%s", nm);
-    c->cost[c->n++] = co;
+    snprintf(c->e[c->n].method, sizeof c->e[0].method, "%s", nm);
+    c->e[c->n++].cost = co;
   }
   return SLUICE_OK;
 }
@@ -696,7 +721,7 @@ static int add_limit(dctx *x, sluice__droute *dr, const config_setting_t *e,
                 v, 0);
   first = &x->dl->limits[group < 0 ? dr->limit[dr->n - 1] : li];
   if (group < 0 && lm->scope[0] != first->scope[0]) {
-    char what[200];
+    char what[320];
     snprintf(what, sizeof what,
              "limit \"%s\" is scoped by \"%s\" first and limit \"%s\" by "
              "\"%s\": the buckets of a group are one step in one hash-tag "
@@ -717,13 +742,15 @@ static int add_limit(dctx *x, sluice__droute *dr, const config_setting_t *e,
                 "first attributes of their scopes)",
                 NULL, SLUICE__TG_MAX);
   snprintf(cp, sizeof cp, "%.200s.cost", ep);
-  if ((rc = load_cost(x, cs, cp, lm, &dr->cost[dr->n])))
+  if ((rc = load_cost(x, cs, cp, lm, &dr->cost[dr->n],
+                      x->S->centry[dr - x->dl->routes][dr->n])))
     return rc;
   dr->limit[dr->n] = li;
   dr->group[dr->n] = group;
   dr->tg[dr->n] = tg;
   dr->nrecs += recs_of(lm);
   dr->grecs[tg] += recs_of(lm);
+  dr->leases |= lm->algo == SLUICE__L_CONCURRENCY || lm->algo == SLUICE__L_LOCK;
   dr->n++;
   used[li] = 1;
   return SLUICE_OK;
@@ -768,6 +795,9 @@ static int load_droute(dctx *x, const config_setting_t *r, int idx,
   int i, n, rc;
   snprintf(path, sizeof path, "routes.[%d]", idx);
   memset(dr, 0, sizeof *dr);
+  dr->route = x->S->route[dr - x->dl->routes];
+  dr->when = &x->S->when[dr - x->dl->routes];
+  dr->cost = x->S->cost[dr - x->dl->routes];
   dr->index = idx;
   if ((rc = member_ok(x, r, path, names)))
     return rc;
@@ -783,12 +813,13 @@ static int load_droute(dctx *x, const config_setting_t *r, int idx,
     return derr(x, m ? m : r, p,
                 "must be a string starting with '/', at most 127 bytes%s", NULL,
                 0);
-  snprintf(dr->route, sizeof dr->route, "%s", v);
+  snprintf(dr->route, SLUICE_POLICY_ROUTE_MAX + 1, "%s", v);
+  dr->lit = strcspn(dr->route, "*{");
   if ((rc = route_params_ok(x, m, p, dr->route)))
     return rc;
   snprintf(p, sizeof p, "%s.when", path);
   if ((rc = sluice__match_load(config_setting_get_member(r, "when"), p,
-                              x->file, x->dl, &dr->when, x->err, x->errlen)))
+                              x->file, x->dl, dr->when, x->err, x->errlen)))
     return rc;
   ls = config_setting_get_member(r, "limits");
   snprintf(p, sizeof p, "%s.limits", path);
@@ -858,19 +889,106 @@ static int load_droute(dctx *x, const config_setting_t *r, int idx,
   return SLUICE_OK;
 }
 
+/* What the file declared, from the scratch arrays dl points into, into
+** one block at base (NULL: only counted), the pointers moved there; the
+** block's size.  Each array starts aligned for any type. */
+static size_t pack(sluice__decl *dl, char *base) {
+  size_t off = 0;
+  int i, j;
+#define TAKE(ptr, count)                                                     \
+  do {                                                                       \
+    size_t sz_ = sizeof *(ptr) * (size_t)(count);                            \
+    if (base && sz_) {                                                       \
+      memcpy(base + off, (ptr), sz_);                                        \
+      (ptr) = (void *)(base + off);                                          \
+    } else if (base) {                                                       \
+      (ptr) = NULL;                                                          \
+    }                                                                        \
+    off += (sz_ + _Alignof(max_align_t) - 1) &                               \
+           ~(size_t)(_Alignof(max_align_t) - 1);                             \
+  } while (0)
+  TAKE(dl->attr, dl->nattrs);
+  TAKE(dl->limits, dl->nlimits);
+  TAKE(dl->penalties, dl->npenalties);
+  TAKE(dl->routes, dl->nroutes);
+  for (i = 0; i < dl->nlimits; i++) {
+    sluice__limit *lm = &dl->limits[i];
+    TAKE(lm->ps, lm->npsets);
+    TAKE(lm->psw, lm->npsets);
+    TAKE(lm->psval, lm->npsets);
+  }
+  for (i = 0; i < dl->nroutes; i++) {
+    sluice__droute *dr = &dl->routes[i];
+    char *route = dr->route;
+    TAKE(dr->cost, dr->n);
+    for (j = 0; j < dr->n; j++)
+      TAKE(dr->cost[j].e, dr->cost[j].n);
+    TAKE(dr->when, dr->when->n > 0);
+    TAKE(route, strlen(route) + 1);
+    if (base)
+      dr->route = route;
+  }
+#undef TAKE
+  return off;
+}
+
+void sluice__decl_free(sluice__decl *dl) {
+  if (!dl)
+    return;
+  free(dl->mem);
+  free(dl);
+}
+
+size_t sluice__decl_bytes(const sluice__decl *dl) {
+  return dl ? sizeof *dl + dl->mem_bytes : 0;
+}
+
+static int load(dctx *x, const config_setting_t *root, char *warn,
+                size_t warnlen);
+
 int sluice__decl_load(const config_setting_t *root, const char *file,
                       sluice__decl *dl, char *err, size_t errlen, char *warn,
                       size_t warnlen) {
-  dctx x = {file, err, errlen, dl};
-  const config_setting_t *rs;
-  char used[SLUICE__LIMITS_MAX] = {0};
-  int i, n, rc;
+  dctx x = {file, err, errlen, dl, NULL};
+  size_t n;
+  int rc;
   memset(dl, 0, sizeof *dl);
   if (warn && warnlen)
     warn[0] = '\0';
-  if ((rc = load_attrs(&x, root)) || (rc = load_limits(&x, root)) ||
-      (rc = sluice__decl_penalties_load(root, file, dl, err, errlen)) ||
-      (rc = sluice__shadow_when_load(root, file, dl, err, errlen)))
+  if (!(x.S = malloc(sizeof *x.S)))
+    return SLUICE_ENOMEM;
+  dl->attr = x.S->attr;
+  dl->limits = x.S->limits;
+  dl->routes = x.S->routes;
+  dl->penalties = x.S->penalties;
+  rc = load(&x, root, warn, warnlen);
+  if (rc == SLUICE_OK && (n = pack(dl, NULL)) > 0) {
+    if ((dl->mem = malloc(n)) == NULL)
+      rc = SLUICE_ENOMEM;
+    else
+      pack(dl, dl->mem);
+    dl->mem_bytes = n;
+  }
+  free(x.S);
+  if (rc != SLUICE_OK || !dl->mem) { /* nothing points into the scratch */
+    int nroutes = dl->nroutes;
+    memset(dl, 0, sizeof *dl);
+    if (rc == SLUICE_OK)
+      dl->nroutes = nroutes; /* 0: nothing was declared */
+  }
+  return rc;
+}
+
+static int load(dctx *x, const config_setting_t *root, char *warn,
+                size_t warnlen) {
+  sluice__decl *dl = x->dl;
+  const char *file = x->file;
+  const config_setting_t *rs;
+  char used[SLUICE__LIMITS_MAX] = {0};
+  int i, n, rc;
+  if ((rc = load_attrs(x, root)) || (rc = load_limits(x, root)) ||
+      (rc = sluice__decl_penalties_load(root, file, dl, x->err, x->errlen)) ||
+      (rc = sluice__shadow_when_load(root, file, dl, x->err, x->errlen)))
     return rc;
   rs = config_setting_get_member(root, "routes");
   n = rs && config_setting_is_list(rs) ? config_setting_length(rs) : 0;
@@ -879,9 +997,9 @@ int sluice__decl_load(const config_setting_t *root, const char *file,
     if (!sluice__decl_route_is(r))
       continue;
     if (dl->nroutes == SLUICE__DROUTES_MAX)
-      return derr(&x, r, "routes", "at most %s%lld routes of limits", NULL,
+      return derr(x, r, "routes", "at most %s%lld routes of limits", NULL,
                   SLUICE__DROUTES_MAX);
-    if ((rc = load_droute(&x, r, i, &dl->routes[dl->nroutes], used)))
+    if ((rc = load_droute(x, r, i, &dl->routes[dl->nroutes], used)))
       return rc;
     dl->nroutes++;
   }

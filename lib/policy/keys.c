@@ -19,6 +19,26 @@
 **                                             subjects, stuffing window
 **   ipw:{ip:I}                 per-IP backstop (fixed window)
 **
+** Declared limits and penalties (declared.c) key their records by the
+** file's scopes, with 128-bit ids in base64url (22 characters, the same
+** keyed SipHash-2-4-128 as the hex ids, in 10 fewer bytes):
+**
+**   dl:{A}nNAME                limit NAME, scope [a]
+**   dl:{A}hH                   a limit of scope [a, b...]: H the keyed
+**                              hash of NAME and b...
+**   dl:{A}nNAME:<i>  dl:{A}hH:<i>   concurrency slot i (decimal)
+**   dl:{A}nNAME:n    dl:{A}hH:n     a counted lease set's one record
+**   dl:{A}hP:b  dl:{A}hP:r     a penalty's box and Retry-After notice (P
+**                              the keyed hash of its name and scope)
+**   dl:{A}hP:s  dl:{A}hP:d     its stuffing window and distinct values
+**
+** A is the keyed hash of the scope's first attribute (its name and value):
+** the hash tag, so every record of a scope's first attribute is in one
+** group.  base64url has no '{', '}' or ':', so the tag ends at its '}' and
+** a suffix at its ':'; a body's "h" (22 characters) or "n" (a name) keeps
+** a hash and a limit's name apart.  50 bytes for a limit of several
+** attributes (72 with hex ids).
+**
 ** Every key is literal + id [+ literal + id]: the literals' lengths are
 ** known at compile time and the ids' length is fixed, so a key is a few
 ** fixed copies (snprintf, or a template scan, cost a tenth of a standard
@@ -28,6 +48,7 @@
 #include <string.h>
 
 #include "keys.h"
+#include "scope_id.h"
 
 #define ID SLUICE_SCOPE_ID_LEN
 
@@ -129,4 +150,30 @@ sluice_key sluice__key_auth(char *buf, int scope_kind, int record,
 
 sluice_key sluice__key_ip_window(char *buf, const char *I) {
   return KEY(buf, "ipw:{ip:", I, "}", NULL);
+}
+
+sluice_key sluice__key_declared(char *buf, const char *tag, const char *body,
+                                size_t bodylen, int slot, char sfx) {
+  sluice_key k;
+  size_t n = 4;
+  memcpy(buf, "dl:{", 4);
+  memcpy(buf + n, tag, SLUICE__ID64_LEN);
+  n += SLUICE__ID64_LEN;
+  buf[n++] = '}';
+  memcpy(buf + n, body, bodylen);
+  n += bodylen;
+  if (slot >= 0) {
+    buf[n++] = ':';
+    if (slot >= 10)
+      buf[n++] = (char)('0' + slot / 10);
+    buf[n++] = (char)('0' + slot % 10);
+  }
+  if (sfx) {
+    buf[n++] = ':';
+    buf[n++] = sfx;
+  }
+  buf[n] = '\0';
+  k.data = buf;
+  k.len = n;
+  return k;
 }

@@ -37,4 +37,11 @@ sluice_key sluice__key_auth(char *buf, int scope_kind, int record,
 /* The per-IP backstop's window. */
 sluice_key sluice__key_ip_window(char *buf, const char *I);
 
+/* A declared limit's or penalty's record (declared.c): dl:{TAG}BODY,
+** TAG SLUICE__ID64_LEN base64url characters, BODY bodylen bytes ("h" and
+** a hash, or "n" and the limit's name), then ":" and slot (0 <= slot <
+** 100; -1: none) and ":" and sfx (0: none). */
+sluice_key sluice__key_declared(char *buf, const char *tag, const char *body,
+                                size_t bodylen, int slot, char sfx);
+
 #endif

@@ -205,17 +205,17 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
   if (!dl)
     return SLUICE_ENOMEM;
   if ((rc = precheck(o, &cfg, dl, &conf, msg, sizeof msg)) != SLUICE_OK) {
-    free(dl);
+    sluice__decl_free(dl);
     seterr(o, msg);
     return rc;
   }
   if (dl->nroutes == 0) {
-    free(dl);
+    sluice__decl_free(dl);
     dl = NULL;
   }
   p = calloc(1, sizeof *p);
   if (!p) {
-    free(dl);
+    sluice__decl_free(dl);
     sluice_policy_config_free(conf);
     return SLUICE_ENOMEM;
   }
@@ -231,7 +231,7 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
     sluice__breaker_params bp;
     breaker_params(&cfg, &bp);
     if (sluice__breaker_init(&p->brk, &bp) != 0) {
-      free(p->decl);
+      sluice__decl_free(p->decl);
       sluice_policy_config_free(p->conf);
       free(p);
       return SLUICE_ENOMEM;
@@ -242,7 +242,7 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
   if (rc != SLUICE_OK) {
     seterr(o, msg);
     sluice__breaker_destroy(&p->brk);
-    free(p->decl);
+    sluice__decl_free(p->decl);
     sluice_policy_config_free(p->conf);
     free(p);
     return rc;
@@ -255,7 +255,7 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
       seterr(o, msg);
       sluice__counters_detach(p);
       sluice__breaker_destroy(&p->brk);
-      free(p->decl);
+      sluice__decl_free(p->decl);
       sluice_policy_config_free(p->conf);
       free(p);
       return rc;
@@ -276,7 +276,7 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
       sluice_limiter_close(p->lim);
     sluice__counters_detach(p);
     sluice__breaker_destroy(&p->brk);
-    free(p->decl);
+    sluice__decl_free(p->decl);
     sluice_policy_config_free(p->conf);
     free(p);
     seterr(o, msg);
@@ -295,7 +295,7 @@ void sluice_policy_close(sluice_policy *p) {
     sluice_limiter_close(p->lim);
   sluice__counters_detach(p);
   sluice__breaker_destroy(&p->brk);
-  free(p->decl);
+  sluice__decl_free(p->decl);
   sluice_policy_config_free(p->conf);
   free(p);
 }

@@ -4,15 +4,21 @@
 ** applying four (two buckets, a fixed and a sliding window, over three
 ** scopes of one tenant), the ledger's standard request as etc/ledger.conf
 ** writes it (the tenant and key buckets as one group, the key's declared
-** penalty), and, in the same run, a standard request of the built-in
-** ledger flow (two buckets, box, notice) for comparison.  Single thread;
-** each figure the lower of two medians of 5 rounds; nothing is ever
-** refused.  SLUICE_BENCH_SCALE=<percent> shrinks the runs (default 100).
+** penalty), a route of two limits in two hash-tag groups (the client
+** address's window, then a bucket of the tenant and a user: two store
+** calls), and, in the same run, a standard request of the built-in
+** ledger flow (two buckets, box, notice) for comparison, when the library
+** still has it (a second policy of its own: the declared cases need
+** nothing of it).  Single thread; each figure the lower of two medians of
+** 5 rounds; nothing is ever refused.  SLUICE_BENCH_SCALE=<percent> shrinks
+** the runs (default 100).
 **
-** `bench-declared --count CASE N` (CASE one, four, file or standard) runs
-** N decisions of the case over the benchmark's keys, then N more inside
-** counted(), for callgrind_declared.py to count instructions in (the
-** records exist by then, as in the timed rounds).
+** `bench-declared --count CASE N` (CASE one, four, file, split or
+** standard) runs N decisions of the case over the benchmark's keys, then
+** N more inside counted(), for callgrind_declared.py to count
+** instructions in (the
+** records exist by then, as in the timed rounds); exit 77 for standard
+** when the built-in flow is gone.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +47,8 @@ static const char policy_text[] =
     "        limit = 1000000000; window_ms = 60000; };\n"
     "  b2 = { algorithm = \"gcra\"; scope = [ \"tenant\", \"key\" ];\n"
     "        rate = 40000000; period_ms = 1000; burst = 40000000; };\n"
+    "  per_ip = { algorithm = \"fixed_window\"; scope = [ \"ip\" ];\n"
+    "             limit = 1000000000; window_ms = 60000; };\n"
     "};\n"
     "penalties = { keys = { scope = [ \"tenant\", \"key\" ]; strikes = 20;\n"
     "  strike_window_ms = 60000; offense_ttl_s = 86400;\n"
@@ -52,27 +60,37 @@ static const char policy_text[] =
     "  { method = \"GET\"; route = \"/one\"; limits = ( \"one\" ); },\n"
     "  { method = \"GET\"; route = \"/four\"; limits = ( \"a\", \"b\", \"c\", "
     "\"d\" ); },\n"
-    "  { method = \"*\"; route = \"/v1/*\"; class = \"standard\"; }\n"
-    ");\n"
+    "  { method = \"GET\"; route = \"/split\"; limits = ( \"per_ip\", \"b\" "
+    "); }\n"
+    ");\n";
+
+/* The built-in ledger flow's standard request, as it was before the
+** policy became declared limits only. */
+static const char builtin_text[] =
+    "routes = ( { method = \"*\"; route = \"/v1/*\"; class = \"standard\"; "
+    "} );\n"
     "tiers = { enterprise = { tenant = { rate = 40000000; burst = 40000000; "
     "};\n"
     "  key = { rate = 40000000; burst = 40000000; }; }; };\n";
 
-static sluice_policy *pol;
-static char tenants[NKEY][16], keys[NKEY][16];
+static sluice_policy *pol, *builtin; /* builtin: NULL when it will not load */
+static char tenants[NKEY][16], keys[NKEY][16], ips[NKEY][16];
 static sluice_attr attrs[NKEY];
 static void decide(const char *route, long i) {
   sluice_request r;
   sluice_decision d;
+  int std = !strcmp(route, "/v1/things");
   memset(&r, 0, sizeof r);
   r.method = "GET";
   r.route = route;
   r.tenant_id = tenants[i % NKEY];
   r.api_key_id = keys[i % NKEY];
-  r.tier = "enterprise";
-  r.attrs = &attrs[i % NKEY];
-  r.nattrs = 1;
-  if (sluice_policy_decide(pol, &r, &d) != SLUICE_OK || !d.allowed) {
+  r.tier = std ? "enterprise" : NULL;
+  r.client_ip = ips[i % NKEY];
+  r.attrs = std ? NULL : &attrs[i % NKEY];
+  r.nattrs = !std;
+  if (sluice_policy_decide(std ? builtin : pol, &r, &d) != SLUICE_OK ||
+      !d.allowed) {
     fprintf(stderr, "bench_declared: %s refused (%s)\n", route,
             sluice_outcome_name(d.outcome));
     exit(1);
@@ -91,13 +109,14 @@ static void one(long i) { decide("/one", i); }
 static void four(long i) { decide("/four", i); }
 static void standard(long i) { decide("/v1/things", i); }
 static void file(long i) { decide("/file", i); }
+static void split(long i) { decide("/split", i); }
 
 static one_fn by_name(const char *name) {
   static const struct {
     const char *name;
     one_fn f;
-  } cases[] = {{"one", one}, {"four", four}, {"file", file},
-               {"standard", standard}};
+  } cases[] = {{"one", one},   {"four", four},         {"file", file},
+               {"split", split}, {"standard", standard}};
   size_t i;
   for (i = 0; i < sizeof cases / sizeof cases[0]; i++)
     if (!strcmp(cases[i].name, name))
@@ -105,19 +124,41 @@ static one_fn by_name(const char *name) {
   return NULL;
 }
 
+/* A policy of the text (written to a file: the file is what a service
+** gives). */
+static int open_text(const char *text, size_t len, sluice_policy **out,
+                     char *err, size_t errlen) {
+  char path[] = "/tmp/sluice-bench-declared-XXXXXX";
+  sluice_policy_options po;
+  int fd = mkstemp(path), i, rc;
+  if (fd < 0 || write(fd, text, len) != (ssize_t)len) {
+    perror("bench_declared: policy file");
+    exit(1);
+  }
+  close(fd);
+  memset(&po, 0, sizeof po);
+  po.config_path = path;
+  po.errbuf = err;
+  po.errlen = errlen;
+  for (i = 0; i < 16; i++)
+    po.secret[i] = (uint8_t)(i + 7);
+  rc = sluice_policy_open(&po, out);
+  unlink(path);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   const char *sc = getenv("SLUICE_BENCH_SCALE");
   one_fn cf = NULL;
   long cn = 0;
   long scale = sc ? atol(sc) : 100, n, i;
-  char path[] = "/tmp/sluice-bench-declared-XXXXXX", err[512];
-  sluice_policy_options po;
-  double s[2], o[2], f[2], l[2], bs, bo, bf, bl;
-  int fd, r;
+  char err[512];
+  double s[2], o[2], f[2], l[2], sp[2], bs, bo, bf, bl, bsp;
+  int r;
   if (argc > 1 && (argc != 4 || strcmp(argv[1], "--count") ||
                    !(cf = by_name(argv[2])) || (cn = atol(argv[3])) < 1)) {
-    fprintf(stderr, "usage: bench-declared [--count one|four|file|standard "
-                    "N]\n");
+    fprintf(stderr, "usage: bench-declared [--count "
+                    "one|four|file|split|standard N]\n");
     return 2;
   }
   if (scale < 1)
@@ -126,59 +167,61 @@ int main(int argc, char **argv) {
   for (i = 0; i < NKEY; i++) {
     snprintf(tenants[i], sizeof tenants[i], "t%ld", i % 1000);
     snprintf(keys[i], sizeof keys[i], "k%ld", i);
+    snprintf(ips[i], sizeof ips[i], "10.0.%ld.%ld", i / 250 % 250, i % 250);
     attrs[i].name = "user";
     attrs[i].value = keys[i];
   }
-  fd = mkstemp(path);
-  if (fd < 0 || write(fd, policy_text, sizeof policy_text - 1) !=
-                    (ssize_t)(sizeof policy_text - 1)) {
-    perror("bench_declared: policy file");
-    return 1;
-  }
-  close(fd);
-  memset(&po, 0, sizeof po);
-  po.config_path = path;
-  po.errbuf = err;
-  po.errlen = sizeof err;
-  for (i = 0; i < 16; i++)
-    po.secret[i] = (uint8_t)(i + 7);
-  r = sluice_policy_open(&po, &pol);
-  unlink(path);
-  if (r != SLUICE_OK) {
+  if ((r = open_text(policy_text, sizeof policy_text - 1, &pol, err,
+                     sizeof err)) != SLUICE_OK) {
     fprintf(stderr, "bench_declared: open: %s\n", err);
     return 1;
   }
+  if (open_text(builtin_text, sizeof builtin_text - 1, &builtin, err,
+                sizeof err) != SLUICE_OK)
+    builtin = NULL; /* the library has declared limits only */
   if (cf) {
+    if (cf == standard && !builtin) {
+      fprintf(stderr, "bench_declared: no built-in flow to count\n");
+      return 77;
+    }
     for (i = 0; i < cn; i++)
       cf(i);
     counted(cf, cn);
     sluice_policy_close(pol);
+    sluice_policy_close(builtin);
     return 0;
   }
   printf("declared limits on mem, one thread, lower of two medians of %d "
          "rounds of %ld\n",
          ROUNDS, n);
   for (r = 0; r < 2; r++) {
-    s[r] = measure(standard, n);
+    s[r] = builtin ? measure(standard, n) : 0;
     o[r] = measure(one, n);
     f[r] = measure(four, n);
     l[r] = measure(file, n);
+    sp[r] = measure(split, n);
   }
+  bsp = sp[0] < sp[1] ? sp[0] : sp[1];
   bl = l[0] < l[1] ? l[0] : l[1];
   bs = s[0] < s[1] ? s[0] : s[1];
   bo = o[0] < o[1] ? o[0] : o[1];
   bf = f[0] < f[1] ? f[0] : f[1];
-  printf("  %-34s %8.0f ns/decision %10.0f /s\n", "standard (ledger flow)", bs,
-         1e9 / bs);
+  if (builtin)
+    printf("  %-34s %8.0f ns/decision %10.0f /s\n", "standard (ledger flow)",
+           bs, 1e9 / bs);
   printf("  %-34s %8.0f ns/decision %10.0f /s\n", "route of 1 declared limit",
          bo, 1e9 / bo);
   printf("  %-34s %8.0f ns/decision %10.0f /s\n", "route of 4 declared limits",
          bf, 1e9 / bf);
   printf("  %-34s %8.0f ns/decision %10.0f /s\n", "standard (etc/ledger.conf)",
          bl, 1e9 / bl);
+  printf("  %-34s %8.0f ns/decision %10.0f /s\n", "2 limits in 2 hash-tag groups",
+         bsp, 1e9 / bsp);
   printf("ratio: 4 limits / 1 limit, same run: %.2f (target 2)\n", bf / bo);
-  printf("ratio: the ledger file / the built-in flow, same run: %.2f\n",
-         bl / bs);
+  if (builtin)
+    printf("ratio: the ledger file / the built-in flow, same run: %.2f\n",
+           bl / bs);
   sluice_policy_close(pol);
+  sluice_policy_close(builtin);
   return 0;
 }

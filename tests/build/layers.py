@@ -32,7 +32,7 @@ LAYERS = {
     "lib/client": ["lib/util"],
     "lib/events": ["lib/util"],
     "lib/edge": [],
-    "lib/policy": ["lib/util", "lib/core/split.h"],
+    "lib/policy": ["lib/util", "lib/core/split.h", "lib/core/scope_id.h"],
     "backends/mem": ["lib/core"],
     "backends/shm": ["lib/core"],
     "backends/lmdb": ["lib/core"],

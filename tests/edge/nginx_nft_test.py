@@ -44,15 +44,9 @@ def main():
         print("SKIP: " + why)
         return ngxh.SKIP
     up = ngxh.Upstream()
-    ng = ngxh.Nginx(sys.argv[1], up.port, workers=1)
+    ng = ngxh.Nginx(sys.argv[1], up.port, workers=1, stuffing_reports=3,
+                    stuffing_subjects=3)
     try:
-        pol = os.path.join(ng.dir, "policy.conf")
-        with open(pol) as f:
-            text = f.read()
-        with open(pol, "w") as f:
-            f.write(text.replace("stuffing_failures = 100000;",
-                                 "stuffing_failures = 3; "
-                                 "stuffing_subjects = 3;"))
         # Temporary files in the test's directory: nginx chowns its
         # default ones (/var/lib/nginx) to the worker's user, which a user
         # namespace cannot do for a folder some other uid owns.

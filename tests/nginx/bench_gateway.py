@@ -50,13 +50,7 @@ CONNS = int(os.environ.get("BENCH_CONNS", "20"))
 SPEC_ARGS = ["1000000", "1000000", "1", "60", "20", "300", "3600", "86400",
              "86400"]
 
-POLICY = """
-tiers = { t = {
-  tenant = { rate = 1000000; period_ms = 1000; burst = 1000000; };
-  key    = { rate = 1000000; period_ms = 1000; burst = 1000000; };
-  strikes = 20; reconcile_concurrency = 2; export_concurrency = 1;
-  exports_per_window = 5; level3 = "suspend"; }; };
-"""
+POLICY = ngxh.bucket_policy(1000000, 1000000)
 
 SLUICE_CONF = """
 load_module %(module)s;
@@ -78,7 +72,7 @@ http {
   sluice_thread_pool sluice;
   sluice_tenant acme;
   sluice_key $http_x_key;
-  sluice_tier t;
+  sluice_tier growth;
   server {
     listen 127.0.0.1:%(port)d reuseport backlog=4096;
     root %(dir)s/www;

@@ -37,13 +37,7 @@ THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 WORKERS = int(os.environ.get("BENCH_WORKERS", "1"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "8"))
 
-POLICY = """
-tiers = { t = {
-  tenant = { rate = 100000; period_ms = 1000; burst = 1000000; };
-  key    = { rate = 100000; period_ms = 1000; burst = 1000000; };
-  strikes = 20; reconcile_concurrency = 2; export_concurrency = 1;
-  exports_per_window = 5; level3 = "suspend"; }; };
-"""
+POLICY = ngxh.bucket_policy(100000, 1000000)
 
 CONF = """
 load_module %(module)s;
@@ -66,7 +60,7 @@ http {
   limit_req_zone $http_x_key zone=lr:10m rate=1000000r/s;
   sluice_tenant acme;
   sluice_key $http_x_key;
-  sluice_tier t;
+  sluice_tier growth;
   server {
     listen 127.0.0.1:%(port)d reuseport backlog=4096;
     root %(dir)s/www;

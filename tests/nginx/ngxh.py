@@ -15,6 +15,9 @@ import time
 import urllib.parse
 
 NGINX = "/usr/sbin/nginx"
+# The source tree (etc/ledger.conf).
+SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
 SKIP = 77
 
 
@@ -67,8 +70,8 @@ def request(port, path, method="GET", headers=None, timeout=30, body=None):
 class Upstream:
     """Answers 200 "ok"; ?hold=MS waits that long (or until released);
     ?used=N answers with X-Tokens-Used: N (what an LLM upstream reports);
-    /v1/auth/token answers 401 unless secret=good (in the query or a form
-    body).  Counts what it saw."""
+    /v1/auth/token and /login answer 401 unless secret=good (in the query
+    or a form body).  Counts what it saw."""
 
     def __init__(self):
         self.port = free_port()
@@ -102,14 +105,14 @@ class Upstream:
                     if "hold" in q:
                         up.release.wait(int(q["hold"][0]) / 1000)
                     status, extra = 200, {}
-                    if u.path == "/v1/auth/token" and \
+                    if u.path in ("/v1/auth/token", "/login") and \
                             q.get("secret", [""])[0] != "good":
                         status = 401
                     if u.path == "/authn":  # an API-key authenticator
                         key = self.headers.get("X-Key")
                         if key:
                             extra = {"X-Tenant-Id": "tenant-of-" + key,
-                                     "X-Tier": "t"}
+                                     "X-Tier": TIER}
                         else:
                             status = 401
                     if "used" in q:
@@ -173,26 +176,109 @@ class Redis:
         self.proc.wait(10)
 
 
+# The tests' policy: etc/ledger.conf's shape (its attributes, limits,
+# penalties and routes, the gateway's method + route picking the route) with
+# small numbers, so a test reaches every limit in a few requests.  Its
+# tier is a built-in one: the file's limits carry one set of numbers.
+TIER = "growth"
 POLICY = """
-tiers = {
-  t = {
-    tenant = { rate = 1; period_ms = %(period_ms)d; burst = %(tenant_burst)d; };
-    key    = { rate = 1; period_ms = %(period_ms)d; burst = %(burst)d; };
-    strikes = %(strikes)d;
-    reconcile_concurrency = 2;
-    export_concurrency = 1;
-    exports_per_window = 5;
-    level3 = "suspend";
+attributes = [ "ledger", "export_range_s", "subject", "result" ];
+untrusted = [ "subject" ];
+limits = {
+  tenant = { algorithm = "gcra"; scope = [ "tenant" ]; unit = "points";
+             rate = 1; period_ms = %(period_ms)d; burst = %(tenant_burst)d; };
+  key = { algorithm = "gcra"; scope = [ "tenant", "key" ]; unit = "points";
+          rate = 1; period_ms = %(period_ms)d; burst = %(burst)d; };
+  ledger_lock = { algorithm = "lock"; scope = [ "tenant", "ledger" ];
+                  ttl_ms = %(lease_ttl)d000; retry_after_max_ms = 1000; };
+  reconciles = { algorithm = "concurrency"; scope = [ "tenant" ];
+                 max = 2; ttl_ms = %(lease_ttl)d000;
+                 retry_after_max_ms = 1000; };
+  exports_per_hour = { algorithm = "cap"; scope = [ "tenant" ];
+                       limit = 5; window_ms = 3600000; };
+  exports = { algorithm = "concurrency"; scope = [ "tenant" ];
+              max = 1; ttl_ms = 1800000; retry_after_max_ms = 1000; };
+};
+penalties = {
+  keys = {
+    scope = [ "tenant", "key" ];
+    strike = "early";
+    strikes = %(strikes)d; strike_window_ms = 60000; offense_ttl_s = 86400;
+    levels = ( { box_s = %(box1)d; },
+               { box_s = 600; actions = [ "edge_deny", "alert" ]; },
+               { actions = [ "edge_deny", "suspend" ]; } );
+  };
+  subject = {
+    scope = [ "subject" ];
+    strike = "reported";
+    reported = { by = "result"; values = [ "bad_secret", "unknown_client" ];
+                 window = "sliding"; kept = [ "bad_secret" ]; };
+    strikes = %(auth_failures)d; strike_window_ms = 900000;
+    offense_ttl_s = 86400;
+    levels = ( { box_s = 300; },
+               { box_s = 3600; actions = [ "edge_deny", "alert" ]; },
+               { box_s = 86400; actions = [ "edge_deny" ]; } );
+  };
+  address = {
+    scope = [ "ip" ];
+    strike = "reported";
+    reported = { by = "result"; values = [ "bad_secret", "unknown_client" ];
+                 window = "sliding"; };
+    strikes = %(ip_failures)d; strike_window_ms = 900000;
+    offense_ttl_s = 86400;
+    levels = ( { box_s = 300; },
+               { box_s = 3600; actions = [ "edge_deny", "alert" ]; },
+               { box_s = 86400; actions = [ "edge_deny", "ban" ]; } );
+    stuffing = { of = "subject"; reports = %(stuffing_reports)d;
+                 distinct = %(stuffing_subjects)d; window_ms = 600000; };
   };
 };
-costs = { standard = 1; reconcile = 1; export = 1; export_long = 1;
-          job_poll = 1; };
-penalty = { level1_box_s = %(box1)d; level2_box_s = 600; };
-auth = { subject_failures = %(auth_failures)d; ip_failures = %(ip_failures)d;
-         stuffing_failures = 100000; };
-heavy = { reconcile_lease_ttl_s = %(lease_ttl)d;
-          lease_retry_after_max_s = 1; };
+routes = (
+  { method = "POST"; route = "/v1/auth/token"; limits = ( );
+    penalty = [ "subject", "address" ]; },
+  { method = "POST"; route = "/v1/ledgers/reconcile";
+    limits = ( { group = [ "tenant", "key" ]; cost = 1; },
+               "ledger_lock", "reconciles" );
+    penalty = "keys"; failure = "closed"; },
+  { method = "GET"; route = "/v1/reports/audit-export";
+    limits = ( { group = [ "tenant", "key" ]; cost = 1; },
+               "exports_per_hour", "exports" );
+    penalty = "keys"; failure = "closed"; },
+  { method = "*"; route = "/*";
+    limits = ( { group = [ "tenant", "key" ]; } );
+    penalty = "keys"; failure = "degraded"; }
+);
+failure = { retry_after_s = 15; degraded_percent = 25;
+            probe_interval_ms = 1000; };
 """
+
+def bucket_policy(rate, burst):
+    """The benchmarks' policy: etc/ledger.conf's tenant and key buckets
+    (one group) and the key's box on every /v1/ route, at a rate no run
+    drains."""
+    return """
+limits = {
+  tenant = { algorithm = "gcra"; scope = [ "tenant" ]; unit = "points";
+             rate = %(rate)d; period_ms = 1000; burst = %(burst)d; };
+  key = { algorithm = "gcra"; scope = [ "tenant", "key" ]; unit = "points";
+          rate = %(rate)d; period_ms = 1000; burst = %(burst)d; };
+};
+penalties = {
+  keys = {
+    scope = [ "tenant", "key" ];
+    strikes = 20; strike_window_ms = 60000; offense_ttl_s = 86400;
+    levels = ( { box_s = 300; },
+               { box_s = 3600; actions = [ "edge_deny", "alert" ]; },
+               { actions = [ "edge_deny", "suspend" ]; } );
+  };
+};
+routes = (
+  { method = "*"; route = "/v1/*";
+    limits = ( { group = [ "tenant", "key" ]; } );
+    penalty = "keys"; failure = "degraded"; }
+);
+""" % dict(rate=rate, burst=burst)
+
 
 CONF = """
 load_module %(module)s;
@@ -223,6 +309,7 @@ http {
     volatile; "~(^|&)user=(?<u>[^&]+)" $u; default "";
   }
   map $http_x_client_ip $auth_ip { "" $remote_addr; default $http_x_client_ip; }
+  map $arg_range_s $export_range_s { "" 0; default $arg_range_s; }
   server {
     listen 127.0.0.1:%(port)d reuseport backlog=1024;
     add_header X-Worker $pid always;
@@ -231,24 +318,35 @@ http {
     proxy_set_header Connection "";
     location /v1/ { sluice on; proxy_pass http://up; }
     location = /v1/ledgers/reconcile {
-      sluice on; sluice_ledger $arg_ledger; proxy_pass http://up;
+      sluice on; sluice_attr ledger $arg_ledger; sluice_decide_after_body on;
+      proxy_pass http://up;
     }
     location = /v1/auth/token {
       # The subject from the query, or (the spec's clients: a form body)
-      # from the body once the upstream has had it; the client address
-      # from X-Client-IP where a test sets one.
-      sluice on; sluice_auth_subject $arg_user$body_user;
+      # from the body, read before deciding; the client address from
+      # X-Client-IP where a test sets one.  A 401 reports
+      # result=bad_secret, a 2xx result=ok.
+      sluice on; sluice_attr subject $arg_user$body_user;
+      sluice_decide_after_body on; sluice_auth_failure_status 401;
       sluice_client_ip $auth_ip; proxy_pass http://up;
     }
+    location = /v1/reports/audit-export {
+      # The range in seconds (?range_s=); not given: "0" (25 points).
+      sluice on; sluice_attr export_range_s $export_range_s;
+      sluice_decide_after_body on; proxy_pass http://up;
+    }
     location = /mirrored/reconcile {
-      sluice on; sluice_class reconcile; sluice_ledger $arg_ledger;
+      # Decided as the reconcile route (the policy's route is configured,
+      # not the URI).
+      sluice on; sluice_route /v1/ledgers/reconcile;
+      sluice_attr ledger $arg_ledger; sluice_decide_after_body on;
       mirror /_mirror; proxy_pass http://up;
     }
     location = /_mirror {
       internal; proxy_pass http://up/mirror?ledger=$arg_ledger&hold=3000;
     }
     location /shadow/ {
-      sluice shadow; sluice_class standard; proxy_pass http://up;
+      sluice shadow; proxy_pass http://up;
     }
     location /limit_req/ { limit_req zone=lr burst=1000000 nodelay;
                            proxy_pass http://up; }
@@ -257,7 +355,7 @@ http {
       auth_request /_authn;
       auth_request_set $tenant $upstream_http_x_tenant_id;
       auth_request_set $tier $upstream_http_x_tier;
-      sluice on; sluice_phase %(authed_phase)s; sluice_class standard;
+      sluice on; sluice_phase %(authed_phase)s;
       sluice_tenant $tenant; sluice_tier $tier;
       proxy_pass http://up;
     }
@@ -277,16 +375,22 @@ http {
 
 class Nginx:
     def __init__(self, module, up_port, workers=4, store=None, pool=False,
-                 access_log=False, authed_phase="postaccess", **policy):
+                 access_log=False, authed_phase="postaccess",
+                 policy_text=None, **policy):
+        """policy_text: the whole policy file (default: POLICY, its
+        numbers from **policy)."""
         self.dir = tempfile.mkdtemp(prefix="sluice-ngx-")
         os.chmod(self.dir, 0o755)
         self.port = free_port()
         self.shm = "/sluice-ngx-%d-%d" % (os.getpid(), self.port)
-        pol = dict(period_ms=1000000, tenant_burst=100000, burst=20, strikes=5, box1=2, auth_failures=3,
-                   ip_failures=1000, lease_ttl=8)
+        pol = dict(period_ms=1000000, tenant_burst=100000, burst=20,
+                   strikes=5, box1=2, auth_failures=3, ip_failures=1000,
+                   stuffing_reports=100000, stuffing_subjects=50,
+                   lease_ttl=8)
         pol.update(policy)
         with open(os.path.join(self.dir, "policy.conf"), "w") as f:
-            f.write(POLICY % pol)
+            f.write(policy_text if policy_text is not None
+                    else POLICY % pol)
         user = ""
         if os.geteuid() == 0:
             user = "user %s;" % pwd.getpwuid(0).pw_name

@@ -27,7 +27,7 @@ MODULE = None
 UP = None
 
 
-def hdr(key, tier="t", tenant="acme"):
+def hdr(key, tier=ngxh.TIER, tenant="acme"):
     return {"X-Tenant": tenant, "X-Key": key, "X-Tier": tier}
 
 
@@ -60,10 +60,12 @@ def metrics(ng):
     return vals, text
 
 
-ALLOW = 'sluice_policy_decisions_total{tier="t",outcome="allow"}'
-THROTTLED = 'sluice_policy_decisions_total{tier="t",outcome="throttled"}'
-BOXED = 'sluice_policy_decisions_total{tier="t",outcome="boxed"}'
-SHADOW = 'sluice_policy_shadow_passed_total{tier="t"}'
+ALLOW = 'sluice_policy_decisions_total{tier="%s",outcome="allow"}' % \
+    ngxh.TIER
+THROTTLED = 'sluice_policy_decisions_total{tier="%s",outcome="throttled"}' % \
+    ngxh.TIER
+BOXED = 'sluice_policy_decisions_total{tier="%s",outcome="boxed"}' % ngxh.TIER
+SHADOW = 'sluice_policy_shadow_passed_total{tier="%s"}' % ngxh.TIER
 
 
 # ------------------------------------------------------------------ tests --
@@ -155,15 +157,16 @@ def test_denial_of_a_route_the_body_cannot_carry(ng):
 
 
 def test_refused_fields_answer_problem_json(ng):
-    """A request the policy refuses to decide (a required field missing,
-    an unknown tier, an id too long) gets a 400 problem+json naming the
-    field, never the values sent (it got nginx's HTML 400 page)."""
+    """A request the policy refuses to decide (a scope's attribute
+    missing, an unknown tier, an id too long) gets a 400 problem+json
+    naming the attribute, never the values sent (it got nginx's HTML 400
+    page)."""
     secret = "sk_live_0123456789abcdef"
     long_tenant = "t" * 300
     for headers, field in (
-            ({"X-Key": secret, "X-Tier": "t"}, "tenant_id"),
+            ({"X-Key": secret, "X-Tier": ngxh.TIER}, "tenant"),
             (hdr(secret, tier="no-such-tier-" + secret), "tier"),
-            (hdr(secret, tenant=long_tenant), "tenant_id")):
+            (hdr(secret, tenant=long_tenant), "tenant")):
         r = ng.get("/v1/refused", headers=headers)
         assert r.status == 400, (field, r.status, r.body[:80])
         assert r.h("content-type") == "application/problem+json", \
@@ -238,6 +241,55 @@ def test_leases_released_when_the_upstream_answers(ng):
     assert r.status == 200, (r.status, r.body)
 
 
+def test_the_ledger_file_as_shipped(_ng):
+    """etc/ledger.conf itself behind the locations docs/nginx.md shows
+    (sluice_attr ledger, export_range_s, subject): a sandbox key's export
+    costs 50 over 90 days and 25 otherwise ($sluice_cost in the access
+    log), the third export in an hour is the cap's 429; a reconcile held
+    upstream locks its ledger (409) and takes the tenant's one reconcile
+    slot (429 for another ledger); five failed sign-ins box the subject."""
+    with open(os.path.join(ngxh.SRC, "etc", "ledger.conf")) as f:
+        ng = ngxh.Nginx(MODULE, UP.port, workers=2, access_log=True,
+                        policy_text=f.read()).start()
+    h = hdr("lf-key", tier="sandbox", tenant="lf")
+    try:
+        for q, want in (("?range_s=8000000", 200), ("", 200), ("", 429)):
+            r = ng.get("/v1/reports/audit-export" + q, headers=h)
+            assert r.status == want, (q, r.status, r.body)
+        assert json.loads(r.body)["violated-policies"] == \
+            ["exports_per_hour"], r.body
+        with open(os.path.join(ng.dir, "access.log")) as f:
+            costs = [line.split()[3] for line in f]
+        assert costs[:2] == ["50", "25"], costs
+        res = {}
+
+        def held():
+            res["r"] = ng.get("/v1/ledgers/reconcile?ledger=L1&hold=3000",
+                              method="POST", headers=h)
+        t = threading.Thread(target=held)
+        t.start()
+        wait_until(lambda: UP.holding("ledger=L1&hold=3000"), 10,
+                   "the reconcile upstream")
+        r = ng.get("/v1/ledgers/reconcile?ledger=L1", method="POST",
+                   headers=h)
+        assert r.status == 409, (r.status, r.body)
+        assert json.loads(r.body)["violated-policies"] == ["ledger_lock"]
+        r = ng.get("/v1/ledgers/reconcile?ledger=L2", method="POST",
+                   headers=h)
+        assert r.status == 429, (r.status, r.body)
+        assert json.loads(r.body)["violated-policies"] == ["reconciles"]
+        t.join()
+        assert res["r"].status == 200, res["r"].status
+        for i in range(5):
+            r = ng.get("/v1/auth/token?user=lf-user&secret=bad",
+                       method="POST")
+            assert r.status == 401, (i, r.status, r.body)
+        r = ng.get("/v1/auth/token?user=lf-user&secret=good", method="POST")
+        assert r.status == 429, (r.status, r.body)
+    finally:
+        ng.stop()
+
+
 def test_lease_released_with_the_answer(ng):
     """The lease goes with the answer's last byte, not with the request's
     pool: a mirror subrequest still running (3 s) kept the pool, and the
@@ -266,7 +318,7 @@ def trickle_holds_nothing(ng, tenant, n=10):
     s = ngxh.socket.create_connection(("127.0.0.1", ng.port), timeout=30)
     try:
         s.sendall(b"POST /v1/ledgers/reconcile?ledger=tr HTTP/1.1\r\n"
-                  b"Host: t\r\nX-Tenant: %s\r\nX-Key: tk\r\nX-Tier: t\r\n"
+                  b"Host: t\r\nX-Tenant: %s\r\nX-Key: tk\r\nX-Tier: growth\r\n"
                   b"Content-Length: %d\r\nConnection: close\r\n\r\n" %
                   (tenant.encode(), len(body)))
         others = []
@@ -383,18 +435,23 @@ def test_tenant_from_an_auth_request_authenticator(ng):
 
 
 def test_auth_lockout_from_upstream_401s(ng):
-    hits = lambda: UP.hits.get("/v1/auth/token", 0)  # noqa: E731
-    for i in range(3):  # auth.subject_failures = 3
-        r = ng.get("/v1/auth/token?user=alice&secret=bad", method="POST")
-        assert r.status == 401, (i, r.status)
-    n = hits()
-    r = ng.get("/v1/auth/token?user=alice&secret=good", method="POST")
+    locked_out_after_three_401s(ng, "/v1/auth/token")  # subject_failures
+
+
+def locked_out_after_three_401s(ng, path):
+    """Three failed sign-ins of alice (401 from the upstream, reported as
+    each is answered: inline on shm) box her: her next attempt, with the
+    good secret, is a 429 that never reaches the upstream.  Another user
+    is not affected."""
+    for i in range(3):
+        r = ng.get(path + "?user=alice&secret=bad", method="POST")
+        assert r.status == 401, (i, r.status, r.body)
+    n = UP.hits.get(path, 0)
+    r = ng.get(path + "?user=alice&secret=good", method="POST")
     assert r.status == 429, r.status
     assert r.h("x-penalty-box-status") == "Active-Lockout"
-    assert hits() == n, "a locked-out attempt reached the upstream"
-    # Another subject is not affected.
-    assert ng.get("/v1/auth/token?user=bob&secret=good",
-                  method="POST").status == 200
+    assert UP.hits.get(path, 0) == n, "a locked-out attempt reached it"
+    assert ng.get(path + "?user=bob&secret=good", method="POST").status == 200
 
 
 def _first_429(ng, ip, user):
@@ -408,24 +465,39 @@ def _first_429(ng, ip, user):
     return None
 
 
-def test_auth_failures_without_a_subject_count_for_the_ip(_ng):
-    """Issue 38, finding 1: with ip_failures = 3, 12 failures with an empty
-    subject all reached the upstream; now the address's window trips at
-    the same failure as with a subject."""
+def test_sign_in_without_a_subject_never_reaches_the_upstream(ng):
+    """Issue 38, finding 1: 12 failures with an empty subject all reached
+    the upstream (none counted for the subject).  The policy's sign-in
+    route is scoped by `subject`: a sign-in naming none is refused before
+    the upstream (400 problem+json naming the attribute), so nothing can
+    be guessed without one; the address's own failures still trip its
+    box (_first_429 with ip_failures = 3 in its own nginx below)."""
+    hits = UP.hits.get("/v1/auth/token", 0)
+    for _ in range(12):
+        r = ng.get("/v1/auth/token?secret=bad", method="POST",
+                   headers={"X-Client-IP": "192.0.2.11"})
+        assert r.status == 400, (r.status, r.body)
+        assert r.h("content-type") == "application/problem+json"
+        assert "'subject'" in json.loads(r.body)["detail"], r.body
+    assert UP.hits.get("/v1/auth/token", 0) == hits
+
+
+def test_address_failures_over_many_subjects_trip_its_box(_ng):
+    """ip_failures = 3: failures from one address, each for another
+    subject (so no subject trips), box the address at the 4th attempt."""
     ng = ngxh.Nginx(MODULE, UP.port, workers=2, ip_failures=3).start()
     try:
-        named = _first_429(ng, "192.0.2.10", lambda i: "mallory-%d" % i)
-        empty = _first_429(ng, "192.0.2.11", lambda i: "")
-        assert named == 4, named
-        assert empty == named, (empty, named)
+        assert _first_429(ng, "192.0.2.10", lambda i: "mallory-%d" % i) == 4
     finally:
         ng.stop()
 
 
-def test_auth_subject_from_the_body(_ng):
-    """The spec's clients send their client id in the body: the failures
-    of a subject named only there count for it (each from another address,
-    so no address trips), and lock it out from anywhere."""
+def test_sign_in_subject_from_the_body(_ng):
+    """The spec's clients send their client id in the body: the sign-in
+    location decides once the body is in (sluice_decide_after_body), so
+    the failures of a subject named only there count for it (each from
+    another address, so no address trips), and lock it out from
+    anywhere."""
     ng = ngxh.Nginx(MODULE, UP.port, workers=2, ip_failures=3).start()
     try:
         form = {"Content-Type": "application/x-www-form-urlencoded"}
@@ -443,16 +515,67 @@ def test_auth_subject_from_the_body(_ng):
         ng.stop()
 
 
-def test_auth_location_without_subject_warns_at_nginx_t(_ng):
-    ng = ngxh.Nginx(MODULE, UP.port)
+LOGIN_POLICY = """
+attributes = [ "result", "username" ];
+penalties = {
+  login = {
+    scope = [ "username" ];
+    strike = "reported";
+    reported = { by = "result"; values = [ "401", "403" ]; };
+    strikes = 3; strike_window_ms = 900000; offense_ttl_s = 86400;
+    levels = ( { box_s = 900; }, { box_s = 3600; }, { box_s = 86400; } );
+  };
+};
+routes = (
+  { method = "POST"; route = "/login"; limits = ( ); penalty = "login"; }
+);
+"""
+LOGIN_LOCATION = ("location = /login { sluice on;"
+                  " sluice_attr username $arg_user;"
+                  " sluice_report result $status; proxy_pass http://up; }\n"
+                  "    location /plain/ {")
+
+
+def test_sluice_report_feeds_the_upstreams_status_to_the_policy(_ng):
+    """sluice_report result $status: once the upstream answers, the
+    request is decided again with result = its status, so a policy whose
+    reported strikes are the statuses themselves (docs/policy.md's login
+    recipe) locks a user out at the gateway: 200s are reported and strike
+    nothing, the third 401 boxes the user, whose next attempt (a good
+    password) never reaches the upstream; another user is untouched.  Both
+    sluice_report and sluice_auth_failure_status on a location, or a
+    VALUE without a variable, fail nginx -t."""
+    ng = ngxh.Nginx(MODULE, UP.port, workers=2, policy_text=LOGIN_POLICY)
     try:
-        ng.edit_conf("sluice on; sluice_auth_subject $arg_user$body_user;",
-                     "sluice on; sluice_class auth;")
-        r = ng.cmd("-t")
-        assert r.returncode == 0, r.stderr
-        assert "without sluice_auth_subject" in r.stderr, r.stderr
+        ng.edit_conf("location /plain/ {", LOGIN_LOCATION)
+        ng.start()
+        for _ in range(4):
+            r = ng.get("/login?user=alice&secret=good", method="POST")
+            assert r.status == 200, (r.status, r.body)
+        locked_out_after_three_401s(ng, "/login")
     finally:
         ng.stop()
+    nonsense_fails_nginx_t(LOGIN_POLICY, LOGIN_LOCATION, [
+        ("sluice_report result $status;",
+         "sluice_report result $status; sluice_auth_failure_status 401;",
+         "give one"),
+        ("sluice_report result $status;", "sluice_report result 401;",
+         "has no variable")])
+
+
+def nonsense_fails_nginx_t(policy, location, cases):
+    """Each (old, new, said): the configuration with `location` passes
+    nginx -t; with `old` replaced by `new` it fails, saying `said`."""
+    for old, new, said in cases:
+        ng = ngxh.Nginx(MODULE, UP.port, policy_text=policy)
+        try:
+            ng.edit_conf("location /plain/ {", location)
+            assert ng.cmd("-t").returncode == 0, ng.cmd("-t").stderr
+            ng.edit_conf(old, new)
+            r = ng.cmd("-t")
+            assert r.returncode != 0 and said in r.stderr, (new, r.stderr)
+        finally:
+            ng.stop()
 
 
 def test_shadow_admits_everything_and_counts(ng):
@@ -741,6 +864,10 @@ def cluster_on_the_event_loop_and_the_pool(_ng):
     seeds = ",".join("127.0.0.1:%d" % p for p in masters[:2])
     for pool in (False, True):
         tag = "pool" if pool else "loop"
+        # Only this round's records: the slot that moves below must hold
+        # some of this round's tenants (a key name does not say whose).
+        for p in masters:
+            rcli(p, "FLUSHALL")
         # A token comes back every 10 min: none during the test.  No box
         # (strikes out of reach): a 429 after the move is the bucket's.
         ng = ngxh.Nginx(MODULE, UP.port, workers=4, pool=pool,
@@ -769,10 +896,11 @@ def cluster_on_the_event_loop_and_the_pool(_ng):
             held = [int(rcli(p, "DBSIZE").strip() or 0)
                     for p in masters]
             assert sum(1 for n in held if n > 0) >= 2, held
-            # the slot of some tenant's key bucket moves, with its keys
+            # the slot of some tenant's records moves, with its keys (every
+            # record here is a tenant's: hash-tagged by it)
             src = slot = None
             for p in masters:
-                keys = rcli(p, "--scan", "--pattern", "rl:*").split()
+                keys = rcli(p, "--scan", "--pattern", "*{*").split()
                 if keys:
                     src = p
                     slot = int(rcli(p, "CLUSTER", "KEYSLOT",
@@ -829,9 +957,10 @@ def test_store_that_does_not_open_answers_problem_503(_ng):
 
 
 def test_reload_with_other_tiers_keeps_enforcing(_ng):
-    """The counters segment was made for tier t; a reload renames the tier.
-    The new workers keep enforcing (with their own counters, and say so)
-    instead of refusing service."""
+    """The counters segment was made for the built-in tiers; a reload
+    names other tiers (the declared limits ignore their buckets: the tier
+    names the counters' rows).  The new workers keep enforcing (with their
+    own counters, and say so) instead of refusing service."""
     ng = ngxh.Nginx(MODULE, UP.port, workers=2).start()
     try:
         assert ng.get("/v1/x", headers=hdr("k")).status == 200
@@ -839,7 +968,12 @@ def test_reload_with_other_tiers_keeps_enforcing(_ng):
         with open(pol) as f:
             text = f.read()
         with open(pol, "w") as f:
-            f.write(text.replace("  t = {", "  t2 = {", 1))
+            f.write(text + "tiers = { t2 = {"
+                    " tenant = { rate = 1; period_ms = 1000; burst = 100; };"
+                    " key = { rate = 1; period_ms = 1000; burst = 100; };"
+                    " strikes = 5; reconcile_concurrency = 1;"
+                    " export_concurrency = 1; exports_per_window = 1;"
+                    " level3 = \"suspend\"; }; };\n")
         old = set(ng.workers())
         os.kill(ng.master(), signal.SIGHUP)
         wait_until(lambda: not (set(ng.workers()) & old) and
@@ -864,11 +998,7 @@ def test_declared_limits_take_sluice_attr(_ng):
         declared_limits_take_sluice_attr(pool)
 
 
-def declared_limits_take_sluice_attr(pool):
-    ng = ngxh.Nginx(MODULE, UP.port, workers=2, pool=pool)
-    try:
-        with open(os.path.join(ng.dir, "policy.conf"), "a") as f:
-            f.write("""
+GH_POLICY = """
 attributes = [ "user" ];
 limits = {
   per_user = { algorithm = "fixed_window"; scope = [ "user" ];
@@ -886,7 +1016,13 @@ routes = (
   { method = "*"; route = "/gh/*"; limits = ( "per_user" ); },
   { method = "*"; route = "/jobs/*"; limits = ( "one_at_a_time" ); }
 );
-""")
+"""
+
+
+def declared_limits_take_sluice_attr(pool):
+    ng = ngxh.Nginx(MODULE, UP.port, workers=2, pool=pool,
+                    policy_text=GH_POLICY)
+    try:
         ng.edit_conf("location /plain/ {",
                      "location /gh/ { sluice on; sluice_attr user $http_x_user;"
                      " proxy_pass http://up; }\n"
@@ -965,18 +1101,16 @@ def sluice_settle_from_the_upstream_answer(store):
         tmp = ngxh.tempfile.mkdtemp(prefix="sluice-ngx-settle-")
         red = ngxh.Redis(tmp)
         # Redis decides exactly what fits its scripts (docs/redis.md)
-        kw = {"pool": store == "redis-pool", "period_ms": 60000,
-              "tenant_burst": 1000,
+        kw = {"pool": store == "redis-pool",
               "store": "redis:nodes=127.0.0.1:%d;timeout_ms=2000" % red.port}
-    ng = ngxh.Nginx(MODULE, UP.port, workers=2, **kw)
+    ng = ngxh.Nginx(MODULE, UP.port, workers=2, policy_text=SETTLE_POLICY,
+                    **kw)
 
     def llm(user, tokens, used=None):
         q = "" if used is None else "?used=" + used
         return ng.get("/llm/x" + q, headers={"X-User": user,
                                               "X-Tokens": str(tokens)})
     try:
-        with open(os.path.join(ng.dir, "policy.conf"), "a") as f:
-            f.write(SETTLE_POLICY)
         ng.edit_conf("location /plain/ {", SETTLE_LOCATION)
         ng.start()
         r = llm("ann", 300, "0")
@@ -1015,18 +1149,7 @@ def test_sluice_settle_nonsense_fails_nginx_t(_ng):
         ("sluice_settle tokens $upstream_http_x_tokens_used;",
          "sluice_settle tokens;", "invalid number of arguments"),
     ]
-    for old, new, said in cases:
-        ng = ngxh.Nginx(MODULE, UP.port)
-        try:
-            with open(os.path.join(ng.dir, "policy.conf"), "a") as f:
-                f.write(SETTLE_POLICY)
-            ng.edit_conf("location /plain/ {", SETTLE_LOCATION)
-            assert ng.cmd("-t").returncode == 0, ng.cmd("-t").stderr
-            ng.edit_conf(old, new)
-            r = ng.cmd("-t")
-            assert r.returncode != 0 and said in r.stderr, (new, r.stderr)
-        finally:
-            ng.stop()
+    nonsense_fails_nginx_t(SETTLE_POLICY, SETTLE_LOCATION, cases)
 
 
 def test_bad_policy_fails_nginx_t(_ng):

@@ -14,7 +14,7 @@ unpacked: scripts/ngx-lua-root.sh):
          spec_reference.lua, by EVALSHA over a cosocket, as
          tests/nginx/bench_gateway.py's anchor runs it) against
          resty.sluice on the same Redis through the two halves over a
-         cosocket (the ledger flow's tenant and key buckets, as there)
+         cosocket (etc/ledger.conf's tenant and key buckets, one group, as there)
 
 One nginx worker, wrk with 20 connections over 1000 keys, every request
 admitted (each limit far above what a run sends), the cases of a pair
@@ -136,7 +136,7 @@ HTTP = """
     location /v1/sluice/ {
       access_by_lua_block {
         local d, err = redis_lim:access{ tenant = "acme", key = ngx.var.http_x_key,
-                                         tier = "t" }
+                                         tier = "growth" }
         if not d then ngx.log(ngx.ERR, err); return ngx.exit(500) end
       }
     }

@@ -28,6 +28,26 @@ routes = (
   f:close()
 end
 
+-- Reported strikes (docs/policy.md's login recipe): the upstream's status
+-- as the attribute result.
+local login_policy = os.tmpname()
+do
+  local f = assert(io.open(login_policy, "w"))
+  f:write([[
+attributes = [ "result", "username" ];
+penalties = {
+  login = { scope = [ "username" ]; strike = "reported";
+            reported = { by = "result"; values = [ "401", "403" ]; };
+            strikes = 3; strike_window_ms = 900000; offense_ttl_s = 86400;
+            levels = ( { box_s = 900; }, { box_s = 3600; }, { box_s = 86400; } ); };
+};
+routes = (
+  { method = "POST"; route = "/login"; limits = ( ); penalty = "login"; }
+);
+]])
+  f:close()
+end
+
 local failed, passed = 0, 0
 local function test(name, fn)
   local ok, err = pcall(fn)
@@ -93,8 +113,13 @@ test("a request the policy cannot decide: nil and the field", function()
   assert(d == nil and err:find("SLUICE_ERANGE", 1, true), err)
   d, err = lim:decide({ method = "GET", route = "/v1/items", attrs = { [1] = "x" } })
   assert(d == nil and err:find("attribute's name", 1, true), err)
-  d, err = lim:decide({ method = "GET", route = "/v1/items", class = "nosuch" })
-  assert(d == nil and err:find("unknown class", 1, true), err)
+  -- The built-in classes' fields are refused, not read as something else:
+  -- a cost is an attribute the route's cost reads.
+  for _, k in ipairs({ "cost", "class" }) do
+    d, err = lim:decide({ method = "GET", route = "/v1/items", [k] = "reconcile",
+                          attrs = { user = "cy" } })
+    assert(d == nil and err:find("req." .. k .. " is not read", 1, true), tostring(err))
+  end
 end)
 
 test("numbers as attribute values: a caller-given cost", function()
@@ -107,6 +132,28 @@ test("numbers as attribute values: a caller-given cost", function()
   assert(d.allowed == 0 and sluice.limit_name(d) == "tokens")
 end)
 
+test("report(): the upstream's answer as one more attribute", function()
+  local lim = assert(open({ policy = login_policy }))
+  local req = { method = "POST", route = "/login", attrs = { username = "ann" } }
+  for _ = 1, 3 do -- a 200 is no failure: it strikes nothing
+    assert(lim:decide(req).allowed == 1)
+    assert(lim:report(req, "result", 200).allowed == 1)
+  end
+  for i = 1, 3 do
+    assert(lim:decide(req).allowed == 1, i)
+    assert(lim:report(req, "result", "401"), i)
+  end
+  assert(req.attrs.result == nil, "report() changed the caller's request")
+  local d = assert(lim:decide(req))
+  assert(d.allowed == 0 and d.status == 429 and d.penalty_status == 2,
+         ("%d %d %d"):format(d.allowed, d.status, d.penalty_status))
+  local other = { method = "POST", route = "/login", attrs = { username = "bob" } }
+  assert(lim:decide(other).allowed == 1)
+  local _, err = lim:report({ method = "POST", route = "/login" }, "result", "401")
+  assert(err and err:find("username", 1, true), tostring(err))
+end)
+
+os.remove(login_policy)
 os.remove(policy)
 print(("%d passed, %d failed"):format(passed, failed))
 os.exit(failed == 0 and 0 or 1)

@@ -19,7 +19,8 @@ local function request(t)
   R = { consumer = t.consumer, credential = t.credential, route = t.route,
         service = t.service, method = t.method or "GET", path = t.path or "/items",
         ip = t.ip or "192.0.2.7", id = t.id or "req-1", ctx = {}, set = {},
-        errors = {}, headers = t.headers or {}, upstream = t.upstream or {} }
+        errors = {}, headers = t.headers or {}, upstream = t.upstream or {},
+        status = t.status or 200 }
   return R
 end
 
@@ -46,6 +47,7 @@ kong = {
       R.exit = { status = status, body = body, headers = headers or {} }
     end,
     set_header = function(k, v) R.set[k] = v end,
+    get_status = function() return R.exit and R.exit.status or R.status end,
   },
   log = { err = function(...) R.errors[#R.errors + 1] = table.concat({ ... }) end },
 }
@@ -186,6 +188,29 @@ test("the upstream's real tokens settled in the log phase", function()
                headers = { ["X-Tokens-Max"] = "10" }, upstream = { ["X-Tokens-Used"] = "lots" } })
   assert(not r.exit and #r.errors == 1 and r.errors[1]:find("SLUICE_EINVAL", 1, true),
          table.concat(r.errors, "; "))
+end)
+
+test("the status Kong answered with, reported in the log phase", function()
+  local c = conf({ report_attribute = "result" })
+  local function private(who, status)
+    return run(c, { consumer = who, path = "/private/x", status = status })
+  end
+  for i = 1, 3 do -- 200s strike nothing
+    local r = private(alice, 200)
+    assert(not r.exit and #r.errors == 0, i .. ": " .. table.concat(r.errors, "; "))
+  end
+  assert(not private(alice, 401).exit and not private(alice, 403).exit)
+  local r = private(alice, 200)
+  assert(r.exit and r.exit.status == 429, "two denials box the consumer")
+  assert(r.exit.headers["X-Penalty-Box-Status"] == "Active-Lockout")
+  assert(not private(bob, 200).exit, "bob is not boxed")
+  -- Without report_attribute nothing is reported.
+  c = conf()
+  local carol = { id = "c-carol", username = "carol" }
+  for _ = 1, 3 do
+    r = run(c, { consumer = carol, path = "/private/x", status = 401 })
+    assert(not r.exit and r.ctx.report == nil)
+  end
 end)
 
 test("no consumer: fault tolerant passes and logs, otherwise 500", function()

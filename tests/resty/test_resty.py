@@ -52,10 +52,13 @@ HTTP = """
       secret = "%(secret)s", library = "%(lib)s", jitter = false,
       header_form = "both", problem_base = "%(problem_base)s" }
     if not lim then ngx.log(ngx.ERR, "resty.sluice: ", err) end
-    settles, settle_errs = {}, {}
+    settles, settle_errs, reports = {}, {}, 0
     function check()
-      local d, err = lim:access{ attrs = { user = ngx.var.http_x_user,
-                                           tokens = ngx.var.http_x_tokens } }
+      return check_with{ attrs = { user = ngx.var.http_x_user,
+                                   tokens = ngx.var.http_x_tokens } }
+    end
+    function check_with(req)
+      local d, err = lim:access(req)
       if not d then
         ngx.status = 400
         ngx.say(err)
@@ -138,6 +141,30 @@ HTTP = """
                                    { tokens = ngx.var.sent_http_x_tokens_used })
         if not ok then settle_errs[#settle_errs + 1] = err end
       }
+    }
+    # A sign-in: the upstream's status reported in the log phase (on
+    # Redis from a timer); the reports so far and their errors.
+    location = /v1/login {
+      access_by_lua_block {
+        local req = { attrs = { user = ngx.var.http_x_user } }
+        check_with(req)
+        ngx.ctx.lreq = req
+      }
+      content_by_lua_block {
+        ngx.status = ngx.var.http_x_secret == "good" and 200 or 401
+        ngx.say("login")
+      }
+      log_by_lua_block {
+        local req = ngx.ctx.lreq
+        local d = ngx.ctx.sluice
+        if not req or not d or d.allowed ~= 1 then return end  -- admitted only
+        reports = reports + 1
+        local ok, err = lim:report(req, "result", ngx.status)
+        if not ok then settle_errs[#settle_errs + 1] = err end
+      }
+    }
+    location = /reported {
+      content_by_lua_block { ngx.say(reports, " ", table.concat(settle_errs, "|")) }
     }
     # The worker's settled decisions (SLUICE_DECISION_SETTLED in flags),
     # the settles so far, and their errors.
@@ -378,6 +405,38 @@ def test_settle_in_log_phase(_ng):
         r = ng.get("/settle/v1/complete", method="POST", headers={
             "X-User": "settler2", "X-Tokens": "5", "X-Used": "5"})
         assert r.status == 200, r.status
+    finally:
+        ng.stop()
+
+
+def test_report_in_log_phase(_ng):
+    """lim:report() in the log phase: each answer's status is reported as
+    the attribute result (on Redis from a timer, over a cosocket); 200s
+    strike nothing, the third 401 boxes the user, whose next sign-in is a
+    429 Active-Lockout answered before the content; another user signs
+    in.  The test waits for the reports, not for time."""
+    ng = start(workers=1)
+
+    def login(user, secret):
+        return ng.get("/v1/login", method="POST",
+                      headers={"X-User": user, "X-Secret": secret})
+
+    def reported(n):
+        ngxh.wait_until(lambda: ng.get("/reported").body.decode().split(
+            " ", 1)[0] == str(n), 10, "report %d" % n)
+    try:
+        for i in range(1, 4):
+            assert login("ann", "good").status == 200
+            reported(i)
+        for i in range(4, 7):
+            r = login("ann", "bad")
+            assert r.status == 401, (i, r.status, r.body, ng.log())
+            reported(i)
+        r = login("ann", "good")
+        assert r.status == 429, (r.status, r.body, ng.log())
+        assert r.h("x-penalty-box-status") == "Active-Lockout", r.headers
+        assert login("bob", "good").status == 200
+        assert ng.get("/reported").body.decode().split(" ", 1)[1] == "\n"
     finally:
         ng.stop()
 

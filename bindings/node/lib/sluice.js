@@ -130,15 +130,21 @@ class Sluice {
     return t
   }
 
-  // { method, route, tenant, key, tier, ip, cost, attrs: { name: value } }
+  // { method, route, tenant, key, tier, ip, attrs: { name: value } }
   // into the one string the addon reads (src/request.c): the fields
   // joined by NUL bytes, an absent one empty.  Attributes whose value is
   // undefined or null are left out (absent, as the policy sees it).
   // Returns the field count; the string is in this._q.
   _join (req) {
+    // The built-in endpoint classes' fields are gone: refused, never read
+    // as something else (a request would silently cost what its route says).
+    if (req.cost !== undefined || req.class !== undefined) {
+      throw new TypeError(`sluice: request.${req.cost !== undefined ? 'cost' : 'class'} is not read: ` +
+        "a request is its method, route and attrs, a cost an attribute its route's cost reads")
+    }
     let q = (req.method ?? '') + '\0' + (req.route ?? '') + '\0' + (req.tenant ?? '') + '\0' +
-      (req.key ?? '') + '\0' + (req.tier ?? '') + '\0' + (req.ip ?? '') + '\0' + (req.cost ?? '')
-    let n = 7
+      (req.key ?? '') + '\0' + (req.tier ?? '') + '\0' + (req.ip ?? '')
+    let n = 6
     const a = req.attrs
     if (a) {
       for (const name in a) {
@@ -215,6 +221,19 @@ class Sluice {
       return this.async
         ? addon.settleAsync(...args).then(mark)
         : Promise.resolve(mark(addon.settle(...args)))
+    } catch (e) {
+      return Promise.reject(e)
+    }
+  }
+
+  // Decide req again with more attributes, what its response said
+  // ({ result: '401' }), which a route's reported strikes count
+  // (docs/policy.md "Declared penalties"); req is left as it is.
+  // Resolves to the report's result (its decision, or its input error in
+  // error); rejects on a bad argument or a closed handle.
+  report (req, said) {
+    try {
+      return Promise.resolve(this.decide({ ...req, attrs: { ...req.attrs, ...said } }))
     } catch (e) {
       return Promise.reject(e)
     }

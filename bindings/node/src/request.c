@@ -1,8 +1,8 @@
 /*
 ** A request from JS: lib/sluice.js joins { method, route, tenant, key,
-** tier, ip, cost, attrs } into one string, its fields separated by NUL
-** bytes (method, route, tenant, key, tier, ip, cost, then name, value
-** pairs; an empty field is an absent one), and says how many fields it
+** tier, ip, attrs } into one string, its fields separated by NUL bytes
+** (method, route, tenant, key, tier, ip, then name, value pairs; an empty
+** field is an absent one), and says how many fields it
 ** joined.  One string crosses into C, instead of one N-API call per field
 ** (reading elements of an array costs more than the decision itself).  A
 ** field that held a NUL of its own shows up as one field too many, and is
@@ -10,16 +10,17 @@
 ** the request's own buffer: an async decision reads it on another thread
 ** after the call has returned.
 */
-#include <stdlib.h>
 #include <string.h>
 
 #include "addon.h"
 
-enum { F_METHOD, F_ROUTE, F_TENANT, F_KEY, F_TIER, F_IP, F_COST, F_ATTRS };
+/* A cost is an attribute the route's cost reads (the policy file says
+** which): the request carries no cost of its own. */
+enum { F_METHOD, F_ROUTE, F_TENANT, F_KEY, F_TIER, F_IP, F_ATTRS };
 
 static const char *field_name(int i) {
-  static const char *names[] = {"method", "route", "tenant", "key",
-                                "tier",   "ip",    "cost"};
+  static const char *names[] = {"method", "route", "tenant",
+                                "key",    "tier",  "ip"};
   return i < F_ATTRS ? names[i] : "attrs";
 }
 
@@ -29,8 +30,6 @@ int sn_request_read(napi_env env, napi_value str, napi_value count,
   uint32_t n = 0;
   size_t len = 0;
   int i, k;
-  char *cend;
-  long long cost;
   memset(&out->rq, 0, sizeof out->rq);
   if (napi_get_value_uint32(env, count, &n) != napi_ok || n < F_ATTRS ||
       (n - F_ATTRS) % 2 != 0)
@@ -57,12 +56,6 @@ int sn_request_read(napi_env env, napi_value str, napi_value count,
   out->rq.api_key_id = f[F_KEY];
   out->rq.tier = f[F_TIER];
   out->rq.client_ip = f[F_IP];
-  if (f[F_COST] != NULL) { /* a whole number; the policy checks its range */
-    cost = strtoll(f[F_COST], &cend, 10);
-    if (*cend != '\0' || cost < 0)
-      return sn_throw(env, SLUICE_ERANGE, "cost"), -1;
-    out->rq.cost = cost;
-  }
   for (i = F_ATTRS; i < (int)n; i += 2) {
     sluice_attr *a = &out->attrs[(i - F_ATTRS) / 2];
     if (f[i] == NULL || f[i + 1] == NULL)

@@ -158,22 +158,90 @@ test('input errors are 400 naming the field; unmatched routes pass', async (t) =
   assert.strictEqual(free.headers['ratelimit-limit'], undefined)
 })
 
-test('a policy of the ledger kind: tenant, key, tier and cost from the request option', async (t) => {
+test('the ledger file: tenant, key and tier from the request option, costs from attributes', async (t) => {
   const { app, url } = await startApp({
-    policy: path.join(SRC, 'etc', 'sluice.conf'), clockMs: 0, jitter: false,
-    request: (request) => ({ tenant: 'acme', key: request.headers['x-key'], tier: 'sandbox', cost: 100 })
+    policy: path.join(SRC, 'etc', 'ledger.conf'), clockMs: 0, jitter: false,
+    request: (request) => ({ tenant: 'acme', key: request.headers['x-key'], tier: 'sandbox' }),
+    attributes: {
+      ledger: (request) => request.headers['x-ledger'],
+      export_range_s: (request) => request.headers['x-range']
+    }
   })
   t.after(() => app.close())
-  // sandbox: a key's bucket of 300 points, no refill at a stopped clock
-  for (let i = 0; i < 3; i++) {
-    const res = await request(url, 'GET', '/v1/items', { 'x-key': 'k1' })
-    assert.strictEqual(res.status, 200)
-    assert.strictEqual(res.headers['ratelimit-remaining'], String(200 - 100 * i))
+  // sandbox: a key's bucket of 300 points, no refill at a stopped clock.
+  // An export costs 50 over 90 days (7,776,000 s), else 25; a reconcile 10.
+  const steps = [
+    ['GET', '/v1/reports/audit-export', { 'x-range': '8000000' }, 250],
+    ['GET', '/v1/reports/audit-export', { 'x-range': '0' }, 225], // not given
+    ['POST', '/v1/ledgers/reconcile', { 'x-ledger': 'L1' }, 215],
+    ['GET', '/v1/items', {}, 214]
+  ]
+  for (const [method, route, headers, left] of steps) {
+    const res = await request(url, method, route, { 'x-key': 'k1', ...headers })
+    assert.strictEqual(res.status, 200, `${method} ${route}: ${res.body}`)
+    assert.strictEqual(res.headers['ratelimit-remaining'], String(left), `${method} ${route}`)
   }
-  const res = await request(url, 'GET', '/v1/items', { 'x-key': 'k1' })
+  // The sandbox's hourly cap of 2 exports binds the third, whatever it costs
+  const res = await request(url, 'GET', '/v1/reports/audit-export', { 'x-key': 'k1', 'x-range': '0' })
   assert.strictEqual(res.status, 429)
-  assert.strictEqual(JSON.parse(res.body).quota_tier, 'sandbox')
+  assert.deepStrictEqual(JSON.parse(res.body)['violated-policies'], ['exports_per_hour'])
+  // A reconcile names its ledger (the lock's scope): without one, 400
+  const bad = await request(url, 'POST', '/v1/ledgers/reconcile', { 'x-key': 'k1' })
+  assert.strictEqual(bad.status, 400)
+  assert.match(JSON.parse(bad.body).message, /ledger/)
   assert.strictEqual((await request(url, 'GET', '/v1/items', { 'x-key': 'k2' })).status, 200)
+})
+
+test('a cost from the request option is refused, not ignored', async (t) => {
+  const { app, url } = await startApp({
+    policy: path.join(SRC, 'etc', 'ledger.conf'),
+    request: () => ({ tenant: 'acme', key: 'k1', tier: 'sandbox', cost: 100 })
+  })
+  t.after(() => app.close())
+  const res = await request(url, 'GET', '/v1/items', {})
+  assert.strictEqual(res.status, 500)
+  assert.match(JSON.parse(res.body).message, /request\(\) gave a cost/)
+})
+
+test('report: the response\'s status as an attribute, for reported strikes', async (t) => {
+  const login = writePolicy(`
+attributes = [ "result", "user" ];
+penalties = {
+  login = { scope = [ "user" ]; strike = "reported";
+            reported = { by = "result"; values = [ "401", "403" ]; };
+            strikes = 3; strike_window_ms = 900000; offense_ttl_s = 86400;
+            levels = ( { box_s = 900; }, { box_s = 3600; }, { box_s = 86400; } ); };
+};
+routes = ( { method = "POST"; route = "/login"; limits = ( ); penalty = "login"; } );
+`)
+  const reports = []
+  let reached = 0
+  const { app, url } = await startApp({
+    policy: login, clockMs: 0, jitter: false,
+    attributes: { user: (request) => request.headers['x-user'] },
+    report: (request, reply) => ({ result: String(reply.statusCode) })
+  }, (app) => {
+    app.post('/login', async (request, reply) => {
+      reached++
+      if (request.headers['x-secret'] !== 'good') reply.code(401)
+      return 'login'
+    })
+    app.addHook('onResponse', async (request) => { reports.push(request.sluice && request.sluice.reporting) })
+  })
+  t.after(() => app.close())
+  const login1 = (user, secret) => request(url, 'POST', '/login', { 'x-user': user, 'x-secret': secret })
+  const statuses = []
+  for (const secret of ['good', 'good', 'bad', 'bad', 'bad']) {
+    statuses.push((await login1('ann', secret)).status)
+    await until(() => reports.length === statuses.length)
+    assert.strictEqual(await reports[reports.length - 1], null) // reported, no error
+  }
+  assert.deepStrictEqual(statuses, [200, 200, 401, 401, 401]) // 200s strike nothing
+  const boxed = await login1('ann', 'good')
+  assert.strictEqual(boxed.status, 429)
+  assert.strictEqual(boxed.headers['x-penalty-box-status'], 'Active-Lockout')
+  assert.strictEqual(reached, 5, 'a boxed sign-in reached the handler')
+  assert.strictEqual((await login1('bob', 'good')).status, 200)
 })
 
 test('the handle: async decisions outlive close(), then it refuses', async () => {
@@ -183,6 +251,11 @@ test('the handle: async decisions outlive close(), then it refuses', async () =>
   s.close() // before the thread pool has run them
   const rs = await Promise.all(pending)
   assert.deepStrictEqual(rs.map((r) => r.status).sort(), [200, 200, 200, 429]) // in any order: the pool's
+  const open = new Sluice({ policy, secret: SECRET, problemBase: BASE })
+  for (const k of ['cost', 'class']) { // the built-in classes' fields: refused, not ignored
+    assert.throws(() => open.decideSync({ ...q, [k]: 5 }), new RegExp(`request.${k} is not read`))
+  }
+  open.close()
   assert.throws(() => s.decideSync(q), /closed/)
   await assert.rejects(s.release(q, 5n), /closed/) // rejects, never throws
   s.close() // a second close is harmless

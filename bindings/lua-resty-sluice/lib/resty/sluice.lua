@@ -127,15 +127,8 @@ function _M.new(opts)
   rc = C.sluice_http_open(ho, hout)
   if rc ~= 0 then return nil, "sluice_http_open: " .. cerr(C, rc) end
 
-  -- Endpoint class names as the library spells them (1 .. EP__COUNT-1).
-  local classes = {}
-  for i = 1, C.SLUICE_EP__COUNT - 1 do
-    classes[ffi_string(C.sluice_endpoint_class_name(i))] = i
-  end
-
   return setmetatable({
     C = C, pol = pol, http = ffi.gc(hout[0], C.sluice_http_close), redis = redis,
-    classes = classes,
     -- Scratch space, used only within a stretch of code that does not
     -- yield (a worker runs one such stretch at a time): a shm or mem
     -- decision, and every rendering.  A Redis decision, which yields on
@@ -158,6 +151,13 @@ local REQ_SIZE = ffi.sizeof("sluice_request")
 local decision_t = ffi.typeof("sluice_decision")
 local DECISION_SIZE = ffi.sizeof(decision_t)
 local function fill(self, req, q, a, anchor)
+  -- The built-in endpoint classes' fields are gone: refused, never read
+  -- as something else (a request would silently cost what its route says).
+  if req.cost ~= nil or req.class ~= nil then
+    return nil, "req." .. (req.cost ~= nil and "cost" or "class")
+                .. " is not read: a request is its method, route and attrs,"
+                .. " a cost an attribute its route's cost reads"
+  end
   -- Zeroed, then only the fields given are stored: access_by_lua runs
   -- mostly in LuaJIT's interpreter, where each cdata store costs.
   ffi_fill(q, REQ_SIZE)
@@ -173,16 +173,6 @@ local function fill(self, req, q, a, anchor)
   if v then q.route = v end
   v = req.client_ip
   if v then q.client_ip = v end
-  v = req.auth_subject
-  if v then q.auth_subject = v end
-  v = req.ledger
-  if v then q.ledger_id = v end
-  if req.class then
-    local c = self.classes[req.class]
-    if not c then return nil, "unknown class " .. tostring(req.class) end
-    q.endpoint_class = c
-  end
-  if req.cost then q.cost = req.cost end
   local attrs = req.attrs
   if attrs then
     local n = 0
@@ -390,9 +380,10 @@ local function settle_redis(self, req, d, actual)
   return true
 end
 
---- Decide one request.  req: tenant, key, tier, method, route, class
--- (an endpoint class name: "reconcile"...), client_ip, auth_subject,
--- ledger, cost, attrs (a table of attribute name -> value).  d: a
+--- Decide one request.  req: tenant, key, tier, method, route,
+-- client_ip, and attrs: a table of the attributes the policy file
+-- declares, name -> value (etc/ledger.conf's `ledger`, `export_range_s`,
+-- `subject`, `result`; a cost the route reads from one, as `tokens`).  d: a
 -- sluice_decision to fill (default: a new one).  Returns the decision
 -- (d.allowed, d.status, d.limit_name...), or nil and a message for a
 -- request the policy refuses to decide (nothing was recorded).
@@ -597,6 +588,33 @@ function _M.settle(self, req, d, actual)
   local rc = self.C.sluice_policy_settle(self.pol, q, d, a.attrs, a.nattrs)
   if rc ~= 0 then return nil, input_error(self.C, rc, d) end
   return true
+end
+
+local function report_redis(self, req)
+  return decide_redis(self, req, decision_t())
+end
+
+--- Report what the upstream said of req (as decided), once it has
+-- answered (header_filter_by_lua*, log_by_lua*): req is decided again
+-- with one more attribute, name = value (a sign-in's result = "bad_secret";
+-- etc/ledger.conf's header names them), which a route's reported strikes
+-- count (docs/policy.md "Declared penalties").  req itself is left as it
+-- is.  Returns the report's decision; on Redis outside a cosocket phase a
+-- timer of the worker carries it and true means it was scheduled; or nil
+-- and a message.
+function _M.report(self, req, name, value)
+  local attrs = {}
+  if req.attrs then
+    for k, v in pairs(req.attrs) do attrs[k] = v end
+  end
+  attrs[name] = value
+  local rep = { tenant = req.tenant, key = req.key, tier = req.tier,
+                method = req.method, route = req.route,
+                client_ip = req.client_ip, attrs = attrs }
+  if self.redis and not cosocket_phases[ngx.get_phase()] then
+    return later("reporting " .. tostring(name), report_redis, self, rep)
+  end
+  return self:decide(rep)
 end
 
 --- In log_by_lua*: release the lease access() took for this request, if

@@ -14,12 +14,17 @@
 --
 -- With config.cost_response_header, the log phase settles an admitted
 -- request's cost at the value the upstream's response header gives (the
--- tokens it really used): a charge or a refund of the difference.
+-- tokens it really used): a charge or a refund of the difference.  With
+-- config.report_attribute, the log phase reports the status Kong answered
+-- an admitted request with as that attribute (resty.sluice's report():
+-- the request decided again with it), which a route's reported strikes
+-- count: failed sign-ins, or 401s and 403s, boxing a consumer or address.
 --
 -- PDK calls: kong.client.get_consumer, get_credential, get_forwarded_ip;
 -- kong.router.get_route, get_service; kong.request.get_method, get_path,
 -- get_id (when there), get_header; kong.service.response.get_header;
--- kong.response.exit, set_header; kong.ctx.plugin; kong.log.err.
+-- kong.response.exit, set_header, get_status; kong.ctx.plugin;
+-- kong.log.err.
 local sluice = require "resty.sluice"
 
 local Handler = {
@@ -92,6 +97,9 @@ function Handler:access(conf)
   if cost_attr and conf.cost_response_header and d.settle_check ~= 0 then
     kong.ctx.plugin.settle = { lim, req, d }
   end
+  if conf.report_attribute and d.allowed ~= 0 then
+    kong.ctx.plugin.report = { lim, req }
+  end
   if d.allowed ~= 0 and d.limit <= 0 then return end
   local rid = kong.request.get_id and kong.request.get_id() or nil
   local status, headers, body = lim:answer(d, req, d.allowed == 0 and rid or nil)
@@ -125,6 +133,12 @@ function Handler:log(conf)
   if s then
     kong.ctx.plugin.settle = nil
     settle(conf, s)
+  end
+  local rp = kong.ctx.plugin.report
+  if rp then
+    kong.ctx.plugin.report = nil
+    local ok, err = rp[1]:report(rp[2], conf.report_attribute, kong.response.get_status())
+    if not ok then kong.log.err("sluice: reporting the status: ", err) end
   end
   local l = kong.ctx.plugin.lease
   if not l then return end

@@ -37,6 +37,11 @@ return {
           { cost_attribute = { type = "string", match = "^[%w_]+$" } },
           { cost_request_header = { type = "string" } },
           { cost_response_header = { type = "string" } },
+          -- The attribute the status Kong answered an admitted request
+          -- with is reported as, in the log phase ("result"), for a
+          -- route's reported strikes (docs/policy.md "Declared
+          -- penalties"); none: nothing is reported.
+          { report_attribute = { type = "string", match = "^[%w_]+$" } },
           -- Where libsluice is, when not on the loader's path.
           { library = { type = "string" } },
         },

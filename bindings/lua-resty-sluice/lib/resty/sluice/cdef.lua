@@ -33,8 +33,6 @@ enum {
   SLUICE_CALL_DONE = 0,
   SLUICE_CALL_SEND = 1,
   SLUICE_CALL_MORE = 2,
-  SLUICE_EP_AUTO = 0,
-  SLUICE_EP__COUNT = 6,
   SLUICE_BINDING_LIMIT = 5,
   SLUICE_POLICY_SHADOW = 1,
   SLUICE_OPEN_TESTCLOCK = 4,
@@ -66,6 +64,9 @@ typedef struct sluice_request {
   const char *tier;
   const char *method;
   const char *route;
+  /* The header's layout only: resty.sluice never sets the fields of the
+     built-in endpoint classes (endpoint_class .. export_to_ns); a request
+     says what it is by method, route and attrs. */
   int endpoint_class;
   int auth_result;
   const char *client_ip;
@@ -239,7 +240,6 @@ const char *sluice_strerror(int err);
 const char *sluice_err_name(int err);
 const char *sluice_version_string(void);
 const char *sluice_outcome_name(int outcome);
-const char *sluice_endpoint_class_name(int endpoint_class);
 int sluice_policy_open(const sluice_policy_options *opts, sluice_policy **out);
 void sluice_policy_close(sluice_policy *p);
 int sluice_policy_decide(sluice_policy *p, const sluice_request *req,

@@ -1,0 +1,135 @@
+/*
+** The declared limits' key layout (lib/policy/keys.c): dl:{TAG}BODY with
+** 128-bit keyed hashes in base64url.  Each expected key is built here
+** from the documented inputs (the keyed SipHash-2-4-128 of "attr=value"
+** and US separators) with an encoder of this file's own, and read back from
+** the store a decision wrote, so a change of layout, hash input or
+** encoding fails here.
+*/
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "scope_id.h"
+#include "sluice.h"
+#include "sluice/backend.h"
+
+/* RFC 4648 section 5, bit by bit, no padding. */
+static void b64url(const uint8_t *in, size_t n, char *out) {
+  static const char al[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  size_t bits = 8 * n, i, o = 0;
+  for (i = 0; i < bits; i += 6) {
+    unsigned v = 0, b;
+    for (b = 0; b < 6; b++) {
+      size_t at = i + b;
+      v = v << 1 | (at < bits ? (in[at / 8] >> (7 - at % 8)) & 1u : 0u);
+    }
+    out[o++] = al[v];
+  }
+  out[o] = '\0';
+}
+
+Test(decl_keys, base64url_of_128_bits) {
+  uint8_t h[16];
+  char mine[32], lib[SLUICE__ID64_LEN + 1];
+  int t, i;
+  srand(7);
+  for (t = 0; t < 1000; t++) {
+    for (i = 0; i < 16; i++)
+      h[i] = (uint8_t)(t < 2 ? (t ? 0xff : 0) : rand());
+    b64url(h, 16, mine);
+    sluice__id_b64(h, lib);
+    lib[SLUICE__ID64_LEN] = '\0';
+    cr_assert_str_eq(lib, mine);
+  }
+}
+
+static const uint8_t secret[16] = {1, 2, 3, 4, 5, 6, 7, 8,
+                                   9, 10, 11, 12, 13, 14, 15, 16};
+
+/* The base64url keyed hash of a literal. */
+#define ID64(lit, out) id64(lit, sizeof lit - 1, out)
+static void id64(const char *data, size_t n, char out[SLUICE__ID64_LEN + 1]) {
+  uint8_t h[16];
+  sluice_siphash128(secret, data, n, h);
+  b64url(h, 16, out);
+}
+
+static int present(sluice_limiter *lim, const char *key) {
+  sluice_state st;
+  int64_t exp;
+  return sluice_limiter_get(lim, key, strlen(key), &st, &exp) == SLUICE_OK;
+}
+
+Test(decl_keys, a_decision_writes_the_documented_keys) {
+  static const char text[] =
+      "attributes = [ \"user\" ];\n"
+      "limits = {\n"
+      "  per_tenant = { algorithm = \"gcra\"; scope = [ \"tenant\" ];\n"
+      "                 rate = 10; period_ms = 1000; burst = 10; };\n"
+      "  per_user = { algorithm = \"fixed_window\";\n"
+      "               scope = [ \"tenant\", \"user\" ]; limit = 10;\n"
+      "               window_ms = 60000; };\n"
+      "  slots = { algorithm = \"concurrency\"; scope = [ \"tenant\" ];\n"
+      "            max = 2; ttl_ms = 60000; };\n"
+      "};\n"
+      "routes = ( { method = \"*\"; route = \"/x\";\n"
+      "             limits = ( \"per_tenant\", \"per_user\", \"slots\" ); } "
+      ");\n";
+  char path[] = "/tmp/sluice-decl-keys-XXXXXX", err[256] = "";
+  char tag[SLUICE__ID64_LEN + 1], body[SLUICE__ID64_LEN + 1], key[128];
+  sluice_limiter_options lo;
+  sluice_policy_options po;
+  sluice_limiter *lim;
+  sluice_policy *pol;
+  sluice_attr u = {"user", "octocat"};
+  sluice_request r;
+  sluice_decision d;
+  int fd = mkstemp(path);
+  cr_assert(fd >= 0);
+  cr_assert_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+  close(fd);
+  memset(&lo, 0, sizeof lo);
+  lo.store = "mem";
+  cr_assert_eq(sluice_limiter_open(&lo, &lim), SLUICE_OK);
+  memset(&po, 0, sizeof po);
+  po.config_path = path;
+  po.limiter = lim;
+  po.errbuf = err;
+  po.errlen = sizeof err;
+  memcpy(po.secret, secret, 16);
+  cr_assert_eq(sluice_policy_open(&po, &pol), SLUICE_OK, "%s", err);
+  unlink(path);
+  memset(&r, 0, sizeof r);
+  r.method = "GET";
+  r.route = "/x";
+  r.tenant_id = "acme";
+  r.api_key_id = "k1";
+  r.attrs = &u;
+  r.nattrs = 1;
+  cr_assert_eq(sluice_policy_decide(pol, &r, &d), SLUICE_OK);
+  cr_assert(d.allowed);
+
+  ID64("tenant=acme\x1f", tag);
+  snprintf(key, sizeof key, "dl:{%s}nper_tenant", tag);
+  cr_assert(present(lim, key), "%s", key);
+  cr_assert_eq(strlen(key), 4 + 22 + 1 + 1 + 10);
+  ID64("per_user\x1fuser=octocat\x1f", body);
+  snprintf(key, sizeof key, "dl:{%s}h%s", tag, body);
+  cr_assert(present(lim, key), "%s", key);
+  cr_assert_eq(strlen(key), 50, "a hashed body's key is 50 bytes");
+  /* A lease set's slot: one of the two holds the request's lease. */
+  snprintf(key, sizeof key, "dl:{%s}nslots:0", tag);
+  cr_assert(present(lim, key) ||
+                (snprintf(key, sizeof key, "dl:{%s}nslots:1", tag) > 0 &&
+                 present(lim, key)),
+            "%s", key);
+  /* Another secret's tag names no record. */
+  snprintf(key, sizeof key, "dl:{%s}nper_tenant", body);
+  cr_assert(!present(lim, key));
+  sluice_policy_close(pol);
+  sluice_limiter_close(lim);
+}
