@@ -143,6 +143,10 @@ typedef struct sluice__droute {
 } sluice__droute;
 
 #define SLUICE__SHADOW_WHEN_MAX 8
+typedef struct sluice__shadow_entry {
+  sluice__amatch when;
+  unsigned features;
+} sluice__shadow_entry;
 
 /* A compiled policy's declared limits: each array holds what the file
 ** declares (nattrs, nlimits, ...), in the one block `mem` (packed at the
@@ -163,12 +167,9 @@ typedef struct sluice__decl {
   void *mem;        /* the packed arrays, one allocation */
   size_t mem_bytes; /* its size */
   /* shadow_when (shadow_when.c): features in shadow for the requests a
-  ** `when` matches. */
+  ** `when` matches (packed with the other arrays). */
   int nshadow_when;
-  struct {
-    sluice__amatch when;
-    unsigned features;
-  } shadow_when[SLUICE__SHADOW_WHEN_MAX];
+  sluice__shadow_entry *shadow_when;
 } sluice__decl;
 
 /* Free dl's packed arrays and dl itself (a heap allocation).  NULL is a
