@@ -35,7 +35,7 @@ static void dump(const sluice_policy_config *c, char *out, size_t n) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static char d1[8192], d2[8192];
   sluice_policy_config *c1, *c2;
-  char path[64], err[256], err2[256], tier[64];
+  char path[64], err[256], err2[256];
   int fd, rc, rc2;
   if (size > 1 << 16)
     return 0;
@@ -76,29 +76,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rc = sluice_policy_open(&po, &p);
     CHECK(rc == SLUICE_OK, "open with an accepted config: %s (%s)",
           sluice_err_name(rc), err);
-    for (int i = 0;; i++) {
+    /* A request as every caller names one: method and route (the fuzzed
+    ** file's routes pick the limits), in a few tiers (a tier a limit's
+    ** `by` does not list takes its own numbers). */
+    for (int i = 0; i < 4; i++) {
+      static const char *const tiers[] = {"sandbox", "growth", "enterprise",
+                                          "other"};
       sluice_request rq = {0};
       sluice_decision d;
       rq.tenant_id = "t1";
       rq.api_key_id = "k1";
-      snprintf(path, sizeof path, "tiers.[%d]", i);
-      if (sluice_policy_config_get(c1, path, tier, sizeof tier) != SLUICE_OK)
-        break;
-      rq.tier = tier;
-      rq.endpoint_class = SLUICE_EP_STANDARD;
-      rc = sluice_policy_decide(p, &rq, &d);
-      CHECK(rc == SLUICE_OK || rc == SLUICE_ERANGE || rc == SLUICE_ENOTFOUND,
-            "decide on tier %s: %s", rq.tier, sluice_err_name(rc));
-      if (rc == SLUICE_OK)
-        CHECK(d.store_error == 0 && d.allowed == 1,
-              "first request of tier %s refused (outcome %d, store %d)",
-              rq.tier, d.outcome, d.store_error);
+      rq.tier = tiers[i];
       rq.method = "GET";
       rq.route = "/v1/ledgers/x";
-      rq.endpoint_class = SLUICE_EP_AUTO;
       rc = sluice_policy_decide(p, &rq, &d);
-      CHECK(rc == SLUICE_OK || rc == SLUICE_ERANGE || rc == SLUICE_ENOTFOUND,
-            "routed decide: %s", sluice_err_name(rc));
+      CHECK(rc == SLUICE_OK || rc == SLUICE_ERANGE ||
+                rc == SLUICE_ENOTFOUND || rc == SLUICE_EINVAL,
+            "routed decide on tier %s: %s", rq.tier, sluice_err_name(rc));
+      if (rc == SLUICE_OK)
+        CHECK(d.store_error == 0,
+              "first request of tier %s: store error %d", rq.tier,
+              d.store_error);
     }
     sluice_policy_close(p);
     sluice_clock_free(clk);

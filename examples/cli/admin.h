@@ -16,8 +16,8 @@
 typedef struct admin {
   const char *cmd;
   const char *store, *config, *secret_path, *audit, *who, *why;
-  const char *tenant, *key, *tier, *ip, *subject, *ledger;
-  int scope;
+  const char *tenant, *key, *tier, *ip, *subject;
+  int scope; /* release, lift, renew: SLUICE_SCOPE_* */
   uint8_t secret[16];
   sluice_limiter *lim;
   sluice_policy *pol;
@@ -33,9 +33,10 @@ typedef struct admin {
   ** to the configuration given. */
   FILE *out;
   int found, unfit;
-  /* inspect of declared limits (--limits, --limit, --attr): the request
-  ** whose attributes name the scope, and the one limit asked for. */
-  int declared;
+  /* inspect: the request whose attributes name the scope (--attr, and
+  ** --ledger, --subject as the `ledger` and `subject` attributes), the one
+  ** limit asked for (--limit), or the limits only (--limits). */
+  int only_limits;
   const char *limit, *method, *route;
   sluice_attr attrs[16];
   size_t nattrs;

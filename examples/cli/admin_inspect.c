@@ -1,11 +1,13 @@
 /*
 ** sluice inspect: a scope's records in a live store, read without
-** changing them (sluice_policy_inspect()) and printed: the tenant and key
-** buckets, strikes, offenses, box level and time left, the Retry-After
-** notice, concurrency lease holders, the ledger lock and the hourly
-** export count; or, for an auth scope, its box and failure window.  A
-** report that cannot be trusted (no record under the scope's ids, or a
-** record --config could not have written) says so instead.
+** changing them and printed: each declared limit whose scope the
+** attributes given name (sluice_policy_inspect_limit(): what is left,
+** until full, leases held), the penalties the policy declares, and the
+** penalty box of the key, address or subject named
+** (sluice_policy_inspect(): level and time left, strikes or failures,
+** offenses, the Retry-After notice).  A report that cannot be trusted (no
+** record under the scope's ids, or a record --config could not have
+** written) says so instead.
 */
 #include <inttypes.h>
 #include <stdio.h>
@@ -28,24 +30,6 @@ static void secs(char *buf, size_t n, int64_t ns) {
     snprintf(buf, n, "forever");
   else
     snprintf(buf, n, "%.1f s", (double)ns / 1e9);
-}
-
-static void show_bucket(admin *a, const char *what, unsigned bit,
-                        const sluice_inspect_report *r,
-                        const sluice_inspect_bucket *b) {
-  char t[32];
-  secs(t, sizeof t, b->reset_ns);
-  if (r->unfit & bit) {
-    char why[96];
-    snprintf(why, sizeof why, "full in %s, more than an empty bucket of %"
-             PRId64 " points takes", t, b->burst);
-    unfit(a, what, why);
-    return;
-  }
-  fprintf(a->out, "  %-14s %" PRId64 "/%" PRId64 " points, full in %s (%" PRId64
-         " per %.3g s)%s\n",
-         what, b->remaining, b->burst, t, b->rate, (double)b->period_ns / 1e9,
-         (r->present & bit) ? "" : " [no record: full]");
 }
 
 static void show_penalty(admin *a, const sluice_inspect_report *r) {
@@ -72,67 +56,11 @@ static void show_penalty(admin *a, const sluice_inspect_report *r) {
          r->offenses, (double)r->offense_ttl_ns / 3.6e12);
 }
 
-static void show_leases(admin *a, const char *what,
-                        const sluice_inspect_leases *l, int64_t now) {
-  int i, held = 0;
-  fprintf(a->out, "  %s:", what);
-  for (i = 0; i < l->slots; i++)
-    if (l->id[i]) {
-      char t[32];
-      secs(t, sizeof t, l->until_ns[i] - now);
-      fprintf(a->out, "%s slot %d: lease %016" PRIx64 ", %s left",
-             held ? ";" : "", i, l->id[i], t);
-      held++;
-    }
-  fprintf(a->out, "%s (%d of %d slots held)\n", held ? "" : " none", held,
-         l->slots);
-}
-
-static void show_key(admin *a, const sluice_inspect_report *r) {
-  const int64_t now = r->now_ns;
-  fprintf(a->out, "scope: key %s of tenant %s, tier %s (ids %.8s... / %.8s...)\n",
-         a->key, a->tenant, a->tier, r->scope_id, r->tenant_scope_id);
-  show_bucket(a, "tenant bucket:", SLUICE_INSPECT_TENANT_BUCKET, r,
-              &r->tenant_bucket);
-  show_bucket(a, "key bucket:", SLUICE_INSPECT_KEY_BUCKET, r, &r->key_bucket);
-  show_penalty(a, r);
-  if (r->notice_until_ns) {
-    char tt[32];
-    secs(tt, sizeof tt, r->notice_until_ns - now);
-    /* Under strike_every_denial the notice decides nothing: any 429 is
-    ** a strike, sent before the notice ends or not. */
-    fprintf(a->out, "  retry-after notice: live, %s left (%s)\n", tt,
-            cli_setting(sluice_policy_config_of(a->pol),
-                        "penalty.strike_every_denial")
-                ? "every 429 is a strike: penalty.strike_every_denial"
-                : "a request before then is a strike");
-  } else {
-    fprintf(a->out, "  retry-after notice: none\n");
-  }
-  show_leases(a, "reconcile leases", &r->reconcile, now);
-  show_leases(a, "export leases", &r->export_, now);
-  if (a->ledger) {
-    if (r->ledger_lease) {
-      char tt[32];
-      secs(tt, sizeof tt, r->ledger_until_ns - now);
-      fprintf(a->out, "  ledger %s: locked by lease %016" PRIx64 ", %s left\n",
-             a->ledger, r->ledger_lease, tt);
-    } else {
-      fprintf(a->out, "  ledger %s: not locked\n", a->ledger);
-    }
-  }
-  if (r->unfit & SLUICE_INSPECT_EXPORT_CAP)
-    unfit(a, "exports:", "more exports than the cap");
-  else
-    fprintf(a->out, "  exports this window: %" PRId64 " of %" PRId64 "\n",
-           r->exports_used, r->exports_limit);
-}
-
+/* An address's or a subject's box: level, offenses, the failures window. */
 static void show_auth(admin *a, const sluice_inspect_report *r) {
-  int ip = a->scope == SLUICE_SCOPE_IP;
-  fprintf(a->out, "scope: %s %s (id %.8s...)\n", ip ? "ip" : "subject",
-         ip ? a->ip : a->subject, r->scope_id);
-  if (!(r->unfit & SLUICE_INSPECT_BOX)) {
+  if (r->unfit & SLUICE_INSPECT_BOX) {
+    unfit(a, "penalty:", "a box longer than its level's");
+  } else {
     char tt[32];
     secs(tt, sizeof tt, r->box_end_ns == SLUICE_FOREVER
                             ? SLUICE_FOREVER
@@ -146,24 +74,73 @@ static void show_auth(admin *a, const sluice_inspect_report *r) {
   if (r->unfit & SLUICE_INSPECT_FAILURES)
     unfit(a, "failures:", "more failures than the limit");
   else
-    fprintf(a->out, "  failures: %" PRId64 " of %" PRId64 " in the %.0f s window\n",
-           r->failures, r->failures_limit, (double)r->failures_window_ns / 1e9);
+    fprintf(a->out, "  failures: %" PRId64 " of %" PRId64 " in the %.0f s "
+                    "window\n",
+            r->failures, r->failures_limit,
+            (double)r->failures_window_ns / 1e9);
 }
 
-/* One sluice_policy_inspect() call: the keys and parameters are the
-** library's (lib/policy/keys.c and the tier's derived parameters), so the
-** report reads what the service's decisions wrote. */
-static int inspect_scope(admin *a) {
+/* A setting of the configuration in force as text ("" when none). */
+static const char *conf_str(const admin *a, const char *path, char *buf,
+                            size_t n) {
+  if (sluice_policy_config_get(sluice_policy_config_of(a->pol), path, buf,
+                               n) != SLUICE_OK)
+    buf[0] = 0;
+  return buf;
+}
+
+/* The declared penalties whose scope these attributes give, with what
+** they count as a strike: "keys (tenant, key; strike: early)"... and
+** whether one of the key's counts every 429 ("every"). */
+static void show_declared_penalties(admin *a, int *every) {
+  char names[512], path[160], scope[160], strike[32];
+  char *save = NULL, *n;
+  *every = 0;
+  conf_str(a, "penalties", names, sizeof names);
+  if (!names[0])
+    return;
+  fprintf(a->out, "  penalties:");
+  for (n = strtok_r(names, ",", &save); n; n = strtok_r(NULL, ",", &save)) {
+    int i;
+    size_t len = 0;
+    scope[0] = 0;
+    for (i = 0; i < SLUICE_LIMIT_SCOPE_MAX; i++) { /* a list: by element */
+      char v[64];
+      snprintf(path, sizeof path, "penalties.%s.scope.[%d]", n, i);
+      if (!conf_str(a, path, v, sizeof v)[0])
+        break;
+      len += (size_t)snprintf(scope + len, sizeof scope - len, "%s%s",
+                              i ? ", " : "", v);
+      if (len >= sizeof scope)
+        break;
+    }
+    snprintf(path, sizeof path, "penalties.%s.strike", n);
+    conf_str(a, path, strike, sizeof strike);
+    fprintf(a->out, " %s (%s; strike: %s)%s", n, scope, strike,
+            save && *save ? "," : "");
+    if (!strcmp(strike, "every") && !strcmp(scope, "tenant, key"))
+      *every = 1;
+  }
+  fprintf(a->out, "\n");
+}
+
+/* The penalty box of the scope the common fields name (the key's, the
+** address's, the subject's), read with sluice_policy_inspect(): level and
+** time left, strikes or failures, offenses, the Retry-After notice. */
+static int show_box(admin *a, int every) {
   sluice_inspect_query q;
   sluice_inspect_report r;
-  unsigned caps = sluice_limiter_capabilities(a->lim);
-  int rc;
+  int rc, scope = a->tenant && a->key && a->tier ? SLUICE_SCOPE_KEY
+                  : a->ip                         ? SLUICE_SCOPE_IP
+                  : a->subject                    ? SLUICE_SCOPE_SUBJECT
+                                                  : 0;
+  if (!scope)
+    return CLI_OK;
   memset(&q, 0, sizeof q);
-  q.scope = a->scope;
+  q.scope = scope;
   q.tenant_id = a->tenant;
   q.api_key_id = a->key;
   q.tier = a->tier;
-  q.ledger_id = a->ledger;
   q.client_ip = a->ip;
   q.auth_subject = a->subject;
   rc = sluice_policy_inspect(a->pol, &q, &r);
@@ -173,24 +150,44 @@ static int inspect_scope(admin *a) {
     return CLI_USAGE;
   }
   if (rc != SLUICE_OK) {
-    fprintf(stderr, "sluice inspect: reading the scope's records: %s: %s\n",
+    fprintf(stderr, "sluice inspect: reading the scope's box: %s: %s\n",
             sluice_strerror(rc), sluice_limiter_errmsg(a->lim));
     return rc == SLUICE_EKEY || rc == SLUICE_EINVAL ? CLI_USAGE : CLI_RUNTIME;
   }
-  a->found = r.present != 0;
-  fprintf(a->out, "store: %s (%s%s%s)\n", a->store, sluice_limiter_backend(a->lim),
-         (caps & SLUICE_CAP_CROSS_PROCESS) ? ", shared between processes" : "",
-         (caps & SLUICE_CAP_DURABLE) ? ", durable" : "");
-  if (a->scope == SLUICE_SCOPE_KEY)
-    show_key(a, &r);
-  else
+  r.present &= SLUICE_INSPECT_BOX | SLUICE_INSPECT_NOTICE |
+               SLUICE_INSPECT_FAILURES | SLUICE_INSPECT_STUFFING;
+  a->found |= r.present != 0;
+  fprintf(a->out, "  box of the %s (id %.8s...):\n",
+          scope == SLUICE_SCOPE_KEY  ? "key"
+          : scope == SLUICE_SCOPE_IP ? "address"
+                                     : "subject",
+          r.scope_id);
+  if (!r.present) {
+    fprintf(a->out, "  [no box record found under these ids]\n");
+    return CLI_OK;
+  }
+  if (scope != SLUICE_SCOPE_KEY) {
     show_auth(a, &r);
+    return CLI_OK;
+  }
+  show_penalty(a, &r);
+  if (r.notice_until_ns) {
+    char tt[32];
+    secs(tt, sizeof tt, r.notice_until_ns - r.now_ns);
+    /* When every 429 is a strike the notice decides nothing. */
+    fprintf(a->out, "  retry-after notice: live, %s left (%s)\n", tt,
+            every ? "every 429 is a strike: the penalty's strike = \"every\""
+                  : "a request before then is a strike");
+  } else {
+    fprintf(a->out, "  retry-after notice: none\n");
+  }
   return CLI_OK;
 }
 
-/* Declared limits: each one (or --limit's) whose scope the attributes
-** given name, read with sluice_policy_inspect_limit() (the keys and the
-** parameter set a decision of that request uses). */
+/* The policy's declared limits (each one, or --limit's, whose scope the
+** attributes given name, read with sluice_policy_inspect_limit(): the keys
+** and the parameter set a decision of that request uses), then the
+** penalty box of the scope named. */
 
 /* Whether the query gives the attribute (a common field or an --attr). */
 static int given_attr(const admin *a, const char *name) {
@@ -206,13 +203,14 @@ static int given_attr(const admin *a, const char *name) {
       return 1;
   return 0;
 }
-static int inspect_declared(admin *a) {
+
+static int inspect_policy(admin *a) {
   sluice_request q;
   sluice_limit_info li;
   sluice_limit_state st;
   unsigned caps = sluice_limiter_capabilities(a->lim);
   const char *field;
-  int i, rc, shown = 0, asked = 0;
+  int i, rc, shown = 0, asked = 0, every;
   size_t k;
   memset(&q, 0, sizeof q);
   q.tenant_id = a->tenant;
@@ -223,11 +221,6 @@ static int inspect_declared(admin *a) {
   q.route = a->route;
   q.attrs = a->nattrs ? a->attrs : NULL;
   q.nattrs = a->nattrs;
-  if (sluice_policy_limit_at(a->pol, 0, &li) != SLUICE_OK) {
-    fprintf(stderr, "sluice inspect: --config %s declares no limits\n",
-            a->config);
-    return CLI_USAGE;
-  }
   fprintf(a->out, "store: %s (%s%s%s)\n", a->store,
           sluice_limiter_backend(a->lim),
           (caps & SLUICE_CAP_CROSS_PROCESS) ? ", shared between processes"
@@ -300,12 +293,16 @@ static int inspect_declared(admin *a) {
                     "%s\n", a->limit, a->config);
     return CLI_USAGE;
   }
-  if (!shown) {
-    fprintf(stderr, "sluice inspect: no declared limit's scope is given by "
-                    "these attributes\n");
-    return CLI_USAGE;
+  if (a->limit || a->only_limits) {
+    if (!shown) {
+      fprintf(stderr, "sluice inspect: no declared limit's scope is given "
+                      "by these attributes\n");
+      return CLI_USAGE;
+    }
+    return CLI_OK;
   }
-  return CLI_OK;
+  show_declared_penalties(a, &every);
+  return show_box(a, every);
 }
 
 /* The report is held back until it is known to say something: a scope
@@ -320,7 +317,7 @@ int admin_inspect(admin *a) {
     fprintf(stderr, "sluice inspect: out of memory\n");
     return CLI_RUNTIME;
   }
-  rc = a->declared ? inspect_declared(a) : inspect_scope(a);
+  rc = inspect_policy(a);
   if (fclose(a->out) != 0) {
     free(text);
     fprintf(stderr, "sluice inspect: out of memory\n");

@@ -150,7 +150,10 @@ int admin_release_or_lift(admin *a, int mode) {
   q.api_key_id = a->key;
   q.tier = a->tier;
   q.client_ip = a->ip;
-  q.auth_subject = a->subject;
+  if (a->subject) { /* etc/ledger.conf's sign-in subject */
+    q.attrs = a->attrs;
+    q.nattrs = a->nattrs;
+  }
   rc = mode == ADMIN_RENEW
            ? sluice_policy_renew_box(a->pol, a->scope, &q, a->who, a->why)
        : lift

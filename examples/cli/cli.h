@@ -84,13 +84,9 @@ typedef struct cli_lines {
 ** CLI_RUNTIME when a callback stops or the stream fails (then said). */
 int cli_read_lines(FILE *in, const cli_lines *cb, long *nlines);
 
-/* The configuration in force, read by path: a tier's row (its index, -1
-** when not configured), row's name (NULL past the last), an integer
-** setting (0 when there is none). */
+/* An integer setting of the configuration in force, by its path (0 when
+** there is none). */
 struct sluice_policy_config;
-int cli_tier_row(const struct sluice_policy_config *c, const char *tier);
-const char *cli_tier_name(const struct sluice_policy_config *c, int row,
-                          char *buf, size_t len);
 int64_t cli_setting(const struct sluice_policy_config *c, const char *path);
 
 #endif

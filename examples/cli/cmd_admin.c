@@ -2,10 +2,11 @@
 ** sluice inspect | release | lift | renew: support tools against a live store (shm,
 ** lmdb, redis) that a service shares with its workers.
 **
-**   inspect  reads a scope's records without changing them: the tenant and
-**            key buckets, strikes, offenses, box level and time left, the
-**            Retry-After notice, concurrency lease holders, the ledger lock
-**            and the hourly export count.
+**   inspect  reads a scope's records without changing them: each declared
+**            limit its attributes name (what is left, leases held), the
+**            policy's penalties, and the box of the key, address or
+**            subject named (level and time left, strikes, offenses, the
+**            Retry-After notice).
 **   release  ends a box early (levels 1 and 2, the enterprise level 3 box),
 **            keeping the offense count;
 **   lift     lifts a level 3 suspension after review;
@@ -16,8 +17,8 @@
 ** the scope and the level.
 **
 ** Scope ids are keyed hashes: these tools need the service's secret
-** (--secret-file, 32 hex digits) and its policy configuration (--config,
-** for the tier parameters) to find and read the records.
+** (--secret-file, 32 hex digits) and its policy (--config, for the
+** limits' parameters) to find and read the records.
 **
 ** This file is the command line (usage, options, the scope's checks) and
 ** the store and policy the commands open; admin_inspect.c and
@@ -39,27 +40,27 @@ static void admin_usage(FILE *f, const char *cmd) {
     fprintf(f,
         "usage: sluice inspect --store STORE --secret-file FILE "
         "--config FILE\n"
-        "         (--tenant T --key K --tier TIER [--ledger L] | --ip IP | "
-        "--subject S)\n\n"
-        "Shows a scope's records in a live store without changing them: the\n"
-        "tenant and key buckets, strikes, offenses, penalty level and box "
-        "time\nleft, the Retry-After notice, concurrency lease holders (and "
-        "the\nledger lock with --ledger), exports this hour.  Auth scopes "
-        "(--ip,\n--subject) show their box and failure window.\n\n"
+        "         [--tenant T] [--key K] [--tier TIER] [--ip IP] "
+        "[--subject S]\n"
+        "         [--ledger L] [--attr NAME=VALUE]... [--method M --route R]\n"
+        "         [--limits | --limit NAME]\n\n"
+        "Shows a scope's records in a live store without changing them: "
+        "each limit\nthe policy declares whose scope these attributes give "
+        "(what is left of it,\nuntil it is full, leases held), the "
+        "penalties it declares, and the box of\nthe key (--tenant, --key, "
+        "--tier), the address (--ip) or the subject\n(--subject): level and "
+        "time left, strikes or sign-in failures, offenses,\nthe "
+        "Retry-After notice.  --ledger and --subject are the ledger file's\n"
+        "`ledger` and `subject` attributes; --attr names any attribute; "
+        "--method and\n--route pick the declared route (the `pattern` "
+        "attribute) and its parameter\nset, as a decision of that request "
+        "would.  --limits (or --limit NAME) reads\nthe limits only (or "
+        "that one).\n\n"
         "Scope ids are keyed hashes and every figure is computed with the\n"
-        "service's tier parameters, so --config is required and the secret\n"
-        "must be the service's.  When no record exists under the scope's ids\n"
-        "(an idle scope, or another secret) or a record cannot come from\n"
-        "--config, inspect says it cannot tell and exits 1.\n\n"
-        "Declared limits (a policy file's `limits`):\n"
-        "  sluice inspect --store STORE --secret-file FILE --config FILE\n"
-        "         (--limits | --limit NAME) [--attr NAME=VALUE]...\n"
-        "         [--tenant T] [--key K] [--tier TIER] [--ip IP]\n"
-        "         [--method M --route R]\n"
-        "  shows each declared limit (or NAME) whose scope these attributes\n"
-        "  give: what is left of it, until it is full, leases held; --method\n"
-        "  and --route pick the declared route (the `pattern` attribute) and\n"
-        "  its parameter set, as a decision of that request would.\n");
+        "service's policy, so --config is required and the secret must be\n"
+        "the service's.  When no record exists under the scope's ids (an "
+        "idle\nscope, or another secret) or a record cannot come from "
+        "--config, inspect\nsays it cannot tell and exits 1.\n");
   else
     fprintf(f,
         "usage: sluice %s --store STORE --secret-file FILE [--config FILE]\n"
@@ -90,7 +91,7 @@ static void admin_usage(FILE *f, const char *cmd) {
       "  --config FILE       the service's policy (%s)\n\n"
       "exit codes: 0 ok, 1 %s,\n"
       "            2 usage error, 3 store or system failure\n",
-      !strcmp(cmd, "inspect") ? "required" : "default: built-in",
+      !strcmp(cmd, "inspect") ? "required" : "default: etc/ledger.conf",
       !strcmp(cmd, "inspect")
           ? "cannot tell (no record under these ids, or one that does\n"
             "            not fit --config)"
@@ -190,7 +191,7 @@ static int admin_main(const char *cmd, int argc, char **argv) {
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   admin a;
-  int c, rc, nscope;
+  int c, rc, nscope, nsel = 0, nledger = 0;
   int is_inspect = !strcmp(cmd, "inspect");
   memset(&a, 0, sizeof a);
   a.cmd = cmd;
@@ -210,8 +211,20 @@ static int admin_main(const char *cmd, int argc, char **argv) {
     case 'k': a.key = optarg; break;
     case 'T': a.tier = optarg; break;
     case 'i': a.ip = optarg; break;
-    case 'u': a.subject = optarg; break;
-    case 'l': a.ledger = optarg; break;
+    case 'u':
+    case 'l':
+      /* the ledger's attributes (etc/ledger.conf): --attr NAME=VALUE */
+      if (c == 'u')
+        a.subject = optarg;
+      if (a.nattrs == sizeof a.attrs / sizeof a.attrs[0]) {
+        fprintf(stderr, "sluice %s: at most 16 attributes\n", cmd);
+        return CLI_USAGE;
+      }
+      if (c == 'l')
+        nledger++;
+      a.attrs[a.nattrs].name = c == 'u' ? "subject" : "ledger";
+      a.attrs[a.nattrs++].value = optarg;
+      break;
     case 'w': a.who = optarg; break;
     case 'r': a.why = optarg; break;
     case 'a': a.audit = optarg; break;
@@ -227,10 +240,10 @@ static int admin_main(const char *cmd, int argc, char **argv) {
       a.nft_prefix = (int)v;
       break;
     }
-    case 'D': a.declared = 1; break;
-    case 'L': a.declared = 1; a.limit = optarg; break;
-    case 'M': a.method = optarg; break;
-    case 'R': a.route = optarg; break;
+    case 'D': a.only_limits = 1; nsel++; break;
+    case 'L': a.limit = optarg; nsel++; break;
+    case 'M': a.method = optarg; nsel++; break;
+    case 'R': a.route = optarg; nsel++; break;
     case 'A': {
       char *eq = strchr(optarg, '=');
       if (!eq || eq == optarg || a.nattrs == sizeof a.attrs / sizeof a.attrs[0]) {
@@ -241,7 +254,7 @@ static int admin_main(const char *cmd, int argc, char **argv) {
       *eq = 0;
       a.attrs[a.nattrs].name = optarg;
       a.attrs[a.nattrs++].value = eq + 1;
-      a.declared = 1;
+      nsel++;
       break;
     }
     case 'h':
@@ -264,44 +277,38 @@ static int admin_main(const char *cmd, int argc, char **argv) {
             !a.store ? "--store" : "--secret-file");
     return CLI_USAGE;
   }
-  if (a.declared || a.method || a.route) {
-    /* A declared limit's scope is whatever attributes it names: the
-    ** common fields and --attr pairs, any of them. */
-    if (!is_inspect) {
-      fprintf(stderr, "sluice %s: --limits, --limit, --attr, --method and "
-                      "--route are for inspect only\n", cmd);
-      return CLI_USAGE;
-    }
-    if (a.subject || a.ledger) {
-      fprintf(stderr, "sluice inspect: --subject and --ledger are the "
-                      "ledger's scopes, not a declared limit's\n");
-      return CLI_USAGE;
-    }
-    a.declared = 1;
-  }
   nscope = (a.tenant || a.key || a.tier) + !!a.ip + !!a.subject;
-  if (a.declared) {
-    /* checked against the limits' scopes once the policy is open */
-  } else if (nscope != 1) {
-    fprintf(stderr, "sluice %s: name exactly one scope: --tenant/--key/"
-                    "--tier, --ip or --subject\n", cmd);
-    return CLI_USAGE;
-  }
-  if (!a.declared && (a.tenant || a.key || a.tier) &&
-      !(a.tenant && a.key && a.tier)) {
-    fprintf(stderr, "sluice %s: %s is required with --tenant/--key/--tier\n",
-            cmd, !a.tenant ? "--tenant" : !a.key ? "--key" : "--tier");
-    return CLI_USAGE;
-  }
-  if (a.ledger && !a.tenant) {
-    fprintf(stderr, "sluice %s: --ledger needs a key scope\n", cmd);
+  if (!is_inspect) {
+    /* a box's scope: the key's, the address's or the subject's */
+    if (nsel || nledger) {
+      fprintf(stderr, "sluice %s: --limits, --limit, --attr, --ledger, "
+                      "--method and --route are for inspect only\n", cmd);
+      return CLI_USAGE;
+    }
+    if (nscope != 1) {
+      fprintf(stderr, "sluice %s: name exactly one scope: --tenant/--key/"
+                      "--tier, --ip or --subject\n", cmd);
+      return CLI_USAGE;
+    }
+    if (a.tenant || a.key || a.tier) {
+      if (!(a.tenant && a.key && a.tier)) {
+        fprintf(stderr, "sluice %s: %s is required with --tenant/--key/"
+                        "--tier\n",
+                cmd, !a.tenant ? "--tenant" : !a.key ? "--key" : "--tier");
+        return CLI_USAGE;
+      }
+    }
+  } else if (!nscope && !nsel && !nledger) {
+    /* a declared limit's scope is whatever attributes it names */
+    fprintf(stderr, "sluice inspect: name a scope: --tenant/--key/--tier, "
+                    "--ip, --subject or --attr NAME=VALUE\n");
     return CLI_USAGE;
   }
   if (is_inspect && !a.config) {
     fprintf(stderr, "sluice inspect: --config is required: every figure is "
-                    "computed with the service's\ntier parameters, and "
-                    "without them sluice cannot tell a bucket's state (the\n"
-                    "built-in defaults are etc/sluice.conf)\n");
+                    "computed with the service's\npolicy (its limits' "
+                    "parameters); without it sluice\ncannot tell a limit's "
+                    "state (the default policy is etc/ledger.conf)\n");
     return CLI_USAGE;
   }
   if ((a.nft_table || a.nft_prefix) && !a.nft) {
@@ -311,10 +318,6 @@ static int admin_main(const char *cmd, int argc, char **argv) {
   }
   if (is_inspect && a.nft) {
     fprintf(stderr, "sluice inspect: --nft is for release, lift and renew\n");
-    return CLI_USAGE;
-  }
-  if (!is_inspect && a.ledger) {
-    fprintf(stderr, "sluice %s: --ledger is for inspect only\n", cmd);
     return CLI_USAGE;
   }
   a.scope = a.tenant ? SLUICE_SCOPE_KEY

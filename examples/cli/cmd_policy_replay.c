@@ -2,29 +2,31 @@
 ** sluice replay --policy CONFIG LOG: the spec's shadow-mode rollout, offline.
 ** Every line of a request log goes through the whole policy (shadow mode:
 ** decided and recorded, nothing enforced) at the log's own time, and the
-** report says what enforcement would have done: per tier, how many requests
-** would have been throttled, boxed, suspended, refused a lease; and which
-** keys (IPs, auth subjects) would have been boxed, at which level, when.
+** report says what enforcement would have done: per tier the log names,
+** how many requests would have been throttled, boxed, suspended, refused a
+** lease; and which keys (addresses, other scopes) would have been boxed,
+** at which level, when.
 **
 ** Log format (CSV, no quoting, '#' comments): a header line naming its
-** columns (t_ms, method, route, any declared attribute, cost, status:
-** policy_replay_run.c), or the legacy layout, headerless or under its own
-** names:
+** columns (t_ms, method, route, any declared attribute, cost, status,
+** settle:ATTR: policy_replay_run.c), or the ledger API's legacy layout,
+** headerless or under its own names:
 **   t_ms,tenant,key,tier,method,route,ip[,subject,outcome]
-** t_ms non-decreasing.  Auth lines (POST /v1/auth/token) need ip, subject
-** and outcome (ok, unknown_client, bad_secret or pending) and may leave
-** tenant, key and tier empty.  For a reconcile the 8th field, when given,
-** is the ledger id (default: the route).  Leases of heavy requests are held
-** for --job-ms of log time (default 0: released right after the decision,
-** since a log does not say how long the jobs ran).
+** t_ms non-decreasing.  Sign-in lines (POST /v1/auth/token) need ip,
+** subject and outcome (ok, unknown_client, bad_secret or pending) and may
+** leave tenant, key and tier empty: they are etc/ledger.conf's subject and
+** result attributes.  For a reconcile the 8th field, when given, is its
+** ledger attribute (default: the route).  The leases a request got are
+** held for --job-ms of log time (default 0: released right after the
+** decision, since a log does not say how long the jobs ran).
 **
 ** Speed: a file is mapped (stdin read in 1 MiB blocks) and split in place;
 ** with --threads the lines are partitioned by tenant, each partition in
 ** log order on its own thread with its own policy and store; --decisions
 ** output is formatted by hand.  With --batch N, consecutive lines of one
 ** t_ms are decided N at a time by sluice_policy_decide_many() (the same
-** decisions); a reconcile or export line ends its batch, since its lease
-** is released (or held) before the next line is decided.
+** decisions); a line whose route lists a lease ends its batch, since its
+** lease is released (or held) before the next line is decided.
 */
 #include <getopt.h>
 #include <sys/mman.h>
@@ -44,51 +46,53 @@ static void pr_usage(FILE *f) {
       "LOG|-\n\n"
       "Replays a request log through the whole policy in shadow mode (the\n"
       "spec's rollout: decide and record everything, enforce nothing) and\n"
-      "reports what would have been throttled per tier and which keys would\n"
-      "have been boxed.  CONFIG is a policy file (the defaults, commented,\n"
-      "are installed as " SLUICE_CONF_PATH ") or `default` for the\n"
-      "built-in defaults.\n\n"
+      "reports what would have been throttled per tier and which scopes "
+      "would\nhave been boxed.  CONFIG is a policy file or `default` for "
+      "the default\npolicy (the spec's ledger API, etc/ledger.conf).\n\n"
       "LOG: CSV whose header line names its columns:\n"
       "  t_ms,method,route (required, t_ms first), and any of tenant, key,\n"
-      "  tier, ip, subject, outcome, cost (the request's cost, 1..; empty:\n"
-      "  the policy's), status (what the service answered, 100..599: checked\n"
-      "  and printed; the policy has no call to take it back yet) and the\n"
-      "  attributes the policy declares (`attributes`); an empty field is\n"
-      "  not given; settle:ATTR columns give the real value of an attribute\n"
+      "  tier, ip, cost (the request's cost, 1..; empty: the policy's),\n"
+      "  status (what the service answered, 100..599: checked and printed;\n"
+      "  the policy has no call to take it back yet) and the attributes the\n"
+      "  policy declares (`attributes`: etc/ledger.conf's ledger,\n"
+      "  export_range_s, subject, result); an empty field is not given;\n"
+      "  settle:ATTR columns give the real value of an attribute\n"
       "  the route's costs read (tokens used), settled for an admitted\n"
       "  request right after its decision (sluice_policy_settle()).  Such a\n"
       "  log runs on one thread.\n"
-      "Without that header (or with the legacy names as header), the legacy\n"
-      "layout: t_ms,tenant,key,tier,method,route,ip[,subject,outcome]\n"
-      "  auth lines: POST /v1/auth/token with ip, subject and outcome\n"
-      "  (ok|unknown_client|bad_secret|pending); tenant, key, tier may be "
-      "empty\n"
-      "  reconcile lines: the 8th field is the ledger id (default: the "
-      "route)\n"
+      "Without that header (or with the legacy names as header), the ledger\n"
+      "API's legacy layout: t_ms,tenant,key,tier,method,route,ip[,subject,"
+      "outcome]\n"
+      "  sign-in lines: POST /v1/auth/token with ip, subject and outcome\n"
+      "  (ok|unknown_client|bad_secret|pending), given as the subject and\n"
+      "  result attributes; tenant, key, tier may be empty\n"
+      "  reconcile lines: the 8th field is the ledger attribute (default: "
+      "the route)\n"
       "A first line starting with t_ms or time that names other columns\n"
       "than these is read as a header: a column it cannot place is an error.\n\n"
       "  --decisions   also print one line per request; a named log:\n"
       "                t_ms,method,route,outcome,status,limit,remaining,\n"
       "                retry_after_ms[,reported_status] (limit: the binding\n"
-      "                limit's name, or tenant, key, ip, auth; remaining its)\n"
+      "                limit's name; remaining its)\n"
       "                the legacy layout:\n"
       "                t_ms,tenant,key,tier,method,route,outcome,status,"
       "remaining,\n"
       "                retry_after_ms,level,strikes_remaining\n"
-      "  --job-ms N    hold heavy-endpoint leases N ms of log time (0)\n"
+      "  --job-ms N    hold the leases a request got N ms of log time (0)\n"
       "  --backend S   store string (default mem); the scope-id secret is\n"
       "                16 bytes of 0x3c (for sluice inspect)\n"
       "  --enforce     decide as the configuration says: enforce what it\n"
-      "                does not leave in shadow (shadow, shadow_features,\n"
-      "                tiers.NAME.shadow_features: the staged rollout)\n"
+      "                does not leave in shadow (shadow, shadow_features:\n"
+      "                the staged rollout)\n"
       "  --batch N     decide up to N (1-16, default 1) consecutive lines of\n"
       "                one t_ms in one sluice_policy_decide_many() call (the\n"
-      "                same decisions as one by one; a reconcile or export\n"
-      "                line ends its batch, so its lease is released first)\n\n"
-      "The report: per tier what would have happened, `passed` (refusals\n"
-      "served because their feature is in shadow) and `# not enforced:`,\n"
-      "each tier's features in shadow; for a named log, per declared limit\n"
-      "the requests it ran on (met), refused and bound.\n\n"
+      "                same decisions as one by one; a line whose route\n"
+      "                lists a lease ends its batch, so its lease is\n"
+      "                released first)\n\n"
+      "The report: per tier the log names what would have happened, `passed`\n"
+      "(refusals served because their feature is in shadow) and\n"
+      "`# not enforced:`, each tier's features in shadow; for a named log,\n"
+      "per declared limit the requests it ran on (met), refused and bound.\n\n"
       "Malformed lines are reported on stderr with their line number and the\n"
       "field at fault, and skipped.\n"
       "exit codes: 0 ok, 1 malformed lines, 2 usage error (a header that\n"
@@ -163,6 +167,7 @@ static void pr_close(preplay *r) {
   for (i = 0; i < r->lh_n; i++)
     free(r->lh[(r->lh_head + i) % r->lh_cap].line);
   free(r->lh);
+  free(r->seen);
 }
 
 

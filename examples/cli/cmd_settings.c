@@ -1,7 +1,8 @@
-/* sluice settings: the policy file's scalar settings with their defaults
-** and bounds, printed from the library's own table (sluice_policy_setting_at),
-** as the Markdown table docs/policy.md shows (the docs test runs this and
-** compares). */
+/* sluice settings: the policy file's scalar settings by their paths in
+** the file, with their defaults and bounds, printed from the library's own
+** table (sluice_policy_setting_at), as the Markdown table docs/policy.md
+** shows (the docs test runs this and compares); then the declared limits'
+** and routes' settings (sluice_policy_limit_setting_at). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,15 +29,15 @@ int cli_settings(int argc, char **argv) {
   if (argc > 1) {
     FILE *f = strcmp(argv[1], "--help") ? stderr : stdout;
     fprintf(f, "usage: sluice settings\n"
-               "Print the policy file's scalar settings: default, range, "
-               "the library's\ninternal field, and what each does "
-               "(a Markdown table); then the settings of declared\n"
-               "limits and routes: the algorithms each applies to, its "
-               "range or form, what it\ndoes (a second table).\n");
+               "Print the policy file's scalar settings by their paths in "
+               "the file: default,\nrange and what each does (a Markdown "
+               "table); then the settings of declared\nlimits and routes: "
+               "the algorithms each applies to, its range or form, what it\n"
+               "does (a second table).\n");
     return f == stdout ? CLI_OK : CLI_USAGE;
   }
-  printf("| setting | default | range | field | what |\n"
-         "|---|---|---|---|---|\n");
+  printf("| setting | default | range | what |\n"
+         "|---|---|---|---|\n");
   for (i = 0; (st = sluice_policy_setting_at(i)) != NULL; i++) {
     char lo[24], hi[24];
     bound(lo, sizeof lo, st->min);
@@ -46,8 +47,8 @@ int cli_settings(int argc, char **argv) {
       snprintf(hi, sizeof hi, "2^62 ns"); /* any duration */
     else
       bound(hi, sizeof hi, st->max);
-    printf("| `%s.%s` | %" PRId64 " | %s..%s | `%s` | %s |\n", st->group,
-           st->name, st->dflt, lo, hi, st->field, st->what);
+    printf("| `%s.%s` | %" PRId64 " | %s..%s | %s |\n", st->group,
+           st->name, st->dflt, lo, hi, st->what);
   }
   /* The declared limits' and routes' settings (sluice_policy_limit_setting_at). */
   printf("\n| limit or route setting | algorithms | value | what |\n"

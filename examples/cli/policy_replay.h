@@ -14,7 +14,9 @@
 #include "sluice.h"
 
 #define MS_NS INT64_C(1000000)
-#define NROWS (SLUICE_POLICY_TIERS_MAX + 1)
+/* Report rows: the tiers the lines name, in the order first seen; a log
+** naming more shares the last row ("(other)"). */
+#define NROWS 32
 #define BATCH_MAX 16
 
 /* A scope that would have been boxed. */
@@ -28,17 +30,16 @@ typedef struct boxed {
 typedef struct lease_hold {
   int64_t release_ns;
   uint64_t id;
-  char tenant[SLUICE_POLICY_ID_MAX + 1], key[SLUICE_POLICY_ID_MAX + 1];
-  char tier[SLUICE_POLICY_NAME_MAX + 1], ledger[SLUICE_POLICY_ID_MAX + 1];
-  int cls;
-  struct pending *line; /* a named log: the line itself (its route and
-                           attributes name the leases), owned */
+  struct pending *line; /* the line itself (its route and attributes name
+                           the leases), owned */
 } lease_hold;
 
 #define COLS_MAX 32 /* columns a log's header may name */
 
 /* Where each field of a line is: the legacy layout's fixed places, or the
-** columns a header line names (docs/cli.md); -1 for a field not given. */
+** columns a header line names (docs/cli.md); -1 for a field not given.
+** subject and outcome are the legacy layout's (its sign-ins' `subject`
+** and `result` attributes); a named log names attributes as such. */
 typedef struct layout {
   int named; /* 1: from a header line naming its columns */
   int n;     /* named: fields per line */
@@ -57,13 +58,31 @@ typedef struct layout {
 typedef struct pending {
   char s[4096];
   char *f[COLS_MAX];
-  int nf, auth_result;
+  int nf;
+  const char *result; /* the legacy layout's outcome as the `result`
+                         attribute (NULL: pending, not given) */
   int64_t t, cost;
   int status; /* the status the service reported back (0: none) */
   sluice_attr attrs[COLS_MAX];
   size_t nattrs;
   long lineno;
 } pending;
+
+/* A report row: one tier's decisions ("" for lines with no tier). */
+typedef struct tier_row {
+  char name[SLUICE_POLICY_NAME_MAX + 1];
+  uint64_t n, outcome[SLUICE_OUTCOME__COUNT], strikes, degraded, passed;
+} tier_row;
+
+/* Whether a line's method and route may take a lease (a route listing a
+** concurrency or lock limit): learnt from its first decision, which lists
+** every limit of its route.  Open addressing; when full, a route not in
+** it ends its batch (as an unknown one does). */
+#define ROUTES_SEEN 4096
+typedef struct route_seen {
+  uint64_t hash; /* 0: free */
+  int leases;
+} route_seen;
 
 /* What the report says per declared limit (named logs). */
 typedef struct limit_count {
@@ -81,7 +100,10 @@ typedef struct preplay {
   cli_out out;
   int64_t last_t;
   long bad, lines;
-  uint64_t n, strikes[NROWS], degraded[NROWS], passed[NROWS];
+  uint64_t n;
+  tier_row rows[NROWS];
+  int nrows;
+  route_seen *seen; /* ROUTES_SEEN of them, or NULL (out of memory) */
   uint64_t settled; /* requests settled by a settle:ATTR column */
   /* boxed scopes: open addressing */
   boxed *bx;
@@ -101,6 +123,8 @@ typedef struct preplay {
   int fatal;      /* a CLI_* code that stops the replay (a bad header) */
   limit_count lc[SLUICE_DECISION_LIMITS_MAX * 4];
   int nlc;
+  /* the legacy layout's attributes, when the policy declares them */
+  int has_subject, has_result, has_ledger, has_range, attrs_known;
 } preplay;
 
 /* A partition of a mapped log: the lines whose tenant hashes to `idx`

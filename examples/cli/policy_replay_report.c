@@ -18,20 +18,51 @@ static int cmp_box(const void *a, const void *b) {
   return strcmp(x->name, y->name);
 }
 
-/* Which features each tier left unenforced: the staged rollout's split
-** (the `passed` column counts the refusals this let through). */
-static void pr_split(const sluice_policy *pol, const sluice_policy_config *c,
-                     FILE *f) {
-  int row, bit, n = 0;
-  char buf[64];
+/* Tiers by name, the lines with no tier last. */
+static int cmp_row(const void *a, const void *b) {
+  const tier_row *x = a, *y = b;
+  if (!x->name[0] || !y->name[0])
+    return !x->name[0] - !y->name[0];
+  return strcmp(x->name, y->name);
+}
+
+/* The report's rows: every partition's tiers (those the log names, not
+** a configuration's list), by name; *n of them. */
+static tier_row *merged_rows(part *ps, int np, int *n) {
+  tier_row *m = calloc((size_t)np * NROWS, sizeof *m);
+  int p, i, j, o;
+  *n = 0;
+  if (!m)
+    return NULL;
+  for (p = 0; p < np; p++)
+    for (i = 0; i < ps[p].r.nrows; i++) {
+      const tier_row *t = &ps[p].r.rows[i];
+      for (j = 0; j < *n && strcmp(m[j].name, t->name); j++)
+        ;
+      if (j == *n)
+        snprintf(m[(*n)++].name, sizeof m[0].name, "%s", t->name);
+      m[j].n += t->n;
+      for (o = 0; o < SLUICE_OUTCOME__COUNT; o++)
+        m[j].outcome[o] += t->outcome[o];
+      m[j].strikes += t->strikes;
+      m[j].degraded += t->degraded;
+      m[j].passed += t->passed;
+    }
+  qsort(m, (size_t)*n, sizeof *m, cmp_row);
+  return m;
+}
+
+/* Which features each tier of the log left unenforced: the staged
+** rollout's split (the `passed` column counts the refusals this let
+** through). */
+static void pr_split(const sluice_policy *pol, const tier_row *rows, int n,
+                     const char *notier, FILE *f) {
+  int row, bit;
   fprintf(f, "# not enforced:");
-  while (cli_tier_name(c, n, buf, sizeof buf))
-    n++;
-  for (row = 0; row <= n; row++) {
-    const char *name = row < n ? cli_tier_name(c, row, buf, sizeof buf)
-                               : NULL;
+  for (row = 0; row < n; row++) {
+    const char *name = rows[row].name[0] ? rows[row].name : NULL;
     int m = sluice_policy_shadow_features(pol, name), any = 0;
-    fprintf(f, " %s=", name ? name : "(auth)");
+    fprintf(f, " %s=", name ? name : notier);
     for (bit = 1; bit <= SLUICE_SHADOW_ALL; bit <<= 1)
       if (m > 0 && (m & bit))
         fprintf(f, "%s%s", any++ ? "," : "", sluice_shadow_feature_name(bit));
@@ -66,13 +97,11 @@ static void pr_limits(part *ps, int np, FILE *f) {
 /* The report, summed over the partitions (scopes never span two). */
 void preplay_report(part *ps, int np, FILE *f, double wall, int shadow,
                       int boxes_max) {
-  static const char *cols[SLUICE_OUTCOME__COUNT] = {
-      "allowed",     "throttled", "boxed",      "suspended",
-      "concurrency", "conflict",  "export_cap", "unavailable"};
-  const sluice_policy_config *c = sluice_policy_config_of(ps[0].r.pol);
-  char tbuf[64];
+  const char *cols[SLUICE_OUTCOME__COUNT];
+  const char *notier = ps[0].r.cl.named ? "(no tier)" : "(auth)";
+  tier_row *rows;
   size_t i, k = 0, nbx = 0;
-  int row, o, p;
+  int row, nrows, o, p;
   uint64_t n = 0, settled = 0;
   long bad = 0;
   boxed *list;
@@ -90,38 +119,26 @@ void preplay_report(part *ps, int np, FILE *f, double wall, int shadow,
   if (ps[0].r.cl.nsettle)
     fprintf(f, "# settled: %" PRIu64 " admitted requests reported their "
                "real cost\n", settled);
+  for (o = 0; o < SLUICE_OUTCOME__COUNT; o++)
+    cols[o] = o == SLUICE_OUTCOME_ALLOW ? "allowed" : sluice_outcome_name(o);
   fprintf(f, "# %-10s %9s", "tier", "requests");
   for (o = 0; o < SLUICE_OUTCOME__COUNT; o++)
     fprintf(f, " %11s", cols[o]);
   fprintf(f, " %9s %9s %9s\n", "strikes", "degraded", "passed");
-  for (row = 0; row < NROWS; row++) {
-    const char *name = ps[0].r.cl.named ? "(no tier)" : "(auth)";
-    uint64_t tot = 0, v[SLUICE_OUTCOME__COUNT], st = 0, dg = 0, ps_ = 0;
-    if (row < SLUICE_POLICY_TIERS_MAX &&
-        cli_tier_name(c, row, tbuf, sizeof tbuf))
-      name = tbuf;
-    else if (row != SLUICE_POLICY_TIERS_MAX)
-      continue;
-    for (o = 0; o < SLUICE_OUTCOME__COUNT; o++) {
-      v[o] = 0;
-      for (p = 0; p < np; p++)
-        v[o] += sluice_policy_count(
-            ps[p].r.pol, row == SLUICE_POLICY_TIERS_MAX ? NULL : name, o);
-      tot += v[o];
-    }
-    for (p = 0; p < np; p++) {
-      st += ps[p].r.strikes[row];
-      dg += ps[p].r.degraded[row];
-      ps_ += ps[p].r.passed[row];
-    }
-    if (!tot)
-      continue;
-    fprintf(f, "# %-10s %9" PRIu64, name, tot);
-    for (o = 0; o < SLUICE_OUTCOME__COUNT; o++)
-      fprintf(f, " %11" PRIu64, v[o]);
-    fprintf(f, " %9" PRIu64 " %9" PRIu64 " %9" PRIu64 "\n", st, dg, ps_);
+  if (!(rows = merged_rows(ps, np, &nrows))) {
+    fprintf(f, "# out of memory\n");
+    return;
   }
-  pr_split(ps[0].r.pol, c, f);
+  for (row = 0; row < nrows; row++) {
+    const tier_row *t = &rows[row];
+    fprintf(f, "# %-10s %9" PRIu64, t->name[0] ? t->name : notier, t->n);
+    for (o = 0; o < SLUICE_OUTCOME__COUNT; o++)
+      fprintf(f, " %11" PRIu64, t->outcome[o]);
+    fprintf(f, " %9" PRIu64 " %9" PRIu64 " %9" PRIu64 "\n", t->strikes,
+            t->degraded, t->passed);
+  }
+  pr_split(ps[0].r.pol, rows, nrows, notier, f);
+  free(rows);
   if (ps[0].r.cl.named)
     pr_limits(ps, np, f);
   list = malloc((nbx ? nbx : 1) * sizeof *list);

@@ -66,6 +66,15 @@ static void note_box(preplay *r, const char *kind, const char *a,
     r->bx[j].level = level;
 }
 
+/* The value of a request's attribute, or NULL. */
+static const char *attr_of(const sluice_request *q, const char *name) {
+  size_t i;
+  for (i = 0; i < q->nattrs; i++)
+    if (!strcmp(q->attrs[i].name, name))
+      return q->attrs[i].value;
+  return NULL;
+}
+
 void preplay_on_event(void *ud, const sluice_event *ev) {
   preplay *r = ud;
   const sluice_request *q = ev->request;
@@ -80,7 +89,7 @@ void preplay_on_event(void *ud, const sluice_event *ev) {
   else if (ev->scope == SLUICE_SCOPE_IP)
     note_box(r, "ip", q->client_ip, NULL, ev->level);
   else if (ev->scope == SLUICE_SCOPE_SUBJECT)
-    note_box(r, "subject", q->auth_subject, NULL, ev->level);
+    note_box(r, "subject", attr_of(q, "subject"), NULL, ev->level);
 }
 
 static void malformed(preplay *r, long lineno, const char *why,
@@ -92,12 +101,11 @@ static void malformed(preplay *r, long lineno, const char *why,
     fprintf(stderr, "sluice replay: line %ld: %s\n", lineno, why);
 }
 
-static sluice_request pr_request(const layout *cl, pending *pl);
+static sluice_request pr_request(preplay *r, pending *pl);
 
 /* The value the request gave for a field the library refused, or NULL
 ** when it gave none (an empty field, or no such column). */
 static const char *given(const sluice_request *q, const char *fld) {
-  size_t i;
   if (!strcmp(fld, "tenant"))
     return q->tenant_id;
   if (!strcmp(fld, "key"))
@@ -106,12 +114,7 @@ static const char *given(const sluice_request *q, const char *fld) {
     return q->tier;
   if (!strcmp(fld, "ip"))
     return q->client_ip;
-  if (!strcmp(fld, "subject"))
-    return q->auth_subject;
-  for (i = 0; i < q->nattrs; i++)
-    if (!strcmp(q->attrs[i].name, fld))
-      return q->attrs[i].value;
-  return NULL;
+  return attr_of(q, fld);
 }
 
 /* A line the library refused (rc, the field it named), said so that the
@@ -155,7 +158,7 @@ static void pending_copy(pending *b, const pending *a) {
   for (i = 0; i < a->nf; i++)
     b->f[i] = b->s + (a->f[i] - a->s);
   b->nf = a->nf;
-  b->auth_result = a->auth_result;
+  b->result = a->result;
   b->t = a->t;
   b->cost = a->cost;
   b->status = a->status;
@@ -168,14 +171,7 @@ void preplay_release_due(preplay *r, int64_t now_ns, int all) {
     sluice_request q;
     if (!all && h->release_ns > now_ns)
       break;
-    memset(&q, 0, sizeof q);
-    q.tenant_id = h->tenant;
-    q.api_key_id = h->key;
-    q.tier = h->tier;
-    q.endpoint_class = h->cls;
-    q.ledger_id = h->ledger;
-    if (h->line) /* a declared route: its leases are named by the line */
-      q = pr_request(&r->cl, h->line);
+    q = pr_request(r, h->line); /* its route and attributes name them */
     (void)sluice_policy_release_lease(r->pol, &q, h->id);
     free(h->line);
     h->line = NULL;
@@ -184,8 +180,8 @@ void preplay_release_due(preplay *r, int64_t now_ns, int all) {
   }
 }
 
-static int hold(preplay *r, const pending *pl, const sluice_request *q,
-                const sluice_decision *d, int64_t now_ns) {
+static int hold(preplay *r, const pending *pl, const sluice_decision *d,
+                int64_t now_ns) {
   lease_hold *h;
   if (r->lh_n == r->lh_cap) {
     size_t cap = r->lh_cap ? r->lh_cap * 2 : 256, i;
@@ -202,17 +198,9 @@ static int hold(preplay *r, const pending *pl, const sluice_request *q,
   h = &r->lh[(r->lh_head + r->lh_n) % r->lh_cap];
   h->release_ns = now_ns + r->job_ns;
   h->id = d->lease_id;
-  h->cls = d->endpoint_class;
-  snprintf(h->tenant, sizeof h->tenant, "%s", q->tenant_id);
-  snprintf(h->key, sizeof h->key, "%s", q->api_key_id);
-  snprintf(h->tier, sizeof h->tier, "%s", q->tier);
-  snprintf(h->ledger, sizeof h->ledger, "%s", q->ledger_id ? q->ledger_id : "");
-  h->line = NULL;
-  if (r->cl.named) {
-    if (!(h->line = malloc(sizeof *h->line)))
-      return -1;
-    pending_copy(h->line, pl);
-  }
+  if (!(h->line = malloc(sizeof *h->line)))
+    return -1;
+  pending_copy(h->line, pl);
   r->lh_n++;
   return 0;
 }
@@ -341,6 +329,73 @@ static int pr_settle(preplay *r, const pending *pl, const sluice_request *q,
   return CLI_OK;
 }
 
+/* The report's row of a tier, by name (the rows are the tiers the log
+** names, whatever the policy's parameter sets). */
+static tier_row *tier_row_of(preplay *r, const char *tier) {
+  int i;
+  for (i = 0; i < r->nrows; i++)
+    if (!strcmp(r->rows[i].name, tier))
+      return &r->rows[i];
+  if (r->nrows == NROWS) /* the last row takes the rest */
+    return &r->rows[NROWS - 1];
+  snprintf(r->rows[r->nrows].name, sizeof r->rows[0].name, "%s",
+           r->nrows == NROWS - 1 ? "(other)" : tier);
+  return &r->rows[r->nrows++];
+}
+
+static uint64_t route_hash(const pending *pl, const layout *cl) {
+  uint64_t h = fnv(pl->f[cl->method]) * 31 + fnv(pl->f[cl->route]);
+  return h ? h : 1;
+}
+
+/* The slot of a line's method and route in r->seen, or NULL when the
+** table is full (or was not allocated). */
+static route_seen *route_slot(preplay *r, uint64_t h) {
+  size_t j, k;
+  if (!r->seen && !(r->seen = calloc(ROUTES_SEEN, sizeof *r->seen)))
+    return NULL;
+  for (k = 0, j = h % ROUTES_SEEN; k < ROUTES_SEEN;
+       k++, j = (j + 1) % ROUTES_SEEN)
+    if (r->seen[j].hash == h || r->seen[j].hash == 0)
+      return &r->seen[j];
+  return NULL;
+}
+
+/* After a line's decision (--batch): whether its route lists a lease (a
+** concurrency or lock limit).  Its limits are all listed in the decision
+** (a limit not reached too); a decision listing none and granting no
+** lease teaches nothing (it may be a refusal before any limit ran). */
+static void route_learn(preplay *r, const pending *pl,
+                        const sluice_decision *d) {
+  uint64_t h;
+  route_seen *s;
+  sluice_limit_info li;
+  int i, j, leases = d->lease_id != 0;
+  if (r->batch_max == 1 || (d->nlimits == 0 && !leases))
+    return;
+  h = route_hash(pl, &r->cl);
+  if (!(s = route_slot(r, h)) || s->hash == h)
+    return;
+  for (i = 0; i < d->nlimits && !leases; i++)
+    for (j = 0; sluice_policy_limit_at(r->pol, j, &li) == SLUICE_OK; j++)
+      if (!strcmp(li.name, d->limits[i].name)) {
+        leases = !strcmp(li.algorithm, "concurrency") ||
+                 !strcmp(li.algorithm, "lock");
+        break;
+      }
+  s->hash = h;
+  s->leases = leases;
+}
+
+/* Whether a line must end its batch: its decision may grant a lease, to
+** be released (or held) before the next line is decided, as one by one.
+** A route not decided before may. */
+static int may_lease(preplay *r, const pending *pl) {
+  uint64_t h = route_hash(pl, &r->cl);
+  route_seen *s = route_slot(r, h);
+  return !s || s->hash != h || s->leases;
+}
+
 /* A decided line: the report's counts, its lease, its output line. */
 static int pr_decided(preplay *r, const pending *pl, const sluice_request *q,
                       int rc, const sluice_decision *dp) {
@@ -363,25 +418,25 @@ static int pr_decided(preplay *r, const pending *pl, const sluice_request *q,
   }
   r->n++;
   {
-    int row = SLUICE_POLICY_TIERS_MAX;
-    if (d.tier[0]) {
-      int k = cli_tier_row(sluice_policy_config_of(r->pol), d.tier);
-      if (k >= 0)
-        row = k;
-    }
+    /* the request's tier, as the log names it ("": none) */
+    tier_row *row = tier_row_of(r, q->tier ? q->tier : "");
+    row->n++;
+    if (d.outcome >= 0 && d.outcome < SLUICE_OUTCOME__COUNT)
+      row->outcome[d.outcome]++;
     if (d.flags & SLUICE_DECISION_STRIKE)
-      r->strikes[row]++;
+      row->strikes++;
     if (d.flags & SLUICE_DECISION_DEGRADED)
-      r->degraded[row]++;
+      row->degraded++;
     /* refused by a feature in shadow, served all the same */
     if ((d.flags & SLUICE_DECISION_SHADOW) && d.allowed &&
         d.verdict_status != 200)
-      r->passed[row]++;
+      row->passed++;
   }
+  route_learn(r, pl, &d);
   if (d.lease_id) {
     if (r->job_ns == 0) {
       (void)sluice_policy_release_lease(r->pol, q, d.lease_id);
-    } else if (hold(r, pl, q, &d, pl->t * MS_NS) != 0) {
+    } else if (hold(r, pl, &d, pl->t * MS_NS) != 0) {
       fprintf(stderr, "sluice replay: out of memory\n");
       return CLI_RUNTIME;
     }
@@ -425,7 +480,23 @@ static const char *field(const pending *pl, int c) {
   return c >= 0 && c < pl->nf && pl->f[c][0] ? pl->f[c] : NULL;
 }
 
-static sluice_request pr_request(const layout *cl, pending *pl) {
+/* Whether the policy declares attribute `name` (its `attributes`). */
+static int declares(const preplay *r, const char *name) {
+  const char *a;
+  int j;
+  for (j = 0; (a = sluice_policy_attribute_at(r->pol, j)) != NULL; j++)
+    if (!strcmp(a, name))
+      return 1;
+  return 0;
+}
+
+static void attr_add(pending *pl, const char *name, const char *value) {
+  pl->attrs[pl->nattrs].name = name;
+  pl->attrs[pl->nattrs++].value = value;
+}
+
+static sluice_request pr_request(preplay *r, pending *pl) {
+  const layout *cl = &r->cl;
   sluice_request q;
   int i;
   memset(&q, 0, sizeof q);
@@ -435,8 +506,6 @@ static sluice_request pr_request(const layout *cl, pending *pl) {
   q.method = pl->f[cl->method];
   q.route = pl->f[cl->route];
   q.client_ip = field(pl, cl->ip);
-  q.auth_subject = field(pl, cl->subject);
-  q.auth_result = pl->auth_result;
   q.cost = pl->cost;
   /* Attributes: an empty field is not given (a scope needing it is
   ** refused naming it). */
@@ -446,14 +515,35 @@ static sluice_request pr_request(const layout *cl, pending *pl) {
       pl->attrs[pl->nattrs].name = cl->aname[i];
       pl->attrs[pl->nattrs++].value = pl->f[cl->attr[i]];
     }
+  /* The legacy layout (the spec's ledger API, etc/ledger.conf): a
+  ** sign-in's subject and outcome are its `subject` and `result`
+  ** attributes (no result while pending); a reconcile names its `ledger`
+  ** in the 8th field (or the route); an export's range is not given
+  ** (`export_range_s` "0").  Given when the policy declares them. */
+  if (!cl->named) {
+    const char *sub = field(pl, cl->subject);
+    if (!r->attrs_known) {
+      r->has_subject = declares(r, "subject");
+      r->has_result = declares(r, "result");
+      r->has_ledger = declares(r, "ledger");
+      r->has_range = declares(r, "export_range_s");
+      r->attrs_known = 1;
+    }
+    if (!strcmp(q.route, "/v1/ledgers/reconcile")) {
+      if (r->has_ledger)
+        attr_add(pl, "ledger", sub ? sub : q.route);
+    } else if (!strcmp(q.route, "/v1/reports/audit-export")) {
+      if (r->has_range) /* the layout has no range: not given */
+        attr_add(pl, "export_range_s", "0");
+    } else {
+      if (sub && r->has_subject)
+        attr_add(pl, "subject", sub);
+      if (pl->result && r->has_result)
+        attr_add(pl, "result", pl->result);
+    }
+  }
   q.attrs = pl->nattrs ? pl->attrs : NULL;
   q.nattrs = pl->nattrs;
-  /* The legacy layout: a reconcile names its ledger in the 8th field (or
-  ** the route). */
-  if (!cl->named && !strcmp(q.route, "/v1/ledgers/reconcile")) {
-    q.ledger_id = q.auth_subject ? q.auth_subject : q.route;
-    q.auth_subject = NULL;
-  }
   return q;
 }
 
@@ -468,7 +558,7 @@ int preplay_flush(preplay *r) {
     return CLI_OK;
   r->nq = 0;
   for (i = 0; i < n; i++)
-    q[i] = pr_request(&r->cl, &r->pq[i]);
+    q[i] = pr_request(r, &r->pq[i]);
   r->cur_ms = r->pq[0].t;
   if (r->lh_n)
     preplay_release_due(r, r->pq[0].t * MS_NS, 0);
@@ -561,6 +651,8 @@ static int named_layout(preplay *r, char *const *f, int nf, long lineno) {
   cl->n = nf;
   cl->tenant = cl->key = cl->tier = cl->method = cl->route = cl->ip =
       cl->subject = cl->outcome = cl->cost = cl->status = -1;
+  /* subject and outcome: the legacy layout's; here an attribute is named
+  ** as such (etc/ledger.conf's subject and result). */
   cl->t = 0;
   if (strcmp(f[0], "t_ms")) {
     fprintf(stderr, "sluice replay: line %ld: header: the first column must "
@@ -577,8 +669,6 @@ static int named_layout(preplay *r, char *const *f, int nf, long lineno) {
                  {"method", offsetof(layout, method)},
                  {"route", offsetof(layout, route)},
                  {"ip", offsetof(layout, ip)},
-                 {"subject", offsetof(layout, subject)},
-                 {"outcome", offsetof(layout, outcome)},
                  {"cost", offsetof(layout, cost)},
                  {"status", offsetof(layout, status)}};
     const char *a;
@@ -622,8 +712,7 @@ static int named_layout(preplay *r, char *const *f, int nf, long lineno) {
     if (!a) {
       fprintf(stderr, "sluice replay: line %ld: header: column '%s' is "
                       "neither a request field (t_ms, method, route, "
-                      "tenant, key, tier, ip, subject, outcome, cost, "
-                      "status) nor an attribute the policy declares "
+                      "tenant, key, tier, ip, cost, status) nor an attribute the policy declares "
                       "(`attributes`)\n", lineno, f[i][0] ? f[i] : "");
       return CLI_USAGE;
     }
@@ -660,7 +749,7 @@ int preplay_line(preplay *r, const char *line, size_t n, long lineno) {
   pending *pl = &r->pq[r->nq];
   char *s = pl->s;
   char **f = pl->f;
-  int nf, cls, first;
+  int nf, first;
   int64_t t, v;
   const char *why;
   char wbuf[80];
@@ -718,18 +807,18 @@ int preplay_line(preplay *r, const char *line, size_t n, long lineno) {
     return CLI_OK;
   }
   pl->nf = nf;
-  pl->auth_result = SLUICE_AUTH_PENDING;
+  pl->result = NULL;
   pl->cost = 0;
   pl->status = 0;
   if (r->cl.outcome >= 0 && r->cl.outcome < nf) {
     const char *o = f[r->cl.outcome];
-    if (!strcmp(o, "ok"))
-      pl->auth_result = SLUICE_AUTH_OK;
-    else if (!strcmp(o, "unknown_client"))
-      pl->auth_result = SLUICE_AUTH_UNKNOWN_CLIENT;
-    else if (!strcmp(o, "bad_secret"))
-      pl->auth_result = SLUICE_AUTH_BAD_SECRET;
-    else if (strcmp(o, "pending") != 0 && o[0]) {
+    static const char *const results[] = {"ok", "unknown_client",
+                                          "bad_secret"};
+    size_t k;
+    for (k = 0; k < sizeof results / sizeof results[0]; k++)
+      if (!strcmp(o, results[k]))
+        pl->result = results[k];
+    if (!pl->result && strcmp(o, "pending") != 0 && o[0]) {
       malformed(r, lineno,
                 "expected ok, unknown_client, bad_secret or pending",
                 "outcome");
@@ -763,10 +852,8 @@ int preplay_line(preplay *r, const char *line, size_t n, long lineno) {
     pq_move(r, at);
   }
   r->nq++;
-  cls = sluice_policy_endpoint_class(r->pol, f[r->cl.method],
-                                     f[r->cl.route]);
-  if (r->nq == r->batch_max || cls == SLUICE_EP_RECONCILE ||
-      cls == SLUICE_EP_EXPORT)
+  if (r->nq == r->batch_max ||
+      (r->batch_max > 1 && may_lease(r, &r->pq[r->nq - 1])))
     return preplay_flush(r);
   return CLI_OK;
 }

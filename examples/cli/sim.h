@@ -19,7 +19,9 @@
 /* 2026-10-14T14:00:00Z, the date of the spec's examples. */
 #define T0 (INT64_C(1791986400) * S_NS)
 #define MAX_ACTORS 128
-#define NROWS (SLUICE_POLICY_TIERS_MAX + 1)
+/* Rows of the report: the tiers the decisions name, in the order first
+** seen ("" for sign-ins, which have none). */
+#define NROWS 16
 
 typedef struct sim sim;
 typedef struct actor actor;
@@ -33,11 +35,13 @@ struct actor {
   /* client state, used as each actor needs */
   sluice_request rq;
   char ip[48], subject[64], ledger[32];
+  sluice_attr attrs[2]; /* the request's attributes (rq.attrs points here) */
   int64_t period_ns, until_ns, n, sent, got429, strikes, boxed, left;
   int64_t attempt, seq, fail_every, n503, ndeg;
   int64_t pending_release_ns; /* a job whose lease to release */
   uint64_t lease_id;
-  sluice_request lease_rq;
+  sluice_request lease_rq; /* the request the lease was granted to */
+  sluice_attr lease_attr;
   char lease_ledger[32];
 };
 
@@ -56,7 +60,7 @@ typedef struct heard {
 
 struct sim {
   const char *name;
-  const char *tier; /* the tier of the scenario's keys (its table row) */
+  const char *tier; /* the tier of the scenario's keys */
   sluice_clock *clock;
   sluice_limiter *lim;
   sluice_policy *pol;
@@ -69,6 +73,8 @@ struct sim {
   int64_t end_ns;
   /* outcome counters */
   tier_stats ts[NROWS];
+  char tiers[NROWS][32];
+  int ntiers;
   uint64_t trips[5][3];
   uint64_t events[SLUICE_EVENT__COUNT];
   uint64_t requests;

@@ -166,8 +166,14 @@ void sim_close(sim *s) {
 int64_t sim_now(sim *s) { return sluice_clock_now(s->clock); }
 
 int sim_tier_row(sim *s, const char *tier) {
-  int i = cli_tier_row(s->cfg, tier);
-  return i < 0 ? SLUICE_POLICY_TIERS_MAX : i;
+  int i;
+  for (i = 0; i < s->ntiers; i++)
+    if (!strcmp(s->tiers[i], tier))
+      return i;
+  if (s->ntiers == NROWS) /* a scenario's tiers are a handful */
+    return NROWS - 1;
+  snprintf(s->tiers[s->ntiers], sizeof s->tiers[0], "%s", tier);
+  return s->ntiers++;
 }
 
 static const char *find_hdr(const heard *h, const char *name) {
@@ -196,9 +202,9 @@ sluice_decision sim_send(sim *s, actor *a, const sluice_request *rq,
   int64_t t = sim_now(s);
   if (rc == SLUICE_ENOTFOUND && d.invalid_field &&
       !strcmp(d.invalid_field, "route")) {
-    /* A --config whose route table classes none of the scenario's
-    ** requests: the file does not fit the scenario (its tier was checked
-    ** before the run). */
+    /* A --config whose routes match none of the scenario's requests: the
+    ** file does not fit the scenario. */
+    fflush(stdout); /* the scenario's line first */
     fprintf(stderr, "sluice simulate: --config: scenario %s sends %s %s, "
                     "which no route of the policy matches\n",
             s->name, rq->method, rq->route);
@@ -211,7 +217,7 @@ sluice_decision sim_send(sim *s, actor *a, const sluice_request *rq,
     exit(CLI_RUNTIME);
   }
   s->requests++;
-  row = sim_tier_row(s, d.tier);
+  row = sim_tier_row(s, rq->tier ? rq->tier : ""); /* as the client names it */
   s->ts[row].n++;
   s->ts[row].outcome[d.outcome]++;
   if (d.flags & SLUICE_DECISION_DEGRADED)

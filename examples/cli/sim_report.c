@@ -10,10 +10,10 @@
 /* ---------------------------------------------------------- report --- */
 
 void sim_report(sim *s, FILE *f, double wall_s) {
-  static const char *cols[SLUICE_OUTCOME__COUNT] = {
-      "allowed",     "throttled", "boxed",      "suspended",
-      "concurrency", "conflict",  "export_cap", "unavailable"};
+  const char *cols[SLUICE_OUTCOME__COUNT];
   int i, o;
+  for (o = 0; o < SLUICE_OUTCOME__COUNT; o++)
+    cols[o] = o == SLUICE_OUTCOME_ALLOW ? "allowed" : sluice_outcome_name(o);
   fprintf(f, "virtual time: %" PRId64 " s, decisions: %" PRIu64
              ", wall time: %.2f s\n\n",
           (s->end_ns - T0) / S_NS, s->requests, wall_s);
@@ -22,11 +22,8 @@ void sim_report(sim *s, FILE *f, double wall_s) {
     fprintf(f, " %*s", (int)strlen(cols[o]) > 9 ? (int)strlen(cols[o]) : 9,
             cols[o]);
   fprintf(f, " %9s %9s\n", "degraded", "strikes");
-  for (i = 0; i < NROWS; i++) {
-    char buf[64];
-    const char *name = i < SLUICE_POLICY_TIERS_MAX
-                           ? cli_tier_name(s->cfg, i, buf, sizeof buf)
-                           : "(auth)";
+  for (i = 0; i < s->ntiers; i++) {
+    const char *name = s->tiers[i][0] ? s->tiers[i] : "(auth)";
     if (!s->ts[i].n)
       continue;
     fprintf(f, "%-11s %9" PRIu64, name, s->ts[i].n);

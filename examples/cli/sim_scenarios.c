@@ -228,7 +228,9 @@ void scn_batch_backoff(sim *s) {
 
 /* Credential stuffing.  Attackers spray distinct subjects with bad secrets
 ** from one IP each; office users log in from their shared NAT address and
-** mistype now and then. */
+** mistype now and then.  A sign-in is POST /v1/auth/token with its
+** `subject` and, once the secret is checked, its `result` (the attributes
+** of etc/ledger.conf). */
 static void act_auth(sim *s, actor *a) {
   heard h;
   sluice_decision d;
@@ -239,18 +241,21 @@ static void act_auth(sim *s, actor *a) {
   rq.method = "POST";
   rq.route = "/v1/auth/token";
   rq.client_ip = a->ip;
+  rq.attrs = a->attrs;
+  a->attrs[0].name = "subject";
   if (a->subject[0]) { /* a user: fails one attempt in fail_every */
-    rq.auth_subject = a->subject;
+    a->attrs[0].value = a->subject;
     fail = a->fail_every && a->seq % a->fail_every == a->fail_every - 1;
   } else { /* an attacker: a new subject every time */
     snprintf(subject, sizeof subject, "user%05" PRId64 "@victim.example",
              (a->seq * 7919 + a->n) % 100000);
-    rq.auth_subject = subject;
+    a->attrs[0].value = subject;
     fail = 1;
   }
   a->seq++;
-  /* Box check before verifying, then the result (docs/policy.md). */
-  rq.auth_result = SLUICE_AUTH_PENDING;
+  /* Box check before verifying (no result yet), then the result
+  ** (docs/policy.md). */
+  rq.nattrs = 1;
   d = sim_send(s, a, &rq, &h);
   if (a->attacker)
     sim_count(s, d.verdict_status == 200 ? SER_ATT_CHECKED : SER_ATT_REFUSED,
@@ -260,7 +265,9 @@ static void act_auth(sim *s, actor *a) {
           sim_now(s));
   if (d.verdict_status == 200) {
     a->sent--; /* one attempt, two calls: count it once */
-    rq.auth_result = fail ? SLUICE_AUTH_BAD_SECRET : SLUICE_AUTH_OK;
+    a->attrs[1].name = "result";
+    a->attrs[1].value = fail ? "bad_secret" : "ok";
+    rq.nattrs = 2;
     sim_send(s, a, &rq, &h);
   }
   a->next_ns = sim_now(s) + a->period_ns;
@@ -300,10 +307,10 @@ void scn_credential_stuffing(sim *s) {
         att_refused += s->a[i].boxed;
       }
     }
-    sim_note(s, "auth.ip_failures raised to %" PRId64
+    sim_note(s, "penalties.address.strikes raised to %" PRId64
             " (an office behind NAT): the 500-failures-across-50-subjects "
             "signature is what catches the attack\n",
-         cli_setting(s->cfg, "auth.ip_failures"));
+         cli_setting(s->cfg, "penalties.address.strikes"));
     sim_note(s, "attackers (3 IPs, 2 attempts/s, distinct subjects): %" PRId64
             " attempts, %" PRId64 " refused by a box or ban\n",
          att, att_refused);
@@ -331,7 +338,9 @@ static void act_reconcile(sim *s, actor *a) {
     a->lease_id = 0;
   }
   snprintf(a->ledger, sizeof a->ledger, "ledger-%" PRId64, a->seq++ % 4);
-  rq.ledger_id = a->ledger;
+  a->attrs[0] = (sluice_attr){"ledger", a->ledger};
+  rq.attrs = a->attrs;
+  rq.nattrs = 1;
   d = sim_send(s, a, &rq, &h);
   if (d.allowed && d.lease_id) {
     /* The job runs 5 s; its lease is released in the finally path. */
@@ -340,7 +349,8 @@ static void act_reconcile(sim *s, actor *a) {
     a->lease_id = d.lease_id;
     a->lease_rq = rq;
     memcpy(a->lease_ledger, a->ledger, sizeof a->ledger);
-    a->lease_rq.ledger_id = a->lease_ledger;
+    a->lease_attr = (sluice_attr){"ledger", a->lease_ledger};
+    a->lease_rq.attrs = &a->lease_attr;
     a->pending_release_ns = sim_now(s) + 5 * S_NS;
   }
   a->next_ns = sim_now(s) + a->period_ns;

@@ -229,26 +229,6 @@ out:
   return rc;
 }
 
-int cli_tier_row(const sluice_policy_config *c, const char *tier) {
-  char p[32], name[64];
-  int i;
-  for (i = 0; tier && i < SLUICE_POLICY_TIERS_MAX; i++) {
-    snprintf(p, sizeof p, "tiers.[%d]", i);
-    if (sluice_policy_config_get(c, p, name, sizeof name) != SLUICE_OK)
-      break;
-    if (!strcmp(name, tier))
-      return i;
-  }
-  return -1;
-}
-
-const char *cli_tier_name(const sluice_policy_config *c, int row, char *buf,
-                          size_t len) {
-  char p[32];
-  snprintf(p, sizeof p, "tiers.[%d]", row);
-  return sluice_policy_config_get(c, p, buf, len) == SLUICE_OK ? buf : NULL;
-}
-
 int64_t cli_setting(const sluice_policy_config *c, const char *path) {
   char v[32];
   return sluice_policy_config_get(c, path, v, sizeof v) == SLUICE_OK

@@ -3,7 +3,9 @@
 ** everything the spec asks of the API tier: tenant and key buckets with
 ** endpoint costs, RateLimit headers, Retry-After, problem+json, the penalty
 ** box, concurrency leases for reconcile and export, the per-ledger mutex
-** (409 on a second reconcile), the export cap and the auth lockout.
+** (409 on a second reconcile), the export cap and the auth lockout, all
+** as etc/ledger.conf declares them: each request is named to the policy by
+** its method, route and that file's attributes (ledger_http.c).
 **
 ** Process model (nginx-style prefork): the master binds one listening
 ** socket on 127.0.0.1, creates the shared state, forks N workers and waits.
@@ -57,8 +59,10 @@ static void usage(FILE *f) {
       "  --workers N      prefork worker processes (default 2, 1..64)\n"
       "  --store STORE    shm (default: a memfd shared by the workers),\n"
       "                   shm:name=/NAME, lmdb:path=DIR, redis:nodes=H:P\n"
-      "  --config FILE    policy configuration (the defaults, commented, are\n"
-      "                   installed as " SLUICE_CONF_PATH ")\n"
+      "  --config FILE    policy file (default: the default policy, the\n"
+      "                   spec's ledger API, etc/ledger.conf; the service\n"
+      "                   sends its routes and attributes: ledger,\n"
+      "                   export_range_s, subject, result)\n"
       "  --keys FILE      API keys, CSV: api_key,tenant,tier,client_id,"
       "client_secret\n"
       "                   (default: four demo keys, see docs/cli.md)\n"
@@ -176,20 +180,48 @@ static int load_keys(const char *path) {
   return 0;
 }
 
-/* Every key must be usable as written: its tier one of the policy's (else
-** each of its requests is refused 400, the client blamed), the key not
-** shaped like an access token, key and client id given once (else one of
-** the two lines is silently dead). */
+/* Whether the policy refuses a tier: a standard request of it decided on
+** a scratch in-memory store, as a worker would (the library says which
+** tiers it takes; a declared policy's `by = "tier"` sets choose numbers,
+** one they do not list takes the limits' own). */
+static int tier_refused(sluice_policy *pol, const char *tier) {
+  sluice_request rq;
+  sluice_decision d;
+  memset(&rq, 0, sizeof rq);
+  rq.tenant_id = "probe";
+  rq.api_key_id = "probe";
+  rq.tier = tier;
+  rq.method = "GET";
+  rq.route = "/v1/ledgers/probe";
+  return sluice_policy_decide(pol, &rq, &d) != SLUICE_OK && d.invalid_field &&
+         !strcmp(d.invalid_field, "tier");
+}
+
+/* Every key must be usable as written: its tier one the policy takes
+** (else each of its requests is refused 400, the client blamed), the key
+** not shaped like an access token, key and client id given once (else one
+** of the two lines is silently dead). */
 static int check_keys(const sluice_policy_config *cfg, const char *path) {
+  sluice_limiter_options lo;
+  sluice_policy_options po;
+  sluice_policy *pol;
   int i, j;
+  memset(&lo, 0, sizeof lo);
+  lo.store = "mem";
+  memset(&po, 0, sizeof po);
+  po.limiter_options = &lo;
+  po.config = cfg;
+  memcpy(po.secret, S.secret, sizeof po.secret);
+  if (sluice_policy_open(&po, &pol) != SLUICE_OK) {
+    fprintf(stderr, "ledger-api: --config: the policy does not open\n");
+    return -1;
+  }
   for (i = 0; i < S.nkeys; i++) {
     const api_key *k = &S.keys[i];
-    char why[160] = "", tier[80], v[64];
-    snprintf(tier, sizeof tier, "tiers.%s", k->tier);
-    if (strchr(k->tier, '.') || k->tier[0] == '[' ||
-        sluice_policy_config_get(cfg, tier, v, sizeof v) != SLUICE_OK)
-      snprintf(why, sizeof why, "tier '%s' is not in the policy (--config)",
-               k->tier);
+    char why[160] = "";
+    if (!k->tier[0] || tier_refused(pol, k->tier))
+      snprintf(why, sizeof why, "tier '%s' is not one the policy (--config) "
+               "takes", k->tier);
     else if (!strncmp(k->key, "at_", 3))
       snprintf(why, sizeof why, "api_key starts with at_ (access tokens)");
     for (j = 0; !why[0] && j < i; j++)
@@ -200,9 +232,11 @@ static int check_keys(const sluice_policy_config *cfg, const char *path) {
     if (why[0]) {
       fprintf(stderr, "ledger-api: --keys %s:%d: %s\n",
               path ? path : "(demo keys)", k->line, why);
+      sluice_policy_close(pol);
       return -1;
     }
   }
+  sluice_policy_close(pol);
   return 0;
 }
 
@@ -406,10 +440,11 @@ static void finish_jobs(void) {
   for (i = 0; i < NJOBS; i++) {
     job *j = &S.sh->jobs[i];
     sluice_request rq;
+    sluice_attr a;
     if (atomic_load(&j->state) != JOB_RUNNING || atomic_load(&j->seq) == 0 ||
         j->done_ns > now)
       continue;
-    job_request(j, &rq);
+    job_request(j, &rq, &a);
     if (j->lease_id)
       sluice_policy_release_lease(S.pol, &rq, j->lease_id);
     atomic_store(&j->state, JOB_DONE);

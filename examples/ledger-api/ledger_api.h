@@ -54,15 +54,18 @@ enum { EX_OK = 0, EX_USAGE_ = 2, EX_RUNTIME = 3 };
 /* ------------------------------------------------------ shared state --- */
 
 enum { JOB_FREE = 0, JOB_RUNNING = 1, JOB_DONE = 2 };
+/* What a job does: its route in etc/ledger.conf, whose leases it holds. */
+enum { JOB_RECONCILE = 1, JOB_EXPORT = 2 };
 
 typedef struct job {
   _Atomic int state;
   _Atomic uint64_t seq; /* job number; 0 while being written */
-  int cls;              /* SLUICE_EP_RECONCILE or SLUICE_EP_EXPORT */
+  int kind;             /* JOB_RECONCILE or JOB_EXPORT */
   int64_t created_ns, done_ns;
   uint64_t lease_id;
   char tenant[ID_MAX + 1], key[ID_MAX + 1], tier[SLUICE_POLICY_NAME_MAX + 1];
   char ledger[ID_MAX + 1];
+  char range_s[24]; /* an export's export_range_s ("0": not given) */
 } job;
 
 #define NJOBS 4096
@@ -195,15 +198,20 @@ ledger_slot *ledger_find(const char *tenant, const char *ledger, int create);
 int shared_lock_init(void);
 int token_issue(const api_key *k, char *out, size_t n);
 const api_key *token_find(const char *tok);
-job *job_create(const api_key *k, int cls, const char *ledger,
+job *job_create(const api_key *k, int kind, const char *ledger,
+                const char *range_s,
                 uint64_t lease_id, uint64_t *seq_out);
-void job_request(const job *j, sluice_request *rq);
+/* The request that got the job's leases (to release them): its route and
+** attribute (a ledger, an export's range) in rq and *a. */
+void job_request(const job *j, sluice_request *rq, sluice_attr *a);
+/* A job kind's method and route (etc/ledger.conf's route entry). */
+const char *job_route(int kind);
 uint64_t idem_hash(const api_key *k, char endpoint, const char *ik);
 int idem_begin(const api_key *k, uint64_t h, uint64_t bh, idem_slot *out,
                size_t *index);
 void idem_done(size_t index, int64_t value, int64_t amount);
 void idem_abandon(size_t index);
-int running_job(const char *tenant, int cls, const char *ledger, char *out,
+int running_job(const char *tenant, int kind, const char *ledger, char *out,
                 size_t n);
 int balance_add(ledger_slot *l, int64_t amount);
 enum MHD_Result problem(struct MHD_Connection *c, int status, const char *type,

@@ -384,6 +384,7 @@ static int form_field(const reqctx *rc, const char *name, char *out,
 static enum MHD_Result handle_auth(struct MHD_Connection *c, const char *url,
                                    reqctx *rc, const char *ip) {
   sluice_request rq;
+  sluice_attr attrs[2];
   sluice_decision d;
   const char *cid = NULL, *csec = NULL;
   char fcid[ID_MAX + 2], fsec[ID_MAX + 2];
@@ -419,11 +420,13 @@ static enum MHD_Result handle_auth(struct MHD_Connection *c, const char *url,
   memset(&rq, 0, sizeof rq);
   rq.method = "POST";
   rq.route = url;
-  rq.endpoint_class = SLUICE_EP_AUTH;
   rq.client_ip = ip;
-  rq.auth_subject = cid;
-  rq.auth_result = SLUICE_AUTH_PENDING;
-  /* Box check before verifying: a boxed caller costs no secret check. */
+  /* etc/ledger.conf's sign-in: its subject, and once the secret is
+  ** checked its result.  Box check before verifying (no result yet): a
+  ** boxed caller costs no secret check. */
+  attrs[0] = (sluice_attr){"subject", cid};
+  rq.attrs = attrs;
+  rq.nattrs = 1;
   if ((r = sluice_policy_decide(S.pol, &rq, &d)) != SLUICE_OK) {
     ret = decide_error(c, r, &d, url);
     json_decref(body);
@@ -439,8 +442,10 @@ static enum MHD_Result handle_auth(struct MHD_Connection *c, const char *url,
       k = &S.keys[i];
   /* Both failure kinds are checked the same way and answered alike. */
   ok = secret_equal(k ? k->client_secret : "", csec) && k;
-  rq.auth_result = !k ? SLUICE_AUTH_UNKNOWN_CLIENT
-                      : ok ? SLUICE_AUTH_OK : SLUICE_AUTH_BAD_SECRET;
+  attrs[1] = (sluice_attr){"result", !k   ? "unknown_client"
+                                     : ok ? "ok"
+                                          : "bad_secret"};
+  rq.nattrs = 2;
   if ((r = sluice_policy_decide(S.pol, &rq, &d)) != SLUICE_OK) {
     ret = decide_error(c, r, &d, url);
     json_decref(body);
@@ -481,7 +486,6 @@ static enum MHD_Result handle_job(struct MHD_Connection *c, const char *url,
   char *txt;
   int r, st;
   enum MHD_Result ret;
-  rq->endpoint_class = SLUICE_EP_JOB_POLL;
   if ((r = sluice_policy_decide(S.pol, rq, &d)) != SLUICE_OK)
     return decide_error(c, r, &d, url);
   if (!d.allowed)
@@ -499,7 +503,7 @@ static enum MHD_Result handle_job(struct MHD_Connection *c, const char *url,
     return problem(c, 404, PROBLEM_BASE "not-found", "Not Found",
                    "no such job", url);
   st = atomic_load(&j->state);
-  if (st == JOB_DONE && j->cls == SLUICE_EP_EXPORT) {
+  if (st == JOB_DONE && j->kind == JOB_EXPORT) {
     char dl[200];
     snprintf(dl, sizeof dl,
              "https://storage.example.com/exports/job_%" PRIu64
@@ -509,8 +513,8 @@ static enum MHD_Result handle_job(struct MHD_Connection *c, const char *url,
                           "download_url", dl));
   } else {
     txt = dumps(json_pack("{s:s, s:s, s:s, s:s}", "job_id", id, "kind",
-                          j->cls == SLUICE_EP_RECONCILE ? "reconcile"
-                                                        : "audit-export",
+                          j->kind == JOB_RECONCILE ? "reconcile"
+                                                   : "audit-export",
                           "status", st == JOB_DONE ? "succeeded" : "running",
                           "ledger_id", j->ledger));
   }
@@ -530,29 +534,34 @@ static enum MHD_Result reconcile_replay(struct MHD_Connection *c,
   char jid[32], loc[64], *txt;
   enum MHD_Result ret;
   int r;
-  poll.endpoint_class = SLUICE_EP_JOB_POLL;
-  poll.ledger_id = NULL;
+  snprintf(jid, sizeof jid, "job_%" PRId64, rec->value);
+  snprintf(loc, sizeof loc, "/v1/jobs/%s", jid);
+  /* decided as the job's poll (its route), answered as this request */
+  poll.method = "GET";
+  poll.route = loc;
+  poll.attrs = NULL;
+  poll.nattrs = 0;
   if ((r = sluice_policy_decide(S.pol, &poll, &d)) != SLUICE_OK)
     return decide_error(c, r, &d, url);
   if (!d.allowed)
-    return answer(c, &poll, &d, 200, NULL, NULL);
-  snprintf(jid, sizeof jid, "job_%" PRId64, rec->value);
-  snprintf(loc, sizeof loc, "/v1/jobs/%s", jid);
+    return answer(c, rq, &d, 200, NULL, NULL);
   txt = dumps(json_pack("{s:s, s:s, s:s, s:b}", "job_id", jid, "ledger_id",
                         ledger, "job_url", loc, "idempotent_replay", 1));
-  ret = answer(c, &poll, &d, 202, loc, txt);
+  ret = answer(c, rq, &d, 202, loc, txt);
   free(txt);
   return ret;
 }
 
 static enum MHD_Result handle_heavy(struct MHD_Connection *c, const char *url,
                                     const api_key *k, sluice_request *rq,
-                                    reqctx *rc) {
+                                    reqctx *rc, int kind) {
   sluice_decision d;
-  char ledger[ID_MAX + 1] = "", loc[64], jid[32];
+  sluice_attr attr;
+  /* an export without dates: range "0" (etc/ledger.conf: not given) */
+  char ledger[ID_MAX + 1] = "", loc[64], jid[32], range_s[24] = "0";
   uint64_t seq = 0;
   size_t slot = 0;
-  int r, is_rec = rq->endpoint_class == SLUICE_EP_RECONCILE;
+  int r, is_rec = kind == JOB_RECONCILE;
   char *txt;
   enum MHD_Result ret;
   if (is_rec) {
@@ -578,7 +587,9 @@ static enum MHD_Result handle_heavy(struct MHD_Connection *c, const char *url,
                      "Bad Request",
                      "POST /v1/ledgers/reconcile requires an Idempotency-Key "
                      "header (1-200 bytes)", url);
-    rq->ledger_id = ledger;
+    attr = (sluice_attr){"ledger", ledger};
+    rq->attrs = &attr;
+    rq->nattrs = 1;
     r = idem_begin(k, idem_hash(k, 'r', ik), hash2("reconcile", ledger), &rec,
                    &slot);
     if (r == IDEM_REPLAY)
@@ -590,13 +601,18 @@ static enum MHD_Result handle_heavy(struct MHD_Connection *c, const char *url,
         MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from");
     const char *to = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "to");
     if (from || to) {
-      if (parse_day(from, &rq->export_from_ns) ||
-          parse_day(to, &rq->export_to_ns) ||
-          rq->export_to_ns < rq->export_from_ns)
+      int64_t from_ns, to_ns;
+      if (parse_day(from, &from_ns) || parse_day(to, &to_ns) ||
+          to_ns < from_ns)
         return problem(c, 400, PROBLEM_BASE "bad-request", "Bad Request",
                        "from and to: YYYY-MM-DD up to 2262-04-11, from <= to",
                        url);
+      /* the range in whole seconds (whole days here): its cost */
+      snprintf(range_s, sizeof range_s, "%" PRId64, (to_ns - from_ns) / S_NS);
     }
+    attr = (sluice_attr){"export_range_s", range_s};
+    rq->attrs = &attr;
+    rq->nattrs = 1;
   }
   if ((r = sluice_policy_decide(S.pol, rq, &d)) != SLUICE_OK) {
     if (is_rec)
@@ -607,14 +623,14 @@ static enum MHD_Result handle_heavy(struct MHD_Connection *c, const char *url,
     char busy[32];
     int hint = (d.outcome == SLUICE_OUTCOME_CONFLICT ||
                 d.outcome == SLUICE_OUTCOME_CONCURRENCY) &&
-               running_job(k->tenant, rq->endpoint_class,
+               running_job(k->tenant, kind,
                            d.outcome == SLUICE_OUTCOME_CONFLICT ? ledger : NULL,
                            busy, sizeof busy);
     if (is_rec)
       idem_abandon(slot);
     return answer_job(c, rq, &d, 200, NULL, NULL, hint ? busy : NULL);
   }
-  if (!job_create(k, rq->endpoint_class, is_rec ? ledger : NULL, d.lease_id,
+  if (!job_create(k, kind, is_rec ? ledger : NULL, range_s, d.lease_id,
                   &seq)) {
     if (d.lease_id)
       sluice_policy_release_lease(S.pol, rq, d.lease_id);
@@ -875,14 +891,12 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
   if (!strcmp(url, "/v1/ledgers/reconcile")) {
     if (strcmp(method, "POST"))
       return not_allowed(c, "POST", url);
-    rq.endpoint_class = SLUICE_EP_RECONCILE;
-    return handle_heavy(c, url, k, &rq, rc);
+    return handle_heavy(c, url, k, &rq, rc, JOB_RECONCILE);
   }
   if (!strcmp(url, "/v1/reports/audit-export")) {
     if (strcmp(method, "GET"))
       return not_allowed(c, "GET", url);
-    rq.endpoint_class = SLUICE_EP_EXPORT;
-    return handle_heavy(c, url, k, &rq, rc);
+    return handle_heavy(c, url, k, &rq, rc, JOB_EXPORT);
   }
   if (!strncmp(url, "/v1/jobs/", 9)) {
     if (strcmp(method, "GET"))
@@ -890,7 +904,6 @@ enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
     return handle_job(c, url, k, &rq);
   }
   if (!strncmp(url, "/v1/ledgers/", 12)) {
-    rq.endpoint_class = SLUICE_EP_STANDARD;
     return handle_ledger(c, url, method, k, &rq, rc);
   }
   return problem(c, 404, PROBLEM_BASE "not-found", "Not Found",

@@ -126,8 +126,8 @@ const api_key *token_find(const char *tok) {
   return k;
 }
 
-job *job_create(const api_key *k, int cls, const char *ledger,
-                       uint64_t lease_id, uint64_t *seq_out) {
+job *job_create(const api_key *k, int kind, const char *ledger,
+                const char *range_s, uint64_t lease_id, uint64_t *seq_out) {
   uint64_t seq = atomic_fetch_add(&S.sh->next_job, 1) + 1;
   job *j = &S.sh->jobs[seq % NJOBS];
   int st = atomic_load(&j->state);
@@ -135,7 +135,7 @@ job *job_create(const api_key *k, int cls, const char *ledger,
   if (st == JOB_RUNNING)
     return NULL;
   atomic_store(&j->seq, 0);
-  j->cls = cls;
+  j->kind = kind;
   j->created_ns = wall_ns();
   j->done_ns = j->created_ns + S.job_ms * MS_NS;
   j->lease_id = lease_id;
@@ -143,19 +143,31 @@ job *job_create(const api_key *k, int cls, const char *ledger,
   snprintf(j->key, sizeof j->key, "%s", k->key);
   snprintf(j->tier, sizeof j->tier, "%s", k->tier);
   snprintf(j->ledger, sizeof j->ledger, "%s", ledger ? ledger : "");
+  snprintf(j->range_s, sizeof j->range_s, "%s", range_s ? range_s : "");
   atomic_store(&j->state, JOB_RUNNING);
   atomic_store(&j->seq, seq); /* publish */
   *seq_out = seq;
   return j;
 }
 
-void job_request(const job *j, sluice_request *rq) {
+const char *job_route(int kind) {
+  return kind == JOB_RECONCILE ? "/v1/ledgers/reconcile"
+                               : "/v1/reports/audit-export";
+}
+
+void job_request(const job *j, sluice_request *rq, sluice_attr *a) {
   memset(rq, 0, sizeof *rq);
   rq->tenant_id = j->tenant;
   rq->api_key_id = j->key;
   rq->tier = j->tier;
-  rq->endpoint_class = j->cls;
-  rq->ledger_id = j->ledger[0] ? j->ledger : NULL;
+  rq->method = j->kind == JOB_RECONCILE ? "POST" : "GET";
+  rq->route = job_route(j->kind);
+  if (j->kind == JOB_RECONCILE)
+    *a = (sluice_attr){"ledger", j->ledger};
+  else
+    *a = (sluice_attr){"export_range_s", j->range_s};
+  rq->attrs = a;
+  rq->nattrs = 1;
 }
 
 /* ---------------------------------------------------- idempotency --- */
@@ -262,9 +274,9 @@ void idem_abandon(size_t index) {
   shared_unlock();
 }
 
-/* The newest running job of the tenant's class (and ledger), for a client
+/* The newest running job of the tenant's kind (and ledger), for a client
 ** refused with 409 or a concurrency 429 to poll. */
-int running_job(const char *tenant, int cls, const char *ledger,
+int running_job(const char *tenant, int kind, const char *ledger,
                        char *out, size_t n) {
   uint64_t best = 0;
   size_t i;
@@ -272,7 +284,7 @@ int running_job(const char *tenant, int cls, const char *ledger,
     const job *j = &S.sh->jobs[i];
     uint64_t seq = atomic_load(&j->seq);
     if (seq > best && atomic_load(&j->state) == JOB_RUNNING &&
-        j->cls == cls && !strcmp(j->tenant, tenant) &&
+        j->kind == kind && !strcmp(j->tenant, tenant) &&
         (!ledger || !strcmp(j->ledger, ledger)))
       best = seq;
   }

@@ -111,24 +111,29 @@ static void decide(const sluice_request *r, int want_allowed) {
   }
 }
 
-static sluice_request req(long i, const char *tier, int cls) {
+/* A request of etc/ledger.conf's: method and route pick its route. */
+static sluice_request req(long i, const char *tier, const char *method,
+                          const char *route) {
   sluice_request r;
   memset(&r, 0, sizeof r);
   r.tenant_id = tenants[i % NKEY];
   r.api_key_id = keys[i % NKEY];
   r.tier = tier;
-  r.endpoint_class = cls;
+  r.method = method;
+  r.route = route;
   r.client_ip = ips[i % NKEY];
   return r;
 }
 
+#define STD "GET", "/v1/ledgers/main/entries"
+
 static void std_allowed(long i) {
-  sluice_request r = req(i, "enterprise", SLUICE_EP_STANDARD);
+  sluice_request r = req(i, "enterprise", STD);
   decide(&r, 1);
 }
 
 static sluice_request spent(void) {
-  sluice_request r = req(0, "sandbox", SLUICE_EP_STANDARD);
+  sluice_request r = req(0, "sandbox", STD);
   r.tenant_id = "spent-tenant";
   r.api_key_id = "spent-key";
   return r;
@@ -141,18 +146,21 @@ static void std_throttled(long i) {
 }
 
 static void reconcile_release(long i) {
-  sluice_request r = req(i, "enterprise", SLUICE_EP_RECONCILE);
+  sluice_request r = req(i, "enterprise", "POST", "/v1/ledgers/reconcile");
+  sluice_attr a = {"ledger", "ledger"};
   sluice_decision d;
-  r.ledger_id = "ledger";
+  r.attrs = &a;
+  r.nattrs = 1;
   must(sluice_policy_decide(pol, &r, &d), "reconcile");
   if (d.allowed)
     must(sluice_policy_release_lease(pol, &r, d.lease_id), "release");
 }
 
 static void auth_ok(long i) {
-  sluice_request r = req(i, NULL, SLUICE_EP_AUTH);
-  r.auth_subject = keys[i % NKEY];
-  r.auth_result = SLUICE_AUTH_OK;
+  sluice_request r = req(i, NULL, "POST", "/v1/auth/token");
+  sluice_attr a[2] = {{"subject", keys[i % NKEY]}, {"result", "ok"}};
+  r.attrs = a;
+  r.nattrs = 2;
   decide(&r, -1);
 }
 
@@ -193,20 +201,24 @@ int main(void) {
     snprintf(keys[i], sizeof keys[i], "k%ld", i);
     snprintf(ips[i], sizeof ips[i], "10.0.%ld.%ld", i / 256, i % 256);
   }
-  must(sluice_policy_config_new(&cfg, NULL, NULL, 0), "defaults");
-  /* Enterprise never runs out; sandbox is spent at once and never strikes
-  ** out (the throttled case stays a throttle). */
-  must(sluice_policy_config_set(cfg, "tiers.enterprise.tenant", BIG_BUCKET,
+  if (sluice_policy_config_new(&cfg, SLUICE_LEDGER_CONF, err, sizeof err) !=
+      SLUICE_OK) {
+    fprintf(stderr, "bench_policy: %s\n", err);
+    return 1;
+  }
+  /* Enterprise never runs out; sandbox (the limits' own numbers) is spent
+  ** at once and never strikes out (the throttled case stays a throttle). */
+  must(sluice_policy_config_set(cfg, "limits.tenant.params.enterprise",
+                                BIG_BUCKET, err, sizeof err),
+       err);
+  must(sluice_policy_config_set(cfg, "limits.key.params.enterprise",
+                                BIG_BUCKET, err, sizeof err),
+       err);
+  must(sluice_policy_config_set(cfg, "penalties.keys.strikes", "1000000", err,
+                                sizeof err),
+       err);
+  must(sluice_policy_config_set(cfg, "penalties.subject.strikes", "1000000",
                                 err, sizeof err),
-       err);
-  must(sluice_policy_config_set(cfg, "tiers.enterprise.key", BIG_BUCKET, err,
-                                sizeof err),
-       err);
-  must(sluice_policy_config_set(cfg, "tiers.sandbox.strikes", "1000000", err,
-                                sizeof err),
-       err);
-  must(sluice_policy_config_set(cfg, "auth.subject_failures", "1000000", err,
-                                sizeof err),
        err);
   memset(&lo, 0, sizeof lo);
   lo.store = "mem";
@@ -221,7 +233,6 @@ int main(void) {
     fprintf(stderr, "bench_policy: open: %s\n", err);
     return 1;
   }
-  sluice_policy_config_free(cfg);
   spend();
   bare_open();
   printf("policy decisions on mem, one thread, median of %d rounds of %ld\n",
@@ -266,6 +277,7 @@ int main(void) {
   snprintf(uri, sizeof uri, "shm:name=%s", seg);
   po.deny_cache = uri;
   rc = sluice_policy_open(&po, &pol);
+  sluice_policy_config_free(cfg); /* both opens read it */
   shm_unlink(seg); /* the mapping keeps it while the policy is open */
   if (rc != SLUICE_OK) {
     fprintf(stderr, "bench_policy: open with a deny cache: %s\n", err);

@@ -47,7 +47,8 @@ static void fill(sluice_request *r, int k) {
   r->tenant_id = tenant[k];
   r->api_key_id = key[k];
   r->tier = "enterprise";
-  r->endpoint_class = SLUICE_EP_STANDARD;
+  r->method = "GET"; /* etc/ledger.conf's standard route */
+  r->route = "/v1/ledgers/main/entries";
 }
 
 static void check(const sluice_decision *d) {
@@ -106,12 +107,15 @@ static void bench(int nkeys, long n, int rounds) {
   long at = 0;
   int r;
 
-  must(sluice_policy_config_new(&cfg, NULL, NULL, 0), "defaults");
+  must(sluice_policy_config_new(&cfg, SLUICE_LEDGER_CONF, NULL, 0),
+       "etc/ledger.conf");
   /* Enterprise never runs out: every decision is an allowed one. */
-  must(sluice_policy_config_set(cfg, "tiers.enterprise",
-                                "{ tenant = { rate = 40000000; burst = "
-                                "40000000; }; key = { rate = 40000000; "
-                                "burst = 40000000; }; }",
+  must(sluice_policy_config_set(cfg, "limits.tenant.params.enterprise",
+                                "{ rate = 40000000; burst = 40000000; }",
+                                err, sizeof err),
+       err);
+  must(sluice_policy_config_set(cfg, "limits.key.params.enterprise",
+                                "{ rate = 40000000; burst = 40000000; }",
                                 err, sizeof err),
        err);
   lo = (sluice_limiter_options){.store = "mem"};

@@ -5,7 +5,7 @@
 # headers refused with a clear message; the legacy layout unchanged.
 # Expected lines are derived by hand in comments.
 set -u
-SLUICE=$1
+SLUICE=$1; LEDGER=$2  # etc/ledger.conf
 . "$(dirname "$0")/check.sh"
 
 # A chat route under two limits of one user: 3 requests a minute (a fixed
@@ -75,6 +75,13 @@ check "named: the report per limit" \
 # tokens               tokens             5         1         3" \
 "$(grep -A2 '^# limit ' "$tmp/err")"
 
+# The report's rows and split are the log's tiers: this policy has none
+# (no row or split of the built-in sandbox, growth, enterprise tiers).
+check "named: the report's rows, the log's tiers" \
+"# (no tier)          6           4           2           0           0           0           0           0           0         0         0         2
+# not enforced: (no tier)=buckets,penalty,leases,fail_closed" \
+"$(grep '^# (no tier)\|^# not enforced' "$tmp/err")"
+
 # The same log from stdin, with threads asked for: one thread (a named
 # log's scopes need not follow the tenant column), the same decisions.
 out2=$("$SLUICE" replay --policy "$tmp/p.conf" --decisions - \
@@ -98,7 +105,7 @@ hdr "settle column" "t_ms,method,route,user,settle" \
 hdr "settle column, unknown attribute" "t_ms,method,route,user,settle:tokns" \
   "sluice replay: line 1: header: column 'settle:tokns': a settle column names the attribute it reports, one the policy declares: settle:ATTR"
 hdr "unknown column" "t_ms,method,route,usr,tokens" \
-  "sluice replay: line 1: header: column 'usr' is neither a request field (t_ms, method, route, tenant, key, tier, ip, subject, outcome, cost, status) nor an attribute the policy declares (\`attributes\`)"
+  "sluice replay: line 1: header: column 'usr' is neither a request field (t_ms, method, route, tenant, key, tier, ip, cost, status) nor an attribute the policy declares (\`attributes\`)"
 hdr "column twice" "t_ms,method,route,user,user" \
   "sluice replay: line 1: header: column 'user' named twice"
 hdr "no route column" "t_ms,method,user,tokens,status" \
@@ -106,25 +113,43 @@ hdr "no route column" "t_ms,method,user,tokens,status" \
 hdr "time first" "time,method,route,user,tokens" \
   "sluice replay: line 1: header: the first column must be t_ms"
 
-# cost: a class route takes it (the defaults' standard route, 1..burst);
-# a declared route refuses it (its costs come from the file).
+# cost: the ledger file's routes take their costs from the file, so a
+# cost given is refused, naming the column; one not a number is malformed.
 cat > "$tmp/c.csv" <<'CSV'
 t_ms,tenant,key,tier,method,route,cost
 0,t1,k1,sandbox,GET,/v1/ledgers/L1,300
 0,t1,k1,sandbox,GET,/v1/ledgers/L1,
 0,t1,k1,sandbox,GET,/v1/ledgers/L1,x
 CSV
-# sandbox key bucket: burst 300 -> 300 takes it all, the next is refused.
-out=$("$SLUICE" replay --policy default --decisions "$tmp/c.csv" \
+# sandbox key bucket: burst 300, cost 1 -> 299 left.
+out=$("$SLUICE" replay --policy "$LEDGER" --decisions "$tmp/c.csv" \
       2>"$tmp/err"); rc=$?
 check "cost column: exit 1" 1 "$rc"
-check "cost column: charged" \
+check "cost column: the line without a cost decided" \
 "t_ms,method,route,outcome,status,limit,remaining,retry_after_ms
-0,GET,/v1/ledgers/L1,allow,200,key,0,0
-0,GET,/v1/ledgers/L1,throttled,429,key,0,200" "$out"
-check "cost column: not a number" \
-  "sluice replay: line 4: cost: out of range or not a decimal integer" \
+0,GET,/v1/ledgers/L1,allow,200,key,299,0" "$out"
+check "cost column: refused, not a number" \
+"sluice replay: line 2: cost: a route of declared limits takes its costs from the policy file (leave the column empty)
+sluice replay: line 4: cost: out of range or not a decimal integer" \
   "$(grep '^sluice replay: line' "$tmp/err")"
+
+# The ledger file's attributes as columns: a sign-in's subject and result,
+# a reconcile's ledger (its lock: a second reconcile of L1 is a 409).
+cat > "$tmp/a.csv" <<'CSV'
+t_ms,tenant,key,tier,method,route,ip,subject,result,ledger
+0,,,,POST,/v1/auth/token,192.0.2.9,ann,bad_secret,
+0,t1,k1,growth,POST,/v1/ledgers/reconcile,192.0.2.9,,,L1
+0,t1,k1,growth,POST,/v1/ledgers/reconcile,192.0.2.9,,,L1
+0,t1,k1,growth,POST,/v1/ledgers/reconcile,192.0.2.9,,,L2
+CSV
+out=$("$SLUICE" replay --policy "$LEDGER" --enforce --job-ms 60000 \
+      --decisions "$tmp/a.csv" 2>/dev/null)
+check "ledger attributes: sign-in, lock, leases" \
+"t_ms,method,route,outcome,status,limit,remaining,retry_after_ms
+0,POST,/v1/auth/token,allow,200,-,0,0
+0,POST,/v1/ledgers/reconcile,allow,200,key,1490,0
+0,POST,/v1/ledgers/reconcile,conflict,409,ledger_lock,0,30000
+0,POST,/v1/ledgers/reconcile,allow,200,key,1480,0" "$out"
 
 # A request no route matches, and a cost on a declared route, are said so.
 printf 't_ms,method,route,user,tokens,cost\n0,GET,/chat,ann,1,\n0,POST,/chat,ann,1,2\n' \
@@ -151,16 +176,26 @@ printf 't_ms,method,route,user,tokens\n%s,POST,/chat,ann,1\n' \
 check "into a store, a log of now: nothing said" 0 \
   "$(grep -c '^# note' "$tmp/o")"
 
+# Tiers as the log names them, by name (the growth key's bucket is
+# growth's: 1500 points), and only those: no sandbox row.
+printf 't_ms,tenant,key,tier,method,route\n0,t1,k1,growth,GET,/v1/x\n0,t2,k1,enterprise,GET,/v1/x\n0,t2,k1,enterprise,GET,/v1/x\n' > "$tmp/t.csv"
+"$SLUICE" replay --policy "$LEDGER" --decisions "$tmp/t.csv" > "$tmp/d" 2>"$tmp/o"
+check "tiers: a row per tier the log names" "enterprise 2
+growth 1
+# not enforced: enterprise=buckets,penalty,leases,fail_closed growth=buckets,penalty,leases,fail_closed" \
+  "$(grep '^# \(growth\|sandbox\|enterprise\) ' "$tmp/o" | awk '{print $2, $3}'; grep '^# not enforced' "$tmp/o")"
+check "tiers: the growth key's bucket" "0,GET,/v1/x,allow,200,key,1499,0" "$(sed -n 2p "$tmp/d")"
+
 # The legacy layout, headerless or with its own names, is read as before.
 printf '0,t1,k1,sandbox,GET,/v1/ledgers/L1,10.0.0.1\n' > "$tmp/old.csv"
-out=$("$SLUICE" replay --policy default --decisions "$tmp/old.csv" \
+out=$("$SLUICE" replay --policy "$LEDGER" --decisions "$tmp/old.csv" \
       2>/dev/null)
 check "legacy headerless" \
 "t_ms,tenant,key,tier,method,route,outcome,status,remaining,retry_after_ms,level,strikes_remaining
 0,t1,k1,sandbox,GET,/v1/ledgers/L1,allow,200,299,0,0,20" "$out"
 { echo "t_ms,tenant,key,tier,method,route,ip"; cat "$tmp/old.csv"; } \
   > "$tmp/old2.csv"
-out2=$("$SLUICE" replay --policy default --decisions "$tmp/old2.csv" \
+out2=$("$SLUICE" replay --policy "$LEDGER" --decisions "$tmp/old2.csv" \
        2>/dev/null)
 check "legacy with its header" "$out" "$out2"
 

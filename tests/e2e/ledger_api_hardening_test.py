@@ -211,7 +211,11 @@ def test_full():
     shm = f"/sluice-e2e-full-{os.getpid()}"
     conf = os.path.join(tempfile.mkdtemp(prefix="ledger-full-"), "p.conf")
     with open(CONF) as f, open(conf, "w") as g:
-        g.write(f.read() + "\nauth = { subject_failures = 1; };\n")
+        # the subject's box (etc/ledger.conf's sign-in) at one failure
+        text = f.read()
+        five = "strikes = 5; strike_window_ms = 900000;"
+        assert text.count(five) == 1, "hardening.conf: the subject's strikes"
+        g.write(text.replace(five, "strikes = 1; strike_window_ms = 900000;"))
     srv = Server("--trust-forwarded", store=f"shm:name={shm};capacity=16",
                  workers=1, conf=conf)
     try:

@@ -62,7 +62,7 @@ run_store() { # name store
   check "$name: one bucket across workers" "50 429" "$allowed $st"
   out=$("$SLUICE" inspect --store "$store" --config "$HERE/e2e.conf" --secret-file "$HERE/e2e.secret" \
     --tenant tenant-recon --key sk_recon --tier enterprise --ledger L 2>&1)
-  check "$name: inspect sees the ledger lock" yes "$(echo "$out" | grep -q 'ledger L: locked by lease' && echo yes || echo no)"
+  check "$name: inspect sees the ledger lock" yes "$(echo "$out" | grep -q '^  ledger_lock (lock): *1 of 1 leases held, the last ends in' && echo yes || echo no)"
   kill -TERM "$pid"; wait "$pid"; check "$name: clean exit" 0 "$?"; pid=
 }
 

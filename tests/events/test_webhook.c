@@ -357,7 +357,6 @@ Test(webhook, a_policy_level_two_trip_is_delivered) {
   rq.tier = "sandbox";
   rq.method = "POST";
   rq.route = "/v1/ledgers/L7/entries";
-  rq.endpoint_class = SLUICE_EP_STANDARD;
   for (i = 0; i < 100000 && trips < 2; i++) {
     cr_assert_eq(sluice_policy_decide(pol, &rq, &d), SLUICE_OK);
     if (d.flags & SLUICE_DECISION_TRIPPED) {

@@ -223,6 +223,9 @@ static void t_outage(void) {
   sluice_policy_config *cfg;
   sluice_policy *p;
   sluice_request std = {0}, rec = {0}, auth = {0};
+  sluice_attr rec_ledger = {"ledger", "ledger-9"};
+  sluice_attr auth_attrs[2] = {{"subject", "client-7"},
+                               {"result", "bad_secret"}};
   sluice_decision d;
   fail_plan plan = {0, 0, SLUICE_ETIMEDOUT};
   fail_stats st;
@@ -238,8 +241,9 @@ static void t_outage(void) {
   o.backend = &fail_store_backend;
   o.clock = clk;
   REQUIRE(sluice_limiter_open(&o, &lim) == SLUICE_OK, "open");
-  REQUIRE(sluice_policy_config_new(&cfg, NULL, NULL, 0) == SLUICE_OK,
-          "defaults");
+  REQUIRE(sluice_policy_config_new(&cfg, SLUICE_LEDGER_CONF, NULL, 0) ==
+              SLUICE_OK,
+          "the ledger policy");
   po.limiter = lim;
   po.config = cfg;
   memset(po.secret, 0x5a, sizeof po.secret);
@@ -247,17 +251,22 @@ static void t_outage(void) {
   std.tenant_id = "tenant-1";
   std.api_key_id = "key-1";
   std.tier = "sandbox";
-  std.endpoint_class = SLUICE_EP_STANDARD;
+  std.method = "GET";
+  std.route = "/v1/ledgers/main/entries";
   rec = std;
-  rec.endpoint_class = SLUICE_EP_RECONCILE;
-  rec.ledger_id = "ledger-9";
-  auth.endpoint_class = SLUICE_EP_AUTH;
-  auth.auth_result = SLUICE_AUTH_BAD_SECRET;
+  rec.method = "POST";
+  rec.route = "/v1/ledgers/reconcile";
+  rec.attrs = &rec_ledger;
+  rec.nattrs = 1;
+  auth.method = "POST";
+  auth.route = "/v1/auth/token";
+  auth.attrs = auth_attrs;
+  auth.nattrs = 2;
   auth.client_ip = "192.0.2.7";
-  auth.auth_subject = "client-7";
-  tv.key_burst = conf_int(cfg, "tiers.sandbox.key.burst");
-  tv.key_rate = conf_int(cfg, "tiers.sandbox.key.rate");
-  tv.key_period_ns = conf_int(cfg, "tiers.sandbox.key.period_ms") * MS;
+  /* sandbox takes the key limit's own numbers (etc/ledger.conf) */
+  tv.key_burst = conf_int(cfg, "limits.key.burst");
+  tv.key_rate = conf_int(cfg, "limits.key.rate");
+  tv.key_period_ns = conf_int(cfg, "limits.key.period_ms") * MS;
 
   /* A: healthy. */
   for (int i = 0; i < 10; i++, t += 100 * MS) {

@@ -45,10 +45,31 @@ static void server_open(server *s, int with_policy) {
   s->bucket.period_ns = SEC;
   s->bucket.burst = 300;
   if (with_policy) {
+    /* etc/ledger.conf, its standard route charging the request's
+    ** `points` attribute (1 or 10 here) instead of 1. */
     sluice_policy_options po = {0};
+    sluice_policy_config *cfg;
+    char err[256];
+    cr_assert_eq(sluice_policy_config_new(&cfg, SLUICE_LEDGER_CONF, err,
+                                          sizeof err),
+                 SLUICE_OK, "%s", err);
+    cr_assert_eq(sluice_policy_config_set(
+                     cfg, "attributes",
+                     "[ \"ledger\", \"export_range_s\", \"subject\", "
+                     "\"result\", \"points\" ]",
+                     err, sizeof err),
+                 SLUICE_OK, "%s", err);
+    cr_assert_eq(sluice_policy_config_set(
+                     cfg, "routes.[4].limits",
+                     "( { group = [ \"tenant\", \"key\" ]; cost = { attr = "
+                     "\"points\"; max = 300; }; } )",
+                     err, sizeof err),
+                 SLUICE_OK, "%s", err);
+    po.config = cfg;
     po.limiter = s->lim;
     memset(po.secret, 0x5a, sizeof po.secret);
     cr_assert_eq(sluice_policy_open(&po, &s->pol), SLUICE_OK);
+    sluice_policy_config_free(cfg);
   }
   ho.problem_base = "https://api.example.com/errors/";
   ho.header_form = SLUICE_HTTP_FORM_LEGACY;
@@ -86,12 +107,17 @@ static void serve(server *s, int64_t cost, response *r) {
   /* Function scope: the facts borrow strings from both. */
   sluice_request q = {0};
   sluice_decision d;
+  char points[24];
+  sluice_attr pa = {"points", points};
   if (s->pol) {
     q.tenant_id = "tenant-acme";
     q.api_key_id = "key-batch";
     q.tier = "sandbox";
-    q.endpoint_class = SLUICE_EP_STANDARD;
-    q.cost = cost;
+    q.method = "POST";
+    q.route = "/v1/ledgers/main/entries";
+    snprintf(points, sizeof points, "%lld", (long long)cost);
+    q.attrs = &pa;
+    q.nattrs = 1;
     cr_assert_eq(sluice_policy_decide(s->pol, &q, &d), SLUICE_OK);
     if (d.flags & SLUICE_DECISION_STRIKE)
       s->strikes++;

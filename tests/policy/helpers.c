@@ -9,6 +9,7 @@
 
 #include <criterion/criterion.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,10 @@ static void on_event(void *ud, const sluice_event *ev) {
 static void fx_policy(fixture *f, const sluice_policy_config *cfg,
                       const char *path, unsigned flags);
 
+/* The one place the suites name their default policy: the ledger API as
+** a file (issue 37 stage B). */
+const char *const fx_default_conf = SLUICE_ETC "/ledger.conf";
+
 static sluice_policy_config **made;
 static int nmade;
 
@@ -55,7 +60,8 @@ static void free_made(void) {
 sluice_policy_config *cfg_new(void) {
   sluice_policy_config *c;
   char err[256];
-  cr_assert_eq(cfg_load(&c, NULL, err, sizeof err), SLUICE_OK, "%s", err);
+  cr_assert_eq(cfg_load(&c, fx_default_conf, err, sizeof err), SLUICE_OK,
+               "%s", err);
   return c;
 }
 
@@ -134,7 +140,7 @@ void fx_open(fixture *f, const sluice_policy_config *cfg, unsigned flags) {
   lo.store = FAILING_STORE;
   lo.clock = f->clock;
   cr_assert_eq(sluice_limiter_open(&lo, &f->lim), SLUICE_OK);
-  fx_policy(f, cfg, NULL, flags);
+  fx_policy(f, cfg, cfg ? NULL : fx_default_conf, flags);
 }
 
 /* The clock and a limiter over store (NULL: the failing mem store). */
@@ -161,7 +167,7 @@ int fx_open_store(fixture *f, const sluice_policy_config *cfg,
                   const char *store, unsigned open_flags) {
   int rc = fx_limiter(f, store, open_flags);
   if (rc == SLUICE_OK)
-    fx_policy(f, cfg, NULL, 0);
+    fx_policy(f, cfg, cfg ? NULL : fx_default_conf, 0);
   return rc;
 }
 
@@ -242,32 +248,104 @@ const logged_event *fx_last(const fixture *f, int type) {
   return NULL;
 }
 
-sluice_request rq_std(const char *tenant, const char *key, const char *tier) {
+/* The ring of attribute arrays requests point to (see helpers.h). */
+#define RQ_ATTRS 4
+typedef struct rq_slot {
+  sluice_attr a[RQ_ATTRS];
+  char num[24]; /* a number's text (rq_export) */
+} rq_slot;
+static _Thread_local rq_slot ring[1024];
+static _Thread_local unsigned ring_next;
+
+#define RING_N (sizeof ring / sizeof ring[0])
+
+/* The ring slot attributes a are in, NULL for a test's own array. */
+static const rq_slot *slot_of(const sluice_attr *a) {
+  uintptr_t p = (uintptr_t)a, lo = (uintptr_t)ring;
+  if (p < lo || p >= (uintptr_t)(ring + RING_N))
+    return NULL;
+  return &ring[(p - lo) / sizeof ring[0]];
+}
+
+/* rq_with(), the value copied into the slot's number when copy. */
+static sluice_request rq_set(sluice_request r, const char *name,
+                             const char *value, int copy) {
+  rq_slot *s = &ring[ring_next++ % RING_N];
+  const rq_slot *from = slot_of(r.attrs);
+  const char *from_num = from ? from->num : NULL;
+  size_t i, n = 0;
+  for (i = 0; i < r.nattrs; i++) {
+    const char *v = r.attrs[i].value;
+    if (!strcmp(r.attrs[i].name, name))
+      continue;
+    cr_assert_lt(n, RQ_ATTRS);
+    if (v && v == from_num) { /* a number moves with its slot */
+      snprintf(s->num, sizeof s->num, "%s", from_num);
+      v = s->num;
+    }
+    s->a[n++] = (sluice_attr){r.attrs[i].name, v};
+  }
+  if (value) {
+    cr_assert_lt(n, RQ_ATTRS);
+    if (copy) {
+      snprintf(s->num, sizeof s->num, "%s", value);
+      value = s->num;
+    }
+    s->a[n++] = (sluice_attr){name, value};
+  }
+  r.attrs = n ? s->a : NULL;
+  r.nattrs = n;
+  return r;
+}
+
+sluice_request rq_with(sluice_request r, const char *name, const char *value) {
+  return rq_set(r, name, value, 0);
+}
+
+static sluice_request rq_route(const char *tenant, const char *key,
+                               const char *tier, const char *method,
+                               const char *route) {
   sluice_request r;
   memset(&r, 0, sizeof r);
   r.tenant_id = tenant;
   r.api_key_id = key;
   r.tier = tier;
-  r.method = "GET";
-  r.route = "/v1/ledgers/l1/entries";
+  r.method = method;
+  r.route = route;
   return r;
 }
 
-sluice_request rq_class(const char *tenant, const char *key, const char *tier,
-                        int cls) {
-  sluice_request r = rq_std(tenant, key, tier);
-  r.endpoint_class = cls;
-  return r;
+sluice_request rq_std(const char *tenant, const char *key, const char *tier) {
+  return rq_route(tenant, key, tier, "GET", "/v1/ledgers/l1/entries");
 }
 
-sluice_request rq_auth(const char *ip, const char *subject, int result) {
-  sluice_request r;
-  memset(&r, 0, sizeof r);
-  r.method = "POST";
-  r.route = "/v1/auth/token";
+sluice_request rq_reconcile(const char *tenant, const char *key,
+                            const char *tier, const char *ledger) {
+  return rq_with(rq_route(tenant, key, tier, "POST", "/v1/ledgers/reconcile"),
+                 "ledger", ledger);
+}
+
+sluice_request rq_export(const char *tenant, const char *key,
+                         const char *tier, int64_t range_s) {
+  char v[24];
+  snprintf(v, sizeof v, "%lld", (long long)range_s);
+  return rq_set(
+      rq_route(tenant, key, tier, "GET", "/v1/reports/audit-export"),
+      "export_range_s", v, 1);
+}
+
+sluice_request rq_poll(const char *tenant, const char *key, const char *tier) {
+  return rq_route(tenant, key, tier, "GET", "/v1/jobs/j1");
+}
+
+sluice_request rq_signin(const char *ip, const char *subject,
+                         const char *result) {
+  sluice_request r = rq_route(NULL, NULL, NULL, "POST", "/v1/auth/token");
   r.client_ip = ip;
-  r.auth_subject = subject;
-  r.auth_result = result;
+  if (subject)
+    r = rq_with(r, "subject", subject);
+  if (result)
+    r = rq_with(r, "result", result);
   return r;
 }
 
@@ -297,6 +375,19 @@ const char *fx_write_conf(const char *text) {
   cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
   close(fd);
   return path;
+}
+
+const char *fx_write_ledger(const char *text) {
+  static char buf[16384];
+  FILE *fp = fopen(fx_default_conf, "r");
+  size_t n;
+  cr_assert_not_null(fp, "%s", fx_default_conf);
+  n = fread(buf, 1, sizeof buf - 1, fp);
+  fclose(fp);
+  cr_assert_lt(n + strlen(text), sizeof buf - 1, "%s is too long",
+               fx_default_conf);
+  memcpy(buf + n, text, strlen(text) + 1);
+  return fx_write_conf(buf);
 }
 
 void fx_open_text(fixture *f, const char *text) {

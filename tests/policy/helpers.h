@@ -36,8 +36,12 @@ typedef struct fixture {
   logged_event ev[512];
 } fixture;
 
-/* A configuration of the built-in defaults, freed when the process exits
-** (a test may read it after its policies close). */
+/* The suites' default policy file (etc/ledger.conf of the source tree):
+** what fx_open() and cfg_new() open when given no configuration. */
+extern const char *const fx_default_conf;
+
+/* A configuration of the default policy file, freed when the process
+** exits (a test may read it after its policies close). */
 sluice_policy_config *cfg_new(void);
 /* sluice_policy_config_new() of path, freed at exit the same way. */
 int cfg_load(sluice_policy_config **c, const char *path, char *err,
@@ -56,7 +60,7 @@ int64_t cfg_int(const sluice_policy_config *c, const char *path);
 int64_t cfg_ns(const sluice_policy_config *c, const char *path);
 const char *cfg_str(const sluice_policy_config *c, const char *path);
 
-/* Open everything; cfg NULL = built-in defaults. */
+/* Open everything; cfg NULL = the default policy file. */
 void fx_open(fixture *f, const sluice_policy_config *cfg, unsigned flags);
 /* The same over a real store ("shm:...", "lmdb:..."): returns the
 ** limiter's open error (the fixture is then unusable) for skipping. */
@@ -80,11 +84,36 @@ const logged_event *fx_last(const fixture *f, int type);
 /* Wait for forked children, asserting each exited 0. */
 void fx_wait_children(const pid_t *pids, int n);
 
-/* Requests. */
+/* Requests of etc/ledger.conf, by method + route + attributes (the
+** file's header names them).  Attribute values are borrowed, but for
+** rq_export's number; the attribute array a request points to is one of a
+** per-thread ring of 1024, so a request stays valid for the next 1023
+** requests built by these helpers in its thread. */
+/* A standard request: GET /v1/ledgers/l1/entries. */
 sluice_request rq_std(const char *tenant, const char *key, const char *tier);
-sluice_request rq_class(const char *tenant, const char *key, const char *tier,
-                        int cls);
-sluice_request rq_auth(const char *ip, const char *subject, int result);
+/* POST /v1/ledgers/reconcile on ledger (NULL: no `ledger`). */
+sluice_request rq_reconcile(const char *tenant, const char *key,
+                            const char *tier, const char *ledger);
+/* GET /v1/reports/audit-export of range_s seconds (0: not given). */
+sluice_request rq_export(const char *tenant, const char *key,
+                         const char *tier, int64_t range_s);
+/* GET /v1/jobs/j1 (a job poll). */
+sluice_request rq_poll(const char *tenant, const char *key, const char *tier);
+/* POST /v1/auth/token from ip for subject (NULL: none) with the credential
+** check's result ("ok", "bad_secret", "unknown_client"; NULL before the
+** check). */
+sluice_request rq_signin(const char *ip, const char *subject,
+                         const char *result);
+/* r with attribute name set to value (NULL: removed), in a fresh slot of
+** the ring (r's own attributes are left as they were). */
+sluice_request rq_with(sluice_request r, const char *name, const char *value);
+
+/* The decision's binding limit is the declared limit name. */
+#define assert_binding(d, name)                                                \
+  do {                                                                         \
+    cr_assert_eq((d).binding, SLUICE_BINDING_LIMIT);                           \
+    cr_assert_str_eq((d).limit_name, (name));                                  \
+  } while (0)
 
 /* Decide, asserting the call itself worked. */
 sluice_decision decide(fixture *f, const sluice_request *r);
@@ -92,6 +121,9 @@ sluice_decision decide(fixture *f, const sluice_request *r);
 /* text written to a fresh temporary file, whose path is returned (static:
 ** valid until the next call; the caller unlinks it). */
 const char *fx_write_conf(const char *text);
+/* The default policy file with text after it (settings of groups it does
+** not have), written as fx_write_conf() does. */
+const char *fx_write_ledger(const char *text);
 /* Open everything on mem with the policy file text. */
 void fx_open_text(fixture *f, const char *text);
 

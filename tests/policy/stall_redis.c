@@ -76,6 +76,7 @@ typedef struct tally {
 static void run(sluice_policy *pol, int ms, tally *t) {
   int64_t end = mono_ns() + (int64_t)ms * MS_NS;
   char ledger[32];
+  sluice_attr a;
   long i = 0;
   memset(t, 0, sizeof *t);
   while (mono_ns() < end) {
@@ -84,20 +85,21 @@ static void run(sluice_policy *pol, int ms, tally *t) {
     int64_t t0 = mono_ns(), took;
     memset(&r, 0, sizeof r);
     if (i % 2) {
+      a = (sluice_attr){"subject", "alice"}; /* no result: an ask */
       r.method = "POST";
       r.route = "/v1/auth/token";
       r.client_ip = "192.0.2.1";
-      r.auth_subject = "alice";
-      r.auth_result = SLUICE_AUTH_PENDING;
     } else {
       snprintf(ledger, sizeof ledger, "L%ld", i);
       r.tenant_id = "stallco";
       r.api_key_id = "key-1";
       r.tier = "enterprise";
+      a = (sluice_attr){"ledger", ledger};
       r.method = "POST";
       r.route = "/v1/ledgers/reconcile";
-      r.ledger_id = ledger;
     }
+    r.attrs = &a;
+    r.nattrs = 1;
     i++;
     if (sluice_policy_decide(pol, &r, &d) != SLUICE_OK) {
       t->other_errors++;
@@ -134,10 +136,12 @@ static sluice_policy *open_policy(sluice_limiter *lim, int64_t run) {
   sluice_policy *pol;
   char v[32];
   int i;
-  if (sluice_policy_config_new(&cfg, NULL, NULL, 0) != SLUICE_OK)
+  /* The ledger API as a file (tests/policy/meson.build passes its path). */
+  if (sluice_policy_config_new(&cfg, SLUICE_ETC "/ledger.conf", NULL, 0) !=
+      SLUICE_OK)
     exit(1);
-  set(cfg, "auth.ip_failures", "1000");
-  set(cfg, "auth.subject_failures", "1000");
+  set(cfg, "penalties.address.strikes", "1000");
+  set(cfg, "penalties.subject.strikes", "1000");
   /* Only the stalls refuse.  Buckets out of reach (a million points a
   ** second): thousands of reconciles a second would otherwise be
   ** throttled, strike and box the key, and a boxed key is answered from
@@ -145,19 +149,26 @@ static sluice_policy *open_policy(sluice_limiter *lim, int64_t run) {
   ** Leases of 1 s, 32 at a time: a lease taken by a call whose answer a
   ** stall lost is held until its TTL, and 8 such would fill the
   ** enterprise tier's slots for 15 min (429 CONCURRENCY). */
-  for (i = 0; i < 3; i++) {
-    static const char *const tiers[] = {"sandbox", "growth", "enterprise"};
-    char p[64], group[64];
-    snprintf(group, sizeof group, "{ rate = 1000000; burst = 1000000; }");
-    snprintf(p, sizeof p, "tiers.%s.tenant", tiers[i]);
-    set(cfg, p, group);
-    snprintf(p, sizeof p, "tiers.%s.key", tiers[i]);
-    set(cfg, p, group);
-    snprintf(p, sizeof p, "tiers.%s.reconcile_concurrency", tiers[i]);
-    snprintf(v, sizeof v, "%d", SLUICE_GROUP_MAX);
+  snprintf(v, sizeof v, "%d", SLUICE_GROUP_MAX);
+  set(cfg, "limits.reconciles.max", v);
+  set(cfg, "limits.tenant.rate", "1000000");
+  set(cfg, "limits.tenant.burst", "1000000");
+  set(cfg, "limits.key.rate", "1000000");
+  set(cfg, "limits.key.burst", "1000000");
+  for (i = 0; i < 2; i++) {
+    static const char *const tiers[] = {"growth", "enterprise"};
+    static const char *const groups[] = {"tenant", "key"};
+    char p[64];
+    int g;
+    for (g = 0; g < 2; g++) {
+      snprintf(p, sizeof p, "limits.%s.params.%s", groups[g], tiers[i]);
+      set(cfg, p, "{ rate = 1000000; burst = 1000000; }");
+    }
+    snprintf(p, sizeof p, "limits.reconciles.params.%s.max", tiers[i]);
     set(cfg, p, v);
   }
-  set(cfg, "heavy.reconcile_lease_ttl_s", "1");
+  set(cfg, "limits.reconciles.ttl_ms", "1000");
+  set(cfg, "limits.ledger_lock.ttl_ms", "1000");
   snprintf(v, sizeof v, "%lld", (long long)run);
   set(cfg, "breaker.consecutive_failures", v);
   memset(&po, 0, sizeof po);

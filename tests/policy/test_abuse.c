@@ -51,7 +51,7 @@ Test(policy_abuse, distinct_subjects_from_one_ip_leave_new_tenants_alone) {
   fixture f;
   int i, boxed = 0;
   cfg = cfg_new();
-  cfg_set(cfg, "auth.ip_failures", 3);
+  cfg_set(cfg, "penalties.address.strikes", 3);
   shm_spec(spec, sizeof spec, "530", "capacity=768");
   cr_assert_eq(fx_open_store(&f, cfg, spec, SLUICE_OPEN_CREATE), SLUICE_OK);
   shm_unlink_of(spec);
@@ -59,7 +59,7 @@ Test(policy_abuse, distinct_subjects_from_one_ip_leave_new_tenants_alone) {
     sluice_request r;
     sluice_decision d;
     snprintf(id, sizeof id, "client-%d", i);
-    r = rq_auth("192.0.2.66", id, SLUICE_AUTH_UNKNOWN_CLIENT);
+    r = rq_signin("192.0.2.66", id, "unknown_client");
     d = decide(&f, &r);
     cr_assert_neq(d.outcome, SLUICE_OUTCOME_UNAVAILABLE,
                   "failure %d: the store refused its records", i + 1);
@@ -72,21 +72,20 @@ Test(policy_abuse, distinct_subjects_from_one_ip_leave_new_tenants_alone) {
     char tenant[32], key[32], ip[32];
     snprintf(tenant, sizeof tenant, "new-tenant-%d", i);
     snprintf(key, sizeof key, "key-%d", i);
-    r = rq_class(tenant, key, "growth", SLUICE_EP_RECONCILE);
-    r.ledger_id = "ledger-1";
+    r = rq_reconcile(tenant, key, "growth", "ledger-1");
     d = decide(&f, &r);
     cr_assert_eq(d.outcome, SLUICE_OUTCOME_ALLOW,
                  "tenant %d's reconcile: outcome %d", i, d.outcome);
     cr_assert_eq(d.flags & SLUICE_DECISION_DEGRADED, 0);
     snprintf(ip, sizeof ip, "198.51.100.%d", i + 1);
-    r = rq_auth(ip, tenant, SLUICE_AUTH_PENDING);
+    r = rq_signin(ip, tenant, NULL);
     cr_assert_eq(decide(&f, &r).outcome, SLUICE_OUTCOME_ALLOW,
                  "tenant %d's login", i);
     /* A real client's wrong secret is counted, not refused for room. */
-    r.auth_result = SLUICE_AUTH_BAD_SECRET;
+    r = rq_with(r, "result", "bad_secret");
     d = decide(&f, &r);
     cr_assert_eq(d.outcome, SLUICE_OUTCOME_ALLOW, "tenant %d's failure", i);
-    cr_assert_eq(d.strikes_remaining, cfg_int(cfg, "auth.ip_failures") - 1);
+    cr_assert_eq(d.strikes_remaining, cfg_int(cfg, "penalties.address.strikes") - 1);
   }
   st.now_ns = sluice_clock_now(f.clock);
   cr_assert_eq(sluice_limiter_control(f.lim, SLUICE_CTL_SHM_STATS, &st),
@@ -107,13 +106,13 @@ Test(policy_abuse, mem_keeps_strangers_within_their_bound) {
   int i, full = 0;
   int64_t held = 0;
   cfg = cfg_new();
-  cfg_set(cfg, "auth.ip_failures", 3);
+  cfg_set(cfg, "penalties.address.strikes", 3);
   cr_assert_eq(fx_open_store(&f, cfg, "mem:max_keys=1024;untrusted=256", 0),
                SLUICE_OK);
   for (i = 0; i < 530; i++) {
     sluice_request r;
     snprintf(id, sizeof id, "client-%d", i);
-    r = rq_auth("192.0.2.66", id, SLUICE_AUTH_UNKNOWN_CLIENT);
+    r = rq_signin("192.0.2.66", id, "unknown_client");
     d = decide(&f, &r);
     /* Refused for room: the IP's box (boxed at its 3rd failure, kept in
     ** the deny cache) still answers, flagged full. */
@@ -132,8 +131,7 @@ Test(policy_abuse, mem_keeps_strangers_within_their_bound) {
     char tenant[32];
     sluice_request r;
     snprintf(tenant, sizeof tenant, "new-tenant-%d", i);
-    r = rq_class(tenant, "key", "growth", SLUICE_EP_RECONCILE);
-    r.ledger_id = "ledger-1";
+    r = rq_reconcile(tenant, "key", "growth", "ledger-1");
     d = decide(&f, &r);
     cr_assert_eq(d.outcome, SLUICE_OUTCOME_ALLOW, "tenant %d: %d", i,
                  d.outcome);
@@ -146,6 +144,8 @@ Test(policy_abuse, mem_keeps_strangers_within_their_bound) {
 ** closed), the boxes all hold, and the tenants are still served.  A full
 ** store is reported as full: a flag, its counter, one event a second; not
 ** as an outage (no breaker, no degraded mode for the tenants). */
+/* FAILS ON THE FILE (issue 37 stage B): its failures come without a
+** subject, which the file refuses (EINVAL "subject"). */
 Test(policy_abuse, boxes_are_not_evicted) {
   sluice_policy_config *cfg;
   char spec[160], ip[48], metrics[65536];
@@ -153,7 +153,7 @@ Test(policy_abuse, boxes_are_not_evicted) {
   fixture f;
   int i, n, full = 0;
   cfg = cfg_new();
-  cfg_set(cfg, "auth.ip_failures", 1); /* every failing IP is boxed at once */
+  cfg_set(cfg, "penalties.address.strikes", 1); /* every failing IP is boxed at once */
   cfg_set(cfg, "ip_backstop.limit", 1000);      /* the backstop's windows are strangers' too */
   shm_spec(spec, sizeof spec, "box",
            "capacity=768;untrusted=64");
@@ -164,7 +164,7 @@ Test(policy_abuse, boxes_are_not_evicted) {
   for (n = 0; n < 400 && !full; n++) {
     sluice_request r;
     snprintf(ip, sizeof ip, "2001:db8:%x::1", n);
-    r = rq_auth(ip, NULL, SLUICE_AUTH_UNKNOWN_CLIENT);
+    r = rq_signin(ip, NULL, "unknown_client");
     d = decide(&f, &r);
     full = d.outcome == SLUICE_OUTCOME_UNAVAILABLE;
   }
@@ -178,7 +178,7 @@ Test(policy_abuse, boxes_are_not_evicted) {
   for (i = 0; i < 50; i++) { /* no event per request ... */
     sluice_request r;
     snprintf(ip, sizeof ip, "2001:db8:ffff:%x::1", i);
-    r = rq_auth(ip, NULL, SLUICE_AUTH_UNKNOWN_CLIENT);
+    r = rq_signin(ip, NULL, "unknown_client");
     d = decide(&f, &r);
     cr_assert_eq(d.outcome, SLUICE_OUTCOME_UNAVAILABLE);
     cr_assert_neq(d.flags & SLUICE_DECISION_STORE_FULL, 0);
@@ -186,8 +186,7 @@ Test(policy_abuse, boxes_are_not_evicted) {
   cr_assert_eq(fx_count(&f, SLUICE_EVENT_STORE_FULL), 1);
   sluice_clock_advance(f.clock, SLUICE_POLICY_FULL_EVENT_NS);
   { /* ... but one a second while it lasts */
-    sluice_request r = rq_auth("2001:db8:fffe::1", NULL,
-                               SLUICE_AUTH_UNKNOWN_CLIENT);
+    sluice_request r = rq_signin("2001:db8:fffe::1", NULL, "unknown_client");
     decide(&f, &r);
   }
   cr_assert_eq(fx_count(&f, SLUICE_EVENT_STORE_FULL), 2);
@@ -199,7 +198,7 @@ Test(policy_abuse, boxes_are_not_evicted) {
   for (i = 0; i < n - 1; i++) {
     sluice_request r;
     snprintf(ip, sizeof ip, "2001:db8:%x::2", i); /* the same /64 */
-    r = rq_auth(ip, "someone", SLUICE_AUTH_PENDING);
+    r = rq_signin(ip, "someone", NULL);
     cr_assert_eq(decide(&f, &r).outcome, SLUICE_OUTCOME_BOXED,
                  "the box of /64 %d is gone", i);
   }
@@ -247,7 +246,7 @@ static sluice_request attack_request(const char *run, int s, char *subj,
     snprintf(ip, in, "10.%d.%d.%d", (s >> 16) & 255, (s >> 8) & 255, s & 255);
   else
     snprintf(ip, in, "2001:db8:%x:%x::1", s >> 16, s & 0xffff);
-  return rq_auth(ip, subj, SLUICE_AUTH_UNKNOWN_CLIENT);
+  return rq_signin(ip, subj, "unknown_client");
 }
 
 /* One run of the tenants' traffic, interleaved with the attack or not:
@@ -262,12 +261,11 @@ static void traffic(const char *store, unsigned flags, const char *run,
   int s, b;
   cfg = cfg_new();
   cfg_set(cfg, "ip_backstop.limit", ip_limit); /* 5000: on, not binding (14 per IP per 0.8 s) */
-  /* sandbox (tiers[0]) small enough that the bursts are throttled, struck
+  /* sandbox (the limits' own numbers) small enough that the bursts are throttled, struck
   ** and boxed: 12 requests per tenant every 0.8 s is 15/s */
-  cr_assert_str_eq(cfg_str(cfg, "tiers.[0]"), "sandbox");
-  cfg_set(cfg, "tiers.sandbox.tenant.burst", 80);
-  cfg_set(cfg, "tiers.sandbox.key.burst", 50);
-  cfg_set(cfg, "tiers.sandbox.strikes", 10);
+  cfg_set(cfg, "limits.tenant.burst", 80);
+  cfg_set(cfg, "limits.key.burst", 50);
+  cfg_set(cfg, "penalties.keys.strikes", 10);
   memset(t, 0, sizeof *t);
   cr_assert_eq(fx_open_store(&f, cfg, store, flags), SLUICE_OK, "%s", store);
   shm_unlink_of(store);
@@ -293,8 +291,7 @@ static void traffic(const char *store, unsigned flags, const char *run,
         r = rq_std(tenant, key, "sandbox");
         r.client_ip = ip;
       } else {
-        r = rq_auth(ip, tenant, b == BURST ? SLUICE_AUTH_PENDING
-                                           : SLUICE_AUTH_OK);
+        r = rq_signin(ip, tenant, b == BURST ? NULL : "ok");
       }
       d = decide(&f, &r);
       t->outcome[t->n] = (unsigned char)d.outcome;

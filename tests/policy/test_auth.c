@@ -11,18 +11,20 @@
 
 #include "helpers.h"
 
+/* FAILS ON THE FILE (issue 37 stage B): the declared penalty's BOX_TRIP
+** event carries its record class (lib/policy/declared_penalty.c: pr->kind)
+** where the built-in gave the scope, SLUICE_SCOPE_SUBJECT here. */
 Test(policy_auth, five_failures_box_the_subject) {
   fixture f;
-  sluice_request r = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_BAD_SECRET);
-  sluice_request other_ip = rq_auth("10.0.0.2", "alice", SLUICE_AUTH_PENDING);
-  sluice_request bob = rq_auth("10.0.0.1", "bob", SLUICE_AUTH_PENDING);
+  sluice_request r = rq_signin("10.0.0.1", "alice", "bad_secret");
+  sluice_request other_ip = rq_signin("10.0.0.2", "alice", NULL);
+  sluice_request bob = rq_signin("10.0.0.1", "bob", NULL);
   sluice_decision d;
   int i;
   fx_open(&f, NULL, 0);
   for (i = 0; i < 4; i++) {
     d = decide(&f, &r);
     cr_assert_eq(d.outcome, SLUICE_OUTCOME_ALLOW, "failure %d", i + 1);
-    cr_assert_eq(d.endpoint_class, SLUICE_EP_AUTH);
     cr_assert_eq(d.strikes_remaining, 4 - i);
     cr_assert_str_eq(d.tier, "");
   }
@@ -37,7 +39,7 @@ Test(policy_auth, five_failures_box_the_subject) {
   cr_assert_eq(decide(&f, &other_ip).outcome, SLUICE_OUTCOME_BOXED);
   cr_assert_eq(decide(&f, &bob).outcome, SLUICE_OUTCOME_ALLOW);
   /* Even the right secret waits out the box. */
-  other_ip.auth_result = SLUICE_AUTH_OK;
+  other_ip = rq_with(other_ip, "result", "ok");
   cr_assert_eq(decide(&f, &other_ip).outcome, SLUICE_OUTCOME_BOXED);
   sluice_clock_advance(f.clock, 5 * MIN);
   cr_assert_eq(decide(&f, &other_ip).outcome, SLUICE_OUTCOME_ALLOW);
@@ -46,8 +48,8 @@ Test(policy_auth, five_failures_box_the_subject) {
 
 Test(policy_auth, only_failures_count) {
   fixture f;
-  sluice_request ok = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_OK);
-  sluice_request bad = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_BAD_SECRET);
+  sluice_request ok = rq_signin("10.0.0.1", "alice", "ok");
+  sluice_request bad = rq_signin("10.0.0.1", "alice", "bad_secret");
   int i;
   fx_open(&f, NULL, 0);
   for (i = 0; i < 200; i++)
@@ -59,6 +61,8 @@ Test(policy_auth, only_failures_count) {
   fx_close(&f);
 }
 
+/* FAILS ON THE FILE (issue 37 stage B): sluice_policy_release_box() with
+** SLUICE_SCOPE_IP does not reach the declared penalty "address"' box. */
 Test(policy_auth, twenty_failures_box_the_ip) {
   fixture f;
   char subj[32];
@@ -68,19 +72,19 @@ Test(policy_auth, twenty_failures_box_the_ip) {
   fx_open(&f, NULL, 0);
   for (i = 0; i < 20; i++) {
     snprintf(subj, sizeof subj, "user-%d", i);
-    r = rq_auth("192.0.2.7", subj, SLUICE_AUTH_UNKNOWN_CLIENT);
+    r = rq_signin("192.0.2.7", subj, "unknown_client");
     d = decide(&f, &r);
     if (i < 19)
       cr_assert_eq(d.outcome, SLUICE_OUTCOME_ALLOW, "failure %d", i + 1);
   }
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
   cr_assert_eq(fx_last(&f, SLUICE_EVENT_BOX_TRIP)->scope, SLUICE_SCOPE_IP);
-  r = rq_auth("192.0.2.7", "fresh-user", SLUICE_AUTH_PENDING);
+  r = rq_signin("192.0.2.7", "fresh-user", NULL);
   cr_assert_eq(decide(&f, &r).outcome, SLUICE_OUTCOME_BOXED);
-  r = rq_auth("192.0.2.8", "fresh-user", SLUICE_AUTH_PENDING);
+  r = rq_signin("192.0.2.8", "fresh-user", NULL);
   cr_assert_eq(decide(&f, &r).outcome, SLUICE_OUTCOME_ALLOW);
   /* Support can release an IP too. */
-  r = rq_auth("192.0.2.7", NULL, SLUICE_AUTH_PENDING);
+  r = rq_signin("192.0.2.7", NULL, NULL);
   cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_IP, &r, "sre",
                                          "office NAT"),
                SLUICE_OK);
@@ -94,8 +98,8 @@ Test(policy_auth, unknown_client_and_bad_secret_are_indistinguishable) {
   fx_open(&a, NULL, 0);
   fx_open(&b, NULL, 0);
   for (i = 0; i < 12; i++) {
-    sluice_request ra = rq_auth("10.1.1.1", "carol", SLUICE_AUTH_UNKNOWN_CLIENT);
-    sluice_request rb = rq_auth("10.1.1.1", "carol", SLUICE_AUTH_BAD_SECRET);
+    sluice_request ra = rq_signin("10.1.1.1", "carol", "unknown_client");
+    sluice_request rb = rq_signin("10.1.1.1", "carol", "bad_secret");
     sluice_decision da = decide(&a, &ra), db = decide(&b, &rb);
     cr_assert_eq(memcmp(&da, &db, sizeof da), 0, "decision %d differs", i);
     if (i == 6) {
@@ -123,13 +127,13 @@ Test(policy_auth, stuffing_from_one_ip_goes_straight_to_level3) {
   cfg = cfg_new();
   /* A NAT'd office: the plain per-IP limit is raised so that the stuffing
   ** signature is what fires. */
-  cfg_set(cfg, "auth.ip_failures", 100000);
+  cfg_set(cfg, "penalties.address.strikes", 100000);
   fx_open(&f, cfg, 0);
   for (round = 0; round < 5 && first_stuffing < 0; round++)
     for (i = 0; i < 120; i++) {
       sluice_request r;
       snprintf(subj, sizeof subj, "victim-%d", i);
-      r = rq_auth("198.51.100.9", subj, SLUICE_AUTH_BAD_SECRET);
+      r = rq_signin("198.51.100.9", subj, "bad_secret");
       d = decide(&f, &r);
       n++;
       if (d.flags & SLUICE_DECISION_STUFFING) {
@@ -157,12 +161,12 @@ Test(policy_auth, one_subject_from_many_ips_bans_the_ips) {
   sluice_decision d;
   int i, banned = 0, first = -1;
   cfg = cfg_new();
-  cfg_set(cfg, "auth.subject_failures", 100000); /* look past the per-subject box */
+  cfg_set(cfg, "penalties.subject.strikes", 100000); /* look past the per-subject box */
   fx_open(&f, cfg, 0);
   for (i = 0; i < 40; i++) {
     sluice_request r;
     snprintf(ip, sizeof ip, "203.0.113.%d", i);
-    r = rq_auth(ip, "ceo@example.com", SLUICE_AUTH_BAD_SECRET);
+    r = rq_signin(ip, "ceo@example.com", "bad_secret");
     d = decide(&f, &r);
     if (d.penalty_level == 3) {
       banned++;
@@ -177,20 +181,24 @@ Test(policy_auth, one_subject_from_many_ips_bans_the_ips) {
   fx_close(&f);
 }
 
+/* FAILS ON THE FILE (issue 37 stage B): an ask without a subject (NULL or
+** "") is refused (EINVAL "subject") where the built-in decided it. */
 Test(policy_auth, auth_requests_need_an_ip) {
   fixture f;
-  sluice_request r = rq_auth(NULL, "alice", SLUICE_AUTH_BAD_SECRET);
+  sluice_request r = rq_signin(NULL, "alice", "bad_secret");
   sluice_decision d;
   fx_open(&f, NULL, 0);
   cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
-  cr_assert_str_eq(d.invalid_field, "client_ip");
-  r = rq_auth("10.0.0.1", NULL, SLUICE_AUTH_BAD_SECRET);
-  r.auth_result = 17;
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
-  cr_assert_str_eq(d.invalid_field, "auth_result");
-  r = rq_auth("10.0.0.1", NULL, SLUICE_AUTH_PENDING);
+  cr_assert_str_eq(d.invalid_field, "ip");
+  /* A result the file does not list is no failure: an ask (the built-in's
+  ** enum refused 17 with EINVAL naming its field; a string attribute has no
+  ** set of valid values). */
+  r = rq_signin("10.0.0.1", "alice", "17");
   cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_OK);
-  r = rq_auth("10.0.0.1", "", SLUICE_AUTH_PENDING);
+  cr_assert_eq(d.strikes_remaining, 5);
+  r = rq_signin("10.0.0.1", NULL, NULL);
+  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_OK);
+  r = rq_signin("10.0.0.1", "", NULL);
   cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_OK);
   fx_close(&f);
 }
@@ -206,11 +214,11 @@ static int trips_at(const char *subject, int *unknown_failures) {
   fixture f;
   int i, at = 0;
   cfg = cfg_new();
-  cfg_set(cfg, "auth.ip_failures", 3);
-  cfg_set(cfg, "auth.subject_failures", 50);
+  cfg_set(cfg, "penalties.address.strikes", 3);
+  cfg_set(cfg, "penalties.subject.strikes", 50);
   fx_open(&f, cfg, 0);
   for (i = 1; i <= 12 && !at; i++) {
-    sluice_request r = rq_auth("198.51.100.9", subject, SLUICE_AUTH_BAD_SECRET);
+    sluice_request r = rq_signin("198.51.100.9", subject, "bad_secret");
     sluice_decision d;
     cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_OK,
                  "failure %d with subject \"%s\"", i, subject ? subject : "(null)");
@@ -227,6 +235,10 @@ static int trips_at(const char *subject, int *unknown_failures) {
   return at;
 }
 
+/* FAILS ON THE FILE (issue 37 stage B): sluice_policy_inspect() of
+** SLUICE_SCOPE_IP does not read the declared "address" penalty's failures
+** (0, not 3); and a failure without a subject is refused (EINVAL
+** "subject", docs/policy.md "The ledger API as a file"). */
 Test(policy_auth, failures_without_a_subject_count_for_the_ip) {
   int named, empty, null, trips;
   named = trips_at("alice", &trips);
@@ -239,7 +251,9 @@ Test(policy_auth, failures_without_a_subject_count_for_the_ip) {
   cr_assert_eq(null, named, "so does a NULL one");
 }
 
-/* The unknown subject's window counts every subject-less failure, from
+/* FAILS ON THE FILE (issue 37 stage B): a failure without a subject is
+** refused (EINVAL "subject"): the file has no optional scope attribute.
+** The unknown subject's window counts every subject-less failure, from
 ** any IP, and never boxes (a box there would lock out every client whose
 ** subject the caller cannot read). */
 Test(policy_auth, failures_without_a_subject_count_for_the_unknown_subject) {
@@ -252,7 +266,7 @@ Test(policy_auth, failures_without_a_subject_count_for_the_unknown_subject) {
   for (i = 0; i < 30; i++) {
     sluice_request r;
     snprintf(ip, sizeof ip, "203.0.113.%d", i);
-    r = rq_auth(ip, i % 2 ? "" : NULL, SLUICE_AUTH_UNKNOWN_CLIENT);
+    r = rq_signin(ip, i % 2 ? "" : NULL, "unknown_client");
     cr_assert_eq(decide(&f, &r).outcome, SLUICE_OUTCOME_ALLOW, "failure %d",
                  i + 1);
   }
@@ -272,17 +286,17 @@ static int ip_boxed_after(const char *fail_from, const char *ask_from,
   char ip[64];
   int i, boxed;
   cfg = cfg_new();
-  cfg_set(cfg, "auth.ip_failures", 3);
+  cfg_set(cfg, "penalties.address.strikes", 3);
   cfg_set(cfg, "client_ip.ipv6_prefix", prefix);
   fx_open(&f, cfg, 0);
   for (i = 0; i < 3; i++) {
     sluice_request r;
     snprintf(ip, sizeof ip, fail_from, i + 1);
-    r = rq_auth(ip, "mallory", SLUICE_AUTH_BAD_SECRET);
+    r = rq_signin(ip, "mallory", "bad_secret");
     decide(&f, &r);
   }
   {
-    sluice_request r = rq_auth(ask_from, "alice", SLUICE_AUTH_PENDING);
+    sluice_request r = rq_signin(ask_from, "alice", NULL);
     boxed = decide(&f, &r).outcome == SLUICE_OUTCOME_BOXED;
   }
   fx_close(&f);
@@ -308,15 +322,15 @@ Test(policy_auth, ipv4_mapped_is_its_ipv4_address) {
   fixture f;
   int i;
   cfg = cfg_new();
-  cfg_set(cfg, "auth.ip_failures", 3);
+  cfg_set(cfg, "penalties.address.strikes", 3);
   fx_open(&f, cfg, 0);
   for (i = 0; i < 3; i++) {
-    sluice_request r = rq_auth(i % 2 ? "192.0.2.1" : "::ffff:192.0.2.1",
-                               "mallory", SLUICE_AUTH_BAD_SECRET);
+    sluice_request r = rq_signin(i % 2 ? "192.0.2.1" : "::ffff:192.0.2.1",
+                               "mallory", "bad_secret");
     decide(&f, &r);
   }
   {
-    sluice_request r = rq_auth("192.0.2.1", "alice", SLUICE_AUTH_PENDING);
+    sluice_request r = rq_signin("192.0.2.1", "alice", NULL);
     cr_assert_eq(decide(&f, &r).outcome, SLUICE_OUTCOME_BOXED);
   }
   fx_close(&f);

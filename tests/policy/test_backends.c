@@ -21,21 +21,20 @@ static void scenario1(const char *store, unsigned flags, int every) {
   fixture f;
   sluice_request a = rq_std(T, "key-a", "growth");
   sluice_request b = rq_std(T, "key-b", "growth");
-  sluice_request rec = rq_class(T, "key-b", "growth", SLUICE_EP_RECONCILE);
-  sluice_request exp = rq_class(T, "key-b", "growth", SLUICE_EP_EXPORT);
-  sluice_request auth = rq_auth(every ? "10.9.9.10" : "10.9.9.9",
-                                every ? "mallory" : "eve",
-                                SLUICE_AUTH_BAD_SECRET);
+  sluice_request rec = rq_reconcile(T, "key-b", "growth", "L");
+  sluice_request exp = rq_export(T, "key-b", "growth", 0);
+  sluice_request auth = rq_signin(every ? "10.9.9.10" : "10.9.9.9",
+                                every ? "mallory" : "eve", "bad_secret");
   sluice_decision d, held;
   int i, rc;
 
   cfg = cfg_new();
-  cfg_set(cfg, "tiers.growth.tenant.burst", 55);
-  cfg_set(cfg, "costs.export_long", 25);
-  cfg_set(cfg, "tiers.growth.key.burst", 30);
-  cfg_set(cfg, "tiers.growth.strikes", 3);
-  cfg_set(cfg, "tiers.growth.exports_per_window", 1);
-  cfg_set(cfg, "penalty.strike_every_denial", every);
+  cfg_set(cfg, "routes.[2].limits.[0].cost", 25); /* an export: 25 */
+  cfg_set(cfg, "limits.tenant.params.growth.burst", 55);
+  cfg_set(cfg, "limits.key.params.growth.burst", 30);
+  cfg_set(cfg, "penalties.keys.params.growth.strikes", 3);
+  cfg_set(cfg, "limits.exports_per_hour.params.growth.limit", 1);
+  cfg_sets(cfg, "penalties.keys.strike", every ? "every" : "early");
   rc = fx_open_store(&f, cfg, store, flags);
   if (rc == SLUICE_ENOTSUP)
     cr_skip_test("%s: compiled out", store);
@@ -45,7 +44,7 @@ static void scenario1(const char *store, unsigned flags, int every) {
     cr_assert_eq(decide(&f, &a).allowed, 1);
   d = decide(&f, &a);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED);
-  cr_assert_eq(d.binding, SLUICE_BINDING_KEY);
+  assert_binding(d, "key");
   cr_assert_eq(d.strikes_remaining, every ? 2 : 3, "the first 429");
   for (i = every ? 1 : 0; i < 3; i++) {
     cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED, "%s: 429 %d", store, i);
@@ -55,7 +54,6 @@ static void scenario1(const char *store, unsigned flags, int every) {
   cr_assert_eq(d.penalty_level, 1);
   cr_assert_eq(decide(&f, &a).outcome, SLUICE_OUTCOME_BOXED);
   /* Key A's denials took nothing from the tenant. */
-  rec.ledger_id = "L";
   held = decide(&f, &rec);
   cr_assert_eq(held.allowed, 1, "%s: %s (store error %s)", store,
                sluice_outcome_name(held.outcome),
@@ -65,7 +63,7 @@ static void scenario1(const char *store, unsigned flags, int every) {
                SLUICE_OK);
   d = decide(&f, &b);
   cr_assert_eq(d.allowed, 1);
-  cr_assert_eq(d.binding, SLUICE_BINDING_TENANT);
+  assert_binding(d, "tenant");
   cr_assert_eq(d.remaining, 55 - 30 - 10 - 1);
 
   sluice_clock_advance(f.clock, 10 * MIN);
@@ -74,7 +72,9 @@ static void scenario1(const char *store, unsigned flags, int every) {
   cr_assert_eq(sluice_policy_release_lease(f.pol, &exp, d.lease_id),
                SLUICE_OK);
   sluice_clock_advance(f.clock, 2 * SEC); /* the bucket refills */
-  cr_assert_eq(decide(&f, &exp).outcome, SLUICE_OUTCOME_EXPORT_CAP);
+  d = decide(&f, &exp);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED);
+  assert_binding(d, "exports_per_hour");
 
   for (i = 0; i < 5; i++)
     d = decide(&f, &auth);
@@ -120,9 +120,9 @@ static int open_wide_tier(const char *store, unsigned flags, char *err,
   sluice_policy *p = NULL;
   int rc;
   cfg = cfg_new();
-  cfg_set(cfg, "tiers.growth.tenant.rate", 1);
-  cfg_set_ns(cfg, "tiers.growth.tenant.period_ms", 60 * SEC);
-  cfg_set(cfg, "tiers.growth.tenant.burst", 100000);
+  cfg_set(cfg, "limits.tenant.params.growth.rate", 1);
+  cfg_set_ns(cfg, "limits.tenant.params.growth.period_ms", 60 * SEC);
+  cfg_set(cfg, "limits.tenant.params.growth.burst", 100000);
   memset(&lo, 0, sizeof lo);
   lo.store = store;
   lo.flags = flags;
@@ -154,7 +154,7 @@ Test(policy_backends, redis) {
   snprintf(spec, sizeof spec, "redis:nodes=%s;timeout_ms=2000", nodes);
   rc = open_wide_tier(spec, SLUICE_OPEN_TESTCLOCK, err, sizeof err);
   cr_assert_eq(rc, SLUICE_ERANGE, "%s: %s", sluice_strerror(rc), err);
-  cr_assert_not_null(strstr(err, "tiers.growth.tenant"), "%s", err);
+  cr_assert_not_null(strstr(err, "limits.tenant"), "%s", err);
   cr_assert_not_null(strstr(err, "2^52"), "%s", err);
   scenario(spec, SLUICE_OPEN_TESTCLOCK);
 }

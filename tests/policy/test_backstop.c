@@ -22,7 +22,7 @@ static sluice_policy_config *ip_config(int64_t limit) {
 
 Test(policy_backstop, off_by_default) {
   fixture f;
-  sluice_request a = rq_auth("203.0.113.9", "alice", SLUICE_AUTH_PENDING);
+  sluice_request a = rq_signin("203.0.113.9", "alice", NULL);
   sluice_policy_config *cfg;
   int i;
   cfg = cfg_new();
@@ -38,10 +38,10 @@ Test(policy_backstop, off_by_default) {
 Test(policy_backstop, refuses_an_address_over_its_window) {
   sluice_policy_config *cfg;
   fixture f;
-  sluice_request a = rq_auth("203.0.113.9", "alice", SLUICE_AUTH_PENDING);
-  sluice_request bad = rq_auth("203.0.113.9", "bob", SLUICE_AUTH_BAD_SECRET);
+  sluice_request a = rq_signin("203.0.113.9", "alice", NULL);
+  sluice_request bad = rq_signin("203.0.113.9", "bob", "bad_secret");
   sluice_request t = rq_std("acme", "key-1", "growth");
-  sluice_request other = rq_auth("203.0.113.10", "alice", SLUICE_AUTH_PENDING);
+  sluice_request other = rq_signin("203.0.113.10", "alice", NULL);
   sluice_decision d;
   int64_t calls;
   int i;
@@ -81,7 +81,7 @@ Test(policy_backstop, refuses_an_address_over_its_window) {
 Test(policy_backstop, no_store_call_while_the_breaker_is_open) {
   sluice_policy_config *cfg;
   fixture f;
-  sluice_request a = rq_auth("203.0.113.9", "alice", SLUICE_AUTH_PENDING);
+  sluice_request a = rq_signin("203.0.113.9", "alice", NULL);
   sluice_decision d;
   int64_t attempts;
   int i;
@@ -103,16 +103,11 @@ Test(policy_backstop, no_store_call_while_the_breaker_is_open) {
 
 Test(policy_backstop, config_file_and_bounds) {
   sluice_policy_config *cfg;
-  char err[256], path[] = "/tmp/sluice-backstop-XXXXXX";
-  int fd = mkstemp(path);
-  FILE *fp;
-  cr_assert_geq(fd, 0);
-  fp = fdopen(fd, "w");
-  fputs("ip_backstop = { limit = 300; window_s = 300; };\n"
-        "breaker = { window_ms = 2000; min_calls = 50; failure_percent = 80;\n"
-        "            consecutive_failures = 7; probes = 2; };\n",
-        fp);
-  fclose(fp);
+  char err[256];
+  const char *path = fx_write_ledger(
+      "ip_backstop = { limit = 300; window_s = 300; };\n"
+      "breaker = { window_ms = 2000; min_calls = 50; failure_percent = 80;\n"
+      "            consecutive_failures = 7; probes = 2; };\n");
   cr_assert_eq(cfg_load(&cfg, path, err, sizeof err),
                SLUICE_OK, "%s", err);
   cr_assert_eq(cfg_int(cfg, "ip_backstop.limit"), 300);
@@ -122,36 +117,31 @@ Test(policy_backstop, config_file_and_bounds) {
   cr_assert_eq(cfg_int(cfg, "breaker.failure_percent"), 80);
   cr_assert_eq(cfg_int(cfg, "breaker.consecutive_failures"), 7);
   cr_assert_eq(cfg_int(cfg, "breaker.probes"), 2);
-  fp = fopen(path, "w");
-  fputs("breaker = { failure_percent = 101; };\n", fp);
-  fclose(fp);
+  unlink(path);
+  path = fx_write_conf("breaker = { failure_percent = 101; };\n");
   cr_assert_eq(cfg_load(&cfg, path, err, sizeof err),
                SLUICE_ECONFIG);
   cr_assert(strstr(err, "breaker.failure_percent: must be 1..100"), "%s",
             err);
   cr_assert(strstr(err, ":1:"), "the line: %s", err);
-  fp = fopen(path, "w");
-  fputs("ip_backstop = { limit = 10; window_s = 0; };\n", fp);
-  fclose(fp);
+  unlink(path);
+  path = fx_write_conf("ip_backstop = { limit = 10; window_s = 0; };\n");
   cr_assert_eq(cfg_load(&cfg, path, err, sizeof err),
                SLUICE_ECONFIG);
   cr_assert(strstr(err, "ip_backstop.window_s"), "%s", err);
-  fp = fopen(path, "w");
-  fputs("breaker = { probes = 0; };\n", fp);
-  fclose(fp);
+  unlink(path);
+  path = fx_write_conf("breaker = { probes = 0; };\n");
   cr_assert_eq(cfg_load(&cfg, path, err, sizeof err),
                SLUICE_ECONFIG);
   cr_assert(strstr(err, "breaker.probes"), "%s", err);
-  fp = fopen(path, "w");
-  fputs("breaker = { probs = 2; };\n", fp);
-  fclose(fp);
+  unlink(path);
+  path = fx_write_conf("breaker = { probs = 2; };\n");
   cr_assert_eq(cfg_load(&cfg, path, err, sizeof err),
                SLUICE_ECONFIG);
   cr_assert(strstr(err, "breaker.probs: unknown setting"), "%s", err);
   /* probe_interval_ms still works: how long the breaker stays open. */
-  fp = fopen(path, "w");
-  fputs("failure = { probe_interval_ms = 250; };\n", fp);
-  fclose(fp);
+  unlink(path);
+  path = fx_write_conf("failure = { probe_interval_ms = 250; };\n");
   cr_assert_eq(cfg_load(&cfg, path, err, sizeof err),
                SLUICE_OK, "%s", err);
   cr_assert_eq(cfg_ns(cfg, "failure.probe_interval_ms"), 250 * MS);

@@ -22,10 +22,8 @@ static int64_t calls_of(fixture *f, const sluice_request *r, int outcome,
   return fx_calls(f) - before;
 }
 
-static sluice_request heavy(int cls, const char *ledger) {
-  sluice_request r = rq_class("acme", "key-1", "sandbox", cls);
-  r.ledger_id = ledger;
-  return r;
+static sluice_request reconcile(const char *ledger) {
+  return rq_reconcile("acme", "key-1", "sandbox", ledger);
 }
 
 Test(policy_calls, standard_allowed_throttled_struck_boxed) {
@@ -35,9 +33,9 @@ Test(policy_calls, standard_allowed_throttled_struck_boxed) {
   sluice_decision d;
   int i;
   cfg = cfg_new();
-  cfg_set(cfg, "tiers.sandbox.strikes", 2);
+  cfg_set(cfg, "penalties.keys.strikes", 2);
   fx_open(&f, cfg, 0);
-  for (i = 0; i < cfg_int(cfg, "tiers.sandbox.key.burst"); i++)
+  for (i = 0; i < cfg_int(cfg, "limits.key.burst"); i++)
     cr_assert_eq(calls_of(&f, &r, SLUICE_OUTCOME_ALLOW, NULL), 1);
   /* Throttled: the notice is left in the same call. */
   cr_assert_eq(calls_of(&f, &r, SLUICE_OUTCOME_THROTTLED, &d), 1);
@@ -55,8 +53,8 @@ Test(policy_calls, standard_allowed_throttled_struck_boxed) {
 
 Test(policy_calls, reconcile_allowed_conflict_concurrency) {
   fixture f;
-  sluice_request a = heavy(SLUICE_EP_RECONCILE, "A");
-  sluice_request b = heavy(SLUICE_EP_RECONCILE, "B");
+  sluice_request a = reconcile("A");
+  sluice_request b = reconcile("B");
   sluice_decision d, d2;
   int64_t before;
   fx_open(&f, NULL, 0);
@@ -65,7 +63,13 @@ Test(policy_calls, reconcile_allowed_conflict_concurrency) {
   cr_assert_eq(calls_of(&f, &a, SLUICE_OUTCOME_CONFLICT, &d2), 1);
   /* Sandbox runs one reconcile at a time. */
   cr_assert_eq(calls_of(&f, &b, SLUICE_OUTCOME_CONCURRENCY, &d2), 1);
-  cr_assert_eq(d2.remaining, d.remaining, "the denials charged nothing");
+  assert_binding(d2, "reconciles");
+  {
+    sluice_limit_state st; /* the key's bucket, read without a call count */
+    cr_assert_eq(sluice_policy_inspect_limit(f.pol, "key", &b, &st, NULL),
+                 SLUICE_OK);
+    cr_assert_eq(st.remaining, d.remaining, "the denials charged nothing");
+  }
   before = fx_calls(&f);
   cr_assert_eq(sluice_policy_renew_lease(f.pol, &a, d.lease_id), SLUICE_OK);
   cr_assert_eq(sluice_policy_release_lease(f.pol, &a, d.lease_id), SLUICE_OK);
@@ -76,7 +80,7 @@ Test(policy_calls, reconcile_allowed_conflict_concurrency) {
 
 Test(policy_calls, export_allowed_cap_concurrency) {
   fixture f;
-  sluice_request e = heavy(SLUICE_EP_EXPORT, NULL);
+  sluice_request e = rq_export("acme", "key-1", "sandbox", 0);
   sluice_decision d;
   fx_open(&f, NULL, 0);
   cr_assert_eq(calls_of(&f, &e, SLUICE_OUTCOME_ALLOW, &d), 1);
@@ -85,19 +89,19 @@ Test(policy_calls, export_allowed_cap_concurrency) {
   cr_assert_eq(calls_of(&f, &e, SLUICE_OUTCOME_ALLOW, &d), 1);
   cr_assert_eq(sluice_policy_release_lease(f.pol, &e, d.lease_id), SLUICE_OK);
   /* Sandbox: 2 exports an hour. */
-  cr_assert_eq(calls_of(&f, &e, SLUICE_OUTCOME_EXPORT_CAP, NULL), 1);
+  cr_assert_eq(calls_of(&f, &e, SLUICE_OUTCOME_THROTTLED, &d), 1);
+  assert_binding(d, "exports_per_hour");
   fx_close(&f);
 }
 
 Test(policy_calls, heavy_throttled) {
   fixture f;
   sluice_policy_config *cfg;
-  sluice_request a = heavy(SLUICE_EP_RECONCILE, "A");
+  sluice_request a = reconcile("A");
   sluice_decision d;
   cfg = cfg_new();
-  cfg_set(cfg, "costs.export", 15);
-  cfg_set(cfg, "costs.export_long", 15);
-  cfg_set(cfg, "tiers.sandbox.key.burst", 15); /* one reconcile (10), not two */
+  cfg_set(cfg, "routes.[2].limits.[0].cost", 15);
+  cfg_set(cfg, "limits.key.burst", 15); /* one reconcile (10), not two */
   fx_open(&f, cfg, 0);
   cr_assert_eq(calls_of(&f, &a, SLUICE_OUTCOME_ALLOW, &d), 1);
   cr_assert_eq(sluice_policy_release_lease(f.pol, &a, d.lease_id), SLUICE_OK);
@@ -105,15 +109,16 @@ Test(policy_calls, heavy_throttled) {
   fx_close(&f);
 }
 
+/* FAILS ON THE FILE (issue 37 stage B): a sign-in without a subject is
+** refused (EINVAL "subject") where the built-in asked the address alone. */
 Test(policy_calls, auth_one_call_per_scope) {
   fixture f;
-  sluice_request ok = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_OK);
-  sluice_request bad = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_BAD_SECRET);
-  sluice_request anon = rq_auth("10.0.0.1", NULL, SLUICE_AUTH_PENDING);
+  sluice_request ok = rq_signin("10.0.0.1", "alice", "ok");
+  sluice_request bad = rq_signin("10.0.0.1", "alice", "bad_secret");
+  sluice_request anon = rq_signin("10.0.0.1", NULL, NULL);
   sluice_decision d;
   int i, tripped = 0;
   fx_open(&f, NULL, 0);
-  cr_assert_eq(calls_of(&f, &anon, SLUICE_OUTCOME_ALLOW, NULL), 1, "IP only");
   cr_assert_eq(calls_of(&f, &ok, SLUICE_OUTCOME_ALLOW, NULL), 2);
   /* Failures until a box trips: every one two calls, the trip included. */
   for (i = 0; i < 50 && !tripped; i++) {
@@ -124,5 +129,7 @@ Test(policy_calls, auth_one_call_per_scope) {
   }
   cr_assert(tripped, "the failures tripped a box");
   cr_assert_eq(calls_of(&f, &bad, SLUICE_OUTCOME_BOXED, NULL), 2);
+  anon.client_ip = "10.0.0.2";
+  cr_assert_eq(calls_of(&f, &anon, SLUICE_OUTCOME_ALLOW, NULL), 1, "IP only");
   fx_close(&f);
 }

@@ -1,7 +1,10 @@
 /*
-** The configuration: the shipped etc/sluice.conf loads to exactly the
-** built-in defaults; bad files are refused with the file, the line and the
+** The configuration: the default policy file (etc/ledger.conf) holds the
+** spec's tables; bad files are refused with the file, the line and the
 ** setting at fault; a configuration set in code gets the same validation.
+** The settings are the declared ones (limits, routes, penalties) and the
+** general groups (failure, breaker, ip_backstop...).  The tests of the
+** built-in settings table's own rows are marked TODO below.
 */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -11,27 +14,23 @@
 
 #include "helpers.h"
 
-static char path[64];
-
-static const char *write_conf(const char *text) {
-  int fd;
-  FILE *f;
-  snprintf(path, sizeof path, "/tmp/sluice-policy-XXXXXX");
-  fd = mkstemp(path);
-  cr_assert_geq(fd, 0);
-  f = fdopen(fd, "w");
-  cr_assert_not_null(f);
-  fputs(text, f);
-  fclose(f);
-  return path;
-}
-
 static int load(const char *text, sluice_policy_config **c, char *err,
                 size_t n) {
-  int rc = cfg_load(c, write_conf(text), err, n);
+  const char *path = fx_write_conf(text);
+  int rc = cfg_load(c, path, err, n);
   unlink(path);
   return rc;
 }
+
+/* A declared limit on lines 1-4 and a route applying it on line 5: the
+** smallest policy file, for a test to add its setting to. */
+#define API_LIMIT                                                              \
+  "limits = {\n"                                                               \
+  "  api = { algorithm = \"gcra\"; scope = [ \"key\" ];\n"                      \
+  "    rate = 5; period_ms = 1000; burst = 10; };\n"                           \
+  "};\n"
+#define API_ROUTE                                                              \
+  "routes = ( { method = \"*\"; route = \"/*\"; limits = ( \"api\" ); } );\n"
 
 /* Every value in force, one "path=value" a line: two configurations are
 ** the same when their dumps are. */
@@ -83,10 +82,15 @@ static void dump(const sluice_policy_config *c, char *out, size_t n) {
 #undef LINE
 }
 
+/* TODO(corelib, issue 37 stage B): etc/sluice.conf against the built-in
+** defaults, both the built-in flow's (its tiers, costs and class routes):
+** it goes, or becomes the default policy file against the embedded
+** default, with corelib's change. */
 Test(policy_config, shipped_config_equals_the_defaults) {
-  sluice_policy_config *a = cfg_new(), *b;
+  sluice_policy_config *a, *b;
   static char da[16384], db[16384];
   char err[256];
+  cr_assert_eq(cfg_load(&a, NULL, err, sizeof err), SLUICE_OK, "%s", err);
   cr_assert_eq(cfg_load(&b, SLUICE_CONF, err, sizeof err), SLUICE_OK, "%s",
                err);
   dump(a, da, sizeof da);
@@ -95,59 +99,69 @@ Test(policy_config, shipped_config_equals_the_defaults) {
   cr_assert(strstr(da, "tiers.enterprise.level3=page\n"), "%s", da);
 }
 
-Test(policy_config, a_tier_is_found_by_its_name_only) {
+Test(policy_config, a_limit_is_found_by_its_name_only) {
   sluice_policy_config *c = cfg_new();
   char v[64];
-  cr_assert_str_eq(cfg_str(c, "tiers.sandbox"), "sandbox");
-  cr_assert_str_eq(cfg_str(c, "tiers.[2]"), "enterprise");
-  cr_assert_eq(sluice_policy_config_get(c, "tiers.growt", v, sizeof v),
+  cr_assert_str_eq(cfg_str(c, "limits.key.by"), "tier");
+  cr_assert_str_eq(cfg_str(c, "limits.key.params"), "growth,enterprise");
+  cr_assert_str_eq(cfg_str(c, "routes.[4].route"), "/v1/*");
+  cr_assert_eq(sluice_policy_config_get(c, "limits.ke", v, sizeof v),
                SLUICE_ENOTFOUND);
-  cr_assert_eq(sluice_policy_config_get(c, "tiers.growthx", v, sizeof v),
+  cr_assert_eq(sluice_policy_config_get(c, "limits.keyx", v, sizeof v),
                SLUICE_ENOTFOUND);
-  cr_assert_eq(sluice_policy_config_get(c, "tiers.[3]", v, sizeof v),
+  cr_assert_eq(sluice_policy_config_get(c, "routes.[5]", v, sizeof v),
                SLUICE_ENOTFOUND);
   cr_assert_eq(sluice_policy_config_get(c, NULL, v, sizeof v),
                SLUICE_EINVAL);
-  cr_assert_eq(sluice_policy_config_get(NULL, "tiers", v, sizeof v),
+  cr_assert_eq(sluice_policy_config_get(NULL, "limits", v, sizeof v),
                SLUICE_EINVAL);
-  /* Only the tiers in use. */
-  cfg_sets(c, "tiers", "{ sandbox = {}; }");
-  cr_assert_eq(sluice_policy_config_get(c, "tiers.growth", v, sizeof v),
+  /* Only the parameter sets in use. */
+  cfg_sets(c, "limits.key.params", "{ growth = { rate = 25; burst = 1500; }; }");
+  cr_assert_eq(sluice_policy_config_get(c, "limits.key.params.enterprise", v,
+                                        sizeof v),
                SLUICE_ENOTFOUND);
+  cr_assert_str_eq(cfg_str(c, "limits.key.params"), "growth");
 }
 
-Test(policy_config, defaults_are_the_design_tables) {
+/* etc/ledger.conf holds the spec's tables (../DESIGN.md "The spec's
+** policy"). */
+Test(policy_config, the_ledger_file_holds_the_design_tables) {
   sluice_policy_config *c = cfg_new();
-  cr_assert_str_eq(cfg_str(c, "tiers"), "sandbox,growth,enterprise");
-  cr_assert_str_eq(cfg_str(c, "tiers.enterprise.level3"), "page");
-  cr_assert_str_eq(cfg_str(c, "tiers.sandbox.level3"), "suspend");
-  cr_assert_eq(cfg_int(c, "tiers.growth.key.burst"), 1500);
-  cr_assert_eq(cfg_int(c, "costs.reconcile"), 10);
-  cr_assert_eq(cfg_int(c, "costs.export_long"), 50);
+  cr_assert_str_eq(cfg_str(c, "limits.key.params"), "growth,enterprise");
+  cr_assert_eq(cfg_int(c, "limits.key.params.growth.burst"), 1500);
+  cr_assert_eq(cfg_int(c, "limits.tenant.params.enterprise.rate"), 500);
+  cr_assert_str_eq(cfg_str(c, "penalties.keys.levels.[2].actions.[1]"),
+                   "suspend");
+  cr_assert_str_eq(
+      cfg_str(c, "penalties.keys.params.enterprise.levels.[2].actions.[1]"),
+      "page");
+  cr_assert_eq(cfg_int(c, "routes.[1].limits.[0].cost"), 10);
+  cr_assert_eq(cfg_int(c, "routes.[2].limits.[0].cost.ranges.[1].cost"), 50);
 }
 
 Test(policy_config, a_bad_value_names_file_line_and_setting) {
   sluice_policy_config *c;
   char err[256];
   int rc = load("# comment\n"
-                "tiers = {\n"
-                "  growth = {\n"
-                "    key = { rate = 25; burst = 0; };\n"
-                "  };\n"
-                "};\n",
+                "limits = {\n"
+                "  api = { algorithm = \"gcra\"; scope = [ \"key\" ];\n"
+                "    rate = 5; period_ms = 1000; burst = 0; };\n"
+                "};\n" API_ROUTE,
                 &c, err, sizeof err);
   cr_assert_eq(rc, SLUICE_ECONFIG);
   cr_assert(strstr(err, "/tmp/sluice-policy-") == err, "%s", err);
-  cr_assert(strstr(err, ":4: tiers.growth.key.burst: must be 1..") != NULL,
-            "%s", err);
+  cr_assert(strstr(err, ":4: limits.api.burst: must be 1..") != NULL, "%s",
+            err);
 }
 
 Test(policy_config, an_unknown_setting_is_an_error) {
   sluice_policy_config *c;
   char err[256];
-  cr_assert_eq(load("penalty = {\n  strkes = 3;\n};\n", &c, err, sizeof err),
+  cr_assert_eq(load(API_LIMIT "routes = ( { method = \"*\"; route = \"/*\";\n"
+                    "  limits = ( \"api\" ); lmits = 1; } );\n",
+                    &c, err, sizeof err),
                SLUICE_ECONFIG);
-  cr_assert(strstr(err, ":2: penalty.strkes: unknown setting"), "%s", err);
+  cr_assert(strstr(err, ":6: routes.[0].lmits: unknown setting"), "%s", err);
   cr_assert_eq(load("\n\nshadows = true;\n", &c, err, sizeof err),
                SLUICE_ECONFIG);
   cr_assert(strstr(err, ":3: shadows: unknown setting"), "%s", err);
@@ -156,10 +170,11 @@ Test(policy_config, an_unknown_setting_is_an_error) {
 Test(policy_config, syntax_errors_and_missing_files) {
   sluice_policy_config *c;
   char err[256];
-  cr_assert_eq(load("shadow = false;\ncosts = { standard = ; };\n", &c, err,
-                    sizeof err),
+  cr_assert_eq(load(API_LIMIT "routes = ( { method = \"*\"; route = \"/*\"; "
+                    "limits = ( { limit = \"api\"; cost = ; } ); } );\n",
+                    &c, err, sizeof err),
                SLUICE_ECONFIG);
-  cr_assert(strstr(err, ":2: syntax"), "%s", err);
+  cr_assert(strstr(err, ":5: syntax"), "%s", err);
   cr_assert_eq(sluice_policy_config_new(&c, "/nonexistent/sluice.conf", err,
                                         sizeof err),
                SLUICE_EIO);
@@ -174,27 +189,39 @@ Test(policy_config, wrong_types_are_named) {
   char err[256];
   cr_assert_eq(load("shadow = 1;\n", &c, err, sizeof err), SLUICE_ECONFIG);
   cr_assert(strstr(err, ":1: shadow: must be true or false"), "%s", err);
-  cr_assert_eq(load("auth = { window_s = \"15m\"; };\n", &c, err, sizeof err),
+  cr_assert_eq(load("limits = {\n  api = { algorithm = \"gcra\"; scope = [ "
+                    "\"key\" ];\n    rate = \"5/s\"; period_ms = 1000; "
+                    "burst = 10; };\n};\n" API_ROUTE,
+                    &c, err, sizeof err),
                SLUICE_ECONFIG);
-  cr_assert(strstr(err, "auth.window_s: must be an integer"), "%s", err);
-  cr_assert_eq(load("tiers = {\n growth = { level3 = \"ban\"; };\n};\n", &c,
-                    err, sizeof err),
+  cr_assert(strstr(err, ":3: limits.api.rate: must be an integer"), "%s", err);
+  cr_assert_eq(load("limits = {\n  api = { algorithm = \"gcrb\"; scope = [ "
+                    "\"key\" ];\n    rate = 5; period_ms = 1000; burst = 10; "
+                    "};\n};\n" API_ROUTE,
+                    &c, err, sizeof err),
                SLUICE_ECONFIG);
-  cr_assert(strstr(err, ":2: tiers.growth.level3"), "%s", err);
+  cr_assert(strstr(err, ":2: limits.api.algorithm: must be one of"), "%s",
+            err);
 }
 
 Test(policy_config, cross_checks_point_at_the_cost) {
   sluice_policy_config *c;
   char err[256];
-  /* A reconcile that costs more than the sandbox key bucket holds could
-  ** never be admitted. */
-  cr_assert_eq(load("costs = {\n  standard = 1;\n  reconcile = 400;\n};\n", &c,
-                    err, sizeof err),
+  /* A request that costs more than its bucket holds could never be
+  ** admitted. */
+  cr_assert_eq(load(API_LIMIT "routes = ( { method = \"*\"; route = \"/*\";\n"
+                    "  limits = ( { limit = \"api\"; cost = 11; } ); } );\n",
+                    &c, err, sizeof err),
                SLUICE_ECONFIG);
-  cr_assert(strstr(err, ":3: costs.reconcile: must be 1..300 (got 400)"), "%s",
-            err);
+  cr_assert(strstr(err, ":6: routes.[0].limits.[0].cost: must be 1..10, the "
+                        "smallest burst of limit \"api\" (got 11)"),
+            "%s", err);
 }
 
+/* TODO(corelib, issue 37 stage B): the built-in settings' defaults (a
+** cost the file left at its default); a declared file states its costs, so
+** no declared setting has a default that can be at fault.  Goes with the
+** built-in settings. */
 Test(policy_config, a_default_at_fault_is_called_one) {
   sluice_policy_config *c;
   char err[256];
@@ -207,55 +234,46 @@ Test(policy_config, a_default_at_fault_is_called_one) {
             "%s", err);
 }
 
-Test(policy_config, a_new_tier_must_be_complete) {
+Test(policy_config, a_new_limit_must_be_complete) {
   sluice_policy_config *c;
   char err[256];
-  cr_assert_eq(load("tiers = {\n  startup = {\n    strikes = 20;\n  };\n};\n",
+  cr_assert_eq(load("limits = {\n  api = { algorithm = \"gcra\"; scope = [ "
+                    "\"key\" ];\n    rate = 5; burst = 10; };\n};\n" API_ROUTE,
                     &c, err, sizeof err),
                SLUICE_ECONFIG);
-  cr_assert(strstr(err, ":2: tiers.startup.tenant.rate (not set in the file): "
-                        "must be"),
-            "%s", err);
+  cr_assert(strstr(err, ":2: limits.api: period_ms is missing"), "%s", err);
 }
 
-Test(policy_config, routes_and_fail_closed_lists_replace_the_defaults) {
+Test(policy_config, routes_replace_the_default_policy) {
   sluice_policy_config *c;
   char err[256];
-  cr_assert_eq(load("routes = (\n"
-                    "  { method = \"GET\"; route = \"/v2/*\"; class = "
-                    "\"standard\"; },\n"
-                    "  { method = \"POST\"; route = \"/v2/x\"; class = "
-                    "\"reconsile\"; }\n"
-                    ");\n",
+  cr_assert_eq(load(API_LIMIT "routes = (\n"
+                    "  { method = \"*\"; route = \"/a\"; limits = ( \"api\" ); "
+                    "},\n"
+                    "  { method = \"*\"; route = \"/*\"; limits = ( \"apj\" ); "
+                    "} );\n",
                     &c, err, sizeof err),
                SLUICE_ECONFIG);
-  cr_assert(strstr(err, ":3: routes.[1].class"), "%s", err);
-  cr_assert_eq(load("routes = ( { method = \"GET\"; route = \"/v2/*\"; class = "
-                    "\"standard\"; } );\n"
-                    "failure = { fail_closed = [ \"auth\" ]; };\n"
-                    "tiers = { solo = { tenant = { rate = 1; burst = 100; };\n"
-                    "  key = { rate = 1; burst = 50; }; strikes = 3;\n"
-                    "  reconcile_concurrency = 1; export_concurrency = 1;\n"
-                    "  exports_per_window = 1; }; };\n",
+  cr_assert(strstr(err, ":7: routes.[1].limits.[0]: no limit \"apj\""), "%s",
+            err);
+  cr_assert_eq(load(API_LIMIT "routes = ( { method = \"GET\"; route = "
+                    "\"/v2/*\"; limits = ( \"api\" ); } );\n",
                     &c, err, sizeof err),
                SLUICE_OK, "%s", err);
   cr_assert_eq(cfg_int(c, "routes"), 1);
   cr_assert_str_eq(cfg_str(c, "routes.[0].route"), "/v2/*");
-  cr_assert_str_eq(cfg_str(c, "failure.fail_closed"), "auth");
-  cr_assert_str_eq(cfg_str(c, "tiers"), "solo");
-  cr_assert_eq(cfg_int(c, "tiers.solo.tenant.period_ms"), 1000);
+  cr_assert_str_eq(cfg_str(c, "limits"), "api");
   {
     fixture f;
-    sluice_request r = rq_std("acme", "k", "solo");
+    sluice_request r = rq_std("acme", "k", "growth");
     sluice_decision d;
     fx_open(&f, c, 0);
     cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_ENOTFOUND,
                  "/v1 is no longer routed");
     r.route = "/v2/things";
     d = decide(&f, &r);
-    cr_assert_eq(d.limit, 50);
-    r.tier = "growth";
-    cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_ENOTFOUND);
+    assert_binding(d, "api");
+    cr_assert_eq(d.limit, 10);
     fx_close(&f);
   }
 }
@@ -269,25 +287,24 @@ Test(policy_config, a_set_is_validated_and_names_the_setting) {
   cr_assert_str_eq(err, "set: failure.degraded_percent: must be 1..100 (got "
                         "0)");
   cr_assert_eq(sluice_policy_config_set(
-                   c, "tiers.growth.reconcile_concurrency", "33", err,
+                   c, "limits.reconciles.params.growth.max", "0", err,
                    sizeof err),
                SLUICE_ECONFIG);
-  cr_assert(strstr(err, "set: tiers.growth.reconcile_concurrency"), "%s", err);
-  cr_assert_eq(sluice_policy_config_set(c, "tiers.Growth-2",
-                                        "{ tenant = { rate = 1; burst = 60; }; "
-                                        "key = { rate = 1; burst = 60; }; "
-                                        "strikes = 1; reconcile_concurrency "
-                                        "= 1; export_concurrency = 1; "
-                                        "exports_per_window = 1; }",
-                                        err, sizeof err),
-               SLUICE_OK, "%s", err);
-  cr_assert_eq(sluice_policy_config_set(c, "tiers.2x", "{}", err, sizeof err),
-               SLUICE_ECONFIG);
-  cr_assert(strstr(err, "set: tiers.2x: not a valid setting name"), "%s",
+  cr_assert(strstr(err, "set: limits.reconciles.params.growth.max"), "%s",
             err);
-  cr_assert_eq(sluice_policy_config_set(c, "penalty", "5", err, sizeof err),
+  cr_assert_eq(sluice_policy_config_set(c, "limits.key.params.Growth-2",
+                                        "{ rate = 1; burst = 60; }", err,
+                                        sizeof err),
+               SLUICE_OK, "%s", err);
+  cr_assert_eq(sluice_policy_config_set(c, "limits.key.params.2x", "{}", err,
+                                        sizeof err),
                SLUICE_ECONFIG);
-  cr_assert(strstr(err, "set: penalty: must be a group"), "%s", err);
+  cr_assert(strstr(err, "set: limits.key.params.2x: not a valid setting "
+                        "name"),
+            "%s", err);
+  cr_assert_eq(sluice_policy_config_set(c, "failure", "5", err, sizeof err),
+               SLUICE_ECONFIG);
+  cr_assert(strstr(err, "set: failure: must be a group"), "%s", err);
   cr_assert_eq(sluice_policy_config_set(c, NULL, "5", err, sizeof err),
                SLUICE_EINVAL);
 }
@@ -296,7 +313,9 @@ Test(policy_config, open_with_a_bad_file_reports_it) {
   sluice_policy_options o;
   sluice_policy *p;
   char err[256];
-  const char *file = write_conf("heavy = {\n  export_lease_ttl_s = 0;\n};\n");
+  const char *file = fx_write_conf(
+      "limits = {\n  api = { algorithm = \"gcra\"; scope = [ \"key\" ];\n"
+      "    rate = 5; period_ms = 0; burst = 10; };\n};\n" API_ROUTE);
   memset(&o, 0, sizeof o);
   o.secret[3] = 7;
   o.config_path = file;
@@ -305,8 +324,8 @@ Test(policy_config, open_with_a_bad_file_reports_it) {
   cr_assert_eq(sluice_policy_open(&o, &p), SLUICE_ECONFIG);
   unlink(file);
   cr_assert_null(p);
-  cr_assert(strstr(err, ":2: heavy.export_lease_ttl_s: must be"), "%s", err);
-  o.config_path = SLUICE_CONF;
+  cr_assert(strstr(err, ":3: limits.api.period_ms: must be"), "%s", err);
+  o.config_path = fx_default_conf;
   cr_assert_eq(sluice_policy_open(&o, &p), SLUICE_OK, "%s", err);
   sluice_policy_close(p);
 }
@@ -318,27 +337,33 @@ Test(policy_config, open_with_a_bad_file_reports_it) {
 Test(policy_config, integers_are_read_at_full_width) {
   sluice_policy_config *c;
   char err[256];
-  cr_assert_eq(load("tiers = {\n growth = {\n  tenant = { rate = 500000; "
-                    "burst = 4294967306; };\n  key = { burst = 3000000000; "
-                    "rate = 100000; };\n };\n};\n",
+  cr_assert_eq(load("limits = {\n  api = { algorithm = \"gcra\"; scope = [ "
+                    "\"key\" ];\n    rate = 500000; period_ms = 1000; "
+                    "burst = 4294967306; };\n"
+                    "  two = { algorithm = \"gcra\"; scope = [ \"tenant\" ]; "
+                    "rate = 100000; period_ms = 1000; burst = 3000000000; };\n"
+                    "};\nroutes = ( { method = \"*\"; route = \"/*\"; "
+                    "limits = ( \"api\", \"two\" ); } );\n",
                     &c, err, sizeof err),
                SLUICE_OK, "%s", err);
-  cr_assert_eq(cfg_int(c, "tiers.growth.tenant.burst"), INT64_C(4294967306));
-  cr_assert_eq(cfg_int(c, "tiers.growth.key.burst"), INT64_C(3000000000));
+  cr_assert_eq(cfg_int(c, "limits.api.burst"), INT64_C(4294967306));
+  cr_assert_eq(cfg_int(c, "limits.two.burst"), INT64_C(3000000000));
   /* With the suffix, in hex, and inside names and floats nothing changes. */
-  cr_assert_eq(load("tiers = { growth = { tenant = { rate = 500000; "
-                    "burst = 0x100000000L; }; }; };\n"
-                    "auth = { level1_box_s = 0x12c; }; # 4294967306\n",
+  cr_assert_eq(load("limits = {\n  api = { algorithm = \"gcra\"; scope = [ "
+                    "\"key\" ];\n    rate = 500000; period_ms = 1000; "
+                    "burst = 0x100000000L; };\n};\n" API_ROUTE
+                    "failure = { retry_after_s = 0x12c; }; # 4294967306\n",
                     &c, err, sizeof err),
                SLUICE_OK, "%s", err);
-  cr_assert_eq(cfg_int(c, "tiers.growth.tenant.burst"), INT64_C(4294967296));
-  cr_assert_eq(cfg_ns(c, "auth.level1_box_s"), INT64_C(300) * 1000000000);
+  cr_assert_eq(cfg_int(c, "limits.api.burst"), INT64_C(4294967296));
+  cr_assert_eq(cfg_ns(c, "failure.retry_after_s"), INT64_C(300) * 1000000000);
   /* Past what the setting allows: the real number is in the message. */
-  cr_assert_eq(load("tiers = {\n growth = {\n  key = { burst = 4294967306000; "
-                    "};\n };\n};\n",
+  cr_assert_eq(load("limits = {\n  api = { algorithm = \"gcra\"; scope = [ "
+                    "\"key\" ];\n    rate = 5; period_ms = 1000; "
+                    "burst = 4294967306000; };\n};\n" API_ROUTE,
                     &c, err, sizeof err),
                SLUICE_ECONFIG);
-  cr_assert(strstr(err, ":3: tiers.growth.key.burst: must be 1..") &&
+  cr_assert(strstr(err, ":3: limits.api.burst: must be 1..") &&
                 strstr(err, "(got 4294967306000)"),
             "%s", err);
 }
@@ -346,15 +371,16 @@ Test(policy_config, integers_are_read_at_full_width) {
 Test(policy_config, integers_past_64_bits_are_refused) {
   sluice_policy_config *c;
   char err[256];
-  cr_assert_eq(load("shadow = false;\ncosts = {\n  standard = "
-                    "99999999999999999999;\n};\n",
+  cr_assert_eq(load("limits = {\n  api = { algorithm = \"gcra\"; scope = [ "
+                    "\"key\" ];\n    rate = 5; period_ms = 1000; "
+                    "burst = 99999999999999999999; };\n};\n" API_ROUTE,
                     &c, err, sizeof err),
                SLUICE_ECONFIG);
   cr_assert(strstr(err, ":3: 99999999999999999999 does not fit in a 64-bit "
                         "integer"),
             "%s", err);
-  cr_assert_eq(load("costs = { standard = 9223372036854775808L; };\n", &c,
-                    err, sizeof err),
+  cr_assert_eq(load("failure = { retry_after_s = 9223372036854775808L; };\n",
+                    &c, err, sizeof err),
                SLUICE_ECONFIG);
   cr_assert(strstr(err, ":1: 9223372036854775808L does not fit"), "%s", err);
   cr_assert_eq(load("@include \"other.conf\"\n", &c, err, sizeof err),
@@ -376,18 +402,23 @@ static void refused(const char *text, const char *want, const char *not) {
 ** libconfig's syntax error, on its line. */
 Test(policy_config, a_stray_at_sign_is_a_syntax_error) {
   refused("shadow = false;\n@x = 1;\n", ":2: syntax", "@include");
-  refused("costs = {\n  standard = @1;\n};\n", ":2: syntax", "@include");
+  refused("failure = {\n  retry_after_s = @1;\n};\n", ":2: syntax",
+          "@include");
   refused("shadow = false;\n  @include \"x.conf\"\n",
           ":2: @include is not supported", NULL);
 }
 
-/* An empty route table classes no request: refused, in a file (on its
-** line) and in a struct alike. */
+/* FAILS ON THE FILE (issue 37 stage B): a set emptying the file's routes
+** is refused, but named as the file's setting ("ledger.conf:LINE:
+** routes: ...") where the set made it wrong ("set: routes: ...", as every
+** other refused set says).
+** An empty route table classes no request: refused, in a file (on its
+** line) and in a set alike. */
 Test(policy_config, an_empty_route_list_is_refused) {
   sluice_policy_config *c;
   char err[256];
-  refused("shadow = false;\nroutes = ( );\n",
-          ":2: routes: must list at least one route", NULL);
+  refused(API_LIMIT "routes = ( );\n",
+          ":5: routes: must list at least one route", NULL);
   c = cfg_new();
   cr_assert_eq(sluice_policy_config_set(c, "routes", "()", err, sizeof err),
                SLUICE_ECONFIG);
@@ -399,18 +430,24 @@ Test(policy_config, an_empty_route_list_is_refused) {
 ** negative values and durations past 64-bit ns too. */
 Test(policy_config, every_bound_is_said_alike) {
   static const char *const cases[][2] = {
-      {"tiers = {\n growth = {\n  key = { rate = -5; };\n };\n};\n",
-       ":3: tiers.growth.key.rate: must be 1..42949672 (got -5)"},
-      {"tiers = { growth = { key = { rate = 0; }; }; };\n",
-       "tiers.growth.key.rate: must be 1..42949672 (got 0)"},
-      {"tiers = { growth = { tenant = { period_ms = -1; }; }; };\n",
-       "tiers.growth.tenant.period_ms: must be 1..86400000 (got -1)"},
-      {"tiers = { growth = { tenant = { period_ms = 99999999999999; }; }; "
-       "};\n",
-       "tiers.growth.tenant.period_ms: must be 1..86400000 "
-       "(got 99999999999999)"},
-      {"penalty = {\n  level1_box_s = 99999999999999999;\n};\n",
-       ":2: penalty.level1_box_s: must be 1..4611686018 "
+      {"limits = {\n  api = { algorithm = \"gcra\"; scope = [ \"key\" ];\n"
+       "    rate = -5; period_ms = 1000; burst = 10; };\n};\n" API_ROUTE,
+       ":3: limits.api.rate: must be 1..4294967296 (got -5)"},
+      {"limits = {\n  api = { algorithm = \"gcra\"; scope = [ \"key\" ];\n"
+       "    rate = 0; period_ms = 1000; burst = 10; };\n};\n" API_ROUTE,
+       "limits.api.rate: must be 1..4294967296 (got 0)"},
+      {"limits = {\n  api = { algorithm = \"gcra\"; scope = [ \"key\" ];\n"
+       "    rate = 5; period_ms = -1; burst = 10; };\n};\n" API_ROUTE,
+       "limits.api.period_ms: must be 1..2592000000 (got -1)"},
+      {"limits = {\n  api = { algorithm = \"gcra\"; scope = [ \"key\" ];\n"
+       "    rate = 5; period_ms = 99999999999999; burst = 10; };\n};\n"
+       API_ROUTE,
+       "limits.api.period_ms: must be 1..2592000000 (got 99999999999999)"},
+      {API_LIMIT API_ROUTE "penalties = { p = { scope = [ \"key\" ]; "
+       "strikes = 3;\n  strike_window_ms = 1000; offense_ttl_s = 10;\n"
+       "  levels = ( { box_s = 99999999999999999; }, { box_s = 5; }, "
+       "{ box_s = 5; } ); }; };\n",
+       ":8: penalties.p.levels.[0].box_s: must be 1..31622400 "
        "(got 99999999999999999)"},
       {"ip_backstop = { limit = -1; };\n",
        "ip_backstop.limit: must be 0..1099511627776 (got -1)"},
@@ -420,6 +457,10 @@ Test(policy_config, every_bound_is_said_alike) {
     refused(cases[i][0], cases[i][1], "out of range");
 }
 
+/* TODO(corelib, issue 37 stage B): the built-in's cross-check of two
+** costs; a declared cost by ranges may fall as its attribute rises (the
+** file takes ( { upto = 10; cost = 5; }, { cost = 4; } )).  Goes with the
+** built-in settings, or comes back if corelib makes ranges' costs rise. */
 Test(policy_config, export_long_is_not_cheaper_than_export) {
   sluice_policy_config *c;
   char err[256];
@@ -451,14 +492,21 @@ Test(policy_config, a_file_over_one_mib_is_not_a_policy) {
   text[n] = '\0';
   cr_assert_eq(load(text, &c, err, sizeof err), SLUICE_EIO);
   cr_assert(strstr(err, "larger than 1 MiB"), "%s", err);
-  text[n - 20] = '\0'; /* just under: comments only, the defaults */
+  /* Just under: comments, then a policy. */
+  memcpy(text + n - 20 - strlen(API_LIMIT API_ROUTE), API_LIMIT API_ROUTE,
+         strlen(API_LIMIT API_ROUTE));
+  text[n - 21 - strlen(API_LIMIT API_ROUTE)] = '\n';
+  text[n - 20] = '\0';
   text[n - 21] = '\n';
   cr_assert_eq(load(text, &c, err, sizeof err), SLUICE_OK, "%s", err);
-  cr_assert_eq(cfg_int(c, "tiers.growth.key.burst"), 1500);
+  cr_assert_eq(cfg_int(c, "limits.api.burst"), 10);
   free(text);
 }
 
-/* The settings table (sluice_policy_setting_at) is what the loader and the
+/* TODO(corelib, issue 37 stage B): the table's rows of the built-in groups
+** (penalty, auth, costs, heavy) go with them; the test then covers the
+** general rows left.
+** The settings table (sluice_policy_setting_at) is what the loader and the
 ** validator go by: every row's bounds hold in a file, one past them is
 ** refused naming the row, its default is what the defaults hold, and the
 ** rows of a group are together (the loader reads a group at a time). */
@@ -500,7 +548,9 @@ Test(policy_config, every_setting_of_the_table_is_loaded_and_bounded) {
   cr_assert_null(sluice_policy_setting_at(-1));
 }
 
-/* The table's defaults are the defaults: each row's field, set to its
+/* TODO(corelib, issue 37 stage B): against the built-in defaults and their
+** dump (tiers, class routes), as above.
+** The table's defaults are the defaults: each row's field, set to its
 ** default in a zeroed config, gives the same word as the defaults. */
 Test(policy_config, the_table_defaults_are_the_config_defaults) {
   const sluice_policy_setting *st;
@@ -508,7 +558,8 @@ Test(policy_config, the_table_defaults_are_the_config_defaults) {
   static char dflt[16384], got[16384];
   char text[256], err[256];
   int i;
-  dump(cfg_new(), dflt, sizeof dflt);
+  cr_assert_eq(cfg_load(&c, NULL, err, sizeof err), SLUICE_OK, "%s", err);
+  dump(c, dflt, sizeof dflt);
   for (i = 0; (st = sluice_policy_setting_at(i)) != NULL; i++) {
     /* Loading the default value changes nothing. */
     snprintf(text, sizeof text, "%s = { %s = %lld; };\n", st->group, st->name,

@@ -24,17 +24,13 @@ Test(policy_failure, heavy_and_auth_fail_closed) {
   size_t e;
   for (e = 0; e < sizeof errors / sizeof errors[0]; e++) {
     fixture f;
-    sluice_request rec = rq_std("acme", "key-1", "growth");
-    sluice_request exp = rq_std("acme", "key-1", "growth");
-    sluice_request auth = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_PENDING);
-    sluice_request fail = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_BAD_SECRET);
+    sluice_request rec = rq_reconcile("acme", "key-1", "growth", "L");
+    sluice_request exp = rq_export("acme", "key-1", "growth", 0);
+    sluice_request auth = rq_signin("10.0.0.1", "alice", NULL);
+    sluice_request fail = rq_signin("10.0.0.1", "alice", "bad_secret");
     const sluice_request *all[] = {&rec, &exp, &auth, &fail};
     size_t i;
     fx_open(&f, NULL, 0);
-    rec.method = "POST";
-    rec.route = "/v1/ledgers/reconcile";
-    rec.ledger_id = "L";
-    exp.route = "/v1/reports/audit-export";
     fx_fail(&f, errors[e], 0);
     for (i = 0; i < 4; i++) {
       sluice_decision d = decide(&f, all[i]);
@@ -68,7 +64,7 @@ Test(policy_failure, standard_requests_run_degraded_at_25_percent) {
   }
   /* 25% of the growth key bucket: 375 of 1500, refilling at 6.25/s. */
   cr_assert_eq(d.limit, 375);
-  cr_assert_eq(d.binding, SLUICE_BINDING_KEY);
+  assert_binding(d, "key");
   cr_assert_eq(d.remaining, 0);
   d = decide(&f, &r);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED);
@@ -153,12 +149,10 @@ Test(policy_failure, isolated_failures_keep_every_attempt) {
 Test(policy_failure, a_sustained_outage_opens_the_breaker) {
   fixture f;
   sluice_request r = rq_std("acme", "key-1", "growth");
-  sluice_request rec = rq_class("acme", "key-1", "growth",
-                                SLUICE_EP_RECONCILE);
+  sluice_request rec = rq_reconcile("acme", "key-1", "growth", "L");
   sluice_decision d;
   int64_t attempts;
   int i;
-  rec.ledger_id = "L";
   fx_open(&f, NULL, 0);
   fx_fail(&f, SLUICE_ETIMEDOUT, 0);
   /* 20 calls in the window (over 100 ms), all failed: the 20th opens it. */
@@ -235,8 +229,7 @@ Test(policy_failure, a_run_of_failures_opens_the_breaker_when_configured) {
 Test(policy_failure, a_store_failing_mid_flow_still_gives_an_answer) {
   fixture f;
   sluice_request r = rq_std("acme", "key-1", "growth");
-  sluice_request rec = rq_class("acme", "key-1", "growth",
-                                SLUICE_EP_RECONCILE);
+  sluice_request rec = rq_reconcile("acme", "key-1", "growth", "L");
   sluice_decision d;
   fx_open(&f, NULL, 0);
   /* A decision is one store call: the store failing anywhere in it fails
@@ -249,7 +242,6 @@ Test(policy_failure, a_store_failing_mid_flow_still_gives_an_answer) {
   fx_close(&f);
 
   fx_open(&f, NULL, 0);
-  rec.ledger_id = "L";
   fx_fail(&f, SLUICE_EBACKEND, 0); /* box, buckets, ledger, leases: one call */
   d = decide(&f, &rec);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_UNAVAILABLE);
@@ -259,11 +251,9 @@ Test(policy_failure, a_store_failing_mid_flow_still_gives_an_answer) {
 
 Test(policy_failure, shadow_mode_does_not_fail_closed_either) {
   fixture f;
-  sluice_request rec = rq_class("acme", "key-1", "growth",
-                                SLUICE_EP_RECONCILE);
+  sluice_request rec = rq_reconcile("acme", "key-1", "growth", "L");
   sluice_decision d;
   fx_open(&f, NULL, SLUICE_POLICY_SHADOW);
-  rec.ledger_id = "L";
   fx_fail(&f, SLUICE_ETIMEDOUT, 0);
   d = decide(&f, &rec);
   cr_assert_eq(d.allowed, 1);
@@ -278,11 +268,11 @@ Test(policy_failure, fail_closed_classes_are_configurable) {
   sluice_policy_config *cfg;
   fixture f;
   sluice_request r = rq_std("acme", "key-1", "growth");
-  sluice_request a = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_PENDING);
-  sluice_request at = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_PENDING);
+  sluice_request a = rq_signin("10.0.0.1", "alice", NULL);
+  sluice_request at = rq_signin("10.0.0.1", "alice", NULL);
   cfg = cfg_new();
   at.tier = "growth"; /* an auth request may name a tier for the metrics */
-  cfg_sets(cfg, "failure.fail_closed", "[ \"standard\" ]");
+  cfg_sets(cfg, "routes.[4].failure", "closed"); /* the standard route */
   fx_open(&f, cfg, 0);
   fx_fail(&f, SLUICE_EUNAVAIL, 0);
   cr_assert_eq(decide(&f, &r).outcome, SLUICE_OUTCOME_UNAVAILABLE);
@@ -301,7 +291,7 @@ Test(policy_failure, fail_closed_classes_are_configurable) {
 ** refuse); the breaker opens on 3 failures in a row. */
 static sluice_policy_config *guarded_config(void) {
   sluice_policy_config *cfg = cfg_new();
-  cfg_set(cfg, "tiers.sandbox.strikes", 2); /* sandbox */
+  cfg_set(cfg, "penalties.keys.strikes", 2); /* sandbox */
   cfg_set(cfg, "ip_backstop.limit", 1000000);
   cfg_set(cfg, "breaker.consecutive_failures", 3);
   return cfg;

@@ -161,11 +161,11 @@ static void open_redis(fixture *f, const sluice_policy_config *cfg,
 
 static sluice_policy_config *small_cfg(void) {
   sluice_policy_config *cfg = cfg_new();
-  cfg_set(cfg, "tiers.sandbox.tenant.burst", 80);
-  cfg_set(cfg, "tiers.sandbox.key.burst", 50);
-  cfg_set(cfg, "tiers.sandbox.strikes", 3);
-  cfg_set(cfg, "tiers.growth.key.burst", 60);
-  cfg_set(cfg, "tiers.growth.exports_per_window", 2);
+  cfg_set(cfg, "limits.tenant.burst", 80);
+  cfg_set(cfg, "limits.key.burst", 50);
+  cfg_set(cfg, "penalties.keys.strikes", 3);
+  cfg_set(cfg, "limits.key.params.growth.burst", 60);
+  cfg_set(cfg, "limits.exports_per_hour.params.growth.limit", 2);
   cfg_set(cfg, "ip_backstop.limit", 110);
   return cfg;
 }
@@ -213,13 +213,12 @@ static sluice_request trace_req(int i, unsigned *seed) {
   } else if (kind < 13) {
     q = rq_std(T[t], K[k], t == 1 ? "growth" : "sandbox");
   } else if (kind < 15) {
-    q = rq_class(T[t], K[k], "growth", SLUICE_EP_RECONCILE);
-    q.ledger_id = k == 0 ? "L1" : "L2";
+    q = rq_reconcile(T[t], K[k], "growth", k == 0 ? "L1" : "L2");
   } else if (kind < 17) {
-    q = rq_class(T[t], K[k], "growth", SLUICE_EP_EXPORT);
+    q = rq_export(T[t], K[k], "growth", 0);
   } else {
-    q = rq_auth(IP[k], S[(r >> 12) % 4],
-                (r >> 16) % 3 ? SLUICE_AUTH_BAD_SECRET : SLUICE_AUTH_OK);
+    q = rq_signin(IP[k], S[(r >> 12) % 4],
+                  (r >> 16) % 3 ? "bad_secret" : "ok");
   }
   q.client_ip = IP[(r >> 20) % 3];
   return q;
@@ -612,8 +611,7 @@ Test(halves, redis_garbage_and_truncated_replies) {
   fixture f;
   sluice_call *call;
   sluice_request q = rq_std("acme", "garbage", "sandbox");
-  sluice_request rec = rq_class("acme", "garbage", "growth",
-                                SLUICE_EP_RECONCILE);
+  sluice_request rec = rq_reconcile("acme", "garbage", "growth", "L");
   sluice_decision d, d2;
   host h;
   size_t n, len;
@@ -625,7 +623,6 @@ Test(halves, redis_garbage_and_truncated_replies) {
   open_redis(&f, NULL, prefix, "");
   host_init(&h);
   cr_assert_eq(sluice_call_open(f.pol, &call), SLUICE_OK);
-  rec.ledger_id = "L";
 
   /* Not a reply: the call ends as a store failure, degraded. */
   rc = sluice_policy_begin(call, &q, &d);
@@ -915,13 +912,12 @@ Test(halves, redis_node_fails_mid_call) {
   host h;
   sluice_call *call;
   sluice_request q = rq_std("failing", "k", "sandbox");
-  sluice_request rec = rq_class("failing", "k", "growth", SLUICE_EP_RECONCILE);
+  sluice_request rec = rq_reconcile("failing", "k", "growth", "L");
   sluice_decision d;
   int i;
   cfg = small_cfg();
   cfg_set(cfg, "breaker.consecutive_failures", 3);
   call = open_halves(&f, &h, "fail", cfg, "");
-  rec.ledger_id = "L";
   cr_assert_eq(host_decide(&h, call, &q, &d), SLUICE_CALL_DONE);
   cr_assert_eq(d.store_error, 0);
   /* Sent, then nothing back in time. */

@@ -63,7 +63,7 @@ static int disabled(void) { return off("degraded") || off("deny"); }
 
 static sluice_policy_config *strict_config(void) {
   sluice_policy_config *cfg = cfg_new();
-  cfg_set(cfg, "tiers.sandbox.strikes", 2); /* sandbox */
+  cfg_set(cfg, "penalties.keys.strikes", 2); /* sandbox */
   return cfg;
 }
 
@@ -173,9 +173,9 @@ Test(policy_hostwide, degraded_share_with_1_2_4_8_workers, .init = setup,
   cfg = strict_config();
   /* The binding degraded bucket of sandbox: the key's, at 25%: 75 burst,
   ** 1.25/s.  The host may admit its burst plus what refills in 20 s. */
-  burst = cfg_int(cfg, "tiers.sandbox.key.burst") * cfg_int(cfg, "failure.degraded_percent") / 100;
-  cap = burst + cfg_int(cfg, "tiers.sandbox.key.rate") * cfg_int(cfg, "failure.degraded_percent") * elapsed /
-                    (100 * cfg_ns(cfg, "tiers.sandbox.key.period_ms")) + 1;
+  burst = cfg_int(cfg, "limits.key.burst") * cfg_int(cfg, "failure.degraded_percent") / 100;
+  cap = burst + cfg_int(cfg, "limits.key.rate") * cfg_int(cfg, "failure.degraded_percent") * elapsed /
+                    (100 * cfg_ns(cfg, "limits.key.period_ms")) + 1;
   cr_assert_gt(PER_WORKER, cap, "one worker alone must reach the cap");
   for (c = 0; c < sizeof counts / sizeof counts[0]; c++) {
     pid_t pids[8];
@@ -293,10 +293,10 @@ Test(policy_hostwide, edge_deny_holds_its_hour_without_store_call,
   cfg = strict_config();
   cr_assert_eq(w_open(&a, NULL, deny_uri), SLUICE_OK);
   cr_assert_eq(w_trip(&a, "key-1"), 1);
-  sluice_clock_set(a.clock, T0 + cfg_ns(cfg, "penalty.level1_box_s") + SEC);
+  sluice_clock_set(a.clock, T0 + cfg_ns(cfg, "penalties.keys.levels.[0].box_s") + SEC);
   cr_assert_eq(w_trip(&a, "key-1"), 2, "the second offence: level 2");
   start = sluice_clock_now(a.clock);
-  end = start + cfg_ns(cfg, "penalty.level2_box_s");
+  end = start + cfg_ns(cfg, "penalties.keys.levels.[1].box_s");
   pid = fork();
   cr_assert_geq(pid, 0);
   if (pid == 0)
@@ -354,7 +354,7 @@ Test(policy_hostwide, full_cache_keeps_live_entries, .init = setup,
   cr_assert_eq(w_calls(&a), before + 1);
   cr_assert_eq(metric(a.pol, "sluice_policy_deny_cache_total{result=\"full\"} "), 2);
   /* Once the boxes end, their slots are taken by new ones. */
-  sluice_clock_set(a.clock, T0 + cfg_ns(cfg, "penalty.level1_box_s") + SEC);
+  sluice_clock_set(a.clock, T0 + cfg_ns(cfg, "penalties.keys.levels.[0].box_s") + SEC);
   cr_assert_eq(w_trip(&a, "key-9"), 1);
   cr_assert_eq(metric(a.pol, "sluice_policy_deny_cache_total{result=\"stored\"} "), 5);
   w_close(&a);
@@ -382,6 +382,8 @@ Test(policy_hostwide, in_process_cache_holds_in_outage_only) {
   w_close(&a);
 }
 
+/* FAILS ON THE FILE (issue 37 stage B): sluice_policy_release_box() with
+** SLUICE_SCOPE_KEY does not reach the declared penalty "keys"' box. */
 Test(policy_hostwide, release_drops_the_cached_box, .init = setup,
      .fini = teardown) {
   worker a;
@@ -465,7 +467,7 @@ Test(policy_hostwide, check_refuses_what_open_refuses_and_creates_nothing,
   memset(po.secret, 7, sizeof po.secret);
   po.config_path = "/no/such/policy.conf";
   cr_assert_eq(sluice_policy_check(&po), SLUICE_EIO, "%s", err);
-  po.config_path = NULL;
+  po.config_path = fx_default_conf;
   /* Good strings: accepted, and nothing is created by the check. */
   po.degraded_store = deg_uri;
   po.deny_cache = deny_uri;
@@ -555,6 +557,10 @@ static double mono_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* FAILS ON THE FILE (issue 37 stage B): with Redis stopped, the workers
+** serve the key the declared penalty boxed (every try admitted): the
+** degraded path does not find the declared box in the host-wide deny
+** cache. */
 Test(policy_hostwide, redis_stopped, .init = setup, .fini = teardown,
      .timeout = 120) {
   sluice_limiter *l;
@@ -607,8 +613,8 @@ Test(policy_hostwide, redis_stopped, .init = setup, .fini = teardown,
   cr_assert_eq(boxed, 0, "the boxed key: %lld (3 tries x %d workers)",
                (long long)boxed, RW);
   /* The key's degraded bucket: 75 burst, 1.25/s, host-wide. */
-  cap = cfg_int(cfg, "tiers.sandbox.key.burst") * cfg_int(cfg, "failure.degraded_percent") / 100 +
-        (int64_t)(secs * (double)cfg_int(cfg, "tiers.sandbox.key.rate") *
+  cap = cfg_int(cfg, "limits.key.burst") * cfg_int(cfg, "failure.degraded_percent") / 100 +
+        (int64_t)(secs * (double)cfg_int(cfg, "limits.key.rate") *
                   cfg_int(cfg, "failure.degraded_percent") / 100) + 2;
   cr_assert_leq(admitted, cap, "%d workers admitted %lld in %.1f s, cap %lld",
                 RW, (long long)admitted, secs, (long long)cap);
@@ -644,20 +650,19 @@ static int open_file(const char *path, sluice_clock *clk, sluice_limiter **l,
 
 Test(policy_hostwide, segments_from_the_config_file, .init = setup,
      .fini = teardown) {
-  char path[] = "/tmp/sluice-hostwide-XXXXXX", err[256];
+  char host[512], err[256];
+  const char *path;
   sluice_clock *clk;
   sluice_limiter *la, *lb;
   sluice_policy *a, *b;
   sluice_decision d;
   sluice_request r = rq_std("acme", "key-1", "sandbox");
   FILE *f;
-  int fd, i, rc = 0;
-  fd = mkstemp(path);
-  cr_assert_geq(fd, 0);
-  f = fdopen(fd, "w");
-  fprintf(f, "host = { degraded_store = \"%s\"; deny_cache = \"%s\"; };\n",
-          deg_uri, deny_uri);
-  fclose(f);
+  int i, rc = 0;
+  snprintf(host, sizeof host,
+           "host = { degraded_store = \"%s\"; deny_cache = \"%s\"; };\n",
+           deg_uri, deny_uri);
+  path = fx_write_ledger(host);
   cr_assert_eq(sluice_clock_manual(T0, &clk), SLUICE_OK);
   cr_assert_eq(open_file(path, clk, &la, &a, err, sizeof err), SLUICE_OK,
                "%s", err);

@@ -20,54 +20,105 @@ static sluice_inspect_report inspect(fixture *f, const sluice_inspect_query *q) 
 }
 
 static sluice_inspect_query key_q(const char *tenant, const char *key,
-                                  const char *tier, const char *ledger) {
+                                  const char *tier) {
   sluice_inspect_query q;
   memset(&q, 0, sizeof q);
   q.scope = SLUICE_SCOPE_KEY;
   q.tenant_id = tenant;
   q.api_key_id = key;
   q.tier = tier;
-  q.ledger_id = ledger;
   return q;
 }
 
-Test(policy_inspect, buckets_strikes_and_box_are_the_decisions) {
+/* A declared limit's state for the scope of request r. */
+static sluice_limit_state limit_of(fixture *f, const char *limit,
+                                   const sluice_request *r) {
+  sluice_limit_state st;
+  const char *field = NULL;
+  int rc = sluice_policy_inspect_limit(f->pol, limit, r, &st, &field);
+  cr_assert_eq(rc, SLUICE_OK, "%s: %s (%s)", limit, sluice_strerror(rc),
+               field ? field : "-");
+  cr_assert_eq(st.unfit, 0);
+  return st;
+}
+
+/* The buckets as the decisions left them, read by the declared limits'
+** inspection. */
+Test(policy_inspect, buckets_are_the_decisions) {
   sluice_policy_config *cfg;
-  sluice_inspect_query q = key_q("acme", "key-1", "growth", NULL);
+  sluice_request rq = rq_std("acme", "key-1", "growth");
+  sluice_limit_state k, t;
+  sluice_decision d;
+  fixture f;
+  int i;
+  cfg = cfg_new();
+  cfg_set(cfg, "routes.[1].limits.[0].cost", 5);
+  cfg_set(cfg, "routes.[2].limits.[0].cost", 5);
+  cfg_set(cfg, "limits.tenant.params.growth.rate", 1);
+  cfg_set(cfg, "limits.tenant.params.growth.burst", 10);
+  cfg_set(cfg, "limits.key.params.growth.rate", 1);
+  cfg_set(cfg, "limits.key.params.growth.burst", 6);
+  fx_open(&f, cfg, 0);
+  k = limit_of(&f, "key", &rq);
+  t = limit_of(&f, "tenant", &rq);
+  cr_assert_eq(k.present, 0);
+  cr_assert_eq(t.present, 0);
+  cr_assert_eq(k.remaining, 6);
+  cr_assert_eq(t.remaining, 10);
+  cr_assert_eq(k.quota, 6);
+  cr_assert_eq(t.quota, 10);
+  for (i = 0; i < 4; i++)
+    d = decide(&f, &rq);
+  cr_assert_eq(d.allowed, 1);
+  k = limit_of(&f, "key", &rq);
+  t = limit_of(&f, "tenant", &rq);
+  cr_assert_eq(k.present, 1);
+  cr_assert_eq(t.present, 1);
+  cr_assert_eq(k.remaining, d.remaining);
+  cr_assert_eq(k.reset_ns, d.reset_ns);
+  cr_assert_eq(t.remaining, 10 - 4);
+  while ((d = decide(&f, &rq)).allowed)
+    ;
+  k = limit_of(&f, "key", &rq);
+  cr_assert_eq(k.remaining, 0);
+  /* Inspecting changed nothing: the same state twice. */
+  {
+    sluice_limit_state k2 = limit_of(&f, "key", &rq);
+    cr_assert_eq(memcmp(&k, &k2, sizeof k), 0);
+  }
+  fx_close(&f);
+}
+
+/* FAILS ON THE FILE (issue 37 stage B): sluice_policy_inspect() of
+** SLUICE_SCOPE_KEY does not read the declared penalty "keys"' records
+** (its notice, strikes and box); there is no declared equivalent (the
+** limits' is sluice_policy_inspect_limit()). */
+Test(policy_inspect, strikes_and_box_are_the_decisions) {
+  sluice_policy_config *cfg;
+  sluice_inspect_query q = key_q("acme", "key-1", "growth");
   sluice_request rq = rq_std("acme", "key-1", "growth");
   sluice_inspect_report r;
   sluice_decision d;
   fixture f;
   int i;
   cfg = cfg_new();
-  cfg_set(cfg, "costs.reconcile", 5);
-  cfg_set(cfg, "costs.export", 5);
-  cfg_set(cfg, "costs.export_long", 5);
-  cfg_set(cfg, "tiers.growth.tenant.rate", 1);
-  cfg_set(cfg, "tiers.growth.tenant.burst", 10);
-  cfg_set(cfg, "tiers.growth.key.rate", 1);
-  cfg_set(cfg, "tiers.growth.key.burst", 6);
-  cfg_set(cfg, "tiers.growth.strikes", 3);
+  cfg_set(cfg, "routes.[1].limits.[0].cost", 5);
+  cfg_set(cfg, "routes.[2].limits.[0].cost", 5);
+  cfg_set(cfg, "limits.tenant.params.growth.rate", 1);
+  cfg_set(cfg, "limits.tenant.params.growth.burst", 10);
+  cfg_set(cfg, "limits.key.params.growth.rate", 1);
+  cfg_set(cfg, "limits.key.params.growth.burst", 6);
+  cfg_set(cfg, "penalties.keys.params.growth.strikes", 3);
   fx_open(&f, cfg, 0);
 
-  /* Nothing stored yet: full buckets, nothing found. */
+  /* Nothing stored yet: nothing found. */
   r = inspect(&f, &q);
-  cr_assert_eq(r.present, 0u);
-  cr_assert_eq(r.key_bucket.remaining, 6);
-  cr_assert_eq(r.tenant_bucket.remaining, 10);
-  cr_assert_eq(r.key_bucket.burst, 6);
-  cr_assert_eq(r.tenant_bucket.burst, 10);
   cr_assert_eq(r.strike_threshold, 3);
 
   for (i = 0; i < 4; i++)
     d = decide(&f, &rq);
   cr_assert_eq(d.allowed, 1);
   r = inspect(&f, &q);
-  cr_assert(r.present & SLUICE_INSPECT_KEY_BUCKET);
-  cr_assert(r.present & SLUICE_INSPECT_TENANT_BUCKET);
-  cr_assert_eq(r.key_bucket.remaining, d.remaining);
-  cr_assert_eq(r.key_bucket.reset_ns, d.reset_ns);
-  cr_assert_eq(r.tenant_bucket.remaining, 10 - 4);
   cr_assert_eq(r.level, 0);
   cr_assert_eq(r.strikes, 0);
   cr_assert_eq(r.notice_until_ns, 0);
@@ -109,51 +160,51 @@ Test(policy_inspect, buckets_strikes_and_box_are_the_decisions) {
 }
 
 Test(policy_inspect, leases_ledger_lock_and_export_cap) {
-  sluice_inspect_query q = key_q("acme", "key-1", "growth", "ledger-A");
-  sluice_request rc = rq_class("acme", "key-1", "growth", SLUICE_EP_RECONCILE);
-  sluice_request ex = rq_class("acme", "key-1", "growth", SLUICE_EP_EXPORT);
-  sluice_inspect_report r;
+  sluice_request rc = rq_reconcile("acme", "key-1", "growth", "ledger-A");
+  sluice_request ex = rq_export("acme", "key-1", "growth", 0);
+  sluice_limit_state lock, rec, exp, cap, ten;
   sluice_decision d, dx;
   fixture f;
-  int i, found = 0;
-  rc.ledger_id = "ledger-A";
   fx_open(&f, NULL, 0);
   d = decide(&f, &rc);
   cr_assert_neq(d.lease_id, 0);
   dx = decide(&f, &ex);
   cr_assert_neq(dx.lease_id, 0);
-  r = inspect(&f, &q);
-  cr_assert_eq(r.ledger_lease, d.lease_id);
-  cr_assert_eq(r.ledger_until_ns, r.now_ns + d.lease_ttl_ns);
-  cr_assert_eq(r.reconcile.slots, 2); /* growth's reconcile concurrency */
-  cr_assert_eq(r.reconcile.held, 1);
-  for (i = 0; i < r.reconcile.slots; i++)
-    found += r.reconcile.id[i] == d.lease_id;
-  cr_assert_eq(found, 1);
-  cr_assert_eq(r.export_.slots, 1);
-  cr_assert_eq(r.export_.held, 1);
-  cr_assert_eq(r.export_.id[0], dx.lease_id);
-  cr_assert_eq(r.export_.until_ns[0], r.now_ns + dx.lease_ttl_ns);
-  cr_assert_eq(r.exports_used, 1);
-  cr_assert_eq(r.exports_limit, 10);
-  cr_assert(r.present & SLUICE_INSPECT_EXPORT_CAP);
+  lock = limit_of(&f, "ledger_lock", &rc);
+  cr_assert_eq(lock.held, 1);
+  cr_assert_eq(lock.reset_ns, d.lease_ttl_ns);
+  rec = limit_of(&f, "reconciles", &rc);
+  cr_assert_eq(rec.quota, 2); /* growth's reconcile concurrency */
+  cr_assert_eq(rec.held, 1);
+  cr_assert_eq(rec.remaining, 1);
+  exp = limit_of(&f, "exports", &ex);
+  cr_assert_eq(exp.quota, 1);
+  cr_assert_eq(exp.held, 1);
+  cr_assert_eq(exp.reset_ns, dx.lease_ttl_ns);
+  cap = limit_of(&f, "exports_per_hour", &ex);
+  cr_assert_eq(cap.quota, 10);
+  cr_assert_eq(cap.remaining, 9);
+  cr_assert_eq(cap.present, 1);
   /* The tenant bucket paid both requests' costs. */
-  cr_assert_eq(r.tenant_bucket.remaining,
-               3000 - cfg_int(sluice_policy_config_of(f.pol), "costs.reconcile") -
-                   cfg_int(sluice_policy_config_of(f.pol), "costs.export"));
+  ten = limit_of(&f, "tenant", &rc);
+  cr_assert_eq(ten.remaining, 3000 - 10 - 25);
 
   cr_assert_eq(sluice_policy_release_lease(f.pol, &rc, d.lease_id), SLUICE_OK);
-  r = inspect(&f, &q);
-  cr_assert_eq(r.ledger_lease, 0);
-  cr_assert_eq(r.reconcile.held, 0);
-  cr_assert_eq(r.export_.held, 1);
+  cr_assert_eq(limit_of(&f, "ledger_lock", &rc).held, 0);
+  cr_assert_eq(limit_of(&f, "reconciles", &rc).held, 0);
+  cr_assert_eq(limit_of(&f, "exports", &ex).held, 1);
   fx_close(&f);
 }
 
+/* FAILS ON THE FILE (issue 37 stage B): sluice_policy_inspect() of
+** SLUICE_SCOPE_IP does not read the declared "address" penalty's failures
+** and box.  TODO(corelib): the subject's half (SLUICE_SCOPE_SUBJECT) needs
+** the built-in query's subject field; it comes back with a declared
+** penalty's inspection. */
 Test(policy_inspect, auth_failures_and_box) {
-  sluice_request a = rq_auth("10.0.0.9", "alice", SLUICE_AUTH_BAD_SECRET);
-  sluice_inspect_query qi, qs;
-  sluice_inspect_report ri, rs;
+  sluice_request a = rq_signin("10.0.0.9", "alice", "bad_secret");
+  sluice_inspect_query qi;
+  sluice_inspect_report ri;
   const sluice_policy_config *c;
   sluice_decision d;
   fixture f;
@@ -163,62 +214,67 @@ Test(policy_inspect, auth_failures_and_box) {
   memset(&qi, 0, sizeof qi);
   qi.scope = SLUICE_SCOPE_IP;
   qi.client_ip = "10.0.0.9";
-  memset(&qs, 0, sizeof qs);
-  qs.scope = SLUICE_SCOPE_SUBJECT;
-  qs.auth_subject = "alice";
   d = decide(&f, &a);
   n++;
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_ALLOW);
   d = decide(&f, &a);
   n++;
   ri = inspect(&f, &qi);
-  rs = inspect(&f, &qs);
   cr_assert_eq(ri.failures, n);
-  cr_assert_eq(ri.failures_limit, cfg_int(c, "auth.ip_failures"));
+  cr_assert_eq(ri.failures_limit, cfg_int(c, "penalties.address.strikes"));
   cr_assert_eq(ri.stuffing_failures, n);
-  cr_assert_eq(rs.failures, n);
-  cr_assert_eq(rs.failures_limit, cfg_int(c, "auth.subject_failures"));
   cr_assert_eq(d.strikes_remaining,
-               rs.failures_limit - rs.failures < ri.failures_limit - ri.failures
-                   ? rs.failures_limit - rs.failures
-                   : ri.failures_limit - ri.failures);
+               cfg_int(c, "penalties.subject.strikes") - n);
   cr_assert_eq(ri.level, 0);
-  cr_assert_eq(rs.level, 0);
   while ((d = decide(&f, &a)).outcome == SLUICE_OUTCOME_ALLOW)
     ;
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
   ri = inspect(&f, &qi);
-  rs = inspect(&f, &qs);
-  cr_assert(rs.present & SLUICE_INSPECT_BOX);
-  cr_assert_eq(d.lockout_end_ns,
-               ri.box_end_ns > rs.box_end_ns ? ri.box_end_ns : rs.box_end_ns);
-  cr_assert_eq(d.penalty_level,
-               ri.box_end_ns > rs.box_end_ns ? ri.level : rs.level);
-  cr_assert_eq(rs.offenses, 1);
+  cr_assert_eq(ri.failures, n + 3, "the subject's 5th failure boxes it");
   fx_close(&f);
 }
 
 Test(policy_inspect, bad_queries) {
-  sluice_inspect_query q = key_q("acme", "key-1", "nope", NULL);
-  sluice_inspect_report r;
+  sluice_request q = rq_std("acme", "key-1", "growth");
+  sluice_limit_state st;
+  const char *field = NULL;
   fixture f;
   fx_open(&f, NULL, 0);
-  cr_assert_eq(sluice_policy_inspect(f.pol, &q, &r), SLUICE_ENOTFOUND);
-  q.tier = NULL;
-  cr_assert_eq(sluice_policy_inspect(f.pol, &q, &r), SLUICE_EINVAL);
-  q.tier = "growth";
+  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "nope", &q, &st, &field),
+               SLUICE_ENOTFOUND);
   q.api_key_id = "";
-  cr_assert_eq(sluice_policy_inspect(f.pol, &q, &r), SLUICE_EKEY);
+  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "key", &q, &st, &field),
+               SLUICE_EKEY);
+  cr_assert_str_eq(field, "key");
+  q.api_key_id = NULL;
+  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "key", &q, &st, &field),
+               SLUICE_EINVAL);
+  cr_assert_str_eq(field, "key");
   q.api_key_id = "k";
-  q.reserved[0] = &r;
-  cr_assert_eq(sluice_policy_inspect(f.pol, &q, &r), SLUICE_EINVAL);
-  q.reserved[0] = NULL;
-  q.scope = 0;
-  cr_assert_eq(sluice_policy_inspect(f.pol, &q, &r), SLUICE_EINVAL);
-  q.scope = SLUICE_SCOPE_IP;
-  cr_assert_eq(sluice_policy_inspect(f.pol, &q, &r), SLUICE_EINVAL);
-  cr_assert_eq(sluice_policy_inspect(NULL, &q, &r), SLUICE_EINVAL);
-  cr_assert_eq(sluice_policy_inspect(f.pol, NULL, &r), SLUICE_EINVAL);
-  cr_assert_eq(sluice_policy_inspect(f.pol, &q, NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "ledger_lock", &q, &st,
+                                           &field),
+               SLUICE_EINVAL, "no ledger");
+  cr_assert_str_eq(field, "ledger");
+  cr_assert_eq(sluice_policy_inspect_limit(NULL, "key", &q, &st, NULL),
+               SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "key", NULL, &st, NULL),
+               SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "key", &q, NULL, NULL),
+               SLUICE_EINVAL);
+  fx_close(&f);
+}
+
+/* FAILS ON THE FILE (issue 37 stage B): an unknown tier is inspected with
+** the limit's own (sandbox) numbers, where sluice_policy_decide() refuses
+** it (SLUICE_ENOTFOUND "tier") and so did the built-in inspection. */
+Test(policy_inspect, an_unknown_tier_is_not_found) {
+  sluice_request q = rq_std("acme", "key-1", "nope");
+  sluice_limit_state st;
+  sluice_decision d;
+  fixture f;
+  fx_open(&f, NULL, 0);
+  cr_assert_eq(sluice_policy_decide(f.pol, &q, &d), SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "key", &q, &st, NULL),
+               SLUICE_ENOTFOUND);
   fx_close(&f);
 }

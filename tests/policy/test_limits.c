@@ -12,30 +12,13 @@
 #include "../common/rmtree.h"
 #include "helpers.h"
 
-static char *write_conf(const char *text) {
-  static char path[64];
-  int fd;
-  snprintf(path, sizeof path, "/tmp/sluice-limits-XXXXXX");
-  fd = mkstemp(path);
-  cr_assert(fd >= 0);
-  cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-  close(fd);
-  return path;
-}
-
 /* Load text; returns the loader's rc, err its message. */
 static int load(const char *text, char *err, size_t len) {
   sluice_policy_config *c;
-  char *path = write_conf(text);
+  const char *path = fx_write_conf(text);
   int rc = cfg_load(&c, path, err, len);
   unlink(path);
   return rc;
-}
-
-static void open_text(fixture *f, const char *text) {
-  char *path = write_conf(text);
-  cr_assert_eq(fx_open_file(f, path, NULL, 0), SLUICE_OK);
-  unlink(path);
 }
 
 static sluice_request rq(const char *method, const char *route,
@@ -51,7 +34,7 @@ static sluice_request rq(const char *method, const char *route,
 
 /* A GitHub-like file: a core budget per user, points per user and
 ** endpoint with a per-method cost, and content creation under two
-** windows shared by two routes. */
+** windows shared by two routes; /v1 is exempt. */
 static const char *github =
     "attributes = [ \"user\" ];\n"
     "limits = {\n"
@@ -74,7 +57,7 @@ static const char *github =
     "  { method = \"*\"; route = \"/repos/*\";\n"
     "    limits = ( \"core\", { limit = \"points\"; cost = { GET = 1; HEAD = "
     "1; other = 5; }; } ); },\n"
-    "  { method = \"*\"; route = \"/v1/*\"; class = \"standard\"; }\n"
+    "  { method = \"*\"; route = \"/v1/*\"; limits = ( ); }\n"
     ");\n";
 
 Test(policy_limits, costs_bindings_and_denials_consume_nothing) {
@@ -84,7 +67,7 @@ Test(policy_limits, costs_bindings_and_denials_consume_nothing) {
   sluice_request put = rq("PUT", "/repos/a/b", &u, 1);
   sluice_decision d;
   int i;
-  open_text(&f, github);
+  fx_open_text(&f, github);
   d = decide(&f, &get);
   cr_assert_eq(d.allowed, 1);
   cr_assert_eq(d.binding, SLUICE_BINDING_LIMIT);
@@ -118,7 +101,7 @@ Test(policy_limits, shared_budget_two_windows_and_no_charge_on_denial) {
   sluice_request gist = rq("POST", "/gists", &u, 1);
   sluice_request get = rq("GET", "/repos/a/b", &u, 1);
   sluice_decision d;
-  open_text(&f, github);
+  fx_open_text(&f, github);
   /* content_min (3 per minute) is shared by both routes. */
   cr_assert_eq(decide(&f, &issue).allowed, 1);
   cr_assert_eq(decide(&f, &gist).allowed, 1);
@@ -156,7 +139,7 @@ Test(policy_limits, a_decision_reports_every_limit_of_its_route) {
   sluice_decision d;
   const sluice_decision_limit *l;
   int i;
-  open_text(&f, github);
+  fx_open_text(&f, github);
   d = decide(&f, &issue);
   cr_assert_eq(d.allowed, 1);
   cr_assert_eq(d.nlimits, 4);
@@ -208,7 +191,7 @@ Test(policy_limits, a_decision_reports_every_limit_of_its_route) {
   cr_assert_eq(l[3].reset_ns, -1);
   cr_assert_eq(l[3].quota, 5); /* its figures are still the file's */
   cr_assert_eq(l[3].cost, 1);
-  /* A class route reports no declared limits. */
+  /* An exempt route reports no limit. */
   {
     sluice_request std = rq("GET", "/v1/ledgers/L1", NULL, 0);
     std.tenant_id = "t1";
@@ -231,7 +214,7 @@ Test(policy_limits, scopes_keep_users_apart_and_attributes_are_required) {
   sluice_request bad = rq("GET", "/repos/x", NULL, 1);
   sluice_decision d;
   int i;
-  open_text(&f, github);
+  fx_open_text(&f, github);
   for (i = 0; i < 4; i++)
     cr_assert_eq(decide(&f, &ra).allowed, 1);
   cr_assert_eq(decide(&f, &ra).allowed, 0);
@@ -246,11 +229,22 @@ Test(policy_limits, scopes_keep_users_apart_and_attributes_are_required) {
   fx_close(&f);
 }
 
+/* TODO(corelib, issue 37 stage B): this tests the built-in flow itself
+** (a file's `class` routes beside routes of limits, answered as TENANT /
+** KEY), so it goes with that flow, not ported: the one test of
+** tests/policy left naming SLUICE_BINDING_KEY. */
 Test(policy_limits, class_routes_keep_their_flow_and_file_order) {
   fixture f;
-  sluice_request std = rq("GET", "/v1/things", NULL, 0);
+  sluice_request std = rq("GET", "/v1/a", NULL, 0);
   sluice_decision d;
-  open_text(&f, github);
+  /* A class route before a route of limits wins for what both match. */
+  fx_open_text(&f, "attributes = [ \"user\" ];\n"
+                "limits = { l = { algorithm = \"gcra\"; scope = [ \"user\" "
+                "]; rate = 1; period_ms = 1000; burst = 1; }; };\n"
+                "routes = ( { method = \"*\"; route = \"/v1/a\"; class = "
+                "\"standard\"; },\n"
+                "  { method = \"*\"; route = \"/v1/*\"; limits = ( \"l\" ); "
+                "} );\n");
   std.tenant_id = "acme";
   std.api_key_id = "k";
   std.tier = "growth";
@@ -262,18 +256,6 @@ Test(policy_limits, class_routes_keep_their_flow_and_file_order) {
       sluice_policy_decide(
           f.pol, &(sluice_request){.method = "GET", .route = "/nope"}, &d),
       SLUICE_ENOTFOUND);
-  fx_close(&f);
-  /* A class route before a route of limits wins for what both match. */
-  open_text(&f, "attributes = [ \"user\" ];\n"
-                "limits = { l = { algorithm = \"gcra\"; scope = [ \"user\" "
-                "]; rate = 1; period_ms = 1000; burst = 1; }; };\n"
-                "routes = ( { method = \"*\"; route = \"/v1/a\"; class = "
-                "\"standard\"; },\n"
-                "  { method = \"*\"; route = \"/v1/*\"; limits = ( \"l\" ); "
-                "} );\n");
-  std.route = "/v1/a";
-  d = decide(&f, &std);
-  cr_assert_eq(d.binding, SLUICE_BINDING_KEY);
   {
     sluice_attr u = {"user", "u"};
     sluice_request r = rq("GET", "/v1/b", &u, 1);
@@ -303,7 +285,7 @@ Test(policy_limits, parameter_sets_by_attribute) {
   sluice_request r2 = rq("GET", "/admin/orders.json", plus, 3);
   sluice_decision d;
   int i;
-  open_text(&f, shopify);
+  fx_open_text(&f, shopify);
   for (i = 0; i < 40; i++) {
     cr_assert_eq(decide(&f, &r1).allowed, 1);
     cr_assert_eq(decide(&f, &r2).allowed, 1);
@@ -360,7 +342,7 @@ Test(policy_limits, locks_leases_caps_and_costs) {
   sluice_request t = rq("POST", "/complete", tok, 1);
   a.tenant_id = b.tenant_id = c.tenant_id = "acme";
   x90.tenant_id = x91.tenant_id = t.tenant_id = "acme";
-  open_text(&f, heavy);
+  fx_open_text(&f, heavy);
   da = decide(&f, &a);
   cr_assert_eq(da.allowed, 1);
   cr_assert_neq(da.lease_id, 0);
@@ -416,7 +398,7 @@ Test(policy_limits, store_failure_fails_closed) {
   sluice_attr u = {"user", "u"};
   sluice_request r = rq("GET", "/repos/x", &u, 1);
   sluice_decision d;
-  open_text(&f, github);
+  fx_open_text(&f, github);
   fx_fail(&f, SLUICE_EUNAVAIL, 0);
   d = decide(&f, &r);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_UNAVAILABLE);
@@ -508,12 +490,12 @@ Test(policy_limits, bad_files_name_the_line_and_setting) {
 
 Test(policy_limits, an_unused_limit_is_a_warning) {
   char buf[512];
-  char *path = write_conf(LIM_A "routes = ( { method = \"GET\"; route = "
+  const char *path = fx_write_conf(LIM_A "routes = ( { method = \"GET\"; route = "
                                 "\"/x\"; limits = ( \"a\" ); } );\n");
   cr_assert_eq(cfg_warnings(path, buf, sizeof buf), SLUICE_OK);
   cr_assert(strstr(buf, ":2: limits.b: no route applies it"), "%s", buf);
   unlink(path);
-  path = write_conf(LIM_A "routes = ( { method = \"GET\"; route = \"/x\"; "
+  path = fx_write_conf(LIM_A "routes = ( { method = \"GET\"; route = \"/x\"; "
                           "limits = ( \"a\" ); },\n"
                           "{ method = \"GET\"; route = \"/y\"; limits = ( "
                           "\"b\" ); } );\n");
@@ -530,11 +512,11 @@ Test(policy_limits, decide_many_matches_one_by_one) {
   sluice_request rs[12];
   sluice_decision ds[12], d;
   int rcs[12], i;
-  open_text(&a, github);
-  open_text(&b, github);
+  fx_open_text(&a, github);
+  fx_open_text(&b, github);
   for (i = 0; i < 12; i++) {
     rs[i] = rq(i % 3 ? "PUT" : "GET", "/repos/a/b", &u, 1);
-    if (i % 4 == 3) { /* a ledger-flow request between them */
+    if (i % 4 == 3) { /* an exempt route's request between them */
       rs[i] = rq("GET", "/v1/things", NULL, 0);
       rs[i].tenant_id = "acme";
       rs[i].api_key_id = "k";
@@ -561,7 +543,7 @@ Test(policy_limits, shadow_serves_and_records) {
   sluice_attr u = {"user", "u"};
   sluice_request put = rq("PUT", "/repos/x", &u, 1);
   sluice_decision d;
-  char *path = write_conf(github);
+  const char *path = fx_write_conf(github);
   int i;
   cr_assert_eq(fx_open_file(&f, path, NULL, 0), SLUICE_OK);
   unlink(path);
@@ -570,7 +552,7 @@ Test(policy_limits, shadow_serves_and_records) {
     sluice_policy_options po;
     memset(&po, 0, sizeof po);
     po.limiter = f.lim;
-    po.config_path = path = write_conf(github);
+    po.config_path = path = fx_write_conf(github);
     po.flags = SLUICE_POLICY_SHADOW;
     po.secret[0] = 9;
     cr_assert_eq(sluice_policy_open(&po, &f.pol), SLUICE_OK);
@@ -597,7 +579,7 @@ Test(policy_limits, raw_values_never_reach_the_store) {
   fixture f;
   size_t n;
   FILE *fp;
-  char *path = write_conf(github);
+  const char *path = fx_write_conf(github);
   cr_assert_not_null(mkdtemp(dir));
   snprintf(spec, sizeof spec, "lmdb:path=%s;sync=nosync", dir);
   cr_assert_eq(fx_open_file(&f, path, spec, SLUICE_OPEN_CREATE), SLUICE_OK);
@@ -620,7 +602,7 @@ Test(policy_limits, raw_values_never_reach_the_store) {
 Test(policy_limits, ipv6_clients_count_by_prefix) {
   fixture f;
   sluice_request r = rq("GET", "/x", NULL, 0);
-  open_text(&f, "limits = { per_ip = { algorithm = \"cap\"; scope = [ \"ip\" "
+  fx_open_text(&f, "limits = { per_ip = { algorithm = \"cap\"; scope = [ \"ip\" "
                 "]; limit = 1; window_ms = 60000; }; };\n"
                 "routes = ( { method = \"*\"; route = \"/x\"; limits = ( "
                 "\"per_ip\" ); } );\n");
@@ -701,7 +683,7 @@ Test(policy_limits, a_group_reports_its_binding_bucket) {
   sluice_decision d;
   q.tenant_id = "t";
   q.api_key_id = "k";
-  open_text(&f, text);
+  fx_open_text(&f, text);
   d = decide(&f, &q);
   cr_assert_eq(d.allowed, 1);
   cr_assert_eq(d.nlimits, 2);

@@ -13,23 +13,6 @@
 
 #include "helpers.h"
 
-static char *write_conf(const char *text) {
-  static char path[64];
-  int fd;
-  snprintf(path, sizeof path, "/tmp/sluice-penalties-XXXXXX");
-  fd = mkstemp(path);
-  cr_assert(fd >= 0);
-  cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-  close(fd);
-  return path;
-}
-
-static void open_text(fixture *f, const char *text) {
-  char *path = write_conf(text);
-  cr_assert_eq(fx_open_file(f, path, NULL, 0), SLUICE_OK);
-  unlink(path);
-}
-
 /* A bucket of 8 points refilling 4 a second per tenant and key, a lock,
 ** and a key's box: 3 strikes in a minute trip it; level 2 is an edge deny
 ** with an alert, level 3 a suspension.  The plan "big" takes 5 strikes and
@@ -114,7 +97,7 @@ Test(policy_penalties, early_strikes_climb_the_ladder) {
   sluice_request r = rq("GET", "/a", "k1", NULL, 0);
   sluice_request other = rq("GET", "/a", "k2", NULL, 0);
   sluice_decision d;
-  open_text(&f, conf);
+  fx_open_text(&f, conf);
   d = drain(&f, &r);
   cr_assert_eq(d.flags & SLUICE_DECISION_STRIKE, 0, "the first is no strike");
   cr_assert_eq(d.strikes_remaining, 3);
@@ -178,7 +161,7 @@ Test(policy_penalties, parameter_sets_by_attribute) {
   sluice_request r = rq("GET", "/a", "k1", &big, 1);
   sluice_decision d;
   int lvl;
-  open_text(&f, conf);
+  fx_open_text(&f, conf);
   for (lvl = 1; lvl <= 3; lvl++) {
     d = drain(&f, &r);
     cr_assert_eq(d.strikes_remaining, 5);
@@ -201,7 +184,7 @@ Test(policy_penalties, every_denial_is_a_strike) {
   sluice_request r = rq("GET", "/e", "k1", NULL, 0);
   sluice_decision d;
   int i;
-  open_text(&f, conf);
+  fx_open_text(&f, conf);
   for (i = 0; i < 8; i++)
     cr_assert_eq(decide(&f, &r).allowed, 1);
   d = decide(&f, &r);
@@ -223,7 +206,7 @@ Test(policy_penalties, lock_denials_take_no_strikes) {
   sluice_request r = rq("POST", "/job", "k1", &j, 1);
   sluice_decision d;
   int i;
-  open_text(&f, conf);
+  fx_open_text(&f, conf);
   cr_assert_eq(decide(&f, &r).allowed, 1);
   for (i = 0; i < 5; i++) {
     d = decide(&f, &r);
@@ -241,7 +224,7 @@ Test(policy_penalties, failure_modes_per_route) {
   sluice_request boxed = rq("GET", "/a", "k9", NULL, 0);
   sluice_request post = rq("POST", "/job", "k1", &j, 1);
   sluice_decision d;
-  open_text(&f, conf);
+  fx_open_text(&f, conf);
   drain(&f, &boxed);
   cr_assert_eq(strike_out(&f, &boxed, 3).outcome, SLUICE_OUTCOME_BOXED);
   fx_fail(&f, SLUICE_EUNAVAIL, 0);
@@ -303,7 +286,7 @@ Test(policy_penalties, a_box_in_shadow_serves) {
   char *text = malloc(strlen(conf) + 64);
   cr_assert_not_null(text);
   sprintf(text, "shadow_features = [ \"penalty\" ];\n%s", conf);
-  open_text(&f, text);
+  fx_open_text(&f, text);
   free(text);
   drain(&f, &r);
   d = strike_out(&f, &r, 3);
@@ -357,7 +340,8 @@ static void reported_on(const char *store, unsigned flags) {
   sluice_attr bad[] = {{"result", "401"}, {"subject", "s0"}};
   sluice_request login, report;
   sluice_decision d;
-  char subj[8], ip1[48], ip2[48], ip3[48], *path;
+  char subj[8], ip1[48], ip2[48], ip3[48];
+  const char *path;
   int i, pid = (int)getpid() & 0xffff;
   snprintf(ip1, sizeof ip1, "2001:db8:%x:1::7", pid);
   snprintf(ip2, sizeof ip2, "2001:db8:%x:2::9", pid);
@@ -369,7 +353,7 @@ static void reported_on(const char *store, unsigned flags) {
   report = login;
   report.attrs = bad;
   report.nattrs = 2;
-  path = write_conf(reported);
+  path = fx_write_conf(reported);
   cr_assert_eq(fx_open_file(&f, path, store, flags), SLUICE_OK);
   unlink(path);
   d = decide(&f, &login);
@@ -473,7 +457,8 @@ static void two_boxes_on(const char *store, unsigned flags) {
   sluice_request login, report;
   sluice_decision d;
   sluice_limit_state ls;
-  char ip1[48], ip2[48], *path;
+  char ip1[48], ip2[48];
+  const char *path;
   int pid = (int)getpid() & 0xffff;
   snprintf(ip1, sizeof ip1, "2001:db8:%x:11::1", pid);
   snprintf(ip2, sizeof ip2, "2001:db8:%x:12::1", pid);
@@ -485,7 +470,7 @@ static void two_boxes_on(const char *store, unsigned flags) {
   login.nattrs = 1; /* the subject, no result: a sign-in attempt */
   report = login;
   report.nattrs = 2;
-  path = write_conf(two_boxes);
+  path = fx_write_conf(two_boxes);
   cr_assert_eq(fx_open_file(&f, path, store, flags), SLUICE_OK);
   unlink(path);
   /* A report strikes both boxes: the fewer strikes left is reported. */
@@ -585,7 +570,7 @@ Test(policy_penalties, a_subject_spread_over_addresses_bans_the_address) {
   sluice_attr bad[] = {{"subject", "alice"}, {"result", "401"}};
   sluice_request r;
   sluice_decision d;
-  char *path = write_conf(spread_conf);
+  const char *path = fx_write_conf(spread_conf);
   static const char *const ip[] = {"192.0.2.1", "192.0.2.2", "192.0.2.3"};
   int i;
   cr_assert_eq(fx_open_file(&f, path, NULL, 0), SLUICE_OK);
@@ -649,7 +634,7 @@ Test(policy_penalties, groups_bind_the_stricter_bucket) {
   sluice_request sep = rq("GET", "/s", "k1", NULL, 0);
   sluice_decision d;
   int i;
-  open_text(&f, groups);
+  fx_open_text(&f, groups);
   /* Other keys take the tenant down to 12 points (8 keys x 2 x 5... ). */
   for (i = 0; i < 44; i++) {
     char key[8];
@@ -692,7 +677,8 @@ Test(policy_penalties, groups_bind_the_stricter_bucket) {
 /* The loader's errors: FILE:LINE: SETTING: problem. */
 static void refused(const char *text, const char *want_line, const char *want) {
   sluice_policy_config *c;
-  char err[512], *path = write_conf(text);
+  char err[512];
+  const char *path = fx_write_conf(text);
   int rc = cfg_load(&c, path, err, sizeof err);
   unlink(path);
   cr_assert_eq(rc, SLUICE_ECONFIG, "%s", text);

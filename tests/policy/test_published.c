@@ -33,7 +33,7 @@
 
 /* LEASE: a concurrency limit of n; the replay releases each request's
 ** lease before the next request, so it always has room and reports n - 1
-** (the request's own lease held); gh_concurrency() holds them. */
+** (the request's own lease held); github_concurrency() holds them. */
 enum { GCRA, FIXED, LEASE };
 
 typedef struct lim {
@@ -485,7 +485,7 @@ static void gh_decide(fixture *f, sluice_request *q, sluice_decision *d) {
   cr_assert_eq(rc, SLUICE_OK, "%s", sluice_strerror(rc));
 }
 
-static void gh_concurrency(const char *store, unsigned flags) {
+static void github_concurrency(const char *store, unsigned flags) {
   /* Users of their own: a Redis run shares its servers with github(). */
   sluice_attr me = {"user", "monalisa"}, other = {"user", "defunkt"};
   sluice_request q, q2;
@@ -1068,7 +1068,8 @@ static void on_redis(policy_fn fn) {
 ** naming the limit (here: 200000 over a 60 s period on Redis). */
 Test(policy_published, range_redis) {
   const char *nodes = getenv("SLUICE_REDIS_NODES");
-  char spec[512], err[512], path[] = "/tmp/sluice-range-XXXXXX";
+  char spec[512], err[512];
+  const char *path;
   static const char text[] =
       "attributes = [ \"org\" ];\n"
       "limits = { wide = { algorithm = \"gcra\"; scope = [ \"org\" ];\n"
@@ -1079,13 +1080,10 @@ Test(policy_published, range_redis) {
   sluice_policy_options po;
   sluice_limiter *store;
   sluice_policy *pol = NULL;
-  int fd, rc;
+  int rc;
   if (!nodes || !nodes[0])
     cr_skip_test("SLUICE_REDIS_NODES unset");
-  fd = mkstemp(path);
-  cr_assert(fd >= 0);
-  cr_assert_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
-  close(fd);
+  path = fx_write_conf(text);
   snprintf(spec, sizeof spec, "redis:nodes=%s;timeout_ms=2000", nodes);
   memset(&lo, 0, sizeof lo);
   lo.store = spec;
@@ -1104,62 +1102,29 @@ Test(policy_published, range_redis) {
   sluice_limiter_close(store);
 }
 
-Test(policy_published, github_mem) { github("mem", 0); }
-Test(policy_published, github_concurrency_mem) { gh_concurrency("mem", 0); }
-Test(policy_published, github_concurrency_shm) { on_shm(gh_concurrency); }
-Test(policy_published, github_concurrency_lmdb) { on_lmdb(gh_concurrency); }
-Test(policy_published, github_concurrency_redis) { on_redis(gh_concurrency); }
-Test(policy_published, github_redis) { on_redis(github); }
-Test(policy_published, shopify_redis) { on_redis(shopify); }
-Test(policy_published, llm_redis) { on_redis(llm); }
-Test(policy_published, github_shm) { on_shm(github); }
-Test(policy_published, github_lmdb) { on_lmdb(github); }
-Test(policy_published, shopify_mem) { shopify("mem", 0); }
-Test(policy_published, shopify_shm) { on_shm(shopify); }
-Test(policy_published, shopify_lmdb) { on_lmdb(shopify); }
-Test(policy_published, llm_mem) { llm("mem", 0); }
-Test(policy_published, llm_shm) { on_shm(llm); }
-Test(policy_published, llm_lmdb) { on_lmdb(llm); }
-Test(policy_published, llm_settle_mem) { llm_settle("mem", 0); }
-Test(policy_published, llm_settle_shm) { on_shm(llm_settle); }
-Test(policy_published, llm_settle_lmdb) { on_lmdb(llm_settle); }
-Test(policy_published, llm_settle_redis) { on_redis(llm_settle); }
-Test(policy_published, stripe_mem) { stripe("mem", 0); }
-Test(policy_published, stripe_shm) { on_shm(stripe); }
-Test(policy_published, stripe_lmdb) { on_lmdb(stripe); }
-Test(policy_published, stripe_redis) { on_redis(stripe); }
+/* A shipped file's test on mem, shm, lmdb and (under the harness) a
+** Redis Cluster. */
+#define ON_EVERY_STORE(fn)                                                     \
+  Test(policy_published, fn##_mem) { fn("mem", 0); }                           \
+  Test(policy_published, fn##_shm) { on_shm(fn); }                             \
+  Test(policy_published, fn##_lmdb) { on_lmdb(fn); }                           \
+  Test(policy_published, fn##_redis) { on_redis(fn); }
 
-Test(policy_published, cloudflare_mem) { cloudflare("mem", 0); }
-Test(policy_published, cloudflare_shm) { on_shm(cloudflare); }
-Test(policy_published, cloudflare_lmdb) { on_lmdb(cloudflare); }
-Test(policy_published, cloudflare_redis) { on_redis(cloudflare); }
-Test(policy_published, discord_mem) { discord("mem", 0); }
-Test(policy_published, discord_shm) { on_shm(discord); }
-Test(policy_published, discord_lmdb) { on_lmdb(discord); }
-Test(policy_published, discord_redis) { on_redis(discord); }
+ON_EVERY_STORE(github)
+ON_EVERY_STORE(github_concurrency)
+ON_EVERY_STORE(shopify)
+ON_EVERY_STORE(llm)
+ON_EVERY_STORE(llm_settle)
+ON_EVERY_STORE(stripe)
+ON_EVERY_STORE(cloudflare)
+ON_EVERY_STORE(discord)
 Test(policy_published, discord_invalid_mem) { discord_invalid("mem", 0); }
 Test(policy_published, discord_invalid_shm) { on_shm(discord_invalid); }
-Test(policy_published, slack_mem) { slack("mem", 0); }
-Test(policy_published, slack_shm) { on_shm(slack); }
-Test(policy_published, slack_lmdb) { on_lmdb(slack); }
-Test(policy_published, slack_redis) { on_redis(slack); }
-Test(policy_published, anthropic_mem) { anthropic("mem", 0); }
-Test(policy_published, anthropic_shm) { on_shm(anthropic); }
-Test(policy_published, anthropic_lmdb) { on_lmdb(anthropic); }
-Test(policy_published, anthropic_redis) { on_redis(anthropic); }
-Test(policy_published, anthropic_settle_mem) { anthropic_settle("mem", 0); }
-Test(policy_published, anthropic_settle_shm) { on_shm(anthropic_settle); }
-Test(policy_published, anthropic_settle_lmdb) { on_lmdb(anthropic_settle); }
-Test(policy_published, anthropic_settle_redis) { on_redis(anthropic_settle); }
-Test(policy_published, hubspot_mem) { hubspot("mem", 0); }
-Test(policy_published, hubspot_shm) { on_shm(hubspot); }
-Test(policy_published, hubspot_lmdb) { on_lmdb(hubspot); }
-Test(policy_published, hubspot_redis) { on_redis(hubspot); }
-
-Test(policy_published, reddit_mem) { reddit("mem", 0); }
-Test(policy_published, reddit_shm) { on_shm(reddit); }
-Test(policy_published, reddit_lmdb) { on_lmdb(reddit); }
-Test(policy_published, reddit_redis) { on_redis(reddit); }
+ON_EVERY_STORE(slack)
+ON_EVERY_STORE(anthropic)
+ON_EVERY_STORE(anthropic_settle)
+ON_EVERY_STORE(hubspot)
+ON_EVERY_STORE(reddit)
 
 /* The files load without warnings. */
 Test(policy_published, files_load_clean) {

@@ -179,6 +179,41 @@ Test(policy_routes, bad_parameters_are_refused_at_load) {
   cr_assert_eq(check(text, err, sizeof err), SLUICE_OK, "%s", err);
 }
 
+/* The policy text on a mem store of 1024 records, 256 of them strangers'. */
+static void open_small(fixture *f, const char *text) {
+  const char *path = fx_write_conf(text);
+  cr_assert_eq(fx_open_file(f, path, "mem:max_keys=1024;untrusted=256", 0),
+               SLUICE_OK);
+  unlink(path);
+}
+
+/* 600 requests of r, buffer a (and b, when not NULL) formatted with the
+** request's number before each: a flood of strangers' records (their
+** bound is reached, and the store holds no more than it) or, admit, the
+** service's own (every one admitted). */
+static void run600(fixture *f, const sluice_request *r, char *a, size_t an,
+                   const char *afmt, char *b, size_t bn, const char *bfmt,
+                   int admit) {
+  sluice_decision d;
+  int64_t held = 0;
+  int i, full = 0;
+  for (i = 0; i < 600; i++) {
+    snprintf(a, an, afmt, i);
+    if (b)
+      snprintf(b, bn, bfmt, i);
+    d = decide(f, r);
+    full += (d.flags & SLUICE_DECISION_STORE_FULL) != 0;
+    if (admit)
+      cr_assert(d.allowed, "%s: outcome %d", a, d.outcome);
+  }
+  if (admit)
+    return;
+  cr_assert_gt(full, 0, "the strangers' bound was reached");
+  cr_assert_eq(sluice_limiter_control(f->lim, SLUICE_CTL_MEM_COUNT, &held),
+               SLUICE_OK);
+  cr_assert_leq(held, 256);
+}
+
 /* A scope that starts with a path parameter keys its records by whatever
 ** path a stranger sends: they are strangers' records, within their own
 ** bound on a store of finite room, so a flood of made-up invite codes
@@ -203,37 +238,19 @@ Test(policy_routes, path_keyed_records_are_strangers) {
   sluice_request r;
   sluice_attr a[1];
   char route[64], id[32];
-  int i, full = 0;
-  int64_t held = 0;
-  const char *path = fx_write_conf(invites);
-  cr_assert_eq(fx_open_file(&f, path, "mem:max_keys=1024;untrusted=256", 0),
-               SLUICE_OK);
-  unlink(path);
+  open_small(&f, invites);
   memset(&r, 0, sizeof r);
   r.method = "GET";
   r.route = route;
-  for (i = 0; i < 600; i++) {
-    snprintf(route, sizeof route, "/invites/made-up-%d", i);
-    d = decide(&f, &r);
-    if (d.flags & SLUICE_DECISION_STORE_FULL)
-      full++;
-  }
-  cr_assert_gt(full, 0, "the strangers' bound was reached");
-  cr_assert_eq(sluice_limiter_control(f.lim, SLUICE_CTL_MEM_COUNT, &held),
-               SLUICE_OK);
-  cr_assert_leq(held, 256);
+  run600(&f, &r, route, sizeof route, "/invites/made-up-%d", NULL, 0, NULL,
+         0);
   /* the bots are served, and so is a code the service vouches for */
   r.method = "POST";
   r.attrs = a;
   r.nattrs = 1;
   a[0].name = "bot";
   a[0].value = id;
-  for (i = 0; i < 600; i++) {
-    snprintf(id, sizeof id, "bot-%d", i);
-    snprintf(route, sizeof route, "/bots/%d", i);
-    d = decide(&f, &r);
-    cr_assert(d.allowed, "bot %d: outcome %d", i, d.outcome);
-  }
+  run600(&f, &r, id, sizeof id, "bot-%d", route, sizeof route, "/bots/%d", 1);
   r.method = "GET";
   a[0].name = "code";
   a[0].value = "known";
@@ -263,16 +280,10 @@ Test(policy_routes, untrusted_attributes_key_strangers_records) {
       "  { method = \"*\"; route = \"/*\"; limits = ( \"calls\" ); }\n"
       ");\n";
   fixture f;
-  sluice_decision d;
   sluice_request r;
   sluice_attr a[1];
   char id[32], err[256];
-  int i, full = 0;
-  int64_t held = 0;
-  const char *path = fx_write_conf(signin);
-  cr_assert_eq(fx_open_file(&f, path, "mem:max_keys=1024;untrusted=256", 0),
-               SLUICE_OK);
-  unlink(path);
+  open_small(&f, signin);
   memset(&r, 0, sizeof r);
   r.method = "POST";
   r.route = "/login";
@@ -280,24 +291,11 @@ Test(policy_routes, untrusted_attributes_key_strangers_records) {
   r.nattrs = 1;
   a[0].name = "login";
   a[0].value = id;
-  for (i = 0; i < 600; i++) {
-    snprintf(id, sizeof id, "made-up-%d", i);
-    d = decide(&f, &r);
-    if (d.flags & SLUICE_DECISION_STORE_FULL)
-      full++;
-  }
-  cr_assert_gt(full, 0, "the strangers' bound was reached");
-  cr_assert_eq(sluice_limiter_control(f.lim, SLUICE_CTL_MEM_COUNT, &held),
-               SLUICE_OK);
-  cr_assert_leq(held, 256);
+  run600(&f, &r, id, sizeof id, "made-up-%d", NULL, 0, NULL, 0);
   r.method = "GET";
   r.route = "/things";
   a[0].name = "user";
-  for (i = 0; i < 600; i++) {
-    snprintf(id, sizeof id, "user-%d", i);
-    d = decide(&f, &r);
-    cr_assert(d.allowed, "user %d: outcome %d", i, d.outcome);
-  }
+  run600(&f, &r, id, sizeof id, "user-%d", NULL, 0, NULL, 1);
   fx_close(&f);
   cr_assert_eq(check("attributes = [ \"login\" ];\nuntrusted = [ \"ip\" ];\n",
                      err, sizeof err),

@@ -263,13 +263,7 @@ static const char *rows =
     ");\n";
 
 static void open_rows(fixture *f) {
-  char path[] = "/tmp/sluice-settle-XXXXXX";
-  int fd = mkstemp(path);
-  cr_assert(fd >= 0);
-  cr_assert_eq(write(fd, rows, strlen(rows)), (ssize_t)strlen(rows));
-  close(fd);
-  cr_assert_eq(fx_open_file(f, path, NULL, 0), SLUICE_OK);
-  unlink(path);
+  fx_open_text(f, rows);
 }
 
 static sluice_request rows_rq(const char *route, const char *name,
@@ -373,20 +367,17 @@ Test(policy_settle, sliding_window_and_ranges) {
 Test(policy_settle, redis_server_time_windows) {
   const char *nodes = getenv("SLUICE_REDIS_NODES");
   const char *extra = getenv("SLUICE_REDIS_STORE_EXTRA");
-  char spec[512], path[] = "/tmp/sluice-settle-XXXXXX", org[32];
+  char spec[512], org[32];
+  const char *path;
   sluice_attr a[2], b[2];
   sluice_request r800, r700;
   sluice_decision d1, d;
   fixture f;
-  int fd;
   if (!nodes || !nodes[0])
     cr_skip_test("SLUICE_REDIS_NODES unset");
   snprintf(spec, sizeof spec, "redis:nodes=%s;timeout_ms=2000%s%s", nodes,
            extra && extra[0] ? ";" : "", extra ? extra : "");
-  fd = mkstemp(path);
-  cr_assert(fd >= 0);
-  cr_assert_eq(write(fd, rows, strlen(rows)), (ssize_t)strlen(rows));
-  close(fd);
+  path = fx_write_conf(rows);
   cr_assert_eq(fx_open_file(&f, path, spec, 0), SLUICE_OK);
   unlink(path);
   snprintf(org, sizeof org, "org-%d", (int)getpid());

@@ -77,6 +77,10 @@ Test(policy_shadow, whole_shadow_mode_still_reports_the_box_without_buckets) {
   fx_close(&f);
 }
 
+/* TODO(corelib, issue 37 stage B): per-tier shadow features are the
+** built-in's `tiers.NAME.shadow_features`, which the ledger file's
+** configuration still takes; no declared form yet (corelib chooses a
+** general one, e.g. by an attribute's value); port this test to it. */
 Test(policy_shadow, one_tier_in_shadow_the_others_enforced) {
   fixture f;
   sluice_policy_config *cfg;
@@ -108,12 +112,12 @@ Test(policy_shadow, one_tier_in_shadow_the_others_enforced) {
 Test(policy_shadow, leases_in_shadow_serve_a_conflict) {
   fixture f;
   sluice_policy_config *cfg;
-  sluice_request r = rq_class("acme", "k1", "growth", SLUICE_EP_RECONCILE);
+  sluice_request r = rq_reconcile("acme", "k1", "growth", "L");
   sluice_decision d;
   cfg = cfg_new();
   cfg_sets(cfg, "shadow_features", "[ \"leases\" ]");
   fx_open(&f, cfg, 0);
-  r.ledger_id = "L1";
+  r = rq_with(r, "ledger", "L1");
   d = decide(&f, &r);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_ALLOW);
   cr_assert_neq(d.lease_id, 0);
@@ -127,8 +131,8 @@ Test(policy_shadow, leases_in_shadow_serve_a_conflict) {
 Test(policy_shadow, auth_lockout_in_shadow_is_served) {
   fixture f;
   sluice_policy_config *cfg;
-  sluice_request bad = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_BAD_SECRET);
-  sluice_request try = rq_auth("10.0.0.1", "alice", SLUICE_AUTH_PENDING);
+  sluice_request bad = rq_signin("10.0.0.1", "alice", "bad_secret");
+  sluice_request try = rq_signin("10.0.0.1", "alice", NULL);
   sluice_decision d;
   int i;
   cfg = cfg_new();
@@ -148,20 +152,13 @@ Test(policy_shadow, auth_lockout_in_shadow_is_served) {
   fx_close(&f);
 }
 
-static void write_conf(char *path, const char *text) {
-  FILE *fp;
-  snprintf(path, 64, "/tmp/sluice-shadow-XXXXXX");
-  cr_assert_neq(mkstemp(path), -1);
-  fp = fopen(path, "w");
-  cr_assert_not_null(fp);
-  fputs(text, fp);
-  fclose(fp);
-}
-
+/* TODO(corelib, issue 37 stage B): the per-tier half goes with the
+** built-in `tiers` group, as above. */
 Test(policy_shadow, config_file_spells_features_globally_and_per_tier) {
   sluice_policy_config *c;
-  char path[64], err[256];
-  write_conf(path,
+  const char *path;
+  char err[256];
+  path = fx_write_conf(
              "shadow_features = [ \"penalty\", \"fail_closed\" ];\n"
              "tiers = { growth = { tenant = { rate = 50; burst = 3000; };\n"
              "  key = { rate = 25; burst = 1500; };\n"
@@ -175,13 +172,13 @@ Test(policy_shadow, config_file_spells_features_globally_and_per_tier) {
   cr_assert_str_eq(cfg_str(c, "tiers.sandbox.shadow_features"),
                    "buckets,penalty,leases,fail_closed");
   unlink(path);
-  write_conf(path, "tiers = { growth = { shadow_features = [ \"box\" ]; }; };\n");
+  path = fx_write_conf("tiers = { growth = { shadow_features = [ \"box\" ]; }; };\n");
   cr_assert_eq(cfg_load(&c, path, err, sizeof err),
                SLUICE_ECONFIG);
   cr_assert_not_null(strstr(err, ":1: tiers.growth.shadow_features"), "%s",
                      err);
   unlink(path);
-  write_conf(path, "shadow_features = \"penalty\";\n");
+  path = fx_write_conf("shadow_features = \"penalty\";\n");
   cr_assert_eq(cfg_load(&c, path, err, sizeof err),
                SLUICE_ECONFIG);
   cr_assert_not_null(strstr(err, "shadow_features"), "%s", err);
@@ -193,7 +190,7 @@ Test(policy_shadow, config_file_spells_features_globally_and_per_tier) {
   cr_assert_not_null(strstr(err, "set: tiers.enterprise.shadow_features"),
                      "%s", err);
   cr_assert_str_eq(sluice_shadow_feature_name(SLUICE_SHADOW_LEASES), "leases");
-  cr_assert_eq(sluice_shadow_feature_of(SLUICE_OUTCOME_EXPORT_CAP),
+  cr_assert_eq(sluice_shadow_feature_of(SLUICE_OUTCOME_CONFLICT),
                SLUICE_SHADOW_LEASES);
   cr_assert_eq(sluice_shadow_feature_of(SLUICE_OUTCOME_ALLOW), 0);
 }

@@ -18,7 +18,7 @@ typedef struct job {
   fixture *f;
   int id, rounds, distinct_ledgers;
   const char *tier;
-  int cls;
+  int reconcile; /* 1: reconciles, 0: standard requests */
   _Atomic int *allowed;
 } job;
 
@@ -27,25 +27,26 @@ static void *worker(void *arg) {
   char ledger[32];
   int i;
   for (i = 0; i < j->rounds; i++) {
-    sluice_request r = rq_class("acme", "key-1", j->tier, j->cls);
+    sluice_request r;
     sluice_decision d;
     snprintf(ledger, sizeof ledger, "ledger-%d",
              j->distinct_ledgers ? j->id * 1000 + i : 0);
-    r.ledger_id = ledger;
+    r = j->reconcile ? rq_reconcile("acme", "key-1", j->tier, ledger)
+                     : rq_std("acme", "key-1", j->tier);
     if (sluice_policy_decide(j->f->pol, &r, &d) == SLUICE_OK && d.allowed)
       atomic_fetch_add(j->allowed, 1);
   }
   return NULL;
 }
 
-static int race(fixture *f, const char *tier, int cls, int rounds,
+static int race(fixture *f, const char *tier, int reconcile, int rounds,
                 int distinct) {
   pthread_t t[NTHREADS];
   job j[NTHREADS];
   _Atomic int allowed = 0;
   int i;
   for (i = 0; i < NTHREADS; i++) {
-    j[i] = (job){f, i, rounds, distinct, tier, cls, &allowed};
+    j[i] = (job){f, i, rounds, distinct, tier, reconcile, &allowed};
     cr_assert_eq(pthread_create(&t[i], NULL, worker, &j[i]), 0);
   }
   for (i = 0; i < NTHREADS; i++)
@@ -56,21 +57,21 @@ static int race(fixture *f, const char *tier, int cls, int rounds,
 Test(policy_threads, one_ledger_one_lease) {
   fixture f;
   fx_open(&f, NULL, 0);
-  cr_assert_eq(race(&f, "enterprise", SLUICE_EP_RECONCILE, 4, 0), 1);
+  cr_assert_eq(race(&f, "enterprise", 1, 4, 0), 1);
   fx_close(&f);
 }
 
 Test(policy_threads, tenant_slots_are_never_oversold) {
   fixture f;
   fx_open(&f, NULL, 0);
-  cr_assert_eq(race(&f, "enterprise", SLUICE_EP_RECONCILE, 4, 1), 8);
+  cr_assert_eq(race(&f, "enterprise", 1, 4, 1), 8);
   fx_close(&f);
 }
 
 Test(policy_threads, a_key_never_gets_more_than_its_burst) {
   fixture f;
   fx_open(&f, NULL, 0);
-  cr_assert_eq(race(&f, "sandbox", SLUICE_EP_STANDARD, 40, 0), 300);
+  cr_assert_eq(race(&f, "sandbox", 0, 40, 0), 300);
   cr_assert_eq(fx_count(&f, SLUICE_EVENT_BOX_TRIP), 1,
                "340 denials at one instant trip the box once");
   fx_close(&f);

@@ -112,17 +112,24 @@ static sluice_decision decide(const sluice_request *q) {
   return d;
 }
 
+/* A request of etc/ledger.conf: method and route pick its route. */
 static sluice_request rq(const char *tenant, const char *key, const char *tier,
-                         int cls) {
+                         const char *method, const char *route) {
   sluice_request r;
   memset(&r, 0, sizeof r);
   r.tenant_id = tenant;
   r.api_key_id = key;
   r.tier = tier;
-  r.endpoint_class = cls;
+  r.method = method;
+  r.route = route;
   r.client_ip = "10.1.2.3";
   return r;
 }
+
+#define STD "GET", "/v1/ledgers/main/entries"
+#define RECONCILE "POST", "/v1/ledgers/reconcile"
+#define EXPORT "GET", "/v1/reports/audit-export"
+#define SIGN_IN "POST", "/v1/auth/token"
 
 /* One decision of a class, EVALSHA calls counted around it alone. */
 static long calls_of(const char *what, const sluice_request *q, int outcome,
@@ -146,13 +153,17 @@ static long calls_of(const char *what, const sluice_request *q, int outcome,
 static void calls_table(void) {
   char t[80], k[80];
   sluice_request std, rec, rec2, exp, auth_ok, auth_bad;
+  sluice_attr l1 = {"ledger", "L1"}, l2 = {"ledger", "L2"};
+  sluice_attr range = {"export_range_s", "0"};
+  sluice_attr ok[2] = {{"subject", NULL}, {"result", "ok"}};
+  sluice_attr bad[2] = {{"subject", NULL}, {"result", "bad_secret"}};
   sluice_decision d, held, held_exp;
   long before, calls;
   double usec;
   int i;
   snprintf(t, sizeof t, "calls-%s", tag);
   snprintf(k, sizeof k, "key-%s", tag);
-  std = rq(t, k, "sandbox", SLUICE_EP_STANDARD);
+  std = rq(t, k, "sandbox", STD);
   printf("store calls per decision (INFO commandstats):\n");
   calls_of("standard", &std, SLUICE_OUTCOME_ALLOW, NULL);
   for (i = 0; i < 100000; i++) {
@@ -166,10 +177,11 @@ static void calls_table(void) {
     d = decide(&std);
   calls_of("standard", &std, SLUICE_OUTCOME_BOXED, NULL);
 
-  rec = rq(t, "k2", "sandbox", SLUICE_EP_RECONCILE);
-  rec.ledger_id = "L1";
+  rec = rq(t, "k2", "sandbox", RECONCILE);
+  rec.attrs = &l1;
+  rec.nattrs = 1;
   rec2 = rec;
-  rec2.ledger_id = "L2";
+  rec2.attrs = &l2;
   calls_of("reconcile", &rec, SLUICE_OUTCOME_ALLOW, &held);
   calls_of("reconcile, same ledger", &rec, SLUICE_OUTCOME_CONFLICT, NULL);
   calls_of("reconcile, other ledger", &rec2, SLUICE_OUTCOME_CONCURRENCY, NULL);
@@ -179,20 +191,24 @@ static void calls_table(void) {
   evalsha_stats(&calls, &usec);
   printf("  %-36s %-12s %ld\n", "lease release (reconcile)", "-", calls);
 
-  exp = rq(t, "k3", "sandbox", SLUICE_EP_EXPORT);
+  exp = rq(t, "k3", "sandbox", EXPORT);
+  exp.attrs = &range; /* no dates given */
+  exp.nattrs = 1;
   for (i = 0; i < 2; i++) {
     calls_of("export", &exp, SLUICE_OUTCOME_ALLOW, &held_exp);
     if (sluice_policy_release_lease(pol, &exp, held_exp.lease_id) != SLUICE_OK)
       die("release export");
   }
-  calls_of("export (sandbox: 2 an hour)", &exp, SLUICE_OUTCOME_EXPORT_CAP,
+  /* the hourly cap is a declared limit: its refusal is a throttle */
+  calls_of("export (sandbox: 2 an hour)", &exp, SLUICE_OUTCOME_THROTTLED,
            NULL);
 
-  auth_ok = rq(NULL, NULL, NULL, SLUICE_EP_AUTH);
-  auth_ok.auth_subject = t;
-  auth_ok.auth_result = SLUICE_AUTH_OK;
+  ok[0].value = bad[0].value = t;
+  auth_ok = rq(NULL, NULL, NULL, SIGN_IN);
+  auth_ok.attrs = ok;
+  auth_ok.nattrs = 2;
   auth_bad = auth_ok;
-  auth_bad.auth_result = SLUICE_AUTH_BAD_SECRET;
+  auth_bad.attrs = bad;
   calls_of("auth success", &auth_ok, SLUICE_OUTCOME_ALLOW, NULL);
   calls_of("auth failure", &auth_bad, SLUICE_OUTCOME_ALLOW, NULL);
   before = 0;
@@ -248,7 +264,7 @@ static void sluice_run_one(long id) {
       rq(pol == pol_mod   ? "bench-tenant-module"
          : pol == pol_scr ? "bench-tenant-script"
                           : "bench-tenant",
-         keynames[id % 1000], "enterprise", SLUICE_EP_STANDARD);
+         keynames[id % 1000], "enterprise", STD);
   sluice_decision d = decide(&q);
   if (!d.allowed)
     die("a standard decision was refused (raise the enterprise burst)");
@@ -359,16 +375,15 @@ int main(int argc, char **argv) {
   ** keeps the tenant's bucket ahead of the clock there too (a bucket that
   ** expires between calls costs its deletion, which a busy tenant's does
   ** not). */
-  if (sluice_policy_config_new(&cfg, NULL, NULL, 0) != SLUICE_OK ||
-      sluice_policy_config_set(cfg, "tiers.enterprise",
-                               argc >= 4
-                                   ? "{ tenant = { rate = 1; burst = 1000000; "
-                                     "}; key = { rate = 1; burst = 100000; "
-                                     "}; }"
-                                   : "{ tenant = { rate = 1000; burst = "
-                                     "1000000; }; key = { rate = 1; burst = "
-                                     "100000; }; }",
-                               NULL, 0) != SLUICE_OK)
+  if (sluice_policy_config_new(&cfg, SLUICE_LEDGER_CONF, NULL, 0) !=
+          SLUICE_OK ||
+      sluice_policy_config_set(cfg, "limits.tenant.params.enterprise",
+                               argc >= 4 ? "{ rate = 1; burst = 1000000; }"
+                                         : "{ rate = 1000; burst = 1000000; }",
+                               NULL, 0) != SLUICE_OK ||
+      sluice_policy_config_set(cfg, "limits.key.params.enterprise",
+                               "{ rate = 1; burst = 100000; }", NULL,
+                               0) != SLUICE_OK)
     die("the configuration");
   pol_lua = open_policy(nodes, "lua", cfg);
   pol_scr = open_policy(nodes, "script", cfg);

@@ -549,6 +549,7 @@ Test(conn, opened_before_redis_starts) {
   sluice_policy *pol;
   sluice_policy_options po;
   sluice_request std, rec;
+  sluice_attr ledger = {"ledger", "L"};
   sluice_decision d;
   sluice_verdict v;
   int port = atoi(spare), rc, events[2] = {0, 0};
@@ -567,6 +568,7 @@ Test(conn, opened_before_redis_starts) {
 
   memset(&po, 0, sizeof po);
   po.limiter = l;
+  po.config_path = SLUICE_LEDGER_CONF;
   memset(po.secret, 7, sizeof po.secret);
   po.on_event = on_event;
   po.userdata = events;
@@ -580,7 +582,8 @@ Test(conn, opened_before_redis_starts) {
   rec = std;
   rec.method = "POST";
   rec.route = "/v1/ledgers/reconcile";
-  rec.ledger_id = "L";
+  rec.attrs = &ledger;
+  rec.nattrs = 1;
   cr_assert_eq(sluice_policy_decide(pol, &std, &d), SLUICE_OK);
   cr_assert_eq(d.allowed, 1);
   cr_assert_neq(d.flags & SLUICE_DECISION_DEGRADED, 0, "degraded");

@@ -52,7 +52,9 @@ static int seconds = 4;
 static int64_t t_end;
 static char tenant_name[NTEN][16], key_name[NTEN][NKEY][16];
 
-static const char *tier_of(int t) { return t < 2 ? "soak" : "boxy"; }
+/* Tier names the default policy knows too ("soak" takes the limits' own
+** numbers, "boxy" its params: make_config). */
+static const char *tier_of(int t) { return t < 2 ? "sandbox" : "growth"; }
 
 /* The two tiers, as configured (make_config writes them in) and as the
 ** bounds below check them. */
@@ -68,36 +70,61 @@ static const soak_tier soak_tiers[2] = {
     /* every cost must fit the key bucket (export_long 50) */
     {"boxy", 10, 1000000000, 600, 20, 1000000000, 60, 5, 1}};
 
+/* The policy: etc/ledger.conf's shape (tenant and key buckets as one
+** group, the reconcile's ledger lock and concurrency, the key's box) with
+** the two tiers' numbers, written to a file and loaded. */
 static void make_config(void) {
-  char err[256], text[1024], v[32];
-  size_t n = 0;
-  int i;
-  REQUIRE(sluice_policy_config_new(&cfg, NULL, err, sizeof err) == SLUICE_OK,
-          "defaults: %s", err);
-  n += (size_t)snprintf(text + n, sizeof text - n, "{");
-  for (i = 0; i < 2; i++) {
-    const soak_tier *t = &soak_tiers[i];
-    n += (size_t)snprintf(
-        text + n, sizeof text - n,
-        " %s = { tenant = { rate = %lld; period_ms = %lld; burst = %lld; };"
-        " key = { rate = %lld; period_ms = %lld; burst = %lld; };"
-        " strikes = %lld; reconcile_concurrency = %lld;"
-        " export_concurrency = 1; exports_per_window = 2; };",
-        t->name, (long long)t->tenant_rate,
-        (long long)(t->tenant_period_ns / 1000000),
-        (long long)t->tenant_burst, (long long)t->key_rate,
-        (long long)(t->key_period_ns / 1000000), (long long)t->key_burst,
-        (long long)t->strike_threshold, (long long)t->reconcile_concurrency);
-    REQUIRE(n < sizeof text, "soak config: too long");
+  const soak_tier *s = &soak_tiers[0], *b = &soak_tiers[1];
+  char err[256], path[] = "/tmp/soak-policy-XXXXXX";
+  int fd = mkstemp(path);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  REQUIRE(f != NULL, "soak config: cannot write %s", path);
+  fprintf(f,
+          "attributes = [ \"ledger\" ];\n"
+          "limits = {\n"
+          "  tenant = { algorithm = \"gcra\"; scope = [ \"tenant\" ];"
+          " rate = %lld; period_ms = %lld; burst = %lld; by = \"tier\";"
+          " params = { growth = { rate = %lld; period_ms = %lld;"
+          " burst = %lld; }; }; };\n"
+          "  key = { algorithm = \"gcra\"; scope = [ \"tenant\", \"key\" ];"
+          " rate = %lld; period_ms = %lld; burst = %lld; by = \"tier\";"
+          " params = { growth = { rate = %lld; period_ms = %lld;"
+          " burst = %lld; }; }; };\n"
+          "  ledger_lock = { algorithm = \"lock\";"
+          " scope = [ \"tenant\", \"ledger\" ]; ttl_ms = %lld; };\n"
+          "  reconciles = { algorithm = \"concurrency\";"
+          " scope = [ \"tenant\" ]; max = %lld; ttl_ms = %lld;"
+          " by = \"tier\"; params = { growth = { max = %lld; }; }; };\n"
+          "};\n"
+          "penalties = { keys = { scope = [ \"tenant\", \"key\" ];"
+          " strike = \"early\"; strikes = %lld; strike_window_ms = 60000;"
+          " offense_ttl_s = 86400;"
+          " levels = ( { box_s = 300; }, { box_s = 3600; },"
+          " { actions = [ \"suspend\" ]; } );"
+          " by = \"tier\"; params = { growth = { strikes = %lld; }; }; }; };\n"
+          "routes = (\n"
+          "  { method = \"POST\"; route = \"/v1/ledgers/reconcile\";"
+          " limits = ( { group = [ \"tenant\", \"key\" ]; cost = 10; },"
+          " \"ledger_lock\", \"reconciles\" ); penalty = \"keys\"; },\n"
+          "  { method = \"*\"; route = \"/v1/*\";"
+          " limits = ( { group = [ \"tenant\", \"key\" ]; } );"
+          " penalty = \"keys\"; } );\n",
+          (long long)s->tenant_rate, (long long)(s->tenant_period_ns / 1000000),
+          (long long)s->tenant_burst, (long long)b->tenant_rate,
+          (long long)(b->tenant_period_ns / 1000000),
+          (long long)b->tenant_burst, (long long)s->key_rate,
+          (long long)(s->key_period_ns / 1000000), (long long)s->key_burst,
+          (long long)b->key_rate, (long long)(b->key_period_ns / 1000000),
+          (long long)b->key_burst, (long long)(LEASE_TTL / 1000000),
+          (long long)s->reconcile_concurrency, (long long)(LEASE_TTL / 1000000),
+          (long long)b->reconcile_concurrency,
+          (long long)s->strike_threshold, (long long)b->strike_threshold);
+  REQUIRE(fclose(f) == 0, "soak config: cannot write %s", path);
+  {
+    int rc = sluice_policy_config_new(&cfg, path, err, sizeof err);
+    unlink(path);
+    REQUIRE(rc == SLUICE_OK, "soak config: %s", err);
   }
-  snprintf(text + n, sizeof text - n, " }");
-  REQUIRE(sluice_policy_config_set(cfg, "tiers", text, err, sizeof err) ==
-              SLUICE_OK,
-          "soak config: %s", err);
-  snprintf(v, sizeof v, "%lld", (long long)(LEASE_TTL / 1000000000));
-  REQUIRE(sluice_policy_config_set(cfg, "heavy.reconcile_lease_ttl_s", v, err,
-                                   sizeof err) == SLUICE_OK,
-          "soak config: %s", err);
   for (int t = 0; t < NTEN; t++) {
     snprintf(tenant_name[t], sizeof tenant_name[t], "tenant-%d", t);
     for (int k = 0; k < NKEY; k++)
@@ -171,13 +198,17 @@ static void load(sluice_policy *p, uint64_t seed) {
       q.tenant_id = tenant_name[t];
       q.api_key_id = key_name[t][k];
       q.tier = tier_of(t);
-      q.endpoint_class = SLUICE_EP_STANDARD;
+      q.method = "GET";
+      q.route = "/v1/ledgers/main/entries";
       if (r >= 90) { /* a reconcile on one of the tenant's ledgers */
         char ledger[16];
+        sluice_attr a = {"ledger", ledger};
         snprintf(ledger, sizeof ledger, "ledger-%d",
                  (int)(h_rnd(&rng) % NLEDGER));
-        q.endpoint_class = SLUICE_EP_RECONCILE;
-        q.ledger_id = ledger;
+        q.method = "POST";
+        q.route = "/v1/ledgers/reconcile";
+        q.attrs = &a;
+        q.nattrs = 1;
         rc = sluice_policy_decide(p, &q, &d);
         if (rc != SLUICE_OK) {
           note_error(rc);
@@ -281,12 +312,15 @@ static void verify(const char *name, const char *uri, sluice_limiter *lim,
       sluice_request q = {0};
       sluice_decision d;
       char ledger[24];
+      sluice_attr a = {"ledger", ledger};
       snprintf(ledger, sizeof ledger, "verify-%d", i);
       q.tenant_id = tenant_name[t];
       q.api_key_id = key_name[t][0];
       q.tier = tier_of(t);
-      q.endpoint_class = SLUICE_EP_RECONCILE;
-      q.ledger_id = ledger;
+      q.method = "POST";
+      q.route = "/v1/ledgers/reconcile";
+      q.attrs = &a;
+      q.nattrs = 1;
       REQUIRE(sluice_policy_decide(p, &q, &d) == SLUICE_OK, "verify decide");
       /* key 0 of the boxy tenant may be boxed: that is a box, not a leak */
       if (d.outcome == SLUICE_OUTCOME_BOXED)
@@ -305,7 +339,8 @@ static void verify(const char *name, const char *uri, sluice_limiter *lim,
       q.tenant_id = tenant_name[t];
       q.api_key_id = key_name[t][k];
       q.tier = tier_of(t);
-      q.endpoint_class = SLUICE_EP_STANDARD;
+      q.method = "GET";
+      q.route = "/v1/ledgers/main/entries";
       REQUIRE(sluice_policy_decide(p, &q, &d) == SLUICE_OK, "verify decide");
       if (d.now_ns < e)
         VIOLATION_IF(d.outcome != SLUICE_OUTCOME_BOXED &&
