@@ -315,8 +315,10 @@ typedef struct sluice_policy_config sluice_policy_config;
  *  setting is an error, listing `tiers` or `routes` replaces the built-in
  *  set).
  *  @param[out] out   the configuration, or NULL on failure.
- *  @param[in] path   NULL for the defaults, else the file (read during the
- *                    call only).
+ *  @param[in] path   NULL for the default policy (the ledger API's
+ *                    etc/ledger.conf, compiled in; its messages name
+ *                    "ledger.conf (built in)"), else the file (read during
+ *                    the call only).
  *  @param[out] err   NULL, or a buffer: on failure "FILE:LINE: SETTING:
  *                    problem"; on success the file's first warning (a
  *                    declared limit no route applies), "" when none.
@@ -501,7 +503,8 @@ typedef struct sluice_policy_options {
   /** Used only when limiter is NULL (NULL: a "mem" store, real clock). */
   const struct sluice_limiter_options *limiter_options;
   /** Read at open (the policy keeps its own copy).  NULL: load
-   *  config_path, or the built-in defaults when that is NULL too. */
+   *  config_path, or the default policy when that is NULL too: the ledger
+   *  API's etc/ledger.conf, compiled in. */
   const sluice_policy_config *config;
   const char *config_path; /**< read during open only */
   /** Key for scope ids (sluice_scope_id).  Must not be all zero.  Every

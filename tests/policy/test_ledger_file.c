@@ -969,6 +969,8 @@ static tally seen;
 
 /* 1: the file side is given the built-in's requests (the shim). */
 static int shim_run;
+/* 1: the file side is the library's default policy (no file named). */
+static int default_run;
 
 /* Stream gen(n, seed) on store (the built-in) and store2 (the file);
 ** `name` is its golden (tests/policy/golden/NAME.txt).  With
@@ -992,8 +994,17 @@ static void oracle(const char *what, const char *name, int writes,
              (int)getpid());
   rc = fx_open_file(&bi->f, SLUICE_CONF, store, flags);
   cr_assert_eq(rc, SLUICE_OK, "%s", store ? store : "mem");
-  rc = fx_open_file(&fi->f, SLUICE_ETC "/ledger.conf", store2, flags);
-  cr_assert_eq(rc, SLUICE_OK, "%s", store2 ? store2 : "mem");
+  if (default_run) {
+    sluice_policy_config *dflt;
+    char err[256];
+    cr_assert_eq(cfg_load(&dflt, NULL, err, sizeof err), SLUICE_OK, "%s",
+                 err);
+    cr_assert_null(store2);
+    fx_open(&fi->f, dflt, flags);
+  } else {
+    rc = fx_open_file(&fi->f, SLUICE_ETC "/ledger.conf", store2, flags);
+    cr_assert_eq(rc, SLUICE_OK, "%s", store2 ? store2 : "mem");
+  }
   n = gen(s, n, seed);
   /* Outages only where the failing store wraps mem. */
   for (i = 0; store && i < n; i++)
@@ -1168,6 +1179,38 @@ Test(policy_ledger_file, backoff_shim_mem) {
   shim_run = 1;
   oracle("backoff-shim/mem", "backoff", 0, NULL, NULL, 0, gen_backoff, 3000,
          7);
+}
+
+/* The library's default policy (sluice_policy_config_new(NULL), a policy
+** opened with no configuration) is etc/ledger.conf as compiled in. */
+Test(policy_ledger_file, the_default_is_the_ledger_file) {
+  sluice_policy_options po;
+  sluice_policy *p;
+  sluice_request q;
+  sluice_decision d;
+  char err[256] = "";
+  default_run = 1;
+  oracle("mixed-default/mem", "mixed", 0, NULL, NULL, 0, gen_mixed, 4000,
+         0x9e3779b97f4a7c15u);
+  oracle("signin-default/mem", "signin", 0, NULL, NULL, 0, gen_signin, 3000,
+         5);
+  /* Opened with neither config nor config_path: the file's routes (a
+  ** reconcile names its ledger). */
+  memset(&po, 0, sizeof po);
+  memset(po.secret, 7, sizeof po.secret);
+  po.errbuf = err;
+  po.errlen = sizeof err;
+  cr_assert_eq(sluice_policy_open(&po, &p), SLUICE_OK, "%s", err);
+  memset(&q, 0, sizeof q);
+  q.method = "POST";
+  q.route = "/v1/ledgers/reconcile";
+  q.tenant_id = "acme";
+  q.api_key_id = "k";
+  q.tier = "sandbox";
+  cr_assert_eq(sluice_policy_decide(p, &q, &d), SLUICE_EINVAL);
+  cr_assert_str_eq(d.invalid_field, "ledger");
+  cr_assert_str_eq(sluice_policy_penalty_at(p, 1), "subject");
+  sluice_policy_close(p);
 }
 
 Test(policy_ledger_file, mixed_mem) {
