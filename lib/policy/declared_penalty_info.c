@@ -35,6 +35,12 @@ int sluice_policy_inspect_penalty(sluice_policy *p, const char *penalty,
       pn = &p->decl->penalties[i];
   if (!pn)
     return SLUICE_ENOTFOUND;
+  /* A tier the policy does not know, as sluice_policy_decide() says. */
+  if (req->tier && sluice__policy_tier(p, req->tier) < 0) {
+    if (field)
+      *field = "tier";
+    return SLUICE_ENOTFOUND;
+  }
   memset(&c, 0, sizeof c);
   memset(&d, 0, sizeof d);
   memset(&r, 0, sizeof r);

@@ -129,10 +129,8 @@ else
   check "inspect lmdb: key bucket drained" "key (gcra): 0/50" "$(echo "$out" | grep -o 'key (gcra): *0/50' | tr -s ' ')"
   check "inspect lmdb: the key's penalty named" "keys (tenant, key; strike: early)" \
     "$(echo "$out" | grep -o 'keys ([^)]*)')"
-  # A file's tier is an attribute, not a closed set: a tier no parameter
-  # set names reads with the limits' own numbers (no usage error).
   "$SLUICE" inspect "${A[@]}" --tenant acme --key k1 --tier gold > /dev/null 2>"$tmp/e"
-  check "inspect: a tier no set names is read" 0 "$?"
+  check "inspect: unknown tier is a usage error" 2 "$?"
   # what inspect cannot know it says it cannot tell, instead of showing a
   # clean record (another secret: no record under its ids) or an
   # impossible bucket (another configuration)
