@@ -260,6 +260,11 @@ static int inspect_policy(admin *a) {
               field ? field : "?");
       continue;
     }
+    if (rc == SLUICE_ENOTFOUND && field && !strcmp(field, "tier")) {
+      fprintf(stderr, "sluice inspect: --tier %s: not a tier of the policy\n",
+              a->tier ? a->tier : "?");
+      return CLI_USAGE;
+    }
     if (rc != SLUICE_OK) {
       fprintf(stderr, "sluice inspect: reading limit %s: %s: %s\n", li.name,
               sluice_strerror(rc), sluice_limiter_errmsg(a->lim));

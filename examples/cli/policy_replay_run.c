@@ -80,9 +80,11 @@ void preplay_on_event(void *ud, const sluice_event *ev) {
   const sluice_request *q = ev->request;
   if (ev->type != SLUICE_EVENT_BOX_TRIP || !q)
     return;
-  if (ev->scope == SLUICE_SCOPE_KEY && !(q->tenant_id && q->tenant_id[0]))
-    /* A declared penalty's scope (its attributes): the event names it by
-    ** its hashed id only, which at least keeps two scopes apart. */
+  if ((ev->scope == SLUICE_SCOPE_KEY && !(q->tenant_id && q->tenant_id[0])) ||
+      (ev->scope == SLUICE_SCOPE_SUBJECT && !attr_of(q, "subject")))
+    /* A declared penalty's scope (its attributes; a scope of an attribute
+    ** the caller names is a SUBJECT box): the event names it by its
+    ** hashed id only, which at least keeps two scopes apart. */
     note_box(r, "hashed", ev->scope_id, NULL, ev->level);
   else if (ev->scope == SLUICE_SCOPE_KEY)
     note_box(r, "key", q->tenant_id, q->api_key_id, ev->level);

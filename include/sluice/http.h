@@ -180,7 +180,9 @@ typedef struct sluice_http_facts {
   /** The structured form's quota unit, qu (NULL: not sent, which the
    *  draft reads as "requests"); printable ASCII, at most 32 bytes. */
   const char *quota_unit;
-  void *reserved[1];
+  /** BOXED: who is locked out and why, the words the detail starts with
+   *  (printable ASCII; NULL: by box_reason) */
+  const char *box_detail;
   /** Every quota policy that applies, in a stable order (a policy file's
    *  declared limits: the route's order).  npolicies > 0 replaces the
    *  policy_name / other_policy_name pair in the structured

@@ -291,7 +291,14 @@ typedef struct sluice_decision {
   int nlimits;
   int reserved_int_; /* zeroed */
   sluice_decision_limit limits[SLUICE_DECISION_LIMITS_MAX];
-  int64_t reserved[1];
+  /** BOXED by a declared penalty with a `detail`: who is locked out and
+   *  why, the words the problem detail starts with ("Too many failed
+   *  sign-in attempts; sign-in"), owned by the policy (valid until
+   *  close); NULL otherwise (the generic wording). */
+  union {
+    const char *box_detail;
+    int64_t box_detail_word_; /* keeps the struct's size on ILP32 */
+  };
 } sluice_decision;
 
 /* -------------------------------------------------------- configuration --- */
@@ -308,8 +315,10 @@ typedef struct sluice_policy_config sluice_policy_config;
  *  setting is an error, listing `tiers` or `routes` replaces the built-in
  *  set).
  *  @param[out] out   the configuration, or NULL on failure.
- *  @param[in] path   NULL for the defaults, else the file (read during the
- *                    call only).
+ *  @param[in] path   NULL for the default policy (the ledger API's
+ *                    etc/ledger.conf, compiled in; its messages name
+ *                    "ledger.conf (built in)"), else the file (read during
+ *                    the call only).
  *  @param[out] err   NULL, or a buffer: on failure "FILE:LINE: SETTING:
  *                    problem"; on success the file's first warning (a
  *                    declared limit no route applies), "" when none.
@@ -494,7 +503,8 @@ typedef struct sluice_policy_options {
   /** Used only when limiter is NULL (NULL: a "mem" store, real clock). */
   const struct sluice_limiter_options *limiter_options;
   /** Read at open (the policy keeps its own copy).  NULL: load
-   *  config_path, or the built-in defaults when that is NULL too. */
+   *  config_path, or the default policy when that is NULL too: the ledger
+   *  API's etc/ledger.conf, compiled in. */
   const sluice_policy_config *config;
   const char *config_path; /**< read during open only */
   /** Key for scope ids (sluice_scope_id).  Must not be all zero.  Every
@@ -866,6 +876,42 @@ SLUICE_EXPORT int sluice_policy_inspect_limit(sluice_policy *p,
                                               const sluice_request *req,
                                               sluice_limit_state *out,
                                               const char **field);
+
+/** @brief The i-th penalty the policy file declares (0-based, file order),
+ *  owned by the policy; NULL past the last. */
+SLUICE_EXPORT const char *sluice_policy_penalty_at(const sluice_policy *p,
+                                                   int i);
+
+/** @brief Read a declared penalty's box for one scope, changing nothing,
+ *  with the keys and the parameter set a decision of that request would
+ *  use (as sluice_policy_inspect_limit() reads a limit).
+ *  @param[in] penalty  its name in the file.
+ *  @param[in] req      the attributes its scope names (a sign-in's
+ *                      `subject`, client_ip...).
+ *  @param[out] out     fully overwritten on SLUICE_OK: scope (the box's
+ *                      kind: SLUICE_SCOPE_IP, _SUBJECT or _KEY), scope_id
+ *                      (the id in events and the deny cache), now_ns, the
+ *                      box (SLUICE_INSPECT_BOX: level, suspended,
+ *                      box_end_ns, strikes, strike_threshold and window,
+ *                      offenses and their TTL; a penalty whose strikes
+ *                      are denials: SLUICE_INSPECT_NOTICE and
+ *                      notice_until_ns, the live Retry-After's end), for
+ *                      reported failures
+ *                      counted in a sliding window their count
+ *                      (SLUICE_INSPECT_FAILURES: failures, failures_limit,
+ *                      failures_window_ns), with stuffing detection its
+ *                      window (SLUICE_INSPECT_STUFFING); present and unfit
+ *                      as sluice_policy_inspect()'s.
+ *  @param[out] field   may be NULL; on SLUICE_EINVAL or SLUICE_EKEY the
+ *                      attribute at fault.
+ *  @return SLUICE_OK; SLUICE_ENOTFOUND (no such penalty); SLUICE_EINVAL
+ *  (NULL, a scope attribute missing); SLUICE_EKEY (one empty or too
+ *  long); or the store's error. */
+SLUICE_EXPORT int sluice_policy_inspect_penalty(sluice_policy *p,
+                                                const char *penalty,
+                                                const sluice_request *req,
+                                                sluice_inspect_report *out,
+                                                const char **field);
 
 /* -------------------------------------------------------------- metrics --- */
 

@@ -234,7 +234,8 @@ static void detail(char *d, size_t n, const sluice_http_answer *a) {
     break;
   case SLUICE_HTTP_BOXED:
     cat(d, n, "%s",
-        f->box_reason == SLUICE_HTTP_BOX_AUTH
+        f->box_detail ? f->box_detail
+        : f->box_reason == SLUICE_HTTP_BOX_AUTH
             ? "Too many failed sign-in attempts; sign-in"
             : "Requests kept arriving before Retry-After elapsed; this "
               "client");

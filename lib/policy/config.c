@@ -404,31 +404,18 @@ static int get_bool(ld *l, const config_setting_t *g, const char *gpath,
 static int get_features(ld *l, const config_setting_t *g, const char *gpath,
                         int64_t *out) {
   config_setting_t *s = config_setting_get_member(g, "shadow_features");
+  const config_setting_t *bad;
   char p[160];
-  int i, n, f;
   if (!s)
     return SLUICE_OK;
   join(p, sizeof p, gpath, "shadow_features");
-  if (!config_setting_is_array(s) && !config_setting_is_list(s))
-    return lerr(l, s, p, "must be an array of feature names [ \"penalty\", "
-                         "... ]: buckets, penalty, leases, fail_closed, all");
-  *out = 0;
-  n = config_setting_length(s);
-  for (i = 0; i < n; i++) {
-    config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
-    const char *v = config_setting_get_string(e);
-    for (f = 1; f <= SLUICE_SHADOW_ALL; f <<= 1)
-      if (v && !strcmp(v, sluice_shadow_feature_name(f)))
-        break;
-    if (v && !strcmp(v, "all"))
-      *out |= SLUICE_SHADOW_ALL;
-    else if (f <= SLUICE_SHADOW_ALL)
-      *out |= f;
-    else
-      return lerr(l, e, p, "unknown feature (buckets, penalty, leases, "
-                           "fail_closed, all)");
-  }
-  return SLUICE_OK;
+  if (sluice__shadow_names(s, out, &bad) == 0)
+    return SLUICE_OK;
+  return bad == s ? lerr(l, s, p, "must be an array of feature names [ "
+                                  "\"penalty\", ... ]: buckets, penalty, "
+                                  "leases, fail_closed, all")
+                  : lerr(l, bad, p, "unknown feature (buckets, penalty, "
+                                    "leases, fail_closed, all)");
 }
 
 static int class_of(const char *s) {
@@ -788,8 +775,9 @@ int sluice__conf_resolve(const config_t *cf, const char *path,
                                     "costs",  "routes",  "penalty", "auth",
                                     "heavy",  "failure", "host",
                                     "breaker", "ip_backstop", "client_ip",
-                                    "attributes", "untrusted", "limits",
-                                    "penalties", NULL};
+                                    "shadow_when", "attributes",
+                                    "untrusted", "optional",
+                                    "limits", "penalties", NULL};
   sluice__conf c;
   const config_setting_t *root;
   ld l = {path, err, errlen};

@@ -351,7 +351,11 @@ int sluice_policy_config_new(sluice_policy_config **out, const char *path,
   if (!(h = calloc(1, sizeof *h)))
     return SLUICE_ENOMEM;
   config_init(&h->doc);
-  rc = !path ? SLUICE_OK
+  /* No path: the ledger file, as embedded. */
+  rc = !path ? (!(h->file = strdup(SLUICE__LEDGER_CONF_NAME)) ||
+                        !(h->text = strdup(sluice__ledger_conf))
+                    ? SLUICE_ENOMEM
+                    : SLUICE_OK)
        : !(h->file = strdup(path))
            ? SLUICE_ENOMEM
            : sluice__conf_read_file(path, &h->text, err, errlen);

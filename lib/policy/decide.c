@@ -82,6 +82,7 @@
 */
 #include <string.h>
 
+#include "declared.h"
 #include "flow.h"
 
 static int status_of(int outcome) {
@@ -159,6 +160,8 @@ int sluice__decide_begin(sluice_policy *p, const sluice_request *q,
   if (rc != SLUICE_OK)
     return rc;
   c->shadow = sluice__shadow_mask(&p->cfg, p->shadow, c->tier);
+  if (c->droute >= 0) /* the file's shadow_when, by the request */
+    c->shadow = (c->shadow | sluice__shadow_when(c)) & SLUICE_SHADOW_ALL;
   c->box_shadowed = 0;
   c->now = now >= 0 ? now : sluice_limiter_now(p->lim);
   d->now_ns = c->now;

@@ -220,6 +220,16 @@ static int cost_of(const sluice__ctx *c, const sluice__cost *co,
     return SLUICE_OK;
   case SLUICE__C_RANGE:
     if (!attr_int(c, co->attr, &v)) {
+      size_t n = 0;
+      /* An optional attribute not given reads as 0: the first range. */
+      if (!sluice__decl_optional(c->p->decl, co->attr) ||
+          (sluice__decl_attr_value(c, co->attr, &n) && n)) {
+        d->invalid_field = sluice__attr_name(c->p->decl, co->attr);
+        return SLUICE_EINVAL;
+      }
+      v = 0;
+    }
+    if (v < 0) { /* a range is of a size or a length: never below 0 */
       d->invalid_field = sluice__attr_name(c->p->decl, co->attr);
       return SLUICE_EINVAL;
     }
@@ -937,6 +947,16 @@ static int read(sluice__ctx *c, const dres *rs,
       atomic_fetch_add_explicit(&c->p->ctr->lease_denials[c->cls], 1,
                                 memory_order_relaxed);
     }
+    /* A lease, lock or count cap refused: LEASE_DENIED, as the built-in
+    ** flow's heavy endpoints said (the tenant's scope when the limit's
+    ** starts with it). */
+    if (is_lease(lm->algo) || lm->algo == SLUICE__L_CAP)
+      sluice__emit(c, SLUICE_EVENT_LEASE_DENIED,
+                   lm->scope[0] == SLUICE__A_TENANT ? SLUICE_SCOPE_TENANT
+                   : lm->scope[0] == SLUICE__A_IP   ? SLUICE_SCOPE_IP
+                                                    : SLUICE_SCOPE_KEY,
+                   0, lm->scope[0] == SLUICE__A_TENANT && c->T[0] ? c->T : NULL,
+                   0, d->outcome);
     if (prs && dr->gpen[dr->tg[bind]]) {
       int tg = dr->tg[bind];
       for (i = bind; dr->group[i] < 0; i--)
@@ -1018,6 +1038,9 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
     tg = dr->run[k];
     if ((reports || boxed) && !dr->gpen[tg])
       continue; /* a report, or boxed: the boxes' groups alone */
+    if (dr->gpen[tg] &&
+        sluice__pen_skipped(c, &c->p->decl->penalties[dr->gpen[tg] - 1]))
+      continue; /* an optional attribute not given: no such box */
     rc = build(c, boxed ? LOOK : -1, id, g, st, costs, prs, NULL, bp, tg, &kc,
                d);
     if (rc == SLUICE_OK)

@@ -142,6 +142,12 @@ typedef struct sluice__droute {
   int leases;   /* a concurrency or lock limit is among its limits */
 } sluice__droute;
 
+#define SLUICE__SHADOW_WHEN_MAX 8
+typedef struct sluice__shadow_entry {
+  sluice__amatch when;
+  unsigned features;
+} sluice__shadow_entry;
+
 /* A compiled policy's declared limits: each array holds what the file
 ** declares (nattrs, nlimits, ...), in the one block `mem` (packed at the
 ** end of sluice__decl_load()); while loading they point into the loader's
@@ -150,6 +156,8 @@ typedef struct sluice__decl {
   int nattrs; /* the file's own attributes */
   char (*attr)[SLUICE__DNAME];
   unsigned untrusted; /* bit i: attr[i] is listed in `untrusted` */
+  unsigned optional;  /* bit i: attr[i] is listed in `optional`
+                         (declared_penalty_conf.c) */
   int nlimits;
   sluice__limit *limits;
   int nroutes;
@@ -158,6 +166,10 @@ typedef struct sluice__decl {
   sluice__penalty *penalties;
   void *mem;        /* the packed arrays, one allocation */
   size_t mem_bytes; /* its size */
+  /* shadow_when (shadow_when.c): features in shadow for the requests a
+  ** `when` matches (packed with the other arrays). */
+  int nshadow_when;
+  sluice__shadow_entry *shadow_when;
 } sluice__decl;
 
 /* Free dl's packed arrays and dl itself (a heap allocation).  NULL is a
@@ -166,6 +178,16 @@ void sluice__decl_free(sluice__decl *dl);
 /* The bytes a compiled policy's declared limits take: the struct and its
 ** packed arrays. */
 size_t sluice__decl_bytes(const sluice__decl *dl);
+
+/* shadow_when.c: the file's `shadow_when` into dl; the features a request
+** has in shadow by it, and those of an entry naming only `tier` = tier;
+** a feature list ([ "penalty" ]) into bits (-1 with *bad at fault). */
+int sluice__shadow_when_load(const config_setting_t *root, const char *file,
+                             sluice__decl *dl, char *err, size_t errlen);
+unsigned sluice__shadow_when(const struct sluice__ctx *c);
+unsigned sluice__shadow_when_tier(const sluice__decl *dl, const char *tier);
+int sluice__shadow_names(const config_setting_t *s, int64_t *out,
+                         const config_setting_t **bad);
 
 /* The algorithm layer's SLUICE_ALGO_* a limit's SLUICE__L_* runs as. */
 int sluice__decl_step_algo(int algo);

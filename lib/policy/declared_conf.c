@@ -64,6 +64,7 @@ typedef struct scratch {
   sluice__centry centry[SLUICE__DROUTES_MAX][SLUICE__RLIMITS_MAX]
                        [SLUICE__COSTS_MAX];
   sluice__penalty penalties[SLUICE__PENALTIES_MAX];
+  sluice__shadow_entry shadow_when[SLUICE__SHADOW_WHEN_MAX];
 } scratch;
 
 typedef struct dctx {
@@ -911,6 +912,7 @@ static size_t pack(sluice__decl *dl, char *base) {
   TAKE(dl->limits, dl->nlimits);
   TAKE(dl->penalties, dl->npenalties);
   TAKE(dl->routes, dl->nroutes);
+  TAKE(dl->shadow_when, dl->nshadow_when);
   for (i = 0; i < dl->nlimits; i++) {
     sluice__limit *lm = &dl->limits[i];
     TAKE(lm->ps, lm->npsets);
@@ -961,6 +963,7 @@ int sluice__decl_load(const config_setting_t *root, const char *file,
   dl->limits = x.S->limits;
   dl->routes = x.S->routes;
   dl->penalties = x.S->penalties;
+  dl->shadow_when = x.S->shadow_when;
   rc = load(&x, root, warn, warnlen);
   if (rc == SLUICE_OK && (n = pack(dl, NULL)) > 0) {
     if ((dl->mem = malloc(n)) == NULL)
@@ -987,7 +990,8 @@ static int load(dctx *x, const config_setting_t *root, char *warn,
   char used[SLUICE__LIMITS_MAX] = {0};
   int i, n, rc;
   if ((rc = load_attrs(x, root)) || (rc = load_limits(x, root)) ||
-      (rc = sluice__decl_penalties_load(root, file, dl, x->err, x->errlen)))
+      (rc = sluice__decl_penalties_load(root, file, dl, x->err, x->errlen)) ||
+      (rc = sluice__shadow_when_load(root, file, dl, x->err, x->errlen)))
     return rc;
   rs = config_setting_get_member(root, "routes");
   n = rs && config_setting_is_list(rs) ? config_setting_length(rs) : 0;

@@ -70,6 +70,12 @@ int sluice_policy_inspect_limit(sluice_policy *p, const char *limit,
     return SLUICE_EINVAL;
   if ((li = limit_index(p, limit)) < 0)
     return SLUICE_ENOTFOUND;
+  /* A tier the policy does not know, as sluice_policy_decide() says. */
+  if (req->tier && sluice__policy_tier(p, req->tier) < 0) {
+    if (field)
+      *field = "tier";
+    return SLUICE_ENOTFOUND;
+  }
   lm = &p->decl->limits[li];
   memset(&c, 0, sizeof c);
   memset(&d, 0, sizeof d);

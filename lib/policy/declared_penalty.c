@@ -24,8 +24,8 @@
 #include "declared.h"
 #include "flow.h"
 
-static const sluice__pset *pick(const sluice__ctx *c,
-                                const sluice__penalty *pn) {
+const sluice__pset *sluice__pen_pick(const sluice__ctx *c,
+                                     const sluice__penalty *pn) {
   int i;
   for (i = 0; i < pn->npsets; i++) /* the first set the request matches */
     if (sluice__match_ok(c, &pn->psw[i]))
@@ -34,8 +34,22 @@ static const sluice__pset *pick(const sluice__ctx *c,
 }
 
 
-static int scope_kind(const sluice__penalty *pn) {
-  return pn->scope[0] == SLUICE__A_IP ? SLUICE_SCOPE_IP : SLUICE_SCOPE_KEY;
+/* The box's scope kind in events, counters and the deny cache: an
+** address's (the scope starts with `ip`), a subject's (it starts with an
+** attribute the caller names: an account, a project), else a key's. */
+int sluice__pen_scope_kind(const sluice__penalty *pn) {
+  return pn->scope[0] == SLUICE__A_IP         ? SLUICE_SCOPE_IP
+         : pn->scope[0] >= SLUICE__A__BUILTIN ? SLUICE_SCOPE_SUBJECT
+                                              : SLUICE_SCOPE_KEY;
+}
+
+int sluice__pen_skipped(const sluice__ctx *c, const sluice__penalty *pn) {
+  size_t n = 0;
+  const char *v;
+  if (!sluice__decl_optional(c->p->decl, pn->scope[0]))
+    return 0;
+  v = sluice__decl_attr_value(c, pn->scope[0], &n);
+  return !v || n == 0;
 }
 
 static unsigned level_actions(const sluice__pset *ps, int level) {
@@ -43,9 +57,11 @@ static unsigned level_actions(const sluice__pset *ps, int level) {
 }
 
 /* A box into the decision; EDGE_DENY as the level's actions say. */
-static void fill_box(sluice__ctx *c, const sluice__pset *ps,
-                     const sluice_verdict *v, sluice_decision *d) {
+static void fill_box(sluice__ctx *c, const sluice__penalty *pn,
+                     const sluice__pset *ps, const sluice_verdict *v,
+                     sluice_decision *d) {
   sluice__fill_box(c, v, d);
+  d->box_detail = pn->detail[0] ? pn->detail : NULL;
   if (level_actions(ps, v->level) & SLUICE__ACT_EDGE_DENY)
     d->flags |= SLUICE_DECISION_EDGE_DENY;
   else
@@ -170,8 +186,12 @@ int sluice__pen_report(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
   }
   if (pn->of >= 0) {
     if (!(v = sluice__decl_attr_value(c, pn->of, &n)) || n == 0) {
-      d->invalid_field = sluice__attr_name(c->p->decl, pn->of);
-      return SLUICE_EINVAL;
+      if (!sluice__decl_optional(c->p->decl, pn->of)) {
+        d->invalid_field = sluice__attr_name(c->p->decl, pn->of);
+        return SLUICE_EINVAL;
+      }
+      v = ""; /* not given: the value "", one more distinct value */
+      n = 0;
     }
     k = g->nk;
     if ((rc = sluice__decl_pen_stuffing_recs(c, pn, g, d)))
@@ -246,15 +266,15 @@ void sluice__pen_report_read(sluice__ctx *c, const sluice__pen_run *pr,
   if (v->flags & SLUICE_V_TRIPPED)
     tripped(c, pr, v, d);
   if (longer(v, d))
-    fill_box(c, pr->ps, v, d);
+    fill_box(c, pr->pn, pr->ps, v, d);
 }
 
 int sluice__pen_head(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
                      struct sluice__keyparts *kp, sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   int i, rc, notice = 0, first = g->nk;
-  pr->ps = pick(c, pr->pn);
-  pr->kind = scope_kind(pr->pn);
+  pr->ps = sluice__pen_pick(c, pr->pn);
+  pr->kind = sluice__pen_scope_kind(pr->pn);
   pr->report = 0;
   pr->rstrike = pr->rtrip3 = pr->rfail = pr->rspread = -1;
   for (i = 0; i < SLUICE__RLIMITS_MAX; i++)
@@ -291,7 +311,7 @@ int sluice__pen_boxed(sluice__ctx *c, const sluice__pen_run *pr,
   const sluice_verdict *v = &r->v[pr->box];
   sluice__box_seen(c, pr->kind, pr->id, v);
   if (r->denied_by == pr->box) {
-    fill_box(c, pr->ps, v, d);
+    fill_box(c, pr->pn, pr->ps, v, d);
     return 1;
   }
   if (!v->allowed) { /* boxed, the box in shadow */
@@ -318,7 +338,7 @@ void sluice__pen_denied(sluice__ctx *c, const sluice__pen_run *pr,
       c->box_shadowed = 1; /* the throttle stands unless it is shadowed */
       c->box = *pv;
     } else {
-      fill_box(c, pr->ps, pv, d);
+      fill_box(c, pr->pn, pr->ps, pv, d);
     }
     tripped(c, pr, pv, d);
   } else {
@@ -343,9 +363,10 @@ int sluice__pen_cached(sluice__ctx *c, int degraded, sluice_decision *d) {
     /* A request whose scope cannot be built has no box to find: the store
     ** call (or the failure mode) says what is wrong with it. */
     memset(&scratch, 0, sizeof scratch);
-    if (sluice__decl_pen_recs(c, pn, NULL, 0, id, NULL, &scratch) !=
+    if (sluice__pen_skipped(c, pn) ||
+        sluice__decl_pen_recs(c, pn, NULL, 0, id, NULL, &scratch) !=
             SLUICE_OK ||
-        !sluice__deny_get(c->p, scope_kind(pn), id, c->now, &e))
+        !sluice__deny_get(c->p, sluice__pen_scope_kind(pn), id, c->now, &e))
       continue;
     memset(&v, 0, sizeof v);
     v.level = e.level;
@@ -354,7 +375,7 @@ int sluice__pen_cached(sluice__ctx *c, int degraded, sluice_decision *d) {
     else
       v.retry_after_ns = e.until_ns - c->now;
     if (!found || longer(&v, d))
-      fill_box(c, pick(c, pn), &v, d);
+      fill_box(c, pn, sluice__pen_pick(c, pn), &v, d);
     found = 1;
   }
   if (found)
@@ -368,5 +389,5 @@ void sluice__pen_look_read(sluice__ctx *c, const sluice__pen_run *pr,
   const sluice_verdict *v = &r->v[pr->box];
   sluice__box_seen(c, pr->kind, pr->id, v);
   if (!v->allowed && longer(v, d))
-    fill_box(c, pr->ps, v, d);
+    fill_box(c, pr->pn, pr->ps, v, d);
 }

@@ -12,6 +12,7 @@
 #define SLUICE_LIB_POLICY_DECLARED_PENALTY_H
 
 #define SLUICE__PENALTIES_MAX 8
+#define SLUICE__DETAIL_MAX 96 /* a penalty's `detail`, bytes */
 
 /* What counts as a strike. */
 enum {
@@ -78,6 +79,9 @@ typedef struct sluice__penalty {
   int of; /* -1: no stuffing detection */
   sluice_window_params stuffing;
   sluice_distinct_params distinct;
+  /* `detail`: who is locked out and why, the problem detail's first words
+  ** ("" : the generic wording). */
+  char detail[SLUICE__DETAIL_MAX + 1];
   int line;
 } sluice__penalty;
 
@@ -102,6 +106,7 @@ typedef struct sluice__pen_run {
 } sluice__pen_run;
 
 struct sluice__ctx;
+struct sluice__decl;
 struct sluice__prog;
 struct sluice__keyparts; /* declared.c: a decision's key parts */
 struct sluice_program_result;
@@ -124,6 +129,26 @@ int sluice__decl_pen_stuffing_recs(const struct sluice__ctx *c,
                                    const sluice__penalty *pn,
                                    struct sluice__prog *g,
                                    struct sluice_decision *d);
+
+/* The parameter set of penalty pn the request picks, and the kind of its
+** box's scope (SLUICE_SCOPE_IP, _SUBJECT or _KEY: events, counters, the
+** deny cache, inspect). */
+const sluice__pset *sluice__pen_pick(const struct sluice__ctx *c,
+                                     const sluice__penalty *pn);
+int sluice__pen_scope_kind(const sluice__penalty *pn);
+
+/* declared_penalty_info.c: sluice_policy_inspect() of a policy file's
+** box: the first declared penalty of the query's scope kind whose scope
+** the query fills (SUBJECT: auth_subject as its first attribute). */
+int sluice__inspect_declared(sluice_policy *p,
+                             const sluice_inspect_query *q,
+                             sluice_inspect_report *out);
+
+/* declared_penalty_conf.c: 1 when attribute a is listed in `optional`. */
+int sluice__decl_optional(const struct sluice__decl *dl, int a);
+/* 1 when penalty pn is skipped by this request: its scope starts with an
+** optional attribute the request does not give. */
+int sluice__pen_skipped(const struct sluice__ctx *c, const sluice__penalty *pn);
 
 /* declared.c: attribute a's value for the request (NULL: not given), its
 ** length in *n. */

@@ -343,12 +343,36 @@ static int load_pset_list(pctx *x, const sluice__decl *dl,
   return SLUICE_OK;
 }
 
+/* `detail = "..."`: who is locked out and why, the words a box's problem
+** detail starts with (" is locked out (penalty level N) until T." follows):
+** printable ASCII, no quote or backslash (it goes into JSON as it is). */
+static int load_detail(pctx *x, const config_setting_t *g, const char *path,
+                       sluice__penalty *pn) {
+  const config_setting_t *s = config_setting_get_member(g, "detail");
+  const char *v = s ? config_setting_get_string(s) : NULL;
+  char p[128];
+  size_t i, n;
+  if (!s)
+    return SLUICE_OK;
+  snprintf(p, sizeof p, "%s.detail", path);
+  n = v ? strlen(v) : 0;
+  for (i = 0; i < n; i++)
+    if (v[i] < 0x20 || v[i] > 0x7e || v[i] == '"' || v[i] == '\\')
+      break;
+  if (!v || n == 0 || n > SLUICE__DETAIL_MAX || i < n)
+    return perr(x, s, p,
+                "must be 1..96 characters of printable ASCII without \" or "
+                "\\ (the words before \"is locked out\")");
+  memcpy(pn->detail, v, n + 1);
+  return SLUICE_OK;
+}
+
 static int load_penalty(pctx *x, const sluice__decl *dl,
                         const config_setting_t *g, sluice__penalty *pn) {
   static const char *const names[] = {
       "scope",  "strike",        "strikes", "strike_window_ms",
       "levels", "offense_ttl_s", "by",      "params",
-      "reported", "stuffing",    "spread", NULL};
+      "reported", "stuffing",    "spread", "detail", NULL};
   const config_setting_t *s, *pg;
   const char *nm = config_setting_name(g), *v;
   char path[96], p[200];
@@ -387,6 +411,10 @@ static int load_penalty(pctx *x, const sluice__decl *dl,
     for (j = 0; j < i; j++)
       if (pn->scope[j] == a)
         return perr(x, e, p, "an attribute named twice");
+    if (i > 0 && sluice__decl_optional(dl, a))
+      return perr(x, e, p,
+                  "an optional attribute may only start a scope (the box "
+                  "is skipped without it)");
     pn->scope[pn->nscope++] = a;
   }
   s = config_setting_get_member(g, "strike");
@@ -403,7 +431,8 @@ static int load_penalty(pctx *x, const sluice__decl *dl,
                 "must be \"early\" (a denial while an earlier Retry-After "
                 "runs), \"every\" (every denial) or \"reported\" (a "
                 "request that reports a status)");
-  if ((rc = load_reported(x, dl, g, path, pn)))
+  if ((rc = load_reported(x, dl, g, path, pn)) ||
+      (rc = load_detail(x, g, path, pn)))
     return rc;
   if ((rc = load_pset(x, g, path, &pn->base)))
     return rc;
@@ -455,11 +484,58 @@ static int load_penalty(pctx *x, const sluice__decl *dl,
   return pset_whole(x, g, path, &pn->base);
 }
 
+/* `optional = [ ATTR, ... ]`: caller attributes a request may leave out
+** (a sign-in failure that names no subject, an export with no range).  A
+** penalty whose scope starts with one is skipped by a request without it
+** (its box neither checked nor counted), a stuffing `of` without it
+** counts as the value "" (one more distinct value), and a cost by its
+** ranges reads it as 0 (declared.c).  A limit applies to every request of its
+** routes: no limit's scope may name one, and a penalty's only first (its
+** hash-tag group is then the box's alone). */
+static int load_optional(pctx *x, const config_setting_t *root,
+                         sluice__decl *dl) {
+  const config_setting_t *o = config_setting_get_member(root, "optional");
+  int i, j, k, n, a;
+  if (!o)
+    return SLUICE_OK;
+  if (!config_setting_is_array(o) && !config_setting_is_list(o))
+    return perr(x, o, "optional", "must be an array of attributes [ \"login\" ]");
+  n = config_setting_length(o);
+  for (i = 0; i < n; i++) {
+    const config_setting_t *e = config_setting_get_elem(o, (unsigned)i);
+    const char *v = config_setting_get_string(e);
+    char what[160];
+    a = v ? sluice__decl_attr(dl, v) : -1;
+    if (a < SLUICE__A__BUILTIN)
+      return perr(x, e, "optional",
+                  "not an attribute of `attributes` (the built-in ones are "
+                  "required where a scope names them)");
+    for (j = 0; j < dl->nlimits; j++)
+      for (k = 0; k < dl->limits[j].nscope; k++)
+        if (dl->limits[j].scope[k] == a) {
+          snprintf(what, sizeof what,
+                   "\"%s\" scopes limit \"%s\": a limit applies to every "
+                   "request of its routes (only penalties may be optional)",
+                   v, dl->limits[j].name);
+          return perr(x, e, "optional", what);
+        }
+    dl->optional |= 1u << (a - SLUICE__A__BUILTIN);
+  }
+  return SLUICE_OK;
+}
+
+int sluice__decl_optional(const sluice__decl *dl, int a) {
+  return a >= SLUICE__A__BUILTIN &&
+         (dl->optional >> (a - SLUICE__A__BUILTIN) & 1u);
+}
+
 int sluice__decl_penalties_load(const config_setting_t *root, const char *file,
                                 sluice__decl *dl, char *err, size_t errlen) {
   const config_setting_t *ps = config_setting_get_member(root, "penalties");
   pctx x = {file, err, errlen};
   int i, n, rc;
+  if ((rc = load_optional(&x, root, dl)))
+    return rc;
   if (!ps)
     return SLUICE_OK;
   if (!config_setting_is_group(ps))

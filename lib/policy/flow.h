@@ -14,6 +14,9 @@
 
 struct sluice__tape;
 
+/* The caller's attributes and the shim's four (shim.c). */
+#define SLUICE__SHIM_ATTRS 20
+
 /* Everything one decision needs, built before any store work. */
 typedef struct sluice__ctx {
   sluice_policy *p;
@@ -45,7 +48,18 @@ typedef struct sluice__ctx {
   /* A decision in two halves (halves.c): the store calls answered so far,
   ** replayed; NULL: every store call is made at once. */
   struct sluice__tape *tape;
+  /* TEMPORARY (shim.c): an old-style request translated; last, and not
+  ** cleared by sluice__resolve (it fills what it uses). */
+  sluice_request shim;
+  sluice_attr shim_attrs[SLUICE__SHIM_ATTRS];
+  char shim_range[24];
 } sluice__ctx;
+
+/* TEMPORARY (shim.c, removed with sluice_request's old fields): 1 when q
+** sets an old field on a policy of declared routes; then its translation
+** into c->shim, c->req pointing at it (or an input error). */
+int sluice__shim_needed(const sluice_policy *p, const sluice_request *q);
+int sluice__shim(sluice__ctx *c, const sluice_request *q, sluice_decision *d);
 
 /* A program under construction: its records (keys built in place) and its
 ** steps.  Every decision is one of these per hash-tag group, run as one

@@ -148,6 +148,7 @@ int sluice_decision_http_facts(const sluice_decision *d,
     f->box_reason = d->endpoint_class == SLUICE_EP_AUTH
                         ? SLUICE_HTTP_BOX_AUTH
                         : SLUICE_HTTP_BOX_STRIKES;
+    f->box_detail = d->box_detail; /* a declared penalty's wording */
     break;
   case SLUICE_OUTCOME_SUSPENDED:
     f->outcome = SLUICE_HTTP_SUSPENDED;

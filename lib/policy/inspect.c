@@ -13,6 +13,7 @@
 */
 #include <string.h>
 
+#include "declared.h"
 #include "keys.h"
 #include "policy_int.h"
 #include "wide.h"
@@ -71,8 +72,9 @@ static int bucket(sluice_policy *p, sluice_key k, unsigned bit,
   return SLUICE_OK;
 }
 
-static int box(sluice_policy *p, sluice_key k, const sluice_penalty_params *pp,
-               sluice_inspect_report *r) {
+int sluice__inspect_box(sluice_policy *p, sluice_key k,
+                        const sluice_penalty_params *pp,
+                        sluice_inspect_report *r) {
   sluice_state s, o;
   sluice_verdict v;
   int err = 0, g = get(p, k, SLUICE_INSPECT_BOX, r, &s, &err);
@@ -134,9 +136,10 @@ static int leases(sluice_policy *p, const char *T, int cls, int n,
 }
 
 /* A window's count: used of limit, flagged when over the limit. */
-static int window(sluice_policy *p, sluice_key k, unsigned bit, int sliding,
-                  const sluice_window_params *w, sluice_inspect_report *r,
-                  int64_t *used, int64_t *limit, int64_t *window_ns) {
+int sluice__inspect_window(sluice_policy *p, sluice_key k, unsigned bit,
+                           int sliding, const sluice_window_params *w,
+                           sluice_inspect_report *r, int64_t *used,
+                           int64_t *limit, int64_t *window_ns) {
   sluice_state s, o;
   sluice_verdict v;
   int err = 0, g = get(p, k, bit, r, &s, &err), rc;
@@ -191,14 +194,14 @@ static int key_scope(sluice_policy *p, const sluice_inspect_query *q,
       (rc = bucket(p, sluice__key_key_bucket(buf, T, K),
                    SLUICE_INSPECT_KEY_BUCKET, &rt->bucket[1], r,
                    &r->key_bucket)) ||
-      (rc = box(p, sluice__key_key_box(buf, T, K), &rt->penalty, r)) ||
+      (rc = sluice__inspect_box(p, sluice__key_key_box(buf, T, K), &rt->penalty, r)) ||
       (rc = lease1(p, sluice__key_notice(buf, T, K), SLUICE_INSPECT_NOTICE,
                    r, &id, &r->notice_until_ns)) ||
       (rc = leases(p, T, SLUICE_EP_RECONCILE, (int)rt->reconcile.max,
                    SLUICE_INSPECT_RECONCILE, r, &r->reconcile)) ||
       (rc = leases(p, T, SLUICE_EP_EXPORT, (int)rt->export_.max,
                    SLUICE_INSPECT_EXPORT, r, &r->export_)) ||
-      (rc = window(p, sluice__key_export_cap(buf, T),
+      (rc = sluice__inspect_window(p, sluice__key_export_cap(buf, T),
                    SLUICE_INSPECT_EXPORT_CAP, 0, &rt->export_cap, r,
                    &r->exports_used, &r->exports_limit,
                    &r->exports_window_ns)))
@@ -221,10 +224,10 @@ static int auth_scope(sluice_policy *p, const sluice_inspect_query *q,
     sluice__ip_scope(p, raw, r->scope_id);
   else
     sid(p, raw, r->scope_id);
-  if ((rc = box(p, sluice__key_auth(buf, q->scope, SLUICE__AK_BOX,
+  if ((rc = sluice__inspect_box(p, sluice__key_auth(buf, q->scope, SLUICE__AK_BOX,
                                     r->scope_id),
                 &p->auth_penalty, r)) ||
-      (rc = window(p, sluice__key_auth(buf, q->scope, SLUICE__AK_FAILS,
+      (rc = sluice__inspect_window(p, sluice__key_auth(buf, q->scope, SLUICE__AK_FAILS,
                                        r->scope_id),
                    SLUICE_INSPECT_FAILURES, 1,
                    ip ? &p->auth_ip : &p->auth_subject, r, &r->failures,
@@ -232,7 +235,7 @@ static int auth_scope(sluice_policy *p, const sluice_inspect_query *q,
     return rc;
   if (!ip)
     return SLUICE_OK;
-  return window(p, sluice__key_auth(buf, q->scope, SLUICE__AK_STUFFING,
+  return sluice__inspect_window(p, sluice__key_auth(buf, q->scope, SLUICE__AK_STUFFING,
                                     r->scope_id),
                 SLUICE_INSPECT_STUFFING, 0, &p->stuffing, r,
                 &r->stuffing_failures, &r->stuffing_limit,
@@ -251,6 +254,11 @@ int sluice_policy_inspect(sluice_policy *p, const sluice_inspect_query *q,
       return SLUICE_EINVAL;
   out->scope = q->scope;
   out->now_ns = sluice_limiter_now(p->lim);
+  if (p->decl && p->decl->npenalties > 0 && q->scope != SLUICE_SCOPE_TENANT)
+    /* A policy file's boxes: the first declared penalty of that kind
+    ** whose scope the query fills (declared_penalty_info.c). */
+    rc = sluice__inspect_declared(p, q, out);
+  else
   switch (q->scope) {
   case SLUICE_SCOPE_KEY:
     rc = key_scope(p, q, out);

@@ -256,6 +256,11 @@ int sluice__policy_config_check2(const sluice__conf *cfg, char *path,
 
 /* The built-in defaults (config.c). */
 int sluice__conf_defaults(sluice__conf *c);
+/* The default policy: etc/ledger.conf's text, embedded at build time
+** (ledger_conf.c, made by embed_conf.py), and the name its messages
+** give. */
+extern const char sluice__ledger_conf[];
+#define SLUICE__LEDGER_CONF_NAME "ledger.conf (built in)"
 /* The index of the tier called name in c, or -1 (NULL or not configured). */
 int sluice__conf_tier(const sluice__conf *c, const char *name);
 /* Loading (config.c): a file's text; text parsed into a document
@@ -315,6 +320,17 @@ void sluice__ip_scope(const sluice_policy *p, const char *raw,
 
 /* inspect.c: record k read as a decision would (a fresh, zero state when
 ** absent): 1 found, 0 absent, -1 on a store error (in *err). */
+/* inspect.c: a box record read into r (its level, end, strikes and
+** offenses, SLUICE_INSPECT_BOX in present / unfit), and a window's count
+** (used of limit, bit in present / unfit), as sluice_policy_inspect()
+** reads them; the declared penalties' inspect reads theirs the same way. */
+int sluice__inspect_box(sluice_policy *p, sluice_key k,
+                        const sluice_penalty_params *pp,
+                        sluice_inspect_report *r);
+int sluice__inspect_window(sluice_policy *p, sluice_key k, unsigned bit,
+                           int sliding, const sluice_window_params *w,
+                           sluice_inspect_report *r, int64_t *used,
+                           int64_t *limit, int64_t *window_ns);
 int sluice__inspect_get(sluice_policy *p, sluice_key k, sluice_state *s,
                         int *err);
 

@@ -15,9 +15,17 @@
 **     level 3 box): a lower level would climb the ladder instead, and a
 **     suspension has no end to renew.  It emits EDGE_DENY with the new
 **     end, the event that puts an address into the kernel's sets.
+**  c) A policy file's boxes are its declared penalties': the one of the
+**     scope kind asked (SLUICE_SCOPE_KEY, _IP, _SUBJECT: a scope of the
+**     tenant, of the address, of an attribute the caller names) among
+**     the penalties of the route the request's method and route match,
+**     else the first in the file whose scope the request's attributes
+**     fill.  Its box is keyed, hashed and numbered as a decision's, and
+**     its id is the one its events and the deny cache use.
 */
 #include <string.h>
 
+#include "declared.h"
 #include "flow.h"
 
 static int apply(sluice__ctx *c, int algo, int kind, int nkeys,
@@ -64,6 +72,38 @@ static int renew(sluice__ctx *c, const sluice_key *k,
   return SLUICE_OK;
 }
 
+/* The declared penalty of kind scope_kind for request c->req (choice c):
+** its box record into g (g->keys[0]), its parameter set, its scope id;
+** SLUICE_ENOTFOUND when no penalty of that kind fits the request. */
+static int declared_box(sluice__ctx *c, int scope_kind, sluice__prog *g,
+                        const sluice_penalty_params **pp, char *sid) {
+  const sluice__decl *dl = c->p->decl;
+  sluice_decision d;
+  int i, rc = SLUICE_ENOTFOUND;
+  c->droute = sluice__decl_match(c->p, c->req);
+  for (i = 0; i < dl->npenalties; i++) {
+    const sluice__penalty *pn = &dl->penalties[i];
+    if (sluice__pen_scope_kind(pn) != scope_kind)
+      continue;
+    if (c->droute >= 0) { /* the matched route's penalties alone */
+      const sluice__droute *dr = &dl->routes[c->droute];
+      int k, on = 0;
+      for (k = 0; k < dr->ntg; k++)
+        on |= dr->gpen[k] - 1 == i;
+      if (!on)
+        continue;
+    }
+    memset(&d, 0, sizeof d);
+    g->nk = g->ns = 0;
+    rc = sluice__decl_pen_recs(c, pn, g, 0, sid, NULL, &d);
+    if (rc == SLUICE_OK) {
+      *pp = &sluice__pen_pick(c, pn)->pp;
+      return SLUICE_OK;
+    }
+  }
+  return rc;
+}
+
 static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
                    const char *who, const char *why, int mode) {
   int lift = mode == LIFT;
@@ -71,6 +111,8 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
   sluice_key k;
   const sluice_penalty_params *pp;
   const char *sid;
+  char did[SLUICE_SCOPE_ID_LEN + 1];
+  sluice__prog g;
   sluice_verdict v;
   sluice__ctx c;
   int rc;
@@ -84,6 +126,22 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
   c.req = q; /* the operator's request, who and why go with the events */
   c.who = who;
   c.why = why;
+  if (p->decl && p->decl->npenalties > 0) { /* a file's boxes (choice c) */
+    if (scope_kind != SLUICE_SCOPE_KEY && scope_kind != SLUICE_SCOPE_IP &&
+        scope_kind != SLUICE_SCOPE_SUBJECT)
+      return SLUICE_EINVAL;
+    c.now = sluice_limiter_now(p->lim);
+    if (sluice__shim_needed(p, q)) { /* TEMPORARY: the old fields */
+      sluice_decision scratch;
+      memset(&scratch, 0, sizeof scratch);
+      if ((rc = sluice__shim(&c, q, &scratch)))
+        return rc;
+    }
+    if ((rc = declared_box(&c, scope_kind, &g, &pp, did)))
+      return rc;
+    k = g.keys[0];
+    sid = did;
+  } else
   switch (scope_kind) {
   case SLUICE_SCOPE_KEY:
     if ((rc = sluice__id_ok(q->tenant_id, 1, "tenant_id", NULL)) ||
@@ -118,7 +176,8 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
   default:
     return SLUICE_EINVAL;
   }
-  c.now = sluice_limiter_now(p->lim);
+  if (!c.now)
+    c.now = sluice_limiter_now(p->lim);
   rc = apply(&c, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 1, &k, pp, 0, 0, &v);
   if (rc)
     return rc;

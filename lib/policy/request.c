@@ -4,6 +4,7 @@
 ** before any store work, so that a bad request changes nothing.
 */
 #include <arpa/inet.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -156,11 +157,16 @@ static int resolve_declared(sluice_policy *p, const sluice_request *q,
 int sluice__resolve(sluice_policy *p, const sluice_request *q, sluice__ctx *c,
                     sluice_decision *d) {
   int rc;
-  memset(c, 0, sizeof *c);
+  memset(c, 0, offsetof(sluice__ctx, shim));
   c->p = p;
   c->req = q;
   c->tier = -1;
   c->droute = -1;
+  if (sluice__shim_needed(p, q)) { /* TEMPORARY: the old fields */
+    if ((rc = sluice__shim(c, q, d)))
+      return rc;
+    q = c->req;
+  }
   c->cls = q->endpoint_class;
   if (c->cls < 0 || c->cls >= SLUICE_EP__COUNT) {
     d->invalid_field = "endpoint_class";

@@ -6,6 +6,7 @@
 */
 #include <string.h>
 
+#include "declared.h"
 #include "policy_int.h"
 
 int sluice_shadow_feature_of(int outcome) {
@@ -63,5 +64,9 @@ int sluice_policy_shadow_features(const sluice_policy *p, const char *tier) {
   if (!tier)
     return (int)sluice__shadow_mask(&p->cfg, p->shadow, -1);
   t = sluice__conf_tier(&p->cfg, tier);
+  if (p->decl) /* a file's tier: and its shadow_when entries naming it */
+    return (int)((sluice__shadow_mask(&p->cfg, p->shadow, t) |
+                  sluice__shadow_when_tier(p->decl, tier)) &
+                 SLUICE_SHADOW_ALL);
   return t < 0 ? -1 : (int)sluice__shadow_mask(&p->cfg, p->shadow, t);
 }

@@ -48,6 +48,10 @@ if $cc -std=c11 -o "$tmp/static" "$consumer" $cflags "$libdir/libsluice.a" \
 conf=$(find "$tmp/root" -name sluice.conf | head -1)
 if [ -n "$conf" ] && cmp -s "$conf" "$src/etc/sluice.conf"; then ok; else
   bad "etc/sluice.conf not installed (found '$conf')"; fi
+# The default policy, the file the library embeds, installed beside it.
+ledger=$(find "$tmp/root" -name ledger.conf | head -1)
+if [ -n "$ledger" ] && cmp -s "$ledger" "$src/etc/ledger.conf"; then ok; else
+  bad "etc/ledger.conf not installed (found '$ledger')"; fi
 help=$(find "$tmp/root" -path '*/bin/sluice' | head -1)
 if [ -n "$help" ] && "$help" simulate --help | grep -qF "${conf#"$tmp/root"}"; then ok; else
   bad "sluice simulate --help does not name ${conf#"$tmp/root"}"; fi

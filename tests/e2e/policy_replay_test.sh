@@ -32,9 +32,9 @@ check "shadow mode: nothing enforced" \
   "$(grep -o 'sandbox=[a-z_,-]*' "$tmp/out")"
 
 check "boxed key listed" "key acme/k1 1 1 1053 1053" "$(grep -m1 '^# key ' "$tmp/out" | awk '{print $2, $3, $4, $5, $6, $7}')"
-# A declared penalty's box: the event names the scope by its hashed id
-# (the sign-in's subject alice, the only other box).
-check "boxed subject listed" "hashed 1 1" "$(grep -m1 '^# hashed ' "$tmp/out" | awk '{print $2, length($3) == 32, $4}')"
+# The sign-in's subject box (a SUBJECT box: the file's subject penalty),
+# named by the request's subject attribute: alice, the only other box.
+check "boxed subject listed" "subject alice 1" "$(grep -m1 '^# subject ' "$tmp/out" | awk '{print $2, $3, $4}')"
 check "two scopes" "2" "$(sed -n 's/^# would have been boxed: \([0-9]*\) scopes.*/\1/p' "$tmp/out")"
 check "shadow mode said" yes "$(grep -q '^# shadow-mode replay' "$tmp/out" && echo yes || echo no)"
 

@@ -264,9 +264,8 @@ Test(policy_inspect, bad_queries) {
   fx_close(&f);
 }
 
-/* FAILS ON THE FILE (issue 37 stage B): an unknown tier is inspected with
-** the limit's own (sandbox) numbers, where sluice_policy_decide() refuses
-** it (SLUICE_ENOTFOUND "tier") and so did the built-in inspection. */
+/* An unknown tier is refused by inspection as sluice_policy_decide()
+** refuses it (SLUICE_ENOTFOUND "tier"). */
 Test(policy_inspect, an_unknown_tier_is_not_found) {
   sluice_request q = rq_std("acme", "key-1", "nope");
   sluice_limit_state st;

@@ -107,7 +107,10 @@ static void same_decision(const sluice_decision *a, const sluice_decision *b,
                    b->limit_unit ? b->limit_unit : "-", "request %d", i);
   cr_assert_str_eq(a->invalid_field ? a->invalid_field : "-",
                    b->invalid_field ? b->invalid_field : "-", "request %d", i);
+  cr_assert_str_eq(a->box_detail ? a->box_detail : "-",
+                   b->box_detail ? b->box_detail : "-", "request %d", i);
   x.limit_name = y.limit_name = x.limit_unit = y.limit_unit = NULL;
+  x.box_detail = y.box_detail = NULL;
   x.invalid_field = y.invalid_field = NULL;
   for (k = 0; k < a->nlimits && k < SLUICE_DECISION_LIMITS_MAX; k++) {
     cr_assert_str_eq(a->limits[k].name, b->limits[k].name,
