@@ -229,6 +229,9 @@ static int apply(config_t *doc, const char *path, const char *value,
     while (config_setting_length(dst) > 0)
       config_setting_remove_elem(dst, 0);
     rc = fill(dst, src) == 0 ? SLUICE_OK : SLUICE_ECONFIG;
+    /* The value is the set's now: its errors say "set:", not the line
+    ** the file gave the old one. */
+    dst->line = 0;
   } else if (dst && config_setting_is_group(cur)) {
     config_setting_remove(cur, parts[n - 1]);
     rc = copy_into(cur, parts[n - 1], src) == 0 ? SLUICE_OK : SLUICE_ECONFIG;

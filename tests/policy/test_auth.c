@@ -11,9 +11,6 @@
 
 #include "helpers.h"
 
-/* FAILS ON THE FILE (issue 37 stage B): the declared penalty's BOX_TRIP
-** event carries its record class (lib/policy/declared_penalty.c: pr->kind)
-** where the built-in gave the scope, SLUICE_SCOPE_SUBJECT here. */
 Test(policy_auth, five_failures_box_the_subject) {
   fixture f;
   sluice_request r = rq_signin("10.0.0.1", "alice", "bad_secret");
@@ -61,8 +58,6 @@ Test(policy_auth, only_failures_count) {
   fx_close(&f);
 }
 
-/* FAILS ON THE FILE (issue 37 stage B): sluice_policy_release_box() with
-** SLUICE_SCOPE_IP does not reach the declared penalty "address"' box. */
 Test(policy_auth, twenty_failures_box_the_ip) {
   fixture f;
   char subj[32];
@@ -185,8 +180,6 @@ Test(policy_auth, one_subject_from_many_ips_bans_the_ips) {
   fx_close(&f);
 }
 
-/* FAILS ON THE FILE (issue 37 stage B): an ask without a subject (NULL or
-** "") is refused (EINVAL "subject") where the built-in decided it. */
 Test(policy_auth, auth_requests_need_an_ip) {
   fixture f;
   sluice_request r = rq_signin(NULL, "alice", "bad_secret");
@@ -239,10 +232,6 @@ static int trips_at(const char *subject, int *unknown_failures) {
   return at;
 }
 
-/* FAILS ON THE FILE (issue 37 stage B): sluice_policy_inspect() of
-** SLUICE_SCOPE_IP does not read the declared "address" penalty's failures
-** (0, not 3); and a failure without a subject is refused (EINVAL
-** "subject", docs/policy.md "The ledger API as a file"). */
 Test(policy_auth, failures_without_a_subject_count_for_the_ip) {
   int named, empty, null, trips;
   named = trips_at("alice", &trips);
@@ -255,9 +244,7 @@ Test(policy_auth, failures_without_a_subject_count_for_the_ip) {
   cr_assert_eq(null, named, "so does a NULL one");
 }
 
-/* FAILS ON THE FILE (issue 37 stage B): a failure without a subject is
-** refused (EINVAL "subject"): the file has no optional scope attribute.
-** The unknown subject's window counts every subject-less failure, from
+/* The unknown subject's window counts every subject-less failure, from
 ** any IP, and never boxes (a box there would lock out every client whose
 ** subject the caller cannot read). */
 Test(policy_auth, failures_without_a_subject_count_for_the_unknown_subject) {

@@ -109,8 +109,6 @@ Test(policy_calls, heavy_throttled) {
   fx_close(&f);
 }
 
-/* FAILS ON THE FILE (issue 37 stage B): a sign-in without a subject is
-** refused (EINVAL "subject") where the built-in asked the address alone. */
 Test(policy_calls, auth_one_call_per_scope) {
   fixture f;
   sluice_request ok = rq_signin("10.0.0.1", "alice", "ok");

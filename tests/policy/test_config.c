@@ -83,7 +83,7 @@ static void dump(const sluice_policy_config *c, char *out, size_t n) {
 #undef LINE
 }
 
-/* TODO(corelib, issue 37 stage B): etc/sluice.conf against the built-in
+/* TODO(issue 37: goes with the built-in flow): etc/sluice.conf against the built-in
 ** defaults, both the built-in flow's (its tiers, costs and class routes):
 ** it goes, or becomes the default policy file against the embedded
 ** default, with corelib's change. */
@@ -220,7 +220,7 @@ Test(policy_config, cross_checks_point_at_the_cost) {
             "%s", err);
 }
 
-/* TODO(corelib, issue 37 stage B): the built-in settings' defaults (a
+/* TODO(issue 37: goes with the built-in flow): the built-in settings' defaults (a
 ** cost the file left at its default); a declared file states its costs, so
 ** no declared setting has a default that can be at fault.  Goes with the
 ** built-in settings. */
@@ -410,11 +410,7 @@ Test(policy_config, a_stray_at_sign_is_a_syntax_error) {
           ":2: @include is not supported", NULL);
 }
 
-/* FAILS ON THE FILE (issue 37 stage B): a set emptying the file's routes
-** is refused, but named as the file's setting ("ledger.conf:LINE:
-** routes: ...") where the set made it wrong ("set: routes: ...", as every
-** other refused set says).
-** An empty route table classes no request: refused, in a file (on its
+/* An empty route table classes no request: refused, in a file (on its
 ** line) and in a set alike. */
 Test(policy_config, an_empty_route_list_is_refused) {
   sluice_policy_config *c;
@@ -459,7 +455,7 @@ Test(policy_config, every_bound_is_said_alike) {
     refused(cases[i][0], cases[i][1], "out of range");
 }
 
-/* TODO(corelib, issue 37 stage B): the built-in's cross-check of two
+/* TODO(issue 37: goes with the built-in flow): the built-in's cross-check of two
 ** costs; a declared cost by ranges may fall as its attribute rises (the
 ** file takes ( { upto = 10; cost = 5; }, { cost = 4; } )).  Goes with the
 ** built-in settings, or comes back if corelib makes ranges' costs rise. */
@@ -505,7 +501,7 @@ Test(policy_config, a_file_over_one_mib_is_not_a_policy) {
   free(text);
 }
 
-/* TODO(corelib, issue 37 stage B): the table's rows of the built-in groups
+/* TODO(issue 37: goes with the built-in flow): the table's rows of the built-in groups
 ** (penalty, auth, costs, heavy) go with them; the test then covers the
 ** general rows left.
 ** The settings table (sluice_policy_setting_at) is what the loader and the
@@ -550,7 +546,7 @@ Test(policy_config, every_setting_of_the_table_is_loaded_and_bounded) {
   cr_assert_null(sluice_policy_setting_at(-1));
 }
 
-/* TODO(corelib, issue 37 stage B): against the built-in defaults and their
+/* TODO(issue 37: goes with the built-in flow): against the built-in defaults and their
 ** dump (tiers, class routes), as above.
 ** The table's defaults are the defaults: each row's field, set to its
 ** default in a zeroed config, gives the same word as the defaults. */

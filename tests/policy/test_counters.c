@@ -132,7 +132,7 @@ Test(policy_counters, without_the_option_each_policy_counts_alone) {
   sluice_policy_close(b);
 }
 
-/* TODO(corelib, issue 37 stage B): a segment's tiers are the built-in
+/* TODO(issue 37: goes with the built-in flow): a segment's tiers are the built-in
 ** `tiers` group's, which the ledger file's configuration still carries;
 ** port this to whatever names a declared policy's counters (the tier
 ** values of its `by = "tier"` parameter sets, say) when that group goes. */

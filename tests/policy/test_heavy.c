@@ -20,9 +20,6 @@ static sluice_request export_(const char *tenant, const char *tier) {
   return rq_export(tenant, "key-1", tier, 0);
 }
 
-/* FAILS ON THE FILE (issue 37 stage B): a declared lock's or lease set's
-** refusal emits no SLUICE_EVENT_LEASE_DENIED (lib/policy/tenant.c is the
-** built-in flow's only emitter). */
 Test(policy_heavy, two_reconciles_on_one_ledger_give_one_conflict) {
   fixture f;
   sluice_request a = reconcile("acme", "growth", "ledger-A");
@@ -166,7 +163,6 @@ Test(policy_heavy, hourly_export_cap_per_tenant) {
   fx_close(&f);
 }
 
-/* FAILS ON THE FILE (issue 37 stage B): no LEASE_DENIED event, as above. */
 Test(policy_heavy, concurrent_exports_per_tier) {
   fixture f;
   sluice_request e = export_("acme", "sandbox");

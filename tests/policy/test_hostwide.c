@@ -382,8 +382,6 @@ Test(policy_hostwide, in_process_cache_holds_in_outage_only) {
   w_close(&a);
 }
 
-/* FAILS ON THE FILE (issue 37 stage B): sluice_policy_release_box() with
-** SLUICE_SCOPE_KEY does not reach the declared penalty "keys"' box. */
 Test(policy_hostwide, release_drops_the_cached_box, .init = setup,
      .fini = teardown) {
   worker a;

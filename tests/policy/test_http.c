@@ -338,10 +338,10 @@ Test(policy_http, the_export_cap_is_its_own_answer) {
   fx_close(&f);
 }
 
-/* FAILS ON THE FILE (issue 37 stage B): a cap's refusal has an exact wait
-** (the window's end), so the built-in's body recommended no backoff; the
-** file's says "exponential_with_full_jitter" as for a bucket. */
-Test(policy_http, an_export_cap_refusal_recommends_no_backoff) {
+/* An hourly cap's refusal is a throttle naming its limit (the built-in's
+** separate export-cap answer went with the endpoint classes): 429, the
+** limit in violated-policies, a Retry-After until the window frees. */
+Test(policy_http, an_export_cap_refusal_names_its_limit) {
   fixture f;
   sluice_request e = rq_export("acme", "key-1", "sandbox", 0);
   sluice_decision d;
@@ -358,15 +358,14 @@ Test(policy_http, an_export_cap_refusal_recommends_no_backoff) {
   cr_assert_eq(d.allowed, 0);
   assert_binding(d, "exports_per_hour");
   render(&d, &e, &out);
-  cr_assert_null(strstr(out.body, "recommended_backoff"), "%s", out.body);
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED);
+  cr_assert_gt(d.retry_after_ns, 0);
+  cr_assert_not_null(strstr(out.body, "\"exports_per_hour\""), "%s", out.body);
+  cr_assert_not_null(strstr(out.body, "rate-limit-exceeded"), "%s", out.body);
   fx_close(&f);
 }
 
-/* FAILS ON THE FILE (issue 37 stage B, documented in docs/policy.md "The
-** ledger API as a file"): a declared sign-in box is worded as the generic
-** "Requests kept arriving before Retry-After elapsed"; the penalty would
-** need its own wording (`detail = "..."`).
-** A failed-login lockout is not about ignoring Retry-After. */
+/* A failed-login lockout is not about ignoring Retry-After. */
 Test(policy_http, an_auth_lockout_says_why) {
   fixture f;
   sluice_request r = rq_signin("10.0.0.1", "alice", "bad_secret");

@@ -89,10 +89,6 @@ Test(policy_inspect, buckets_are_the_decisions) {
   fx_close(&f);
 }
 
-/* FAILS ON THE FILE (issue 37 stage B): sluice_policy_inspect() of
-** SLUICE_SCOPE_KEY does not read the declared penalty "keys"' records
-** (its notice, strikes and box); there is no declared equivalent (the
-** limits' is sluice_policy_inspect_limit()). */
 Test(policy_inspect, strikes_and_box_are_the_decisions) {
   sluice_policy_config *cfg;
   sluice_inspect_query q = key_q("acme", "key-1", "growth");
@@ -196,9 +192,7 @@ Test(policy_inspect, leases_ledger_lock_and_export_cap) {
   fx_close(&f);
 }
 
-/* FAILS ON THE FILE (issue 37 stage B): sluice_policy_inspect() of
-** SLUICE_SCOPE_IP does not read the declared "address" penalty's failures
-** and box.  TODO(corelib): the subject's half (SLUICE_SCOPE_SUBJECT) needs
+/* TODO(issue 37): the subject's half (SLUICE_SCOPE_SUBJECT) needs
 ** the built-in query's subject field; it comes back with a declared
 ** penalty's inspection. */
 Test(policy_inspect, auth_failures_and_box) {

@@ -229,7 +229,7 @@ Test(policy_limits, scopes_keep_users_apart_and_attributes_are_required) {
   fx_close(&f);
 }
 
-/* TODO(corelib, issue 37 stage B): this tests the built-in flow itself
+/* TODO(issue 37: goes with the built-in flow): this tests the built-in flow itself
 ** (a file's `class` routes beside routes of limits, answered as TENANT /
 ** KEY), so it goes with that flow, not ported: the one test of
 ** tests/policy left naming SLUICE_BINDING_KEY. */

@@ -77,7 +77,7 @@ Test(policy_shadow, whole_shadow_mode_still_reports_the_box_without_buckets) {
   fx_close(&f);
 }
 
-/* TODO(corelib, issue 37 stage B): per-tier shadow features are the
+/* TODO(issue 37: goes with the built-in flow): per-tier shadow features are the
 ** built-in's `tiers.NAME.shadow_features`, which the ledger file's
 ** configuration still takes; no declared form yet (corelib chooses a
 ** general one, e.g. by an attribute's value); port this test to it. */
@@ -152,7 +152,7 @@ Test(policy_shadow, auth_lockout_in_shadow_is_served) {
   fx_close(&f);
 }
 
-/* TODO(corelib, issue 37 stage B): the per-tier half goes with the
+/* TODO(issue 37: goes with the built-in flow): the per-tier half goes with the
 ** built-in `tiers` group, as above. */
 Test(policy_shadow, config_file_spells_features_globally_and_per_tier) {
   sluice_policy_config *c;
