@@ -196,13 +196,37 @@ static int attr_int(const sluice__ctx *c, int a, int64_t *out) {
 
 static int is_lease(int algo);
 
-static const sluice__lparams *pick(const sluice__ctx *c,
-                                   const sluice__limit *lm) {
+static const sluice__lparams *pick_set(const sluice__ctx *c,
+                                       const sluice__limit *lm) {
   int i;
   for (i = 0; i < lm->npsets; i++) /* the first set the request matches */
     if (sluice__match_ok(c, &lm->psw[i]))
       return &lm->ps[i];
   return &lm->base;
+}
+
+/* Limit lm's parameter set for this request.  A decision asks for each
+** limit's several times (its step, its report, the binding one's answer),
+** and matching a set reads attributes: the last few are kept in the
+** context, a cache that changes nothing of what the context says (hence
+** the cast). */
+static const sluice__lparams *pick(const sluice__ctx *c,
+                                   const sluice__limit *lm) {
+  sluice__ctx *m = (sluice__ctx *)c;
+  const sluice__lparams *ps;
+  unsigned i, n = c->npick < 4 ? c->npick : 4;
+  if (lm->npsets == 0)
+    return &lm->base;
+  if (c->nsettle)
+    return pick_set(c, lm);
+  for (i = 0; i < n; i++)
+    if (c->pick_lm[i] == lm)
+      return c->pick_ps[i];
+  ps = pick_set(c, lm);
+  m->pick_lm[c->npick & 3] = lm;
+  m->pick_ps[c->npick & 3] = ps;
+  m->npick++;
+  return ps;
 }
 
 /* The cost of limit k of the route; 0 with d->invalid_field on a bad
@@ -265,12 +289,11 @@ int sluice__decl_cost(const sluice__ctx *c, int64_t *cost,
 ** or empty or too long (EKEY), *rc saying which. */
 static size_t scope_part(const sluice__ctx *c, int a, char *buf, int *rc,
                          sluice_decision *d) {
-  const char *an = sluice__attr_name(c->p->decl, a);
-  size_t n = 0, al = strlen(an);
+  size_t n = 0, al;
   const char *v = attr_value(c, a, &n);
   char ipn[SLUICE__IP_NAME];
   if (!v || n == 0 || n > SLUICE_POLICY_ID_MAX) {
-    d->invalid_field = an;
+    d->invalid_field = sluice__attr_name(c->p->decl, a);
     *rc = v ? SLUICE_EKEY : SLUICE_EINVAL;
     return 0;
   }
@@ -279,7 +302,14 @@ static size_t scope_part(const sluice__ctx *c, int a, char *buf, int *rc,
     v = sluice__ip_name(c->p, v, ipn);
     n = strlen(v);
   }
-  memcpy(buf, an, al);
+  if (a < SLUICE__A__BUILTIN) { /* a fixed copy, its padding overwritten */
+    memcpy(buf, sluice__builtin_attrs[a].name, 8);
+    al = sluice__builtin_attrs[a].len;
+  } else {
+    const char *an = sluice__attr_name(c->p->decl, a);
+    al = strlen(an);
+    memcpy(buf, an, al);
+  }
   buf[al] = '=';
   memcpy(buf + al + 1, v, n);
   buf[al + 1 + n] = '\x1f';

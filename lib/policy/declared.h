@@ -191,6 +191,14 @@ const char *sluice__limit_algo_name(int algo);
 int sluice__decl_attr(const sluice__decl *dl, const char *n);
 /* The name of attribute a (built-in or declared). */
 const char *sluice__attr_name(const sluice__decl *dl, int a);
+/* A built-in attribute's name and its length, zero-padded to 8 bytes so
+** that a scope's key part copies it in one fixed move (every built-in
+** name is at most 7 characters). */
+typedef struct sluice__attr_spelling {
+  char name[8];
+  size_t len;
+} sluice__attr_spelling;
+extern const sluice__attr_spelling sluice__builtin_attrs[SLUICE__A__BUILTIN];
 
 /* Parse the file's `attributes`, `limits` and the routes of `routes` that
 ** list limits into *dl (zeroed first), checking everything the validator

@@ -45,6 +45,12 @@ typedef struct sluice__ctx {
   /* A decision in two halves (halves.c): the store calls answered so far,
   ** replayed; NULL: every store call is made at once. */
   struct sluice__tape *tape;
+  /* declared.c pick(): the parameter sets this request picked, by limit
+  ** (the request's attributes hold still for a decision; a settle's
+  ** report, which is read first, picks afresh). */
+  const struct sluice__limit *pick_lm[4];
+  const union sluice__lparams *pick_ps[4];
+  unsigned npick;
 } sluice__ctx;
 
 /* A program under construction: its records (keys built in place) and its
