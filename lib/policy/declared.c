@@ -198,9 +198,24 @@ static int is_lease(int algo);
 
 static const sluice__lparams *pick_set(const sluice__ctx *c,
                                        const sluice__limit *lm) {
-  int i;
-  for (i = 0; i < lm->npsets; i++) /* the first set the request matches */
-    if (sluice__match_ok(c, &lm->psw[i]))
+  const char *v;
+  size_t n = 0;
+  int i, a = lm->psw[0].attr[0];
+  for (i = 0; i < lm->npsets; i++)
+    if (lm->psw[i].n != 1 || lm->psw[i].attr[0] != a)
+      break;
+  if (i < lm->npsets) { /* sets of several attributes */
+    for (i = 0; i < lm->npsets; i++) /* the first set the request matches */
+      if (sluice__match_ok(c, &lm->psw[i]))
+        return &lm->ps[i];
+    return &lm->base;
+  }
+  /* Every set by one attribute (`by`, the usual form): its value read
+  ** once, not once a set. */
+  if (!(v = attr_value(c, a, &n)) || n == 0)
+    return &lm->base;
+  for (i = 0; i < lm->npsets; i++)
+    if (sluice__match_value(lm->psw[i].val[0], v, n))
       return &lm->ps[i];
   return &lm->base;
 }
@@ -777,6 +792,7 @@ typedef struct sluice__dres {
   sluice_program_result res[SLUICE__TG_MAX];
   unsigned done, given;
   unsigned look; /* groups whose box was only looked at */
+  int reports;   /* the request is a report to a box of the route */
 } dres;
 
 /* Limit i's group result, NULL when its group's program did not run or
@@ -890,7 +906,7 @@ static int read(sluice__ctx *c, const dres *rs,
   }
   if (d->strikes_remaining == INT64_MAX)
     d->strikes_remaining = smin;
-  if (reported || (prs && sluice__pen_is_report(c)))
+  if (reported || rs->reports)
     return SLUICE_OK;
   /* The limit that refused; else, among the rate limits (leases, locks
   ** and caps bind only a route that has nothing else), the one with the
@@ -1037,6 +1053,7 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
     return rc;
   reports = prs && sluice__pen_is_report(c);
   rs.done = rs.given = rs.look = 0;
+  rs.reports = reports;
   c->scope_mix = 0;
   for (i = 0; i < dr->n; i++) {
     st[i] = -1;
@@ -1125,6 +1142,7 @@ int sluice__decl_degraded(sluice__ctx *c, sluice_decision *d) {
   /* One result for every group: each limit reads it. */
   rs.done = (1u << dr->ntg) - 1;
   rs.given = rs.look = 0;
+  rs.reports = 0; /* a report fails closed before this */
   for (i = 1; i < dr->ntg; i++)
     rs.res[i] = rs.res[0];
   read(c, &rs, st, costs, NULL, dg, 0, d);

@@ -18,6 +18,7 @@
 #define SLUICE_LIB_POLICY_DECLARED_H
 
 #include <libconfig.h>
+#include <string.h>
 
 #include "sluice.h"
 
@@ -65,6 +66,17 @@ typedef struct sluice__amatch {
   int attr[SLUICE__WHEN_MAX];
   char val[SLUICE__WHEN_MAX][SLUICE__WVAL];
 } sluice__amatch;
+
+/* 1 when a match's value want holds for an attribute's value v of n bytes
+** (given, n > 0, no NUL in them): "*", or want is those n bytes.  want's
+** length is n exactly when want[n] ends it and its first n bytes are v's,
+** so no strlen on a match made several times a decision. */
+static inline int sluice__match_value(const char *want, const char *v,
+                                      size_t n) {
+  if (want[0] == '*' && want[1] == '\0')
+    return 1;
+  return n < SLUICE__WVAL && want[n] == '\0' && memcmp(v, want, n) == 0;
+}
 
 /* One parameter set: what a step's params point at. */
 typedef union sluice__lparams {

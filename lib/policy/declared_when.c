@@ -60,16 +60,11 @@ int sluice__match_load(const config_setting_t *w, const char *path,
 int sluice__match_ok(const sluice__ctx *c, const sluice__amatch *w) {
   int i;
   for (i = 0; i < w->n; i++) {
-    const char *want = w->val[i];
     size_t n = 0;
     const char *v = sluice__decl_attr_value(c, w->attr[i], &n);
     if (!v || n == 0)
       return 0;
-    /* want's length is n exactly when want[n] ends it and its first n
-    ** bytes are v's (v has no NUL in its n bytes): no strlen on a match
-    ** made several times a decision. */
-    if (!(want[0] == '*' && want[1] == '\0') &&
-        (n >= SLUICE__WVAL || want[n] != '\0' || memcmp(v, want, n) != 0))
+    if (!sluice__match_value(w->val[i], v, n))
       return 0;
   }
   return 1;
