@@ -196,13 +196,52 @@ static int attr_int(const sluice__ctx *c, int a, int64_t *out) {
 
 static int is_lease(int algo);
 
-static const sluice__lparams *pick(const sluice__ctx *c,
-                                   const sluice__limit *lm) {
-  int i;
-  for (i = 0; i < lm->npsets; i++) /* the first set the request matches */
-    if (sluice__match_ok(c, &lm->psw[i]))
+static const sluice__lparams *pick_set(const sluice__ctx *c,
+                                       const sluice__limit *lm) {
+  const char *v;
+  size_t n = 0;
+  int i, a = lm->psw[0].attr[0];
+  for (i = 0; i < lm->npsets; i++)
+    if (lm->psw[i].n != 1 || lm->psw[i].attr[0] != a)
+      break;
+  if (i < lm->npsets) { /* sets of several attributes */
+    for (i = 0; i < lm->npsets; i++) /* the first set the request matches */
+      if (sluice__match_ok(c, &lm->psw[i]))
+        return &lm->ps[i];
+    return &lm->base;
+  }
+  /* Every set by one attribute (`by`, the usual form): its value read
+  ** once, not once a set. */
+  if (!(v = attr_value(c, a, &n)) || n == 0)
+    return &lm->base;
+  for (i = 0; i < lm->npsets; i++)
+    if (sluice__match_value(lm->psw[i].val[0], v, n))
       return &lm->ps[i];
   return &lm->base;
+}
+
+/* Limit lm's parameter set for this request.  A decision asks for each
+** limit's several times (its step, its report, the binding one's answer),
+** and matching a set reads attributes: the last few are kept in the
+** context, a cache that changes nothing of what the context says (hence
+** the cast). */
+static const sluice__lparams *pick(const sluice__ctx *c,
+                                   const sluice__limit *lm) {
+  sluice__ctx *m = (sluice__ctx *)c;
+  const sluice__lparams *ps;
+  unsigned i, n = c->npick < 4 ? c->npick : 4;
+  if (lm->npsets == 0)
+    return &lm->base;
+  if (c->nsettle)
+    return pick_set(c, lm);
+  for (i = 0; i < n; i++)
+    if (c->pick_lm[i] == lm)
+      return c->pick_ps[i];
+  ps = pick_set(c, lm);
+  m->pick_lm[c->npick & 3] = lm;
+  m->pick_ps[c->npick & 3] = ps;
+  m->npick++;
+  return ps;
 }
 
 /* The cost of limit k of the route; 0 with d->invalid_field on a bad
@@ -275,12 +314,11 @@ int sluice__decl_cost(const sluice__ctx *c, int64_t *cost,
 ** or empty or too long (EKEY), *rc saying which. */
 static size_t scope_part(const sluice__ctx *c, int a, char *buf, int *rc,
                          sluice_decision *d) {
-  const char *an = sluice__attr_name(c->p->decl, a);
-  size_t n = 0, al = strlen(an);
+  size_t n = 0, al;
   const char *v = attr_value(c, a, &n);
   char ipn[SLUICE__IP_NAME];
   if (!v || n == 0 || n > SLUICE_POLICY_ID_MAX) {
-    d->invalid_field = an;
+    d->invalid_field = sluice__attr_name(c->p->decl, a);
     *rc = v ? SLUICE_EKEY : SLUICE_EINVAL;
     return 0;
   }
@@ -289,7 +327,14 @@ static size_t scope_part(const sluice__ctx *c, int a, char *buf, int *rc,
     v = sluice__ip_name(c->p, v, ipn);
     n = strlen(v);
   }
-  memcpy(buf, an, al);
+  if (a < SLUICE__A__BUILTIN) { /* a fixed copy, its padding overwritten */
+    memcpy(buf, sluice__builtin_attrs[a].name, 8);
+    al = sluice__builtin_attrs[a].len;
+  } else {
+    const char *an = sluice__attr_name(c->p->decl, a);
+    al = strlen(an);
+    memcpy(buf, an, al);
+  }
   buf[al] = '=';
   memcpy(buf + al + 1, v, n);
   buf[al + 1 + n] = '\x1f';
@@ -757,6 +802,7 @@ typedef struct sluice__dres {
   sluice_program_result res[SLUICE__TG_MAX];
   unsigned done, given;
   unsigned look; /* groups whose box was only looked at */
+  int reports;   /* the request is a report to a box of the route */
 } dres;
 
 /* Limit i's group result, NULL when its group's program did not run or
@@ -870,7 +916,7 @@ static int read(sluice__ctx *c, const dres *rs,
   }
   if (d->strikes_remaining == INT64_MAX)
     d->strikes_remaining = smin;
-  if (reported || (prs && sluice__pen_is_report(c)))
+  if (reported || rs->reports)
     return SLUICE_OK;
   /* The limit that refused; else, among the rate limits (leases, locks
   ** and caps bind only a route that has nothing else), the one with the
@@ -1027,6 +1073,7 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
     return rc;
   reports = prs && sluice__pen_is_report(c);
   rs.done = rs.given = rs.look = 0;
+  rs.reports = reports;
   c->scope_mix = 0;
   for (i = 0; i < dr->n; i++) {
     st[i] = -1;
@@ -1118,6 +1165,7 @@ int sluice__decl_degraded(sluice__ctx *c, sluice_decision *d) {
   /* One result for every group: each limit reads it. */
   rs.done = (1u << dr->ntg) - 1;
   rs.given = rs.look = 0;
+  rs.reports = 0; /* a report fails closed before this */
   for (i = 1; i < dr->ntg; i++)
     rs.res[i] = rs.res[0];
   read(c, &rs, st, costs, NULL, dg, 0, d);

@@ -18,6 +18,7 @@
 #define SLUICE_LIB_POLICY_DECLARED_H
 
 #include <libconfig.h>
+#include <string.h>
 
 #include "sluice.h"
 
@@ -65,6 +66,17 @@ typedef struct sluice__amatch {
   int attr[SLUICE__WHEN_MAX];
   char val[SLUICE__WHEN_MAX][SLUICE__WVAL];
 } sluice__amatch;
+
+/* 1 when a match's value want holds for an attribute's value v of n bytes
+** (given, n > 0, no NUL in them): "*", or want is those n bytes.  want's
+** length is n exactly when want[n] ends it and its first n bytes are v's,
+** so no strlen on a match made several times a decision. */
+static inline int sluice__match_value(const char *want, const char *v,
+                                      size_t n) {
+  if (want[0] == '*' && want[1] == '\0')
+    return 1;
+  return n < SLUICE__WVAL && want[n] == '\0' && memcmp(v, want, n) == 0;
+}
 
 /* One parameter set: what a step's params point at. */
 typedef union sluice__lparams {
@@ -213,6 +225,14 @@ const char *sluice__limit_algo_name(int algo);
 int sluice__decl_attr(const sluice__decl *dl, const char *n);
 /* The name of attribute a (built-in or declared). */
 const char *sluice__attr_name(const sluice__decl *dl, int a);
+/* A built-in attribute's name and its length, zero-padded to 8 bytes so
+** that a scope's key part copies it in one fixed move (every built-in
+** name is at most 7 characters). */
+typedef struct sluice__attr_spelling {
+  char name[8];
+  size_t len;
+} sluice__attr_spelling;
+extern const sluice__attr_spelling sluice__builtin_attrs[SLUICE__A__BUILTIN];
 
 /* Parse the file's `attributes`, `limits` and the routes of `routes` that
 ** list limits into *dl (zeroed first), checking everything the validator

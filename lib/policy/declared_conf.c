@@ -37,14 +37,19 @@
 
 static const char *const algos[SLUICE__L__COUNT] = {
     "gcra", "sliding_window", "fixed_window", "concurrency", "lock", "cap"};
-static const char *const builtin[SLUICE__A__BUILTIN] = {
-    "tenant", "key", "ip", "method", "route", "pattern", "tier"};
+/* A name longer than 7 characters does not compile (its array size goes
+** negative). */
+#define BUILTIN(s) {s, sizeof s - 1 + 0 * sizeof(char[sizeof s <= 8 ? 1 : -1])}
+const sluice__attr_spelling sluice__builtin_attrs[SLUICE__A__BUILTIN] = {
+    BUILTIN("tenant"), BUILTIN("key"),     BUILTIN("ip"),  BUILTIN("method"),
+    BUILTIN("route"),  BUILTIN("pattern"), BUILTIN("tier")};
+#undef BUILTIN
 
 const char *sluice__limit_algo_name(int algo) { return algos[algo]; }
 
 const char *sluice__attr_name(const sluice__decl *dl, int a) {
   if (a >= 0 && a < SLUICE__A__BUILTIN)
-    return builtin[a];
+    return sluice__builtin_attrs[a].name;
   a -= SLUICE__A__BUILTIN;
   return a >= 0 && a < dl->nattrs ? dl->attr[a] : "?";
 }
@@ -100,7 +105,7 @@ static int ident_ok(const char *n) {
 static int attr_index(const sluice__decl *dl, const char *n) {
   int i;
   for (i = 0; i < SLUICE__A__BUILTIN; i++)
-    if (!strcmp(n, builtin[i]))
+    if (!strcmp(n, sluice__builtin_attrs[i].name))
       return i;
   for (i = 0; i < dl->nattrs; i++)
     if (!strcmp(n, dl->attr[i]))

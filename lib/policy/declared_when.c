@@ -60,12 +60,11 @@ int sluice__match_load(const config_setting_t *w, const char *path,
 int sluice__match_ok(const sluice__ctx *c, const sluice__amatch *w) {
   int i;
   for (i = 0; i < w->n; i++) {
-    size_t n = 0, vl = strlen(w->val[i]);
+    size_t n = 0;
     const char *v = sluice__decl_attr_value(c, w->attr[i], &n);
     if (!v || n == 0)
       return 0;
-    if (!(vl == 1 && w->val[i][0] == '*') &&
-        (n != vl || memcmp(v, w->val[i], n) != 0))
+    if (!sluice__match_value(w->val[i], v, n))
       return 0;
   }
   return 1;

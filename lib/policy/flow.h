@@ -39,6 +39,12 @@ typedef struct sluice__ctx {
   int ticket;  /* the breaker's (sluice__breaker_admit) */
   int skipped; /* the breaker is open: decided as failed */
   int droute;  /* a route of declared limits (declared.c), or -1 */
+  /* declared.c pick(): the parameter sets this request picked, by limit
+  ** (the request's attributes hold still for a decision; a settle's
+  ** report, which is read first, picks afresh). */
+  const struct sluice__limit *pick_lm[4];
+  const union sluice__lparams *pick_ps[4];
+  unsigned npick;
   /* A settle (settle.c): the attributes the caller reports back, read
   ** before the request's own; costs may then be 0. */
   const sluice_attr *settle;
