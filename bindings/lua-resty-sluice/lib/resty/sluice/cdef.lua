@@ -140,7 +140,10 @@ typedef struct sluice_decision {
   int nlimits;
   int reserved_int_;
   sluice_decision_limit limits[8];
-  int64_t reserved[1];
+  union {
+    const char *box_detail;
+    int64_t box_detail_word_;
+  };
 } sluice_decision;
 
 typedef void (*sluice_policy_event_fn)(void *userdata,
@@ -202,7 +205,7 @@ typedef struct sluice_http_facts {
   int64_t other_window_s;
   const char *other_policy_name;
   const char *quota_unit;
-  void *reserved[1];
+  const char *box_detail;
   int npolicies;
   int reserved_int_;
   sluice_http_policy policies[8];
