@@ -553,8 +553,11 @@ static enum MHD_Result reconcile_replay(struct MHD_Connection *c,
 }
 
 static enum MHD_Result handle_heavy(struct MHD_Connection *c, const char *url,
-                                    const api_key *k, sluice_request *rq,
+                                    const api_key *k, sluice_request *req,
                                     reqctx *rc, int kind) {
+  /* A copy: the attribute it gets lives in this frame, as must every
+  ** pointer into the request the caller keeps. */
+  sluice_request q = *req, *rq = &q;
   sluice_decision d;
   sluice_attr attr;
   /* an export without dates: range "0" (etc/ledger.conf: not given) */

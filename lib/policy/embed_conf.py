@@ -13,8 +13,8 @@ def main():
         text = f.read().decode('ascii')
     lines = ['/* Generated from %s by lib/policy/embed_conf.py: edit that file. */'
              % src.replace('\\', '/').split('/etc/')[-1],
-             '#include "policy_int.h"',
-             '', 'const char %s[] =' % sym]
+             '', 'extern const char %s[];' % sym,
+             'const char %s[] =' % sym]
     for line in text.splitlines(keepends=True):
         esc = (line.replace('\\', '\\\\').replace('"', '\\"')
                .replace('\n', '\\n').replace('\t', '\\t'))
