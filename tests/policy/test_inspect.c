@@ -42,6 +42,19 @@ static sluice_limit_state limit_of(fixture *f, const char *limit,
   return st;
 }
 
+/* The ledger file with growth's buckets small (tenant 10, key 6, each a
+** point a second) and heavy requests costing 5: a few requests reach them. */
+static sluice_policy_config *small_growth(void) {
+  sluice_policy_config *cfg = cfg_new();
+  cfg_set(cfg, "routes.[1].limits.[0].cost", 5);
+  cfg_set(cfg, "routes.[2].limits.[0].cost", 5);
+  cfg_set(cfg, "limits.tenant.params.growth.rate", 1);
+  cfg_set(cfg, "limits.tenant.params.growth.burst", 10);
+  cfg_set(cfg, "limits.key.params.growth.rate", 1);
+  cfg_set(cfg, "limits.key.params.growth.burst", 6);
+  return cfg;
+}
+
 /* The buckets as the decisions left them, read by the declared limits'
 ** inspection. */
 Test(policy_inspect, buckets_are_the_decisions) {
@@ -51,13 +64,7 @@ Test(policy_inspect, buckets_are_the_decisions) {
   sluice_decision d;
   fixture f;
   int i;
-  cfg = cfg_new();
-  cfg_set(cfg, "routes.[1].limits.[0].cost", 5);
-  cfg_set(cfg, "routes.[2].limits.[0].cost", 5);
-  cfg_set(cfg, "limits.tenant.params.growth.rate", 1);
-  cfg_set(cfg, "limits.tenant.params.growth.burst", 10);
-  cfg_set(cfg, "limits.key.params.growth.rate", 1);
-  cfg_set(cfg, "limits.key.params.growth.burst", 6);
+  cfg = small_growth();
   fx_open(&f, cfg, 0);
   k = limit_of(&f, "key", &rq);
   t = limit_of(&f, "tenant", &rq);
@@ -97,13 +104,7 @@ Test(policy_inspect, strikes_and_box_are_the_decisions) {
   sluice_decision d;
   fixture f;
   int i;
-  cfg = cfg_new();
-  cfg_set(cfg, "routes.[1].limits.[0].cost", 5);
-  cfg_set(cfg, "routes.[2].limits.[0].cost", 5);
-  cfg_set(cfg, "limits.tenant.params.growth.rate", 1);
-  cfg_set(cfg, "limits.tenant.params.growth.burst", 10);
-  cfg_set(cfg, "limits.key.params.growth.rate", 1);
-  cfg_set(cfg, "limits.key.params.growth.burst", 6);
+  cfg = small_growth();
   cfg_set(cfg, "penalties.keys.params.growth.strikes", 3);
   fx_open(&f, cfg, 0);
 
