@@ -142,10 +142,7 @@ static int decide_store(sluice__ctx *c, sluice_decision *d) {
     if (rc != SLUICE_OK || refused)
       return rc;
   }
-  if (c->droute >= 0)
-    return sluice__decide_declared(c, d);
-  return c->cls == SLUICE_EP_AUTH ? sluice__decide_auth(c, d)
-                                  : sluice__decide_tenant(c, d);
+  return sluice__decide_declared(c, d);
 }
 
 int sluice__decide_begin(sluice_policy *p, const sluice_request *q,

@@ -56,7 +56,7 @@ static void per_endpoint(out *o, const char *name, const char *help,
   int i;
   put(o, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
   for (i = from; i <= to; i++)
-    put(o, "%s{endpoint=\"%s\"} %llu\n", name, sluice_endpoint_class_name(i),
+    put(o, "%s{endpoint=\"%s\"} %llu\n", name, sluice__class_name(i),
         (unsigned long long)LOAD(c[i]));
 }
 

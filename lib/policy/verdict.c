@@ -19,7 +19,6 @@ void sluice__emit(sluice__ctx *c, int type, int scope_kind, int level,
   ev.type = type;
   ev.scope = scope_kind;
   ev.level = level;
-  ev.endpoint_class = c->cls;
   ev.outcome = outcome;
   ev.store_error = c->store_err;
   ev.scope_id = scope_id;
