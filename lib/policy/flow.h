@@ -101,7 +101,6 @@ int sluice__run(sluice__ctx *c, sluice__prog *g, sluice_program_result *r);
 void sluice__prog_program(const sluice__prog *g, sluice_program *pr);
 /* 1 when step i ran. */
 int sluice__ran(const sluice_program_result *r, int i);
-void sluice__slot_recs(sluice__ctx *c, sluice__prog *g, int cls, int n);
 /* The Retry-After notice and the strike after step `denier` (decide.c
 ** choice a): notice RENEW (TTL: denier's Retry-After) if it denied,
 ** ACQUIRE if no notice was live, STRIKE if one was (`every`: if denier
@@ -115,14 +114,10 @@ int sluice__strike_steps(sluice__ctx *c, sluice__prog *g, int box, int ra,
 /* verdict.c */
 void sluice__emit(sluice__ctx *c, int type, int scope_kind, int level,
                   const char *scope_id, int64_t until, int outcome);
-void sluice__fill_bucket(sluice__ctx *c, const sluice_gcra_params *ps,
-                         const sluice_verdict *v, sluice_decision *d);
 void sluice__box_seen(sluice__ctx *c, int kind, const char *id,
                       const sluice_verdict *v);
 void sluice__fill_box(sluice__ctx *c, const sluice_verdict *v,
                       sluice_decision *d);
-void sluice__tripped(sluice__ctx *c, int scope_kind, const char *scope_id,
-                     const sluice_verdict *v, sluice_decision *d);
 
 /* declared.c: the route of declared limits whose method, route and
 ** `when` match the request (a class route earlier in the file wins), or

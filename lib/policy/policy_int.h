@@ -155,10 +155,9 @@ typedef struct sluice__counters {
                             [SLUICE_OUTCOME__COUNT];
   _Atomic uint64_t degraded_decisions[SLUICE_POLICY_TIERS_MAX + 1];
   _Atomic uint64_t shadow_passed[SLUICE_POLICY_TIERS_MAX + 1];
-  _Atomic uint64_t fail_closed[SLUICE_EP__COUNT];
-  _Atomic uint64_t lease_denials[SLUICE_EP__COUNT];
-  _Atomic uint64_t store_full[SLUICE_EP__COUNT]; /* decisions the store
-                                                    had no room for */
+  _Atomic uint64_t fail_closed;
+  _Atomic uint64_t lease_denials;
+  _Atomic uint64_t store_full; /* decisions the store had no room for */
   _Atomic uint64_t trips[5][3]; /* [scope kind][level - 1] */
   _Atomic uint64_t events[SLUICE_EVENT__COUNT];
 } sluice__counters;
