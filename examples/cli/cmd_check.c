@@ -45,8 +45,6 @@ static void declared(const sluice_policy *pol) {
       printf(", numbers by %s", li.by);
     printf("\n");
   }
-  if (i == 0)
-    printf("no declared limits: the ledger flow's endpoint classes\n");
 }
 
 static int check_one(const char *path) {

@@ -58,28 +58,6 @@ struct sluice_limiter_options;
 
 /* ------------------------------------------------------------ requests --- */
 
-/** Endpoint classes.  A request names its class directly or leaves
- *  SLUICE_EP_AUTO and lets the route table map method + route. */
-enum sluice_endpoint_class {
-  SLUICE_EP_AUTO = 0,      /**< from method + route (the route table) */
-  SLUICE_EP_STANDARD = 1,  /**< CRUD: cost 1 */
-  SLUICE_EP_RECONCILE = 2, /**< POST /v1/ledgers/reconcile: cost 10, leases */
-  SLUICE_EP_EXPORT = 3,    /**< GET /v1/reports/audit-export: 25 or 50 */
-  SLUICE_EP_JOB_POLL = 4,  /**< polling an async job: cost 1 */
-  SLUICE_EP_AUTH = 5,      /**< POST /v1/auth/token: its own limiter */
-  SLUICE_EP__COUNT = 6
-};
-
-/** What the service learnt about an auth attempt (SLUICE_EP_AUTH only). */
-enum sluice_auth_result {
-  /** Not verified yet: check the subject's and the IP's boxes only.  Call
-   *  this before verifying, so a boxed caller costs no password hash. */
-  SLUICE_AUTH_PENDING = 0,
-  SLUICE_AUTH_OK = 1,             /**< credentials were good */
-  SLUICE_AUTH_UNKNOWN_CLIENT = 2, /**< failure: no such client */
-  SLUICE_AUTH_BAD_SECRET = 3      /**< failure: wrong secret */
-};
-
 /** A request attribute: a name the policy file declares (its top-level
  *  `attributes` list) and its raw value.  Both borrowed for the call;
  *  values are hashed like every other id before they reach a key. */
@@ -93,24 +71,15 @@ typedef struct sluice_attr {
  *  call only; strings are NUL-terminated raw identifiers, hashed with the
  *  policy's secret (sluice_scope_id) before they reach any key. */
 typedef struct sluice_request {
-  const char *tenant_id;  /**< required except for SLUICE_EP_AUTH */
-  const char *api_key_id; /**< required except for SLUICE_EP_AUTH */
-  const char *tier;       /**< tier name ("growth"); required except auth */
-  const char *method;     /**< "GET", "POST"... (with SLUICE_EP_AUTO) */
-  const char *route;      /**< "/v1/ledgers/reconcile" (with SLUICE_EP_AUTO) */
-  int endpoint_class;     /**< enum sluice_endpoint_class */
-  int auth_result;        /**< enum sluice_auth_result (auth only) */
-  const char *client_ip;  /**< required for auth */
-  /** client_id / user tried.  NULL or "" when the caller could not read
-   *  it: a failure is then counted for client_ip and the unknown subject
-   *  (never refused); client_ip is a scope by its IPv6 prefix. */
-  const char *auth_subject;
-  const char *ledger_id;  /**< required for reconcile */
-  /** Export date range (ns, any epoch): a span over the configured
-   *  threshold (90 days) costs export_long.  Both 0: not given. */
-  int64_t export_from_ns, export_to_ns;
-  /** 0: the policy's cost for the class.  Otherwise a caller-defined cost
-   *  (1..the smaller bucket's burst). */
+  const char *tenant_id;  /**< attribute `tenant` (NULL: not given) */
+  const char *api_key_id; /**< attribute `key` (NULL: not given) */
+  const char *tier;       /**< tier name ("growth"), or NULL */
+  const char *method;     /**< "GET", "POST"... (required) */
+  const char *route;      /**< "/v1/ledgers/reconcile" (required) */
+  const char *client_ip;  /**< the client's address (the per-IP backstop,
+                               attribute `ip`) */
+  /** Must be 0: costs come from the policy file (a route's cost may be
+   *  an attribute the caller supplies). */
   int64_t cost;
   /** Attributes beside the common fields, for the limits a policy file
    *  declares (docs/policy.md "Declared limits"): nattrs pairs, or NULL
@@ -224,7 +193,6 @@ typedef struct sluice_decision {
                      outcome's (429, 403, 409, 503) */
   int verdict_status; /**< the outcome's status even in shadow mode */
   unsigned flags;     /**< SLUICE_DECISION_* */
-  int endpoint_class; /**< resolved enum sluice_endpoint_class */
   int64_t cost;       /**< points charged (or that would have been) */
   char tier[SLUICE_POLICY_NAME_MAX + 1]; /**< tier name ("" for auth) */
   /* The binding bucket (RateLimit-Limit / -Remaining / -Reset). */
@@ -469,7 +437,6 @@ typedef struct sluice_event {
   int type;            /**< enum sluice_event_type */
   int scope;           /**< enum sluice_scope_kind, 0 for degraded events */
   int level;           /**< box level 1..3 (BOX_TRIP and after) */
-  int endpoint_class;  /**< of the request that caused it, or 0 */
   int outcome;         /**< LEASE_DENIED: the outcome */
   int store_error;     /**< DEGRADED_ON, STORE_FULL: the store's SLUICE_E* */
   const char *scope_id;  /**< hashed id (32 hex) of the scope, or NULL */
@@ -619,16 +586,6 @@ SLUICE_EXPORT int sluice_policy_decide(sluice_policy *p,
 SLUICE_EXPORT int sluice_policy_decide_many(sluice_policy *p, int n,
                                             const sluice_request *reqs,
                                             sluice_decision *ds, int *rcs);
-
-/** @brief The endpoint class the policy's route table gives method and
- *  route (the query string ignored), as a decision of a SLUICE_EP_AUTO
- *  request resolves it: a service or replay can tell the requests that
- *  take leases before deciding them.
- *  @return the enum sluice_endpoint_class, or SLUICE_EP_AUTO when no route
- *  matches or an argument is NULL. */
-SLUICE_EXPORT int sluice_policy_endpoint_class(const sluice_policy *p,
-                                               const char *method,
-                                               const char *route);
 
 /** @brief Release a lease from sluice_policy_decide() (the handler's
  *  finally path).  `req` is the request that got it (tenant, class,
@@ -968,9 +925,8 @@ SLUICE_EXPORT int sluice_decision_http_facts(const sluice_decision *d,
                                              struct sluice_http_facts *f);
 
 /** @brief Names for logs and metrics labels: "allow", "throttled"...;
- *  "standard", "reconcile"...; "box_trip"...  Static; "unknown" otherwise. */
+ *  "box_trip"...  Static; "unknown" otherwise. */
 SLUICE_EXPORT const char *sluice_outcome_name(int outcome);
-SLUICE_EXPORT const char *sluice_endpoint_class_name(int endpoint_class);
 SLUICE_EXPORT const char *sluice_event_name(int type);
 
 #ifdef __cplusplus

@@ -37,14 +37,10 @@ static void copy_str(char *dst, size_t n, const char *src) {
   snprintf(dst, n, "%s", src ? src : "");
 }
 
-/* "POST /v1/ledgers/reconcile", or the class name without a route. */
+/* "POST /v1/ledgers/reconcile". */
 static void endpoint_of(const sluice_request *rq, char out[ENDPOINT_LEN]) {
-  if (rq->route)
-    snprintf(out, ENDPOINT_LEN, "%s%s%s", rq->method ? rq->method : "",
-             rq->method ? " " : "", rq->route);
-  else
-    snprintf(out, ENDPOINT_LEN, "%s",
-             sluice_endpoint_class_name(rq->endpoint_class));
+  snprintf(out, ENDPOINT_LEN, "%s%s%s", rq->method ? rq->method : "",
+           rq->method ? " " : "", rq->route ? rq->route : "");
 }
 
 /* Under mu: this scope's remembered endpoints, `ep` (if any) first. */

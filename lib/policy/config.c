@@ -421,7 +421,7 @@ static int get_features(ld *l, const config_setting_t *g, const char *gpath,
 static int class_of(const char *s) {
   int i;
   for (i = 1; i < SLUICE_EP__COUNT; i++)
-    if (strcmp(s, sluice_endpoint_class_name(i)) == 0)
+    if (strcmp(s, sluice__class_name(i)) == 0)
       return i;
   return 0;
 }

@@ -99,7 +99,7 @@ static int builtin(config_setting_t *root, const char *name,
         !(cl = config_setting_add(r, "class", CONFIG_TYPE_STRING)) ||
         !config_setting_set_string(m, d.routes[i].method) ||
         !config_setting_set_string(ro, d.routes[i].route) ||
-        !config_setting_set_string(cl, sluice_endpoint_class_name(
+        !config_setting_set_string(cl, sluice__class_name(
                                            d.routes[i].endpoint_class)))
       return -1;
   }
@@ -416,6 +416,16 @@ int sluice__config_build(const sluice_policy_config *h, sluice__conf *out,
              NULL, 0);
   if (rc == SLUICE_OK)
     config_destroy(&doc);
+  if (rc == SLUICE_OK && (dl ? dl : tmp)->nroutes == 0) {
+    /* Nothing a request could be decided on: the built-in endpoint
+    ** classes are gone (issue 37). */
+    snprintf(err, errlen,
+             "%s: routes: no route applies declared limits (the built-in "
+             "endpoint classes are gone; etc/ledger.conf is the ledger API's "
+             "policy)",
+             h->file ? h->file : "(configuration)");
+    rc = SLUICE_EINVAL;
+  }
   sluice__decl_free(tmp);
   return rc;
 }

@@ -47,7 +47,7 @@ static const char *feature(int bit) {
   return sluice_shadow_feature_name(1 << bit);
 }
 
-static const char *cls(int c) { return sluice_endpoint_class_name(c); }
+static const char *cls(int c) { return sluice__class_name(c); }
 
 static int tier_get(out *o, const sluice__tier *t, const char *rest) {
   static const char *const fields[] = {

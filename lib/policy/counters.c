@@ -15,7 +15,7 @@
 #include "policy_int.h"
 
 #define CTR_MAGIC UINT64_C(0x31727463636c73) /* "slcctr1" */
-#define CTR_LAYOUT 2u
+#define CTR_LAYOUT 3u
 
 typedef struct ctr_segment {
   sluice__seg_head h; /* segment.c: magic, claim */

@@ -142,10 +142,7 @@ static int decide_store(sluice__ctx *c, sluice_decision *d) {
     if (rc != SLUICE_OK || refused)
       return rc;
   }
-  if (c->droute >= 0)
-    return sluice__decide_declared(c, d);
-  return c->cls == SLUICE_EP_AUTH ? sluice__decide_auth(c, d)
-                                  : sluice__decide_tenant(c, d);
+  return sluice__decide_declared(c, d);
 }
 
 int sluice__decide_begin(sluice_policy *p, const sluice_request *q,
@@ -212,7 +209,7 @@ static void store_full(sluice__ctx *c, sluice_decision *d) {
   sluice_policy *p = c->p;
   int64_t last = atomic_load_explicit(&p->full_event_ns, memory_order_relaxed);
   d->flags |= SLUICE_DECISION_STORE_FULL;
-  atomic_fetch_add_explicit(&p->ctr->store_full[c->cls], 1,
+  atomic_fetch_add_explicit(&p->ctr->store_full, 1,
                             memory_order_relaxed);
   if ((last == 0 || c->now - last >= SLUICE_POLICY_FULL_EVENT_NS ||
        c->now < last) &&

@@ -990,7 +990,7 @@ static int read(sluice__ctx *c, const dres *rs,
       d->outcome = SLUICE_OUTCOME_THROTTLED;
     if (is_lease(lm->algo)) {
       d->cap_limit = ps->l.max;
-      atomic_fetch_add_explicit(&c->p->ctr->lease_denials[c->cls], 1,
+      atomic_fetch_add_explicit(&c->p->ctr->lease_denials, 1,
                                 memory_order_relaxed);
     }
     /* A lease, lock or count cap refused: LEASE_DENIED, as the built-in

@@ -2,7 +2,7 @@
 ** The request flow's private side: what the files of one decision share.
 ** decide.c opens with the flow and its choices (a-g); a decision builds a
 ** context (request.c), runs a program per hash-tag group (programs.c) for
-** the tenant flow (tenant.c) or the auth flow (auth.c), turns what the
+** the route's declared limits (declared.c), turns what the
 ** store said into the decision (verdict.c), or, when the store fails,
 ** decides without it (failure.c).
 */
@@ -13,9 +13,6 @@
 #include "policy_int.h"
 
 struct sluice__tape;
-
-/* The caller's attributes and the shim's four (shim.c). */
-#define SLUICE__SHIM_ATTRS 20
 
 /* Everything one decision needs, built before any store work. */
 typedef struct sluice__ctx {
@@ -54,18 +51,7 @@ typedef struct sluice__ctx {
   /* A decision in two halves (halves.c): the store calls answered so far,
   ** replayed; NULL: every store call is made at once. */
   struct sluice__tape *tape;
-  /* TEMPORARY (shim.c): an old-style request translated; last, and not
-  ** cleared by sluice__resolve (it fills what it uses). */
-  sluice_request shim;
-  sluice_attr shim_attrs[SLUICE__SHIM_ATTRS];
-  char shim_range[24];
 } sluice__ctx;
-
-/* TEMPORARY (shim.c, removed with sluice_request's old fields): 1 when q
-** sets an old field on a policy of declared routes; then its translation
-** into c->shim, c->req pointing at it (or an input error). */
-int sluice__shim_needed(const sluice_policy *p, const sluice_request *q);
-int sluice__shim(sluice__ctx *c, const sluice_request *q, sluice_decision *d);
 
 /* A program under construction: its records (keys built in place) and its
 ** steps.  Every decision is one of these per hash-tag group, run as one
@@ -115,7 +101,6 @@ int sluice__run(sluice__ctx *c, sluice__prog *g, sluice_program_result *r);
 void sluice__prog_program(const sluice__prog *g, sluice_program *pr);
 /* 1 when step i ran. */
 int sluice__ran(const sluice_program_result *r, int i);
-void sluice__slot_recs(sluice__ctx *c, sluice__prog *g, int cls, int n);
 /* The Retry-After notice and the strike after step `denier` (decide.c
 ** choice a): notice RENEW (TTL: denier's Retry-After) if it denied,
 ** ACQUIRE if no notice was live, STRIKE if one was (`every`: if denier
@@ -129,33 +114,10 @@ int sluice__strike_steps(sluice__ctx *c, sluice__prog *g, int box, int ra,
 /* verdict.c */
 void sluice__emit(sluice__ctx *c, int type, int scope_kind, int level,
                   const char *scope_id, int64_t until, int outcome);
-void sluice__fill_bucket(sluice__ctx *c, const sluice_gcra_params *ps,
-                         const sluice_verdict *v, sluice_decision *d);
 void sluice__box_seen(sluice__ctx *c, int kind, const char *id,
                       const sluice_verdict *v);
 void sluice__fill_box(sluice__ctx *c, const sluice_verdict *v,
                       sluice_decision *d);
-void sluice__tripped(sluice__ctx *c, int scope_kind, const char *scope_id,
-                     const sluice_verdict *v, sluice_decision *d);
-
-/* The store's part of a decision: tenant.c, auth.c. */
-int sluice__decide_tenant(sluice__ctx *c, sluice_decision *d);
-/* The tenant request's one store call, built before it runs and read
-** after, so that a batch of them can run in one store call (batch.c). */
-typedef struct sluice__heavy_steps {
-  int gate;   /* ledger lock (reconcile) or export cap (export) */
-  int slots;  /* the tenant's lease set */
-  int charge; /* the bucket charge after the bucket check */
-} sluice__heavy_steps;
-typedef struct sluice__tenant_call {
-  sluice__prog g;
-  sluice__heavy_steps h; /* -1: not in the program */
-  uint64_t id;           /* the lease id (heavy endpoints), else 0 */
-} sluice__tenant_call;
-int sluice__tenant_build(sluice__ctx *c, sluice__tenant_call *t);
-int sluice__tenant_read(sluice__ctx *c, const sluice__tenant_call *t,
-                        const sluice_program_result *res, sluice_decision *d);
-int sluice__decide_auth(sluice__ctx *c, sluice_decision *d);
 
 /* declared.c: the route of declared limits whose method, route and
 ** `when` match the request (a class route earlier in the file wins), or

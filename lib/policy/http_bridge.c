@@ -145,9 +145,7 @@ int sluice_decision_http_facts(const sluice_decision *d,
     f->penalty = SLUICE_HTTP_PENALTY_LOCKOUT;
     f->penalty_level = d->penalty_level;
     f->lockout_ends_ns = d->lockout_end_ns;
-    f->box_reason = d->endpoint_class == SLUICE_EP_AUTH
-                        ? SLUICE_HTTP_BOX_AUTH
-                        : SLUICE_HTTP_BOX_STRIKES;
+    f->box_reason = SLUICE_HTTP_BOX_STRIKES;
     f->box_detail = d->box_detail; /* a declared penalty's wording */
     break;
   case SLUICE_OUTCOME_SUSPENDED:

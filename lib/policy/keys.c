@@ -48,6 +48,7 @@
 #include <string.h>
 
 #include "keys.h"
+#include "policy_int.h"
 #include "scope_id.h"
 
 #define ID SLUICE_SCOPE_ID_LEN

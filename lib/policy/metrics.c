@@ -49,15 +49,12 @@ static void put(out *o, const char *fmt, ...) {
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
-/* A counter by endpoint class, classes from..to: its HELP and TYPE lines
-** (help: the text after the name), then a line per class. */
-static void per_endpoint(out *o, const char *name, const char *help,
-                         const _Atomic uint64_t *c, int from, int to) {
-  int i;
-  put(o, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
-  for (i = from; i <= to; i++)
-    put(o, "%s{endpoint=\"%s\"} %llu\n", name, sluice_endpoint_class_name(i),
-        (unsigned long long)LOAD(c[i]));
+/* An unlabelled counter: its HELP and TYPE lines (help: the text after
+** the name), then its value. */
+static void total(out *o, const char *name, const char *help,
+                  const _Atomic uint64_t *c) {
+  put(o, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name,
+      name, (unsigned long long)LOAD(*c));
 }
 
 int sluice_policy_metrics(const sluice_policy *cp, char *buf, size_t len,
@@ -96,16 +93,14 @@ int sluice_policy_metrics(const sluice_policy *cp, char *buf, size_t len,
     put(&o, "sluice_policy_shadow_passed_total{tier=\"%s\"} %llu\n",
         TIERNAME(t), (unsigned long long)LOAD(p->ctr->shadow_passed[t]));
   }
-  per_endpoint(&o, "sluice_policy_fail_closed_total",
-               "503s because the store failed, by endpoint class.",
-               p->ctr->fail_closed, 1, SLUICE_EP__COUNT - 1);
-  per_endpoint(&o, "sluice_policy_lease_denials_total",
-               "Concurrency, ledger and export-cap denials.",
-               p->ctr->lease_denials, SLUICE_EP_RECONCILE, SLUICE_EP_EXPORT);
-  per_endpoint(&o, "sluice_policy_store_full_total",
-               "Decisions that found the store full (no room for a record: "
-               "not an outage), by endpoint class.",
-               p->ctr->store_full, 1, SLUICE_EP__COUNT - 1);
+  total(&o, "sluice_policy_fail_closed_total",
+        "503s because the store failed.", &p->ctr->fail_closed);
+  total(&o, "sluice_policy_lease_denials_total",
+        "Denials by a lease set or a lock.", &p->ctr->lease_denials);
+  total(&o, "sluice_policy_store_full_total",
+        "Decisions that found the store full (no room for a record: not an "
+        "outage).",
+        &p->ctr->store_full);
   put(&o, "# HELP sluice_policy_box_trips_total Penalty box trips by scope "
           "and level.\n# TYPE sluice_policy_box_trips_total counter\n");
   for (i = SLUICE_SCOPE_KEY; i <= SLUICE_SCOPE_SUBJECT; i++)

@@ -11,7 +11,7 @@ const char *sluice_outcome_name(int o) {
   return (o >= 0 && o < SLUICE_OUTCOME__COUNT) ? n[o] : "unknown";
 }
 
-const char *sluice_endpoint_class_name(int c) {
+const char *sluice__class_name(int c) {
   static const char *const n[SLUICE_EP__COUNT] = {
       "auto", "standard", "reconcile", "export", "job_poll", "auth"};
   return (c >= 0 && c < SLUICE_EP__COUNT) ? n[c] : "unknown";

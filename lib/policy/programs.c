@@ -59,17 +59,6 @@ int sluice__ran(const sluice_program_result *r, int i) {
   return i >= 0 && ((r->ran >> i) & 1u);
 }
 
-/* The tenant's lease set of class cls: n slot records. */
-void sluice__slot_recs(sluice__ctx *c, sluice__prog *g, int cls, int n) {
-  sluice_key first = sluice__key_slot(g->kbuf[g->nk], c->T, cls, 0);
-  int i;
-  g->keys[g->nk++] = first;
-  for (i = 1; i < n; i++) {
-    g->keys[g->nk] = sluice__key_slot_next(g->kbuf[g->nk], first, i);
-    g->nk++;
-  }
-}
-
 int sluice__strike_steps(sluice__ctx *c, sluice__prog *g, int box, int ra,
                          int denier, int box_step,
                          const sluice_penalty_params *pp, int every,

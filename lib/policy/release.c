@@ -107,7 +107,6 @@ static int declared_box(sluice__ctx *c, int scope_kind, sluice__prog *g,
 static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
                    const char *who, const char *why, int mode) {
   int lift = mode == LIFT;
-  char kb[SLUICE__KEYLEN];
   sluice_key k;
   const sluice_penalty_params *pp;
   const char *sid;
@@ -126,58 +125,16 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
   c.req = q; /* the operator's request, who and why go with the events */
   c.who = who;
   c.why = why;
-  if (p->decl && p->decl->npenalties > 0) { /* a file's boxes (choice c) */
-    if (scope_kind != SLUICE_SCOPE_KEY && scope_kind != SLUICE_SCOPE_IP &&
-        scope_kind != SLUICE_SCOPE_SUBJECT)
-      return SLUICE_EINVAL;
-    c.now = sluice_limiter_now(p->lim);
-    if (sluice__shim_needed(p, q)) { /* TEMPORARY: the old fields */
-      sluice_decision scratch;
-      memset(&scratch, 0, sizeof scratch);
-      if ((rc = sluice__shim(&c, q, &scratch)))
-        return rc;
-    }
-    if ((rc = declared_box(&c, scope_kind, &g, &pp, did)))
-      return rc;
-    k = g.keys[0];
-    sid = did;
-  } else
-  switch (scope_kind) {
-  case SLUICE_SCOPE_KEY:
-    if ((rc = sluice__id_ok(q->tenant_id, 1, "tenant_id", NULL)) ||
-        (rc = sluice__id_ok(q->api_key_id, 1, "api_key_id", NULL)))
-      return rc;
-    if (!q->tier)
-      return SLUICE_EINVAL;
-    if ((c.tier = sluice__policy_tier(p, q->tier)) < 0)
-      return SLUICE_ENOTFOUND;
-    sluice__scope(p, q->tenant_id, c.T);
-    sluice__scope(p, q->api_key_id, c.K);
-    k = sluice__key_key_box(kb, c.T, c.K);
-    pp = &p->rt[c.tier].penalty;
-    sid = c.K;
-    break;
-  case SLUICE_SCOPE_IP:
-    if ((rc = sluice__id_ok(q->client_ip, 1, "client_ip", NULL)))
-      return rc;
-    sluice__ip_scope(p, q->client_ip, c.I);
-    k = sluice__key_auth(kb, SLUICE_SCOPE_IP, SLUICE__AK_BOX, c.I);
-    pp = &p->auth_penalty;
-    sid = c.I;
-    break;
-  case SLUICE_SCOPE_SUBJECT:
-    if ((rc = sluice__id_ok(q->auth_subject, 1, "auth_subject", NULL)))
-      return rc;
-    sluice__scope(p, q->auth_subject, c.S);
-    k = sluice__key_auth(kb, SLUICE_SCOPE_SUBJECT, SLUICE__AK_BOX, c.S);
-    pp = &p->auth_penalty;
-    sid = c.S;
-    break;
-  default:
+  if (scope_kind != SLUICE_SCOPE_KEY && scope_kind != SLUICE_SCOPE_IP &&
+      scope_kind != SLUICE_SCOPE_SUBJECT)
     return SLUICE_EINVAL;
-  }
-  if (!c.now)
-    c.now = sluice_limiter_now(p->lim);
+  if (!p->decl || p->decl->npenalties == 0)
+    return SLUICE_ENOTFOUND; /* the file declares no boxes */
+  c.now = sluice_limiter_now(p->lim);
+  if ((rc = declared_box(&c, scope_kind, &g, &pp, did)))
+    return rc;
+  k = g.keys[0];
+  sid = did;
   rc = apply(&c, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 1, &k, pp, 0, 0, &v);
   if (rc)
     return rc;

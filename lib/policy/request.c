@@ -116,18 +116,6 @@ const char *sluice__route_param(const char *pattern, const char *route,
   return v;
 }
 
-int sluice_policy_endpoint_class(const sluice_policy *p, const char *method,
-                                 const char *route) {
-  int i;
-  if (!p || !method || !route)
-    return SLUICE_EP_AUTO;
-  for (i = 0; i < p->cfg.nroutes; i++)
-    if (sluice__route_match(p->cfg.routes[i].method, p->cfg.routes[i].route,
-                            method, route))
-      return p->cfg.routes[i].endpoint_class;
-  return SLUICE_EP_AUTO;
-}
-
 /* A route of declared limits: its attributes are read when its program
 ** is built (declared.c); here only what the rest of the flow needs.  The
 ** tier, when given, must be configured (it may choose parameter sets, and
@@ -136,7 +124,6 @@ static int resolve_declared(sluice_policy *p, const sluice_request *q,
                             sluice__ctx *c, sluice_decision *d) {
   int rc;
   c->cls = SLUICE_EP_STANDARD;
-  d->endpoint_class = c->cls;
   if (q->cost != 0) {
     d->invalid_field = "cost";
     return SLUICE_EINVAL; /* costs come from the file (a caller attribute) */
@@ -156,124 +143,22 @@ static int resolve_declared(sluice_policy *p, const sluice_request *q,
 
 int sluice__resolve(sluice_policy *p, const sluice_request *q, sluice__ctx *c,
                     sluice_decision *d) {
-  int rc;
-  memset(c, 0, offsetof(sluice__ctx, shim));
+  memset(c, 0, sizeof *c);
   c->p = p;
   c->req = q;
   c->tier = -1;
   c->droute = -1;
-  if (sluice__shim_needed(p, q)) { /* TEMPORARY: the old fields */
-    if ((rc = sluice__shim(c, q, d)))
-      return rc;
-    q = c->req;
-  }
-  c->cls = q->endpoint_class;
-  if (c->cls < 0 || c->cls >= SLUICE_EP__COUNT) {
-    d->invalid_field = "endpoint_class";
-    return SLUICE_EINVAL;
-  }
   if (q->nattrs && !q->attrs) {
     d->invalid_field = "attrs";
     return SLUICE_EINVAL;
   }
-  if (c->cls == SLUICE_EP_AUTO) {
-    if (!q->method || !q->route) {
-      d->invalid_field = q->method ? "route" : "method";
-      return SLUICE_EINVAL;
-    }
-    if (p->decl && (c->droute = sluice__decl_match(p, q)) >= 0)
-      return resolve_declared(p, q, c, d);
-    c->cls = sluice_policy_endpoint_class(p, q->method, q->route);
-    if (c->cls == SLUICE_EP_AUTO) {
-      d->invalid_field = "route";
-      return SLUICE_ENOTFOUND;
-    }
-  }
-  d->endpoint_class = c->cls;
-  if ((rc = sluice__id_ok(q->client_ip, c->cls == SLUICE_EP_AUTH, "client_ip",
-                          d)))
-    return rc;
-  if (c->cls == SLUICE_EP_AUTH) {
-    const char *subj;
-    int failed;
-    if (q->auth_result < SLUICE_AUTH_PENDING ||
-        q->auth_result > SLUICE_AUTH_BAD_SECRET) {
-      d->invalid_field = "auth_result";
-      return SLUICE_EINVAL;
-    }
-    failed = q->auth_result >= SLUICE_AUTH_UNKNOWN_CLIENT;
-    /* No subject (NULL or ""): the attempt still counts, for its IP and
-    ** for the unknown subject (auth.c); a caller cannot skip a failure
-    ** by not knowing who it was for. */
-    subj = q->auth_subject && q->auth_subject[0] ? q->auth_subject : NULL;
-    if ((rc = sluice__id_ok(subj, 0, "auth_subject", d)))
-      return rc;
-    /* An auth request may carry its tenant's tier for the metrics, but
-    ** does not need one: the endpoint has its own limiter. */
-    if (q->tier) {
-      c->tier = sluice__policy_tier(p, q->tier);
-      if (c->tier < 0) {
-        d->invalid_field = "tier";
-        return SLUICE_ENOTFOUND;
-      }
-    }
-    sluice__ip_scope(p, q->client_ip, c->I);
-    if (subj) {
-      sluice__scope(p, subj, c->S);
-      c->has_subject = 1;
-    } else if (failed) {
-      /* The unknown subject's scope: a name no subject can have (a C
-      ** string holds no NUL byte). */
-      sluice_scope_id(p->secret, "\0unknown", 8, c->S);
-    }
-    return SLUICE_OK;
-  }
-  if ((rc = sluice__id_ok(q->tenant_id, 1, "tenant_id", d)) ||
-      (rc = sluice__id_ok(q->api_key_id, 1, "api_key_id", d)))
-    return rc;
-  if (!q->tier) {
-    d->invalid_field = "tier";
+  if (!q->method || !q->route) {
+    d->invalid_field = q->method ? "route" : "method";
     return SLUICE_EINVAL;
   }
-  c->tier = sluice__policy_tier(p, q->tier);
-  if (c->tier < 0) {
-    d->invalid_field = "tier";
+  if (!p->decl || (c->droute = sluice__decl_match(p, q)) < 0) {
+    d->invalid_field = "route";
     return SLUICE_ENOTFOUND;
   }
-  if (c->cls == SLUICE_EP_RECONCILE &&
-      (rc = sluice__id_ok(q->ledger_id, 1, "ledger_id", d)))
-    return rc;
-  c->cost = p->cfg.cost[c->cls];
-  if (c->cls == SLUICE_EP_EXPORT &&
-      (q->export_from_ns != 0 || q->export_to_ns != 0)) {
-    if (q->export_to_ns < q->export_from_ns) {
-      d->invalid_field = "export_to_ns";
-      return SLUICE_EINVAL;
-    }
-    /* Unsigned: to - from cannot overflow once to >= from. */
-    if ((uint64_t)q->export_to_ns - (uint64_t)q->export_from_ns >
-        (uint64_t)p->cfg.export_long_range_ns)
-      c->cost = p->cfg.export_long_cost;
-  }
-  if (q->cost != 0) {
-    const sluice__tier_rt *r = &p->rt[c->tier];
-    int64_t cap = r->bucket[0].burst < r->bucket[1].burst
-                      ? r->bucket[0].burst
-                      : r->bucket[1].burst;
-    if (q->cost < 0 || q->cost > cap) {
-      d->invalid_field = "cost";
-      return SLUICE_ERANGE;
-    }
-    c->cost = q->cost;
-  }
-  sluice__scope(p, q->tenant_id, c->T);
-  sluice__scope(p, q->api_key_id, c->K);
-  if (c->cls == SLUICE_EP_RECONCILE)
-    sluice__scope(p, q->ledger_id, c->L);
-  /* The client IP's scope id only for the per-IP backstop: the rest of a
-  ** tenant request (keys, events, deny-cache reads) is the tenant's and
-  ** the key's. */
-  if (q->client_ip && p->cfg.ip_limit > 0)
-    sluice__ip_scope(p, q->client_ip, c->I);
-  return SLUICE_OK;
+  return resolve_declared(p, q, c, d);
 }

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "flow.h"
-#include "wide.h"
 
 void sluice__emit(sluice__ctx *c, int type, int scope_kind, int level,
                   const char *scope_id, int64_t until, int outcome) {
@@ -19,7 +18,6 @@ void sluice__emit(sluice__ctx *c, int type, int scope_kind, int level,
   ev.type = type;
   ev.scope = scope_kind;
   ev.level = level;
-  ev.endpoint_class = c->cls;
   ev.outcome = outcome;
   ev.store_error = c->store_err;
   ev.scope_id = scope_id;
@@ -31,25 +29,6 @@ void sluice__emit(sluice__ctx *c, int type, int scope_kind, int level,
   ev.now_ns = c->now;
   ev.until_ns = until;
   p->on_event(p->userdata, &ev);
-}
-
-void sluice__fill_bucket(sluice__ctx *c, const sluice_gcra_params *ps,
-                         const sluice_verdict *v, sluice_decision *d) {
-  const sluice_gcra_params *b = &ps[v->binding];
-  d->binding = v->binding == 0 ? SLUICE_BINDING_TENANT : SLUICE_BINDING_KEY;
-  d->limit = v->limit;
-  d->remaining = v->remaining;
-  d->reset_ns = v->reset_ns;
-  d->policy_quota = b->burst;
-  /* The window in which the quota refills from empty: burst / rate. */
-  d->policy_window_ns = sluice__clamp64((sluice__i128)b->burst * b->period_ns / b->rate);
-  d->refill_rate = b->rate;
-  d->refill_period_ns = b->period_ns;
-  d->other_quota = ps[!v->binding].burst;
-  d->other_window_ns = sluice__clamp64((sluice__i128)ps[!v->binding].burst *
-                                       ps[!v->binding].period_ns /
-                                       ps[!v->binding].rate);
-  (void)c;
 }
 
 /* A box the store reported on a scope: into the deny cache (deny_cache.c),
@@ -80,32 +59,4 @@ void sluice__fill_box(sluice__ctx *c, const sluice_verdict *v,
   }
   if (v->level >= 2)
     d->flags |= SLUICE_DECISION_EDGE_DENY;
-}
-
-/* Events of a box trip at v->level on a scope. */
-void sluice__tripped(sluice__ctx *c, int scope_kind, const char *scope_id,
-                     const sluice_verdict *v, sluice_decision *d) {
-  int lvl = v->level < 1 ? 1 : v->level > 3 ? 3 : v->level;
-  int64_t until = (v->flags & SLUICE_V_SUSPENDED)
-                      ? SLUICE_FOREVER
-                      : c->now + v->retry_after_ns;
-  d->flags |= SLUICE_DECISION_TRIPPED;
-  sluice__box_seen(c, scope_kind, scope_id, v);
-  atomic_fetch_add_explicit(&c->p->ctr->trips[scope_kind][lvl - 1], 1,
-                            memory_order_relaxed);
-  sluice__emit(c, SLUICE_EVENT_BOX_TRIP, scope_kind, lvl, scope_id, until, 0);
-  if (lvl >= 2)
-    sluice__emit(c, SLUICE_EVENT_EDGE_DENY, scope_kind, lvl, scope_id, until,
-                 0);
-  if (lvl == 2)
-    sluice__emit(c, SLUICE_EVENT_ALERT, scope_kind, lvl, scope_id, until, 0);
-  if (lvl == 3) {
-    if (scope_kind == SLUICE_SCOPE_IP)
-      sluice__emit(c, SLUICE_EVENT_IP_BAN, scope_kind, lvl, scope_id, until, 0);
-    else if (scope_kind == SLUICE_SCOPE_KEY)
-      sluice__emit(c,
-                   (v->flags & SLUICE_V_SUSPENDED) ? SLUICE_EVENT_SUSPEND
-                                                   : SLUICE_EVENT_PAGE,
-                   scope_kind, lvl, scope_id, until, 0);
-  }
 }

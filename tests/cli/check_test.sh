@@ -48,12 +48,14 @@ check "warning: said" \
   "sluice check: warning: $tmp/warn.conf:6: limits.jobs: no route applies it" \
   "$(cat "$tmp/err")"
 
-# The ledger flow's file: no declared limits, said so.
+# A file of the built-in settings alone (no route of declared limits):
+# refused, the built-in endpoint classes being gone.
 printf 'shadow = false;\n' > "$tmp/classes.conf"
-check "no declared limits" \
-"$tmp/classes.conf: loads
-no declared limits: the ledger flow's endpoint classes" \
-  "$("$SLUICE" check "$tmp/classes.conf" 2>&1)"
+"$SLUICE" check "$tmp/classes.conf" >/dev/null 2>"$tmp/err"; rc=$?
+check "no declared limits: refused" 1 "$rc"
+check "no declared limits: said" \
+  "sluice check: $tmp/classes.conf: routes: no route applies declared limits (the built-in endpoint classes are gone; etc/ledger.conf is the ledger API's policy)" \
+  "$(cat "$tmp/err")"
 
 "$SLUICE" check "$tmp/none.conf" >/dev/null 2>"$tmp/err"; rc=$?
 check "unreadable: exit 2" 2 "$rc"

@@ -10,9 +10,8 @@
 ** kind (mem, shm, a Redis Cluster), on a manual clock, and every decision
 ** is compared with the golden's.
 **
-** While the built-in flow exists, each run also checks that it still
-** decides as its golden says, byte for byte; SLUICE_GOLDEN_WRITE=1 (with
-** --jobs=1) rewrites the goldens from it instead.
+** The built-in flow that wrote the goldens is gone (issue 37): they stay,
+** frozen, as the file's oracle.
 **
 ** What the file does not reproduce, on purpose, is listed in `known`
 ** below, field by field with the reason; a field of that list is counted
@@ -31,9 +30,14 @@
 
 #define DAY (86400 * SEC)
 
-/* One request of a stream, in the built-in's terms. */
+/* The streams' request kinds and sign-in results, in the terms of the
+** built-in flow that wrote the goldens. */
+enum { EP_STANDARD = 1, EP_RECONCILE, EP_EXPORT, EP_JOB_POLL, EP_AUTH };
+enum { AUTH_PENDING, AUTH_OK, AUTH_UNKNOWN_CLIENT, AUTH_BAD_SECRET };
+
+/* One request of a stream. */
 typedef struct step {
-  int cls; /* SLUICE_EP_* */
+  int cls; /* EP_* */
   int tenant, key, tier;
   int ledger;
   int64_t range_ns; /* export range, 0: not given */
@@ -41,7 +45,7 @@ typedef struct step {
   int release;      /* instead: release the oldest lease held */
   int fail;         /* instead: the store fails (1), heals (-1) */
   int obey;         /* after a refusal, wait its Retry-After first */
-  int ip, subject, auth; /* SLUICE_EP_AUTH: address, subject, result */
+  int ip, subject, auth; /* EP_AUTH: address, subject, result */
 } step;
 
 static const char *const tenant_names[] = {"acme", "globex", "initech"};
@@ -51,10 +55,11 @@ static char tenants[3][64];
 static const char *const tiers[] = {"sandbox", "growth", "enterprise"};
 static const char *const keys[] = {"k0", "k1"};
 static const char *const ledgers[] = {"L0", "L1", "L2"};
-/* Per side: on a store both policies share (Redis), the auth flow's
-** records of the two would be the same ones.  The two sets are alike (two
-** IPv4 addresses, an IPv6 /64 of two, one more), and a stream's own (the
-** suites run in parallel on one cluster): name_subjects(). */
+/* Two sets, alike (two IPv4 addresses, an IPv6 /64 of two, one more),
+** and a stream's own (the suites run in parallel on one cluster):
+** name_subjects().  The file's requests use the second (FILE_SET), as
+** when the built-in flow that wrote the goldens used the first. */
+#define FILE_SET 1
 static char ips[2][40][48];
 static char subjects[2][64][32];
 
@@ -65,70 +70,49 @@ typedef struct side {
   char range[24];
 } side;
 
-/* An auth attempt: the built-in's auth class with its subject and
-** result; the file's sign-in route with them as attributes (no result
-** before the check). */
-static int make_auth(side *s, const step *t, int file) {
+/* A sign-in: the file's sign-in route with its subject and result as
+** attributes (no result before the check). */
+static int make_auth(side *s, const step *t) {
   static const char *const results[] = {
-      [SLUICE_AUTH_OK] = "ok", [SLUICE_AUTH_BAD_SECRET] = "bad_secret",
-      [SLUICE_AUTH_UNKNOWN_CLIENT] = "unknown_client"};
-  if (t->cls != SLUICE_EP_AUTH)
+      [AUTH_OK] = "ok", [AUTH_BAD_SECRET] = "bad_secret",
+      [AUTH_UNKNOWN_CLIENT] = "unknown_client"};
+  if (t->cls != EP_AUTH)
     return 0;
   memset(&s->q, 0, sizeof s->q);
-  s->q.client_ip = ips[file][t->ip];
-  const char *subject = t->subject < 0 ? NULL : subjects[file][t->subject];
-  if (!file) {
-    s->q.endpoint_class = SLUICE_EP_AUTH;
-    s->q.auth_subject = subject;
-    s->q.auth_result = t->auth;
-    return 1;
-  }
+  s->q.client_ip = ips[FILE_SET][t->ip];
+  const char *subject =
+      t->subject < 0 ? NULL : subjects[FILE_SET][t->subject];
   s->q.method = "POST";
   s->q.route = "/v1/auth/token";
   /* No subject (t->subject < 0): the attribute is not given. */
   s->a[0] = (sluice_attr){"subject", subject};
-  s->a[1] = (sluice_attr){"result", t->auth == SLUICE_AUTH_PENDING
+  s->a[1] = (sluice_attr){"result", t->auth == AUTH_PENDING
                                         ? NULL
                                         : results[t->auth]};
   s->q.attrs = subject ? s->a : s->a + 1;
-  s->q.nattrs = (subject != NULL) + (t->auth != SLUICE_AUTH_PENDING);
+  s->q.nattrs = (subject != NULL) + (t->auth != AUTH_PENDING);
   return 1;
-}
-
-static void make_builtin(side *s, const step *t) {
-  if (make_auth(s, t, 0))
-    return;
-  memset(&s->q, 0, sizeof s->q);
-  s->q.tenant_id = tenants[t->tenant];
-  s->q.api_key_id = keys[t->key];
-  s->q.tier = tiers[t->tier];
-  s->q.endpoint_class = t->cls;
-  s->q.ledger_id = t->cls == SLUICE_EP_RECONCILE ? ledgers[t->ledger] : NULL;
-  if (t->range_ns) {
-    s->q.export_from_ns = T0;
-    s->q.export_to_ns = T0 + t->range_ns;
-  }
 }
 
 /* The file's request: method and route for the class, the ledger and the
 ** export range (whole seconds, rounded up) as attributes. */
 static void make_file(side *s, const step *t) {
-  if (make_auth(s, t, 1))
+  if (make_auth(s, t))
     return;
   memset(&s->q, 0, sizeof s->q);
   s->q.tenant_id = tenants[t->tenant];
   s->q.api_key_id = keys[t->key];
   s->q.tier = tiers[t->tier];
   switch (t->cls) {
-  case SLUICE_EP_RECONCILE:
+  case EP_RECONCILE:
     s->q.method = "POST";
     s->q.route = "/v1/ledgers/reconcile";
     break;
-  case SLUICE_EP_EXPORT:
+  case EP_EXPORT:
     s->q.method = "GET";
     s->q.route = "/v1/reports/audit-export";
     break;
-  case SLUICE_EP_JOB_POLL:
+  case EP_JOB_POLL:
     s->q.method = "GET";
     s->q.route = "/v1/jobs/j1";
     break;
@@ -170,13 +154,13 @@ static int gen_mixed(step *out, int n, uint64_t seed) {
     if (rnd(&x) % 500 == 0)
       t->advance = (int64_t)(rnd(&x) % 900) * SEC;
     if (r < 60)
-      t->cls = SLUICE_EP_STANDARD;
+      t->cls = EP_STANDARD;
     else if (r < 70)
-      t->cls = SLUICE_EP_JOB_POLL;
+      t->cls = EP_JOB_POLL;
     else if (r < 80)
-      t->cls = SLUICE_EP_RECONCILE;
+      t->cls = EP_RECONCILE;
     else if (r < 88) {
-      t->cls = SLUICE_EP_EXPORT;
+      t->cls = EP_EXPORT;
       t->range_ns = rnd(&x) % 3 == 0 ? 0 : (int64_t)(rnd(&x) % 120) * DAY;
     } else if (r < 97)
       t->release = 1;
@@ -194,7 +178,7 @@ static int gen_abuse(step *out, int n, uint64_t seed) {
   for (i = 0; i < n; i++) {
     step *t = &out[i];
     memset(t, 0, sizeof *t);
-    t->cls = SLUICE_EP_STANDARD;
+    t->cls = EP_STANDARD;
     t->key = i % 7 == 0;
     t->advance = i % 400 == 399 ? 301 * SEC : 5 * MS;
   }
@@ -210,7 +194,7 @@ static int gen_growth_batch(step *out, int n, uint64_t seed) {
   for (i = 0; i < n; i++) {
     step *t = &out[i];
     memset(t, 0, sizeof *t);
-    t->cls = i % 25 == 24 ? SLUICE_EP_JOB_POLL : SLUICE_EP_STANDARD;
+    t->cls = i % 25 == 24 ? EP_JOB_POLL : EP_STANDARD;
     t->tenant = t->tier = 1;
     t->key = i % 2;
     t->advance = i < n * 4 / 5 ? 0 : 50 * MS;
@@ -227,7 +211,7 @@ static int gen_backoff(step *out, int n, uint64_t seed) {
   for (i = 0; i < n; i++) {
     step *t = &out[i];
     memset(t, 0, sizeof *t);
-    t->cls = rnd(&x) % 10 ? SLUICE_EP_STANDARD : SLUICE_EP_EXPORT;
+    t->cls = rnd(&x) % 10 ? EP_STANDARD : EP_EXPORT;
     t->tenant = t->tier = (int)(rnd(&x) % 2);
     t->key = (int)(rnd(&x) % 2);
     t->obey = 1;
@@ -272,14 +256,14 @@ static int gen_stuffing(step *out, int n, uint64_t seed) {
     step *t = &out[i];
     int attacker = rnd(&x) % 4 != 0;
     memset(t, 0, sizeof *t);
-    t->cls = SLUICE_EP_AUTH;
+    t->cls = EP_AUTH;
     t->ip = attacker ? (int)(rnd(&x) % 2) : 2 + (int)(rnd(&x) % 3);
     t->subject = attacker ? (int)(rnd(&x) % 64) : (int)(rnd(&x) % 4);
-    t->auth = attacker ? SLUICE_AUTH_BAD_SECRET
-              : rnd(&x) % 5 ? SLUICE_AUTH_OK
-                            : SLUICE_AUTH_BAD_SECRET;
+    t->auth = attacker ? AUTH_BAD_SECRET
+              : rnd(&x) % 5 ? AUTH_OK
+                            : AUTH_BAD_SECRET;
     if (rnd(&x) % 3 == 0)
-      t->auth = SLUICE_AUTH_PENDING;
+      t->auth = AUTH_PENDING;
     t->advance = (int64_t)(rnd(&x) % 1500) * MS;
   }
   return n;
@@ -301,15 +285,15 @@ static int gen_signin(step *out, int n, uint64_t seed) {
     unsigned r = (unsigned)(rnd(&x) % 20);
     int spray = i >= n / 3 && i < n / 3 + n / 6;
     memset(t, 0, sizeof *t);
-    t->cls = SLUICE_EP_AUTH;
+    t->cls = EP_AUTH;
     t->ip = spray || rnd(&x) % 2 ? (spray ? 1 : 0) : 2 + (int)(rnd(&x) % 3);
     t->subject = spray ? 12 + (int)(rnd(&x) % 52)
                  : rnd(&x) % 3 == 0 ? (int)(rnd(&x) % 2)
                                     : 2 + (int)(rnd(&x) % 10);
     if (spray || (t->subject < 2 && r < 16) || r < 3)
-      t->auth = r % 2 ? SLUICE_AUTH_BAD_SECRET : SLUICE_AUTH_UNKNOWN_CLIENT;
+      t->auth = r % 2 ? AUTH_BAD_SECRET : AUTH_UNKNOWN_CLIENT;
     else
-      t->auth = r < 14 ? SLUICE_AUTH_OK : SLUICE_AUTH_PENDING;
+      t->auth = r < 14 ? AUTH_OK : AUTH_PENDING;
     t->advance = (int64_t)(rnd(&x) % (spray ? 6000 : 20000)) * MS;
     if (rnd(&x) % 300 == 0)
       t->advance = 3700 * SEC;
@@ -321,7 +305,7 @@ static int gen_signin(step *out, int n, uint64_t seed) {
     if (i >= n - n / 12) {
       t->subject = 63;
       t->ip = 5 + (i % 35);
-      t->auth = SLUICE_AUTH_BAD_SECRET;
+      t->auth = AUTH_BAD_SECRET;
       t->advance = (int64_t)(rnd(&x) % 4000) * MS;
     }
   }
@@ -339,13 +323,13 @@ static int gen_anonymous(step *out, int n, uint64_t seed) {
     step *t = &out[i];
     unsigned r = (unsigned)(rnd(&x) % 10);
     memset(t, 0, sizeof *t);
-    t->cls = SLUICE_EP_AUTH;
+    t->cls = EP_AUTH;
     t->ip = (int)(rnd(&x) % 4);
     t->subject = rnd(&x) % 3 == 0 ? -1 : (int)(rnd(&x) % 8);
-    t->auth = r < 5   ? SLUICE_AUTH_BAD_SECRET
-              : r < 7 ? SLUICE_AUTH_UNKNOWN_CLIENT
-              : r < 9 ? SLUICE_AUTH_OK
-                      : SLUICE_AUTH_PENDING;
+    t->auth = r < 5   ? AUTH_BAD_SECRET
+              : r < 7 ? AUTH_UNKNOWN_CLIENT
+              : r < 9 ? AUTH_OK
+                      : AUTH_PENDING;
     t->advance = (int64_t)(rnd(&x) % 8000) * MS;
     if (rnd(&x) % 200 == 0)
       t->advance = 3700 * SEC;
@@ -470,12 +454,12 @@ static void describe(sbuf *b, int i, const sluice_decision *d,
   char line[1024];
   const char *p;
   snprintf(line, sizeof line,
-           " outcome=%s flags=%#x class=%d cost=%lld "
+           " outcome=%s flags=%#x cost=%lld "
            "tier=%s binding=%s limit=%lld remaining=%lld reset=%lld quota=%lld "
            "window=%lld refill=%lld/%lld other=%lld/%lld retry=%lld penalty=%d "
            "level=%d lockout=%lld strikes=%lld lease=%d lease_ttl=%lld "
            "cap=%lld/%lld store_error=%d",
-           sluice_outcome_name(d->outcome), d->flags, d->endpoint_class,
+           sluice_outcome_name(d->outcome), d->flags,
            (long long)d->cost, d->tier[0] ? d->tier : "-",
            binding_name(d, bn, sizeof bn), (long long)d->limit,
            (long long)d->remaining, (long long)d->reset_ns,
@@ -703,7 +687,7 @@ static const unsigned known[F__N] = {
     [F_OUTCOME] = K_LEASE, /* an hourly export cap denial is EXPORT_CAP
                               built in, THROTTLED from a declared cap */
     [F_CAP] = K_LEASE,     /* cap_limit / cap_window_ns of the export cap */
-    [F_CLASS] = K_ANY,     /* a declared route has no endpoint class */
+    [F_CLASS] = K_ANY,     /* the built-in's endpoint class: gone */
     [F_BINDING] = K_ANY,   /* TENANT / KEY built in, LIMIT + limit_name */
     [F_OTHER] = K_ANY,     /* a declared decision has no "other bucket" */
     [F_HEADERS_SF] = K_ANY, /* its RateLimit-Policy lists the route's
@@ -739,8 +723,8 @@ static unsigned where(const step *t, const gblock *g) {
     if (!strcmp(g->outcome, "boxed") && bl && memcmp(b, "none", bl))
       w |= K_LIMIT;
   }
-  if (t->cls == SLUICE_EP_AUTH && t->subject < 0 &&
-      (t->auth == SLUICE_AUTH_OK || t->auth == SLUICE_AUTH_PENDING))
+  if (t->cls == EP_AUTH && t->subject < 0 &&
+      (t->auth == AUTH_OK || t->auth == AUTH_PENDING))
     w |= K_ANON;
   return w;
 }
@@ -837,26 +821,23 @@ typedef struct held {
   uint64_t id;
 } held;
 
-/* Run the stream through one side (file: the ledger file, else the
-** built-in; SHIM: the ledger file given the built-in's requests, the old
-** fields its temporary shim translates), its text into out.  With g, each step's block is compared
+/* Run the stream through the ledger file, its text into out.  Each
+** step's block is compared
 ** with the golden's as it comes (tl), and the stream is driven by the
 ** golden's answers (a closed loop waits the golden's Retry-After, leases
 ** are held where the golden got one), so a difference does not change
 ** what follows. */
-static void run_side(side *s, const step *st, int n, int file,
-                     const golden *g, sbuf *out, tally *tl) {
+static void run_side(side *s, const step *st, int n, const golden *g,
+                     sbuf *out, tally *tl) {
   held h[64];
   int64_t wait = 0;
   int nh = 0, i, gi = 0;
-  side scratch;
   pthread_mutex_lock(&s->f.mu);
   s->f.nev = 0;
   pthread_mutex_unlock(&s->f.mu);
   for (i = 0; i < n; i++) {
     const step *t = &st[i];
     const gblock *gb = NULL;
-    sluice_request qr;
     sluice_decision d;
     size_t start = out->n;
     int rc;
@@ -878,10 +859,7 @@ static void run_side(side *s, const step *st, int n, int file,
                 t->release ? 'R' : 'D', gb->step, gb->kind);
     }
     if (t->release) {
-      if (file == 1)
-        make_file(s, &h[0].t);
-      else
-        make_builtin(s, &h[0].t);
+      make_file(s, &h[0].t);
       rc = sluice_policy_release_lease(s->f.pol, &s->q, h[0].id);
       memmove(h, h + 1, (size_t)--nh * sizeof h[0]);
       sb_add(out, "%d R rc=%d\n", i, rc);
@@ -894,22 +872,11 @@ static void run_side(side *s, const step *st, int n, int file,
                   gb->text);
       continue;
     }
-    if (file == 1)
-      make_file(s, t);
-    else
-      make_builtin(s, t);
+    make_file(s, t);
     rc = sluice_policy_decide(s->f.pol, &s->q, &d);
     cr_assert_eq(rc, SLUICE_OK, "step %d (class %d): rc %d (%s)", i, t->cls,
                  rc, d.invalid_field ? d.invalid_field : "-");
-    /* The instance and detail name the route: the file's. */
-    qr = s->q;
-    if (file != 1) {
-      memset(&scratch, 0, sizeof scratch);
-      make_file(&scratch, t);
-      qr.method = scratch.q.method;
-      qr.route = scratch.q.route;
-    }
-    describe(out, i, &d, &qr, &s->f);
+    describe(out, i, &d, &s->q, &s->f);
     if (gb)
       compare(tl, gb, where(t, gb), out->s + start, out->n - start);
     tl->n++;
@@ -945,87 +912,49 @@ static void report(const char *what, const tally *tl) {
                  tl->unknown[f], tl->first_unknown[f]);
 }
 
-/* The built-in's text against the golden's: the same blocks, byte for
-** byte (a shorter run: its first ones). */
-static void builtin_is_golden(const char *what, char *text,
-                              const golden *g) {
-  golden b;
-  int i;
-  gsplit(text, &b);
-  cr_assert_leq(b.n, g->n, "%s: %d blocks, the golden %d", what, b.n, g->n);
-  for (i = 0; i < b.n; i++)
-    cr_assert(b.b[i].len == g->b[i].len &&
-                  !memcmp(b.b[i].text, g->b[i].text, b.b[i].len),
-              "%s: the built-in left its golden at\n%.*s  golden:\n%.*s",
-              what, (int)b.b[i].len, b.b[i].text, (int)g->b[i].len,
-              g->b[i].text);
-  free(b.b);
-}
-
 typedef int (*gen_fn)(step *out, int n, uint64_t seed);
 
 /* The last stream's tally, for the tests to check what it met. */
 static tally seen;
 
-/* 1: the file side is given the built-in's requests (the shim). */
-static int shim_run;
 /* 1: the file side is the library's default policy (no file named). */
 static int default_run;
 
-/* Stream gen(n, seed) on store (the built-in) and store2 (the file);
-** `name` is its golden (tests/policy/golden/NAME.txt).  With
-** SLUICE_GOLDEN_WRITE=1 in the environment, a run that `writes` records
-** the built-in's decisions there instead of checking them. */
-static void oracle(const char *what, const char *name, int writes,
-                   const char *store, const char *store2, unsigned flags,
-                   gen_fn gen, int n, uint64_t seed) {
+/* Stream gen(n, seed) through the ledger file on store; `name` is its
+** golden (tests/policy/golden/NAME.txt). */
+static void oracle(const char *what, const char *name, const char *store,
+                   unsigned flags, gen_fn gen, int n, uint64_t seed) {
   static step s[4000];
   char path[512];
-  const char *w = getenv("SLUICE_GOLDEN_WRITE");
-  int i, write = writes && w && *w == '1';
-  side *bi = calloc(1, sizeof *bi), *fi = calloc(1, sizeof *fi);
-  tally *tl = calloc(1, sizeof *tl), *tb = calloc(1, sizeof *tb);
-  sbuf tbi = {0}, tfi = {0};
+  int i;
+  side *fi = calloc(1, sizeof *fi);
+  tally *tl = calloc(1, sizeof *tl);
+  sbuf tfi = {0};
   golden g = {0};
   int rc;
-  cr_assert(bi && fi && tl && tb);
+  cr_assert(fi && tl);
   for (i = 0; i < 3; i++)
     snprintf(tenants[i], sizeof tenants[i], "%s-%s-%d", tenant_names[i], what,
              (int)getpid());
-  rc = fx_open_file(&bi->f, SLUICE_CONF, store, flags);
-  cr_assert_eq(rc, SLUICE_OK, "%s", store ? store : "mem");
   if (default_run) {
     sluice_policy_config *dflt;
     char err[256];
     cr_assert_eq(cfg_load(&dflt, NULL, err, sizeof err), SLUICE_OK, "%s",
                  err);
-    cr_assert_null(store2);
+    cr_assert_null(store);
     fx_open(&fi->f, dflt, flags);
   } else {
-    rc = fx_open_file(&fi->f, SLUICE_ETC "/ledger.conf", store2, flags);
-    cr_assert_eq(rc, SLUICE_OK, "%s", store2 ? store2 : "mem");
+    rc = fx_open_file(&fi->f, SLUICE_ETC "/ledger.conf", store, flags);
+    cr_assert_eq(rc, SLUICE_OK, "%s", store ? store : "mem");
   }
   n = gen(s, n, seed);
   /* Outages only where the failing store wraps mem. */
   for (i = 0; store && i < n; i++)
     if (s[i].fail) {
       s[i].fail = 0;
-      s[i].cls = SLUICE_EP_STANDARD;
+      s[i].cls = EP_STANDARD;
     }
   golden_path(path, sizeof path, name);
-  run_side(bi, s, n, 0, NULL, &tbi, tb);
-  if (write) {
-    FILE *fp = fopen(path, "w");
-    cr_assert(fp, "%s", path);
-    fprintf(fp, "# The built-in policy's decisions on stream %s "
-                "(tests/policy/test_ledger_file.c), the ledger file's oracle.\n",
-            name);
-    sbuf packed = {0};
-    recode(tbi.s, 1, &packed);
-    cr_assert_eq(fwrite(packed.s, 1, packed.n, fp), packed.n);
-    free(packed.s);
-    cr_assert_eq(fclose(fp), 0);
-  }
   {
     char *raw = read_all(path);
     sbuf full = {0};
@@ -1033,8 +962,7 @@ static void oracle(const char *what, const char *name, int writes,
     free(raw);
     gsplit(full.s, &g);
   }
-  builtin_is_golden(what, tbi.s, &g);
-  run_side(fi, s, n, shim_run ? 2 : 1, &g, &tfi, tl);
+  run_side(fi, s, n, &g, &tfi, tl);
   report(what, tl);
   fprintf(stderr,
           "%s: %d decisions, %d allowed, %d boxed (levels %#x), %d trips, %d "
@@ -1042,34 +970,26 @@ static void oracle(const char *what, const char *name, int writes,
           what, tl->n, tl->allowed, tl->boxed, tl->levels, tl->trips,
           tl->stuffing);
   seen = *tl;
-  fx_close(&bi->f);
   fx_close(&fi->f);
   free(g.text);
   free(g.b);
-  free(tbi.s);
   free(tfi.s);
-  free(bi);
   free(fi);
   free(tl);
-  free(tb);
 }
 
-/* Two shm segments, one per policy. */
-static void on_shm(const char *what, const char *name, int writes, gen_fn gen,
-                   int n, uint64_t seed) {
-  char a[96], b[96];
-  snprintf(a, sizeof a, "shm:name=/sluice-ledger-a-%d;create=1", (int)getpid());
+/* A shm segment of its own. */
+static void on_shm(const char *what, const char *name, gen_fn gen, int n,
+                   uint64_t seed) {
+  char b[96];
   snprintf(b, sizeof b, "shm:name=/sluice-ledger-b-%d;create=1", (int)getpid());
-  oracle(what, name, writes, a, b, SLUICE_OPEN_CREATE, gen, n, seed);
-  snprintf(a, sizeof a, "/dev/shm/sluice-ledger-a-%d", (int)getpid());
+  oracle(what, name, b, SLUICE_OPEN_CREATE, gen, n, seed);
   snprintf(b, sizeof b, "/dev/shm/sluice-ledger-b-%d", (int)getpid());
-  unlink(a);
   unlink(b);
 }
 
 /* A Redis Cluster when the harness names one (tests/redis/harness.py;
-** SLUICE_REDIS_STORE_EXTRA picks the engine), on the test's clock; both
-** policies on it (their keys never meet: rl:, pb:... and dl:). */
+** SLUICE_REDIS_STORE_EXTRA picks the engine), on the test's clock. */
 static void on_redis(const char *what, const char *name, gen_fn gen, int n,
                      uint64_t seed) {
   const char *nodes = getenv("SLUICE_REDIS_NODES");
@@ -1079,14 +999,14 @@ static void on_redis(const char *what, const char *name, gen_fn gen, int n,
     cr_skip_test("SLUICE_REDIS_NODES unset");
   snprintf(spec, sizeof spec, "redis:nodes=%s;timeout_ms=2000%s%s", nodes,
            extra && extra[0] ? ";" : "", extra ? extra : "");
-  oracle(what, name, 0, spec, spec, SLUICE_OPEN_TESTCLOCK, gen, n, seed);
+  oracle(what, name, spec, SLUICE_OPEN_TESTCLOCK, gen, n, seed);
 }
 
 Test(policy_ledger_file, mixed_shm) {
-  on_shm("mixed/shm", "mixed-nofail", 1, gen_mixed, 4000, 0x9e3779b97f4a7c15u);
+  on_shm("mixed/shm", "mixed-nofail", gen_mixed, 4000, 0x9e3779b97f4a7c15u);
 }
 Test(policy_ledger_file, abuse_shm) {
-  on_shm("abuse/shm", "abuse", 0, gen_abuse, 4000, 1);
+  on_shm("abuse/shm", "abuse", gen_abuse, 4000, 1);
 }
 Test(policy_ledger_file, mixed_redis) {
   on_redis("mixed/redis", "mixed-nofail", gen_mixed, 1500, 0x9e3779b97f4a7c15u);
@@ -1096,23 +1016,23 @@ Test(policy_ledger_file, abuse_redis) {
 }
 
 Test(policy_ledger_file, growth_batch_mem) {
-  oracle("growth-batch/mem", "growth-batch", 1, NULL, NULL, 0,
+  oracle("growth-batch/mem", "growth-batch", NULL, 0,
          gen_growth_batch, 4000, 1);
 }
 Test(policy_ledger_file, backoff_mem) {
-  oracle("backoff/mem", "backoff", 1, NULL, NULL, 0, gen_backoff, 3000, 7);
+  oracle("backoff/mem", "backoff", NULL, 0, gen_backoff, 3000, 7);
 }
 Test(policy_ledger_file, stuffing_mem) {
-  oracle("stuffing/mem", "stuffing", 1, NULL, NULL, 0, gen_stuffing, 3000, 11);
+  oracle("stuffing/mem", "stuffing", NULL, 0, gen_stuffing, 3000, 11);
 }
 Test(policy_ledger_file, growth_batch_shm) {
-  on_shm("growth-batch/shm", "growth-batch", 0, gen_growth_batch, 4000, 1);
+  on_shm("growth-batch/shm", "growth-batch", gen_growth_batch, 4000, 1);
 }
 Test(policy_ledger_file, stuffing_redis) {
   on_redis("stuffing/redis", "stuffing", gen_stuffing, 1500, 11);
 }
 Test(policy_ledger_file, stuffing_shm) {
-  on_shm("stuffing/shm", "stuffing", 0, gen_stuffing, 3000, 11);
+  on_shm("stuffing/shm", "stuffing", gen_stuffing, 3000, 11);
 }
 
 /* The sign-in stream meets every rung of the ladder, lockouts and
@@ -1124,17 +1044,17 @@ static void signin_met(void) {
   cr_assert_gt(seen.boxed, seen.n / 10, "boxed: %d", seen.boxed);
 }
 Test(policy_ledger_file, signin_mem) {
-  oracle("signin/mem", "signin", 1, NULL, NULL, 0, gen_signin, 3000, 5);
+  oracle("signin/mem", "signin", NULL, 0, gen_signin, 3000, 5);
   signin_met();
 }
 Test(policy_ledger_file, signin_shm) {
-  on_shm("signin/shm", "signin", 0, gen_signin, 3000, 5);
+  on_shm("signin/shm", "signin", gen_signin, 3000, 5);
   signin_met();
 }
 /* The Redis run's shorter stream (the spraying is a share of it), on mem:
 ** its golden's writer. */
 Test(policy_ledger_file, signin_short_mem) {
-  oracle("signin-1500/mem", "signin-1500", 1, NULL, NULL, 0, gen_signin,
+  oracle("signin-1500/mem", "signin-1500", NULL, 0, gen_signin,
          1500, 5);
 }
 Test(policy_ledger_file, signin_redis) {
@@ -1145,40 +1065,16 @@ Test(policy_ledger_file, signin_redis) {
 /* Failures without a subject: the address's box alone, never a refusal
 ** for the missing subject (`optional = [ "subject" ]`). */
 Test(policy_ledger_file, anonymous_mem) {
-  oracle("anonymous/mem", "anonymous", 1, NULL, NULL, 0, gen_anonymous, 2000,
+  oracle("anonymous/mem", "anonymous", NULL, 0, gen_anonymous, 2000,
          3);
   cr_assert_gt(seen.boxed, 50, "boxed: %d", seen.boxed);
   cr_assert_gt(seen.trips, 3, "trips: %d", seen.trips);
 }
 Test(policy_ledger_file, anonymous_shm) {
-  on_shm("anonymous/shm", "anonymous", 0, gen_anonymous, 2000, 3);
+  on_shm("anonymous/shm", "anonymous", gen_anonymous, 2000, 3);
 }
 Test(policy_ledger_file, anonymous_redis) {
   on_redis("anonymous/redis", "anonymous", gen_anonymous, 1500, 3);
-}
-
-/* TEMPORARY, with the shim: callers not yet ported send the old fields
-** (endpoint_class, ledger_id, the export range, auth_subject,
-** auth_result); on the file they decide as the same request in method,
-** route and attributes. */
-Test(policy_ledger_file, mixed_shim_mem) {
-  shim_run = 1;
-  oracle("mixed-shim/mem", "mixed", 0, NULL, NULL, 0, gen_mixed, 4000,
-         0x9e3779b97f4a7c15u);
-}
-Test(policy_ledger_file, signin_shim_mem) {
-  shim_run = 1;
-  oracle("signin-shim/mem", "signin", 0, NULL, NULL, 0, gen_signin, 3000, 5);
-}
-Test(policy_ledger_file, anonymous_shim_mem) {
-  shim_run = 1;
-  oracle("anonymous-shim/mem", "anonymous", 0, NULL, NULL, 0, gen_anonymous,
-         2000, 3);
-}
-Test(policy_ledger_file, backoff_shim_mem) {
-  shim_run = 1;
-  oracle("backoff-shim/mem", "backoff", 0, NULL, NULL, 0, gen_backoff, 3000,
-         7);
 }
 
 /* The library's default policy (sluice_policy_config_new(NULL), a policy
@@ -1190,9 +1086,9 @@ Test(policy_ledger_file, the_default_is_the_ledger_file) {
   sluice_decision d;
   char err[256] = "";
   default_run = 1;
-  oracle("mixed-default/mem", "mixed", 0, NULL, NULL, 0, gen_mixed, 4000,
+  oracle("mixed-default/mem", "mixed", NULL, 0, gen_mixed, 4000,
          0x9e3779b97f4a7c15u);
-  oracle("signin-default/mem", "signin", 0, NULL, NULL, 0, gen_signin, 3000,
+  oracle("signin-default/mem", "signin", NULL, 0, gen_signin, 3000,
          5);
   /* Opened with neither config nor config_path: the file's routes (a
   ** reconcile names its ledger). */
@@ -1214,12 +1110,12 @@ Test(policy_ledger_file, the_default_is_the_ledger_file) {
 }
 
 Test(policy_ledger_file, mixed_mem) {
-  oracle("mixed/mem", "mixed", 1, NULL, NULL, 0, gen_mixed, 4000,
+  oracle("mixed/mem", "mixed", NULL, 0, gen_mixed, 4000,
          0x9e3779b97f4a7c15u);
 }
 
 Test(policy_ledger_file, abuse_mem) {
-  oracle("abuse/mem", "abuse", 1, NULL, NULL, 0, gen_abuse, 4000, 1);
+  oracle("abuse/mem", "abuse", NULL, 0, gen_abuse, 4000, 1);
 }
 
 /* A flood of failed sign-ins with made-up subjects from many addresses on

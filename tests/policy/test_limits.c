@@ -229,43 +229,6 @@ Test(policy_limits, scopes_keep_users_apart_and_attributes_are_required) {
   fx_close(&f);
 }
 
-/* TODO(issue 37: goes with the built-in flow): this tests the built-in flow itself
-** (a file's `class` routes beside routes of limits, answered as TENANT /
-** KEY), so it goes with that flow, not ported: the one test of
-** tests/policy left naming SLUICE_BINDING_KEY. */
-Test(policy_limits, class_routes_keep_their_flow_and_file_order) {
-  fixture f;
-  sluice_request std = rq("GET", "/v1/a", NULL, 0);
-  sluice_decision d;
-  /* A class route before a route of limits wins for what both match. */
-  fx_open_text(&f, "attributes = [ \"user\" ];\n"
-                "limits = { l = { algorithm = \"gcra\"; scope = [ \"user\" "
-                "]; rate = 1; period_ms = 1000; burst = 1; }; };\n"
-                "routes = ( { method = \"*\"; route = \"/v1/a\"; class = "
-                "\"standard\"; },\n"
-                "  { method = \"*\"; route = \"/v1/*\"; limits = ( \"l\" ); "
-                "} );\n");
-  std.tenant_id = "acme";
-  std.api_key_id = "k";
-  std.tier = "growth";
-  d = decide(&f, &std);
-  cr_assert_eq(d.allowed, 1);
-  cr_assert_eq(d.binding, SLUICE_BINDING_KEY, "the ledger flow's buckets");
-  cr_assert_null(d.limit_name);
-  cr_assert_eq(
-      sluice_policy_decide(
-          f.pol, &(sluice_request){.method = "GET", .route = "/nope"}, &d),
-      SLUICE_ENOTFOUND);
-  {
-    sluice_attr u = {"user", "u"};
-    sluice_request r = rq("GET", "/v1/b", &u, 1);
-    d = decide(&f, &r);
-    cr_assert_eq(d.binding, SLUICE_BINDING_LIMIT);
-    cr_assert_str_eq(d.limit_name, "l");
-  }
-  fx_close(&f);
-}
-
 /* Shopify-like: a bucket per store and app whose leak rate the plan
 ** chooses. */
 static const char *shopify =

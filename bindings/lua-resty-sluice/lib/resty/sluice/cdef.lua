@@ -64,15 +64,7 @@ typedef struct sluice_request {
   const char *tier;
   const char *method;
   const char *route;
-  /* The header's layout only: resty.sluice never sets the fields of the
-     built-in endpoint classes (endpoint_class .. export_to_ns); a request
-     says what it is by method, route and attrs. */
-  int endpoint_class;
-  int auth_result;
   const char *client_ip;
-  const char *auth_subject;
-  const char *ledger_id;
-  int64_t export_from_ns, export_to_ns;
   int64_t cost;
   const sluice_attr *attrs;
   size_t nattrs;
@@ -103,7 +95,6 @@ typedef struct sluice_decision {
   int status;
   int verdict_status;
   unsigned flags;
-  int endpoint_class;
   int64_t cost;
   char tier[32];
   int binding;
