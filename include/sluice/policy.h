@@ -365,14 +365,13 @@ SLUICE_EXPORT int sluice_policy_shadow_features(const sluice_policy *p,
  *  all): the same table drives the defaults, the loader, the validator and
  *  the documentation. */
 typedef struct sluice_policy_setting {
-  const char *group;  /**< "penalty" */
-  const char *name;   /**< "strike_window_ms" (the unit is in the name) */
-  const char *field;  /**< the library's internal field ("strike_window_ns"),
+  const char *group;  /**< "breaker" */
+  const char *name;   /**< "window_ms" (the unit is in the name) */
+  const char *field;  /**< the library's internal field ("breaker_window_ns"),
                            for `sluice settings` */
   int64_t unit_ns;    /**< the field per unit of the file's value (1: none) */
   int64_t dflt;       /**< the default, in the file's unit */
-  int64_t min, max;   /**< bounds in the file's unit; max 0: the smallest
-                           bucket burst of the tiers (a cost) */
+  int64_t min, max;   /**< bounds in the file's unit */
   const char *what;   /**< one line */
 } sluice_policy_setting;
 
