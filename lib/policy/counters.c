@@ -15,7 +15,7 @@
 #include "policy_int.h"
 
 #define CTR_MAGIC UINT64_C(0x31727463636c73) /* "slcctr1" */
-#define CTR_LAYOUT 3u
+#define CTR_LAYOUT 4u /* 4: no export_cap outcome */
 
 typedef struct ctr_segment {
   sluice__seg_head h; /* segment.c: magic, claim */

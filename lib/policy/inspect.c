@@ -15,7 +15,6 @@
 #include "declared.h"
 #include "policy_int.h"
 
-_Static_assert(SLUICE_INSPECT_SLOTS == SLUICE_GROUP_MAX, "lease slots");
 _Static_assert(SLUICE_INSPECT_ID_SIZE == SLUICE_SCOPE_ID_LEN + 1, "scope id");
 
 int sluice__inspect_get(sluice_policy *p, sluice_key k, sluice_state *s,

@@ -7,7 +7,7 @@
 const char *sluice_outcome_name(int o) {
   static const char *const n[SLUICE_OUTCOME__COUNT] = {
       "allow",       "throttled", "boxed",      "suspended",
-      "concurrency", "conflict",  "export_cap", "unavailable"};
+      "concurrency", "conflict",  "unavailable"};
   return (o >= 0 && o < SLUICE_OUTCOME__COUNT) ? n[o] : "unknown";
 }
 

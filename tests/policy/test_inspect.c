@@ -125,7 +125,7 @@ Test(policy_inspect, strikes_and_box_are_the_decisions) {
     ;
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED);
   r = inspect(&f, &q);
-  cr_assert_eq(r.key_bucket.remaining, 0);
+  cr_assert_eq(limit_of(&f, "key", &rq).remaining, 0);
   cr_assert(r.present & SLUICE_INSPECT_NOTICE);
   cr_assert_eq(r.notice_until_ns, r.now_ns + d.retry_after_ns);
 
