@@ -38,6 +38,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <hiredis/sds.h>
 
 #include "redis_int.h"
 #include "split.h"
@@ -496,9 +499,9 @@ again:
 ** is one.  1: whole, in s->reps[0]; 0: not yet whole (nothing kept: the
 ** host hands every byte again with the rest); -1: anything else (an
 ** error, a nil, bytes beyond the reply), which the reader takes. */
-static int reply_in_place(rcl_split *s, const sluice__split *sp) {
-  const char *b = (const char *)sp->reply;
-  size_t n = 0, i = 1, len = sp->reply_len;
+static int reply_in_place(rcl_split *s, const sluice__split *sp,
+                          const char *b, size_t len) {
+  size_t n = 0, i = 1;
   if (sp->replies != 1 || s->fed != 0 || len < 1 || b[0] != '$')
     return -1;
   for (; i < len && b[i] >= '0' && b[i] <= '9' && i < 12; i++)
@@ -534,7 +537,8 @@ static int reply(rcl_store *home, rcl_store *r, sluice__split *sp) {
                                "since the call was sent (%zu < %zu)",
                                sp->reply_len, s->seen);
   s->seen = sp->reply_len;
-  if ((in = reply_in_place(s, sp)) == 1)
+  if ((in = reply_in_place(s, sp, (const char *)sp->reply, sp->reply_len)) ==
+      1)
     return take(home, r, s, sp);
   if (in == 0)
     return sp->status = SLUICE__SPLIT_MORE;
@@ -569,13 +573,62 @@ static int reply(rcl_store *home, rcl_store *r, sluice__split *sp) {
   return take(home, r, s, sp);
 }
 
+/* A hiredis context's I/O error, as hiredis records its own. */
+static int plain_fail(redisContext *c, int eof) {
+  int e = errno;
+  c->err = eof ? REDIS_ERR_EOF : REDIS_ERR_IO;
+  snprintf(c->errstr, sizeof c->errstr, "%s",
+           eof ? "Server closed the connection" : strerror(e));
+  errno = e;
+  return REDIS_ERR;
+}
+
+/* carry's common call on a plain connection with nothing pending: the
+** bytes written and one bulk string read into buf (cap bytes) and taken
+** in place, without hiredis's copy of the command and its reply tree.
+** REDIS_OK with *in 1: the reply is s->reps[0]; *in 0: anything else,
+** the bytes read so far (*got) fed to the context's reader, which reads
+** on; REDIS_ERR: the link failed (errno, c->err). */
+static int carry_plain(redisContext *c, rcl_split *s, sluice__split *sp,
+                       char *buf, size_t cap, int *in) {
+  size_t off = 0, got = 0;
+  ssize_t n;
+  *in = 0;
+  while (off < sp->len) {
+    n = write(c->fd, (const char *)sp->bytes + off, sp->len - off);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return plain_fail(c, 0);
+    off += (size_t)n;
+  }
+  for (;;) {
+    n = read(c->fd, buf + got, cap - got);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return plain_fail(c, n == 0);
+    got += (size_t)n;
+    *in = reply_in_place(s, sp, buf, got);
+    if (*in == 1)
+      return REDIS_OK;
+    if (*in < 0 || got == cap) {
+      *in = 0;
+      return redisReaderFeed(c->reader, buf, got) == REDIS_OK
+                 ? REDIS_OK
+                 : plain_fail(c, 0);
+    }
+  }
+}
+
 /* A blocking host of its own: carry the bytes on one of the store's
 ** lanes (its connection to that node, connected here if need be), read
 ** the replies, and read them as the halves do. */
 static int carry(rcl_store *home, sluice__split *sp) {
   rcl_split *s = priv(sp);
   rcl_store *l = sluice__rcl_lane_lock(home), *r = home->split;
-  int ni, rc = SLUICE_OK, done_w = 0, st;
+  int ni, rc = SLUICE_OK, done_w = 0, st, in = 0;
+  char rbuf[2048]; /* (a decision's answer, read in place: until take) */
   sluice__rcl_fork_check(l);
   ni = sluice__rcl_find_node(l, sp->host, strlen(sp->host), sp->port, 1);
   if (ni < 0 && sp->port == 0) /* the unix socket seed */
@@ -584,10 +637,19 @@ static int carry(rcl_store *home, sluice__split *sp) {
     rc = SLUICE_EUNAVAIL;
   else
     rc = sluice__rcl_node_connect(l, ni);
-  if (rc == SLUICE_OK &&
-      redisAppendFormattedCommand(l->nodes[ni].c, sp->bytes, sp->len) !=
-          REDIS_OK)
+  if (rc == SLUICE_OK && !l->nodes[ni].tls && sp->replies == 1 &&
+      sdslen(l->nodes[ni].c->obuf) == 0 &&
+      l->nodes[ni].c->reader->pos == l->nodes[ni].c->reader->len) {
+    errno = 0;
+    if (carry_plain(l->nodes[ni].c, s, sp, rbuf, sizeof rbuf, &in) !=
+        REDIS_OK)
+      rc = sluice__rcl_node_io_error(l, ni, errno);
+    done_w = 1;
+  } else if (rc == SLUICE_OK &&
+             redisAppendFormattedCommand(l->nodes[ni].c, sp->bytes,
+                                         sp->len) != REDIS_OK) {
     rc = SLUICE_ENOMEM;
+  }
   while (rc == SLUICE_OK && !done_w) {
     errno = 0;
     if (sluice__rcl_link_write(l->nodes[ni].c, l->nodes[ni].tls, &done_w) !=
