@@ -172,14 +172,16 @@ Test(policy_counters, bad_uris_are_refused) {
 
 /* Three routes, two of them the same method and pattern told apart by
 ** `when`; a lease set on the first. */
+#define BY_ROUTE_LIMITS                                                        \
+  "attributes = [ \"job\" ];\n"                                                \
+  "limits = {\n"                                                               \
+  "  runs = { algorithm = \"concurrency\"; scope = [ \"tenant\" ];\n"          \
+  "           max = 1; ttl_ms = 60000; };\n"                                   \
+  "  b = { algorithm = \"gcra\"; scope = [ \"tenant\" ];\n"                    \
+  "        rate = 100; period_ms = 1000; burst = 100; };\n"                    \
+  "};\n"
 static const char by_route_text[] =
-    "attributes = [ \"job\" ];\n"
-    "limits = {\n"
-    "  runs = { algorithm = \"concurrency\"; scope = [ \"tenant\" ];\n"
-    "           max = 1; ttl_ms = 60000; };\n"
-    "  b = { algorithm = \"gcra\"; scope = [ \"tenant\" ];\n"
-    "        rate = 100; period_ms = 1000; burst = 100; };\n"
-    "};\n"
+    BY_ROUTE_LIMITS
     "routes = (\n"
     "  { method = \"POST\"; route = \"/jobs\"; limits = ( \"runs\" ); },\n"
     "  { method = \"GET\"; route = \"/jobs/*\"; when = { job = \"slow\"; };\n"
@@ -283,13 +285,7 @@ static int load_text(sluice_policy_config **cfg, const char *text) {
 ** whose file reorders its routes and adds one reads them where they were. */
 Test(policy_counters, a_shared_segment_keeps_counts_by_route_label) {
   static const char reordered[] =
-      "attributes = [ \"job\" ];\n"
-      "limits = {\n"
-      "  runs = { algorithm = \"concurrency\"; scope = [ \"tenant\" ];\n"
-      "           max = 1; ttl_ms = 60000; };\n"
-      "  b = { algorithm = \"gcra\"; scope = [ \"tenant\" ];\n"
-      "        rate = 100; period_ms = 1000; burst = 100; };\n"
-      "};\n"
+      BY_ROUTE_LIMITS
       "routes = (\n"
       "  { method = \"DELETE\"; route = \"/jobs/*\"; limits = ( \"b\" ); },\n"
       "  { method = \"GET\"; route = \"/jobs/*\"; limits = ( \"b\" ); },\n"
