@@ -543,23 +543,11 @@ def test_sign_in_subject_from_the_body(_ng):
         ng.stop()
 
 
-LOGIN_POLICY = """
-attributes = [ "result", "username" ];
-penalties = {
-  login = {
-    scope = [ "username" ];
-    strike = "reported";
-    reported = { by = "result"; values = [ "401", "403" ]; };
-    strikes = 3; strike_window_ms = 900000; offense_ttl_s = 86400;
-    levels = ( { box_s = 900; }, { box_s = 3600; }, { box_s = 86400; } );
-  };
-};
-routes = (
-  { method = "POST"; route = "/login"; limits = ( ); penalty = "login"; }
-);
-"""
+# The bindings' tests' one sign-in policy (tests/common/login.conf).
+with open(os.path.join(ngxh.SRC, "tests", "common", "login.conf")) as f:
+    LOGIN_POLICY = f.read()
 LOGIN_LOCATION = ("location = /login { sluice on;"
-                  " sluice_attr username $arg_user;"
+                  " sluice_attr user $arg_user;"
                   " sluice_report result $status; proxy_pass http://up; }\n"
                   "    location /plain/ {")
 
