@@ -83,6 +83,7 @@ typedef struct sluice__penalty {
   ** ("" : the generic wording). */
   char detail[SLUICE__DETAIL_MAX + 1];
   int line;
+  uint64_t nid[2]; /* the keyed hash of its name, as a limit's */
 } sluice__penalty;
 
 /* A decision's penalty: where its steps are in the route's program. */
@@ -115,17 +116,17 @@ struct sluice_decision;
 /* declared.c: the box's scope id into id and, when g is not NULL, its
 ** records into g (the box, and the notice when `notice`); kp, when not
 ** NULL, is the route's key parts (its hash tag computed once). */
-int sluice__decl_pen_recs(const struct sluice__ctx *c,
+int sluice__decl_pen_recs(struct sluice__ctx *c,
                           const sluice__penalty *pn, struct sluice__prog *g,
                           int notice, char id[33], struct sluice__keyparts *kp,
                           struct sluice_decision *d);
 /* declared.c: one record of penalty pn's scope, key suffix sfx, into g. */
-int sluice__decl_pen_rec(const struct sluice__ctx *c, const sluice__penalty *pn,
+int sluice__decl_pen_rec(struct sluice__ctx *c, const sluice__penalty *pn,
                          struct sluice__prog *g, char sfx,
                          struct sluice_decision *d);
 /* declared.c: a report's stuffing records (its fixed window and distinct
 ** values) into g. */
-int sluice__decl_pen_stuffing_recs(const struct sluice__ctx *c,
+int sluice__decl_pen_stuffing_recs(struct sluice__ctx *c,
                                    const sluice__penalty *pn,
                                    struct sluice__prog *g,
                                    struct sluice_decision *d);
