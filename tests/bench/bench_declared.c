@@ -1,5 +1,5 @@
 /*
-** ns per decision of a route of declared limits (docs/policy.md "Declared
+** CPU ns per decision of a route of declared limits (docs/policy.md "Declared
 ** limits") on the in-process "mem" store: a route applying one limit, one
 ** applying four (two buckets, a fixed and a sliding window, over three
 ** scopes of one tenant), the ledger's standard request as etc/ledger.conf
@@ -191,7 +191,8 @@ int main(int argc, char **argv) {
     sluice_policy_close(builtin);
     return 0;
   }
-  printf("declared limits on mem, one thread, lower of two medians of %d "
+  printf("declared limits on mem, one thread, CPU time, lower of two "
+         "medians of %d "
          "rounds of %ld\n",
          ROUNDS, n);
   for (r = 0; r < 2; r++) {
