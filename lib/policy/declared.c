@@ -492,7 +492,8 @@ int sluice__decl_pen_recs(sluice__ctx *c, const sluice__penalty *pn,
   if ((rc = scope_ids(c, pn->name, pn->nid, pn->scope, pn->nscope, 1, kp,
                       d)))
     return rc;
-  sluice__id_hex((const uint8_t *)kp->bodyh, id);
+  if (id)
+    sluice__id_hex((const uint8_t *)kp->bodyh, id);
   if (g) {
     g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 'b');
     g->nk++;
@@ -502,6 +503,11 @@ int sluice__decl_pen_recs(sluice__ctx *c, const sluice__penalty *pn,
     }
   }
   return SLUICE_OK;
+}
+
+void sluice__decl_kp_id(const keyparts *kp, uint64_t id[2]) {
+  id[0] = kp->bodyh[0];
+  id[1] = kp->bodyh[1];
 }
 
 int sluice__decl_pen_rec(sluice__ctx *c, const sluice__penalty *pn,
