@@ -16,9 +16,10 @@
 ** `bench-declared --count CASE N` (CASE one, four, file, split or
 ** standard) runs N decisions of the case over the benchmark's keys, then
 ** N more inside counted(), for callgrind_declared.py to count
-** instructions in (the
-** records exist by then, as in the timed rounds); exit 77 for standard
-** when the built-in flow is gone.
+** instructions in (the records exist by then, as in the timed rounds),
+** and prints the counted ones' CPU ns per decision
+** (tests/bench/ab_rounds.py compares two builds by it); exit 77 for
+** standard when the built-in flow is gone.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,13 +181,16 @@ int main(int argc, char **argv) {
                 sizeof err) != SLUICE_OK)
     builtin = NULL; /* the library has declared limits only */
   if (cf) {
+    double t0;
     if (cf == standard && !builtin) {
       fprintf(stderr, "bench_declared: no built-in flow to count\n");
       return 77;
     }
     for (i = 0; i < cn; i++)
       cf(i);
+    t0 = cpu();
     counted(cf, cn);
+    printf("%.1f CPU ns/decision\n", (cpu() - t0) / (double)cn);
     sluice_policy_close(pol);
     sluice_policy_close(builtin);
     return 0;
