@@ -436,7 +436,7 @@ typedef struct sluice_event {
   int outcome;         /**< LEASE_DENIED: the outcome */
   int store_error;     /**< DEGRADED_ON, STORE_FULL: the store's SLUICE_E* */
   const char *scope_id;  /**< hashed id (32 hex) of the scope, or NULL */
-  const char *tenant_scope_id; /**< hashed tenant id, or NULL */
+  const char *tenant_scope_id; /**< sluice_scope_id() of the tenant, or NULL */
   const char *tier;      /**< tier name, or NULL */
   const char *who, *why; /**< RELEASE / LIFT: the audit entry */
   /** The request that caused it (degraded off: NULL; release, lift and a

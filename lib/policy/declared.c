@@ -351,6 +351,18 @@ static int attr_id(sluice__ctx *c, int a, const uint64_t **out,
   return SLUICE_OK;
 }
 
+/* The events' tenant scope id (sluice_event.tenant_scope_id, a webhook's
+** per-tenant group): sluice_scope_id() of the request's tenant, as
+** `sluice release` writes it in its audit record; NULL when the request
+** names no tenant.  Spelled only when an event needs it. */
+const char *sluice__decl_tenant_hex(sluice__ctx *c) {
+  const char *v = c->req ? c->req->tenant_id : NULL;
+  if (!c->T[0] && v && v[0] &&
+      sluice_scope_id(c->p->secret, v, strlen(v), c->T) != SLUICE_OK)
+    c->T[0] = '\0';
+  return c->T[0] ? c->T : NULL;
+}
+
 _Static_assert(SLUICE__A__BUILTIN + SLUICE__ATTRS_MAX <= SLUICE__AID_MAX &&
                    SLUICE__AID_MAX <= 32,
                "flow.h's attribute ids: one for each attribute, one bit each");
@@ -1030,7 +1042,7 @@ static int read(sluice__ctx *c, const dres *rs,
                    lm->scope[0] == SLUICE__A_TENANT ? SLUICE_SCOPE_TENANT
                    : lm->scope[0] == SLUICE__A_IP   ? SLUICE_SCOPE_IP
                                                     : SLUICE_SCOPE_KEY,
-                   0, lm->scope[0] == SLUICE__A_TENANT && c->T[0] ? c->T : NULL,
+                   0, lm->scope[0] == SLUICE__A_TENANT ? sluice__decl_tenant_hex(c) : NULL,
                    0, d->outcome);
     if (prs && dr->gpen[dr->tg[bind]]) {
       int tg = dr->tg[bind];

@@ -157,6 +157,8 @@ int sluice__pen_skipped(const struct sluice__ctx *c, const sluice__penalty *pn);
 
 /* declared.c: attribute a's value for the request (NULL: not given), its
 ** length in *n. */
+/* The events' tenant scope id (declared.c). */
+const char *sluice__decl_tenant_hex(struct sluice__ctx *c);
 const char *sluice__decl_attr_value(const struct sluice__ctx *c, int a,
                                     size_t *n);
 

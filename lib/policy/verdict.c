@@ -5,6 +5,7 @@
 */
 #include <string.h>
 
+#include "declared.h"
 #include "flow.h"
 
 void sluice__emit(sluice__ctx *c, int type, int scope_kind, int level,
@@ -21,7 +22,7 @@ void sluice__emit(sluice__ctx *c, int type, int scope_kind, int level,
   ev.outcome = outcome;
   ev.store_error = c->store_err;
   ev.scope_id = scope_id;
-  ev.tenant_scope_id = c->T[0] ? c->T : NULL;
+  ev.tenant_scope_id = c->droute >= 0 ? sluice__decl_tenant_hex(c) : NULL;
   ev.tier = c->tier >= 0 ? p->cfg.tiers[c->tier].name : NULL;
   ev.request = c->req;
   ev.who = c->who;

@@ -37,6 +37,9 @@ static void on_event(void *ud, const sluice_event *ev) {
     snprintf(l->why, sizeof l->why, "%s", ev->why);
   if (ev->scope_id)
     snprintf(l->scope_id, sizeof l->scope_id, "%s", ev->scope_id);
+  if (ev->tenant_scope_id)
+    snprintf(l->tenant_scope_id, sizeof l->tenant_scope_id, "%s",
+             ev->tenant_scope_id);
   pthread_mutex_unlock(&f->mu);
 }
 

@@ -25,6 +25,7 @@ typedef struct logged_event {
   int type, scope, level, outcome, store_error;
   int64_t until_ns;
   char who[32], why[64], scope_id[SLUICE_SCOPE_ID_LEN + 1];
+  char tenant_scope_id[SLUICE_SCOPE_ID_LEN + 1]; /* "": NULL */
 } logged_event;
 
 typedef struct fixture {

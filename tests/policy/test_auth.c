@@ -74,6 +74,8 @@ Test(policy_auth, twenty_failures_box_the_ip) {
   }
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
   cr_assert_eq(fx_last(&f, SLUICE_EVENT_BOX_TRIP)->scope, SLUICE_SCOPE_IP);
+  /* A sign-in names no tenant: its events carry none. */
+  cr_assert_str_eq(fx_last(&f, SLUICE_EVENT_BOX_TRIP)->tenant_scope_id, "");
   r = rq_signin("192.0.2.7", "fresh-user", NULL);
   cr_assert_eq(decide(&f, &r).outcome, SLUICE_OUTCOME_BOXED);
   r = rq_signin("192.0.2.8", "fresh-user", NULL);

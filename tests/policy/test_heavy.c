@@ -41,6 +41,17 @@ Test(policy_heavy, two_reconciles_on_one_ledger_give_one_conflict) {
   cr_assert_not_null(fx_last(&f, SLUICE_EVENT_LEASE_DENIED));
   cr_assert_eq(fx_last(&f, SLUICE_EVENT_LEASE_DENIED)->outcome,
                SLUICE_OUTCOME_CONFLICT);
+  {
+    /* The event names its tenant as `sluice release`'s audit record does
+    ** (a webhook groups by it): the policy's keyed id, not the name. */
+    uint8_t secret[16];
+    char want[SLUICE_SCOPE_ID_LEN + 1];
+    for (int i = 0; i < 16; i++)
+      secret[i] = (uint8_t)(i + 1);
+    cr_assert_eq(sluice_scope_id(secret, "acme", 4, want), SLUICE_OK);
+    cr_assert_str_eq(fx_last(&f, SLUICE_EVENT_LEASE_DENIED)->tenant_scope_id,
+                     want);
+  }
   /* The conflict took no tokens and no tenant slot. */
   d3 = decide(&f, &b);
   cr_assert_eq(d3.allowed, 1);
