@@ -52,6 +52,14 @@ HTTP = """
       secret = "%(secret)s", library = "%(lib)s", jitter = false,
       header_form = "both", problem_base = "%(problem_base)s" }
     if not lim then ngx.log(ngx.ERR, "resty.sluice: ", err) end
+    -- The same store and policy, no RateLimit fields on an admission.
+    quiet, err = sluice.new{
+      policy = "%(policy)s", store = "%(store)s", admission_headers = false,
+      redis_timeout_ms = 30000, redis_connect_timeout_ms = 5000,
+      test_clock = true,
+      secret = "%(secret)s", library = "%(lib)s", jitter = false,
+      header_form = "both", problem_base = "%(problem_base)s" }
+    if not quiet then ngx.log(ngx.ERR, "resty.sluice: ", err) end
     settles, settle_errs, reports = {}, {}, 0
     function check()
       return check_with{ attrs = { user = ngx.var.http_x_user,
@@ -104,6 +112,15 @@ HTTP = """
       content_by_lua_block { ngx.say("ok") }
     }
     location = /plain { content_by_lua_block { ngx.say("plain") } }
+    location /quiet/v1/ {
+      access_by_lua_block {
+        local d, err = quiet:access{ route = ngx.var.uri:sub(#"/quiet" + 1),
+                                     attrs = { user = ngx.var.http_x_user,
+                                               tokens = ngx.var.http_x_tokens } }
+        if not d then ngx.status = 400; ngx.say(err); return ngx.exit(ngx.HTTP_OK) end
+      }
+      content_by_lua_block { ngx.say("ok") }
+    }
     location = /apart/v1/complete {
       content_by_lua_block {
         -- decide() and answer() apart, as the Kong plugin uses them.
@@ -185,7 +202,8 @@ def start(workers=2):
     ng = restyh.LuaNginx(HTTP, workers=workers, up=UP.port, policy=POLICY,
                          lib=LIB, problem_base=PROBLEM_BASE, store="")
     store = STORE or "shm:name=%s;create=1;capacity=10000" % ng.shm
-    ng.edit_conf('store = ""', 'store = "%s"' % store)
+    for _ in ("lim", "quiet"):
+        ng.edit_conf('store = ""', 'store = "%s"' % store)
     return ng.start()
 
 
@@ -359,6 +377,22 @@ def test_decide_and_answer_apart(ng):
         "application/problem+json", r.headers
     r = ng.get("/apart/v1/complete", headers={"X-User": "apart"})
     assert r.status == 400 and b"(tokens)" in r.body, (r.status, r.body)
+
+
+def test_admission_headers_off(ng):
+    """admission_headers = false: an admission goes on with none of the
+    renderer's fields; the refusal after it is the library's whole 429
+    (Retry-After, the RateLimit fields, problem+json)."""
+    h = {"X-User": "quiet", "X-Tokens": "290"}
+    r = ng.get("/quiet/v1/complete", method="POST", headers=h)
+    assert r.status == 200 and r.body == b"ok\n", (r.status, r.body)
+    sent = RENDERED & set(r.headers)
+    assert not sent, r.headers
+    r = ng.get("/quiet/v1/complete", method="POST", headers=h)
+    assert r.status == 429, (r.status, r.body)
+    assert r.h("retry-after") and r.h("ratelimit-limit") == "300" and \
+        r.h("content-type") == "application/problem+json", r.headers
+    assert json.loads(r.body)["violated-policies"] == ["tokens"], r.body
 
 
 def test_settle_in_log_phase(_ng):
