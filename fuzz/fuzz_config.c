@@ -4,7 +4,8 @@
 **
 ** Checks: the loader returns SLUICE_OK, SLUICE_ECONFIG or SLUICE_EIO, with
 ** a NUL-terminated message on failure that fits its buffer; a
-** configuration it accepts opens a policy on a "mem" store and decides one
+** configuration it accepts opens a policy on a "mem" store (or, declaring
+** no route, is refused with EINVAL naming routes) and decides one
 ** request of each of its tiers (each decide returns SLUICE_OK or an input
 ** error, never a store error); loading the same bytes twice gives the same
 ** values in force (the settings table's, the tiers').
@@ -74,6 +75,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     po.errbuf = err;
     po.errlen = sizeof err;
     rc = sluice_policy_open(&po, &p);
+    /* A file may be built on by sluice_policy_config_set, so the loader
+    ** takes one without routes; open refuses it, as docs/policy.md says. */
+    if (rc == SLUICE_EINVAL && strstr(err, ": routes: no route applies")) {
+      sluice_clock_free(clk);
+      sluice_policy_config_free(c1);
+      return 0;
+    }
     CHECK(rc == SLUICE_OK, "open with an accepted config: %s (%s)",
           sluice_err_name(rc), err);
     /* A request as every caller names one: method and route (the fuzzed

@@ -27,7 +27,7 @@ SLUICE_PACKAGES=(
   "${SLUICE_BUILD_PACKAGES[@]}" libmicrohttpd-dev build-essential clang
   lmdb-utils openssl
   redis-server
-  libcriterion-dev
+  libcriterion-dev zlib1g-dev
   curl binutils python3 python3-aiosmtpd
   cppcheck libclang-rt-14-dev librsvg2-bin
   nginx nginx-dev dpkg-dev make wrk prometheus

@@ -38,6 +38,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <hiredis/sds.h>
 
 #include "redis_int.h"
 #include "split.h"
@@ -57,21 +60,28 @@ typedef struct rcl_split {
   int rounds;
   int got;             /* replies read so far */
   size_t fed;          /* reply bytes fed to the reader */
+  size_t seen;         /* reply bytes the host handed in so far */
   redisReader *rd;
   redisReply *reps[4];
+  /* The common answer, one bulk string, read in place (reply_in_place):
+  ** reps[0] then points here, and str into the host's bytes. */
+  redisReply bulk;
   /* The command's arguments after those naming the engine, in RESP. */
   char *tail;
   size_t tail_len, tail_cap;
   int ntail;
-  /* A program sent by id: the tail with the whole program follows the
-  ** id's in tail, whole_len bytes (0: none), for a library that does not
-  ** know the id. */
+  /* A program sent by id: its steps' numbers follow the tail, raw,
+  ** whole_len bytes (0: none), for a library that does not know the id
+  ** (the whole program's argument is the id form's header and these;
+  ** tail_whole makes its RESP only then). */
   size_t whole_len;
   char *buf; /* the bytes to carry */
   size_t len, cap;
   /* Room for the common calls, so that a blocking decision (whose handle
-  ** is on its stack) allocates nothing; larger ones grow on the heap. */
-  char ibuf[1536], itail[1024];
+  ** is on its stack) allocates nothing: a program by id (its tail and
+  ** its steps) and the bytes of a program sent whole; larger ones grow
+  ** on the heap. */
+  char ibuf[1280], itail[1600];
 } rcl_split;
 
 _Static_assert(sizeof(rcl_split) <= SLUICE__SPLIT_PRIV,
@@ -118,16 +128,33 @@ static int grow(rcl_store *home, char **b, size_t *cap, size_t need,
 }
 
 /* RESP: "*n\r\n" and "$len\r\nbytes\r\n"; the room was made before.
-** (The digits by hand: sprintf was most of a call's building.) */
+** (The digits by hand: sprintf was most of a call's building; a call's
+** counts are below 10000, written without a loop.) */
 static size_t put_count(char *at, char kind, size_t n) {
   char d[24];
-  size_t k = 0, i = 0;
-  do
-    d[k++] = (char)('0' + n % 10);
-  while ((n /= 10) != 0);
-  at[i++] = kind;
-  while (k > 0)
-    at[i++] = d[--k];
+  size_t k = 0, i = 1;
+  at[0] = kind;
+  if (n < 10) {
+    at[i++] = (char)('0' + n);
+  } else if (n < 100) {
+    at[i++] = (char)('0' + n / 10);
+    at[i++] = (char)('0' + n % 10);
+  } else if (n < 1000) {
+    at[i++] = (char)('0' + n / 100);
+    at[i++] = (char)('0' + n / 10 % 10);
+    at[i++] = (char)('0' + n % 10);
+  } else if (n < 10000) {
+    at[i++] = (char)('0' + n / 1000);
+    at[i++] = (char)('0' + n / 100 % 10);
+    at[i++] = (char)('0' + n / 10 % 10);
+    at[i++] = (char)('0' + n % 10);
+  } else {
+    do
+      d[k++] = (char)('0' + n % 10);
+    while ((n /= 10) != 0);
+    while (k > 0)
+      at[i++] = d[--k];
+  }
   at[i++] = '\r';
   at[i++] = '\n';
   return i;
@@ -184,6 +211,7 @@ static int compose(rcl_store *home, rcl_store *r, rcl_split *s,
   s->len = 0;
   s->got = 0;
   s->fed = 0;
+  s->seen = 0;
   if (s->refresh) {
     /* Another node than the one that failed (the cursor moves on every
     ** failure), for the map; the command goes once it is read. */
@@ -226,7 +254,13 @@ out:
     return rc;
   sp->bytes = s->buf;
   sp->len = s->len;
-  snprintf(sp->host, sizeof sp->host, "%s", n->host);
+  if (strcmp(sp->host, n->host) != 0) { /* (snprintf every call cost more) */
+    size_t hl = strlen(n->host);
+    if (hl >= sizeof sp->host)
+      hl = sizeof sp->host - 1;
+    memcpy(sp->host, n->host, hl);
+    sp->host[hl] = '\0';
+  }
   sp->port = n->port;
   sp->slot = r->cluster ? s->job.slot : -1;
   r->st.ops++;
@@ -248,35 +282,54 @@ static int put_tail(rcl_store *home, rcl_split *s, const rcl_cmd *c) {
   return SLUICE_OK;
 }
 
-/* A program by id: the whole one after it (the same argument count, the
-** same arguments but the numbers, which the build left whole in the
-** command: only their argument's length differs). */
+/* A program by id: its steps' numbers after the tail, raw (the build
+** left the whole program's numbers in the command; its argument is the
+** last, the header alone in the id form). */
 static int build_tail(rcl_store *home, rcl_store *r, rcl_split *s) {
   rcl_cmd *c = r->cmd;
-  size_t at;
+  const size_t h = 8 * SLUICE_WIRE_HEADER;
+  size_t n;
   int rc;
   s->job.node = route(r, &s->job);
   s->tail_len = s->whole_len = 0;
   sluice__rcl_build_job(c, r, &s->job);
   if ((rc = put_tail(home, s, c)) != SLUICE_OK || !c->byid)
     return rc;
-  at = s->tail_len;
-  c->lens[c->argc - 1] = 8 * (size_t)c->nwhole;
-  if ((rc = put_tail(home, s, c)) != SLUICE_OK)
+  n = 8 * (size_t)c->nwhole - h;
+  if ((rc = grow(home, &s->tail, &s->tail_cap, s->tail_len + n, s->itail)) !=
+      SLUICE_OK)
     return rc;
-  s->whole_len = s->tail_len - at;
-  s->tail_len = at;
+  memcpy(s->tail + s->tail_len, c->nums + h, n);
+  s->whole_len = n;
   return SLUICE_OK;
 }
 
 /* The library did not know the program's id: the whole program from now
-** on (handle_reply set job.whole). */
-static void tail_whole(rcl_split *s) {
+** on (handle_reply set job.whole): the tail's last argument, the header,
+** becomes the header and the steps kept after the tail. */
+static int tail_whole(rcl_store *home, rcl_split *s) {
+  const size_t h = 8 * SLUICE_WIRE_HEADER;
+  char head[24], *nb;
+  size_t hl = put_count(head, '$', h), at, need, cap;
   if (!s->job.whole || !s->whole_len)
-    return;
-  memmove(s->tail, s->tail + s->tail_len, s->whole_len);
-  s->tail_len = s->whole_len;
+    return SLUICE_OK;
+  at = s->tail_len - (hl + h + 2); /* where the header's bulk starts */
+  need = at + bulk_size(h + s->whole_len);
+  cap = s->tail_cap > need ? s->tail_cap : need;
+  if (!(nb = sluice_store_malloc(&home->base, cap)))
+    return SLUICE_ENOMEM;
+  memcpy(nb, s->tail, at);
+  at += put_count(nb + at, '$', h + s->whole_len);
+  memcpy(nb + at, s->tail + s->tail_len - (h + 2), h);
+  memcpy(nb + at + h, s->tail + s->tail_len, s->whole_len);
+  memcpy(nb + at + h + s->whole_len, "\r\n", 2);
+  if (s->tail != s->itail)
+    sluice_store_free(&home->base, s->tail, s->tail_cap);
+  s->tail = nb;
+  s->tail_cap = cap;
+  s->tail_len = at + h + s->whole_len + 2;
   s->whole_len = 0;
+  return SLUICE_OK;
 }
 
 /* ----------------------------------------------------------- states --- */
@@ -290,9 +343,11 @@ static int done(sluice__split *sp, int rc) {
 static void drop_replies(rcl_split *s) {
   int i;
   for (i = 0; i < s->got; i++)
-    freeReplyObject(s->reps[i]);
+    if (s->reps[i] != &s->bulk)
+      freeReplyObject(s->reps[i]);
   s->got = 0;
   s->fed = 0;
+  s->seen = 0;
 }
 
 /* A failed link or a reply out of step: the command may have run. */
@@ -425,7 +480,8 @@ static int take(rcl_store *home, rcl_store *r, rcl_split *s,
     s->reload = 1;
   else
     s->ask = s->job.ask_node >= 0;
-  tail_whole(s);
+  if ((rc = tail_whole(home, s)) != SLUICE_OK)
+    return done(sp, rc);
 again:
   if (++s->rounds >= RCL_ROUNDS)
     return done(sp, sluice_store_seterr(&r->base, SLUICE_EUNAVAIL, 0,
@@ -437,17 +493,55 @@ again:
   return SLUICE__SPLIT_SEND;
 }
 
+/* A call owed one reply whose bytes so far are one bulk string, or its
+** beginning: read in place, without the reader (its copy of the bytes,
+** and the reply's two allocations and frees), since a decision's answer
+** is one.  1: whole, in s->reps[0]; 0: not yet whole (nothing kept: the
+** host hands every byte again with the rest); -1: anything else (an
+** error, a nil, bytes beyond the reply), which the reader takes. */
+static int reply_in_place(rcl_split *s, const sluice__split *sp,
+                          const char *b, size_t len) {
+  size_t n = 0, i = 1;
+  if (sp->replies != 1 || s->fed != 0 || len < 1 || b[0] != '$')
+    return -1;
+  for (; i < len && b[i] >= '0' && b[i] <= '9' && i < 12; i++)
+    n = n * 10 + (size_t)(b[i] - '0');
+  if (i >= len || i + 1 >= len)
+    return i < 12 ? 0 : -1;
+  if (i == 1 || b[i] != '\r' || b[i + 1] != '\n')
+    return -1;
+  i += 2;
+  if (len < i + n + 2)
+    return 0;
+  if (len != i + n + 2 || b[i + n] != '\r' || b[i + n + 1] != '\n')
+    return -1;
+  memset(&s->bulk, 0, sizeof s->bulk);
+  s->bulk.type = REDIS_REPLY_STRING;
+  s->bulk.len = n;
+  s->bulk.str = (char *)(b + i); /* (read only, while the host's bytes are) */
+  s->reps[0] = &s->bulk;
+  s->got = 1;
+  return 1;
+}
+
 /* The host's bytes: every byte received since the call's bytes went. */
 static int reply(rcl_store *home, rcl_store *r, sluice__split *sp) {
   rcl_split *s = priv(sp);
   size_t left;
+  int in;
   if (!sp->reply && sp->reply_len)
     return SLUICE_EINVAL;
-  if (sp->reply_len < s->fed)
+  if (sp->reply_len < s->seen)
     return sluice_store_seterr(&r->base, SLUICE_EINVAL, 0,
                                "redis: finish wants every byte received "
                                "since the call was sent (%zu < %zu)",
-                               sp->reply_len, s->fed);
+                               sp->reply_len, s->seen);
+  s->seen = sp->reply_len;
+  if ((in = reply_in_place(s, sp, (const char *)sp->reply, sp->reply_len)) ==
+      1)
+    return take(home, r, s, sp);
+  if (in == 0)
+    return sp->status = SLUICE__SPLIT_MORE;
   if (!s->rd && !(s->rd = redisReaderCreate()))
     return SLUICE_ENOMEM;
   if (sp->reply_len > s->fed &&
@@ -479,13 +573,62 @@ static int reply(rcl_store *home, rcl_store *r, sluice__split *sp) {
   return take(home, r, s, sp);
 }
 
+/* A hiredis context's I/O error, as hiredis records its own. */
+static int plain_fail(redisContext *c, int eof) {
+  int e = errno;
+  c->err = eof ? REDIS_ERR_EOF : REDIS_ERR_IO;
+  snprintf(c->errstr, sizeof c->errstr, "%s",
+           eof ? "Server closed the connection" : strerror(e));
+  errno = e;
+  return REDIS_ERR;
+}
+
+/* carry's common call on a plain connection with nothing pending: the
+** bytes written and one bulk string read into buf (cap bytes) and taken
+** in place, without hiredis's copy of the command and its reply tree.
+** REDIS_OK with *in 1: the reply is s->reps[0]; *in 0: anything else,
+** the bytes read so far (*got) fed to the context's reader, which reads
+** on; REDIS_ERR: the link failed (errno, c->err). */
+static int carry_plain(redisContext *c, rcl_split *s, sluice__split *sp,
+                       char *buf, size_t cap, int *in) {
+  size_t off = 0, got = 0;
+  ssize_t n;
+  *in = 0;
+  while (off < sp->len) {
+    n = write(c->fd, (const char *)sp->bytes + off, sp->len - off);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return plain_fail(c, 0);
+    off += (size_t)n;
+  }
+  for (;;) {
+    n = read(c->fd, buf + got, cap - got);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return plain_fail(c, n == 0);
+    got += (size_t)n;
+    *in = reply_in_place(s, sp, buf, got);
+    if (*in == 1)
+      return REDIS_OK;
+    if (*in < 0 || got == cap) {
+      *in = 0;
+      return redisReaderFeed(c->reader, buf, got) == REDIS_OK
+                 ? REDIS_OK
+                 : plain_fail(c, 0);
+    }
+  }
+}
+
 /* A blocking host of its own: carry the bytes on one of the store's
 ** lanes (its connection to that node, connected here if need be), read
 ** the replies, and read them as the halves do. */
 static int carry(rcl_store *home, sluice__split *sp) {
   rcl_split *s = priv(sp);
   rcl_store *l = sluice__rcl_lane_lock(home), *r = home->split;
-  int ni, rc = SLUICE_OK, done_w = 0, st;
+  int ni, rc = SLUICE_OK, done_w = 0, st, in = 0;
+  char rbuf[2048]; /* (a decision's answer, read in place: until take) */
   sluice__rcl_fork_check(l);
   ni = sluice__rcl_find_node(l, sp->host, strlen(sp->host), sp->port, 1);
   if (ni < 0 && sp->port == 0) /* the unix socket seed */
@@ -494,10 +637,19 @@ static int carry(rcl_store *home, sluice__split *sp) {
     rc = SLUICE_EUNAVAIL;
   else
     rc = sluice__rcl_node_connect(l, ni);
-  if (rc == SLUICE_OK &&
-      redisAppendFormattedCommand(l->nodes[ni].c, sp->bytes, sp->len) !=
-          REDIS_OK)
+  if (rc == SLUICE_OK && !l->nodes[ni].tls && sp->replies == 1 &&
+      sdslen(l->nodes[ni].c->obuf) == 0 &&
+      l->nodes[ni].c->reader->pos == l->nodes[ni].c->reader->len) {
+    errno = 0;
+    if (carry_plain(l->nodes[ni].c, s, sp, rbuf, sizeof rbuf, &in) !=
+        REDIS_OK)
+      rc = sluice__rcl_node_io_error(l, ni, errno);
+    done_w = 1;
+  } else if (rc == SLUICE_OK &&
+             redisAppendFormattedCommand(l->nodes[ni].c, sp->bytes,
+                                         sp->len) != REDIS_OK) {
     rc = SLUICE_ENOMEM;
+  }
   while (rc == SLUICE_OK && !done_w) {
     errno = 0;
     if (sluice__rcl_link_write(l->nodes[ni].c, l->nodes[ni].tls, &done_w) !=
@@ -539,6 +691,7 @@ int sluice__rcl_split_control(rcl_store *home, int op, void *arg) {
   switch (op) {
   case SLUICE__CTL_SPLIT_OPEN:
     memset(s, 0, sizeof *s);
+    sp->host[0] = '\0'; /* (compose copies a node's name when it changes) */
     s->buf = s->ibuf;
     s->cap = sizeof s->ibuf;
     s->tail = s->itail;

@@ -209,8 +209,8 @@ static void store_full(sluice__ctx *c, sluice_decision *d) {
   sluice_policy *p = c->p;
   int64_t last = atomic_load_explicit(&p->full_event_ns, memory_order_relaxed);
   d->flags |= SLUICE_DECISION_STORE_FULL;
-  atomic_fetch_add_explicit(&p->ctr->store_full, 1,
-                            memory_order_relaxed);
+  atomic_fetch_add_explicit(&p->ctr->store_full[SLUICE__CTR_ROW(p, c->droute)],
+                            1, memory_order_relaxed);
   if ((last == 0 || c->now - last >= SLUICE_POLICY_FULL_EVENT_NS ||
        c->now < last) &&
       atomic_compare_exchange_strong(&p->full_event_ns, &last,

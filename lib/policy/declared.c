@@ -990,8 +990,9 @@ static int read(sluice__ctx *c, const dres *rs,
       d->outcome = SLUICE_OUTCOME_THROTTLED;
     if (is_lease(lm->algo)) {
       d->cap_limit = ps->l.max;
-      atomic_fetch_add_explicit(&c->p->ctr->lease_denials, 1,
-                                memory_order_relaxed);
+      atomic_fetch_add_explicit(
+          &c->p->ctr->lease_denials[SLUICE__CTR_ROW(c->p, c->droute)], 1,
+          memory_order_relaxed);
     }
     /* A lease, lock or count cap refused: LEASE_DENIED, as the built-in
     ** flow's heavy endpoints said (the tenant's scope when the limit's

@@ -45,6 +45,6 @@ void sluice__failure_mode(sluice__ctx *c, int err, sluice_decision *d) {
   d->outcome = SLUICE_OUTCOME_UNAVAILABLE;
   d->flags |= SLUICE_DECISION_FAIL_CLOSED;
   d->retry_after_ns = p->cfg.fail_closed_retry_after_ns;
-  atomic_fetch_add_explicit(&p->ctr->fail_closed, 1,
-                            memory_order_relaxed);
+  atomic_fetch_add_explicit(&p->ctr->fail_closed[SLUICE__CTR_ROW(p, c->droute)],
+                            1, memory_order_relaxed);
 }

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "declared.h"
 #include "policy_int.h"
 
 static const char *scope_name(int s) {
@@ -49,12 +50,28 @@ static void put(out *o, const char *fmt, ...) {
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
-/* An unlabelled counter: its HELP and TYPE lines (help: the text after
-** the name), then its value. */
-static void total(out *o, const char *name, const char *help,
-                  const _Atomic uint64_t *c) {
-  put(o, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name,
-      name, (unsigned long long)LOAD(*c));
+/* A counter by route: its HELP and TYPE lines (help: the text after the
+** name), then a line per declared route and one for none (the label:
+** sluice__route_label, escaped as the text format wants). */
+static void by_route(out *o, const sluice_policy *p, const char *name,
+                     const char *help, const _Atomic uint64_t *c) {
+  char label[SLUICE__CTR_LABEL], esc[2 * SLUICE__CTR_LABEL];
+  int i, r, n = p->decl ? p->decl->nroutes : 0;
+  size_t k;
+  const char *s;
+  put(o, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+  for (i = 0; i <= n; i++) {
+    r = i < n ? i : -1;
+    sluice__route_label(p, r, label);
+    for (s = label, k = 0; *s; s++) {
+      if (*s == '\\' || *s == '"' || *s == '\n')
+        esc[k++] = '\\';
+      esc[k++] = *s == '\n' ? 'n' : *s;
+    }
+    esc[k] = '\0';
+    put(o, "%s{route=\"%s\"} %llu\n", name, esc,
+        (unsigned long long)LOAD(c[SLUICE__CTR_ROW(p, r)]));
+  }
 }
 
 int sluice_policy_metrics(const sluice_policy *cp, char *buf, size_t len,
@@ -93,14 +110,16 @@ int sluice_policy_metrics(const sluice_policy *cp, char *buf, size_t len,
     put(&o, "sluice_policy_shadow_passed_total{tier=\"%s\"} %llu\n",
         TIERNAME(t), (unsigned long long)LOAD(p->ctr->shadow_passed[t]));
   }
-  total(&o, "sluice_policy_fail_closed_total",
-        "503s because the store failed.", &p->ctr->fail_closed);
-  total(&o, "sluice_policy_lease_denials_total",
-        "Denials by a lease set or a lock.", &p->ctr->lease_denials);
-  total(&o, "sluice_policy_store_full_total",
-        "Decisions that found the store full (no room for a record: not an "
-        "outage).",
-        &p->ctr->store_full);
+  by_route(&o, p, "sluice_policy_fail_closed_total",
+           "503s because the store failed, by declared route.",
+           p->ctr->fail_closed);
+  by_route(&o, p, "sluice_policy_lease_denials_total",
+           "Denials by a lease set or a lock, by declared route.",
+           p->ctr->lease_denials);
+  by_route(&o, p, "sluice_policy_store_full_total",
+           "Decisions that found the store full (no room for a record: not "
+           "an outage), by declared route.",
+           p->ctr->store_full);
   put(&o, "# HELP sluice_policy_box_trips_total Penalty box trips by scope "
           "and level.\n# TYPE sluice_policy_box_trips_total counter\n");
   for (i = SLUICE_SCOPE_KEY; i <= SLUICE_SCOPE_SUBJECT; i++)

@@ -148,6 +148,15 @@ typedef struct sluice__tier_rt {
   sluice_window_params export_cap;
 } sluice__tier_rt;
 
+/* Rows of the counters by route: a shared segment gives each route label
+** it meets a row for its life (routes come and go with reloads), row 0
+** being "none" (counters.c). */
+#define SLUICE__CTR_ROUTES 256
+/* A route's label: "METHOD PATTERN" as declared, " #N" after it (N its
+** place in the file's `routes`, from 1) when an earlier route has the
+** same method and pattern (routes told apart by `when`). */
+#define SLUICE__CTR_LABEL 144
+
 /* Every counter the metrics text shows.  Plain atomics with no pointers,
 ** so the same struct lives in process memory or in a shared mapping. */
 typedef struct sluice__counters {
@@ -155,9 +164,11 @@ typedef struct sluice__counters {
                             [SLUICE_OUTCOME__COUNT];
   _Atomic uint64_t degraded_decisions[SLUICE_POLICY_TIERS_MAX + 1];
   _Atomic uint64_t shadow_passed[SLUICE_POLICY_TIERS_MAX + 1];
-  _Atomic uint64_t fail_closed;
-  _Atomic uint64_t lease_denials;
-  _Atomic uint64_t store_full; /* decisions the store had no room for */
+  /* By route, in the rows ctr_row picks (row 0: no route). */
+  _Atomic uint64_t fail_closed[SLUICE__CTR_ROUTES];
+  _Atomic uint64_t lease_denials[SLUICE__CTR_ROUTES];
+  _Atomic uint64_t store_full[SLUICE__CTR_ROUTES]; /* decisions the store
+                                                      had no room for */
   _Atomic uint64_t trips[5][3]; /* [scope kind][level - 1] */
   _Atomic uint64_t events[SLUICE_EVENT__COUNT];
 } sluice__counters;
@@ -200,7 +211,16 @@ struct sluice_policy {
   sluice_policy_config *conf; /* the configuration it opened from */
   void *ctr_map;
   size_t ctr_bytes;
+  /* ctr_row[1 + i]: declared route i's row in ctr's counters by route;
+  ** ctr_row[0]: the row of no route (0). */
+  uint16_t ctr_row[SLUICE__CTR_ROUTES];
 };
+
+/* The row a decision on declared route droute (-1: none) counts in. */
+#define SLUICE__CTR_ROW(p, droute) ((p)->ctr_row[(droute) + 1])
+/* Declared route i's label (SLUICE__CTR_LABEL bytes); i = -1: "none". */
+void sluice__route_label(const sluice_policy *p, int i,
+                         char label[SLUICE__CTR_LABEL]);
 
 /* Point p->ctr at its own counters (uri NULL or "") or at the shared
 ** segment the uri names ("shm:name=/NAME"), creating it when missing.
@@ -224,6 +244,8 @@ int sluice__seg_name(const char *what, const char *uri, char name[256],
 int sluice__seg_attach(const char *what, const char *uri, size_t size,
                        uint64_t magic, sluice__seg_init_fn init, void *arg,
                        void **out, char *msg, size_t len);
+/* A millisecond's nap while another process initialises a segment. */
+void sluice__seg_nap(void);
 /* msg = "what name: problem[: strerror(err)]"; returns rc. */
 int sluice__seg_fail(char *msg, size_t len, int rc, const char *what,
                      const char *name, const char *problem, int err);

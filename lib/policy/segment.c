@@ -22,7 +22,7 @@
 
 #define SEG_WAIT_MS 1000
 
-static void nap_ms(void) {
+void sluice__seg_nap(void) {
   struct timespec ts = {0, 1000000L};
   nanosleep(&ts, NULL);
 }
@@ -67,7 +67,7 @@ static int map_object(int fd, const char *what, const char *name, size_t size,
     if (i >= SEG_WAIT_MS)
       return sluice__seg_fail(msg, len, SLUICE_ECORRUPT, what, name,
                               "smaller than this version makes it (another version, or other sizes)", 0);
-    nap_ms();
+    sluice__seg_nap();
   }
   m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (m == MAP_FAILED)
@@ -94,7 +94,7 @@ static int publish(sluice__seg_head *h, uint64_t magic, const char *what,
     if (i >= SEG_WAIT_MS)
       return sluice__seg_fail(msg, len, SLUICE_EBUSY, what, name,
                               "its creator never finished", 0);
-    nap_ms();
+    sluice__seg_nap();
   }
   if (atomic_load_explicit(&h->magic, memory_order_acquire) != magic)
     return sluice__seg_fail(msg, len, SLUICE_ECORRUPT, what, name,

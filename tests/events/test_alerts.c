@@ -421,6 +421,11 @@ Test(alerts, a_dead_and_a_hanging_receiver_do_not_stop_a_live_one) {
     sluice_webhook_on_event(w, &ev);
   cr_assert_eq(rx_wait(&live, 20), 20, "the live receiver got %d of 20",
                rx_count(&live));
+  /* The receiver counts a delivery when its body arrives, the sink when
+  ** the answer reaches it: wait for the sink's count too. */
+  for (i = 0; i < RX_WAIT_TICKS && stats(w).delivered < 20; i++)
+    usleep(10000);
+  cr_assert_eq(stats(w).delivered, 20);
   pthread_mutex_lock(&hang.mu);
   cr_assert(hang.max_holding >= 1 && hang.max_holding <= 2,
             "attempts at once on the hanging receiver: %d",

@@ -69,6 +69,10 @@ def request(port, path, method="GET", headers=None, timeout=30, body=None):
 
 class Upstream:
     """Answers 200 "ok"; ?hold=MS waits that long (or until released);
+    ?gate=NAME waits until the test opens that gate (open_gate), so a
+    test that needs requests held upstream holds them on its own events,
+    not on a time it guesses is long enough (60 s at most, then it
+    answers: a broken test fails, it does not hang);
     ?used=N answers with X-Tokens-Used: N (what an LLM upstream reports);
     /v1/auth/token and /login answer 401 unless secret=good (in the query
     or a form body).  Counts what it saw."""
@@ -80,6 +84,7 @@ class Upstream:
         self.held = {}  # query string -> requests holding with it now
         self.lock = threading.Lock()
         self.release = threading.Event()
+        self.gates = {}  # gate name -> threading.Event
         up = self
 
         class H(http.server.BaseHTTPRequestHandler):
@@ -104,6 +109,8 @@ class Upstream:
                 try:
                     if "hold" in q:
                         up.release.wait(int(q["hold"][0]) / 1000)
+                    if "gate" in q:
+                        up.gate(q["gate"][0]).wait(60)
                     status, extra = 200, {}
                     if u.path in ("/v1/auth/token", "/login") and \
                             q.get("secret", [""])[0] != "good":
@@ -140,8 +147,18 @@ class Upstream:
         with self.lock:
             return self.held.get(query, 0)
 
+    def gate(self, name):
+        with self.lock:
+            return self.gates.setdefault(name, threading.Event())
+
+    def open_gate(self, name):
+        self.gate(name).set()
+
     def stop(self):
         self.release.set()
+        with self.lock:
+            for g in self.gates.values():
+                g.set()
         self.srv.shutdown()
         self.srv.server_close()
 

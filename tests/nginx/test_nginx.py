@@ -208,36 +208,57 @@ def test_penalty_escalates_across_workers(ng):
 
 
 def test_leases_released_when_the_upstream_answers(ng):
-    t = []
+    """Two reconciles held upstream take the tenant's two slots; a slot
+    comes back when its answer is sent, not when its lease's TTL runs
+    out.  The upstream holds each request until the test opens its gate:
+    it held them 4 s by the clock once, and under load the second
+    request, or the third one's decision, came after the first's 4 s were
+    up (the test failed)."""
+    t = {}
     res = {}
-    hold = {x: "ledger=%s&hold=4000" % x for x in ("a", "b")}
+    # gates of this call (the event-loop test calls it on its own nginx)
+    gate = {x: "lease-%d-%s" % (ng.port, x) for x in ("a", "b", "e")}
+    query = {x: "ledger=%s&gate=%s" % (x, gate[x]) for x in gate}
 
     def slow(ledger):
-        res[ledger] = ng.get("/v1/ledgers/reconcile?" + hold[ledger],
+        res[ledger] = ng.get("/v1/ledgers/reconcile?" + query[ledger],
                              method="POST", headers=hdr("lk", tenant="lt"))
-    for ledger in hold:
-        t.append(threading.Thread(target=slow, args=(ledger,)))
-        t[-1].start()
 
-    # Both held upstream at once; an answer before that is the failure to
-    # report (a denial, or a hold that ended before the other arrived).
-    def both_held():
-        if res:
-            raise AssertionError("answered before both were upstream: %s" %
-                                 {k: (v.status, v.body[:200])
-                                  for k, v in res.items()})
-        return all(UP.holding(q) for q in hold.values())
-    wait_until(both_held, 10, "two reconciles upstream")
-    r = ng.get("/v1/ledgers/reconcile?ledger=c", method="POST",
-               headers=hdr("lk", tenant="lt"))
-    assert r.status == 429, r.status  # reconcile_concurrency = 2
-    assert json.loads(r.body)["type"].endswith("/concurrency-limit-exceeded")
-    for x in t:
-        x.join()
-    assert res["a"].status == 200 and res["b"].status == 200
-    # Well inside the 8 s lease TTL: only the cleanup can have freed them.
-    r = ng.get("/v1/ledgers/reconcile?ledger=c", method="POST",
-               headers=hdr("lk", tenant="lt"))
+    def hold(ledger):
+        """Send a held reconcile; assert it is upstream (admitted)."""
+        t[ledger] = threading.Thread(target=slow, args=(ledger,))
+        t[ledger].start()
+        wait_until(lambda: ledger in res or UP.holding(query[ledger]), 30,
+                   "reconcile %s upstream" % ledger)
+        assert ledger not in res, (ledger, res[ledger].status,
+                                   res[ledger].body[:200])
+
+    def other(ledger):
+        return ng.get("/v1/ledgers/reconcile?ledger=" + ledger,
+                      method="POST", headers=hdr("lk", tenant="lt"))
+    try:
+        hold("a")  # first: a's lease is the older
+        hold("b")
+        r = other("c")
+        assert r.status == 429, r.status  # reconcile_concurrency = 2
+        assert json.loads(r.body)["type"].endswith(
+            "/concurrency-limit-exceeded")
+        # b answers: a slot is free at once (e is admitted) ...
+        UP.open_gate(gate["b"])
+        t["b"].join()
+        assert res["b"].status == 200, res["b"].status
+        hold("e")
+        # ... and it was b's: a, the older lease, still holds its slot
+        # (no TTL ran out), so the set is full again.
+        r = other("d")
+        assert r.status == 429, (r.status, r.body)
+    finally:
+        for x in gate.values():
+            UP.open_gate(x)
+        for x in t.values():
+            x.join()
+    assert res["a"].status == 200 and res["e"].status == 200, res
+    r = other("d")
     assert r.status == 200, (r.status, r.body)
 
 
@@ -262,23 +283,30 @@ def test_the_ledger_file_as_shipped(_ng):
             costs = [line.split()[3] for line in f]
         assert costs[:2] == ["50", "25"], costs
         res = {}
+        # Held upstream until its gate opens (no time to outlast).
+        gate = "lf-%d" % ng.port
+        query = "ledger=L1&gate=" + gate
 
         def held():
-            res["r"] = ng.get("/v1/ledgers/reconcile?ledger=L1&hold=3000",
+            res["r"] = ng.get("/v1/ledgers/reconcile?" + query,
                               method="POST", headers=h)
         t = threading.Thread(target=held)
         t.start()
-        wait_until(lambda: UP.holding("ledger=L1&hold=3000"), 10,
-                   "the reconcile upstream")
-        r = ng.get("/v1/ledgers/reconcile?ledger=L1", method="POST",
-                   headers=h)
-        assert r.status == 409, (r.status, r.body)
-        assert json.loads(r.body)["violated-policies"] == ["ledger_lock"]
-        r = ng.get("/v1/ledgers/reconcile?ledger=L2", method="POST",
-                   headers=h)
-        assert r.status == 429, (r.status, r.body)
-        assert json.loads(r.body)["violated-policies"] == ["reconciles"]
-        t.join()
+        try:
+            wait_until(lambda: res or UP.holding(query), 30,
+                       "the reconcile upstream")
+            assert not res, (res["r"].status, res["r"].body)
+            r = ng.get("/v1/ledgers/reconcile?ledger=L1", method="POST",
+                       headers=h)
+            assert r.status == 409, (r.status, r.body)
+            assert json.loads(r.body)["violated-policies"] == ["ledger_lock"]
+            r = ng.get("/v1/ledgers/reconcile?ledger=L2", method="POST",
+                       headers=h)
+            assert r.status == 429, (r.status, r.body)
+            assert json.loads(r.body)["violated-policies"] == ["reconciles"]
+        finally:
+            UP.open_gate(gate)
+            t.join()
         assert res["r"].status == 200, res["r"].status
         for i in range(5):
             r = ng.get("/v1/auth/token?user=lf-user&secret=bad",
@@ -515,23 +543,11 @@ def test_sign_in_subject_from_the_body(_ng):
         ng.stop()
 
 
-LOGIN_POLICY = """
-attributes = [ "result", "username" ];
-penalties = {
-  login = {
-    scope = [ "username" ];
-    strike = "reported";
-    reported = { by = "result"; values = [ "401", "403" ]; };
-    strikes = 3; strike_window_ms = 900000; offense_ttl_s = 86400;
-    levels = ( { box_s = 900; }, { box_s = 3600; }, { box_s = 86400; } );
-  };
-};
-routes = (
-  { method = "POST"; route = "/login"; limits = ( ); penalty = "login"; }
-);
-"""
+# The bindings' tests' one sign-in policy (tests/common/login.conf).
+with open(os.path.join(ngxh.SRC, "tests", "common", "login.conf")) as f:
+    LOGIN_POLICY = f.read()
 LOGIN_LOCATION = ("location = /login { sluice on;"
-                  " sluice_attr username $arg_user;"
+                  " sluice_attr user $arg_user;"
                   " sluice_report result $status; proxy_pass http://up; }\n"
                   "    location /plain/ {")
 

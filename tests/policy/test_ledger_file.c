@@ -3,12 +3,13 @@
 ** (the ledger's endpoint classes, etc/sluice.conf) is recorded: its
 ** decisions on each request stream, every field a caller sees, with the
 ** rendered headers (both forms), the problem+json body and the events,
-** are golden text in tests/policy/golden/NAME.txt (one block a step:
-** "I D field=value..." with its L, S, B and E lines, "I R rc=..." for a
-** lease released).  The same streams go through the file (declared
-** limits, the declared penalties, failure modes), each on a store of one
-** kind (mem, shm, a Redis Cluster), on a manual clock, and every decision
-** is compared with the golden's.
+** are golden text in tests/policy/golden/NAME.txt.gz (gzip, read through
+** zlib; one block a step: "I D field=value..." with its L, S, B and E
+** lines, "I R rc=..." for a lease released).  The same streams (the
+** `streams` table) go through the file (declared limits, the declared
+** penalties, failure modes) on each store the table names (mem, shm, a
+** Redis Cluster), on a manual clock, and every decision is compared with
+** the golden's.
 **
 ** The built-in flow that wrote the goldens is gone (issue 37): they stay,
 ** frozen, as the file's oracle.
@@ -19,12 +20,14 @@
 ** stream.  docs/policy.md "The ledger API as a file" says the same.
 */
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "helpers.h"
 
@@ -137,92 +140,74 @@ static uint64_t rnd(uint64_t *x) {
   return *x;
 }
 
+/* A stream is made one step at a time: gen(t, i, n, x) fills step i of
+** n (t zeroed) from the generator state x (the stream's seed first). */
+typedef void (*gen_fn)(step *t, int i, int n, uint64_t *x);
+
 /* A mixed stream: bursts that throttle and strike, leases held and
 ** released, exports over and under 90 days, store outages. */
-static int gen_mixed(step *out, int n, uint64_t seed) {
-  uint64_t x = seed;
-  int i;
-  for (i = 0; i < n; i++) {
-    step *t = &out[i];
-    unsigned r = (unsigned)(rnd(&x) % 100);
-    memset(t, 0, sizeof *t);
-    t->tenant = (int)(rnd(&x) % 3);
-    t->tier = t->tenant; /* one tier per tenant */
-    t->key = (int)(rnd(&x) % 2);
-    t->ledger = (int)(rnd(&x) % 3);
-    t->advance = rnd(&x) % 4 == 0 ? (int64_t)(rnd(&x) % 400) * MS : 0;
-    if (rnd(&x) % 500 == 0)
-      t->advance = (int64_t)(rnd(&x) % 900) * SEC;
-    if (r < 60)
-      t->cls = EP_STANDARD;
-    else if (r < 70)
-      t->cls = EP_JOB_POLL;
-    else if (r < 80)
-      t->cls = EP_RECONCILE;
-    else if (r < 88) {
-      t->cls = EP_EXPORT;
-      t->range_ns = rnd(&x) % 3 == 0 ? 0 : (int64_t)(rnd(&x) % 120) * DAY;
-    } else if (r < 97)
-      t->release = 1;
-    else
-      t->fail = rnd(&x) % 2 ? 1 : -1;
-  }
-  return n;
+static void gen_mixed(step *t, int i, int n, uint64_t *x) {
+  unsigned r = (unsigned)(rnd(x) % 100);
+  (void)i;
+  (void)n;
+  t->tenant = (int)(rnd(x) % 3);
+  t->tier = t->tenant; /* one tier per tenant */
+  t->key = (int)(rnd(x) % 2);
+  t->ledger = (int)(rnd(x) % 3);
+  t->advance = rnd(x) % 4 == 0 ? (int64_t)(rnd(x) % 400) * MS : 0;
+  if (rnd(x) % 500 == 0)
+    t->advance = (int64_t)(rnd(x) % 900) * SEC;
+  if (r < 60)
+    t->cls = EP_STANDARD;
+  else if (r < 70)
+    t->cls = EP_JOB_POLL;
+  else if (r < 80)
+    t->cls = EP_RECONCILE;
+  else if (r < 88) {
+    t->cls = EP_EXPORT;
+    t->range_ns = rnd(x) % 3 == 0 ? 0 : (int64_t)(rnd(x) % 120) * DAY;
+  } else if (r < 97)
+    t->release = 1;
+  else
+    t->fail = rnd(x) % 2 ? 1 : -1;
 }
 
 /* The spec's abuse scenario: a key that ignores Retry-After climbs the
 ** ladder while another key of its tenant keeps working. */
-static int gen_abuse(step *out, int n, uint64_t seed) {
-  int i;
-  (void)seed;
-  for (i = 0; i < n; i++) {
-    step *t = &out[i];
-    memset(t, 0, sizeof *t);
-    t->cls = EP_STANDARD;
-    t->key = i % 7 == 0;
-    t->advance = i % 400 == 399 ? 301 * SEC : 5 * MS;
-  }
-  return n;
+static void gen_abuse(step *t, int i, int n, uint64_t *x) {
+  (void)n;
+  (void)x;
+  t->cls = EP_STANDARD;
+  t->key = i % 7 == 0;
+  t->advance = i % 400 == 399 ? 301 * SEC : 5 * MS;
 }
 
 /* `sluice simulate growth-batch`: a growth tenant's end-of-day spike, its
 ** two keys at once past their bursts (throttles, strikes, a box), then
 ** paced. */
-static int gen_growth_batch(step *out, int n, uint64_t seed) {
-  int i;
-  (void)seed;
-  for (i = 0; i < n; i++) {
-    step *t = &out[i];
-    memset(t, 0, sizeof *t);
-    t->cls = i % 25 == 24 ? EP_JOB_POLL : EP_STANDARD;
-    t->tenant = t->tier = 1;
-    t->key = i % 2;
-    t->advance = i < n * 4 / 5 ? 0 : 50 * MS;
-  }
-  return n;
+static void gen_growth_batch(step *t, int i, int n, uint64_t *x) {
+  (void)x;
+  t->cls = i % 25 == 24 ? EP_JOB_POLL : EP_STANDARD;
+  t->tenant = t->tier = 1;
+  t->key = i % 2;
+  t->advance = i < n * 4 / 5 ? 0 : 50 * MS;
 }
 
 /* `sluice simulate batch-backoff`: paced clients that wait out every
 ** Retry-After they are given (closed loop: replay() waits the built-in's
 ** answer, which the file must give too). */
-static int gen_backoff(step *out, int n, uint64_t seed) {
-  uint64_t x = seed;
-  int i;
-  for (i = 0; i < n; i++) {
-    step *t = &out[i];
-    memset(t, 0, sizeof *t);
-    t->cls = rnd(&x) % 10 ? EP_STANDARD : EP_EXPORT;
-    t->tenant = t->tier = (int)(rnd(&x) % 2);
-    t->key = (int)(rnd(&x) % 2);
-    t->obey = 1;
-    t->advance = (int64_t)(rnd(&x) % 30) * MS;
-  }
-  return n;
+static void gen_backoff(step *t, int i, int n, uint64_t *x) {
+  (void)i;
+  (void)n;
+  t->cls = rnd(x) % 10 ? EP_STANDARD : EP_EXPORT;
+  t->tenant = t->tier = (int)(rnd(x) % 2);
+  t->key = (int)(rnd(x) % 2);
+  t->obey = 1;
+  t->advance = (int64_t)(rnd(x) % 30) * MS;
 }
 
-/* `sluice simulate credential-stuffing`: spraying from a few addresses
-** over many subjects while office users log in (the auth flow both sides
-** share: the file's auth settings must be the built-in's). */
+/* The sign-in streams' addresses and subjects, named after the seed and
+** the run. */
 static void name_subjects(uint64_t seed) {
   int i, sd, p = (int)getpid() & 0xffff, q = (int)(seed & 0xff);
   for (sd = 0; sd < 2; sd++) {
@@ -248,25 +233,22 @@ static void name_subjects(uint64_t seed) {
   }
 }
 
-static int gen_stuffing(step *out, int n, uint64_t seed) {
-  uint64_t x = seed;
-  int i;
-  name_subjects(seed);
-  for (i = 0; i < n; i++) {
-    step *t = &out[i];
-    int attacker = rnd(&x) % 4 != 0;
-    memset(t, 0, sizeof *t);
-    t->cls = EP_AUTH;
-    t->ip = attacker ? (int)(rnd(&x) % 2) : 2 + (int)(rnd(&x) % 3);
-    t->subject = attacker ? (int)(rnd(&x) % 64) : (int)(rnd(&x) % 4);
-    t->auth = attacker ? AUTH_BAD_SECRET
-              : rnd(&x) % 5 ? AUTH_OK
-                            : AUTH_BAD_SECRET;
-    if (rnd(&x) % 3 == 0)
-      t->auth = AUTH_PENDING;
-    t->advance = (int64_t)(rnd(&x) % 1500) * MS;
-  }
-  return n;
+/* `sluice simulate credential-stuffing`: spraying from a few addresses
+** over many subjects while office users log in (the auth flow both sides
+** share: the file's auth settings must be the built-in's). */
+static void gen_stuffing(step *t, int i, int n, uint64_t *x) {
+  int attacker = rnd(x) % 4 != 0;
+  (void)i;
+  (void)n;
+  t->cls = EP_AUTH;
+  t->ip = attacker ? (int)(rnd(x) % 2) : 2 + (int)(rnd(x) % 3);
+  t->subject = attacker ? (int)(rnd(x) % 64) : (int)(rnd(x) % 4);
+  t->auth = attacker ? AUTH_BAD_SECRET
+            : rnd(x) % 5 ? AUTH_OK
+                         : AUTH_BAD_SECRET;
+  if (rnd(x) % 3 == 0)
+    t->auth = AUTH_PENDING;
+  t->advance = (int64_t)(rnd(x) % 1500) * MS;
 }
 
 /* Sign-ins: two forgetful subjects fail most of their attempts (their
@@ -276,65 +258,51 @@ static int gen_stuffing(step *out, int n, uint64_t seed) {
 ** failures over many subjects (its own lockouts, and its subjects counted
 ** while it is boxed only as far as they are not); now and then an hour
 ** passes. */
-static int gen_signin(step *out, int n, uint64_t seed) {
-  uint64_t x = seed;
-  int i;
-  name_subjects(seed);
-  for (i = 0; i < n; i++) {
-    step *t = &out[i];
-    unsigned r = (unsigned)(rnd(&x) % 20);
-    int spray = i >= n / 3 && i < n / 3 + n / 6;
-    memset(t, 0, sizeof *t);
-    t->cls = EP_AUTH;
-    t->ip = spray || rnd(&x) % 2 ? (spray ? 1 : 0) : 2 + (int)(rnd(&x) % 3);
-    t->subject = spray ? 12 + (int)(rnd(&x) % 52)
-                 : rnd(&x) % 3 == 0 ? (int)(rnd(&x) % 2)
-                                    : 2 + (int)(rnd(&x) % 10);
-    if (spray || (t->subject < 2 && r < 16) || r < 3)
-      t->auth = r % 2 ? AUTH_BAD_SECRET : AUTH_UNKNOWN_CLIENT;
-    else
-      t->auth = r < 14 ? AUTH_OK : AUTH_PENDING;
-    t->advance = (int64_t)(rnd(&x) % (spray ? 6000 : 20000)) * MS;
-    if (rnd(&x) % 300 == 0)
-      t->advance = 3700 * SEC;
-    /* Last, one subject fails from 35 addresses in turn, a few seconds
-    ** apart: its own box (5 failures) holds it out, and a boxed subject's
-    ** failures count nowhere, so its spread (20 addresses in 10 minutes)
-    ** is never reached with these numbers, built in or from the file
-    ** (test_penalties.c's spread test reaches it). */
-    if (i >= n - n / 12) {
-      t->subject = 63;
-      t->ip = 5 + (i % 35);
-      t->auth = AUTH_BAD_SECRET;
-      t->advance = (int64_t)(rnd(&x) % 4000) * MS;
-    }
+static void gen_signin(step *t, int i, int n, uint64_t *x) {
+  unsigned r = (unsigned)(rnd(x) % 20);
+  int spray = i >= n / 3 && i < n / 3 + n / 6;
+  t->cls = EP_AUTH;
+  t->ip = spray || rnd(x) % 2 ? (spray ? 1 : 0) : 2 + (int)(rnd(x) % 3);
+  t->subject = spray ? 12 + (int)(rnd(x) % 52)
+               : rnd(x) % 3 == 0 ? (int)(rnd(x) % 2)
+                                 : 2 + (int)(rnd(x) % 10);
+  if (spray || (t->subject < 2 && r < 16) || r < 3)
+    t->auth = r % 2 ? AUTH_BAD_SECRET : AUTH_UNKNOWN_CLIENT;
+  else
+    t->auth = r < 14 ? AUTH_OK : AUTH_PENDING;
+  t->advance = (int64_t)(rnd(x) % (spray ? 6000 : 20000)) * MS;
+  if (rnd(x) % 300 == 0)
+    t->advance = 3700 * SEC;
+  /* Last, one subject fails from 35 addresses in turn, a few seconds
+  ** apart: its own box (5 failures) holds it out, and a boxed subject's
+  ** failures count nowhere, so its spread (20 addresses in 10 minutes)
+  ** is never reached with these numbers, built in or from the file
+  ** (test_penalties.c's spread test reaches it). */
+  if (i >= n - n / 12) {
+    t->subject = 63;
+    t->ip = 5 + (i % 35);
+    t->auth = AUTH_BAD_SECRET;
+    t->advance = (int64_t)(rnd(x) % 4000) * MS;
   }
-  return n;
 }
 
 /* Sign-ins where a third of the attempts name no subject (a form sent
 ** empty): those count against their address alone and are never refused
 ** for it; the others as in gen_signin(), from four addresses. */
-static int gen_anonymous(step *out, int n, uint64_t seed) {
-  uint64_t x = seed;
-  int i;
-  name_subjects(seed);
-  for (i = 0; i < n; i++) {
-    step *t = &out[i];
-    unsigned r = (unsigned)(rnd(&x) % 10);
-    memset(t, 0, sizeof *t);
-    t->cls = EP_AUTH;
-    t->ip = (int)(rnd(&x) % 4);
-    t->subject = rnd(&x) % 3 == 0 ? -1 : (int)(rnd(&x) % 8);
-    t->auth = r < 5   ? AUTH_BAD_SECRET
-              : r < 7 ? AUTH_UNKNOWN_CLIENT
-              : r < 9 ? AUTH_OK
-                      : AUTH_PENDING;
-    t->advance = (int64_t)(rnd(&x) % 8000) * MS;
-    if (rnd(&x) % 200 == 0)
-      t->advance = 3700 * SEC;
-  }
-  return n;
+static void gen_anonymous(step *t, int i, int n, uint64_t *x) {
+  unsigned r = (unsigned)(rnd(x) % 10);
+  (void)i;
+  (void)n;
+  t->cls = EP_AUTH;
+  t->ip = (int)(rnd(x) % 4);
+  t->subject = rnd(x) % 3 == 0 ? -1 : (int)(rnd(x) % 8);
+  t->auth = r < 5   ? AUTH_BAD_SECRET
+            : r < 7 ? AUTH_UNKNOWN_CLIENT
+            : r < 9 ? AUTH_OK
+                    : AUTH_PENDING;
+  t->advance = (int64_t)(rnd(x) % 8000) * MS;
+  if (rnd(x) % 200 == 0)
+    t->advance = 3700 * SEC;
 }
 
 /* ------------------------------------------------------------ describe --- */
@@ -589,25 +557,34 @@ static void gsplit(char *text, golden *g) {
   }
 }
 
-static void golden_path(char *buf, size_t len, const char *name) {
-  snprintf(buf, len, "%s/golden/%s.txt", SLUICE_POLICY_TESTS, name);
-}
-
-static char *read_all(const char *path) {
-  FILE *fp = fopen(path, "rb");
-  char *s;
-  long n;
-  cr_assert(fp, "%s: cannot open (SLUICE_GOLDEN_WRITE=1 writes it)", path);
-  cr_assert_eq(fseek(fp, 0, SEEK_END), 0);
-  n = ftell(fp);
-  cr_assert_geq(n, 0);
-  rewind(fp);
-  s = malloc((size_t)n + 1);
-  cr_assert(s);
-  cr_assert_eq(fread(s, 1, (size_t)n, fp), (size_t)n);
-  s[n] = 0;
-  fclose(fp);
-  return s;
+/* The golden text of stream name: tests/policy/golden/NAME.txt.gz, read
+** through zlib (the files are frozen: nothing writes them any more). */
+static char *read_golden(const char *name) {
+  char path[512];
+  sbuf b = {0};
+  gzFile gz;
+  int k;
+  snprintf(path, sizeof path, "%s/golden/%s.txt.gz", SLUICE_POLICY_TESTS,
+           name);
+  gz = gzopen(path, "rb");
+  cr_assert(gz, "%s: cannot open", path);
+  sb_add(&b, "%s", "");
+  for (;;) {
+    if (b.cap - b.n < 65536) {
+      b.cap = b.cap * 2 + 65536;
+      b.s = realloc(b.s, b.cap);
+      cr_assert(b.s);
+    }
+    k = gzread(gz, b.s + b.n, (unsigned)(b.cap - b.n - 1));
+    cr_assert_geq(k, 0, "%s: %s", path, gzerror(gz, &k));
+    if (k == 0)
+      break;
+    b.n += (size_t)k;
+  }
+  b.s[b.n] = 0;
+  cr_assert(gzeof(gz), "%s: truncated", path);
+  cr_assert_eq(gzclose(gz), Z_OK, "%s: bad gzip data", path);
+  return b.s;
 }
 
 /* The lines of block text (length len) tagged tag, concatenated without
@@ -625,12 +602,12 @@ static void block_lines(const char *text, size_t len, char tag, sbuf *out) {
   }
 }
 
-/* The golden file's form of text and back: a decision's L, S, B or E
-** lines the same as the previous decision's are one line "  X =" (a box
-** answers alike for minutes; the files stay a few MB). */
+/* A golden file says a decision's L, S, B or E lines that are the same as
+** the previous decision's as one line "  X =" (a box answers alike for
+** minutes); expand them. */
 static const char tags[] = "LSBE";
 
-static void recode(const char *text, int pack, sbuf *out) {
+static void unpack(const char *text, sbuf *out) {
   golden g;
   sbuf prev[4] = {{0}}, cur = {0};
   char *copy = strdup(text);
@@ -643,15 +620,11 @@ static void recode(const char *text, int pack, sbuf *out) {
     sb_add(out, "%.*s", (int)(nl - b->text + 1), b->text);
     for (k = 0; k < 4; k++) {
       block_lines(b->text, b->len, tags[k], &cur);
-      if (!pack && !strcmp(cur.s, "=\n")) {
+      if (!strcmp(cur.s, "=\n")) {
         cur.n = 0;
         sb_add(&cur, "%s", prev[k].s);
       }
-      if (pack && b->kind == 'D' && cur.n && prev[k].s &&
-          !strcmp(cur.s, prev[k].s))
-        sb_add(out, "  %c =\n", tags[k]);
-      else
-        add_lines(out, tags[k], cur.s);
+      add_lines(out, tags[k], cur.s);
       if (b->kind == 'D') {
         prev[k].n = 0;
         sb_add(&prev[k], "%s", cur.s);
@@ -912,56 +885,139 @@ static void report(const char *what, const tally *tl) {
                  tl->unknown[f], tl->first_unknown[f]);
 }
 
-typedef int (*gen_fn)(step *out, int n, uint64_t seed);
+/* The stores a stream runs on; ON_DEFAULT: mem, the file side being the
+** library's default policy (no file named). */
+enum { ON_MEM = 1, ON_SHM = 2, ON_REDIS = 4, ON_ALL = 7, ON_DEFAULT = 8 };
 
-/* The last stream's tally, for the tests to check what it met. */
-static tally seen;
+/* What a run of a stream must have met (the file's decisions, tl), or
+** NULL. */
+typedef void (*met_fn)(const char *what, const tally *tl);
 
-/* 1: the file side is the library's default policy (no file named). */
-static int default_run;
+/* A golden stream: gen(n, seed) and the stores it runs on. */
+typedef struct stream {
+  const char *name; /* its golden: tests/policy/golden/NAME.txt.gz */
+  gen_fn gen;
+  uint64_t seed;
+  int n;       /* its steps */
+  int n_redis; /* on a Redis Cluster: its first n_redis steps (the
+                  golden's prefix: a shorter run, as the cluster is
+                  slower), 0: all */
+  unsigned on; /* ON_* */
+  int nofail;  /* its store outages are standard requests instead (they
+                  only happen where the failing store wraps mem) */
+  met_fn met;
+} stream;
 
-/* Stream gen(n, seed) through the ledger file on store; `name` is its
-** golden (tests/policy/golden/NAME.txt). */
-static void oracle(const char *what, const char *name, const char *store,
-                   unsigned flags, gen_fn gen, int n, uint64_t seed) {
+/* The sign-in stream meets every rung of the ladder, lockouts and
+** successes alike. */
+static void signin_met(const char *what, const tally *tl) {
+  cr_assert_gt(tl->trips, 5, "%s: trips: %d", what, tl->trips);
+  cr_assert_eq(tl->levels & 0xe, 0xe, "%s: boxed at levels %#x", what,
+               tl->levels);
+  cr_assert_gt(tl->allowed, tl->n / 4, "%s: allowed: %d", what, tl->allowed);
+  cr_assert_gt(tl->boxed, tl->n / 10, "%s: boxed: %d", what, tl->boxed);
+}
+
+/* Failures without a subject: the address's box alone, never a refusal
+** for the missing subject (`optional = [ "subject" ]`). */
+static void anonymous_met(const char *what, const tally *tl) {
+  cr_assert_gt(tl->boxed, 50, "%s: boxed: %d", what, tl->boxed);
+  cr_assert_gt(tl->trips, 3, "%s: trips: %d", what, tl->trips);
+}
+
+#define SEED_MIXED UINT64_C(0x9e3779b97f4a7c15)
+/* A generator that reads n (growth_batch, signin) makes another stream
+** for another n: a shorter run of it has its own golden. */
+static const stream streams[] = {
+    {"mixed", gen_mixed, SEED_MIXED, 4000, 0, ON_MEM, 0, NULL},
+    {"mixed-nofail", gen_mixed, SEED_MIXED, 4000, 1500, ON_SHM | ON_REDIS, 1,
+     NULL},
+    {"abuse", gen_abuse, 1, 4000, 1500, ON_ALL, 0, NULL},
+    {"growth-batch", gen_growth_batch, 1, 4000, 0, ON_MEM | ON_SHM, 0, NULL},
+    {"backoff", gen_backoff, 7, 3000, 0, ON_MEM, 0, NULL},
+    {"stuffing", gen_stuffing, 11, 3000, 1500, ON_ALL, 0, NULL},
+    {"signin", gen_signin, 5, 3000, 0, ON_MEM | ON_SHM, 0, signin_met},
+    {"signin-1500", gen_signin, 5, 1500, 0, ON_MEM | ON_REDIS, 0, signin_met},
+    {"anonymous", gen_anonymous, 3, 2000, 1500, ON_ALL, 0, anonymous_met},
+};
+#define NSTREAMS (sizeof streams / sizeof streams[0])
+
+static const stream *stream_named(const char *name) {
+  size_t i;
+  for (i = 0; i < NSTREAMS; i++)
+    if (!strcmp(streams[i].name, name))
+      return &streams[i];
+  cr_assert_fail("no stream %s", name);
+  return NULL;
+}
+
+/* Stream st through the ledger file on the store `on` names, against its
+** golden. */
+static void run_stream(const stream *st, unsigned on) {
   static step s[4000];
-  char path[512];
-  int i;
+  char what[32], spec[512], shm[96];
+  const char *store = NULL;
+  unsigned flags = 0;
+  int i, n = st->n, rc;
   side *fi = calloc(1, sizeof *fi);
   tally *tl = calloc(1, sizeof *tl);
-  sbuf tfi = {0};
+  sbuf tfi = {0}, full = {0};
   golden g = {0};
-  int rc;
+  char *raw;
+  uint64_t x = st->seed;
   cr_assert(fi && tl);
+  snprintf(shm, sizeof shm, "/sluice-ledger-b-%d", (int)getpid());
+  if (on == ON_SHM) {
+    snprintf(spec, sizeof spec, "shm:name=%s;create=1", shm);
+    store = spec;
+    flags = SLUICE_OPEN_CREATE;
+  } else if (on == ON_REDIS) {
+    /* A Redis Cluster when the harness names one (tests/redis/harness.py;
+    ** SLUICE_REDIS_STORE_EXTRA picks the engine), on the test's clock. */
+    const char *nodes = getenv("SLUICE_REDIS_NODES");
+    const char *extra = getenv("SLUICE_REDIS_STORE_EXTRA");
+    if (!nodes || !nodes[0])
+      cr_skip_test("SLUICE_REDIS_NODES unset");
+    snprintf(spec, sizeof spec, "redis:nodes=%s;timeout_ms=2000%s%s", nodes,
+             extra && extra[0] ? ";" : "", extra ? extra : "");
+    store = spec;
+    flags = SLUICE_OPEN_TESTCLOCK;
+    if (st->n_redis)
+      n = st->n_redis;
+  }
+  snprintf(what, sizeof what, "%s/%s", st->name,
+           on == ON_MEM ? "mem" : on == ON_SHM ? "shm"
+                                 : on == ON_REDIS ? "redis" : "default");
   for (i = 0; i < 3; i++)
     snprintf(tenants[i], sizeof tenants[i], "%s-%s-%d", tenant_names[i], what,
              (int)getpid());
-  if (default_run) {
+  if (on == ON_DEFAULT) {
     sluice_policy_config *dflt;
     char err[256];
     cr_assert_eq(cfg_load(&dflt, NULL, err, sizeof err), SLUICE_OK, "%s",
                  err);
-    cr_assert_null(store);
     fx_open(&fi->f, dflt, flags);
   } else {
     rc = fx_open_file(&fi->f, SLUICE_ETC "/ledger.conf", store, flags);
     cr_assert_eq(rc, SLUICE_OK, "%s", store ? store : "mem");
   }
-  n = gen(s, n, seed);
-  /* Outages only where the failing store wraps mem. */
-  for (i = 0; store && i < n; i++)
-    if (s[i].fail) {
+  /* The stream, a step at a time. */
+  name_subjects(st->seed);
+  cr_assert_leq(n, (int)(sizeof s / sizeof s[0]));
+  for (i = 0; i < n; i++) {
+    memset(&s[i], 0, sizeof s[i]);
+    st->gen(&s[i], i, st->n, &x);
+    if (s[i].fail && st->nofail) {
       s[i].fail = 0;
       s[i].cls = EP_STANDARD;
     }
-  golden_path(path, sizeof path, name);
-  {
-    char *raw = read_all(path);
-    sbuf full = {0};
-    recode(raw, 0, &full);
-    free(raw);
-    gsplit(full.s, &g);
+    cr_assert(!s[i].fail || !store,
+              "%s: outages only where the failing store wraps mem", what);
   }
+  raw = read_golden(st->name);
+  unpack(raw, &full);
+  free(raw);
+  gsplit(full.s, &g);
   run_side(fi, s, n, &g, &tfi, tl);
   report(what, tl);
   fprintf(stderr,
@@ -969,8 +1025,13 @@ static void oracle(const char *what, const char *name, const char *store,
           "stuffing\n",
           what, tl->n, tl->allowed, tl->boxed, tl->levels, tl->trips,
           tl->stuffing);
-  seen = *tl;
   fx_close(&fi->f);
+  if (on == ON_SHM) {
+    snprintf(spec, sizeof spec, "/dev/shm%s", shm);
+    unlink(spec);
+  }
+  if (st->met)
+    st->met(what, tl);
   free(g.text);
   free(g.b);
   free(tfi.s);
@@ -978,104 +1039,25 @@ static void oracle(const char *what, const char *name, const char *store,
   free(tl);
 }
 
-/* A shm segment of its own. */
-static void on_shm(const char *what, const char *name, gen_fn gen, int n,
-                   uint64_t seed) {
-  char b[96];
-  snprintf(b, sizeof b, "shm:name=/sluice-ledger-b-%d;create=1", (int)getpid());
-  oracle(what, name, b, SLUICE_OPEN_CREATE, gen, n, seed);
-  snprintf(b, sizeof b, "/dev/shm/sluice-ledger-b-%d", (int)getpid());
-  unlink(b);
+/* One test per store, an instance per stream that runs on it. */
+static struct criterion_test_params streams_on(unsigned on, int *idx) {
+  size_t i, n = 0;
+  for (i = 0; i < NSTREAMS; i++)
+    if (streams[i].on & on)
+      idx[n++] = (int)i;
+  return cr_make_param_array(int, idx, n);
 }
-
-/* A Redis Cluster when the harness names one (tests/redis/harness.py;
-** SLUICE_REDIS_STORE_EXTRA picks the engine), on the test's clock. */
-static void on_redis(const char *what, const char *name, gen_fn gen, int n,
-                     uint64_t seed) {
-  const char *nodes = getenv("SLUICE_REDIS_NODES");
-  const char *extra = getenv("SLUICE_REDIS_STORE_EXTRA");
-  char spec[512];
-  if (!nodes || !nodes[0])
-    cr_skip_test("SLUICE_REDIS_NODES unset");
-  snprintf(spec, sizeof spec, "redis:nodes=%s;timeout_ms=2000%s%s", nodes,
-           extra && extra[0] ? ";" : "", extra ? extra : "");
-  oracle(what, name, spec, SLUICE_OPEN_TESTCLOCK, gen, n, seed);
-}
-
-Test(policy_ledger_file, mixed_shm) {
-  on_shm("mixed/shm", "mixed-nofail", gen_mixed, 4000, 0x9e3779b97f4a7c15u);
-}
-Test(policy_ledger_file, abuse_shm) {
-  on_shm("abuse/shm", "abuse", gen_abuse, 4000, 1);
-}
-Test(policy_ledger_file, mixed_redis) {
-  on_redis("mixed/redis", "mixed-nofail", gen_mixed, 1500, 0x9e3779b97f4a7c15u);
-}
-Test(policy_ledger_file, abuse_redis) {
-  on_redis("abuse/redis", "abuse", gen_abuse, 1500, 1);
-}
-
-Test(policy_ledger_file, growth_batch_mem) {
-  oracle("growth-batch/mem", "growth-batch", NULL, 0,
-         gen_growth_batch, 4000, 1);
-}
-Test(policy_ledger_file, backoff_mem) {
-  oracle("backoff/mem", "backoff", NULL, 0, gen_backoff, 3000, 7);
-}
-Test(policy_ledger_file, stuffing_mem) {
-  oracle("stuffing/mem", "stuffing", NULL, 0, gen_stuffing, 3000, 11);
-}
-Test(policy_ledger_file, growth_batch_shm) {
-  on_shm("growth-batch/shm", "growth-batch", gen_growth_batch, 4000, 1);
-}
-Test(policy_ledger_file, stuffing_redis) {
-  on_redis("stuffing/redis", "stuffing", gen_stuffing, 1500, 11);
-}
-Test(policy_ledger_file, stuffing_shm) {
-  on_shm("stuffing/shm", "stuffing", gen_stuffing, 3000, 11);
-}
-
-/* The sign-in stream meets every rung of the ladder, lockouts and
-** successes alike. */
-static void signin_met(void) {
-  cr_assert_gt(seen.trips, 5, "trips: %d", seen.trips);
-  cr_assert_eq(seen.levels & 0xe, 0xe, "boxed at levels %#x", seen.levels);
-  cr_assert_gt(seen.allowed, seen.n / 4, "allowed: %d", seen.allowed);
-  cr_assert_gt(seen.boxed, seen.n / 10, "boxed: %d", seen.boxed);
-}
-Test(policy_ledger_file, signin_mem) {
-  oracle("signin/mem", "signin", NULL, 0, gen_signin, 3000, 5);
-  signin_met();
-}
-Test(policy_ledger_file, signin_shm) {
-  on_shm("signin/shm", "signin", gen_signin, 3000, 5);
-  signin_met();
-}
-/* The Redis run's shorter stream (the spraying is a share of it), on mem:
-** its golden's writer. */
-Test(policy_ledger_file, signin_short_mem) {
-  oracle("signin-1500/mem", "signin-1500", NULL, 0, gen_signin,
-         1500, 5);
-}
-Test(policy_ledger_file, signin_redis) {
-  on_redis("signin/redis", "signin-1500", gen_signin, 1500, 5);
-  signin_met();
-}
-
-/* Failures without a subject: the address's box alone, never a refusal
-** for the missing subject (`optional = [ "subject" ]`). */
-Test(policy_ledger_file, anonymous_mem) {
-  oracle("anonymous/mem", "anonymous", NULL, 0, gen_anonymous, 2000,
-         3);
-  cr_assert_gt(seen.boxed, 50, "boxed: %d", seen.boxed);
-  cr_assert_gt(seen.trips, 3, "trips: %d", seen.trips);
-}
-Test(policy_ledger_file, anonymous_shm) {
-  on_shm("anonymous/shm", "anonymous", gen_anonymous, 2000, 3);
-}
-Test(policy_ledger_file, anonymous_redis) {
-  on_redis("anonymous/redis", "anonymous", gen_anonymous, 1500, 3);
-}
+#define STREAMS_ON(test, on)                                                   \
+  ParameterizedTestParameters(policy_ledger_file, test) {                      \
+    static int idx[NSTREAMS];                                                  \
+    return streams_on(on, idx);                                                \
+  }                                                                            \
+  ParameterizedTest(int *i, policy_ledger_file, test) {                        \
+    run_stream(&streams[*i], on);                                              \
+  }
+STREAMS_ON(streams_mem, ON_MEM)
+STREAMS_ON(streams_shm, ON_SHM)
+STREAMS_ON(streams_redis, ON_REDIS)
 
 /* The library's default policy (sluice_policy_config_new(NULL), a policy
 ** opened with no configuration) is etc/ledger.conf as compiled in. */
@@ -1085,11 +1067,8 @@ Test(policy_ledger_file, the_default_is_the_ledger_file) {
   sluice_request q;
   sluice_decision d;
   char err[256] = "";
-  default_run = 1;
-  oracle("mixed-default/mem", "mixed", NULL, 0, gen_mixed, 4000,
-         0x9e3779b97f4a7c15u);
-  oracle("signin-default/mem", "signin", NULL, 0, gen_signin, 3000,
-         5);
+  run_stream(stream_named("mixed"), ON_DEFAULT);
+  run_stream(stream_named("signin"), ON_DEFAULT);
   /* Opened with neither config nor config_path: the file's routes (a
   ** reconcile names its ledger). */
   memset(&po, 0, sizeof po);
@@ -1107,15 +1086,6 @@ Test(policy_ledger_file, the_default_is_the_ledger_file) {
   cr_assert_str_eq(d.invalid_field, "ledger");
   cr_assert_str_eq(sluice_policy_penalty_at(p, 1), "subject");
   sluice_policy_close(p);
-}
-
-Test(policy_ledger_file, mixed_mem) {
-  oracle("mixed/mem", "mixed", NULL, 0, gen_mixed, 4000,
-         0x9e3779b97f4a7c15u);
-}
-
-Test(policy_ledger_file, abuse_mem) {
-  oracle("abuse/mem", "abuse", NULL, 0, gen_abuse, 4000, 1);
 }
 
 /* A flood of failed sign-ins with made-up subjects from many addresses on

@@ -30,6 +30,8 @@ from restyh import ngxh  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 POLICY = os.path.join(HERE, "policy.conf")
+# The bindings' tests' one sign-in policy.
+LOGIN_POLICY = os.path.join(HERE, "..", "common", "login.conf")
 PROBLEM_BASE = "https://api.example.test/errors/"
 FORM_BOTH = 2  # SLUICE_HTTP_FORM_BOTH: legacy and structured fields
 LIB = ORACLE = UP = None
@@ -44,29 +46,30 @@ HTTP = """
   upstream up { server 127.0.0.1:%(up)d; keepalive 16; }
   init_worker_by_lua_block {
     local sluice = require "resty.sluice"
-    local err
-    lim, err = sluice.new{
-      policy = "%(policy)s", store = "%(store)s",
-      redis_timeout_ms = 30000, redis_connect_timeout_ms = 5000,
-      test_clock = true,
-      secret = "%(secret)s", library = "%(lib)s", jitter = false,
-      header_form = "both", problem_base = "%(problem_base)s" }
-    if not lim then ngx.log(ngx.ERR, "resty.sluice: ", err) end
+    local store = "%(store)s"
+    local function open(policy, admission_headers)
+      local l, err = sluice.new{
+        policy = policy, store = store, admission_headers = admission_headers,
+        redis_timeout_ms = 30000, redis_connect_timeout_ms = 5000,
+        test_clock = true,
+        secret = "%(secret)s", library = "%(lib)s", jitter = false,
+        header_form = "both", problem_base = "%(problem_base)s" }
+      if not l then ngx.log(ngx.ERR, "resty.sluice: ", err) end
+      return l
+    end
+    lim = open("%(policy)s")
+    -- Sign-ins on the bindings' tests' one sign-in policy, on the same
+    -- store.
+    login_lim = open("%(login_policy)s")
     -- The same store and policy, no RateLimit fields on an admission.
-    quiet, err = sluice.new{
-      policy = "%(policy)s", store = "%(store)s", admission_headers = false,
-      redis_timeout_ms = 30000, redis_connect_timeout_ms = 5000,
-      test_clock = true,
-      secret = "%(secret)s", library = "%(lib)s", jitter = false,
-      header_form = "both", problem_base = "%(problem_base)s" }
-    if not quiet then ngx.log(ngx.ERR, "resty.sluice: ", err) end
+    quiet = open("%(policy)s", false)
     settles, settle_errs, reports = {}, {}, 0
     function check()
       return check_with{ attrs = { user = ngx.var.http_x_user,
                                    tokens = ngx.var.http_x_tokens } }
     end
-    function check_with(req)
-      local d, err = lim:access(req)
+    function check_with(req, on)
+      local d, err = (on or lim):access(req)
       if not d then
         ngx.status = 400
         ngx.say(err)
@@ -163,8 +166,8 @@ HTTP = """
     # Redis from a timer); the reports so far and their errors.
     location = /v1/login {
       access_by_lua_block {
-        local req = { attrs = { user = ngx.var.http_x_user } }
-        check_with(req)
+        local req = { route = "/login", attrs = { user = ngx.var.http_x_user } }
+        check_with(req, login_lim)
         ngx.ctx.lreq = req
       }
       content_by_lua_block {
@@ -176,7 +179,7 @@ HTTP = """
         local d = ngx.ctx.sluice
         if not req or not d or d.allowed ~= 1 then return end  -- admitted only
         reports = reports + 1
-        local ok, err = lim:report(req, "result", ngx.status)
+        local ok, err = login_lim:report(req, "result", ngx.status)
         if not ok then settle_errs[#settle_errs + 1] = err end
       }
     }
@@ -200,10 +203,10 @@ HTTP = """
 
 def start(workers=2):
     ng = restyh.LuaNginx(HTTP, workers=workers, up=UP.port, policy=POLICY,
-                         lib=LIB, problem_base=PROBLEM_BASE, store="")
+                         login_policy=LOGIN_POLICY, lib=LIB,
+                         problem_base=PROBLEM_BASE, store="")
     store = STORE or "shm:name=%s;create=1;capacity=10000" % ng.shm
-    for _ in ("lim", "quiet"):
-        ng.edit_conf('store = ""', 'store = "%s"' % store)
+    ng.edit_conf('store = ""', 'store = "%s"' % store)
     return ng.start()
 
 

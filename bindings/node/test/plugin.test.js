@@ -204,16 +204,8 @@ test('a cost from the request option is refused, not ignored', async (t) => {
 })
 
 test('report: the response\'s status as an attribute, for reported strikes', async (t) => {
-  const login = writePolicy(`
-attributes = [ "result", "user" ];
-penalties = {
-  login = { scope = [ "user" ]; strike = "reported";
-            reported = { by = "result"; values = [ "401", "403" ]; };
-            strikes = 3; strike_window_ms = 900000; offense_ttl_s = 86400;
-            levels = ( { box_s = 900; }, { box_s = 3600; }, { box_s = 86400; } ); };
-};
-routes = ( { method = "POST"; route = "/login"; limits = ( ); penalty = "login"; } );
-`)
+  // The bindings' tests' one sign-in policy.
+  const login = path.join(SRC, 'tests', 'common', 'login.conf')
   const reports = []
   let reached = 0
   const { app, url } = await startApp({
