@@ -262,7 +262,19 @@ local function resp(...)
   return table.concat(t)
 end
 
+-- One read of a reply, handed with what came before to the library: its
+-- status and the bytes so far, or nil and the cosocket's error.
+local function take(C, sock, call, buf, d)
+  local chunk, err = sock:receiveany(65536)
+  if not chunk then return nil, err end
+  buf = buf and buf .. chunk or chunk -- one read (the usual) is not copied
+  return C.sluice_policy_finish(call, buf, #buf, d), buf
+end
+
 -- Carry the call out on e's handle to its node; the library's next status.
+-- The usual call is one send and one read: no loop is entered for it
+-- (loops are where LuaJIT starts its traces; a loop run once a call
+-- aborts the trace of everything around it, leaving it interpreted).
 local function carry(self, e, d)
   local C, r, call = self.C, self.redis, e.call
   local bytes = ffi_string(C.sluice_call_bytes(call, e.n), e.n[0])
@@ -290,25 +302,27 @@ local function carry(self, e, d)
     sock:close()
     return C.sluice_policy_fail(call, sock_err(C, err), d)
   end
-  local buf -- a reply in one read (the usual) is not copied again
-  while true do
-    local chunk
-    chunk, err = sock:receiveany(65536)
-    if not chunk then
-      sock:close()
-      return C.sluice_policy_fail(call, sock_err(C, err), d)
-    end
-    buf = buf and buf .. chunk or chunk
-    local rc = C.sluice_policy_finish(call, buf, #buf, d)
-    if rc ~= C.SLUICE_CALL_MORE then
-      if rc < 0 or (rc == C.SLUICE_CALL_DONE and C.sluice_call_store_error(call) < 0) then
-        sock:close() -- what it carries next would be out of step
-      else
-        sock:setkeepalive(r.keepalive, r.pool_size)
-      end
-      return rc
-    end
+  local rc, buf = take(C, sock, call, nil, d)
+  while rc == C.SLUICE_CALL_MORE do rc, buf = take(C, sock, call, buf, d) end
+  if not rc then
+    sock:close()
+    return C.sluice_policy_fail(call, sock_err(C, buf), d)
   end
+  if rc < 0 or (rc == C.SLUICE_CALL_DONE and C.sluice_call_store_error(call) < 0) then
+    sock:close() -- what it carries next would be out of step
+  else
+    sock:setkeepalive(r.keepalive, r.pool_size)
+  end
+  return rc
+end
+
+-- Carry calls until the library has its answer: one, or more for a
+-- redirection, a script to load, the request's next group.
+local SEND = ffi.C.SLUICE_CALL_SEND
+local function carry_all(self, e, d, rc)
+  if rc == SEND then rc = carry(self, e, d) end
+  while rc == SEND do rc = carry(self, e, d) end
+  return rc
 end
 
 decide_redis = function(self, req, d)
@@ -325,7 +339,7 @@ decide_redis = function(self, req, d)
   local rc = C.SLUICE_EINVAL
   if q then
     rc = C.sluice_policy_begin(e.call, q, d)
-    while rc == C.SLUICE_CALL_SEND do rc = carry(self, e, d) end
+    rc = carry_all(self, e, d, rc)
   end
   -- The request and its strings are read until DONE: req and e.anchor
   -- held them; the handle goes back for the next decision.
@@ -348,7 +362,7 @@ local function release_redis(self, req, lease_id)
   local rc = C.SLUICE_EINVAL
   if q then
     rc = C.sluice_policy_begin_release(e.call, q, lease_id)
-    while rc == C.SLUICE_CALL_SEND do rc = carry(self, e, nil) end
+    rc = carry_all(self, e, nil, rc)
     if rc == C.SLUICE_CALL_DONE then rc = C.sluice_call_result(e.call) end
   end
   local free = self.redis.free
@@ -394,7 +408,7 @@ local function settle_redis(self, req, d, actual)
   local rc = C.SLUICE_EINVAL
   if a then
     rc = C.sluice_policy_begin_settle(e.call, q, d, a.attrs, a.nattrs)
-    while rc == C.SLUICE_CALL_SEND do rc = carry(self, e, nil) end
+    rc = carry_all(self, e, nil, rc)
     if rc == C.SLUICE_CALL_DONE then rc = C.sluice_call_result(e.call) end
   end
   local free = self.redis.free
