@@ -220,34 +220,31 @@ static const sluice__lparams *pick_set(const sluice__ctx *c,
   return &lm->base;
 }
 
-/* Limit lm's parameter set for this request.  A decision asks for each
-** limit's several times (its step, its report, the binding one's answer),
-** and matching a set reads attributes: the last few are kept in the
-** context, a cache that changes nothing of what the context says (hence
-** the cast). */
-static const sluice__lparams *pick(const sluice__ctx *c,
-                                   const sluice__limit *lm) {
-  sluice__ctx *m = (sluice__ctx *)c;
-  const sluice__lparams *ps;
-  unsigned i, n = c->npick < 4 ? c->npick : 4;
-  if (lm->npsets == 0)
-    return &lm->base;
-  if (c->nsettle)
-    return pick_set(c, lm);
-  for (i = 0; i < n; i++)
-    if (c->pick_lm[i] == lm)
-      return c->pick_ps[i];
-  ps = pick_set(c, lm);
-  m->pick_lm[c->npick & 3] = lm;
-  m->pick_ps[c->npick & 3] = ps;
-  m->npick++;
-  return ps;
+/* Limit lm's parameter set for this request. */
+static const sluice__lparams *pick1(const sluice__ctx *c,
+                                    const sluice__limit *lm) {
+  return lm->npsets == 0 ? &lm->base : pick_set(c, lm);
+}
+
+void sluice__decl_pick(sluice__ctx *c) {
+  const sluice__droute *dr = &c->p->decl->routes[c->droute];
+  int i;
+  for (i = 0; i < dr->n; i++)
+    c->ps[i] = pick1(c, &c->p->decl->limits[dr->limit[i]]);
+}
+
+/* Limit i of the route's parameter set: a decision asks for each several
+** times (its step, its report, the binding one's answer), and matching a
+** set reads attributes, so they are picked once a request. */
+static inline const sluice__lparams *pick(const sluice__ctx *c, int i) {
+  return c->ps[i];
 }
 
 /* The cost of limit k of the route; 0 with d->invalid_field on a bad
 ** attribute. */
 static int cost_of(const sluice__ctx *c, const sluice__cost *co,
-                   const sluice__limit *lm, int64_t *out, sluice_decision *d) {
+                   const sluice__limit *lm, int k, int64_t *out,
+                   sluice_decision *d) {
   int64_t v;
   int i;
   switch (co->kind) {
@@ -283,8 +280,8 @@ static int cost_of(const sluice__ctx *c, const sluice__cost *co,
       return SLUICE_EINVAL;
     }
     if (v < (c->settle ? 0 : 1) || v > co->max ||
-        (lm->algo == SLUICE__L_GCRA && v > pick(c, lm)->g.burst) ||
-        (lm->algo != SLUICE__L_GCRA && v > pick(c, lm)->w.limit)) {
+        (lm->algo == SLUICE__L_GCRA && v > pick(c, k)->g.burst) ||
+        (lm->algo != SLUICE__L_GCRA && v > pick(c, k)->w.limit)) {
       d->invalid_field = sluice__attr_name(c->p->decl, co->attr);
       return SLUICE_ERANGE;
     }
@@ -306,7 +303,7 @@ int sluice__decl_cost(const sluice__ctx *c, int64_t *cost,
   lm = &c->p->decl->limits[dr->limit[0]];
   if (lm->algo == SLUICE__L_CAP || is_lease(lm->algo))
     return SLUICE_OK; /* a lease, a count: 1 */
-  return cost_of(c, &dr->cost[0], lm, cost, d);
+  return cost_of(c, &dr->cost[0], lm, 0, cost, d);
 }
 
 /* Attribute a's value as "name=value\x1f" into buf (room for any),
@@ -341,34 +338,70 @@ static size_t scope_part(const sluice__ctx *c, int a, char *buf, int *rc,
   return al + n + 2;
 }
 
-/* The keys' parts of one decision: TAG, the keyed hash of the first scope
-** attribute (every limit of a route starts with the same one, so it is
-** hashed once), and each limit's BODY: "n" and its name for a scope of
-** that attribute alone (nothing more to hide), else "h" and the keyed hash
-** of the limit's name and its other attributes.  The hashes are kept as
-** they came (the settle check folds them, a penalty's id spells its
-** body's in hex) and spelled in the key in base64url. */
+/* Attribute a's id for this request: the keyed hash of scope_part()'s
+** "name=value\x1f", made at its first use and kept in the context, so a
+** value several scopes name (the tenant of a route's tag and of its
+** penalty's id, the key of a bucket and of a box) is hashed once. */
+static int attr_id(sluice__ctx *c, int a, const uint64_t **out,
+                   sluice_decision *d) {
+  char buf[SLUICE_POLICY_ID_MAX + SLUICE__DNAME + 2];
+  size_t n;
+  int rc = SLUICE_OK;
+  if (!(c->aid_have >> a & 1u)) {
+    if (!(n = scope_part(c, a, buf, &rc, d)))
+      return rc;
+    sluice_siphash128(c->p->secret, buf, n, (uint8_t *)c->aid[a]);
+    c->aid_have |= 1u << a;
+  }
+  *out = c->aid[a];
+  return SLUICE_OK;
+}
+
+_Static_assert(SLUICE__A__BUILTIN + SLUICE__ATTRS_MAX <= SLUICE__AID_MAX &&
+                   SLUICE__AID_MAX <= 32,
+               "flow.h's attribute ids: one for each attribute, one bit each");
+
+void sluice__decl_keyed(sluice__decl *dl, const uint8_t secret[16]) {
+  int i;
+  for (i = 0; i < dl->nlimits; i++)
+    sluice_siphash128(secret, dl->limits[i].name, strlen(dl->limits[i].name),
+                      (uint8_t *)dl->limits[i].nid);
+  for (i = 0; i < dl->npenalties; i++)
+    sluice_siphash128(secret, dl->penalties[i].name,
+                      strlen(dl->penalties[i].name),
+                      (uint8_t *)dl->penalties[i].nid);
+}
+
+/* The keys' parts of one decision: TAG, the first scope attribute's id
+** (every limit of a route's hash-tag group starts with the same one, so
+** it is spelled once), and each limit's BODY: "n" and its name for a
+** scope of that attribute alone (nothing more to hide), else "h" and the
+** id of the limit's name with its other attributes' ids folded in, in
+** the scope's order (sluice__id_fold(); a penalty's: every attribute's).
+** The ids are kept as they came (the settle check folds them, a
+** penalty's id spells its body's in hex) and spelled in the key in
+** base64url. */
 typedef struct sluice__keyparts {
-  uint64_t tagh[2];             /* the tag's hash */
-  uint64_t bodyh[2];            /* the body's hash ("h" bodies) */
-  char tag[SLUICE__ID64_LEN];   /* the tag's hash in base64url */
+  uint64_t tagh[2];             /* the tag's id */
+  uint64_t bodyh[2];            /* the body's id ("h" bodies) */
+  char tag[SLUICE__ID64_LEN];   /* the tag's id in base64url */
   int tagged;                   /* tag computed */
-  char body[1 + SLUICE__DNAME]; /* "h" + a hash, or "n" + a name */
+  char body[1 + SLUICE__DNAME]; /* "h" + an id, or "n" + a name */
   size_t bodylen;
   int folded; /* its tag folded into the settle check (fold_scope()) */
 } keyparts;
 
-static int scope_ids(const sluice__ctx *c, const char *name, const int *scope,
-                     int nscope, int hashed, keyparts *kp,
+static int scope_ids(sluice__ctx *c, const char *name, const uint64_t nid[2],
+                     const int *scope, int nscope, int hashed, keyparts *kp,
                      sluice_decision *d) {
-  char buf[SLUICE__SCOPE_MAX * (SLUICE_POLICY_ID_MAX + SLUICE__DNAME + 2) +
-           SLUICE__DNAME + 1];
-  size_t len, n;
-  int i, rc = SLUICE_OK;
+  const uint64_t *id;
+  size_t len;
+  int i, rc;
   if (!kp->tagged) {
-    if (!(n = scope_part(c, scope[0], buf, &rc, d)))
+    if ((rc = attr_id(c, scope[0], &id, d)))
       return rc;
-    sluice_siphash128(c->p->secret, buf, n, (uint8_t *)kp->tagh);
+    kp->tagh[0] = id[0];
+    kp->tagh[1] = id[1];
     sluice__id_b64((const uint8_t *)kp->tagh, kp->tag);
     kp->tagged = 1;
   }
@@ -379,17 +412,15 @@ static int scope_ids(const sluice__ctx *c, const char *name, const int *scope,
     kp->bodylen = len + 1;
     return SLUICE_OK;
   }
-  len = strlen(name);
-  memcpy(buf, name, len);
-  buf[len++] = '\x1f';
   /* A limit's key has the first attribute in its TAG already: its BODY
-  ** hashes the others.  A penalty's BODY is its id too: all of them. */
+  ** folds the others in.  A penalty's BODY is its id too: all of them. */
+  kp->bodyh[0] = nid[0];
+  kp->bodyh[1] = nid[1];
   for (i = hashed ? 0 : 1; i < nscope; i++) {
-    if (!(n = scope_part(c, scope[i], buf + len, &rc, d)))
+    if ((rc = attr_id(c, scope[i], &id, d)))
       return rc;
-    len += n;
+    sluice__id_fold(kp->bodyh, id);
   }
-  sluice_siphash128(c->p->secret, buf, len, (uint8_t *)kp->bodyh);
   kp->body[0] = 'h';
   sluice__id_b64((const uint8_t *)kp->bodyh, kp->body + 1);
   kp->bodylen = 1 + SLUICE__ID64_LEN;
@@ -415,14 +446,15 @@ static void kcache_init(kcache *kc, const sluice__droute *dr) {
 
 /* Limit i's key parts for a route spanning groups: computed at the
 ** first call, kept for the next (its check, its give-back). */
-static int kept_parts(const sluice__ctx *c, kcache *kc, int i,
+static int kept_parts(sluice__ctx *c, kcache *kc, int i,
                       const sluice__limit *lm, const keyparts **out,
                       sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   keyparts *gk = &kc->g[dr->tg[i]];
   int rc;
   if (!(kc->have >> i & 1u)) {
-    if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, gk, d)))
+    if ((rc = scope_ids(c, lm->name, lm->nid, lm->scope, lm->nscope, 0, gk,
+                        d)))
       return rc;
     kc->l[i] = *gk;
     kc->have |= 1u << i;
@@ -434,12 +466,13 @@ static int kept_parts(const sluice__ctx *c, kcache *kc, int i,
 /* Limit i (lm) of the route's key parts.  A route of one group asks once
 ** for each: they are read where they are made, in the group's parts,
 ** valid until its next limit's. */
-static inline int limit_parts(const sluice__ctx *c, kcache *kc, int i,
+static inline int limit_parts(sluice__ctx *c, kcache *kc, int i,
                               const sluice__limit *lm, const keyparts **out,
                               sluice_decision *d) {
   if (c->p->decl->routes[c->droute].ntg == 1) {
     *out = &kc->g[0];
-    return scope_ids(c, lm->name, lm->scope, lm->nscope, 0, &kc->g[0], d);
+    return scope_ids(c, lm->name, lm->nid, lm->scope, lm->nscope, 0,
+                     &kc->g[0], d);
   }
   return kept_parts(c, kc, i, lm, out, d);
 }
@@ -449,16 +482,18 @@ static sluice_key dkey(char *out, const keyparts *kp, int slot, char sfx) {
   return sluice__key_declared(out, kp->tag, kp->body, kp->bodylen, slot, sfx);
 }
 
-int sluice__decl_pen_recs(const sluice__ctx *c, const sluice__penalty *pn,
+int sluice__decl_pen_recs(sluice__ctx *c, const sluice__penalty *pn,
                           sluice__prog *g, int notice,
                           char id[SLUICE_SCOPE_ID_LEN + 1],
                           struct sluice__keyparts *shared,
                           sluice_decision *d) {
   keyparts own = {{0}}, *kp = shared ? shared : &own;
   int rc;
-  if ((rc = scope_ids(c, pn->name, pn->scope, pn->nscope, 1, kp, d)))
+  if ((rc = scope_ids(c, pn->name, pn->nid, pn->scope, pn->nscope, 1, kp,
+                      d)))
     return rc;
-  sluice__id_hex((const uint8_t *)kp->bodyh, id);
+  if (id)
+    sluice__id_hex((const uint8_t *)kp->bodyh, id);
   if (g) {
     g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 'b');
     g->nk++;
@@ -470,18 +505,24 @@ int sluice__decl_pen_recs(const sluice__ctx *c, const sluice__penalty *pn,
   return SLUICE_OK;
 }
 
-int sluice__decl_pen_rec(const sluice__ctx *c, const sluice__penalty *pn,
+void sluice__decl_kp_id(const keyparts *kp, uint64_t id[2]) {
+  id[0] = kp->bodyh[0];
+  id[1] = kp->bodyh[1];
+}
+
+int sluice__decl_pen_rec(sluice__ctx *c, const sluice__penalty *pn,
                          sluice__prog *g, char sfx, sluice_decision *d) {
   keyparts kp = {{0}};
   int rc;
-  if ((rc = scope_ids(c, pn->name, pn->scope, pn->nscope, 1, &kp, d)))
+  if ((rc = scope_ids(c, pn->name, pn->nid, pn->scope, pn->nscope, 1, &kp,
+                      d)))
     return rc;
   g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, sfx);
   g->nk++;
   return SLUICE_OK;
 }
 
-int sluice__decl_pen_stuffing_recs(const sluice__ctx *c,
+int sluice__decl_pen_stuffing_recs(sluice__ctx *c,
                                    const sluice__penalty *pn, sluice__prog *g,
                                    sluice_decision *d) {
   int rc = sluice__decl_pen_rec(c, pn, g, 's', d);
@@ -504,13 +545,6 @@ static int is_counted(int algo, const sluice__lparams *ps) {
   return algo == SLUICE__L_CONCURRENCY && ps->l.max > SLUICE_GROUP_MAX;
 }
 
-/* splitmix64's finaliser: a cheap, well-mixed 64-bit hash step. */
-static uint64_t mix(uint64_t x) {
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
-  return x ^ (x >> 31);
-}
-
 /* A settle check's part of a limit's scope: the keyed hashes its keys are
 ** made of (the tag for the first limit, a hashed body for a scope of
 ** several attributes; a body "n" NAME is the tag's).  So the check tells
@@ -518,11 +552,11 @@ static uint64_t mix(uint64_t x) {
 static uint64_t fold_scope(uint64_t h, const keyparts *kp, int *folded) {
   if (!*folded) { /* the first limit of its hash-tag group */
     *folded = 1;
-    h = mix(h ^ kp->tagh[0]) ^ kp->tagh[1];
+    h = sluice__mix64(h ^ kp->tagh[0]) ^ kp->tagh[1];
   }
   if (kp->body[0] == 'h')
-    h = mix(h ^ kp->bodyh[0]) ^ kp->bodyh[1];
-  return mix(h);
+    h = sluice__mix64(h ^ kp->bodyh[0]) ^ kp->bodyh[1];
+  return sluice__mix64(h);
 }
 
 /* The degraded limiter's numbers for a limit: degraded_percent of its
@@ -558,10 +592,10 @@ static int group_step(sluice__ctx *c, int i, sluice__prog *g,
   int64_t cost = 1;
   for (j = i; j < i + n; j++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[j]];
-    const sluice__lparams *ps = pick(c, lm);
+    const sluice__lparams *ps = pick(c, j);
     const keyparts *kp;
     if ((rc = limit_parts(c, kc, j, lm, &kp, d)) ||
-        (rc = cost_of(c, &dr->cost[j], lm, &cost, d)))
+        (rc = cost_of(c, &dr->cost[j], lm, j, &cost, d)))
       return rc;
     c->scope_mix =
         fold_scope(c->scope_mix, kp, &kc->g[dr->tg[j]].folded);
@@ -647,7 +681,7 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     return rc < 0 ? rc : SLUICE_OK; /* a report: no limits */
   for (i = 0; i < dr->n; i++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
-    const sluice__lparams *ps = pick(c, lm);
+    const sluice__lparams *ps = pick(c, i);
     const keyparts *kp;
     int64_t cost = 1;
     int first = g->nk, nrec = 1, j, s;
@@ -673,7 +707,7 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
       return rc;
     c->scope_mix = fold_scope(c->scope_mix, kp, &kc->g[dr->tg[i]].folded);
     if (kind < 0 && lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
-        (rc = cost_of(c, &dr->cost[i], lm, &cost, d)))
+        (rc = cost_of(c, &dr->cost[i], lm, i, &cost, d)))
       return rc;
     costs[i] = cost;
     if (dg) {
@@ -731,7 +765,7 @@ static int give_back(sluice__ctx *c, int tg, const sluice_program_result *r,
   g->rclass = sluice__decl_group_class(c, tg);
   for (i = 0; i < dr->n; i++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
-    const sluice__lparams *ps = pick(c, lm);
+    const sluice__lparams *ps = pick(c, i);
     const keyparts *kp;
     uint64_t lid = id;
     int first = g->nk, nrec = 1;
@@ -829,7 +863,7 @@ static void report(sluice__ctx *c, const sluice__droute *dr, const dres *rs,
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
     const sluice__lparams *ps = dg && sluice__decl_strikes(lm->algo)
                                     ? &dg[i]
-                                    : pick(c, lm);
+                                    : pick(c, i);
     const sluice_program_result *res = res_of(dr, rs, i);
     sluice_decision_limit *o = &d->limits[i];
     int ran = res && st[i] >= 0 && (res->ran >> st[i] & 1u);
@@ -949,7 +983,7 @@ static int read(sluice__ctx *c, const dres *rs,
     return SLUICE_OK; /* degraded, a route of leases only: let it through */
   {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[bind]];
-    const sluice__lparams *ps = dg ? &dg[bind] : pick(c, lm);
+    const sluice__lparams *ps = dg ? &dg[bind] : pick(c, bind);
     const sluice_verdict *v = &br->v[st[bind]];
     fill(c, lm, ps, v, d);
     d->cost = costs[bind];
@@ -967,10 +1001,10 @@ static int read(sluice__ctx *c, const dres *rs,
         int64_t ttl = INT64_MAX;
         for (i = 0; i < dr->n; i++) {
           const sluice__limit *l2 = &c->p->decl->limits[dr->limit[i]];
-          if (is_lease(l2->algo) && pick(c, l2)->l.ttl_ns < ttl)
-            ttl = pick(c, l2)->l.ttl_ns;
+          if (is_lease(l2->algo) && pick(c, i)->l.ttl_ns < ttl)
+            ttl = pick(c, i)->l.ttl_ns;
           /* The route's only lease limit (the loader sees to it). */
-          if (is_counted(l2->algo, pick(c, l2)) && st[i] >= 0 &&
+          if (is_counted(l2->algo, pick(c, i)) && st[i] >= 0 &&
               res_of(dr, rs, i))
             id = res_of(dr, rs, i)->v[st[i]].lease_id;
         }
@@ -1026,7 +1060,7 @@ static int check_request(sluice__ctx *c, kcache *kc, sluice_decision *d) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
     if ((rc = limit_parts(c, kc, i, lm, &kp, d)) ||
         (lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
-         (rc = cost_of(c, &dr->cost[i], lm, &cost, d))))
+         (rc = cost_of(c, &dr->cost[i], lm, i, &cost, d))))
       return rc;
   }
   return SLUICE_OK;
@@ -1191,7 +1225,7 @@ int sluice__declared_lease_op(sluice__ctx *c, uint64_t id, int kind) {
   ** call cannot hand back: its holder releases, or lets the TTL run. */
   for (s = 0; kind == SLUICE_OP_RENEW && s < dr->n; s++) {
     const sluice__limit *lm = &c->p->decl->limits[dr->limit[s]];
-    if (is_counted(lm->algo, pick(c, lm)))
+    if (is_counted(lm->algo, pick(c, s)))
       return SLUICE_EINVAL;
   }
   memset(&d, 0, sizeof d);
@@ -1228,7 +1262,7 @@ int sluice__decl_costs(sluice__ctx *c, int64_t costs[], sluice_decision *d) {
       c->scope_mix =
           fold_scope(c->scope_mix, kp, &kc.g[dr->tg[i]].folded);
       if (lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
-          (rc = cost_of(c, &dr->cost[i], lm, &costs[i], d)))
+          (rc = cost_of(c, &dr->cost[i], lm, i, &costs[i], d)))
         return rc;
     }
   return SLUICE_OK;
@@ -1260,11 +1294,11 @@ uint64_t sluice__settle_check(const sluice__ctx *c, const int64_t costs[],
   uint64_t h, k;
   int i;
   memcpy(&k, c->p->secret, sizeof k); /* not guessable from outside */
-  h = mix(k ^ (uint64_t)c->droute) ^ mix((uint64_t)at) ^ c->scope_mix;
+  h = sluice__mix64(k ^ (uint64_t)c->droute) ^ sluice__mix64((uint64_t)at) ^ c->scope_mix;
   for (i = 0; i < dr->n; i++) {
     int algo = c->p->decl->limits[dr->limit[i]].algo;
     if (!is_lease(algo) && algo != SLUICE__L_CAP)
-      h = mix(h ^ (uint64_t)costs[i] ^ ((uint64_t)i << 56));
+      h = sluice__mix64(h ^ (uint64_t)costs[i] ^ ((uint64_t)i << 56));
   }
   return h ? h : 1;
 }
@@ -1278,9 +1312,10 @@ int sluice__decl_keys(sluice__ctx *c, int limit, sluice__prog *g, int *nrec,
   const sluice__limit *lm = &c->p->decl->limits[limit];
   keyparts kp = {{0}};
   int j, rc;
-  if ((rc = scope_ids(c, lm->name, lm->scope, lm->nscope, 0, &kp, d)))
+  if ((rc = scope_ids(c, lm->name, lm->nid, lm->scope, lm->nscope, 0, &kp,
+                      d)))
     return rc;
-  *ps = pick(c, lm);
+  *ps = pick1(c, lm);
   *nrec = lm->algo == SLUICE__L_CONCURRENCY ? (int)(*ps)->l.max : 1;
   g->nk = 0;
   if (is_counted(lm->algo, *ps)) { /* one record, as build() keys it */

@@ -99,6 +99,9 @@ typedef struct sluice__limit {
   sluice__lparams *ps;
   int64_t retry_max_ns; /* a denial's Retry-After at most this, 0: any */
   int line; /* in the file, for messages */
+  /* The keyed hash of its name, made at open (sluice__decl_keyed()): a
+  ** scope of several attributes folds their ids into it (declared.c). */
+  uint64_t nid[2];
 } sluice__limit;
 
 enum { SLUICE__C_CONST, SLUICE__C_METHOD, SLUICE__C_RANGE, SLUICE__C_ATTR };
@@ -200,6 +203,9 @@ unsigned sluice__shadow_when(const struct sluice__ctx *c);
 unsigned sluice__shadow_when_tier(const sluice__decl *dl, const char *tier);
 int sluice__shadow_names(const config_setting_t *s, int64_t *out,
                          const config_setting_t **bad);
+
+/* Each limit's and penalty's nid under the policy's secret (at open). */
+void sluice__decl_keyed(sluice__decl *dl, const uint8_t secret[16]);
 
 /* The algorithm layer's SLUICE_ALGO_* a limit's SLUICE__L_* runs as. */
 int sluice__decl_step_algo(int algo);

@@ -23,6 +23,7 @@
 
 #include "declared.h"
 #include "flow.h"
+#include "scope_id.h"
 
 const sluice__pset *sluice__pen_pick(const sluice__ctx *c,
                                      const sluice__penalty *pn) {
@@ -68,6 +69,21 @@ static void fill_box(sluice__ctx *c, const sluice__penalty *pn,
     d->flags &= ~SLUICE_DECISION_EDGE_DENY;
 }
 
+/* The box's scope id in hex, into buf. */
+static const char *pen_id(const sluice__pen_run *pr,
+                          char buf[SLUICE_SCOPE_ID_LEN + 1]) {
+  sluice__id_hex((const uint8_t *)pr->idh, buf);
+  return buf;
+}
+
+/* A box seen (sluice__box_seen()): its id spelled only when it is up. */
+static void seen(sluice__ctx *c, const sluice__pen_run *pr,
+                 const sluice_verdict *v) {
+  char id[SLUICE_SCOPE_ID_LEN + 1];
+  if (!v->allowed)
+    sluice__box_seen(c, pr->kind, pen_id(pr, id), v);
+}
+
 /* A trip's counters and events, as its level's actions say. */
 static void tripped(sluice__ctx *c, const sluice__pen_run *pr,
                     const sluice_verdict *v, sluice_decision *d) {
@@ -75,21 +91,23 @@ static void tripped(sluice__ctx *c, const sluice__pen_run *pr,
   unsigned a = level_actions(pr->ps, lvl);
   int64_t until = (v->flags & SLUICE_V_SUSPENDED) ? SLUICE_FOREVER
                                                   : c->now + v->retry_after_ns;
+  char id[SLUICE_SCOPE_ID_LEN + 1];
+  pen_id(pr, id);
   d->flags |= SLUICE_DECISION_TRIPPED;
-  sluice__box_seen(c, pr->kind, pr->id, v);
+  sluice__box_seen(c, pr->kind, id, v);
   atomic_fetch_add_explicit(&c->p->ctr->trips[pr->kind][lvl - 1], 1,
                             memory_order_relaxed);
-  sluice__emit(c, SLUICE_EVENT_BOX_TRIP, pr->kind, lvl, pr->id, until, 0);
+  sluice__emit(c, SLUICE_EVENT_BOX_TRIP, pr->kind, lvl, id, until, 0);
   if (a & SLUICE__ACT_EDGE_DENY)
-    sluice__emit(c, SLUICE_EVENT_EDGE_DENY, pr->kind, lvl, pr->id, until, 0);
+    sluice__emit(c, SLUICE_EVENT_EDGE_DENY, pr->kind, lvl, id, until, 0);
   if (a & SLUICE__ACT_ALERT)
-    sluice__emit(c, SLUICE_EVENT_ALERT, pr->kind, lvl, pr->id, until, 0);
+    sluice__emit(c, SLUICE_EVENT_ALERT, pr->kind, lvl, id, until, 0);
   if (a & SLUICE__ACT_BAN)
-    sluice__emit(c, SLUICE_EVENT_IP_BAN, pr->kind, lvl, pr->id, until, 0);
+    sluice__emit(c, SLUICE_EVENT_IP_BAN, pr->kind, lvl, id, until, 0);
   if (a & SLUICE__ACT_SUSPEND)
-    sluice__emit(c, SLUICE_EVENT_SUSPEND, pr->kind, lvl, pr->id, until, 0);
+    sluice__emit(c, SLUICE_EVENT_SUSPEND, pr->kind, lvl, id, until, 0);
   if (a & SLUICE__ACT_PAGE)
-    sluice__emit(c, SLUICE_EVENT_PAGE, pr->kind, lvl, pr->id, until, 0);
+    sluice__emit(c, SLUICE_EVENT_PAGE, pr->kind, lvl, id, until, 0);
 }
 
 /* 1 when the request is a report to penalty pn. */
@@ -241,8 +259,10 @@ void sluice__pen_report_read(sluice__ctx *c, const sluice__pen_run *pr,
                              sluice_decision *d) {
   const sluice_verdict *v = NULL;
   if (sluice__ran(r, pr->rtrip3)) {
+    char id[SLUICE_SCOPE_ID_LEN + 1];
     d->flags |= SLUICE_DECISION_STUFFING;
-    sluice__emit(c, SLUICE_EVENT_STUFFING, pr->kind, 3, pr->id, 0, 0);
+    sluice__emit(c, SLUICE_EVENT_STUFFING, pr->kind, 3, pen_id(pr, id), 0,
+                 0);
     v = &r->v[pr->rtrip3];
   } else if (pr->pn->sliding) {
     /* Failures, not strikes: the fewest left before a box, of every box
@@ -282,8 +302,9 @@ int sluice__pen_head(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
   for (i = 0; i < dr->n && pr->pn->strike != SLUICE__STRIKE_REPORTED; i++)
     notice |= dr->gpen[dr->tg[i]] - 1 == pr->pn - c->p->decl->penalties &&
               sluice__decl_strikes(c->p->decl->limits[dr->limit[i]].algo);
-  if ((rc = sluice__decl_pen_recs(c, pr->pn, g, notice, pr->id, kp, d)))
+  if ((rc = sluice__decl_pen_recs(c, pr->pn, g, notice, NULL, kp, d)))
     return rc;
+  sluice__decl_kp_id(kp, pr->idh);
   pr->box = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, first, 1,
                          &pr->ps->pp, 0, 0);
   /* Staged rollout: a box in shadow only records what it would have done,
@@ -309,7 +330,7 @@ void sluice__pen_after(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
 int sluice__pen_boxed(sluice__ctx *c, const sluice__pen_run *pr,
                       const sluice_program_result *r, sluice_decision *d) {
   const sluice_verdict *v = &r->v[pr->box];
-  sluice__box_seen(c, pr->kind, pr->id, v);
+  seen(c, pr, v);
   if (r->denied_by == pr->box) {
     fill_box(c, pr->pn, pr->ps, v, d);
     return 1;
@@ -387,7 +408,7 @@ void sluice__pen_look_read(sluice__ctx *c, const sluice__pen_run *pr,
                            const sluice_program_result *r,
                            sluice_decision *d) {
   const sluice_verdict *v = &r->v[pr->box];
-  sluice__box_seen(c, pr->kind, pr->id, v);
+  seen(c, pr, v);
   if (!v->allowed && longer(v, d))
     fill_box(c, pr->pn, pr->ps, v, d);
 }

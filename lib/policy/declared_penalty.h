@@ -83,6 +83,7 @@ typedef struct sluice__penalty {
   ** ("" : the generic wording). */
   char detail[SLUICE__DETAIL_MAX + 1];
   int line;
+  uint64_t nid[2]; /* the keyed hash of its name, as a limit's */
 } sluice__penalty;
 
 /* A decision's penalty: where its steps are in the route's program. */
@@ -102,7 +103,9 @@ typedef struct sluice__pen_run {
   int force3; /* set by the caller before the build: an earlier box's
                  spread trips this one to level 3 */
   sluice_window_params fails; /* sliding: its numbers (the set's) */
-  char id[33]; /* the box's scope id: events and the deny cache */
+  /* The box's scope id (its key's body, declared.c), spelled in hex for
+  ** events and the deny cache only when one is said (pen_id()). */
+  uint64_t idh[2];
 } sluice__pen_run;
 
 struct sluice__ctx;
@@ -112,20 +115,22 @@ struct sluice__keyparts; /* declared.c: a decision's key parts */
 struct sluice_program_result;
 struct sluice_decision;
 
-/* declared.c: the box's scope id into id and, when g is not NULL, its
-** records into g (the box, and the notice when `notice`); kp, when not
-** NULL, is the route's key parts (its hash tag computed once). */
-int sluice__decl_pen_recs(const struct sluice__ctx *c,
+/* declared.c: the box's scope id into id (when not NULL) and, when g is
+** not NULL, its records into g (the box, and the notice when `notice`);
+** kp, when not NULL, is the route's key parts (its hash tag computed
+** once), and holds the id after (sluice__decl_kp_id()). */
+int sluice__decl_pen_recs(struct sluice__ctx *c,
                           const sluice__penalty *pn, struct sluice__prog *g,
                           int notice, char id[33], struct sluice__keyparts *kp,
                           struct sluice_decision *d);
+void sluice__decl_kp_id(const struct sluice__keyparts *kp, uint64_t id[2]);
 /* declared.c: one record of penalty pn's scope, key suffix sfx, into g. */
-int sluice__decl_pen_rec(const struct sluice__ctx *c, const sluice__penalty *pn,
+int sluice__decl_pen_rec(struct sluice__ctx *c, const sluice__penalty *pn,
                          struct sluice__prog *g, char sfx,
                          struct sluice_decision *d);
 /* declared.c: a report's stuffing records (its fixed window and distinct
 ** values) into g. */
-int sluice__decl_pen_stuffing_recs(const struct sluice__ctx *c,
+int sluice__decl_pen_stuffing_recs(struct sluice__ctx *c,
                                    const sluice__penalty *pn,
                                    struct sluice__prog *g,
                                    struct sluice_decision *d);

@@ -14,6 +14,10 @@
 
 struct sluice__tape;
 
+/* Attributes a request may have: the built-in ones and the file's own
+** (declared.h: SLUICE__A__BUILTIN + SLUICE__ATTRS_MAX, checked there). */
+#define SLUICE__AID_MAX 24
+
 /* Everything one decision needs, built before any store work. */
 typedef struct sluice__ctx {
   sluice_policy *p;
@@ -36,12 +40,10 @@ typedef struct sluice__ctx {
   int ticket;  /* the breaker's (sluice__breaker_admit) */
   int skipped; /* the breaker is open: decided as failed */
   int droute;  /* a route of declared limits (declared.c), or -1 */
-  /* declared.c pick(): the parameter sets this request picked, by limit
-  ** (the request's attributes hold still for a decision; a settle's
-  ** report, which is read first, picks afresh). */
-  const struct sluice__limit *pick_lm[4];
-  const union sluice__lparams *pick_ps[4];
-  unsigned npick;
+  /* The parameter set of each of the route's limits, picked once when the
+  ** context is set up (sluice__decl_pick(); a settle, whose report is read
+  ** first, picks again). */
+  const union sluice__lparams *ps[SLUICE_DECISION_LIMITS_MAX];
   /* A settle (settle.c): the attributes the caller reports back, read
   ** before the request's own; costs may then be 0. */
   const sluice_attr *settle;
@@ -51,6 +53,12 @@ typedef struct sluice__ctx {
   /* A decision in two halves (halves.c): the store calls answered so far,
   ** replayed; NULL: every store call is made at once. */
   struct sluice__tape *tape;
+  /* declared.c attr_id(): the keyed hash of each attribute a scope of this
+  ** request names (bit a of aid_have: aid[a] is made), hashed at its first
+  ** use however many scopes name it.  Last, so that setting a context up
+  ** clears only the bits. */
+  uint32_t aid_have;
+  uint64_t aid[SLUICE__AID_MAX][2];
 } sluice__ctx;
 
 /* A program under construction: its records (keys built in place) and its
@@ -124,6 +132,8 @@ void sluice__fill_box(sluice__ctx *c, const sluice_verdict *v,
 ** -1; the store's part of a request on one; release or renew (kind) its
 ** leases. */
 int sluice__decl_match(const sluice_policy *p, const sluice_request *q);
+/* Each of c's route's limits' parameter set for the request into c->ps. */
+void sluice__decl_pick(sluice__ctx *c);
 /* 1 when c's route is exempt: declared with no limits and no penalty. */
 int sluice__decl_exempt(const sluice__ctx *c);
 int sluice__decide_declared(sluice__ctx *c, sluice_decision *d);

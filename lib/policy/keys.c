@@ -24,20 +24,25 @@
 ** keyed SipHash-2-4-128 as the hex ids, in 10 fewer bytes):
 **
 **   dl:{A}nNAME                limit NAME, scope [a]
-**   dl:{A}hH                   a limit of scope [a, b...]: H the keyed
-**                              hash of NAME and b...
+**   dl:{A}hH                   a limit of scope [a, b...]: H the id of
+**                              NAME with b...'s folded in
 **   dl:{A}nNAME:<i>  dl:{A}hH:<i>   concurrency slot i (decimal)
 **   dl:{A}nNAME:n    dl:{A}hH:n     a counted lease set's one record
 **   dl:{A}hP:b  dl:{A}hP:r     a penalty's box and Retry-After notice (P
-**                              the keyed hash of its name and scope)
+**                              the id of its name with every attribute's
+**                              of its scope folded in)
 **   dl:{A}hP:s  dl:{A}hP:d     its stuffing window and distinct values
 **
-** A is the keyed hash of the scope's first attribute (its name and value):
-** the hash tag, so every record of a scope's first attribute is in one
-** group.  base64url has no '{', '}' or ':', so the tag ends at its '}' and
-** a suffix at its ':'; a body's "h" (22 characters) or "n" (a name) keeps
-** a hash and a limit's name apart.  50 bytes for a limit of several
-** attributes (72 with hex ids).
+** An attribute's id is the keyed hash of "name=value\x1f" (its value made
+** once a request, whatever scopes name it); A is the id of the scope's
+** first attribute: the hash tag, so every record of a scope's first
+** attribute is in one group.  A name's id is the keyed hash of the name
+** (made at open); ids fold in the scope's order (scope_id.h
+** sluice__id_fold(): XOR, then two Feistel rounds of splitmix64's
+** finaliser).  base64url has no '{', '}' or ':', so the tag ends at its
+** '}' and a suffix at its ':'; a body's "h" (22 characters) or "n" (a
+** name) keeps an id and a limit's name apart.  50 bytes for a limit of
+** several attributes (72 with hex ids).
 **
 ** Every key is literal + id [+ literal + id]: the literals' lengths are
 ** known at compile time and the ids' length is fixed, so a key is a few

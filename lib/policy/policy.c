@@ -223,6 +223,8 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
   p->cfg = cfg;
   p->decl = dl;
   memcpy(p->secret, o->secret, 16);
+  if (dl)
+    sluice__decl_keyed(dl, p->secret);
   p->on_event = o->on_event;
   p->userdata = o->userdata;
   p->shadow = cfg.shadow || (o->flags & SLUICE_POLICY_SHADOW);

@@ -134,6 +134,7 @@ static int resolve_declared(sluice_policy *p, const sluice_request *q,
     d->invalid_field = "tier";
     return SLUICE_ENOTFOUND;
   }
+  sluice__decl_pick(c);
   if ((rc = sluice__decl_cost(c, &c->cost, d)))
     return rc;
   if (q->client_ip && p->cfg.ip_limit > 0)
@@ -143,7 +144,8 @@ static int resolve_declared(sluice_policy *p, const sluice_request *q,
 
 int sluice__resolve(sluice_policy *p, const sluice_request *q, sluice__ctx *c,
                     sluice_decision *d) {
-  memset(c, 0, sizeof *c);
+  /* Not the attribute ids (flow.h): their bits say none is made. */
+  memset(c, 0, offsetof(sluice__ctx, aid));
   c->p = p;
   c->req = q;
   c->tier = -1;

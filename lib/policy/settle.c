@@ -116,6 +116,7 @@ int sluice__settle_ctx(sluice_policy *p, const sluice_request *req,
   if (rc == SLUICE_OK) {
     c->settle = actual;
     c->nsettle = nactual;
+    sluice__decl_pick(c); /* the report's values may pick other sets */
     rc = sluice__decl_costs(c, delta, &scratch);
   }
   if (rc != SLUICE_OK) {

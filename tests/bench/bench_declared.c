@@ -1,5 +1,5 @@
 /*
-** ns per decision of a route of declared limits (docs/policy.md "Declared
+** CPU ns per decision of a route of declared limits (docs/policy.md "Declared
 ** limits") on the in-process "mem" store: a route applying one limit, one
 ** applying four (two buckets, a fixed and a sliding window, over three
 ** scopes of one tenant), the ledger's standard request as etc/ledger.conf
@@ -16,9 +16,10 @@
 ** `bench-declared --count CASE N` (CASE one, four, file, split or
 ** standard) runs N decisions of the case over the benchmark's keys, then
 ** N more inside counted(), for callgrind_declared.py to count
-** instructions in (the
-** records exist by then, as in the timed rounds); exit 77 for standard
-** when the built-in flow is gone.
+** instructions in (the records exist by then, as in the timed rounds),
+** and prints the counted ones' CPU ns per decision
+** (tests/bench/ab_rounds.py compares two builds by it); exit 77 for
+** standard when the built-in flow is gone.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,18 +181,22 @@ int main(int argc, char **argv) {
                 sizeof err) != SLUICE_OK)
     builtin = NULL; /* the library has declared limits only */
   if (cf) {
+    double t0;
     if (cf == standard && !builtin) {
       fprintf(stderr, "bench_declared: no built-in flow to count\n");
       return 77;
     }
     for (i = 0; i < cn; i++)
       cf(i);
+    t0 = cpu();
     counted(cf, cn);
+    printf("%.1f CPU ns/decision\n", (cpu() - t0) / (double)cn);
     sluice_policy_close(pol);
     sluice_policy_close(builtin);
     return 0;
   }
-  printf("declared limits on mem, one thread, lower of two medians of %d "
+  printf("declared limits on mem, one thread, CPU time, lower of two "
+         "medians of %d "
          "rounds of %ld\n",
          ROUNDS, n);
   for (r = 0; r < 2; r++) {

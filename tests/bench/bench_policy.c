@@ -1,5 +1,5 @@
 /*
-** ns per policy decision on the in-process "mem" store, by request class:
+** CPU ns per policy decision on the in-process "mem" store, by request class:
 ** the cost of sluice_policy_decide() itself (scope ids, keys, the store
 ** call or calls, the answer).  Single thread; each figure the median of 5
 ** rounds.  Uses only the public API, so the same file measures an older
@@ -11,6 +11,13 @@
 ** store answers).
 **
 ** SLUICE_BENCH_SCALE=<percent> shrinks the runs (default 100).
+**
+** `bench-policy --count CASE N` (CASE std, throttled, reconcile, auth or
+** bare: the bare group step with the policy's keys) runs N decisions of
+** the case, then N more inside counted(), for callgrind to count
+** instructions in (`valgrind --tool=callgrind --toggle-collect=counted`),
+** and prints the counted ones' CPU ns per decision (tests/bench/
+** ab_rounds.py compares two builds by it).
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,6 +171,14 @@ static void auth_ok(long i) {
   decide(&r, -1);
 }
 
+/* Not inlined: callgrind counts from its entry (--toggle-collect). */
+__attribute__((noinline)) void counted(one_fn f, long n);
+__attribute__((noinline)) void counted(one_fn f, long n) {
+  long i;
+  for (i = 0; i < n; i++)
+    f(n + i);
+}
+
 /* Spend the sandbox key first. */
 static void spend(void) {
   int i;
@@ -174,7 +189,7 @@ static void spend(void) {
   }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const char *sc = getenv("SLUICE_BENCH_SCALE");
   long scale = sc ? atol(sc) : 100, n;
   sluice_policy_config *cfg;
@@ -187,12 +202,32 @@ int main(void) {
                {"standard, throttled (1 key)", std_throttled},
                {"reconcile + lease release", reconcile_release},
                {"auth success (subject + IP)", auth_ok}};
+  static const struct {
+    const char *name;
+    one_fn f;
+  } by_name[] = {{"std", std_allowed},
+                 {"throttled", std_throttled},
+                 {"reconcile", reconcile_release},
+                 {"auth", auth_ok},
+                 {"bare", bare_group}};
+  one_fn cf = NULL;
+  long cn = 0;
   unsigned c;
   long i;
   int rc;
   char err[256], seg[64], uri[96];
   double ns[4], dc[2];
 
+  for (c = 0; argc == 4 && !strcmp(argv[1], "--count") &&
+              c < sizeof by_name / sizeof by_name[0];
+       c++)
+    if (!strcmp(by_name[c].name, argv[2]))
+      cf = by_name[c].f;
+  if (argc > 1 && (!cf || (cn = atol(argv[3])) < 1)) {
+    fprintf(stderr, "usage: bench-policy [--count "
+                    "std|throttled|reconcile|auth|bare N]\n");
+    return 2;
+  }
   if (scale < 1)
     scale = 1;
   n = 200000 * scale / 100;
@@ -235,7 +270,20 @@ int main(void) {
   }
   spend();
   bare_open();
-  printf("policy decisions on mem, one thread, median of %d rounds of %ld\n",
+  if (cf) {
+    double t0;
+    for (i = 0; i < cn; i++)
+      cf(i);
+    t0 = cpu();
+    counted(cf, cn);
+    printf("%.1f CPU ns/decision\n", (cpu() - t0) / (double)cn);
+    sluice_limiter_close(bare);
+    sluice_policy_close(pol);
+    sluice_policy_config_free(cfg);
+    return 0;
+  }
+  printf("policy decisions on mem, one thread, CPU time, median of %d "
+         "rounds of %ld\n",
          ROUNDS, n);
   {
     /* Interleaved, the lower of two medians each: a loaded machine slows

@@ -1,10 +1,11 @@
 /*
 ** The declared limits' key layout (lib/policy/keys.c): dl:{TAG}BODY with
-** 128-bit keyed hashes in base64url.  Each expected key is built here
-** from the documented inputs (the keyed SipHash-2-4-128 of "attr=value"
-** and US separators) with an encoder of this file's own, and read back from
-** the store a decision wrote, so a change of layout, hash input or
-** encoding fails here.
+** 128-bit ids in base64url.  Each expected key is built here from the
+** documented inputs (the keyed SipHash-2-4-128 of "attr=value" and a US
+** separator, of a limit's or penalty's name, and the fold of the ids of a
+** scope of several attributes) with a fold and an encoder of this file's
+** own, and read back from the store a decision wrote, so a change of
+** layout, hash input, fold or encoding fails here.
 */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -58,6 +59,32 @@ static void id64(const char *data, size_t n, char out[SLUICE__ID64_LEN + 1]) {
   b64url(h, 16, out);
 }
 
+/* splitmix64's finaliser, as keys.c documents it. */
+static uint64_t fmix(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/* The base64url id of a scope of several attributes: the keyed hash of
+** the name, each attribute's keyed hash folded in (XOR, then the two
+** halves' Feistel rounds: y ^= f(x), x ^= f(y)), the 16 bytes little-endian
+** words as they are in memory. */
+static void folded64(const char *name, const char *const *parts, int n,
+                     char out[SLUICE__ID64_LEN + 1]) {
+  uint64_t h[2], a[2];
+  int i;
+  sluice_siphash128(secret, name, strlen(name), (uint8_t *)h);
+  for (i = 0; i < n; i++) {
+    sluice_siphash128(secret, parts[i], strlen(parts[i]), (uint8_t *)a);
+    h[0] ^= a[0];
+    h[1] ^= a[1];
+    h[1] ^= fmix(h[0]);
+    h[0] ^= fmix(h[1]);
+  }
+  b64url((const uint8_t *)h, 16, out);
+}
+
 static int present(sluice_limiter *lim, const char *key) {
   sluice_state st;
   int64_t exp;
@@ -76,9 +103,16 @@ Test(decl_keys, a_decision_writes_the_documented_keys) {
       "  slots = { algorithm = \"concurrency\"; scope = [ \"tenant\" ];\n"
       "            max = 2; ttl_ms = 60000; };\n"
       "};\n"
-      "routes = ( { method = \"*\"; route = \"/x\";\n"
+      "penalties = { users = { scope = [ \"tenant\", \"user\" ];\n"
+      "  strikes = 20; strike_window_ms = 60000; offense_ttl_s = 86400;\n"
+      "  levels = ( { box_s = 300; }, { box_s = 3600; }, { box_s = 7200; } ); "
+      "}; };\n"
+      "routes = ( { method = \"*\"; route = \"/x\"; penalty = \"users\";\n"
       "             limits = ( \"per_tenant\", \"per_user\", \"slots\" ); } "
       ");\n";
+  static const char *const user[] = {"user=octocat\x1f"};
+  static const char *const tenant_user[] = {"tenant=acme\x1f",
+                                            "user=octocat\x1f"};
   char path[] = "/tmp/sluice-decl-keys-XXXXXX", err[256] = "";
   char tag[SLUICE__ID64_LEN + 1], body[SLUICE__ID64_LEN + 1], key[128];
   sluice_limiter_options lo;
@@ -117,7 +151,7 @@ Test(decl_keys, a_decision_writes_the_documented_keys) {
   snprintf(key, sizeof key, "dl:{%s}nper_tenant", tag);
   cr_assert(present(lim, key), "%s", key);
   cr_assert_eq(strlen(key), 4 + 22 + 1 + 1 + 10);
-  ID64("per_user\x1fuser=octocat\x1f", body);
+  folded64("per_user", user, 1, body);
   snprintf(key, sizeof key, "dl:{%s}h%s", tag, body);
   cr_assert(present(lim, key), "%s", key);
   cr_assert_eq(strlen(key), 50, "a hashed body's key is 50 bytes");
@@ -130,6 +164,22 @@ Test(decl_keys, a_decision_writes_the_documented_keys) {
   /* Another secret's tag names no record. */
   snprintf(key, sizeof key, "dl:{%s}nper_tenant", body);
   cr_assert(!present(lim, key));
+  /* The tenant's bucket refuses (10 a second; each lease let go): the
+  ** Retry-After notice and the box, both keyed by the penalty's id (its
+  ** name's, the tenant's and the user's ids folded in turn). */
+  for (fd = 0; fd < 12 && d.allowed; fd++) {
+    cr_assert_eq(sluice_policy_release_lease(pol, &r, d.lease_id), SLUICE_OK);
+    cr_assert_eq(sluice_policy_decide(pol, &r, &d), SLUICE_OK);
+  }
+  cr_assert(!d.allowed);
+  /* A refusal while the notice is up is the strike (decide.c choice a). */
+  cr_assert_eq(sluice_policy_decide(pol, &r, &d), SLUICE_OK);
+  cr_assert(!d.allowed);
+  folded64("users", tenant_user, 2, body);
+  snprintf(key, sizeof key, "dl:{%s}h%s:r", tag, body);
+  cr_assert(present(lim, key), "%s", key);
+  snprintf(key, sizeof key, "dl:{%s}h%s:b", tag, body);
+  cr_assert(present(lim, key), "%s", key);
   sluice_policy_close(pol);
   sluice_limiter_close(lim);
 }
