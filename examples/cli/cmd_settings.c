@@ -41,9 +41,7 @@ int cli_settings(int argc, char **argv) {
   for (i = 0; (st = sluice_policy_setting_at(i)) != NULL; i++) {
     char lo[24], hi[24];
     bound(lo, sizeof lo, st->min);
-    if (!st->max)
-      snprintf(hi, sizeof hi, "smallest burst");
-    else if (st->unit_ns > 1 && st->max == SLUICE_DURATION_MAX / st->unit_ns)
+    if (st->unit_ns > 1 && st->max == SLUICE_DURATION_MAX / st->unit_ns)
       snprintf(hi, sizeof hi, "2^62 ns"); /* any duration */
     else
       bound(hi, sizeof hi, st->max);

@@ -88,11 +88,10 @@ static void simulate_usage(FILE *f) {
           "                 observed key's points remaining (line), boxes,\n"
           "                 bans and outages marked\n"
           "  --config FILE  a policy file instead of the default policy (the\n"
-          "                 spec's ledger API, etc/ledger.conf); the\n"
-          "                 scenarios' clients send its routes and\n"
-          "                 attributes (ledger, subject, result).  The\n"
-          "                 settings' defaults, commented, are installed\n"
-          "                 as " SLUICE_CONF_PATH "\n\n"
+          "                 spec's ledger API, etc/ledger.conf, compiled\n"
+          "                 in and installed as " SLUICE_CONF_PATH ");\n"
+          "                 the scenarios' clients send its routes and\n"
+          "                 attributes (ledger, subject, result)\n\n"
           "scenarios:\n");
   for (i = 0; i < NSCEN; i++)
     fprintf(f, "  %-20s %s\n", scenarios[i].name, scenarios[i].what);

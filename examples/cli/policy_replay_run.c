@@ -256,13 +256,10 @@ static void count_limits(preplay *r, const sluice_decision *d) {
   }
 }
 
-/* What bound a decision: a declared limit's name, else the bucket's. */
+/* What bound a decision: a declared limit's name, or the backstop's. */
 static const char *binding_name(const sluice_decision *d) {
   switch (d->binding) {
   case SLUICE_BINDING_LIMIT: return d->limit_name ? d->limit_name : "-";
-  case SLUICE_BINDING_TENANT: return "tenant";
-  case SLUICE_BINDING_KEY: return "key";
-  case SLUICE_BINDING_AUTH: return "auth";
   case SLUICE_BINDING_IP: return "ip";
   default: return "-";
   }

@@ -226,8 +226,7 @@ sluice_decision sim_send(sim *s, actor *a, const sluice_request *rq,
     s->ts[row].strikes++;
     a->strikes++;
   }
-  if (a->observed && d.binding != SLUICE_BINDING_NONE &&
-      d.binding != SLUICE_BINDING_AUTH) {
+  if (a->observed && d.binding != SLUICE_BINDING_NONE) {
     sim_plot_line(&s->plot, t - T0, d.remaining);
     if (d.limit > s->plot.line_max)
       s->plot.line_max = d.limit;

@@ -1,25 +1,25 @@
 /*
-** sluice/policy.h -- the spec's whole request flow in one call.
+** sluice/policy.h -- a policy file's whole request flow in one call.
 **
-** A service describes each request (tenant, API key, tier, endpoint, client
-** IP, auth outcome, export range) in a sluice_request and calls
-** sluice_policy_decide() once.  The policy runs, on any backend through the
-** limiter's vtable:
+** A service describes each request (method, route, tenant, API key, tier,
+** client IP, and the attributes its policy file declares) in a
+** sluice_request and calls sluice_policy_decide() once.  The policy file
+** (etc/ledger.conf by default: the spec's ledger API) declares the limits
+** each route applies, with their costs, and the penalties; the policy runs
+** them, on any backend through the limiter's vtable:
 **
-**   1. the penalty box check (no bucket work and no strikes while boxed),
-**   2. the tenant + key token buckets as one atomic group (the stricter
-**      wins, a denial consumes from neither), a strike when a client comes
-**      back before the Retry-After it was given, box trips L1 -> L2 -> L3,
-**   3. for reconcile and export: per-ledger mutual exclusion, per-tenant
-**      concurrency leases and the hourly export cap,
-**   4. for the auth endpoint: failure windows per subject and per IP and
-**      credential-stuffing signatures,
+**   1. the route's penalty box checks (no limit work and no strikes while
+**      boxed),
+**   2. the route's limits in order, one atomic program per hash-tag group
+**      (buckets, windows, concurrency leases, locks, caps; a denial
+**      consumes nothing anywhere), a strike as the penalty counts them,
+**      box trips along its ladder,
 **
 ** and fills a sluice_decision with everything an HTTP answer needs.  Store
-** failures are split by endpoint risk (fail closed for reconcile, export
-** and auth; a local degraded limiter elsewhere); shadow mode decides and
-** records everything but enforces nothing.  docs/policy.md has the request
-** flow, the key schema and the defaults.
+** failures take each route's failure mode (fail closed, or a local
+** degraded limiter); shadow mode decides and records everything but
+** enforces nothing.  docs/policy.md is the guide to writing a policy file
+** and its reference.
 **
 ** Thread safety: a policy is safe to use from several threads at once when
 ** its limiter's store is (SLUICE_CAP_THREADSAFE: every built-in store).  Its
@@ -43,17 +43,16 @@ typedef struct sluice_policy sluice_policy;
 struct sluice_limiter;
 struct sluice_limiter_options;
 
-/** Most tiers a configuration may define. */
+/** Most tiers a configuration may name. */
 #define SLUICE_POLICY_TIERS_MAX 8
-/** Most endpoint routes a configuration may define. */
-#define SLUICE_POLICY_ROUTES_MAX 32
 /** Longest tier name, in bytes, without the NUL. */
 #define SLUICE_POLICY_NAME_MAX 31
 /** Longest segment URI in a configuration (the "host" group), NUL excluded. */
 #define SLUICE_POLICY_URI_MAX 127
 /** Longest route pattern, in bytes, without the NUL. */
 #define SLUICE_POLICY_ROUTE_MAX 127
-/** Longest raw identifier (tenant, key, IP, subject, ledger), in bytes. */
+/** Longest raw identifier (tenant, key, IP, an attribute's value), in
+ *  bytes. */
 #define SLUICE_POLICY_ID_MAX 256
 
 /* ------------------------------------------------------------ requests --- */
@@ -97,11 +96,13 @@ enum sluice_outcome {
   SLUICE_OUTCOME_THROTTLED = 1,   /**< 429: not enough points */
   SLUICE_OUTCOME_BOXED = 2,       /**< 429: penalty box (Active-Lockout) */
   SLUICE_OUTCOME_SUSPENDED = 3,   /**< 403: key suspended pending review */
-  SLUICE_OUTCOME_CONCURRENCY = 4, /**< 429: tenant's concurrency leases full */
-  SLUICE_OUTCOME_CONFLICT = 5,    /**< 409: a reconcile holds this ledger */
-  SLUICE_OUTCOME_EXPORT_CAP = 6,  /**< 429: hourly export cap reached */
-  SLUICE_OUTCOME_UNAVAILABLE = 7, /**< 503: store failed, fail-closed class */
-  SLUICE_OUTCOME__COUNT = 8
+  SLUICE_OUTCOME_CONCURRENCY = 4, /**< 429: a concurrency limit's leases are
+                                       all held */
+  SLUICE_OUTCOME_CONFLICT = 5,    /**< 409: a lock is held (a limit of
+                                       status 409) */
+  SLUICE_OUTCOME_UNAVAILABLE = 6, /**< 503: store failed, the route fails
+                                       closed */
+  SLUICE_OUTCOME__COUNT = 7
 };
 
 /** X-Penalty-Box-Status. */
@@ -111,12 +112,10 @@ enum sluice_penalty_status {
   SLUICE_PENALTY_ACTIVE_LOCKOUT = 2 /**< boxed or suspended */
 };
 
-/** Which bucket set limit / remaining / reset. */
+/** What set limit / remaining / reset (the values of earlier versions
+ *  kept). */
 enum sluice_binding {
   SLUICE_BINDING_NONE = 0,
-  SLUICE_BINDING_TENANT = 1,
-  SLUICE_BINDING_KEY = 2,
-  SLUICE_BINDING_AUTH = 3, /**< auth failure window of the subject or IP */
   SLUICE_BINDING_IP = 4,   /**< the per-IP backstop's fixed window */
   SLUICE_BINDING_LIMIT = 5 /**< a declared limit: sluice_decision.limit_name */
 };
@@ -194,8 +193,8 @@ typedef struct sluice_decision {
   int verdict_status; /**< the outcome's status even in shadow mode */
   unsigned flags;     /**< SLUICE_DECISION_* */
   int64_t cost;       /**< points charged (or that would have been) */
-  char tier[SLUICE_POLICY_NAME_MAX + 1]; /**< tier name ("" for auth) */
-  /* The binding bucket (RateLimit-Limit / -Remaining / -Reset). */
+  char tier[SLUICE_POLICY_NAME_MAX + 1]; /**< tier name ("" when none) */
+  /* The binding limit (RateLimit-Limit / -Remaining / -Reset). */
   int binding;             /**< enum sluice_binding */
   int64_t limit;           /**< its capacity (burst), points */
   int64_t remaining;       /**< points left after this request */
@@ -212,8 +211,9 @@ typedef struct sluice_decision {
   int penalty_level;         /**< 0..3 */
   int64_t lockout_end_ns;    /**< absolute box end; SLUICE_FOREVER when
                                   suspended; 0 when not boxed */
-  int64_t strikes_remaining; /**< strikes (or auth failures) left */
-  /** Lease granted for a heavy endpoint (0: none).  Release it with
+  int64_t strikes_remaining; /**< strikes (or reported failures) left */
+  /** Lease granted by the route's concurrency limits and locks (0: none;
+   *  one id for all of them).  Release it with
    *  sluice_policy_release_lease() in the handler's finally path; if the
    *  worker dies, the lease is reclaimed after its TTL. */
   uint64_t lease_id;
@@ -225,15 +225,10 @@ typedef struct sluice_decision {
   /** On an input error: the request field at fault ("tier", "route"...),
    *  a static string; NULL otherwise. */
   const char *invalid_field;
-  /** The limit a CONCURRENCY or EXPORT_CAP denial hit (0 otherwise):
-   *  concurrent leases per tenant, or exports per cap_window_ns. */
+  /** The limit a CONCURRENCY denial hit (0 otherwise): the leases its
+   *  scope may hold at once. */
   int64_t cap_limit;
-  int64_t cap_window_ns; /**< EXPORT_CAP: the cap's window */
-  /** The other bucket of the pair, which applies too (RateLimit-Policy
-   *  lists both): the key's when `binding` is TENANT, the tenant's when
-   *  KEY; 0 when no bucket was read. */
-  int64_t other_quota;
-  int64_t other_window_ns;
+  int64_t reserved_w_[3]; /**< zeroed */
   /** A route of declared limits (binding SLUICE_BINDING_LIMIT): the
    *  binding limit's name, owned by the policy (valid until close);
    *  NULL otherwise.  Denied: the limit that refused; allowed: the one
@@ -252,10 +247,9 @@ typedef struct sluice_decision {
    *  sluice_policy_settle() checks the request it is given against (the
    *  costs charged, the time); 0 when there is nothing to settle. */
   uint64_t settle_check;
-  /** A route of declared limits: every limit it lists, in its order
-   *  (limits[0..nlimits)), each with its figures for this request; the
-   *  binding one is also in the fields above.  0 otherwise (the ledger's
-   *  endpoint classes report their buckets above and in other_quota). */
+  /** Every limit the route lists, in its order (limits[0..nlimits)), each
+   *  with its figures for this request; the binding one is also in the
+   *  fields above. */
   int nlimits;
   int reserved_int_; /* zeroed */
   sluice_decision_limit limits[SLUICE_DECISION_LIMITS_MAX];
@@ -340,8 +334,8 @@ SLUICE_EXPORT void sluice_policy_config_free(sluice_policy_config *c);
  *  have done. */
 enum sluice_shadow_feature {
   SLUICE_SHADOW_BUCKETS = 0x1,     /**< THROTTLED */
-  SLUICE_SHADOW_PENALTY = 0x2,     /**< BOXED, SUSPENDED (keys and auth) */
-  SLUICE_SHADOW_LEASES = 0x4,      /**< CONCURRENCY, CONFLICT, EXPORT_CAP */
+  SLUICE_SHADOW_PENALTY = 0x2,     /**< BOXED, SUSPENDED */
+  SLUICE_SHADOW_LEASES = 0x4,      /**< CONCURRENCY, CONFLICT */
   SLUICE_SHADOW_FAIL_CLOSED = 0x8, /**< UNAVAILABLE */
   SLUICE_SHADOW_ALL = 0xf
 };
@@ -354,10 +348,11 @@ SLUICE_EXPORT int sluice_shadow_feature_of(int outcome);
  *  "penalty", "leases", "fail_closed"), or NULL. */
 SLUICE_EXPORT const char *sluice_shadow_feature_name(int feature);
 
-/** @brief The SLUICE_SHADOW_* features a policy leaves unenforced for a
- *  tier (NULL: auth requests, which have no tier): the configuration's
- *  shadow_features and the tier's, all of them in whole shadow mode.
- *  @return the bits, or -1 for a NULL policy or an unknown tier. */
+/** @brief The SLUICE_SHADOW_* features a policy leaves unenforced for the
+ *  requests of a tier (NULL: for every request): the configuration's
+ *  shadow_features, and those of its shadow_when entries that name this
+ *  tier alone; all of them in whole shadow mode.
+ *  @return the bits, or -1 for a NULL policy. */
 SLUICE_EXPORT int sluice_policy_shadow_features(const sluice_policy *p,
                                                 const char *tier);
 
@@ -365,14 +360,13 @@ SLUICE_EXPORT int sluice_policy_shadow_features(const sluice_policy *p,
  *  all): the same table drives the defaults, the loader, the validator and
  *  the documentation. */
 typedef struct sluice_policy_setting {
-  const char *group;  /**< "penalty" */
-  const char *name;   /**< "strike_window_ms" (the unit is in the name) */
-  const char *field;  /**< the library's internal field ("strike_window_ns"),
+  const char *group;  /**< "breaker" */
+  const char *name;   /**< "window_ms" (the unit is in the name) */
+  const char *field;  /**< the library's internal field ("breaker_window_ns"),
                            for `sluice settings` */
   int64_t unit_ns;    /**< the field per unit of the file's value (1: none) */
   int64_t dflt;       /**< the default, in the file's unit */
-  int64_t min, max;   /**< bounds in the file's unit; max 0: the smallest
-                           bucket burst of the tiers (a cost) */
+  int64_t min, max;   /**< bounds in the file's unit */
   const char *what;   /**< one line */
 } sluice_policy_setting;
 
@@ -406,14 +400,15 @@ enum sluice_event_type {
                                       cache / WAF IP set until until_ns */
   SLUICE_EVENT_ALERT = 3,        /**< level 2: tell the tenant and support */
   SLUICE_EVENT_SUSPEND = 4,      /**< level 3: key suspended pending review */
-  SLUICE_EVENT_PAGE = 5,         /**< level 3 on a never-suspend tier */
-  SLUICE_EVENT_IP_BAN = 6,       /**< level 3 on an IP: 24 h ban + ticket */
+  SLUICE_EVENT_PAGE = 5,         /**< a level whose action is page */
+  SLUICE_EVENT_IP_BAN = 6,       /**< a level whose action is ban (an
+                                      address's box) */
   SLUICE_EVENT_STUFFING = 7,     /**< credential-stuffing signature */
   SLUICE_EVENT_RELEASE = 8,      /**< manual early release (who, why) */
   SLUICE_EVENT_LIFT = 9,         /**< suspension lifted (who, why) */
   SLUICE_EVENT_DEGRADED_ON = 10, /**< store failing: degraded / fail-closed */
   SLUICE_EVENT_DEGRADED_OFF = 11, /**< store answering again */
-  SLUICE_EVENT_LEASE_DENIED = 12, /**< concurrency, ledger or export cap */
+  SLUICE_EVENT_LEASE_DENIED = 12, /**< a concurrency limit or lock refused */
   SLUICE_EVENT_STORE_FULL = 13,  /**< the store had no room (store_error
                                       SLUICE_EFULL); at most one per
                                       SLUICE_POLICY_FULL_EVENT_NS a process */
@@ -427,9 +422,10 @@ enum sluice_event_type {
 /** Scopes a box applies to. */
 enum sluice_scope_kind {
   SLUICE_SCOPE_KEY = 1,     /**< one API key of a tenant */
-  SLUICE_SCOPE_IP = 2,      /**< a client IP (auth abuse) */
-  SLUICE_SCOPE_SUBJECT = 3, /**< an auth subject (client_id / user) */
-  SLUICE_SCOPE_TENANT = 4   /**< a tenant (lease denials) */
+  SLUICE_SCOPE_IP = 2,      /**< a client IP */
+  SLUICE_SCOPE_SUBJECT = 3, /**< a subject (a sign-in's account: a
+                                 penalty scoped by an untrusted attribute) */
+  SLUICE_SCOPE_TENANT = 4   /**< a tenant (a limit's lease denials) */
 };
 
 /** An event.  Every pointer is valid only during the callback. */
@@ -551,8 +547,8 @@ sluice_policy_config_of(const sluice_policy *p);
  *  @return SLUICE_OK when a decision was made (look at d->allowed: a store
  *  failure is a decision too, fail-closed or degraded), or an input error,
  *  with nothing recorded and d->invalid_field naming the field:
- *  <ul><li>SLUICE_EINVAL - NULL argument, a required field missing, a bad
- *  class or auth result, an export range that ends before it starts
+ *  <ul><li>SLUICE_EINVAL - NULL argument, a required field or attribute
+ *  missing, an attribute's value its cost cannot read
  *  <li>SLUICE_EKEY - an id empty or longer than SLUICE_POLICY_ID_MAX
  *  <li>SLUICE_ENOTFOUND - unknown tier, or no route matches
  *  <li>SLUICE_ERANGE - a caller cost that is negative or can never fit
@@ -564,11 +560,11 @@ SLUICE_EXPORT int sluice_policy_decide(sluice_policy *p,
 /** @brief Decide n requests in order: the same decisions (and events,
  *  counters, deny-cache entries) as n calls of sluice_policy_decide() in
  *  that order at one time, the limiter's clock read once when the call
- *  begins.  The store calls of consecutive tenant requests go to the store
+ *  begins.  The store calls of consecutive requests go to the store
  *  as one batch (sluice_limiter_run_many_at()), so that it overlaps their
  *  memory misses (mem), round trips (redis) or transactions (lmdb); a
- *  request whose store call needs the answers of those before it (auth, the
- *  per-IP backstop, a shared deny cache, a breaker that is not closed) goes
+ *  request whose store call needs the answers of those before it (several
+ *  hash-tag groups, the per-IP backstop, a shared deny cache, a breaker that is not closed) goes
  *  alone, after the batch before it has been decided.  One difference
  *  remains, with a failing store: requests batched after one whose store
  *  call failed were already sent, where one by one the breaker might have
@@ -588,8 +584,8 @@ SLUICE_EXPORT int sluice_policy_decide_many(sluice_policy *p, int n,
                                             sluice_decision *ds, int *rcs);
 
 /** @brief Release a lease from sluice_policy_decide() (the handler's
- *  finally path).  `req` is the request that got it (tenant, class,
- *  ledger are used).
+ *  finally path).  `req` is the request that got it (its route and the
+ *  attributes of its limits' scopes are used).
  *  @return SLUICE_OK; SLUICE_ENOTFOUND when the lease had already expired
  *  and was reclaimed (the work it protected was unprotected for a while);
  *  SLUICE_EINVAL for a bad request or lease id 0; a store error. */
@@ -606,7 +602,7 @@ SLUICE_EXPORT int sluice_policy_renew_lease(sluice_policy *p,
 
 /** @brief Settle an admitted request's cost once its real size is known
  *  (docs/policy.md "Settling a request's real cost"): the tokens an LLM
- *  request really used, the rows an export really wrote.  Each limit of
+ *  request really used, the rows a report really wrote.  Each limit of
  *  the request's route whose cost reads a reported attribute is charged or
  *  refunded the difference between its cost with the reported values and
  *  what the decision charged, in one atomic store call; the request's
@@ -675,14 +671,18 @@ SLUICE_EXPORT int sluice_policy_renew_box(sluice_policy *p, int scope,
 
 /* -------------------------------------------------------------- inspect --- */
 
-/** What sluice_policy_inspect() reads: one scope, by raw ids (hashed with
- *  the policy's secret like a request's).  Zero it, then set the fields. */
+/** What sluice_policy_inspect() reads: one scope's box (the policy file's
+ *  first penalty of that scope kind whose scope the query fills), by raw
+ *  ids (hashed with the policy's secret like a request's).  Zero it, then
+ *  set the fields.  A declared limit's records are read with
+ *  sluice_policy_inspect_limit(), any penalty's with
+ *  sluice_policy_inspect_penalty(). */
 typedef struct sluice_inspect_query {
   int scope; /**< SLUICE_SCOPE_KEY, SLUICE_SCOPE_IP or SLUICE_SCOPE_SUBJECT */
-  const char *tenant_id;  /**< KEY: required */
-  const char *api_key_id; /**< KEY: required */
-  const char *tier;       /**< KEY: required, a tier of the configuration */
-  const char *ledger_id;  /**< KEY: NULL, or a ledger whose lock to read */
+  const char *tenant_id;  /**< KEY: as the penalty's scope needs */
+  const char *api_key_id; /**< KEY: as the penalty's scope needs */
+  const char *tier;       /**< NULL, or a tier of the configuration (it
+                               may pick the penalty's parameter set) */
   const char *client_ip;  /**< IP: required */
   const char *auth_subject; /**< SUBJECT: required */
   void *reserved[4];      /**< must be NULL */
@@ -690,38 +690,17 @@ typedef struct sluice_inspect_query {
 
 /** Bits of sluice_inspect_report.present / .unfit, one per record. */
 enum sluice_inspect_record {
-  SLUICE_INSPECT_TENANT_BUCKET = 1u << 0, /**< rl:{t:T}:tb */
-  SLUICE_INSPECT_KEY_BUCKET = 1u << 1,    /**< rl:{t:T}:kb:K */
-  SLUICE_INSPECT_BOX = 1u << 2,       /**< pb: the key's, IP's or subject's */
-  SLUICE_INSPECT_NOTICE = 1u << 3,    /**< ra:{t:T}:K */
-  SLUICE_INSPECT_RECONCILE = 1u << 4, /**< any cc:{t:T}:reconcile:<i> */
-  SLUICE_INSPECT_EXPORT = 1u << 5,    /**< any cc:{t:T}:export:<i> */
-  SLUICE_INSPECT_LEDGER = 1u << 6,    /**< lk:{t:T}:L */
-  SLUICE_INSPECT_EXPORT_CAP = 1u << 7, /**< xh:{t:T} */
-  SLUICE_INSPECT_FAILURES = 1u << 8,  /**< af: the auth failures window */
-  SLUICE_INSPECT_STUFFING = 1u << 9   /**< sf:{ip:I} */
+  SLUICE_INSPECT_BOX = 1u << 0,      /**< the penalty's box (strikes, level,
+                                          offenses) */
+  SLUICE_INSPECT_NOTICE = 1u << 1,   /**< its Retry-After notice */
+  SLUICE_INSPECT_FAILURES = 1u << 2, /**< its reported failures' window */
+  SLUICE_INSPECT_STUFFING = 1u << 3  /**< its stuffing window */
 };
 
-/** A bucket as a PEEK sees it, with the parameters decisions use. */
-typedef struct sluice_inspect_bucket {
-  int64_t remaining, limit, reset_ns; /**< as sluice_verdict's */
-  int64_t rate, period_ns, burst;     /**< the tier's (sluice_gcra_params) */
-  int64_t reserved[2];
-} sluice_inspect_bucket;
-
-/** Slots of a lease set (SLUICE_GROUP_MAX) and the room of a scope id
- *  (SLUICE_SCOPE_ID_LEN hex digits and a NUL): repeated here, checked
- *  equal at build time, so that this header stands alone. */
-#define SLUICE_INSPECT_SLOTS 32
+/** The room of a scope id (SLUICE_SCOPE_ID_LEN hex digits and a NUL):
+ *  repeated here, checked equal at build time, so that this header stands
+ *  alone. */
 #define SLUICE_INSPECT_ID_SIZE 33
-
-/** A lease set: who holds which slot, until when. */
-typedef struct sluice_inspect_leases {
-  int slots; /**< the tier's concurrency (slots read) */
-  int held;  /**< live leases */
-  uint64_t id[SLUICE_INSPECT_SLOTS];      /**< slot i's lease id, 0 when free */
-  int64_t until_ns[SLUICE_INSPECT_SLOTS]; /**< slot i's expiry, when held */
-} sluice_inspect_leases;
 
 /** A scope's state, read without changing anything. Times are the
  *  limiter's clock (now_ns); a record not stored reads as fresh. */
@@ -731,36 +710,29 @@ typedef struct sluice_inspect_report {
   unsigned unfit;    /**< SLUICE_INSPECT_* records these parameters could
                           not have written (another configuration's) */
   int64_t now_ns;
-  char scope_id[SLUICE_INSPECT_ID_SIZE];  /**< K, I or S */
-  char tenant_scope_id[SLUICE_INSPECT_ID_SIZE]; /**< KEY: T */
-  /* KEY scope */
-  sluice_inspect_bucket tenant_bucket, key_bucket;
+  char scope_id[SLUICE_INSPECT_ID_SIZE];  /**< the box's scope id */
   /* The penalty box: the key's, the IP's or the subject's. */
   int level;         /**< 0 not boxed, 1..3 */
   int suspended;     /**< level 3 pending review (no end) */
   int64_t box_end_ns; /**< when boxed: the end, SLUICE_FOREVER if none */
   int64_t strikes, strike_threshold, strike_window_ns;
   int64_t offenses, offense_ttl_ns;
-  int64_t notice_until_ns; /**< KEY: a live Retry-After notice's end, or 0 */
-  sluice_inspect_leases reconcile, export_;
-  uint64_t ledger_lease;   /**< KEY with ledger_id: the lock's holder, or 0 */
-  int64_t ledger_until_ns; /**< ... and its expiry */
-  int64_t exports_used, exports_limit, exports_window_ns; /**< hourly cap */
-  /* IP and SUBJECT scopes: the failures window (sliding). */
+  int64_t notice_until_ns; /**< a live Retry-After notice's end, or 0 */
+  /* A penalty of reported failures: their window (sliding). */
   int64_t failures, failures_limit, failures_window_ns;
-  /* IP: the stuffing window (fixed). */
+  /* A penalty with stuffing: its window (fixed). */
   int64_t stuffing_failures, stuffing_limit, stuffing_window_ns;
   int64_t reserved[8];
 } sluice_inspect_report;
 
-/** @brief Read one scope's records through the policy's limiter, changing
+/** @brief Read one scope's box through the policy's limiter, changing
  *  nothing (a store get, then the algorithm's PEEK / CHECK on a copy),
- *  with the keys and parameters sluice_policy_decide() uses (lib/policy/
- *  keys.c, the tier's derived parameters).
+ *  with the keys and parameters sluice_policy_decide() uses.
  *  @param[out] out  fully overwritten.
  *  @return SLUICE_OK; SLUICE_EINVAL (NULL, a scope or field missing,
  *  reserved not NULL); SLUICE_EKEY (an id empty or too long);
- *  SLUICE_ENOTFOUND (tier not configured); or the store's error. */
+ *  SLUICE_ENOTFOUND (no penalty of that scope kind, or a tier not
+ *  configured); or the store's error. */
 SLUICE_EXPORT int sluice_policy_inspect(sluice_policy *p,
                                         const sluice_inspect_query *q,
                                         sluice_inspect_report *out);
@@ -872,8 +844,8 @@ SLUICE_EXPORT int sluice_policy_inspect_penalty(sluice_policy *p,
 
 /* -------------------------------------------------------------- metrics --- */
 
-/** @brief A counter: decisions of `tier` (NULL or "" for auth requests,
- *  which have no tier) with `outcome`.  0 for unknown tiers. */
+/** @brief A counter: decisions of `tier` (NULL or "": the requests that
+ *  name no tier) with `outcome`.  0 for unknown tiers. */
 SLUICE_EXPORT uint64_t sluice_policy_count(const sluice_policy *p,
                                            const char *tier, int outcome);
 
@@ -894,21 +866,16 @@ struct sluice_http_facts;
  *  (sluice/http.h: sluice_http_answer_make()).
  *
  *  Mapping: the answer follows d->allowed, so a request shadow mode let
- *  through is answered as ALLOWED (with its bucket headers); THROTTLED ->
+ *  through is answered as ALLOWED (with its limit headers); THROTTLED ->
  *  THROTTLED with Warning and penalty_strikes_remaining; BOXED -> BOXED
- *  (Active-Lockout, level, lockout end; box_reason AUTH for the auth
- *  endpoint); SUSPENDED -> SUSPENDED (403, Active-Lockout, no
- *  Retry-After); CONCURRENCY -> CONCURRENCY with the concurrency limit;
- *  EXPORT_CAP -> EXPORT_CAP, whose RateLimit headers are the cap's
- *  ("exports", q = the cap, w = its window, qu "requests", r = 0, t and
- *  Reset = until a slot frees); CONFLICT -> CONFLICT (409); UNAVAILABLE ->
- *  FAIL_CLOSED (503, no RateLimit headers).  Bucket headers: the binding
- *  bucket ("tenant" or "key"), burst over burst / rate seconds, in
- *  "points"; the structured RateLimit-Policy lists the other bucket too.
- *  A route of declared limits: the binding limit by its own name and
- *  unit, every limit of the route in facts.policies (the structured
- *  RateLimit-Policy lists them in the route's order), the refusing one
- *  flagged SLUICE_HTTP_P_VIOLATED (violated-policies).
+ *  (Active-Lockout, level, lockout end; the penalty's detail);
+ *  SUSPENDED -> SUSPENDED (403, Active-Lockout, no Retry-After);
+ *  CONCURRENCY -> CONCURRENCY with the concurrency limit; CONFLICT ->
+ *  CONFLICT (409); UNAVAILABLE -> FAIL_CLOSED (503, no RateLimit headers).
+ *  The binding limit by its own name and unit (the per-IP backstop's:
+ *  "ip", in "requests"), every limit of the route in facts.policies (the
+ *  structured RateLimit-Policy lists them in the route's order), the
+ *  refusing one flagged SLUICE_HTTP_P_VIOLATED (violated-policies).
  *
  *  @param[in] d           the decision; f->tier points into it, so it must
  *                         outlive every use of the facts.

@@ -1,6 +1,7 @@
 /*
-** Policy configuration: the built-in defaults, validation, and the file
-** loader.
+** Policy configuration: the general settings' defaults, validation, and
+** the file loader (declared_conf.c reads the limits, routes and
+** penalties).
 **
 ** A configuration is a document (libconfig's tree: a file's, changed by
 ** set calls, config_doc.c) that this loader reads into the internal
@@ -15,10 +16,9 @@
 ** Choices:
 **  a) Settings left out of a file keep their defaults; an unknown setting
 **     is an error, so a typo ("strkes") never silently keeps a default.
-**  b) Listing `tiers` replaces the whole tier set (a tier with a built-in
-**     name starts from its built-in values, a new one from zero, so a
-**     missing number is reported as invalid).  Listing `routes` replaces
-**     the route table.
+**  b) `tiers` names the values a request's tier may take (the counters'
+**     rows); listing it replaces the default three.  What a tier changes
+**     is the file's: its limits' and penalties' parameter sets.
 **  c) Durations carry their unit in the setting name (_s, _ms); the struct
 **     holds ns.  Integers only: the decision path has no floating point,
 **     and neither does its configuration.
@@ -37,66 +37,22 @@
 
 #define S SLUICE__NS_PER_S
 #define MS SLUICE__NS_PER_MS
-/* A tier bucket's period: at most a day. */
-#define PERIOD_MS_MAX (86400 * 1000)
-
-static void tier_set(sluice__tier *t, const char *name, int64_t tr,
-                     int64_t tb, int64_t kr, int64_t kb, int64_t strikes,
-                     int64_t rec, int64_t exp, int64_t xcap, int l3) {
-  memset(t, 0, sizeof *t);
-  snprintf(t->name, sizeof t->name, "%s", name);
-  t->tenant_rate = tr;
-  t->tenant_period_ns = S;
-  t->tenant_burst = tb;
-  t->key_rate = kr;
-  t->key_period_ns = S;
-  t->key_burst = kb;
-  t->strike_threshold = strikes;
-  t->reconcile_concurrency = rec;
-  t->export_concurrency = exp;
-  t->exports_per_window = xcap;
-  t->level3 = l3;
-}
-
-static void route_set(sluice__route *r, const char *method,
-                      const char *route, int cls) {
-  memset(r, 0, sizeof *r);
-  snprintf(r->method, sizeof r->method, "%s", method);
-  snprintf(r->route, sizeof r->route, "%s", route);
-  r->endpoint_class = cls;
-}
 
 int sluice__conf_defaults(sluice__conf *c) {
+  /* A request's tier, when it names one, is one of these unless the file
+  ** lists its own. */
+  static const char *const tiers[] = {"sandbox", "growth", "enterprise"};
   const sluice_policy_setting *st;
   int i;
   if (!c)
     return SLUICE_EINVAL;
   memset(c, 0, sizeof *c);
   c->ntiers = 3;
-  tier_set(&c->tiers[0], "sandbox", 10, 600, 5, 300, 20, 1, 1, 2,
-           SLUICE_L3_SUSPEND);
-  tier_set(&c->tiers[1], "growth", 50, 3000, 25, 1500, 20, 2, 1, 10,
-           SLUICE_L3_SUSPEND);
-  tier_set(&c->tiers[2], "enterprise", 500, 30000, 250, 15000, 100, 8, 3, 60,
-           SLUICE_L3_PAGE);
-  c->nroutes = 5;
-  route_set(&c->routes[0], "POST", "/v1/auth/token", SLUICE_EP_AUTH);
-  route_set(&c->routes[1], "POST", "/v1/ledgers/reconcile",
-            SLUICE_EP_RECONCILE);
-  route_set(&c->routes[2], "GET", "/v1/reports/audit-export",
-            SLUICE_EP_EXPORT);
-  route_set(&c->routes[3], "GET", "/v1/jobs/*", SLUICE_EP_JOB_POLL);
-  route_set(&c->routes[4], "*", "/v1/*", SLUICE_EP_STANDARD);
+  for (i = 0; i < c->ntiers; i++)
+    snprintf(c->tiers[i].name, sizeof c->tiers[i].name, "%s", tiers[i]);
   for (i = 0; (st = sluice_policy_setting_at(i)) != NULL; i++)
     *sluice__setting_field(c, i) = st->dflt * st->unit_ns;
-  c->fail_closed_mask = (1u << SLUICE_EP_RECONCILE) |
-                        (1u << SLUICE_EP_EXPORT) | (1u << SLUICE_EP_AUTH);
-  c->shadow = 0;
   return SLUICE_OK;
-}
-
-const char *sluice__level3_name(int a) {
-  return a == SLUICE_L3_PAGE ? "page" : "suspend";
 }
 
 /* ------------------------------------------------------------ checking --- */
@@ -139,45 +95,15 @@ static int name_ok(const char *n) {
   return 1;
 }
 
-static int check_bucket(ck *k, const char *tier, const char *which,
-                        int64_t rate, int64_t period, int64_t burst,
-                        int64_t pct) {
-  char p[96];
-  sluice_gcra_params g = {rate, period, burst};
-  int rc;
-  snprintf(p, sizeof p, "tiers.%s.%s.rate", tier, which);
-  /* The degraded limiter runs rate * pct per period * 100: keep it valid. */
-  if ((rc = range(k, p, rate, 1, ((int64_t)1 << 32) / 100)) != SLUICE_OK)
-    return rc;
-  snprintf(p, sizeof p, "tiers.%s.%s.period_ms", tier, which);
-  if ((rc = range(k, p, period / MS, 1, PERIOD_MS_MAX)) != SLUICE_OK ||
-      period % MS != 0)
-    return rc != SLUICE_OK ? rc
-                           : fail(k, p, "must be whole ms (got %lld ns)",
-                                  (long long)period, 0, 0);
-  snprintf(p, sizeof p, "tiers.%s.%s.burst", tier, which);
-  if ((rc = range(k, p, burst, 1, SLUICE_COUNT_MAX)) != SLUICE_OK)
-    return rc;
-  if (sluice_gcra_params_check(&g) != SLUICE_OK)
-    return fail(k, p, "burst %lld times the period is too long a bucket", burst,
-                0, 0);
-  (void)pct;
-  return SLUICE_OK;
-}
-
-/* The table's settings (settings.c) in its order: those with a fixed
-** maximum when burst is 0, else the costs, whose maximum is `burst`. */
-static int check_settings(ck *k, const sluice__conf *c,
-                          int64_t burst) {
+/* The table's settings (settings.c), in its order. */
+static int check_settings(ck *k, const sluice__conf *c) {
   const sluice_policy_setting *st;
   char p[96];
   int i, rc;
   for (i = 0; (st = sluice_policy_setting_at(i)) != NULL; i++) {
-    if ((st->max == 0) != (burst != 0))
-      continue;
     snprintf(p, sizeof p, "%s.%s", st->group, st->name);
     if ((rc = range(k, p, *sluice__setting_cfield(c, i) / st->unit_ns,
-                    st->min, st->max ? st->max : burst)))
+                    st->min, st->max)))
       return rc;
   }
   return SLUICE_OK;
@@ -190,7 +116,6 @@ int sluice__policy_config_check2(const sluice__conf *c, char *path,
           msg ? msg : mbuf, msg ? msglen : sizeof mbuf};
   char p[128];
   int i, j, rc;
-  int64_t min_burst = SLUICE_COUNT_MAX;
 
   if (k.pathlen)
     k.path[0] = '\0';
@@ -198,98 +123,26 @@ int sluice__policy_config_check2(const sluice__conf *c, char *path,
     k.msg[0] = '\0';
   if ((rc = range(&k, "tiers", c->ntiers, 1, SLUICE_POLICY_TIERS_MAX)))
     return rc;
-  /* The table's settings with fixed bounds first: a tier's buckets are
-  ** checked against degraded_percent. */
-  if ((rc = check_settings(&k, c, 0)))
+  if ((rc = check_settings(&k, c)))
     return rc;
   for (i = 0; i < c->ntiers; i++) {
-    const sluice__tier *t = &c->tiers[i];
-    if (!name_ok(t->name))
-      return fail(&k, "tiers",
+    const char *t = c->tiers[i].name;
+    snprintf(p, sizeof p, "tiers.[%d]", i);
+    if (!name_ok(t))
+      return fail(&k, p,
                   "tier %lld: a name is 1..31 of [A-Za-z0-9_-], starting "
                   "with a letter",
                   i, 0, 0);
     for (j = 0; j < i; j++)
-      if (strcmp(c->tiers[j].name, t->name) == 0) {
-        snprintf(p, sizeof p, "tiers.%s", t->name);
-        return fail(&k, p, "tier defined twice", 0, 0, 0);
-      }
-    if ((rc = check_bucket(&k, t->name, "tenant", t->tenant_rate,
-                           t->tenant_period_ns, t->tenant_burst,
-                           c->degraded_percent)))
-      return rc;
-    if ((rc = check_bucket(&k, t->name, "key", t->key_rate, t->key_period_ns,
-                           t->key_burst, c->degraded_percent)))
-      return rc;
-    snprintf(p, sizeof p, "tiers.%s.strikes", t->name);
-    if ((rc = range(&k, p, t->strike_threshold, 1, (1 << 20) - 1)))
-      return rc;
-    snprintf(p, sizeof p, "tiers.%s.reconcile_concurrency", t->name);
-    if ((rc = range(&k, p, t->reconcile_concurrency, 1, SLUICE_GROUP_MAX)))
-      return rc;
-    snprintf(p, sizeof p, "tiers.%s.export_concurrency", t->name);
-    if ((rc = range(&k, p, t->export_concurrency, 1, SLUICE_GROUP_MAX)))
-      return rc;
-    snprintf(p, sizeof p, "tiers.%s.exports_per_window", t->name);
-    if ((rc = range(&k, p, t->exports_per_window, 1, SLUICE_COUNT_MAX)))
-      return rc;
-    snprintf(p, sizeof p, "tiers.%s.level3", t->name);
-    if (t->level3 != SLUICE_L3_SUSPEND && t->level3 != SLUICE_L3_PAGE)
-      return fail(&k, p, "must be \"suspend\" or \"page\" (got %lld)",
-                  t->level3, 0, 0);
-    if (t->tenant_burst < min_burst)
-      min_burst = t->tenant_burst;
-    if (t->key_burst < min_burst)
-      min_burst = t->key_burst;
+      if (strcmp(c->tiers[j].name, t) == 0)
+        return fail(&k, p, "tier named twice", 0, 0, 0);
   }
-  /* Costs: a request must fit the smallest bucket. */
-  if ((rc = check_settings(&k, c, min_burst)))
-    return rc;
-  /* The long range is the heavier export: cheaper would reward asking for
-  ** more. */
-  if (c->export_long_cost < c->cost[SLUICE_EP_EXPORT])
-    return fail(&k, "costs.export_long",
-                "must be at least costs.export (got %lld, costs.export is "
-                "%lld)",
-                c->export_long_cost, c->cost[SLUICE_EP_EXPORT], 0);
-  /* No route at all would class no request by its method and route: a
-  ** table emptied by mistake, not a policy. */
-  if (c->nroutes < 1 && c->declared_routes < 1)
-    return fail(&k, "routes", "must list at least one route (got %lld)",
-                c->nroutes, 0, 0);
-  if ((rc = range(&k, "routes", c->nroutes, 0, SLUICE_POLICY_ROUTES_MAX)))
-    return rc;
-  for (i = 0; i < c->nroutes; i++) {
-    const sluice__route *r = &c->routes[i];
-    size_t ml = strnlen(r->method, sizeof r->method);
-    size_t rl = strnlen(r->route, sizeof r->route);
-    snprintf(p, sizeof p, "routes.[%d].method", i);
-    if (ml == 0 || ml >= sizeof r->method)
-      return fail(&k, p, "must be 1..7 characters (\"*\": any)", 0, 0, 0);
-    snprintf(p, sizeof p, "routes.[%d].route", i);
-    if (rl == 0 || rl >= sizeof r->route || r->route[0] != '/')
-      return fail(&k, p, "must start with '/' and be at most %lld bytes",
-                  SLUICE_POLICY_ROUTE_MAX, 0, 0);
-    snprintf(p, sizeof p, "routes.[%d].class", i);
-    if ((rc = range(&k, p, r->endpoint_class, 1, SLUICE_EP__COUNT - 1)))
-      return rc;
-  }
-  if (c->fail_closed_mask &
-      ~((1u << SLUICE_EP__COUNT) - 1u - 1u)) /* bit 0 is AUTO */
-    return fail(&k, "failure.fail_closed", "unknown endpoint class bits %llx",
-                c->fail_closed_mask, 0, 0);
   if (c->shadow != 0 && c->shadow != 1)
     return fail(&k, "shadow", "must be true or false (got %lld)", c->shadow,
                 0, 0);
   if (c->shadow_features & ~(int64_t)SLUICE_SHADOW_ALL)
     return fail(&k, "shadow_features", "unknown feature bits %llx",
                 c->shadow_features, 0, 0);
-  for (i = 0; i < c->ntiers; i++)
-    if (c->tiers[i].shadow_features & ~(int64_t)SLUICE_SHADOW_ALL) {
-      snprintf(p, sizeof p, "tiers.%s.shadow_features", c->tiers[i].name);
-      return fail(&k, p, "unknown feature bits %llx",
-                  c->tiers[i].shadow_features, 0, 0);
-    }
   if (!memchr(c->host_counters, 0, sizeof c->host_counters) ||
       !memchr(c->host_degraded_store, 0, sizeof c->host_degraded_store) ||
       !memchr(c->host_deny_cache, 0, sizeof c->host_deny_cache))
@@ -381,12 +234,6 @@ static int get_scaled(ld *l, const config_setting_t *g, const char *gpath,
   return SLUICE_OK;
 }
 
-/* A setting without a unit: every int64 fits, the validator judges it. */
-static int get_int(ld *l, const config_setting_t *g, const char *gpath,
-                   const char *name, int64_t *out) {
-  return get_scaled(l, g, gpath, name, 1, 0, 0, out);
-}
-
 static int get_bool(ld *l, const config_setting_t *g, const char *gpath,
                     const char *name, int *out) {
   config_setting_t *s = config_setting_get_member(g, name);
@@ -418,179 +265,47 @@ static int get_features(ld *l, const config_setting_t *g, const char *gpath,
                                     "leases, fail_closed, all)");
 }
 
-static int class_of(const char *s) {
-  int i;
-  for (i = 1; i < SLUICE_EP__COUNT; i++)
-    if (strcmp(s, sluice__class_name(i)) == 0)
-      return i;
-  return 0;
-}
-
-static int load_bucket(ld *l, const config_setting_t *t, const char *tpath,
-                       const char *which, int64_t *rate, int64_t *period,
-                       int64_t *burst) {
-  static const char *const names[] = {"rate", "period_ms", "burst", NULL};
-  char p[160];
-  int rc;
-  const config_setting_t *g;
-  join(p, sizeof p, tpath, which);
-  g = group_of(l, t, which, p, &rc);
-  if (rc || !g)
-    return rc;
-  if ((rc = only(l, g, p, names)) || (rc = get_int(l, g, p, "rate", rate)) ||
-      (rc = get_scaled(l, g, p, "period_ms", MS, 1, PERIOD_MS_MAX, period)) ||
-      (rc = get_int(l, g, p, "burst", burst)))
-    return rc;
-  return SLUICE_OK;
-}
-
+/* tiers = [ "sandbox", "growth", ... ]: the names, in order (the
+** counters' rows).  Their form is the validator's. */
 static int load_tiers(ld *l, const config_setting_t *root,
                       sluice__conf *c) {
-  static const char *const names[] = {
-      "tenant", "key", "strikes", "reconcile_concurrency",
-      "export_concurrency", "exports_per_window", "level3",
-      "shadow_features", NULL};
-  sluice__conf dflt;
-  const config_setting_t *tiers;
-  int i, j, n, rc;
-  char p[160];
-
-  tiers = group_of(l, root, "tiers", "tiers", &rc);
-  if (rc || !tiers)
-    return rc;
+  const config_setting_t *tiers = config_setting_get_member(root, "tiers");
+  int i, n;
+  if (!tiers)
+    return SLUICE_OK;
+  if (!config_setting_is_array(tiers) && !config_setting_is_list(tiers))
+    return lerr(l, tiers, "tiers",
+                "must be an array of names [ \"sandbox\", ... ]");
   n = config_setting_length(tiers);
   if (n < 1 || n > SLUICE_POLICY_TIERS_MAX)
-    return lerr(l, tiers, "tiers", "must define 1..8 tiers");
-  sluice__conf_defaults(&dflt);
+    return lerr(l, tiers, "tiers", "must name 1..8 tiers");
   c->ntiers = n;
   for (i = 0; i < n; i++) {
     config_setting_t *t = config_setting_get_elem(tiers, (unsigned)i);
-    const char *nm = config_setting_name(t);
-    sluice__tier *tt = &c->tiers[i];
-    const config_setting_t *l3;
-    join(p, sizeof p, "tiers", nm);
-    if (!config_setting_is_group(t))
-      return lerr(l, t, p, "must be a group { ... }");
-    if (strlen(nm) > SLUICE_POLICY_NAME_MAX)
-      return lerr(l, t, p, "tier name longer than 31 bytes");
-    memset(tt, 0, sizeof *tt);
-    tt->tenant_period_ns = tt->key_period_ns = S;
-    for (j = 0; j < dflt.ntiers; j++)
-      if (strcmp(dflt.tiers[j].name, nm) == 0)
-        *tt = dflt.tiers[j];
-    snprintf(tt->name, sizeof tt->name, "%s", nm);
-    if ((rc = only(l, t, p, names)) ||
-        (rc = load_bucket(l, t, p, "tenant", &tt->tenant_rate,
-                          &tt->tenant_period_ns, &tt->tenant_burst)) ||
-        (rc = load_bucket(l, t, p, "key", &tt->key_rate, &tt->key_period_ns,
-                          &tt->key_burst)) ||
-        (rc = get_int(l, t, p, "strikes", &tt->strike_threshold)) ||
-        (rc = get_int(l, t, p, "reconcile_concurrency",
-                      &tt->reconcile_concurrency)) ||
-        (rc = get_int(l, t, p, "export_concurrency",
-                      &tt->export_concurrency)) ||
-        (rc = get_int(l, t, p, "exports_per_window",
-                      &tt->exports_per_window)) ||
-        (rc = get_features(l, t, p, &tt->shadow_features)))
-      return rc;
-    l3 = config_setting_get_member(t, "level3");
-    if (l3) {
-      const char *v = config_setting_get_string(l3);
-      char lp[200];
-      snprintf(lp, sizeof lp, "%.100s.level3", p);
-      if (v && strcmp(v, "suspend") == 0)
-        tt->level3 = SLUICE_L3_SUSPEND;
-      else if (v && strcmp(v, "page") == 0)
-        tt->level3 = SLUICE_L3_PAGE;
-      else
-        return lerr(l, l3, lp, "must be \"suspend\" or \"page\"");
-    }
+    const char *nm = config_setting_get_string(t);
+    char p[32];
+    snprintf(p, sizeof p, "tiers.[%d]", i);
+    if (!nm || strlen(nm) > SLUICE_POLICY_NAME_MAX)
+      return lerr(l, t, p, "must be a name of 1..31 bytes");
+    snprintf(c->tiers[i].name, sizeof c->tiers[i].name, "%s", nm);
   }
   return SLUICE_OK;
 }
 
-static int load_routes(ld *l, const config_setting_t *root,
-                       sluice__conf *c) {
-  static const char *const names[] = {"method", "route", "class", NULL};
+/* routes: a list, of at least one entry; declared_conf.c reads them. */
+static int load_routes(ld *l, const config_setting_t *root) {
   const config_setting_t *rs = config_setting_get_member(root, "routes");
-  int i, k, n, rc;
-  char p[160];
   if (!rs)
     return SLUICE_OK;
   if (!config_setting_is_list(rs))
     return lerr(l, rs, "routes", "must be a list ( {...}, ... )");
-  n = config_setting_length(rs);
-  c->nroutes = 0;
-  c->declared_routes = 0;
-  for (k = 0; k < n; k++) {
-    config_setting_t *r = config_setting_get_elem(rs, (unsigned)k);
-    config_setting_t *m, *ro, *cl;
-    const char *v;
-    /* A route of declared limits: declared_conf.c reads it. */
-    if (sluice__decl_route_is(r)) {
-      c->declared_routes++;
-      continue;
-    }
-    if (c->nroutes == SLUICE_POLICY_ROUTES_MAX)
-      return lerr(l, rs, "routes", "at most 32 routes");
-    i = c->nroutes++;
-    snprintf(p, sizeof p, "routes.[%d]", k);
-    if (!config_setting_is_group(r))
-      return lerr(l, r, p, "must be a group { method; route; class; }");
-    if ((rc = only(l, r, p, names)))
-      return rc;
-    m = config_setting_get_member(r, "method");
-    ro = config_setting_get_member(r, "route");
-    cl = config_setting_get_member(r, "class");
-    memset(&c->routes[i], 0, sizeof c->routes[i]);
-    snprintf(p, sizeof p, "routes.[%d].method", k);
-    if (!m || !(v = config_setting_get_string(m)) ||
-        strlen(v) >= sizeof c->routes[i].method || !v[0])
-      return lerr(l, m ? m : r, p, "must be a string of 1..7 characters");
-    snprintf(c->routes[i].method, sizeof c->routes[i].method, "%s", v);
-    snprintf(p, sizeof p, "routes.[%d].route", k);
-    if (!ro || !(v = config_setting_get_string(ro)) || v[0] != '/' ||
-        strlen(v) > SLUICE_POLICY_ROUTE_MAX)
-      return lerr(l, ro ? ro : r, p,
-                  "must be a string starting with '/', at most 127 bytes");
-    snprintf(c->routes[i].route, sizeof c->routes[i].route, "%s", v);
-    snprintf(p, sizeof p, "routes.[%d].class", k);
-    if (!cl || !(v = config_setting_get_string(cl)) || !class_of(v))
-      return lerr(l, cl ? cl : r, p,
-                  "must be one of \"standard\", \"reconcile\", \"export\", "
-                  "\"job_poll\", \"auth\"");
-    c->routes[i].endpoint_class = class_of(v);
-  }
-  return SLUICE_OK;
-}
-
-/* failure.fail_closed: [ "reconcile", ... ] into class bits (the group's
-** numbers are the table's). */
-static int load_fail_closed(ld *l, const config_setting_t *root,
-                            sluice__conf *c) {
-  const config_setting_t *g, *fc;
-  int rc, i, n;
-  g = group_of(l, root, "failure", "failure", &rc);
-  if (rc || !g || !(fc = config_setting_get_member(g, "fail_closed")))
-    return rc;
-  if (!config_setting_is_array(fc) && !config_setting_is_list(fc))
-    return lerr(l, fc, "failure.fail_closed",
-                "must be an array of class names [ \"auth\", ... ]");
-  c->fail_closed_mask = 0;
-  n = config_setting_length(fc);
-  for (i = 0; i < n; i++) {
-    config_setting_t *e = config_setting_get_elem(fc, (unsigned)i);
-    const char *v = config_setting_get_string(e);
-    int cls = v ? class_of(v) : 0;
-    if (!cls)
-      return lerr(l, e, "failure.fail_closed", "unknown endpoint class");
-    c->fail_closed_mask |= 1u << cls;
-  }
+  if (config_setting_length(rs) < 1)
+    return lerr(l, rs, "routes", "must list at least one route (got 0)");
   return SLUICE_OK;
 }
 
 /* The table's settings (settings.c), a group at a time: its rows are
-** consecutive.  failure.fail_closed is read by load_fail_closed. */
+** consecutive. */
 static int load_settings(ld *l, const config_setting_t *root,
                          sluice__conf *c) {
   const sluice_policy_setting *first, *st;
@@ -603,8 +318,6 @@ static int load_settings(ld *l, const config_setting_t *root,
                 strcmp(st->group, first->group) == 0 && n < 30;
          j++)
       names[n++] = st->name;
-    if (strcmp(first->group, "failure") == 0)
-      names[n++] = "fail_closed";
     names[n] = NULL;
     g = group_of(l, root, first->group, first->group, &rc);
     if (rc)
@@ -652,16 +365,14 @@ static int load_host(ld *l, const config_setting_t *root,
   return SLUICE_OK;
 }
 
-/* The setting at a path as the validator names it ("routes.[2].class").
-** When the file does not set it (a default is at fault: a default cost
-** larger than a bucket the file made smaller, a setting a new tier left
-** out), *exact is 0 and the nearest ancestor in the file is returned. */
+/* The setting at a path as the validator names it ("tiers.[2]"), or its
+** nearest ancestor in the document.  Every default is valid, so the
+** setting at fault is one the file or a set call made. */
 static const config_setting_t *lookup_path(const config_t *cf,
-                                           const char *path, int *exact) {
+                                           const char *path) {
   const config_setting_t *cur = config_root_setting(cf), *next;
   char part[128];
   const char *p = path;
-  *exact = 1;
   while (*p) {
     size_t n = strcspn(p, ".");
     if (n >= sizeof part)
@@ -673,10 +384,8 @@ static const config_setting_t *lookup_path(const config_t *cf,
                                                             10));
     else
       next = config_setting_get_member(cur, part);
-    if (!next) {
-      *exact = 0;
+    if (!next)
       return cur;
-    }
     cur = next;
     p += n;
     if (*p == '.')
@@ -772,8 +481,7 @@ int sluice__conf_resolve(const config_t *cf, const char *path,
                          sluice__conf *out, sluice__decl *dl, char *err,
                          size_t errlen, char *warn, size_t warnlen) {
   static const char *const top[] = {"shadow", "shadow_features", "tiers",
-                                    "costs",  "routes",  "penalty", "auth",
-                                    "heavy",  "failure", "host",
+                                    "routes", "failure", "host",
                                     "breaker", "ip_backstop", "client_ip",
                                     "shadow_when", "attributes",
                                     "untrusted", "optional",
@@ -790,9 +498,8 @@ int sluice__conf_resolve(const config_t *cf, const char *path,
   if ((rc = only(&l, root, "", top)) ||
       (rc = get_bool(&l, root, "", "shadow", &c.shadow)) ||
       (rc = get_features(&l, root, "", &c.shadow_features)) ||
-      (rc = load_tiers(&l, root, &c)) || (rc = load_routes(&l, root, &c)) ||
-      (rc = load_settings(&l, root, &c)) ||
-      (rc = load_fail_closed(&l, root, &c)) || (rc = load_host(&l, root, &c)) ||
+      (rc = load_tiers(&l, root, &c)) || (rc = load_routes(&l, root)) ||
+      (rc = load_settings(&l, root, &c)) || (rc = load_host(&l, root, &c)) ||
       (rc = sluice__decl_load(root, path, dl, err, errlen, warn, warnlen)))
     return rc;
   {
@@ -800,19 +507,12 @@ int sluice__conf_resolve(const config_t *cf, const char *path,
     rc = sluice__policy_config_check2(&c, vpath, sizeof vpath, vmsg,
                                       sizeof vmsg);
     if (rc != SLUICE_OK) {
-      int exact;
-      const config_setting_t *s = lookup_path(cf, vpath, &exact);
+      const config_setting_t *s = lookup_path(cf, vpath);
       int line = s ? (int)config_setting_source_line(s) : 0;
-      char at[24] = "";
-      if (line > 0)
-        snprintf(at, sizeof at, ":%d", line);
-      if (err && errlen && exact && line == 0)
+      if (err && errlen && line == 0)
         snprintf(err, errlen, "set: %s: %s", vpath, vmsg);
-      else if (err && errlen && !exact && strcmp(path, "set") == 0)
-        snprintf(err, errlen, "set: %s (a default): %s", vpath, vmsg);
       else if (err && errlen)
-        snprintf(err, errlen, "%s%s: %s%s: %s", path, at, vpath,
-                 exact ? "" : " (not set in the file)", vmsg);
+        snprintf(err, errlen, "%s:%d: %s: %s", path, line, vpath, vmsg);
       return rc;
     }
   }

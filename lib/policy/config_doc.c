@@ -73,44 +73,11 @@ static int fill(config_setting_t *d, const config_setting_t *src) {
   }
 }
 
-/* The built-in tiers (empty groups: a built-in name starts from its
-** built-in values) or routes, where a call names one and the document has
-** none: naming a tier must not drop the other built-in ones. */
-static int builtin(config_setting_t *root, const char *name,
-                   config_setting_t **out) {
-  sluice__conf d;
-  int i;
-  sluice__conf_defaults(&d);
-  if (strcmp(name, "tiers") == 0) {
-    if (!(*out = config_setting_add(root, name, CONFIG_TYPE_GROUP)))
-      return -1;
-    for (i = 0; i < d.ntiers; i++)
-      if (!config_setting_add(*out, d.tiers[i].name, CONFIG_TYPE_GROUP))
-        return -1;
-    return 0;
-  }
-  if (!(*out = config_setting_add(root, name, CONFIG_TYPE_LIST)))
-    return -1;
-  for (i = 0; i < d.nroutes; i++) {
-    config_setting_t *r = config_setting_add(*out, NULL, CONFIG_TYPE_GROUP);
-    config_setting_t *m, *ro, *cl;
-    if (!r || !(m = config_setting_add(r, "method", CONFIG_TYPE_STRING)) ||
-        !(ro = config_setting_add(r, "route", CONFIG_TYPE_STRING)) ||
-        !(cl = config_setting_add(r, "class", CONFIG_TYPE_STRING)) ||
-        !config_setting_set_string(m, d.routes[i].method) ||
-        !config_setting_set_string(ro, d.routes[i].route) ||
-        !config_setting_set_string(cl, sluice__class_name(
-                                           d.routes[i].endpoint_class)))
-      return -1;
-  }
-  return 0;
-}
-
 /* One path component of `cur`: a member by name or "[i]" an element;
 ** with `make`, a missing group member is created (a group) and "[n]" of a
 ** list adds a group.  NULL with *why set when it cannot be. */
 static config_setting_t *step(config_setting_t *cur, const char *part,
-                              int make, int top, const char **why) {
+                              int make, const char **why) {
   config_setting_t *next;
   if (part[0] == '[') {
     char *end;
@@ -138,12 +105,8 @@ static config_setting_t *step(config_setting_t *cur, const char *part,
   }
   if ((next = config_setting_get_member(cur, part)) || !make)
     return next;
-  if (top && (strcmp(part, "tiers") == 0 || strcmp(part, "routes") == 0)) {
-    if (builtin(cur, part, &next) == 0)
-      return next;
-  } else if ((next = config_setting_add(cur, part, CONFIG_TYPE_GROUP))) {
+  if ((next = config_setting_add(cur, part, CONFIG_TYPE_GROUP)))
     return next;
-  }
   *why = "not a valid setting name";
   return NULL;
 }
@@ -217,8 +180,8 @@ static int apply(config_t *doc, const char *path, const char *value,
   }
   src = config_setting_get_member(config_root_setting(&v), "v");
   for (i = 0; i < n - 1 && cur; i++)
-    cur = step(cur, parts[i], 1, i == 0, &why);
-  dst = cur ? step(cur, parts[n - 1], 0, 0, &why) : NULL;
+    cur = step(cur, parts[i], 1, &why);
+  dst = cur ? step(cur, parts[n - 1], 0, &why) : NULL;
   if (!cur) {
     errf(err, errlen, path, why);
     goto out;
@@ -243,7 +206,7 @@ static int apply(config_t *doc, const char *path, const char *value,
              ? SLUICE_OK
              : SLUICE_ECONFIG;
   } else if (parts[n - 1][0] == '[') {
-    dst = step(cur, parts[n - 1], 1, 0, &why);
+    dst = step(cur, parts[n - 1], 1, &why);
     rc = dst && config_setting_is_group(src) && fill(dst, src) == 0
              ? SLUICE_OK
              : SLUICE_ECONFIG;
@@ -417,12 +380,10 @@ int sluice__config_build(const sluice_policy_config *h, sluice__conf *out,
   if (rc == SLUICE_OK)
     config_destroy(&doc);
   if (rc == SLUICE_OK && (dl ? dl : tmp)->nroutes == 0) {
-    /* Nothing a request could be decided on: the built-in endpoint
-    ** classes are gone (issue 37). */
+    /* Nothing a request could be decided on. */
     snprintf(err, errlen,
-             "%s: routes: no route applies declared limits (the built-in "
-             "endpoint classes are gone; etc/ledger.conf is the ledger API's "
-             "policy)",
+             "%s: routes: no route (a policy lists its routes and the "
+             "limits they apply; etc/ledger.conf is the ledger API's)",
              h->file ? h->file : "(configuration)");
     rc = SLUICE_EINVAL;
   }

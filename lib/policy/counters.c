@@ -21,7 +21,7 @@
 #include "policy_int.h"
 
 #define CTR_MAGIC UINT64_C(0x31727463636c73) /* "slcctr1" */
-#define CTR_LAYOUT 4u
+#define CTR_LAYOUT 5u /* 5: no export_cap outcome */
 
 _Static_assert(SLUICE__DROUTES_MAX + 1 <= SLUICE__CTR_ROUTES,
                "a policy's routes and none fit the rows by route");
@@ -58,7 +58,7 @@ void sluice__route_label(const sluice_policy *p, int i,
     e = &p->decl->routes[j];
     if (!strcmp(e->method, r->method) && !strcmp(e->route, r->route)) {
       size_t n = strlen(label);
-      snprintf(label + n, SLUICE__CTR_LABEL - n, " #%d", r->index + 1);
+      snprintf(label + n, SLUICE__CTR_LABEL - n, " #%d", i + 1);
       return;
     }
   }

@@ -5,35 +5,13 @@
 ** deny cache, the breaker, the store's part, the failure mode and shadow
 ** mode, in that order.  The flow's parts live beside it: request.c (the
 ** request context), programs.c (programs and the store calls),
-** tenant.c, auth.c, verdict.c (results into the decision), failure.c;
-** flow.h declares what they share.  The other files cite the choices
-** below by letter.
+** declared.c and declared_penalty.c (the file's limits and boxes),
+** verdict.c (results into the decision), failure.c; flow.h declares what
+** they share.  The other files cite the choices below by letter.
 **
 ** Every decision is a program (sluice/program.h) per hash-tag group, run
 ** as ONE atomic store call: no other process's operation lands between a
 ** request's box check and its charge, and a request never half-happens.
-**
-** Tenant request (every class but auth), one program over {t:T}:
-**
-**   box CHECK pb:{t:T}:K  -- boxed: 429 Active-Lockout (403 if suspended),
-**        |                   nothing else runs
-**   GCRA group [rl:{t:T}:tb, rl:{t:T}:kb:K]  -- both or neither charged,
-**        |        the stricter bucket reported (binding); heavy: PEEK
-**        |-- denied: throttled; a strike when the client came back before
-**        |   the Retry-After it was given (the notice record ra:{t:T}:K);
-**        |   strikes trip the box, L1 -> L2 -> L3
-**   heavy?  reconcile: ledger mutex lk:{t:T}:L; export: hourly cap
-**        |  xh:{t:T} CONSUME; then the tenant's lease set
-**        |  cc:{t:T}:<class>:<i>; then the bucket CONSUME
-**   allow (lease id returned for heavy endpoints)
-**
-** Auth request: one program per scope.  The subject's ({s:S}): box CHECK,
-** and on a failure its sliding window of failures, the distinct IPs it
-** failed from, a trip at its limit.  The IP's ({ip:I}): box CHECK, and on
-** a failure (subject not boxed) its failures window, the stuffing window,
-** the distinct subjects it failed for, a level-3 trip on a stuffing
-** signature (or when the subject's program saw too many IPs), else a
-** level-1 trip at its limit.
 **
 ** Route of declared limits (a policy file's `limits`, declared.c): one
 ** program per hash-tag group of its scopes' first attributes, each limit a
@@ -47,19 +25,14 @@
 **     would charge an honest client one strike per throttle episode.  So
 **     each denial leaves a notice (a one-slot lease that lives for the
 **     Retry-After given); a denial while a notice is live is a strike.
-**  b) A denied heavy request consumes nothing: every step of its program
-**     is a gate, and a gate's denial undoes what the steps before it wrote
-**     (the export-cap slot, the ledger lock, the lease), all inside the
-**     one atomic call.  The bucket is PEEKed before the leases so that a
-**     throttled request reports a throttle (and strikes) first.
-**  g) Auth: a failure from a boxed IP whose subject is not boxed is still
-**     counted against the subject (its program runs before the IP's is
-**     read); a boxed subject counts nothing.
+**  b) A denied request consumes nothing: every step of its program is a
+**     gate, and a gate's denial undoes what the steps before it wrote (a
+**     cap's slot, a lock, a lease), all inside the one atomic call.
 **  c) Store failure: SLUICE_ETIMEDOUT, SLUICE_EUNAVAIL, SLUICE_EBACKEND,
 **     SLUICE_EIO, SLUICE_EFULL (a store full of live records cannot decide
-**     either) and SLUICE_ENOMEM switch to the failure mode (auth always
-**     fails closed: it has no tier rate to degrade to); any other error is a bug
-**     in the request and is returned.  Every request makes its own
+**     either) and SLUICE_ENOMEM switch to the failure mode (the route's
+**     `failure`: closed, or degraded for a route with a rate limit); any
+**     other error is a bug in the request and is returned.  Every request makes its own
 **     attempt, so a short stall costs only the requests it delays; a
 **     circuit breaker (breaker.c) that sees failures sustained leaves the
 **     store alone for degraded_probe_ns, then lets trial requests probe
@@ -70,15 +43,12 @@
 **     bound must not take the tenants off the store.
 **  d) The degraded limiter is a "mem" limiter, or a shm store the host's
 **     processes share (degraded.c), with the same keys at degraded_percent
-**     of the tier rates and bursts; it has no penalty box.  The boxes the
+**     of the limits' rates and bursts; it has no penalty box.  The boxes the
 **     store reported are kept in the deny cache (deny_cache.c), read in
 **     degraded mode (a failed call or an open breaker alike) and, when
 **     shared, before the store and before the breaker is asked.
-**  e) Suspension (L3, non-enterprise) is SUSPENDED / 403 without a
-**     Retry-After: no wait helps.  Enterprise L3 pages and boxes the key
-**     for enterprise_level3_box_ns (429 Active-Lockout).
-**  f) "Unknown client" and "bad secret" run the same operations and give
-**     the same decision: the decision never sees which one it was.
+**  e) Suspension (a level whose action is suspend) is SUSPENDED / 403
+**     without a Retry-After: no wait helps.
 */
 #include <string.h>
 
@@ -102,7 +72,7 @@ static int status_of(int outcome) {
 
 /* Shadow mode, whole or per feature: a refusal of a feature not enforced
 ** is served, d->outcome keeping what enforcement would have done.  A box
-** passed over (tenant.c) is that outcome when nothing enforced
+** passed over (declared_penalty.c) is that outcome when nothing enforced
 ** refused. */
 static void shadow_apply(sluice__ctx *c, int row, sluice_decision *d) {
   if (c->box_shadowed &&
@@ -156,7 +126,7 @@ int sluice__decide_begin(sluice_policy *p, const sluice_request *q,
   rc = sluice__resolve(p, q, c, d);
   if (rc != SLUICE_OK)
     return rc;
-  c->shadow = sluice__shadow_mask(&p->cfg, p->shadow, c->tier);
+  c->shadow = sluice__shadow_mask(&p->cfg, p->shadow);
   if (c->droute >= 0) /* the file's shadow_when, by the request */
     c->shadow = (c->shadow | sluice__shadow_when(c)) & SLUICE_SHADOW_ALL;
   c->box_shadowed = 0;

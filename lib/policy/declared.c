@@ -38,7 +38,7 @@
 int sluice__decl_match(const sluice_policy *p, const sluice_request *q) {
   const sluice__decl *dl = p->decl;
   const char *method = q->method, *route = q->route;
-  int i, j;
+  int i;
   if (!dl || !method || !route)
     return -1;
   for (i = 0; i < dl->nroutes; i++) {
@@ -60,12 +60,6 @@ int sluice__decl_match(const sluice_policy *p, const sluice_request *q) {
       if (!sluice__match_ok(&c, dr->when))
         continue;
     }
-    /* A class route earlier in the file wins (first match): it is the
-    ** (index - i)-th class route or before. */
-    for (j = 0; j < dr->index - i && j < p->cfg.nroutes; j++)
-      if (sluice__route_match(p->cfg.routes[j].method, p->cfg.routes[j].route,
-                              method, route))
-        return -1;
     return i;
   }
   return -1;
@@ -560,7 +554,7 @@ static uint64_t fold_scope(uint64_t h, const keyparts *kp, int *folded) {
 }
 
 /* The degraded limiter's numbers for a limit: degraded_percent of its
-** rate and burst (or window limit), as the built-in tiers' (policy.c). */
+** rate and burst (or window limit). */
 static void degrade(const sluice_policy *p, const sluice__limit *lm,
                     const sluice__lparams *ps, sluice__lparams *out) {
   int64_t pct = p->cfg.degraded_percent, b;

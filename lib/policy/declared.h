@@ -131,7 +131,6 @@ typedef struct sluice__droute {
   size_t lit; /* its bytes before the first '*' or '{': a request's path
                  must start with them (a cheap first test) */
   sluice__amatch *when; /* attributes the request must have too, or NULL */
-  int index; /* its place in the file's `routes` list */
   int n;     /* limits applied, in order */
   int limit[SLUICE__RLIMITS_MAX];
   sluice__cost *cost; /* n of them */
@@ -279,8 +278,5 @@ int sluice__match_load(const config_setting_t *w, const char *path,
                       const char *file, const sluice__decl *dl,
                       sluice__amatch *out, char *err, size_t errlen);
 int sluice__match_ok(const struct sluice__ctx *c, const sluice__amatch *w);
-
-/* 1 when route entry r of the file lists limits (a declared route). */
-int sluice__decl_route_is(const config_setting_t *r);
 
 #endif

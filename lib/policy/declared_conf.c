@@ -656,11 +656,6 @@ void sluice__decl_run_order(const sluice__decl *dl, sluice__droute *dr) {
         dr->run[k++] = i;
 }
 
-int sluice__decl_route_is(const config_setting_t *r) {
-  return r && config_setting_is_group(r) &&
-         config_setting_get_member(r, "limits") != NULL;
-}
-
 /* Records of limit lm in a program. */
 static int recs_of(const sluice__limit *lm) {
   int64_t m = lm->base.l.max;
@@ -804,7 +799,6 @@ static int load_droute(dctx *x, const config_setting_t *r, int idx,
   dr->route = x->S->route[dr - x->dl->routes];
   dr->when = &x->S->when[dr - x->dl->routes];
   dr->cost = x->S->cost[dr - x->dl->routes];
-  dr->index = idx;
   if ((rc = member_ok(x, r, path, names)))
     return rc;
   v = str_member(r, "method", &m);
@@ -1002,8 +996,6 @@ static int load(dctx *x, const config_setting_t *root, char *warn,
   n = rs && config_setting_is_list(rs) ? config_setting_length(rs) : 0;
   for (i = 0; i < n; i++) {
     const config_setting_t *r = config_setting_get_elem(rs, (unsigned)i);
-    if (!sluice__decl_route_is(r))
-      continue;
     if (dl->nroutes == SLUICE__DROUTES_MAX)
       return derr(x, r, "routes", "at most %s%lld routes of limits", NULL,
                   SLUICE__DROUTES_MAX);

@@ -22,8 +22,7 @@ static void reset_verdict(sluice_decision *d) {
   d->strikes_remaining = 0;
   d->lease_id = 0;
   d->lease_ttl_ns = 0;
-  d->cap_limit = d->cap_window_ns = 0;
-  d->other_quota = d->other_window_ns = 0;
+  d->cap_limit = 0;
 }
 
 /* The deny cache's answer for this request: 1 when a cached box decides

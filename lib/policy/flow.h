@@ -22,14 +22,11 @@ struct sluice__tape;
 typedef struct sluice__ctx {
   sluice_policy *p;
   const sluice_request *req;
-  int tier; /* index, or -1 for auth */
-  int cls;
+  int tier; /* index, or -1: the request names no tier */
   int64_t cost;
   int64_t now;
-  char T[SLUICE_SCOPE_ID_LEN + 1], K[SLUICE_SCOPE_ID_LEN + 1];
-  char I[SLUICE_SCOPE_ID_LEN + 1], S[SLUICE_SCOPE_ID_LEN + 1];
-  char L[SLUICE_SCOPE_ID_LEN + 1];
-  int has_subject;
+  char T[SLUICE_SCOPE_ID_LEN + 1]; /* the events' tenant scope id, or "" */
+  char I[SLUICE_SCOPE_ID_LEN + 1]; /* the client address's (backstop) */
   int store_err; /* first store failure, 0 if none */
   int full;      /* the store had no room for a record (SLUICE_EFULL) */
   int tripped;   /* a box trip emitted events already */
@@ -128,8 +125,7 @@ void sluice__fill_box(sluice__ctx *c, const sluice_verdict *v,
                       sluice_decision *d);
 
 /* declared.c: the route of declared limits whose method, route and
-** `when` match the request (a class route earlier in the file wins), or
-** -1; the store's part of a request on one; release or renew (kind) its
+** `when` match the request (the first in the file), or -1; the store's part of a request on one; release or renew (kind) its
 ** leases. */
 int sluice__decl_match(const sluice_policy *p, const sluice_request *q);
 /* Each of c's route's limits' parameter set for the request into c->ps. */

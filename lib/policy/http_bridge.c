@@ -12,17 +12,10 @@
 **     client must see a normal response, not a 429 it was never given.
 **  b) A suspension is its own answer, SUSPENDED (403 key-suspended,
 **     Active-Lockout, no Retry-After), not a box with a 429's title.
-**  c) The hourly export cap is its own answer, EXPORT_CAP, and its
-**     RateLimit headers are the cap's ("exports": q = the cap, w = its
-**     window, r = 0, Reset and t = until a slot frees), not the token
-**     bucket's, whose full bucket would contradict a Retry-After of an
-**     hour.
 **  d) Strikes remaining are sent only with Warning, where the spec's
 **     example body shows them.
-**  e) Bucket policies are named for their scope, "tenant" and "key", the
-**     binding one first; both are in "points".  The structured t is until
-**     the binding bucket's next point: its tat is reset_ns ahead, and a
-**     point comes back each period / rate.
+**  e) The structured t is until the binding bucket's next point: its tat
+**     is reset_ns ahead, and a point comes back each period / rate.
 **  f) The per-IP backstop's refusal names its window "ip", counted in
 **     "requests"; its t and Reset are the window's end (nothing comes back
 **     before it).
@@ -59,19 +52,15 @@ int sluice_decision_http_facts(const sluice_decision *d,
                                const sluice_request *req,
                                const char *request_id,
                                struct sluice_http_facts *f) {
-  int key_binds;
   if (!d || !f || d->outcome < 0 || d->outcome >= SLUICE_OUTCOME__COUNT)
     return SLUICE_EINVAL;
   memset(f, 0, sizeof *f);
-  key_binds = d->binding == SLUICE_BINDING_KEY;
   if (d->limit > 0 && d->remaining >= 0 && d->remaining <= d->limit) {
     f->limit = d->limit;
     f->remaining = d->remaining;
     f->reset_ns = d->reset_ns > 0 ? d->reset_ns : 0;
     f->next_ns = next_point_ns(d);
     f->quota_unit = "points";
-    if (d->binding == SLUICE_BINDING_TENANT || key_binds)
-      f->policy_name = key_binds ? "key" : "tenant";
     if (d->binding == SLUICE_BINDING_LIMIT && d->limit_name) { /* g */
       f->policy_name = d->limit_name;
       f->quota_unit = d->limit_unit;
@@ -85,13 +74,6 @@ int sluice_decision_http_facts(const sluice_decision *d,
       f->quota = d->policy_quota;
       f->window_s = (d->policy_window_ns + SLUICE__NS_PER_S - 1) /
                     SLUICE__NS_PER_S;
-    }
-    if (f->policy_name && f->quota > 0 && d->other_quota > 0 &&
-        d->other_window_ns > 0) {
-      f->other_policy_name = key_binds ? "tenant" : "key";
-      f->other_quota = d->other_quota;
-      f->other_window_s = (d->other_window_ns + SLUICE__NS_PER_S - 1) /
-                          SLUICE__NS_PER_S;
     }
   }
   if (d->binding == SLUICE_BINDING_LIMIT) { /* h */
@@ -158,20 +140,6 @@ int sluice_decision_http_facts(const sluice_decision *d,
     f->outcome = SLUICE_HTTP_CONCURRENCY;
     f->concurrency_limit = d->cap_limit;
     break;
-  case SLUICE_OUTCOME_EXPORT_CAP:
-    f->outcome = SLUICE_HTTP_EXPORT_CAP;
-    f->limit = f->quota = d->cap_limit;
-    f->window_s = (d->cap_window_ns + SLUICE__NS_PER_S - 1) / SLUICE__NS_PER_S;
-    f->remaining = 0;
-    f->reset_ns = f->next_ns = f->retry_after_ns;
-    f->policy_name = "exports";
-    f->quota_unit = "requests";
-    f->other_quota = f->other_window_s = 0;
-    f->other_policy_name = NULL;
-    f->refill_per_s = 0;
-    if (f->limit <= 0 || f->window_s <= 0) /* a decision made by hand */
-      f->limit = f->quota = f->window_s = f->reset_ns = f->next_ns = 0;
-    break;
   case SLUICE_OUTCOME_CONFLICT:
     f->outcome = SLUICE_HTTP_CONFLICT;
     break;
@@ -179,7 +147,6 @@ int sluice_decision_http_facts(const sluice_decision *d,
     f->outcome = SLUICE_HTTP_FAIL_CLOSED;
     /* Bucket headers from a degraded or absent store would mislead. */
     f->limit = f->remaining = f->reset_ns = f->quota = f->window_s = 0;
-    f->other_quota = f->other_window_s = 0;
     f->npolicies = 0;
     break;
   default: /* ALLOW with allowed == 0 cannot happen; refuse to guess */

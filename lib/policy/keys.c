@@ -1,22 +1,8 @@
 /*
-** The key schema: the only place a store key is spelled.  T, K, L, I, S
-** are the scope ids of tenant, API key, ledger, client IP and auth subject
-** (keyed hashes, SLUICE_SCOPE_ID_LEN hex digits).  The {...} part is the
-** hash tag: every record of a tenant lives in one group so that a
-** decision is one atomic call; the auth scopes are groups of their own.
+** The key schema: the only place a store key is spelled.  I is the
+** scope id of a client address (a keyed hash, SLUICE_SCOPE_ID_LEN hex
+** digits); the {...} part is the hash tag.
 **
-**   rl:{t:T}:tb                tenant bucket (GCRA)
-**   rl:{t:T}:kb:K              key bucket (GCRA)
-**   pb:{t:T}:K                 key's penalty box (strikes, level, offenses)
-**   ra:{t:T}:K                 Retry-After notice (one-slot lease)
-**   lk:{t:T}:L                 ledger lock (reconcile, one-slot lease)
-**   xh:{t:T}                   hourly export cap (fixed window)
-**   cc:{t:T}:reconcile:<i>     reconcile lease slot i (decimal)
-**   cc:{t:T}:export:<i>        export lease slot i
-**   pb:{s:S}  af:{s:S}  sd:{s:S}              subject: box, failures,
-**                                             distinct IPs
-**   pb:{ip:I} af:{ip:I} sd:{ip:I} sf:{ip:I}   IP: box, failures, distinct
-**                                             subjects, stuffing window
 **   ipw:{ip:I}                 per-IP backstop (fixed window)
 **
 ** Declared limits and penalties (declared.c) key their records by the
@@ -85,74 +71,6 @@ static inline sluice_key key_id(char *buf, const char *pre, size_t pl, const cha
 /* PRE a MID [b], the literals' lengths taken at compile time. */
 #define KEY(buf, pre, a, mid, b)                                             \
   key_id((buf), pre, sizeof pre - 1, (a), mid, sizeof mid - 1, (b))
-
-sluice_key sluice__key_tenant_bucket(char *buf, const char *T) {
-  return KEY(buf, "rl:{t:", T, "}:tb", NULL);
-}
-
-sluice_key sluice__key_key_bucket(char *buf, const char *T, const char *K) {
-  return KEY(buf, "rl:{t:", T, "}:kb:", K);
-}
-
-sluice_key sluice__key_key_box(char *buf, const char *T, const char *K) {
-  return KEY(buf, "pb:{t:", T, "}:", K);
-}
-
-sluice_key sluice__key_notice(char *buf, const char *T, const char *K) {
-  return KEY(buf, "ra:{t:", T, "}:", K);
-}
-
-sluice_key sluice__key_ledger(char *buf, const char *T, const char *L) {
-  return KEY(buf, "lk:{t:", T, "}:", L);
-}
-
-sluice_key sluice__key_export_cap(char *buf, const char *T) {
-  return KEY(buf, "xh:{t:", T, "}", NULL);
-}
-
-/* The slot number: below SLUICE_GROUP_MAX, two digits at most. */
-static sluice_key slot_num(char *buf, size_t len, int i) {
-  sluice_key k;
-  if (i >= 10)
-    buf[len++] = (char)('0' + i / 10);
-  buf[len++] = (char)('0' + i % 10);
-  buf[len] = '\0';
-  k.data = buf;
-  k.len = len;
-  return k;
-}
-
-sluice_key sluice__key_slot(char *buf, const char *T, int cls, int i) {
-  sluice_key k = cls == SLUICE_EP_RECONCILE
-                     ? KEY(buf, "cc:{t:", T, "}:reconcile:", NULL)
-                     : KEY(buf, "cc:{t:", T, "}:export:", NULL);
-  return slot_num(buf, k.len, i);
-}
-
-sluice_key sluice__key_slot_next(char *buf, sluice_key first, int i) {
-  size_t pre = first.len - 1; /* slot 0's key is the prefix and "0" */
-  if (buf != first.data)
-    memcpy(buf, first.data, pre);
-  return slot_num(buf, pre, i);
-}
-
-sluice_key sluice__key_auth(char *buf, int scope_kind, int record,
-                            const char *id) {
-  static const char *const rec[4] = {"pb", "af", "sd", "sf"};
-  int ip = scope_kind == SLUICE_SCOPE_IP;
-  size_t n = 2;
-  sluice_key k;
-  memcpy(buf, rec[record & 3], 2);
-  memcpy(buf + n, ip ? ":{ip:" : ":{s:", ip ? 5 : 4);
-  n += ip ? 5 : 4;
-  memcpy(buf + n, id, ID);
-  n += ID;
-  buf[n++] = '}';
-  buf[n] = '\0';
-  k.data = buf;
-  k.len = n;
-  return k;
-}
 
 sluice_key sluice__key_ip_window(char *buf, const char *I) {
   return KEY(buf, "ipw:{ip:", I, "}", NULL);

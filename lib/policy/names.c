@@ -7,14 +7,8 @@
 const char *sluice_outcome_name(int o) {
   static const char *const n[SLUICE_OUTCOME__COUNT] = {
       "allow",       "throttled", "boxed",      "suspended",
-      "concurrency", "conflict",  "export_cap", "unavailable"};
+      "concurrency", "conflict",  "unavailable"};
   return (o >= 0 && o < SLUICE_OUTCOME__COUNT) ? n[o] : "unknown";
-}
-
-const char *sluice__class_name(int c) {
-  static const char *const n[SLUICE_EP__COUNT] = {
-      "auto", "standard", "reconcile", "export", "job_poll", "auth"};
-  return (c >= 0 && c < SLUICE_EP__COUNT) ? n[c] : "unknown";
 }
 
 const char *sluice_event_name(int t) {

@@ -12,76 +12,10 @@
 #include "policy_int.h"
 
 static void derive(sluice_policy *p) {
-  const sluice__conf *c = &p->cfg;
-  int64_t maxrec = 1, maxexp = 1;
-  int i;
-  for (i = 0; i < c->ntiers; i++) {
-    const sluice__tier *t = &c->tiers[i];
-    sluice__tier_rt *r = &p->rt[i];
-    int j;
-    r->bucket[0] = (sluice_gcra_params){t->tenant_rate, t->tenant_period_ns,
-                                        t->tenant_burst};
-    r->bucket[1] =
-        (sluice_gcra_params){t->key_rate, t->key_period_ns, t->key_burst};
-    /* pct% of rate r per period P is exactly r*pct per P*100. */
-    for (j = 0; j < 2; j++) {
-      int64_t b = r->bucket[j].burst * c->degraded_percent / 100;
-      r->degraded[j] = (sluice_gcra_params){
-          r->bucket[j].rate * c->degraded_percent,
-          r->bucket[j].period_ns * 100, b < 1 ? 1 : b};
-    }
-    r->penalty.strike_threshold = t->strike_threshold;
-    r->penalty.strike_window_ns = c->strike_window_ns;
-    r->penalty.box_ns[0] = c->level1_box_ns;
-    r->penalty.box_ns[1] = c->level2_box_ns;
-    r->penalty.box_ns[2] = t->level3 == SLUICE_L3_PAGE
-                               ? c->enterprise_level3_box_ns
-                               : SLUICE_FOREVER;
-    r->penalty.offense_ttl_ns = c->offense_ttl_ns;
-    r->reconcile = (sluice_lease_params){t->reconcile_concurrency,
-                                         c->reconcile_lease_ttl_ns};
-    r->export_ =
-        (sluice_lease_params){t->export_concurrency, c->export_lease_ttl_ns};
-    r->export_cap =
-        (sluice_window_params){t->exports_per_window, c->export_cap_window_ns};
-    if (t->reconcile_concurrency > maxrec)
-      maxrec = t->reconcile_concurrency;
-    if (t->export_concurrency > maxexp)
-      maxexp = t->export_concurrency;
-  }
-  p->reconcile_all =
-      (sluice_lease_params){maxrec, c->reconcile_lease_ttl_ns};
-  p->export_all = (sluice_lease_params){maxexp, c->export_lease_ttl_ns};
-  p->ledger = (sluice_lease_params){1, c->reconcile_lease_ttl_ns};
   /* The Retry-After notice: its TTL comes from the denial (ttl_from). */
   p->notice = (sluice_lease_params){1, 1};
-  p->auth_penalty.strike_threshold = c->auth_subject_failures < (1 << 20) - 1
-                                         ? c->auth_subject_failures
-                                         : (1 << 20) - 1;
-  p->auth_penalty.strike_window_ns = c->auth_window_ns;
-  p->auth_penalty.box_ns[0] = c->auth_box_ns[0];
-  p->auth_penalty.box_ns[1] = c->auth_box_ns[1];
-  p->auth_penalty.box_ns[2] = c->auth_box_ns[2];
-  p->auth_penalty.offense_ttl_ns = c->offense_ttl_ns;
-  p->auth_subject =
-      (sluice_window_params){c->auth_subject_failures, c->auth_window_ns};
-  p->auth_ip = (sluice_window_params){c->auth_ip_failures, c->auth_window_ns};
-  /* The unknown subject counts every subject-less failure, from anyone:
-  ** a count, not a limit (it has no box), as high as every store counts
-  ** exactly (limit * window within 2^52 ns: Redis's doubles). */
-  {
-    int64_t most = ((int64_t)1 << 52) / c->auth_window_ns;
-    p->auth_unknown = (sluice_window_params){
-        most < 1 ? 1 : most > SLUICE_COUNT_MAX ? SLUICE_COUNT_MAX : most,
-        c->auth_window_ns};
-  }
-  p->stuffing =
-      (sluice_window_params){c->stuffing_failures, c->stuffing_window_ns};
-  p->stuffing_subjects =
-      (sluice_distinct_params){c->stuffing_subjects, c->stuffing_window_ns};
-  p->stuffing_ips =
-      (sluice_distinct_params){c->stuffing_ips, c->stuffing_window_ns};
-  p->ip_window = (sluice_window_params){c->ip_limit, c->ip_window_ns};
+  p->ip_window =
+      (sluice_window_params){p->cfg.ip_limit, p->cfg.ip_window_ns};
 }
 
 /* The breaker's parameters: probe_interval_ms is how long it stays open. */

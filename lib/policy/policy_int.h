@@ -1,8 +1,8 @@
 /*
 ** Private side of the policy layer.  The configuration is turned into
 ** algorithm parameters once, at open, so that a decision only builds keys
-** and runs operations.  Counters are atomics indexed by tier (the extra last
-** row is "none": auth requests, which have no tier) and outcome.
+** and runs operations.  Counters are atomics indexed by tier (the extra
+** last row is "none": requests that name no tier) and outcome.
 */
 #ifndef SLUICE_LIB_POLICY_INT_H
 #define SLUICE_LIB_POLICY_INT_H
@@ -12,97 +12,33 @@
 #include "sluice.h"
 #include "breaker.h"
 
-/* The built-in flow's endpoint classes, left in the built-in settings
-** (routes' `class`, costs, fail_closed) until those go too (issue 37):
-** no request reaches the built-in flow any more. */
-enum {
-  SLUICE_EP_AUTO = 0,
-  SLUICE_EP_STANDARD = 1,
-  SLUICE_EP_RECONCILE = 2,
-  SLUICE_EP_EXPORT = 3,
-  SLUICE_EP_JOB_POLL = 4,
-  SLUICE_EP_AUTH = 5,
-  SLUICE_EP__COUNT = 6
-};
-const char *sluice__class_name(int endpoint_class);
-
 #define SLUICE__NS_PER_S INT64_C(1000000000)
 #define SLUICE__NS_PER_MS INT64_C(1000000)
 
-/** What level 3 does to an authenticated key of a tier. */
-enum sluice_level3_action {
-  SLUICE_L3_SUSPEND = 0, /**< suspended until lifted by hand */
-  SLUICE_L3_PAGE = 1     /**< never auto-suspended: a PAGE event and a box
-                              of `enterprise_level3_box_ns` */
-};
-
-/** One tier.  Rates are points per `*_period_ns`. */
+/** One tier: a value a request's tier may take, and a row of the
+ *  counters.  What a tier changes is the policy file's (its limits' and
+ *  penalties' parameter sets `by = "tier"`). */
 typedef struct sluice__tier {
   char name[SLUICE_POLICY_NAME_MAX + 1];
-  int64_t tenant_rate, tenant_period_ns, tenant_burst;
-  int64_t key_rate, key_period_ns, key_burst;
-  int64_t strike_threshold;      /**< strikes in strike_window_ns to trip */
-  int64_t reconcile_concurrency; /**< leases per tenant, 1..SLUICE_GROUP_MAX */
-  int64_t export_concurrency;    /**< leases per tenant, 1..SLUICE_GROUP_MAX */
-  int64_t exports_per_window;    /**< export cap per export_cap_window_ns */
-  int level3;                    /**< enum sluice_level3_action */
-  /** Staged rollout: SLUICE_SHADOW_* features recorded but not enforced
-   *  for this tier (on top of sluice__conf.shadow_features). */
-  int64_t shadow_features;
 } sluice__tier;
-
-/** One route of the route table (first match wins).  `method` "*" matches
- *  any method; a `route` ending in '*' matches by prefix. */
-typedef struct sluice__route {
-  char method[8];
-  char route[SLUICE_POLICY_ROUTE_MAX + 1];
-  int endpoint_class; /**< enum sluice_endpoint_class, not AUTO */
-} sluice__route;
 
 /* The whole policy, resolved from a configuration's document (config.c,
 ** config_doc.c): what the decision path reads.  Internal, not ABI. */
 typedef struct sluice__conf {
   int ntiers;
   sluice__tier tiers[SLUICE_POLICY_TIERS_MAX];
-  int nroutes; /**< 1..SLUICE_POLICY_ROUTES_MAX: an empty table is refused */
-  sluice__route routes[SLUICE_POLICY_ROUTES_MAX];
-  /** Cost per class, indexed by enum sluice_endpoint_class (AUTH unused). */
-  int64_t cost[SLUICE_EP__COUNT];
-  int64_t export_long_cost;      /**< cost when the range exceeds: */
-  int64_t export_long_range_ns;  /**< 90 days */
-  /* Penalty ladder of authenticated keys. */
-  int64_t strike_window_ns;      /**< 60 s */
-  int64_t level1_box_ns;         /**< 5 min */
-  int64_t level2_box_ns;         /**< 60 min */
-  int64_t enterprise_level3_box_ns; /**< box with SLUICE_L3_PAGE: 60 min */
-  int64_t offense_ttl_ns;        /**< 24 h after the last trip */
-  /* Auth endpoint. */
-  int64_t auth_subject_failures; /**< 5 per auth_window_ns */
-  int64_t auth_ip_failures;      /**< 20 per auth_window_ns */
-  int64_t auth_window_ns;        /**< 15 min */
-  int64_t auth_box_ns[3];        /**< 5 min, 60 min, 24 h (IP ban) */
-  int64_t stuffing_failures;     /**< 500 failures from one IP ... */
-  int64_t stuffing_subjects;     /**< ... across 50 distinct subjects ... */
-  int64_t stuffing_ips;          /**< or one subject from 20 distinct IPs */
-  int64_t stuffing_window_ns;    /**< ... in 10 min */
-  /* Heavy endpoints. */
-  int64_t reconcile_lease_ttl_ns; /**< 15 min: max job time + margin */
-  int64_t export_lease_ttl_ns;    /**< 30 min */
-  int64_t export_cap_window_ns;   /**< 1 h */
-  int64_t lease_retry_after_max_ns; /**< cap on 409/429 lease Retry-After:
-                                         30 s (poll the job meanwhile) */
   /* Failure modes. */
-  unsigned fail_closed_mask;     /**< bit (1u << class): reconcile, export,
-                                      auth.  Auth fails closed whatever
-                                      the mask says (no tier to degrade) */
   int64_t fail_closed_retry_after_ns; /**< 15 s */
-  int64_t degraded_percent;      /**< local limiter at 25% of tier rates */
+  int64_t degraded_percent;      /**< local limiter at 25% of the limits'
+                                      rates (a route's failure =
+                                      "degraded") */
   int64_t degraded_probe_ns;     /**< once the circuit breaker opens,
                                       leave the store alone 1 s, then
                                       let trial requests probe it */
   int shadow;                    /**< 1: decide and record, enforce nothing */
   /** Staged rollout: SLUICE_SHADOW_* features recorded but not enforced
-   *  for every tier and for auth (shadow = 1 is all of them). */
+   *  for every request (shadow = 1 is all of them; the file's shadow_when
+   *  adds some by the request's attributes). */
   int64_t shadow_features;
   /* The store's circuit breaker (docs/operations.md "The circuit breaker"): every
   ** request calls the store, each within its own timeout, until failures
@@ -118,18 +54,9 @@ typedef struct sluice__conf {
   ** per client address, checked before anything else. */
   int64_t ip_limit;              /**< requests per ip_window_ns; 0: off */
   int64_t ip_window_ns;          /**< 60 s */
-  /** 0: a strike is a bucket denial while the Retry-After of an earlier
-   *  one still runs, so a client that waits it out never collects one
-   *  (the spec's section 4).  1: every bucket denial is a strike, the
-   *  first included, as the spec's section-6 script counts. */
-  int64_t strike_every_denial;
   /** An IPv6 client address is one scope per prefix of this many bits
    *  (64: one /64, what one subscriber gets); IPv4 counts whole. */
   int64_t ipv6_prefix;
-  /** Routes of the document that list declared limits (docs/policy.md
-   *  "Declared limits"): they live in the policy's sluice__decl, so this
-   *  counts them only (the route table may then be empty). */
-  int64_t declared_routes;
   /** The host-wide segments (the file's "host" group; docs/policy.md):
    *  "" keeps each in the process, "shm:name=/NAME..." shares it between
    *  the processes of a host.  A non-NULL sluice_policy_options field of
@@ -138,15 +65,6 @@ typedef struct sluice__conf {
   char host_degraded_store[SLUICE_POLICY_URI_MAX + 1];
   char host_deny_cache[SLUICE_POLICY_URI_MAX + 1];
 } sluice__conf;
-
-/* Parameters of one tier, derived from the configuration. */
-typedef struct sluice__tier_rt {
-  sluice_gcra_params bucket[2];   /* [0] tenant, [1] key */
-  sluice_gcra_params degraded[2]; /* the same at degraded_percent */
-  sluice_penalty_params penalty;
-  sluice_lease_params reconcile, export_;
-  sluice_window_params export_cap;
-} sluice__tier_rt;
 
 /* Rows of the counters by route: a shared segment gives each route label
 ** it meets a row for its life (routes come and go with reloads), row 0
@@ -187,15 +105,7 @@ struct sluice_policy {
   sluice_policy_event_fn on_event;
   void *userdata;
   int shadow;
-  sluice__tier_rt rt[SLUICE_POLICY_TIERS_MAX];
-  sluice_penalty_params auth_penalty;
-  sluice_window_params auth_subject, auth_ip, stuffing;
-  sluice_window_params auth_unknown; /* failures without a subject */
-  sluice_distinct_params stuffing_subjects, stuffing_ips;
-  sluice_lease_params ledger;
   sluice_lease_params notice; /* one slot; TTL from the denial's Retry-After */
-  /* Lease sets as wide as the widest tier: releases cover any tier. */
-  sluice_lease_params reconcile_all, export_all;
   _Atomic int degraded; /* the last store failure, 0 once one answered */
   _Atomic int64_t full_event_ns; /* the last SLUICE_EVENT_STORE_FULL's now */
   sluice__breaker brk;   /* when to leave the store alone (breaker.c) */
@@ -284,12 +194,12 @@ void sluice__deny_stats(const sluice_policy *p, uint64_t *hits,
                         uint64_t *stored, uint64_t *full);
 
 /* Validation that reports the setting at fault as a libconfig path
-** ("tiers.growth.key.burst") and the problem separately, so that the file
+** ("failure.degraded_percent") and the problem separately, so that the file
 ** loader can turn the path into a line number. */
 int sluice__policy_config_check2(const sluice__conf *cfg, char *path,
                                  size_t pathlen, char *msg, size_t msglen);
 
-/* The built-in defaults (config.c). */
+/* The defaults of the general settings (config.c). */
 int sluice__conf_defaults(sluice__conf *c);
 /* The default policy: etc/ledger.conf's text, embedded at build time
 ** (ledger_conf.c, made by embed_conf.py), and the name its messages
@@ -326,7 +236,6 @@ const struct config_t *sluice__config_doc(const sluice_policy_config *h);
 int64_t *sluice__setting_field(sluice__conf *c, int i);
 const int64_t *sluice__setting_cfield(const sluice__conf *c, int i);
 
-const char *sluice__level3_name(int action);
 /* The index of the tier called name, or -1 (NULL or not configured). */
 int sluice__policy_tier(const sluice_policy *p, const char *name);
 /* Rewrite libconfig text so that every integer literal is read at full
@@ -335,10 +244,9 @@ int sluice__policy_tier(const sluice_policy *p, const char *name);
 int sluice__conf_widen(const char *in, size_t n, char **out, int *line,
                        char *what, size_t whatlen);
 
-/* Staged rollout (shadow.c): the SLUICE_SHADOW_* features not enforced for
-** a tier (-1: auth); `forced`: shadow everything. */
-unsigned sluice__shadow_mask(const sluice__conf *c, int forced,
-                             int tier);
+/* Staged rollout (shadow.c): the SLUICE_SHADOW_* features the
+** configuration leaves in shadow for every request; `forced`: all. */
+unsigned sluice__shadow_mask(const sluice__conf *c, int forced);
 /* 1 when a box in shadow must not end the decision (a later check is
 ** still enforced). */
 int sluice__shadow_past_box(unsigned mask);

@@ -1,6 +1,6 @@
 /*
 ** The request context: a request checked field by field and turned into
-** everything its decision needs (endpoint class, tier, cost, scope ids)
+** everything its decision needs (route, tier, cost, scope ids)
 ** before any store work, so that a bad request changes nothing.
 */
 #include <arpa/inet.h>
@@ -123,7 +123,6 @@ const char *sluice__route_param(const char *pattern, const char *route,
 static int resolve_declared(sluice_policy *p, const sluice_request *q,
                             sluice__ctx *c, sluice_decision *d) {
   int rc;
-  c->cls = SLUICE_EP_STANDARD;
   if (q->cost != 0) {
     d->invalid_field = "cost";
     return SLUICE_EINVAL; /* costs come from the file (a caller attribute) */

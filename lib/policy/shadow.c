@@ -1,8 +1,9 @@
 /*
 ** Staged rollout: which features a decision enforces.  Shadow mode used to
 ** be all or nothing; the spec's rollout reviews the numbers "before enabling
-** the penalty box", so each feature can stay in shadow on its own, for all
-** tiers (shadow_features) or for one (tiers.NAME.shadow_features).
+** the penalty box", so each feature can stay in shadow on its own, for
+** every request (shadow_features) or for those the file's shadow_when
+** entries match (shadow_when.c).
 */
 #include <string.h>
 
@@ -18,7 +19,6 @@ int sluice_shadow_feature_of(int outcome) {
     return SLUICE_SHADOW_PENALTY;
   case SLUICE_OUTCOME_CONCURRENCY:
   case SLUICE_OUTCOME_CONFLICT:
-  case SLUICE_OUTCOME_EXPORT_CAP:
     return SLUICE_SHADOW_LEASES;
   case SLUICE_OUTCOME_UNAVAILABLE:
     return SLUICE_SHADOW_FAIL_CLOSED;
@@ -42,11 +42,8 @@ const char *sluice_shadow_feature_name(int feature) {
   }
 }
 
-unsigned sluice__shadow_mask(const sluice__conf *c, int forced,
-                             int tier) {
+unsigned sluice__shadow_mask(const sluice__conf *c, int forced) {
   int64_t m = c->shadow || forced ? SLUICE_SHADOW_ALL : c->shadow_features;
-  if (tier >= 0 && tier < c->ntiers)
-    m |= c->tiers[tier].shadow_features;
   return (unsigned)(m & SLUICE_SHADOW_ALL);
 }
 
@@ -58,15 +55,11 @@ int sluice__shadow_past_box(unsigned mask) {
 }
 
 int sluice_policy_shadow_features(const sluice_policy *p, const char *tier) {
-  int t;
+  unsigned m;
   if (!p)
     return -1;
-  if (!tier)
-    return (int)sluice__shadow_mask(&p->cfg, p->shadow, -1);
-  t = sluice__conf_tier(&p->cfg, tier);
-  if (p->decl) /* a file's tier: and its shadow_when entries naming it */
-    return (int)((sluice__shadow_mask(&p->cfg, p->shadow, t) |
-                  sluice__shadow_when_tier(p->decl, tier)) &
-                 SLUICE_SHADOW_ALL);
-  return t < 0 ? -1 : (int)sluice__shadow_mask(&p->cfg, p->shadow, t);
+  m = sluice__shadow_mask(&p->cfg, p->shadow);
+  if (tier && p->decl) /* the file's shadow_when entries naming the tier */
+    m |= sluice__shadow_when_tier(p->decl, tier);
+  return (int)(m & SLUICE_SHADOW_ALL);
 }

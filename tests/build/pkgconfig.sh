@@ -44,14 +44,17 @@ libdir=$(dirname "$(dirname "$pc")")
 if $cc -std=c11 -o "$tmp/static" "$consumer" $cflags "$libdir/libsluice.a" \
      ${static_libs//-lsluice/} 2>"$tmp/cc.log" && "$tmp/static"; then ok; else
   cat "$tmp/cc.log"; bad "static consumer did not build or run"; fi
-# The default policy is installed where the programs' --help says.
+# The default policy, the file the library embeds, is installed where the
+# programs' --help says, as sluice.conf.
 conf=$(find "$tmp/root" -name sluice.conf | head -1)
-if [ -n "$conf" ] && cmp -s "$conf" "$src/etc/sluice.conf"; then ok; else
-  bad "etc/sluice.conf not installed (found '$conf')"; fi
-# The default policy, the file the library embeds, installed beside it.
-ledger=$(find "$tmp/root" -name ledger.conf | head -1)
-if [ -n "$ledger" ] && cmp -s "$ledger" "$src/etc/ledger.conf"; then ok; else
-  bad "etc/ledger.conf not installed (found '$ledger')"; fi
+if [ -n "$conf" ] && cmp -s "$conf" "$src/etc/ledger.conf"; then ok; else
+  bad "etc/ledger.conf not installed as sluice.conf (found '$conf')"; fi
+# Every shipped policy, to copy, in DATADIR/sluice/policies.
+for f in "$src"/etc/*.conf; do
+  got=$(find "$tmp/root" -path "*/share/sluice/policies/${f##*/}" | head -1)
+  if [ -n "$got" ] && cmp -s "$got" "$f"; then ok; else
+    bad "${f#"$src"/} not installed in share/sluice/policies (found '$got')"; fi
+done
 help=$(find "$tmp/root" -path '*/bin/sluice' | head -1)
 if [ -n "$help" ] && "$help" simulate --help | grep -qF "${conf#"$tmp/root"}"; then ok; else
   bad "sluice simulate --help does not name ${conf#"$tmp/root"}"; fi

@@ -48,14 +48,19 @@ check "warning: said" \
   "sluice check: warning: $tmp/warn.conf:6: limits.jobs: no route applies it" \
   "$(cat "$tmp/err")"
 
-# A file of the built-in settings alone (no route of declared limits):
-# refused, the built-in endpoint classes being gone.
+# A file of general settings alone (no route): refused, nothing could be
+# decided on it.
 printf 'shadow = false;\n' > "$tmp/classes.conf"
 "$SLUICE" check "$tmp/classes.conf" >/dev/null 2>"$tmp/err"; rc=$?
-check "no declared limits: refused" 1 "$rc"
-check "no declared limits: said" \
-  "sluice check: $tmp/classes.conf: routes: no route applies declared limits (the built-in endpoint classes are gone; etc/ledger.conf is the ledger API's policy)" \
+check "no routes: refused" 1 "$rc"
+check "no routes: said" \
+  "sluice check: $tmp/classes.conf: routes: no route (a policy lists its routes and the limits they apply; etc/ledger.conf is the ledger API's)" \
   "$(cat "$tmp/err")"
+# A route of an endpoint class (the library has none): refused on its line.
+printf 'routes = (\n  { method = "GET"; route = "/x"; class = "standard"; }\n);\n' > "$tmp/classes.conf"
+"$SLUICE" check "$tmp/classes.conf" >/dev/null 2>"$tmp/err"; rc=$?
+check "a class route: refused" 1 "$rc"
+check "a class route: said" 1 "$(grep -c "classes.conf:2: routes.\[0\].class: unknown setting" "$tmp/err")"
 
 "$SLUICE" check "$tmp/none.conf" >/dev/null 2>"$tmp/err"; rc=$?
 check "unreadable: exit 2" 2 "$rc"

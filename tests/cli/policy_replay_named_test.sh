@@ -78,7 +78,7 @@ check "named: the report per limit" \
 # The report's rows and split are the log's tiers: this policy has none
 # (no row or split of the built-in sandbox, growth, enterprise tiers).
 check "named: the report's rows, the log's tiers" \
-"# (no tier)          6           4           2           0           0           0           0           0           0         0         0         2
+"# (no tier)          6           4           2           0           0           0           0           0         0         0         2
 # not enforced: (no tier)=buckets,penalty,leases,fail_closed" \
 "$(grep '^# (no tier)\|^# not enforced' "$tmp/err")"
 

@@ -64,6 +64,16 @@ if got=$(in_root sluice simulate --config /etc/sluice/sluice.conf growth-batch 2
    in_root sluice simulate --help | grep -q '/etc/sluice/sluice.conf'; then
   ok "sluice simulate --config /etc/sluice/sluice.conf, the path its --help names"
 else bad "sluice simulate with /etc/sluice/sluice.conf: $got"; fi
+# The default policy is the ledger API's file, installed as sluice.conf;
+# every shipped policy is beside the others in /usr/share/sluice/policies,
+# and each one loads.
+if in_root cmp -s /etc/sluice/sluice.conf /usr/share/sluice/policies/ledger.conf; then
+  ok "/etc/sluice/sluice.conf is the shipped ledger.conf"
+else bad "/etc/sluice/sluice.conf is not /usr/share/sluice/policies/ledger.conf"; fi
+if got=$(in_root_sh 'ls /usr/share/sluice/policies/*.conf | wc -l; sluice check /usr/share/sluice/policies/*.conf' 2>&1) &&
+   [ "$(echo "$got" | head -1)" -ge 4 ]; then
+  ok "sluice check /usr/share/sluice/policies/*.conf ($(echo "$got" | head -1) files)"
+else bad "sluice check the shipped policies: $got"; fi
 for page in man1/sluice.1 man1/ledger-api.1 man1/batch-client.1 man5/ngx_http_sluice_module.5; do
   if in_root_sh "zcat /usr/share/man/$page.gz | grep -q '^\.TH '"; then ok "man page $page.gz installed"
   else bad "man page $page.gz missing"; fi

@@ -973,10 +973,10 @@ def test_store_that_does_not_open_answers_problem_503(_ng):
 
 
 def test_reload_with_other_tiers_keeps_enforcing(_ng):
-    """The counters segment was made for the built-in tiers; a reload
-    names other tiers (the declared limits ignore their buckets: the tier
-    names the counters' rows).  The new workers keep enforcing (with their
-    own counters, and say so) instead of refusing service."""
+    """The counters segment was made for the default tiers; a reload
+    names other tiers (a tier names the counters' rows).  The new workers
+    keep enforcing (with their own counters, and say so) instead of
+    refusing service."""
     ng = ngxh.Nginx(MODULE, UP.port, workers=2).start()
     try:
         assert ng.get("/v1/x", headers=hdr("k")).status == 200
@@ -984,12 +984,7 @@ def test_reload_with_other_tiers_keeps_enforcing(_ng):
         with open(pol) as f:
             text = f.read()
         with open(pol, "w") as f:
-            f.write(text + "tiers = { t2 = {"
-                    " tenant = { rate = 1; period_ms = 1000; burst = 100; };"
-                    " key = { rate = 1; period_ms = 1000; burst = 100; };"
-                    " strikes = 5; reconcile_concurrency = 1;"
-                    " export_concurrency = 1; exports_per_window = 1;"
-                    " level3 = \"suspend\"; }; };\n")
+            f.write(text + "tiers = [ \"t2\" ];\n")
         old = set(ng.workers())
         os.kill(ng.master(), signal.SIGHUP)
         wait_until(lambda: not (set(ng.workers()) & old) and

@@ -132,10 +132,8 @@ Test(policy_counters, without_the_option_each_policy_counts_alone) {
   sluice_policy_close(b);
 }
 
-/* TODO(issue 37: goes with the built-in flow): a segment's tiers are the built-in
-** `tiers` group's, which the ledger file's configuration still carries;
-** port this to whatever names a declared policy's counters (the tier
-** values of its `by = "tier"` parameter sets, say) when that group goes. */
+/* A segment's rows are the policy's tiers (the file's `tiers` names):
+** a policy naming other tiers cannot count into it. */
 Test(policy_counters, other_tiers_are_refused) {
   sluice_policy_config *cfg;
   sluice_policy *p;
@@ -143,11 +141,7 @@ Test(policy_counters, other_tiers_are_refused) {
   cr_assert_eq(open_pol(NULL, uri, &p, NULL, 0), SLUICE_OK);
   sluice_policy_close(p);
   cfg = cfg_new();
-  cfg_sets(cfg, "tiers", "{ renamed = { tenant = { rate = 10; burst = 600; };"
-                        " key = { rate = 5; burst = 300; }; strikes = 20;"
-                        " reconcile_concurrency = 1; export_concurrency = 1;"
-                        " exports_per_window = 2; }; growth = {}; "
-                        "enterprise = {}; }");
+  cfg_sets(cfg, "tiers", "[ \"renamed\", \"growth\", \"enterprise\" ]");
   cr_assert_eq(open_pol(cfg, uri, &p, err, sizeof err), SLUICE_ECONFIG);
   cr_assert_null(p);
   cr_assert(strstr(err, name) && strstr(err, "other tiers"), "%s", err);

@@ -125,7 +125,7 @@ Test(policy_inspect, strikes_and_box_are_the_decisions) {
     ;
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED);
   r = inspect(&f, &q);
-  cr_assert_eq(r.key_bucket.remaining, 0);
+  cr_assert_eq(limit_of(&f, "key", &rq).remaining, 0);
   cr_assert(r.present & SLUICE_INSPECT_NOTICE);
   cr_assert_eq(r.notice_until_ns, r.now_ns + d.retry_after_ns);
 
@@ -193,13 +193,12 @@ Test(policy_inspect, leases_ledger_lock_and_export_cap) {
   fx_close(&f);
 }
 
-/* TODO(issue 37): the subject's half (SLUICE_SCOPE_SUBJECT) needs
-** the built-in query's subject field; it comes back with a declared
-** penalty's inspection. */
+/* A sign-in's two boxes, the address's (penalties.address) and the
+** subject's (penalties.subject): their failures and their box. */
 Test(policy_inspect, auth_failures_and_box) {
   sluice_request a = rq_signin("10.0.0.9", "alice", "bad_secret");
-  sluice_inspect_query qi;
-  sluice_inspect_report ri;
+  sluice_inspect_query qi, qs;
+  sluice_inspect_report ri, rs;
   const sluice_policy_config *c;
   sluice_decision d;
   fixture f;
@@ -209,6 +208,9 @@ Test(policy_inspect, auth_failures_and_box) {
   memset(&qi, 0, sizeof qi);
   qi.scope = SLUICE_SCOPE_IP;
   qi.client_ip = "10.0.0.9";
+  memset(&qs, 0, sizeof qs);
+  qs.scope = SLUICE_SCOPE_SUBJECT;
+  qs.auth_subject = "alice";
   d = decide(&f, &a);
   n++;
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_ALLOW);
@@ -221,11 +223,22 @@ Test(policy_inspect, auth_failures_and_box) {
   cr_assert_eq(d.strikes_remaining,
                cfg_int(c, "penalties.subject.strikes") - n);
   cr_assert_eq(ri.level, 0);
+  rs = inspect(&f, &qs);
+  cr_assert_eq(rs.failures, n);
+  cr_assert_eq(rs.failures_limit, cfg_int(c, "penalties.subject.strikes"));
+  cr_assert_eq(rs.level, 0);
+  cr_assert_eq(rs.present & SLUICE_INSPECT_STUFFING, 0, "no stuffing window");
+  cr_assert_str_neq(rs.scope_id, ri.scope_id);
   while ((d = decide(&f, &a)).outcome == SLUICE_OUTCOME_ALLOW)
     ;
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
   ri = inspect(&f, &qi);
   cr_assert_eq(ri.failures, n + 3, "the subject's 5th failure boxes it");
+  cr_assert_eq(ri.level, 0, "the address is not boxed");
+  rs = inspect(&f, &qs);
+  cr_assert_eq(rs.level, 1, "the subject is");
+  cr_assert(rs.present & SLUICE_INSPECT_BOX);
+  cr_assert_eq(rs.box_end_ns, d.lockout_end_ns);
   fx_close(&f);
 }
 

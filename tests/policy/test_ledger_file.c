@@ -424,20 +424,19 @@ static void describe(sbuf *b, int i, const sluice_decision *d,
   snprintf(line, sizeof line,
            " outcome=%s flags=%#x cost=%lld "
            "tier=%s binding=%s limit=%lld remaining=%lld reset=%lld quota=%lld "
-           "window=%lld refill=%lld/%lld other=%lld/%lld retry=%lld penalty=%d "
+           "window=%lld refill=%lld/%lld retry=%lld penalty=%d "
            "level=%d lockout=%lld strikes=%lld lease=%d lease_ttl=%lld "
-           "cap=%lld/%lld store_error=%d",
+           "cap=%lld store_error=%d",
            sluice_outcome_name(d->outcome), d->flags,
            (long long)d->cost, d->tier[0] ? d->tier : "-",
            binding_name(d, bn, sizeof bn), (long long)d->limit,
            (long long)d->remaining, (long long)d->reset_ns,
            (long long)d->policy_quota, (long long)d->policy_window_ns,
            (long long)d->refill_rate, (long long)d->refill_period_ns,
-           (long long)d->other_quota, (long long)d->other_window_ns,
            (long long)d->retry_after_ns, d->penalty_status, d->penalty_level,
            (long long)d->lockout_end_ns, (long long)d->strikes_remaining,
            d->lease_id != 0, (long long)d->lease_ttl_ns,
-           (long long)d->cap_limit, (long long)d->cap_window_ns,
+           (long long)d->cap_limit,
            d->store_error);
   /* Fields at their zero ("0", "0/0", "0x0", "-") are left out. */
   sb_add(b, "%d D allowed=%d status=%d", i, d->allowed, d->status);
@@ -659,10 +658,12 @@ enum {
 static const unsigned known[F__N] = {
     [F_OUTCOME] = K_LEASE, /* an hourly export cap denial is EXPORT_CAP
                               built in, THROTTLED from a declared cap */
-    [F_CAP] = K_LEASE,     /* cap_limit / cap_window_ns of the export cap */
+    [F_CAP] = K_LEASE,     /* cap_limit (/ cap_window_ns of the export cap
+                              built in) */
     [F_CLASS] = K_ANY,     /* the built-in's endpoint class: gone */
     [F_BINDING] = K_ANY,   /* TENANT / KEY built in, LIMIT + limit_name */
-    [F_OTHER] = K_ANY,     /* a declared decision has no "other bucket" */
+    [F_OTHER] = K_ANY,     /* a declared decision has no "other bucket"
+                              (the decision lost the field) */
     [F_HEADERS_SF] = K_ANY, /* its RateLimit-Policy lists the route's
                                limits in the route's order, the built-in
                                the binding bucket first */

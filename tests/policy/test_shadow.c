@@ -1,7 +1,8 @@
 /*
-** Staged rollout: shadow mode per feature and per tier.  Enforce the
-** buckets while the penalty box only records; shadow one tier's buckets;
-** leases; auth lockouts; the configuration file's spelling and its errors.
+** Staged rollout: shadow mode per feature, for every request or for those
+** the file's shadow_when picks (one tier).  Enforce the buckets while the
+** penalty box only records; shadow one tier's buckets; leases; auth
+** lockouts; the configuration file's spelling and its errors.
 */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -77,10 +78,8 @@ Test(policy_shadow, whole_shadow_mode_still_reports_the_box_without_buckets) {
   fx_close(&f);
 }
 
-/* TODO(issue 37: goes with the built-in flow): per-tier shadow features are the
-** built-in's `tiers.NAME.shadow_features`, which the ledger file's
-** configuration still takes; no declared form yet (corelib chooses a
-** general one, e.g. by an attribute's value); port this test to it. */
+/* One tier's buckets in shadow (the file's shadow_when picks it by the
+** request's tier), its penalty box and the other tiers enforced. */
 Test(policy_shadow, one_tier_in_shadow_the_others_enforced) {
   fixture f;
   sluice_policy_config *cfg;
@@ -89,8 +88,12 @@ Test(policy_shadow, one_tier_in_shadow_the_others_enforced) {
   sluice_decision d;
   int i;
   cfg = cfg_new();
-  cfg_sets(cfg, "tiers.growth.shadow_features", "[ \"buckets\" ]");
+  cfg_sets(cfg, "shadow_when",
+           "( { when = { tier = \"growth\"; }; features = [ \"buckets\" ]; } )");
   fx_open(&f, cfg, 0);
+  cr_assert_eq(sluice_policy_shadow_features(f.pol, "growth"),
+               SLUICE_SHADOW_BUCKETS);
+  cr_assert_eq(sluice_policy_shadow_features(f.pol, "sandbox"), 0);
   for (i = 0; i < 1501; i++)
     d = decide(&f, &g);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED, "the 1501st of 1500");
@@ -152,31 +155,49 @@ Test(policy_shadow, auth_lockout_in_shadow_is_served) {
   fx_close(&f);
 }
 
-/* TODO(issue 37: goes with the built-in flow): the per-tier half goes with the
-** built-in `tiers` group, as above. */
+/* shadow_features for every request, shadow_when for some: their
+** spelling in a file and in a set call, and their errors. */
 Test(policy_shadow, config_file_spells_features_globally_and_per_tier) {
   sluice_policy_config *c;
   const char *path;
   char err[256];
+  fixture f;
   path = fx_write_conf(
              "shadow_features = [ \"penalty\", \"fail_closed\" ];\n"
-             "tiers = { growth = { tenant = { rate = 50; burst = 3000; };\n"
-             "  key = { rate = 25; burst = 1500; };\n"
-             "  shadow_features = [ \"buckets\", \"leases\" ]; };\n"
-             "  sandbox = { shadow_features = [ \"all\" ]; }; };\n");
+             "shadow_when = (\n"
+             "  { when = { tier = \"growth\"; };\n"
+             "    features = [ \"buckets\" ]; },\n"
+             "  { when = { tier = \"sandbox\"; }; features = [ \"all\" ]; } );\n");
   cr_assert_eq(cfg_load(&c, path, err, sizeof err),
                SLUICE_OK, "%s", err);
   cr_assert_str_eq(cfg_str(c, "shadow_features"), "penalty,fail_closed");
-  cr_assert_str_eq(cfg_str(c, "tiers.growth.shadow_features"),
-                   "buckets,leases");
-  cr_assert_str_eq(cfg_str(c, "tiers.sandbox.shadow_features"),
-                   "buckets,penalty,leases,fail_closed");
+  cr_assert_str_eq(cfg_str(c, "shadow_when.[0].features.[0]"), "buckets");
   unlink(path);
+  /* The same on the ledger file (its routes): the file-wide ones and the
+  ** tier's. */
+  c = cfg_new();
+  cfg_sets(c, "shadow_features", "[ \"penalty\", \"fail_closed\" ]");
+  cfg_sets(c, "shadow_when",
+           "( { when = { tier = \"growth\"; }; features = [ \"buckets\" ]; },"
+           "  { when = { tier = \"sandbox\"; }; features = [ \"all\" ]; } )");
+  fx_open(&f, c, 0);
+  cr_assert_eq(sluice_policy_shadow_features(f.pol, NULL),
+               SLUICE_SHADOW_PENALTY | SLUICE_SHADOW_FAIL_CLOSED);
+  cr_assert_eq(sluice_policy_shadow_features(f.pol, "growth"),
+               SLUICE_SHADOW_PENALTY | SLUICE_SHADOW_FAIL_CLOSED |
+                   SLUICE_SHADOW_BUCKETS);
+  cr_assert_eq(sluice_policy_shadow_features(f.pol, "sandbox"),
+               SLUICE_SHADOW_ALL);
+  cr_assert_eq(sluice_policy_shadow_features(f.pol, "enterprise"),
+               SLUICE_SHADOW_PENALTY | SLUICE_SHADOW_FAIL_CLOSED);
+  fx_close(&f);
+  /* A tier's own shadow_features (the former built-in form) is not a
+  ** setting: a tier is a name. */
   path = fx_write_conf("tiers = { growth = { shadow_features = [ \"box\" ]; }; };\n");
   cr_assert_eq(cfg_load(&c, path, err, sizeof err),
                SLUICE_ECONFIG);
-  cr_assert_not_null(strstr(err, ":1: tiers.growth.shadow_features"), "%s",
-                     err);
+  cr_assert_not_null(strstr(err, ":1: tiers: must be an array of names"),
+                     "%s", err);
   unlink(path);
   path = fx_write_conf("shadow_features = \"penalty\";\n");
   cr_assert_eq(cfg_load(&c, path, err, sizeof err),
@@ -184,11 +205,10 @@ Test(policy_shadow, config_file_spells_features_globally_and_per_tier) {
   cr_assert_not_null(strstr(err, "shadow_features"), "%s", err);
   unlink(path);
   c = cfg_new();
-  cr_assert_eq(sluice_policy_config_set(c, "tiers.enterprise.shadow_features",
+  cr_assert_eq(sluice_policy_config_set(c, "shadow_features",
                                         "[ \"box\" ]", err, sizeof err),
                SLUICE_ECONFIG);
-  cr_assert_not_null(strstr(err, "set: tiers.enterprise.shadow_features"),
-                     "%s", err);
+  cr_assert_not_null(strstr(err, "set: shadow_features"), "%s", err);
   cr_assert_str_eq(sluice_shadow_feature_name(SLUICE_SHADOW_LEASES), "leases");
   cr_assert_eq(sluice_shadow_feature_of(SLUICE_OUTCOME_CONFLICT),
                SLUICE_SHADOW_LEASES);

@@ -14,6 +14,7 @@ static const sluice_key K[2] = {{"{t}b", 4}, {"{t}p", 4}};
 /* Record 0 a bucket (gate), record 1 a penalty strike when it denied. */
 static sluice_program prog(sluice_step st[2]) {
   sluice_program p;
+  memset(&p, 0, sizeof p); /* its reserved words must be zero */
   memset(st, 0, 2 * sizeof *st);
   st[0] = (sluice_step){.algo = SLUICE_ALGO_GCRA, .kind = SLUICE_OP_CONSUME,
                         .key = 0, .nkeys = 1, .params = &G, .arg = 1};

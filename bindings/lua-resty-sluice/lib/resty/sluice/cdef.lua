@@ -116,9 +116,7 @@ typedef struct sluice_decision {
   int store_error;
   const char *invalid_field;
   int64_t cap_limit;
-  int64_t cap_window_ns;
-  int64_t other_quota;
-  int64_t other_window_ns;
+  int64_t reserved_w_[3];
   union {
     const char *limit_name;
     int64_t limit_name_word_;
