@@ -317,24 +317,43 @@ static size_t put_sf_string(char *p, const char *s) {
   return n;
 }
 
-/* Write v in decimal at p, NUL-terminated; returns the digits written.
-** Header values are rendered for every admitted request (a gateway adds
-** them to each upstream answer): this is several times cheaper than
-** snprintf, which dominated the rendering. */
+/* Write v in decimal at p, NUL-terminated; returns the characters
+** written.  Header values are rendered for every admitted request (a
+** gateway adds them to each upstream answer): this is several times
+** cheaper than snprintf, which dominated the rendering, and two digits a
+** division halve what is left. */
 static size_t put_i64(char *p, int64_t v) {
+  static const char k_pairs[] = "00010203040506070809"
+                                "10111213141516171819"
+                                "20212223242526272829"
+                                "30313233343536373839"
+                                "40414243444546474849"
+                                "50515253545556575859"
+                                "60616263646566676869"
+                                "70717273747576777879"
+                                "80818283848586878889"
+                                "90919293949596979899";
   char tmp[24];
-  size_t n = 0, i = 0;
+  size_t n = sizeof tmp, len, i = 0;
   uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
   if (v < 0)
     p[i++] = '-';
-  do {
-    tmp[n++] = (char)('0' + u % 10);
-    u /= 10;
-  } while (u);
-  while (n)
-    p[i++] = tmp[--n];
-  p[i] = '\0';
-  return i;
+  while (u >= 100) {
+    unsigned d = (unsigned)(u % 100) * 2;
+    u /= 100;
+    tmp[--n] = k_pairs[d + 1];
+    tmp[--n] = k_pairs[d];
+  }
+  if (u >= 10) {
+    tmp[--n] = k_pairs[u * 2 + 1];
+    tmp[--n] = k_pairs[u * 2];
+  } else {
+    tmp[--n] = (char)('0' + u);
+  }
+  len = sizeof tmp - n;
+  memcpy(p + i, tmp + n, len);
+  p[i + len] = '\0';
+  return i + len;
 }
 
 /* "<pre><v>", e.g. ";q=3000"; NUL-terminated, returns the length. */

@@ -9,12 +9,16 @@ unpacked: scripts/ngx-lua-root.sh):
          per key; decision and RateLimit headers from the C library: the
          default form's four fields, and the structured form's two),
          filling a decision the worker reuses (access's d), and also a
-         new decision per request
+         new decision per request.  limit.req sends no field, so two more
+         pairs are like for like: limit.req with the same four fields
+         set by its user's Lua against resty.sluice, and limit.req
+         against resty.sluice with admission_headers = false (no field)
   redis  the spec's own shape (its section-6 script, tests/redis/
          spec_reference.lua, by EVALSHA over a cosocket, as
          tests/nginx/bench_gateway.py's anchor runs it) against
          resty.sluice on the same Redis through the two halves over a
-         cosocket (etc/ledger.conf's tenant and key buckets, one group, as there)
+         cosocket (etc/ledger.conf's tenant and key buckets, one group, as
+         there), filling the worker's decision (access's d)
 
 One nginx worker, wrk with 20 connections over 1000 keys, every request
 admitted (each limit far above what a run sends), the cases of a pair
@@ -35,7 +39,9 @@ verdict is in, or BENCH_MAX_ROUNDS.
     (SLUICE_LIMIT_TRAFFIC: a lua-resty-limit-traffic tree, the folder
     holding lib/resty/limit/req.lua; BENCH_SECONDS per run, default 2;
     BENCH_ROUNDS, default 6; BENCH_MAX_ROUNDS, default 20; BENCH_CONNS,
-    default 20)
+    default 20; BENCH_CALLGRIND_OUT: a folder that keeps each case's
+    callgrind profile, for callgrind_annotate; BENCH_ONLY: a regular
+    expression, the cases whose path it matches, under callgrind only)
 
 With BENCH_CALLGRIND=1 each case instead runs in an nginx of its own
 (one process, master_process off) under valgrind's callgrind, and what
@@ -95,6 +101,7 @@ HTTP = """
       req_lim, err = require("resty.limit.req").new("req_store", 1000000, 1000000)
       if not req_lim then ngx.log(ngx.ERR, err) end
     end
+    add_header = require("ngx.resp").add_header
     local sluice = require("resty.sluice")
     -- access()'s decision, one the worker reuses (shm: access never yields)
     sluice_d = require("ffi").new("sluice_decision")
@@ -103,6 +110,11 @@ HTTP = """
       store = "shm:name=%(shm)s;create=1;capacity=100000",
       secret = "%(secret)s", library = "%(lib)s" }
     if not sluice_lim then ngx.log(ngx.ERR, err) end
+    sluice_quiet, err = sluice.new{
+      policy = "%(dir)s/policy.conf", admission_headers = false,
+      store = "shm:name=%(shm)s;create=1;capacity=100000",
+      secret = "%(secret)s", library = "%(lib)s" }
+    if not sluice_quiet then ngx.log(ngx.ERR, err) end
     sluice_sf, err = sluice.new{
       policy = "%(dir)s/policy.conf", header_form = "sf",
       store = "shm:name=%(shm)s;create=1;capacity=100000",
@@ -126,6 +138,25 @@ HTTP = """
         if not delay then return ngx.exit(err == "rejected" and 429 or 500) end
       }
     }
+    location /req-fields/ {
+      access_by_lua_block {
+        -- limit.req and the four fields sluice's default form sends, as
+        -- its user would set them from what incoming() says
+        local delay, excess = req_lim:incoming(ngx.var.http_x_key, true)
+        if not delay then return ngx.exit(excess == "rejected" and 429 or 500) end
+        local add = add_header
+        add("RateLimit-Policy", "1000000;w=1")
+        add("RateLimit-Limit", "1000000")
+        add("RateLimit-Remaining", tostring(math.floor(1000000 - excess)))
+        add("RateLimit-Reset", tostring(math.ceil(excess / 1000000)))
+      }
+    }
+    location /sluice-quiet/ {
+      access_by_lua_block {
+        local d, err = sluice_quiet:access({ key = ngx.var.http_x_key }, sluice_d)
+        if not d then ngx.log(ngx.ERR, err); return ngx.exit(500) end
+      }
+    }
     location /sluice/ {
       access_by_lua_block {
         local d, err = sluice_lim:access({ key = ngx.var.http_x_key }, sluice_d)
@@ -147,8 +178,8 @@ HTTP = """
     location /v1/spec/ { access_by_lua_block { spec_check(ngx.var.http_x_key) } }
     location /v1/sluice/ {
       access_by_lua_block {
-        local d, err = redis_lim:access{ tenant = "acme", key = ngx.var.http_x_key,
-                                         tier = "growth" }
+        local d, err = redis_lim:access({ tenant = "acme", key = ngx.var.http_x_key,
+                                          tier = "growth" }, sluice_d)
         if not d then ngx.log(ngx.ERR, err); return ngx.exit(500) end
       }
     }
@@ -263,10 +294,14 @@ def callgrind(ng, script, cases):
                 vg.kill()
                 vg.wait()
         ir = 0  # the dump's (and the exit's, if it made one: nothing new)
-        for f in glob.glob(cg + "*"):
+        keep = os.environ.get("BENCH_CALLGRIND_OUT")
+        for i, f in enumerate(sorted(glob.glob(cg + "*"))):
             with open(f) as fh:
                 m = re.search(r"^totals: (\d+)", fh.read(), re.M)
             ir += int(m.group(1)) if m else 0
+            if keep and m:  # for callgrind_annotate
+                shutil.copy(f, os.path.join(keep, "%s.%d.out" % (
+                    re.sub(r"\W+", "_", path).strip("_"), i)))
             os.unlink(f)
         if ir == 0:
             raise SystemExit("%s: nothing counted under callgrind" % path)
@@ -346,8 +381,8 @@ def main():
             spec_lua=spec_lua.replace("%", "%%"))
         ng.write("policy.conf", POLICY)
         ng.write("ledger.conf", bench_gateway.POLICY)
-        for p in ("req", "sluice", "sluice-new", "sluice-sf", "v1/spec",
-                  "v1/sluice"):
+        for p in ("req", "req-fields", "sluice", "sluice-new", "sluice-quiet",
+                  "sluice-sf", "v1/spec", "v1/sluice"):
             os.makedirs(ng.path("www/" + p))
             ng.write("www/%s/x" % p, "ok\n")
         script = ng.write("keys.lua", WRK_LUA)
@@ -362,6 +397,13 @@ def main():
                             "/sluice-new/x"),
                            ("resty.sluice (shm, header_form sf)",
                             "/sluice-sf/x")], 0.9))
+            # Like for like: both send the four fields, or neither.
+            pairs.append(([("limit.req + the 4 fields (Lua)",
+                            "/req-fields/x"),
+                           ("resty.sluice (shm store)", "/sluice/x")], 0.9))
+            pairs.append(([("limit.req (lua_shared_dict)", "/req/x"),
+                           ("resty.sluice (shm, admission_headers off)",
+                            "/sluice-quiet/x")], 0.9))
         if red:
             pairs.append(([("spec script, EVALSHA, cosocket", "/v1/spec/x"),
                            ("resty.sluice, Redis, two halves",
@@ -370,7 +412,10 @@ def main():
             if not shutil.which("valgrind"):
                 print("SKIP: valgrind is not installed")
                 return ngxh.SKIP
-            cg = [(cases, callgrind(ng, script, cases)) for cases, _ in pairs]
+            only = re.compile(os.environ.get("BENCH_ONLY", ""))
+            cg = [(c, callgrind(ng, script, c)) for c in (
+                [x for x in cases if only.search(x[1])] for cases, _ in pairs)
+                if c]
             print("resty under callgrind: one nginx process per case, %d s "
                   "of wrk -c4 counted" % SECS)
             for cases, got in cg:

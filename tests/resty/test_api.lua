@@ -56,6 +56,7 @@ test("new() refuses what it cannot open, naming it", function()
   refused({ store = false }, "opts.store")
   refused({ secret = "00" }, "32 hex digits")
   refused({ header_form = "xml" }, "header_form")
+  refused({ admission_headers = "no" }, "admission_headers")
   refused({ library = "/nonexistent/libsluice.so" }, "cannot load libsluice")
   refused({ store = "nosuch:x=1" }, "SLUICE_EINVAL")
   local bad = os.tmpname()
@@ -86,6 +87,24 @@ test("decide() and answer(): admissions, then the library's 429", function()
   assert(h["Content-Type"] == "application/problem+json" and h["Retry-After"])
   assert(body:find('"request_id":"rid-7"', 1, true), body)
   assert(body:find('"violated-policies":["core"]', 1, true), body)
+end)
+
+test("admission_headers = false: no RateLimit fields on an admission, a refusal whole", function()
+  local lim = assert(open({ admission_headers = false }))
+  local req = { method = "GET", route = "/v1/items", attrs = { user = "quiet" } }
+  local d, status, hdrs, body
+  for i = 1, 6 do
+    d = assert(lim:decide(req))
+    status, hdrs, body = lim:answer(d, req)
+    assert(d.allowed == 1 and status == 200 and #hdrs == 0 and body == nil,
+           "request " .. i .. ": " .. #hdrs .. " headers")
+  end
+  d = assert(lim:decide(req))
+  status, hdrs, body = lim:answer(d, req)
+  local h = {}
+  for i = 1, #hdrs, 2 do h[hdrs[i]] = hdrs[i + 1] end
+  assert(status == 429 and h["Retry-After"] and h["RateLimit-Limit"] == "6"
+         and h["RateLimit-Remaining"] == "0" and body, status)
 end)
 
 test("a request the policy cannot decide: nil and the field", function()

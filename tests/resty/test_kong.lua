@@ -110,7 +110,7 @@ end)
 test("schema fields are the ones the handler reads", function()
   local c = conf()
   for _, k in ipairs({ "policy", "store", "secret", "problem_base", "header_form",
-                       "jitter", "shadow", "fault_tolerant" }) do
+                       "jitter", "admission_headers", "shadow", "fault_tolerant" }) do
     assert(c[k] ~= nil, k .. " has no value from the schema or the test")
   end
   assert(c.header_form == "legacy" and c.fault_tolerant == true)
@@ -139,6 +139,19 @@ test("a consumer's burst, then the library's 429", function()
   -- The scope is the consumer Kong authenticated: bob is untouched.
   r = run(c, { consumer = bob })
   assert(not r.exit and r.set["RateLimit-Remaining"] == "2", "bob has his own budget")
+end)
+
+test("admission_headers = false: admissions without RateLimit fields, the 429 whole", function()
+  local c = conf({ admission_headers = false })
+  local carol = { id = "c-carol", username = "carol" }
+  for i = 1, 3 do
+    local r = run(c, { consumer = carol })
+    assert(not r.exit, "request " .. i .. " refused")
+    assert(next(r.set) == nil, "request " .. i .. ": a field was set: " .. tostring(next(r.set)))
+  end
+  local r = run(c, { consumer = carol })
+  assert(r.exit and r.exit.status == 429, "the 4th is refused")
+  assert(r.exit.headers["RateLimit-Remaining"] == "0" and r.exit.headers["Retry-After"])
 end)
 
 test("a lease per consumer and Kong route, released in the log phase", function()

@@ -47,9 +47,9 @@ HTTP = """
   init_worker_by_lua_block {
     local sluice = require "resty.sluice"
     local store = "%(store)s"
-    local function open(policy)
+    local function open(policy, admission_headers)
       local l, err = sluice.new{
-        policy = policy, store = store,
+        policy = policy, store = store, admission_headers = admission_headers,
         redis_timeout_ms = 30000, redis_connect_timeout_ms = 5000,
         test_clock = true,
         secret = "%(secret)s", library = "%(lib)s", jitter = false,
@@ -61,6 +61,8 @@ HTTP = """
     -- Sign-ins on the bindings' tests' one sign-in policy, on the same
     -- store.
     login_lim = open("%(login_policy)s")
+    -- The same store and policy, no RateLimit fields on an admission.
+    quiet = open("%(policy)s", false)
     settles, settle_errs, reports = {}, {}, 0
     function check()
       return check_with{ attrs = { user = ngx.var.http_x_user,
@@ -113,6 +115,15 @@ HTTP = """
       content_by_lua_block { ngx.say("ok") }
     }
     location = /plain { content_by_lua_block { ngx.say("plain") } }
+    location /quiet/v1/ {
+      access_by_lua_block {
+        local d, err = quiet:access{ route = ngx.var.uri:sub(#"/quiet" + 1),
+                                     attrs = { user = ngx.var.http_x_user,
+                                               tokens = ngx.var.http_x_tokens } }
+        if not d then ngx.status = 400; ngx.say(err); return ngx.exit(ngx.HTTP_OK) end
+      }
+      content_by_lua_block { ngx.say("ok") }
+    }
     location = /apart/v1/complete {
       content_by_lua_block {
         -- decide() and answer() apart, as the Kong plugin uses them.
@@ -369,6 +380,22 @@ def test_decide_and_answer_apart(ng):
         "application/problem+json", r.headers
     r = ng.get("/apart/v1/complete", headers={"X-User": "apart"})
     assert r.status == 400 and b"(tokens)" in r.body, (r.status, r.body)
+
+
+def test_admission_headers_off(ng):
+    """admission_headers = false: an admission goes on with none of the
+    renderer's fields; the refusal after it is the library's whole 429
+    (Retry-After, the RateLimit fields, problem+json)."""
+    h = {"X-User": "quiet", "X-Tokens": "290"}
+    r = ng.get("/quiet/v1/complete", method="POST", headers=h)
+    assert r.status == 200 and r.body == b"ok\n", (r.status, r.body)
+    sent = RENDERED & set(r.headers)
+    assert not sent, r.headers
+    r = ng.get("/quiet/v1/complete", method="POST", headers=h)
+    assert r.status == 429, (r.status, r.body)
+    assert r.h("retry-after") and r.h("ratelimit-limit") == "300" and \
+        r.h("content-type") == "application/problem+json", r.headers
+    assert json.loads(r.body)["violated-policies"] == ["tokens"], r.body
 
 
 def test_settle_in_log_phase(_ng):

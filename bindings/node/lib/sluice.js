@@ -36,13 +36,16 @@ const HEADERS = 20
 // 'SLUICE_ENOTFOUND'... with field naming the request field at fault, and
 // message), settle (null: nothing to settle; else what settle() needs of
 // the decision, as the addon gave it) }.
+function nameOf (s, id) {
+  return id < 0 ? null : (s._names[id] ?? s._name(id))
+}
+
 function result (s, o, text) {
-  const name = (id) => (id < 0 ? null : (s._names[id] ?? s._name(id)))
   if (o[ERROR] >= 0) {
     return {
       allowed: false, status: 0, outcome: null, limit: null, unit: null, remaining: 0,
       retryAfterMs: 0, cost: 0, flags: 0, leaseId: 0n, headers: {}, body: null,
-      error: name(o[ERROR]), field: name(o[FIELD]), message: name(o[MESSAGE]),
+      error: nameOf(s, o[ERROR]), field: nameOf(s, o[FIELD]), message: nameOf(s, o[MESSAGE]),
       settle: null
     }
   }
@@ -60,9 +63,9 @@ function result (s, o, text) {
   return {
     allowed: o[ALLOWED] === 1,
     status: o[STATUS],
-    outcome: name(o[OUTCOME]),
-    limit: name(o[LIMIT]),
-    unit: name(o[UNIT]),
+    outcome: nameOf(s, o[OUTCOME]),
+    limit: nameOf(s, o[LIMIT]),
+    unit: nameOf(s, o[UNIT]),
     remaining: o[REMAINING],
     retryAfterMs: o[RETRY_MS],
     cost: o[COST],

@@ -294,7 +294,7 @@ static napi_value answer(napi_env env, sn_policy *p, int rc,
     sn_throw(env, frc, "render");
     return NULL;
   }
-  return sn_answer_text(env, room, text, len);
+  return sn_answer_text(env, room, text, len, out[SN_OUT_HAS_BODY] == 0);
 }
 
 static napi_value js_out(napi_env env, napi_callback_info info) {

@@ -74,7 +74,8 @@ int sn_answer_fill(sn_policy *p, int rc, const sluice_request *rq,
                    size_t room_len, char **text, size_t *text_len);
 /* answer.c: text as a JS string, text freed unless it is room; NULL with
 ** an exception. */
-napi_value sn_answer_text(napi_env env, char *room, char *text, size_t len);
+napi_value sn_answer_text(napi_env env, char *room, char *text, size_t len,
+                          int ascii);
 #define SN_ROOM (SLUICE_HTTP_HEADER_BUF + SLUICE_HTTP_MAX_HEADERS + 2048)
 
 /* Throw a JS Error whose code is sluice's error name ("SLUICE_EINVAL"). */

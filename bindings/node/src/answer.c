@@ -132,9 +132,15 @@ int sn_answer_fill(sn_policy *p, int rc, const sluice_request *rq,
   return SLUICE_OK;
 }
 
-napi_value sn_answer_text(napi_env env, char *room, char *text, size_t len) {
+napi_value sn_answer_text(napi_env env, char *room, char *text, size_t len,
+                          int ascii) {
   napi_value v;
-  napi_status st = napi_create_string_utf8(env, text ? text : "", len, &v);
+  /* Header values are ASCII (sluice/http.h: numbers, dates, printable
+  ** policy names): an answer without a body is made a one-byte string as
+  ** it is, with no UTF-8 to decode.  A body may hold UTF-8 (a route). */
+  napi_status st =
+      ascii ? napi_create_string_latin1(env, text ? text : "", len, &v)
+            : napi_create_string_utf8(env, text ? text : "", len, &v);
   if (text != room)
     free(text);
   if (st != napi_ok) {

@@ -236,6 +236,22 @@ test('report: the response\'s status as an attribute, for reported strikes', asy
   assert.strictEqual((await login1('bob', 'good')).status, 200)
 })
 
+test('an answer\'s text: a body keeps its UTF-8, header values come through', () => {
+  // An admission's text (header values only, ASCII) is made a one-byte
+  // string, a refusal's (a body naming the route) is decoded as UTF-8.
+  const s = new Sluice({ policy, secret: SECRET, problemBase: BASE })
+  const q = { method: 'POST', route: '/books/café', attrs: { user: 'ü', book: 'ß' } }
+  const first = s.decideSync(q)
+  assert.strictEqual(first.allowed, true)
+  assert.deepStrictEqual(first.headers, {
+    'ratelimit-limit': '1', 'ratelimit-remaining': '0', 'ratelimit-reset': '600'
+  })
+  const second = s.decideSync(q)
+  assert.strictEqual(second.status, 409)
+  assert.strictEqual(JSON.parse(second.body).instance, '/books/café')
+  s.close()
+})
+
 test('the handle: async decisions outlive close(), then it refuses', async () => {
   const s = new Sluice({ policy, secret: SECRET, problemBase: BASE, async: true })
   const q = { method: 'GET', route: '/burst', attrs: { user: 'dee' } }

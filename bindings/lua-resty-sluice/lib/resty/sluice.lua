@@ -7,7 +7,7 @@
 local ffi = require "ffi"
 require "resty.sluice.cdef"
 
-local ffi_new, ffi_string, ffi_fill, ffi_copy = ffi.new, ffi.string, ffi.fill, ffi.copy
+local ffi_new, ffi_string, ffi_fill, ffi_copy, ffi_cast = ffi.new, ffi.string, ffi.fill, ffi.copy, ffi.cast
 local tostring, tonumber, type, pairs, select = tostring, tonumber, type, pairs, select
 local ngx = ngx -- nil outside OpenResty (the Kong adapter's tests)
 local add_header = ngx and require("ngx.resp").add_header
@@ -40,6 +40,21 @@ local function cerr(C, rc)
 end
 
 local forms = { legacy = 0, sf = 1, both = 2 } -- SLUICE_HTTP_FORM_*
+
+-- A header's name is in the library's static storage (sluice/http.h), so
+-- its Lua string is made once, kept by the name's address, instead of
+-- once per header sent.
+local uintptr_t = ffi.typeof("uintptr_t")
+local header_names = {}
+local function header_name(p)
+  local k = tonumber(ffi_cast(uintptr_t, p))
+  local s = header_names[k]
+  if not s then
+    s = ffi_string(p)
+    header_names[k] = s
+  end
+  return s
+end
 local decide_redis
 
 local function hex16(s)
@@ -57,6 +72,9 @@ end
 --                 same in every process sharing the store
 --   problem_base  the problem types' base URI (default https://errors.invalid/)
 --   header_form   "legacy" (default), "sf" or "both"
+--   admission_headers
+--                 false: an admission is sent no RateLimit fields (a
+--                 refusal's answer is whole); default true
 --   jitter        false: no random addition to Retry-After (default true)
 --   shadow        true: decide and record, enforce nothing
 --   counters, degraded_store, deny_cache
@@ -79,6 +97,9 @@ function _M.new(opts)
   if not secret then return nil, "opts.secret must be 32 hex digits" end
   local form = forms[opts.header_form or "legacy"]
   if not form then return nil, "opts.header_form must be legacy, sf or both" end
+  if opts.admission_headers ~= nil and type(opts.admission_headers) ~= "boolean" then
+    return nil, "opts.admission_headers must be true or false"
+  end
 
   local lo = ffi_new("sluice_limiter_options")
   lo.store = opts.store
@@ -129,6 +150,7 @@ function _M.new(opts)
 
   return setmetatable({
     C = C, pol = pol, http = ffi.gc(hout[0], C.sluice_http_close), redis = redis,
+    quiet = opts.admission_headers == false,
     -- Scratch space, used only within a stretch of code that does not
     -- yield (a worker runs one such stretch at a time): a shm or mem
     -- decision, and every rendering.  A Redis decision, which yields on
@@ -222,7 +244,8 @@ local function take_call(self)
   if rc ~= 0 then return nil, "sluice_call_open: " .. cerr(C, rc) end
   r.all[#r.all + 1] = out[0]
   return { call = out[0], q = ffi_new("sluice_request"), n = ffi_new("size_t[1]"),
-           attrs = ffi_new("sluice_attr[?]", MAX_ATTRS), anchor = {} }
+           attrs = ffi_new("sluice_attr[?]", MAX_ATTRS), anchor = {},
+           d = ffi_new(decision_t) }
 end
 
 -- A cosocket's error, as the library's: a timeout, or the node unusable.
@@ -239,7 +262,19 @@ local function resp(...)
   return table.concat(t)
 end
 
+-- One read of a reply, handed with what came before to the library: its
+-- status and the bytes so far, or nil and the cosocket's error.
+local function take(C, sock, call, buf, d)
+  local chunk, err = sock:receiveany(65536)
+  if not chunk then return nil, err end
+  buf = buf and buf .. chunk or chunk -- one read (the usual) is not copied
+  return C.sluice_policy_finish(call, buf, #buf, d), buf
+end
+
 -- Carry the call out on e's handle to its node; the library's next status.
+-- The usual call is one send and one read: no loop is entered for it
+-- (loops are where LuaJIT starts its traces; a loop run once a call
+-- aborts the trace of everything around it, leaving it interpreted).
 local function carry(self, e, d)
   local C, r, call = self.C, self.redis, e.call
   local bytes = ffi_string(C.sluice_call_bytes(call, e.n), e.n[0])
@@ -267,25 +302,27 @@ local function carry(self, e, d)
     sock:close()
     return C.sluice_policy_fail(call, sock_err(C, err), d)
   end
-  local buf = ""
-  while true do
-    local chunk
-    chunk, err = sock:receiveany(65536)
-    if not chunk then
-      sock:close()
-      return C.sluice_policy_fail(call, sock_err(C, err), d)
-    end
-    buf = buf .. chunk
-    local rc = C.sluice_policy_finish(call, buf, #buf, d)
-    if rc ~= C.SLUICE_CALL_MORE then
-      if rc < 0 or (rc == C.SLUICE_CALL_DONE and C.sluice_call_store_error(call) < 0) then
-        sock:close() -- what it carries next would be out of step
-      else
-        sock:setkeepalive(r.keepalive, r.pool_size)
-      end
-      return rc
-    end
+  local rc, buf = take(C, sock, call, nil, d)
+  while rc == C.SLUICE_CALL_MORE do rc, buf = take(C, sock, call, buf, d) end
+  if not rc then
+    sock:close()
+    return C.sluice_policy_fail(call, sock_err(C, buf), d)
   end
+  if rc < 0 or (rc == C.SLUICE_CALL_DONE and C.sluice_call_store_error(call) < 0) then
+    sock:close() -- what it carries next would be out of step
+  else
+    sock:setkeepalive(r.keepalive, r.pool_size)
+  end
+  return rc
+end
+
+-- Carry calls until the library has its answer: one, or more for a
+-- redirection, a script to load, the request's next group.
+local SEND = ffi.C.SLUICE_CALL_SEND
+local function carry_all(self, e, d, rc)
+  if rc == SEND then rc = carry(self, e, d) end
+  while rc == SEND do rc = carry(self, e, d) end
+  return rc
 end
 
 decide_redis = function(self, req, d)
@@ -296,12 +333,13 @@ decide_redis = function(self, req, d)
   end
   local e, err = take_call(self)
   if not e then return nil, err end
+  d = d or e.d
   local q
   q, err = fill(self, req, e.q, e.attrs, e.anchor)
   local rc = C.SLUICE_EINVAL
   if q then
     rc = C.sluice_policy_begin(e.call, q, d)
-    while rc == C.SLUICE_CALL_SEND do rc = carry(self, e, d) end
+    rc = carry_all(self, e, d, rc)
   end
   -- The request and its strings are read until DONE: req and e.anchor
   -- held them; the handle goes back for the next decision.
@@ -309,8 +347,8 @@ decide_redis = function(self, req, d)
   free[#free + 1] = e
   if not q then return nil, err end
   if rc ~= C.SLUICE_CALL_DONE then return nil, input_error(C, rc, d) end
-  -- q stays this request's until the worker yields again: enough to
-  -- render the answer with.
+  -- q (and d, when it is the handle's) stays this request's until the
+  -- worker yields again: enough to render the answer with.
   return d, q
 end
 
@@ -324,7 +362,7 @@ local function release_redis(self, req, lease_id)
   local rc = C.SLUICE_EINVAL
   if q then
     rc = C.sluice_policy_begin_release(e.call, q, lease_id)
-    while rc == C.SLUICE_CALL_SEND do rc = carry(self, e, nil) end
+    rc = carry_all(self, e, nil, rc)
     if rc == C.SLUICE_CALL_DONE then rc = C.sluice_call_result(e.call) end
   end
   local free = self.redis.free
@@ -370,7 +408,7 @@ local function settle_redis(self, req, d, actual)
   local rc = C.SLUICE_EINVAL
   if a then
     rc = C.sluice_policy_begin_settle(e.call, q, d, a.attrs, a.nattrs)
-    while rc == C.SLUICE_CALL_SEND do rc = carry(self, e, nil) end
+    rc = carry_all(self, e, nil, rc)
     if rc == C.SLUICE_CALL_DONE then rc = C.sluice_call_result(e.call) end
   end
   local free = self.redis.free
@@ -437,7 +475,7 @@ local function render(self, d, request_id)
   if rc ~= 0 then return nil, "rendering the answer: " .. cerr(C, rc) end
   local hdrs, out = self.hdrs, {}
   for i = 0, tonumber(self.n[0]) - 1 do
-    out[2 * i + 1] = ffi_string(hdrs[i].name)
+    out[2 * i + 1] = header_name(hdrs[i].name)
     out[2 * i + 2] = ffi_string(hdrs[i].value)
   end
   local body, brc = body_of(self)
@@ -453,7 +491,9 @@ end
 function _M.answer(self, d, req, request_id)
   local q, err = fill(self, req, self.q, self.attrs, self.anchor)
   if not q then return nil, err end
-  return render(self, d, request_id)
+  local status, hdrs, body = render(self, d, request_id)
+  if status and self.quiet and d.allowed ~= 0 then hdrs = {} end
+  return status, hdrs, body
 end
 
 -- A route the problem body cannot carry (not UTF-8, over 1024 bytes):
@@ -497,8 +537,14 @@ admit = function(self, req, given)
   local C = self.C
   local d, q, err, rc
   if self.redis then
-    d, q = decide_redis(self, req, decision_t())
+    -- Decided into the handle's decision (the call yields: a worker's d
+    -- would be another request's meanwhile), then copied to the caller's
+    -- d, or a new one, before anything can yield again.
+    d, q = decide_redis(self, req, nil)
     if not d then return nil, q end
+    local mine = given or decision_t()
+    ffi_copy(mine, d, DECISION_SIZE)
+    d = mine
   else
     q, err = fill(self, req, self.q, self.attrs, self.anchor)
     if not q then return nil, err end
@@ -520,7 +566,7 @@ admit = function(self, req, given)
     end
     ngx.ctx.sluice = kept
   end
-  if allowed and d.limit <= 0 then return d end
+  if allowed and (d.limit <= 0 or self.quiet) then return d end
   local rid = not allowed and ngx.var.request_id or nil
   rc = make(self, d, q, rid)
   local body, brc
@@ -536,7 +582,7 @@ admit = function(self, req, given)
   -- set would first look each name up among the headers already there).
   local hdrs = self.hdrs
   for i = 0, tonumber(self.n[0]) - 1 do
-    add_header(ffi_string(hdrs[i].name), ffi_string(hdrs[i].value))
+    add_header(header_name(hdrs[i].name), ffi_string(hdrs[i].value))
   end
   if allowed then return d end
   body = body or ""

@@ -41,6 +41,7 @@ local policies = {}
 local function policy(conf)
   local k = table.concat({ conf.policy, conf.store, conf.secret, conf.problem_base or "",
                            conf.header_form or "", tostring(conf.jitter),
+                           tostring(conf.admission_headers),
                            tostring(conf.shadow), conf.library or "" }, "\0")
   local lim = policies[k]
   if lim then return lim end
@@ -49,6 +50,7 @@ local function policy(conf)
     policy = conf.policy, store = conf.store, secret = conf.secret,
     problem_base = conf.problem_base, header_form = conf.header_form,
     jitter = conf.jitter, shadow = conf.shadow, library = conf.library,
+    admission_headers = conf.admission_headers,
   }
   if not lim then return nil, err end
   policies[k] = lim

@@ -24,6 +24,9 @@ return {
           { header_form = { type = "string", default = "legacy",
                             one_of = { "legacy", "sf", "both" } } },
           { jitter = { type = "boolean", default = true } },
+          -- false: an admitted request is sent no RateLimit fields (a
+          -- refusal's answer is whole), as Kong's hide_client_headers
+          { admission_headers = { type = "boolean", default = true } },
           { shadow = { type = "boolean", default = false } },
           -- A request the policy cannot decide (its scope needs a consumer
           -- and there is none), or a policy that does not open: true lets
