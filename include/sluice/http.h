@@ -70,9 +70,7 @@ enum sluice_http_outcome {
   SLUICE_HTTP_CONFLICT = 4,    /**< 409, ledger-conflict (lock held) */
   SLUICE_HTTP_FAIL_CLOSED = 5, /**< 503, service-unavailable */
   SLUICE_HTTP_ACCEPTED = 6,    /**< 202, async job accepted */
-  SLUICE_HTTP_EXPORT_CAP = 7,  /**< 429, export-cap-exceeded: the hourly
-                                    export cap (quota, window_s: the cap) */
-  SLUICE_HTTP_SUSPENDED = 8    /**< 403, key-suspended: level 3 pending
+  SLUICE_HTTP_SUSPENDED = 7    /**< 403, key-suspended: level 3 pending
                                     review; Active-Lockout, no Retry-After */
 };
 
@@ -140,8 +138,7 @@ typedef struct sluice_http_facts {
                           when boxed; a suspension is level 3) */
   unsigned flags;    /**< SLUICE_HTTP_F_* */
   /** Policy quota (points per window) and window (s) for RateLimit-Policy;
-   *  quota 0: no policy item.  A quota needs window_s >= 1.  For
-   *  EXPORT_CAP: the cap, exports per window_s. */
+   *  quota 0: no policy item.  A quota needs window_s >= 1. */
   int64_t quota;
   int64_t window_s;
   /** RateLimit-Limit (points; 0: no RateLimit headers at all). */

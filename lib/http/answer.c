@@ -162,7 +162,7 @@ const char *sluice_http_reason(int status) {
 }
 
 static int default_status(int outcome) {
-  static const int k_status[] = {200, 429, 429, 429, 409, 503, 202, 429, 403};
+  static const int k_status[] = {200, 429, 429, 429, 409, 503, 202, 403};
   return k_status[outcome];
 }
 

@@ -15,9 +15,7 @@
 **
 ** Choices where the spec is silent:
 **  a) Problem types: rate-limit-exceeded, penalty-box-active and
-**     concurrency-limit-exceeded (the spec's), export-cap-exceeded (the
-**     hourly export cap: not a concurrency limit, and its wait is the
-**     cap's window, not a lease's), key-suspended (403, level 3 pending
+**     concurrency-limit-exceeded (the spec's), key-suspended (403, level 3 pending
 **     review: nothing about it is "too many requests"), ledger-conflict
 **     (409) and service-unavailable (503 fail-closed), all under the
 **     configured base.
@@ -88,7 +86,6 @@ static const char *slug(int outcome) {
   case SLUICE_HTTP_BOXED: return "penalty-box-active";
   case SLUICE_HTTP_CONCURRENCY: return "concurrency-limit-exceeded";
   case SLUICE_HTTP_CONFLICT: return "ledger-conflict";
-  case SLUICE_HTTP_EXPORT_CAP: return "export-cap-exceeded";
   case SLUICE_HTTP_SUSPENDED: return "key-suspended";
   default: return "service-unavailable";
   }
@@ -260,11 +257,6 @@ static void detail(char *d, size_t n, const sluice_http_answer *a) {
     cat(d, n, ".");
     route_cost(d, n, f);
     cat(d, n, " ");
-    retry_clause(d, n, a, 1);
-    break;
-  case SLUICE_HTTP_EXPORT_CAP:
-    lead(d, n, f, "Export cap", "reached", "export");
-    cat(d, n, ". ");
     retry_clause(d, n, a, 1);
     break;
   case SLUICE_HTTP_CONFLICT:

@@ -546,8 +546,6 @@ Test(status, every_outcome) {
       {SLUICE_HTTP_THROTTLED, 429, "rate-limit-exceeded", "Too Many Requests"},
       {SLUICE_HTTP_CONCURRENCY, 429, "concurrency-limit-exceeded",
        "Too Many Requests"},
-      {SLUICE_HTTP_EXPORT_CAP, 429, "export-cap-exceeded",
-       "Too Many Requests"},
       {SLUICE_HTTP_CONFLICT, 409, "ledger-conflict", "Conflict"},
       {SLUICE_HTTP_FAIL_CLOSED, 503, "service-unavailable",
        "Service Unavailable"},
@@ -965,7 +963,7 @@ Test(validation, bad_facts) {
     cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_EINVAL,    \
                  "accepted: %s", #stmt);                                       \
   } while (0)
-  BAD(f.outcome = 9);
+  BAD(f.outcome = 8); /* one past SLUICE_HTTP_SUSPENDED */
   BAD(f.outcome = -1);
   BAD(f.box_reason = 2);
   BAD(f.concurrency_limit = -1);
