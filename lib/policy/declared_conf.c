@@ -823,8 +823,8 @@ static int load_droute(dctx *x, const config_setting_t *r, int idx,
     return rc;
   ls = config_setting_get_member(r, "limits");
   snprintf(p, sizeof p, "%s.limits", path);
-  if (!config_setting_is_list(ls) && !config_setting_is_array(ls))
-    return derr(x, ls, p,
+  if (!ls || (!config_setting_is_list(ls) && !config_setting_is_array(ls)))
+    return derr(x, ls ? ls : r, p,
                 "must be a list ( \"NAME\", { limit = \"NAME\"; cost = ...; "
                 "} )%s",
                 NULL, 0);
