@@ -390,6 +390,11 @@ Test(policy_limits, bad_files_name_the_line_and_setting) {
   refused(LIM_A "routes = ( { method = \"GET\"; route = \"/x\";\n"
                 "  limits = ( \"a\", \"nope\" ); } );\n",
           ":4: routes.[0].limits.[1]", "no limit \"nope\"");
+  /* A route without `limits` at all: the route's own line (the fuzzer
+  ** found this one dereferencing the missing setting). */
+  refused(LIM_A "routes = ( { method = \"GET\";\n"
+                "  route = \"/x\"; } );\n",
+          ":3: routes.[0].limits", "must be a list");
   refused(LIM_A "routes = ( { method = \"GET\"; route = \"/x\";\n"
                 "  limits = ( { limit = \"a\"; cost = 11; } ); } );\n",
           ":4: routes.[0].limits.[0].cost",
