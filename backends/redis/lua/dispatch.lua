@@ -1,16 +1,29 @@
--- dispatch.lua -- run(KEYS, ARGV), the one entry point: which path a call
--- takes (a program, a batch, the GCRA fast path, or the general step).
--- The script form ends with `return run(KEYS, ARGV)`, the library form
--- registers run as its function (embed_lua.py adds either).
+-- dispatch.lua -- run(KEYS, ARGV), the one entry point.  A call carries n
+-- programs: ARGV[k] is program k's numbers (wire.h), KEYS their records,
+-- one program's after the other's in ARGV's order.  One program answers
+-- its answer; n of them an array of n answers, in order (an error among
+-- them is its program's alone: the others ran).  The script form ends
+-- with `return run(KEYS, ARGV)`, the library form registers run as its
+-- function (embed_lua.py adds either).
 
-local function run(keys, argv)
-  if not floor then
-    floor, spack, sunpack, rcall = math.floor, struct.pack, struct.unpack,
-      redis.call
+-- A program of no steps: its one record as stored (an expired one goes)
+-- and now, {value | nil, now hi, now lo} (the store's xGet).
+local function read1(key, nh, nl)
+  local v = rcall('GET', key)
+  if v and #v == REC_BYTES then
+    local _, _, _, _, el, eh = sunpack(REC_FMT, v)
+    if eh < nh or (eh == nh and el <= nl) then
+      rcall('DEL', key)
+      v = false
+    end
   end
-  local av = argv[1]
+  return {v, nh, nl}
+end
+
+-- One program over its records (keys), its numbers av.
+local function run1(keys, av)
   CK, AV = keys, av
-  -- A program seen before, at server time: its ARGV[1] is the key of its
+  -- A program seen before, at server time: its numbers are the key of its
   -- compiled form (program.lua), header included, so nothing is unpacked.
   local prog = PCACHE[av]
   if prog and prog.nkeys == #keys then
@@ -24,10 +37,13 @@ local function run(keys, argv)
     end
     return program(prog, nh, nl, false, pre)
   end
-  if #keys < 1 or not AV or #AV < HDR_BYTES or #AV % 8 ~= 0 then
+  if #av < HDR_BYTES or #av % 8 ~= 0 then
     return fail('EINVAL', 'malformed arguments')
   end
-  local algo, kind, nh, nl, arg, idh, idl, minttl = sunpack(HDR_FMT, AV)
+  local nk, nsteps, nh, nl, _, _, _, minttl = sunpack(HDR_FMT, av)
+  if nk ~= #keys or nk < 1 then
+    return fail('EINVAL', 'malformed arguments')
+  end
   local tmode = nh >= 0 -- a test clock's now in the header
   -- (minttl false: server time, whose writes take the grid's deadlines;
   -- the least TTL is for test clocks, setrec in entry.lua)
@@ -35,61 +51,57 @@ local function run(keys, argv)
     nh, nl = server_now()
     minttl = false
   end
-
-  if algo == WIRE_PROGRAM then
-    local err
-    if #AV == HDR_BYTES then -- by id (no program has no step)
-      prog, err = pbyid(kind, #keys, not tmode and av)
-    elseif tmode then
-      prog, err = pfind(TCACHE, string.sub(av, HDR_BYTES + 1), kind, #keys)
-    else
-      prog, err = pfind(PCACHE, av, kind, #keys)
+  if nsteps == 0 then
+    if nk ~= 1 or #av ~= HDR_BYTES then
+      return fail('EINVAL', 'malformed arguments')
     end
-    if not prog then return err end
-    local pre
-    if prog.std then
-      local r
-      r, pre = pstd(prog.std, nh, nl, minttl)
-      if r then return r end
-      pre = pstd_pre(prog.std, pre)
-    end
-    return program(prog, nh, nl, minttl, pre)
+    return read1(keys[1], nh, nl)
   end
-
-  -- A batch (ARGV[2] present): KEYS[i] with the 88 bytes of ARGV[1] from
-  -- (i - 1) * 88, each an ordinary single-bucket GCRA call (the client
-  -- batches only those).  One script and one TIME for up to
-  -- SLUICE_GROUP_MAX decisions: per decision Redis then pays for the step,
-  -- not for a command around it.  Answers every verdict (or error), in
-  -- order; a call the fast path refuses runs the general path in its place.
-  if argv[2] then
-    local out = {}
-    if #AV ~= BATCH_BYTES * #keys then
-      return fail('EINVAL', 'malformed batch')
-    end
-    local tnh, tnl = nh, nl
-    for i = 1, #keys do
-      local al, kd, bh, bl, cost, ih, il, mt, R, Pd, B =
-        sunpack(BATCH_FMT, AV, (i - 1) * BATCH_BYTES + 1)
-      if bh >= 0 then tnh, tnl = bh, bl else mt = false end
-      local r = al == ALGO_GCRA and (kd == OP_CONSUME or kd == OP_PEEK) and
-        gcra1(keys[i], kd, cost, mt, tnh, tnl, R, Pd, B)
-      if not r then
-        r = general({keys[i]}, {al, kd, bh, bl, cost, ih, il, mt, R, Pd, B},
-          al, kd, tnh, tnl, cost, ih, il, mt)
-      end
-      out[i] = r
-    end
-    return out
+  if nsteps < 0 or nsteps > PROGRAM_STEPS then
+    return fail('EINVAL', 'malformed program')
   end
-
-  if algo == ALGO_GCRA and #keys == 1 and #AV == BATCH_BYTES and
-     (kind == OP_CONSUME or kind == OP_PEEK) then
-    local R, Pd, B = sunpack(GCRA_FMT, AV, HDR_BYTES + 1)
-    local r = gcra1(keys[1], kind, arg, minttl, nh, nl, R, Pd, B)
+  local err
+  if #av == HDR_BYTES then -- by id
+    prog, err = pbyid(nsteps, nk, not tmode and av)
+  elseif tmode then
+    prog, err = pfind(TCACHE, string.sub(av, HDR_BYTES + 1), nsteps, nk)
+  else
+    prog, err = pfind(PCACHE, av, nsteps, nk)
+  end
+  if not prog then return err end
+  local pre
+  if prog.std then
+    local r
+    r, pre = pstd(prog.std, nh, nl, minttl)
     if r then return r end
+    pre = pstd_pre(prog.std, pre)
   end
+  return program(prog, nh, nl, minttl, pre)
+end
 
-  return general(keys, {sunpack('<' .. string.rep('i8', #AV / 8), AV)}, algo,
-    kind, nh, nl, arg, idh, idl, minttl)
+local function run(keys, argv)
+  if not floor then
+    floor, spack, sunpack, rcall = math.floor, struct.pack, struct.unpack,
+      redis.call
+  end
+  local n = #argv
+  if n <= 1 then return run1(keys, argv[1] or '') end
+  -- Every program's records found before any program runs: a malformed
+  -- call runs none.
+  local nks, at = {}, 0
+  for k = 1, n do
+    local av = argv[k]
+    if #av < HDR_BYTES then return fail('EINVAL', 'malformed arguments') end
+    local nk = sunpack('<i8', av)
+    if nk < 1 then return fail('EINVAL', 'malformed arguments') end
+    nks[k], at = nk, at + nk
+  end
+  if at ~= #keys then return fail('EINVAL', 'malformed arguments') end
+  local out = {}
+  at = 0
+  for k = 1, n do
+    out[k] = run1({unpack(keys, at + 1, at + nks[k])}, argv[k])
+    at = at + nks[k]
+  end
+  return out
 end

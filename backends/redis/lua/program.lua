@@ -1,7 +1,7 @@
 -- ---------------------------------------------------------- programs
 --
--- A program (sluice/program.h, algo 7 in A[1], the step count in A[2]):
--- KEYS are its records; after the 8 header numbers each step is
+-- A program (sluice/program.h; wire.h's header: its record and step
+-- counts first): KEYS are its records; after the header each step is
 --   algo kind key nkeys arg id_hi id_lo when ref when2 ref2 fold ttl_from
 --   nparams params...
 -- The same sequencer as lib/algo/program.c: every record read once, each
@@ -47,7 +47,7 @@
 -- PRETRY (the wait given; nil: did not run); POUT: the header, then each
 -- step that ran's verdict and now (packed once a call; '' after a verdict
 -- the general step packed whole).
-local PO, PC, PXE, PRAW, POX = {}, {}, {}, {}, {}
+local PO, PC, PXE, PRAW, POX, PABS = {}, {}, {}, {}, {}, {}
 local PST, PREACH, PRETRY, POUT = {}, {}, {}, {}
 -- Records are taken in when a step first needs them (a step that does not
 -- run, the notice of an admitted request, changes nothing), and read with
@@ -62,6 +62,7 @@ local function pload1(i, v)
   local o, c = PO, PC
   local at = 4 * i
   PRAW[i] = v
+  PABS[i] = not v -- (absent as read: MGET reads a value of another type so)
   o[at - 3], o[at - 2], o[at - 1], o[at] = 0, 0, 0, 0
   if v and #v == REC_BYTES then
     local x0l, x0h, x1l, x1h, el, eh, lay = sunpack(REC_FMT, v)
@@ -253,6 +254,13 @@ local function pstd(std, nh, nl, minttl)
     if r < 0 then ra = ra - 1 elseif r >= P then ra = ra + 1 end
     if bv == nil or ra < bv then bv, bj = ra, j end
   end
+  for j = 1, nk do
+    -- (a bucket read as absent may be a value of another type)
+    if not vals[vg + j] then
+      local e = foreign(K[kg + j])
+      if e then return e end
+    end
+  end
   local now8 = spack(NOW_FMT, nl, nh)
   for j = 1, nk do
     -- gcra_tat, inline: the TAT now + Dn / R as whole ns (th, tl) and
@@ -401,6 +409,26 @@ local function pbyid(nsteps, nkeys, key)
   return prog
 end
 
+-- What the end of a program does with record i: 0 nothing, 1 delete it,
+-- 2 write it (PC's words, PXE's expiry).
+local PW = {}
+local function pwrite(i, nh, nl)
+  local raw, q = PRAW[i], 4 * i
+  local xh, xl = PXE[2 * i - 1], PXE[2 * i]
+  if raw == nil or xh == nil then return 0 end
+  local c, o = PC, PO
+  if c[q - 3] == o[q - 3] and c[q - 2] == o[q - 2] and c[q - 1] == o[q - 1]
+     and c[q] == o[q] and
+     (not raw or (xh == POX[2 * i - 1] and xl == POX[2 * i])) then
+    return 0
+  end
+  if xh < nh or (xh == nh and xl <= nl) then
+    if raw then return 1 end
+    return 0
+  end
+  return 2
+end
+
 -- pre: the values of an MGET of every record already made (pstd's), or
 -- nil.
 local function program(prog, nh, nl, minttl, pre)
@@ -429,7 +457,8 @@ local function program(prog, nh, nl, minttl, pre)
       local r, al, rem, rty
       local at = 4 * (key + 1)
       if S.g then
-        r, al, rem, rty = gcra_prog(c, xe, key, nk, sk, arg, nh, nl, S.g)
+        r, al, rem, rty = gcra_prog(c, xe, POX, key, nk, sk, arg, nh, nl,
+          S.g)
       elseif S.th and c[at - 3] == 0 and c[at - 2] == 0 and
              c[at - 1] == 0 and c[at] == 0 then
         r, al, rem, rty = true, true, S.th, 0
@@ -442,8 +471,7 @@ local function program(prog, nh, nl, minttl, pre)
         nout = nout + 2
       else
         local np, ttlf = S.np, S.ttlf
-        local P = {sa, sk, nh, nl, arg, S.ih, S.il, minttl,
-                   sunpack(string.rep('i8', np), prog.av, S.poff)}
+        local P = {sunpack(string.rep('i8', np), prog.av, S.poff)}
         if ttlf > 0 then
           local t = retry[ttlf] or 0 -- a step that did not run: 0
           if t < 1 then t = 1 end
@@ -456,7 +484,7 @@ local function program(prog, nh, nl, minttl, pre)
           M.a0h[j], M.a0l[j], M.a1h[j], M.a1l[j] = c[q - 3], c[q - 2],
             c[q - 1], c[q]
         end
-        r = general(nil, P, sa, sk, nh, nl, arg, S.ih, S.il, minttl, M)
+        r = general(P, sa, sk, nh, nl, arg, S.ih, S.il, M)
         if type(r) ~= 'string' then return r end
         for j = 1, nk do
           local q = 4 * (key + j)
@@ -491,19 +519,28 @@ local function program(prog, nh, nl, minttl, pre)
     end
     sbit = sbit * 2
   end
+  -- As the C stores: a record a step changed, or whose expiry it moved
+  -- (parameters can move the expiry of an untouched record), is written
+  -- with its expiry, or goes when that has come; anything else is left
+  -- alone.  Nothing is written where a record read as absent is a value
+  -- of another type.
   for i = 1, n do
-    local q = 4 * i
-    if raw[i] ~= nil and (c[q - 3] ~= o[q - 3] or c[q - 2] ~= o[q - 2] or
-       c[q - 1] ~= o[q - 1] or c[q] ~= o[q]) then
-      local xh, xl = xe[2 * i - 1], xe[2 * i]
-      if xh < nh or (xh == nh and xl <= nl) then
-        if raw[i] then redis.call('DEL', KEYS[i]) end
-      else
-        local oh, ol
-        if raw[i] then oh, ol = POX[2 * i - 1], POX[2 * i] end
-        write_rec(KEYS[i], c[q - 3], c[q - 2], c[q - 1], c[q], xh, xl, nh, nl,
-          minttl, oh, ol)
-      end
+    local w = pwrite(i, nh, nl)
+    if w == 2 and PABS[i] then
+      local e = foreign(KEYS[i])
+      if e then return e end
+    end
+    PW[i] = w
+  end
+  for i = 1, n do
+    local w, q = PW[i], 4 * i
+    if w == 1 then
+      redis.call('DEL', KEYS[i])
+    elseif w == 2 then
+      local oh, ol
+      if raw[i] then oh, ol = POX[2 * i - 1], POX[2 * i] end
+      write_rec(KEYS[i], c[q - 3], c[q - 2], c[q - 1], c[q], xe[2 * i - 1],
+        xe[2 * i], nh, nl, minttl, oh, ol)
     end
   end
   out[1] = spack(PROG_HEAD_FMT, Pdenied < 0 and 1 or 0, Pdenied, mask, fresh) ..
