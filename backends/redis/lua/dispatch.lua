@@ -6,28 +6,46 @@
 -- with `return run(KEYS, ARGV)`, the library form registers run as its
 -- function (embed_lua.py adds either).
 
--- A program of no steps: its one record as stored (an expired one goes)
--- and now, {value | nil, now hi, now lo} (the store's xGet).
-local function read1(key, nh, nl)
-  local v = rcall('GET', key)
-  if v and #v == REC_BYTES then
-    local _, _, _, _, el, eh = sunpack(REC_FMT, v)
-    if eh < nh or (eh == nh and el <= nl) then
-      rcall('DEL', key)
-      v = false
-    end
+local run
+
+-- n > 1 programs: each run as a call of its own, one TIME for all.
+local function run_many(keys, argv, n)
+  -- Every program's records found before any program runs: a malformed
+  -- call runs none.
+  local nks, at = {}, 0
+  for k = 1, n do
+    local av = argv[k]
+    if #av < HDR_BYTES then return fail('EINVAL', 'malformed arguments') end
+    local nk = sunpack('<i8', av)
+    if nk < 1 then return fail('EINVAL', 'malformed arguments') end
+    nks[k], at = nk, at + nk
   end
-  return {v, nh, nl}
+  if at ~= #keys then return fail('EINVAL', 'malformed arguments') end
+  local out, nh, nl = {}, server_now()
+  at = 0
+  for k = 1, n do
+    out[k] = run({unpack(keys, at + 1, at + nks[k])}, {argv[k]}, nh, nl)
+    at = at + nks[k]
+  end
+  return out
 end
 
--- One program over its records (keys), its numbers av.
-local function run1(keys, av)
+-- One program (or, from ARGV[2] on, several: run_many).  snh, snl: the
+-- server's time when run_many read it.
+run = function(keys, argv, snh, snl)
+  if not floor then
+    floor, spack, sunpack, rcall = math.floor, struct.pack, struct.unpack,
+      redis.call
+  end
+  if argv[2] then return run_many(keys, argv, #argv) end
+  local av = argv[1]
   CK, AV = keys, av
   -- A program seen before, at server time: its numbers are the key of its
   -- compiled form (program.lua), header included, so nothing is unpacked.
   local prog = PCACHE[av]
   if prog and prog.nkeys == #keys then
-    local nh, nl = server_now()
+    local nh, nl = snh, snl
+    if not snh then nh, nl = server_now() end
     local pre
     if prog.std then
       local r
@@ -37,7 +55,7 @@ local function run1(keys, av)
     end
     return program(prog, nh, nl, false, pre)
   end
-  if #av < HDR_BYTES or #av % 8 ~= 0 then
+  if not av or #av < HDR_BYTES or #av % 8 ~= 0 then
     return fail('EINVAL', 'malformed arguments')
   end
   local nk, nsteps, nh, nl, _, _, _, minttl = sunpack(HDR_FMT, av)
@@ -48,14 +66,25 @@ local function run1(keys, av)
   -- (minttl false: server time, whose writes take the grid's deadlines;
   -- the least TTL is for test clocks, setrec in entry.lua)
   if not tmode then
-    nh, nl = server_now()
+    nh, nl = snh, snl
+    if not nh then nh, nl = server_now() end
     minttl = false
   end
   if nsteps == 0 then
+    -- No steps: the record as stored (an expired one goes) and now,
+    -- {value | nil, now hi, now lo} (the store's xGet).
     if nk ~= 1 or #av ~= HDR_BYTES then
       return fail('EINVAL', 'malformed arguments')
     end
-    return read1(keys[1], nh, nl)
+    local v = rcall('GET', keys[1])
+    if v and #v == REC_BYTES then
+      local _, _, _, _, el, eh = sunpack(REC_FMT, v)
+      if eh < nh or (eh == nh and el <= nl) then
+        rcall('DEL', keys[1])
+        v = false
+      end
+    end
+    return {v, nh, nl}
   end
   if nsteps < 0 or nsteps > PROGRAM_STEPS then
     return fail('EINVAL', 'malformed program')
@@ -77,31 +106,4 @@ local function run1(keys, av)
     pre = pstd_pre(prog.std, pre)
   end
   return program(prog, nh, nl, minttl, pre)
-end
-
-local function run(keys, argv)
-  if not floor then
-    floor, spack, sunpack, rcall = math.floor, struct.pack, struct.unpack,
-      redis.call
-  end
-  local n = #argv
-  if n <= 1 then return run1(keys, argv[1] or '') end
-  -- Every program's records found before any program runs: a malformed
-  -- call runs none.
-  local nks, at = {}, 0
-  for k = 1, n do
-    local av = argv[k]
-    if #av < HDR_BYTES then return fail('EINVAL', 'malformed arguments') end
-    local nk = sunpack('<i8', av)
-    if nk < 1 then return fail('EINVAL', 'malformed arguments') end
-    nks[k], at = nk, at + nk
-  end
-  if at ~= #keys then return fail('EINVAL', 'malformed arguments') end
-  local out = {}
-  at = 0
-  for k = 1, n do
-    out[k] = run1({unpack(keys, at + 1, at + nks[k])}, argv[k])
-    at = at + nks[k]
-  end
-  return out
 end

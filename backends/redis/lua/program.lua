@@ -240,6 +240,10 @@ local function pstd(std, nh, nl, minttl)
       end
       -- (The key's deadline is that of the stored expiry, passed or not.)
       x[2 * j - 1], x[2 * j] = eh, el
+    else
+      -- (read as absent, it may be a value of another type)
+      local e = foreign(K[kg + j])
+      if e then return e end
     end
     local Dn = D + g[k]
     if Dn > tau then return nil, vals end
@@ -253,13 +257,6 @@ local function pstd(std, nh, nl, minttl)
     local r = a - ra * P
     if r < 0 then ra = ra - 1 elseif r >= P then ra = ra + 1 end
     if bv == nil or ra < bv then bv, bj = ra, j end
-  end
-  for j = 1, nk do
-    -- (a bucket read as absent may be a value of another type)
-    if not vals[vg + j] then
-      local e = foreign(K[kg + j])
-      if e then return e end
-    end
   end
   local now8 = spack(NOW_FMT, nl, nh)
   for j = 1, nk do
@@ -411,7 +408,6 @@ end
 
 -- What the end of a program does with record i: 0 nothing, 1 delete it,
 -- 2 write it (PC's words, PXE's expiry).
-local PW = {}
 local function pwrite(i, nh, nl)
   local raw, q = PRAW[i], 4 * i
   local xh, xl = PXE[2 * i - 1], PXE[2 * i]
@@ -525,15 +521,13 @@ local function program(prog, nh, nl, minttl, pre)
   -- alone.  Nothing is written where a record read as absent is a value
   -- of another type.
   for i = 1, n do
-    local w = pwrite(i, nh, nl)
-    if w == 2 and PABS[i] then
+    if PABS[i] and pwrite(i, nh, nl) == 2 then
       local e = foreign(KEYS[i])
       if e then return e end
     end
-    PW[i] = w
   end
   for i = 1, n do
-    local w, q = PW[i], 4 * i
+    local w, q = pwrite(i, nh, nl), 4 * i
     if w == 1 then
       redis.call('DEL', KEYS[i])
     elseif w == 2 then

@@ -259,14 +259,16 @@ static int run_program(RedisModuleCtx *ctx, RedisModuleString **names,
     }
   }
   for (i = 0; i < n; i++) {
-    int64_t x;
+    int changed;
+    int64_t x = 0;
     if (!read[i])
       continue;
     /* As the C stores: a record a step changed, or whose expiry moved
     ** (parameters can move the expiry of an untouched record). */
-    x = sluice_job_expiry(&job, i, &out[i]);
-    if (memcmp(&out[i], &in[i], sizeof out[i]) != 0 ||
-        (r[i].live && x != r[i].exp)) {
+    changed = memcmp(&out[i], &in[i], sizeof out[i]) != 0;
+    if (changed || r[i].live)
+      x = sluice_job_expiry(&job, i, &out[i]);
+    if (changed || (r[i].live && x != r[i].exp)) {
       if (x <= now) {
         if (r[i].live || r[i].stale)
           rec_del(ctx, names[i], &r[i]);
