@@ -448,10 +448,10 @@ enum { N_OK, N_CUT, N_JUNK, N_TTL, N_TTL_CLOCK, N_ALGO, N_LO, N_NONE };
 Test(module, hostile_calls_answer_errors) {
   static const char *const keys[H_NK] = {"{h}list", "{h}hash", "{h}str",
                                          "{h}rec", "{h}none"};
-  /* what, command, numkeys, keys (-1 ends), numbers */
+  /* what, command, numkeys, keys (-1 ends), numbers, programs (0: 1) */
   static const struct {
     const char *what, *cmd, *nk;
-    int key[3], nums;
+    int key[4], nums, nprog;
   } calls[] = {
       {"no arguments", "SLUICE.RUN", NULL, {-1}, N_NONE},
       {"numkeys not a number", "SLUICE.RUN", "x", {H_NONE, -1}, N_OK},
@@ -468,6 +468,13 @@ Test(module, hostile_calls_answer_errors) {
        {H_NONE, -1}, N_TTL_CLOCK},
       {"algorithm 2^32 + 1", "SLUICE.RUN", "1", {H_NONE, -1}, N_ALGO},
       {"test clock lo 2^32", "SLUICE.RUN", "1", {H_NONE, -1}, N_LO},
+      /* A call of n programs runs none unless their records add up. */
+      {"two programs, the records of one", "SLUICE.RUN", "1", {H_NONE, -1},
+       N_OK, 2},
+      {"two programs, one malformed", "SLUICE.RUN", "2", {H_NONE, H_REC, -1},
+       N_CUT, 2},
+      {"two programs, a record too many", "SLUICE.RUN", "3",
+       {H_NONE, H_REC, H_LIST, -1}, N_OK, 2},
       {"junk from a script", "EVAL", NULL, {H_NONE, -1}, N_JUNK},
   };
   static const char script[] =
@@ -521,6 +528,8 @@ Test(module, hostile_calls_answer_errors) {
       ARG(keys[calls[i].key[0]], strlen(keys[calls[i].key[0]]));
     if (calls[i].nums != N_NONE)
       ARG(nums[calls[i].nums], len[calls[i].nums]);
+    for (k = 1; k < calls[i].nprog; k++) /* the others: well formed */
+      ARG(nums[N_OK], len[N_OK]);
 #undef ARG
     r = redisCommandArgv(c, argc, argv, argl);
     cr_assert(r, "%s: the connection holds (%s)", calls[i].what, c->errstr);

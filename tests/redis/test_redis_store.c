@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "redis_test.h"
+#include "sluice_rcl_script.h" /* the Lua, built */
 #include "wire.h"
 #include "../common/units.h"
 
@@ -756,6 +757,122 @@ Test(store, foreign_values_are_refused_untouched) {
   freeReplyObject(r);
   redisFree(c);
   sluice_store_close(s);
+}
+
+/* A bucket whose stored expiry is not its TAT's (a value another writer
+** left) gets its expiry back from a step that changes nothing in it, a
+** peek, as the C stores write every record a step runs over: the fast
+** step leaves such a record to the general one, which rewrites it. */
+Test(store, a_moved_expiry_is_put_back) {
+  sluice_store *s = rt_store("", 0);
+  sluice_verdict v;
+  sluice_state st;
+  sluice_key k;
+  sluice_op peek;
+  char tag[64], key[96];
+  int64_t exp0, exp1, later;
+  redisContext *c;
+  redisReply *r;
+  unsigned char rec[SLUICE_WIRE_RECORD];
+  int i;
+  rt_tag(tag, sizeof tag, "moved");
+  snprintf(key, sizeof key, "mv:%s", tag);
+  k.data = key;
+  k.len = strlen(key);
+  cr_assert_eq(take(s, key, &still, 1, &v), SLUICE_OK);
+  cr_assert_eq(sluice_store_get(s, &k, 0, &st, &exp0), SLUICE_OK);
+  later = exp0 + 3600 * SEC;
+  c = raw(rt_port_of(s, key));
+  r = redisCommand(c, "GET %s", key);
+  cr_assert(r && r->type == REDIS_REPLY_STRING &&
+            r->len == SLUICE_WIRE_RECORD);
+  memcpy(rec, r->str, sizeof rec);
+  freeReplyObject(r);
+  for (i = 0; i < 8; i++)
+    rec[SLUICE_WIRE_REC_EXPIRY + i] = (unsigned char)((uint64_t)later >> (8 * i));
+  r = redisCommand(c, "SET %s %b KEEPTTL", key, rec, sizeof rec);
+  freeReplyObject(r);
+  cr_assert_eq(sluice_store_get(s, &k, 0, &st, &exp1), SLUICE_OK);
+  cr_assert_eq(exp1, later, "the stored expiry moved");
+  peek = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 1, &k, &still, 1, 0};
+  cr_assert_eq(sluice_store_apply(s, &peek, 1, &v), SLUICE_OK);
+  cr_assert(v.allowed);
+  cr_assert_eq(sluice_store_get(s, &k, 0, &st, &exp1), SLUICE_OK);
+  cr_assert_eq(exp1, exp0, "the peek put the TAT's expiry back");
+  redisFree(c);
+  sluice_store_close(s);
+}
+
+/* A one-step program consuming one point of `still` at the server's
+** clock, as the store sends it (wire.h); its length in bytes. */
+#define ONE_NUMS (SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP + 3)
+static size_t one_program(unsigned char *b) {
+  int64_t x[ONE_NUMS] = {0};
+  int i, k;
+  x[SLUICE_WIRE_NKEYS] = 1;
+  x[SLUICE_WIRE_NSTEPS] = 1;
+  x[SLUICE_WIRE_NOW_HI] = -1;
+  x[SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP_ALGO] = SLUICE_ALGO_GCRA;
+  x[SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP_KIND] = SLUICE_OP_CONSUME;
+  x[SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP_NKEYS] = 1;
+  x[SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP_ARG] = 1;
+  x[SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP_NPARAMS] = 3;
+  x[SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP] = still.rate;
+  x[SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP + 1] = still.period_ns;
+  x[SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP + 2] = still.burst;
+  for (i = 0; i < ONE_NUMS; i++)
+    for (k = 0; k < 8; k++)
+      b[8 * i + k] = (unsigned char)((uint64_t)x[i] >> (8 * k));
+  return 8 * ONE_NUMS;
+}
+
+/* The Lua's calls of n programs (EVAL of the script, whatever the
+** store's engine): each program's answer, in order, in an array; and a
+** call whose programs' records do not add up to its keys, or with a
+** program not whole int64s, runs none of them. */
+Test(store, lua_calls_of_several_programs) {
+  unsigned char p[8 * ONE_NUMS];
+  size_t n = one_program(p);
+  char tag[64], k1[96], k2[96];
+  redisContext *c;
+  redisReply *r;
+  rt_tag(tag, sizeof tag, "many");
+  snprintf(k1, sizeof k1, "m1:%s", tag);
+  snprintf(k2, sizeof k2, "m2:%s", tag);
+  c = raw(rt_port(0));
+  if (rt_is_cluster()) { /* the node of the tag's slot */
+    sluice_store *s = rt_store("", 0);
+    redisFree(c);
+    c = raw(rt_port_of(s, k1));
+    sluice_store_close(s);
+  }
+  r = redisCommand(c, "EVAL %s 1 %s %b %b", sluice_rcl_script, k1, p, n, p,
+                   n);
+  cr_assert(r && r->type == REDIS_REPLY_ERROR &&
+                strstr(r->str, "SLUICE EINVAL"),
+            "records for one of two programs: %s", r ? r->str : c->errstr);
+  freeReplyObject(r);
+  r = redisCommand(c, "EVAL %s 2 %s %s %b %b", sluice_rcl_script, k1, k2, p,
+                   n, p, n - 3);
+  cr_assert(r && r->type == REDIS_REPLY_ERROR &&
+                strstr(r->str, "SLUICE EINVAL"),
+            "a program cut short: %s", r ? r->str : c->errstr);
+  freeReplyObject(r);
+  cr_assert_eq(raw_int(c, "EXISTS %s", k1), 0, "no program ran");
+  r = redisCommand(c, "EVAL %s 2 %s %s %b %b", sluice_rcl_script, k1, k2, p,
+                   n, p, n);
+  cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2,
+            "two answers");
+  for (size_t i = 0; i < 2; i++)
+    cr_assert(r->element[i]->type == REDIS_REPLY_STRING &&
+                  r->element[i]->len ==
+                      SLUICE_WIRE_PROG_HEADER + SLUICE_WIRE_VERDICT &&
+                  r->element[i]->str[SLUICE_WIRE_PROG_ALLOWED] == 1,
+              "answer %zu: allowed", i);
+  freeReplyObject(r);
+  cr_assert_eq(raw_int(c, "STRLEN %s", k1), SLUICE_WIRE_RECORD);
+  cr_assert_eq(raw_int(c, "STRLEN %s", k2), SLUICE_WIRE_RECORD);
+  redisFree(c);
 }
 
 Test(store, readonly_refuses_writes) {

@@ -10,12 +10,14 @@ local run
 
 -- n > 1 programs: each run as a call of its own, one TIME for all.
 local function run_many(keys, argv, n)
-  -- Every program's records found before any program runs: a malformed
-  -- call runs none.
+  -- Every program's records found (and its numbers whole int64s, a
+  -- header at least) before any program runs: a malformed call runs none.
   local nks, at = {}, 0
   for k = 1, n do
     local av = argv[k]
-    if #av < HDR_BYTES then return fail('EINVAL', 'malformed arguments') end
+    if #av < HDR_BYTES or #av % 8 ~= 0 then
+      return fail('EINVAL', 'malformed arguments')
+    end
     local nk = sunpack('<i8', av)
     if nk < 1 then return fail('EINVAL', 'malformed arguments') end
     nks[k], at = nk, at + nk

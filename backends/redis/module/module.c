@@ -357,13 +357,15 @@ static int cmd_run(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   if (!(n = numkeys_of(argv, argc, SLUICE_PROGRAM_KEYS)))
     return reply_err(ctx, "EINVAL malformed arguments");
   np = argc - 2 - n;
-  /* Every program's records found before any runs: a malformed call runs
-  ** none. */
+  /* Every program's records found (and its numbers whole int64s, a
+  ** header at least) before any runs: a malformed call runs none. */
   for (k = 0, at = 0; k < np; k++) {
     size_t len;
     const unsigned char *a = (const unsigned char *)srm_StringPtrLen(
         argv[2 + n + k], &len);
-    int64_t nk = len >= 8 ? smod_le64(a + 8 * SLUICE_WIRE_NKEYS) : 0;
+    int64_t nk = len >= 8 * SLUICE_WIRE_HEADER && len % 8 == 0
+                     ? smod_le64(a + 8 * SLUICE_WIRE_NKEYS)
+                     : 0;
     if (nk < 1 || nk > n - at)
       return reply_err(ctx, "EINVAL malformed arguments");
     at += (int)nk;
