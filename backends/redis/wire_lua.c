@@ -190,6 +190,11 @@ int main(void) {
   }
   /* allowed, denied_by, ran, fresh; now (NOW_FMT) follows. */
   puts("local PROG_HEAD_FMT = '<i4i4I4I4'");
+  /* The whole answer of a program of one step that ran: the header, now,
+  ** the verdict (its int64s numbers below 2^53) and now. */
+  fputs("local PONE_FMT = '<i4i4I4I4I4i4", stdout);
+  SLUICE_WIRE_VERDICT_FIELDS(FMT_I32, FMT_U32, FMT_NONOW)
+  puts("I4i4'");
   /* distinct.c's table, as little-endian uint16s in a string: a string
   ** constant costs the script nothing per call, a table would. */
   {

@@ -8,7 +8,9 @@
 
 local run
 
--- n > 1 programs: each run as a call of its own, one TIME for all.
+-- n > 1 programs: each run as a call of its own, one TIME for all, its
+-- records and numbers in MK and MA (made once, refilled per program).
+local MK, MA = {}, {}
 local function run_many(keys, argv, n)
   -- Every program's records found (and its numbers whole int64s, a
   -- header at least) before any program runs: a malformed call runs none.
@@ -24,10 +26,15 @@ local function run_many(keys, argv, n)
   end
   if at ~= #keys then return fail('EINVAL', 'malformed arguments') end
   local out, nh, nl = {}, server_now()
+  local last = #MK
   at = 0
   for k = 1, n do
-    out[k] = run({unpack(keys, at + 1, at + nks[k])}, {argv[k]}, nh, nl)
-    at = at + nks[k]
+    local nk = nks[k]
+    for i = 1, nk do MK[i] = keys[at + i] end
+    for i = nk + 1, last do MK[i] = nil end
+    last, MA[1] = nk, argv[k]
+    out[k] = run(MK, MA, nh, nl)
+    at = at + nk
   end
   return out
 end
@@ -36,8 +43,8 @@ end
 -- server's time when run_many read it.
 run = function(keys, argv, snh, snl)
   if not floor then
-    floor, spack, sunpack, rcall = math.floor, struct.pack, struct.unpack,
-      redis.call
+    floor, spack, sunpack, rcall, rpcall = math.floor, struct.pack,
+      struct.unpack, redis.call, redis.pcall
   end
   if argv[2] then return run_many(keys, argv, #argv) end
   local av = argv[1]
@@ -51,7 +58,7 @@ run = function(keys, argv, snh, snl)
     local pre
     if prog.std then
       local r
-      r, pre = pstd(prog.std, nh, nl, false)
+      r, pre = prog.std.fn(prog.std, nh, nl, false)
       if r then return r end
       pre = pstd_pre(prog.std, pre)
     end
@@ -103,7 +110,7 @@ run = function(keys, argv, snh, snl)
   local pre
   if prog.std then
     local r
-    r, pre = pstd(prog.std, nh, nl, minttl)
+    r, pre = prog.std.fn(prog.std, nh, nl, minttl)
     if r then return r end
     pre = pstd_pre(prog.std, pre)
   end

@@ -52,7 +52,7 @@ local T32 = 4294967296
 local MS = 1000000
 -- Bound by run() on its first call: a library's chunk may touch no global
 -- but redis while Redis 7.0 loads it (FUNCTION LOAD).
-local floor, spack, sunpack, rcall
+local floor, spack, sunpack, rcall, rpcall
 
 local function fail(code, msg)
   return redis.error_reply('SLUICE ' .. code .. ' ' .. msg)

@@ -31,6 +31,84 @@ local function gcra_tat(Dn, R, nh, nl)
   return th, tl, f, xh, xl, q + 1
 end
 
+-- A program of one GCRA step over one record, consumed or peeked (an
+-- operation's usual call), in straight-line code as the sequencer's own
+-- fast step would run it: one GET, at most one SET, the program's answer
+-- packed at once.  std: what pstd_shape (program.lua) made of it.  nil
+-- for any other case (an expired or foreign value, a TAT out of reach, a
+-- record whose stored expiry the general step would rewrite), having
+-- written nothing: the sequencer then decides.
+local function pone(std, nh, nl, minttl)
+  local key, g, kind = CK[1], std.g, std.kind
+  local R, Pd, B, tau = g[1], g[2], g[3], g[4]
+  local v = rpcall('GET', key)
+  if type(v) == 'table' then return v end -- a value of another type
+  local w0l, w0h, fr, w1h, el, eh, lay = 0, 0, 0, 0, 0, 0, LAYOUT
+  local stale, oh = false, nil
+  if v and #v == REC_BYTES then
+    w0l, w0h, fr, w1h, el, eh, lay = sunpack(REC_FMT, v)
+    oh = eh
+    if lay == LAYOUT and not (nh < eh or (nh == eh and nl < el)) then
+      -- Expired (a bucket that is full again): a fresh record, and the
+      -- stale one goes, as in the sequencer.
+      w0l, w0h, fr, w1h = 0, 0, 0, 0
+      stale = true
+      v = false
+    end
+  elseif v then
+    return nil
+  end
+  if lay ~= LAYOUT or w1h ~= 0 or fr >= R then return nil end
+  local D
+  local dh, dl = w0h - nh, w0l - nl
+  if dl < 0 then dl = dl + T32; dh = dh - 1 end
+  if dh < 0 then
+    D = 0
+  elseif dh < 2097152 then
+    local dn = dh * T32 + dl
+    if dn <= g[5] then
+      D = dn * R + fr
+      if D > tau then return nil end
+    else
+      return nil
+    end
+  else
+    return nil
+  end
+  local Dn = D + g[6]
+  local fits = Dn <= tau
+  local rem, rst, rty
+  if fits and kind == OP_CONSUME then
+    rem, rst, rty = fd(tau - Dn, Pd), cd(Dn, R), 0
+  else
+    rem, rst = fd(tau - D, Pd), cd(D, R)
+    rty = 0
+    if not fits then rty = cd(Dn - tau, R) end
+  end
+  if fits and kind == OP_CONSUME and g[6] > 0 then
+    local th, tl, f, xh, xl = gcra_tat(Dn, R, nh, nl)
+    setrec(key, spack(REC_FMT, tl, th, f, 0, xl, xh, LAYOUT), xh, xl, nh,
+      nl, minttl, oh, el)
+  elseif v then
+    -- Unchanged record: the general step would rewrite its expiry if it
+    -- is not ceil(TAT) (a value another writer left).
+    local xh, xl = w0h, w0l
+    if fr > 0 then
+      xl = xl + 1
+      if xl >= T32 then xl = xl - T32; xh = xh + 1 end
+    end
+    if xh ~= eh or xl ~= el then return nil end
+  elseif stale then
+    rcall('DEL', key)
+  end
+  -- The program's answer: its header (a gate's denial denies it), now,
+  -- the step's verdict (its int64 fields exact below 2^53) and now.
+  local pal, pden = 1, -1
+  if std.gate and not fits then pal, pden = 0, 0 end
+  return spack(PONE_FMT, pal, pden, 1, 0, nl, nh, fits and 1 or 0, 0, 0, 0,
+    B, rem, rty, rst, 0, 0, 0, nl, nh)
+end
+
 -- The hot step of a program, straight-line over the in-memory records
 -- (c: four unsigned halves per record, record i at 4i-3 .. 4i; xe: its
 -- expiry pair at 2i-1, 2i, once a step set it; ox: as stored): a GCRA group consumed or peeked with

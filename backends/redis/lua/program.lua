@@ -151,38 +151,6 @@ local function never(w, r)
   return false
 end
 
--- What pstd needs of a compiled program of the standard shape, or nil.
-local function pstd_shape(prog, nkeys)
-  local b, g = prog[1], prog[2]
-  if prog.n < 2 or nkeys > 8 or not b.th or b.w1 ~= WHEN_ALWAYS or
-     b.w2 ~= WHEN_ALWAYS or not g.g or g.sk ~= OP_CONSUME or g.arg < 1 or
-     (g.w1 ~= WHEN_ALWAYS and g.w1 ~= WHEN_PASSED) or
-     g.w2 ~= WHEN_ALWAYS then
-    return nil
-  end
-  for s = 3, prog.n do
-    local S = prog[s]
-    if not (never(S.w1, S.r1) or never(S.w2, S.r2)) then return nil end
-  end
-  -- pre: an admitting GCRA verdict's bytes before remaining, per binding
-  -- bucket, packed when first needed.
-  -- nm: the records pstd reads, the box's and the buckets' (the steps
-  -- after a denial read theirs when they run): KEYS[1..nm] when they are
-  -- the first records, else (a declared route's box is followed by its
-  -- notice's record) mk, their indexes, the box's first.  vb, vg: where
-  -- the MGET's answer has the box's value and the buckets' (vg + j).
-  local kb, kg, nk = b.key + 1, g.key, g.nk
-  local nm, mk, vb, vg = kb, nil, kb, kg
-  if kg + nk > nm then nm = kg + nk end
-  if nm > 1 + nk then
-    mk, nm, vb, vg = {kb}, 1 + nk, 1, 1
-    for j = 1, nk do mk[1 + j] = kg + j end
-  end
-  -- hdr: both steps ran, the box check's verdict a fresh one.
-  return {vb = vb, vg = vg, mk = mk, kg = kg, nk = nk, g = g.g, nm = nm,
-          hdr = spack(PROG_HEAD_FMT, 1, -1, 3, 1), pre = {}}
-end
-
 -- The values of pstd's MGET by record index, for program(): those it did
 -- not read are nil (read when a step needs them).
 local function pstd_pre(std, vals)
@@ -322,6 +290,43 @@ local function pstd(std, nh, nl, minttl)
   if r > 0 then rs = rs + 1 end
   return std.hdr .. now8 .. pre ..
     spack(VERDICT_MID_FMT, bv, 0, rs) .. VERDICT_POST .. now8
+end
+
+-- The straight line a compiled program takes first, or nil: pone for one
+-- GCRA step over one record (gcra.lua), pstd for the standard shape; fn is
+-- the function, the rest what it needs.
+local function pstd_shape(prog, nkeys)
+  local b, g = prog[1], prog[2]
+  if prog.n == 1 and nkeys == 1 and b.g and b.nk == 1 then
+    return {fn = pone, g = b.g, kind = b.sk, gate = b.fold == FOLD_GATE}
+  end
+  if prog.n < 2 or nkeys > 8 or not b.th or b.w1 ~= WHEN_ALWAYS or
+     b.w2 ~= WHEN_ALWAYS or not g.g or g.sk ~= OP_CONSUME or g.arg < 1 or
+     (g.w1 ~= WHEN_ALWAYS and g.w1 ~= WHEN_PASSED) or
+     g.w2 ~= WHEN_ALWAYS then
+    return nil
+  end
+  for s = 3, prog.n do
+    local S = prog[s]
+    if not (never(S.w1, S.r1) or never(S.w2, S.r2)) then return nil end
+  end
+  -- pre: an admitting GCRA verdict's bytes before remaining, per binding
+  -- bucket, packed when first needed.
+  -- nm: the records pstd reads, the box's and the buckets' (the steps
+  -- after a denial read theirs when they run): KEYS[1..nm] when they are
+  -- the first records, else (a declared route's box is followed by its
+  -- notice's record) mk, their indexes, the box's first.  vb, vg: where
+  -- the MGET's answer has the box's value and the buckets' (vg + j).
+  local kb, kg, nk = b.key + 1, g.key, g.nk
+  local nm, mk, vb, vg = kb, nil, kb, kg
+  if kg + nk > nm then nm = kg + nk end
+  if nm > 1 + nk then
+    mk, nm, vb, vg = {kb}, 1 + nk, 1, 1
+    for j = 1, nk do mk[1 + j] = kg + j end
+  end
+  -- hdr: both steps ran, the box check's verdict a fresh one.
+  return {fn = pstd, vb = vb, vg = vg, mk = mk, kg = kg, nk = nk, g = g.g,
+          nm = nm, hdr = spack(PROG_HEAD_FMT, 1, -1, 3, 1), pre = {}}
 end
 
 -- PIDS: the same compiled programs keyed by their id, the 24 bytes the
