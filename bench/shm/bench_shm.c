@@ -41,7 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../bench/dram_floor.h"
+#include "dram_floor.h"
 #include "sluice.h"
 #include <sluice/sluice_mem.h>
 #include <sluice/sluice_shm.h>
