@@ -1299,13 +1299,6 @@ static int shm_control(sluice_store *st, int op, void *arg) {
     return SLUICE_ENOTFOUND;
   if (!arg)
     return SLUICE_EINVAL;
-  /* Zero now, so that a later version may read them as inputs. */
-  for (i = 0; i < sizeof ss->reserved / sizeof ss->reserved[0]; i++)
-    if (ss->reserved[i])
-      return sluice_store_seterr(st, SLUICE_EINVAL, 0,
-                                 "shm: sluice_shm_stats.reserved[%d] is not "
-                                 "zero (zero the struct before the call)",
-                                 (int)i);
   now = ss->now_ns > 0 ? ss->now_ns : real_now();
   ss->capacity = (int64_t)t->hdr->capacity;
   ss->slots = (int64_t)t->reg[0].nslots;
