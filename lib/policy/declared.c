@@ -1,8 +1,8 @@
 /*
 ** Running a route of declared limits (declared.h): the request's attributes
 ** into each limit's parameter set, cost and keys, the limits as the steps
-** of one program per hash-tag group (declared_conf.c choice a), and the
-** programs' results into the decision.  In each group's program:
+** of one program per hash-tag group (declared_conf.c, "Hash-tag groups"),
+** and the programs' results into the decision.  In each group's program:
 **
 **   limit 0   its step over its record(s)   gate, always
 **   limit i   its step                      gate, if every earlier passed
@@ -1089,9 +1089,9 @@ static void spread_signal(const sluice__droute *dr, sluice__pen_run *prs,
 }
 
 /* A route's programs, one per hash-tag group in the route's run order
-** (declared_conf.c choice a), each one atomic store call.  The first
-** group that refuses ends the run, and the groups before it get back what
-** they took (give_back()): a refused request consumes nothing anywhere.
+** (declared_conf.c, "Hash-tag groups"), each one atomic store call.  The
+** first group that refuses ends the run, and the groups before it get back
+** what they took (give_back()): a refused request consumes nothing anywhere.
 ** Not atomic across groups: between a group's charge and its give-back
 ** another request may find that group charged and be refused for it;
 ** none is ever admitted beyond a limit, since every limit is decided

@@ -12,8 +12,8 @@
 **
 ** Gates stop at the first denial, so at most one limit denies and at most
 ** one strike is counted per request; the notice is the scope's, whichever
-** limit gave the Retry-After (decide.c choice a).  Leases, locks and caps
-** take no strikes, as the built-in flow's.  A box trip does what its
+** limit gave the Retry-After (decide.c, "A strike needs a notice").
+** Leases, locks and caps take no strikes.  A box trip does what its
 ** level's actions say; the boxes seen go to the deny cache under the
 ** penalty's scope id, so that they hold through an outage and, with a
 ** shared cache, cost no store call.

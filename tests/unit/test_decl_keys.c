@@ -193,7 +193,8 @@ Test(decl_keys, a_decision_writes_the_documented_keys) {
     cr_assert_eq(sluice_policy_decide(pol, &r, &d), SLUICE_OK);
   }
   cr_assert(!d.allowed);
-  /* A refusal while the notice is up is the strike (decide.c choice a). */
+  /* A refusal while the notice is up is the strike (decide.c, "A strike
+  ** needs a notice"). */
   cr_assert_eq(sluice_policy_decide(pol, &r, &d), SLUICE_OK);
   cr_assert(!d.allowed);
   folded64("users", tenant_user, 2, body);
