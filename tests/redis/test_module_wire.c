@@ -1,6 +1,7 @@
 /*
-** The Redis module's wire decoding (backends/redis/module/wire.c) without
-** Redis: what the store sends decodes to the program it came from, the verdict bytes sit where redis_codec.c reads them, and
+** The Redis module's wire decoding (backends/redis/module/rm_wire.c)
+** without Redis: what the store sends decodes to the program it came
+** from, the verdict bytes sit where redis_codec.c reads them, and
 ** arguments cut short or mutated at random never decode to something the
 ** algorithm layer cannot run (the module runs inside redis-server: a crash
 ** there takes the server down).
