@@ -6,47 +6,46 @@
 -- with `return run(KEYS, ARGV)`, the library form registers run as its
 -- function (embed_lua.py adds either).
 
-local run
-
--- n > 1 programs: each run as a call of its own, one TIME for all, its
--- records and numbers in MK and MA (made once, refilled per program).
-local MK, MA = {}, {}
-local function run_many(keys, argv, n)
-  -- Every program's records found (and its numbers whole int64s, a
-  -- header at least) before any program runs: a malformed call runs none.
-  local nks, at = {}, 0
-  for k = 1, n do
-    local av = argv[k]
-    if #av < HDR_BYTES or #av % 8 ~= 0 then
-      return fail('EINVAL', 'malformed arguments')
-    end
-    local nk = sunpack('<i8', av)
-    if nk < 1 then return fail('EINVAL', 'malformed arguments') end
-    nks[k], at = nk, at + nk
-  end
-  if at ~= #keys then return fail('EINVAL', 'malformed arguments') end
-  local out, nh, nl = {}, server_now()
-  local last = #MK
-  at = 0
-  for k = 1, n do
-    local nk = nks[k]
-    for i = 1, nk do MK[i] = keys[at + i] end
-    for i = nk + 1, last do MK[i] = nil end
-    last, MA[1] = nk, argv[k]
-    out[k] = run(MK, MA, nh, nl)
-    at = at + nk
-  end
-  return out
-end
-
--- One program (or, from ARGV[2] on, several: run_many).  snh, snl: the
--- server's time when run_many read it.
+-- A call of several programs runs each as a call of its own, one TIME
+-- for all, its records and numbers in MK and MA (made on the first such
+-- call, refilled per program).
+local run, MK, MA
+-- One program, or from ARGV[2] on several.  snh, snl: the server's time
+-- when the call of several read it.
 run = function(keys, argv, snh, snl)
   if not floor then
     floor, spack, sunpack, rcall, rpcall = math.floor, struct.pack,
       struct.unpack, redis.call, redis.pcall
   end
-  if argv[2] then return run_many(keys, argv, #argv) end
+  if argv[2] then
+    -- Every program's records found (and its numbers whole int64s, a
+    -- header at least) before any program runs: a malformed call runs
+    -- none.
+    local n, nks, at = #argv, {}, 0
+    for k = 1, n do
+      local av = argv[k]
+      if #av < HDR_BYTES or #av % 8 ~= 0 then
+        return fail('EINVAL', 'malformed arguments')
+      end
+      local nk = sunpack('<i8', av)
+      if nk < 1 then return fail('EINVAL', 'malformed arguments') end
+      nks[k], at = nk, at + nk
+    end
+    if at ~= #keys then return fail('EINVAL', 'malformed arguments') end
+    if not MK then MK, MA = {}, {} end
+    local out, nh, nl = {}, server_now()
+    local last = #MK
+    at = 0
+    for k = 1, n do
+      local nk = nks[k]
+      for i = 1, nk do MK[i] = keys[at + i] end
+      for i = nk + 1, last do MK[i] = nil end
+      last, MA[1] = nk, argv[k]
+      out[k] = run(MK, MA, nh, nl)
+      at = at + nk
+    end
+    return out
+  end
   local av = argv[1]
   CK, AV = keys, av
   -- A program seen before, at server time: its numbers are the key of its

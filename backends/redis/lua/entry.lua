@@ -57,13 +57,6 @@ local floor, spack, sunpack, rcall, rpcall
 local function fail(code, msg)
   return redis.error_reply('SLUICE ' .. code .. ' ' .. msg)
 end
--- MGET reads a value of another type (a hash, a list) as absent: before
--- a record read so is written, GET tells; Redis's WRONGTYPE error, or nil.
-local function foreign(key)
-  local e = redis.pcall('GET', key)
-  if type(e) == 'table' and e.err then return e end
-  return nil
-end
 
 
 -- ------------------------------------------------------------------- now

@@ -209,9 +209,10 @@ local function pstd(std, nh, nl, minttl)
       -- (The key's deadline is that of the stored expiry, passed or not.)
       x[2 * j - 1], x[2 * j] = eh, el
     else
-      -- (read as absent, it may be a value of another type)
-      local e = foreign(K[kg + j])
-      if e then return e end
+      -- MGET reads a value of another type (a hash, a list) as absent:
+      -- GET tells (Redis's WRONGTYPE error) before anything is written.
+      local e = rpcall('GET', K[kg + j])
+      if type(e) == 'table' then return e end
     end
     local Dn = D + g[k]
     if Dn > tau then return nil, vals end
@@ -527,8 +528,8 @@ local function program(prog, nh, nl, minttl, pre)
   -- of another type.
   for i = 1, n do
     if PABS[i] and pwrite(i, nh, nl) == 2 then
-      local e = foreign(KEYS[i])
-      if e then return e end
+      local e = rpcall('GET', KEYS[i]) -- (as in pstd)
+      if type(e) == 'table' then return e end
     end
   end
   for i = 1, n do
