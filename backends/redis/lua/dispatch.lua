@@ -55,11 +55,15 @@ run = function(keys, argv, snh, snl)
     local nh, nl = snh, snl
     if not snh then nh, nl = server_now() end
     local pre
-    if prog.std then
+    local std = prog.std
+    if std then
       local r
-      r, pre = prog.std.fn(prog.std, nh, nl, false)
+      r, pre = pstd(std, nh, nl, false)
       if r then return r end
-      pre = pstd_pre(prog.std, pre)
+      pre = pstd_pre(std, pre)
+    elseif prog.one then
+      local r = pone(prog.one, nh, nl, false)
+      if r then return r end
     end
     return program(prog, nh, nl, false, pre)
   end
@@ -107,11 +111,15 @@ run = function(keys, argv, snh, snl)
   end
   if not prog then return err end
   local pre
-  if prog.std then
+  local std = prog.std
+  if std then
     local r
-    r, pre = prog.std.fn(prog.std, nh, nl, minttl)
+    r, pre = pstd(std, nh, nl, minttl)
     if r then return r end
-    pre = pstd_pre(prog.std, pre)
+    pre = pstd_pre(std, pre)
+  elseif prog.one then
+    local r = pone(prog.one, nh, nl, minttl)
+    if r then return r end
   end
   return program(prog, nh, nl, minttl, pre)
 end

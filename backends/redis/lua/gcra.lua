@@ -34,7 +34,7 @@ end
 -- A program of one GCRA step over one record, consumed or peeked (an
 -- operation's usual call), in straight-line code as the sequencer's own
 -- fast step would run it: one GET, at most one SET, the program's answer
--- packed at once.  std: what pstd_shape (program.lua) made of it.  nil
+-- packed at once.  std: what pcompile (program.lua) made of it.  nil
 -- for any other case (an expired or foreign value, a TAT out of reach, a
 -- record whose stored expiry the general step would rewrite), having
 -- written nothing: the sequencer then decides.

@@ -293,14 +293,9 @@ local function pstd(std, nh, nl, minttl)
     spack(VERDICT_MID_FMT, bv, 0, rs) .. VERDICT_POST .. now8
 end
 
--- The straight line a compiled program takes first, or nil: pone for one
--- GCRA step over one record (gcra.lua), pstd for the standard shape; fn is
--- the function, the rest what it needs.
+-- What pstd needs of a compiled program of the standard shape, or nil.
 local function pstd_shape(prog, nkeys)
   local b, g = prog[1], prog[2]
-  if prog.n == 1 and nkeys == 1 and b.g and b.nk == 1 then
-    return {fn = pone, g = b.g, kind = b.sk, gate = b.fold == FOLD_GATE}
-  end
   if prog.n < 2 or nkeys > 8 or not b.th or b.w1 ~= WHEN_ALWAYS or
      b.w2 ~= WHEN_ALWAYS or not g.g or g.sk ~= OP_CONSUME or g.arg < 1 or
      (g.w1 ~= WHEN_ALWAYS and g.w1 ~= WHEN_PASSED) or
@@ -326,8 +321,8 @@ local function pstd_shape(prog, nkeys)
     for j = 1, nk do mk[1 + j] = kg + j end
   end
   -- hdr: both steps ran, the box check's verdict a fresh one.
-  return {fn = pstd, vb = vb, vg = vg, mk = mk, kg = kg, nk = nk, g = g.g,
-          nm = nm, hdr = spack(PROG_HEAD_FMT, 1, -1, 3, 1), pre = {}}
+  return {vb = vb, vg = vg, mk = mk, kg = kg, nk = nk, g = g.g, nm = nm,
+          hdr = spack(PROG_HEAD_FMT, 1, -1, 3, 1), pre = {}}
 end
 
 -- PIDS: the same compiled programs keyed by their id, the 24 bytes the
@@ -380,6 +375,11 @@ local function pcompile(nsteps, nkeys)
   end
   if off - 1 ~= len then return nil, fail('EINVAL', 'malformed program') end
   prog.std = pstd_shape(prog, nkeys)
+  -- One GCRA step over one record (an operation's call): pone (gcra.lua).
+  local S = prog[1]
+  if nsteps == 1 and nkeys == 1 and S.g and S.nk == 1 then
+    prog.one = {g = S.g, kind = S.sk, gate = S.fold == FOLD_GATE}
+  end
   return prog
 end
 
