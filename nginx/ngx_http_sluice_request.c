@@ -462,7 +462,6 @@ static ngx_int_t
 ngx_http_sluice_answer(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx,
     const sluice_request *req, sluice_http_answer *a)
 {
-    sluice_http_facts f;
     ngx_str_t rid = ngx_null_string;
     ngx_http_variable_value_t *vv;
     static ngx_str_t rid_name = ngx_string("request_id");
@@ -479,10 +478,9 @@ ngx_http_sluice_answer(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx,
         rid.len = vv->len;
         rid_c = ngx_http_sluice_cstr(r->pool, &rid);
     }
-    if (sluice_decision_http_facts(&ctx->d, req, rid_c, &f)
-            != SLUICE_OK
-        || sluice_http_answer_make(ngx_http_sluice_worker.http, &f, ngx_http_sluice_wall_ns(), a)
-               != SLUICE_OK) {
+    if (sluice_http_answer_make(ngx_http_sluice_worker.http, &ctx->d, req,
+                                rid_c, ngx_http_sluice_wall_ns(), a)
+        != SLUICE_OK) {
         return NGX_ERROR;
     }
     return NGX_OK;

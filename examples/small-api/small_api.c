@@ -75,7 +75,6 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
   char ip[INET6_ADDRSTRLEN] = "";
   sluice_request rq;
   sluice_decision d;
-  sluice_http_facts f;
   sluice_http_answer a;
   struct MHD_Response *r = NULL;
   char body[2048];
@@ -112,8 +111,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
              d.invalid_field ? d.invalid_field : "?", sluice_strerror(rc));
     return send_text(c, 400, "text/plain", body, NULL);
   }
-  if (sluice_decision_http_facts(&d, &rq, NULL, &f) != SLUICE_OK ||
-      sluice_http_answer_make(svc->http, &f, now_ns(), &a) != SLUICE_OK ||
+  if (sluice_http_answer_make(svc->http, &d, &rq, NULL, now_ns(), &a) !=
+          SLUICE_OK ||
       sluice_http_answer_body(svc->http, &a, body, sizeof body, &len) !=
           SLUICE_OK)
     return MHD_NO;

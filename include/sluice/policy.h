@@ -858,38 +858,7 @@ SLUICE_EXPORT uint64_t sluice_policy_count(const sluice_policy *p,
 SLUICE_EXPORT int sluice_policy_metrics(const sluice_policy *p, char *buf,
                                         size_t len, size_t *needed);
 
-/* ------------------------------------------------------- HTTP bridge --- */
-
-struct sluice_http_facts;
-
-/** @brief Turn a decision into the facts the HTTP surface renders
- *  (sluice/http.h: sluice_http_answer_make()).
- *
- *  Mapping: the answer follows d->allowed, so a request shadow mode let
- *  through is answered as ALLOWED (with its limit headers); THROTTLED ->
- *  THROTTLED with Warning and penalty_strikes_remaining; BOXED -> BOXED
- *  (Active-Lockout, level, lockout end; the penalty's detail);
- *  SUSPENDED -> SUSPENDED (403, Active-Lockout, no Retry-After);
- *  CONCURRENCY -> CONCURRENCY with the concurrency limit; CONFLICT ->
- *  CONFLICT (409); UNAVAILABLE -> FAIL_CLOSED (503, no RateLimit headers).
- *  The binding limit by its own name and unit (the per-IP backstop's:
- *  "ip", in "requests"), every limit of the route in facts.policies (the
- *  structured RateLimit-Policy lists them in the route's order), the
- *  refusing one flagged SLUICE_HTTP_P_VIOLATED (violated-policies).
- *
- *  @param[in] d           the decision; f->tier points into it, so it must
- *                         outlive every use of the facts.
- *  @param[in] req         NULL, or the request: method, route and instance
- *                         (the route) for the problem detail; borrowed the
- *                         same way.
- *  @param[in] request_id  NULL, or the service's request id; borrowed.
- *  @param[out] f          the facts, fully overwritten.
- *  @return SLUICE_OK, or SLUICE_EINVAL (NULL d or f, a decision whose
- *  outcome is unknown). */
-SLUICE_EXPORT int sluice_decision_http_facts(const sluice_decision *d,
-                                             const sluice_request *req,
-                                             const char *request_id,
-                                             struct sluice_http_facts *f);
+/* ---------------------------------------------------------- names --- */
 
 /** @brief Names for logs and metrics labels: "allow", "throttled"...;
  *  "box_trip"...  Static; "unknown" otherwise. */

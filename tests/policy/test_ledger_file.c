@@ -350,7 +350,6 @@ static void render(const sluice_decision *d, const sluice_request *r, int form,
                    rendered *out) {
   sluice_http_options o;
   sluice_http *h;
-  sluice_http_facts f;
   size_t len = 0;
   memset(&o, 0, sizeof o);
   memset(out, 0, sizeof *out);
@@ -358,8 +357,8 @@ static void render(const sluice_decision *d, const sluice_request *r, int form,
   o.flags = SLUICE_HTTP_NO_JITTER;
   o.header_form = form;
   cr_assert_eq(sluice_http_open(&o, &h), SLUICE_OK);
-  cr_assert_eq(sluice_decision_http_facts(d, r, "req_1", &f), SLUICE_OK);
-  cr_assert_eq(sluice_http_answer_make(h, &f, d->now_ns, &out->a), SLUICE_OK);
+  cr_assert_eq(sluice_http_answer_make(h, d, r, "req_1", d->now_ns, &out->a),
+               SLUICE_OK);
   cr_assert_eq(
       sluice_http_answer_foreach_header(h, &out->a, collect, out->headers),
       SLUICE_OK);

@@ -82,7 +82,6 @@ int main(int argc, char **argv) {
     sluice_request q = {.method = method, .route = route, .attrs = attrs,
                         .nattrs = n};
     sluice_decision d;
-    sluice_http_facts f;
     sluice_http_answer a;
     char body[8192];
     size_t len = 0;
@@ -92,9 +91,8 @@ int main(int argc, char **argv) {
              d.invalid_field ? d.invalid_field : "-");
       continue;
     }
-    if (sluice_decision_http_facts(&d, &q, strcmp(rid, "-") ? rid : NULL,
-                                   &f) != SLUICE_OK ||
-        sluice_http_answer_make(http, &f, d.now_ns, &a) != SLUICE_OK ||
+    if (sluice_http_answer_make(http, &d, &q, strcmp(rid, "-") ? rid : NULL,
+                                d.now_ns, &a) != SLUICE_OK ||
         sluice_http_answer_body(http, &a, body, sizeof body, &len) !=
             SLUICE_OK) {
       fprintf(stderr, "resty-oracle: rendering failed\n");

@@ -63,7 +63,6 @@ static int add_header(const char *name, const char *value, void *ud) {
 int sn_answer_fill(sn_policy *p, int rc, const sluice_request *rq,
                    const sluice_decision *d, double *out, char *room,
                    size_t room_len, char **text, size_t *text_len) {
-  sluice_http_facts f;
   sluice_http_answer a;
   header_sink hs = {p, out, NULL, 0, 0, 0};
   size_t blen = 0;
@@ -96,9 +95,8 @@ int sn_answer_fill(sn_policy *p, int rc, const sluice_request *rq,
     out[SN_OUT_NOW_LO] = (double)(uint32_t)(uint64_t)d->now_ns;
     out[SN_OUT_NOW_HI] = (double)(uint32_t)((uint64_t)d->now_ns >> 32);
   }
-  if ((rrc = sluice_decision_http_facts(d, rq, NULL, &f)) != SLUICE_OK ||
-      (rrc = sluice_http_answer_make(p->http, &f, d->now_ns, &a)) !=
-          SLUICE_OK)
+  if ((rrc = sluice_http_answer_make(p->http, d, rq, NULL, d->now_ns, &a)) !=
+      SLUICE_OK)
     return rrc;
   out[SN_OUT_STATUS] = a.status;
   /* the body's size first: the header values go before it */

@@ -66,7 +66,6 @@ int main(int argc, char **argv) {
     sluice_request rq;
     sluice_attr used = {NULL, NULL};
     sluice_decision d;
-    sluice_http_facts f;
     sluice_http_answer a;
     size_t len = 0;
     int rc;
@@ -96,8 +95,8 @@ int main(int argc, char **argv) {
              d.invalid_field ? d.invalid_field : "-");
       continue;
     }
-    if (sluice_decision_http_facts(&d, &rq, NULL, &f) != SLUICE_OK ||
-        sluice_http_answer_make(http, &f, d.now_ns, &a) != SLUICE_OK ||
+    if (sluice_http_answer_make(http, &d, &rq, NULL, d.now_ns, &a) !=
+            SLUICE_OK ||
         sluice_http_answer_body(http, &a, body, sizeof body, &len) !=
             SLUICE_OK)
       return 1;
