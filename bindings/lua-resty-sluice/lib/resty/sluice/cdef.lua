@@ -72,21 +72,14 @@ typedef struct sluice_request {
 } sluice_request;
 
 typedef struct sluice_decision_limit {
-  union {
-    const char *name;
-    int64_t name_word_;
-  };
-  union {
-    const char *unit;
-    int64_t unit_word_;
-  };
+  const char *name;
+  const char *unit;
   int64_t quota;
   int64_t window_ns;
   int64_t remaining;
   int64_t reset_ns;
   int64_t cost;
   unsigned flags;
-  int reserved;
 } sluice_decision_limit;
 
 typedef struct sluice_decision {
@@ -101,7 +94,6 @@ typedef struct sluice_decision {
   int64_t limit;
   int64_t remaining;
   int64_t reset_ns;
-  int64_t policy_quota;
   int64_t policy_window_ns;
   int64_t refill_rate;
   int64_t refill_period_ns;
@@ -116,23 +108,12 @@ typedef struct sluice_decision {
   int store_error;
   const char *invalid_field;
   int64_t cap_limit;
-  int64_t reserved_w_[3];
-  union {
-    const char *limit_name;
-    int64_t limit_name_word_;
-  };
-  union {
-    const char *limit_unit;
-    int64_t limit_unit_word_;
-  };
+  const char *limit_name;
+  const char *limit_unit;
   uint64_t settle_check;
   int nlimits;
-  int reserved_int_;
   sluice_decision_limit limits[8];
-  union {
-    const char *box_detail;
-    int64_t box_detail_word_;
-  };
+  const char *box_detail;
 } sluice_decision;
 
 typedef void (*sluice_policy_event_fn)(void *userdata,
