@@ -235,27 +235,14 @@ typedef struct sluice_http_header {
  *                      (may be NULL).
  *  @return SLUICE_OK, SLUICE_EINVAL (NULL pointers), SLUICE_ERANGE (cap or
  *  buflen too small: *n and *needed give the sizes that suffice).  The
- *  pointers stay valid while buf does. */
+ *  pointers stay valid while buf does.  The values are in buf one after
+ *  the other, each with its NUL, in the order of hdrs; SLUICE_HTTP_MAX_HEADERS
+ *  entries and SLUICE_HTTP_HEADER_BUF bytes always suffice. */
 SLUICE_EXPORT int sluice_http_answer_headers(const sluice_http *h,
                                              const sluice_http_answer *a,
                                              sluice_http_header *hdrs,
                                              size_t cap, size_t *n, char *buf,
                                              size_t buflen, size_t *needed);
-
-/** @brief Called once per header; name and value are NUL-terminated and
- *  valid only during the call.  Return 0 to go on; anything else stops
- *  the walk and is returned by sluice_http_answer_foreach_header(). */
-typedef int (*sluice_http_header_cb)(const char *name, const char *value,
-                                     void *ud);
-
-/** @brief Render an answer's headers through a callback (same order and
- *  values as sluice_http_answer_headers()).
- *  @return SLUICE_OK, SLUICE_EINVAL (NULL pointers) or the callback's
- *  nonzero return. */
-SLUICE_EXPORT int sluice_http_answer_foreach_header(const sluice_http *h,
-                                                    const sluice_http_answer *a,
-                                                    sluice_http_header_cb cb,
-                                                    void *ud);
 
 /** @brief Render the application/problem+json body (RFC 9457).  Members,
  *  in this order: type, title, status, detail, instance,

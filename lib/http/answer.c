@@ -420,9 +420,11 @@ static void put_policies(char *p, const sluice_decision *d) {
   }
 }
 
-int sluice_http_answer_foreach_header(const sluice_http *h,
-                                      const sluice_http_answer *a,
-                                      sluice_http_header_cb cb, void *ud) {
+/* One header, to the walk's sink; nonzero stops the walk. */
+typedef int (*header_sink)(const char *name, const char *value, void *ud);
+
+static int walk_headers(const sluice_http *h, const sluice_http_answer *a,
+                        header_sink cb, void *ud) {
   /* Big enough for the longest value: SLUICE_DECISION_LIMITS_MAX policy
   ** items with every character escaped. */
   char v[POLICIES_MAX + 1];
@@ -430,8 +432,6 @@ int sluice_http_answer_foreach_header(const sluice_http *h,
   const char *pname;
   int rc, sf, legacy, figures, listed;
   int64_t reset_s, window_s;
-  if (!h || !a || !cb || !a->decision)
-    return SLUICE_EINVAL;
   d = a->decision;
 #define EMIT(name)                                                             \
   do {                                                                         \
@@ -538,7 +538,7 @@ int sluice_http_answer_headers(const sluice_http *h,
                                char *buf, size_t buflen, size_t *needed) {
   collect c;
   int rc;
-  if (!h || !a || !n || (cap && !hdrs) || (buflen && !buf))
+  if (!h || !a || !a->decision || !n || (cap && !hdrs) || (buflen && !buf))
     return SLUICE_EINVAL;
   c.hdrs = hdrs;
   c.cap = cap;
@@ -546,7 +546,7 @@ int sluice_http_answer_headers(const sluice_http *h,
   c.buf = buf;
   c.buflen = buflen;
   c.used = 0;
-  rc = sluice_http_answer_foreach_header(h, a, collect_one, &c);
+  rc = walk_headers(h, a, collect_one, &c);
   if (rc != SLUICE_OK)
     return rc;
   *n = c.n;

@@ -23,11 +23,6 @@
 
 #define MAXA 32
 
-static int hdr(const char *name, const char *value, void *ud) {
-  (void)ud;
-  printf("H %s: %s\n", name, value);
-  return 0;
-}
 
 int main(int argc, char **argv) {
   sluice_clock *clock = NULL;
@@ -99,8 +94,15 @@ int main(int argc, char **argv) {
       return 1;
     }
     printf("%d\n", a.status);
-    if (d.allowed == 0 || d.limit > 0)
-      sluice_http_answer_foreach_header(http, &a, hdr, NULL);
+    if (d.allowed == 0 || d.limit > 0) {
+      sluice_http_header h[SLUICE_HTTP_MAX_HEADERS];
+      char hbuf[SLUICE_HTTP_HEADER_BUF];
+      size_t nh = 0;
+      sluice_http_answer_headers(http, &a, h, SLUICE_HTTP_MAX_HEADERS, &nh,
+                                 hbuf, sizeof hbuf, NULL);
+      for (size_t i = 0; i < nh; i++)
+        printf("H %s: %s\n", h[i].name, h[i].value);
+    }
     if (len)
       printf("B %s\n", body);
     printf(".\n");

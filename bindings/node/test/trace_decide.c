@@ -22,12 +22,6 @@
 
 #define COLS 16
 
-static int print_header(const char *name, const char *value, void *ud) {
-  (void)ud;
-  printf("\t%s=%s", name, value);
-  return 0;
-}
-
 int main(int argc, char **argv) {
   sluice_clock *clock = NULL;
   sluice_limiter_options lo = {.store = "mem"};
@@ -103,7 +97,15 @@ int main(int argc, char **argv) {
     printf("%d\t%s\t%lld", a.status,
            d.binding == SLUICE_BINDING_LIMIT ? d.limit_name : "-",
            (long long)d.remaining);
-    sluice_http_answer_foreach_header(http, &a, print_header, NULL);
+    {
+      sluice_http_header h[SLUICE_HTTP_MAX_HEADERS];
+      char hbuf[SLUICE_HTTP_HEADER_BUF];
+      size_t nh = 0;
+      sluice_http_answer_headers(http, &a, h, SLUICE_HTTP_MAX_HEADERS, &nh,
+                                 hbuf, sizeof hbuf, NULL);
+      for (size_t k = 0; k < nh; k++)
+        printf("\t%s=%s", h[k].name, h[k].value);
+    }
     printf("\t%s\n", len ? body : "-");
     if (d.lease_id != 0)
       sluice_policy_release_lease(pol, &rq, d.lease_id);
