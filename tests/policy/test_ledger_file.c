@@ -30,6 +30,7 @@
 #include <zlib.h>
 
 #include "helpers.h"
+#include "../common/headers.h"
 
 #define DAY (86400 * SEC)
 
@@ -339,19 +340,6 @@ typedef struct rendered {
   char body[4096];
 } rendered;
 
-/* The answer's headers as "Name: value" lines into out. */
-static int collect(const sluice_http *h, const sluice_http_answer *a,
-                   char *out) {
-  sluice_http_header hv[SLUICE_HTTP_MAX_HEADERS];
-  char buf[SLUICE_HTTP_HEADER_BUF];
-  size_t n = 0, i, used = 0;
-  int rc = sluice_http_answer_headers(h, a, hv, SLUICE_HTTP_MAX_HEADERS, &n,
-                                      buf, sizeof buf, NULL);
-  for (i = 0; rc == SLUICE_OK && i < n; i++)
-    used += (size_t)snprintf(out + used, SLUICE_HTTP_HEADER_BUF * 2 - used,
-                             "%s: %s\n", hv[i].name, hv[i].value);
-  return rc;
-}
 
 static void render(const sluice_decision *d, const sluice_request *r, int form,
                    rendered *out) {
@@ -366,7 +354,9 @@ static void render(const sluice_decision *d, const sluice_request *r, int form,
   cr_assert_eq(sluice_http_open(&o, &h), SLUICE_OK);
   cr_assert_eq(sluice_http_answer_make(h, d, r, "req_1", d->now_ns, &out->a),
                SLUICE_OK);
-  cr_assert_eq(collect(h, &out->a, out->headers), SLUICE_OK);
+  cr_assert_eq(headers_text(h, &out->a, "%s: %s\n", out->headers,
+                            sizeof out->headers),
+               SLUICE_OK);
   cr_assert_eq(
       sluice_http_answer_body(h, &out->a, out->body, sizeof out->body, &len),
       SLUICE_OK);

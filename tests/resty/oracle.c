@@ -21,6 +21,8 @@
 #include <sluice/http.h>
 #include <sluice/policy.h>
 
+#include "../common/headers.h"
+
 #define MAXA 32
 
 
@@ -95,13 +97,9 @@ int main(int argc, char **argv) {
     }
     printf("%d\n", a.status);
     if (d.allowed == 0 || d.limit > 0) {
-      sluice_http_header h[SLUICE_HTTP_MAX_HEADERS];
-      char hbuf[SLUICE_HTTP_HEADER_BUF];
-      size_t nh = 0;
-      sluice_http_answer_headers(http, &a, h, SLUICE_HTTP_MAX_HEADERS, &nh,
-                                 hbuf, sizeof hbuf, NULL);
-      for (size_t i = 0; i < nh; i++)
-        printf("H %s: %s\n", h[i].name, h[i].value);
+      char ht[2 * SLUICE_HTTP_HEADER_BUF];
+      headers_text(http, &a, "H %s: %s\n", ht, sizeof ht);
+      fputs(ht, stdout);
     }
     if (len)
       printf("B %s\n", body);

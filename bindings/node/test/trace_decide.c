@@ -20,6 +20,8 @@
 
 #include <sluice.h>
 
+#include "../../../tests/common/headers.h"
+
 #define COLS 16
 
 int main(int argc, char **argv) {
@@ -32,6 +34,7 @@ int main(int argc, char **argv) {
   sluice_policy *pol = NULL;
   sluice_http *http = NULL;
   char line[4096], err[256] = "", *names[COLS], head[4096], body[4096];
+  char ht[2 * SLUICE_HTTP_HEADER_BUF];
   int ncols = 0, i;
   FILE *in;
   if (argc != 3 || (in = fopen(argv[2], "r")) == NULL) {
@@ -97,15 +100,8 @@ int main(int argc, char **argv) {
     printf("%d\t%s\t%lld", a.status,
            d.binding == SLUICE_BINDING_LIMIT ? d.limit_name : "-",
            (long long)d.remaining);
-    {
-      sluice_http_header h[SLUICE_HTTP_MAX_HEADERS];
-      char hbuf[SLUICE_HTTP_HEADER_BUF];
-      size_t nh = 0;
-      sluice_http_answer_headers(http, &a, h, SLUICE_HTTP_MAX_HEADERS, &nh,
-                                 hbuf, sizeof hbuf, NULL);
-      for (size_t k = 0; k < nh; k++)
-        printf("\t%s=%s", h[k].name, h[k].value);
-    }
+    headers_text(http, &a, "\t%s=%s", ht, sizeof ht);
+    fputs(ht, stdout);
     printf("\t%s\n", len ? body : "-");
     if (d.lease_id != 0)
       sluice_policy_release_lease(pol, &rq, d.lease_id);
