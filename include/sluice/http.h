@@ -32,14 +32,14 @@
 **       RateLimit-Policy: "key";q=1500;qu="points";w=60,
 **                         "tenant";q=3000;qu="points";w=60
 **       RateLimit: "key";r=1412;t=1
-**       Every policy that applies is listed, the binding one first, with
-**       its quota unit (a point is not a request: reconcile costs 10);
-**       RateLimit reports the binding one.  A route of declared limits
-**       lists them all instead, in their order, w left out where a limit
-**       has no window.  t is the draft's "effective
-**       window" (no more than r can be used within it): until the next
-**       point comes back, left out when the bucket is full, never after a Retry-After
-**       sent with it.
+**       RateLimit-Policy lists every limit of a route of declared limits,
+**       in the route's order, each with its quota unit (a point is not a
+**       request: a reconcile costs 10), w left out where a limit has no
+**       window; otherwise the binding limit alone.  RateLimit reports the
+**       binding one; its t is the draft's "effective window" (no more than
+**       r can be used within it): until the next point comes back, left
+**       out when the bucket is full, never after a Retry-After sent with
+**       it.
 **   SLUICE_HTTP_FORM_BOTH    RateLimit-Limit/-Remaining/-Reset of the old
 **       form, plus RateLimit-Policy and RateLimit of the structured form
 **       (both generations name a field RateLimit-Policy, so only one can
