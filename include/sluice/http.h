@@ -92,8 +92,8 @@ struct sluice_request;
 **    mislead.
 **  - The structured t is until the binding bucket's next point (from
 **    reset_ns, refill_rate and refill_period_ns), or reset_ns without a
-**    refill.  The per-IP backstop (SLUICE_BINDING_IP) is named "ip", counted
-**    in "requests", its t the window's end; a declared limit
+**    refill (a window's end).  The per-IP backstop (SLUICE_BINDING_IP) is
+**    named "ip", counted in "requests"; a declared limit
 **    (SLUICE_BINDING_LIMIT) by its own name and unit, and its refusal lists
 **    the limits flagged SLUICE_LIMIT_DENIED in the body's
 **    violated-policies; otherwise "default", in "points".

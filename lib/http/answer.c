@@ -310,12 +310,10 @@ static int64_t ceil_s(int64_t ns) {
 /* Until the bucket's next point comes back: it is reset_ns from full,
 ** `missing` = ceil(reset * rate / period) points short, and has one point
 ** more once it is (missing - 1) * period / rate from full.  0: unknown
-** (no refill, or full). */
+** (no refill: a window, whose quota comes back at its end; or full). */
 static int64_t next_point_ns(const sluice_decision *d) {
   __extension__ typedef __int128 i128;
   i128 missing, after;
-  if (d->binding == SLUICE_BINDING_IP) /* a window: nothing comes back */
-    return d->reset_ns > 0 ? d->reset_ns : 0; /* before its end */
   if (d->reset_ns <= 0 || d->refill_rate <= 0 || d->refill_period_ns <= 0)
     return 0;
   missing = ((i128)d->reset_ns * d->refill_rate + d->refill_period_ns - 1) /

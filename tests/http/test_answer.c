@@ -981,6 +981,28 @@ Test(answer, policy_list) {
   sluice_http_close(hl);
 }
 
+/* The per-IP backstop's window: named "ip", counted in requests, its t
+** the window's end (a window has no refill). */
+Test(answer, ip_backstop_window) {
+  sluice_http *h = open_h(SLUICE_HTTP_FORM_SF, 0, fixed_rand, &g_zero);
+  said f = {0};
+  sluice_http_answer a;
+  hdrs x;
+  f.d.outcome = SLUICE_OUTCOME_THROTTLED;
+  f.d.binding = SLUICE_BINDING_IP;
+  f.d.limit = 300;
+  f.d.remaining = 0;
+  f.d.reset_ns = 41 * SEC + 1;
+  f.d.policy_window_ns = 60 * SEC;
+  f.d.retry_after_ns = 41 * SEC + 1;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
+  render(h, &a, &x);
+  cr_assert_str_eq(get(&x, "RateLimit-Policy"),
+                   "\"ip\";q=300;qu=\"requests\";w=60");
+  cr_assert_str_eq(get(&x, "RateLimit"), "\"ip\";r=0;t=42");
+  sluice_http_close(h);
+}
+
 /* A declared lease set's refusal quotes how many at a time; a lock's
 ** (409) does not: one at a time is what a lock is. */
 Test(answer, named_refusal_quotes_a_cap_only_for_concurrency) {
