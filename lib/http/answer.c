@@ -418,24 +418,38 @@ static void put_policies(char *p, const sluice_decision *d) {
   }
 }
 
-/* One header, to the walk's sink; nonzero stops the walk. */
-typedef int (*header_sink)(const char *name, const char *value, void *ud);
+typedef struct collect {
+  sluice_http_header *hdrs;
+  size_t cap, n;
+  char *buf;
+  size_t buflen, used;
+} collect;
 
+/* Keeps walking after running out of room, so that the sizes reported
+** with SLUICE_ERANGE are the ones that suffice. */
+static void collect_one(collect *c, const char *name, const char *value) {
+  size_t len = strlen(value) + 1;
+  if (c->n < c->cap && c->used + len <= c->buflen) {
+    memcpy(c->buf + c->used, value, len);
+    c->hdrs[c->n].name = name;
+    c->hdrs[c->n].value = c->buf + c->used;
+  }
+  c->n++;
+  c->used += len;
+}
+
+/* The answer's headers, in the spec's order, into c. */
 static int walk_headers(const sluice_http *h, const sluice_http_answer *a,
-                        header_sink cb, void *ud) {
+                        collect *c) {
   /* Big enough for the longest value: SLUICE_DECISION_LIMITS_MAX policy
   ** items with every character escaped. */
   char v[POLICIES_MAX + 1];
   const sluice_decision *d;
   const char *pname;
-  int rc, sf, legacy, figures, listed;
+  int sf, legacy, figures, listed;
   int64_t reset_s, window_s;
   d = a->decision;
-#define EMIT(name)                                                             \
-  do {                                                                         \
-    if ((rc = cb((name), v, ud)) != 0)                                         \
-      return rc;                                                               \
-  } while (0)
+#define EMIT(name) collect_one(c, (name), v)
 
   if (a->has_body) {
     strcpy(v, "application/problem+json");
@@ -508,28 +522,6 @@ static int walk_headers(const sluice_http *h, const sluice_http_answer *a,
   return SLUICE_OK;
 }
 
-typedef struct collect {
-  sluice_http_header *hdrs;
-  size_t cap, n;
-  char *buf;
-  size_t buflen, used;
-} collect;
-
-/* Keeps walking after running out of room, so that the sizes reported
-** with SLUICE_ERANGE are the ones that suffice. */
-static int collect_one(const char *name, const char *value, void *ud) {
-  collect *c = ud;
-  size_t len = strlen(value) + 1;
-  if (c->n < c->cap && c->used + len <= c->buflen) {
-    memcpy(c->buf + c->used, value, len);
-    c->hdrs[c->n].name = name;
-    c->hdrs[c->n].value = c->buf + c->used;
-  }
-  c->n++;
-  c->used += len;
-  return 0;
-}
-
 int sluice_http_answer_headers(const sluice_http *h,
                                const sluice_http_answer *a,
                                sluice_http_header *hdrs, size_t cap, size_t *n,
@@ -544,7 +536,7 @@ int sluice_http_answer_headers(const sluice_http *h,
   c.buf = buf;
   c.buflen = buflen;
   c.used = 0;
-  rc = walk_headers(h, a, collect_one, &c);
+  rc = walk_headers(h, a, &c);
   if (rc != SLUICE_OK)
     return rc;
   *n = c.n;
