@@ -287,22 +287,10 @@ static int rcl_control(sluice_store *s, int op, void *arg) {
     sluice_redis_node_of *q = arg;
     sluice_key k;
     int ni;
-    size_t i;
     if (!q || !q->key || q->keylen == 0 || q->keylen > SLUICE_KEY_MAX) {
       rc = SLUICE_EINVAL;
       break;
     }
-    /* Zero now, so that a later version may read them as inputs. */
-    for (i = 0; i < sizeof q->reserved / sizeof q->reserved[0]; i++)
-      if (q->reserved[i]) {
-        rc = sluice_store_seterr(s, SLUICE_EINVAL, 0,
-                                 "redis: sluice_redis_node_of.reserved[%d] "
-                                 "is not zero (zero the struct before the "
-                                 "call)", (int)i);
-        break;
-      }
-    if (rc != SLUICE_OK)
-      break;
     k.data = q->key;
     k.len = q->keylen;
     q->slot = sluice__rcl_jkey_slot(r, &k);

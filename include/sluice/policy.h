@@ -367,7 +367,6 @@ typedef struct sluice_limit_setting {
   int64_t min, max;       /**< a number's bounds, in the file's unit */
   const char *value;      /**< not a number: the form it takes */
   const char *what;       /**< one line */
-  int64_t reserved[2];
 } sluice_limit_setting;
 
 /** @brief Setting i of the declared limits' and routes' table (0, 1,
@@ -428,7 +427,6 @@ typedef struct sluice_event {
   const struct sluice_request *request;
   int64_t now_ns;
   int64_t until_ns;      /**< box end (SLUICE_FOREVER: suspended) */
-  void *reserved[4];
 } sluice_event;
 
 /** Event callback.  Runs synchronously on the calling thread, no lock
@@ -489,7 +487,6 @@ typedef struct sluice_policy_options {
    *  policy that releases: give sluice release the same segment.  NULL
    *  takes the configuration's host_deny_cache.  Read during open only. */
   const char *deny_cache;
-  void *reserved[1];
 } sluice_policy_options;
 
 /** @brief Open a policy.
@@ -668,7 +665,6 @@ typedef struct sluice_inspect_query {
                                may pick the penalty's parameter set) */
   const char *client_ip;  /**< IP: required */
   const char *auth_subject; /**< SUBJECT: required */
-  void *reserved[4];      /**< must be NULL */
 } sluice_inspect_query;
 
 /** Bits of sluice_inspect_report.present / .unfit, one per record. */
@@ -705,15 +701,14 @@ typedef struct sluice_inspect_report {
   int64_t failures, failures_limit, failures_window_ns;
   /* A penalty with stuffing: its window (fixed). */
   int64_t stuffing_failures, stuffing_limit, stuffing_window_ns;
-  int64_t reserved[8];
 } sluice_inspect_report;
 
 /** @brief Read one scope's box through the policy's limiter, changing
  *  nothing (a store get, then the algorithm's PEEK / CHECK on a copy),
  *  with the keys and parameters sluice_policy_decide() uses.
  *  @param[out] out  fully overwritten.
- *  @return SLUICE_OK; SLUICE_EINVAL (NULL, a scope or field missing,
- *  reserved not NULL); SLUICE_EKEY (an id empty or too long);
+ *  @return SLUICE_OK; SLUICE_EINVAL (NULL, a scope or field missing);
+ *  SLUICE_EKEY (an id empty or too long);
  *  SLUICE_ENOTFOUND (no penalty of that scope kind, or a tier not
  *  configured); or the store's error. */
 SLUICE_EXPORT int sluice_policy_inspect(sluice_policy *p,
@@ -736,7 +731,6 @@ typedef struct sluice_limit_info {
   int nscope;            /**< attributes in its scope */
   const char *scope[SLUICE_LIMIT_SCOPE_MAX]; /**< their names, in order */
   const char *by; /**< the attribute choosing its parameters, or NULL */
-  int64_t reserved[4]; /**< zeroed */
 } sluice_limit_info;
 
 /** @brief The i-th limit the policy file declares (0-based, file order).
@@ -764,9 +758,7 @@ typedef struct sluice_limit_state {
   int64_t reset_ns;  /**< until full again (a window: its end; leases:
                           until the last held one expires) */
   int held;          /**< leases held (concurrency, lock) */
-  int reserved_int_;
   int64_t now_ns;    /**< the time it was read at */
-  int64_t reserved[4]; /**< zeroed */
 } sluice_limit_state;
 
 /** @brief Read a declared limit's records for one scope, changing nothing

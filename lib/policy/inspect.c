@@ -101,14 +101,10 @@ int sluice__inspect_window(sluice_policy *p, sluice_key k, unsigned bit,
 
 int sluice_policy_inspect(sluice_policy *p, const sluice_inspect_query *q,
                           sluice_inspect_report *out) {
-  size_t i;
   int rc;
   if (!p || !q || !out)
     return SLUICE_EINVAL;
   memset(out, 0, sizeof *out);
-  for (i = 0; i < sizeof q->reserved / sizeof q->reserved[0]; i++)
-    if (q->reserved[i])
-      return SLUICE_EINVAL;
   out->scope = q->scope;
   out->now_ns = sluice_limiter_now(p->lim);
   /* The policy file's boxes: the first declared penalty of that kind

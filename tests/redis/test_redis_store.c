@@ -177,34 +177,6 @@ Test(store, now_is_times_to_the_microsecond) {
   }
 }
 
-/* docs/abi.md: NODE_OF's reserved words are an input that must be zero;
-** the stats' come back zeroed whatever the caller's memory held. */
-Test(store, reserved_words) {
-  sluice_store *s = rt_store("", 0);
-  sluice_redis_node_of q;
-  sluice_redis_stats st;
-  size_t k;
-  for (k = 0; k < sizeof q.reserved / sizeof q.reserved[0]; k++) {
-    memset(&q, 0, sizeof q);
-    q.key = "abi";
-    q.keylen = 3;
-    q.reserved[k] = 1;
-    cr_assert_eq(sluice_store_control(s, SLUICE_CTL_REDIS_NODE_OF, &q),
-                 SLUICE_EINVAL, "reserved[%zu]", k);
-    cr_assert_neq(strstr(sluice_store_errmsg(s), "reserved"), NULL, "%s",
-                  sluice_store_errmsg(s));
-  }
-  q.reserved[k - 1] = 0;
-  cr_assert_eq(sluice_store_control(s, SLUICE_CTL_REDIS_NODE_OF, &q),
-               SLUICE_OK);
-  memset(&st, 0xa5, sizeof st);
-  cr_assert_eq(sluice_store_control(s, SLUICE_CTL_REDIS_STATS, &st),
-               SLUICE_OK);
-  for (k = 0; k < sizeof st.reserved / sizeof st.reserved[0]; k++)
-    cr_assert_eq(st.reserved[k], 0, "stats reserved[%zu]", k);
-  sluice_store_close(s);
-}
-
 Test(store, one_round_trip_per_decision) {
   sluice_store *s = rt_store("", 0);
   sluice_redis_stats a, b;
