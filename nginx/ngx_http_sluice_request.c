@@ -415,21 +415,17 @@ ngx_http_sluice_cleanup(void *data)
 
 /* ------------------------------------------------------------ answers --- */
 
-typedef struct {
-    ngx_http_request_t *r;
-    ngx_int_t allowed; /* skip the problem's Content-Type */
-} ngx_http_sluice_hdr_ud_t;
-
+/* One header of the answer into headers_out (allowed: an admission, whose
+** Content-Type is the upstream's). */
 static int
-ngx_http_sluice_put_header(const char *name, const char *value, void *ud)
+ngx_http_sluice_put_header(ngx_http_request_t *r, ngx_int_t allowed,
+    const char *name, const char *value)
 {
-    ngx_http_sluice_hdr_ud_t *u = ud;
-    ngx_http_request_t *r = u->r;
     ngx_table_elt_t *h;
     size_t nl = ngx_strlen(name), vl = ngx_strlen(value);
 
     if (ngx_strcasecmp((u_char *) name, (u_char *) "Content-Type") == 0) {
-        if (u->allowed) {
+        if (allowed) {
             return 0;
         }
         r->headers_out.content_type.data = ngx_pnalloc(r->pool, vl);
@@ -458,11 +454,36 @@ ngx_http_sluice_put_header(const char *name, const char *value, void *ud)
     return 0;
 }
 
+/* Every header of the answer into headers_out. */
+static ngx_int_t
+ngx_http_sluice_put_headers(ngx_http_request_t *r, const sluice_http_answer *a,
+    ngx_int_t allowed)
+{
+    sluice_http_header hv[SLUICE_HTTP_MAX_HEADERS];
+    char buf[SLUICE_HTTP_HEADER_BUF];
+    size_t i, n;
+
+    if (sluice_http_answer_headers(ngx_http_sluice_worker.http, a, hv,
+                                   SLUICE_HTTP_MAX_HEADERS, &n, buf,
+                                   sizeof buf, NULL)
+        != SLUICE_OK)
+    {
+        return NGX_ERROR;
+    }
+    for (i = 0; i < n; i++) {
+        if (ngx_http_sluice_put_header(r, allowed, hv[i].name, hv[i].value)
+            != 0)
+        {
+            return NGX_ERROR;
+        }
+    }
+    return NGX_OK;
+}
+
 static ngx_int_t
 ngx_http_sluice_answer(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx,
     const sluice_request *req, sluice_http_answer *a)
 {
-    sluice_http_facts f;
     ngx_str_t rid = ngx_null_string;
     ngx_http_variable_value_t *vv;
     static ngx_str_t rid_name = ngx_string("request_id");
@@ -479,10 +500,9 @@ ngx_http_sluice_answer(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx,
         rid.len = vv->len;
         rid_c = ngx_http_sluice_cstr(r->pool, &rid);
     }
-    if (sluice_decision_http_facts(&ctx->d, req, rid_c, &f)
-            != SLUICE_OK
-        || sluice_http_answer_make(ngx_http_sluice_worker.http, &f, ngx_http_sluice_wall_ns(), a)
-               != SLUICE_OK) {
+    if (sluice_http_answer_make(ngx_http_sluice_worker.http, &ctx->d, req,
+                                rid_c, ngx_http_sluice_wall_ns(), a)
+        != SLUICE_OK) {
         return NGX_ERROR;
     }
     return NGX_OK;
@@ -553,7 +573,6 @@ ngx_http_sluice_deny(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
 {
     sluice_http_answer a;
     sluice_request safe;
-    ngx_http_sluice_hdr_ud_t ud = {r, 0};
     size_t len = 0;
     char *body;
     int src;
@@ -587,9 +606,7 @@ ngx_http_sluice_deny(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
                       "sluice: the problem body could not be rendered");
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-    if (sluice_http_answer_foreach_header(ngx_http_sluice_worker.http, &a,
-                                          ngx_http_sluice_put_header, &ud)
-        != SLUICE_OK) {
+    if (ngx_http_sluice_put_headers(r, &a, 0) != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
     ctx->denied = 1;
@@ -956,7 +973,6 @@ static ngx_int_t
 ngx_http_sluice_header_filter(ngx_http_request_t *r)
 {
     ngx_http_sluice_ctx_t *ctx;
-    ngx_http_sluice_hdr_ud_t ud = {r, 1};
     sluice_http_answer a;
 
     if (r != r->main) {
@@ -972,8 +988,7 @@ ngx_http_sluice_header_filter(ngx_http_request_t *r)
     }
     if (ctx->d.limit > 0
         && ngx_http_sluice_answer(r, ctx, &ctx->req, &a) == NGX_OK) {
-        (void) sluice_http_answer_foreach_header(
-            ngx_http_sluice_worker.http, &a, ngx_http_sluice_put_header, &ud);
+        (void) ngx_http_sluice_put_headers(r, &a, 1);
     }
     return ngx_http_next_header_filter(r);
 }

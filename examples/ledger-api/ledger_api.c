@@ -20,8 +20,8 @@
 ** jobs when their time is up and releases their leases; it forwards SIGTERM
 ** to the workers, waits for them and exits 0.
 **
-** Answers: every decision goes through sluice_decision_http_facts() and the
-** sluice_http renderer, so headers and problem bodies are the library's.
+** Answers: every decision goes through the sluice_http renderer, so
+** headers and problem bodies are the library's.
 */
 #include "ledger_api.h"
 #include "opt_int.h"

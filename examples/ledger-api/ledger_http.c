@@ -169,30 +169,24 @@ static enum MHD_Result send_refusal_with_job(struct MHD_Connection *c,
 
 /* Answer a policy decision: the library renders headers and, when refused,
 ** the problem body; an allowed answer gets `json` (status `ok_status`; 202
-** with a Location for accepted jobs).  `job_id`: see above. */
+** with a Location for accepted jobs, which send_raw adds).  `job_id`: see
+** above. */
 static enum MHD_Result answer_job(struct MHD_Connection *c,
                                   const sluice_request *rq,
                                   const sluice_decision *d, int ok_status,
                                   const char *location, const char *json,
                                   const char *job_id) {
-  sluice_http_facts f;
+  sluice_decision said = *d; /* the status said: ok_status when allowed */
   sluice_http_answer a;
   sluice_http_header h[SLUICE_HTTP_MAX_HEADERS + 1];
   char hbuf[SLUICE_HTTP_HEADER_BUF], rid[40], body[4096];
   size_t nh = 0, blen = 0;
   snprintf(rid, sizeof rid, "req_%08x%08" PRIx64, (unsigned)getpid(),
            atomic_fetch_add(&S.reqno, 1));
-  if (sluice_decision_http_facts(d, rq, rid, &f) != SLUICE_OK)
-    return MHD_NO;
-  if (d->allowed) {
-    if (ok_status == 202) {
-      f.outcome = SLUICE_HTTP_ACCEPTED;
-      f.location = location;
-    } else if (ok_status != 200) {
-      f.status = ok_status;
-    }
-  }
-  if (sluice_http_answer_make(S.http, &f, wall_ns(), &a) != SLUICE_OK ||
+  if (d->allowed)
+    said.status = ok_status;
+  if (sluice_http_answer_make(S.http, &said, rq, rid, wall_ns(), &a) !=
+          SLUICE_OK ||
       sluice_http_answer_headers(S.http, &a, h, SLUICE_HTTP_MAX_HEADERS, &nh,
                                  hbuf, sizeof hbuf, NULL) != SLUICE_OK)
     return problem(c, 500, PROBLEM_BASE "internal", "Internal Server Error",

@@ -58,10 +58,20 @@ static enum MHD_Result send_text(struct MHD_Connection *c, int status,
   return ok;
 }
 
-static int add_header(const char *name, const char *value, void *ud) {
-  if (strcmp(name, "Content-Type") == 0) /* set with the body */
-    return 0;
-  return MHD_add_response_header(ud, name, value) == MHD_YES ? 0 : 1;
+/* The answer's headers onto r (Content-Type is set with the body). */
+static enum MHD_Result add_headers(service *svc, const sluice_http_answer *a,
+                                   struct MHD_Response *r) {
+  sluice_http_header h[SLUICE_HTTP_MAX_HEADERS];
+  char buf[SLUICE_HTTP_HEADER_BUF];
+  size_t n = 0, i;
+  if (sluice_http_answer_headers(svc->http, a, h, SLUICE_HTTP_MAX_HEADERS, &n,
+                                 buf, sizeof buf, NULL) != SLUICE_OK)
+    return MHD_NO;
+  for (i = 0; i < n; i++)
+    if (strcmp(h[i].name, "Content-Type") != 0 &&
+        MHD_add_response_header(r, h[i].name, h[i].value) != MHD_YES)
+      return MHD_NO;
+  return MHD_YES;
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
@@ -75,7 +85,6 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
   char ip[INET6_ADDRSTRLEN] = "";
   sluice_request rq;
   sluice_decision d;
-  sluice_http_facts f;
   sluice_http_answer a;
   struct MHD_Response *r = NULL;
   char body[2048];
@@ -112,8 +121,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
              d.invalid_field ? d.invalid_field : "?", sluice_strerror(rc));
     return send_text(c, 400, "text/plain", body, NULL);
   }
-  if (sluice_decision_http_facts(&d, &rq, NULL, &f) != SLUICE_OK ||
-      sluice_http_answer_make(svc->http, &f, now_ns(), &a) != SLUICE_OK ||
+  if (sluice_http_answer_make(svc->http, &d, &rq, NULL, now_ns(), &a) !=
+          SLUICE_OK ||
       sluice_http_answer_body(svc->http, &a, body, sizeof body, &len) !=
           SLUICE_OK)
     return MHD_NO;
@@ -121,9 +130,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
     ok = send_text(c, a.status, "application/problem+json", body, &r);
   else /* admitted: the API's own answer */
     ok = send_text(c, a.status, "application/json", "{\"ok\":true}\n", &r);
-  if (ok == MHD_YES &&
-      sluice_http_answer_foreach_header(svc->http, &a, add_header, r) ==
-          SLUICE_OK)
+  if (ok == MHD_YES && add_headers(svc, &a, r) == MHD_YES)
     ok = MHD_queue_response(c, (unsigned)a.status, r);
   else
     ok = MHD_NO;

@@ -3,11 +3,12 @@
 ** Retry-After, X-Penalty-Box-Status and application/problem+json bodies
 ** (spec section 5).
 **
-** The HTTP layer never sees a limiter.  It reads one plain struct,
-** sluice_http_facts, that says what was decided (the policy layer, or any
-** caller, fills it in), and renders it in three steps:
+** The HTTP layer never sees a limiter.  It reads the policy's decision,
+** sluice_decision (sluice/policy.h; a caller without a policy fills one
+** in), and renders it in three steps:
 **
-**     sluice_http_answer_make()     facts + now -> sluice_http_answer
+**     sluice_http_answer_make()     decision + request + now
+**                                   -> sluice_http_answer
 **                                   (status, the Retry-After actually sent;
 **                                   the one random draw happens here)
 **     sluice_http_answer_headers()  answer -> (name, value) pairs
@@ -31,14 +32,14 @@
 **       RateLimit-Policy: "key";q=1500;qu="points";w=60,
 **                         "tenant";q=3000;qu="points";w=60
 **       RateLimit: "key";r=1412;t=1
-**       Every policy that applies is listed, the binding one first, with
-**       its quota unit (a point is not a request: reconcile costs 10);
-**       RateLimit reports the binding one.  With facts.policies (a policy
-**       file's declared limits), those are listed instead, in their
-**       order, w left out where a policy has no window.  t is the draft's "effective
-**       window" (no more than r can be used within it): until the next
-**       point comes back, left out when the bucket is full, never after a Retry-After
-**       sent with it.
+**       RateLimit-Policy lists every limit of a route of declared limits,
+**       in the route's order, each with its quota unit (a point is not a
+**       request: a reconcile costs 10), w left out where a limit has no
+**       window; otherwise the binding limit alone.  RateLimit reports the
+**       binding one; its t is the draft's "effective window" (no more than
+**       r can be used within it): until the next point comes back, left
+**       out when the bucket is full, never after a Retry-After sent with
+**       it.
 **   SLUICE_HTTP_FORM_BOTH    RateLimit-Limit/-Remaining/-Reset of the old
 **       form, plus RateLimit-Policy and RateLimit of the structured form
 **       (both generations name a field RateLimit-Policy, so only one can
@@ -59,138 +60,48 @@
 extern "C" {
 #endif
 
-/* ------------------------------------------------------------- facts --- */
+struct sluice_decision;
+struct sluice_request;
 
-/** What was decided for one request. */
-enum sluice_http_outcome {
-  SLUICE_HTTP_ALLOWED = 0,     /**< 200 (or the status override) */
-  SLUICE_HTTP_THROTTLED = 1,   /**< 429, rate-limit-exceeded */
-  SLUICE_HTTP_BOXED = 2,       /**< 429, penalty-box-active */
-  SLUICE_HTTP_CONCURRENCY = 3, /**< 429, concurrency-limit-exceeded */
-  SLUICE_HTTP_CONFLICT = 4,    /**< 409, ledger-conflict (lock held) */
-  SLUICE_HTTP_FAIL_CLOSED = 5, /**< 503, service-unavailable */
-  SLUICE_HTTP_ACCEPTED = 6,    /**< 202, async job accepted */
-  SLUICE_HTTP_SUSPENDED = 7    /**< 403, key-suspended: level 3 pending
-                                    review; Active-Lockout, no Retry-After */
-};
+/* ---------------------------------------------------------- decision --- */
 
-/** Why a client is boxed (sluice_http_facts.box_reason), for the detail. */
-enum sluice_http_box_reason {
-  SLUICE_HTTP_BOX_STRIKES = 0, /**< it kept coming back before Retry-After */
-  SLUICE_HTTP_BOX_AUTH = 1     /**< too many failed sign-ins (auth lockout,
-                                    credential stuffing) */
-};
-
-/** X-Penalty-Box-Status. */
-enum sluice_http_penalty {
-  SLUICE_HTTP_PENALTY_NONE = 0,   /**< header not sent */
-  SLUICE_HTTP_PENALTY_WARNING = 1, /**< "Warning": strikes accumulating */
-  SLUICE_HTTP_PENALTY_LOCKOUT = 2  /**< "Active-Lockout": boxed */
-};
-
-/** sluice_http_facts.flags */
-#define SLUICE_HTTP_F_STRIKES 0x1u /**< strikes_remaining is known: send
-                                        penalty_strikes_remaining */
-#define SLUICE_HTTP_F_NAMED 0x2u   /**< a refusal by a named limit (a policy
-                                        file's declared limit): the body's
-                                        detail speaks of policy_name and
-                                        quota_unit, and violated-policies
-                                        lists policy_name (required) */
-
-/** Most quota policies one answer lists (sluice_http_facts.policies). */
-#define SLUICE_HTTP_POLICIES_MAX 8
-
-/** sluice_http_policy.flags */
-#define SLUICE_HTTP_P_VIOLATED 0x1u /**< this policy refused the request:
-                                         the body's violated-policies names
-                                         it */
-
-/** One quota policy of the structured RateLimit-Policy field: an item
- *  "name";q=quota[;qu="unit"][;w=window_s]. */
-typedef struct sluice_http_policy {
-  const char *name; /**< printable ASCII, at most 64 bytes (required) */
-  const char *unit; /**< qu; NULL: not sent (the draft reads "requests");
-                         printable ASCII, at most 32 bytes */
-  int64_t quota;    /**< q, >= 0 */
-  int64_t window_s; /**< w, seconds; 0: not sent (a concurrency limit has
-                         no window) */
-  unsigned flags;   /**< SLUICE_HTTP_P_* */
-  int reserved;     /**< must be 0 */
-} sluice_http_policy;
-
-/** Everything the answer needs, and nothing else: there is no field for a
- *  key, a backend or another tenant, so none can leak into a response.
- *  Zero-initialize, then set fields.  Strings are borrowed for the
- *  duration of each call that reads them (and by an answer made from the
- *  facts, until its last render); NULL means "absent" and the item that
- *  needs it is left out.  Strings must be valid UTF-8.
- *
- *  Time fields: durations are ns from `now_ns`; lockout_ends_ns is ns
- *  since the Unix epoch (now_ns must then be on the same clock). */
-typedef struct sluice_http_facts {
-  int outcome; /**< enum sluice_http_outcome */
-  /** 0: the outcome's status.  Otherwise 200..399 for ALLOWED/ACCEPTED,
-   *  400..599 for the others. */
-  int status;
-  int penalty;       /**< enum sluice_http_penalty (BOXED and SUSPENDED
-                          imply LOCKOUT) */
-  int penalty_level; /**< 1..3 when boxed (0..3 accepted, used only
-                          when boxed; a suspension is level 3) */
-  unsigned flags;    /**< SLUICE_HTTP_F_* */
-  /** Policy quota (points per window) and window (s) for RateLimit-Policy;
-   *  quota 0: no policy item.  A quota needs window_s >= 1. */
-  int64_t quota;
-  int64_t window_s;
-  /** RateLimit-Limit (points; 0: no RateLimit headers at all). */
-  int64_t limit;
-  int64_t remaining;         /**< points left, 0..limit */
-  int64_t reset_ns;          /**< until the bucket is full, >= 0 */
-  /** The true wait before a retry can succeed (>= 0).  Denials send at
-   *  least 1 s.  SLUICE_FOREVER: suspended until released by hand (no
-   *  Retry-After is sent). */
-  int64_t retry_after_ns;
-  int64_t lockout_ends_ns;   /**< boxed: when the box ends (0: now +
-                                  retry_after_ns) */
-  int64_t strikes_remaining; /**< with SLUICE_HTTP_F_STRIKES, >= 0 */
-  int64_t cost;              /**< points this request costs (detail) */
-  int64_t refill_per_s;      /**< refill rate, points/s (detail; 0: omit) */
-  const char *tier;          /**< "growth": quota_tier and detail */
-  const char *method;        /**< "POST" (detail) */
-  const char *route;         /**< "/v1/ledgers/reconcile" (detail) */
-  const char *instance;      /**< problem "instance" (the request path) */
-  const char *request_id;    /**< "req_01HV..." */
-  const char *policy_name;   /**< structured-form policy name (NULL:
-                                  "default"); printable ASCII */
-  const char *location;      /**< ACCEPTED: job URL for Location */
-  int box_reason;            /**< BOXED: enum sluice_http_box_reason */
-  /** CONCURRENCY: the concurrency limit that was hit (detail; 0: omit). */
-  int64_t concurrency_limit;
-  /** Until the next unit of quota comes back (structured t; 0: unknown,
-   *  then t is reset_ns, or left out when reset_ns is 0 too). */
-  int64_t next_ns;
-  /** A second policy that also applies (structured RateLimit-Policy only,
-   *  listed after the first): quota 0: none; needs other_window_s >= 1
-   *  and other_policy_name. */
-  int64_t other_quota;
-  int64_t other_window_s;
-  const char *other_policy_name;
-  /** The structured form's quota unit, qu (NULL: not sent, which the
-   *  draft reads as "requests"); printable ASCII, at most 32 bytes. */
-  const char *quota_unit;
-  /** BOXED: who is locked out and why, the words the detail starts with
-   *  (printable ASCII; NULL: by box_reason) */
-  const char *box_detail;
-  /** Every quota policy that applies, in a stable order (a policy file's
-   *  declared limits: the route's order).  npolicies > 0 replaces the
-   *  policy_name / other_policy_name pair in the structured
-   *  RateLimit-Policy, which then lists these (RateLimit still reports
-   *  policy_name: the binding one); a refusal (SLUICE_HTTP_F_NAMED) names
-   *  the ones flagged SLUICE_HTTP_P_VIOLATED in violated-policies.  The
-   *  legacy form is unchanged. */
-  int npolicies;
-  int reserved_int_; /**< must be 0 */
-  sluice_http_policy policies[SLUICE_HTTP_POLICIES_MAX];
-} sluice_http_facts;
+/* The answer reads a sluice_decision (sluice/policy.h), as
+** sluice_policy_decide() fills it; there is no second struct of "facts" to
+** copy it into.  A caller without a policy (a bare limiter) zero-fills a
+** sluice_decision and sets what it knows: allowed and outcome; limit,
+** remaining, reset_ns (RateLimit fields; limit 0: none are sent),
+** policy_window_ns (RateLimit-Policy's w), refill_rate / refill_period_ns
+** (the detail's refill, the structured t); retry_after_ns; penalty_status,
+** penalty_level, lockout_end_ns, strikes_remaining; cost, tier, cap_limit;
+** with binding SLUICE_BINDING_LIMIT, limit_name / limit_unit and
+** limits[0..nlimits).  The other fields are not read.
+**
+** How a decision is said:
+**  - allowed wins over outcome: a shadow decision (allowed, outcome
+**    THROTTLED) is answered as admitted, with its RateLimit fields; so is
+**    outcome ALLOW (a zero-filled decision is a 200).
+**  - status is the one sent (0: the outcome's, 200 when allowed); an
+**    allowed decision may carry any 2xx or 3xx (a service answering 201
+**    or 202), a refusal any 4xx or 5xx.
+**  - A suspension is 403 key-suspended, Active-Lockout, no Retry-After; a
+**    box of SLUICE_FOREVER promises no time either.
+**  - Strikes remaining are sent only with Warning (THROTTLED), where the
+**    spec's example body shows them.
+**  - RateLimit fields only when 0 < limit and 0 <= remaining <= limit, and
+**    never on UNAVAILABLE: figures from a degraded or absent store would
+**    mislead.
+**  - The structured t is until the binding bucket's next point (from
+**    reset_ns, refill_rate and refill_period_ns), or reset_ns without a
+**    refill (a window's end).  The per-IP backstop (SLUICE_BINDING_IP) is
+**    named "ip", counted in "requests"; a declared limit
+**    (SLUICE_BINDING_LIMIT) by its own name and unit, and its refusal lists
+**    the limits flagged SLUICE_LIMIT_DENIED in the body's
+**    violated-policies; otherwise "default", in "points".
+**  - A route of declared limits lists every limit in the structured
+**    RateLimit-Policy, in the route's order (the draft asks the field to
+**    stay the same from one response to the next; which limit binds does
+**    not), w a window's length or a bucket's time to refill from empty,
+**    left out for leases. */
 
 /* ----------------------------------------------------------- options --- */
 
@@ -223,7 +134,6 @@ typedef struct sluice_http_options {
    *  handle, seeded from sluice_random_bytes(). */
   uint64_t (*rand)(void *ud);
   void *rand_ud; /**< passed to rand; not touched otherwise */
-  void *reserved[4];
 } sluice_http_options;
 
 typedef struct sluice_http sluice_http;
@@ -244,10 +154,14 @@ SLUICE_EXPORT void sluice_http_close(sluice_http *h);
 /* ------------------------------------------------------------ answer --- */
 
 /** A decided answer.  Caller-allocated; filled by sluice_http_answer_make().
- *  Holds a copy of the facts, whose strings stay borrowed. */
+ *  Borrows the decision and the strings it was made from until its last
+ *  render. */
 typedef struct sluice_http_answer {
   int status;              /**< HTTP status to send */
-  int penalty;             /**< effective X-Penalty-Box-Status */
+  int outcome;             /**< enum sluice_outcome as answered: ALLOW for
+                                an allowed (shadow) decision */
+  int penalty;             /**< X-Penalty-Box-Status sent: enum
+                                sluice_penalty_status */
   int retry_is_date;       /**< 1: Retry-After is an IMF-fixdate */
   int has_body;            /**< 1: a problem+json body goes with it */
   int64_t retry_after_s;   /**< seconds sent (jitter included), 0: none */
@@ -255,34 +169,42 @@ typedef struct sluice_http_answer {
   int64_t lockout_ends_s;  /**< boxed: lockout end, epoch s (rounded up),
                                 0: none (suspended) */
   int64_t now_s;           /**< floor(now_ns / 1 s): the Date */
-  sluice_http_facts facts; /**< the facts, copied */
-  void *reserved[4];
+  const struct sluice_decision *decision; /**< borrowed */
+  const char *method;      /**< borrowed: the request's (detail) */
+  const char *route;       /**< borrowed: the request's (detail, instance) */
+  const char *request_id;  /**< borrowed: the body's request_id */
 } sluice_http_answer;
 
-/** @brief Decide status and Retry-After for a set of facts.
+/** @brief Decide status and Retry-After for a decision.
  *
- *  Retry-After (sent for every outcome but ALLOWED, ACCEPTED and
- *  SUSPENDED, nor for a box of SLUICE_FOREVER): S = ceil(retry_after_ns / 1 s), at least 1 for a
- *  denial; then a jitter X drawn uniformly from the whole seconds
- *  0..floor(S / 10) is added (none with SLUICE_HTTP_NO_JITTER), so the
- *  value sent is never below the true wait and at most 10% above S.
- *  A lockout of date_after_s or more is sent as the IMF-fixdate
- *  ceil((now_ns + retry_after_ns) / 1 s) + X instead.
+ *  Retry-After (sent for every refusal but a suspension, nor for a box of
+ *  SLUICE_FOREVER): S = ceil(retry_after_ns / 1 s), at least 1; then a
+ *  jitter X drawn uniformly from the whole seconds 0..floor(S / 10) is
+ *  added (none with SLUICE_HTTP_NO_JITTER), so the value sent is never
+ *  below the true wait and at most 10% above S.  A box of date_after_s or
+ *  more is sent as the IMF-fixdate ceil((now_ns + wait) / 1 s) + X
+ *  instead (wait: the later of retry_after_ns and lockout_end_ns - now).
  *
- *  @param[in] h       the renderer.
- *  @param[in] f       the facts; copied (their strings stay borrowed).
- *  @param[in] now_ns  current time, ns since the Unix epoch, >= 0.
- *  @param[out] a      the answer; unspecified on error.
+ *  @param[in] h           the renderer.
+ *  @param[in] d           the decision; borrowed until the last render.
+ *  @param[in] req         the request it decided (NULL: none): its method
+ *                         and route go into the body; borrowed likewise.
+ *  @param[in] request_id  the body's request_id (NULL: left out);
+ *                         borrowed likewise.
+ *  @param[in] now_ns      current time, ns since the Unix epoch, >= 0
+ *                         (lockout_end_ns must be on the same clock).
+ *  @param[out] a          the answer; unspecified on error.
  *  @return SLUICE_OK or SLUICE_EINVAL (NULL pointer, unknown outcome,
- *  penalty or flag, status outside its range, negative numbers,
- *  remaining > limit, quota without window, boxed without level 1..3 or
- *  without a wait, a suspension at a level other than 3, lockout on an
- *  outcome that is neither boxed nor suspended, an unknown box_reason,
- *  other_quota without window or name, policy names or quota_unit not
- *  printable ASCII, location with control characters), SLUICE_ERANGE
- *  (a date past year 9999). */
+ *  penalty status or binding, allowed neither 0 nor 1, status outside its
+ *  range, a negative cost or cap_limit, penalty_level outside 0..3, a box
+ *  without level 1..3 or without time left, SLUICE_FOREVER on a refusal
+ *  that is neither boxed nor suspended, nlimits outside
+ *  0..SLUICE_DECISION_LIMITS_MAX, limit names or units not printable ASCII
+ *  of at most 64 and 32 bytes), SLUICE_ERANGE (a date past year 9999). */
 SLUICE_EXPORT int sluice_http_answer_make(sluice_http *h,
-                                          const sluice_http_facts *f,
+                                          const struct sluice_decision *d,
+                                          const struct sluice_request *req,
+                                          const char *request_id,
                                           int64_t now_ns,
                                           sluice_http_answer *a);
 
@@ -296,12 +218,12 @@ typedef struct sluice_http_header {
 /** Most headers any answer has. */
 #define SLUICE_HTTP_MAX_HEADERS 12
 /** A header buffer of this size always suffices (values are numbers,
- *  dates, SLUICE_HTTP_POLICIES_MAX policy items with names of at most 64
- *  bytes and units of at most 32, and a Location of at most 2048). */
+ *  dates, SLUICE_DECISION_LIMITS_MAX policy items with names of at most 64
+ *  bytes and units of at most 32). */
 #define SLUICE_HTTP_HEADER_BUF 4352
 
 /** @brief Render an answer's headers, in the spec's order: Content-Type,
- *  Location, Date, Retry-After, RateLimit-Policy, RateLimit-Limit,
+ *  Date, Retry-After, RateLimit-Policy, RateLimit-Limit,
  *  RateLimit-Remaining, RateLimit-Reset, RateLimit, X-Penalty-Box-Status.
  *  @param[in] h        the renderer that made the answer.
  *  @param[in] a        the answer.
@@ -313,33 +235,21 @@ typedef struct sluice_http_header {
  *                      (may be NULL).
  *  @return SLUICE_OK, SLUICE_EINVAL (NULL pointers), SLUICE_ERANGE (cap or
  *  buflen too small: *n and *needed give the sizes that suffice).  The
- *  pointers stay valid while buf does. */
+ *  pointers stay valid while buf does.  The values are in buf one after
+ *  the other, each with its NUL, in the order of hdrs; SLUICE_HTTP_MAX_HEADERS
+ *  entries and SLUICE_HTTP_HEADER_BUF bytes always suffice. */
 SLUICE_EXPORT int sluice_http_answer_headers(const sluice_http *h,
                                              const sluice_http_answer *a,
                                              sluice_http_header *hdrs,
                                              size_t cap, size_t *n, char *buf,
                                              size_t buflen, size_t *needed);
 
-/** @brief Called once per header; name and value are NUL-terminated and
- *  valid only during the call.  Return 0 to go on; anything else stops
- *  the walk and is returned by sluice_http_answer_foreach_header(). */
-typedef int (*sluice_http_header_cb)(const char *name, const char *value,
-                                     void *ud);
-
-/** @brief Render an answer's headers through a callback (same order and
- *  values as sluice_http_answer_headers()).
- *  @return SLUICE_OK, SLUICE_EINVAL (NULL pointers) or the callback's
- *  nonzero return. */
-SLUICE_EXPORT int sluice_http_answer_foreach_header(const sluice_http *h,
-                                                    const sluice_http_answer *a,
-                                                    sluice_http_header_cb cb,
-                                                    void *ud);
-
 /** @brief Render the application/problem+json body (RFC 9457).  Members,
  *  in this order: type, title, status, detail, instance,
  *  retry_after_seconds, recommended_backoff, quota_tier,
  *  penalty_strikes_remaining, penalty_level, lockout_ends_at (RFC 3339
- *  UTC), request_id; members whose facts are absent are left out.  The
+ *  UTC), request_id, violated-policies; members whose values are absent
+ *  are left out.  The
  *  title is the problem type's (RFC 9457 3.1.3), kept under a status
  *  override; status is the one sent.
  *  @param[in] h        the renderer that made the answer.

@@ -162,14 +162,8 @@ enum sluice_binding {
  *  route's order: sluice_decision.limits.  Strings are owned by the policy
  *  (valid until close). */
 typedef struct sluice_decision_limit {
-  union {
-    const char *name; /**< the limit's name in the policy file */
-    int64_t name_word_; /* keeps the layout on ILP32 */
-  };
-  union {
-    const char *unit; /**< what it counts ("requests", "tokens") */
-    int64_t unit_word_;
-  };
+  const char *name;  /**< the limit's name in the policy file */
+  const char *unit;  /**< what it counts ("requests", "tokens") */
   int64_t quota;     /**< its capacity: a bucket's burst, a window's
                           limit, a lease set's leases */
   int64_t window_ns; /**< a window's length; a bucket's time to refill
@@ -179,7 +173,6 @@ typedef struct sluice_decision_limit {
                           -1: NOT_RUN */
   int64_t cost;      /**< what this request takes of it (or would have) */
   unsigned flags;    /**< SLUICE_LIMIT_* */
-  int reserved;      /**< zeroed by the library */
 } sluice_decision_limit;
 
 /** The whole decision.  Caller-allocated; sluice_policy_decide() overwrites
@@ -199,8 +192,9 @@ typedef struct sluice_decision {
   int64_t limit;           /**< its capacity (burst), points */
   int64_t remaining;       /**< points left after this request */
   int64_t reset_ns;        /**< until the bucket is full again */
-  int64_t policy_quota;    /**< RateLimit-Policy quota: = limit */
-  int64_t policy_window_ns; /**< RateLimit-Policy w: burst / rate */
+  /** RateLimit-Policy's w (its quota is limit): a bucket's time to refill
+   *  from empty (burst / rate), a window's length; 0: none. */
+  int64_t policy_window_ns;
   int64_t refill_rate;     /**< points per refill_period_ns (detail) */
   int64_t refill_period_ns;
   /** When not allowed (or would not be): the wait before a retry can
@@ -228,21 +222,14 @@ typedef struct sluice_decision {
   /** The limit a CONCURRENCY denial hit (0 otherwise): the leases its
    *  scope may hold at once. */
   int64_t cap_limit;
-  int64_t reserved_w_[3]; /**< zeroed */
   /** A route of declared limits (binding SLUICE_BINDING_LIMIT): the
    *  binding limit's name, owned by the policy (valid until close);
    *  NULL otherwise.  Denied: the limit that refused; allowed: the one
    *  with the least left, as a fraction of its own limit. */
-  union {
-    const char *limit_name;
-    int64_t limit_name_word_; /* keeps the struct's size on ILP32 */
-  };
+  const char *limit_name;
   /** ... and the unit it counts ("requests", "points", "tokens"), owned
    *  by the policy; NULL otherwise. */
-  union {
-    const char *limit_unit;
-    int64_t limit_unit_word_;
-  };
+  const char *limit_unit;
   /** An admitted request on a route of declared limits: what
    *  sluice_policy_settle() checks the request it is given against (the
    *  costs charged, the time); 0 when there is nothing to settle. */
@@ -251,16 +238,12 @@ typedef struct sluice_decision {
    *  with its figures for this request; the binding one is also in the
    *  fields above. */
   int nlimits;
-  int reserved_int_; /* zeroed */
   sluice_decision_limit limits[SLUICE_DECISION_LIMITS_MAX];
   /** BOXED by a declared penalty with a `detail`: who is locked out and
    *  why, the words the problem detail starts with ("Too many failed
    *  sign-in attempts; sign-in"), owned by the policy (valid until
    *  close); NULL otherwise (the generic wording). */
-  union {
-    const char *box_detail;
-    int64_t box_detail_word_; /* keeps the struct's size on ILP32 */
-  };
+  const char *box_detail;
 } sluice_decision;
 
 /* -------------------------------------------------------- configuration --- */
@@ -850,38 +833,7 @@ SLUICE_EXPORT uint64_t sluice_policy_count(const sluice_policy *p,
 SLUICE_EXPORT int sluice_policy_metrics(const sluice_policy *p, char *buf,
                                         size_t len, size_t *needed);
 
-/* ------------------------------------------------------- HTTP bridge --- */
-
-struct sluice_http_facts;
-
-/** @brief Turn a decision into the facts the HTTP surface renders
- *  (sluice/http.h: sluice_http_answer_make()).
- *
- *  Mapping: the answer follows d->allowed, so a request shadow mode let
- *  through is answered as ALLOWED (with its limit headers); THROTTLED ->
- *  THROTTLED with Warning and penalty_strikes_remaining; BOXED -> BOXED
- *  (Active-Lockout, level, lockout end; the penalty's detail);
- *  SUSPENDED -> SUSPENDED (403, Active-Lockout, no Retry-After);
- *  CONCURRENCY -> CONCURRENCY with the concurrency limit; CONFLICT ->
- *  CONFLICT (409); UNAVAILABLE -> FAIL_CLOSED (503, no RateLimit headers).
- *  The binding limit by its own name and unit (the per-IP backstop's:
- *  "ip", in "requests"), every limit of the route in facts.policies (the
- *  structured RateLimit-Policy lists them in the route's order), the
- *  refusing one flagged SLUICE_HTTP_P_VIOLATED (violated-policies).
- *
- *  @param[in] d           the decision; f->tier points into it, so it must
- *                         outlive every use of the facts.
- *  @param[in] req         NULL, or the request: method, route and instance
- *                         (the route) for the problem detail; borrowed the
- *                         same way.
- *  @param[in] request_id  NULL, or the service's request id; borrowed.
- *  @param[out] f          the facts, fully overwritten.
- *  @return SLUICE_OK, or SLUICE_EINVAL (NULL d or f, a decision whose
- *  outcome is unknown). */
-SLUICE_EXPORT int sluice_decision_http_facts(const sluice_decision *d,
-                                             const sluice_request *req,
-                                             const char *request_id,
-                                             struct sluice_http_facts *f);
+/* ---------------------------------------------------------- names --- */
 
 /** @brief Names for logs and metrics labels: "allow", "throttled"...;
  *  "box_trip"...  Static; "unknown" otherwise. */

@@ -1,6 +1,7 @@
 /*
-** The answer: from a decision's facts to the status and headers the
-** service sends (spec section 5).
+** The answer: from a policy's decision to the status and headers the
+** service sends (spec section 5).  sluice/http.h lists how each part of
+** the decision is said.
 **
 ** sluice_http_answer_make() is the only place that decides anything: the
 ** status, whether and how Retry-After is sent, and the one random draw of
@@ -31,11 +32,11 @@
 ** sf-strings (RFC 9651 3.3.3): printable ASCII with '"' and '\' escaped.
 ** The structured form follows draft-ietf-httpapi-ratelimit-headers-11
 ** (the parameters of -10):
-**  a) qu is sent as given (the bridge says "points").  Points are not one
-**     of the units the draft registers (requests, content-bytes,
-**     concurrent-requests), but leaving qu out would tell a client that
-**     every request costs one unit, which is false for a reconcile (10)
-**     or an export (25 or 50).
+**  a) qu is the limit's unit, "points" for a bucket of no name.  Points
+**     are not one of the units the draft registers (requests,
+**     content-bytes, concurrent-requests), but leaving qu out would tell
+**     a client that every request costs one unit, which is false for a
+**     reconcile (10) or an export (25 or 50).
 **  b) t is the draft's "effective window" (-11 4.1.2: no more than r can
 **     be used within it; -10: "until additional quota is made
 **     available"): until the next point, not until full (the legacy
@@ -54,12 +55,11 @@
 #define BASE_MAX 512
 #define POLICY_NAME_MAX 64
 #define QUOTA_UNIT_MAX 32
-#define LOCATION_MAX 2048
 /* One policy item at its longest: the name and unit escaped throughout,
 ** q and w of 19 digits, and the ", " before it. */
 #define POLICY_ITEM_MAX                                                        \
   (2 + 2 * POLICY_NAME_MAX + 3 + 19 + 4 + 2 + 2 * QUOTA_UNIT_MAX + 3 + 19 + 2)
-#define POLICIES_MAX (SLUICE_HTTP_POLICIES_MAX * POLICY_ITEM_MAX)
+#define POLICIES_MAX (SLUICE_DECISION_LIMITS_MAX * POLICY_ITEM_MAX)
 
 int sluice_http_open(const sluice_http_options *opts, sluice_http **out) {
   sluice_http_options dflt;
@@ -162,15 +162,9 @@ const char *sluice_http_reason(int status) {
 }
 
 static int default_status(int outcome) {
-  static const int k_status[] = {200, 429, 429, 429, 409, 503, 202, 403};
+  static const int k_status[] = {200, 429, 429, 403, 429, 409, 503};
   return k_status[outcome];
 }
-
-/* An outcome that locks the client out: Active-Lockout, a penalty level. */
-static int locks_out(int outcome) {
-  return outcome == SLUICE_HTTP_BOXED || outcome == SLUICE_HTTP_SUSPENDED;
-}
-
 
 static int str_ok(const char *s, size_t max, int lo, int hi) {
   size_t i;
@@ -190,106 +184,92 @@ static int64_t sat_add(int64_t a, int64_t b) {
   return a > INT64_MAX - b ? INT64_MAX : a + b;
 }
 
-static int check_facts(const sluice_http_facts *f) {
-  int denial, i;
-  if (f->outcome < SLUICE_HTTP_ALLOWED || f->outcome > SLUICE_HTTP_SUSPENDED ||
-      f->penalty < SLUICE_HTTP_PENALTY_NONE ||
-      f->penalty > SLUICE_HTTP_PENALTY_LOCKOUT || f->penalty_level < 0 ||
-      f->penalty_level > 3 || (f->flags & ~(unsigned)(SLUICE_HTTP_F_STRIKES | SLUICE_HTTP_F_NAMED)) ||
-      ((f->flags & SLUICE_HTTP_F_NAMED) && !f->policy_name))
+static int check_decision(const sluice_decision *d) {
+  int i, out = d->allowed ? SLUICE_OUTCOME_ALLOW : d->outcome;
+  if (d->outcome < 0 || d->outcome >= SLUICE_OUTCOME__COUNT ||
+      (d->allowed != 0 && d->allowed != 1) ||
+      d->penalty_status < SLUICE_PENALTY_NONE ||
+      d->penalty_status > SLUICE_PENALTY_ACTIVE_LOCKOUT ||
+      d->penalty_level < 0 || d->penalty_level > 3 ||
+      (d->binding != SLUICE_BINDING_NONE && d->binding != SLUICE_BINDING_IP &&
+       d->binding != SLUICE_BINDING_LIMIT))
     return SLUICE_EINVAL;
-  denial = f->outcome != SLUICE_HTTP_ALLOWED &&
-           f->outcome != SLUICE_HTTP_ACCEPTED;
-  if (f->status != 0 &&
-      (denial ? (f->status < 400 || f->status > 599)
-              : (f->status < 200 || f->status > 399)))
+  if (d->status != 0 && (out != SLUICE_OUTCOME_ALLOW
+                             ? (d->status < 400 || d->status > 599)
+                             : (d->status < 200 || d->status > 399)))
     return SLUICE_EINVAL;
-  if (f->quota < 0 || f->window_s < 0 || f->limit < 0 || f->remaining < 0 ||
-      f->reset_ns < 0 || f->retry_after_ns < 0 || f->lockout_ends_ns < 0 ||
-      f->cost < 0 || f->refill_per_s < 0 || f->concurrency_limit < 0 ||
-      f->next_ns < 0 || f->other_quota < 0 || f->other_window_s < 0 ||
-      ((f->flags & SLUICE_HTTP_F_STRIKES) && f->strikes_remaining < 0))
-    return SLUICE_EINVAL;
-  if ((f->limit > 0 && f->remaining > f->limit) ||
-      (f->quota > 0 && f->window_s < 1) ||
-      (f->other_quota > 0 && (f->other_window_s < 1 || !f->other_policy_name)))
-    return SLUICE_EINVAL;
-  if (f->box_reason < SLUICE_HTTP_BOX_STRIKES ||
-      f->box_reason > SLUICE_HTTP_BOX_AUTH)
-    return SLUICE_EINVAL;
-  if (f->outcome == SLUICE_HTTP_BOXED) {
-    if (f->penalty == SLUICE_HTTP_PENALTY_WARNING || f->penalty_level < 1)
+  /* Figures out of range (a limit of 0, remaining -1: not known) are
+  ** not sent; what would be said wrong is refused. */
+  if (d->cost < 0 || d->cap_limit < 0 ||
+      (out == SLUICE_OUTCOME_BOXED && d->penalty_level < 1) ||
+      (out != SLUICE_OUTCOME_ALLOW && out != SLUICE_OUTCOME_BOXED &&
+       out != SLUICE_OUTCOME_SUSPENDED && d->retry_after_ns == SLUICE_FOREVER))
+    return SLUICE_EINVAL; /* only a box lasts forever */
+  if (d->binding == SLUICE_BINDING_LIMIT) {
+    if (d->nlimits < 0 || d->nlimits > SLUICE_DECISION_LIMITS_MAX ||
+        !sf_text_ok(d->limit_name, POLICY_NAME_MAX) ||
+        !sf_text_ok(d->limit_unit, QUOTA_UNIT_MAX))
       return SLUICE_EINVAL;
-  } else if (f->outcome == SLUICE_HTTP_SUSPENDED) {
-    if (f->penalty == SLUICE_HTTP_PENALTY_WARNING ||
-        (f->penalty_level != 0 && f->penalty_level != 3))
-      return SLUICE_EINVAL;
-  } else if (f->penalty == SLUICE_HTTP_PENALTY_LOCKOUT ||
-             f->retry_after_ns == SLUICE_FOREVER) {
-    return SLUICE_EINVAL; /* only a box locks out, or lasts forever */
+    for (i = 0; i < d->nlimits; i++) {
+      const sluice_decision_limit *l = &d->limits[i];
+      if (!l->name || !sf_text_ok(l->name, POLICY_NAME_MAX) ||
+          !sf_text_ok(l->unit, QUOTA_UNIT_MAX) || l->quota < 0 ||
+          l->window_ns < 0)
+        return SLUICE_EINVAL;
+    }
   }
-  if (f->npolicies < 0 || f->npolicies > SLUICE_HTTP_POLICIES_MAX ||
-      f->reserved_int_)
-    return SLUICE_EINVAL;
-  for (i = 0; i < f->npolicies; i++) {
-    const sluice_http_policy *pp = &f->policies[i];
-    if (!pp->name || !sf_text_ok(pp->name, POLICY_NAME_MAX) ||
-        !sf_text_ok(pp->unit, QUOTA_UNIT_MAX) || pp->quota < 0 ||
-        pp->window_s < 0 || (pp->flags & ~SLUICE_HTTP_P_VIOLATED) ||
-        pp->reserved)
-      return SLUICE_EINVAL;
-  }
-  if (!sf_text_ok(f->policy_name, POLICY_NAME_MAX) ||
-      !sf_text_ok(f->other_policy_name, POLICY_NAME_MAX) ||
-      !sf_text_ok(f->quota_unit, QUOTA_UNIT_MAX))
-    return SLUICE_EINVAL;
-  if (f->location &&
-      (!f->location[0] || !str_ok(f->location, LOCATION_MAX, 0x21, 0x7e)))
-    return SLUICE_EINVAL;
   return SLUICE_OK;
 }
 
-int sluice_http_answer_make(sluice_http *h, const sluice_http_facts *f,
+int sluice_http_answer_make(sluice_http *h, const sluice_decision *d,
+                            const sluice_request *req, const char *request_id,
                             int64_t now_ns, sluice_http_answer *a) {
-  int64_t wait = 0, s, x = 0;
-  int rc;
-  if (!h || !f || !a || now_ns < 0)
+  int64_t wait, s, x = 0;
+  int rc, boxed;
+  if (!h || !d || !a || now_ns < 0)
     return SLUICE_EINVAL;
-  rc = check_facts(f);
+  rc = check_decision(d);
   if (rc != SLUICE_OK)
     return rc;
-  if (f->outcome == SLUICE_HTTP_BOXED && f->retry_after_ns == 0 &&
-      f->lockout_ends_ns <= now_ns)
-    return SLUICE_EINVAL; /* a box with no time left is not a box */
-
   memset(a, 0, sizeof *a);
-  a->facts = *f;
-  a->status = f->status ? f->status : default_status(f->outcome);
-  a->penalty = locks_out(f->outcome) ? SLUICE_HTTP_PENALTY_LOCKOUT
-                                      : f->penalty;
-  a->has_body = f->outcome != SLUICE_HTTP_ALLOWED &&
-                f->outcome != SLUICE_HTTP_ACCEPTED;
+  a->decision = d;
+  if (req) {
+    a->method = req->method;
+    a->route = req->route;
+  }
+  a->request_id = request_id;
+  a->outcome = d->allowed ? SLUICE_OUTCOME_ALLOW : d->outcome;
+  boxed = a->outcome == SLUICE_OUTCOME_BOXED;
+  wait = d->retry_after_ns > 0 ? d->retry_after_ns : 0;
+  if (boxed && wait == 0 && d->lockout_end_ns <= now_ns)
+    return SLUICE_EINVAL; /* a box with no time left is not a box */
+  a->status = d->status ? d->status : default_status(a->outcome);
+  a->penalty = (boxed || a->outcome == SLUICE_OUTCOME_SUSPENDED)
+                   ? SLUICE_PENALTY_ACTIVE_LOCKOUT
+               : a->outcome == SLUICE_OUTCOME_THROTTLED &&
+                       d->penalty_status == SLUICE_PENALTY_WARNING
+                   ? SLUICE_PENALTY_WARNING
+                   : SLUICE_PENALTY_NONE;
+  a->has_body = a->outcome != SLUICE_OUTCOME_ALLOW;
   a->now_s = now_ns / SLUICE__NS_PER_S;
   if (!a->has_body)
     return SLUICE_OK; /* nothing to wait for */
 
-  if (f->retry_after_ns == SLUICE_FOREVER ||
-      f->outcome == SLUICE_HTTP_SUSPENDED)
+  if (d->retry_after_ns == SLUICE_FOREVER ||
+      a->outcome == SLUICE_OUTCOME_SUSPENDED)
     return SLUICE_OK; /* suspended: no time can be promised */
-  wait = f->retry_after_ns;
-  if (f->outcome == SLUICE_HTTP_BOXED && f->lockout_ends_ns > now_ns &&
-      f->lockout_ends_ns - now_ns > wait)
-    wait = f->lockout_ends_ns - now_ns;
+  if (boxed && d->lockout_end_ns > now_ns &&
+      d->lockout_end_ns - now_ns > wait)
+    wait = d->lockout_end_ns - now_ns;
   s = sluice__ceil_div64(wait, SLUICE__NS_PER_S);
   if (s < 1)
     s = 1;
   if (!(h->flags & SLUICE_HTTP_NO_JITTER))
     x = (int64_t)sluice__rng_upto(&h->rng, (uint64_t)(s / 10));
-  if (f->outcome == SLUICE_HTTP_BOXED)
+  if (boxed)
     a->lockout_ends_s = sluice__ceil_div64(sat_add(now_ns, wait),
                                            SLUICE__NS_PER_S);
-  if (f->outcome == SLUICE_HTTP_BOXED && !(h->flags & SLUICE_HTTP_NO_DATES) &&
-      s >= h->date_after_s) {
+  if (boxed && !(h->flags & SLUICE_HTTP_NO_DATES) && s >= h->date_after_s) {
     a->retry_is_date = 1;
     a->retry_at_s = sat_add(a->lockout_ends_s, x);
     if (a->retry_at_s > SLUICE__MAX_EPOCH_S)
@@ -299,6 +279,47 @@ int sluice_http_answer_make(sluice_http *h, const sluice_http_facts *f,
     a->retry_after_s = sat_add(s, x);
   }
   return SLUICE_OK;
+}
+
+/* The binding limit's RateLimit figures are sent (answer.c's rule, also
+** the body's: a refusal names its limit only with them). */
+int sluice__http_figures(const sluice_http_answer *a) {
+  const sluice_decision *d = a->decision;
+  return d->limit > 0 && d->remaining >= 0 && d->remaining <= d->limit &&
+         a->outcome != SLUICE_OUTCOME_UNAVAILABLE;
+}
+
+/* The binding policy's name and unit, as the fields and the body say them. */
+const char *sluice__http_policy_name(const sluice_decision *d) {
+  return d->binding == SLUICE_BINDING_LIMIT && d->limit_name ? d->limit_name
+         : d->binding == SLUICE_BINDING_IP                   ? "ip"
+                                                              : NULL;
+}
+
+const char *sluice__http_policy_unit(const sluice_decision *d) {
+  return d->binding == SLUICE_BINDING_LIMIT && d->limit_name ? d->limit_unit
+         : d->binding == SLUICE_BINDING_IP                   ? "requests"
+                                                              : "points";
+}
+
+/* Whole seconds, rounded up. */
+static int64_t ceil_s(int64_t ns) {
+  return sluice__ceil_div64(ns, SLUICE__NS_PER_S);
+}
+
+/* Until the bucket's next point comes back: it is reset_ns from full,
+** `missing` = ceil(reset * rate / period) points short, and has one point
+** more once it is (missing - 1) * period / rate from full.  0: unknown
+** (no refill: a window, whose quota comes back at its end; or full). */
+static int64_t next_point_ns(const sluice_decision *d) {
+  __extension__ typedef __int128 i128;
+  i128 missing, after;
+  if (d->reset_ns <= 0 || d->refill_rate <= 0 || d->refill_period_ns <= 0)
+    return 0;
+  missing = ((i128)d->reset_ns * d->refill_rate + d->refill_period_ns - 1) /
+            d->refill_period_ns;
+  after = (missing - 1) * d->refill_period_ns / d->refill_rate;
+  return d->reset_ns - (int64_t)after;
 }
 
 /* ------------------------------------------------------------ headers --- */
@@ -383,46 +404,56 @@ static size_t put_policy(char *p, const char *name, int64_t q,
   return w > 0 ? n + put_num(p + n, ";w=", w) : n;
 }
 
-/* The list of facts.policies, in their order, ", " between items. */
-static void put_policies(char *p, const sluice_http_facts *f) {
+/* A route's declared limits, in their order, ", " between items. */
+static void put_policies(char *p, const sluice_decision *d) {
   size_t n = 0;
   int i;
-  for (i = 0; i < f->npolicies; i++) {
-    const sluice_http_policy *pp = &f->policies[i];
+  for (i = 0; i < d->nlimits; i++) {
+    const sluice_decision_limit *l = &d->limits[i];
     if (i) {
       memcpy(p + n, ", ", 2);
       n += 2;
     }
-    n += put_policy(p + n, pp->name, pp->quota, pp->unit, pp->window_s);
+    n += put_policy(p + n, l->name, l->quota, l->unit, ceil_s(l->window_ns));
   }
 }
 
-int sluice_http_answer_foreach_header(const sluice_http *h,
-                                      const sluice_http_answer *a,
-                                      sluice_http_header_cb cb, void *ud) {
-  /* Big enough for the longest value: a Location of LOCATION_MAX, or
-  ** SLUICE_HTTP_POLICIES_MAX policy items with every character escaped. */
-  char v[LOCATION_MAX > POLICIES_MAX ? LOCATION_MAX + 1 : POLICIES_MAX + 1];
-  const sluice_http_facts *f;
+typedef struct collect {
+  sluice_http_header *hdrs;
+  size_t cap, n;
+  char *buf;
+  size_t buflen, used;
+} collect;
+
+/* Keeps walking after running out of room, so that the sizes reported
+** with SLUICE_ERANGE are the ones that suffice. */
+static void collect_one(collect *c, const char *name, const char *value) {
+  size_t len = strlen(value) + 1;
+  if (c->n < c->cap && c->used + len <= c->buflen) {
+    memcpy(c->buf + c->used, value, len);
+    c->hdrs[c->n].name = name;
+    c->hdrs[c->n].value = c->buf + c->used;
+  }
+  c->n++;
+  c->used += len;
+}
+
+/* The answer's headers, in the spec's order, into c. */
+static int walk_headers(const sluice_http *h, const sluice_http_answer *a,
+                        collect *c) {
+  /* Big enough for the longest value: SLUICE_DECISION_LIMITS_MAX policy
+  ** items with every character escaped. */
+  char v[POLICIES_MAX + 1];
+  const sluice_decision *d;
   const char *pname;
-  int rc, sf, legacy, quota;
-  int64_t reset_s;
-  if (!h || !a || !cb)
-    return SLUICE_EINVAL;
-  f = &a->facts;
-#define EMIT(name)                                                             \
-  do {                                                                         \
-    if ((rc = cb((name), v, ud)) != 0)                                         \
-      return rc;                                                               \
-  } while (0)
+  int sf, legacy, figures, listed;
+  int64_t reset_s, window_s;
+  d = a->decision;
+#define EMIT(name) collect_one(c, (name), v)
 
   if (a->has_body) {
     strcpy(v, "application/problem+json");
     EMIT("Content-Type");
-  }
-  if (f->outcome == SLUICE_HTTP_ACCEPTED && f->location) {
-    snprintf(v, sizeof v, "%s", f->location);
-    EMIT("Location");
   }
   if (h->flags & SLUICE_HTTP_DATE_HEADER) {
     if (sluice_http_format_date(a->now_s, v) != SLUICE_OK)
@@ -436,81 +467,59 @@ int sluice_http_answer_foreach_header(const sluice_http *h,
       put_i64(v, a->retry_after_s);
     EMIT("Retry-After");
   }
-  if (f->limit > 0 || f->quota > 0 || f->npolicies > 0) {
+  figures = sluice__http_figures(a);
+  listed = d->binding == SLUICE_BINDING_LIMIT && d->nlimits > 0 &&
+           a->outcome != SLUICE_OUTCOME_UNAVAILABLE;
+  if (figures || listed) {
     sf = h->form != SLUICE_HTTP_FORM_LEGACY;
     legacy = h->form != SLUICE_HTTP_FORM_SF;
-    quota = f->quota > 0;
-    pname = f->policy_name ? f->policy_name : "default";
-    reset_s = sluice__ceil_div64(f->reset_ns, SLUICE__NS_PER_S);
-    if (sf && f->npolicies > 0) {
-      put_policies(v, f);
+    /* RateLimit-Policy's quota is the binding limit's, when it has a w */
+    window_s = figures ? ceil_s(d->policy_window_ns) : 0;
+    pname = sluice__http_policy_name(d);
+    if (!pname)
+      pname = "default";
+    reset_s = d->reset_ns > 0 ? ceil_s(d->reset_ns) : 0;
+    if (sf && listed) {
+      put_policies(v, d);
       EMIT("RateLimit-Policy");
-    } else if (quota && sf) {
-      size_t n = put_policy(v, pname, f->quota, f->quota_unit, f->window_s);
-      if (f->other_quota > 0) {
-        strcpy(v + n, ", ");
-        put_policy(v + n + 2, f->other_policy_name, f->other_quota,
-                   f->quota_unit, f->other_window_s);
-      }
+    } else if (window_s > 0 && sf) {
+      put_policy(v, pname, d->limit, sluice__http_policy_unit(d), window_s);
       EMIT("RateLimit-Policy");
-    } else if (quota) {
-      put_pair(v, "", f->quota, ";w=", f->window_s);
+    } else if (window_s > 0) {
+      put_pair(v, "", d->limit, ";w=", window_s);
       EMIT("RateLimit-Policy");
     }
-    if (legacy && f->limit > 0) {
-      put_i64(v, f->limit);
+    if (legacy && figures) {
+      put_i64(v, d->limit);
       EMIT("RateLimit-Limit");
-      put_i64(v, f->remaining);
+      put_i64(v, d->remaining);
       EMIT("RateLimit-Remaining");
       put_i64(v, reset_s);
       EMIT("RateLimit-Reset");
     }
-    if (sf && f->limit > 0) {
+    if (sf && figures) {
       size_t n = put_sf_string(v, pname);
       /* t: until more quota comes back (the next point), which a full
-      ** bucket has nothing of; a caller that does not know gives until
-      ** full.  Never later than a Retry-After sent with it. */
-      int64_t t = f->next_ns > 0
-                      ? sluice__ceil_div64(f->next_ns, SLUICE__NS_PER_S)
-                      : reset_s;
+      ** bucket has nothing of; without a refill, until full.  Never later
+      ** than a Retry-After sent with it. */
+      int64_t next = next_point_ns(d);
+      int64_t t = next > 0 ? ceil_s(next) : reset_s;
       if (a->retry_after_s > 0 && a->retry_after_s < t)
         t = a->retry_after_s;
       if (t > 0)
-        put_pair(v + n, ";r=", f->remaining, ";t=", t);
+        put_pair(v + n, ";r=", d->remaining, ";t=", t);
       else
-        put_num(v + n, ";r=", f->remaining);
+        put_num(v + n, ";r=", d->remaining);
       EMIT("RateLimit");
     }
   }
-  if (a->penalty != SLUICE_HTTP_PENALTY_NONE) {
-    strcpy(v, a->penalty == SLUICE_HTTP_PENALTY_LOCKOUT ? "Active-Lockout"
-                                                        : "Warning");
+  if (a->penalty != SLUICE_PENALTY_NONE) {
+    strcpy(v, a->penalty == SLUICE_PENALTY_ACTIVE_LOCKOUT ? "Active-Lockout"
+                                                          : "Warning");
     EMIT("X-Penalty-Box-Status");
   }
 #undef EMIT
   return SLUICE_OK;
-}
-
-typedef struct collect {
-  sluice_http_header *hdrs;
-  size_t cap, n;
-  char *buf;
-  size_t buflen, used;
-} collect;
-
-/* Keeps walking after running out of room, so that the sizes reported
-** with SLUICE_ERANGE are the ones that suffice. */
-static int collect_one(const char *name, const char *value, void *ud) {
-  collect *c = ud;
-  size_t len = strlen(value) + 1;
-  if (c->n < c->cap && c->used + len <= c->buflen) {
-    memcpy(c->buf + c->used, value, len);
-    c->hdrs[c->n].name = name;
-    c->hdrs[c->n].value = c->buf + c->used;
-  }
-  c->n++;
-  c->used += len;
-  return 0;
 }
 
 int sluice_http_answer_headers(const sluice_http *h,
@@ -519,7 +528,7 @@ int sluice_http_answer_headers(const sluice_http *h,
                                char *buf, size_t buflen, size_t *needed) {
   collect c;
   int rc;
-  if (!h || !a || !n || (cap && !hdrs) || (buflen && !buf))
+  if (!h || !a || !a->decision || !n || (cap && !hdrs) || (buflen && !buf))
     return SLUICE_EINVAL;
   c.hdrs = hdrs;
   c.cap = cap;
@@ -527,7 +536,7 @@ int sluice_http_answer_headers(const sluice_http *h,
   c.buf = buf;
   c.buflen = buflen;
   c.used = 0;
-  rc = sluice_http_answer_foreach_header(h, a, collect_one, &c);
+  rc = walk_headers(h, a, &c);
   if (rc != SLUICE_OK)
     return rc;
   *n = c.n;

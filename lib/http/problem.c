@@ -9,9 +9,10 @@
 ** Objects keep their insertion order, so members come out in the order of
 ** the spec's example.
 **
-** What goes in is only what sluice_http_facts carries: it has no field for
-** a key, a backend or another tenant, so none can leak.  The `detail`
-** sentence is composed here from the same facts, in the spec's wording.
+** What goes in is only what the answer reads of the decision (its
+** figures, tier, cost, limit names) and the request's method, route and
+** id: nothing of a key, a backend or another tenant, so none can leak.  The `detail`
+** sentence is composed here from the same figures, in the spec's wording.
 **
 ** Choices where the spec is silent:
 **  a) Problem types: rate-limit-exceeded, penalty-box-active and
@@ -82,11 +83,11 @@ static int text_ok(const char *s) {
 
 static const char *slug(int outcome) {
   switch (outcome) {
-  case SLUICE_HTTP_THROTTLED: return "rate-limit-exceeded";
-  case SLUICE_HTTP_BOXED: return "penalty-box-active";
-  case SLUICE_HTTP_CONCURRENCY: return "concurrency-limit-exceeded";
-  case SLUICE_HTTP_CONFLICT: return "ledger-conflict";
-  case SLUICE_HTTP_SUSPENDED: return "key-suspended";
+  case SLUICE_OUTCOME_THROTTLED: return "rate-limit-exceeded";
+  case SLUICE_OUTCOME_BOXED: return "penalty-box-active";
+  case SLUICE_OUTCOME_CONCURRENCY: return "concurrency-limit-exceeded";
+  case SLUICE_OUTCOME_CONFLICT: return "ledger-conflict";
+  case SLUICE_OUTCOME_SUSPENDED: return "key-suspended";
   default: return "service-unavailable";
   }
 }
@@ -96,9 +97,9 @@ static const char *slug(int outcome) {
 ** suspension) keeps it.  It is the reason phrase of the type's status. */
 static const char *title(int outcome) {
   switch (outcome) {
-  case SLUICE_HTTP_CONFLICT: return "Conflict";
-  case SLUICE_HTTP_FAIL_CLOSED: return "Service Unavailable";
-  case SLUICE_HTTP_SUSPENDED: return "Forbidden";
+  case SLUICE_OUTCOME_CONFLICT: return "Conflict";
+  case SLUICE_OUTCOME_UNAVAILABLE: return "Service Unavailable";
+  case SLUICE_OUTCOME_SUSPENDED: return "Forbidden";
   default: return "Too Many Requests";
   }
 }
@@ -146,16 +147,38 @@ static void retry_clause(char *d, size_t n, const sluice_http_answer *a,
         a->retry_after_s, a->retry_after_s == 1 ? "" : "s");
 }
 
-static void route_cost(char *d, size_t n, const sluice_http_facts *f) {
-  if (f->route && f->cost > 0)
-    cat(d, n, " %s%s%s costs %" PRId64 " point%s.", f->method ? f->method : "",
-        f->method ? " " : "", f->route, f->cost, f->cost == 1 ? "" : "s");
+static void route_cost(char *d, size_t n, const sluice_http_answer *a) {
+  int64_t cost = a->decision->cost;
+  if (a->route && cost > 0)
+    cat(d, n, " %s%s%s costs %" PRId64 " point%s.", a->method ? a->method : "",
+        a->method ? " " : "", a->route, cost, cost == 1 ? "" : "s");
+}
+
+/* The figures the detail speaks of: the tier, RateLimit-Policy's quota
+** and window (0: none), the refill in points a second (0: none). */
+typedef struct said {
+  const char *tier;
+  int64_t quota, window_s, refill_per_s;
+} said;
+
+static said said_of(const sluice_http_answer *a) {
+  const sluice_decision *d = a->decision;
+  said w = {d->tier[0] ? d->tier : NULL, 0, 0, 0};
+  if (sluice__http_figures(a) && d->policy_window_ns > 0) {
+    w.quota = d->limit;
+    w.window_s = sluice__ceil_div64(d->policy_window_ns, SLUICE__NS_PER_S);
+  }
+  if (d->refill_rate > 0 && d->refill_period_ns > 0)
+    w.refill_per_s = (int64_t)((__extension__(__int128)d->refill_rate *
+                                SLUICE__NS_PER_S) /
+                               d->refill_period_ns);
+  return w;
 }
 
 /* "Quota for tier 'growth' exhausted (3000 points/min)": what, the tier
 ** when known, the verb, and the quota per window when there is one. */
-static void lead(char *d, size_t n, const sluice_http_facts *f,
-                 const char *what, const char *verb, const char *unit) {
+static void lead(char *d, size_t n, const said *f, const char *what,
+                 const char *verb, const char *unit) {
   char tmp[96];
   cat(d, n, "%s", what);
   if (f->tier)
@@ -169,23 +192,28 @@ static void lead(char *d, size_t n, const sluice_http_facts *f,
 
 /* A named limit in its own words: "Limit 'points' exhausted (900 points
 ** per minute). POST /gists costs 5 points." */
-static void named(char *d, size_t n, const sluice_http_facts *f,
-                  const char *verb) {
-  const char *u = f->quota_unit ? f->quota_unit : "requests";
+static void named(char *d, size_t n, const sluice_http_answer *a,
+                  const said *f, const char *verb) {
+  const sluice_decision *dc = a->decision;
+  const char *u = sluice__http_policy_unit(dc);
   const char *w = f->window_s == 1       ? "second"
                   : f->window_s == 60    ? "minute"
                   : f->window_s == 3600  ? "hour"
                   : f->window_s == 86400 ? "day"
                                          : NULL;
-  int ul = (int)strlen(u);
+  int ul, one;
+  if (!u)
+    u = "requests";
+  ul = (int)strlen(u);
   /* Units are plural ("tokens"): one of them is "token". */
-  int one = ul > 1 && u[ul - 1] == 's' ? ul - 1 : ul;
-  cat(d, n, "Limit '%s' %s", f->policy_name, verb);
-  if (f->outcome != SLUICE_HTTP_THROTTLED) {
+  one = ul > 1 && u[ul - 1] == 's' ? ul - 1 : ul;
+  cat(d, n, "Limit '%s' %s", sluice__http_policy_name(dc), verb);
+  if (a->outcome != SLUICE_OUTCOME_THROTTLED) {
     /* A lease set or a lock: what is counted is requests at a time, and
-    ** a request takes one lease, whatever its cost. */
-    if (f->concurrency_limit > 0)
-      cat(d, n, " (%" PRId64 " at a time)", f->concurrency_limit);
+    ** a request takes one lease, whatever its cost.  A lock (CONFLICT) is
+    ** one at a time by nature: its cap is not quoted. */
+    if (a->outcome == SLUICE_OUTCOME_CONCURRENCY && dc->cap_limit > 0)
+      cat(d, n, " (%" PRId64 " at a time)", dc->cap_limit);
     cat(d, n, ".");
     return;
   }
@@ -196,70 +224,77 @@ static void named(char *d, size_t n, const sluice_http_facts *f,
     cat(d, n, " (%" PRId64 " %.*s per %" PRId64 " seconds)", f->quota,
         f->quota == 1 ? one : ul, u, f->window_s);
   cat(d, n, ".");
-  if (f->route && f->cost > 0)
-    cat(d, n, " %s%s%s costs %" PRId64 " %.*s.", f->method ? f->method : "",
-        f->method ? " " : "", f->route, f->cost, f->cost == 1 ? one : ul, u);
+  if (a->route && dc->cost > 0)
+    cat(d, n, " %s%s%s costs %" PRId64 " %.*s.", a->method ? a->method : "",
+        a->method ? " " : "", a->route, dc->cost, dc->cost == 1 ? one : ul,
+        u);
+}
+
+/* A refusal by a declared limit: the detail speaks of it, and the body's
+** violated-policies names it. */
+static int is_named(const sluice_http_answer *a) {
+  const sluice_decision *d = a->decision;
+  return a->has_body && d->binding == SLUICE_BINDING_LIMIT && d->limit_name &&
+         sluice__http_figures(a);
 }
 
 static void detail(char *d, size_t n, const sluice_http_answer *a) {
-  const sluice_http_facts *f = &a->facts;
+  const sluice_decision *dc = a->decision;
+  said f = said_of(a);
   char when[32];
   d[0] = '\0';
-  if ((f->flags & SLUICE_HTTP_F_NAMED) &&
-      (f->outcome == SLUICE_HTTP_THROTTLED ||
-       f->outcome == SLUICE_HTTP_CONCURRENCY ||
-       f->outcome == SLUICE_HTTP_CONFLICT)) {
-    named(d, n, f,
-          f->outcome == SLUICE_HTTP_THROTTLED ? "exhausted" : "reached");
+  if (is_named(a) && (a->outcome == SLUICE_OUTCOME_THROTTLED ||
+                      a->outcome == SLUICE_OUTCOME_CONCURRENCY ||
+                      a->outcome == SLUICE_OUTCOME_CONFLICT)) {
+    named(d, n, a, &f,
+          a->outcome == SLUICE_OUTCOME_THROTTLED ? "exhausted" : "reached");
     cat(d, n, " ");
     retry_clause(d, n, a, 1);
     return;
   }
-  switch (f->outcome) {
-  case SLUICE_HTTP_THROTTLED:
-    lead(d, n, f, "Quota", "exhausted", "point");
+  switch (a->outcome) {
+  case SLUICE_OUTCOME_THROTTLED:
+    lead(d, n, &f, "Quota", "exhausted", "point");
     cat(d, n, ".");
-    route_cost(d, n, f);
-    if (f->refill_per_s > 0) {
+    route_cost(d, n, a);
+    if (f.refill_per_s > 0) {
       cat(d, n, " Capacity refills at %" PRId64 " point%s/second; ",
-          f->refill_per_s, f->refill_per_s == 1 ? "" : "s");
+          f.refill_per_s, f.refill_per_s == 1 ? "" : "s");
       retry_clause(d, n, a, 0);
     } else {
       cat(d, n, " ");
       retry_clause(d, n, a, 1);
     }
     break;
-  case SLUICE_HTTP_BOXED:
+  case SLUICE_OUTCOME_BOXED:
     cat(d, n, "%s",
-        f->box_detail ? f->box_detail
-        : f->box_reason == SLUICE_HTTP_BOX_AUTH
-            ? "Too many failed sign-in attempts; sign-in"
-            : "Requests kept arriving before Retry-After elapsed; this "
-              "client");
+        dc->box_detail ? dc->box_detail
+                       : "Requests kept arriving before Retry-After elapsed; "
+                         "this client");
     if (a->lockout_ends_s > 0) {
       iso8601(when, a->lockout_ends_s);
       cat(d, n, " is locked out (penalty level %d) until %s. ",
-          f->penalty_level, when);
+          dc->penalty_level, when);
       retry_clause(d, n, a, 1);
     } else {
       cat(d, n, " is suspended (penalty level %d) pending review.",
-          f->penalty_level);
+          dc->penalty_level);
     }
     break;
-  case SLUICE_HTTP_SUSPENDED:
+  case SLUICE_OUTCOME_SUSPENDED:
     cat(d, n, "This API key is suspended (penalty level 3) pending review "
               "by support; retrying will not lift it.");
     break;
-  case SLUICE_HTTP_CONCURRENCY:
-    lead(d, n, f, "Concurrency limit", "reached", NULL);
-    if (f->concurrency_limit > 0)
-      cat(d, n, " (%" PRId64 " at a time)", f->concurrency_limit);
+  case SLUICE_OUTCOME_CONCURRENCY:
+    lead(d, n, &f, "Concurrency limit", "reached", NULL);
+    if (dc->cap_limit > 0)
+      cat(d, n, " (%" PRId64 " at a time)", dc->cap_limit);
     cat(d, n, ".");
-    route_cost(d, n, f);
+    route_cost(d, n, a);
     cat(d, n, " ");
     retry_clause(d, n, a, 1);
     break;
-  case SLUICE_HTTP_CONFLICT:
+  case SLUICE_OUTCOME_CONFLICT:
     cat(d, n, "Another operation on this resource is in progress. Poll the "
               "existing job instead of resubmitting; ");
     retry_clause(d, n, a, 0);
@@ -280,73 +315,76 @@ static void set(json_t *o, const char *k, json_t *v, int *oom) {
 
 int sluice_http_answer_body(const sluice_http *h, const sluice_http_answer *a,
                             char *buf, size_t buflen, size_t *len) {
-  const sluice_http_facts *f;
+  const sluice_decision *dc;
+  const char *tier;
   char type[600], d[DETAIL_MAX], when[32];
   json_t *o;
   size_t need, flags;
   int oom = 0;
-  if (!h || !a || !len || (buflen && !buf))
+  if (!h || !a || !len || (buflen && !buf) || !a->decision)
     return SLUICE_EINVAL;
-  f = &a->facts;
+  dc = a->decision;
   if (!a->has_body) {
     *len = 0;
     if (buflen)
       buf[0] = '\0';
     return SLUICE_OK;
   }
-  if (!text_ok(f->tier) || !text_ok(f->method) || !text_ok(f->route) ||
-      !text_ok(f->instance) || !text_ok(f->request_id))
+  tier = dc->tier[0] ? dc->tier : NULL;
+  if (!text_ok(tier) || !text_ok(a->method) || !text_ok(a->route) ||
+      !text_ok(a->request_id))
     return SLUICE_EINVAL;
   if (!h->base)
     return SLUICE_ECONFIG;
-  snprintf(type, sizeof type, "%s%s", h->base, slug(f->outcome));
+  snprintf(type, sizeof type, "%s%s", h->base, slug(a->outcome));
   detail(d, sizeof d, a);
 
   o = json_object();
   if (!o)
     return SLUICE_ENOMEM;
   set(o, "type", json_string(type), &oom);
-  set(o, "title", json_string(title(f->outcome)), &oom);
+  set(o, "title", json_string(title(a->outcome)), &oom);
   set(o, "status", json_integer(a->status), &oom);
   set(o, "detail", json_string(d), &oom);
-  if (f->instance)
-    set(o, "instance", json_string(f->instance), &oom);
+  if (a->route)
+    set(o, "instance", json_string(a->route), &oom);
   if (a->retry_after_s > 0)
     set(o, "retry_after_seconds", json_integer(a->retry_after_s), &oom);
-  if (f->outcome == SLUICE_HTTP_THROTTLED ||
-      f->outcome == SLUICE_HTTP_CONCURRENCY ||
-      f->outcome == SLUICE_HTTP_FAIL_CLOSED)
+  if (a->outcome == SLUICE_OUTCOME_THROTTLED ||
+      a->outcome == SLUICE_OUTCOME_CONCURRENCY ||
+      a->outcome == SLUICE_OUTCOME_UNAVAILABLE)
     set(o, "recommended_backoff", json_string("exponential_with_full_jitter"),
         &oom);
-  if (f->tier)
-    set(o, "quota_tier", json_string(f->tier), &oom);
-  if (f->flags & SLUICE_HTTP_F_STRIKES)
-    set(o, "penalty_strikes_remaining", json_integer(f->strikes_remaining),
+  if (tier)
+    set(o, "quota_tier", json_string(tier), &oom);
+  if (a->penalty == SLUICE_PENALTY_WARNING)
+    set(o, "penalty_strikes_remaining",
+        json_integer(dc->strikes_remaining > 0 ? dc->strikes_remaining : 0),
         &oom);
-  if (f->outcome == SLUICE_HTTP_SUSPENDED) {
+  if (a->outcome == SLUICE_OUTCOME_SUSPENDED) {
     set(o, "penalty_level", json_integer(3), &oom);
-  } else if (f->outcome == SLUICE_HTTP_BOXED) {
-    set(o, "penalty_level", json_integer(f->penalty_level), &oom);
+  } else if (a->outcome == SLUICE_OUTCOME_BOXED) {
+    set(o, "penalty_level", json_integer(dc->penalty_level), &oom);
     if (a->lockout_ends_s > 0) {
       iso8601(when, a->lockout_ends_s);
       set(o, "lockout_ends_at", json_string(when), &oom);
     }
   }
-  if (f->request_id)
-    set(o, "request_id", json_string(f->request_id), &oom);
+  if (a->request_id)
+    set(o, "request_id", json_string(a->request_id), &oom);
   /* The draft's problem types name the policies a request violated. */
-  if (f->flags & SLUICE_HTTP_F_NAMED) {
+  if (is_named(a)) {
     json_t *v = json_array();
     int i, named = 0;
-    /* The policies flagged violated, in their order; or policy_name. */
-    for (i = 0; v && i < f->npolicies; i++)
-      if (f->policies[i].flags & SLUICE_HTTP_P_VIOLATED) {
+    /* The limits flagged denied, in their order; or the binding one. */
+    for (i = 0; v && i < dc->nlimits; i++)
+      if (dc->limits[i].flags & SLUICE_LIMIT_DENIED) {
         named++;
-        if (json_array_append_new(v, json_string(f->policies[i].name)))
+        if (json_array_append_new(v, json_string(dc->limits[i].name)))
           oom = 1;
       }
-    if (!v || (!named &&
-               json_array_append_new(v, json_string(f->policy_name)) != 0))
+    if (!v || (!named && json_array_append_new(
+                             v, json_string(dc->limit_name)) != 0))
       oom = 1;
     set(o, "violated-policies", v, &oom);
   }

@@ -49,7 +49,7 @@ int sluice__backstop(sluice__ctx *c, sluice_decision *d, int *refused) {
   *refused = 1;
   d->outcome = SLUICE_OUTCOME_THROTTLED;
   d->binding = SLUICE_BINDING_IP;
-  d->limit = d->policy_quota = v.limit;
+  d->limit = v.limit;
   d->remaining = 0;
   d->reset_ns = v.reset_ns;
   d->policy_window_ns = p->ip_window.window_ns;

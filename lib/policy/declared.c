@@ -823,7 +823,7 @@ static void fill(sluice__ctx *c, const sluice__limit *lm,
   d->binding = SLUICE_BINDING_LIMIT;
   d->limit_name = lm->name;
   d->limit_unit = lm->unit;
-  d->limit = d->policy_quota = v->limit;
+  d->limit = v->limit;
   d->remaining = v->remaining;
   d->reset_ns = v->reset_ns;
   if (lm->algo == SLUICE__L_GCRA) {

@@ -14,7 +14,7 @@ static void reset_verdict(sluice_decision *d) {
   d->flags = 0;
   d->binding = SLUICE_BINDING_NONE;
   d->limit = d->remaining = d->reset_ns = 0;
-  d->policy_quota = d->policy_window_ns = 0;
+  d->policy_window_ns = 0;
   d->refill_rate = d->refill_period_ns = 0;
   d->retry_after_ns = 0;
   d->penalty_status = SLUICE_PENALTY_NONE;

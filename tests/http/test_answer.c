@@ -87,26 +87,42 @@ static json_t *body_json(sluice_http *h, const sluice_http_answer *a) {
   return j;
 }
 
-/* The spec's throttled example as facts. */
-static sluice_http_facts spec_throttled(void) {
-  sluice_http_facts f = {0};
-  f.outcome = SLUICE_HTTP_THROTTLED;
-  f.penalty = SLUICE_HTTP_PENALTY_WARNING;
-  f.flags = SLUICE_HTTP_F_STRIKES;
-  f.quota = 3000;
-  f.window_s = 60;
-  f.limit = 3000;
-  f.remaining = 0;
-  f.reset_ns = 12 * SEC;
-  f.retry_after_ns = 11 * SEC + 400000000; /* 11.4 s: sent as 12 */
-  f.strikes_remaining = 14;
-  f.cost = 10;
-  f.refill_per_s = 50;
-  f.tier = "growth";
-  f.method = "POST";
-  f.route = "/v1/ledgers/reconcile";
-  f.instance = "/v1/ledgers/reconcile";
-  f.request_id = "req_01HV...";
+/* What an answer is made from: a decision, filled by hand as a caller
+** without a policy fills one (sluice/http.h), the request it decided and
+** the request id. */
+typedef struct said {
+  sluice_decision d;
+  sluice_request q;
+  const char *rid;
+} said;
+
+static int make(sluice_http *h, const said *s, int64_t now_ns,
+                sluice_http_answer *a) {
+  return sluice_http_answer_make(h, &s->d, &s->q, s->rid, now_ns, a);
+}
+
+static void set_tier(said *s, const char *tier) {
+  snprintf(s->d.tier, sizeof s->d.tier, "%s", tier);
+}
+
+/* The spec's throttled example. */
+static said spec_throttled(void) {
+  said f = {0};
+  f.d.outcome = SLUICE_OUTCOME_THROTTLED;
+  f.d.penalty_status = SLUICE_PENALTY_WARNING;
+  f.d.policy_window_ns = 60 * SEC;
+  f.d.limit = 3000;
+  f.d.remaining = 0;
+  f.d.reset_ns = 12 * SEC;
+  f.d.retry_after_ns = 11 * SEC + 400000000; /* 11.4 s: sent as 12 */
+  f.d.strikes_remaining = 14;
+  f.d.cost = 10;
+  f.d.refill_rate = 50;
+  f.d.refill_period_ns = SEC;
+  set_tier(&f, "growth");
+  f.q.method = "POST";
+  f.q.route = "/v1/ledgers/reconcile";
+  f.rid = "req_01HV...";
   return f;
 }
 
@@ -114,7 +130,7 @@ static sluice_http_facts spec_throttled(void) {
 
 Test(answer, spec_200_headers) {
   sluice_http *h = open_h(SLUICE_HTTP_FORM_LEGACY, 0, fixed_rand, &g_zero);
-  sluice_http_facts f = {0};
+  said f = {0};
   sluice_http_answer a;
   hdrs x;
   char body[8];
@@ -122,13 +138,12 @@ Test(answer, spec_200_headers) {
   static const char *const want[] = {
       "RateLimit-Policy", "3000;w=60", "RateLimit-Limit", "3000",
       "RateLimit-Remaining", "2412", "RateLimit-Reset", "18"};
-  f.outcome = SLUICE_HTTP_ALLOWED;
-  f.quota = 3000;
-  f.window_s = 60;
-  f.limit = 3000;
-  f.remaining = 2412;
-  f.reset_ns = 17 * SEC + 1; /* just over 17 s: rounds up to 18 */
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  f.d.outcome = SLUICE_OUTCOME_ALLOW;
+  f.d.policy_window_ns = 60 * SEC;
+  f.d.limit = 3000;
+  f.d.remaining = 2412;
+  f.d.reset_ns = 17 * SEC + 1; /* just over 17 s: rounds up to 18 */
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.status, 200);
   cr_assert_str_eq(sluice_http_reason(a.status), "OK");
   render(h, &a, &x);
@@ -141,7 +156,7 @@ Test(answer, spec_200_headers) {
 
 Test(answer, spec_429_headers) {
   sluice_http *h = open_h(SLUICE_HTTP_FORM_LEGACY, 0, fixed_rand, &g_zero);
-  sluice_http_facts f = spec_throttled();
+  said f = spec_throttled();
   sluice_http_answer a;
   hdrs x;
   static const char *const want[] = {
@@ -149,7 +164,7 @@ Test(answer, spec_429_headers) {
       "RateLimit-Policy", "3000;w=60", "RateLimit-Limit", "3000",
       "RateLimit-Remaining", "0", "RateLimit-Reset", "12",
       "X-Penalty-Box-Status", "Warning"};
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.status, 429);
   cr_assert_str_eq(sluice_http_reason(a.status), "Too Many Requests");
   render(h, &a, &x);
@@ -176,11 +191,11 @@ static const char k_spec_body[] =
 
 Test(answer, spec_payload_field_for_field_in_order) {
   sluice_http *h = open_h(SLUICE_HTTP_FORM_LEGACY, 0, fixed_rand, &g_zero);
-  sluice_http_facts f = spec_throttled();
+  said f = spec_throttled();
   sluice_http_answer a;
   json_t *got, *want;
   void *gi, *wi;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   got = body_json(h, &a);
   want = json_loads(k_spec_body, 0, NULL);
   cr_assert_not_null(want);
@@ -205,11 +220,11 @@ Test(answer, spec_payload_field_for_field_in_order) {
 Test(answer, pretty_body_is_byte_identical_to_spec) {
   sluice_http *h = open_h(SLUICE_HTTP_FORM_LEGACY, SLUICE_HTTP_PRETTY,
                           fixed_rand, &g_zero);
-  sluice_http_facts f = spec_throttled();
+  said f = spec_throttled();
   sluice_http_answer a;
   char buf[2048];
   size_t len;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(sluice_http_answer_body(h, &a, buf, sizeof buf, &len),
                SLUICE_OK);
   cr_assert_str_eq(buf, k_spec_body);
@@ -220,15 +235,18 @@ Test(answer, pretty_body_is_byte_identical_to_spec) {
 
 Test(answer, structured_draft10_form) {
   sluice_http *h = open_h(SLUICE_HTTP_FORM_SF, 0, fixed_rand, &g_zero);
-  sluice_http_facts f = spec_throttled();
+  said f = spec_throttled();
   sluice_http_answer a;
   hdrs x;
   static const char *const want[] = {
       "Content-Type", "application/problem+json", "Retry-After", "12",
       "RateLimit-Policy", "\"growth-key\";q=3000;w=60", "RateLimit",
-      "\"growth-key\";r=0;t=12", "X-Penalty-Box-Status", "Warning"};
-  f.policy_name = "growth-key";
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+      "\"growth-key\";r=0;t=1", "X-Penalty-Box-Status", "Warning"};
+  /* t: the next of 50 points a second is back within 1 s, long before
+  ** the 10 points the request needs (Retry-After 12). */
+  f.d.binding = SLUICE_BINDING_LIMIT;
+  f.d.limit_name = "growth-key";
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   render(h, &a, &x);
   expect_headers(&x, want, sizeof want / sizeof want[0]);
   sluice_http_close(h);
@@ -239,11 +257,12 @@ Test(answer, structured_reset_not_after_retry_after) {
   ** bucket is full in 60 s but a retry passes in 12: t says 12, while the
   ** legacy RateLimit-Reset keeps "until full". */
   sluice_http *h = open_h(SLUICE_HTTP_FORM_BOTH, 0, fixed_rand, &g_zero);
-  sluice_http_facts f = spec_throttled();
+  said f = spec_throttled();
   sluice_http_answer a;
   hdrs x;
-  f.reset_ns = 60 * SEC;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  f.d.reset_ns = 60 * SEC;
+  f.d.refill_rate = 0; /* no refill given: t is until full, 60 s */
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   render(h, &a, &x);
   cr_assert_str_eq(get(&x, "Retry-After"), "12");
   cr_assert_str_eq(get(&x, "RateLimit"), "\"default\";r=0;t=12");
@@ -253,45 +272,48 @@ Test(answer, structured_reset_not_after_retry_after) {
 
 Test(answer, structured_default_name_and_escaping) {
   sluice_http *h = open_h(SLUICE_HTTP_FORM_SF, 0, fixed_rand, &g_zero);
-  sluice_http_facts f = {0};
+  said f = {0};
   sluice_http_answer a;
   hdrs x;
-  f.limit = 100;
-  f.remaining = 50;
-  f.reset_ns = 30 * SEC;
-  f.quota = 100;
-  f.window_s = 10;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  f.d.limit = 100;
+  f.d.remaining = 50;
+  f.d.reset_ns = 30 * SEC;
+  f.d.policy_window_ns = 10 * SEC;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   render(h, &a, &x);
-  cr_assert_str_eq(get(&x, "RateLimit-Policy"), "\"default\";q=100;w=10");
+  cr_assert_str_eq(get(&x, "RateLimit-Policy"),
+                   "\"default\";q=100;qu=\"points\";w=10");
   cr_assert_str_eq(get(&x, "RateLimit"), "\"default\";r=50;t=30");
   cr_assert_null(get(&x, "RateLimit-Limit"));
-  f.policy_name = "a\"b\\c";
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  f.d.binding = SLUICE_BINDING_LIMIT;
+  f.d.limit_name = "a\"b\\c";
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   render(h, &a, &x);
   cr_assert_str_eq(get(&x, "RateLimit"), "\"a\\\"b\\\\c\";r=50;t=30");
-  f.policy_name = "caf\xc3\xa9"; /* sf-string is ASCII only */
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
-  f.policy_name = "x\ny";
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
+  f.d.binding = SLUICE_BINDING_LIMIT;
+  f.d.limit_name = "caf\xc3\xa9"; /* sf-string is ASCII only */
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
+  f.d.binding = SLUICE_BINDING_LIMIT;
+  f.d.limit_name = "x\ny";
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
   sluice_http_close(h);
 }
 
 Test(answer, both_forms) {
   sluice_http *h = open_h(SLUICE_HTTP_FORM_BOTH, 0, fixed_rand, &g_zero);
-  sluice_http_facts f = {0};
+  said f = {0};
   sluice_http_answer a;
   hdrs x;
   static const char *const want[] = {
-      "RateLimit-Policy", "\"default\";q=3000;w=60", "RateLimit-Limit",
+      "RateLimit-Policy", "\"default\";q=3000;qu=\"points\";w=60",
+      "RateLimit-Limit",
       "3000", "RateLimit-Remaining", "2412", "RateLimit-Reset", "18",
       "RateLimit", "\"default\";r=2412;t=18"};
-  f.quota = 3000;
-  f.window_s = 60;
-  f.limit = 3000;
-  f.remaining = 2412;
-  f.reset_ns = 18 * SEC;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  f.d.policy_window_ns = 60 * SEC;
+  f.d.limit = 3000;
+  f.d.remaining = 2412;
+  f.d.reset_ns = 18 * SEC;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   render(h, &a, &x);
   expect_headers(&x, want, sizeof want / sizeof want[0]);
   sluice_http_close(h);
@@ -299,10 +321,10 @@ Test(answer, both_forms) {
 
 Test(answer, no_limit_no_ratelimit_headers) {
   sluice_http *h = open_h(SLUICE_HTTP_FORM_BOTH, 0, fixed_rand, &g_zero);
-  sluice_http_facts f = {0};
+  said f = {0};
   sluice_http_answer a;
   hdrs x;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   render(h, &a, &x);
   cr_assert_eq(x.n, 0);
   sluice_http_close(h);
@@ -312,19 +334,19 @@ Test(answer, no_limit_no_ratelimit_headers) {
 
 Test(retry_after, ceil_and_minimum_one_second) {
   sluice_http *h = open_h(0, SLUICE_HTTP_NO_JITTER, NULL, NULL);
-  sluice_http_facts f = spec_throttled();
+  said f = spec_throttled();
   sluice_http_answer a;
-  f.retry_after_ns = 12 * SEC; /* exact: stays 12 */
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  f.d.retry_after_ns = 12 * SEC; /* exact: stays 12 */
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.retry_after_s, 12);
-  f.retry_after_ns = 12 * SEC + 1; /* a nanosecond more: 13 */
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  f.d.retry_after_ns = 12 * SEC + 1; /* a nanosecond more: 13 */
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.retry_after_s, 13);
-  f.retry_after_ns = 0; /* a denial never says "now" */
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  f.d.retry_after_ns = 0; /* a denial never says "now" */
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.retry_after_s, 1);
-  f.retry_after_ns = 1;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  f.d.retry_after_ns = 1;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.retry_after_s, 1);
   sluice_http_close(h);
 }
@@ -338,14 +360,14 @@ Test(retry_after, jitter_bounds_over_many_draws) {
   sluice_http *h = open_h(0, 0, seq_rand, &seed);
   size_t w;
   for (w = 0; w < sizeof waits_ms / sizeof waits_ms[0]; w++) {
-    sluice_http_facts f = spec_throttled();
+    said f = spec_throttled();
     sluice_http_answer a;
     int64_t s = (waits_ms[w] + 999) / 1000, span = s / 10, i;
     int seen[64] = {0};
-    f.retry_after_ns = waits_ms[w] * 1000000;
+    f.d.retry_after_ns = waits_ms[w] * 1000000;
     for (i = 0; i < 20000; i++) {
-      cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
-      cr_assert_geq(a.retry_after_s * SEC, f.retry_after_ns);
+      cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
+      cr_assert_geq(a.retry_after_s * SEC, f.d.retry_after_ns);
       cr_assert_geq(a.retry_after_s, s);
       cr_assert_leq(a.retry_after_s, s + span);
       seen[a.retry_after_s - s]++;
@@ -360,13 +382,13 @@ Test(retry_after, jitter_bounds_over_many_draws) {
 Test(retry_after, header_and_body_agree_with_jitter) {
   uint64_t top = 12; /* 12 mod 13: the largest jitter for S = 120 */
   sluice_http *h = open_h(0, 0, fixed_rand, &top);
-  sluice_http_facts f = spec_throttled();
+  said f = spec_throttled();
   sluice_http_answer a;
   hdrs x;
   json_t *j;
   char want[32];
-  f.retry_after_ns = 120 * SEC;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  f.d.retry_after_ns = 120 * SEC;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.retry_after_s, 132);
   render(h, &a, &x);
   snprintf(want, sizeof want, "%lld", (long long)a.retry_after_s);
@@ -381,12 +403,12 @@ Test(retry_after, header_and_body_agree_with_jitter) {
 
 Test(retry_after, default_generator_stays_in_bounds) {
   sluice_http *h = open_h(0, 0, NULL, NULL);
-  sluice_http_facts f = spec_throttled();
+  said f = spec_throttled();
   sluice_http_answer a;
   int i;
-  f.retry_after_ns = 100 * SEC;
+  f.d.retry_after_ns = 100 * SEC;
   for (i = 0; i < 2000; i++) {
-    cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+    cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
     cr_assert(a.retry_after_s >= 100 && a.retry_after_s <= 110);
   }
   sluice_http_close(h);
@@ -394,28 +416,27 @@ Test(retry_after, default_generator_stays_in_bounds) {
 
 /* ------------------------------------------------------------ lockout --- */
 
-static sluice_http_facts boxed(int level, int64_t left_ns) {
-  sluice_http_facts f = {0};
-  f.outcome = SLUICE_HTTP_BOXED;
-  f.penalty = SLUICE_HTTP_PENALTY_LOCKOUT;
-  f.penalty_level = level;
-  f.retry_after_ns = left_ns;
-  f.tier = "growth";
-  f.instance = "/v1/entries";
-  f.request_id = "req_42";
+static said boxed(int level, int64_t left_ns) {
+  said f = {0};
+  f.d.outcome = SLUICE_OUTCOME_BOXED;
+  f.d.penalty_status = SLUICE_PENALTY_ACTIVE_LOCKOUT;
+  f.d.penalty_level = level;
+  f.d.retry_after_ns = left_ns;
+  set_tier(&f, "growth");
+  f.rid = "req_42";
   return f;
 }
 
 Test(lockout, short_box_delta_seconds) {
   sluice_http *h = open_h(0, SLUICE_HTTP_NO_JITTER, NULL, NULL);
-  sluice_http_facts f = boxed(1, 300 * SEC);
+  said f = boxed(1, 300 * SEC);
   sluice_http_answer a;
   hdrs x;
   json_t *j;
   static const char *const want[] = {
       "Content-Type", "application/problem+json", "Retry-After", "300",
       "X-Penalty-Box-Status", "Active-Lockout"};
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.status, 429);
   render(h, &a, &x);
   expect_headers(&x, want, sizeof want / sizeof want[0]);
@@ -436,11 +457,11 @@ Test(lockout, hour_long_box_sends_imf_fixdate) {
   /* The spec's example: an L2 box of 60 min ending at 15:00:00 GMT. */
   sluice_http *h = open_h(0, SLUICE_HTTP_NO_JITTER | SLUICE_HTTP_DATE_HEADER,
                           NULL, NULL);
-  sluice_http_facts f = boxed(2, 3600 * SEC);
+  said f = boxed(2, 3600 * SEC);
   sluice_http_answer a;
   hdrs x;
   int64_t at, date;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   render(h, &a, &x);
   cr_assert_str_eq(get(&x, "Retry-After"), "Wed, 14 Oct 2026 15:00:00 GMT");
   cr_assert_str_eq(get(&x, "Date"), "Wed, 14 Oct 2026 14:00:00 GMT");
@@ -460,11 +481,11 @@ Test(lockout, date_never_earlier_than_true_end) {
   uint64_t seed = 99;
   sluice_http *h = open_h(0, 0, seq_rand, &seed);
   int64_t now = NOW_NS + 700000000, left = 3600 * SEC + 500000000;
-  sluice_http_facts f = boxed(2, left);
+  said f = boxed(2, left);
   sluice_http_answer a;
   int i;
   for (i = 0; i < 500; i++) {
-    cr_assert_eq(sluice_http_answer_make(h, &f, now, &a), SLUICE_OK);
+    cr_assert_eq(make(h, &f, now, &a), SLUICE_OK);
     cr_assert(a.retry_is_date);
     cr_assert_geq(a.retry_at_s * SEC, now + left);
     cr_assert_eq(a.now_s, now / SEC);
@@ -477,18 +498,18 @@ Test(lockout, date_never_earlier_than_true_end) {
 Test(lockout, date_threshold_and_no_dates) {
   sluice_http_options o = {0};
   sluice_http *h;
-  sluice_http_facts f = boxed(1, 300 * SEC);
+  said f = boxed(1, 300 * SEC);
   sluice_http_answer a;
   o.flags = SLUICE_HTTP_NO_JITTER;
   o.date_after_s = 300;
   cr_assert_eq(sluice_http_open(&o, &h), SLUICE_OK);
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert(a.retry_is_date, "300 s box with date_after_s=300");
   sluice_http_close(h);
   o.flags |= SLUICE_HTTP_NO_DATES;
   cr_assert_eq(sluice_http_open(&o, &h), SLUICE_OK);
-  f.retry_after_ns = 7200 * SEC;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  f.d.retry_after_ns = 7200 * SEC;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert(!a.retry_is_date);
   cr_assert_eq(a.retry_after_s, 7200);
   sluice_http_close(h);
@@ -496,32 +517,32 @@ Test(lockout, date_threshold_and_no_dates) {
 
 Test(lockout, end_time_from_lockout_ends_ns) {
   sluice_http *h = open_h(0, SLUICE_HTTP_NO_JITTER, NULL, NULL);
-  sluice_http_facts f = boxed(1, 0);
+  said f = boxed(1, 0);
   sluice_http_answer a;
-  f.lockout_ends_ns = NOW_NS + 90 * SEC;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  f.d.lockout_end_ns = NOW_NS + 90 * SEC;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.retry_after_s, 90);
   /* Both given: the later one wins, so the wait is never short. */
-  f.retry_after_ns = 60 * SEC;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  f.d.retry_after_ns = 60 * SEC;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.retry_after_s, 90);
-  f.retry_after_ns = 120 * SEC;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  f.d.retry_after_ns = 120 * SEC;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.retry_after_s, 120);
   /* Neither: not a box. */
-  f.retry_after_ns = 0;
-  f.lockout_ends_ns = NOW_NS;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
+  f.d.retry_after_ns = 0;
+  f.d.lockout_end_ns = NOW_NS;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
   sluice_http_close(h);
 }
 
 Test(lockout, suspension_promises_no_time) {
   sluice_http *h = open_h(0, 0, fixed_rand, &g_zero);
-  sluice_http_facts f = boxed(3, SLUICE_FOREVER);
+  said f = boxed(3, SLUICE_FOREVER);
   sluice_http_answer a;
   hdrs x;
   json_t *j;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   render(h, &a, &x);
   cr_assert_null(get(&x, "Retry-After"));
   cr_assert_str_eq(get(&x, "X-Penalty-Box-Status"), "Active-Lockout");
@@ -543,25 +564,25 @@ Test(status, every_outcome) {
     const char *type;
     const char *title;
   } k[] = {
-      {SLUICE_HTTP_THROTTLED, 429, "rate-limit-exceeded", "Too Many Requests"},
-      {SLUICE_HTTP_CONCURRENCY, 429, "concurrency-limit-exceeded",
+      {SLUICE_OUTCOME_THROTTLED, 429, "rate-limit-exceeded", "Too Many Requests"},
+      {SLUICE_OUTCOME_CONCURRENCY, 429, "concurrency-limit-exceeded",
        "Too Many Requests"},
-      {SLUICE_HTTP_CONFLICT, 409, "ledger-conflict", "Conflict"},
-      {SLUICE_HTTP_FAIL_CLOSED, 503, "service-unavailable",
+      {SLUICE_OUTCOME_CONFLICT, 409, "ledger-conflict", "Conflict"},
+      {SLUICE_OUTCOME_UNAVAILABLE, 503, "service-unavailable",
        "Service Unavailable"},
   };
   sluice_http *h = open_h(0, SLUICE_HTTP_NO_JITTER, NULL, NULL);
   size_t i;
   for (i = 0; i < sizeof k / sizeof k[0]; i++) {
-    sluice_http_facts f = {0};
+    said f = {0};
     sluice_http_answer a;
     json_t *j;
     hdrs x;
     char type[128];
-    f.outcome = k[i].outcome;
-    f.retry_after_ns = 15 * SEC;
-    f.tier = "sandbox";
-    cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+    f.d.outcome = k[i].outcome;
+    f.d.retry_after_ns = 15 * SEC;
+    set_tier(&f, "sandbox");
+    cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
     cr_assert_eq(a.status, k[i].status);
     render(h, &a, &x);
     cr_assert_str_eq(get(&x, "Retry-After"), "15");
@@ -585,13 +606,13 @@ Test(status, every_outcome) {
 ** "Too Many Requests". */
 Test(status, suspended_is_forbidden) {
   sluice_http *h = open_h(0, SLUICE_HTTP_NO_JITTER, NULL, NULL);
-  sluice_http_facts f = {0};
+  said f = {0};
   sluice_http_answer a;
   json_t *j;
   hdrs x;
-  f.outcome = SLUICE_HTTP_SUSPENDED;
-  f.retry_after_ns = 15 * SEC; /* ignored: no wait lifts a suspension */
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  f.d.outcome = SLUICE_OUTCOME_SUSPENDED;
+  f.d.retry_after_ns = 15 * SEC; /* ignored: no wait lifts a suspension */
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.status, 403);
   render(h, &a, &x);
   cr_assert_null(get(&x, "Retry-After"));
@@ -608,42 +629,58 @@ Test(status, suspended_is_forbidden) {
   sluice_http_close(h);
 }
 
-Test(status, accepted_async_job) {
+/* A service answering an admission with its own 2xx (202 for an accepted
+** job): the status is the decision's, the RateLimit fields stay, no body. */
+Test(status, admission_status_of_the_service) {
   sluice_http *h = open_h(0, 0, fixed_rand, &g_zero);
-  sluice_http_facts f = {0};
+  said f = {0};
   sluice_http_answer a;
   hdrs x;
   size_t len = 5;
   char b[4];
-  f.outcome = SLUICE_HTTP_ACCEPTED;
-  f.location = "/v1/jobs/job_123";
-  f.limit = 3000;
-  f.remaining = 2990;
-  f.reset_ns = SEC / 5;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  f.d.allowed = 1;
+  f.d.status = 202;
+  f.d.limit = 3000;
+  f.d.remaining = 2990;
+  f.d.reset_ns = SEC / 5;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.status, 202);
   render(h, &a, &x);
-  cr_assert_str_eq(x.h[0].name, "Location");
-  cr_assert_str_eq(x.h[0].value, "/v1/jobs/job_123");
   cr_assert_null(get(&x, "Retry-After"));
   cr_assert_null(get(&x, "Content-Type"));
   cr_assert_str_eq(get(&x, "RateLimit-Reset"), "1");
   cr_assert_eq(sluice_http_answer_body(h, &a, b, sizeof b, &len), SLUICE_OK);
   cr_assert_eq(len, 0);
-  f.location = "/v1/jobs/a b"; /* a space cannot be in a Location */
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
-  f.location = "/v1/jobs/a\r\nSet-Cookie: x=1";
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
+  sluice_http_close(h);
+}
+
+/* Shadow mode: a decision the policy would have refused but let through
+** is answered as the admission it was, with its figures. */
+Test(status, allowed_wins_over_outcome) {
+  sluice_http *h = open_h(0, 0, fixed_rand, &g_zero);
+  said f = spec_throttled();
+  sluice_http_answer a;
+  hdrs x;
+  f.d.allowed = 1;
+  f.d.status = 200;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
+  cr_assert_eq(a.status, 200);
+  cr_assert_eq(a.outcome, SLUICE_OUTCOME_ALLOW);
+  cr_assert_eq(a.has_body, 0);
+  render(h, &a, &x);
+  cr_assert_null(get(&x, "Retry-After"));
+  cr_assert_null(get(&x, "X-Penalty-Box-Status"));
+  cr_assert_str_eq(get(&x, "RateLimit-Remaining"), "0");
   sluice_http_close(h);
 }
 
 Test(status, override_ranges) {
   sluice_http *h = open_h(0, 0, fixed_rand, &g_zero);
-  sluice_http_facts f = spec_throttled();
+  said f = spec_throttled();
   sluice_http_answer a;
   json_t *j;
-  f.status = 503;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  f.d.status = 503;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.status, 503);
   j = body_json(h, &a);
   cr_assert_eq(json_integer_value(json_object_get(j, "status")), 503);
@@ -651,16 +688,17 @@ Test(status, override_ranges) {
   cr_assert_str_eq(json_string_value(json_object_get(j, "title")),
                    "Too Many Requests");
   json_decref(j);
-  f.status = 200; /* a denial cannot be a success */
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
-  f.status = 600;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
-  f = (sluice_http_facts){0};
-  f.status = 201;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  f.d.status = 200; /* a denial cannot be a success */
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
+  f.d.status = 600;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
+  f = (said){0};
+  f.d.allowed = 1;
+  f.d.status = 201;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(a.status, 201);
-  f.status = 429; /* a success cannot be a denial */
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
+  f.d.status = 429; /* a success cannot be a denial */
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
   sluice_http_close(h);
 }
 
@@ -668,16 +706,15 @@ Test(status, override_ranges) {
 
 Test(body, escapes_every_caller_string) {
   sluice_http *h = open_h(0, 0, fixed_rand, &g_zero);
-  sluice_http_facts f = spec_throttled();
+  said f = spec_throttled();
   sluice_http_answer a;
   json_t *j;
   const char *nasty = "a\"b\\c\n\t\x01</script>\xe2\x82\xac";
-  f.tier = nasty;
-  f.route = nasty;
-  f.method = nasty;
-  f.instance = nasty;
-  f.request_id = nasty;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  set_tier(&f, nasty);
+  f.q.route = nasty;
+  f.q.method = nasty;
+  f.rid = nasty;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   j = body_json(h, &a); /* parses: the escaping is right */
   cr_assert_str_eq(json_string_value(json_object_get(j, "quota_tier")), nasty);
   cr_assert_str_eq(json_string_value(json_object_get(j, "instance")), nasty);
@@ -691,20 +728,20 @@ Test(body, rejects_invalid_utf8_and_long_strings) {
   static const char *const bad[] = {"\xff", "\xc0\xaf", "\xed\xa0\x80",
                                     "\xf4\x90\x80\x80", "ab\xe2\x82"};
   sluice_http *h = open_h(0, 0, fixed_rand, &g_zero);
-  sluice_http_facts f = spec_throttled();
+  said f = spec_throttled();
   sluice_http_answer a;
   char buf[4096], big[1100];
   size_t len, i;
   for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    f.request_id = bad[i];
-    cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+    f.rid = bad[i];
+    cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
     cr_assert_eq(sluice_http_answer_body(h, &a, buf, sizeof buf, &len),
                  SLUICE_EINVAL, "accepted bad UTF-8 #%zu", i);
   }
   memset(big, 'x', sizeof big - 1);
   big[sizeof big - 1] = '\0';
-  f.request_id = big;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  f.rid = big;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(sluice_http_answer_body(h, &a, buf, sizeof buf, &len),
                SLUICE_EINVAL);
   sluice_http_close(h);
@@ -719,18 +756,18 @@ Test(body, only_documented_members) {
       "penalty_level", "lockout_ends_at", "request_id"};
   sluice_http *h = open_h(0, 0, fixed_rand, &g_zero);
   int outcome;
-  for (outcome = SLUICE_HTTP_THROTTLED; outcome <= SLUICE_HTTP_FAIL_CLOSED;
+  for (outcome = SLUICE_OUTCOME_THROTTLED; outcome <= SLUICE_OUTCOME_UNAVAILABLE;
        outcome++) {
-    sluice_http_facts f = spec_throttled();
+    said f = spec_throttled();
     sluice_http_answer a;
     const char *k;
     json_t *v, *j;
-    f.outcome = outcome;
-    if (outcome == SLUICE_HTTP_BOXED) {
-      f.penalty = SLUICE_HTTP_PENALTY_LOCKOUT;
-      f.penalty_level = 2;
+    f.d.outcome = outcome;
+    if (outcome == SLUICE_OUTCOME_BOXED) {
+      f.d.penalty_status = SLUICE_PENALTY_ACTIVE_LOCKOUT;
+      f.d.penalty_level = 2;
     }
-    cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+    cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
     j = body_json(h, &a);
     json_object_foreach(j, k, v) {
       size_t i;
@@ -748,21 +785,21 @@ Test(body, only_documented_members) {
 Test(body, base_uri_configurable_and_required) {
   sluice_http_options o = {0};
   sluice_http *h;
-  sluice_http_facts f = spec_throttled();
+  said f = spec_throttled();
   sluice_http_answer a;
   char buf[2048];
   size_t len;
   json_t *j;
   o.problem_base = "urn:example:problems/";
   cr_assert_eq(sluice_http_open(&o, &h), SLUICE_OK);
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   j = body_json(h, &a);
   cr_assert_str_eq(json_string_value(json_object_get(j, "type")),
                    "urn:example:problems/rate-limit-exceeded");
   json_decref(j);
   sluice_http_close(h);
   cr_assert_eq(sluice_http_open(NULL, &h), SLUICE_OK);
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(sluice_http_answer_body(h, &a, buf, sizeof buf, &len),
                SLUICE_ECONFIG);
   sluice_http_close(h);
@@ -779,11 +816,11 @@ Test(body, base_uri_configurable_and_required) {
 
 Test(buffers, body_erange_reports_size_and_keeps_buffer) {
   sluice_http *h = open_h(0, 0, fixed_rand, &g_zero);
-  sluice_http_facts f = spec_throttled();
+  said f = spec_throttled();
   sluice_http_answer a;
   char small[16], big[2048];
   size_t need = 0, len = 0;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   memset(small, 'Z', sizeof small);
   cr_assert_eq(sluice_http_answer_body(h, &a, small, sizeof small, &need),
                SLUICE_ERANGE);
@@ -798,12 +835,12 @@ Test(buffers, body_erange_reports_size_and_keeps_buffer) {
 
 Test(buffers, headers_erange_reports_sizes) {
   sluice_http *h = open_h(0, 0, fixed_rand, &g_zero);
-  sluice_http_facts f = spec_throttled();
+  said f = spec_throttled();
   sluice_http_answer a;
   sluice_http_header hv[SLUICE_HTTP_MAX_HEADERS];
   char buf[256];
   size_t n = 0, need = 0, n2, need2;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   cr_assert_eq(sluice_http_answer_headers(h, &a, hv, 2, &n, buf, sizeof buf,
                                           &need),
                SLUICE_ERANGE);
@@ -819,52 +856,44 @@ Test(buffers, headers_erange_reports_sizes) {
   sluice_http_close(h);
 }
 
-static int count_cb(const char *name, const char *value, void *ud) {
-  (void)name;
-  (void)value;
-  return ++*(int *)ud == 3 ? 77 : 0;
-}
-
-/* The documented sizes hold for the longest answer of every outcome: a
-** 2048-byte Location, two 64-byte policy names and a 32-byte unit that are
-** all escaped, the largest numbers, a century-long wait, both forms. */
+/* The documented sizes hold for the longest answer of every outcome:
+** every limit a route may list, with 64-byte names and 32-byte units that
+** are all escaped, the largest numbers, a century-long wait, both forms. */
 Test(buffers, documented_sizes_suffice_for_the_longest_answer) {
-  static char loc[2049], nm[65], nm2[65], qu[33];
+  static char nm[65], nm2[65], qu[33];
   sluice_http_options o = {0};
   sluice_http *h;
   int oc;
-  memset(loc, 'a', 2048);
-  loc[0] = '/';
   memset(nm, '"', 64);
   memset(nm2, '\\', 64);
   memset(qu, '"', 32);
   o.header_form = SLUICE_HTTP_FORM_BOTH;
   o.flags = SLUICE_HTTP_DATE_HEADER;
   cr_assert_eq(sluice_http_open(&o, &h), SLUICE_OK);
-  for (oc = SLUICE_HTTP_ALLOWED; oc <= SLUICE_HTTP_SUSPENDED; oc++) {
-    sluice_http_facts f = {0};
+  for (oc = SLUICE_OUTCOME_ALLOW; oc < SLUICE_OUTCOME__COUNT; oc++) {
+    said f = {0};
     sluice_http_answer a;
     size_t n = 0, need = 0;
-    int box = oc == SLUICE_HTTP_BOXED || oc == SLUICE_HTTP_SUSPENDED;
-    f.outcome = oc;
-    f.location = loc;
-    f.policy_name = nm;
-    f.other_policy_name = nm2;
-    f.quota_unit = qu;
-    f.quota = f.window_s = f.other_quota = f.other_window_s = INT64_MAX;
-    f.limit = f.remaining = f.reset_ns = f.next_ns = INT64_MAX;
-    f.retry_after_ns = INT64_C(100) * 365 * 86400 * SEC;
-    f.penalty = box ? SLUICE_HTTP_PENALTY_LOCKOUT : SLUICE_HTTP_PENALTY_WARNING;
-    f.penalty_level = box ? 3 : 0;
-    /* ... and every policy a declared route may list, at its longest. */
-    f.npolicies = SLUICE_HTTP_POLICIES_MAX;
-    for (int i = 0; i < SLUICE_HTTP_POLICIES_MAX; i++) {
-      f.policies[i].name = i % 2 ? nm : nm2;
-      f.policies[i].unit = qu;
-      f.policies[i].quota = f.policies[i].window_s = INT64_MAX;
+    int box = oc == SLUICE_OUTCOME_BOXED || oc == SLUICE_OUTCOME_SUSPENDED;
+    f.d.allowed = oc == SLUICE_OUTCOME_ALLOW;
+    f.d.outcome = oc;
+    f.d.binding = SLUICE_BINDING_LIMIT;
+    f.d.limit_name = nm;
+    f.d.limit_unit = qu;
+    f.d.policy_window_ns = INT64_MAX;
+    f.d.limit = f.d.remaining = f.d.reset_ns = INT64_MAX;
+    f.d.retry_after_ns = INT64_C(100) * 365 * 86400 * SEC;
+    f.d.penalty_status = box ? SLUICE_PENALTY_ACTIVE_LOCKOUT
+                             : SLUICE_PENALTY_WARNING;
+    f.d.penalty_level = box ? 3 : 0;
+    /* ... and every limit a declared route may list, at its longest. */
+    f.d.nlimits = SLUICE_DECISION_LIMITS_MAX;
+    for (int i = 0; i < SLUICE_DECISION_LIMITS_MAX; i++) {
+      f.d.limits[i].name = i % 2 ? nm : nm2;
+      f.d.limits[i].unit = qu;
+      f.d.limits[i].quota = f.d.limits[i].window_ns = INT64_MAX;
     }
-    cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK,
-                 "outcome %d", oc);
+    cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK, "outcome %d", oc);
     cr_assert_eq(sluice_http_answer_headers(h, &a, NULL, 0, &n, NULL, 0,
                                             &need),
                  n ? SLUICE_ERANGE : SLUICE_OK);
@@ -874,34 +903,40 @@ Test(buffers, documented_sizes_suffice_for_the_longest_answer) {
   sluice_http_close(h);
 }
 
-/* A list of policies (a policy file's declared limits): every one in
-** the structured RateLimit-Policy, in the order given, w left out where a
-** policy has no window; RateLimit names policy_name; the body names every
-** policy flagged violated; the legacy form is the binding one's alone. */
+/* A route of declared limits: every one in the structured
+** RateLimit-Policy, in the route's order, w left out where a limit has no
+** window; RateLimit names the binding one; the body names every limit
+** flagged denied; the legacy form is the binding one's alone. */
 Test(answer, policy_list) {
   sluice_http *h = open_h(SLUICE_HTTP_FORM_SF, 0, fixed_rand, &g_zero);
   sluice_http *hl = open_h(SLUICE_HTTP_FORM_LEGACY, 0, fixed_rand, &g_zero);
-  sluice_http_facts f = {0};
+  said f = {0};
   sluice_http_answer a;
   hdrs x;
   json_t *j, *v;
-  f.outcome = SLUICE_HTTP_THROTTLED;
-  f.flags = SLUICE_HTTP_F_NAMED;
-  f.policy_name = "tokens";
-  f.quota_unit = "tokens";
-  f.quota = 200000;
-  f.window_s = 60;
-  f.limit = 200000;
-  f.remaining = 12;
-  f.reset_ns = 59 * SEC;
-  f.retry_after_ns = 2 * SEC;
-  f.npolicies = 3;
-  f.policies[0] = (sluice_http_policy){"rpm", NULL, 500, 60, 0, 0};
-  f.policies[1] = (sluice_http_policy){"tokens", "tokens", 200000, 60,
-                                       SLUICE_HTTP_P_VIOLATED, 0};
-  f.policies[2] = (sluice_http_policy){"in \"flight\"", "concurrent", 4, 0,
-                                       SLUICE_HTTP_P_VIOLATED, 0};
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  f.d.outcome = SLUICE_OUTCOME_THROTTLED;
+  f.d.binding = SLUICE_BINDING_LIMIT;
+  f.d.limit_name = "tokens";
+  f.d.limit_unit = "tokens";
+  f.d.policy_window_ns = 60 * SEC;
+  f.d.limit = 200000;
+  f.d.remaining = 12;
+  f.d.reset_ns = 59 * SEC;
+  f.d.retry_after_ns = 2 * SEC;
+  f.d.nlimits = 3;
+  f.d.limits[0].name = "rpm";
+  f.d.limits[0].quota = 500;
+  f.d.limits[0].window_ns = 60 * SEC;
+  f.d.limits[1].name = "tokens";
+  f.d.limits[1].unit = "tokens";
+  f.d.limits[1].quota = 200000;
+  f.d.limits[1].window_ns = 60 * SEC - 1; /* w rounds up */
+  f.d.limits[1].flags = SLUICE_LIMIT_DENIED | SLUICE_LIMIT_BINDING;
+  f.d.limits[2].name = "in \"flight\"";
+  f.d.limits[2].unit = "concurrent";
+  f.d.limits[2].quota = 4;
+  f.d.limits[2].flags = SLUICE_LIMIT_DENIED;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   render(h, &a, &x);
   cr_assert_str_eq(get(&x, "RateLimit-Policy"),
                    "\"rpm\";q=500;w=60, \"tokens\";q=200000;qu=\"tokens\";"
@@ -912,94 +947,188 @@ Test(answer, policy_list) {
   cr_assert_eq(json_array_size(v), 2);
   cr_assert_str_eq(json_string_value(json_array_get(v, 0)), "tokens");
   cr_assert_str_eq(json_string_value(json_array_get(v, 1)), "in \"flight\"");
+  cr_assert(strstr(json_string_value(json_object_get(j, "detail")),
+                   "Limit 'tokens' exhausted (200000 tokens per minute)."));
   json_decref(j);
-  cr_assert_eq(sluice_http_answer_make(hl, &f, NOW_NS, &a), SLUICE_OK);
+  cr_assert_eq(make(hl, &f, NOW_NS, &a), SLUICE_OK);
   render(hl, &a, &x);
   cr_assert_str_eq(get(&x, "RateLimit-Policy"), "200000;w=60");
   cr_assert_str_eq(get(&x, "RateLimit-Limit"), "200000");
   cr_assert_null(get(&x, "RateLimit"));
+  /* No limit flagged: the binding one is the violated policy. */
+  f.d.limits[1].flags = f.d.limits[2].flags = 0;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
+  j = body_json(h, &a);
+  v = json_object_get(j, "violated-policies");
+  cr_assert_eq(json_array_size(v), 1);
+  cr_assert_str_eq(json_string_value(json_array_get(v, 0)), "tokens");
+  json_decref(j);
   /* Malformed lists are refused. */
-  f.policies[0].name = NULL;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
-  f.policies[0].name = "rpm";
-  f.policies[0].window_s = -1;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
-  f.policies[0].window_s = 60;
-  f.policies[0].flags = 0x10;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
-  f.policies[0].flags = 0;
-  f.policies[0].unit = "t\x01";
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
-  f.policies[0].unit = NULL;
-  f.npolicies = SLUICE_HTTP_POLICIES_MAX + 1;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
-  f.npolicies = 3;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  f.d.limits[0].name = NULL;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
+  f.d.limits[0].name = "rpm";
+  f.d.limits[0].window_ns = -1;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
+  f.d.limits[0].window_ns = 60 * SEC;
+  f.d.limits[0].unit = "t\x01";
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
+  f.d.limits[0].unit = NULL;
+  f.d.nlimits = SLUICE_DECISION_LIMITS_MAX + 1;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_EINVAL);
+  f.d.nlimits = 3;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   sluice_http_close(h);
   sluice_http_close(hl);
 }
 
-Test(buffers, callback_form_and_early_stop) {
-  sluice_http *h = open_h(0, 0, fixed_rand, &g_zero);
-  sluice_http_facts f = spec_throttled();
+/* The per-IP backstop's window: named "ip", counted in requests, its t
+** the window's end (a window has no refill). */
+Test(answer, ip_backstop_window) {
+  sluice_http *h = open_h(SLUICE_HTTP_FORM_SF, 0, fixed_rand, &g_zero);
+  said f = {0};
   sluice_http_answer a;
-  int n = 0;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
-  cr_assert_eq(sluice_http_answer_foreach_header(h, &a, count_cb, &n), 77);
-  cr_assert_eq(n, 3);
-  cr_assert_eq(sluice_http_answer_foreach_header(h, &a, NULL, &n),
+  hdrs x;
+  f.d.outcome = SLUICE_OUTCOME_THROTTLED;
+  f.d.binding = SLUICE_BINDING_IP;
+  f.d.limit = 300;
+  f.d.remaining = 0;
+  f.d.reset_ns = 41 * SEC + 1;
+  f.d.policy_window_ns = 60 * SEC;
+  f.d.retry_after_ns = 41 * SEC + 1;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
+  render(h, &a, &x);
+  cr_assert_str_eq(get(&x, "RateLimit-Policy"),
+                   "\"ip\";q=300;qu=\"requests\";w=60");
+  cr_assert_str_eq(get(&x, "RateLimit"), "\"ip\";r=0;t=42");
+  sluice_http_close(h);
+}
+
+/* A declared lease set's refusal quotes how many at a time; a lock's
+** (409) does not: one at a time is what a lock is. */
+Test(answer, named_refusal_quotes_a_cap_only_for_concurrency) {
+  sluice_http *h = open_h(0, SLUICE_HTTP_NO_JITTER, NULL, NULL);
+  said f = {0};
+  sluice_http_answer a;
+  json_t *j;
+  f.d.outcome = SLUICE_OUTCOME_CONCURRENCY;
+  f.d.binding = SLUICE_BINDING_LIMIT;
+  f.d.limit_name = "jobs";
+  f.d.limit = 2;
+  f.d.cap_limit = 2;
+  f.d.retry_after_ns = SEC;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
+  j = body_json(h, &a);
+  cr_assert_str_eq(json_string_value(json_object_get(j, "detail")),
+                   "Limit 'jobs' reached (2 at a time). Retry in 1 second.");
+  json_decref(j);
+  f.d.outcome = SLUICE_OUTCOME_CONFLICT;
+  f.d.limit_name = "ledger_lock";
+  f.d.limit = 1;
+  f.d.cap_limit = 1;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
+  cr_assert_eq(a.status, 409);
+  j = body_json(h, &a);
+  cr_assert_str_eq(json_string_value(json_object_get(j, "detail")),
+                   "Limit 'ledger_lock' reached. Retry in 1 second.");
+  json_decref(j);
+  sluice_http_close(h);
+}
+
+/* The values are in buf one after the other, each with its NUL, in the
+** order of the headers (a binding that joins them may rely on it). */
+Test(buffers, values_follow_one_another_in_buf) {
+  sluice_http *h = open_h(0, 0, fixed_rand, &g_zero);
+  said f = spec_throttled();
+  sluice_http_answer a;
+  hdrs x;
+  size_t i, need = 0, at = 0;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
+  cr_assert_eq(sluice_http_answer_headers(h, &a, x.h, SLUICE_HTTP_MAX_HEADERS,
+                                          &x.n, x.buf, sizeof x.buf, &need),
+               SLUICE_OK);
+  for (i = 0; i < x.n; i++) {
+    cr_assert_eq(x.h[i].value, x.buf + at, "header %zu", i);
+    at += strlen(x.h[i].value) + 1;
+  }
+  cr_assert_eq(at, need);
+  a.decision = NULL;
+  cr_assert_eq(sluice_http_answer_headers(h, &a, x.h, SLUICE_HTTP_MAX_HEADERS,
+                                          &x.n, x.buf, sizeof x.buf, &need),
                SLUICE_EINVAL);
   sluice_http_close(h);
 }
 
-Test(validation, bad_facts) {
+Test(validation, bad_decision) {
   sluice_http *h = open_h(0, 0, fixed_rand, &g_zero);
   sluice_http_answer a;
-  sluice_http_facts f;
+  said f;
 #define BAD(stmt)                                                              \
   do {                                                                         \
     f = spec_throttled();                                                      \
     stmt;                                                                      \
-    cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_EINVAL,    \
-                 "accepted: %s", #stmt);                                       \
+    cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_EINVAL, "accepted: %s",       \
+                 #stmt);                                                       \
   } while (0)
-  BAD(f.outcome = 8); /* one past SLUICE_HTTP_SUSPENDED */
-  BAD(f.outcome = -1);
-  BAD(f.box_reason = 2);
-  BAD(f.concurrency_limit = -1);
-  BAD(f.next_ns = -1);
-  BAD(f.other_quota = 10); /* without window or name */
-  BAD(f.other_quota = 10; f.other_window_s = 60);
-  BAD(f.other_quota = 10; f.other_policy_name = "key");
-  BAD(f.quota_unit = "");
-  BAD(f.quota_unit = "a-unit-name-longer-than-thirty-two-bytes");
-  BAD(f.quota_unit = "p\x01oints");
-  BAD(f.other_quota = 10; f.other_window_s = 60;
-      f.other_policy_name = "k\x7f");
-  BAD(f.outcome = SLUICE_HTTP_SUSPENDED; f.penalty_level = 2);
-  BAD(f.outcome = SLUICE_HTTP_SUSPENDED; f.penalty = SLUICE_HTTP_PENALTY_WARNING);
-  BAD(f.penalty = 3);
-  BAD(f.penalty = SLUICE_HTTP_PENALTY_LOCKOUT); /* not boxed */
-  BAD(f.penalty_level = 4);
-  BAD(f.flags = 0x80);
-  BAD(f.remaining = 3001);
-  BAD(f.remaining = -1);
-  BAD(f.reset_ns = -1);
-  BAD(f.retry_after_ns = -5);
-  BAD(f.retry_after_ns = SLUICE_FOREVER); /* only a box is forever */
-  BAD(f.window_s = 0);
-  BAD(f.strikes_remaining = -1);
-  BAD(f.outcome = SLUICE_HTTP_BOXED; f.penalty_level = 0);
-  BAD(f.outcome = SLUICE_HTTP_BOXED; f.penalty_level = 1;
-      f.penalty = SLUICE_HTTP_PENALTY_WARNING);
+  BAD(f.d.outcome = SLUICE_OUTCOME__COUNT);
+  BAD(f.d.outcome = -1);
+  BAD(f.d.allowed = 2);
+  BAD(f.d.binding = 1);
+  BAD(f.d.cap_limit = -1);
+  BAD(f.d.cost = -1);
+  BAD(f.d.binding = SLUICE_BINDING_LIMIT; f.d.limit_name = "tokens";
+      f.d.limit_unit = "");
+  BAD(f.d.binding = SLUICE_BINDING_LIMIT; f.d.limit_name = "tokens";
+      f.d.limit_unit = "a-unit-name-longer-than-thirty-two-bytes");
+  BAD(f.d.binding = SLUICE_BINDING_LIMIT; f.d.limit_name = "tokens";
+      f.d.limit_unit = "p\x01oints");
+  BAD(f.d.binding = SLUICE_BINDING_LIMIT; f.d.limit_name = "k\x7f");
+  BAD(f.d.penalty_status = 3);
+  BAD(f.d.penalty_level = 4);
+  BAD(f.d.penalty_level = -1);
+  BAD(f.d.retry_after_ns = SLUICE_FOREVER); /* only a box is forever */
+  BAD(f.d.outcome = SLUICE_OUTCOME_BOXED; f.d.penalty_level = 0);
 #undef BAD
   f = spec_throttled();
-  cr_assert_eq(sluice_http_answer_make(h, &f, -1, &a), SLUICE_EINVAL);
-  cr_assert_eq(sluice_http_answer_make(NULL, &f, 0, &a), SLUICE_EINVAL);
-  cr_assert_eq(sluice_http_answer_make(h, NULL, 0, &a), SLUICE_EINVAL);
-  cr_assert_eq(sluice_http_answer_make(h, &f, 0, NULL), SLUICE_EINVAL);
+  cr_assert_eq(make(h, &f, -1, &a), SLUICE_EINVAL);
+  cr_assert_eq(sluice_http_answer_make(NULL, &f.d, NULL, NULL, 0, &a),
+               SLUICE_EINVAL);
+  cr_assert_eq(sluice_http_answer_make(h, NULL, NULL, NULL, 0, &a),
+               SLUICE_EINVAL);
+  cr_assert_eq(sluice_http_answer_make(h, &f.d, NULL, NULL, 0, NULL),
+               SLUICE_EINVAL);
+  /* Outcome ALLOW is an admission whatever `allowed` says: a zero-filled
+  ** decision is answered 200. */
+  f.d.outcome = SLUICE_OUTCOME_ALLOW;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
+  cr_assert_eq(a.status, 200);
   sluice_http_close(h);
   sluice_http_close(NULL);
+}
+
+/* Figures that cannot be said are left out, not refused: a decision's
+** remaining of -1 (not known), a limit of 0. */
+Test(validation, figures_out_of_range_are_not_sent) {
+  sluice_http *h = open_h(SLUICE_HTTP_FORM_BOTH, 0, fixed_rand, &g_zero);
+  sluice_http_answer a;
+  hdrs x;
+  said f = spec_throttled();
+  f.d.remaining = -1;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
+  render(h, &a, &x);
+  cr_assert_null(get(&x, "RateLimit-Limit"));
+  cr_assert_null(get(&x, "RateLimit"));
+  cr_assert_str_eq(get(&x, "Retry-After"), "12");
+  f.d.remaining = 3001;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
+  render(h, &a, &x);
+  cr_assert_null(get(&x, "RateLimit-Limit"));
+  f = spec_throttled();
+  f.d.outcome = SLUICE_OUTCOME_UNAVAILABLE; /* a store that failed */
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
+  render(h, &a, &x);
+  cr_assert_null(get(&x, "RateLimit-Policy"));
+  cr_assert_null(get(&x, "RateLimit-Remaining"));
+  sluice_http_close(h);
 }
 
 Test(validation, bad_options) {
@@ -1017,19 +1146,19 @@ Test(validation, bad_options) {
   cr_assert_eq(sluice_http_open(&o, NULL), SLUICE_EINVAL);
 }
 
-Test(validation, strikes_member_only_when_known) {
+Test(validation, strikes_member_only_with_warning) {
   sluice_http *h = open_h(0, 0, fixed_rand, &g_zero);
-  sluice_http_facts f = spec_throttled();
+  said f = spec_throttled();
   sluice_http_answer a;
   json_t *j;
-  f.flags = 0;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  f.d.penalty_status = SLUICE_PENALTY_NONE;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   j = body_json(h, &a);
   cr_assert_null(json_object_get(j, "penalty_strikes_remaining"));
   json_decref(j);
-  f.flags = SLUICE_HTTP_F_STRIKES;
-  f.strikes_remaining = 0;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  f.d.penalty_status = SLUICE_PENALTY_WARNING;
+  f.d.strikes_remaining = 0;
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   j = body_json(h, &a);
   cr_assert_eq(
       json_integer_value(json_object_get(j, "penalty_strikes_remaining")), 0);
@@ -1052,13 +1181,13 @@ static void *failing_malloc(size_t n) {
 
 Test(buffers, body_out_of_memory_is_enomem_at_every_allocation) {
   sluice_http *h = open_h(0, 0, fixed_rand, &g_zero);
-  sluice_http_facts f = spec_throttled();
+  said f = spec_throttled();
   sluice_http_answer a;
   char buf[2048];
   size_t len = 0;
   long k;
   int rc = SLUICE_ENOMEM;
-  cr_assert_eq(sluice_http_answer_make(h, &f, NOW_NS, &a), SLUICE_OK);
+  cr_assert_eq(make(h, &f, NOW_NS, &a), SLUICE_OK);
   json_set_alloc_funcs(failing_malloc, free);
   for (k = 0; k < 1000 && rc == SLUICE_ENOMEM; k++) {
     g_allocs_left = k;

@@ -102,9 +102,8 @@ static const char *hdr(const response *r, const char *name) {
 
 static void serve(server *s, int64_t cost, response *r) {
   int64_t now = sluice_clock_now(s->clock);
-  sluice_http_facts f;
   sluice_http_answer a;
-  /* Function scope: the facts borrow strings from both. */
+  /* Function scope: the answer borrows both. */
   sluice_request q = {0};
   sluice_decision d;
   char points[24];
@@ -121,32 +120,33 @@ static void serve(server *s, int64_t cost, response *r) {
     cr_assert_eq(sluice_policy_decide(s->pol, &q, &d), SLUICE_OK);
     if (d.flags & SLUICE_DECISION_STRIKE)
       s->strikes++;
-    /* The policy layer's own bridge: this is the path a service takes. */
-    cr_assert_eq(sluice_decision_http_facts(&d, &q, "req_batch", &f),
-                 SLUICE_OK);
   } else {
     sluice_verdict v;
     cr_assert_eq(sluice_limiter_take(s->lim, "k:batch", 7, &s->bucket, cost,
                                      &v),
                  SLUICE_OK);
-    memset(&f, 0, sizeof f);
-    f.outcome = v.allowed ? SLUICE_HTTP_ALLOWED : SLUICE_HTTP_THROTTLED;
-    f.quota = s->bucket.burst;
-    f.window_s = s->bucket.burst / s->bucket.rate;
-    f.limit = v.limit;
-    f.remaining = v.remaining;
-    f.reset_ns = v.reset_ns;
-    f.retry_after_ns = v.retry_after_ns;
-    f.cost = cost;
+    /* No policy: the verdict said as a decision (sluice/http.h). */
+    memset(&d, 0, sizeof d);
+    d.allowed = v.allowed;
+    d.outcome = v.allowed ? SLUICE_OUTCOME_ALLOW : SLUICE_OUTCOME_THROTTLED;
+    d.limit = v.limit;
+    d.remaining = v.remaining;
+    d.reset_ns = v.reset_ns;
+    d.policy_window_ns =
+        s->bucket.burst * s->bucket.period_ns / s->bucket.rate;
+    d.retry_after_ns = v.retry_after_ns;
+    d.cost = cost;
     /* The spec's strike: a request rejected for lack of tokens. */
     if (!v.allowed)
       s->strikes++;
   }
-  if (f.outcome == SLUICE_HTTP_ALLOWED)
+  if (d.allowed)
     s->served++;
   else
     s->throttles++;
-  cr_assert_eq(sluice_http_answer_make(s->http, &f, now, &a), SLUICE_OK);
+  cr_assert_eq(sluice_http_answer_make(s->http, &d, s->pol ? &q : NULL,
+                                       s->pol ? "req_batch" : NULL, now, &a),
+               SLUICE_OK);
   r->status = a.status;
   cr_assert_eq(sluice_http_answer_headers(s->http, &a, r->h,
                                           SLUICE_HTTP_MAX_HEADERS, &r->n,

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "../common/headers.h"
 
 typedef struct rendered {
   sluice_http_answer a;
@@ -18,18 +19,11 @@ typedef struct rendered {
   char body[4096];
 } rendered;
 
-static int collect(const char *name, const char *value, void *ud) {
-  char *out = ud;
-  size_t n = strlen(out);
-  snprintf(out + n, SLUICE_HTTP_HEADER_BUF * 2 - n, "%s: %s\n", name, value);
-  return 0;
-}
 
 static void render_form(const sluice_decision *d, const sluice_request *r,
                         rendered *out, int form) {
   sluice_http_options o;
   sluice_http *h;
-  sluice_http_facts f;
   size_t len = 0;
   memset(&o, 0, sizeof o);
   memset(out, 0, sizeof *out);
@@ -37,11 +31,11 @@ static void render_form(const sluice_decision *d, const sluice_request *r,
   o.flags = SLUICE_HTTP_NO_JITTER;
   o.header_form = form;
   cr_assert_eq(sluice_http_open(&o, &h), SLUICE_OK);
-  cr_assert_eq(sluice_decision_http_facts(d, r, "req_1", &f), SLUICE_OK);
-  cr_assert_eq(sluice_http_answer_make(h, &f, d->now_ns, &out->a), SLUICE_OK,
-               "facts of outcome %s refused", sluice_outcome_name(d->outcome));
-  cr_assert_eq(sluice_http_answer_foreach_header(h, &out->a, collect,
-                                                 out->headers),
+  cr_assert_eq(sluice_http_answer_make(h, d, r, "req_1", d->now_ns, &out->a),
+               SLUICE_OK, "a decision of outcome %s refused",
+               sluice_outcome_name(d->outcome));
+  cr_assert_eq(headers_text(h, &out->a, "%s: %s\n", out->headers,
+                            sizeof out->headers),
                SLUICE_OK);
   cr_assert_eq(sluice_http_answer_body(h, &out->a, out->body,
                                        sizeof out->body, &len),
@@ -194,9 +188,6 @@ Test(policy_http, shadow_answers_as_allowed) {
   render(&d, &r, &out);
   cr_assert_eq(out.a.status, 200);
   cr_assert_null(strstr(out.headers, "Retry-After"));
-  cr_assert_eq(sluice_decision_http_facts(NULL, &r, NULL,
-                                          &(sluice_http_facts){0}),
-               SLUICE_EINVAL);
   fx_close(&f);
 }
 

@@ -30,6 +30,7 @@
 #include <zlib.h>
 
 #include "helpers.h"
+#include "../common/headers.h"
 
 #define DAY (86400 * SEC)
 
@@ -339,18 +340,11 @@ typedef struct rendered {
   char body[4096];
 } rendered;
 
-static int collect(const char *name, const char *value, void *ud) {
-  char *out = ud;
-  size_t n = strlen(out);
-  snprintf(out + n, SLUICE_HTTP_HEADER_BUF * 2 - n, "%s: %s\n", name, value);
-  return 0;
-}
 
 static void render(const sluice_decision *d, const sluice_request *r, int form,
                    rendered *out) {
   sluice_http_options o;
   sluice_http *h;
-  sluice_http_facts f;
   size_t len = 0;
   memset(&o, 0, sizeof o);
   memset(out, 0, sizeof *out);
@@ -358,11 +352,11 @@ static void render(const sluice_decision *d, const sluice_request *r, int form,
   o.flags = SLUICE_HTTP_NO_JITTER;
   o.header_form = form;
   cr_assert_eq(sluice_http_open(&o, &h), SLUICE_OK);
-  cr_assert_eq(sluice_decision_http_facts(d, r, "req_1", &f), SLUICE_OK);
-  cr_assert_eq(sluice_http_answer_make(h, &f, d->now_ns, &out->a), SLUICE_OK);
-  cr_assert_eq(
-      sluice_http_answer_foreach_header(h, &out->a, collect, out->headers),
-      SLUICE_OK);
+  cr_assert_eq(sluice_http_answer_make(h, d, r, "req_1", d->now_ns, &out->a),
+               SLUICE_OK);
+  cr_assert_eq(headers_text(h, &out->a, "%s: %s\n", out->headers,
+                            sizeof out->headers),
+               SLUICE_OK);
   cr_assert_eq(
       sluice_http_answer_body(h, &out->a, out->body, sizeof out->body, &len),
       SLUICE_OK);
@@ -431,7 +425,7 @@ static void describe(sbuf *b, int i, const sluice_decision *d,
            (long long)d->cost, d->tier[0] ? d->tier : "-",
            binding_name(d, bn, sizeof bn), (long long)d->limit,
            (long long)d->remaining, (long long)d->reset_ns,
-           (long long)d->policy_quota, (long long)d->policy_window_ns,
+           (long long)d->limit, (long long)d->policy_window_ns,
            (long long)d->refill_rate, (long long)d->refill_period_ns,
            (long long)d->retry_after_ns, d->penalty_status, d->penalty_level,
            (long long)d->lockout_end_ns, (long long)d->strikes_remaining,

@@ -21,13 +21,10 @@
 #include <sluice/http.h>
 #include <sluice/policy.h>
 
+#include "../common/headers.h"
+
 #define MAXA 32
 
-static int hdr(const char *name, const char *value, void *ud) {
-  (void)ud;
-  printf("H %s: %s\n", name, value);
-  return 0;
-}
 
 int main(int argc, char **argv) {
   sluice_clock *clock = NULL;
@@ -82,7 +79,6 @@ int main(int argc, char **argv) {
     sluice_request q = {.method = method, .route = route, .attrs = attrs,
                         .nattrs = n};
     sluice_decision d;
-    sluice_http_facts f;
     sluice_http_answer a;
     char body[8192];
     size_t len = 0;
@@ -92,17 +88,19 @@ int main(int argc, char **argv) {
              d.invalid_field ? d.invalid_field : "-");
       continue;
     }
-    if (sluice_decision_http_facts(&d, &q, strcmp(rid, "-") ? rid : NULL,
-                                   &f) != SLUICE_OK ||
-        sluice_http_answer_make(http, &f, d.now_ns, &a) != SLUICE_OK ||
+    if (sluice_http_answer_make(http, &d, &q, strcmp(rid, "-") ? rid : NULL,
+                                d.now_ns, &a) != SLUICE_OK ||
         sluice_http_answer_body(http, &a, body, sizeof body, &len) !=
             SLUICE_OK) {
       fprintf(stderr, "resty-oracle: rendering failed\n");
       return 1;
     }
     printf("%d\n", a.status);
-    if (d.allowed == 0 || d.limit > 0)
-      sluice_http_answer_foreach_header(http, &a, hdr, NULL);
+    if (d.allowed == 0 || d.limit > 0) {
+      char ht[2 * SLUICE_HTTP_HEADER_BUF];
+      headers_text(http, &a, "H %s: %s\n", ht, sizeof ht);
+      fputs(ht, stdout);
+    }
     if (len)
       printf("B %s\n", body);
     printf(".\n");

@@ -195,7 +195,6 @@ int64_t sim_hdr_int(const char *v, int64_t dflt) {
 sluice_decision sim_send(sim *s, actor *a, const sluice_request *rq,
                          heard *h) {
   sluice_decision d;
-  sluice_http_facts f;
   sluice_http_answer ans;
   int rc = sluice_policy_decide(s->pol, rq, &d);
   int row;
@@ -257,8 +256,8 @@ sluice_decision sim_send(sim *s, actor *a, const sluice_request *rq,
   if (d.flags & SLUICE_DECISION_DEGRADED)
     a->ndeg++;
   memset(h, 0, sizeof *h);
-  if (sluice_decision_http_facts(&d, rq, "req_sim", &f) != SLUICE_OK ||
-      sluice_http_answer_make(s->http, &f, t, &ans) != SLUICE_OK ||
+  if (sluice_http_answer_make(s->http, &d, rq, "req_sim", t, &ans) !=
+          SLUICE_OK ||
       sluice_http_answer_headers(s->http, &ans, h->h, SLUICE_HTTP_MAX_HEADERS,
                                  &h->n, h->buf, sizeof h->buf,
                                  NULL) != SLUICE_OK) {

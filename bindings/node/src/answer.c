@@ -40,33 +40,32 @@ static double str_id(sn_policy *p, const char *s) {
   return p->nstr++;
 }
 
-typedef struct {
-  sn_policy *p;
-  double *out;
-  char *buf;
-  size_t len, cap;
-  int n;
-} header_sink;
-
-static int add_header(const char *name, const char *value, void *ud) {
-  header_sink *s = ud;
-  size_t vl = strlen(value);
-  if (s->n == SLUICE_HTTP_MAX_HEADERS || s->len + vl + 1 > s->cap)
-    return 1;
-  s->out[SN_OUT_HEADERS + s->n++] = str_id(s->p, name);
-  memcpy(s->buf + s->len, value, vl);
-  s->buf[s->len + vl] = '\n';
-  s->len += vl + 1;
-  return 0;
+/* The answer's headers: names as ids into out, values into buf one a
+** line (the renderer leaves them one after the other, each with its NUL:
+** the NULs become the newlines).  *len: the bytes of buf used. */
+static int put_headers(sn_policy *p, const sluice_http_answer *a,
+                       double *out, char *buf, size_t cap, size_t *len) {
+  sluice_http_header h[SLUICE_HTTP_MAX_HEADERS];
+  size_t n = 0, i;
+  int rc = sluice_http_answer_headers(p->http, a, h, SLUICE_HTTP_MAX_HEADERS,
+                                      &n, buf, cap, len);
+  if (rc != SLUICE_OK)
+    return rc;
+  for (i = 0; i < n; i++)
+    out[SN_OUT_HEADERS + i] = str_id(p, h[i].name);
+  for (i = 0; i < *len; i++)
+    if (buf[i] == '\0')
+      buf[i] = '\n';
+  out[SN_OUT_NHEADERS] = (double)n;
+  return SLUICE_OK;
 }
 
 int sn_answer_fill(sn_policy *p, int rc, const sluice_request *rq,
                    const sluice_decision *d, double *out, char *room,
                    size_t room_len, char **text, size_t *text_len) {
-  sluice_http_facts f;
   sluice_http_answer a;
-  header_sink hs = {p, out, NULL, 0, 0, 0};
-  size_t blen = 0;
+  char *buf;
+  size_t blen = 0, cap, len = 0;
   int rrc;
   *text = NULL, *text_len = 0;
   memset(out, 0, SN_OUT_LEN * sizeof *out);
@@ -96,9 +95,8 @@ int sn_answer_fill(sn_policy *p, int rc, const sluice_request *rq,
     out[SN_OUT_NOW_LO] = (double)(uint32_t)(uint64_t)d->now_ns;
     out[SN_OUT_NOW_HI] = (double)(uint32_t)((uint64_t)d->now_ns >> 32);
   }
-  if ((rrc = sluice_decision_http_facts(d, rq, NULL, &f)) != SLUICE_OK ||
-      (rrc = sluice_http_answer_make(p->http, &f, d->now_ns, &a)) !=
-          SLUICE_OK)
+  if ((rrc = sluice_http_answer_make(p->http, d, rq, NULL, d->now_ns, &a)) !=
+      SLUICE_OK)
     return rrc;
   out[SN_OUT_STATUS] = a.status;
   /* the body's size first: the header values go before it */
@@ -106,29 +104,27 @@ int sn_answer_fill(sn_policy *p, int rc, const sluice_request *rq,
       (rrc = sluice_http_answer_body(p->http, &a, NULL, 0, &blen)) !=
           SLUICE_ERANGE)
     return rrc == SLUICE_OK ? SLUICE_EINVAL : rrc;
-  hs.cap = SLUICE_HTTP_HEADER_BUF + SLUICE_HTTP_MAX_HEADERS + blen;
-  if (hs.cap <= room_len)
-    hs.buf = room, hs.cap = room_len;
-  else if ((hs.buf = malloc(hs.cap)) == NULL)
+  cap = SLUICE_HTTP_HEADER_BUF + blen;
+  if (cap <= room_len)
+    buf = room, cap = room_len;
+  else if ((buf = malloc(cap)) == NULL)
     return SLUICE_ENOMEM;
-  if ((rrc = sluice_http_answer_foreach_header(p->http, &a, add_header,
-                                               &hs)) != SLUICE_OK) {
-    if (hs.buf != room)
-      free(hs.buf);
-    return rrc < 0 ? rrc : SLUICE_ENOMEM;
+  if ((rrc = put_headers(p, &a, out, buf, cap, &len)) != SLUICE_OK) {
+    if (buf != room)
+      free(buf);
+    return rrc;
   }
-  out[SN_OUT_NHEADERS] = hs.n;
   if (blen > 0) {
-    if ((rrc = sluice_http_answer_body(p->http, &a, hs.buf + hs.len,
-                                       hs.cap - hs.len, &blen)) != SLUICE_OK) {
-      if (hs.buf != room)
-        free(hs.buf);
+    if ((rrc = sluice_http_answer_body(p->http, &a, buf + len, cap - len,
+                                       &blen)) != SLUICE_OK) {
+      if (buf != room)
+        free(buf);
       return rrc;
     }
-    hs.len += blen;
+    len += blen;
     out[SN_OUT_HAS_BODY] = 1;
   }
-  *text = hs.buf, *text_len = hs.len;
+  *text = buf, *text_len = len;
   return SLUICE_OK;
 }
 

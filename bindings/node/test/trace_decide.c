@@ -20,13 +20,9 @@
 
 #include <sluice.h>
 
-#define COLS 16
+#include "../../../tests/common/headers.h"
 
-static int print_header(const char *name, const char *value, void *ud) {
-  (void)ud;
-  printf("\t%s=%s", name, value);
-  return 0;
-}
+#define COLS 16
 
 int main(int argc, char **argv) {
   sluice_clock *clock = NULL;
@@ -38,6 +34,7 @@ int main(int argc, char **argv) {
   sluice_policy *pol = NULL;
   sluice_http *http = NULL;
   char line[4096], err[256] = "", *names[COLS], head[4096], body[4096];
+  char ht[2 * SLUICE_HTTP_HEADER_BUF];
   int ncols = 0, i;
   FILE *in;
   if (argc != 3 || (in = fopen(argv[2], "r")) == NULL) {
@@ -66,7 +63,6 @@ int main(int argc, char **argv) {
     sluice_request rq;
     sluice_attr used = {NULL, NULL};
     sluice_decision d;
-    sluice_http_facts f;
     sluice_http_answer a;
     size_t len = 0;
     int rc;
@@ -96,15 +92,16 @@ int main(int argc, char **argv) {
              d.invalid_field ? d.invalid_field : "-");
       continue;
     }
-    if (sluice_decision_http_facts(&d, &rq, NULL, &f) != SLUICE_OK ||
-        sluice_http_answer_make(http, &f, d.now_ns, &a) != SLUICE_OK ||
+    if (sluice_http_answer_make(http, &d, &rq, NULL, d.now_ns, &a) !=
+            SLUICE_OK ||
         sluice_http_answer_body(http, &a, body, sizeof body, &len) !=
             SLUICE_OK)
       return 1;
     printf("%d\t%s\t%lld", a.status,
            d.binding == SLUICE_BINDING_LIMIT ? d.limit_name : "-",
            (long long)d.remaining);
-    sluice_http_answer_foreach_header(http, &a, print_header, NULL);
+    headers_text(http, &a, "\t%s=%s", ht, sizeof ht);
+    fputs(ht, stdout);
     printf("\t%s\n", len ? body : "-");
     if (d.lease_id != 0)
       sluice_policy_release_lease(pol, &rq, d.lease_id);

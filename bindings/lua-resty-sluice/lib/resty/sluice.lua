@@ -1,7 +1,7 @@
 -- resty.sluice: sluice's policy decisions in OpenResty, over LuaJIT's FFI
 -- on libsluice.  The decision, the RateLimit headers, Retry-After and the
 -- problem+json body all come from the C library (sluice_policy_decide,
--- sluice_decision_http_facts, sluice_http_answer_*): this file moves
+-- sluice_http_answer_*): this file moves
 -- values between Lua and C and nothing else, so an answer here is byte for
 -- byte the one the C library gives.  docs/openresty.md has the usage.
 local ffi = require "ffi"
@@ -156,8 +156,7 @@ function _M.new(opts)
     -- decision, and every rendering.  A Redis decision, which yields on
     -- its cosocket, has its own (take_call).
     q = ffi_new("sluice_request"), attrs = ffi_new("sluice_attr[?]", MAX_ATTRS),
-    anchor = {}, facts = ffi_new("sluice_http_facts"),
-    ans = ffi_new("sluice_http_answer"),
+    anchor = {}, ans = ffi_new("sluice_http_answer"),
     hdrs = ffi_new("sluice_http_header[?]", HEADERS_MAX),
     hbuf = ffi_new("char[?]", HEADER_BUF), n = ffi_new("size_t[1]"),
     blen = ffi_new("size_t[1]"),
@@ -445,8 +444,7 @@ end
 -- the library's error.
 local function make(self, d, q, request_id)
   local C, ans = self.C, self.ans
-  local rc = C.sluice_decision_http_facts(d, q, request_id, self.facts)
-  if rc == 0 then rc = C.sluice_http_answer_make(self.http, self.facts, d.now_ns, ans) end
+  local rc = C.sluice_http_answer_make(self.http, d, q, request_id, d.now_ns, ans)
   if rc == 0 then
     rc = C.sluice_http_answer_headers(self.http, ans, self.hdrs, HEADERS_MAX, self.n,
                                       self.hbuf, HEADER_BUF, nil)

@@ -71,21 +71,14 @@ typedef struct sluice_request {
 } sluice_request;
 
 typedef struct sluice_decision_limit {
-  union {
-    const char *name;
-    int64_t name_word_;
-  };
-  union {
-    const char *unit;
-    int64_t unit_word_;
-  };
+  const char *name;
+  const char *unit;
   int64_t quota;
   int64_t window_ns;
   int64_t remaining;
   int64_t reset_ns;
   int64_t cost;
   unsigned flags;
-  int reserved;
 } sluice_decision_limit;
 
 typedef struct sluice_decision {
@@ -100,7 +93,6 @@ typedef struct sluice_decision {
   int64_t limit;
   int64_t remaining;
   int64_t reset_ns;
-  int64_t policy_quota;
   int64_t policy_window_ns;
   int64_t refill_rate;
   int64_t refill_period_ns;
@@ -115,23 +107,12 @@ typedef struct sluice_decision {
   int store_error;
   const char *invalid_field;
   int64_t cap_limit;
-  int64_t reserved_w_[3];
-  union {
-    const char *limit_name;
-    int64_t limit_name_word_;
-  };
-  union {
-    const char *limit_unit;
-    int64_t limit_unit_word_;
-  };
+  const char *limit_name;
+  const char *limit_unit;
   uint64_t settle_check;
   int nlimits;
-  int reserved_int_;
   sluice_decision_limit limits[8];
-  union {
-    const char *box_detail;
-    int64_t box_detail_word_;
-  };
+  const char *box_detail;
 } sluice_decision;
 
 typedef void (*sluice_policy_event_fn)(void *userdata,
@@ -153,51 +134,6 @@ typedef struct sluice_policy_options {
   const char *deny_cache;
 } sluice_policy_options;
 
-typedef struct sluice_http_policy {
-  const char *name;
-  const char *unit;
-  int64_t quota;
-  int64_t window_s;
-  unsigned flags;
-  int reserved;
-} sluice_http_policy;
-
-typedef struct sluice_http_facts {
-  int outcome;
-  int status;
-  int penalty;
-  int penalty_level;
-  unsigned flags;
-  int64_t quota;
-  int64_t window_s;
-  int64_t limit;
-  int64_t remaining;
-  int64_t reset_ns;
-  int64_t retry_after_ns;
-  int64_t lockout_ends_ns;
-  int64_t strikes_remaining;
-  int64_t cost;
-  int64_t refill_per_s;
-  const char *tier;
-  const char *method;
-  const char *route;
-  const char *instance;
-  const char *request_id;
-  const char *policy_name;
-  const char *location;
-  int box_reason;
-  int64_t concurrency_limit;
-  int64_t next_ns;
-  int64_t other_quota;
-  int64_t other_window_s;
-  const char *other_policy_name;
-  const char *quota_unit;
-  const char *box_detail;
-  int npolicies;
-  int reserved_int_;
-  sluice_http_policy policies[8];
-} sluice_http_facts;
-
 typedef struct sluice_http_options {
   const char *problem_base;
   int header_form;
@@ -205,11 +141,11 @@ typedef struct sluice_http_options {
   int64_t date_after_s;
   uint64_t (*rand)(void *ud);
   void *rand_ud;
-  void *reserved[4];
 } sluice_http_options;
 
 typedef struct sluice_http_answer {
   int status;
+  int outcome;
   int penalty;
   int retry_is_date;
   int has_body;
@@ -217,8 +153,10 @@ typedef struct sluice_http_answer {
   int64_t retry_at_s;
   int64_t lockout_ends_s;
   int64_t now_s;
-  sluice_http_facts facts;
-  void *reserved[4];
+  const sluice_decision *decision;
+  const char *method;
+  const char *route;
+  const char *request_id;
 } sluice_http_answer;
 
 typedef struct sluice_http_header {
@@ -256,13 +194,10 @@ const void *sluice_call_bytes(const sluice_call *call, size_t *len);
 const char *sluice_call_host(const sluice_call *call);
 int sluice_call_port(const sluice_call *call);
 int sluice_call_store_error(const sluice_call *call);
-int sluice_decision_http_facts(const sluice_decision *d,
-                               const sluice_request *req,
-                               const char *request_id,
-                               struct sluice_http_facts *f);
 int sluice_http_open(const sluice_http_options *opts, sluice_http **out);
 void sluice_http_close(sluice_http *h);
-int sluice_http_answer_make(sluice_http *h, const sluice_http_facts *f,
+int sluice_http_answer_make(sluice_http *h, const sluice_decision *d,
+                            const sluice_request *req, const char *request_id,
                             int64_t now_ns, sluice_http_answer *a);
 int sluice_http_answer_headers(const sluice_http *h,
                                const sluice_http_answer *a,
