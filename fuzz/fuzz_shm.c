@@ -23,6 +23,7 @@
 
 #include "fuzz_common.h"
 #include "sluice.h"
+#include "../tests/common/one_step.h"
 #include <sluice/sluice_shm.h>
 
 #define NKEYS 8
@@ -135,7 +136,7 @@ static int open_on(int fd, int create, sluice_clock *clk,
            create ? ";create=1" : "");
   o.store = uri;
   o.clock = clk;
-  return sluice_limiter_open(&o, lim);
+  return sluice_limiter_open(&o, lim, NULL, 0);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -187,7 +188,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         memset(&in[i], 0, sizeof in[i]);
     }
     CHECK(sluice_op_step(&op, in, out, now, &vm) == SLUICE_OK, "model step");
-    rc = sluice_limiter_apply(lim, &op, &vs);
+    rc = op_decide(lim, &op, SLUICE_NOW, &vs);
     CHECK(rc == SLUICE_OK, "step %d: shm apply: %s (%s)", k,
           sluice_strerror(rc), sluice_limiter_errmsg(lim));
     same(&vs, &vm, k);
@@ -241,7 +242,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       now += 250000000;
       sluice_clock_set(clk, now);
       make_op(&f, &op, idx, keys, &m);
-      rc = sluice_limiter_apply(lim, &op, &v);
+      rc = op_decide(lim, &op, SLUICE_NOW, &v);
       CHECK(rc == SLUICE_OK || known_error(rc), "apply on a damaged table: %d",
             rc);
       if (rc == SLUICE_OK)

@@ -158,24 +158,9 @@ static int lmdb_job(sluice_store *base, const sluice_job *job, int64_t now) {
   return rc;
 }
 
-int sluice__lmdb_apply(sluice_store *base, const sluice_op *op, int64_t now,
-                       sluice_verdict *v) {
-  sluice_job job;
-  sluice_job_op(&job, op, v);
-  return lmdb_job(base, &job, now);
-}
-
-int sluice__lmdb_run(sluice_store *base, const sluice_program *p, int64_t now,
-                     sluice_program_result *res) {
-  sluice_job job;
-  sluice_job_program(&job, p, res);
-  return lmdb_job(base, &job, now);
-}
-
-/* A batch of jobs (job(i, &j) makes the i-th): one write transaction. */
-static int lmdb_batch(sluice_store *base, int n, int64_t now, int *rcs,
-                      void (*job)(const void *, int, sluice_job *),
-                      const void *ctx) {
+/* A batch of programs: one write transaction. */
+static int lmdb_batch(sluice_store *base, int n, const sluice_program *ps,
+                      int64_t now, sluice_program_result *res, int *rcs) {
   lmdb_store *s = (lmdb_store *)base;
   int attempt, i, rc = sluice__lmdb_fork_check(s);
   if (rc == SLUICE_OK && s->rdonly)
@@ -189,7 +174,7 @@ static int lmdb_batch(sluice_store *base, int n, int64_t now, int *rcs,
       break;
     for (i = 0; i < n && mdbrc == MDB_SUCCESS; i++) {
       sluice_job j;
-      job(ctx, i, &j);
+      sluice_job_program(&j, &ps[i], &res[i]);
       rcs[i] = apply_in_txn(s, txn, &j, now, &dirty, &mdbrc, 0);
     }
     if (mdbrc != MDB_SUCCESS) {
@@ -216,34 +201,16 @@ static int lmdb_batch(sluice_store *base, int n, int64_t now, int *rcs,
   return rc;
 }
 
-typedef struct batch_ops {
-  const sluice_op *ops;
-  sluice_verdict *vs;
-} batch_ops;
-typedef struct batch_progs {
-  const sluice_program *ps;
-  sluice_program_result *res;
-} batch_progs;
-
-static void op_job(const void *ctx, int i, sluice_job *j) {
-  const batch_ops *b = ctx;
-  sluice_job_op(j, &b->ops[i], &b->vs[i]);
-}
-static void prog_job(const void *ctx, int i, sluice_job *j) {
-  const batch_progs *b = ctx;
-  sluice_job_program(j, &b->ps[i], &b->res[i]);
-}
-
-int sluice__lmdb_apply_many(sluice_store *base, int n, const sluice_op *ops,
-                            int64_t now, sluice_verdict *vs, int *rcs) {
-  batch_ops b = {ops, vs};
-  return lmdb_batch(base, n, now, rcs, op_job, &b);
-}
-
-int sluice__lmdb_run_many(sluice_store *base, int n, const sluice_program *ps,
-                          int64_t now, sluice_program_result *res, int *rcs) {
-  batch_progs b = {ps, res};
-  return lmdb_batch(base, n, now, rcs, prog_job, &b);
+/* One program: its own transaction (a read-only one when it only
+** reads); more: one write transaction for the batch. */
+int sluice__lmdb_run(sluice_store *base, int n, const sluice_program *ps,
+                     int64_t now, sluice_program_result *res, int *rcs) {
+  sluice_job job;
+  if (n > 1)
+    return lmdb_batch(base, n, ps, now, res, rcs);
+  sluice_job_program(&job, ps, res);
+  rcs[0] = lmdb_job(base, &job, now);
+  return SLUICE_OK;
 }
 
 /* ------------------------------------------------------ get / delete --- */

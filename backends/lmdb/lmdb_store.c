@@ -14,14 +14,14 @@
 ** meet.
 **
 ** A decision is one write transaction: read the group's records (absent or
-** past their expiry = zeroed), run sluice_op_step(), write back what
+** past their expiry = zeroed), run the program, write back what
 ** changed, commit.  LMDB's writer lock serialises writers of all processes,
 ** which is what makes a group atomic and keeps two processes from
 ** over-admitting.  A step that changes nothing (a denial, a check of a live
 ** box) aborts instead of committing, so it costs no fsync.  PEEK and CHECK
 ** run in a read transaction first and reach the writer only if the step
-** would change a record after all.  A batch (xApplyMany) runs many ops in
-** one transaction and pays one commit.
+** would change a record after all.  A batch (xRun of several programs)
+** runs in one transaction and pays one commit.
 **
 ** Writers first take a gate of our own (lmdb_gate.h), a robust mutex with
 ** a deadline, because LMDB's writer lock has none: a writer stopped inside
@@ -103,16 +103,13 @@ static int lmdb_close(sluice_store *base) {
 }
 
 static const sluice_store_methods lmdb_methods = {
-    3,                       /* iVersion */
-    lmdb_close,              /* xClose */
-    sluice__lmdb_apply,      /* xApply: one write transaction */
-    sluice__lmdb_get,        /* xGet: one read transaction */
-    sluice__lmdb_delete,     /* xDelete */
-    sluice__lmdb_control,    /* xControl: SLUICE_CTL_LMDB_* */
-    sluice__lmdb_caps,       /* xCapabilities */
-    sluice__lmdb_apply_many, /* xApplyMany: one write transaction per batch */
-    sluice__lmdb_run,      /* xRun: a whole program in one write transaction */
-    sluice__lmdb_run_many, /* xRunMany: one write transaction per batch */
+    SLUICE_BACKEND_VERSION,
+    lmdb_close,
+    sluice__lmdb_run, /* xRun: one write transaction per call */
+    sluice__lmdb_get,
+    sluice__lmdb_delete,
+    sluice__lmdb_control,
+    sluice__lmdb_caps,
 };
 
 typedef struct open_args {
@@ -639,4 +636,4 @@ done:
 }
 
 const sluice_backend sluice__backend_lmdb = {
-    SLUICE_BACKEND_CLASS_VERSION, (int)sizeof(lmdb_store), "lmdb", NULL, lmdb_open, lmdb_params};
+    SLUICE_BACKEND_VERSION, (int)sizeof(lmdb_store), "lmdb", NULL, lmdb_open, lmdb_params};

@@ -38,6 +38,7 @@
 
 #include "backends.h"
 #include "huge.h"
+#include "job.h"
 #include "mem_memo.h"
 #include "sluice.h"
 #include <sluice/sluice_mem.h>
@@ -338,7 +339,7 @@ static int mem_apply_locked(mem_store *m, const sluice_job *job,
   int untrusted = sluice_job_record_class(job) != SLUICE_CLASS_SERVICE;
   uint64_t reserved = 0; /* shards whose room is made */
 
-  if (n < 1) /* mem_job() checked; this tells the compiler in[] is set */
+  if (n < 1) /* mem_job_pre() checked; this tells the compiler in[] is set */
     return SLUICE_EINVAL;
   for (i = 0; i < n; i++) {
     const shard *sh = &m->shards[shard_of(&f[i])];
@@ -416,7 +417,7 @@ static int mem_apply_locked(mem_store *m, const sluice_job *job,
     note_expiry(m, exp[i]);
   }
   /* More than claimed when a rebuild above dropped an expired record that
-  ** this op rewrites (the rebuild already took it off the count). */
+  ** this program rewrites (the rebuild already took it off the count). */
   if (inserted != nnew) {
     atomic_fetch_add_explicit(&m->count, inserted - nnew, memory_order_relaxed);
     if (untrusted)
@@ -442,8 +443,8 @@ static int64_t sweep_all(mem_store *m, int64_t now) {
   return dropped;
 }
 
-/* An op or a program: every record's shard locked (ascending), the step
-** or the whole program run under them.  pre: the fingerprints of the
+/* A program: every record's shard locked (ascending), the whole program
+** run under them.  pre: the fingerprints of the
 ** first npre keys, made already (a batch's staging); the rest are made
 ** here. */
 static int mem_job_pre(sluice_store *s, const sluice_job *job, int64_t now,
@@ -479,23 +480,21 @@ static int mem_job_pre(sluice_store *s, const sluice_job *job, int64_t now,
   return rc;
 }
 
-static int mem_job(sluice_store *s, const sluice_job *job, int64_t now) {
-  return mem_job_pre(s, job, now, NULL, 0);
-}
-
-/* The hot path, one key that stays live, decided under its shard's lock
-** with nothing else around it: a key with a slot is rewritten in place
-** (nothing can fail, nothing moves); a new key goes into the empty slot its
-** lookup ended on, when the shard has room without a rebuild.  Returns 1
-** when it decided; 0 when it wrote nothing and the op needs the general
-** path (a rebuild, a record to free, max_keys), which decides it again
-** from the start under the lock: the first try left no trace. */
+/* The hot path, a one-step program over one key that stays live, decided
+** under its shard's lock with nothing else around it: a key with a slot is
+** rewritten in place (nothing can fail, nothing moves); a new key goes
+** into the empty slot its lookup ended on, when the shard has room without
+** a rebuild.  Returns 1 when it decided; 0 when it wrote nothing and the
+** program needs the general path (a rebuild, a record to free, max_keys),
+** which decides it again from the start under the lock: the first try
+** left no trace. */
 #if defined(__GNUC__)
-__attribute__((always_inline)) /* into the single op's path, and the batch's */
+__attribute__((always_inline)) /* into the single program's path, and the batch's */
 #endif
-static inline int mem_apply_one(mem_store *m, const sluice_op *op, int64_t now,
-                         sluice_verdict *v, int *rc, const fpkey *pre) {
-  fpkey f = pre ? *pre : fingerprint_at(m, &op->keys[0], now);
+static inline int mem_one(mem_store *m, const sluice_program *p, int64_t now,
+                          sluice_program_result *r, int *rc,
+                          const fpkey *pre) {
+  fpkey f = pre ? *pre : fingerprint_at(m, &p->keys[0], now);
   shard *sh = &m->shards[shard_of(&f)];
   sluice_state in, out;
   slot *sl = NULL;
@@ -508,14 +507,14 @@ static inline int mem_apply_one(mem_store *m, const sluice_op *op, int64_t now,
     in = sh->slots[at].st;
   else
     memset(&in, 0, sizeof in);
-  *rc = sluice_op_step_single(op, &in, &out, now, v, &e);
+  *rc = sluice__program_single(p, &in, &out, now, r, &e);
   if (*rc != SLUICE_OK) {
     pthread_mutex_unlock(&sh->mu);
     return 1;
   }
   if (e > now && at >= 0) {
     sl = &sh->slots[at];
-  } else if (e > now && op->record_class == SLUICE_CLASS_SERVICE &&
+  } else if (e > now && p->record_class == SLUICE_CLASS_SERVICE &&
              (sh->used + 1) * 4 <= sh->cap * 3 &&
              claim_keys(m, 1) == SLUICE_OK) {
     sl = &sh->slots[ins];
@@ -535,46 +534,37 @@ static inline int mem_apply_one(mem_store *m, const sluice_op *op, int64_t now,
   return sl != NULL;
 }
 
-static int mem_apply(sluice_store *s, const sluice_op *op, int64_t now,
-                     sluice_verdict *v) {
-  sluice_job job;
-  int rc;
-  if (op->nkeys == 1 && mem_apply_one((mem_store *)s, op, now, v, &rc, NULL))
-    return rc;
-  sluice_job_op(&job, op, v);
-  return mem_job(s, &job, now);
-}
-
-static int mem_run(sluice_store *s, const sluice_program *p, int64_t now,
-                   sluice_program_result *res) {
-  sluice_job job;
-  sluice_job_program(&job, p, res);
-  return mem_job(s, &job, now);
+/* A program of one step over one record: the hot path's. */
+static int is_single(const sluice_program *p) {
+  return p->nsteps == 1 && p->nkeys == 1;
 }
 
 /* A batch on a big table is a string of independent memory misses, one per
-** key; deciding op after op leaves them in series.  So the batch runs as a
-** pipeline over a ring of fingerprints: MANY_AHEAD ops ahead of the one
-** being decided, an op's keys are hashed and their slots prefetched; then
-** the ops are decided in order, one by one as mem_apply() decides them (the
-** same verdicts, in the same order: the prefetch changes nothing), a
-** single-key op or a group on the fingerprints already made.  The prefetch
-** reads a shard's table pointer and size without its lock (atomic loads; a
-** rebuild stores them atomically): a stale pair points at a table being
-** replaced, and a prefetch of it costs a useless line fetch at worst (a
-** prefetch never faults).  Sixteen ahead: about a DRAM latency of work (16
-** hashes, or the decisions of the ops between), and as many misses as the
-** core keeps in flight. */
-#define MANY_AHEAD 16
+** key; deciding program after program leaves them in series.  So the batch
+** runs as a pipeline over a ring of fingerprints: some programs ahead of
+** the one being decided, a program's first keys are hashed and their slots
+** prefetched; then the programs are decided in order, one by one as a
+** single one is (the same results, in the same order: the prefetch changes
+** nothing).  The prefetch reads a shard's table pointer and size without
+** its lock (atomic loads; a rebuild stores them atomically): a stale pair
+** points at a table being replaced, and a prefetch of it costs a useless
+** line fetch at worst (a prefetch never faults).  One-record programs
+** (operations) run SINGLE_AHEAD ahead: about a DRAM latency of work, and as
+** many misses as the core keeps in flight.  A policy program reads four
+** records before its heavy ones, so RUN_AHEAD programs ahead keep about as
+** many misses in flight; only its first RUN_STAGED records are prefetched,
+** since a heavy program's lease slots are many and seldom all read. */
+#define SINGLE_AHEAD 16
+#define RUN_AHEAD 4
+#define RUN_STAGED 6
 
 /* The lines a decision reads: a 48-byte slot straddles two cache lines
 ** for every other home, and a key is one past its home about a third of
 ** the time (linear probing below a 3/4 load), so the home slot's first and
 ** last byte and the next slot's last byte.  Prefetching the first line
-** alone left the second miss of half the decisions in series: at 1M keys
-** that was 125 ns a batched decision instead of 77.  Always inlined, as
-** the shm store's: GCC can drop calls of a function it finds free of side
-** effects, and a prefetch is not one to it. */
+** alone left the second miss of half the decisions in series.  Always
+** inlined, as the shm store's: GCC can drop calls of a function it finds
+** free of side effects, and a prefetch is not one to it. */
 #if defined(__GNUC__)
 __attribute__((always_inline))
 #endif
@@ -590,56 +580,6 @@ static inline void prefetch_home(mem_store *m, const fpkey *f) {
     __builtin_prefetch(a + 2 * sizeof(slot) - 1, 1);
 }
 
-/* The keys of an op the core has checked: 1..SLUICE_GROUP_MAX.  Bounded
-** here all the same, since they size arrays on the stack. */
-static int op_keys(const sluice_op *op) {
-  return op->nkeys < 1 || op->nkeys > SLUICE_GROUP_MAX ? 0 : op->nkeys;
-}
-
-/* An op's keys hashed into f. */
-static void many_stage(mem_store *m, const sluice_op *op, fpkey *f) {
-  for (int i = 0; i < op_keys(op); i++) {
-    f[i] = fingerprint(m, &op->keys[i]);
-    prefetch_home(m, &f[i]);
-  }
-}
-
-static int mem_apply_many(sluice_store *s, int n, const sluice_op *ops,
-                          int64_t now, sluice_verdict *vs, int *rcs) {
-  mem_store *m = (mem_store *)s;
-  fpkey ring[MANY_AHEAD][SLUICE_GROUP_MAX], f[SLUICE_GROUP_MAX];
-  int j;
-  for (j = 0; j < n && j < MANY_AHEAD; j++)
-    many_stage(m, &ops[j], ring[j]);
-  for (j = 0; j < n; j++) {
-    const sluice_op *op = &ops[j];
-    const fpkey *r = ring[j % MANY_AHEAD];
-    int nk = op_keys(op);
-    sluice_job job;
-    /* Copied out, so that its ring entry takes the op MANY_AHEAD on. */
-    f[0] = r[0];
-    if (nk > 1)
-      memcpy(&f[1], &r[1], (size_t)(nk - 1) * sizeof *f);
-    if (j + MANY_AHEAD < n)
-      many_stage(m, &ops[j + MANY_AHEAD], ring[j % MANY_AHEAD]);
-    if (nk == 1 && mem_apply_one(m, op, now, &vs[j], &rcs[j], &f[0]))
-      continue;
-    sluice_job_op(&job, op, &vs[j]);
-    rcs[j] = mem_job_pre(s, &job, now, f, nk);
-  }
-  return SLUICE_OK;
-}
-
-/* Programs in a batch (sluice_policy_decide_many(), replays) the same
-** way: the records of the program RUN_AHEAD on are hashed and prefetched,
-** then each program runs as mem_run() runs it (the same results, in the
-** same order).  A policy program reads four records before its heavy
-** ones, so four programs ahead keep about as many misses in flight as
-** MANY_AHEAD ops do; only its first RUN_STAGED records are prefetched,
-** since a heavy program's lease slots are many and seldom all read. */
-#define RUN_AHEAD 4
-#define RUN_STAGED 6
-
 /* The program's first RUN_STAGED keys hashed into f; returns how many. */
 static int run_stage(mem_store *m, const sluice_program *p, fpkey *f) {
   int i;
@@ -650,22 +590,36 @@ static int run_stage(mem_store *m, const sluice_program *p, fpkey *f) {
   return i;
 }
 
-static int mem_run_many(sluice_store *s, int n, const sluice_program *ps,
-                        int64_t now, sluice_program_result *res, int *rcs) {
+/* One program, its first nf fingerprints made already. */
+static int mem_run_one(mem_store *m, const sluice_program *p, int64_t now,
+                       sluice_program_result *r, const fpkey *f, int nf) {
+  sluice_job job;
+  int rc;
+  if (is_single(p) && mem_one(m, p, now, r, &rc, nf ? f : NULL))
+    return rc;
+  sluice_job_program(&job, p, r);
+  return mem_job_pre(&m->base, &job, now, f, nf);
+}
+
+static int mem_run(sluice_store *s, int n, const sluice_program *ps,
+                   int64_t now, sluice_program_result *res, int *rcs) {
   mem_store *m = (mem_store *)s;
-  fpkey ring[RUN_AHEAD][RUN_STAGED], f[RUN_STAGED];
-  int staged[RUN_AHEAD], j;
-  for (j = 0; j < n && j < RUN_AHEAD; j++)
+  fpkey ring[SINGLE_AHEAD][RUN_STAGED], f[RUN_STAGED];
+  int staged[SINGLE_AHEAD], ahead, j;
+  if (n == 1) {
+    rcs[0] = mem_run_one(m, ps, now, res, NULL, 0);
+    return SLUICE_OK;
+  }
+  ahead = is_single(&ps[0]) ? SINGLE_AHEAD : RUN_AHEAD;
+  for (j = 0; j < n && j < ahead; j++)
     staged[j] = run_stage(m, &ps[j], ring[j]);
   for (j = 0; j < n; j++) {
-    int k = j % RUN_AHEAD, nf = staged[k];
-    sluice_job job;
-    /* Copied out, so that its ring entry takes the program RUN_AHEAD on. */
+    int k = j % ahead, nf = staged[k];
+    /* Copied out, so that its ring entry takes the program `ahead` on. */
     memcpy(f, ring[k], (size_t)nf * sizeof *f);
-    if (j + RUN_AHEAD < n)
-      staged[k] = run_stage(m, &ps[j + RUN_AHEAD], ring[k]);
-    sluice_job_program(&job, &ps[j], &res[j]);
-    rcs[j] = mem_job_pre(s, &job, now, f, nf);
+    if (j + ahead < n)
+      staged[k] = run_stage(m, &ps[j + ahead], ring[k]);
+    rcs[j] = mem_run_one(m, &ps[j], now, &res[j], f, nf);
   }
   return SLUICE_OK;
 }
@@ -755,16 +709,13 @@ static int mem_close(sluice_store *s) {
 }
 
 static const sluice_store_methods mem_methods = {
-    3,           /* iVersion */
-    mem_close,   /* xClose */
-    mem_apply,   /* xApply */
-    mem_get,     /* xGet */
-    mem_delete,  /* xDelete */
-    mem_control, /* xControl */
-    mem_caps,    /* xCapabilities */
-    mem_apply_many, /* xApplyMany: hash and prefetch, then in order */
-    mem_run,     /* xRun: under the program's shard locks */
-    mem_run_many, /* xRunMany: hash and prefetch, then in order */
+    SLUICE_BACKEND_VERSION,
+    mem_close,
+    mem_run,     /* xRun: hash and prefetch ahead, then in order */
+    mem_get,
+    mem_delete,
+    mem_control,
+    mem_caps,
 };
 
 static int mem_open(const sluice_backend *b, const char *uri,
@@ -826,7 +777,7 @@ static int mem_open(const sluice_backend *b, const char *uri,
 static const char *const mem_params[] = {"max_keys", "untrusted", "huge_pages", "memo",
                                          NULL};
 
-const sluice_backend sluice__backend_mem = {SLUICE_BACKEND_CLASS_VERSION,
+const sluice_backend sluice__backend_mem = {SLUICE_BACKEND_VERSION,
                                             (int)sizeof(mem_store),
                                             "mem", NULL,
                                             mem_open, mem_params};

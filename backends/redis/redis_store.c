@@ -147,28 +147,9 @@ static int submit(sluice_store *s, int n, const sluice_op *ops,
   return rc;
 }
 
-static int rcl_apply_many(sluice_store *s, int n, const sluice_op *ops,
-                          int64_t now, sluice_verdict *vs, int *rcs) {
-  return submit(s, n, ops, vs, NULL, NULL, now, rcs);
-}
-
-static int rcl_apply(sluice_store *s, const sluice_op *op, int64_t now,
-                     sluice_verdict *v) {
-  int rcs = SLUICE_OK;
-  int rc = rcl_apply_many(s, 1, op, now, v, &rcs);
-  return rc != SLUICE_OK ? rc : rcs;
-}
-
 static int rcl_run_many(sluice_store *s, int n, const sluice_program *ps,
                         int64_t now, sluice_program_result *res, int *rcs) {
   return submit(s, n, NULL, NULL, ps, res, now, rcs);
-}
-
-static int rcl_run(sluice_store *s, const sluice_program *p, int64_t now,
-                   sluice_program_result *res) {
-  int rcs = SLUICE_OK;
-  int rc = rcl_run_many(s, 1, p, now, res, &rcs);
-  return rc != SLUICE_OK ? rc : rcs;
 }
 
 static int rcl_get(sluice_store *s, const sluice_key *key, int64_t now,
@@ -363,16 +344,13 @@ static int rcl_close(sluice_store *s) {
 }
 
 static const sluice_store_methods rcl_methods = {
-    3,              /* iVersion */
-    rcl_close,      /* xClose */
-    rcl_apply,      /* xApply: one EVALSHA, one round trip */
-    rcl_get,        /* xGet */
-    rcl_delete,     /* xDelete */
-    rcl_control,    /* xControl: SLUICE_CTL_REDIS_* */
-    rcl_caps,       /* xCapabilities */
-    rcl_apply_many, /* xApplyMany: pipelined, one round trip per node */
-    rcl_run,        /* xRun: a whole program in one EVALSHA */
-    rcl_run_many,   /* xRunMany: pipelined, one EVALSHA per program */
+    SLUICE_BACKEND_VERSION,
+    rcl_close,
+    rcl_run_many, /* xRun: pipelined, one EVALSHA per program */
+    rcl_get,
+    rcl_delete,
+    rcl_control,  /* SLUICE_CTL_REDIS_* */
+    rcl_caps,
 };
 
 /* ------------------------------------------------------------- open --- */
@@ -640,10 +618,10 @@ static int rcls_open(const sluice_backend *b, const char *uri,
   return rcl_open_as(uri, cfg, s, 1);
 }
 
-const sluice_backend sluice__backend_redis = {SLUICE_BACKEND_CLASS_VERSION, (int)sizeof(rcl_store),
+const sluice_backend sluice__backend_redis = {SLUICE_BACKEND_VERSION, (int)sizeof(rcl_store),
                                               "redis", NULL, rcl_open,
                                               known_params};
-const sluice_backend sluice__backend_rediss = {SLUICE_BACKEND_CLASS_VERSION, (int)sizeof(rcl_store),
+const sluice_backend sluice__backend_rediss = {SLUICE_BACKEND_VERSION, (int)sizeof(rcl_store),
                                                "rediss", NULL, rcls_open,
                                                known_params};
 

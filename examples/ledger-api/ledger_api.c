@@ -296,7 +296,7 @@ static int open_policy(const char *who) {
   lo.store = "lazy";
   lo.backend = &S.lazy; /* S.store_uri, opened when it answers */
   lo.flags = SLUICE_OPEN_CREATE;
-  rc = sluice_limiter_open2(&lo, &S.lim, err, sizeof err);
+  rc = sluice_limiter_open(&lo, &S.lim, err, sizeof err);
   if (rc != SLUICE_OK) {
     fprintf(stderr, "ledger-api %s: --store %s: %s%s%s\n", who, S.store,
             sluice_strerror(rc), err[0] ? ": " : "", err);
@@ -853,7 +853,7 @@ int main(int argc, char **argv) {
     memset(&lo, 0, sizeof lo);
     lo.store = S.store_uri;
     lo.flags = SLUICE_OPEN_CREATE;
-    rc = sluice_limiter_open2(&lo, &probe, err, sizeof err);
+    rc = sluice_limiter_open(&lo, &probe, err, sizeof err);
     sluice_limiter_close(probe);
     if (rc != SLUICE_OK) {
       /* Only Redis comes back by itself.  shm and lmdb are on this host:

@@ -1,13 +1,13 @@
 /*
 ** The program sequencer: guards, folds and the record table of a compound
 ** operation (sluice/program.h).  Pure, like the steps it runs; every
-** backend runs a program through here (Redis through its Lua port), and the
-** step-by-step fallback for older backends uses the same guard and fold
-** code, so a program means one thing everywhere.
+** backend runs a program through here (Redis through its Lua port), so a
+** program means one thing everywhere.
 */
 #include <string.h>
 
 #include "algo_int.h"
+#include "job.h"
 #include "program_int.h"
 #include "sluice/backend.h"
 
@@ -161,6 +161,23 @@ static int shape_check(const sluice_program *p) {
   return records_check(p);
 }
 
+/* A program of one step (an operation): its step must cover every record,
+** and its checks are the op's, cheaper than keeping its shape. */
+static int single_check(const sluice_program *p) {
+  const sluice_step *s = p->steps;
+  sluice_op op;
+  int rc;
+  if ((s->reserved[0] | s->reserved[1]) != 0 || s->key != 0 ||
+      s->nkeys != p->nkeys || !when_ok(s->when, s->ref, 0) ||
+      !when_ok(s->when2, s->ref2, 0) ||
+      (s->fold != SLUICE_FOLD_GATE && s->fold != SLUICE_FOLD_NOTE) ||
+      s->ttl_from != 0)
+    return SLUICE_EINVAL;
+  sluice_program_step_op(p, 0, &op);
+  rc = sluice__op_validate_shape(&op);
+  return rc != SLUICE_OK ? rc : sluice__keys_check(&op);
+}
+
 int sluice_program_validate(const sluice_program *p) {
   sluice_op all;
   int rc;
@@ -170,6 +187,8 @@ int sluice_program_validate(const sluice_program *p) {
       p->reserved[0] != 0 || /* room for later: zero now */
       (uint64_t)p->record_class > SLUICE_CLASS_UNTRUSTED_KEPT)
     return SLUICE_EINVAL;
+  if (p->nsteps == 1)
+    return single_check(p);
   if (!shape_same(p)) {
     rc = shape_check(p);
     if (rc != SLUICE_OK)
@@ -304,6 +323,26 @@ int64_t sluice_program_expiry(const sluice_program *p, int i,
                         : 0;
   }
   return 0;
+}
+
+int sluice__program_single(const sluice_program *p, const sluice_state *in,
+                           sluice_state *out, int64_t now,
+                           sluice_program_result *r, int64_t *expiry) {
+  const sluice_step *s = &p->steps[0];
+  sluice_op op;
+  int rc;
+  /* Step 0 always runs: a guard can only look at an earlier step. */
+  sluice__program_start(r, now);
+  sluice_program_step_op(p, 0, &op);
+  rc = sluice_op_step_single(&op, in, out, now, &r->v[0], expiry);
+  if (rc != SLUICE_OK)
+    return rc;
+  /* A gate that denied writes nothing (a denied bucket wrote nothing). */
+  if (sluice__program_fold(p, 0, r) && memcmp(out, in, sizeof *out) != 0) {
+    *out = *in;
+    *expiry = sluice__rec_expiry(s->algo, s->params, 0, in);
+  }
+  return SLUICE_OK;
 }
 
 /* ------------------------------------------------------------- jobs --- */
@@ -446,35 +485,4 @@ int sluice_job_evictable(const sluice_job *j, int i) {
   ** keeps a limit, and losing one would release it. */
   return algo == SLUICE_ALGO_SWINDOW || algo == SLUICE_ALGO_FWINDOW ||
          algo == SLUICE_ALGO_DISTINCT;
-}
-
-/* ------------------------------------------------- step by step --- */
-
-/* A store that cannot run a program as one unit: one apply per step, the
-** guards and folds by the same code as sluice_program_run(). */
-int sluice_program_run_steps(
-    const sluice_program *p, int64_t now, sluice_program_result *r,
-    int (*apply)(void *ctx, const sluice_op *op, int64_t now_ns,
-                 sluice_verdict *v),
-    void *ctx) {
-  int i, rc;
-  if (!p || !r || !apply || now < 0)
-    return SLUICE_EINVAL;
-  sluice__program_start(r, now);
-  for (i = 0; i < p->nsteps; i++) {
-    sluice_lease_params lp;
-    sluice_op op;
-    if (!sluice__program_guard(p, i, r)) {
-      sluice__verdict_reset(&r->v[i], now);
-      continue;
-    }
-    sluice__program_op(p, i, r, &op, &lp);
-    rc = apply(ctx, &op, now, &r->v[i]);
-    if (rc != SLUICE_OK)
-      return rc;
-    if (i == 0)
-      r->now_ns = r->v[0].now_ns; /* an own-clock store's time */
-    (void)sluice__program_fold(p, i, r);
-  }
-  return SLUICE_OK;
 }

@@ -1,8 +1,6 @@
 /*
 ** Internals of the program sequencer, private to the algorithm layer: the
-** guard and fold of one step (sluice_program_run() and the step-by-step
-** sluice_program_run_steps() share them).  What backends use of it is
-** public: the job calls of sluice/backend.h.
+** guard and fold of one step.  What backends use of it is in job.h.
 */
 #ifndef SLUICE_PROGRAM_INT_H
 #define SLUICE_PROGRAM_INT_H

@@ -1197,7 +1197,7 @@ int sluice__decl_degraded(sluice__ctx *c, sluice_decision *d) {
     return 1; /* no rate limit on the route: nothing to hold it */
   if (rc == SLUICE_OK) {
     sluice__prog_program(g, &pg);
-    rc = sluice_limiter_run_at(c->p->local, &pg, c->now, &rs.res[0]);
+    rc = sluice_limiter_decide(c->p->local, 1, &pg, c->now, &rs.res[0], NULL);
   }
   if (rc != SLUICE_OK) {
     d->flags &= ~SLUICE_DECISION_DEGRADED;

@@ -33,11 +33,12 @@ LAYERS = {
     "lib/events": ["lib/util"],
     "lib/edge": [],
     "lib/policy": ["lib/util", "lib/core/split.h", "lib/core/scope_id.h"],
-    "backends/mem": ["lib/core"],
-    "backends/shm": ["lib/core"],
-    "backends/lmdb": ["lib/core"],
-    "backends/redis": ["lib/core", "lib/algo/distinct_estimate.h"],
-    "backends/redis/module": ["backends/redis/wire.h"],
+    "backends/mem": ["lib/core", "lib/algo/job.h"],
+    "backends/shm": ["lib/core", "lib/algo/job.h"],
+    "backends/lmdb": ["lib/core", "lib/algo/job.h"],
+    "backends/redis": ["lib/core", "lib/algo/distinct_estimate.h",
+                       "lib/algo/job.h"],
+    "backends/redis/module": ["backends/redis/wire.h", "lib/algo/job.h"],
 }
 # Headers made at build time, by name, and the folder that makes them.
 GENERATED = {"sluice_rcl_script.h": "backends/redis"}

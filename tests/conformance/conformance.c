@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "sluice.h"
+#include "../common/one_step.h"
 #include "trace.h"
 #include "../common/splitmix.h"
 
@@ -41,7 +42,7 @@ static void setup(void) {
   o.flags = SLUICE_OPEN_CREATE | SLUICE_OPEN_TESTCLOCK;
   cr_assert_eq(sluice_clock_manual(0, &clk), SLUICE_OK);
   o.clock = clk;
-  rc = sluice_limiter_open2(&o, &lim, err, sizeof err);
+  rc = sluice_limiter_open(&o, &lim, err, sizeof err);
   cr_assert_eq(rc, SLUICE_OK, "open %s: %s (%s)", o.store, sluice_strerror(rc),
                err);
   sluice_random_bytes(&r, sizeof r);
@@ -163,7 +164,7 @@ static void both(model *m, sluice_op *op, const int *idx, int64_t now,
   rc = sluice_op_step(op, in, out, now, &vm);
   cr_assert_eq(rc, SLUICE_OK, "model step %d: %s", step, sluice_strerror(rc));
   sluice_clock_set(clk, now);
-  rc = sluice_limiter_apply(lim, op, &vs);
+  rc = op_decide(lim, op, SLUICE_NOW, &vs);
   cr_assert_eq(rc, SLUICE_OK, "store step %d: %s (%s)", step,
                sluice_strerror(rc), sluice_limiter_errmsg(lim));
   same_verdict(&vm, &vs, step);
@@ -393,7 +394,7 @@ static void prog_both(model *m, const sluice_program *p, int64_t now, int s,
   rc = sluice_program_run(p, in, out, now, rm);
   cr_assert_eq(rc, SLUICE_OK, "model program %d: %s", s, sluice_strerror(rc));
   sluice_clock_set(clk, now);
-  rc = sluice_limiter_run(lim, p, &rs);
+  rc = sluice_limiter_decide(lim, 1, p, SLUICE_NOW, &rs, NULL);
   cr_assert_eq(rc, SLUICE_OK, "store program %d: %s (%s)", s,
                sluice_strerror(rc), sluice_limiter_errmsg(lim));
   cr_assert_eq(rs.allowed, rm->allowed, "program %d allowed", s);
@@ -570,7 +571,7 @@ Test(conformance, program_batch) {
     bad[0] = (sluice_step){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 0, 1, &gp, 99};
     ps[3] = (sluice_program){1, m[0].keys, 1, bad}; /* cost above burst */
     sluice_clock_set(clk, now);
-    rc = sluice_limiter_run_many(lim, 4, ps, res, rcs);
+    rc = sluice_limiter_decide(lim, 4, ps, SLUICE_NOW, res, rcs);
     cr_assert_eq(rc, SLUICE_OK, "batch %d: %s (%s)", s, sluice_strerror(rc),
                  sluice_limiter_errmsg(lim));
     cr_assert_eq(rcs[3], SLUICE_ERANGE, "batch %d: the bad program", s);
@@ -629,11 +630,11 @@ Test(conformance, reserved_words) {
                        &pen};
   for (i = 0; i < 2; i++) {
     memset(&v, 0xa5, sizeof v);
-    cr_assert_eq(sluice_limiter_apply(lim, &ops[i], &v), SLUICE_OK);
+    cr_assert_eq(op_decide(lim, &ops[i], SLUICE_NOW, &v), SLUICE_OK);
     ZEROED(v, "apply: verdict");
   }
   memset(vs, 0xa5, sizeof vs);
-  cr_assert_eq(sluice_limiter_apply_many(lim, 2, ops, vs, rcs), SLUICE_OK);
+  cr_assert_eq(ops_decide(lim, 2, ops, SLUICE_NOW, vs, rcs), SLUICE_OK);
   for (i = 0; i < 2; i++) {
     cr_assert_eq(rcs[i], SLUICE_OK);
     ZEROED(vs[i], "apply_many: verdict");
@@ -645,13 +646,13 @@ Test(conformance, reserved_words) {
   memset(ps, 0, sizeof ps);
   ps[0] = ps[1] = (sluice_program){2, m.keys, 2, st};
   memset(res, 0xa5, sizeof res);
-  cr_assert_eq(sluice_limiter_run(lim, &ps[0], &res[0]), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_decide(lim, 1, &ps[0], SLUICE_NOW, &res[0], NULL), SLUICE_OK);
   cr_assert_eq(res[0].ran, 0x1u);
   ZEROED(res[0], "run: result");
   ZEROED(res[0].v[0], "run: verdict");
   ZEROED(res[0].v[1], "run: verdict of a step that did not run");
   memset(res, 0xa5, sizeof res);
-  cr_assert_eq(sluice_limiter_run_many(lim, 2, ps, res, rcs), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_decide(lim, 2, ps, SLUICE_NOW, res, rcs), SLUICE_OK);
   for (i = 0; i < 2; i++) {
     cr_assert_eq(rcs[i], SLUICE_OK);
     ZEROED(res[i], "run_many: result");
@@ -662,15 +663,15 @@ Test(conformance, reserved_words) {
   model_init(&m, "abi-refused", 2);
   ops[0].keys = &m.keys[0];
   ops[0].reserved[0] = 1;
-  cr_assert_eq(sluice_limiter_apply(lim, &ops[0], &v), SLUICE_EINVAL);
-  cr_assert_eq(sluice_limiter_apply_many(lim, 1, ops, vs, rcs), SLUICE_OK);
+  cr_assert_eq(op_decide(lim, &ops[0], SLUICE_NOW, &v), SLUICE_EINVAL);
+  cr_assert_eq(ops_decide(lim, 1, ops, SLUICE_NOW, vs, rcs), SLUICE_OK);
   cr_assert_eq(rcs[0], SLUICE_EINVAL);
   ps[0].keys = m.keys;
   ps[0].reserved[0] = 1;
-  cr_assert_eq(sluice_limiter_run(lim, &ps[0], &res[0]), SLUICE_EINVAL);
+  cr_assert_eq(sluice_limiter_decide(lim, 1, &ps[0], SLUICE_NOW, &res[0], NULL), SLUICE_EINVAL);
   ps[0].reserved[0] = 0;
   st[0].reserved[1] = 1;
-  cr_assert_eq(sluice_limiter_run_many(lim, 1, ps, res, rcs), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_decide(lim, 1, ps, SLUICE_NOW, res, rcs), SLUICE_OK);
   cr_assert_eq(rcs[0], SLUICE_EINVAL);
   i = sluice_limiter_get(lim, m.keys[0].data, m.keys[0].len, &got, NULL);
   cr_assert(i == SLUICE_ENOTFOUND || i == SLUICE_ENOTSUP,

@@ -51,7 +51,7 @@ static inline sluice_limiter *shm_test_open(const char *store,
   o.store = store;
   o.clock = *clk_out;
   o.flags = SLUICE_OPEN_CREATE;
-  rc = sluice_limiter_open2(&o, &lim, err, sizeof err);
+  rc = sluice_limiter_open(&o, &lim, err, sizeof err);
   cr_assert_eq(rc, SLUICE_OK, "open %s: %s (%s)", store, sluice_strerror(rc),
                err);
   return lim;

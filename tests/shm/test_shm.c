@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 
 #include "shm_test_util.h"
+#include "../common/one_step.h"
 #include "../common/units.h"
 
 
@@ -36,7 +37,7 @@ static int try_open(const char *store, unsigned flags, sluice_limiter **out,
   sluice_limiter_options o = {0};
   o.store = store;
   o.flags = flags;
-  return sluice_limiter_open2(&o, out, err, errlen);
+  return sluice_limiter_open(&o, out, err, errlen);
 }
 
 static void must_fail(const char *store, unsigned flags, int want,
@@ -297,7 +298,7 @@ static int64_t take_all(sluice_limiter *lim, const char *key, int64_t now) {
   sluice_verdict v;
   int64_t n = 0;
   for (int i = 0; i < 100; i++) {
-    cr_assert_eq(sluice_limiter_apply_at(lim, &op, now, &v), SLUICE_OK);
+    cr_assert_eq(op_decide(lim, &op, now, &v), SLUICE_OK);
     n += v.allowed;
   }
   return n;
@@ -376,7 +377,7 @@ static sluice_verdict pen_op(sluice_limiter *lim, const char *key, int kind,
   sluice_key k = {key, strlen(key)};
   sluice_op op = {SLUICE_ALGO_PENALTY, kind, 1, &k, &pen, arg, 0};
   sluice_verdict v;
-  int rc = sluice_limiter_apply_at(lim, &op, now, &v);
+  int rc = op_decide(lim, &op, now, &v);
   cr_assert_eq(rc, SLUICE_OK, "penalty op: %s", sluice_strerror(rc));
   return v;
 }

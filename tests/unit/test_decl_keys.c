@@ -128,7 +128,7 @@ Test(decl_keys, a_decision_writes_the_documented_keys) {
   close(fd);
   memset(&lo, 0, sizeof lo);
   lo.store = "mem";
-  cr_assert_eq(sluice_limiter_open(&lo, &lim), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_open(&lo, &lim, NULL, 0), SLUICE_OK);
   memset(&po, 0, sizeof po);
   po.config_path = path;
   po.limiter = lim;

@@ -1,8 +1,7 @@
 /*
 ** The public fast path of backend.h: jobs (one op or one program decided
 ** over records a backend loaded), sluice_op_step_validated(),
-** sluice_op_validate_params(), sluice_op_validate_keys() and the
-** step-by-step sluice_program_run_steps().
+** sluice_op_validate_params() and sluice_op_validate_keys().
 ** Every call checks its own pointers; a job decides exactly what the plain
 ** calls (sluice_op_step, sluice_program_run) decide.
 */
@@ -134,49 +133,6 @@ typedef struct tally {
   sluice_state rec[2];
   const sluice_program *p;
 } tally;
-
-static int tally_apply(void *ctx, const sluice_op *op, int64_t now,
-                       sluice_verdict *v) {
-  tally *t = ctx;
-  int r = op->keys == &K[0] ? 0 : 1;
-  if (++t->calls == t->fail_at)
-    return SLUICE_ETIMEDOUT;
-  return sluice_op_step(op, &t->rec[r], &t->rec[r], now, v);
-}
-
-Test(job, run_steps_follows_the_guards) {
-  sluice_step st[2];
-  sluice_program p = prog(st);
-  sluice_program_result r, pure;
-  sluice_state rec[2];
-  tally t;
-  int i;
-  memset(&t, 0, sizeof t);
-  memset(rec, 0, sizeof rec);
-  cr_assert_eq(sluice_program_run_steps(NULL, 0, &r, tally_apply, &t),
-               SLUICE_EINVAL);
-  cr_assert_eq(sluice_program_run_steps(&p, 0, &r, NULL, &t), SLUICE_EINVAL);
-  cr_assert_eq(sluice_program_run_steps(&p, -1, &r, tally_apply, &t),
-               SLUICE_EINVAL);
-  cr_assert_eq(sluice_program_run_steps(&p, 0, NULL, tally_apply, &t),
-               SLUICE_EINVAL);
-  cr_assert_eq(t.calls, 0);
-  /* burst 2 at one instant: allowed, allowed, then denied with a strike */
-  for (i = 0; i < 3; i++) {
-    int before = t.calls;
-    cr_assert_eq(sluice_program_run_steps(&p, SEC, &r, tally_apply, &t),
-                 SLUICE_OK);
-    cr_assert_eq(sluice_program_run(&p, rec, rec, SEC, &pure), SLUICE_OK);
-    cr_assert_eq(memcmp(t.rec, rec, sizeof rec), 0);
-    cr_assert_eq(r.allowed, pure.allowed);
-    cr_assert_eq(r.ran, pure.ran);
-    cr_assert_eq(r.denied_by, pure.denied_by);
-    cr_assert_eq(t.calls - before, i < 2 ? 1 : 2, "one call per step run");
-  }
-  t.fail_at = t.calls + 1;
-  cr_assert_eq(sluice_program_run_steps(&p, SEC, &r, tally_apply, &t),
-               SLUICE_ETIMEDOUT);
-}
 
 Test(job, validate_params_skips_only_the_keys) {
   sluice_op op = bucket_op();

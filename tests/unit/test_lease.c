@@ -5,6 +5,7 @@
 ** validation, and the single-call sluice_lease_step() entry point.
 */
 #include "unit.h"
+#include "../common/one_step.h"
 
 static sluice_key slot_keys[SLUICE_GROUP_MAX];
 static char slot_names[SLUICE_GROUP_MAX][8];
@@ -418,7 +419,7 @@ Test(lease, mem_store_matches_model) {
   memset(&o, 0, sizeof o);
   cr_assert_eq(sluice_clock_manual(t, &c), SLUICE_OK);
   o.clock = c;
-  cr_assert_eq(sluice_limiter_open(&o, &l), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_open(&o, &l, NULL, 0), SLUICE_OK);
   for (i = 0; i < 6000; i++) {
     sluice_op op = {SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 4, slots(), &p, 0, 0};
     sluice_verdict v, ev;
@@ -430,7 +431,7 @@ Test(lease, mem_store_matches_model) {
     op.id = (uint64_t)rng_range(&r, 1, 7);
     t += rng_range(&r, 0, 250);
     lm_step(&p, &m, t, op.kind, op.id, &ev);
-    cr_assert_eq(sluice_limiter_apply_at(l, &op, t, &v), SLUICE_OK);
+    cr_assert_eq(op_decide(l, &op, t, &v), SLUICE_OK);
     cr_assert(verdict_eq(&v, &ev), "step %d: allowed %d/%d rem %lld/%lld", i,
               v.allowed, ev.allowed, (long long)v.remaining,
               (long long)ev.remaining);

@@ -5,6 +5,7 @@
 ** a bad op or program never reach a backend.
 */
 #include "unit.h"
+#include "../common/one_step.h"
 
 static const sluice_gcra_params G = {.rate = 1, .period_ns = SEC, .burst = 2};
 static const sluice_key K = {"k", 1};
@@ -48,10 +49,10 @@ Test(store, a_store_decides_like_a_limiter) {
   sluice_verdict v;
   sluice_state st;
   int64_t exp;
-  cr_assert_eq(sluice_store_apply(s, &op, SEC, &v), SLUICE_OK);
+  cr_assert_eq(store_op(s, &op, SEC, &v), SLUICE_OK);
   cr_assert(v.allowed);
-  cr_assert_eq(sluice_store_apply(s, &op, SEC, &v), SLUICE_OK);
-  cr_assert_eq(sluice_store_apply(s, &op, SEC, &v), SLUICE_OK);
+  cr_assert_eq(store_op(s, &op, SEC, &v), SLUICE_OK);
+  cr_assert_eq(store_op(s, &op, SEC, &v), SLUICE_OK);
   cr_assert(!v.allowed, "burst 2");
   cr_assert_eq(sluice_store_get(s, &K, SEC, &st, &exp), SLUICE_OK);
   cr_assert_gt(exp, SEC);
@@ -74,37 +75,37 @@ Test(store, null_and_bad_input_never_reach_the_backend) {
   sluice_op two[2];
   int rcs[2];
   memset(&p, 0, sizeof p);
-  cr_assert_eq(sluice_store_apply(NULL, &op, SEC, &v), SLUICE_EINVAL);
-  cr_assert_eq(sluice_store_apply_many(NULL, 1, &op, SEC, vs, rcs),
+  cr_assert_eq(store_op(NULL, &op, SEC, &v), SLUICE_EINVAL);
+  cr_assert_eq(store_ops(NULL, 1, &op, SEC, vs, rcs),
                SLUICE_EINVAL);
-  cr_assert_eq(sluice_store_run(NULL, &p, SEC, &res), SLUICE_EINVAL);
-  cr_assert_eq(sluice_store_run_many(NULL, 1, &p, SEC, &res, rcs),
+  cr_assert_eq(store_prog(NULL, &p, SEC, &res), SLUICE_EINVAL);
+  cr_assert_eq(sluice_store_run(NULL, 1, &p, SEC, &res, rcs),
                SLUICE_EINVAL);
   cr_assert_eq(sluice_store_get(NULL, &K, SEC, &st, NULL), SLUICE_EINVAL);
   cr_assert_eq(sluice_store_delete(NULL, &K), SLUICE_EINVAL);
   cr_assert_eq(sluice_store_control(NULL, 1, NULL), SLUICE_EINVAL);
   cr_assert_eq(sluice_store_capabilities(NULL), 0);
-  cr_assert_eq(sluice_store_apply(s, NULL, SEC, &v), SLUICE_EINVAL);
-  cr_assert_eq(sluice_store_apply(s, &op, -1, &v), SLUICE_EINVAL);
-  cr_assert_eq(sluice_store_apply(s, &op, SEC, NULL), SLUICE_EINVAL);
+  cr_assert_eq(store_op(s, NULL, SEC, &v), SLUICE_EINVAL);
+  cr_assert_eq(store_op(s, &op, -1, &v), SLUICE_EINVAL);
+  cr_assert_eq(store_op(s, &op, SEC, NULL), SLUICE_EINVAL);
   bad.arg = 3; /* more than the burst */
-  cr_assert_eq(sluice_store_apply(s, &bad, SEC, &v), SLUICE_ERANGE);
+  cr_assert_eq(store_op(s, &bad, SEC, &v), SLUICE_ERANGE);
   bad = take_op();
   bad.algo = 99;
-  cr_assert_eq(sluice_store_apply(s, &bad, SEC, &v), SLUICE_EINVAL);
+  cr_assert_eq(store_op(s, &bad, SEC, &v), SLUICE_EINVAL);
   two[0] = op;
   two[1] = bad;
-  cr_assert_eq(sluice_store_apply_many(s, 2, two, SEC, vs, rcs), SLUICE_OK);
+  cr_assert_eq(store_ops(s, 2, two, SEC, vs, rcs), SLUICE_OK);
   cr_assert_eq(rcs[0], SLUICE_OK);
   cr_assert_eq(rcs[1], SLUICE_EINVAL, "the bad op keeps its own code");
-  cr_assert_eq(sluice_store_apply_many(s, -1, two, SEC, vs, rcs),
+  cr_assert_eq(store_ops(s, -1, two, SEC, vs, rcs),
                SLUICE_EINVAL);
-  cr_assert_eq(sluice_store_run(s, &p, SEC, &res), SLUICE_EINVAL,
+  cr_assert_eq(store_prog(s, &p, SEC, &res), SLUICE_EINVAL,
                "an empty program");
   cr_assert_eq(sluice_store_get(s, NULL, SEC, &st, NULL), SLUICE_EKEY);
   cr_assert_eq(sluice_store_delete(s, &(sluice_key){"", 0}), SLUICE_EKEY);
   /* None of it was charged: one take so far, a second still fits. */
-  cr_assert_eq(sluice_store_apply(s, &op, SEC, &v), SLUICE_OK);
+  cr_assert_eq(store_op(s, &op, SEC, &v), SLUICE_OK);
   cr_assert(v.allowed);
   cr_assert_eq(v.remaining, 0);
   sluice_store_close(s);
@@ -144,16 +145,16 @@ Test(store, a_closed_store_is_refused) {
   cr_assert_eq(sluice_store_open(sluice_backend_find("mem"), "", &keep, 0, &s,
                                  NULL, 0),
                SLUICE_OK);
-  cr_assert_eq(sluice_store_apply(s, &op, SEC, &v), SLUICE_OK);
+  cr_assert_eq(store_op(s, &op, SEC, &v), SLUICE_OK);
   sluice_store_close(s);
   cr_assert_lt(nkept, 4096, "every block kept: none was reused");
-  cr_assert_eq(sluice_store_apply(s, &op, SEC, &v), SLUICE_EINVAL);
+  cr_assert_eq(store_op(s, &op, SEC, &v), SLUICE_EINVAL);
   cr_assert_eq(sluice_store_get(s, &K, SEC, &st, NULL), SLUICE_EINVAL);
   cr_assert_eq(sluice_store_control(s, 1, NULL), SLUICE_EINVAL);
   sluice_store_close(s); /* a second close is a no-op */
   /* A struct the core never opened. */
   memset(&bare, 0, sizeof bare);
-  cr_assert_eq(sluice_store_apply(&bare, &op, SEC, &v), SLUICE_EINVAL);
+  cr_assert_eq(store_op(&bare, &op, SEC, &v), SLUICE_EINVAL);
   for (i = 0; i < nkept; i++)
     free(kept[i]);
 }
