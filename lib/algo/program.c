@@ -166,7 +166,6 @@ static int shape_check(const sluice_program *p) {
 static int single_check(const sluice_program *p) {
   const sluice_step *s = p->steps;
   sluice_op op;
-  int rc;
   if ((s->reserved[0] | s->reserved[1]) != 0 || s->key != 0 ||
       s->nkeys != p->nkeys || !when_ok(s->when, s->ref, 0) ||
       !when_ok(s->when2, s->ref2, 0) ||
@@ -174,8 +173,7 @@ static int single_check(const sluice_program *p) {
       s->ttl_from != 0)
     return SLUICE_EINVAL;
   sluice_program_step_op(p, 0, &op);
-  rc = sluice__op_validate_shape(&op);
-  return rc != SLUICE_OK ? rc : sluice__keys_check(&op);
+  return sluice_op_validate(&op); /* a single bucket's fast check */
 }
 
 int sluice_program_validate(const sluice_program *p) {
@@ -333,10 +331,16 @@ int sluice__program_single(const sluice_program *p, const sluice_state *in,
   int rc;
   /* Step 0 always runs: a guard can only look at an earlier step. */
   sluice__program_start(r, now);
-  sluice_program_step_op(p, 0, &op);
-  rc = sluice_op_step_single(&op, in, out, now, &r->v[0], expiry);
-  if (rc != SLUICE_OK)
-    return rc;
+  if (s->algo == SLUICE_ALGO_GCRA && s->kind != SLUICE_OP_ADJUST) {
+    /* One bucket straight to its int64 step (no op to make). */
+    sluice__gcra_one((const sluice_gcra_params *)s->params, s->kind, s->arg,
+                     in, out, now, &r->v[0], expiry);
+  } else {
+    sluice_program_step_op(p, 0, &op);
+    rc = sluice_op_step_single(&op, in, out, now, &r->v[0], expiry);
+    if (rc != SLUICE_OK)
+      return rc;
+  }
   /* A gate that denied writes nothing (a denied bucket wrote nothing). */
   if (sluice__program_fold(p, 0, r) && memcmp(out, in, sizeof *out) != 0) {
     *out = *in;
