@@ -15,7 +15,7 @@
 ** Stores tolerated that already: two threads that clamp in one order may
 ** reach the store in the other.  Real clock steps are far larger (ntpd and
 ** chrony slew offsets below 128 ms and step only above), and the steps
-** themselves never refund or double-charge (DESIGN.md).
+** themselves never refund or double-charge (README.md's invariants).
 */
 #include <stdatomic.h>
 #include <stdio.h>

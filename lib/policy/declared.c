@@ -12,8 +12,8 @@
 ** refuses ends the request, and the groups before it get back what they
 ** took, each in one more call (give_back(): a count ADJUSTed out of the
 ** window it went into, a bucket refunded, a lease released).  So a refused
-** request is charged nothing by any limit once decided (DESIGN.md: a
-** denied request consumes nothing); a concurrent request may meanwhile
+** request is charged nothing by any limit once decided (README.md's
+** invariant: a denied request consumes nothing); a concurrent request may meanwhile
 ** find a group charged and be refused, never admitted beyond a limit (each
 ** limit is decided inside its own group's call).  The binding limit is the
 ** one that refused, or, when every limit passed, the one with the least
@@ -659,7 +659,8 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     kc->g[i].folded = 0;
   /* A group keyed by unauthenticated input (the client address, an
   ** attribute of `untrusted`, a path parameter) keys strangers' records:
-  ** they live within that class's own bound (DESIGN.md).  Every other
+  ** they live within that class's own bound (docs/backends.md, Record
+** classes).  Every other
   ** scope is the service's own. */
   g->nk = g->ns = 0;
   g->rclass = tg >= 0 || dr->n > 0

@@ -1,5 +1,5 @@
 /*
-** The Redis module's wire decoding (backends/redis/module/wire.c) without
+** The Redis module's wire decoding (backends/redis/module/rm_wire.c) without
 ** Redis: what the store sends decodes to the operation and program it
 ** came from, the verdict bytes sit where redis_codec.c reads them, and
 ** arguments cut short or mutated at random never decode to something the

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../common/shuffle.h"
+#include "shuffle.h"
 #include "sluice.h"
 
 #define BATCH 16

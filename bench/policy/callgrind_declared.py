@@ -3,7 +3,7 @@
 
   callgrind_declared.py BENCH [--n N] [--top K] [CASE...]
 
-BENCH is build/tests/bench/bench-declared; CASE is one (a route of one
+BENCH is build/bench/policy/bench-declared; CASE is one (a route of one
 declared limit), four (a route of four), file (the ledger's standard
 request as etc/ledger.conf writes it), split (two limits in two hash-tag
 groups) or standard (the built-in ledger flow's, where the library still

@@ -41,9 +41,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../bench/dram_floor.h"
+#include "dram_floor.h"
 #include "sluice.h"
-#include "../common/one_step.h"
+#include "../../tests/common/one_step.h"
 #include <sluice/sluice_mem.h>
 #include <sluice/sluice_shm.h>
 

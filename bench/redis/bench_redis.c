@@ -29,7 +29,7 @@
 #include <time.h>
 
 #include "sluice.h"
-#include "../common/one_step.h"
+#include "../../tests/common/one_step.h"
 #include "sluice_rcl_script.h" /* the store's script, built */
 
 #define BATCH 100

@@ -18,7 +18,7 @@
 ** N more inside counted(), for callgrind_declared.py to count
 ** instructions in (the records exist by then, as in the timed rounds),
 ** and prints the counted ones' CPU ns per decision
-** (tests/bench/ab_rounds.py compares two builds by it); exit 77 for
+** (bench/ab_rounds.py compares two builds by it); exit 77 for
 ** standard when the built-in flow is gone.
 */
 #include <stdio.h>

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "sluice.h"
-#include "../common/one_step.h"
+#include "../../tests/common/one_step.h"
 
 #define NKEYS 10000
 #define MIN_DECISIONS 200
