@@ -163,7 +163,7 @@ SLUICE_EXPORT int sluice_limiter_get(sluice_limiter *lim, const void *key,
 SLUICE_EXPORT int sluice_limiter_delete(sluice_limiter *lim, const void *key,
                                         size_t keylen);
 /** Control op any store may answer (sluice_limiter_control): `arg` is a
- *  `const sluice_op *` that sluice_op_validate_params() accepts.
+ *  `const sluice_op *` with valid parameters (its keys are not read).
  *  SLUICE_OK: the store decides ops with these parameters exactly;
  *  SLUICE_ERANGE: they lie beyond its range, and every such op would be
  *  refused (the redis store: GCRA burst * period_ns, windows, boxes and

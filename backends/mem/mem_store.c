@@ -14,7 +14,7 @@
 ** all of them, which makes a group (tenant bucket + key bucket, a lease set)
 ** one atomic unit.
 **
-** Reclamation: a record whose expiry (sluice_op_expiry) has passed is
+** Reclamation: a record whose expiry (sluice__op_expiry) has passed is
 ** exactly a fresh key, so its slot is reused when its key comes back, freed
 ** when a step leaves it fresh, and dropped when a shard is rebuilt (which
 ** happens before the shard would grow).  Nothing live is ever dropped: at
@@ -41,6 +41,9 @@
 #include "job.h"
 #include "mem_memo.h"
 #include "sluice.h"
+#include "siphash.h"
+#include "random.h"
+#include "store.h"
 #include <sluice/sluice_mem.h>
 
 #define NSHARD 64
@@ -103,7 +106,7 @@ static int table_alloc(mem_store *m, size_t bytes, shard *out) {
     if (out->slots)
       return SLUICE_OK; /* mmap zeroes it */
   }
-  out->slots = sluice_store_malloc(&m->base, bytes);
+  out->slots = sluice__store_malloc(&m->base, bytes);
   if (!out->slots)
     return SLUICE_ENOMEM;
   memset(out->slots, 0, bytes);
@@ -119,7 +122,7 @@ static void table_free(mem_store *m, const shard *t, size_t bytes) {
   if (t->mapped)
     sluice__huge_unmap(t->slots, t->mapped);
   else
-    sluice_store_free(&m->base, t->slots, bytes);
+    sluice__store_free(&m->base, t->slots, bytes);
 }
 
 typedef struct fpkey {
@@ -129,7 +132,7 @@ typedef struct fpkey {
 static fpkey fingerprint(const mem_store *m, const sluice_key *k) {
   uint8_t h[16];
   fpkey f;
-  sluice_siphash13_128(m->hkey, k->data, k->len, h);
+  sluice__siphash13_128(m->hkey, k->data, k->len, h);
   memcpy(f.fp, h, 16);
   if (f.fp[0] == 0 && f.fp[1] == 0)
     f.fp[0] = 1; /* {0,0} marks an empty slot */
@@ -329,14 +332,14 @@ static int claim_untrusted(mem_store *m, int64_t n) {
   return SLUICE_OK;
 }
 
-static int mem_apply_locked(mem_store *m, const sluice_job *job,
+static int mem_apply_locked(mem_store *m, const sluice__job *job,
                             const fpkey *f, int64_t now) {
   sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
   int64_t exp[SLUICE_PROGRAM_KEYS];
   long at[SLUICE_PROGRAM_KEYS];
   size_t gap[SLUICE_PROGRAM_KEYS]; /* an absent key's empty slot */
   int i, rc, nnew = 0, inserted = 0, moved = 0, n = job->nkeys;
-  int untrusted = sluice_job_record_class(job) != SLUICE_CLASS_SERVICE;
+  int untrusted = sluice__job_record_class(job) != SLUICE_CLASS_SERVICE;
   uint64_t reserved = 0; /* shards whose room is made */
 
   if (n < 1) /* mem_job_pre() checked; this tells the compiler in[] is set */
@@ -349,12 +352,12 @@ static int mem_apply_locked(mem_store *m, const sluice_job *job,
     else
       memset(&in[i], 0, sizeof in[i]);
   }
-  rc = sluice_job_run(job, in, out, now);
+  rc = sluice__job_run(job, in, out, now);
   if (rc != SLUICE_OK)
     return rc;
   /* Everything that can fail happens before the first write. */
   for (i = 0; i < n; i++) {
-    exp[i] = sluice_job_expiry(job, i, &out[i]);
+    exp[i] = sluice__job_expiry(job, i, &out[i]);
     nnew += at[i] < 0 && exp[i] > now;
   }
   if (nnew > 0 && (untrusted ? claim_untrusted(m, nnew)
@@ -447,7 +450,7 @@ static int64_t sweep_all(mem_store *m, int64_t now) {
 ** run under them.  pre: the fingerprints of the
 ** first npre keys, made already (a batch's staging); the rest are made
 ** here. */
-static int mem_job_pre(sluice_store *s, const sluice_job *job, int64_t now,
+static int mem_job_pre(sluice_store *s, const sluice__job *job, int64_t now,
                        const fpkey *pre, int npre) {
   mem_store *m = (mem_store *)s;
   fpkey f[SLUICE_PROGRAM_KEYS];
@@ -467,7 +470,7 @@ static int mem_job_pre(sluice_store *s, const sluice_job *job, int64_t now,
     lock_group(m, f, n, 0);
   }
   if (rc == SLUICE_EFULL &&
-      sluice_job_record_class(job) != SLUICE_CLASS_SERVICE)
+      sluice__job_record_class(job) != SLUICE_CLASS_SERVICE)
     sluice_store_seterr(s, rc, 0,
                         "mem store holds max_keys=%lld live records, or "
                         "untrusted=%lld of untrusted ones",
@@ -593,11 +596,11 @@ static int run_stage(mem_store *m, const sluice_program *p, fpkey *f) {
 /* One program, its first nf fingerprints made already. */
 static int mem_run_one(mem_store *m, const sluice_program *p, int64_t now,
                        sluice_program_result *r, const fpkey *f, int nf) {
-  sluice_job job;
+  sluice__job job;
   int rc;
   if (is_single(p) && mem_one(m, p, now, r, &rc, nf ? f : NULL))
     return rc;
-  sluice_job_program(&job, p, r);
+  sluice__job_program(&job, p, r);
   return mem_job_pre(&m->base, &job, now, f, nf);
 }
 
@@ -704,7 +707,7 @@ static int mem_close(sluice_store *s) {
     pthread_mutex_destroy(&sh->mu);
   }
   if (m->memo_mem)
-    sluice_store_free(s, m->memo_mem, sizeof(memo) + MEMO_ALIGN - 1);
+    sluice__store_free(s, m->memo_mem, sizeof(memo) + MEMO_ALIGN - 1);
   return SLUICE_OK;
 }
 
@@ -728,33 +731,33 @@ static int mem_open(const sluice_backend *b, const char *uri,
   if (cfg->flags & SLUICE_OPEN_READONLY)
     return sluice_store_seterr(s, SLUICE_ENOTSUP, 0,
                                "mem: read-only open is not supported");
-  rc = sluice_uri_int(uri, "max_keys", 0, &m->max_keys);
+  rc = sluice__uri_int(uri, "max_keys", 0, &m->max_keys);
   if (rc != SLUICE_OK)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "mem: max_keys must be a non-negative integer");
   m->max_untrusted = m->max_keys / 4 > 0 ? m->max_keys / 4 : m->max_keys;
-  rc = sluice_uri_int(uri, "untrusted", m->max_untrusted, &m->max_untrusted);
+  rc = sluice__uri_int(uri, "untrusted", m->max_untrusted, &m->max_untrusted);
   if (rc != SLUICE_OK || m->max_untrusted < 0 ||
       (m->max_keys > 0 && m->max_untrusted > m->max_keys))
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "mem: untrusted must be 0..max_keys");
-  rc = sluice_uri_int(uri, "huge_pages", 0, &huge);
+  rc = sluice__uri_int(uri, "huge_pages", 0, &huge);
   if (rc != SLUICE_OK || huge > 1)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "mem: huge_pages must be 0 or 1");
   m->huge = (int)huge;
-  rc = sluice_uri_int(uri, "memo", 1, &memo_on);
+  rc = sluice__uri_int(uri, "memo", 1, &memo_on);
   if (rc != SLUICE_OK || memo_on > 1)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "mem: memo must be 0 or 1");
-  rc = sluice_random_bytes(m->hkey, sizeof m->hkey);
+  rc = sluice__random_bytes(m->hkey, sizeof m->hkey);
   if (rc != SLUICE_OK)
     return sluice_store_seterr(s, rc, 0,
                                "mem: no random source for the hash key");
   s->pMethods = &mem_methods; /* from here on xClose frees what was made */
   for (i = 0; i < NSHARD; i++) {
     shard *sh = &m->shards[i];
-    sh->slots = sluice_store_malloc(s, MIN_SLOTS * sizeof(slot));
+    sh->slots = sluice__store_malloc(s, MIN_SLOTS * sizeof(slot));
     if (!sh->slots)
       return sluice_store_seterr(s, SLUICE_ENOMEM, 0, "mem: out of memory");
     memset(sh->slots, 0, MIN_SLOTS * sizeof(slot));
@@ -764,7 +767,7 @@ static int mem_open(const sluice_backend *b, const char *uri,
   if (memo_on) {
     /* Aligned by hand, since the allocator promises no more than malloc's
     ** alignment: a line must not share a cache line with another. */
-    m->memo_mem = sluice_store_malloc(s, sizeof(memo) + MEMO_ALIGN - 1);
+    m->memo_mem = sluice__store_malloc(s, sizeof(memo) + MEMO_ALIGN - 1);
     if (!m->memo_mem)
       return sluice_store_seterr(s, SLUICE_ENOMEM, 0, "mem: out of memory");
     m->memo = (memo *)(((uintptr_t)m->memo_mem + MEMO_ALIGN - 1) &

@@ -70,6 +70,8 @@
 
 #include "redis_int.h"
 #include "split.h"
+#include "op.h"
+#include "store.h"
 
 /* ----------------------------------------------------------- methods --- */
 
@@ -78,7 +80,7 @@ static int prog_range_check(const sluice_program *p) {
   int i, rc;
   for (i = 0; i < p->nsteps; i++) {
     sluice_op op;
-    sluice_program_step_op(p, i, &op);
+    sluice__program_step_op(p, i, &op);
     if ((rc = sluice__rcl_range_check(&op)) != SLUICE_OK)
       return rc;
   }
@@ -99,11 +101,11 @@ static int submit(sluice_store *s, int n, const sluice_op *ops,
   if (n <= 0)
     return SLUICE_OK;
   if (n > RCL_STACK_JOBS) {
-    jobs = sluice_store_malloc(s, sizeof(rcl_job) * (size_t)n);
-    map = sluice_store_malloc(s, sizeof(int) * (size_t)n);
+    jobs = sluice__store_malloc(s, sizeof(rcl_job) * (size_t)n);
+    map = sluice__store_malloc(s, sizeof(int) * (size_t)n);
     if (!jobs || !map) {
-      sluice_store_free(s, jobs, sizeof(rcl_job) * (size_t)n);
-      sluice_store_free(s, map, sizeof(int) * (size_t)n);
+      sluice__store_free(s, jobs, sizeof(rcl_job) * (size_t)n);
+      sluice__store_free(s, map, sizeof(int) * (size_t)n);
       return SLUICE_ENOMEM;
     }
   }
@@ -141,8 +143,8 @@ static int submit(sluice_store *s, int n, const sluice_op *ops,
   for (i = 0; i < nj; i++)
     rcs[map[i]] = jobs[i].rc;
   if (jobs != stack) {
-    sluice_store_free(s, jobs, sizeof(rcl_job) * (size_t)n);
-    sluice_store_free(s, map, sizeof(int) * (size_t)n);
+    sluice__store_free(s, jobs, sizeof(rcl_job) * (size_t)n);
+    sluice__store_free(s, map, sizeof(int) * (size_t)n);
   }
   return rc;
 }
@@ -245,7 +247,7 @@ static int rcl_control(sluice_store *s, int op, void *arg) {
     return sluice__rcl_split_control(home, op, arg);
   if (op == SLUICE_CTL_PARAMS_IN_RANGE) {
     /* The check every op gets before a command is sent, asked ahead. */
-    if (!arg || (rc = sluice_op_validate_params(arg)) != SLUICE_OK)
+    if (!arg || (rc = sluice__op_validate_params(arg)) != SLUICE_OK)
       return arg ? rc : SLUICE_EINVAL;
     rc = sluice__rcl_range_check(arg);
     return rc == SLUICE_ERANGE
@@ -317,7 +319,7 @@ static void lane_free(rcl_store *home, rcl_store *l) {
   for (i = 0; i < l->nnodes; i++)
     sluice__rcl_node_drop(&l->nodes[i]);
   pthread_mutex_destroy(&l->mu);
-  sluice_store_free(&home->base, l->cmd, sizeof *l->cmd);
+  sluice__store_free(&home->base, l->cmd, sizeof *l->cmd);
 }
 
 static int rcl_close(sluice_store *s) {
@@ -325,21 +327,21 @@ static int rcl_close(sluice_store *s) {
   int k;
   for (k = 1; k < r->nlanes; k++) {
     lane_free(r, r->lanes[k]);
-    sluice_store_free(s, r->lanes[k], sizeof *r);
+    sluice__store_free(s, r->lanes[k], sizeof *r);
   }
   if (r->split) {
     lane_free(r, r->split);
-    sluice_store_free(s, r->split, sizeof *r);
+    sluice__store_free(s, r->split, sizeof *r);
   }
-  sluice_store_free(s, r->lanes, sizeof *r->lanes * RCL_POOL_MAX);
+  sluice__store_free(s, r->lanes, sizeof *r->lanes * RCL_POOL_MAX);
   if (r->fork_page)
     munmap((void *)r->fork_page, (size_t)sysconf(_SC_PAGESIZE));
   lane_free(r, r);
   if (r->conf) {
     sluice__rcl_conf_free(r->conf);
-    sluice_store_free(s, r->conf, sizeof *r->conf);
+    sluice__store_free(s, r->conf, sizeof *r->conf);
   }
-  sluice_store_free(s, r->url_params, r->url_params_len);
+  sluice__store_free(s, r->url_params, r->url_params_len);
   return SLUICE_OK;
 }
 
@@ -366,14 +368,14 @@ static const char *const known_params[] = {
 ** checks "k=v" strings only, leaves its check to the backend. */
 static int check_params(sluice_store *s, const char *uri) {
   char msg[512];
-  int rc = sluice_uri_check("redis", uri, known_params, msg, sizeof msg);
+  int rc = sluice__uri_check("redis", uri, known_params, msg, sizeof msg);
   return rc == SLUICE_OK ? rc : sluice_store_seterr(s, rc, 0, "%s", msg);
 }
 
 static int int_param(sluice_store *s, const char *uri, const char *name,
                      int64_t dflt, int64_t lo, int64_t hi, int *out) {
   int64_t v;
-  if (sluice_uri_int(uri, name, dflt, &v) != SLUICE_OK || v < lo || v > hi)
+  if (sluice__uri_int(uri, name, dflt, &v) != SLUICE_OK || v < lo || v > hi)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "redis: %s must be an integer in %lld..%lld",
                                name, (long long)lo, (long long)hi);
@@ -429,14 +431,14 @@ static int parse_nodes(rcl_store *r, const char *v, size_t len) {
 /* A copy of lane 0 (its parameters and whatever slot map it has) without
 ** connections; a lane connects on first use. */
 static rcl_store *lane_copy(rcl_store *r) {
-  rcl_store *l = sluice_store_malloc(&r->base, sizeof *l);
+  rcl_store *l = sluice__store_malloc(&r->base, sizeof *l);
   int i;
   if (!l)
     return NULL;
   memcpy(l, r, sizeof *l);
-  l->cmd = sluice_store_malloc(&r->base, sizeof *l->cmd);
+  l->cmd = sluice__store_malloc(&r->base, sizeof *l->cmd);
   if (!l->cmd) {
-    sluice_store_free(&r->base, l, sizeof *l);
+    sluice__store_free(&r->base, l, sizeof *l);
     return NULL;
   }
   memset(l->cmd, 0, sizeof *l->cmd);
@@ -459,7 +461,7 @@ static rcl_store *lane_copy(rcl_store *r) {
 /* Lanes 1..pool-1, and the routing of calls in two halves. */
 static int make_lanes(rcl_store *r, int pool) {
   int k;
-  r->lanes = sluice_store_malloc(&r->base, sizeof *r->lanes * RCL_POOL_MAX);
+  r->lanes = sluice__store_malloc(&r->base, sizeof *r->lanes * RCL_POOL_MAX);
   if (!r->lanes)
     return SLUICE_ENOMEM;
   r->lanes[0] = r;
@@ -487,8 +489,8 @@ static int rcl_open_as(const char *uri, const sluice_store_config *cfg,
   r->home = r;
   r->nlanes = 1;
   pthread_mutex_init(&r->mu, NULL);
-  r->cmd = sluice_store_malloc(s, sizeof *r->cmd);
-  r->conf = sluice_store_malloc(s, sizeof *r->conf);
+  r->cmd = sluice__store_malloc(s, sizeof *r->cmd);
+  r->conf = sluice__store_malloc(s, sizeof *r->conf);
   s->pMethods = &rcl_methods; /* from here xClose cleans up */
   if (!r->cmd || !r->conf)
     return sluice_store_seterr(s, SLUICE_ENOMEM, 0, "redis: out of memory");
@@ -496,7 +498,7 @@ static int rcl_open_as(const char *uri, const sluice_store_config *cfg,
   memset(r->conf, 0, sizeof *r->conf);
   if (uri[0] == '/' && uri[1] == '/') {
     r->url_params_len = strlen(uri) + 64;
-    r->url_params = sluice_store_malloc(s, r->url_params_len);
+    r->url_params = sluice__store_malloc(s, r->url_params_len);
     if (!r->url_params)
       return sluice_store_seterr(s, SLUICE_ENOMEM, 0, "redis: out of memory");
     rc = sluice__rcl_url_rewrite(s, uri, r->conf, r->url_params,

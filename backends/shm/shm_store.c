@@ -82,7 +82,7 @@
 ** the fresh record, and if the group would now be denied the records
 ** already charged are rolled back: an exact CAS, or, when another process
 ** has written the record since, a CAS that takes out this write alone
-** (sluice_job_undo; docs/shm.md says where that is exact).  So
+** (sluice__job_undo; docs/shm.md says where that is exact).  So
 ** the per-key bound  admitted <= burst + rate * elapsed  holds under any
 ** interleaving and any crash, give or take the one inexact refund (rate *
 ** the clock difference of two racing decisions, once per busy period); a crash loses at most the decision in flight
@@ -141,6 +141,9 @@
 #include "huge.h"
 #include "job.h"
 #include "sluice.h"
+#include "siphash.h"
+#include "random.h"
+#include "store.h"
 #include <sluice/sluice_shm.h>
 
 #if !defined(CK_F_PR_CAS_64_2) || !defined(CK_F_PR_LOAD_64_2)
@@ -310,7 +313,7 @@ static void khash_of(shm_store *t, const sluice_key *key, int cls, int evict,
                      khash *k) {
   uint8_t h[16];
   uint64_t h0, h1;
-  sluice_siphash13_128(t->hkey, key->data, key->len, h);
+  sluice__siphash13_128(t->hkey, key->data, key->len, h);
   /* Host byte order, as in the mem store: a mapping is only ever shared
   ** by processes of one host (and this table needs x86-64's cmpxchg16b). */
   memcpy(&h0, h, 8);
@@ -625,15 +628,15 @@ typedef struct member {
   int done;         /* written */
 } member;
 
-static void decode(member *g, const sluice_job *job, int i, int64_t now) {
+static void decode(member *g, const sluice__job *job, int i, int64_t now) {
   g->in.w[0] = g->x[0] ^ g->mk[0];
   g->in.w[1] = g->x[1] ^ g->mk[1];
-  if (sluice_job_expiry(job, i, &g->in) <= now)
+  if (sluice__job_expiry(job, i, &g->in) <= now)
     memset(&g->in, 0, sizeof g->in);
 }
 
 /* Read member i's state and check its binding still holds. */
-static int member_read(shm_store *t, member *g, const sluice_job *job, int i,
+static int member_read(shm_store *t, member *g, const sluice__job *job, int i,
                        int64_t now) {
   shm_slot *s;
   uint64_t m[2];
@@ -666,14 +669,14 @@ static void encode(const member *g, const sluice_state *st, uint64_t out[2]) {
   out[1] = st->w[1] ^ g->mk[1];
 }
 
-static int run_step(const sluice_job *job, member *g, int64_t now) {
+static int run_step(const sluice__job *job, member *g, int64_t now) {
   sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
   int i, rc;
   for (i = 0; i < job->nkeys; i++)
     in[i] = g[i].in;
   /* The core validated the op before xApply; a retry re-runs only the
   ** step, which keeps the window between read and CAS short. */
-  rc = sluice_job_run(job, in, out, now);
+  rc = sluice__job_run(job, in, out, now);
   if (rc != SLUICE_OK)
     return rc;
   for (i = 0; i < job->nkeys; i++) {
@@ -685,10 +688,10 @@ static int run_step(const sluice_job *job, member *g, int64_t now) {
 
 /* Undo the writes already made: an exact CAS back to the pre-image; when
 ** others have written the record since, re-read it and take out only this
-** write's contribution (sluice_job_undo: the charge, the count, the slot),
+** write's contribution (sluice__job_undo: the charge, the count, the slot),
 ** so that a denial leaves no charge behind even under contention.  What
 ** the undo cannot take out exactly stays (only under-admits). */
-static void rollback(shm_store *t, member *g, int n, const sluice_job *job,
+static void rollback(shm_store *t, member *g, int n, const sluice__job *job,
                      int64_t now) {
   int i;
   for (i = 0; i < n; i++) {
@@ -710,7 +713,7 @@ static void rollback(shm_store *t, member *g, int n, const sluice_job *job,
         break;
       now_is.w[0] = cur[0] ^ g[i].mk[0];
       now_is.w[1] = cur[1] ^ g[i].mk[1];
-      if (!sluice_job_undo(job, i, &g[i].in, &g[i].out, &now_is, now, &fixed))
+      if (!sluice__job_undo(job, i, &g[i].in, &g[i].out, &now_is, now, &fixed))
         break;
       exp[0] = cur[0];
       exp[1] = cur[1];
@@ -735,7 +738,7 @@ static unsigned lost_cas_pause(unsigned spins) {
 }
 
 /* Write the changed members in order.  1: committed; 0: start over. */
-static int commit(shm_store *t, member *g, const sluice_job *job,
+static int commit(shm_store *t, member *g, const sluice__job *job,
                   int64_t now) {
   int i, j, any = 0, tight = 0, n = job->nkeys;
   unsigned backoff = BACKOFF_MIN;
@@ -745,7 +748,7 @@ static int commit(shm_store *t, member *g, const sluice_job *job,
       continue;
     for (;;) {
       uint64_t set[2], cur[2];
-      int64_t e = sluice_job_expiry(job, i, &g[i].out);
+      int64_t e = sluice__job_expiry(job, i, &g[i].out);
       if (!raise_expiry(s, g[i].m, e, now)) {
         rollback(t, g, i, job, now);
         return 0;
@@ -814,13 +817,13 @@ static int commit(shm_store *t, member *g, const sluice_job *job,
 ** Records its steps may write are not watched: a lease slot that another
 ** process took meanwhile does not undo a grant of another slot, and undoing
 ** a release that someone has already used cannot succeed. */
-static int unchanged_since_read(shm_store *t, const sluice_job *job,
+static int unchanged_since_read(shm_store *t, const sluice__job *job,
                                 member *g, int n, int64_t now) {
   int i;
   for (i = 0; i < n; i++) {
     uint64_t x[2], m[2];
     shm_slot *s;
-    if (g[i].need || !sluice_job_watched(job, i))
+    if (g[i].need || !sluice__job_watched(job, i))
       continue;
     if (!g[i].bound) {
       uint32_t d;
@@ -841,7 +844,7 @@ static int unchanged_since_read(shm_store *t, const sluice_job *job,
 /* A program over its records, lock-free. */
 /* `pre`: the keys' hashes, already made (a batch makes them ahead to
 ** prefetch their slots), or NULL. */
-static int shm_job(sluice_store *st, const sluice_job *job, int64_t now,
+static int shm_job(sluice_store *st, const sluice__job *job, int64_t now,
                    const khash *pre) {
   shm_store *t = (shm_store *)st;
   member g[SLUICE_PROGRAM_KEYS];
@@ -853,8 +856,8 @@ static int shm_job(sluice_store *st, const sluice_job *job, int64_t now,
     if (pre)
       g[i].k = pre[i];
     else
-      khash_of(t, &job->keys[i], sluice_job_record_class(job),
-               sluice_job_evictable(job, i), &g[i].k);
+      khash_of(t, &job->keys[i], sluice__job_record_class(job),
+               sluice__job_evictable(job, i), &g[i].k);
   }
 
   for (attempt = 0; attempt < RETRY_MAX; attempt++) {
@@ -1054,10 +1057,10 @@ static void prog_khash(shm_store *t, const sluice_program *p, int i,
                        khash *k) {
   int evict = 0;
   if (p->record_class != SLUICE_CLASS_SERVICE) {
-    sluice_job j;
+    sluice__job j;
     sluice_program_result unused;
-    sluice_job_program(&j, p, &unused);
-    evict = sluice_job_evictable(&j, i);
+    sluice__job_program(&j, p, &unused);
+    evict = sluice__job_evictable(&j, i);
   }
   khash_of(t, &p->keys[i], (int)p->record_class, evict, k);
 }
@@ -1067,7 +1070,7 @@ static void prog_khash(shm_store *t, const sluice_program *p, int i,
 static int shm_run_one(sluice_store *st, const sluice_program *p,
                        int64_t now, sluice_program_result *res,
                        const khash *pre) {
-  sluice_job job;
+  sluice__job job;
   khash k;
   int rc;
   if (p->nkeys == 1 && p->nsteps == 1) {
@@ -1078,7 +1081,7 @@ static int shm_run_one(sluice_store *st, const sluice_program *p,
     if (shm_one((shm_store *)st, p, now, res, &rc, pre))
       return rc;
   }
-  sluice_job_program(&job, p, res);
+  sluice__job_program(&job, p, res);
   return shm_job(st, &job, now, pre);
 }
 
@@ -1348,7 +1351,7 @@ static const sluice_store_methods shm_methods = {
 static const uint8_t check_key[16] = "sluice-shm-hdr-1";
 
 static uint64_t header_check(const shm_header *h) {
-  return sluice_siphash64(check_key, (const uint8_t *)h + 8,
+  return sluice__siphash64(check_key, (const uint8_t *)h + 8,
                           offsetof(shm_header, check) - 8);
 }
 
@@ -1455,7 +1458,7 @@ static int shm_open_store(const sluice_backend *b, const char *uri,
     path[len] = '\0';
     name = path;
   }
-  if (sluice_uri_int(uri, "fd", -1, &fdnum) != SLUICE_OK ||
+  if (sluice__uri_int(uri, "fd", -1, &fdnum) != SLUICE_OK ||
       fdnum > INT_MAX)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "shm: fd must be a descriptor number");
@@ -1463,21 +1466,21 @@ static int shm_open_store(const sluice_backend *b, const char *uri,
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "shm: give exactly one of name=/NAME or fd=N");
   have_cap = sluice_uri_param(uri, "capacity", &v, &len) == SLUICE_OK;
-  if (sluice_uri_int(uri, "capacity", DEFAULT_CAPACITY, &capacity) !=
+  if (sluice__uri_int(uri, "capacity", DEFAULT_CAPACITY, &capacity) !=
           SLUICE_OK ||
       capacity < 1 || capacity > MAX_CAPACITY)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "shm: capacity must be 1..2^32 keys");
   have_ucap = sluice_uri_param(uri, "untrusted", &v, &len) == SLUICE_OK;
   ucapacity = capacity / 4 > MIN_UNTRUSTED ? capacity / 4 : MIN_UNTRUSTED;
-  if (sluice_uri_int(uri, "untrusted", ucapacity, &ucapacity) != SLUICE_OK ||
+  if (sluice__uri_int(uri, "untrusted", ucapacity, &ucapacity) != SLUICE_OK ||
       ucapacity < MIN_UNTRUSTED || ucapacity > MAX_CAPACITY)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "shm: untrusted must be 64..2^32 keys");
-  if (sluice_uri_int(uri, "create", 0, &create_p) != SLUICE_OK ||
+  if (sluice__uri_int(uri, "create", 0, &create_p) != SLUICE_OK ||
       create_p > 1)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0, "shm: create must be 0 or 1");
-  if (sluice_uri_int(uri, "huge_pages", 0, &huge_p) != SLUICE_OK || huge_p > 1)
+  if (sluice__uri_int(uri, "huge_pages", 0, &huge_p) != SLUICE_OK || huge_p > 1)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "shm: huge_pages must be 0 or 1");
   create = create_p || (cfg->flags & SLUICE_OPEN_CREATE);
@@ -1576,7 +1579,7 @@ static int shm_open_store(const sluice_backend *b, const char *uri,
     h->unslots = unslots;
     h->uwindow = unslots < PROBE_WINDOW ? (uint32_t)unslots : PROBE_WINDOW;
     h->total_bytes = total;
-    rc = sluice_random_bytes(h->hkey, sizeof h->hkey);
+    rc = sluice__random_bytes(h->hkey, sizeof h->hkey);
     if (rc != SLUICE_OK) {
       ck_pr_store_32(&h->init_claim, 0);
       rc = sluice_store_seterr(s, rc, 0, "shm: no random source");

@@ -29,6 +29,7 @@
 #include "dram_floor.h"
 #include "sluice.h"
 #include "sluice/sluice_mem.h"
+#include "op.h"
 
 static double clock_s(clockid_t id) {
   struct timespec t;
@@ -249,7 +250,7 @@ int main(int argc, char **argv) {
       s = (sluice_state){{0, 0}};
       t0 = mono();
       for (int i = 0; i < n; i++) {
-        sluice_gcra_step(&P[0], &s, T0 + (int64_t)i * STEP_NS,
+        sluice__gcra_step(&P[0], &s, T0 + (int64_t)i * STEP_NS,
                          SLUICE_OP_CONSUME, 1, &s, &v);
         acc += v.allowed;
       }

@@ -44,6 +44,8 @@
 #include "dram_floor.h"
 #include "sluice.h"
 #include "../../tests/common/one_step.h"
+#include "siphash.h"
+#include "random.h"
 #include <sluice/sluice_mem.h>
 #include <sluice/sluice_shm.h>
 
@@ -120,7 +122,7 @@ static mx_table *mx_create(uint64_t capacity) {
   pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
   pthread_mutex_init(&t->mu, &a);
   t->nslots = nslots;
-  sluice_random_bytes(t->hkey, sizeof t->hkey);
+  sluice__random_bytes(t->hkey, sizeof t->hkey);
   return t;
 }
 
@@ -131,7 +133,7 @@ static int mx_run(mx_table *t, const sluice_program *p, int64_t now,
   mx_slot *s = NULL;
   sluice_state in, out;
   int rc;
-  sluice_siphash13_128(t->hkey, p->keys[0].data, p->keys[0].len, h);
+  sluice__siphash13_128(t->hkey, p->keys[0].data, p->keys[0].len, h);
   memcpy(fp, h, 16);
   fp[0] |= 1;
   i = (uint64_t)(((unsigned __int128)fp[1] * t->nslots) >> 64);

@@ -25,6 +25,7 @@
 */
 #include "ledger_api.h"
 #include "opt_int.h"
+#include <sys/random.h>
 
 
 server S;
@@ -753,11 +754,11 @@ int main(int argc, char **argv) {
       fprintf(stderr, "ledger-api: --secret-file %s: %s\n", secret_path, err);
       return EX_USAGE_;
     }
-  } else if (sluice_random_bytes(S.secret, 16) != SLUICE_OK) {
+  } else if (getrandom(S.secret, 16, 0) != 16) {
     fprintf(stderr, "ledger-api: no OS randomness for the secret\n");
     return EX_RUNTIME;
   }
-  if (sluice_random_bytes(S.hash_key, 16) != SLUICE_OK)
+  if (getrandom(S.hash_key, 16, 0) != 16)
     return EX_RUNTIME;
   /* Check the configuration now, so a typo is reported once, by name;
   ** and the keys against it. */

@@ -11,7 +11,7 @@
 #include "program_int.h"
 #include "sluice/backend.h"
 
-void sluice_program_step_op(const sluice_program *p, int i, sluice_op *op) {
+void sluice__program_step_op(const sluice_program *p, int i, sluice_op *op) {
   const sluice_step *s = &p->steps[i];
   op->algo = s->algo;
   op->kind = s->kind;
@@ -153,7 +153,7 @@ static int shape_check(const sluice_program *p) {
         s->ttl_from < 0 || s->ttl_from > i ||
         (s->ttl_from && s->algo != SLUICE_ALGO_LEASE))
       return SLUICE_EINVAL;
-    sluice_program_step_op(p, i, &op);
+    sluice__program_step_op(p, i, &op);
     rc = sluice__op_validate_shape(&op);
     if (rc != SLUICE_OK)
       return rc;
@@ -172,8 +172,8 @@ static int single_check(const sluice_program *p) {
       (s->fold != SLUICE_FOLD_GATE && s->fold != SLUICE_FOLD_NOTE) ||
       s->ttl_from != 0)
     return SLUICE_EINVAL;
-  sluice_program_step_op(p, 0, &op);
-  return sluice_op_validate(&op); /* a single bucket's fast check */
+  sluice__program_step_op(p, 0, &op);
+  return sluice__op_validate(&op); /* a single bucket's fast check */
 }
 
 int sluice_program_validate(const sluice_program *p) {
@@ -237,7 +237,7 @@ void sluice__program_op(const sluice_program *p, int i,
                         const sluice_program_result *r, sluice_op *op,
                         sluice_lease_params *lp) {
   const sluice_step *s = &p->steps[i];
-  sluice_program_step_op(p, i, op);
+  sluice__program_step_op(p, i, op);
   if (s->ttl_from) {
     int64_t t = r->v[s->ttl_from - 1].retry_after_ns;
     *lp = *(const sluice_lease_params *)s->params;
@@ -284,7 +284,7 @@ int sluice__program_run_valid(const sluice_program *p, const sluice_state *in,
       continue;
     }
     sluice__program_op(p, i, r, &op, &lp);
-    rc = sluice_op_step_validated(&op, cur + s->key, cur + s->key, now, &r->v[i]);
+    rc = sluice__op_step_validated(&op, cur + s->key, cur + s->key, now, &r->v[i]);
     if (rc != SLUICE_OK)
       return rc;
     /* A gate's denial: the program charges nothing, so the records go back
@@ -313,7 +313,7 @@ int64_t sluice_program_expiry(const sluice_program *p, int i,
     return 0;
   for (k = 0; k < p->nsteps; k++) {
     const sluice_step *st = &p->steps[k];
-    /* What sluice_op_expiry() of the step's op returns, without making
+    /* What sluice__op_expiry() of the step's op returns, without making
     ** the op: a store asks this of every record of every program. */
     if (i >= st->key && i < st->key + st->nkeys)
       return st->params ? sluice__rec_expiry(st->algo, st->params,
@@ -336,8 +336,8 @@ int sluice__program_single(const sluice_program *p, const sluice_state *in,
     sluice__gcra_one((const sluice_gcra_params *)s->params, s->kind, s->arg,
                      in, out, now, &r->v[0], expiry);
   } else {
-    sluice_program_step_op(p, 0, &op);
-    rc = sluice_op_step_single(&op, in, out, now, &r->v[0], expiry);
+    sluice__program_step_op(p, 0, &op);
+    rc = sluice__op_step_single(&op, in, out, now, &r->v[0], expiry);
     if (rc != SLUICE_OK)
       return rc;
   }
@@ -351,7 +351,7 @@ int sluice__program_single(const sluice_program *p, const sluice_state *in,
 
 /* ------------------------------------------------------------- jobs --- */
 
-int sluice_job_op(sluice_job *j, const sluice_op *op, sluice_verdict *v) {
+int sluice__job_op(sluice__job *j, const sluice_op *op, sluice_verdict *v) {
   if (!j || !op || !v)
     return SLUICE_EINVAL;
   j->op = op;
@@ -364,7 +364,7 @@ int sluice_job_op(sluice_job *j, const sluice_op *op, sluice_verdict *v) {
   return SLUICE_OK;
 }
 
-int sluice_job_program(sluice_job *j, const sluice_program *p,
+int sluice__job_program(sluice__job *j, const sluice_program *p,
                        sluice_program_result *r) {
   if (!j || !p || !r)
     return SLUICE_EINVAL;
@@ -378,26 +378,26 @@ int sluice_job_program(sluice_job *j, const sluice_program *p,
   return SLUICE_OK;
 }
 
-int sluice_job_run(const sluice_job *j, const sluice_state *in,
+int sluice__job_run(const sluice__job *j, const sluice_state *in,
                    sluice_state *out, int64_t now) {
   if (!j)
     return SLUICE_EINVAL;
   if (j->op)
-    return sluice_op_step_validated(j->op, in, out, now, j->v);
+    return sluice__op_step_validated(j->op, in, out, now, j->v);
   if (!j->prog)
     return SLUICE_EINVAL;
   return sluice__program_run_valid(j->prog, in, out, now, j->res);
 }
 
-int64_t sluice_job_expiry(const sluice_job *j, int i, const sluice_state *s) {
+int64_t sluice__job_expiry(const sluice__job *j, int i, const sluice_state *s) {
   if (!j)
     return 0;
   if (j->op)
-    return sluice_op_expiry(j->op, i, s);
+    return sluice__op_expiry(j->op, i, s);
   return sluice_program_expiry(j->prog, i, s);
 }
 
-int sluice_job_undo(const sluice_job *j, int i, const sluice_state *pre,
+int sluice__job_undo(const sluice__job *j, int i, const sluice_state *pre,
                     const sluice_state *post, const sluice_state *cur,
                     int64_t now, sluice_state *out) {
   sluice_op op;
@@ -414,7 +414,7 @@ int sluice_job_undo(const sluice_job *j, int i, const sluice_state *pre,
     }
     if (k == j->prog->nsteps)
       return 0;
-    sluice_program_step_op(j->prog, k, &op);
+    sluice__program_step_op(j->prog, k, &op);
     r = i - j->prog->steps[k].key;
   } else {
     return 0;
@@ -434,7 +434,7 @@ int sluice_job_undo(const sluice_job *j, int i, const sluice_state *pre,
   }
 }
 
-int sluice_job_read_only(const sluice_job *j) {
+int sluice__job_read_only(const sluice__job *j) {
   int i;
   if (!j)
     return 0;
@@ -449,7 +449,7 @@ int sluice_job_read_only(const sluice_job *j) {
   return 1;
 }
 
-int sluice_job_watched(const sluice_job *j, int i) {
+int sluice__job_watched(const sluice__job *j, int i) {
   const sluice_program *p = j ? j->prog : NULL;
   int k, seen = 0;
   if (!p || !j->res)
@@ -465,15 +465,15 @@ int sluice_job_watched(const sluice_job *j, int i) {
   return seen;
 }
 
-int sluice_job_record_class(const sluice_job *j) {
+int sluice__job_record_class(const sluice__job *j) {
   if (!j)
     return SLUICE_CLASS_SERVICE;
   return (int)(j->op ? j->op->record_class : j->prog->record_class);
 }
 
-int sluice_job_evictable(const sluice_job *j, int i) {
+int sluice__job_evictable(const sluice__job *j, int i) {
   int algo = 0, k;
-  if (sluice_job_record_class(j) != SLUICE_CLASS_UNTRUSTED || i < 0 ||
+  if (sluice__job_record_class(j) != SLUICE_CLASS_UNTRUSTED || i < 0 ||
       i >= j->nkeys)
     return 0;
   if (j->op) {

@@ -5,6 +5,7 @@
 #ifndef SLUICE_PROGRAM_INT_H
 #define SLUICE_PROGRAM_INT_H
 
+#include "op.h"
 #include "sluice/program.h"
 
 /* Shape and parameters of an op without its keys; the keys alone. */
@@ -12,7 +13,7 @@ int sluice__op_validate_shape(const sluice_op *op);
 int sluice__keys_check(const sluice_op *op);
 
 /* The expiry of record i of a step of `algo` over `params` (params of
-** its first record), as sluice_op_expiry() gives it; no checks. */
+** its first record), as sluice__op_expiry() gives it; no checks. */
 int64_t sluice__rec_expiry(int algo, const void *params, int i,
                            const sluice_state *s);
 

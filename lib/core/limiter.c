@@ -25,6 +25,7 @@
 #include "sluice.h"
 #include "split.h"
 #include "store.h"
+#include "op.h"
 
 struct sluice_limiter {
   sluice_store *store;
@@ -84,7 +85,7 @@ int sluice_store_check(const char *store, char *errbuf, size_t errlen) {
     return SLUICE_EINVAL;
   /* As sluice_store_open(): a "//..." URL is the backend's to rewrite. */
   if (b->azParams && !(params[0] == '/' && params[1] == '/'))
-    return sluice_uri_check(b->zName, params, b->azParams, errbuf, errlen);
+    return sluice__uri_check(b->zName, params, b->azParams, errbuf, errlen);
   return SLUICE_OK;
 }
 
@@ -180,7 +181,7 @@ int sluice__limiter_split(sluice_limiter *l, int op, sluice__split *sp) {
     if (sp->now < 0 || (!sp->op == !sp->prog) ||
         (sp->op && !sp->v) || (sp->prog && !sp->res))
       return SLUICE_EINVAL;
-    rc = sp->op ? sluice_op_validate(sp->op) : sluice_program_validate(sp->prog);
+    rc = sp->op ? sluice__op_validate(sp->op) : sluice_program_validate(sp->prog);
     if (rc != SLUICE_OK)
       return rc;
     sp->now = clamp_time(l, sp->now);

@@ -88,12 +88,12 @@ static const sluice_allocator *alloc_of(const sluice_store *s) {
   return (s && s->pCore) ? s->pCore->alloc : &sluice__libc_allocator;
 }
 
-void *sluice_store_malloc(sluice_store *s, size_t n) {
+void *sluice__store_malloc(sluice_store *s, size_t n) {
   const sluice_allocator *a = alloc_of(s);
   return a->xMalloc(a->ud, n);
 }
 
-void sluice_store_free(sluice_store *s, void *p, size_t n) {
+void sluice__store_free(sluice_store *s, void *p, size_t n) {
   const sluice_allocator *a = alloc_of(s);
   if (p)
     a->xFree(a->ud, p, n);
@@ -155,7 +155,7 @@ int sluice_store_open(const sluice_backend *b, const char *uri,
   ** parameters and checks those itself. */
   if (b->azParams && !(uri[0] == '/' && uri[1] == '/')) {
     char msg[512];
-    rc = sluice_uri_check(b->zName, uri, b->azParams, msg, sizeof msg);
+    rc = sluice__uri_check(b->zName, uri, b->azParams, msg, sizeof msg);
     if (rc != SLUICE_OK)
       return open_fail(errbuf, errlen, rc, "%s", msg);
   }
@@ -225,7 +225,7 @@ static int run_valid(sluice_store *s, int n, const sluice_program *ps,
   if (nv == 0)
     return SLUICE_OK;
   sz = (size_t)nv * (sizeof *p + sizeof *r + 2 * sizeof(int));
-  r = sluice_store_malloc(s, sz);
+  r = sluice__store_malloc(s, sz);
   if (!r) {
     for (i = 0; i < n; i++)
       if (rcs[i] == SLUICE_OK &&
@@ -247,7 +247,7 @@ static int run_valid(sluice_store *s, int n, const sluice_program *ps,
     res[idx[k]] = r[k];
     rcs[idx[k]] = rc != SLUICE_OK ? rc : c[k];
   }
-  sluice_store_free(s, r, sz);
+  sluice__store_free(s, r, sz);
   return rc;
 }
 

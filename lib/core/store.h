@@ -28,4 +28,24 @@ struct sluice_store_core {
   char errstr[SLUICE_STORE_ERRLEN];
 };
 
+/* Allocation through a store's allocator (NULL-safe free). */
+void *sluice__store_malloc(sluice_store *s, size_t n);
+void sluice__store_free(sluice_store *s, void *p, size_t n);
+
+/* The core's check of a store string against a list of parameter names
+** (what it applies with azParams before xOpen): each non-empty segment is
+** NAME=VALUE with a listed NAME, given once.  For a backend that rewrites
+** another form (a redis:// URL) into parameters and checks the result
+** itself.  `backend` is the name messages start with (NULL: "store");
+** `names` a NULL-terminated list; a refusal is described in err (may be
+** NULL/0), naming the known ones.  SLUICE_OK, or SLUICE_EINVAL (also for a
+** NULL uri or names). */
+int sluice__uri_check(const char *backend, const char *uri,
+                      const char *const *names, char *err, size_t errlen);
+/* A URI parameter as a non-negative integer with an optional unit suffix
+** k/m/g (x1024...); *out keeps `dflt` when absent.  SLUICE_OK, or
+** SLUICE_EINVAL when present but malformed. */
+int sluice__uri_int(const char *uri, const char *name, int64_t dflt,
+                    int64_t *out);
+
 #endif

@@ -34,6 +34,7 @@
 #include "keys.h"
 #include "scope_id.h"
 #include "wide.h"
+#include "siphash.h"
 
 int sluice__decl_match(const sluice_policy *p, const sluice_request *q) {
   const sluice__decl *dl = p->decl;
@@ -344,7 +345,7 @@ static int attr_id(sluice__ctx *c, int a, const uint64_t **out,
   if (!(c->aid_have >> a & 1u)) {
     if (!(n = scope_part(c, a, buf, &rc, d)))
       return rc;
-    sluice_siphash128(c->p->secret, buf, n, (uint8_t *)c->aid[a]);
+    sluice__siphash128(c->p->secret, buf, n, (uint8_t *)c->aid[a]);
     c->aid_have |= 1u << a;
   }
   *out = c->aid[a];
@@ -370,10 +371,10 @@ _Static_assert(SLUICE__A__BUILTIN + SLUICE__ATTRS_MAX <= SLUICE__AID_MAX &&
 void sluice__decl_keyed(sluice__decl *dl, const uint8_t secret[16]) {
   int i;
   for (i = 0; i < dl->nlimits; i++)
-    sluice_siphash128(secret, dl->limits[i].name, strlen(dl->limits[i].name),
+    sluice__siphash128(secret, dl->limits[i].name, strlen(dl->limits[i].name),
                       (uint8_t *)dl->limits[i].nid);
   for (i = 0; i < dl->npenalties; i++)
-    sluice_siphash128(secret, dl->penalties[i].name,
+    sluice__siphash128(secret, dl->penalties[i].name,
                       strlen(dl->penalties[i].name),
                       (uint8_t *)dl->penalties[i].nid);
 }

@@ -7,7 +7,7 @@
 **     algorithm essays, with the arithmetic in their comments.  They pin
 **     the semantics themselves.
 **  2. Differential runs: seeded random operations through the store under
-**     test and, beside it, through sluice_op_step() over a plain array of
+**     test and, beside it, through sluice__op_step() over a plain array of
 **     records; every verdict and every stored record must match, and a
 **     record must read as absent exactly when its expiry has passed.
 **
@@ -27,6 +27,8 @@
 #include "../common/one_step.h"
 #include "trace.h"
 #include "../common/splitmix.h"
+#include "op.h"
+#include "random.h"
 
 static sluice_limiter *lim;
 static sluice_clock *clk;
@@ -45,7 +47,7 @@ static void setup(void) {
   rc = sluice_limiter_open(&o, &lim, err, sizeof err);
   cr_assert_eq(rc, SLUICE_OK, "open %s: %s (%s)", o.store, sluice_strerror(rc),
                err);
-  sluice_random_bytes(&r, sizeof r);
+  sluice__random_bytes(&r, sizeof r);
   snprintf(tag, sizeof tag, "conf-%ld-%016" PRIx64, (long)getpid(), r);
 }
 
@@ -159,9 +161,9 @@ static void both(model *m, sluice_op *op, const int *idx, int64_t now,
   op->keys = keys;
   /* The backend contract: a record past its expiry reads as zeroed. */
   for (i = 0; i < op->nkeys; i++)
-    if (sluice_op_expiry(op, i, &in[i]) <= now)
+    if (sluice__op_expiry(op, i, &in[i]) <= now)
       memset(&in[i], 0, sizeof in[i]);
-  rc = sluice_op_step(op, in, out, now, &vm);
+  rc = sluice__op_step(op, in, out, now, &vm);
   cr_assert_eq(rc, SLUICE_OK, "model step %d: %s", step, sluice_strerror(rc));
   sluice_clock_set(clk, now);
   rc = op_decide(lim, op, SLUICE_NOW, &vs);
@@ -175,7 +177,7 @@ static void both(model *m, sluice_op *op, const int *idx, int64_t now,
     return;
   for (i = 0; i < op->nkeys; i++) {
     sluice_state got;
-    int64_t exp = sluice_op_expiry(op, i, &out[i]), gexp = 0;
+    int64_t exp = sluice__op_expiry(op, i, &out[i]), gexp = 0;
     rc = sluice_limiter_get(lim, keys[i].data, keys[i].len, &got, &gexp);
     if (rc == SLUICE_ENOTSUP)
       return;

@@ -11,6 +11,7 @@
 
 #include "lmdb_test.h"
 #include "../common/one_step.h"
+#include "op.h"
 
 static sluice_clock *clk;
 
@@ -36,7 +37,7 @@ static void key_name(char *buf, size_t n, int i) {
 static sluice_state one_take_state(void) {
   sluice_state zero = {{0, 0}}, out;
   sluice_verdict v;
-  cr_assert_eq(sluice_gcra_step(&slow, &zero, T0, SLUICE_OP_CONSUME, 1, &out,
+  cr_assert_eq(sluice__gcra_step(&slow, &zero, T0, SLUICE_OP_CONSUME, 1, &out,
                                 &v),
                SLUICE_OK);
   return out;

@@ -14,6 +14,7 @@
 #include "shm_test_util.h"
 #include "../common/one_step.h"
 #include "../common/units.h"
+#include "siphash.h"
 
 
 /* Header offsets (layouts 1 and 2, see shm_store.c). */
@@ -552,7 +553,7 @@ static uint64_t raw_home(const raw *r, const char *key, unsigned status,
                          uint64_t units, uint64_t m[2]) {
   uint8_t h[16];
   uint64_t h0, h1;
-  sluice_siphash13_128(r->hkey, key, strlen(key), h);
+  sluice__siphash13_128(r->hkey, key, strlen(key), h);
   memcpy(&h0, h, 8);
   memcpy(&h1, h + 8, 8);
   m[0] = h0;

@@ -10,6 +10,7 @@
 #include "unit.h"
 #include "../common/one_step.h"
 #include "sluice/sluice_mem.h"
+#include "op.h"
 
 #define NRES(s) ((int)(sizeof(s).reserved / sizeof(s).reserved[0]))
 
@@ -83,8 +84,8 @@ Test(abi, op_reserved_refused) {
   for (int k = 0; k < NRES(gcra_op(1)); k++) {
     sluice_op op = gcra_op(1), ops[3];
     op.reserved[k] = k % 2 ? -1 : 1;
-    cr_assert_eq(sluice_op_validate(&op), SLUICE_EINVAL, "reserved[%d]", k);
-    cr_assert_eq(sluice_op_step(&op, &in, &out, SEC, &v), SLUICE_EINVAL);
+    cr_assert_eq(sluice__op_validate(&op), SLUICE_EINVAL, "reserved[%d]", k);
+    cr_assert_eq(sluice__op_step(&op, &in, &out, SEC, &v), SLUICE_EINVAL);
     cr_assert_eq(op_decide(l, &op, SLUICE_NOW, &v), SLUICE_EINVAL);
     assert_untouched(l);
     ops[0] = gcra_op(0);
@@ -147,16 +148,16 @@ Test(abi, verdict_reserved_zeroed) {
   ops[1].arg = 0;
   for (int i = 0; i < 2; i++) {
     memset(&v, 0xa5, sizeof v);
-    cr_assert_eq(sluice_op_step(&ops[i], &in, &out, SEC, &v), SLUICE_OK);
-    assert_zero(v.reserved, NRES(v), "sluice_op_step: verdict");
+    cr_assert_eq(sluice__op_step(&ops[i], &in, &out, SEC, &v), SLUICE_OK);
+    assert_zero(v.reserved, NRES(v), "sluice__op_step: verdict");
     memset(&v, 0xa5, sizeof v);
     cr_assert_eq(op_decide(l, &ops[i], SLUICE_NOW, &v), SLUICE_OK);
     assert_zero(v.reserved, NRES(v), "sluice_limiter_apply: verdict");
   }
   memset(&v, 0xa5, sizeof v);
-  cr_assert_eq(sluice_gcra_step(&gp, &in, SEC, SLUICE_OP_CONSUME, 1, &out, &v),
+  cr_assert_eq(sluice__gcra_step(&gp, &in, SEC, SLUICE_OP_CONSUME, 1, &out, &v),
                SLUICE_OK);
-  assert_zero(v.reserved, NRES(v), "sluice_gcra_step: verdict");
+  assert_zero(v.reserved, NRES(v), "sluice__gcra_step: verdict");
   memset(vs, 0xa5, sizeof vs);
   cr_assert_eq(ops_decide(l, 2, ops, SLUICE_NOW, vs, rcs), SLUICE_OK);
   for (int i = 0; i < 2; i++) {

@@ -10,6 +10,9 @@
 
 #include "unit.h"
 #include "../common/one_step.h"
+#include "op.h"
+#include "random.h"
+#include "store.h"
 
 /* ------------------------------------------------------------- errors --- */
 
@@ -950,19 +953,19 @@ Test(uri, params) {
 
 Test(uri, ints) {
   int64_t x;
-  cr_assert_eq(sluice_uri_int("n=42", "n", 7, &x), SLUICE_OK);
+  cr_assert_eq(sluice__uri_int("n=42", "n", 7, &x), SLUICE_OK);
   cr_assert_eq(x, 42);
-  cr_assert_eq(sluice_uri_int("m=42", "n", 7, &x), SLUICE_OK);
+  cr_assert_eq(sluice__uri_int("m=42", "n", 7, &x), SLUICE_OK);
   cr_assert_eq(x, 7, "absent: default");
-  cr_assert_eq(sluice_uri_int("n=3k", "n", 0, &x), SLUICE_OK);
+  cr_assert_eq(sluice__uri_int("n=3k", "n", 0, &x), SLUICE_OK);
   cr_assert_eq(x, 3072);
-  cr_assert_eq(sluice_uri_int("n=2m", "n", 0, &x), SLUICE_OK);
+  cr_assert_eq(sluice__uri_int("n=2m", "n", 0, &x), SLUICE_OK);
   cr_assert_eq(x, 2 * 1024 * 1024);
-  cr_assert_eq(sluice_uri_int("n=5g", "n", 0, &x), SLUICE_OK);
+  cr_assert_eq(sluice__uri_int("n=5g", "n", 0, &x), SLUICE_OK);
   cr_assert_eq(x, INT64_C(5) * 1024 * 1024 * 1024);
-  cr_assert_eq(sluice_uri_int("n=0", "n", 9, &x), SLUICE_OK);
+  cr_assert_eq(sluice__uri_int("n=0", "n", 9, &x), SLUICE_OK);
   cr_assert_eq(x, 0);
-  cr_assert_eq(sluice_uri_int("n=999999999999999999", "n", 0, &x), SLUICE_OK);
+  cr_assert_eq(sluice__uri_int("n=999999999999999999", "n", 0, &x), SLUICE_OK);
   cr_assert_eq(x, INT64_C(999999999999999999));
   {
     static const char *bad[] = {"n=",     "n=-1",  "n=1x",  "n=k",
@@ -971,11 +974,11 @@ Test(uri, ints) {
     size_t i;
     for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
       x = 123;
-      cr_assert_eq(sluice_uri_int(bad[i], "n", 5, &x), SLUICE_EINVAL, "'%s'",
+      cr_assert_eq(sluice__uri_int(bad[i], "n", 5, &x), SLUICE_EINVAL, "'%s'",
                    bad[i]);
     }
   }
-  cr_assert_eq(sluice_uri_int("n=1", "n", 0, NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice__uri_int("n=1", "n", 0, NULL), SLUICE_EINVAL);
 }
 
 /* --------------------------------------------------------------- keys --- */
@@ -993,7 +996,7 @@ Test(keys, hashtag_rules) {
   for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     sluice_key k = {cases[i].k, strlen(cases[i].k)};
     size_t off = 99, len = 99;
-    sluice_key_hashtag(&k, &off, &len);
+    sluice__key_hashtag(&k, &off, &len);
     cr_assert(off == cases[i].off && len == cases[i].len,
               "'%s': tag at %zu+%zu, want %zu+%zu", cases[i].k, off, len,
               cases[i].off, cases[i].len);
@@ -1002,7 +1005,7 @@ Test(keys, hashtag_rules) {
 
 /* The group check against its definition, on keys of braces and two
 ** letters, where tags start, end and repeat anywhere: one tag for all (by
-** sluice_key_hashtag), no key twice. */
+** sluice__key_hashtag), no key twice. */
 Test(keys, group_check_agrees_with_the_tag_rules) {
   static const char alphabet[] = "{}ab";
   rng r = {0x7a6};
@@ -1022,7 +1025,7 @@ Test(keys, group_check_agrees_with_the_tag_rules) {
       for (c = from; c < l; c++)
         buf[i][c] = alphabet[rng_range(&r, 0, 3)];
       ks[i] = (sluice_key){buf[i], l};
-      sluice_key_hashtag(&ks[i], &off[i], &len[i]);
+      sluice__key_hashtag(&ks[i], &off[i], &len[i]);
     }
     for (i = 1; i < n; i++) {
       if (len[i] != len[0] || memcmp(buf[i] + off[i], buf[0] + off[0], len[0]))
@@ -1034,7 +1037,7 @@ Test(keys, group_check_agrees_with_the_tag_rules) {
     memset(&op, 0, sizeof op);
     op.keys = ks;
     op.nkeys = n;
-    cr_assert_eq(sluice_op_validate_keys(&op), want, "trial %d", trial);
+    cr_assert_eq(sluice__op_validate_keys(&op), want, "trial %d", trial);
     agree_ok += want == SLUICE_OK;
   }
   cr_assert_gt(agree_ok, 1000, "the trials must include valid groups");
@@ -1046,7 +1049,7 @@ static int gcra_group_rc(const sluice_key *ks, int n) {
   int i;
   for (i = 0; i <= SLUICE_GROUP_MAX; i++)
     ps[i] = (sluice_gcra_params){1, SEC, 10};
-  return sluice_op_validate(&op);
+  return sluice__op_validate(&op);
 }
 
 Test(keys, validation) {
@@ -1099,24 +1102,24 @@ Test(keys, op_shape_validation) {
   sluice_key k = KEY("k");
   sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, &p, 1, 0};
   sluice_state s = zst();
-  cr_assert_eq(sluice_op_validate(NULL), SLUICE_EINVAL);
-  cr_assert_eq(sluice_op_validate(&op), SLUICE_OK);
+  cr_assert_eq(sluice__op_validate(NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice__op_validate(&op), SLUICE_OK);
   op.params = NULL;
-  cr_assert_eq(sluice_op_validate(&op), SLUICE_EINVAL);
+  cr_assert_eq(sluice__op_validate(&op), SLUICE_EINVAL);
   op.params = &p;
   op.algo = 0;
-  cr_assert_eq(sluice_op_validate(&op), SLUICE_EINVAL);
+  cr_assert_eq(sluice__op_validate(&op), SLUICE_EINVAL);
   op.algo = 7;
-  cr_assert_eq(sluice_op_validate(&op), SLUICE_EINVAL);
+  cr_assert_eq(sluice__op_validate(&op), SLUICE_EINVAL);
   op.algo = SLUICE_ALGO_GCRA;
   op.nkeys = -1;
-  cr_assert_eq(sluice_op_validate(&op), SLUICE_EINVAL);
+  cr_assert_eq(sluice__op_validate(&op), SLUICE_EINVAL);
   op.nkeys = 1;
   /* Expiry of nonsense is 0, never a crash. */
-  cr_assert_eq(sluice_op_expiry(NULL, 0, &s), 0);
-  cr_assert_eq(sluice_op_expiry(&op, 1, &s), 0);
-  cr_assert_eq(sluice_op_expiry(&op, -1, &s), 0);
-  cr_assert_eq(sluice_op_expiry(&op, 0, NULL), 0);
+  cr_assert_eq(sluice__op_expiry(NULL, 0, &s), 0);
+  cr_assert_eq(sluice__op_expiry(&op, 1, &s), 0);
+  cr_assert_eq(sluice__op_expiry(&op, -1, &s), 0);
+  cr_assert_eq(sluice__op_expiry(&op, 0, NULL), 0);
 }
 
 /* ------------------------------------------------- backend helpers --- */
@@ -1153,13 +1156,13 @@ Test(helpers, random_bytes_and_store_alloc) {
   void *p;
   memset(buf, 0, sizeof buf);
   memset(zero, 0, sizeof zero);
-  cr_assert_eq(sluice_random_bytes(buf, sizeof buf), SLUICE_OK);
+  cr_assert_eq(sluice__random_bytes(buf, sizeof buf), SLUICE_OK);
   cr_assert(memcmp(buf, zero, sizeof buf) != 0);
-  cr_assert_eq(sluice_random_bytes(NULL, 0), SLUICE_OK);
-  cr_assert_eq(sluice_random_bytes(NULL, 1), SLUICE_EINVAL);
-  p = sluice_store_malloc(NULL, 32);
+  cr_assert_eq(sluice__random_bytes(NULL, 0), SLUICE_OK);
+  cr_assert_eq(sluice__random_bytes(NULL, 1), SLUICE_EINVAL);
+  p = sluice__store_malloc(NULL, 32);
   cr_assert_not_null(p);
   memset(p, 1, 32);
-  sluice_store_free(NULL, p, 32);
-  sluice_store_free(NULL, NULL, 0);
+  sluice__store_free(NULL, p, 32);
+  sluice__store_free(NULL, NULL, 0);
 }

@@ -11,6 +11,7 @@
 #include <sluice/sluice_mem.h>
 #include "unit.h"
 #include "../common/one_step.h"
+#include "op.h"
 
 static sluice_limiter *open_mem(sluice_clock *c, const char *store) {
   sluice_limiter_options o;
@@ -151,7 +152,7 @@ Test(mem, expired_records_are_reclaimed) {
   }
   cr_assert_eq(count(l), 50);
   cr_assert_eq(sluice_limiter_get(l, "k7", 2, &st, &e), SLUICE_OK);
-  cr_assert_eq(e, 11 * SEC, "the record's TTL is sluice_op_expiry()");
+  cr_assert_eq(e, 11 * SEC, "the record's TTL is sluice__op_expiry()");
   /* Not yet expired: a sweep at 11 s - 1 removes nothing. */
   cr_assert_eq(sweep(l, 11 * SEC - 1), 0);
   cr_assert_eq(count(l), 50);
@@ -725,14 +726,14 @@ static void differential(int64_t scale, int del_every, uint64_t seed,
       continue;
     }
     op = shadow_op(&r, idx[0], ks, n);
-    cr_assert_eq(sluice_op_step(&op, in, out, t, &ev), SLUICE_OK);
+    cr_assert_eq(sluice__op_step(&op, in, out, t, &ev), SLUICE_OK);
     cr_assert_eq(op_decide(l, &op, t, &v), SLUICE_OK);
     cr_assert(verdict_eq(&v, &ev), "step %d key %d algo %d: allowed %d/%d "
               "rem %lld/%lld", step, idx[0], op.algo, v.allowed, ev.allowed,
               (long long)v.remaining, (long long)ev.remaining);
     for (i = 0; i < n; i++) {
       sst[idx[i]] = out[i];
-      sexp[idx[i]] = sluice_op_expiry(&op, i, &out[i]);
+      sexp[idx[i]] = sluice__op_expiry(&op, i, &out[i]);
     }
     if (step % 997 == 0) {
       int64_t live = 0, k;

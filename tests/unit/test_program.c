@@ -9,6 +9,7 @@
 */
 #include "unit.h"
 #include "../common/one_step.h"
+#include "op.h"
 
 static const sluice_penalty_params pen = {
     3, 10 * SEC, {1 * MIN, 5 * MIN, SLUICE_FOREVER}, HOUR};
@@ -320,8 +321,8 @@ Test(program, equals_its_ops_in_order) {
     for (i = 0; i < 4; i++) {
       sluice_op op;
       sluice_verdict v;
-      sluice_program_step_op(&p, i, &op);
-      cr_assert_eq(sluice_op_step(&op, op_rec + st[i].key,
+      sluice__program_step_op(&p, i, &op);
+      cr_assert_eq(sluice__op_step(&op, op_rec + st[i].key,
                                   op_rec + st[i].key, now, &v),
                    SLUICE_OK);
       assert_verdict_eq(v, r.v[i], "round %d step %d", round, i);
@@ -331,9 +332,9 @@ Test(program, equals_its_ops_in_order) {
     for (i = 0; i < 5; i++) {
       sluice_op op;
       int s = i < 3 ? i : 3;
-      sluice_program_step_op(&p, s, &op);
+      sluice__program_step_op(&p, s, &op);
       cr_assert_eq(sluice_program_expiry(&p, i, &prog_rec[i]),
-                   sluice_op_expiry(&op, i - st[s].key, &prog_rec[i]));
+                   sluice__op_expiry(&op, i - st[s].key, &prog_rec[i]));
     }
   }
 }
@@ -355,12 +356,12 @@ Test(program, expiry_of_every_record) {
   cr_assert_not(r.allowed);
   for (i = 0; i < 4; i++) {
     int s = i == 0 ? 0 : i < 3 ? 1 : 3;
-    sluice_program_step_op(&p, s, &op);
+    sluice__program_step_op(&p, s, &op);
     if (i == 1 || i == 2) /* both buckets were charged */
       cr_assert_gt(sluice_program_expiry(&p, i, &rec[i]), now, "record %d",
                    i);
     cr_assert_eq(sluice_program_expiry(&p, i, &rec[i]),
-                 sluice_op_expiry(&op, i - st[s].key, &rec[i]), "record %d",
+                 sluice__op_expiry(&op, i - st[s].key, &rec[i]), "record %d",
                  i);
   }
   cr_assert_eq(sluice_program_expiry(&p, 4, &rec[3]), 0); /* no record 4 */

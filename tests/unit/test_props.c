@@ -7,12 +7,13 @@
 **    layer and through a limiter;
 **  - a denial (and PEEK / CHECK) consumes nothing;
 **  - a clock going backwards never refunds or double-charges;
-**  - a record at or past sluice_op_expiry() behaves exactly like a zeroed
+**  - a record at or past sluice__op_expiry() behaves exactly like a zeroed
 **    record (what backends rely on to reclaim), and 1 ns before it does not;
 **  - cost additivity at one instant.
 */
 #include "unit.h"
 #include "../common/one_step.h"
+#include "op.h"
 
 /* ------------------------------------------------ random op generators --- */
 
@@ -172,7 +173,7 @@ static int64_t next_time(rng *r, const pcase *c, int64_t t) {
 /* Step and insist on success. */
 static void run(const sluice_op *op, const sluice_state *in, sluice_state *out,
                 int64_t t, sluice_verdict *v) {
-  int rc = sluice_op_step(op, in, out, t, v);
+  int rc = sluice__op_step(op, in, out, t, v);
   cr_assert_eq(rc, SLUICE_OK, "algo %d kind %d: %s", op->algo, op->kind,
                sluice_err_name(rc));
 }
@@ -483,7 +484,7 @@ Test(props, past_expiry_is_a_fresh_record) {
       for (k = 0; k < c.nkeys; k++) {
         sluice_op op = probe_op(&c);
         sluice_state z[SLUICE_GROUP_MAX];
-        int64_t e = sluice_op_expiry(&op, k, &s[k]), at;
+        int64_t e = sluice__op_expiry(&op, k, &s[k]), at;
         memcpy(z, s, sizeof z);
         memset(&z[k], 0, sizeof z[k]);
         if (e == SLUICE_FOREVER) {

@@ -6,6 +6,7 @@
 */
 #include "unit.h"
 #include "../common/one_step.h"
+#include "store.h"
 
 static const sluice_gcra_params G = {.rate = 1, .period_ns = SEC, .burst = 2};
 static const sluice_key K = {"k", 1};
@@ -162,20 +163,20 @@ Test(store, a_closed_store_is_refused) {
 Test(store, uri_check_is_the_core_rule) {
   static const char *const names[] = {"a", "b", NULL};
   char err[128];
-  cr_assert_eq(sluice_uri_check("x", "a=1;b=2", names, err, sizeof err),
+  cr_assert_eq(sluice__uri_check("x", "a=1;b=2", names, err, sizeof err),
                SLUICE_OK);
-  cr_assert_eq(sluice_uri_check("x", "", names, err, sizeof err), SLUICE_OK);
-  cr_assert_eq(sluice_uri_check("x", "a=1;c=2", names, err, sizeof err),
+  cr_assert_eq(sluice__uri_check("x", "", names, err, sizeof err), SLUICE_OK);
+  cr_assert_eq(sluice__uri_check("x", "a=1;c=2", names, err, sizeof err),
                SLUICE_EINVAL);
   cr_assert_str_eq(err, "x: unknown parameter 'c' (known: a, b)");
-  cr_assert_eq(sluice_uri_check("x", "a=1;a=2", names, err, sizeof err),
+  cr_assert_eq(sluice__uri_check("x", "a=1;a=2", names, err, sizeof err),
                SLUICE_EINVAL);
   cr_assert_str_eq(err, "x: parameter 'a' given twice");
-  cr_assert_eq(sluice_uri_check(NULL, "a", names, NULL, 0), SLUICE_EINVAL,
+  cr_assert_eq(sluice__uri_check(NULL, "a", names, NULL, 0), SLUICE_EINVAL,
                "no '=', and no buffer to say so");
-  cr_assert_eq(sluice_uri_check("x", NULL, names, err, sizeof err),
+  cr_assert_eq(sluice__uri_check("x", NULL, names, err, sizeof err),
                SLUICE_EINVAL);
   cr_assert_str_eq(err, "uri_check: NULL uri");
-  cr_assert_eq(sluice_uri_check("x", "a=1", NULL, err, sizeof err),
+  cr_assert_eq(sluice__uri_check("x", "a=1", NULL, err, sizeof err),
                SLUICE_EINVAL);
 }

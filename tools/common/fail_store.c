@@ -22,6 +22,24 @@ int fail_code_by_name(const char *name, size_t len) {
   return 0;
 }
 
+/* A store-string number: nth=, count=, max_keys= (decimal, absent: 0).
+** SLUICE_EINVAL when present but not a number. */
+static int uri_num(const char *uri, const char *name, int64_t *out) {
+  const char *v;
+  size_t len, i;
+  *out = 0;
+  if (sluice_uri_param(uri, name, &v, &len) != SLUICE_OK)
+    return SLUICE_OK;
+  if (len == 0 || len > 18)
+    return SLUICE_EINVAL;
+  for (i = 0; i < len; i++) {
+    if (v[i] < '0' || v[i] > '9')
+      return SLUICE_EINVAL;
+    *out = *out * 10 + (v[i] - '0');
+  }
+  return SLUICE_OK;
+}
+
 /* A failable call: 0 when it goes on to the inner store, else the code it
 ** fails with (its detail recorded). */
 static int gate(fail_store *f) {
@@ -125,9 +143,9 @@ static int f_open(const sluice_backend *b, const char *uri,
       .xGet = f_get, .xDelete = f_delete, .xControl = f_control,
       .xCapabilities = f_caps};
   s->pMethods = &f->methods;
-  if (sluice_uri_int(uri, "nth", 0, &nth) != SLUICE_OK ||
-      sluice_uri_int(uri, "count", 0, &count) != SLUICE_OK ||
-      sluice_uri_int(uri, "max_keys", 0, &max_keys) != SLUICE_OK)
+  if (uri_num(uri, "nth", &nth) != SLUICE_OK ||
+      uri_num(uri, "count", &count) != SLUICE_OK ||
+      uri_num(uri, "max_keys", &max_keys) != SLUICE_OK)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0, "fail: bad number");
   if (sluice_uri_param(uri, "code", &v, &len) == SLUICE_OK &&
       !(code = fail_code_by_name(v, len)))

@@ -29,6 +29,16 @@
 #define BATCH 16
 
 /* A line waiting in the batch: where it is, and its op's key. */
+/* The library's own check of one algorithm's parameters: a one-step
+** program over a placeholder key, validated. */
+static int params_ok(int algo, int kind, int64_t arg, const void *params) {
+  sluice_key k = {"k", 1};
+  sluice_step st = {.algo = algo, .kind = kind, .nkeys = 1,
+                    .params = params, .arg = arg};
+  sluice_program pr = {.nkeys = 1, .keys = &k, .nsteps = 1, .steps = &st};
+  return sluice_program_validate(&pr) == SLUICE_OK;
+}
+
 typedef struct pending {
   const char *line;
   size_t len;
@@ -413,7 +423,7 @@ int cli_replay(int argc, char **argv) {
     return CLI_USAGE;
   }
   r.g.period_ns = period_ms * NS_PER_MS;
-  if (sluice_gcra_params_check(&r.g) != SLUICE_OK) {
+  if (!params_ok(SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 0, &r.g)) {
     fprintf(stderr, "sluice replay: burst x period is too large\n");
     return CLI_USAGE;
   }
@@ -424,7 +434,8 @@ int cli_replay(int argc, char **argv) {
     return CLI_USAGE;
   }
   r.penalty = npen == 4;
-  if (r.penalty && sluice_penalty_params_check(&r.p) != SLUICE_OK) {
+  if (r.penalty &&
+      !params_ok(SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, &r.p)) {
     fprintf(stderr, "sluice replay: invalid penalty parameters\n");
     return CLI_USAGE;
   }

@@ -18,6 +18,7 @@
 
 #include "sluice_rm.h"
 #include "rm_wire.h"
+#include "job.h"
 
 #define SMOD_NAME "sluice"
 #define SMOD_VERSION 1
@@ -227,7 +228,7 @@ static int run_op(RedisModuleCtx *ctx, RedisModuleString **names,
   rec r[SLUICE_GROUP_MAX];
   sluice_state out[SLUICE_GROUP_MAX];
   sluice_verdict v;
-  sluice_job job;
+  sluice__job job;
   unsigned char buf[SLUICE_WIRE_VERDICT];
   int i, n = c->op.nkeys, rc;
   for (i = 0; i < n; i++) {
@@ -248,14 +249,14 @@ static int run_op(RedisModuleCtx *ctx, RedisModuleString **names,
   }
   for (i = 0; i < n; i++)
     out[i] = r[i].in;
-  sluice_job_op(&job, &c->op, &v);
-  rc = sluice_job_run(&job, (const sluice_state *)out, out, now);
+  sluice__job_op(&job, &c->op, &v);
+  rc = sluice__job_run(&job, (const sluice_state *)out, out, now);
   if (rc != SLUICE_OK) {
     rec_close(r, n);
     return reply_err(ctx, smod_err_name(rc) + 7);
   }
   for (i = 0; i < n; i++) {
-    int64_t x = sluice_job_expiry(&job, i, &out[i]);
+    int64_t x = sluice__job_expiry(&job, i, &out[i]);
     if (x <= now) {
       if (r[i].live || r[i].stale)
         rec_del(ctx, names[i], &r[i]);
@@ -282,7 +283,7 @@ static int run_program(RedisModuleCtx *ctx, RedisModuleString **names,
   rec r[SLUICE_PROGRAM_KEYS];
   sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
   sluice_program_result res;
-  sluice_job job;
+  sluice__job job;
   unsigned char buf[SLUICE_WIRE_PROG_HEADER + SLUICE_WIRE_VERDICT * SLUICE_PROGRAM_STEPS];
   unsigned char read[SLUICE_PROGRAM_KEYS] = {0};
   const sluice_program *p = &c->prog;
@@ -294,8 +295,8 @@ static int run_program(RedisModuleCtx *ctx, RedisModuleString **names,
     }
     in[i] = r[i].in;
   }
-  sluice_job_program(&job, p, &res);
-  rc = sluice_job_run(&job, in, out, now);
+  sluice__job_program(&job, p, &res);
+  rc = sluice__job_run(&job, in, out, now);
   if (rc != SLUICE_OK) {
     rec_close(r, n);
     return reply_err(ctx, smod_err_name(rc) + 7);
@@ -316,7 +317,7 @@ static int run_program(RedisModuleCtx *ctx, RedisModuleString **names,
     if (!read[i])
       continue;
     if (memcmp(&out[i], &in[i], sizeof out[i]) != 0) {
-      int64_t x = sluice_job_expiry(&job, i, &out[i]);
+      int64_t x = sluice__job_expiry(&job, i, &out[i]);
       if (x <= now) {
         if (r[i].live || r[i].stale)
           rec_del(ctx, names[i], &r[i]);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "rm_wire.h"
+#include "op.h"
 
 #define K(n) {"{s}" #n, sizeof("{s}" #n) - 1}
 #define K10(d) K(d##0), K(d##1), K(d##2), K(d##3), K(d##4), K(d##5), K(d##6), \
@@ -197,7 +198,7 @@ int smod_decode(smod_call *c, const unsigned char *a, size_t n, int nkeys,
       get_params(&c->par[0], c->algo, nkeys, a + 8 * SLUICE_WIRE_HEADER,
                  (int64_t)n - SLUICE_WIRE_HEADER) != 0)
     return bad(why, "EINVAL malformed arguments");
-  rc = sluice_op_validate_params(&c->op);
+  rc = sluice__op_validate_params(&c->op);
   if (rc != SLUICE_OK)
     *why = rc == SLUICE_ERANGE ? "ERANGE amount out of range"
                                : "EINVAL invalid operation";
