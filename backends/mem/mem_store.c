@@ -604,15 +604,14 @@ static int mem_run_one(mem_store *m, const sluice_program *p, int64_t now,
   return mem_job_pre(&m->base, &job, now, f, nf);
 }
 
-static int mem_run(sluice_store *s, int n, const sluice_program *ps,
-                   int64_t now, sluice_program_result *res, int *rcs) {
-  mem_store *m = (mem_store *)s;
+/* A batch: each program's keys hashed and prefetched `ahead` programs
+** before it runs.  Kept out of mem_run, whose one-program call must not pay
+** for this frame. */
+__attribute__((noinline)) static int
+mem_run_batch(mem_store *m, int n, const sluice_program *ps, int64_t now,
+              sluice_program_result *res, int *rcs) {
   fpkey ring[SINGLE_AHEAD][RUN_STAGED], f[RUN_STAGED];
   int staged[SINGLE_AHEAD], ahead, j;
-  if (n == 1) {
-    rcs[0] = mem_run_one(m, ps, now, res, NULL, 0);
-    return SLUICE_OK;
-  }
   ahead = is_single(&ps[0]) ? SINGLE_AHEAD : RUN_AHEAD;
   for (j = 0; j < n && j < ahead; j++)
     staged[j] = run_stage(m, &ps[j], ring[j]);
@@ -624,6 +623,15 @@ static int mem_run(sluice_store *s, int n, const sluice_program *ps,
       staged[k] = run_stage(m, &ps[j + ahead], ring[k]);
     rcs[j] = mem_run_one(m, &ps[j], now, &res[j], f, nf);
   }
+  return SLUICE_OK;
+}
+
+static int mem_run(sluice_store *s, int n, const sluice_program *ps,
+                   int64_t now, sluice_program_result *res, int *rcs) {
+  mem_store *m = (mem_store *)s;
+  if (n > 1)
+    return mem_run_batch(m, n, ps, now, res, rcs);
+  rcs[0] = mem_run_one(m, ps, now, res, NULL, 0);
   return SLUICE_OK;
 }
 

@@ -115,23 +115,20 @@ static int amount_check(const sluice_op *op, int64_t cap) {
 /* One GCRA bucket, the shape of nearly every decision, checked without the
 ** dispatch and the loops of the general path: the same checks, in the
 ** same order, with the same codes (tests/unit/test_op_fast.c compares them). */
-#if defined(__GNUC__)
-__attribute__((always_inline)) /* the check of nearly every decision */
-#endif
-static inline int validate_gcra1(const sluice_op *op) {
-  const sluice_gcra_params *p = (const sluice_gcra_params *)op->params;
-  const sluice_key *k = op->keys;
-  if (!sluice__gcra_params_ok(p) || op->kind == SLUICE_OP_COUNT)
+int sluice__gcra1_check(const sluice_gcra_params *p, int kind, int64_t arg,
+                        uint64_t id, const sluice_key *k) {
+  if (!p || !sluice__gcra_params_ok(p) || kind == SLUICE_OP_COUNT)
     return SLUICE_EINVAL;
-  if (op->kind == SLUICE_OP_PEEK) {
-    if (op->arg < 0 || op->arg > p->burst)
+  if (kind == SLUICE_OP_PEEK) {
+    if (arg < 0 || arg > p->burst)
       return SLUICE_ERANGE;
-  } else if (op->kind == SLUICE_OP_ADJUST) {
-    if (adjust_check(op, p->burst) != SLUICE_OK)
+  } else if (kind == SLUICE_OP_ADJUST) {
+    if (arg == 0 || arg < -p->burst || arg > p->burst ||
+        id > (uint64_t)INT64_MAX)
       return SLUICE_ERANGE;
-  } else if (op->kind != SLUICE_OP_CONSUME) {
+  } else if (kind != SLUICE_OP_CONSUME) {
     return SLUICE_EINVAL;
-  } else if (op->arg < 1 || op->arg > SLUICE_COUNT_MAX || op->arg > p->burst) {
+  } else if (arg < 1 || arg > SLUICE_COUNT_MAX || arg > p->burst) {
     return SLUICE_ERANGE;
   }
   return (!k || !k->data || k->len == 0 || k->len > SLUICE_KEY_MAX)
@@ -146,7 +143,8 @@ static int shape_fields(const sluice_op *op);
 static int validate_fields(const sluice_op *op) {
   int rc;
   if (op->nkeys == 1 && op->algo == SLUICE_ALGO_GCRA)
-    return validate_gcra1(op);
+    return sluice__gcra1_check((const sluice_gcra_params *)op->params,
+                               op->kind, op->arg, op->id, op->keys);
   rc = shape_fields(op);
   return rc != SLUICE_OK ? rc : sluice__keys_check(op);
 }

@@ -163,30 +163,32 @@ static int shape_check(const sluice_program *p) {
 
 /* A program of one step (an operation): its step must cover every record,
 ** and its checks are the op's, cheaper than keeping its shape. */
+__attribute__((noinline)) static int single_op_check(const sluice_program *p) {
+  sluice_op op;
+  sluice__program_step_op(p, 0, &op);
+  return sluice__op_validate(&op);
+}
+
 static int single_check(const sluice_program *p) {
   const sluice_step *s = p->steps;
-  sluice_op op;
   if ((s->reserved[0] | s->reserved[1]) != 0 || s->key != 0 ||
       s->nkeys != p->nkeys || !when_ok(s->when, s->ref, 0) ||
       !when_ok(s->when2, s->ref2, 0) ||
       (s->fold != SLUICE_FOLD_GATE && s->fold != SLUICE_FOLD_NOTE) ||
       s->ttl_from != 0)
     return SLUICE_EINVAL;
-  sluice__program_step_op(p, 0, &op);
-  return sluice__op_validate(&op); /* a single bucket's fast check */
+  if (s->algo == SLUICE_ALGO_GCRA && s->nkeys == 1) /* a hot key's bucket */
+    return sluice__gcra1_check((const sluice_gcra_params *)s->params, s->kind,
+                               s->arg, s->id, p->keys);
+  return single_op_check(p);
 }
 
-int sluice_program_validate(const sluice_program *p) {
+/* Two steps or more: the shape (unless it is the last one checked), then
+** the keys across the whole record table.  Out of line, so that a one-step
+** program's check does not pay for this frame. */
+__attribute__((noinline)) static int multi_check(const sluice_program *p) {
   sluice_op all;
   int rc;
-  if (!p || !p->keys || !p->steps || p->nkeys < 1 ||
-      p->nkeys > SLUICE_PROGRAM_KEYS || p->nsteps < 1 ||
-      p->nsteps > SLUICE_PROGRAM_STEPS ||
-      p->reserved[0] != 0 || /* room for later: zero now */
-      (uint64_t)p->record_class > SLUICE_CLASS_UNTRUSTED_KEPT)
-    return SLUICE_EINVAL;
-  if (p->nsteps == 1)
-    return single_check(p);
   if (!shape_same(p)) {
     rc = shape_check(p);
     if (rc != SLUICE_OK)
@@ -198,6 +200,16 @@ int sluice_program_validate(const sluice_program *p) {
   all.nkeys = p->nkeys;
   all.keys = p->keys;
   return sluice__keys_check(&all);
+}
+
+int sluice_program_validate(const sluice_program *p) {
+  if (!p || !p->keys || !p->steps || p->nkeys < 1 ||
+      p->nkeys > SLUICE_PROGRAM_KEYS || p->nsteps < 1 ||
+      p->nsteps > SLUICE_PROGRAM_STEPS ||
+      p->reserved[0] != 0 || /* room for later: zero now */
+      (uint64_t)p->record_class > SLUICE_CLASS_UNTRUSTED_KEPT)
+    return SLUICE_EINVAL;
+  return p->nsteps == 1 ? single_check(p) : multi_check(p);
 }
 
 static int cond(const sluice_program_result *r, int when, int ref,

@@ -11,6 +11,10 @@
 /* Shape and parameters of an op without its keys; the keys alone. */
 int sluice__op_validate_shape(const sluice_op *op);
 int sluice__keys_check(const sluice_op *op);
+/* The whole check of an op over one GCRA bucket (a hot key's), from its
+** fields: sluice__op_validate() of that op, without making it. */
+int sluice__gcra1_check(const sluice_gcra_params *p, int kind, int64_t arg,
+                        uint64_t id, const sluice_key *k);
 
 /* The expiry of record i of a step of `algo` over `params` (params of
 ** its first record), as sluice__op_expiry() gives it; no checks. */

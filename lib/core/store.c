@@ -251,19 +251,11 @@ static int run_valid(sluice_store *s, int n, const sluice_program *ps,
   return rc;
 }
 
-int sluice_store_run(sluice_store *s, int n, const sluice_program *ps,
-                     int64_t now, sluice_program_result *res, int *rcs) {
+/* n programs: validated one by one, the valid ones sent in one call. */
+__attribute__((noinline)) static int
+run_many(sluice_store *s, int n, const sluice_program *ps, int64_t now,
+         sluice_program_result *res, int *rcs) {
   int i, ok = 1, rc;
-  if (!is_open(s) || n < 1 || !ps || !res || !rcs || now < 0)
-    return SLUICE_EINVAL;
-  if (n == 1) { /* the common call, without the batch's loops */
-    if ((rcs[0] = sluice_program_validate(ps)) != SLUICE_OK)
-      return SLUICE_OK;
-    rc = s->pMethods->xRun(s, 1, ps, now, res, rcs);
-    if (rcs[0] > 0)
-      rcs[0] = SLUICE_EBACKEND;
-    return rc > 0 ? SLUICE_EBACKEND : rc;
-  }
   for (i = 0; i < n; i++) {
     rcs[i] = sluice_program_validate(&ps[i]);
     ok &= rcs[i] == SLUICE_OK;
@@ -275,6 +267,22 @@ int sluice_store_run(sluice_store *s, int n, const sluice_program *ps,
   for (i = 0; i < n; i++)
     if (rcs[i] > 0)
       rcs[i] = SLUICE_EBACKEND;
+  return rc > 0 ? SLUICE_EBACKEND : rc;
+}
+
+int sluice_store_run(sluice_store *s, int n, const sluice_program *ps,
+                     int64_t now, sluice_program_result *res, int *rcs) {
+  int rc;
+  if (!is_open(s) || n < 1 || !ps || !res || !rcs || now < 0)
+    return SLUICE_EINVAL;
+  if (n > 1)
+    return run_many(s, n, ps, now, res, rcs);
+  /* The common call: one program, straight to the backend. */
+  if ((rcs[0] = sluice_program_validate(ps)) != SLUICE_OK)
+    return SLUICE_OK;
+  rc = s->pMethods->xRun(s, 1, ps, now, res, rcs);
+  if (rcs[0] > 0)
+    rcs[0] = SLUICE_EBACKEND;
   return rc > 0 ? SLUICE_EBACKEND : rc;
 }
 
