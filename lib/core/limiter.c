@@ -164,9 +164,12 @@ int sluice_limiter_decide(sluice_limiter *l, int n, const sluice_program *ps,
   if (!l || (now < 0 && now != SLUICE_NOW) || (!rcs && n != 1))
     return SLUICE_EINVAL;
   now = clamp_time(l, now == SLUICE_NOW ? sluice_clock_now(l->clock) : now);
-  if (!rcs) {
-    int one, rc = sluice_store_run(l->store, 1, ps, now, res, &one);
-    return rc != SLUICE_OK ? rc : one;
+  if (n == 1) { /* straight to the backend: the limiter's store is open */
+    int one, rc;
+    if (!ps || !res)
+      return SLUICE_EINVAL;
+    rc = sluice__store_run1(l->store, ps, now, res, rcs ? rcs : &one);
+    return rc != SLUICE_OK || rcs ? rc : one;
   }
   return sluice_store_run(l->store, n, ps, now, res, rcs);
 }

@@ -272,18 +272,11 @@ run_many(sluice_store *s, int n, const sluice_program *ps, int64_t now,
 
 int sluice_store_run(sluice_store *s, int n, const sluice_program *ps,
                      int64_t now, sluice_program_result *res, int *rcs) {
-  int rc;
   if (!is_open(s) || n < 1 || !ps || !res || !rcs || now < 0)
     return SLUICE_EINVAL;
   if (n > 1)
     return run_many(s, n, ps, now, res, rcs);
-  /* The common call: one program, straight to the backend. */
-  if ((rcs[0] = sluice_program_validate(ps)) != SLUICE_OK)
-    return SLUICE_OK;
-  rc = s->pMethods->xRun(s, 1, ps, now, res, rcs);
-  if (rcs[0] > 0)
-    rcs[0] = SLUICE_EBACKEND;
-  return rc > 0 ? SLUICE_EBACKEND : rc;
+  return sluice__store_run1(s, ps, now, res, rcs);
 }
 
 int sluice_store_get(sluice_store *s, const sluice_key *k, int64_t now,

@@ -28,6 +28,24 @@ struct sluice_store_core {
   char errstr[SLUICE_STORE_ERRLEN];
 };
 
+/* One program, validated and sent straight to the backend: the common
+** call of sluice_store_run() and of the limiter (inline in both, so that
+** a decision crosses no wrapper on its way).  *rc1 gets the program's own
+** code; the return is the call's, as sluice_store_run() gives them. */
+static inline int sluice__store_run1(sluice_store *s, const sluice_program *p,
+                                     int64_t now, sluice_program_result *res,
+                                     int *rc1) {
+  int rc;
+  if ((*rc1 = sluice_program_validate(p)) != SLUICE_OK)
+    return SLUICE_OK;
+  rc = s->pMethods->xRun(s, 1, p, now, res, rc1);
+  /* A backend must not hand out positive codes: they would read as OK to
+  ** a caller testing rc < 0. */
+  if (*rc1 > 0)
+    *rc1 = SLUICE_EBACKEND;
+  return rc > 0 ? SLUICE_EBACKEND : rc;
+}
+
 /* Allocation through a store's allocator (NULL-safe free). */
 void *sluice__store_malloc(sluice_store *s, size_t n);
 void sluice__store_free(sluice_store *s, void *p, size_t n);
