@@ -100,4 +100,10 @@ int sluice__op_validate_params(const sluice_op *op);
  *  over many keys).  @return SLUICE_OK or SLUICE_EKEY. */
 int sluice__op_validate_keys(const sluice_op *op);
 
+/** @brief The keys alone of a program (present, 1..SLUICE_KEY_MAX bytes,
+ *  one hash tag, no key twice): what sluice_program_validate() checks of a
+ *  program that repeats the shape (steps, counts, class) of one it passed,
+ *  as a batch does.  @return SLUICE_OK or SLUICE_EKEY. */
+int sluice__program_keys_check(const sluice_program *p);
+
 #endif

@@ -202,6 +202,11 @@ __attribute__((noinline)) static int multi_check(const sluice_program *p) {
   return sluice__keys_check(&all);
 }
 
+int sluice__program_keys_check(const sluice_program *p) {
+  sluice_op all = {.nkeys = p->nkeys, .keys = p->keys};
+  return sluice__keys_check(&all);
+}
+
 int sluice_program_validate(const sluice_program *p) {
   if (!p || !p->keys || !p->steps || p->nkeys < 1 ||
       p->nkeys > SLUICE_PROGRAM_KEYS || p->nsteps < 1 ||

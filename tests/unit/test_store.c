@@ -66,6 +66,35 @@ Test(store, a_store_decides_like_a_limiter) {
   sluice_store_close(NULL); /* NULL-safe */
 }
 
+/* A batch repeating one step array over many keys has each program's keys
+** checked (the wrapper checks the repeated shape once): a bad key, a
+** key array missing or a changed count is refused in its own slot only. */
+Test(store, a_batch_of_one_shape_checks_every_program) {
+  sluice_store *s = open_mem();
+  static const char big[SLUICE_KEY_MAX + 1] = {0};
+  sluice_key k[6] = {{"a", 1}, {"b", 0}, {"c", 1}, {big, sizeof big},
+                     {"{t}x", 4}, {"{u}y", 4}};
+  sluice_step st = {.algo = SLUICE_ALGO_GCRA, .kind = SLUICE_OP_CONSUME,
+                    .nkeys = 1, .params = &G, .arg = 1};
+  sluice_program ps[6];
+  sluice_program_result res[6];
+  int rcs[6], i;
+  for (i = 0; i < 6; i++)
+    ps[i] = (sluice_program){.nkeys = 1, .keys = &k[i], .nsteps = 1,
+                             .steps = &st};
+  ps[2].keys = NULL;  /* no key array: the program's own EINVAL */
+  ps[4].nkeys = 2;    /* two records for a one-record step */
+  cr_assert_eq(sluice_store_run(s, 6, ps, SEC, res, rcs), SLUICE_OK);
+  cr_assert_eq(rcs[0], SLUICE_OK);
+  cr_assert_eq(rcs[1], SLUICE_EKEY, "an empty key");
+  cr_assert_eq(rcs[2], SLUICE_EINVAL, "no keys");
+  cr_assert_eq(rcs[3], SLUICE_EKEY, "a key past SLUICE_KEY_MAX");
+  cr_assert_eq(rcs[4], SLUICE_EINVAL, "a step not covering its records");
+  cr_assert_eq(rcs[5], SLUICE_OK);
+  cr_assert(res[0].allowed && res[5].allowed);
+  sluice_store_close(s);
+}
+
 Test(store, null_and_bad_input_never_reach_the_backend) {
   sluice_store *s = open_mem();
   sluice_op op = take_op(), bad = take_op();
