@@ -1002,7 +1002,8 @@ static int shm_one(shm_store *t, const sluice_program *p, int64_t now,
     /* decode() */
     in.w[0] = x[0] ^ mk[0];
     in.w[1] = x[1] ^ mk[1];
-    if (sluice_program_expiry(p, 0, &in) <= now)
+    if (sluice__rec_expiry(p->steps[0].algo, p->steps[0].params, 0, &in) <=
+        now)
       memset(&in, 0, sizeof in);
     r = sluice__program_single(p, &in, &out, now, res, &e);
     if (r != SLUICE_OK) {

@@ -106,4 +106,11 @@ int sluice__op_validate_keys(const sluice_op *op);
  *  as a batch does.  @return SLUICE_OK or SLUICE_EKEY. */
 int sluice__program_keys_check(const sluice_program *p);
 
+/* The expiry of record i of a step of `algo` over `params` (params of
+** its first record), as sluice__op_expiry() gives it; no checks: a store's
+** hot path asks it of a one-step program's record (its step's algo and
+** params, i = 0) without sluice_program_expiry()'s search. */
+int64_t sluice__rec_expiry(int algo, const void *params, int i,
+                           const sluice_state *s);
+
 #endif

@@ -16,10 +16,6 @@ int sluice__keys_check(const sluice_op *op);
 int sluice__gcra1_check(const sluice_gcra_params *p, int kind, int64_t arg,
                         uint64_t id, const sluice_key *k);
 
-/* The expiry of record i of a step of `algo` over `params` (params of
-** its first record), as sluice__op_expiry() gives it; no checks. */
-int64_t sluice__rec_expiry(int algo, const void *params, int i,
-                           const sluice_state *s);
 
 /* sluice_program_run() for a validated program. */
 int sluice__program_run_valid(const sluice_program *p, const sluice_state *in,
