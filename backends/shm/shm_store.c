@@ -1174,15 +1174,15 @@ static inline void many_stage2(shm_store *t, const many_ent *e) {
     prefetch_chain(t, &e->k[i]);
 }
 
-static int shm_run(sluice_store *st, int n, const sluice_program *ps,
-                   int64_t now, sluice_program_result *res, int *rcs) {
+/* A batch: each program's keys hashed and their lines fetched ahead of it.
+** Kept out of shm_run, whose one-program call must not pay for this
+** frame. */
+__attribute__((noinline)) static int
+shm_run_batch(sluice_store *st, int n, const sluice_program *ps, int64_t now,
+              sluice_program_result *res, int *rcs) {
   shm_store *t = (shm_store *)st;
   many_ent ring[PIPE_AHEAD];
   int j;
-  if (n == 1) {
-    rcs[0] = shm_run_one(st, ps, now, res, NULL);
-    return SLUICE_OK;
-  }
   for (j = 0; j < n && j < PIPE_AHEAD; j++)
     many_stage1(t, &ps[j], &ring[j]);
   for (j = 0; j < n && j < CHAIN_AHEAD; j++)
@@ -1196,6 +1196,14 @@ static int shm_run(sluice_store *st, int n, const sluice_program *ps,
     if (j + CHAIN_AHEAD < n)
       many_stage2(t, &ring[(j + CHAIN_AHEAD) % PIPE_AHEAD]);
   }
+  return SLUICE_OK;
+}
+
+static int shm_run(sluice_store *st, int n, const sluice_program *ps,
+                   int64_t now, sluice_program_result *res, int *rcs) {
+  if (n > 1)
+    return shm_run_batch(st, n, ps, now, res, rcs);
+  rcs[0] = shm_run_one(st, ps, now, res, NULL);
   return SLUICE_OK;
 }
 
