@@ -1,10 +1,10 @@
 /*
-** fuzz_algo: the algorithm layer's pure steps (sluice_op_step) over random
+** fuzz_algo: the algorithm layer's pure steps (sluice__op_step) over random
 ** parameters, start states, operations and times, with the invariants of
 ** README.md ("Invariants the tests check") and the algorithm essays checked
 ** inside the target:
 **
-**  a) Errors are exactly sluice_op_validate()'s (plus EINVAL for now < 0);
+**  a) Errors are exactly sluice__op_validate()'s (plus EINVAL for now < 0);
 **     a step is deterministic and may run in place (in == out).
 **  b) Verdict sanity: allowed is 0/1, remaining, retry and reset >= 0,
 **     now_ns echoed, binding inside the group.
@@ -22,7 +22,7 @@
 **     set's retry-after is an instant it passes; a box lasts exactly its
 **     retry-after; a box is never shortened (with non-decreasing box
 **     lengths) until RELEASE.
-**  f) sluice_op_expiry(): a second trajectory that zeroes every record at
+**  f) sluice__op_expiry(): a second trajectory that zeroes every record at
 **     or past its expiry before each step (what every backend does) gives
 **     the same verdicts at every step.
 **  g) The single-bucket GCRA step's int64 fast path, wherever the values
@@ -40,6 +40,7 @@
 #include "algo/algo_int.h" /* the GCRA step's int64 and 128-bit paths */
 #include "fuzz_common.h"
 #include "sluice.h"
+#include "op.h"
 
 __extension__ typedef __int128 i128;
 
@@ -291,7 +292,7 @@ static int probe(const sluice_op *op, const sluice_state *st, int64_t t,
   sluice_state out[SLUICE_GROUP_MAX];
   o.kind = kind;
   o.arg = arg;
-  return sluice_op_step(&o, st, out, t, v);
+  return sluice__op_step(&o, st, out, t, v);
 }
 
 /* Records reachable from zeroed ones have an expiry >= 0; a garbage start
@@ -300,7 +301,7 @@ static int expiry_nonneg = 1;
 
 static void zero_expired(const sluice_op *op, sluice_state *st, int64_t t) {
   for (int i = 0; i < op->nkeys; i++) {
-    int64_t e = sluice_op_expiry(op, i, &st[i]);
+    int64_t e = sluice__op_expiry(op, i, &st[i]);
     CHECK(e >= 0 || !expiry_nonneg, "negative expiry %lld", (long long)e);
     if (e != SLUICE_FOREVER && e <= t)
       memset(&st[i], 0, sizeof st[i]);
@@ -534,7 +535,7 @@ static void check_counted(world *w, const sluice_op *op,
   if (op->kind == SLUICE_OP_ACQUIRE && v->allowed && mono) {
     sluice_op o = *op;
     CHECK(v->lease_id != 0, "granted lease id 0");
-    CHECK(sluice_op_expiry(op, 0, out) >= exp, "grant ends before its TTL");
+    CHECK(sluice__op_expiry(op, 0, out) >= exp, "grant ends before its TTL");
     o.id = v->lease_id;
     /* In records of its own making.  In a made-up record the grant may
     ** land where its id cannot name it: that lease is then held until its
@@ -680,8 +681,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       now = max_now;
     if (w.monotone && now < w.hw)
       now = w.hw; /* what a limiter does */
-    vrc = sluice_op_validate(&op);
-    rc = sluice_op_step(&op, w.a, outa, now, &va);
+    vrc = sluice__op_validate(&op);
+    rc = sluice__op_step(&op, w.a, outa, now, &va);
     want = vrc != SLUICE_OK ? vrc : (now < 0 ? SLUICE_EINVAL : SLUICE_OK);
     CHECK(rc == want, "step rc %d (%s), expected %d", rc, sluice_err_name(rc),
           want);
@@ -703,7 +704,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     /* a) determinism and in-place. */
     memcpy(alias, w.a, sizeof(sluice_state) * (size_t)op.nkeys);
-    CHECK(sluice_op_step(&op, alias, alias, now, &v2) == SLUICE_OK, "alias");
+    CHECK(sluice__op_step(&op, alias, alias, now, &v2) == SLUICE_OK, "alias");
     CHECK(memcmp(alias, outa, sizeof(sluice_state) * (size_t)op.nkeys) == 0,
           "in-place step differs");
     same_verdict(&va, &v2, "in-place");
@@ -748,7 +749,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ** record dropped at t is gone for a later, earlier-clocked step). */
     if (w.monotone) {
       zero_expired(&op, w.b, now);
-      CHECK(sluice_op_step(&op, w.b, outb, now, &vb) == SLUICE_OK,
+      CHECK(sluice__op_step(&op, w.b, outb, now, &vb) == SLUICE_OK,
             "expiring trajectory failed");
       same_verdict(&va, &vb, "record past its expiry vs zeroed record");
       /* The records themselves may differ in dead fields (a penalty

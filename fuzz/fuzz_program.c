@@ -7,7 +7,7 @@
 **  a) sluice_program_run() fails exactly when sluice_program_validate()
 **     does, and then writes nothing;
 **  b) a valid program gives what the model gives: each step's guard
-**     evaluated on the verdicts so far, the step run with sluice_op_step()
+**     evaluated on the verdicts so far, the step run with sluice__op_step()
 **     (a lease TTL from an earlier step's retry-after, at least 1), a
 **     gate's first denial restoring every record to its input; the same
 **     ran mask, denied_by, allowed, verdicts and output records;
@@ -16,6 +16,7 @@
 */
 #include "fuzz_common.h"
 #include "sluice.h"
+#include "op.h"
 
 /* The record table: 0 a box, 1-2 a tenant and a key bucket, 3 a window,
 ** 4 a distinct set, 5-7 a lease set of 3.  Steps pick one of these targets
@@ -90,7 +91,7 @@ static int model_cond(int w, int ref, int passed, const int *ran,
   }
 }
 
-/* The contract of program.h, step by step with sluice_op_step(). */
+/* The contract of program.h, step by step with sluice__op_step(). */
 static int model(const sluice_program *p, const sluice_state *in,
                  sluice_state *out, int64_t now, sluice_program_result *r) {
   sluice_state cur[NREC];
@@ -109,14 +110,14 @@ static int model(const sluice_program *p, const sluice_state *in,
     if (!model_cond(s->when, s->ref, passed, ran, r->v) ||
         !model_cond(s->when2, s->ref2, passed, ran, r->v))
       continue;
-    sluice_program_step_op(p, i, &op);
+    sluice__program_step_op(p, i, &op);
     if (s->ttl_from) {
       int64_t t = r->v[s->ttl_from - 1].retry_after_ns;
       lp = *(const sluice_lease_params *)s->params;
       lp.ttl_ns = t < 1 ? 1 : t > SLUICE_DURATION_MAX ? SLUICE_DURATION_MAX : t;
       op.params = &lp;
     }
-    rc = sluice_op_step(&op, cur + s->key, cur + s->key, now, &r->v[i]);
+    rc = sluice__op_step(&op, cur + s->key, cur + s->key, now, &r->v[i]);
     if (rc != SLUICE_OK)
       return rc;
     ran[i] = 1;

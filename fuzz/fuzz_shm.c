@@ -5,8 +5,8 @@
 ** Phase 1, differential: a table on a fresh memfd runs random operations
 ** (every algorithm, groups, deletes, reads) over a few keys at fuzzed,
 ** non-decreasing times; beside it a model keeps the records in a plain
-** array and runs sluice_op_step() on them, zeroing a record once its
-** sluice_op_expiry() has passed (the backend contract).  Every verdict must
+** array and runs sluice__op_step() on them, zeroing a record once its
+** sluice__op_expiry() has passed (the backend contract).  Every verdict must
 ** equal the model's field for field, every read must return the model's
 ** record (and SLUICE_ENOTFOUND exactly when the model's is fresh), and no
 ** valid operation may fail: the table is far larger than the key set.
@@ -23,6 +23,8 @@
 
 #include "fuzz_common.h"
 #include "sluice.h"
+#include "../tests/common/one_step.h"
+#include "op.h"
 #include <sluice/sluice_shm.h>
 
 #define NKEYS 8
@@ -135,7 +137,7 @@ static int open_on(int fd, int create, sluice_clock *clk,
            create ? ";create=1" : "");
   o.store = uri;
   o.clock = clk;
-  return sluice_limiter_open(&o, lim);
+  return sluice_limiter_open(&o, lim, NULL, 0);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -183,11 +185,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     make_op(&f, &op, idx, keys, &m);
     for (i = 0; i < op.nkeys; i++) {
       in[i] = m.st[op.algo][idx[i]];
-      if (sluice_op_expiry(&op, i, &in[i]) <= now)
+      if (sluice__op_expiry(&op, i, &in[i]) <= now)
         memset(&in[i], 0, sizeof in[i]);
     }
-    CHECK(sluice_op_step(&op, in, out, now, &vm) == SLUICE_OK, "model step");
-    rc = sluice_limiter_apply(lim, &op, &vs);
+    CHECK(sluice__op_step(&op, in, out, now, &vm) == SLUICE_OK, "model step");
+    rc = op_decide(lim, &op, SLUICE_NOW, &vs);
     CHECK(rc == SLUICE_OK, "step %d: shm apply: %s (%s)", k,
           sluice_strerror(rc), sluice_limiter_errmsg(lim));
     same(&vs, &vm, k);
@@ -197,7 +199,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       sluice_state got;
       int64_t exp;
       int j = idx[0], fresh, a = op.algo;
-      fresh = sluice_op_expiry(&op, 0, &m.st[a][j]) <= now;
+      fresh = sluice__op_expiry(&op, 0, &m.st[a][j]) <= now;
       rc = sluice_limiter_get(lim, m.key[a][j].data, m.key[a][j].len, &got,
                               &exp);
       if (fresh)
@@ -241,7 +243,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       now += 250000000;
       sluice_clock_set(clk, now);
       make_op(&f, &op, idx, keys, &m);
-      rc = sluice_limiter_apply(lim, &op, &v);
+      rc = op_decide(lim, &op, SLUICE_NOW, &v);
       CHECK(rc == SLUICE_OK || known_error(rc), "apply on a damaged table: %d",
             rc);
       if (rc == SLUICE_OK)

@@ -20,7 +20,7 @@ static int replay_once(const char *path, char *report, size_t len) {
   int bad;
   CHECK(sluice_clock_manual(0, &clk) == SLUICE_OK, "clock");
   o.clock = clk;
-  CHECK(sluice_limiter_open(&o, &lim) == SLUICE_OK, "open mem");
+  CHECK(sluice_limiter_open(&o, &lim, NULL, 0) == SLUICE_OK, "open mem");
   bad = trace_replay(lim, clk, path, "fz", report, len);
   sluice_limiter_close(lim);
   sluice_clock_free(clk);

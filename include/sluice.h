@@ -100,17 +100,14 @@ typedef struct sluice_limiter_options {
 /** @brief Open a limiter on a store.
  *  @param[in] opts  NULL for all defaults (a "mem" store, real clock).
  *  @param[out] out  the limiter, or NULL on failure.
+ *  @param errbuf,errlen  NULL/0, or where a failure's detail is copied
+ *                   (NUL-terminated, truncated to errlen).
  *  @return SLUICE_OK or: SLUICE_EINVAL (bad options, unknown backend),
  *  SLUICE_ENOTSUP (backend compiled out), SLUICE_ENOMEM, or the backend's
- *  open error.  On failure the store's detail, if any, is lost; use
- *  sluice_limiter_open2() to keep it. */
+ *  open error. */
 SLUICE_EXPORT int sluice_limiter_open(const sluice_limiter_options *opts,
-                                      sluice_limiter **out);
-/** @brief As sluice_limiter_open(), also copying the failure detail into
- *  errbuf (NUL-terminated, truncated to errlen). */
-SLUICE_EXPORT int sluice_limiter_open2(const sluice_limiter_options *opts,
-                                       sluice_limiter **out, char *errbuf,
-                                       size_t errlen);
+                                      sluice_limiter **out, char *errbuf,
+                                      size_t errlen);
 /** @brief Check a store string as sluice_limiter_open() would read it,
  *  without opening anything: the backend is known, and its parameters are
  *  ones it takes, each given once (no file, segment or connection is
@@ -124,53 +121,35 @@ SLUICE_EXPORT int sluice_store_check(const char *store, char *errbuf,
  *  again after this call. */
 SLUICE_EXPORT void sluice_limiter_close(sluice_limiter *lim);
 
-/** @brief Run one operation now (the limiter's clock, clamped so that it
- *  goes backwards by at most SLUICE_CLOCK_SLACK_NS).  Thread-safe when the
- *  store is (SLUICE_CAP_THREADSAFE: every built-in store).
- *  @return SLUICE_OK (see v->allowed for the decision) or an error from
- *  sluice_op_validate() or the store (SLUICE_EFULL, SLUICE_ETIMEDOUT,
- *  SLUICE_EUNAVAIL, SLUICE_EBACKEND ...).  On error nothing changed. */
-SLUICE_EXPORT int sluice_limiter_apply(sluice_limiter *lim,
-                                       const sluice_op *op, sluice_verdict *v);
-/** @brief As sluice_limiter_apply() at an explicit time (simulations,
- *  replays).  The monotonic clamp still applies. */
-SLUICE_EXPORT int sluice_limiter_apply_at(sluice_limiter *lim,
-                                          const sluice_op *op, int64_t now_ns,
-                                          sluice_verdict *v);
-/** @brief Run n independent operations, batched by the store when it can.
- *  rcs[i] gets each op's own result. */
-SLUICE_EXPORT int sluice_limiter_apply_many(sluice_limiter *lim, int n,
-                                            const sluice_op *ops,
-                                            sluice_verdict *vs, int *rcs);
-/** @brief Run one program (sluice/program.h) now, as one atomic store call
- *  on every built-in store (one EVALSHA on Redis).  On a store without the
- *  version-3 method the steps run one xApply at a time: see backend.h.
- *  @return SLUICE_OK (see res->allowed) or an error from
- *  sluice_program_validate() or the store; on error nothing changed
- *  (except on such an older store, where earlier steps may have). */
-SLUICE_EXPORT int sluice_limiter_run(sluice_limiter *lim,
-                                     const sluice_program *p,
-                                     sluice_program_result *res);
-/** @brief As sluice_limiter_run() at an explicit time. */
-SLUICE_EXPORT int sluice_limiter_run_at(sluice_limiter *lim,
-                                        const sluice_program *p,
+/** `now_ns` of sluice_limiter_decide(): the limiter's own clock. */
+#define SLUICE_NOW INT64_MIN
+
+/** @brief Decide: run n independent programs (sluice/program.h), each as
+ *  one atomic store call, in as few round trips or transactions as the
+ *  store can (one EVALSHA on Redis).  An operation is a one-step program.
+ *  Thread-safe when the store is (SLUICE_CAP_THREADSAFE: every built-in
+ *  store).
+ *  @param n       1 or more programs.
+ *  @param now_ns  SLUICE_NOW (the limiter's clock), or an explicit time
+ *                 >= 0 (simulations, replays, a batch decided at one time).
+ *                 Either way it is clamped so that it goes backwards by at
+ *                 most SLUICE_CLOCK_SLACK_NS.
+ *  @param res     n results (see res[i].allowed); only the verdicts of the
+ *                 steps a program has are written.
+ *  @param rcs     n codes, each program's own (an error from
+ *                 sluice_program_validate() or the store; on an error that
+ *                 program changed nothing).  NULL when n is 1: the return
+ *                 value is then that program's code.
+ *  @return SLUICE_OK when every program was attempted (read rcs), or an
+ *  error that applies to all (SLUICE_EINVAL for a bad argument). */
+SLUICE_EXPORT int sluice_limiter_decide(sluice_limiter *lim, int n,
+                                        const sluice_program *ps,
                                         int64_t now_ns,
-                                        sluice_program_result *res);
-/** @brief Run n independent programs (replays, batch callers) in as few
- *  round trips or transactions as the store can; each is atomic on its
- *  own and rcs[i] is its result. */
-SLUICE_EXPORT int sluice_limiter_run_many(sluice_limiter *lim, int n,
-                                          const sluice_program *ps,
-                                          sluice_program_result *res,
-                                          int *rcs);
-/** @brief As sluice_limiter_run_many() at an explicit time (the policy's
- *  batched decisions, which decide a batch at one time). */
-SLUICE_EXPORT int sluice_limiter_run_many_at(sluice_limiter *lim, int n,
-                                             const sluice_program *ps,
-                                             int64_t now_ns,
-                                             sluice_program_result *res,
-                                             int *rcs);
-/** @brief The common case: take `cost` points from one GCRA bucket. */
+                                        sluice_program_result *res,
+                                        int *rcs);
+/** @brief The common case: take `cost` points from one GCRA bucket now
+ *  (a one-step program through sluice_limiter_decide()); *v is the step's
+ *  verdict. */
 SLUICE_EXPORT int sluice_limiter_take(sluice_limiter *lim, const void *key,
                                       size_t keylen,
                                       const sluice_gcra_params *p,
@@ -183,7 +162,7 @@ SLUICE_EXPORT int sluice_limiter_get(sluice_limiter *lim, const void *key,
 SLUICE_EXPORT int sluice_limiter_delete(sluice_limiter *lim, const void *key,
                                         size_t keylen);
 /** Control op any store may answer (sluice_limiter_control): `arg` is a
- *  `const sluice_op *` that sluice_op_validate_params() accepts.
+ *  `const sluice_op *` with valid parameters (its keys are not read).
  *  SLUICE_OK: the store decides ops with these parameters exactly;
  *  SLUICE_ERANGE: they lie beyond its range, and every such op would be
  *  refused (the redis store: GCRA burst * period_ns, windows, boxes and
@@ -204,9 +183,6 @@ SLUICE_EXPORT int64_t sluice_limiter_now(sluice_limiter *lim);
  *  not per thread: with several threads failing on one limiter it may
  *  describe another thread's error (the returned code is always exact). */
 SLUICE_EXPORT const char *sluice_limiter_errmsg(sluice_limiter *lim);
-/** @brief Backend-specific code of the last store error (errno, LMDB or
- *  hiredis code), 0 if none. */
-SLUICE_EXPORT int sluice_limiter_errcode(sluice_limiter *lim);
 /** @brief The backend's name ("mem", ...). */
 SLUICE_EXPORT const char *sluice_limiter_backend(sluice_limiter *lim);
 

@@ -813,7 +813,7 @@ ngx_http_sluice_open_all(ngx_cycle_t *cycle, ngx_http_sluice_main_conf_t *mcf)
     lo.store = ngx_http_sluice_cstr(cycle->pool, &mcf->store);
     lo.flags = SLUICE_OPEN_CREATE;
     err[0] = '\0';
-    rc = lo.store ? sluice_limiter_open2(&lo, &ngx_http_sluice_worker.lim, err, sizeof(err))
+    rc = lo.store ? sluice_limiter_open(&lo, &ngx_http_sluice_worker.lim, err, sizeof(err))
                   : SLUICE_ENOMEM;
     if (rc != SLUICE_OK) {
         ngx_log_error(NGX_LOG_ALERT, cycle->log, 0,

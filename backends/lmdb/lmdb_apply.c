@@ -3,6 +3,7 @@
 ** (a read transaction first for steps that may change nothing).
 */
 #include "lmdb_int.h"
+#include "job.h"
 
 /* -------------------------------------------------------------- apply --- */
 
@@ -10,7 +11,7 @@
 ** failure that poisoned the transaction (0 when the failure was the op's
 ** own and the transaction can go on); *dirty is set when anything was
 ** written. */
-static int apply_in_txn(lmdb_store *s, MDB_txn *txn, const sluice_job *job,
+static int apply_in_txn(lmdb_store *s, MDB_txn *txn, const sluice__job *job,
                         int64_t now, int *dirty, int *mdbrc, int dry) {
   sluice_lmdb_env *e = s->e;
   sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
@@ -45,11 +46,11 @@ static int apply_in_txn(lmdb_store *s, MDB_txn *txn, const sluice_job *job,
     else
       in[i] = old[i];
   }
-  rc = sluice_job_run(job, in, out, now);
+  rc = sluice__job_run(job, in, out, now);
   if (rc != SLUICE_OK)
     return rc;
   for (i = 0; i < job->nkeys; i++) {
-    int64_t exp = sluice_job_expiry(job, i, &out[i]);
+    int64_t exp = sluice__job_expiry(job, i, &out[i]);
     MDB_val k, val;
     unsigned char rec[REC_SIZE];
     sluice__lmdb_key_map(e, &job->keys[i], kbuf, &k);
@@ -91,7 +92,7 @@ needs_write:
 /* The write path: one write transaction, retried once after MDB_MAP_FULL
 ** if room could be found.  With nowait, give up (SLUICE_EBUSY) rather than
 ** wait for another writer. */
-static int apply_write(lmdb_store *s, const sluice_job *job, int64_t now,
+static int apply_write(lmdb_store *s, const sluice__job *job, int64_t now,
                        int nowait) {
   sluice_store *base = &s->base;
   int attempt, rc = SLUICE_OK;
@@ -121,11 +122,11 @@ static int apply_write(lmdb_store *s, const sluice_job *job, int64_t now,
 ** record after all (so the stored state stays exactly what the mem store
 ** would hold), which keeps checks cheap and keeps them answering while a
 ** writer is stuck.  An op or a whole program: one transaction either way. */
-static int lmdb_job(sluice_store *base, const sluice_job *job, int64_t now) {
+static int lmdb_job(sluice_store *base, const sluice__job *job, int64_t now) {
   lmdb_store *s = (lmdb_store *)base;
   sluice_verdict dv;
   sluice_program_result dres;
-  sluice_job dry = *job;
+  sluice__job dry = *job;
   MDB_txn *txn;
   int dirty = 0, mdbrc = MDB_SUCCESS, rc = sluice__lmdb_fork_check(s);
   if (rc != SLUICE_OK)
@@ -133,7 +134,7 @@ static int lmdb_job(sluice_store *base, const sluice_job *job, int64_t now) {
   if (s->rdonly)
     return sluice_store_seterr(base, SLUICE_EPERM, 0,
                                "lmdb: store opened read-only");
-  if (!sluice_job_read_only(job))
+  if (!sluice__job_read_only(job))
     return apply_write(s, job, now, 0);
   /* The dry run answers into its own result: the write below may fail and
   ** then the dry one stands. */
@@ -158,24 +159,9 @@ static int lmdb_job(sluice_store *base, const sluice_job *job, int64_t now) {
   return rc;
 }
 
-int sluice__lmdb_apply(sluice_store *base, const sluice_op *op, int64_t now,
-                       sluice_verdict *v) {
-  sluice_job job;
-  sluice_job_op(&job, op, v);
-  return lmdb_job(base, &job, now);
-}
-
-int sluice__lmdb_run(sluice_store *base, const sluice_program *p, int64_t now,
-                     sluice_program_result *res) {
-  sluice_job job;
-  sluice_job_program(&job, p, res);
-  return lmdb_job(base, &job, now);
-}
-
-/* A batch of jobs (job(i, &j) makes the i-th): one write transaction. */
-static int lmdb_batch(sluice_store *base, int n, int64_t now, int *rcs,
-                      void (*job)(const void *, int, sluice_job *),
-                      const void *ctx) {
+/* A batch of programs: one write transaction. */
+static int lmdb_batch(sluice_store *base, int n, const sluice_program *ps,
+                      int64_t now, sluice_program_result *res, int *rcs) {
   lmdb_store *s = (lmdb_store *)base;
   int attempt, i, rc = sluice__lmdb_fork_check(s);
   if (rc == SLUICE_OK && s->rdonly)
@@ -188,8 +174,8 @@ static int lmdb_batch(sluice_store *base, int n, int64_t now, int *rcs,
     if (rc != SLUICE_OK)
       break;
     for (i = 0; i < n && mdbrc == MDB_SUCCESS; i++) {
-      sluice_job j;
-      job(ctx, i, &j);
+      sluice__job j;
+      sluice__job_program(&j, &ps[i], &res[i]);
       rcs[i] = apply_in_txn(s, txn, &j, now, &dirty, &mdbrc, 0);
     }
     if (mdbrc != MDB_SUCCESS) {
@@ -216,34 +202,16 @@ static int lmdb_batch(sluice_store *base, int n, int64_t now, int *rcs,
   return rc;
 }
 
-typedef struct batch_ops {
-  const sluice_op *ops;
-  sluice_verdict *vs;
-} batch_ops;
-typedef struct batch_progs {
-  const sluice_program *ps;
-  sluice_program_result *res;
-} batch_progs;
-
-static void op_job(const void *ctx, int i, sluice_job *j) {
-  const batch_ops *b = ctx;
-  sluice_job_op(j, &b->ops[i], &b->vs[i]);
-}
-static void prog_job(const void *ctx, int i, sluice_job *j) {
-  const batch_progs *b = ctx;
-  sluice_job_program(j, &b->ps[i], &b->res[i]);
-}
-
-int sluice__lmdb_apply_many(sluice_store *base, int n, const sluice_op *ops,
-                            int64_t now, sluice_verdict *vs, int *rcs) {
-  batch_ops b = {ops, vs};
-  return lmdb_batch(base, n, now, rcs, op_job, &b);
-}
-
-int sluice__lmdb_run_many(sluice_store *base, int n, const sluice_program *ps,
-                          int64_t now, sluice_program_result *res, int *rcs) {
-  batch_progs b = {ps, res};
-  return lmdb_batch(base, n, now, rcs, prog_job, &b);
+/* One program: its own transaction (a read-only one when it only
+** reads); more: one write transaction for the batch. */
+int sluice__lmdb_run(sluice_store *base, int n, const sluice_program *ps,
+                     int64_t now, sluice_program_result *res, int *rcs) {
+  sluice__job job;
+  if (n > 1)
+    return lmdb_batch(base, n, ps, now, res, rcs);
+  sluice__job_program(&job, ps, res);
+  rcs[0] = lmdb_job(base, &job, now);
+  return SLUICE_OK;
 }
 
 /* ------------------------------------------------------ get / delete --- */

@@ -98,14 +98,8 @@ void sluice__lmdb_txn_abort_ro(lmdb_store *s, MDB_txn *txn);
 int sluice__lmdb_txn_commit(lmdb_store *s, MDB_txn *txn);
 int sluice__lmdb_adopt_recorded(lmdb_store *s);
 int sluice__lmdb_recover_room(lmdb_store *s);
-int sluice__lmdb_apply(sluice_store *base, const sluice_op *op, int64_t now,
-                       sluice_verdict *v);
-int sluice__lmdb_run(sluice_store *base, const sluice_program *p, int64_t now,
-                     sluice_program_result *res);
-int sluice__lmdb_apply_many(sluice_store *base, int n, const sluice_op *ops,
-                            int64_t now, sluice_verdict *vs, int *rcs);
-int sluice__lmdb_run_many(sluice_store *base, int n, const sluice_program *ps,
-                          int64_t now, sluice_program_result *res, int *rcs);
+int sluice__lmdb_run(sluice_store *base, int n, const sluice_program *ps,
+                     int64_t now, sluice_program_result *res, int *rcs);
 int sluice__lmdb_get(sluice_store *base, const sluice_key *key, int64_t now,
                      sluice_state *out, int64_t *expires);
 int sluice__lmdb_delete(sluice_store *base, const sluice_key *key);

@@ -7,21 +7,21 @@
 ** open so that files written by another layout are refused with
 ** SLUICE_EVERSION rather than misread; "sluice.state" maps a key to a
 ** 32-byte value: a 4-byte tag (format, layout), 4 reserved bytes, the expiry
-** (int64 ns, from sluice_op_expiry) and the 16-byte algorithm record.
+** (int64 ns, from sluice__op_expiry) and the 16-byte algorithm record.
 ** LMDB keys stop at 511 bytes and sluice keys at 512, so a key longer than
 ** RAW_MAX is stored as its first bytes plus its SipHash-128 under the
 ** environment's secret, at a length no raw key has; the two spaces never
 ** meet.
 **
 ** A decision is one write transaction: read the group's records (absent or
-** past their expiry = zeroed), run sluice_op_step(), write back what
+** past their expiry = zeroed), run the program, write back what
 ** changed, commit.  LMDB's writer lock serialises writers of all processes,
 ** which is what makes a group atomic and keeps two processes from
 ** over-admitting.  A step that changes nothing (a denial, a check of a live
 ** box) aborts instead of committing, so it costs no fsync.  PEEK and CHECK
 ** run in a read transaction first and reach the writer only if the step
-** would change a record after all.  A batch (xApplyMany) runs many ops in
-** one transaction and pays one commit.
+** would change a record after all.  A batch (xRun of several programs)
+** runs in one transaction and pays one commit.
 **
 ** Writers first take a gate of our own (lmdb_gate.h), a robust mutex with
 ** a deadline, because LMDB's writer lock has none: a writer stopped inside
@@ -65,6 +65,8 @@
 **     wait instead of blocking forever.
 */
 #include "lmdb_int.h"
+#include "random.h"
+#include "store.h"
 
 static const char *const sync_names[] = {"full", "nometasync", "nosync"};
 
@@ -103,16 +105,13 @@ static int lmdb_close(sluice_store *base) {
 }
 
 static const sluice_store_methods lmdb_methods = {
-    3,                       /* iVersion */
-    lmdb_close,              /* xClose */
-    sluice__lmdb_apply,      /* xApply: one write transaction */
-    sluice__lmdb_get,        /* xGet: one read transaction */
-    sluice__lmdb_delete,     /* xDelete */
-    sluice__lmdb_control,    /* xControl: SLUICE_CTL_LMDB_* */
-    sluice__lmdb_caps,       /* xCapabilities */
-    sluice__lmdb_apply_many, /* xApplyMany: one write transaction per batch */
-    sluice__lmdb_run,      /* xRun: a whole program in one write transaction */
-    sluice__lmdb_run_many, /* xRunMany: one write transaction per batch */
+    SLUICE_BACKEND_VERSION,
+    lmdb_close,
+    sluice__lmdb_run, /* xRun: one write transaction per call */
+    sluice__lmdb_get,
+    sluice__lmdb_delete,
+    sluice__lmdb_control,
+    sluice__lmdb_caps,
 };
 
 typedef struct open_args {
@@ -141,16 +140,16 @@ static int parse_args(sluice_store *s, const char *uri, open_args *a) {
     return sluice_store_seterr(s, SLUICE_EINVAL, 0, "lmdb: path too long");
   memcpy(a->path, v, n);
   a->path[n] = '\0';
-  rc = sluice_uri_int(uri, "mapsize", DEFAULT_MAPSIZE, &a->mapsize);
+  rc = sluice__uri_int(uri, "mapsize", DEFAULT_MAPSIZE, &a->mapsize);
   if (rc != SLUICE_OK || a->mapsize < 1)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "lmdb: mapsize must be a positive size such "
                                "as 64m");
-  rc = sluice_uri_int(uri, "maxreaders", 126, &a->maxreaders);
+  rc = sluice__uri_int(uri, "maxreaders", 126, &a->maxreaders);
   if (rc != SLUICE_OK || a->maxreaders < 1 || a->maxreaders > 65536)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "lmdb: maxreaders must be 1..65536");
-  rc = sluice_uri_int(uri, "busy_timeout_ms", 5000, &a->busy_ms);
+  rc = sluice__uri_int(uri, "busy_timeout_ms", 5000, &a->busy_ms);
   if (rc != SLUICE_OK || a->busy_ms > 24 * 3600 * 1000)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "lmdb: busy_timeout_ms must be 0..86400000");
@@ -341,7 +340,7 @@ static int env_setup_txn(sluice_store *s, sluice_lmdb_env *e, int create,
     m.layout = SLUICE_STATE_LAYOUT;
     m.rec_size = REC_SIZE;
     m.raw_max = (uint32_t)e->raw_max;
-    rc = sluice_random_bytes(m.secret, sizeof m.secret);
+    rc = sluice__random_bytes(m.secret, sizeof m.secret);
     if (rc != SLUICE_OK) {
       mdb_txn_abort(txn);
       return sluice_store_seterr(s, rc, 0, "lmdb: no random source");
@@ -549,7 +548,7 @@ static int lmdb_open(const sluice_backend *b, const char *uri,
                                "lmdb: unknown open flags 0x%x", cfg->flags);
   rdonly = (cfg->flags & SLUICE_OPEN_READONLY) != 0;
   create = (cfg->flags & SLUICE_OPEN_CREATE) != 0 && !rdonly;
-  a = sluice_store_malloc(base, sizeof *a);
+  a = sluice__store_malloc(base, sizeof *a);
   if (!a)
     return sluice_store_seterr(base, SLUICE_ENOMEM, 0, "lmdb: out of memory");
   rc = parse_args(base, uri, a);
@@ -634,9 +633,9 @@ static int lmdb_open(const sluice_backend *b, const char *uri,
     s->rdonly = rdonly;
   }
 done:
-  sluice_store_free(base, a, sizeof *a);
+  sluice__store_free(base, a, sizeof *a);
   return rc;
 }
 
 const sluice_backend sluice__backend_lmdb = {
-    SLUICE_BACKEND_CLASS_VERSION, (int)sizeof(lmdb_store), "lmdb", NULL, lmdb_open, lmdb_params};
+    SLUICE_BACKEND_VERSION, (int)sizeof(lmdb_store), "lmdb", NULL, lmdb_open, lmdb_params};

@@ -3,6 +3,7 @@
 ** mapping, and transactions behind the writer gate (see lmdb_store.c).
 */
 #include "lmdb_int.h"
+#include "siphash.h"
 
 #include <errno.h>
 
@@ -94,7 +95,7 @@ void sluice__lmdb_key_map(const sluice_lmdb_env *e, const sluice_key *k,
     return;
   }
   memcpy(buf, k->data, e->raw_max + 1 - 16);
-  sluice_siphash128(e->secret, k->data, k->len, buf + e->raw_max + 1 - 16);
+  sluice__siphash128(e->secret, k->data, k->len, buf + e->raw_max + 1 - 16);
   out->mv_data = buf;
   out->mv_size = e->raw_max + 1;
 }

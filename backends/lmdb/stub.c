@@ -13,5 +13,5 @@ static int lmdb_stub_open(const sluice_backend *b, const char *uri,
 }
 
 const sluice_backend sluice__backend_lmdb = {
-    SLUICE_BACKEND_CLASS_VERSION, (int)sizeof(sluice_store), "lmdb", NULL,
+    SLUICE_BACKEND_VERSION, (int)sizeof(sluice_store), "lmdb", NULL,
     lmdb_stub_open};

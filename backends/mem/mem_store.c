@@ -14,7 +14,7 @@
 ** all of them, which makes a group (tenant bucket + key bucket, a lease set)
 ** one atomic unit.
 **
-** Reclamation: a record whose expiry (sluice_op_expiry) has passed is
+** Reclamation: a record whose expiry (sluice__op_expiry) has passed is
 ** exactly a fresh key, so its slot is reused when its key comes back, freed
 ** when a step leaves it fresh, and dropped when a shard is rebuilt (which
 ** happens before the shard would grow).  Nothing live is ever dropped: at
@@ -38,8 +38,12 @@
 
 #include "backends.h"
 #include "huge.h"
+#include "job.h"
 #include "mem_memo.h"
 #include "sluice.h"
+#include "siphash.h"
+#include "random.h"
+#include "store.h"
 #include <sluice/sluice_mem.h>
 
 #define NSHARD 64
@@ -102,7 +106,7 @@ static int table_alloc(mem_store *m, size_t bytes, shard *out) {
     if (out->slots)
       return SLUICE_OK; /* mmap zeroes it */
   }
-  out->slots = sluice_store_malloc(&m->base, bytes);
+  out->slots = sluice__store_malloc(&m->base, bytes);
   if (!out->slots)
     return SLUICE_ENOMEM;
   memset(out->slots, 0, bytes);
@@ -118,7 +122,7 @@ static void table_free(mem_store *m, const shard *t, size_t bytes) {
   if (t->mapped)
     sluice__huge_unmap(t->slots, t->mapped);
   else
-    sluice_store_free(&m->base, t->slots, bytes);
+    sluice__store_free(&m->base, t->slots, bytes);
 }
 
 typedef struct fpkey {
@@ -128,7 +132,7 @@ typedef struct fpkey {
 static fpkey fingerprint(const mem_store *m, const sluice_key *k) {
   uint8_t h[16];
   fpkey f;
-  sluice_siphash13_128(m->hkey, k->data, k->len, h);
+  sluice__siphash13_128(m->hkey, k->data, k->len, h);
   memcpy(f.fp, h, 16);
   if (f.fp[0] == 0 && f.fp[1] == 0)
     f.fp[0] = 1; /* {0,0} marks an empty slot */
@@ -328,17 +332,17 @@ static int claim_untrusted(mem_store *m, int64_t n) {
   return SLUICE_OK;
 }
 
-static int mem_apply_locked(mem_store *m, const sluice_job *job,
+static int mem_apply_locked(mem_store *m, const sluice__job *job,
                             const fpkey *f, int64_t now) {
   sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
   int64_t exp[SLUICE_PROGRAM_KEYS];
   long at[SLUICE_PROGRAM_KEYS];
   size_t gap[SLUICE_PROGRAM_KEYS]; /* an absent key's empty slot */
   int i, rc, nnew = 0, inserted = 0, moved = 0, n = job->nkeys;
-  int untrusted = sluice_job_record_class(job) != SLUICE_CLASS_SERVICE;
+  int untrusted = sluice__job_record_class(job) != SLUICE_CLASS_SERVICE;
   uint64_t reserved = 0; /* shards whose room is made */
 
-  if (n < 1) /* mem_job() checked; this tells the compiler in[] is set */
+  if (n < 1) /* mem_job_pre() checked; this tells the compiler in[] is set */
     return SLUICE_EINVAL;
   for (i = 0; i < n; i++) {
     const shard *sh = &m->shards[shard_of(&f[i])];
@@ -348,12 +352,12 @@ static int mem_apply_locked(mem_store *m, const sluice_job *job,
     else
       memset(&in[i], 0, sizeof in[i]);
   }
-  rc = sluice_job_run(job, in, out, now);
+  rc = sluice__job_run(job, in, out, now);
   if (rc != SLUICE_OK)
     return rc;
   /* Everything that can fail happens before the first write. */
   for (i = 0; i < n; i++) {
-    exp[i] = sluice_job_expiry(job, i, &out[i]);
+    exp[i] = sluice__job_expiry(job, i, &out[i]);
     nnew += at[i] < 0 && exp[i] > now;
   }
   if (nnew > 0 && (untrusted ? claim_untrusted(m, nnew)
@@ -416,7 +420,7 @@ static int mem_apply_locked(mem_store *m, const sluice_job *job,
     note_expiry(m, exp[i]);
   }
   /* More than claimed when a rebuild above dropped an expired record that
-  ** this op rewrites (the rebuild already took it off the count). */
+  ** this program rewrites (the rebuild already took it off the count). */
   if (inserted != nnew) {
     atomic_fetch_add_explicit(&m->count, inserted - nnew, memory_order_relaxed);
     if (untrusted)
@@ -442,11 +446,11 @@ static int64_t sweep_all(mem_store *m, int64_t now) {
   return dropped;
 }
 
-/* An op or a program: every record's shard locked (ascending), the step
-** or the whole program run under them.  pre: the fingerprints of the
+/* A program: every record's shard locked (ascending), the whole program
+** run under them.  pre: the fingerprints of the
 ** first npre keys, made already (a batch's staging); the rest are made
 ** here. */
-static int mem_job_pre(sluice_store *s, const sluice_job *job, int64_t now,
+static int mem_job_pre(sluice_store *s, const sluice__job *job, int64_t now,
                        const fpkey *pre, int npre) {
   mem_store *m = (mem_store *)s;
   fpkey f[SLUICE_PROGRAM_KEYS];
@@ -466,7 +470,7 @@ static int mem_job_pre(sluice_store *s, const sluice_job *job, int64_t now,
     lock_group(m, f, n, 0);
   }
   if (rc == SLUICE_EFULL &&
-      sluice_job_record_class(job) != SLUICE_CLASS_SERVICE)
+      sluice__job_record_class(job) != SLUICE_CLASS_SERVICE)
     sluice_store_seterr(s, rc, 0,
                         "mem store holds max_keys=%lld live records, or "
                         "untrusted=%lld of untrusted ones",
@@ -479,23 +483,21 @@ static int mem_job_pre(sluice_store *s, const sluice_job *job, int64_t now,
   return rc;
 }
 
-static int mem_job(sluice_store *s, const sluice_job *job, int64_t now) {
-  return mem_job_pre(s, job, now, NULL, 0);
-}
-
-/* The hot path, one key that stays live, decided under its shard's lock
-** with nothing else around it: a key with a slot is rewritten in place
-** (nothing can fail, nothing moves); a new key goes into the empty slot its
-** lookup ended on, when the shard has room without a rebuild.  Returns 1
-** when it decided; 0 when it wrote nothing and the op needs the general
-** path (a rebuild, a record to free, max_keys), which decides it again
-** from the start under the lock: the first try left no trace. */
+/* The hot path, a one-step program over one key that stays live, decided
+** under its shard's lock with nothing else around it: a key with a slot is
+** rewritten in place (nothing can fail, nothing moves); a new key goes
+** into the empty slot its lookup ended on, when the shard has room without
+** a rebuild.  Returns 1 when it decided; 0 when it wrote nothing and the
+** program needs the general path (a rebuild, a record to free, max_keys),
+** which decides it again from the start under the lock: the first try
+** left no trace. */
 #if defined(__GNUC__)
-__attribute__((always_inline)) /* into the single op's path, and the batch's */
+__attribute__((always_inline)) /* into the single program's path, and the batch's */
 #endif
-static inline int mem_apply_one(mem_store *m, const sluice_op *op, int64_t now,
-                         sluice_verdict *v, int *rc, const fpkey *pre) {
-  fpkey f = pre ? *pre : fingerprint_at(m, &op->keys[0], now);
+static inline int mem_one(mem_store *m, const sluice_program *p, int64_t now,
+                          sluice_program_result *r, int *rc,
+                          const fpkey *pre) {
+  fpkey f = pre ? *pre : fingerprint_at(m, &p->keys[0], now);
   shard *sh = &m->shards[shard_of(&f)];
   sluice_state in, out;
   slot *sl = NULL;
@@ -508,14 +510,14 @@ static inline int mem_apply_one(mem_store *m, const sluice_op *op, int64_t now,
     in = sh->slots[at].st;
   else
     memset(&in, 0, sizeof in);
-  *rc = sluice_op_step_single(op, &in, &out, now, v, &e);
+  *rc = sluice__program_single(p, &in, &out, now, r, &e);
   if (*rc != SLUICE_OK) {
     pthread_mutex_unlock(&sh->mu);
     return 1;
   }
   if (e > now && at >= 0) {
     sl = &sh->slots[at];
-  } else if (e > now && op->record_class == SLUICE_CLASS_SERVICE &&
+  } else if (e > now && p->record_class == SLUICE_CLASS_SERVICE &&
              (sh->used + 1) * 4 <= sh->cap * 3 &&
              claim_keys(m, 1) == SLUICE_OK) {
     sl = &sh->slots[ins];
@@ -535,46 +537,37 @@ static inline int mem_apply_one(mem_store *m, const sluice_op *op, int64_t now,
   return sl != NULL;
 }
 
-static int mem_apply(sluice_store *s, const sluice_op *op, int64_t now,
-                     sluice_verdict *v) {
-  sluice_job job;
-  int rc;
-  if (op->nkeys == 1 && mem_apply_one((mem_store *)s, op, now, v, &rc, NULL))
-    return rc;
-  sluice_job_op(&job, op, v);
-  return mem_job(s, &job, now);
-}
-
-static int mem_run(sluice_store *s, const sluice_program *p, int64_t now,
-                   sluice_program_result *res) {
-  sluice_job job;
-  sluice_job_program(&job, p, res);
-  return mem_job(s, &job, now);
+/* A program of one step over one record: the hot path's. */
+static int is_single(const sluice_program *p) {
+  return p->nsteps == 1 && p->nkeys == 1;
 }
 
 /* A batch on a big table is a string of independent memory misses, one per
-** key; deciding op after op leaves them in series.  So the batch runs as a
-** pipeline over a ring of fingerprints: MANY_AHEAD ops ahead of the one
-** being decided, an op's keys are hashed and their slots prefetched; then
-** the ops are decided in order, one by one as mem_apply() decides them (the
-** same verdicts, in the same order: the prefetch changes nothing), a
-** single-key op or a group on the fingerprints already made.  The prefetch
-** reads a shard's table pointer and size without its lock (atomic loads; a
-** rebuild stores them atomically): a stale pair points at a table being
-** replaced, and a prefetch of it costs a useless line fetch at worst (a
-** prefetch never faults).  Sixteen ahead: about a DRAM latency of work (16
-** hashes, or the decisions of the ops between), and as many misses as the
-** core keeps in flight. */
-#define MANY_AHEAD 16
+** key; deciding program after program leaves them in series.  So the batch
+** runs as a pipeline over a ring of fingerprints: some programs ahead of
+** the one being decided, a program's first keys are hashed and their slots
+** prefetched; then the programs are decided in order, one by one as a
+** single one is (the same results, in the same order: the prefetch changes
+** nothing).  The prefetch reads a shard's table pointer and size without
+** its lock (atomic loads; a rebuild stores them atomically): a stale pair
+** points at a table being replaced, and a prefetch of it costs a useless
+** line fetch at worst (a prefetch never faults).  One-record programs
+** (operations) run SINGLE_AHEAD ahead: about a DRAM latency of work, and as
+** many misses as the core keeps in flight.  A policy program reads four
+** records before its heavy ones, so RUN_AHEAD programs ahead keep about as
+** many misses in flight; only its first RUN_STAGED records are prefetched,
+** since a heavy program's lease slots are many and seldom all read. */
+#define SINGLE_AHEAD 16
+#define RUN_AHEAD 4
+#define RUN_STAGED 6
 
 /* The lines a decision reads: a 48-byte slot straddles two cache lines
 ** for every other home, and a key is one past its home about a third of
 ** the time (linear probing below a 3/4 load), so the home slot's first and
 ** last byte and the next slot's last byte.  Prefetching the first line
-** alone left the second miss of half the decisions in series, which
-** bench-batch's 1M-key rows show.  Always inlined, as
-** the shm store's: GCC can drop calls of a function it finds free of side
-** effects, and a prefetch is not one to it. */
+** alone left the second miss of half the decisions in series.  Always
+** inlined, as the shm store's: GCC can drop calls of a function it finds
+** free of side effects, and a prefetch is not one to it. */
 #if defined(__GNUC__)
 __attribute__((always_inline))
 #endif
@@ -590,56 +583,6 @@ static inline void prefetch_home(mem_store *m, const fpkey *f) {
     __builtin_prefetch(a + 2 * sizeof(slot) - 1, 1);
 }
 
-/* The keys of an op the core has checked: 1..SLUICE_GROUP_MAX.  Bounded
-** here all the same, since they size arrays on the stack. */
-static int op_keys(const sluice_op *op) {
-  return op->nkeys < 1 || op->nkeys > SLUICE_GROUP_MAX ? 0 : op->nkeys;
-}
-
-/* An op's keys hashed into f. */
-static void many_stage(mem_store *m, const sluice_op *op, fpkey *f) {
-  for (int i = 0; i < op_keys(op); i++) {
-    f[i] = fingerprint(m, &op->keys[i]);
-    prefetch_home(m, &f[i]);
-  }
-}
-
-static int mem_apply_many(sluice_store *s, int n, const sluice_op *ops,
-                          int64_t now, sluice_verdict *vs, int *rcs) {
-  mem_store *m = (mem_store *)s;
-  fpkey ring[MANY_AHEAD][SLUICE_GROUP_MAX], f[SLUICE_GROUP_MAX];
-  int j;
-  for (j = 0; j < n && j < MANY_AHEAD; j++)
-    many_stage(m, &ops[j], ring[j]);
-  for (j = 0; j < n; j++) {
-    const sluice_op *op = &ops[j];
-    const fpkey *r = ring[j % MANY_AHEAD];
-    int nk = op_keys(op);
-    sluice_job job;
-    /* Copied out, so that its ring entry takes the op MANY_AHEAD on. */
-    f[0] = r[0];
-    if (nk > 1)
-      memcpy(&f[1], &r[1], (size_t)(nk - 1) * sizeof *f);
-    if (j + MANY_AHEAD < n)
-      many_stage(m, &ops[j + MANY_AHEAD], ring[j % MANY_AHEAD]);
-    if (nk == 1 && mem_apply_one(m, op, now, &vs[j], &rcs[j], &f[0]))
-      continue;
-    sluice_job_op(&job, op, &vs[j]);
-    rcs[j] = mem_job_pre(s, &job, now, f, nk);
-  }
-  return SLUICE_OK;
-}
-
-/* Programs in a batch (sluice_policy_decide_many(), replays) the same
-** way: the records of the program RUN_AHEAD on are hashed and prefetched,
-** then each program runs as mem_run() runs it (the same results, in the
-** same order).  A policy program reads four records before its heavy
-** ones, so four programs ahead keep about as many misses in flight as
-** MANY_AHEAD ops do; only its first RUN_STAGED records are prefetched,
-** since a heavy program's lease slots are many and seldom all read. */
-#define RUN_AHEAD 4
-#define RUN_STAGED 6
-
 /* The program's first RUN_STAGED keys hashed into f; returns how many. */
 static int run_stage(mem_store *m, const sluice_program *p, fpkey *f) {
   int i;
@@ -650,23 +593,47 @@ static int run_stage(mem_store *m, const sluice_program *p, fpkey *f) {
   return i;
 }
 
-static int mem_run_many(sluice_store *s, int n, const sluice_program *ps,
-                        int64_t now, sluice_program_result *res, int *rcs) {
-  mem_store *m = (mem_store *)s;
-  fpkey ring[RUN_AHEAD][RUN_STAGED], f[RUN_STAGED];
-  int staged[RUN_AHEAD], j;
-  for (j = 0; j < n && j < RUN_AHEAD; j++)
+/* One program, its first nf fingerprints made already. */
+/* Inline in mem_run too: a one-program call crosses one frame less. */
+__attribute__((always_inline)) static inline int
+mem_run_one(mem_store *m, const sluice_program *p, int64_t now,
+            sluice_program_result *r, const fpkey *f, int nf) {
+  sluice__job job;
+  int rc;
+  if (is_single(p) && mem_one(m, p, now, r, &rc, nf ? f : NULL))
+    return rc;
+  sluice__job_program(&job, p, r);
+  return mem_job_pre(&m->base, &job, now, f, nf);
+}
+
+/* A batch: each program's keys hashed and prefetched `ahead` programs
+** before it runs.  Kept out of mem_run, whose one-program call must not pay
+** for this frame. */
+__attribute__((noinline)) static int
+mem_run_batch(mem_store *m, int n, const sluice_program *ps, int64_t now,
+              sluice_program_result *res, int *rcs) {
+  fpkey ring[SINGLE_AHEAD][RUN_STAGED], f[RUN_STAGED];
+  int staged[SINGLE_AHEAD], ahead, j;
+  ahead = is_single(&ps[0]) ? SINGLE_AHEAD : RUN_AHEAD;
+  for (j = 0; j < n && j < ahead; j++)
     staged[j] = run_stage(m, &ps[j], ring[j]);
   for (j = 0; j < n; j++) {
-    int k = j % RUN_AHEAD, nf = staged[k];
-    sluice_job job;
-    /* Copied out, so that its ring entry takes the program RUN_AHEAD on. */
+    int k = j % ahead, nf = staged[k];
+    /* Copied out, so that its ring entry takes the program `ahead` on. */
     memcpy(f, ring[k], (size_t)nf * sizeof *f);
-    if (j + RUN_AHEAD < n)
-      staged[k] = run_stage(m, &ps[j + RUN_AHEAD], ring[k]);
-    sluice_job_program(&job, &ps[j], &res[j]);
-    rcs[j] = mem_job_pre(s, &job, now, f, nf);
+    if (j + ahead < n)
+      staged[k] = run_stage(m, &ps[j + ahead], ring[k]);
+    rcs[j] = mem_run_one(m, &ps[j], now, &res[j], f, nf);
   }
+  return SLUICE_OK;
+}
+
+static int mem_run(sluice_store *s, int n, const sluice_program *ps,
+                   int64_t now, sluice_program_result *res, int *rcs) {
+  mem_store *m = (mem_store *)s;
+  if (n > 1)
+    return mem_run_batch(m, n, ps, now, res, rcs);
+  rcs[0] = mem_run_one(m, ps, now, res, NULL, 0);
   return SLUICE_OK;
 }
 
@@ -750,21 +717,18 @@ static int mem_close(sluice_store *s) {
     pthread_mutex_destroy(&sh->mu);
   }
   if (m->memo_mem)
-    sluice_store_free(s, m->memo_mem, sizeof(memo) + MEMO_ALIGN - 1);
+    sluice__store_free(s, m->memo_mem, sizeof(memo) + MEMO_ALIGN - 1);
   return SLUICE_OK;
 }
 
 static const sluice_store_methods mem_methods = {
-    3,           /* iVersion */
-    mem_close,   /* xClose */
-    mem_apply,   /* xApply */
-    mem_get,     /* xGet */
-    mem_delete,  /* xDelete */
-    mem_control, /* xControl */
-    mem_caps,    /* xCapabilities */
-    mem_apply_many, /* xApplyMany: hash and prefetch, then in order */
-    mem_run,     /* xRun: under the program's shard locks */
-    mem_run_many, /* xRunMany: hash and prefetch, then in order */
+    SLUICE_BACKEND_VERSION,
+    mem_close,
+    mem_run,     /* xRun: hash and prefetch ahead, then in order */
+    mem_get,
+    mem_delete,
+    mem_control,
+    mem_caps,
 };
 
 static int mem_open(const sluice_backend *b, const char *uri,
@@ -777,33 +741,33 @@ static int mem_open(const sluice_backend *b, const char *uri,
   if (cfg->flags & SLUICE_OPEN_READONLY)
     return sluice_store_seterr(s, SLUICE_ENOTSUP, 0,
                                "mem: read-only open is not supported");
-  rc = sluice_uri_int(uri, "max_keys", 0, &m->max_keys);
+  rc = sluice__uri_int(uri, "max_keys", 0, &m->max_keys);
   if (rc != SLUICE_OK)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "mem: max_keys must be a non-negative integer");
   m->max_untrusted = m->max_keys / 4 > 0 ? m->max_keys / 4 : m->max_keys;
-  rc = sluice_uri_int(uri, "untrusted", m->max_untrusted, &m->max_untrusted);
+  rc = sluice__uri_int(uri, "untrusted", m->max_untrusted, &m->max_untrusted);
   if (rc != SLUICE_OK || m->max_untrusted < 0 ||
       (m->max_keys > 0 && m->max_untrusted > m->max_keys))
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "mem: untrusted must be 0..max_keys");
-  rc = sluice_uri_int(uri, "huge_pages", 0, &huge);
+  rc = sluice__uri_int(uri, "huge_pages", 0, &huge);
   if (rc != SLUICE_OK || huge > 1)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "mem: huge_pages must be 0 or 1");
   m->huge = (int)huge;
-  rc = sluice_uri_int(uri, "memo", 1, &memo_on);
+  rc = sluice__uri_int(uri, "memo", 1, &memo_on);
   if (rc != SLUICE_OK || memo_on > 1)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "mem: memo must be 0 or 1");
-  rc = sluice_random_bytes(m->hkey, sizeof m->hkey);
+  rc = sluice__random_bytes(m->hkey, sizeof m->hkey);
   if (rc != SLUICE_OK)
     return sluice_store_seterr(s, rc, 0,
                                "mem: no random source for the hash key");
   s->pMethods = &mem_methods; /* from here on xClose frees what was made */
   for (i = 0; i < NSHARD; i++) {
     shard *sh = &m->shards[i];
-    sh->slots = sluice_store_malloc(s, MIN_SLOTS * sizeof(slot));
+    sh->slots = sluice__store_malloc(s, MIN_SLOTS * sizeof(slot));
     if (!sh->slots)
       return sluice_store_seterr(s, SLUICE_ENOMEM, 0, "mem: out of memory");
     memset(sh->slots, 0, MIN_SLOTS * sizeof(slot));
@@ -813,7 +777,7 @@ static int mem_open(const sluice_backend *b, const char *uri,
   if (memo_on) {
     /* Aligned by hand, since the allocator promises no more than malloc's
     ** alignment: a line must not share a cache line with another. */
-    m->memo_mem = sluice_store_malloc(s, sizeof(memo) + MEMO_ALIGN - 1);
+    m->memo_mem = sluice__store_malloc(s, sizeof(memo) + MEMO_ALIGN - 1);
     if (!m->memo_mem)
       return sluice_store_seterr(s, SLUICE_ENOMEM, 0, "mem: out of memory");
     m->memo = (memo *)(((uintptr_t)m->memo_mem + MEMO_ALIGN - 1) &
@@ -826,7 +790,7 @@ static int mem_open(const sluice_backend *b, const char *uri,
 static const char *const mem_params[] = {"max_keys", "untrusted", "huge_pages", "memo",
                                          NULL};
 
-const sluice_backend sluice__backend_mem = {SLUICE_BACKEND_CLASS_VERSION,
+const sluice_backend sluice__backend_mem = {SLUICE_BACKEND_VERSION,
                                             (int)sizeof(mem_store),
                                             "mem", NULL,
                                             mem_open, mem_params};

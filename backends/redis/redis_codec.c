@@ -11,6 +11,7 @@
 
 #include "redis_int.h"
 #include "sluice_rcl_script.h"
+#include "op.h"
 
 /* -------------------------------------------------- command building --- */
 
@@ -391,7 +392,7 @@ static int fresh_verdict(const rcl_job *j, int i, int64_t now,
   op.kind = SLUICE_OP_CHECK;
   op.nkeys = 1;
   op.keys = &nokey;
-  return now >= 0 && sluice_op_step_validated(&op, NULL, out, now, v) ==
+  return now >= 0 && sluice__op_step_validated(&op, NULL, out, now, v) ==
                          SLUICE_OK
              ? SLUICE_OK
              : SLUICE_EBACKEND;

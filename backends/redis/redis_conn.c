@@ -30,6 +30,7 @@
 
 #include "redis_conn.h"
 #include "sluice.h"
+#include "store.h"
 
 int sluice__rcl_is_timeout_errno(int e) {
   return e == EAGAIN || e == EWOULDBLOCK || e == ETIMEDOUT || e == EINPROGRESS;
@@ -284,7 +285,7 @@ int sluice__rcl_conf_parse(sluice_store *s, const char *params, int force_tls,
                                "redis: user '%.60s' needs a password (password= "
                                "or password_file=)",
                                cf->user);
-  if (sluice_uri_int(params, "db", 0, &x) != SLUICE_OK || x < 0 || x > 65535)
+  if (sluice__uri_int(params, "db", 0, &x) != SLUICE_OK || x < 0 || x > 65535)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "redis: db must be an integer in 0..65535");
   cf->db = (int)x;
@@ -293,7 +294,7 @@ int sluice__rcl_conf_parse(sluice_store *s, const char *params, int force_tls,
   if (rc && cf->socket[0] != '/')
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "redis: socket must be an absolute path");
-  if (sluice_uri_int(params, "tls", force_tls, &x) != SLUICE_OK || x < 0 ||
+  if (sluice__uri_int(params, "tls", force_tls, &x) != SLUICE_OK || x < 0 ||
       x > 1)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0, "redis: tls must be 0 or 1");
   if (force_tls && !x)

@@ -44,6 +44,8 @@
 
 #include "redis_int.h"
 #include "split.h"
+#include "op.h"
+#include "store.h"
 
 /* The store's state in sluice__split.priv. */
 typedef struct rcl_split {
@@ -116,12 +118,12 @@ static int grow(rcl_store *home, char **b, size_t *cap, size_t need,
     return SLUICE_OK;
   while (n < need)
     n *= 2;
-  nb = sluice_store_malloc(&home->base, n);
+  nb = sluice__store_malloc(&home->base, n);
   if (!nb)
     return SLUICE_ENOMEM;
   memcpy(nb, *b, *cap);
   if (*b != inl)
-    sluice_store_free(&home->base, *b, *cap);
+    sluice__store_free(&home->base, *b, *cap);
   *b = nb;
   *cap = n;
   return SLUICE_OK;
@@ -316,7 +318,7 @@ static int tail_whole(rcl_store *home, rcl_split *s) {
   at = s->tail_len - (hl + h + 2); /* where the header's bulk starts */
   need = at + bulk_size(h + s->whole_len);
   cap = s->tail_cap > need ? s->tail_cap : need;
-  if (!(nb = sluice_store_malloc(&home->base, cap)))
+  if (!(nb = sluice__store_malloc(&home->base, cap)))
     return SLUICE_ENOMEM;
   memcpy(nb, s->tail, at);
   at += put_count(nb + at, '$', h + s->whole_len);
@@ -324,7 +326,7 @@ static int tail_whole(rcl_store *home, rcl_split *s) {
   memcpy(nb + at + h, s->tail + s->tail_len, s->whole_len);
   memcpy(nb + at + h + s->whole_len, "\r\n", 2);
   if (s->tail != s->itail)
-    sluice_store_free(&home->base, s->tail, s->tail_cap);
+    sluice__store_free(&home->base, s->tail, s->tail_cap);
   s->tail = nb;
   s->tail_cap = cap;
   s->tail_len = at + h + s->whole_len + 2;
@@ -389,7 +391,7 @@ static int begin(rcl_store *home, rcl_store *r, sluice__split *sp) {
   rc = SLUICE_OK;
   for (i = 0; i < prog->nsteps && rc == SLUICE_OK; i++) {
     sluice_op op;
-    sluice_program_step_op(prog, i, &op);
+    sluice__program_step_op(prog, i, &op);
     rc = sluice__rcl_range_check(&op);
   }
   s->job.type = JOB_RUN;
@@ -703,9 +705,9 @@ int sluice__rcl_split_control(rcl_store *home, int op, void *arg) {
     if (s->rd)
       redisReaderFree(s->rd);
     if (s->buf != s->ibuf)
-      sluice_store_free(&home->base, s->buf, s->cap);
+      sluice__store_free(&home->base, s->buf, s->cap);
     if (s->tail != s->itail)
-      sluice_store_free(&home->base, s->tail, s->tail_cap);
+      sluice__store_free(&home->base, s->tail, s->tail_cap);
     memset(s, 0, sizeof *s);
     return SLUICE_OK;
   case SLUICE__CTL_SPLIT_CARRY:

@@ -72,6 +72,8 @@
 
 #include "redis_int.h"
 #include "split.h"
+#include "op.h"
+#include "store.h"
 
 /* ----------------------------------------------------------- methods --- */
 
@@ -80,7 +82,7 @@ static int prog_range_check(const sluice_program *p) {
   int i, rc;
   for (i = 0; i < p->nsteps; i++) {
     sluice_op op;
-    sluice_program_step_op(p, i, &op);
+    sluice__program_step_op(p, i, &op);
     if ((rc = sluice__rcl_range_check(&op)) != SLUICE_OK)
       return rc;
   }
@@ -101,11 +103,11 @@ static int redis_run(sluice_store *s, int n, const sluice_program *ps,
   if (n <= 0)
     return SLUICE_OK;
   if (n > RCL_STACK_JOBS) {
-    jobs = sluice_store_malloc(s, sizeof(rcl_job) * (size_t)n);
-    map = sluice_store_malloc(s, sizeof(int) * (size_t)n);
+    jobs = sluice__store_malloc(s, sizeof(rcl_job) * (size_t)n);
+    map = sluice__store_malloc(s, sizeof(int) * (size_t)n);
     if (!jobs || !map) {
-      sluice_store_free(s, jobs, sizeof(rcl_job) * (size_t)n);
-      sluice_store_free(s, map, sizeof(int) * (size_t)n);
+      sluice__store_free(s, jobs, sizeof(rcl_job) * (size_t)n);
+      sluice__store_free(s, map, sizeof(int) * (size_t)n);
       return SLUICE_ENOMEM;
     }
   }
@@ -137,15 +139,15 @@ static int redis_run(sluice_store *s, int n, const sluice_program *ps,
   for (i = 0; i < nj; i++)
     rcs[map[i]] = jobs[i].rc;
   if (jobs != stack) {
-    sluice_store_free(s, jobs, sizeof(rcl_job) * (size_t)n);
-    sluice_store_free(s, map, sizeof(int) * (size_t)n);
+    sluice__store_free(s, jobs, sizeof(rcl_job) * (size_t)n);
+    sluice__store_free(s, map, sizeof(int) * (size_t)n);
   }
   return rc;
 }
 
-/* The method table's older entries, until it asks for redis_run alone:
-** an op is a one-step program (a NOTE, so that its writes stay whatever
-** its verdict, as an op's do), its verdict the program's first. */
+/* The split's op (split.h still carries one) as a one-step program: a
+** NOTE, so that its writes stay whatever its verdict, as an op's do; its
+** verdict is the program's first. */
 void sluice__rcl_op_program(const sluice_op *op, sluice_step *st,
                             sluice_program *p) {
   memset(st, 0, sizeof *st);
@@ -162,55 +164,6 @@ void sluice__rcl_op_program(const sluice_op *op, sluice_step *st,
   p->nsteps = 1;
   p->steps = st;
   p->record_class = op->record_class;
-}
-
-static int rcl_apply_many(sluice_store *s, int n, const sluice_op *ops,
-                          int64_t now, sluice_verdict *vs, int *rcs) {
-  sluice_step st1;
-  sluice_program p1;
-  sluice_program_result r1;
-  sluice_step *st = &st1;
-  sluice_program *ps = &p1;
-  sluice_program_result *res = &r1;
-  int i, rc;
-  if (n <= 0)
-    return SLUICE_OK;
-  if (n > 1) {
-    st = sluice_store_malloc(s, sizeof *st * (size_t)n);
-    ps = sluice_store_malloc(s, sizeof *ps * (size_t)n);
-    res = sluice_store_malloc(s, sizeof *res * (size_t)n);
-    if (!st || !ps || !res) {
-      rc = SLUICE_ENOMEM;
-      goto out;
-    }
-  }
-  for (i = 0; i < n; i++)
-    sluice__rcl_op_program(&ops[i], &st[i], &ps[i]);
-  rc = redis_run(s, n, ps, now, res, rcs);
-  for (i = 0; i < n && rc == SLUICE_OK; i++)
-    if (rcs[i] == SLUICE_OK)
-      vs[i] = res[i].v[0];
-out:
-  if (n > 1) {
-    sluice_store_free(s, st, sizeof *st * (size_t)n);
-    sluice_store_free(s, ps, sizeof *ps * (size_t)n);
-    sluice_store_free(s, res, sizeof *res * (size_t)n);
-  }
-  return rc;
-}
-
-static int rcl_apply(sluice_store *s, const sluice_op *op, int64_t now,
-                     sluice_verdict *v) {
-  int rcs = SLUICE_OK;
-  int rc = rcl_apply_many(s, 1, op, now, v, &rcs);
-  return rc != SLUICE_OK ? rc : rcs;
-}
-
-static int rcl_run1(sluice_store *s, const sluice_program *p, int64_t now,
-                    sluice_program_result *res) {
-  int rcs = SLUICE_OK;
-  int rc = redis_run(s, 1, p, now, res, &rcs);
-  return rc != SLUICE_OK ? rc : rcs;
 }
 
 static int rcl_get(sluice_store *s, const sluice_key *key, int64_t now,
@@ -306,7 +259,7 @@ static int rcl_control(sluice_store *s, int op, void *arg) {
     return sluice__rcl_split_control(home, op, arg);
   if (op == SLUICE_CTL_PARAMS_IN_RANGE) {
     /* The check every op gets before a command is sent, asked ahead. */
-    if (!arg || (rc = sluice_op_validate_params(arg)) != SLUICE_OK)
+    if (!arg || (rc = sluice__op_validate_params(arg)) != SLUICE_OK)
       return arg ? rc : SLUICE_EINVAL;
     rc = sluice__rcl_range_check(arg);
     return rc == SLUICE_ERANGE
@@ -366,7 +319,7 @@ static void lane_free(rcl_store *home, rcl_store *l) {
   for (i = 0; i < l->nnodes; i++)
     sluice__rcl_node_drop(&l->nodes[i]);
   pthread_mutex_destroy(&l->mu);
-  sluice_store_free(&home->base, l->cmd, sizeof *l->cmd);
+  sluice__store_free(&home->base, l->cmd, sizeof *l->cmd);
 }
 
 static int rcl_close(sluice_store *s) {
@@ -374,35 +327,32 @@ static int rcl_close(sluice_store *s) {
   int k;
   for (k = 1; k < r->nlanes; k++) {
     lane_free(r, r->lanes[k]);
-    sluice_store_free(s, r->lanes[k], sizeof *r);
+    sluice__store_free(s, r->lanes[k], sizeof *r);
   }
   if (r->split) {
     lane_free(r, r->split);
-    sluice_store_free(s, r->split, sizeof *r);
+    sluice__store_free(s, r->split, sizeof *r);
   }
-  sluice_store_free(s, r->lanes, sizeof *r->lanes * RCL_POOL_MAX);
+  sluice__store_free(s, r->lanes, sizeof *r->lanes * RCL_POOL_MAX);
   if (r->fork_page)
     munmap((void *)r->fork_page, (size_t)sysconf(_SC_PAGESIZE));
   lane_free(r, r);
   if (r->conf) {
     sluice__rcl_conf_free(r->conf);
-    sluice_store_free(s, r->conf, sizeof *r->conf);
+    sluice__store_free(s, r->conf, sizeof *r->conf);
   }
-  sluice_store_free(s, r->url_params, r->url_params_len);
+  sluice__store_free(s, r->url_params, r->url_params_len);
   return SLUICE_OK;
 }
 
 static const sluice_store_methods rcl_methods = {
-    3,              /* iVersion */
-    rcl_close,      /* xClose */
-    rcl_apply,      /* xApply: a one-step program (redis_run) */
-    rcl_get,        /* xGet */
-    rcl_delete,     /* xDelete */
-    rcl_control,    /* xControl: SLUICE_CTL_REDIS_* */
-    rcl_caps,       /* xCapabilities */
-    rcl_apply_many, /* xApplyMany: one-step programs (redis_run) */
-    rcl_run1,       /* xRun: redis_run of one */
-    redis_run,      /* xRunMany: the one decision path */
+    SLUICE_BACKEND_VERSION,
+    rcl_close,
+    redis_run, /* xRun: the one decision path */
+    rcl_get,
+    rcl_delete,
+    rcl_control, /* SLUICE_CTL_REDIS_* */
+    rcl_caps,
 };
 
 /* ------------------------------------------------------------- open --- */
@@ -418,14 +368,14 @@ static const char *const known_params[] = {
 ** checks "k=v" strings only, leaves its check to the backend. */
 static int check_params(sluice_store *s, const char *uri) {
   char msg[512];
-  int rc = sluice_uri_check("redis", uri, known_params, msg, sizeof msg);
+  int rc = sluice__uri_check("redis", uri, known_params, msg, sizeof msg);
   return rc == SLUICE_OK ? rc : sluice_store_seterr(s, rc, 0, "%s", msg);
 }
 
 static int int_param(sluice_store *s, const char *uri, const char *name,
                      int64_t dflt, int64_t lo, int64_t hi, int *out) {
   int64_t v;
-  if (sluice_uri_int(uri, name, dflt, &v) != SLUICE_OK || v < lo || v > hi)
+  if (sluice__uri_int(uri, name, dflt, &v) != SLUICE_OK || v < lo || v > hi)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "redis: %s must be an integer in %lld..%lld",
                                name, (long long)lo, (long long)hi);
@@ -481,14 +431,14 @@ static int parse_nodes(rcl_store *r, const char *v, size_t len) {
 /* A copy of lane 0 (its parameters and whatever slot map it has) without
 ** connections; a lane connects on first use. */
 static rcl_store *lane_copy(rcl_store *r) {
-  rcl_store *l = sluice_store_malloc(&r->base, sizeof *l);
+  rcl_store *l = sluice__store_malloc(&r->base, sizeof *l);
   int i;
   if (!l)
     return NULL;
   memcpy(l, r, sizeof *l);
-  l->cmd = sluice_store_malloc(&r->base, sizeof *l->cmd);
+  l->cmd = sluice__store_malloc(&r->base, sizeof *l->cmd);
   if (!l->cmd) {
-    sluice_store_free(&r->base, l, sizeof *l);
+    sluice__store_free(&r->base, l, sizeof *l);
     return NULL;
   }
   memset(l->cmd, 0, sizeof *l->cmd);
@@ -511,7 +461,7 @@ static rcl_store *lane_copy(rcl_store *r) {
 /* Lanes 1..pool-1, and the routing of calls in two halves. */
 static int make_lanes(rcl_store *r, int pool) {
   int k;
-  r->lanes = sluice_store_malloc(&r->base, sizeof *r->lanes * RCL_POOL_MAX);
+  r->lanes = sluice__store_malloc(&r->base, sizeof *r->lanes * RCL_POOL_MAX);
   if (!r->lanes)
     return SLUICE_ENOMEM;
   r->lanes[0] = r;
@@ -539,8 +489,8 @@ static int rcl_open_as(const char *uri, const sluice_store_config *cfg,
   r->home = r;
   r->nlanes = 1;
   pthread_mutex_init(&r->mu, NULL);
-  r->cmd = sluice_store_malloc(s, sizeof *r->cmd);
-  r->conf = sluice_store_malloc(s, sizeof *r->conf);
+  r->cmd = sluice__store_malloc(s, sizeof *r->cmd);
+  r->conf = sluice__store_malloc(s, sizeof *r->conf);
   s->pMethods = &rcl_methods; /* from here xClose cleans up */
   if (!r->cmd || !r->conf)
     return sluice_store_seterr(s, SLUICE_ENOMEM, 0, "redis: out of memory");
@@ -548,7 +498,7 @@ static int rcl_open_as(const char *uri, const sluice_store_config *cfg,
   memset(r->conf, 0, sizeof *r->conf);
   if (uri[0] == '/' && uri[1] == '/') {
     r->url_params_len = strlen(uri) + 64;
-    r->url_params = sluice_store_malloc(s, r->url_params_len);
+    r->url_params = sluice__store_malloc(s, r->url_params_len);
     if (!r->url_params)
       return sluice_store_seterr(s, SLUICE_ENOMEM, 0, "redis: out of memory");
     rc = sluice__rcl_url_rewrite(s, uri, r->conf, r->url_params,
@@ -670,10 +620,10 @@ static int rcls_open(const sluice_backend *b, const char *uri,
   return rcl_open_as(uri, cfg, s, 1);
 }
 
-const sluice_backend sluice__backend_redis = {SLUICE_BACKEND_CLASS_VERSION, (int)sizeof(rcl_store),
+const sluice_backend sluice__backend_redis = {SLUICE_BACKEND_VERSION, (int)sizeof(rcl_store),
                                               "redis", NULL, rcl_open,
                                               known_params};
-const sluice_backend sluice__backend_rediss = {SLUICE_BACKEND_CLASS_VERSION, (int)sizeof(rcl_store),
+const sluice_backend sluice__backend_rediss = {SLUICE_BACKEND_VERSION, (int)sizeof(rcl_store),
                                                "rediss", NULL, rcls_open,
                                                known_params};
 

@@ -13,8 +13,8 @@ static int redis_stub_open(const sluice_backend *b, const char *uri,
 }
 
 const sluice_backend sluice__backend_redis = {
-    SLUICE_BACKEND_CLASS_VERSION, (int)sizeof(sluice_store), "redis", NULL,
+    SLUICE_BACKEND_VERSION, (int)sizeof(sluice_store), "redis", NULL,
     redis_stub_open};
 const sluice_backend sluice__backend_rediss = {
-    SLUICE_BACKEND_CLASS_VERSION, (int)sizeof(sluice_store), "rediss", NULL,
+    SLUICE_BACKEND_VERSION, (int)sizeof(sluice_store), "rediss", NULL,
     redis_stub_open};

@@ -91,7 +91,7 @@ enum {
 ** FRESH (a subset of RAN): box checks (PENALTY CHECK of one record) that
 ** ran over a fresh (absent or zero) record; the caller fills in their
 ** verdicts by running the step's op over a fresh record at now
-** (sluice_op_step_validated(), the algorithm's own answer), so the check
+** (sluice__op_step_validated(), the algorithm's own answer), so the check
 ** of a key never struck costs the answer no bytes.  An engine may always
 ** send 0. */
 enum {

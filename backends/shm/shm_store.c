@@ -67,7 +67,7 @@
 **     wide enough that a table at its capacity (load 3/4) practically
 **     never finds a window full (docs/shm.md has the figures).
 **
-** Decisions.  A decision reads the group's records, runs sluice_op_step()
+** Decisions.  A decision reads the group's records, runs the program
 ** on them (records past their expiry read as zeroed, as in every backend),
 ** and CASes back each record that changed.  A decision that changes nothing
 ** is linearized by re-reading every record it used with an atomic 16-byte
@@ -82,7 +82,7 @@
 ** the fresh record, and if the group would now be denied the records
 ** already charged are rolled back: an exact CAS, or, when another process
 ** has written the record since, a CAS that takes out this write alone
-** (sluice_job_undo; docs/shm.md says where that is exact).  So
+** (sluice__job_undo; docs/shm.md says where that is exact).  So
 ** the per-key bound  admitted <= burst + rate * elapsed  holds under any
 ** interleaving and any crash, give or take the one inexact refund (rate *
 ** the clock difference of two racing decisions, once per busy period); a crash loses at most the decision in flight
@@ -139,7 +139,11 @@
 
 #include "backends.h"
 #include "huge.h"
+#include "job.h"
 #include "sluice.h"
+#include "siphash.h"
+#include "random.h"
+#include "store.h"
 #include <sluice/sluice_shm.h>
 
 #if !defined(CK_F_PR_CAS_64_2) || !defined(CK_F_PR_LOAD_64_2)
@@ -309,7 +313,7 @@ static void khash_of(shm_store *t, const sluice_key *key, int cls, int evict,
                      khash *k) {
   uint8_t h[16];
   uint64_t h0, h1;
-  sluice_siphash13_128(t->hkey, key->data, key->len, h);
+  sluice__siphash13_128(t->hkey, key->data, key->len, h);
   /* Host byte order, as in the mem store: a mapping is only ever shared
   ** by processes of one host (and this table needs x86-64's cmpxchg16b). */
   memcpy(&h0, h, 8);
@@ -624,15 +628,15 @@ typedef struct member {
   int done;         /* written */
 } member;
 
-static void decode(member *g, const sluice_job *job, int i, int64_t now) {
+static void decode(member *g, const sluice__job *job, int i, int64_t now) {
   g->in.w[0] = g->x[0] ^ g->mk[0];
   g->in.w[1] = g->x[1] ^ g->mk[1];
-  if (sluice_job_expiry(job, i, &g->in) <= now)
+  if (sluice__job_expiry(job, i, &g->in) <= now)
     memset(&g->in, 0, sizeof g->in);
 }
 
 /* Read member i's state and check its binding still holds. */
-static int member_read(shm_store *t, member *g, const sluice_job *job, int i,
+static int member_read(shm_store *t, member *g, const sluice__job *job, int i,
                        int64_t now) {
   shm_slot *s;
   uint64_t m[2];
@@ -665,14 +669,14 @@ static void encode(const member *g, const sluice_state *st, uint64_t out[2]) {
   out[1] = st->w[1] ^ g->mk[1];
 }
 
-static int run_step(const sluice_job *job, member *g, int64_t now) {
+static int run_step(const sluice__job *job, member *g, int64_t now) {
   sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
   int i, rc;
   for (i = 0; i < job->nkeys; i++)
     in[i] = g[i].in;
   /* The core validated the op before xApply; a retry re-runs only the
   ** step, which keeps the window between read and CAS short. */
-  rc = sluice_job_run(job, in, out, now);
+  rc = sluice__job_run(job, in, out, now);
   if (rc != SLUICE_OK)
     return rc;
   for (i = 0; i < job->nkeys; i++) {
@@ -684,10 +688,10 @@ static int run_step(const sluice_job *job, member *g, int64_t now) {
 
 /* Undo the writes already made: an exact CAS back to the pre-image; when
 ** others have written the record since, re-read it and take out only this
-** write's contribution (sluice_job_undo: the charge, the count, the slot),
+** write's contribution (sluice__job_undo: the charge, the count, the slot),
 ** so that a denial leaves no charge behind even under contention.  What
 ** the undo cannot take out exactly stays (only under-admits). */
-static void rollback(shm_store *t, member *g, int n, const sluice_job *job,
+static void rollback(shm_store *t, member *g, int n, const sluice__job *job,
                      int64_t now) {
   int i;
   for (i = 0; i < n; i++) {
@@ -709,7 +713,7 @@ static void rollback(shm_store *t, member *g, int n, const sluice_job *job,
         break;
       now_is.w[0] = cur[0] ^ g[i].mk[0];
       now_is.w[1] = cur[1] ^ g[i].mk[1];
-      if (!sluice_job_undo(job, i, &g[i].in, &g[i].out, &now_is, now, &fixed))
+      if (!sluice__job_undo(job, i, &g[i].in, &g[i].out, &now_is, now, &fixed))
         break;
       exp[0] = cur[0];
       exp[1] = cur[1];
@@ -734,7 +738,7 @@ static unsigned lost_cas_pause(unsigned spins) {
 }
 
 /* Write the changed members in order.  1: committed; 0: start over. */
-static int commit(shm_store *t, member *g, const sluice_job *job,
+static int commit(shm_store *t, member *g, const sluice__job *job,
                   int64_t now) {
   int i, j, any = 0, tight = 0, n = job->nkeys;
   unsigned backoff = BACKOFF_MIN;
@@ -744,7 +748,7 @@ static int commit(shm_store *t, member *g, const sluice_job *job,
       continue;
     for (;;) {
       uint64_t set[2], cur[2];
-      int64_t e = sluice_job_expiry(job, i, &g[i].out);
+      int64_t e = sluice__job_expiry(job, i, &g[i].out);
       if (!raise_expiry(s, g[i].m, e, now)) {
         rollback(t, g, i, job, now);
         return 0;
@@ -813,13 +817,13 @@ static int commit(shm_store *t, member *g, const sluice_job *job,
 ** Records its steps may write are not watched: a lease slot that another
 ** process took meanwhile does not undo a grant of another slot, and undoing
 ** a release that someone has already used cannot succeed. */
-static int unchanged_since_read(shm_store *t, const sluice_job *job,
+static int unchanged_since_read(shm_store *t, const sluice__job *job,
                                 member *g, int n, int64_t now) {
   int i;
   for (i = 0; i < n; i++) {
     uint64_t x[2], m[2];
     shm_slot *s;
-    if (g[i].need || !sluice_job_watched(job, i))
+    if (g[i].need || !sluice__job_watched(job, i))
       continue;
     if (!g[i].bound) {
       uint32_t d;
@@ -837,10 +841,10 @@ static int unchanged_since_read(shm_store *t, const sluice_job *job,
   return 1;
 }
 
-/* An op or a program over its records, lock-free. */
+/* A program over its records, lock-free. */
 /* `pre`: the keys' hashes, already made (a batch makes them ahead to
 ** prefetch their slots), or NULL. */
-static int shm_job(sluice_store *st, const sluice_job *job, int64_t now,
+static int shm_job(sluice_store *st, const sluice__job *job, int64_t now,
                    const khash *pre) {
   shm_store *t = (shm_store *)st;
   member g[SLUICE_PROGRAM_KEYS];
@@ -852,8 +856,8 @@ static int shm_job(sluice_store *st, const sluice_job *job, int64_t now,
     if (pre)
       g[i].k = pre[i];
     else
-      khash_of(t, &job->keys[i], sluice_job_record_class(job),
-               sluice_job_evictable(job, i), &g[i].k);
+      khash_of(t, &job->keys[i], sluice__job_record_class(job),
+               sluice__job_evictable(job, i), &g[i].k);
   }
 
   for (attempt = 0; attempt < RETRY_MAX; attempt++) {
@@ -941,24 +945,25 @@ static int shm_job(sluice_store *st, const sluice_job *job, int64_t now,
                              "shm: gave up after %d retries", RETRY_MAX);
 }
 
-/* The hot path: an op over one key (nkeys 1), the same steps as shm_job()
+/* The hot path: a one-step program over one key (nkeys 1, an operation),
+** the same steps as shm_job()
 ** takes for it, in the same order, with the same loads, CASes and checks,
 ** but on locals instead of the member records and the job (whose setup,
 ** zeroing, copies and two expiry calls were about a third of a batched
-** decision's instructions), and with sluice_op_step_single(), which makes
+** decision's instructions), and with sluice__program_single(), which makes
 ** the step and the new record's expiry in one call (a single GCRA bucket
-** straight to its int64 step).  Returns 1 when it decided (*rc; *v on
-** SLUICE_OK); 0 when the op must go through shm_job() from the start: a
+** straight to its int64 step).  Returns 1 when it decided (*rc; *r on
+** SLUICE_OK); 0 when the program must go through shm_job() from the start: a
 ** TENTATIVE binding to help, a binding that moved, a read-only outcome
 ** whose re-read differs, a claim that failed, a step that failed on a
 ** retry, TIGHT_RETRY_MAX lost CASes.  Each of those is a point where
 ** shm_job() too reads the record again; what this path may have left
 ** behind is what shm_job() leaves there: a claimed binding (as its first
 ** pass does) or a raised expiry (invariant a: harmless), never a state
-** write.  *v may hold an abandoned try's verdict then: shm_job()'s
-** replaces it (on an error, as for every store, *v means nothing). */
-static int shm_apply_one(shm_store *t, const sluice_op *op, int64_t now,
-                         sluice_verdict *v, int *rc, const khash *k) {
+** write.  *r may hold an abandoned try's result then: shm_job()'s
+** replaces it (on an error, as for every store, *r means nothing). */
+static int shm_one(shm_store *t, const sluice_program *p, int64_t now,
+                   sluice_program_result *res, int *rc, const khash *k) {
   uint64_t m[2], mm[2], mk[2], x[2], cur[2], set[2];
   sluice_state in, out;
   uint32_t dist;
@@ -972,7 +977,7 @@ static int shm_apply_one(shm_store *t, const sluice_op *op, int64_t now,
     /* As shm_job(): the step on a fresh record first, and a slot claimed
     ** only for a record that will hold something. */
     memset(&in, 0, sizeof in);
-    *rc = sluice_op_step_single(op, &in, &out, now, v, &e);
+    *rc = sluice__program_single(p, &in, &out, now, res, &e);
     if (*rc != SLUICE_OK || memcmp(&out, &in, sizeof in) == 0)
       return 1;
     if (find(t, k, now, 1, &dist, m) != SLUICE_OK)
@@ -997,9 +1002,10 @@ static int shm_apply_one(shm_store *t, const sluice_op *op, int64_t now,
     /* decode() */
     in.w[0] = x[0] ^ mk[0];
     in.w[1] = x[1] ^ mk[1];
-    if (sluice_op_expiry(op, 0, &in) <= now)
+    if (sluice__rec_expiry(p->steps[0].algo, p->steps[0].params, 0, &in) <=
+        now)
       memset(&in, 0, sizeof in);
-    r = sluice_op_step_single(op, &in, &out, now, v, &e);
+    r = sluice__program_single(p, &in, &out, now, res, &e);
     if (r != SLUICE_OK) {
       if (atomic_x)
         return 0; /* shm_job() re-reads and decides again */
@@ -1047,59 +1053,37 @@ static int shm_apply_one(shm_store *t, const sluice_op *op, int64_t now,
   return 1;
 }
 
-/* An op through shm_job(); `pre`: the keys' hashes, already made, or
-** NULL. */
-static int shm_apply_job(sluice_store *st, const sluice_op *op, int64_t now,
-                         sluice_verdict *v, const khash *pre) {
-  sluice_job job;
-  sluice_verdict vv;
-  int rc;
-  /* The verdict of the run that committed, not of an abandoned retry. */
-  sluice_job_op(&job, op, &vv);
-  rc = shm_job(st, &job, now, pre);
-  if (rc == SLUICE_OK)
-    *v = vv;
-  return rc;
-}
-
-/* The class and evictability of an op's key i, for khash_of(). */
-static void op_khash(shm_store *t, const sluice_op *op, int i, khash *k) {
+/* The class and evictability of a program's key i, for khash_of(). */
+static void prog_khash(shm_store *t, const sluice_program *p, int i,
+                       khash *k) {
   int evict = 0;
-  if (op->record_class != SLUICE_CLASS_SERVICE) {
-    sluice_job j;
-    sluice_verdict v;
-    sluice_job_op(&j, op, &v);
-    evict = sluice_job_evictable(&j, i);
+  if (p->record_class != SLUICE_CLASS_SERVICE) {
+    sluice__job j;
+    sluice_program_result unused;
+    sluice__job_program(&j, p, &unused);
+    evict = sluice__job_evictable(&j, i);
   }
-  khash_of(t, &op->keys[i], (int)op->record_class, evict, k);
+  khash_of(t, &p->keys[i], (int)p->record_class, evict, k);
 }
 
-/* Any op: one key on the hot path, else (or when it gives up) the job. */
-static int shm_apply_hashed(sluice_store *st, const sluice_op *op,
-                            int64_t now, sluice_verdict *v, const khash *pre) {
+/* Any program: a one-step one-key program on the hot path, else (or when
+** it gives up) the job.  `pre`: the keys' hashes, already made, or NULL. */
+static int shm_run_one(sluice_store *st, const sluice_program *p,
+                       int64_t now, sluice_program_result *res,
+                       const khash *pre) {
+  sluice__job job;
   khash k;
   int rc;
-  if (op->nkeys == 1) {
+  if (p->nkeys == 1 && p->nsteps == 1) {
     if (!pre) {
-      op_khash((shm_store *)st, op, 0, &k);
+      prog_khash((shm_store *)st, p, 0, &k);
       pre = &k;
     }
-    if (shm_apply_one((shm_store *)st, op, now, v, &rc, pre))
+    if (shm_one((shm_store *)st, p, now, res, &rc, pre))
       return rc;
   }
-  return shm_apply_job(st, op, now, v, pre);
-}
-
-static int shm_apply(sluice_store *st, const sluice_op *op, int64_t now,
-                     sluice_verdict *v) {
-  return shm_apply_hashed(st, op, now, v, NULL);
-}
-
-static int shm_run(sluice_store *st, const sluice_program *p, int64_t now,
-                   sluice_program_result *res) {
-  sluice_job job;
-  sluice_job_program(&job, p, res);
-  return shm_job(st, &job, now, NULL);
+  sluice__job_program(&job, p, res);
+  return shm_job(st, &job, now, pre);
 }
 
 /* A batch on a big table is a string of independent misses, one per key,
@@ -1108,24 +1092,25 @@ static int shm_run(sluice_store *st, const sluice_program *p, int64_t now,
 ** 3/4 load, often a slot a few past it where the key lives, which is only
 ** known once the home is read.  So the batch is a three-stage pipeline
 ** over a ring of hashes:
-**  1. PIPE_AHEAD ops ahead: hash the op's keys and prefetch each home slot
+**  1. PIPE_AHEAD programs ahead: hash the program's keys and prefetch each
+**     home slot
 **     (both ends: a 48-byte slot may straddle two lines) and the end of
 **     the slot after it;
-**  2. CHAIN_AHEAD ops ahead, when the home line has had time to arrive:
+**  2. CHAIN_AHEAD programs ahead, when the home line has had time to arrive:
 **     read the home's reach and prefetch the lines of the slots past the
 **     two already fetched, up to the reach (at most CHAIN_MAX from the
 **     home): the key lies within its home's reach (invariant d).  On a
 **     full 1M-key table 1.4% of the keys decided lie farther than 16
 **     from their home and 7% farther than 5 (the previous bound, which
 **     left them a miss in series);
-**  3. decide the op, exactly as shm_apply() decides it, on the hashes
+**  3. decide the program, exactly as a single one is decided, on the hashes
 **     already made: the same verdicts, in the same order.
 ** A prefetch and the reach read in stage 2 are hints: nothing a decision
 ** relies on comes from them (the decision reads the reach and every meta
 ** again with its own atomic loads), so a line another process changes
-** meanwhile costs a second fetch, never a wrong verdict.  An op's first
-** MANY_KEYS keys are kept (a tenant + key group); larger groups hash their
-** keys again when decided. */
+** meanwhile costs a second fetch, never a wrong verdict.  A program's keys
+** are kept when they are at most MANY_KEYS (a tenant + key group); larger
+** programs hash their keys again when decided. */
 #define PIPE_AHEAD 16
 #define CHAIN_AHEAD 8
 #define CHAIN_MAX 16
@@ -1172,14 +1157,14 @@ static inline void prefetch_chain(shm_store *t, const khash *k) {
 
 typedef struct many_ent {
   khash k[MANY_KEYS];
-  int nk; /* keys hashed: the op's all, or 0 (hashed when decided) */
+  int nk; /* keys hashed: the program's all, or 0 (hashed when decided) */
 } many_ent;
 
-static inline void many_stage1(shm_store *t, const sluice_op *op,
+static inline void many_stage1(shm_store *t, const sluice_program *p,
                                many_ent *e) {
-  e->nk = op->nkeys <= MANY_KEYS ? op->nkeys : 0;
+  e->nk = p->nkeys <= MANY_KEYS ? p->nkeys : 0;
   for (int i = 0; i < e->nk; i++) {
-    op_khash(t, op, i, &e->k[i]);
+    prog_khash(t, p, i, &e->k[i]);
     prefetch_home(t, &e->k[i]);
   }
 }
@@ -1189,26 +1174,36 @@ static inline void many_stage2(shm_store *t, const many_ent *e) {
     prefetch_chain(t, &e->k[i]);
 }
 
-static int shm_apply_many(sluice_store *st, int n, const sluice_op *ops,
-                          int64_t now, sluice_verdict *vs, int *rcs) {
+/* A batch: each program's keys hashed and their lines fetched ahead of it.
+** Kept out of shm_run, whose one-program call must not pay for this
+** frame. */
+__attribute__((noinline)) static int
+shm_run_batch(sluice_store *st, int n, const sluice_program *ps, int64_t now,
+              sluice_program_result *res, int *rcs) {
   shm_store *t = (shm_store *)st;
   many_ent ring[PIPE_AHEAD];
   int j;
   for (j = 0; j < n && j < PIPE_AHEAD; j++)
-    many_stage1(t, &ops[j], &ring[j]);
+    many_stage1(t, &ps[j], &ring[j]);
   for (j = 0; j < n && j < CHAIN_AHEAD; j++)
     many_stage2(t, &ring[j]);
   for (j = 0; j < n; j++) {
     many_ent *e = &ring[j % PIPE_AHEAD];
-    /* nk is 1 exactly for a one-key op (0: more keys than the ring holds) */
-    if (e->nk != 1 || !shm_apply_one(t, &ops[j], now, &vs[j], &rcs[j], e->k))
-      rcs[j] = shm_apply_job(st, &ops[j], now, &vs[j], e->nk ? e->k : NULL);
-    /* e is decided: its ring entry takes the op PIPE_AHEAD on. */
+    rcs[j] = shm_run_one(st, &ps[j], now, &res[j], e->nk ? e->k : NULL);
+    /* e is decided: its ring entry takes the program PIPE_AHEAD on. */
     if (j + PIPE_AHEAD < n)
-      many_stage1(t, &ops[j + PIPE_AHEAD], e);
+      many_stage1(t, &ps[j + PIPE_AHEAD], e);
     if (j + CHAIN_AHEAD < n)
       many_stage2(t, &ring[(j + CHAIN_AHEAD) % PIPE_AHEAD]);
   }
+  return SLUICE_OK;
+}
+
+static int shm_run(sluice_store *st, int n, const sluice_program *ps,
+                   int64_t now, sluice_program_result *res, int *rcs) {
+  if (n > 1)
+    return shm_run_batch(st, n, ps, now, res, rcs);
+  rcs[0] = shm_run_one(st, ps, now, res, NULL);
   return SLUICE_OK;
 }
 
@@ -1344,16 +1339,13 @@ static int shm_close(sluice_store *st) {
 }
 
 static const sluice_store_methods shm_methods = {
-    3,           /* iVersion */
-    shm_close,   /* xClose */
-    shm_apply,   /* xApply */
-    shm_get,     /* xGet */
-    shm_delete,  /* xDelete */
-    shm_control, /* xControl */
-    shm_caps,    /* xCapabilities */
-    shm_apply_many, /* xApplyMany: hash and prefetch, then in order */
-    shm_run,     /* xRun: one lock-free group decision (see the header) */
-    NULL,        /* xRunMany: one xRun per program */
+    SLUICE_BACKEND_VERSION,
+    shm_close,
+    shm_run, /* xRun: lock-free, a batch pipelined (see above) */
+    shm_get,
+    shm_delete,
+    shm_control,
+    shm_caps,
 };
 
 /* --------------------------------------------------------------- open --- */
@@ -1361,7 +1353,7 @@ static const sluice_store_methods shm_methods = {
 static const uint8_t check_key[16] = "sluice-shm-hdr-1";
 
 static uint64_t header_check(const shm_header *h) {
-  return sluice_siphash64(check_key, (const uint8_t *)h + 8,
+  return sluice__siphash64(check_key, (const uint8_t *)h + 8,
                           offsetof(shm_header, check) - 8);
 }
 
@@ -1468,7 +1460,7 @@ static int shm_open_store(const sluice_backend *b, const char *uri,
     path[len] = '\0';
     name = path;
   }
-  if (sluice_uri_int(uri, "fd", -1, &fdnum) != SLUICE_OK ||
+  if (sluice__uri_int(uri, "fd", -1, &fdnum) != SLUICE_OK ||
       fdnum > INT_MAX)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "shm: fd must be a descriptor number");
@@ -1476,21 +1468,21 @@ static int shm_open_store(const sluice_backend *b, const char *uri,
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "shm: give exactly one of name=/NAME or fd=N");
   have_cap = sluice_uri_param(uri, "capacity", &v, &len) == SLUICE_OK;
-  if (sluice_uri_int(uri, "capacity", DEFAULT_CAPACITY, &capacity) !=
+  if (sluice__uri_int(uri, "capacity", DEFAULT_CAPACITY, &capacity) !=
           SLUICE_OK ||
       capacity < 1 || capacity > MAX_CAPACITY)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "shm: capacity must be 1..2^32 keys");
   have_ucap = sluice_uri_param(uri, "untrusted", &v, &len) == SLUICE_OK;
   ucapacity = capacity / 4 > MIN_UNTRUSTED ? capacity / 4 : MIN_UNTRUSTED;
-  if (sluice_uri_int(uri, "untrusted", ucapacity, &ucapacity) != SLUICE_OK ||
+  if (sluice__uri_int(uri, "untrusted", ucapacity, &ucapacity) != SLUICE_OK ||
       ucapacity < MIN_UNTRUSTED || ucapacity > MAX_CAPACITY)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "shm: untrusted must be 64..2^32 keys");
-  if (sluice_uri_int(uri, "create", 0, &create_p) != SLUICE_OK ||
+  if (sluice__uri_int(uri, "create", 0, &create_p) != SLUICE_OK ||
       create_p > 1)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0, "shm: create must be 0 or 1");
-  if (sluice_uri_int(uri, "huge_pages", 0, &huge_p) != SLUICE_OK || huge_p > 1)
+  if (sluice__uri_int(uri, "huge_pages", 0, &huge_p) != SLUICE_OK || huge_p > 1)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "shm: huge_pages must be 0 or 1");
   create = create_p || (cfg->flags & SLUICE_OPEN_CREATE);
@@ -1589,7 +1581,7 @@ static int shm_open_store(const sluice_backend *b, const char *uri,
     h->unslots = unslots;
     h->uwindow = unslots < PROBE_WINDOW ? (uint32_t)unslots : PROBE_WINDOW;
     h->total_bytes = total;
-    rc = sluice_random_bytes(h->hkey, sizeof h->hkey);
+    rc = sluice__random_bytes(h->hkey, sizeof h->hkey);
     if (rc != SLUICE_OK) {
       ck_pr_store_32(&h->init_claim, 0);
       rc = sluice_store_seterr(s, rc, 0, "shm: no random source");
@@ -1686,7 +1678,7 @@ static const char *const shm_params[] = {"name",   "fd",         "capacity",
                                          "create", "huge_pages", "untrusted",
                                          NULL};
 
-const sluice_backend sluice__backend_shm = {SLUICE_BACKEND_CLASS_VERSION,
+const sluice_backend sluice__backend_shm = {SLUICE_BACKEND_VERSION,
                                             (int)sizeof(shm_store), "shm",
                                             NULL, shm_open_store,
                                             shm_params};

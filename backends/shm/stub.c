@@ -13,5 +13,5 @@ static int shm_stub_open(const sluice_backend *b, const char *uri,
 }
 
 const sluice_backend sluice__backend_shm = {
-    SLUICE_BACKEND_CLASS_VERSION, (int)sizeof(sluice_store), "shm", NULL,
+    SLUICE_BACKEND_VERSION, (int)sizeof(sluice_store), "shm", NULL,
     shm_stub_open};

@@ -1,6 +1,7 @@
 /*
-** Batch benchmark: decisions one by one (sluice_limiter_apply_at) against
-** the same decisions in batches of BATCH (sluice_limiter_apply_many) on one
+** Batch benchmark: decisions one by one (sluice_limiter_decide of one
+** program) against the same decisions in batches of BATCH (one decide of
+** BATCH programs) on one
 ** big table, per store (mem and shm, each also with huge_pages=1), at 1M
 ** and 10M live keys.  shm gets huge pages only where the system allows
 ** them for its name= table (/dev/shm mounted with huge=advise or always);
@@ -93,37 +94,42 @@ static sluice_key key_at(run *r) {
 }
 
 static void singles(run *r, long n) {
+  sluice_step st = {.algo = SLUICE_ALGO_GCRA, .kind = SLUICE_OP_CONSUME,
+                    .nkeys = 1, .params = &P, .arg = 1};
   for (long i = 0; i < n; i++) {
     sluice_key k = key_at(r);
-    sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, &P, 1, 0};
-    sluice_verdict v;
+    sluice_program p = {.nkeys = 1, .keys = &k, .nsteps = 1, .steps = &st};
+    sluice_program_result res;
     r->now += STEP_NS;
-    if (sluice_limiter_apply_at(r->lim, &op, r->now, &v) != SLUICE_OK)
-      die("apply", SLUICE_EBACKEND);
-    r->allowed += v.allowed;
+    if (sluice_limiter_decide(r->lim, 1, &p, r->now, &res, NULL) !=
+        SLUICE_OK)
+      die("decide", SLUICE_EBACKEND);
+    r->allowed += res.allowed;
     r->asked++;
   }
 }
 
 static void batches(run *r, long n) {
   sluice_key k[BATCH];
-  sluice_op ops[BATCH];
-  sluice_verdict v[BATCH];
+  sluice_step st = {.algo = SLUICE_ALGO_GCRA, .kind = SLUICE_OP_CONSUME,
+                    .nkeys = 1, .params = &P, .arg = 1};
+  sluice_program ps[BATCH];
+  sluice_program_result res[BATCH];
   int rcs[BATCH];
   for (long i = 0; i + BATCH <= n; i += BATCH) {
     for (int b = 0; b < BATCH; b++) {
       k[b] = key_at(r);
-      ops[b] = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k[b], &P,
-                           1, 0};
+      ps[b] = (sluice_program){.nkeys = 1, .keys = &k[b], .nsteps = 1,
+                               .steps = &st};
     }
     r->now += STEP_NS * BATCH;
-    sluice_clock_set(r->clock, r->now);
-    if (sluice_limiter_apply_many(r->lim, BATCH, ops, v, rcs) != SLUICE_OK)
-      die("apply_many", SLUICE_EBACKEND);
+    if (sluice_limiter_decide(r->lim, BATCH, ps, r->now, res, rcs) !=
+        SLUICE_OK)
+      die("decide", SLUICE_EBACKEND);
     for (int b = 0; b < BATCH; b++) {
       if (rcs[b] != SLUICE_OK)
-        die("apply_many op", rcs[b]);
-      r->allowed += v[b].allowed;
+        die("decide program", rcs[b]);
+      r->allowed += res[b].allowed;
       r->asked++;
     }
   }
@@ -182,7 +188,7 @@ static result measure(const char *name, const char *spec, int shm, int n_keys,
     die("clock", SLUICE_ENOMEM);
   o.clock = r.clock;
   o.store = spec;
-  rc = sluice_limiter_open(&o, &r.lim);
+  rc = sluice_limiter_open(&o, &r.lim, NULL, 0);
   if (rc == SLUICE_ENOTSUP && shm) { /* built without shm: the stub */
     sluice_clock_free(r.clock);
     memset(&res, 0, sizeof res);

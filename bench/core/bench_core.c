@@ -29,6 +29,7 @@
 #include "dram_floor.h"
 #include "sluice.h"
 #include "sluice/sluice_mem.h"
+#include "op.h"
 
 static double clock_s(clockid_t id) {
   struct timespec t;
@@ -92,11 +93,13 @@ static void make_keys(int n) {
 ** pages the tables fall back to normal ones, and this says so. */
 #define HUGE "mem:huge_pages=1"
 
-/* Batches of BATCH single-key ops through sluice_limiter_apply_many(). */
+/* Batches of BATCH one-step programs through sluice_limiter_decide(). */
 static void run_batches(job *j) {
   sluice_key k[BATCH];
-  sluice_op ops[BATCH];
-  sluice_verdict v[BATCH];
+  sluice_step st = {.algo = SLUICE_ALGO_GCRA, .kind = SLUICE_OP_CONSUME,
+                    .nkeys = 1, .params = j->params, .arg = 1};
+  sluice_program ps[BATCH];
+  sluice_program_result res[BATCH];
   int rcs[BATCH], at = j->off % j->nkeys;
   for (int i = 0; i + BATCH <= j->n; i += BATCH) {
     for (int b = 0; b < BATCH; b++) {
@@ -104,20 +107,24 @@ static void run_batches(job *j) {
       k[b].len = KEYSTR;
       if (++at == j->nkeys)
         at = 0;
-      ops[b] = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k[b],
-                           j->params, 1, 0};
+      ps[b] = (sluice_program){.nkeys = 1, .keys = &k[b], .nsteps = 1,
+                               .steps = &st};
     }
-    sluice_clock_set(j->clock, T0 + (int64_t)i * STEP_NS);
-    sluice_limiter_apply_many(j->lim, BATCH, ops, v, rcs);
+    sluice_limiter_decide(j->lim, BATCH, ps, T0 + (int64_t)i * STEP_NS, res,
+                          rcs);
     for (int b = 0; b < BATCH; b++)
-      j->allowed += rcs[b] == SLUICE_OK && v[b].allowed;
+      j->allowed += rcs[b] == SLUICE_OK && res[b].allowed;
   }
 }
 
 static void *run(void *arg) {
   job *j = arg;
   sluice_key k[2];
-  sluice_verdict v;
+  sluice_step st = {.algo = SLUICE_ALGO_GCRA, .kind = SLUICE_OP_CONSUME,
+                    .nkeys = j->group ? 2 : 1, .params = j->params, .arg = 1};
+  sluice_program p = {.nkeys = st.nkeys, .keys = k, .nsteps = 1,
+                      .steps = &st};
+  sluice_program_result res;
   int at = j->off % j->nkeys;
   if (j->batch) {
     run_batches(j);
@@ -130,10 +137,9 @@ static void *run(void *arg) {
     k[1].len = KEYSTR;
     if (++at == j->nkeys)
       at = 0;
-    sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, j->group ? 2 : 1,
-                    k, j->params, 1, 0};
-    sluice_limiter_apply_at(j->lim, &op, T0 + (int64_t)i * STEP_NS, &v);
-    j->allowed += v.allowed;
+    sluice_limiter_decide(j->lim, 1, &p, T0 + (int64_t)i * STEP_NS, &res,
+                          NULL);
+    j->allowed += res.allowed;
   }
   return NULL;
 }
@@ -163,7 +169,7 @@ static double store_case(const char *name, const char *store, int nkeys,
     return -1;
   o.clock = clock;
   o.store = store;
-  if (sluice_limiter_open(&o, &lim) != SLUICE_OK)
+  if (sluice_limiter_open(&o, &lim, NULL, 0) != SLUICE_OK)
     return -1;
   if (nkeys != made)
     make_keys(nkeys);
@@ -244,7 +250,7 @@ int main(int argc, char **argv) {
       s = (sluice_state){{0, 0}};
       t0 = mono();
       for (int i = 0; i < n; i++) {
-        sluice_gcra_step(&P[0], &s, T0 + (int64_t)i * STEP_NS,
+        sluice__gcra_step(&P[0], &s, T0 + (int64_t)i * STEP_NS,
                          SLUICE_OP_CONSUME, 1, &s, &v);
         acc += v.allowed;
       }

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "sluice.h"
+#include "../../tests/common/one_step.h"
 
 #define NKEYS 10000
 #define MIN_DECISIONS 200
@@ -55,7 +56,7 @@ static double run(sluice_limiter *l, sluice_clock *c, int batch) {
     if (batch == 1) {
       sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1,
                       &skeys[k % NKEYS], &forever, 1, 0};
-      if (sluice_limiter_apply(l, &op, &vs[0]) != SLUICE_OK || !vs[0].allowed)
+      if (op_decide(l, &op, SLUICE_NOW, &vs[0]) != SLUICE_OK || !vs[0].allowed)
         return -1;
       k = k * 1103515245u + 12345u;
     } else {
@@ -64,7 +65,7 @@ static double run(sluice_limiter *l, sluice_clock *c, int batch) {
                              &skeys[k % NKEYS], &forever, 1, 0};
         k = k * 1103515245u + 12345u;
       }
-      if (sluice_limiter_apply_many(l, batch, ops, vs, rcs) != SLUICE_OK)
+      if (ops_decide(l, batch, ops, SLUICE_NOW, vs, rcs) != SLUICE_OK)
         return -1;
       for (i = 0; i < batch; i++)
         if (rcs[i] != SLUICE_OK || !vs[i].allowed)
@@ -107,7 +108,7 @@ int main(int argc, char **argv) {
   sluice_clock_manual(INT64_C(1700000000000000000), &c);
   o.clock = c;
   o.store = "mem";
-  if (sluice_limiter_open(&o, &l) != SLUICE_OK)
+  if (sluice_limiter_open(&o, &l, NULL, 0) != SLUICE_OK)
     return 1;
   for (b = 0; b < 3; b++)
     base[b] = run(l, c, batches[b]);
@@ -124,7 +125,7 @@ int main(int argc, char **argv) {
              modes[m], modes[m]);
     o.store = uri;
     o.flags = SLUICE_OPEN_CREATE;
-    rc = sluice_limiter_open2(&o, &l, err, sizeof err);
+    rc = sluice_limiter_open(&o, &l, err, sizeof err);
     if (rc != SLUICE_OK) {
       fprintf(stderr, "open %s: %s: %s\n", uri, sluice_strerror(rc), err);
       return 1;

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "sluice.h"
+#include "../../tests/common/one_step.h"
 #include "rounds.h"
 
 #define NKEY 10000
@@ -61,8 +62,8 @@ static void group_step(const char *tb, const char *kb) {
   k[0].len = strlen(tb);
   k[1].data = kb;
   k[1].len = strlen(kb);
-  if ((bare_at ? sluice_limiter_apply_at(bare, &op, bare_at += 1000, &v)
-               : sluice_limiter_apply(bare, &op, &v)) != SLUICE_OK ||
+  if ((bare_at ? op_decide(bare, &op, bare_at += 1000, &v)
+               : op_decide(bare, &op, SLUICE_NOW, &v)) != SLUICE_OK ||
       !v.allowed) {
     fprintf(stderr, "bench_policy: bare group step failed\n");
     exit(1);
@@ -94,7 +95,7 @@ static void bare_open(void) {
   char t[SLUICE_SCOPE_ID_LEN + 1], k[SLUICE_SCOPE_ID_LEN + 1];
   memset(&lo, 0, sizeof lo);
   lo.store = "mem";
-  must(sluice_limiter_open(&lo, &bare), "bare limiter");
+  must(sluice_limiter_open(&lo, &bare, NULL, 0), "bare limiter");
   bare_params[0] = (sluice_gcra_params){BIG, 1000000000, BIG};
   bare_params[1] = (sluice_gcra_params){BIG, 1000000000, BIG};
   for (long i = 0; i < NKEY; i++) {

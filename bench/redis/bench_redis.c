@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "sluice.h"
+#include "../../tests/common/one_step.h"
 #include "sluice_rcl_script.h" /* the store's script, built */
 #include "wire.h"             /* backends/redis/wire.h */
 
@@ -166,10 +167,10 @@ static int64_t run_sluice(long n, long keys, int batch, long base) {
                            1, 0};
     }
     if (batch == 1) {
-      if (sluice_limiter_apply(g_l, &ops[0], &vs[0]) != SLUICE_OK)
+      if (op_decide(g_l, &ops[0], SLUICE_NOW, &vs[0]) != SLUICE_OK)
         return die(sluice_limiter_errmsg(g_l)), -1;
     } else {
-      if (sluice_limiter_apply_many(g_l, b, ops, vs, rcs) != SLUICE_OK)
+      if (ops_decide(g_l, b, ops, SLUICE_NOW, vs, rcs) != SLUICE_OK)
         return die("apply_many"), -1;
       for (j = 0; j < b; j++)
         if (rcs[j] != SLUICE_OK)
@@ -433,11 +434,11 @@ static int bench_module(redisContext *c, const char *nodes, int port,
   snprintf(uri, sizeof uri, "redis:nodes=%s;timeout_ms=2000;engine=lua",
            nodes);
   o.store = uri;
-  if (sluice_limiter_open2(&o, &lua, err, sizeof err) != SLUICE_OK)
+  if (sluice_limiter_open(&o, &lua, err, sizeof err) != SLUICE_OK)
     return die(err);
   snprintf(uri, sizeof uri, "redis:nodes=%s;timeout_ms=2000;engine=module",
            nodes);
-  if (sluice_limiter_open2(&o, &mod, err, sizeof err) != SLUICE_OK)
+  if (sluice_limiter_open(&o, &mod, err, sizeof err) != SLUICE_OK)
     return die(err);
   /* The store's own script (as the build assembled it), for the raw
   ** calls of the saturation runs. */
@@ -570,7 +571,7 @@ int main(int argc, char **argv) {
   memset(&o, 0, sizeof o);
   snprintf(uri, sizeof uri, "redis:nodes=%s;timeout_ms=2000", nodes);
   o.store = uri;
-  if (sluice_limiter_open2(&o, &l, err, sizeof err) != SLUICE_OK)
+  if (sluice_limiter_open(&o, &l, err, sizeof err) != SLUICE_OK)
     return die(err);
 
   g_c = c;

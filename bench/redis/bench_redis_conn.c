@@ -48,7 +48,7 @@ static sluice_limiter *open_or_die(const char *store) {
   int rc;
   memset(&o, 0, sizeof o);
   o.store = store;
-  rc = sluice_limiter_open2(&o, &l, err, sizeof err);
+  rc = sluice_limiter_open(&o, &l, err, sizeof err);
   if (rc != SLUICE_OK) {
     fprintf(stderr, "bench: open %s: %s (%s)\n", store, sluice_err_name(rc),
             err);

@@ -43,6 +43,9 @@
 
 #include "dram_floor.h"
 #include "sluice.h"
+#include "../../tests/common/one_step.h"
+#include "siphash.h"
+#include "random.h"
 #include <sluice/sluice_mem.h>
 #include <sluice/sluice_shm.h>
 
@@ -119,18 +122,18 @@ static mx_table *mx_create(uint64_t capacity) {
   pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
   pthread_mutex_init(&t->mu, &a);
   t->nslots = nslots;
-  sluice_random_bytes(t->hkey, sizeof t->hkey);
+  sluice__random_bytes(t->hkey, sizeof t->hkey);
   return t;
 }
 
-static int mx_apply(mx_table *t, const sluice_op *op, int64_t now,
-                    sluice_verdict *v) {
+static int mx_run(mx_table *t, const sluice_program *p, int64_t now,
+                  sluice_program_result *r) {
   uint8_t h[16];
   uint64_t fp[2], i;
   mx_slot *s = NULL;
   sluice_state in, out;
   int rc;
-  sluice_siphash13_128(t->hkey, op->keys[0].data, op->keys[0].len, h);
+  sluice__siphash13_128(t->hkey, p->keys[0].data, p->keys[0].len, h);
   memcpy(fp, h, 16);
   fp[0] |= 1;
   i = (uint64_t)(((unsigned __int128)fp[1] * t->nslots) >> 64);
@@ -147,12 +150,12 @@ static int mx_apply(mx_table *t, const sluice_op *op, int64_t now,
     return SLUICE_EFULL;
   }
   in = s->fp[0] && s->exp > now ? s->st : (sluice_state){{0, 0}};
-  rc = sluice_op_step(op, &in, &out, now, v);
+  rc = sluice_program_run(p, &in, &out, now, r);
   if (rc == SLUICE_OK) {
     s->fp[0] = fp[0];
     s->fp[1] = fp[1];
     s->st = out;
-    s->exp = sluice_op_expiry(op, 0, &out);
+    s->exp = sluice_program_expiry(p, 0, &out);
   }
   pthread_mutex_unlock(&t->mu);
   return rc;
@@ -166,13 +169,16 @@ static int mxb_close(sluice_store *s) {
   (void)s;
   return SLUICE_OK;
 }
-static int mxb_apply(sluice_store *s, const sluice_op *op, int64_t now,
-                     sluice_verdict *v) {
+static int mxb_run(sluice_store *s, int n, const sluice_program *ps,
+                   int64_t now, sluice_program_result *res, int *rcs) {
   (void)s;
-  return op->nkeys == 1 ? mx_apply(mx, op, now, v) : SLUICE_ENOTSUP;
+  for (int i = 0; i < n; i++)
+    rcs[i] = ps[i].nkeys == 1 ? mx_run(mx, &ps[i], now, &res[i])
+                              : SLUICE_ENOTSUP;
+  return SLUICE_OK;
 }
-static const sluice_store_methods mxb_methods = {1, mxb_close, mxb_apply,
-                                                 NULL, NULL, NULL, NULL, NULL};
+static const sluice_store_methods mxb_methods = {
+    SLUICE_BACKEND_VERSION, mxb_close, mxb_run, NULL, NULL, NULL, NULL};
 static int mxb_open(const sluice_backend *b, const char *uri,
                     const sluice_store_config *cfg, sluice_store *s) {
   (void)b;
@@ -181,7 +187,7 @@ static int mxb_open(const sluice_backend *b, const char *uri,
   s->pMethods = &mxb_methods;
   return SLUICE_OK;
 }
-static const sluice_backend mxb = {SLUICE_BACKEND_CLASS_VERSION,
+static const sluice_backend mxb = {SLUICE_BACKEND_VERSION,
                                    (int)sizeof(sluice_store), "mutex",
                                    NULL, mxb_open};
 
@@ -217,7 +223,7 @@ static sluice_limiter *open_store_at(const char *spec, sluice_clock *clock) {
     o.store = "mutex";
     o.backend = &mxb;
   }
-  rc = sluice_limiter_open2(&o, &lim, err, sizeof err);
+  rc = sluice_limiter_open(&o, &lim, err, sizeof err);
   if (rc != SLUICE_OK) {
     fprintf(stderr, "bench_shm: open %s: %s (%s)\n", spec, sluice_strerror(rc),
             err);
@@ -257,7 +263,7 @@ static int64_t batch_loop(sluice_limiter *lim, sluice_clock *clock, long n,
     }
     sluice_clock_set(clock, now + 1000);
     now += 1000 * BATCH;
-    if (sluice_limiter_apply_many(lim, BATCH, ops, v, rcs) != SLUICE_OK)
+    if (ops_decide(lim, BATCH, ops, SLUICE_NOW, v, rcs) != SLUICE_OK)
       die("apply_many", SLUICE_EBACKEND);
     for (int b = 0; b < BATCH; b++) {
       if (rcs[b] != SLUICE_OK)
@@ -278,7 +284,7 @@ static void churn_gen(sluice_limiter *lim, int64_t gen) {
   k.data = (const char *)kb;
   k.len = sizeof kb;
   for (kb[1] = 0; kb[1] < CHURN_KEYS; kb[1]++) {
-    int rc = sluice_limiter_apply_at(lim, &op, now, &v);
+    int rc = op_decide(lim, &op, now, &v);
     if (rc != SLUICE_OK)
       die("churn", rc);
   }
@@ -355,7 +361,7 @@ static void worker(sluice_limiter *lim, sluice_clock *clock, int wl, int who,
     } else {
       now += 100;
     }
-    rc = sluice_limiter_apply_at(lim, &op, now, &v);
+    rc = op_decide(lim, &op, now, &v);
     if (rc != SLUICE_OK)
       die("apply", rc);
     admitted += v.allowed;
@@ -428,7 +434,7 @@ static void prefill(int impl, const char *spec) {
     int rc;
     k.data = keys[i];
     k.len = KEYLEN - 1;
-    rc = sluice_limiter_apply_at(lim, &op, 1000000000, &v);
+    rc = op_decide(lim, &op, 1000000000, &v);
     if (rc != SLUICE_OK)
       die("prefill", rc);
   }
@@ -503,7 +509,7 @@ static void mem_wide(void) {
     for (uint32_t i = 0; i < NKEYS; i++) {
       k.data = keys[i];
       k.len = KEYLEN - 1;
-      sluice_limiter_apply_at(lim, &op, now, &v);
+      op_decide(lim, &op, now, &v);
     }
     for (int r = 0; r < ROUNDS; r++) {
       int64_t s = mono(), c = cputime();
@@ -511,7 +517,7 @@ static void mem_wide(void) {
         k.data = keyseq[(uint32_t)i % NKEYS];
         k.len = KEYLEN - 1;
         now += 1000;
-        if (sluice_limiter_apply_at(lim, &op, now, &v) != SLUICE_OK)
+        if (op_decide(lim, &op, now, &v) != SLUICE_OK)
           _exit(1);
       }
       sh->round_ns[r] = (double)(mono() - s) / (double)nops;

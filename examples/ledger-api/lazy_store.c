@@ -38,7 +38,7 @@ static sluice_limiter *real_of(lazy_store *s) {
     memset(&o, 0, sizeof o);
     o.store = s->uri;
     o.flags = SLUICE_OPEN_CREATE;
-    rc = sluice_limiter_open2(&o, &lim, err, sizeof err);
+    rc = sluice_limiter_open(&o, &lim, err, sizeof err);
     if (rc == SLUICE_OK) {
       atomic_store(&s->real, lim);
     } else {
@@ -55,10 +55,11 @@ static sluice_limiter *real_of(lazy_store *s) {
   return lim;
 }
 
-static int lazy_apply(sluice_store *st, const sluice_op *op, int64_t now_ns,
-                      sluice_verdict *v) {
+static int lazy_run(sluice_store *st, int n, const sluice_program *ps,
+                    int64_t now_ns, sluice_program_result *res, int *rcs) {
   sluice_limiter *lim = real_of((lazy_store *)st);
-  return lim ? sluice_limiter_apply_at(lim, op, now_ns, v) : SLUICE_EUNAVAIL;
+  return lim ? sluice_limiter_decide(lim, n, ps, now_ns, res, rcs)
+             : SLUICE_EUNAVAIL;
 }
 
 static int lazy_get(sluice_store *st, const sluice_key *k, int64_t now_ns,
@@ -92,8 +93,8 @@ static int lazy_close(sluice_store *st) {
 }
 
 static const sluice_store_methods lazy_methods = {
-    1, lazy_close, lazy_apply, lazy_get, lazy_delete, lazy_control, lazy_caps,
-    NULL};
+    SLUICE_BACKEND_VERSION, lazy_close, lazy_run, lazy_get, lazy_delete,
+    lazy_control, lazy_caps};
 
 static int lazy_open(const sluice_backend *b, const char *uri,
                      const sluice_store_config *cfg, sluice_store *st) {
@@ -110,7 +111,7 @@ static int lazy_open(const sluice_backend *b, const char *uri,
 
 void lazy_store_backend(sluice_backend *out, const char *real_uri) {
   memset(out, 0, sizeof *out);
-  out->iVersion = SLUICE_BACKEND_CLASS_VERSION;
+  out->iVersion = SLUICE_BACKEND_VERSION;
   out->szStore = (int)sizeof(lazy_store);
   out->zName = "lazy";
   out->pAppData = (void *)(uintptr_t)real_uri;

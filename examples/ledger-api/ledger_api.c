@@ -25,6 +25,7 @@
 */
 #include "ledger_api.h"
 #include "opt_int.h"
+#include <sys/random.h>
 
 
 server S;
@@ -296,7 +297,7 @@ static int open_policy(const char *who) {
   lo.store = "lazy";
   lo.backend = &S.lazy; /* S.store_uri, opened when it answers */
   lo.flags = SLUICE_OPEN_CREATE;
-  rc = sluice_limiter_open2(&lo, &S.lim, err, sizeof err);
+  rc = sluice_limiter_open(&lo, &S.lim, err, sizeof err);
   if (rc != SLUICE_OK) {
     fprintf(stderr, "ledger-api %s: --store %s: %s%s%s\n", who, S.store,
             sluice_strerror(rc), err[0] ? ": " : "", err);
@@ -753,11 +754,11 @@ int main(int argc, char **argv) {
       fprintf(stderr, "ledger-api: --secret-file %s: %s\n", secret_path, err);
       return EX_USAGE_;
     }
-  } else if (sluice_random_bytes(S.secret, 16) != SLUICE_OK) {
+  } else if (getrandom(S.secret, 16, 0) != 16) {
     fprintf(stderr, "ledger-api: no OS randomness for the secret\n");
     return EX_RUNTIME;
   }
-  if (sluice_random_bytes(S.hash_key, 16) != SLUICE_OK)
+  if (getrandom(S.hash_key, 16, 0) != 16)
     return EX_RUNTIME;
   /* Check the configuration now, so a typo is reported once, by name;
   ** and the keys against it. */
@@ -853,7 +854,7 @@ int main(int argc, char **argv) {
     memset(&lo, 0, sizeof lo);
     lo.store = S.store_uri;
     lo.flags = SLUICE_OPEN_CREATE;
-    rc = sluice_limiter_open2(&lo, &probe, err, sizeof err);
+    rc = sluice_limiter_open(&lo, &probe, err, sizeof err);
     sluice_limiter_close(probe);
     if (rc != SLUICE_OK) {
       /* Only Redis comes back by itself.  shm and lmdb are on this host:

@@ -3,6 +3,7 @@
 ** ledger balances, access tokens, jobs and Idempotency-Key records.
 */
 #include "ledger_api.h"
+#include <sys/random.h>
 
 /* ----------------------------------------------------------- helpers --- */
 
@@ -12,11 +13,20 @@ int64_t wall_ns(void) {
   return (int64_t)ts.tv_sec * S_NS + ts.tv_nsec;
 }
 
+/* A keyed hash of the table keys (S.hash_key), so that a client cannot aim
+** its ids at one slot: the first 64 bits of the library's scope id. */
+static uint64_t keyed_hash(const void *data, size_t len) {
+  char id[SLUICE_SCOPE_ID_LEN + 1];
+  if (sluice_scope_id(S.hash_key, data, len, id) != SLUICE_OK)
+    return 1;
+  id[16] = 0;
+  return strtoull(id, NULL, 16);
+}
+
 uint64_t hash2(const char *a, const char *b) {
   char buf[2 * ID_MAX + 300];
   int n = snprintf(buf, sizeof buf, "%s|%s", a, b);
-  uint64_t h = sluice_siphash64(S.hash_key, buf,
-                                (size_t)(n < (int)sizeof buf ? n : 0));
+  uint64_t h = keyed_hash(buf, (size_t)(n < (int)sizeof buf ? n : 0));
   return h ? h : 1;
 }
 
@@ -79,7 +89,7 @@ static void shared_unlock(void) { pthread_mutex_unlock(&S.sh->idem_mu); }
 /* ------------------------------------------------------ access tokens --- */
 
 static uint64_t token_hash(const char *tok) {
-  uint64_t h = sluice_siphash64(S.hash_key, tok, strlen(tok));
+  uint64_t h = keyed_hash(tok, strlen(tok));
   return h ? h : 1;
 }
 
@@ -91,7 +101,7 @@ int token_issue(const api_key *k, char *out, size_t n) {
   int64_t now = wall_ns();
   size_t i, o;
   int done = 0;
-  if (n < 36 || sluice_random_bytes(raw, sizeof raw) != SLUICE_OK)
+  if (n < 36 || getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
     return -1;
   o = (size_t)snprintf(out, n, "at_");
   for (i = 0; i < sizeof raw; i++)

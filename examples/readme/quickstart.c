@@ -12,7 +12,7 @@ int main(void) {
   ** real one. */
   sluice_clock_manual(0, &clock);
   sluice_limiter_options opts = {.store = "mem", .clock = clock};
-  int rc = sluice_limiter_open(&opts, &lim);
+  int rc = sluice_limiter_open(&opts, &lim, NULL, 0);
   if (rc != SLUICE_OK) {
     fprintf(stderr, "open: %s\n", sluice_strerror(rc));
     return 1;

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include <sluice.h>
@@ -170,7 +171,7 @@ int main(int argc, char **argv) {
   po.errlen = sizeof err;
   /* The key of the scope ids.  Random is right for one process on the mem
   ** store; processes sharing a store must share the secret. */
-  if (sluice_random_bytes(po.secret, sizeof po.secret) != SLUICE_OK ||
+  if (getrandom(po.secret, sizeof po.secret, 0) != (ssize_t)sizeof po.secret ||
       sluice_policy_open(&po, &svc.pol) != SLUICE_OK ||
       sluice_http_open(&ho, &svc.http) != SLUICE_OK) {
     fprintf(stderr, "small-api: cannot open the policy: %s\n", err);

@@ -4,16 +4,15 @@
 ** Shaped like SQLite's VFS: a backend *class* (sluice_backend) opens store
 ** *instances* (sluice_store subclasses, allocated by the core with szStore
 ** bytes, zeroed), each carrying a method table.  The core hands a backend
-** operations as data (sluice_op); a backend never decides anything: it loads
-** the group's records, runs sluice_op_step() under its own atomicity, and
-** writes back the records with sluice_op_expiry() as their TTL.  A backend
-** that cannot run C where its state lives (Redis) dispatches on op->algo to
-** a port of the same step over the same record encoding.
+** programs as data (sluice/program.h); a backend never decides anything: it
+** loads a program's records, runs sluice_program_run() under its own
+** atomicity, and writes back the records with sluice_program_expiry() as
+** their TTL.  A backend that cannot run C where its state lives (Redis)
+** runs a port of the same sequencer over the same record encoding.
 **
-** Versioning: both structs start with iVersion and only grow at the end.
-** The core calls a method added in version N only when iVersion >= N and the
-** pointer is non-NULL.  A changed method gets a new name (xApply2), never a
-** changed signature.
+** Versioning: both structs start with iVersion, which is
+** SLUICE_BACKEND_VERSION; the ABI is unstable until 1.0, so a change bumps
+** it and the core refuses a backend built for another.
 **
 ** Everything not declared here or in sluice.h is private.  docs/backends.md
 ** is the map: versions, the store's memory, the fast path, decorators.
@@ -31,12 +30,11 @@
 extern "C" {
 #endif
 
-/* Version 4: struct sluice_store holds only pMethods, pBackend and pCore
-** (was: the allocator, the error detail and its lock too, embedded in every
-** backend); backend classes declare iVersion 3, and the core refuses older
-** ones; the public store wrappers (sluice_store_open ...) and the fast path
-** (sluice_job_*) are new.  Version 3: xRun, xRunMany. */
-#define SLUICE_BACKEND_VERSION 4
+/* The one version of this interface: a backend class and its method table
+** both declare it (iVersion), and the core refuses any other.  Version 5:
+** one decision method, xRun of n programs (was: xApply, xApplyMany, xRun,
+** xRunMany); the class and the table share this number. */
+#define SLUICE_BACKEND_VERSION 5
 
 typedef struct sluice_backend sluice_backend;
 typedef struct sluice_store sluice_store;
@@ -72,10 +70,9 @@ typedef struct sluice_store_core sluice_store_core;
  *  the subclass (szStore bytes, zeroed) with its own record in front of it,
  *  sets pBackend and pCore, and calls xOpen.
  *
- *  Version 4 of this header (SLUICE_BACKEND_VERSION) cut this struct to
- *  these three pointers: the allocator, the error detail and its lock are
- *  the core's.  A backend reads its allocator as cfg->alloc in xOpen (or
- *  allocates with sluice_store_malloc()), writes error detail with
+ *  The allocator, the error detail and its lock are the core's.  A
+ *  backend reads its allocator as cfg->alloc in xOpen, writes error detail
+ *  with
  *  sluice_store_seterr() and reads it with sluice_store_errmsg(). */
 struct sluice_store {
   const sluice_store_methods *pMethods; /**< the backend sets it in xOpen;
@@ -88,17 +85,23 @@ struct sluice_store {
 /** Store methods.  Every method returns SLUICE_OK or a negative code, and on
  *  failure may describe it with sluice_store_seterr(). */
 struct sluice_store_methods {
-  int iVersion; /**< 1, 2 or 3 */
+  int iVersion; /**< SLUICE_BACKEND_VERSION */
   /** Release everything.  Called exactly once, even when xOpen failed
    *  after setting pMethods. */
   int (*xClose)(sluice_store *);
-  /** Atomically: read the op's records (absent or expired = zeroed), run
-   *  sluice_op_step(), write back the records that changed with their
-   *  expiry, fill *v.  Linearizable per group.  On any error nothing was
-   *  written.  A store with SLUICE_CAP_OWN_CLOCK ignores now_ns (unless in
-   *  a test mode) and reports its own time in v->now_ns. */
-  int (*xApply)(sluice_store *, const sluice_op *op, int64_t now_ns,
-                sluice_verdict *v);
+  /** Decide: run n independent programs (sluice/program.h; an operation is
+   *  a one-step program), each as one atomic unit: read all of its records
+   *  (absent or expired = zeroed), run sluice_program_run(), write back the
+   *  records that changed with sluice_program_expiry(), fill res[i].
+   *  Linearizable per group; on any error of program i nothing of it was
+   *  written and rcs[i] says why.  In as few round trips or transactions
+   *  as the backend can.  Returns SLUICE_OK when every program was
+   *  attempted (look at rcs), or an error that applies to all.  A store
+   *  with SLUICE_CAP_OWN_CLOCK ignores now_ns (unless in a test mode) and
+   *  reports its own time in res[i].now_ns.  The core validated every
+   *  program and hands over n >= 1. */
+  int (*xRun)(sluice_store *, int n, const sluice_program *ps, int64_t now_ns,
+              sluice_program_result *res, int *rcs);
   /** Read one record and its expiry without changing it; SLUICE_ENOTFOUND
    *  when absent or expired at now_ns. */
   int (*xGet)(sluice_store *, const sluice_key *key, int64_t now_ns,
@@ -110,36 +113,6 @@ struct sluice_store_methods {
   int (*xControl)(sluice_store *, int op, void *arg);
   /** SLUICE_CAP_* bits. */
   unsigned (*xCapabilities)(sluice_store *);
-  /* Methods above are version 1. */
-  /** Apply n independent operations (different groups) in as few round
-   *  trips or transactions as the backend can.  Each op is atomic on its
-   *  own; rcs[i] and vs[i] are its result.  Returns SLUICE_OK when every op
-   *  was attempted (look at rcs), or an error that applies to all. */
-  int (*xApplyMany)(sluice_store *, int n, const sluice_op *ops,
-                    int64_t now_ns, sluice_verdict *vs, int *rcs);
-  /* Methods above are version 2. */
-  /** Run a program (sluice/program.h) as one atomic unit: read all of its
-   *  records (absent or expired = zeroed), run sluice_program_run(), write
-   *  back the records that changed with sluice_program_expiry(), fill
-   *  *res.  Linearizable per group, like xApply; on any error nothing was
-   *  written.
-   *
-   *  A backend without it (iVersion < 3 or NULL) still runs programs: the
-   *  core evaluates each step's guard itself and hands the step to xApply,
-   *  one call per step.  That fallback is NOT atomic: other callers'
-   *  operations may land between two steps (a box tripped by another
-   *  process after the check still lets the buckets be charged), a gate's
-   *  denial cannot undo what earlier steps wrote (a charge or a lease taken
-   *  before it stays), and a failure midway keeps the steps before it. */
-  int (*xRun)(sluice_store *, const sluice_program *p, int64_t now_ns,
-              sluice_program_result *res);
-  /** n independent programs in as few round trips or transactions as the
-   *  backend can; each atomic on its own, rcs[i] and res[i] its result.
-   *  Returns as xApplyMany.  Without it the core calls xRun (or the
-   *  fallback) once per program. */
-  int (*xRunMany)(sluice_store *, int n, const sluice_program *ps,
-                  int64_t now_ns, sluice_program_result *res, int *rcs);
-  /* Methods above are version 3. */
 };
 
 /** Options the core passes to xOpen. */
@@ -150,21 +123,17 @@ typedef struct sluice_store_config {
 } sluice_store_config;
 
 #define SLUICE_OPEN_CREATE 0x1u   /**< create the store if missing */
-#define SLUICE_OPEN_READONLY 0x2u /**< inspection only: xApply refused */
+#define SLUICE_OPEN_READONLY 0x2u /**< inspection only: xRun refused */
 #define SLUICE_OPEN_TESTCLOCK 0x4u /**< own-clock stores use now_ns instead
                                         (conformance suites, and `sluice
                                         replay`, which decides at the
                                         log's time) */
 
-/** A backend class.  iVersion is 3 (SLUICE_BACKEND_CLASS_VERSION): the
- *  core refuses a class below 3 (SLUICE_EVERSION), since it was built
- *  against the larger struct sluice_store of SLUICE_BACKEND_VERSION < 4 and
- *  its subclass offsets are wrong.  Rebuild such a backend; its source
- *  needs only sluice_store_seterr()/sluice_store_errmsg() where it touched
- *  errstr or backend_err, and cfg->alloc where it read pAlloc. */
-#define SLUICE_BACKEND_CLASS_VERSION 3
+/** A backend class.  The core refuses a class whose iVersion is not
+ *  SLUICE_BACKEND_VERSION (SLUICE_EVERSION): rebuild it against this
+ *  header. */
 struct sluice_backend {
-  int iVersion;      /**< SLUICE_BACKEND_CLASS_VERSION */
+  int iVersion;      /**< SLUICE_BACKEND_VERSION */
   int szStore;       /**< sizeof the backend's sluice_store subclass */
   const char *zName; /**< "mem", "shm", "lmdb", "redis" */
   void *pAppData;    /**< backend-private, never touched by the core */
@@ -175,7 +144,6 @@ struct sluice_backend {
    *  sluice_store_seterr()). */
   int (*xOpen)(const sluice_backend *, const char *uri,
                const sluice_store_config *cfg, sluice_store *pStore);
-  /* Methods above are version 1. */
   /** The store-string parameters the backend reads: a NULL-terminated
    *  list of names ("max_keys", NULL).  Before xOpen, the core refuses a
    *  string that names a parameter not listed, names one twice, or has a
@@ -184,128 +152,8 @@ struct sluice_backend {
    *  values.  A backend that grows a parameter adds its name here.  NULL:
    *  the backend checks its own string. */
   const char *const *azParams;
-  /* Fields above are version 2.  Version 3 adds no field: it says the
-  ** class was built against the three-pointer struct sluice_store. */
 };
 
-/* ------------------------------------------------ deciding in place ---
-** The fast path of a backend that runs C where its state lives (mem, shm,
-** lmdb, the Redis module; an outside backend alike): load the records of
-** one op or program, run it over them in place, write back the records with
-** their expiry.  A "job" is that one atomic unit, a plain op (xApply) or a
-** program (xRun), so one load / run / write-back code serves both methods.
-**
-** Trust: the core validates every op and program (sluice_op_validate(),
-** sluice_program_validate()) before it calls xApply, xApplyMany, xRun or
-** xRunMany, so these functions do not check them again: that second check
-** would cost every decision its key scan.  Hand them only what a method
-** received (or what you validated yourself); anything else is undefined.
-** They do check their own pointers and time (SLUICE_EINVAL).
-*/
-
-/** One atomic unit a backend runs.  Fill it with sluice_job_op() or
- *  sluice_job_program(); read nkeys and keys, leave the rest alone.
- *  Caller-allocated (on the stack); it borrows everything it points to. */
-typedef struct sluice_job {
-  const sluice_op *op;          /**< exactly one of op and prog */
-  const sluice_program *prog;
-  int nkeys;                    /**< records the job reads and writes */
-  const sluice_key *keys;       /**< their keys, nkeys of them */
-  sluice_verdict *v;            /**< op: its verdict */
-  sluice_program_result *res;   /**< program: its result */
-  void *reserved[2];            /**< zeroed by the constructors */
-} sluice_job;
-
-/** @brief A job of one validated op, answering into *v.
- *  @return SLUICE_OK, or SLUICE_EINVAL when a pointer is NULL. */
-SLUICE_EXPORT int sluice_job_op(sluice_job *j, const sluice_op *op,
-                                sluice_verdict *v);
-/** @brief A job of one validated program, answering into *res.
- *  @return SLUICE_OK, or SLUICE_EINVAL when a pointer is NULL. */
-SLUICE_EXPORT int sluice_job_program(sluice_job *j, const sluice_program *p,
-                                     sluice_program_result *res);
-/** @brief Run the job over its records (pure: no I/O, clock or allocation).
- *  @param in   j->nkeys records as read: zeroed when absent or expired
- *              (sluice_job_expiry() <= now_ns).
- *  @param out  j->nkeys records to write back (may alias in).
- *  @return SLUICE_OK with the verdict or result filled; SLUICE_EINVAL
- *  (NULL pointer, now_ns < 0).  On an error nothing must be written. */
-SLUICE_EXPORT int sluice_job_run(const sluice_job *j, const sluice_state *in,
-                                 sluice_state *out, int64_t now_ns);
-/** @brief Expiry of record i as the job leaves it (`s`, after a run) or
- *  finds it (`s` as stored: a record whose expiry is <= now is absent).
- *  0 means "gone now": delete it rather than write it.  0 for a NULL
- *  pointer or i out of range. */
-SLUICE_EXPORT int64_t sluice_job_expiry(const sluice_job *j, int i,
-                                        const sluice_state *s);
-/** @brief 1 when the job only reads (every step a PEEK or CHECK), so a
- *  store may run it in a read-only transaction; 0 otherwise or NULL. */
-SLUICE_EXPORT int sluice_job_read_only(const sluice_job *j);
-/** @brief After a run: 1 when record i was only looked at (every step over
- *  it that ran was a CHECK or PEEK, at least one).  Such a record decided
- *  the outcome without being written, so a lock-free store must see it
- *  unchanged at commit.  Always 0 for a plain op. */
-SLUICE_EXPORT int sluice_job_watched(const sluice_job *j, int i);
-/** @brief The job's enum sluice_record_class (SLUICE_CLASS_SERVICE for
- *  NULL).  A store whose room is finite keeps SLUICE_CLASS_UNTRUSTED
- *  records within their own bound (docs/backends.md, "Record classes"). */
-SLUICE_EXPORT int sluice_job_record_class(const sluice_job *j);
-/** @brief 1 when record i may be evicted to make room for another record
- *  of its class: an UNTRUSTED job's counter (a window or a distinct
- *  estimate).  Never a penalty record (a box, offenses), a bucket or a
- *  lease: evicting those would release a limit. */
-SLUICE_EXPORT int sluice_job_evictable(const sluice_job *j, int i);
-/** @brief A lock-free store's rollback after its exact compare-and-swap
- *  lost: record i as `cur` (what it holds now) with this job's write (`pre`
- *  -> `post` at now_ns) taken out.  1: *out holds it; 0: leave the record
- *  as it is (nothing can be taken out without handing back more than the
- *  write took; keeping it only under-admits).  docs/shm.md says where the
- *  undo is exact. */
-SLUICE_EXPORT int sluice_job_undo(const sluice_job *j, int i,
-                                  const sluice_state *pre,
-                                  const sluice_state *post,
-                                  const sluice_state *cur, int64_t now_ns,
-                                  sluice_state *out);
-
-/** @brief sluice_op_step() without the validation (see "Trust" above): the
- *  cheapest way to decide one op a method received.  Same results. */
-SLUICE_EXPORT int sluice_op_step_validated(const sluice_op *op,
-                                           const sluice_state *in,
-                                           sluice_state *out, int64_t now_ns,
-                                           sluice_verdict *v);
-/** @brief A store's hot path for a validated op over one key (nkeys 1):
- *  sluice_op_step_validated() and then sluice_op_expiry(op, 0, out), in one
- *  call; a single GCRA bucket goes straight to its int64 step.  `in` may
- *  equal `out`.  Same results as the two calls; SLUICE_EINVAL for an op
- *  over more keys or a NULL expiry_ns. */
-SLUICE_EXPORT int sluice_op_step_single(const sluice_op *op,
-                                        const sluice_state *in,
-                                        sluice_state *out, int64_t now_ns,
-                                        sluice_verdict *v,
-                                        int64_t *expiry_ns);
-/** @brief sluice_op_validate() without the key checks: the algorithm, kind,
- *  amount and parameters.  For a store whose keys are not sluice keys (the
- *  Redis module gets the server's key names and checks those itself).
- *  @return as sluice_op_validate(), never SLUICE_EKEY. */
-SLUICE_EXPORT int sluice_op_validate_params(const sluice_op *op);
-/** @brief The other half of sluice_op_validate(): the keys alone (present,
- *  1..SLUICE_KEY_MAX bytes, one hash tag across a group, no key twice), for
- *  an op whose parameters were already checked (a batch repeats one shape
- *  over many keys).  @return SLUICE_OK or SLUICE_EKEY. */
-SLUICE_EXPORT int sluice_op_validate_keys(const sluice_op *op);
-
-/** @brief Run a program step by step through `apply`, one call per step
- *  that its guard lets run (`p` validated, as for the job calls), with the same guards, folds and lease TTLs as
- *  sluice_program_run().  For a store that cannot run a whole program as
- *  one unit: NOT atomic (see xRun).  `apply` decides one op at now_ns into *v
- *  and returns SLUICE_OK or an error, which stops the run and is returned.
- *  @return SLUICE_OK; SLUICE_EINVAL for a NULL pointer or now_ns < 0; or
- *  the first error of `apply` (the steps before it stay applied). */
-SLUICE_EXPORT int sluice_program_run_steps(
-    const sluice_program *p, int64_t now_ns, sluice_program_result *res,
-    int (*apply)(void *ctx, const sluice_op *op, int64_t now_ns,
-                 sluice_verdict *v),
-    void *ctx);
 
 /** @brief Find a built-in backend by name ("mem", "shm", "lmdb", "redis"),
  *  or NULL.  NULL or "" gives "mem".  A backend compiled out is still found;
@@ -334,17 +182,16 @@ SLUICE_EXPORT int sluice_store_errcode(sluice_store *s);
 /* ------------------------------------------------------ store wrappers ---
 ** The core's side of the vtable, public so that a decorator (a backend that
 ** wraps another store: fault injection, tracing, caching) opens and calls
-** its inner store exactly as the limiter does, with the same checks and
-** fallbacks.  A store is not a limiter: no clock (each call takes its
+** its inner store exactly as the limiter does, with the same checks.  A
+** store is not a limiter: no clock (each call takes its
 ** now_ns) and no monotonic clamp.
 **
 ** Every wrapper validates its input as the limiter's calls do: a NULL
 ** store, one not opened by sluice_store_open() or already closed gives
-** SLUICE_EINVAL; an op or program goes through sluice_op_validate() /
-** sluice_program_validate() before the backend sees it; a positive code a
-** backend returns becomes SLUICE_EBACKEND.  Methods a backend lacks get the
-** core's fallback (xApplyMany: one xApply per op; xRun: step by step, see
-** xRun; xGet, xDelete: SLUICE_ENOTSUP; xControl: SLUICE_ENOTFOUND).
+** SLUICE_EINVAL; a program goes through sluice_program_validate() before
+** the backend sees it; a positive code a backend returns becomes
+** SLUICE_EBACKEND.  Methods a backend lacks (NULL) answer: xGet, xDelete
+** SLUICE_ENOTSUP; xControl SLUICE_ENOTFOUND; xCapabilities 0.
 */
 
 /** @brief Open a store of backend `b`.
@@ -354,8 +201,9 @@ SLUICE_EXPORT int sluice_store_errcode(sluice_store *s);
  *  @param[out] out  the store, or NULL on failure (nothing to close).
  *  @param errbuf,errlen  NULL/0, or where a failure is described.
  *  @return SLUICE_OK; SLUICE_EINVAL (NULL out or b, unknown flag, a store
- *  string the backend's azParams refuse); SLUICE_EVERSION (a class built
- *  for an older struct sluice_store, or an incomplete method table);
+ *  string the backend's azParams refuse); SLUICE_EVERSION (a class or a
+ *  method table of another SLUICE_BACKEND_VERSION, or without xRun or
+ *  xClose);
  *  SLUICE_ENOMEM; or the backend's error. */
 SLUICE_EXPORT int sluice_store_open(const sluice_backend *b, const char *uri,
                                     const sluice_allocator *alloc,
@@ -364,24 +212,12 @@ SLUICE_EXPORT int sluice_store_open(const sluice_backend *b, const char *uri,
 /** @brief Close a store: xClose, then its memory goes back to the
  *  allocator.  NULL-safe.  The store must not be used again. */
 SLUICE_EXPORT void sluice_store_close(sluice_store *s);
-/** @brief xApply after validation (as sluice_limiter_apply_at()). */
-SLUICE_EXPORT int sluice_store_apply(sluice_store *s, const sluice_op *op,
-                                     int64_t now_ns, sluice_verdict *v);
-/** @brief xApplyMany, or one xApply per op (as sluice_limiter_apply_many);
- *  invalid ops get their own code in rcs[i] and are not sent. */
-SLUICE_EXPORT int sluice_store_apply_many(sluice_store *s, int n,
-                                          const sluice_op *ops,
-                                          int64_t now_ns, sluice_verdict *vs,
-                                          int *rcs);
-/** @brief xRun, or the step-by-step fallback (as sluice_limiter_run_at). */
-SLUICE_EXPORT int sluice_store_run(sluice_store *s, const sluice_program *p,
-                                   int64_t now_ns,
-                                   sluice_program_result *res);
-/** @brief xRunMany, or one run per program. */
-SLUICE_EXPORT int sluice_store_run_many(sluice_store *s, int n,
-                                        const sluice_program *ps,
-                                        int64_t now_ns,
-                                        sluice_program_result *res, int *rcs);
+/** @brief xRun after validation (as sluice_limiter_decide() at now_ns):
+ *  an invalid program gets its own code in rcs[i] and is not sent; a
+ *  backend's positive code becomes SLUICE_EBACKEND. */
+SLUICE_EXPORT int sluice_store_run(sluice_store *s, int n,
+                                   const sluice_program *ps, int64_t now_ns,
+                                   sluice_program_result *res, int *rcs);
 /** @brief xGet (SLUICE_EKEY for a bad key, SLUICE_ENOTSUP without it). */
 SLUICE_EXPORT int sluice_store_get(sluice_store *s, const sluice_key *key,
                                    int64_t now_ns, sluice_state *out,
@@ -399,42 +235,6 @@ SLUICE_EXPORT unsigned sluice_store_capabilities(sluice_store *s);
  *  SLUICE_ENOTFOUND when absent. */
 SLUICE_EXPORT int sluice_uri_param(const char *uri, const char *name,
                                    const char **val, size_t *len);
-/** @brief The core's check of a store string against a list of parameter
- *  names (what it applies with azParams before xOpen): each non-empty
- *  segment is NAME=VALUE with a listed NAME, given once.  For a backend
- *  that rewrites another form (a redis:// URL) into parameters and checks
- *  the result itself.
- *  @param backend  the name messages start with (NULL: "store").
- *  @param names    NULL-terminated list of known names.
- *  @param err,errlen  where a refusal is described, naming the known ones
- *                  (may be NULL/0).
- *  @return SLUICE_OK, or SLUICE_EINVAL (also for a NULL uri or names). */
-SLUICE_EXPORT int sluice_uri_check(const char *backend, const char *uri,
-                                   const char *const *names, char *err,
-                                   size_t errlen);
-/** @brief Parse a URI parameter as a non-negative integer with an optional
- *  unit suffix k/m/g (x1024...).  *out keeps `dflt` when absent.
- *  @return SLUICE_OK, or SLUICE_EINVAL when present but malformed. */
-SLUICE_EXPORT int sluice_uri_int(const char *uri, const char *name,
-                                 int64_t dflt, int64_t *out);
-
-/** @brief Allocation through a store's allocator (NULL-safe free). */
-SLUICE_EXPORT void *sluice_store_malloc(sluice_store *s, size_t n);
-SLUICE_EXPORT void sluice_store_free(sluice_store *s, void *p, size_t n);
-
-/** @brief SipHash-2-4 helpers for backends that fingerprint keys. */
-SLUICE_EXPORT uint64_t sluice_siphash64(const uint8_t key[16],
-                                        const void *data, size_t len);
-SLUICE_EXPORT void sluice_siphash128(const uint8_t key[16], const void *data,
-                                     size_t len, uint8_t out[16]);
-/** @brief SipHash-1-3 with a 128-bit output: the cheaper variant, for a
-** fingerprint computed on every decision (the shm table's).  Still keyed
-** against flooding, as CPython's and Rust's hash tables use it. */
-SLUICE_EXPORT void sluice_siphash13_128(const uint8_t key[16],
-                                        const void *data, size_t len,
-                                        uint8_t out[16]);
-/** @brief Fill buf with n bytes from the OS random source (getrandom). */
-SLUICE_EXPORT int sluice_random_bytes(void *buf, size_t n);
 
 #ifdef __cplusplus
 }

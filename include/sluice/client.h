@@ -54,7 +54,7 @@ typedef struct sluice_backoff_options {
                              SLUICE_BACKOFF_NONE for none) */
   /** Random source: 64 uniform bits per call; thread-safe if the planner
    *  is shared.  NULL: a generator owned by the planner, seeded from
-   *  sluice_random_bytes(). */
+   *  the OS random source (getrandom). */
   uint64_t (*rand)(void *ud);
   void *rand_ud; /**< passed to rand; not touched otherwise */
 } sluice_backoff_options;

@@ -131,7 +131,7 @@ typedef struct sluice_http_options {
   int64_t date_after_s;
   /** Random source for the jitter: 64 uniform bits per call.  Must be
    *  thread-safe if the handle is shared.  NULL: a generator owned by the
-   *  handle, seeded from sluice_random_bytes(). */
+   *  handle, seeded from the OS random source (getrandom). */
   uint64_t (*rand)(void *ud);
   void *rand_ud; /**< passed to rand; not touched otherwise */
 } sluice_http_options;

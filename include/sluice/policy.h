@@ -541,7 +541,7 @@ SLUICE_EXPORT int sluice_policy_decide(sluice_policy *p,
  *  counters, deny-cache entries) as n calls of sluice_policy_decide() in
  *  that order at one time, the limiter's clock read once when the call
  *  begins.  The store calls of consecutive requests go to the store
- *  as one batch (sluice_limiter_run_many_at()), so that it overlaps their
+ *  as one batch (sluice_limiter_decide()), so that it overlaps their
  *  memory misses (mem), round trips (redis) or transactions (lmdb); a
  *  request whose store call needs the answers of those before it (several
  *  hash-tag groups, the per-IP backstop, a shared deny cache, a breaker that is not closed) goes

@@ -118,9 +118,11 @@ typedef struct sluice_program_result {
 
 /** @brief Check a program's shape, steps and keys without running it.
  *  @return SLUICE_OK, SLUICE_EINVAL (a malformed step, guard, range or
- *  fold; a record unused or used by two algorithms; a reserved word of the
- *  program or of a step not zero), SLUICE_ERANGE and
- *  SLUICE_EKEY as sluice_op_validate() for its steps and keys. */
+ *  fold, a bad algorithm, kind or parameters; a record unused or used by
+ *  two algorithms; a reserved word of the program or of a step not zero),
+ *  SLUICE_ERANGE (a cost 0, negative, larger than can ever fit, or above
+ *  SLUICE_COUNT_MAX), SLUICE_EKEY (an empty or oversized key, mixed hash
+ *  tags, a key twice). */
 SLUICE_EXPORT int sluice_program_validate(const sluice_program *p);
 
 /** @brief Run a program over its records (pure).
@@ -133,15 +135,15 @@ SLUICE_EXPORT int sluice_program_run(const sluice_program *p,
                                      sluice_state *out, int64_t now_ns,
                                      sluice_program_result *res);
 
-/** @brief Expiry of record i after a run (as sluice_op_expiry() for the
- *  first step over it). */
+/** @brief When record i (as `s`, after a run) stops mattering: from this
+ *  time on it behaves exactly like a zeroed (fresh) record, so a backend
+ *  may drop it (its TTL).  Before it, the record is live and must never be
+ *  evicted: this is what keeps bans and buckets from being bought back by
+ *  a key flood.  Found by the first step over the record.
+ *  @return the expiry in ns; 0 for a record that is already fresh;
+ *  SLUICE_FOREVER for a suspension. */
 SLUICE_EXPORT int64_t sluice_program_expiry(const sluice_program *p, int i,
                                             const sluice_state *s);
-
-/** @brief Step i of a program as a plain operation over its records
- *  (`ttl_from` not applied). */
-SLUICE_EXPORT void sluice_program_step_op(const sluice_program *p, int i,
-                                          sluice_op *op);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
 
 #include <string.h>
 
+#include "op.h"
 #include "sluice/algo.h"
 #include "wide.h"
 
@@ -50,7 +51,7 @@ static inline int64_t sluice__window_start(int64_t now, int64_t w) {
   return now - now % w;
 }
 
-/* sluice_gcra_params_check() inline, for validation on the hot path. */
+/* sluice__gcra_params_check() inline, for validation on the hot path. */
 static inline int sluice__gcra_params_ok(const sluice_gcra_params *p) {
   int64_t tau;
   if (p->rate < 1 || p->rate > ((int64_t)1 << 32) || p->period_ns < 1 ||
@@ -75,15 +76,15 @@ static inline void sluice__verdict_reset(sluice_verdict *v, int64_t now) {
 
 /* The hot path of a store, for a validated single-key op: the step (in
 ** may equal out) and the new record's expiry in one call, equal to
-** sluice_op_step_validated() then sluice_op_expiry(op, 0, out).  One GCRA
+** sluice__op_step_validated() then sluice__op_expiry(op, 0, out).  One GCRA
 ** bucket goes straight to its step, with no dispatch on the way
-** (sluice_op_step_single(), op.c). */
+** (sluice__op_step_single(), op.c). */
 void sluice__gcra_one(const sluice_gcra_params *p, int kind, int64_t cost,
                       const sluice_state *in, sluice_state *out, int64_t now,
                       sluice_verdict *v, int64_t *expiry);
 
-/* The single-key entry points (sluice_gcra_step() and friends): one op on
-** one anonymous key, through the full validation of sluice_op_step(). */
+/* The single-key entry points (sluice__gcra_step() and friends): one op on
+** one anonymous key, through the full validation of sluice__op_step(). */
 int sluice__step1(int algo, int kind, const void *params, int64_t arg,
                   uint64_t id, const sluice_state *in, int64_t now,
                   sluice_state *out, sluice_verdict *v);

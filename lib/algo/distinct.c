@@ -10,13 +10,13 @@
 ** that no decision uses floating point.  Accurate to within a few items up
 ** to ~100 distinct, saturating at 266 (all bits set).  Thresholds above 200
 ** are refused.  The item is a 64-bit hash the caller computes with a keyed
-** hash (sluice_siphash64), so an attacker cannot aim at one bit.
+** hash (sluice__siphash64), so an attacker cannot aim at one bit.
 */
 #include "algo_int.h"
 
 #include "distinct_estimate.h"
 
-int sluice_distinct_params_check(const sluice_distinct_params *p) {
+int sluice__distinct_params_check(const sluice_distinct_params *p) {
   if (!p || p->threshold < 1 || p->threshold > 200 || p->window_ns < 1 ||
       p->window_ns > SLUICE_DURATION_MAX)
     return SLUICE_EINVAL;
@@ -64,7 +64,7 @@ int sluice__distinct_run(const sluice_op *op, const sluice_state *in,
   return SLUICE_OK;
 }
 
-int sluice_distinct_step(const sluice_distinct_params *p,
+int sluice__distinct_step(const sluice_distinct_params *p,
                          const sluice_state *in, int64_t now_ns,
                          uint64_t item_hash, sluice_state *out,
                          sluice_verdict *v) {

@@ -31,7 +31,7 @@
 */
 #include "algo_int.h"
 
-int sluice_gcra_params_check(const sluice_gcra_params *p) {
+int sluice__gcra_params_check(const sluice_gcra_params *p) {
   return p && sluice__gcra_params_ok(p) ? SLUICE_OK : SLUICE_EINVAL;
 }
 
@@ -203,7 +203,7 @@ static inline int gcra_single64(const sluice_gcra_params *p, int kind,
   }
   if (__builtin_add_overflow(ahead, charge, &span))
     return 0;
-  tau = p->burst * p->period_ns; /* <= 2^62: sluice_gcra_params_check */
+  tau = p->burst * p->period_ns; /* <= 2^62: sluice__gcra_params_check */
   fits = span <= tau;
   consumed = fits && kind == SLUICE_OP_CONSUME;
   tat_v = consumed ? span : ahead; /* the TAT after the step - now, >= 0 */
@@ -312,7 +312,7 @@ static int gcra_group_n(const sluice_op *op, const sluice_state *in,
 }
 
 /* A single bucket may be stepped in place (in == out): both single paths
-** read the record whole before they write it (sluice_op_step_validated()
+** read the record whole before they write it (sluice__op_step_validated()
 ** relies on this). */
 int sluice__gcra_group(const sluice_op *op, const sluice_state *in,
                        sluice_state *out, int64_t now, sluice_verdict *v) {
@@ -330,7 +330,7 @@ void sluice__gcra_one(const sluice_gcra_params *p, int kind, int64_t cost,
   *expiry = sluice__gcra_expiry(p, out);
 }
 
-int sluice_gcra_step(const sluice_gcra_params *p, const sluice_state *in,
+int sluice__gcra_step(const sluice_gcra_params *p, const sluice_state *in,
                      int64_t now_ns, int kind, int64_t cost, sluice_state *out,
                      sluice_verdict *v) {
   return sluice__step1(SLUICE_ALGO_GCRA, kind, p, cost, 0, in, now_ns, out, v);

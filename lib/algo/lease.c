@@ -22,7 +22,7 @@
 
 #include "algo_int.h"
 
-int sluice_lease_params_check(const sluice_lease_params *p) {
+int sluice__lease_params_check(const sluice_lease_params *p) {
   if (!p || p->max < 1 || p->max > SLUICE_LEASE_COUNT_MAX || p->ttl_ns < 1 ||
       p->ttl_ns > SLUICE_DURATION_MAX)
     return SLUICE_EINVAL;
@@ -105,7 +105,7 @@ int sluice__lease_run(const sluice_op *op, const sluice_state *in,
   return SLUICE_OK;
 }
 
-int sluice_lease_step(const sluice_lease_params *p, const sluice_state *in,
+int sluice__lease_step(const sluice_lease_params *p, const sluice_state *in,
                       int64_t now_ns, int kind, uint64_t lease_id,
                       sluice_state *out, sluice_verdict *v) {
   /* Slot keys only need to be distinct and share a hash tag, as the group
@@ -116,7 +116,7 @@ int sluice_lease_step(const sluice_lease_params *p, const sluice_state *in,
   sluice_key k[SLUICE_GROUP_MAX];
   sluice_op op = {SLUICE_ALGO_LEASE, kind, 0, k, p, 0, lease_id};
   int i;
-  if (sluice_lease_params_check(p) != SLUICE_OK)
+  if (sluice__lease_params_check(p) != SLUICE_OK)
     return SLUICE_EINVAL;
   op.nkeys = sluice__lease_nkeys(p);
   for (i = 0; i < op.nkeys; i++) {
@@ -125,7 +125,7 @@ int sluice_lease_step(const sluice_lease_params *p, const sluice_state *in,
     k[i].data = names[i];
     k[i].len = 4;
   }
-  return sluice_op_step(&op, in, out, now_ns, v);
+  return sluice__op_step(&op, in, out, now_ns, v);
 }
 
 /* A slot this write took (its id is unique to the holder) is freed while

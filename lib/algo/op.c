@@ -1,7 +1,7 @@
 /*
 ** Operation dispatch: validation of an operation's shape, the step over a
 ** group, and record expiry.  This is the single entry point backends call
-** (sluice_op_step) so that every backend runs exactly the same code.
+** (sluice__op_step) so that every backend runs exactly the same code.
 */
 #include <string.h>
 
@@ -9,7 +9,7 @@
 #include "program_int.h"
 #include "sluice/backend.h"
 
-void sluice_key_hashtag(const sluice_key *k, size_t *off, size_t *len) {
+void sluice__key_hashtag(const sluice_key *k, size_t *off, size_t *len) {
   const char *d = (const char *)k->data;
   const char *open = k->len ? memchr(d, '{', k->len) : NULL;
   const char *close = NULL;
@@ -64,7 +64,7 @@ int sluice__keys_check(const sluice_op *op) {
     if (i > 0 && off0 > 0 &&
         tag_at(k, (const char *)op->keys[0].data + off0, off0, len0))
       continue;
-    sluice_key_hashtag(k, &off, &len);
+    sluice__key_hashtag(k, &off, &len);
     if (i == 0) {
       off0 = off;
       len0 = len;
@@ -115,23 +115,20 @@ static int amount_check(const sluice_op *op, int64_t cap) {
 /* One GCRA bucket, the shape of nearly every decision, checked without the
 ** dispatch and the loops of the general path: the same checks, in the
 ** same order, with the same codes (tests/unit/test_op_fast.c compares them). */
-#if defined(__GNUC__)
-__attribute__((always_inline)) /* the check of nearly every decision */
-#endif
-static inline int validate_gcra1(const sluice_op *op) {
-  const sluice_gcra_params *p = (const sluice_gcra_params *)op->params;
-  const sluice_key *k = op->keys;
-  if (!sluice__gcra_params_ok(p) || op->kind == SLUICE_OP_COUNT)
+int sluice__gcra1_check(const sluice_gcra_params *p, int kind, int64_t arg,
+                        uint64_t id, const sluice_key *k) {
+  if (!p || !sluice__gcra_params_ok(p) || kind == SLUICE_OP_COUNT)
     return SLUICE_EINVAL;
-  if (op->kind == SLUICE_OP_PEEK) {
-    if (op->arg < 0 || op->arg > p->burst)
+  if (kind == SLUICE_OP_PEEK) {
+    if (arg < 0 || arg > p->burst)
       return SLUICE_ERANGE;
-  } else if (op->kind == SLUICE_OP_ADJUST) {
-    if (adjust_check(op, p->burst) != SLUICE_OK)
+  } else if (kind == SLUICE_OP_ADJUST) {
+    if (arg == 0 || arg < -p->burst || arg > p->burst ||
+        id > (uint64_t)INT64_MAX)
       return SLUICE_ERANGE;
-  } else if (op->kind != SLUICE_OP_CONSUME) {
+  } else if (kind != SLUICE_OP_CONSUME) {
     return SLUICE_EINVAL;
-  } else if (op->arg < 1 || op->arg > SLUICE_COUNT_MAX || op->arg > p->burst) {
+  } else if (arg < 1 || arg > SLUICE_COUNT_MAX || arg > p->burst) {
     return SLUICE_ERANGE;
   }
   return (!k || !k->data || k->len == 0 || k->len > SLUICE_KEY_MAX)
@@ -146,7 +143,8 @@ static int shape_fields(const sluice_op *op);
 static int validate_fields(const sluice_op *op) {
   int rc;
   if (op->nkeys == 1 && op->algo == SLUICE_ALGO_GCRA)
-    return validate_gcra1(op);
+    return sluice__gcra1_check((const sluice_gcra_params *)op->params,
+                               op->kind, op->arg, op->id, op->keys);
   rc = shape_fields(op);
   return rc != SLUICE_OK ? rc : sluice__keys_check(op);
 }
@@ -160,15 +158,15 @@ static int head_ok(const sluice_op *op) {
          (uint64_t)op->record_class <= SLUICE_CLASS_UNTRUSTED_KEPT;
 }
 
-int sluice_op_validate(const sluice_op *op) {
+int sluice__op_validate(const sluice_op *op) {
   return head_ok(op) ? validate_fields(op) : SLUICE_EINVAL;
 }
 
-int sluice_op_validate_params(const sluice_op *op) {
+int sluice__op_validate_params(const sluice_op *op) {
   return sluice__op_validate_shape(op);
 }
 
-int sluice_op_validate_keys(const sluice_op *op) {
+int sluice__op_validate_keys(const sluice_op *op) {
   return op ? sluice__keys_check(op) : SLUICE_EKEY;
 }
 
@@ -185,7 +183,7 @@ static int shape_fields(const sluice_op *op) {
     const sluice_gcra_params *p = (const sluice_gcra_params *)op->params;
     int64_t cap = INT64_MAX;
     for (i = 0; i < op->nkeys; i++) {
-      if (sluice_gcra_params_check(&p[i]) != SLUICE_OK)
+      if (sluice__gcra_params_check(&p[i]) != SLUICE_OK)
         return SLUICE_EINVAL;
       if (p[i].burst < cap)
         cap = p[i].burst;
@@ -198,7 +196,7 @@ static int shape_fields(const sluice_op *op) {
   case SLUICE_ALGO_SWINDOW:
   case SLUICE_ALGO_FWINDOW: {
     const sluice_window_params *p = (const sluice_window_params *)op->params;
-    if (op->nkeys != 1 || sluice_window_params_check(p) != SLUICE_OK)
+    if (op->nkeys != 1 || sluice__window_params_check(p) != SLUICE_OK)
       return SLUICE_EINVAL;
     /* The sliding counters are 32-bit; a limit below 2^31 keeps a consumed
     ** count from ever reaching the saturation point. */
@@ -209,7 +207,7 @@ static int shape_fields(const sluice_op *op) {
   }
   case SLUICE_ALGO_PENALTY:
     if (op->nkeys != 1 ||
-        sluice_penalty_params_check(
+        sluice__penalty_params_check(
             (const sluice_penalty_params *)op->params) != SLUICE_OK)
       return SLUICE_EINVAL;
     if (op->kind < SLUICE_OP_CHECK || op->kind > SLUICE_OP_RELEASE)
@@ -220,7 +218,7 @@ static int shape_fields(const sluice_op *op) {
     break;
   case SLUICE_ALGO_LEASE: {
     const sluice_lease_params *p = (const sluice_lease_params *)op->params;
-    if (sluice_lease_params_check(p) != SLUICE_OK ||
+    if (sluice__lease_params_check(p) != SLUICE_OK ||
         op->nkeys != sluice__lease_nkeys(p))
       return SLUICE_EINVAL;
     if (op->kind < SLUICE_OP_ACQUIRE || op->kind > SLUICE_OP_RENEW)
@@ -230,7 +228,7 @@ static int shape_fields(const sluice_op *op) {
   }
   case SLUICE_ALGO_DISTINCT:
     if (op->nkeys != 1 ||
-        sluice_distinct_params_check(
+        sluice__distinct_params_check(
             (const sluice_distinct_params *)op->params) != SLUICE_OK)
       return SLUICE_EINVAL;
     rc = (op->kind == SLUICE_OP_ADD || op->kind == SLUICE_OP_PEEK)
@@ -243,15 +241,15 @@ static int shape_fields(const sluice_op *op) {
   return rc;
 }
 
-int sluice_op_step(const sluice_op *op, const sluice_state *in,
+int sluice__op_step(const sluice_op *op, const sluice_state *in,
                    sluice_state *out, int64_t now_ns, sluice_verdict *v) {
-  int rc = sluice_op_validate(op);
+  int rc = sluice__op_validate(op);
   if (rc != SLUICE_OK)
     return rc;
-  return sluice_op_step_validated(op, in, out, now_ns, v);
+  return sluice__op_step_validated(op, in, out, now_ns, v);
 }
 
-int sluice_op_step_single(const sluice_op *op, const sluice_state *in,
+int sluice__op_step_single(const sluice_op *op, const sluice_state *in,
                           sluice_state *out, int64_t now_ns,
                           sluice_verdict *v, int64_t *expiry) {
   int rc;
@@ -263,13 +261,13 @@ int sluice_op_step_single(const sluice_op *op, const sluice_state *in,
                      op->arg, in, out, now_ns, v, expiry);
     return SLUICE_OK;
   }
-  rc = sluice_op_step_validated(op, in, out, now_ns, v);
+  rc = sluice__op_step_validated(op, in, out, now_ns, v);
   if (rc == SLUICE_OK)
-    *expiry = sluice_op_expiry(op, 0, out);
+    *expiry = sluice__op_expiry(op, 0, out);
   return rc;
 }
 
-int sluice_op_step_validated(const sluice_op *op, const sluice_state *in,
+int sluice__op_step_validated(const sluice_op *op, const sluice_state *in,
                           sluice_state *out, int64_t now_ns,
                           sluice_verdict *v) {
   sluice_state fresh[SLUICE_GROUP_MAX], tmp[SLUICE_GROUP_MAX];
@@ -341,7 +339,7 @@ int64_t sluice__rec_expiry(int algo, const void *params, int i,
   }
 }
 
-int64_t sluice_op_expiry(const sluice_op *op, int i, const sluice_state *s) {
+int64_t sluice__op_expiry(const sluice_op *op, int i, const sluice_state *s) {
   if (!op || !s || !op->params || i < 0 || i >= op->nkeys)
     return 0;
   return sluice__rec_expiry(op->algo, op->params, i, s);
@@ -361,5 +359,5 @@ int sluice__step1(int algo, int kind, const void *params, int64_t arg,
   if (!params)
     return SLUICE_EINVAL;
   rc = validate_fields(&op);
-  return rc != SLUICE_OK ? rc : sluice_op_step_validated(&op, in, out, now, v);
+  return rc != SLUICE_OK ? rc : sluice__op_step_validated(&op, in, out, now, v);
 }

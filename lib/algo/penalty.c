@@ -31,7 +31,7 @@
 #define OFF_MAX 4095u
 #define STRIKES_MAX ((1u << 20) - 1)
 
-int sluice_penalty_params_check(const sluice_penalty_params *p) {
+int sluice__penalty_params_check(const sluice_penalty_params *p) {
   int i;
   if (!p || p->strike_threshold < 1 || p->strike_threshold > STRIKES_MAX ||
       p->strike_window_ns < MS || p->strike_window_ns > SLUICE_DURATION_MAX ||
@@ -238,7 +238,7 @@ int sluice__penalty_run(const sluice_op *op, const sluice_state *in,
   return SLUICE_OK;
 }
 
-int sluice_penalty_step(const sluice_penalty_params *p, const sluice_state *in,
+int sluice__penalty_step(const sluice_penalty_params *p, const sluice_state *in,
                         int64_t now_ns, int kind, int64_t min_level,
                         sluice_state *out, sluice_verdict *v) {
   return sluice__step1(SLUICE_ALGO_PENALTY, kind, p, min_level, 0, in, now_ns,

@@ -1,17 +1,17 @@
 /*
 ** The program sequencer: guards, folds and the record table of a compound
 ** operation (sluice/program.h).  Pure, like the steps it runs; every
-** backend runs a program through here (Redis through its Lua port), and the
-** step-by-step fallback for older backends uses the same guard and fold
-** code, so a program means one thing everywhere.
+** backend runs a program through here (Redis through its Lua port), so a
+** program means one thing everywhere.
 */
 #include <string.h>
 
 #include "algo_int.h"
+#include "job.h"
 #include "program_int.h"
 #include "sluice/backend.h"
 
-void sluice_program_step_op(const sluice_program *p, int i, sluice_op *op) {
+void sluice__program_step_op(const sluice_program *p, int i, sluice_op *op) {
   const sluice_step *s = &p->steps[i];
   op->algo = s->algo;
   op->kind = s->kind;
@@ -153,7 +153,7 @@ static int shape_check(const sluice_program *p) {
         s->ttl_from < 0 || s->ttl_from > i ||
         (s->ttl_from && s->algo != SLUICE_ALGO_LEASE))
       return SLUICE_EINVAL;
-    sluice_program_step_op(p, i, &op);
+    sluice__program_step_op(p, i, &op);
     rc = sluice__op_validate_shape(&op);
     if (rc != SLUICE_OK)
       return rc;
@@ -161,15 +161,34 @@ static int shape_check(const sluice_program *p) {
   return records_check(p);
 }
 
-int sluice_program_validate(const sluice_program *p) {
+/* A program of one step (an operation): its step must cover every record,
+** and its checks are the op's, cheaper than keeping its shape. */
+__attribute__((noinline)) static int single_op_check(const sluice_program *p) {
+  sluice_op op;
+  sluice__program_step_op(p, 0, &op);
+  return sluice__op_validate(&op);
+}
+
+static int single_check(const sluice_program *p) {
+  const sluice_step *s = p->steps;
+  if ((s->reserved[0] | s->reserved[1]) != 0 || s->key != 0 ||
+      s->nkeys != p->nkeys || !when_ok(s->when, s->ref, 0) ||
+      !when_ok(s->when2, s->ref2, 0) ||
+      (s->fold != SLUICE_FOLD_GATE && s->fold != SLUICE_FOLD_NOTE) ||
+      s->ttl_from != 0)
+    return SLUICE_EINVAL;
+  if (s->algo == SLUICE_ALGO_GCRA && s->nkeys == 1) /* a hot key's bucket */
+    return sluice__gcra1_check((const sluice_gcra_params *)s->params, s->kind,
+                               s->arg, s->id, p->keys);
+  return single_op_check(p);
+}
+
+/* Two steps or more: the shape (unless it is the last one checked), then
+** the keys across the whole record table.  Out of line, so that a one-step
+** program's check does not pay for this frame. */
+__attribute__((noinline)) static int multi_check(const sluice_program *p) {
   sluice_op all;
   int rc;
-  if (!p || !p->keys || !p->steps || p->nkeys < 1 ||
-      p->nkeys > SLUICE_PROGRAM_KEYS || p->nsteps < 1 ||
-      p->nsteps > SLUICE_PROGRAM_STEPS ||
-      p->reserved[0] != 0 || /* room for later: zero now */
-      (uint64_t)p->record_class > SLUICE_CLASS_UNTRUSTED_KEPT)
-    return SLUICE_EINVAL;
   if (!shape_same(p)) {
     rc = shape_check(p);
     if (rc != SLUICE_OK)
@@ -181,6 +200,21 @@ int sluice_program_validate(const sluice_program *p) {
   all.nkeys = p->nkeys;
   all.keys = p->keys;
   return sluice__keys_check(&all);
+}
+
+int sluice__program_keys_check(const sluice_program *p) {
+  sluice_op all = {.nkeys = p->nkeys, .keys = p->keys};
+  return sluice__keys_check(&all);
+}
+
+int sluice_program_validate(const sluice_program *p) {
+  if (!p || !p->keys || !p->steps || p->nkeys < 1 ||
+      p->nkeys > SLUICE_PROGRAM_KEYS || p->nsteps < 1 ||
+      p->nsteps > SLUICE_PROGRAM_STEPS ||
+      p->reserved[0] != 0 || /* room for later: zero now */
+      (uint64_t)p->record_class > SLUICE_CLASS_UNTRUSTED_KEPT)
+    return SLUICE_EINVAL;
+  return p->nsteps == 1 ? single_check(p) : multi_check(p);
 }
 
 static int cond(const sluice_program_result *r, int when, int ref,
@@ -220,7 +254,7 @@ void sluice__program_op(const sluice_program *p, int i,
                         const sluice_program_result *r, sluice_op *op,
                         sluice_lease_params *lp) {
   const sluice_step *s = &p->steps[i];
-  sluice_program_step_op(p, i, op);
+  sluice__program_step_op(p, i, op);
   if (s->ttl_from) {
     int64_t t = r->v[s->ttl_from - 1].retry_after_ns;
     *lp = *(const sluice_lease_params *)s->params;
@@ -267,7 +301,7 @@ int sluice__program_run_valid(const sluice_program *p, const sluice_state *in,
       continue;
     }
     sluice__program_op(p, i, r, &op, &lp);
-    rc = sluice_op_step_validated(&op, cur + s->key, cur + s->key, now, &r->v[i]);
+    rc = sluice__op_step_validated(&op, cur + s->key, cur + s->key, now, &r->v[i]);
     if (rc != SLUICE_OK)
       return rc;
     /* A gate's denial: the program charges nothing, so the records go back
@@ -296,7 +330,7 @@ int64_t sluice_program_expiry(const sluice_program *p, int i,
     return 0;
   for (k = 0; k < p->nsteps; k++) {
     const sluice_step *st = &p->steps[k];
-    /* What sluice_op_expiry() of the step's op returns, without making
+    /* What sluice__op_expiry() of the step's op returns, without making
     ** the op: a store asks this of every record of every program. */
     if (i >= st->key && i < st->key + st->nkeys)
       return st->params ? sluice__rec_expiry(st->algo, st->params,
@@ -306,9 +340,35 @@ int64_t sluice_program_expiry(const sluice_program *p, int i,
   return 0;
 }
 
+int sluice__program_single(const sluice_program *p, const sluice_state *in,
+                           sluice_state *out, int64_t now,
+                           sluice_program_result *r, int64_t *expiry) {
+  const sluice_step *s = &p->steps[0];
+  sluice_op op;
+  int rc;
+  /* Step 0 always runs: a guard can only look at an earlier step. */
+  sluice__program_start(r, now);
+  if (s->algo == SLUICE_ALGO_GCRA && s->kind != SLUICE_OP_ADJUST) {
+    /* One bucket straight to its int64 step (no op to make). */
+    sluice__gcra_one((const sluice_gcra_params *)s->params, s->kind, s->arg,
+                     in, out, now, &r->v[0], expiry);
+  } else {
+    sluice__program_step_op(p, 0, &op);
+    rc = sluice__op_step_single(&op, in, out, now, &r->v[0], expiry);
+    if (rc != SLUICE_OK)
+      return rc;
+  }
+  /* A gate that denied writes nothing (a denied bucket wrote nothing). */
+  if (sluice__program_fold(p, 0, r) && memcmp(out, in, sizeof *out) != 0) {
+    *out = *in;
+    *expiry = sluice__rec_expiry(s->algo, s->params, 0, in);
+  }
+  return SLUICE_OK;
+}
+
 /* ------------------------------------------------------------- jobs --- */
 
-int sluice_job_op(sluice_job *j, const sluice_op *op, sluice_verdict *v) {
+int sluice__job_op(sluice__job *j, const sluice_op *op, sluice_verdict *v) {
   if (!j || !op || !v)
     return SLUICE_EINVAL;
   j->op = op;
@@ -321,7 +381,7 @@ int sluice_job_op(sluice_job *j, const sluice_op *op, sluice_verdict *v) {
   return SLUICE_OK;
 }
 
-int sluice_job_program(sluice_job *j, const sluice_program *p,
+int sluice__job_program(sluice__job *j, const sluice_program *p,
                        sluice_program_result *r) {
   if (!j || !p || !r)
     return SLUICE_EINVAL;
@@ -335,26 +395,26 @@ int sluice_job_program(sluice_job *j, const sluice_program *p,
   return SLUICE_OK;
 }
 
-int sluice_job_run(const sluice_job *j, const sluice_state *in,
+int sluice__job_run(const sluice__job *j, const sluice_state *in,
                    sluice_state *out, int64_t now) {
   if (!j)
     return SLUICE_EINVAL;
   if (j->op)
-    return sluice_op_step_validated(j->op, in, out, now, j->v);
+    return sluice__op_step_validated(j->op, in, out, now, j->v);
   if (!j->prog)
     return SLUICE_EINVAL;
   return sluice__program_run_valid(j->prog, in, out, now, j->res);
 }
 
-int64_t sluice_job_expiry(const sluice_job *j, int i, const sluice_state *s) {
+int64_t sluice__job_expiry(const sluice__job *j, int i, const sluice_state *s) {
   if (!j)
     return 0;
   if (j->op)
-    return sluice_op_expiry(j->op, i, s);
+    return sluice__op_expiry(j->op, i, s);
   return sluice_program_expiry(j->prog, i, s);
 }
 
-int sluice_job_undo(const sluice_job *j, int i, const sluice_state *pre,
+int sluice__job_undo(const sluice__job *j, int i, const sluice_state *pre,
                     const sluice_state *post, const sluice_state *cur,
                     int64_t now, sluice_state *out) {
   sluice_op op;
@@ -371,7 +431,7 @@ int sluice_job_undo(const sluice_job *j, int i, const sluice_state *pre,
     }
     if (k == j->prog->nsteps)
       return 0;
-    sluice_program_step_op(j->prog, k, &op);
+    sluice__program_step_op(j->prog, k, &op);
     r = i - j->prog->steps[k].key;
   } else {
     return 0;
@@ -391,7 +451,7 @@ int sluice_job_undo(const sluice_job *j, int i, const sluice_state *pre,
   }
 }
 
-int sluice_job_read_only(const sluice_job *j) {
+int sluice__job_read_only(const sluice__job *j) {
   int i;
   if (!j)
     return 0;
@@ -406,7 +466,7 @@ int sluice_job_read_only(const sluice_job *j) {
   return 1;
 }
 
-int sluice_job_watched(const sluice_job *j, int i) {
+int sluice__job_watched(const sluice__job *j, int i) {
   const sluice_program *p = j ? j->prog : NULL;
   int k, seen = 0;
   if (!p || !j->res)
@@ -422,15 +482,15 @@ int sluice_job_watched(const sluice_job *j, int i) {
   return seen;
 }
 
-int sluice_job_record_class(const sluice_job *j) {
+int sluice__job_record_class(const sluice__job *j) {
   if (!j)
     return SLUICE_CLASS_SERVICE;
   return (int)(j->op ? j->op->record_class : j->prog->record_class);
 }
 
-int sluice_job_evictable(const sluice_job *j, int i) {
+int sluice__job_evictable(const sluice__job *j, int i) {
   int algo = 0, k;
-  if (sluice_job_record_class(j) != SLUICE_CLASS_UNTRUSTED || i < 0 ||
+  if (sluice__job_record_class(j) != SLUICE_CLASS_UNTRUSTED || i < 0 ||
       i >= j->nkeys)
     return 0;
   if (j->op) {
@@ -446,35 +506,4 @@ int sluice_job_evictable(const sluice_job *j, int i) {
   ** keeps a limit, and losing one would release it. */
   return algo == SLUICE_ALGO_SWINDOW || algo == SLUICE_ALGO_FWINDOW ||
          algo == SLUICE_ALGO_DISTINCT;
-}
-
-/* ------------------------------------------------- step by step --- */
-
-/* A store that cannot run a program as one unit: one apply per step, the
-** guards and folds by the same code as sluice_program_run(). */
-int sluice_program_run_steps(
-    const sluice_program *p, int64_t now, sluice_program_result *r,
-    int (*apply)(void *ctx, const sluice_op *op, int64_t now_ns,
-                 sluice_verdict *v),
-    void *ctx) {
-  int i, rc;
-  if (!p || !r || !apply || now < 0)
-    return SLUICE_EINVAL;
-  sluice__program_start(r, now);
-  for (i = 0; i < p->nsteps; i++) {
-    sluice_lease_params lp;
-    sluice_op op;
-    if (!sluice__program_guard(p, i, r)) {
-      sluice__verdict_reset(&r->v[i], now);
-      continue;
-    }
-    sluice__program_op(p, i, r, &op, &lp);
-    rc = apply(ctx, &op, now, &r->v[i]);
-    if (rc != SLUICE_OK)
-      return rc;
-    if (i == 0)
-      r->now_ns = r->v[0].now_ns; /* an own-clock store's time */
-    (void)sluice__program_fold(p, i, r);
-  }
-  return SLUICE_OK;
 }

@@ -1,22 +1,21 @@
 /*
 ** Internals of the program sequencer, private to the algorithm layer: the
-** guard and fold of one step (sluice_program_run() and the step-by-step
-** sluice_program_run_steps() share them).  What backends use of it is
-** public: the job calls of sluice/backend.h.
+** guard and fold of one step.  What backends use of it is in job.h.
 */
 #ifndef SLUICE_PROGRAM_INT_H
 #define SLUICE_PROGRAM_INT_H
 
+#include "op.h"
 #include "sluice/program.h"
 
 /* Shape and parameters of an op without its keys; the keys alone. */
 int sluice__op_validate_shape(const sluice_op *op);
 int sluice__keys_check(const sluice_op *op);
+/* The whole check of an op over one GCRA bucket (a hot key's), from its
+** fields: sluice__op_validate() of that op, without making it. */
+int sluice__gcra1_check(const sluice_gcra_params *p, int kind, int64_t arg,
+                        uint64_t id, const sluice_key *k);
 
-/* The expiry of record i of a step of `algo` over `params` (params of
-** its first record), as sluice_op_expiry() gives it; no checks. */
-int64_t sluice__rec_expiry(int algo, const void *params, int i,
-                           const sluice_state *s);
 
 /* sluice_program_run() for a validated program. */
 int sluice__program_run_valid(const sluice_program *p, const sluice_state *in,

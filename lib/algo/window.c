@@ -25,7 +25,7 @@
 
 #define SW_COUNT_MAX 0xffffffffu
 
-int sluice_window_params_check(const sluice_window_params *p) {
+int sluice__window_params_check(const sluice_window_params *p) {
   if (!p || p->limit < 1 || p->limit > SLUICE_COUNT_MAX || p->window_ns < 1 ||
       p->window_ns > SLUICE_DURATION_MAX)
     return SLUICE_EINVAL;
@@ -94,7 +94,7 @@ int64_t sluice__swindow_expiry(const sluice_window_params *p,
   return 0;
 }
 
-int sluice_swindow_step(const sluice_window_params *p, const sluice_state *in,
+int sluice__swindow_step(const sluice_window_params *p, const sluice_state *in,
                         int64_t now, int kind, int64_t n, sluice_state *out,
                         sluice_verdict *v) {
   return sluice__step1(SLUICE_ALGO_SWINDOW, kind, p, n, 0, in, now, out, v);
@@ -187,7 +187,7 @@ SLUICE__UNDO_DECL(swindow, sluice_window_params) {
   return 1;
 }
 
-int sluice_fwindow_step(const sluice_window_params *p, const sluice_state *in,
+int sluice__fwindow_step(const sluice_window_params *p, const sluice_state *in,
                         int64_t now, int kind, int64_t n, sluice_state *out,
                         sluice_verdict *v) {
   return sluice__step1(SLUICE_ALGO_FWINDOW, kind, p, n, 0, in, now, out, v);

@@ -25,6 +25,7 @@
 #include "sluice.h"
 #include "split.h"
 #include "store.h"
+#include "op.h"
 
 struct sluice_limiter {
   sluice_store *store;
@@ -84,12 +85,12 @@ int sluice_store_check(const char *store, char *errbuf, size_t errlen) {
     return SLUICE_EINVAL;
   /* As sluice_store_open(): a "//..." URL is the backend's to rewrite. */
   if (b->azParams && !(params[0] == '/' && params[1] == '/'))
-    return sluice_uri_check(b->zName, params, b->azParams, errbuf, errlen);
+    return sluice__uri_check(b->zName, params, b->azParams, errbuf, errlen);
   return SLUICE_OK;
 }
 
-int sluice_limiter_open2(const sluice_limiter_options *opts,
-                         sluice_limiter **out, char *errbuf, size_t errlen) {
+int sluice_limiter_open(const sluice_limiter_options *opts,
+                        sluice_limiter **out, char *errbuf, size_t errlen) {
   static const sluice_limiter_options defaults;
   const sluice_allocator *a;
   const sluice_backend *b;
@@ -141,11 +142,6 @@ int sluice_limiter_open2(const sluice_limiter_options *opts,
   return SLUICE_OK;
 }
 
-int sluice_limiter_open(const sluice_limiter_options *opts,
-                        sluice_limiter **out) {
-  return sluice_limiter_open2(opts, out, NULL, 0);
-}
-
 void sluice_limiter_close(sluice_limiter *l) {
   const sluice_allocator *a;
   if (!l)
@@ -163,61 +159,23 @@ int64_t sluice_limiter_now(sluice_limiter *l) {
   return clamp_time(l, sluice_clock_now(l->clock));
 }
 
-int sluice_limiter_apply_at(sluice_limiter *l, const sluice_op *op,
-                            int64_t now_ns, sluice_verdict *v) {
-  if (!l || now_ns < 0)
+int sluice_limiter_decide(sluice_limiter *l, int n, const sluice_program *ps,
+                          int64_t now, sluice_program_result *res, int *rcs) {
+  if (!l || (now < 0 && now != SLUICE_NOW) || (!rcs && n != 1))
     return SLUICE_EINVAL;
-  return sluice_store_apply(l->store, op, clamp_time(l, now_ns), v);
-}
-
-int sluice_limiter_apply(sluice_limiter *l, const sluice_op *op,
-                         sluice_verdict *v) {
-  if (!l)
-    return SLUICE_EINVAL;
-  return sluice_store_apply(l->store, op, sluice_limiter_now(l), v);
-}
-
-int sluice_limiter_apply_many(sluice_limiter *l, int n, const sluice_op *ops,
-                              sluice_verdict *vs, int *rcs) {
-  if (!l)
-    return SLUICE_EINVAL;
-  return sluice_store_apply_many(l->store, n, ops, sluice_limiter_now(l), vs,
-                                  rcs);
-}
-
-int sluice_limiter_run_at(sluice_limiter *l, const sluice_program *p,
-                          int64_t now_ns, sluice_program_result *res) {
-  if (!l || now_ns < 0)
-    return SLUICE_EINVAL;
-  return sluice_store_run(l->store, p, clamp_time(l, now_ns), res);
-}
-
-int sluice_limiter_run(sluice_limiter *l, const sluice_program *p,
-                       sluice_program_result *res) {
-  if (!l)
-    return SLUICE_EINVAL;
-  return sluice_store_run(l->store, p, sluice_limiter_now(l), res);
-}
-
-int sluice_limiter_run_many(sluice_limiter *l, int n, const sluice_program *ps,
-                            sluice_program_result *res, int *rcs) {
-  if (!l)
-    return SLUICE_EINVAL;
-  return sluice_store_run_many(l->store, n, ps, sluice_limiter_now(l), res,
-                                rcs);
-}
-
-int sluice_limiter_run_many_at(sluice_limiter *l, int n,
-                               const sluice_program *ps, int64_t now_ns,
-                               sluice_program_result *res, int *rcs) {
-  if (!l || now_ns < 0)
-    return SLUICE_EINVAL;
-  return sluice_store_run_many(l->store, n, ps, clamp_time(l, now_ns), res,
-                               rcs);
+  now = clamp_time(l, now == SLUICE_NOW ? sluice_clock_now(l->clock) : now);
+  if (n == 1) { /* straight to the backend: the limiter's store is open */
+    int one, rc;
+    if (!ps || !res)
+      return SLUICE_EINVAL;
+    rc = sluice__store_run1(l->store, ps, now, res, rcs ? rcs : &one);
+    return rc != SLUICE_OK || rcs ? rc : one;
+  }
+  return sluice_store_run(l->store, n, ps, now, res, rcs);
 }
 
 /* The store's half of a call in two halves (split.h): BEGIN gets what
-** sluice_store_apply() / sluice_store_run() check and the time they get. */
+** sluice_store_run() checks and the time it gets. */
 int sluice__limiter_split(sluice_limiter *l, int op, sluice__split *sp) {
   int rc;
   if (!l || !sp)
@@ -226,7 +184,7 @@ int sluice__limiter_split(sluice_limiter *l, int op, sluice__split *sp) {
     if (sp->now < 0 || (!sp->op == !sp->prog) ||
         (sp->op && !sp->v) || (sp->prog && !sp->res))
       return SLUICE_EINVAL;
-    rc = sp->op ? sluice_op_validate(sp->op) : sluice_program_validate(sp->prog);
+    rc = sp->op ? sluice__op_validate(sp->op) : sluice_program_validate(sp->prog);
     if (rc != SLUICE_OK)
       return rc;
     sp->now = clamp_time(l, sp->now);
@@ -242,8 +200,17 @@ int sluice_limiter_take(sluice_limiter *l, const void *key, size_t keylen,
                         const sluice_gcra_params *p, int64_t cost,
                         sluice_verdict *v) {
   sluice_key k = {key, keylen};
-  sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, p, cost, 0};
-  return sluice_limiter_apply(l, &op, v);
+  sluice_step st = {.algo = SLUICE_ALGO_GCRA, .kind = SLUICE_OP_CONSUME,
+                    .nkeys = 1, .params = p, .arg = cost};
+  sluice_program pr = {.nkeys = 1, .keys = &k, .nsteps = 1, .steps = &st};
+  sluice_program_result res;
+  int rc;
+  if (!v)
+    return SLUICE_EINVAL;
+  rc = sluice_limiter_decide(l, 1, &pr, SLUICE_NOW, &res, NULL);
+  if (rc == SLUICE_OK)
+    *v = res.v[0];
+  return rc;
 }
 
 int sluice_limiter_get(sluice_limiter *l, const void *key, size_t keylen,
@@ -275,10 +242,6 @@ unsigned sluice_limiter_capabilities(sluice_limiter *l) {
 
 const char *sluice_limiter_errmsg(sluice_limiter *l) {
   return l ? sluice_store_errmsg(l->store) : "";
-}
-
-int sluice_limiter_errcode(sluice_limiter *l) {
-  return l ? sluice_store_errcode(l->store) : 0;
 }
 
 const char *sluice_limiter_backend(sluice_limiter *l) {

@@ -5,6 +5,7 @@
 
 #include "scope_id.h"
 #include "sluice.h"
+#include "siphash.h"
 
 /* Four bytes' eight lower-case hex digits, first byte first, as the bytes
 ** of a little-endian word: every byte's two nibbles spread into a 16-bit
@@ -83,7 +84,7 @@ int sluice_scope_id(const uint8_t secret[16], const void *data, size_t len,
   uint8_t h[16];
   if (!secret || !out || (!data && len > 0))
     return SLUICE_EINVAL;
-  sluice_siphash128(secret, data ? data : "", len, h);
+  sluice__siphash128(secret, data ? data : "", len, h);
   sluice__id_hex(h, out);
   return SLUICE_OK;
 }

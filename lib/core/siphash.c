@@ -11,6 +11,7 @@
 */
 #include <string.h>
 
+#include "siphash.h"
 #include "sluice/backend.h"
 
 #define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
@@ -121,19 +122,19 @@ static inline void sip128(const uint8_t key[16], const void *data, size_t len,
   store64(out + 8, s.v0 ^ s.v1 ^ s.v2 ^ s.v3);
 }
 
-uint64_t sluice_siphash64(const uint8_t key[16], const void *data,
+uint64_t sluice__siphash64(const uint8_t key[16], const void *data,
                           size_t len) {
   sip s;
   sip_run(key, data, len, 0, 2, 4, &s);
   return s.v0 ^ s.v1 ^ s.v2 ^ s.v3;
 }
 
-void sluice_siphash128(const uint8_t key[16], const void *data, size_t len,
+void sluice__siphash128(const uint8_t key[16], const void *data, size_t len,
                        uint8_t out[16]) {
   sip128(key, data, len, 2, 4, out);
 }
 
-void sluice_siphash13_128(const uint8_t key[16], const void *data, size_t len,
+void sluice__siphash13_128(const uint8_t key[16], const void *data, size_t len,
                           uint8_t out[16]) {
   sip128(key, data, len, 1, 3, out);
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "op.h"
 #include "store.h"
 
 static void *libc_malloc(void *ud, size_t n) {
@@ -88,12 +89,12 @@ static const sluice_allocator *alloc_of(const sluice_store *s) {
   return (s && s->pCore) ? s->pCore->alloc : &sluice__libc_allocator;
 }
 
-void *sluice_store_malloc(sluice_store *s, size_t n) {
+void *sluice__store_malloc(sluice_store *s, size_t n) {
   const sluice_allocator *a = alloc_of(s);
   return a->xMalloc(a->ud, n);
 }
 
-void sluice_store_free(sluice_store *s, void *p, size_t n) {
+void sluice__store_free(sluice_store *s, void *p, size_t n) {
   const sluice_allocator *a = alloc_of(s);
   if (p)
     a->xFree(a->ud, p, n);
@@ -136,11 +137,12 @@ int sluice_store_open(const sluice_backend *b, const char *uri,
   *out = NULL;
   if (!b)
     return open_fail(errbuf, errlen, SLUICE_EINVAL, "%s", "backend is NULL");
-  if (b->iVersion < 3 || !b->xOpen || b->szStore < (int)sizeof(sluice_store))
+  if (b->iVersion != SLUICE_BACKEND_VERSION || !b->xOpen ||
+      b->szStore < (int)sizeof(sluice_store))
     return open_fail(errbuf, errlen, SLUICE_EVERSION,
-                     "backend '%s' was built for another sluice_store "
-                     "(class iVersion < 3, no xOpen or szStore too small): "
-                     "rebuild it against this sluice/backend.h",
+                     "backend '%s' was built for another sluice/backend.h "
+                     "(class iVersion not SLUICE_BACKEND_VERSION, no xOpen "
+                     "or szStore too small): rebuild it against this one",
                      b->zName ? b->zName : "?");
   if (flags & ~(SLUICE_OPEN_CREATE | SLUICE_OPEN_READONLY |
                 SLUICE_OPEN_TESTCLOCK))
@@ -154,7 +156,7 @@ int sluice_store_open(const sluice_backend *b, const char *uri,
   ** parameters and checks those itself. */
   if (b->azParams && !(uri[0] == '/' && uri[1] == '/')) {
     char msg[512];
-    rc = sluice_uri_check(b->zName, uri, b->azParams, msg, sizeof msg);
+    rc = sluice__uri_check(b->zName, uri, b->azParams, msg, sizeof msg);
     if (rc != SLUICE_OK)
       return open_fail(errbuf, errlen, rc, "%s", msg);
   }
@@ -176,8 +178,9 @@ int sluice_store_open(const sluice_backend *b, const char *uri,
   cfg.alloc = a;
   cfg.flags = flags;
   rc = b->xOpen(b, ucopy, &cfg, s);
-  if (rc == SLUICE_OK && (!s->pMethods || s->pMethods->iVersion < 1 ||
-                          !s->pMethods->xApply || !s->pMethods->xClose)) {
+  if (rc == SLUICE_OK &&
+      (!s->pMethods || s->pMethods->iVersion != SLUICE_BACKEND_VERSION ||
+       !s->pMethods->xRun || !s->pMethods->xClose)) {
     rc = SLUICE_EVERSION;
     sluice_store_seterr(s, rc, 0,
                         "backend '%s' returned an incomplete method table",
@@ -208,161 +211,86 @@ void sluice_store_close(sluice_store *s) {
   block_free(c);
 }
 
-int sluice_store_apply(sluice_store *s, const sluice_op *op, int64_t now,
-                       sluice_verdict *v) {
-  int rc;
-  if (!is_open(s))
-    return SLUICE_EINVAL;
-  rc = sluice_op_validate(op);
-  if (rc != SLUICE_OK)
-    return rc;
-  if (!v || now < 0)
-    return SLUICE_EINVAL;
-  rc = s->pMethods->xApply(s, op, now, v);
-  /* A backend must not hand out positive codes: they would read as OK to a
-  ** caller testing rc < 0. */
-  return rc > 0 ? SLUICE_EBACKEND : rc;
-}
-
-/* Hand a v2 backend only the valid ops, in one batch, keeping each op's
-** result in its own slot.  Returns SLUICE_ENOMEM when the compacted copy
-** cannot be made (the caller then goes one op at a time). */
-static int apply_many_valid(sluice_store *s, int n, const sluice_op *ops,
-                            int64_t now, sluice_verdict *vs, int *rcs) {
-  int i, k = 0, nv = 0, rc;
-  sluice_op *o;
-  sluice_verdict *v;
-  int *r, *idx;
+/* Some programs are invalid: hand the backend only the valid ones, in one
+** batch, each result going back to its own slot.  Without memory for the
+** compacted copy they go one by one. */
+static int run_valid(sluice_store *s, int n, const sluice_program *ps,
+                     int64_t now, sluice_program_result *res, int *rcs) {
+  int i, k = 0, nv = 0, rc = SLUICE_OK;
+  sluice_program *p;
+  sluice_program_result *r;
+  int *c, *idx;
   size_t sz;
   for (i = 0; i < n; i++)
     nv += rcs[i] == SLUICE_OK;
   if (nv == 0)
     return SLUICE_OK;
-  sz = (size_t)nv * (sizeof *o + sizeof *v + 2 * sizeof(int));
-  o = sluice_store_malloc(s, sz);
-  if (!o)
-    return SLUICE_ENOMEM;
-  v = (sluice_verdict *)(o + nv);
-  r = (int *)(v + nv);
-  idx = r + nv;
+  sz = (size_t)nv * (sizeof *p + sizeof *r + 2 * sizeof(int));
+  r = sluice__store_malloc(s, sz);
+  if (!r) {
+    for (i = 0; i < n; i++)
+      if (rcs[i] == SLUICE_OK &&
+          (rc = s->pMethods->xRun(s, 1, &ps[i], now, &res[i], &rcs[i])) !=
+              SLUICE_OK)
+        rcs[i] = rc;
+    return SLUICE_OK;
+  }
+  p = (sluice_program *)(r + nv);
+  c = (int *)(p + nv);
+  idx = c + nv;
   for (i = 0; i < n; i++)
     if (rcs[i] == SLUICE_OK) {
-      o[k] = ops[i];
+      p[k] = ps[i];
       idx[k++] = i;
     }
-  rc = s->pMethods->xApplyMany(s, nv, o, now, v, r);
+  rc = s->pMethods->xRun(s, nv, p, now, r, c);
   for (k = 0; k < nv; k++) {
-    vs[idx[k]] = v[k];
-    rcs[idx[k]] = r[k] > 0 ? SLUICE_EBACKEND : r[k];
+    res[idx[k]] = r[k];
+    rcs[idx[k]] = rc != SLUICE_OK ? rc : c[k];
   }
-  sluice_store_free(s, o, sz);
-  return rc > 0 ? SLUICE_EBACKEND : rc;
+  sluice__store_free(s, r, sz);
+  return rc;
 }
 
-/* An op whose shape (algorithm, kind, parameters, amount, id, reserved
-** words: all that sluice_op_validate_params() reads) is the previous op's
-** has its result: a batch usually repeats one shape over many keys, and its
-** parameter checks were a sizeable share of a batched decision's
-** instructions. */
-static int same_shape(const sluice_op *a, const sluice_op *b) {
-  return a->algo == b->algo && a->kind == b->kind && a->nkeys == b->nkeys &&
-         a->params == b->params && a->arg == b->arg && a->id == b->id &&
-         a->record_class == b->record_class && a->reserved[0] == b->reserved[0];
+/* Does q have p's shape: the same steps (the same array, so the same
+** contents for the call), counts and class, and a key array? */
+static int same_shape(const sluice_program *q, const sluice_program *p) {
+  return q->steps == p->steps && q->nsteps == p->nsteps &&
+         q->nkeys == p->nkeys && q->record_class == p->record_class &&
+         q->reserved[0] == 0 && q->keys != NULL;
 }
 
-int sluice_store_apply_many(sluice_store *s, int n, const sluice_op *ops,
-                            int64_t now, sluice_verdict *vs, int *rcs) {
-  int i, ok = 1, shape = SLUICE_EINVAL;
-  if (!is_open(s) || n < 0 || (n > 0 && (!ops || !vs || !rcs)) || now < 0)
-    return SLUICE_EINVAL;
+/* n programs: validated one by one, the valid ones sent in one call. */
+__attribute__((noinline)) static int
+run_many(sluice_store *s, int n, const sluice_program *ps, int64_t now,
+         sluice_program_result *res, int *rcs) {
+  int i, ok = 1, rc;
   for (i = 0; i < n; i++) {
-    if (i == 0 || !same_shape(&ops[i], &ops[i - 1]))
-      shape = sluice_op_validate_params(&ops[i]);
-    rcs[i] = shape != SLUICE_OK ? shape : sluice_op_validate_keys(&ops[i]);
+    /* A batch repeats one shape over many keys: a program with the same
+    ** steps, counts and class as the valid one before it needs only its
+    ** keys checked. */
+    rcs[i] = i > 0 && rcs[i - 1] == SLUICE_OK && same_shape(&ps[i], &ps[i - 1])
+                 ? sluice__program_keys_check(&ps[i])
+                 : sluice_program_validate(&ps[i]);
     ok &= rcs[i] == SLUICE_OK;
   }
-  if (s->pMethods->iVersion >= 2 && s->pMethods->xApplyMany) {
-    if (ok) {
-      int rc = s->pMethods->xApplyMany(s, n, ops, now, vs, rcs);
-      /* Per-op codes too: a positive one would read as OK (rc < 0 tests). */
-      for (i = 0; i < n; i++)
-        if (rcs[i] > 0)
-          rcs[i] = SLUICE_EBACKEND;
-      return rc > 0 ? SLUICE_EBACKEND : rc;
-    }
-    /* Some ops are invalid: batch the others rather than lose batching. */
-    i = apply_many_valid(s, n, ops, now, vs, rcs);
-    if (i != SLUICE_ENOMEM)
-      return i;
-  }
-  /* Version 1 fallback (or no memory for the compacted batch). */
+  rc = ok ? s->pMethods->xRun(s, n, ps, now, res, rcs)
+          : run_valid(s, n, ps, now, res, rcs);
+  /* A backend must not hand out positive codes: they would read as OK to
+  ** a caller testing rc < 0. */
   for (i = 0; i < n; i++)
-    if (rcs[i] == SLUICE_OK) {
-      rcs[i] = s->pMethods->xApply(s, &ops[i], now, &vs[i]);
-      if (rcs[i] > 0)
-        rcs[i] = SLUICE_EBACKEND;
-    }
-  return SLUICE_OK;
-}
-
-/* A store without xRun: one xApply per step, through the sequencer's
-** step-by-step run.  Not atomic (backend.h says what that costs). */
-static int apply_step(void *ctx, const sluice_op *op, int64_t now,
-                      sluice_verdict *v) {
-  sluice_store *s = ctx;
-  int rc = s->pMethods->xApply(s, op, now, v);
+    if (rcs[i] > 0)
+      rcs[i] = SLUICE_EBACKEND;
   return rc > 0 ? SLUICE_EBACKEND : rc;
 }
 
-static int run_steps(sluice_store *s, const sluice_program *p, int64_t now,
-                     sluice_program_result *r) {
-  return sluice_program_run_steps(p, now, r, apply_step, s);
-}
-
-static int has_run(const sluice_store *s) {
-  return s->pMethods->iVersion >= 3 && s->pMethods->xRun;
-}
-
-int sluice_store_run(sluice_store *s, const sluice_program *p, int64_t now,
-                     sluice_program_result *res) {
-  int rc;
-  if (!is_open(s))
+int sluice_store_run(sluice_store *s, int n, const sluice_program *ps,
+                     int64_t now, sluice_program_result *res, int *rcs) {
+  if (!is_open(s) || n < 1 || !ps || !res || !rcs || now < 0)
     return SLUICE_EINVAL;
-  rc = sluice_program_validate(p);
-  if (rc != SLUICE_OK)
-    return rc;
-  if (!res || now < 0)
-    return SLUICE_EINVAL;
-  rc = has_run(s) ? s->pMethods->xRun(s, p, now, res)
-                  : run_steps(s, p, now, res);
-  return rc > 0 ? SLUICE_EBACKEND : rc;
-}
-
-int sluice_store_run_many(sluice_store *s, int n, const sluice_program *ps,
-                          int64_t now, sluice_program_result *res, int *rcs) {
-  int i, ok = 1;
-  if (!is_open(s) || n < 0 || (n > 0 && (!ps || !res || !rcs)) || now < 0)
-    return SLUICE_EINVAL;
-  for (i = 0; i < n; i++) {
-    rcs[i] = sluice_program_validate(&ps[i]);
-    ok &= rcs[i] == SLUICE_OK;
-  }
-  if (ok && n > 0 && s->pMethods->iVersion >= 3 && s->pMethods->xRunMany) {
-    int rc = s->pMethods->xRunMany(s, n, ps, now, res, rcs);
-    for (i = 0; i < n; i++)
-      if (rcs[i] > 0)
-        rcs[i] = SLUICE_EBACKEND;
-    return rc > 0 ? SLUICE_EBACKEND : rc;
-  }
-  /* Invalid programs keep their own codes; the valid ones run one by one. */
-  for (i = 0; i < n; i++)
-    if (rcs[i] == SLUICE_OK) {
-      rcs[i] = has_run(s) ? s->pMethods->xRun(s, &ps[i], now, &res[i])
-                          : run_steps(s, &ps[i], now, &res[i]);
-      if (rcs[i] > 0)
-        rcs[i] = SLUICE_EBACKEND;
-    }
-  return SLUICE_OK;
+  if (n > 1)
+    return run_many(s, n, ps, now, res, rcs);
+  return sluice__store_run1(s, ps, now, res, rcs);
 }
 
 int sluice_store_get(sluice_store *s, const sluice_key *k, int64_t now,

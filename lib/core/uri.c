@@ -30,7 +30,7 @@ int sluice_uri_param(const char *uri, const char *name, const char **val,
   return SLUICE_ENOTFOUND;
 }
 
-int sluice_uri_int(const char *uri, const char *name, int64_t dflt,
+int sluice__uri_int(const char *uri, const char *name, int64_t dflt,
                    int64_t *out) {
   const char *v;
   size_t n, i;
@@ -73,7 +73,7 @@ static int listed(const char *const *names, const char *p, size_t n) {
 /* One rule for every backend's store string (sluice_backend.azParams):
 ** each non-empty segment is NAME=VALUE with a declared NAME, given once.
 ** A misspelt "max_kyes=10" ignored would open an unlimited store. */
-int sluice_uri_check(const char *backend, const char *uri,
+int sluice__uri_check(const char *backend, const char *uri,
                      const char *const *names, char *err, size_t errlen) {
   char none[1];
   const char *p = uri;

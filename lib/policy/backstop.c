@@ -30,29 +30,28 @@ int sluice__backstop(sluice__ctx *c, sluice_decision *d, int *refused) {
   sluice_policy *p = c->p;
   char buf[SLUICE__KEYLEN];
   sluice_key k = sluice__key_ip_window(buf, c->I);
-  sluice_op op;
-  sluice_verdict v;
+  /* One step, a note: a refusal is the step's verdict, not a gate's. */
+  sluice_step st = {.algo = SLUICE_ALGO_FWINDOW, .kind = SLUICE_OP_CONSUME,
+                    .nkeys = 1, .params = &p->ip_window, .arg = 1,
+                    .fold = SLUICE_FOLD_NOTE};
+  sluice_program pr = {.nkeys = 1, .keys = &k, .nsteps = 1, .steps = &st,
+                       /* one per address anyone has */
+                       .record_class = SLUICE_CLASS_UNTRUSTED};
+  sluice_program_result r;
+  const sluice_verdict *v = &r.v[0];
   int rc;
   *refused = 0;
-  memset(&op, 0, sizeof op);
-  op.algo = SLUICE_ALGO_FWINDOW;
-  op.kind = SLUICE_OP_CONSUME;
-  op.nkeys = 1;
-  op.keys = &k;
-  op.params = &p->ip_window;
-  op.arg = 1;
-  op.record_class = SLUICE_CLASS_UNTRUSTED; /* one per address anyone has */
-  rc = c->tape ? sluice__store_call(c, &op, NULL, &v, NULL)
-               : sluice_limiter_apply_at(p->lim, &op, c->now, &v);
-  if (rc != SLUICE_OK || v.allowed)
+  rc = c->tape ? sluice__store_call(c, NULL, &pr, NULL, &r)
+               : sluice_limiter_decide(p->lim, 1, &pr, c->now, &r, NULL);
+  if (rc != SLUICE_OK || v->allowed)
     return rc;
   *refused = 1;
   d->outcome = SLUICE_OUTCOME_THROTTLED;
   d->binding = SLUICE_BINDING_IP;
-  d->limit = v.limit;
+  d->limit = v->limit;
   d->remaining = 0;
-  d->reset_ns = v.reset_ns;
+  d->reset_ns = v->reset_ns;
   d->policy_window_ns = p->ip_window.window_ns;
-  d->retry_after_ns = v.retry_after_ns;
+  d->retry_after_ns = v->retry_after_ns;
   return SLUICE_OK;
 }

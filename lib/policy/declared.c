@@ -34,6 +34,7 @@
 #include "keys.h"
 #include "scope_id.h"
 #include "wide.h"
+#include "siphash.h"
 
 int sluice__decl_match(const sluice_policy *p, const sluice_request *q) {
   const sluice__decl *dl = p->decl;
@@ -344,7 +345,7 @@ static int attr_id(sluice__ctx *c, int a, const uint64_t **out,
   if (!(c->aid_have >> a & 1u)) {
     if (!(n = scope_part(c, a, buf, &rc, d)))
       return rc;
-    sluice_siphash128(c->p->secret, buf, n, (uint8_t *)c->aid[a]);
+    sluice__siphash128(c->p->secret, buf, n, (uint8_t *)c->aid[a]);
     c->aid_have |= 1u << a;
   }
   *out = c->aid[a];
@@ -370,10 +371,10 @@ _Static_assert(SLUICE__A__BUILTIN + SLUICE__ATTRS_MAX <= SLUICE__AID_MAX &&
 void sluice__decl_keyed(sluice__decl *dl, const uint8_t secret[16]) {
   int i;
   for (i = 0; i < dl->nlimits; i++)
-    sluice_siphash128(secret, dl->limits[i].name, strlen(dl->limits[i].name),
+    sluice__siphash128(secret, dl->limits[i].name, strlen(dl->limits[i].name),
                       (uint8_t *)dl->limits[i].nid);
   for (i = 0; i < dl->npenalties; i++)
-    sluice_siphash128(secret, dl->penalties[i].name,
+    sluice__siphash128(secret, dl->penalties[i].name,
                       strlen(dl->penalties[i].name),
                       (uint8_t *)dl->penalties[i].nid);
 }
@@ -1198,7 +1199,7 @@ int sluice__decl_degraded(sluice__ctx *c, sluice_decision *d) {
     return 1; /* no rate limit on the route: nothing to hold it */
   if (rc == SLUICE_OK) {
     sluice__prog_program(g, &pg);
-    rc = sluice_limiter_run_at(c->p->local, &pg, c->now, &rs.res[0]);
+    rc = sluice_limiter_decide(c->p->local, 1, &pg, c->now, &rs.res[0], NULL);
   }
   if (rc != SLUICE_OK) {
     d->flags &= ~SLUICE_DECISION_DEGRADED;

@@ -35,6 +35,7 @@
 
 #include "declared.h"
 #include "policy_int.h"
+#include "op.h"
 
 static const char *const algos[SLUICE__L__COUNT] = {
     "gcra", "sliding_window", "fixed_window", "concurrency", "lock", "cap"};
@@ -254,7 +255,7 @@ static int params_whole(dctx *x, const config_setting_t *s, const char *path,
            : !ps->g.period_ns ? "period_ms"
            : !ps->g.burst     ? "burst"
                               : NULL;
-    if (!miss && sluice_gcra_params_check(&ps->g) != SLUICE_OK)
+    if (!miss && sluice__gcra_params_check(&ps->g) != SLUICE_OK)
       return derr(x, s, path, "burst times period_ms is too long a bucket%s",
                   NULL, 0);
     break;

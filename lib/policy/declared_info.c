@@ -18,6 +18,7 @@
 #include "declared.h"
 #include "flow.h"
 #include "wide.h"
+#include "op.h"
 
 int sluice_policy_limit_at(const sluice_policy *p, int i,
                            sluice_limit_info *out) {
@@ -100,7 +101,7 @@ int sluice_policy_inspect_limit(sluice_policy *p, const char *limit,
       return err;
     st.present = got;
     st.quota = ps->l.max;
-    if (sluice_lease_step(&ps->l, &s, c.now, SLUICE_OP_LEASE_RELEASE, 1, &o,
+    if (sluice__lease_step(&ps->l, &s, c.now, SLUICE_OP_LEASE_RELEASE, 1, &o,
                           &v) != SLUICE_OK) {
       st.unfit = 1;
     } else {
@@ -143,14 +144,14 @@ int sluice_policy_inspect_limit(sluice_policy *p, const char *limit,
       st.quota = ps->g.burst;
       st.window_ns = sluice__clamp64((sluice__i128)ps->g.burst *
                                      ps->g.period_ns / ps->g.rate);
-      step = sluice_gcra_step(&ps->g, &s, c.now, SLUICE_OP_PEEK, 0, &o, &v);
+      step = sluice__gcra_step(&ps->g, &s, c.now, SLUICE_OP_PEEK, 0, &o, &v);
     } else {
       st.quota = ps->w.limit;
       st.window_ns = ps->w.window_ns;
       step = lm->algo == SLUICE__L_SLIDING
-                 ? sluice_swindow_step(&ps->w, &s, c.now, SLUICE_OP_PEEK, 0,
+                 ? sluice__swindow_step(&ps->w, &s, c.now, SLUICE_OP_PEEK, 0,
                                        &o, &v)
-                 : sluice_fwindow_step(&ps->w, &s, c.now, SLUICE_OP_PEEK, 0,
+                 : sluice__fwindow_step(&ps->w, &s, c.now, SLUICE_OP_PEEK, 0,
                                        &o, &v);
     }
     if (step != SLUICE_OK) {

@@ -23,6 +23,7 @@
 #include "declared.h"
 #include "flow.h"
 #include "scope_id.h"
+#include "siphash.h"
 
 const sluice__pset *sluice__pen_pick(const sluice__ctx *c,
                                      const sluice__penalty *pn) {
@@ -182,7 +183,7 @@ int sluice__pen_report(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
       v = ip;
       n = strlen(ip);
     }
-    h = sluice_siphash64(c->p->secret, v, n);
+    h = sluice__siphash64(c->p->secret, v, n);
     k = g->nk;
     if ((rc = sluice__decl_pen_rec(c, pn, g, 'x', d)))
       return rc;
@@ -217,7 +218,7 @@ int sluice__pen_report(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,
                      &pn->stuffing, 1, 0);
     sluice__when(g, s, SLUICE_WHEN_ALLOWED, pr->box, SLUICE_FOLD_NOTE);
     w = sluice__step(g, SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, k + 1, 1,
-                     &pn->distinct, 0, sluice_siphash64(c->p->secret, v, n));
+                     &pn->distinct, 0, sluice__siphash64(c->p->secret, v, n));
     sluice__when(g, w, SLUICE_WHEN_ALLOWED, pr->box, SLUICE_FOLD_NOTE);
     if (!pr->force3) {
       pr->rtrip3 = sluice__step(g, SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, box,

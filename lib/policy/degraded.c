@@ -23,7 +23,7 @@ int sluice__degraded_open(sluice_policy *p, const char *uri, char *msg,
   memset(&lo, 0, sizeof lo);
   if (!uri || !uri[0]) {
     lo.store = "mem:max_keys=1048576";
-    rc = sluice_limiter_open(&lo, &p->local);
+    rc = sluice_limiter_open(&lo, &p->local, NULL, 0);
     if (rc != SLUICE_OK && msg && len)
       snprintf(msg, len, "cannot open the degraded limiter");
     return rc;
@@ -34,7 +34,7 @@ int sluice__degraded_open(sluice_policy *p, const char *uri, char *msg,
   lo.store = uri;
   lo.flags = SLUICE_OPEN_CREATE;
   err[0] = '\0';
-  rc = sluice_limiter_open2(&lo, &p->local, err, sizeof err);
+  rc = sluice_limiter_open(&lo, &p->local, err, sizeof err);
   if (rc != SLUICE_OK && msg && len)
     snprintf(msg, len, "degraded_store %s: %s", name,
              err[0] ? err : sluice_strerror(rc));

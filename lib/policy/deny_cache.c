@@ -28,6 +28,7 @@
 #include <sys/mman.h>
 
 #include "policy_int.h"
+#include "siphash.h"
 
 #define DC_MAGIC UINT64_C(0x31796e64636c73) /* "slcdny1" */
 #define DC_LAYOUT 1u
@@ -65,7 +66,7 @@ static uint64_t key_of(const sluice_policy *p, int kind, const char *id) {
   uint64_t k;
   b[0] = (char)('0' + kind);
   memcpy(b + 1, id, n);
-  k = sluice_siphash64(p->secret, b, n + 1);
+  k = sluice__siphash64(p->secret, b, n + 1);
   return k ? k : 1;
 }
 

@@ -32,6 +32,7 @@
 #include "flow.h"
 #include "split.h"
 #include "sluice/halves.h"
+#include "random.h"
 
 #define TAPE_CALLS 8 /* store calls of one request, at most */
 #define TAPE_IDS 2
@@ -112,7 +113,7 @@ int sluice__random_id(sluice__ctx *c, uint64_t *id) {
   }
   *id = 0;
   while (*id == 0)
-    if ((rc = sluice_random_bytes(id, sizeof *id)) != SLUICE_OK) {
+    if ((rc = sluice__random_bytes(id, sizeof *id)) != SLUICE_OK) {
       c->store_err = rc;
       return rc;
     }

@@ -14,6 +14,7 @@
 
 #include "declared.h"
 #include "policy_int.h"
+#include "op.h"
 
 _Static_assert(SLUICE_INSPECT_ID_SIZE == SLUICE_SCOPE_ID_LEN + 1, "scope id");
 
@@ -52,7 +53,7 @@ int sluice__inspect_box(sluice_policy *p, sluice_key k,
   r->strike_threshold = pp->strike_threshold;
   r->strike_window_ns = pp->strike_window_ns;
   r->offense_ttl_ns = pp->offense_ttl_ns;
-  if (sluice_penalty_step(pp, &s, r->now_ns, SLUICE_OP_CHECK, 0, &o, &v) !=
+  if (sluice__penalty_step(pp, &s, r->now_ns, SLUICE_OP_CHECK, 0, &o, &v) !=
       SLUICE_OK) {
     r->unfit |= SLUICE_INSPECT_BOX;
     return SLUICE_OK;
@@ -88,8 +89,8 @@ int sluice__inspect_window(sluice_policy *p, sluice_key k, unsigned bit,
   *limit = w->limit;
   *window_ns = w->window_ns;
   rc = sliding
-           ? sluice_swindow_step(w, &s, r->now_ns, SLUICE_OP_PEEK, 1, &o, &v)
-           : sluice_fwindow_step(w, &s, r->now_ns, SLUICE_OP_PEEK, 1, &o, &v);
+           ? sluice__swindow_step(w, &s, r->now_ns, SLUICE_OP_PEEK, 1, &o, &v)
+           : sluice__fwindow_step(w, &s, r->now_ns, SLUICE_OP_PEEK, 1, &o, &v);
   if (rc != SLUICE_OK || (g && (sliding ? (s.w[1] & 0xffffffffu) : s.w[1]) >
                                    (uint64_t)w->limit)) {
     r->unfit |= bit;

@@ -186,7 +186,7 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
   if (o->limiter) {
     p->lim = o->limiter;
   } else {
-    rc = sluice_limiter_open2(o->limiter_options, &p->lim, msg, sizeof msg);
+    rc = sluice_limiter_open(o->limiter_options, &p->lim, msg, sizeof msg);
     if (rc != SLUICE_OK) {
       seterr(o, msg);
       sluice__counters_detach(p);

@@ -49,7 +49,7 @@ int sluice__run(sluice__ctx *c, sluice__prog *g, sluice_program_result *r) {
   int rc;
   sluice__prog_program(g, &pr);
   rc = c->tape ? sluice__store_call(c, NULL, &pr, NULL, r)
-               : sluice_limiter_run_at(c->p->lim, &pr, c->now, r);
+               : sluice_limiter_decide(c->p->lim, 1, &pr, c->now, r, NULL);
   if (rc != SLUICE_OK && sluice__store_failure(rc) && !c->store_err)
     c->store_err = rc;
   return rc;

@@ -13,6 +13,7 @@
 
 #include "declared.h"
 #include "policy_int.h"
+#include "op.h"
 
 /* One parameter set, as the op that sends it.  A set the policy never
 ** sends as given (an off backstop's zero limit) fails the shape check and
@@ -29,7 +30,7 @@ static int ask(sluice_policy *p, int algo, int kind, int nkeys,
   op.keys = k;
   op.params = params;
   op.id = 1;
-  if (sluice_op_validate_params(&op) != SLUICE_OK)
+  if (sluice__op_validate_params(&op) != SLUICE_OK)
     return SLUICE_OK;
   rc = sluice_limiter_control(p->lim, SLUICE_CTL_PARAMS_IN_RANGE, &op);
   if (rc == SLUICE_OK || rc == SLUICE_ENOTFOUND)

@@ -31,16 +31,15 @@
 static int apply(sluice__ctx *c, int algo, int kind, int nkeys,
                  const sluice_key *k, const void *params, int64_t arg,
                  uint64_t id, sluice_verdict *v) {
-  sluice_op op = {0}; /* the reserved words too */
-  int rc;
-  op.algo = algo;
-  op.kind = kind;
-  op.nkeys = nkeys;
-  op.keys = k;
-  op.params = params;
-  op.arg = arg;
-  op.id = id;
-  rc = sluice_limiter_apply_at(c->p->lim, &op, c->now, v);
+  /* An operation: one step, a note, its writes kept whatever it says. */
+  sluice_step st = {.algo = algo, .kind = kind, .nkeys = nkeys,
+                    .params = params, .arg = arg, .id = id,
+                    .fold = SLUICE_FOLD_NOTE};
+  sluice_program pr = {.nkeys = nkeys, .keys = k, .nsteps = 1, .steps = &st};
+  sluice_program_result r;
+  int rc = sluice_limiter_decide(c->p->lim, 1, &pr, c->now, &r, NULL);
+  if (rc == SLUICE_OK)
+    *v = r.v[0];
   if (rc != SLUICE_OK && sluice__store_failure(rc) && !c->store_err)
     c->store_err = rc;
   return rc;

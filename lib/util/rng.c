@@ -7,6 +7,7 @@
 ** only has to spread clients, not to be unpredictable to them.
 */
 #include "rng.h"
+#include "random.h"
 
 #define GAMMA UINT64_C(0x9e3779b97f4a7c15)
 
@@ -16,7 +17,7 @@ int sluice__rng_init(sluice__rng *r, uint64_t (*fn)(void *ud), void *ud) {
   r->fn = fn;
   r->ud = ud;
   if (!fn) {
-    rc = sluice_random_bytes(&seed, sizeof seed);
+    rc = sluice__random_bytes(&seed, sizeof seed);
     if (rc != SLUICE_OK)
       return rc;
   }

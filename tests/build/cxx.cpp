@@ -4,7 +4,7 @@
 
 int main() {
   sluice_limiter *lim = nullptr;
-  int rc = sluice_limiter_open(nullptr, &lim);
+  int rc = sluice_limiter_open(nullptr, &lim, NULL, 0);
   sluice_limiter_close(lim);
   return rc == SLUICE_OK ? 0 : 1;
 }

@@ -18,7 +18,7 @@ int main(void) {
   sluice_shm_stats ss;
   sluice_redis_stats rs;
   (void)ls; (void)ss; (void)rs;
-  if (sluice_limiter_open(NULL, &lim) != SLUICE_OK)
+  if (sluice_limiter_open(NULL, &lim, NULL, 0) != SLUICE_OK)
     return 1;
   if (sluice_limiter_take(lim, "k", 1, &p, 1, &v) != SLUICE_OK || !v.allowed)
     return 2;

@@ -7,7 +7,7 @@
 **     algorithm essays, with the arithmetic in their comments.  They pin
 **     the semantics themselves.
 **  2. Differential runs: seeded random operations through the store under
-**     test and, beside it, through sluice_op_step() over a plain array of
+**     test and, beside it, through sluice__op_step() over a plain array of
 **     records; every verdict and every stored record must match, and a
 **     record must read as absent exactly when its expiry has passed.
 **
@@ -24,8 +24,11 @@
 #include <unistd.h>
 
 #include "sluice.h"
+#include "../common/one_step.h"
 #include "trace.h"
 #include "../common/splitmix.h"
+#include "op.h"
+#include "random.h"
 
 static sluice_limiter *lim;
 static sluice_clock *clk;
@@ -41,10 +44,10 @@ static void setup(void) {
   o.flags = SLUICE_OPEN_CREATE | SLUICE_OPEN_TESTCLOCK;
   cr_assert_eq(sluice_clock_manual(0, &clk), SLUICE_OK);
   o.clock = clk;
-  rc = sluice_limiter_open2(&o, &lim, err, sizeof err);
+  rc = sluice_limiter_open(&o, &lim, err, sizeof err);
   cr_assert_eq(rc, SLUICE_OK, "open %s: %s (%s)", o.store, sluice_strerror(rc),
                err);
-  sluice_random_bytes(&r, sizeof r);
+  sluice__random_bytes(&r, sizeof r);
   snprintf(tag, sizeof tag, "conf-%ld-%016" PRIx64, (long)getpid(), r);
 }
 
@@ -158,12 +161,12 @@ static void both(model *m, sluice_op *op, const int *idx, int64_t now,
   op->keys = keys;
   /* The backend contract: a record past its expiry reads as zeroed. */
   for (i = 0; i < op->nkeys; i++)
-    if (sluice_op_expiry(op, i, &in[i]) <= now)
+    if (sluice__op_expiry(op, i, &in[i]) <= now)
       memset(&in[i], 0, sizeof in[i]);
-  rc = sluice_op_step(op, in, out, now, &vm);
+  rc = sluice__op_step(op, in, out, now, &vm);
   cr_assert_eq(rc, SLUICE_OK, "model step %d: %s", step, sluice_strerror(rc));
   sluice_clock_set(clk, now);
-  rc = sluice_limiter_apply(lim, op, &vs);
+  rc = op_decide(lim, op, SLUICE_NOW, &vs);
   cr_assert_eq(rc, SLUICE_OK, "store step %d: %s (%s)", step,
                sluice_strerror(rc), sluice_limiter_errmsg(lim));
   same_verdict(&vm, &vs, step);
@@ -174,7 +177,7 @@ static void both(model *m, sluice_op *op, const int *idx, int64_t now,
     return;
   for (i = 0; i < op->nkeys; i++) {
     sluice_state got;
-    int64_t exp = sluice_op_expiry(op, i, &out[i]), gexp = 0;
+    int64_t exp = sluice__op_expiry(op, i, &out[i]), gexp = 0;
     rc = sluice_limiter_get(lim, keys[i].data, keys[i].len, &got, &gexp);
     if (rc == SLUICE_ENOTSUP)
       return;
@@ -393,7 +396,7 @@ static void prog_both(model *m, const sluice_program *p, int64_t now, int s,
   rc = sluice_program_run(p, in, out, now, rm);
   cr_assert_eq(rc, SLUICE_OK, "model program %d: %s", s, sluice_strerror(rc));
   sluice_clock_set(clk, now);
-  rc = sluice_limiter_run(lim, p, &rs);
+  rc = sluice_limiter_decide(lim, 1, p, SLUICE_NOW, &rs, NULL);
   cr_assert_eq(rc, SLUICE_OK, "store program %d: %s (%s)", s,
                sluice_strerror(rc), sluice_limiter_errmsg(lim));
   cr_assert_eq(rs.allowed, rm->allowed, "program %d allowed", s);
@@ -570,7 +573,7 @@ Test(conformance, program_batch) {
     bad[0] = (sluice_step){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 0, 1, &gp, 99};
     ps[3] = (sluice_program){1, m[0].keys, 1, bad}; /* cost above burst */
     sluice_clock_set(clk, now);
-    rc = sluice_limiter_run_many(lim, 4, ps, res, rcs);
+    rc = sluice_limiter_decide(lim, 4, ps, SLUICE_NOW, res, rcs);
     cr_assert_eq(rc, SLUICE_OK, "batch %d: %s (%s)", s, sluice_strerror(rc),
                  sluice_limiter_errmsg(lim));
     cr_assert_eq(rcs[3], SLUICE_ERANGE, "batch %d: the bad program", s);
@@ -629,11 +632,11 @@ Test(conformance, reserved_words) {
                        &pen};
   for (i = 0; i < 2; i++) {
     memset(&v, 0xa5, sizeof v);
-    cr_assert_eq(sluice_limiter_apply(lim, &ops[i], &v), SLUICE_OK);
+    cr_assert_eq(op_decide(lim, &ops[i], SLUICE_NOW, &v), SLUICE_OK);
     ZEROED(v, "apply: verdict");
   }
   memset(vs, 0xa5, sizeof vs);
-  cr_assert_eq(sluice_limiter_apply_many(lim, 2, ops, vs, rcs), SLUICE_OK);
+  cr_assert_eq(ops_decide(lim, 2, ops, SLUICE_NOW, vs, rcs), SLUICE_OK);
   for (i = 0; i < 2; i++) {
     cr_assert_eq(rcs[i], SLUICE_OK);
     ZEROED(vs[i], "apply_many: verdict");
@@ -645,13 +648,13 @@ Test(conformance, reserved_words) {
   memset(ps, 0, sizeof ps);
   ps[0] = ps[1] = (sluice_program){2, m.keys, 2, st};
   memset(res, 0xa5, sizeof res);
-  cr_assert_eq(sluice_limiter_run(lim, &ps[0], &res[0]), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_decide(lim, 1, &ps[0], SLUICE_NOW, &res[0], NULL), SLUICE_OK);
   cr_assert_eq(res[0].ran, 0x1u);
   ZEROED(res[0], "run: result");
   ZEROED(res[0].v[0], "run: verdict");
   ZEROED(res[0].v[1], "run: verdict of a step that did not run");
   memset(res, 0xa5, sizeof res);
-  cr_assert_eq(sluice_limiter_run_many(lim, 2, ps, res, rcs), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_decide(lim, 2, ps, SLUICE_NOW, res, rcs), SLUICE_OK);
   for (i = 0; i < 2; i++) {
     cr_assert_eq(rcs[i], SLUICE_OK);
     ZEROED(res[i], "run_many: result");
@@ -662,15 +665,15 @@ Test(conformance, reserved_words) {
   model_init(&m, "abi-refused", 2);
   ops[0].keys = &m.keys[0];
   ops[0].reserved[0] = 1;
-  cr_assert_eq(sluice_limiter_apply(lim, &ops[0], &v), SLUICE_EINVAL);
-  cr_assert_eq(sluice_limiter_apply_many(lim, 1, ops, vs, rcs), SLUICE_OK);
+  cr_assert_eq(op_decide(lim, &ops[0], SLUICE_NOW, &v), SLUICE_EINVAL);
+  cr_assert_eq(ops_decide(lim, 1, ops, SLUICE_NOW, vs, rcs), SLUICE_OK);
   cr_assert_eq(rcs[0], SLUICE_EINVAL);
   ps[0].keys = m.keys;
   ps[0].reserved[0] = 1;
-  cr_assert_eq(sluice_limiter_run(lim, &ps[0], &res[0]), SLUICE_EINVAL);
+  cr_assert_eq(sluice_limiter_decide(lim, 1, &ps[0], SLUICE_NOW, &res[0], NULL), SLUICE_EINVAL);
   ps[0].reserved[0] = 0;
   st[0].reserved[1] = 1;
-  cr_assert_eq(sluice_limiter_run_many(lim, 1, ps, res, rcs), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_decide(lim, 1, ps, SLUICE_NOW, res, rcs), SLUICE_OK);
   cr_assert_eq(rcs[0], SLUICE_EINVAL);
   i = sluice_limiter_get(lim, m.keys[0].data, m.keys[0].len, &got, NULL);
   cr_assert(i == SLUICE_ENOTFOUND || i == SLUICE_ENOTSUP,

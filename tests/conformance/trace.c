@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "trace.h"
+#include "../common/one_step.h"
 
 #define MAXP 16
 
@@ -288,7 +289,7 @@ static int run_line(ctx *c, sluice_limiter *lim, sluice_clock *clk, char *s, con
   }
 
   sluice_clock_set(clk, t);
-  rc = sluice_limiter_apply(lim, &op, &v);
+  rc = op_decide(lim, &op, SLUICE_NOW, &v);
   if (ex.error) {
     if (rc != ex.error)
       complain(c, line, "expected %s, got %s (%s)", sluice_err_name(ex.error),

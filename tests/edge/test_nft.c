@@ -175,7 +175,7 @@ static void fx_open(fx *f) {
   CHECK(sluice_clock_manual(1000 * NS_PER_S, &f->clock) == SLUICE_OK);
   memset(&lo, 0, sizeof lo);
   lo.clock = f->clock;
-  CHECK(sluice_limiter_open(&lo, &f->lim) == SLUICE_OK);
+  CHECK(sluice_limiter_open(&lo, &f->lim, NULL, 0) == SLUICE_OK);
   /* etc/ledger.conf's sign-in boxes: the address's at 2 failures, with
   ** short boxes; the subject's out of the way. */
   CHECK(sluice_policy_config_new(&cfg, SLUICE_LEDGER_CONF, NULL, 0) ==
@@ -696,7 +696,7 @@ static void test_cli(const char *cli) {
   memset(&lo, 0, sizeof lo);
   lo.store = store;
   lo.flags = SLUICE_OPEN_CREATE;
-  CHECK(sluice_limiter_open(&lo, &lim) == SLUICE_OK);
+  CHECK(sluice_limiter_open(&lo, &lim, NULL, 0) == SLUICE_OK);
   memset(&po, 0, sizeof po);
   po.limiter = lim;
   po.config = cfg;

@@ -344,7 +344,7 @@ Test(webhook, a_policy_level_two_trip_is_delivered) {
                SLUICE_OK);
   memset(&lo, 0, sizeof lo);
   lo.clock = clk;
-  cr_assert_eq(sluice_limiter_open(&lo, &lim), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_open(&lo, &lim, NULL, 0), SLUICE_OK);
   memset(&po, 0, sizeof po);
   po.limiter = lim;
   memset(po.secret, 7, sizeof po.secret);

@@ -103,7 +103,7 @@ static inline int h_open(const char *uri, sluice_clock *clk,
   o.store = uri;
   o.clock = clk;
   o.flags = SLUICE_OPEN_CREATE;
-  rc = sluice_limiter_open2(&o, lim, err, sizeof err);
+  rc = sluice_limiter_open(&o, lim, err, sizeof err);
   if (rc != SLUICE_OK && rc != SLUICE_ENOTSUP)
     fprintf(stderr, "open %s: %s (%s)\n", uri, sluice_strerror(rc), err);
   return rc;

@@ -22,6 +22,7 @@
 **          admits more than burst + rate * (highest time - first time).
 */
 #include "fail_store.h"
+#include "../common/one_step.h"
 #include "harness.h"
 #include "../common/units.h"
 
@@ -117,10 +118,10 @@ static void t_nth(void) {
       REQUIRE(sluice_clock_manual(t, &c1) == 0 &&
                   sluice_clock_manual(t, &c2) == 0,
               "clocks");
-      o.store = "fail:many=1";
+      o.store = "fail:";
       o.backend = &fail_store_backend;
       o.clock = c1;
-      REQUIRE(sluice_limiter_open(&o, &lf) == SLUICE_OK, "open fault");
+      REQUIRE(sluice_limiter_open(&o, &lf, NULL, 0) == SLUICE_OK, "open fault");
       REQUIRE(h_open("mem", c2, &lr) == SLUICE_OK, "open mem");
       plan.nth = 1 + (long)(h_rnd(&rng) % 60);
       plan.count = round == 3 ? 0 : 1 + (long)(h_rnd(&rng) % 5);
@@ -145,13 +146,13 @@ static void t_nth(void) {
                                &w.keys[2], &w.pp, 0, 0};
           ops[2] = (sluice_op){SLUICE_ALGO_SWINDOW, SLUICE_OP_CONSUME, 1,
                                &w.keys[5], &w.wp, 1, 0};
-          rf = sluice_limiter_apply_many(lf, 3, ops, vfs, rfs);
+          rf = ops_decide(lf, 3, ops, SLUICE_NOW, vfs, rfs);
           if (rf != SLUICE_OK) {
             VIOLATION_IF(rf != want, "batch: %d, expected %d", rf, want);
             seen++;
             continue;
           }
-          rr = sluice_limiter_apply_many(lr, 3, ops, vrs, rrs);
+          rr = ops_decide(lr, 3, ops, SLUICE_NOW, vrs, rrs);
           REQUIRE(rr == SLUICE_OK, "reference batch");
           for (int j = 0; j < 3; j++) {
             VIOLATION_IF(rfs[j] != rrs[j] ||
@@ -162,7 +163,7 @@ static void t_nth(void) {
           continue;
         }
         random_op(&w, &rng, &op);
-        rf = sluice_limiter_apply(lf, &op, &vf);
+        rf = op_decide(lf, &op, SLUICE_NOW, &vf);
         if (rf != SLUICE_OK) {
           VIOLATION_IF(rf != want, "code %d: got %d (%s)", codes[ci], rf,
                        sluice_err_name(rf));
@@ -171,7 +172,7 @@ static void t_nth(void) {
           seen++;
           continue;
         }
-        rr = sluice_limiter_apply(lr, &op, &vr);
+        rr = op_decide(lr, &op, SLUICE_NOW, &vr);
         REQUIRE(rr == SLUICE_OK, "reference apply: %s", sluice_strerror(rr));
         VIOLATION_IF(!same_verdict(&vf, &vr),
                      "code %d round %d op %d: verdict differs after a fault "
@@ -237,10 +238,10 @@ static void t_outage(void) {
   int64_t pct, bound;
 
   REQUIRE(sluice_clock_manual(t, &clk) == 0, "clock");
-  o.store = "fail:many=1";
+  o.store = "fail:";
   o.backend = &fail_store_backend;
   o.clock = clk;
-  REQUIRE(sluice_limiter_open(&o, &lim) == SLUICE_OK, "open");
+  REQUIRE(sluice_limiter_open(&o, &lim, NULL, 0) == SLUICE_OK, "open");
   REQUIRE(sluice_policy_config_new(&cfg, SLUICE_LEDGER_CONF, NULL, 0) ==
               SLUICE_OK,
           "the ledger policy");
@@ -352,7 +353,7 @@ static void jump(sluice_clock *c, int64_t t) {
 static int take(sluice_limiter *l, const sluice_key *k,
                 const sluice_gcra_params *g, sluice_verdict *v) {
   sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, k, g, 1, 0};
-  int rc = sluice_limiter_apply(l, &op, v);
+  int rc = op_decide(l, &op, SLUICE_NOW, v);
   REQUIRE(rc == SLUICE_OK, "take: %s", sluice_strerror(rc));
   decisions++;
   return v->allowed;
@@ -418,20 +419,20 @@ static void t_clock_on(const char *backend) {
     sluice_op op = {SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, 1, &kp, &pp, 1, 0};
     t += SEC;
     jump(clk, t);
-    REQUIRE(sluice_limiter_apply(lim, &op, &v) == SLUICE_OK, "trip");
+    REQUIRE(op_decide(lim, &op, SLUICE_NOW, &v) == SLUICE_OK, "trip");
     end = t + v.retry_after_ns;
     VIOLATION_IF(v.allowed || v.retry_after_ns != 60 * SEC,
                  "%s: trip allowed %d retry %lld", backend, v.allowed,
                  (long long)v.retry_after_ns);
     op.kind = SLUICE_OP_CHECK;
     jump(clk, t - 7200 * SEC);
-    REQUIRE(sluice_limiter_apply(lim, &op, &v) == SLUICE_OK, "check");
+    REQUIRE(op_decide(lim, &op, SLUICE_NOW, &v) == SLUICE_OK, "check");
     VIOLATION_IF(v.allowed, "%s: backward jump lifted the box", backend);
     jump(clk, end - 1);
-    REQUIRE(sluice_limiter_apply(lim, &op, &v) == SLUICE_OK, "check");
+    REQUIRE(op_decide(lim, &op, SLUICE_NOW, &v) == SLUICE_OK, "check");
     VIOLATION_IF(v.allowed, "%s: box ended early", backend);
     jump(clk, end);
-    REQUIRE(sluice_limiter_apply(lim, &op, &v) == SLUICE_OK, "check");
+    REQUIRE(op_decide(lim, &op, SLUICE_NOW, &v) == SLUICE_OK, "check");
     VIOLATION_IF(!v.allowed, "%s: box outlived its end", backend);
     decisions += 4;
     t = end;
@@ -444,14 +445,14 @@ static void t_clock_on(const char *backend) {
     t = (t / (10 * SEC) + 1) * 10 * SEC + SEC; /* 1 s into a window */
     jump(clk, t);
     for (i = 0; i < 5; i++) {
-      REQUIRE(sluice_limiter_apply(lim, &op, &v) == SLUICE_OK, "window");
+      REQUIRE(op_decide(lim, &op, SLUICE_NOW, &v) == SLUICE_OK, "window");
       VIOLATION_IF(!v.allowed, "%s: window take %d denied", backend, i);
     }
     jump(clk, t - 3600 * SEC);
-    REQUIRE(sluice_limiter_apply(lim, &op, &v) == SLUICE_OK, "window");
+    REQUIRE(op_decide(lim, &op, SLUICE_NOW, &v) == SLUICE_OK, "window");
     VIOLATION_IF(v.allowed, "%s: backward jump reopened the window", backend);
     jump(clk, t - SEC + 10 * SEC);
-    REQUIRE(sluice_limiter_apply(lim, &op, &v) == SLUICE_OK, "window");
+    REQUIRE(op_decide(lim, &op, SLUICE_NOW, &v) == SLUICE_OK, "window");
     VIOLATION_IF(!v.allowed, "%s: next window still closed", backend);
     decisions += 7;
     t += 9 * SEC;
@@ -463,17 +464,17 @@ static void t_clock_on(const char *backend) {
     sluice_op op = {SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 1, kl, &lp, 0, 1};
     t += SEC;
     jump(clk, t);
-    REQUIRE(sluice_limiter_apply(lim, &op, &v) == SLUICE_OK && v.allowed,
+    REQUIRE(op_decide(lim, &op, SLUICE_NOW, &v) == SLUICE_OK && v.allowed,
             "acquire 1");
     op.id = 2;
     jump(clk, t - 600 * SEC);
-    REQUIRE(sluice_limiter_apply(lim, &op, &v) == SLUICE_OK, "acquire 2");
+    REQUIRE(op_decide(lim, &op, SLUICE_NOW, &v) == SLUICE_OK, "acquire 2");
     VIOLATION_IF(v.allowed, "%s: backward jump freed a held lease", backend);
     jump(clk, t + 5 * SEC - 1);
-    REQUIRE(sluice_limiter_apply(lim, &op, &v) == SLUICE_OK, "acquire 2");
+    REQUIRE(op_decide(lim, &op, SLUICE_NOW, &v) == SLUICE_OK, "acquire 2");
     VIOLATION_IF(v.allowed, "%s: lease reclaimed before its TTL", backend);
     jump(clk, t + 5 * SEC);
-    REQUIRE(sluice_limiter_apply(lim, &op, &v) == SLUICE_OK, "acquire 2");
+    REQUIRE(op_decide(lim, &op, SLUICE_NOW, &v) == SLUICE_OK, "acquire 2");
     VIOLATION_IF(!v.allowed, "%s: lease not reclaimed after its TTL",
                  backend);
     decisions += 4;

@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 
 #include "harness.h"
+#include "../common/one_step.h"
 
 #define WORKERS 4
 #define LEASE_MAX 2
@@ -72,14 +73,14 @@ static void worker(const char *uri, sluice_limiter *inherited, shared *sh,
   lease_keys(lk, lnames);
   box_key(gen, bname, sizeof bname, &bk);
   op = (sluice_op){SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, 1, &bk, &pp, 1, 0};
-  if (sluice_limiter_apply(lim, &op, &v) == SLUICE_OK && !v.allowed)
+  if (op_decide(lim, &op, SLUICE_NOW, &v) == SLUICE_OK && !v.allowed)
     atomic_store(&sh->boxed[gen], 1);
   for (;;) {
     uint64_t r = h_rnd(&rng) % 8;
     if (r < 6) {
       op = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &hk, &hot, 1,
                        0};
-      if (sluice_limiter_apply(lim, &op, &v) != SLUICE_OK)
+      if (op_decide(lim, &op, SLUICE_NOW, &v) != SLUICE_OK)
         _exit(4);
       if (v.allowed)
         atomic_fetch_add(&sh->admitted, 1);
@@ -87,7 +88,7 @@ static void worker(const char *uri, sluice_limiter *inherited, shared *sh,
       uint64_t id = ((uint64_t)gen << 32) | (h_rnd(&rng) & 0xffffffffu) | 1;
       op = (sluice_op){SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, LEASE_MAX, lk,
                        &lp, 0, id};
-      if (sluice_limiter_apply(lim, &op, &v) != SLUICE_OK)
+      if (op_decide(lim, &op, SLUICE_NOW, &v) != SLUICE_OK)
         _exit(5);
       if (v.allowed) {
         long h;
@@ -101,7 +102,7 @@ static void worker(const char *uri, sluice_limiter *inherited, shared *sh,
         atomic_fetch_sub(&sh->held, 1);
         atomic_store(&sh->holding[slot], 0);
         op.kind = SLUICE_OP_LEASE_RELEASE;
-        if (sluice_limiter_apply(lim, &op, &v) != SLUICE_OK)
+        if (op_decide(lim, &op, SLUICE_NOW, &v) != SLUICE_OK)
           _exit(6);
       }
     }
@@ -212,13 +213,13 @@ static void run_backend(const char *backend) {
     int boxes = 0, lost = 0, gens = atomic_load(&sh->gens);
     o.store = uri;
     o.clock = skewed;
-    rc = sluice_limiter_open2(&o, &check, err, sizeof err);
+    rc = sluice_limiter_open(&o, &check, err, sizeof err);
     REQUIRE(rc == SLUICE_OK, "reopen %s: %s", uri, err);
     lease_keys(lk, lnames);
     for (i = 0; i < LEASE_MAX; i++) {
       op = (sluice_op){SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, LEASE_MAX, lk,
                        &lp, 0, UINT64_C(0xfeed0000) + (uint64_t)i};
-      REQUIRE(sluice_limiter_apply(check, &op, &v) == SLUICE_OK, "acquire");
+      REQUIRE(op_decide(check, &op, SLUICE_NOW, &v) == SLUICE_OK, "acquire");
       VIOLATION_IF(!v.allowed, "%s: slot %d still held past its TTL "
                    "(leaked lease)", backend, i);
     }
@@ -230,7 +231,7 @@ static void run_backend(const char *backend) {
       box_key(g, bname, sizeof bname, &bk);
       op = (sluice_op){SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 1, &bk, &pp, 0,
                        0};
-      REQUIRE(sluice_limiter_apply(check, &op, &v) == SLUICE_OK, "check");
+      REQUIRE(op_decide(check, &op, SLUICE_NOW, &v) == SLUICE_OK, "check");
       lost += v.allowed;
     }
     VIOLATION_IF(lost > 0, "%s: %d of %d boxes lost", backend, lost, boxes);
@@ -243,7 +244,7 @@ static void run_backend(const char *backend) {
       k.data = kn;
       k.len = strlen(kn);
       op = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, &g, 1, 0};
-      rc = sluice_limiter_apply(check, &op, &v);
+      rc = op_decide(check, &op, SLUICE_NOW, &v);
       VIOLATION_IF(rc != SLUICE_OK || !v.allowed,
                    "%s: new key %d after the kills: %s", backend, i,
                    sluice_strerror(rc));

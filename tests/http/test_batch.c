@@ -39,7 +39,7 @@ static void server_open(server *s, int with_policy) {
   cr_assert_eq(sluice_clock_manual(START_NS, &s->clock), SLUICE_OK);
   lo.store = "mem";
   lo.clock = s->clock;
-  cr_assert_eq(sluice_limiter_open(&lo, &s->lim), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_open(&lo, &s->lim, NULL, 0), SLUICE_OK);
   /* The sandbox key bucket of etc/ledger.conf: 5 points/s, burst 300. */
   s->bucket.rate = 5;
   s->bucket.period_ns = SEC;

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "sluice.h"
+#include "../common/one_step.h"
 #include <sluice/sluice_lmdb.h>
 #include "../common/units.h"
 
@@ -68,7 +69,7 @@ static inline int lmdb_open_at(const char *dir, const char *params, unsigned fla
   o.store = uri;
   o.clock = clk;
   o.flags = flags;
-  return sluice_limiter_open2(&o, out, err, errlen);
+  return sluice_limiter_open(&o, out, err, errlen);
 }
 
 static inline sluice_limiter *lmdb_must_open(const char *params, unsigned flags,
@@ -88,7 +89,7 @@ static inline int pen(sluice_limiter *l, const char *key, int kind, int64_t arg,
                int64_t now, sluice_verdict *v) {
   sluice_key k = {key, strlen(key)};
   sluice_op op = {SLUICE_ALGO_PENALTY, kind, 1, &k, &ladder, arg, 0};
-  return sluice_limiter_apply_at(l, &op, now, v);
+  return op_decide(l, &op, now, v);
 }
 
 /* Strike until the box trips; returns the tripping verdict's level. */
@@ -107,7 +108,7 @@ static inline int take_at(sluice_limiter *l, const char *key,
                    sluice_verdict *v) {
   sluice_key k = {key, strlen(key)};
   sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, p, cost, 0};
-  return sluice_limiter_apply_at(l, &op, now, v);
+  return op_decide(l, &op, now, v);
 }
 
 static inline sluice_lmdb_stats stats_of(sluice_limiter *l) {

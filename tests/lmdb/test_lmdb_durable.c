@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 
 #include "lmdb_gate.h"
+#include "../common/one_step.h"
 #include "lmdb_test.h"
 
 static sluice_clock *clk;
@@ -171,7 +172,7 @@ Test(lmdb_durable, box_survives_sigkill_mid_run) {
     {
       sluice_key k = {"drained", 7};
       sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 1, &k, &g, 0, 0};
-      cr_assert_eq(sluice_limiter_apply_at(l, &op, T0, &v), SLUICE_OK);
+      cr_assert_eq(op_decide(l, &op, T0, &v), SLUICE_OK);
       cr_assert_eq(v.remaining, 0, "the drained bucket stayed drained");
     }
     /* The writer lock the child may have died holding is usable. */
@@ -211,13 +212,13 @@ static void contend_child(int rfd, int wfd, int who) {
   for (i = 0; i < PER_CHILD; i++) {
     /* Alternate single decisions and small batches: both paths. */
     if (i % 2 == 0) {
-      if (sluice_limiter_apply_at(l, &op, T0, &v) != SLUICE_OK)
+      if (op_decide(l, &op, T0, &v) != SLUICE_OK)
         _exit(3);
       admitted += v.allowed;
     } else {
       sluice_op ops[1] = {op};
       int rc;
-      if (sluice_limiter_apply_many(l, 1, ops, &v, &rc) != SLUICE_OK ||
+      if (ops_decide(l, 1, ops, SLUICE_NOW, &v, &rc) != SLUICE_OK ||
           rc != SLUICE_OK)
         _exit(4);
       admitted += v.allowed;
@@ -269,7 +270,7 @@ Test(lmdb_durable, processes_contending_never_over_admit) {
   {
     sluice_key k = {"{t:acme}:tenant", 15};
     sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 1, &k, &g, 0, 0};
-    cr_assert_eq(sluice_limiter_apply_at(l, &op, T0, &v), SLUICE_OK);
+    cr_assert_eq(op_decide(l, &op, T0, &v), SLUICE_OK);
     cr_assert_eq(v.remaining, 0);
   }
   sluice_limiter_close(l);
@@ -391,9 +392,9 @@ static void tear_child(int wfd) {
                          &w, 1, 0};
   }
   for (round = 0;; round++) {
-    if (sluice_limiter_apply_many(l, TEAR_KEYS, ops, vs, rcs) != SLUICE_OK)
+    if (ops_decide(l, TEAR_KEYS, ops, SLUICE_NOW, vs, rcs) != SLUICE_OK)
       _exit(2);
-    if (sluice_limiter_apply_at(l, &group, T0, &vs[0]) != SLUICE_OK)
+    if (op_decide(l, &group, T0, &vs[0]) != SLUICE_OK)
       _exit(3);
     if (round == 20 && write(wfd, "x", 1) != 1)
       _exit(4);
@@ -431,7 +432,7 @@ Test(lmdb_durable, sigkill_never_tears_a_group_or_a_batch) {
     sluice_op op = {SLUICE_ALGO_FWINDOW, SLUICE_OP_PEEK, 1, &k, &w, 0, 0};
     snprintf(name, sizeof name, "tear:%02d", i);
     k = (sluice_key){name, strlen(name)};
-    cr_assert_eq(sluice_limiter_apply_at(l, &op, T0, &v), SLUICE_OK);
+    cr_assert_eq(op_decide(l, &op, T0, &v), SLUICE_OK);
     if (first < 0)
       first = v.remaining;
     cr_assert_eq(v.remaining, first, "key %d: a torn batch", i);
@@ -442,9 +443,9 @@ Test(lmdb_durable, sigkill_never_tears_a_group_or_a_batch) {
     sluice_key k1 = {"{t:tear}:tenant", 15}, k2 = {"{t:tear}:key", 12};
     sluice_op p1 = {SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 1, &k1, &g, 0, 0};
     sluice_op p2 = {SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 1, &k2, &g, 0, 0};
-    cr_assert_eq(sluice_limiter_apply_at(l, &p1, T0, &v), SLUICE_OK);
+    cr_assert_eq(op_decide(l, &p1, T0, &v), SLUICE_OK);
     tenant = v.remaining;
-    cr_assert_eq(sluice_limiter_apply_at(l, &p2, T0, &v), SLUICE_OK);
+    cr_assert_eq(op_decide(l, &p2, T0, &v), SLUICE_OK);
     key = v.remaining;
     cr_assert_eq(tenant, key, "a torn group: tenant %lld, key %lld",
                  (long long)tenant, (long long)key);

@@ -10,6 +10,7 @@
 #include <pwd.h>
 
 #include "lmdb_test.h"
+#include "../common/one_step.h"
 
 static sluice_clock *clk;
 
@@ -52,7 +53,7 @@ Test(lmdb_open, bad_params_are_refused_and_create_nothing) {
     sluice_limiter_options o = {0};
     o.store = "lmdb:mapsize=1m";
     o.flags = SLUICE_OPEN_CREATE;
-    cr_assert_eq(sluice_limiter_open2(&o, &l, err, sizeof err), SLUICE_EINVAL);
+    cr_assert_eq(sluice_limiter_open(&o, &l, err, sizeof err), SLUICE_EINVAL);
     cr_assert_neq(strstr(err, "path"), NULL, "detail names path: %s", err);
   }
 }
@@ -149,7 +150,7 @@ Test(lmdb_open, processes_creating_one_directory_at_once_all_open_it) {
     cr_assert_eq(failed, 0, "round %d: %d of %d processes failed", r, failed,
                  RACERS);
     cr_assert_eq(lmdb_open_at(dir, NULL, 0, clk, &l, NULL, 0), SLUICE_OK);
-    cr_assert_eq(sluice_limiter_apply(l, &peek, &v), SLUICE_OK);
+    cr_assert_eq(op_decide(l, &peek, SLUICE_NOW, &v), SLUICE_OK);
     cr_assert_eq(v.remaining, race_bucket.burst - RACERS,
                  "round %d: %lld left", r, (long long)v.remaining);
     sluice_limiter_close(l);
@@ -559,7 +560,7 @@ Test(lmdb_open, long_keys_are_distinct_and_survive_reopen) {
     k.data = keys[i];
     k.len = lens[i];
     op.arg = (int64_t)i + 1;
-    cr_assert_eq(sluice_limiter_apply_at(l, &op, T0, &v), SLUICE_OK,
+    cr_assert_eq(op_decide(l, &op, T0, &v), SLUICE_OK,
                  "len %zu: %s", lens[i], sluice_limiter_errmsg(l));
     cr_assert_eq(v.remaining, 100 - (int64_t)i - 1, "len %zu fresh",
                  lens[i]);
@@ -570,7 +571,7 @@ Test(lmdb_open, long_keys_are_distinct_and_survive_reopen) {
   for (i = 0; i < 6; i++) {
     sluice_key k = {keys[i], lens[i]};
     sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 1, &k, &g, 0, 0};
-    cr_assert_eq(sluice_limiter_apply_at(l, &op, T0, &v), SLUICE_OK);
+    cr_assert_eq(op_decide(l, &op, T0, &v), SLUICE_OK);
     cr_assert_eq(v.remaining, 100 - (int64_t)i - 1, "len %zu after reopen",
                  lens[i]);
   }

@@ -142,7 +142,7 @@ void fx_open(fixture *f, const sluice_policy_config *cfg, unsigned flags) {
   lo.backend = &fail_store_backend;
   lo.store = FAILING_STORE;
   lo.clock = f->clock;
-  cr_assert_eq(sluice_limiter_open(&lo, &f->lim), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_open(&lo, &f->lim, NULL, 0), SLUICE_OK);
   fx_policy(f, cfg, cfg ? NULL : fx_default_conf, flags);
 }
 
@@ -160,7 +160,7 @@ static int fx_limiter(fixture *f, const char *store, unsigned open_flags) {
   lo.store = store;
   lo.clock = f->clock;
   lo.flags = open_flags;
-  rc = sluice_limiter_open(&lo, &f->lim);
+  rc = sluice_limiter_open(&lo, &f->lim, NULL, 0);
   if (rc != SLUICE_OK)
     sluice_clock_free(f->clock);
   return rc;

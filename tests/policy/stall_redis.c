@@ -215,7 +215,7 @@ int main(int argc, char **argv) {
            TIMEOUT_MS);
   memset(&lo, 0, sizeof lo);
   lo.store = store;
-  if (sluice_limiter_open(&lo, &lim) != SLUICE_OK) {
+  if (sluice_limiter_open(&lo, &lim, NULL, 0) != SLUICE_OK) {
     fprintf(stderr, "stall_redis: cannot open %s\n", store);
     return 1;
   }

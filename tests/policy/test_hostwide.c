@@ -80,7 +80,7 @@ static int w_open(worker *w, const char *degraded, const char *deny) {
   lo.backend = &fail_store_backend;
   lo.store = FAILING_STORE;
   lo.clock = w->clock;
-  if ((rc = sluice_limiter_open(&lo, &w->lim)))
+  if ((rc = sluice_limiter_open(&lo, &w->lim, NULL, 0)))
     return rc;
   cfg = strict_config();
   memset(&po, 0, sizeof po);
@@ -502,7 +502,7 @@ static int r_open(sluice_limiter **l, sluice_policy **p) {
            getenv("SLUICE_REDIS_NODES"));
   memset(&lo, 0, sizeof lo);
   lo.store = spec;
-  if ((rc = sluice_limiter_open(&lo, l)))
+  if ((rc = sluice_limiter_open(&lo, l, NULL, 0)))
     return rc;
   cfg = strict_config();
   memset(&po, 0, sizeof po);
@@ -636,7 +636,7 @@ static int open_file(const char *path, sluice_clock *clk, sluice_limiter **l,
   lo.backend = &fail_store_backend;
   lo.store = FAILING_STORE;
   lo.clock = clk;
-  if ((rc = sluice_limiter_open(&lo, l)))
+  if ((rc = sluice_limiter_open(&lo, l, NULL, 0)))
     return rc;
   memset(&po, 0, sizeof po);
   po.limiter = *l;

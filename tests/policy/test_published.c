@@ -1087,7 +1087,7 @@ Test(policy_published, range_redis) {
   snprintf(spec, sizeof spec, "redis:nodes=%s;timeout_ms=2000", nodes);
   memset(&lo, 0, sizeof lo);
   lo.store = spec;
-  cr_assert_eq(sluice_limiter_open(&lo, &store), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_open(&lo, &store, NULL, 0), SLUICE_OK);
   memset(&po, 0, sizeof po);
   po.limiter = store;
   po.config_path = path;

@@ -105,7 +105,7 @@ static int open_policy(const char *store, const sluice_policy_config *cfg,
   lo.store = store;
   lo.clock = clk;
   lo.flags = flags;
-  if ((rc = sluice_limiter_open(&lo, l)) != SLUICE_OK)
+  if ((rc = sluice_limiter_open(&lo, l, NULL, 0)) != SLUICE_OK)
     return rc;
   memset(&po, 0, sizeof po);
   po.limiter = *l;

@@ -123,7 +123,7 @@ static int run(const char *what, const char *store) {
   int i, rc, total = 0, errors = 0;
   memset(&o, 0, sizeof o);
   o.store = store;
-  rc = sluice_limiter_open2(&o, &l, err, sizeof err);
+  rc = sluice_limiter_open(&o, &l, err, sizeof err);
   if (rc != SLUICE_OK) {
     fprintf(stderr, "%s: open: %s (%s)\n", what, sluice_err_name(rc), err);
     return 1;

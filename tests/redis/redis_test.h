@@ -99,7 +99,7 @@ static inline sluice_limiter *rt_limiter(const char *extra, unsigned flags) {
            eng);
   o.store = uri;
   o.flags = flags;
-  rc = sluice_limiter_open2(&o, &l, err, sizeof err);
+  rc = sluice_limiter_open(&o, &l, err, sizeof err);
   cr_assert_eq(rc, SLUICE_OK, "open %s: %s (%s)", uri, sluice_err_name(rc),
                err);
   return l;

@@ -12,6 +12,7 @@
 
 #include "../common/splitmix.h"
 #include "rm_wire.h"
+#include "job.h"
 
 typedef struct enc {
   unsigned char b[8 * 512];
@@ -174,7 +175,7 @@ Test(module_wire, mutations_decode_to_runnable_calls) {
     const char *why = NULL;
     sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
     sluice_program_result res;
-    sluice_job job;
+    sluice__job job;
     unsigned char buf[SLUICE_WIRE_PROG_HEADER +
                       SLUICE_WIRE_VERDICT * SLUICE_PROGRAM_STEPS];
     int nk = sample((int)(splitmix64(&seed) % S_N), &e), m, k, rc;
@@ -198,13 +199,13 @@ Test(module_wire, mutations_decode_to_runnable_calls) {
       in[k].w[0] = splitmix64(&seed) % 3 ? 0 : splitmix64(&seed);
       in[k].w[1] = splitmix64(&seed) % 3 ? 0 : splitmix64(&seed);
     }
-    sluice_job_program(&job, &c.prog, &res);
-    rc = sluice_job_run(&job, in, out, 1764633600000000000);
+    sluice__job_program(&job, &c.prog, &res);
+    rc = sluice__job_run(&job, in, out, 1764633600000000000);
     cr_assert(rc == SLUICE_OK || rc < 0);
     if (rc != SLUICE_OK)
       continue;
     for (k = 0; k < nk; k++)
-      (void)sluice_job_expiry(&job, k, &out[k]);
+      (void)sluice__job_expiry(&job, k, &out[k]);
     smod_put_program(buf, &c.prog, in, &res);
   }
   cr_assert_gt(ok, 10000, "enough mutations decoded to exercise the steps "
@@ -322,7 +323,7 @@ Test(module_wire, fresh_box_checks_only) {
   sluice_program p = {2, k, 3, st};
   sluice_state in[2], out[2];
   sluice_program_result res;
-  sluice_job job;
+  sluice__job job;
   unsigned char buf[SLUICE_WIRE_PROG_HEADER +
                     SLUICE_WIRE_VERDICT * SLUICE_PROGRAM_STEPS];
   size_t n;
@@ -332,8 +333,8 @@ Test(module_wire, fresh_box_checks_only) {
     k[i].len = strlen(names[i]);
   }
   memset(in, 0, sizeof in);
-  sluice_job_program(&job, &p, &res);
-  cr_assert_eq(sluice_job_run(&job, in, out, 1764633600000000000), SLUICE_OK);
+  sluice__job_program(&job, &p, &res);
+  cr_assert_eq(sluice__job_run(&job, in, out, 1764633600000000000), SLUICE_OK);
   cr_assert_eq(res.ran, 7u);
   n = smod_put_program(buf, &p, in, &res);
   /* Step 0 fresh; step 2 checks the record step 1 struck. */
@@ -341,8 +342,8 @@ Test(module_wire, fresh_box_checks_only) {
   cr_assert_eq(n, SLUICE_WIRE_PROG_HEADER + 2 * SLUICE_WIRE_VERDICT);
   /* The box struck once as read: no step's verdict is left out. */
   in[0] = out[1];
-  sluice_job_program(&job, &p, &res);
-  cr_assert_eq(sluice_job_run(&job, in, out, 1764633600000000000), SLUICE_OK);
+  sluice__job_program(&job, &p, &res);
+  cr_assert_eq(sluice__job_run(&job, in, out, 1764633600000000000), SLUICE_OK);
   n = smod_put_program(buf, &p, in, &res);
   cr_assert_eq(buf[SLUICE_WIRE_PROG_FRESH], 0);
   cr_assert_eq(n, SLUICE_WIRE_PROG_HEADER + 3 * SLUICE_WIRE_VERDICT);

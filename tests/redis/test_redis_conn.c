@@ -46,7 +46,7 @@ static int try_open(const char *store, sluice_limiter **l, char *err,
   memset(&o, 0, sizeof o);
   o.store = store;
   *l = NULL;
-  return sluice_limiter_open2(&o, l, err, n);
+  return sluice_limiter_open(&o, l, err, n);
 }
 
 static sluice_limiter *must_open(const char *store) {
@@ -446,7 +446,7 @@ static int thr_decide(thr_arg *a, int *allowed) {
     *allowed = v.allowed;
     return rc;
   }
-  rc = sluice_limiter_run(a->l, &pr, &res);
+  rc = sluice_limiter_decide(a->l, 1, &pr, SLUICE_NOW, &res, NULL);
   *allowed = res.allowed;
   return rc;
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "redis_test.h"
+#include "../common/one_step.h"
 #include "../common/units.h"
 #include "wire.h" /* backends/redis/wire.h */
 
@@ -93,23 +94,23 @@ static void make_records(sluice_store *s, const char *tag, recs *R) {
   for (i = 0; i < 3; i++) {
     sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k[i], &g, i + 1,
                     0};
-    cr_assert_eq(sluice_store_apply(s, &op, 0, &v), SLUICE_OK, "%s",
+    cr_assert_eq(store_op(s, &op, 0, &v), SLUICE_OK, "%s",
                  sluice_store_errmsg(s));
   }
   {
     sluice_op op = {SLUICE_ALGO_FWINDOW, SLUICE_OP_COUNT, 1, &k[3], &w, 7, 0};
-    cr_assert_eq(sluice_store_apply(s, &op, 0, &v), SLUICE_OK);
-    cr_assert_eq(sluice_store_apply(s, &op, 0, &v), SLUICE_OK);
+    cr_assert_eq(store_op(s, &op, 0, &v), SLUICE_OK);
+    cr_assert_eq(store_op(s, &op, 0, &v), SLUICE_OK);
   }
   {
     sluice_op op = {SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, 1, &k[4], &pen, 1,
                     0};
-    cr_assert_eq(sluice_store_apply(s, &op, 0, &v), SLUICE_OK);
+    cr_assert_eq(store_op(s, &op, 0, &v), SLUICE_OK);
   }
   {
     sluice_op op = {SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 1, &k[5], &lp, 1,
                     42};
-    cr_assert_eq(sluice_store_apply(s, &op, 0, &v), SLUICE_OK);
+    cr_assert_eq(store_op(s, &op, 0, &v), SLUICE_OK);
     cr_assert(v.allowed);
   }
 }
@@ -201,7 +202,7 @@ Test(module, mixed_cluster_engine_per_node) {
     snprintf(key, sizeof key, "{%d}%s", i, tag);
     k.data = key;
     k.len = strlen(key);
-    cr_assert_eq(sluice_store_apply(s, &op, 0, &v), SLUICE_OK, "%s",
+    cr_assert_eq(store_op(s, &op, 0, &v), SLUICE_OK, "%s",
                  sluice_store_errmsg(s));
     cr_assert(v.allowed);
     (void)rt_port_of(s, key);
@@ -325,7 +326,7 @@ Test(module, replica_holds_the_records, .timeout = 120) {
     /* Up to 30 s: on a loaded 2-core machine the cluster can take seconds
     ** to agree on the new slot owner (5 s failed one run in a full suite). */
     for (i = 0; i < 600 && rc != SLUICE_OK; i++) {
-      rc = sluice_store_apply(s, &op, 0, &v);
+      rc = store_op(s, &op, 0, &v);
       if (rc != SLUICE_OK)
         usleep(50000);
     }

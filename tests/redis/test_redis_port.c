@@ -8,6 +8,7 @@
 ** live key, and values near the edges of the supported range.
 */
 #include "redis_test.h"
+#include "../common/one_step.h"
 #include "../common/splitmix.h"
 #include "../common/units.h"
 
@@ -99,9 +100,9 @@ static void duo_step(duo *d, const sluice_op *op, int64_t now,
   int rm, rr, i;
   memset(&vm, 0, sizeof vm);
   memset(&vr, 0, sizeof vr);
-  rm = sluice_store_apply(d->mem, op, now, &vm);
+  rm = store_op(d->mem, op, now, &vm);
   duo_turn(d);
-  rr = sluice_store_apply(d->red, op, now, &vr);
+  rr = store_op(d->red, op, now, &vr);
   cr_assert_eq(rr, rm, "%s step %ld: rc redis %s != C %s (%s)", what, step,
                sluice_err_name(rr), sluice_err_name(rm), sluice_store_errmsg(d->red));
   d->ops++;
@@ -289,7 +290,7 @@ Test(port, penalty, .timeout = 240) {
         op.arg = rrange(&r, 1, 3);
       t = next_time(&r, t, p.strike_window_ns);
       duo_step(&d, &op, t, "penalty", step);
-      if (sluice_store_apply(d.mem, &(sluice_op){SLUICE_ALGO_PENALTY,
+      if (store_op(d.mem, &(sluice_op){SLUICE_ALGO_PENALTY,
                                                   SLUICE_OP_CHECK, 1, k, &p, 0,
                                                   0},
                               t, &v) == SLUICE_OK)
@@ -452,11 +453,11 @@ Test(port, range_edges) {
   }
   {
     sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, &over, 1, 0};
-    cr_assert_eq(sluice_store_apply(d.red, &op, t, &v), SLUICE_ERANGE);
+    cr_assert_eq(store_op(d.red, &op, t, &v), SLUICE_ERANGE);
   }
   {
     sluice_op op = {SLUICE_ALGO_SWINDOW, SLUICE_OP_CONSUME, 1, &k, &swin, 1, 0};
-    cr_assert_eq(sluice_store_apply(d.red, &op, t, &v), SLUICE_ERANGE);
+    cr_assert_eq(store_op(d.red, &op, t, &v), SLUICE_ERANGE);
   }
   {
     char n2[100];
@@ -465,7 +466,7 @@ Test(port, range_edges) {
     k2.data = n2;
     k2.len = strlen(n2);
     sluice_op op = {SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 1, &k2, &lease, 0, 9};
-    cr_assert_eq(sluice_store_apply(d.red, &op, t, &v), SLUICE_ERANGE);
+    cr_assert_eq(store_op(d.red, &op, t, &v), SLUICE_ERANGE);
     cr_assert_eq(sluice_store_get(d.red, &k2, t, &st, &exp), SLUICE_ENOTFOUND,
                  "a refused op writes nothing");
   }
@@ -525,9 +526,9 @@ static void duo_run(duo *d, const sluice_program *p, int64_t now, long step,
   int cm, cr, i;
   memset(&rm, 0, sizeof rm);
   memset(&rr, 0, sizeof rr);
-  cm = sluice_store_run(d->mem, p, now, &rm);
+  cm = store_prog(d->mem, p, now, &rm);
   duo_turn(d);
-  cr = sluice_store_run(d->red, p, now, &rr);
+  cr = store_prog(d->red, p, now, &rr);
   cr_assert_eq(cr, cm, "program %ld: rc redis %s != C %s (%s)", step,
                sluice_err_name(cr), sluice_err_name(cm), sluice_store_errmsg(d->red));
   d->ops++;

@@ -17,6 +17,7 @@
 
 #include "redis_test.h"
 #include "sluice_rcl_script.h" /* the Lua, built */
+#include "../common/one_step.h"
 #include "wire.h"
 #include "../common/units.h"
 
@@ -48,7 +49,7 @@ static int take(sluice_store *s, const char *key, const sluice_gcra_params *p,
                 int64_t cost, sluice_verdict *v) {
   sluice_key k = {key, strlen(key)};
   sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, p, cost, 0};
-  return sluice_store_apply(s, &op, 1, v);
+  return store_op(s, &op, 1, v);
 }
 
 /* A bucket that does not refill during a test: burst points, then no more. */
@@ -159,7 +160,7 @@ Test(store, now_is_times_to_the_microsecond) {
       sluice_verdict v;
       int64_t before = redis_time_ns(c), now, after;
       if (i % 2) {
-        cr_assert_eq(sluice_store_run(s, &p, 0, &res), SLUICE_OK);
+        cr_assert_eq(store_prog(s, &p, 0, &res), SLUICE_OK);
         now = res.now_ns;
       } else {
         cr_assert_eq(take(s, key, &g, 1, &v), SLUICE_OK);
@@ -216,7 +217,7 @@ static void expect_as_mem(sluice_store *s, sluice_store *m, int n,
   for (i = 0; i < n; i++) {
     cr_assert_eq(rcs[i], SLUICE_OK, "op %d: %s (%s)", i,
                  sluice_err_name(rcs[i]), sluice_store_errmsg(s));
-    cr_assert_eq(sluice_store_apply(m, &ops[i], now, &vm), SLUICE_OK);
+    cr_assert_eq(store_op(m, &ops[i], now, &vm), SLUICE_OK);
     cr_assert_eq(vs[i].allowed, vm.allowed, "op %d", i);
     cr_assert_eq(vs[i].limit, vm.limit, "op %d", i);
     cr_assert_eq(vs[i].remaining, vm.remaining, "op %d", i);
@@ -250,7 +251,7 @@ Test(store, batch_is_one_round_trip_per_node) {
   }
   cr_assert_eq(take(s, "warm", &still, 1, &vm), SLUICE_OK);
   a = rt_stats(s);
-  cr_assert_eq(sluice_store_apply_many(s, N, ops, now, vs, rcs), SLUICE_OK);
+  cr_assert_eq(store_ops(s, N, ops, now, vs, rcs), SLUICE_OK);
   b = rt_stats(s);
   cr_assert_leq(b.round_trips - a.round_trips, (uint64_t)b.nodes,
                 "%lu round trips for %d ops on %d nodes",
@@ -313,7 +314,7 @@ Test(store, batch_scripts_match_mem_in_order) {
                         1, 0};
   cr_assert_eq(take(s, "warm", &still, 1, &vm), SLUICE_OK);
   a = rt_stats(s);
-  cr_assert_eq(sluice_store_apply_many(s, N, ops, now, vs, rcs), SLUICE_OK);
+  cr_assert_eq(store_ops(s, N, ops, now, vs, rcs), SLUICE_OK);
   b = rt_stats(s);
   expect_as_mem(s, m, N, ops, now, vs, rcs);
   for (i = 0; i < N; i++)
@@ -408,7 +409,7 @@ static int64_t prog_take(sluice_store *s, const char *key, int64_t burst) {
                     SLUICE_FOLD_GATE, 0, {0, 0}};
   sluice_program p = {1, &k, 1, &st, 0, {0}};
   sluice_program_result res;
-  cr_assert_eq(sluice_store_run(s, &p, 0, &res), SLUICE_OK, "%s",
+  cr_assert_eq(store_prog(s, &p, 0, &res), SLUICE_OK, "%s",
                sluice_store_errmsg(s));
   cr_assert(res.allowed && (res.ran & 1u));
   return res.v[0].remaining;
@@ -767,7 +768,7 @@ Test(store, a_moved_expiry_is_put_back) {
   cr_assert_eq(sluice_store_get(s, &k, 0, &st, &exp1), SLUICE_OK);
   cr_assert_eq(exp1, later, "the stored expiry moved");
   peek = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 1, &k, &still, 1, 0};
-  cr_assert_eq(sluice_store_apply(s, &peek, 1, &v), SLUICE_OK);
+  cr_assert_eq(store_op(s, &peek, 1, &v), SLUICE_OK);
   cr_assert(v.allowed);
   cr_assert_eq(sluice_store_get(s, &k, 0, &st, &exp1), SLUICE_OK);
   cr_assert_eq(exp1, exp0, "the peek put the TAT's expiry back");
@@ -1017,7 +1018,7 @@ static void count_twice(sluice_store *s, const char *key) {
   sluice_verdict v;
   int i;
   for (i = 0; i < 2; i++)
-    cr_assert_eq(sluice_store_apply(s, &op, 0, &v), SLUICE_OK, "%s",
+    cr_assert_eq(store_op(s, &op, 0, &v), SLUICE_OK, "%s",
                  sluice_store_errmsg(s));
 }
 
@@ -1030,7 +1031,7 @@ static void count_twice_in_programs(sluice_store *s, const char *key) {
   sluice_program_result res;
   int i;
   for (i = 0; i < 2; i++) {
-    cr_assert_eq(sluice_store_run(s, &p, 0, &res), SLUICE_OK, "%s",
+    cr_assert_eq(store_prog(s, &p, 0, &res), SLUICE_OK, "%s",
                  sluice_store_errmsg(s));
     cr_assert(res.ran & 1u);
   }
@@ -1123,16 +1124,16 @@ Test(store, deadlines_are_the_grid_of_the_expiry) {
     }
     c = raw(rt_port_of(s, names[0]));
     /* the key's TAT 3 s ahead: a point then moves it by a us */
-    cr_assert_eq(sluice_store_apply(s, &debt, 0, &v), SLUICE_OK);
+    cr_assert_eq(store_op(s, &debt, 0, &v), SLUICE_OK);
     cr_assert(v.allowed);
     for (i = 0; i < 8; i++) {
       sluice_program_result res;
       if (i == 4) {
         sluice_op trip = {SLUICE_ALGO_PENALTY, SLUICE_OP_TRIP, 1, &k[0], &pen,
                           1, 0};
-        cr_assert_eq(sluice_store_apply(s, &trip, 0, &v), SLUICE_OK);
+        cr_assert_eq(store_op(s, &trip, 0, &v), SLUICE_OK);
       }
-      cr_assert_eq(sluice_store_run(s, &p, 0, &res), SLUICE_OK, "%s: %s",
+      cr_assert_eq(store_prog(s, &p, 0, &res), SLUICE_OK, "%s: %s",
                    engines[e], sluice_store_errmsg(s));
       cr_assert_eq(res.allowed, i < 4, "%s: call %d allowed", engines[e], i);
       for (j = 0; j < 4; j++) {
@@ -1179,7 +1180,7 @@ Test(store, deadlines_kept_for_two_steps) {
     {
       sluice_op ahead = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k[1], &g, 10,
                          0};
-      cr_assert_eq(sluice_store_apply(s, &ahead, 0, &v), SLUICE_OK);
+      cr_assert_eq(store_op(s, &ahead, 0, &v), SLUICE_OK);
     }
     for (i = 0; i < 12; i++)
       for (j = 0; j < 3; j++) {
@@ -1190,7 +1191,7 @@ Test(store, deadlines_kept_for_two_steps) {
                         0};
         int64_t exp;
         long long at;
-        cr_assert_eq(sluice_store_apply(s, &op, 0, &v), SLUICE_OK, "%s: %s",
+        cr_assert_eq(store_op(s, &op, 0, &v), SLUICE_OK, "%s: %s",
                      engines[e], sluice_store_errmsg(s));
         cr_assert(v.allowed);
         deadline_of(c, names[w], &at, &exp);
@@ -1231,7 +1232,7 @@ static void keep_requests(sluice_store *s, const char *key) {
   }
   for (i = 0; i < 8; i++) {
     sluice_program_result res;
-    cr_assert_eq(sluice_store_run(keep_store, &p, 0, &res), SLUICE_OK, "%s",
+    cr_assert_eq(store_prog(keep_store, &p, 0, &res), SLUICE_OK, "%s",
                  sluice_store_errmsg(keep_store));
     cr_assert(res.allowed);
   }
@@ -1255,7 +1256,7 @@ Test(store, standard_requests_keep_ttl_within_a_grid_step) {
       k.data = key;
       k.len = strlen(key);
       debt.keys = &k;
-      cr_assert_eq(sluice_store_apply(s, &debt, 0, &v), SLUICE_OK);
+      cr_assert_eq(store_op(s, &debt, 0, &v), SLUICE_OK);
       sluice_store_close(s);
       keep_store = rt_store(engines[e], 0);
       key_events(keep_store, key, keep_requests, &sets, &expires);
@@ -1298,7 +1299,7 @@ Test(store, compiled_programs_are_their_own) {
              1, 0, SLUICE_WHEN_PASSED, 0}};
         sluice_program p = {2, k[w], 2, st, 0, {0}};
         sluice_program_result res;
-        cr_assert_eq(sluice_store_run(s, &p, 0, &res), SLUICE_OK, "%s: %s",
+        cr_assert_eq(store_prog(s, &p, 0, &res), SLUICE_OK, "%s: %s",
                      engines[e], sluice_store_errmsg(s));
         cr_assert_eq(res.allowed, w == 1 || i < 2,
                      "%s: program %d, call %d: allowed %d", engines[e], w, i,

@@ -13,13 +13,14 @@
 #include <unistd.h>
 
 #include "sluice.h"
+#include "random.h"
 #include <sluice/sluice_shm.h>
 
 /* A unique shm_open name for this process and a counter. */
 static inline void shm_test_name(char *buf, size_t n, const char *what) {
   static int seq;
   uint32_t r = 0;
-  sluice_random_bytes(&r, sizeof r);
+  sluice__random_bytes(&r, sizeof r);
   snprintf(buf, n, "/sluice-t-%s-%ld-%d-%08" PRIx32, what, (long)getpid(),
            seq++, r);
 }
@@ -51,7 +52,7 @@ static inline sluice_limiter *shm_test_open(const char *store,
   o.store = store;
   o.clock = *clk_out;
   o.flags = SLUICE_OPEN_CREATE;
-  rc = sluice_limiter_open2(&o, &lim, err, sizeof err);
+  rc = sluice_limiter_open(&o, &lim, err, sizeof err);
   cr_assert_eq(rc, SLUICE_OK, "open %s: %s (%s)", store, sluice_strerror(rc),
                err);
   return lim;

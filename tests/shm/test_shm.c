@@ -12,7 +12,9 @@
 #include <sys/wait.h>
 
 #include "shm_test_util.h"
+#include "../common/one_step.h"
 #include "../common/units.h"
+#include "siphash.h"
 
 
 /* Header offsets (layouts 1 and 2, see shm_store.c). */
@@ -36,7 +38,7 @@ static int try_open(const char *store, unsigned flags, sluice_limiter **out,
   sluice_limiter_options o = {0};
   o.store = store;
   o.flags = flags;
-  return sluice_limiter_open2(&o, out, err, errlen);
+  return sluice_limiter_open(&o, out, err, errlen);
 }
 
 static void must_fail(const char *store, unsigned flags, int want,
@@ -297,7 +299,7 @@ static int64_t take_all(sluice_limiter *lim, const char *key, int64_t now) {
   sluice_verdict v;
   int64_t n = 0;
   for (int i = 0; i < 100; i++) {
-    cr_assert_eq(sluice_limiter_apply_at(lim, &op, now, &v), SLUICE_OK);
+    cr_assert_eq(op_decide(lim, &op, now, &v), SLUICE_OK);
     n += v.allowed;
   }
   return n;
@@ -376,7 +378,7 @@ static sluice_verdict pen_op(sluice_limiter *lim, const char *key, int kind,
   sluice_key k = {key, strlen(key)};
   sluice_op op = {SLUICE_ALGO_PENALTY, kind, 1, &k, &pen, arg, 0};
   sluice_verdict v;
-  int rc = sluice_limiter_apply_at(lim, &op, now, &v);
+  int rc = op_decide(lim, &op, now, &v);
   cr_assert_eq(rc, SLUICE_OK, "penalty op: %s", sluice_strerror(rc));
   return v;
 }
@@ -551,7 +553,7 @@ static uint64_t raw_home(const raw *r, const char *key, unsigned status,
                          uint64_t units, uint64_t m[2]) {
   uint8_t h[16];
   uint64_t h0, h1;
-  sluice_siphash13_128(r->hkey, key, strlen(key), h);
+  sluice__siphash13_128(r->hkey, key, strlen(key), h);
   memcpy(&h0, h, 8);
   memcpy(&h1, h + 8, 8);
   m[0] = h0;

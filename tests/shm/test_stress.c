@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "shm_test_util.h"
+#include "../common/one_step.h"
 #include "../common/splitmix.h"
 #include "../common/units.h"
 
@@ -76,7 +77,7 @@ static sluice_limiter *child_open(sluice_clock **clk) {
   o.store = store;
   o.clock = *clk;
   o.flags = SLUICE_OPEN_CREATE;
-  if (sluice_limiter_open(&o, &lim) != SLUICE_OK)
+  if (sluice_limiter_open(&o, &lim, NULL, 0) != SLUICE_OK)
     _exit(21);
   return lim;
 }
@@ -93,7 +94,7 @@ static sluice_gcra_params wide_params(int i, int64_t period) {
 
 static void apply_or_count(sluice_limiter *lim, const sluice_op *op,
                            sluice_verdict *v) {
-  int rc = sluice_limiter_apply(lim, op, v);
+  int rc = op_decide(lim, op, SLUICE_NOW, v);
   if (rc != SLUICE_OK) {
     atomic_fetch_add(&sh->errors, 1);
     v->allowed = 0;
@@ -253,7 +254,7 @@ static void frozen_batch_thread(targ *a) {
       ops[b] = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k[b],
                            &p[b], 1, 0};
     }
-    if (sluice_limiter_apply_many(a->lim, FB_BATCH, ops, v, rcs) != SLUICE_OK) {
+    if (ops_decide(a->lim, FB_BATCH, ops, SLUICE_NOW, v, rcs) != SLUICE_OK) {
       atomic_fetch_add(&sh->errors, 1);
       continue;
     }
@@ -463,7 +464,7 @@ Test(stress, lease_set_never_grants_more_than_max) {
     for (uint64_t id = 1; id <= 4; id++) {
       sluice_op op = {SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 3, ks, &lease_p,
                       0, id};
-      cr_assert_eq(sluice_limiter_apply(lim, &op, &v), SLUICE_OK);
+      cr_assert_eq(op_decide(lim, &op, SLUICE_NOW, &v), SLUICE_OK);
       cr_assert_eq(v.allowed, id <= 3, "holder %d", (int)id);
     }
     sluice_limiter_close(lim);

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "sluice.h"
+#include "../common/one_step.h"
 #include <sluice/sluice_mem.h>
 #include "../common/splitmix.h"
 #include "../common/units.h"
@@ -58,14 +59,14 @@ static void *thread_main(void *arg) {
                            1, 0};
     }
     if (round % 2 == 0) {
-      if (sluice_limiter_apply_many(t->l, BATCH, ops, v, rcs) != SLUICE_OK)
+      if (ops_decide(t->l, BATCH, ops, SLUICE_NOW, v, rcs) != SLUICE_OK)
         atomic_fetch_add(&errors, 1);
     } else {
       /* One by one, through the memo: a time that moves by 1024 ns a round
       ** (the memo samples its inserts by the microsecond) and refills
       ** nothing at a point an hour. */
       for (int b = 0; b < BATCH; b++)
-        rcs[b] = sluice_limiter_apply_at(t->l, &ops[b],
+        rcs[b] = op_decide(t->l, &ops[b],
                                          1000 * SEC + round * 1024, &v[b]);
     }
     for (int b = 0; b < BATCH; b++) {
@@ -98,7 +99,7 @@ int main(void) {
     return 1;
   o.clock = c;
   o.store = "mem";
-  if (sluice_limiter_open(&o, &l) != SLUICE_OK)
+  if (sluice_limiter_open(&o, &l, NULL, 0) != SLUICE_OK)
     return 1;
   for (int i = 0; i < THREADS; i++) {
     args[i] = (targ){l, i};

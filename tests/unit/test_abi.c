@@ -8,6 +8,8 @@
 ** half on every backend, and each backend's suite its control structs.
 */
 #include "unit.h"
+#include "../common/one_step.h"
+#include "op.h"
 
 #define NRES(s) ((int)(sizeof(s).reserved / sizeof(s).reserved[0]))
 
@@ -52,7 +54,7 @@ static void two_steps(sluice_step st[2], sluice_program *p) {
 
 static sluice_limiter *open_mem(void) {
   sluice_limiter *l = NULL;
-  cr_assert_eq(sluice_limiter_open(NULL, &l), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_open(NULL, &l, NULL, 0), SLUICE_OK);
   return l;
 }
 
@@ -67,7 +69,7 @@ static void assert_untouched(sluice_limiter *l) {
   sluice_op peek = gcra_op(0);
   sluice_verdict v;
   peek.kind = SLUICE_OP_PEEK;
-  cr_assert_eq(sluice_limiter_apply(l, &peek, &v), SLUICE_OK);
+  cr_assert_eq(op_decide(l, &peek, SLUICE_NOW, &v), SLUICE_OK);
   cr_assert_eq(v.remaining, gp.burst, "a refused op charged the bucket");
 }
 
@@ -81,15 +83,15 @@ Test(abi, op_reserved_refused) {
   for (int k = 0; k < NRES(gcra_op(1)); k++) {
     sluice_op op = gcra_op(1), ops[3];
     op.reserved[k] = k % 2 ? -1 : 1;
-    cr_assert_eq(sluice_op_validate(&op), SLUICE_EINVAL, "reserved[%d]", k);
-    cr_assert_eq(sluice_op_step(&op, &in, &out, SEC, &v), SLUICE_EINVAL);
-    cr_assert_eq(sluice_limiter_apply(l, &op, &v), SLUICE_EINVAL);
+    cr_assert_eq(sluice__op_validate(&op), SLUICE_EINVAL, "reserved[%d]", k);
+    cr_assert_eq(sluice__op_step(&op, &in, &out, SEC, &v), SLUICE_EINVAL);
+    cr_assert_eq(op_decide(l, &op, SLUICE_NOW, &v), SLUICE_EINVAL);
     assert_untouched(l);
     ops[0] = gcra_op(0);
     ops[0].kind = SLUICE_OP_PEEK;
     ops[1] = op;
     ops[2] = ops[0];
-    cr_assert_eq(sluice_limiter_apply_many(l, 3, ops, vs, rcs), SLUICE_OK);
+    cr_assert_eq(ops_decide(l, 3, ops, SLUICE_NOW, vs, rcs), SLUICE_OK);
     cr_assert_eq(rcs[0], SLUICE_OK);
     cr_assert_eq(rcs[1], SLUICE_EINVAL, "batch: reserved[%d]", k);
     cr_assert_eq(rcs[2], SLUICE_OK);
@@ -118,9 +120,9 @@ Test(abi, program_and_step_reserved_refused) {
       st[(c - nprog) / nstep].reserved[(c - nprog) % nstep] = INT64_MIN;
     cr_assert_eq(sluice_program_validate(&p), SLUICE_EINVAL, "case %d", c);
     cr_assert_eq(sluice_program_run(&p, rec, rec, SEC, &r), SLUICE_EINVAL);
-    cr_assert_eq(sluice_limiter_run(l, &p, &r), SLUICE_EINVAL, "case %d", c);
+    cr_assert_eq(sluice_limiter_decide(l, 1, &p, SLUICE_NOW, &r, NULL), SLUICE_EINVAL, "case %d", c);
     ps[0] = ps[1] = p;
-    cr_assert_eq(sluice_limiter_run_many(l, 2, ps, rs, rcs), SLUICE_OK);
+    cr_assert_eq(sluice_limiter_decide(l, 2, ps, SLUICE_NOW, rs, rcs), SLUICE_OK);
     cr_assert_eq(rcs[0], SLUICE_EINVAL, "case %d", c);
     cr_assert_eq(rcs[1], SLUICE_EINVAL, "case %d", c);
   }
@@ -145,18 +147,18 @@ Test(abi, verdict_reserved_zeroed) {
   ops[1].arg = 0;
   for (int i = 0; i < 2; i++) {
     memset(&v, 0xa5, sizeof v);
-    cr_assert_eq(sluice_op_step(&ops[i], &in, &out, SEC, &v), SLUICE_OK);
-    assert_zero(v.reserved, NRES(v), "sluice_op_step: verdict");
+    cr_assert_eq(sluice__op_step(&ops[i], &in, &out, SEC, &v), SLUICE_OK);
+    assert_zero(v.reserved, NRES(v), "sluice__op_step: verdict");
     memset(&v, 0xa5, sizeof v);
-    cr_assert_eq(sluice_limiter_apply(l, &ops[i], &v), SLUICE_OK);
+    cr_assert_eq(op_decide(l, &ops[i], SLUICE_NOW, &v), SLUICE_OK);
     assert_zero(v.reserved, NRES(v), "sluice_limiter_apply: verdict");
   }
   memset(&v, 0xa5, sizeof v);
-  cr_assert_eq(sluice_gcra_step(&gp, &in, SEC, SLUICE_OP_CONSUME, 1, &out, &v),
+  cr_assert_eq(sluice__gcra_step(&gp, &in, SEC, SLUICE_OP_CONSUME, 1, &out, &v),
                SLUICE_OK);
-  assert_zero(v.reserved, NRES(v), "sluice_gcra_step: verdict");
+  assert_zero(v.reserved, NRES(v), "sluice__gcra_step: verdict");
   memset(vs, 0xa5, sizeof vs);
-  cr_assert_eq(sluice_limiter_apply_many(l, 2, ops, vs, rcs), SLUICE_OK);
+  cr_assert_eq(ops_decide(l, 2, ops, SLUICE_NOW, vs, rcs), SLUICE_OK);
   for (int i = 0; i < 2; i++) {
     cr_assert_eq(rcs[i], SLUICE_OK);
     assert_zero(vs[i].reserved, NRES(vs[i]), "apply_many: verdict");
@@ -188,11 +190,11 @@ Test(abi, program_result_reserved_zeroed) {
   cr_assert_eq(r.ran, 0x1u);
   assert_result_zero(&r, 2, "sluice_program_run");
   memset(&r, 0xa5, sizeof r);
-  cr_assert_eq(sluice_limiter_run(l, &p, &r), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_decide(l, 1, &p, SLUICE_NOW, &r, NULL), SLUICE_OK);
   assert_result_zero(&r, 2, "sluice_limiter_run");
   ps[0] = ps[1] = p;
   memset(rs, 0xa5, sizeof rs);
-  cr_assert_eq(sluice_limiter_run_many(l, 2, ps, rs, rcs), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_decide(l, 2, ps, SLUICE_NOW, rs, rcs), SLUICE_OK);
   for (int i = 0; i < 2; i++) {
     cr_assert_eq(rcs[i], SLUICE_OK);
     assert_result_zero(&rs[i], 2, "sluice_limiter_run_many");

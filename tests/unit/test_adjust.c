@@ -8,6 +8,7 @@
 */
 #include "sluice/backend.h"
 #include "unit.h"
+#include "job.h"
 
 #define S 1000000000LL
 
@@ -32,7 +33,7 @@ static int step(int algo, int kind, const void *p, int nkeys, sluice_state *s,
     k[1].data = "{x}b";
     k[1].len = 4;
   }
-  rc = sluice_op_step(&op, s, out, now, v);
+  rc = sluice__op_step(&op, s, out, now, v);
   if (rc == SLUICE_OK)
     memcpy(s, out, sizeof(sluice_state) * (size_t)nkeys);
   return rc;
@@ -72,7 +73,7 @@ Test(adjust, gcra_refund_never_past_full) {
   v = g(&G, &s, t + S, SLUICE_OP_ADJUST, -10); /* 1 s later: 2 owed */
   cr_assert_eq(v.remaining, 10);
   cr_assert_eq(v.reset_ns, 0);
-  cr_assert_eq(sluice_gcra_step(&G, &s, t + S, SLUICE_OP_PEEK, 0, &before, &v),
+  cr_assert_eq(sluice__gcra_step(&G, &s, t + S, SLUICE_OP_PEEK, 0, &before, &v),
                SLUICE_OK);
   cr_assert_eq(v.remaining, 10);
   /* Still exactly one burst: 11 points never fit. */
@@ -300,7 +301,7 @@ Test(adjust, undo_puts_a_refund_back) {
   sluice_key k = {kname, 1};
   sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_ADJUST, 1, &k, &G, -4, 0};
   sluice_op fo = {SLUICE_ALGO_FWINDOW, SLUICE_OP_ADJUST, 1, &k, &WP, -4, 0};
-  sluice_job j;
+  sluice__job j;
   sluice_state pre = zst(), post, cur, fixed;
   sluice_verdict v;
   int64_t t = 1000 * S;
@@ -309,9 +310,9 @@ Test(adjust, undo_puts_a_refund_back) {
   g(&G, &post, t, SLUICE_OP_ADJUST, -4);
   cur = post;
   g(&G, &cur, t, SLUICE_OP_CONSUME, 2); /* another process, after it */
-  cr_assert_eq(sluice_job_op(&j, &op, &v), SLUICE_OK);
-  cr_assert_eq(sluice_job_undo(&j, 0, &pre, &post, &cur, t, &fixed), 1);
-  cr_assert_eq(sluice_gcra_step(&G, &fixed, t, SLUICE_OP_PEEK, 0, &cur, &v),
+  cr_assert_eq(sluice__job_op(&j, &op, &v), SLUICE_OK);
+  cr_assert_eq(sluice__job_undo(&j, 0, &pre, &post, &cur, t, &fixed), 1);
+  cr_assert_eq(sluice__gcra_step(&G, &fixed, t, SLUICE_OP_PEEK, 0, &cur, &v),
                SLUICE_OK);
   cr_assert_eq(v.remaining, 0, "8 + 2 charged, the refund taken back");
   /* A fixed window: the same. */
@@ -322,7 +323,7 @@ Test(adjust, undo_puts_a_refund_back) {
   w(SLUICE_ALGO_FWINDOW, &WP, &post, t, SLUICE_OP_ADJUST, -4, t);
   cur = post;
   w(SLUICE_ALGO_FWINDOW, &WP, &cur, t, SLUICE_OP_CONSUME, 1, 0);
-  cr_assert_eq(sluice_job_op(&j, &fo, &v), SLUICE_OK);
-  cr_assert_eq(sluice_job_undo(&j, 0, &pre, &post, &cur, t, &fixed), 1);
+  cr_assert_eq(sluice__job_op(&j, &fo, &v), SLUICE_OK);
+  cr_assert_eq(sluice__job_undo(&j, 0, &pre, &post, &cur, t, &fixed), 1);
   cr_assert_eq(fixed.w[1], 9);
 }

@@ -9,6 +9,10 @@
 #include <sys/stat.h>
 
 #include "unit.h"
+#include "../common/one_step.h"
+#include "op.h"
+#include "random.h"
+#include "store.h"
 
 /* ------------------------------------------------------------- errors --- */
 
@@ -124,7 +128,7 @@ static sluice_limiter *open_manual(sluice_clock *c, const char *store) {
   memset(&o, 0, sizeof o);
   o.clock = c;
   o.store = store;
-  cr_assert_eq(sluice_limiter_open(&o, &l), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_open(&o, &l, NULL, 0), SLUICE_OK);
   cr_assert_not_null(l);
   return l;
 }
@@ -165,15 +169,15 @@ Test(limiter, never_sees_time_go_backwards) {
   {
     sluice_key k = KEY("k");
     sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 1, &k, &p, 0, 0};
-    cr_assert_eq(sluice_limiter_apply_at(l, &op, 3 * SEC, &v), SLUICE_OK);
+    cr_assert_eq(op_decide(l, &op, 3 * SEC, &v), SLUICE_OK);
     cr_assert_eq(v.now_ns, 101 * SEC);
     cr_assert_eq(v.remaining, 0);
-    cr_assert_eq(sluice_limiter_apply_at(l, &op, 102 * SEC, &v), SLUICE_OK);
+    cr_assert_eq(op_decide(l, &op, 102 * SEC, &v), SLUICE_OK);
     cr_assert_eq(v.now_ns, 102 * SEC);
     cr_assert_eq(v.remaining, 1);
     /* ... and raises the limiter's time for later clock reads. */
     cr_assert_eq(sluice_limiter_now(l), 102 * SEC);
-    cr_assert_eq(sluice_limiter_apply_at(l, &op, -1, &v), SLUICE_EINVAL);
+    cr_assert_eq(op_decide(l, &op, -1, &v), SLUICE_EINVAL);
   }
   sluice_limiter_close(l);
   sluice_clock_free(c);
@@ -225,22 +229,22 @@ Test(limiter, open_failures_leave_out_null) {
   sluice_limiter *l = (sluice_limiter *)1;
   char err[128];
   memset(&o, 0, sizeof o);
-  cr_assert_eq(sluice_limiter_open(&o, NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice_limiter_open(&o, NULL, NULL, 0), SLUICE_EINVAL);
   o.store = "nosuchbackend";
-  cr_assert_eq(sluice_limiter_open2(&o, &l, err, sizeof err), SLUICE_EINVAL);
+  cr_assert_eq(sluice_limiter_open(&o, &l, err, sizeof err), SLUICE_EINVAL);
   cr_assert_null(l);
   cr_assert_str_eq(err, "unknown backend 'nosuchbackend'");
   l = (sluice_limiter *)1;
   o.store = "nosuchbackend:x=1";
-  cr_assert_eq(sluice_limiter_open(&o, &l), SLUICE_EINVAL);
+  cr_assert_eq(sluice_limiter_open(&o, &l, NULL, 0), SLUICE_EINVAL);
   cr_assert_null(l);
   l = (sluice_limiter *)1;
   o.store = "a-backend-name-that-is-far-too-long-to-be-real";
-  cr_assert_eq(sluice_limiter_open(&o, &l), SLUICE_EINVAL);
+  cr_assert_eq(sluice_limiter_open(&o, &l, NULL, 0), SLUICE_EINVAL);
   cr_assert_null(l);
   l = (sluice_limiter *)1;
   o.store = "mem:max_keys=lots";
-  cr_assert_eq(sluice_limiter_open2(&o, &l, err, sizeof err), SLUICE_EINVAL);
+  cr_assert_eq(sluice_limiter_open(&o, &l, err, sizeof err), SLUICE_EINVAL);
   cr_assert_null(l);
   cr_assert_not_null(strstr(err, "max_keys"), "detail kept: '%s'", err);
   /* errbuf is truncated, NUL-terminated. */
@@ -248,7 +252,7 @@ Test(limiter, open_failures_leave_out_null) {
     char small[8];
     memset(small, 'x', sizeof small);
     o.store = "nosuchbackend";
-    cr_assert_eq(sluice_limiter_open2(&o, &l, small, sizeof small),
+    cr_assert_eq(sluice_limiter_open(&o, &l, small, sizeof small),
                  SLUICE_EINVAL);
     cr_assert_eq(strlen(small), 7);
   }
@@ -275,7 +279,7 @@ Test(limiter, store_check_refuses_what_open_refuses_by_its_words) {
     o.store = bad[i];
     cr_assert_eq(sluice_store_check(bad[i], err, sizeof err), SLUICE_EINVAL,
                  "%s", bad[i]);
-    cr_assert_eq(sluice_limiter_open2(&o, &l, err2, sizeof err2),
+    cr_assert_eq(sluice_limiter_open(&o, &l, err2, sizeof err2),
                  SLUICE_EINVAL, "%s", bad[i]);
     cr_assert_str_eq(err, err2, "%s: the same words as open", bad[i]);
   }
@@ -293,11 +297,10 @@ Test(limiter, defaults_and_introspection) {
   sluice_limiter_options o;
   sluice_state st;
   int64_t exp;
-  cr_assert_eq(sluice_limiter_open(NULL, &l), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_open(NULL, &l, NULL, 0), SLUICE_OK);
   cr_assert_str_eq(sluice_limiter_backend(l), "mem");
   cr_assert(sluice_limiter_capabilities(l) & SLUICE_CAP_THREADSAFE);
   cr_assert_str_eq(sluice_limiter_errmsg(l), "");
-  cr_assert_eq(sluice_limiter_errcode(l), 0);
   cr_assert_gt(sluice_limiter_now(l), 0);
   cr_assert_eq(sluice_limiter_get(l, "k", 1, &st, &exp), SLUICE_ENOTFOUND);
   cr_assert_eq(sluice_limiter_get(l, "", 0, &st, &exp), SLUICE_EKEY);
@@ -309,11 +312,11 @@ Test(limiter, defaults_and_introspection) {
   /* "" and "mem:" are mem too. */
   memset(&o, 0, sizeof o);
   o.store = "mem:";
-  cr_assert_eq(sluice_limiter_open(&o, &l), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_open(&o, &l, NULL, 0), SLUICE_OK);
   cr_assert_str_eq(sluice_limiter_backend(l), "mem");
   sluice_limiter_close(l);
   /* NULL handles. */
-  cr_assert_eq(sluice_limiter_apply(NULL, NULL, NULL), SLUICE_EINVAL);
+  cr_assert_eq(op_decide(NULL, NULL, SLUICE_NOW, NULL), SLUICE_EINVAL);
   cr_assert_eq(sluice_limiter_get(NULL, "k", 1, &st, &exp), SLUICE_EINVAL);
   cr_assert_eq(sluice_limiter_control(NULL, 1, NULL), SLUICE_EINVAL);
   cr_assert_eq(sluice_limiter_capabilities(NULL), 0);
@@ -361,9 +364,10 @@ Test(limiter, backend_find) {
 
 typedef struct tstats {
   int opens, closes, applies, many, open_rc, set_methods_first;
-  int apply_rc; /* forced xApply result when nonzero */
-  int many_rc;  /* forced xApplyMany result (with apply_rc > 0) */
-  int version;  /* method table to hand out: 1, 2, or 0 for none */
+  int apply_rc; /* forced result of each program when nonzero */
+  int many_rc;  /* forced xRun result (with apply_rc > 0) */
+  int version;  /* method table to hand out: 1 good, 2 of another
+                   version, 3 without xRun, 0 none */
   const char *last_uri;
 } tstats;
 
@@ -393,67 +397,55 @@ static int t_close(sluice_store *s) {
   return SLUICE_OK;
 }
 
-static int t_apply(sluice_store *s, const sluice_op *op, int64_t now,
-                   sluice_verdict *v) {
+/* One program: applies counts the programs a batch holds. */
+static int t_run_one(sluice_store *s, const sluice_program *p, int64_t now,
+                     sluice_program_result *res) {
   tstore *t = (tstore *)s;
-  sluice_state in[SLUICE_GROUP_MAX], out[SLUICE_GROUP_MAX];
+  sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
   int i, rc;
   t->stats->applies++;
   if (t->stats->apply_rc)
     return t->stats->apply_rc;
-  for (i = 0; i < op->nkeys; i++) {
-    trec *r = tfind(t, &op->keys[i]);
+  for (i = 0; i < p->nkeys; i++) {
+    trec *r = tfind(t, &p->keys[i]);
     in[i] = r ? r->st : zst();
   }
-  rc = sluice_op_step(op, in, out, now, v);
+  rc = sluice_program_run(p, in, out, now, res);
   if (rc != SLUICE_OK)
     return rc;
-  for (i = 0; i < op->nkeys; i++) {
-    trec *r = tfind(t, &op->keys[i]);
+  for (i = 0; i < p->nkeys; i++) {
+    trec *r = tfind(t, &p->keys[i]);
     if (!r) {
-      if (t->n == 64 || op->keys[i].len > 64)
+      if (t->n == 64 || p->keys[i].len > 64)
         return sluice_store_seterr(s, SLUICE_EFULL, 7, "test store full");
       r = &t->rec[t->n++];
-      memcpy(r->key, op->keys[i].data, op->keys[i].len);
-      r->len = op->keys[i].len;
+      memcpy(r->key, p->keys[i].data, p->keys[i].len);
+      r->len = p->keys[i].len;
     }
     r->st = out[i];
   }
   return SLUICE_OK;
 }
 
-static int t_apply_many(sluice_store *s, int n, const sluice_op *ops,
-                        int64_t now, sluice_verdict *vs, int *rcs) {
+/* many counts the calls, applies the programs in them. */
+static int t_run(sluice_store *s, int n, const sluice_program *ps,
+                 int64_t now, sluice_program_result *res, int *rcs) {
   tstore *t = (tstore *)s;
-  int i, applies = t->stats->applies;
+  int i;
   t->stats->many++;
   for (i = 0; i < n; i++)
-    rcs[i] = t_apply(s, &ops[i], now, &vs[i]);
+    rcs[i] = t_run_one(s, &ps[i], now, &res[i]);
   if (t->stats->apply_rc > 0 && t->stats->many_rc)
     return t->stats->many_rc;
-  t->stats->applies = applies; /* count batches, not the ops inside */
   return SLUICE_OK;
 }
 
-/* A version-1 table: its xApplyMany slot holds a function that must never
-** be called (the core may only call version-2 methods on iVersion >= 2). */
-static int t_apply_many_trap(sluice_store *s, int n, const sluice_op *ops,
-                             int64_t now, sluice_verdict *vs, int *rcs) {
-  (void)n;
-  (void)ops;
-  (void)now;
-  (void)vs;
-  (void)rcs;
-  ((tstore *)s)->stats->many += 1000;
-  return SLUICE_EBACKEND;
-}
-
-static const sluice_store_methods t_methods_v1 = {
-    1, t_close, t_apply, NULL, NULL, NULL, NULL, t_apply_many_trap};
-static const sluice_store_methods t_methods_v2 = {
-    2, t_close, t_apply, NULL, NULL, NULL, NULL, t_apply_many};
-static const sluice_store_methods t_methods_noapply = {
-    1, t_close, NULL, NULL, NULL, NULL, NULL, NULL};
+static const sluice_store_methods t_methods = {
+    SLUICE_BACKEND_VERSION, t_close, t_run, NULL, NULL, NULL, NULL};
+static const sluice_store_methods t_methods_old = {
+    SLUICE_BACKEND_VERSION - 1, t_close, t_run, NULL, NULL, NULL, NULL};
+static const sluice_store_methods t_methods_norun = {
+    SLUICE_BACKEND_VERSION, t_close, NULL, NULL, NULL, NULL, NULL};
 
 static int t_open(const sluice_backend *b, const char *uri,
                   const sluice_store_config *cfg, sluice_store *s) {
@@ -464,9 +456,9 @@ static int t_open(const sluice_backend *b, const char *uri,
   st->last_uri = uri;
   t->stats = st;
   if (st->set_methods_first || st->open_rc == 0)
-    s->pMethods = st->version == 2   ? &t_methods_v2
-                  : st->version == 1 ? &t_methods_v1
-                  : st->version == 3 ? &t_methods_noapply
+    s->pMethods = st->version == 1   ? &t_methods
+                  : st->version == 2 ? &t_methods_old
+                  : st->version == 3 ? &t_methods_norun
                                      : NULL;
   if (st->open_rc)
     return sluice_store_seterr(s, st->open_rc, 99, "test open failed (%d)",
@@ -475,7 +467,7 @@ static int t_open(const sluice_backend *b, const char *uri,
 }
 
 static sluice_backend make_backend(tstats *st) {
-  sluice_backend b = {SLUICE_BACKEND_CLASS_VERSION, (int)sizeof(tstore),
+  sluice_backend b = {SLUICE_BACKEND_VERSION, (int)sizeof(tstore),
                       "test", st, t_open};
   return b;
 }
@@ -486,7 +478,7 @@ static int open_custom(sluice_backend *b, const char *store, sluice_limiter **l,
   memset(&o, 0, sizeof o);
   o.backend = b;
   o.store = store;
-  return sluice_limiter_open2(&o, l, err, errlen);
+  return sluice_limiter_open(&o, l, err, errlen);
 }
 
 Test(backend, enotsup_from_xopen) {
@@ -535,18 +527,23 @@ Test(backend, broken_tables_are_refused) {
   b = make_backend(&st);
   cr_assert_eq(open_custom(&b, NULL, &l, NULL, 0), SLUICE_EVERSION);
   cr_assert_null(l);
-  /* A table without xApply: refused, and closed. */
+  /* A table without xRun: refused, and closed. */
   st.version = 3;
   cr_assert_eq(open_custom(&b, NULL, &l, NULL, 0), SLUICE_EVERSION);
   cr_assert_null(l);
   cr_assert_eq(st.closes, 1);
+  /* A table of another version: refused, and closed. */
+  st.version = 2;
+  cr_assert_eq(open_custom(&b, NULL, &l, NULL, 0), SLUICE_EVERSION);
+  cr_assert_null(l);
+  cr_assert_eq(st.closes, 2);
   /* Bad class: version 0, no xOpen, szStore too small. */
   st.version = 1;
   b = make_backend(&st);
   b.iVersion = 0;
   cr_assert_eq(open_custom(&b, NULL, &l, NULL, 0), SLUICE_EVERSION);
-  /* A class built against the larger sluice_store of backend.h < 4. */
-  b.iVersion = 2;
+  /* A class built against another backend.h. */
+  b.iVersion = SLUICE_BACKEND_VERSION - 1;
   cr_assert_eq(open_custom(&b, NULL, &l, NULL, 0), SLUICE_EVERSION);
   b = make_backend(&st);
   b.xOpen = NULL;
@@ -611,14 +608,14 @@ Test(backend, store_strings_follow_declared_parameters) {
   for (i = 0; bad[i]; i += 2) {
     l = (sluice_limiter *)1;
     o.store = bad[i];
-    cr_assert_eq(sluice_limiter_open2(&o, &l, err, sizeof err), SLUICE_EINVAL,
+    cr_assert_eq(sluice_limiter_open(&o, &l, err, sizeof err), SLUICE_EINVAL,
                  "%s opened", bad[i]);
     cr_assert_null(l);
     cr_assert(strstr(err, bad[i + 1]), "%s: '%s'", bad[i], err);
   }
   /* Empty segments are allowed, and so is every declared parameter. */
   o.store = "mem:;max_keys=10;";
-  cr_assert_eq(sluice_limiter_open2(&o, &l, err, sizeof err), SLUICE_OK, "%s",
+  cr_assert_eq(sluice_limiter_open(&o, &l, err, sizeof err), SLUICE_OK, "%s",
                err);
   sluice_limiter_close(l);
 }
@@ -679,7 +676,7 @@ static void batch_ops(sluice_op ops[3], sluice_key ks[3],
   ops[2] = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &ks[2], p, 5, 0};
 }
 
-static void check_many(int version, int with_invalid) {
+static void check_many(int with_invalid) {
   const sluice_gcra_params p = {1, SEC, 5};
   tstats st = {0};
   sluice_backend b;
@@ -689,19 +686,19 @@ static void check_many(int version, int with_invalid) {
   sluice_op ops[3];
   sluice_key ks[3];
   sluice_verdict vs[3];
-  int rcs[3] = {99, 99, 99}, i, round;
-  st.version = version;
+  int rcs[3] = {99, 99, 99}, round;
+  st.version = 1;
   b = make_backend(&st);
   cr_assert_eq(sluice_clock_manual(7 * SEC, &c), SLUICE_OK);
   memset(&o, 0, sizeof o);
   o.backend = &b;
   o.clock = c;
-  cr_assert_eq(sluice_limiter_open(&o, &l), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_open(&o, &l, NULL, 0), SLUICE_OK);
   batch_ops(ops, ks, &p);
   if (with_invalid)
     ops[1].arg = 0;
   for (round = 0; round < 2; round++) {
-    cr_assert_eq(sluice_limiter_apply_many(l, 3, ops, vs, rcs), SLUICE_OK);
+    cr_assert_eq(ops_decide(l, 3, ops, SLUICE_NOW, vs, rcs), SLUICE_OK);
     cr_assert_eq(rcs[0], SLUICE_OK);
     cr_assert_eq(rcs[2], SLUICE_OK);
     cr_assert_eq(rcs[1], with_invalid ? SLUICE_ERANGE : SLUICE_OK);
@@ -716,29 +713,20 @@ static void check_many(int version, int with_invalid) {
       cr_assert_eq(vs[1].remaining, round == 0 ? 3 : 1);
     }
   }
-  if (version >= 2) {
-    /* An invalid op is answered by the core; the valid ones still go to the
-    ** backend as one batch. */
-    cr_assert_eq(st.many, 2, "version 2: one batch call per apply_many");
-    cr_assert_eq(st.applies, 0);
-  } else {
-    cr_assert_eq(st.many, 0, "version 1: xApplyMany must not be called");
-    for (i = 0, round = 0; i < 3; i++)
-      round += ops[i].arg != 0;
-    cr_assert_eq(st.applies, 2 * round, "one xApply per valid op");
-  }
+  /* An invalid program is answered by the core; the valid ones still go
+  ** to the backend as one batch. */
+  cr_assert_eq(st.many, 2, "one xRun call per decide");
+  cr_assert_eq(st.applies, with_invalid ? 4 : 6, "the valid programs alone");
   sluice_limiter_close(l);
   sluice_clock_free(c);
 }
 
-Test(backend, apply_many_v1_falls_back) { check_many(1, 0); }
-Test(backend, apply_many_v1_with_invalid_op) { check_many(1, 1); }
-Test(backend, apply_many_v2_batches) { check_many(2, 0); }
-Test(backend, apply_many_v2_with_invalid_op) { check_many(2, 1); }
+Test(backend, decide_batches) { check_many(0); }
+Test(backend, decide_with_invalid_program) { check_many(1); }
 
 /* Positive codes from a backend read as success to a caller testing
 ** rc < 0: the core maps them to SLUICE_EBACKEND on every path. */
-static void positive_codes(int version, int many_rc) {
+static void positive_codes(int many_rc) {
   const sluice_gcra_params p = {1, SEC, 5};
   tstats st = {0};
   sluice_backend b;
@@ -747,36 +735,58 @@ static void positive_codes(int version, int many_rc) {
   sluice_key ks[3];
   sluice_verdict vs[3];
   int rcs[3], i, rc;
-  st.version = version;
+  st.version = 1;
   b = make_backend(&st);
   cr_assert_eq(open_custom(&b, NULL, &l, NULL, 0), SLUICE_OK);
   batch_ops(ops, ks, &p);
   st.apply_rc = 4;
   st.many_rc = many_rc;
-  rc = sluice_limiter_apply_many(l, 3, ops, vs, rcs);
+  rc = ops_decide(l, 3, ops, SLUICE_NOW, vs, rcs);
   if (many_rc)
-    cr_assert_eq(rc, SLUICE_EBACKEND, "v%d batch result %d", version, rc);
+    cr_assert_eq(rc, SLUICE_EBACKEND, "batch result %d", rc);
   else
     cr_assert_eq(rc, SLUICE_OK);
   for (i = 0; i < 3 && !many_rc; i++)
-    cr_assert_eq(rcs[i], SLUICE_EBACKEND, "v%d: rcs[%d] = %d", version, i,
-                 rcs[i]);
+    cr_assert_eq(rcs[i], SLUICE_EBACKEND, "rcs[%d] = %d", i, rcs[i]);
   sluice_limiter_close(l);
 }
 
-Test(backend, apply_many_positive_codes_v1) { positive_codes(1, 0); }
-Test(backend, apply_many_positive_codes_v2) { positive_codes(2, 0); }
-Test(backend, apply_many_positive_batch_code_v2) { positive_codes(2, 2); }
+Test(backend, decide_positive_codes) { positive_codes(0); }
+Test(backend, decide_positive_batch_code) { positive_codes(2); }
 
-Test(backend, apply_many_arguments) {
+Test(backend, decide_arguments) {
+  const sluice_gcra_params gp = {1, SEC, 5};
+  sluice_key k = KEY("k");
+  sluice_step st = {.algo = SLUICE_ALGO_GCRA, .kind = SLUICE_OP_CONSUME,
+                    .nkeys = 1, .params = &gp, .arg = 1};
+  sluice_program p = {.nkeys = 1, .keys = &k, .nsteps = 1, .steps = &st};
   sluice_limiter *l = NULL;
-  sluice_verdict vs[1];
-  int rcs[1];
-  cr_assert_eq(sluice_limiter_open(NULL, &l), SLUICE_OK);
-  cr_assert_eq(sluice_limiter_apply_many(l, 0, NULL, NULL, NULL), SLUICE_OK);
-  cr_assert_eq(sluice_limiter_apply_many(l, -1, NULL, vs, rcs), SLUICE_EINVAL);
-  cr_assert_eq(sluice_limiter_apply_many(l, 1, NULL, vs, rcs), SLUICE_EINVAL);
-  cr_assert_eq(sluice_limiter_apply_many(NULL, 0, NULL, vs, rcs), SLUICE_EINVAL);
+  sluice_program_result res[2];
+  int rcs[2];
+  cr_assert_eq(sluice_limiter_open(NULL, &l, NULL, 0), SLUICE_OK);
+  /* One program without rcs: the return value is its own code; an
+  ** explicit time is the one decided at (the first: nothing to clamp to). */
+  cr_assert_eq(sluice_limiter_decide(l, 1, &p, 5 * SEC, res, NULL),
+               SLUICE_OK);
+  cr_assert(res[0].allowed);
+  cr_assert_eq(res[0].now_ns, 5 * SEC);
+  cr_assert_eq(sluice_limiter_decide(l, 0, &p, SLUICE_NOW, res, rcs),
+               SLUICE_EINVAL);
+  cr_assert_eq(sluice_limiter_decide(l, -1, &p, SLUICE_NOW, res, rcs),
+               SLUICE_EINVAL);
+  cr_assert_eq(sluice_limiter_decide(l, 1, NULL, SLUICE_NOW, res, rcs),
+               SLUICE_EINVAL);
+  cr_assert_eq(sluice_limiter_decide(l, 1, &p, SLUICE_NOW, NULL, rcs),
+               SLUICE_EINVAL);
+  cr_assert_eq(sluice_limiter_decide(NULL, 1, &p, SLUICE_NOW, res, rcs),
+               SLUICE_EINVAL);
+  /* A time before 0 that is not SLUICE_NOW; rcs left out of a batch. */
+  cr_assert_eq(sluice_limiter_decide(l, 1, &p, -1, res, rcs), SLUICE_EINVAL);
+  cr_assert_eq(sluice_limiter_decide(l, 2, &p, SLUICE_NOW, res, NULL),
+               SLUICE_EINVAL);
+  st.arg = 6; /* more than the burst */
+  cr_assert_eq(sluice_limiter_decide(l, 1, &p, SLUICE_NOW, res, NULL),
+               SLUICE_ERANGE);
   sluice_limiter_close(l);
 }
 
@@ -845,7 +855,7 @@ Test(allocator, everything_freed_with_right_sizes) {
   o.alloc = &al;
   o.clock = c;
   o.store = "mem:max_keys=100000";
-  cr_assert_eq(sluice_limiter_open(&o, &l), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_open(&o, &l, NULL, 0), SLUICE_OK);
   cr_assert_gt(a.live_blocks, 0, "the injected allocator is used");
   for (i = 0; i < 3000; i++) {
     char k[16];
@@ -874,7 +884,7 @@ Test(allocator, failing_allocations_leak_nothing) {
     memset(&o, 0, sizeof o);
     o.alloc = &al;
     o.clock = c;
-    rc = sluice_limiter_open(&o, &l);
+    rc = sluice_limiter_open(&o, &l, NULL, 0);
     if (rc == SLUICE_OK) {
       const sluice_gcra_params p = {1, SEC, 5};
       sluice_verdict v;
@@ -908,7 +918,7 @@ Test(allocator, incomplete_allocator_refused) {
   sluice_limiter *l = (sluice_limiter *)1;
   memset(&o, 0, sizeof o);
   o.alloc = &al;
-  cr_assert_eq(sluice_limiter_open(&o, &l), SLUICE_EINVAL);
+  cr_assert_eq(sluice_limiter_open(&o, &l, NULL, 0), SLUICE_EINVAL);
   cr_assert_null(l);
 }
 
@@ -943,19 +953,19 @@ Test(uri, params) {
 
 Test(uri, ints) {
   int64_t x;
-  cr_assert_eq(sluice_uri_int("n=42", "n", 7, &x), SLUICE_OK);
+  cr_assert_eq(sluice__uri_int("n=42", "n", 7, &x), SLUICE_OK);
   cr_assert_eq(x, 42);
-  cr_assert_eq(sluice_uri_int("m=42", "n", 7, &x), SLUICE_OK);
+  cr_assert_eq(sluice__uri_int("m=42", "n", 7, &x), SLUICE_OK);
   cr_assert_eq(x, 7, "absent: default");
-  cr_assert_eq(sluice_uri_int("n=3k", "n", 0, &x), SLUICE_OK);
+  cr_assert_eq(sluice__uri_int("n=3k", "n", 0, &x), SLUICE_OK);
   cr_assert_eq(x, 3072);
-  cr_assert_eq(sluice_uri_int("n=2m", "n", 0, &x), SLUICE_OK);
+  cr_assert_eq(sluice__uri_int("n=2m", "n", 0, &x), SLUICE_OK);
   cr_assert_eq(x, 2 * 1024 * 1024);
-  cr_assert_eq(sluice_uri_int("n=5g", "n", 0, &x), SLUICE_OK);
+  cr_assert_eq(sluice__uri_int("n=5g", "n", 0, &x), SLUICE_OK);
   cr_assert_eq(x, INT64_C(5) * 1024 * 1024 * 1024);
-  cr_assert_eq(sluice_uri_int("n=0", "n", 9, &x), SLUICE_OK);
+  cr_assert_eq(sluice__uri_int("n=0", "n", 9, &x), SLUICE_OK);
   cr_assert_eq(x, 0);
-  cr_assert_eq(sluice_uri_int("n=999999999999999999", "n", 0, &x), SLUICE_OK);
+  cr_assert_eq(sluice__uri_int("n=999999999999999999", "n", 0, &x), SLUICE_OK);
   cr_assert_eq(x, INT64_C(999999999999999999));
   {
     static const char *bad[] = {"n=",     "n=-1",  "n=1x",  "n=k",
@@ -964,11 +974,11 @@ Test(uri, ints) {
     size_t i;
     for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
       x = 123;
-      cr_assert_eq(sluice_uri_int(bad[i], "n", 5, &x), SLUICE_EINVAL, "'%s'",
+      cr_assert_eq(sluice__uri_int(bad[i], "n", 5, &x), SLUICE_EINVAL, "'%s'",
                    bad[i]);
     }
   }
-  cr_assert_eq(sluice_uri_int("n=1", "n", 0, NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice__uri_int("n=1", "n", 0, NULL), SLUICE_EINVAL);
 }
 
 /* --------------------------------------------------------------- keys --- */
@@ -986,7 +996,7 @@ Test(keys, hashtag_rules) {
   for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     sluice_key k = {cases[i].k, strlen(cases[i].k)};
     size_t off = 99, len = 99;
-    sluice_key_hashtag(&k, &off, &len);
+    sluice__key_hashtag(&k, &off, &len);
     cr_assert(off == cases[i].off && len == cases[i].len,
               "'%s': tag at %zu+%zu, want %zu+%zu", cases[i].k, off, len,
               cases[i].off, cases[i].len);
@@ -995,7 +1005,7 @@ Test(keys, hashtag_rules) {
 
 /* The group check against its definition, on keys of braces and two
 ** letters, where tags start, end and repeat anywhere: one tag for all (by
-** sluice_key_hashtag), no key twice. */
+** sluice__key_hashtag), no key twice. */
 Test(keys, group_check_agrees_with_the_tag_rules) {
   static const char alphabet[] = "{}ab";
   rng r = {0x7a6};
@@ -1015,7 +1025,7 @@ Test(keys, group_check_agrees_with_the_tag_rules) {
       for (c = from; c < l; c++)
         buf[i][c] = alphabet[rng_range(&r, 0, 3)];
       ks[i] = (sluice_key){buf[i], l};
-      sluice_key_hashtag(&ks[i], &off[i], &len[i]);
+      sluice__key_hashtag(&ks[i], &off[i], &len[i]);
     }
     for (i = 1; i < n; i++) {
       if (len[i] != len[0] || memcmp(buf[i] + off[i], buf[0] + off[0], len[0]))
@@ -1027,7 +1037,7 @@ Test(keys, group_check_agrees_with_the_tag_rules) {
     memset(&op, 0, sizeof op);
     op.keys = ks;
     op.nkeys = n;
-    cr_assert_eq(sluice_op_validate_keys(&op), want, "trial %d", trial);
+    cr_assert_eq(sluice__op_validate_keys(&op), want, "trial %d", trial);
     agree_ok += want == SLUICE_OK;
   }
   cr_assert_gt(agree_ok, 1000, "the trials must include valid groups");
@@ -1039,7 +1049,7 @@ static int gcra_group_rc(const sluice_key *ks, int n) {
   int i;
   for (i = 0; i <= SLUICE_GROUP_MAX; i++)
     ps[i] = (sluice_gcra_params){1, SEC, 10};
-  return sluice_op_validate(&op);
+  return sluice__op_validate(&op);
 }
 
 Test(keys, validation) {
@@ -1092,24 +1102,24 @@ Test(keys, op_shape_validation) {
   sluice_key k = KEY("k");
   sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k, &p, 1, 0};
   sluice_state s = zst();
-  cr_assert_eq(sluice_op_validate(NULL), SLUICE_EINVAL);
-  cr_assert_eq(sluice_op_validate(&op), SLUICE_OK);
+  cr_assert_eq(sluice__op_validate(NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice__op_validate(&op), SLUICE_OK);
   op.params = NULL;
-  cr_assert_eq(sluice_op_validate(&op), SLUICE_EINVAL);
+  cr_assert_eq(sluice__op_validate(&op), SLUICE_EINVAL);
   op.params = &p;
   op.algo = 0;
-  cr_assert_eq(sluice_op_validate(&op), SLUICE_EINVAL);
+  cr_assert_eq(sluice__op_validate(&op), SLUICE_EINVAL);
   op.algo = 7;
-  cr_assert_eq(sluice_op_validate(&op), SLUICE_EINVAL);
+  cr_assert_eq(sluice__op_validate(&op), SLUICE_EINVAL);
   op.algo = SLUICE_ALGO_GCRA;
   op.nkeys = -1;
-  cr_assert_eq(sluice_op_validate(&op), SLUICE_EINVAL);
+  cr_assert_eq(sluice__op_validate(&op), SLUICE_EINVAL);
   op.nkeys = 1;
   /* Expiry of nonsense is 0, never a crash. */
-  cr_assert_eq(sluice_op_expiry(NULL, 0, &s), 0);
-  cr_assert_eq(sluice_op_expiry(&op, 1, &s), 0);
-  cr_assert_eq(sluice_op_expiry(&op, -1, &s), 0);
-  cr_assert_eq(sluice_op_expiry(&op, 0, NULL), 0);
+  cr_assert_eq(sluice__op_expiry(NULL, 0, &s), 0);
+  cr_assert_eq(sluice__op_expiry(&op, 1, &s), 0);
+  cr_assert_eq(sluice__op_expiry(&op, -1, &s), 0);
+  cr_assert_eq(sluice__op_expiry(&op, 0, NULL), 0);
 }
 
 /* ------------------------------------------------- backend helpers --- */
@@ -1146,13 +1156,13 @@ Test(helpers, random_bytes_and_store_alloc) {
   void *p;
   memset(buf, 0, sizeof buf);
   memset(zero, 0, sizeof zero);
-  cr_assert_eq(sluice_random_bytes(buf, sizeof buf), SLUICE_OK);
+  cr_assert_eq(sluice__random_bytes(buf, sizeof buf), SLUICE_OK);
   cr_assert(memcmp(buf, zero, sizeof buf) != 0);
-  cr_assert_eq(sluice_random_bytes(NULL, 0), SLUICE_OK);
-  cr_assert_eq(sluice_random_bytes(NULL, 1), SLUICE_EINVAL);
-  p = sluice_store_malloc(NULL, 32);
+  cr_assert_eq(sluice__random_bytes(NULL, 0), SLUICE_OK);
+  cr_assert_eq(sluice__random_bytes(NULL, 1), SLUICE_EINVAL);
+  p = sluice__store_malloc(NULL, 32);
   cr_assert_not_null(p);
   memset(p, 1, 32);
-  sluice_store_free(NULL, p, 32);
-  sluice_store_free(NULL, NULL, 0);
+  sluice__store_free(NULL, p, 32);
+  sluice__store_free(NULL, NULL, 0);
 }

@@ -16,6 +16,7 @@
 #include "scope_id.h"
 #include "sluice.h"
 #include "sluice/backend.h"
+#include "siphash.h"
 
 /* RFC 4648 section 5, bit by bit, no padding. */
 static void b64url(const uint8_t *in, size_t n, char *out) {
@@ -76,7 +77,7 @@ static const uint8_t secret[16] = {1, 2, 3, 4, 5, 6, 7, 8,
 #define ID64(lit, out) id64(lit, sizeof lit - 1, out)
 static void id64(const char *data, size_t n, char out[SLUICE__ID64_LEN + 1]) {
   uint8_t h[16];
-  sluice_siphash128(secret, data, n, h);
+  sluice__siphash128(secret, data, n, h);
   b64url(h, 16, out);
 }
 
@@ -95,9 +96,9 @@ static void folded64(const char *name, const char *const *parts, int n,
                      char out[SLUICE__ID64_LEN + 1]) {
   uint64_t h[2], a[2];
   int i;
-  sluice_siphash128(secret, name, strlen(name), (uint8_t *)h);
+  sluice__siphash128(secret, name, strlen(name), (uint8_t *)h);
   for (i = 0; i < n; i++) {
-    sluice_siphash128(secret, parts[i], strlen(parts[i]), (uint8_t *)a);
+    sluice__siphash128(secret, parts[i], strlen(parts[i]), (uint8_t *)a);
     h[0] ^= a[0];
     h[1] ^= a[1];
     h[1] ^= fmix(h[0]);
@@ -149,7 +150,7 @@ Test(decl_keys, a_decision_writes_the_documented_keys) {
   close(fd);
   memset(&lo, 0, sizeof lo);
   lo.store = "mem";
-  cr_assert_eq(sluice_limiter_open(&lo, &lim), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_open(&lo, &lim, NULL, 0), SLUICE_OK);
   memset(&po, 0, sizeof po);
   po.config_path = path;
   po.limiter = lim;

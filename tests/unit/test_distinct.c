@@ -8,11 +8,13 @@
 #include <math.h>
 
 #include "unit.h"
+#include "op.h"
+#include "siphash.h"
 
 static int add(const sluice_distinct_params *p, sluice_state *s, int64_t now,
                uint64_t h, sluice_verdict *v) {
   sluice_state out;
-  int rc = sluice_distinct_step(p, s, now, h, &out, v);
+  int rc = sluice__distinct_step(p, s, now, h, &out, v);
   cr_assert_eq(rc, SLUICE_OK, "%s", sluice_err_name(rc));
   *s = out;
   return v->allowed;
@@ -23,7 +25,7 @@ static int peek(const sluice_distinct_params *p, const sluice_state *s,
   sluice_key k = KEY("k");
   sluice_op op = {SLUICE_ALGO_DISTINCT, SLUICE_OP_PEEK, 1, &k, p, 0, 0};
   sluice_state out;
-  cr_assert_eq(sluice_op_step(&op, s, &out, now, v), SLUICE_OK);
+  cr_assert_eq(sluice__op_step(&op, s, &out, now, v), SLUICE_OK);
   cr_assert(st_eq(&out, s), "PEEK changed the record");
   return v->allowed;
 }
@@ -102,7 +104,7 @@ Test(distinct, monotone_and_near_unbiased) {
         char subj[32];
         int64_t est;
         snprintf(subj, sizeof subj, "subject-%d-%d", trial, i);
-        add(&p, &s, SEC, sluice_siphash64(key, subj, strlen(subj)), &v);
+        add(&p, &s, SEC, sluice__siphash64(key, subj, strlen(subj)), &v);
         est = 200 - v.remaining;
         cr_assert_geq(est, last, "estimate went down");
         cr_assert_leq(est, 266);
@@ -149,11 +151,11 @@ Test(distinct, expiry_and_clock_backwards) {
   sluice_op op = {SLUICE_ALGO_DISTINCT, SLUICE_OP_ADD, 1, &KEY("k"), &p, 0, 1};
   sluice_state s = zst();
   sluice_verdict v;
-  cr_assert_eq(sluice_op_expiry(&op, 0, &s), 0);
+  cr_assert_eq(sluice__op_expiry(&op, 0, &s), 0);
   add(&p, &s, 250, on_bit(1, 0), &v);
   add(&p, &s, 260, on_bit(2, 0), &v);
   cr_assert(!add(&p, &s, 270, on_bit(3, 0), &v));
-  cr_assert_eq(sluice_op_expiry(&op, 0, &s), 300);
+  cr_assert_eq(sluice__op_expiry(&op, 0, &s), 300);
   /* Going back in time does not reopen the window. */
   cr_assert(!peek(&p, &s, 150, &v));
   cr_assert(!add(&p, &s, 10, on_bit(4, 0), &v));
@@ -168,18 +170,18 @@ Test(distinct, validation) {
   sluice_state o;
   sluice_verdict v;
   size_t i;
-  cr_assert_eq(sluice_distinct_params_check(NULL), SLUICE_EINVAL);
-  cr_assert_eq(sluice_distinct_params_check(&ok), SLUICE_OK);
+  cr_assert_eq(sluice__distinct_params_check(NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice__distinct_params_check(&ok), SLUICE_OK);
   for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    cr_assert_eq(sluice_distinct_params_check(&bad[i]), SLUICE_EINVAL);
-    cr_assert_eq(sluice_distinct_step(&bad[i], NULL, 0, 1, &o, &v),
+    cr_assert_eq(sluice__distinct_params_check(&bad[i]), SLUICE_EINVAL);
+    cr_assert_eq(sluice__distinct_step(&bad[i], NULL, 0, 1, &o, &v),
                  SLUICE_EINVAL);
   }
   {
     sluice_op op = {SLUICE_ALGO_DISTINCT, SLUICE_OP_CONSUME, 1, &KEY("k"), &ok,
                     1, 1};
-    cr_assert_eq(sluice_op_step(&op, NULL, &o, 0, &v), SLUICE_EINVAL);
+    cr_assert_eq(sluice__op_step(&op, NULL, &o, 0, &v), SLUICE_EINVAL);
     op.kind = SLUICE_OP_COUNT;
-    cr_assert_eq(sluice_op_step(&op, NULL, &o, 0, &v), SLUICE_EINVAL);
+    cr_assert_eq(sluice__op_step(&op, NULL, &o, 0, &v), SLUICE_EINVAL);
   }
 }

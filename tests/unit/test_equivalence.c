@@ -3,7 +3,7 @@
 ** reproduce them exactly (docs/policy.md "Writing other limiters' settings
 ** in sluice"): random request traces go through a model of each limiter,
 ** written from its documentation and its published algorithm, and through
-** sluice_gcra_step() on the same times; every admission must agree.
+** sluice__gcra_step() on the same times; every admission must agree.
 **
 ** - nginx's limit_req with `rate=R r/s burst=B nodelay`, and
 **   lua-resty-limit-traffic's resty.limit.req (rate R, burst B), which
@@ -20,6 +20,7 @@
 **   1, rate COUNT per PERIOD.
 */
 #include "unit.h"
+#include "op.h"
 
 /* nginx limit_req (ngx_http_limit_req_lookup, nodelay): milli-requests,
 ** millisecond clock. */
@@ -71,7 +72,7 @@ static int sluice_allow(const sluice_gcra_params *p, sluice_state *s,
                         int64_t now) {
   sluice_state out;
   sluice_verdict v;
-  cr_assert_eq(sluice_gcra_step(p, s, now, SLUICE_OP_CONSUME, 1, &out, &v),
+  cr_assert_eq(sluice__gcra_step(p, s, now, SLUICE_OP_CONSUME, 1, &out, &v),
                SLUICE_OK);
   if (v.allowed)
     *s = out;

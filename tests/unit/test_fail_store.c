@@ -1,10 +1,11 @@
 /*
 ** The failing store (tools/common/fail_store.h), the one decorator the
 ** simulator and the policy and fault suites share: its plan, its figures,
-** the method table its options choose (and so how many failable calls a
-** batch or a program makes), and the error detail it leaves.
+** how many failable calls a batch or a program makes, and the error detail
+** it leaves.
 */
 #include "fail_store.h"
+#include "../common/one_step.h"
 #include "unit.h"
 
 static const sluice_gcra_params G = {.rate = 1, .period_ns = SEC, .burst = 5};
@@ -20,7 +21,7 @@ static sluice_limiter *open_fail(const char *params, sluice_clock **clk) {
   o.store = store;
   o.backend = &fail_store_backend;
   o.clock = *clk;
-  cr_assert_eq(sluice_limiter_open2(&o, &l, err, sizeof err), SLUICE_OK,
+  cr_assert_eq(sluice_limiter_open(&o, &l, err, sizeof err), SLUICE_OK,
                "%s", err);
   return l;
 }
@@ -98,7 +99,7 @@ Test(fail_store, plan_from_lets_calls_pass_first) {
   sluice_clock_free(c);
 }
 
-/* many / run choose the table, and so what one failable call is. */
+/* A failable call is one xRun: a batch of programs, or one program. */
 static long calls_of(const char *params) {
   sluice_clock *c;
   sluice_limiter *l = open_fail(params, &c);
@@ -111,14 +112,14 @@ static long calls_of(const char *params) {
   long n;
   for (i = 0; i < 3; i++)
     ops[i] = op_take(&K[0], &G, 1);
-  cr_assert_eq(sluice_limiter_apply_many(l, 3, ops, vs, rcs), SLUICE_OK);
+  cr_assert_eq(ops_decide(l, 3, ops, SLUICE_NOW, vs, rcs), SLUICE_OK);
   memset(st, 0, sizeof st);
   st[0] = (sluice_step){.algo = SLUICE_ALGO_PENALTY, .kind = SLUICE_OP_CHECK,
                         .key = 1, .nkeys = 1, .params = &UNIT_LADDER};
   st[1] = (sluice_step){.algo = SLUICE_ALGO_GCRA, .kind = SLUICE_OP_CONSUME,
                         .key = 0, .nkeys = 1, .params = &G, .arg = 1};
   p = (sluice_program){.nkeys = 2, .keys = K, .nsteps = 2, .steps = st};
-  cr_assert_eq(sluice_limiter_run(l, &p, &res), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_decide(l, 1, &p, SLUICE_NOW, &res, NULL), SLUICE_OK);
   cr_assert(res.allowed);
   n = stats(l).calls;
   sluice_limiter_close(l);
@@ -126,11 +127,8 @@ static long calls_of(const char *params) {
   return n;
 }
 
-Test(fail_store, the_options_choose_the_table) {
-  cr_assert_eq(calls_of(""), 3 + 2, "version 1: per op, per step");
-  cr_assert_eq(calls_of("many=1"), 1 + 2, "a batch is one call");
-  cr_assert_eq(calls_of("run=1"), 3 + 1, "a program is one call");
-  cr_assert_eq(calls_of("many=1;run=1"), 1 + 1);
+Test(fail_store, a_call_of_n_programs_is_one_failable_call) {
+  cr_assert_eq(calls_of(""), 1 + 1, "a batch is one call, a program one");
 }
 
 Test(fail_store, bad_options_are_refused) {
@@ -144,7 +142,7 @@ Test(fail_store, bad_options_are_refused) {
     memset(&o, 0, sizeof o);
     o.store = bad[i];
     o.backend = &fail_store_backend;
-    cr_assert_eq(sluice_limiter_open2(&o, &l, err, sizeof err), SLUICE_EINVAL,
+    cr_assert_eq(sluice_limiter_open(&o, &l, err, sizeof err), SLUICE_EINVAL,
                  "%s", bad[i]);
     cr_assert_null(l);
     cr_assert_str_not_empty(err, "%s says why", bad[i]);

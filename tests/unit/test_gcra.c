@@ -5,11 +5,12 @@
 ** validation and the int64 boundaries.
 */
 #include "tb_model.h"
+#include "op.h"
 
 static int step(const sluice_gcra_params *p, sluice_state *s, int64_t now,
                 int kind, int64_t cost, sluice_verdict *v) {
   sluice_state out;
-  int rc = sluice_gcra_step(p, s, now, kind, cost, &out, v);
+  int rc = sluice__gcra_step(p, s, now, kind, cost, &out, v);
   if (rc == SLUICE_OK)
     *s = out;
   return rc;
@@ -206,8 +207,8 @@ Test(gcra, extreme_rate_and_period) {
   const sluice_gcra_params slow = {1, INT64_C(1) << 62, 1};
   sluice_state s = zst();
   sluice_verdict v;
-  cr_assert_eq(sluice_gcra_params_check(&fast), SLUICE_OK);
-  cr_assert_eq(sluice_gcra_params_check(&slow), SLUICE_OK);
+  cr_assert_eq(sluice__gcra_params_check(&fast), SLUICE_OK);
+  cr_assert_eq(sluice__gcra_params_check(&slow), SLUICE_OK);
   cr_assert(take(&fast, &s, 10, INT64_C(1) << 40, &v));
   cr_assert_eq(v.reset_ns, 256); /* 2^40 points at 2^32 per ns */
   cr_assert(!take(&fast, &s, 10, 1, &v));
@@ -231,7 +232,7 @@ static int gstep(const sluice_gcra_params *ps, sluice_state *st, int64_t now,
                  int kind, int64_t cost, sluice_verdict *v) {
   sluice_op op = {SLUICE_ALGO_GCRA, kind, 2, gkeys, ps, cost, 0};
   sluice_state out[2];
-  int rc = sluice_op_step(&op, st, out, now, v);
+  int rc = sluice__op_step(&op, st, out, now, v);
   if (rc == SLUICE_OK)
     memcpy(st, out, sizeof out);
   return rc;
@@ -260,7 +261,7 @@ Test(gcra_group, both_charged_or_neither) {
   cr_assert(st_eq(&st[0], &before[0]) && st_eq(&st[1], &before[1]),
             "a denied group consumes from neither bucket");
   /* The tenant was charged 3, not 4. */
-  cr_assert_eq(sluice_gcra_step(&ps[0], &st[0], 100 * SEC, SLUICE_OP_PEEK, 0,
+  cr_assert_eq(sluice__gcra_step(&ps[0], &st[0], 100 * SEC, SLUICE_OP_PEEK, 0,
                                 &before[0], &pv),
                0);
   cr_assert_eq(pv.remaining, 7);
@@ -287,7 +288,7 @@ Test(gcra_group, tenant_binding_when_stricter) {
   {
     sluice_state o;
     sluice_verdict k;
-    cr_assert_eq(sluice_gcra_step(&ps[1], &st[1], 0, SLUICE_OP_PEEK, 0, &o, &k),
+    cr_assert_eq(sluice__gcra_step(&ps[1], &st[1], 0, SLUICE_OP_PEEK, 0, &o, &k),
                  0);
     cr_assert_eq(k.remaining, 97);
   }
@@ -343,7 +344,7 @@ Test(gcra_group, matches_model_for_random_groups) {
       sluice_op op = {SLUICE_ALGO_GCRA, kind, n, ks, ps, cost, 0};
       now += rng_range(&r, 0, SEC / 2);
       tb_group(ps, ms, n, now, kind, cost, &ev);
-      cr_assert_eq(sluice_op_step(&op, st, out, now, &v), SLUICE_OK);
+      cr_assert_eq(sluice__op_step(&op, st, out, now, &v), SLUICE_OK);
       cr_assert(verdict_eq(&v, &ev), "group %d op %d binding %d/%d", g, k,
                 v.binding, ev.binding);
       if (!v.allowed)
@@ -386,8 +387,8 @@ Test(gcra_group, single_bucket_path_equals_group_step) {
     {
       sluice_op one = {SLUICE_ALGO_GCRA, kind, 1, ks, ps, cost, 0};
       sluice_op two = {SLUICE_ALGO_GCRA, kind, 2, ks, ps, cost, 0};
-      cr_assert_eq(sluice_op_step(&one, in, &out1, now, &v1), SLUICE_OK);
-      cr_assert_eq(sluice_op_step(&two, in, out2, now, &v2), SLUICE_OK);
+      cr_assert_eq(sluice__op_step(&one, in, &out1, now, &v1), SLUICE_OK);
+      cr_assert_eq(sluice__op_step(&two, in, out2, now, &v2), SLUICE_OK);
     }
     cr_assert_eq(v2.binding, 0, "case %d: the large bucket bound", k);
     cr_assert(verdict_eq(&v1, &v2), "case %d: verdicts differ", k);
@@ -402,11 +403,11 @@ Test(gcra, peek_changes_nothing) {
   sluice_state s = zst(), o;
   sluice_verdict v;
   cr_assert(take(&p, &s, 10 * SEC, 4, &v));
-  cr_assert_eq(sluice_gcra_step(&p, &s, 10 * SEC, SLUICE_OP_PEEK, 1, &o, &v), 0);
+  cr_assert_eq(sluice__gcra_step(&p, &s, 10 * SEC, SLUICE_OP_PEEK, 1, &o, &v), 0);
   cr_assert(v.allowed);
   cr_assert_eq(v.remaining, 1);
   cr_assert(st_eq(&o, &s));
-  cr_assert_eq(sluice_gcra_step(&p, &s, 10 * SEC, SLUICE_OP_PEEK, 2, &o, &v), 0);
+  cr_assert_eq(sluice__gcra_step(&p, &s, 10 * SEC, SLUICE_OP_PEEK, 2, &o, &v), 0);
   cr_assert(!v.allowed);
   cr_assert_eq(v.retry_after_ns, SEC);
   cr_assert(st_eq(&o, &s));
@@ -416,12 +417,12 @@ Test(gcra, null_in_is_a_fresh_record) {
   const sluice_gcra_params p = {1, SEC, 5};
   sluice_state o;
   sluice_verdict v;
-  cr_assert_eq(sluice_gcra_step(&p, NULL, 3 * SEC, SLUICE_OP_CONSUME, 5, &o, &v),
+  cr_assert_eq(sluice__gcra_step(&p, NULL, 3 * SEC, SLUICE_OP_CONSUME, 5, &o, &v),
                SLUICE_OK);
   cr_assert(v.allowed);
   cr_assert_eq(v.remaining, 0);
   cr_assert_eq(v.now_ns, 3 * SEC);
-  cr_assert_eq(sluice_op_expiry(
+  cr_assert_eq(sluice__op_expiry(
                    &(sluice_op){SLUICE_ALGO_GCRA, 0, 1, &KEY("k"), &p, 1, 0}, 0,
                    &o),
                8 * SEC);
@@ -433,7 +434,7 @@ Test(gcra, clock_backwards_never_refunds) {
   sluice_verdict v, w;
   cr_assert(take(&p, &s, 100 * SEC, 5, &v));
   /* Earlier times see the bucket emptier, never fuller. */
-  cr_assert_eq(sluice_gcra_step(&p, &s, 90 * SEC, SLUICE_OP_PEEK, 0, &o, &w), 0);
+  cr_assert_eq(sluice__gcra_step(&p, &s, 90 * SEC, SLUICE_OP_PEEK, 0, &o, &w), 0);
   cr_assert_eq(w.remaining, 0);
   cr_assert(!take(&p, &s, 99 * SEC, 1, &v));
   cr_assert_eq(v.retry_after_ns, 2 * SEC);
@@ -450,14 +451,14 @@ Test(gcra, expiry_is_when_full_again) {
   sluice_state s = zst(), o;
   sluice_verdict v;
   int64_t e;
-  cr_assert_eq(sluice_op_expiry(&op, 0, &s), 0);
+  cr_assert_eq(sluice__op_expiry(&op, 0, &s), 0);
   cr_assert(take(&p, &s, 10 * SEC, 3, &v)); /* TAT = 10 s + 3/7 s */
-  e = sluice_op_expiry(&op, 0, &s);
+  e = sluice__op_expiry(&op, 0, &s);
   cr_assert_eq(e, 10 * SEC + 428571429); /* ceil(3e9 / 7) */
-  cr_assert_eq(sluice_op_step(&op, &s, &o, e - 1, &v), 0);
+  cr_assert_eq(sluice__op_step(&op, &s, &o, e - 1, &v), 0);
   cr_assert_eq(v.remaining, 6);
   cr_assert_neq(v.reset_ns, 0);
-  cr_assert_eq(sluice_op_step(&op, &s, &o, e, &v), 0);
+  cr_assert_eq(sluice__op_step(&op, &s, &o, e, &v), 0);
   cr_assert_eq(v.remaining, 7);
   cr_assert_eq(v.reset_ns, 0);
 }
@@ -490,13 +491,13 @@ Test(gcra, params_validation) {
       {{1, INT64_C(1) << 61, 3}, SLUICE_EINVAL},
   };
   size_t i;
-  cr_assert_eq(sluice_gcra_params_check(NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice__gcra_params_check(NULL), SLUICE_EINVAL);
   for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     sluice_state o;
     sluice_verdict v;
-    cr_assert_eq(sluice_gcra_params_check(&cases[i].p), cases[i].rc, "case %zu",
+    cr_assert_eq(sluice__gcra_params_check(&cases[i].p), cases[i].rc, "case %zu",
                  i);
-    cr_assert_eq(sluice_gcra_step(&cases[i].p, NULL, 0, SLUICE_OP_CONSUME, 1,
+    cr_assert_eq(sluice__gcra_step(&cases[i].p, NULL, 0, SLUICE_OP_CONSUME, 1,
                                   &o, &v),
                  cases[i].rc, "step case %zu", i);
   }
@@ -506,7 +507,7 @@ Test(gcra, cost_validation) {
   const sluice_gcra_params p = {1, SEC, 10};
   sluice_state o;
   sluice_verdict v;
-#define RC(kind, cost) sluice_gcra_step(&p, NULL, SEC, (kind), (cost), &o, &v)
+#define RC(kind, cost) sluice__gcra_step(&p, NULL, SEC, (kind), (cost), &o, &v)
   cr_assert_eq(RC(SLUICE_OP_CONSUME, 0), SLUICE_ERANGE);
   cr_assert_eq(RC(SLUICE_OP_CONSUME, -1), SLUICE_ERANGE);
   cr_assert_eq(RC(SLUICE_OP_CONSUME, INT64_MIN), SLUICE_ERANGE);
@@ -521,13 +522,13 @@ Test(gcra, cost_validation) {
   cr_assert_eq(RC(SLUICE_OP_STRIKE, 1), SLUICE_EINVAL);
   cr_assert_eq(RC(99, 1), SLUICE_EINVAL);
 #undef RC
-  cr_assert_eq(sluice_gcra_step(&p, NULL, -1, SLUICE_OP_CONSUME, 1, &o, &v),
+  cr_assert_eq(sluice__gcra_step(&p, NULL, -1, SLUICE_OP_CONSUME, 1, &o, &v),
                SLUICE_EINVAL, "negative now");
-  cr_assert_eq(sluice_gcra_step(&p, NULL, 0, SLUICE_OP_CONSUME, 1, NULL, &v),
+  cr_assert_eq(sluice__gcra_step(&p, NULL, 0, SLUICE_OP_CONSUME, 1, NULL, &v),
                SLUICE_EINVAL);
-  cr_assert_eq(sluice_gcra_step(&p, NULL, 0, SLUICE_OP_CONSUME, 1, &o, NULL),
+  cr_assert_eq(sluice__gcra_step(&p, NULL, 0, SLUICE_OP_CONSUME, 1, &o, NULL),
                SLUICE_EINVAL);
-  cr_assert_eq(sluice_gcra_step(NULL, NULL, 0, SLUICE_OP_CONSUME, 1, &o, &v),
+  cr_assert_eq(sluice__gcra_step(NULL, NULL, 0, SLUICE_OP_CONSUME, 1, &o, &v),
                SLUICE_EINVAL);
 }
 

@@ -8,6 +8,7 @@
 */
 #include "algo/algo_int.h"
 #include "unit.h"
+#include "op.h"
 
 #define ROUNDS 400000
 
@@ -44,7 +45,7 @@ static void random_params(rng *r, sluice_gcra_params *p) {
     p->rate = pick(r, rates, 9, 1, INT64_C(1) << 32);
     p->period_ns = pick(r, periods, 8, 1, INT64_C(1) << 62);
     p->burst = pick(r, bursts, 6, 1, INT64_C(1) << 40);
-  } while (sluice_gcra_params_check(p) != SLUICE_OK);
+  } while (sluice__gcra_params_check(p) != SLUICE_OK);
 }
 
 /* Times and records placed where the int64 path's products and sums cross
@@ -149,11 +150,11 @@ Test(gcra_fast, forced_wide_step_equals_default_step) {
       int64_t cost = rng_range(&r, 1, p.burst);
       now += rng_range(&r, 0, gap);
       sluice__gcra_force_wide = 0;
-      cr_assert_eq(sluice_gcra_step(&p, &a, now, SLUICE_OP_CONSUME, cost, &a,
+      cr_assert_eq(sluice__gcra_step(&p, &a, now, SLUICE_OP_CONSUME, cost, &a,
                                     &va),
                    SLUICE_OK);
       sluice__gcra_force_wide = 1;
-      cr_assert_eq(sluice_gcra_step(&p, &b, now, SLUICE_OP_CONSUME, cost, &b,
+      cr_assert_eq(sluice__gcra_step(&p, &b, now, SLUICE_OP_CONSUME, cost, &b,
                                     &vb),
                    SLUICE_OK);
       sluice__gcra_force_wide = 0;
@@ -184,7 +185,7 @@ Test(gcra_fast, wall_clock_decisions_take_the_int64_path) {
   }
 }
 
-/* A single-bucket op runs in place (sluice_op_step_validated passes the record
+/* A single-bucket op runs in place (sluice__op_step_validated passes the record
 ** as both in and out): on either path, a step with in == out leaves the
 ** record and verdict a step with separate records gives. */
 Test(gcra_fast, in_place_step_equals_separate_records) {
@@ -203,8 +204,8 @@ Test(gcra_fast, in_place_step_equals_separate_records) {
     op.arg = cost;
     sluice__gcra_force_wide = i % 3 == 0;
     io = in;
-    cr_assert_eq(sluice_op_step_validated(&op, &in, &out, now, &v1), SLUICE_OK);
-    cr_assert_eq(sluice_op_step_validated(&op, &io, &io, now, &v2), SLUICE_OK);
+    cr_assert_eq(sluice__op_step_validated(&op, &in, &out, now, &v1), SLUICE_OK);
+    cr_assert_eq(sluice__op_step_validated(&op, &io, &io, now, &v2), SLUICE_OK);
     sluice__gcra_force_wide = 0;
     cr_assert(st_eq(&out, &io), "record differs in place: in %llu %llu",
               (unsigned long long)in.w[0], (unsigned long long)in.w[1]);

@@ -1,12 +1,12 @@
 /*
 ** The public fast path of backend.h: jobs (one op or one program decided
-** over records a backend loaded), sluice_op_step_validated(),
-** sluice_op_validate_params(), sluice_op_validate_keys() and the
-** step-by-step sluice_program_run_steps().
+** over records a backend loaded), sluice__op_step_validated(),
+** sluice__op_validate_params() and sluice__op_validate_keys().
 ** Every call checks its own pointers; a job decides exactly what the plain
-** calls (sluice_op_step, sluice_program_run) decide.
+** calls (sluice__op_step, sluice_program_run) decide.
 */
 #include "unit.h"
+#include "job.h"
 
 static const sluice_gcra_params G = {.rate = 1, .period_ns = SEC, .burst = 2};
 static const sluice_key K[2] = {{"{t}b", 4}, {"{t}p", 4}};
@@ -32,44 +32,44 @@ static sluice_program prog(sluice_step st[2]) {
 static sluice_op bucket_op(void) { return op_take(K, &G, 1); }
 
 Test(job, null_pointers_are_refused) {
-  sluice_job j;
+  sluice__job j;
   sluice_op op = bucket_op();
   sluice_verdict v;
   sluice_program_result r;
   sluice_state s = zst(), o;
-  cr_assert_eq(sluice_job_op(NULL, &op, &v), SLUICE_EINVAL);
-  cr_assert_eq(sluice_job_op(&j, NULL, &v), SLUICE_EINVAL);
-  cr_assert_eq(sluice_job_op(&j, &op, NULL), SLUICE_EINVAL);
-  cr_assert_eq(sluice_job_program(&j, NULL, &r), SLUICE_EINVAL);
-  cr_assert_eq(sluice_job_program(NULL, NULL, NULL), SLUICE_EINVAL);
-  cr_assert_eq(sluice_job_run(NULL, &s, &o, 0), SLUICE_EINVAL);
+  cr_assert_eq(sluice__job_op(NULL, &op, &v), SLUICE_EINVAL);
+  cr_assert_eq(sluice__job_op(&j, NULL, &v), SLUICE_EINVAL);
+  cr_assert_eq(sluice__job_op(&j, &op, NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice__job_program(&j, NULL, &r), SLUICE_EINVAL);
+  cr_assert_eq(sluice__job_program(NULL, NULL, NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice__job_run(NULL, &s, &o, 0), SLUICE_EINVAL);
   memset(&j, 0, sizeof j); /* neither an op nor a program */
-  cr_assert_eq(sluice_job_run(&j, &s, &o, 0), SLUICE_EINVAL);
-  cr_assert_eq(sluice_job_expiry(NULL, 0, &s), 0);
-  cr_assert_eq(sluice_job_read_only(NULL), 0);
-  cr_assert_eq(sluice_job_watched(NULL, 0), 0);
-  cr_assert_eq(sluice_job_undo(NULL, 0, &s, &s, &s, 0, &o), 0);
-  cr_assert_eq(sluice_job_op(&j, &op, &v), SLUICE_OK);
-  cr_assert_eq(sluice_job_run(&j, &s, NULL, 0), SLUICE_EINVAL);
-  cr_assert_eq(sluice_job_run(&j, &s, &o, -1), SLUICE_EINVAL);
-  cr_assert_eq(sluice_job_undo(&j, 1, &s, &s, &s, 0, &o), 0, "i out of range");
-  cr_assert_eq(sluice_job_undo(&j, 0, &s, &s, &s, 0, NULL), 0);
-  cr_assert_eq(sluice_op_step_validated(&op, &s, &o, 0, NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice__job_run(&j, &s, &o, 0), SLUICE_EINVAL);
+  cr_assert_eq(sluice__job_expiry(NULL, 0, &s), 0);
+  cr_assert_eq(sluice__job_read_only(NULL), 0);
+  cr_assert_eq(sluice__job_watched(NULL, 0), 0);
+  cr_assert_eq(sluice__job_undo(NULL, 0, &s, &s, &s, 0, &o), 0);
+  cr_assert_eq(sluice__job_op(&j, &op, &v), SLUICE_OK);
+  cr_assert_eq(sluice__job_run(&j, &s, NULL, 0), SLUICE_EINVAL);
+  cr_assert_eq(sluice__job_run(&j, &s, &o, -1), SLUICE_EINVAL);
+  cr_assert_eq(sluice__job_undo(&j, 1, &s, &s, &s, 0, &o), 0, "i out of range");
+  cr_assert_eq(sluice__job_undo(&j, 0, &s, &s, &s, 0, NULL), 0);
+  cr_assert_eq(sluice__op_step_validated(&op, &s, &o, 0, NULL), SLUICE_EINVAL);
 }
 
 Test(job, constructors_zero_the_reserved_fields) {
-  sluice_job j;
+  sluice__job j;
   sluice_op op = bucket_op();
   sluice_verdict v;
   sluice_step st[2];
   sluice_program p = prog(st);
   sluice_program_result r;
   memset(&j, 0xa5, sizeof j);
-  cr_assert_eq(sluice_job_op(&j, &op, &v), SLUICE_OK);
+  cr_assert_eq(sluice__job_op(&j, &op, &v), SLUICE_OK);
   cr_assert(j.reserved[0] == NULL && j.reserved[1] == NULL);
   cr_assert(j.prog == NULL && j.res == NULL && j.nkeys == 1 && j.keys == K);
   memset(&j, 0xa5, sizeof j);
-  cr_assert_eq(sluice_job_program(&j, &p, &r), SLUICE_OK);
+  cr_assert_eq(sluice__job_program(&j, &p, &r), SLUICE_OK);
   cr_assert(j.reserved[0] == NULL && j.reserved[1] == NULL);
   cr_assert(j.op == NULL && j.v == NULL && j.nkeys == 2);
 }
@@ -87,22 +87,22 @@ Test(job, agrees_with_the_plain_calls) {
     int64_t now = SEC + i * (SEC / 3);
     sluice_program_result ra, rb;
     sluice_verdict va, vb;
-    sluice_job j;
+    sluice__job j;
     cr_assert_eq(sluice_program_run(&p, a, a, now, &ra), SLUICE_OK);
-    cr_assert_eq(sluice_job_program(&j, &p, &rb), SLUICE_OK);
-    cr_assert_eq(sluice_job_run(&j, b, b, now), SLUICE_OK);
+    cr_assert_eq(sluice__job_program(&j, &p, &rb), SLUICE_OK);
+    cr_assert_eq(sluice__job_run(&j, b, b, now), SLUICE_OK);
     cr_assert_eq(memcmp(a, b, sizeof a), 0, "records at step %d", i);
     cr_assert_eq(ra.allowed, rb.allowed);
     cr_assert_eq(ra.ran, rb.ran);
     for (k = 0; k < 2; k++)
-      cr_assert_eq(sluice_job_expiry(&j, k, &b[k]),
+      cr_assert_eq(sluice__job_expiry(&j, k, &b[k]),
                    sluice_program_expiry(&p, k, &a[k]));
-    cr_assert_eq(sluice_op_step(&op, &o1, &o1, now, &va), SLUICE_OK);
-    cr_assert_eq(sluice_job_op(&j, &op, &vb), SLUICE_OK);
-    cr_assert_eq(sluice_job_run(&j, &o2, &o2, now), SLUICE_OK);
+    cr_assert_eq(sluice__op_step(&op, &o1, &o1, now, &va), SLUICE_OK);
+    cr_assert_eq(sluice__job_op(&j, &op, &vb), SLUICE_OK);
+    cr_assert_eq(sluice__job_run(&j, &o2, &o2, now), SLUICE_OK);
     cr_assert_eq(memcmp(&va, &vb, sizeof va), 0);
     cr_assert_eq(memcmp(&o1, &o2, sizeof o1), 0);
-    cr_assert_eq(sluice_job_expiry(&j, 0, &o2), sluice_op_expiry(&op, 0, &o1));
+    cr_assert_eq(sluice__job_expiry(&j, 0, &o2), sluice__op_expiry(&op, 0, &o1));
   }
 }
 
@@ -111,21 +111,21 @@ Test(job, read_only_and_watched) {
   sluice_program p = prog(st);
   sluice_program_result r;
   sluice_state rec[2];
-  sluice_job j;
+  sluice__job j;
   sluice_op op = bucket_op();
   sluice_verdict v;
-  cr_assert_eq(sluice_job_op(&j, &op, &v), SLUICE_OK);
-  cr_assert_eq(sluice_job_read_only(&j), 0);
+  cr_assert_eq(sluice__job_op(&j, &op, &v), SLUICE_OK);
+  cr_assert_eq(sluice__job_read_only(&j), 0);
   op.kind = SLUICE_OP_PEEK;
-  cr_assert_eq(sluice_job_read_only(&j), 1, "the job borrows the op");
-  cr_assert_eq(sluice_job_watched(&j, 0), 0, "never for a plain op");
+  cr_assert_eq(sluice__job_read_only(&j), 1, "the job borrows the op");
+  cr_assert_eq(sluice__job_watched(&j, 0), 0, "never for a plain op");
   st[0].kind = SLUICE_OP_PEEK;
   memset(rec, 0, sizeof rec);
-  cr_assert_eq(sluice_job_program(&j, &p, &r), SLUICE_OK);
-  cr_assert_eq(sluice_job_read_only(&j), 0, "the strike writes");
-  cr_assert_eq(sluice_job_run(&j, rec, rec, SEC), SLUICE_OK);
-  cr_assert_eq(sluice_job_watched(&j, 0), 1, "the peek decided, unwritten");
-  cr_assert_eq(sluice_job_watched(&j, 1), 0, "the strike did not run");
+  cr_assert_eq(sluice__job_program(&j, &p, &r), SLUICE_OK);
+  cr_assert_eq(sluice__job_read_only(&j), 0, "the strike writes");
+  cr_assert_eq(sluice__job_run(&j, rec, rec, SEC), SLUICE_OK);
+  cr_assert_eq(sluice__job_watched(&j, 0), 1, "the peek decided, unwritten");
+  cr_assert_eq(sluice__job_watched(&j, 1), 0, "the strike did not run");
 }
 
 /* One apply per step its guard lets run, stopping at the first error. */
@@ -135,63 +135,20 @@ typedef struct tally {
   const sluice_program *p;
 } tally;
 
-static int tally_apply(void *ctx, const sluice_op *op, int64_t now,
-                       sluice_verdict *v) {
-  tally *t = ctx;
-  int r = op->keys == &K[0] ? 0 : 1;
-  if (++t->calls == t->fail_at)
-    return SLUICE_ETIMEDOUT;
-  return sluice_op_step(op, &t->rec[r], &t->rec[r], now, v);
-}
-
-Test(job, run_steps_follows_the_guards) {
-  sluice_step st[2];
-  sluice_program p = prog(st);
-  sluice_program_result r, pure;
-  sluice_state rec[2];
-  tally t;
-  int i;
-  memset(&t, 0, sizeof t);
-  memset(rec, 0, sizeof rec);
-  cr_assert_eq(sluice_program_run_steps(NULL, 0, &r, tally_apply, &t),
-               SLUICE_EINVAL);
-  cr_assert_eq(sluice_program_run_steps(&p, 0, &r, NULL, &t), SLUICE_EINVAL);
-  cr_assert_eq(sluice_program_run_steps(&p, -1, &r, tally_apply, &t),
-               SLUICE_EINVAL);
-  cr_assert_eq(sluice_program_run_steps(&p, 0, NULL, tally_apply, &t),
-               SLUICE_EINVAL);
-  cr_assert_eq(t.calls, 0);
-  /* burst 2 at one instant: allowed, allowed, then denied with a strike */
-  for (i = 0; i < 3; i++) {
-    int before = t.calls;
-    cr_assert_eq(sluice_program_run_steps(&p, SEC, &r, tally_apply, &t),
-                 SLUICE_OK);
-    cr_assert_eq(sluice_program_run(&p, rec, rec, SEC, &pure), SLUICE_OK);
-    cr_assert_eq(memcmp(t.rec, rec, sizeof rec), 0);
-    cr_assert_eq(r.allowed, pure.allowed);
-    cr_assert_eq(r.ran, pure.ran);
-    cr_assert_eq(r.denied_by, pure.denied_by);
-    cr_assert_eq(t.calls - before, i < 2 ? 1 : 2, "one call per step run");
-  }
-  t.fail_at = t.calls + 1;
-  cr_assert_eq(sluice_program_run_steps(&p, SEC, &r, tally_apply, &t),
-               SLUICE_ETIMEDOUT);
-}
-
 Test(job, validate_params_skips_only_the_keys) {
   sluice_op op = bucket_op();
   static const sluice_key two_tags[2] = {{"{a}x", 4}, {"{b}y", 4}};
   static const sluice_gcra_params g2[2] = {{1, SEC, 2}, {1, SEC, 2}};
-  cr_assert_eq(sluice_op_validate_params(NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice__op_validate_params(NULL), SLUICE_EINVAL);
   op.keys = two_tags;
   op.nkeys = 2;
   op.params = g2;
-  cr_assert_eq(sluice_op_validate(&op), SLUICE_EKEY);
-  cr_assert_eq(sluice_op_validate_params(&op), SLUICE_OK);
+  cr_assert_eq(sluice__op_validate(&op), SLUICE_EKEY);
+  cr_assert_eq(sluice__op_validate_params(&op), SLUICE_OK);
   op.arg = 3; /* more than the burst: can never fit */
-  cr_assert_eq(sluice_op_validate_params(&op), SLUICE_ERANGE);
+  cr_assert_eq(sluice__op_validate_params(&op), SLUICE_ERANGE);
   op.algo = 99;
-  cr_assert_eq(sluice_op_validate_params(&op), SLUICE_EINVAL);
+  cr_assert_eq(sluice__op_validate_params(&op), SLUICE_EINVAL);
 }
 
 Test(job, validate_keys_checks_only_the_keys) {
@@ -200,19 +157,19 @@ Test(job, validate_keys_checks_only_the_keys) {
   static const sluice_key twice[2] = {{"{a}x", 4}, {"{a}x", 4}};
   static const sluice_key one_tag[2] = {{"{a}x", 4}, {"{a}y", 4}};
   static const sluice_gcra_params g2[2] = {{1, SEC, 2}, {1, SEC, 2}};
-  cr_assert_eq(sluice_op_validate_keys(NULL), SLUICE_EKEY);
+  cr_assert_eq(sluice__op_validate_keys(NULL), SLUICE_EKEY);
   op.nkeys = 2;
   op.params = g2;
   op.keys = one_tag;
-  cr_assert_eq(sluice_op_validate_keys(&op), SLUICE_OK);
+  cr_assert_eq(sluice__op_validate_keys(&op), SLUICE_OK);
   op.keys = two_tags;
-  cr_assert_eq(sluice_op_validate_keys(&op), SLUICE_EKEY);
+  cr_assert_eq(sluice__op_validate_keys(&op), SLUICE_EKEY);
   op.keys = twice;
-  cr_assert_eq(sluice_op_validate_keys(&op), SLUICE_EKEY);
+  cr_assert_eq(sluice__op_validate_keys(&op), SLUICE_EKEY);
   op.keys = one_tag;
   op.arg = 3; /* more than the burst: not the keys' business */
   op.algo = 99;
-  cr_assert_eq(sluice_op_validate_keys(&op), SLUICE_OK);
+  cr_assert_eq(sluice__op_validate_keys(&op), SLUICE_OK);
   op.keys = NULL;
-  cr_assert_eq(sluice_op_validate_keys(&op), SLUICE_EKEY);
+  cr_assert_eq(sluice__op_validate_keys(&op), SLUICE_EKEY);
 }

@@ -2,9 +2,11 @@
 ** Lease set (spec section 6, "Concurrency lease"): acquire up to max, deny
 ** with retry-after = earliest expiry - now, release by id, renew, expired
 ** leases reclaimed, idempotent re-acquire, mutual exclusion with max = 1,
-** validation, and the single-call sluice_lease_step() entry point.
+** validation, and the single-call sluice__lease_step() entry point.
 */
 #include "unit.h"
+#include "../common/one_step.h"
+#include "op.h"
 
 static sluice_key slot_keys[SLUICE_GROUP_MAX];
 static char slot_names[SLUICE_GROUP_MAX][8];
@@ -24,7 +26,7 @@ static int lrc(const sluice_lease_params *p, sluice_state *st, int64_t now,
                int kind, uint64_t id, sluice_verdict *v) {
   sluice_op op = {SLUICE_ALGO_LEASE, kind, (int)p->max, slots(), p, 0, id};
   sluice_state out[SLUICE_GROUP_MAX];
-  int rc = sluice_op_step(&op, st, out, now, v);
+  int rc = sluice__op_step(&op, st, out, now, v);
   if (rc == SLUICE_OK)
     memcpy(st, out, sizeof(sluice_state) * (size_t)p->max);
   return rc;
@@ -41,7 +43,7 @@ static int64_t slot_expiry(const sluice_lease_params *p, const sluice_state *st,
                            int i) {
   sluice_op op = {SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, (int)p->max, slots(), p,
                   0, 1};
-  return sluice_op_expiry(&op, i, &st[i]);
+  return sluice__op_expiry(&op, i, &st[i]);
 }
 
 Test(lease, acquire_up_to_max_then_deny) {
@@ -205,7 +207,7 @@ Test(lease, group_of_32) {
 }
 
 Test(lease, single_call_entry_point) {
-  /* sluice_lease_step() builds its own group of p->max slot keys. */
+  /* sluice__lease_step() builds its own group of p->max slot keys. */
   static const sluice_lease_params ps[] = {{1, SEC}, {2, SEC}, {3, SEC},
                                            {SLUICE_GROUP_MAX, SEC}};
   size_t k;
@@ -214,7 +216,7 @@ Test(lease, single_call_entry_point) {
     sluice_verdict v;
     int rc;
     memset(st, 0, sizeof st);
-    rc = sluice_lease_step(&ps[k], st, 5, SLUICE_OP_ACQUIRE, 9, out, &v);
+    rc = sluice__lease_step(&ps[k], st, 5, SLUICE_OP_ACQUIRE, 9, out, &v);
     cr_assert_eq(rc, SLUICE_OK, "max %lld: %s", (long long)ps[k].max,
                  sluice_err_name(rc));
     cr_assert(v.allowed);
@@ -232,13 +234,13 @@ Test(lease, validation) {
   sluice_verdict v;
   size_t i;
   memset(st, 0, sizeof st);
-  cr_assert_eq(sluice_lease_params_check(NULL), SLUICE_EINVAL);
-  cr_assert_eq(sluice_lease_params_check(&ok), SLUICE_OK);
-  cr_assert_eq(sluice_lease_params_check(&(sluice_lease_params){1,
+  cr_assert_eq(sluice__lease_params_check(NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice__lease_params_check(&ok), SLUICE_OK);
+  cr_assert_eq(sluice__lease_params_check(&(sluice_lease_params){1,
                                               SLUICE_DURATION_MAX}),
                SLUICE_OK);
   for (i = 0; i < sizeof bad / sizeof bad[0]; i++)
-    cr_assert_eq(sluice_lease_params_check(&bad[i]), SLUICE_EINVAL);
+    cr_assert_eq(sluice__lease_params_check(&bad[i]), SLUICE_EINVAL);
   cr_assert_eq(lrc(&ok, st, 0, SLUICE_OP_ACQUIRE, 0, &v), SLUICE_EINVAL,
                "lease id 0");
   cr_assert_eq(lrc(&ok, st, 0, SLUICE_OP_CONSUME, 1, &v), SLUICE_EINVAL);
@@ -248,9 +250,9 @@ Test(lease, validation) {
     /* The group must have exactly max keys. */
     sluice_op op = {SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 1, slots(), &ok, 0, 1};
     sluice_state out[2];
-    cr_assert_eq(sluice_op_step(&op, st, out, 0, &v), SLUICE_EINVAL);
+    cr_assert_eq(sluice__op_step(&op, st, out, 0, &v), SLUICE_EINVAL);
     op.nkeys = 3;
-    cr_assert_eq(sluice_op_step(&op, st, out, 0, &v), SLUICE_EINVAL);
+    cr_assert_eq(sluice__op_step(&op, st, out, 0, &v), SLUICE_EINVAL);
   }
   {
     /* A counted set (max > SLUICE_GROUP_MAX) is one record, no more. */
@@ -258,9 +260,9 @@ Test(lease, validation) {
     sluice_op op = {SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 2, slots(), &big, 0,
                     1};
     sluice_state out[2];
-    cr_assert_eq(sluice_op_step(&op, st, out, 0, &v), SLUICE_EINVAL);
+    cr_assert_eq(sluice__op_step(&op, st, out, 0, &v), SLUICE_EINVAL);
     op.nkeys = 1;
-    cr_assert_eq(sluice_op_step(&op, st, out, 0, &v), SLUICE_OK);
+    cr_assert_eq(sluice__op_step(&op, st, out, 0, &v), SLUICE_OK);
   }
   {
     /* Slot keys are distinct keys of one tag. */
@@ -268,9 +270,9 @@ Test(lease, validation) {
     const sluice_key mixed[2] = {{"{L}a", 4}, {"{M}b", 4}};
     sluice_op op = {SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 2, dup, &ok, 0, 1};
     sluice_state out[2];
-    cr_assert_eq(sluice_op_step(&op, st, out, 0, &v), SLUICE_EKEY);
+    cr_assert_eq(sluice__op_step(&op, st, out, 0, &v), SLUICE_EKEY);
     op.keys = mixed;
-    cr_assert_eq(sluice_op_step(&op, st, out, 0, &v), SLUICE_EKEY);
+    cr_assert_eq(sluice__op_step(&op, st, out, 0, &v), SLUICE_EKEY);
   }
 }
 
@@ -418,7 +420,7 @@ Test(lease, mem_store_matches_model) {
   memset(&o, 0, sizeof o);
   cr_assert_eq(sluice_clock_manual(t, &c), SLUICE_OK);
   o.clock = c;
-  cr_assert_eq(sluice_limiter_open(&o, &l), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_open(&o, &l, NULL, 0), SLUICE_OK);
   for (i = 0; i < 6000; i++) {
     sluice_op op = {SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 4, slots(), &p, 0, 0};
     sluice_verdict v, ev;
@@ -430,7 +432,7 @@ Test(lease, mem_store_matches_model) {
     op.id = (uint64_t)rng_range(&r, 1, 7);
     t += rng_range(&r, 0, 250);
     lm_step(&p, &m, t, op.kind, op.id, &ev);
-    cr_assert_eq(sluice_limiter_apply_at(l, &op, t, &v), SLUICE_OK);
+    cr_assert_eq(op_decide(l, &op, t, &v), SLUICE_OK);
     cr_assert(verdict_eq(&v, &ev), "step %d: allowed %d/%d rem %lld/%lld", i,
               v.allowed, ev.allowed, (long long)v.remaining,
               (long long)ev.remaining);

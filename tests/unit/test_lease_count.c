@@ -8,6 +8,7 @@
 */
 #include "unit.h"
 #include "algo/algo_int.h"
+#include "op.h"
 
 #define LATE(ttl) ((ttl) / 3 + 4 * MS)
 
@@ -17,7 +18,7 @@ static int crc(const sluice_lease_params *p, sluice_state *st, int64_t now,
                int kind, uint64_t id, sluice_verdict *v) {
   sluice_op op = {SLUICE_ALGO_LEASE, kind, 1, &one_key, p, 0, id};
   sluice_state out;
-  int rc = sluice_op_step(&op, st, &out, now, v);
+  int rc = sluice__op_step(&op, st, &out, now, v);
   if (rc == SLUICE_OK)
     *st = out;
   return rc;
@@ -33,7 +34,7 @@ static sluice_verdict step(const sluice_lease_params *p, sluice_state *st,
 
 static int64_t expiry(const sluice_lease_params *p, const sluice_state *st) {
   sluice_op op = {SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 1, &one_key, p, 0, 1};
-  return sluice_op_expiry(&op, 0, st);
+  return sluice__op_expiry(&op, 0, st);
 }
 
 /* GitHub's 100 concurrent requests: the 101st refused until one ends or is

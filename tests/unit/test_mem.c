@@ -10,6 +10,8 @@
 
 #include <sluice/sluice_mem.h>
 #include "unit.h"
+#include "../common/one_step.h"
+#include "op.h"
 
 static sluice_limiter *open_mem(sluice_clock *c, const char *store) {
   sluice_limiter_options o;
@@ -17,7 +19,7 @@ static sluice_limiter *open_mem(sluice_clock *c, const char *store) {
   memset(&o, 0, sizeof o);
   o.clock = c;
   o.store = store;
-  cr_assert_eq(sluice_limiter_open(&o, &l), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_open(&o, &l, NULL, 0), SLUICE_OK);
   return l;
 }
 
@@ -40,7 +42,7 @@ static int penalty(sluice_limiter *l, const char *key, int kind, int64_t arg,
                    sluice_verdict *v) {
   sluice_key k = {key, strlen(key)};
   sluice_op op = {SLUICE_ALGO_PENALTY, kind, 1, &k, &pen, arg, 0};
-  return sluice_limiter_apply(l, &op, v);
+  return op_decide(l, &op, SLUICE_NOW, v);
 }
 
 Test(mem, max_keys_refuses_new_keys_only) {
@@ -73,7 +75,7 @@ Test(mem, max_keys_refuses_new_keys_only) {
   {
     sluice_key k = KEY("absent");
     sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 1, &k, &p, 0, 0};
-    cr_assert_eq(sluice_limiter_apply(l, &op, &v), SLUICE_OK);
+    cr_assert_eq(op_decide(l, &op, SLUICE_NOW, &v), SLUICE_OK);
     cr_assert_eq(v.remaining, 5);
   }
   /* A group with one new key at the limit: refused whole. */
@@ -81,7 +83,7 @@ Test(mem, max_keys_refuses_new_keys_only) {
     const sluice_gcra_params ps[2] = {{1, HOUR, 5}, {1, HOUR, 5}};
     sluice_key ks[2] = {KEY("{t}a"), KEY("{t}b")};
     sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 2, ks, ps, 1, 0};
-    cr_assert_eq(sluice_limiter_apply(l, &op, &v), SLUICE_EFULL);
+    cr_assert_eq(op_decide(l, &op, SLUICE_NOW, &v), SLUICE_EFULL);
     cr_assert_eq(sluice_limiter_get(l, "{t}a", 4, &st, &e), SLUICE_ENOTFOUND);
   }
   /* Deleting one makes room. */
@@ -150,7 +152,7 @@ Test(mem, expired_records_are_reclaimed) {
   }
   cr_assert_eq(count(l), 50);
   cr_assert_eq(sluice_limiter_get(l, "k7", 2, &st, &e), SLUICE_OK);
-  cr_assert_eq(e, 11 * SEC, "the record's TTL is sluice_op_expiry()");
+  cr_assert_eq(e, 11 * SEC, "the record's TTL is sluice__op_expiry()");
   /* Not yet expired: a sweep at 11 s - 1 removes nothing. */
   cr_assert_eq(sweep(l, 11 * SEC - 1), 0);
   cr_assert_eq(count(l), 50);
@@ -209,20 +211,20 @@ Test(mem, fresh_results_are_not_stored) {
   sluice_op op = {SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 1, &k, &lp, 0, 77};
   cr_assert_eq(sluice_clock_manual(SEC, &c), SLUICE_OK);
   l = open_mem(c, NULL);
-  cr_assert_eq(sluice_limiter_apply(l, &op, &v), SLUICE_OK);
+  cr_assert_eq(op_decide(l, &op, SLUICE_NOW, &v), SLUICE_OK);
   cr_assert(v.allowed);
   cr_assert_eq(count(l), 1);
   op.kind = SLUICE_OP_LEASE_RELEASE;
-  cr_assert_eq(sluice_limiter_apply(l, &op, &v), SLUICE_OK);
+  cr_assert_eq(op_decide(l, &op, SLUICE_NOW, &v), SLUICE_OK);
   cr_assert(v.allowed);
   cr_assert_eq(count(l), 0, "a released slot is a fresh record");
   {
     sluice_key wk = KEY("win");
     sluice_op w = {SLUICE_ALGO_SWINDOW, SLUICE_OP_PEEK, 1, &wk, &wp, 0, 0};
-    cr_assert_eq(sluice_limiter_apply(l, &w, &v), SLUICE_OK);
+    cr_assert_eq(op_decide(l, &w, SLUICE_NOW, &v), SLUICE_OK);
     cr_assert_eq(count(l), 0, "a PEEK stores nothing");
     w.kind = SLUICE_OP_CHECK; /* wrong kind: refused, nothing stored */
-    cr_assert_eq(sluice_limiter_apply(l, &w, &v), SLUICE_EINVAL);
+    cr_assert_eq(op_decide(l, &w, SLUICE_NOW, &v), SLUICE_EINVAL);
     cr_assert_eq(count(l), 0);
   }
   sluice_limiter_close(l);
@@ -305,7 +307,7 @@ Test(mem_threads, hot_key_fixed_clock_admits_exactly_burst) {
     sluice_verdict v;
     sluice_key k = KEY("{t:hot}bucket");
     sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 1, &k, &hot, 0, 0};
-    cr_assert_eq(sluice_limiter_apply(l, &op, &v), SLUICE_OK);
+    cr_assert_eq(op_decide(l, &op, SLUICE_NOW, &v), SLUICE_OK);
     cr_assert_eq(v.remaining, 1000 - got, "no lost update");
   }
   sluice_limiter_close(l);
@@ -346,7 +348,7 @@ static void *group_take(void *arg) {
   op = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 2, ks, grp, 1, 0};
   for (i = 0; i < OPS_PER_THREAD; i++) {
     sluice_verdict v;
-    if (sluice_limiter_apply(h->l, &op, &v) != SLUICE_OK)
+    if (op_decide(h->l, &op, SLUICE_NOW, &v) != SLUICE_OK)
       h->errors++;
     else if (v.allowed) {
       h->mine++;
@@ -380,7 +382,7 @@ Test(mem_threads, group_both_or_neither_under_contention) {
     snprintf(kname, sizeof kname, "{t:acme}key%d", i);
     k = (sluice_key){kname, strlen(kname)};
     op = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 1, &k, &grp[1], 0, 0};
-    cr_assert_eq(sluice_limiter_apply(l, &op, &v), SLUICE_OK);
+    cr_assert_eq(op_decide(l, &op, SLUICE_NOW, &v), SLUICE_OK);
     cr_assert_eq(v.remaining, 400 - hs[i].mine);
   }
   sluice_limiter_close(l);
@@ -399,7 +401,7 @@ static void *lease_worker(void *arg) {
     sluice_verdict v;
     op.kind = SLUICE_OP_ACQUIRE;
     op.id = (uint64_t)h->id + 1;
-    if (sluice_limiter_apply(h->l, &op, &v) != SLUICE_OK) {
+    if (op_decide(h->l, &op, SLUICE_NOW, &v) != SLUICE_OK) {
       h->errors++;
       continue;
     }
@@ -414,7 +416,7 @@ static void *lease_worker(void *arg) {
     h->mine++;
     atomic_fetch_sub(h->holders, 1);
     op.kind = SLUICE_OP_LEASE_RELEASE;
-    if (sluice_limiter_apply(h->l, &op, &v) != SLUICE_OK || !v.allowed)
+    if (op_decide(h->l, &op, SLUICE_NOW, &v) != SLUICE_OK || !v.allowed)
       h->errors++;
   }
   return NULL;
@@ -514,7 +516,7 @@ Test(mem, group_write_back_while_table_grows) {
       ks[i] = (sluice_key){names[i], strlen(names[i])};
     }
     op = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, n, ks, ps, 1, 0};
-    cr_assert_eq(sluice_limiter_apply(l, &op, &v), SLUICE_OK);
+    cr_assert_eq(op_decide(l, &op, SLUICE_NOW, &v), SLUICE_OK);
     cr_assert(v.allowed);
     for (i = 0; i < n; i++)
       charged[idx[i]]++;
@@ -538,7 +540,7 @@ Test(mem, group_write_back_while_table_grows) {
     snprintf(k, sizeof k, "{g}k%d", i);
     key = (sluice_key){k, strlen(k)};
     op = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 1, &key, &one, 0, 0};
-    cr_assert_eq(sluice_limiter_apply(l, &op, &v), SLUICE_OK);
+    cr_assert_eq(op_decide(l, &op, SLUICE_NOW, &v), SLUICE_OK);
     cr_assert_eq(v.remaining, 1000 - charged[i], "key %d: charged %lld, store "
                  "says %lld", i, (long long)charged[i],
                  (long long)(1000 - v.remaining));
@@ -558,7 +560,7 @@ Test(mem, readonly_open_never_writes) {
   int rc;
   memset(&o, 0, sizeof o);
   o.flags = SLUICE_OPEN_READONLY;
-  rc = sluice_limiter_open(&o, &l);
+  rc = sluice_limiter_open(&o, &l, NULL, 0);
   if (rc != SLUICE_OK) {
     cr_assert_lt(rc, 0);
     cr_assert_null(l);
@@ -724,14 +726,14 @@ static void differential(int64_t scale, int del_every, uint64_t seed,
       continue;
     }
     op = shadow_op(&r, idx[0], ks, n);
-    cr_assert_eq(sluice_op_step(&op, in, out, t, &ev), SLUICE_OK);
-    cr_assert_eq(sluice_limiter_apply_at(l, &op, t, &v), SLUICE_OK);
+    cr_assert_eq(sluice__op_step(&op, in, out, t, &ev), SLUICE_OK);
+    cr_assert_eq(op_decide(l, &op, t, &v), SLUICE_OK);
     cr_assert(verdict_eq(&v, &ev), "step %d key %d algo %d: allowed %d/%d "
               "rem %lld/%lld", step, idx[0], op.algo, v.allowed, ev.allowed,
               (long long)v.remaining, (long long)ev.remaining);
     for (i = 0; i < n; i++) {
       sst[idx[i]] = out[i];
-      sexp[idx[i]] = sluice_op_expiry(&op, i, &out[i]);
+      sexp[idx[i]] = sluice__op_expiry(&op, i, &out[i]);
     }
     if (step % 997 == 0) {
       int64_t live = 0, k;
@@ -832,7 +834,7 @@ Test(mem, programs_that_delete_and_write_in_one_job) {
     p.keys = ks;
     p.steps = st;
     cr_assert_eq(sluice_program_run(&p, in, out, t, &want), SLUICE_OK);
-    cr_assert_eq(sluice_limiter_run_at(l, &p, t, &got), SLUICE_OK, "it %d", it);
+    cr_assert_eq(sluice_limiter_decide(l, 1, &p, t, &got, NULL), SLUICE_OK, "it %d", it);
     cr_assert_eq(got.ran, want.ran);
     for (i = 0; i < PJ_STEPS; i++) {
       cr_assert_eq(got.v[i].allowed, want.v[i].allowed, "it %d step %d", it, i);
@@ -940,7 +942,7 @@ Test(mem, huge_pages_tables_or_counted_fallbacks, .timeout = 60) {
       ops[j] = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k[j], &p,
                            1, 0};
     }
-    cr_assert_eq(sluice_limiter_apply_many(l, B, ops, v, rcs), SLUICE_OK);
+    cr_assert_eq(ops_decide(l, B, ops, SLUICE_NOW, v, rcs), SLUICE_OK);
     for (int j = 0; j < B; j++)
       cr_assert(rcs[j] == SLUICE_OK && v[j].allowed && v[j].remaining == 9);
   }

@@ -14,6 +14,7 @@
 ** that it runs under TSan); processes: the shm stress suite.
 */
 #include "unit.h"
+#include "../common/one_step.h"
 
 #define NKEYS 40
 #define BATCH_MAX 70
@@ -24,7 +25,7 @@ static sluice_limiter *open_at(sluice_clock *c, const char *store) {
   memset(&o, 0, sizeof o);
   o.clock = c;
   o.store = store;
-  cr_assert_eq(sluice_limiter_open(&o, &l), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_open(&o, &l, NULL, 0), SLUICE_OK);
   return l;
 }
 
@@ -68,9 +69,9 @@ static void batches2(const char *store_a, const char *store_b,
         ops[j].arg = 1000; /* more than any burst: ERANGE, batch goes on */
     }
     memset(va, 0, sizeof va);
-    cr_assert_eq(sluice_limiter_apply_many(a, n, ops, va, rcs), SLUICE_OK);
+    cr_assert_eq(ops_decide(a, n, ops, SLUICE_NOW, va, rcs), SLUICE_OK);
     for (int j = 0; j < n; j++) {
-      int rc = sluice_limiter_apply(b, &ops[j], &vb);
+      int rc = op_decide(b, &ops[j], SLUICE_NOW, &vb);
       cr_assert_eq(rcs[j], rc, "round %d op %d: batch rc %d, alone %d", round,
                    j, rcs[j], rc);
       if (rc != SLUICE_OK) {
@@ -124,11 +125,11 @@ static void long_batches2(const char *store_a, const char *store_b,
       if (round % 2)
         k = (k + 1) % 2;
     }
-    cr_assert_eq(sluice_limiter_apply_many(a, n, ops, va, rcs), SLUICE_OK);
+    cr_assert_eq(ops_decide(a, n, ops, SLUICE_NOW, va, rcs), SLUICE_OK);
     for (int j = 0; j < n; j++) {
       sluice_verdict vb;
       cr_assert_eq(rcs[j], SLUICE_OK);
-      cr_assert_eq(sluice_limiter_apply(b, &ops[j], &vb), SLUICE_OK);
+      cr_assert_eq(op_decide(b, &ops[j], SLUICE_NOW, &vb), SLUICE_OK);
       assert_verdict_eq(va[j], vb, "round %d op %d", round, j);
       allowed += vb.allowed;
       denied += !vb.allowed;
@@ -166,7 +167,7 @@ static void shape_runs(const char *store) {
   ops[6].params = &bad;
   cr_assert_eq(sluice_clock_manual(1000 * SEC, &c), SLUICE_OK);
   l = open_at(c, store);
-  cr_assert_eq(sluice_limiter_apply_many(l, 8, ops, v, rcs), SLUICE_OK);
+  cr_assert_eq(ops_decide(l, 8, ops, SLUICE_NOW, v, rcs), SLUICE_OK);
   for (int j = 0; j < 8; j++) {
     cr_assert_eq(rcs[j], want[j], "op %d: %d, not %d", j, rcs[j], want[j]);
     if (want[j] == SLUICE_OK)

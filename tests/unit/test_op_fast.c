@@ -1,15 +1,16 @@
 /*
 ** The hot path's shortcuts against the general code they stand in for:
-**  - sluice_op_validate() checks a single-key GCRA op without the general
+**  - sluice__op_validate() checks a single-key GCRA op without the general
 **    dispatch (op.c, validate_gcra1); it must give the general path's code
 **    for every op, valid or not, including which of two faults is reported.
-**  - sluice_op_step_single() (the step and the record's expiry in one call,
-**    a GCRA bucket straight to its step) must equal sluice_op_step_validated()
-**    then sluice_op_expiry(), in place or not, for every algorithm.
+**  - sluice__op_step_single() (the step and the record's expiry in one call,
+**    a GCRA bucket straight to its step) must equal sluice__op_step_validated()
+**    then sluice__op_expiry(), in place or not, for every algorithm.
 */
 #include "algo/algo_int.h"
 #include "algo/program_int.h"
 #include "unit.h"
+#include "op.h"
 
 #define ROUNDS 300000
 
@@ -35,7 +36,7 @@ static void random_gcra(rng *r, sluice_gcra_params *p) {
   p->burst = pick(r, bursts, 6);
 }
 
-/* The general path, as sluice_op_validate() ran before it had a shortcut. */
+/* The general path, as sluice__op_validate() ran before it had a shortcut. */
 static int validate_general(const sluice_op *op) {
   int rc = sluice__op_validate_shape(op);
   return rc != SLUICE_OK ? rc : sluice__keys_check(op);
@@ -80,7 +81,7 @@ Test(op_fast, gcra_single_key_validation_matches_the_general_path) {
       op.params = NULL;
       break;
     }
-    rc = sluice_op_validate(&op);
+    rc = sluice__op_validate(&op);
     cr_assert_eq(rc, validate_general(&op),
                  "op kind %d arg %lld rate %lld period %lld burst %lld key %p "
                  "len %zu keys %p params %p: %d, general %d",
@@ -140,7 +141,7 @@ static void random_op(rng *r, sluice_op *op, sluice_gcra_params *g,
       break;
     }
     op->arg = rng_range(r, 0, 3);
-  } while (sluice_op_validate(op) != SLUICE_OK);
+  } while (sluice__op_validate(op) != SLUICE_OK);
   in->w[0] = rng_next(r) % 2 ? (uint64_t)(now + rng_range(r, -SEC, SEC))
                              : rng_next(r) >> (rng_next(r) % 64);
   in->w[1] = rng_next(r) >> (rng_next(r) % 64);
@@ -166,11 +167,11 @@ Test(op_fast, step_one_equals_step_then_expiry) {
     random_op(&r, &op, &g, &w, &pp, &dp, &in, now);
     memset(&v1, 0x5a, sizeof v1); /* every field must be written */
     memset(&v3, 0xa5, sizeof v3);
-    rc1 = sluice_op_step_single(&op, &in, &out1, now, &v1, &e1);
-    rc2 = sluice_op_step_validated(&op, &in, &out2, now, &v2);
-    e2 = sluice_op_expiry(&op, 0, &out2);
+    rc1 = sluice__op_step_single(&op, &in, &out1, now, &v1, &e1);
+    rc2 = sluice__op_step_validated(&op, &in, &out2, now, &v2);
+    e2 = sluice__op_expiry(&op, 0, &out2);
     inplace = in;
-    rc3 = sluice_op_step_single(&op, &inplace, &inplace, now, &v3, &e3);
+    rc3 = sluice__op_step_single(&op, &inplace, &inplace, now, &v3, &e3);
     cr_assert_eq(rc1, rc2);
     cr_assert_eq(rc3, rc2);
     if (rc2 != SLUICE_OK)

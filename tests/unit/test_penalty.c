@@ -6,6 +6,7 @@
 ** RELEASE keeping offenses, SLUICE_FOREVER suspension, verdict fields.
 */
 #include "unit.h"
+#include "op.h"
 
 /* The growth tier: 20 strikes in 60 s; L1 5 min, L2 60 min, L3 suspension;
 ** offenses kept 24 h. */
@@ -18,7 +19,7 @@ static const sluice_penalty_params ipban = {
 static int pen(const sluice_penalty_params *p, sluice_state *s, int64_t now,
                int kind, int64_t arg, sluice_verdict *v) {
   sluice_state out;
-  int rc = sluice_penalty_step(p, s, now, kind, arg, &out, v);
+  int rc = sluice__penalty_step(p, s, now, kind, arg, &out, v);
   cr_assert_eq(rc, SLUICE_OK, "penalty step: %s", sluice_err_name(rc));
   *s = out;
   return v->allowed;
@@ -26,7 +27,7 @@ static int pen(const sluice_penalty_params *p, sluice_state *s, int64_t now,
 
 static int64_t expiry(const sluice_penalty_params *p, const sluice_state *s) {
   sluice_op op = {SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 1, &KEY("k"), p, 0, 0};
-  return sluice_op_expiry(&op, 0, s);
+  return sluice__op_expiry(&op, 0, s);
 }
 
 /* Strike until the box trips; returns the time of the tripping strike. */
@@ -389,16 +390,16 @@ Test(penalty, validation) {
   sluice_state o;
   sluice_verdict v;
   size_t i;
-  cr_assert_eq(sluice_penalty_params_check(NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice__penalty_params_check(NULL), SLUICE_EINVAL);
   for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    cr_assert_eq(sluice_penalty_params_check(&bad[i]), SLUICE_EINVAL, "bad %zu", i);
-    cr_assert_eq(sluice_penalty_step(&bad[i], NULL, SEC, SLUICE_OP_CHECK, 0, &o,
+    cr_assert_eq(sluice__penalty_params_check(&bad[i]), SLUICE_EINVAL, "bad %zu", i);
+    cr_assert_eq(sluice__penalty_step(&bad[i], NULL, SEC, SLUICE_OP_CHECK, 0, &o,
                                      &v),
                  SLUICE_EINVAL);
   }
   for (i = 0; i < sizeof good / sizeof good[0]; i++)
-    cr_assert_eq(sluice_penalty_params_check(&good[i]), SLUICE_OK, "good %zu", i);
-#define RC(kind, arg) sluice_penalty_step(&growth, NULL, SEC, (kind), (arg), &o, &v)
+    cr_assert_eq(sluice__penalty_params_check(&good[i]), SLUICE_OK, "good %zu", i);
+#define RC(kind, arg) sluice__penalty_step(&growth, NULL, SEC, (kind), (arg), &o, &v)
   cr_assert_eq(RC(SLUICE_OP_TRIP, 0), SLUICE_ERANGE);
   cr_assert_eq(RC(SLUICE_OP_TRIP, 4), SLUICE_ERANGE);
   cr_assert_eq(RC(SLUICE_OP_TRIP, -1), SLUICE_ERANGE);
@@ -413,7 +414,7 @@ Test(penalty, validation) {
     const sluice_key ks[2] = {{"{a}1", 4}, {"{a}2", 4}};
     sluice_op op = {SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 2, ks, &growth, 0, 0};
     sluice_state in[2] = {{{0, 0}}, {{0, 0}}}, out[2];
-    cr_assert_eq(sluice_op_step(&op, in, out, 0, &v), SLUICE_EINVAL);
+    cr_assert_eq(sluice__op_step(&op, in, out, 0, &v), SLUICE_EINVAL);
   }
 }
 

@@ -8,6 +8,8 @@
 ** fallback of a store without xRun.
 */
 #include "unit.h"
+#include "../common/one_step.h"
+#include "op.h"
 
 static const sluice_penalty_params pen = {
     3, 10 * SEC, {1 * MIN, 5 * MIN, SLUICE_FOREVER}, HOUR};
@@ -319,8 +321,8 @@ Test(program, equals_its_ops_in_order) {
     for (i = 0; i < 4; i++) {
       sluice_op op;
       sluice_verdict v;
-      sluice_program_step_op(&p, i, &op);
-      cr_assert_eq(sluice_op_step(&op, op_rec + st[i].key,
+      sluice__program_step_op(&p, i, &op);
+      cr_assert_eq(sluice__op_step(&op, op_rec + st[i].key,
                                   op_rec + st[i].key, now, &v),
                    SLUICE_OK);
       assert_verdict_eq(v, r.v[i], "round %d step %d", round, i);
@@ -330,9 +332,9 @@ Test(program, equals_its_ops_in_order) {
     for (i = 0; i < 5; i++) {
       sluice_op op;
       int s = i < 3 ? i : 3;
-      sluice_program_step_op(&p, s, &op);
+      sluice__program_step_op(&p, s, &op);
       cr_assert_eq(sluice_program_expiry(&p, i, &prog_rec[i]),
-                   sluice_op_expiry(&op, i - st[s].key, &prog_rec[i]));
+                   sluice__op_expiry(&op, i - st[s].key, &prog_rec[i]));
     }
   }
 }
@@ -354,56 +356,18 @@ Test(program, expiry_of_every_record) {
   cr_assert_not(r.allowed);
   for (i = 0; i < 4; i++) {
     int s = i == 0 ? 0 : i < 3 ? 1 : 3;
-    sluice_program_step_op(&p, s, &op);
+    sluice__program_step_op(&p, s, &op);
     if (i == 1 || i == 2) /* both buckets were charged */
       cr_assert_gt(sluice_program_expiry(&p, i, &rec[i]), now, "record %d",
                    i);
     cr_assert_eq(sluice_program_expiry(&p, i, &rec[i]),
-                 sluice_op_expiry(&op, i - st[s].key, &rec[i]), "record %d",
+                 sluice__op_expiry(&op, i - st[s].key, &rec[i]), "record %d",
                  i);
   }
   cr_assert_eq(sluice_program_expiry(&p, 4, &rec[3]), 0); /* no record 4 */
 }
 
 /* ------------------------------------------------------- through stores */
-
-/* A store with only xApply (version 1), over an inner mem store: what a
-** third-party backend without xRun gets. */
-typedef struct v1_store {
-  sluice_store base;
-  sluice_limiter *inner;
-  int applies;
-} v1_store;
-
-static int v1_close(sluice_store *s) {
-  sluice_limiter_close(((v1_store *)s)->inner);
-  return SLUICE_OK;
-}
-static int v1_apply(sluice_store *s, const sluice_op *op, int64_t now,
-                    sluice_verdict *v) {
-  v1_store *t = (v1_store *)s;
-  t->applies++;
-  return sluice_limiter_apply_at(t->inner, op, now, v);
-}
-static int v1_control(sluice_store *s, int op, void *arg) {
-  if (op != 400)
-    return SLUICE_ENOTFOUND;
-  *(int *)arg = ((v1_store *)s)->applies;
-  return SLUICE_OK;
-}
-static const sluice_store_methods v1_methods = {1,    v1_close,   v1_apply,
-                                                NULL, NULL,       v1_control,
-                                                NULL, NULL};
-static int v1_open(const sluice_backend *b, const char *uri,
-                   const sluice_store_config *cfg, sluice_store *s) {
-  (void)b;
-  (void)uri;
-  (void)cfg;
-  s->pMethods = &v1_methods;
-  return sluice_limiter_open(NULL, &((v1_store *)s)->inner);
-}
-static const sluice_backend v1_backend = {
-    SLUICE_BACKEND_CLASS_VERSION, sizeof(v1_store), "v1", NULL, v1_open};
 
 static sluice_clock *clk; /* manual, at 1 s: xGet reads at its time */
 
@@ -415,41 +379,29 @@ static sluice_limiter *open_store(const sluice_backend *b) {
   memset(&o, 0, sizeof o);
   o.backend = b;
   o.clock = clk;
-  cr_assert_eq(sluice_limiter_open(&o, &l), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_open(&o, &l, NULL, 0), SLUICE_OK);
   return l;
 }
 
-/* The same trace through mem's xRun, the fallback, and the pure run. */
+/* The same trace through mem's xRun and the pure run. */
 Test(program, stores_agree_with_the_pure_run) {
   sluice_limiter *mem = open_store(sluice_backend_find("mem"));
-  sluice_limiter *v1 = open_store(&v1_backend);
   sluice_step st[5];
   sluice_program p = std_prog(st, 1);
   sluice_state rec[4];
-  int i, applies = 0;
+  int i;
   memset(rec, 0, sizeof rec);
   for (i = 0; i < 40; i++) {
     int64_t now = SEC + i * (SEC / 5);
-    sluice_program_result a, b, c;
+    sluice_program_result a, b;
     int j;
     cr_assert_eq(sluice_program_run(&p, rec, rec, now, &a), SLUICE_OK);
-    cr_assert_eq(sluice_limiter_run_at(mem, &p, now, &b), SLUICE_OK);
-    cr_assert_eq(sluice_limiter_run_at(v1, &p, now, &c), SLUICE_OK);
+    cr_assert_eq(sluice_limiter_decide(mem, 1, &p, now, &b, NULL), SLUICE_OK);
     cr_assert_eq(a.ran, b.ran, "step %d", i);
-    cr_assert_eq(a.ran, c.ran, "step %d", i);
     cr_assert_eq(a.denied_by, b.denied_by);
-    cr_assert_eq(a.denied_by, c.denied_by);
     for (j = 0; j < 5; j++) {
       assert_verdict_eq(a.v[j], b.v[j], "mem step %d/%d", i, j);
-      assert_verdict_eq(a.v[j], c.v[j], "fallback step %d/%d", i, j);
     }
-    applies += __builtin_popcount(a.ran);
-  }
-  {
-    /* The fallback: one xApply per step that ran. */
-    int got = 0;
-    cr_assert_eq(sluice_limiter_control(v1, 400, &got), SLUICE_OK);
-    cr_assert_eq(got, applies);
   }
   sluice_clock_set(clk, SEC + 39 * (SEC / 5));
   for (i = 0; i < 4; i++) {
@@ -465,7 +417,6 @@ Test(program, stores_agree_with_the_pure_run) {
               (unsigned long long)rec[i].w[0], (unsigned long long)rec[i].w[1]);
   }
   sluice_limiter_close(mem);
-  sluice_limiter_close(v1);
 }
 
 Test(program, run_many_keeps_each_result) {
@@ -478,7 +429,7 @@ Test(program, run_many_keeps_each_result) {
   ps[1] = std_prog(bad, 1);
   bad[1].key = 9;
   ps[2] = std_prog(st, 2);
-  cr_assert_eq(sluice_limiter_run_many(mem, 3, ps, res, rcs), SLUICE_OK);
+  cr_assert_eq(sluice_limiter_decide(mem, 3, ps, SLUICE_NOW, res, rcs), SLUICE_OK);
   cr_assert_eq(rcs[0], SLUICE_OK);
   cr_assert_eq(rcs[1], SLUICE_EINVAL);
   cr_assert_eq(rcs[2], SLUICE_OK);

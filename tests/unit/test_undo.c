@@ -1,6 +1,6 @@
 /*
 ** The per-record undo a lock-free store runs when its rollback loses a CAS
-** race (sluice_job_undo): taking one write back out of a record that
+** race (sluice__job_undo): taking one write back out of a record that
 ** others have written since must leave exactly what their writes alone
 ** would have left (the invariant "a denial leaves no charge behind"), in
 ** the regimes where that is decidable from the record, and never less.
@@ -11,6 +11,7 @@
 #include "unit.h"
 #include "algo/algo_int.h"
 #include "algo/program_int.h"
+#include "job.h"
 
 #define ROUNDS 4000
 
@@ -29,7 +30,7 @@ static sluice_state gcra_others(const sluice_gcra_params *p, sluice_state s,
     int64_t c = rng_range(&o, 1, p->burst);
     if (replay && !((*mask >> k) & 1u))
       continue;
-    cr_assert_eq(sluice_gcra_step(p, &s, now, SLUICE_OP_CONSUME, c, &out, &v),
+    cr_assert_eq(sluice__gcra_step(p, &s, now, SLUICE_OP_CONSUME, c, &out, &v),
                  SLUICE_OK);
     if (replay)
       cr_assert(v.allowed, "admitted with our charge, denied without it");
@@ -61,13 +62,13 @@ Test(undo, gcra_takes_out_exactly_the_charge) {
     pre = zst();
     if (rng_range(&r, 0, 3)) {
       sluice_state t;
-      cr_assert_eq(sluice_gcra_step(&p, &pre, now - rng_range(&r, 0, SEC),
+      cr_assert_eq(sluice__gcra_step(&p, &pre, now - rng_range(&r, 0, SEC),
                                     SLUICE_OP_CONSUME,
                                     rng_range(&r, 1, p.burst), &t, &v),
                    SLUICE_OK);
       pre = t;
     }
-    cr_assert_eq(sluice_gcra_step(&p, &pre, now, SLUICE_OP_CONSUME,
+    cr_assert_eq(sluice__gcra_step(&p, &pre, now, SLUICE_OP_CONSUME,
                                   rng_range(&r, 1, p.burst), &post, &v),
                  SLUICE_OK);
     if (!v.allowed)
@@ -97,12 +98,12 @@ Test(undo, gcra_without_a_charge_or_after_a_reset_changes_nothing) {
   sluice_state pre = zst(), post, cur = zst(), got;
   sluice_verdict v;
   /* A PEEK writes nothing: there is nothing to take out. */
-  cr_assert_eq(sluice_gcra_step(&p, &pre, 5 * SEC, SLUICE_OP_PEEK, 3, &post,
+  cr_assert_eq(sluice__gcra_step(&p, &pre, 5 * SEC, SLUICE_OP_PEEK, 3, &post,
                                 &v),
                SLUICE_OK);
   cr_assert_not(sluice__gcra_undo(&p, &pre, &post, &post, 5 * SEC, &got));
   /* A record below what we wrote was reset (expired and recreated). */
-  cr_assert_eq(sluice_gcra_step(&p, &pre, 5 * SEC, SLUICE_OP_CONSUME, 3,
+  cr_assert_eq(sluice__gcra_step(&p, &pre, 5 * SEC, SLUICE_OP_CONSUME, 3,
                                 &post, &v),
                SLUICE_OK);
   cr_assert_not(sluice__gcra_undo(&p, &pre, &post, &cur, 5 * SEC, &got));
@@ -117,8 +118,8 @@ static sluice_state win_others(int algo, const sluice_window_params *p,
     sluice_state out;
     int64_t c = rng_range(&o, 1, 3);
     int rc = algo == SLUICE_ALGO_SWINDOW
-                 ? sluice_swindow_step(p, &s, now, SLUICE_OP_COUNT, c, &out, &v)
-                 : sluice_fwindow_step(p, &s, now, SLUICE_OP_COUNT, c, &out,
+                 ? sluice__swindow_step(p, &s, now, SLUICE_OP_COUNT, c, &out, &v)
+                 : sluice__fwindow_step(p, &s, now, SLUICE_OP_COUNT, c, &out,
                                        &v);
     cr_assert_eq(rc, SLUICE_OK);
     s = out;
@@ -141,9 +142,9 @@ static void windows(int algo) {
       pre = win_others(algo, &p, pre, now - rng_range(&r, 0, p.window_ns),
                        rng_next(&r));
     cr_assert_eq(algo == SLUICE_ALGO_SWINDOW
-                     ? sluice_swindow_step(&p, &pre, now, SLUICE_OP_COUNT, 2,
+                     ? sluice__swindow_step(&p, &pre, now, SLUICE_OP_COUNT, 2,
                                            &post, &v)
-                     : sluice_fwindow_step(&p, &pre, now, SLUICE_OP_COUNT, 2,
+                     : sluice__fwindow_step(&p, &pre, now, SLUICE_OP_COUNT, 2,
                                            &post, &v),
                  SLUICE_OK);
     if (algo == SLUICE_ALGO_SWINDOW && rng_range(&r, 0, 1))
@@ -161,8 +162,8 @@ static void windows(int algo) {
       int64_t c = rng_range(&r, 1, p.limit);
       int (*step)(const sluice_window_params *, const sluice_state *, int64_t,
                   int, int64_t, sluice_state *, sluice_verdict *) =
-          algo == SLUICE_ALGO_SWINDOW ? sluice_swindow_step
-                                      : sluice_fwindow_step;
+          algo == SLUICE_ALGO_SWINDOW ? sluice__swindow_step
+                                      : sluice__fwindow_step;
       cr_assert_eq(step(&p, &got, later, SLUICE_OP_PEEK, c, &o, &a), SLUICE_OK);
       cr_assert_eq(step(&p, &want, later, SLUICE_OP_PEEK, c, &o, &b), SLUICE_OK);
       cr_assert_eq(a.remaining, b.remaining, "round %d: remaining %lld vs %lld",
@@ -181,10 +182,10 @@ Test(undo, fwindow_rolled_past_keeps_the_record) {
   sluice_window_params p = {10, 10 * SEC};
   sluice_state pre = zst(), post, cur, got;
   sluice_verdict v;
-  cr_assert_eq(sluice_fwindow_step(&p, &pre, 5 * SEC, SLUICE_OP_COUNT, 2,
+  cr_assert_eq(sluice__fwindow_step(&p, &pre, 5 * SEC, SLUICE_OP_COUNT, 2,
                                    &post, &v),
                SLUICE_OK);
-  cr_assert_eq(sluice_fwindow_step(&p, &post, 15 * SEC, SLUICE_OP_COUNT, 1,
+  cr_assert_eq(sluice__fwindow_step(&p, &post, 15 * SEC, SLUICE_OP_COUNT, 1,
                                    &cur, &v),
                SLUICE_OK);
   cr_assert_not(sluice__fwindow_undo(&p, &pre, &post, &cur, 5 * SEC, &got));
@@ -194,13 +195,13 @@ Test(undo, lease_frees_only_its_own_slot) {
   sluice_lease_params p = {1, 10 * SEC};
   sluice_state pre = zst(), post, other, got;
   sluice_verdict v;
-  cr_assert_eq(sluice_lease_step(&p, &pre, SEC, SLUICE_OP_ACQUIRE, 7, &post,
+  cr_assert_eq(sluice__lease_step(&p, &pre, SEC, SLUICE_OP_ACQUIRE, 7, &post,
                                  &v),
                SLUICE_OK);
   cr_assert(sluice__lease_undo(&p, &pre, &post, &post, SEC, &got));
   cr_assert(st_eq(&got, &(sluice_state){{0, 0}}));
   /* Ours expired and another holder took the slot: not ours to free. */
-  cr_assert_eq(sluice_lease_step(&p, &post, 20 * SEC, SLUICE_OP_ACQUIRE, 9,
+  cr_assert_eq(sluice__lease_step(&p, &post, 20 * SEC, SLUICE_OP_ACQUIRE, 9,
                                  &other, &v),
                SLUICE_OK);
   cr_assert(v.allowed);
@@ -218,7 +219,7 @@ Test(undo, program_records_use_their_own_steps_parameters) {
   sluice_step steps[2];
   sluice_program prog = {3, keys, 2, steps};
   sluice_program_result res;
-  sluice_job job;
+  sluice__job job;
   sluice_state pre[3], post[3], cur[3], got;
   int64_t now = 50 * SEC;
   int i;
@@ -242,14 +243,14 @@ Test(undo, program_records_use_their_own_steps_parameters) {
   cr_assert_eq(sluice_program_validate(&prog), SLUICE_OK);
   for (i = 0; i < 3; i++)
     pre[i] = zst();
-  sluice_job_program(&job, &prog, &res);
-  cr_assert_eq(sluice_job_run(&job, pre, post, now), SLUICE_OK);
+  sluice__job_program(&job, &prog, &res);
+  cr_assert_eq(sluice__job_run(&job, pre, post, now), SLUICE_OK);
   cr_assert(res.allowed);
   /* Another run on top, then each record's undo leaves one run's worth. */
-  cr_assert_eq(sluice_job_run(&job, post, cur, now), SLUICE_OK);
+  cr_assert_eq(sluice__job_run(&job, post, cur, now), SLUICE_OK);
   cr_assert(res.allowed);
   for (i = 0; i < 3; i++) {
-    cr_assert(sluice_job_undo(&job, i, &pre[i], &post[i], &cur[i], now, &got),
+    cr_assert(sluice__job_undo(&job, i, &pre[i], &post[i], &cur[i], now, &got),
               "record %d", i);
     cr_assert(st_eq(&got, &post[i]), "record %d: not one run's worth", i);
   }

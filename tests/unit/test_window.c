@@ -6,11 +6,12 @@
 ** validation and counter limits.
 */
 #include "unit.h"
+#include "op.h"
 
 static int sw(const sluice_window_params *p, sluice_state *s, int64_t now,
               int kind, int64_t n, sluice_verdict *v) {
   sluice_state out;
-  int rc = sluice_swindow_step(p, s, now, kind, n, &out, v);
+  int rc = sluice__swindow_step(p, s, now, kind, n, &out, v);
   if (rc == SLUICE_OK)
     *s = out;
   return rc;
@@ -19,7 +20,7 @@ static int sw(const sluice_window_params *p, sluice_state *s, int64_t now,
 static int fw(const sluice_window_params *p, sluice_state *s, int64_t now,
               int kind, int64_t n, sluice_verdict *v) {
   sluice_state out;
-  int rc = sluice_fwindow_step(p, s, now, kind, n, &out, v);
+  int rc = sluice__fwindow_step(p, s, now, kind, n, &out, v);
   if (rc == SLUICE_OK)
     *s = out;
   return rc;
@@ -153,7 +154,7 @@ Test(swindow, peek_and_denial_change_nothing) {
   sluice_verdict v;
   cr_assert(sw_ok(&p, &s, 10, SLUICE_OP_CONSUME, 3, &v));
   before = s;
-  cr_assert_eq(sluice_swindow_step(&p, &s, 20, SLUICE_OP_PEEK, 1, &o, &v), 0);
+  cr_assert_eq(sluice__swindow_step(&p, &s, 20, SLUICE_OP_PEEK, 1, &o, &v), 0);
   cr_assert(!v.allowed);
   cr_assert(st_eq(&o, &s));
   cr_assert(!sw_ok(&p, &s, 20, SLUICE_OP_CONSUME, 1, &v));
@@ -179,9 +180,9 @@ Test(swindow, expiry) {
   sluice_op op = {SLUICE_ALGO_SWINDOW, SLUICE_OP_PEEK, 1, &KEY("k"), &p, 0, 0};
   sluice_state s = zst();
   sluice_verdict v;
-  cr_assert_eq(sluice_op_expiry(&op, 0, &s), 0);
+  cr_assert_eq(sluice__op_expiry(&op, 0, &s), 0);
   cr_assert(sw_ok(&p, &s, 250, SLUICE_OP_CONSUME, 1, &v));
-  cr_assert_eq(sluice_op_expiry(&op, 0, &s), 400);
+  cr_assert_eq(sluice__op_expiry(&op, 0, &s), 400);
   cr_assert(sw_ok(&p, &s, 399, SLUICE_OP_PEEK, 4, &v) == 0);
   cr_assert(sw_ok(&p, &s, 400, SLUICE_OP_PEEK, 4, &v));
 }
@@ -193,7 +194,7 @@ Test(swindow, limit_above_32_bit_counter_never_over_admits) {
   sluice_verdict v;
   int64_t admitted = 0;
   int i;
-  cr_assert_eq(sluice_window_params_check(&p), SLUICE_OK);
+  cr_assert_eq(sluice__window_params_check(&p), SLUICE_OK);
   for (i = 0; i < 8; i++) {
     int rc = sw(&p, &s, SEC + i, SLUICE_OP_CONSUME, SLUICE_COUNT_MAX / 2, &v);
     if (rc == SLUICE_OK && v.allowed)
@@ -266,10 +267,10 @@ Test(fwindow, count_peek_and_expiry) {
   cr_assert(!fw_ok(&p, &s, 24, SLUICE_OP_COUNT, 1, &v));
   cr_assert_eq(s.w[1], 3);
   cr_assert_eq(v.retry_after_ns, 6);
-  cr_assert_eq(sluice_fwindow_step(&p, &s, 25, SLUICE_OP_PEEK, 0, &o, &v), 0);
+  cr_assert_eq(sluice__fwindow_step(&p, &s, 25, SLUICE_OP_PEEK, 0, &o, &v), 0);
   cr_assert(!v.allowed);
   cr_assert(st_eq(&o, &s));
-  cr_assert_eq(sluice_op_expiry(&op, 0, &s), 30);
+  cr_assert_eq(sluice__op_expiry(&op, 0, &s), 30);
   cr_assert(fw_ok(&p, &s, 30, SLUICE_OP_PEEK, 2, &v));
 }
 
@@ -314,24 +315,24 @@ Test(window, validation) {
   sluice_state o;
   sluice_verdict v;
   size_t i;
-  cr_assert_eq(sluice_window_params_check(NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice__window_params_check(NULL), SLUICE_EINVAL);
   for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    int src = sluice_swindow_step(&cases[i].p, NULL, 0, SLUICE_OP_CONSUME, 1,
+    int src = sluice__swindow_step(&cases[i].p, NULL, 0, SLUICE_OP_CONSUME, 1,
                                   &o, &v);
-    cr_assert_eq(sluice_window_params_check(&cases[i].p), cases[i].rc);
+    cr_assert_eq(sluice__window_params_check(&cases[i].p), cases[i].rc);
     /* SWINDOW may refuse limits its 32-bit counters cannot hold. */
     if (cases[i].p.limit > (INT64_C(1) << 31) && src == SLUICE_EINVAL)
       ;
     else
       cr_assert_eq(src, cases[i].rc, "swindow case %zu", i);
-    cr_assert_eq(sluice_fwindow_step(&cases[i].p, NULL, 0, SLUICE_OP_CONSUME, 1,
+    cr_assert_eq(sluice__fwindow_step(&cases[i].p, NULL, 0, SLUICE_OP_CONSUME, 1,
                                      &o, &v),
                  cases[i].rc);
   }
 #define BOTH(kind, n, want)                                                    \
   do {                                                                         \
-    cr_assert_eq(sluice_swindow_step(&ok, NULL, 0, (kind), (n), &o, &v), want); \
-    cr_assert_eq(sluice_fwindow_step(&ok, NULL, 0, (kind), (n), &o, &v), want); \
+    cr_assert_eq(sluice__swindow_step(&ok, NULL, 0, (kind), (n), &o, &v), want); \
+    cr_assert_eq(sluice__fwindow_step(&ok, NULL, 0, (kind), (n), &o, &v), want); \
   } while (0)
   BOTH(SLUICE_OP_CONSUME, 0, SLUICE_ERANGE);
   BOTH(SLUICE_OP_CONSUME, -3, SLUICE_ERANGE);
@@ -350,10 +351,10 @@ Test(window, validation) {
     const sluice_key ks[2] = {{"{a}1", 4}, {"{a}2", 4}};
     sluice_op op = {SLUICE_ALGO_SWINDOW, SLUICE_OP_CONSUME, 2, ks, &ok, 1, 0};
     sluice_state in[2] = {{{0, 0}}, {{0, 0}}}, out[2];
-    cr_assert_eq(sluice_op_step(&op, in, out, 0, &v), SLUICE_EINVAL,
+    cr_assert_eq(sluice__op_step(&op, in, out, 0, &v), SLUICE_EINVAL,
                  "windows take one key");
     op.algo = SLUICE_ALGO_FWINDOW;
-    cr_assert_eq(sluice_op_step(&op, in, out, 0, &v), SLUICE_EINVAL);
+    cr_assert_eq(sluice__op_step(&op, in, out, 0, &v), SLUICE_EINVAL);
   }
 }
 
@@ -528,22 +529,22 @@ static void retry_property(int algo) {
     for (j = 0; j < m; j++) {
       op.arg = rng_range(&r, 1, p.limit);
       t += rng_range(&r, 0, p.window_ns / 4);
-      cr_assert_eq(sluice_op_step(&op, &s, &o, t, &v), 0);
+      cr_assert_eq(sluice__op_step(&op, &s, &o, t, &v), 0);
       s = o;
     }
     op.arg = rng_range(&r, 1, p.limit);
     t += rng_range(&r, 0, p.window_ns / 4);
-    cr_assert_eq(sluice_op_step(&op, &s, &o, t, &v), 0);
+    cr_assert_eq(sluice__op_step(&op, &s, &o, t, &v), 0);
     if (v.allowed)
       continue;
     trials++;
     if (algo == SLUICE_ALGO_FWINDOW)
       cr_assert(st_eq(&o, &s), "denial changed the record");
     cr_assert_gt(v.retry_after_ns, 0);
-    cr_assert_eq(sluice_op_step(&op, &o, &o, t + v.retry_after_ns, &w), 0);
+    cr_assert_eq(sluice__op_step(&op, &o, &o, t + v.retry_after_ns, &w), 0);
     cr_assert(w.allowed, "limit %lld W %lld n %lld: not admitted after retry",
               (long long)p.limit, (long long)p.window_ns, (long long)op.arg);
-    cr_assert_eq(sluice_op_step(&op, &s, &o, t + v.retry_after_ns - 1, &w), 0);
+    cr_assert_eq(sluice__op_step(&op, &s, &o, t + v.retry_after_ns - 1, &w), 0);
     cr_assert(!w.allowed, "limit %lld W %lld n %lld: admitted 1 ns early",
               (long long)p.limit, (long long)p.window_ns, (long long)op.arg);
   }

@@ -22,6 +22,24 @@ int fail_code_by_name(const char *name, size_t len) {
   return 0;
 }
 
+/* A store-string number: nth=, count=, max_keys= (decimal, absent: 0).
+** SLUICE_EINVAL when present but not a number. */
+static int uri_num(const char *uri, const char *name, int64_t *out) {
+  const char *v;
+  size_t len, i;
+  *out = 0;
+  if (sluice_uri_param(uri, name, &v, &len) != SLUICE_OK)
+    return SLUICE_OK;
+  if (len == 0 || len > 18)
+    return SLUICE_EINVAL;
+  for (i = 0; i < len; i++) {
+    if (v[i] < '0' || v[i] > '9')
+      return SLUICE_EINVAL;
+    *out = *out * 10 + (v[i] - '0');
+  }
+  return SLUICE_OK;
+}
+
 /* A failable call: 0 when it goes on to the inner store, else the code it
 ** fails with (its detail recorded). */
 static int gate(fail_store *f) {
@@ -48,26 +66,21 @@ static int pass(fail_store *f, int rc) {
   return rc;
 }
 
-static int f_apply(sluice_store *s, const sluice_op *op, int64_t now,
-                   sluice_verdict *v) {
+/* A call of n programs (a batch or one) is one failable call. */
+static int f_run(sluice_store *s, int n, const sluice_program *ps,
+                 int64_t now, sluice_program_result *res, int *rcs) {
   fail_store *f = (fail_store *)s;
-  int rc = gate(f);
-  return rc ? rc : pass(f, sluice_store_apply(f->inner, op, now, v));
-}
-
-static int f_apply_many(sluice_store *s, int n, const sluice_op *ops,
-                        int64_t now, sluice_verdict *vs, int *rcs) {
-  fail_store *f = (fail_store *)s;
-  int rc = gate(f);
-  return rc ? rc
-            : pass(f, sluice_store_apply_many(f->inner, n, ops, now, vs, rcs));
-}
-
-static int f_run(sluice_store *s, const sluice_program *p, int64_t now,
-                 sluice_program_result *res) {
-  fail_store *f = (fail_store *)s;
-  int rc = gate(f);
-  return rc ? rc : pass(f, sluice_store_run(f->inner, p, now, res));
+  int i, rc = gate(f);
+  if (rc)
+    return rc;
+  rc = sluice_store_run(f->inner, n, ps, now, res, rcs);
+  /* A program's own failure carries the inner store's detail too. */
+  for (i = 0; rc == SLUICE_OK && i < n; i++)
+    if (rcs[i] != SLUICE_OK) {
+      pass(f, rcs[i]);
+      break;
+    }
+  return pass(f, rc);
 }
 
 static int f_get(sluice_store *s, const sluice_key *k, int64_t now,
@@ -116,14 +129,6 @@ static int f_close(sluice_store *s) {
   return SLUICE_OK;
 }
 
-static int flag(const char *uri, const char *name, int *out) {
-  int64_t v = 0;
-  if (sluice_uri_int(uri, name, 0, &v) != SLUICE_OK || v > 1)
-    return SLUICE_EINVAL;
-  *out = (int)v;
-  return SLUICE_OK;
-}
-
 static int f_open(const sluice_backend *b, const char *uri,
                   const sluice_store_config *cfg, sluice_store *s) {
   fail_store *f = (fail_store *)s;
@@ -131,30 +136,20 @@ static int f_open(const sluice_backend *b, const char *uri,
   const char *v;
   size_t len;
   char inner_uri[64], err[SLUICE_STORE_ERRLEN];
-  int rc, code = SLUICE_EBACKEND, many = 0, run = 0;
+  int rc, code = SLUICE_EBACKEND;
   (void)b;
   f->methods = (sluice_store_methods){
-      .iVersion = 1, .xClose = f_close, .xApply = f_apply, .xGet = f_get,
-      .xDelete = f_delete, .xControl = f_control, .xCapabilities = f_caps};
+      .iVersion = SLUICE_BACKEND_VERSION, .xClose = f_close, .xRun = f_run,
+      .xGet = f_get, .xDelete = f_delete, .xControl = f_control,
+      .xCapabilities = f_caps};
   s->pMethods = &f->methods;
-  if (sluice_uri_int(uri, "nth", 0, &nth) != SLUICE_OK ||
-      sluice_uri_int(uri, "count", 0, &count) != SLUICE_OK ||
-      sluice_uri_int(uri, "max_keys", 0, &max_keys) != SLUICE_OK ||
-      flag(uri, "many", &many) != SLUICE_OK ||
-      flag(uri, "run", &run) != SLUICE_OK)
+  if (uri_num(uri, "nth", &nth) != SLUICE_OK ||
+      uri_num(uri, "count", &count) != SLUICE_OK ||
+      uri_num(uri, "max_keys", &max_keys) != SLUICE_OK)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0, "fail: bad number");
   if (sluice_uri_param(uri, "code", &v, &len) == SLUICE_OK &&
       !(code = fail_code_by_name(v, len)))
     return sluice_store_seterr(s, SLUICE_EINVAL, 0, "fail: unknown code");
-  /* The version is the highest group of methods the table fills. */
-  if (many) {
-    f->methods.iVersion = 2;
-    f->methods.xApplyMany = f_apply_many;
-  }
-  if (run) {
-    f->methods.iVersion = 3;
-    f->methods.xRun = f_run;
-  }
   atomic_store(&f->nth, (long)nth);
   atomic_store(&f->count, (long)count);
   atomic_store(&f->code, code);
@@ -166,9 +161,9 @@ static int f_open(const sluice_backend *b, const char *uri,
   return SLUICE_OK;
 }
 
-static const char *const fail_params[] = {"nth",  "count", "code", "max_keys",
-                                          "many", "run",   NULL};
+static const char *const fail_params[] = {"nth", "count", "code", "max_keys",
+                                          NULL};
 
 const sluice_backend fail_store_backend = {
-    SLUICE_BACKEND_CLASS_VERSION, (int)sizeof(fail_store), "fail", NULL,
+    SLUICE_BACKEND_VERSION, (int)sizeof(fail_store), "fail", NULL,
     f_open, fail_params};

@@ -7,19 +7,15 @@
 ** &fail_store_backend as sluice_limiter_options.backend; the store string's
 ** params part configures it:
 **
-**   "fail:nth=N;count=C;code=NAME;max_keys=K;many=0|1;run=0|1"
+**   "fail:nth=N;count=C;code=NAME;max_keys=K"
 **
 **   nth=N      the Nth failable call (1-based) fails; 0 (default): none
 **   count=C    ... and the C - 1 calls after it (0: every call from N on)
 **   code=NAME  the SLUICE_E* name it fails with (default EBACKEND)
 **   max_keys=K passed to the inner mem store
-**   many=1     the table has xApplyMany (one failable call per batch)
-**   run=1      the table has xRun (a program is one failable call)
 **
-** Without many / run the core's fallbacks call xApply once per op / per
-** program step, each a failable call: the store then behaves as a backend
-** of method version 1.  The failable calls are the decision methods the
-** table has: xApply, xApplyMany, xRun.  xGet, xDelete, xCapabilities and
+** The failable calls are the decisions, xRun: a call of n programs (a batch,
+** or one program) is one failable call.  xGet, xDelete, xCapabilities and
 ** other xControl ops go to the inner store untouched.
 **
 ** At run time, sluice_limiter_control() with FAIL_STORE_CTL_PLAN replaces

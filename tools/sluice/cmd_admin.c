@@ -118,7 +118,7 @@ static int open_store(admin *a) {
   int rc;
   memset(&lo, 0, sizeof lo);
   lo.store = a->store;
-  rc = sluice_limiter_open2(&lo, &a->lim, err, sizeof err);
+  rc = sluice_limiter_open(&lo, &a->lim, err, sizeof err);
   if (rc != SLUICE_OK) {
     fprintf(stderr, "sluice %s: --store %s: %s%s%s\n", a->cmd, a->store,
             sluice_strerror(rc), err[0] ? ": " : "", err);

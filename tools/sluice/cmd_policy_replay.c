@@ -113,7 +113,7 @@ static int pr_open(preplay *r, const char *config, const char *backend,
   lo.flags = SLUICE_OPEN_CREATE | SLUICE_OPEN_TESTCLOCK;
   err[0] = 0;
   if (rc == SLUICE_OK)
-    rc = sluice_limiter_open2(&lo, &r->lim, err, errlen);
+    rc = sluice_limiter_open(&lo, &r->lim, err, errlen);
   if (rc != SLUICE_OK) {
     *rc_out = rc;
     return 1; /* the store */

@@ -12,7 +12,7 @@
 ** Input is read in large blocks and output is formatted by hand: the tool
 ** is expected to replay millions of decisions per second.  Without the
 ** penalty ladder, consecutive lines of the same t_ms go to the store as
-** one sluice_limiter_apply_many() batch (up to BATCH lines) at that time,
+** one sluice_limiter_decide() batch (up to BATCH lines) at that time,
 ** on the limiter's manual clock: the store decides them in order, exactly
 ** as one by one, and overlaps their memory misses on a big key set.  (With
 ** the ladder each line is three dependent steps, so lines go one by one.)
@@ -29,6 +29,16 @@
 #define BATCH 16
 
 /* A line waiting in the batch: where it is, and its op's key. */
+/* The library's own check of one algorithm's parameters: a one-step
+** program over a placeholder key, validated. */
+static int params_ok(int algo, int kind, int64_t arg, const void *params) {
+  sluice_key k = {"k", 1};
+  sluice_step st = {.algo = algo, .kind = kind, .nkeys = 1,
+                    .params = params, .arg = arg};
+  sluice_program pr = {.nkeys = 1, .keys = &k, .nsteps = 1, .steps = &st};
+  return sluice_program_validate(&pr) == SLUICE_OK;
+}
+
 typedef struct pending {
   const char *line;
   size_t len;
@@ -131,32 +141,47 @@ static void emit_gcra(replay *r, const char *s, size_t n,
          0, 0);
 }
 
-/* Decide the batch's lines (one apply_many at its time) and print them in
-** order.  The lines must still be in the input buffer. */
+/* One step over key k at t: an operation, decided as the one-step program
+** it is (a note: its writes stay whatever it says). */
+static int decide_step(replay *r, int algo, int kind, const sluice_key *k,
+                       const void *params, int64_t arg, int64_t t,
+                       sluice_verdict *v) {
+  sluice_step st = {.algo = algo, .kind = kind, .nkeys = 1,
+                    .params = params, .arg = arg, .fold = SLUICE_FOLD_NOTE};
+  sluice_program p = {.nkeys = 1, .keys = k, .nsteps = 1, .steps = &st};
+  sluice_program_result res;
+  int rc = sluice_limiter_decide(r->lim, 1, &p, t, &res, NULL);
+  if (rc == SLUICE_OK)
+    *v = res.v[0];
+  return rc;
+}
+
+/* Decide the batch's lines (one sluice_limiter_decide() of a program a
+** line, at the batch's time) and print them in order.  The lines must
+** still be in the input buffer. */
 static int flush_batch(replay *r) {
-  sluice_op ops[BATCH];
-  sluice_verdict v[BATCH];
+  sluice_step st[BATCH];
+  sluice_program ps[BATCH];
+  sluice_program_result res[BATCH];
   int rcs[BATCH], i, n = r->nbatch, rc;
   if (n == 0)
     return CLI_OK;
   r->nbatch = 0;
   for (i = 0; i < n; i++) {
-    memset(&ops[i], 0, sizeof ops[i]);
-    ops[i].algo = SLUICE_ALGO_GCRA;
-    ops[i].kind = SLUICE_OP_CONSUME;
-    ops[i].nkeys = 1;
-    ops[i].keys = &r->batch[i].k;
-    ops[i].params = &r->g;
-    ops[i].arg = r->batch[i].cost;
+    st[i] = (sluice_step){.algo = SLUICE_ALGO_GCRA,
+                          .kind = SLUICE_OP_CONSUME, .nkeys = 1,
+                          .params = &r->g, .arg = r->batch[i].cost};
+    ps[i] = (sluice_program){.nkeys = 1, .keys = &r->batch[i].k,
+                             .nsteps = 1, .steps = &st[i]};
   }
   sluice_clock_set(r->clock, r->batch_t);
-  rc = sluice_limiter_apply_many(r->lim, n, ops, v, rcs);
+  rc = sluice_limiter_decide(r->lim, n, ps, r->batch_t, res, rcs);
   if (rc != SLUICE_OK)
     return store_fail(r, r->batch[0].lineno, rc);
   for (i = 0; i < n; i++) {
     if (rcs[i] != SLUICE_OK)
       return store_fail(r, r->batch[i].lineno, rcs[i]);
-    emit_gcra(r, r->batch[i].line, r->batch[i].len, &v[i]);
+    emit_gcra(r, r->batch[i].line, r->batch[i].len, &res[i].v[0]);
   }
   return CLI_OK;
 }
@@ -197,7 +222,6 @@ static int replay_line(void *ud, const char *s, size_t n, long lineno) {
   char kbuf[SLUICE_KEY_MAX + 8];
   size_t klen;
   sluice_key k;
-  sluice_op op;
   sluice_verdict v, pv;
   int rc;
 
@@ -246,13 +270,8 @@ static int replay_line(void *ud, const char *s, size_t n, long lineno) {
   memcpy(kbuf + 3, c1 + 1, klen);
   k.data = kbuf;
   k.len = klen + 3;
-  memset(&op, 0, sizeof op);
-  op.nkeys = 1;
-  op.keys = &k;
-  op.algo = SLUICE_ALGO_PENALTY;
-  op.kind = SLUICE_OP_CHECK;
-  op.params = &r->p;
-  rc = sluice_limiter_apply_at(r->lim, &op, t, &pv);
+  rc = decide_step(r, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, &k, &r->p, 0, t,
+                   &pv);
   if (rc != SLUICE_OK)
     return store_fail(r, lineno, rc);
   if (!pv.allowed) {
@@ -262,11 +281,8 @@ static int replay_line(void *ud, const char *s, size_t n, long lineno) {
   }
   kbuf[0] = 't';
   kbuf[1] = 'b';
-  op.algo = SLUICE_ALGO_GCRA;
-  op.kind = SLUICE_OP_CONSUME;
-  op.params = &r->g;
-  op.arg = cost;
-  rc = sluice_limiter_apply_at(r->lim, &op, t, &v);
+  rc = decide_step(r, SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, &k, &r->g, cost, t,
+                   &v);
   if (rc != SLUICE_OK)
     return store_fail(r, lineno, rc);
   if (v.allowed) {
@@ -275,11 +291,8 @@ static int replay_line(void *ud, const char *s, size_t n, long lineno) {
     return CLI_OK;
   }
   kbuf[0] = 'p';
-  op.algo = SLUICE_ALGO_PENALTY;
-  op.kind = SLUICE_OP_STRIKE;
-  op.params = &r->p;
-  op.arg = 0;
-  rc = sluice_limiter_apply_at(r->lim, &op, t, &pv);
+  rc = decide_step(r, SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, &k, &r->p, 0, t,
+                   &pv);
   if (rc != SLUICE_OK)
     return store_fail(r, lineno, rc);
   if (pv.flags & SLUICE_V_TRIPPED)
@@ -410,7 +423,7 @@ int cli_replay(int argc, char **argv) {
     return CLI_USAGE;
   }
   r.g.period_ns = period_ms * NS_PER_MS;
-  if (sluice_gcra_params_check(&r.g) != SLUICE_OK) {
+  if (!params_ok(SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 0, &r.g)) {
     fprintf(stderr, "sluice replay: burst x period is too large\n");
     return CLI_USAGE;
   }
@@ -421,7 +434,8 @@ int cli_replay(int argc, char **argv) {
     return CLI_USAGE;
   }
   r.penalty = npen == 4;
-  if (r.penalty && sluice_penalty_params_check(&r.p) != SLUICE_OK) {
+  if (r.penalty &&
+      !params_ok(SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, &r.p)) {
     fprintf(stderr, "sluice replay: invalid penalty parameters\n");
     return CLI_USAGE;
   }
@@ -442,7 +456,7 @@ int cli_replay(int argc, char **argv) {
     return CLI_RUNTIME;
   }
   lo.clock = r.clock;
-  rc = sluice_limiter_open2(&lo, &r.lim, err, sizeof err);
+  rc = sluice_limiter_open(&lo, &r.lim, err, sizeof err);
   if (rc != SLUICE_OK) {
     sluice_clock_free(r.clock);
     fprintf(stderr, "sluice replay: --backend %s: %s%s%s\n", backend,

@@ -122,7 +122,7 @@ int sim_open(sim *s, const sluice_policy_config *cfg, int failing,
   lo.clock = s->clock;
   if (failing)
     lo.backend = &fail_store_backend;
-  if ((rc = sluice_limiter_open2(&lo, &s->lim, err, sizeof err)) != SLUICE_OK) {
+  if ((rc = sluice_limiter_open(&lo, &s->lim, err, sizeof err)) != SLUICE_OK) {
     fprintf(stderr, "sluice simulate: cannot open the mem store: %s %s\n",
             sluice_strerror(rc), err);
     return rc;

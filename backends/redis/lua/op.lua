@@ -1,11 +1,11 @@
--- op.lua -- sluice_op_step() (lib/algo/op.c) in Redis Lua: general(), the
+-- op.lua -- sluice__op_step() (lib/algo/op.c) in Redis Lua: general(), the
 -- frame every algorithm's step runs in (records in, records and verdict
 -- out); the algorithms' own blocks come from their files at the
 -- --@include lines.
 
 -- ------------------------------------------------------- general path
 --
--- Every algorithm and group, the port of sluice_op_step() proper: the step
+-- Every algorithm and group, the port of sluice__op_step() proper: the step
 -- of a program that no fast path takes (program.lua).  A function, so that
 -- its helpers are made only when it runs.
 

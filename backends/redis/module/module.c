@@ -17,6 +17,7 @@
 
 #include "sluice_rm.h"
 #include "rm_wire.h"
+#include "job.h"
 
 #define SMOD_NAME "sluice"
 #define SMOD_VERSION 1
@@ -228,7 +229,7 @@ static int run_program(RedisModuleCtx *ctx, RedisModuleString **names,
   rec r[SLUICE_PROGRAM_KEYS];
   sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
   sluice_program_result res;
-  sluice_job job;
+  sluice__job job;
   unsigned char buf[SLUICE_WIRE_PROG_HEADER + SLUICE_WIRE_VERDICT * SLUICE_PROGRAM_STEPS];
   unsigned char read[SLUICE_PROGRAM_KEYS] = {0};
   const sluice_program *p = &c->prog;
@@ -240,8 +241,8 @@ static int run_program(RedisModuleCtx *ctx, RedisModuleString **names,
     }
     in[i] = r[i].in;
   }
-  sluice_job_program(&job, p, &res);
-  rc = sluice_job_run(&job, in, out, now);
+  sluice__job_program(&job, p, &res);
+  rc = sluice__job_run(&job, in, out, now);
   if (rc != SLUICE_OK) {
     rec_close(r, n);
     return reply_err(ctx, smod_err_name(rc) + 7);
@@ -267,7 +268,7 @@ static int run_program(RedisModuleCtx *ctx, RedisModuleString **names,
     ** (parameters can move the expiry of an untouched record). */
     changed = memcmp(&out[i], &in[i], sizeof out[i]) != 0;
     if (changed || r[i].live)
-      x = sluice_job_expiry(&job, i, &out[i]);
+      x = sluice__job_expiry(&job, i, &out[i]);
     if (changed || (r[i].live && x != r[i].exp)) {
       if (x <= now) {
         if (r[i].live || r[i].stale)

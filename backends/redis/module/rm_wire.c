@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "rm_wire.h"
+#include "op.h"
 
 #define K(n) {"{s}" #n, sizeof("{s}" #n) - 1}
 #define K10(d) K(d##0), K(d##1), K(d##2), K(d##3), K(d##4), K(d##5), K(d##6), \

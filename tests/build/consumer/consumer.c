@@ -5,7 +5,7 @@ int main(void) {
   sluice_limiter *lim;
   sluice_verdict v;
   sluice_gcra_params p = {1, 1000000000, 1};
-  if (sluice_limiter_open(NULL, &lim) != SLUICE_OK)
+  if (sluice_limiter_open(NULL, &lim, NULL, 0) != SLUICE_OK)
     return 1;
   if (sluice_limiter_take(lim, "k", 1, &p, 1, &v) != SLUICE_OK || !v.allowed)
     return 2;
