@@ -702,11 +702,13 @@ Test(policy_routes, the_halves_match_the_same_route) {
   r.client_ip = "192.0.2.9";
   r.attrs = paid;
   r.nattrs = 3;
-  cr_assert_eq(sluice_policy_begin(call, &r, &d), SLUICE_CALL_DONE);
+  cr_assert_eq(sluice_policy_begin(call, SLUICE_CALL_DECIDE, &r, &d, NULL, 0),
+               SLUICE_CALL_DONE);
   cr_assert_str_eq(d.limit_name, "oauth");
   r.attrs = anon;
   r.nattrs = 1;
-  cr_assert_eq(sluice_policy_begin(call, &r, &d), SLUICE_CALL_DONE);
+  cr_assert_eq(sluice_policy_begin(call, SLUICE_CALL_DECIDE, &r, &d, NULL, 0),
+               SLUICE_CALL_DONE);
   cr_assert_str_eq(d.limit_name, "anon");
   sluice_call_close(call);
   fx_close(&f);
