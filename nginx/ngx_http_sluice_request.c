@@ -158,7 +158,9 @@ ngx_http_sluice_job_run(ngx_http_sluice_job_t *j)
     if (j->settle) {
         (void) sluice_policy_settle(j->pol, &j->req, &j->d, &j->used, 1);
     } else if (j->lease_id) {
-        (void) sluice_policy_release_lease(j->pol, &j->req, j->lease_id);
+        sluice_hold  h = { .kind = SLUICE_HOLD_LEASE, .lease_id = j->lease_id };
+
+        (void) sluice_policy_release(j->pol, &j->req, &h);
     } else {
         (void) sluice_policy_decide(j->pol, &j->req, &d);
     }
@@ -1050,7 +1052,7 @@ ngx_http_sluice_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
         v->len = ngx_http_sluice_status_names[ctx->status - 1].len;
         goto found;
     case V_OUTCOME:
-        s = ctx->rc == SLUICE_OK ? sluice_outcome_name(ctx->d.outcome)
+        s = ctx->rc == SLUICE_OK ? sluice_name(SLUICE_NAME_OUTCOME, ctx->d.outcome)
                                  : "invalid";
         break;
     case V_TIER:

@@ -206,7 +206,7 @@ static int given_attr(const admin *a, const char *name) {
 
 static int inspect_policy(admin *a) {
   sluice_request q;
-  sluice_limit_info li;
+  sluice_declared_info li;
   sluice_limit_state st;
   unsigned caps = sluice_limiter_capabilities(a->lim);
   const char *field;
@@ -242,7 +242,9 @@ static int inspect_policy(admin *a) {
   for (k = 0; k < a->nattrs; k++)
     fprintf(a->out, " %s=%s", a->attrs[k].name, a->attrs[k].value);
   fprintf(a->out, "\n");
-  for (i = 0; sluice_policy_limit_at(a->pol, i, &li) == SLUICE_OK; i++) {
+  for (i = 0; sluice_policy_declared_at(a->pol, SLUICE_DECLARED_LIMIT, i,
+                                        &li) == SLUICE_OK;
+       i++) {
     char t[32], what[48], own[96];
     if (a->limit && strcmp(a->limit, li.name))
       continue;

@@ -636,7 +636,9 @@ static enum MHD_Result handle_heavy(struct MHD_Connection *c, const char *url,
   if (!job_create(k, kind, is_rec ? ledger : NULL, range_s, d.lease_id,
                   &seq)) {
     if (d.lease_id)
-      sluice_policy_release_lease(S.pol, rq, d.lease_id);
+      sluice_policy_release(
+          S.pol, rq,
+          &(sluice_hold){.kind = SLUICE_HOLD_LEASE, .lease_id = d.lease_id});
     if (is_rec)
       idem_abandon(slot);
     return unavailable(c, PROBLEM_BASE "service-unavailable", "job table full",

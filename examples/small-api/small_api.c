@@ -132,7 +132,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
   /* A heavy endpoint's lease is held while the work runs; here the work
   ** is done once the answer is queued. */
   if (d.lease_id != 0)
-    sluice_policy_release_lease(svc->pol, &rq, d.lease_id);
+    sluice_policy_release(
+        svc->pol, &rq,
+        &(sluice_hold){.kind = SLUICE_HOLD_LEASE, .lease_id = d.lease_id});
   return ok;
 }
 

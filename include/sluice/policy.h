@@ -214,8 +214,8 @@ typedef struct sluice_decision {
   int64_t strikes_remaining; /**< strikes (or reported failures) left */
   /** Lease granted by the route's concurrency limits and locks (0: none;
    *  one id for all of them).  Release it with
-   *  sluice_policy_release_lease() in the handler's finally path; if the
-   *  worker dies, the lease is reclaimed after its TTL. */
+   *  sluice_policy_release() (SLUICE_HOLD_LEASE) in the handler's finally
+   *  path; if the worker dies, the lease is reclaimed after its TTL. */
   uint64_t lease_id;
   int64_t lease_ttl_ns;
   int64_t now_ns;            /**< the time the decision was made at (an
@@ -339,14 +339,6 @@ enum sluice_shadow_feature {
   SLUICE_SHADOW_FAIL_CLOSED = 0x8, /**< UNAVAILABLE */
   SLUICE_SHADOW_ALL = 0xf
 };
-
-/** @brief The feature an outcome belongs to (SLUICE_SHADOW_*), 0 for
- *  ALLOW. */
-SLUICE_EXPORT int sluice_shadow_feature_of(int outcome);
-
-/** @brief A feature's name as the config file spells it ("buckets",
- *  "penalty", "leases", "fail_closed"), or NULL. */
-SLUICE_EXPORT const char *sluice_shadow_feature_name(int feature);
 
 /** @brief The SLUICE_SHADOW_* features a policy leaves unenforced for the
  *  requests of a tier (NULL: for every request): the configuration's
@@ -583,23 +575,6 @@ SLUICE_EXPORT int sluice_policy_decide_many(sluice_policy *p, int n,
                                             const sluice_request *reqs,
                                             sluice_decision *ds, int *rcs);
 
-/** @brief Release a lease from sluice_policy_decide() (the handler's
- *  finally path).  `req` is the request that got it (its route and the
- *  attributes of its limits' scopes are used).
- *  @return SLUICE_OK; SLUICE_ENOTFOUND when the lease had already expired
- *  and was reclaimed (the work it protected was unprotected for a while);
- *  SLUICE_EINVAL for a bad request or lease id 0; a store error. */
-SLUICE_EXPORT int sluice_policy_release_lease(sluice_policy *p,
-                                              const sluice_request *req,
-                                              uint64_t lease_id);
-
-/** @brief Extend a lease to now + its TTL (long jobs).
- *  @return as sluice_policy_release_lease(); SLUICE_EINVAL on a route whose
- *  `concurrency` limit holds more than 32 leases (docs/policy.md). */
-SLUICE_EXPORT int sluice_policy_renew_lease(sluice_policy *p,
-                                            const sluice_request *req,
-                                            uint64_t lease_id);
-
 /** @brief Settle an admitted request's cost once its real size is known
  *  (docs/policy.md "Settling a request's real cost"): the tokens an LLM
  *  request really used, the rows a report really wrote.  Each limit of
@@ -638,36 +613,65 @@ SLUICE_EXPORT int sluice_policy_settle(sluice_policy *p,
                                        const sluice_attr *actual,
                                        size_t nactual);
 
-/** @brief Early release of a box by support (levels 1 and 2, and the
- *  enterprise level 3 box).  The offense count is kept.  Emits
- *  SLUICE_EVENT_RELEASE with who and why.
- *  @param[in] scope  SLUICE_SCOPE_KEY (req: tenant_id, api_key_id, tier),
- *                    SLUICE_SCOPE_IP (req: client_ip) or
- *                    SLUICE_SCOPE_SUBJECT (req: auth_subject).
- *  @param[in] who, why  required, non-empty: the audit entry.
- *  @return SLUICE_OK; SLUICE_ENOTFOUND when not boxed; SLUICE_EPERM when
- *  suspended (use sluice_policy_lift_suspension()); input or store errors. */
-SLUICE_EXPORT int sluice_policy_release_box(sluice_policy *p, int scope,
-                                            const sluice_request *req,
-                                            const char *who, const char *why);
+/* ------------------------------------------------- release and renew --- */
 
-/** @brief Lift a level 3 suspension after review.  Emits SLUICE_EVENT_LIFT.
- *  @return SLUICE_OK; SLUICE_ENOTFOUND when not suspended; as above. */
-SLUICE_EXPORT int sluice_policy_lift_suspension(sluice_policy *p, int scope,
-                                                const sluice_request *req,
-                                                const char *who,
-                                                const char *why);
+/** What sluice_policy_release() and sluice_policy_renew() act on. */
+enum sluice_hold_kind {
+  SLUICE_HOLD_LEASE = 1,     /**< a lease a decision took (d->lease_id) */
+  SLUICE_HOLD_BOX = 2,       /**< a scope's penalty box */
+  SLUICE_HOLD_SUSPENSION = 3 /**< a level 3 suspension (release only:
+                                  lifted after review) */
+};
 
-/** @brief Renew a level 3 box (the 24 h IP ban, an enterprise key's level
- *  3 box) to a whole box of its length from now: the security team's
- *  "renewable" ban.  The offense count grows by one.  Emits
- *  SLUICE_EVENT_EDGE_DENY with who, why, the request and the new end.
- *  @return SLUICE_OK; SLUICE_ENOTFOUND when not boxed at level 3 (also when
- *  released meanwhile); SLUICE_EPERM when suspended (nothing to renew); as
- *  sluice_policy_release_box() otherwise. */
-SLUICE_EXPORT int sluice_policy_renew_box(sluice_policy *p, int scope,
-                                          const sluice_request *q,
-                                          const char *who, const char *why);
+/** A hold to release or renew.  Zero it, then set the fields its kind
+ *  reads. */
+typedef struct sluice_hold {
+  int kind;          /**< SLUICE_HOLD_* */
+  int scope;         /**< BOX, SUSPENSION: SLUICE_SCOPE_KEY (req:
+                          tenant_id, api_key_id, tier), SLUICE_SCOPE_IP
+                          (req: client_ip) or SLUICE_SCOPE_SUBJECT (req:
+                          auth_subject) */
+  uint64_t lease_id; /**< LEASE: the decision's lease_id */
+  const char *who;   /**< BOX, SUSPENSION: required, non-empty: the audit */
+  const char *why;   /**< entry the event carries */
+} sluice_hold;
+
+/** @brief Release a hold.
+ *  <ul><li>SLUICE_HOLD_LEASE: the lease of a decision (the handler's
+ *  finally path).  `req` is the request that got it (its route and the
+ *  attributes of its limits' scopes are used).  SLUICE_ENOTFOUND when the
+ *  lease had already expired and was reclaimed (the work it protected was
+ *  unprotected for a while); SLUICE_EINVAL for a bad request or lease id
+ *  0.
+ *  <li>SLUICE_HOLD_BOX: early release of a box by support (levels 1 and
+ *  2, and the enterprise level 3 box).  The offense count is kept.  Emits
+ *  SLUICE_EVENT_RELEASE with who and why.  SLUICE_ENOTFOUND when not
+ *  boxed; SLUICE_EPERM when suspended (release the suspension instead).
+ *  <li>SLUICE_HOLD_SUSPENSION: lift a level 3 suspension after review.
+ *  Emits SLUICE_EVENT_LIFT.  SLUICE_ENOTFOUND when not suspended.
+ *  </ul>
+ *  @return SLUICE_OK, as above, SLUICE_EINVAL (NULL, an unknown kind or
+ *  scope, who or why missing), input or store errors. */
+SLUICE_EXPORT int sluice_policy_release(sluice_policy *p,
+                                        const sluice_request *req,
+                                        const sluice_hold *h);
+
+/** @brief Renew a hold.
+ *  <ul><li>SLUICE_HOLD_LEASE: extend a lease to now + its TTL (long jobs);
+ *  as its release, and SLUICE_EINVAL on a route whose `concurrency` limit
+ *  holds more than 32 leases (docs/policy.md).
+ *  <li>SLUICE_HOLD_BOX: renew a level 3 box (the 24 h IP ban, an
+ *  enterprise key's level 3 box) to a whole box of its length from now:
+ *  the security team's "renewable" ban.  The offense count grows by one.
+ *  Emits SLUICE_EVENT_EDGE_DENY with who, why, the request and the new
+ *  end.  SLUICE_ENOTFOUND when not boxed at level 3 (also when released
+ *  meanwhile); SLUICE_EPERM when suspended (nothing to renew).
+ *  </ul>
+ *  @return as sluice_policy_release(); SLUICE_EINVAL for
+ *  SLUICE_HOLD_SUSPENSION. */
+SLUICE_EXPORT int sluice_policy_renew(sluice_policy *p,
+                                      const sluice_request *req,
+                                      const sluice_hold *h);
 
 /* -------------------------------------------------------------- inspect --- */
 
@@ -739,12 +743,22 @@ SLUICE_EXPORT int sluice_policy_inspect(sluice_policy *p,
 
 /* ------------------------------------------------ declared limits, read --- */
 
-/** Most attributes in a declared limit's scope (sluice_limit_info.scope). */
+/** Most attributes in a declared limit's scope (sluice_declared_info.scope). */
 #define SLUICE_LIMIT_SCOPE_MAX 4
 
-/** A limit the policy file declares (sluice_policy_limit_at()).  Strings
- *  are owned by the policy (valid until close). */
-typedef struct sluice_limit_info {
+/** What sluice_policy_declared_at() reads. */
+enum sluice_declared_kind {
+  SLUICE_DECLARED_LIMIT = 1,    /**< `limits` */
+  SLUICE_DECLARED_PENALTY = 2,  /**< `penalties` */
+  SLUICE_DECLARED_ATTRIBUTE = 3 /**< `attributes`: the caller's own,
+                                     beside the built-in tenant, key, ip,
+                                     method, route, pattern and tier */
+};
+
+/** A limit, penalty or attribute the policy file declares
+ *  (sluice_policy_declared_at()): a penalty and an attribute fill the
+ *  name alone.  Strings are owned by the policy (valid until close). */
+typedef struct sluice_declared_info {
   const char *name;
   const char *unit;      /**< what it counts */
   const char *algorithm; /**< "gcra", "sliding_window", "fixed_window",
@@ -754,19 +768,15 @@ typedef struct sluice_limit_info {
   const char *scope[SLUICE_LIMIT_SCOPE_MAX]; /**< their names, in order */
   const char *by; /**< the attribute choosing its parameters, or NULL */
   int64_t reserved[4]; /**< zeroed */
-} sluice_limit_info;
+} sluice_declared_info;
 
-/** @brief The i-th limit the policy file declares (0-based, file order).
- *  @return SLUICE_OK; SLUICE_ENOTFOUND past the last (or a policy with no
- *  declared limits); SLUICE_EINVAL (NULL). */
-SLUICE_EXPORT int sluice_policy_limit_at(const sluice_policy *p, int i,
-                                         sluice_limit_info *out);
-
-/** @brief The i-th attribute the policy file declares (`attributes`: the
- *  caller's own, beside the built-in tenant, key, ip, method, route,
- *  pattern and tier), owned by the policy; NULL past the last. */
-SLUICE_EXPORT const char *sluice_policy_attribute_at(const sluice_policy *p,
-                                                     int i);
+/** @brief The i-th limit, penalty or attribute (kind) the policy file
+ *  declares (0-based, file order).
+ *  @param[out] out  fully overwritten on SLUICE_OK.
+ *  @return SLUICE_OK; SLUICE_ENOTFOUND past the last (or a policy that
+ *  declares none); SLUICE_EINVAL (NULL, an unknown kind). */
+SLUICE_EXPORT int sluice_policy_declared_at(const sluice_policy *p, int kind,
+                                            int i, sluice_declared_info *out);
 
 /** What sluice_policy_inspect_limit() reads of one declared limit. */
 typedef struct sluice_limit_state {
@@ -805,11 +815,6 @@ SLUICE_EXPORT int sluice_policy_inspect_limit(sluice_policy *p,
                                               const sluice_request *req,
                                               sluice_limit_state *out,
                                               const char **field);
-
-/** @brief The i-th penalty the policy file declares (0-based, file order),
- *  owned by the policy; NULL past the last. */
-SLUICE_EXPORT const char *sluice_policy_penalty_at(const sluice_policy *p,
-                                                   int i);
 
 /** @brief Read a declared penalty's box for one scope, changing nothing,
  *  with the keys and the parameter set a decision of that request would
@@ -891,10 +896,19 @@ SLUICE_EXPORT int sluice_decision_http_facts(const sluice_decision *d,
                                              const char *request_id,
                                              struct sluice_http_facts *f);
 
-/** @brief Names for logs and metrics labels: "allow", "throttled"...;
- *  "box_trip"...  Static; "unknown" otherwise. */
-SLUICE_EXPORT const char *sluice_outcome_name(int outcome);
-SLUICE_EXPORT const char *sluice_event_name(int type);
+/** What sluice_name() names. */
+enum sluice_name_kind {
+  SLUICE_NAME_OUTCOME = 1, /**< enum sluice_outcome: "allow", "throttled"... */
+  SLUICE_NAME_EVENT = 2,   /**< enum sluice_event_type: "box_trip"... */
+  SLUICE_NAME_SHADOW = 3   /**< a SLUICE_SHADOW_* feature as the config
+                                file spells it: "buckets", "penalty",
+                                "leases", "fail_closed" */
+};
+
+/** @brief A value's name (kind: SLUICE_NAME_*), for logs, metrics labels
+ *  and the configuration file.  Static; "unknown" for a value (or a
+ *  kind) without one. */
+SLUICE_EXPORT const char *sluice_name(int kind, int value);
 
 #ifdef __cplusplus
 }

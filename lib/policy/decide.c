@@ -77,7 +77,7 @@ static int status_of(int outcome) {
 static void shadow_apply(sluice__ctx *c, int row, sluice_decision *d) {
   if (c->box_shadowed &&
       (d->outcome == SLUICE_OUTCOME_ALLOW ||
-       (c->shadow & (unsigned)sluice_shadow_feature_of(d->outcome)))) {
+       (c->shadow & (unsigned)sluice__shadow_feature_of(d->outcome)))) {
     sluice__fill_box(c, &c->box, d);
     d->verdict_status = d->status = status_of(d->outcome);
     d->allowed = 0; /* passed below: the box is in shadow */
@@ -86,7 +86,7 @@ static void shadow_apply(sluice__ctx *c, int row, sluice_decision *d) {
     return;
   d->flags |= SLUICE_DECISION_SHADOW;
   if (!d->allowed &&
-      (c->shadow & (unsigned)sluice_shadow_feature_of(d->outcome))) {
+      (c->shadow & (unsigned)sluice__shadow_feature_of(d->outcome))) {
     atomic_fetch_add_explicit(&c->p->ctr->shadow_passed[row], 1,
                               memory_order_relaxed);
     d->allowed = 1;

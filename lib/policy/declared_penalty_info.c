@@ -1,6 +1,6 @@
 /*
-** The declared penalties read back for tools (`sluice inspect`): their
-** names, and one scope's box as the store holds it, read the way
+** The declared penalties read back for tools (`sluice inspect`): one
+** scope's box as the store holds it, read the way
 ** sluice_policy_inspect() reads a built-in box (inspect.c), with the keys
 ** and the parameter set a decision of that request would use.
 */
@@ -8,12 +8,6 @@
 
 #include "declared.h"
 #include "flow.h"
-
-const char *sluice_policy_penalty_at(const sluice_policy *p, int i) {
-  if (!p || !p->decl || i < 0 || i >= p->decl->npenalties)
-    return NULL;
-  return p->decl->penalties[i].name;
-}
 
 int sluice_policy_inspect_penalty(sluice_policy *p, const char *penalty,
                                   const sluice_request *req,

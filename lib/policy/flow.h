@@ -177,6 +177,9 @@ int sluice__random_id(sluice__ctx *c, uint64_t *id);
 int sluice__lease_ctx(sluice_policy *p, const sluice_request *q, uint64_t id,
                       sluice__ctx *c);
 int sluice__lease_store(sluice__ctx *c, uint64_t id, int kind);
+/* release.c's SLUICE_HOLD_LEASE: the context, then the store part. */
+int sluice__lease_op(sluice_policy *p, const sluice_request *q, uint64_t id,
+                     int kind);
 
 /* The per-IP backstop (backstop.c): a fixed window per client address
 ** (c->I).  SLUICE_OK with *refused set when the address is over its

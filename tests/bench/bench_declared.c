@@ -93,7 +93,7 @@ static void decide(const char *route, long i) {
   if (sluice_policy_decide(std ? builtin : pol, &r, &d) != SLUICE_OK ||
       !d.allowed) {
     fprintf(stderr, "bench_declared: %s refused (%s)\n", route,
-            sluice_outcome_name(d.outcome));
+            sluice_name(SLUICE_NAME_OUTCOME, d.outcome));
     exit(1);
   }
 }

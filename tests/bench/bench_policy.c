@@ -113,7 +113,7 @@ static void decide(const sluice_request *r, int want_allowed) {
   must(sluice_policy_decide(pol, r, &d), "decide");
   if (want_allowed >= 0 && d.allowed != want_allowed) {
     fprintf(stderr, "bench_policy: unexpected %s\n",
-            sluice_outcome_name(d.outcome));
+            sluice_name(SLUICE_NAME_OUTCOME, d.outcome));
     exit(1);
   }
 }
@@ -160,7 +160,10 @@ static void reconcile_release(long i) {
   r.nattrs = 1;
   must(sluice_policy_decide(pol, &r, &d), "reconcile");
   if (d.allowed)
-    must(sluice_policy_release_lease(pol, &r, d.lease_id), "release");
+    must(sluice_policy_release(
+             pol, &r,
+             &(sluice_hold){.kind = SLUICE_HOLD_LEASE, .lease_id = d.lease_id}),
+         "release");
 }
 
 static void auth_ok(long i) {

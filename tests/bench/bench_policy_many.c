@@ -54,7 +54,7 @@ static void fill(sluice_request *r, int k) {
 static void check(const sluice_decision *d) {
   if (!d->allowed) {
     fprintf(stderr, "bench-policy-many: unexpected %s\n",
-            sluice_outcome_name(d->outcome));
+            sluice_name(SLUICE_NAME_OUTCOME, d->outcome));
     exit(1);
   }
 }

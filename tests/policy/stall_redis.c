@@ -119,7 +119,9 @@ static void run(sluice_policy *pol, int ms, tally *t) {
       t->refused++; /* none expected (open_policy) */
     }
     if (d.lease_id)
-      (void)sluice_policy_release_lease(pol, &r, d.lease_id);
+      (void)sluice_policy_release(
+          pol, &r,
+          &(sluice_hold){.kind = SLUICE_HOLD_LEASE, .lease_id = d.lease_id});
   }
 }
 

@@ -82,8 +82,11 @@ Test(policy_auth, twenty_failures_box_the_ip) {
   cr_assert_eq(decide(&f, &r).outcome, SLUICE_OUTCOME_ALLOW);
   /* Support can release an IP too. */
   r = rq_signin("192.0.2.7", NULL, NULL);
-  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_IP, &r, "sre",
-                                         "office NAT"),
+  cr_assert_eq(sluice_policy_release(f.pol, &r,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                    .scope = SLUICE_SCOPE_IP,
+                                                    .who = "sre",
+                                                    .why = "office NAT"}),
                SLUICE_OK);
   cr_assert_eq(decide(&f, &r).outcome, SLUICE_OUTCOME_ALLOW);
   fx_close(&f);

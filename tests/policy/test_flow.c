@@ -21,7 +21,7 @@ static sluice_decision trip_once(fixture *f, const sluice_request *r) {
     cr_assert(d.outcome == SLUICE_OUTCOME_ALLOW ||
                   d.outcome == SLUICE_OUTCOME_THROTTLED,
               "unexpected outcome %s before the trip",
-              sluice_outcome_name(d.outcome));
+              sluice_name(SLUICE_NAME_OUTCOME, d.outcome));
   }
   cr_assert_fail("no trip after 40000 requests");
   return decide(f, r);
@@ -305,18 +305,48 @@ Test(policy_flow, manual_release_and_lift_are_audited) {
   sluice_decision d;
   const logged_event *e;
   fx_open(&f, NULL, 0);
-  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_KEY, &r, "amy",
-                                         "ticket 7"),
+  cr_assert_eq(sluice_policy_release(f.pol, &r,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                    .scope = SLUICE_SCOPE_KEY,
+                                                    .who = "amy",
+                                                    .why = "ticket 7"}),
                SLUICE_ENOTFOUND);
   trip_once(&f, &r);
-  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_KEY, &r, "", "x"),
+  /* No hold, a kind of none, and a suspension to renew are refused. */
+  cr_assert_eq(sluice_policy_release(f.pol, &r, NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_renew(f.pol, &r, NULL), SLUICE_EINVAL);
+  cr_assert_eq(
+      sluice_policy_release(
+          f.pol, &r,
+          &(sluice_hold){.scope = SLUICE_SCOPE_KEY, .who = "amy", .why = "x"}),
+      SLUICE_EINVAL);
+  cr_assert_eq(
+      sluice_policy_renew(f.pol, &r,
+                          &(sluice_hold){.kind = SLUICE_HOLD_SUSPENSION,
+                                         .scope = SLUICE_SCOPE_KEY,
+                                         .who = "amy",
+                                         .why = "x"}),
+      SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_release(f.pol, &r,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                    .scope = SLUICE_SCOPE_KEY,
+                                                    .who = "",
+                                                    .why = "x"}),
                SLUICE_EINVAL);
-  cr_assert_eq(sluice_policy_lift_suspension(f.pol, SLUICE_SCOPE_KEY, &r,
-                                             "amy", "x"),
-               SLUICE_ENOTFOUND, "a level 1 box is not a suspension");
-  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_KEY, &r, "amy",
-                                         "fixed their retry loop"),
-               SLUICE_OK);
+  cr_assert_eq(
+      sluice_policy_release(f.pol, &r,
+                            &(sluice_hold){.kind = SLUICE_HOLD_SUSPENSION,
+                                           .scope = SLUICE_SCOPE_KEY,
+                                           .who = "amy",
+                                           .why = "x"}),
+      SLUICE_ENOTFOUND, "a level 1 box is not a suspension");
+  cr_assert_eq(
+      sluice_policy_release(f.pol, &r,
+                            &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                           .scope = SLUICE_SCOPE_KEY,
+                                           .who = "amy",
+                                           .why = "fixed their retry loop"}),
+      SLUICE_OK);
   e = fx_last(&f, SLUICE_EVENT_RELEASE);
   cr_assert_not_null(e);
   cr_assert_str_eq(e->who, "amy");
@@ -329,12 +359,19 @@ Test(policy_flow, manual_release_and_lift_are_audited) {
   cr_assert_eq(trip_once(&f, &r).penalty_level, 2);
   sluice_clock_advance(f.clock, 60 * MIN);
   cr_assert_eq(trip_once(&f, &r).outcome, SLUICE_OUTCOME_SUSPENDED);
-  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_KEY, &r, "amy",
-                                         "x"),
+  cr_assert_eq(sluice_policy_release(f.pol, &r,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                    .scope = SLUICE_SCOPE_KEY,
+                                                    .who = "amy",
+                                                    .why = "x"}),
                SLUICE_EPERM);
-  cr_assert_eq(sluice_policy_lift_suspension(f.pol, SLUICE_SCOPE_KEY, &r,
-                                             "sec-team", "reviewed: bug"),
-               SLUICE_OK);
+  cr_assert_eq(
+      sluice_policy_release(f.pol, &r,
+                            &(sluice_hold){.kind = SLUICE_HOLD_SUSPENSION,
+                                           .scope = SLUICE_SCOPE_KEY,
+                                           .who = "sec-team",
+                                           .why = "reviewed: bug"}),
+      SLUICE_OK);
   e = fx_last(&f, SLUICE_EVENT_LIFT);
   cr_assert_not_null(e);
   cr_assert_str_eq(e->who, "sec-team");
@@ -344,7 +381,7 @@ Test(policy_flow, manual_release_and_lift_are_audited) {
   fx_close(&f);
 }
 
-/* sluice_policy_renew_box(): a level 3 box starts over from now; a lower
+/* sluice_policy_renew() of a box: a level 3 box starts over from now; a lower
 ** level, an unboxed scope and a suspension have nothing to renew. */
 Test(policy_flow, renew_restarts_a_level3_box) {
   fixture f;
@@ -354,23 +391,37 @@ Test(policy_flow, renew_restarts_a_level3_box) {
   sluice_decision d;
   int64_t now;
   fx_open(&f, NULL, 0);
-  cr_assert_eq(sluice_policy_renew_box(f.pol, SLUICE_SCOPE_KEY, &r, "sec",
-                                       "x"),
+  cr_assert_eq(sluice_policy_renew(f.pol, &r,
+                                   &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                  .scope = SLUICE_SCOPE_KEY,
+                                                  .who = "sec",
+                                                  .why = "x"}),
                SLUICE_ENOTFOUND, "not boxed");
   cr_assert_eq(trip_once(&f, &r).penalty_level, 1);
-  cr_assert_eq(sluice_policy_renew_box(f.pol, SLUICE_SCOPE_KEY, &r, "sec",
-                                       "x"),
+  cr_assert_eq(sluice_policy_renew(f.pol, &r,
+                                   &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                  .scope = SLUICE_SCOPE_KEY,
+                                                  .who = "sec",
+                                                  .why = "x"}),
                SLUICE_ENOTFOUND, "level 1 is not renewable");
   sluice_clock_advance(f.clock, 5 * MIN);
   trip_once(&f, &r);
   sluice_clock_advance(f.clock, 60 * MIN);
   cr_assert_eq(trip_once(&f, &r).penalty_level, 3);
   sluice_clock_advance(f.clock, 50 * MIN);
-  cr_assert_eq(sluice_policy_renew_box(f.pol, SLUICE_SCOPE_KEY, &r, "", "x"),
+  cr_assert_eq(sluice_policy_renew(f.pol, &r,
+                                   &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                  .scope = SLUICE_SCOPE_KEY,
+                                                  .who = "",
+                                                  .why = "x"}),
                SLUICE_EINVAL);
-  cr_assert_eq(sluice_policy_renew_box(f.pol, SLUICE_SCOPE_KEY, &r, "sec",
-                                       "ticket 9: still abusive"),
-               SLUICE_OK);
+  cr_assert_eq(
+      sluice_policy_renew(f.pol, &r,
+                          &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                         .scope = SLUICE_SCOPE_KEY,
+                                         .who = "sec",
+                                         .why = "ticket 9: still abusive"}),
+      SLUICE_OK);
   now = sluice_clock_now(f.clock);
   e = fx_last(&f, SLUICE_EVENT_EDGE_DENY);
   cr_assert_not_null(e);
@@ -391,8 +442,11 @@ Test(policy_flow, renew_restarts_a_level3_box) {
   trip_once(&f, &s);
   sluice_clock_advance(f.clock, 60 * MIN);
   cr_assert_eq(trip_once(&f, &s).outcome, SLUICE_OUTCOME_SUSPENDED);
-  cr_assert_eq(sluice_policy_renew_box(f.pol, SLUICE_SCOPE_KEY, &s, "sec",
-                                       "x"),
+  cr_assert_eq(sluice_policy_renew(f.pol, &s,
+                                   &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                  .scope = SLUICE_SCOPE_KEY,
+                                                  .who = "sec",
+                                                  .why = "x"}),
                SLUICE_EPERM);
   fx_close(&f);
 }

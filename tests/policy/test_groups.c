@@ -124,14 +124,20 @@ static void give_back_on(fixture *f) {
   cr_assert_eq(state(f, "jobs", &r).remaining, 1, "the refused job's count");
   /* The leases of admitted jobs go back in both groups' calls. */
   for (i = 0; i < 3; i++)
-    cr_assert_eq(sluice_policy_release_lease(f->pol, &r, lease[i]), SLUICE_OK);
+    cr_assert_eq(sluice_policy_release(f->pol, &r,
+                                       &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                      .lease_id = lease[i]}),
+                 SLUICE_OK);
   cr_assert_eq(state(f, "slots", &r).held, 0);
   /* From a fresh address the user's fourth job passes: nothing leaked. */
   r = req("/job", "u2", "10.0.0.5", &a);
   d = decide(f, &r);
   cr_assert_eq(d.allowed, 1);
   cr_assert_eq(state(f, "jobs", &r).remaining, 0);
-  cr_assert_eq(sluice_policy_release_lease(f->pol, &r, d.lease_id), SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f->pol, &r,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = d.lease_id}),
+               SLUICE_OK);
 }
 
 Test(policy_groups, give_back_mem) {

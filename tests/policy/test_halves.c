@@ -271,8 +271,11 @@ static void differential(const char *extra, int n) {
       int k, rc = sluice_policy_begin(call, SLUICE_CALL_RELEASE, &qb, &db, NULL,
                                       0);
       for (k = 0; k < 2; k++) {
-        cr_assert_eq(sluice_policy_release_lease(fa.pol, &qa, da.lease_id),
-                     k ? SLUICE_ENOTFOUND : SLUICE_OK);
+        cr_assert_eq(
+            sluice_policy_release(fa.pol, &qa,
+                                  &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                 .lease_id = da.lease_id}),
+            k ? SLUICE_ENOTFOUND : SLUICE_OK);
         while (rc == SLUICE_CALL_SEND)
           rc = host_carry(&h, call, NULL);
         cr_assert_eq(rc, SLUICE_CALL_DONE);
@@ -518,8 +521,11 @@ Test(halves, redis_groups_same_as_blocking) {
     }
     if (da.lease_id) { /* the job ends: both sides release */
       int rc = sluice_policy_begin(call, SLUICE_CALL_RELEASE, &q, &db, NULL, 0);
-      cr_assert_eq(sluice_policy_release_lease(fa.pol, &q, da.lease_id),
-                   SLUICE_OK);
+      cr_assert_eq(
+          sluice_policy_release(fa.pol, &q,
+                                &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                               .lease_id = da.lease_id}),
+          SLUICE_OK);
       while (rc == SLUICE_CALL_SEND)
         rc = host_carry(&h, call, NULL);
       cr_assert_eq(call_info(call).result, SLUICE_OK, "release %d", i);

@@ -246,7 +246,7 @@ Test(policy_hostwide, boxed_key_gets_nothing_through_outage, .init = setup,
   for (i = 0; i < 3; i++) {
     cr_assert_eq(w_decide(&a, "key-1", &d), SLUICE_OK);
     cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED, "try %d: %s", i,
-                 sluice_outcome_name(d.outcome));
+                 sluice_name(SLUICE_NAME_OUTCOME, d.outcome));
   }
   /* Another key is admitted by the degraded limiter meanwhile. */
   cr_assert_eq(w_decide(&a, "key-2", &d), SLUICE_OK);
@@ -389,8 +389,11 @@ Test(policy_hostwide, release_drops_the_cached_box, .init = setup,
   sluice_request r = rq_std("acme", "key-1", "sandbox");
   cr_assert_eq(w_open(&a, NULL, deny_uri), SLUICE_OK);
   cr_assert_eq(w_trip(&a, "key-1"), 1);
-  cr_assert_eq(sluice_policy_release_box(a.pol, SLUICE_SCOPE_KEY, &r, "ops",
-                                         "test"),
+  cr_assert_eq(sluice_policy_release(a.pol, &r,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                    .scope = SLUICE_SCOPE_KEY,
+                                                    .who = "ops",
+                                                    .why = "test"}),
                SLUICE_OK);
   cr_assert_eq(w_decide(&a, "key-1", &d), SLUICE_OK);
   cr_assert_neq(d.outcome, SLUICE_OUTCOME_BOXED);

@@ -186,7 +186,10 @@ Test(policy_inspect, leases_ledger_lock_and_export_cap) {
   ten = limit_of(&f, "tenant", &rc);
   cr_assert_eq(ten.remaining, 3000 - 10 - 25);
 
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &rc, d.lease_id), SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &rc,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = d.lease_id}),
+               SLUICE_OK);
   cr_assert_eq(limit_of(&f, "ledger_lock", &rc).held, 0);
   cr_assert_eq(limit_of(&f, "reconciles", &rc).held, 0);
   cr_assert_eq(limit_of(&f, "exports", &ex).held, 1);

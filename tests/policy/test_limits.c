@@ -322,13 +322,24 @@ Test(policy_limits, locks_leases_caps_and_costs) {
   cr_assert_str_eq(d.limit_name, "jobs");
   cr_assert_eq(d.cap_limit, 2);
   /* The refused ones charged nothing: 100 - 10 - 10 = 80 points. */
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &a, da.lease_id), SLUICE_OK);
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &a, da.lease_id),
+  cr_assert_eq(sluice_policy_release(f.pol, &a,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = da.lease_id}),
+               SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &a,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = da.lease_id}),
                SLUICE_ENOTFOUND);
   d = decide(&f, &c);
   cr_assert_eq(d.allowed, 1);
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &c, d.lease_id), SLUICE_OK);
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &b, db.lease_id), SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &c,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = d.lease_id}),
+               SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &b,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = db.lease_id}),
+               SLUICE_OK);
   /* 70 points left; exports cost 25 up to 90 days, 50 beyond. */
   d = decide(&f, &x90);
   cr_assert_eq(d.allowed, 1);

@@ -93,8 +93,8 @@ static void same_decision(const sluice_decision *a, const sluice_decision *b,
   sluice_decision x = *a, y = *b;
   int k;
   cr_assert_eq(a->outcome, b->outcome, "request %d: outcome %s vs %s", i,
-               sluice_outcome_name(a->outcome),
-               sluice_outcome_name(b->outcome));
+               sluice_name(SLUICE_NAME_OUTCOME, a->outcome),
+               sluice_name(SLUICE_NAME_OUTCOME, b->outcome));
   cr_assert_eq(a->remaining, b->remaining, "request %d: remaining", i);
   cr_assert_eq(a->retry_after_ns, b->retry_after_ns, "request %d", i);
   cr_assert_eq(a->flags, b->flags, "request %d: flags", i);
@@ -140,8 +140,8 @@ static void same_events(const fixture *a, const fixture *b) {
                   x->level == y->level && x->outcome == y->outcome &&
                   x->until_ns == y->until_ns &&
                   !strcmp(x->scope_id, y->scope_id),
-              "event %d: %s vs %s", i, sluice_event_name(x->type),
-              sluice_event_name(y->type));
+              "event %d: %s vs %s", i, sluice_name(SLUICE_NAME_EVENT, x->type),
+              sluice_name(SLUICE_NAME_EVENT, y->type));
   }
 }
 
@@ -201,12 +201,16 @@ static void run_trace(const sluice_policy_config *cfg, uint64_t seed,
     /* Half the leases end with the batch, the rest by their TTL. */
     for (i = 0; i < n; i++)
       if (one[i].lease_id && (splitmix64(&rng) & 1)) {
-        cr_assert_eq(sluice_policy_release_lease(fa.pol, &q[i],
-                                                 one[i].lease_id),
-                     SLUICE_OK);
-        cr_assert_eq(sluice_policy_release_lease(fb.pol, &q[i],
-                                                 many[i].lease_id),
-                     SLUICE_OK);
+        cr_assert_eq(
+            sluice_policy_release(fa.pol, &q[i],
+                                  &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                 .lease_id = one[i].lease_id}),
+            SLUICE_OK);
+        cr_assert_eq(
+            sluice_policy_release(fb.pol, &q[i],
+                                  &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                 .lease_id = many[i].lease_id}),
+            SLUICE_OK);
       }
     done += n;
     t += (int64_t)(splitmix64(&rng) % 20000) * MS;

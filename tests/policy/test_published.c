@@ -338,8 +338,11 @@ static void replay(const char *file, const char *store, unsigned flags,
       }
       admitted++;
       if (d.lease_id)
-        cr_assert_eq(sluice_policy_release_lease(f.pol, &q, d.lease_id),
-                     SLUICE_OK, "%s request %d: release", store, i);
+        cr_assert_eq(
+            sluice_policy_release(f.pol, &q,
+                                  &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                 .lease_id = d.lease_id}),
+            SLUICE_OK, "%s request %d: release", store, i);
       if (settling && rnd(3) == 0) {
         pend *p = &pending[npend++];
         int64_t was = strtoll(r.attrs[settle_attr].value, NULL, 10);
@@ -532,9 +535,15 @@ static void github_concurrency(const char *store, unsigned flags) {
   cr_assert_leq(d.retry_after_ns, 10 * SEC + 10 * SEC / 3 + 4 * MS);
   gh_decide(&f, &q2, &d);
   cr_assert(d.allowed, "%s: another user has leases of its own", store);
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &q2, d.lease_id), SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &q2,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = d.lease_id}),
+               SLUICE_OK);
   /* A release lets exactly one more in; the refusal charged nothing. */
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &q, ids[0]), SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &q,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = ids[0]}),
+               SLUICE_OK);
   gh_decide(&f, &q, &d);
   cr_assert(d.allowed, "%s: after a release", store);
   cr_assert_eq(d.limits[0].remaining, 5000 - 101, "%s: core", store);
@@ -542,7 +551,10 @@ static void github_concurrency(const char *store, unsigned flags) {
   cr_assert_eq(d.limits[2].remaining, 0);
   gh_decide(&f, &q, &d);
   cr_assert_not(d.allowed, "%s: full again", store);
-  cr_assert_eq(sluice_policy_renew_lease(f.pol, &q, ids[1]), SLUICE_EINVAL,
+  cr_assert_eq(sluice_policy_renew(f.pol, &q,
+                                   &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                  .lease_id = ids[1]}),
+               SLUICE_EINVAL,
                "%s: a counted lease is not renewed through the policy", store);
   /* Leaked leases: held until their TTL, gone within TTL/3 + 4 ms after. */
   sluice_clock_set(f.clock, t0 + 10 * SEC - MS);
@@ -552,7 +564,9 @@ static void github_concurrency(const char *store, unsigned flags) {
   gh_decide(&f, &q, &d);
   cr_assert(d.allowed, "%s: leaked leases still held", store);
   cr_assert_eq(d.limits[2].remaining, 99, "%s", store);
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &q, ids[5]),
+  cr_assert_eq(sluice_policy_release(f.pol, &q,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = ids[5]}),
                SLUICE_ENOTFOUND, "%s: a leaked lease's id after its end",
                store);
   fx_close(&f);

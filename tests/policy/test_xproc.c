@@ -280,7 +280,9 @@ static int heavy_child(const char *store, unsigned flags, shared *sh,
         sched_yield();
     }
     {
-      int rc = sluice_policy_release_lease(p, &r, d.lease_id);
+      int rc = sluice_policy_release(
+          p, &r,
+          &(sluice_hold){.kind = SLUICE_HOLD_LEASE, .lease_id = d.lease_id});
       if (rc != SLUICE_OK)
         failed(sh, E_RELEASE, rc);
     }

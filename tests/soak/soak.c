@@ -225,7 +225,9 @@ static void load(sluice_policy *p, uint64_t seed) {
           if (h_rnd(&rng) % 10 == 0) {
             atomic_fetch_add(&sh->abandoned, 1); /* a crashed handler */
           } else {
-            rc = sluice_policy_release_lease(p, &q, d.lease_id);
+            rc = sluice_policy_release(p, &q,
+                                       &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                      .lease_id = d.lease_id});
             if (rc == SLUICE_OK)
               atomic_fetch_add(&sh->released, 1);
             else
@@ -325,9 +327,10 @@ static void verify(const char *name, const char *uri, sluice_limiter *lim,
       /* key 0 of the boxy tenant may be boxed: that is a box, not a leak */
       if (d.outcome == SLUICE_OUTCOME_BOXED)
         continue;
-      VIOLATION_IF(!d.allowed, "%s: tenant %d reconcile slot %d still held "
+      VIOLATION_IF(!d.allowed,
+                   "%s: tenant %d reconcile slot %d still held "
                    "past the lease TTL (outcome %s)",
-                   name, t, i, sluice_outcome_name(d.outcome));
+                   name, t, i, sluice_name(SLUICE_NAME_OUTCOME, d.outcome));
     }
     for (int k = 0; k < NKEY; k++) {
       int64_t e = atomic_load(&sh->box_end[t][k]);
@@ -348,7 +351,7 @@ static void verify(const char *name, const char *uri, sluice_limiter *lim,
                      "%s: key %d/%d lost its box (ends %lld, now %lld, "
                      "outcome %s)",
                      name, t, k, (long long)e, (long long)d.now_ns,
-                     sluice_outcome_name(d.outcome));
+                     sluice_name(SLUICE_NAME_OUTCOME, d.outcome));
     }
   }
   /* Liveness: a key sent three times what its bucket can pass in the run

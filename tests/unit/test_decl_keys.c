@@ -168,7 +168,10 @@ Test(decl_keys, a_decision_writes_the_documented_keys) {
   ** Retry-After notice and the box, both keyed by the penalty's id (its
   ** name's, the tenant's and the user's ids folded in turn). */
   for (fd = 0; fd < 12 && d.allowed; fd++) {
-    cr_assert_eq(sluice_policy_release_lease(pol, &r, d.lease_id), SLUICE_OK);
+    cr_assert_eq(sluice_policy_release(pol, &r,
+                                       &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                      .lease_id = d.lease_id}),
+                 SLUICE_OK);
     cr_assert_eq(sluice_policy_decide(pol, &r, &d), SLUICE_OK);
   }
   cr_assert(!d.allowed);

@@ -277,7 +277,9 @@ static napi_value js_set_time(napi_env env, napi_callback_info info) {
 static void drop_lease(sn_policy *p, const sluice_request *rq,
                        const sluice_decision *d) {
   if (d->lease_id != 0)
-    sluice_policy_release_lease(p->pol, rq, d->lease_id);
+    sluice_policy_release(
+        p->pol, rq,
+        &(sluice_hold){.kind = SLUICE_HOLD_LEASE, .lease_id = d->lease_id});
 }
 
 /* The answer of a decision into out and a JS string; NULL with an
@@ -375,7 +377,9 @@ static void job_execute(napi_env env, void *data) {
                                  j->settle->act.rq.attrs,
                                  j->settle->act.rq.nattrs);
   else
-    j->rc = sluice_policy_release_lease(j->p->pol, &j->req.rq, j->lease_id);
+    j->rc = sluice_policy_release(
+        j->p->pol, &j->req.rq,
+        &(sluice_hold){.kind = SLUICE_HOLD_LEASE, .lease_id = j->lease_id});
 }
 
 /* The whole id table as res[2]: a job completing after close() answers
@@ -593,7 +597,10 @@ static napi_value js_release(napi_env env, napi_callback_info info) {
       lease_arg(env, argc, argv, &id) ||
       sn_request_read(env, argv[1], argv[2], &r) != 0)
     return NULL;
-  return rc_value(env, sluice_policy_release_lease(p->pol, &r.rq, id));
+  return rc_value(
+      env, sluice_policy_release(
+               p->pol, &r.rq,
+               &(sluice_hold){.kind = SLUICE_HOLD_LEASE, .lease_id = id}));
 }
 
 static napi_value init(napi_env env, napi_value exports) {

@@ -107,7 +107,9 @@ int main(int argc, char **argv) {
     sluice_http_answer_foreach_header(http, &a, print_header, NULL);
     printf("\t%s\n", len ? body : "-");
     if (d.lease_id != 0)
-      sluice_policy_release_lease(pol, &rq, d.lease_id);
+      sluice_policy_release(pol, &rq,
+                            &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                           .lease_id = d.lease_id});
     if (used.name != NULL && d.allowed &&
         (rc = sluice_policy_settle(pol, &rq, &d, &used, 1)) != SLUICE_OK) {
       fprintf(stderr, "trace_decide: settle: %s\n", sluice_err_name(rc));

@@ -612,7 +612,14 @@ function _M.release(self, req, lease_id)
   end
   local q, err = fill(self, req, self.q, self.attrs, self.anchor)
   if not q then return nil, err end
-  local rc = self.C.sluice_policy_release_lease(self.pol, q, lease_id)
+  local h = self.hold
+  if not h then
+    h = ffi_new("sluice_hold")
+    h.kind = self.C.SLUICE_HOLD_LEASE
+    self.hold = h
+  end
+  h.lease_id = lease_id
+  local rc = self.C.sluice_policy_release(self.pol, q, h)
   if rc ~= 0 then return nil, cerr(self.C, rc) end
   return true
 end
@@ -683,7 +690,7 @@ end
 
 --- Names for logs: "allow", "throttled"...
 function _M.outcome_name(self, d)
-  return ffi_string(self.C.sluice_outcome_name(d.outcome))
+  return ffi_string(self.C.sluice_name(self.C.SLUICE_NAME_OUTCOME, d.outcome))
 end
 
 --- The binding limit's name (a policy's declared limit), or nil.

@@ -36,6 +36,8 @@ enum {
   SLUICE_CALL_DECIDE = 0,
   SLUICE_CALL_RELEASE = 1,
   SLUICE_CALL_SETTLE = 2,
+  SLUICE_HOLD_LEASE = 1,
+  SLUICE_NAME_OUTCOME = 1,
   SLUICE_BINDING_LIMIT = 5,
   SLUICE_POLICY_SHADOW = 1,
   SLUICE_OPEN_TESTCLOCK = 4,
@@ -60,6 +62,14 @@ typedef struct sluice_attr {
   const char *name;
   const char *value;
 } sluice_attr;
+
+typedef struct sluice_hold {
+  int kind;
+  int scope;
+  uint64_t lease_id;
+  const char *who;
+  const char *why;
+} sluice_hold;
 
 typedef struct sluice_call_info {
   const void *bytes;
@@ -245,13 +255,13 @@ typedef struct sluice_http_header {
 const char *sluice_strerror(int err);
 const char *sluice_err_name(int err);
 const char *sluice_version_string(void);
-const char *sluice_outcome_name(int outcome);
+const char *sluice_name(int kind, int value);
 int sluice_policy_open(const sluice_policy_options *opts, sluice_policy **out);
 void sluice_policy_close(sluice_policy *p);
 int sluice_policy_decide(sluice_policy *p, const sluice_request *req,
                          sluice_decision *d);
-int sluice_policy_release_lease(sluice_policy *p, const sluice_request *req,
-                                uint64_t lease_id);
+int sluice_policy_release(sluice_policy *p, const sluice_request *req,
+                          const sluice_hold *h);
 int sluice_call_open(sluice_policy *p, sluice_call **out);
 void sluice_call_close(sluice_call *call);
 int sluice_policy_begin(sluice_call *call, int kind, const sluice_request *q,
