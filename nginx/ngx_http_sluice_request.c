@@ -162,7 +162,7 @@ ngx_http_sluice_job_run(ngx_http_sluice_job_t *j)
 
         (void) sluice_policy_release(j->pol, &j->req, &h);
     } else {
-        (void) sluice_policy_decide(j->pol, &j->req, &d);
+        (void) sluice_policy_decide(j->pol, 1, &j->req, &d, NULL);
     }
 }
 
@@ -731,7 +731,7 @@ ngx_http_sluice_decide_thread(void *data, ngx_log_t *log)
 {
     ngx_http_sluice_ctx_t *ctx = data;
 
-    ctx->rc = sluice_policy_decide(ctx->pol, &ctx->req, &ctx->d);
+    ctx->rc = sluice_policy_decide(ctx->pol, 1, &ctx->req, &ctx->d, NULL);
 }
 
 static void
@@ -782,7 +782,7 @@ ngx_http_sluice_decide(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
             return NGX_AGAIN; /* the phases resume when the reply is in */
         }
     } else {
-        ctx->rc = sluice_policy_decide(ctx->pol, &ctx->req, &ctx->d);
+        ctx->rc = sluice_policy_decide(ctx->pol, 1, &ctx->req, &ctx->d, NULL);
     }
     ctx->decided = 1;
     return ngx_http_sluice_apply(r, ctx);

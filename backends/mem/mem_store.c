@@ -630,7 +630,7 @@ static int mem_apply_many(sluice_store *s, int n, const sluice_op *ops,
   return SLUICE_OK;
 }
 
-/* Programs in a batch (sluice_policy_decide_many(), replays) the same
+/* Programs in a batch (sluice_policy_decide() of n, replays) the same
 ** way: the records of the program RUN_AHEAD on are hashed and prefetched,
 ** then each program runs as mem_run() runs it (the same results, in the
 ** same order).  A policy program reads four records before its heavy

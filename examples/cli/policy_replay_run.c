@@ -562,7 +562,7 @@ static sluice_request pr_request(preplay *r, pending *pl) {
 }
 
 /* Decide the waiting lines at their t_ms: one sluice_policy_decide() for
-** one line, one sluice_policy_decide_many() for more (the same
+** one line, one sluice_policy_decide() for more (the same
 ** decisions). */
 int preplay_flush(preplay *r) {
   sluice_request q[BATCH_MAX];
@@ -578,8 +578,8 @@ int preplay_flush(preplay *r) {
     preplay_release_due(r, r->pq[0].t * MS_NS, 0);
   sluice_clock_set(r->clock, r->pq[0].t * MS_NS);
   if (n == 1)
-    rcs[0] = sluice_policy_decide(r->pol, &q[0], &d[0]);
-  else if (sluice_policy_decide_many(r->pol, n, q, d, rcs) != SLUICE_OK)
+    rcs[0] = sluice_policy_decide(r->pol, 1, &q[0], &d[0], NULL);
+  else if (sluice_policy_decide(r->pol, n, q, d, rcs) != SLUICE_OK)
     for (i = 0; i < n; i++)
       rcs[i] = SLUICE_EINVAL; /* cannot happen: the arguments are sound */
   for (i = 0; i < n && rc == CLI_OK; i++)

@@ -193,8 +193,8 @@ static int tier_refused(sluice_policy *pol, const char *tier) {
   rq.tier = tier;
   rq.method = "GET";
   rq.route = "/v1/ledgers/probe";
-  return sluice_policy_decide(pol, &rq, &d) != SLUICE_OK && d.invalid_field &&
-         !strcmp(d.invalid_field, "tier");
+  return sluice_policy_decide(pol, 1, &rq, &d, NULL) != SLUICE_OK &&
+         d.invalid_field && !strcmp(d.invalid_field, "tier");
 }
 
 /* Every key must be usable as written: its tier one the policy takes

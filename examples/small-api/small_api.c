@@ -106,7 +106,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
     inet_ntop(AF_INET, &((struct sockaddr_in *)peer->client_addr)->sin_addr,
               ip, sizeof ip);
   rq.client_ip = ip[0] ? ip : NULL;
-  rc = sluice_policy_decide(svc->pol, &rq, &d);
+  rc = sluice_policy_decide(svc->pol, 1, &rq, &d, NULL);
   if (rc != SLUICE_OK) { /* no route matches, ...: the field, not its value */
     snprintf(body, sizeof body, "request field '%s': %s\n",
              d.invalid_field ? d.invalid_field : "?", sluice_strerror(rc));

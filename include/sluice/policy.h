@@ -532,48 +532,34 @@ sluice_policy_config_of(const sluice_policy *p);
 
 /* ------------------------------------------------------------ the call --- */
 
-/** @brief Decide one request.
- *  @param[in] p    the policy.
- *  @param[in] req  the request; borrowed for the call.
- *  @param[out] d   the decision; fully overwritten.
- *  @return SLUICE_OK when a decision was made (look at d->allowed: a store
- *  failure is a decision too, fail-closed or degraded), or an input error,
- *  with nothing recorded and d->invalid_field naming the field:
- *  <ul><li>SLUICE_EINVAL - NULL argument, a required field or attribute
- *  missing, an attribute's value its cost cannot read
- *  <li>SLUICE_EKEY - an id empty or longer than SLUICE_POLICY_ID_MAX
- *  <li>SLUICE_ENOTFOUND - unknown tier, or no route matches
- *  <li>SLUICE_ERANGE - a caller cost that is negative or can never fit
- *  </ul> */
-SLUICE_EXPORT int sluice_policy_decide(sluice_policy *p,
-                                       const sluice_request *req,
-                                       sluice_decision *d);
-
-/** @brief Decide n requests in order: the same decisions (and events,
- *  counters, deny-cache entries) as n calls of sluice_policy_decide() in
+/** @brief Decide n requests in order (one: n = 1): the same decisions
+ *  (and events, counters, deny-cache entries) as one call for each in
  *  that order at one time, the limiter's clock read once when the call
- *  begins.  The store calls of consecutive requests go to the store
- *  as one batch (sluice_limiter_run_many_at()), so that it overlaps their
- *  memory misses (mem), round trips (redis) or transactions (lmdb); a
- *  request whose store call needs the answers of those before it (several
- *  hash-tag groups, the per-IP backstop, a shared deny cache, a breaker that is not closed) goes
- *  alone, after the batch before it has been decided.  One difference
- *  remains, with a failing store: requests batched after one whose store
- *  call failed were already sent, where one by one the breaker might have
- *  opened between them.  A caller that acts between decisions (releases a
- *  lease, say) must not put those decisions in one call.
+ *  begins.  A request's decision is made when it is its turn, so a caller
+ *  that acts between decisions (releases a lease, say) must not put those
+ *  decisions in one call.
  *  @param[in] p     the policy.
  *  @param[in] n     how many requests (0 or more).
  *  @param[in] reqs  n requests; borrowed for the call.
  *  @param[out] ds   n decisions, each fully overwritten.
- *  @param[out] rcs  n results: rcs[i] is what sluice_policy_decide() would
- *  have returned for reqs[i] (SLUICE_OK, or an input error with nothing
- *  recorded and ds[i].invalid_field naming the field).
- *  @return SLUICE_OK (see rcs), or SLUICE_EINVAL for a NULL policy, n < 0,
- *  or NULL arrays with n > 0. */
-SLUICE_EXPORT int sluice_policy_decide_many(sluice_policy *p, int n,
-                                            const sluice_request *reqs,
-                                            sluice_decision *ds, int *rcs);
+ *  @param[out] rcs  n results, or NULL.  rcs[i] is SLUICE_OK when a
+ *  decision was made for reqs[i] (look at ds[i].allowed: a store failure
+ *  is a decision too, fail-closed or degraded), or an input error, with
+ *  nothing recorded and ds[i].invalid_field naming the field:
+ *  <ul><li>SLUICE_EINVAL - a required field or attribute missing, an
+ *  attribute's value its cost cannot read
+ *  <li>SLUICE_EKEY - an id empty or longer than SLUICE_POLICY_ID_MAX
+ *  <li>SLUICE_ENOTFOUND - unknown tier, or no route matches
+ *  <li>SLUICE_ERANGE - a caller cost that is negative or can never fit
+ *  </ul>
+ *  @return SLUICE_EINVAL for a NULL policy, n < 0, or NULL arrays with
+ *  n > 0; otherwise, with rcs, SLUICE_OK (the results are in rcs), and
+ *  without, the first result that is not SLUICE_OK, or SLUICE_OK: one
+ *  request's own result is
+ *  `rc = sluice_policy_decide(p, 1, &req, &d, NULL)`. */
+SLUICE_EXPORT int sluice_policy_decide(sluice_policy *p, int n,
+                                       const sluice_request *reqs,
+                                       sluice_decision *ds, int *rcs);
 
 /** @brief Settle an admitted request's cost once its real size is known
  *  (docs/policy.md "Settling a request's real cost"): the tokens an LLM

@@ -233,9 +233,21 @@ int sluice__decide_end(sluice__ctx *c, int rc, sluice_decision *d) {
   return SLUICE_OK;
 }
 
-int sluice_policy_decide(sluice_policy *p, const sluice_request *q,
-                         sluice_decision *d) {
-  if (!d)
+/* n requests in order at one time (the clock read once). */
+int sluice_policy_decide(sluice_policy *p, int n, const sluice_request *qs,
+                         sluice_decision *ds, int *rcs) {
+  int64_t now;
+  int i, rc, first = SLUICE_OK;
+  if (!p || n < 0 || (n > 0 && (!qs || !ds)))
     return SLUICE_EINVAL;
-  return sluice__decide_at(p, q, -1, d);
+  /* One request reads the clock where the flow needs it (-1). */
+  now = n > 1 ? sluice_limiter_now(p->lim) : -1;
+  for (i = 0; i < n; i++) {
+    rc = sluice__decide_at(p, &qs[i], now, &ds[i]);
+    if (rcs)
+      rcs[i] = rc;
+    else if (first == SLUICE_OK)
+      first = rc;
+  }
+  return first;
 }

@@ -110,7 +110,7 @@ static void bare_open(void) {
 
 static void decide(const sluice_request *r, int want_allowed) {
   sluice_decision d;
-  must(sluice_policy_decide(pol, r, &d), "decide");
+  must(sluice_policy_decide(pol, 1, r, &d, NULL), "decide");
   if (want_allowed >= 0 && d.allowed != want_allowed) {
     fprintf(stderr, "bench_policy: unexpected %s\n",
             sluice_name(SLUICE_NAME_OUTCOME, d.outcome));
@@ -158,7 +158,7 @@ static void reconcile_release(long i) {
   sluice_decision d;
   r.attrs = &a;
   r.nattrs = 1;
-  must(sluice_policy_decide(pol, &r, &d), "reconcile");
+  must(sluice_policy_decide(pol, 1, &r, &d, NULL), "reconcile");
   if (d.allowed)
     must(sluice_policy_release(
              pol, &r,
@@ -188,7 +188,7 @@ static void spend(void) {
   for (i = 0; i < 1000; i++) {
     sluice_request r = spent();
     sluice_decision d;
-    must(sluice_policy_decide(pol, &r, &d), "warm");
+    must(sluice_policy_decide(pol, 1, &r, &d, NULL), "warm");
   }
 }
 

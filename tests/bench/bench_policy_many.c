@@ -72,14 +72,14 @@ static double run(sluice_policy *pol, int nkeys, long n, long *at,
     for (i = 0; i < m; i++)
       fill(&q[i], order[(*at)++ % nkeys]);
     if (batched) {
-      must(sluice_policy_decide_many(pol, m, q, d, rcs), "decide_many");
+      must(sluice_policy_decide(pol, m, q, d, rcs), "decide_many");
       for (i = 0; i < m; i++) {
         must(rcs[i], "decide_many request");
         check(&d[i]);
       }
     } else {
       for (i = 0; i < m; i++) {
-        must(sluice_policy_decide(pol, &q[i], &d[i]), "decide");
+        must(sluice_policy_decide(pol, 1, &q[i], &d[i], NULL), "decide");
         check(&d[i]);
       }
     }

@@ -230,7 +230,7 @@ static void auth_fail(fx *f, const char *ip) {
   snprintf(subject, sizeof subject, "user-%d", f->subject++);
   sign_in_failed(&q, a, subject);
   q.client_ip = ip;
-  CHECK(sluice_policy_decide(f->pol, &q, &d) == SLUICE_OK);
+  CHECK(sluice_policy_decide(f->pol, 1, &q, &d, NULL) == SLUICE_OK);
 }
 
 /* Box ip at `level` (1..3): a trip per level, each after the last box. */
@@ -722,7 +722,7 @@ static void test_cli(const char *cli) {
     snprintf(subject, sizeof subject, "s%d", i);
     sign_in_failed(&q, a, subject);
     q.client_ip = "127.0.0.20";
-    CHECK(sluice_policy_decide(pol, &q, &d) == SLUICE_OK);
+    CHECK(sluice_policy_decide(pol, 1, &q, &d, NULL) == SLUICE_OK);
   }
   sync_sink(g_sink);
   sluice_nft_close(g_sink);

@@ -354,7 +354,7 @@ sluice_request rq_signin(const char *ip, const char *subject,
 
 sluice_decision decide(fixture *f, const sluice_request *r) {
   sluice_decision d;
-  int rc = sluice_policy_decide(f->pol, r, &d);
+  int rc = sluice_policy_decide(f->pol, 1, r, &d, NULL);
   cr_assert_eq(rc, SLUICE_OK, "decide: %s (field %s)", sluice_strerror(rc),
                d.invalid_field ? d.invalid_field : "-");
   return d;

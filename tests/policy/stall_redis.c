@@ -102,7 +102,7 @@ static void run(sluice_policy *pol, int ms, tally *t) {
     r.attrs = &a;
     r.nattrs = 1;
     i++;
-    if (sluice_policy_decide(pol, &r, &d) != SLUICE_OK) {
+    if (sluice_policy_decide(pol, 1, &r, &d, NULL) != SLUICE_OK) {
       t->other_errors++;
       continue;
     }

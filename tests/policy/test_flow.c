@@ -512,10 +512,10 @@ Test(policy_flow, bad_input_is_refused_and_records_nothing) {
   before = fx_applies(&f);
 
   r = rq_std("acme", "key-1", "platinum");
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_ENOTFOUND);
   cr_assert_str_eq(d.invalid_field, "tier");
   r = rq_std("beta", "key-2", NULL); /* not acme's key-1, checked below */
-  rc = sluice_policy_decide(f.pol, &r, &d);
+  rc = sluice_policy_decide(f.pol, 1, &r, &d, NULL);
   /* No tier is no bad input on the file (its limits take their own
   ** numbers then, `by` matching nothing): that request was decided. */
   cr_assert_eq(rc, SLUICE_OK);
@@ -523,36 +523,36 @@ Test(policy_flow, bad_input_is_refused_and_records_nothing) {
   before = fx_applies(&f);
   r = rq_std("acme", "key-1", "growth");
   r.route = "/healthz";
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_ENOTFOUND);
   cr_assert_str_eq(d.invalid_field, "route");
   r = rq_std("", "key-1", "growth");
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EKEY);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_EKEY);
   cr_assert_str_eq(d.invalid_field, "tenant");
   r = rq_std("acme", longid, "growth");
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EKEY);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_EKEY);
   cr_assert_str_eq(d.invalid_field, "key");
   r = rq_std(NULL, "key-1", "growth");
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_EINVAL);
   /* A caller's cost: the file's routes take theirs from the file (the
   ** built-in took 1..the smaller burst; etc/ledger.conf has no caller
   ** cost), so any is refused, naming it. */
   r = rq_std("acme", "key-1", "growth");
   r.cost = -1;
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_EINVAL);
   cr_assert_str_eq(d.invalid_field, "cost");
   r.cost = 1501;
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_EINVAL);
   r.cost = INT64_MAX;
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_EINVAL);
   r = rq_reconcile("acme", "key-1", "growth", NULL);
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_EINVAL);
   cr_assert_str_eq(d.invalid_field, "ledger");
   r = rq_export("acme", "key-1", "growth", -1); /* to before from */
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_EINVAL);
   cr_assert_str_eq(d.invalid_field, "export_range_s");
-  cr_assert_eq(sluice_policy_decide(f.pol, NULL, &d), SLUICE_EINVAL);
-  cr_assert_eq(sluice_policy_decide(NULL, &r, &d), SLUICE_EINVAL);
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, NULL, &d, NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(NULL, 1, &r, &d, NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, NULL, NULL), SLUICE_EINVAL);
   cr_assert_eq(fx_applies(&f), before, "no store work for bad input");
 
   /* And the key's bucket is untouched: the first real request sees it

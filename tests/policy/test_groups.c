@@ -220,7 +220,7 @@ static void *race(void *arg) {
     sluice_attr a;
     sluice_request q = req("/login", users[u], ips[k], &a);
     sluice_decision d;
-    cr_assert_eq(sluice_policy_decide(r->f->pol, &q, &d), SLUICE_OK);
+    cr_assert_eq(sluice_policy_decide(r->f->pol, 1, &q, &d, NULL), SLUICE_OK);
     r->admitted[u][k] += d.allowed;
   }
   return NULL;

@@ -111,7 +111,7 @@ static int64_t w_calls(worker *w) {
 
 static int w_decide(worker *w, const char *key, sluice_decision *d) {
   sluice_request r = rq_std("acme", key, "sandbox");
-  return sluice_policy_decide(w->pol, &r, d);
+  return sluice_policy_decide(w->pol, 1, &r, d, NULL);
 }
 
 /* Requests on key until one trips a box; its level, or -1. */
@@ -526,7 +526,7 @@ static int r_decide(sluice_policy *p, const char *key, sluice_decision *d) {
   if (!tenant[0])
     snprintf(tenant, sizeof tenant, "t-%d", (int)getpid());
   r = rq_std(tenant, key, "sandbox");
-  return sluice_policy_decide(p, &r, d);
+  return sluice_policy_decide(p, 1, &r, d, NULL);
 }
 
 /* A worker: ready, wait for the stop, then 3 tries on the boxed key and
@@ -673,12 +673,12 @@ Test(policy_hostwide, segments_from_the_config_file, .init = setup,
   cr_assert_eq(open_file(path, clk, &lb, &b, err, sizeof err), SLUICE_OK,
                "%s", err);
   for (i = 0; i < 2000 && !(rc & 1); i++) {
-    cr_assert_eq(sluice_policy_decide(a, &r, &d), SLUICE_OK);
+    cr_assert_eq(sluice_policy_decide(a, 1, &r, &d, NULL), SLUICE_OK);
     rc = (d.flags & SLUICE_DECISION_TRIPPED) != 0;
   }
   cr_assert(rc, "tripped");
   /* b has never seen the key in its own store: the file's deny cache. */
-  cr_assert_eq(sluice_policy_decide(b, &r, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(b, 1, &r, &d, NULL), SLUICE_OK);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
   cr_assert_neq(d.flags & SLUICE_DECISION_DENY_CACHED, 0);
   sluice_policy_close(a);

@@ -283,7 +283,7 @@ Test(policy_inspect, an_unknown_tier_is_not_found) {
   sluice_decision d;
   fixture f;
   fx_open(&f, NULL, 0);
-  cr_assert_eq(sluice_policy_decide(f.pol, &q, &d), SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &q, &d, NULL), SLUICE_ENOTFOUND);
   cr_assert_eq(sluice_policy_inspect_limit(f.pol, "key", &q, &st, NULL),
                SLUICE_ENOTFOUND);
   fx_close(&f);

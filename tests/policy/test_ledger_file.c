@@ -857,7 +857,7 @@ static void run_side(side *s, const step *st, int n, const golden *g,
       continue;
     }
     make_file(s, t);
-    rc = sluice_policy_decide(s->f.pol, &s->q, &d);
+    rc = sluice_policy_decide(s->f.pol, 1, &s->q, &d, NULL);
     cr_assert_eq(rc, SLUICE_OK, "step %d (class %d): rc %d (%s)", i, t->cls,
                  rc, d.invalid_field ? d.invalid_field : "-");
     describe(out, i, &d, &s->q, &s->f);
@@ -1093,7 +1093,7 @@ Test(policy_ledger_file, the_default_is_the_ledger_file) {
   q.tenant_id = "acme";
   q.api_key_id = "k";
   q.tier = "sandbox";
-  cr_assert_eq(sluice_policy_decide(p, &q, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(p, 1, &q, &d, NULL), SLUICE_EINVAL);
   cr_assert_str_eq(d.invalid_field, "ledger");
   cr_assert_str_eq(penalty_at(p, 1), "subject");
   sluice_policy_close(p);
@@ -1466,10 +1466,10 @@ Test(policy_ledger_file, an_export_without_a_range_costs_25) {
                                                     .lease_id = d.lease_id}),
                SLUICE_OK);
   a.value = "-1"; /* a range below 0 */
-  cr_assert_eq(sluice_policy_decide(f.pol, &q, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &q, &d, NULL), SLUICE_EINVAL);
   cr_assert_str_eq(d.invalid_field, "export_range_s");
   a.value = "soon"; /* given, but not a number */
-  cr_assert_eq(sluice_policy_decide(f.pol, &q, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &q, &d, NULL), SLUICE_EINVAL);
   cr_assert_str_eq(d.invalid_field, "export_range_s");
   fx_close(&f);
 }

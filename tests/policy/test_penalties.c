@@ -396,7 +396,8 @@ static void reported_on(const char *store, unsigned flags) {
   /* A report of a subject it cannot read is refused, naming it. */
   report.client_ip = ip3;
   report.nattrs = 1;
-  cr_assert_eq(sluice_policy_decide(f.pol, &report, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &report, &d, NULL),
+               SLUICE_EINVAL);
   cr_assert_str_eq(d.invalid_field, "subject");
   fx_close(&f);
 }

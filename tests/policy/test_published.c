@@ -268,7 +268,7 @@ static void replay(const char *file, const char *store, unsigned flags,
       q.route = r.route;
       q.attrs = r.attrs;
       q.nattrs = (size_t)r.nattrs;
-      rc = sluice_policy_decide(f.pol, &q, &d);
+      rc = sluice_policy_decide(f.pol, 1, &q, &d, NULL);
       cr_assert_eq(rc, SLUICE_OK, "%s %d: %s", store, i, sluice_strerror(rc));
       cr_assert(!d.allowed && d.outcome == SLUICE_OUTCOME_BOXED &&
                     d.status == 429,
@@ -292,7 +292,7 @@ static void replay(const char *file, const char *store, unsigned flags,
     q.route = r.route;
     q.attrs = r.attrs;
     q.nattrs = (size_t)r.nattrs;
-    rc = sluice_policy_decide(f.pol, &q, &d);
+    rc = sluice_policy_decide(f.pol, 1, &q, &d, NULL);
     cr_assert_eq(rc, SLUICE_OK, "%s %d: %s (%s)", store, i,
                  sluice_strerror(rc), d.invalid_field ? d.invalid_field : "");
     cr_assert_eq(d.allowed, want, "%s request %d (%s %s): allowed %d, the "
@@ -484,7 +484,7 @@ static void github(const char *store, unsigned flags) {
 ** more in, another user is not held back, a lease never released ends by
 ** itself: not before its TTL (10 s) and by TTL + TTL/3 + 4 ms. */
 static void gh_decide(fixture *f, sluice_request *q, sluice_decision *d) {
-  int rc = sluice_policy_decide(f->pol, q, d);
+  int rc = sluice_policy_decide(f->pol, 1, q, d, NULL);
   cr_assert_eq(rc, SLUICE_OK, "%s", sluice_strerror(rc));
 }
 
@@ -818,30 +818,30 @@ static void discord_invalid(const char *store, unsigned flags) {
   for (i = 0; i < 9999; i++) {
     a[1].value = i % 3 == 0 ? "401" : i % 3 == 1 ? "403" : "429";
     q.nattrs = 2;
-    cr_assert_eq(sluice_policy_decide(f.pol, &q, &d), SLUICE_OK);
+    cr_assert_eq(sluice_policy_decide(f.pol, 1, &q, &d, NULL), SLUICE_OK);
     cr_assert(!(d.flags & SLUICE_DECISION_TRIPPED), "report %d tripped", i);
     if (i % 1000 == 999)
       sluice_clock_advance(f.clock, 50 * SEC);
   }
   /* A 404 is no invalid request; a request is no report. */
   a[1].value = "404";
-  cr_assert_eq(sluice_policy_decide(f.pol, &q, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &q, &d, NULL), SLUICE_OK);
   cr_assert(!(d.flags & SLUICE_DECISION_TRIPPED));
   q.nattrs = 1;
-  cr_assert_eq(sluice_policy_decide(f.pol, &q, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &q, &d, NULL), SLUICE_OK);
   cr_assert(d.allowed, "outcome %d", d.outcome);
   a[1].value = "401";
   q.nattrs = 2;
-  cr_assert_eq(sluice_policy_decide(f.pol, &q, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &q, &d, NULL), SLUICE_OK);
   cr_assert(d.flags & SLUICE_DECISION_TRIPPED, "the 10,000th report");
   q.nattrs = 1;
   q.route = "/api/v10/users/@me";
   q.method = "GET";
-  cr_assert_eq(sluice_policy_decide(f.pol, &q, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &q, &d, NULL), SLUICE_OK);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
   cr_assert_eq(d.retry_after_ns, 3600 * SEC);
   sluice_clock_advance(f.clock, 3600 * SEC);
-  cr_assert_eq(sluice_policy_decide(f.pol, &q, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &q, &d, NULL), SLUICE_OK);
   cr_assert(d.allowed, "outcome %d after the ban", d.outcome);
   fx_close(&f);
 }

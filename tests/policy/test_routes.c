@@ -143,7 +143,7 @@ Test(policy_routes, a_parameter_too_long_is_refused_with_its_name) {
   r.route = route;
   r.attrs = a;
   r.nattrs = 1;
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EKEY);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_EKEY);
   cr_assert_str_eq(d.invalid_field, "channel");
   fx_close(&f);
 }
@@ -320,7 +320,7 @@ static sluice_decision ask(fixture *f, const char *method, const char *route,
   r.client_ip = "192.0.2.9";
   r.attrs = a;
   r.nattrs = na;
-  *rc = sluice_policy_decide(f->pol, &r, &d);
+  *rc = sluice_policy_decide(f->pol, 1, &r, &d, NULL);
   return d;
 }
 
@@ -425,7 +425,7 @@ Test(policy_routes, inspect_and_settle_see_the_same_route) {
   r.route = "/v1/chat";
   r.attrs = a;
   r.nattrs = 3;
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_OK);
   cr_assert(d.allowed);
   cr_assert_eq(d.limits[0].remaining, 40);
   cr_assert_eq(sluice_policy_inspect_limit(f.pol, "tok", &r, &st, &field),
@@ -538,7 +538,7 @@ static sluice_decision tokens(fixture *f, const char *tier, const char *model,
   r.route = "/v1/messages";
   r.attrs = a;
   r.nattrs = tier ? 4 : 3;
-  *rc = sluice_policy_decide(f->pol, &r, &d);
+  *rc = sluice_policy_decide(f->pol, 1, &r, &d, NULL);
   return d;
 }
 

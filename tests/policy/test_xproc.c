@@ -63,7 +63,7 @@ static void failed(shared *sh, int what, int rc) {
 /* A decision that failed or went degraded counts as an error. */
 static int decide_ok(shared *sh, sluice_policy *p, const sluice_request *r,
                      sluice_decision *d) {
-  int rc = sluice_policy_decide(p, r, d);
+  int rc = sluice_policy_decide(p, 1, r, d, NULL);
   if (rc != SLUICE_OK) {
     failed(sh, E_DECIDE, rc);
     return 0;

@@ -125,7 +125,7 @@ static void resetstat(void) {
 
 static sluice_decision decide(const sluice_request *q) {
   sluice_decision d;
-  int rc = sluice_policy_decide(pol, q, &d);
+  int rc = sluice_policy_decide(pol, 1, q, &d, NULL);
   if (rc != SLUICE_OK) {
     fprintf(stderr, "decide: %s (%s)\n", sluice_strerror(rc),
             d.invalid_field ? d.invalid_field : "");

@@ -209,7 +209,7 @@ static void load(sluice_policy *p, uint64_t seed) {
         q.route = "/v1/ledgers/reconcile";
         q.attrs = &a;
         q.nattrs = 1;
-        rc = sluice_policy_decide(p, &q, &d);
+        rc = sluice_policy_decide(p, 1, &q, &d, NULL);
         if (rc != SLUICE_OK) {
           note_error(rc);
           continue;
@@ -236,7 +236,7 @@ static void load(sluice_policy *p, uint64_t seed) {
         }
         continue;
       }
-      rc = sluice_policy_decide(p, &q, &d);
+      rc = sluice_policy_decide(p, 1, &q, &d, NULL);
       if (rc != SLUICE_OK) {
         note_error(rc);
         continue;
@@ -323,7 +323,8 @@ static void verify(const char *name, const char *uri, sluice_limiter *lim,
       q.route = "/v1/ledgers/reconcile";
       q.attrs = &a;
       q.nattrs = 1;
-      REQUIRE(sluice_policy_decide(p, &q, &d) == SLUICE_OK, "verify decide");
+      REQUIRE(sluice_policy_decide(p, 1, &q, &d, NULL) == SLUICE_OK,
+              "verify decide");
       /* key 0 of the boxy tenant may be boxed: that is a box, not a leak */
       if (d.outcome == SLUICE_OUTCOME_BOXED)
         continue;
@@ -344,7 +345,8 @@ static void verify(const char *name, const char *uri, sluice_limiter *lim,
       q.tier = tier_of(t);
       q.method = "GET";
       q.route = "/v1/ledgers/main/entries";
-      REQUIRE(sluice_policy_decide(p, &q, &d) == SLUICE_OK, "verify decide");
+      REQUIRE(sluice_policy_decide(p, 1, &q, &d, NULL) == SLUICE_OK,
+              "verify decide");
       if (d.now_ns < e)
         VIOLATION_IF(d.outcome != SLUICE_OUTCOME_BOXED &&
                          d.outcome != SLUICE_OUTCOME_SUSPENDED,

@@ -53,10 +53,10 @@ Test(decl_giveback, a_counted_lease_is_released_when_a_later_group_refuses) {
   r.route = "/x";
   r.tenant_id = "t";
   r.api_key_id = "k";
-  cr_assert_eq(sluice_policy_decide(p, &r, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(p, 1, &r, &d, NULL), SLUICE_OK);
   cr_assert(d.allowed);
   for (i = 0; i < 3; i++) { /* the bucket is empty: refused, given back */
-    cr_assert_eq(sluice_policy_decide(p, &r, &d), SLUICE_OK);
+    cr_assert_eq(sluice_policy_decide(p, 1, &r, &d, NULL), SLUICE_OK);
     cr_assert(!d.allowed);
     cr_assert_str_eq(d.limit_name, "bucket");
   }

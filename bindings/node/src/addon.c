@@ -338,7 +338,7 @@ static napi_value js_decide(napi_env env, napi_callback_info info) {
   if (argc < 3 || (p = get_policy(env, argv[0])) == NULL ||
       sn_request_read(env, argv[1], argv[2], &r) != 0)
     return NULL;
-  rc = sluice_policy_decide(p->pol, &r.rq, &d);
+  rc = sluice_policy_decide(p->pol, 1, &r.rq, &d, NULL);
   return answer(env, p, rc, &r.rq, &d, p->out_data);
 }
 
@@ -371,7 +371,7 @@ static void job_execute(napi_env env, void *data) {
   sn_job *j = data;
   (void)env;
   if (j->kind == JOB_DECIDE)
-    j->rc = sluice_policy_decide(j->p->pol, &j->req.rq, &j->d);
+    j->rc = sluice_policy_decide(j->p->pol, 1, &j->req.rq, &j->d, NULL);
   else if (j->kind == JOB_SETTLE)
     j->rc = sluice_policy_settle(j->p->pol, &j->req.rq, &j->settle->d,
                                  j->settle->act.rq.attrs,

@@ -90,7 +90,7 @@ int main(int argc, char **argv) {
       } else if (strcmp(vals[i], "-") != 0) /* "-": absent */
         attrs[rq.nattrs++] = (sluice_attr){names[i], vals[i]};
     }
-    rc = sluice_policy_decide(pol, &rq, &d);
+    rc = sluice_policy_decide(pol, 1, &rq, &d, NULL);
     if (rc != SLUICE_OK) {
       printf("error %s %s\n", sluice_err_name(rc),
              d.invalid_field ? d.invalid_field : "-");

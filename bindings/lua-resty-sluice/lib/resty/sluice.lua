@@ -444,7 +444,7 @@ function _M.decide(self, req, d)
   end
   local q, err = fill(self, req, self.q, self.attrs, self.anchor)
   if not q then return nil, err end
-  local rc = self.C.sluice_policy_decide(self.pol, q, d)
+  local rc = self.C.sluice_policy_decide(self.pol, 1, q, d, nil)
   if rc ~= 0 then return nil, input_error(self.C, rc, d) end
   return d
 end
@@ -558,7 +558,7 @@ admit = function(self, req, given)
     q, err = fill(self, req, self.q, self.attrs, self.anchor)
     if not q then return nil, err end
     d = given or decision_t()
-    rc = C.sluice_policy_decide(self.pol, q, d)
+    rc = C.sluice_policy_decide(self.pol, 1, q, d, nil)
     if rc ~= 0 then return nil, input_error(C, rc, d) end
   end
   -- ngx.ctx only where needed: making it costs every request that asks.

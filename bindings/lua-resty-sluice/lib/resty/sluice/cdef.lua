@@ -258,8 +258,8 @@ const char *sluice_version_string(void);
 const char *sluice_name(int kind, int value);
 int sluice_policy_open(const sluice_policy_options *opts, sluice_policy **out);
 void sluice_policy_close(sluice_policy *p);
-int sluice_policy_decide(sluice_policy *p, const sluice_request *req,
-                         sluice_decision *d);
+int sluice_policy_decide(sluice_policy *p, int n, const sluice_request *reqs,
+                         sluice_decision *ds, int *rcs);
 int sluice_policy_release(sluice_policy *p, const sluice_request *req,
                           const sluice_hold *h);
 int sluice_call_open(sluice_policy *p, sluice_call **out);
