@@ -661,14 +661,25 @@ SLUICE_EXPORT int sluice_policy_renew(sluice_policy *p,
 
 /* -------------------------------------------------------------- inspect --- */
 
-/** What sluice_policy_inspect() reads: one scope's box (the policy file's
- *  first penalty of that scope kind whose scope the query fills), by raw
- *  ids (hashed with the policy's secret like a request's).  Zero it, then
- *  set the fields.  A declared limit's records are read with
- *  sluice_policy_inspect_limit(), any penalty's with
- *  sluice_policy_inspect_penalty(). */
+/** What sluice_policy_inspect() reads.  Zero it, then set one of
+ *  `limit`, `penalty` (with `req`) or `scope` (with the ids):
+ *  <ul><li>a declared limit's records for one scope, into the report's
+ *  `limit`, with the keys and the parameter set a decision of `req` would
+ *  use (req: the attributes its scope names: tenant_id, api_key_id,
+ *  client_ip, method, route, tier, attrs; `pattern` is the declared route
+ *  method + route match);
+ *  <li>a declared penalty's box for one scope, the same way (req: the
+ *  attributes its scope names, a sign-in's `subject`, client_ip...);
+ *  <li>one scope's box by raw ids (hashed with the policy's secret like a
+ *  request's): the policy file's first penalty of that scope kind whose
+ *  scope the ids fill.
+ *  </ul> */
 typedef struct sluice_inspect_query {
-  int scope; /**< SLUICE_SCOPE_KEY, SLUICE_SCOPE_IP or SLUICE_SCOPE_SUBJECT */
+  const char *limit;         /**< a declared limit's name */
+  const char *penalty;       /**< a declared penalty's name */
+  const sluice_request *req; /**< limit, penalty: the request */
+  int scope;                 /**< by ids: SLUICE_SCOPE_KEY, SLUICE_SCOPE_IP or
+                                  SLUICE_SCOPE_SUBJECT */
   const char *tenant_id;  /**< KEY: as the penalty's scope needs */
   const char *api_key_id; /**< KEY: as the penalty's scope needs */
   const char *tier;       /**< NULL, or a tier of the configuration (it
@@ -692,6 +703,24 @@ enum sluice_inspect_record {
  *  alone. */
 #define SLUICE_INSPECT_ID_SIZE 33
 
+/** What sluice_policy_inspect() reads of one declared limit. */
+typedef struct sluice_limit_state {
+  int present;   /**< 1: a record exists (0: none: full, unused) */
+  int unfit;     /**< 1: a record these parameters could not have
+                      written (another configuration's) */
+  int64_t quota; /**< as sluice_decision_limit, for this scope's
+                      parameter set */
+  int64_t window_ns;
+  int64_t remaining; /**< left now: tokens, room in the window, free
+                          leases */
+  int64_t reset_ns;  /**< until full again (a window: its end; leases:
+                          until the last held one expires) */
+  int held;          /**< leases held (concurrency, lock) */
+  int reserved_int_;
+  int64_t now_ns;      /**< the time it was read at */
+  int64_t reserved[4]; /**< zeroed */
+} sluice_limit_state;
+
 /** A scope's state, read without changing anything. Times are the
  *  limiter's clock (now_ns); a record not stored reads as fresh. */
 typedef struct sluice_inspect_report {
@@ -712,17 +741,32 @@ typedef struct sluice_inspect_report {
   int64_t failures, failures_limit, failures_window_ns;
   /* A penalty with stuffing: its window (fixed). */
   int64_t stuffing_failures, stuffing_limit, stuffing_window_ns;
+  /* A declared limit's records (a query by `limit`). */
+  sluice_limit_state limit;
+  /** SLUICE_EINVAL or SLUICE_EKEY on a query by name: the attribute at
+   *  fault (a static or policy-owned name), else NULL. */
+  const char *invalid_field;
   int64_t reserved[8];
 } sluice_inspect_report;
 
-/** @brief Read one scope's box through the policy's limiter, changing
- *  nothing (a store get, then the algorithm's PEEK / CHECK on a copy),
- *  with the keys and parameters sluice_policy_decide() uses.
- *  @param[out] out  fully overwritten.
- *  @return SLUICE_OK; SLUICE_EINVAL (NULL, a scope or field missing,
- *  reserved not NULL); SLUICE_EKEY (an id empty or too long);
- *  SLUICE_ENOTFOUND (no penalty of that scope kind, or a tier not
- *  configured); or the store's error. */
+/** @brief Read a declared limit's records, a declared penalty's box or a
+ *  scope's box (the query says which) through the policy's limiter,
+ *  changing nothing (a store get, then the algorithm's PEEK / CHECK on a
+ *  copy), with the keys and parameters sluice_policy_decide() uses.
+ *  @param[out] out  fully overwritten: a box's scope (its kind:
+ *  SLUICE_SCOPE_IP, _SUBJECT or _KEY), scope_id (the id in events and the
+ *  deny cache), now_ns, the box (SLUICE_INSPECT_BOX: level, suspended,
+ *  box_end_ns, strikes, strike_threshold and window, offenses and their
+ *  TTL; a penalty whose strikes are denials: SLUICE_INSPECT_NOTICE and
+ *  notice_until_ns, the live Retry-After's end), for reported failures
+ *  counted in a sliding window their count (SLUICE_INSPECT_FAILURES:
+ *  failures, failures_limit, failures_window_ns), with stuffing detection
+ *  its window (SLUICE_INSPECT_STUFFING); a limit's records in `limit`.
+ *  @return SLUICE_OK; SLUICE_EINVAL (NULL, not one of limit, penalty or
+ *  scope, a scope or field missing, reserved not NULL, `pattern` with no
+ *  declared route matching); SLUICE_EKEY (an id or attribute empty or
+ *  too long); SLUICE_ENOTFOUND (no such limit or penalty, no penalty of
+ *  that scope kind, or a tier not configured); or the store's error. */
 SLUICE_EXPORT int sluice_policy_inspect(sluice_policy *p,
                                         const sluice_inspect_query *q,
                                         sluice_inspect_report *out);
@@ -763,75 +807,6 @@ typedef struct sluice_declared_info {
  *  declares none); SLUICE_EINVAL (NULL, an unknown kind). */
 SLUICE_EXPORT int sluice_policy_declared_at(const sluice_policy *p, int kind,
                                             int i, sluice_declared_info *out);
-
-/** What sluice_policy_inspect_limit() reads of one declared limit. */
-typedef struct sluice_limit_state {
-  int present;       /**< 1: a record exists (0: none: full, unused) */
-  int unfit;         /**< 1: a record these parameters could not have
-                          written (another configuration's) */
-  int64_t quota;     /**< as sluice_decision_limit, for this scope's
-                          parameter set */
-  int64_t window_ns;
-  int64_t remaining; /**< left now: tokens, room in the window, free
-                          leases */
-  int64_t reset_ns;  /**< until full again (a window: its end; leases:
-                          until the last held one expires) */
-  int held;          /**< leases held (concurrency, lock) */
-  int reserved_int_;
-  int64_t now_ns;    /**< the time it was read at */
-  int64_t reserved[4]; /**< zeroed */
-} sluice_limit_state;
-
-/** @brief Read a declared limit's records for one scope, changing nothing
- *  (a store get, then the algorithm's PEEK on a copy), with the keys and
- *  the parameter set a decision of that request would use.
- *  @param[in] limit  its name in the file.
- *  @param[in] req    the attributes its scope names (tenant_id,
- *                    api_key_id, client_ip, method, route, tier, attrs);
- *                    `pattern` is the declared route method + route
- *                    match.
- *  @param[out] out    fully overwritten on SLUICE_OK.
- *  @param[out] field  may be NULL; on SLUICE_EINVAL or SLUICE_EKEY the
- *                     attribute at fault (a static or policy-owned name).
- *  @return SLUICE_OK; SLUICE_ENOTFOUND (no such limit); SLUICE_EINVAL (NULL,
- *  a scope attribute missing, `pattern` with no declared route matching);
- *  SLUICE_EKEY (an attribute empty or too long); or the store's error. */
-SLUICE_EXPORT int sluice_policy_inspect_limit(sluice_policy *p,
-                                              const char *limit,
-                                              const sluice_request *req,
-                                              sluice_limit_state *out,
-                                              const char **field);
-
-/** @brief Read a declared penalty's box for one scope, changing nothing,
- *  with the keys and the parameter set a decision of that request would
- *  use (as sluice_policy_inspect_limit() reads a limit).
- *  @param[in] penalty  its name in the file.
- *  @param[in] req      the attributes its scope names (a sign-in's
- *                      `subject`, client_ip...).
- *  @param[out] out     fully overwritten on SLUICE_OK: scope (the box's
- *                      kind: SLUICE_SCOPE_IP, _SUBJECT or _KEY), scope_id
- *                      (the id in events and the deny cache), now_ns, the
- *                      box (SLUICE_INSPECT_BOX: level, suspended,
- *                      box_end_ns, strikes, strike_threshold and window,
- *                      offenses and their TTL; a penalty whose strikes
- *                      are denials: SLUICE_INSPECT_NOTICE and
- *                      notice_until_ns, the live Retry-After's end), for
- *                      reported failures
- *                      counted in a sliding window their count
- *                      (SLUICE_INSPECT_FAILURES: failures, failures_limit,
- *                      failures_window_ns), with stuffing detection its
- *                      window (SLUICE_INSPECT_STUFFING); present and unfit
- *                      as sluice_policy_inspect()'s.
- *  @param[out] field   may be NULL; on SLUICE_EINVAL or SLUICE_EKEY the
- *                      attribute at fault.
- *  @return SLUICE_OK; SLUICE_ENOTFOUND (no such penalty); SLUICE_EINVAL
- *  (NULL, a scope attribute missing); SLUICE_EKEY (one empty or too
- *  long); or the store's error. */
-SLUICE_EXPORT int sluice_policy_inspect_penalty(sluice_policy *p,
-                                                const char *penalty,
-                                                const sluice_request *req,
-                                                sluice_inspect_report *out,
-                                                const char **field);
 
 /* -------------------------------------------------------------- metrics --- */
 

@@ -72,9 +72,9 @@ static int limit_index(const sluice_policy *p, const char *name) {
   return -1;
 }
 
-int sluice_policy_inspect_limit(sluice_policy *p, const char *limit,
-                                const sluice_request *req,
-                                sluice_limit_state *out, const char **field) {
+int sluice__inspect_limit(sluice_policy *p, const char *limit,
+                          const sluice_request *req, sluice_limit_state *out,
+                          const char **field) {
   sluice__ctx c;
   sluice__prog g;
   sluice_decision d;

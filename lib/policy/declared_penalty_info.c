@@ -9,10 +9,9 @@
 #include "declared.h"
 #include "flow.h"
 
-int sluice_policy_inspect_penalty(sluice_policy *p, const char *penalty,
-                                  const sluice_request *req,
-                                  sluice_inspect_report *out,
-                                  const char **field) {
+int sluice__inspect_penalty(sluice_policy *p, const char *penalty,
+                            const sluice_request *req,
+                            sluice_inspect_report *out, const char **field) {
   const sluice__penalty *pn = NULL;
   const sluice__pset *ps;
   sluice__ctx c;
@@ -111,7 +110,7 @@ int sluice__inspect_declared(sluice_policy *p, const sluice_inspect_query *q,
       r.attrs = &a;
       r.nattrs = 1;
     }
-    rc = sluice_policy_inspect_penalty(p, pn->name, &r, out, NULL);
+    rc = sluice__inspect_penalty(p, pn->name, &r, out, NULL);
     if (rc != SLUICE_EINVAL && rc != SLUICE_EKEY)
       return rc; /* read (or the store failed); else: the next one */
   }

@@ -67,8 +67,7 @@ Test(policy_calls, reconcile_allowed_conflict_concurrency) {
   assert_binding(d2, "reconciles");
   {
     sluice_limit_state st; /* the key's bucket, read without a call count */
-    cr_assert_eq(sluice_policy_inspect_limit(f.pol, "key", &b, &st, NULL),
-                 SLUICE_OK);
+    cr_assert_eq(inspect_limit(f.pol, "key", &b, &st, NULL), SLUICE_OK);
     cr_assert_eq(st.remaining, d.remaining, "the denials charged nothing");
   }
   before = fx_calls(&f);

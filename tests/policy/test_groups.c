@@ -11,7 +11,7 @@
 ** On mem, shm, lmdb and a Redis Cluster (both engines and the module,
 ** tests/policy/meson.build): a refusal by the second group leaves the
 ** first group's records as they were, read with
-** sluice_policy_inspect_limit().  On mem, threads racing over few users
+** sluice_policy_inspect() of a limit.  On mem, threads racing over few users
 ** and addresses never admit more than either limit, and every charge a
 ** refused request made is given back.
 */
@@ -46,7 +46,7 @@ static sluice_limit_state state(fixture *f, const char *name,
                                 const sluice_request *r) {
   sluice_limit_state s;
   const char *field = NULL;
-  int rc = sluice_policy_inspect_limit(f->pol, name, r, &s, &field);
+  int rc = inspect_limit(f->pol, name, r, &s, &field);
   cr_assert_eq(rc, SLUICE_OK, "inspect %s: %s (%s)", name, sluice_err_name(rc),
                field ? field : "");
   return s;

@@ -1277,8 +1277,7 @@ Test(policy_ledger_file, inspect_penalty_reads_the_boxes) {
     d = decide(&f, &q);
     cr_assert_eq(d.allowed, i < 4, "failure %d", i);
   }
-  cr_assert_eq(sluice_policy_inspect_penalty(f.pol, "subject", &q, &r, &field),
-               SLUICE_OK);
+  cr_assert_eq(inspect_penalty(f.pol, "subject", &q, &r, &field), SLUICE_OK);
   cr_assert_null(field);
   cr_assert_eq(r.scope, SLUICE_SCOPE_SUBJECT);
   cr_assert_eq(r.level, 1);
@@ -1288,8 +1287,7 @@ Test(policy_ledger_file, inspect_penalty_reads_the_boxes) {
   cr_assert_eq(r.failures, 5);
   cr_assert_eq(r.failures_limit, 5);
   cr_assert_eq(r.unfit, 0);
-  cr_assert_eq(sluice_policy_inspect_penalty(f.pol, "address", &q, &r2, NULL),
-               SLUICE_OK);
+  cr_assert_eq(inspect_penalty(f.pol, "address", &q, &r2, NULL), SLUICE_OK);
   cr_assert_eq(r2.scope, SLUICE_SCOPE_IP);
   cr_assert_eq(r2.level, 0);
   cr_assert_eq(r2.failures, 5);
@@ -1297,12 +1295,15 @@ Test(policy_ledger_file, inspect_penalty_reads_the_boxes) {
   cr_assert_eq(r2.stuffing_limit, 500);
   cr_assert(r2.present & SLUICE_INSPECT_STUFFING);
   /* Reading changed nothing. */
-  cr_assert_eq(sluice_policy_inspect_penalty(f.pol, "subject", &q, &r2, NULL),
-               SLUICE_OK);
+  cr_assert_eq(inspect_penalty(f.pol, "subject", &q, &r2, NULL), SLUICE_OK);
   cr_assert_eq(r2.failures, 5);
   cr_assert_eq(r2.level, 1);
-  cr_assert_eq(sluice_policy_inspect_penalty(f.pol, "nope", &q, &r, NULL),
-               SLUICE_ENOTFOUND);
+  {
+    sluice_inspect_report none;
+    cr_assert_eq(inspect_penalty(f.pol, "nope", &q, &none, NULL),
+                 SLUICE_ENOTFOUND);
+    cr_assert_eq(none.present, 0, "an error's report is zeroed");
+  }
   /* sluice_policy_inspect() of a scope kind reads the file's box of it. */
   {
     sluice_inspect_query iq;
@@ -1321,7 +1322,7 @@ Test(policy_ledger_file, inspect_penalty_reads_the_boxes) {
     cr_assert_eq(r2.failures, 5);
   }
   q.nattrs = 0;
-  cr_assert_eq(sluice_policy_inspect_penalty(f.pol, "subject", &q, &r, &field),
+  cr_assert_eq(inspect_penalty(f.pol, "subject", &q, &r, &field),
                SLUICE_EINVAL);
   cr_assert_str_eq(field, "subject");
   fx_close(&f);
@@ -1397,8 +1398,7 @@ Test(policy_ledger_file, declared_boxes_are_released_by_hand) {
   cr_assert(d.flags & SLUICE_DECISION_TRIPPED);
   {
     sluice_inspect_report r;
-    cr_assert_eq(sluice_policy_inspect_penalty(f.pol, "keys", &k, &r, NULL),
-                 SLUICE_OK);
+    cr_assert_eq(inspect_penalty(f.pol, "keys", &k, &r, NULL), SLUICE_OK);
     cr_assert_eq(r.scope, SLUICE_SCOPE_KEY);
     cr_assert_eq(r.level, 1);
     cr_assert_eq(r.offenses, 1);

@@ -489,9 +489,7 @@ static void two_boxes_on(const char *store, unsigned flags) {
   d = decide(&f, &login);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
   cr_assert_eq(d.retry_after_ns, 60 * SEC);
-  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "attempts", &login, &ls,
-                                           NULL),
-               SLUICE_OK);
+  cr_assert_eq(inspect_limit(f.pol, "attempts", &login, &ls, NULL), SLUICE_OK);
   cr_assert_eq(ls.remaining, 100);
   d = decide(&f, &report);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);

@@ -520,9 +520,7 @@ static void github_concurrency(const char *store, unsigned flags) {
   {
     /* What `sluice inspect` reads: the counted record holds 100. */
     sluice_limit_state ls;
-    cr_assert_eq(sluice_policy_inspect_limit(f.pol, "concurrent", &q, &ls,
-                                             NULL),
-                 SLUICE_OK);
+    cr_assert_eq(inspect_limit(f.pol, "concurrent", &q, &ls, NULL), SLUICE_OK);
     cr_assert_eq(ls.held, 100, "%s: %lld held", store, (long long)ls.held);
     cr_assert_eq(ls.remaining, 0);
     cr_assert_not(ls.unfit);

@@ -428,22 +428,19 @@ Test(policy_routes, inspect_and_settle_see_the_same_route) {
   cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_OK);
   cr_assert(d.allowed);
   cr_assert_eq(d.limits[0].remaining, 40);
-  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "tok", &r, &st, &field),
-               SLUICE_OK);
+  cr_assert_eq(inspect_limit(f.pol, "tok", &r, &st, &field), SLUICE_OK);
   cr_assert_eq(st.present, 1);
   cr_assert_eq(st.remaining, 40, "inspect: %lld", (long long)st.remaining);
   /* the report says 10 tokens: 50 back to the records the decision
   ** charged (a settle re-matching another route is refused: its check) */
   rc = sluice_policy_settle(f.pol, &r, &d, back, 1);
   cr_assert_eq(rc, SLUICE_OK, "%s", sluice_strerror(rc));
-  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "tok", &r, &st, &field),
-               SLUICE_OK);
+  cr_assert_eq(inspect_limit(f.pol, "tok", &r, &st, &field), SLUICE_OK);
   cr_assert_eq(st.remaining, 90, "after settle: %lld",
                (long long)st.remaining);
   /* the user's route, its own records: never touched */
   a[1].value = "user";
-  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "tok", &r, &st, &field),
-               SLUICE_OK);
+  cr_assert_eq(inspect_limit(f.pol, "tok", &r, &st, &field), SLUICE_OK);
   cr_assert_eq(st.present, 0, "the user's records were never touched");
   fx_close(&f);
 }

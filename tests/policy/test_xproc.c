@@ -298,7 +298,7 @@ static int heavy_child(const char *store, unsigned flags, shared *sh,
 static sluice_limit_state state_of(sluice_policy *p, const char *limit,
                                    const sluice_request *r) {
   sluice_limit_state st;
-  int rc = sluice_policy_inspect_limit(p, limit, r, &st, NULL);
+  int rc = inspect_limit(p, limit, r, &st, NULL);
   cr_assert_eq(rc, SLUICE_OK, "%s: %s", limit, sluice_strerror(rc));
   cr_assert_eq(st.unfit, 0, "%s", limit);
   return st;
