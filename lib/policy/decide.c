@@ -233,15 +233,13 @@ int sluice__decide_end(sluice__ctx *c, int rc, sluice_decision *d) {
   return SLUICE_OK;
 }
 
-/* n requests in order at one time (the clock read once). */
-int sluice_policy_decide(sluice_policy *p, int n, const sluice_request *qs,
-                         sluice_decision *ds, int *rcs) {
-  int64_t now;
+/* n requests in order at one time (the clock read once); kept out of
+** the one-request path's frame. */
+__attribute__((noinline)) static int decide_n(sluice_policy *p, int n,
+                                              const sluice_request *qs,
+                                              sluice_decision *ds, int *rcs) {
+  int64_t now = n > 1 ? sluice_limiter_now(p->lim) : -1;
   int i, rc, first = SLUICE_OK;
-  if (!p || n < 0 || (n > 0 && (!qs || !ds)))
-    return SLUICE_EINVAL;
-  /* One request reads the clock where the flow needs it (-1). */
-  now = n > 1 ? sluice_limiter_now(p->lim) : -1;
   for (i = 0; i < n; i++) {
     rc = sluice__decide_at(p, &qs[i], now, &ds[i]);
     if (rcs)
@@ -250,4 +248,15 @@ int sluice_policy_decide(sluice_policy *p, int n, const sluice_request *qs,
       first = rc;
   }
   return first;
+}
+
+int sluice_policy_decide(sluice_policy *p, int n, const sluice_request *qs,
+                         sluice_decision *ds, int *rcs) {
+  if (!p || n < 0 || (n > 0 && (!qs || !ds)))
+    return SLUICE_EINVAL;
+  /* One request, the usual call: straight into the flow, which reads the
+  ** clock where it needs it (-1). */
+  if (n == 1 && !rcs)
+    return sluice__decide_at(p, qs, -1, ds);
+  return decide_n(p, n, qs, ds, rcs);
 }
