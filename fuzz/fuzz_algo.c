@@ -1,7 +1,8 @@
 /*
 ** fuzz_algo: the algorithm layer's pure steps (sluice_op_step) over random
 ** parameters, start states, operations and times, with the invariants of
-** DESIGN.md and the algorithm essays checked inside the target:
+** README.md ("Invariants the tests check") and the algorithm essays checked
+** inside the target:
 **
 **  a) Errors are exactly sluice_op_validate()'s (plus EINVAL for now < 0);
 **     a step is deterministic and may run in place (in == out).

@@ -1,5 +1,5 @@
 /*
-** fuzz_replay: the `sluice replay` input path (examples/cli/cmd_replay.c
+** fuzz_replay: the `sluice replay` input path (tools/sluice/cmd_replay.c
 ** and util.c linked in, main.c left out).  The first input line is the
 ** command line (words split on spaces, FILE appended), the rest is the CSV
 ** trace.  stdout and stderr are captured in memory for the call.

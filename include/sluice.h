@@ -95,7 +95,6 @@ typedef struct sluice_limiter_options {
   /** Borrowed; NULL: malloc/realloc/free. */
   const sluice_allocator *alloc;
   unsigned flags; /**< SLUICE_OPEN_* */
-  void *reserved[4];
 } sluice_limiter_options;
 
 /** @brief Open a limiter on a store.

@@ -4,8 +4,8 @@
 #   1. asan   ASan + UBSan build, the whole `meson test` suite
 #   2. tsan   TSan build, the suites that use threads
 #   3. lint   a release (-O3, -Werror) build, a clang (-Werror) build of
-#             everything, then cppcheck over lib/ backends/ examples/ (all
-#             must be clean)
+#             everything, then cppcheck over lib/ backends/ tools/ examples/
+#             (all must be clean)
 #   4. fuzz   clang + libFuzzer build, every target for FUZZ_SECONDS
 #             (default 20) from its seed corpus; any crash fails
 #
@@ -148,7 +148,7 @@ run_lint() {
     -DCK_F_PR_CAS_64_2 -DCK_F_PR_LOAD_64_2 -D__extension__= \
     --suppress=missingIncludeSystem \
     --suppress=wrongPrintfScanfArgNum:lib/policy/config.c \
-    "${inc[@]}" lib backends examples
+    "${inc[@]}" lib backends tools examples
 }
 
 run_fuzz() {

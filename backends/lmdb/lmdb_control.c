@@ -82,16 +82,8 @@ static int ctl_sweep(lmdb_store *s, sluice_lmdb_sweep *sw) {
   MDB_cursor *cur;
   MDB_val k, v;
   int rc, mrc;
-  size_t i;
   sw->examined = sw->removed = 0;
   sw->wrapped = 0;
-  /* Zero now, so that a later version may read them as inputs. */
-  for (i = 0; i < sizeof sw->reserved / sizeof sw->reserved[0]; i++)
-    if (sw->reserved[i])
-      return sluice_store_seterr(&s->base, SLUICE_EINVAL, 0,
-                                 "lmdb: sluice_lmdb_sweep.reserved[%d] is not "
-                                 "zero (zero the struct before the call)",
-                                 (int)i);
   if (sw->now_ns < 0 || sw->max_records < 1 || sw->max_records > MAX_SWEEP)
     return sluice_store_seterr(&s->base, SLUICE_EINVAL, 0,
                                "lmdb: sweep needs now_ns >= 0 and "

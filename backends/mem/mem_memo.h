@@ -2,9 +2,9 @@
 ** The hot-key memo of the mem store: fingerprints of keys decided again
 ** and again, so that a hot key does not pay SipHash on every decision.
 **
-** A fingerprint (SipHash-1-3-128 under the store's random key) is about a
-** third of a hot key's decision (13 ns of 40 for an 18-byte key, more for
-** the policy's 40- to 75-byte keys).  Rate-limit traffic is skewed: one
+** A fingerprint (SipHash-1-3-128 under the store's random key) is a large
+** share of a hot key's decision, the more so for the policy's 40- to
+** 75-byte keys (bench-core's hot key shows how much).  Rate-limit traffic is skewed: one
 ** tenant's bucket under load is the same key thousands of times a second.
 ** The memo is 64 lines, each one key of 8 to 104 bytes with its
 ** fingerprint, found by a cheap unkeyed hash of the key and confirmed by
@@ -139,10 +139,10 @@ static inline int memo_get(memo *mm, const memo_probe *p, uint64_t fp[2]) {
 
 /* Whether a miss at `now` inserts: one in 64, varying with the time (the
 ** microsecond) so that a hot key gets its turn within tens of
-** microseconds.  An insert costs about 40 ns (a locked instruction on a
-** line other cores read, and the locked instructions after it wait for its
-** stores), so a stream of distinct keys pays well under a nanosecond a
-** decision for them. */
+** microseconds.  An insert costs as much as a whole hot-key decision (a
+** locked instruction on a line other cores read, and the locked
+** instructions after it wait for its stores); one in 64 spreads that
+** thin over a stream of distinct keys. */
 static inline int memo_sampled(const memo_probe *p, int64_t now) {
   return p->len != 0 && ((((uint64_t)now >> 10) ^ (p->h >> 40)) & 63) == 0;
 }

@@ -571,8 +571,8 @@ static int mem_run(sluice_store *s, const sluice_program *p, int64_t now,
 ** for every other home, and a key is one past its home about a third of
 ** the time (linear probing below a 3/4 load), so the home slot's first and
 ** last byte and the next slot's last byte.  Prefetching the first line
-** alone left the second miss of half the decisions in series: at 1M keys
-** that was 125 ns a batched decision instead of 77.  Always inlined, as
+** alone left the second miss of half the decisions in series, which
+** bench-batch's 1M-key rows show.  Always inlined, as
 ** the shm store's: GCC can drop calls of a function it finds free of side
 ** effects, and a prefetch is not one to it. */
 #if defined(__GNUC__)

@@ -34,8 +34,10 @@ static void arg_int(rcl_cmd *c, long long x) {
     b[i] = (unsigned char)(u >> (8 * i));
 #endif
 }
-static void arg_nums(rcl_cmd *c) {
-  arg_raw(c, (const char *)c->nums, 8 * (size_t)c->nnum);
+/* The numbers from base on, as one argument. */
+static void arg_nums(rcl_cmd *c, int base) {
+  arg_raw(c, (const char *)c->nums + 8 * (size_t)base,
+          8 * (size_t)(c->nnum - base));
 }
 /* numkeys, the one decimal argument: 1..SLUICE_GROUP_MAX */
 static void arg_numkeys(rcl_cmd *c, int nk) {
@@ -54,15 +56,11 @@ static void arg_key(rcl_cmd *c, const rcl_store *r, int i,
   arg_raw(c, b, r->prefix_len + k->len);
 }
 
-/* The command that runs the steps on node ni: the module's, or the
-** script's (the same arguments follow, and the same reply comes back). */
-void sluice__rcl_arg_engine(rcl_cmd *c, const rcl_store *r, int ni,
-                            int batch) {
+/* The command that runs programs on node ni: the module's, or the Lua's
+** (the same arguments follow, and the same reply comes back). */
+void sluice__rcl_arg_engine(rcl_cmd *c, const rcl_store *r, int ni) {
   if (r->nodes[ni].module) {
-    if (batch)
-      arg_raw(c, "SLUICE.BATCH", 12);
-    else
-      arg_raw(c, "SLUICE.RUN", 10);
+    arg_raw(c, "SLUICE.RUN", 10);
     return;
   }
   if (r->nodes[ni].fn) {
@@ -122,11 +120,12 @@ int sluice__rcl_range_check(const sluice_op *op) {
   }
 }
 
-/* The header of a call, in wire.h's SLUICE_WIRE_* order. */
-static void build_common(rcl_cmd *c, const rcl_store *r, int algo, int kind,
-                         int64_t now, int64_t arg, uint64_t id) {
-  arg_int(c, algo);
-  arg_int(c, kind);
+/* A program's header, in wire.h's SLUICE_WIRE_* order (the id's words
+** zero: program_id fills them in). */
+static void build_header(rcl_cmd *c, const rcl_store *r, int nkeys,
+                         int nsteps, int64_t now) {
+  arg_int(c, nkeys);
+  arg_int(c, nsteps);
   if (r->testclock) {
     arg_int(c, (long long)((uint64_t)now >> 32));
     arg_int(c, (long long)((uint64_t)now & 0xffffffffu));
@@ -134,13 +133,10 @@ static void build_common(rcl_cmd *c, const rcl_store *r, int algo, int kind,
     arg_int(c, -1);
     arg_int(c, 0);
   }
-  arg_int(c, (long long)arg);
-  arg_int(c, (long long)(id >> 32));
-  arg_int(c, (long long)(id & 0xffffffffu));
-  if (r->testclock)
-    arg_int(c, RCL_TEST_MIN_TTL_MS);
-  else
-    arg_int(c, 0);
+  arg_int(c, 0);
+  arg_int(c, 0);
+  arg_int(c, 0);
+  arg_int(c, r->testclock ? RCL_TEST_MIN_TTL_MS : 0);
 }
 
 static void arg_gcra(rcl_cmd *c, const sluice_gcra_params *p) {
@@ -149,38 +145,8 @@ static void arg_gcra(rcl_cmd *c, const sluice_gcra_params *p) {
   arg_int(c, (long long)p->burst);
 }
 
-/* What a batch script call may carry: what the script's fast path takes. */
-int sluice__rcl_job_batchable(const rcl_job *j) {
-  return j->type == JOB_APPLY && j->ask_node < 0 &&
-         j->op->algo == SLUICE_ALGO_GCRA && j->op->nkeys == 1 &&
-         (j->op->kind == SLUICE_OP_CONSUME || j->op->kind == SLUICE_OP_PEEK);
-}
-
-/* The batch led by jobs[head]: its keys, then the 11 numbers of each
-** member's single call back to back, then the marker argument. */
-void sluice__rcl_build_batch(rcl_cmd *c, const rcl_store *r,
-                             const rcl_job *jobs, int head) {
-  int i, k;
-  int ni = jobs[head].node;
-  c->argc = 0;
-  c->nnum = 0;
-  sluice__rcl_arg_engine(c, r, ni, 1);
-  arg_numkeys(c, jobs[head].batch);
-  for (i = head, k = 0; i >= 0; i = jobs[i].bnext, k++)
-    arg_key(c, r, k, &jobs[i].op->keys[0]);
-  for (i = head; i >= 0; i = jobs[i].bnext) {
-    const rcl_job *j = &jobs[i];
-    build_common(c, r, SLUICE_ALGO_GCRA, j->op->kind, j->now, j->op->arg,
-                 j->op->id);
-    arg_gcra(c, j->op->params);
-  }
-  arg_nums(c);
-  if (!r->nodes[ni].module) /* the script's batch marker */
-    arg_raw(c, "b", 1);
-}
-
-/* An op's parameters, in the order the script reads them; returns how many
-** numbers that was. */
+/* A step's parameters, in the order the script reads them; returns how
+** many numbers that was. */
 static int arg_params(rcl_cmd *c, int algo, int nk, const void *params) {
   int i, n0 = c->nnum;
   switch (algo) {
@@ -220,15 +186,17 @@ static int arg_params(rcl_cmd *c, int algo, int nk, const void *params) {
   return c->nnum - n0;
 }
 
-/* A program's id on an FCALL node (wire.h): the SHA-256 of its steps'
+/* A program's id on FCALL node ni (wire.h): the SHA-256 of its steps'
 ** bytes, computed once per program this lane sends (found again by the
 ** bytes themselves, compared whole), put in the header.  1: the lane sent
-** this program before, so the id alone may go (the library answers
+** this program to ni before, so the id alone may go (the library answers
 ** SLUICE_WIRE_NOPROGRAM if it does not know it, and the call goes again
 ** whole: handle_reply).  A collision would be two programs with one
 ** SHA-256: none is known, and the library checks the step and key counts
 ** besides. */
-static int program_id(rcl_cmd *c, const unsigned char *b, size_t len) {
+static int program_id(rcl_cmd *c, int ni, unsigned char *id,
+                      const unsigned char *b, size_t len) {
+  const uint64_t node = (uint64_t)1 << ni;
   /* FNV-1a over 8-byte words (the numbers are int64s), a shift folding
   ** the high bits down: a slot, not a proof (the bytes are compared). */
   uint64_t fp = 14695981039346656037ull, w;
@@ -244,32 +212,32 @@ static int program_id(rcl_cmd *c, const unsigned char *b, size_t len) {
     fp = (fp ^ b[i]) * 1099511628211ull;
   e = &c->pids[fp % RCL_PIDS];
   if (e->len == len && e->fp == fp && memcmp(e->bytes, b, len) == 0) {
-    memcpy(c->nums + SLUICE_WIRE_PROG_ID_AT, e->id, sizeof e->id);
-    return 1;
+    memcpy(id, e->id, sizeof e->id);
+    if (e->nodes & node)
+      return 1;
+    e->nodes |= node;
+    return 0;
   }
   SHA256(b, len, md);
-  memcpy(c->nums + SLUICE_WIRE_PROG_ID_AT, md, SLUICE_WIRE_PROG_ID_BYTES);
+  memcpy(id, md, SLUICE_WIRE_PROG_ID_BYTES);
   if (len <= RCL_PID_BYTES) {
     e->len = len;
     e->fp = fp;
+    e->nodes = node;
     memcpy(e->id, md, sizeof e->id);
     memcpy(e->bytes, b, len);
   }
   return 0;
 }
 
-/* A program: its records as KEYS, a header (the step count in the kind's
-** place), then each step's numbers and its parameters (wire.h; the
-** script's lua/program.lua).  On an FCALL node the header carries the
-** program's id, and a program this lane sent before goes as the header
-** alone. */
+/* Job j's program as one argument: its header, then each step's numbers
+** and its parameters (wire.h; the script's lua/program.lua).  On an FCALL
+** node the header carries the program's id, and a program this lane sent
+** before goes as the header alone. */
 static void build_program(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
   const sluice_program *p = j->prog;
-  int i;
-  arg_numkeys(c, p->nkeys);
-  for (i = 0; i < p->nkeys; i++)
-    arg_key(c, r, i, &p->keys[i]);
-  build_common(c, r, SLUICE_WIRE_PROGRAM, p->nsteps, j->now, 0, 0);
+  int i, base = c->nnum;
+  build_header(c, r, p->nkeys, p->nsteps, j->now);
   for (i = 0; i < p->nsteps; i++) {
     const sluice_step *s = &p->steps[i];
     int at, np, end;
@@ -296,18 +264,60 @@ static void build_program(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
     c->nnum = end;
   }
   if (r->nodes[j->node].fn && !r->nodes[j->node].module) {
-    const size_t h = 8 * SLUICE_WIRE_HEADER;
-    if (program_id(c, c->nums + h, 8 * (size_t)c->nnum - h) && !j->whole) {
-      c->nwhole = c->nnum;
-      c->nnum = SLUICE_WIRE_HEADER;
+    unsigned char *h = c->nums + 8 * (size_t)base;
+    const size_t hl = 8 * SLUICE_WIRE_HEADER;
+    if (program_id(c, j->node, h + SLUICE_WIRE_PROG_ID_AT, h + hl,
+                   8 * (size_t)(c->nnum - base) - hl) &&
+        !j->whole) {
+      c->nwhole = c->nnum - base;
+      c->nnum = base + SLUICE_WIRE_HEADER;
       c->byid = 1;
     }
   }
-  arg_nums(c);
+  arg_nums(c, base);
+}
+
+static void arg_prog_keys(rcl_cmd *c, const rcl_store *r, const rcl_job *j,
+                          int *k) {
+  int i;
+  for (i = 0; i < j->prog->nkeys; i++, (*k)++)
+    arg_key(c, r, *k, &j->prog->keys[i]);
+}
+
+/* The numbers program p takes on the wire (build_program's). */
+int sluice__rcl_prog_nums(const sluice_program *p) {
+  int i, n = SLUICE_WIRE_HEADER;
+  for (i = 0; i < p->nsteps; i++) {
+    const sluice_step *s = &p->steps[i];
+    n += SLUICE_WIRE_STEP +
+         (s->algo == SLUICE_ALGO_GCRA      ? SLUICE_WIRE_GCRA_PARAMS * s->nkeys
+          : s->algo == SLUICE_ALGO_PENALTY ? SLUICE_WIRE_PENALTY_PARAMS
+                                           : 2);
+  }
+  return n;
+}
+
+/* The call of several programs led by jobs[head] (run_round's batch): the
+** records of each in turn, then each program's numbers as its argument. */
+void sluice__rcl_build_batch(rcl_cmd *c, const rcl_store *r,
+                             const rcl_job *jobs, int head) {
+  int i, k = 0, nk = 0;
+  c->argc = 0;
+  c->nnum = 0;
+  c->byid = 0;
+  sluice__rcl_arg_engine(c, r, jobs[head].node);
+  c->head = c->argc;
+  for (i = head; i >= 0; i = jobs[i].bnext)
+    nk += jobs[i].prog->nkeys;
+  arg_numkeys(c, nk);
+  for (i = head; i >= 0; i = jobs[i].bnext)
+    arg_prog_keys(c, r, &jobs[i], &k);
+  for (i = head; i >= 0; i = jobs[i].bnext)
+    build_program(c, r, &jobs[i]);
 }
 
 void sluice__rcl_build_job(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
-  int i, nk = j->type == JOB_APPLY ? j->op->nkeys : 1;
+  int k = 0;
   c->argc = 0;
   c->nnum = 0;
   c->byid = 0;
@@ -316,24 +326,19 @@ void sluice__rcl_build_job(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
     arg_key(c, r, 0, j->key);
     return;
   }
-  sluice__rcl_arg_engine(c, r, j->node, 0);
+  sluice__rcl_arg_engine(c, r, j->node);
   c->head = c->argc;
   if (j->type == JOB_RUN) {
+    arg_numkeys(c, j->prog->nkeys);
+    arg_prog_keys(c, r, j, &k);
     build_program(c, r, j);
     return;
   }
-  arg_numkeys(c, nk);
-  if (j->type == JOB_GET) {
-    arg_key(c, r, 0, j->key);
-    build_common(c, r, 0, 0, j->now, 0, 0);
-    arg_nums(c);
-    return;
-  }
-  for (i = 0; i < nk; i++)
-    arg_key(c, r, i, &j->op->keys[i]);
-  build_common(c, r, j->op->algo, j->op->kind, j->now, j->op->arg, j->op->id);
-  arg_params(c, j->op->algo, nk, j->op->params);
-  arg_nums(c);
+  /* JOB_GET: a program of no steps over the record */
+  arg_numkeys(c, 1);
+  arg_key(c, r, 0, j->key);
+  build_header(c, r, 1, 0, j->now);
+  arg_nums(c, 0);
 }
 
 /* ---------------------------------------------------- reply decoding --- */
@@ -360,13 +365,6 @@ static void verdict_at(const unsigned char *p, sluice_verdict *v) {
   size_t at = 0;
   memset(v, 0, sizeof *v);
   SLUICE_WIRE_VERDICT_FIELDS(RD_I32, RD_U32, RD_I64)
-}
-
-static int decode_verdict(const redisReply *rep, sluice_verdict *v) {
-  if (rep->type != REDIS_REPLY_STRING || rep->len != SLUICE_WIRE_VERDICT)
-    return SLUICE_EBACKEND;
-  verdict_at((const unsigned char *)rep->str, v);
-  return SLUICE_OK;
 }
 
 /* Step i's verdict over a fresh record at now: what the sequencer answers
@@ -554,14 +552,18 @@ int sluice__rcl_handle_reply(rcl_store *r, rcl_job *j, int ni,
     return R_DONE;
   }
   switch (j->type) {
-  case JOB_APPLY:
-    j->rc = decode_verdict(rep, j->v);
-    break;
   case JOB_GET:
     j->rc = decode_get(rep, j);
     break;
   case JOB_RUN:
-    j->rc = decode_program(rep, j, j->res);
+    if (j->res) {
+      j->rc = decode_program(rep, j, j->res);
+    } else {
+      sluice_program_result one;
+      j->rc = decode_program(rep, j, &one);
+      if (j->rc == SLUICE_OK)
+        *j->v = one.v[0];
+    }
     break;
   default:
     j->rc = rep->type != REDIS_REPLY_INTEGER ? SLUICE_EBACKEND

@@ -26,22 +26,18 @@
 #define RCL_NO_NODE 0xff
 #define RCL_ROUNDS 6
 #define RCL_STACK_JOBS 8
-/* Most argv entries one call needs: EVALSHA sha numkeys, a program's 48
-** keys, the numbers as one argument (see arg_int in redis_codec.c) and a
-** batch's marker. */
-#define RCL_MAX_ARGS (3 + SLUICE_PROGRAM_KEYS + 2)
-/* A batch script call carries at most this many single-bucket GCRA
-** decisions (lua/dispatch.lua, "A batch"). */
+/* A call carries at most this many programs (run_round's batches), and
+** at most SLUICE_PROGRAM_KEYS records and RCL_MAX_NUMS numbers in all. */
 #define RCL_BATCH_MAX SLUICE_GROUP_MAX
-/* A program's numbers: the header, then per step its numbers and its
-** parameters (at most a GCRA group's per key). */
-#define RCL_PROG_NUMS                                                          \
+/* Most argv entries one call needs: EVALSHA sha numkeys, the records, and
+** each program's numbers as one argument (see arg_int in redis_codec.c). */
+#define RCL_MAX_ARGS (3 + SLUICE_PROGRAM_KEYS + RCL_BATCH_MAX)
+/* The most numbers of one program: the header, then per step its numbers
+** and its parameters (at most a GCRA group's per key). */
+#define RCL_MAX_NUMS                                                           \
   (SLUICE_WIRE_HEADER +                                                        \
    SLUICE_PROGRAM_STEPS *                                                      \
        (SLUICE_WIRE_STEP + SLUICE_WIRE_GCRA_PARAMS * SLUICE_GROUP_MAX))
-#define RCL_BATCH_NUMS (SLUICE_WIRE_BATCH_MEMBER * RCL_BATCH_MAX)
-#define RCL_MAX_NUMS                                                           \
-  (RCL_PROG_NUMS > RCL_BATCH_NUMS ? RCL_PROG_NUMS : RCL_BATCH_NUMS)
 #define RCL_PREFIX_MAX 64
 /* Test mode keeps records at least this long in Redis (the manual clock
 ** may stand still while real time passes; the stored expiry decides). */
@@ -109,14 +105,14 @@ typedef struct rcl_store {
 } rcl_store;
 
 /* One unit of work in a pipeline. */
-enum { JOB_APPLY, JOB_GET, JOB_DEL, JOB_RUN };
+enum { JOB_GET, JOB_DEL, JOB_RUN };
 typedef struct rcl_job {
   int type;
-  const sluice_op *op;      /* JOB_APPLY */
   const sluice_program *prog;  /* JOB_RUN */
   sluice_program_result *res;  /* JOB_RUN */
+  sluice_verdict *v;        /* JOB_RUN without res: a one-step program's
+                               verdict alone (an op's, redis_split.c) */
   const sluice_key *key;    /* JOB_GET, JOB_DEL */
-  sluice_verdict *v;
   sluice_state *st_out;     /* JOB_GET */
   int64_t *exp_out;         /* JOB_GET */
   int64_t now;              /* the caller's time (test mode) */
@@ -127,8 +123,9 @@ typedef struct rcl_job {
   int ask_node;             /* -1, or the ASK target for the next round */
   int sent;
   int batch;                /* this round: 0 own command; n > 0 leads a
-                               batch script call of n jobs; -1 a member */
+                               call of n programs; -1 a member */
   int bnext;                /* next member of the batch, -1 at the end */
+  int bkeys, bnums;         /* a batch's leader: its records and numbers */
   int whole;                /* JOB_RUN: send the program, not its id */
   /* JOB_RUN: NULL, or the parameters of box checks (bit i of boxes: step
   ** i's in box[i]) when prog has its step count alone (redis_split.c). */
@@ -136,7 +133,7 @@ typedef struct rcl_job {
   uint32_t boxes;
 } rcl_job;
 
-/* Programs this lane has sent whole to an FCALL node, by their steps'
+/* Programs this lane has sent whole to FCALL nodes, by their steps'
 ** bytes (compared whole: a program longer than RCL_PID_BYTES always goes
 ** whole) and their id (redis_codec.c, program_id). */
 #define RCL_PIDS 32
@@ -144,9 +141,11 @@ typedef struct rcl_job {
 typedef struct rcl_pid {
   size_t len; /* 0: empty */
   uint64_t fp;
+  uint64_t nodes; /* bit i: sent whole to node i (RCL_MAX_NODES is 64) */
   unsigned char id[SLUICE_WIRE_PROG_ID_BYTES];
   unsigned char bytes[RCL_PID_BYTES];
 } rcl_pid;
+_Static_assert(RCL_MAX_NODES <= 64, "rcl_pid.nodes has a bit per node");
 
 /* The argv of one call, built in place (redis_codec.c). */
 typedef struct rcl_cmd {
@@ -189,15 +188,20 @@ void sluice__rcl_lane_unlock(rcl_store *home, rcl_store *l);
 
 /* redis_codec.c: building calls, decoding replies. */
 int sluice__rcl_range_check(const sluice_op *op);
-int sluice__rcl_job_batchable(const rcl_job *j);
+int sluice__rcl_prog_nums(const sluice_program *p);
 void sluice__rcl_build_batch(rcl_cmd *c, const rcl_store *r,
                              const rcl_job *jobs, int head);
 void sluice__rcl_build_job(rcl_cmd *c, const rcl_store *r, const rcl_job *j);
 /* The arguments that name the engine on node ni (the command's first one
 ** or two: rcl_cmd.head of them after build_job). */
-void sluice__rcl_arg_engine(rcl_cmd *c, const rcl_store *r, int ni, int batch);
+void sluice__rcl_arg_engine(rcl_cmd *c, const rcl_store *r, int ni);
 int sluice__rcl_handle_reply(rcl_store *r, rcl_job *j, int ni,
                              const redisReply *rep);
+
+/* redis_store.c: an op as a one-step program over st (until the method
+** table asks for programs alone). */
+void sluice__rcl_op_program(const sluice_op *op, sluice_step *st,
+                            sluice_program *p);
 
 /* redis_split.c: calls in two halves (lib/core/split.h). */
 int sluice__rcl_split_control(rcl_store *home, int op, void *arg);

@@ -22,13 +22,12 @@ static void job_fail(rcl_store *r, rcl_job *j, int rc) {
 }
 
 static int job_slot(const rcl_store *r, const rcl_job *j) {
-  return sluice__rcl_jkey_slot(r, j->type == JOB_APPLY ? &j->op->keys[0]
-                     : j->type == JOB_RUN ? &j->prog->keys[0]
-                                          : j->key);
+  return sluice__rcl_jkey_slot(r, j->type == JOB_RUN ? &j->prog->keys[0]
+                                                     : j->key);
 }
 
 /* Append the node's open batch (if any) to its pipeline: a batch of one
-** goes as its own call, so a single decision costs what it always did. */
+** goes as its own call (its answer bare, not in an array). */
 static void flush_batch(rcl_store *r, rcl_job *jobs, int *bhead, int ni,
                         rcl_cmd *cmd) {
   int h = bhead[ni];
@@ -74,10 +73,6 @@ static void batch_reply(rcl_store *r, rcl_job *jobs, int head, int ni,
            sluice__rcl_handle_reply(r, &jobs[m], ni, rep->element[k]), reload);
 }
 
-/* One round: route every pending job, write each node's pipeline, then
-** read the replies node by node.  Jobs that must be retried stay pending.
-** Consecutive single-bucket GCRA jobs of one node (and, in a cluster, one
-** slot: a script's keys must share it) go as one batch script call. */
 /* One reply from node ni into *rep: 0, or the code the node's link failure
 ** maps to (the node is marked down); a NULL reply is a failure too. */
 static int read_reply(rcl_store *r, int ni, void **rep) {
@@ -89,6 +84,11 @@ static int read_reply(rcl_store *r, int ni, void **rep) {
   return 0;
 }
 
+/* One round: route every pending job, write each node's pipeline, then
+** read the replies node by node.  Jobs that must be retried stay pending.
+** Consecutive programs of one node (and, in a cluster, one slot: a call's
+** keys must share it) go as one call, up to RCL_BATCH_MAX of them and as
+** many records and numbers as a call holds. */
 static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
   /* Zeroed: gcc -O3 cannot see that used[k] is read only below nused. */
   int used[RCL_MAX_NODES] = {0}, nused = 0, i, k;
@@ -138,20 +138,26 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
       continue;
     }
     r->st.ops++;
-    if (sluice__rcl_job_batchable(j)) {
-      int h = bhead[ni];
+    if (j->type == JOB_RUN && j->ask_node < 0) {
+      int h = bhead[ni], nums = sluice__rcl_prog_nums(j->prog);
       j->sent = 1;
       if (h >= 0 && jobs[h].batch < RCL_BATCH_MAX &&
+          jobs[h].bkeys + j->prog->nkeys <= SLUICE_PROGRAM_KEYS &&
+          jobs[h].bnums + nums <= RCL_MAX_NUMS &&
           (!r->cluster || jobs[h].slot == j->slot)) {
         jobs[btail[ni]].bnext = i;
         btail[ni] = i;
         jobs[h].batch++;
+        jobs[h].bkeys += j->prog->nkeys;
+        jobs[h].bnums += nums;
         j->batch = -1;
         continue;
       }
       flush_batch(r, jobs, bhead, ni, cmd);
       bhead[ni] = btail[ni] = i;
       j->batch = 1;
+      j->bkeys = j->prog->nkeys;
+      j->bnums = nums;
       continue;
     }
     flush_batch(r, jobs, bhead, ni, cmd);

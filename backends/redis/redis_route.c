@@ -1,7 +1,7 @@
 /*
 ** Redis store: nodes and their connections, which engine each runs
 ** (module or script), the slot map and the lanes.  The design is in
-** redis_store.c (Routing, Failure, choices b and c).
+** redis_store.c (Routing, Failure, and its choices on lanes and fork).
 */
 #include <errno.h>
 #include <pthread.h>

@@ -7,7 +7,7 @@
 ** whoever carried the bytes.
 **
 ** The call's bytes are the command the pipelined rounds send for the
-** same op or program (sluice__rcl_build_job: the same arguments, whatever
+** same program (an op: a one-step program; sluice__rcl_build_job: the same arguments, whatever
 ** the encoding of the day), in RESP, with what the node needs before it:
 **   ASK       ASKING, then the command, on the node the ASK names;
 **   MOVED     the command on the node now serving the slot (the map is
@@ -236,7 +236,7 @@ static int compose(rcl_store *home, rcl_store *r, rcl_split *s,
       return rc;
   }
   c->argc = 0;
-  sluice__rcl_arg_engine(c, r, s->node, 0);
+  sluice__rcl_arg_engine(c, r, s->node);
   if ((rc = put_command(home, s, c->argc, c->argv, c->lens, 1)) != SLUICE_OK)
     return rc;
   if (s->wait) {
@@ -368,28 +368,32 @@ static int link_failed(rcl_store *r, rcl_split *s, sluice__split *sp, int rc,
 
 static int begin(rcl_store *home, rcl_store *r, sluice__split *sp) {
   rcl_split *s = priv(sp);
-  int rc;
+  const sluice_program *prog;
+  sluice_program one;
+  sluice_step step;
+  int rc, i;
   if (r->readonly)
     return done(sp, sluice_store_seterr(&r->base, SLUICE_EPERM, 0,
                                         "redis: store opened read-only"));
   memset(&s->job, 0, sizeof s->job);
+  /* An op goes as a one-step program (redis_store.c's op_program, the
+  ** bytes made below), its verdict the program's first. */
+  prog = sp->prog;
   if (sp->op) {
-    rc = sluice__rcl_range_check(sp->op);
-    s->job.type = JOB_APPLY;
-    s->job.op = sp->op;
+    sluice__rcl_op_program(sp->op, &step, &one);
+    prog = &one;
     s->job.v = sp->v;
   } else {
-    int i;
-    sluice_op op;
-    rc = SLUICE_OK;
-    for (i = 0; i < sp->prog->nsteps && rc == SLUICE_OK; i++) {
-      sluice_program_step_op(sp->prog, i, &op);
-      rc = sluice__rcl_range_check(&op);
-    }
-    s->job.type = JOB_RUN;
-    s->job.prog = sp->prog;
     s->job.res = sp->res;
   }
+  rc = SLUICE_OK;
+  for (i = 0; i < prog->nsteps && rc == SLUICE_OK; i++) {
+    sluice_op op;
+    sluice_program_step_op(prog, i, &op);
+    rc = sluice__rcl_range_check(&op);
+  }
+  s->job.type = JOB_RUN;
+  s->job.prog = prog;
   if (rc != SLUICE_OK)
     return done(sp, sluice_store_seterr(&r->base, rc, 0,
                                         "redis: parameters outside the exact "
@@ -399,8 +403,7 @@ static int begin(rcl_store *home, rcl_store *r, sluice__split *sp) {
   s->job.ask_node = -1;
   /* Hashed always: a MOVED may turn a single server's store into a
   ** cluster's, and the keys are the caller's only until begin returns. */
-  s->job.slot = sluice__rcl_jkey_slot(
-      r, sp->op ? &sp->op->keys[0] : &sp->prog->keys[0]);
+  s->job.slot = sluice__rcl_jkey_slot(r, &prog->keys[0]);
   s->job.pending = 1;
   s->ask = s->reload = 0;
   s->refresh = r->map_stale && r->cluster;
@@ -410,9 +413,7 @@ static int begin(rcl_store *home, rcl_store *r, sluice__split *sp) {
     return done(sp, rc);
   /* The program is the caller's until the call is done: the reply is
   ** decoded against a copy of what it needs. */
-  if (sp->prog)
-    decode_copy(s, &s->job, sp->prog);
-  s->job.op = NULL;
+  decode_copy(s, &s->job, prog);
   if ((rc = compose(home, r, s, sp)) != SLUICE_OK)
     return done(sp, rc);
   sp->status = SLUICE__SPLIT_SEND;

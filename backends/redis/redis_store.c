@@ -1,11 +1,12 @@
 /*
 ** Redis store: the same limits across a fleet.
 **
-** State lives in Redis, one key per record, and each step runs inside
-** Redis as a Lua script (in lua/), a port of lib/algo over the same
-** 16-byte records, so a decision is atomic where the state lives and there
-** is one truth per algorithm.  The C side only routes, pipelines and maps failures; it never
-** decides.
+** State lives in Redis, one key per record, and each decision (a
+** program: an operation is a program of one step) runs inside Redis as a
+** Lua script (in lua/), a port of lib/algo over the same 16-byte records,
+** or as the module's command (module/), so a decision is atomic where the
+** state lives and there is one truth per algorithm.  The C side only
+** routes, pipelines and maps failures; it never decides.
 **
 ** Routing.  A Redis Cluster shards keys by CRC16(hash tag) mod 16384.  The
 ** store keeps a slot -> master map loaded with CLUSTER SLOTS from any known
@@ -13,11 +14,12 @@
 ** the next call) and ASK (one ASKING'd retry, no map change).  A server
 ** without cluster support answers CLUSTER SLOTS with an error; it is then
 ** used for every slot.  Every key of a group carries the same hash tag (the
-** core validates that), so an operation is one EVALSHA on one node.
+** core validates that), so a program is one EVALSHA on one node.
 **
-** Round trips.  Operations are pipelined per node: a batch writes every
+** Round trips.  Programs are pipelined per node: a batch writes every
 ** node's commands before reading any reply, so it costs one round trip per
-** node touched, and a single decision costs one.  A reply that says the
+** node touched, and a single decision costs one; a node's consecutive
+** programs (of one slot) go as one call.  A reply that says the
 ** script did not run (NOSCRIPT, MOVED, ASK, TRYAGAIN) is retried in a later
 ** round; NOSCRIPT first reloads the script on that node (after a restart, a
 ** failover or SCRIPT FLUSH).
@@ -55,7 +57,7 @@
 **     answers; every call then asks for the slot map again (cheaply: each
 **     seed backs off), so the store recovers on its own.
 **
-** Files: this one has the methods (submit, get, delete, control) and
+** Files: this one has the methods (redis_run, get, delete, control) and
 ** open/close/params; redis_route.c the nodes and their connections, the
 ** engine each runs (module or script), the slot map and the lanes;
 ** redis_codec.c the wire codec (building calls over wire.h, decoding
@@ -85,13 +87,13 @@ static int prog_range_check(const sluice_program *p) {
   return SLUICE_OK;
 }
 
-/* n operations (ops/vs) or n programs (ps/res; the other pair NULL) over one
-** lane, pipelined: every node's share written before any reply is read.
-** Programs are the policy's path, so they take a lane like any call: on
-** lane 0 alone every thread of a service would queue on one connection. */
-static int submit(sluice_store *s, int n, const sluice_op *ops,
-                  sluice_verdict *vs, const sluice_program *ps,
-                  sluice_program_result *res, int64_t now, int *rcs) {
+/* The store's one decision path: n programs over one lane, pipelined,
+** every node's share written before any reply is read, consecutive
+** programs of a node (a slot, in a cluster) in one call (run_round).
+** Programs take a lane like any call: on lane 0 alone every thread of a
+** service would queue on one connection. */
+static int redis_run(sluice_store *s, int n, const sluice_program *ps,
+                     int64_t now, sluice_program_result *res, int *rcs) {
   rcl_store *home = (rcl_store *)s, *r;
   rcl_job stack[RCL_STACK_JOBS], *jobs = stack;
   int smap[RCL_STACK_JOBS], *map = smap;
@@ -115,7 +117,7 @@ static int submit(sluice_store *s, int n, const sluice_op *ops,
                                    "redis: store opened read-only");
       continue;
     }
-    rcs[i] = ops ? sluice__rcl_range_check(&ops[i]) : prog_range_check(&ps[i]);
+    rcs[i] = prog_range_check(&ps[i]);
     if (rcs[i] != SLUICE_OK) {
       sluice_store_seterr(s, rcs[i], 0,
                           "redis: parameters outside the exact range of the "
@@ -123,15 +125,9 @@ static int submit(sluice_store *s, int n, const sluice_op *ops,
       continue;
     }
     memset(&jobs[nj], 0, sizeof jobs[nj]);
-    if (ops) {
-      jobs[nj].type = JOB_APPLY;
-      jobs[nj].op = &ops[i];
-      jobs[nj].v = &vs[i];
-    } else {
-      jobs[nj].type = JOB_RUN;
-      jobs[nj].prog = &ps[i];
-      jobs[nj].res = &res[i];
-    }
+    jobs[nj].type = JOB_RUN;
+    jobs[nj].prog = &ps[i];
+    jobs[nj].res = &res[i];
     jobs[nj].now = now;
     map[nj++] = i;
   }
@@ -147,9 +143,60 @@ static int submit(sluice_store *s, int n, const sluice_op *ops,
   return rc;
 }
 
+/* The method table's older entries, until it asks for redis_run alone:
+** an op is a one-step program (a NOTE, so that its writes stay whatever
+** its verdict, as an op's do), its verdict the program's first. */
+void sluice__rcl_op_program(const sluice_op *op, sluice_step *st,
+                            sluice_program *p) {
+  memset(st, 0, sizeof *st);
+  st->algo = op->algo;
+  st->kind = op->kind;
+  st->nkeys = op->nkeys;
+  st->params = op->params;
+  st->arg = op->arg;
+  st->id = op->id;
+  st->fold = SLUICE_FOLD_NOTE;
+  memset(p, 0, sizeof *p);
+  p->nkeys = op->nkeys;
+  p->keys = op->keys;
+  p->nsteps = 1;
+  p->steps = st;
+  p->record_class = op->record_class;
+}
+
 static int rcl_apply_many(sluice_store *s, int n, const sluice_op *ops,
                           int64_t now, sluice_verdict *vs, int *rcs) {
-  return submit(s, n, ops, vs, NULL, NULL, now, rcs);
+  sluice_step st1;
+  sluice_program p1;
+  sluice_program_result r1;
+  sluice_step *st = &st1;
+  sluice_program *ps = &p1;
+  sluice_program_result *res = &r1;
+  int i, rc;
+  if (n <= 0)
+    return SLUICE_OK;
+  if (n > 1) {
+    st = sluice_store_malloc(s, sizeof *st * (size_t)n);
+    ps = sluice_store_malloc(s, sizeof *ps * (size_t)n);
+    res = sluice_store_malloc(s, sizeof *res * (size_t)n);
+    if (!st || !ps || !res) {
+      rc = SLUICE_ENOMEM;
+      goto out;
+    }
+  }
+  for (i = 0; i < n; i++)
+    sluice__rcl_op_program(&ops[i], &st[i], &ps[i]);
+  rc = redis_run(s, n, ps, now, res, rcs);
+  for (i = 0; i < n && rc == SLUICE_OK; i++)
+    if (rcs[i] == SLUICE_OK)
+      vs[i] = res[i].v[0];
+out:
+  if (n > 1) {
+    sluice_store_free(s, st, sizeof *st * (size_t)n);
+    sluice_store_free(s, ps, sizeof *ps * (size_t)n);
+    sluice_store_free(s, res, sizeof *res * (size_t)n);
+  }
+  return rc;
 }
 
 static int rcl_apply(sluice_store *s, const sluice_op *op, int64_t now,
@@ -159,15 +206,10 @@ static int rcl_apply(sluice_store *s, const sluice_op *op, int64_t now,
   return rc != SLUICE_OK ? rc : rcs;
 }
 
-static int rcl_run_many(sluice_store *s, int n, const sluice_program *ps,
-                        int64_t now, sluice_program_result *res, int *rcs) {
-  return submit(s, n, NULL, NULL, ps, res, now, rcs);
-}
-
-static int rcl_run(sluice_store *s, const sluice_program *p, int64_t now,
-                   sluice_program_result *res) {
+static int rcl_run1(sluice_store *s, const sluice_program *p, int64_t now,
+                    sluice_program_result *res) {
   int rcs = SLUICE_OK;
-  int rc = rcl_run_many(s, 1, p, now, res, &rcs);
+  int rc = redis_run(s, 1, p, now, res, &rcs);
   return rc != SLUICE_OK ? rc : rcs;
 }
 
@@ -287,22 +329,10 @@ static int rcl_control(sluice_store *s, int op, void *arg) {
     sluice_redis_node_of *q = arg;
     sluice_key k;
     int ni;
-    size_t i;
     if (!q || !q->key || q->keylen == 0 || q->keylen > SLUICE_KEY_MAX) {
       rc = SLUICE_EINVAL;
       break;
     }
-    /* Zero now, so that a later version may read them as inputs. */
-    for (i = 0; i < sizeof q->reserved / sizeof q->reserved[0]; i++)
-      if (q->reserved[i]) {
-        rc = sluice_store_seterr(s, SLUICE_EINVAL, 0,
-                                 "redis: sluice_redis_node_of.reserved[%d] "
-                                 "is not zero (zero the struct before the "
-                                 "call)", (int)i);
-        break;
-      }
-    if (rc != SLUICE_OK)
-      break;
     k.data = q->key;
     k.len = q->keylen;
     q->slot = sluice__rcl_jkey_slot(r, &k);
@@ -365,14 +395,14 @@ static int rcl_close(sluice_store *s) {
 static const sluice_store_methods rcl_methods = {
     3,              /* iVersion */
     rcl_close,      /* xClose */
-    rcl_apply,      /* xApply: one EVALSHA, one round trip */
+    rcl_apply,      /* xApply: a one-step program (redis_run) */
     rcl_get,        /* xGet */
     rcl_delete,     /* xDelete */
     rcl_control,    /* xControl: SLUICE_CTL_REDIS_* */
     rcl_caps,       /* xCapabilities */
-    rcl_apply_many, /* xApplyMany: pipelined, one round trip per node */
-    rcl_run,        /* xRun: a whole program in one EVALSHA */
-    rcl_run_many,   /* xRunMany: pipelined, one EVALSHA per program */
+    rcl_apply_many, /* xApplyMany: one-step programs (redis_run) */
+    rcl_run1,       /* xRun: redis_run of one */
+    redis_run,      /* xRunMany: the one decision path */
 };
 
 /* ------------------------------------------------------------- open --- */

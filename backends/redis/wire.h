@@ -7,10 +7,13 @@
 ** assembly (embed_lua.py), so a layout changed here changes both sides or
 ** fails the build.
 **
-** A call: KEYS are the group's records (all under one hash tag); ARGV[1]
-** is every number of the call as little-endian int64s (one binary
-** argument: Redis makes each argument a Lua string, and a dozen of them
-** cost more than a GCRA step).  A batch adds a marker ARGV[2].
+** A call carries n programs (one decision unit each): KEYS are their
+** records, one program's after another's (every record of a program
+** under one hash tag, and in a cluster every program of a call in one
+** slot); ARGV[k] is program k's numbers as little-endian int64s (one
+** binary argument: Redis makes each argument a Lua string, and a dozen of
+** them cost more than a GCRA step).  One program is answered by its
+** answer, n > 1 by an array of n answers in order.
 **
 ** Times are int64 ns.  Lua 5.1 numbers are doubles, so times and ids
 ** travel as (hi, lo) = hi * 2^32 + lo pairs with 0 <= lo < 2^32.
@@ -21,28 +24,25 @@
 #include <sluice/algo.h>
 #include <sluice/program.h>
 
-/* The header of ARGV[1], in int64s from 0.  The algorithm's parameters
-** follow it (SLUICE_WIRE_HEADER numbers in). */
+/* The header of a program's numbers, in int64s from 0.  Its steps follow
+** it. */
 enum {
-  SLUICE_WIRE_ALGO,       /* SLUICE_WIRE_GET, SLUICE_ALGO_*, or _PROGRAM */
-  SLUICE_WIRE_KIND,       /* SLUICE_OP_*; a program: its step count */
+  SLUICE_WIRE_NKEYS,      /* its records (KEYS), 1..SLUICE_PROGRAM_KEYS */
+  SLUICE_WIRE_NSTEPS,     /* its steps; 0: read its one record (xGet):
+                             {value|nil, now hi, lo} */
   SLUICE_WIRE_NOW_HI,     /* < 0: use the server's TIME */
   SLUICE_WIRE_NOW_LO,     /* */
-  SLUICE_WIRE_ARG,        /* sluice_op.arg */
-  SLUICE_WIRE_ID_HI,      /* sluice_op.id, as two halves */
-  SLUICE_WIRE_ID_LO,      /* */
-  SLUICE_WIRE_MIN_TTL_MS, /* least Redis TTL of a write (test clocks) */
+  SLUICE_WIRE_ID,         /* its id: three words, see below */
+  SLUICE_WIRE_MIN_TTL_MS = SLUICE_WIRE_ID + 3, /* least Redis TTL of a
+                                                  write (test clocks) */
   SLUICE_WIRE_HEADER
 };
 
-/* SLUICE_WIRE_ALGO values beside the SLUICE_ALGO_* ones (1..6). */
-#define SLUICE_WIRE_GET 0     /* read one record: {value|nil, now hi, lo} */
-#define SLUICE_WIRE_PROGRAM 7 /* a sluice_program */
 /* A program's id (FCALL only; redis_codec.c): SLUICE_WIRE_PROG_ID_BYTES of
-** the SHA-256 of its steps' bytes, in the header's ARG, ID_HI and ID_LO
-** (zeros: none).  A call of the header alone names its program by id;
-** the library answers SLUICE_WIRE_NOPROGRAM when it does not know it. */
-#define SLUICE_WIRE_PROG_ID_AT (8 * SLUICE_WIRE_ARG)
+** the SHA-256 of its steps' bytes, in the header's ID words (zeros: none).
+** A program sent as its header alone names its program by id; the library
+** answers SLUICE_WIRE_NOPROGRAM when it does not know it. */
+#define SLUICE_WIRE_PROG_ID_AT (8 * SLUICE_WIRE_ID)
 #define SLUICE_WIRE_PROG_ID_BYTES 24
 #define SLUICE_WIRE_NOPROGRAM "SLUICE NOPROGRAM"
 
@@ -73,10 +73,6 @@ enum {
 **   LEASE    max ttl_ns */
 #define SLUICE_WIRE_GCRA_PARAMS 3
 #define SLUICE_WIRE_PENALTY_PARAMS 6
-
-/* A batch member: a header and one bucket's parameters.  Only
-** single-bucket GCRA CONSUME / PEEK calls are batched. */
-#define SLUICE_WIRE_BATCH_MEMBER (SLUICE_WIRE_HEADER + SLUICE_WIRE_GCRA_PARAMS)
 
 /* A verdict as answered: sluice_verdict's fields in order, little-endian,
 ** 32-bit fields (I32 signed, U32 unsigned) as 4 bytes, I64 as 8. */

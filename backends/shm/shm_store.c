@@ -73,7 +73,7 @@
 ** is linearized by re-reading every record it used with an atomic 16-byte
 ** load.  A single record whose CAS loses a race is retried on the value
 ** the failed cmpxchg16b returned (an atomic snapshot; the meta is re-read
-** to vouch for the binding), after a pause that doubles up to about 10 us:
+** to vouch for the binding), after a pause that doubles up to a bound:
 ** on a hot key two processes that retry at once collide on about half
 ** their CASes, and the pause lets one of them through.  This
 ** keeps the window between a record's read and its CAS to the step
@@ -156,8 +156,8 @@
 #define OPEN_WAIT_MS 500
 #define RETRY_MAX (1 << 22) /* pathological contention or a corrupt table */
 #define TIGHT_RETRY_MAX 64  /* CAS retries on one snapshot, then a re-read */
-#define BACKOFF_MIN 2048u   /* compiler-barrier spins after a lost CAS (~0.6 us) */
-#define BACKOFF_MAX 32768u  /* ... doubling up to ~10 us */
+#define BACKOFF_MIN 2048u   /* compiler-barrier spins after a lost CAS */
+#define BACKOFF_MAX 32768u  /* ... doubling up to this many */
 
 /* meta.hi fields */
 #define ST_NEVER 0u
@@ -720,12 +720,12 @@ static void rollback(shm_store *t, member *g, int n, const sluice_job *job,
 
 /* After a lost CAS on a hot record: two processes that retry at once keep
 ** colliding (about half of all CASes fail), and every collision moves the
-** cache line between CPUs, which costs 100-200 ns on the development VM.
-** A pause lets the winner run its next decisions alone with the line in
-** its cache.  Measured on the hot-key benchmark (2 processes): 64..8192
-** spins 122 ns per decision, 2048..32768 about 100, as fast as one process
-** alone; longer pauses gained nothing more.  Bounded (unlike
-** ck_backoff_eb's 2^20) so that no pause is longer than about 10 us. */
+** cache line between CPUs, a cost of several decisions each time.  A
+** pause lets the winner run its next decisions alone with the line in its
+** cache.  On bench/shm's hot key (2 processes), BACKOFF_MIN..BACKOFF_MAX
+** spins made two processes as fast as one alone where shorter pauses did
+** not, and longer ones gained nothing more.  Bounded (unlike
+** ck_backoff_eb's 2^20) so that no pause grows long. */
 static unsigned lost_cas_pause(unsigned spins) {
   unsigned i;
   for (i = 0; i < spins; i++)
@@ -1299,13 +1299,6 @@ static int shm_control(sluice_store *st, int op, void *arg) {
     return SLUICE_ENOTFOUND;
   if (!arg)
     return SLUICE_EINVAL;
-  /* Zero now, so that a later version may read them as inputs. */
-  for (i = 0; i < sizeof ss->reserved / sizeof ss->reserved[0]; i++)
-    if (ss->reserved[i])
-      return sluice_store_seterr(st, SLUICE_EINVAL, 0,
-                                 "shm: sluice_shm_stats.reserved[%d] is not "
-                                 "zero (zero the struct before the call)",
-                                 (int)i);
   now = ss->now_ns > 0 ? ss->now_ns : real_now();
   ss->capacity = (int64_t)t->hdr->capacity;
   ss->slots = (int64_t)t->reg[0].nslots;

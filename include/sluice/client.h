@@ -57,7 +57,6 @@ typedef struct sluice_backoff_options {
    *  sluice_random_bytes(). */
   uint64_t (*rand)(void *ud);
   void *rand_ud; /**< passed to rand; not touched otherwise */
-  void *reserved[4];
 } sluice_backoff_options;
 
 /** auth_max_retries value meaning "never retry the auth endpoint". */
@@ -96,7 +95,6 @@ typedef struct sluice_backoff_input {
   size_t retry_after_len, date_len, penalty_box_len, remaining_len;
   int64_t now_ns;      /**< the caller's clock, >= 0 */
   int64_t deadline_ns; /**< same clock; 0: no deadline */
-  void *reserved[4];
 } sluice_backoff_input;
 
 /** What to do. */
@@ -139,7 +137,6 @@ typedef struct sluice_backoff_plan {
   int64_t wait_ms;
   int64_t floor_ms;  /**< Retry-After as read, ms; 0 when absent */
   int64_t remaining; /**< RateLimit-Remaining, -1 when absent */
-  void *reserved[4];
 } sluice_backoff_plan;
 
 /** @brief Plan the next step after one attempt.
@@ -178,7 +175,6 @@ typedef struct sluice_pace_input {
   int64_t cost;      /**< points the next request costs, >= 1 */
   int64_t reserve;   /**< points to keep in hand, 0..limit-1 (10% of
                           limit is a good start) */
-  void *reserved[2];
 } sluice_pace_input;
 
 /** @brief How long to wait before the next request of a batch so that it

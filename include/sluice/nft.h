@@ -89,7 +89,6 @@ typedef struct sluice_nft_options {
   /** NULL, or a buffer for the reason open failed (nftables' message). */
   char *errbuf;
   size_t errlen;
-  void *reserved[4]; /**< must be NULL */
 } sluice_nft_options;
 
 /** Counters of a sink (each only grows, but depth and elements). */
@@ -104,14 +103,13 @@ typedef struct sluice_nft_stats {
   uint64_t resyncs;  /**< whole-set rewrites (reconcile, periodic) */
   uint64_t depth;    /**< waiting now (a gauge) */
   uint64_t elements; /**< addresses in the list now (a gauge) */
-  uint64_t reserved[6];
 } sluice_nft_stats;
 
 /** @brief Open a sink and start its thread.  With SLUICE_NFT_CREATE the
  *  table, sets and rule are made before it returns; with state_path the
  *  file is read (its addresses wait for sluice_nft_reconcile()).
  *  @return SLUICE_OK, SLUICE_EINVAL (NULL, a bad name, prefix, level or
- *  flag, reserved not NULL), SLUICE_ENOMEM, SLUICE_ENOTSUP (built without
+ *  flag), SLUICE_ENOMEM, SLUICE_ENOTSUP (built without
  *  libnftables, or no nfnetlink here), SLUICE_EPERM (no CAP_NET_ADMIN),
  *  SLUICE_EBACKEND (nftables refused the schema; errbuf says why),
  *  SLUICE_ECORRUPT (state_path is not a sink's list), SLUICE_EIO.  On

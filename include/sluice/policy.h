@@ -376,7 +376,6 @@ typedef struct sluice_limit_setting {
   int64_t min, max;       /**< a number's bounds, in the file's unit */
   const char *value;      /**< not a number: the form it takes */
   const char *what;       /**< one line */
-  int64_t reserved[2];
 } sluice_limit_setting;
 
 /** @brief Setting i of the declared limits' and routes' table (0, 1,
@@ -437,7 +436,6 @@ typedef struct sluice_event {
   const struct sluice_request *request;
   int64_t now_ns;
   int64_t until_ns;      /**< box end (SLUICE_FOREVER: suspended) */
-  void *reserved[4];
 } sluice_event;
 
 /** Event callback.  Runs synchronously on the calling thread, no lock
@@ -498,7 +496,6 @@ typedef struct sluice_policy_options {
    *  policy that releases: give sluice release the same segment.  NULL
    *  takes the configuration's host_deny_cache.  Read during open only. */
   const char *deny_cache;
-  void *reserved[1];
 } sluice_policy_options;
 
 /** @brief Open a policy.
@@ -686,7 +683,6 @@ typedef struct sluice_inspect_query {
                                may pick the penalty's parameter set) */
   const char *client_ip;  /**< IP: required */
   const char *auth_subject; /**< SUBJECT: required */
-  void *reserved[4];      /**< must be NULL */
 } sluice_inspect_query;
 
 /** Bits of sluice_inspect_report.present / .unfit, one per record. */
@@ -716,9 +712,7 @@ typedef struct sluice_limit_state {
   int64_t reset_ns;  /**< until full again (a window: its end; leases:
                           until the last held one expires) */
   int held;          /**< leases held (concurrency, lock) */
-  int reserved_int_;
-  int64_t now_ns;      /**< the time it was read at */
-  int64_t reserved[4]; /**< zeroed */
+  int64_t now_ns;    /**< the time it was read at */
 } sluice_limit_state;
 
 /** A scope's state, read without changing anything. Times are the
@@ -746,7 +740,6 @@ typedef struct sluice_inspect_report {
   /** SLUICE_EINVAL or SLUICE_EKEY on a query by name: the attribute at
    *  fault (a static or policy-owned name), else NULL. */
   const char *invalid_field;
-  int64_t reserved[8];
 } sluice_inspect_report;
 
 /** @brief Read a declared limit's records, a declared penalty's box or a
@@ -763,7 +756,7 @@ typedef struct sluice_inspect_report {
  *  failures, failures_limit, failures_window_ns), with stuffing detection
  *  its window (SLUICE_INSPECT_STUFFING); a limit's records in `limit`.
  *  @return SLUICE_OK; SLUICE_EINVAL (NULL, not one of limit, penalty or
- *  scope, a scope or field missing, reserved not NULL, `pattern` with no
+ *  scope, a scope or field missing, `pattern` with no
  *  declared route matching); SLUICE_EKEY (an id or attribute empty or
  *  too long); SLUICE_ENOTFOUND (no such limit or penalty, no penalty of
  *  that scope kind, or a tier not configured); or the store's error. */
@@ -797,7 +790,6 @@ typedef struct sluice_declared_info {
   int nscope;            /**< attributes in its scope */
   const char *scope[SLUICE_LIMIT_SCOPE_MAX]; /**< their names, in order */
   const char *by; /**< the attribute choosing its parameters, or NULL */
-  int64_t reserved[4]; /**< zeroed */
 } sluice_declared_info;
 
 /** @brief The i-th limit, penalty or attribute (kind) the policy file

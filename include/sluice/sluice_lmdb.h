@@ -78,7 +78,6 @@ typedef struct sluice_lmdb_sweep {
   int64_t removed;     /**< out: expired records deleted */
   int wrapped;         /**< out: 1 when this call reached the last record
                             (the next call starts over from the first) */
-  int64_t reserved[3]; /**< in: must be zero (SLUICE_EINVAL otherwise) */
 } sluice_lmdb_sweep;
 
 /** Environment statistics. */
@@ -89,7 +88,6 @@ typedef struct sluice_lmdb_stats {
   int64_t page_size;   /**< bytes per page */
   int64_t max_readers; /**< reader slots */
   int64_t readers;     /**< reader slots held now, stale ones included */
-  int64_t reserved[6]; /**< zeroed: room for six more figures */
 } sluice_lmdb_stats;
 
 #endif

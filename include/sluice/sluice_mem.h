@@ -55,7 +55,6 @@ typedef struct sluice_mem_huge {
   int64_t tables;    /**< tables now on huge pages */
   int64_t bytes;     /**< their bytes */
   int64_t fallbacks; /**< tables (ever) that asked and got normal pages */
-  int64_t reserved[4]; /**< zeroed: room for four more figures */
 } sluice_mem_huge;
 
 #endif

@@ -65,7 +65,6 @@ typedef struct sluice_redis_stats {
   int cluster;           /**< 1: cluster mode, 0: a single server */
   uint64_t batches;      /**< batch script calls (2+ GCRA decisions each) */
   int pool;              /**< lanes: connection sets threads spread over */
-  int reserved[3];
 } sluice_redis_stats;
 
 /** Where a key lives (SLUICE_CTL_REDIS_NODE_OF): set key/keylen, get the
@@ -76,7 +75,6 @@ typedef struct sluice_redis_node_of {
   int slot;       /**< out: 0..16383 */
   int port;       /**< out: 0 if unknown */
   char host[64];  /**< out */
-  int64_t reserved[5]; /**< in: must be zero (SLUICE_EINVAL otherwise) */
 } sluice_redis_node_of;
 
 #endif

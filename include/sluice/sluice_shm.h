@@ -78,9 +78,6 @@ typedef struct sluice_shm_stats {
   int64_t untrusted_capacity; /**< keys asked for (untrusted=N) */
   int64_t untrusted_live;     /**< of `live`, those in that region */
   int64_t evictions;          /**< counters evicted for room in it, ever */
-  /** In: must be zero (SLUICE_EINVAL otherwise); out: zero.  Room for
-   *  three more counters (it grew from 72 to 80 bytes once without it). */
-  int64_t reserved[3];
 } sluice_shm_stats;
 
 #endif

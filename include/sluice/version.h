@@ -1,13 +1,14 @@
 /*
 ** sluice/version.h -- library version and ABI statement.
 **
-** ABI (docs/abi.md): within one major version, symbols are only added,
-** public structs that callers allocate or pass in arrays only grow into their
-** reserved[] words, and vtables only grow at the end (see sluice/backend.h).
-** Reserved words are zero: the library refuses a caller's struct with one set
-** (SLUICE_EINVAL) and zeroes them in what it fills.  The shared object
-** carries the ABI version (abi_version in meson.build), which is separate
-** from the project version below.
+** ABI (docs/abi.md): unstable until 1.0.  A 0.x release may change any
+** public struct, signature or export; the shared object carries the ABI
+** version (abi_version in meson.build), which moves with every such change
+** and is separate from the project version below: rebuild against the
+** headers of the library you run with.  Reserved words stay only where
+** outside code fills a struct across a boundary meant to hold still (the
+** backend vtable's side, sluice/backend.h, and sluice_request); they are
+** zero.
 */
 #ifndef SLUICE_VERSION_H
 #define SLUICE_VERSION_H

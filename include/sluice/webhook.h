@@ -91,7 +91,6 @@ typedef struct sluice_webhook_dest {
   /** The dest="" label of the metrics; NULL: the format's name and the
    *  destination's index ("slack1"). */
   const char *name;
-  void *reserved[4];
 } sluice_webhook_dest;
 
 /** Roles asked of the contacts callback and named in a contacts file. */
@@ -134,7 +133,6 @@ typedef struct sluice_webhook_options {
   int64_t backoff_base_ms; /**< first retry within; 0: 500 */
   int64_t backoff_max_ms;  /**< cap of the retry wait; 0: 30000 */
   int64_t timeout_ms;      /**< one attempt, connect included; 0: 3000 */
-  void *reserved[4];
   /* Destinations beyond url[], delivery and address settings. */
   const sluice_webhook_dest *dests; /**< more destinations, or NULL */
   size_t ndests;
@@ -177,7 +175,6 @@ typedef struct sluice_webhook_stats {
   uint64_t spooled;   /**< written to the spool */
   uint64_t restored;  /**< read from the spool a previous run left */
   uint64_t refused;   /**< attempts refused: a forbidden address */
-  uint64_t reserved[2]; /**< zeroed: room for two more counters */
 } sluice_webhook_stats;
 
 /** @brief Open a sink (and its spool) and start its thread.

@@ -64,8 +64,8 @@ static inline int sluice__gcra_params_ok(const sluice_gcra_params *p) {
 
 /* Zero a verdict, reserved words included (docs/abi.md).  In two parts:
 ** gcc (-O2, -O3) turns one memset of the 96 bytes into `rep stos`, a
-** microcoded loop with a start-up cost, and 16 more instructions a
-** decision on the hot key; 64 + 32 bytes become six vector stores. */
+** microcoded loop with a start-up cost on every hot-key decision;
+** 64 + 32 bytes become six vector stores. */
 static inline void sluice__verdict_reset(sluice_verdict *v, int64_t now) {
   _Static_assert(sizeof(sluice_verdict) > 64, "two parts");
   memset(v, 0, 64);

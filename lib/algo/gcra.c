@@ -125,8 +125,8 @@ static int64_t gcra_full_in(const sluice_gcra_params *p, const gcra_eval *e,
 
 /* The group step below for one bucket, with the loops and the choice of
 ** the binding bucket taken out: most decisions are single-bucket, and the
-** group form's arrays and loops cost a single bucket about 15 ns (measured
-** on the shm hot-key benchmark).  tests/unit/test_gcra.c checks that both
+** group form's arrays and loops are a visible share of a single bucket's
+** decision (bench/shm's hot key).  tests/unit/test_gcra.c checks that both
 ** give the same verdicts. */
 #if defined(__GNUC__)
 __attribute__((noinline)) /* rare: kept out of the int64 path's frame */

@@ -114,7 +114,7 @@ static int amount_check(const sluice_op *op, int64_t cap) {
 
 /* One GCRA bucket, the shape of nearly every decision, checked without the
 ** dispatch and the loops of the general path: the same checks, in the
-** same order, with the same codes (tests/unit/test_op.c compares them). */
+** same order, with the same codes (tests/unit/test_op_fast.c compares them). */
 #if defined(__GNUC__)
 __attribute__((always_inline)) /* the check of nearly every decision */
 #endif

@@ -8,14 +8,14 @@
 ** A time is published only once it is more than SLUICE_CLOCK_SLACK_NS past
 ** the last one published.  Publishing every time was a locked
 ** compare-and-swap on one cache line that every thread of the process
-** wrote on every decision: 5 ns of a 36 ns hot-key decision here, and the
+** wrote on every decision: a large share of a hot-key decision, and the
 ** line bouncing between cores once several threads decide.  Now a time is
 ** published about once a millisecond, and a decision that starts after
 ** another returned gets a time at most the slack earlier than that one's.
 ** Stores tolerated that already: two threads that clamp in one order may
 ** reach the store in the other.  Real clock steps are far larger (ntpd and
 ** chrony slew offsets below 128 ms and step only above), and the steps
-** themselves never refund or double-charge (DESIGN.md).
+** themselves never refund or double-charge (README.md's invariants).
 */
 #include <stdatomic.h>
 #include <stdio.h>

@@ -40,22 +40,42 @@ void sluice__id_hex(const uint8_t h[16], char out[33]) {
   out[SLUICE_SCOPE_ID_LEN] = '\0';
 }
 
-/* Three bytes at a time into four characters, the last byte alone into
-** two (its low four bits padded with zeros, as RFC 4648 does). */
+/* base64url's character of six bits x (RFC 4648 section 5). */
+#define B64(x)                                                                 \
+  (char)((x) < 26   ? 'A' + (x)                                                \
+         : (x) < 52 ? 'a' + (x) - 26                                           \
+         : (x) < 62 ? '0' + (x) - 52                                           \
+         : (x) == 62 ? '-'                                                     \
+                     : '_')
+/* The two characters of every 12 bits, spelled out by the preprocessor: a
+** key's ids are encoded on every decision, and a table of pairs halves the
+** lookups and shifts of one of single characters. */
+#define PAIR(n) {B64((n) >> 6), B64((n)&63)},
+#define PAIR8(n)                                                               \
+  PAIR(n) PAIR(n + 1) PAIR(n + 2) PAIR(n + 3) PAIR(n + 4) PAIR(n + 5)          \
+      PAIR(n + 6) PAIR(n + 7)
+#define PAIR64(n)                                                              \
+  PAIR8(n) PAIR8(n + 8) PAIR8(n + 16) PAIR8(n + 24) PAIR8(n + 32)              \
+      PAIR8(n + 40) PAIR8(n + 48) PAIR8(n + 56)
+#define PAIR512(n)                                                             \
+  PAIR64(n) PAIR64(n + 64) PAIR64(n + 128) PAIR64(n + 192) PAIR64(n + 256)     \
+      PAIR64(n + 320) PAIR64(n + 384) PAIR64(n + 448)
+static const char b64_pair[4096][2] = {
+    PAIR512(0) PAIR512(512) PAIR512(1024) PAIR512(1536) PAIR512(2048)
+        PAIR512(2560) PAIR512(3072) PAIR512(3584)};
+
+/* Three bytes at a time into four characters (two pairs), the last byte
+** alone into two (its low four bits padded with zeros, as RFC 4648
+** does). */
 void sluice__id_b64(const uint8_t h[16], char out[SLUICE__ID64_LEN]) {
-  static const char b64[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
   int i;
   for (i = 0; i < 5; i++) {
     uint32_t w = (uint32_t)h[3 * i] << 16 | (uint32_t)h[3 * i + 1] << 8 |
                  h[3 * i + 2];
-    out[4 * i] = b64[w >> 18];
-    out[4 * i + 1] = b64[w >> 12 & 63];
-    out[4 * i + 2] = b64[w >> 6 & 63];
-    out[4 * i + 3] = b64[w & 63];
+    memcpy(out + 4 * i, b64_pair[w >> 12], 2);
+    memcpy(out + 4 * i + 2, b64_pair[w & 4095], 2);
   }
-  out[20] = b64[h[15] >> 2];
-  out[21] = b64[(h[15] & 3) << 4];
+  memcpy(out + 20, b64_pair[(uint32_t)h[15] << 4], 2);
 }
 
 int sluice_scope_id(const uint8_t secret[16], const void *data, size_t len,

@@ -262,7 +262,8 @@ static int apply_many_valid(sluice_store *s, int n, const sluice_op *ops,
 /* An op whose shape (algorithm, kind, parameters, amount, id, reserved
 ** words: all that sluice_op_validate_params() reads) is the previous op's
 ** has its result: a batch usually repeats one shape over many keys, and its
-** parameter checks were an eighth of a batched decision's instructions. */
+** parameter checks were a sizeable share of a batched decision's
+** instructions. */
 static int same_shape(const sluice_op *a, const sluice_op *b) {
   return a->algo == b->algo && a->kind == b->kind && a->nkeys == b->nkeys &&
          a->params == b->params && a->arg == b->arg && a->id == b->id &&

@@ -70,15 +70,11 @@ static int nfnetlink_here(void) {
 }
 
 static int options_check(const sluice_nft_options *o) {
-  int i;
   if (o->ipv6_prefix < 0 || o->ipv6_prefix > 128 || o->min_level < 0 ||
       o->min_level > 3 || (o->flags & ~SLUICE_NFT_CREATE) ||
       o->resync_ms < -1 || (o->state_path && !o->state_path[0]) ||
       (o->errlen && !o->errbuf))
     return SLUICE_EINVAL;
-  for (i = 0; i < 4; i++)
-    if (o->reserved[i])
-      return SLUICE_EINVAL;
   return SLUICE_OK;
 }
 

@@ -6,7 +6,7 @@
 ** calling a store that fails for a sustained stretch, and only that: a
 ** short stall must cost only the requests it actually delays.  (Before it,
 ** one failed call made a worker leave the store alone for the probe
-** interval, and a Redis stalling 30 ms every 100 ms turned 92% of the
+** interval, and a Redis stalling 30 ms every 100 ms turned most of the
 ** fail-closed requests into 503s.)
 **
 ** States (the usual three):

@@ -7,7 +7,7 @@
 ** request context), programs.c (programs and the store calls),
 ** declared.c and declared_penalty.c (the file's limits and boxes),
 ** verdict.c (results into the decision), failure.c; flow.h declares what
-** they share.  The other files cite the choices below by letter.
+** they share.  The other files cite the choices below by their names.
 **
 ** Every decision is a program (sluice/program.h) per hash-tag group, run
 ** as ONE atomic store call: no other process's operation lands between a
@@ -18,37 +18,46 @@
 ** gate in the route's order, a later group's refusal given back to the
 ** earlier groups; its box, notice and failure mode as the file declares.
 **
-** Choices where the spec is silent or loose:
-**  a) A strike needs a Retry-After to ignore.  The spec says a strike is a
-**     request "sent before its Retry-After elapsed" and that an honest
-**     client "never accumulates strikes"; counting every 429 (its Lua)
-**     would charge an honest client one strike per throttle episode.  So
-**     each denial leaves a notice (a one-slot lease that lives for the
-**     Retry-After given); a denial while a notice is live is a strike.
-**  b) A denied request consumes nothing: every step of its program is a
+** Choices where the spec is silent or loose, in the order a decision
+** meets them:
+**
+**  Deny cache first.  The boxes the store reported are kept in the deny
+**     cache (deny_cache.c); a shared one is read before the store and
+**     before the breaker is asked, a private one in degraded mode (a
+**     failed call or an open breaker alike).
+**
+**  A denial consumes nothing.  Every step of a request's program is a
 **     gate, and a gate's denial undoes what the steps before it wrote (a
 **     cap's slot, a lock, a lease), all inside the one atomic call.
-**  c) Store failure: SLUICE_ETIMEDOUT, SLUICE_EUNAVAIL, SLUICE_EBACKEND,
+**
+**  A strike needs a notice.  The spec says a strike is a request "sent
+**     before its Retry-After elapsed" and that an honest client "never
+**     accumulates strikes"; counting every 429 (its Lua) would charge an
+**     honest client one strike per throttle episode.  So each denial
+**     leaves a notice (a one-slot lease that lives for the Retry-After
+**     given); a denial while a notice is live is a strike.
+**
+**  Suspension.  A level whose action is suspend is SUSPENDED / 403
+**     without a Retry-After: no wait helps.
+**
+**  Store failure.  SLUICE_ETIMEDOUT, SLUICE_EUNAVAIL, SLUICE_EBACKEND,
 **     SLUICE_EIO, SLUICE_EFULL (a store full of live records cannot decide
 **     either) and SLUICE_ENOMEM switch to the failure mode (the route's
 **     `failure`: closed, or degraded for a route with a rate limit); any
-**     other error is a bug in the request and is returned.  Every request makes its own
-**     attempt, so a short stall costs only the requests it delays; a
-**     circuit breaker (breaker.c) that sees failures sustained leaves the
-**     store alone for degraded_probe_ns, then lets trial requests probe
-**     it, so a dead store does not cost every request its timeout.
-**     SLUICE_EFULL is not an outage: the store answered.  It is flagged
-**     (SLUICE_DECISION_STORE_FULL), counted and raised as STORE_FULL, and
-**     the breaker does not count it: strangers who fill their records'
-**     bound must not take the tenants off the store.
-**  d) The degraded limiter is a "mem" limiter, or a shm store the host's
-**     processes share (degraded.c), with the same keys at degraded_percent
-**     of the limits' rates and bursts; it has no penalty box.  The boxes the
-**     store reported are kept in the deny cache (deny_cache.c), read in
-**     degraded mode (a failed call or an open breaker alike) and, when
-**     shared, before the store and before the breaker is asked.
-**  e) Suspension (a level whose action is suspend) is SUSPENDED / 403
-**     without a Retry-After: no wait helps.
+**     other error is a bug in the request and is returned.  Every request
+**     makes its own attempt, so a short stall costs only the requests it
+**     delays; a circuit breaker (breaker.c) that sees failures sustained
+**     leaves the store alone for degraded_probe_ns, then lets trial
+**     requests probe it, so a dead store does not cost every request its
+**     timeout.  SLUICE_EFULL is not an outage: the store answered.  It is
+**     flagged (SLUICE_DECISION_STORE_FULL), counted and raised as
+**     STORE_FULL, and the breaker does not count it: strangers who fill
+**     their records' bound must not take the tenants off the store.
+**
+**  Degraded mode.  The degraded limiter is a "mem" limiter, or a shm
+**     store the host's processes share (degraded.c), with the same keys at
+**     degraded_percent of the limits' rates and bursts; it has no penalty
+**     box, and the deny cache keeps the boxes out meanwhile.
 */
 #include <string.h>
 

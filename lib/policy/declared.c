@@ -1,8 +1,8 @@
 /*
 ** Running a route of declared limits (declared.h): the request's attributes
 ** into each limit's parameter set, cost and keys, the limits as the steps
-** of one program per hash-tag group (declared_conf.c choice a), and the
-** programs' results into the decision.  In each group's program:
+** of one program per hash-tag group (declared_conf.c, "Hash-tag groups"),
+** and the programs' results into the decision.  In each group's program:
 **
 **   limit 0   its step over its record(s)   gate, always
 **   limit i   its step                      gate, if every earlier passed
@@ -12,8 +12,8 @@
 ** refuses ends the request, and the groups before it get back what they
 ** took, each in one more call (give_back(): a count ADJUSTed out of the
 ** window it went into, a bucket refunded, a lease released).  So a refused
-** request is charged nothing by any limit once decided (DESIGN.md: a
-** denied request consumes nothing); a concurrent request may meanwhile
+** request is charged nothing by any limit once decided (README.md's
+** invariant: a denied request consumes nothing); a concurrent request may meanwhile
 ** find a group charged and be refused, never admitted beyond a limit (each
 ** limit is decided inside its own group's call).  The binding limit is the
 ** one that refused, or, when every limit passed, the one with the least
@@ -659,7 +659,8 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     kc->g[i].folded = 0;
   /* A group keyed by unauthenticated input (the client address, an
   ** attribute of `untrusted`, a path parameter) keys strangers' records:
-  ** they live within that class's own bound (DESIGN.md).  Every other
+  ** they live within that class's own bound (docs/backends.md, Record
+** classes).  Every other
   ** scope is the service's own. */
   g->nk = g->ns = 0;
   g->rclass = tg >= 0 || dr->n > 0
@@ -1088,9 +1089,9 @@ static void spread_signal(const sluice__droute *dr, sluice__pen_run *prs,
 }
 
 /* A route's programs, one per hash-tag group in the route's run order
-** (declared_conf.c choice a), each one atomic store call.  The first
-** group that refuses ends the run, and the groups before it get back what
-** they took (give_back()): a refused request consumes nothing anywhere.
+** (declared_conf.c, "Hash-tag groups"), each one atomic store call.  The
+** first group that refuses ends the run, and the groups before it get back
+** what they took (give_back()): a refused request consumes nothing anywhere.
 ** Not atomic across groups: between a group's charge and its give-back
 ** another request may find that group charged and be refused for it;
 ** none is ever admitted beyond a limit, since every limit is decided

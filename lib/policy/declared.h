@@ -141,8 +141,9 @@ typedef struct sluice__droute {
   int nrecs; /* records of its programs, all groups */
   /* Hash-tag groups: limit i's records live in group tg[i], the value of
   ** its scope's first attribute tgattr[tg[i]].  The route runs one
-  ** program per group, in the order run[0..ntg) (declared_conf.c choice
-  ** a); grecs[g] and the steps of group g fit one store call each. */
+  ** program per group, in the order run[0..ntg) (declared_conf.c,
+  ** "Hash-tag groups"); grecs[g] and the steps of group g fit one store
+  ** call each. */
   int tg[SLUICE__RLIMITS_MAX];
   int ntg;
   int tgattr[SLUICE__TG_MAX];
@@ -265,7 +266,7 @@ int sluice__decl_route_steps(const sluice__decl *dl, const sluice__droute *dr,
 ** added when `add` and there is room; -1 when none. */
 int sluice__decl_tag_group(sluice__droute *dr, int a, int add);
 /* Route dr's run order of its groups, once its limits and penalty are
-** known (declared_conf.c choice a). */
+** known (declared_conf.c, "Hash-tag groups"). */
 void sluice__decl_run_order(const sluice__decl *dl, sluice__droute *dr);
 /* 1 when a limit's denial may be a strike (a rate: gcra, the windows). */
 int sluice__decl_strikes(int algo);

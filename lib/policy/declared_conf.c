@@ -9,9 +9,10 @@
 ** warning.
 **
 ** Choices:
-**  a) A scope's first attribute is its hash tag: every record of the
-**     limit lives in the group of that attribute's value.  A route whose
-**     limits start with different attributes runs one program per group
+**  Hash-tag groups.  A scope's first attribute is its hash tag: every
+**     record of the limit lives in the group of that attribute's value.
+**     A route whose limits start with different attributes runs one
+**     program per group
 **     (declared.c says how a refusal by a later group gives back what the
 **     earlier ones took).  The groups run in this order: the penalty's
 **     box first (a boxed scope is refused before anything is charged
@@ -23,7 +24,7 @@
 **     bucket back, and a refusal by its buckets is the last call.  The
 **     buckets of one `group = [...]` entry are one GCRA step: they must
 **     share their first attribute.
-**  b) Parameter sets: the limit's own numbers are the base; `by` names an
+**  Parameter sets.  The limit's own numbers are the base; `by` names an
 **     attribute and `params` overrides the base for some of its values.
 **     A value no set names gets the base.
 */
@@ -635,7 +636,8 @@ int sluice__decl_tag_group(sluice__droute *dr, int a, int add) {
   return dr->ntg++;
 }
 
-/* How a group ranks in the run order (choice a): lower runs first. */
+/* How a group ranks in the run order ("Hash-tag groups"): lower runs
+** first. */
 static int run_rank(const sluice__decl *dl, const sluice__droute *dr, int tg) {
   int i;
   if (dr->gpen[tg])

@@ -1,7 +1,6 @@
 /*
 ** A declared route's penalty (declared_penalty.h) inside its one program,
-** the built-in tenant flow's steps (tenant.c) over the penalty's own
-** scope:
+** over the penalty's own scope:
 **
 **   0   box CHECK                         gate (a box in shadow: note)
 **   ... each limit, a gate; after each rate limit k (gcra, windows):
@@ -13,8 +12,8 @@
 **
 ** Gates stop at the first denial, so at most one limit denies and at most
 ** one strike is counted per request; the notice is the scope's, whichever
-** limit gave the Retry-After (decide.c choice a).  Leases, locks and caps
-** take no strikes, as the built-in flow's.  A box trip does what its
+** limit gave the Retry-After (decide.c, "A strike needs a notice").
+** Leases, locks and caps take no strikes.  A box trip does what its
 ** level's actions say; the boxes seen go to the deny cache under the
 ** penalty's scope id, so that they hold through an outage and, with a
 ** shared cache, cost no store call.
@@ -146,7 +145,7 @@ static int longer(const sluice_verdict *v, const sluice_decision *d) {
 
 /* A report: a strike on the box (a trip at its threshold), and with
 ** stuffing detection, the reports' fixed window and the distinct values
-** of `of`; both at their limits trip level 3 at once (auth.c's IP flow):
+** of `of`; both at their limits trip level 3 at once:
 **
 **   0 box CHECK            gate
 **   f failures COUNT       note, if 0 allowed (window = "sliding")
@@ -156,7 +155,7 @@ static int longer(const sluice_verdict *v, const sluice_decision *d) {
 **   3 box TRIP level 3     note, if 1 reached its limit and 2 denied
 **   4 box STRIKE           note, if 0 allowed and 3 did not run
 **     (sliding: box TRIP level 1, if f reached its limit and 3 did not
-**     run: auth.c's failure windows)
+**     run)
 ** An earlier box's spread that reached its limit (pr->force3) makes 3 a
 ** TRIP level 3 if 0 allowed, whatever the stuffing counts say. */
 int sluice__pen_report(sluice__ctx *c, sluice__prog *g, sluice__pen_run *pr,

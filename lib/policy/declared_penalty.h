@@ -68,8 +68,7 @@ typedef struct sluice__penalty {
   ** a report also counts the distinct values of `of` in this scope (a
   ** subject failing from many addresses); at D of them in W, penalty
   ** `trips` (listed after this one on the route, its box in another
-  ** group) trips to level 3 at once, in its own program (auth.c's
-  ** stuffing_ips). */
+  ** group) trips to level 3 at once, in its own program. */
   int spread_of; /* -1: none */
   int spread_trips; /* the penalty's index, resolved after loading */
   char spread_name[32];

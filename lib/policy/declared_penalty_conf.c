@@ -23,9 +23,10 @@
 **  b) The box lives in the hash-tag group of its scope's first attribute,
 **     which must be one of the route's groups: the box check, that
 **     group's limits and their strikes are one program, which runs first
-**     (declared_conf.c choice a).  Only that group's rate limits strike:
-**     a route whose rate limits are all in other groups is refused (its
-**     box would take no strikes) unless its strikes are reported ones.
+**     (declared_conf.c, "Hash-tag groups").  Only that group's rate
+**     limits strike: a route whose rate limits are all in other groups is
+**     refused (its box would take no strikes) unless its strikes are
+**     reported ones.
 */
 #include <stdio.h>
 #include <string.h>

@@ -1,8 +1,9 @@
 /*
 ** The degraded limiter: what decides the tier requests while the primary
-** store fails (decide.c choice d).  In process memory by default: then a
-** host of N workers admits N times degraded_percent of the tier rate.
-** Given "shm:name=/NAME", it is a shm store (lib/backends/shm) shared by
+** store fails (decide.c, "Degraded mode").  In process memory by default:
+** then a host of N workers admits N times degraded_percent of the tier
+** rate.
+** Given "shm:name=/NAME", it is a shm store (backends/shm) shared by
 ** every process of the host that names it, so the host admits the
 ** configured share whatever the number of workers.  shm takes no locks
 ** and has no clock (decisions carry the policy's time), so it keeps

@@ -1,5 +1,6 @@
 /*
-** When the store cannot decide (decide.c choices c and d): the deny
+** When the store cannot decide (decide.c, "Store failure" and "Degraded
+** mode"): the deny
 ** cache's boxes, fail-closed answers, and the degraded limiter a route's
 ** `failure` declares.
 */

@@ -1,6 +1,6 @@
 /*
 ** The request flow's private side: what the files of one decision share.
-** decide.c opens with the flow and its choices (a-g); a decision builds a
+** decide.c opens with the flow and its named choices; a decision builds a
 ** context (request.c), runs a program per hash-tag group (programs.c) for
 ** the route's declared limits (declared.c), turns what the
 ** store said into the decision (verdict.c), or, when the store fails,
@@ -96,7 +96,8 @@ const char *sluice__route_param(const char *pattern, const char *route,
 int sluice__resolve(sluice_policy *p, const sluice_request *q, sluice__ctx *c,
                     sluice_decision *d);
 
-/* programs.c: the errors that switch to the failure mode (choice c). */
+/* programs.c: the errors that switch to the failure mode (decide.c,
+** "Store failure"). */
 int sluice__store_failure(int rc);
 int sluice__step(sluice__prog *g, int algo, int kind, int key, int nkeys,
                  const void *params, int64_t arg, uint64_t id);
@@ -106,11 +107,11 @@ int sluice__run(sluice__ctx *c, sluice__prog *g, sluice_program_result *r);
 void sluice__prog_program(const sluice__prog *g, sluice_program *pr);
 /* 1 when step i ran. */
 int sluice__ran(const sluice_program_result *r, int i);
-/* The Retry-After notice and the strike after step `denier` (decide.c
-** choice a): notice RENEW (TTL: denier's Retry-After) if it denied,
-** ACQUIRE if no notice was live, STRIKE if one was (`every`: if denier
-** denied) and box step box_step allowed; records box and ra.  Returns the
-** STRIKE step, the RENEW step in *renew. */
+/* The Retry-After notice and the strike after step `denier` (decide.c,
+** "A strike needs a notice"): notice RENEW (TTL: denier's Retry-After) if
+** it denied, ACQUIRE if no notice was live, STRIKE if one was (`every`: if
+** denier denied) and box step box_step allowed; records box and ra.
+** Returns the STRIKE step, the RENEW step in *renew. */
 int sluice__strike_steps(sluice__ctx *c, sluice__prog *g, int box, int ra,
                          int denier, int box_step,
                          const sluice_penalty_params *pp, int every,

@@ -102,16 +102,12 @@ int sluice__inspect_window(sluice_policy *p, sluice_key k, unsigned bit,
 
 int sluice_policy_inspect(sluice_policy *p, const sluice_inspect_query *q,
                           sluice_inspect_report *out) {
-  size_t i;
   int rc;
   if (!out)
     return SLUICE_EINVAL;
   memset(out, 0, sizeof *out);
   if (!p || !q)
     return SLUICE_EINVAL;
-  for (i = 0; i < sizeof q->reserved / sizeof q->reserved[0]; i++)
-    if (q->reserved[i])
-      return SLUICE_EINVAL;
   if (!!q->limit + !!q->penalty + !!q->scope != 1)
     return SLUICE_EINVAL; /* one thing to read */
   if (q->limit || q->penalty) {

@@ -1,7 +1,7 @@
 /*
 ** Building a decision's programs (one per hash-tag group, run as one
 ** atomic store call) and running them, noting the first store failure
-** on the context for the failure mode (decide.c choice c).
+** on the context for the failure mode (decide.c, "Store failure").
 */
 #include <string.h>
 

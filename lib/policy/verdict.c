@@ -1,7 +1,7 @@
 /*
 ** Store verdicts into the decision: the bucket's RateLimit facts, a box,
 ** a box trip's events, and the deny cache entry every box the store
-** reports leaves (decide.c choice d).
+** reports leaves (decide.c, "Deny cache first").
 */
 #include <string.h>
 

@@ -11,7 +11,9 @@ may not use.  This check resolves each include as the compiler would and
 fails on any header outside what the including file's layer may see.
 
 The table is the layering of docs/layers.md; a folder under lib/ or
-backends/ that no row names fails too, so a new layer gets a row.
+backends/ that no row names fails too, so a new layer gets a row.  The
+programs above the library (tools/, examples/) are checked the same way:
+they see the public headers only, and the pieces in tools/common.
 
 Usage: layers.py SOURCE_ROOT [FILE...]   (no FILE: every file of the tree)
 """
@@ -38,6 +40,13 @@ LAYERS = {
     "backends/lmdb": ["lib/core"],
     "backends/redis": ["lib/core", "lib/algo/distinct_estimate.h"],
     "backends/redis/module": ["backends/redis/wire.h"],
+    # The programs: the public headers, and what tools/common shares.
+    "tools/common": [],
+    "tools/sluice": ["tools/common"],
+    "examples/batch-client": ["tools/common"],
+    "examples/ledger-api": ["tools/common"],
+    "examples/readme": [],
+    "examples/small-api": [],
 }
 # Headers made at build time, by name, and the folder that makes them.
 GENERATED = {"sluice_rcl_script.h": "backends/redis"}
@@ -122,7 +131,7 @@ def check_file(root, rel):
 
 
 def tree_files(root):
-    for top in ("lib", "backends"):
+    for top in ("lib", "backends", "tools", "examples"):
         for d, _, files in os.walk(os.path.join(root, top)):
             for f in files:
                 if f.endswith((".c", ".h")):

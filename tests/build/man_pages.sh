@@ -27,7 +27,7 @@ has_help() { # PAGE PROGRAM [ARGS...]
   else bad "$(basename "$page") lacks lines of \`$* --help\`: $missing"; fi
 }
 
-sluice=$build/examples/cli/sluice
+sluice=$build/tools/sluice/sluice
 has_help "$build/man/sluice.1" "$sluice"
 cmds=$("$sluice" --help | sed -n '/^commands:/,/^$/p' | awk 'NR > 1 && NF {print $1}')
 [ -n "$cmds" ] || bad "no commands in sluice --help"

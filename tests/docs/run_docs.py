@@ -162,7 +162,7 @@ def check_excerpt(src, rel, start, lines, path):
 def check_policy(build, rel, start, path):
     """A policy block, written at path, loaded by `sluice check`: any
     error or warning fails, said at the Markdown line it is on."""
-    cli = os.path.join(os.path.abspath(build), 'examples', 'cli', 'sluice')
+    cli = os.path.join(os.path.abspath(build), 'tools', 'sluice', 'sluice')
     r = subprocess.run([cli, 'check', path], stdin=subprocess.DEVNULL,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=60)

@@ -1,7 +1,7 @@
 /*
 ** Fault injection and clock jumps (issue 9).  Plain C; prints its figures.
 **
-**  nth     A store that fails the Nth call (examples/common/fail_store.h) for every
+**  nth     A store that fails the Nth call (tools/common/fail_store.h) for every
 **          failure code the core and the policy know, against a reference
 **          mem store running the same operations minus the failed ones:
 **          the error comes back exactly (a positive backend code as

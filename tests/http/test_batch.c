@@ -40,7 +40,7 @@ static void server_open(server *s, int with_policy) {
   lo.store = "mem";
   lo.clock = s->clock;
   cr_assert_eq(sluice_limiter_open(&lo, &s->lim), SLUICE_OK);
-  /* The sandbox key bucket of DESIGN.md: 5 points/s, burst 300. */
+  /* The sandbox key bucket of etc/ledger.conf: 5 points/s, burst 300. */
   s->bucket.rate = 5;
   s->bucket.period_ns = SEC;
   s->bucket.burst = 300;

@@ -588,31 +588,3 @@ Test(lmdb_open, unknown_control_op) {
                SLUICE_OK);
   sluice_limiter_close(l);
 }
-
-/* docs/abi.md: a sweep's reserved words are an input that must be zero;
-** the stats' come back zeroed whatever the caller's memory held. */
-Test(lmdb_open, reserved_words) {
-  sluice_limiter *l = lmdb_must_open(NULL, SLUICE_OPEN_CREATE, clk);
-  sluice_lmdb_sweep sw;
-  sluice_lmdb_stats st;
-  size_t k, n = sizeof sw.reserved / sizeof sw.reserved[0];
-  for (k = 0; k < n; k++) {
-    memset(&sw, 0, sizeof sw);
-    sw.now_ns = T0;
-    sw.max_records = 10;
-    sw.reserved[k] = -1;
-    cr_assert_eq(sluice_limiter_control(l, SLUICE_CTL_LMDB_SWEEP, &sw),
-                 SLUICE_EINVAL, "reserved[%zu]", k);
-    cr_assert_neq(strstr(sluice_limiter_errmsg(l), "reserved"), NULL, "%s",
-                  sluice_limiter_errmsg(l));
-  }
-  sw.reserved[n - 1] = 0;
-  cr_assert_eq(sluice_limiter_control(l, SLUICE_CTL_LMDB_SWEEP, &sw),
-               SLUICE_OK);
-  memset(&st, 0xa5, sizeof st);
-  cr_assert_eq(sluice_limiter_control(l, SLUICE_CTL_LMDB_STATS, &st),
-               SLUICE_OK);
-  for (k = 0; k < sizeof st.reserved / sizeof st.reserved[0]; k++)
-    cr_assert_eq(st.reserved[k], 0, "stats reserved[%zu]", k);
-  sluice_limiter_close(l);
-}

@@ -1,5 +1,5 @@
 /*
-** Fixtures for the policy suites.  The failing store (examples/common/
+** Fixtures for the policy suites.  The failing store (tools/common/
 ** fail_store.h) wraps a real "mem" store so that the policy sees exactly
 ** the records it would see in production until the test flips the switch,
 ** and then gets the error a timed-out or unreachable backend gives, from

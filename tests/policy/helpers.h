@@ -1,7 +1,7 @@
 /*
 ** Shared fixtures of the policy suites: a manual clock, a limiter on a
 ** store that can be told to fail (a "mem" store behind the failing store of
-** examples/common/fail_store.h, which returns an injected error from xApply
+** tools/common/fail_store.h, which returns an injected error from xApply
 ** or xRun on demand), a policy over them, and an event log that copies
 ** every event the policy emits.
 */

@@ -370,8 +370,8 @@ Test(policy_abuse, a_hundred_thousand_failed_logins_change_no_decision_shm,
 ** noeviction, so a full Redis refuses writes instead of dropping boxes).
 ** Every run names its own tenants, so the two runs share no key.  The
 ** attack comes from ATTACKERS processes while the tenants' traffic runs
-** (so their round trips overlap: one process took 100 s on a loaded
-** 2-core machine), which asks more than the interleaved run: whatever
+** (so their round trips overlap, and one process alone would take
+** minutes), which asks more than the interleaved run: whatever
 ** order the store sees them in, the tenants' decisions are the same. */
 #define ATTACKERS 4
 Test(policy_abuse, redis_a_hundred_thousand_failed_logins_change_no_decision,

@@ -121,8 +121,8 @@ Test(policy_config, a_limit_is_found_by_its_name_only) {
   cr_assert_str_eq(cfg_str(c, "limits.key.params"), "growth");
 }
 
-/* etc/ledger.conf holds the spec's tables (../DESIGN.md "The spec's
-** policy"). */
+/* etc/ledger.conf holds the spec's tables (docs/policy.md, "Worked
+** example"). */
 Test(policy_config, the_ledger_file_holds_the_design_tables) {
   sluice_policy_config *c = cfg_new();
   cr_assert_str_eq(cfg_str(c, "limits.key.params"), "growth,enterprise");

@@ -1,6 +1,6 @@
 /*
 ** The oracle for etc/ledger.conf (issue 37 point 8).  The built-in policy
-** (the ledger's endpoint classes, etc/sluice.conf) is recorded: its
+** (the ledger's endpoint classes, now gone) was recorded: its
 ** decisions on each request stream, every field a caller sees, with the
 ** rendered headers (both forms), the problem+json body and the events,
 ** are golden text in tests/policy/golden/NAME.txt.gz (gzip, read through

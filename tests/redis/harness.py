@@ -65,7 +65,7 @@ ACL_RULES = ['on', '>' + ACL_PASSWORD, '~*', 'resetchannels', '-@all',
              '+wait', '+del', '+get', '+mget', '+set', '+time', '+ping', '+select',
              '+command|info']
 # and, where the module is loaded (a rule naming an unknown command fails)
-ACL_MODULE_RULES = ['+sluice.run', '+sluice.batch']
+ACL_MODULE_RULES = ['+sluice.run']
 AUTH = []  # redis-cli arguments, set by --auth
 
 

@@ -1,7 +1,7 @@
 /*
-** The Redis module's wire decoding (backends/redis/module/wire.c) without
-** Redis: what the store sends decodes to the operation and program it
-** came from, the verdict bytes sit where redis_codec.c reads them, and
+** The Redis module's wire decoding (backends/redis/module/rm_wire.c)
+** without Redis: what the store sends decodes to the program it came
+** from, the verdict bytes sit where redis_codec.c reads them, and
 ** arguments cut short or mutated at random never decode to something the
 ** algorithm layer cannot run (the module runs inside redis-server: a crash
 ** there takes the server down).
@@ -21,15 +21,41 @@ typedef struct enc {
 static void put(enc *e, int64_t x) {
   smod_put64(e->b + 8 * e->n++, x);
 }
-static void header(enc *e, int64_t algo, int64_t kind, int64_t arg) {
-  put(e, algo);
-  put(e, kind);
+/* A program's header: its record and step counts, the server's clock. */
+static void header(enc *e, int64_t nkeys, int64_t nsteps) {
+  put(e, nkeys);
+  put(e, nsteps);
   put(e, -1); /* the server's clock */
   put(e, 0);
+  put(e, 0); /* the id's words */
+  put(e, 0);
+  put(e, 0);
+  put(e, 0);
+}
+
+/* A step's numbers up to its parameter count (guards and fold zero). */
+static void step(enc *e, int64_t algo, int64_t kind, int64_t key, int64_t nk,
+                 int64_t arg, int64_t id_lo, int64_t nparams) {
+  int i;
+  put(e, algo);
+  put(e, kind);
+  put(e, key);
+  put(e, nk);
   put(e, arg);
   put(e, 0);
-  put(e, 7); /* id lo */
-  put(e, 0);
+  put(e, id_lo);
+  for (i = 0; i < 6; i++)
+    put(e, 0); /* guards, fold, ttl_from */
+  put(e, nparams);
+}
+
+static void penalty_params(enc *e) {
+  put(e, 3);
+  put(e, 60000000000);
+  put(e, 1000000000);
+  put(e, 2000000000);
+  put(e, -1); /* SLUICE_FOREVER */
+  put(e, 3600000000000);
 }
 
 /* The samples: one of each shape the store sends, with its key count. */
@@ -39,13 +65,15 @@ static int sample(int which, enc *e) {
   e->n = 0;
   switch (which) {
   case S_GCRA:
-    header(e, SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1);
+    header(e, 1, 1);
+    step(e, SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 0, 1, 1, 7, 3);
     put(e, 10);
     put(e, 1000000000);
     put(e, 20);
     return 1;
   case S_GROUP:
-    header(e, SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 0);
+    header(e, 2, 1);
+    step(e, SLUICE_ALGO_GCRA, SLUICE_OP_PEEK, 0, 2, 0, 0, 6);
     for (i = 0; i < 2; i++) {
       put(e, 5 + i);
       put(e, 1000000000);
@@ -53,44 +81,22 @@ static int sample(int which, enc *e) {
     }
     return 2;
   case S_PENALTY:
-    header(e, SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, 1);
-    put(e, 3);
-    put(e, 60000000000);
-    put(e, 1000000000);
-    put(e, 2000000000);
-    put(e, -1); /* SLUICE_FOREVER */
-    put(e, 3600000000000);
+    header(e, 1, 1);
+    step(e, SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, 0, 1, 1, 0, 6);
+    penalty_params(e);
     return 1;
   case S_PROGRAM:
-    header(e, 7, 2, 0); /* 2 steps */
+    header(e, 2, 2);
     /* a box check of record 1, then a bucket on record 0 */
-    put(e, SLUICE_ALGO_PENALTY);
-    put(e, SLUICE_OP_CHECK);
-    put(e, 1);
-    put(e, 1);
-    for (i = 0; i < 9; i++)
-      put(e, 0); /* arg, id, guards, fold, ttl_from */
-    put(e, 6);
-    put(e, 3);
-    put(e, 60000000000);
-    put(e, 1000000000);
-    put(e, 2000000000);
-    put(e, -1);
-    put(e, 3600000000000);
-    put(e, SLUICE_ALGO_GCRA);
-    put(e, SLUICE_OP_CONSUME);
-    put(e, 0);
-    put(e, 1);
-    put(e, 1); /* arg */
-    for (i = 0; i < 8; i++)
-      put(e, 0);
-    put(e, 3);
+    step(e, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 1, 1, 0, 0, 6);
+    penalty_params(e);
+    step(e, SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 0, 1, 1, 0, 3);
     put(e, 10);
     put(e, 1000000000);
     put(e, 20);
     return 2;
   default:
-    header(e, 0, 0, 0);
+    header(e, 1, 0); /* a read */
     return 1;
   }
 }
@@ -102,15 +108,17 @@ Test(module_wire, samples_decode) {
   int nk;
   nk = sample(S_GCRA, &e);
   cr_assert_eq(smod_decode(&c, e.b, e.n, nk, &why), SLUICE_OK, "%s", why);
-  cr_assert_eq(c.algo, SLUICE_ALGO_GCRA);
+  cr_assert_eq(c.nsteps, 1);
+  cr_assert_eq(c.prog.steps[0].algo, SLUICE_ALGO_GCRA);
   cr_assert(c.server_time);
-  cr_assert_eq(c.op.arg, 1);
-  cr_assert_eq(c.op.id, 7);
-  cr_assert_eq(((const sluice_gcra_params *)c.op.params)->rate, 10);
+  cr_assert_eq(c.prog.steps[0].arg, 1);
+  cr_assert_eq(c.prog.steps[0].id, 7);
+  cr_assert_eq(((const sluice_gcra_params *)c.prog.steps[0].params)->rate, 10);
   nk = sample(S_PENALTY, &e);
   cr_assert_eq(smod_decode(&c, e.b, e.n, nk, &why), SLUICE_OK, "%s", why);
-  cr_assert_eq(((const sluice_penalty_params *)c.op.params)->box_ns[2],
-               SLUICE_FOREVER, "-1 on the wire is SLUICE_FOREVER");
+  cr_assert_eq(
+      ((const sluice_penalty_params *)c.prog.steps[0].params)->box_ns[2],
+      SLUICE_FOREVER, "-1 on the wire is SLUICE_FOREVER");
   nk = sample(S_PROGRAM, &e);
   cr_assert_eq(smod_decode(&c, e.b, e.n, nk, &why), SLUICE_OK, "%s", why);
   cr_assert_eq(c.prog.nsteps, 2);
@@ -118,11 +126,13 @@ Test(module_wire, samples_decode) {
   cr_assert_eq(c.prog.steps[0].key, 1);
   nk = sample(S_GET, &e);
   cr_assert_eq(smod_decode(&c, e.b, e.n, nk, &why), SLUICE_OK);
-  cr_assert_eq(c.algo, SLUICE_WIRE_GET);
+  cr_assert_eq(c.nsteps, 0);
+  /* A header whose record count is not the call's: refused. */
+  cr_assert_neq(smod_decode(&c, e.b, e.n, 2, &why), SLUICE_OK);
   /* The test clock: now = hi << 32 | lo. */
   sample(S_GCRA, &e);
-  smod_put64(e.b + 16, 5);
-  smod_put64(e.b + 24, 9);
+  smod_put64(e.b + 8 * SLUICE_WIRE_NOW_HI, 5);
+  smod_put64(e.b + 8 * SLUICE_WIRE_NOW_LO, 9);
   cr_assert_eq(smod_decode(&c, e.b, e.n, 1, &why), SLUICE_OK);
   cr_assert(!c.server_time);
   cr_assert_eq(c.now, ((int64_t)5 << 32) | 9);
@@ -140,17 +150,13 @@ Test(module_wire, cut_short_or_padded_is_refused) {
     full = e.n;
     for (n = 0; n < full; n++) {
       why = NULL;
-      if (s == S_GET && n >= SLUICE_WIRE_HEADER)
-        continue;
       cr_assert_neq(smod_decode(&c, e.b, n, nk, &why), SLUICE_OK,
                     "sample %d cut to %zu numbers", s, n);
       cr_assert(why && strncmp(why, "E", 1) == 0, "a reason: %s", why);
     }
-    if (s != S_GET) {
-      put(&e, 0);
-      cr_assert_neq(smod_decode(&c, e.b, e.n, nk, &why), SLUICE_OK,
-                    "sample %d with a number too many", s);
-    }
+    put(&e, 0);
+    cr_assert_neq(smod_decode(&c, e.b, e.n, nk, &why), SLUICE_OK,
+                  "sample %d with a number too many", s);
   }
 }
 
@@ -167,7 +173,6 @@ Test(module_wire, mutations_decode_to_runnable_calls) {
     enc e;
     const char *why = NULL;
     sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
-    sluice_verdict v;
     sluice_program_result res;
     sluice_job job;
     unsigned char buf[SLUICE_WIRE_PROG_HEADER +
@@ -186,27 +191,21 @@ Test(module_wire, mutations_decode_to_runnable_calls) {
       cr_assert(why, "a refusal says why");
       continue;
     }
-    if (c.algo == SLUICE_WIRE_GET)
+    if (c.nsteps == 0)
       continue;
     ok++;
     for (k = 0; k < nk; k++) {
       in[k].w[0] = splitmix64(&seed) % 3 ? 0 : splitmix64(&seed);
       in[k].w[1] = splitmix64(&seed) % 3 ? 0 : splitmix64(&seed);
     }
-    if (c.algo == SLUICE_WIRE_PROGRAM)
-      sluice_job_program(&job, &c.prog, &res);
-    else
-      sluice_job_op(&job, &c.op, &v);
+    sluice_job_program(&job, &c.prog, &res);
     rc = sluice_job_run(&job, in, out, 1764633600000000000);
     cr_assert(rc == SLUICE_OK || rc < 0);
     if (rc != SLUICE_OK)
       continue;
     for (k = 0; k < nk; k++)
       (void)sluice_job_expiry(&job, k, &out[k]);
-    if (c.algo == SLUICE_WIRE_PROGRAM)
-      smod_put_program(buf, &c.prog, in, &res);
-    else
-      smod_put_verdict(buf, &v);
+    smod_put_program(buf, &c.prog, in, &res);
   }
   cr_assert_gt(ok, 10000, "enough mutations decoded to exercise the steps "
                "(%ld)", ok);
@@ -263,14 +262,13 @@ Test(module_wire, out_of_range_numbers_refused) {
     size_t at; /* the number changed */
     int64_t x;
   } bad[] = {
-      {S_GCRA, SLUICE_WIRE_ALGO, ((int64_t)1 << 32) + SLUICE_ALGO_GCRA},
-      {S_GET, SLUICE_WIRE_ALGO, (int64_t)1 << 32},
-      {S_GCRA, SLUICE_WIRE_KIND, (int64_t)1 << 32},
+      {S_GCRA, SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP_ALGO,
+       ((int64_t)1 << 32) + SLUICE_ALGO_GCRA},
+      {S_GET, SLUICE_WIRE_NKEYS, ((int64_t)1 << 32) + 1},
+      {S_GCRA, SLUICE_WIRE_NSTEPS, ((int64_t)1 << 32) + 1},
       {S_GCRA, SLUICE_WIRE_MIN_TTL_MS, INT64_MAX},
       {S_GCRA, SLUICE_WIRE_MIN_TTL_MS, SLUICE_WIRE_TTL_CAP_MS + 1},
-      {S_GCRA, SLUICE_WIRE_ID_LO, (int64_t)1 << 32},
-      {S_GCRA, SLUICE_WIRE_ID_LO, -1},
-      {S_GCRA, SLUICE_WIRE_ID_HI, (int64_t)1 << 32},
+      {S_GCRA, SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP_ID_LO, (int64_t)1 << 32},
       {S_PROGRAM, SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP_KEY,
        ((int64_t)1 << 32) + 1},
       {S_PROGRAM, SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP_ALGO,

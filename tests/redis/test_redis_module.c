@@ -254,7 +254,8 @@ Test(module, cluster_routes_by_keys) {
   int i, home, other = 0;
   if (!rt_is_cluster() || !getenv("SLUICE_REDIS_MODULE"))
     cr_skip_test("needs a cluster with the module");
-  memset(nums, 0, sizeof nums); /* algo 0 (a read), now = 0 */
+  memset(nums, 0, sizeof nums); /* a program of no steps (a read), now 0 */
+  nums[8 * SLUICE_WIRE_NKEYS] = 1;
   s = rt_store("", 0);
   home = rt_port_of(s, "route-a");
   for (i = 0; !other && rt_port(i); i++)
@@ -391,20 +392,34 @@ Test(module, aof_reload_keeps_the_records, .timeout = 120) {
 
 /* ------------------------------------------------- hostile callers --- */
 
-/* A call's numbers: the header (the server's clock unless nh >= 0), then
-** one GCRA bucket; its length in bytes. */
+/* A call's numbers: a program's header (the server's clock unless
+** nh >= 0), then one step of algorithm algo consuming one GCRA bucket;
+** its length in bytes. */
+#define HOSTILE_NUMS (SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP + 3)
 static size_t hostile_nums(unsigned char *b, int64_t algo, int64_t nh,
                            int64_t nl, int64_t min_ttl_ms) {
-  const int64_t x[SLUICE_WIRE_BATCH_MEMBER] = {
-      algo, SLUICE_OP_CONSUME, nh, nl, 1, 0, 7, min_ttl_ms, 10, SEC, 10};
+  int64_t x[HOSTILE_NUMS] = {0};
   int i;
-  for (i = 0; i < SLUICE_WIRE_BATCH_MEMBER; i++) {
+  x[SLUICE_WIRE_NKEYS] = 1;
+  x[SLUICE_WIRE_NSTEPS] = 1;
+  x[SLUICE_WIRE_NOW_HI] = nh;
+  x[SLUICE_WIRE_NOW_LO] = nl;
+  x[SLUICE_WIRE_MIN_TTL_MS] = min_ttl_ms;
+  x[SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP_ALGO] = algo;
+  x[SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP_KIND] = SLUICE_OP_CONSUME;
+  x[SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP_NKEYS] = 1;
+  x[SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP_ARG] = 1;
+  x[SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP_NPARAMS] = 3;
+  x[SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP] = 10;
+  x[SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP + 1] = SEC;
+  x[SLUICE_WIRE_HEADER + SLUICE_WIRE_STEP + 2] = 10;
+  for (i = 0; i < HOSTILE_NUMS; i++) {
     uint64_t u = (uint64_t)x[i];
     int k;
     for (k = 0; k < 8; k++)
       b[8 * i + k] = (unsigned char)(u >> (8 * k));
   }
-  return 8 * SLUICE_WIRE_BATCH_MEMBER;
+  return 8 * HOSTILE_NUMS;
 }
 
 /* What a key holds, for "left unchanged": TYPE, its value if a string,
@@ -433,31 +448,38 @@ enum { N_OK, N_CUT, N_JUNK, N_TTL, N_TTL_CLOCK, N_ALGO, N_LO, N_NONE };
 Test(module, hostile_calls_answer_errors) {
   static const char *const keys[H_NK] = {"{h}list", "{h}hash", "{h}str",
                                          "{h}rec", "{h}none"};
-  /* what, command, numkeys, keys (-1 ends), numbers */
+  /* what, command, numkeys, keys (-1 ends), numbers, programs (0: 1) */
   static const struct {
     const char *what, *cmd, *nk;
-    int key[3], nums;
+    int key[4], nums, nprog;
   } calls[] = {
       {"no arguments", "SLUICE.RUN", NULL, {-1}, N_NONE},
       {"numkeys not a number", "SLUICE.RUN", "x", {H_NONE, -1}, N_OK},
-      {"more keys than arguments", "SLUICE.BATCH", "3", {H_NONE, -1}, N_OK},
+      {"more keys than arguments", "SLUICE.RUN", "3", {H_NONE, -1}, N_OK},
       {"numbers not a multiple of 8 bytes", "SLUICE.RUN", "1",
        {H_NONE, -1}, N_CUT},
       {"binary junk", "SLUICE.RUN", "1", {H_NONE, -1}, N_JUNK},
       {"a list", "SLUICE.RUN", "1", {H_LIST, -1}, N_OK},
       {"a hash", "SLUICE.RUN", "1", {H_HASH, -1}, N_OK},
-      {"a string not a record", "SLUICE.BATCH", "1", {H_STR, -1}, N_OK},
+      {"a string not a record", "SLUICE.RUN", "1", {H_STR, -1}, N_OK},
       {"a key twice", "SLUICE.RUN", "2", {H_REC, H_REC, -1}, N_OK},
       {"least TTL INT64_MAX", "SLUICE.RUN", "1", {H_NONE, -1}, N_TTL},
-      {"least TTL INT64_MAX, test clock, in a batch", "SLUICE.BATCH", "1",
+      {"least TTL INT64_MAX, test clock", "SLUICE.RUN", "1",
        {H_NONE, -1}, N_TTL_CLOCK},
       {"algorithm 2^32 + 1", "SLUICE.RUN", "1", {H_NONE, -1}, N_ALGO},
       {"test clock lo 2^32", "SLUICE.RUN", "1", {H_NONE, -1}, N_LO},
+      /* A call of n programs runs none unless their records add up. */
+      {"two programs, the records of one", "SLUICE.RUN", "1", {H_NONE, -1},
+       N_OK, 2},
+      {"two programs, one malformed", "SLUICE.RUN", "2", {H_NONE, H_REC, -1},
+       N_CUT, 2},
+      {"two programs, a record too many", "SLUICE.RUN", "3",
+       {H_NONE, H_REC, H_LIST, -1}, N_OK, 2},
       {"junk from a script", "EVAL", NULL, {H_NONE, -1}, N_JUNK},
   };
   static const char script[] =
       "return redis.call('SLUICE.RUN', '1', KEYS[1], ARGV[1])";
-  unsigned char nums[N_NONE][128];
+  unsigned char nums[N_NONE][8 * HOSTILE_NUMS];
   size_t len[N_NONE];
   char before[H_NK][160], after[160], out[256];
   redisContext *c;
@@ -506,11 +528,12 @@ Test(module, hostile_calls_answer_errors) {
       ARG(keys[calls[i].key[0]], strlen(keys[calls[i].key[0]]));
     if (calls[i].nums != N_NONE)
       ARG(nums[calls[i].nums], len[calls[i].nums]);
+    for (k = 1; k < calls[i].nprog; k++) /* the others: well formed */
+      ARG(nums[N_OK], len[N_OK]);
 #undef ARG
     r = redisCommandArgv(c, argc, argv, argl);
     cr_assert(r, "%s: the connection holds (%s)", calls[i].what, c->errstr);
-    /* A batch answers an array of one error per member. */
-    e = r->type == REDIS_REPLY_ARRAY && r->elements == 1 ? r->element[0] : r;
+    e = r;
     cr_assert_eq(e->type, REDIS_REPLY_ERROR, "%s: an error reply (type %d)",
                  calls[i].what, e->type);
     freeReplyObject(r);

@@ -868,33 +868,3 @@ Test(shm, huge_page_report_matches_the_kernel) {
       shm_unlink(shm_path);
   }
 }
-
-/* docs/abi.md: the stats' reserved words are an input that must be zero
-** (so a later version may read them), with a message naming the word. */
-Test(shm, stats_reserved_words_must_be_zero) {
-  char store[64];
-  sluice_limiter *lim;
-  sluice_shm_stats st;
-  size_t k, n = sizeof st.reserved / sizeof st.reserved[0];
-  int fd = memfd_create("sluice-abi", 0);
-  cr_assert(fd >= 0);
-  snprintf(store, sizeof store, "shm:fd=%d;capacity=64", fd);
-  cr_assert_eq(try_open(store, SLUICE_OPEN_CREATE, &lim, NULL, 0), SLUICE_OK);
-  for (k = 0; k < n; k++) {
-    memset(&st, 0, sizeof st);
-    st.reserved[k] = 1;
-    cr_assert_eq(sluice_limiter_control(lim, SLUICE_CTL_SHM_STATS, &st),
-                 SLUICE_EINVAL, "reserved[%zu]", k);
-    cr_assert_neq(strstr(sluice_limiter_errmsg(lim), "reserved"), NULL, "%s",
-                  sluice_limiter_errmsg(lim));
-    cr_assert_eq(st.capacity, 0, "refused, yet filled in");
-  }
-  memset(&st, 0, sizeof st);
-  cr_assert_eq(sluice_limiter_control(lim, SLUICE_CTL_SHM_STATS, &st),
-               SLUICE_OK);
-  cr_assert_eq(st.capacity, 64);
-  for (k = 0; k < n; k++)
-    cr_assert_eq(st.reserved[k], 0);
-  sluice_limiter_close(lim);
-  close(fd);
-}

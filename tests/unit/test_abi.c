@@ -8,7 +8,6 @@
 ** half on every backend, and each backend's suite its control structs.
 */
 #include "unit.h"
-#include "sluice/sluice_mem.h"
 
 #define NRES(s) ((int)(sizeof(s).reserved / sizeof(s).reserved[0]))
 
@@ -198,14 +197,5 @@ Test(abi, program_result_reserved_zeroed) {
     cr_assert_eq(rcs[i], SLUICE_OK);
     assert_result_zero(&rs[i], 2, "sluice_limiter_run_many");
   }
-  sluice_limiter_close(l);
-}
-
-Test(abi, mem_huge_reserved_zeroed) {
-  sluice_limiter *l = open_mem();
-  sluice_mem_huge h;
-  memset(&h, 0xa5, sizeof h);
-  cr_assert_eq(sluice_limiter_control(l, SLUICE_CTL_MEM_HUGE, &h), SLUICE_OK);
-  assert_zero(h.reserved, NRES(h), "sluice_mem_huge");
   sluice_limiter_close(l);
 }

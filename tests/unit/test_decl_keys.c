@@ -48,6 +48,27 @@ Test(decl_keys, base64url_of_128_bits) {
   }
 }
 
+/* Every 12-bit value in each half of each group of three bytes, and
+** every last byte: each of the encoder's character pairs is checked. */
+Test(decl_keys, base64url_every_pair) {
+  uint8_t h[16];
+  char mine[32], lib[SLUICE__ID64_LEN + 1];
+  unsigned v, i;
+  for (v = 0; v < 4096; v++) {
+    uint32_t w = v << 12 | (4095 - v);
+    for (i = 0; i < 5; i++) {
+      h[3 * i] = (uint8_t)(w >> 16);
+      h[3 * i + 1] = (uint8_t)(w >> 8);
+      h[3 * i + 2] = (uint8_t)w;
+    }
+    h[15] = (uint8_t)v;
+    b64url(h, 16, mine);
+    sluice__id_b64(h, lib);
+    lib[SLUICE__ID64_LEN] = '\0';
+    cr_assert_str_eq(lib, mine, "v=%u", v);
+  }
+}
+
 static const uint8_t secret[16] = {1, 2, 3, 4, 5, 6, 7, 8,
                                    9, 10, 11, 12, 13, 14, 15, 16};
 
@@ -175,7 +196,8 @@ Test(decl_keys, a_decision_writes_the_documented_keys) {
     cr_assert_eq(sluice_policy_decide(pol, 1, &r, &d, NULL), SLUICE_OK);
   }
   cr_assert(!d.allowed);
-  /* A refusal while the notice is up is the strike (decide.c choice a). */
+  /* A refusal while the notice is up is the strike (decide.c, "A strike
+  ** needs a notice"). */
   cr_assert_eq(sluice_policy_decide(pol, 1, &r, &d, NULL), SLUICE_OK);
   cr_assert(!d.allowed);
   folded64("users", tenant_user, 2, body);

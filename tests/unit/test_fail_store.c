@@ -1,5 +1,5 @@
 /*
-** The failing store (examples/common/fail_store.h), the one decorator the
+** The failing store (tools/common/fail_store.h), the one decorator the
 ** simulator and the policy and fault suites share: its plan, its figures,
 ** the method table its options choose (and so how many failable calls a
 ** batch or a program makes), and the error detail it leaves.

@@ -1,95 +1,125 @@
--- dispatch.lua -- run(KEYS, ARGV), the one entry point: which path a call
--- takes (a program, a batch, the GCRA fast path, or the general step).
--- The script form ends with `return run(KEYS, ARGV)`, the library form
--- registers run as its function (embed_lua.py adds either).
+-- dispatch.lua -- run(KEYS, ARGV), the one entry point.  A call carries n
+-- programs: ARGV[k] is program k's numbers (wire.h), KEYS their records,
+-- one program's after the other's in ARGV's order.  One program answers
+-- its answer; n of them an array of n answers, in order (an error among
+-- them is its program's alone: the others ran).  The script form ends
+-- with `return run(KEYS, ARGV)`, the library form registers run as its
+-- function (embed_lua.py adds either).
 
-local function run(keys, argv)
+-- A call of several programs runs each as a call of its own, one TIME
+-- for all, its records and numbers in MK and MA (made on the first such
+-- call, refilled per program).
+local run, MK, MA
+-- One program, or from ARGV[2] on several.  snh, snl: the server's time
+-- when the call of several read it.
+run = function(keys, argv, snh, snl)
   if not floor then
-    floor, spack, sunpack, rcall = math.floor, struct.pack, struct.unpack,
-      redis.call
+    floor, spack, sunpack, rcall, rpcall = math.floor, struct.pack,
+      struct.unpack, redis.call, redis.pcall
+  end
+  if argv[2] then
+    -- Every program's records found (and its numbers whole int64s, a
+    -- header at least) before any program runs: a malformed call runs
+    -- none.
+    local n, nks, at = #argv, {}, 0
+    for k = 1, n do
+      local av = argv[k]
+      if #av < HDR_BYTES or #av % 8 ~= 0 then
+        return fail('EINVAL', 'malformed arguments')
+      end
+      local nk = sunpack('<i8', av)
+      if nk < 1 then return fail('EINVAL', 'malformed arguments') end
+      nks[k], at = nk, at + nk
+    end
+    if at ~= #keys then return fail('EINVAL', 'malformed arguments') end
+    if not MK then MK, MA = {}, {} end
+    local out, nh, nl = {}, server_now()
+    local last = #MK
+    at = 0
+    for k = 1, n do
+      local nk = nks[k]
+      for i = 1, nk do MK[i] = keys[at + i] end
+      for i = nk + 1, last do MK[i] = nil end
+      last, MA[1] = nk, argv[k]
+      out[k] = run(MK, MA, nh, nl)
+      at = at + nk
+    end
+    return out
   end
   local av = argv[1]
   CK, AV = keys, av
-  -- A program seen before, at server time: its ARGV[1] is the key of its
+  -- A program seen before, at server time: its numbers are the key of its
   -- compiled form (program.lua), header included, so nothing is unpacked.
   local prog = PCACHE[av]
   if prog and prog.nkeys == #keys then
-    local nh, nl = server_now()
+    local nh, nl = snh, snl
+    if not snh then nh, nl = server_now() end
     local pre
-    if prog.std then
+    local std = prog.std
+    if std then
       local r
-      r, pre = pstd(prog.std, nh, nl, false)
+      r, pre = pstd(std, nh, nl, false)
       if r then return r end
-      pre = pstd_pre(prog.std, pre)
+      pre = pstd_pre(std, pre)
+    elseif prog.one then
+      local r = pone(prog.one, nh, nl, false)
+      if r then return r end
     end
     return program(prog, nh, nl, false, pre)
   end
-  if #keys < 1 or not AV or #AV < HDR_BYTES or #AV % 8 ~= 0 then
+  if not av or #av < HDR_BYTES or #av % 8 ~= 0 then
     return fail('EINVAL', 'malformed arguments')
   end
-  local algo, kind, nh, nl, arg, idh, idl, minttl = sunpack(HDR_FMT, AV)
+  local nk, nsteps, nh, nl, _, _, _, minttl = sunpack(HDR_FMT, av)
+  if nk ~= #keys or nk < 1 then
+    return fail('EINVAL', 'malformed arguments')
+  end
   local tmode = nh >= 0 -- a test clock's now in the header
   -- (minttl false: server time, whose writes take the grid's deadlines;
   -- the least TTL is for test clocks, setrec in entry.lua)
   if not tmode then
-    nh, nl = server_now()
+    nh, nl = snh, snl
+    if not nh then nh, nl = server_now() end
     minttl = false
   end
-
-  if algo == WIRE_PROGRAM then
-    local err
-    if #AV == HDR_BYTES then -- by id (no program has no step)
-      prog, err = pbyid(kind, #keys, not tmode and av)
-    elseif tmode then
-      prog, err = pfind(TCACHE, string.sub(av, HDR_BYTES + 1), kind, #keys)
-    else
-      prog, err = pfind(PCACHE, av, kind, #keys)
+  if nsteps == 0 then
+    -- No steps: the record as stored (an expired one goes) and now,
+    -- {value | nil, now hi, now lo} (the store's xGet).
+    if nk ~= 1 or #av ~= HDR_BYTES then
+      return fail('EINVAL', 'malformed arguments')
     end
-    if not prog then return err end
-    local pre
-    if prog.std then
-      local r
-      r, pre = pstd(prog.std, nh, nl, minttl)
-      if r then return r end
-      pre = pstd_pre(prog.std, pre)
-    end
-    return program(prog, nh, nl, minttl, pre)
-  end
-
-  -- A batch (ARGV[2] present): KEYS[i] with the 88 bytes of ARGV[1] from
-  -- (i - 1) * 88, each an ordinary single-bucket GCRA call (the client
-  -- batches only those).  One script and one TIME for up to
-  -- SLUICE_GROUP_MAX decisions: per decision Redis then pays for the step,
-  -- not for a command around it.  Answers every verdict (or error), in
-  -- order; a call the fast path refuses runs the general path in its place.
-  if argv[2] then
-    local out = {}
-    if #AV ~= BATCH_BYTES * #keys then
-      return fail('EINVAL', 'malformed batch')
-    end
-    local tnh, tnl = nh, nl
-    for i = 1, #keys do
-      local al, kd, bh, bl, cost, ih, il, mt, R, Pd, B =
-        sunpack(BATCH_FMT, AV, (i - 1) * BATCH_BYTES + 1)
-      if bh >= 0 then tnh, tnl = bh, bl else mt = false end
-      local r = al == ALGO_GCRA and (kd == OP_CONSUME or kd == OP_PEEK) and
-        gcra1(keys[i], kd, cost, mt, tnh, tnl, R, Pd, B)
-      if not r then
-        r = general({keys[i]}, {al, kd, bh, bl, cost, ih, il, mt, R, Pd, B},
-          al, kd, tnh, tnl, cost, ih, il, mt)
+    local v = rcall('GET', keys[1])
+    if v and #v == REC_BYTES then
+      local _, _, _, _, el, eh = sunpack(REC_FMT, v)
+      if eh < nh or (eh == nh and el <= nl) then
+        rcall('DEL', keys[1])
+        v = false
       end
-      out[i] = r
     end
-    return out
+    return {v, nh, nl}
   end
-
-  if algo == ALGO_GCRA and #keys == 1 and #AV == BATCH_BYTES and
-     (kind == OP_CONSUME or kind == OP_PEEK) then
-    local R, Pd, B = sunpack(GCRA_FMT, AV, HDR_BYTES + 1)
-    local r = gcra1(keys[1], kind, arg, minttl, nh, nl, R, Pd, B)
+  if nsteps < 0 or nsteps > PROGRAM_STEPS then
+    return fail('EINVAL', 'malformed program')
+  end
+  local err
+  if #av == HDR_BYTES then -- by id
+    prog, err = pbyid(nsteps, nk, not tmode and av)
+  elseif tmode then
+    prog, err = pfind(TCACHE, string.sub(av, HDR_BYTES + 1), nsteps, nk)
+  else
+    prog, err = pfind(PCACHE, av, nsteps, nk)
+  end
+  if not prog then return err end
+  local pre
+  local std = prog.std
+  if std then
+    local r
+    r, pre = pstd(std, nh, nl, minttl)
+    if r then return r end
+    pre = pstd_pre(std, pre)
+  elseif prog.one then
+    local r = pone(prog.one, nh, nl, minttl)
     if r then return r end
   end
-
-  return general(keys, {sunpack('<' .. string.rep('i8', #AV / 8), AV)}, algo,
-    kind, nh, nl, arg, idh, idl, minttl)
+  return program(prog, nh, nl, minttl, pre)
 end

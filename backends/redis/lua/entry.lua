@@ -7,12 +7,14 @@
 -- has them (gcra, window, distinct, penalty, lease), whose range check,
 -- step and expiry blocks land where the frames say --@include.
 --
--- One script runs every step so that a node loads one SHA.  It reads the
--- group's records, runs the same transition as sluice_op_step() over the
--- same 16-byte encoding, writes back the records that changed with the
--- expiry sluice_op_expiry() gives them, and returns the verdict packed as
--- binary.  Redis runs a script atomically, which makes a group one atomic
--- unit, exactly as the C backends' locks do.
+-- One script runs every decision, and every decision is a program
+-- (sluice/program.h; an operation is a program of one step), so that a
+-- node loads one SHA and a call takes one path.  For each program of a
+-- call it reads the group's records, runs the same sequencer and steps as
+-- lib/algo over the same 16-byte encoding, writes back the records that
+-- changed with the expiry lib/algo gives them, and returns the answer
+-- packed as binary.  Redis runs a script atomically, which makes a group
+-- one atomic unit, exactly as the C backends' locks do.
 --
 -- The wire contract (the call's numbers, the record value, the verdict
 -- layouts) is defined once, in backends/redis/wire.h.  Every number the C
@@ -38,26 +40,29 @@
 -- the range again and answers "SLUICE ERANGE" rather than risk a verdict
 -- that differs from the C step.
 --
--- ARGV[1] holds every number of the call as little-endian int64s (wire.h
--- says why one binary argument), unpacked with HDR_FMT: algo (WIRE_GET
--- reads one record), kind, now (hi, lo; hi < 0: use TIME), arg, id (hi,
--- lo), the minimum TTL ms for writes (test mode keeps records around while
--- the manual clock stands still), then the parameters from A[A_PARAMS].
--- int64 -> double rounds as the decimal strings of earlier versions did.
+-- A call carries programs (dispatch.lua): each its numbers as one ARGV
+-- entry of little-endian int64s (wire.h says why one binary argument),
+-- its header unpacked with HDR_FMT: its record count, its step count (0:
+-- read one record), now (hi, lo; hi < 0: use TIME), its id (three words),
+-- the minimum TTL ms for writes (test mode keeps records around while the
+-- manual clock stands still), then its steps (program.lua).  int64 ->
+-- double rounds as the decimal strings of earlier versions did.
 
 local T32 = 4294967296
 local MS = 1000000
 -- Bound by run() on its first call: a library's chunk may touch no global
 -- but redis while Redis 7.0 loads it (FUNCTION LOAD).
-local floor, spack, sunpack, rcall
+local floor, spack, sunpack, rcall, rpcall
 
 local function fail(code, msg)
   return redis.error_reply('SLUICE ' .. code .. ' ' .. msg)
 end
 
+
 -- ------------------------------------------------------------------- now
 
--- The call's KEYS and ARGV[1], set by run() (dispatch.lua) on entry.  The
+-- The program's KEYS and numbers, set by run1() (dispatch.lua) for each
+-- program of a call.  The
 -- helpers below are made once: at FUNCTION LOAD for the library form, so
 -- a call creates none of them (the EVAL form still runs this chunk, and
 -- makes them, on every call).

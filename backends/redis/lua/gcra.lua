@@ -7,89 +7,10 @@
 --@section fast
 -- ------------------------------------------------------------- fast path
 --
--- The hot case, one GCRA bucket consumed or peeked with its TAT within one
+-- The hot case, a GCRA group consumed or peeked with every TAT within one
 -- tolerance of now, in straight-line code: the same arithmetic as the
 -- general GCRA step below (its "not over" branch), without the helper
--- closures and tables that the general path allocates on every call.
--- gcra1 answers the packed verdict, or nil for any other case (an expired
--- or foreign value, a TAT out of reach, a record whose stored expiry the
--- general path would rewrite), and then it has written nothing.
-
-local function gcra1(key, kind, cost, minttl, nh, nl, R, Pd, B)
-  local tau = B * Pd
-  local v = redis.call('GET', key)
-  local w0l, w0h, fr, w1h, el, eh, lay = 0, 0, 0, 0, 0, 0, LAYOUT
-  local stale, oh = false, nil
-  if v and #v == REC_BYTES then
-    w0l, w0h, fr, w1h, el, eh, lay = sunpack(REC_FMT, v)
-    oh = eh
-    if lay == LAYOUT and not (nh < eh or (nh == eh and nl < el)) then
-      -- Expired (a bucket that is full again): a fresh record, and the
-      -- stale one goes, as in the general path.
-      w0l, w0h, fr, w1h = 0, 0, 0, 0
-      stale = true
-      v = false
-    end
-  elseif v then
-    return nil
-  end
-  if tau > T52 or lay ~= LAYOUT or w1h ~= 0 or fr >= R then return nil end
-  local D
-  local dh, dl = w0h - nh, w0l - nl
-  if dl < 0 then dl = dl + T32; dh = dh - 1 end
-  if dh < 0 then
-    D = 0
-  elseif dh < 2097152 then
-    local dn = dh * T32 + dl
-    local m = floor(tau / R) -- exact floor(tau / R), corrected below
-    if m * R > tau then m = m - 1 elseif (m + 1) * R <= tau then m = m + 1 end
-    if dn <= m then
-      D = dn * R + fr
-      if D > tau then D = nil end
-    end
-  end
-  if D == nil then return nil end
-  local Dn = D + cost * Pd
-  local fits = Dn <= tau
-  local rem, rst, rty
-  if fits and kind == OP_CONSUME then
-    rem, rst, rty = fd(tau - Dn, Pd), cd(Dn, R), 0
-  else
-    rem, rst = fd(tau - D, Pd), cd(D, R)
-    rty = 0
-    if not fits then rty = cd(Dn - tau, R) end
-  end
-  if fits and kind == OP_CONSUME then
-    local q = fd(Dn, R)
-    local f = Dn - q * R
-    local th, tl = nh, nl + q -- q < 2^53: carry below
-    local c = floor(tl / T32)
-    tl = tl - c * T32
-    th = th + c
-    local xh, xl = th, tl
-    if f > 0 then
-      xl = xl + 1
-      if xl >= T32 then xl = xl - T32; xh = xh + 1 end
-    end
-    setrec(key, spack(REC_FMT, tl, th, f, 0, xl, xh, LAYOUT), xh, xl, nh,
-      nl, minttl, oh, el)
-  elseif v then
-    -- Unchanged record: the general path would rewrite its expiry if it
-    -- differs from ceil(TAT) (a value another path wrote).
-    local xh, xl = w0h, w0l
-    if fr > 0 then
-      xl = xl + 1
-      if xl >= T32 then xl = xl - T32; xh = xh + 1 end
-    end
-    if xh ~= eh or xl ~= el then return nil end
-  elseif stale then
-    redis.call('DEL', key)
-  end
-  -- The verdict layout of the general path; its int64 fields are exact
-  -- integers below 2^53 here, which struct packs as 'i8'.
-  return spack(VERDICT_NUMS, fits and 1 or 0, 0, 0, 0,
-    B, rem, rty, rst, 0, 0, 0, nl, nh)
-end
+-- closures and tables that the general step allocates on every call.
 
 -- A bucket's new TAT, now + Dn / R (Dn = D + cost * period, the scaled
 -- TAT - now, at most 2^53): its whole ns as a pair and its fraction; its
@@ -110,9 +31,87 @@ local function gcra_tat(Dn, R, nh, nl)
   return th, tl, f, xh, xl, q + 1
 end
 
+-- A program of one GCRA step over one record, consumed or peeked (an
+-- operation's usual call), in straight-line code as the sequencer's own
+-- fast step would run it: one GET, at most one SET, the program's answer
+-- packed at once.  std: what pcompile (program.lua) made of it.  nil
+-- for any other case (an expired or foreign value, a TAT out of reach, a
+-- record whose stored expiry the general step would rewrite), having
+-- written nothing: the sequencer then decides.
+local function pone(std, nh, nl, minttl)
+  local key, g, kind = CK[1], std.g, std.kind
+  local R, Pd, B, tau = g[1], g[2], g[3], g[4]
+  local v = rpcall('GET', key)
+  if type(v) == 'table' then return v end -- a value of another type
+  local w0l, w0h, fr, w1h, el, eh, lay = 0, 0, 0, 0, 0, 0, LAYOUT
+  local stale, oh = false, nil
+  if v and #v == REC_BYTES then
+    w0l, w0h, fr, w1h, el, eh, lay = sunpack(REC_FMT, v)
+    oh = eh
+    if lay == LAYOUT and not (nh < eh or (nh == eh and nl < el)) then
+      -- Expired (a bucket that is full again): a fresh record, and the
+      -- stale one goes, as in the sequencer.
+      w0l, w0h, fr, w1h = 0, 0, 0, 0
+      stale = true
+      v = false
+    end
+  elseif v then
+    return nil
+  end
+  if lay ~= LAYOUT or w1h ~= 0 or fr >= R then return nil end
+  local D
+  local dh, dl = w0h - nh, w0l - nl
+  if dl < 0 then dl = dl + T32; dh = dh - 1 end
+  if dh < 0 then
+    D = 0
+  elseif dh < 2097152 then
+    local dn = dh * T32 + dl
+    if dn <= g[5] then
+      D = dn * R + fr
+      if D > tau then return nil end
+    else
+      return nil
+    end
+  else
+    return nil
+  end
+  local Dn = D + g[6]
+  local fits = Dn <= tau
+  local rem, rst, rty
+  if fits and kind == OP_CONSUME then
+    rem, rst, rty = fd(tau - Dn, Pd), cd(Dn, R), 0
+  else
+    rem, rst = fd(tau - D, Pd), cd(D, R)
+    rty = 0
+    if not fits then rty = cd(Dn - tau, R) end
+  end
+  if fits and kind == OP_CONSUME and g[6] > 0 then
+    local th, tl, f, xh, xl = gcra_tat(Dn, R, nh, nl)
+    setrec(key, spack(REC_FMT, tl, th, f, 0, xl, xh, LAYOUT), xh, xl, nh,
+      nl, minttl, oh, el)
+  elseif v then
+    -- Unchanged record: the general step would rewrite its expiry if it
+    -- is not ceil(TAT) (a value another writer left).
+    local xh, xl = w0h, w0l
+    if fr > 0 then
+      xl = xl + 1
+      if xl >= T32 then xl = xl - T32; xh = xh + 1 end
+    end
+    if xh ~= eh or xl ~= el then return nil end
+  elseif stale then
+    rcall('DEL', key)
+  end
+  -- The program's answer: its header (a gate's denial denies it), now,
+  -- the step's verdict (its int64 fields exact below 2^53) and now.
+  local pal, pden = 1, -1
+  if std.gate and not fits then pal, pden = 0, 0 end
+  return spack(PONE_FMT, pal, pden, 1, 0, nl, nh, fits and 1 or 0, 0, 0, 0,
+    B, rem, rty, rst, 0, 0, 0, nl, nh)
+end
+
 -- The hot step of a program, straight-line over the in-memory records
 -- (c: four unsigned halves per record, record i at 4i-3 .. 4i; xe: its
--- expiry pair at 2i-1, 2i), as gcra1: a GCRA group consumed or peeked with
+-- expiry pair at 2i-1, 2i, once a step set it; ox: as stored): a GCRA group consumed or peeked with
 -- every TAT within one tolerance of now.  g: what gcra_compile() made of
 -- the step's parameters when the program was compiled.  Answers the
 -- verdict but its last field, now (the program adds it), allowed,
@@ -121,7 +120,7 @@ end
 -- own (a program runs on every request): GE holds D, Dn per key, made
 -- once, each entry set before it is read.
 local GE, GX = {}, {} -- (GX: pstd's stored expiries)
-local function gcra_prog(c, xe, key, nk, kind, cost, nh, nl, g)
+local function gcra_prog(c, xe, ox, key, nk, kind, cost, nh, nl, g)
   local e = GE
   local all = true
   for j = 1, nk do
@@ -180,6 +179,24 @@ local function gcra_prog(c, xe, key, nk, kind, cost, nh, nl, g)
       local th, tl, f, xh, xl = gcra_tat(e[2 * j], g[6 * j - 5], nh, nl)
       c[at - 3], c[at - 2], c[at - 1], c[at] = th, tl, 0, f
       xe[2 * (key + j) - 1], xe[2 * (key + j)] = xh, xl
+    end
+  else
+    -- Nothing written: the general step would rewrite the expiry of a
+    -- record whose expiry (ox: as stored) is not ceil(TAT) (a record
+    -- another path wrote), so it runs instead.
+    for j = 1, nk do
+      local i = key + j
+      local at = 4 * i
+      if c[at - 3] ~= 0 or c[at - 2] ~= 0 or c[at] ~= 0 then
+        local xh, xl = xe[2 * i - 1], xe[2 * i]
+        if xh == nil then xh, xl = ox[2 * i - 1], ox[2 * i] end
+        local th, tl = c[at - 3], c[at - 2]
+        if c[at] > 0 then
+          tl = tl + 1
+          if tl >= T32 then tl = tl - T32; th = th + 1 end
+        end
+        if th ~= xh or tl ~= xl then return nil end
+      end
     end
   end
   return spack(VERDICT_NONOW, all and 1 or 0, 0, b - 1, 0, B, rem, rty, rst,

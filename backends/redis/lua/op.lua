@@ -5,10 +5,9 @@
 
 -- ------------------------------------------------------- general path
 --
--- Every algorithm and group, the port of sluice_op_step() proper.  A
--- function, so that a batch can run it for the call the fast path refuses
--- without leaving the batch (the calls after it must still follow it), and
--- so that its helpers are made only when it runs.
+-- Every algorithm and group, the port of sluice_op_step() proper: the step
+-- of a program that no fast path takes (program.lua).  A function, so that
+-- its helpers are made only when it runs.
 
 -- The SET of one record with its expiry as the stored value's and as the
 -- Redis deadline (setrec, entry.lua).  oh, ol: the stored expiry of the
@@ -19,12 +18,11 @@ local function write_rec(key, w0h, w0l, w1h, w1l, xh, xl, nh, nl, minttl,
     nh, nl, minttl, oh, ol)
 end
 
--- One step over a group.  KEYS given: it reads and writes the group's
--- records itself.  M given instead (a program's step): the records come
--- from M (M.n of them, unsigned halves in M.a0h, M.a0l, M.a1h, M.a1l) and
--- go back into M.b0h.., with their expiry pairs in M.eh, M.el; nothing is
--- read or written here.
-local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
+-- One step over a group's records in memory: A, the step's parameters
+-- (A[A_PARAMS] on); M.n records in (unsigned halves in M.a0h, M.a0l,
+-- M.a1h, M.a1l), and back into M.b0h.., with their expiry pairs in M.eh,
+-- M.el.  Nothing is read or written in Redis here.
+local function general(A, algo, kind, nh, nl, arg, idh, idl, M)
   -- ------------------------------------------------------------ int64 pairs
 
   local function sub(ah, al, bh, bl)
@@ -54,9 +52,6 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
   end
   local function lt(ah, al, bh, bl)
     return ah < bh or (ah == bh and al < bl)
-  end
-  local function le(ah, al, bh, bl)
-    return ah < bh or (ah == bh and al <= bl)
   end
   local function s32(h) -- unsigned high half of a uint64 word -> signed
     if h >= 2147483648 then return h - T32 end
@@ -94,56 +89,8 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
 
   -- ---------------------------------------------------------------- records
 
-  local nkeys = M and M.n or #KEYS
-  local raw = {}
-  -- w0h, w0l, w1h, w1l per key (unsigned halves), zero when absent/expired.
-  local a0h, a0l, a1h, a1l = {}, {}, {}, {}
-  local aeh, ael = {}, {} -- stored expiry of live records
-
-  local function load(i)
-    local v = redis.call('GET', KEYS[i])
-    raw[i] = v
-    if v and #v == REC_BYTES then
-      local x0l, x0h, x1l, x1h, el, eh, lay = sunpack(REC_FMT, v)
-      if lay ~= LAYOUT then return false end
-      if lt(nh, nl, eh, el) then
-        a0h[i], a0l[i], a1h[i], a1l[i] = x0h, x0l, x1h, x1l
-        aeh[i], ael[i] = eh, el
-        return true
-      end
-      -- Expired: gone for good, as in the C stores (a clock that later
-      -- steps back must not bring it back).
-      redis.call('DEL', KEYS[i])
-      raw[i] = false
-    elseif v then
-      return false
-    end
-    a0h[i], a0l[i], a1h[i], a1l[i] = 0, 0, 0, 0
-    return true
-  end
-
-  if algo == WIRE_GET then
-    local v = redis.call('GET', KEYS[1])
-    if v and #v == REC_BYTES then
-      local _, _, _, _, el, eh = sunpack(REC_FMT, v)
-      if le(eh, el, nh, nl) then
-        redis.call('DEL', KEYS[1])
-        v = false
-      end
-    end
-    return {v, nh, nl}
-  end
-
-  if M then
-    a0h, a0l, a1h, a1l = M.a0h, M.a0l, M.a1h, M.a1l
-  else
-    for i = 1, nkeys do
-      if not load(i) then
-        return fail('ECORRUPT', 'record of another layout at key ' .. i)
-      end
-    end
-  end
-
+  local nkeys = M.n
+  local a0h, a0l, a1h, a1l = M.a0h, M.a0l, M.a1h, M.a1l
 
   -- Output records (unsigned halves) and expiries (pairs) per key.
   local b0h, b0l, b1h, b1l = {}, {}, {}, {}
@@ -194,28 +141,9 @@ local function general(KEYS, A, algo, kind, nh, nl, arg, idh, idl, minttl, M)
 
   -- ------------------------------------------------------------ write back
 
-  -- As the C stores: a record whose expiry has come is removed, one whose
-  -- record or expiry changed (parameters can change the expiry of an
-  -- untouched record) is rewritten, anything else is left alone.
-  if M then
-    M.b0h, M.b0l, M.b1h, M.b1l, M.eh, M.el = b0h, b0l, b1h, b1l, {}, {}
-    for i = 1, nkeys do
-      M.eh[i], M.el[i] = expiry(i)
-    end
-  else
-    for i = 1, nkeys do
-      local xh, xl = expiry(i)
-      if le(xh, xl, nh, nl) then
-        if raw[i] then redis.call('DEL', KEYS[i]) end
-      elseif not raw[i] or b0h[i] ~= a0h[i] or b0l[i] ~= a0l[i] or
-             b1h[i] ~= a1h[i] or b1l[i] ~= a1l[i] or xh ~= aeh[i] or
-             xl ~= ael[i] then
-        local oh, ol
-        if raw[i] then oh, ol = aeh[i], ael[i] end
-        write_rec(KEYS[i], b0h[i], b0l[i], b1h[i], b1l[i], xh, xl, nh, nl,
-          minttl, oh, ol)
-      end
-    end
+  M.b0h, M.b0l, M.b1h, M.b1l, M.eh, M.el = b0h, b0l, b1h, b1l, {}, {}
+  for i = 1, nkeys do
+    M.eh[i], M.el[i] = expiry(i)
   end
 
   local function p64(x)

@@ -1,7 +1,7 @@
 -- ---------------------------------------------------------- programs
 --
--- A program (sluice/program.h, algo 7 in A[1], the step count in A[2]):
--- KEYS are its records; after the 8 header numbers each step is
+-- A program (sluice/program.h; wire.h's header: its record and step
+-- counts first): KEYS are its records; after the header each step is
 --   algo kind key nkeys arg id_hi id_lo when ref when2 ref2 fold ttl_from
 --   nparams params...
 -- The same sequencer as lib/algo/program.c: every record read once, each
@@ -47,7 +47,7 @@
 -- PRETRY (the wait given; nil: did not run); POUT: the header, then each
 -- step that ran's verdict and now (packed once a call; '' after a verdict
 -- the general step packed whole).
-local PO, PC, PXE, PRAW, POX = {}, {}, {}, {}, {}
+local PO, PC, PXE, PRAW, POX, PABS = {}, {}, {}, {}, {}, {}
 local PST, PREACH, PRETRY, POUT = {}, {}, {}, {}
 -- Records are taken in when a step first needs them (a step that does not
 -- run, the notice of an admitted request, changes nothing), and read with
@@ -62,6 +62,7 @@ local function pload1(i, v)
   local o, c = PO, PC
   local at = 4 * i
   PRAW[i] = v
+  PABS[i] = not v -- (absent as read: MGET reads a value of another type so)
   o[at - 3], o[at - 2], o[at - 1], o[at] = 0, 0, 0, 0
   if v and #v == REC_BYTES then
     local x0l, x0h, x1l, x1h, el, eh, lay = sunpack(REC_FMT, v)
@@ -150,38 +151,6 @@ local function never(w, r)
   return false
 end
 
--- What pstd needs of a compiled program of the standard shape, or nil.
-local function pstd_shape(prog, nkeys)
-  local b, g = prog[1], prog[2]
-  if prog.n < 2 or nkeys > 8 or not b.th or b.w1 ~= WHEN_ALWAYS or
-     b.w2 ~= WHEN_ALWAYS or not g.g or g.sk ~= OP_CONSUME or g.arg < 1 or
-     (g.w1 ~= WHEN_ALWAYS and g.w1 ~= WHEN_PASSED) or
-     g.w2 ~= WHEN_ALWAYS then
-    return nil
-  end
-  for s = 3, prog.n do
-    local S = prog[s]
-    if not (never(S.w1, S.r1) or never(S.w2, S.r2)) then return nil end
-  end
-  -- pre: an admitting GCRA verdict's bytes before remaining, per binding
-  -- bucket, packed when first needed.
-  -- nm: the records pstd reads, the box's and the buckets' (the steps
-  -- after a denial read theirs when they run): KEYS[1..nm] when they are
-  -- the first records, else (a declared route's box is followed by its
-  -- notice's record) mk, their indexes, the box's first.  vb, vg: where
-  -- the MGET's answer has the box's value and the buckets' (vg + j).
-  local kb, kg, nk = b.key + 1, g.key, g.nk
-  local nm, mk, vb, vg = kb, nil, kb, kg
-  if kg + nk > nm then nm = kg + nk end
-  if nm > 1 + nk then
-    mk, nm, vb, vg = {kb}, 1 + nk, 1, 1
-    for j = 1, nk do mk[1 + j] = kg + j end
-  end
-  -- hdr: both steps ran, the box check's verdict a fresh one.
-  return {vb = vb, vg = vg, mk = mk, kg = kg, nk = nk, g = g.g, nm = nm,
-          hdr = spack(PROG_HEAD_FMT, 1, -1, 3, 1), pre = {}}
-end
-
 -- The values of pstd's MGET by record index, for program(): those it did
 -- not read are nil (read when a step needs them).
 local function pstd_pre(std, vals)
@@ -239,6 +208,11 @@ local function pstd(std, nh, nl, minttl)
       end
       -- (The key's deadline is that of the stored expiry, passed or not.)
       x[2 * j - 1], x[2 * j] = eh, el
+    else
+      -- MGET reads a value of another type (a hash, a list) as absent:
+      -- GET tells (Redis's WRONGTYPE error) before anything is written.
+      local e = rpcall('GET', K[kg + j])
+      if type(e) == 'table' then return e end
     end
     local Dn = D + g[k]
     if Dn > tau then return nil, vals end
@@ -319,6 +293,38 @@ local function pstd(std, nh, nl, minttl)
     spack(VERDICT_MID_FMT, bv, 0, rs) .. VERDICT_POST .. now8
 end
 
+-- What pstd needs of a compiled program of the standard shape, or nil.
+local function pstd_shape(prog, nkeys)
+  local b, g = prog[1], prog[2]
+  if prog.n < 2 or nkeys > 8 or not b.th or b.w1 ~= WHEN_ALWAYS or
+     b.w2 ~= WHEN_ALWAYS or not g.g or g.sk ~= OP_CONSUME or g.arg < 1 or
+     (g.w1 ~= WHEN_ALWAYS and g.w1 ~= WHEN_PASSED) or
+     g.w2 ~= WHEN_ALWAYS then
+    return nil
+  end
+  for s = 3, prog.n do
+    local S = prog[s]
+    if not (never(S.w1, S.r1) or never(S.w2, S.r2)) then return nil end
+  end
+  -- pre: an admitting GCRA verdict's bytes before remaining, per binding
+  -- bucket, packed when first needed.
+  -- nm: the records pstd reads, the box's and the buckets' (the steps
+  -- after a denial read theirs when they run): KEYS[1..nm] when they are
+  -- the first records, else (a declared route's box is followed by its
+  -- notice's record) mk, their indexes, the box's first.  vb, vg: where
+  -- the MGET's answer has the box's value and the buckets' (vg + j).
+  local kb, kg, nk = b.key + 1, g.key, g.nk
+  local nm, mk, vb, vg = kb, nil, kb, kg
+  if kg + nk > nm then nm = kg + nk end
+  if nm > 1 + nk then
+    mk, nm, vb, vg = {kb}, 1 + nk, 1, 1
+    for j = 1, nk do mk[1 + j] = kg + j end
+  end
+  -- hdr: both steps ran, the box check's verdict a fresh one.
+  return {vb = vb, vg = vg, mk = mk, kg = kg, nk = nk, g = g.g, nm = nm,
+          hdr = spack(PROG_HEAD_FMT, 1, -1, 3, 1), pre = {}}
+end
+
 -- PIDS: the same compiled programs keyed by their id, the 24 bytes the
 -- client puts in the header's arg and id fields (a SHA-256 of the steps'
 -- bytes, redis_codec.c): a call that sends the header alone (HDR_BYTES)
@@ -369,6 +375,11 @@ local function pcompile(nsteps, nkeys)
   end
   if off - 1 ~= len then return nil, fail('EINVAL', 'malformed program') end
   prog.std = pstd_shape(prog, nkeys)
+  -- One GCRA step over one record (an operation's call): pone (gcra.lua).
+  local S = prog[1]
+  if nsteps == 1 and nkeys == 1 and S.g and S.nk == 1 then
+    prog.one = {g = S.g, kind = S.sk, gate = S.fold == FOLD_GATE}
+  end
   return prog
 end
 
@@ -401,6 +412,25 @@ local function pbyid(nsteps, nkeys, key)
   return prog
 end
 
+-- What the end of a program does with record i: 0 nothing, 1 delete it,
+-- 2 write it (PC's words, PXE's expiry).
+local function pwrite(i, nh, nl)
+  local raw, q = PRAW[i], 4 * i
+  local xh, xl = PXE[2 * i - 1], PXE[2 * i]
+  if raw == nil or xh == nil then return 0 end
+  local c, o = PC, PO
+  if c[q - 3] == o[q - 3] and c[q - 2] == o[q - 2] and c[q - 1] == o[q - 1]
+     and c[q] == o[q] and
+     (not raw or (xh == POX[2 * i - 1] and xl == POX[2 * i])) then
+    return 0
+  end
+  if xh < nh or (xh == nh and xl <= nl) then
+    if raw then return 1 end
+    return 0
+  end
+  return 2
+end
+
 -- pre: the values of an MGET of every record already made (pstd's), or
 -- nil.
 local function program(prog, nh, nl, minttl, pre)
@@ -429,7 +459,8 @@ local function program(prog, nh, nl, minttl, pre)
       local r, al, rem, rty
       local at = 4 * (key + 1)
       if S.g then
-        r, al, rem, rty = gcra_prog(c, xe, key, nk, sk, arg, nh, nl, S.g)
+        r, al, rem, rty = gcra_prog(c, xe, POX, key, nk, sk, arg, nh, nl,
+          S.g)
       elseif S.th and c[at - 3] == 0 and c[at - 2] == 0 and
              c[at - 1] == 0 and c[at] == 0 then
         r, al, rem, rty = true, true, S.th, 0
@@ -442,8 +473,7 @@ local function program(prog, nh, nl, minttl, pre)
         nout = nout + 2
       else
         local np, ttlf = S.np, S.ttlf
-        local P = {sa, sk, nh, nl, arg, S.ih, S.il, minttl,
-                   sunpack(string.rep('i8', np), prog.av, S.poff)}
+        local P = {sunpack(string.rep('i8', np), prog.av, S.poff)}
         if ttlf > 0 then
           local t = retry[ttlf] or 0 -- a step that did not run: 0
           if t < 1 then t = 1 end
@@ -456,7 +486,7 @@ local function program(prog, nh, nl, minttl, pre)
           M.a0h[j], M.a0l[j], M.a1h[j], M.a1l[j] = c[q - 3], c[q - 2],
             c[q - 1], c[q]
         end
-        r = general(nil, P, sa, sk, nh, nl, arg, S.ih, S.il, minttl, M)
+        r = general(P, sa, sk, nh, nl, arg, S.ih, S.il, M)
         if type(r) ~= 'string' then return r end
         for j = 1, nk do
           local q = 4 * (key + j)
@@ -491,19 +521,26 @@ local function program(prog, nh, nl, minttl, pre)
     end
     sbit = sbit * 2
   end
+  -- As the C stores: a record a step changed, or whose expiry it moved
+  -- (parameters can move the expiry of an untouched record), is written
+  -- with its expiry, or goes when that has come; anything else is left
+  -- alone.  Nothing is written where a record read as absent is a value
+  -- of another type.
   for i = 1, n do
-    local q = 4 * i
-    if raw[i] ~= nil and (c[q - 3] ~= o[q - 3] or c[q - 2] ~= o[q - 2] or
-       c[q - 1] ~= o[q - 1] or c[q] ~= o[q]) then
-      local xh, xl = xe[2 * i - 1], xe[2 * i]
-      if xh < nh or (xh == nh and xl <= nl) then
-        if raw[i] then redis.call('DEL', KEYS[i]) end
-      else
-        local oh, ol
-        if raw[i] then oh, ol = POX[2 * i - 1], POX[2 * i] end
-        write_rec(KEYS[i], c[q - 3], c[q - 2], c[q - 1], c[q], xh, xl, nh, nl,
-          minttl, oh, ol)
-      end
+    if PABS[i] and pwrite(i, nh, nl) == 2 then
+      local e = rpcall('GET', KEYS[i]) -- (as in pstd)
+      if type(e) == 'table' then return e end
+    end
+  end
+  for i = 1, n do
+    local w, q = pwrite(i, nh, nl), 4 * i
+    if w == 1 then
+      redis.call('DEL', KEYS[i])
+    elseif w == 2 then
+      local oh, ol
+      if raw[i] then oh, ol = POX[2 * i - 1], POX[2 * i] end
+      write_rec(KEYS[i], c[q - 3], c[q - 2], c[q - 1], c[q], xe[2 * i - 1],
+        xe[2 * i], nh, nl, minttl, oh, ol)
     end
   end
   out[1] = spack(PROG_HEAD_FMT, Pdenied < 0 and 1 or 0, Pdenied, mask, fresh) ..

@@ -3,8 +3,7 @@
 ** layer and program sequencer (lib/algo) inside Redis, as an accelerator
 ** for the Lua port (backends/redis/lua/, assembled into one script).
 **
-**   SLUICE.RUN numkeys key... nums      = EVALSHA <script sha> numkeys ...
-**   SLUICE.BATCH numkeys key... nums    = the script's batch form
+**   SLUICE.RUN numkeys key... program...  = EVALSHA <script sha> numkeys ...
 **
 ** Same arguments, same replies, same 25-byte records (w[0], w[1], the
 ** expiry in ns, SLUICE_STATE_LAYOUT), so the script and the module can
@@ -216,67 +215,14 @@ static int run_get(RedisModuleCtx *ctx, RedisModuleString *name, int64_t now) {
   return SRM_OK;
 }
 
-/* -------------------------------------------------------------- ops --- */
-
-/* One operation over its keys, answered with one reply: read every record,
-** run the step, and as the script's general path: a record whose expiry
-** has come goes, one whose value or expiry changed is rewritten, anything
-** else is left alone. */
-static int run_op(RedisModuleCtx *ctx, RedisModuleString **names,
-                  const smod_call *c, int64_t now) {
-  rec r[SLUICE_GROUP_MAX];
-  sluice_state out[SLUICE_GROUP_MAX];
-  sluice_verdict v;
-  sluice_job job;
-  unsigned char buf[SLUICE_WIRE_VERDICT];
-  int i, n = c->op.nkeys, rc;
-  for (i = 0; i < n; i++) {
-    if (rec_load(ctx, names[i], now, &r[i]) != LOAD_OK) {
-      rec_close(r, i + 1);
-      return reply_wrongtype(ctx);
-    }
-    if (r[i].corrupt) {
-      /* As the script, which stops at the first such key (the expired
-      ** records before it are gone already). */
-      int j;
-      for (j = 0; j < i; j++)
-        if (r[j].stale)
-          rec_del(ctx, names[j], &r[j]);
-      rec_close(r, i + 1);
-      return reply_corrupt(ctx, i + 1);
-    }
-  }
-  for (i = 0; i < n; i++)
-    out[i] = r[i].in;
-  sluice_job_op(&job, &c->op, &v);
-  rc = sluice_job_run(&job, (const sluice_state *)out, out, now);
-  if (rc != SLUICE_OK) {
-    rec_close(r, n);
-    return reply_err(ctx, smod_err_name(rc) + 7);
-  }
-  for (i = 0; i < n; i++) {
-    int64_t x = sluice_job_expiry(&job, i, &out[i]);
-    if (x <= now) {
-      if (r[i].live || r[i].stale)
-        rec_del(ctx, names[i], &r[i]);
-    } else if (!r[i].live || x != r[i].exp ||
-               memcmp(&out[i], &r[i].in, sizeof out[i]) != 0) {
-      rec_put(ctx, names[i], &r[i], &out[i], x, now, min_ttl(c));
-    }
-  }
-  rec_close(r, n);
-  smod_put_verdict(buf, &v);
-  return srm_ReplyWithStringBuffer(ctx, (const char *)buf, sizeof buf);
-}
-
 /* --------------------------------------------------------- programs --- */
 
 /* A program over its records.  The script reads a record only when a step
 ** that runs needs it; the C sequencer wants them all up front, so every
 ** record is read, and afterwards only those of steps that ran count as
 ** read: their expired records go, a damaged one is the error the script
-** would have stopped at, and the changed ones are written back with the
-** expiry of the program. */
+** would have stopped at, and the changed ones (or those whose expiry
+** moved) are written back with the expiry of the program. */
 static int run_program(RedisModuleCtx *ctx, RedisModuleString **names,
                        const smod_call *c, int64_t now) {
   rec r[SLUICE_PROGRAM_KEYS];
@@ -313,10 +259,16 @@ static int run_program(RedisModuleCtx *ctx, RedisModuleString **names,
     }
   }
   for (i = 0; i < n; i++) {
+    int changed;
+    int64_t x = 0;
     if (!read[i])
       continue;
-    if (memcmp(&out[i], &in[i], sizeof out[i]) != 0) {
-      int64_t x = sluice_job_expiry(&job, i, &out[i]);
+    /* As the C stores: a record a step changed, or whose expiry moved
+    ** (parameters can move the expiry of an untouched record). */
+    changed = memcmp(&out[i], &in[i], sizeof out[i]) != 0;
+    if (changed || r[i].live)
+      x = sluice_job_expiry(&job, i, &out[i]);
+    if (changed || (r[i].live && x != r[i].exp)) {
       if (x <= now) {
         if (r[i].live || r[i].stale)
           rec_del(ctx, names[i], &r[i]);
@@ -334,8 +286,8 @@ static int run_program(RedisModuleCtx *ctx, RedisModuleString **names,
 
 /* --------------------------------------------------------- commands --- */
 
-/* numkeys (argv[1]) when the call is "CMD numkeys key... nums" with
-** 1..max keys, else 0. */
+/* numkeys (argv[1]) when the call is "CMD numkeys key... program..." with
+** 1..max keys and a program at least, else 0. */
 static int numkeys_of(RedisModuleString **argv, int argc, int max) {
   size_t len, i;
   const char *s = srm_StringPtrLen(argv[1], &len);
@@ -347,7 +299,7 @@ static int numkeys_of(RedisModuleString **argv, int argc, int max) {
       return 0;
     n = n * 10 + (s[i] - '0');
   }
-  return (n >= 1 && n <= max && argc == n + 3) ? n : 0;
+  return (n >= 1 && n <= max && argc >= n + 3) ? n : 0;
 }
 
 /* Redis Cluster's routing (and ACL key checks) ask the command where its
@@ -371,67 +323,65 @@ static int distinct_names(RedisModuleString **names, int n) {
   return smod_keys_distinct(n, p, len);
 }
 
-static int cmd_run(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+/* One program over its records (names: nkeys of them), its numbers the
+** argument arg, at the call's server time now (when it asks for it). */
+static int run_one(RedisModuleCtx *ctx, RedisModuleString **names, int nkeys,
+                   RedisModuleString *arg, int64_t now) {
   smod_call c;
-  const unsigned char *nums;
-  const char *why = NULL;
   size_t len;
-  int n;
+  const unsigned char *nums =
+      (const unsigned char *)srm_StringPtrLen(arg, &len);
+  const char *why = NULL;
+  if (len % 8 != 0 || smod_decode(&c, nums, len / 8, nkeys, &why) != SLUICE_OK)
+    return reply_err(ctx, why ? why : "EINVAL malformed arguments");
+  if (!distinct_names(names, nkeys))
+    return reply_err(ctx, "EINVAL the same key twice");
+  if (c.server_time)
+    c.now = now;
+  if (c.nsteps == 0)
+    return run_get(ctx, names[0], c.now);
+  return run_program(ctx, names, &c, c.now);
+}
+
+/* SLUICE.RUN numkeys key... program...: each program's numbers one
+** argument, its records the next of the keys (as many as its header
+** says); one program is answered by its answer, n by an array of n, in
+** order.  One clock reading serves the call. */
+static int cmd_run(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  int64_t now;
+  int n, np, k, at;
   if (srm_IsKeysPositionRequest(ctx))
     return key_positions(ctx, argv, argc, SLUICE_PROGRAM_KEYS);
   if (argc < 4)
     return srm_WrongArity(ctx);
   if (!(n = numkeys_of(argv, argc, SLUICE_PROGRAM_KEYS)))
     return reply_err(ctx, "EINVAL malformed arguments");
-  nums = (const unsigned char *)srm_StringPtrLen(argv[argc - 1], &len);
-  if (len % 8 != 0 ||
-      smod_decode(&c, nums, len / 8, n, &why) != SLUICE_OK)
-    return reply_err(ctx, why ? why : "EINVAL malformed arguments");
-  if (!distinct_names(argv + 2, n))
-    return reply_err(ctx, "EINVAL the same key twice");
-  if (c.server_time)
-    c.now = server_now();
-  if (c.algo == SLUICE_WIRE_GET)
-    return run_get(ctx, argv[2], c.now);
-  if (c.algo == SLUICE_WIRE_PROGRAM)
-    return run_program(ctx, argv + 2, &c, c.now);
-  return run_op(ctx, argv + 2, &c, c.now);
-}
-
-/* A batch: one single-key call per key (11 numbers each), answered in
-** order; one clock reading for all, unless a member brings its own time
-** (the test clock), which then holds for the members after it, as in the
-** script. */
-static int cmd_batch(RedisModuleCtx *ctx, RedisModuleString **argv,
-                     int argc) {
-  smod_call c;
-  const unsigned char *nums;
-  const char *why;
-  size_t len;
-  int64_t now;
-  int i, n;
-  if (srm_IsKeysPositionRequest(ctx))
-    return key_positions(ctx, argv, argc, SLUICE_GROUP_MAX);
-  if (argc < 4)
-    return srm_WrongArity(ctx);
-  if (!(n = numkeys_of(argv, argc, SLUICE_GROUP_MAX)))
-    return reply_err(ctx, "EINVAL malformed batch");
-  nums = (const unsigned char *)srm_StringPtrLen(argv[argc - 1], &len);
-  if (len != (size_t)n * 8 * SLUICE_WIRE_BATCH_MEMBER)
-    return reply_err(ctx, "EINVAL malformed batch");
-  now = smod_le64(nums + 8 * SLUICE_WIRE_NOW_HI) < 0 ? server_now() : 0;
-  srm_ReplyWithArray(ctx, n);
-  for (i = 0; i < n; i++) {
-    const unsigned char *m = nums + (size_t)i * 8 * SLUICE_WIRE_BATCH_MEMBER;
-    why = NULL;
-    if (smod_decode_member(&c, m, &why) != SLUICE_OK ||
-        c.algo == SLUICE_WIRE_GET || c.algo == SLUICE_WIRE_PROGRAM) {
-      reply_err(ctx, why ? why : "EINVAL malformed batch");
-      continue;
-    }
-    if (!c.server_time)
-      now = c.now;
-    run_op(ctx, argv + 2 + i, &c, now);
+  np = argc - 2 - n;
+  /* Every program's records found (and its numbers whole int64s, a
+  ** header at least) before any runs: a malformed call runs none. */
+  for (k = 0, at = 0; k < np; k++) {
+    size_t len;
+    const unsigned char *a = (const unsigned char *)srm_StringPtrLen(
+        argv[2 + n + k], &len);
+    int64_t nk = len >= 8 * SLUICE_WIRE_HEADER && len % 8 == 0
+                     ? smod_le64(a + 8 * SLUICE_WIRE_NKEYS)
+                     : 0;
+    if (nk < 1 || nk > n - at)
+      return reply_err(ctx, "EINVAL malformed arguments");
+    at += (int)nk;
+  }
+  if (at != n)
+    return reply_err(ctx, "EINVAL malformed arguments");
+  now = server_now();
+  if (np == 1)
+    return run_one(ctx, argv + 2, n, argv[2 + n], now);
+  srm_ReplyWithArray(ctx, np);
+  for (k = 0, at = 0; k < np; k++) {
+    const unsigned char *a = (const unsigned char *)srm_StringPtrLen(
+        argv[2 + n + k], NULL);
+    int nk = (int)smod_le64(a + 8 * SLUICE_WIRE_NKEYS);
+    run_one(ctx, argv + 2 + at, nk, argv[2 + n + k], now);
+    at += nk;
   }
   return SRM_OK;
 }
@@ -449,8 +399,6 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv,
   pxat = srm_CreateString(NULL, "PXAT", 4); /* kept for the module's life */
   /* Key positions come from the command (getkeys-api): numkeys varies. */
   if (srm_CreateCommand(ctx, "sluice.run", cmd_run,
-                        "write deny-oom getkeys-api", 0, 0, 0) != SRM_OK ||
-      srm_CreateCommand(ctx, "sluice.batch", cmd_batch,
                         "write deny-oom getkeys-api", 0, 0, 0) != SRM_OK)
     return SRM_ERR;
   return SRM_OK;

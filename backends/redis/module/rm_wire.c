@@ -84,25 +84,21 @@ static int pair_ok(int64_t hi, int64_t lo, int64_t hi_max) {
   return hi >= 0 && hi <= hi_max && lo >= 0 && lo <= (int64_t)UINT32_MAX;
 }
 
-/* The header's numbers; -1 when one is outside its range.  The least TTL
-** is bounded so that now + TTL cannot overflow: a write's PXAT is then a
+/* The header's numbers; -1 when one is outside its range (the id words
+** are opaque: a program's id is for the Lua library).  The least TTL is
+** bounded so that now + TTL cannot overflow: a write's PXAT is then a
 ** valid time for the key, a replica and an AOF replay alike. */
 static int get_header(smod_call *c, const unsigned char *a) {
 #define H(f) smod_le64(a + 8 * SLUICE_WIRE_##f)
   int64_t nh = H(NOW_HI), nl = H(NOW_LO);
-  if (!fits_int(H(ALGO)) || !fits_int(H(KIND)) ||
+  if (!fits_int(H(NKEYS)) || !fits_int(H(NSTEPS)) ||
       (nh >= 0 && !pair_ok(nh, nl, INT32_MAX)) ||
-      !pair_ok(H(ID_HI), H(ID_LO), UINT32_MAX) ||
       H(MIN_TTL_MS) > SLUICE_WIRE_TTL_CAP_MS)
     return -1;
-  c->algo = (int)H(ALGO);
+  c->nsteps = (int)H(NSTEPS);
   c->server_time = nh < 0;
   c->now = c->server_time ? 0 : (int64_t)id_of(nh, nl);
   c->min_ttl_ms = H(MIN_TTL_MS);
-  memset(&c->op, 0, sizeof c->op); /* its reserved words must be zero */
-  c->op.kind = (int)H(KIND);
-  c->op.arg = H(ARG);
-  c->op.id = id_of(H(ID_HI), H(ID_LO));
 #undef H
   return 0;
 }
@@ -129,7 +125,7 @@ static int bad(const char **why, const char *msg) {
 
 static int decode_program(smod_call *c, const unsigned char *a, size_t n,
                           int nkeys, const char **why) {
-  int64_t nsteps = smod_le64(a + 8 * SLUICE_WIRE_KIND);
+  int64_t nsteps = c->nsteps;
   size_t at = SLUICE_WIRE_HEADER;
   int i, rc;
   if (nsteps < 1 || nsteps > SLUICE_PROGRAM_STEPS ||
@@ -182,31 +178,14 @@ static int decode_program(smod_call *c, const unsigned char *a, size_t n,
 
 int smod_decode(smod_call *c, const unsigned char *a, size_t n, int nkeys,
                 const char **why) {
-  int rc;
-  if (nkeys < 1 || n < SLUICE_WIRE_HEADER || get_header(c, a) != 0)
+  if (nkeys < 1 || n < SLUICE_WIRE_HEADER || get_header(c, a) != 0 ||
+      smod_le64(a + 8 * SLUICE_WIRE_NKEYS) != nkeys)
     return bad(why, "EINVAL malformed arguments");
-  if (c->algo == SLUICE_WIRE_GET)
-    return nkeys == 1 ? SLUICE_OK : bad(why, "EINVAL malformed arguments");
-  if (c->algo == SLUICE_WIRE_PROGRAM)
-    return decode_program(c, a, n, nkeys, why);
-  c->op.algo = c->algo;
-  c->op.nkeys = nkeys;
-  c->op.keys = smod_anon_keys;
-  c->op.params = &c->par[0];
-  if (nkeys > SLUICE_GROUP_MAX ||
-      get_params(&c->par[0], c->algo, nkeys, a + 8 * SLUICE_WIRE_HEADER,
-                 (int64_t)n - SLUICE_WIRE_HEADER) != 0)
-    return bad(why, "EINVAL malformed arguments");
-  rc = sluice_op_validate_params(&c->op);
-  if (rc != SLUICE_OK)
-    *why = rc == SLUICE_ERANGE ? "ERANGE amount out of range"
-                               : "EINVAL invalid operation";
-  return rc;
-}
-
-int smod_decode_member(smod_call *c, const unsigned char *a,
-                       const char **why) {
-  return smod_decode(c, a, SLUICE_WIRE_BATCH_MEMBER, 1, why);
+  if (c->nsteps == 0)
+    return nkeys == 1 && n == SLUICE_WIRE_HEADER
+               ? SLUICE_OK
+               : bad(why, "EINVAL malformed arguments");
+  return decode_program(c, a, n, nkeys, why);
 }
 
 int smod_keys_distinct(int n, const char *const *name, const size_t *len) {

@@ -1,8 +1,8 @@
 /*
 ** The redis backend's wire contract (backends/redis/wire.h, its one
 ** definition) decoded into the C library's operations and programs and
-** encoded back into its replies, so that SLUICE.RUN / SLUICE.BATCH answer
-** byte for byte what one EVALSHA of the script answers.  Nothing here
+** encoded back into its replies, so that SLUICE.RUN answers byte for byte
+** what one EVALSHA of the script answers.  Nothing here
 ** touches Redis.
 */
 #ifndef SLUICE_RM_WIRE_H
@@ -25,12 +25,11 @@ typedef union smod_params {
 } smod_params;
 
 typedef struct smod_call {
-  int algo;          /* SLUICE_WIRE_GET, 1..6, or SLUICE_WIRE_PROGRAM */
+  int nsteps;        /* 0: read the one record (SLUICE_WIRE_NSTEPS) */
   int server_time;   /* now hi < 0: the caller wants the server's clock */
   int64_t now;       /* the caller's time otherwise */
   int64_t min_ttl_ms;
-  sluice_op op;      /* algo 1..6 */
-  sluice_program prog; /* SLUICE_WIRE_PROGRAM */
+  sluice_program prog; /* nsteps > 0 */
   sluice_step steps[SLUICE_PROGRAM_STEPS];
   smod_params par[SLUICE_PROGRAM_STEPS];
 } smod_call;
@@ -69,14 +68,11 @@ static inline void smod_put64(unsigned char *p, int64_t x) {
 }
 #endif
 
-/* Decode a SLUICE.RUN call over nkeys keys from its numbers (n int64s at
-** nums) and validate it.  SLUICE_OK, or a negative code with *why set to
-** the message of the error reply. */
+/* Decode one program of a SLUICE.RUN call over nkeys keys from its
+** numbers (n int64s at nums) and validate it.  SLUICE_OK, or a negative
+** code with *why set to the message of the error reply. */
 int smod_decode(smod_call *c, const unsigned char *nums, size_t n, int nkeys,
                 const char **why);
-/* Member i of a batch: 11 numbers, one GCRA bucket on one key. */
-int smod_decode_member(smod_call *c, const unsigned char *nums,
-                       const char **why);
 
 /* Are the n names (pointer, length) pairwise different? */
 int smod_keys_distinct(int n, const char *const *name, const size_t *len);

@@ -55,7 +55,6 @@ typedef struct sluice_limiter_options {
   sluice_clock *clock;
   const sluice_allocator *alloc;
   unsigned flags;
-  void *reserved[4];
 } sluice_limiter_options;
 
 typedef struct sluice_attr {
@@ -176,7 +175,6 @@ typedef struct sluice_policy_options {
   const char *counters;
   const char *degraded_store;
   const char *deny_cache;
-  void *reserved[1];
 } sluice_policy_options;
 
 typedef struct sluice_http_policy {

@@ -2,7 +2,7 @@
 ** The simulator's world (sim.h): actors due in time order on a manual
 ** clock, each request through sluice_policy_decide() and rendered by the
 ** HTTP layer, the events and outcome counters the report reads.  The
-** store is "mem", or the failing store (examples/common/fail_store.h)
+** store is "mem", or the failing store (tools/common/fail_store.h)
 ** for the outage scenario.
 */
 #include <inttypes.h>

@@ -9,16 +9,20 @@
 ** calls), and, in the same run, a standard request of the built-in
 ** ledger flow (two buckets, box, notice) for comparison, when the library
 ** still has it (a second policy of its own: the declared cases need
-** nothing of it).  Single thread; each figure the lower of two medians of
-** 5 rounds; nothing is ever refused.  SLUICE_BENCH_SCALE=<percent> shrinks
-** the runs (default 100).
+** nothing of it).  `--count same` (not in the timed rounds) counts a
+** route of four limits of one scope, the tenant's (two buckets, a fixed
+** and a sliding window): four's limits without its two more attributes
+** to hash, so the two tell a limit's cost from an attribute's.  Single
+** thread; each figure the lower of two medians of 5 rounds; nothing is
+** ever refused.  SLUICE_BENCH_SCALE=<percent> shrinks the runs (default
+** 100).
 **
-** `bench-declared --count CASE N` (CASE one, four, file, split or
-** standard) runs N decisions of the case over the benchmark's keys, then
+** `bench-declared --count CASE N` (CASE one, four, same, file, split
+** or standard) runs N decisions of the case over the benchmark's keys, then
 ** N more inside counted(), for callgrind_declared.py to count
 ** instructions in (the records exist by then, as in the timed rounds),
 ** and prints the counted ones' CPU ns per decision
-** (tests/bench/ab_rounds.py compares two builds by it); exit 77 for
+** (bench/ab_rounds.py compares two builds by it); exit 77 for
 ** standard when the built-in flow is gone.
 */
 #include <stdio.h>
@@ -48,6 +52,10 @@ static const char policy_text[] =
     "        limit = 1000000000; window_ms = 60000; };\n"
     "  b2 = { algorithm = \"gcra\"; scope = [ \"tenant\", \"key\" ];\n"
     "        rate = 40000000; period_ms = 1000; burst = 40000000; };\n"
+    "  a1 = { algorithm = \"gcra\"; scope = [ \"tenant\" ]; rate = 40000000;\n"
+    "        period_ms = 1000; burst = 40000000; };\n"
+    "  d1 = { algorithm = \"sliding_window\"; scope = [ \"tenant\" ];\n"
+    "         limit = 1000000000; window_ms = 60000; };\n"
     "  per_ip = { algorithm = \"fixed_window\"; scope = [ \"ip\" ];\n"
     "             limit = 1000000000; window_ms = 60000; };\n"
     "};\n"
@@ -61,6 +69,8 @@ static const char policy_text[] =
     "  { method = \"GET\"; route = \"/one\"; limits = ( \"one\" ); },\n"
     "  { method = \"GET\"; route = \"/four\"; limits = ( \"a\", \"b\", \"c\", "
     "\"d\" ); },\n"
+    "  { method = \"GET\"; route = \"/same\"; limits = ( \"a\", \"a1\", \"c\", "
+    "\"d1\" ); },\n"
     "  { method = \"GET\"; route = \"/split\"; limits = ( \"per_ip\", \"b\" "
     "); }\n"
     ");\n";
@@ -108,6 +118,7 @@ __attribute__((noinline)) void counted(one_fn f, long n) {
 
 static void one(long i) { decide("/one", i); }
 static void four(long i) { decide("/four", i); }
+static void same(long i) { decide("/same", i); }
 static void standard(long i) { decide("/v1/things", i); }
 static void file(long i) { decide("/file", i); }
 static void split(long i) { decide("/split", i); }
@@ -117,7 +128,7 @@ static one_fn by_name(const char *name) {
     const char *name;
     one_fn f;
   } cases[] = {{"one", one},   {"four", four},         {"file", file},
-               {"split", split}, {"standard", standard}};
+               {"split", split}, {"standard", standard}, {"same", same}};
   size_t i;
   for (i = 0; i < sizeof cases / sizeof cases[0]; i++)
     if (!strcmp(cases[i].name, name))
@@ -159,7 +170,7 @@ int main(int argc, char **argv) {
   if (argc > 1 && (argc != 4 || strcmp(argv[1], "--count") ||
                    !(cf = by_name(argv[2])) || (cn = atol(argv[3])) < 1)) {
     fprintf(stderr, "usage: bench-declared [--count "
-                    "one|four|file|split|standard N]\n");
+                    "one|four|same|file|split|standard N]\n");
     return 2;
   }
   if (scale < 1)

@@ -25,7 +25,7 @@
 #include <time.h>
 
 #include "algo/algo_int.h" /* sluice__gcra_force_wide */
-#include "../common/shuffle.h"
+#include "shuffle.h"
 #include "dram_floor.h"
 #include "sluice.h"
 #include "sluice/sluice_mem.h"

@@ -4,7 +4,7 @@
   callgrind_policy.py BENCH [--module SO] [--n N] [--keys K] [--policy FILE]
                       [CONTENDER...]
 
-BENCH is build/tests/redis/redis_bench_policy; contenders are spec (one
+BENCH is build/bench/redis/redis_bench_policy; contenders are spec (one
 EVALSHA of the spec's section-6 script), lua (FCALL), script (EVALSHA of
 sluice's Lua), module (SLUICE.RUN; needs --module); all of them by default.
 For each, a redis-server of its own runs under valgrind's callgrind,

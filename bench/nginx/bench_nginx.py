@@ -32,7 +32,11 @@ import shutil
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# ngxh (the nginx harness) is the nginx suite's, in tests/nginx;
+# benchstat is bench/'s.
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "nginx"))
+sys.path.insert(0, os.path.join(HERE, ".."))
 import ngxh  # noqa: E402
 import benchstat  # noqa: E402
 

@@ -16,7 +16,7 @@
 ** bare: the bare group step with the policy's keys) runs N decisions of
 ** the case, then N more inside counted(), for callgrind to count
 ** instructions in (`valgrind --tool=callgrind --toggle-collect=counted`),
-** and prints the counted ones' CPU ns per decision (tests/bench/
+** and prints the counted ones' CPU ns per decision (bench/
 ** ab_rounds.py compares two builds by it).
 */
 #include <stdio.h>

@@ -25,7 +25,7 @@
 ** standard rows only.
 **
 ** `--one spec|lua|script|module N [K]` runs one contender alone, for
-** tests/redis/callgrind_policy.py: N decisions over K keys (100 by
+** bench/redis/callgrind_policy.py: N decisions over K keys (100 by
 ** default; the records made; a tenant rate of 1 a second keeps every
 ** record live however slow the server runs), "measure" on stdout and a
 ** line awaited on stdin (the driver zeroes the server's counters), then N

@@ -3,15 +3,18 @@
 
   callgrind_declared.py BENCH [--n N] [--top K] [CASE...]
 
-BENCH is build/tests/bench/bench-declared; CASE is one (a route of one
-declared limit), four (a route of four), file (the ledger's standard
-request as etc/ledger.conf writes it), split (two limits in two hash-tag
-groups) or standard (the built-in ledger flow's, where the library still
-has it); all five by default.  Each case runs under valgrind's callgrind
-as `BENCH --count CASE N`: N decisions make the records, then N more are
-counted (only inside the benchmark's counted(), --toggle-collect).  Prints
-instructions per decision, the four/one and file/standard ratios, and
-with --top K each case's K dearest functions (self cost, per decision).
+BENCH is build/bench/policy/bench-declared; CASE is one (a route of one
+declared limit), four (a route of four over three scopes), same (four
+limits of the tenant's scope alone: four's without its two more
+attributes to hash), file (the ledger's standard request as
+etc/ledger.conf writes it), split (two limits in two hash-tag groups) or
+standard (the built-in ledger flow's, where the library still has it);
+all six by default.  Each case runs under valgrind's callgrind as `BENCH
+--count CASE N`: N decisions make the records, then N more are counted
+(only inside the benchmark's counted(), --toggle-collect).  Prints
+instructions per decision, the four/one, same/one and file/standard
+ratios, and with --top K each case's K dearest functions (self cost, per
+decision).
 
 Instruction counts are deterministic where timed runs on a shared machine
 move by 30% and more, so they are the measure to compare two builds by;
@@ -25,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 
-CASES = ['one', 'four', 'file', 'split', 'standard']
+CASES = ['one', 'four', 'same', 'file', 'split', 'standard']
 
 
 def run(bench, case, n, top):
@@ -103,6 +106,9 @@ def main(argv):
     if 'one' in got and 'four' in got:
         print('ratio: 4 limits / 1 limit: %.2f (target 2)' %
               (got['four'] / got['one']))
+    if 'one' in got and 'same' in got:
+        print('ratio: 4 limits of one scope / 1 limit: %.2f' %
+              (got['same'] / got['one']))
     if 'file' in got and 'standard' in got:
         print('ratio: the ledger file / the built-in flow: %.2f' %
               (got['file'] / got['standard']))

@@ -1,7 +1,7 @@
 /*
 ** Batched policy decisions: ns per standard (allowed) decision made one by
 ** one (sluice_policy_decide) against the same decisions in batches of
-** BATCH (sluice_policy_decide_many), on the mem store, at a small and a
+** BATCH (one sluice_policy_decide of n), on the mem store, at a small and a
 ** big key set.  Each key is its own tenant's, so a decision reads two
 ** bucket records no other decision near it reads, in a shuffled order the
 ** hardware prefetcher cannot follow: on the big set they are DRAM misses,
@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../common/shuffle.h"
+#include "shuffle.h"
 #include "sluice.h"
 
 #define BATCH 16

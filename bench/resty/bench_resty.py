@@ -15,7 +15,7 @@ unpacked: scripts/ngx-lua-root.sh):
          against resty.sluice with admission_headers = false (no field)
   redis  the spec's own shape (its section-6 script, tests/redis/
          spec_reference.lua, by EVALSHA over a cosocket, as
-         tests/nginx/bench_gateway.py's anchor runs it) against
+         bench/nginx/bench_gateway.py's anchor runs it) against
          resty.sluice on the same Redis through the two halves over a
          cosocket (etc/ledger.conf's tenant and key buckets, one group, as
          there), filling the worker's decision (access's d)
@@ -27,7 +27,7 @@ taken round by round (neighbouring rounds share the machine's load), and
 the worker's CPU time per request is reported beside requests/s.
 
 The target (the second case's requests/s over the first's) is given a
-verdict (tests/nginx/benchstat.py: the 95% interval of the median of the
+verdict (bench/benchstat.py: the 95% interval of the median of the
 rounds' ratios wholly above or below it) on the requests each serves per
 second of CPU of the nginx worker and of Redis (Redis's own: the Redis
 pair's work is shared between the two): on a quiet machine, where these
@@ -63,11 +63,14 @@ import shutil
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# restyh (and its ngxh) are the resty suite's, in tests/resty;
+# bench_gateway is bench/nginx's, benchstat bench/'s.
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "resty"))
+sys.path.insert(0, os.path.join(HERE, "..", "nginx"))
+sys.path.insert(0, os.path.join(HERE, ".."))
 import restyh  # noqa: E402
 from restyh import ngxh  # noqa: E402
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "nginx"))
 import bench_gateway  # noqa: E402
 import benchstat  # noqa: E402
 

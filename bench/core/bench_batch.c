@@ -33,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/shuffle.h"
+#include "shuffle.h"
 #include "dram_floor.h"
 #include "sluice.h"
 #include "sluice/sluice_mem.h"

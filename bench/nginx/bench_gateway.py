@@ -43,7 +43,9 @@ import socket
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# ngxh (the nginx harness) is the nginx suite's, in tests/nginx.
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "nginx"))
 import ngxh  # noqa: E402
 
 SECS = int(os.environ.get("BENCH_SECONDS", "2"))

@@ -25,7 +25,7 @@
 ** one, so that both last about a quarter of a second: a run of 25 ms (the
 ** old hot-key length) fits inside a few scheduler and hypervisor slices, and
 ** whether the VM happened to run both vCPUs during it decided the mutex
-** baseline's figure (55 to 210 ns per decision between rounds of one run).
+** baseline's figure (it moved severalfold between rounds of one run).
 ** Every scenario runs ROUNDS times, interleaved; the table gives each one's
 ** median round, and a ratio with a target is also given per round (the two
 ** scenarios of one round ran back to back) as a median and a range.
@@ -41,7 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../bench/dram_floor.h"
+#include "dram_floor.h"
 #include "sluice.h"
 #include <sluice/sluice_mem.h>
 #include <sluice/sluice_shm.h>
@@ -287,7 +287,7 @@ static void churn_gen(sluice_limiter *lim, int64_t gen) {
 /* Before a timed run over the 1M keys: fault in this process's page table
 ** entries for the whole table (each process maps it itself, and a fresh
 ** mapping faults on the first touch of each 4 KiB page: 16k faults spread
-** over the first 500k decisions, 30-60 ns a decision here, paid in series
+** over the first 500k decisions, a visible share of each, paid in series
 ** by batches too).  A worker that has run for a while has them all; this
 ** measures that steady state.  shm: the stats scan reads every slot; the
 ** mutex table: a read per page. */
