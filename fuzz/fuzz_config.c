@@ -97,7 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       rq.tier = tiers[i];
       rq.method = "GET";
       rq.route = "/v1/ledgers/x";
-      rc = sluice_policy_decide(p, &rq, &d);
+      rc = sluice_policy_decide(p, 1, &rq, &d, NULL);
       CHECK(rc == SLUICE_OK || rc == SLUICE_ERANGE ||
                 rc == SLUICE_ENOTFOUND || rc == SLUICE_EINVAL,
             "routed decide on tier %s: %s", rq.tier, sluice_err_name(rc));

@@ -37,8 +37,8 @@ ngx_http_sluice_alert_events(ngx_str_t *v, uint32_t *out)
             plus = end;
         }
         for (t = 1; t < SLUICE_EVENT__COUNT; t++) {
-            if (ngx_strlen(sluice_event_name(t)) == (size_t) (plus - p)
-                && ngx_strncmp(p, sluice_event_name(t), plus - p) == 0)
+            if (ngx_strlen(sluice_name(SLUICE_NAME_EVENT, t)) == (size_t) (plus - p)
+                && ngx_strncmp(p, sluice_name(SLUICE_NAME_EVENT, t), plus - p) == 0)
             {
                 break;
             }

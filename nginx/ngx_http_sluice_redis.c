@@ -13,9 +13,9 @@
 **     default, as the store's own connections) bounds the connect, the
 **     write and the wait for a whole reply; connect_timeout_ms the connect.
 **     A timeout, a refused connect or a lost connection is reported to the
-**     library (sluice_policy_fail), which decides as the failure mode says
-**     (degraded or fail closed, the breaker counting it) and never sends the
-**     command again; the link is closed.
+**     library (sluice_policy_finish given the error), which decides as the
+**     failure mode says (degraded or fail closed, the breaker counting it)
+**     and never sends the command again; the link is closed.
 **   - Nodes are IP literals (what a cluster announces); a store naming a
 **     host name, a unix socket, TLS, a password or a database needs
 **     sluice_thread_pool (checked when the configuration is read).
@@ -322,7 +322,7 @@ sl_failed(ngx_http_sluice_link_t *l, int err)
 
     sl_link_free(l);
     ctx->link = NULL;
-    rc = sluice_policy_fail(ctx->call, err, &ctx->d);
+    rc = sluice_policy_finish(ctx->call, err, NULL, 0, &ctx->d);
     if (rc == SLUICE_CALL_SEND) { /* not today, but the API allows it */
         sl_send(ctx);
         return;
@@ -395,6 +395,7 @@ sl_read_handler(ngx_event_t *rev)
     ssize_t n;
     u_char *nb;
     int rc;
+    sluice_call_info ci;
 
     if (rev->timedout) {
         sl_failed(l, SLUICE_ETIMEDOUT);
@@ -424,7 +425,7 @@ sl_read_handler(ngx_event_t *rev)
             return;
         }
         l->len += (size_t) n;
-        rc = sluice_policy_finish(ctx->call, l->buf, l->len, &ctx->d);
+        rc = sluice_policy_finish(ctx->call, 0, l->buf, l->len, &ctx->d);
         if (rc == SLUICE_CALL_MORE) {
             continue;
         }
@@ -433,7 +434,8 @@ sl_read_handler(ngx_event_t *rev)
             return;
         }
         if (rc == SLUICE_CALL_DONE
-            && sluice_call_store_error(ctx->call) < 0) {
+            && sluice_call_get(ctx->call, &ci) == SLUICE_OK
+            && ci.store_error < 0) {
             sl_link_free(l); /* out of step, or the node is failing */
         } else {
             sl_link_idle(l);
@@ -453,20 +455,19 @@ sl_send(ngx_http_sluice_ctx_t *ctx)
 {
     ngx_http_sluice_link_t *l;
     ngx_connection_t *c;
-    size_t len;
-    const void *b = sluice_call_bytes(ctx->call, &len);
+    sluice_call_info ci;
 
-    l = b ? sl_link_get(ctx, sluice_call_host(ctx->call),
-                        sluice_call_port(ctx->call))
-          : NULL;
+    (void) sluice_call_get(ctx->call, &ci);
+    l = ci.bytes ? sl_link_get(ctx, ci.host, ci.port) : NULL;
     if (l == NULL) {
-        sl_done(ctx, sluice_policy_fail(ctx->call, SLUICE_EUNAVAIL, &ctx->d));
+        sl_done(ctx, sluice_policy_finish(ctx->call, SLUICE_EUNAVAIL, NULL, 0,
+                                          &ctx->d));
         return;
     }
     ctx->link = l;
     l->ctx = ctx;
-    l->out = b;
-    l->out_len = len;
+    l->out = ci.bytes;
+    l->out_len = ci.len;
     l->sent = 0;
     l->len = 0;
     c = l->pc.connection;
@@ -542,7 +543,8 @@ ngx_http_sluice_event_decide(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
         ctx->rc = SLUICE_ENOMEM;
         return NGX_OK;
     }
-    rc = sluice_policy_begin(ctx->call, &ctx->req, &ctx->d);
+    rc = sluice_policy_begin(ctx->call, SLUICE_CALL_DECIDE, &ctx->req, &ctx->d,
+                             NULL, 0);
     if (rc != SLUICE_CALL_SEND) {
         ctx->rc = rc == SLUICE_CALL_DONE ? SLUICE_OK : rc;
         ngx_http_sluice_call_put(ctx);
@@ -576,11 +578,15 @@ ngx_http_sluice_event_job(ngx_http_sluice_ctx_t *ctx, ngx_http_sluice_job_t *j)
         return NGX_ERROR; /* a lease then expires by its TTL */
     }
     if (j->settle) {
-        rc = sluice_policy_begin_settle(ctx->call, &j->req, &j->d, &j->used, 1);
+        rc = sluice_policy_begin(ctx->call, SLUICE_CALL_SETTLE, &j->req, &j->d,
+                                 &j->used, 1);
     } else if (j->lease_id) {
-        rc = sluice_policy_begin_release(ctx->call, &j->req, j->lease_id);
+        j->d.lease_id = j->lease_id;
+        rc = sluice_policy_begin(ctx->call, SLUICE_CALL_RELEASE, &j->req,
+                                 &j->d, NULL, 0);
     } else {
-        rc = sluice_policy_begin(ctx->call, &j->req, &ctx->d);
+        rc = sluice_policy_begin(ctx->call, SLUICE_CALL_DECIDE, &j->req,
+                                 &ctx->d, NULL, 0);
     }
     if (rc == SLUICE_CALL_SEND) {
         ctx->pending = 1;

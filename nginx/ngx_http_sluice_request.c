@@ -158,9 +158,11 @@ ngx_http_sluice_job_run(ngx_http_sluice_job_t *j)
     if (j->settle) {
         (void) sluice_policy_settle(j->pol, &j->req, &j->d, &j->used, 1);
     } else if (j->lease_id) {
-        (void) sluice_policy_release_lease(j->pol, &j->req, j->lease_id);
+        sluice_hold  h = { .kind = SLUICE_HOLD_LEASE, .lease_id = j->lease_id };
+
+        (void) sluice_policy_release(j->pol, &j->req, &h);
     } else {
-        (void) sluice_policy_decide(j->pol, &j->req, &d);
+        (void) sluice_policy_decide(j->pol, 1, &j->req, &d, NULL);
     }
 }
 
@@ -746,7 +748,7 @@ ngx_http_sluice_decide_thread(void *data, ngx_log_t *log)
 {
     ngx_http_sluice_ctx_t *ctx = data;
 
-    ctx->rc = sluice_policy_decide(ctx->pol, &ctx->req, &ctx->d);
+    ctx->rc = sluice_policy_decide(ctx->pol, 1, &ctx->req, &ctx->d, NULL);
 }
 
 static void
@@ -797,7 +799,7 @@ ngx_http_sluice_decide(ngx_http_request_t *r, ngx_http_sluice_ctx_t *ctx)
             return NGX_AGAIN; /* the phases resume when the reply is in */
         }
     } else {
-        ctx->rc = sluice_policy_decide(ctx->pol, &ctx->req, &ctx->d);
+        ctx->rc = sluice_policy_decide(ctx->pol, 1, &ctx->req, &ctx->d, NULL);
     }
     ctx->decided = 1;
     return ngx_http_sluice_apply(r, ctx);
@@ -1065,7 +1067,7 @@ ngx_http_sluice_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
         v->len = ngx_http_sluice_status_names[ctx->status - 1].len;
         goto found;
     case V_OUTCOME:
-        s = ctx->rc == SLUICE_OK ? sluice_outcome_name(ctx->d.outcome)
+        s = ctx->rc == SLUICE_OK ? sluice_name(SLUICE_NAME_OUTCOME, ctx->d.outcome)
                                  : "invalid";
         break;
     case V_TIER:

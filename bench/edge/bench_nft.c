@@ -120,7 +120,7 @@ int main(void) {
       q.tenant_id = tenants[i % NKEY];
       q.api_key_id = keys[i % NKEY];
       a = mono();
-      must(sluice_policy_decide(pol, &q, &d), "decide");
+      must(sluice_policy_decide(pol, 1, &q, &d, NULL), "decide");
       if (on) {
         uint64_t due = (uint64_t)((now - t0) / (1000000000 / BANS_PER_S));
         for (; sent < due && bans < MAXBANS; sent++, bans++) {

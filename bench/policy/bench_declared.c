@@ -100,10 +100,10 @@ static void decide(const char *route, long i) {
   r.client_ip = ips[i % NKEY];
   r.attrs = std ? NULL : &attrs[i % NKEY];
   r.nattrs = !std;
-  if (sluice_policy_decide(std ? builtin : pol, &r, &d) != SLUICE_OK ||
+  if (sluice_policy_decide(std ? builtin : pol, 1, &r, &d, NULL) != SLUICE_OK ||
       !d.allowed) {
     fprintf(stderr, "bench_declared: %s refused (%s)\n", route,
-            sluice_outcome_name(d.outcome));
+            sluice_name(SLUICE_NAME_OUTCOME, d.outcome));
     exit(1);
   }
 }

@@ -111,10 +111,10 @@ static void bare_open(void) {
 
 static void decide(const sluice_request *r, int want_allowed) {
   sluice_decision d;
-  must(sluice_policy_decide(pol, r, &d), "decide");
+  must(sluice_policy_decide(pol, 1, r, &d, NULL), "decide");
   if (want_allowed >= 0 && d.allowed != want_allowed) {
     fprintf(stderr, "bench_policy: unexpected %s\n",
-            sluice_outcome_name(d.outcome));
+            sluice_name(SLUICE_NAME_OUTCOME, d.outcome));
     exit(1);
   }
 }
@@ -159,9 +159,12 @@ static void reconcile_release(long i) {
   sluice_decision d;
   r.attrs = &a;
   r.nattrs = 1;
-  must(sluice_policy_decide(pol, &r, &d), "reconcile");
+  must(sluice_policy_decide(pol, 1, &r, &d, NULL), "reconcile");
   if (d.allowed)
-    must(sluice_policy_release_lease(pol, &r, d.lease_id), "release");
+    must(sluice_policy_release(
+             pol, &r,
+             &(sluice_hold){.kind = SLUICE_HOLD_LEASE, .lease_id = d.lease_id}),
+         "release");
 }
 
 static void auth_ok(long i) {
@@ -186,7 +189,7 @@ static void spend(void) {
   for (i = 0; i < 1000; i++) {
     sluice_request r = spent();
     sluice_decision d;
-    must(sluice_policy_decide(pol, &r, &d), "warm");
+    must(sluice_policy_decide(pol, 1, &r, &d, NULL), "warm");
   }
 }
 

@@ -1,7 +1,7 @@
 /*
 ** Batched policy decisions: ns per standard (allowed) decision made one by
 ** one (sluice_policy_decide) against the same decisions in batches of
-** BATCH (sluice_policy_decide_many), on the mem store, at a small and a
+** BATCH (one sluice_policy_decide of n), on the mem store, at a small and a
 ** big key set.  Each key is its own tenant's, so a decision reads two
 ** bucket records no other decision near it reads, in a shuffled order the
 ** hardware prefetcher cannot follow: on the big set they are DRAM misses,
@@ -54,7 +54,7 @@ static void fill(sluice_request *r, int k) {
 static void check(const sluice_decision *d) {
   if (!d->allowed) {
     fprintf(stderr, "bench-policy-many: unexpected %s\n",
-            sluice_outcome_name(d->outcome));
+            sluice_name(SLUICE_NAME_OUTCOME, d->outcome));
     exit(1);
   }
 }
@@ -72,14 +72,14 @@ static double run(sluice_policy *pol, int nkeys, long n, long *at,
     for (i = 0; i < m; i++)
       fill(&q[i], order[(*at)++ % nkeys]);
     if (batched) {
-      must(sluice_policy_decide_many(pol, m, q, d, rcs), "decide_many");
+      must(sluice_policy_decide(pol, m, q, d, rcs), "decide_many");
       for (i = 0; i < m; i++) {
         must(rcs[i], "decide_many request");
         check(&d[i]);
       }
     } else {
       for (i = 0; i < m; i++) {
-        must(sluice_policy_decide(pol, &q[i], &d[i]), "decide");
+        must(sluice_policy_decide(pol, 1, &q[i], &d[i], NULL), "decide");
         check(&d[i]);
       }
     }

@@ -125,7 +125,7 @@ static void resetstat(void) {
 
 static sluice_decision decide(const sluice_request *q) {
   sluice_decision d;
-  int rc = sluice_policy_decide(pol, q, &d);
+  int rc = sluice_policy_decide(pol, 1, q, &d, NULL);
   if (rc != SLUICE_OK) {
     fprintf(stderr, "decide: %s (%s)\n", sluice_strerror(rc),
             d.invalid_field ? d.invalid_field : "");
@@ -165,10 +165,12 @@ static long calls_of(const char *what, const sluice_request *q, int outcome,
   d = decide(q);
   evalsha_stats(&calls, &usec);
   if (outcome >= 0 && d.outcome != outcome) {
-    fprintf(stderr, "%s: got %s\n", what, sluice_outcome_name(d.outcome));
+    fprintf(stderr, "%s: got %s\n", what,
+            sluice_name(SLUICE_NAME_OUTCOME, d.outcome));
     die("unexpected outcome");
   }
-  printf("  %-36s %-12s %ld\n", what, sluice_outcome_name(d.outcome), calls);
+  printf("  %-36s %-12s %ld\n", what,
+         sluice_name(SLUICE_NAME_OUTCOME, d.outcome), calls);
   if (out)
     *out = d;
   return calls;
@@ -212,7 +214,10 @@ static void calls_table(void) {
   calls_of("reconcile, same ledger", &rec, SLUICE_OUTCOME_CONFLICT, NULL);
   calls_of("reconcile, other ledger", &rec2, SLUICE_OUTCOME_CONCURRENCY, NULL);
   resetstat();
-  if (sluice_policy_release_lease(pol, &rec, held.lease_id) != SLUICE_OK)
+  if (sluice_policy_release(pol, &rec,
+                            &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                           .lease_id = held.lease_id}) !=
+      SLUICE_OK)
     die("release");
   evalsha_stats(&calls, &usec);
   printf("  %-36s %-12s %ld\n", "lease release (reconcile)", "-", calls);
@@ -222,7 +227,10 @@ static void calls_table(void) {
   exp.nattrs = 1;
   for (i = 0; i < 2; i++) {
     calls_of("export", &exp, SLUICE_OUTCOME_ALLOW, &held_exp);
-    if (sluice_policy_release_lease(pol, &exp, held_exp.lease_id) != SLUICE_OK)
+    if (sluice_policy_release(pol, &exp,
+                              &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                             .lease_id = held_exp.lease_id}) !=
+        SLUICE_OK)
       die("release export");
   }
   /* the hourly cap is a declared limit: its refusal is a throttle */

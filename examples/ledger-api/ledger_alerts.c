@@ -32,7 +32,9 @@ static int event_bits(const char *v, uint32_t *out) {
   *out = 0;
   for (k = strtok_r(buf, "+", &save); k; k = strtok_r(NULL, "+", &save)) {
     int t;
-    for (t = 1; t < SLUICE_EVENT__COUNT && strcmp(k, sluice_event_name(t)); t++)
+    for (t = 1; t < SLUICE_EVENT__COUNT &&
+                strcmp(k, sluice_name(SLUICE_NAME_EVENT, t));
+         t++)
       ;
     if (t == SLUICE_EVENT__COUNT)
       return -1;

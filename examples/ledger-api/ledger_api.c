@@ -194,8 +194,8 @@ static int tier_refused(sluice_policy *pol, const char *tier) {
   rq.tier = tier;
   rq.method = "GET";
   rq.route = "/v1/ledgers/probe";
-  return sluice_policy_decide(pol, &rq, &d) != SLUICE_OK && d.invalid_field &&
-         !strcmp(d.invalid_field, "tier");
+  return sluice_policy_decide(pol, 1, &rq, &d, NULL) != SLUICE_OK &&
+         d.invalid_field && !strcmp(d.invalid_field, "tier");
 }
 
 /* Every key must be usable as written: its tier one the policy takes
@@ -447,7 +447,9 @@ static void finish_jobs(void) {
       continue;
     job_request(j, &rq, &a);
     if (j->lease_id)
-      sluice_policy_release_lease(S.pol, &rq, j->lease_id);
+      sluice_policy_release(
+          S.pol, &rq,
+          &(sluice_hold){.kind = SLUICE_HOLD_LEASE, .lease_id = j->lease_id});
     atomic_store(&j->state, JOB_DONE);
   }
 }
@@ -517,12 +519,12 @@ static int nft_prefix_arg(const char *arg) {
   return 0;
 }
 
-/* --webhook EVENT=URL: EVENT as sluice_event_name() spells it. */
+/* --webhook EVENT=URL: EVENT as sluice_name() spells it. */
 static int add_webhook(const char *arg) {
   const char *eq = strchr(arg, '=');
   int t;
   for (t = 1; eq && t < SLUICE_EVENT__COUNT; t++) {
-    const char *name = sluice_event_name(t);
+    const char *name = sluice_name(SLUICE_NAME_EVENT, t);
     if (strlen(name) == (size_t)(eq - arg) &&
         !strncmp(arg, name, (size_t)(eq - arg)) &&
         (!strncmp(eq + 1, "http://", 7) || !strncmp(eq + 1, "https://", 8))) {

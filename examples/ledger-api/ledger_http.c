@@ -421,7 +421,7 @@ static enum MHD_Result handle_auth(struct MHD_Connection *c, const char *url,
   attrs[0] = (sluice_attr){"subject", cid};
   rq.attrs = attrs;
   rq.nattrs = 1;
-  if ((r = sluice_policy_decide(S.pol, &rq, &d)) != SLUICE_OK) {
+  if ((r = sluice_policy_decide(S.pol, 1, &rq, &d, NULL)) != SLUICE_OK) {
     ret = decide_error(c, r, &d, url);
     json_decref(body);
     return ret;
@@ -440,7 +440,7 @@ static enum MHD_Result handle_auth(struct MHD_Connection *c, const char *url,
                                      : ok ? "ok"
                                           : "bad_secret"};
   rq.nattrs = 2;
-  if ((r = sluice_policy_decide(S.pol, &rq, &d)) != SLUICE_OK) {
+  if ((r = sluice_policy_decide(S.pol, 1, &rq, &d, NULL)) != SLUICE_OK) {
     ret = decide_error(c, r, &d, url);
     json_decref(body);
     return ret;
@@ -480,7 +480,7 @@ static enum MHD_Result handle_job(struct MHD_Connection *c, const char *url,
   char *txt;
   int r, st;
   enum MHD_Result ret;
-  if ((r = sluice_policy_decide(S.pol, rq, &d)) != SLUICE_OK)
+  if ((r = sluice_policy_decide(S.pol, 1, rq, &d, NULL)) != SLUICE_OK)
     return decide_error(c, r, &d, url);
   if (!d.allowed)
     return answer(c, rq, &d, 200, NULL, NULL);
@@ -535,7 +535,7 @@ static enum MHD_Result reconcile_replay(struct MHD_Connection *c,
   poll.route = loc;
   poll.attrs = NULL;
   poll.nattrs = 0;
-  if ((r = sluice_policy_decide(S.pol, &poll, &d)) != SLUICE_OK)
+  if ((r = sluice_policy_decide(S.pol, 1, &poll, &d, NULL)) != SLUICE_OK)
     return decide_error(c, r, &d, url);
   if (!d.allowed)
     return answer(c, rq, &d, 200, NULL, NULL);
@@ -611,7 +611,7 @@ static enum MHD_Result handle_heavy(struct MHD_Connection *c, const char *url,
     rq->attrs = &attr;
     rq->nattrs = 1;
   }
-  if ((r = sluice_policy_decide(S.pol, rq, &d)) != SLUICE_OK) {
+  if ((r = sluice_policy_decide(S.pol, 1, rq, &d, NULL)) != SLUICE_OK) {
     if (is_rec)
       idem_abandon(slot);
     return decide_error(c, r, &d, url);
@@ -630,7 +630,9 @@ static enum MHD_Result handle_heavy(struct MHD_Connection *c, const char *url,
   if (!job_create(k, kind, is_rec ? ledger : NULL, range_s, d.lease_id,
                   &seq)) {
     if (d.lease_id)
-      sluice_policy_release_lease(S.pol, rq, d.lease_id);
+      sluice_policy_release(
+          S.pol, rq,
+          &(sluice_hold){.kind = SLUICE_HOLD_LEASE, .lease_id = d.lease_id});
     if (is_rec)
       idem_abandon(slot);
     return unavailable(c, PROBLEM_BASE "service-unavailable", "job table full",
@@ -686,7 +688,7 @@ static enum MHD_Result post_entry(struct MHD_Connection *c, const char *url,
   if (r != IDEM_NEW && r != IDEM_REPLAY)
     return idem_refusal(c, r, url);
   replay = r == IDEM_REPLAY;
-  if ((r = sluice_policy_decide(S.pol, rq, &d)) != SLUICE_OK) {
+  if ((r = sluice_policy_decide(S.pol, 1, rq, &d, NULL)) != SLUICE_OK) {
     if (!replay)
       idem_abandon(slot);
     return decide_error(c, r, &d, url);
@@ -750,7 +752,7 @@ static enum MHD_Result handle_ledger(struct MHD_Connection *c, const char *url,
     return not_allowed(c, entries ? "GET, POST" : "GET", url);
   if (post)
     return post_entry(c, url, k, rq, rc, ledger);
-  if ((r = sluice_policy_decide(S.pol, rq, &d)) != SLUICE_OK)
+  if ((r = sluice_policy_decide(S.pol, 1, rq, &d, NULL)) != SLUICE_OK)
     return decide_error(c, r, &d, url);
   if (!d.allowed)
     return answer(c, rq, &d, 200, NULL, NULL);

@@ -116,7 +116,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
     inet_ntop(AF_INET, &((struct sockaddr_in *)peer->client_addr)->sin_addr,
               ip, sizeof ip);
   rq.client_ip = ip[0] ? ip : NULL;
-  rc = sluice_policy_decide(svc->pol, &rq, &d);
+  rc = sluice_policy_decide(svc->pol, 1, &rq, &d, NULL);
   if (rc != SLUICE_OK) { /* no route matches, ...: the field, not its value */
     snprintf(body, sizeof body, "request field '%s': %s\n",
              d.invalid_field ? d.invalid_field : "?", sluice_strerror(rc));
@@ -140,7 +140,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
   /* A heavy endpoint's lease is held while the work runs; here the work
   ** is done once the answer is queued. */
   if (d.lease_id != 0)
-    sluice_policy_release_lease(svc->pol, &rq, d.lease_id);
+    sluice_policy_release(
+        svc->pol, &rq,
+        &(sluice_hold){.kind = SLUICE_HOLD_LEASE, .lease_id = d.lease_id});
   return ok;
 }
 

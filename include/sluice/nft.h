@@ -8,9 +8,9 @@
 ** (sluice_policy_options.on_event) and keeps such sets:
 **
 **   - SLUICE_EVENT_EDGE_DENY on an IP scope at min_level or above (the
-**     auth failure and credential-stuffing boxes, and a renewal by
-**     sluice_policy_renew_box()) adds the address -- an IPv6 address by
-**     its ipv6_prefix -- with `timeout` = the box's time left (none while
+**     auth failure and credential-stuffing boxes, and a box's renewal by
+**     sluice_policy_renew()) adds the address -- an IPv6 address by its
+**     ipv6_prefix -- with `timeout` = the box's time left (none while
 **     suspended); an element already there gets the new timeout;
 **   - SLUICE_EVENT_RELEASE and SLUICE_EVENT_LIFT on an IP scope remove it.
 **

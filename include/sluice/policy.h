@@ -208,8 +208,8 @@ typedef struct sluice_decision {
   int64_t strikes_remaining; /**< strikes (or reported failures) left */
   /** Lease granted by the route's concurrency limits and locks (0: none;
    *  one id for all of them).  Release it with
-   *  sluice_policy_release_lease() in the handler's finally path; if the
-   *  worker dies, the lease is reclaimed after its TTL. */
+   *  sluice_policy_release() (SLUICE_HOLD_LEASE) in the handler's finally
+   *  path; if the worker dies, the lease is reclaimed after its TTL. */
   uint64_t lease_id;
   int64_t lease_ttl_ns;
   int64_t now_ns;            /**< the time the decision was made at (an
@@ -322,14 +322,6 @@ enum sluice_shadow_feature {
   SLUICE_SHADOW_FAIL_CLOSED = 0x8, /**< UNAVAILABLE */
   SLUICE_SHADOW_ALL = 0xf
 };
-
-/** @brief The feature an outcome belongs to (SLUICE_SHADOW_*), 0 for
- *  ALLOW. */
-SLUICE_EXPORT int sluice_shadow_feature_of(int outcome);
-
-/** @brief A feature's name as the config file spells it ("buckets",
- *  "penalty", "leases", "fail_closed"), or NULL. */
-SLUICE_EXPORT const char *sluice_shadow_feature_name(int feature);
 
 /** @brief The SLUICE_SHADOW_* features a policy leaves unenforced for the
  *  requests of a tier (NULL: for every request): the configuration's
@@ -520,65 +512,34 @@ sluice_policy_config_of(const sluice_policy *p);
 
 /* ------------------------------------------------------------ the call --- */
 
-/** @brief Decide one request.
- *  @param[in] p    the policy.
- *  @param[in] req  the request; borrowed for the call.
- *  @param[out] d   the decision; fully overwritten.
- *  @return SLUICE_OK when a decision was made (look at d->allowed: a store
- *  failure is a decision too, fail-closed or degraded), or an input error,
- *  with nothing recorded and d->invalid_field naming the field:
- *  <ul><li>SLUICE_EINVAL - NULL argument, a required field or attribute
- *  missing, an attribute's value its cost cannot read
- *  <li>SLUICE_EKEY - an id empty or longer than SLUICE_POLICY_ID_MAX
- *  <li>SLUICE_ENOTFOUND - unknown tier, or no route matches
- *  <li>SLUICE_ERANGE - a caller cost that is negative or can never fit
- *  </ul> */
-SLUICE_EXPORT int sluice_policy_decide(sluice_policy *p,
-                                       const sluice_request *req,
-                                       sluice_decision *d);
-
-/** @brief Decide n requests in order: the same decisions (and events,
- *  counters, deny-cache entries) as n calls of sluice_policy_decide() in
+/** @brief Decide n requests in order (one: n = 1): the same decisions
+ *  (and events, counters, deny-cache entries) as one call for each in
  *  that order at one time, the limiter's clock read once when the call
- *  begins.  The store calls of consecutive requests go to the store
- *  as one batch (sluice_limiter_decide()), so that it overlaps their
- *  memory misses (mem), round trips (redis) or transactions (lmdb); a
- *  request whose store call needs the answers of those before it (several
- *  hash-tag groups, the per-IP backstop, a shared deny cache, a breaker that is not closed) goes
- *  alone, after the batch before it has been decided.  One difference
- *  remains, with a failing store: requests batched after one whose store
- *  call failed were already sent, where one by one the breaker might have
- *  opened between them.  A caller that acts between decisions (releases a
- *  lease, say) must not put those decisions in one call.
+ *  begins.  A request's decision is made when it is its turn, so a caller
+ *  that acts between decisions (releases a lease, say) must not put those
+ *  decisions in one call.
  *  @param[in] p     the policy.
  *  @param[in] n     how many requests (0 or more).
  *  @param[in] reqs  n requests; borrowed for the call.
  *  @param[out] ds   n decisions, each fully overwritten.
- *  @param[out] rcs  n results: rcs[i] is what sluice_policy_decide() would
- *  have returned for reqs[i] (SLUICE_OK, or an input error with nothing
- *  recorded and ds[i].invalid_field naming the field).
- *  @return SLUICE_OK (see rcs), or SLUICE_EINVAL for a NULL policy, n < 0,
- *  or NULL arrays with n > 0. */
-SLUICE_EXPORT int sluice_policy_decide_many(sluice_policy *p, int n,
-                                            const sluice_request *reqs,
-                                            sluice_decision *ds, int *rcs);
-
-/** @brief Release a lease from sluice_policy_decide() (the handler's
- *  finally path).  `req` is the request that got it (its route and the
- *  attributes of its limits' scopes are used).
- *  @return SLUICE_OK; SLUICE_ENOTFOUND when the lease had already expired
- *  and was reclaimed (the work it protected was unprotected for a while);
- *  SLUICE_EINVAL for a bad request or lease id 0; a store error. */
-SLUICE_EXPORT int sluice_policy_release_lease(sluice_policy *p,
-                                              const sluice_request *req,
-                                              uint64_t lease_id);
-
-/** @brief Extend a lease to now + its TTL (long jobs).
- *  @return as sluice_policy_release_lease(); SLUICE_EINVAL on a route whose
- *  `concurrency` limit holds more than 32 leases (docs/policy.md). */
-SLUICE_EXPORT int sluice_policy_renew_lease(sluice_policy *p,
-                                            const sluice_request *req,
-                                            uint64_t lease_id);
+ *  @param[out] rcs  n results, or NULL.  rcs[i] is SLUICE_OK when a
+ *  decision was made for reqs[i] (look at ds[i].allowed: a store failure
+ *  is a decision too, fail-closed or degraded), or an input error, with
+ *  nothing recorded and ds[i].invalid_field naming the field:
+ *  <ul><li>SLUICE_EINVAL - a required field or attribute missing, an
+ *  attribute's value its cost cannot read
+ *  <li>SLUICE_EKEY - an id empty or longer than SLUICE_POLICY_ID_MAX
+ *  <li>SLUICE_ENOTFOUND - unknown tier, or no route matches
+ *  <li>SLUICE_ERANGE - a caller cost that is negative or can never fit
+ *  </ul>
+ *  @return SLUICE_EINVAL for a NULL policy, n < 0, or NULL arrays with
+ *  n > 0; otherwise, with rcs, SLUICE_OK (the results are in rcs), and
+ *  without, the first result that is not SLUICE_OK, or SLUICE_OK: one
+ *  request's own result is
+ *  `rc = sluice_policy_decide(p, 1, &req, &d, NULL)`. */
+SLUICE_EXPORT int sluice_policy_decide(sluice_policy *p, int n,
+                                       const sluice_request *reqs,
+                                       sluice_decision *ds, int *rcs);
 
 /** @brief Settle an admitted request's cost once its real size is known
  *  (docs/policy.md "Settling a request's real cost"): the tokens an LLM
@@ -618,47 +579,87 @@ SLUICE_EXPORT int sluice_policy_settle(sluice_policy *p,
                                        const sluice_attr *actual,
                                        size_t nactual);
 
-/** @brief Early release of a box by support (levels 1 and 2, and the
- *  enterprise level 3 box).  The offense count is kept.  Emits
- *  SLUICE_EVENT_RELEASE with who and why.
- *  @param[in] scope  SLUICE_SCOPE_KEY (req: tenant_id, api_key_id, tier),
- *                    SLUICE_SCOPE_IP (req: client_ip) or
- *                    SLUICE_SCOPE_SUBJECT (req: auth_subject).
- *  @param[in] who, why  required, non-empty: the audit entry.
- *  @return SLUICE_OK; SLUICE_ENOTFOUND when not boxed; SLUICE_EPERM when
- *  suspended (use sluice_policy_lift_suspension()); input or store errors. */
-SLUICE_EXPORT int sluice_policy_release_box(sluice_policy *p, int scope,
-                                            const sluice_request *req,
-                                            const char *who, const char *why);
+/* ------------------------------------------------- release and renew --- */
 
-/** @brief Lift a level 3 suspension after review.  Emits SLUICE_EVENT_LIFT.
- *  @return SLUICE_OK; SLUICE_ENOTFOUND when not suspended; as above. */
-SLUICE_EXPORT int sluice_policy_lift_suspension(sluice_policy *p, int scope,
-                                                const sluice_request *req,
-                                                const char *who,
-                                                const char *why);
+/** What sluice_policy_release() and sluice_policy_renew() act on. */
+enum sluice_hold_kind {
+  SLUICE_HOLD_LEASE = 1,     /**< a lease a decision took (d->lease_id) */
+  SLUICE_HOLD_BOX = 2,       /**< a scope's penalty box */
+  SLUICE_HOLD_SUSPENSION = 3 /**< a level 3 suspension (release only:
+                                  lifted after review) */
+};
 
-/** @brief Renew a level 3 box (the 24 h IP ban, an enterprise key's level
- *  3 box) to a whole box of its length from now: the security team's
- *  "renewable" ban.  The offense count grows by one.  Emits
- *  SLUICE_EVENT_EDGE_DENY with who, why, the request and the new end.
- *  @return SLUICE_OK; SLUICE_ENOTFOUND when not boxed at level 3 (also when
- *  released meanwhile); SLUICE_EPERM when suspended (nothing to renew); as
- *  sluice_policy_release_box() otherwise. */
-SLUICE_EXPORT int sluice_policy_renew_box(sluice_policy *p, int scope,
-                                          const sluice_request *q,
-                                          const char *who, const char *why);
+/** A hold to release or renew.  Zero it, then set the fields its kind
+ *  reads. */
+typedef struct sluice_hold {
+  int kind;          /**< SLUICE_HOLD_* */
+  int scope;         /**< BOX, SUSPENSION: SLUICE_SCOPE_KEY (req:
+                          tenant_id, api_key_id, tier), SLUICE_SCOPE_IP
+                          (req: client_ip) or SLUICE_SCOPE_SUBJECT (req:
+                          auth_subject) */
+  uint64_t lease_id; /**< LEASE: the decision's lease_id */
+  const char *who;   /**< BOX, SUSPENSION: required, non-empty: the audit */
+  const char *why;   /**< entry the event carries */
+} sluice_hold;
+
+/** @brief Release a hold.
+ *  <ul><li>SLUICE_HOLD_LEASE: the lease of a decision (the handler's
+ *  finally path).  `req` is the request that got it (its route and the
+ *  attributes of its limits' scopes are used).  SLUICE_ENOTFOUND when the
+ *  lease had already expired and was reclaimed (the work it protected was
+ *  unprotected for a while); SLUICE_EINVAL for a bad request or lease id
+ *  0.
+ *  <li>SLUICE_HOLD_BOX: early release of a box by support (levels 1 and
+ *  2, and the enterprise level 3 box).  The offense count is kept.  Emits
+ *  SLUICE_EVENT_RELEASE with who and why.  SLUICE_ENOTFOUND when not
+ *  boxed; SLUICE_EPERM when suspended (release the suspension instead).
+ *  <li>SLUICE_HOLD_SUSPENSION: lift a level 3 suspension after review.
+ *  Emits SLUICE_EVENT_LIFT.  SLUICE_ENOTFOUND when not suspended.
+ *  </ul>
+ *  @return SLUICE_OK, as above, SLUICE_EINVAL (NULL, an unknown kind or
+ *  scope, who or why missing), input or store errors. */
+SLUICE_EXPORT int sluice_policy_release(sluice_policy *p,
+                                        const sluice_request *req,
+                                        const sluice_hold *h);
+
+/** @brief Renew a hold.
+ *  <ul><li>SLUICE_HOLD_LEASE: extend a lease to now + its TTL (long jobs);
+ *  as its release, and SLUICE_EINVAL on a route whose `concurrency` limit
+ *  holds more than 32 leases (docs/policy.md).
+ *  <li>SLUICE_HOLD_BOX: renew a level 3 box (the 24 h IP ban, an
+ *  enterprise key's level 3 box) to a whole box of its length from now:
+ *  the security team's "renewable" ban.  The offense count grows by one.
+ *  Emits SLUICE_EVENT_EDGE_DENY with who, why, the request and the new
+ *  end.  SLUICE_ENOTFOUND when not boxed at level 3 (also when released
+ *  meanwhile); SLUICE_EPERM when suspended (nothing to renew).
+ *  </ul>
+ *  @return as sluice_policy_release(); SLUICE_EINVAL for
+ *  SLUICE_HOLD_SUSPENSION. */
+SLUICE_EXPORT int sluice_policy_renew(sluice_policy *p,
+                                      const sluice_request *req,
+                                      const sluice_hold *h);
 
 /* -------------------------------------------------------------- inspect --- */
 
-/** What sluice_policy_inspect() reads: one scope's box (the policy file's
- *  first penalty of that scope kind whose scope the query fills), by raw
- *  ids (hashed with the policy's secret like a request's).  Zero it, then
- *  set the fields.  A declared limit's records are read with
- *  sluice_policy_inspect_limit(), any penalty's with
- *  sluice_policy_inspect_penalty(). */
+/** What sluice_policy_inspect() reads.  Zero it, then set one of
+ *  `limit`, `penalty` (with `req`) or `scope` (with the ids):
+ *  <ul><li>a declared limit's records for one scope, into the report's
+ *  `limit`, with the keys and the parameter set a decision of `req` would
+ *  use (req: the attributes its scope names: tenant_id, api_key_id,
+ *  client_ip, method, route, tier, attrs; `pattern` is the declared route
+ *  method + route match);
+ *  <li>a declared penalty's box for one scope, the same way (req: the
+ *  attributes its scope names, a sign-in's `subject`, client_ip...);
+ *  <li>one scope's box by raw ids (hashed with the policy's secret like a
+ *  request's): the policy file's first penalty of that scope kind whose
+ *  scope the ids fill.
+ *  </ul> */
 typedef struct sluice_inspect_query {
-  int scope; /**< SLUICE_SCOPE_KEY, SLUICE_SCOPE_IP or SLUICE_SCOPE_SUBJECT */
+  const char *limit;         /**< a declared limit's name */
+  const char *penalty;       /**< a declared penalty's name */
+  const sluice_request *req; /**< limit, penalty: the request */
+  int scope;                 /**< by ids: SLUICE_SCOPE_KEY, SLUICE_SCOPE_IP or
+                                  SLUICE_SCOPE_SUBJECT */
   const char *tenant_id;  /**< KEY: as the penalty's scope needs */
   const char *api_key_id; /**< KEY: as the penalty's scope needs */
   const char *tier;       /**< NULL, or a tier of the configuration (it
@@ -681,6 +682,22 @@ enum sluice_inspect_record {
  *  alone. */
 #define SLUICE_INSPECT_ID_SIZE 33
 
+/** What sluice_policy_inspect() reads of one declared limit. */
+typedef struct sluice_limit_state {
+  int present;   /**< 1: a record exists (0: none: full, unused) */
+  int unfit;     /**< 1: a record these parameters could not have
+                      written (another configuration's) */
+  int64_t quota; /**< as sluice_decision_limit, for this scope's
+                      parameter set */
+  int64_t window_ns;
+  int64_t remaining; /**< left now: tokens, room in the window, free
+                          leases */
+  int64_t reset_ns;  /**< until full again (a window: its end; leases:
+                          until the last held one expires) */
+  int held;          /**< leases held (concurrency, lock) */
+  int64_t now_ns;    /**< the time it was read at */
+} sluice_limit_state;
+
 /** A scope's state, read without changing anything. Times are the
  *  limiter's clock (now_ns); a record not stored reads as fresh. */
 typedef struct sluice_inspect_report {
@@ -701,28 +718,53 @@ typedef struct sluice_inspect_report {
   int64_t failures, failures_limit, failures_window_ns;
   /* A penalty with stuffing: its window (fixed). */
   int64_t stuffing_failures, stuffing_limit, stuffing_window_ns;
+  /* A declared limit's records (a query by `limit`). */
+  sluice_limit_state limit;
+  /** SLUICE_EINVAL or SLUICE_EKEY on a query by name: the attribute at
+   *  fault (a static or policy-owned name), else NULL. */
+  const char *invalid_field;
 } sluice_inspect_report;
 
-/** @brief Read one scope's box through the policy's limiter, changing
- *  nothing (a store get, then the algorithm's PEEK / CHECK on a copy),
- *  with the keys and parameters sluice_policy_decide() uses.
- *  @param[out] out  fully overwritten.
- *  @return SLUICE_OK; SLUICE_EINVAL (NULL, a scope or field missing);
- *  SLUICE_EKEY (an id empty or too long);
- *  SLUICE_ENOTFOUND (no penalty of that scope kind, or a tier not
- *  configured); or the store's error. */
+/** @brief Read a declared limit's records, a declared penalty's box or a
+ *  scope's box (the query says which) through the policy's limiter,
+ *  changing nothing (a store get, then the algorithm's PEEK / CHECK on a
+ *  copy), with the keys and parameters sluice_policy_decide() uses.
+ *  @param[out] out  fully overwritten: a box's scope (its kind:
+ *  SLUICE_SCOPE_IP, _SUBJECT or _KEY), scope_id (the id in events and the
+ *  deny cache), now_ns, the box (SLUICE_INSPECT_BOX: level, suspended,
+ *  box_end_ns, strikes, strike_threshold and window, offenses and their
+ *  TTL; a penalty whose strikes are denials: SLUICE_INSPECT_NOTICE and
+ *  notice_until_ns, the live Retry-After's end), for reported failures
+ *  counted in a sliding window their count (SLUICE_INSPECT_FAILURES:
+ *  failures, failures_limit, failures_window_ns), with stuffing detection
+ *  its window (SLUICE_INSPECT_STUFFING); a limit's records in `limit`.
+ *  @return SLUICE_OK; SLUICE_EINVAL (NULL, not one of limit, penalty or
+ *  scope, a scope or field missing, `pattern` with no
+ *  declared route matching); SLUICE_EKEY (an id or attribute empty or
+ *  too long); SLUICE_ENOTFOUND (no such limit or penalty, no penalty of
+ *  that scope kind, or a tier not configured); or the store's error. */
 SLUICE_EXPORT int sluice_policy_inspect(sluice_policy *p,
                                         const sluice_inspect_query *q,
                                         sluice_inspect_report *out);
 
 /* ------------------------------------------------ declared limits, read --- */
 
-/** Most attributes in a declared limit's scope (sluice_limit_info.scope). */
+/** Most attributes in a declared limit's scope (sluice_declared_info.scope). */
 #define SLUICE_LIMIT_SCOPE_MAX 4
 
-/** A limit the policy file declares (sluice_policy_limit_at()).  Strings
- *  are owned by the policy (valid until close). */
-typedef struct sluice_limit_info {
+/** What sluice_policy_declared_at() reads. */
+enum sluice_declared_kind {
+  SLUICE_DECLARED_LIMIT = 1,    /**< `limits` */
+  SLUICE_DECLARED_PENALTY = 2,  /**< `penalties` */
+  SLUICE_DECLARED_ATTRIBUTE = 3 /**< `attributes`: the caller's own,
+                                     beside the built-in tenant, key, ip,
+                                     method, route, pattern and tier */
+};
+
+/** A limit, penalty or attribute the policy file declares
+ *  (sluice_policy_declared_at()): a penalty and an attribute fill the
+ *  name alone.  Strings are owned by the policy (valid until close). */
+typedef struct sluice_declared_info {
   const char *name;
   const char *unit;      /**< what it counts */
   const char *algorithm; /**< "gcra", "sliding_window", "fixed_window",
@@ -731,91 +773,15 @@ typedef struct sluice_limit_info {
   int nscope;            /**< attributes in its scope */
   const char *scope[SLUICE_LIMIT_SCOPE_MAX]; /**< their names, in order */
   const char *by; /**< the attribute choosing its parameters, or NULL */
-} sluice_limit_info;
+} sluice_declared_info;
 
-/** @brief The i-th limit the policy file declares (0-based, file order).
- *  @return SLUICE_OK; SLUICE_ENOTFOUND past the last (or a policy with no
- *  declared limits); SLUICE_EINVAL (NULL). */
-SLUICE_EXPORT int sluice_policy_limit_at(const sluice_policy *p, int i,
-                                         sluice_limit_info *out);
-
-/** @brief The i-th attribute the policy file declares (`attributes`: the
- *  caller's own, beside the built-in tenant, key, ip, method, route,
- *  pattern and tier), owned by the policy; NULL past the last. */
-SLUICE_EXPORT const char *sluice_policy_attribute_at(const sluice_policy *p,
-                                                     int i);
-
-/** What sluice_policy_inspect_limit() reads of one declared limit. */
-typedef struct sluice_limit_state {
-  int present;       /**< 1: a record exists (0: none: full, unused) */
-  int unfit;         /**< 1: a record these parameters could not have
-                          written (another configuration's) */
-  int64_t quota;     /**< as sluice_decision_limit, for this scope's
-                          parameter set */
-  int64_t window_ns;
-  int64_t remaining; /**< left now: tokens, room in the window, free
-                          leases */
-  int64_t reset_ns;  /**< until full again (a window: its end; leases:
-                          until the last held one expires) */
-  int held;          /**< leases held (concurrency, lock) */
-  int64_t now_ns;    /**< the time it was read at */
-} sluice_limit_state;
-
-/** @brief Read a declared limit's records for one scope, changing nothing
- *  (a store get, then the algorithm's PEEK on a copy), with the keys and
- *  the parameter set a decision of that request would use.
- *  @param[in] limit  its name in the file.
- *  @param[in] req    the attributes its scope names (tenant_id,
- *                    api_key_id, client_ip, method, route, tier, attrs);
- *                    `pattern` is the declared route method + route
- *                    match.
- *  @param[out] out    fully overwritten on SLUICE_OK.
- *  @param[out] field  may be NULL; on SLUICE_EINVAL or SLUICE_EKEY the
- *                     attribute at fault (a static or policy-owned name).
- *  @return SLUICE_OK; SLUICE_ENOTFOUND (no such limit); SLUICE_EINVAL (NULL,
- *  a scope attribute missing, `pattern` with no declared route matching);
- *  SLUICE_EKEY (an attribute empty or too long); or the store's error. */
-SLUICE_EXPORT int sluice_policy_inspect_limit(sluice_policy *p,
-                                              const char *limit,
-                                              const sluice_request *req,
-                                              sluice_limit_state *out,
-                                              const char **field);
-
-/** @brief The i-th penalty the policy file declares (0-based, file order),
- *  owned by the policy; NULL past the last. */
-SLUICE_EXPORT const char *sluice_policy_penalty_at(const sluice_policy *p,
-                                                   int i);
-
-/** @brief Read a declared penalty's box for one scope, changing nothing,
- *  with the keys and the parameter set a decision of that request would
- *  use (as sluice_policy_inspect_limit() reads a limit).
- *  @param[in] penalty  its name in the file.
- *  @param[in] req      the attributes its scope names (a sign-in's
- *                      `subject`, client_ip...).
- *  @param[out] out     fully overwritten on SLUICE_OK: scope (the box's
- *                      kind: SLUICE_SCOPE_IP, _SUBJECT or _KEY), scope_id
- *                      (the id in events and the deny cache), now_ns, the
- *                      box (SLUICE_INSPECT_BOX: level, suspended,
- *                      box_end_ns, strikes, strike_threshold and window,
- *                      offenses and their TTL; a penalty whose strikes
- *                      are denials: SLUICE_INSPECT_NOTICE and
- *                      notice_until_ns, the live Retry-After's end), for
- *                      reported failures
- *                      counted in a sliding window their count
- *                      (SLUICE_INSPECT_FAILURES: failures, failures_limit,
- *                      failures_window_ns), with stuffing detection its
- *                      window (SLUICE_INSPECT_STUFFING); present and unfit
- *                      as sluice_policy_inspect()'s.
- *  @param[out] field   may be NULL; on SLUICE_EINVAL or SLUICE_EKEY the
- *                      attribute at fault.
- *  @return SLUICE_OK; SLUICE_ENOTFOUND (no such penalty); SLUICE_EINVAL
- *  (NULL, a scope attribute missing); SLUICE_EKEY (one empty or too
- *  long); or the store's error. */
-SLUICE_EXPORT int sluice_policy_inspect_penalty(sluice_policy *p,
-                                                const char *penalty,
-                                                const sluice_request *req,
-                                                sluice_inspect_report *out,
-                                                const char **field);
+/** @brief The i-th limit, penalty or attribute (kind) the policy file
+ *  declares (0-based, file order).
+ *  @param[out] out  fully overwritten on SLUICE_OK.
+ *  @return SLUICE_OK; SLUICE_ENOTFOUND past the last (or a policy that
+ *  declares none); SLUICE_EINVAL (NULL, an unknown kind). */
+SLUICE_EXPORT int sluice_policy_declared_at(const sluice_policy *p, int kind,
+                                            int i, sluice_declared_info *out);
 
 /* -------------------------------------------------------------- metrics --- */
 
@@ -835,10 +801,19 @@ SLUICE_EXPORT int sluice_policy_metrics(const sluice_policy *p, char *buf,
 
 /* ---------------------------------------------------------- names --- */
 
-/** @brief Names for logs and metrics labels: "allow", "throttled"...;
- *  "box_trip"...  Static; "unknown" otherwise. */
-SLUICE_EXPORT const char *sluice_outcome_name(int outcome);
-SLUICE_EXPORT const char *sluice_event_name(int type);
+/** What sluice_name() names. */
+enum sluice_name_kind {
+  SLUICE_NAME_OUTCOME = 1, /**< enum sluice_outcome: "allow", "throttled"... */
+  SLUICE_NAME_EVENT = 2,   /**< enum sluice_event_type: "box_trip"... */
+  SLUICE_NAME_SHADOW = 3   /**< a SLUICE_SHADOW_* feature as the config
+                                file spells it: "buckets", "penalty",
+                                "leases", "fail_closed" */
+};
+
+/** @brief A value's name (kind: SLUICE_NAME_*), for logs, metrics labels
+ *  and the configuration file.  Static; "unknown" for a value (or a
+ *  kind) without one. */
+SLUICE_EXPORT const char *sluice_name(int kind, int value);
 
 #ifdef __cplusplus
 }

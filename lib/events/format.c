@@ -102,7 +102,7 @@ static json_t *details(const sluice_webhook *w, const item *it) {
   for (i = 0; !bad && i < it->nendpoints; i++)
     bad |= json_array_append_new(eps, json_string(it->endpoints[i]));
   if (!bad) {
-    bad |= put_str(o, "event", sluice_event_name(it->type));
+    bad |= put_str(o, "event", sluice_name(SLUICE_NAME_EVENT, it->type));
     if (it->scope)
       bad |= put_str(o, "scope", scope_name(it->scope));
     if (it->level)
@@ -113,7 +113,8 @@ static json_t *details(const sluice_webhook *w, const item *it) {
                    it->scope_id);
     bad |= put_str(o, "tenant_id", it->tenant_id);
     if (it->type == SLUICE_EVENT_LEASE_DENIED)
-      bad |= put_str(o, "outcome", sluice_outcome_name(it->outcome));
+      bad |=
+          put_str(o, "outcome", sluice_name(SLUICE_NAME_OUTCOME, it->outcome));
     bad |= json_object_set(o, "offending_endpoints", eps);
     bad |= put_str(o, "backoff_guide", w->guide);
     ends_at(when, it);
@@ -160,12 +161,13 @@ static void headline(const item *it, char *out, size_t n) {
     what = "suspension lifted";
     break;
   default:
-    what = sluice_event_name(it->type);
+    what = sluice_name(SLUICE_NAME_EVENT, it->type);
     break;
   }
-  snprintf(out, n, "sluice %s: %s %s%s%s%s%s%s%s", sluice_event_name(it->type),
-           scope_name(it->scope), it->scope_id, it->tier[0] ? " (tier " : "",
-           it->tier, it->tier[0] ? ")" : "", " ", what,
+  snprintf(out, n, "sluice %s: %s %s%s%s%s%s%s%s",
+           sluice_name(SLUICE_NAME_EVENT, it->type), scope_name(it->scope),
+           it->scope_id, it->tier[0] ? " (tier " : "", it->tier,
+           it->tier[0] ? ")" : "", " ", what,
            when[0] && strcmp(when, "never") ? " until " : "");
   if (when[0] && strcmp(when, "never"))
     snprintf(out + strlen(out), n - strlen(out), "%s", when);
@@ -232,9 +234,9 @@ static char *pagerduty(const sluice_webhook *w, const item *it,
   rfc3339(when, it->now_ns);
   det = details(w, it);
   payload = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "summary", head,
-                      "source", "sluice", "severity", severity(it),
-                      "timestamp", when, "component", scope_name(it->scope),
-                      "class", sluice_event_name(it->type));
+                      "source", "sluice", "severity", severity(it), "timestamp",
+                      when, "component", scope_name(it->scope), "class",
+                      sluice_name(SLUICE_NAME_EVENT, it->type));
   bad |= !det || !payload;
   if (!bad && it->tenant_id[0])
     bad |= put_str(payload, "group", it->tenant_id);

@@ -253,7 +253,7 @@ static int setup(sluice_webhook *w, const sluice_webhook_options *o,
       d.format = SLUICE_WEBHOOK_JSON;
       d.url = o->url[i];
       d.events = SLUICE_WEBHOOK_EVENT(i);
-      d.name = sluice_event_name(i);
+      d.name = sluice_name(SLUICE_NAME_EVENT, i);
       if ((rc = take_dest(o, &d, n, &w->dests[n], err, errlen)) != SLUICE_OK)
         return rc;
       w->ndests = ++n;

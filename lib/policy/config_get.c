@@ -39,7 +39,7 @@ static void features(out *o, uint64_t bits) {
   int i, n = 0;
   for (i = 0; i <= 3; i++)
     if (bits & ((uint64_t)1 << i))
-      put(o, "%s%s", n++ ? "," : "", sluice_shadow_feature_name(1 << i));
+      put(o, "%s%s", n++ ? "," : "", sluice_name(SLUICE_NAME_SHADOW, 1 << i));
 }
 
 /* "tiers": the names, comma-separated; "tiers.[i]": tier i's. */

@@ -1311,9 +1311,9 @@ uint64_t sluice__settle_check(const sluice__ctx *c, const int64_t costs[],
   return h ? h : 1;
 }
 
-/* For declared_info.c (sluice_policy_inspect_limit): the record keys of
-** limit `limit` for the request in c, as a decision builds them, into
-** g->keys[0..*nrec), and the parameter set it would use.  c->droute may be
+/* For declared_info.c (sluice_policy_inspect() of a limit): the record
+** keys of limit `limit` for the request in c, as a decision builds them,
+** into g->keys[0..*nrec), and the parameter set it would use.  c->droute may be
 ** -1 when the limit's scope has no `pattern`. */
 int sluice__decl_keys(sluice__ctx *c, int limit, sluice__prog *g, int *nrec,
                       const sluice__lparams **ps, sluice_decision *d) {

@@ -2,8 +2,8 @@
 ** The declared limits of an open policy, read back for tools (`sluice
 ** replay --policy` checks a log's columns against the file's attributes;
 ** `sluice inspect --limit` reads a limit's state for one scope): the
-** limits and attributes the file declares, and one limit's records read
-** without changing them.
+** limits, penalties and attributes the file declares, and one limit's
+** records read without changing them.
 **
 ** The keys and the parameter set are declared.c's own (sluice__decl_keys),
 ** so what is read is exactly what a decision of that request writes.  A
@@ -20,31 +20,49 @@
 #include "wide.h"
 #include "op.h"
 
-int sluice_policy_limit_at(const sluice_policy *p, int i,
-                           sluice_limit_info *out) {
-  const sluice__limit *lm;
+static void limit_info(const sluice__decl *dl, const sluice__limit *lm,
+                       sluice_declared_info *out) {
   int j;
-  if (!p || !out)
-    return SLUICE_EINVAL;
-  if (!p->decl || i < 0 || i >= p->decl->nlimits)
-    return SLUICE_ENOTFOUND;
-  lm = &p->decl->limits[i];
-  memset(out, 0, sizeof *out);
   out->name = lm->name;
   out->unit = lm->unit;
   out->algorithm = sluice__limit_algo_name(lm->algo);
   out->status = lm->status;
   out->nscope = lm->nscope;
   for (j = 0; j < lm->nscope; j++)
-    out->scope[j] = sluice__attr_name(p->decl, lm->scope[j]);
-  out->by = lm->select >= 0 ? sluice__attr_name(p->decl, lm->select) : NULL;
-  return SLUICE_OK;
+    out->scope[j] = sluice__attr_name(dl, lm->scope[j]);
+  out->by = lm->select >= 0 ? sluice__attr_name(dl, lm->select) : NULL;
 }
 
-const char *sluice_policy_attribute_at(const sluice_policy *p, int i) {
-  if (!p || !p->decl || i < 0 || i >= p->decl->nattrs)
-    return NULL;
-  return p->decl->attr[i];
+int sluice_policy_declared_at(const sluice_policy *p, int kind, int i,
+                              sluice_declared_info *out) {
+  const sluice__decl *dl;
+  int n;
+  if (!p || !out)
+    return SLUICE_EINVAL;
+  dl = p->decl;
+  switch (kind) {
+  case SLUICE_DECLARED_LIMIT:
+    n = dl ? dl->nlimits : 0;
+    break;
+  case SLUICE_DECLARED_PENALTY:
+    n = dl ? dl->npenalties : 0;
+    break;
+  case SLUICE_DECLARED_ATTRIBUTE:
+    n = dl ? dl->nattrs : 0;
+    break;
+  default:
+    return SLUICE_EINVAL;
+  }
+  if (i < 0 || i >= n)
+    return SLUICE_ENOTFOUND;
+  memset(out, 0, sizeof *out);
+  if (kind == SLUICE_DECLARED_LIMIT)
+    limit_info(dl, &dl->limits[i], out);
+  else if (kind == SLUICE_DECLARED_PENALTY)
+    out->name = dl->penalties[i].name;
+  else
+    out->name = dl->attr[i];
+  return SLUICE_OK;
 }
 
 static int limit_index(const sluice_policy *p, const char *name) {
@@ -55,9 +73,9 @@ static int limit_index(const sluice_policy *p, const char *name) {
   return -1;
 }
 
-int sluice_policy_inspect_limit(sluice_policy *p, const char *limit,
-                                const sluice_request *req,
-                                sluice_limit_state *out, const char **field) {
+int sluice__inspect_limit(sluice_policy *p, const char *limit,
+                          const sluice_request *req, sluice_limit_state *out,
+                          const char **field) {
   sluice__ctx c;
   sluice__prog g;
   sluice_decision d;

@@ -147,6 +147,15 @@ int sluice__pen_scope_kind(const sluice__penalty *pn);
 int sluice__inspect_declared(sluice_policy *p,
                              const sluice_inspect_query *q,
                              sluice_inspect_report *out);
+/* declared_penalty_info.c, declared_info.c: sluice_policy_inspect() of a
+** declared penalty's box or a declared limit's records by name, for the
+** scope req names; *field: the attribute at fault on EINVAL or EKEY. */
+int sluice__inspect_penalty(sluice_policy *p, const char *penalty,
+                            const sluice_request *req,
+                            sluice_inspect_report *out, const char **field);
+int sluice__inspect_limit(sluice_policy *p, const char *limit,
+                          const sluice_request *req, sluice_limit_state *out,
+                          const char **field);
 
 /* declared_penalty_conf.c: 1 when attribute a is listed in `optional`. */
 int sluice__decl_optional(const struct sluice__decl *dl, int a);

@@ -1,6 +1,6 @@
 /*
-** The declared penalties read back for tools (`sluice inspect`): their
-** names, and one scope's box as the store holds it, read the way
+** The declared penalties read back for tools (`sluice inspect`): one
+** scope's box as the store holds it, read the way
 ** sluice_policy_inspect() reads a built-in box (inspect.c), with the keys
 ** and the parameter set a decision of that request would use.
 */
@@ -9,16 +9,9 @@
 #include "declared.h"
 #include "flow.h"
 
-const char *sluice_policy_penalty_at(const sluice_policy *p, int i) {
-  if (!p || !p->decl || i < 0 || i >= p->decl->npenalties)
-    return NULL;
-  return p->decl->penalties[i].name;
-}
-
-int sluice_policy_inspect_penalty(sluice_policy *p, const char *penalty,
-                                  const sluice_request *req,
-                                  sluice_inspect_report *out,
-                                  const char **field) {
+int sluice__inspect_penalty(sluice_policy *p, const char *penalty,
+                            const sluice_request *req,
+                            sluice_inspect_report *out, const char **field) {
   const sluice__penalty *pn = NULL;
   const sluice__pset *ps;
   sluice__ctx c;
@@ -117,7 +110,7 @@ int sluice__inspect_declared(sluice_policy *p, const sluice_inspect_query *q,
       r.attrs = &a;
       r.nattrs = 1;
     }
-    rc = sluice_policy_inspect_penalty(p, pn->name, &r, out, NULL);
+    rc = sluice__inspect_penalty(p, pn->name, &r, out, NULL);
     if (rc != SLUICE_EINVAL && rc != SLUICE_EKEY)
       return rc; /* read (or the store failed); else: the next one */
   }

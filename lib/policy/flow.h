@@ -178,17 +178,20 @@ int sluice__random_id(sluice__ctx *c, uint64_t *id);
 int sluice__lease_ctx(sluice_policy *p, const sluice_request *q, uint64_t id,
                       sluice__ctx *c);
 int sluice__lease_store(sluice__ctx *c, uint64_t id, int kind);
+/* release.c's SLUICE_HOLD_LEASE: the context, then the store part. */
+int sluice__lease_op(sluice_policy *p, const sluice_request *q, uint64_t id,
+                     int kind);
 
 /* The per-IP backstop (backstop.c): a fixed window per client address
 ** (c->I).  SLUICE_OK with *refused set when the address is over its
 ** limit (d filled as a 429), or the store's error. */
 int sluice__backstop(sluice__ctx *c, sluice_decision *d, int *refused);
 
-/* decide.c: one decision in its phases, for sluice_policy_decide_many()
-** (batch.c), which runs the store part of many in one call.  begin checks
-** the request and fills c and the decision's facts (now < 0: the clock's
-** time); admit asks the deny cache and the breaker; store is the store's
-** part; end turns its rc into the decision (or returns a request error). */
+/* decide.c: one decision in its phases, for sluice_policy_decide() and
+** the halves.  begin checks the request and fills c and the decision's
+** facts (now < 0: the clock's time); admit asks the deny cache and the
+** breaker; store is the store's part; end turns its rc into the decision
+** (or returns a request error). */
 int sluice__decide_begin(sluice_policy *p, const sluice_request *q,
                          int64_t now, sluice__ctx *c, sluice_decision *d);
 void sluice__decide_admit(sluice__ctx *c, sluice_decision *d);

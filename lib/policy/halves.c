@@ -51,17 +51,16 @@ typedef struct sluice__tape {
 } sluice__tape;
 
 enum { C_IDLE, C_OUT };
-enum { K_DECIDE, K_RELEASE, K_SETTLE };
 
 struct sluice_call {
   sluice_policy *p;
   int state;
   int split; /* the store splits its calls */
   int store_err;
-  int kind;       /* K_*: what the flow is */
-  uint64_t lease; /* K_RELEASE: the lease */
-  int result;     /* K_RELEASE, K_SETTLE: its result */
-  /* K_SETTLE: the decision settled (flagged once done), its differences
+  int kind;       /* SLUICE_CALL_*: what the flow is */
+  uint64_t lease; /* SLUICE_CALL_RELEASE: the lease */
+  int result;     /* SLUICE_CALL_RELEASE, SLUICE_CALL_SETTLE: its result */
+  /* SETTLE: the decision settled (flagged once done), its differences
   ** and the time of its charge. */
   sluice_decision *settled;
   int64_t delta[SLUICE__RLIMITS_MAX];
@@ -155,7 +154,7 @@ static void call_init(sluice_call *call, sluice_policy *p) {
 
 /* A decision in flight given up: the breaker's ticket back. */
 static void abandon(sluice_call *call) {
-  if (call->state == C_OUT && call->kind == K_DECIDE)
+  if (call->state == C_OUT && call->kind == SLUICE_CALL_DECIDE)
     sluice__breaker_abandon(&call->p->brk, call->c.ticket);
   call->state = C_IDLE;
   call->sp.status = SLUICE__SPLIT_DONE;
@@ -168,9 +167,9 @@ static int pass(sluice_call *call, sluice_decision *d) {
   int rc;
   call->tape.pos = 0;
   call->tape.idpos = 0;
-  if (call->kind == K_RELEASE)
+  if (call->kind == SLUICE_CALL_RELEASE)
     rc = sluice__lease_store(c, call->lease, SLUICE_OP_LEASE_RELEASE);
-  else if (call->kind == K_SETTLE)
+  else if (call->kind == SLUICE_CALL_SETTLE)
     rc = sluice__decl_adjust(c, call->delta, call->at);
   else
     rc = sluice__decide_store(c, &call->d);
@@ -180,9 +179,9 @@ static int pass(sluice_call *call, sluice_decision *d) {
   }
   call->state = C_IDLE;
   call->sp.status = SLUICE__SPLIT_DONE;
-  if (call->kind != K_DECIDE) {
+  if (call->kind != SLUICE_CALL_DECIDE) {
     call->result = rc;
-    if (call->kind == K_SETTLE && rc == SLUICE_OK)
+    if (call->kind == SLUICE_CALL_SETTLE && rc == SLUICE_OK)
       call->settled->flags |= SLUICE_DECISION_SETTLED;
     return SLUICE_CALL_DONE;
   }
@@ -197,7 +196,7 @@ static int begin_at(sluice_call *call, const sluice_request *q, int64_t now,
   int rc;
   abandon(call);
   call->store_err = 0;
-  call->kind = K_DECIDE;
+  call->kind = SLUICE_CALL_DECIDE;
   rc = sluice__decide_begin(call->p, q, now, c, &call->d);
   if (rc != SLUICE_OK) {
     *d = call->d;
@@ -258,13 +257,6 @@ void sluice_call_close(sluice_call *call) {
   free(call);
 }
 
-int sluice_policy_begin(sluice_call *call, const sluice_request *q,
-                        sluice_decision *d) {
-  if (!call || !d)
-    return SLUICE_EINVAL;
-  return begin_at(call, q, -1, d);
-}
-
 /* A release or a settle starting on the handle (its result EINVAL until
 ** the flow gives one), and its first pass once its context is ready. */
 static void start(sluice_call *call, int kind) {
@@ -280,27 +272,22 @@ static int first_pass(sluice_call *call) {
   return pass(call, &call->d);
 }
 
-int sluice_policy_begin_release(sluice_call *call, const sluice_request *q,
-                                uint64_t lease_id) {
-  sluice__ctx *c = &call->c;
+static int begin_release(sluice_call *call, const sluice_request *q,
+                         uint64_t lease_id) {
   int rc;
-  if (!call)
-    return SLUICE_EINVAL;
-  start(call, K_RELEASE);
+  start(call, SLUICE_CALL_RELEASE);
   call->lease = lease_id;
-  rc = sluice__lease_ctx(call->p, q, lease_id, c);
+  rc = sluice__lease_ctx(call->p, q, lease_id, &call->c);
   if (rc != SLUICE_OK)
     return call->result = rc;
   return first_pass(call);
 }
 
-int sluice_policy_begin_settle(sluice_call *call, const sluice_request *q,
-                               sluice_decision *d, const sluice_attr *actual,
-                               size_t nactual) {
+static int begin_settle(sluice_call *call, const sluice_request *q,
+                        sluice_decision *d, const sluice_attr *actual,
+                        size_t nactual) {
   int rc, any;
-  if (!call)
-    return SLUICE_EINVAL;
-  start(call, K_SETTLE);
+  start(call, SLUICE_CALL_SETTLE);
   rc = sluice__settle_ctx(call->p, q, d, actual, nactual, &call->c,
                           call->delta, &any);
   if (rc != SLUICE_OK)
@@ -315,62 +302,54 @@ int sluice_policy_begin_settle(sluice_call *call, const sluice_request *q,
   return first_pass(call);
 }
 
-int sluice_call_result(const sluice_call *call) {
-  return call ? call->result : SLUICE_EINVAL;
-}
-
-int sluice_policy_finish(sluice_call *call, const void *reply, size_t len,
-                         sluice_decision *d) {
-  if (call && !d && call->kind != K_DECIDE)
-    d = &call->d;
-  if (!call || !d || call->state != C_OUT || (!reply && len))
+int sluice_policy_begin(sluice_call *call, int kind, const sluice_request *q,
+                        sluice_decision *d, const sluice_attr *actual,
+                        size_t nactual) {
+  if (!call || !d)
     return SLUICE_EINVAL;
-  call->sp.reply = reply;
-  call->sp.reply_len = len;
-  return answered(call,
-                  sluice__limiter_split(call->p->lim, SLUICE__CTL_SPLIT_REPLY,
-                                        &call->sp),
-                  d);
-}
-
-int sluice_policy_fail(sluice_call *call, int err, sluice_decision *d) {
-  if (call && !d && call->kind != K_DECIDE)
-    d = &call->d;
-  if (!call || !d || call->state != C_OUT)
+  switch (kind) {
+  case SLUICE_CALL_DECIDE:
+    return begin_at(call, q, -1, d);
+  case SLUICE_CALL_RELEASE:
+    return begin_release(call, q, d->lease_id);
+  case SLUICE_CALL_SETTLE:
+    return begin_settle(call, q, d, actual, nactual);
+  default:
     return SLUICE_EINVAL;
-  call->sp.err = err;
-  return answered(call,
-                  sluice__limiter_split(call->p->lim, SLUICE__CTL_SPLIT_FAIL,
-                                        &call->sp),
-                  d);
+  }
 }
 
-const void *sluice_call_bytes(const sluice_call *call, size_t *len) {
-  int out = call && call->state == C_OUT &&
-            call->sp.status == SLUICE__SPLIT_SEND;
-  if (len)
-    *len = out ? call->sp.len : 0;
-  return out ? call->sp.bytes : NULL;
+int sluice_policy_finish(sluice_call *call, int err, const void *reply,
+                         size_t len, sluice_decision *d) {
+  int ctl = err ? SLUICE__CTL_SPLIT_FAIL : SLUICE__CTL_SPLIT_REPLY;
+  if (call && !d && call->kind != SLUICE_CALL_DECIDE)
+    d = &call->d;
+  if (!call || !d || call->state != C_OUT || (!err && !reply && len))
+    return SLUICE_EINVAL;
+  if (err) {
+    call->sp.err = err;
+  } else {
+    call->sp.reply = reply;
+    call->sp.reply_len = len;
+  }
+  return answered(call, sluice__limiter_split(call->p->lim, ctl, &call->sp), d);
 }
 
-const char *sluice_call_host(const sluice_call *call) {
-  return call && call->state == C_OUT ? call->sp.host : "";
-}
-
-int sluice_call_port(const sluice_call *call) {
-  return call && call->state == C_OUT ? call->sp.port : 0;
-}
-
-int sluice_call_slot(const sluice_call *call) {
-  return call && call->state == C_OUT ? call->sp.slot : -1;
-}
-
-int sluice_call_replies(const sluice_call *call) {
-  return call && call->state == C_OUT ? call->sp.replies : 0;
-}
-
-int sluice_call_store_error(const sluice_call *call) {
-  return call ? call->store_err : SLUICE_EINVAL;
+int sluice_call_get(const sluice_call *call, sluice_call_info *out) {
+  int out_now, send;
+  if (!call || !out)
+    return SLUICE_EINVAL;
+  out_now = call->state == C_OUT;
+  send = out_now && call->sp.status == SLUICE__SPLIT_SEND;
+  out->bytes = send ? call->sp.bytes : NULL;
+  out->len = send ? call->sp.len : 0;
+  out->host = out_now ? call->sp.host : "";
+  out->port = out_now ? call->sp.port : 0;
+  out->slot = out_now ? call->sp.slot : -1;
+  out->replies = out_now ? call->sp.replies : 0;
+  out->result = call->result;
+  out->store_error = call->store_err;
+  return SLUICE_OK;
 }
 
 /* ------------------------------------------- the blocking path on them --- */

@@ -1,7 +1,8 @@
 /*
-** sluice_policy_inspect(): one scope's box read back for support tools
-** (`sluice inspect`), changing nothing: the policy file's first penalty of
-** that scope (declared_penalty_info.c), read with the helpers below.  Each
+** sluice_policy_inspect(): a declared limit's records (declared_info.c), a
+** declared penalty's box, or one scope's box (the policy file's first
+** penalty of that scope: declared_penalty_info.c) read back for support
+** tools (`sluice inspect`), changing nothing, with the helpers below.  Each
 ** record is fetched with sluice_limiter_get() and its algorithm's PEEK /
 ** CHECK step runs on a copy, with the keys and parameters a decision uses.
 **
@@ -103,9 +104,23 @@ int sluice__inspect_window(sluice_policy *p, sluice_key k, unsigned bit,
 int sluice_policy_inspect(sluice_policy *p, const sluice_inspect_query *q,
                           sluice_inspect_report *out) {
   int rc;
-  if (!p || !q || !out)
+  if (!out)
     return SLUICE_EINVAL;
   memset(out, 0, sizeof *out);
+  if (!p || !q)
+    return SLUICE_EINVAL;
+  if (!!q->limit + !!q->penalty + !!q->scope != 1)
+    return SLUICE_EINVAL; /* one thing to read */
+  if (q->limit || q->penalty) {
+    const char *field = NULL;
+    rc = q->limit
+             ? sluice__inspect_limit(p, q->limit, q->req, &out->limit, &field)
+             : sluice__inspect_penalty(p, q->penalty, q->req, out, &field);
+    if (q->limit && rc == SLUICE_OK)
+      out->now_ns = out->limit.now_ns;
+    out->invalid_field = field;
+    return rc;
+  }
   out->scope = q->scope;
   out->now_ns = sluice_limiter_now(p->lim);
   /* The policy file's boxes: the first declared penalty of that kind

@@ -1,6 +1,6 @@
 /*
 ** Releasing and renewing a route's leases (and locks) after the request
-** is done.
+** is done (sluice_policy_release() and _renew() of a SLUICE_HOLD_LEASE).
 */
 #include <string.h>
 
@@ -27,19 +27,9 @@ int sluice__lease_ctx(sluice_policy *p, const sluice_request *q, uint64_t id,
   return SLUICE_OK;
 }
 
-static int lease_op(sluice_policy *p, const sluice_request *q, uint64_t id,
-                    int kind) {
+int sluice__lease_op(sluice_policy *p, const sluice_request *q, uint64_t id,
+                     int kind) {
   sluice__ctx c;
   int rc = sluice__lease_ctx(p, q, id, &c);
   return rc != SLUICE_OK ? rc : sluice__lease_store(&c, id, kind);
-}
-
-int sluice_policy_release_lease(sluice_policy *p, const sluice_request *q,
-                                uint64_t id) {
-  return lease_op(p, q, id, SLUICE_OP_LEASE_RELEASE);
-}
-
-int sluice_policy_renew_lease(sluice_policy *p, const sluice_request *q,
-                              uint64_t id) {
-  return lease_op(p, q, id, SLUICE_OP_RENEW);
 }

@@ -92,8 +92,9 @@ int sluice_policy_metrics(const sluice_policy *cp, char *buf, size_t len,
           "# TYPE sluice_policy_decisions_total counter\n");
   FOR_ROWS(t) {
     for (i = 0; i < SLUICE_OUTCOME__COUNT; i++)
-      put(&o, "sluice_policy_decisions_total{tier=\"%s\",outcome=\"%s\"} %llu\n",
-          TIERNAME(t), sluice_outcome_name(i),
+      put(&o,
+          "sluice_policy_decisions_total{tier=\"%s\",outcome=\"%s\"} %llu\n",
+          TIERNAME(t), sluice_name(SLUICE_NAME_OUTCOME, i),
           (unsigned long long)LOAD(p->ctr->decisions[t][i]));
   }
   put(&o, "# HELP sluice_policy_degraded_decisions_total Decisions made by "
@@ -131,7 +132,8 @@ int sluice_policy_metrics(const sluice_policy *cp, char *buf, size_t len,
           "# TYPE sluice_policy_events_total counter\n");
   for (i = 1; i < SLUICE_EVENT__COUNT; i++)
     put(&o, "sluice_policy_events_total{event=\"%s\"} %llu\n",
-        sluice_event_name(i), (unsigned long long)LOAD(p->ctr->events[i]));
+        sluice_name(SLUICE_NAME_EVENT, i),
+        (unsigned long long)LOAD(p->ctr->events[i]));
   put(&o, "# HELP sluice_policy_degraded 1 while the store is failing "
           "(rl_degraded).\n# TYPE sluice_policy_degraded gauge\n"
           "sluice_policy_degraded %d\n",

@@ -1,20 +1,49 @@
 /*
-** The names of the policy's enums, as the metrics text, the events and
-** the CLI print them: one table each, so that a new value is named once.
+** The names of the policy's enums (sluice_name()), as the metrics text,
+** the events, the configuration file and the CLI spell them: one table
+** each, so that a new value is named once.
 */
 #include "policy_int.h"
 
-const char *sluice_outcome_name(int o) {
+static const char *outcome_name(int o) {
   static const char *const n[SLUICE_OUTCOME__COUNT] = {
       "allow",       "throttled", "boxed",      "suspended",
       "concurrency", "conflict",  "unavailable"};
   return (o >= 0 && o < SLUICE_OUTCOME__COUNT) ? n[o] : "unknown";
 }
 
-const char *sluice_event_name(int t) {
+static const char *event_name(int t) {
   static const char *const n[SLUICE_EVENT__COUNT] = {
       "unknown",     "box_trip", "edge_deny",   "alert",        "suspend",
       "page",        "ip_ban",   "stuffing",    "release",      "lift",
       "degraded_on", "degraded_off", "lease_denied", "store_full"};
   return (t > 0 && t < SLUICE_EVENT__COUNT) ? n[t] : "unknown";
+}
+
+static const char *shadow_name(int feature) {
+  switch (feature) {
+  case SLUICE_SHADOW_BUCKETS:
+    return "buckets";
+  case SLUICE_SHADOW_PENALTY:
+    return "penalty";
+  case SLUICE_SHADOW_LEASES:
+    return "leases";
+  case SLUICE_SHADOW_FAIL_CLOSED:
+    return "fail_closed";
+  default:
+    return "unknown";
+  }
+}
+
+const char *sluice_name(int kind, int value) {
+  switch (kind) {
+  case SLUICE_NAME_OUTCOME:
+    return outcome_name(value);
+  case SLUICE_NAME_EVENT:
+    return event_name(value);
+  case SLUICE_NAME_SHADOW:
+    return shadow_name(value);
+  default:
+    return "unknown";
+  }
 }

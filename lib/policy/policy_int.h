@@ -247,6 +247,8 @@ int sluice__conf_widen(const char *in, size_t n, char **out, int *line,
 /* Staged rollout (shadow.c): the SLUICE_SHADOW_* features the
 ** configuration leaves in shadow for every request; `forced`: all. */
 unsigned sluice__shadow_mask(const sluice__conf *c, int forced);
+/* The feature an outcome belongs to (SLUICE_SHADOW_*), 0 for ALLOW. */
+int sluice__shadow_feature_of(int outcome);
 /* 1 when a box in shadow must not end the decision (a later check is
 ** still enforced). */
 int sluice__shadow_past_box(unsigned mask);

@@ -1,7 +1,8 @@
 /*
-** Manual release of a penalty box, lifting of a suspension and renewal of
-** a level 3 box (the operator's "sluice release", "lift", "renew"): the box
-** is read, then released (or renewed), and the deny cache follows.
+** sluice_policy_release() and sluice_policy_renew(): a lease goes to
+** leases.c; a penalty box is released, its suspension lifted or a level 3
+** box renewed here (the operator's "sluice release", "lift", "renew"): the
+** box is read, then released (or renewed), and the deny cache follows.
 **
 ** Choices:
 **  a) The release and lift events carry the caller's request, so a sink
@@ -171,20 +172,32 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
   return SLUICE_OK;
 }
 
-int sluice_policy_release_box(sluice_policy *p, int scope_kind,
-                              const sluice_request *q, const char *who,
-                              const char *why) {
-  return release(p, scope_kind, q, who, why, RELEASE);
+int sluice_policy_release(sluice_policy *p, const sluice_request *q,
+                          const sluice_hold *h) {
+  if (!h)
+    return SLUICE_EINVAL;
+  switch (h->kind) {
+  case SLUICE_HOLD_LEASE:
+    return sluice__lease_op(p, q, h->lease_id, SLUICE_OP_LEASE_RELEASE);
+  case SLUICE_HOLD_BOX:
+    return release(p, h->scope, q, h->who, h->why, RELEASE);
+  case SLUICE_HOLD_SUSPENSION:
+    return release(p, h->scope, q, h->who, h->why, LIFT);
+  default:
+    return SLUICE_EINVAL;
+  }
 }
 
-int sluice_policy_lift_suspension(sluice_policy *p, int scope_kind,
-                                  const sluice_request *q, const char *who,
-                                  const char *why) {
-  return release(p, scope_kind, q, who, why, LIFT);
-}
-
-int sluice_policy_renew_box(sluice_policy *p, int scope_kind,
-                            const sluice_request *q, const char *who,
-                            const char *why) {
-  return release(p, scope_kind, q, who, why, RENEW);
+int sluice_policy_renew(sluice_policy *p, const sluice_request *q,
+                        const sluice_hold *h) {
+  if (!h)
+    return SLUICE_EINVAL;
+  switch (h->kind) {
+  case SLUICE_HOLD_LEASE:
+    return sluice__lease_op(p, q, h->lease_id, SLUICE_OP_RENEW);
+  case SLUICE_HOLD_BOX:
+    return release(p, h->scope, q, h->who, h->why, RENEW);
+  default:
+    return SLUICE_EINVAL;
+  }
 }

@@ -10,7 +10,7 @@
 #include "declared.h"
 #include "policy_int.h"
 
-int sluice_shadow_feature_of(int outcome) {
+int sluice__shadow_feature_of(int outcome) {
   switch (outcome) {
   case SLUICE_OUTCOME_THROTTLED:
     return SLUICE_SHADOW_BUCKETS;
@@ -24,21 +24,6 @@ int sluice_shadow_feature_of(int outcome) {
     return SLUICE_SHADOW_FAIL_CLOSED;
   default:
     return 0;
-  }
-}
-
-const char *sluice_shadow_feature_name(int feature) {
-  switch (feature) {
-  case SLUICE_SHADOW_BUCKETS:
-    return "buckets";
-  case SLUICE_SHADOW_PENALTY:
-    return "penalty";
-  case SLUICE_SHADOW_LEASES:
-    return "leases";
-  case SLUICE_SHADOW_FAIL_CLOSED:
-    return "fail_closed";
-  default:
-    return NULL;
   }
 }
 

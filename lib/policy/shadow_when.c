@@ -31,7 +31,7 @@ int sluice__shadow_names(const config_setting_t *s, int64_t *out,
     const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
     const char *v = config_setting_get_string(e);
     for (f = 1; f <= SLUICE_SHADOW_ALL; f <<= 1)
-      if (v && !strcmp(v, sluice_shadow_feature_name(f)))
+      if (v && !strcmp(v, sluice_name(SLUICE_NAME_SHADOW, f)))
         break;
     *bad = e;
     if (v && !strcmp(v, "all"))

@@ -26,7 +26,7 @@ trap cleanup EXIT
 ok()   { n=$((n + 1)); }
 fail() { n=$((n + 1)); fails=$((fails + 1)); printf 'FAIL %s\n' "$*"; }
 # What the library cannot do yet: read and release a declared penalty's
-# box (sluice_policy_inspect() and sluice_policy_release_box() read the
+# box (sluice_policy_inspect() and sluice_policy_release() read the
 # built-in box records, and etc/ledger.conf's boxes are declared).
 # Printed, not counted; once it passes, make it a check.
 pending() { if [ "$2" = "$3" ]; then echo "PENDING PASSES NOW (make it a check): $1"; else echo "PENDING $1: expected '$2', got '$3'"; fi; }

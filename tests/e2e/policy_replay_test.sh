@@ -10,7 +10,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0; n=0
 check() { n=$((n + 1)); if [ "$2" != "$3" ]; then fails=$((fails + 1)); printf 'FAIL %s\n--- expected\n%s\n--- got\n%s\n' "$1" "$2" "$3"; fi; }
 # What the library cannot do yet: read and release a declared penalty's
-# box (sluice_policy_inspect() and sluice_policy_release_box() read the
+# box (sluice_policy_inspect() and sluice_policy_release() read the
 # built-in box records).  Printed, not counted; once it passes, make it a
 # check.
 pending() { if [ "$2" = "$3" ]; then echo "PENDING PASSES NOW (make it a check): $1"; else echo "PENDING $1: expected '$2', got '$3'"; fi; }

@@ -230,7 +230,7 @@ static void auth_fail(fx *f, const char *ip) {
   snprintf(subject, sizeof subject, "user-%d", f->subject++);
   sign_in_failed(&q, a, subject);
   q.client_ip = ip;
-  CHECK(sluice_policy_decide(f->pol, &q, &d) == SLUICE_OK);
+  CHECK(sluice_policy_decide(f->pol, 1, &q, &d, NULL) == SLUICE_OK);
 }
 
 /* Box ip at `level` (1..3): a trip per level, each after the last box. */
@@ -248,15 +248,22 @@ static int ip_req(sluice_policy *p, const char *ip, int what) {
   sluice_request q;
   memset(&q, 0, sizeof q);
   q.client_ip = ip;
-  return what == 0 ? sluice_policy_release_box(p, SLUICE_SCOPE_IP, &q, "test",
-                                               "lift")
-                   : sluice_policy_renew_box(p, SLUICE_SCOPE_IP, &q, "test",
-                                             "renew");
+  return what == 0
+             ? sluice_policy_release(p, &q,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                    .scope = SLUICE_SCOPE_IP,
+                                                    .who = "test",
+                                                    .why = "lift"})
+             : sluice_policy_renew(p, &q,
+                                   &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                  .scope = SLUICE_SCOPE_IP,
+                                                  .who = "test",
+                                                  .why = "renew"});
 }
 
 static int64_t g_resync_ms; /* sink_open's resync_ms */
 
-/* 1: sluice_policy_release_box() and _renew_box() reach a declared
+/* 1: sluice_policy_release() and _renew() of a box reach a declared
 ** penalty's box (etc/ledger.conf's address box), probed in main().  0: the
 ** library releases the built-in boxes only; what needs a release or a
 ** renewal is then said PENDING and not run (the checks before it are). */
@@ -560,7 +567,7 @@ static void test_restart(void) {
   unlink(path);
 }
 
-/* sluice_policy_renew_box() puts a level 3 ban back; it refuses a level 2
+/* sluice_policy_renew() of a box puts a level 3 ban back; it refuses a level 2
 ** box and an address that is not boxed. */
 static void test_renew(void) {
   fx f;
@@ -715,7 +722,7 @@ static void test_cli(const char *cli) {
     snprintf(subject, sizeof subject, "s%d", i);
     sign_in_failed(&q, a, subject);
     q.client_ip = "127.0.0.20";
-    CHECK(sluice_policy_decide(pol, &q, &d) == SLUICE_OK);
+    CHECK(sluice_policy_decide(pol, 1, &q, &d, NULL) == SLUICE_OK);
   }
   sync_sink(g_sink);
   sluice_nft_close(g_sink);
@@ -748,7 +755,7 @@ static void probe_admin(void) {
   box(&f, "127.0.0.99", 1);
   g_admin = ip_req(f.pol, "127.0.0.99", 0) == SLUICE_OK;
   if (!g_admin)
-    fprintf(stderr, "PENDING: sluice_policy_release_box() does not reach "
+    fprintf(stderr, "PENDING: sluice_policy_release() does not reach "
                     "a declared penalty's box in this library\n");
   fx_close(&f);
 }

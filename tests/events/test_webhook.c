@@ -358,7 +358,7 @@ Test(webhook, a_policy_level_two_trip_is_delivered) {
   rq.method = "POST";
   rq.route = "/v1/ledgers/L7/entries";
   for (i = 0; i < 100000 && trips < 2; i++) {
-    cr_assert_eq(sluice_policy_decide(pol, &rq, &d), SLUICE_OK);
+    cr_assert_eq(sluice_policy_decide(pol, 1, &rq, &d, NULL), SLUICE_OK);
     if (d.flags & SLUICE_DECISION_TRIPPED) {
       trips++;
       /* past the first box */

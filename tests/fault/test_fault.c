@@ -272,7 +272,7 @@ static void t_outage(void) {
   /* A: healthy. */
   for (int i = 0; i < 10; i++, t += 100 * MS) {
     sluice_clock_set(clk, t);
-    REQUIRE(sluice_policy_decide(p, &std, &d) == SLUICE_OK, "decide");
+    REQUIRE(sluice_policy_decide(p, 1, &std, &d, NULL) == SLUICE_OK, "decide");
     VIOLATION_IF(!d.allowed || (d.flags & SLUICE_DECISION_DEGRADED),
                  "healthy store: allowed %d flags %#x", d.allowed, d.flags);
     decisions++;
@@ -283,7 +283,7 @@ static void t_outage(void) {
   t_out = t;
   for (int i = 0; i < 2000; i++, t += 10 * MS) {
     sluice_clock_set(clk, t);
-    REQUIRE(sluice_policy_decide(p, &std, &d) == SLUICE_OK, "decide");
+    REQUIRE(sluice_policy_decide(p, 1, &std, &d, NULL) == SLUICE_OK, "decide");
     decisions++;
     n_out++;
     VIOLATION_IF(!(d.flags & SLUICE_DECISION_DEGRADED),
@@ -291,7 +291,8 @@ static void t_outage(void) {
                  d.flags);
     admitted += d.allowed;
     if (i % 100 == 0) {
-      REQUIRE(sluice_policy_decide(p, &rec, &d) == SLUICE_OK, "reconcile");
+      REQUIRE(sluice_policy_decide(p, 1, &rec, &d, NULL) == SLUICE_OK,
+              "reconcile");
       VIOLATION_IF(d.allowed || d.status != 503 ||
                        !(d.flags & SLUICE_DECISION_FAIL_CLOSED) ||
                        d.retry_after_ns !=
@@ -299,7 +300,7 @@ static void t_outage(void) {
                    "outage: reconcile allowed %d status %d flags %#x retry "
                    "%lld",
                    d.allowed, d.status, d.flags, (long long)d.retry_after_ns);
-      REQUIRE(sluice_policy_decide(p, &auth, &d) == SLUICE_OK, "auth");
+      REQUIRE(sluice_policy_decide(p, 1, &auth, &d, NULL) == SLUICE_OK, "auth");
       VIOLATION_IF(d.allowed || d.status != 503 ||
                        !(d.flags & SLUICE_DECISION_FAIL_CLOSED),
                    "outage: auth allowed %d status %d flags %#x", d.allowed,
@@ -324,10 +325,10 @@ static void t_outage(void) {
   REQUIRE(sluice_limiter_control(lim, FAIL_STORE_CTL_PLAN, &plan) == 0, "plan");
   t += conf_int(cfg, "failure.probe_interval_ms") * MS + 1;
   sluice_clock_set(clk, t);
-  REQUIRE(sluice_policy_decide(p, &std, &d) == SLUICE_OK, "decide");
+  REQUIRE(sluice_policy_decide(p, 1, &std, &d, NULL) == SLUICE_OK, "decide");
   VIOLATION_IF(!d.allowed || (d.flags & SLUICE_DECISION_DEGRADED),
                "after recovery: allowed %d flags %#x", d.allowed, d.flags);
-  REQUIRE(sluice_policy_decide(p, &rec, &d) == SLUICE_OK, "reconcile");
+  REQUIRE(sluice_policy_decide(p, 1, &rec, &d, NULL) == SLUICE_OK, "reconcile");
   VIOLATION_IF(!d.allowed || d.lease_id == 0,
                "after recovery: reconcile allowed %d status %d", d.allowed,
                d.status);

@@ -117,7 +117,7 @@ static void serve(server *s, int64_t cost, response *r) {
     snprintf(points, sizeof points, "%lld", (long long)cost);
     q.attrs = &pa;
     q.nattrs = 1;
-    cr_assert_eq(sluice_policy_decide(s->pol, &q, &d), SLUICE_OK);
+    cr_assert_eq(sluice_policy_decide(s->pol, 1, &q, &d, NULL), SLUICE_OK);
     if (d.flags & SLUICE_DECISION_STRIKE)
       s->strikes++;
   } else {

@@ -354,7 +354,7 @@ sluice_request rq_signin(const char *ip, const char *subject,
 
 sluice_decision decide(fixture *f, const sluice_request *r) {
   sluice_decision d;
-  int rc = sluice_policy_decide(f->pol, r, &d);
+  int rc = sluice_policy_decide(f->pol, 1, r, &d, NULL);
   cr_assert_eq(rc, SLUICE_OK, "decide: %s (field %s)", sluice_strerror(rc),
                d.invalid_field ? d.invalid_field : "-");
   return d;
@@ -397,4 +397,32 @@ void fx_open_text(fixture *f, const char *text) {
   const char *path = fx_write_conf(text);
   cr_assert_eq(fx_open_file(f, path, NULL, 0), SLUICE_OK);
   unlink(path);
+}
+
+int inspect_limit(sluice_policy *p, const char *limit, const sluice_request *q,
+                  sluice_limit_state *st, const char **field) {
+  sluice_inspect_query iq = {0};
+  sluice_inspect_report r;
+  int rc;
+  iq.limit = limit;
+  iq.req = q;
+  rc = sluice_policy_inspect(p, &iq, &r);
+  if (rc == SLUICE_OK)
+    *st = r.limit;
+  if (field)
+    *field = r.invalid_field;
+  return rc;
+}
+
+int inspect_penalty(sluice_policy *p, const char *penalty,
+                    const sluice_request *q, sluice_inspect_report *r,
+                    const char **field) {
+  sluice_inspect_query iq = {0};
+  int rc;
+  iq.penalty = penalty;
+  iq.req = q;
+  rc = sluice_policy_inspect(p, &iq, r);
+  if (field)
+    *field = r->invalid_field;
+  return rc;
 }

@@ -77,6 +77,14 @@ void fx_fail(fixture *f, int rc, int after);
 int64_t fx_applies(fixture *f);
 /* Store calls so far (each xApply and each program's xRun is one). */
 int64_t fx_calls(fixture *f);
+/* sluice_policy_inspect() of a declared limit (its records into *st) or
+** a declared penalty (its box into *r) by name, for the scope q names;
+** *field (may be NULL): the attribute at fault. */
+int inspect_limit(sluice_policy *p, const char *limit, const sluice_request *q,
+                  sluice_limit_state *st, const char **field);
+int inspect_penalty(sluice_policy *p, const char *penalty,
+                    const sluice_request *q, sluice_inspect_report *r,
+                    const char **field);
 /* The same, counting the calls that got the injected failure too. */
 int64_t fx_attempts(fixture *f);
 int fx_count(const fixture *f, int type);

@@ -102,7 +102,7 @@ static void run(sluice_policy *pol, int ms, tally *t) {
     r.attrs = &a;
     r.nattrs = 1;
     i++;
-    if (sluice_policy_decide(pol, &r, &d) != SLUICE_OK) {
+    if (sluice_policy_decide(pol, 1, &r, &d, NULL) != SLUICE_OK) {
       t->other_errors++;
       continue;
     }
@@ -119,7 +119,9 @@ static void run(sluice_policy *pol, int ms, tally *t) {
       t->refused++; /* none expected (open_policy) */
     }
     if (d.lease_id)
-      (void)sluice_policy_release_lease(pol, &r, d.lease_id);
+      (void)sluice_policy_release(
+          pol, &r,
+          &(sluice_hold){.kind = SLUICE_HOLD_LEASE, .lease_id = d.lease_id});
   }
 }
 

@@ -321,7 +321,7 @@ static int attack_part(const char *store, unsigned flags, const char *run,
         attack_request(run, s, subj, sizeof subj, ip, sizeof ip);
     sluice_decision d;
     sluice_clock_advance(f.clock, MS);
-    if (sluice_policy_decide(f.pol, &r, &d) != SLUICE_OK ||
+    if (sluice_policy_decide(f.pol, 1, &r, &d, NULL) != SLUICE_OK ||
         d.outcome != SLUICE_OUTCOME_ALLOW)
       refused++;
   }

@@ -82,8 +82,11 @@ Test(policy_auth, twenty_failures_box_the_ip) {
   cr_assert_eq(decide(&f, &r).outcome, SLUICE_OUTCOME_ALLOW);
   /* Support can release an IP too. */
   r = rq_signin("192.0.2.7", NULL, NULL);
-  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_IP, &r, "sre",
-                                         "office NAT"),
+  cr_assert_eq(sluice_policy_release(f.pol, &r,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                    .scope = SLUICE_SCOPE_IP,
+                                                    .who = "sre",
+                                                    .why = "office NAT"}),
                SLUICE_OK);
   cr_assert_eq(decide(&f, &r).outcome, SLUICE_OUTCOME_ALLOW);
   fx_close(&f);
@@ -187,18 +190,18 @@ Test(policy_auth, auth_requests_need_an_ip) {
   sluice_request r = rq_signin(NULL, "alice", "bad_secret");
   sluice_decision d;
   fx_open(&f, NULL, 0);
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_EINVAL);
   cr_assert_str_eq(d.invalid_field, "ip");
   /* A result the file does not list is no failure: an ask (the built-in's
   ** enum refused 17 with EINVAL naming its field; a string attribute has no
   ** set of valid values). */
   r = rq_signin("10.0.0.1", "alice", "17");
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_OK);
   cr_assert_eq(d.strikes_remaining, 5);
   r = rq_signin("10.0.0.1", NULL, NULL);
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_OK);
   r = rq_signin("10.0.0.1", "", NULL);
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_OK);
   fx_close(&f);
 }
 
@@ -219,8 +222,9 @@ static int trips_at(const char *subject, int *unknown_failures) {
   for (i = 1; i <= 12 && !at; i++) {
     sluice_request r = rq_signin("198.51.100.9", subject, "bad_secret");
     sluice_decision d;
-    cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_OK,
-                 "failure %d with subject \"%s\"", i, subject ? subject : "(null)");
+    cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_OK,
+                 "failure %d with subject \"%s\"", i,
+                 subject ? subject : "(null)");
     if (d.outcome == SLUICE_OUTCOME_BOXED)
       at = i;
   }

@@ -56,10 +56,12 @@ static void scenario1(const char *store, unsigned flags, int every) {
   /* Key A's denials took nothing from the tenant. */
   held = decide(&f, &rec);
   cr_assert_eq(held.allowed, 1, "%s: %s (store error %s)", store,
-               sluice_outcome_name(held.outcome),
+               sluice_name(SLUICE_NAME_OUTCOME, held.outcome),
                sluice_err_name(held.store_error));
   cr_assert_eq(decide(&f, &rec).outcome, SLUICE_OUTCOME_CONFLICT);
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &rec, held.lease_id),
+  cr_assert_eq(sluice_policy_release(f.pol, &rec,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = held.lease_id}),
                SLUICE_OK);
   d = decide(&f, &b);
   cr_assert_eq(d.allowed, 1);
@@ -69,7 +71,9 @@ static void scenario1(const char *store, unsigned flags, int every) {
   sluice_clock_advance(f.clock, 10 * MIN);
   d = decide(&f, &exp);
   cr_assert_eq(d.allowed, 1);
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &exp, d.lease_id),
+  cr_assert_eq(sluice_policy_release(f.pol, &exp,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = d.lease_id}),
                SLUICE_OK);
   sluice_clock_advance(f.clock, 2 * SEC); /* the bucket refills */
   d = decide(&f, &exp);
@@ -79,8 +83,11 @@ static void scenario1(const char *store, unsigned flags, int every) {
   for (i = 0; i < 5; i++)
     d = decide(&f, &auth);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
-  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_KEY, &a, "ops",
-                                         "test"),
+  cr_assert_eq(sluice_policy_release(f.pol, &a,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                    .scope = SLUICE_SCOPE_KEY,
+                                                    .who = "ops",
+                                                    .why = "test"}),
                SLUICE_ENOTFOUND, "key A's 5 min box is over");
   fx_close(&f);
 }

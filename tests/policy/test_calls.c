@@ -16,7 +16,8 @@ static int64_t calls_of(fixture *f, const sluice_request *r, int outcome,
   int64_t before = fx_calls(f);
   sluice_decision d = decide(f, r);
   cr_assert_eq(d.outcome, outcome, "outcome %s, expected %s",
-               sluice_outcome_name(d.outcome), sluice_outcome_name(outcome));
+               sluice_name(SLUICE_NAME_OUTCOME, d.outcome),
+               sluice_name(SLUICE_NAME_OUTCOME, outcome));
   if (out)
     *out = d;
   return fx_calls(f) - before;
@@ -66,13 +67,18 @@ Test(policy_calls, reconcile_allowed_conflict_concurrency) {
   assert_binding(d2, "reconciles");
   {
     sluice_limit_state st; /* the key's bucket, read without a call count */
-    cr_assert_eq(sluice_policy_inspect_limit(f.pol, "key", &b, &st, NULL),
-                 SLUICE_OK);
+    cr_assert_eq(inspect_limit(f.pol, "key", &b, &st, NULL), SLUICE_OK);
     cr_assert_eq(st.remaining, d.remaining, "the denials charged nothing");
   }
   before = fx_calls(&f);
-  cr_assert_eq(sluice_policy_renew_lease(f.pol, &a, d.lease_id), SLUICE_OK);
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &a, d.lease_id), SLUICE_OK);
+  cr_assert_eq(sluice_policy_renew(f.pol, &a,
+                                   &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                  .lease_id = d.lease_id}),
+               SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &a,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = d.lease_id}),
+               SLUICE_OK);
   cr_assert_eq(fx_calls(&f) - before, 2, "slots + ledger lock: one call each");
   cr_assert_eq(calls_of(&f, &b, SLUICE_OUTCOME_ALLOW, NULL), 1);
   fx_close(&f);
@@ -85,9 +91,15 @@ Test(policy_calls, export_allowed_cap_concurrency) {
   fx_open(&f, NULL, 0);
   cr_assert_eq(calls_of(&f, &e, SLUICE_OUTCOME_ALLOW, &d), 1);
   cr_assert_eq(calls_of(&f, &e, SLUICE_OUTCOME_CONCURRENCY, NULL), 1);
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &e, d.lease_id), SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &e,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = d.lease_id}),
+               SLUICE_OK);
   cr_assert_eq(calls_of(&f, &e, SLUICE_OUTCOME_ALLOW, &d), 1);
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &e, d.lease_id), SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &e,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = d.lease_id}),
+               SLUICE_OK);
   /* Sandbox: 2 exports an hour. */
   cr_assert_eq(calls_of(&f, &e, SLUICE_OUTCOME_THROTTLED, &d), 1);
   assert_binding(d, "exports_per_hour");
@@ -104,7 +116,10 @@ Test(policy_calls, heavy_throttled) {
   cfg_set(cfg, "limits.key.burst", 15); /* one reconcile (10), not two */
   fx_open(&f, cfg, 0);
   cr_assert_eq(calls_of(&f, &a, SLUICE_OUTCOME_ALLOW, &d), 1);
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &a, d.lease_id), SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &a,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = d.lease_id}),
+               SLUICE_OK);
   cr_assert_eq(calls_of(&f, &a, SLUICE_OUTCOME_THROTTLED, NULL), 1);
   fx_close(&f);
 }

@@ -250,7 +250,7 @@ Test(policy_config, routes_replace_the_default_policy) {
     sluice_request r = rq_std("acme", "k", "growth");
     sluice_decision d;
     fx_open(&f, c, 0);
-    cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_ENOTFOUND,
+    cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_ENOTFOUND,
                  "/v1 is no longer routed");
     r.route = "/v2/things";
     d = decide(&f, &r);
@@ -431,11 +431,11 @@ Test(policy_config, tiers_are_names_a_request_may_take) {
   fx_open(&f, c, 0);
   r = rq_std("acme", "k", "pro");
   r.route = "/x";
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_OK);
   cr_assert_str_eq(d.tier, "pro");
   cr_assert_eq(sluice_policy_count(f.pol, "pro", SLUICE_OUTCOME_ALLOW), 1);
   r.tier = "growth"; /* a default tier the file replaced */
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_ENOTFOUND);
   cr_assert_str_eq(d.invalid_field, "tier");
   fx_close(&f);
 }

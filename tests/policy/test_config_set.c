@@ -231,10 +231,10 @@ Test(policy_config_set, declared_limits_in_code) {
   r.route = "/x";
   r.client_ip = "192.0.2.1";
   for (i = 0; i < 3; i++) {
-    cr_assert_eq(sluice_policy_decide(p, &r, &d), SLUICE_OK);
+    cr_assert_eq(sluice_policy_decide(p, 1, &r, &d, NULL), SLUICE_OK);
     cr_assert_eq(d.allowed, 1, "request %d", i);
   }
-  cr_assert_eq(sluice_policy_decide(p, &r, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(p, 1, &r, &d, NULL), SLUICE_OK);
   cr_assert_eq(d.allowed, 0);
   cr_assert_str_eq(d.limit_name, "per_ip");
   sluice_policy_close(p);

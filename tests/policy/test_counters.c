@@ -51,7 +51,7 @@ static int run(int n, int id) {
   for (i = 0; i < n; i++) {
     sluice_request r = rq_std("acme", key, "sandbox");
     sluice_decision d;
-    if (sluice_policy_decide(p, &r, &d) != SLUICE_OK)
+    if (sluice_policy_decide(p, 1, &r, &d, NULL) != SLUICE_OK)
       return -1;
     allowed += d.allowed;
   }
@@ -125,7 +125,7 @@ Test(policy_counters, without_the_option_each_policy_counts_alone) {
   sluice_decision d;
   cr_assert_eq(open_pol(NULL, NULL, &a, NULL, 0), SLUICE_OK);
   cr_assert_eq(open_pol(NULL, "", &b, NULL, 0), SLUICE_OK);
-  cr_assert_eq(sluice_policy_decide(a, &r, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(a, 1, &r, &d, NULL), SLUICE_OK);
   cr_assert_eq(sluice_policy_count(a, "sandbox", SLUICE_OUTCOME_ALLOW), 1);
   cr_assert_eq(sluice_policy_count(b, "sandbox", SLUICE_OUTCOME_ALLOW), 0);
   sluice_policy_close(a);
@@ -233,7 +233,7 @@ Test(policy_counters, counted_by_the_route_that_counted) {
   for (i = 0; i < 2; i++) /* the one slot is taken */
     cr_assert_eq(decide(&f, &q).outcome, SLUICE_OUTCOME_CONCURRENCY);
   q = job_rq("GET", "/nowhere", NULL);
-  cr_assert_eq(sluice_policy_decide(f.pol, &q, &d), SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &q, &d, NULL), SLUICE_ENOTFOUND);
   fx_fail(&f, SLUICE_EUNAVAIL, 0);
   q = job_rq("GET", "/jobs/1", &slow);
   cr_assert_eq(decide(&f, &q).outcome, SLUICE_OUTCOME_UNAVAILABLE);
@@ -294,13 +294,13 @@ Test(policy_counters, a_shared_segment_keeps_counts_by_route_label) {
   cr_assert_eq(load_text(&cfg, by_route_text), SLUICE_OK);
   cr_assert_eq(open_pol(cfg, uri, &p, err, sizeof err), SLUICE_OK, "%s", err);
   for (i = 0; i < 3; i++)
-    cr_assert_eq(sluice_policy_decide(p, &q, &d), SLUICE_OK);
+    cr_assert_eq(sluice_policy_decide(p, 1, &q, &d, NULL), SLUICE_OK);
   sluice_policy_close(p);
   cr_assert_eq(load_text(&cfg, reordered), SLUICE_OK);
   cr_assert_eq(open_pol(cfg, uri, &p, err, sizeof err), SLUICE_OK, "%s", err);
-  cr_assert_eq(sluice_policy_decide(p, &q, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(p, 1, &q, &d, NULL), SLUICE_OK);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_ALLOW, "a new policy's own store");
-  cr_assert_eq(sluice_policy_decide(p, &q, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(p, 1, &q, &d, NULL), SLUICE_OK);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_CONCURRENCY);
   by_route_lines(p, "sluice_policy_lease_denials_total", got, sizeof got);
   cr_assert_str_eq(got, "DELETE /jobs/*=0;GET /jobs/*=0;POST /jobs=3;none=0;");

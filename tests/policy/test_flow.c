@@ -21,7 +21,7 @@ static sluice_decision trip_once(fixture *f, const sluice_request *r) {
     cr_assert(d.outcome == SLUICE_OUTCOME_ALLOW ||
                   d.outcome == SLUICE_OUTCOME_THROTTLED,
               "unexpected outcome %s before the trip",
-              sluice_outcome_name(d.outcome));
+              sluice_name(SLUICE_NAME_OUTCOME, d.outcome));
   }
   cr_assert_fail("no trip after 40000 requests");
   return decide(f, r);
@@ -304,18 +304,48 @@ Test(policy_flow, manual_release_and_lift_are_audited) {
   sluice_decision d;
   const logged_event *e;
   fx_open(&f, NULL, 0);
-  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_KEY, &r, "amy",
-                                         "ticket 7"),
+  cr_assert_eq(sluice_policy_release(f.pol, &r,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                    .scope = SLUICE_SCOPE_KEY,
+                                                    .who = "amy",
+                                                    .why = "ticket 7"}),
                SLUICE_ENOTFOUND);
   trip_once(&f, &r);
-  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_KEY, &r, "", "x"),
+  /* No hold, a kind of none, and a suspension to renew are refused. */
+  cr_assert_eq(sluice_policy_release(f.pol, &r, NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_renew(f.pol, &r, NULL), SLUICE_EINVAL);
+  cr_assert_eq(
+      sluice_policy_release(
+          f.pol, &r,
+          &(sluice_hold){.scope = SLUICE_SCOPE_KEY, .who = "amy", .why = "x"}),
+      SLUICE_EINVAL);
+  cr_assert_eq(
+      sluice_policy_renew(f.pol, &r,
+                          &(sluice_hold){.kind = SLUICE_HOLD_SUSPENSION,
+                                         .scope = SLUICE_SCOPE_KEY,
+                                         .who = "amy",
+                                         .why = "x"}),
+      SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_release(f.pol, &r,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                    .scope = SLUICE_SCOPE_KEY,
+                                                    .who = "",
+                                                    .why = "x"}),
                SLUICE_EINVAL);
-  cr_assert_eq(sluice_policy_lift_suspension(f.pol, SLUICE_SCOPE_KEY, &r,
-                                             "amy", "x"),
-               SLUICE_ENOTFOUND, "a level 1 box is not a suspension");
-  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_KEY, &r, "amy",
-                                         "fixed their retry loop"),
-               SLUICE_OK);
+  cr_assert_eq(
+      sluice_policy_release(f.pol, &r,
+                            &(sluice_hold){.kind = SLUICE_HOLD_SUSPENSION,
+                                           .scope = SLUICE_SCOPE_KEY,
+                                           .who = "amy",
+                                           .why = "x"}),
+      SLUICE_ENOTFOUND, "a level 1 box is not a suspension");
+  cr_assert_eq(
+      sluice_policy_release(f.pol, &r,
+                            &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                           .scope = SLUICE_SCOPE_KEY,
+                                           .who = "amy",
+                                           .why = "fixed their retry loop"}),
+      SLUICE_OK);
   e = fx_last(&f, SLUICE_EVENT_RELEASE);
   cr_assert_not_null(e);
   cr_assert_str_eq(e->who, "amy");
@@ -328,12 +358,19 @@ Test(policy_flow, manual_release_and_lift_are_audited) {
   cr_assert_eq(trip_once(&f, &r).penalty_level, 2);
   sluice_clock_advance(f.clock, 60 * MIN);
   cr_assert_eq(trip_once(&f, &r).outcome, SLUICE_OUTCOME_SUSPENDED);
-  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_KEY, &r, "amy",
-                                         "x"),
+  cr_assert_eq(sluice_policy_release(f.pol, &r,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                    .scope = SLUICE_SCOPE_KEY,
+                                                    .who = "amy",
+                                                    .why = "x"}),
                SLUICE_EPERM);
-  cr_assert_eq(sluice_policy_lift_suspension(f.pol, SLUICE_SCOPE_KEY, &r,
-                                             "sec-team", "reviewed: bug"),
-               SLUICE_OK);
+  cr_assert_eq(
+      sluice_policy_release(f.pol, &r,
+                            &(sluice_hold){.kind = SLUICE_HOLD_SUSPENSION,
+                                           .scope = SLUICE_SCOPE_KEY,
+                                           .who = "sec-team",
+                                           .why = "reviewed: bug"}),
+      SLUICE_OK);
   e = fx_last(&f, SLUICE_EVENT_LIFT);
   cr_assert_not_null(e);
   cr_assert_str_eq(e->who, "sec-team");
@@ -343,7 +380,7 @@ Test(policy_flow, manual_release_and_lift_are_audited) {
   fx_close(&f);
 }
 
-/* sluice_policy_renew_box(): a level 3 box starts over from now; a lower
+/* sluice_policy_renew() of a box: a level 3 box starts over from now; a lower
 ** level, an unboxed scope and a suspension have nothing to renew. */
 Test(policy_flow, renew_restarts_a_level3_box) {
   fixture f;
@@ -353,23 +390,37 @@ Test(policy_flow, renew_restarts_a_level3_box) {
   sluice_decision d;
   int64_t now;
   fx_open(&f, NULL, 0);
-  cr_assert_eq(sluice_policy_renew_box(f.pol, SLUICE_SCOPE_KEY, &r, "sec",
-                                       "x"),
+  cr_assert_eq(sluice_policy_renew(f.pol, &r,
+                                   &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                  .scope = SLUICE_SCOPE_KEY,
+                                                  .who = "sec",
+                                                  .why = "x"}),
                SLUICE_ENOTFOUND, "not boxed");
   cr_assert_eq(trip_once(&f, &r).penalty_level, 1);
-  cr_assert_eq(sluice_policy_renew_box(f.pol, SLUICE_SCOPE_KEY, &r, "sec",
-                                       "x"),
+  cr_assert_eq(sluice_policy_renew(f.pol, &r,
+                                   &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                  .scope = SLUICE_SCOPE_KEY,
+                                                  .who = "sec",
+                                                  .why = "x"}),
                SLUICE_ENOTFOUND, "level 1 is not renewable");
   sluice_clock_advance(f.clock, 5 * MIN);
   trip_once(&f, &r);
   sluice_clock_advance(f.clock, 60 * MIN);
   cr_assert_eq(trip_once(&f, &r).penalty_level, 3);
   sluice_clock_advance(f.clock, 50 * MIN);
-  cr_assert_eq(sluice_policy_renew_box(f.pol, SLUICE_SCOPE_KEY, &r, "", "x"),
+  cr_assert_eq(sluice_policy_renew(f.pol, &r,
+                                   &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                  .scope = SLUICE_SCOPE_KEY,
+                                                  .who = "",
+                                                  .why = "x"}),
                SLUICE_EINVAL);
-  cr_assert_eq(sluice_policy_renew_box(f.pol, SLUICE_SCOPE_KEY, &r, "sec",
-                                       "ticket 9: still abusive"),
-               SLUICE_OK);
+  cr_assert_eq(
+      sluice_policy_renew(f.pol, &r,
+                          &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                         .scope = SLUICE_SCOPE_KEY,
+                                         .who = "sec",
+                                         .why = "ticket 9: still abusive"}),
+      SLUICE_OK);
   now = sluice_clock_now(f.clock);
   e = fx_last(&f, SLUICE_EVENT_EDGE_DENY);
   cr_assert_not_null(e);
@@ -390,8 +441,11 @@ Test(policy_flow, renew_restarts_a_level3_box) {
   trip_once(&f, &s);
   sluice_clock_advance(f.clock, 60 * MIN);
   cr_assert_eq(trip_once(&f, &s).outcome, SLUICE_OUTCOME_SUSPENDED);
-  cr_assert_eq(sluice_policy_renew_box(f.pol, SLUICE_SCOPE_KEY, &s, "sec",
-                                       "x"),
+  cr_assert_eq(sluice_policy_renew(f.pol, &s,
+                                   &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                  .scope = SLUICE_SCOPE_KEY,
+                                                  .who = "sec",
+                                                  .why = "x"}),
                SLUICE_EPERM);
   fx_close(&f);
 }
@@ -457,10 +511,10 @@ Test(policy_flow, bad_input_is_refused_and_records_nothing) {
   before = fx_applies(&f);
 
   r = rq_std("acme", "key-1", "platinum");
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_ENOTFOUND);
   cr_assert_str_eq(d.invalid_field, "tier");
   r = rq_std("beta", "key-2", NULL); /* not acme's key-1, checked below */
-  rc = sluice_policy_decide(f.pol, &r, &d);
+  rc = sluice_policy_decide(f.pol, 1, &r, &d, NULL);
   /* No tier is no bad input on the file (its limits take their own
   ** numbers then, `by` matching nothing): that request was decided. */
   cr_assert_eq(rc, SLUICE_OK);
@@ -468,36 +522,36 @@ Test(policy_flow, bad_input_is_refused_and_records_nothing) {
   before = fx_applies(&f);
   r = rq_std("acme", "key-1", "growth");
   r.route = "/healthz";
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_ENOTFOUND);
   cr_assert_str_eq(d.invalid_field, "route");
   r = rq_std("", "key-1", "growth");
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EKEY);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_EKEY);
   cr_assert_str_eq(d.invalid_field, "tenant");
   r = rq_std("acme", longid, "growth");
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EKEY);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_EKEY);
   cr_assert_str_eq(d.invalid_field, "key");
   r = rq_std(NULL, "key-1", "growth");
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_EINVAL);
   /* A caller's cost: the file's routes take theirs from the file (the
   ** built-in took 1..the smaller burst; etc/ledger.conf has no caller
   ** cost), so any is refused, naming it. */
   r = rq_std("acme", "key-1", "growth");
   r.cost = -1;
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_EINVAL);
   cr_assert_str_eq(d.invalid_field, "cost");
   r.cost = 1501;
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_EINVAL);
   r.cost = INT64_MAX;
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_EINVAL);
   r = rq_reconcile("acme", "key-1", "growth", NULL);
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_EINVAL);
   cr_assert_str_eq(d.invalid_field, "ledger");
   r = rq_export("acme", "key-1", "growth", -1); /* to before from */
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_EINVAL);
   cr_assert_str_eq(d.invalid_field, "export_range_s");
-  cr_assert_eq(sluice_policy_decide(f.pol, NULL, &d), SLUICE_EINVAL);
-  cr_assert_eq(sluice_policy_decide(NULL, &r, &d), SLUICE_EINVAL);
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, NULL, &d, NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(NULL, 1, &r, &d, NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, NULL, NULL), SLUICE_EINVAL);
   cr_assert_eq(fx_applies(&f), before, "no store work for bad input");
 
   /* And the key's bucket is untouched: the first real request sees it

@@ -11,7 +11,7 @@
 ** On mem, shm, lmdb and a Redis Cluster (both engines and the module,
 ** tests/policy/meson.build): a refusal by the second group leaves the
 ** first group's records as they were, read with
-** sluice_policy_inspect_limit().  On mem, threads racing over few users
+** sluice_policy_inspect() of a limit.  On mem, threads racing over few users
 ** and addresses never admit more than either limit, and every charge a
 ** refused request made is given back.
 */
@@ -46,7 +46,7 @@ static sluice_limit_state state(fixture *f, const char *name,
                                 const sluice_request *r) {
   sluice_limit_state s;
   const char *field = NULL;
-  int rc = sluice_policy_inspect_limit(f->pol, name, r, &s, &field);
+  int rc = inspect_limit(f->pol, name, r, &s, &field);
   cr_assert_eq(rc, SLUICE_OK, "inspect %s: %s (%s)", name, sluice_err_name(rc),
                field ? field : "");
   return s;
@@ -124,14 +124,20 @@ static void give_back_on(fixture *f) {
   cr_assert_eq(state(f, "jobs", &r).remaining, 1, "the refused job's count");
   /* The leases of admitted jobs go back in both groups' calls. */
   for (i = 0; i < 3; i++)
-    cr_assert_eq(sluice_policy_release_lease(f->pol, &r, lease[i]), SLUICE_OK);
+    cr_assert_eq(sluice_policy_release(f->pol, &r,
+                                       &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                      .lease_id = lease[i]}),
+                 SLUICE_OK);
   cr_assert_eq(state(f, "slots", &r).held, 0);
   /* From a fresh address the user's fourth job passes: nothing leaked. */
   r = req("/job", "u2", "10.0.0.5", &a);
   d = decide(f, &r);
   cr_assert_eq(d.allowed, 1);
   cr_assert_eq(state(f, "jobs", &r).remaining, 0);
-  cr_assert_eq(sluice_policy_release_lease(f->pol, &r, d.lease_id), SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f->pol, &r,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = d.lease_id}),
+               SLUICE_OK);
 }
 
 Test(policy_groups, give_back_mem) {
@@ -214,7 +220,7 @@ static void *race(void *arg) {
     sluice_attr a;
     sluice_request q = req("/login", users[u], ips[k], &a);
     sluice_decision d;
-    cr_assert_eq(sluice_policy_decide(r->f->pol, &q, &d), SLUICE_OK);
+    cr_assert_eq(sluice_policy_decide(r->f->pol, 1, &q, &d, NULL), SLUICE_OK);
     r->admitted[u][k] += d.allowed;
   }
   return NULL;

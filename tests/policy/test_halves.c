@@ -10,7 +10,7 @@
 **  - Redirections: a slot migrating (ASK) and moved (MOVED) mid-run; the
 **    script or library flushed (NOSCRIPT, function missing); a node that
 **    fails mid-call; bytes that are not a reply, or only part of one.
-**  - Settling (sluice_policy_begin_settle): the LLM gateway's trace with
+**  - Settling (begin with SLUICE_CALL_SETTLE): the LLM gateway's trace with
 **    settles, blocking on one policy and in halves on another, gives the
 **    same decisions and settle results, on mem (no call leaves) and on
 **    Redis; a settle whose call fails is not marked settled.
@@ -89,30 +89,37 @@ static int has(const void *b, size_t n, const char *w) {
   return memmem(b, n, w, strlen(w)) != NULL;
 }
 
+/* Where the handle stands. */
+static sluice_call_info call_info(const sluice_call *call) {
+  sluice_call_info ci;
+  cr_assert_eq(sluice_call_get(call, &ci), SLUICE_OK);
+  return ci;
+}
+
 /* Carry one call: write its bytes, read until finish stops asking. */
 static int host_carry(host *h, sluice_call *call, sluice_decision *d) {
-  size_t n, len = 0;
-  const void *b = sluice_call_bytes(call, &n);
-  int i, rc, first = h->sends == 0 ? sluice_call_port(call) : 0;
+  size_t n = call_info(call).len, len = 0;
+  const void *b = call_info(call).bytes;
+  int i, rc, first = h->sends == 0 ? call_info(call).port : 0;
   cr_assert(b && n > 0, "bytes to send");
-  cr_assert_str_eq(sluice_call_host(call), "127.0.0.1");
-  cr_assert_geq(sluice_call_replies(call), 1);
+  cr_assert_str_eq(call_info(call).host, "127.0.0.1");
+  cr_assert_geq(call_info(call).replies, 1);
   h->saw_load |= has(b, n, "LOAD");
   h->saw_asking |= has(b, n, "ASKING");
   (void)first;
-  i = host_conn(h, sluice_call_port(call));
+  i = host_conn(h, call_info(call).port);
   h->sends++;
   cr_assert_eq(write(h->fd[i], b, n), (ssize_t)n);
   do {
     ssize_t k = read(h->fd[i], h->buf + len, sizeof h->buf - len);
     if (k <= 0) {
       host_drop(h, i);
-      return sluice_policy_fail(call, SLUICE_EUNAVAIL, d);
+      return sluice_policy_finish(call, SLUICE_EUNAVAIL, NULL, 0, d);
     }
     len += (size_t)k;
-    rc = sluice_policy_finish(call, h->buf, len, d);
+    rc = sluice_policy_finish(call, 0, h->buf, len, d);
   } while (rc == SLUICE_CALL_MORE);
-  if (rc == SLUICE_CALL_DONE && sluice_call_store_error(call) < 0)
+  if (rc == SLUICE_CALL_DONE && call_info(call).store_error < 0)
     host_drop(h, i);
   return rc;
 }
@@ -136,7 +143,7 @@ static size_t read_whole(int fd, char *buf, size_t cap) {
 
 static int host_decide(host *h, sluice_call *call, const sluice_request *q,
                        sluice_decision *d) {
-  int rc = sluice_policy_begin(call, q, d);
+  int rc = sluice_policy_begin(call, SLUICE_CALL_DECIDE, q, d, NULL, 0);
   while (rc == SLUICE_CALL_SEND)
     rc = host_carry(h, call, d);
   return rc;
@@ -261,19 +268,24 @@ static void differential(const char *extra, int n) {
     /* Leases go back now and then, on both sides alike (the halves'
     ** side in halves too); the second release of one finds it gone. */
     if (da.lease_id && i % 3 == 0) {
-      int k, rc = sluice_policy_begin_release(call, &qb, db.lease_id);
+      int k, rc = sluice_policy_begin(call, SLUICE_CALL_RELEASE, &qb, &db, NULL,
+                                      0);
       for (k = 0; k < 2; k++) {
-        cr_assert_eq(sluice_policy_release_lease(fa.pol, &qa, da.lease_id),
-                     k ? SLUICE_ENOTFOUND : SLUICE_OK);
+        cr_assert_eq(
+            sluice_policy_release(fa.pol, &qa,
+                                  &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                 .lease_id = da.lease_id}),
+            k ? SLUICE_ENOTFOUND : SLUICE_OK);
         while (rc == SLUICE_CALL_SEND)
           rc = host_carry(&h, call, NULL);
         cr_assert_eq(rc, SLUICE_CALL_DONE);
-        cr_assert_eq(sluice_call_result(call), k ? SLUICE_ENOTFOUND : SLUICE_OK,
+        cr_assert_eq(call_info(call).result, k ? SLUICE_ENOTFOUND : SLUICE_OK,
                      "release %d: %s", k,
-                     sluice_err_name(sluice_call_result(call)));
+                     sluice_err_name(call_info(call).result));
         released++;
         if (!k)
-          rc = sluice_policy_begin_release(call, &qb, db.lease_id);
+          rc =
+              sluice_policy_begin(call, SLUICE_CALL_RELEASE, &qb, &db, NULL, 0);
       }
     }
     sluice_clock_advance(fa.clock, step);
@@ -323,13 +335,13 @@ static void llm_trace_req(llm_req *r, unsigned *seed) {
 /* Settle d in halves (the host carrying any call): the settle's result. */
 static int host_settle(host *h, sluice_call *call, const sluice_request *q,
                        sluice_decision *d, const sluice_attr *a) {
-  int rc = sluice_policy_begin_settle(call, q, d, a, 1);
+  int rc = sluice_policy_begin(call, SLUICE_CALL_SETTLE, q, d, a, 1);
   if (rc < 0)
     return rc;
   while (rc == SLUICE_CALL_SEND)
     rc = host_carry(h, call, NULL);
   cr_assert_eq(rc, SLUICE_CALL_DONE);
-  return sluice_call_result(call);
+  return call_info(call).result;
 }
 
 /* The trace decided and settled blocking on fa and in halves on fb: the
@@ -508,12 +520,15 @@ Test(halves, redis_groups_same_as_blocking) {
       by_user += strcmp(da.limit_name, "per_ip") != 0;
     }
     if (da.lease_id) { /* the job ends: both sides release */
-      int rc = sluice_policy_begin_release(call, &q, db.lease_id);
-      cr_assert_eq(sluice_policy_release_lease(fa.pol, &q, da.lease_id),
-                   SLUICE_OK);
+      int rc = sluice_policy_begin(call, SLUICE_CALL_RELEASE, &q, &db, NULL, 0);
+      cr_assert_eq(
+          sluice_policy_release(fa.pol, &q,
+                                &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                               .lease_id = da.lease_id}),
+          SLUICE_OK);
       while (rc == SLUICE_CALL_SEND)
         rc = host_carry(&h, call, NULL);
-      cr_assert_eq(sluice_call_result(call), SLUICE_OK, "release %d", i);
+      cr_assert_eq(call_info(call).result, SLUICE_OK, "release %d", i);
       released++;
     }
     sluice_clock_advance(fa.clock, 1000000000LL);
@@ -552,18 +567,18 @@ Test(halves, redis_settle_call_lost) {
   llm_trace_req(&r, &seed);
   cr_assert_eq(host_decide(&h, call, &r.q, &d), SLUICE_CALL_DONE);
   cr_assert(d.allowed);
-  cr_assert_eq(sluice_policy_begin_settle(call, &r.q, &d, &a, 1),
+  cr_assert_eq(sluice_policy_begin(call, SLUICE_CALL_SETTLE, &r.q, &d, &a, 1),
                SLUICE_CALL_SEND);
-  cr_assert_eq(sluice_policy_fail(call, SLUICE_ETIMEDOUT, NULL),
+  cr_assert_eq(sluice_policy_finish(call, SLUICE_ETIMEDOUT, NULL, 0, NULL),
                SLUICE_CALL_DONE);
-  cr_assert_eq(sluice_call_result(call), SLUICE_ETIMEDOUT);
-  cr_assert_eq(sluice_call_store_error(call), SLUICE_ETIMEDOUT);
+  cr_assert_eq(call_info(call).result, SLUICE_ETIMEDOUT);
+  cr_assert_eq(call_info(call).store_error, SLUICE_ETIMEDOUT);
   cr_assert_eq(d.flags & SLUICE_DECISION_SETTLED, 0);
   /* Bad reports are refused at once, nothing sent. */
   a.value = "-1";
-  cr_assert_eq(sluice_policy_begin_settle(call, &r.q, &d, &a, 1),
+  cr_assert_eq(sluice_policy_begin(call, SLUICE_CALL_SETTLE, &r.q, &d, &a, 1),
                SLUICE_ERANGE);
-  cr_assert_null(sluice_call_bytes(call, NULL));
+  cr_assert_null(call_info(call).bytes);
   a.value = "7";
   cr_assert_eq(host_settle(&h, call, &r.q, &d, &a), SLUICE_OK);
   cr_assert(d.flags & SLUICE_DECISION_SETTLED);
@@ -583,8 +598,9 @@ Test(halves, mem_decides_in_begin) {
   cr_assert_eq(fx_open_store(&f, NULL, "mem", 0), SLUICE_OK);
   cr_assert_eq(sluice_call_open(f.pol, &call), SLUICE_OK);
   for (i = 0; i < 400; i++) {
-    cr_assert_eq(sluice_policy_begin(call, &q, &d), SLUICE_CALL_DONE);
-    cr_assert_null(sluice_call_bytes(call, NULL));
+    cr_assert_eq(sluice_policy_begin(call, SLUICE_CALL_DECIDE, &q, &d, NULL, 0),
+                 SLUICE_CALL_DONE);
+    cr_assert_null(call_info(call).bytes);
     if (!d.allowed)
       break;
   }
@@ -592,11 +608,18 @@ Test(halves, mem_decides_in_begin) {
   e = decide(&f, &q);
   cr_assert_eq(e.outcome, SLUICE_OUTCOME_THROTTLED, "one bucket for both");
   /* Nothing out: finish and fail are misuse, and say so. */
-  cr_assert_eq(sluice_policy_finish(call, "+OK\r\n", 5, &d), SLUICE_EINVAL);
-  cr_assert_eq(sluice_policy_fail(call, SLUICE_ETIMEDOUT, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_finish(call, 0, "+OK\r\n", 5, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_finish(call, SLUICE_ETIMEDOUT, NULL, 0, &d),
+               SLUICE_EINVAL);
   q.tier = "no-such-tier";
-  cr_assert_eq(sluice_policy_begin(call, &q, &d), SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_policy_begin(call, SLUICE_CALL_DECIDE, &q, &d, NULL, 0),
+               SLUICE_ENOTFOUND);
   cr_assert_str_eq(d.invalid_field, "tier");
+  /* A kind begin does not know, and a read into nowhere, are refused. */
+  q.tier = "sandbox";
+  cr_assert_eq(sluice_policy_begin(call, 3, &q, &d, NULL, 0), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_begin(call, -1, &q, &d, NULL, 0), SLUICE_EINVAL);
+  cr_assert_eq(sluice_call_get(call, NULL), SLUICE_EINVAL);
   sluice_call_close(call);
   fx_close(&f);
 }
@@ -625,19 +648,20 @@ Test(halves, redis_garbage_and_truncated_replies) {
   cr_assert_eq(sluice_call_open(f.pol, &call), SLUICE_OK);
 
   /* Not a reply: the call ends as a store failure, degraded. */
-  rc = sluice_policy_begin(call, &q, &d);
+  rc = sluice_policy_begin(call, SLUICE_CALL_DECIDE, &q, &d, NULL, 0);
   cr_assert_eq(rc, SLUICE_CALL_SEND, "begin: %d (%s) flags %x err %d", rc,
                sluice_err_name(rc), d.flags, d.store_error);
-  rc = sluice_policy_finish(call, "hello\r\n", 7, &d);
+  rc = sluice_policy_finish(call, 0, "hello\r\n", 7, &d);
   cr_assert_eq(rc, SLUICE_CALL_DONE);
-  cr_assert_eq(sluice_call_store_error(call), SLUICE_EBACKEND);
+  cr_assert_eq(call_info(call).store_error, SLUICE_EBACKEND);
   cr_assert_eq(d.store_error, SLUICE_EBACKEND);
   cr_assert(d.flags & SLUICE_DECISION_DEGRADED, "degraded, flags %x",
             d.flags);
   cr_assert_eq(d.allowed, 1, "the degraded limiter admits");
   /* A fail-closed class: 503. */
-  cr_assert_eq(sluice_policy_begin(call, &rec, &d), SLUICE_CALL_SEND);
-  cr_assert_eq(sluice_policy_finish(call, "$5\r\nab\r\n\r\nxx", 12, &d),
+  cr_assert_eq(sluice_policy_begin(call, SLUICE_CALL_DECIDE, &rec, &d, NULL, 0),
+               SLUICE_CALL_SEND);
+  cr_assert_eq(sluice_policy_finish(call, 0, "$5\r\nab\r\n\r\nxx", 12, &d),
                SLUICE_CALL_DONE);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_UNAVAILABLE);
   cr_assert_eq(d.status, 503);
@@ -649,22 +673,23 @@ Test(halves, redis_garbage_and_truncated_replies) {
   cr_assert_eq(d2.flags & SLUICE_DECISION_DEGRADED, 0);
   /* A real reply, byte by byte: MORE until the last byte, then the same
   ** decision as the whole reply gives. */
-  cr_assert_eq(sluice_policy_begin(call, &q, &d), SLUICE_CALL_SEND);
-  i = host_conn(&h, sluice_call_port(call));
+  cr_assert_eq(sluice_policy_begin(call, SLUICE_CALL_DECIDE, &q, &d, NULL, 0),
+               SLUICE_CALL_SEND);
+  i = host_conn(&h, call_info(call).port);
   {
-    const void *b = sluice_call_bytes(call, &n);
-    cr_assert_eq(write(h.fd[i], b, n), (ssize_t)n);
+    sluice_call_info ci = call_info(call);
+    cr_assert_eq(write(h.fd[i], ci.bytes, ci.len), (ssize_t)ci.len);
   }
   len = read_whole(h.fd[i], h.buf, sizeof h.buf);
-  rc = sluice_policy_finish(call, h.buf, 0, &d); /* nothing yet */
+  rc = sluice_policy_finish(call, 0, h.buf, 0, &d); /* nothing yet */
   cr_assert_eq(rc, SLUICE_CALL_MORE, "no bytes: more");
   for (n = 1; n < len; n++)
-    cr_assert_eq(sluice_policy_finish(call, h.buf, n, &d), SLUICE_CALL_MORE,
+    cr_assert_eq(sluice_policy_finish(call, 0, h.buf, n, &d), SLUICE_CALL_MORE,
                  "%zu of %zu bytes", n, len);
   /* Fewer bytes than before: misuse, nothing lost. */
-  cr_assert_eq(sluice_policy_finish(call, h.buf, n - 2, &d), SLUICE_EINVAL);
-  cr_assert_eq(sluice_policy_finish(call, h.buf, len, &d), SLUICE_CALL_DONE);
-  cr_assert_eq(sluice_call_store_error(call), 0);
+  cr_assert_eq(sluice_policy_finish(call, 0, h.buf, n - 2, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_finish(call, 0, h.buf, len, &d), SLUICE_CALL_DONE);
+  cr_assert_eq(call_info(call).store_error, 0);
   cr_assert_eq(d.allowed, 1);
   cr_assert_eq(d.flags & SLUICE_DECISION_DEGRADED, 0);
   cr_assert_eq(d.store_error, 0);
@@ -674,22 +699,24 @@ Test(halves, redis_garbage_and_truncated_replies) {
                (long long)d.remaining, (long long)d2.remaining);
 
   /* A reply cut short, then the connection lost: the failure mode. */
-  cr_assert_eq(sluice_policy_begin(call, &q, &d), SLUICE_CALL_SEND);
-  cr_assert_eq(sluice_policy_finish(call, h.buf, len / 2, &d),
+  cr_assert_eq(sluice_policy_begin(call, SLUICE_CALL_DECIDE, &q, &d, NULL, 0),
+               SLUICE_CALL_SEND);
+  cr_assert_eq(sluice_policy_finish(call, 0, h.buf, len / 2, &d),
                SLUICE_CALL_MORE);
-  cr_assert_eq(sluice_policy_fail(call, SLUICE_EINVAL, &d), SLUICE_EINVAL,
-               "only link errors");
-  cr_assert_eq(sluice_policy_fail(call, SLUICE_EUNAVAIL, &d),
+  cr_assert_eq(sluice_policy_finish(call, SLUICE_EINVAL, NULL, 0, &d),
+               SLUICE_EINVAL, "only link errors");
+  cr_assert_eq(sluice_policy_finish(call, SLUICE_EUNAVAIL, NULL, 0, &d),
                SLUICE_CALL_DONE);
   cr_assert_eq(d.store_error, SLUICE_EUNAVAIL);
   cr_assert(d.flags & SLUICE_DECISION_DEGRADED);
   /* More bytes than the replies owed: out of step. */
-  cr_assert_eq(sluice_policy_begin(call, &q, &d), SLUICE_CALL_SEND);
+  cr_assert_eq(sluice_policy_begin(call, SLUICE_CALL_DECIDE, &q, &d, NULL, 0),
+               SLUICE_CALL_SEND);
   {
     char two[256];
     memcpy(two, h.buf, len);
     memcpy(two + len, "+OK\r\n", 5);
-    cr_assert_eq(sluice_policy_finish(call, two, len + 5, &d),
+    cr_assert_eq(sluice_policy_finish(call, 0, two, len + 5, &d),
                  SLUICE_CALL_DONE);
     cr_assert_eq(d.store_error, SLUICE_EBACKEND);
   }
@@ -766,9 +793,10 @@ Test(halves, redis_migration_asks_then_moves) {
   call = open_halves(&f, &h, "mig", cfg, "");
   q.client_ip = "10.77.0.1";
   /* Where the address's window lives, from the call itself. */
-  cr_assert_eq(sluice_policy_begin(call, &q, &d), SLUICE_CALL_SEND);
-  slot = sluice_call_slot(call);
-  pa = sluice_call_port(call);
+  cr_assert_eq(sluice_policy_begin(call, SLUICE_CALL_DECIDE, &q, &d, NULL, 0),
+               SLUICE_CALL_SEND);
+  slot = call_info(call).slot;
+  pa = call_info(call).port;
   cr_assert(slot >= 0 && slot < 16384, "slot %d", slot);
   pb = rt_port(0) == pa ? rt_port(1) : rt_port(0);
   raw_id(pa, idA, sizeof idA);
@@ -780,8 +808,8 @@ Test(halves, redis_migration_asks_then_moves) {
   snprintf(cmd, sizeof cmd, "CLUSTER SETSLOT %d MIGRATING %s", slot, idB);
   raw_cmd(pa, cmd, 1);
   cr_assert_eq(host_carry(&h, call, &d), SLUICE_CALL_SEND, "ASK");
-  cr_assert_eq(sluice_call_port(call), pb, "to B");
-  cr_assert_eq(sluice_call_replies(call), 2, "ASKING and the call");
+  cr_assert_eq(call_info(call).port, pb, "to B");
+  cr_assert_eq(call_info(call).replies, 2, "ASKING and the call");
   cr_assert_eq(host_carry(&h, call, &d), SLUICE_CALL_SEND,
                "the backstop passed: the tenant's program next");
   cr_assert(h.saw_asking);
@@ -794,19 +822,21 @@ Test(halves, redis_migration_asks_then_moves) {
     snprintf(cmd, sizeof cmd, "CLUSTER SETSLOT %d NODE %s", slot, idB);
     raw_cmd(rt_port(n), cmd, 0); /* replicas refuse, masters accept */
   }
-  cr_assert_eq(sluice_policy_begin(call, &q, &d), SLUICE_CALL_SEND);
-  cr_assert_eq(sluice_call_port(call), pa, "the map says A");
+  cr_assert_eq(sluice_policy_begin(call, SLUICE_CALL_DECIDE, &q, &d, NULL, 0),
+               SLUICE_CALL_SEND);
+  cr_assert_eq(call_info(call).port, pa, "the map says A");
   cr_assert_eq(host_carry(&h, call, &d), SLUICE_CALL_SEND, "MOVED");
-  cr_assert_eq(sluice_call_port(call), pb, "to B");
-  cr_assert_eq(sluice_call_slot(call), slot);
+  cr_assert_eq(call_info(call).port, pb, "to B");
+  cr_assert_eq(call_info(call).slot, slot);
   while (host_carry(&h, call, &d) == SLUICE_CALL_SEND)
     ;
   admitted += d.allowed;
   /* From now on straight to B, and the window counted every request
   ** once, wherever it ran: the fifth is refused. */
   for (n = 0; n < 3; n++) {
-    cr_assert_eq(sluice_policy_begin(call, &q, &d), SLUICE_CALL_SEND);
-    cr_assert_eq(sluice_call_port(call), pb);
+    cr_assert_eq(sluice_policy_begin(call, SLUICE_CALL_DECIDE, &q, &d, NULL, 0),
+                 SLUICE_CALL_SEND);
+    cr_assert_eq(call_info(call).port, pb);
     while (host_carry(&h, call, &d) == SLUICE_CALL_SEND)
       ;
     cr_assert_eq(d.store_error, 0);
@@ -921,24 +951,28 @@ Test(halves, redis_node_fails_mid_call) {
   cr_assert_eq(host_decide(&h, call, &q, &d), SLUICE_CALL_DONE);
   cr_assert_eq(d.store_error, 0);
   /* Sent, then nothing back in time. */
-  cr_assert_eq(sluice_policy_begin(call, &q, &d), SLUICE_CALL_SEND);
-  cr_assert_eq(sluice_policy_fail(call, SLUICE_ETIMEDOUT, &d),
+  cr_assert_eq(sluice_policy_begin(call, SLUICE_CALL_DECIDE, &q, &d, NULL, 0),
+               SLUICE_CALL_SEND);
+  cr_assert_eq(sluice_policy_finish(call, SLUICE_ETIMEDOUT, NULL, 0, &d),
                SLUICE_CALL_DONE);
   cr_assert_eq(d.allowed, 1);
   cr_assert(d.flags & SLUICE_DECISION_DEGRADED);
   cr_assert_eq(d.store_error, SLUICE_ETIMEDOUT);
-  cr_assert_eq(sluice_call_store_error(call), SLUICE_ETIMEDOUT);
-  cr_assert_eq(sluice_policy_begin(call, &rec, &d), SLUICE_CALL_SEND);
-  cr_assert_eq(sluice_policy_fail(call, SLUICE_EUNAVAIL, &d),
+  cr_assert_eq(call_info(call).store_error, SLUICE_ETIMEDOUT);
+  cr_assert_eq(sluice_policy_begin(call, SLUICE_CALL_DECIDE, &rec, &d, NULL, 0),
+               SLUICE_CALL_SEND);
+  cr_assert_eq(sluice_policy_finish(call, SLUICE_EUNAVAIL, NULL, 0, &d),
                SLUICE_CALL_DONE);
   cr_assert_eq(d.status, 503, "reconcile fails closed");
   cr_assert(d.flags & SLUICE_DECISION_FAIL_CLOSED);
-  cr_assert_eq(sluice_policy_begin(call, &q, &d), SLUICE_CALL_SEND);
-  cr_assert_eq(sluice_policy_fail(call, SLUICE_EIO, &d), SLUICE_CALL_DONE);
+  cr_assert_eq(sluice_policy_begin(call, SLUICE_CALL_DECIDE, &q, &d, NULL, 0),
+               SLUICE_CALL_SEND);
+  cr_assert_eq(sluice_policy_finish(call, SLUICE_EIO, NULL, 0, &d),
+               SLUICE_CALL_DONE);
   /* Three in a row: the breaker is open, no call goes out. */
   for (i = 0; i < 5; i++) {
-    cr_assert_eq(sluice_policy_begin(call, &q, &d), SLUICE_CALL_DONE,
-                 "breaker open: decided without the store");
+    cr_assert_eq(sluice_policy_begin(call, SLUICE_CALL_DECIDE, &q, &d, NULL, 0),
+                 SLUICE_CALL_DONE, "breaker open: decided without the store");
     cr_assert(d.flags & SLUICE_DECISION_DEGRADED);
   }
   /* After the probe delay one trial goes to the store and closes it. */
@@ -946,8 +980,8 @@ Test(halves, redis_node_fails_mid_call) {
   cr_assert_eq(host_decide(&h, call, &q, &d), SLUICE_CALL_DONE);
   cr_assert_eq(d.store_error, 0, "%s", sluice_err_name(d.store_error));
   cr_assert_eq(d.flags & SLUICE_DECISION_DEGRADED, 0);
-  cr_assert_eq(sluice_policy_begin(call, &q, &d), SLUICE_CALL_SEND,
-               "closed again");
+  cr_assert_eq(sluice_policy_begin(call, SLUICE_CALL_DECIDE, &q, &d, NULL, 0),
+               SLUICE_CALL_SEND, "closed again");
   sluice_call_close(call); /* with a call out: abandoned, nothing leaks */
   host_close(&h);
   fx_close(&f);

@@ -62,10 +62,18 @@ Test(policy_heavy, two_reconciles_on_one_ledger_give_one_conflict) {
   cr_assert_eq(d4.outcome, SLUICE_OUTCOME_CONCURRENCY);
   cr_assert_eq(d4.status, 429);
   /* Released in the handler's finally path: the ledger is free again. */
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &a, d1.lease_id), SLUICE_OK);
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &a, d1.lease_id),
+  cr_assert_eq(sluice_policy_release(f.pol, &a,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = d1.lease_id}),
+               SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &a,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = d1.lease_id}),
                SLUICE_ENOTFOUND);
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &a, 0), SLUICE_EINVAL);
+  cr_assert_eq(
+      sluice_policy_release(
+          f.pol, &a, &(sluice_hold){.kind = SLUICE_HOLD_LEASE, .lease_id = 0}),
+      SLUICE_EINVAL);
   cr_assert_eq(decide(&f, &a).allowed, 1);
   /* Another tenant's ledgers are its own. */
   {
@@ -122,7 +130,9 @@ Test(policy_heavy, dead_workers_lease_is_reclaimed_after_its_ttl) {
   cr_assert_eq(d.allowed, 1, "reclaimed at the TTL");
   cr_assert_eq(decide(&f, &a).allowed, 0, "b holds the one sandbox slot");
   /* The dead worker's late release learns its lease was reclaimed. */
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &a, dead.lease_id),
+  cr_assert_eq(sluice_policy_release(f.pol, &a,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = dead.lease_id}),
                SLUICE_ENOTFOUND);
   fx_close(&f);
 }
@@ -135,7 +145,10 @@ Test(policy_heavy, renew_keeps_a_long_job_leased) {
   fx_open(&f, NULL, 0);
   d = decide(&f, &a);
   sluice_clock_advance(f.clock, 14 * MIN);
-  cr_assert_eq(sluice_policy_renew_lease(f.pol, &a, d.lease_id), SLUICE_OK);
+  cr_assert_eq(sluice_policy_renew(f.pol, &a,
+                                   &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                  .lease_id = d.lease_id}),
+               SLUICE_OK);
   sluice_clock_advance(f.clock, 2 * MIN);
   cr_assert_eq(decide(&f, &b).outcome, SLUICE_OUTCOME_CONCURRENCY);
   cr_assert_eq(decide(&f, &a).outcome, SLUICE_OUTCOME_CONFLICT,
@@ -152,10 +165,16 @@ Test(policy_heavy, hourly_export_cap_per_tenant) {
   d = decide(&f, &e);
   cr_assert_eq(d.allowed, 1);
   cr_assert_eq(d.cost, 25);
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &e, d.lease_id), SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &e,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = d.lease_id}),
+               SLUICE_OK);
   d = decide(&f, &e);
   cr_assert_eq(d.allowed, 1);
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &e, d.lease_id), SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &e,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = d.lease_id}),
+               SLUICE_OK);
   sluice_clock_advance(f.clock, 10 * MIN);
   d = decide(&f, &e);
   /* A declared cap's refusal is THROTTLED, naming the cap. */
@@ -202,7 +221,10 @@ Test(policy_heavy, a_throttled_heavy_request_takes_no_lease) {
   fx_open(&f, cfg, 0);
   d = decide(&f, &a);
   cr_assert_eq(d.allowed, 1);
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &a, d.lease_id), SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &a,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = d.lease_id}),
+               SLUICE_OK);
   d = decide(&f, &a);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_THROTTLED);
   cr_assert_eq(d.lease_id, 0);

@@ -111,7 +111,7 @@ static int64_t w_calls(worker *w) {
 
 static int w_decide(worker *w, const char *key, sluice_decision *d) {
   sluice_request r = rq_std("acme", key, "sandbox");
-  return sluice_policy_decide(w->pol, &r, d);
+  return sluice_policy_decide(w->pol, 1, &r, d, NULL);
 }
 
 /* Requests on key until one trips a box; its level, or -1. */
@@ -246,7 +246,7 @@ Test(policy_hostwide, boxed_key_gets_nothing_through_outage, .init = setup,
   for (i = 0; i < 3; i++) {
     cr_assert_eq(w_decide(&a, "key-1", &d), SLUICE_OK);
     cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED, "try %d: %s", i,
-                 sluice_outcome_name(d.outcome));
+                 sluice_name(SLUICE_NAME_OUTCOME, d.outcome));
   }
   /* Another key is admitted by the degraded limiter meanwhile. */
   cr_assert_eq(w_decide(&a, "key-2", &d), SLUICE_OK);
@@ -389,8 +389,11 @@ Test(policy_hostwide, release_drops_the_cached_box, .init = setup,
   sluice_request r = rq_std("acme", "key-1", "sandbox");
   cr_assert_eq(w_open(&a, NULL, deny_uri), SLUICE_OK);
   cr_assert_eq(w_trip(&a, "key-1"), 1);
-  cr_assert_eq(sluice_policy_release_box(a.pol, SLUICE_SCOPE_KEY, &r, "ops",
-                                         "test"),
+  cr_assert_eq(sluice_policy_release(a.pol, &r,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                    .scope = SLUICE_SCOPE_KEY,
+                                                    .who = "ops",
+                                                    .why = "test"}),
                SLUICE_OK);
   cr_assert_eq(w_decide(&a, "key-1", &d), SLUICE_OK);
   cr_assert_neq(d.outcome, SLUICE_OUTCOME_BOXED);
@@ -523,7 +526,7 @@ static int r_decide(sluice_policy *p, const char *key, sluice_decision *d) {
   if (!tenant[0])
     snprintf(tenant, sizeof tenant, "t-%d", (int)getpid());
   r = rq_std(tenant, key, "sandbox");
-  return sluice_policy_decide(p, &r, d);
+  return sluice_policy_decide(p, 1, &r, d, NULL);
 }
 
 /* A worker: ready, wait for the stop, then 3 tries on the boxed key and
@@ -670,12 +673,12 @@ Test(policy_hostwide, segments_from_the_config_file, .init = setup,
   cr_assert_eq(open_file(path, clk, &lb, &b, err, sizeof err), SLUICE_OK,
                "%s", err);
   for (i = 0; i < 2000 && !(rc & 1); i++) {
-    cr_assert_eq(sluice_policy_decide(a, &r, &d), SLUICE_OK);
+    cr_assert_eq(sluice_policy_decide(a, 1, &r, &d, NULL), SLUICE_OK);
     rc = (d.flags & SLUICE_DECISION_TRIPPED) != 0;
   }
   cr_assert(rc, "tripped");
   /* b has never seen the key in its own store: the file's deny cache. */
-  cr_assert_eq(sluice_policy_decide(b, &r, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(b, 1, &r, &d, NULL), SLUICE_OK);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
   cr_assert_neq(d.flags & SLUICE_DECISION_DENY_CACHED, 0);
   sluice_policy_close(a);

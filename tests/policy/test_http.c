@@ -33,7 +33,7 @@ static void render_form(const sluice_decision *d, const sluice_request *r,
   cr_assert_eq(sluice_http_open(&o, &h), SLUICE_OK);
   cr_assert_eq(sluice_http_answer_make(h, d, r, "req_1", d->now_ns, &out->a),
                SLUICE_OK, "a decision of outcome %s refused",
-               sluice_outcome_name(d->outcome));
+               sluice_name(SLUICE_NAME_OUTCOME, d->outcome));
   cr_assert_eq(headers_text(h, &out->a, "%s: %s\n", out->headers,
                             sizeof out->headers),
                SLUICE_OK);
@@ -288,7 +288,9 @@ Test(policy_http, the_export_cap_is_its_own_answer) {
   for (i = 0; i < 10; i++) {
     d = decide(&f, &e);
     cr_assert_eq(d.allowed, 1, "export %d", i + 1);
-    cr_assert_eq(sluice_policy_release_lease(f.pol, &e, d.lease_id),
+    cr_assert_eq(sluice_policy_release(f.pol, &e,
+                                       &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                      .lease_id = d.lease_id}),
                  SLUICE_OK);
   }
   sluice_clock_advance(f.clock, 10 * MIN);
@@ -342,7 +344,9 @@ Test(policy_http, an_export_cap_refusal_names_its_limit) {
   for (i = 0; i < 2; i++) {
     d = decide(&f, &e);
     cr_assert_eq(d.allowed, 1, "export %d", i + 1);
-    cr_assert_eq(sluice_policy_release_lease(f.pol, &e, d.lease_id),
+    cr_assert_eq(sluice_policy_release(f.pol, &e,
+                                       &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                      .lease_id = d.lease_id}),
                  SLUICE_OK);
   }
   d = decide(&f, &e);

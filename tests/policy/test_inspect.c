@@ -35,7 +35,7 @@ static sluice_limit_state limit_of(fixture *f, const char *limit,
                                    const sluice_request *r) {
   sluice_limit_state st;
   const char *field = NULL;
-  int rc = sluice_policy_inspect_limit(f->pol, limit, r, &st, &field);
+  int rc = inspect_limit(f->pol, limit, r, &st, &field);
   cr_assert_eq(rc, SLUICE_OK, "%s: %s (%s)", limit, sluice_strerror(rc),
                field ? field : "-");
   cr_assert_eq(st.unfit, 0);
@@ -186,7 +186,10 @@ Test(policy_inspect, leases_ledger_lock_and_export_cap) {
   ten = limit_of(&f, "tenant", &rc);
   cr_assert_eq(ten.remaining, 3000 - 10 - 25);
 
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &rc, d.lease_id), SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &rc,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = d.lease_id}),
+               SLUICE_OK);
   cr_assert_eq(limit_of(&f, "ledger_lock", &rc).held, 0);
   cr_assert_eq(limit_of(&f, "reconciles", &rc).held, 0);
   cr_assert_eq(limit_of(&f, "exports", &ex).held, 1);
@@ -248,27 +251,38 @@ Test(policy_inspect, bad_queries) {
   const char *field = NULL;
   fixture f;
   fx_open(&f, NULL, 0);
-  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "nope", &q, &st, &field),
-               SLUICE_ENOTFOUND);
+  cr_assert_eq(inspect_limit(f.pol, "nope", &q, &st, &field), SLUICE_ENOTFOUND);
   q.api_key_id = "";
-  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "key", &q, &st, &field),
-               SLUICE_EKEY);
+  cr_assert_eq(inspect_limit(f.pol, "key", &q, &st, &field), SLUICE_EKEY);
   cr_assert_str_eq(field, "key");
   q.api_key_id = NULL;
-  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "key", &q, &st, &field),
-               SLUICE_EINVAL);
+  cr_assert_eq(inspect_limit(f.pol, "key", &q, &st, &field), SLUICE_EINVAL);
   cr_assert_str_eq(field, "key");
   q.api_key_id = "k";
-  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "ledger_lock", &q, &st,
-                                           &field),
+  cr_assert_eq(inspect_limit(f.pol, "ledger_lock", &q, &st, &field),
                SLUICE_EINVAL, "no ledger");
   cr_assert_str_eq(field, "ledger");
-  cr_assert_eq(sluice_policy_inspect_limit(NULL, "key", &q, &st, NULL),
-               SLUICE_EINVAL);
-  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "key", NULL, &st, NULL),
-               SLUICE_EINVAL);
-  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "key", &q, NULL, NULL),
-               SLUICE_EINVAL);
+  cr_assert_eq(inspect_limit(NULL, "key", &q, &st, NULL), SLUICE_EINVAL);
+  cr_assert_eq(inspect_limit(f.pol, "key", NULL, &st, NULL), SLUICE_EINVAL);
+  {
+    /* One of limit, penalty or scope, and somewhere to put it. */
+    sluice_inspect_query iq = {0};
+    sluice_inspect_report r;
+    iq.limit = "key";
+    iq.req = &q;
+    cr_assert_eq(sluice_policy_inspect(f.pol, &iq, NULL), SLUICE_EINVAL);
+    iq.scope = SLUICE_SCOPE_KEY;
+    cr_assert_eq(sluice_policy_inspect(f.pol, &iq, &r), SLUICE_EINVAL);
+    iq.scope = 0;
+    iq.penalty = "abuse";
+    cr_assert_eq(sluice_policy_inspect(f.pol, &iq, &r), SLUICE_EINVAL);
+    iq.limit = iq.penalty = NULL;
+    cr_assert_eq(sluice_policy_inspect(f.pol, &iq, &r), SLUICE_EINVAL);
+    iq.limit = "key";
+    cr_assert_eq(sluice_policy_inspect(f.pol, &iq, &r), SLUICE_OK);
+    cr_assert_null(r.invalid_field);
+    cr_assert_eq(r.now_ns, r.limit.now_ns);
+  }
   fx_close(&f);
 }
 
@@ -280,8 +294,7 @@ Test(policy_inspect, an_unknown_tier_is_not_found) {
   sluice_decision d;
   fixture f;
   fx_open(&f, NULL, 0);
-  cr_assert_eq(sluice_policy_decide(f.pol, &q, &d), SLUICE_ENOTFOUND);
-  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "key", &q, &st, NULL),
-               SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &q, &d, NULL), SLUICE_ENOTFOUND);
+  cr_assert_eq(inspect_limit(f.pol, "key", &q, &st, NULL), SLUICE_ENOTFOUND);
   fx_close(&f);
 }

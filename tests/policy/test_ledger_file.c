@@ -34,6 +34,15 @@
 
 #define DAY (86400 * SEC)
 
+/* The i-th penalty the file declares, NULL past the last. */
+static const char *penalty_at(const sluice_policy *p, int i) {
+  sluice_declared_info di;
+  return sluice_policy_declared_at(p, SLUICE_DECLARED_PENALTY, i, &di) ==
+                 SLUICE_OK
+             ? di.name
+             : NULL;
+}
+
 /* The streams' request kinds and sign-in results, in the terms of the
 ** built-in flow that wrote the goldens. */
 enum { EP_STANDARD = 1, EP_RECONCILE, EP_EXPORT, EP_JOB_POLL, EP_AUTH };
@@ -421,7 +430,7 @@ static void describe(sbuf *b, int i, const sluice_decision *d,
            "window=%lld refill=%lld/%lld retry=%lld penalty=%d "
            "level=%d lockout=%lld strikes=%lld lease=%d lease_ttl=%lld "
            "cap=%lld store_error=%d",
-           sluice_outcome_name(d->outcome), d->flags,
+           sluice_name(SLUICE_NAME_OUTCOME, d->outcome), d->flags,
            (long long)d->cost, d->tier[0] ? d->tier : "-",
            binding_name(d, bn, sizeof bn), (long long)d->limit,
            (long long)d->remaining, (long long)d->reset_ns,
@@ -430,8 +439,7 @@ static void describe(sbuf *b, int i, const sluice_decision *d,
            (long long)d->retry_after_ns, d->penalty_status, d->penalty_level,
            (long long)d->lockout_end_ns, (long long)d->strikes_remaining,
            d->lease_id != 0, (long long)d->lease_ttl_ns,
-           (long long)d->cap_limit,
-           d->store_error);
+           (long long)d->cap_limit, d->store_error);
   /* Fields at their zero ("0", "0/0", "0x0", "-") are left out. */
   sb_add(b, "%d D allowed=%d status=%d", i, d->allowed, d->status);
   for (p = line; *p;) {
@@ -460,8 +468,8 @@ static void add_events(sbuf *b, fixture *f) {
   for (k = 0; k < f->nev; k++) {
     const logged_event *e = &f->ev[k];
     sb_add(b, "  E %s scope=%d level=%d outcome=%d store_error=%d until=%lld\n",
-           sluice_event_name(e->type), e->scope, e->level, e->outcome,
-           e->store_error, (long long)e->until_ns);
+           sluice_name(SLUICE_NAME_EVENT, e->type), e->scope, e->level,
+           e->outcome, e->store_error, (long long)e->until_ns);
   }
   f->nev = 0;
   pthread_mutex_unlock(&f->mu);
@@ -828,7 +836,9 @@ static void run_side(side *s, const step *st, int n, const golden *g,
     }
     if (t->release) {
       make_file(s, &h[0].t);
-      rc = sluice_policy_release_lease(s->f.pol, &s->q, h[0].id);
+      rc = sluice_policy_release(
+          s->f.pol, &s->q,
+          &(sluice_hold){.kind = SLUICE_HOLD_LEASE, .lease_id = h[0].id});
       memmove(h, h + 1, (size_t)--nh * sizeof h[0]);
       sb_add(out, "%d R rc=%d\n", i, rc);
       add_events(out, &s->f);
@@ -841,7 +851,7 @@ static void run_side(side *s, const step *st, int n, const golden *g,
       continue;
     }
     make_file(s, t);
-    rc = sluice_policy_decide(s->f.pol, &s->q, &d);
+    rc = sluice_policy_decide(s->f.pol, 1, &s->q, &d, NULL);
     cr_assert_eq(rc, SLUICE_OK, "step %d (class %d): rc %d (%s)", i, t->cls,
                  rc, d.invalid_field ? d.invalid_field : "-");
     describe(out, i, &d, &s->q, &s->f);
@@ -1077,9 +1087,9 @@ Test(policy_ledger_file, the_default_is_the_ledger_file) {
   q.tenant_id = "acme";
   q.api_key_id = "k";
   q.tier = "sandbox";
-  cr_assert_eq(sluice_policy_decide(p, &q, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(p, 1, &q, &d, NULL), SLUICE_EINVAL);
   cr_assert_str_eq(d.invalid_field, "ledger");
-  cr_assert_str_eq(sluice_policy_penalty_at(p, 1), "subject");
+  cr_assert_str_eq(penalty_at(p, 1), "subject");
   sluice_policy_close(p);
 }
 
@@ -1243,16 +1253,25 @@ Test(policy_ledger_file, inspect_penalty_reads_the_boxes) {
   int i;
   cr_assert_eq(fx_open_file(&f, SLUICE_ETC "/ledger.conf", NULL, 0),
                SLUICE_OK);
-  cr_assert_str_eq(sluice_policy_penalty_at(f.pol, 0), "keys");
-  cr_assert_str_eq(sluice_policy_penalty_at(f.pol, 2), "address");
-  cr_assert_null(sluice_policy_penalty_at(f.pol, 3));
+  cr_assert_str_eq(penalty_at(f.pol, 0), "keys");
+  cr_assert_str_eq(penalty_at(f.pol, 2), "address");
+  cr_assert_null(penalty_at(f.pol, 3));
+  {
+    sluice_declared_info di;
+    cr_assert_eq(sluice_policy_declared_at(f.pol, 0, 0, &di), SLUICE_EINVAL);
+    cr_assert_eq(
+        sluice_policy_declared_at(f.pol, SLUICE_DECLARED_LIMIT, -1, &di),
+        SLUICE_ENOTFOUND);
+    cr_assert_eq(
+        sluice_policy_declared_at(f.pol, SLUICE_DECLARED_LIMIT, 0, NULL),
+        SLUICE_EINVAL);
+  }
   q = signin("192.0.2.7", a, 2);
   for (i = 0; i < 5; i++) {
     d = decide(&f, &q);
     cr_assert_eq(d.allowed, i < 4, "failure %d", i);
   }
-  cr_assert_eq(sluice_policy_inspect_penalty(f.pol, "subject", &q, &r, &field),
-               SLUICE_OK);
+  cr_assert_eq(inspect_penalty(f.pol, "subject", &q, &r, &field), SLUICE_OK);
   cr_assert_null(field);
   cr_assert_eq(r.scope, SLUICE_SCOPE_SUBJECT);
   cr_assert_eq(r.level, 1);
@@ -1262,8 +1281,7 @@ Test(policy_ledger_file, inspect_penalty_reads_the_boxes) {
   cr_assert_eq(r.failures, 5);
   cr_assert_eq(r.failures_limit, 5);
   cr_assert_eq(r.unfit, 0);
-  cr_assert_eq(sluice_policy_inspect_penalty(f.pol, "address", &q, &r2, NULL),
-               SLUICE_OK);
+  cr_assert_eq(inspect_penalty(f.pol, "address", &q, &r2, NULL), SLUICE_OK);
   cr_assert_eq(r2.scope, SLUICE_SCOPE_IP);
   cr_assert_eq(r2.level, 0);
   cr_assert_eq(r2.failures, 5);
@@ -1271,12 +1289,15 @@ Test(policy_ledger_file, inspect_penalty_reads_the_boxes) {
   cr_assert_eq(r2.stuffing_limit, 500);
   cr_assert(r2.present & SLUICE_INSPECT_STUFFING);
   /* Reading changed nothing. */
-  cr_assert_eq(sluice_policy_inspect_penalty(f.pol, "subject", &q, &r2, NULL),
-               SLUICE_OK);
+  cr_assert_eq(inspect_penalty(f.pol, "subject", &q, &r2, NULL), SLUICE_OK);
   cr_assert_eq(r2.failures, 5);
   cr_assert_eq(r2.level, 1);
-  cr_assert_eq(sluice_policy_inspect_penalty(f.pol, "nope", &q, &r, NULL),
-               SLUICE_ENOTFOUND);
+  {
+    sluice_inspect_report none;
+    cr_assert_eq(inspect_penalty(f.pol, "nope", &q, &none, NULL),
+                 SLUICE_ENOTFOUND);
+    cr_assert_eq(none.present, 0, "an error's report is zeroed");
+  }
   /* sluice_policy_inspect() of a scope kind reads the file's box of it. */
   {
     sluice_inspect_query iq;
@@ -1295,7 +1316,7 @@ Test(policy_ledger_file, inspect_penalty_reads_the_boxes) {
     cr_assert_eq(r2.failures, 5);
   }
   q.nattrs = 0;
-  cr_assert_eq(sluice_policy_inspect_penalty(f.pol, "subject", &q, &r, &field),
+  cr_assert_eq(inspect_penalty(f.pol, "subject", &q, &r, &field),
                SLUICE_EINVAL);
   cr_assert_str_eq(field, "subject");
   fx_close(&f);
@@ -1320,20 +1341,42 @@ Test(policy_ledger_file, declared_boxes_are_released_by_hand) {
     d = decide(&f, &q);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
   /* Not boxed at level 3: nothing to renew; not suspended: to lift. */
-  cr_assert_eq(sluice_policy_renew_box(f.pol, SLUICE_SCOPE_SUBJECT, &q, "sec",
-                                       "t1"), SLUICE_ENOTFOUND);
-  cr_assert_eq(sluice_policy_lift_suspension(f.pol, SLUICE_SCOPE_SUBJECT, &q,
-                                             "sec", "t1"), SLUICE_ENOTFOUND);
-  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_IP, &q, "sre",
-                                         "nat"), SLUICE_ENOTFOUND);
-  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_SUBJECT, &q,
-                                         "amy", "forgot her password"),
-               SLUICE_OK);
+  cr_assert_eq(sluice_policy_renew(f.pol, &q,
+                                   &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                  .scope = SLUICE_SCOPE_SUBJECT,
+                                                  .who = "sec",
+                                                  .why = "t1"}),
+               SLUICE_ENOTFOUND);
+  cr_assert_eq(
+      sluice_policy_release(f.pol, &q,
+                            &(sluice_hold){.kind = SLUICE_HOLD_SUSPENSION,
+                                           .scope = SLUICE_SCOPE_SUBJECT,
+                                           .who = "sec",
+                                           .why = "t1"}),
+      SLUICE_ENOTFOUND);
+  cr_assert_eq(sluice_policy_release(f.pol, &q,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                    .scope = SLUICE_SCOPE_IP,
+                                                    .who = "sre",
+                                                    .why = "nat"}),
+               SLUICE_ENOTFOUND);
+  cr_assert_eq(
+      sluice_policy_release(f.pol, &q,
+                            &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                           .scope = SLUICE_SCOPE_SUBJECT,
+                                           .who = "amy",
+                                           .why = "forgot her password"}),
+      SLUICE_OK);
   cr_assert_eq(fx_last(&f, SLUICE_EVENT_RELEASE)->scope,
                SLUICE_SCOPE_SUBJECT);
   cr_assert_str_eq(fx_last(&f, SLUICE_EVENT_RELEASE)->who, "amy");
-  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_SUBJECT, &q,
-                                         "amy", "again"), SLUICE_ENOTFOUND);
+  cr_assert_eq(
+      sluice_policy_release(f.pol, &q,
+                            &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                           .scope = SLUICE_SCOPE_SUBJECT,
+                                           .who = "amy",
+                                           .why = "again"}),
+      SLUICE_ENOTFOUND);
   q.nattrs = 1; /* asks: not boxed any more */
   d = decide(&f, &q);
   cr_assert_eq(d.allowed, 1);
@@ -1349,8 +1392,7 @@ Test(policy_ledger_file, declared_boxes_are_released_by_hand) {
   cr_assert(d.flags & SLUICE_DECISION_TRIPPED);
   {
     sluice_inspect_report r;
-    cr_assert_eq(sluice_policy_inspect_penalty(f.pol, "keys", &k, &r, NULL),
-                 SLUICE_OK);
+    cr_assert_eq(inspect_penalty(f.pol, "keys", &k, &r, NULL), SLUICE_OK);
     cr_assert_eq(r.scope, SLUICE_SCOPE_KEY);
     cr_assert_eq(r.level, 1);
     cr_assert_eq(r.offenses, 1);
@@ -1358,18 +1400,26 @@ Test(policy_ledger_file, declared_boxes_are_released_by_hand) {
     cr_assert(r.present & SLUICE_INSPECT_NOTICE);
     cr_assert_gt(r.notice_until_ns, r.now_ns);
   }
-  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_KEY, &k, "amy",
-                                         "fixed their loop"), SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &k,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                    .scope = SLUICE_SCOPE_KEY,
+                                                    .who = "amy",
+                                                    .why = "fixed their loop"}),
+               SLUICE_OK);
   cr_assert_eq(fx_last(&f, SLUICE_EVENT_RELEASE)->scope, SLUICE_SCOPE_KEY);
   cr_assert_str_eq(fx_last(&f, SLUICE_EVENT_RELEASE)->scope_id,
                    fx_last(&f, SLUICE_EVENT_BOX_TRIP)->scope_id);
   /* Past the last Retry-After (a retry before it is a strike again). */
   sluice_clock_advance(f.clock, 2 * SEC);
   d = decide(&f, &k);
-  cr_assert_eq(d.allowed, 1, "%s", sluice_outcome_name(d.outcome));
+  cr_assert_eq(d.allowed, 1, "%s", sluice_name(SLUICE_NAME_OUTCOME, d.outcome));
   k.api_key_id = NULL; /* the key's scope cannot be named */
-  cr_assert_eq(sluice_policy_release_box(f.pol, SLUICE_SCOPE_KEY, &k, "amy",
-                                         "x"), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_release(f.pol, &k,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_BOX,
+                                                    .scope = SLUICE_SCOPE_KEY,
+                                                    .who = "amy",
+                                                    .why = "x"}),
+               SLUICE_EINVAL);
   fx_close(&f);
 }
 
@@ -1390,21 +1440,30 @@ Test(policy_ledger_file, an_export_without_a_range_costs_25) {
   d = decide(&f, &q);
   cr_assert_eq(d.allowed, 1);
   cr_assert_eq(d.limits[0].cost, 25);
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &q, d.lease_id), SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &q,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = d.lease_id}),
+               SLUICE_OK);
   q.attrs = &a;
   q.nattrs = 1;
   d = decide(&f, &q);
   cr_assert_eq(d.limits[0].cost, 25);
   a.value = "7776001";
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &q, d.lease_id), SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &q,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = d.lease_id}),
+               SLUICE_OK);
   d = decide(&f, &q);
   cr_assert_eq(d.limits[0].cost, 50);
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &q, d.lease_id), SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &q,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = d.lease_id}),
+               SLUICE_OK);
   a.value = "-1"; /* a range below 0 */
-  cr_assert_eq(sluice_policy_decide(f.pol, &q, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &q, &d, NULL), SLUICE_EINVAL);
   cr_assert_str_eq(d.invalid_field, "export_range_s");
   a.value = "soon"; /* given, but not a number */
-  cr_assert_eq(sluice_policy_decide(f.pol, &q, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &q, &d, NULL), SLUICE_EINVAL);
   cr_assert_str_eq(d.invalid_field, "export_range_s");
   fx_close(&f);
 }

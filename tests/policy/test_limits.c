@@ -219,12 +219,12 @@ Test(policy_limits, scopes_keep_users_apart_and_attributes_are_required) {
     cr_assert_eq(decide(&f, &ra).allowed, 1);
   cr_assert_eq(decide(&f, &ra).allowed, 0);
   cr_assert_eq(decide(&f, &rb).allowed, 1, "another user's own budget");
-  cr_assert_eq(sluice_policy_decide(f.pol, &none, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &none, &d, NULL), SLUICE_EINVAL);
   cr_assert_str_eq(d.invalid_field, "user");
-  cr_assert_eq(sluice_policy_decide(f.pol, &bad, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &bad, &d, NULL), SLUICE_EINVAL);
   cr_assert_str_eq(d.invalid_field, "attrs");
   ra.cost = 3;
-  cr_assert_eq(sluice_policy_decide(f.pol, &ra, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &ra, &d, NULL), SLUICE_EINVAL);
   cr_assert_str_eq(d.invalid_field, "cost");
   fx_close(&f);
 }
@@ -322,13 +322,24 @@ Test(policy_limits, locks_leases_caps_and_costs) {
   cr_assert_str_eq(d.limit_name, "jobs");
   cr_assert_eq(d.cap_limit, 2);
   /* The refused ones charged nothing: 100 - 10 - 10 = 80 points. */
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &a, da.lease_id), SLUICE_OK);
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &a, da.lease_id),
+  cr_assert_eq(sluice_policy_release(f.pol, &a,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = da.lease_id}),
+               SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &a,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = da.lease_id}),
                SLUICE_ENOTFOUND);
   d = decide(&f, &c);
   cr_assert_eq(d.allowed, 1);
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &c, d.lease_id), SLUICE_OK);
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &b, db.lease_id), SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &c,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = d.lease_id}),
+               SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &b,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = db.lease_id}),
+               SLUICE_OK);
   /* 70 points left; exports cost 25 up to 90 days, 50 beyond. */
   d = decide(&f, &x90);
   cr_assert_eq(d.allowed, 1);
@@ -342,10 +353,10 @@ Test(policy_limits, locks_leases_caps_and_costs) {
   d = decide(&f, &t);
   cr_assert_eq(d.allowed, 0, "60 tokens > 45 points left");
   t.attrs = big;
-  cr_assert_eq(sluice_policy_decide(f.pol, &t, &d), SLUICE_ERANGE);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &t, &d, NULL), SLUICE_ERANGE);
   cr_assert_str_eq(d.invalid_field, "tokens");
   t.attrs = junk;
-  cr_assert_eq(sluice_policy_decide(f.pol, &t, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &t, &d, NULL), SLUICE_EINVAL);
   /* The export cap counts requests: 3 per hour whatever they cost. */
   sluice_clock_advance(f.clock, 200 * SEC);
   cr_assert_eq(decide(&f, &x90).allowed, 1);
@@ -472,8 +483,8 @@ Test(policy_limits, an_unused_limit_is_a_warning) {
   unlink(path);
 }
 
-/* decide_many() gives routes of declared limits the decisions one by one
-** would (they go alone, in order, between batches). */
+/* A decide of n requests gives routes of declared limits the decisions
+** one by one would (they go alone, in order, between batches). */
 Test(policy_limits, decide_many_matches_one_by_one) {
   fixture a, b;
   sluice_attr u = {"user", "octocat"};
@@ -491,7 +502,7 @@ Test(policy_limits, decide_many_matches_one_by_one) {
       rs[i].tier = "sandbox";
     }
   }
-  cr_assert_eq(sluice_policy_decide_many(a.pol, 12, rs, ds, rcs), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(a.pol, 12, rs, ds, rcs), SLUICE_OK);
   for (i = 0; i < 12; i++) {
     cr_assert_eq(rcs[i], SLUICE_OK);
     d = decide(&b, &rs[i]);

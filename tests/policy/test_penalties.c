@@ -396,7 +396,8 @@ static void reported_on(const char *store, unsigned flags) {
   /* A report of a subject it cannot read is refused, naming it. */
   report.client_ip = ip3;
   report.nattrs = 1;
-  cr_assert_eq(sluice_policy_decide(f.pol, &report, &d), SLUICE_EINVAL);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &report, &d, NULL),
+               SLUICE_EINVAL);
   cr_assert_str_eq(d.invalid_field, "subject");
   fx_close(&f);
 }
@@ -488,9 +489,7 @@ static void two_boxes_on(const char *store, unsigned flags) {
   d = decide(&f, &login);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
   cr_assert_eq(d.retry_after_ns, 60 * SEC);
-  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "attempts", &login, &ls,
-                                           NULL),
-               SLUICE_OK);
+  cr_assert_eq(inspect_limit(f.pol, "attempts", &login, &ls, NULL), SLUICE_OK);
   cr_assert_eq(ls.remaining, 100);
   d = decide(&f, &report);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);

@@ -268,7 +268,7 @@ static void replay(const char *file, const char *store, unsigned flags,
       q.route = r.route;
       q.attrs = r.attrs;
       q.nattrs = (size_t)r.nattrs;
-      rc = sluice_policy_decide(f.pol, &q, &d);
+      rc = sluice_policy_decide(f.pol, 1, &q, &d, NULL);
       cr_assert_eq(rc, SLUICE_OK, "%s %d: %s", store, i, sluice_strerror(rc));
       cr_assert(!d.allowed && d.outcome == SLUICE_OUTCOME_BOXED &&
                     d.status == 429,
@@ -292,7 +292,7 @@ static void replay(const char *file, const char *store, unsigned flags,
     q.route = r.route;
     q.attrs = r.attrs;
     q.nattrs = (size_t)r.nattrs;
-    rc = sluice_policy_decide(f.pol, &q, &d);
+    rc = sluice_policy_decide(f.pol, 1, &q, &d, NULL);
     cr_assert_eq(rc, SLUICE_OK, "%s %d: %s (%s)", store, i,
                  sluice_strerror(rc), d.invalid_field ? d.invalid_field : "");
     cr_assert_eq(d.allowed, want, "%s request %d (%s %s): allowed %d, the "
@@ -338,8 +338,11 @@ static void replay(const char *file, const char *store, unsigned flags,
       }
       admitted++;
       if (d.lease_id)
-        cr_assert_eq(sluice_policy_release_lease(f.pol, &q, d.lease_id),
-                     SLUICE_OK, "%s request %d: release", store, i);
+        cr_assert_eq(
+            sluice_policy_release(f.pol, &q,
+                                  &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                 .lease_id = d.lease_id}),
+            SLUICE_OK, "%s request %d: release", store, i);
       if (settling && rnd(3) == 0) {
         pend *p = &pending[npend++];
         int64_t was = strtoll(r.attrs[settle_attr].value, NULL, 10);
@@ -481,7 +484,7 @@ static void github(const char *store, unsigned flags) {
 ** more in, another user is not held back, a lease never released ends by
 ** itself: not before its TTL (10 s) and by TTL + TTL/3 + 4 ms. */
 static void gh_decide(fixture *f, sluice_request *q, sluice_decision *d) {
-  int rc = sluice_policy_decide(f->pol, q, d);
+  int rc = sluice_policy_decide(f->pol, 1, q, d, NULL);
   cr_assert_eq(rc, SLUICE_OK, "%s", sluice_strerror(rc));
 }
 
@@ -517,9 +520,7 @@ static void github_concurrency(const char *store, unsigned flags) {
   {
     /* What `sluice inspect` reads: the counted record holds 100. */
     sluice_limit_state ls;
-    cr_assert_eq(sluice_policy_inspect_limit(f.pol, "concurrent", &q, &ls,
-                                             NULL),
-                 SLUICE_OK);
+    cr_assert_eq(inspect_limit(f.pol, "concurrent", &q, &ls, NULL), SLUICE_OK);
     cr_assert_eq(ls.held, 100, "%s: %lld held", store, (long long)ls.held);
     cr_assert_eq(ls.remaining, 0);
     cr_assert_not(ls.unfit);
@@ -532,9 +533,15 @@ static void github_concurrency(const char *store, unsigned flags) {
   cr_assert_leq(d.retry_after_ns, 10 * SEC + 10 * SEC / 3 + 4 * MS);
   gh_decide(&f, &q2, &d);
   cr_assert(d.allowed, "%s: another user has leases of its own", store);
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &q2, d.lease_id), SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &q2,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = d.lease_id}),
+               SLUICE_OK);
   /* A release lets exactly one more in; the refusal charged nothing. */
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &q, ids[0]), SLUICE_OK);
+  cr_assert_eq(sluice_policy_release(f.pol, &q,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = ids[0]}),
+               SLUICE_OK);
   gh_decide(&f, &q, &d);
   cr_assert(d.allowed, "%s: after a release", store);
   cr_assert_eq(d.limits[0].remaining, 5000 - 101, "%s: core", store);
@@ -542,7 +549,10 @@ static void github_concurrency(const char *store, unsigned flags) {
   cr_assert_eq(d.limits[2].remaining, 0);
   gh_decide(&f, &q, &d);
   cr_assert_not(d.allowed, "%s: full again", store);
-  cr_assert_eq(sluice_policy_renew_lease(f.pol, &q, ids[1]), SLUICE_EINVAL,
+  cr_assert_eq(sluice_policy_renew(f.pol, &q,
+                                   &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                  .lease_id = ids[1]}),
+               SLUICE_EINVAL,
                "%s: a counted lease is not renewed through the policy", store);
   /* Leaked leases: held until their TTL, gone within TTL/3 + 4 ms after. */
   sluice_clock_set(f.clock, t0 + 10 * SEC - MS);
@@ -552,7 +562,9 @@ static void github_concurrency(const char *store, unsigned flags) {
   gh_decide(&f, &q, &d);
   cr_assert(d.allowed, "%s: leaked leases still held", store);
   cr_assert_eq(d.limits[2].remaining, 99, "%s", store);
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &q, ids[5]),
+  cr_assert_eq(sluice_policy_release(f.pol, &q,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = ids[5]}),
                SLUICE_ENOTFOUND, "%s: a leaked lease's id after its end",
                store);
   fx_close(&f);
@@ -804,30 +816,30 @@ static void discord_invalid(const char *store, unsigned flags) {
   for (i = 0; i < 9999; i++) {
     a[1].value = i % 3 == 0 ? "401" : i % 3 == 1 ? "403" : "429";
     q.nattrs = 2;
-    cr_assert_eq(sluice_policy_decide(f.pol, &q, &d), SLUICE_OK);
+    cr_assert_eq(sluice_policy_decide(f.pol, 1, &q, &d, NULL), SLUICE_OK);
     cr_assert(!(d.flags & SLUICE_DECISION_TRIPPED), "report %d tripped", i);
     if (i % 1000 == 999)
       sluice_clock_advance(f.clock, 50 * SEC);
   }
   /* A 404 is no invalid request; a request is no report. */
   a[1].value = "404";
-  cr_assert_eq(sluice_policy_decide(f.pol, &q, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &q, &d, NULL), SLUICE_OK);
   cr_assert(!(d.flags & SLUICE_DECISION_TRIPPED));
   q.nattrs = 1;
-  cr_assert_eq(sluice_policy_decide(f.pol, &q, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &q, &d, NULL), SLUICE_OK);
   cr_assert(d.allowed, "outcome %d", d.outcome);
   a[1].value = "401";
   q.nattrs = 2;
-  cr_assert_eq(sluice_policy_decide(f.pol, &q, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &q, &d, NULL), SLUICE_OK);
   cr_assert(d.flags & SLUICE_DECISION_TRIPPED, "the 10,000th report");
   q.nattrs = 1;
   q.route = "/api/v10/users/@me";
   q.method = "GET";
-  cr_assert_eq(sluice_policy_decide(f.pol, &q, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &q, &d, NULL), SLUICE_OK);
   cr_assert_eq(d.outcome, SLUICE_OUTCOME_BOXED);
   cr_assert_eq(d.retry_after_ns, 3600 * SEC);
   sluice_clock_advance(f.clock, 3600 * SEC);
-  cr_assert_eq(sluice_policy_decide(f.pol, &q, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &q, &d, NULL), SLUICE_OK);
   cr_assert(d.allowed, "outcome %d after the ban", d.outcome);
   fx_close(&f);
 }

@@ -143,7 +143,7 @@ Test(policy_routes, a_parameter_too_long_is_refused_with_its_name) {
   r.route = route;
   r.attrs = a;
   r.nattrs = 1;
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_EKEY);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_EKEY);
   cr_assert_str_eq(d.invalid_field, "channel");
   fx_close(&f);
 }
@@ -320,7 +320,7 @@ static sluice_decision ask(fixture *f, const char *method, const char *route,
   r.client_ip = "192.0.2.9";
   r.attrs = a;
   r.nattrs = na;
-  *rc = sluice_policy_decide(f->pol, &r, &d);
+  *rc = sluice_policy_decide(f->pol, 1, &r, &d, NULL);
   return d;
 }
 
@@ -425,25 +425,22 @@ Test(policy_routes, inspect_and_settle_see_the_same_route) {
   r.route = "/v1/chat";
   r.attrs = a;
   r.nattrs = 3;
-  cr_assert_eq(sluice_policy_decide(f.pol, &r, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(f.pol, 1, &r, &d, NULL), SLUICE_OK);
   cr_assert(d.allowed);
   cr_assert_eq(d.limits[0].remaining, 40);
-  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "tok", &r, &st, &field),
-               SLUICE_OK);
+  cr_assert_eq(inspect_limit(f.pol, "tok", &r, &st, &field), SLUICE_OK);
   cr_assert_eq(st.present, 1);
   cr_assert_eq(st.remaining, 40, "inspect: %lld", (long long)st.remaining);
   /* the report says 10 tokens: 50 back to the records the decision
   ** charged (a settle re-matching another route is refused: its check) */
   rc = sluice_policy_settle(f.pol, &r, &d, back, 1);
   cr_assert_eq(rc, SLUICE_OK, "%s", sluice_strerror(rc));
-  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "tok", &r, &st, &field),
-               SLUICE_OK);
+  cr_assert_eq(inspect_limit(f.pol, "tok", &r, &st, &field), SLUICE_OK);
   cr_assert_eq(st.remaining, 90, "after settle: %lld",
                (long long)st.remaining);
   /* the user's route, its own records: never touched */
   a[1].value = "user";
-  cr_assert_eq(sluice_policy_inspect_limit(f.pol, "tok", &r, &st, &field),
-               SLUICE_OK);
+  cr_assert_eq(inspect_limit(f.pol, "tok", &r, &st, &field), SLUICE_OK);
   cr_assert_eq(st.present, 0, "the user's records were never touched");
   fx_close(&f);
 }
@@ -538,7 +535,7 @@ static sluice_decision tokens(fixture *f, const char *tier, const char *model,
   r.route = "/v1/messages";
   r.attrs = a;
   r.nattrs = tier ? 4 : 3;
-  *rc = sluice_policy_decide(f->pol, &r, &d);
+  *rc = sluice_policy_decide(f->pol, 1, &r, &d, NULL);
   return d;
 }
 
@@ -702,11 +699,13 @@ Test(policy_routes, the_halves_match_the_same_route) {
   r.client_ip = "192.0.2.9";
   r.attrs = paid;
   r.nattrs = 3;
-  cr_assert_eq(sluice_policy_begin(call, &r, &d), SLUICE_CALL_DONE);
+  cr_assert_eq(sluice_policy_begin(call, SLUICE_CALL_DECIDE, &r, &d, NULL, 0),
+               SLUICE_CALL_DONE);
   cr_assert_str_eq(d.limit_name, "oauth");
   r.attrs = anon;
   r.nattrs = 1;
-  cr_assert_eq(sluice_policy_begin(call, &r, &d), SLUICE_CALL_DONE);
+  cr_assert_eq(sluice_policy_begin(call, SLUICE_CALL_DECIDE, &r, &d, NULL, 0),
+               SLUICE_CALL_DONE);
   cr_assert_str_eq(d.limit_name, "anon");
   sluice_call_close(call);
   fx_close(&f);

@@ -305,7 +305,9 @@ Test(policy_settle, fixed_window_leases_and_caps) {
   d = decide(&f, &r1);
   cr_assert_eq(d.allowed, 0);
   cr_assert_str_eq(d.limit_name, "jobs");
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &r800, d1.lease_id),
+  cr_assert_eq(sluice_policy_release(f.pol, &r800,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = d1.lease_id}),
                SLUICE_OK);
   d = decide(&f, &r1);
   cr_assert_eq(d.allowed, 0, "1000 rows this hour");
@@ -313,7 +315,9 @@ Test(policy_settle, fixed_window_leases_and_caps) {
   /* Into the next hour: 500 rows there, then the last hour's 700 settled
   ** to 0.  That charge's window is gone, so nothing comes back (it must
   ** not free room in the new window). */
-  cr_assert_eq(sluice_policy_release_lease(f.pol, &r700, d2.lease_id),
+  cr_assert_eq(sluice_policy_release(f.pol, &r700,
+                                     &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                    .lease_id = d2.lease_id}),
                SLUICE_OK);
   sluice_clock_advance(f.clock, 3600 * SEC);
   b[1].value = "600";

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "policy/policy_int.h"
 
 /* Drain a key at one instant until a request trips its box. */
 static sluice_decision hammer_to_trip(fixture *f, const sluice_request *r) {
@@ -209,8 +210,9 @@ Test(policy_shadow, config_file_spells_features_globally_and_per_tier) {
                                         "[ \"box\" ]", err, sizeof err),
                SLUICE_ECONFIG);
   cr_assert_not_null(strstr(err, "set: shadow_features"), "%s", err);
-  cr_assert_str_eq(sluice_shadow_feature_name(SLUICE_SHADOW_LEASES), "leases");
-  cr_assert_eq(sluice_shadow_feature_of(SLUICE_OUTCOME_CONFLICT),
+  cr_assert_str_eq(sluice_name(SLUICE_NAME_SHADOW, SLUICE_SHADOW_LEASES),
+                   "leases");
+  cr_assert_eq(sluice__shadow_feature_of(SLUICE_OUTCOME_CONFLICT),
                SLUICE_SHADOW_LEASES);
-  cr_assert_eq(sluice_shadow_feature_of(SLUICE_OUTCOME_ALLOW), 0);
+  cr_assert_eq(sluice__shadow_feature_of(SLUICE_OUTCOME_ALLOW), 0);
 }

@@ -33,7 +33,8 @@ static void *worker(void *arg) {
              j->distinct_ledgers ? j->id * 1000 + i : 0);
     r = j->reconcile ? rq_reconcile("acme", "key-1", j->tier, ledger)
                      : rq_std("acme", "key-1", j->tier);
-    if (sluice_policy_decide(j->f->pol, &r, &d) == SLUICE_OK && d.allowed)
+    if (sluice_policy_decide(j->f->pol, 1, &r, &d, NULL) == SLUICE_OK &&
+        d.allowed)
       atomic_fetch_add(j->allowed, 1);
   }
   return NULL;

@@ -63,7 +63,7 @@ static void failed(shared *sh, int what, int rc) {
 /* A decision that failed or went degraded counts as an error. */
 static int decide_ok(shared *sh, sluice_policy *p, const sluice_request *r,
                      sluice_decision *d) {
-  int rc = sluice_policy_decide(p, r, d);
+  int rc = sluice_policy_decide(p, 1, r, d, NULL);
   if (rc != SLUICE_OK) {
     failed(sh, E_DECIDE, rc);
     return 0;
@@ -280,7 +280,9 @@ static int heavy_child(const char *store, unsigned flags, shared *sh,
         sched_yield();
     }
     {
-      int rc = sluice_policy_release_lease(p, &r, d.lease_id);
+      int rc = sluice_policy_release(
+          p, &r,
+          &(sluice_hold){.kind = SLUICE_HOLD_LEASE, .lease_id = d.lease_id});
       if (rc != SLUICE_OK)
         failed(sh, E_RELEASE, rc);
     }
@@ -296,7 +298,7 @@ static int heavy_child(const char *store, unsigned flags, shared *sh,
 static sluice_limit_state state_of(sluice_policy *p, const char *limit,
                                    const sluice_request *r) {
   sluice_limit_state st;
-  int rc = sluice_policy_inspect_limit(p, limit, r, &st, NULL);
+  int rc = inspect_limit(p, limit, r, &st, NULL);
   cr_assert_eq(rc, SLUICE_OK, "%s: %s", limit, sluice_strerror(rc));
   cr_assert_eq(st.unfit, 0, "%s", limit);
   return st;

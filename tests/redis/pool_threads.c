@@ -44,8 +44,8 @@ static void *decider(void *p) {
   q.method = "GET";
   q.route = "/v1/ledgers/l1/entries";
   for (i = 0; i < PER; i++) {
-    if (sluice_policy_decide(a->p, &q, &d) != SLUICE_OK || d.store_error ||
-        (d.flags & SLUICE_DECISION_DEGRADED))
+    if (sluice_policy_decide(a->p, 1, &q, &d, NULL) != SLUICE_OK ||
+        d.store_error || (d.flags & SLUICE_DECISION_DEGRADED))
       a->errors++;
     else
       a->admitted += d.allowed;

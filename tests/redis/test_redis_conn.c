@@ -584,11 +584,11 @@ Test(conn, opened_before_redis_starts) {
   rec.route = "/v1/ledgers/reconcile";
   rec.attrs = &ledger;
   rec.nattrs = 1;
-  cr_assert_eq(sluice_policy_decide(pol, &std, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(pol, 1, &std, &d, NULL), SLUICE_OK);
   cr_assert_eq(d.allowed, 1);
   cr_assert_neq(d.flags & SLUICE_DECISION_DEGRADED, 0, "degraded");
   cr_assert_eq(d.store_error, SLUICE_EUNAVAIL);
-  cr_assert_eq(sluice_policy_decide(pol, &rec, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(pol, 1, &rec, &d, NULL), SLUICE_OK);
   cr_assert_eq(d.status, 503, "reconcile fails closed");
   cr_assert_eq(events[0], 1);
 
@@ -608,7 +608,7 @@ Test(conn, opened_before_redis_starts) {
   cr_assert_eq(v.remaining, 19, "the first decision Redis saw");
   do {
     usleep(20000);
-    cr_assert_eq(sluice_policy_decide(pol, &std, &d), SLUICE_OK);
+    cr_assert_eq(sluice_policy_decide(pol, 1, &std, &d, NULL), SLUICE_OK);
   } while ((d.flags & SLUICE_DECISION_DEGRADED) && rt_mono_ms() < deadline);
   cr_assert_eq(d.flags & SLUICE_DECISION_DEGRADED, 0, "the policy recovered");
   cr_assert_eq(d.store_error, 0);

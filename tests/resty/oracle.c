@@ -83,7 +83,7 @@ int main(int argc, char **argv) {
     char body[8192];
     size_t len = 0;
     sluice_clock_set(clock, strtoll(now, NULL, 10));
-    if ((rc = sluice_policy_decide(pol, &q, &d)) != SLUICE_OK) {
+    if ((rc = sluice_policy_decide(pol, 1, &q, &d, NULL)) != SLUICE_OK) {
       printf("E %s %s\n.\n", sluice_err_name(rc),
              d.invalid_field ? d.invalid_field : "-");
       continue;

@@ -209,7 +209,7 @@ static void load(sluice_policy *p, uint64_t seed) {
         q.route = "/v1/ledgers/reconcile";
         q.attrs = &a;
         q.nattrs = 1;
-        rc = sluice_policy_decide(p, &q, &d);
+        rc = sluice_policy_decide(p, 1, &q, &d, NULL);
         if (rc != SLUICE_OK) {
           note_error(rc);
           continue;
@@ -225,7 +225,9 @@ static void load(sluice_policy *p, uint64_t seed) {
           if (h_rnd(&rng) % 10 == 0) {
             atomic_fetch_add(&sh->abandoned, 1); /* a crashed handler */
           } else {
-            rc = sluice_policy_release_lease(p, &q, d.lease_id);
+            rc = sluice_policy_release(p, &q,
+                                       &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                      .lease_id = d.lease_id});
             if (rc == SLUICE_OK)
               atomic_fetch_add(&sh->released, 1);
             else
@@ -234,7 +236,7 @@ static void load(sluice_policy *p, uint64_t seed) {
         }
         continue;
       }
-      rc = sluice_policy_decide(p, &q, &d);
+      rc = sluice_policy_decide(p, 1, &q, &d, NULL);
       if (rc != SLUICE_OK) {
         note_error(rc);
         continue;
@@ -321,13 +323,15 @@ static void verify(const char *name, const char *uri, sluice_limiter *lim,
       q.route = "/v1/ledgers/reconcile";
       q.attrs = &a;
       q.nattrs = 1;
-      REQUIRE(sluice_policy_decide(p, &q, &d) == SLUICE_OK, "verify decide");
+      REQUIRE(sluice_policy_decide(p, 1, &q, &d, NULL) == SLUICE_OK,
+              "verify decide");
       /* key 0 of the boxy tenant may be boxed: that is a box, not a leak */
       if (d.outcome == SLUICE_OUTCOME_BOXED)
         continue;
-      VIOLATION_IF(!d.allowed, "%s: tenant %d reconcile slot %d still held "
+      VIOLATION_IF(!d.allowed,
+                   "%s: tenant %d reconcile slot %d still held "
                    "past the lease TTL (outcome %s)",
-                   name, t, i, sluice_outcome_name(d.outcome));
+                   name, t, i, sluice_name(SLUICE_NAME_OUTCOME, d.outcome));
     }
     for (int k = 0; k < NKEY; k++) {
       int64_t e = atomic_load(&sh->box_end[t][k]);
@@ -341,14 +345,15 @@ static void verify(const char *name, const char *uri, sluice_limiter *lim,
       q.tier = tier_of(t);
       q.method = "GET";
       q.route = "/v1/ledgers/main/entries";
-      REQUIRE(sluice_policy_decide(p, &q, &d) == SLUICE_OK, "verify decide");
+      REQUIRE(sluice_policy_decide(p, 1, &q, &d, NULL) == SLUICE_OK,
+              "verify decide");
       if (d.now_ns < e)
         VIOLATION_IF(d.outcome != SLUICE_OUTCOME_BOXED &&
                          d.outcome != SLUICE_OUTCOME_SUSPENDED,
                      "%s: key %d/%d lost its box (ends %lld, now %lld, "
                      "outcome %s)",
                      name, t, k, (long long)e, (long long)d.now_ns,
-                     sluice_outcome_name(d.outcome));
+                     sluice_name(SLUICE_NAME_OUTCOME, d.outcome));
     }
   }
   /* Liveness: a key sent three times what its bucket can pass in the run

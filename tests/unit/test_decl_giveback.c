@@ -46,22 +46,26 @@ Test(decl_giveback, a_counted_lease_is_released_when_a_later_group_refuses) {
   sluice_request r;
   sluice_decision d;
   sluice_limit_state st;
-  const char *field = NULL;
+  sluice_inspect_query iq = {0};
+  sluice_inspect_report rep;
   int i;
   memset(&r, 0, sizeof r);
   r.method = "GET";
   r.route = "/x";
   r.tenant_id = "t";
   r.api_key_id = "k";
-  cr_assert_eq(sluice_policy_decide(p, &r, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(p, 1, &r, &d, NULL), SLUICE_OK);
   cr_assert(d.allowed);
   for (i = 0; i < 3; i++) { /* the bucket is empty: refused, given back */
-    cr_assert_eq(sluice_policy_decide(p, &r, &d), SLUICE_OK);
+    cr_assert_eq(sluice_policy_decide(p, 1, &r, &d, NULL), SLUICE_OK);
     cr_assert(!d.allowed);
     cr_assert_str_eq(d.limit_name, "bucket");
   }
-  cr_assert_eq(sluice_policy_inspect_limit(p, "conc", &r, &st, &field),
-               SLUICE_OK, "%s", field ? field : "");
+  iq.limit = "conc";
+  iq.req = &r;
+  cr_assert_eq(sluice_policy_inspect(p, &iq, &rep), SLUICE_OK, "%s",
+               rep.invalid_field ? rep.invalid_field : "");
+  st = rep.limit;
   cr_assert_eq(st.held, 1, "leases held: %d (the refused ones' kept)",
                st.held);
   sluice_policy_close(p);

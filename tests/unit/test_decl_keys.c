@@ -166,7 +166,7 @@ Test(decl_keys, a_decision_writes_the_documented_keys) {
   r.api_key_id = "k1";
   r.attrs = &u;
   r.nattrs = 1;
-  cr_assert_eq(sluice_policy_decide(pol, &r, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(pol, 1, &r, &d, NULL), SLUICE_OK);
   cr_assert(d.allowed);
 
   ID64("tenant=acme\x1f", tag);
@@ -190,13 +190,16 @@ Test(decl_keys, a_decision_writes_the_documented_keys) {
   ** Retry-After notice and the box, both keyed by the penalty's id (its
   ** name's, the tenant's and the user's ids folded in turn). */
   for (fd = 0; fd < 12 && d.allowed; fd++) {
-    cr_assert_eq(sluice_policy_release_lease(pol, &r, d.lease_id), SLUICE_OK);
-    cr_assert_eq(sluice_policy_decide(pol, &r, &d), SLUICE_OK);
+    cr_assert_eq(sluice_policy_release(pol, &r,
+                                       &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                                      .lease_id = d.lease_id}),
+                 SLUICE_OK);
+    cr_assert_eq(sluice_policy_decide(pol, 1, &r, &d, NULL), SLUICE_OK);
   }
   cr_assert(!d.allowed);
   /* A refusal while the notice is up is the strike (decide.c, "A strike
   ** needs a notice"). */
-  cr_assert_eq(sluice_policy_decide(pol, &r, &d), SLUICE_OK);
+  cr_assert_eq(sluice_policy_decide(pol, 1, &r, &d, NULL), SLUICE_OK);
   cr_assert(!d.allowed);
   folded64("users", tenant_user, 2, body);
   snprintf(key, sizeof key, "dl:{%s}h%s:r", tag, body);

@@ -1,7 +1,7 @@
 /*
 ** sluice inspect: a scope's records in a live store, read without
 ** changing them and printed: each declared limit whose scope the
-** attributes given name (sluice_policy_inspect_limit(): what is left,
+** attributes given name (sluice_policy_inspect() of a limit: what is left,
 ** until full, leases held), the penalties the policy declares, and the
 ** penalty box of the key, address or subject named
 ** (sluice_policy_inspect(): level and time left, strikes or failures,
@@ -185,7 +185,7 @@ static int show_box(admin *a, int every) {
 }
 
 /* The policy's declared limits (each one, or --limit's, whose scope the
-** attributes given name, read with sluice_policy_inspect_limit(): the keys
+** attributes given name, read with sluice_policy_inspect(): the keys
 ** and the parameter set a decision of that request uses), then the
 ** penalty box of the scope named. */
 
@@ -206,8 +206,10 @@ static int given_attr(const admin *a, const char *name) {
 
 static int inspect_policy(admin *a) {
   sluice_request q;
-  sluice_limit_info li;
-  sluice_limit_state st;
+  sluice_declared_info li;
+  sluice_inspect_query iq;
+  sluice_inspect_report rep;
+  const sluice_limit_state *st = &rep.limit;
   unsigned caps = sluice_limiter_capabilities(a->lim);
   const char *field;
   int i, rc, shown = 0, asked = 0, every;
@@ -242,12 +244,18 @@ static int inspect_policy(admin *a) {
   for (k = 0; k < a->nattrs; k++)
     fprintf(a->out, " %s=%s", a->attrs[k].name, a->attrs[k].value);
   fprintf(a->out, "\n");
-  for (i = 0; sluice_policy_limit_at(a->pol, i, &li) == SLUICE_OK; i++) {
+  for (i = 0; sluice_policy_declared_at(a->pol, SLUICE_DECLARED_LIMIT, i,
+                                        &li) == SLUICE_OK;
+       i++) {
     char t[32], what[48], own[96];
     if (a->limit && strcmp(a->limit, li.name))
       continue;
     asked++;
-    rc = sluice_policy_inspect_limit(a->pol, li.name, &q, &st, &field);
+    memset(&iq, 0, sizeof iq);
+    iq.limit = li.name;
+    iq.req = &q;
+    rc = sluice_policy_inspect(a->pol, &iq, &rep);
+    field = rep.invalid_field;
     if (rc == SLUICE_EINVAL || rc == SLUICE_EKEY) {
       if (a->limit) {
         fprintf(stderr, "sluice inspect: --limit %s: its scope needs %s%s\n",
@@ -271,13 +279,13 @@ static int inspect_policy(admin *a) {
       return CLI_RUNTIME;
     }
     shown++;
-    a->found |= st.present;
+    a->found |= st->present;
     snprintf(what, sizeof what, "%s (%s):", li.name, li.algorithm);
-    if (st.unfit) {
+    if (st->unfit) {
       unfit(a, what, "more than its parameters allow");
       continue;
     }
-    secs(t, sizeof t, st.reset_ns);
+    secs(t, sizeof t, st->reset_ns);
     /* Numbers chosen by an attribute not given are the limit's own: said,
     ** since a record written under another value's numbers reads wrong. */
     snprintf(own, sizeof own, " [%s not given: the limit's own numbers]",
@@ -286,12 +294,14 @@ static int inspect_policy(admin *a) {
       own[0] = '\0';
     if (!strcmp(li.algorithm, "concurrency") || !strcmp(li.algorithm, "lock"))
       fprintf(a->out, "  %-28s %d of %" PRId64 " leases held%s%s%s\n", what,
-              st.held, st.quota, st.held ? ", the last ends in " : "",
-              st.held ? t : "", own);
+              st->held, st->quota, st->held ? ", the last ends in " : "",
+              st->held ? t : "", own);
     else
-      fprintf(a->out, "  %-28s %" PRId64 "/%" PRId64 " %s left, full in %s"
-              "%s%s\n", what, st.remaining, st.quota, li.unit, t,
-              st.present ? "" : " [no record: full]", own);
+      fprintf(a->out,
+              "  %-28s %" PRId64 "/%" PRId64 " %s left, full in %s"
+              "%s%s\n",
+              what, st->remaining, st->quota, li.unit, t,
+              st->present ? "" : " [no record: full]", own);
   }
   if (a->limit && !asked) {
     fprintf(stderr, "sluice inspect: --limit %s: not a limit of --config "

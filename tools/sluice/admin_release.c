@@ -2,8 +2,8 @@
 ** sluice release | lift | renew: end a penalty box early (levels 1 and 2,
 ** the enterprise level 3 box), keeping the offense count, lift a level 3
 ** suspension after review, or renew a level 3 box (the 24 h IP ban) for
-** another whole box, through sluice_policy_release_box() /
-** _lift_suspension() / _renew_box(); and the audit record that goes with
+** another whole box, through sluice_policy_release() and _renew() of a
+** SLUICE_HOLD_BOX or _SUSPENSION; and the audit record that goes with
 ** it (one JSON line, appended and fsync'ed) naming who, why, the scope and
 ** the level.  With --nft the policy's event also goes to an nftables sink
 ** (include/sluice/nft.h), so an IP scope leaves (or re-enters) the
@@ -119,6 +119,7 @@ static int nft_done(admin *a) {
 int admin_release_or_lift(admin *a, int mode) {
   int lift = mode == ADMIN_LIFT;
   sluice_request q;
+  sluice_hold h = {0};
   FILE *f = NULL;
   json_t *rec;
   const char *bad;
@@ -154,11 +155,12 @@ int admin_release_or_lift(admin *a, int mode) {
     q.attrs = a->attrs;
     q.nattrs = a->nattrs;
   }
-  rc = mode == ADMIN_RENEW
-           ? sluice_policy_renew_box(a->pol, a->scope, &q, a->who, a->why)
-       : lift
-           ? sluice_policy_lift_suspension(a->pol, a->scope, &q, a->who, a->why)
-           : sluice_policy_release_box(a->pol, a->scope, &q, a->who, a->why);
+  h.kind = lift ? SLUICE_HOLD_SUSPENSION : SLUICE_HOLD_BOX;
+  h.scope = a->scope;
+  h.who = a->who;
+  h.why = a->why;
+  rc = mode == ADMIN_RENEW ? sluice_policy_renew(a->pol, &q, &h)
+                           : sluice_policy_release(a->pol, &q, &h);
   if (rc != SLUICE_OK) {
     fclose(f);
     json_decref(rec);

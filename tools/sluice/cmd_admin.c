@@ -1,5 +1,6 @@
 /*
-** sluice inspect | release | lift | renew: support tools against a live store (shm,
+** sluice inspect | release | lift | renew: support tools against a live store
+*(shm,
 ** lmdb, redis) that a service shares with its workers.
 **
 **   inspect  reads a scope's records without changing them: each declared
@@ -11,9 +12,9 @@
 **            keeping the offense count;
 **   lift     lifts a level 3 suspension after review;
 **   renew    renews a level 3 box (the 24 h IP ban) for another whole box.
-** They go through sluice_policy_release_box() / _lift_suspension() /
-** _renew_box() and write
-** an audit record (one JSON line, appended and fsync'ed) naming who, why,
+** They go through sluice_policy_release() / _renew() of a box or a
+** suspension (a sluice_hold) and write an audit record (one JSON line, appended
+*and fsync'ed) naming who, why,
 ** the scope and the level.
 **
 ** Scope ids are keyed hashes: these tools need the service's secret

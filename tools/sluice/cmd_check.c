@@ -27,16 +27,17 @@ static void check_usage(FILE *f) {
 
 /* What the file declares, one line per limit. */
 static void declared(const sluice_policy *pol) {
-  sluice_limit_info li;
-  const char *a;
+  sluice_declared_info li;
   int i, j;
-  if (sluice_policy_attribute_at(pol, 0)) {
-    printf("attributes:");
-    for (i = 0; (a = sluice_policy_attribute_at(pol, i)) != NULL; i++)
-      printf(" %s", a);
+  for (i = 0; sluice_policy_declared_at(pol, SLUICE_DECLARED_ATTRIBUTE, i,
+                                        &li) == SLUICE_OK;
+       i++)
+    printf("%s %s", i ? "" : "attributes:", li.name);
+  if (i)
     printf("\n");
-  }
-  for (i = 0; sluice_policy_limit_at(pol, i, &li) == SLUICE_OK; i++) {
+  for (i = 0; sluice_policy_declared_at(pol, SLUICE_DECLARED_LIMIT, i, &li) ==
+              SLUICE_OK;
+       i++) {
     printf("limit %s: %s, scope", li.name, li.algorithm);
     for (j = 0; j < li.nscope; j++)
       printf(" %s", li.scope[j]);

@@ -24,7 +24,7 @@
 ** with --threads the lines are partitioned by tenant, each partition in
 ** log order on its own thread with its own policy and store; --decisions
 ** output is formatted by hand.  With --batch N, consecutive lines of one
-** t_ms are decided N at a time by sluice_policy_decide_many() (the same
+** t_ms are decided N at a time by sluice_policy_decide() (the same
 ** decisions); a line whose route lists a lease ends its batch, since its
 ** lease is released (or held) before the next line is decided.
 */
@@ -40,7 +40,8 @@
 #include "policy_replay.h"
 
 static void pr_usage(FILE *f) {
-  fprintf(f,
+  fprintf(
+      f,
       "usage: sluice replay --policy CONFIG [--decisions] [--job-ms N]\n"
       "                     [--backend STORE] [--enforce] [--batch N] "
       "LOG|-\n\n"
@@ -69,7 +70,8 @@ static void pr_usage(FILE *f) {
       "  reconcile lines: the 8th field is the ledger attribute (default: "
       "the route)\n"
       "A first line starting with t_ms or time that names other columns\n"
-      "than these is read as a header: a column it cannot place is an error.\n\n"
+      "than these is read as a header: a column it cannot place is an "
+      "error.\n\n"
       "  --decisions   also print one line per request; a named log:\n"
       "                t_ms,method,route,outcome,status,limit,remaining,\n"
       "                retry_after_ms[,reported_status] (limit: the binding\n"
@@ -85,7 +87,7 @@ static void pr_usage(FILE *f) {
       "                does not leave in shadow (shadow, shadow_features:\n"
       "                the staged rollout)\n"
       "  --batch N     decide up to N (1-16, default 1) consecutive lines of\n"
-      "                one t_ms in one sluice_policy_decide_many() call (the\n"
+      "                one t_ms in one sluice_policy_decide() call (the\n"
       "                same decisions as one by one; a line whose route\n"
       "                lists a lease ends its batch, so its lease is\n"
       "                released first)\n\n"

@@ -113,7 +113,7 @@ typedef struct preplay {
   lease_hold *lh;
   size_t lh_cap, lh_head, lh_n;
   int oom;
-  /* lines of one t_ms decided in one sluice_policy_decide_many() call */
+  /* lines of one t_ms decided in one sluice_policy_decide() call */
   pending pq[BATCH_MAX];
   int nq, batch_max;
   /* the layout: legacy until a header line names the columns */

@@ -65,7 +65,8 @@ static void pr_split(const sluice_policy *pol, const tier_row *rows, int n,
     fprintf(f, " %s=", name ? name : notier);
     for (bit = 1; bit <= SLUICE_SHADOW_ALL; bit <<= 1)
       if (m > 0 && (m & bit))
-        fprintf(f, "%s%s", any++ ? "," : "", sluice_shadow_feature_name(bit));
+        fprintf(f, "%s%s", any++ ? "," : "",
+                sluice_name(SLUICE_NAME_SHADOW, bit));
     if (!any)
       fprintf(f, "-");
   }
@@ -75,9 +76,11 @@ static void pr_split(const sluice_policy *pol, const tier_row *rows, int n,
 /* A named log: per declared limit, in the file's order, the requests that
 ** met it, those it refused and those it bound. */
 static void pr_limits(part *ps, int np, FILE *f) {
-  sluice_limit_info li;
+  sluice_declared_info li;
   int i, j, p, any = 0;
-  for (i = 0; sluice_policy_limit_at(ps[0].r.pol, i, &li) == SLUICE_OK; i++) {
+  for (i = 0; sluice_policy_declared_at(ps[0].r.pol, SLUICE_DECLARED_LIMIT, i,
+                                        &li) == SLUICE_OK;
+       i++) {
     uint64_t met = 0, denied = 0, binding = 0;
     for (p = 0; p < np; p++)
       for (j = 0; j < ps[p].r.nlc; j++)
@@ -120,7 +123,8 @@ void preplay_report(part *ps, int np, FILE *f, double wall, int shadow,
     fprintf(f, "# settled: %" PRIu64 " admitted requests reported their "
                "real cost\n", settled);
   for (o = 0; o < SLUICE_OUTCOME__COUNT; o++)
-    cols[o] = o == SLUICE_OUTCOME_ALLOW ? "allowed" : sluice_outcome_name(o);
+    cols[o] = o == SLUICE_OUTCOME_ALLOW ? "allowed"
+                                        : sluice_name(SLUICE_NAME_OUTCOME, o);
   fprintf(f, "# %-10s %9s", "tier", "requests");
   for (o = 0; o < SLUICE_OUTCOME__COUNT; o++)
     fprintf(f, " %11s", cols[o]);

@@ -174,7 +174,9 @@ void preplay_release_due(preplay *r, int64_t now_ns, int all) {
     if (!all && h->release_ns > now_ns)
       break;
     q = pr_request(r, h->line); /* its route and attributes name them */
-    (void)sluice_policy_release_lease(r->pol, &q, h->id);
+    (void)sluice_policy_release(
+        r->pol, &q,
+        &(sluice_hold){.kind = SLUICE_HOLD_LEASE, .lease_id = h->id});
     free(h->line);
     h->line = NULL;
     r->lh_head = (r->lh_head + 1) % r->lh_cap;
@@ -277,7 +279,7 @@ static void named_decision(preplay *r, const pending *pl,
   cli_out_char(o, ',');
   out_s(o, pl->f[r->cl.route]);
   cli_out_char(o, ',');
-  out_s(o, sluice_outcome_name(d->outcome));
+  out_s(o, sluice_name(SLUICE_NAME_OUTCOME, d->outcome));
   cli_out_char(o, ',');
   cli_out_i64(o, d->verdict_status);
   cli_out_char(o, ',');
@@ -368,7 +370,7 @@ static void route_learn(preplay *r, const pending *pl,
                         const sluice_decision *d) {
   uint64_t h;
   route_seen *s;
-  sluice_limit_info li;
+  sluice_declared_info li;
   int i, j, leases = d->lease_id != 0;
   if (r->batch_max == 1 || (d->nlimits == 0 && !leases))
     return;
@@ -376,7 +378,9 @@ static void route_learn(preplay *r, const pending *pl,
   if (!(s = route_slot(r, h)) || s->hash == h)
     return;
   for (i = 0; i < d->nlimits && !leases; i++)
-    for (j = 0; sluice_policy_limit_at(r->pol, j, &li) == SLUICE_OK; j++)
+    for (j = 0; sluice_policy_declared_at(r->pol, SLUICE_DECLARED_LIMIT, j,
+                                          &li) == SLUICE_OK;
+         j++)
       if (!strcmp(li.name, d->limits[i].name)) {
         leases = !strcmp(li.algorithm, "concurrency") ||
                  !strcmp(li.algorithm, "lock");
@@ -434,7 +438,9 @@ static int pr_decided(preplay *r, const pending *pl, const sluice_request *q,
   route_learn(r, pl, &d);
   if (d.lease_id) {
     if (r->job_ns == 0) {
-      (void)sluice_policy_release_lease(r->pol, q, d.lease_id);
+      (void)sluice_policy_release(
+          r->pol, q,
+          &(sluice_hold){.kind = SLUICE_HOLD_LEASE, .lease_id = d.lease_id});
     } else if (hold(r, pl, &d, pl->t * MS_NS) != 0) {
       fprintf(stderr, "sluice replay: out of memory\n");
       return CLI_RUNTIME;
@@ -456,7 +462,7 @@ static int pr_decided(preplay *r, const pending *pl, const sluice_request *q,
       out_s(o, pl->f[i]);
     }
     cli_out_char(o, ',');
-    out_s(o, sluice_outcome_name(d.outcome));
+    out_s(o, sluice_name(SLUICE_NAME_OUTCOME, d.outcome));
     cli_out_char(o, ',');
     cli_out_i64(o, d.verdict_status);
     cli_out_char(o, ',');
@@ -479,11 +485,20 @@ static const char *field(const pending *pl, int c) {
   return c >= 0 && c < pl->nf && pl->f[c][0] ? pl->f[c] : NULL;
 }
 
+/* The j-th attribute the policy declares (its `attributes`), or NULL. */
+static const char *attribute_at(const preplay *r, int j) {
+  sluice_declared_info di;
+  return sluice_policy_declared_at(r->pol, SLUICE_DECLARED_ATTRIBUTE, j, &di) ==
+                 SLUICE_OK
+             ? di.name
+             : NULL;
+}
+
 /* Whether the policy declares attribute `name` (its `attributes`). */
 static int declares(const preplay *r, const char *name) {
   const char *a;
   int j;
-  for (j = 0; (a = sluice_policy_attribute_at(r->pol, j)) != NULL; j++)
+  for (j = 0; (a = attribute_at(r, j)) != NULL; j++)
     if (!strcmp(a, name))
       return 1;
   return 0;
@@ -547,7 +562,7 @@ static sluice_request pr_request(preplay *r, pending *pl) {
 }
 
 /* Decide the waiting lines at their t_ms: one sluice_policy_decide() for
-** one line, one sluice_policy_decide_many() for more (the same
+** one line, one sluice_policy_decide() for more (the same
 ** decisions). */
 int preplay_flush(preplay *r) {
   sluice_request q[BATCH_MAX];
@@ -563,8 +578,8 @@ int preplay_flush(preplay *r) {
     preplay_release_due(r, r->pq[0].t * MS_NS, 0);
   sluice_clock_set(r->clock, r->pq[0].t * MS_NS);
   if (n == 1)
-    rcs[0] = sluice_policy_decide(r->pol, &q[0], &d[0]);
-  else if (sluice_policy_decide_many(r->pol, n, q, d, rcs) != SLUICE_OK)
+    rcs[0] = sluice_policy_decide(r->pol, 1, &q[0], &d[0], NULL);
+  else if (sluice_policy_decide(r->pol, n, q, d, rcs) != SLUICE_OK)
     for (i = 0; i < n; i++)
       rcs[i] = SLUICE_EINVAL; /* cannot happen: the arguments are sound */
   for (i = 0; i < n && rc == CLI_OK; i++)
@@ -689,8 +704,7 @@ static int named_layout(preplay *r, char *const *f, int nf, long lineno) {
       /* settle:ATTR, the real value of an attribute the route's costs
       ** read; a bare `settle` would not say which. */
       const char *an = f[i][6] == ':' ? f[i] + 7 : NULL;
-      for (j = 0; an && (a = sluice_policy_attribute_at(r->pol, j)) != NULL;
-           j++)
+      for (j = 0; an && (a = attribute_at(r, j)) != NULL; j++)
         if (!strcmp(a, an))
           break;
       if (!an || !a) {
@@ -705,7 +719,7 @@ static int named_layout(preplay *r, char *const *f, int nf, long lineno) {
       cl->nsettle++;
       continue;
     }
-    for (j = 0; (a = sluice_policy_attribute_at(r->pol, j)) != NULL; j++)
+    for (j = 0; (a = attribute_at(r, j)) != NULL; j++)
       if (!strcmp(a, f[i]))
         break;
     if (!a) {

@@ -196,7 +196,7 @@ sluice_decision sim_send(sim *s, actor *a, const sluice_request *rq,
                          heard *h) {
   sluice_decision d;
   sluice_http_answer ans;
-  int rc = sluice_policy_decide(s->pol, rq, &d);
+  int rc = sluice_policy_decide(s->pol, 1, rq, &d, NULL);
   int row;
   int64_t t = sim_now(s);
   if (rc == SLUICE_ENOTFOUND && d.invalid_field &&

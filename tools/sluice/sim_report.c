@@ -13,7 +13,8 @@ void sim_report(sim *s, FILE *f, double wall_s) {
   const char *cols[SLUICE_OUTCOME__COUNT];
   int i, o;
   for (o = 0; o < SLUICE_OUTCOME__COUNT; o++)
-    cols[o] = o == SLUICE_OUTCOME_ALLOW ? "allowed" : sluice_outcome_name(o);
+    cols[o] = o == SLUICE_OUTCOME_ALLOW ? "allowed"
+                                        : sluice_name(SLUICE_NAME_OUTCOME, o);
   fprintf(f, "virtual time: %" PRId64 " s, decisions: %" PRIu64
              ", wall time: %.2f s\n\n",
           (s->end_ns - T0) / S_NS, s->requests, wall_s);
@@ -44,7 +45,8 @@ void sim_report(sim *s, FILE *f, double wall_s) {
   fprintf(f, "\nevents:");
   for (i = 1; i < SLUICE_EVENT__COUNT; i++)
     if (s->events[i])
-      fprintf(f, " %s=%" PRIu64, sluice_event_name(i), s->events[i]);
+      fprintf(f, " %s=%" PRIu64, sluice_name(SLUICE_NAME_EVENT, i),
+              s->events[i]);
   fprintf(f, "%s\n\n", s->events[0] ? "" : "");
   fwrite(s->notes, 1, s->notes_len, f);
 }

@@ -133,7 +133,8 @@ void scn_retry_ignorer(sim *s) {
             ", boxed or suspended %" PRId64 "\n",
          bad->sent, bad->got429, bad->strikes, bad->boxed);
     sim_note(s, "key-hammer at the end: %s, HTTP %d, penalty level %d\n",
-         sluice_outcome_name(d.outcome), d.verdict_status, d.penalty_level);
+             sluice_name(SLUICE_NAME_OUTCOME, d.outcome), d.verdict_status,
+             d.penalty_level);
     sim_note(s, "key-polite (same tenant): sent %" PRId64 ", 429s %" PRId64
             ", strikes %" PRId64 " (a box is per key)\n",
          good->sent, good->got429, good->strikes);
@@ -334,7 +335,9 @@ static void act_reconcile(sim *s, actor *a) {
   sluice_decision d;
   sluice_request rq = a->rq;
   if (a->lease_id && sim_now(s) >= a->pending_release_ns) {
-    sluice_policy_release_lease(s->pol, &a->lease_rq, a->lease_id);
+    sluice_policy_release(
+        s->pol, &a->lease_rq,
+        &(sluice_hold){.kind = SLUICE_HOLD_LEASE, .lease_id = a->lease_id});
     a->lease_id = 0;
   }
   snprintf(a->ledger, sizeof a->ledger, "ledger-%" PRId64, a->seq++ % 4);
@@ -345,7 +348,9 @@ static void act_reconcile(sim *s, actor *a) {
   if (d.allowed && d.lease_id) {
     /* The job runs 5 s; its lease is released in the finally path. */
     if (a->lease_id)
-      sluice_policy_release_lease(s->pol, &a->lease_rq, a->lease_id);
+      sluice_policy_release(
+          s->pol, &a->lease_rq,
+          &(sluice_hold){.kind = SLUICE_HOLD_LEASE, .lease_id = a->lease_id});
     a->lease_id = d.lease_id;
     a->lease_rq = rq;
     memcpy(a->lease_ledger, a->ledger, sizeof a->ledger);

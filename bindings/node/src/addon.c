@@ -277,7 +277,9 @@ static napi_value js_set_time(napi_env env, napi_callback_info info) {
 static void drop_lease(sn_policy *p, const sluice_request *rq,
                        const sluice_decision *d) {
   if (d->lease_id != 0)
-    sluice_policy_release_lease(p->pol, rq, d->lease_id);
+    sluice_policy_release(
+        p->pol, rq,
+        &(sluice_hold){.kind = SLUICE_HOLD_LEASE, .lease_id = d->lease_id});
 }
 
 /* The answer of a decision into out and a JS string; NULL with an
@@ -336,7 +338,7 @@ static napi_value js_decide(napi_env env, napi_callback_info info) {
   if (argc < 3 || (p = get_policy(env, argv[0])) == NULL ||
       sn_request_read(env, argv[1], argv[2], &r) != 0)
     return NULL;
-  rc = sluice_policy_decide(p->pol, &r.rq, &d);
+  rc = sluice_policy_decide(p->pol, 1, &r.rq, &d, NULL);
   return answer(env, p, rc, &r.rq, &d, p->out_data);
 }
 
@@ -369,13 +371,15 @@ static void job_execute(napi_env env, void *data) {
   sn_job *j = data;
   (void)env;
   if (j->kind == JOB_DECIDE)
-    j->rc = sluice_policy_decide(j->p->pol, &j->req.rq, &j->d);
+    j->rc = sluice_policy_decide(j->p->pol, 1, &j->req.rq, &j->d, NULL);
   else if (j->kind == JOB_SETTLE)
     j->rc = sluice_policy_settle(j->p->pol, &j->req.rq, &j->settle->d,
                                  j->settle->act.rq.attrs,
                                  j->settle->act.rq.nattrs);
   else
-    j->rc = sluice_policy_release_lease(j->p->pol, &j->req.rq, j->lease_id);
+    j->rc = sluice_policy_release(
+        j->p->pol, &j->req.rq,
+        &(sluice_hold){.kind = SLUICE_HOLD_LEASE, .lease_id = j->lease_id});
 }
 
 /* The whole id table as res[2]: a job completing after close() answers
@@ -593,7 +597,10 @@ static napi_value js_release(napi_env env, napi_callback_info info) {
       lease_arg(env, argc, argv, &id) ||
       sn_request_read(env, argv[1], argv[2], &r) != 0)
     return NULL;
-  return rc_value(env, sluice_policy_release_lease(p->pol, &r.rq, id));
+  return rc_value(
+      env, sluice_policy_release(
+               p->pol, &r.rq,
+               &(sluice_hold){.kind = SLUICE_HOLD_LEASE, .lease_id = id}));
 }
 
 static napi_value init(napi_env env, napi_value exports) {

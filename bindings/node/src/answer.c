@@ -78,7 +78,7 @@ int sn_answer_fill(sn_policy *p, int rc, const sluice_request *rq,
     return SLUICE_OK;
   }
   out[SN_OUT_ALLOWED] = d->allowed;
-  out[SN_OUT_OUTCOME] = str_id(p, sluice_outcome_name(d->outcome));
+  out[SN_OUT_OUTCOME] = str_id(p, sluice_name(SLUICE_NAME_OUTCOME, d->outcome));
   if (d->binding == SLUICE_BINDING_LIMIT) {
     out[SN_OUT_LIMIT] = str_id(p, d->limit_name);
     out[SN_OUT_UNIT] = str_id(p, d->limit_unit);

@@ -86,7 +86,7 @@ int main(int argc, char **argv) {
       } else if (strcmp(vals[i], "-") != 0) /* "-": absent */
         attrs[rq.nattrs++] = (sluice_attr){names[i], vals[i]};
     }
-    rc = sluice_policy_decide(pol, &rq, &d);
+    rc = sluice_policy_decide(pol, 1, &rq, &d, NULL);
     if (rc != SLUICE_OK) {
       printf("error %s %s\n", sluice_err_name(rc),
              d.invalid_field ? d.invalid_field : "-");
@@ -104,7 +104,9 @@ int main(int argc, char **argv) {
     fputs(ht, stdout);
     printf("\t%s\n", len ? body : "-");
     if (d.lease_id != 0)
-      sluice_policy_release_lease(pol, &rq, d.lease_id);
+      sluice_policy_release(pol, &rq,
+                            &(sluice_hold){.kind = SLUICE_HOLD_LEASE,
+                                           .lease_id = d.lease_id});
     if (used.name != NULL && d.allowed &&
         (rc = sluice_policy_settle(pol, &rq, &d, &used, 1)) != SLUICE_OK) {
       fprintf(stderr, "trace_decide: settle: %s\n", sluice_err_name(rc));

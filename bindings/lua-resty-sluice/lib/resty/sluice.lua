@@ -242,7 +242,7 @@ local function take_call(self)
   local rc = C.sluice_call_open(self.pol, out)
   if rc ~= 0 then return nil, "sluice_call_open: " .. cerr(C, rc) end
   r.all[#r.all + 1] = out[0]
-  return { call = out[0], q = ffi_new("sluice_request"), n = ffi_new("size_t[1]"),
+  return { call = out[0], q = ffi_new("sluice_request"), ci = ffi_new("sluice_call_info"),
            attrs = ffi_new("sluice_attr[?]", MAX_ATTRS), anchor = {},
            d = ffi_new(decision_t) }
 end
@@ -267,7 +267,7 @@ local function take(C, sock, call, buf, d)
   local chunk, err = sock:receiveany(65536)
   if not chunk then return nil, err end
   buf = buf and buf .. chunk or chunk -- one read (the usual) is not copied
-  return C.sluice_policy_finish(call, buf, #buf, d), buf
+  return C.sluice_policy_finish(call, 0, buf, #buf, d), buf
 end
 
 -- Carry the call out on e's handle to its node; the library's next status.
@@ -275,9 +275,10 @@ end
 -- (loops are where LuaJIT starts its traces; a loop run once a call
 -- aborts the trace of everything around it, leaving it interpreted).
 local function carry(self, e, d)
-  local C, r, call = self.C, self.redis, e.call
-  local bytes = ffi_string(C.sluice_call_bytes(call, e.n), e.n[0])
-  local host, port = ffi_string(C.sluice_call_host(call)), C.sluice_call_port(call)
+  local C, r, call, ci = self.C, self.redis, e.call, e.ci
+  C.sluice_call_get(call, ci)
+  local bytes = ffi_string(ci.bytes, ci.len)
+  local host, port = ffi_string(ci.host), ci.port
   local sock = ngx.socket.tcp()
   sock:settimeouts(r.connect_timeout, r.timeout, r.timeout)
   local ok, err
@@ -286,28 +287,29 @@ local function carry(self, e, d)
   else
     ok, err = sock:connect(host, port)
   end
-  if not ok then return C.sluice_policy_fail(call, sock_err(C, err), d) end
+  if not ok then return C.sluice_policy_finish(call, sock_err(C, err), nil, 0, d) end
   if r.password and sock:getreusedtimes() == 0 then
     -- A new connection authenticates first, as the store's own would.
     ok, err = sock:send(resp("AUTH", r.password))
     local line = ok and sock:receive("*l")
     if line ~= "+OK" then
       sock:close()
-      return C.sluice_policy_fail(call, C.SLUICE_EUNAVAIL, d)
+      return C.sluice_policy_finish(call, C.SLUICE_EUNAVAIL, nil, 0, d)
     end
   end
   ok, err = sock:send(bytes)
   if not ok then
     sock:close()
-    return C.sluice_policy_fail(call, sock_err(C, err), d)
+    return C.sluice_policy_finish(call, sock_err(C, err), nil, 0, d)
   end
   local rc, buf = take(C, sock, call, nil, d)
   while rc == C.SLUICE_CALL_MORE do rc, buf = take(C, sock, call, buf, d) end
   if not rc then
     sock:close()
-    return C.sluice_policy_fail(call, sock_err(C, buf), d)
+    return C.sluice_policy_finish(call, sock_err(C, buf), nil, 0, d)
   end
-  if rc < 0 or (rc == C.SLUICE_CALL_DONE and C.sluice_call_store_error(call) < 0) then
+  if rc < 0 or (rc == C.SLUICE_CALL_DONE and C.sluice_call_get(call, ci) == 0
+                and ci.store_error < 0) then
     sock:close() -- what it carries next would be out of step
   else
     sock:setkeepalive(r.keepalive, r.pool_size)
@@ -337,7 +339,7 @@ decide_redis = function(self, req, d)
   q, err = fill(self, req, e.q, e.attrs, e.anchor)
   local rc = C.SLUICE_EINVAL
   if q then
-    rc = C.sluice_policy_begin(e.call, q, d)
+    rc = C.sluice_policy_begin(e.call, C.SLUICE_CALL_DECIDE, q, d, nil, 0)
     rc = carry_all(self, e, d, rc)
   end
   -- The request and its strings are read until DONE: req and e.anchor
@@ -351,6 +353,12 @@ decide_redis = function(self, req, d)
   return d, q
 end
 
+-- What the release or settle just carried on e's handle returned.
+local function call_result(C, e)
+  C.sluice_call_get(e.call, e.ci)
+  return e.ci.result
+end
+
 -- Give back a lease through the two halves (a cosocket phase only).
 local function release_redis(self, req, lease_id)
   local C = self.C
@@ -360,9 +368,10 @@ local function release_redis(self, req, lease_id)
   q, err = fill(self, req, e.q, e.attrs, e.anchor)
   local rc = C.SLUICE_EINVAL
   if q then
-    rc = C.sluice_policy_begin_release(e.call, q, lease_id)
+    e.d.lease_id = lease_id
+    rc = C.sluice_policy_begin(e.call, C.SLUICE_CALL_RELEASE, q, e.d, nil, 0)
     rc = carry_all(self, e, nil, rc)
-    if rc == C.SLUICE_CALL_DONE then rc = C.sluice_call_result(e.call) end
+    if rc == C.SLUICE_CALL_DONE then rc = call_result(C, e) end
   end
   local free = self.redis.free
   free[#free + 1] = e
@@ -406,9 +415,9 @@ local function settle_redis(self, req, d, actual)
   if q then a, err = fill_actual(self, e, actual) end
   local rc = C.SLUICE_EINVAL
   if a then
-    rc = C.sluice_policy_begin_settle(e.call, q, d, a.attrs, a.nattrs)
+    rc = C.sluice_policy_begin(e.call, C.SLUICE_CALL_SETTLE, q, d, a.attrs, a.nattrs)
     rc = carry_all(self, e, nil, rc)
-    if rc == C.SLUICE_CALL_DONE then rc = C.sluice_call_result(e.call) end
+    if rc == C.SLUICE_CALL_DONE then rc = call_result(C, e) end
   end
   local free = self.redis.free
   free[#free + 1] = e
@@ -434,7 +443,7 @@ function _M.decide(self, req, d)
   end
   local q, err = fill(self, req, self.q, self.attrs, self.anchor)
   if not q then return nil, err end
-  local rc = self.C.sluice_policy_decide(self.pol, q, d)
+  local rc = self.C.sluice_policy_decide(self.pol, 1, q, d, nil)
   if rc ~= 0 then return nil, input_error(self.C, rc, d) end
   return d
 end
@@ -547,7 +556,7 @@ admit = function(self, req, given)
     q, err = fill(self, req, self.q, self.attrs, self.anchor)
     if not q then return nil, err end
     d = given or decision_t()
-    rc = C.sluice_policy_decide(self.pol, q, d)
+    rc = C.sluice_policy_decide(self.pol, 1, q, d, nil)
     if rc ~= 0 then return nil, input_error(C, rc, d) end
   end
   -- ngx.ctx only where needed: making it costs every request that asks.
@@ -601,7 +610,14 @@ function _M.release(self, req, lease_id)
   end
   local q, err = fill(self, req, self.q, self.attrs, self.anchor)
   if not q then return nil, err end
-  local rc = self.C.sluice_policy_release_lease(self.pol, q, lease_id)
+  local h = self.hold
+  if not h then
+    h = ffi_new("sluice_hold")
+    h.kind = self.C.SLUICE_HOLD_LEASE
+    self.hold = h
+  end
+  h.lease_id = lease_id
+  local rc = self.C.sluice_policy_release(self.pol, q, h)
   if rc ~= 0 then return nil, cerr(self.C, rc) end
   return true
 end
@@ -672,7 +688,7 @@ end
 
 --- Names for logs: "allow", "throttled"...
 function _M.outcome_name(self, d)
-  return ffi_string(self.C.sluice_outcome_name(d.outcome))
+  return ffi_string(self.C.sluice_name(self.C.SLUICE_NAME_OUTCOME, d.outcome))
 end
 
 --- The binding limit's name (a policy's declared limit), or nil.

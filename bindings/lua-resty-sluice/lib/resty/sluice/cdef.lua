@@ -33,6 +33,11 @@ enum {
   SLUICE_CALL_DONE = 0,
   SLUICE_CALL_SEND = 1,
   SLUICE_CALL_MORE = 2,
+  SLUICE_CALL_DECIDE = 0,
+  SLUICE_CALL_RELEASE = 1,
+  SLUICE_CALL_SETTLE = 2,
+  SLUICE_HOLD_LEASE = 1,
+  SLUICE_NAME_OUTCOME = 1,
   SLUICE_BINDING_LIMIT = 5,
   SLUICE_POLICY_SHADOW = 1,
   SLUICE_OPEN_TESTCLOCK = 4,
@@ -56,6 +61,25 @@ typedef struct sluice_attr {
   const char *name;
   const char *value;
 } sluice_attr;
+
+typedef struct sluice_hold {
+  int kind;
+  int scope;
+  uint64_t lease_id;
+  const char *who;
+  const char *why;
+} sluice_hold;
+
+typedef struct sluice_call_info {
+  const void *bytes;
+  size_t len;
+  const char *host;
+  int port;
+  int slot;
+  int replies;
+  int result;
+  int store_error;
+} sluice_call_info;
 
 typedef struct sluice_request {
   const char *tenant_id;
@@ -167,33 +191,24 @@ typedef struct sluice_http_header {
 const char *sluice_strerror(int err);
 const char *sluice_err_name(int err);
 const char *sluice_version_string(void);
-const char *sluice_outcome_name(int outcome);
+const char *sluice_name(int kind, int value);
 int sluice_policy_open(const sluice_policy_options *opts, sluice_policy **out);
 void sluice_policy_close(sluice_policy *p);
-int sluice_policy_decide(sluice_policy *p, const sluice_request *req,
-                         sluice_decision *d);
-int sluice_policy_release_lease(sluice_policy *p, const sluice_request *req,
-                                uint64_t lease_id);
+int sluice_policy_decide(sluice_policy *p, int n, const sluice_request *reqs,
+                         sluice_decision *ds, int *rcs);
+int sluice_policy_release(sluice_policy *p, const sluice_request *req,
+                          const sluice_hold *h);
 int sluice_call_open(sluice_policy *p, sluice_call **out);
 void sluice_call_close(sluice_call *call);
-int sluice_policy_begin(sluice_call *call, const sluice_request *q,
-                        sluice_decision *d);
-int sluice_policy_finish(sluice_call *call, const void *reply, size_t len,
-                         sluice_decision *d);
-int sluice_policy_fail(sluice_call *call, int err, sluice_decision *d);
-int sluice_policy_begin_release(sluice_call *call, const sluice_request *q,
-                                uint64_t lease_id);
-int sluice_policy_begin_settle(sluice_call *call, const sluice_request *q,
-                               sluice_decision *d, const sluice_attr *actual,
-                               size_t nactual);
+int sluice_policy_begin(sluice_call *call, int kind, const sluice_request *q,
+                        sluice_decision *d, const sluice_attr *actual,
+                        size_t nactual);
+int sluice_policy_finish(sluice_call *call, int err, const void *reply,
+                         size_t len, sluice_decision *d);
 int sluice_policy_settle(sluice_policy *p, const sluice_request *req,
                          sluice_decision *d, const sluice_attr *actual,
                          size_t nactual);
-int sluice_call_result(const sluice_call *call);
-const void *sluice_call_bytes(const sluice_call *call, size_t *len);
-const char *sluice_call_host(const sluice_call *call);
-int sluice_call_port(const sluice_call *call);
-int sluice_call_store_error(const sluice_call *call);
+int sluice_call_get(const sluice_call *call, sluice_call_info *out);
 int sluice_http_open(const sluice_http_options *opts, sluice_http **out);
 void sluice_http_close(sluice_http *h);
 int sluice_http_answer_make(sluice_http *h, const sluice_decision *d,
