@@ -12,6 +12,7 @@
 */
 #include "fuzz_common.h"
 #include "sluice.h"
+#include "http/http_int.h"
 
 static int ref_uint(const char *s, size_t n, int64_t *out) {
   size_t i = 0;
@@ -49,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (rc == SLUICE_OK) {
     CHECK(t >= 0 && t <= INT64_C(253402300799), "date %lld out of range",
           (long long)t);
-    CHECK(sluice_http_format_date(t, buf) == SLUICE_OK, "format %lld",
+    CHECK(sluice__http_format_date(t, buf) == SLUICE_OK, "format %lld",
           (long long)t);
     CHECK(strlen(buf) == SLUICE_HTTP_DATE_LEN, "formatted length %zu",
           strlen(buf));

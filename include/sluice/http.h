@@ -275,12 +275,6 @@ SLUICE_EXPORT const char *sluice_http_reason(int status);
 /** Length of an IMF-fixdate, "Sun, 06 Nov 1994 08:49:37 GMT". */
 #define SLUICE_HTTP_DATE_LEN 29
 
-/** @brief Format epoch seconds as an IMF-fixdate (RFC 9110 5.6.7).
- *  @param[in] epoch_s  0 (1970) .. 253402300799 (9999-12-31T23:59:59).
- *  @param[out] out     SLUICE_HTTP_DATE_LEN + 1 bytes, NUL-terminated.
- *  @return SLUICE_OK, SLUICE_EINVAL (NULL), SLUICE_ERANGE. */
-SLUICE_EXPORT int sluice_http_format_date(int64_t epoch_s,
-                                          char out[SLUICE_HTTP_DATE_LEN + 1]);
 
 /** @brief Parse an HTTP-date in any of the three forms a recipient must
  *  accept (RFC 9110 5.6.7): IMF-fixdate, obsolete RFC 850

@@ -33,11 +33,10 @@
 extern "C" {
 #endif
 
-/** @brief The run-time version, as SLUICE_VERSION_HEX; compare with the
- *  compile-time macro to detect a header/library mismatch. */
-SLUICE_EXPORT unsigned sluice_version(void);
-/** @brief The run-time version as a static string, e.g. "0.1.0". */
-SLUICE_EXPORT const char *sluice_version_string(void);
+/** @brief The run-time version as a static string, e.g. "0.1.0"; with
+ *  `hex` not NULL also as SLUICE_VERSION_HEX, to compare with the
+ *  compile-time macro and detect a header/library mismatch. */
+SLUICE_EXPORT const char *sluice_version(unsigned *hex);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,7 @@
 #include "sluice/version.h"
 
-unsigned sluice_version(void) { return SLUICE_VERSION_HEX; }
-const char *sluice_version_string(void) { return SLUICE_VERSION_STRING; }
+const char *sluice_version(unsigned *hex) {
+  if (hex)
+    *hex = SLUICE_VERSION_HEX;
+  return SLUICE_VERSION_STRING;
+}

@@ -456,13 +456,13 @@ static int walk_headers(const sluice_http *h, const sluice_http_answer *a,
     EMIT("Content-Type");
   }
   if (h->flags & SLUICE_HTTP_DATE_HEADER) {
-    if (sluice_http_format_date(a->now_s, v) != SLUICE_OK)
+    if (sluice__http_format_date(a->now_s, v) != SLUICE_OK)
       return SLUICE_ERANGE;
     EMIT("Date");
   }
   if (a->retry_after_s > 0) {
     if (a->retry_is_date)
-      sluice_http_format_date(a->retry_at_s, v);
+      sluice__http_format_date(a->retry_at_s, v);
     else
       put_i64(v, a->retry_after_s);
     EMIT("Retry-After");

@@ -84,7 +84,7 @@ static void put2(char *p, int v) {
   p[1] = (char)('0' + v % 10);
 }
 
-int sluice_http_format_date(int64_t epoch_s,
+int sluice__http_format_date(int64_t epoch_s,
                             char out[SLUICE_HTTP_DATE_LEN + 1]) {
   int64_t days, secs, y;
   int m, d;

@@ -19,6 +19,13 @@ static inline int64_t sluice__ceil_div64(int64_t a, int64_t b) {
 /* The last second an IMF-fixdate can carry: 9999-12-31T23:59:59Z. */
 #define SLUICE__MAX_EPOCH_S INT64_C(253402300799)
 
+/* Epoch seconds, 0 .. SLUICE__MAX_EPOCH_S, as an IMF-fixdate (RFC 9110
+** 5.6.7) into SLUICE_HTTP_DATE_LEN + 1 bytes: what the answer's Retry-After
+** and reset dates are written with.  SLUICE_OK, SLUICE_EINVAL (NULL) or
+** SLUICE_ERANGE. */
+int sluice__http_format_date(int64_t epoch_s,
+                             char out[SLUICE_HTTP_DATE_LEN + 1]);
+
 /* The renderer handle (sluice/http.h). */
 struct sluice_http {
   int form;             /* enum sluice_http_form */

@@ -2,4 +2,8 @@
 ** warning on: users include them with flags we do not control. */
 #include <sluice.h>
 
-int main(void) { return sluice_version() == SLUICE_VERSION_HEX ? 0 : 1; }
+int main(void) {
+  unsigned hex = 0;
+  sluice_version(&hex);
+  return hex == SLUICE_VERSION_HEX ? 0 : 1;
+}

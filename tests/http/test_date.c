@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "sluice.h"
+#include "http/http_int.h"
 #include "../common/splitmix.h"
 
 /* RFC 9110's own example instant, in each of its three spellings. */
@@ -19,7 +20,7 @@ static int parse(const char *s, int64_t ref, int64_t *out) {
 
 Test(date, formats_rfc9110_example) {
   char buf[SLUICE_HTTP_DATE_LEN + 1];
-  cr_assert_eq(sluice_http_format_date(RFC_EXAMPLE_S, buf), SLUICE_OK);
+  cr_assert_eq(sluice__http_format_date(RFC_EXAMPLE_S, buf), SLUICE_OK);
   cr_assert_str_eq(buf, "Sun, 06 Nov 1994 08:49:37 GMT");
   cr_assert_eq(strlen(buf), SLUICE_HTTP_DATE_LEN);
 }
@@ -29,7 +30,7 @@ Test(date, formats_spec_lockout_example) {
   char buf[SLUICE_HTTP_DATE_LEN + 1];
   int64_t t;
   cr_assert_eq(parse("Wed, 14 Oct 2026 15:00:00 GMT", 0, &t), SLUICE_OK);
-  cr_assert_eq(sluice_http_format_date(t, buf), SLUICE_OK);
+  cr_assert_eq(sluice__http_format_date(t, buf), SLUICE_OK);
   cr_assert_str_eq(buf, "Wed, 14 Oct 2026 15:00:00 GMT");
   /* 2026-10-14 is 20740 days after the epoch. */
   cr_assert_eq(t, INT64_C(20740) * 86400 + 15 * 3600);
@@ -58,7 +59,7 @@ Test(date, round_trips_every_day_over_decades) {
   int64_t d, t, back;
   for (d = 0; d < 47846; d++) {
     t = d * 86400 + (d * 7919) % 86400;
-    cr_assert_eq(sluice_http_format_date(t, buf), SLUICE_OK);
+    cr_assert_eq(sluice__http_format_date(t, buf), SLUICE_OK);
     cr_assert_eq(parse(buf, 0, &back), SLUICE_OK, "%s", buf);
     cr_assert_eq(back, t, "%s", buf);
   }
@@ -155,11 +156,11 @@ Test(date, range) {
   cr_assert_eq(t, 0);
   cr_assert_eq(parse("Fri, 31 Dec 9999 23:59:59 GMT", 0, &t), SLUICE_OK);
   cr_assert_eq(t, INT64_C(253402300799));
-  cr_assert_eq(sluice_http_format_date(t, buf), SLUICE_OK);
+  cr_assert_eq(sluice__http_format_date(t, buf), SLUICE_OK);
   cr_assert_str_eq(buf, "Fri, 31 Dec 9999 23:59:59 GMT");
-  cr_assert_eq(sluice_http_format_date(t + 1, buf), SLUICE_ERANGE);
-  cr_assert_eq(sluice_http_format_date(-1, buf), SLUICE_ERANGE);
-  cr_assert_eq(sluice_http_format_date(0, NULL), SLUICE_EINVAL);
+  cr_assert_eq(sluice__http_format_date(t + 1, buf), SLUICE_ERANGE);
+  cr_assert_eq(sluice__http_format_date(-1, buf), SLUICE_ERANGE);
+  cr_assert_eq(sluice__http_format_date(0, NULL), SLUICE_EINVAL);
   cr_assert_eq(sluice_http_parse_date(NULL, 3, 0, &t), SLUICE_EINVAL);
   cr_assert_eq(sluice_http_parse_date("x", 1, 0, NULL), SLUICE_EINVAL);
 }
@@ -215,7 +216,7 @@ Test(date, mutated_inputs_never_overread_or_misparse) {
     if (rc == SLUICE_OK) {
       accepted++;
       cr_assert_geq(t, 0);
-      cr_assert_eq(sluice_http_format_date(t, canon), SLUICE_OK);
+      cr_assert_eq(sluice__http_format_date(t, canon), SLUICE_OK);
       cr_assert_eq(parse(canon, 0, &back), SLUICE_OK);
       cr_assert_eq(back, t);
     }

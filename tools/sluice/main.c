@@ -44,7 +44,7 @@ int main(int argc, char **argv) {
     return cli_stdout_done(NULL, CLI_OK);
   }
   if (!strcmp(argv[1], "--version")) {
-    printf("sluice %s\n", sluice_version_string());
+    printf("sluice %s\n", sluice_version(NULL));
     return cli_stdout_done(NULL, CLI_OK);
   }
   /* `replay --policy CONFIG LOG` is the whole-policy replay

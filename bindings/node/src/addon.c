@@ -623,7 +623,7 @@ static napi_value init(napi_env env, napi_value exports) {
   napi_value version, settled;
   SN_CALL(env, napi_define_properties(env, exports, sizeof fns / sizeof fns[0],
                                       fns));
-  SN_CALL(env, napi_create_string_utf8(env, sluice_version_string(),
+  SN_CALL(env, napi_create_string_utf8(env, sluice_version(NULL),
                                        NAPI_AUTO_LENGTH, &version));
   SN_CALL(env, napi_set_named_property(env, exports, "version", version));
   /* the flag a settled decision carries, for JS to set after a settle */

@@ -190,7 +190,7 @@ typedef struct sluice_http_header {
 
 const char *sluice_strerror(int err);
 const char *sluice_err_name(int err);
-const char *sluice_version_string(void);
+const char *sluice_version(unsigned *hex);
 const char *sluice_name(int kind, int value);
 int sluice_policy_open(const sluice_policy_options *opts, sluice_policy **out);
 void sluice_policy_close(sluice_policy *p);
