@@ -686,7 +686,7 @@ static int mem_control(sluice_store *s, int op, void *arg) {
     return SLUICE_OK;
   case SLUICE_CTL_MEM_HUGE: {
     sluice_mem_huge *h = arg;
-    memset(h, 0, sizeof *h); /* the reserved words too */
+    memset(h, 0, sizeof *h);
     h->asked = m->huge;
     h->tables = atomic_load(&m->huge_tables);
     h->bytes = atomic_load(&m->huge_bytes);

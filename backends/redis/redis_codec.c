@@ -410,7 +410,6 @@ static int decode_program(const redisReply *rep, const rcl_job *j,
   int i;
   if (rep->type != REDIS_REPLY_STRING || rep->len < SLUICE_WIRE_PROG_HEADER)
     return SLUICE_EBACKEND;
-  memset(res->reserved, 0, sizeof res->reserved);
   res->allowed = (int)le32(b + SLUICE_WIRE_PROG_ALLOWED);
   res->denied_by = (int)le32(b + SLUICE_WIRE_PROG_DENIED_BY);
   res->ran = le32(b + SLUICE_WIRE_PROG_RAN);

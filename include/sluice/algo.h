@@ -238,10 +238,6 @@ typedef struct sluice_op {
   /** enum sluice_record_class of the records it creates (0: the service's
    *  own).  Only a store with finite room reads it. */
   int64_t record_class;
-  /** Must be zero (SLUICE_EINVAL otherwise): room for later fields, so
-   *  that an op array keeps its stride.  Initialise ops with `= {0}` or
-   *  designated initialisers.  48 + 16 = 64 bytes: one cache line. */
-  int64_t reserved[1];
 } sluice_op;
 
 /** Verdict flags. */
@@ -267,10 +263,6 @@ typedef struct sluice_verdict {
   uint64_t lease_id;         /**< lease granted, released or renewed */
   int64_t now_ns;            /**< the time the step ran at (a Redis
                                   backend reports the server's TIME) */
-  /** Zeroed by the library: room for later fields.  80 + 16 = 96 bytes,
-   *  so that in an array two verdicts fill three cache lines exactly and
-   *  none starts off a 32-byte boundary. */
-  int64_t reserved[2];
 } sluice_verdict;
 
 #ifdef __cplusplus

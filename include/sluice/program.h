@@ -83,10 +83,6 @@ typedef struct sluice_step {
   int fold;           /**< enum sluice_fold */
   int ttl_from;       /**< LEASE only: 0, or SLUICE_TTL_OF(k) for k < this
                            step */
-  /** Must be zero (SLUICE_EINVAL otherwise): room for later fields, e.g.
-   *  a third condition.  64 + 16 = 80 bytes; a program's few steps are
-   *  read once per run, so room counts for more than the line. */
-  int64_t reserved[2];
 } sluice_step;
 
 /** A program: its records (keys, all with one hash tag, no key twice) and
@@ -100,7 +96,6 @@ typedef struct sluice_program {
   int nsteps;
   const sluice_step *steps;
   int64_t record_class; /**< enum sluice_record_class of its records */
-  int64_t reserved[1]; /**< must be zero (SLUICE_EINVAL otherwise) */
 } sluice_program;
 
 /** What a program decided. */
@@ -109,17 +104,16 @@ typedef struct sluice_program_result {
   int denied_by;    /**< the GATE step that denied, or -1 */
   uint32_t ran;     /**< bit i: step i ran */
   int64_t now_ns;   /**< the time it ran at (a Redis store's TIME) */
-  /** Zeroed by the library: room for later fields.  It brings the header
-   *  to 64 bytes, so that the verdicts start a cache line into it. */
-  int64_t reserved[5];
-  /** Step i's verdict; zeroed (now_ns set) when it did not run. */
+  /** Step i's verdict; zeroed (now_ns set) when it did not run.  The
+   *  header is 24 bytes, so a one-step program's header and verdict share
+   *  two cache lines (of a 64-byte-aligned result). */
   sluice_verdict v[SLUICE_PROGRAM_STEPS];
 } sluice_program_result;
 
 /** @brief Check a program's shape, steps and keys without running it.
  *  @return SLUICE_OK, SLUICE_EINVAL (a malformed step, guard, range or
  *  fold, a bad algorithm, kind or parameters; a record unused or used by
- *  two algorithms; a reserved word of the program or of a step not zero),
+ *  two algorithms),
  *  SLUICE_ERANGE (a cost 0, negative, larger than can ever fit, or above
  *  SLUICE_COUNT_MAX), SLUICE_EKEY (an empty or oversized key, mixed hash
  *  tags, a key twice). */

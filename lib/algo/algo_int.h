@@ -63,10 +63,10 @@ static inline int sluice__gcra_params_ok(const sluice_gcra_params *p) {
          tau <= ((int64_t)1 << 62);
 }
 
-/* Zero a verdict, reserved words included (docs/abi.md).  In two parts:
-** gcc (-O2, -O3) turns one memset of the 96 bytes into `rep stos`, a
-** microcoded loop with a start-up cost on every hot-key decision;
-** 64 + 32 bytes become six vector stores. */
+/* Zero a verdict.  In two parts: gcc (-O2, -O3) may turn one memset of a
+** struct this size into `rep stos`, a microcoded loop with a start-up
+** cost on every hot-key decision; 64 + the rest become a few vector
+** stores. */
 static inline void sluice__verdict_reset(sluice_verdict *v, int64_t now) {
   _Static_assert(sizeof(sluice_verdict) > 64, "two parts");
   memset(v, 0, 64);

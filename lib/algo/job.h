@@ -35,7 +35,6 @@ typedef struct sluice__job {
   const sluice_key *keys;     /**< their keys, nkeys of them */
   sluice_verdict *v;          /**< op: its verdict */
   sluice_program_result *res; /**< program: its result */
-  void *reserved[2];          /**< zeroed by the constructors */
 } sluice__job;
 
 /** @brief A job of one validated op, answering into *v.

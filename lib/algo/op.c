@@ -138,8 +138,7 @@ int sluice__gcra1_check(const sluice_gcra_params *p, int kind, int64_t arg,
 
 static int shape_fields(const sluice_op *op);
 
-/* Everything but the reserved words, for an op whose reserved words are
-** known to be zero. */
+/* Everything but the pointer to params and the record class. */
 static int validate_fields(const sluice_op *op) {
   int rc;
   if (op->nkeys == 1 && op->algo == SLUICE_ALGO_GCRA)
@@ -150,11 +149,9 @@ static int validate_fields(const sluice_op *op) {
 }
 
 /* What every op must have before its fields are read: an op, params, and
-** zero reserved words (refused now so that a later version can give
-** these words a meaning without an old caller's garbage in them being
-** read as one). */
+** a record class. */
 static int head_ok(const sluice_op *op) {
-  return op && op->params && op->reserved[0] == 0 &&
+  return op && op->params &&
          (uint64_t)op->record_class <= SLUICE_CLASS_UNTRUSTED_KEPT;
 }
 
@@ -352,10 +349,8 @@ int sluice__step1(int algo, int kind, const void *params, int64_t arg,
   sluice_key k = {&key, 1};
   sluice_op op = {algo, kind, 1, &k, params, arg, id};
   int rc;
-  /* The reserved words are zero by construction; reading them back would
-  ** load across the two stores gcc zeroes them with, a store-forwarding
-  ** stall on every step of the single-algorithm API (head_ok() is not
-  ** for this op). */
+  /* The op is built here, its record class zero: of head_ok() only the
+  ** params need checking. */
   if (!params)
     return SLUICE_EINVAL;
   rc = validate_fields(&op);

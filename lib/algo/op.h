@@ -12,8 +12,8 @@
 #include "sluice/program.h"
 
 /** @brief Check an operation's shape and parameters without running it.
- *  @return SLUICE_OK, SLUICE_EINVAL (bad algo/kind/params/nkeys, a
- *  reserved word not zero), SLUICE_ERANGE (cost 0, negative, larger than can
+ *  @return SLUICE_OK, SLUICE_EINVAL (bad algo/kind/params/nkeys or
+ *  record class), SLUICE_ERANGE (cost 0, negative, larger than can
  * ever fit, or above SLUICE_COUNT_MAX), SLUICE_EKEY (empty/oversized key, mixed
  * hash tags). */
 int sluice__op_validate(const sluice_op *op);

@@ -21,7 +21,6 @@ void sluice__program_step_op(const sluice_program *p, int i, sluice_op *op) {
   op->arg = s->arg;
   op->id = s->id;
   op->record_class = p->record_class;
-  op->reserved[0] = 0;
 }
 
 static int when_ok(int when, int ref, int i) {
@@ -147,7 +146,7 @@ static int shape_check(const sluice_program *p) {
   for (i = 0; i < p->nsteps; i++) {
     const sluice_step *s = &p->steps[i];
     sluice_op op;
-    if ((s->reserved[0] | s->reserved[1]) != 0 || s->key < 0 || s->nkeys < 1 || s->key > p->nkeys - s->nkeys ||
+    if (s->key < 0 || s->nkeys < 1 || s->key > p->nkeys - s->nkeys ||
         !when_ok(s->when, s->ref, i) || !when_ok(s->when2, s->ref2, i) ||
         (s->fold != SLUICE_FOLD_GATE && s->fold != SLUICE_FOLD_NOTE) ||
         s->ttl_from < 0 || s->ttl_from > i ||
@@ -171,7 +170,7 @@ __attribute__((noinline)) static int single_op_check(const sluice_program *p) {
 
 static int single_check(const sluice_program *p) {
   const sluice_step *s = p->steps;
-  if ((s->reserved[0] | s->reserved[1]) != 0 || s->key != 0 ||
+  if (s->key != 0 ||
       s->nkeys != p->nkeys || !when_ok(s->when, s->ref, 0) ||
       !when_ok(s->when2, s->ref2, 0) ||
       (s->fold != SLUICE_FOLD_GATE && s->fold != SLUICE_FOLD_NOTE) ||
@@ -211,7 +210,6 @@ int sluice_program_validate(const sluice_program *p) {
   if (!p || !p->keys || !p->steps || p->nkeys < 1 ||
       p->nkeys > SLUICE_PROGRAM_KEYS || p->nsteps < 1 ||
       p->nsteps > SLUICE_PROGRAM_STEPS ||
-      p->reserved[0] != 0 || /* room for later: zero now */
       (uint64_t)p->record_class > SLUICE_CLASS_UNTRUSTED_KEPT)
     return SLUICE_EINVAL;
   return p->nsteps == 1 ? single_check(p) : multi_check(p);
@@ -264,7 +262,6 @@ void sluice__program_op(const sluice_program *p, int i,
 }
 
 void sluice__program_start(sluice_program_result *r, int64_t now) {
-  memset(r->reserved, 0, sizeof r->reserved);
   r->allowed = 1;
   r->denied_by = -1;
   r->ran = 0;
@@ -377,7 +374,6 @@ int sluice__job_op(sluice__job *j, const sluice_op *op, sluice_verdict *v) {
   j->keys = op->keys;
   j->v = v;
   j->res = NULL;
-  j->reserved[0] = j->reserved[1] = NULL;
   return SLUICE_OK;
 }
 
@@ -391,7 +387,6 @@ int sluice__job_program(sluice__job *j, const sluice_program *p,
   j->keys = p->keys;
   j->v = NULL;
   j->res = r;
-  j->reserved[0] = j->reserved[1] = NULL;
   return SLUICE_OK;
 }
 

@@ -257,7 +257,7 @@ static int run_valid(sluice_store *s, int n, const sluice_program *ps,
 static int same_shape(const sluice_program *q, const sluice_program *p) {
   return q->steps == p->steps && q->nsteps == p->nsteps &&
          q->nkeys == p->nkeys && q->record_class == p->record_class &&
-         q->reserved[0] == 0 && q->keys != NULL;
+         q->keys != NULL;
 }
 
 /* n programs: validated one by one, the valid ones sent in one call. */

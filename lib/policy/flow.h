@@ -103,7 +103,7 @@ int sluice__step(sluice__prog *g, int algo, int kind, int key, int nkeys,
                  const void *params, int64_t arg, uint64_t id);
 void sluice__when(sluice__prog *g, int i, int w, int ref, int fold);
 int sluice__run(sluice__ctx *c, sluice__prog *g, sluice_program_result *r);
-/* The program g holds, for a store call (pr's reserved words zeroed). */
+/* The program g holds, for a store call. */
 void sluice__prog_program(const sluice__prog *g, sluice_program *pr);
 /* 1 when step i ran. */
 int sluice__ran(const sluice_program_result *r, int i);

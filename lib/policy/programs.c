@@ -36,7 +36,7 @@ void sluice__when(sluice__prog *g, int i, int w, int ref, int fold) {
 }
 
 void sluice__prog_program(const sluice__prog *g, sluice_program *pr) {
-  memset(pr, 0, sizeof *pr); /* the reserved words too */
+  memset(pr, 0, sizeof *pr);
   pr->nkeys = g->nk;
   pr->keys = g->keys;
   pr->nsteps = g->ns;

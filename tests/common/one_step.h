@@ -3,8 +3,7 @@
 ** tests, tools and benchmarks written in operations.  The step is a NOTE:
 ** its writes stay whatever it decides, as a plain operation's do (a GATE
 ** would undo a window's COUNT past its limit); its verdict is the
-** program's v[0].  A non-zero reserved word of the op goes to the
-** program's, which the limiter refuses as it refused the op.
+** program's v[0].
 */
 #ifndef SLUICE_TESTS_ONE_STEP_H
 #define SLUICE_TESTS_ONE_STEP_H
@@ -21,8 +20,7 @@ static inline void one_step(const sluice_op *op, sluice_step *st,
                       .arg = op->arg, .id = op->id,
                       .fold = SLUICE_FOLD_NOTE};
   *p = (sluice_program){.nkeys = op->nkeys, .keys = op->keys, .nsteps = 1,
-                        .steps = st, .record_class = op->record_class,
-                        .reserved = {op->reserved[0]}};
+                        .steps = st, .record_class = op->record_class};
 }
 
 /* One op at now_ns (SLUICE_NOW: the limiter's clock) into *v (zeroed on

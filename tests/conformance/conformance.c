@@ -446,7 +446,7 @@ static void program_run(int cls, const char *what) {
   model_init(&m, what, 7); /* box, tb, kb, notice, cap, 2 slots */
   for (int s = 0; s < NOPS / 2; s++) {
     sluice_step st[7];
-    sluice_program p = {7, m.keys, 7, st, cls, {0}};
+    sluice_program p = {7, m.keys, 7, st, cls};
     sluice_program_result rm;
     memset(st, 0, sizeof st);
     st[0] = (sluice_step){SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1, &pen};
@@ -507,7 +507,7 @@ Test(conformance, differential_program_settle) {
   model_init(&m, "st", 3);
   for (int s = 0; s < NOPS / 2; s++) {
     sluice_step st[3];
-    sluice_program p = {3, m.keys, 3, st, 0, {0}};
+    sluice_program p = {3, m.keys, 3, st, 0};
     sluice_program_result rm;
     int adj = (int)(rnd() % 2), i;
     memset(st, 0, sizeof st);
@@ -595,87 +595,4 @@ Test(conformance, program_batch) {
       memcpy(m[g].st, out, sizeof out);
     }
   }
-}
-
-/* ---------------------------------------------------- reserved words --- */
-
-/* docs/abi.md: whatever the caller's memory held, a verdict and a program
-** result come back from every backend with their reserved words zeroed
-** (the Redis store decodes them from the wire); and an op, a program or a
-** step with a reserved word set is refused before the store sees it. */
-static void zeroed(const int64_t *r, size_t n, const char *what) {
-  for (size_t i = 0; i < n; i++)
-    cr_assert_eq(r[i], 0, "%s on %s: reserved[%zu] not zeroed", what,
-                 sluice_limiter_backend(lim), i);
-}
-#define ZEROED(s, what) zeroed((s).reserved, sizeof (s).reserved / 8, what)
-
-Test(conformance, reserved_words) {
-  static const sluice_gcra_params gp = {3, 1000000000, 4};
-  static const sluice_penalty_params pen = {
-      3, 30000000000, {60000000000, 300000000000, SLUICE_FOREVER},
-      900000000000};
-  model m;
-  sluice_op ops[2];
-  sluice_verdict v, vs[2];
-  sluice_step st[2];
-  sluice_program ps[2];
-  sluice_program_result res[2];
-  sluice_state got;
-  int rcs[2], i;
-  model_init(&m, "abi", 2);
-  sluice_clock_set(clk, 8000000000000);
-  memset(ops, 0, sizeof ops);
-  ops[0] = (sluice_op){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &m.keys[0],
-                       &gp, 1};
-  ops[1] = (sluice_op){SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, 1, &m.keys[1],
-                       &pen};
-  for (i = 0; i < 2; i++) {
-    memset(&v, 0xa5, sizeof v);
-    cr_assert_eq(op_decide(lim, &ops[i], SLUICE_NOW, &v), SLUICE_OK);
-    ZEROED(v, "apply: verdict");
-  }
-  memset(vs, 0xa5, sizeof vs);
-  cr_assert_eq(ops_decide(lim, 2, ops, SLUICE_NOW, vs, rcs), SLUICE_OK);
-  for (i = 0; i < 2; i++) {
-    cr_assert_eq(rcs[i], SLUICE_OK);
-    ZEROED(vs[i], "apply_many: verdict");
-  }
-  memset(st, 0, sizeof st);
-  st[0] = (sluice_step){SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 0, 1, &gp, 1};
-  st[1] = (sluice_step){SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, 1, 1, &pen};
-  st[1].when = SLUICE_WHEN_DENIED; /* does not run: zeroed all the same */
-  memset(ps, 0, sizeof ps);
-  ps[0] = ps[1] = (sluice_program){2, m.keys, 2, st};
-  memset(res, 0xa5, sizeof res);
-  cr_assert_eq(sluice_limiter_decide(lim, 1, &ps[0], SLUICE_NOW, &res[0], NULL), SLUICE_OK);
-  cr_assert_eq(res[0].ran, 0x1u);
-  ZEROED(res[0], "run: result");
-  ZEROED(res[0].v[0], "run: verdict");
-  ZEROED(res[0].v[1], "run: verdict of a step that did not run");
-  memset(res, 0xa5, sizeof res);
-  cr_assert_eq(sluice_limiter_decide(lim, 2, ps, SLUICE_NOW, res, rcs), SLUICE_OK);
-  for (i = 0; i < 2; i++) {
-    cr_assert_eq(rcs[i], SLUICE_OK);
-    ZEROED(res[i], "run_many: result");
-    ZEROED(res[i].v[0], "run_many: verdict");
-    ZEROED(res[i].v[1], "run_many: verdict");
-  }
-  /* Refused before the store sees it: fresh keys stay absent. */
-  model_init(&m, "abi-refused", 2);
-  ops[0].keys = &m.keys[0];
-  ops[0].reserved[0] = 1;
-  cr_assert_eq(op_decide(lim, &ops[0], SLUICE_NOW, &v), SLUICE_EINVAL);
-  cr_assert_eq(ops_decide(lim, 1, ops, SLUICE_NOW, vs, rcs), SLUICE_OK);
-  cr_assert_eq(rcs[0], SLUICE_EINVAL);
-  ps[0].keys = m.keys;
-  ps[0].reserved[0] = 1;
-  cr_assert_eq(sluice_limiter_decide(lim, 1, &ps[0], SLUICE_NOW, &res[0], NULL), SLUICE_EINVAL);
-  ps[0].reserved[0] = 0;
-  st[0].reserved[1] = 1;
-  cr_assert_eq(sluice_limiter_decide(lim, 1, ps, SLUICE_NOW, res, rcs), SLUICE_OK);
-  cr_assert_eq(rcs[0], SLUICE_EINVAL);
-  i = sluice_limiter_get(lim, m.keys[0].data, m.keys[0].len, &got, NULL);
-  cr_assert(i == SLUICE_ENOTFOUND || i == SLUICE_ENOTSUP,
-            "a refused call wrote the record (%s)", sluice_strerror(i));
 }

@@ -777,10 +777,10 @@ Test(port, exact_boundary_2_53, .timeout = 240) {
                                E,      E + 7,        -5,       2 * E};
   static const sluice_step st[2] = {
       {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 0, 2, g, 1, 0, SLUICE_WHEN_ALWAYS,
-       0, SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_GATE, 0, {0, 0}},
+       0, SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_GATE, 0},
       {SLUICE_ALGO_LEASE, SLUICE_OP_ACQUIRE, 2, 1, &notice, 0, 77,
        SLUICE_WHEN_DENIED, 0, SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_NOTE,
-       SLUICE_TTL_OF(0), {0, 0}}};
+       SLUICE_TTL_OF(0)}};
   duo d;
   char tag[64], names[12][128];
   sluice_key k[12];

@@ -148,7 +148,7 @@ Test(store, now_is_times_to_the_microsecond) {
     char tag[64], key[96];
     sluice_key k;
     sluice_step st = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 0, 1, &g, 1};
-    sluice_program p = {1, &k, 1, &st, 0, {0}};
+    sluice_program p = {1, &k, 1, &st, 0};
     redisContext *c;
     rt_tag(tag, sizeof tag, "now");
     snprintf(key, sizeof key, "n:%s", tag);
@@ -406,8 +406,8 @@ static int64_t prog_take(sluice_store *s, const char *key, int64_t burst) {
   sluice_gcra_params g = {1, 3600 * SEC, burst};
   sluice_step st = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 0, 1, &g,
                     1, 0, SLUICE_WHEN_ALWAYS, 0, SLUICE_WHEN_ALWAYS, 0,
-                    SLUICE_FOLD_GATE, 0, {0, 0}};
-  sluice_program p = {1, &k, 1, &st, 0, {0}};
+                    SLUICE_FOLD_GATE, 0};
+  sluice_program p = {1, &k, 1, &st, 0};
   sluice_program_result res;
   cr_assert_eq(store_prog(s, &p, 0, &res), SLUICE_OK, "%s",
                sluice_store_errmsg(s));
@@ -1026,8 +1026,8 @@ static void count_twice_in_programs(sluice_store *s, const char *key) {
   sluice_key k = {key, strlen(key)};
   sluice_step st = {SLUICE_ALGO_FWINDOW, SLUICE_OP_COUNT, 0, 1, &day_window,
                     1, 0, SLUICE_WHEN_ALWAYS, 0, SLUICE_WHEN_ALWAYS, 0,
-                    SLUICE_FOLD_NOTE, 0, {0, 0}};
-  sluice_program p = {1, &k, 1, &st, 0, {0}};
+                    SLUICE_FOLD_NOTE, 0};
+  sluice_program p = {1, &k, 1, &st, 0};
   sluice_program_result res;
   int i;
   for (i = 0; i < 2; i++) {
@@ -1112,7 +1112,7 @@ Test(store, deadlines_are_the_grid_of_the_expiry) {
          SLUICE_WHEN_DENIED, 2, 0, 0, SLUICE_FOLD_NOTE, SLUICE_TTL_OF(1)},
         {SLUICE_ALGO_PENALTY, SLUICE_OP_STRIKE, 0, 1, &pen, 0, 0,
          SLUICE_WHEN_ALLOWED, 2, SLUICE_WHEN_ALLOWED, 0, SLUICE_FOLD_NOTE}};
-    sluice_program p = {4, k, 5, st, 0, {0}};
+    sluice_program p = {4, k, 5, st, 0};
     sluice_op debt = {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, &k[2], &g[1],
                       3000000, 0};
     sluice_verdict v;
@@ -1220,7 +1220,7 @@ static void keep_requests(sluice_store *s, const char *key) {
       {SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1, &pen},
       {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, 2, keep_g, 1, 0,
        SLUICE_WHEN_PASSED, 0}};
-  sluice_program p = {3, k, 2, st, 0, {0}};
+  sluice_program p = {3, k, 2, st, 0};
   int i;
   (void)s;
   for (i = 0; i < 3; i++) {
@@ -1297,7 +1297,7 @@ Test(store, compiled_programs_are_their_own) {
             {SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 0, 1, &pen},
             {SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, 1, 1, w ? &large : &small,
              1, 0, SLUICE_WHEN_PASSED, 0}};
-        sluice_program p = {2, k[w], 2, st, 0, {0}};
+        sluice_program p = {2, k[w], 2, st, 0};
         sluice_program_result res;
         cr_assert_eq(store_prog(s, &p, 0, &res), SLUICE_OK, "%s: %s",
                      engines[e], sluice_store_errmsg(s));

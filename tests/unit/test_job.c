@@ -14,7 +14,7 @@ static const sluice_key K[2] = {{"{t}b", 4}, {"{t}p", 4}};
 /* Record 0 a bucket (gate), record 1 a penalty strike when it denied. */
 static sluice_program prog(sluice_step st[2]) {
   sluice_program p;
-  memset(&p, 0, sizeof p); /* its reserved words must be zero */
+  memset(&p, 0, sizeof p);
   memset(st, 0, 2 * sizeof *st);
   st[0] = (sluice_step){.algo = SLUICE_ALGO_GCRA, .kind = SLUICE_OP_CONSUME,
                         .key = 0, .nkeys = 1, .params = &G, .arg = 1};
@@ -57,7 +57,7 @@ Test(job, null_pointers_are_refused) {
   cr_assert_eq(sluice__op_step_validated(&op, &s, &o, 0, NULL), SLUICE_EINVAL);
 }
 
-Test(job, constructors_zero_the_reserved_fields) {
+Test(job, constructors_fill_every_field) {
   sluice__job j;
   sluice_op op = bucket_op();
   sluice_verdict v;
@@ -66,12 +66,12 @@ Test(job, constructors_zero_the_reserved_fields) {
   sluice_program_result r;
   memset(&j, 0xa5, sizeof j);
   cr_assert_eq(sluice__job_op(&j, &op, &v), SLUICE_OK);
-  cr_assert(j.reserved[0] == NULL && j.reserved[1] == NULL);
+  cr_assert(j.op == &op && j.v == &v);
   cr_assert(j.prog == NULL && j.res == NULL && j.nkeys == 1 && j.keys == K);
   memset(&j, 0xa5, sizeof j);
   cr_assert_eq(sluice__job_program(&j, &p, &r), SLUICE_OK);
-  cr_assert(j.reserved[0] == NULL && j.reserved[1] == NULL);
-  cr_assert(j.op == NULL && j.v == NULL && j.nkeys == 2);
+  cr_assert(j.prog == &p && j.res == &r);
+  cr_assert(j.op == NULL && j.v == NULL && j.nkeys == 2 && j.keys == K);
 }
 
 /* A job decides what the plain calls decide, record for record. */

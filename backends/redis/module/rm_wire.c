@@ -138,7 +138,7 @@ static int decode_program(smod_call *c, const unsigned char *a, size_t n,
     int64_t np;
     if (at + SLUICE_WIRE_STEP > n)
       return bad(why, "EINVAL malformed program");
-    memset(st, 0, sizeof *st); /* its reserved words must be zero */
+    memset(st, 0, sizeof *st); /* the fields the wire does not carry */
 #define S(f) smod_le64(s + 8 * SLUICE_WIRE_STEP_##f)
     np = S(NPARAMS);
     if (np < 0 || (size_t)np > n - at - SLUICE_WIRE_STEP)
