@@ -674,7 +674,7 @@ static int run_step(const sluice__job *job, member *g, int64_t now) {
   int i, rc;
   for (i = 0; i < job->nkeys; i++)
     in[i] = g[i].in;
-  /* The core validated the op before xApply; a retry re-runs only the
+  /* The core validated the program before xRun; a retry re-runs only the
   ** step, which keeps the window between read and CAS short. */
   rc = sluice__job_run(job, in, out, now);
   if (rc != SLUICE_OK)

@@ -1,7 +1,7 @@
 /*
 ** Decisions per second on the LMDB store: one write transaction per
 ** decision, and batches of 100 and 1000 decisions per transaction
-** (sluice_limiter_apply_many), for each durability mode, all in one run,
+** (sluice_limiter_decide of n programs), for each durability mode, all in one run,
 ** with the mem store measured in the same run as the baseline.
 **
 ** A decision is one GCRA take of 1 point from one of 10000 keys whose bucket

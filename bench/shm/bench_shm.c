@@ -16,7 +16,7 @@
 ** that expire at once have passed (so no slot is unused any more, as in a
 ** long-running per-IP limiter), then one more generation timed: each
 ** decision is a miss and a claim.  Time is passed explicitly
-** (sluice_limiter_apply_at) so no clock read is timed.  Before a timed run
+** (sluice_limiter_decide at a given time) so no clock read is timed.  Before a timed run
 ** on the 1M keys each process faults in its mapping of the table
 ** (warm_mapping()), as a worker that has run a while has.
 **

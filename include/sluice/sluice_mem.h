@@ -30,9 +30,9 @@
 ** bytes), so an attacker who picks keys cannot aim them at one probe chain.
 ** 48 bytes per record, at most 4/3 of that with the table's slack.
 **
-** sluice_limiter_apply_many() hashes each run of 16 ops and prefetches
+** sluice_limiter_decide() of n programs hashes each run of 16 and prefetches
 ** their slots before deciding them in order, one by one (the verdicts of
-** applying them one at a time), so a batch's memory misses on a big table
+** deciding them one at a time), so a batch's memory misses on a big table
 ** overlap instead of following each other.
 */
 #ifndef SLUICE_MEM_H

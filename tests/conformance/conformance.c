@@ -535,7 +535,7 @@ Test(conformance, differential_program_settle) {
   cr_assert_gt(settled, 100);
 }
 
-/* A batch of programs (xRunMany: one transaction, one pipeline) over three
+/* A batch of programs (one xRun of n: one transaction, one pipeline) over three
 ** groups, each against its own model; a bad program in the batch gets its
 ** own error and the others still run. */
 Test(conformance, program_batch) {

@@ -222,7 +222,7 @@ static fail_stats fx_stats(fixture *f) {
   return st;
 }
 
-/* Store calls (xApply + xRun) that reached mem.  The same count as
+/* Store calls (xRun) that reached mem.  The same count as
 ** fx_calls(): once two counters, of which only one is left. */
 int64_t fx_applies(fixture *f) {
   return fx_stats(f).passed;

@@ -1,8 +1,8 @@
 /*
 ** Shared fixtures of the policy suites: a manual clock, a limiter on a
 ** store that can be told to fail (a "mem" store behind the failing store of
-** tools/common/fail_store.h, which returns an injected error from xApply
-** or xRun on demand), a policy over them, and an event log that copies
+** tools/common/fail_store.h, which returns an injected error from xRun
+** on demand), a policy over them, and an event log that copies
 ** every event the policy emits.
 */
 #ifndef SLUICE_TEST_POLICY_HELPERS_H
@@ -17,8 +17,8 @@
 
 #include "fail_store.h"
 
-/* The failing store as the policy suites open it: a program is one store
-** call (xRun), a batch one xApply per op. */
+/* The failing store as the policy suites open it: each xRun (one
+** program, or a batch of them) is one store call. */
 #define FAILING_STORE "fail:"
 
 typedef struct logged_event {

@@ -1,6 +1,6 @@
 /*
 ** Store calls per decision, counted by the fixture's wrapping store (every
-** xApply and every xRun is one call): a tenant request of any class and any
+** xRun is one call): a tenant request of any class and any
 ** outcome is exactly one call, a lease release or renewal one, an auth
 ** request one per scope it touches (subject, IP).  A decision that took
 ** more calls could half-happen: these counts are what makes it atomic.

@@ -550,7 +550,7 @@ Test(mem, group_write_back_while_table_grows) {
 }
 
 Test(mem, readonly_open_never_writes) {
-  /* SLUICE_OPEN_READONLY means "inspection only: xApply refused".  A heap
+  /* SLUICE_OPEN_READONLY means "inspection only: decisions refused".  A heap
   ** store has nothing to inspect, so refusing the open is as good as
   ** refusing every write; writing is not. */
   const sluice_gcra_params p = {1, SEC, 5};

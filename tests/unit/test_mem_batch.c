@@ -1,5 +1,5 @@
 /*
-** The mem store's batch path (xApplyMany: a pipeline that hashes and
+** The mem store's batch path (xRun of n programs: a pipeline that hashes and
 ** prefetches ops ahead of the one it decides, deciding in order) against
 ** the same ops applied one at a time on a second store: the same results
 ** and verdicts, op by op, in the same order.  Built a second time with

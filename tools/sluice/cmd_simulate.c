@@ -14,7 +14,7 @@
 ** from seeded generators: runs are reproducible.
 **
 ** The backend-outage scenario runs the "mem" store behind the failing store
-** (tools/common/fail_store.h), whose xApply returns SLUICE_ETIMEDOUT
+** (tools/common/fail_store.h), whose xRun returns SLUICE_ETIMEDOUT
 ** while the outage lasts: the policy sees what a timed-out Redis would give
 ** it, from the same vtable call.
 */

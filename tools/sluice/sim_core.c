@@ -116,8 +116,8 @@ int sim_open(sim *s, const sluice_policy_config *cfg, int failing,
   if ((rc = sluice_clock_manual(T0, &s->clock)) != SLUICE_OK)
     return rc;
   memset(&lo, 0, sizeof lo);
-  /* The failing store without many/run: a method-version-1 table, so a
-  ** program runs step by step through xApply (as it always has here). */
+  /* The failing store: each xRun call (one program, or a batch) fails
+  ** or passes as one. */
   lo.store = failing ? "fail:" : "mem";
   lo.clock = s->clock;
   if (failing)
