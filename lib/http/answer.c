@@ -53,6 +53,7 @@
 
 #define DEFAULT_DATE_AFTER_S 3600
 #define BASE_MAX 512
+#define ALPHA "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 #define POLICY_NAME_MAX 64
 #define QUOTA_UNIT_MAX 32
 /* One policy item at its longest: the name and unit escaped throughout,
@@ -61,18 +62,24 @@
   (2 + 2 * POLICY_NAME_MAX + 3 + 19 + 4 + 2 + 2 * QUOTA_UNIT_MAX + 3 + 19 + 2)
 #define POLICIES_MAX (SLUICE_DECISION_LIMITS_MAX * POLICY_ITEM_MAX)
 
+static int str_ok(const char *s, size_t max, int lo, int hi) {
+  size_t i;
+  for (i = 0; s[i]; i++)
+    if (i >= max || (unsigned char)s[i] < lo || (unsigned char)s[i] > hi)
+      return 0;
+  return 1;
+}
+
 int sluice_http_open(const sluice_http_options *opts, sluice_http **out) {
-  sluice_http_options dflt;
+  static const sluice_http_options dflt; /* all defaults */
   sluice_http *h;
   size_t blen = 0;
   int rc;
   if (!out)
     return SLUICE_EINVAL;
   *out = NULL;
-  if (!opts) {
-    memset(&dflt, 0, sizeof dflt);
+  if (!opts)
     opts = &dflt;
-  }
   if (opts->header_form < SLUICE_HTTP_FORM_LEGACY ||
       opts->header_form > SLUICE_HTTP_FORM_BOTH ||
       (opts->flags & ~(unsigned)(SLUICE_HTTP_NO_JITTER | SLUICE_HTTP_NO_DATES |
@@ -80,27 +87,16 @@ int sluice_http_open(const sluice_http_options *opts, sluice_http **out) {
                                  SLUICE_HTTP_PRETTY)) ||
       opts->date_after_s < 0)
     return SLUICE_EINVAL;
+  /* An absolute URI starts with a scheme: ALPHA *( ALPHA / DIGIT / "+" /
+  ** "-" / "." ) ":" (RFC 3986 3.1).  Quotes, spaces and controls would
+  ** break the JSON string or the URI, so only visible ASCII is taken. */
   if (opts->problem_base) {
     const char *p = opts->problem_base;
-    const char *colon = strchr(p, ':');
-    size_t i;
     blen = strlen(p);
-    /* An absolute URI starts with a scheme: ALPHA *( ALPHA / DIGIT / "+" /
-    ** "-" / "." ) ":" (RFC 3986 3.1).  Quotes, spaces and controls would
-    ** break the JSON string or the URI, so only visible ASCII is taken. */
-    if (blen == 0 || blen > BASE_MAX || !colon || colon == p ||
-        !((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
+    if (blen == 0 || blen > BASE_MAX || !strchr(ALPHA, p[0]) ||
+        p[strspn(p, ALPHA "0123456789+-.")] != ':' ||
+        !str_ok(p, BASE_MAX, 0x21, 0x7e) || strpbrk(p, "\"\\<>"))
       return SLUICE_EINVAL;
-    for (i = 0; p + i < colon; i++) {
-      char ch = p[i];
-      if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-            (ch >= '0' && ch <= '9') || ch == '+' || ch == '-' || ch == '.'))
-        return SLUICE_EINVAL;
-    }
-    for (i = 0; i < blen; i++)
-      if ((unsigned char)p[i] <= 0x20 || (unsigned char)p[i] >= 0x7f ||
-          p[i] == '"' || p[i] == '\\' || p[i] == '<' || p[i] == '>')
-        return SLUICE_EINVAL;
   }
   h = calloc(1, sizeof *h);
   if (!h)
@@ -109,17 +105,11 @@ int sluice_http_open(const sluice_http_options *opts, sluice_http **out) {
   h->flags = opts->flags;
   h->date_after_s =
       opts->date_after_s ? opts->date_after_s : DEFAULT_DATE_AFTER_S;
-  if (opts->problem_base) {
-    int slash = opts->problem_base[blen - 1] != '/';
-    h->base = malloc(blen + (size_t)slash + 1);
-    if (!h->base) {
-      free(h);
-      return SLUICE_ENOMEM;
-    }
-    memcpy(h->base, opts->problem_base, blen);
-    if (slash)
-      h->base[blen] = '/';
-    h->base[blen + (size_t)slash] = '\0';
+  if (opts->problem_base &&
+      asprintf(&h->base, "%s%s", opts->problem_base,
+               opts->problem_base[blen - 1] == '/' ? "" : "/") < 0) {
+    free(h);
+    return SLUICE_ENOMEM;
   }
   rc = sluice__rng_init(&h->rng, opts->rand, opts->rand_ud);
   if (rc != SLUICE_OK) {
@@ -161,18 +151,14 @@ const char *sluice_http_reason(int status) {
   }
 }
 
-static int default_status(int outcome) {
-  static const int k_status[] = {200, 429, 429, 403, 429, 409, 503};
-  return k_status[outcome];
-}
-
-static int str_ok(const char *s, size_t max, int lo, int hi) {
-  size_t i;
-  for (i = 0; s[i]; i++)
-    if (i >= max || (unsigned char)s[i] < lo || (unsigned char)s[i] > hi)
-      return 0;
-  return 1;
-}
+const sluice__http_kind sluice__http_kinds[SLUICE_OUTCOME__COUNT] = {
+    [SLUICE_OUTCOME_ALLOW] = {200, NULL},
+    [SLUICE_OUTCOME_THROTTLED] = {429, "rate-limit-exceeded"},
+    [SLUICE_OUTCOME_BOXED] = {429, "penalty-box-active"},
+    [SLUICE_OUTCOME_SUSPENDED] = {403, "key-suspended"},
+    [SLUICE_OUTCOME_CONCURRENCY] = {429, "concurrency-limit-exceeded"},
+    [SLUICE_OUTCOME_CONFLICT] = {409, "ledger-conflict"},
+    [SLUICE_OUTCOME_UNAVAILABLE] = {503, "service-unavailable"}};
 
 /* A policy name or quota unit: an sf-string of printable ASCII. */
 static int sf_text_ok(const char *s, size_t max) {
@@ -243,7 +229,7 @@ int sluice_http_answer_make(sluice_http *h, const sluice_decision *d,
   wait = d->retry_after_ns > 0 ? d->retry_after_ns : 0;
   if (boxed && wait == 0 && d->lockout_end_ns <= now_ns)
     return SLUICE_EINVAL; /* a box with no time left is not a box */
-  a->status = d->status ? d->status : default_status(a->outcome);
+  a->status = d->status ? d->status : sluice__http_kinds[a->outcome].status;
   a->penalty = (boxed || a->outcome == SLUICE_OUTCOME_SUSPENDED)
                    ? SLUICE_PENALTY_ACTIVE_LOCKOUT
                : a->outcome == SLUICE_OUTCOME_THROTTLED &&

@@ -4,9 +4,11 @@
 ** A sender must produce only IMF-fixdate, "Sun, 06 Nov 1994 08:49:37 GMT";
 ** a recipient must also accept the two obsolete forms, RFC 850
 ** ("Sunday, 06-Nov-94 08:49:37 GMT") and C's asctime()
-** ("Sun Nov  6 08:49:37 1994").  This file does both without libc's time
-** functions: gmtime/timegm depend on the process's TZ and locale, strptime
-** on the locale, and none of them reject an impossible date.
+** ("Sun Nov  6 08:49:37 1994").  The calendar is libc's: gmtime_r() and
+** timegm() work in UTC whatever the process's TZ.  The names are not:
+** strftime's %a and %b, and strptime, follow the process's locale (and
+** strptime takes any case and one-digit fields), so the day and month
+** names are this file's own tables and the grammar is parsed here.
 **
 ** Choices:
 **  a) The range is 1970..9999: a date before the epoch cannot be a
@@ -15,18 +17,17 @@
 **  b) The grammar is case-sensitive (day and month names are listed
 **     literally in RFC 9110), and the weekday must agree with the date:
 **     a disagreement means the value is broken, and a broken value is
-**     better refused than guessed at.
+**     better refused than guessed at.  So must the day of the month:
+**     timegm() would read "31 Nov" as 1 Dec.
 **  c) A leap second, hh:mm:60, is accepted (RFC 9110 allows it) and read
 **     as :59, so it never moves a wait later than the sender meant.
 **  d) RFC 850's two-digit year is resolved against a reference time as
 **     RFC 9110 requires: more than 50 years ahead means the century
 **     before.
-**
-** Civil dates are counted in days since 1970-01-01 with integer
-** arithmetic only: whole years times 365, plus leap days before the year,
-** plus the days of the months before the month.
 */
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "http_int.h"
 
@@ -38,79 +39,19 @@ static const char *const k_wday_long[7] = {
 static const char *const k_month[12] = {"Jan", "Feb", "Mar", "Apr",
                                         "May", "Jun", "Jul", "Aug",
                                         "Sep", "Oct", "Nov", "Dec"};
-/* Days before each month in a common year. */
-static const int k_cum[12] = {0,   31,  59,  90,  120, 151,
-                              181, 212, 243, 273, 304, 334};
-
-static int is_leap(int64_t y) {
-  return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-}
-
-static int month_days(int64_t y, int m) {
-  static const int k_len[12] = {31, 28, 31, 30, 31, 30,
-                                31, 31, 30, 31, 30, 31};
-  return k_len[m - 1] + (m == 2 && is_leap(y));
-}
-
-/* Leap years in [1, y). */
-static int64_t leaps_before(int64_t y) {
-  y -= 1;
-  return y / 4 - y / 100 + y / 400;
-}
-
-int64_t sluice__days_from_civil(int64_t y, int m, int d) {
-  return (y - 1970) * 365 + (leaps_before(y) - leaps_before(1970)) +
-         k_cum[m - 1] + (m > 2 && is_leap(y)) + (d - 1);
-}
-
-void sluice__civil_from_days(int64_t z, int64_t *y, int *m, int *d) {
-  /* z / 365 overshoots by at most one year per 365 leap days, so the
-  ** loop below runs a handful of times at most. */
-  int64_t yy = 1970 + z / 365;
-  int64_t doy;
-  int mm = 1;
-  while (sluice__days_from_civil(yy, 1, 1) > z)
-    yy--;
-  doy = z - sluice__days_from_civil(yy, 1, 1);
-  while (mm < 12 && doy >= k_cum[mm] + (mm >= 2 && is_leap(yy)))
-    mm++;
-  *y = yy;
-  *m = mm;
-  *d = (int)(doy - (k_cum[mm - 1] + (mm > 2 && is_leap(yy)))) + 1;
-}
-
-static void put2(char *p, int v) {
-  p[0] = (char)('0' + v / 10);
-  p[1] = (char)('0' + v % 10);
-}
-
 int sluice__http_format_date(int64_t epoch_s,
-                            char out[SLUICE_HTTP_DATE_LEN + 1]) {
-  int64_t days, secs, y;
-  int m, d;
+                             char out[SLUICE_HTTP_DATE_LEN + 1]) {
+  time_t t = (time_t)epoch_s;
+  struct tm tm;
+  char buf[64]; /* what the compiler can prove int fields fit in */
   if (!out)
     return SLUICE_EINVAL;
-  if (epoch_s < 0 || epoch_s > SLUICE__MAX_EPOCH_S)
+  if (epoch_s < 0 || epoch_s > SLUICE__MAX_EPOCH_S || !gmtime_r(&t, &tm))
     return SLUICE_ERANGE;
-  days = epoch_s / 86400;
-  secs = epoch_s % 86400;
-  sluice__civil_from_days(days, &y, &m, &d);
-  /* "Sun, 06 Nov 1994 08:49:37 GMT" */
-  memcpy(out, k_wday[(days + 4) % 7], 3);
-  memcpy(out + 3, ", ", 2);
-  put2(out + 5, d);
-  out[7] = ' ';
-  memcpy(out + 8, k_month[m - 1], 3);
-  out[11] = ' ';
-  put2(out + 12, (int)(y / 100));
-  put2(out + 14, (int)(y % 100));
-  out[16] = ' ';
-  put2(out + 17, (int)(secs / 3600));
-  out[19] = ':';
-  put2(out + 20, (int)(secs / 60 % 60));
-  out[22] = ':';
-  put2(out + 23, (int)(secs % 60));
-  memcpy(out + 25, " GMT", 5); /* with the NUL */
+  snprintf(buf, sizeof buf, "%s, %02d %s %04d %02d:%02d:%02d GMT",
+           k_wday[tm.tm_wday], tm.tm_mday, k_month[tm.tm_mon],
+           tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+  memcpy(out, buf, SLUICE_HTTP_DATE_LEN + 1);
   return SLUICE_OK;
 }
 
@@ -159,13 +100,12 @@ static int time_of_day(cursor *c, int *h, int *mi, int *s) {
 }
 
 static int64_t resolve_2digit_year(int yy, int64_t ref_s) {
+  time_t t = (time_t)(ref_s > SLUICE__MAX_EPOCH_S ? SLUICE__MAX_EPOCH_S : ref_s);
+  struct tm tm;
   int64_t ref_y, y;
-  int m, dd;
-  if (ref_s <= 0)
+  if (ref_s <= 0 || !gmtime_r(&t, &tm))
     return yy >= 70 ? 1900 + yy : 2000 + yy;
-  if (ref_s > SLUICE__MAX_EPOCH_S)
-    ref_s = SLUICE__MAX_EPOCH_S;
-  sluice__civil_from_days(ref_s / 86400, &ref_y, &m, &dd);
+  ref_y = tm.tm_year + 1900;
   y = ref_y - ref_y % 100 + yy;
   if (y > ref_y + 50)
     y -= 100;
@@ -177,8 +117,10 @@ static int64_t resolve_2digit_year(int yy, int64_t ref_s) {
 int sluice_http_parse_date(const char *s, size_t len, int64_t ref_s,
                            int64_t *epoch_s) {
   cursor c;
+  struct tm tm = {0};
+  time_t t;
   int wday, mon = 0, day = 0, h = 0, mi = 0, sec = 0, y4 = 0, yy = 0;
-  int64_t year, days;
+  int64_t year;
   if (!s || !epoch_s)
     return SLUICE_EINVAL;
   c.p = s;
@@ -222,18 +164,22 @@ int sluice_http_parse_date(const char *s, size_t len, int64_t ref_s,
   }
   if (c.p != c.end)
     return SLUICE_EINVAL; /* trailing junk */
-  if (day < 1 || year < 1 || day > month_days(year, mon + 1))
+  tm.tm_year = (int)(year - 1900);
+  tm.tm_mon = mon;
+  tm.tm_mday = day;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  tm.tm_sec = sec == 60 ? 59 : sec;
+  t = timegm(&tm); /* normalizes tm: "31 Nov" comes back as 1 Dec */
+  if (day < 1 || year < 1 || tm.tm_mday != day || tm.tm_mon != mon)
     return SLUICE_EINVAL; /* "31 Feb", "29 Feb" of a common year, "00" */
   /* An RFC 850 year resolved against a reference near the end of 9999 can
   ** land past it: outside the documented range, like a pre-1970 date. */
   if (year < 1970 || year > 9999)
     return SLUICE_ERANGE;
-  days = sluice__days_from_civil(year, mon + 1, day);
-  if ((days + 4) % 7 != wday)
+  if (tm.tm_wday != wday)
     return SLUICE_EINVAL;
-  if (sec == 60)
-    sec = 59;
-  *epoch_s = days * 86400 + h * 3600 + mi * 60 + sec;
+  *epoch_s = (int64_t)t;
   return SLUICE_OK;
 }
 

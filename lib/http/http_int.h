@@ -38,15 +38,20 @@ struct sluice_http {
 #define SLUICE__NS_PER_S INT64_C(1000000000)
 #define SLUICE__NS_PER_MS INT64_C(1000000)
 
+/* Per outcome: the status sent unless the decision names another, and
+** the problem type's name (problem.c: under the configured base; its
+** title is the reason phrase of this status, RFC 9457 3.1.3). */
+typedef struct sluice__http_kind {
+  int status;
+  const char *slug;
+} sluice__http_kind;
+extern const sluice__http_kind sluice__http_kinds[];
+
 /* What answer.c decides and problem.c says too: whether the binding
 ** limit's RateLimit figures are sent, and its name and unit (NULL name:
 ** none of its own). */
 int sluice__http_figures(const sluice_http_answer *a);
 const char *sluice__http_policy_name(const sluice_decision *d);
 const char *sluice__http_policy_unit(const sluice_decision *d);
-
-/* Days since 1970-01-01 of a proleptic Gregorian civil date, and back. */
-int64_t sluice__days_from_civil(int64_t y, int m, int d);
-void sluice__civil_from_days(int64_t z, int64_t *y, int *m, int *d);
 
 #endif

@@ -19,7 +19,7 @@
 **     concurrency-limit-exceeded (the spec's), key-suspended (403, level 3 pending
 **     review: nothing about it is "too many requests"), ledger-conflict
 **     (409) and service-unavailable (503 fail-closed), all under the
-**     configured base.
+**     configured base (answer.c: sluice__http_kinds).
 **  b) recommended_backoff ("exponential_with_full_jitter") is sent where
 **     backing off and retrying is the right move: throttled, concurrency
 **     and fail-closed.  A box says stop until it ends, an export cap until
@@ -35,6 +35,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -43,66 +44,7 @@
 #define STR_MAX 1024
 #define DETAIL_MAX (6 * STR_MAX)
 
-/* Strict UTF-8 (RFC 3629): no overlongs, no surrogates, nothing past
-** U+10FFFF.  Checked before the text reaches jansson so that a bad byte is
-** reported as SLUICE_EINVAL, not mistaken for a failed allocation. */
-static int utf8_ok(const char *str) {
-  const unsigned char *s = (const unsigned char *)str;
-  while (*s) {
-    unsigned c = *s;
-    int n, i;
-    unsigned cp;
-    if (c < 0x80) {
-      s++;
-      continue;
-    }
-    if (c >= 0xc2 && c <= 0xdf)
-      n = 1, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef)
-      n = 2, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4)
-      n = 3, cp = c & 0x07;
-    else
-      return 0;
-    for (i = 1; i <= n; i++) {
-      if ((s[i] & 0xc0) != 0x80)
-        return 0;
-      cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((n == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-        (n == 3 && (cp < 0x10000 || cp > 0x10ffff)))
-      return 0;
-    s += n + 1;
-  }
-  return 1;
-}
-
-static int text_ok(const char *s) {
-  return !s || (strlen(s) <= STR_MAX && utf8_ok(s));
-}
-
-static const char *slug(int outcome) {
-  switch (outcome) {
-  case SLUICE_OUTCOME_THROTTLED: return "rate-limit-exceeded";
-  case SLUICE_OUTCOME_BOXED: return "penalty-box-active";
-  case SLUICE_OUTCOME_CONCURRENCY: return "concurrency-limit-exceeded";
-  case SLUICE_OUTCOME_CONFLICT: return "ledger-conflict";
-  case SLUICE_OUTCOME_SUSPENDED: return "key-suspended";
-  default: return "service-unavailable";
-  }
-}
-
-/* RFC 9457 3.1.3: the title belongs to the problem type and does not
-** change from occurrence to occurrence, so a status override (403 for a
-** suspension) keeps it.  It is the reason phrase of the type's status. */
-static const char *title(int outcome) {
-  switch (outcome) {
-  case SLUICE_OUTCOME_CONFLICT: return "Conflict";
-  case SLUICE_OUTCOME_UNAVAILABLE: return "Service Unavailable";
-  case SLUICE_OUTCOME_SUSPENDED: return "Forbidden";
-  default: return "Too Many Requests";
-  }
-}
+static int text_ok(const char *s) { return !s || strlen(s) <= STR_MAX; }
 
 /* "3000 points/min"; windows without a name are spelled out. */
 static void per_window(char *out, size_t n, const char *what, int64_t quota,
@@ -131,12 +73,13 @@ static void cat(char *buf, size_t n, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* RFC 3339 UTC: strftime's numeric conversions are the same in every
+** locale. */
 static void iso8601(char out[32], int64_t epoch_s) {
-  int64_t y, secs = epoch_s % 86400;
-  int m, d;
-  sluice__civil_from_days(epoch_s / 86400, &y, &m, &d);
-  snprintf(out, 32, "%04" PRId64 "-%02d-%02dT%02d:%02d:%02dZ", y, m, d,
-           (int)(secs / 3600), (int)(secs / 60 % 60), (int)(secs % 60));
+  time_t t = (time_t)epoch_s;
+  struct tm tm;
+  if (!gmtime_r(&t, &tm) || !strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm))
+    out[0] = '\0';
 }
 
 /* The "retry in N seconds." ending, capitalized when it opens a sentence. */
@@ -307,10 +250,24 @@ static void detail(char *d, size_t n, const sluice_http_answer *a) {
   }
 }
 
-/* Set a member; a NULL value (failed allocation) is remembered. */
-static void set(json_t *o, const char *k, json_t *v, int *oom) {
-  if (!v || json_object_set_new(o, k, v) != 0)
-    *oom = 1;
+/* Set a member; a NULL value is remembered (a failed allocation, unless
+** text() said otherwise). */
+static void set(json_t *o, const char *k, json_t *v, int *rc) {
+  if ((!v || json_object_set_new(o, k, v) != 0) && *rc == SLUICE_OK)
+    *rc = SLUICE_ENOMEM;
+}
+
+/* A string that holds the caller's text.  jansson takes strict UTF-8 only
+** (RFC 3629: no overlongs, no surrogates, nothing past U+10FFFF) and says
+** no with the NULL of a failed allocation; the unchecked copy tells a bad
+** byte (SLUICE_EINVAL) from no memory. */
+static json_t *text(const char *s, int *rc) {
+  json_t *v = json_string(s), *raw;
+  if (!v && (raw = json_string_nocheck(s))) {
+    json_decref(raw);
+    *rc = SLUICE_EINVAL;
+  }
+  return v;
 }
 
 int sluice_http_answer_body(const sluice_http *h, const sluice_http_answer *a,
@@ -320,7 +277,7 @@ int sluice_http_answer_body(const sluice_http *h, const sluice_http_answer *a,
   char type[600], d[DETAIL_MAX], when[32];
   json_t *o;
   size_t need, flags;
-  int oom = 0;
+  int rc = SLUICE_OK;
   if (!h || !a || !len || (buflen && !buf) || !a->decision)
     return SLUICE_EINVAL;
   dc = a->decision;
@@ -336,76 +293,75 @@ int sluice_http_answer_body(const sluice_http *h, const sluice_http_answer *a,
     return SLUICE_EINVAL;
   if (!h->base)
     return SLUICE_ECONFIG;
-  snprintf(type, sizeof type, "%s%s", h->base, slug(a->outcome));
+  snprintf(type, sizeof type, "%s%s", h->base,
+           sluice__http_kinds[a->outcome].slug);
   detail(d, sizeof d, a);
 
   o = json_object();
   if (!o)
     return SLUICE_ENOMEM;
-  set(o, "type", json_string(type), &oom);
-  set(o, "title", json_string(title(a->outcome)), &oom);
-  set(o, "status", json_integer(a->status), &oom);
-  set(o, "detail", json_string(d), &oom);
+  set(o, "type", json_string(type), &rc);
+  /* RFC 9457 3.1.3: the title belongs to the problem type and does not
+  ** change from occurrence to occurrence, so a status override (403 for a
+  ** suspension) keeps it. */
+  set(o, "title",
+      json_string(sluice_http_reason(sluice__http_kinds[a->outcome].status)),
+      &rc);
+  set(o, "status", json_integer(a->status), &rc);
+  set(o, "detail", text(d, &rc), &rc);
   if (a->route)
-    set(o, "instance", json_string(a->route), &oom);
+    set(o, "instance", text(a->route, &rc), &rc);
   if (a->retry_after_s > 0)
-    set(o, "retry_after_seconds", json_integer(a->retry_after_s), &oom);
+    set(o, "retry_after_seconds", json_integer(a->retry_after_s), &rc);
   if (a->outcome == SLUICE_OUTCOME_THROTTLED ||
       a->outcome == SLUICE_OUTCOME_CONCURRENCY ||
       a->outcome == SLUICE_OUTCOME_UNAVAILABLE)
     set(o, "recommended_backoff", json_string("exponential_with_full_jitter"),
-        &oom);
+        &rc);
   if (tier)
-    set(o, "quota_tier", json_string(tier), &oom);
+    set(o, "quota_tier", text(tier, &rc), &rc);
   if (a->penalty == SLUICE_PENALTY_WARNING)
     set(o, "penalty_strikes_remaining",
         json_integer(dc->strikes_remaining > 0 ? dc->strikes_remaining : 0),
-        &oom);
+        &rc);
   if (a->outcome == SLUICE_OUTCOME_SUSPENDED) {
-    set(o, "penalty_level", json_integer(3), &oom);
+    set(o, "penalty_level", json_integer(3), &rc);
   } else if (a->outcome == SLUICE_OUTCOME_BOXED) {
-    set(o, "penalty_level", json_integer(dc->penalty_level), &oom);
+    set(o, "penalty_level", json_integer(dc->penalty_level), &rc);
     if (a->lockout_ends_s > 0) {
       iso8601(when, a->lockout_ends_s);
-      set(o, "lockout_ends_at", json_string(when), &oom);
+      set(o, "lockout_ends_at", json_string(when), &rc);
     }
   }
   if (a->request_id)
-    set(o, "request_id", json_string(a->request_id), &oom);
+    set(o, "request_id", text(a->request_id, &rc), &rc);
   /* The draft's problem types name the policies a request violated. */
   if (is_named(a)) {
     json_t *v = json_array();
-    int i, named = 0;
+    int i;
     /* The limits flagged denied, in their order; or the binding one. */
     for (i = 0; v && i < dc->nlimits; i++)
-      if (dc->limits[i].flags & SLUICE_LIMIT_DENIED) {
-        named++;
-        if (json_array_append_new(v, json_string(dc->limits[i].name)))
-          oom = 1;
-      }
-    if (!v || (!named && json_array_append_new(
-                             v, json_string(dc->limit_name)) != 0))
-      oom = 1;
-    set(o, "violated-policies", v, &oom);
+      if ((dc->limits[i].flags & SLUICE_LIMIT_DENIED) &&
+          json_array_append_new(v, json_string(dc->limits[i].name)))
+        rc = SLUICE_ENOMEM;
+    if (v && !json_array_size(v) &&
+        json_array_append_new(v, json_string(dc->limit_name)))
+      rc = SLUICE_ENOMEM;
+    set(o, "violated-policies", v, &rc);
   }
-  if (oom) {
-    json_decref(o);
-    return SLUICE_ENOMEM;
-  }
+  /* The size is asked first, so SLUICE_ERANGE leaves buf untouched. */
   flags = (h->flags & SLUICE_HTTP_PRETTY) ? JSON_INDENT(2) : JSON_COMPACT;
-  need = json_dumpb(o, NULL, 0, flags);
-  if (need == 0) {
-    json_decref(o);
-    return SLUICE_ENOMEM;
-  }
-  if (need + 1 > buflen) {
-    json_decref(o);
+  need = rc == SLUICE_OK ? json_dumpb(o, NULL, 0, flags) : 0;
+  if (rc == SLUICE_OK && need == 0) {
+    rc = SLUICE_ENOMEM;
+  } else if (rc == SLUICE_OK && need + 1 > buflen) {
     *len = need + 1;
-    return SLUICE_ERANGE;
+    rc = SLUICE_ERANGE;
+  } else if (rc == SLUICE_OK) {
+    json_dumpb(o, buf, need, flags);
+    buf[need] = '\0';
+    *len = need;
   }
-  json_dumpb(o, buf, need, flags);
-  buf[need] = '\0';
   json_decref(o);
-  *len = need;
-  return SLUICE_OK;
+  return rc;
 }
