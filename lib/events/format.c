@@ -51,18 +51,9 @@ int sluice__sink_resolves(const item *it) {
 }
 
 static const char *scope_name(int scope) {
-  switch (scope) {
-  case SLUICE_SCOPE_KEY:
-    return "key";
-  case SLUICE_SCOPE_IP:
-    return "ip";
-  case SLUICE_SCOPE_SUBJECT:
-    return "subject";
-  case SLUICE_SCOPE_TENANT:
-    return "tenant";
-  default:
-    return "none";
-  }
+  static const char *const names[] = {"none", "key", "ip", "subject",
+                                      "tenant"};
+  return scope > 0 && scope <= SLUICE_SCOPE_TENANT ? names[scope] : "none";
 }
 
 /* RFC 3339 UTC, whole seconds rounded up (as lockout_ends_at). */
@@ -83,87 +74,62 @@ static void ends_at(char out[32], const item *it) {
     out[0] = 0;
 }
 
-/* Members with no value are left out. */
-static int put_str(json_t *o, const char *k, const char *v) {
-  return v && v[0] ? json_object_set_new(o, k, json_string(v)) : 0;
-}
+/* Members with no value are left out (json_pack's "s*"). */
+static const char *nz(const char *s) { return s && s[0] ? s : NULL; }
 
-static char *dump(json_t *o, int bad) {
-  char *txt = bad || !o ? NULL : json_dumps(o, JSON_COMPACT);
+static char *dump(json_t *o) {
+  char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
   json_decref(o);
   return txt;
 }
 
 /* The JSON format's object (also PagerDuty's custom_details). */
 static json_t *details(const sluice_webhook *w, const item *it) {
-  json_t *o = json_object(), *eps = json_array();
-  char when[32];
-  int i, bad = !o || !eps;
+  json_t *eps = json_array(), *level = it->level ? json_integer(it->level)
+                                                 : NULL;
+  char ends[32], at[32];
+  int i, bad = !eps || (it->level && !level);
   for (i = 0; !bad && i < it->nendpoints; i++)
     bad |= json_array_append_new(eps, json_string(it->endpoints[i]));
-  if (!bad) {
-    bad |= put_str(o, "event", sluice_name(SLUICE_NAME_EVENT, it->type));
-    if (it->scope)
-      bad |= put_str(o, "scope", scope_name(it->scope));
-    if (it->level)
-      bad |= json_object_set_new(o, "level", json_integer(it->level));
-    bad |= put_str(o, "tier", it->tier);
-    /* The hashed scope id: for a key scope, the key's id. */
-    bad |= put_str(o, it->scope == SLUICE_SCOPE_KEY ? "key_id" : "scope_id",
-                   it->scope_id);
-    bad |= put_str(o, "tenant_id", it->tenant_id);
-    if (it->type == SLUICE_EVENT_LEASE_DENIED)
-      bad |=
-          put_str(o, "outcome", sluice_name(SLUICE_NAME_OUTCOME, it->outcome));
-    bad |= json_object_set(o, "offending_endpoints", eps);
-    bad |= put_str(o, "backoff_guide", w->guide);
-    ends_at(when, it);
-    bad |= put_str(o, "ends_at", when);
-    rfc3339(when, it->now_ns);
-    bad |= put_str(o, "at", when);
-    bad |= put_str(o, "who", it->who);
-    bad |= put_str(o, "why", it->why);
-  }
-  json_decref(eps);
   if (bad) {
-    json_decref(o);
+    json_decref(eps);
+    json_decref(level);
     return NULL;
   }
-  return o;
+  ends_at(ends, it);
+  rfc3339(at, it->now_ns);
+  /* The hashed scope id: for a key scope, the key's id. */
+  return json_pack(
+      "{s:s*, s:s*, s:o*, s:s*, s:s*, s:s*, s:s*, s:o, s:s*, s:s*, s:s*, "
+      "s:s*, s:s*}",
+      "event", nz(sluice_name(SLUICE_NAME_EVENT, it->type)), "scope",
+      it->scope ? scope_name(it->scope) : NULL, "level", level, "tier",
+      nz(it->tier), it->scope == SLUICE_SCOPE_KEY ? "key_id" : "scope_id",
+      nz(it->scope_id), "tenant_id", nz(it->tenant_id), "outcome",
+      it->type == SLUICE_EVENT_LEASE_DENIED
+          ? nz(sluice_name(SLUICE_NAME_OUTCOME, it->outcome))
+          : NULL,
+      "offending_endpoints", eps, "backoff_guide", nz(w->guide), "ends_at",
+      nz(ends), "at", nz(at), "who", nz(it->who), "why", nz(it->why));
 }
 
 /* One line for people: "level 2 alert: key 0123... (tier growth) boxed
 ** until 2026-12-03T20:00:00Z". */
 static void headline(const item *it, char *out, size_t n) {
+  static const char *const k_what[SLUICE_EVENT__COUNT] = {
+      [SLUICE_EVENT_ALERT] = "boxed (hard quarantine)",
+      [SLUICE_EVENT_SUSPEND] = "suspended pending review",
+      [SLUICE_EVENT_PAGE] = "boxed at level 3: human review needed",
+      [SLUICE_EVENT_IP_BAN] = "banned",
+      [SLUICE_EVENT_STUFFING] = "credential stuffing",
+      [SLUICE_EVENT_RELEASE] = "released early",
+      [SLUICE_EVENT_LIFT] = "suspension lifted"};
   char when[32];
-  const char *what;
+  const char *what = it->type > 0 && it->type < SLUICE_EVENT__COUNT &&
+                             k_what[it->type]
+                         ? k_what[it->type]
+                         : sluice_name(SLUICE_NAME_EVENT, it->type);
   ends_at(when, it);
-  switch (it->type) {
-  case SLUICE_EVENT_ALERT:
-    what = "boxed (hard quarantine)";
-    break;
-  case SLUICE_EVENT_SUSPEND:
-    what = "suspended pending review";
-    break;
-  case SLUICE_EVENT_PAGE:
-    what = "boxed at level 3: human review needed";
-    break;
-  case SLUICE_EVENT_IP_BAN:
-    what = "banned";
-    break;
-  case SLUICE_EVENT_STUFFING:
-    what = "credential stuffing";
-    break;
-  case SLUICE_EVENT_RELEASE:
-    what = "released early";
-    break;
-  case SLUICE_EVENT_LIFT:
-    what = "suspension lifted";
-    break;
-  default:
-    what = sluice_name(SLUICE_NAME_EVENT, it->type);
-    break;
-  }
   snprintf(out, n, "sluice %s: %s %s%s%s%s%s%s%s",
            sluice_name(SLUICE_NAME_EVENT, it->type), scope_name(it->scope),
            it->scope_id, it->tier[0] ? " (tier " : "", it->tier,
@@ -187,8 +153,6 @@ static void endpoints_line(const item *it, char *out, size_t n) {
 
 static char *slack(const sluice_webhook *w, const item *it) {
   char head[512], eps[1024], txt[2048], guide[600];
-  json_t *o = json_object(), *blocks = json_array();
-  int bad = !o || !blocks;
   headline(it, head, sizeof head);
   endpoints_line(it, eps, sizeof eps);
   snprintf(txt, sizeof txt,
@@ -197,15 +161,10 @@ static char *slack(const sluice_webhook *w, const item *it) {
            it->who[0] ? "\nBy: " : "", it->who, it->why[0] ? "\nWhy: " : "",
            it->why);
   snprintf(guide, sizeof guide, "Backoff guidelines: <%s>", w->guide);
-  bad |= json_object_set_new(o, "text", json_string(head));
-  bad |= json_array_append_new(
-      blocks, json_pack("{s:s, s:{s:s, s:s}}", "type", "section", "text",
-                        "type", "mrkdwn", "text", txt));
-  bad |= json_array_append_new(
-      blocks, json_pack("{s:s, s:[{s:s, s:s}]}", "type", "context",
+  return dump(json_pack("{s:s, s:[{s:s, s:{s:s, s:s}}, {s:s, s:[{s:s, s:s}]}]}",
+                        "text", head, "blocks", "type", "section", "text",
+                        "type", "mrkdwn", "text", txt, "type", "context",
                         "elements", "type", "mrkdwn", "text", guide));
-  bad |= json_object_set_new(o, "blocks", blocks);
-  return dump(o, bad);
 }
 
 static const char *severity(const item *it) {
@@ -219,37 +178,22 @@ static const char *severity(const item *it) {
 
 static char *pagerduty(const sluice_webhook *w, const item *it,
                        const char *routing_key) {
-  json_t *o = json_object(), *payload, *det;
   char dedup[64], head[512], when[32];
-  int bad = !o;
   snprintf(dedup, sizeof dedup, "%s:%s", scope_name(it->scope), it->scope_id);
-  bad |= put_str(o, "routing_key", routing_key);
-  bad |= put_str(o, "dedup_key", dedup);
-  if (sluice__sink_resolves(it)) {
-    bad |= put_str(o, "event_action", "resolve");
-    return dump(o, bad);
-  }
-  bad |= put_str(o, "event_action", "trigger");
+  if (sluice__sink_resolves(it))
+    return dump(json_pack("{s:s*, s:s, s:s}", "routing_key", nz(routing_key),
+                          "dedup_key", dedup, "event_action", "resolve"));
   headline(it, head, sizeof head);
   rfc3339(when, it->now_ns);
-  det = details(w, it);
-  payload = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "summary", head,
-                      "source", "sluice", "severity", severity(it), "timestamp",
-                      when, "component", scope_name(it->scope), "class",
-                      sluice_name(SLUICE_NAME_EVENT, it->type));
-  bad |= !det || !payload;
-  if (!bad && it->tenant_id[0])
-    bad |= put_str(payload, "group", it->tenant_id);
-  if (!bad)
-    bad |= json_object_set_new(payload, "custom_details", det);
-  else
-    json_decref(det);
-  bad |= json_object_set_new(o, "payload", payload);
-  bad |= json_object_set_new(
-      o, "links",
-      json_pack("[{s:s, s:s}]", "href", w->guide, "text",
-                "Client backoff guidelines"));
-  return dump(o, bad);
+  return dump(json_pack(
+      "{s:s*, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s, s:s, s:s*, s:o}, "
+      "s:[{s:s, s:s}]}",
+      "routing_key", nz(routing_key), "dedup_key", dedup, "event_action",
+      "trigger", "payload", "summary", head, "source", "sluice", "severity",
+      severity(it), "timestamp", when, "component", scope_name(it->scope),
+      "class", sluice_name(SLUICE_NAME_EVENT, it->type), "group",
+      nz(it->tenant_id), "custom_details", details(w, it), "links", "href",
+      w->guide, "text", "Client backoff guidelines"));
 }
 
 /* Header values must not break the header. */
@@ -325,6 +269,6 @@ char *sluice__sink_body(const sluice_webhook *w, const dest *d,
   case SLUICE_WEBHOOK_EMAIL:
     return email(w, d, it, extra);
   default:
-    return dump(details(w, it), 0);
+    return dump(details(w, it));
   }
 }
