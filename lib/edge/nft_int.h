@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "sluice/algo.h"
 #include "sluice/nft.h"
@@ -118,9 +119,9 @@ struct sluice_nft {
   nft_list list;
   nft_item *batch;
   struct upd *upd;
+  FILE *cmdf; /* the transaction being written into cmd */
   char *cmd;
-  size_t cmdcap, cmdlen;
-  int cmd_oom;
+  size_t cmdlen;
   int dirty;
   int64_t saved_mono, next_resync;
 

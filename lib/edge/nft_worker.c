@@ -106,48 +106,30 @@ int sluice__nft_create(sluice_nft *s) {
 
 /* ------------------------------------------------------ command buffer --- */
 
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void put(sluice_nft *s, const char *fmt, ...) {
-  va_list ap;
-  int w;
-  if (s->cmd_oom)
-    return;
-  for (;;) {
-    size_t room = s->cmdcap - s->cmdlen;
-    va_start(ap, fmt);
-    w = vsnprintf(s->cmd ? s->cmd + s->cmdlen : NULL, s->cmd ? room : 0, fmt,
-                  ap);
-    va_end(ap);
-    if (w < 0) {
-      s->cmd_oom = 1;
-      return;
-    }
-    if (s->cmd && (size_t)w < room) {
-      s->cmdlen += (size_t)w;
-      return;
-    }
-    {
-      size_t cap = s->cmdcap ? s->cmdcap * 2 : 4096;
-      char *p;
-      while (cap - s->cmdlen <= (size_t)w)
-        cap *= 2;
-      if (!(p = realloc(s->cmd, cap))) {
-        s->cmd_oom = 1;
-        return;
-      }
-      s->cmd = p;
-      s->cmdcap = cap;
-    }
-  }
+/* The commands of one transaction go into a memory stream (open_memstream
+** grows it); a failed write or allocation shows at cmd_end(). */
+static void cmd_reset(sluice_nft *s) {
+  free(s->cmd);
+  s->cmd = NULL;
+  s->cmdf = open_memstream(&s->cmd, &s->cmdlen);
 }
 
-static void cmd_reset(sluice_nft *s) {
-  s->cmdlen = 0;
-  s->cmd_oom = 0;
-  if (s->cmd)
-    s->cmd[0] = 0;
+static const char *cmd_end(sluice_nft *s) {
+  int bad = !s->cmdf || ferror(s->cmdf);
+  if (s->cmdf && fclose(s->cmdf))
+    bad = 1;
+  s->cmdf = NULL;
+  return bad ? NULL : s->cmd;
+}
+
+__attribute__((format(printf, 2, 3))) static void put(sluice_nft *s,
+                                                      const char *fmt, ...) {
+  va_list ap;
+  if (!s->cmdf)
+    return;
+  va_start(ap, fmt);
+  vfprintf(s->cmdf, fmt, ap);
+  va_end(ap);
 }
 
 static void put_timeout(sluice_nft *s, int64_t end_mono, int64_t now) {
@@ -196,6 +178,7 @@ static void put_elements(sluice_nft *s, const char *verb, const char *set,
 }
 
 static void apply_batch(sluice_nft *s, size_t n) {
+  const char *cmds;
   upd *u = s->upd;
   size_t i, m = 0, nadd = 0, ndel = 0;
   int64_t now = sluice__nft_mono_ns();
@@ -256,10 +239,11 @@ static void apply_batch(sluice_nft *s, size_t n) {
     put_elements(s, "delete", set, u, n, fam, 0, now);
     put_elements(s, "add", set, u, n, fam, 1, now);
   }
-  rc = s->cmd_oom ? SLUICE_ENOMEM : sluice__nft_run(s, s->cmd);
+  cmds = cmd_end(s); /* NULL would tell sluice__nft_run() to free */
+  rc = cmds ? sluice__nft_run(s, cmds) : SLUICE_ENOMEM;
   if (rc && rc != SLUICE_ENOMEM && (s->flags & SLUICE_NFT_CREATE) &&
       sluice__nft_create(s) == SLUICE_OK)
-    rc = sluice__nft_run(s, s->cmd);
+    rc = sluice__nft_run(s, cmds);
   atomic_fetch_add_explicit(&s->transactions, 1, memory_order_relaxed);
   if (rc) {
     atomic_fetch_add_explicit(&s->failed, nadd + ndel, memory_order_relaxed);
@@ -301,7 +285,8 @@ static void put_schema(sluice_nft *s) {
 }
 
 static void run_resync(sluice_nft *s, size_t n) {
-  int rc = s->cmd_oom ? SLUICE_ENOMEM : sluice__nft_run(s, s->cmd);
+  const char *cmds = cmd_end(s);
+  int rc = cmds ? sluice__nft_run(s, cmds) : SLUICE_ENOMEM;
   atomic_fetch_add_explicit(&s->transactions, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&s->resyncs, 1, memory_order_relaxed);
   if (rc)
