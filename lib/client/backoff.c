@@ -50,16 +50,14 @@ struct sluice_backoff {
 
 int sluice_backoff_open(const sluice_backoff_options *opts,
                         sluice_backoff **out) {
-  sluice_backoff_options dflt;
+  static const sluice_backoff_options dflt; /* all defaults */
   sluice_backoff *b;
   int rc;
   if (!out)
     return SLUICE_EINVAL;
   *out = NULL;
-  if (!opts) {
-    memset(&dflt, 0, sizeof dflt);
+  if (!opts)
     opts = &dflt;
-  }
   if (opts->base_ms < 0 || opts->cap_ms < 0 || opts->max_attempts < 0 ||
       opts->auth_max_retries < SLUICE_BACKOFF_NONE ||
       opts->base_ms > ONE_HOUR_MS || opts->cap_ms > 24 * ONE_HOUR_MS)

@@ -441,16 +441,7 @@ static void wind_down(sluice_webhook *w) {
       left++;
     }
   if (w->spool) {
-    pthread_mutex_lock(&w->mu);
-    while (w->depth) {
-      item it = w->ring[w->head];
-      w->head = (w->head + 1) % w->cap;
-      w->depth--;
-      pthread_mutex_unlock(&w->mu);
-      fan_out(w, &it);
-      pthread_mutex_lock(&w->mu);
-    }
-    pthread_mutex_unlock(&w->mu);
+    take(w); /* with a spool there is always room: the whole queue */
     return;
   }
   pthread_mutex_lock(&w->mu);

@@ -169,15 +169,7 @@ static void free_sink(sluice_webhook *w) {
   free(w);
 }
 
-static char *dup_str(const char *s) {
-  size_t n;
-  char *d;
-  if (!s)
-    return NULL;
-  n = strlen(s) + 1;
-  d = malloc(n);
-  return d ? memcpy(d, s, n) : NULL;
-}
+static char *dup_str(const char *s) { return s ? strdup(s) : NULL; }
 
 /* FNV-1a: which destination a spooled delivery was for. */
 static uint64_t fnv(uint64_t h, const char *s) {
