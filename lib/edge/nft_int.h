@@ -42,6 +42,8 @@ int sluice__nft_element(const char *raw, int prefix6,
 
 /* ------------------------------------------------------------- the list --- */
 
+enum { NFT_ADD = 1, NFT_DEL = 2 };
+
 /* An address the sink put in a set.  end_mono: CLOCK_MONOTONIC ns when its
 ** box ends, or -1 for none (suspended). */
 typedef struct nft_entry {
@@ -49,6 +51,7 @@ typedef struct nft_entry {
   char raw[NFT_RAW_MAX];
   char scope_id[NFT_ID_LEN + 1];
   int fam; /* 4 or 6; 0: a free slot */
+  int op;  /* in a batch or a reconcile's removals: NFT_DEL for a removal */
   int64_t end_mono;
 } nft_entry;
 
@@ -61,6 +64,7 @@ typedef struct nft_list {
 
 int sluice__nft_list_init(nft_list *l, size_t max);
 void sluice__nft_list_free(nft_list *l);
+void sluice__nft_list_clear(nft_list *l); /* empty, keeping its memory */
 nft_entry *sluice__nft_list_find(nft_list *l, const char *elem);
 nft_entry *sluice__nft_list_find_scope(nft_list *l, const char *scope_id);
 /* The entry for elem, made (fam set, the rest zeroed) when missing; NULL
@@ -79,8 +83,6 @@ int sluice__nft_list_save(const nft_list *l, const char *path,
                           int64_t now_mono, int64_t now_real);
 
 /* ------------------------------------------------------------ the queue --- */
-
-enum { NFT_ADD = 1, NFT_DEL = 2 };
 
 typedef struct nft_item {
   int op;
@@ -118,7 +120,7 @@ struct sluice_nft {
   struct nft_ctx *nft;
   nft_list list;
   nft_item *batch;
-  struct upd *upd;
+  nft_list pending; /* a batch: one entry per address, the last update's */
   FILE *cmdf; /* the transaction being written into cmd */
   char *cmd;
   size_t cmdlen;

@@ -47,6 +47,11 @@ void sluice__nft_list_free(nft_list *l) {
   memset(l, 0, sizeof *l);
 }
 
+void sluice__nft_list_clear(nft_list *l) {
+  memset(l->e, 0, l->cap * sizeof *l->e);
+  l->n = 0;
+}
+
 nft_entry *sluice__nft_list_find(nft_list *l, const char *elem) {
   size_t i = (size_t)hash_str(elem) & (l->cap - 1);
   for (; l->e[i].fam; i = (i + 1) & (l->cap - 1))

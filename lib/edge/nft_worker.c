@@ -13,8 +13,9 @@
 **     removal is "add X; delete X".
 **  b) Within a batch the last update of an address wins (an add and a
 **     lift of one address in one batch would otherwise collide), and each
-**     set gets three commands whatever the batch's size: a flood costs one
-**     transaction per batch_max updates.
+**     set gets the same three commands (of CHUNK elements a line) that a
+**     reconcile sends for the whole list: a flood costs one transaction
+**     per batch_max updates.
 **  c) A transaction that fails with SLUICE_NFT_CREATE runs the schema and
 **     tries once more (a flushed ruleset); one that fails again counts
 **     each of its updates failed, and the list keeps them, so the next
@@ -51,7 +52,7 @@
 #define NS_PER_MS INT64_C(1000000)
 #define NS_PER_S INT64_C(1000000000)
 #define SAVE_EVERY_NS NS_PER_S
-#define CHUNK 256 /* elements per command line in a resync */
+#define CHUNK 256 /* elements per command line */
 #define TAKE 32   /* updates copied out of the queue per hold of its mutex */
 #define GATHER_NS 1000000 /* after a short batch, wait this long for more */
 
@@ -139,55 +140,56 @@ static void put_timeout(sluice_nft *s, int64_t end_mono, int64_t now) {
   }
 }
 
-/* ---------------------------------------------------------------- batch --- */
-
-typedef struct upd {
-  char elem[NFT_ELEM_MAX];
-  int fam, op;
-  int64_t end_mono;
-  size_t idx;
-} upd;
-
-static int upd_cmp(const void *a, const void *b) {
-  const upd *x = a, *y = b;
-  int c = strcmp(x->elem, y->elem);
-  if (c)
-    return c;
-  return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
-
-/* "VERB element inet T SET { e1, e2 timeout Nms, ... }" for the updates of
-** one family (with their timeouts when `adds_only`); nothing when none. */
-static void put_elements(sluice_nft *s, const char *verb, const char *set,
-                         const upd *u, size_t n, int fam, int adds_only,
-                         int64_t now) {
+/* "VERB element inet T SET { e1, e2 timeout Nms, ... }" over the entries
+** of one family in l, CHUNK to a command; with `timeouts`, only those that
+** are not deletions (a batch's), each with its timeout.  Nothing when none. */
+static void put_list(sluice_nft *s, const nft_list *l, const char *verb,
+                     int fam, int timeouts, int64_t now) {
   size_t i, k = 0;
-  for (i = 0; i < n; i++) {
-    if (u[i].fam != fam || (adds_only && u[i].op != NFT_ADD))
+  for (i = 0; i < l->cap; i++) {
+    const nft_entry *e = &l->e[i];
+    if (e->fam != fam || (timeouts && e->op == NFT_DEL))
       continue;
-    if (k++ == 0)
-      put(s, "%s element inet %s %s { %s", verb, s->names.table, set,
-          u[i].elem);
+    if (k % CHUNK == 0)
+      put(s, "%s%s element inet %s %s { %s", k ? " }\n" : "", verb,
+          s->names.table, fam == 4 ? s->names.set4 : s->names.set6, e->elem);
     else
-      put(s, ", %s", u[i].elem);
-    if (adds_only)
-      put_timeout(s, u[i].end_mono, now);
+      put(s, ", %s", e->elem);
+    if (timeouts)
+      put_timeout(s, e->end_mono, now);
+    k++;
   }
   if (k)
     put(s, " }\n");
 }
 
+/* "add X; delete X; add X timeout T" for every entry of l (choice a),
+** "add X; delete X" for its deletions. */
+static void put_refresh(sluice_nft *s, const nft_list *l, int64_t now) {
+  int fam;
+  for (fam = 4; fam <= 6; fam += 2) {
+    put_list(s, l, "add", fam, 0, now);
+    put_list(s, l, "delete", fam, 0, now);
+    put_list(s, l, "add", fam, 1, now);
+  }
+}
+
+/* ---------------------------------------------------------------- batch --- */
+
 static void apply_batch(sluice_nft *s, size_t n) {
+  nft_list *b = &s->pending;
   const char *cmds;
-  upd *u = s->upd;
-  size_t i, m = 0, nadd = 0, ndel = 0;
+  size_t i, nadd = 0, ndel = 0;
   int64_t now = sluice__nft_mono_ns();
-  int fam, rc;
+  int rc;
+  sluice__nft_list_clear(b);
   for (i = 0; i < n; i++) {
     nft_item *it = &s->batch[i];
     nft_entry *e = NULL;
     char elem[NFT_ELEM_MAX];
-    int f = 0;
+    int64_t end = it->ttl_ns < 0 ? -1 : it->enq_mono + it->ttl_ns;
+    int f = 0, op = it->op == NFT_ADD && (end < 0 || end > now) ? NFT_ADD
+                                                                : NFT_DEL;
     if (it->raw[0])
       f = sluice__nft_element(it->raw, s->prefix6, elem);
     else if (it->op == NFT_DEL && it->scope_id[0] &&
@@ -200,14 +202,7 @@ static void apply_batch(sluice_nft *s, size_t n) {
         atomic_fetch_add_explicit(&s->invalid, 1, memory_order_relaxed);
       continue;
     }
-    strcpy(u[m].elem, elem);
-    u[m].fam = f;
-    u[m].idx = i;
-    u[m].end_mono = it->ttl_ns < 0 ? -1 : it->enq_mono + it->ttl_ns;
-    u[m].op = it->op == NFT_ADD && (u[m].end_mono < 0 || u[m].end_mono > now)
-                  ? NFT_ADD
-                  : NFT_DEL;
-    if (u[m].op == NFT_ADD) {
+    if (op == NFT_ADD) {
       if (!(e = sluice__nft_list_put(&s->list, elem, f))) {
         atomic_fetch_add_explicit(&s->failed, 1, memory_order_relaxed);
         continue; /* the list is full: not banned, counted */
@@ -215,30 +210,28 @@ static void apply_batch(sluice_nft *s, size_t n) {
       snprintf(e->raw, sizeof e->raw, "%s", it->raw);
       if (it->scope_id[0])
         strcpy(e->scope_id, it->scope_id);
-      e->end_mono = u[m].end_mono;
+      e->end_mono = end;
     } else if ((e = sluice__nft_list_find(&s->list, elem))) {
       sluice__nft_list_del(&s->list, e);
     }
     s->dirty = 1;
-    m++;
+    /* One entry per address: the last update wins.  Without memory for
+    ** it the list has it and the next resync sends it. */
+    if (!(e = sluice__nft_list_put(b, elem, f))) {
+      atomic_fetch_add_explicit(&s->failed, 1, memory_order_relaxed);
+      continue;
+    }
+    e->op = op;
+    e->end_mono = end;
   }
   atomic_store(&s->elements, s->list.n);
-  if (!m)
+  if (!b->n)
     return;
-  /* The last update of each address wins. */
-  qsort(u, m, sizeof *u, upd_cmp);
-  for (i = 0, n = 0; i < m; i++)
-    if (i + 1 == m || strcmp(u[i].elem, u[i + 1].elem))
-      u[n++] = u[i];
-  for (i = 0; i < n; i++)
-    u[i].op == NFT_ADD ? nadd++ : ndel++;
+  for (i = 0; i < b->cap; i++)
+    if (b->e[i].fam)
+      b->e[i].op == NFT_ADD ? nadd++ : ndel++;
   cmd_reset(s);
-  for (fam = 4; fam <= 6; fam += 2) {
-    const char *set = fam == 4 ? s->names.set4 : s->names.set6;
-    put_elements(s, "add", set, u, n, fam, 0, now);
-    put_elements(s, "delete", set, u, n, fam, 0, now);
-    put_elements(s, "add", set, u, n, fam, 1, now);
-  }
+  put_refresh(s, b, now);
   cmds = cmd_end(s); /* NULL would tell sluice__nft_run() to free */
   rc = cmds ? sluice__nft_run(s, cmds) : SLUICE_ENOMEM;
   if (rc && rc != SLUICE_ENOMEM && (s->flags & SLUICE_NFT_CREATE) &&
@@ -254,28 +247,6 @@ static void apply_batch(sluice_nft *s, size_t n) {
 }
 
 /* --------------------------------------------------------------- resync --- */
-
-/* "VERB element inet T SET { ... }" over the list's entries of one family,
-** CHUNK to a command, with their timeouts when `timeouts`. */
-static void put_list(sluice_nft *s, const char *verb, int fam, int timeouts,
-                     int64_t now) {
-  size_t i, k = 0;
-  for (i = 0; i < s->list.cap; i++) {
-    const nft_entry *e = &s->list.e[i];
-    if (e->fam != fam)
-      continue;
-    if (k % CHUNK == 0)
-      put(s, "%s%s element inet %s %s { %s", k ? " }\n" : "", verb,
-          s->names.table, fam == 4 ? s->names.set4 : s->names.set6, e->elem);
-    else
-      put(s, ", %s", e->elem);
-    if (timeouts)
-      put_timeout(s, e->end_mono, now);
-    k++;
-  }
-  if (k)
-    put(s, " }\n");
-}
 
 static void put_schema(sluice_nft *s) {
   char buf[1024];
@@ -303,8 +274,8 @@ static void resync(sluice_nft *s) {
   atomic_store(&s->elements, s->list.n);
   cmd_reset(s);
   put_schema(s);
-  put_list(s, "add", 4, 1, now);
-  put_list(s, "add", 6, 1, now);
+  put_list(s, &s->list, "add", 4, 1, now);
+  put_list(s, &s->list, "add", 6, 1, now);
   run_resync(s, s->list.n);
 }
 
@@ -324,14 +295,10 @@ static void reconcile(sluice_nft *s, sluice_policy *p) {
     nft_entry *e = &s->list.e[i];
     sluice_inspect_query q;
     sluice_inspect_report r;
-    if (!e->fam || !e->raw[0]) {
-      i++;
-      continue;
-    }
     memset(&q, 0, sizeof q);
     q.scope = SLUICE_SCOPE_IP;
     q.client_ip = e->raw;
-    if (sluice_policy_inspect(p, &q, &r) != SLUICE_OK) {
+    if (!e->fam || !e->raw[0] || sluice_policy_inspect(p, &q, &r)) {
       i++;
       continue;
     }
@@ -345,7 +312,8 @@ static void reconcile(sluice_nft *s, sluice_policy *p) {
       i++;
     } else {
       nft_entry *g = sluice__nft_list_put(&gone, e->elem, e->fam);
-      (void)g;
+      if (g)
+        g->op = NFT_DEL;
       sluice__nft_list_del(&s->list, e); /* slot i may hold another now */
     }
   }
@@ -354,21 +322,8 @@ static void reconcile(sluice_nft *s, sluice_policy *p) {
   atomic_store(&s->elements, s->list.n);
   cmd_reset(s);
   put_schema(s);
-  {
-    nft_list keep = s->list; /* put_list reads s->list: swap in `gone` */
-    s->list = gone;
-    put_list(s, "add", 4, 0, now);
-    put_list(s, "delete", 4, 0, now);
-    put_list(s, "add", 6, 0, now);
-    put_list(s, "delete", 6, 0, now);
-    s->list = keep;
-  }
-  put_list(s, "add", 4, 0, now);
-  put_list(s, "delete", 4, 0, now);
-  put_list(s, "add", 4, 1, now);
-  put_list(s, "add", 6, 0, now);
-  put_list(s, "delete", 6, 0, now);
-  put_list(s, "add", 6, 1, now);
+  put_refresh(s, &gone, now);
+  put_refresh(s, &s->list, now);
   run_resync(s, s->list.n + gone.n);
   sluice__nft_list_free(&gone);
 }
@@ -393,7 +348,7 @@ static void deadline(struct timespec *ts, int64_t at) {
 
 void *sluice__nft_thread(void *arg) {
   sluice_nft *s = arg;
-  if (!(s->upd = malloc(s->batch_max * sizeof *s->upd)))
+  if (sluice__nft_list_init(&s->pending, s->batch_max))
     keep_error(s, "out of memory");
   pthread_mutex_lock(&s->mu);
   for (;;) {
@@ -445,7 +400,7 @@ void *sluice__nft_thread(void *arg) {
     pthread_mutex_unlock(&s->mu);
 
     now = sluice__nft_mono_ns();
-    if (n && s->upd)
+    if (n && s->pending.e)
       apply_batch(s, n);
     else if (n)
       atomic_fetch_add_explicit(&s->failed, n, memory_order_relaxed);
@@ -477,7 +432,6 @@ void *sluice__nft_thread(void *arg) {
   }
   pthread_mutex_unlock(&s->mu);
   sluice__nft_run(s, NULL);
-  free(s->upd);
-  s->upd = NULL;
+  sluice__nft_list_free(&s->pending);
   return NULL;
 }

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "sluice.h"
+#include "edge/nft_int.h" /* the batch test fills the queue itself */
 
 #define NS_PER_MS INT64_C(1000000)
 #define NS_PER_S INT64_C(1000000000)
@@ -347,6 +348,41 @@ static void test_elements_and_schema(void) {
   o.flags = 0x80;
   CHECK(sluice_nft_open(&o, &s) == SLUICE_EINVAL);
   CHECK(sluice_nft_open(NULL, &s) == SLUICE_EINVAL);
+}
+
+/* Updates of one address in one batch: the last one wins, and each
+** address counts once.  The queue is filled under its mutex (as
+** sluice_nft_on_event() does), so the thread takes all four in one batch
+** whatever it was doing. */
+static void queue_locked(sluice_nft *s, int op, const char *raw) {
+  nft_item *it = &s->ring[(s->head + s->count) % s->qmax];
+  memset(it, 0, sizeof *it);
+  it->op = op;
+  snprintf(it->raw, sizeof it->raw, "%s", raw);
+  it->ttl_ns = op == NFT_ADD ? 60 * NS_PER_S : -1;
+  it->enq_mono = sluice__nft_mono_ns();
+  s->enq_seq++;
+  s->count++;
+}
+
+static void test_last_update_wins(void) {
+  sluice_nft_stats st;
+  sluice_nft *s = sink_open(NULL, 0, SLUICE_NFT_CREATE);
+  pthread_mutex_lock(&s->mu);
+  queue_locked(s, NFT_ADD, "127.0.0.21");
+  queue_locked(s, NFT_DEL, "127.0.0.21");
+  queue_locked(s, NFT_DEL, "127.0.0.22");
+  queue_locked(s, NFT_ADD, "127.0.0.22");
+  pthread_cond_signal(&s->wake);
+  pthread_mutex_unlock(&s->mu);
+  sync_sink(s);
+  CHECK(passes("127.0.0.21"));
+  CHECK(blocked("127.0.0.22"));
+  CHECK(sluice_nft_stats_get(s, &st) == 0);
+  CHECK(st.added == 1 && st.removed == 1 && st.transactions == 1);
+  CHECK(st.elements == 1);
+  sluice_nft_close(s);
+  CHECK(system("nft flush set inet sluice deny4") == 0);
 }
 
 /* Level 2 drops, level 1 does not, a lift lets it through again. */
@@ -766,6 +802,7 @@ int main(int argc, char **argv) {
   probe_admin();
   test_elements_and_schema();
   test_ban_and_lift();
+  test_last_update_wins();
   test_min_level();
   test_lift_elsewhere();
   test_periodic_reconcile();
