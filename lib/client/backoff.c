@@ -156,7 +156,7 @@ static void stop(sluice_backoff_plan *p, int why, int64_t wait_ms) {
 int sluice_backoff_plan_next(sluice_backoff *b, const sluice_backoff_input *in,
                              sluice_backoff_plan *p) {
   int64_t floor_ms = 0, window, wait;
-  int have_floor = 0, k;
+  int have_floor = 0, k, why = -1;
   if (!b || !in || !p || in->attempt < 1 ||
       (in->status != 0 && (in->status < 100 || in->status > 599)) ||
       (in->flags & ~(unsigned)(SLUICE_REQ_IDEMPOTENT |
@@ -199,34 +199,29 @@ int sluice_backoff_plan_next(sluice_backoff *b, const sluice_backoff_input *in,
   }
   p->floor_ms = floor_ms;
 
-  if (in->status >= 100 && in->status <= 399) {
-    stop(p, SLUICE_BACKOFF_WHY_DONE, 0);
+  /* The reasons to stop, in the order they are checked. */
+  if (in->status >= 100 && in->status <= 399)
+    why = SLUICE_BACKOFF_WHY_DONE;
+  else if (in->penalty_box &&
+           value_is(in->penalty_box,
+                    len_of(in->penalty_box, in->penalty_box_len),
+                    "active-lockout"))
+    why = SLUICE_BACKOFF_WHY_LOCKOUT;
+  else if (in->status == 409)
+    why = -1; /* poll the job, whatever the budgets say */
+  else if (!retryable_status(in->status))
+    why = SLUICE_BACKOFF_WHY_NOT_RETRYABLE;
+  else if (!(in->flags & (SLUICE_REQ_IDEMPOTENT | SLUICE_REQ_IDEMPOTENCY_KEY)))
+    why = SLUICE_BACKOFF_WHY_NOT_IDEMPOTENT;
+  else if ((in->flags & SLUICE_REQ_AUTH) && in->attempt > b->auth_max_retries)
+    why = SLUICE_BACKOFF_WHY_AUTH_LIMIT;
+  else if (in->attempt >= b->max_attempts)
+    why = SLUICE_BACKOFF_WHY_MAX_ATTEMPTS;
+  if (why >= 0) {
+    /* A lockout's wait is the server's floor, when it gave one. */
+    stop(p, why,
+         why != SLUICE_BACKOFF_WHY_LOCKOUT ? 0 : have_floor ? floor_ms : -1);
     return SLUICE_OK;
-  }
-  if (in->penalty_box &&
-      value_is(in->penalty_box, len_of(in->penalty_box, in->penalty_box_len),
-               "active-lockout")) {
-    stop(p, SLUICE_BACKOFF_WHY_LOCKOUT, have_floor ? floor_ms : -1);
-    return SLUICE_OK;
-  }
-  if (in->status != 409) {
-    if (!retryable_status(in->status)) {
-      stop(p, SLUICE_BACKOFF_WHY_NOT_RETRYABLE, 0);
-      return SLUICE_OK;
-    }
-    if (!(in->flags &
-          (SLUICE_REQ_IDEMPOTENT | SLUICE_REQ_IDEMPOTENCY_KEY))) {
-      stop(p, SLUICE_BACKOFF_WHY_NOT_IDEMPOTENT, 0);
-      return SLUICE_OK;
-    }
-    if ((in->flags & SLUICE_REQ_AUTH) && in->attempt > b->auth_max_retries) {
-      stop(p, SLUICE_BACKOFF_WHY_AUTH_LIMIT, 0);
-      return SLUICE_OK;
-    }
-    if (in->attempt >= b->max_attempts) {
-      stop(p, SLUICE_BACKOFF_WHY_MAX_ATTEMPTS, 0);
-      return SLUICE_OK;
-    }
   }
 
   /* Full jitter over the capped exponential window. */

@@ -10,13 +10,14 @@
 ** with a role other than tech or owner, or fewer than three fields, is a
 ** configuration error naming its line.
 */
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sink.h"
+
+#define SPACE " \t\n\v\f\r" /* isspace() in the C locale */
 
 struct contact {
   char *tenant, *addrs;
@@ -34,21 +35,6 @@ void sluice__contacts_free(contact *c) {
   }
 }
 
-static char *field(char **p) {
-  char *s = *p, *start;
-  while (*s && isspace((unsigned char)*s))
-    s++;
-  if (!*s)
-    return NULL;
-  start = s;
-  while (*s && !isspace((unsigned char)*s))
-    s++;
-  if (*s)
-    *s++ = 0;
-  *p = s;
-  return start;
-}
-
 int sluice__contacts_load(const char *path, contact **out, char *err,
                           size_t errlen) {
   FILE *f = fopen(path, "r");
@@ -61,16 +47,16 @@ int sluice__contacts_load(const char *path, contact **out, char *err,
     return SLUICE_EIO;
   }
   while (rc == SLUICE_OK && fgets(line, sizeof line, f)) {
-    char *p = line, *hash = strchr(line, '#'), *t, *r, *a, *more;
+    char *save = NULL, *hash = strchr(line, '#'), *t, *r, *a, *more;
     contact *c;
     lineno++;
     if (hash)
       *hash = 0;
-    if (!(t = field(&p)))
+    if (!(t = strtok_r(line, SPACE, &save)))
       continue;
-    r = field(&p);
-    a = field(&p);
-    more = field(&p);
+    r = strtok_r(NULL, SPACE, &save);
+    a = strtok_r(NULL, SPACE, &save);
+    more = strtok_r(NULL, SPACE, &save);
     if (!r || !a || more || (strcmp(r, "tech") && strcmp(r, "owner"))) {
       snprintf(err, errlen,
                "contacts %s:%d: expected \"TENANT_ID tech|owner "

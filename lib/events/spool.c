@@ -19,6 +19,7 @@
 **  d) A full map (64 MiB, about 30,000 deliveries) refuses the put; the
 **     event is counted dropped, as a full queue's would be.
 */
+#include <endian.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,19 +49,19 @@ typedef struct record {
   char extra[EXTRA_LEN];
 } record;
 
-static void key_of(uint64_t seq, unsigned char k[8]) {
-  int i;
-  for (i = 7; i >= 0; i--, seq >>= 8)
-    k[i] = (unsigned char)seq;
+/* A key: seq big-endian in *be, so keys sort as their numbers do. */
+static MDB_val key_of(uint64_t seq, uint64_t *be) {
+  MDB_val k;
+  *be = htobe64(seq);
+  k.mv_data = be;
+  k.mv_size = sizeof *be;
+  return k;
 }
 
 static uint64_t seq_of(const MDB_val *k) {
-  const unsigned char *p = k->mv_data;
-  uint64_t s = 0;
-  size_t i;
-  for (i = 0; i < k->mv_size && i < 8; i++)
-    s = s << 8 | p[i];
-  return s;
+  uint64_t be = 0;
+  memcpy(&be, k->mv_data, k->mv_size < sizeof be ? k->mv_size : sizeof be);
+  return be64toh(be);
 }
 
 void sluice__spool_close(spool *s) {
@@ -118,7 +119,7 @@ int sluice__spool_open(const char *path, spool **out, char *err,
 int sluice__spool_put(spool *s, job *j) {
   MDB_txn *txn;
   MDB_val k, v;
-  unsigned char kb[8];
+  uint64_t kb;
   record r;
   int rc;
   memset(&r, 0, sizeof r);
@@ -131,9 +132,7 @@ int sluice__spool_put(spool *s, job *j) {
   memcpy(r.extra, j->extra, sizeof r.extra);
   if (mdb_txn_begin(s->env, NULL, 0, &txn))
     return SLUICE_EIO;
-  key_of(s->next_seq, kb);
-  k.mv_data = kb;
-  k.mv_size = sizeof kb;
+  k = key_of(s->next_seq, &kb);
   v.mv_data = &r;
   v.mv_size = sizeof r;
   if ((rc = mdb_put(txn, s->dbi, &k, &v, 0)) != 0)
@@ -148,14 +147,11 @@ int sluice__spool_put(spool *s, job *j) {
 
 int sluice__spool_del(spool *s, uint64_t seq) {
   MDB_txn *txn;
-  MDB_val k;
-  unsigned char kb[8];
+  uint64_t kb;
+  MDB_val k = key_of(seq, &kb);
   int rc;
   if (mdb_txn_begin(s->env, NULL, 0, &txn))
     return SLUICE_EIO;
-  key_of(seq, kb);
-  k.mv_data = kb;
-  k.mv_size = sizeof kb;
   rc = mdb_del(txn, s->dbi, &k, NULL);
   if (rc && rc != MDB_NOTFOUND) {
     mdb_txn_abort(txn);
@@ -168,7 +164,7 @@ int sluice__spool_next(spool *s, uint64_t after, int for_dest, job *out) {
   MDB_txn *txn;
   MDB_cursor *cur;
   MDB_val k, v;
-  unsigned char kb[8];
+  uint64_t kb;
   int found = 0, rc;
   if (mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn))
     return 0;
@@ -176,9 +172,7 @@ int sluice__spool_next(spool *s, uint64_t after, int for_dest, job *out) {
     mdb_txn_abort(txn);
     return 0;
   }
-  key_of(after + 1, kb);
-  k.mv_data = kb;
-  k.mv_size = sizeof kb;
+  k = key_of(after + 1, &kb);
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0 && !found;
        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     record r;
