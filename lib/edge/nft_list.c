@@ -139,11 +139,7 @@ void sluice__nft_list_prune(nft_list *l, int64_t now_mono) {
 }
 
 static int hex_id(const char *s) {
-  size_t i;
-  for (i = 0; s[i]; i++)
-    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-      return 0;
-  return i == NFT_ID_LEN;
+  return strlen(s) == NFT_ID_LEN && strspn(s, "0123456789abcdef") == NFT_ID_LEN;
 }
 
 int sluice__nft_list_load(nft_list *l, const char *path, int prefix6,

@@ -1,52 +1,20 @@
-/* The nftables sink compiled out (no libnftables, or -Dnft=disabled): the
-** API is there and says so, SLUICE_ENOTSUP, rather than failing to link.
-** sluice_nft_schema() is real (nft_text.c). */
-#include "sluice/nft.h"
+/* The nftables sink built without libnftables (or with -Dnft=disabled):
+** the sink's thread and its transactions (nft_worker.c) are these, so
+** sluice_nft_open() checks its options and the state file as always, then
+** answers SLUICE_ENOTSUP where it would create the schema; no handle is
+** ever made.  sluice_nft_schema() is real (nft_text.c). */
+#include <stdio.h>
 
-int sluice_nft_open(const sluice_nft_options *opts, sluice_nft **out) {
-  (void)opts;
-  if (out)
-    *out = NULL;
+#include "nft_int.h"
+
+int sluice__nft_create(sluice_nft *s) {
+  snprintf(s->lasterr, sizeof s->lasterr, "built without libnftables");
   return SLUICE_ENOTSUP;
 }
 
-void sluice_nft_close(sluice_nft *s) { (void)s; }
-
-void sluice_nft_on_event(void *userdata, const sluice_event *ev) {
-  (void)userdata;
-  (void)ev;
-}
-
-int sluice_nft_reconcile(sluice_nft *s, sluice_policy *p) {
+int sluice__nft_run(sluice_nft *s, const char *cmds) {
   (void)s;
-  (void)p;
-  return SLUICE_ENOTSUP;
+  return cmds ? SLUICE_ENOTSUP : SLUICE_OK;
 }
 
-int sluice_nft_sync(sluice_nft *s, int64_t timeout_ms) {
-  (void)s;
-  (void)timeout_ms;
-  return SLUICE_ENOTSUP;
-}
-
-int sluice_nft_stats_get(const sluice_nft *s, sluice_nft_stats *out) {
-  (void)s;
-  (void)out;
-  return SLUICE_ENOTSUP;
-}
-
-int sluice_nft_last_error(const sluice_nft *s, char *buf, size_t len) {
-  (void)s;
-  (void)buf;
-  (void)len;
-  return SLUICE_ENOTSUP;
-}
-
-int sluice_nft_metrics(const sluice_nft *s, char *buf, size_t len,
-                       size_t *needed) {
-  (void)s;
-  (void)buf;
-  (void)len;
-  (void)needed;
-  return SLUICE_ENOTSUP;
-}
+void *sluice__nft_thread(void *arg) { return arg; }

@@ -24,15 +24,13 @@
 
 #include "nft_int.h"
 
+#define ALPHA "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+/* A letter, then letters, digits and '_': up to SLUICE_NFT_NAME_MAX. */
 static int name_ok(const char *s) {
-  size_t i;
-  if (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z')))
-    return 0;
-  for (i = 1; s[i]; i++)
-    if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
-          (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
-      return 0;
-  return i <= SLUICE_NFT_NAME_MAX;
+  size_t n = strlen(s);
+  return n && n <= SLUICE_NFT_NAME_MAX && strchr(ALPHA, s[0]) &&
+         strspn(s, ALPHA "0123456789_") == n;
 }
 
 static int name_set(char *dst, const char *src, const char *dflt) {

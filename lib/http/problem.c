@@ -44,7 +44,24 @@
 #define STR_MAX 1024
 #define DETAIL_MAX (6 * STR_MAX)
 
-static int text_ok(const char *s) { return !s || strlen(s) <= STR_MAX; }
+/* The caller's text: at most STR_MAX bytes of strict UTF-8 (RFC 3629: no
+** overlongs, no surrogates, nothing past U+10FFFF), as jansson checks it.
+** jansson says no with the NULL of a failed allocation; the unchecked
+** copy tells a bad byte (SLUICE_EINVAL) from no memory. */
+static int text_ok(const char *s) {
+  json_t *v, *raw;
+  int rc;
+  if (!s)
+    return SLUICE_OK;
+  if (strlen(s) > STR_MAX)
+    return SLUICE_EINVAL;
+  v = json_string(s);
+  raw = v ? NULL : json_string_nocheck(s);
+  rc = v ? SLUICE_OK : raw ? SLUICE_EINVAL : SLUICE_ENOMEM;
+  json_decref(v);
+  json_decref(raw);
+  return rc;
+}
 
 /* "3000 points/min"; windows without a name are spelled out. */
 static void per_window(char *out, size_t n, const char *what, int64_t quota,
@@ -90,11 +107,16 @@ static void retry_clause(char *d, size_t n, const sluice_http_answer *a,
         a->retry_after_s, a->retry_after_s == 1 ? "" : "s");
 }
 
-static void route_cost(char *d, size_t n, const sluice_http_answer *a) {
+/* " POST /route costs 5 points." in the limit's unit, a plural ("tokens",
+** "points"): one of them is "token". */
+static void route_cost(char *d, size_t n, const sluice_http_answer *a,
+                       const char *unit) {
   int64_t cost = a->decision->cost;
+  int ul = (int)strlen(unit);
   if (a->route && cost > 0)
-    cat(d, n, " %s%s%s costs %" PRId64 " point%s.", a->method ? a->method : "",
-        a->method ? " " : "", a->route, cost, cost == 1 ? "" : "s");
+    cat(d, n, " %s%s%s costs %" PRId64 " %.*s.", a->method ? a->method : "",
+        a->method ? " " : "", a->route, cost,
+        cost == 1 && ul > 1 && unit[ul - 1] == 's' ? ul - 1 : ul, unit);
 }
 
 /* The figures the detail speaks of: the tier, RateLimit-Policy's quota
@@ -167,10 +189,7 @@ static void named(char *d, size_t n, const sluice_http_answer *a,
     cat(d, n, " (%" PRId64 " %.*s per %" PRId64 " seconds)", f->quota,
         f->quota == 1 ? one : ul, u, f->window_s);
   cat(d, n, ".");
-  if (a->route && dc->cost > 0)
-    cat(d, n, " %s%s%s costs %" PRId64 " %.*s.", a->method ? a->method : "",
-        a->method ? " " : "", a->route, dc->cost, dc->cost == 1 ? one : ul,
-        u);
+  route_cost(d, n, a, u);
 }
 
 /* A refusal by a declared limit: the detail speaks of it, and the body's
@@ -199,7 +218,7 @@ static void detail(char *d, size_t n, const sluice_http_answer *a) {
   case SLUICE_OUTCOME_THROTTLED:
     lead(d, n, &f, "Quota", "exhausted", "point");
     cat(d, n, ".");
-    route_cost(d, n, a);
+    route_cost(d, n, a, "points");
     if (f.refill_per_s > 0) {
       cat(d, n, " Capacity refills at %" PRId64 " point%s/second; ",
           f.refill_per_s, f.refill_per_s == 1 ? "" : "s");
@@ -233,7 +252,7 @@ static void detail(char *d, size_t n, const sluice_http_answer *a) {
     if (dc->cap_limit > 0)
       cat(d, n, " (%" PRId64 " at a time)", dc->cap_limit);
     cat(d, n, ".");
-    route_cost(d, n, a);
+    route_cost(d, n, a, "points");
     cat(d, n, " ");
     retry_clause(d, n, a, 1);
     break;
@@ -250,24 +269,10 @@ static void detail(char *d, size_t n, const sluice_http_answer *a) {
   }
 }
 
-/* Set a member; a NULL value is remembered (a failed allocation, unless
-** text() said otherwise). */
+/* Set a member; a NULL value (failed allocation) is remembered. */
 static void set(json_t *o, const char *k, json_t *v, int *rc) {
-  if ((!v || json_object_set_new(o, k, v) != 0) && *rc == SLUICE_OK)
+  if (!v || json_object_set_new(o, k, v) != 0)
     *rc = SLUICE_ENOMEM;
-}
-
-/* A string that holds the caller's text.  jansson takes strict UTF-8 only
-** (RFC 3629: no overlongs, no surrogates, nothing past U+10FFFF) and says
-** no with the NULL of a failed allocation; the unchecked copy tells a bad
-** byte (SLUICE_EINVAL) from no memory. */
-static json_t *text(const char *s, int *rc) {
-  json_t *v = json_string(s), *raw;
-  if (!v && (raw = json_string_nocheck(s))) {
-    json_decref(raw);
-    *rc = SLUICE_EINVAL;
-  }
-  return v;
 }
 
 int sluice_http_answer_body(const sluice_http *h, const sluice_http_answer *a,
@@ -288,9 +293,9 @@ int sluice_http_answer_body(const sluice_http *h, const sluice_http_answer *a,
     return SLUICE_OK;
   }
   tier = dc->tier[0] ? dc->tier : NULL;
-  if (!text_ok(tier) || !text_ok(a->method) || !text_ok(a->route) ||
-      !text_ok(a->request_id))
-    return SLUICE_EINVAL;
+  if ((rc = text_ok(tier)) || (rc = text_ok(a->method)) ||
+      (rc = text_ok(a->route)) || (rc = text_ok(a->request_id)))
+    return rc;
   if (!h->base)
     return SLUICE_ECONFIG;
   snprintf(type, sizeof type, "%s%s", h->base,
@@ -308,9 +313,9 @@ int sluice_http_answer_body(const sluice_http *h, const sluice_http_answer *a,
       json_string(sluice_http_reason(sluice__http_kinds[a->outcome].status)),
       &rc);
   set(o, "status", json_integer(a->status), &rc);
-  set(o, "detail", text(d, &rc), &rc);
+  set(o, "detail", json_string(d), &rc);
   if (a->route)
-    set(o, "instance", text(a->route, &rc), &rc);
+    set(o, "instance", json_string(a->route), &rc);
   if (a->retry_after_s > 0)
     set(o, "retry_after_seconds", json_integer(a->retry_after_s), &rc);
   if (a->outcome == SLUICE_OUTCOME_THROTTLED ||
@@ -319,7 +324,7 @@ int sluice_http_answer_body(const sluice_http *h, const sluice_http_answer *a,
     set(o, "recommended_backoff", json_string("exponential_with_full_jitter"),
         &rc);
   if (tier)
-    set(o, "quota_tier", text(tier, &rc), &rc);
+    set(o, "quota_tier", json_string(tier), &rc);
   if (a->penalty == SLUICE_PENALTY_WARNING)
     set(o, "penalty_strikes_remaining",
         json_integer(dc->strikes_remaining > 0 ? dc->strikes_remaining : 0),
@@ -334,7 +339,7 @@ int sluice_http_answer_body(const sluice_http *h, const sluice_http_answer *a,
     }
   }
   if (a->request_id)
-    set(o, "request_id", text(a->request_id, &rc), &rc);
+    set(o, "request_id", json_string(a->request_id), &rc);
   /* The draft's problem types name the policies a request violated. */
   if (is_named(a)) {
     json_t *v = json_array();
