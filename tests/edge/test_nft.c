@@ -385,6 +385,50 @@ static void test_last_update_wins(void) {
   CHECK(system("nft flush set inet sluice deny4") == 0);
 }
 
+/* Forty addresses (the list grows past its first table), then one lifted
+** by its scope id alone, as an event without a request names it: the
+** sink finds the address in its list. */
+static void test_many_and_lift_by_scope(void) {
+  sluice_nft_stats st;
+  sluice_nft *s = sink_open(NULL, 0, SLUICE_NFT_CREATE);
+  sluice_request q[40];
+  char ip[40][24], id[40][33];
+  sluice_event ev;
+  int i;
+  for (i = 0; i < 40; i++) {
+    snprintf(ip[i], sizeof ip[i], "127.0.1.%d", i + 1);
+    snprintf(id[i], sizeof id[i], "%032x", i + 1);
+    memset(&q[i], 0, sizeof q[i]);
+    q[i].client_ip = ip[i];
+    memset(&ev, 0, sizeof ev);
+    ev.type = SLUICE_EVENT_EDGE_DENY;
+    ev.scope = SLUICE_SCOPE_IP;
+    ev.level = 2;
+    ev.scope_id = id[i];
+    ev.request = &q[i];
+    ev.now_ns = 1000 * NS_PER_S;
+    ev.until_ns = ev.now_ns + 60 * NS_PER_S;
+    sluice_nft_on_event(s, &ev);
+  }
+  sync_sink(s);
+  CHECK(sluice_nft_stats_get(s, &st) == 0);
+  CHECK(st.elements == 40 && st.added == 40 && st.failed == 0);
+  CHECK(blocked("127.0.1.1") && blocked("127.0.1.7") && blocked("127.0.1.40"));
+  memset(&ev, 0, sizeof ev);
+  ev.type = SLUICE_EVENT_LIFT;
+  ev.scope = SLUICE_SCOPE_IP;
+  ev.scope_id = id[6];
+  ev.now_ns = 1001 * NS_PER_S;
+  sluice_nft_on_event(s, &ev);
+  sync_sink(s);
+  CHECK(passes("127.0.1.7"));
+  CHECK(blocked("127.0.1.8"));
+  CHECK(sluice_nft_stats_get(s, &st) == 0);
+  CHECK(st.elements == 39 && st.removed == 1);
+  sluice_nft_close(s);
+  CHECK(system("nft flush set inet sluice deny4") == 0);
+}
+
 /* Level 2 drops, level 1 does not, a lift lets it through again. */
 static void test_ban_and_lift(void) {
   fx f;
@@ -803,6 +847,7 @@ int main(int argc, char **argv) {
   test_elements_and_schema();
   test_ban_and_lift();
   test_last_update_wins();
+  test_many_and_lift_by_scope();
   test_min_level();
   test_lift_elsewhere();
   test_periodic_reconcile();
