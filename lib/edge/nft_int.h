@@ -108,7 +108,7 @@ struct sluice_nft {
   nft_item *ring;
   size_t qmax, head, count;
   uint64_t enq_seq, applied_seq; /* under mu */
-  int stop, busy;
+  int stop;
   sluice_policy *reconcile; /* a reconcile asked for (under mu) */
   sluice_policy *policy;    /* the thread's: the last reconcile's, which
                                every periodic resync asks again */

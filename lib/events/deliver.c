@@ -80,7 +80,7 @@ static void add(sluice_webhook *w, job *j) {
       return;
     }
     atomic_fetch_add(&w->spooled, 1);
-  } else if (d->held >= w->share || !(slot = free_slot(w))) {
+  } else if (d->held >= w->cap || !(slot = free_slot(w))) {
     atomic_fetch_add(&w->dropped, 1); /* this destination's share is full */
     return;
   } else {
@@ -111,7 +111,7 @@ static void refill(sluice_webhook *w) {
   for (i = 0; i < w->ndests; i++) {
     dest *d = &w->dests[i];
     job j, *slot;
-    while (d->held < w->share && (slot = free_slot(w)) &&
+    while (d->held < w->cap && (slot = free_slot(w)) &&
            sluice__spool_next(w->spool, d->cursor, i, &j)) {
       d->cursor = j.seq;
       place(w, slot, &j);
@@ -233,7 +233,7 @@ static int room(sluice_webhook *w) {
   if (!free_slot(w))
     return 0;
   for (i = 0; i < w->ndests; i++)
-    if (w->dests[i].held < w->share)
+    if (w->dests[i].held < w->cap)
       return 1;
   return 0;
 }

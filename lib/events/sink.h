@@ -105,7 +105,7 @@ struct sluice_webhook {
   size_t njobs;
   /* under mu */
   item *ring;
-  size_t cap, head, depth;
+  size_t cap, head, depth; /* cap: queue_max, also each destination's jobs */
   scope_seen seen[SCOPES_MAX];
   uint64_t clock;
   /* counters */
@@ -113,7 +113,6 @@ struct sluice_webhook {
       spooled, restored, refused;
   _Atomic uint64_t pending; /* deliveries not done (a gauge) */
   struct curl_slist *json_headers;
-  size_t share;                    /* jobs in memory per destination */
   uint64_t orders;                 /* without a spool: the last order */
 };
 

@@ -256,11 +256,10 @@ static int setup(sluice_webhook *w, const sluice_webhook_options *o,
       return rc;
     w->ndests = ++n;
   }
+  /* Each destination may hold queue_max (cap) deliveries in memory: a
+  ** burst the queue takes reaches every destination, and one that is
+  ** stuck fills its own share only. */
   w->cap = o->queue_max ? o->queue_max : 1024;
-  /* Each destination may hold queue_max deliveries in memory: a burst
-  ** the queue takes reaches every destination, and one that is stuck
-  ** fills its own share only. */
-  w->share = w->cap;
   w->njobs = w->cap <= SIZE_MAX / (size_t)w->ndests ? w->cap * (size_t)w->ndests
                                                      : 0;
   w->max_attempts = o->max_attempts ? o->max_attempts : 5;
@@ -275,11 +274,8 @@ static int setup(sluice_webhook *w, const sluice_webhook_options *o,
   w->guide = dup_str(o->backoff_guide ? o->backoff_guide
                                       : SLUICE_WEBHOOK_GUIDE_DEFAULT);
   w->proxy = o->proxy && o->proxy[0] ? dup_str(o->proxy) : NULL;
-  w->ring = w->cap <= SIZE_MAX / sizeof(item) ? calloc(w->cap, sizeof(item))
-                                               : NULL;
-  w->jobs = w->njobs && w->njobs <= SIZE_MAX / sizeof(job)
-                ? calloc(w->njobs, sizeof(job))
-                : NULL;
+  w->ring = calloc(w->cap, sizeof(item)); /* calloc checks the product */
+  w->jobs = w->njobs ? calloc(w->njobs, sizeof(job)) : NULL;
   if (!w->guide || !w->ring || !w->jobs || (o->proxy && o->proxy[0] && !w->proxy))
     return fail(err, errlen, SLUICE_ENOMEM, "%s", "out of memory");
   w->contacts = o->contacts;
