@@ -80,6 +80,7 @@ static int options_check(const sluice_nft_options *o) {
 
 static void free_sink(sluice_nft *s) {
   sluice__nft_list_free(&s->list);
+  sluice__nft_list_free(&s->pending);
   pthread_mutex_destroy(&s->mu);
   pthread_mutex_destroy(&s->errmu);
   pthread_cond_destroy(&s->wake);
@@ -131,7 +132,8 @@ int sluice_nft_open(const sluice_nft_options *o, sluice_nft **out) {
   if (!s->ring || !s->batch ||
       (o->state_path && !(s->state_path = strdup(o->state_path))) ||
       sluice__nft_list_init(&s->list, o->max_elements ? o->max_elements
-                                                      : ELEMENTS_DEFAULT)) {
+                                                      : ELEMENTS_DEFAULT) ||
+      sluice__nft_list_init(&s->pending, s->batch_max)) {
     free_sink(s);
     return SLUICE_ENOMEM;
   }

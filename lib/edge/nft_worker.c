@@ -348,8 +348,6 @@ static void deadline(struct timespec *ts, int64_t at) {
 
 void *sluice__nft_thread(void *arg) {
   sluice_nft *s = arg;
-  if (sluice__nft_list_init(&s->pending, s->batch_max))
-    keep_error(s, "out of memory");
   pthread_mutex_lock(&s->mu);
   for (;;) {
     size_t n = 0;
@@ -400,10 +398,8 @@ void *sluice__nft_thread(void *arg) {
     pthread_mutex_unlock(&s->mu);
 
     now = sluice__nft_mono_ns();
-    if (n && s->pending.e)
+    if (n)
       apply_batch(s, n);
-    else if (n)
-      atomic_fetch_add_explicit(&s->failed, n, memory_order_relaxed);
     if (p)
       s->policy = p;
     if (p || (s->policy && s->next_resync && now >= s->next_resync))
@@ -432,6 +428,5 @@ void *sluice__nft_thread(void *arg) {
   }
   pthread_mutex_unlock(&s->mu);
   sluice__nft_run(s, NULL);
-  sluice__nft_list_free(&s->pending);
   return NULL;
 }

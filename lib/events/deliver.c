@@ -56,18 +56,13 @@ static job *free_slot(sluice_webhook *w) {
   return NULL;
 }
 
+/* j's in-memory part is zero (fan_out() and the spool start from zero). */
 static void place(sluice_webhook *w, job *slot, const job *j) {
   *slot = *j;
   slot->order = j->seq ? j->seq : ++w->orders;
   w->dests[j->dest].held++;
   slot->w = w;
   slot->used = 1;
-  slot->busy = 0;
-  slot->refused = 0;
-  slot->easy = NULL;
-  slot->body = NULL;
-  slot->list = NULL;
-  slot->due_ns = 0;
 }
 
 /* A new delivery: into the spool, or straight into memory. */
