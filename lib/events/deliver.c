@@ -60,14 +60,14 @@ static job *free_slot(sluice_webhook *w) {
 static void place(sluice_webhook *w, job *slot, const job *j) {
   *slot = *j;
   slot->order = j->seq ? j->seq : ++w->orders;
-  w->dests[j->dest].held++;
+  w->dests[j->kept.dest].held++;
   slot->w = w;
   slot->used = 1;
 }
 
 /* A new delivery: into the spool, or straight into memory. */
 static void add(sluice_webhook *w, job *j) {
-  dest *d = &w->dests[j->dest];
+  dest *d = &w->dests[j->kept.dest];
   job *slot;
   if (w->spool) {
     if (sluice__spool_put(w->spool, j) != SLUICE_OK) {
@@ -87,7 +87,7 @@ static void add(sluice_webhook *w, job *j) {
 
 /* Done with a delivery, for good. */
 static void finish(sluice_webhook *w, job *j, int ok) {
-  dest *d = &w->dests[j->dest];
+  dest *d = &w->dests[j->kept.dest];
   if (w->spool && j->seq)
     sluice__spool_del(w->spool, j->seq);
   atomic_fetch_add(ok ? &w->delivered : &w->failed, 1);
@@ -121,13 +121,13 @@ void sluice__sink_restore(sluice_webhook *w) {
     after = j.seq;
     atomic_fetch_add(&w->restored, 1);
     atomic_fetch_add(&w->pending, 1);
-    if (j.dest < 0 || j.dest >= w->ndests ||
-        w->dests[j.dest].fp != j.dest_fp) {
+    if (j.kept.dest < 0 || j.kept.dest >= w->ndests ||
+        w->dests[j.kept.dest].fp != j.kept.dest_fp) {
       sluice__spool_del(w->spool, j.seq);
       atomic_fetch_add(&w->failed, 1);
       atomic_fetch_sub(&w->pending, 1);
     } else {
-      atomic_fetch_add(&w->dests[j.dest].waiting, 1);
+      atomic_fetch_add(&w->dests[j.kept.dest].waiting, 1);
     }
   }
 }
@@ -177,25 +177,25 @@ static void fan_out(sluice_webhook *w, const item *it) {
     if (!(d->events & SLUICE_WEBHOOK_EVENT(it->type)))
       continue;
     memset(&j, 0, sizeof j);
-    j.it = *it;
-    j.dest = i;
-    j.dest_fp = d->fp;
+    j.kept.it = *it;
+    j.kept.dest = i;
+    j.kept.dest_fp = d->fp;
     if (d->format == SLUICE_WEBHOOK_EMAIL) {
       /* the tenant's technical contacts; the owner for a page; support */
       if (d->to)
-        pick(d->to, 0, j.extra, sizeof j.extra);
+        pick(d->to, 0, j.kept.extra, sizeof j.kept.extra);
       if (contacts_of(w, it->tenant, SLUICE_WEBHOOK_TECH, who, sizeof who) ==
           SLUICE_OK)
-        pick(who, 0, j.extra, sizeof j.extra);
+        pick(who, 0, j.kept.extra, sizeof j.kept.extra);
       if (it->type == SLUICE_EVENT_PAGE &&
           contacts_of(w, it->tenant, SLUICE_WEBHOOK_OWNER, who, sizeof who) ==
               SLUICE_OK)
-        pick(who, 0, j.extra, sizeof j.extra);
-      if (!j.extra[0])
+        pick(who, 0, j.kept.extra, sizeof j.kept.extra);
+      if (!j.kept.extra[0])
         continue; /* nobody to write to */
       add(w, &j);
     } else if (d->format == SLUICE_WEBHOOK_PAGERDUTY) {
-      snprintf(j.extra, sizeof j.extra, "%s", d->routing_key);
+      snprintf(j.kept.extra, sizeof j.kept.extra, "%s", d->routing_key);
       add(w, &j);
       /* a level 3 page pages the account owner too */
       if (it->type == SLUICE_EVENT_PAGE &&
@@ -206,7 +206,7 @@ static void fan_out(sluice_webhook *w, const item *it) {
         pick(who, 1, keys, sizeof keys);
         for (k = strtok_r(keys, ",", &save); k && n < OWNER_KEYS_MAX;
              k = strtok_r(NULL, ",", &save), n++) {
-          snprintf(j.extra, sizeof j.extra, "%s", k);
+          snprintf(j.kept.extra, sizeof j.kept.extra, "%s", k);
           add(w, &j);
         }
       }
@@ -305,16 +305,16 @@ static void drop_transfer(sluice_webhook *w, job *j) {
   j->body = NULL;
   j->list = NULL;
   if (j->busy)
-    w->dests[j->dest].inflight--;
+    w->dests[j->kept.dest].inflight--;
   j->busy = 0;
 }
 
 /* Start an attempt; 0 when it could not be set up (then it failed). */
 static int start(sluice_webhook *w, job *j) {
-  dest *d = &w->dests[j->dest];
+  dest *d = &w->dests[j->kept.dest];
   CURL *e;
   int email = d->format == SLUICE_WEBHOOK_EMAIL;
-  j->body = sluice__sink_body(w, d, &j->it, j->extra);
+  j->body = sluice__sink_body(w, d, &j->kept.it, j->kept.extra);
   if (!j->body || !(e = curl_easy_init()))
     return 0;
   j->easy = e;
@@ -334,7 +334,7 @@ static int start(sluice_webhook *w, job *j) {
     curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, j);
   }
   if (email) {
-    if (!(j->list = recipients(j->extra)))
+    if (!(j->list = recipients(j->kept.extra)))
       return 0;
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "smtp,smtps");
     curl_easy_setopt(e, CURLOPT_MAIL_FROM, d->from);
@@ -348,7 +348,7 @@ static int start(sluice_webhook *w, job *j) {
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, j->body);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
   }
-  if (++j->attempts > 1)
+  if (++j->kept.attempts > 1)
     atomic_fetch_add(&w->retries, 1);
   return curl_multi_add_handle(w->multi, e) == CURLM_OK;
 }
@@ -368,18 +368,18 @@ static void done(sluice_webhook *w, CURLMsg *m) {
   long status = 0;
   int ok, final, email;
   curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&j);
-  email = w->dests[j->dest].format == SLUICE_WEBHOOK_EMAIL;
+  email = w->dests[j->kept.dest].format == SLUICE_WEBHOOK_EMAIL;
   curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &status);
   ok = m->data.result == CURLE_OK &&
        (email || (status >= 200 && status < 300));
-  final = ok || j->refused || j->attempts >= w->max_attempts ||
+  final = ok || j->refused || j->kept.attempts >= w->max_attempts ||
           (!email && status >= 400 && status < 500 && status != 408 &&
            status != 429);
   drop_transfer(w, j);
   if (final)
     finish(w, j, ok);
   else
-    j->due_ns = mono_ns() + backoff(w, j->attempts);
+    j->due_ns = mono_ns() + backoff(w, j->kept.attempts);
 }
 
 /* Whether an earlier delivery of the same scope to the same destination is
@@ -390,9 +390,9 @@ static int behind(const sluice_webhook *w, const job *j) {
   size_t i;
   for (i = 0; i < w->njobs; i++) {
     const job *k = &w->jobs[i];
-    if (k->used && k->order < j->order && k->dest == j->dest &&
-        k->it.scope_id[0] == j->it.scope_id[0] &&
-        !strcmp(k->it.scope_id, j->it.scope_id))
+    if (k->used && k->order < j->order && k->kept.dest == j->kept.dest &&
+        k->kept.it.scope_id[0] == j->kept.it.scope_id[0] &&
+        !strcmp(k->kept.it.scope_id, j->kept.it.scope_id))
       return 1;
   }
   return 0;
@@ -411,8 +411,8 @@ static long launch(sluice_webhook *w) {
         next = j->due_ns;
       continue;
     }
-    if (w->dests[j->dest].inflight >= w->max_inflight ||
-        (sluice__sink_resolves(&j->it) && behind(w, j)))
+    if (w->dests[j->kept.dest].inflight >= w->max_inflight ||
+        (sluice__sink_resolves(&j->kept.it) && behind(w, j)))
       continue; /* woken when one of its transfers ends */
     if (!start(w, j)) {
       drop_transfer(w, j);

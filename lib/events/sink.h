@@ -40,17 +40,23 @@ typedef struct item {
   char endpoints[ENDPOINTS_MAX][ENDPOINT_LEN];
 } item;
 
+/* What the spool keeps of a delivery (spool.c stores it as it is): plain
+** bytes, no pointers. */
+typedef struct kept {
+  uint64_t dest_fp; /* the destination's fingerprint, checked on restore */
+  int32_t dest;
+  int32_t attempts;
+  item it;
+  char extra[EXTRA_LEN]; /* EMAIL: recipients; PAGERDUTY: routing key */
+} kept;
+
 /* One event to one destination: the unit that is attempted, retried,
 ** spooled and counted. */
 typedef struct job {
-  item it;
+  kept kept;
   uint64_t seq;     /* spool key (0: not spooled) */
-  uint64_t order;   /* queued before a higher one (in memory only) */
-  uint64_t dest_fp; /* the destination's fingerprint, checked on restore */
-  int dest;
-  int attempts;
-  char extra[EXTRA_LEN]; /* EMAIL: recipients; PAGERDUTY: routing key */
   /* in memory only */
+  uint64_t order;   /* queued before a higher one */
   struct sluice_webhook *w;
   int used, busy, refused;
   size_t len;       /* of body */

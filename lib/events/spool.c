@@ -4,7 +4,7 @@
 **
 **  a) One record per delivery, keyed by a big-endian sequence number so
 **     a cursor walks them in the order they were queued; the value is a
-**     versioned copy of the job's persistent part (the event, the
+**     versioned copy of the job's kept part (sink.h: the event, the
 **     destination's fingerprint, attempts made, recipients).  A job is put
 **     before its first attempt and deleted when it is delivered or fails
 **     for good, so whatever a kill interrupts is attempted again by the
@@ -40,13 +40,10 @@ struct spool {
   uint64_t next_seq;
 };
 
-/* The persistent part of a job, as stored. */
+/* A job's kept part behind a header, as stored. */
 typedef struct record {
   uint32_t magic, size;
-  uint64_t dest_fp;
-  int32_t dest, attempts;
-  item it;
-  char extra[EXTRA_LEN];
+  kept kept;
 } record;
 
 /* A key: seq big-endian in *be, so keys sort as their numbers do. */
@@ -125,11 +122,7 @@ int sluice__spool_put(spool *s, job *j) {
   memset(&r, 0, sizeof r);
   r.magic = SPOOL_MAGIC;
   r.size = (uint32_t)sizeof r;
-  r.dest_fp = j->dest_fp;
-  r.dest = j->dest;
-  r.attempts = j->attempts;
-  r.it = j->it;
-  memcpy(r.extra, j->extra, sizeof r.extra);
+  r.kept = j->kept;
   if (mdb_txn_begin(s->env, NULL, 0, &txn))
     return SLUICE_EIO;
   k = key_of(s->next_seq, &kb);
@@ -180,16 +173,12 @@ int sluice__spool_next(spool *s, uint64_t after, int for_dest, job *out) {
       continue; /* another layout: left alone */
     memcpy(&r, v.mv_data, sizeof r);
     if (r.magic != SPOOL_MAGIC || r.size != sizeof r ||
-        (for_dest >= 0 && r.dest != for_dest))
+        (for_dest >= 0 && r.kept.dest != for_dest))
       continue;
     memset(out, 0, sizeof *out);
     out->seq = seq_of(&k);
-    out->dest_fp = r.dest_fp;
-    out->dest = r.dest;
-    out->attempts = r.attempts;
-    out->it = r.it;
-    memcpy(out->extra, r.extra, sizeof out->extra);
-    out->extra[EXTRA_LEN - 1] = 0;
+    out->kept = r.kept;
+    out->kept.extra[EXTRA_LEN - 1] = 0;
     found = 1;
   }
   mdb_cursor_close(cur);

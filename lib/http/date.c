@@ -100,7 +100,8 @@ static int time_of_day(cursor *c, int *h, int *mi, int *s) {
 }
 
 static int64_t resolve_2digit_year(int yy, int64_t ref_s) {
-  time_t t = (time_t)(ref_s > SLUICE__MAX_EPOCH_S ? SLUICE__MAX_EPOCH_S : ref_s);
+  time_t t = (time_t)(ref_s < SLUICE__MAX_EPOCH_S ? ref_s
+                                                  : SLUICE__MAX_EPOCH_S);
   struct tm tm;
   int64_t ref_y, y;
   if (ref_s <= 0 || !gmtime_r(&t, &tm))
