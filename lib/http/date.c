@@ -39,6 +39,7 @@ static const char *const k_wday_long[7] = {
 static const char *const k_month[12] = {"Jan", "Feb", "Mar", "Apr",
                                         "May", "Jun", "Jul", "Aug",
                                         "Sep", "Oct", "Nov", "Dec"};
+
 int sluice__http_format_date(int64_t epoch_s,
                              char out[SLUICE_HTTP_DATE_LEN + 1]) {
   time_t t = (time_t)epoch_s;
