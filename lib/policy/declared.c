@@ -224,8 +224,31 @@ static const sluice__lparams *pick1(const sluice__ctx *c,
 void sluice__decl_pick(sluice__ctx *c) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   int i;
-  for (i = 0; i < dr->n; i++)
-    c->ps[i] = pick1(c, &c->p->decl->limits[dr->limit[i]]);
+  for (i = 0; i < dr->n; i++) {
+    const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
+    /* c->tier is the request's tier, resolved (request.c). */
+    if (lm->bytier && c->tier >= 0)
+      c->ps[i] = lm->tierset[c->tier] < 0 ? &lm->base
+                                          : &lm->ps[lm->tierset[c->tier]];
+    else
+      c->ps[i] = pick1(c, lm);
+  }
+}
+
+/* Limit lm's set for each tier, when its sets are chosen by the tier
+** alone: what pick_set() finds for a request naming that tier. */
+static void tier_sets(const sluice_policy *p, sluice__limit *lm) {
+  int i, t;
+  lm->bytier = lm->npsets > 0;
+  for (i = 0; i < lm->npsets; i++)
+    lm->bytier &= lm->psw[i].n == 1 && lm->psw[i].attr[0] == SLUICE__A_TIER;
+  for (t = 0; lm->bytier && t < p->cfg.ntiers; t++) {
+    const char *name = p->cfg.tiers[t].name;
+    lm->tierset[t] = -1;
+    for (i = 0; i < lm->npsets && lm->tierset[t] < 0; i++)
+      if (name[0] && sluice__match_value(lm->psw[i].val[0], name, strlen(name)))
+        lm->tierset[t] = (signed char)i;
+  }
 }
 
 /* Limit i of the route's parameter set: a decision asks for each several
@@ -1134,7 +1157,7 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
     rc = build(c, boxed ? LOOK : -1, id, g, st, costs, prs, NULL, bp, tg, &kc,
                d);
     if (rc == SLUICE_OK)
-      rc = sluice__run(c, g, &rs.res[tg]);
+      rc = sluice__run_as(c, g, &rs.res[tg], dr->built && !boxed && !reports);
     if (rc != SLUICE_OK)
       break;
     rs.done |= 1u << tg;
@@ -1168,6 +1191,101 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
   if (rc != SLUICE_OK)
     return rc;
   return read(c, &rs, st, costs, prs, NULL, id, d);
+}
+
+/* Checked at open.  A decision's program (build() deciding, neither a
+** report nor a box only looked at) is its route's shape filled with the
+** request's parameter sets, costs and key bytes.  So each route's programs
+** are built here for a stand-in request (every attribute "1"), once with
+** each parameter set of its limits (the j-th of each) and with the box in
+** shadow or not, each penalty's sets swapped in for the one picked, and put
+** through the store's validator.  A route whose programs all pass runs its
+** decisions unvalidated (sluice__run_as()): what a request changes cannot
+** make them invalid, since a cost the request names is checked against its
+** set when it comes (cost_of()) and every other cost against every set at
+** load (declared_conf.c), and the keys are of fixed lengths under one tag. */
+static int swap_ok(const sluice__prog *g, const sluice__pen_run *pr) {
+  sluice_step st[SLUICE_PROGRAM_STEPS];
+  sluice_program pg;
+  int v, s;
+  sluice__prog_program(g, &pg);
+  pg.steps = st;
+  /* Each of the penalty's sets (-1: its base) in place of the one picked. */
+  for (v = -1; v < (pr ? pr->pn->npsets : 0); v++) {
+    memcpy(st, g->st, sizeof st);
+    for (s = 0; pr && s < g->ns; s++)
+      if (st[s].params == &pr->ps->pp)
+        st[s].params = v < 0 ? &pr->pn->base.pp : &pr->pn->ps[v].pp;
+    if (sluice_program_validate(&pg) != SLUICE_OK)
+      return 0;
+  }
+  return 1;
+}
+
+static int built_ok(sluice_policy *p, int r, int j, unsigned shadow) {
+  const sluice__decl *dl = p->decl;
+  const sluice__droute *dr = &dl->routes[r];
+  sluice_attr at[SLUICE__ATTRS_MAX];
+  sluice_request q;
+  sluice__ctx c;
+  sluice__prog g;
+  sluice__pen_run pens[SLUICE__TG_MAX];
+  sluice_decision d;
+  kcache kc;
+  int64_t costs[SLUICE__RLIMITS_MAX];
+  sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
+  int st[SLUICE__RLIMITS_MAX], i, tg;
+  memset(&q, 0, sizeof q);
+  for (i = 0; i < dl->nattrs; i++) {
+    at[i].name = dl->attr[i];
+    at[i].value = "1";
+  }
+  q.tenant_id = q.api_key_id = q.client_ip = q.tier = "1";
+  q.method = strcmp(dr->method, "*") ? dr->method : "GET";
+  q.route = dr->route;
+  q.attrs = at;
+  q.nattrs = (size_t)dl->nattrs;
+  memset(&c, 0, sizeof c);
+  memset(&d, 0, sizeof d);
+  c.p = p;
+  c.req = &q;
+  c.tier = -1;
+  c.droute = r;
+  c.shadow = shadow;
+  for (i = 0; i < dr->n; i++) {
+    const sluice__limit *lm = &dl->limits[dr->limit[i]];
+    c.ps[i] = j == 0 || lm->npsets == 0
+                  ? &lm->base
+                  : &lm->ps[j <= lm->npsets ? j - 1 : lm->npsets - 1];
+  }
+  if (dr->pen && sluice__pen_is_report(&c))
+    return 0; /* the stand-in is a report: its plain shape is not seen */
+  kcache_init(&kc, dr);
+  for (i = 0; i < SLUICE__TG_MAX; i++)
+    pens[i].force3 = 0;
+  for (tg = 0; tg < dr->ntg; tg++)
+    if (build(&c, -1, 1, &g, st, costs, dr->pen ? pens : NULL, NULL, bp, tg,
+              &kc, &d) != SLUICE_OK ||
+        (g.ns > 0 && !swap_ok(&g, dr->gpen[tg] ? &pens[tg] : NULL)))
+      return 0;
+  return 1;
+}
+
+void sluice__decl_check_built(sluice_policy *p) {
+  sluice__decl *dl = p->decl;
+  int r, i, j, sets;
+  for (i = 0; dl && i < dl->nlimits; i++)
+    tier_sets(p, &dl->limits[i]);
+  for (r = 0; dl && r < dl->nroutes; r++) {
+    sluice__droute *dr = &dl->routes[r];
+    for (i = sets = 0; i < dr->n; i++)
+      if (dl->limits[dr->limit[i]].npsets > sets)
+        sets = dl->limits[dr->limit[i]].npsets;
+    dr->built = 1;
+    for (j = 0; j <= sets && dr->built; j++)
+      dr->built = built_ok(p, r, j, 0) &&
+                  built_ok(p, r, j, SLUICE_SHADOW_PENALTY);
+  }
 }
 
 int sluice__decl_degraded(sluice__ctx *c, sluice_decision *d) {
