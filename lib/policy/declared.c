@@ -575,6 +575,21 @@ static int is_counted(int algo, const sluice__lparams *ps) {
   return algo == SLUICE__L_CONCURRENCY && ps->l.max > SLUICE_GROUP_MAX;
 }
 
+/* The records of limit lm on parameter set ps into g, keyed as every
+** call keys them (a decision, a give-back, an inspection): a lease set's
+** slots ":i", a counted set's one record ":n", else one record; returns
+** how many. */
+static int limit_recs(sluice__prog *g, const keyparts *kp,
+                      const sluice__limit *lm, const sluice__lparams *ps) {
+  int counted = is_counted(lm->algo, ps), j;
+  int slots = lm->algo == SLUICE__L_CONCURRENCY && !counted;
+  int n = slots ? (int)ps->l.max : 1;
+  for (j = 0; j < n; j++, g->nk++)
+    g->keys[g->nk] =
+        dkey(g->kbuf[g->nk], kp, slots ? j : -1, counted ? 'n' : 0);
+  return n;
+}
+
 /* A settle check's part of a limit's scope: the keyed hashes its keys are
 ** made of (the tag for the first limit, a hashed body for a scope of
 ** several attributes; a body "n" NAME is the tag's).  So the check tells
@@ -715,7 +730,7 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     const sluice__lparams *ps = pick(c, i);
     const keyparts *kp;
     int64_t cost = 1;
-    int first = g->nk, nrec = 1, j, s;
+    int first = g->nk, nrec = 1, s;
     int adj = kind == SLUICE_OP_ADJUST;
     if (!in_group(dr, i, tg))
       continue;
@@ -747,18 +762,7 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
       if (cost > (lm->algo == SLUICE__L_GCRA ? ps->g.burst : ps->w.limit))
         return SLUICE_ERANGE; /* never fits the degraded bucket */
     }
-    if (lm->algo == SLUICE__L_CONCURRENCY && ps->l.max > SLUICE_GROUP_MAX) {
-      /* A counted set: one record, apart from any tier's slots. */
-      g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 'n');
-      g->nk++;
-    } else if (lm->algo == SLUICE__L_CONCURRENCY) {
-      nrec = (int)ps->l.max;
-      for (j = 0; j < nrec; j++, g->nk++)
-        g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, j, 0);
-    } else {
-      g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 0);
-      g->nk++;
-    }
+    nrec = limit_recs(g, kp, lm, ps);
     s = sluice__step(g, step_algo[lm->algo],
                      kind >= 0            ? kind
                      : is_lease(lm->algo) ? SLUICE_OP_ACQUIRE
@@ -790,7 +794,7 @@ static int give_back(sluice__ctx *c, int tg, const sluice_program_result *r,
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   sluice_program_result res;
   sluice_decision scratch;
-  int i, j, s, rc, err = c->store_err;
+  int i, s, rc, err = c->store_err;
   memset(&scratch, 0, sizeof scratch);
   g->nk = g->ns = 0;
   g->rclass = sluice__decl_group_class(c, tg);
@@ -804,19 +808,9 @@ static int give_back(sluice__ctx *c, int tg, const sluice_program_result *r,
       continue;
     if ((rc = limit_parts(c, kc, i, lm, &kp, &scratch)))
       return rc;
-    if (is_counted(lm->algo, ps)) { /* one record, as build() keys it */
-      g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 'n');
-      g->nk++;
-      if (st[i] >= 0 && sluice__ran(r, st[i]))
-        lid = r->v[st[i]].lease_id;
-    } else if (lm->algo == SLUICE__L_CONCURRENCY) {
-      nrec = (int)ps->l.max;
-      for (j = 0; j < nrec; j++, g->nk++)
-        g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, j, 0);
-    } else {
-      g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 0);
-      g->nk++;
-    }
+    nrec = limit_recs(g, kp, lm, ps);
+    if (is_counted(lm->algo, ps) && st[i] >= 0 && sluice__ran(r, st[i]))
+      lid = r->v[st[i]].lease_id; /* a counted set's grant names it */
     if (is_lease(lm->algo))
       s = sluice__step(g, SLUICE_ALGO_LEASE, SLUICE_OP_LEASE_RELEASE, first,
                        nrec, ps, 0, lid);
@@ -1437,21 +1431,12 @@ int sluice__decl_keys(sluice__ctx *c, int limit, sluice__prog *g, int *nrec,
                       const sluice__lparams **ps, sluice_decision *d) {
   const sluice__limit *lm = &c->p->decl->limits[limit];
   keyparts kp = {{0}};
-  int j, rc;
+  int rc;
   if ((rc = scope_ids(c, lm->name, lm->nid, lm->scope, lm->nscope, 0, &kp,
                       d)))
     return rc;
   *ps = pick1(c, lm);
-  *nrec = lm->algo == SLUICE__L_CONCURRENCY ? (int)(*ps)->l.max : 1;
   g->nk = 0;
-  if (is_counted(lm->algo, *ps)) { /* one record, as build() keys it */
-    *nrec = 1;
-    g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 'n');
-    g->nk++;
-    return SLUICE_OK;
-  }
-  for (j = 0; j < *nrec; j++, g->nk++)
-    g->keys[g->nk] =
-        dkey(g->kbuf[g->nk], &kp, lm->algo == SLUICE__L_CONCURRENCY ? j : -1, 0);
+  *nrec = limit_recs(g, &kp, lm, *ps);
   return SLUICE_OK;
 }
