@@ -621,49 +621,6 @@ static void degrade(const sluice_policy *p, const sluice__limit *lm,
   }
 }
 
-/* Buckets i .. i + n - 1 of the route as one GCRA group step (both
-** charged or neither; the binding one, as the algorithm reports it, is
-** the one left with the fewest points, or, refused, the one that must
-** wait longest).  Their numbers are copied side by side into gp (the
-** step reads one per record), scaled when dg asks for the degraded ones.
-** The buckets share their hash-tag group (declared_conf.c). */
-static int group_step(sluice__ctx *c, int i, sluice__prog *g,
-                      int st[SLUICE__RLIMITS_MAX],
-                      int64_t costs[SLUICE__RLIMITS_MAX], sluice__lparams *dg,
-                      sluice_gcra_params *gp, kcache *kc,
-                      sluice_decision *d) {
-  const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  int n = dr->group[i], first = g->nk, j, rc, s;
-  int64_t cost = 1;
-  for (j = i; j < i + n; j++) {
-    const sluice__limit *lm = &c->p->decl->limits[dr->limit[j]];
-    const sluice__lparams *ps = pick(c, j);
-    const keyparts *kp;
-    if ((rc = limit_parts(c, kc, j, lm, &kp, d)) ||
-        (rc = cost_of(c, &dr->cost[j], lm, j, &cost, d)))
-      return rc;
-    c->scope_mix =
-        fold_scope(c->scope_mix, kp, &kc->g[dr->tg[j]].folded);
-    if (dg) {
-      degrade(c->p, lm, ps, &dg[j]);
-      ps = &dg[j];
-      if (cost > ps->g.burst)
-        return SLUICE_ERANGE; /* never fits the degraded bucket */
-    }
-    gp[j - i] = ps->g;
-    costs[j] = cost;
-    g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 0);
-    g->nk++;
-  }
-  s = sluice__step(g, SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, first, n, gp, cost,
-                   0);
-  if (s > 0)
-    sluice__when(g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_GATE);
-  for (j = i; j < i + n; j++)
-    st[j] = s;
-  return SLUICE_OK;
-}
-
 /* 1 when limit i of the route is in the program of hash-tag group tg
 ** (tg < 0: every group, the degraded limiter's one program). */
 static int in_group(const sluice__droute *dr, int i, int tg) {
@@ -693,7 +650,7 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
                  kcache *kc, sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   sluice__pen_run *pr = NULL;
-  int i, rc;
+  int i, rc, head = 0, hfirst = 0;
   for (i = 0; i < dr->ntg; i++) /* each group's tag folds in once a build */
     kc->g[i].folded = 0;
   /* A group keyed by unauthenticated input (the client address, an
@@ -730,7 +687,7 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     const sluice__lparams *ps = pick(c, i);
     const keyparts *kp;
     int64_t cost = 1;
-    int first = g->nk, nrec = 1, s;
+    int first = g->nk, nrec = 1, s, j;
     int adj = kind == SLUICE_OP_ADJUST;
     if (!in_group(dr, i, tg))
       continue;
@@ -740,12 +697,8 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     if (adj)
       cost = costs[i];
     if (!adj && dr->group[i] >= 2) {
-      if ((rc = group_step(c, i, g, st, costs, dg, gp + i, kc, d)))
-        return rc;
-      if (pr)
-        sluice__pen_after(c, g, pr, i, st[i]);
-      i += dr->group[i] - 1;
-      continue;
+      head = i;
+      hfirst = g->nk;
     }
     if (dg && !sluice__decl_strikes(lm->algo))
       continue; /* no leases or caps on the degraded limiter */
@@ -763,6 +716,26 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
         return SLUICE_ERANGE; /* never fits the degraded bucket */
     }
     nrec = limit_recs(g, kp, lm, ps);
+    if (!adj && dr->group[i] != 0) {
+      /* Buckets head .. i of a `group` as one GCRA step (both charged or
+      ** neither; the binding one, as the algorithm reports it, the one
+      ** left with the fewest points, or, refused, the one that must wait
+      ** longest), their numbers side by side in gp (one per record), once
+      ** the last is keyed.  They share their hash-tag group
+      ** (declared_conf.c). */
+      gp[i] = ps->g;
+      if (i + 1 < dr->n && dr->group[i + 1] < 0)
+        continue;
+      s = sluice__step(g, SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, hfirst,
+                       i - head + 1, gp + head, cost, 0);
+      if (s > 0)
+        sluice__when(g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_GATE);
+      for (j = head; j <= i; j++)
+        st[j] = s;
+      if (pr)
+        sluice__pen_after(c, g, pr, head, s);
+      continue;
+    }
     s = sluice__step(g, step_algo[lm->algo],
                      kind >= 0            ? kind
                      : is_lease(lm->algo) ? SLUICE_OP_ACQUIRE
