@@ -579,11 +579,16 @@ static int is_counted(int algo, const sluice__lparams *ps) {
 ** call keys them (a decision, a give-back, an inspection): a lease set's
 ** slots ":i", a counted set's one record ":n", else one record; returns
 ** how many. */
-static int limit_recs(sluice__prog *g, const keyparts *kp,
-                      const sluice__limit *lm, const sluice__lparams *ps) {
+static inline int limit_recs(sluice__prog *g, const keyparts *kp,
+                             const sluice__limit *lm,
+                             const sluice__lparams *ps) {
   int counted = is_counted(lm->algo, ps), j;
   int slots = lm->algo == SLUICE__L_CONCURRENCY && !counted;
   int n = slots ? (int)ps->l.max : 1;
+  if (lm->algo != SLUICE__L_CONCURRENCY) { /* the usual: one, no suffix */
+    g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 0);
+    return g->nk++, 1;
+  }
   for (j = 0; j < n; j++, g->nk++)
     g->keys[g->nk] =
         dkey(g->kbuf[g->nk], kp, slots ? j : -1, counted ? 'n' : 0);
