@@ -710,8 +710,11 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     if ((rc = limit_parts(c, kc, i, lm, &kp, d)))
       return rc;
     c->scope_mix = fold_scope(c->scope_mix, kp, &kc->g[dr->tg[i]].folded);
-    if (kind < 0 && lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
-        (rc = cost_of(c, &dr->cost[i], lm, i, &cost, d)))
+    if (kind >= 0 || lm->algo == SLUICE__L_CAP || is_lease(lm->algo))
+      ; /* a lease, a count, a settle's or a release's: as given */
+    else if (dr->cost[i].kind == SLUICE__C_CONST) /* the usual, checked at load */
+      cost = dr->cost[i].value;
+    else if ((rc = cost_of(c, &dr->cost[i], lm, i, &cost, d)))
       return rc;
     costs[i] = cost;
     if (dg) {
