@@ -174,6 +174,25 @@ int sluice_limiter_decide(sluice_limiter *l, int n, const sluice_program *ps,
   return sluice_store_run(l->store, n, ps, now, res, rcs);
 }
 
+/* A program its caller built valid by construction: the policy's decision
+** programs, whose every shape the policy put through
+** sluice_program_validate() when it opened (declared.c, "Checked at
+** open").  Internal (split.h): no outside caller reaches it, so a program
+** from outside is always validated.  The counts are checked all
+** the same, as they bound the backend's arrays. */
+int sluice__limiter_run_built(sluice_limiter *l, const sluice_program *p,
+                              int64_t now, sluice_program_result *res) {
+  int rc1 = SLUICE_OK, rc;
+  if (p->nkeys < 1 || p->nkeys > SLUICE_PROGRAM_KEYS || p->nsteps < 1 ||
+      p->nsteps > SLUICE_PROGRAM_STEPS)
+    return SLUICE_EINVAL;
+  now = clamp_time(l, now == SLUICE_NOW ? sluice_clock_now(l->clock) : now);
+  rc = l->store->pMethods->xRun(l->store, 1, p, now, res, &rc1);
+  if (rc != SLUICE_OK)
+    return rc > 0 ? SLUICE_EBACKEND : rc;
+  return rc1 > 0 ? SLUICE_EBACKEND : rc1;
+}
+
 /* The store's half of a call in two halves (split.h): BEGIN gets what
 ** sluice_store_run() checks and the time it gets. */
 int sluice__limiter_split(sluice_limiter *l, int op, sluice__split *sp) {

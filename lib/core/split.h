@@ -74,5 +74,11 @@ typedef struct sluice__split {
 ** then the store's control op.  SLUICE_ENOTFOUND: this store does not
 ** split its calls. */
 int sluice__limiter_split(sluice_limiter *l, int op, sluice__split *sp);
+/* lib/core/limiter.c: a program valid by construction (the policy's,
+** checked at open) run without validating it again: the policy's calls,
+** made at once.  Internal: outside callers always
+** go through sluice_limiter_decide(). */
+int sluice__limiter_run_built(sluice_limiter *l, const sluice_program *p,
+                              int64_t now, sluice_program_result *res);
 
 #endif

@@ -224,8 +224,31 @@ static const sluice__lparams *pick1(const sluice__ctx *c,
 void sluice__decl_pick(sluice__ctx *c) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   int i;
-  for (i = 0; i < dr->n; i++)
-    c->ps[i] = pick1(c, &c->p->decl->limits[dr->limit[i]]);
+  for (i = 0; i < dr->n; i++) {
+    const sluice__limit *lm = &c->p->decl->limits[dr->limit[i]];
+    /* c->tier is the request's tier, resolved (request.c). */
+    if (lm->bytier && c->tier >= 0)
+      c->ps[i] = lm->tierset[c->tier] < 0 ? &lm->base
+                                          : &lm->ps[lm->tierset[c->tier]];
+    else
+      c->ps[i] = pick1(c, lm);
+  }
+}
+
+/* Limit lm's set for each tier, when its sets are chosen by the tier
+** alone: what pick_set() finds for a request naming that tier. */
+static void tier_sets(const sluice_policy *p, sluice__limit *lm) {
+  int i, t;
+  lm->bytier = lm->npsets > 0;
+  for (i = 0; i < lm->npsets; i++)
+    lm->bytier &= lm->psw[i].n == 1 && lm->psw[i].attr[0] == SLUICE__A_TIER;
+  for (t = 0; lm->bytier && t < p->cfg.ntiers; t++) {
+    const char *name = p->cfg.tiers[t].name;
+    lm->tierset[t] = -1;
+    for (i = 0; i < lm->npsets && lm->tierset[t] < 0; i++)
+      if (name[0] && sluice__match_value(lm->psw[i].val[0], name, strlen(name)))
+        lm->tierset[t] = (signed char)i;
+  }
 }
 
 /* Limit i of the route's parameter set: a decision asks for each several
@@ -552,6 +575,26 @@ static int is_counted(int algo, const sluice__lparams *ps) {
   return algo == SLUICE__L_CONCURRENCY && ps->l.max > SLUICE_GROUP_MAX;
 }
 
+/* The records of limit lm on parameter set ps into g, keyed as every
+** call keys them (a decision, a give-back, an inspection): a lease set's
+** slots ":i", a counted set's one record ":n", else one record; returns
+** how many. */
+static inline int limit_recs(sluice__prog *g, const keyparts *kp,
+                             const sluice__limit *lm,
+                             const sluice__lparams *ps) {
+  int counted = is_counted(lm->algo, ps), j;
+  int slots = lm->algo == SLUICE__L_CONCURRENCY && !counted;
+  int n = slots ? (int)ps->l.max : 1;
+  if (lm->algo != SLUICE__L_CONCURRENCY) { /* the usual: one, no suffix */
+    g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 0);
+    return g->nk++, 1;
+  }
+  for (j = 0; j < n; j++, g->nk++)
+    g->keys[g->nk] =
+        dkey(g->kbuf[g->nk], kp, slots ? j : -1, counted ? 'n' : 0);
+  return n;
+}
+
 /* A settle check's part of a limit's scope: the keyed hashes its keys are
 ** made of (the tag for the first limit, a hashed body for a scope of
 ** several attributes; a body "n" NAME is the tag's).  So the check tells
@@ -583,49 +626,6 @@ static void degrade(const sluice_policy *p, const sluice__limit *lm,
   }
 }
 
-/* Buckets i .. i + n - 1 of the route as one GCRA group step (both
-** charged or neither; the binding one, as the algorithm reports it, is
-** the one left with the fewest points, or, refused, the one that must
-** wait longest).  Their numbers are copied side by side into gp (the
-** step reads one per record), scaled when dg asks for the degraded ones.
-** The buckets share their hash-tag group (declared_conf.c). */
-static int group_step(sluice__ctx *c, int i, sluice__prog *g,
-                      int st[SLUICE__RLIMITS_MAX],
-                      int64_t costs[SLUICE__RLIMITS_MAX], sluice__lparams *dg,
-                      sluice_gcra_params *gp, kcache *kc,
-                      sluice_decision *d) {
-  const sluice__droute *dr = &c->p->decl->routes[c->droute];
-  int n = dr->group[i], first = g->nk, j, rc, s;
-  int64_t cost = 1;
-  for (j = i; j < i + n; j++) {
-    const sluice__limit *lm = &c->p->decl->limits[dr->limit[j]];
-    const sluice__lparams *ps = pick(c, j);
-    const keyparts *kp;
-    if ((rc = limit_parts(c, kc, j, lm, &kp, d)) ||
-        (rc = cost_of(c, &dr->cost[j], lm, j, &cost, d)))
-      return rc;
-    c->scope_mix =
-        fold_scope(c->scope_mix, kp, &kc->g[dr->tg[j]].folded);
-    if (dg) {
-      degrade(c->p, lm, ps, &dg[j]);
-      ps = &dg[j];
-      if (cost > ps->g.burst)
-        return SLUICE_ERANGE; /* never fits the degraded bucket */
-    }
-    gp[j - i] = ps->g;
-    costs[j] = cost;
-    g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 0);
-    g->nk++;
-  }
-  s = sluice__step(g, SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, first, n, gp, cost,
-                   0);
-  if (s > 0)
-    sluice__when(g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_GATE);
-  for (j = i; j < i + n; j++)
-    st[j] = s;
-  return SLUICE_OK;
-}
-
 /* 1 when limit i of the route is in the program of hash-tag group tg
 ** (tg < 0: every group, the degraded limiter's one program). */
 static int in_group(const sluice__droute *dr, int i, int tg) {
@@ -655,7 +655,7 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
                  kcache *kc, sluice_decision *d) {
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   sluice__pen_run *pr = NULL;
-  int i, rc;
+  int i, rc, head = 0, hfirst = 0;
   for (i = 0; i < dr->ntg; i++) /* each group's tag folds in once a build */
     kc->g[i].folded = 0;
   /* A group keyed by unauthenticated input (the client address, an
@@ -692,7 +692,7 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     const sluice__lparams *ps = pick(c, i);
     const keyparts *kp;
     int64_t cost = 1;
-    int first = g->nk, nrec = 1, j, s;
+    int first = g->nk, nrec = 1, s, j;
     int adj = kind == SLUICE_OP_ADJUST;
     if (!in_group(dr, i, tg))
       continue;
@@ -702,20 +702,19 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
     if (adj)
       cost = costs[i];
     if (!adj && dr->group[i] >= 2) {
-      if ((rc = group_step(c, i, g, st, costs, dg, gp + i, kc, d)))
-        return rc;
-      if (pr)
-        sluice__pen_after(c, g, pr, i, st[i]);
-      i += dr->group[i] - 1;
-      continue;
+      head = i;
+      hfirst = g->nk;
     }
     if (dg && !sluice__decl_strikes(lm->algo))
       continue; /* no leases or caps on the degraded limiter */
     if ((rc = limit_parts(c, kc, i, lm, &kp, d)))
       return rc;
     c->scope_mix = fold_scope(c->scope_mix, kp, &kc->g[dr->tg[i]].folded);
-    if (kind < 0 && lm->algo != SLUICE__L_CAP && !is_lease(lm->algo) &&
-        (rc = cost_of(c, &dr->cost[i], lm, i, &cost, d)))
+    if (kind >= 0 || lm->algo == SLUICE__L_CAP || is_lease(lm->algo))
+      ; /* a lease, a count, a settle's or a release's: as given */
+    else if (dr->cost[i].kind == SLUICE__C_CONST) /* the usual, checked at load */
+      cost = dr->cost[i].value;
+    else if ((rc = cost_of(c, &dr->cost[i], lm, i, &cost, d)))
       return rc;
     costs[i] = cost;
     if (dg) {
@@ -724,17 +723,26 @@ static int build(sluice__ctx *c, int kind, uint64_t id, sluice__prog *g,
       if (cost > (lm->algo == SLUICE__L_GCRA ? ps->g.burst : ps->w.limit))
         return SLUICE_ERANGE; /* never fits the degraded bucket */
     }
-    if (lm->algo == SLUICE__L_CONCURRENCY && ps->l.max > SLUICE_GROUP_MAX) {
-      /* A counted set: one record, apart from any tier's slots. */
-      g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 'n');
-      g->nk++;
-    } else if (lm->algo == SLUICE__L_CONCURRENCY) {
-      nrec = (int)ps->l.max;
-      for (j = 0; j < nrec; j++, g->nk++)
-        g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, j, 0);
-    } else {
-      g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 0);
-      g->nk++;
+    nrec = limit_recs(g, kp, lm, ps);
+    if (!adj && dr->group[i] != 0) {
+      /* Buckets head .. i of a `group` as one GCRA step (both charged or
+      ** neither; the binding one, as the algorithm reports it, the one
+      ** left with the fewest points, or, refused, the one that must wait
+      ** longest), their numbers side by side in gp (one per record), once
+      ** the last is keyed.  They share their hash-tag group
+      ** (declared_conf.c). */
+      gp[i] = ps->g;
+      if (i + 1 < dr->n && dr->group[i + 1] < 0)
+        continue;
+      s = sluice__step(g, SLUICE_ALGO_GCRA, SLUICE_OP_CONSUME, hfirst,
+                       i - head + 1, gp + head, cost, 0);
+      if (s > 0)
+        sluice__when(g, s, SLUICE_WHEN_PASSED, 0, SLUICE_FOLD_GATE);
+      for (j = head; j <= i; j++)
+        st[j] = s;
+      if (pr)
+        sluice__pen_after(c, g, pr, head, s);
+      continue;
     }
     s = sluice__step(g, step_algo[lm->algo],
                      kind >= 0            ? kind
@@ -767,7 +775,7 @@ static int give_back(sluice__ctx *c, int tg, const sluice_program_result *r,
   const sluice__droute *dr = &c->p->decl->routes[c->droute];
   sluice_program_result res;
   sluice_decision scratch;
-  int i, j, s, rc, err = c->store_err;
+  int i, s, rc, err = c->store_err;
   memset(&scratch, 0, sizeof scratch);
   g->nk = g->ns = 0;
   g->rclass = sluice__decl_group_class(c, tg);
@@ -781,19 +789,9 @@ static int give_back(sluice__ctx *c, int tg, const sluice_program_result *r,
       continue;
     if ((rc = limit_parts(c, kc, i, lm, &kp, &scratch)))
       return rc;
-    if (is_counted(lm->algo, ps)) { /* one record, as build() keys it */
-      g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 'n');
-      g->nk++;
-      if (st[i] >= 0 && sluice__ran(r, st[i]))
-        lid = r->v[st[i]].lease_id;
-    } else if (lm->algo == SLUICE__L_CONCURRENCY) {
-      nrec = (int)ps->l.max;
-      for (j = 0; j < nrec; j++, g->nk++)
-        g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, j, 0);
-    } else {
-      g->keys[g->nk] = dkey(g->kbuf[g->nk], kp, -1, 0);
-      g->nk++;
-    }
+    nrec = limit_recs(g, kp, lm, ps);
+    if (is_counted(lm->algo, ps) && st[i] >= 0 && sluice__ran(r, st[i]))
+      lid = r->v[st[i]].lease_id; /* a counted set's grant names it */
     if (is_lease(lm->algo))
       s = sluice__step(g, SLUICE_ALGO_LEASE, SLUICE_OP_LEASE_RELEASE, first,
                        nrec, ps, 0, lid);
@@ -1134,7 +1132,7 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
     rc = build(c, boxed ? LOOK : -1, id, g, st, costs, prs, NULL, bp, tg, &kc,
                d);
     if (rc == SLUICE_OK)
-      rc = sluice__run(c, g, &rs.res[tg]);
+      rc = sluice__run_as(c, g, &rs.res[tg], dr->built && !boxed && !reports);
     if (rc != SLUICE_OK)
       break;
     rs.done |= 1u << tg;
@@ -1168,6 +1166,101 @@ int sluice__decide_declared(sluice__ctx *c, sluice_decision *d) {
   if (rc != SLUICE_OK)
     return rc;
   return read(c, &rs, st, costs, prs, NULL, id, d);
+}
+
+/* Checked at open.  A decision's program (build() deciding, neither a
+** report nor a box only looked at) is its route's shape filled with the
+** request's parameter sets, costs and key bytes.  So each route's programs
+** are built here for a stand-in request (every attribute "1"), once with
+** each parameter set of its limits (the j-th of each) and with the box in
+** shadow or not, each penalty's sets swapped in for the one picked, and put
+** through the store's validator.  A route whose programs all pass runs its
+** decisions unvalidated (sluice__run_as()): what a request changes cannot
+** make them invalid, since a cost the request names is checked against its
+** set when it comes (cost_of()) and every other cost against every set at
+** load (declared_conf.c), and the keys are of fixed lengths under one tag. */
+static int swap_ok(const sluice__prog *g, const sluice__pen_run *pr) {
+  sluice_step st[SLUICE_PROGRAM_STEPS];
+  sluice_program pg;
+  int v, s;
+  sluice__prog_program(g, &pg);
+  pg.steps = st;
+  /* Each of the penalty's sets (-1: its base) in place of the one picked. */
+  for (v = -1; v < (pr ? pr->pn->npsets : 0); v++) {
+    memcpy(st, g->st, sizeof st);
+    for (s = 0; pr && s < g->ns; s++)
+      if (st[s].params == &pr->ps->pp)
+        st[s].params = v < 0 ? &pr->pn->base.pp : &pr->pn->ps[v].pp;
+    if (sluice_program_validate(&pg) != SLUICE_OK)
+      return 0;
+  }
+  return 1;
+}
+
+static int built_ok(sluice_policy *p, int r, int j, unsigned shadow) {
+  const sluice__decl *dl = p->decl;
+  const sluice__droute *dr = &dl->routes[r];
+  sluice_attr at[SLUICE__ATTRS_MAX];
+  sluice_request q;
+  sluice__ctx c;
+  sluice__prog g;
+  sluice__pen_run pens[SLUICE__TG_MAX];
+  sluice_decision d;
+  kcache kc;
+  int64_t costs[SLUICE__RLIMITS_MAX];
+  sluice_gcra_params bp[SLUICE__RLIMITS_MAX];
+  int st[SLUICE__RLIMITS_MAX], i, tg;
+  memset(&q, 0, sizeof q);
+  for (i = 0; i < dl->nattrs; i++) {
+    at[i].name = dl->attr[i];
+    at[i].value = "1";
+  }
+  q.tenant_id = q.api_key_id = q.client_ip = q.tier = "1";
+  q.method = strcmp(dr->method, "*") ? dr->method : "GET";
+  q.route = dr->route;
+  q.attrs = at;
+  q.nattrs = (size_t)dl->nattrs;
+  memset(&c, 0, sizeof c);
+  memset(&d, 0, sizeof d);
+  c.p = p;
+  c.req = &q;
+  c.tier = -1;
+  c.droute = r;
+  c.shadow = shadow;
+  for (i = 0; i < dr->n; i++) {
+    const sluice__limit *lm = &dl->limits[dr->limit[i]];
+    c.ps[i] = j == 0 || lm->npsets == 0
+                  ? &lm->base
+                  : &lm->ps[j <= lm->npsets ? j - 1 : lm->npsets - 1];
+  }
+  if (dr->pen && sluice__pen_is_report(&c))
+    return 0; /* the stand-in is a report: its plain shape is not seen */
+  kcache_init(&kc, dr);
+  for (i = 0; i < SLUICE__TG_MAX; i++)
+    pens[i].force3 = 0;
+  for (tg = 0; tg < dr->ntg; tg++)
+    if (build(&c, -1, 1, &g, st, costs, dr->pen ? pens : NULL, NULL, bp, tg,
+              &kc, &d) != SLUICE_OK ||
+        (g.ns > 0 && !swap_ok(&g, dr->gpen[tg] ? &pens[tg] : NULL)))
+      return 0;
+  return 1;
+}
+
+void sluice__decl_check_built(sluice_policy *p) {
+  sluice__decl *dl = p->decl;
+  int r, i, j, sets;
+  for (i = 0; dl && i < dl->nlimits; i++)
+    tier_sets(p, &dl->limits[i]);
+  for (r = 0; dl && r < dl->nroutes; r++) {
+    sluice__droute *dr = &dl->routes[r];
+    for (i = sets = 0; i < dr->n; i++)
+      if (dl->limits[dr->limit[i]].npsets > sets)
+        sets = dl->limits[dr->limit[i]].npsets;
+    dr->built = 1;
+    for (j = 0; j <= sets && dr->built; j++)
+      dr->built = built_ok(p, r, j, 0) &&
+                  built_ok(p, r, j, SLUICE_SHADOW_PENALTY);
+  }
 }
 
 int sluice__decl_degraded(sluice__ctx *c, sluice_decision *d) {
@@ -1319,21 +1412,12 @@ int sluice__decl_keys(sluice__ctx *c, int limit, sluice__prog *g, int *nrec,
                       const sluice__lparams **ps, sluice_decision *d) {
   const sluice__limit *lm = &c->p->decl->limits[limit];
   keyparts kp = {{0}};
-  int j, rc;
+  int rc;
   if ((rc = scope_ids(c, lm->name, lm->nid, lm->scope, lm->nscope, 0, &kp,
                       d)))
     return rc;
   *ps = pick1(c, lm);
-  *nrec = lm->algo == SLUICE__L_CONCURRENCY ? (int)(*ps)->l.max : 1;
   g->nk = 0;
-  if (is_counted(lm->algo, *ps)) { /* one record, as build() keys it */
-    *nrec = 1;
-    g->keys[g->nk] = dkey(g->kbuf[g->nk], &kp, -1, 'n');
-    g->nk++;
-    return SLUICE_OK;
-  }
-  for (j = 0; j < *nrec; j++, g->nk++)
-    g->keys[g->nk] =
-        dkey(g->kbuf[g->nk], &kp, lm->algo == SLUICE__L_CONCURRENCY ? j : -1, 0);
+  *nrec = limit_recs(g, &kp, lm, *ps);
   return SLUICE_OK;
 }

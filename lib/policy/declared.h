@@ -97,6 +97,10 @@ typedef struct sluice__limit {
   char (*psval)[SLUICE__DNAME]; /* a set's name: its value of `by`, or [i] */
   sluice__amatch *psw;          /* the request a set is for */
   sluice__lparams *ps;
+  /* Sets chosen by the tier alone: tierset[t] is tier t's set, -1 the
+  ** base (worked out at open, sluice__decl_check_built()). */
+  int bytier;
+  signed char tierset[SLUICE_POLICY_TIERS_MAX];
   int64_t retry_max_ns; /* a denial's Retry-After at most this, 0: any */
   int line; /* in the file, for messages */
   /* The keyed hash of its name, made at open (sluice__decl_keyed()): a
@@ -155,6 +159,8 @@ typedef struct sluice__droute {
                    none */
   int degraded; /* failure = "degraded": the degraded limiter, not a 503 */
   int leases;   /* a concurrency or lock limit is among its limits */
+  int built;    /* its decisions' programs were checked at open (declared.c,
+                   "Checked at open"): the store need not validate them */
 } sluice__droute;
 
 #define SLUICE__SHADOW_WHEN_MAX 8
@@ -204,6 +210,9 @@ unsigned sluice__shadow_when_tier(const sluice__decl *dl, const char *tier);
 int sluice__shadow_names(const config_setting_t *s, int64_t *out,
                          const config_setting_t **bad);
 
+/* At open: each limit's sets by tier, and which routes' decision programs
+** need no validation (declared.c, "Checked at open"). */
+void sluice__decl_check_built(sluice_policy *p);
 /* Each limit's and penalty's nid under the policy's secret (at open). */
 void sluice__decl_keyed(sluice__decl *dl, const uint8_t secret[16]);
 

@@ -103,6 +103,12 @@ int sluice__step(sluice__prog *g, int algo, int kind, int key, int nkeys,
                  const void *params, int64_t arg, uint64_t id);
 void sluice__when(sluice__prog *g, int i, int w, int ref, int fold);
 int sluice__run(sluice__ctx *c, sluice__prog *g, sluice_program_result *r);
+/* The same, `built` 1 for a program of a shape checked when the policy
+** opened (declared.c, "Checked at open"): the store runs it without
+** validating it again (split.h's sluice__limiter_run_built(), which
+** outside callers cannot reach). */
+int sluice__run_as(sluice__ctx *c, sluice__prog *g, sluice_program_result *r,
+                   int built);
 /* The program g holds, for a store call. */
 void sluice__prog_program(const sluice__prog *g, sluice_program *pr);
 /* 1 when step i ran. */

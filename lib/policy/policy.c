@@ -163,6 +163,7 @@ int sluice_policy_open(const sluice_policy_options *o, sluice_policy **out) {
   p->userdata = o->userdata;
   p->shadow = cfg.shadow || (o->flags & SLUICE_POLICY_SHADOW);
   derive(p);
+  sluice__decl_check_built(p);
   {
     sluice__breaker_params bp;
     breaker_params(&cfg, &bp);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "flow.h"
+#include "split.h"
 
 int sluice__store_failure(int rc) {
   return rc == SLUICE_ETIMEDOUT || rc == SLUICE_EUNAVAIL ||
@@ -44,15 +45,21 @@ void sluice__prog_program(const sluice__prog *g, sluice_program *pr) {
   pr->record_class = g->rclass;
 }
 
-int sluice__run(sluice__ctx *c, sluice__prog *g, sluice_program_result *r) {
+int sluice__run_as(sluice__ctx *c, sluice__prog *g, sluice_program_result *r,
+                   int built) {
   sluice_program pr;
   int rc;
   sluice__prog_program(g, &pr);
-  rc = c->tape ? sluice__store_call(c, NULL, &pr, NULL, r)
+  rc = c->tape    ? sluice__store_call(c, NULL, &pr, NULL, r)
+       : built ? sluice__limiter_run_built(c->p->lim, &pr, c->now, r)
                : sluice_limiter_decide(c->p->lim, 1, &pr, c->now, r, NULL);
   if (rc != SLUICE_OK && sluice__store_failure(rc) && !c->store_err)
     c->store_err = rc;
   return rc;
+}
+
+int sluice__run(sluice__ctx *c, sluice__prog *g, sluice_program_result *r) {
+  return sluice__run_as(c, g, r, 0);
 }
 
 int sluice__ran(const sluice_program_result *r, int i) {
