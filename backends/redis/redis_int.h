@@ -72,7 +72,6 @@ typedef struct rcl_store {
   ** marker page. */
   struct rcl_store **lanes; /* lane 0 only: nlanes entries, [0] = itself */
   int nlanes;
-  struct rcl_store *home;   /* lane 0 */
   rcl_conf *conf;           /* shared, read-only after open */
   char *url_params;         /* lane 0: a redis:// URL rewritten (or NULL) */
   size_t url_params_len;
@@ -83,7 +82,7 @@ typedef struct rcl_store {
   ** it tells "same process" without a getpid() system call per decision.
   ** NULL where unsupported; then getpid() is compared on every call. */
   volatile unsigned char *fork_page;
-  int timeout_ms, connect_timeout_ms, backoff_max_ms;
+  int backoff_max_ms;
   int wait_replicas;
   int testclock, readonly;
   int engine; /* RCL_ENGINE_* */
@@ -110,8 +109,9 @@ typedef struct rcl_job {
   int type;
   const sluice_program *prog;  /* JOB_RUN */
   sluice_program_result *res;  /* JOB_RUN */
-  sluice_verdict *v;        /* JOB_RUN without res: a one-step program's
-                               verdict alone (an op's, redis_split.c) */
+  sluice_verdict *v;        /* JOB_RUN without res: never set now (the
+                               halves carry programs); redis_codec.c still
+                               reads it */
   const sluice_key *key;    /* JOB_GET, JOB_DEL */
   sluice_state *st_out;     /* JOB_GET */
   int64_t *exp_out;         /* JOB_GET */
@@ -172,7 +172,6 @@ void sluice__rcl_crc_init(rcl_store *r);
 int sluice__rcl_jkey_slot(const rcl_store *r, const sluice_key *k);
 int sluice__rcl_find_node(rcl_store *r, const char *host, size_t hlen,
                           int port, int add);
-void sluice__rcl_node_drop(rcl_node *n);
 void sluice__rcl_fork_check(rcl_store *r);
 int sluice__rcl_node_io_error(rcl_store *r, int ni, int saved_errno);
 int sluice__rcl_node_connect(rcl_store *r, int ni);
@@ -184,7 +183,6 @@ int sluice__rcl_slots_reply(rcl_store *r, int ni, const redisReply *rep);
 int sluice__rcl_refresh_map(rcl_store *r, int max_tries);
 void sluice__rcl_maybe_refresh(rcl_store *r);
 rcl_store *sluice__rcl_lane_lock(rcl_store *home);
-void sluice__rcl_lane_unlock(rcl_store *home, rcl_store *l);
 
 /* redis_codec.c: building calls, decoding replies. */
 int sluice__rcl_range_check(const sluice_op *op);
@@ -198,15 +196,14 @@ void sluice__rcl_arg_engine(rcl_cmd *c, const rcl_store *r, int ni);
 int sluice__rcl_handle_reply(rcl_store *r, rcl_job *j, int ni,
                              const redisReply *rep);
 
-/* redis_store.c: an op as a one-step program over st (until the method
-** table asks for programs alone). */
-void sluice__rcl_op_program(const sluice_op *op, sluice_step *st,
-                            sluice_program *p);
+/* redis_store.c: the checks a program passes before it is sent. */
+int sluice__rcl_prog_check(rcl_store *r, const sluice_program *p);
 
 /* redis_split.c: calls in two halves (lib/core/split.h). */
 int sluice__rcl_split_control(rcl_store *home, int op, void *arg);
 
-/* redis_round.c: pipelined rounds. */
+/* redis_round.c: pipelined rounds, and WAIT's reply (both paths). */
 int sluice__rcl_run_jobs(rcl_store *r, rcl_job *jobs, int n);
+int sluice__rcl_wait_reply(rcl_store *r, int ni, const redisReply *w);
 
 #endif
