@@ -26,21 +26,17 @@ static int job_slot(const rcl_store *r, const rcl_job *j) {
                                                      : j->key);
 }
 
-/* Append the node's open batch (if any) to its pipeline: a batch of one
-** goes as its own call (its answer bare, not in an array). */
+/* Append the node's open batch (if any) to its pipeline: one call of its
+** programs (of one, the same call as build_job's: its answer bare, not in
+** an array; call_reply takes either). */
 static void flush_batch(rcl_store *r, rcl_job *jobs, int *bhead, int ni,
                         rcl_cmd *cmd) {
   int h = bhead[ni];
   if (h < 0)
     return;
   bhead[ni] = -1;
-  if (jobs[h].batch == 1) {
-    jobs[h].batch = 0;
-    sluice__rcl_build_job(cmd, r, &jobs[h]);
-  } else {
-    sluice__rcl_build_batch(cmd, r, jobs, h);
-    r->st.batches++;
-  }
+  sluice__rcl_build_batch(cmd, r, jobs, h);
+  r->st.batches += jobs[h].batch > 1;
   redisAppendCommandArgv(r->nodes[ni].c, cmd->argc, cmd->argv, cmd->lens);
 }
 

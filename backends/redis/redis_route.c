@@ -119,8 +119,30 @@ int sluice__rcl_node_io_error(rcl_store *r, int ni, int saved_errno) {
   return rc;
 }
 
+/* One command (hiredis's format), one reply, on node ni (admin paths:
+** slot map, engine, loading the Lua). */
 static int node_command(rcl_store *r, int ni, redisReply **out,
-                        const char *fmt, ...);
+                        const char *fmt, ...) {
+  void *rep = NULL;
+  int rc = sluice__rcl_node_connect(r, ni), e;
+  va_list ap;
+  *out = NULL;
+  if (rc != SLUICE_OK)
+    return rc;
+  va_start(ap, fmt);
+  redisvAppendCommand(r->nodes[ni].c, fmt, ap);
+  va_end(ap);
+  errno = 0;
+  if (sluice__rcl_link_reply(r->nodes[ni].c, r->nodes[ni].tls, &rep) !=
+          REDIS_OK ||
+      !rep) {
+    e = errno;
+    return sluice__rcl_node_io_error(r, ni, e);
+  }
+  r->st.round_trips++;
+  *out = rep;
+  return SLUICE_OK;
+}
 
 /* Whether a fresh connection runs the Lua as a library (FCALL) or as a
 ** script (EVALSHA).  A node with Redis Functions (Redis 7, Valkey) gets
@@ -223,31 +245,6 @@ int sluice__rcl_node_connect(rcl_store *r, int ni) {
   n->retry_at = 0;
   r->st.connects++;
   return node_engine(r, ni);
-}
-
-/* One command (hiredis's format), one reply, on node ni (admin paths:
-** slot map, engine, loading the Lua). */
-static int node_command(rcl_store *r, int ni, redisReply **out,
-                        const char *fmt, ...) {
-  void *rep = NULL;
-  int rc = sluice__rcl_node_connect(r, ni), e;
-  va_list ap;
-  *out = NULL;
-  if (rc != SLUICE_OK)
-    return rc;
-  va_start(ap, fmt);
-  redisvAppendCommand(r->nodes[ni].c, fmt, ap);
-  va_end(ap);
-  errno = 0;
-  if (sluice__rcl_link_reply(r->nodes[ni].c, r->nodes[ni].tls, &rep) !=
-          REDIS_OK ||
-      !rep) {
-    e = errno;
-    return sluice__rcl_node_io_error(r, ni, e);
-  }
-  r->st.round_trips++;
-  *out = rep;
-  return SLUICE_OK;
 }
 
 /* An error reply that says the server runs no Lua at all: the command
