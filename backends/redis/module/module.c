@@ -158,12 +158,7 @@ static void rec_put(RedisModuleCtx *ctx, RedisModuleString *name, rec *r,
 
 static int reply_err(RedisModuleCtx *ctx, const char *msg) {
   char buf[96];
-  size_t n = strlen(msg);
-  if (n > sizeof buf - 8)
-    n = sizeof buf - 8;
-  memcpy(buf, "SLUICE ", 7);
-  memcpy(buf + 7, msg, n);
-  buf[7 + n] = '\0';
+  snprintf(buf, sizeof buf, "SLUICE %s", msg);
   return srm_ReplyWithError(ctx, buf);
 }
 
