@@ -62,6 +62,37 @@ typedef struct rcl_node {
 ** Functions, else as a script (EVALSHA); engine=script: EVALSHA always. */
 enum { RCL_ENGINE_AUTO, RCL_ENGINE_MODULE, RCL_ENGINE_LUA, RCL_ENGINE_SCRIPT };
 
+/* Programs this lane has sent whole to FCALL nodes, by their steps'
+** bytes (compared whole: a program longer than RCL_PID_BYTES always goes
+** whole) and their id (redis_codec.c, program_id). */
+#define RCL_PIDS 32
+#define RCL_PID_BYTES 1024
+typedef struct rcl_pid {
+  size_t len; /* 0: empty */
+  uint64_t fp;
+  uint64_t nodes; /* bit i: sent whole to node i (RCL_MAX_NODES is 64) */
+  unsigned char id[SLUICE_WIRE_PROG_ID_BYTES];
+  unsigned char bytes[RCL_PID_BYTES];
+} rcl_pid;
+_Static_assert(RCL_MAX_NODES <= 64, "rcl_pid.nodes has a bit per node");
+
+/* The argv of one call, built in place (redis_codec.c). */
+typedef struct rcl_cmd {
+  int argc;
+  const char *argv[RCL_MAX_ARGS];
+  size_t lens[RCL_MAX_ARGS];
+  unsigned char nums[RCL_MAX_NUMS * 8];
+  char numkeys[2];
+  char keys[SLUICE_PROGRAM_KEYS][RCL_PREFIX_MAX + SLUICE_KEY_MAX];
+  int nnum;
+  int head; /* how many of argv name the engine (build_job) */
+  int byid;  /* the program went by its id (build_job) */
+  /* With byid: the whole program's numbers are still in nums, nwhole of
+  ** them (the id's header is their first SLUICE_WIRE_HEADER). */
+  int nwhole;
+  rcl_pid pids[RCL_PIDS];
+} rcl_cmd;
+
 typedef struct rcl_store {
   sluice_store base;
   pthread_mutex_t mu;
@@ -97,7 +128,7 @@ typedef struct rcl_store {
   char prefix[RCL_PREFIX_MAX];
   size_t prefix_len;
   sluice_redis_stats st;
-  struct rcl_cmd *cmd; /* scratch for building commands, under mu */
+  rcl_cmd cmd; /* scratch for building commands, under mu */
   /* lane 0 only: the routing of calls in two halves (redis_split.c), a
   ** lane that never connects, its mutex never held across I/O */
   struct rcl_store *split;
@@ -132,37 +163,6 @@ typedef struct rcl_job {
   const sluice_penalty_params *box;
   uint32_t boxes;
 } rcl_job;
-
-/* Programs this lane has sent whole to FCALL nodes, by their steps'
-** bytes (compared whole: a program longer than RCL_PID_BYTES always goes
-** whole) and their id (redis_codec.c, program_id). */
-#define RCL_PIDS 32
-#define RCL_PID_BYTES 1024
-typedef struct rcl_pid {
-  size_t len; /* 0: empty */
-  uint64_t fp;
-  uint64_t nodes; /* bit i: sent whole to node i (RCL_MAX_NODES is 64) */
-  unsigned char id[SLUICE_WIRE_PROG_ID_BYTES];
-  unsigned char bytes[RCL_PID_BYTES];
-} rcl_pid;
-_Static_assert(RCL_MAX_NODES <= 64, "rcl_pid.nodes has a bit per node");
-
-/* The argv of one call, built in place (redis_codec.c). */
-typedef struct rcl_cmd {
-  int argc;
-  const char *argv[RCL_MAX_ARGS];
-  size_t lens[RCL_MAX_ARGS];
-  unsigned char nums[RCL_MAX_NUMS * 8];
-  char numkeys[2];
-  char keys[SLUICE_PROGRAM_KEYS][RCL_PREFIX_MAX + SLUICE_KEY_MAX];
-  int nnum;
-  int head; /* how many of argv name the engine (build_job) */
-  int byid;  /* the program went by its id (build_job) */
-  /* With byid: the whole program's numbers are still in nums, nwhole of
-  ** them (the id's header is their first SLUICE_WIRE_HEADER). */
-  int nwhole;
-  rcl_pid pids[RCL_PIDS];
-} rcl_cmd;
 
 /* What to do with one reply. */
 enum { R_DONE, R_RETRY, R_NOSCRIPT };

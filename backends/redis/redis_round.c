@@ -242,7 +242,7 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
 }
 
 int sluice__rcl_run_jobs(rcl_store *r, rcl_job *jobs, int n) {
-  rcl_cmd *cmd = r->cmd;
+  rcl_cmd *cmd = &r->cmd;
   int round, i, left;
   sluice__rcl_fork_check(r);
   sluice__rcl_maybe_refresh(r);

@@ -213,7 +213,7 @@ static int compose(rcl_store *home, rcl_store *r, rcl_split *s,
                    sluice__split *sp) {
   static const char *const asking[1] = {"ASKING"};
   static const size_t asklen[1] = {6};
-  rcl_cmd *c = r->cmd;
+  rcl_cmd *c = &r->cmd;
   rcl_node *n;
   int rc;
   s->len = 0;
@@ -294,7 +294,7 @@ static int put_tail(rcl_store *home, rcl_split *s, const rcl_cmd *c) {
 ** left the whole program's numbers in the command; its argument is the
 ** last, the header alone in the id form). */
 static int build_tail(rcl_store *home, rcl_store *r, rcl_split *s) {
-  rcl_cmd *c = r->cmd;
+  rcl_cmd *c = &r->cmd;
   const size_t h = 8 * SLUICE_WIRE_HEADER;
   size_t n;
   int rc;

@@ -264,14 +264,13 @@ static unsigned rcl_caps(sluice_store *s) {
          SLUICE_CAP_OWN_CLOCK;
 }
 
-static void lane_free(rcl_store *home, rcl_store *l) {
+static void lane_free(rcl_store *l) {
   int i;
   /* A child closing a store its parent opened must not touch the parent's
   ** sockets beyond closing its own descriptors, which link_close does. */
   for (i = 0; i < l->nnodes; i++)
     sluice__rcl_link_close(&l->nodes[i].c, &l->nodes[i].tls);
   pthread_mutex_destroy(&l->mu);
-  sluice__store_free(&home->base, l->cmd, sizeof *l->cmd);
 }
 
 static int rcl_close(sluice_store *s) {
@@ -280,14 +279,14 @@ static int rcl_close(sluice_store *s) {
   for (k = 1; k <= r->nlanes; k++) { /* lanes 1.., then the split lane */
     rcl_store *l = k < r->nlanes ? r->lanes[k] : r->split;
     if (l) {
-      lane_free(r, l);
+      lane_free(l);
       sluice__store_free(s, l, sizeof *r);
     }
   }
   sluice__store_free(s, r->lanes, sizeof *r->lanes * RCL_POOL_MAX);
   if (r->fork_page)
     munmap((void *)r->fork_page, (size_t)sysconf(_SC_PAGESIZE));
-  lane_free(r, r);
+  lane_free(r);
   if (r->conf) {
     sluice__rcl_conf_free(r->conf);
     sluice__store_free(s, r->conf, sizeof *r->conf);
@@ -384,12 +383,7 @@ static rcl_store *lane_copy(rcl_store *r) {
   if (!l)
     return NULL;
   memcpy(l, r, sizeof *l);
-  l->cmd = sluice__store_malloc(&r->base, sizeof *l->cmd);
-  if (!l->cmd) {
-    sluice__store_free(&r->base, l, sizeof *l);
-    return NULL;
-  }
-  memset(l->cmd, 0, sizeof *l->cmd);
+  memset(&l->cmd, 0, sizeof l->cmd);
   l->lanes = NULL;
   l->nlanes = 0;
   l->url_params = NULL;
@@ -436,12 +430,10 @@ static int rcl_open_as(const char *uri, const sluice_store_config *cfg,
   int rc, pool;
   r->nlanes = 1;
   pthread_mutex_init(&r->mu, NULL);
-  r->cmd = sluice__store_malloc(s, sizeof *r->cmd);
   r->conf = sluice__store_malloc(s, sizeof *r->conf);
   s->pMethods = &rcl_methods; /* from here xClose cleans up */
-  if (!r->cmd || !r->conf)
+  if (!r->conf)
     return sluice_store_seterr(s, SLUICE_ENOMEM, 0, "redis: out of memory");
-  memset(r->cmd, 0, sizeof *r->cmd);
   memset(r->conf, 0, sizeof *r->conf);
   if (uri[0] == '/' && uri[1] == '/') {
     r->url_params_len = strlen(uri) + 64;
