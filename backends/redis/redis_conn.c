@@ -16,8 +16,8 @@
 **     outage the store rides out (see rcl_open).
 **  c) Passwords never appear in an error message, and are wiped at close.
 */
-#define _DEFAULT_SOURCE /* explicit_bzero */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,16 +45,6 @@ static struct timeval ms_tv(int ms) {
 
 /* ------------------------------------------------------------ URLs --- */
 
-static int hexval(char c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 /* Percent-decode p[0..n) into out (NUL-terminated); -1 if malformed or too
 ** long. */
 static int pct_decode(const char *p, size_t n, char *out, size_t cap) {
@@ -62,11 +52,12 @@ static int pct_decode(const char *p, size_t n, char *out, size_t cap) {
   for (i = 0; i < n; i++) {
     int c = (unsigned char)p[i];
     if (c == '%') {
-      int h, l;
-      if (i + 2 >= n || (h = hexval(p[i + 1])) < 0 ||
-          (l = hexval(p[i + 2])) < 0)
+      char hex[3] = {0, 0, 0};
+      if (i + 2 >= n || !isxdigit((unsigned char)p[i + 1]) ||
+          !isxdigit((unsigned char)p[i + 2]))
         return -1;
-      c = h * 16 + l;
+      memcpy(hex, p + i + 1, 2);
+      c = (int)strtol(hex, NULL, 16);
       i += 2;
     }
     if (c == 0 || o + 1 >= cap)
@@ -257,17 +248,14 @@ int sluice__rcl_conf_parse(sluice_store *s, const char *params, int force_tls,
   if (rc && has_user)
     return sluice_store_seterr(s, SLUICE_EINVAL, 0,
                                "redis: user given twice (URL and user=)");
-  if (sluice_uri_param(params, "password", &v, &len) == SLUICE_OK) {
-    if (has_pw)
-      return sluice_store_seterr(s, SLUICE_EINVAL, 0,
-                                 "redis: password given twice");
-    if (len == 0 || len >= sizeof cf->password)
-      return sluice_store_seterr(s, SLUICE_EINVAL, 0,
-                                 "redis: password must be 1..%zu bytes",
-                                 sizeof cf->password - 1);
-    memcpy(cf->password, v, len);
-    cf->password[len] = '\0';
-    cf->password_len = len;
+  if (has_pw && sluice_uri_param(params, "password", &v, &len) == SLUICE_OK)
+    return sluice_store_seterr(s, SLUICE_EINVAL, 0,
+                               "redis: password given twice");
+  if ((rc = str_param(s, params, "password", cf->password,
+                      sizeof cf->password)) < 0)
+    return rc;
+  if (rc) {
+    cf->password_len = strlen(cf->password);
     has_pw = 1;
   }
   if ((rc = str_param(s, params, "password_file", path, sizeof path)) < 0)
@@ -503,38 +491,19 @@ static int setup_io_error(redisContext *c, SSL *tls, int e, const char *what,
 ** refusal the server makes after the handshake shows up here. */
 static int hello(const rcl_conf *cf, redisContext *c, SSL *tls, char *err,
                  size_t n) {
-  const char *argv[3];
-  size_t lens[3];
-  char db[16];
-  int argc = 0, nrep = 0, i, rc = SLUICE_OK;
-  int what[2];
-  enum { W_AUTH, W_SELECT, W_PING };
-  if (cf->password_len) {
-    argv[argc] = "AUTH";
-    lens[argc++] = 4;
-    if (cf->user[0]) {
-      argv[argc] = cf->user;
-      lens[argc++] = strlen(cf->user);
-    }
-    argv[argc] = cf->password;
-    lens[argc++] = cf->password_len;
-    redisAppendCommandArgv(c, argc, argv, lens);
-    what[nrep++] = W_AUTH;
-  }
-  if (cf->db > 0) {
-    argv[0] = "SELECT";
-    lens[0] = 6;
-    argv[1] = db;
-    lens[1] = (size_t)snprintf(db, sizeof db, "%d", cf->db);
-    redisAppendCommandArgv(c, 2, argv, lens);
-    what[nrep++] = W_SELECT;
-  }
-  if (nrep == 0 && tls) {
-    argv[0] = "PING";
-    lens[0] = 4;
-    redisAppendCommandArgv(c, 1, argv, lens);
-    what[nrep++] = W_PING;
-  }
+  const char *what[2];
+  int nrep = 0, i, rc = SLUICE_OK;
+  if (cf->password_len && cf->user[0])
+    redisAppendCommand(c, "AUTH %s %b", cf->user, cf->password,
+                       cf->password_len);
+  else if (cf->password_len)
+    redisAppendCommand(c, "AUTH %b", cf->password, cf->password_len);
+  if (cf->password_len)
+    what[nrep++] = "AUTH";
+  if (cf->db > 0 && redisAppendCommand(c, "SELECT %d", cf->db) == REDIS_OK)
+    what[nrep++] = "SELECT";
+  if (nrep == 0 && tls && redisAppendCommand(c, "PING") == REDIS_OK)
+    what[nrep++] = "PING";
   for (i = 0; i < nrep; i++) {
     void *v = NULL;
     redisReply *rep;
@@ -542,19 +511,15 @@ static int hello(const rcl_conf *cf, redisContext *c, SSL *tls, char *err,
     errno = 0;
     if (sluice__rcl_link_reply(c, tls, &v) != REDIS_OK || !v) {
       e = errno;
-      return setup_io_error(c, tls, e,
-                            what[i] == W_AUTH     ? "AUTH"
-                            : what[i] == W_SELECT ? "SELECT"
-                                                  : "PING",
-                            err, n);
+      return setup_io_error(c, tls, e, what[i], err, n);
     }
     rep = v;
     if (rep->type == REDIS_REPLY_ERROR && rc == SLUICE_OK) {
-      if (what[i] == W_AUTH) {
+      if (strcmp(what[i], "AUTH") == 0) {
         snprintf(err, n, "AUTH%s%.60s refused: %.100s", cf->user[0] ? " as " : "",
                  cf->user, rep->str);
         rc = SLUICE_EPERM;
-      } else if (what[i] == W_SELECT) {
+      } else if (strcmp(what[i], "SELECT") == 0) {
         snprintf(err, n, "SELECT %d refused: %.100s", cf->db, rep->str);
         rc = SLUICE_ECONFIG;
       } else {

@@ -62,77 +62,6 @@ typedef struct rcl_node {
 ** Functions, else as a script (EVALSHA); engine=script: EVALSHA always. */
 enum { RCL_ENGINE_AUTO, RCL_ENGINE_MODULE, RCL_ENGINE_LUA, RCL_ENGINE_SCRIPT };
 
-typedef struct rcl_store {
-  sluice_store base;
-  pthread_mutex_t mu;
-  /* A store is a set of lanes, each a full copy of the routing state with
-  ** its own connections and mutex, so threads deciding at once do not
-  ** queue on one socket (see lane_lock, redis_route.c).  The store the
-  ** core holds is lane 0 and owns the others, the configuration and the
-  ** marker page. */
-  struct rcl_store **lanes; /* lane 0 only: nlanes entries, [0] = itself */
-  int nlanes;
-  struct rcl_store *home;   /* lane 0 */
-  rcl_conf *conf;           /* shared, read-only after open */
-  char *url_params;         /* lane 0: a redis:// URL rewritten (or NULL) */
-  size_t url_params_len;
-  int hard_rc;              /* a node answered and refused us: the code */
-  int map_ok;               /* a slot map was ever loaded */
-  pid_t pid;
-  /* A page the kernel zeroes in a forked child (MADV_WIPEONFORK): reading
-  ** it tells "same process" without a getpid() system call per decision.
-  ** NULL where unsupported; then getpid() is compared on every call. */
-  volatile unsigned char *fork_page;
-  int timeout_ms, connect_timeout_ms, backoff_max_ms;
-  int wait_replicas;
-  int testclock, readonly;
-  int engine; /* RCL_ENGINE_* */
-  int cluster;
-  int map_stale;
-  int64_t map_loaded_at;
-  int nnodes;
-  int refresh_cursor;
-  rcl_node nodes[RCL_MAX_NODES];
-  uint8_t slot_node[RCL_SLOTS];
-  uint16_t crc_tab[256];
-  char prefix[RCL_PREFIX_MAX];
-  size_t prefix_len;
-  sluice_redis_stats st;
-  struct rcl_cmd *cmd; /* scratch for building commands, under mu */
-  /* lane 0 only: the routing of calls in two halves (redis_split.c), a
-  ** lane that never connects, its mutex never held across I/O */
-  struct rcl_store *split;
-} rcl_store;
-
-/* One unit of work in a pipeline. */
-enum { JOB_GET, JOB_DEL, JOB_RUN };
-typedef struct rcl_job {
-  int type;
-  const sluice_program *prog;  /* JOB_RUN */
-  sluice_program_result *res;  /* JOB_RUN */
-  sluice_verdict *v;        /* JOB_RUN without res: a one-step program's
-                               verdict alone (an op's, redis_split.c) */
-  const sluice_key *key;    /* JOB_GET, JOB_DEL */
-  sluice_state *st_out;     /* JOB_GET */
-  int64_t *exp_out;         /* JOB_GET */
-  int64_t now;              /* the caller's time (test mode) */
-  int rc;
-  int pending;
-  int slot;
-  int node;                 /* node this round */
-  int ask_node;             /* -1, or the ASK target for the next round */
-  int sent;
-  int batch;                /* this round: 0 own command; n > 0 leads a
-                               call of n programs; -1 a member */
-  int bnext;                /* next member of the batch, -1 at the end */
-  int bkeys, bnums;         /* a batch's leader: its records and numbers */
-  int whole;                /* JOB_RUN: send the program, not its id */
-  /* JOB_RUN: NULL, or the parameters of box checks (bit i of boxes: step
-  ** i's in box[i]) when prog has its step count alone (redis_split.c). */
-  const sluice_penalty_params *box;
-  uint32_t boxes;
-} rcl_job;
-
 /* Programs this lane has sent whole to FCALL nodes, by their steps'
 ** bytes (compared whole: a program longer than RCL_PID_BYTES always goes
 ** whole) and their id (redis_codec.c, program_id). */
@@ -164,6 +93,77 @@ typedef struct rcl_cmd {
   rcl_pid pids[RCL_PIDS];
 } rcl_cmd;
 
+typedef struct rcl_store {
+  sluice_store base;
+  pthread_mutex_t mu;
+  /* A store is a set of lanes, each a full copy of the routing state with
+  ** its own connections and mutex, so threads deciding at once do not
+  ** queue on one socket (see lane_lock, redis_route.c).  The store the
+  ** core holds is lane 0 and owns the others, the configuration and the
+  ** marker page. */
+  struct rcl_store **lanes; /* lane 0 only: nlanes entries, [0] = itself */
+  int nlanes;
+  rcl_conf *conf;           /* shared, read-only after open */
+  char *url_params;         /* lane 0: a redis:// URL rewritten (or NULL) */
+  size_t url_params_len;
+  int hard_rc;              /* a node answered and refused us: the code */
+  int map_ok;               /* a slot map was ever loaded */
+  pid_t pid;
+  /* A page the kernel zeroes in a forked child (MADV_WIPEONFORK): reading
+  ** it tells "same process" without a getpid() system call per decision.
+  ** NULL where unsupported; then getpid() is compared on every call. */
+  volatile unsigned char *fork_page;
+  int backoff_max_ms;
+  int wait_replicas;
+  int testclock, readonly;
+  int engine; /* RCL_ENGINE_* */
+  int cluster;
+  int map_stale;
+  int64_t map_loaded_at;
+  int nnodes;
+  int refresh_cursor;
+  rcl_node nodes[RCL_MAX_NODES];
+  uint8_t slot_node[RCL_SLOTS];
+  uint16_t crc_tab[256];
+  char prefix[RCL_PREFIX_MAX];
+  size_t prefix_len;
+  sluice_redis_stats st;
+  rcl_cmd cmd; /* scratch for building commands, under mu */
+  /* lane 0 only: the routing of calls in two halves (redis_split.c), a
+  ** lane that never connects, its mutex never held across I/O */
+  struct rcl_store *split;
+} rcl_store;
+
+/* One unit of work in a pipeline. */
+enum { JOB_GET, JOB_DEL, JOB_RUN };
+typedef struct rcl_job {
+  int type;
+  const sluice_program *prog;  /* JOB_RUN */
+  sluice_program_result *res;  /* JOB_RUN */
+  sluice_verdict *v;        /* JOB_RUN without res: never set now (the
+                               halves carry programs); redis_codec.c still
+                               reads it */
+  const sluice_key *key;    /* JOB_GET, JOB_DEL */
+  sluice_state *st_out;     /* JOB_GET */
+  int64_t *exp_out;         /* JOB_GET */
+  int64_t now;              /* the caller's time (test mode) */
+  int rc;
+  int pending;
+  int slot;
+  int node;                 /* node this round */
+  int ask_node;             /* -1, or the ASK target for the next round */
+  int sent;
+  int batch;                /* this round: 0 own command; n > 0 leads a
+                               call of n programs; -1 a member */
+  int bnext;                /* next member of the batch, -1 at the end */
+  int bkeys, bnums;         /* a batch's leader: its records and numbers */
+  int whole;                /* JOB_RUN: send the program, not its id */
+  /* JOB_RUN: NULL, or the parameters of box checks (bit i of boxes: step
+  ** i's in box[i]) when prog has its step count alone (redis_split.c). */
+  const sluice_penalty_params *box;
+  uint32_t boxes;
+} rcl_job;
+
 /* What to do with one reply. */
 enum { R_DONE, R_RETRY, R_NOSCRIPT };
 
@@ -172,7 +172,6 @@ void sluice__rcl_crc_init(rcl_store *r);
 int sluice__rcl_jkey_slot(const rcl_store *r, const sluice_key *k);
 int sluice__rcl_find_node(rcl_store *r, const char *host, size_t hlen,
                           int port, int add);
-void sluice__rcl_node_drop(rcl_node *n);
 void sluice__rcl_fork_check(rcl_store *r);
 int sluice__rcl_node_io_error(rcl_store *r, int ni, int saved_errno);
 int sluice__rcl_node_connect(rcl_store *r, int ni);
@@ -184,7 +183,6 @@ int sluice__rcl_slots_reply(rcl_store *r, int ni, const redisReply *rep);
 int sluice__rcl_refresh_map(rcl_store *r, int max_tries);
 void sluice__rcl_maybe_refresh(rcl_store *r);
 rcl_store *sluice__rcl_lane_lock(rcl_store *home);
-void sluice__rcl_lane_unlock(rcl_store *home, rcl_store *l);
 
 /* redis_codec.c: building calls, decoding replies. */
 int sluice__rcl_range_check(const sluice_op *op);
@@ -198,15 +196,14 @@ void sluice__rcl_arg_engine(rcl_cmd *c, const rcl_store *r, int ni);
 int sluice__rcl_handle_reply(rcl_store *r, rcl_job *j, int ni,
                              const redisReply *rep);
 
-/* redis_store.c: an op as a one-step program over st (until the method
-** table asks for programs alone). */
-void sluice__rcl_op_program(const sluice_op *op, sluice_step *st,
-                            sluice_program *p);
+/* redis_store.c: the checks a program passes before it is sent. */
+int sluice__rcl_prog_check(rcl_store *r, const sluice_program *p);
 
 /* redis_split.c: calls in two halves (lib/core/split.h). */
 int sluice__rcl_split_control(rcl_store *home, int op, void *arg);
 
-/* redis_round.c: pipelined rounds. */
+/* redis_round.c: pipelined rounds, and WAIT's reply (both paths). */
 int sluice__rcl_run_jobs(rcl_store *r, rcl_job *jobs, int n);
+int sluice__rcl_wait_reply(rcl_store *r, int ni, const redisReply *w);
 
 #endif

@@ -26,21 +26,17 @@ static int job_slot(const rcl_store *r, const rcl_job *j) {
                                                      : j->key);
 }
 
-/* Append the node's open batch (if any) to its pipeline: a batch of one
-** goes as its own call (its answer bare, not in an array). */
+/* Append the node's open batch (if any) to its pipeline: one call of its
+** programs (of one, the same call as build_job's: its answer bare, not in
+** an array; call_reply takes either). */
 static void flush_batch(rcl_store *r, rcl_job *jobs, int *bhead, int ni,
                         rcl_cmd *cmd) {
   int h = bhead[ni];
   if (h < 0)
     return;
   bhead[ni] = -1;
-  if (jobs[h].batch == 1) {
-    jobs[h].batch = 0;
-    sluice__rcl_build_job(cmd, r, &jobs[h]);
-  } else {
-    sluice__rcl_build_batch(cmd, r, jobs, h);
-    r->st.batches++;
-  }
+  sluice__rcl_build_batch(cmd, r, jobs, h);
+  r->st.batches += jobs[h].batch > 1;
   redisAppendCommandArgv(r->nodes[ni].c, cmd->argc, cmd->argv, cmd->lens);
 }
 
@@ -54,23 +50,30 @@ static void settle(rcl_store *r, rcl_job *j, int what, int *reload) {
   }
 }
 
-/* The reply to a batch led by jobs[head]: every member's verdict (or
-** error), in order.  An error reply (MOVED, NOSCRIPT, ...) applies to
-** every member. */
-static void batch_reply(rcl_store *r, rcl_job *jobs, int head, int ni,
-                        const redisReply *rep, int *reload) {
-  int m;
+/* The reply to the call led by jobs[head]: a batch's answer is every
+** member's verdict (or error), in order; any other answer (a single
+** job's, or an error such as MOVED or NOSCRIPT) applies to every member. */
+static void call_reply(rcl_store *r, rcl_job *jobs, int head, int ni,
+                       const redisReply *rep, int *reload) {
+  int m, whole = jobs[head].batch <= 0 || rep->type != REDIS_REPLY_ARRAY ||
+                 rep->elements != (size_t)jobs[head].batch;
   size_t k = 0;
-  if (rep->type != REDIS_REPLY_ARRAY ||
-      rep->elements != (size_t)jobs[head].batch) {
-    for (m = head; m >= 0; m = jobs[m].bnext)
-      settle(r, &jobs[m], sluice__rcl_handle_reply(r, &jobs[m], ni, rep),
-             reload);
-    return;
-  }
   for (m = head; m >= 0; m = jobs[m].bnext, k++)
     settle(r, &jobs[m],
-           sluice__rcl_handle_reply(r, &jobs[m], ni, rep->element[k]), reload);
+           sluice__rcl_handle_reply(r, &jobs[m], ni,
+                                    whole ? rep : rep->element[k]),
+           reload);
+}
+
+/* WAIT's reply from node ni: SLUICE_OK when wait_replicas acknowledged
+** the writes before it, else SLUICE_EUNAVAIL with the detail set. */
+int sluice__rcl_wait_reply(rcl_store *r, int ni, const redisReply *w) {
+  if (w->type == REDIS_REPLY_INTEGER && w->integer >= r->wait_replicas)
+    return SLUICE_OK;
+  return sluice_store_seterr(&r->base, SLUICE_EUNAVAIL, 0,
+                             "redis %s:%d: write not acknowledged by %d "
+                             "replicas", r->nodes[ni].host, r->nodes[ni].port,
+                             r->wait_replicas);
 }
 
 /* One reply from node ni into *rep: 0, or the code the node's link failure
@@ -161,11 +164,8 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
       continue;
     }
     flush_batch(r, jobs, bhead, ni, cmd);
-    if (j->ask_node >= 0) {
-      static const char *const asking[1] = {"ASKING"};
-      static const size_t asklen[1] = {6};
-      redisAppendCommandArgv(r->nodes[ni].c, 1, (const char **)asking, asklen);
-    }
+    if (j->ask_node >= 0)
+      redisAppendCommand(r->nodes[ni].c, "ASKING");
     sluice__rcl_build_job(cmd, r, j);
     redisAppendCommandArgv(r->nodes[ni].c, cmd->argc, cmd->argv, cmd->lens);
     j->sent = 1 + (j->ask_node >= 0);
@@ -180,15 +180,9 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
     int ni = used[k], done = 0, e;
     if (nerr[ni] < 0 || !r->nodes[ni].c)
       continue;
-    if (r->wait_replicas > 0) {
-      char a[16], b[16];
-      const char *argv[3] = {"WAIT", a, b};
-      size_t lens[3];
-      lens[0] = 4;
-      lens[1] = (size_t)snprintf(a, sizeof a, "%d", r->wait_replicas);
-      lens[2] = (size_t)snprintf(b, sizeof b, "%d", r->timeout_ms);
-      redisAppendCommandArgv(r->nodes[ni].c, 3, argv, lens);
-    }
+    if (r->wait_replicas > 0)
+      redisAppendCommand(r->nodes[ni].c, "WAIT %d %d", r->wait_replicas,
+                         r->conf->timeout_ms);
     errno = 0;
     while (!done) {
       if (sluice__rcl_link_write(r->nodes[ni].c, r->nodes[ni].tls, &done) !=
@@ -201,7 +195,6 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
   }
   for (k = 0; k < nused; k++) {
     int ni = used[k], err = nerr[ni];
-    int wait_short = 0;
     r->st.round_trips++;
     for (i = 0; i < n; i++) {
       rcl_job *j = &jobs[i];
@@ -223,34 +216,20 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
           job_fail(r, &jobs[m], err);
         continue;
       }
-      if (j->batch > 0)
-        batch_reply(r, jobs, i, ni, rep, &reload[ni]);
-      else
-        settle(r, j, sluice__rcl_handle_reply(r, j, ni, rep), &reload[ni]);
+      call_reply(r, jobs, i, ni, rep, &reload[ni]);
       freeReplyObject(rep);
     }
     if (err == 0 && r->wait_replicas > 0 && r->nodes[ni].c) {
       void *rep = NULL;
-      err = read_reply(r, ni, &rep);
-      if (err != 0) {
-        wait_short = 1;
-      } else {
-        redisReply *w = rep;
-        wait_short = w->type != REDIS_REPLY_INTEGER ||
-                     w->integer < r->wait_replicas;
+      int short_rc = err = read_reply(r, ni, &rep);
+      if (err == 0) {
+        short_rc = sluice__rcl_wait_reply(r, ni, rep);
         freeReplyObject(rep);
       }
-      if (wait_short) {
-        for (i = 0; i < n; i++)
-          if (jobs[i].sent && jobs[i].node == ni && !jobs[i].pending &&
-              jobs[i].rc == SLUICE_OK)
-            job_fail(r, &jobs[i], err ? err : SLUICE_EUNAVAIL);
-        if (!err)
-          sluice_store_seterr(&r->base, SLUICE_EUNAVAIL, 0,
-                              "redis %s:%d: write not acknowledged by %d "
-                              "replicas", r->nodes[ni].host,
-                              r->nodes[ni].port, r->wait_replicas);
-      }
+      for (i = 0; i < n && short_rc != SLUICE_OK; i++)
+        if (jobs[i].sent && jobs[i].node == ni && !jobs[i].pending &&
+            jobs[i].rc == SLUICE_OK)
+          job_fail(r, &jobs[i], short_rc);
     }
     if (err == 0 && reload[ni]) {
       int rc = sluice__rcl_load_script(r, ni);
@@ -263,7 +242,7 @@ static void run_round(rcl_store *r, rcl_job *jobs, int n, rcl_cmd *cmd) {
 }
 
 int sluice__rcl_run_jobs(rcl_store *r, rcl_job *jobs, int n) {
-  rcl_cmd *cmd = r->cmd;
+  rcl_cmd *cmd = &r->cmd;
   int round, i, left;
   sluice__rcl_fork_check(r);
   sluice__rcl_maybe_refresh(r);

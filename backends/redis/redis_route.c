@@ -5,9 +5,9 @@
 */
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -76,16 +76,14 @@ int sluice__rcl_find_node(rcl_store *r, const char *host, size_t hlen, int port,
     return -1;
   i = r->nnodes++;
   memset(&r->nodes[i], 0, sizeof r->nodes[i]);
+  /* Until it is connected (the split lane never connects, redis_split.c),
+  ** a node runs the engine the first seed runs. */
+  r->nodes[i].module = r->nodes[0].module;
+  r->nodes[i].fn = r->nodes[0].fn;
   memcpy(r->nodes[i].host, host, hlen);
   r->nodes[i].host[hlen] = '\0';
   r->nodes[i].port = port;
   return i;
-}
-
-void sluice__rcl_node_drop(rcl_node *n) {
-  /* Nothing is written (sluice__rcl_link_close), which is what makes this
-  ** safe on a connection inherited across fork(). */
-  sluice__rcl_link_close(&n->c, &n->tls);
 }
 
 void sluice__rcl_fork_check(rcl_store *r) {
@@ -99,7 +97,7 @@ void sluice__rcl_fork_check(rcl_store *r) {
   if (p == r->pid)
     return;
   for (i = 0; i < r->nnodes; i++) {
-    sluice__rcl_node_drop(&r->nodes[i]);
+    sluice__rcl_link_close(&r->nodes[i].c, &r->nodes[i].tls);
     r->nodes[i].retry_at = 0;
     r->nodes[i].backoff_ms = 0;
   }
@@ -116,13 +114,35 @@ int sluice__rcl_node_io_error(rcl_store *r, int ni, int saved_errno) {
                       "redis %s:%d: %s (%s)", n->host, n->port,
                       timeout ? "timed out" : "connection lost",
                       n->c ? n->c->errstr : "no context");
-  sluice__rcl_node_drop(n);
+  sluice__rcl_link_close(&n->c, &n->tls);
   r->map_stale = 1;
   return rc;
 }
 
-static int node_command(rcl_store *r, int ni, int argc, const char **argv,
-                        const size_t *lens, redisReply **out);
+/* One command (hiredis's format), one reply, on node ni (admin paths:
+** slot map, engine, loading the Lua). */
+static int node_command(rcl_store *r, int ni, redisReply **out,
+                        const char *fmt, ...) {
+  void *rep = NULL;
+  int rc = sluice__rcl_node_connect(r, ni), e;
+  va_list ap;
+  *out = NULL;
+  if (rc != SLUICE_OK)
+    return rc;
+  va_start(ap, fmt);
+  redisvAppendCommand(r->nodes[ni].c, fmt, ap);
+  va_end(ap);
+  errno = 0;
+  if (sluice__rcl_link_reply(r->nodes[ni].c, r->nodes[ni].tls, &rep) !=
+          REDIS_OK ||
+      !rep) {
+    e = errno;
+    return sluice__rcl_node_io_error(r, ni, e);
+  }
+  r->st.round_trips++;
+  *out = rep;
+  return SLUICE_OK;
+}
 
 /* Whether a fresh connection runs the Lua as a library (FCALL) or as a
 ** script (EVALSHA).  A node with Redis Functions (Redis 7, Valkey) gets
@@ -132,15 +152,13 @@ static int node_command(rcl_store *r, int ni, int argc, const char **argv,
 ** without +function|list or +function|load) leaves the script, which
 ** the NOSCRIPT path loads.  engine=script: always the script. */
 static int node_functions(rcl_store *r, int ni) {
-  const char *argv[4] = {"FUNCTION", "LIST", "LIBRARYNAME",
-                         sluice_rcl_script_function};
-  size_t lens[4] = {8, 4, 11, sizeof sluice_rcl_script_function - 1};
   rcl_node *n = &r->nodes[ni];
   redisReply *rep;
   int rc, have;
   if (r->engine == RCL_ENGINE_SCRIPT)
     return SLUICE_OK;
-  rc = node_command(r, ni, 4, argv, lens, &rep);
+  rc = node_command(r, ni, &rep, "FUNCTION LIST LIBRARYNAME %s",
+                    sluice_rcl_script_function);
   if (rc != SLUICE_OK)
     return rc;
   /* LIBRARYNAME is a pattern; the name has no pattern characters. */
@@ -166,8 +184,6 @@ static int node_functions(rcl_store *r, int ni) {
 ** engine=module on a node without it: SLUICE_ENOTSUP, the connection
 ** dropped (a decision must not quietly run the script instead). */
 static int node_engine(rcl_store *r, int ni) {
-  static const char *const argv[3] = {"COMMAND", "INFO", "sluice.run"};
-  static const size_t lens[3] = {7, 4, 10};
   rcl_node *n = &r->nodes[ni];
   redisReply *rep;
   int rc;
@@ -175,7 +191,7 @@ static int node_engine(rcl_store *r, int ni) {
   n->fn = 0;
   if (r->engine == RCL_ENGINE_LUA || r->engine == RCL_ENGINE_SCRIPT)
     return node_functions(r, ni);
-  rc = node_command(r, ni, 3, (const char **)argv, lens, &rep);
+  rc = node_command(r, ni, &rep, "COMMAND INFO sluice.run");
   if (rc != SLUICE_OK)
     return rc;
   n->module = rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
@@ -185,7 +201,7 @@ static int node_engine(rcl_store *r, int ni) {
     return node_functions(r, ni);
   if (n->module)
     return SLUICE_OK;
-  sluice__rcl_node_drop(n);
+  sluice__rcl_link_close(&n->c, &n->tls);
   r->hard_rc = SLUICE_ENOTSUP;
   n->backoff_ms = r->backoff_max_ms;
   n->retry_at = mono_ns() + (int64_t)n->backoff_ms * 1000000;
@@ -231,41 +247,13 @@ int sluice__rcl_node_connect(rcl_store *r, int ni) {
   return node_engine(r, ni);
 }
 
-/* One command, one reply, on node ni (admin paths: slot map, SCRIPT LOAD). */
-static int node_command(rcl_store *r, int ni, int argc, const char **argv,
-                        const size_t *lens, redisReply **out) {
-  void *rep = NULL;
-  int rc = sluice__rcl_node_connect(r, ni), e;
-  *out = NULL;
-  if (rc != SLUICE_OK)
-    return rc;
-  redisAppendCommandArgv(r->nodes[ni].c, argc, argv, lens);
-  errno = 0;
-  if (sluice__rcl_link_reply(r->nodes[ni].c, r->nodes[ni].tls, &rep) !=
-          REDIS_OK ||
-      !rep) {
-    e = errno;
-    return sluice__rcl_node_io_error(r, ni, e);
-  }
-  r->st.round_trips++;
-  *out = rep;
-  return SLUICE_OK;
-}
-
 /* An error reply that says the server runs no Lua at all: the command
 ** unknown (a server built without scripting), or Valkey 9.1 without its
 ** Lua engine module. */
-static int has_word(const char *s, const char *w) {
-  size_t n = strlen(w);
-  for (; *s; s++)
-    if (strncasecmp(s, w, n) == 0)
-      return 1;
-  return 0;
-}
 static int no_lua(const redisReply *rep) {
   return rep->type == REDIS_REPLY_ERROR && rep->str &&
          (strncmp(rep->str, "ERR unknown command", 19) == 0 ||
-          has_word(rep->str, "engine") || has_word(rep->str, "disabled"));
+          strcasestr(rep->str, "engine") || strcasestr(rep->str, "disabled"));
 }
 
 /* The command that loads the Lua on node ni: the library (FUNCTION LOAD)
@@ -315,7 +303,8 @@ int sluice__rcl_load_script(rcl_store *r, int ni) {
   redisReply *rep;
   int rc;
   sluice__rcl_load_argv(r, ni, argv, lens);
-  rc = node_command(r, ni, 3, argv, lens, &rep);
+  rc = node_command(r, ni, &rep, "%b %b %b", argv[0], lens[0], argv[1],
+                    lens[1], argv[2], lens[2]);
   if (rc != SLUICE_OK)
     return rc;
   rc = sluice__rcl_load_reply(r, ni, rep);
@@ -401,13 +390,11 @@ int sluice__rcl_slots_reply(rcl_store *r, int ni, const redisReply *rep) {
 /* Load the slot map from the first node that answers, starting after the
 ** one used last time so that a dead node is not asked first forever. */
 int sluice__rcl_refresh_map(rcl_store *r, int max_tries) {
-  const char *argv[2] = {"CLUSTER", "SLOTS"};
-  size_t lens[2] = {7, 5};
   int tries, rc = SLUICE_EUNAVAIL;
   for (tries = 0; tries < r->nnodes && tries < max_tries; tries++) {
     int ni = (r->refresh_cursor + tries) % r->nnodes;
     redisReply *rep;
-    rc = node_command(r, ni, 2, argv, lens, &rep);
+    rc = node_command(r, ni, &rep, "CLUSTER SLOTS");
     if (rc != SLUICE_OK)
       continue;
     rc = sluice__rcl_slots_reply(r, ni, rep);
@@ -436,7 +423,11 @@ void sluice__rcl_maybe_refresh(rcl_store *r) {
 
 /* Which lane a thread tries first: threads are numbered on their first call
 ** and spread over the lanes, so up to nlanes threads each keep their own
-** connections; when that lane is busy any idle one will do. */
+** connections; when that lane is busy any idle one will do.  The caller
+** unlocks the lane's mutex.  A lane is a copy of the home store, its base
+** included: its pCore is the store's, so the error detail a lane sets is
+** already the store's (what sluice_limiter_errmsg reads), under the core's
+** lock. */
 static _Thread_local unsigned rcl_thread_no;
 static unsigned rcl_threads;
 
@@ -459,12 +450,4 @@ rcl_store *sluice__rcl_lane_lock(rcl_store *home) {
   l = home->lanes[pref];
   pthread_mutex_lock(&l->mu);
   return l;
-}
-
-/* A lane is a copy of the home store, its base included: its pCore is the
-** store's, so the error detail a lane sets is already the store's (what
-** sluice_limiter_errmsg reads), under the core's lock. */
-void sluice__rcl_lane_unlock(rcl_store *home, rcl_store *l) {
-  (void)home;
-  pthread_mutex_unlock(&l->mu);
 }

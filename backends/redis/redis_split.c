@@ -7,7 +7,7 @@
 ** whoever carried the bytes.
 **
 ** The call's bytes are the command the pipelined rounds send for the
-** same program (an op: a one-step program; sluice__rcl_build_job: the same arguments, whatever
+** same program (sluice__rcl_build_job: the same arguments, whatever
 ** the encoding of the day), in RESP, with what the node needs before it:
 **   ASK       ASKING, then the command, on the node the ASK names;
 **   MOVED     the command on the node now serving the slot (the map is
@@ -24,9 +24,9 @@
 ** made at open, which never connects; its mutex is held only while bytes
 ** are built or a reply is read, never across I/O, so a host's event loop
 ** never waits on another thread's round trip.  A node first seen through
-** a redirection runs the engine the first seed runs (a cluster's nodes
-** run one engine; a node that disagrees says so, and the reply path
-** switches it, as for the rounds).
+** a redirection runs the engine the first seed runs (find_node; a
+** cluster's nodes run one engine; a node that disagrees says so, and the
+** reply path switches it, as for the rounds).
 **
 ** Failure: the host reports a link failure (FAIL) or hands over bytes
 ** that are not RESP, or more than the replies owed: the command may or
@@ -201,13 +201,19 @@ static int route(rcl_store *r, rcl_job *j) {
   return ni == RCL_NO_NODE || ni >= r->nnodes ? 0 : ni;
 }
 
+static int done(sluice__split *sp, int rc) {
+  sp->rc = rc;
+  sp->status = SLUICE__SPLIT_DONE;
+  return SLUICE__SPLIT_DONE;
+}
+
 /* The bytes for this round: what goes before the command, the command on
-** the node's engine, WAIT. */
+** the node's engine, WAIT.  SLUICE__SPLIT_SEND, or done with an error. */
 static int compose(rcl_store *home, rcl_store *r, rcl_split *s,
                    sluice__split *sp) {
   static const char *const asking[1] = {"ASKING"};
   static const size_t asklen[1] = {6};
-  rcl_cmd *c = r->cmd;
+  rcl_cmd *c = &r->cmd;
   rcl_node *n;
   int rc;
   s->len = 0;
@@ -229,31 +235,31 @@ static int compose(rcl_store *home, rcl_store *r, rcl_split *s,
   n = &r->nodes[s->node];
   sp->replies = 1 + s->ask + s->reload + s->wait;
   if (s->ask && (rc = put_command(home, s, 1, asking, asklen, 0)) != SLUICE_OK)
-    return rc;
+    return done(sp, rc);
   if (s->reload) {
     const char *argv[3];
     size_t lens[3];
     sluice__rcl_load_argv(r, s->node, argv, lens);
     if ((rc = put_command(home, s, 3, argv, lens, 0)) != SLUICE_OK)
-      return rc;
+      return done(sp, rc);
   }
   c->argc = 0;
   sluice__rcl_arg_engine(c, r, s->node);
   if ((rc = put_command(home, s, c->argc, c->argv, c->lens, 1)) != SLUICE_OK)
-    return rc;
+    return done(sp, rc);
   if (s->wait) {
     char a[16], b[16];
     const char *argv[3] = {"WAIT", a, b};
     size_t lens[3] = {4, 0, 0};
     lens[1] = (size_t)snprintf(a, sizeof a, "%d", r->wait_replicas);
-    lens[2] = (size_t)snprintf(b, sizeof b, "%d", r->timeout_ms);
+    lens[2] = (size_t)snprintf(b, sizeof b, "%d", r->conf->timeout_ms);
     rc = put_command(home, s, 3, argv, lens, 0);
   } else {
     rc = SLUICE_OK;
   }
 out:
   if (rc != SLUICE_OK)
-    return rc;
+    return done(sp, rc);
   sp->bytes = s->buf;
   sp->len = s->len;
   if (strcmp(sp->host, n->host) != 0) { /* (snprintf every call cost more) */
@@ -266,7 +272,7 @@ out:
   sp->port = n->port;
   sp->slot = r->cluster ? s->job.slot : -1;
   r->st.ops++;
-  return SLUICE_OK;
+  return sp->status = SLUICE__SPLIT_SEND;
 }
 
 /* The command's arguments after the engine's, in RESP, kept for every
@@ -288,7 +294,7 @@ static int put_tail(rcl_store *home, rcl_split *s, const rcl_cmd *c) {
 ** left the whole program's numbers in the command; its argument is the
 ** last, the header alone in the id form). */
 static int build_tail(rcl_store *home, rcl_store *r, rcl_split *s) {
-  rcl_cmd *c = r->cmd;
+  rcl_cmd *c = &r->cmd;
   const size_t h = 8 * SLUICE_WIRE_HEADER;
   size_t n;
   int rc;
@@ -336,12 +342,6 @@ static int tail_whole(rcl_store *home, rcl_split *s) {
 
 /* ----------------------------------------------------------- states --- */
 
-static int done(sluice__split *sp, int rc) {
-  sp->rc = rc;
-  sp->status = SLUICE__SPLIT_DONE;
-  return SLUICE__SPLIT_DONE;
-}
-
 static void drop_replies(rcl_split *s) {
   int i;
   for (i = 0; i < s->got; i++)
@@ -365,48 +365,33 @@ static int link_failed(rcl_store *r, rcl_split *s, sluice__split *sp, int rc,
   r->map_stale = 1;
   r->refresh_cursor = (s->node + 1) % (r->nnodes ? r->nnodes : 1);
   drop_replies(s);
+  if (s->rd) { /* whatever it held belongs to a dead stream */
+    redisReaderFree(s->rd);
+    s->rd = NULL;
+  }
   return done(sp, rc);
 }
 
 static int begin(rcl_store *home, rcl_store *r, sluice__split *sp) {
   rcl_split *s = priv(sp);
-  const sluice_program *prog;
-  sluice_program one;
-  sluice_step step;
-  int rc, i;
-  if (r->readonly)
-    return done(sp, sluice_store_seterr(&r->base, SLUICE_EPERM, 0,
-                                        "redis: store opened read-only"));
+  const sluice_program *prog = sp->prog;
+  int rc;
+  /* The policy's flow calls with programs only (an op is a one-step
+  ** program). */
+  if (!prog)
+    return done(sp, sluice_store_seterr(&r->base, SLUICE_EINVAL, 0,
+                                        "redis: the halves carry programs"));
+  if ((rc = sluice__rcl_prog_check(r, prog)) != SLUICE_OK)
+    return done(sp, rc);
   memset(&s->job, 0, sizeof s->job);
-  /* An op goes as a one-step program (redis_store.c's op_program, the
-  ** bytes made below), its verdict the program's first. */
-  prog = sp->prog;
-  if (sp->op) {
-    sluice__rcl_op_program(sp->op, &step, &one);
-    prog = &one;
-    s->job.v = sp->v;
-  } else {
-    s->job.res = sp->res;
-  }
-  rc = SLUICE_OK;
-  for (i = 0; i < prog->nsteps && rc == SLUICE_OK; i++) {
-    sluice_op op;
-    sluice__program_step_op(prog, i, &op);
-    rc = sluice__rcl_range_check(&op);
-  }
   s->job.type = JOB_RUN;
   s->job.prog = prog;
-  if (rc != SLUICE_OK)
-    return done(sp, sluice_store_seterr(&r->base, rc, 0,
-                                        "redis: parameters outside the exact "
-                                        "range of the Lua port (see "
-                                        "docs/redis.md)"));
+  s->job.res = sp->res;
   s->job.now = sp->now;
   s->job.ask_node = -1;
   /* Hashed always: a MOVED may turn a single server's store into a
   ** cluster's, and the keys are the caller's only until begin returns. */
   s->job.slot = sluice__rcl_jkey_slot(r, &prog->keys[0]);
-  s->job.pending = 1;
   s->ask = s->reload = 0;
   s->refresh = r->map_stale && r->cluster;
   s->wait = r->wait_replicas > 0;
@@ -416,30 +401,17 @@ static int begin(rcl_store *home, rcl_store *r, sluice__split *sp) {
   /* The program is the caller's until the call is done: the reply is
   ** decoded against a copy of what it needs. */
   decode_copy(s, &s->job, prog);
-  if ((rc = compose(home, r, s, sp)) != SLUICE_OK)
-    return done(sp, rc);
-  sp->status = SLUICE__SPLIT_SEND;
-  return SLUICE__SPLIT_SEND;
-}
-
-/* Nodes from `from` on were first seen in a reply (a redirection, a new
-** map): they run the engine the first seed runs. */
-static void new_nodes(rcl_store *r, int from) {
-  for (; from < r->nnodes; from++) {
-    r->nodes[from].module = r->nodes[0].module;
-    r->nodes[from].fn = r->nodes[0].fn;
-  }
+  return compose(home, r, s, sp);
 }
 
 /* Every reply owed is in s->reps: what they say. */
 static int take(rcl_store *home, rcl_store *r, rcl_split *s,
                 sluice__split *sp) {
   const redisReply *main;
-  int k = 0, what, rc, known = r->nnodes;
+  int k = 0, what, rc;
   r->st.round_trips++;
   if (s->refresh) {
     rc = sluice__rcl_slots_reply(r, s->node, s->reps[0]);
-    new_nodes(r, known);
     drop_replies(s);
     s->refresh = 0;
     if (rc != SLUICE_OK) {
@@ -462,17 +434,8 @@ static int take(rcl_store *home, rcl_store *r, rcl_split *s,
   s->job.ask_node = -1;
   s->ask = s->reload = 0;
   what = sluice__rcl_handle_reply(r, &s->job, s->node, main);
-  new_nodes(r, known);
-  if (what == R_DONE && s->wait && s->job.rc == SLUICE_OK) {
-    const redisReply *w = s->reps[k];
-    if (w->type != REDIS_REPLY_INTEGER || w->integer < r->wait_replicas) {
-      s->job.rc = SLUICE_EUNAVAIL;
-      sluice_store_seterr(&r->base, SLUICE_EUNAVAIL, 0,
-                          "redis %s:%d: write not acknowledged by %d "
-                          "replicas", r->nodes[s->node].host,
-                          r->nodes[s->node].port, r->wait_replicas);
-    }
-  }
+  if (what == R_DONE && s->wait && s->job.rc == SLUICE_OK)
+    s->job.rc = sluice__rcl_wait_reply(r, s->node, s->reps[k]);
   drop_replies(s);
   if (what == R_DONE) {
     if (s->job.rc == SLUICE_EUNAVAIL)
@@ -490,10 +453,7 @@ again:
     return done(sp, sluice_store_seterr(&r->base, SLUICE_EUNAVAIL, 0,
                                         "redis: redirections or TRYAGAIN "
                                         "exhausted"));
-  if ((rc = compose(home, r, s, sp)) != SLUICE_OK)
-    return done(sp, rc);
-  sp->status = SLUICE__SPLIT_SEND;
-  return SLUICE__SPLIT_SEND;
+  return compose(home, r, s, sp);
 }
 
 /* A call owed one reply whose bytes so far are one bulk string, or its
@@ -557,8 +517,6 @@ static int reply(rcl_store *home, rcl_store *r, sluice__split *sp) {
     if (redisReaderGetReply(s->rd, &rep) != REDIS_OK) {
       char why[160];
       snprintf(why, sizeof why, "not a Redis reply (%s)", s->rd->errstr);
-      redisReaderFree(s->rd); /* a reader in error reads nothing more */
-      s->rd = NULL;
       return link_failed(r, s, sp, SLUICE_EBACKEND, why);
     }
     if (!rep)
@@ -566,13 +524,10 @@ static int reply(rcl_store *home, rcl_store *r, sluice__split *sp) {
     s->reps[s->got++] = rep;
   }
   left = s->rd->len - s->rd->pos;
-  if (left) {
-    redisReaderFree(s->rd);
-    s->rd = NULL;
+  if (left)
     return link_failed(r, s, sp, SLUICE_EBACKEND,
                        "bytes beyond the replies owed (the stream is out of "
                        "step)");
-  }
   return take(home, r, s, sp);
 }
 
@@ -669,7 +624,7 @@ static int carry(rcl_store *home, sluice__split *sp) {
     else
       s->reps[s->got++] = rep;
   }
-  sluice__rcl_lane_unlock(home, l);
+  pthread_mutex_unlock(&l->mu);
   pthread_mutex_lock(&r->mu);
   if (rc != SLUICE_OK) {
     if (rc == SLUICE_ETIMEDOUT || rc == SLUICE_EUNAVAIL)
@@ -724,23 +679,16 @@ int sluice__rcl_split_control(rcl_store *home, int op, void *arg) {
     rc = begin(home, r, sp);
     break;
   case SLUICE__CTL_SPLIT_REPLY:
-    rc = sp->status == SLUICE__SPLIT_SEND || sp->status == SLUICE__SPLIT_MORE
-             ? reply(home, r, sp)
-             : SLUICE_EINVAL;
-    break;
   case SLUICE__CTL_SPLIT_FAIL:
-    if (sp->status != SLUICE__SPLIT_SEND && sp->status != SLUICE__SPLIT_MORE) {
+    if (sp->status != SLUICE__SPLIT_SEND && sp->status != SLUICE__SPLIT_MORE)
       rc = SLUICE_EINVAL;
-    } else if (sp->err != SLUICE_ETIMEDOUT && sp->err != SLUICE_EUNAVAIL &&
-               sp->err != SLUICE_EIO && sp->err != SLUICE_EBACKEND) {
+    else if (op == SLUICE__CTL_SPLIT_REPLY)
+      rc = reply(home, r, sp);
+    else if (sp->err != SLUICE_ETIMEDOUT && sp->err != SLUICE_EUNAVAIL &&
+             sp->err != SLUICE_EIO && sp->err != SLUICE_EBACKEND)
       rc = SLUICE_EINVAL;
-    } else {
-      if (s->rd) { /* whatever it held belongs to a dead stream */
-        redisReaderFree(s->rd);
-        s->rd = NULL;
-      }
+    else
       rc = link_failed(r, s, sp, sp->err, "the host's link failed");
-    }
     break;
   default:
     rc = SLUICE_ENOTFOUND;

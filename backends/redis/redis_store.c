@@ -64,8 +64,10 @@
 ** replies, redirects); redis_round.c the pipelined rounds; redis_int.h
 ** the types they share.
 */
+#include <ctype.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -77,16 +79,25 @@
 
 /* ----------------------------------------------------------- methods --- */
 
-/* Every step of a program within the Lua port's exact range. */
-static int prog_range_check(const sluice_program *p) {
-  int i, rc;
-  for (i = 0; i < p->nsteps; i++) {
+/* What a program must pass before anything is sent, whichever path
+** carries it (the rounds here, the halves in redis_split.c): a writable
+** store, and every step within the Lua port's exact range.  The error
+** detail is set (under the lane's or the split lane's mutex). */
+int sluice__rcl_prog_check(rcl_store *r, const sluice_program *p) {
+  int i, rc = SLUICE_OK;
+  if (r->readonly)
+    return sluice_store_seterr(&r->base, SLUICE_EPERM, 0,
+                               "redis: store opened read-only");
+  for (i = 0; i < p->nsteps && rc == SLUICE_OK; i++) {
     sluice_op op;
     sluice__program_step_op(p, i, &op);
-    if ((rc = sluice__rcl_range_check(&op)) != SLUICE_OK)
-      return rc;
+    rc = sluice__rcl_range_check(&op);
   }
-  return SLUICE_OK;
+  return rc == SLUICE_OK ? rc
+                         : sluice_store_seterr(&r->base, rc, 0,
+                                               "redis: parameters outside the "
+                                               "exact range of the Lua port "
+                                               "(see docs/redis.md)");
 }
 
 /* The store's one decision path: n programs over one lane, pipelined,
@@ -98,104 +109,54 @@ static int redis_run(sluice_store *s, int n, const sluice_program *ps,
                      int64_t now, sluice_program_result *res, int *rcs) {
   rcl_store *home = (rcl_store *)s, *r;
   rcl_job stack[RCL_STACK_JOBS], *jobs = stack;
-  int smap[RCL_STACK_JOBS], *map = smap;
   int i, nj = 0, rc = SLUICE_OK;
   if (n <= 0)
     return SLUICE_OK;
-  if (n > RCL_STACK_JOBS) {
-    jobs = sluice__store_malloc(s, sizeof(rcl_job) * (size_t)n);
-    map = sluice__store_malloc(s, sizeof(int) * (size_t)n);
-    if (!jobs || !map) {
-      sluice__store_free(s, jobs, sizeof(rcl_job) * (size_t)n);
-      sluice__store_free(s, map, sizeof(int) * (size_t)n);
-      return SLUICE_ENOMEM;
-    }
-  }
+  if (n > RCL_STACK_JOBS &&
+      !(jobs = sluice__store_malloc(s, sizeof(rcl_job) * (size_t)n)))
+    return SLUICE_ENOMEM;
   /* Everything that may write the error detail runs under the mutex. */
   r = sluice__rcl_lane_lock(home);
   for (i = 0; i < n; i++) {
-    if (r->readonly) {
-      rcs[i] = sluice_store_seterr(s, SLUICE_EPERM, 0,
-                                   "redis: store opened read-only");
+    if ((rcs[i] = sluice__rcl_prog_check(r, &ps[i])) != SLUICE_OK)
       continue;
-    }
-    rcs[i] = prog_range_check(&ps[i]);
-    if (rcs[i] != SLUICE_OK) {
-      sluice_store_seterr(s, rcs[i], 0,
-                          "redis: parameters outside the exact range of the "
-                          "Lua port (see docs/redis.md)");
-      continue;
-    }
     memset(&jobs[nj], 0, sizeof jobs[nj]);
     jobs[nj].type = JOB_RUN;
     jobs[nj].prog = &ps[i];
     jobs[nj].res = &res[i];
-    jobs[nj].now = now;
-    map[nj++] = i;
+    jobs[nj++].now = now;
   }
   if (nj > 0)
     rc = sluice__rcl_run_jobs(r, jobs, nj);
-  sluice__rcl_lane_unlock(home, r);
+  pthread_mutex_unlock(&r->mu);
   for (i = 0; i < nj; i++)
-    rcs[map[i]] = jobs[i].rc;
-  if (jobs != stack) {
+    rcs[jobs[i].prog - ps] = jobs[i].rc;
+  if (jobs != stack)
     sluice__store_free(s, jobs, sizeof(rcl_job) * (size_t)n);
-    sluice__store_free(s, map, sizeof(int) * (size_t)n);
-  }
   return rc;
 }
 
-/* The split's op (split.h still carries one) as a one-step program: a
-** NOTE, so that its writes stay whatever its verdict, as an op's do; its
-** verdict is the program's first. */
-void sluice__rcl_op_program(const sluice_op *op, sluice_step *st,
-                            sluice_program *p) {
-  memset(st, 0, sizeof *st);
-  st->algo = op->algo;
-  st->kind = op->kind;
-  st->nkeys = op->nkeys;
-  st->params = op->params;
-  st->arg = op->arg;
-  st->id = op->id;
-  st->fold = SLUICE_FOLD_NOTE;
-  memset(p, 0, sizeof *p);
-  p->nkeys = op->nkeys;
-  p->keys = op->keys;
-  p->nsteps = 1;
-  p->steps = st;
-  p->record_class = op->record_class;
+/* A get or a delete: one job on a lane. */
+static int run_one(sluice_store *s, rcl_job *j) {
+  rcl_store *home = (rcl_store *)s, *r = sluice__rcl_lane_lock(home);
+  int rc = j->type == JOB_DEL && r->readonly
+               ? sluice_store_seterr(s, SLUICE_EPERM, 0,
+                                     "redis: store opened read-only")
+               : sluice__rcl_run_jobs(r, j, 1);
+  pthread_mutex_unlock(&r->mu);
+  return rc != SLUICE_OK ? rc : j->rc;
 }
 
 static int rcl_get(sluice_store *s, const sluice_key *key, int64_t now,
                    sluice_state *out, int64_t *exp) {
-  rcl_store *home = (rcl_store *)s, *r;
-  rcl_job j;
-  int rc;
-  memset(&j, 0, sizeof j);
-  j.type = JOB_GET;
-  j.key = key;
-  j.st_out = out;
-  j.exp_out = exp;
-  j.now = now;
-  r = sluice__rcl_lane_lock(home);
-  rc = sluice__rcl_run_jobs(r, &j, 1);
-  sluice__rcl_lane_unlock(home, r);
-  return rc != SLUICE_OK ? rc : j.rc;
+  rcl_job j = {.type = JOB_GET, .key = key, .st_out = out, .exp_out = exp,
+               .now = now};
+  return run_one(s, &j);
 }
 
 static int rcl_delete(sluice_store *s, const sluice_key *key) {
-  rcl_store *home = (rcl_store *)s, *r;
-  rcl_job j;
-  int rc;
-  memset(&j, 0, sizeof j);
-  j.type = JOB_DEL;
-  j.key = key;
-  r = sluice__rcl_lane_lock(home);
-  rc = r->readonly ? sluice_store_seterr(s, SLUICE_EPERM, 0,
-                                         "redis: store opened read-only")
-                   : sluice__rcl_run_jobs(r, &j, 1);
-  sluice__rcl_lane_unlock(home, r);
-  return rc != SLUICE_OK ? rc : j.rc;
+  rcl_job j = {.type = JOB_DEL, .key = key};
+  return run_one(s, &j);
 }
 
 static void stats_add(sluice_redis_stats *t, const sluice_redis_stats *a) {
@@ -234,9 +195,9 @@ static int control_lanes(rcl_store *home, int op, void *arg) {
       }
     } else {
       for (i = 0; i < r->nnodes; i++)
-        sluice__rcl_node_drop(&r->nodes[i]);
+        sluice__rcl_link_close(&r->nodes[i].c, &r->nodes[i].tls);
     }
-    sluice__rcl_lane_unlock(home, r);
+    pthread_mutex_unlock(&r->mu);
   }
   if (op == SLUICE_CTL_REDIS_STATS && home->split) {
     /* The policy's decisions are read on the split lane (redis_split.c),
@@ -254,7 +215,9 @@ static int control_lanes(rcl_store *home, int op, void *arg) {
 
 static int rcl_control(sluice_store *s, int op, void *arg) {
   rcl_store *home = (rcl_store *)s, *r;
-  int rc = SLUICE_OK;
+  sluice_redis_node_of *q = arg;
+  sluice_key k;
+  int rc, ni;
   if (op <= SLUICE__CTL_SPLIT_OPEN && op >= SLUICE__CTL_SPLIT_CLOSE)
     return sluice__rcl_split_control(home, op, arg);
   if (op == SLUICE_CTL_PARAMS_IN_RANGE) {
@@ -274,35 +237,24 @@ static int rcl_control(sluice_store *s, int op, void *arg) {
       op == SLUICE_CTL_REDIS_STATS)
     return op == SLUICE_CTL_REDIS_STATS && !arg ? SLUICE_EINVAL
                                                 : control_lanes(home, op, arg);
+  if (op != SLUICE_CTL_REDIS_NODE_OF)
+    return SLUICE_ENOTFOUND;
+  if (!q || !q->key || q->keylen == 0 || q->keylen > SLUICE_KEY_MAX)
+    return SLUICE_EINVAL;
+  k.data = q->key;
+  k.len = q->keylen;
   /* NODE_OF answers from the map of the lane this thread decides on. */
   r = sluice__rcl_lane_lock(home);
-  sluice__rcl_fork_check(r);
-  switch (op) {
-  case SLUICE_CTL_REDIS_NODE_OF: {
-    sluice_redis_node_of *q = arg;
-    sluice_key k;
-    int ni;
-    if (!q || !q->key || q->keylen == 0 || q->keylen > SLUICE_KEY_MAX) {
-      rc = SLUICE_EINVAL;
-      break;
-    }
-    k.data = q->key;
-    k.len = q->keylen;
-    q->slot = sluice__rcl_jkey_slot(r, &k);
-    ni = r->cluster ? r->slot_node[q->slot] : r->slot_node[0];
-    q->port = 0;
-    q->host[0] = '\0';
-    if (ni != RCL_NO_NODE && ni < r->nnodes) {
-      q->port = r->nodes[ni].port;
-      snprintf(q->host, sizeof q->host, "%s", r->nodes[ni].host);
-    }
-    break;
+  q->slot = sluice__rcl_jkey_slot(r, &k);
+  ni = r->slot_node[r->cluster ? q->slot : 0];
+  q->port = 0;
+  q->host[0] = '\0';
+  if (ni != RCL_NO_NODE && ni < r->nnodes) {
+    q->port = r->nodes[ni].port;
+    snprintf(q->host, sizeof q->host, "%s", r->nodes[ni].host);
   }
-  default:
-    rc = SLUICE_ENOTFOUND;
-  }
-  sluice__rcl_lane_unlock(home, r);
-  return rc;
+  pthread_mutex_unlock(&r->mu);
+  return SLUICE_OK;
 }
 
 static unsigned rcl_caps(sluice_store *s) {
@@ -312,31 +264,29 @@ static unsigned rcl_caps(sluice_store *s) {
          SLUICE_CAP_OWN_CLOCK;
 }
 
-static void lane_free(rcl_store *home, rcl_store *l) {
+static void lane_free(rcl_store *l) {
   int i;
   /* A child closing a store its parent opened must not touch the parent's
-  ** sockets beyond closing its own descriptors, which node_drop does. */
+  ** sockets beyond closing its own descriptors, which link_close does. */
   for (i = 0; i < l->nnodes; i++)
-    sluice__rcl_node_drop(&l->nodes[i]);
+    sluice__rcl_link_close(&l->nodes[i].c, &l->nodes[i].tls);
   pthread_mutex_destroy(&l->mu);
-  sluice__store_free(&home->base, l->cmd, sizeof *l->cmd);
 }
 
 static int rcl_close(sluice_store *s) {
   rcl_store *r = (rcl_store *)s;
   int k;
-  for (k = 1; k < r->nlanes; k++) {
-    lane_free(r, r->lanes[k]);
-    sluice__store_free(s, r->lanes[k], sizeof *r);
-  }
-  if (r->split) {
-    lane_free(r, r->split);
-    sluice__store_free(s, r->split, sizeof *r);
+  for (k = 1; k <= r->nlanes; k++) { /* lanes 1.., then the split lane */
+    rcl_store *l = k < r->nlanes ? r->lanes[k] : r->split;
+    if (l) {
+      lane_free(l);
+      sluice__store_free(s, l, sizeof *r);
+    }
   }
   sluice__store_free(s, r->lanes, sizeof *r->lanes * RCL_POOL_MAX);
   if (r->fork_page)
     munmap((void *)r->fork_page, (size_t)sysconf(_SC_PAGESIZE));
-  lane_free(r, r);
+  lane_free(r);
   if (r->conf) {
     sluice__rcl_conf_free(r->conf);
     sluice__store_free(s, r->conf, sizeof *r->conf);
@@ -406,22 +356,19 @@ static int parse_nodes(rcl_store *r, const char *v, size_t len) {
   size_t i = 0;
   while (i < len) {
     size_t j = i, colon = (size_t)-1;
-    long port = 0;
+    char *end;
+    long port;
     while (j < len && v[j] != ',') {
       if (v[j] == ':')
         colon = j;
       j++;
     }
-    if (colon == (size_t)-1 || colon == i || colon + 1 >= j)
+    if (colon == (size_t)-1 || colon == i || colon + 1 >= j ||
+        !isdigit((unsigned char)v[colon + 1]))
       return SLUICE_EINVAL;
-    for (size_t k = colon + 1; k < j; k++) {
-      if (v[k] < '0' || v[k] > '9')
-        return SLUICE_EINVAL;
-      port = port * 10 + (v[k] - '0');
-      if (port > 65535)
-        return SLUICE_EINVAL;
-    }
-    if (sluice__rcl_find_node(r, v + i, colon - i, (int)port, 1) < 0)
+    port = strtol(v + colon + 1, &end, 10);
+    if (end != v + j || port > 65535 ||
+        sluice__rcl_find_node(r, v + i, colon - i, (int)port, 1) < 0)
       return SLUICE_EINVAL;
     i = j + 1;
   }
@@ -436,12 +383,7 @@ static rcl_store *lane_copy(rcl_store *r) {
   if (!l)
     return NULL;
   memcpy(l, r, sizeof *l);
-  l->cmd = sluice__store_malloc(&r->base, sizeof *l->cmd);
-  if (!l->cmd) {
-    sluice__store_free(&r->base, l, sizeof *l);
-    return NULL;
-  }
-  memset(l->cmd, 0, sizeof *l->cmd);
+  memset(&l->cmd, 0, sizeof l->cmd);
   l->lanes = NULL;
   l->nlanes = 0;
   l->url_params = NULL;
@@ -486,15 +428,12 @@ static int rcl_open_as(const char *uri, const sluice_store_config *cfg,
   const char *v;
   size_t len, i;
   int rc, pool;
-  r->home = r;
   r->nlanes = 1;
   pthread_mutex_init(&r->mu, NULL);
-  r->cmd = sluice__store_malloc(s, sizeof *r->cmd);
   r->conf = sluice__store_malloc(s, sizeof *r->conf);
   s->pMethods = &rcl_methods; /* from here xClose cleans up */
-  if (!r->cmd || !r->conf)
+  if (!r->conf)
     return sluice_store_seterr(s, SLUICE_ENOMEM, 0, "redis: out of memory");
-  memset(r->cmd, 0, sizeof *r->cmd);
   memset(r->conf, 0, sizeof *r->conf);
   if (uri[0] == '/' && uri[1] == '/') {
     r->url_params_len = strlen(uri) + 64;
@@ -529,17 +468,16 @@ static int rcl_open_as(const char *uri, const sluice_store_config *cfg,
                                "host:port,host:port)",
                                (int)(len > 60 ? 60 : len), v);
   }
-  if ((rc = int_param(s, uri, "timeout_ms", 20, 1, 600000, &r->timeout_ms)) ||
+  if ((rc = int_param(s, uri, "timeout_ms", 20, 1, 600000,
+                      &r->conf->timeout_ms)) ||
       (rc = int_param(s, uri, "connect_timeout_ms", 20, 1, 600000,
-                      &r->connect_timeout_ms)) ||
+                      &r->conf->connect_timeout_ms)) ||
       (rc = int_param(s, uri, "wait_replicas", 0, 0, 16, &r->wait_replicas)) ||
       (rc = int_param(s, uri, "backoff_max_ms", 1000, 1, 600000,
                       &r->backoff_max_ms)) ||
       (rc = int_param(s, uri, "pool", RCL_POOL_DEFAULT, 1, RCL_POOL_MAX,
                       &pool)))
     return rc;
-  r->conf->timeout_ms = r->timeout_ms;
-  r->conf->connect_timeout_ms = r->connect_timeout_ms;
   if ((rc = engine_param(s, uri, &r->engine)) != SLUICE_OK)
     return rc;
   if (sluice_uri_param(uri, "prefix", &v, &len) == SLUICE_OK) {

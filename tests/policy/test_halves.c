@@ -730,6 +730,46 @@ Test(halves, redis_garbage_and_truncated_replies) {
   fx_close(&f);
 }
 
+/* wait_replicas=1 on servers without replicas: each call carries WAIT
+** after the command and draws its reply too; WAIT answers 0 (after its
+** timeout), so the call fails as unacknowledged: SLUICE_EUNAVAIL, the
+** failure mode's decision (the write may be lost in a failover). */
+Test(halves, redis_wait_unacknowledged) {
+  fixture f;
+  sluice_call *call;
+  sluice_request q = rq_std("acme", "waiting", "sandbox");
+  sluice_decision d;
+  host h;
+  char tag[64], prefix[80], store[1024];
+  const char *eng = rt_engine("");
+  int rc;
+  rt_tag(tag, sizeof tag, "w");
+  snprintf(prefix, sizeof prefix, "w%.20s:", tag + 3);
+  prefix[strcspn(prefix, "}")] = ':';
+  snprintf(store, sizeof store,
+           "redis:nodes=%s;timeout_ms=100;connect_timeout_ms=3000;"
+           "wait_replicas=1;prefix=%s%s%s",
+           rt_nodes(), prefix, *eng ? ";" : "", eng);
+  cr_assert_eq(fx_open_store(&f, NULL, store, SLUICE_OPEN_TESTCLOCK),
+               SLUICE_OK, "%s", store);
+  host_init(&h);
+  cr_assert_eq(sluice_call_open(f.pol, &call), SLUICE_OK);
+  rc = sluice_policy_begin(call, SLUICE_CALL_DECIDE, &q, &d, NULL, 0);
+  cr_assert_eq(rc, SLUICE_CALL_SEND);
+  cr_assert(has(call_info(call).bytes, call_info(call).len, "WAIT"),
+            "WAIT follows the command");
+  cr_assert_geq(call_info(call).replies, 2);
+  while (rc == SLUICE_CALL_SEND)
+    rc = host_carry(&h, call, &d);
+  cr_assert_eq(rc, SLUICE_CALL_DONE);
+  cr_assert_eq(d.store_error, SLUICE_EUNAVAIL, "store_error %d",
+               d.store_error);
+  cr_assert(d.flags & SLUICE_DECISION_DEGRADED, "flags %x", d.flags);
+  sluice_call_close(call);
+  host_close(&h);
+  fx_close(&f);
+}
+
 /* ------------------------------------------- redirections and failures --- */
 
 static redisContext *raw(int port) {

@@ -12,6 +12,7 @@
 ** AOF replay then holds exactly the master's records whatever its clock
 ** says, and needs no module.
 */
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -157,24 +158,13 @@ static void rec_put(RedisModuleCtx *ctx, RedisModuleString *name, rec *r,
 
 static int reply_err(RedisModuleCtx *ctx, const char *msg) {
   char buf[96];
-  size_t n = strlen(msg);
-  if (n > sizeof buf - 8)
-    n = sizeof buf - 8;
-  memcpy(buf, "SLUICE ", 7);
-  memcpy(buf + 7, msg, n);
-  buf[7 + n] = '\0';
+  snprintf(buf, sizeof buf, "SLUICE %s", msg);
   return srm_ReplyWithError(ctx, buf);
 }
 
 static int reply_corrupt(RedisModuleCtx *ctx, int i) {
   char msg[64];
-  static const char t[] = "ECORRUPT record of another layout at key ";
-  int n = sizeof t - 1;
-  memcpy(msg, t, (size_t)n);
-  if (i >= 10)
-    msg[n++] = (char)('0' + i / 10);
-  msg[n++] = (char)('0' + i % 10);
-  msg[n] = '\0';
+  snprintf(msg, sizeof msg, "ECORRUPT record of another layout at key %d", i);
   return reply_err(ctx, msg);
 }
 
@@ -290,17 +280,10 @@ static int run_program(RedisModuleCtx *ctx, RedisModuleString **names,
 /* numkeys (argv[1]) when the call is "CMD numkeys key... program..." with
 ** 1..max keys and a program at least, else 0. */
 static int numkeys_of(RedisModuleString **argv, int argc, int max) {
-  size_t len, i;
-  const char *s = srm_StringPtrLen(argv[1], &len);
-  int n = 0;
-  if (len < 1 || len > 2)
+  long long n;
+  if (srm_StringToLongLong(argv[1], &n) != SRM_OK)
     return 0;
-  for (i = 0; i < len; i++) {
-    if (s[i] < '0' || s[i] > '9')
-      return 0;
-    n = n * 10 + (s[i] - '0');
-  }
-  return (n >= 1 && n <= max && argc >= n + 3) ? n : 0;
+  return (n >= 1 && n <= max && argc >= n + 3) ? (int)n : 0;
 }
 
 /* Redis Cluster's routing (and ACL key checks) ask the command where its

@@ -42,6 +42,7 @@ typedef int (*srm_cmdfunc)(RedisModuleCtx *ctx, RedisModuleString **argv,
   X(int, IsKeysPositionRequest, (RedisModuleCtx * ctx))                        \
   X(void, KeyAtPos, (RedisModuleCtx * ctx, int pos))                           \
   X(const char *, StringPtrLen, (const RedisModuleString *s, size_t *len))     \
+  X(int, StringToLongLong, (const RedisModuleString *s, long long *ll))         \
   X(RedisModuleKey *, OpenKey,                                                 \
     (RedisModuleCtx * ctx, RedisModuleString * name, int mode))                \
   X(void, CloseKey, (RedisModuleKey * key))                                    \
