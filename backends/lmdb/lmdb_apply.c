@@ -101,7 +101,7 @@ static int run_txn(lmdb_store *s, unsigned flags, int nowait, int n,
                    int *mdbrc) {
   MDB_txn *txn;
   int i, dry = (flags & MDB_RDONLY) != 0;
-  int rc = sluice__lmdb_txn_begin2(s, flags, &txn, nowait);
+  int rc = sluice__lmdb_txn_begin(s, flags, &txn, nowait);
   *dirty = 0;
   *mdbrc = MDB_SUCCESS;
   if (rc != SLUICE_OK)
@@ -177,7 +177,7 @@ int sluice__lmdb_get(sluice_store *base, const sluice_key *key, int64_t now,
   int rc = sluice__lmdb_fork_check(s), mrc;
   if (rc != SLUICE_OK)
     return rc;
-  rc = sluice__lmdb_txn_begin(s, MDB_RDONLY, &txn);
+  rc = sluice__lmdb_txn_begin(s, MDB_RDONLY, &txn, 0);
   if (rc != SLUICE_OK)
     return rc;
   sluice__lmdb_key_map(s->e, key, kbuf, &k);
@@ -211,7 +211,7 @@ int sluice__lmdb_delete(sluice_store *base, const sluice_key *key) {
   if (s->rdonly)
     return sluice_store_seterr(base, SLUICE_EPERM, 0,
                                "lmdb: store opened read-only");
-  rc = sluice__lmdb_txn_begin(s, 0, &txn);
+  rc = sluice__lmdb_txn_begin(s, 0, &txn, 0);
   if (rc != SLUICE_OK)
     return rc;
   sluice__lmdb_key_map(s->e, key, kbuf, &k);

@@ -12,7 +12,7 @@ static int write_meta_mapsize(lmdb_store *s, int64_t size) {
   MDB_dbi dbi = s->e->dbi_meta;
   MDB_val k = {6, (void *)"format"}, v;
   meta_rec m;
-  int rc = sluice__lmdb_txn_begin(s, 0, &txn), mrc;
+  int rc = sluice__lmdb_txn_begin(s, 0, &txn, 0), mrc;
   if (rc != SLUICE_OK)
     return rc;
   mrc = mdb_get(txn, dbi, &k, &v);
@@ -92,7 +92,7 @@ static int ctl_sweep(lmdb_store *s, sluice_lmdb_sweep *sw) {
   if (s->rdonly)
     return sluice_store_seterr(&s->base, SLUICE_EPERM, 0,
                                "lmdb: store opened read-only");
-  rc = sluice__lmdb_txn_begin(s, 0, &txn);
+  rc = sluice__lmdb_txn_begin(s, 0, &txn, 0);
   if (rc != SLUICE_OK)
     return rc;
   mrc = mdb_cursor_open(txn, e->dbi_state, &cur);
@@ -169,7 +169,7 @@ static int ctl_stats(lmdb_store *s, sluice_lmdb_stats *st) {
   MDB_txn *txn;
   int rc, mrc;
   memset(st, 0, sizeof *st);
-  rc = sluice__lmdb_txn_begin(s, MDB_RDONLY, &txn);
+  rc = sluice__lmdb_txn_begin(s, MDB_RDONLY, &txn, 0);
   if (rc != SLUICE_OK)
     return rc;
   mrc = mdb_stat(txn, s->e->dbi_state, &ms);

@@ -86,13 +86,11 @@ void sluice__lmdb_key_map(const sluice_lmdb_env *e, const sluice_key *k,
                           unsigned char *buf, MDB_val *out);
 int sluice__lmdb_fork_check(lmdb_store *s);
 int sluice__lmdb_adopt_mapsize(sluice_lmdb_env *e, size_t want);
-int sluice__lmdb_gate_lock_env(sluice_lmdb_env *e, sluice_store *base,
-                               int nowait);
-int sluice__lmdb_gate_lock(lmdb_store *s, int nowait);
+int sluice__lmdb_gate_lock(sluice_lmdb_env *e, sluice_store *base,
+                           int nowait);
 void sluice__lmdb_gate_unlock(lmdb_store *s);
-int sluice__lmdb_txn_begin2(lmdb_store *s, unsigned flags, MDB_txn **txn,
-                            int nowait);
-int sluice__lmdb_txn_begin(lmdb_store *s, unsigned flags, MDB_txn **txn);
+int sluice__lmdb_txn_begin(lmdb_store *s, unsigned flags, MDB_txn **txn,
+                           int nowait);
 void sluice__lmdb_txn_abort(lmdb_store *s, MDB_txn *txn);
 void sluice__lmdb_txn_abort_ro(lmdb_store *s, MDB_txn *txn);
 int sluice__lmdb_txn_commit(lmdb_store *s, MDB_txn *txn);

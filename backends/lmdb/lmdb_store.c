@@ -299,7 +299,7 @@ static int env_setup_txn(sluice_store *s, sluice_lmdb_env *e, int create,
 static int env_setup(sluice_store *s, sluice_lmdb_env *e, int create,
                      const char *path, int64_t *grown) {
   int rc;
-  if (!e->rdonly && (rc = sluice__lmdb_gate_lock_env(e, s, 0)) != SLUICE_OK)
+  if (!e->rdonly && (rc = sluice__lmdb_gate_lock(e, s, 0)) != SLUICE_OK)
     return rc;
   rc = env_setup_txn(s, e, create, path, grown);
   if (e->gate)

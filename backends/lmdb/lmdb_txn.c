@@ -123,8 +123,8 @@ int sluice__lmdb_adopt_mapsize(sluice_lmdb_env *e, size_t want) {
 }
 
 /* Take the writer gate (lmdb_gate.h) within busy_ms. */
-int sluice__lmdb_gate_lock_env(sluice_lmdb_env *e, sluice_store *base,
-                               int nowait) {
+int sluice__lmdb_gate_lock(sluice_lmdb_env *e, sluice_store *base,
+                           int nowait) {
   struct timespec dl;
   int rc;
   if (!e->gate)
@@ -163,10 +163,6 @@ int sluice__lmdb_gate_lock_env(sluice_lmdb_env *e, sluice_store *base,
                              strerror(rc));
 }
 
-int sluice__lmdb_gate_lock(lmdb_store *s, int nowait) {
-  return sluice__lmdb_gate_lock_env(s->e, &s->base, nowait);
-}
-
 void sluice__lmdb_gate_unlock(lmdb_store *s) {
   if (s->e->gate)
     pthread_mutex_unlock(&s->e->gate->mu);
@@ -175,13 +171,13 @@ void sluice__lmdb_gate_unlock(lmdb_store *s) {
 /* Begin a transaction holding the map lock shared (and, for a write
 ** transaction, the writer gate).  On failure nothing is held and the
 ** store's errstr says why. */
-int sluice__lmdb_txn_begin2(lmdb_store *s, unsigned flags, MDB_txn **txn,
-                            int nowait) {
+int sluice__lmdb_txn_begin(lmdb_store *s, unsigned flags, MDB_txn **txn,
+                           int nowait) {
   sluice_lmdb_env *e = s->e;
   int tries, rc = MDB_SUCCESS, write = !(flags & MDB_RDONLY);
   for (tries = 0; tries < 4; tries++) {
     if (write) {
-      int grc = sluice__lmdb_gate_lock(s, nowait);
+      int grc = sluice__lmdb_gate_lock(e, &s->base, nowait);
       if (grc != SLUICE_OK)
         return grc;
     }
@@ -205,10 +201,6 @@ int sluice__lmdb_txn_begin2(lmdb_store *s, unsigned flags, MDB_txn **txn,
     break;
   }
   return sluice__lmdb_fail(&s->base, rc, "begin transaction");
-}
-
-int sluice__lmdb_txn_begin(lmdb_store *s, unsigned flags, MDB_txn **txn) {
-  return sluice__lmdb_txn_begin2(s, flags, txn, 0);
 }
 
 void sluice__lmdb_txn_abort(lmdb_store *s, MDB_txn *txn) {
@@ -240,7 +232,7 @@ int sluice__lmdb_adopt_recorded(lmdb_store *s) {
   int grown = 0;
   if (mdb_env_info(e->env, &info) != MDB_SUCCESS)
     return 0;
-  if (sluice__lmdb_txn_begin(s, MDB_RDONLY, &txn) != SLUICE_OK)
+  if (sluice__lmdb_txn_begin(s, MDB_RDONLY, &txn, 0) != SLUICE_OK)
     return 0;
   if (mdb_get(txn, e->dbi_meta, &k, &v) == MDB_SUCCESS &&
       v.mv_size == sizeof m) {
