@@ -325,9 +325,8 @@ static inline void khash_of(shm_store *t, const sluice_key *key, int cls,
   k->home = (uint64_t)(((unsigned __int128)h1 * k->r->nslots) >> 64);
 }
 
-static inline shm_slot *slot_at(shm_store *t, const khash *k, uint32_t d) {
+static inline shm_slot *slot_at(const khash *k, uint32_t d) {
   uint64_t i = k->home + d;
-  (void)t;
   if (i >= k->r->nslots)
     i -= k->r->nslots;
   return &k->r->slots[i];
@@ -341,16 +340,14 @@ static inline uint32_t reach_at(const shm_region *r, uint64_t i) {
 }
 
 /* Key k's chain ends at this distance (invariant d). */
-static inline uint32_t reach_of(shm_store *t, const khash *k) {
-  (void)t;
+static inline uint32_t reach_of(const khash *k) {
   return reach_at(k->r, k->home);
 }
 
 /* Before a claim at distance d.  When the reach is already as far, the load
 ** that saw it is enough: the claim CAS that follows cannot pass it. */
-static void reach_raise(shm_store *t, const khash *k, uint32_t d) {
+static void reach_raise(const khash *k, uint32_t d) {
   uint64_t *p = &k->r->slots[k->home].reach, cur = ck_pr_load_64(p);
-  (void)t;
   while (cur < d && !ck_pr_cas_64_value(p, cur, d, &cur))
     ;
 }
@@ -392,9 +389,8 @@ static void tent_abort(shm_slot *s, const uint64_t tm[2]) {
 /* Finish the TENTATIVE binding `tm` of key `k` at chain distance `dt`: the
 ** claimer and every helper run the same steps, each of which is a CAS that
 ** either succeeds or was made moot by another process's success. */
-static int tent_finish(shm_store *t, const khash *k, uint32_t dt,
-                       const uint64_t tm[2]) {
-  shm_slot *s = slot_at(t, k, dt);
+static int tent_finish(const khash *k, uint32_t dt, const uint64_t tm[2]) {
+  shm_slot *s = slot_at(k, dt);
   uint64_t fresh[2], x[2], m[2], cmp[2], set[2];
   uint32_t d, reach;
   long n;
@@ -421,12 +417,12 @@ static int tent_finish(shm_store *t, const khash *k, uint32_t dt,
   }
 
   /* 2. Validate against every other binding of this key in its chain. */
-  reach = reach_of(t, k);
+  reach = reach_of(k);
   for (d = 0; d <= reach; d++) {
     shm_slot *o;
     if (d == dt)
       continue;
-    o = slot_at(t, k, d);
+    o = slot_at(k, d);
     meta_read(o, m);
     if (m_status(m) == ST_NEVER)
       break;
@@ -464,12 +460,12 @@ static int find(shm_store *t, const khash *k, int64_t now, int create,
                 uint32_t *dist, uint64_t m[2]) {
   long n;
   for (n = 0; n < RETRY_MAX; n++) {
-    uint32_t d, cand = UINT32_MAX, reach = reach_of(t, k), vict = UINT32_MAX;
+    uint32_t d, cand = UINT32_MAX, reach = reach_of(k), vict = UINT32_MAX;
     uint64_t cm[2] = {0, 0}, tm[2], vm[2] = {0, 0};
     int restart = 0;
     /* Past the reach only a slot to claim is looked for. */
     for (d = 0; d < k->r->window; d++) {
-      shm_slot *s = slot_at(t, k, d);
+      shm_slot *s = slot_at(k, d);
       meta_read(s, m);
       if (m_status(m) == ST_NEVER) {
         if (cand == UINT32_MAX) {
@@ -486,7 +482,7 @@ static int find(shm_store *t, const khash *k, int64_t now, int create,
         }
         if (m_status(m) == ST_TENT) {
           /* Someone is claiming this key, or died doing so: help. */
-          if (tent_finish(t, k, d, m) == FIN_LIVE) {
+          if (tent_finish(k, d, m) == FIN_LIVE) {
             meta_read(s, m);
             if (m_is(m, k) && m_status(m) == ST_LIVE) {
               *dist = d;
@@ -534,13 +530,13 @@ static int find(shm_store *t, const khash *k, int64_t now, int create,
     /* Claim: the expiry is one unit past now, so an abandoned claim of
     ** another key is reclaimable almost at once. */
     meta_bind(cm, k, ST_TENT, units_of(now) + 1, tm);
-    reach_raise(t, k, cand);
-    if (!ck_pr_cas_64_2(slot_at(t, k, cand)->meta, cm, tm))
+    reach_raise(k, cand);
+    if (!ck_pr_cas_64_2(slot_at(k, cand)->meta, cm, tm))
       continue;
     if (cand == vict)
       ck_pr_faa_64(&t->hdr->evictions, 1);
-    if (tent_finish(t, k, cand, tm) == FIN_LIVE) {
-      meta_read(slot_at(t, k, cand), m);
+    if (tent_finish(k, cand, tm) == FIN_LIVE) {
+      meta_read(slot_at(k, cand), m);
       if (m_is(m, k) && m_status(m) == ST_LIVE) {
         *dist = cand;
         return SLUICE_OK;
@@ -557,9 +553,9 @@ static int find(shm_store *t, const khash *k, int64_t now, int create,
 ** way goes to find(), which helps to finish it. */
 static inline int lookup(shm_store *t, const khash *k, int64_t now,
                          uint32_t *dist, uint64_t m[2]) {
-  uint32_t d, reach = reach_of(t, k);
+  uint32_t d, reach = reach_of(k);
   for (d = 0; d <= reach; d++) {
-    meta_read(slot_at(t, k, d), m);
+    meta_read(slot_at(k, d), m);
     if (m_status(m) == ST_NEVER)
       break;
     if (m_is(m, k) && m_status(m) == ST_LIVE) {
@@ -652,10 +648,10 @@ static inline void decode(decision *c, member *g) {
 ** meta check confirms; computed here, before the state is read, it stays
 ** out of the window between that read and the CAS, which is what a hot
 ** key contends on. */
-static inline void bind(decision *c, member *g, int rc, uint32_t d) {
+static inline void bind(member *g, int rc, uint32_t d) {
   g->bound = rc == SLUICE_OK;
   if (g->bound) {
-    g->s = slot_at(c->t, &g->k, d);
+    g->s = slot_at(&g->k, d);
     mask_of(g->m, g->mk);
   }
 }
@@ -902,7 +898,7 @@ static int claim(decision *c) {
     if (rc != SLUICE_OK)
       return sluice_store_seterr(&t->base, rc, 0,
                                  "shm: table under contention");
-    bind(c, g, rc, d);
+    bind(g, rc, d);
   }
   return SLUICE_OK;
 }
@@ -939,7 +935,7 @@ static int shm_job(shm_store *t, const sluice_program *p, int64_t now,
         if (rc != SLUICE_OK && rc != SLUICE_ENOTFOUND)
           return sluice_store_seterr(&t->base, rc, 0,
                                      "shm: table under contention");
-        bind(&c, g, rc, d);
+        bind(g, rc, d);
       }
       if (!member_read(&c, g)) {
         g->bound = 0;
@@ -1016,7 +1012,7 @@ shm_one(shm_store *t, const sluice_program *p, int64_t now,
   } else if (r != SLUICE_OK) {
     return 0;
   }
-  s = slot_at(t, k, dist);
+  s = slot_at(k, dist);
   /* member_read(): the mask first (out of the read-to-CAS window), the
   ** state with two plain loads, then the meta re-read after a load fence,
   ** which vouches that the state read belongs to the binding found. */
@@ -1136,9 +1132,8 @@ static int shm_run_one(shm_store *t, const sluice_program *p, int64_t now,
 #if defined(__GNUC__)
 __attribute__((always_inline))
 #endif
-static inline void prefetch_home(const shm_store *t, const khash *k) {
+static inline void prefetch_home(const khash *k) {
   const char *s = (const char *)&k->r->slots[k->home];
-  (void)t;
   __builtin_prefetch(s, 1);
   __builtin_prefetch(s + sizeof(shm_slot) - 1, 1);
   /* The last slot's chain wraps to the first: no line past the table. */
@@ -1149,8 +1144,8 @@ static inline void prefetch_home(const shm_store *t, const khash *k) {
 #if defined(__GNUC__)
 __attribute__((always_inline))
 #endif
-static inline void prefetch_chain(shm_store *t, const khash *k) {
-  uint32_t d, r = reach_of(t, k);
+static inline void prefetch_chain(const khash *k) {
+  uint32_t d, r = reach_of(k);
   if (r > CHAIN_MAX)
     r = CHAIN_MAX;
   if (r < 2)
@@ -1164,7 +1159,7 @@ static inline void prefetch_chain(shm_store *t, const khash *k) {
     return;
   }
   for (d = 2; d <= r; d++) { /* the chain wraps to the first slot */
-    const char *s = (const char *)slot_at(t, k, d);
+    const char *s = (const char *)slot_at(k, d);
     __builtin_prefetch(s, 1);
     __builtin_prefetch(s + sizeof(shm_slot) - 1, 1);
   }
@@ -1180,13 +1175,13 @@ static inline void many_stage1(shm_store *t, const sluice_program *p,
   e->nk = p->nkeys <= MANY_KEYS ? p->nkeys : 0;
   for (int i = 0; i < e->nk; i++) {
     prog_khash(t, p, i, &e->k[i]);
-    prefetch_home(t, &e->k[i]);
+    prefetch_home(&e->k[i]);
   }
 }
 
-static inline void many_stage2(shm_store *t, const many_ent *e) {
+static inline void many_stage2(const many_ent *e) {
   for (int i = 0; i < e->nk; i++)
-    prefetch_chain(t, &e->k[i]);
+    prefetch_chain(&e->k[i]);
 }
 
 /* A batch: each program's keys hashed and their lines fetched ahead of it.
@@ -1201,7 +1196,7 @@ shm_run_batch(sluice_store *st, int n, const sluice_program *ps, int64_t now,
   for (j = 0; j < n && j < PIPE_AHEAD; j++)
     many_stage1(t, &ps[j], &ring[j]);
   for (j = 0; j < n && j < CHAIN_AHEAD; j++)
-    many_stage2(t, &ring[j]);
+    many_stage2(&ring[j]);
   for (j = 0; j < n; j++) {
     many_ent *e = &ring[j % PIPE_AHEAD];
     rcs[j] = shm_run_one(t, &ps[j], now, &res[j], e->nk ? e->k : NULL);
@@ -1209,7 +1204,7 @@ shm_run_batch(sluice_store *st, int n, const sluice_program *ps, int64_t now,
     if (j + PIPE_AHEAD < n)
       many_stage1(t, &ps[j + PIPE_AHEAD], e);
     if (j + CHAIN_AHEAD < n)
-      many_stage2(t, &ring[(j + CHAIN_AHEAD) % PIPE_AHEAD]);
+      many_stage2(&ring[(j + CHAIN_AHEAD) % PIPE_AHEAD]);
   }
   return SLUICE_OK;
 }
@@ -1249,7 +1244,7 @@ static int shm_get(sluice_store *st, const sluice_key *key, int64_t now,
     int rc = find_any(t, key, now, &k, &d, m);
     if (rc != SLUICE_OK)
       return rc;
-    s = slot_at(t, &k, d);
+    s = slot_at(&k, d);
     ck_pr_load_64_2(s->state, x);
     e = (int64_t)ck_pr_load_64((uint64_t *)&s->exp_exact);
     meta_read(s, mm);
@@ -1278,7 +1273,7 @@ static int shm_delete(sluice_store *st, const sluice_key *key) {
     if (rc != SLUICE_OK)
       return rc;
     meta_free(m, set);
-    if (ck_pr_cas_64_2(slot_at(t, &k, d)->meta, m, set))
+    if (ck_pr_cas_64_2(slot_at(&k, d)->meta, m, set))
       return SLUICE_OK;
   }
   return SLUICE_EBUSY;
