@@ -622,6 +622,58 @@ typedef struct member {
   int64_t exp;      /* out's expiry, when need */
 } member;
 
+/* A read of slot s's state is g's if the meta re-read after it still
+** holds g's binding, LIVE; g->m takes the meta as it is now. */
+static inline int vouch(shm_slot *s, uint64_t m[2]) {
+  uint64_t now_m[2];
+  meta_read(s, now_m);
+  if (!m_same(now_m, m) || m_status(now_m) != ST_LIVE)
+    return 0;
+  m[0] = now_m[0];
+  m[1] = now_m[1];
+  return 1;
+}
+
+/* Read bound member g's state with two plain loads (the mask was made at
+** the binding, out of the read-to-CAS window), then the meta re-read after
+** a load fence, which vouches for it.  0: the binding moved. */
+static inline int read_state(member *g) {
+  g->x[0] = ck_pr_load_64(&g->s->state[0]);
+  g->x[1] = ck_pr_load_64(&g->s->state[1]);
+  ck_pr_fence_load();
+  return vouch(g->s, g->m);
+}
+
+static void encode(const member *g, const sluice_state *st, uint64_t out[2]) {
+  out[0] = st->w[0] ^ g->mk[0];
+  out[1] = st->w[1] ^ g->mk[1];
+}
+
+/* Write g->out: the expiry raise (a CAS on the meta, a full barrier)
+** lands before the state CAS that needs it (invariant a).  1: written;
+** 0: the CAS lost and cur holds the record's atomic snapshot; -1: the
+** binding is gone. */
+static inline int write_member(member *g, int64_t now, uint64_t cur[2]) {
+  uint64_t set[2];
+  if (!raise_expiry(g->s, g->m, g->exp, now))
+    return -1;
+  encode(g, &g->out, set);
+  if (!ck_pr_cas_64_2_value(g->s->state, g->x, set, cur))
+    return 0;
+  /* Advisory: the exact expiry for xGet; after the CAS, so a reader may
+  ** briefly see the previous write's expiry. */
+  ck_pr_store_64((uint64_t *)&g->s->exp_exact, (uint64_t)g->exp);
+  return 1;
+}
+
+/* Member g's record still holds what was read: an atomic re-read of the
+** state, then the meta that vouches for it. */
+static inline int unchanged(member *g) {
+  uint64_t x[2];
+  ck_pr_load_64_2(g->s->state, x);
+  return vouch(g->s, g->m) && x[0] == g->x[0] && x[1] == g->x[1];
+}
+
 /* One program being decided over its records. */
 typedef struct decision {
   shm_store *t;
@@ -657,28 +709,14 @@ static inline void bind(member *g, int rc, uint32_t d) {
 }
 
 static inline int member_read(decision *c, member *g) {
-  shm_slot *s;
-  uint64_t m[2];
   if (!g->bound) {
     memset(&g->in, 0, sizeof g->in);
     return 1;
   }
-  s = g->s;
-  g->x[0] = ck_pr_load_64(&s->state[0]);
-  g->x[1] = ck_pr_load_64(&s->state[1]);
-  ck_pr_fence_load();
-  meta_read(s, m);
-  if (!m_same(m, g->m) || m_status(m) != ST_LIVE)
+  if (!read_state(g))
     return 0;
-  g->m[0] = m[0];
-  g->m[1] = m[1];
   decode(c, g);
   return 1;
-}
-
-static void encode(const member *g, const sluice_state *st, uint64_t out[2]) {
-  out[0] = st->w[0] ^ g->mk[0];
-  out[1] = st->w[1] ^ g->mk[1];
 }
 
 /* The program on the records as read.  The core validated it before
@@ -716,7 +754,7 @@ static void rollback(decision *c, int n) {
   for (i = 0; i < n; i++) {
     member *g = &c->g[i];
     shm_slot *s = g->s;
-    uint64_t exp[2], cur[2], set[2], m[2];
+    uint64_t exp[2], cur[2], set[2];
     long tries;
     if (!g->done)
       continue;
@@ -727,8 +765,7 @@ static void rollback(decision *c, int n) {
       if (ck_pr_cas_64_2_value(s->state, exp, tries == 0 ? g->x : set, cur))
         break;
       /* The slot must still be this key's binding for cur to be its. */
-      meta_read(s, m);
-      if (!m_same(m, g->m) || m_status(m) != ST_LIVE)
+      if (!vouch(s, g->m))
         break;
       now_is.w[0] = cur[0] ^ g->mk[0];
       now_is.w[1] = cur[1] ^ g->mk[1];
@@ -763,24 +800,17 @@ static int commit(decision *c) {
   unsigned backoff = BACKOFF_MIN;
   for (i = 0; i < c->n; i++) {
     member *g = &c->g[i];
-    shm_slot *s = g->s;
     if (!g->need)
       continue;
     for (;;) {
-      uint64_t set[2], cur[2], m[2];
+      uint64_t cur[2];
       sluice_state keep[SLUICE_PROGRAM_KEYS];
-      int same = 1;
-      /* Invariant a: the expiry raise (a CAS on the meta, a full barrier)
-      ** lands before the state CAS that needs it. */
-      if (!raise_expiry(s, g->m, g->exp, c->now)) {
+      int same = 1, w = write_member(g, c->now, cur);
+      if (w < 0) {
         rollback(c, i);
         return 0;
       }
-      encode(g, &g->out, set);
-      if (ck_pr_cas_64_2_value(s->state, g->x, set, cur)) {
-        /* Advisory: the exact expiry for xGet; after the CAS, so a reader
-        ** may briefly see the previous write's expiry. */
-        ck_pr_store_64((uint64_t *)&s->exp_exact, (uint64_t)g->exp);
+      if (w) {
         g->done = 1; /* x keeps the pre-image, for rollback */
         any = 1;
         break;
@@ -798,8 +828,7 @@ static int commit(decision *c) {
       ** (GCRA: the group is still admitted). */
       g->x[0] = cur[0];
       g->x[1] = cur[1];
-      meta_read(s, m);
-      if (!m_same(m, g->m) || m_status(m) != ST_LIVE) {
+      if (!vouch(g->s, g->m)) {
         rollback(c, i);
         return 0;
       }
@@ -824,17 +853,6 @@ static int commit(decision *c) {
     }
   }
   return 1;
-}
-
-/* Member g's record still holds what was read: an atomic re-read of the
-** state, then the meta that vouches for it. */
-static inline int unchanged(const member *g) {
-  uint64_t x[2], m[2];
-  shm_slot *s = g->s;
-  ck_pr_load_64_2(s->state, x);
-  meta_read(s, m);
-  return x[0] == g->x[0] && x[1] == g->x[1] && m_same(m, g->m) &&
-         m_status(m) == ST_LIVE;
 }
 
 /* Every record the decision read and did not write still holds what it
@@ -990,90 +1008,64 @@ static int shm_job(shm_store *t, const sluice_program *p, int64_t now,
 ** replaces it (on an error, as for every store, *r means nothing). */
 static inline __attribute__((always_inline)) int
 shm_one(shm_store *t, const sluice_program *p, int64_t now,
-                   sluice_program_result *res, int *rc, const khash *k) {
-  uint64_t m[2], mm[2], mk[2], x[2], cur[2], set[2];
-  sluice_state in, out;
-  uint32_t dist;
+        sluice_program_result *res, int *rc, const khash *k) {
+  const sluice_step *st = p->steps;
+  member g;
+  uint64_t cur[2];
+  uint32_t d;
   unsigned backoff = BACKOFF_MIN;
-  int64_t e;
   int tight = 0, atomic_x = 0, r;
-  shm_slot *s;
 
-  r = lookup(t, k, now, &dist, m);
+  r = lookup(t, k, now, &d, g.m);
   if (r == SLUICE_ENOTFOUND) {
     /* As shm_job(): the step on a fresh record first, and a slot claimed
     ** only for a record that will hold something. */
-    memset(&in, 0, sizeof in);
-    *rc = sluice__program_single(p, &in, &out, now, res, &e);
-    if (*rc != SLUICE_OK || memcmp(&out, &in, sizeof in) == 0)
+    memset(&g.in, 0, sizeof g.in);
+    *rc = sluice__program_single(p, &g.in, &g.out, now, res, &g.exp);
+    if (*rc != SLUICE_OK || memcmp(&g.out, &g.in, sizeof g.in) == 0)
       return 1;
-    if (find(t, k, now, 1, &dist, m) != SLUICE_OK)
+    if (find(t, k, now, 1, &d, g.m) != SLUICE_OK)
       return 0; /* shm_job() says why (SLUICE_EFULL, contention) */
   } else if (r != SLUICE_OK) {
     return 0;
   }
-  s = slot_at(k, dist);
-  /* member_read(): the mask first (out of the read-to-CAS window), the
-  ** state with two plain loads, then the meta re-read after a load fence,
-  ** which vouches that the state read belongs to the binding found. */
-  mask_of(m, mk);
-  x[0] = ck_pr_load_64(&s->state[0]);
-  x[1] = ck_pr_load_64(&s->state[1]);
-  ck_pr_fence_load();
-  meta_read(s, mm);
-  if (!m_same(mm, m) || m_status(mm) != ST_LIVE)
+  g.s = slot_at(k, d);
+  mask_of(g.m, g.mk);
+  if (!read_state(&g))
     return 0;
-  m[0] = mm[0];
-  m[1] = mm[1];
   for (;;) {
-    /* decode() */
-    in.w[0] = x[0] ^ mk[0];
-    in.w[1] = x[1] ^ mk[1];
-    if (sluice__rec_expiry(p->steps[0].algo, p->steps[0].params, 0, &in) <=
-        now)
-      memset(&in, 0, sizeof in);
-    r = sluice__program_single(p, &in, &out, now, res, &e);
+    g.in.w[0] = g.x[0] ^ g.mk[0];
+    g.in.w[1] = g.x[1] ^ g.mk[1];
+    if (sluice__rec_expiry(st->algo, st->params, 0, &g.in) <= now)
+      memset(&g.in, 0, sizeof g.in);
+    r = sluice__program_single(p, &g.in, &g.out, now, res, &g.exp);
     if (r != SLUICE_OK) {
       if (atomic_x)
         return 0; /* shm_job() re-reads and decides again */
       *rc = r;
       return 1;
     }
-    if (memcmp(&out, &in, sizeof in) == 0) {
+    if (memcmp(&g.out, &g.in, sizeof g.in) == 0) {
       /* Nothing to write.  A snapshot from a failed cmpxchg16b is atomic
       ** and the meta re-read after it vouched for it: the decision is
       ** linearized there (as commit() finds it).  Plain loads are not: an
       ** atomic re-read must find the record unchanged, as in shm_job(). */
-      if (!atomic_x) {
-        ck_pr_load_64_2(s->state, cur);
-        meta_read(s, mm);
-        if (cur[0] != x[0] || cur[1] != x[1] || !m_same(mm, m) ||
-            m_status(mm) != ST_LIVE)
-          return 0;
-      }
+      if (!atomic_x && !unchanged(&g))
+        return 0;
       break;
     }
-    /* commit(), one member: the expiry raise (a CAS on the meta, a full
-    ** barrier) lands before the state CAS that needs it (invariant a). */
-    if (!raise_expiry(s, m, e, now))
-      return 0;
-    set[0] = out.w[0] ^ mk[0];
-    set[1] = out.w[1] ^ mk[1];
-    if (ck_pr_cas_64_2_value(s->state, x, set, cur)) {
-      /* Advisory, after the CAS, as in commit(). */
-      ck_pr_store_64((uint64_t *)&s->exp_exact, (uint64_t)e);
+    r = write_member(&g, now, cur);
+    if (r > 0)
       break;
-    }
     /* Lost: re-run the step on the snapshot the failed CAS returned, once
     ** the meta vouches the binding is still this one. */
-    if (++tight > TIGHT_RETRY_MAX)
+    if (r < 0 || ++tight > TIGHT_RETRY_MAX)
       return 0;
     backoff = lost_cas_pause(backoff);
-    x[0] = cur[0];
-    x[1] = cur[1];
+    g.x[0] = cur[0];
+    g.x[1] = cur[1];
     atomic_x = 1;
-    meta_read(s, mm);
-    if (!m_same(mm, m) || m_status(mm) != ST_LIVE)
+    if (!vouch(g.s, g.m))
       return 0;
   }
   *rc = SLUICE_OK;
@@ -1238,7 +1230,7 @@ static int shm_get(sluice_store *st, const sluice_key *key, int64_t now,
   long n;
   for (n = 0; n < RETRY_MAX; n++) {
     shm_slot *s;
-    uint64_t x[2], m[2], mm[2], mk[2];
+    uint64_t x[2], m[2], mk[2];
     uint32_t d;
     int64_t e;
     int rc = find_any(t, key, now, &k, &d, m);
@@ -1247,10 +1239,9 @@ static int shm_get(sluice_store *st, const sluice_key *key, int64_t now,
     s = slot_at(&k, d);
     ck_pr_load_64_2(s->state, x);
     e = (int64_t)ck_pr_load_64((uint64_t *)&s->exp_exact);
-    meta_read(s, mm);
-    if (!m_same(mm, m) || m_status(mm) != ST_LIVE)
+    if (!vouch(s, m))
       continue;
-    mask_of(mm, mk);
+    mask_of(m, mk);
     out->w[0] = x[0] ^ mk[0];
     out->w[1] = x[1] ^ mk[1];
     /* A zero record is a fresh key, absent in every backend. */
