@@ -677,8 +677,6 @@ static inline int unchanged(member *g) {
 /* One program being decided over its records. */
 typedef struct decision {
   shm_store *t;
-  const sluice_program *p;
-  sluice_program_result *res;
   int64_t now;
   int n;           /* records */
   int writes;      /* after a run: members that need a write */
@@ -932,8 +930,6 @@ static int shm_job(shm_store *t, const sluice_program *p, int64_t now,
   long attempt;
 
   c.t = t;
-  c.p = p;
-  c.res = res;
   c.now = now;
   c.n = p->nkeys;
   sluice__job_program(&c.job, p, res);
