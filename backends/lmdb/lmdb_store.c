@@ -293,21 +293,6 @@ static int gate_open(sluice_store *s, sluice_lmdb_env *e, const char *dir,
 
 /* Open the state and meta databases and check (or write) the identity. */
 static int env_setup_txn(sluice_store *s, sluice_lmdb_env *e, int create,
-                         const char *path, int64_t *grown);
-
-/* The setup transaction goes through the gate like any writer. */
-static int env_setup(sluice_store *s, sluice_lmdb_env *e, int create,
-                     const char *path, int64_t *grown) {
-  int rc;
-  if (!e->rdonly && (rc = sluice__lmdb_gate_lock(e, s, 0)) != SLUICE_OK)
-    return rc;
-  rc = env_setup_txn(s, e, create, path, grown);
-  if (e->gate)
-    pthread_mutex_unlock(&e->gate->mu);
-  return rc;
-}
-
-static int env_setup_txn(sluice_store *s, sluice_lmdb_env *e, int create,
                          const char *path, int64_t *grown) {
   MDB_txn *txn;
   MDB_dbi meta;
@@ -415,6 +400,18 @@ static int env_setup_txn(sluice_store *s, sluice_lmdb_env *e, int create,
   if (mrc != MDB_SUCCESS)
     return sluice__lmdb_fail(s, mrc, "commit setup transaction");
   return SLUICE_OK;
+}
+
+/* The setup transaction goes through the gate like any writer. */
+static int env_setup(sluice_store *s, sluice_lmdb_env *e, int create,
+                     const char *path, int64_t *grown) {
+  int rc;
+  if (!e->rdonly && (rc = sluice__lmdb_gate_lock(e, s, 0)) != SLUICE_OK)
+    return rc;
+  rc = env_setup_txn(s, e, create, path, grown);
+  if (e->gate)
+    pthread_mutex_unlock(&e->gate->mu);
+  return rc;
 }
 
 /* LMDB reads its pages through a mapping of data.mdb and trusts the meta
