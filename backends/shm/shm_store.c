@@ -987,14 +987,15 @@ static int shm_job(shm_store *t, const sluice_program *p, int64_t now,
 }
 
 /* The hot path: a one-step program over one key (nkeys 1, an operation),
-** the same steps as shm_job() takes for it, in the same order, with the same loads, CASes and checks,
-** but on locals instead of the member records and the job (whose setup,
-** zeroing, copies and two expiry calls were about a third of a batched
-** decision's instructions), and with sluice__program_single(), which makes
+** the same steps as shm_job() takes for it, in the same order, with the
+** same loads, CASes and checks (the same member helpers), but on one
+** member of its own instead of the decision context and the job (whose
+** setup, zeroing, copies and two expiry calls were about a third of a
+** batched decision's instructions), and with sluice__program_single(), which makes
 ** the step and the new record's expiry in one call (a single GCRA bucket
 ** straight to its int64 step).  Returns 1 when it decided (*rc; *r on
 ** SLUICE_OK); 0 when the program must go through shm_job() from the start: a
-** TENTATIVE binding to help, a binding that moved, a read-only outcome
+** lookup that gave up under contention, a binding that moved, a read-only outcome
 ** whose re-read differs, a claim that failed, a step that failed on a
 ** retry, TIGHT_RETRY_MAX lost CASes.  Each of those is a point where
 ** shm_job() too reads the record again; what this path may have left
