@@ -296,7 +296,7 @@ static int env_setup_txn(sluice_store *s, sluice_lmdb_env *e, int create,
                          const char *path, int64_t *grown) {
   MDB_txn *txn;
   MDB_dbi meta;
-  MDB_val k = {6, (void *)"format"}, v;
+  MDB_val k = META_KEY, v;
   meta_rec m;
   unsigned dbflags = create ? MDB_CREATE : 0;
   int mrc, rc = SLUICE_OK;
@@ -383,15 +383,11 @@ static int env_setup_txn(sluice_store *s, sluice_lmdb_env *e, int create,
     ** adopt it when they run out of room (sluice__lmdb_recover_room). */
     MDB_envinfo info;
     if (!e->rdonly && mdb_env_info(e->env, &info) == MDB_SUCCESS &&
-        (int64_t)info.me_mapsize > m.mapsize) {
-      m.mapsize = (int64_t)info.me_mapsize;
-      v.mv_data = &m;
-      v.mv_size = sizeof m;
-      mrc = mdb_put(txn, meta, &k, &v, 0);
-      if (mrc != MDB_SUCCESS) {
-        mdb_txn_abort(txn);
-        return sluice__lmdb_fail(s, mrc, "record map size");
-      }
+        (mrc = sluice__lmdb_meta_mapsize(txn, meta, &m,
+                                         (int64_t)info.me_mapsize)) !=
+            MDB_SUCCESS) {
+      mdb_txn_abort(txn);
+      return sluice__lmdb_fail(s, mrc, "record map size");
     }
   }
   /* Committed even when read-only: that is what makes the database handles
