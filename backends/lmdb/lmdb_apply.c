@@ -1,16 +1,20 @@
 /*
-** LMDB store: decisions. One op, program or batch is one write transaction
-** (a read transaction first for steps that may change nothing).
+** LMDB store: decisions.  The programs of one xRun are one write
+** transaction (a read transaction first when they may change nothing).
 */
 #include "lmdb_int.h"
 #include "job.h"
 
+enum { WROTE = 1, TIDY = 2 };
+
 /* -------------------------------------------------------------- apply --- */
 
-/* One op inside an open write transaction.  *mdbrc gets the LMDB code of a
-** failure that poisoned the transaction (0 when the failure was the op's
-** own and the transaction can go on); *dirty is set when anything was
-** written. */
+/* One program inside an open transaction.  *mdbrc gets the LMDB code of a
+** failure that poisoned the transaction (0 when the failure was the
+** program's own and the transaction can go on).  *dirty gets WROTE when
+** anything was written; a dry run (a read transaction) writes nothing and
+** sets WROTE where it would have written, TIDY where it would only drop
+** an expired record. */
 static int apply_in_txn(lmdb_store *s, MDB_txn *txn, const sluice__job *job,
                         int64_t now, int *dirty, int *mdbrc, int dry) {
   sluice_lmdb_env *e = s->e;
@@ -58,11 +62,9 @@ static int apply_in_txn(lmdb_store *s, MDB_txn *txn, const sluice__job *job,
       if (!present[i])
         continue;
       if (dry) {
-        /* Dropping an expired record is only tidying (*dirty = 2); a live
-        ** record turned fresh must really be written (*dirty = 1). */
-        if (oldexp[i] > now)
-          goto needs_write;
-        *dirty = 2;
+        /* Dropping an expired record is only tidying; a live record
+        ** turned fresh must really be written. */
+        *dirty |= oldexp[i] > now ? WROTE : TIDY;
         continue;
       }
       rc = mdb_del(txn, e->dbi_state, &k, NULL);
@@ -70,8 +72,10 @@ static int apply_in_txn(lmdb_store *s, MDB_txn *txn, const sluice__job *job,
       if (present[i] && oldexp[i] == exp &&
           memcmp(&old[i], &out[i], sizeof out[i]) == 0)
         continue;
-      if (dry)
-        goto needs_write;
+      if (dry) {
+        *dirty |= WROTE;
+        continue;
+      }
       sluice__lmdb_rec_encode(rec, exp, &out[i]);
       val.mv_data = rec;
       val.mv_size = REC_SIZE;
@@ -81,137 +85,83 @@ static int apply_in_txn(lmdb_store *s, MDB_txn *txn, const sluice__job *job,
       *mdbrc = rc;
       return sluice__lmdb_fail(&s->base, rc, "write record");
     }
-    *dirty = 1;
+    *dirty |= WROTE;
   }
-  return SLUICE_OK;
-needs_write:
-  *dirty = 1;
   return SLUICE_OK;
 }
 
-/* The write path: one write transaction, retried once after MDB_MAP_FULL
-** if room could be found.  With nowait, give up (SLUICE_EBUSY) rather than
-** wait for another writer. */
-static int apply_write(lmdb_store *s, const sluice__job *job, int64_t now,
-                       int nowait) {
-  sluice_store *base = &s->base;
-  int attempt, rc = SLUICE_OK;
-  for (attempt = 0; attempt < 2; attempt++) {
-    MDB_txn *txn;
-    int dirty = 0, mdbrc = MDB_SUCCESS;
-    rc = sluice__lmdb_txn_begin2(s, 0, &txn, nowait);
-    if (rc != SLUICE_OK)
-      return rc;
-    rc = apply_in_txn(s, txn, job, now, &dirty, &mdbrc, 0);
-    if (rc != SLUICE_OK || !dirty) {
-      sluice__lmdb_txn_abort(s, txn);
-    } else {
-      mdbrc = sluice__lmdb_txn_commit(s, txn);
-      if (mdbrc != MDB_SUCCESS)
-        rc = sluice__lmdb_fail(base, mdbrc, "commit");
-    }
-    if (mdbrc == MDB_MAP_FULL && attempt == 0 && sluice__lmdb_recover_room(s))
-      continue;
-    break;
-  }
-  return rc;
-}
-
-/* Jobs of kinds documented to change nothing (PEEK, CHECK) run in a read
-** transaction and reach the writer only if a step would change a live
-** record after all (so the stored state stays exactly what the mem store
-** would hold), which keeps checks cheap and keeps them answering while a
-** writer is stuck.  An op or a whole program: one transaction either way. */
-static int lmdb_job(sluice_store *base, const sluice__job *job, int64_t now) {
-  lmdb_store *s = (lmdb_store *)base;
-  sluice_verdict dv;
-  sluice_program_result dres;
-  sluice__job dry = *job;
+/* The n programs in one transaction: a write transaction (flags 0; with
+** nowait, SLUICE_EBUSY rather than wait for another writer), or with
+** MDB_RDONLY the dry run of programs that only read.  rcs[i] gets program
+** i's own outcome, the return value the transaction's: a failure that
+** poisoned it takes the whole call with it (nothing of it was written). */
+static int run_txn(lmdb_store *s, unsigned flags, int nowait, int n,
+                   const sluice_program *ps, int64_t now,
+                   sluice_program_result *res, int *rcs, int *dirty,
+                   int *mdbrc) {
   MDB_txn *txn;
-  int dirty = 0, mdbrc = MDB_SUCCESS, rc = sluice__lmdb_fork_check(s);
+  int i, dry = (flags & MDB_RDONLY) != 0;
+  int rc = sluice__lmdb_txn_begin(s, flags, &txn, nowait);
+  *dirty = 0;
+  *mdbrc = MDB_SUCCESS;
   if (rc != SLUICE_OK)
     return rc;
-  if (s->rdonly)
-    return sluice_store_seterr(base, SLUICE_EPERM, 0,
-                               "lmdb: store opened read-only");
-  if (!sluice__job_read_only(job))
-    return apply_write(s, job, now, 0);
-  /* The dry run answers into its own result: the write below may fail and
-  ** then the dry one stands. */
-  dry.v = &dv;
-  dry.res = &dres;
-  rc = sluice__lmdb_txn_begin(s, MDB_RDONLY, &txn);
-  if (rc != SLUICE_OK)
-    return rc;
-  rc = apply_in_txn(s, txn, &dry, now, &dirty, &mdbrc, 1);
-  sluice__lmdb_txn_abort_ro(s, txn);
-  if (rc == SLUICE_OK && dirty == 1)
-    return apply_write(s, job, now, 0);
-  /* Only expired records to drop: tidy up if the writer is free right now;
-  ** the verdict stands either way. */
-  if (rc != SLUICE_OK || dirty == 0 ||
-      apply_write(s, job, now, 1) != SLUICE_OK) {
-    if (job->v)
-      *job->v = dv;
-    else
-      *job->res = dres;
+  for (i = 0; i < n && *mdbrc == MDB_SUCCESS; i++) {
+    sluice__job j;
+    sluice__job_program(&j, &ps[i], &res[i]);
+    rcs[i] = apply_in_txn(s, txn, &j, now, dirty, mdbrc, dry);
   }
-  return rc;
+  if (dry) {
+    sluice__lmdb_txn_abort_ro(s, txn);
+  } else if (*mdbrc != MDB_SUCCESS || !*dirty) {
+    sluice__lmdb_txn_abort(s, txn);
+  } else if ((*mdbrc = sluice__lmdb_txn_commit(s, txn)) != MDB_SUCCESS) {
+    return sluice__lmdb_fail(&s->base, *mdbrc, "commit");
+  }
+  return sluice__lmdb_err(*mdbrc);
 }
 
-/* A batch of programs: one write transaction. */
-static int lmdb_batch(sluice_store *base, int n, const sluice_program *ps,
-                      int64_t now, sluice_program_result *res, int *rcs) {
+/* Programs of kinds documented to change nothing (PEEK, CHECK) run in a
+** read transaction first and reach the writer only if a step would change
+** a live record after all (so the stored state stays exactly what the mem
+** store would hold), which keeps checks cheap and keeps them answering
+** while a writer is stuck; expired records they met are dropped only if
+** the writer is free right now, and their verdicts stand either way (each
+** run answers from one consistent snapshot).  Otherwise one write
+** transaction for all n, retried once after MDB_MAP_FULL if room could be
+** found: a batch pays one commit. */
+int sluice__lmdb_run(sluice_store *base, int n, const sluice_program *ps,
+                     int64_t now, sluice_program_result *res, int *rcs) {
   lmdb_store *s = (lmdb_store *)base;
-  int attempt, i, rc = sluice__lmdb_fork_check(s);
+  int i, attempt, dirty, mdbrc, write = 0;
+  int rc = sluice__lmdb_fork_check(s);
   if (rc == SLUICE_OK && s->rdonly)
     rc = sluice_store_seterr(base, SLUICE_EPERM, 0,
                              "lmdb: store opened read-only");
-  for (attempt = 0; rc == SLUICE_OK && attempt < 2; attempt++) {
-    MDB_txn *txn;
-    int dirty = 0, mdbrc = MDB_SUCCESS;
-    rc = sluice__lmdb_txn_begin(s, 0, &txn);
-    if (rc != SLUICE_OK)
+  for (i = 0; i < n && !write; i++) {
+    sluice__job j;
+    sluice__job_program(&j, &ps[i], &res[i]);
+    write = !sluice__job_read_only(&j);
+  }
+  if (rc == SLUICE_OK && !write) {
+    rc = run_txn(s, MDB_RDONLY, 0, n, ps, now, res, rcs, &dirty, &mdbrc);
+    write = dirty & WROTE;
+    /* Only expired records to drop: if the writer is free right now; the
+    ** verdicts stand either way (a tidy that fails reads them again). */
+    if (rc == SLUICE_OK && dirty == TIDY &&
+        run_txn(s, 0, 1, n, ps, now, res, rcs, &dirty, &mdbrc) != SLUICE_OK)
+      rc = run_txn(s, MDB_RDONLY, 0, n, ps, now, res, rcs, &dirty, &mdbrc);
+  }
+  for (attempt = 0; rc == SLUICE_OK && write && attempt < 2; attempt++) {
+    rc = run_txn(s, 0, 0, n, ps, now, res, rcs, &dirty, &mdbrc);
+    if (mdbrc != MDB_MAP_FULL || attempt > 0 || !sluice__lmdb_recover_room(s))
       break;
-    for (i = 0; i < n && mdbrc == MDB_SUCCESS; i++) {
-      sluice__job j;
-      sluice__job_program(&j, &ps[i], &res[i]);
-      rcs[i] = apply_in_txn(s, txn, &j, now, &dirty, &mdbrc, 0);
-    }
-    if (mdbrc != MDB_SUCCESS) {
-      /* A poisoned transaction takes the whole batch with it: nothing of
-      ** it was written, so every op reports the failure. */
-      sluice__lmdb_txn_abort(s, txn);
-      rc = sluice__lmdb_err(mdbrc);
-    } else if (!dirty) {
-      sluice__lmdb_txn_abort(s, txn);
-    } else {
-      mdbrc = sluice__lmdb_txn_commit(s, txn);
-      if (mdbrc != MDB_SUCCESS)
-        rc = sluice__lmdb_fail(base, mdbrc, "commit batch");
-    }
-    if (mdbrc == MDB_MAP_FULL && attempt == 0 && sluice__lmdb_recover_room(s)) {
-      rc = SLUICE_OK;
-      continue;
-    }
-    break;
+    rc = SLUICE_OK;
   }
   if (rc != SLUICE_OK)
     for (i = 0; i < n; i++)
       rcs[i] = rc;
   return rc;
-}
-
-/* One program: its own transaction (a read-only one when it only
-** reads); more: one write transaction for the batch. */
-int sluice__lmdb_run(sluice_store *base, int n, const sluice_program *ps,
-                     int64_t now, sluice_program_result *res, int *rcs) {
-  sluice__job job;
-  if (n > 1)
-    return lmdb_batch(base, n, ps, now, res, rcs);
-  sluice__job_program(&job, ps, res);
-  rcs[0] = lmdb_job(base, &job, now);
-  return SLUICE_OK;
 }
 
 /* ------------------------------------------------------ get / delete --- */
@@ -227,7 +177,7 @@ int sluice__lmdb_get(sluice_store *base, const sluice_key *key, int64_t now,
   int rc = sluice__lmdb_fork_check(s), mrc;
   if (rc != SLUICE_OK)
     return rc;
-  rc = sluice__lmdb_txn_begin(s, MDB_RDONLY, &txn);
+  rc = sluice__lmdb_txn_begin(s, MDB_RDONLY, &txn, 0);
   if (rc != SLUICE_OK)
     return rc;
   sluice__lmdb_key_map(s->e, key, kbuf, &k);
@@ -261,7 +211,7 @@ int sluice__lmdb_delete(sluice_store *base, const sluice_key *key) {
   if (s->rdonly)
     return sluice_store_seterr(base, SLUICE_EPERM, 0,
                                "lmdb: store opened read-only");
-  rc = sluice__lmdb_txn_begin(s, 0, &txn);
+  rc = sluice__lmdb_txn_begin(s, 0, &txn, 0);
   if (rc != SLUICE_OK)
     return rc;
   sluice__lmdb_key_map(s->e, key, kbuf, &k);

@@ -6,34 +6,20 @@
 
 /* ------------------------------------------------------------ control --- */
 
-/* Raise the map size recorded in the meta record to `size` (never lower). */
+/* Raise the map size recorded in the meta record to `size`. */
 static int write_meta_mapsize(lmdb_store *s, int64_t size) {
   MDB_txn *txn;
-  MDB_dbi dbi = s->e->dbi_meta;
-  MDB_val k = {6, (void *)"format"}, v;
   meta_rec m;
-  int rc = sluice__lmdb_txn_begin(s, 0, &txn), mrc;
+  int rc = sluice__lmdb_txn_begin(s, 0, &txn, 0), mrc;
   if (rc != SLUICE_OK)
     return rc;
-  mrc = mdb_get(txn, dbi, &k, &v);
-  if (mrc == MDB_SUCCESS && v.mv_size != sizeof m)
-    mrc = MDB_CORRUPTED;
-  if (mrc == MDB_SUCCESS) {
-    memcpy(&m, v.mv_data, sizeof m);
-    if (m.mapsize >= size) {
-      sluice__lmdb_txn_abort(s, txn);
-      return SLUICE_OK;
-    }
-    m.mapsize = size;
-    v.mv_data = &m;
-    v.mv_size = sizeof m;
-    mrc = mdb_put(txn, dbi, &k, &v, 0);
-  }
-  if (mrc != MDB_SUCCESS) {
+  mrc = sluice__lmdb_meta_get(txn, s->e->dbi_meta, &m);
+  if (mrc == MDB_SUCCESS)
+    mrc = sluice__lmdb_meta_mapsize(txn, s->e->dbi_meta, &m, size);
+  if (mrc == MDB_SUCCESS)
+    mrc = sluice__lmdb_txn_commit(s, txn);
+  else
     sluice__lmdb_txn_abort(s, txn);
-    return sluice__lmdb_fail(&s->base, mrc, "record map size");
-  }
-  mrc = sluice__lmdb_txn_commit(s, txn);
   return mrc == MDB_SUCCESS
              ? SLUICE_OK
              : sluice__lmdb_fail(&s->base, mrc, "record map size");
@@ -63,11 +49,7 @@ static int ctl_mapsize(lmdb_store *s, int64_t *arg) {
     (void)sluice__lmdb_adopt_recorded(s);
   }
   mdb_env_info(s->e->env, &info);
-  /* LMDB publishes a new size to other processes only with a commit that
-  ** writes pages, so record it in the meta record: that commit carries it,
-  ** and sluice__lmdb_recover_room() reads it back in processes that run out of
-  *room. */
-  if (*arg != 0) {
+  if (*arg != 0) { /* told to the other processes (meta_mapsize) */
     int rc = write_meta_mapsize(s, (int64_t)info.me_mapsize);
     if (rc != SLUICE_OK)
       return rc;
@@ -92,7 +74,7 @@ static int ctl_sweep(lmdb_store *s, sluice_lmdb_sweep *sw) {
   if (s->rdonly)
     return sluice_store_seterr(&s->base, SLUICE_EPERM, 0,
                                "lmdb: store opened read-only");
-  rc = sluice__lmdb_txn_begin(s, 0, &txn);
+  rc = sluice__lmdb_txn_begin(s, 0, &txn, 0);
   if (rc != SLUICE_OK)
     return rc;
   mrc = mdb_cursor_open(txn, e->dbi_state, &cur);
@@ -169,7 +151,7 @@ static int ctl_stats(lmdb_store *s, sluice_lmdb_stats *st) {
   MDB_txn *txn;
   int rc, mrc;
   memset(st, 0, sizeof *st);
-  rc = sluice__lmdb_txn_begin(s, MDB_RDONLY, &txn);
+  rc = sluice__lmdb_txn_begin(s, MDB_RDONLY, &txn, 0);
   if (rc != SLUICE_OK)
     return rc;
   mrc = mdb_stat(txn, s->e->dbi_state, &ms);

@@ -29,6 +29,7 @@
 #define REC_FORMAT 1
 #define META_MAGIC "SLUICELM"
 #define META_FORMAT 1
+#define META_KEY {6, (void *)"format"} /* the meta record's key */
 #define DEFAULT_MAPSIZE ((int64_t)64 << 20)
 #define MAX_SWEEP ((int64_t)1 << 20)
 #define LOCK_WAIT_MS 2000
@@ -86,16 +87,17 @@ void sluice__lmdb_key_map(const sluice_lmdb_env *e, const sluice_key *k,
                           unsigned char *buf, MDB_val *out);
 int sluice__lmdb_fork_check(lmdb_store *s);
 int sluice__lmdb_adopt_mapsize(sluice_lmdb_env *e, size_t want);
-int sluice__lmdb_gate_lock_env(sluice_lmdb_env *e, sluice_store *base,
-                               int nowait);
-int sluice__lmdb_gate_lock(lmdb_store *s, int nowait);
+int sluice__lmdb_gate_lock(sluice_lmdb_env *e, sluice_store *base,
+                           int nowait);
 void sluice__lmdb_gate_unlock(lmdb_store *s);
-int sluice__lmdb_txn_begin2(lmdb_store *s, unsigned flags, MDB_txn **txn,
-                            int nowait);
-int sluice__lmdb_txn_begin(lmdb_store *s, unsigned flags, MDB_txn **txn);
+int sluice__lmdb_txn_begin(lmdb_store *s, unsigned flags, MDB_txn **txn,
+                           int nowait);
 void sluice__lmdb_txn_abort(lmdb_store *s, MDB_txn *txn);
 void sluice__lmdb_txn_abort_ro(lmdb_store *s, MDB_txn *txn);
 int sluice__lmdb_txn_commit(lmdb_store *s, MDB_txn *txn);
+int sluice__lmdb_meta_get(MDB_txn *txn, MDB_dbi dbi, meta_rec *m);
+int sluice__lmdb_meta_mapsize(MDB_txn *txn, MDB_dbi dbi, meta_rec *m,
+                              int64_t size);
 int sluice__lmdb_adopt_recorded(lmdb_store *s);
 int sluice__lmdb_recover_room(lmdb_store *s);
 int sluice__lmdb_run(sluice_store *base, int n, const sluice_program *ps,

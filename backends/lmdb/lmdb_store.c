@@ -293,25 +293,10 @@ static int gate_open(sluice_store *s, sluice_lmdb_env *e, const char *dir,
 
 /* Open the state and meta databases and check (or write) the identity. */
 static int env_setup_txn(sluice_store *s, sluice_lmdb_env *e, int create,
-                         const char *path, int64_t *grown);
-
-/* The setup transaction goes through the gate like any writer. */
-static int env_setup(sluice_store *s, sluice_lmdb_env *e, int create,
-                     const char *path, int64_t *grown) {
-  int rc;
-  if (!e->rdonly && (rc = sluice__lmdb_gate_lock_env(e, s, 0)) != SLUICE_OK)
-    return rc;
-  rc = env_setup_txn(s, e, create, path, grown);
-  if (e->gate)
-    pthread_mutex_unlock(&e->gate->mu);
-  return rc;
-}
-
-static int env_setup_txn(sluice_store *s, sluice_lmdb_env *e, int create,
                          const char *path, int64_t *grown) {
   MDB_txn *txn;
   MDB_dbi meta;
-  MDB_val k = {6, (void *)"format"}, v;
+  MDB_val k = META_KEY, v;
   meta_rec m;
   unsigned dbflags = create ? MDB_CREATE : 0;
   int mrc, rc = SLUICE_OK;
@@ -398,15 +383,11 @@ static int env_setup_txn(sluice_store *s, sluice_lmdb_env *e, int create,
     ** adopt it when they run out of room (sluice__lmdb_recover_room). */
     MDB_envinfo info;
     if (!e->rdonly && mdb_env_info(e->env, &info) == MDB_SUCCESS &&
-        (int64_t)info.me_mapsize > m.mapsize) {
-      m.mapsize = (int64_t)info.me_mapsize;
-      v.mv_data = &m;
-      v.mv_size = sizeof m;
-      mrc = mdb_put(txn, meta, &k, &v, 0);
-      if (mrc != MDB_SUCCESS) {
-        mdb_txn_abort(txn);
-        return sluice__lmdb_fail(s, mrc, "record map size");
-      }
+        (mrc = sluice__lmdb_meta_mapsize(txn, meta, &m,
+                                         (int64_t)info.me_mapsize)) !=
+            MDB_SUCCESS) {
+      mdb_txn_abort(txn);
+      return sluice__lmdb_fail(s, mrc, "record map size");
     }
   }
   /* Committed even when read-only: that is what makes the database handles
@@ -415,6 +396,18 @@ static int env_setup_txn(sluice_store *s, sluice_lmdb_env *e, int create,
   if (mrc != MDB_SUCCESS)
     return sluice__lmdb_fail(s, mrc, "commit setup transaction");
   return SLUICE_OK;
+}
+
+/* The setup transaction goes through the gate like any writer. */
+static int env_setup(sluice_store *s, sluice_lmdb_env *e, int create,
+                     const char *path, int64_t *grown) {
+  int rc;
+  if (!e->rdonly && (rc = sluice__lmdb_gate_lock(e, s, 0)) != SLUICE_OK)
+    return rc;
+  rc = env_setup_txn(s, e, create, path, grown);
+  if (e->gate)
+    pthread_mutex_unlock(&e->gate->mu);
+  return rc;
 }
 
 /* LMDB reads its pages through a mapping of data.mdb and trusts the meta

@@ -123,8 +123,8 @@ int sluice__lmdb_adopt_mapsize(sluice_lmdb_env *e, size_t want) {
 }
 
 /* Take the writer gate (lmdb_gate.h) within busy_ms. */
-int sluice__lmdb_gate_lock_env(sluice_lmdb_env *e, sluice_store *base,
-                               int nowait) {
+int sluice__lmdb_gate_lock(sluice_lmdb_env *e, sluice_store *base,
+                           int nowait) {
   struct timespec dl;
   int rc;
   if (!e->gate)
@@ -163,10 +163,6 @@ int sluice__lmdb_gate_lock_env(sluice_lmdb_env *e, sluice_store *base,
                              strerror(rc));
 }
 
-int sluice__lmdb_gate_lock(lmdb_store *s, int nowait) {
-  return sluice__lmdb_gate_lock_env(s->e, &s->base, nowait);
-}
-
 void sluice__lmdb_gate_unlock(lmdb_store *s) {
   if (s->e->gate)
     pthread_mutex_unlock(&s->e->gate->mu);
@@ -175,13 +171,13 @@ void sluice__lmdb_gate_unlock(lmdb_store *s) {
 /* Begin a transaction holding the map lock shared (and, for a write
 ** transaction, the writer gate).  On failure nothing is held and the
 ** store's errstr says why. */
-int sluice__lmdb_txn_begin2(lmdb_store *s, unsigned flags, MDB_txn **txn,
-                            int nowait) {
+int sluice__lmdb_txn_begin(lmdb_store *s, unsigned flags, MDB_txn **txn,
+                           int nowait) {
   sluice_lmdb_env *e = s->e;
   int tries, rc = MDB_SUCCESS, write = !(flags & MDB_RDONLY);
   for (tries = 0; tries < 4; tries++) {
     if (write) {
-      int grc = sluice__lmdb_gate_lock(s, nowait);
+      int grc = sluice__lmdb_gate_lock(e, &s->base, nowait);
       if (grc != SLUICE_OK)
         return grc;
     }
@@ -207,10 +203,6 @@ int sluice__lmdb_txn_begin2(lmdb_store *s, unsigned flags, MDB_txn **txn,
   return sluice__lmdb_fail(&s->base, rc, "begin transaction");
 }
 
-int sluice__lmdb_txn_begin(lmdb_store *s, unsigned flags, MDB_txn **txn) {
-  return sluice__lmdb_txn_begin2(s, flags, txn, 0);
-}
-
 void sluice__lmdb_txn_abort(lmdb_store *s, MDB_txn *txn) {
   mdb_txn_abort(txn);
   pthread_rwlock_unlock(&s->e->maplock);
@@ -229,24 +221,44 @@ int sluice__lmdb_txn_commit(lmdb_store *s, MDB_txn *txn) {
   return rc;
 }
 
+/* The meta record in txn; MDB_CORRUPTED when it is not one. */
+int sluice__lmdb_meta_get(MDB_txn *txn, MDB_dbi dbi, meta_rec *m) {
+  MDB_val k = META_KEY, v;
+  int mrc = mdb_get(txn, dbi, &k, &v);
+  if (mrc == MDB_SUCCESS && v.mv_size != sizeof *m)
+    return MDB_CORRUPTED;
+  if (mrc == MDB_SUCCESS)
+    memcpy(m, v.mv_data, sizeof *m);
+  return mrc;
+}
+
+/* Raise the map size recorded in meta record m to `size` (never lower):
+** LMDB publishes a new size to other processes only with a commit that
+** writes pages, so the record carries it, and sluice__lmdb_recover_room()
+** reads it back in processes that run out of room. */
+int sluice__lmdb_meta_mapsize(MDB_txn *txn, MDB_dbi dbi, meta_rec *m,
+                              int64_t size) {
+  MDB_val k = META_KEY, v = {sizeof *m, m};
+  if (m->mapsize >= size)
+    return MDB_SUCCESS;
+  m->mapsize = size;
+  return mdb_put(txn, dbi, &k, &v, 0);
+}
+
 /* Adopt the map size recorded in the meta record if it is larger than
 ** ours (another process grew the map); 1 if the map grew. */
 int sluice__lmdb_adopt_recorded(lmdb_store *s) {
   sluice_lmdb_env *e = s->e;
   MDB_envinfo info;
   MDB_txn *txn;
-  MDB_val k = {6, (void *)"format"}, v;
   meta_rec m;
-  int grown = 0;
+  int grown;
   if (mdb_env_info(e->env, &info) != MDB_SUCCESS)
     return 0;
-  if (sluice__lmdb_txn_begin(s, MDB_RDONLY, &txn) != SLUICE_OK)
+  if (sluice__lmdb_txn_begin(s, MDB_RDONLY, &txn, 0) != SLUICE_OK)
     return 0;
-  if (mdb_get(txn, e->dbi_meta, &k, &v) == MDB_SUCCESS &&
-      v.mv_size == sizeof m) {
-    memcpy(&m, v.mv_data, sizeof m);
-    grown = m.mapsize > (int64_t)info.me_mapsize;
-  }
+  grown = sluice__lmdb_meta_get(txn, e->dbi_meta, &m) == MDB_SUCCESS &&
+          m.mapsize > (int64_t)info.me_mapsize;
   sluice__lmdb_txn_abort_ro(s, txn);
   return grown &&
          sluice__lmdb_adopt_mapsize(e, (size_t)m.mapsize) == MDB_SUCCESS;

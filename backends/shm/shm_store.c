@@ -285,7 +285,7 @@ static uint64_t mix64(uint64_t z) {
 ** one key always changes both inputs (an odd multiplier is a bijection too),
 ** and another key's fingerprint is random.  The two mixes do not depend on
 ** each other, so they run in parallel; layout 1 chained three. */
-static void mask_of(const uint64_t m[2], uint64_t out[2]) {
+static inline void mask_of(const uint64_t m[2], uint64_t out[2]) {
   uint64_t id = m[1] & (GEN_MASK | FPX_MASK);
   out[0] = mix64(m[0] ^ id * UINT64_C(0x9e3779b97f4a7c15));
   out[1] = mix64(m[0] + (id ^ UINT64_C(0x6a09e667f3bcc909)) *
@@ -309,8 +309,8 @@ static void meta_read(shm_slot *s, uint64_t m[2]) {
 }
 
 /* cls: enum sluice_record_class; evict: the record may be evicted. */
-static void khash_of(shm_store *t, const sluice_key *key, int cls, int evict,
-                     khash *k) {
+static inline void khash_of(shm_store *t, const sluice_key *key, int cls,
+                            int evict, khash *k) {
   uint8_t h[16];
   uint64_t h0, h1;
   sluice__siphash13_128(t->hkey, key->data, key->len, h);
@@ -325,9 +325,8 @@ static void khash_of(shm_store *t, const sluice_key *key, int cls, int evict,
   k->home = (uint64_t)(((unsigned __int128)h1 * k->r->nslots) >> 64);
 }
 
-static inline shm_slot *slot_at(shm_store *t, const khash *k, uint32_t d) {
+static inline shm_slot *slot_at(const khash *k, uint32_t d) {
   uint64_t i = k->home + d;
-  (void)t;
   if (i >= k->r->nslots)
     i -= k->r->nslots;
   return &k->r->slots[i];
@@ -341,16 +340,14 @@ static inline uint32_t reach_at(const shm_region *r, uint64_t i) {
 }
 
 /* Key k's chain ends at this distance (invariant d). */
-static inline uint32_t reach_of(shm_store *t, const khash *k) {
-  (void)t;
+static inline uint32_t reach_of(const khash *k) {
   return reach_at(k->r, k->home);
 }
 
 /* Before a claim at distance d.  When the reach is already as far, the load
 ** that saw it is enough: the claim CAS that follows cannot pass it. */
-static void reach_raise(shm_store *t, const khash *k, uint32_t d) {
+static void reach_raise(const khash *k, uint32_t d) {
   uint64_t *p = &k->r->slots[k->home].reach, cur = ck_pr_load_64(p);
-  (void)t;
   while (cur < d && !ck_pr_cas_64_value(p, cur, d, &cur))
     ;
 }
@@ -392,9 +389,8 @@ static void tent_abort(shm_slot *s, const uint64_t tm[2]) {
 /* Finish the TENTATIVE binding `tm` of key `k` at chain distance `dt`: the
 ** claimer and every helper run the same steps, each of which is a CAS that
 ** either succeeds or was made moot by another process's success. */
-static int tent_finish(shm_store *t, const khash *k, uint32_t dt,
-                       const uint64_t tm[2]) {
-  shm_slot *s = slot_at(t, k, dt);
+static int tent_finish(const khash *k, uint32_t dt, const uint64_t tm[2]) {
+  shm_slot *s = slot_at(k, dt);
   uint64_t fresh[2], x[2], m[2], cmp[2], set[2];
   uint32_t d, reach;
   long n;
@@ -421,12 +417,12 @@ static int tent_finish(shm_store *t, const khash *k, uint32_t dt,
   }
 
   /* 2. Validate against every other binding of this key in its chain. */
-  reach = reach_of(t, k);
+  reach = reach_of(k);
   for (d = 0; d <= reach; d++) {
     shm_slot *o;
     if (d == dt)
       continue;
-    o = slot_at(t, k, d);
+    o = slot_at(k, d);
     meta_read(o, m);
     if (m_status(m) == ST_NEVER)
       break;
@@ -464,12 +460,12 @@ static int find(shm_store *t, const khash *k, int64_t now, int create,
                 uint32_t *dist, uint64_t m[2]) {
   long n;
   for (n = 0; n < RETRY_MAX; n++) {
-    uint32_t d, cand = UINT32_MAX, reach = reach_of(t, k), vict = UINT32_MAX;
+    uint32_t d, cand = UINT32_MAX, reach = reach_of(k), vict = UINT32_MAX;
     uint64_t cm[2] = {0, 0}, tm[2], vm[2] = {0, 0};
     int restart = 0;
     /* Past the reach only a slot to claim is looked for. */
     for (d = 0; d < k->r->window; d++) {
-      shm_slot *s = slot_at(t, k, d);
+      shm_slot *s = slot_at(k, d);
       meta_read(s, m);
       if (m_status(m) == ST_NEVER) {
         if (cand == UINT32_MAX) {
@@ -486,7 +482,7 @@ static int find(shm_store *t, const khash *k, int64_t now, int create,
         }
         if (m_status(m) == ST_TENT) {
           /* Someone is claiming this key, or died doing so: help. */
-          if (tent_finish(t, k, d, m) == FIN_LIVE) {
+          if (tent_finish(k, d, m) == FIN_LIVE) {
             meta_read(s, m);
             if (m_is(m, k) && m_status(m) == ST_LIVE) {
               *dist = d;
@@ -534,13 +530,13 @@ static int find(shm_store *t, const khash *k, int64_t now, int create,
     /* Claim: the expiry is one unit past now, so an abandoned claim of
     ** another key is reclaimable almost at once. */
     meta_bind(cm, k, ST_TENT, units_of(now) + 1, tm);
-    reach_raise(t, k, cand);
-    if (!ck_pr_cas_64_2(slot_at(t, k, cand)->meta, cm, tm))
+    reach_raise(k, cand);
+    if (!ck_pr_cas_64_2(slot_at(k, cand)->meta, cm, tm))
       continue;
     if (cand == vict)
       ck_pr_faa_64(&t->hdr->evictions, 1);
-    if (tent_finish(t, k, cand, tm) == FIN_LIVE) {
-      meta_read(slot_at(t, k, cand), m);
+    if (tent_finish(k, cand, tm) == FIN_LIVE) {
+      meta_read(slot_at(k, cand), m);
       if (m_is(m, k) && m_status(m) == ST_LIVE) {
         *dist = cand;
         return SLUICE_OK;
@@ -550,26 +546,24 @@ static int find(shm_store *t, const khash *k, int64_t now, int create,
   return SLUICE_EBUSY;
 }
 
-/* find(t, k, now, 0, ...) for a decision's common case, a key that is
-** LIVE or absent: the same scan (from the home to the reach read first,
-** or to a never-used slot) with the same loads, without the claim
-** candidate find() also tracks.  SLUICE_EBUSY: a TENTATIVE binding of
-** the key is in the way, which find() helps to finish. */
-static inline int lookup(shm_store *t, const khash *k, uint32_t *dist,
-                         uint64_t m[2]) {
-  uint32_t d, reach = reach_of(t, k);
+/* find(t, k, now, 0, ...) inline, for a decision's common case, a key
+** that is LIVE or absent: the same scan (from the home to the reach read
+** first, or to a never-used slot) with the same loads, without the claim
+** candidates find() also tracks.  A TENTATIVE binding of the key in the
+** way goes to find(), which helps to finish it. */
+static inline int lookup(shm_store *t, const khash *k, int64_t now,
+                         uint32_t *dist, uint64_t m[2]) {
+  uint32_t d, reach = reach_of(k);
   for (d = 0; d <= reach; d++) {
-    meta_read(slot_at(t, k, d), m);
+    meta_read(slot_at(k, d), m);
     if (m_status(m) == ST_NEVER)
-      return SLUICE_ENOTFOUND;
-    if (m_is(m, k)) {
-      if (m_status(m) == ST_LIVE) {
-        *dist = d;
-        return SLUICE_OK;
-      }
-      if (m_status(m) == ST_TENT)
-        return SLUICE_EBUSY;
+      break;
+    if (m_is(m, k) && m_status(m) == ST_LIVE) {
+      *dist = d;
+      return SLUICE_OK;
     }
+    if (m_is(m, k) && m_status(m) == ST_TENT)
+      return find(t, k, now, 0, dist, m);
   }
   return SLUICE_ENOTFOUND;
 }
@@ -612,56 +606,42 @@ static inline int raise_expiry(shm_slot *s, uint64_t m[2], int64_t exp_ns,
   }
 }
 
-/* --------------------------------------------------------------- apply --- */
+/* -------------------------------------------------------------- decide --- */
 
 typedef struct member {
   khash k;
-  uint32_t dist;
-  int bound;
+  shm_slot *s;      /* its slot, when bound */
+  int bound;        /* s and m are a LIVE binding of k */
+  int need;         /* out differs from in: write it */
+  int done;         /* written */
   uint64_t m[2];    /* meta as last seen */
   uint64_t mk[2];   /* state mask of that binding */
   uint64_t x[2];    /* raw (masked) state as read */
   sluice_state in;  /* decoded, zeroed when expired */
   sluice_state out;
-  int have_mask;    /* mk is valid for m's binding */
-  int need;         /* out differs from in: write it */
-  int done;         /* written */
+  int64_t exp;      /* out's expiry, when need */
 } member;
 
-static void decode(member *g, const sluice__job *job, int i, int64_t now) {
-  g->in.w[0] = g->x[0] ^ g->mk[0];
-  g->in.w[1] = g->x[1] ^ g->mk[1];
-  if (sluice__job_expiry(job, i, &g->in) <= now)
-    memset(&g->in, 0, sizeof g->in);
+/* A read of slot s's state is g's if the meta re-read after it still
+** holds g's binding, LIVE; g->m takes the meta as it is now. */
+static inline int vouch(shm_slot *s, uint64_t m[2]) {
+  uint64_t now_m[2];
+  meta_read(s, now_m);
+  if (!m_same(now_m, m) || m_status(now_m) != ST_LIVE)
+    return 0;
+  m[0] = now_m[0];
+  m[1] = now_m[1];
+  return 1;
 }
 
-/* Read member i's state and check its binding still holds. */
-static int member_read(shm_store *t, member *g, const sluice__job *job, int i,
-                       int64_t now) {
-  shm_slot *s;
-  uint64_t m[2];
-  if (!g->bound) {
-    memset(&g->in, 0, sizeof g->in);
-    return 1;
-  }
-  s = slot_at(t, &g->k, g->dist);
-  /* The mask belongs to the binding, which the meta check below confirms;
-  ** computed before the state is read, it stays out of the window between
-  ** that read and the CAS, which is what a hot key contends on. */
-  if (!g->have_mask) {
-    mask_of(g->m, g->mk);
-    g->have_mask = 1;
-  }
-  g->x[0] = ck_pr_load_64(&s->state[0]);
-  g->x[1] = ck_pr_load_64(&s->state[1]);
+/* Read bound member g's state with two plain loads (the mask was made at
+** the binding, out of the read-to-CAS window), then the meta re-read after
+** a load fence, which vouches for it.  0: the binding moved. */
+static inline int read_state(member *g) {
+  g->x[0] = ck_pr_load_64(&g->s->state[0]);
+  g->x[1] = ck_pr_load_64(&g->s->state[1]);
   ck_pr_fence_load();
-  meta_read(s, m);
-  if (!m_same(m, g->m) || m_status(m) != ST_LIVE)
-    return 0;
-  g->m[0] = m[0];
-  g->m[1] = m[1];
-  decode(g, job, i, now);
-  return 1;
+  return vouch(g->s, g->m);
 }
 
 static void encode(const member *g, const sluice_state *st, uint64_t out[2]) {
@@ -669,55 +649,130 @@ static void encode(const member *g, const sluice_state *st, uint64_t out[2]) {
   out[1] = st->w[1] ^ g->mk[1];
 }
 
-static int run_step(const sluice__job *job, member *g, int64_t now) {
+/* Write g->out: the expiry raise (a CAS on the meta, a full barrier)
+** lands before the state CAS that needs it (invariant a).  1: written;
+** 0: the CAS lost and cur holds the record's atomic snapshot; -1: the
+** binding is gone. */
+static inline int write_member(member *g, int64_t now, uint64_t cur[2]) {
+  uint64_t set[2];
+  if (!raise_expiry(g->s, g->m, g->exp, now))
+    return -1;
+  encode(g, &g->out, set);
+  if (!ck_pr_cas_64_2_value(g->s->state, g->x, set, cur))
+    return 0;
+  /* Advisory: the exact expiry for xGet; after the CAS, so a reader may
+  ** briefly see the previous write's expiry. */
+  ck_pr_store_64((uint64_t *)&g->s->exp_exact, (uint64_t)g->exp);
+  return 1;
+}
+
+/* Member g's record still holds what was read: an atomic re-read of the
+** state, then the meta that vouches for it. */
+static inline int unchanged(member *g) {
+  uint64_t x[2];
+  ck_pr_load_64_2(g->s->state, x);
+  return vouch(g->s, g->m) && x[0] == g->x[0] && x[1] == g->x[1];
+}
+
+/* One program being decided over its records. */
+typedef struct decision {
+  shm_store *t;
+  int64_t now;
+  int n;           /* records */
+  int writes;      /* after a run: members that need a write */
+  int claims;      /* ... of which have no slot yet */
+  sluice__job job; /* the program's */
+  member g[SLUICE_PROGRAM_KEYS];
+} decision;
+
+static inline void decode(decision *c, member *g) {
+  g->in.w[0] = g->x[0] ^ g->mk[0];
+  g->in.w[1] = g->x[1] ^ g->mk[1];
+  if (sluice__job_expiry(&c->job, (int)(g - c->g), &g->in) <= c->now)
+    memset(&g->in, 0, sizeof g->in);
+}
+
+/* Read a member's state and check its binding still holds. */
+/* Member g's lookup or claim returned rc (SLUICE_OK: its slot at distance
+** d, meta g->m).  The state mask belongs to the binding, which each read's
+** meta check confirms; computed here, before the state is read, it stays
+** out of the window between that read and the CAS, which is what a hot
+** key contends on. */
+static inline void bind(member *g, int rc, uint32_t d) {
+  g->bound = rc == SLUICE_OK;
+  if (g->bound) {
+    g->s = slot_at(&g->k, d);
+    mask_of(g->m, g->mk);
+  }
+}
+
+static inline int member_read(decision *c, member *g) {
+  if (!g->bound) {
+    memset(&g->in, 0, sizeof g->in);
+    return 1;
+  }
+  if (!read_state(g))
+    return 0;
+  decode(c, g);
+  return 1;
+}
+
+/* The program on the records as read.  The core validated it before
+** xRun; a retry re-runs only the step, which keeps the window between
+** read and CAS short. */
+static int run_step(decision *c) {
   sluice_state in[SLUICE_PROGRAM_KEYS], out[SLUICE_PROGRAM_KEYS];
   int i, rc;
-  for (i = 0; i < job->nkeys; i++)
-    in[i] = g[i].in;
-  /* The core validated the program before xRun; a retry re-runs only the
-  ** step, which keeps the window between read and CAS short. */
-  rc = sluice__job_run(job, in, out, now);
+  for (i = 0; i < c->n; i++)
+    in[i] = c->g[i].in;
+  rc = sluice__job_run(&c->job, in, out, c->now);
   if (rc != SLUICE_OK)
     return rc;
-  for (i = 0; i < job->nkeys; i++) {
-    g[i].out = out[i];
-    g[i].need = memcmp(&out[i], &in[i], sizeof out[i]) != 0;
+  c->writes = c->claims = 0;
+  for (i = 0; i < c->n; i++) {
+    member *g = &c->g[i];
+    g->out = out[i];
+    g->need = memcmp(&out[i], &in[i], sizeof out[i]) != 0;
+    if (g->need)
+      g->exp = sluice__job_expiry(&c->job, i, &out[i]);
+    c->writes += g->need;
+    c->claims += g->need && !g->bound;
   }
   return SLUICE_OK;
 }
 
-/* Undo the writes already made: an exact CAS back to the pre-image; when
-** others have written the record since, re-read it and take out only this
-** write's contribution (sluice__job_undo: the charge, the count, the slot),
-** so that a denial leaves no charge behind even under contention.  What
-** the undo cannot take out exactly stays (only under-admits). */
-static void rollback(shm_store *t, member *g, int n, const sluice__job *job,
-                     int64_t now) {
+/* Undo the writes already made to the first n members: an exact CAS back
+** to the pre-image; when others have written the record since, re-read it
+** and take out only this write's contribution (sluice__job_undo: the
+** charge, the count, the slot), so that a denial leaves no charge behind
+** even under contention.  What the undo cannot take out exactly stays
+** (only under-admits). */
+static void rollback(decision *c, int n) {
   int i;
   for (i = 0; i < n; i++) {
-    shm_slot *s = slot_at(t, &g[i].k, g[i].dist);
-    uint64_t exp[2], cur[2], set[2], m[2];
+    member *g = &c->g[i];
+    shm_slot *s = g->s;
+    uint64_t exp[2], cur[2], set[2];
     long tries;
-    if (!g[i].done)
+    if (!g->done)
       continue;
-    g[i].done = 0;
-    encode(&g[i], &g[i].out, exp);
+    g->done = 0;
+    encode(g, &g->out, exp);
     for (tries = 0; tries < RETRY_MAX; tries++) {
       sluice_state now_is, fixed;
-      if (ck_pr_cas_64_2_value(s->state, exp, tries == 0 ? g[i].x : set,
-                               cur))
+      if (ck_pr_cas_64_2_value(s->state, exp, tries == 0 ? g->x : set, cur))
         break;
       /* The slot must still be this key's binding for cur to be its. */
-      meta_read(s, m);
-      if (!m_same(m, g[i].m) || m_status(m) != ST_LIVE)
+      if (!vouch(s, g->m))
         break;
-      now_is.w[0] = cur[0] ^ g[i].mk[0];
-      now_is.w[1] = cur[1] ^ g[i].mk[1];
-      if (!sluice__job_undo(job, i, &g[i].in, &g[i].out, &now_is, now, &fixed))
+      now_is.w[0] = cur[0] ^ g->mk[0];
+      now_is.w[1] = cur[1] ^ g->mk[1];
+      if (!sluice__job_undo(&c->job, i, &g->in, &g->out, &now_is, c->now,
+                            &fixed))
         break;
       exp[0] = cur[0];
       exp[1] = cur[1];
-      encode(&g[i], &fixed, set);
+      encode(g, &fixed, set);
     }
   }
 }
@@ -738,27 +793,23 @@ static unsigned lost_cas_pause(unsigned spins) {
 }
 
 /* Write the changed members in order.  1: committed; 0: start over. */
-static int commit(shm_store *t, member *g, const sluice__job *job,
-                  int64_t now) {
-  int i, j, any = 0, tight = 0, n = job->nkeys;
+static int commit(decision *c) {
+  int i, j, any = 0, tight = 0;
   unsigned backoff = BACKOFF_MIN;
-  for (i = 0; i < n; i++) {
-    shm_slot *s = slot_at(t, &g[i].k, g[i].dist);
-    if (!g[i].need)
+  for (i = 0; i < c->n; i++) {
+    member *g = &c->g[i];
+    if (!g->need)
       continue;
     for (;;) {
-      uint64_t set[2], cur[2];
-      int64_t e = sluice__job_expiry(job, i, &g[i].out);
-      if (!raise_expiry(s, g[i].m, e, now)) {
-        rollback(t, g, i, job, now);
+      uint64_t cur[2];
+      sluice_state keep[SLUICE_PROGRAM_KEYS];
+      int same = 1, w = write_member(g, c->now, cur);
+      if (w < 0) {
+        rollback(c, i);
         return 0;
       }
-      encode(&g[i], &g[i].out, set);
-      if (ck_pr_cas_64_2_value(s->state, g[i].x, set, cur)) {
-        /* Advisory: the exact expiry for xGet; after the CAS, so a reader
-        ** may briefly see the previous write's expiry. */
-        ck_pr_store_64((uint64_t *)&s->exp_exact, (uint64_t)e);
-        g[i].done = 1; /* x keeps the pre-image, for rollback */
+      if (w) {
+        g->done = 1; /* x keeps the pre-image, for rollback */
         any = 1;
         break;
       }
@@ -766,298 +817,73 @@ static int commit(shm_store *t, member *g, const sluice__job *job,
       ** single key, whose failed CAS just returned an atomic snapshot of
       ** the record: the step re-runs on it at once (a hot key's retries
       ** then cost one step, not a whole lookup). */
-      if (!any && (n > 1 || ++tight > TIGHT_RETRY_MAX))
+      if (!any && (c->n > 1 || ++tight > TIGHT_RETRY_MAX))
         return 0;
       backoff = lost_cas_pause(backoff);
-      /* A later member moved under us: re-read it and re-run the step.  The
-      ** members already written keep their outputs only if the step still
-      ** gives them the same ones (GCRA: the group is still admitted). */
-      {
-        sluice_state keep[SLUICE_PROGRAM_KEYS];
-        int same = 1;
-        g[i].x[0] = cur[0];
-        g[i].x[1] = cur[1];
-        {
-          uint64_t m[2];
-          meta_read(s, m);
-          if (!m_same(m, g[i].m) || m_status(m) != ST_LIVE) {
-            rollback(t, g, i, job, now);
-            return 0;
-          }
-        }
-        decode(&g[i], job, i, now);
-        for (j = 0; j < n; j++)
-          keep[j] = g[j].out;
-        if (run_step(job, g, now) != SLUICE_OK) {
-          rollback(t, g, i, job, now);
-          return 0;
-        }
-        for (j = 0; j < i; j++)
-          if (g[j].done &&
-              memcmp(&keep[j], &g[j].out, sizeof keep[j]) != 0)
-            same = 0;
-        if (!same) {
-          for (j = 0; j < i; j++)
-            g[j].out = keep[j];
-          rollback(t, g, i, job, now);
-          return 0;
-        }
-        if (!g[i].need)
-          break;
-      }
-    }
-  }
-  return 1;
-}
-
-/* The records a program only looked at (its box check) must still hold
-** what it read once its writes are in: the writes and those reads are then
-** one atomic snapshot (a box tripped by another process after the check,
-** or one created where there was none, sends the program round again).
-** Records its steps may write are not watched: a lease slot that another
-** process took meanwhile does not undo a grant of another slot, and undoing
-** a release that someone has already used cannot succeed. */
-static int unchanged_since_read(shm_store *t, const sluice__job *job,
-                                member *g, int n, int64_t now) {
-  int i;
-  for (i = 0; i < n; i++) {
-    uint64_t x[2], m[2];
-    shm_slot *s;
-    if (g[i].need || !sluice__job_watched(job, i))
-      continue;
-    if (!g[i].bound) {
-      uint32_t d;
-      if (find(t, &g[i].k, now, 0, &d, m) != SLUICE_ENOTFOUND)
+      /* A later member moved under us: re-read it (the meta vouches for
+      ** the snapshot) and re-run the step.  The members already written
+      ** keep their outputs only if the step still gives them the same ones
+      ** (GCRA: the group is still admitted). */
+      g->x[0] = cur[0];
+      g->x[1] = cur[1];
+      if (!vouch(g->s, g->m)) {
+        rollback(c, i);
         return 0;
-      continue;
+      }
+      decode(c, g);
+      for (j = 0; j < i; j++)
+        keep[j] = c->g[j].out;
+      if (run_step(c) != SLUICE_OK) {
+        rollback(c, i);
+        return 0;
+      }
+      for (j = 0; j < i; j++)
+        if (c->g[j].done && memcmp(&keep[j], &c->g[j].out, sizeof keep[j]))
+          same = 0;
+      if (!same) {
+        for (j = 0; j < i; j++)
+          c->g[j].out = keep[j];
+        rollback(c, i);
+        return 0;
+      }
+      if (!g->need)
+        break;
     }
-    s = slot_at(t, &g[i].k, g[i].dist);
-    ck_pr_load_64_2(s->state, x);
-    meta_read(s, m);
-    if (x[0] != g[i].x[0] || x[1] != g[i].x[1] || !m_same(m, g[i].m) ||
-        m_status(m) != ST_LIVE)
-      return 0;
   }
   return 1;
 }
 
-/* A program over its records, lock-free. */
-/* `pre`: the keys' hashes, already made (a batch makes them ahead to
-** prefetch their slots), or NULL. */
-static int shm_job(sluice_store *st, const sluice__job *job, int64_t now,
-                   const khash *pre) {
-  shm_store *t = (shm_store *)st;
-  member g[SLUICE_PROGRAM_KEYS];
-  int i, rc, n = job->nkeys;
-  long attempt;
-
-  memset(g, 0, sizeof(member) * (size_t)n);
-  for (i = 0; i < n; i++) {
-    if (pre)
-      g[i].k = pre[i];
-    else
-      khash_of(t, &job->keys[i], sluice__job_record_class(job),
-               sluice__job_evictable(job, i), &g[i].k);
-  }
-
-  for (attempt = 0; attempt < RETRY_MAX; attempt++) {
-    int ok = 1, unbound_need = 0;
-    for (i = 0; i < n && ok; i++) {
-      if (!g[i].bound) {
-        rc = find(t, &g[i].k, now, 0, &g[i].dist, g[i].m);
-        g[i].have_mask = 0;
-        if (rc == SLUICE_OK)
-          g[i].bound = 1;
-        else if (rc != SLUICE_ENOTFOUND)
-          return sluice_store_seterr(st, rc, 0, "shm: table under contention");
-      }
-      if (!member_read(t, &g[i], job, i, now)) {
-        g[i].bound = g[i].have_mask = 0;
-        ok = 0;
-      }
-    }
-    if (!ok)
+/* Every record the decision read and did not write still holds what it
+** read.  With nothing written (`all`): every record held those values at
+** one instant between the two reads, where the decision is linearized.
+** After the writes, only the records the program merely looked at (its
+** box check; a record read as absent must still be absent): the writes and
+** those reads are then one atomic snapshot (a box tripped by another
+** process after the check sends the program round again).  Records its
+** steps may write are not watched then: a lease slot that another process
+** took meanwhile does not undo a grant of another slot, and undoing a
+** release that someone has already used cannot succeed. */
+static inline int unchanged_since_read(decision *c, int all) {
+  int i;
+  for (i = 0; i < c->n; i++) {
+    member *g = &c->g[i];
+    uint64_t m[2];
+    uint32_t d;
+    if (g->need || (!all && !sluice__job_watched(&c->job, i)))
       continue;
-    rc = run_step(job, g, now);
-    if (rc != SLUICE_OK)
-      return rc;
-    for (i = 0; i < n; i++)
-      if (g[i].need && !g[i].bound)
-        unbound_need = 1;
-    if (unbound_need) {
-      /* Claim slots only for records that will hold something, so a peek
-      ** or a denial of an unknown key never takes a slot. */
-      for (i = 0; i < n; i++) {
-        if (!g[i].need || g[i].bound)
-          continue;
-        rc = find(t, &g[i].k, now, 1, &g[i].dist, g[i].m);
-        g[i].have_mask = 0;
-        if (rc == SLUICE_EFULL)
-          return sluice_store_seterr(
-              st, rc, 0,
-              "shm: no free slot within %u of the key's home (%s capacity "
-              "%llu)",
-              (unsigned)g[i].k.r->window,
-              g[i].k.r == &t->reg[0] ? "service" : "untrusted, every one a box;",
-              (unsigned long long)(g[i].k.r == &t->reg[0]
-                                       ? t->hdr->capacity
-                                       : t->hdr->ucapacity));
-        if (rc != SLUICE_OK)
-          return sluice_store_seterr(st, rc, 0, "shm: table under contention");
-        g[i].bound = 1;
-      }
-      continue;
-    }
-    ok = 1;
-    for (i = 0; i < n; i++)
-      ok &= !g[i].need;
-    if (ok) {
-      /* Nothing to write: linearize on an atomic re-read of every record
-      ** (all equal to what the step saw means that, at some instant between
-      ** the two reads, the group held exactly these values). */
-      for (i = 0; i < n && ok; i++) {
-        uint64_t x[2], m[2];
-        shm_slot *s;
-        if (!g[i].bound)
-          continue;
-        s = slot_at(t, &g[i].k, g[i].dist);
-        ck_pr_load_64_2(s->state, x);
-        meta_read(s, m);
-        if (x[0] != g[i].x[0] || x[1] != g[i].x[1] || !m_same(m, g[i].m) ||
-            m_status(m) != ST_LIVE)
-          ok = 0;
-      }
-      if (!ok)
-        continue;
-      return SLUICE_OK;
-    }
-    if (commit(t, g, job, now)) {
-      if (!job->prog || unchanged_since_read(t, job, g, n, now))
-        return SLUICE_OK;
-      /* Undo (exact CAS, dropped if it loses: that charge stays, which
-      ** only under-admits) and decide again on what is there now. */
-      rollback(t, g, n, job, now);
-    }
-    for (i = 0; i < n; i++)
-      g[i].done = 0;
-  }
-  return sluice_store_seterr(st, SLUICE_EBUSY, 0,
-                             "shm: gave up after %d retries", RETRY_MAX);
-}
-
-/* The hot path: a one-step program over one key (nkeys 1, an operation),
-** the same steps as shm_job()
-** takes for it, in the same order, with the same loads, CASes and checks,
-** but on locals instead of the member records and the job (whose setup,
-** zeroing, copies and two expiry calls were about a third of a batched
-** decision's instructions), and with sluice__program_single(), which makes
-** the step and the new record's expiry in one call (a single GCRA bucket
-** straight to its int64 step).  Returns 1 when it decided (*rc; *r on
-** SLUICE_OK); 0 when the program must go through shm_job() from the start: a
-** TENTATIVE binding to help, a binding that moved, a read-only outcome
-** whose re-read differs, a claim that failed, a step that failed on a
-** retry, TIGHT_RETRY_MAX lost CASes.  Each of those is a point where
-** shm_job() too reads the record again; what this path may have left
-** behind is what shm_job() leaves there: a claimed binding (as its first
-** pass does) or a raised expiry (invariant a: harmless), never a state
-** write.  *r may hold an abandoned try's result then: shm_job()'s
-** replaces it (on an error, as for every store, *r means nothing). */
-static int shm_one(shm_store *t, const sluice_program *p, int64_t now,
-                   sluice_program_result *res, int *rc, const khash *k) {
-  uint64_t m[2], mm[2], mk[2], x[2], cur[2], set[2];
-  sluice_state in, out;
-  uint32_t dist;
-  unsigned backoff = BACKOFF_MIN;
-  int64_t e;
-  int tight = 0, atomic_x = 0, r;
-  shm_slot *s;
-
-  r = lookup(t, k, &dist, m);
-  if (r == SLUICE_ENOTFOUND) {
-    /* As shm_job(): the step on a fresh record first, and a slot claimed
-    ** only for a record that will hold something. */
-    memset(&in, 0, sizeof in);
-    *rc = sluice__program_single(p, &in, &out, now, res, &e);
-    if (*rc != SLUICE_OK || memcmp(&out, &in, sizeof in) == 0)
-      return 1;
-    if (find(t, k, now, 1, &dist, m) != SLUICE_OK)
-      return 0; /* shm_job() says why (SLUICE_EFULL, contention) */
-  } else if (r != SLUICE_OK) {
-    return 0;
-  }
-  s = slot_at(t, k, dist);
-  /* member_read(): the mask first (out of the read-to-CAS window), the
-  ** state with two plain loads, then the meta re-read after a load fence,
-  ** which vouches that the state read belongs to the binding found. */
-  mask_of(m, mk);
-  x[0] = ck_pr_load_64(&s->state[0]);
-  x[1] = ck_pr_load_64(&s->state[1]);
-  ck_pr_fence_load();
-  meta_read(s, mm);
-  if (!m_same(mm, m) || m_status(mm) != ST_LIVE)
-    return 0;
-  m[0] = mm[0];
-  m[1] = mm[1];
-  for (;;) {
-    /* decode() */
-    in.w[0] = x[0] ^ mk[0];
-    in.w[1] = x[1] ^ mk[1];
-    if (sluice__rec_expiry(p->steps[0].algo, p->steps[0].params, 0, &in) <=
-        now)
-      memset(&in, 0, sizeof in);
-    r = sluice__program_single(p, &in, &out, now, res, &e);
-    if (r != SLUICE_OK) {
-      if (atomic_x)
-        return 0; /* shm_job() re-reads and decides again */
-      *rc = r;
-      return 1;
-    }
-    if (memcmp(&out, &in, sizeof in) == 0) {
-      /* Nothing to write.  A snapshot from a failed cmpxchg16b is atomic
-      ** and the meta re-read after it vouched for it: the decision is
-      ** linearized there (as commit() finds it).  Plain loads are not: an
-      ** atomic re-read must find the record unchanged, as in shm_job(). */
-      if (!atomic_x) {
-        ck_pr_load_64_2(s->state, cur);
-        meta_read(s, mm);
-        if (cur[0] != x[0] || cur[1] != x[1] || !m_same(mm, m) ||
-            m_status(mm) != ST_LIVE)
-          return 0;
-      }
-      break;
-    }
-    /* commit(), one member: the expiry raise (a CAS on the meta, a full
-    ** barrier) lands before the state CAS that needs it (invariant a). */
-    if (!raise_expiry(s, m, e, now))
-      return 0;
-    set[0] = out.w[0] ^ mk[0];
-    set[1] = out.w[1] ^ mk[1];
-    if (ck_pr_cas_64_2_value(s->state, x, set, cur)) {
-      /* Advisory, after the CAS, as in commit(). */
-      ck_pr_store_64((uint64_t *)&s->exp_exact, (uint64_t)e);
-      break;
-    }
-    /* Lost: re-run the step on the snapshot the failed CAS returned, once
-    ** the meta vouches the binding is still this one. */
-    if (++tight > TIGHT_RETRY_MAX)
-      return 0;
-    backoff = lost_cas_pause(backoff);
-    x[0] = cur[0];
-    x[1] = cur[1];
-    atomic_x = 1;
-    meta_read(s, mm);
-    if (!m_same(mm, m) || m_status(mm) != ST_LIVE)
+    if (g->bound ? !unchanged(g)
+                 : !all && lookup(c->t, &g->k, c->now, &d, m) !=
+                               SLUICE_ENOTFOUND)
       return 0;
   }
-  *rc = SLUICE_OK;
   return 1;
 }
 
 /* The class and evictability of a program's key i, for khash_of(). */
-static void prog_khash(shm_store *t, const sluice_program *p, int i,
-                       khash *k) {
+static inline void prog_khash(shm_store *t, const sluice_program *p, int i,
+                              khash *k) {
   int evict = 0;
-  if (p->record_class != SLUICE_CLASS_SERVICE) {
+  if (p->record_class == SLUICE_CLASS_UNTRUSTED) {
     sluice__job j;
     sluice_program_result unused;
     sluice__job_program(&j, p, &unused);
@@ -1066,24 +892,198 @@ static void prog_khash(shm_store *t, const sluice_program *p, int i,
   khash_of(t, &p->keys[i], (int)p->record_class, evict, k);
 }
 
+/* Claim slots for the records that will hold something and have none, so
+** that a peek or a denial of an unknown key never takes a slot. */
+static int claim(decision *c) {
+  shm_store *t = c->t;
+  int i, rc;
+  for (i = 0; i < c->n; i++) {
+    member *g = &c->g[i];
+    uint32_t d;
+    if (!g->need || g->bound)
+      continue;
+    rc = find(t, &g->k, c->now, 1, &d, g->m);
+    if (rc == SLUICE_EFULL)
+      return sluice_store_seterr(
+          &t->base, rc, 0,
+          "shm: no free slot within %u of the key's home (%s capacity %llu)",
+          (unsigned)g->k.r->window,
+          g->k.r == &t->reg[0] ? "service" : "untrusted, every one a box;",
+          (unsigned long long)(g->k.r == &t->reg[0] ? t->hdr->capacity
+                                                    : t->hdr->ucapacity));
+    if (rc != SLUICE_OK)
+      return sluice_store_seterr(&t->base, rc, 0,
+                                 "shm: table under contention");
+    bind(g, rc, d);
+  }
+  return SLUICE_OK;
+}
+
+/* One program over its records, lock-free: read them, run the program,
+** claim slots for new records that will hold something, write back what
+** changed, re-read what it relied on.  `pre`: the keys' hashes, already
+** made (a batch makes them ahead to prefetch their slots), or NULL. */
+static int shm_job(shm_store *t, const sluice_program *p, int64_t now,
+                   sluice_program_result *res, const khash *pre) {
+  decision c;
+  int i, rc;
+  long attempt;
+
+  c.t = t;
+  c.now = now;
+  c.n = p->nkeys;
+  sluice__job_program(&c.job, p, res);
+  for (i = 0; i < c.n; i++) {
+    if (pre)
+      c.g[i].k = pre[i];
+    else
+      prog_khash(t, p, i, &c.g[i].k);
+    c.g[i].bound = c.g[i].done = 0;
+  }
+  for (attempt = 0; attempt < RETRY_MAX; attempt++) {
+    for (i = 0; i < c.n; i++) {
+      member *g = &c.g[i];
+      uint32_t d;
+      if (!g->bound) {
+        rc = lookup(t, &g->k, now, &d, g->m);
+        if (rc != SLUICE_OK && rc != SLUICE_ENOTFOUND)
+          return sluice_store_seterr(&t->base, rc, 0,
+                                     "shm: table under contention");
+        bind(g, rc, d);
+      }
+      if (!member_read(&c, g)) {
+        g->bound = 0;
+        break;
+      }
+    }
+    if (i < c.n)
+      continue;
+    rc = run_step(&c);
+    if (rc != SLUICE_OK)
+      return rc;
+    if (c.claims) {
+      rc = claim(&c);
+      if (rc != SLUICE_OK)
+        return rc;
+      continue; /* decide again on the claimed records */
+    }
+    if (!c.writes) {
+      if (unchanged_since_read(&c, 1))
+        return SLUICE_OK;
+      continue;
+    }
+    if (commit(&c)) {
+      if (unchanged_since_read(&c, 0))
+        return SLUICE_OK;
+      /* Undo (exact CAS, or the undo of this write alone) and decide
+      ** again on what is there now. */
+      rollback(&c, c.n);
+    }
+    for (i = 0; i < c.n; i++)
+      c.g[i].done = 0;
+  }
+  return sluice_store_seterr(&t->base, SLUICE_EBUSY, 0,
+                             "shm: gave up after %d retries", RETRY_MAX);
+}
+
+/* The hot path: a one-step program over one key (nkeys 1, an operation),
+** the same steps as shm_job() takes for it, in the same order, with the
+** same loads, CASes and checks (the same member helpers), but on one
+** member of its own instead of the decision context and the job (whose
+** setup, zeroing, copies and two expiry calls were about a third of a
+** batched decision's instructions), and with sluice__program_single(), which makes
+** the step and the new record's expiry in one call (a single GCRA bucket
+** straight to its int64 step).  Returns 1 when it decided (*rc; *r on
+** SLUICE_OK); 0 when the program must go through shm_job() from the start: a
+** lookup that gave up under contention, a binding that moved, a read-only outcome
+** whose re-read differs, a claim that failed, a step that failed on a
+** retry, TIGHT_RETRY_MAX lost CASes.  Each of those is a point where
+** shm_job() too reads the record again; what this path may have left
+** behind is what shm_job() leaves there: a claimed binding (as its first
+** pass does) or a raised expiry (invariant a: harmless), never a state
+** write.  *r may hold an abandoned try's result then: shm_job()'s
+** replaces it (on an error, as for every store, *r means nothing). */
+static inline __attribute__((always_inline)) int
+shm_one(shm_store *t, const sluice_program *p, int64_t now,
+        sluice_program_result *res, int *rc, const khash *k) {
+  const sluice_step *st = p->steps;
+  member g;
+  uint64_t cur[2];
+  uint32_t d;
+  unsigned backoff = BACKOFF_MIN;
+  int tight = 0, atomic_x = 0, r;
+
+  r = lookup(t, k, now, &d, g.m);
+  if (r == SLUICE_ENOTFOUND) {
+    /* As shm_job(): the step on a fresh record first, and a slot claimed
+    ** only for a record that will hold something. */
+    memset(&g.in, 0, sizeof g.in);
+    *rc = sluice__program_single(p, &g.in, &g.out, now, res, &g.exp);
+    if (*rc != SLUICE_OK || memcmp(&g.out, &g.in, sizeof g.in) == 0)
+      return 1;
+    if (find(t, k, now, 1, &d, g.m) != SLUICE_OK)
+      return 0; /* shm_job() says why (SLUICE_EFULL, contention) */
+  } else if (r != SLUICE_OK) {
+    return 0;
+  }
+  g.s = slot_at(k, d);
+  mask_of(g.m, g.mk);
+  if (!read_state(&g))
+    return 0;
+  for (;;) {
+    g.in.w[0] = g.x[0] ^ g.mk[0];
+    g.in.w[1] = g.x[1] ^ g.mk[1];
+    if (sluice__rec_expiry(st->algo, st->params, 0, &g.in) <= now)
+      memset(&g.in, 0, sizeof g.in);
+    r = sluice__program_single(p, &g.in, &g.out, now, res, &g.exp);
+    if (r != SLUICE_OK) {
+      if (atomic_x)
+        return 0; /* shm_job() re-reads and decides again */
+      *rc = r;
+      return 1;
+    }
+    if (memcmp(&g.out, &g.in, sizeof g.in) == 0) {
+      /* Nothing to write.  A snapshot from a failed cmpxchg16b is atomic
+      ** and the meta re-read after it vouched for it: the decision is
+      ** linearized there (as commit() finds it).  Plain loads are not: an
+      ** atomic re-read must find the record unchanged, as in shm_job(). */
+      if (!atomic_x && !unchanged(&g))
+        return 0;
+      break;
+    }
+    r = write_member(&g, now, cur);
+    if (r > 0)
+      break;
+    /* Lost: re-run the step on the snapshot the failed CAS returned, once
+    ** the meta vouches the binding is still this one. */
+    if (r < 0 || ++tight > TIGHT_RETRY_MAX)
+      return 0;
+    backoff = lost_cas_pause(backoff);
+    g.x[0] = cur[0];
+    g.x[1] = cur[1];
+    atomic_x = 1;
+    if (!vouch(g.s, g.m))
+      return 0;
+  }
+  *rc = SLUICE_OK;
+  return 1;
+}
+
 /* Any program: a one-step one-key program on the hot path, else (or when
 ** it gives up) the job.  `pre`: the keys' hashes, already made, or NULL. */
-static int shm_run_one(sluice_store *st, const sluice_program *p,
-                       int64_t now, sluice_program_result *res,
-                       const khash *pre) {
-  sluice__job job;
+static int shm_run_one(shm_store *t, const sluice_program *p, int64_t now,
+                       sluice_program_result *res, const khash *pre) {
   khash k;
   int rc;
   if (p->nkeys == 1 && p->nsteps == 1) {
     if (!pre) {
-      prog_khash((shm_store *)st, p, 0, &k);
+      prog_khash(t, p, 0, &k);
       pre = &k;
     }
-    if (shm_one((shm_store *)st, p, now, res, &rc, pre))
+    if (shm_one(t, p, now, res, &rc, pre))
       return rc;
   }
-  sluice__job_program(&job, p, res);
-  return shm_job(st, &job, now, pre);
+  return shm_job(t, p, now, res, pre);
 }
 
 /* A batch on a big table is a string of independent misses, one per key,
@@ -1121,9 +1121,8 @@ static int shm_run_one(sluice_store *st, const sluice_program *p,
 #if defined(__GNUC__)
 __attribute__((always_inline))
 #endif
-static inline void prefetch_home(const shm_store *t, const khash *k) {
+static inline void prefetch_home(const khash *k) {
   const char *s = (const char *)&k->r->slots[k->home];
-  (void)t;
   __builtin_prefetch(s, 1);
   __builtin_prefetch(s + sizeof(shm_slot) - 1, 1);
   /* The last slot's chain wraps to the first: no line past the table. */
@@ -1134,8 +1133,8 @@ static inline void prefetch_home(const shm_store *t, const khash *k) {
 #if defined(__GNUC__)
 __attribute__((always_inline))
 #endif
-static inline void prefetch_chain(shm_store *t, const khash *k) {
-  uint32_t d, r = reach_of(t, k);
+static inline void prefetch_chain(const khash *k) {
+  uint32_t d, r = reach_of(k);
   if (r > CHAIN_MAX)
     r = CHAIN_MAX;
   if (r < 2)
@@ -1149,7 +1148,7 @@ static inline void prefetch_chain(shm_store *t, const khash *k) {
     return;
   }
   for (d = 2; d <= r; d++) { /* the chain wraps to the first slot */
-    const char *s = (const char *)slot_at(t, k, d);
+    const char *s = (const char *)slot_at(k, d);
     __builtin_prefetch(s, 1);
     __builtin_prefetch(s + sizeof(shm_slot) - 1, 1);
   }
@@ -1165,13 +1164,13 @@ static inline void many_stage1(shm_store *t, const sluice_program *p,
   e->nk = p->nkeys <= MANY_KEYS ? p->nkeys : 0;
   for (int i = 0; i < e->nk; i++) {
     prog_khash(t, p, i, &e->k[i]);
-    prefetch_home(t, &e->k[i]);
+    prefetch_home(&e->k[i]);
   }
 }
 
-static inline void many_stage2(shm_store *t, const many_ent *e) {
+static inline void many_stage2(const many_ent *e) {
   for (int i = 0; i < e->nk; i++)
-    prefetch_chain(t, &e->k[i]);
+    prefetch_chain(&e->k[i]);
 }
 
 /* A batch: each program's keys hashed and their lines fetched ahead of it.
@@ -1186,15 +1185,15 @@ shm_run_batch(sluice_store *st, int n, const sluice_program *ps, int64_t now,
   for (j = 0; j < n && j < PIPE_AHEAD; j++)
     many_stage1(t, &ps[j], &ring[j]);
   for (j = 0; j < n && j < CHAIN_AHEAD; j++)
-    many_stage2(t, &ring[j]);
+    many_stage2(&ring[j]);
   for (j = 0; j < n; j++) {
     many_ent *e = &ring[j % PIPE_AHEAD];
-    rcs[j] = shm_run_one(st, &ps[j], now, &res[j], e->nk ? e->k : NULL);
+    rcs[j] = shm_run_one(t, &ps[j], now, &res[j], e->nk ? e->k : NULL);
     /* e is decided: its ring entry takes the program PIPE_AHEAD on. */
     if (j + PIPE_AHEAD < n)
       many_stage1(t, &ps[j + PIPE_AHEAD], e);
     if (j + CHAIN_AHEAD < n)
-      many_stage2(t, &ring[(j + CHAIN_AHEAD) % PIPE_AHEAD]);
+      many_stage2(&ring[(j + CHAIN_AHEAD) % PIPE_AHEAD]);
   }
   return SLUICE_OK;
 }
@@ -1203,38 +1202,41 @@ static int shm_run(sluice_store *st, int n, const sluice_program *ps,
                    int64_t now, sluice_program_result *res, int *rcs) {
   if (n > 1)
     return shm_run_batch(st, n, ps, now, res, rcs);
-  rcs[0] = shm_run_one(st, ps, now, res, NULL);
+  rcs[0] = shm_run_one((shm_store *)st, ps, now, res, NULL);
   return SLUICE_OK;
 }
 
 /* ------------------------------------------------------- get / delete --- */
 
+/* A key read or deleted without its class: it is in one region or none. */
+static int find_any(shm_store *t, const sluice_key *key, int64_t now,
+                    khash *k, uint32_t *d, uint64_t m[2]) {
+  int rc;
+  khash_of(t, key, SLUICE_CLASS_SERVICE, 0, k);
+  rc = find(t, k, now, 0, d, m);
+  if (rc != SLUICE_ENOTFOUND)
+    return rc;
+  khash_of(t, key, SLUICE_CLASS_UNTRUSTED, 0, k);
+  return find(t, k, now, 0, d, m);
+}
+
 static int shm_get(sluice_store *st, const sluice_key *key, int64_t now,
                    sluice_state *out, int64_t *exp) {
   shm_store *t = (shm_store *)st;
-  member g;
+  khash k;
   long n;
-  int cls = SLUICE_CLASS_SERVICE;
-  memset(&g, 0, sizeof g);
-  khash_of(t, key, cls, 0, &g.k);
   for (n = 0; n < RETRY_MAX; n++) {
     shm_slot *s;
     uint64_t x[2], m[2], mk[2];
+    uint32_t d;
     int64_t e;
-    int rc = find(t, &g.k, now, 0, &g.dist, g.m);
-    if (rc == SLUICE_ENOTFOUND && cls == SLUICE_CLASS_SERVICE) {
-      /* A key is read without its class: it is in one region or none. */
-      cls = SLUICE_CLASS_UNTRUSTED;
-      khash_of(t, key, cls, 0, &g.k);
-      rc = find(t, &g.k, now, 0, &g.dist, g.m);
-    }
+    int rc = find_any(t, key, now, &k, &d, m);
     if (rc != SLUICE_OK)
       return rc;
-    s = slot_at(t, &g.k, g.dist);
+    s = slot_at(&k, d);
     ck_pr_load_64_2(s->state, x);
     e = (int64_t)ck_pr_load_64((uint64_t *)&s->exp_exact);
-    meta_read(s, m);
-    if (!m_same(m, g.m) || m_status(m) != ST_LIVE)
+    if (!vouch(s, m))
       continue;
     mask_of(m, mk);
     out->w[0] = x[0] ^ mk[0];
@@ -1252,21 +1254,14 @@ static int shm_delete(sluice_store *st, const sluice_key *key) {
   shm_store *t = (shm_store *)st;
   khash k;
   long n;
-  int cls = SLUICE_CLASS_SERVICE;
-  khash_of(t, key, cls, 0, &k);
   for (n = 0; n < RETRY_MAX; n++) {
     uint32_t d;
     uint64_t m[2], set[2];
-    int rc = find(t, &k, INT64_MIN, 0, &d, m);
-    if (rc == SLUICE_ENOTFOUND && cls == SLUICE_CLASS_SERVICE) {
-      cls = SLUICE_CLASS_UNTRUSTED; /* in one region or none */
-      khash_of(t, key, cls, 0, &k);
-      rc = find(t, &k, INT64_MIN, 0, &d, m);
-    }
+    int rc = find_any(t, key, INT64_MIN, &k, &d, m);
     if (rc != SLUICE_OK)
       return rc;
     meta_free(m, set);
-    if (ck_pr_cas_64_2(slot_at(t, &k, d)->meta, m, set))
+    if (ck_pr_cas_64_2(slot_at(&k, d)->meta, m, set))
       return SLUICE_OK;
   }
   return SLUICE_EBUSY;
