@@ -12,13 +12,18 @@ unpacked: scripts/ngx-lua-root.sh):
          new decision per request.  limit.req sends no field, so two more
          pairs are like for like: limit.req with the same four fields
          set by its user's Lua against resty.sluice, and limit.req
-         against resty.sluice with admission_headers = false (no field)
+         against resty.sluice with admission_headers = false (no field),
+         beside which the library's decision is called straight over the
+         FFI with no binding around it (what resty.sluice adds is the
+         difference)
   redis  the spec's own shape (its section-6 script, tests/redis/
          spec_reference.lua, by EVALSHA over a cosocket, as
          bench/nginx/bench_gateway.py's anchor runs it) against
          resty.sluice on the same Redis through the two halves over a
          cosocket (etc/ledger.conf's tenant and key buckets, one group, as
-         there), filling the worker's decision (access's d)
+         there), filling the worker's decision (access's d); the spec
+         script sends no field, so a second pair is like for like:
+         resty.sluice with admission_headers = false
 
 One nginx worker, wrk with 20 connections over 1000 keys, every request
 admitted (each limit far above what a run sends), the cases of a pair
@@ -118,6 +123,10 @@ HTTP = """
       store = "shm:name=%(shm)s;create=1;capacity=100000",
       secret = "%(secret)s", library = "%(lib)s" }
     if not sluice_quiet then ngx.log(ngx.ERR, err) end
+    -- the library's decision called straight over the FFI (/sluice-ffi/),
+    -- its strings kept alive here
+    sluice_ffi = { q = require("ffi").new("sluice_request"), "GET", "/sluice-ffi/x" }
+    sluice_ffi.q.method, sluice_ffi.q.route = sluice_ffi[1], sluice_ffi[2]
     sluice_sf, err = sluice.new{
       policy = "%(dir)s/policy.conf", header_form = "sf",
       store = "shm:name=%(shm)s;create=1;capacity=100000",
@@ -130,6 +139,12 @@ HTTP = """
         redis_timeout_ms = 1000, redis_connect_timeout_ms = 1000,
         secret = "%(secret)s", library = "%(lib)s" }
       if not redis_lim then ngx.log(ngx.ERR, err) end
+      redis_quiet, err = sluice.new{
+        policy = "%(dir)s/ledger.conf", admission_headers = false,
+        store = "redis:nodes=127.0.0.1:%(redis_port)d",
+        redis_timeout_ms = 1000, redis_connect_timeout_ms = 1000,
+        secret = "%(secret)s", library = "%(lib)s" }
+      if not redis_quiet then ngx.log(ngx.ERR, err) end
     end
   }
   server {
@@ -160,6 +175,18 @@ HTTP = """
         if not d then ngx.log(ngx.ERR, err); return ngx.exit(500) end
       }
     }
+    location /sluice-ffi/ {
+      access_by_lua_block {
+        -- sluice_policy_decide() alone, no resty.sluice (no request read
+        -- from nginx, no answer): what the binding adds to the library's
+        -- decision is /sluice-quiet/'s work less this
+        local q = sluice_ffi.q
+        q.api_key_id = ngx.var.http_x_key
+        if sluice_quiet.C.sluice_policy_decide(sluice_quiet.pol, 1, q, sluice_d, nil) ~= 0 then
+          return ngx.exit(500)
+        end
+      }
+    }
     location /sluice/ {
       access_by_lua_block {
         local d, err = sluice_lim:access({ key = ngx.var.http_x_key }, sluice_d)
@@ -183,6 +210,13 @@ HTTP = """
       access_by_lua_block {
         local d, err = redis_lim:access({ tenant = "acme", key = ngx.var.http_x_key,
                                           tier = "growth" }, sluice_d)
+        if not d then ngx.log(ngx.ERR, err); return ngx.exit(500) end
+      }
+    }
+    location /v1/sluice-quiet/ {
+      access_by_lua_block {
+        local d, err = redis_quiet:access({ tenant = "acme", key = ngx.var.http_x_key,
+                                            tier = "growth" }, sluice_d)
         if not d then ngx.log(ngx.ERR, err); return ngx.exit(500) end
       }
     }
@@ -385,7 +419,8 @@ def main():
         ng.write("policy.conf", POLICY)
         ng.write("ledger.conf", bench_gateway.POLICY)
         for p in ("req", "req-fields", "sluice", "sluice-new", "sluice-quiet",
-                  "sluice-sf", "v1/spec", "v1/sluice"):
+                  "sluice-ffi",
+                  "sluice-sf", "v1/spec", "v1/sluice", "v1/sluice-quiet"):
             os.makedirs(ng.path("www/" + p))
             ng.write("www/%s/x" % p, "ok\n")
         script = ng.write("keys.lua", WRK_LUA)
@@ -406,11 +441,17 @@ def main():
                            ("resty.sluice (shm store)", "/sluice/x")], 0.9))
             pairs.append(([("limit.req (lua_shared_dict)", "/req/x"),
                            ("resty.sluice (shm, admission_headers off)",
-                            "/sluice-quiet/x")], 0.9))
+                            "/sluice-quiet/x"),
+                           ("sluice_policy_decide over the FFI alone",
+                            "/sluice-ffi/x")], 0.9))
         if red:
             pairs.append(([("spec script, EVALSHA, cosocket", "/v1/spec/x"),
                            ("resty.sluice, Redis, two halves",
                             "/v1/sluice/x")], 1.0))
+            # Like for like: the spec script sends no field.
+            pairs.append(([("spec script, EVALSHA, cosocket", "/v1/spec/x"),
+                           ("resty.sluice, Redis, admission_headers off",
+                            "/v1/sluice-quiet/x")], 1.0))
         if under_cg:
             if not shutil.which("valgrind"):
                 print("SKIP: valgrind is not installed")

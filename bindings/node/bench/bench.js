@@ -10,6 +10,8 @@
 // decided in one server holding both routes (decide()), in as many rounds
 // as its verdict needs, up to MAX_ROUNDS.
 //   node bench.js [ROUNDS] [SECONDS] [MAX_ROUNDS]      (needs wrk)
+// SLUICE_BENCH_FORM=legacy (or both) gives fastify-sluice that header form
+// instead of its default.
 const { spawn, execFileSync } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')

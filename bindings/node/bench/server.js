@@ -15,7 +15,9 @@ async function main () {
   const app = Fastify({ logger: false })
   const sluiceOpts = {
     policy, secret: Buffer.alloc(16, 3), problemBase: 'https://api.example.com/errors/',
-    async: variant === 'sluice-async'
+    async: variant === 'sluice-async',
+    // the plugin's default form unless SLUICE_BENCH_FORM names another
+    headerForm: process.env.SLUICE_BENCH_FORM || undefined
   }
   if (variant === 'both') {
     await app.register(async (child) => {
