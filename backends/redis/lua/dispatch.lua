@@ -67,6 +67,7 @@ run = function(keys, argv, snh, snl)
   if not floor then
     floor, spack, sunpack, rcall, rpcall = math.floor, struct.pack,
       struct.unpack, redis.call, redis.pcall
+    NOREC = spack(REC_W1_FMT, 0, 0, 0, 0, 0, LAYOUT)
   end
   if argv[2] then
     -- Every program's records found (and its numbers whole int64s, a

@@ -161,6 +161,11 @@ local function pstd_pre(std, vals)
   return pre
 end
 
+-- An absent bucket's record, as pstd reads it: zeros, expired at 0 (a
+-- full bucket, written as a new key: its deadline never kept); packed by
+-- run() on its first call.
+local NOREC
+
 -- Each bucket's record as pstd writes it (PW) and how the write sets the
 -- key's Redis deadline (PM: false keeps it, else PXAT's step or PX's ms),
 -- made once: filled for every bucket before any is written.
@@ -190,33 +195,33 @@ local function pstd(std, nh, nl, minttl)
     -- and burst (pstd_shape).
     local S, v = std[j], vals[vg + j]
     local R, tau = S[1], S[3]
-    local D, oh, ol = 0, nil, nil
-    if v then
-      if #v ~= REC_BYTES then return nil, vals end
-      local x0l, x0h, fr, el, eh, lay = sunpack(REC_W1_FMT, v)
-      if lay ~= LAYOUT then return nil, vals end
-      -- (The key's deadline is that of the stored expiry, passed or not.)
-      oh, ol = eh, el
-      -- A record whose expiry has passed is a full bucket (D = 0), which
-      -- the write below replaces (the sequencer would delete it first).
-      if nh < eh or (nh == eh and nl < el) then
-        -- A TAT the fast step would not take: the general path.
-        if fr >= R or fr >= T32 then return nil, vals end
-        local dh, dl = x0h - nh, x0l - nl
-        if dl < 0 then dl = dl + T32; dh = dh - 1 end
-        if dh >= 0 then
-          if dh >= 2097152 then return nil, vals end
-          local dn = dh * T32 + dl
-          if dn > S[4] then return nil, vals end
-          D = dn * R + fr
-          if D > tau then return nil, vals end
-        end
-      end
-    else
+    if not v then
       -- MGET reads a value of another type (a hash, a list) as absent:
       -- GET tells (Redis's WRONGTYPE error) before anything is written.
       local e = rpcall('GET', K[kg + j])
       if type(e) == 'table' then return e end
+      v = NOREC
+    elseif #v ~= REC_BYTES then
+      return nil, vals
+    end
+    -- (oh, ol: the stored expiry, whose step the key's deadline is.)
+    local x0l, x0h, fr, ol, oh, lay = sunpack(REC_W1_FMT, v)
+    if lay ~= LAYOUT then return nil, vals end
+    -- A record whose expiry has passed is a full bucket (D = 0), which
+    -- the write below replaces (the sequencer would delete it first).
+    local D = 0
+    if nh < oh or (nh == oh and nl < ol) then
+      -- A TAT the fast step would not take: the general path.
+      if fr >= R or fr >= T32 then return nil, vals end
+      local dh, dl = x0h - nh, x0l - nl
+      if dl < 0 then dl = dl + T32; dh = dh - 1 end
+      if dh >= 0 then
+        if dh >= 2097152 then return nil, vals end
+        local dn = dh * T32 + dl
+        if dn > S[4] then return nil, vals end
+        D = dn * R + fr
+        if D > tau then return nil, vals end
+      end
     end
     local Dn = D + S[5]
     if Dn > tau then return nil, vals end
