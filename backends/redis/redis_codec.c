@@ -234,8 +234,10 @@ static int program_id(rcl_cmd *c, int ni, unsigned char *id,
 /* Job j's program as one argument: its header, then each step's numbers
 ** and its parameters (wire.h; the script's lua/program.lua).  On an FCALL
 ** node the header carries the program's id, and a program this lane sent
-** before goes as the header alone. */
-static void build_program(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
+** before goes as its id alone (idonly: a call of one program, at server
+** time) or the header alone. */
+static void build_program(rcl_cmd *c, const rcl_store *r, const rcl_job *j,
+                          int idonly) {
   const sluice_program *p = j->prog;
   int i, base = c->nnum;
   build_header(c, r, p->nkeys, p->nsteps, j->now);
@@ -273,6 +275,11 @@ static void build_program(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
       c->nwhole = c->nnum - base;
       c->nnum = base + SLUICE_WIRE_HEADER;
       c->byid = 1;
+      if (idonly && !r->testclock) { /* (wire.h: the id alone) */
+        arg_raw(c, (const char *)h + SLUICE_WIRE_PROG_ID_AT,
+                SLUICE_WIRE_PROG_ID_BYTES);
+        return;
+      }
     }
   }
   arg_nums(c, base);
@@ -314,7 +321,7 @@ void sluice__rcl_build_batch(rcl_cmd *c, const rcl_store *r,
   for (i = head; i >= 0; i = jobs[i].bnext)
     arg_prog_keys(c, r, &jobs[i], &k);
   for (i = head; i >= 0; i = jobs[i].bnext)
-    build_program(c, r, &jobs[i]);
+    build_program(c, r, &jobs[i], jobs[head].bnext < 0);
 }
 
 void sluice__rcl_build_job(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
@@ -332,7 +339,7 @@ void sluice__rcl_build_job(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
   if (j->type == JOB_RUN) {
     arg_numkeys(c, j->prog->nkeys);
     arg_prog_keys(c, r, j, &k);
-    build_program(c, r, j);
+    build_program(c, r, j, 1);
     return;
   }
   /* JOB_GET: a program of no steps over the record */

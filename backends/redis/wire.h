@@ -40,8 +40,10 @@ enum {
 
 /* A program's id (FCALL only; redis_codec.c): SLUICE_WIRE_PROG_ID_BYTES of
 ** the SHA-256 of its steps' bytes, in the header's ID words (zeros: none).
-** A program sent as its header alone names its program by id; the library
-** answers SLUICE_WIRE_NOPROGRAM when it does not know it. */
+** A program sent as its header alone, or (a call of one program at
+** server time) as the SLUICE_WIRE_PROG_ID_BYTES of its id alone, names its
+** program by id; the library answers SLUICE_WIRE_NOPROGRAM when it does
+** not know it. */
 #define SLUICE_WIRE_PROG_ID_AT (8 * SLUICE_WIRE_ID)
 #define SLUICE_WIRE_PROG_ID_BYTES 24
 #define SLUICE_WIRE_NOPROGRAM "SLUICE NOPROGRAM"

@@ -148,6 +148,7 @@ int main(void) {
   /* A program's id: string.sub(ARGV[1], PID_FROM, PID_TO); NOID: none. */
   num("PID_FROM", SLUICE_WIRE_PROG_ID_AT + 1);
   num("PID_TO", SLUICE_WIRE_PROG_ID_AT + SLUICE_WIRE_PROG_ID_BYTES);
+  num("PID_BYTES", SLUICE_WIRE_PROG_ID_BYTES);
   {
     int k;
     fputs("local NOID = '", stdout);

@@ -11,6 +11,10 @@
 -- (test clocks), compiled, or found by its id; or nil and the reply (a
 -- malformed call, an unknown id, or the record a call of no steps reads).
 local function plookup(keys, av, snh, snl)
+  if av and #av == PID_BYTES then
+    -- An id alone (wire.h), of a program the library does not hold.
+    return nil, redis.error_reply(NOPROGRAM .. ' program id unknown')
+  end
   if not av or #av < HDR_BYTES or #av % 8 ~= 0 then
     return nil, fail('EINVAL', 'malformed arguments')
   end

@@ -377,7 +377,8 @@ local function pcompile(nsteps, nkeys)
 end
 
 -- The compiled program of this call: from a cache, or compiled (and kept
--- there, and under its id if the header has one).  key: ARGV[1] (server
+-- there, and under its id if the header has one: in PIDS, and at server
+-- time in PCACHE too).  key: ARGV[1] (server
 -- time), or its steps (test mode).
 local function pfind(cache, key, nsteps, nkeys)
   local prog = cache[key]
@@ -385,9 +386,15 @@ local function pfind(cache, key, nsteps, nkeys)
   local err
   prog, err = pcompile(nsteps, nkeys)
   if not prog then return nil, err end
+  local server = cache == PCACHE
   pkeep(cache, key, prog)
   local id = string.sub(AV, PID_FROM, PID_TO)
-  if id ~= NOID then pkeep(PIDS, id, prog) end
+  if id ~= NOID then
+    pkeep(PIDS, id, prog)
+    -- (at server time a call may name it by the id alone: run() finds it
+    -- by its argument, as it finds the whole program)
+    if server then pkeep(PCACHE, id, prog) end
+  end
   return prog
 end
 
