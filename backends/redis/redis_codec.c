@@ -234,8 +234,10 @@ static int program_id(rcl_cmd *c, int ni, unsigned char *id,
 /* Job j's program as one argument: its header, then each step's numbers
 ** and its parameters (wire.h; the script's lua/program.lua).  On an FCALL
 ** node the header carries the program's id, and a program this lane sent
-** before goes as the header alone. */
-static void build_program(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
+** before goes as its id alone (idonly: a call of one program, at server
+** time) or the header alone. */
+static void build_program(rcl_cmd *c, const rcl_store *r, const rcl_job *j,
+                          int idonly) {
   const sluice_program *p = j->prog;
   int i, base = c->nnum;
   build_header(c, r, p->nkeys, p->nsteps, j->now);
@@ -273,6 +275,11 @@ static void build_program(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
       c->nwhole = c->nnum - base;
       c->nnum = base + SLUICE_WIRE_HEADER;
       c->byid = 1;
+      if (idonly && !r->testclock) { /* (wire.h: the id alone) */
+        arg_raw(c, (const char *)h + SLUICE_WIRE_PROG_ID_AT,
+                SLUICE_WIRE_PROG_ID_BYTES);
+        return;
+      }
     }
   }
   arg_nums(c, base);
@@ -314,7 +321,7 @@ void sluice__rcl_build_batch(rcl_cmd *c, const rcl_store *r,
   for (i = head; i >= 0; i = jobs[i].bnext)
     arg_prog_keys(c, r, &jobs[i], &k);
   for (i = head; i >= 0; i = jobs[i].bnext)
-    build_program(c, r, &jobs[i]);
+    build_program(c, r, &jobs[i], jobs[head].bnext < 0);
 }
 
 void sluice__rcl_build_job(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
@@ -332,7 +339,7 @@ void sluice__rcl_build_job(rcl_cmd *c, const rcl_store *r, const rcl_job *j) {
   if (j->type == JOB_RUN) {
     arg_numkeys(c, j->prog->nkeys);
     arg_prog_keys(c, r, j, &k);
-    build_program(c, r, j);
+    build_program(c, r, j, 1);
     return;
   }
   /* JOB_GET: a program of no steps over the record */
@@ -398,9 +405,44 @@ static int fresh_verdict(const rcl_job *j, int i, int64_t now,
              : SLUICE_EBACKEND;
 }
 
+/* Step i did not run: zeros and now, as lib/algo/program.c leaves it. */
+static void skipped(sluice_program_result *res, int i) {
+  memset(&res->v[i], 0, sizeof res->v[i]);
+  res->v[i].now_ns = res->now_ns;
+}
+
+/* The short answer of a standard request (wire.h's SLUICE_WIRE_STD): step
+** 0 a fresh box check, step 1 a GCRA group's admitting verdict, the
+** rest skipped. */
+static int decode_std(const unsigned char *b, const rcl_job *j,
+                      sluice_program_result *res) {
+  sluice_verdict *v = &res->v[1];
+  int binding = (int)le32(b + SLUICE_WIRE_STD_BINDING), i;
+  /* (a call in two halves has the step count alone, and the box's) */
+  const sluice_step *g = j->box ? NULL : &j->prog->steps[1];
+  if (j->prog->nsteps < 2 || binding < 0 || binding >= SLUICE_GROUP_MAX ||
+      (g && (g->algo != SLUICE_ALGO_GCRA || binding >= g->nkeys)))
+    return SLUICE_EBACKEND;
+  res->allowed = 1;
+  res->denied_by = -1;
+  res->ran = 3;
+  res->now_ns = le64(b + SLUICE_WIRE_STD_NOW);
+  if (fresh_verdict(j, 0, res->now_ns, &res->v[0]) != SLUICE_OK)
+    return SLUICE_EBACKEND;
+  memset(v, 0, sizeof *v);
+  v->allowed = 1;
+  v->binding = binding;
+  v->limit = le64(b + SLUICE_WIRE_STD_LIMIT);
+  v->remaining = le64(b + SLUICE_WIRE_STD_REMAINING);
+  v->reset_ns = le64(b + SLUICE_WIRE_STD_RESET);
+  v->now_ns = res->now_ns;
+  for (i = 2; i < j->prog->nsteps; i++)
+    skipped(res, i);
+  return SLUICE_OK;
+}
+
 /* A program's answer: its header, then the verdict of each step that ran
-** but a fresh one (a step that did not: zeros and now, as
-** lib/algo/program.c leaves it). */
+** but a fresh one; or the short answer of a standard request. */
 static int decode_program(const redisReply *rep, const rcl_job *j,
                           sluice_program_result *res) {
   const sluice_program *p = j->prog;
@@ -408,6 +450,8 @@ static int decode_program(const redisReply *rep, const rcl_job *j,
   size_t at = SLUICE_WIRE_PROG_HEADER;
   uint32_t fresh;
   int i;
+  if (rep->type == REDIS_REPLY_STRING && rep->len == SLUICE_WIRE_STD)
+    return decode_std(b, j, res);
   if (rep->type != REDIS_REPLY_STRING || rep->len < SLUICE_WIRE_PROG_HEADER)
     return SLUICE_EBACKEND;
   res->allowed = (int)le32(b + SLUICE_WIRE_PROG_ALLOWED);
@@ -421,8 +465,7 @@ static int decode_program(const redisReply *rep, const rcl_job *j,
     return SLUICE_EBACKEND;
   for (i = 0; i < p->nsteps; i++) {
     if (!((res->ran >> i) & 1u)) {
-      memset(&res->v[i], 0, sizeof res->v[i]);
-      res->v[i].now_ns = res->now_ns;
+      skipped(res, i);
       continue;
     }
     if ((fresh >> i) & 1u) {

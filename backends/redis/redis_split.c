@@ -72,11 +72,11 @@ typedef struct rcl_split {
   char *tail;
   size_t tail_len, tail_cap;
   int ntail;
-  /* A program sent by id: its steps' numbers follow the tail, raw,
+  /* A program sent by id: its whole numbers follow the tail, raw,
   ** whole_len bytes (0: none), for a library that does not know the id
-  ** (the whole program's argument is the id form's header and these;
-  ** tail_whole makes its RESP only then). */
-  size_t whole_len;
+  ** (tail_whole makes their RESP, in place of the id form's argument of
+  ** idlen bytes, only then). */
+  size_t whole_len, idlen;
   char *buf; /* the bytes to carry */
   size_t len, cap;
   /* Room for the common calls, so that a blocking decision (whose handle
@@ -290,12 +290,10 @@ static int put_tail(rcl_store *home, rcl_split *s, const rcl_cmd *c) {
   return SLUICE_OK;
 }
 
-/* A program by id: its steps' numbers after the tail, raw (the build
-** left the whole program's numbers in the command; its argument is the
-** last, the header alone in the id form). */
+/* A program by id: its whole numbers after the tail, raw (the build left
+** them in the command; its argument is the last, the id form's). */
 static int build_tail(rcl_store *home, rcl_store *r, rcl_split *s) {
   rcl_cmd *c = &r->cmd;
-  const size_t h = 8 * SLUICE_WIRE_HEADER;
   size_t n;
   int rc;
   s->job.node = route(r, &s->job);
@@ -303,39 +301,39 @@ static int build_tail(rcl_store *home, rcl_store *r, rcl_split *s) {
   sluice__rcl_build_job(c, r, &s->job);
   if ((rc = put_tail(home, s, c)) != SLUICE_OK || !c->byid)
     return rc;
-  n = 8 * (size_t)c->nwhole - h;
+  n = 8 * (size_t)c->nwhole;
   if ((rc = grow(home, &s->tail, &s->tail_cap, s->tail_len + n, s->itail)) !=
       SLUICE_OK)
     return rc;
-  memcpy(s->tail + s->tail_len, c->nums + h, n);
+  memcpy(s->tail + s->tail_len, c->nums, n);
   s->whole_len = n;
+  s->idlen = c->lens[c->argc - 1];
   return SLUICE_OK;
 }
 
 /* The library did not know the program's id: the whole program from now
-** on (handle_reply set job.whole): the tail's last argument, the header,
-** becomes the header and the steps kept after the tail. */
+** on (handle_reply set job.whole): the tail's last argument, the id form,
+** becomes the whole numbers kept after the tail. */
 static int tail_whole(rcl_store *home, rcl_split *s) {
-  const size_t h = 8 * SLUICE_WIRE_HEADER;
   char head[24], *nb;
-  size_t hl = put_count(head, '$', h), at, need, cap;
+  size_t at, need, cap;
   if (!s->job.whole || !s->whole_len)
     return SLUICE_OK;
-  at = s->tail_len - (hl + h + 2); /* where the header's bulk starts */
-  need = at + bulk_size(h + s->whole_len);
+  /* where the id form's bulk starts */
+  at = s->tail_len - (put_count(head, '$', s->idlen) + s->idlen + 2);
+  need = at + bulk_size(s->whole_len);
   cap = s->tail_cap > need ? s->tail_cap : need;
   if (!(nb = sluice__store_malloc(&home->base, cap)))
     return SLUICE_ENOMEM;
   memcpy(nb, s->tail, at);
-  at += put_count(nb + at, '$', h + s->whole_len);
-  memcpy(nb + at, s->tail + s->tail_len - (h + 2), h);
-  memcpy(nb + at + h, s->tail + s->tail_len, s->whole_len);
-  memcpy(nb + at + h + s->whole_len, "\r\n", 2);
+  at += put_count(nb + at, '$', s->whole_len);
+  memcpy(nb + at, s->tail + s->tail_len, s->whole_len);
+  memcpy(nb + at + s->whole_len, "\r\n", 2);
   if (s->tail != s->itail)
     sluice__store_free(&home->base, s->tail, s->tail_cap);
   s->tail = nb;
   s->tail_cap = cap;
-  s->tail_len = at + h + s->whole_len + 2;
+  s->tail_len = at + s->whole_len + 2;
   s->whole_len = 0;
   return SLUICE_OK;
 }

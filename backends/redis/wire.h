@@ -40,8 +40,10 @@ enum {
 
 /* A program's id (FCALL only; redis_codec.c): SLUICE_WIRE_PROG_ID_BYTES of
 ** the SHA-256 of its steps' bytes, in the header's ID words (zeros: none).
-** A program sent as its header alone names its program by id; the library
-** answers SLUICE_WIRE_NOPROGRAM when it does not know it. */
+** A program sent as its header alone, or (a call of one program at
+** server time) as the SLUICE_WIRE_PROG_ID_BYTES of its id alone, names its
+** program by id; the library answers SLUICE_WIRE_NOPROGRAM when it does
+** not know it. */
 #define SLUICE_WIRE_PROG_ID_AT (8 * SLUICE_WIRE_ID)
 #define SLUICE_WIRE_PROG_ID_BYTES 24
 #define SLUICE_WIRE_NOPROGRAM "SLUICE NOPROGRAM"
@@ -101,6 +103,24 @@ enum {
   SLUICE_WIRE_PROG_FRESH = 12,    /* uint32 mask, see above */
   SLUICE_WIRE_PROG_NOW = 16,      /* int64 */
   SLUICE_WIRE_PROG_HEADER = 24
+};
+
+/* The short answer of a standard request (the Lua's straight line,
+** lua/program.lua's pstd): step 0 a box check that met its record fresh,
+** step 1 a GCRA group that admitted and consumed, every later step
+** skipped.  It carries only what varies in step 1's verdict; the caller
+** fills in the rest (allowed, no flags, level 0, no wait, the penalty
+** and lease fields zero), step 0's as for FRESH, and the skipped steps'.
+** No program answer has its length (they are SLUICE_WIRE_PROG_HEADER and
+** whole verdicts), so its length says which it is; an engine may always
+** send the program answer instead. */
+enum {
+  SLUICE_WIRE_STD_NOW = 0,        /* int64 */
+  SLUICE_WIRE_STD_LIMIT = 8,      /* int64: the binding bucket's burst */
+  SLUICE_WIRE_STD_REMAINING = 16, /* int64 */
+  SLUICE_WIRE_STD_RESET = 24,     /* int64, ns */
+  SLUICE_WIRE_STD_BINDING = 32,   /* int32: the binding bucket, from 0 */
+  SLUICE_WIRE_STD = 36
 };
 
 /* A step whose verdict may go in FRESH: a box check of one record. */

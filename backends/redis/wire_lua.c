@@ -30,6 +30,16 @@ _Static_assert(SLUICE_WIRE_REC_W1 == SLUICE_WIRE_REC_W0 + 8 &&
 _Static_assert(SLUICE_WIRE_PROG_FRESH == 12 && SLUICE_WIRE_PROG_NOW == 16 &&
                    SLUICE_WIRE_PROG_HEADER == 24,
                "a program's answer header: four int32s, now");
+_Static_assert(SLUICE_WIRE_STD_NOW == 0 && SLUICE_WIRE_STD_LIMIT == 8 &&
+                   SLUICE_WIRE_STD_REMAINING == 16 &&
+                   SLUICE_WIRE_STD_RESET == 24 &&
+                   SLUICE_WIRE_STD_BINDING == 32 && SLUICE_WIRE_STD == 36,
+               "the short answer: now, limit, remaining, reset, binding");
+_Static_assert((int)SLUICE_WIRE_STD > (int)SLUICE_WIRE_PROG_HEADER &&
+                   ((int)SLUICE_WIRE_STD - (int)SLUICE_WIRE_PROG_HEADER) %
+                           SLUICE_WIRE_VERDICT !=
+                       0,
+               "no program answer is as long as the short one");
 _Static_assert(SLUICE_WIRE_STEP_WHEN + 1 == SLUICE_WIRE_STEP_REF &&
                    SLUICE_WIRE_STEP_REF + 1 == SLUICE_WIRE_STEP_WHEN2 &&
                    SLUICE_WIRE_STEP_WHEN2 + 1 == SLUICE_WIRE_STEP_REF2 &&
@@ -138,6 +148,7 @@ int main(void) {
   /* A program's id: string.sub(ARGV[1], PID_FROM, PID_TO); NOID: none. */
   num("PID_FROM", SLUICE_WIRE_PROG_ID_AT + 1);
   num("PID_TO", SLUICE_WIRE_PROG_ID_AT + SLUICE_WIRE_PROG_ID_BYTES);
+  num("PID_BYTES", SLUICE_WIRE_PROG_ID_BYTES);
   {
     int k;
     fputs("local NOID = '", stdout);
@@ -190,6 +201,9 @@ int main(void) {
   }
   /* allowed, denied_by, ran, fresh; now (NOW_FMT) follows. */
   puts("local PROG_HEAD_FMT = '<i4i4I4I4'");
+  /* The short answer of a standard request (wire.h's SLUICE_WIRE_STD_*):
+  ** now as a (lo, hi) pair, limit, remaining, reset, binding. */
+  puts("local STD_FMT = '<I4i4i8i8i8i4'");
   /* The whole answer of a program of one step that ran: the header, now,
   ** the verdict (its int64s numbers below 2^53) and now. */
   fputs("local PONE_FMT = '<i4i4I4I4I4i4", stdout);

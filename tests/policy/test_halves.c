@@ -152,6 +152,9 @@ static int host_decide(host *h, sluice_call *call, const sluice_request *q,
 /* ------------------------------------------------------------ fixtures --- */
 
 /* A policy over the harness's Redis in test mode, its keys under prefix. */
+/* The store's clock: the test clock, but where a test runs on Redis's. */
+static int open_flags = SLUICE_OPEN_TESTCLOCK;
+
 static void open_redis(fixture *f, const sluice_policy_config *cfg,
                        const char *prefix, const char *extra) {
   char store[1024];
@@ -162,7 +165,7 @@ static void open_redis(fixture *f, const sluice_policy_config *cfg,
            "prefix=%s%s%s%s%s",
            rt_nodes(), prefix, extra && *extra ? ";" : "", extra ? extra : "",
            *eng ? ";" : "", eng);
-  rc = fx_open_store(f, cfg, store, SLUICE_OPEN_TESTCLOCK);
+  rc = fx_open_store(f, cfg, store, open_flags);
   cr_assert_eq(rc, SLUICE_OK, "%s: %s", store, sluice_strerror(rc));
 }
 
@@ -966,6 +969,42 @@ Test(halves, redis_program_id_unknown_goes_whole) {
   cr_assert_eq(host_decide(&h, call, &q, &d), SLUICE_CALL_DONE);
   cr_assert_eq(h.sends - n, 1, "known again");
   cr_assert_eq(d.remaining, left - 2);
+  sluice_call_close(call);
+  host_close(&h);
+  fx_close(&f);
+}
+
+/* The same at Redis's time, where a program by id goes as its id alone
+** (wire.h), which the whole program replaces in the call's bytes. */
+Test(halves, redis_program_id_alone_unknown_goes_whole) {
+  fixture f;
+  host h;
+  sluice_call *call;
+  sluice_request q = rq_std("pid1", "k", "sandbox");
+  sluice_decision d;
+  int n;
+  if (strstr(rt_engine(NULL), "module") || strstr(rt_engine(NULL), "script"))
+    cr_skip_test("programs go by id to the library (FCALL) only");
+  open_flags = 0;
+  call = open_halves(&f, &h, "pid1", NULL, "");
+  cr_assert_eq(host_decide(&h, call, &q, &d), SLUICE_CALL_DONE);
+  cr_assert_eq(host_decide(&h, call, &q, &d), SLUICE_CALL_DONE);
+  cr_assert_eq(d.store_error, 0);
+  for (n = 0; rt_port(n); n++) {
+    redisContext *c = raw(rt_port(n));
+    redisReply *r = redisCommand(c, "FUNCTION FLUSH");
+    cr_assert(r);
+    freeReplyObject(r);
+    redisFree(c);
+  }
+  n = h.sends;
+  cr_assert_eq(host_decide(&h, call, &q, &d), SLUICE_CALL_DONE);
+  cr_assert_eq(d.store_error, 0, "%s", sluice_err_name(d.store_error));
+  cr_assert_eq(d.outcome, SLUICE_OUTCOME_ALLOW);
+  n = h.sends;
+  cr_assert_eq(host_decide(&h, call, &q, &d), SLUICE_CALL_DONE);
+  cr_assert_eq(h.sends - n, 1, "known again");
+  cr_assert_eq(d.store_error, 0);
   sluice_call_close(call);
   host_close(&h);
   fx_close(&f);

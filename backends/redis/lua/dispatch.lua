@@ -6,6 +6,61 @@
 -- with `return run(KEYS, ARGV)`, the library form registers run as its
 -- function (embed_lua.py adds either).
 
+-- The program of a call whose numbers (av) are not a compiled program's
+-- key, with now and the least TTL (false at server time): from the header
+-- (test clocks), compiled, or found by its id; or nil and the reply (a
+-- malformed call, an unknown id, or the record a call of no steps reads).
+local function plookup(keys, av, snh, snl)
+  if av and #av == PID_BYTES then
+    -- An id alone (wire.h), of a program the library does not hold.
+    return nil, redis.error_reply(NOPROGRAM .. ' program id unknown')
+  end
+  if not av or #av < HDR_BYTES or #av % 8 ~= 0 then
+    return nil, fail('EINVAL', 'malformed arguments')
+  end
+  local nk, nsteps, nh, nl, _, _, _, minttl = sunpack(HDR_FMT, av)
+  if nk ~= #keys or nk < 1 then
+    return nil, fail('EINVAL', 'malformed arguments')
+  end
+  local tmode = nh >= 0 -- a test clock's now in the header
+  -- (minttl false: server time, whose writes take the grid's deadlines;
+  -- the least TTL is for test clocks, setrec in entry.lua)
+  if not tmode then
+    nh, nl = snh, snl
+    if not nh then nh, nl = server_now() end
+    minttl = false
+  end
+  if nsteps == 0 then
+    -- No steps: the record as stored (an expired one goes) and now,
+    -- {value | nil, now hi, now lo} (the store's xGet).
+    if nk ~= 1 or #av ~= HDR_BYTES then
+      return nil, fail('EINVAL', 'malformed arguments')
+    end
+    local v = rcall('GET', keys[1])
+    if v and #v == REC_BYTES then
+      local _, _, _, _, el, eh = sunpack(REC_FMT, v)
+      if eh < nh or (eh == nh and el <= nl) then
+        rcall('DEL', keys[1])
+        v = false
+      end
+    end
+    return nil, {v, nh, nl}
+  end
+  if nsteps < 0 or nsteps > PROGRAM_STEPS then
+    return nil, fail('EINVAL', 'malformed program')
+  end
+  local prog, err
+  if #av == HDR_BYTES then -- by id
+    prog, err = pbyid(nsteps, nk, not tmode and av)
+  elseif tmode then
+    prog, err = pfind(TCACHE, string.sub(av, HDR_BYTES + 1), nsteps, nk)
+  else
+    prog, err = pfind(PCACHE, av, nsteps, nk)
+  end
+  if not prog then return nil, err end
+  return prog, nh, nl, minttl
+end
+
 -- A call of several programs runs each as a call of its own, one TIME
 -- for all, its records and numbers in MK and MA (made on the first such
 -- call, refilled per program).
@@ -16,6 +71,7 @@ run = function(keys, argv, snh, snl)
   if not floor then
     floor, spack, sunpack, rcall, rpcall = math.floor, struct.pack,
       struct.unpack, redis.call, redis.pcall
+    NOREC = spack(REC_W1_FMT, 0, 0, 0, 0, 0, LAYOUT)
   end
   if argv[2] then
     -- Every program's records found (and its numbers whole int64s, a
@@ -50,66 +106,17 @@ run = function(keys, argv, snh, snl)
   CK, AV = keys, av
   -- A program seen before, at server time: its numbers are the key of its
   -- compiled form (program.lua), header included, so nothing is unpacked.
-  local prog = PCACHE[av]
-  if prog and prog.nkeys == #keys then
-    local nh, nl = snh, snl
-    if not snh then nh, nl = server_now() end
-    local pre
-    local std = prog.std
-    if std then
-      local r
-      r, pre = pstd(std, nh, nl, false)
-      if r then return r end
-      pre = pstd_pre(std, pre)
-    elseif prog.one then
-      local r = pone(prog.one, nh, nl, false)
-      if r then return r end
-    end
-    return program(prog, nh, nl, false, pre)
+  local prog, nh, nl, minttl = PCACHE[av], snh, snl, false
+  if not prog or prog.nkeys ~= #keys then
+    prog, nh, nl, minttl = plookup(keys, av, snh, snl)
+    if not prog then return nh end
+  elseif not snh then
+    -- (server_now(), inline)
+    local t = rcall('TIME')
+    if t[1] ~= Tsec then tsec(t[1]) end
+    nh, nl = Tbh, Tbl + t[2] * 1000
+    if nl >= T32 then nh, nl = nh + 1, nl - T32 end
   end
-  if not av or #av < HDR_BYTES or #av % 8 ~= 0 then
-    return fail('EINVAL', 'malformed arguments')
-  end
-  local nk, nsteps, nh, nl, _, _, _, minttl = sunpack(HDR_FMT, av)
-  if nk ~= #keys or nk < 1 then
-    return fail('EINVAL', 'malformed arguments')
-  end
-  local tmode = nh >= 0 -- a test clock's now in the header
-  -- (minttl false: server time, whose writes take the grid's deadlines;
-  -- the least TTL is for test clocks, setrec in entry.lua)
-  if not tmode then
-    nh, nl = snh, snl
-    if not nh then nh, nl = server_now() end
-    minttl = false
-  end
-  if nsteps == 0 then
-    -- No steps: the record as stored (an expired one goes) and now,
-    -- {value | nil, now hi, now lo} (the store's xGet).
-    if nk ~= 1 or #av ~= HDR_BYTES then
-      return fail('EINVAL', 'malformed arguments')
-    end
-    local v = rcall('GET', keys[1])
-    if v and #v == REC_BYTES then
-      local _, _, _, _, el, eh = sunpack(REC_FMT, v)
-      if eh < nh or (eh == nh and el <= nl) then
-        rcall('DEL', keys[1])
-        v = false
-      end
-    end
-    return {v, nh, nl}
-  end
-  if nsteps < 0 or nsteps > PROGRAM_STEPS then
-    return fail('EINVAL', 'malformed program')
-  end
-  local err
-  if #av == HDR_BYTES then -- by id
-    prog, err = pbyid(nsteps, nk, not tmode and av)
-  elseif tmode then
-    prog, err = pfind(TCACHE, string.sub(av, HDR_BYTES + 1), nsteps, nk)
-  else
-    prog, err = pfind(PCACHE, av, nsteps, nk)
-  end
-  if not prog then return err end
   local pre
   local std = prog.std
   if std then

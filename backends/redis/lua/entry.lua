@@ -76,24 +76,27 @@ local CK, AV
 -- the microseconds (a string's conversion costs the server as much as
 -- fifteen Lua operations, and equal strings are one string in Lua).
 local Tsec, Tbh, Tbl
+-- Tbh, Tbl from TIME's seconds s (a new second: Tsec is another string).
+local function tsec(s)
+  local sec = s + 0 -- (arithmetic converts, no call)
+  local sh = sec / 65536
+  sh = sh - sh % 1
+  local a = sh * 1000000000 -- < 2^47
+  local x = (sec - sh * 65536) * 1000000000 -- < 2^46
+  local xh = x / T32
+  xh = xh - xh % 1
+  local nh = a / 65536 -- a * 2^16 = nh * 2^32 + (a mod 2^16) * 2^16
+  nh = nh - nh % 1
+  local nl = (a - nh * 65536) * 65536 + x - xh * T32
+  nh = nh + xh
+  if nl >= T32 then nl = nl - T32; nh = nh + 1 end
+  Tsec, Tbh, Tbl = s, nh, nl
+end
+-- (run() in dispatch.lua has these lines inline for a program it knows:
+-- a Lua call costs the server about as much as ten operations)
 local function server_now()
   local t = rcall('TIME')
-  local s = t[1]
-  if s ~= Tsec then
-    local sec = s + 0 -- (arithmetic converts, no call)
-    local sh = sec / 65536
-    sh = sh - sh % 1
-    local a = sh * 1000000000 -- < 2^47
-    local x = (sec - sh * 65536) * 1000000000 -- < 2^46
-    local xh = x / T32
-    xh = xh - xh % 1
-    local nh = a / 65536 -- a * 2^16 = nh * 2^32 + (a mod 2^16) * 2^16
-    nh = nh - nh % 1
-    local nl = (a - nh * 65536) * 65536 + x - xh * T32
-    nh = nh + xh
-    if nl >= T32 then nl = nl - T32; nh = nh + 1 end
-    Tsec, Tbh, Tbl = s, nh, nl
-  end
+  if t[1] ~= Tsec then tsec(t[1]) end
   local nl = Tbl + t[2] * 1000 -- < 2^32 + 10^9
   if nl >= T32 then return Tbh + 1, nl - T32 end
   return Tbh, nl

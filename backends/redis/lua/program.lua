@@ -161,6 +161,16 @@ local function pstd_pre(std, vals)
   return pre
 end
 
+-- An absent bucket's record, as pstd reads it: zeros, expired at 0 (a
+-- full bucket, written as a new key: its deadline never kept); packed by
+-- run() on its first call.
+local NOREC
+
+-- Each bucket's record as pstd writes it (PW) and how the write sets the
+-- key's Redis deadline (PM: false keeps it, else PXAT's step or PX's ms),
+-- made once: filled for every bucket before any is written.
+local PW, PM = {}, {}
+
 local function pstd(std, nh, nl, minttl)
   local K, mk = CK, std.mk
   local vals
@@ -178,119 +188,94 @@ local function pstd(std, nh, nl, minttl)
     vals = rcall('MGET', unpack(K, 1, std.nm))
   end
   if vals[std.vb] then return nil, vals end
-  local g, kg, vg, nk = std.g, std.kg, std.vg, std.nk
-  local e, x = GE, GX
-  local bv, bj = nil, 1
-  for j = 1, nk do
-    local v = vals[vg + j]
-    local k = 6 * j
-    local R, tau = g[k - 5], g[k - 2]
-    local D = 0
-    x[2 * j - 1] = nil
-    if v then
-      if #v ~= REC_BYTES then return nil, vals end
-      local x0l, x0h, fr, el, eh, lay = sunpack(REC_W1_FMT, v)
-      if lay ~= LAYOUT then return nil, vals end
-      -- A record whose expiry has passed is a full bucket (D = 0), which
-      -- the write below replaces (the sequencer would delete it first).
-      if nh < eh or (nh == eh and nl < el) then
-        -- A TAT the fast step would not take: the general path.
-        if fr >= R or fr >= T32 then return nil, vals end
-        local dh, dl = x0h - nh, x0l - nl
-        if dl < 0 then dl = dl + T32; dh = dh - 1 end
-        if dh >= 0 then
-          if dh >= 2097152 then return nil, vals end
-          local dn = dh * T32 + dl
-          if dn > g[k - 1] then return nil, vals end
-          D = dn * R + fr
-          if D > tau then return nil, vals end
-        end
-      end
-      -- (The key's deadline is that of the stored expiry, passed or not.)
-      x[2 * j - 1], x[2 * j] = eh, el
-    else
+  local kg, vg = std.kg, std.vg
+  local bv, bj, brs, bB
+  for j = 1, std.nk do
+    -- S: the bucket's rate, period, tau, floor(tau / rate), cost * period
+    -- and burst (pstd_shape).
+    local S, v = std[j], vals[vg + j]
+    local R, tau = S[1], S[3]
+    if not v then
       -- MGET reads a value of another type (a hash, a list) as absent:
       -- GET tells (Redis's WRONGTYPE error) before anything is written.
       local e = rpcall('GET', K[kg + j])
       if type(e) == 'table' then return e end
+      v = NOREC
+    elseif #v ~= REC_BYTES then
+      return nil, vals
     end
-    local Dn = D + g[k]
+    -- (oh, ol: the stored expiry, whose step the key's deadline is.)
+    local x0l, x0h, fr, ol, oh, lay = sunpack(REC_W1_FMT, v)
+    if lay ~= LAYOUT then return nil, vals end
+    -- A record whose expiry has passed is a full bucket (D = 0), which
+    -- the write below replaces (the sequencer would delete it first).
+    local D = 0
+    if nh < oh or (nh == oh and nl < ol) then
+      -- A TAT the fast step would not take: the general path.
+      if fr >= R or fr >= T32 then return nil, vals end
+      local dh, dl = x0h - nh, x0l - nl
+      if dl < 0 then dl = dl + T32; dh = dh - 1 end
+      if dh >= 0 then
+        if dh >= 2097152 then return nil, vals end
+        local dn = dh * T32 + dl
+        if dn > S[4] then return nil, vals end
+        D = dn * R + fr
+        if D > tau then return nil, vals end
+      end
+    end
+    local Dn = D + S[5]
     if Dn > tau then return nil, vals end
-    e[j] = Dn
-    -- The binding bucket: the one left with the fewest points,
-    -- floor((tau - Dn) / period) (fd, inline: a Lua call costs the server
-    -- as much as a few arithmetic operations).
-    local a, P = tau - Dn, g[k - 4]
-    local ra = a / P
+    -- Points left, floor((tau - Dn) / period), and the new TAT, now +
+    -- Dn / R as whole ns q and fraction f: 0 <= Dn <= tau <= 2^52 and
+    -- rate and period are at most 2^52 (gcra_compile), where a quotient
+    -- of two doubles never rounds up to the next integer (that takes a
+    -- divisor times the quotient above 2^53), so x - x % 1 is the exact
+    -- floor, without fd's correction.
+    local ra = (tau - Dn) / S[2]
     ra = ra - ra % 1
-    local r = a - ra * P
-    if r < 0 then ra = ra - 1 elseif r >= P then ra = ra + 1 end
-    if bv == nil or ra < bv then bv, bj = ra, j end
-  end
-  local now8 = spack(NOW_FMT, nl, nh)
-  for j = 1, nk do
-    -- gcra_tat, inline: the TAT now + Dn / R as whole ns (th, tl) and
-    -- fraction f, its expiry ceil(TAT) (xh, xl)
-    local Dn, R = e[j], g[6 * j - 5]
     local q = Dn / R
     q = q - q % 1
     local f = Dn - q * R
-    if f < 0 then
-      q, f = q - 1, f + R
-    elseif f >= R then
-      q, f = q + 1, f - R
-    end
     local th, tl = nh, nl + q
     if tl >= T32 then
       local cy = tl / T32
       cy = cy - cy % 1
-      tl = tl - cy * T32
-      th = th + cy
+      tl, th = tl - cy * T32, th + cy
     end
+    -- Its expiry ceil(TAT), and q becomes ceil(Dn / R): the reset, and
+    -- the expiry's distance from now.
     local xh, xl = th, tl
     if f > 0 then
-      xl = tl + 1
+      xl, q = tl + 1, q + 1
       if xl >= T32 then xl = xl - T32; xh = xh + 1 end
     end
-    local rec = spack(REC_W1_FMT, tl, th, f, xl, xh, LAYOUT)
-    local key = K[kg + j]
-    local oh = x[2 * j - 1]
+    -- The binding bucket: the one left with the fewest points.
+    if bv == nil or ra < bv then bv, bj, brs, bB = ra, j, q, S[6] end
+    PW[j] = spack(REC_W1_FMT, tl, th, f, xl, xh, LAYOUT)
+    -- (setrec's rules, inline: at server time the grid's, at a test
+    -- clock the least TTL's)
     if not minttl then
-      -- (setrec's server-time rule, inline: the common case of a call)
-      if oh == xh then
-        rcall('SET', key, rec, 'KEEPTTL')
-      else
-        rcall('SET', key, rec, 'PXAT', pxat(xh))
-      end
-    elseif oh == xh and x[2 * j] == xl then
-      rcall('SET', key, rec, 'KEEPTTL')
+      PM[j] = oh ~= xh and xh
+    elseif oh == xh and ol == xl then
+      PM[j] = false
     else
-      local ttl = q
-      if f > 0 then ttl = q + 1 end
       local ms = TTL_CAP_MS
-      if ttl < T52 then ms = fd(ttl, MS) + 1 end
+      if q < T52 then ms = fd(q, MS) + 1 end
       if ms < minttl then ms = minttl end
-      rcall('SET', key, rec, 'PX', ms)
+      PM[j] = ms
     end
   end
-  local pre = std.pre[bj]
-  if not pre then
-    pre = spack(VERDICT_PRE_FMT, 1, 0, bj - 1, 0, g[6 * bj - 3])
-    std.pre[bj] = pre
+  for j = 1, std.nk do
+    local m = PM[j]
+    if not m then
+      rcall('SET', K[kg + j], PW[j], 'KEEPTTL')
+    elseif minttl then
+      rcall('SET', K[kg + j], PW[j], 'PX', m)
+    else
+      rcall('SET', K[kg + j], PW[j], 'PXAT', pxat(m))
+    end
   end
-  -- reset: ceil(Dn / R) of the binding bucket (cd, inline)
-  local Dn, R = e[bj], g[6 * bj - 5]
-  local rs = Dn / R
-  rs = rs - rs % 1
-  local r = Dn - rs * R
-  if r < 0 then
-    rs, r = rs - 1, r + R
-  elseif r >= R then
-    rs, r = rs + 1, r - R
-  end
-  if r > 0 then rs = rs + 1 end
-  return std.hdr .. now8 .. pre ..
-    spack(VERDICT_MID_FMT, bv, 0, rs) .. VERDICT_POST .. now8
+  return spack(STD_FMT, nl, nh, bB, bv, brs, bj - 1)
 end
 
 -- What pstd needs of a compiled program of the standard shape, or nil.
@@ -306,8 +291,6 @@ local function pstd_shape(prog, nkeys)
     local S = prog[s]
     if not (never(S.w1, S.r1) or never(S.w2, S.r2)) then return nil end
   end
-  -- pre: an admitting GCRA verdict's bytes before remaining, per binding
-  -- bucket, packed when first needed.
   -- nm: the records pstd reads, the box's and the buckets' (the steps
   -- after a denial read theirs when they run): KEYS[1..nm] when they are
   -- the first records, else (a declared route's box is followed by its
@@ -320,9 +303,19 @@ local function pstd_shape(prog, nkeys)
     mk, nm, vb, vg = {kb}, 1 + nk, 1, 1
     for j = 1, nk do mk[1 + j] = kg + j end
   end
-  -- hdr: both steps ran, the box check's verdict a fresh one.
-  return {vb = vb, vg = vg, mk = mk, kg = kg, nk = nk, g = g.g, nm = nm,
-          hdr = spack(PROG_HEAD_FMT, 1, -1, 3, 1), pre = {}}
+  local std = {vb = vb, vg = vg, mk = mk, kg = kg, nk = nk, nm = nm}
+  -- std[j]: bucket j's rate, period, tau, floor(tau / rate), cost *
+  -- period and burst, in one table each (a field read costs the server
+  -- about what three arithmetic operations do); a rate above 2^52 (where
+  -- pstd's quotients would need fd's correction) leaves it to the
+  -- sequencer.
+  local G = g.g
+  for j = 1, nk do
+    local k = 6 * j
+    if G[k - 5] > T52 then return nil end
+    std[j] = {G[k - 5], G[k - 4], G[k - 2], G[k - 1], G[k], G[k - 3]}
+  end
+  return std
 end
 
 -- PIDS: the same compiled programs keyed by their id, the 24 bytes the
@@ -384,7 +377,8 @@ local function pcompile(nsteps, nkeys)
 end
 
 -- The compiled program of this call: from a cache, or compiled (and kept
--- there, and under its id if the header has one).  key: ARGV[1] (server
+-- there, and under its id if the header has one: in PIDS, and at server
+-- time in PCACHE too).  key: ARGV[1] (server
 -- time), or its steps (test mode).
 local function pfind(cache, key, nsteps, nkeys)
   local prog = cache[key]
@@ -392,9 +386,15 @@ local function pfind(cache, key, nsteps, nkeys)
   local err
   prog, err = pcompile(nsteps, nkeys)
   if not prog then return nil, err end
+  local server = cache == PCACHE
   pkeep(cache, key, prog)
   local id = string.sub(AV, PID_FROM, PID_TO)
-  if id ~= NOID then pkeep(PIDS, id, prog) end
+  if id ~= NOID then
+    pkeep(PIDS, id, prog)
+    -- (at server time a call may name it by the id alone: run() finds it
+    -- by its argument, as it finds the whole program)
+    if server then pkeep(PCACHE, id, prog) end
+  end
   return prog
 end
 
