@@ -89,8 +89,21 @@ int sluice__job_undo(const sluice__job *j, int i, const sluice_state *pre,
 ** single GCRA bucket goes straight to its int64 step.  `in` and `out` must
 ** not alias.  The same result, record and expiry as sluice_program_run()
 ** and sluice_program_expiry(); only res->v[0] of the verdicts is written. */
-int sluice__program_single(const sluice_program *p, const sluice_state *in,
-                           sluice_state *out, int64_t now_ns,
-                           sluice_program_result *res, int64_t *expiry_ns);
+int sluice__gcra_one(const sluice_step *s, const sluice_state *in,
+                     sluice_state *out, int64_t now_ns,
+                     sluice_program_result *res, int64_t *expiry_ns);
+int sluice__program_single_op(const sluice_program *p, const sluice_state *in,
+                              sluice_state *out, int64_t now_ns,
+                              sluice_program_result *res, int64_t *expiry_ns);
+static inline int sluice__program_single(const sluice_program *p,
+                                         const sluice_state *in,
+                                         sluice_state *out, int64_t now_ns,
+                                         sluice_program_result *res,
+                                         int64_t *expiry_ns) {
+  const sluice_step *s = p->steps;
+  if (s->algo == SLUICE_ALGO_GCRA && s->kind != SLUICE_OP_ADJUST)
+    return sluice__gcra_one(s, in, out, now_ns, res, expiry_ns);
+  return sluice__program_single_op(p, in, out, now_ns, res, expiry_ns);
+}
 
 #endif

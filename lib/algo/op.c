@@ -246,24 +246,6 @@ int sluice__op_step(const sluice_op *op, const sluice_state *in,
   return sluice__op_step_validated(op, in, out, now_ns, v);
 }
 
-int sluice__op_step_single(const sluice_op *op, const sluice_state *in,
-                          sluice_state *out, int64_t now_ns,
-                          sluice_verdict *v, int64_t *expiry) {
-  int rc;
-  if (!op || op->nkeys != 1 || !expiry)
-    return SLUICE_EINVAL;
-  if (op->algo == SLUICE_ALGO_GCRA && op->kind != SLUICE_OP_ADJUST &&
-      op->nkeys == 1 && in && out && v && now_ns >= 0) {
-    sluice__gcra_one((const sluice_gcra_params *)op->params, op->kind,
-                     op->arg, in, out, now_ns, v, expiry);
-    return SLUICE_OK;
-  }
-  rc = sluice__op_step_validated(op, in, out, now_ns, v);
-  if (rc == SLUICE_OK)
-    *expiry = sluice__op_expiry(op, 0, out);
-  return rc;
-}
-
 int sluice__op_step_validated(const sluice_op *op, const sluice_state *in,
                           sluice_state *out, int64_t now_ns,
                           sluice_verdict *v) {

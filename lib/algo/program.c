@@ -206,13 +206,18 @@ int sluice__program_keys_check(const sluice_program *p) {
   return sluice__keys_check(&all);
 }
 
-int sluice_program_validate(const sluice_program *p) {
+int sluice__program_validate_full(const sluice_program *p) {
   if (!p || !p->keys || !p->steps || p->nkeys < 1 ||
       p->nkeys > SLUICE_PROGRAM_KEYS || p->nsteps < 1 ||
       p->nsteps > SLUICE_PROGRAM_STEPS ||
       (uint64_t)p->record_class > SLUICE_CLASS_UNTRUSTED_KEPT)
     return SLUICE_EINVAL;
   return p->nsteps == 1 ? single_check(p) : multi_check(p);
+}
+
+int sluice_program_validate(const sluice_program *p) {
+  return p && sluice__program_plain(p) ? SLUICE_OK
+                                        : sluice__program_validate_full(p);
 }
 
 static int cond(const sluice_program_result *r, int when, int ref,
@@ -337,29 +342,23 @@ int64_t sluice_program_expiry(const sluice_program *p, int i,
   return 0;
 }
 
-int sluice__program_single(const sluice_program *p, const sluice_state *in,
-                           sluice_state *out, int64_t now,
-                           sluice_program_result *r, int64_t *expiry) {
-  const sluice_step *s = &p->steps[0];
+/* Any other step (sluice__program_single(), job.h). */
+int sluice__program_single_op(const sluice_program *p, const sluice_state *in,
+                              sluice_state *out, int64_t now,
+                              sluice_program_result *r, int64_t *expiry) {
+  const sluice_step *s = p->steps;
   sluice_op op;
   int rc;
   /* Step 0 always runs: a guard can only look at an earlier step. */
   sluice__program_start(r, now);
-  if (s->algo == SLUICE_ALGO_GCRA && s->kind != SLUICE_OP_ADJUST) {
-    /* One bucket straight to its int64 step (no op to make). */
-    sluice__gcra_one((const sluice_gcra_params *)s->params, s->kind, s->arg,
-                     in, out, now, &r->v[0], expiry);
-  } else {
-    sluice__program_step_op(p, 0, &op);
-    rc = sluice__op_step_single(&op, in, out, now, &r->v[0], expiry);
-    if (rc != SLUICE_OK)
-      return rc;
-  }
-  /* A gate that denied writes nothing (a denied bucket wrote nothing). */
-  if (sluice__program_fold(p, 0, r) && memcmp(out, in, sizeof *out) != 0) {
+  sluice__program_step_op(p, 0, &op);
+  rc = sluice__op_step_validated(&op, in, out, now, &r->v[0]);
+  if (rc != SLUICE_OK)
+    return rc;
+  /* A gate that denied writes nothing. */
+  if (sluice__program_fold(p, 0, r))
     *out = *in;
-    *expiry = sluice__rec_expiry(s->algo, s->params, 0, in);
-  }
+  *expiry = sluice__rec_expiry(s->algo, s->params, 0, out);
   return SLUICE_OK;
 }
 
