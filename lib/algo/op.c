@@ -25,25 +25,28 @@ void sluice__key_hashtag(const sluice_key *k, size_t *off, size_t *len) {
 }
 
 /* Whether k's hash tag is the tag `tag` (len0 bytes) found at off0 > 0 of
-** another key, without searching k: a '{' at off0 - 1 with none before
-** it, the same bytes, then a '}' (the tag holds none, so that is the first
-** after the '{').  Keys made from one family of templates ("rl:{t:T}:tb",
-** "pb:{t:T}:K") pass; any other key is searched as usual. */
+** another key, without searching k: when k has a '{' at off0 - 1 with none
+** before it and a '}' at off0 + len0 (keys made from one family of
+** templates, "rl:{t:T}:tb" and "pb:{t:T}:K"), 1 for the same bytes there,
+** else 0: k's tag is then other bytes, or shorter (a '}' among them), or
+** the whole key (an empty "{}"), none of which is `tag`, which holds no
+** '}' and is not a key holding a '{'.  -1 when k is not of that form: it
+** must be searched as usual. */
 static int tag_at(const sluice_key *k, const char *tag, size_t off0,
                   size_t len0) {
   const char *d = (const char *)k->data;
   size_t i;
   if (k->len < off0 + len0 + 1 || d[off0 - 1] != '{' || d[off0 + len0] != '}')
-    return 0;
+    return -1;
   for (i = 0; i + 1 < off0; i++)
     if (d[i] == '{')
-      return 0;
+      return -1;
   return memcmp(d + off0, tag, len0) == 0;
 }
 
 int sluice__keys_check(const sluice_op *op) {
   size_t off0 = 0, len0 = 0, off, len;
-  int i;
+  int i, same;
   if (!op->keys)
     return SLUICE_EKEY;
   if (op->nkeys == 1) { /* the hot path: no tags to compare */
@@ -62,8 +65,12 @@ int sluice__keys_check(const sluice_op *op) {
         memcmp(k->data, op->keys[0].data, off0 + len0 + 1) == 0)
       continue;
     if (i > 0 && off0 > 0 &&
-        tag_at(k, (const char *)op->keys[0].data + off0, off0, len0))
+        (same = tag_at(k, (const char *)op->keys[0].data + off0, off0,
+                       len0)) >= 0) {
+      if (!same)
+        return SLUICE_EKEY;
       continue;
+    }
     sluice__key_hashtag(k, &off, &len);
     if (i == 0) {
       off0 = off;

@@ -161,25 +161,19 @@ static int shape_check(const sluice_program *p) {
 }
 
 /* A program of one step (an operation): its step must cover every record,
-** and its checks are the op's, cheaper than keeping its shape. */
-__attribute__((noinline)) static int single_op_check(const sluice_program *p) {
-  sluice_op op;
-  sluice__program_step_op(p, 0, &op);
-  return sluice__op_validate(&op);
-}
-
+** and its checks are the op's, cheaper than keeping its shape.  The plain
+** one (sluice__program_plain()) was answered before. */
 static int single_check(const sluice_program *p) {
   const sluice_step *s = p->steps;
+  sluice_op op;
   if (s->key != 0 ||
       s->nkeys != p->nkeys || !when_ok(s->when, s->ref, 0) ||
       !when_ok(s->when2, s->ref2, 0) ||
       (s->fold != SLUICE_FOLD_GATE && s->fold != SLUICE_FOLD_NOTE) ||
       s->ttl_from != 0)
     return SLUICE_EINVAL;
-  if (s->algo == SLUICE_ALGO_GCRA && s->nkeys == 1) /* a hot key's bucket */
-    return sluice__gcra1_check((const sluice_gcra_params *)s->params, s->kind,
-                               s->arg, s->id, p->keys);
-  return single_op_check(p);
+  sluice__program_step_op(p, 0, &op);
+  return sluice__op_validate(&op);
 }
 
 /* Two steps or more: the shape (unless it is the last one checked), then

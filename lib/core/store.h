@@ -37,7 +37,8 @@ static inline int sluice__store_run1(sluice_store *s, const sluice_program *p,
                                      int64_t now, sluice_program_result *res,
                                      int *rc1) {
   int rc;
-  *rc1 = sluice__program_plain(p) ? SLUICE_OK : sluice_program_validate(p);
+  *rc1 = sluice__program_plain(p) ? SLUICE_OK
+                                   : sluice__program_validate_full(p);
   if (*rc1 != SLUICE_OK)
     return SLUICE_OK;
   rc = s->pMethods->xRun(s, 1, p, now, res, rc1);
