@@ -637,6 +637,12 @@ static int mem_run(sluice_store *s, int n, const sluice_program *ps,
   return SLUICE_OK;
 }
 
+/* The limiter's single program (store.h). */
+static int mem_run1(sluice_store *s, const sluice_program *p, int64_t now,
+                    sluice_program_result *res) {
+  return mem_run_one((mem_store *)s, p, now, res, NULL, 0);
+}
+
 static int mem_get(sluice_store *s, const sluice_key *k, int64_t now,
                    sluice_state *out, int64_t *exp) {
   mem_store *m = (mem_store *)s;
@@ -765,6 +771,7 @@ static int mem_open(const sluice_backend *b, const char *uri,
     return sluice_store_seterr(s, rc, 0,
                                "mem: no random source for the hash key");
   s->pMethods = &mem_methods; /* from here on xClose frees what was made */
+  s->pCore->run1 = mem_run1;
   for (i = 0; i < NSHARD; i++) {
     shard *sh = &m->shards[i];
     sh->slots = sluice__store_malloc(s, MIN_SLOTS * sizeof(slot));
