@@ -319,21 +319,25 @@ int sluice_program_run(const sluice_program *p, const sluice_state *in,
   return sluice__program_run_valid(p, in, out, now_ns, res);
 }
 
+/* The first step over record i (which fixes its algorithm and
+** parameters: records_check()), or NULL. */
+static const sluice_step *step_over(const sluice_program *p, int i) {
+  int k;
+  for (k = 0; k < p->nsteps; k++)
+    if (i >= p->steps[k].key && i < p->steps[k].key + p->steps[k].nkeys)
+      return &p->steps[k];
+  return NULL;
+}
+
 int64_t sluice_program_expiry(const sluice_program *p, int i,
                               const sluice_state *s) {
-  int k;
-  if (!p || !s || i < 0 || i >= p->nkeys)
+  const sluice_step *st;
+  if (!p || !s || i < 0 || i >= p->nkeys || !(st = step_over(p, i)))
     return 0;
-  for (k = 0; k < p->nsteps; k++) {
-    const sluice_step *st = &p->steps[k];
-    /* What sluice__op_expiry() of the step's op returns, without making
-    ** the op: a store asks this of every record of every program. */
-    if (i >= st->key && i < st->key + st->nkeys)
-      return st->params ? sluice__rec_expiry(st->algo, st->params,
-                                             i - st->key, s)
-                        : 0;
-  }
-  return 0;
+  /* What sluice__op_expiry() of the step's op returns, without making
+  ** the op: a store asks this of every record of every program. */
+  return st->params ? sluice__rec_expiry(st->algo, st->params, i - st->key, s)
+                    : 0;
 }
 
 /* Any other step (sluice__program_single(), job.h). */
@@ -358,23 +362,10 @@ int sluice__program_single_op(const sluice_program *p, const sluice_state *in,
 
 /* ------------------------------------------------------------- jobs --- */
 
-int sluice__job_op(sluice__job *j, const sluice_op *op, sluice_verdict *v) {
-  if (!j || !op || !v)
-    return SLUICE_EINVAL;
-  j->op = op;
-  j->prog = NULL;
-  j->nkeys = op->nkeys;
-  j->keys = op->keys;
-  j->v = v;
-  j->res = NULL;
-  return SLUICE_OK;
-}
-
 int sluice__job_program(sluice__job *j, const sluice_program *p,
                        sluice_program_result *r) {
   if (!j || !p || !r)
     return SLUICE_EINVAL;
-  j->op = NULL;
   j->prog = p;
   j->nkeys = p->nkeys;
   j->keys = p->keys;
@@ -385,55 +376,33 @@ int sluice__job_program(sluice__job *j, const sluice_program *p,
 
 int sluice__job_run(const sluice__job *j, const sluice_state *in,
                    sluice_state *out, int64_t now) {
-  if (!j)
-    return SLUICE_EINVAL;
-  if (j->op)
-    return sluice__op_step_validated(j->op, in, out, now, j->v);
-  if (!j->prog)
+  if (!j || !j->prog)
     return SLUICE_EINVAL;
   return sluice__program_run_valid(j->prog, in, out, now, j->res);
 }
 
 int64_t sluice__job_expiry(const sluice__job *j, int i, const sluice_state *s) {
-  if (!j)
-    return 0;
-  if (j->op)
-    return sluice__op_expiry(j->op, i, s);
-  return sluice_program_expiry(j->prog, i, s);
+  return j ? sluice_program_expiry(j->prog, i, s) : 0;
 }
 
 int sluice__job_undo(const sluice__job *j, int i, const sluice_state *pre,
                     const sluice_state *post, const sluice_state *cur,
                     int64_t now, sluice_state *out) {
-  sluice_op op;
-  int r = i, k;
-  if (!j || !pre || !post || !cur || !out || i < 0 || i >= j->nkeys)
+  const sluice_step *st;
+  if (!j || !j->prog || !pre || !post || !cur || !out || i < 0 ||
+      i >= j->nkeys || !(st = step_over(j->prog, i)))
     return 0;
-  if (j->op) {
-    op = *j->op;
-  } else if (j->prog) {
-    for (k = 0; k < j->prog->nsteps; k++) {
-      const sluice_step *st = &j->prog->steps[k];
-      if (i >= st->key && i < st->key + st->nkeys)
-        break;
-    }
-    if (k == j->prog->nsteps)
-      return 0;
-    sluice__program_step_op(j->prog, k, &op);
-    r = i - j->prog->steps[k].key;
-  } else {
-    return 0;
-  }
-  switch (op.algo) {
+  switch (st->algo) {
   case SLUICE_ALGO_GCRA:
-    return sluice__gcra_undo((const sluice_gcra_params *)op.params + r, pre,
-                             post, cur, now, out);
+    return sluice__gcra_undo((const sluice_gcra_params *)st->params +
+                                 (i - st->key),
+                             pre, post, cur, now, out);
   case SLUICE_ALGO_SWINDOW:
-    return sluice__swindow_undo(op.params, pre, post, cur, now, out);
+    return sluice__swindow_undo(st->params, pre, post, cur, now, out);
   case SLUICE_ALGO_FWINDOW:
-    return sluice__fwindow_undo(op.params, pre, post, cur, now, out);
+    return sluice__fwindow_undo(st->params, pre, post, cur, now, out);
   case SLUICE_ALGO_LEASE:
-    return sluice__lease_undo(op.params, pre, post, cur, now, out);
+    return sluice__lease_undo(st->params, pre, post, cur, now, out);
   default:
     return 0; /* a strike or a distinct estimate stays: it only punishes */
   }
@@ -441,11 +410,7 @@ int sluice__job_undo(const sluice__job *j, int i, const sluice_state *pre,
 
 int sluice__job_read_only(const sluice__job *j) {
   int i;
-  if (!j)
-    return 0;
-  if (j->op)
-    return j->op->kind == SLUICE_OP_PEEK || j->op->kind == SLUICE_OP_CHECK;
-  if (!j->prog)
+  if (!j || !j->prog)
     return 0;
   for (i = 0; i < j->prog->nsteps; i++)
     if (j->prog->steps[i].kind != SLUICE_OP_PEEK &&
@@ -471,27 +436,16 @@ int sluice__job_watched(const sluice__job *j, int i) {
 }
 
 int sluice__job_record_class(const sluice__job *j) {
-  if (!j)
-    return SLUICE_CLASS_SERVICE;
-  return (int)(j->op ? j->op->record_class : j->prog->record_class);
+  return j ? (int)j->prog->record_class : SLUICE_CLASS_SERVICE;
 }
 
 int sluice__job_evictable(const sluice__job *j, int i) {
-  int algo = 0, k;
+  const sluice_step *st;
   if (sluice__job_record_class(j) != SLUICE_CLASS_UNTRUSTED || i < 0 ||
-      i >= j->nkeys)
+      i >= j->nkeys || !(st = step_over(j->prog, i)))
     return 0;
-  if (j->op) {
-    algo = j->op->algo;
-  } else {
-    for (k = 0; k < j->prog->nsteps && !algo; k++) {
-      const sluice_step *s = &j->prog->steps[k];
-      if (i >= s->key && i < s->key + s->nkeys)
-        algo = s->algo;
-    }
-  }
   /* Counters only: a box, an offense count, a bucket or a lease is what
   ** keeps a limit, and losing one would release it. */
-  return algo == SLUICE_ALGO_SWINDOW || algo == SLUICE_ALGO_FWINDOW ||
-         algo == SLUICE_ALGO_DISTINCT;
+  return st->algo == SLUICE_ALGO_SWINDOW || st->algo == SLUICE_ALGO_FWINDOW ||
+         st->algo == SLUICE_ALGO_DISTINCT;
 }
