@@ -166,15 +166,11 @@ int sluice__op_validate(const sluice_op *op) {
   return head_ok(op) ? validate_fields(op) : SLUICE_EINVAL;
 }
 
-int sluice__op_validate_params(const sluice_op *op) {
-  return sluice__op_validate_shape(op);
-}
-
 int sluice__op_validate_keys(const sluice_op *op) {
   return op ? sluice__keys_check(op) : SLUICE_EKEY;
 }
 
-int sluice__op_validate_shape(const sluice_op *op) {
+int sluice__op_validate_params(const sluice_op *op) {
   return head_ok(op) ? shape_fields(op) : SLUICE_EINVAL;
 }
 

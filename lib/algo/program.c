@@ -153,7 +153,7 @@ static int shape_check(const sluice_program *p) {
         (s->ttl_from && s->algo != SLUICE_ALGO_LEASE))
       return SLUICE_EINVAL;
     sluice__program_step_op(p, i, &op);
-    rc = sluice__op_validate_shape(&op);
+    rc = sluice__op_validate_params(&op);
     if (rc != SLUICE_OK)
       return rc;
   }

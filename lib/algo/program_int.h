@@ -8,8 +8,8 @@
 #include "op.h"
 #include "sluice/program.h"
 
-/* Shape and parameters of an op without its keys; the keys alone. */
-int sluice__op_validate_shape(const sluice_op *op);
+/* The keys alone of an op (its shape and parameters alone:
+** sluice__op_validate_params(), op.h). */
 int sluice__keys_check(const sluice_op *op);
 /* The whole check of an op over one GCRA bucket (a hot key's), from its
 ** fields: sluice__op_validate() of that op, without making it. */

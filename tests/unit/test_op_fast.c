@@ -42,7 +42,7 @@ static void random_gcra(rng *r, sluice_gcra_params *p) {
 
 /* The general path, as sluice__op_validate() ran before it had a shortcut. */
 static int validate_general(const sluice_op *op) {
-  int rc = sluice__op_validate_shape(op);
+  int rc = sluice__op_validate_params(op);
   return rc != SLUICE_OK ? rc : sluice__keys_check(op);
 }
 
