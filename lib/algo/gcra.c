@@ -339,7 +339,13 @@ int sluice__gcra_one(const sluice_step *s, const sluice_state *in,
   const sluice_gcra_params *p = (const sluice_gcra_params *)s->params;
   sluice_verdict *v = &r->v[0];
   int passed;
-  sluice__verdict_reset(v, now);
+  /* The fields a bucket's step leaves alone (it writes all the others). */
+  v->flags = 0;
+  v->level = 0;
+  v->strikes_remaining = 0;
+  v->offenses = 0;
+  v->lease_id = 0;
+  v->now_ns = now;
   gcra_single(p, s->kind, s->arg, in, out, now, v);
   /* The program's fold: a gate's denial denies it, and undoes nothing (a
   ** denied bucket was not written). */
