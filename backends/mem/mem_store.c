@@ -497,20 +497,21 @@ __attribute__((always_inline)) /* into the single program's path, and the batch'
 static inline int mem_one(mem_store *m, const sluice_program *p, int64_t now,
                           sluice_program_result *r, int *rc,
                           const fpkey *pre) {
+  static const sluice_state fresh;
   fpkey f = pre ? *pre : fingerprint_at(m, &p->keys[0], now);
   shard *sh = &m->shards[shard_of(&f)];
-  sluice_state in, out;
+  const sluice_state *in = &fresh;
+  sluice_state out;
   slot *sl = NULL;
   size_t ins = 0;
   long at;
   int64_t e;
   pthread_mutex_lock(&sh->mu);
   at = find(sh, &f, &ins);
+  /* Read in place: the step writes `out`, never its input. */
   if (at >= 0 && sh->slots[at].expires > now)
-    in = sh->slots[at].st;
-  else
-    memset(&in, 0, sizeof in);
-  *rc = sluice__program_single(p, &in, &out, now, r, &e);
+    in = &sh->slots[at].st;
+  *rc = sluice__program_single(p, in, &out, now, r, &e);
   if (*rc != SLUICE_OK) {
     pthread_mutex_unlock(&sh->mu);
     return 1;
