@@ -210,32 +210,39 @@ Test(op_fast, plain_check_never_passes_an_invalid_program) {
   long plain = 0, valid_other = 0, invalid = 0;
   memset(big, 'k', sizeof big);
   for (int i = 0; i < ROUNDS; i++) {
-    sluice_gcra_params g = {100, SEC, 200};
+    /* Room for any algorithm's parameters (a step's algorithm is pushed
+    ** off GCRA below, and a group's buckets read one set each). */
+    sluice_gcra_params ga[3] = {{100, SEC, 200}, {100, SEC, 200}, {0, 0, 0}};
+    sluice_gcra_params *gp = ga;
     sluice_key k[2] = {{big, 1 + rng_next(&r) % 20}, {"x", 1}};
-    sluice_step st = {.algo = SLUICE_ALGO_GCRA, .kind = SLUICE_OP_CONSUME,
-                      .nkeys = 1, .params = &g, .arg = rng_range(&r, 1, 200)};
-    sluice_program p = {1, k, 1, &st, 0};
+    /* Two steps, so that a program of two (nsteps pushed off) reads a
+    ** second one: any step, all zero. */
+    sluice_step sts[2] = {{.algo = SLUICE_ALGO_GCRA,
+                           .kind = SLUICE_OP_CONSUME, .nkeys = 1,
+                           .params = gp, .arg = rng_range(&r, 1, 200)}};
+    sluice_step *st = sts;
+    sluice_program p = {1, k, 1, sts, 0};
     int rc, fast;
     if (rng_next(&r) % 3 == 0)
-      random_gcra(&r, &g);
+      random_gcra(&r, gp);
     switch (rng_next(&r) % 20) {
     case 0: p.nsteps = (int)rng_range(&r, -1, 2); break;
-    case 1: p.nkeys = (int)rng_range(&r, -1, 2); st.nkeys = p.nkeys; break;
+    case 1: p.nkeys = (int)rng_range(&r, -1, 2); st->nkeys = p.nkeys; break;
     case 2: p.keys = NULL; break;
     case 3: p.steps = NULL; break;
     case 4: p.record_class = rng_range(&r, -1, 5); break;
-    case 5: st.algo = (int)rng_range(&r, -1, 6); break;
-    case 6: st.kind = (int)rng_range(&r, -1, 12); break;
-    case 7: st.key = (int)rng_range(&r, -1, 1); break;
-    case 8: st.nkeys = (int)rng_range(&r, 0, 2); break;
-    case 9: st.when = (int)rng_range(&r, -1, 6); break;
-    case 10: st.ref = (int)rng_range(&r, -1, 1); break;
-    case 11: st.when2 = (int)rng_range(&r, -1, 6); break;
-    case 12: st.ref2 = (int)rng_range(&r, -1, 1); break;
-    case 13: st.fold = (int)rng_range(&r, -1, 2); break;
-    case 14: st.ttl_from = (int)rng_range(&r, -1, 1); break;
-    case 15: st.params = NULL; break;
-    case 16: st.arg = pick(&r, args, 8); break;
+    case 5: st->algo = (int)rng_range(&r, -1, 6); break;
+    case 6: st->kind = (int)rng_range(&r, -1, 12); break;
+    case 7: st->key = (int)rng_range(&r, -1, 1); break;
+    case 8: st->nkeys = (int)rng_range(&r, 0, 2); break;
+    case 9: st->when = (int)rng_range(&r, -1, 6); break;
+    case 10: st->ref = (int)rng_range(&r, -1, 1); break;
+    case 11: st->when2 = (int)rng_range(&r, -1, 6); break;
+    case 12: st->ref2 = (int)rng_range(&r, -1, 1); break;
+    case 13: st->fold = (int)rng_range(&r, -1, 2); break;
+    case 14: st->ttl_from = (int)rng_range(&r, -1, 1); break;
+    case 15: st->params = NULL; break;
+    case 16: st->arg = pick(&r, args, 8); break;
     case 17: k[0].data = NULL; break;
     case 18: k[0].len = rng_next(&r) % 2 ? 0 : SLUICE_KEY_MAX + rng_next(&r) % 2; break;
     default: break;
@@ -245,7 +252,7 @@ Test(op_fast, plain_check_never_passes_an_invalid_program) {
     cr_assert_eq(sluice_program_validate(&p), rc);
     cr_assert(!fast || rc == SLUICE_OK, "plain passed a program validate "
               "refuses (%d): nsteps %d nkeys %d algo %d kind %d arg %lld",
-              rc, p.nsteps, p.nkeys, st.algo, st.kind, (long long)st.arg);
+              rc, p.nsteps, p.nkeys, st->algo, st->kind, (long long)st->arg);
     plain += fast;
     valid_other += !fast && rc == SLUICE_OK;
     invalid += rc != SLUICE_OK;
