@@ -106,7 +106,7 @@ static inline int sluice__gcra_params_ok(const sluice_gcra_params *p) {
 
 /** @brief sluice_program_validate()'s answer for the commonest program,
  *  inline, for the hot path's callers: one step taking from one GCRA
- *  bucket, its guard, fold and TTL source all zero.  1: it is such a
+ *  bucket, a gate or a note, its guard and TTL source zero.  1: it is such a
  *  program and valid; 0: it is not, or is invalid, and
  *  sluice_program_validate() says which (its first check is this one;
  *  sluice__program_validate_full() is the rest, all its checks). */
@@ -118,7 +118,8 @@ static inline int sluice__program_plain(const sluice_program *p) {
       (uint64_t)p->record_class > SLUICE_CLASS_UNTRUSTED_KEPT ||
       s->algo != SLUICE_ALGO_GCRA || s->kind != SLUICE_OP_CONSUME ||
       s->key != 0 || s->nkeys != 1 ||
-      (s->when | s->ref | s->when2 | s->ref2 | s->fold | s->ttl_from) != 0)
+      (s->when | s->ref | s->when2 | s->ref2 | s->ttl_from) != 0 ||
+      (unsigned)s->fold > SLUICE_FOLD_NOTE)
     return 0;
   g = (const sluice_gcra_params *)s->params;
   /* A key of 0 bytes wraps to SIZE_MAX here. */
