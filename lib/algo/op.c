@@ -119,38 +119,17 @@ static int amount_check(const sluice_op *op, int64_t cap) {
   return SLUICE_OK;
 }
 
-/* One GCRA bucket, the shape of nearly every decision, checked without the
-** dispatch and the loops of the general path: the same checks, in the
-** same order, with the same codes (tests/unit/test_op_fast.c compares them). */
-int sluice__gcra1_check(const sluice_gcra_params *p, int kind, int64_t arg,
-                        uint64_t id, const sluice_key *k) {
-  if (!p || !sluice__gcra_params_ok(p) || kind == SLUICE_OP_COUNT)
-    return SLUICE_EINVAL;
-  if (kind == SLUICE_OP_PEEK) {
-    if (arg < 0 || arg > p->burst)
-      return SLUICE_ERANGE;
-  } else if (kind == SLUICE_OP_ADJUST) {
-    if (arg == 0 || arg < -p->burst || arg > p->burst ||
-        id > (uint64_t)INT64_MAX)
-      return SLUICE_ERANGE;
-  } else if (kind != SLUICE_OP_CONSUME) {
-    return SLUICE_EINVAL;
-  } else if (arg < 1 || arg > SLUICE_COUNT_MAX || arg > p->burst) {
-    return SLUICE_ERANGE;
-  }
-  return (!k || !k->data || k->len == 0 || k->len > SLUICE_KEY_MAX)
-             ? SLUICE_EKEY
-             : SLUICE_OK;
-}
-
 static int shape_fields(const sluice_op *op);
 
 /* Everything but the pointer to params and the record class. */
 static int validate_fields(const sluice_op *op) {
   int rc;
-  if (op->nkeys == 1 && op->algo == SLUICE_ALGO_GCRA)
-    return sluice__gcra1_check((const sluice_gcra_params *)op->params,
-                               op->kind, op->arg, op->id, op->keys);
+  /* One bucket, the shape of nearly every op: answered without the
+  ** dispatch and the loops when it is valid. */
+  if (op->nkeys == 1 && op->algo == SLUICE_ALGO_GCRA &&
+      sluice__gcra1_ok((const sluice_gcra_params *)op->params, op->kind,
+                       op->arg, op->keys))
+    return SLUICE_OK;
   rc = shape_fields(op);
   return rc != SLUICE_OK ? rc : sluice__keys_check(op);
 }

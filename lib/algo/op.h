@@ -104,27 +104,35 @@ static inline int sluice__gcra_params_ok(const sluice_gcra_params *p) {
          tau <= ((int64_t)1 << 62);
 }
 
+/** @brief One GCRA bucket taken from or looked at (CONSUME, PEEK), all of
+ *  it valid: 1, the hot path's whole check; 0 when it is another kind or
+ *  something is wrong, which the full check then names. */
+static inline int sluice__gcra1_ok(const sluice_gcra_params *g, int kind,
+                                   int64_t arg, const sluice_key *k) {
+  /* A key of 0 bytes wraps to SIZE_MAX here. */
+  return g && sluice__gcra_params_ok(g) &&
+         (kind == SLUICE_OP_CONSUME ? arg >= 1
+                                    : kind == SLUICE_OP_PEEK && arg >= 0) &&
+         arg <= g->burst && k && k->data && k->len - 1 < SLUICE_KEY_MAX;
+}
+
 /** @brief sluice_program_validate()'s answer for the commonest program,
- *  inline, for the hot path's callers: one step taking from one GCRA
- *  bucket, a gate or a note, its guard and TTL source zero.  1: it is such a
+ *  inline, for the hot path's callers: one step over one GCRA bucket as
+ *  sluice__gcra1_ok() takes, a gate or a note, its guard and TTL source
+ *  zero.  1: it is such a
  *  program and valid; 0: it is not, or is invalid, and
  *  sluice_program_validate() says which (its first check is this one;
  *  sluice__program_validate_full() is the rest, all its checks). */
 static inline int sluice__program_plain(const sluice_program *p) {
   const sluice_step *s = p->steps;
-  const sluice_key *k = p->keys;
-  const sluice_gcra_params *g;
-  if (p->nsteps != 1 || p->nkeys != 1 || !s || !k ||
+  if (p->nsteps != 1 || p->nkeys != 1 || !s ||
       (uint64_t)p->record_class > SLUICE_CLASS_UNTRUSTED_KEPT ||
-      s->algo != SLUICE_ALGO_GCRA || s->kind != SLUICE_OP_CONSUME ||
-      s->key != 0 || s->nkeys != 1 ||
+      s->algo != SLUICE_ALGO_GCRA || s->key != 0 || s->nkeys != 1 ||
       (s->when | s->ref | s->when2 | s->ref2 | s->ttl_from) != 0 ||
       (unsigned)s->fold > SLUICE_FOLD_NOTE)
     return 0;
-  g = (const sluice_gcra_params *)s->params;
-  /* A key of 0 bytes wraps to SIZE_MAX here. */
-  return g && sluice__gcra_params_ok(g) && s->arg >= 1 && s->arg <= g->burst &&
-         k->data && k->len - 1 < SLUICE_KEY_MAX;
+  return sluice__gcra1_ok((const sluice_gcra_params *)s->params, s->kind,
+                          s->arg, p->keys);
 }
 
 int sluice__program_validate_full(const sluice_program *p);

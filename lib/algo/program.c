@@ -161,11 +161,13 @@ static int shape_check(const sluice_program *p) {
 }
 
 /* A program of one step (an operation): its step must cover every record,
-** and its checks are the op's, cheaper than keeping its shape.  The plain
-** one (sluice__program_plain()) was answered before. */
+** and its checks are the op's, cheaper than keeping its shape: all of
+** them, since the plain one (sluice__program_plain()) was answered before
+** by the op's shortcut (and so this is what tests that shortcut). */
 static int single_check(const sluice_program *p) {
   const sluice_step *s = p->steps;
   sluice_op op;
+  int rc;
   if (s->key != 0 ||
       s->nkeys != p->nkeys || !when_ok(s->when, s->ref, 0) ||
       !when_ok(s->when2, s->ref2, 0) ||
@@ -173,7 +175,8 @@ static int single_check(const sluice_program *p) {
       s->ttl_from != 0)
     return SLUICE_EINVAL;
   sluice__program_step_op(p, 0, &op);
-  return sluice__op_validate(&op);
+  rc = sluice__op_validate_params(&op);
+  return rc != SLUICE_OK ? rc : sluice__keys_check(&op);
 }
 
 /* Two steps or more: the shape (unless it is the last one checked), then

@@ -1,8 +1,8 @@
 /*
 ** The hot path's shortcuts against the general code they stand in for:
-**  - sluice__op_validate() checks a single-key GCRA op without the general
-**    dispatch (op.c, validate_gcra1); it must give the general path's code
-**    for every op, valid or not, including which of two faults is reported.
+**  - sluice__op_validate() passes a valid single-key GCRA op without the
+**    general dispatch (op.h, sluice__gcra1_ok); it must give the general
+**    path's code for every op, valid or not.
 **  - sluice__program_single() (a one-step program run, folded and its
 **    record's expiry found in one call, a GCRA bucket straight to its
 **    step) must equal sluice_program_run() then sluice_program_expiry(),
