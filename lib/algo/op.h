@@ -117,22 +117,27 @@ static inline int sluice__gcra1_ok(const sluice_gcra_params *g, int kind,
 }
 
 /** @brief sluice_program_validate()'s answer for the commonest program,
- *  inline, for the hot path's callers: one step over one GCRA bucket as
- *  sluice__gcra1_ok() takes, a gate or a note, its guard and TTL source
- *  zero.  1: it is such a
+ *  inline, for the hot path's callers: one step taking from one GCRA
+ *  bucket, a gate or a note, its guard and TTL source zero.  1: it is such a
  *  program and valid; 0: it is not, or is invalid, and
  *  sluice_program_validate() says which (its first check is this one;
  *  sluice__program_validate_full() is the rest, all its checks). */
 static inline int sluice__program_plain(const sluice_program *p) {
   const sluice_step *s = p->steps;
-  if (p->nsteps != 1 || p->nkeys != 1 || !s ||
+  const sluice_key *k = p->keys;
+  const sluice_gcra_params *g;
+  if (p->nsteps != 1 || p->nkeys != 1 || !s || !k ||
       (uint64_t)p->record_class > SLUICE_CLASS_UNTRUSTED_KEPT ||
-      s->algo != SLUICE_ALGO_GCRA || s->key != 0 || s->nkeys != 1 ||
-      (s->when | s->ref | s->when2 | s->ref2 | s->ttl_from) != 0 ||
-      (unsigned)s->fold > SLUICE_FOLD_NOTE)
+      s->algo != SLUICE_ALGO_GCRA || s->kind != SLUICE_OP_CONSUME ||
+      s->key != 0 || s->nkeys != 1 ||
+      /* No guard, no TTL source, a gate (0) or a note (1). */
+      (s->when | s->ref | s->when2 | s->ref2 | s->ttl_from |
+       (s->fold & ~SLUICE_FOLD_NOTE)) != 0)
     return 0;
-  return sluice__gcra1_ok((const sluice_gcra_params *)s->params, s->kind,
-                          s->arg, p->keys);
+  g = (const sluice_gcra_params *)s->params;
+  /* sluice__gcra1_ok() of a CONSUME, its kind known. */
+  return g && sluice__gcra_params_ok(g) && s->arg >= 1 && s->arg <= g->burst &&
+         k->data && k->len - 1 < SLUICE_KEY_MAX;
 }
 
 int sluice__program_validate_full(const sluice_program *p);
