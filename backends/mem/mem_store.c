@@ -497,20 +497,21 @@ __attribute__((always_inline)) /* into the single program's path, and the batch'
 static inline int mem_one(mem_store *m, const sluice_program *p, int64_t now,
                           sluice_program_result *r, int *rc,
                           const fpkey *pre) {
+  static const sluice_state fresh;
   fpkey f = pre ? *pre : fingerprint_at(m, &p->keys[0], now);
   shard *sh = &m->shards[shard_of(&f)];
-  sluice_state in, out;
+  const sluice_state *in = &fresh;
+  sluice_state out;
   slot *sl = NULL;
   size_t ins = 0;
   long at;
   int64_t e;
   pthread_mutex_lock(&sh->mu);
   at = find(sh, &f, &ins);
+  /* Read in place: the step writes `out`, never its input. */
   if (at >= 0 && sh->slots[at].expires > now)
-    in = sh->slots[at].st;
-  else
-    memset(&in, 0, sizeof in);
-  *rc = sluice__program_single(p, &in, &out, now, r, &e);
+    in = &sh->slots[at].st;
+  *rc = sluice__program_single(p, in, &out, now, r, &e);
   if (*rc != SLUICE_OK) {
     pthread_mutex_unlock(&sh->mu);
     return 1;
@@ -635,6 +636,12 @@ static int mem_run(sluice_store *s, int n, const sluice_program *ps,
     return mem_run_batch(m, n, ps, now, res, rcs);
   rcs[0] = mem_run_one(m, ps, now, res, NULL, 0);
   return SLUICE_OK;
+}
+
+/* The limiter's single program (store.h). */
+static int mem_run1(sluice_store *s, const sluice_program *p, int64_t now,
+                    sluice_program_result *res) {
+  return mem_run_one((mem_store *)s, p, now, res, NULL, 0);
 }
 
 static int mem_get(sluice_store *s, const sluice_key *k, int64_t now,
@@ -765,6 +772,7 @@ static int mem_open(const sluice_backend *b, const char *uri,
     return sluice_store_seterr(s, rc, 0,
                                "mem: no random source for the hash key");
   s->pMethods = &mem_methods; /* from here on xClose frees what was made */
+  s->pCore->run1 = mem_run1;
   for (i = 0; i < NSHARD; i++) {
     shard *sh = &m->shards[i];
     sh->slots = sluice__store_malloc(s, MIN_SLOTS * sizeof(slot));

@@ -51,18 +51,6 @@ static inline int64_t sluice__window_start(int64_t now, int64_t w) {
   return now - now % w;
 }
 
-/* sluice__gcra_params_check() inline, for validation on the hot path. */
-static inline int sluice__gcra_params_ok(const sluice_gcra_params *p) {
-  int64_t tau;
-  if (p->rate < 1 || p->rate > ((int64_t)1 << 32) || p->period_ns < 1 ||
-      p->period_ns > SLUICE_DURATION_MAX || p->burst < 1 ||
-      p->burst > SLUICE_COUNT_MAX)
-    return 0;
-  /* Both are positive here: an int64 overflow means past 2^62 as well. */
-  return !__builtin_mul_overflow(p->burst, p->period_ns, &tau) &&
-         tau <= ((int64_t)1 << 62);
-}
-
 /* Zero a verdict.  In two parts: gcc (-O2, -O3) may turn one memset of a
 ** struct this size into `rep stos`, a microcoded loop with a start-up
 ** cost on every hot-key decision; 64 + the rest become a few vector
@@ -73,15 +61,6 @@ static inline void sluice__verdict_reset(sluice_verdict *v, int64_t now) {
   memset((char *)v + 64, 0, sizeof *v - 64);
   v->now_ns = now;
 }
-
-/* The hot path of a store, for a validated single-key op: the step (in
-** may equal out) and the new record's expiry in one call, equal to
-** sluice__op_step_validated() then sluice__op_expiry(op, 0, out).  One GCRA
-** bucket goes straight to its step, with no dispatch on the way
-** (sluice__op_step_single(), op.c). */
-void sluice__gcra_one(const sluice_gcra_params *p, int kind, int64_t cost,
-                      const sluice_state *in, sluice_state *out, int64_t now,
-                      sluice_verdict *v, int64_t *expiry);
 
 /* The single-key entry points (sluice__gcra_step() and friends): one op on
 ** one anonymous key, through the full validation of sluice__op_step(). */

@@ -30,6 +30,7 @@
 **     all; the one with the fewest points left is "binding" for headers.
 */
 #include "algo_int.h"
+#include "job.h"
 
 int sluice__gcra_params_check(const sluice_gcra_params *p) {
   return p && sluice__gcra_params_ok(p) ? SLUICE_OK : SLUICE_EINVAL;
@@ -43,7 +44,9 @@ static sluice__i128 tat_scaled(const sluice_gcra_params *p,
   return (sluice__i128)s->w[0] * p->rate + (sluice__i128)s->w[1];
 }
 
-int64_t sluice__gcra_expiry(const sluice_gcra_params *p, const sluice_state *s) {
+/* Inline in a one-step program's frame; sluice__gcra_expiry() for the rest. */
+static inline int64_t gcra_expiry(const sluice_gcra_params *p,
+                                  const sluice_state *s) {
   sluice__i128 t;
   /* A canonical record (fraction below the rate) needs no division: the
   ** ceiling of (w0 * rate + w1) / rate is w0, plus one for a fraction. */
@@ -56,6 +59,10 @@ int64_t sluice__gcra_expiry(const sluice_gcra_params *p, const sluice_state *s) 
   if (t <= 0)
     return 0;
   return sluice__clamp64(sluice__ceildiv(t, p->rate));
+}
+
+int64_t sluice__gcra_expiry(const sluice_gcra_params *p, const sluice_state *s) {
+  return gcra_expiry(p, s);
 }
 
 /* The write took post - max(pre, now) (the charge; the idle credit it used
@@ -243,9 +250,13 @@ int sluice__gcra_single_path(int path, const sluice_gcra_params *p, int kind,
   return 1;
 }
 
-static int gcra_single(const sluice_gcra_params *p, int kind, int64_t cost,
-                       const sluice_state *in, sluice_state *out, int64_t now,
-                       sluice_verdict *v) {
+#if defined(__GNUC__)
+__attribute__((always_inline)) /* into a one-step program's frame too */
+#endif
+static inline int gcra_single(const sluice_gcra_params *p, int kind,
+                              int64_t cost, const sluice_state *in,
+                              sluice_state *out, int64_t now,
+                              sluice_verdict *v) {
   if (!sluice__gcra_force_wide && gcra_single64(p, kind, cost, in, out, now, v))
     return SLUICE_OK;
   return gcra_single128(p, kind, cost, in, out, now, v);
@@ -322,12 +333,29 @@ int sluice__gcra_group(const sluice_op *op, const sluice_state *in,
   return gcra_group_n(op, in, out, now, v);
 }
 
-void sluice__gcra_one(const sluice_gcra_params *p, int kind, int64_t cost,
-                      const sluice_state *in, sluice_state *out, int64_t now,
-                      sluice_verdict *v, int64_t *expiry) {
-  sluice__verdict_reset(v, now);
-  gcra_single(p, kind, cost, in, out, now, v);
-  *expiry = sluice__gcra_expiry(p, out);
+int sluice__gcra_one(const sluice_step *s, const sluice_state *in,
+                     sluice_state *out, int64_t now, sluice_program_result *r,
+                     int64_t *expiry) {
+  const sluice_gcra_params *p = (const sluice_gcra_params *)s->params;
+  sluice_verdict *v = &r->v[0];
+  int passed;
+  /* The fields a bucket's step leaves alone (it writes all the others). */
+  v->flags = 0;
+  v->level = 0;
+  v->strikes_remaining = 0;
+  v->offenses = 0;
+  v->lease_id = 0;
+  v->now_ns = now;
+  gcra_single(p, s->kind, s->arg, in, out, now, v);
+  /* The program's fold: a gate's denial denies it, and undoes nothing (a
+  ** denied bucket was not written). */
+  passed = v->allowed || s->fold != SLUICE_FOLD_GATE;
+  r->allowed = passed;
+  r->denied_by = -passed;
+  r->ran = 1;
+  r->now_ns = now;
+  *expiry = gcra_expiry(p, out);
+  return SLUICE_OK;
 }
 
 int sluice__gcra_step(const sluice_gcra_params *p, const sluice_state *in,

@@ -14,32 +14,28 @@
 /* ------------------------------------------------ deciding in place ---
 ** The fast path of a backend that runs C where its state lives (mem, shm,
 ** lmdb, the Redis module; an outside backend alike): load the records of
-** one op or program, run it over them in place, write back the records with
+** one program, run it over them in place, write back the records with
 ** their expiry.  A "job" is that one atomic unit, one program of an xRun.
 **
-** Trust: the core validates every op and program (sluice__op_validate(),
-** sluice_program_validate()) before it calls xRun, so these functions do not
-*check them again: that second check
-** would cost every decision its key scan.  Hand them only what a method
+** Trust: the core validates every program (sluice_program_validate())
+** before it calls xRun, so these functions do not check them again: that
+** second check would cost every decision its key scan.  Hand them only what a method
 ** received (or what you validated yourself); anything else is undefined.
 ** They do check their own pointers and time (SLUICE_EINVAL).
 */
 
-/** One atomic unit a backend runs.  Fill it with sluice__job_op() or
- *  sluice__job_program(); read nkeys and keys, leave the rest alone.
- *  Caller-allocated (on the stack); it borrows everything it points to. */
+/** One atomic unit a backend runs.  Fill it with sluice__job_program();
+ *  read nkeys and keys, leave the rest alone.  Caller-allocated (on the
+ *  stack); it borrows everything it points to. */
 typedef struct sluice__job {
-  const sluice_op *op; /**< exactly one of op and prog */
   const sluice_program *prog;
   int nkeys;                  /**< records the job reads and writes */
   const sluice_key *keys;     /**< their keys, nkeys of them */
-  sluice_verdict *v;          /**< op: its verdict */
-  sluice_program_result *res; /**< program: its result */
+  sluice_verdict *v;          /**< unused (NULL): the lmdb store's dry run
+                                   still sets it */
+  sluice_program_result *res; /**< its result */
 } sluice__job;
 
-/** @brief A job of one validated op, answering into *v.
- *  @return SLUICE_OK, or SLUICE_EINVAL when a pointer is NULL. */
-int sluice__job_op(sluice__job *j, const sluice_op *op, sluice_verdict *v);
 /** @brief A job of one validated program, answering into *res.
  *  @return SLUICE_OK, or SLUICE_EINVAL when a pointer is NULL. */
 int sluice__job_program(sluice__job *j, const sluice_program *p,
@@ -63,7 +59,7 @@ int sluice__job_read_only(const sluice__job *j);
 /** @brief After a run: 1 when record i was only looked at (every step over
  *  it that ran was a CHECK or PEEK, at least one).  Such a record decided
  *  the outcome without being written, so a lock-free store must see it
- *  unchanged at commit.  Always 0 for a plain op. */
+ *  unchanged at commit. */
 int sluice__job_watched(const sluice__job *j, int i);
 /** @brief The job's enum sluice_record_class (SLUICE_CLASS_SERVICE for
  *  NULL).  A store whose room is finite keeps SLUICE_CLASS_UNTRUSTED
@@ -89,8 +85,21 @@ int sluice__job_undo(const sluice__job *j, int i, const sluice_state *pre,
 ** single GCRA bucket goes straight to its int64 step.  `in` and `out` must
 ** not alias.  The same result, record and expiry as sluice_program_run()
 ** and sluice_program_expiry(); only res->v[0] of the verdicts is written. */
-int sluice__program_single(const sluice_program *p, const sluice_state *in,
-                           sluice_state *out, int64_t now_ns,
-                           sluice_program_result *res, int64_t *expiry_ns);
+int sluice__gcra_one(const sluice_step *s, const sluice_state *in,
+                     sluice_state *out, int64_t now_ns,
+                     sluice_program_result *res, int64_t *expiry_ns);
+int sluice__program_single_op(const sluice_program *p, const sluice_state *in,
+                              sluice_state *out, int64_t now_ns,
+                              sluice_program_result *res, int64_t *expiry_ns);
+static inline int sluice__program_single(const sluice_program *p,
+                                         const sluice_state *in,
+                                         sluice_state *out, int64_t now_ns,
+                                         sluice_program_result *res,
+                                         int64_t *expiry_ns) {
+  const sluice_step *s = p->steps;
+  if (s->algo == SLUICE_ALGO_GCRA && s->kind != SLUICE_OP_ADJUST)
+    return sluice__gcra_one(s, in, out, now_ns, res, expiry_ns);
+  return sluice__program_single_op(p, in, out, now_ns, res, expiry_ns);
+}
 
 #endif

@@ -25,25 +25,28 @@ void sluice__key_hashtag(const sluice_key *k, size_t *off, size_t *len) {
 }
 
 /* Whether k's hash tag is the tag `tag` (len0 bytes) found at off0 > 0 of
-** another key, without searching k: a '{' at off0 - 1 with none before
-** it, the same bytes, then a '}' (the tag holds none, so that is the first
-** after the '{').  Keys made from one family of templates ("rl:{t:T}:tb",
-** "pb:{t:T}:K") pass; any other key is searched as usual. */
+** another key, without searching k: when k has a '{' at off0 - 1 with none
+** before it and a '}' at off0 + len0 (keys made from one family of
+** templates, "rl:{t:T}:tb" and "pb:{t:T}:K"), 1 for the same bytes there,
+** else 0: k's tag is then other bytes, or shorter (a '}' among them), or
+** the whole key (an empty "{}"), none of which is `tag`, which holds no
+** '}' and is not a key holding a '{'.  -1 when k is not of that form: it
+** must be searched as usual. */
 static int tag_at(const sluice_key *k, const char *tag, size_t off0,
                   size_t len0) {
   const char *d = (const char *)k->data;
   size_t i;
   if (k->len < off0 + len0 + 1 || d[off0 - 1] != '{' || d[off0 + len0] != '}')
-    return 0;
+    return -1;
   for (i = 0; i + 1 < off0; i++)
     if (d[i] == '{')
-      return 0;
+      return -1;
   return memcmp(d + off0, tag, len0) == 0;
 }
 
 int sluice__keys_check(const sluice_op *op) {
   size_t off0 = 0, len0 = 0, off, len;
-  int i;
+  int i, same;
   if (!op->keys)
     return SLUICE_EKEY;
   if (op->nkeys == 1) { /* the hot path: no tags to compare */
@@ -62,8 +65,12 @@ int sluice__keys_check(const sluice_op *op) {
         memcmp(k->data, op->keys[0].data, off0 + len0 + 1) == 0)
       continue;
     if (i > 0 && off0 > 0 &&
-        tag_at(k, (const char *)op->keys[0].data + off0, off0, len0))
+        (same = tag_at(k, (const char *)op->keys[0].data + off0, off0,
+                       len0)) >= 0) {
+      if (!same)
+        return SLUICE_EKEY;
       continue;
+    }
     sluice__key_hashtag(k, &off, &len);
     if (i == 0) {
       off0 = off;
@@ -112,38 +119,17 @@ static int amount_check(const sluice_op *op, int64_t cap) {
   return SLUICE_OK;
 }
 
-/* One GCRA bucket, the shape of nearly every decision, checked without the
-** dispatch and the loops of the general path: the same checks, in the
-** same order, with the same codes (tests/unit/test_op_fast.c compares them). */
-int sluice__gcra1_check(const sluice_gcra_params *p, int kind, int64_t arg,
-                        uint64_t id, const sluice_key *k) {
-  if (!p || !sluice__gcra_params_ok(p) || kind == SLUICE_OP_COUNT)
-    return SLUICE_EINVAL;
-  if (kind == SLUICE_OP_PEEK) {
-    if (arg < 0 || arg > p->burst)
-      return SLUICE_ERANGE;
-  } else if (kind == SLUICE_OP_ADJUST) {
-    if (arg == 0 || arg < -p->burst || arg > p->burst ||
-        id > (uint64_t)INT64_MAX)
-      return SLUICE_ERANGE;
-  } else if (kind != SLUICE_OP_CONSUME) {
-    return SLUICE_EINVAL;
-  } else if (arg < 1 || arg > SLUICE_COUNT_MAX || arg > p->burst) {
-    return SLUICE_ERANGE;
-  }
-  return (!k || !k->data || k->len == 0 || k->len > SLUICE_KEY_MAX)
-             ? SLUICE_EKEY
-             : SLUICE_OK;
-}
-
 static int shape_fields(const sluice_op *op);
 
 /* Everything but the pointer to params and the record class. */
 static int validate_fields(const sluice_op *op) {
   int rc;
-  if (op->nkeys == 1 && op->algo == SLUICE_ALGO_GCRA)
-    return sluice__gcra1_check((const sluice_gcra_params *)op->params,
-                               op->kind, op->arg, op->id, op->keys);
+  /* One bucket, the shape of nearly every op: answered without the
+  ** dispatch and the loops when it is valid. */
+  if (op->nkeys == 1 && op->algo == SLUICE_ALGO_GCRA &&
+      sluice__gcra1_ok((const sluice_gcra_params *)op->params, op->kind,
+                       op->arg, op->keys))
+    return SLUICE_OK;
   rc = shape_fields(op);
   return rc != SLUICE_OK ? rc : sluice__keys_check(op);
 }
@@ -159,15 +145,11 @@ int sluice__op_validate(const sluice_op *op) {
   return head_ok(op) ? validate_fields(op) : SLUICE_EINVAL;
 }
 
-int sluice__op_validate_params(const sluice_op *op) {
-  return sluice__op_validate_shape(op);
-}
-
 int sluice__op_validate_keys(const sluice_op *op) {
   return op ? sluice__keys_check(op) : SLUICE_EKEY;
 }
 
-int sluice__op_validate_shape(const sluice_op *op) {
+int sluice__op_validate_params(const sluice_op *op) {
   return head_ok(op) ? shape_fields(op) : SLUICE_EINVAL;
 }
 
@@ -244,24 +226,6 @@ int sluice__op_step(const sluice_op *op, const sluice_state *in,
   if (rc != SLUICE_OK)
     return rc;
   return sluice__op_step_validated(op, in, out, now_ns, v);
-}
-
-int sluice__op_step_single(const sluice_op *op, const sluice_state *in,
-                          sluice_state *out, int64_t now_ns,
-                          sluice_verdict *v, int64_t *expiry) {
-  int rc;
-  if (!op || op->nkeys != 1 || !expiry)
-    return SLUICE_EINVAL;
-  if (op->algo == SLUICE_ALGO_GCRA && op->kind != SLUICE_OP_ADJUST &&
-      op->nkeys == 1 && in && out && v && now_ns >= 0) {
-    sluice__gcra_one((const sluice_gcra_params *)op->params, op->kind,
-                     op->arg, in, out, now_ns, v, expiry);
-    return SLUICE_OK;
-  }
-  rc = sluice__op_step_validated(op, in, out, now_ns, v);
-  if (rc == SLUICE_OK)
-    *expiry = sluice__op_expiry(op, 0, out);
-  return rc;
 }
 
 int sluice__op_step_validated(const sluice_op *op, const sluice_state *in,

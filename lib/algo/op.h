@@ -81,14 +81,6 @@ void sluice__program_step_op(const sluice_program *p, int i, sluice_op *op);
 int sluice__op_step_validated(const sluice_op *op, const sluice_state *in,
                               sluice_state *out, int64_t now_ns,
                               sluice_verdict *v);
-/** @brief A store's hot path for a validated op over one key (nkeys 1):
- *  sluice__op_step_validated() and then sluice__op_expiry(op, 0, out), in one
- *  call; a single GCRA bucket goes straight to its int64 step.  `in` may
- *  equal `out`.  Same results as the two calls; SLUICE_EINVAL for an op
- *  over more keys or a NULL expiry_ns. */
-int sluice__op_step_single(const sluice_op *op, const sluice_state *in,
-                           sluice_state *out, int64_t now_ns, sluice_verdict *v,
-                           int64_t *expiry_ns);
 /** @brief sluice__op_validate() without the key checks: the algorithm, kind,
  *  amount and parameters.  For a store whose keys are not sluice keys (the
  *  Redis module gets the server's key names and checks those itself).
@@ -99,6 +91,56 @@ int sluice__op_validate_params(const sluice_op *op);
  *  an op whose parameters were already checked (a batch repeats one shape
  *  over many keys).  @return SLUICE_OK or SLUICE_EKEY. */
 int sluice__op_validate_keys(const sluice_op *op);
+
+/* sluice__gcra_params_check() inline, for validation on the hot path. */
+static inline int sluice__gcra_params_ok(const sluice_gcra_params *p) {
+  int64_t tau;
+  if (p->rate < 1 || p->rate > ((int64_t)1 << 32) || p->period_ns < 1 ||
+      p->period_ns > SLUICE_DURATION_MAX || p->burst < 1 ||
+      p->burst > SLUICE_COUNT_MAX)
+    return 0;
+  /* Both are positive here: an int64 overflow means past 2^62 as well. */
+  return !__builtin_mul_overflow(p->burst, p->period_ns, &tau) &&
+         tau <= ((int64_t)1 << 62);
+}
+
+/** @brief One GCRA bucket taken from or looked at (CONSUME, PEEK), all of
+ *  it valid: 1, the hot path's whole check; 0 when it is another kind or
+ *  something is wrong, which the full check then names. */
+static inline int sluice__gcra1_ok(const sluice_gcra_params *g, int kind,
+                                   int64_t arg, const sluice_key *k) {
+  /* A key of 0 bytes wraps to SIZE_MAX here. */
+  return g && sluice__gcra_params_ok(g) &&
+         (kind == SLUICE_OP_CONSUME ? arg >= 1
+                                    : kind == SLUICE_OP_PEEK && arg >= 0) &&
+         arg <= g->burst && k && k->data && k->len - 1 < SLUICE_KEY_MAX;
+}
+
+/** @brief sluice_program_validate()'s answer for the commonest program,
+ *  inline, for the hot path's callers: one step taking from one GCRA
+ *  bucket, a gate or a note, its guard and TTL source zero.  1: it is such a
+ *  program and valid; 0: it is not, or is invalid, and
+ *  sluice_program_validate() says which (its first check is this one;
+ *  sluice__program_validate_full() is the rest, all its checks). */
+static inline int sluice__program_plain(const sluice_program *p) {
+  const sluice_step *s = p->steps;
+  const sluice_key *k = p->keys;
+  const sluice_gcra_params *g;
+  if (p->nsteps != 1 || p->nkeys != 1 || !s || !k ||
+      (uint64_t)p->record_class > SLUICE_CLASS_UNTRUSTED_KEPT ||
+      s->algo != SLUICE_ALGO_GCRA || s->kind != SLUICE_OP_CONSUME ||
+      s->key != 0 || s->nkeys != 1 ||
+      /* No guard, no TTL source, a gate (0) or a note (1). */
+      (s->when | s->ref | s->when2 | s->ref2 | s->ttl_from |
+       (s->fold & ~SLUICE_FOLD_NOTE)) != 0)
+    return 0;
+  g = (const sluice_gcra_params *)s->params;
+  /* sluice__gcra1_ok() of a CONSUME, its kind known. */
+  return g && sluice__gcra_params_ok(g) && s->arg >= 1 && s->arg <= g->burst &&
+         k->data && k->len - 1 < SLUICE_KEY_MAX;
+}
+
+int sluice__program_validate_full(const sluice_program *p);
 
 /** @brief The keys alone of a program (present, 1..SLUICE_KEY_MAX bytes,
  *  one hash tag, no key twice): what sluice_program_validate() checks of a

@@ -153,7 +153,7 @@ static int shape_check(const sluice_program *p) {
         (s->ttl_from && s->algo != SLUICE_ALGO_LEASE))
       return SLUICE_EINVAL;
     sluice__program_step_op(p, i, &op);
-    rc = sluice__op_validate_shape(&op);
+    rc = sluice__op_validate_params(&op);
     if (rc != SLUICE_OK)
       return rc;
   }
@@ -161,25 +161,22 @@ static int shape_check(const sluice_program *p) {
 }
 
 /* A program of one step (an operation): its step must cover every record,
-** and its checks are the op's, cheaper than keeping its shape. */
-__attribute__((noinline)) static int single_op_check(const sluice_program *p) {
-  sluice_op op;
-  sluice__program_step_op(p, 0, &op);
-  return sluice__op_validate(&op);
-}
-
+** and its checks are the op's, cheaper than keeping its shape: all of
+** them, since the plain one (sluice__program_plain()) was answered before
+** by the op's shortcut (and so this is what tests that shortcut). */
 static int single_check(const sluice_program *p) {
   const sluice_step *s = p->steps;
+  sluice_op op;
+  int rc;
   if (s->key != 0 ||
       s->nkeys != p->nkeys || !when_ok(s->when, s->ref, 0) ||
       !when_ok(s->when2, s->ref2, 0) ||
       (s->fold != SLUICE_FOLD_GATE && s->fold != SLUICE_FOLD_NOTE) ||
       s->ttl_from != 0)
     return SLUICE_EINVAL;
-  if (s->algo == SLUICE_ALGO_GCRA && s->nkeys == 1) /* a hot key's bucket */
-    return sluice__gcra1_check((const sluice_gcra_params *)s->params, s->kind,
-                               s->arg, s->id, p->keys);
-  return single_op_check(p);
+  sluice__program_step_op(p, 0, &op);
+  rc = sluice__op_validate_params(&op);
+  return rc != SLUICE_OK ? rc : sluice__keys_check(&op);
 }
 
 /* Two steps or more: the shape (unless it is the last one checked), then
@@ -206,13 +203,18 @@ int sluice__program_keys_check(const sluice_program *p) {
   return sluice__keys_check(&all);
 }
 
-int sluice_program_validate(const sluice_program *p) {
+int sluice__program_validate_full(const sluice_program *p) {
   if (!p || !p->keys || !p->steps || p->nkeys < 1 ||
       p->nkeys > SLUICE_PROGRAM_KEYS || p->nsteps < 1 ||
       p->nsteps > SLUICE_PROGRAM_STEPS ||
       (uint64_t)p->record_class > SLUICE_CLASS_UNTRUSTED_KEPT)
     return SLUICE_EINVAL;
   return p->nsteps == 1 ? single_check(p) : multi_check(p);
+}
+
+int sluice_program_validate(const sluice_program *p) {
+  return p && sluice__program_plain(p) ? SLUICE_OK
+                                        : sluice__program_validate_full(p);
 }
 
 static int cond(const sluice_program_result *r, int when, int ref,
@@ -320,68 +322,53 @@ int sluice_program_run(const sluice_program *p, const sluice_state *in,
   return sluice__program_run_valid(p, in, out, now_ns, res);
 }
 
-int64_t sluice_program_expiry(const sluice_program *p, int i,
-                              const sluice_state *s) {
+/* The first step over record i (which fixes its algorithm and
+** parameters: records_check()), or NULL. */
+static const sluice_step *step_over(const sluice_program *p, int i) {
   int k;
-  if (!p || !s || i < 0 || i >= p->nkeys)
-    return 0;
-  for (k = 0; k < p->nsteps; k++) {
-    const sluice_step *st = &p->steps[k];
-    /* What sluice__op_expiry() of the step's op returns, without making
-    ** the op: a store asks this of every record of every program. */
-    if (i >= st->key && i < st->key + st->nkeys)
-      return st->params ? sluice__rec_expiry(st->algo, st->params,
-                                             i - st->key, s)
-                        : 0;
-  }
-  return 0;
+  for (k = 0; k < p->nsteps; k++)
+    if (i >= p->steps[k].key && i < p->steps[k].key + p->steps[k].nkeys)
+      return &p->steps[k];
+  return NULL;
 }
 
-int sluice__program_single(const sluice_program *p, const sluice_state *in,
-                           sluice_state *out, int64_t now,
-                           sluice_program_result *r, int64_t *expiry) {
-  const sluice_step *s = &p->steps[0];
+int64_t sluice_program_expiry(const sluice_program *p, int i,
+                              const sluice_state *s) {
+  const sluice_step *st;
+  if (!p || !s || i < 0 || i >= p->nkeys || !(st = step_over(p, i)))
+    return 0;
+  /* What sluice__op_expiry() of the step's op returns, without making
+  ** the op: a store asks this of every record of every program. */
+  return st->params ? sluice__rec_expiry(st->algo, st->params, i - st->key, s)
+                    : 0;
+}
+
+/* Any other step (sluice__program_single(), job.h). */
+int sluice__program_single_op(const sluice_program *p, const sluice_state *in,
+                              sluice_state *out, int64_t now,
+                              sluice_program_result *r, int64_t *expiry) {
+  const sluice_step *s = p->steps;
   sluice_op op;
   int rc;
   /* Step 0 always runs: a guard can only look at an earlier step. */
   sluice__program_start(r, now);
-  if (s->algo == SLUICE_ALGO_GCRA && s->kind != SLUICE_OP_ADJUST) {
-    /* One bucket straight to its int64 step (no op to make). */
-    sluice__gcra_one((const sluice_gcra_params *)s->params, s->kind, s->arg,
-                     in, out, now, &r->v[0], expiry);
-  } else {
-    sluice__program_step_op(p, 0, &op);
-    rc = sluice__op_step_single(&op, in, out, now, &r->v[0], expiry);
-    if (rc != SLUICE_OK)
-      return rc;
-  }
-  /* A gate that denied writes nothing (a denied bucket wrote nothing). */
-  if (sluice__program_fold(p, 0, r) && memcmp(out, in, sizeof *out) != 0) {
+  sluice__program_step_op(p, 0, &op);
+  rc = sluice__op_step_validated(&op, in, out, now, &r->v[0]);
+  if (rc != SLUICE_OK)
+    return rc;
+  /* A gate that denied writes nothing. */
+  if (sluice__program_fold(p, 0, r))
     *out = *in;
-    *expiry = sluice__rec_expiry(s->algo, s->params, 0, in);
-  }
+  *expiry = sluice__rec_expiry(s->algo, s->params, 0, out);
   return SLUICE_OK;
 }
 
 /* ------------------------------------------------------------- jobs --- */
 
-int sluice__job_op(sluice__job *j, const sluice_op *op, sluice_verdict *v) {
-  if (!j || !op || !v)
-    return SLUICE_EINVAL;
-  j->op = op;
-  j->prog = NULL;
-  j->nkeys = op->nkeys;
-  j->keys = op->keys;
-  j->v = v;
-  j->res = NULL;
-  return SLUICE_OK;
-}
-
 int sluice__job_program(sluice__job *j, const sluice_program *p,
                        sluice_program_result *r) {
   if (!j || !p || !r)
     return SLUICE_EINVAL;
-  j->op = NULL;
   j->prog = p;
   j->nkeys = p->nkeys;
   j->keys = p->keys;
@@ -392,55 +379,33 @@ int sluice__job_program(sluice__job *j, const sluice_program *p,
 
 int sluice__job_run(const sluice__job *j, const sluice_state *in,
                    sluice_state *out, int64_t now) {
-  if (!j)
-    return SLUICE_EINVAL;
-  if (j->op)
-    return sluice__op_step_validated(j->op, in, out, now, j->v);
-  if (!j->prog)
+  if (!j || !j->prog)
     return SLUICE_EINVAL;
   return sluice__program_run_valid(j->prog, in, out, now, j->res);
 }
 
 int64_t sluice__job_expiry(const sluice__job *j, int i, const sluice_state *s) {
-  if (!j)
-    return 0;
-  if (j->op)
-    return sluice__op_expiry(j->op, i, s);
-  return sluice_program_expiry(j->prog, i, s);
+  return j ? sluice_program_expiry(j->prog, i, s) : 0;
 }
 
 int sluice__job_undo(const sluice__job *j, int i, const sluice_state *pre,
                     const sluice_state *post, const sluice_state *cur,
                     int64_t now, sluice_state *out) {
-  sluice_op op;
-  int r = i, k;
-  if (!j || !pre || !post || !cur || !out || i < 0 || i >= j->nkeys)
+  const sluice_step *st;
+  if (!j || !j->prog || !pre || !post || !cur || !out || i < 0 ||
+      i >= j->nkeys || !(st = step_over(j->prog, i)))
     return 0;
-  if (j->op) {
-    op = *j->op;
-  } else if (j->prog) {
-    for (k = 0; k < j->prog->nsteps; k++) {
-      const sluice_step *st = &j->prog->steps[k];
-      if (i >= st->key && i < st->key + st->nkeys)
-        break;
-    }
-    if (k == j->prog->nsteps)
-      return 0;
-    sluice__program_step_op(j->prog, k, &op);
-    r = i - j->prog->steps[k].key;
-  } else {
-    return 0;
-  }
-  switch (op.algo) {
+  switch (st->algo) {
   case SLUICE_ALGO_GCRA:
-    return sluice__gcra_undo((const sluice_gcra_params *)op.params + r, pre,
-                             post, cur, now, out);
+    return sluice__gcra_undo((const sluice_gcra_params *)st->params +
+                                 (i - st->key),
+                             pre, post, cur, now, out);
   case SLUICE_ALGO_SWINDOW:
-    return sluice__swindow_undo(op.params, pre, post, cur, now, out);
+    return sluice__swindow_undo(st->params, pre, post, cur, now, out);
   case SLUICE_ALGO_FWINDOW:
-    return sluice__fwindow_undo(op.params, pre, post, cur, now, out);
+    return sluice__fwindow_undo(st->params, pre, post, cur, now, out);
   case SLUICE_ALGO_LEASE:
-    return sluice__lease_undo(op.params, pre, post, cur, now, out);
+    return sluice__lease_undo(st->params, pre, post, cur, now, out);
   default:
     return 0; /* a strike or a distinct estimate stays: it only punishes */
   }
@@ -448,11 +413,7 @@ int sluice__job_undo(const sluice__job *j, int i, const sluice_state *pre,
 
 int sluice__job_read_only(const sluice__job *j) {
   int i;
-  if (!j)
-    return 0;
-  if (j->op)
-    return j->op->kind == SLUICE_OP_PEEK || j->op->kind == SLUICE_OP_CHECK;
-  if (!j->prog)
+  if (!j || !j->prog)
     return 0;
   for (i = 0; i < j->prog->nsteps; i++)
     if (j->prog->steps[i].kind != SLUICE_OP_PEEK &&
@@ -478,27 +439,16 @@ int sluice__job_watched(const sluice__job *j, int i) {
 }
 
 int sluice__job_record_class(const sluice__job *j) {
-  if (!j)
-    return SLUICE_CLASS_SERVICE;
-  return (int)(j->op ? j->op->record_class : j->prog->record_class);
+  return j ? (int)j->prog->record_class : SLUICE_CLASS_SERVICE;
 }
 
 int sluice__job_evictable(const sluice__job *j, int i) {
-  int algo = 0, k;
+  const sluice_step *st;
   if (sluice__job_record_class(j) != SLUICE_CLASS_UNTRUSTED || i < 0 ||
-      i >= j->nkeys)
+      i >= j->nkeys || !(st = step_over(j->prog, i)))
     return 0;
-  if (j->op) {
-    algo = j->op->algo;
-  } else {
-    for (k = 0; k < j->prog->nsteps && !algo; k++) {
-      const sluice_step *s = &j->prog->steps[k];
-      if (i >= s->key && i < s->key + s->nkeys)
-        algo = s->algo;
-    }
-  }
   /* Counters only: a box, an offense count, a bucket or a lease is what
   ** keeps a limit, and losing one would release it. */
-  return algo == SLUICE_ALGO_SWINDOW || algo == SLUICE_ALGO_FWINDOW ||
-         algo == SLUICE_ALGO_DISTINCT;
+  return st->algo == SLUICE_ALGO_SWINDOW || st->algo == SLUICE_ALGO_FWINDOW ||
+         st->algo == SLUICE_ALGO_DISTINCT;
 }

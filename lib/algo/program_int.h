@@ -8,15 +8,9 @@
 #include "op.h"
 #include "sluice/program.h"
 
-/* Shape and parameters of an op without its keys; the keys alone. */
-int sluice__op_validate_shape(const sluice_op *op);
+/* The keys alone of an op (its shape and parameters alone:
+** sluice__op_validate_params(), op.h). */
 int sluice__keys_check(const sluice_op *op);
-/* The whole check of an op over one GCRA bucket (a hot key's), from its
-** fields: sluice__op_validate() of that op, without making it. */
-int sluice__gcra1_check(const sluice_gcra_params *p, int kind, int64_t arg,
-                        uint64_t id, const sluice_key *k);
-
-
 /* sluice_program_run() for a validated program. */
 int sluice__program_run_valid(const sluice_program *p, const sluice_state *in,
                               sluice_state *out, int64_t now,

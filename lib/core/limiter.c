@@ -29,6 +29,9 @@
 
 struct sluice_limiter {
   sluice_store *store;
+  /* The store's single program (store.h), or NULL: xRun. */
+  int (*run1)(sluice_store *s, const sluice_program *p, int64_t now,
+              sluice_program_result *res);
   sluice_clock *clock;
   int own_clock;
   _Atomic int64_t high_water;
@@ -138,6 +141,7 @@ int sluice_limiter_open(const sluice_limiter_options *opts,
     a->xFree(a->ud, l, sizeof *l + plen + 1);
     return rc;
   }
+  l->run1 = l->store->pCore->run1;
   *out = l;
   return SLUICE_OK;
 }
@@ -161,17 +165,25 @@ int64_t sluice_limiter_now(sluice_limiter *l) {
 
 int sluice_limiter_decide(sluice_limiter *l, int n, const sluice_program *ps,
                           int64_t now, sluice_program_result *res, int *rcs) {
-  if (!l || (now < 0 && now != SLUICE_NOW) || (!rcs && n != 1))
+  int rc, one, plain;
+  if (!l || (now < 0 && now != SLUICE_NOW))
     return SLUICE_EINVAL;
   now = clamp_time(l, now == SLUICE_NOW ? sluice_clock_now(l->clock) : now);
-  if (n == 1) { /* straight to the backend: the limiter's store is open */
-    int one, rc;
-    if (!ps || !res)
-      return SLUICE_EINVAL;
-    rc = sluice__store_run1(l->store, ps, now, res, rcs ? rcs : &one);
-    return rc != SLUICE_OK || rcs ? rc : one;
+  if (n != 1)
+    return rcs ? sluice_store_run(l->store, n, ps, now, res, rcs)
+               : SLUICE_EINVAL;
+  if (!ps || !res)
+    return SLUICE_EINVAL;
+  plain = sluice__program_plain(ps);
+  /* The common call: a plain program straight to the store's own. */
+  if (plain && l->run1 && !rcs)
+    return l->run1(l->store, ps, now, res);
+  if (plain && l->run1) {
+    *rcs = l->run1(l->store, ps, now, res);
+    return SLUICE_OK;
   }
-  return sluice_store_run(l->store, n, ps, now, res, rcs);
+  rc = sluice__store_run1(l->store, ps, plain, now, res, rcs ? rcs : &one);
+  return rc != SLUICE_OK || rcs ? rc : one;
 }
 
 /* A program its caller built valid by construction: the policy's decision

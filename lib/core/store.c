@@ -290,7 +290,7 @@ int sluice_store_run(sluice_store *s, int n, const sluice_program *ps,
     return SLUICE_EINVAL;
   if (n > 1)
     return run_many(s, n, ps, now, res, rcs);
-  return sluice__store_run1(s, ps, now, res, rcs);
+  return sluice__store_run1(s, ps, sluice__program_plain(ps), now, res, rcs);
 }
 
 int sluice_store_get(sluice_store *s, const sluice_key *k, int64_t now,

@@ -14,6 +14,7 @@
 #ifndef SLUICE_LIB_STORE_H
 #define SLUICE_LIB_STORE_H
 
+#include "op.h"
 #include "sluice/backend.h"
 
 extern const sluice_allocator sluice__libc_allocator;
@@ -26,17 +27,24 @@ struct sluice_store_core {
   int errlock;
   int backend_err;
   char errstr[SLUICE_STORE_ERRLEN];
+  /* A built-in backend's single program (set by its xOpen, else NULL):
+  ** xRun of one validated program, its code returned (never positive).
+  ** The limiter's common call, without xRun's count and code array. */
+  int (*run1)(sluice_store *s, const sluice_program *p, int64_t now,
+              sluice_program_result *res);
 };
 
-/* One program, validated and sent straight to the backend: the common
-** call of sluice_store_run() and of the limiter (inline in both, so that
-** a decision crosses no wrapper on its way).  *rc1 gets the program's own
+/* One program sent straight to the backend, `valid` when the caller found
+** it so (sluice__program_plain()), else validated here: the common call of
+** sluice_store_run() and of the limiter (inline in both, so that a
+** decision crosses no wrapper on its way).  *rc1 gets the program's own
 ** code; the return is the call's, as sluice_store_run() gives them. */
 static inline int sluice__store_run1(sluice_store *s, const sluice_program *p,
-                                     int64_t now, sluice_program_result *res,
-                                     int *rc1) {
+                                     int valid, int64_t now,
+                                     sluice_program_result *res, int *rc1) {
   int rc;
-  if ((*rc1 = sluice_program_validate(p)) != SLUICE_OK)
+  *rc1 = valid ? SLUICE_OK : sluice__program_validate_full(p);
+  if (*rc1 != SLUICE_OK)
     return SLUICE_OK;
   rc = s->pMethods->xRun(s, 1, p, now, res, rc1);
   /* A backend must not hand out positive codes: they would read as OK to

@@ -9,6 +9,7 @@
 #include "sluice/backend.h"
 #include "unit.h"
 #include "job.h"
+#include "../common/one_step.h"
 
 #define S 1000000000LL
 
@@ -302,6 +303,9 @@ Test(adjust, undo_puts_a_refund_back) {
   sluice_op op = {SLUICE_ALGO_GCRA, SLUICE_OP_ADJUST, 1, &k, &G, -4, 0};
   sluice_op fo = {SLUICE_ALGO_FWINDOW, SLUICE_OP_ADJUST, 1, &k, &WP, -4, 0};
   sluice__job j;
+  sluice_step st;
+  sluice_program p;
+  sluice_program_result r;
   sluice_state pre = zst(), post, cur, fixed;
   sluice_verdict v;
   int64_t t = 1000 * S;
@@ -310,7 +314,8 @@ Test(adjust, undo_puts_a_refund_back) {
   g(&G, &post, t, SLUICE_OP_ADJUST, -4);
   cur = post;
   g(&G, &cur, t, SLUICE_OP_CONSUME, 2); /* another process, after it */
-  cr_assert_eq(sluice__job_op(&j, &op, &v), SLUICE_OK);
+  one_step(&op, &st, &p);
+  cr_assert_eq(sluice__job_program(&j, &p, &r), SLUICE_OK);
   cr_assert_eq(sluice__job_undo(&j, 0, &pre, &post, &cur, t, &fixed), 1);
   cr_assert_eq(sluice__gcra_step(&G, &fixed, t, SLUICE_OP_PEEK, 0, &cur, &v),
                SLUICE_OK);
@@ -323,7 +328,8 @@ Test(adjust, undo_puts_a_refund_back) {
   w(SLUICE_ALGO_FWINDOW, &WP, &post, t, SLUICE_OP_ADJUST, -4, t);
   cur = post;
   w(SLUICE_ALGO_FWINDOW, &WP, &cur, t, SLUICE_OP_CONSUME, 1, 0);
-  cr_assert_eq(sluice__job_op(&j, &fo, &v), SLUICE_OK);
+  one_step(&fo, &st, &p);
+  cr_assert_eq(sluice__job_program(&j, &p, &r), SLUICE_OK);
   cr_assert_eq(sluice__job_undo(&j, 0, &pre, &post, &cur, t, &fixed), 1);
   cr_assert_eq(fixed.w[1], 9);
 }

@@ -1,12 +1,13 @@
 /*
-** The public fast path of backend.h: jobs (one op or one program decided
-** over records a backend loaded), sluice__op_step_validated(),
+** The public fast path of backend.h: jobs (one program decided over
+** records a backend loaded), sluice__op_step_validated(),
 ** sluice__op_validate_params() and sluice__op_validate_keys().
 ** Every call checks its own pointers; a job decides exactly what the plain
 ** calls (sluice__op_step, sluice_program_run) decide.
 */
 #include "unit.h"
 #include "job.h"
+#include "../common/one_step.h"
 
 static const sluice_gcra_params G = {.rate = 1, .period_ns = SEC, .burst = 2};
 static const sluice_key K[2] = {{"{t}b", 4}, {"{t}p", 4}};
@@ -34,22 +35,24 @@ static sluice_op bucket_op(void) { return op_take(K, &G, 1); }
 Test(job, null_pointers_are_refused) {
   sluice__job j;
   sluice_op op = bucket_op();
-  sluice_verdict v;
+  sluice_step st1;
+  sluice_program p1;
   sluice_program_result r;
   sluice_state s = zst(), o;
-  cr_assert_eq(sluice__job_op(NULL, &op, &v), SLUICE_EINVAL);
-  cr_assert_eq(sluice__job_op(&j, NULL, &v), SLUICE_EINVAL);
-  cr_assert_eq(sluice__job_op(&j, &op, NULL), SLUICE_EINVAL);
+  one_step(&op, &st1, &p1);
   cr_assert_eq(sluice__job_program(&j, NULL, &r), SLUICE_EINVAL);
+  cr_assert_eq(sluice__job_program(&j, &p1, NULL), SLUICE_EINVAL);
   cr_assert_eq(sluice__job_program(NULL, NULL, NULL), SLUICE_EINVAL);
   cr_assert_eq(sluice__job_run(NULL, &s, &o, 0), SLUICE_EINVAL);
-  memset(&j, 0, sizeof j); /* neither an op nor a program */
+  memset(&j, 0, sizeof j); /* no program */
   cr_assert_eq(sluice__job_run(&j, &s, &o, 0), SLUICE_EINVAL);
+  cr_assert_eq(sluice__job_undo(&j, 0, &s, &s, &s, 0, &o), 0);
+  cr_assert_eq(sluice__job_read_only(&j), 0);
   cr_assert_eq(sluice__job_expiry(NULL, 0, &s), 0);
   cr_assert_eq(sluice__job_read_only(NULL), 0);
   cr_assert_eq(sluice__job_watched(NULL, 0), 0);
   cr_assert_eq(sluice__job_undo(NULL, 0, &s, &s, &s, 0, &o), 0);
-  cr_assert_eq(sluice__job_op(&j, &op, &v), SLUICE_OK);
+  cr_assert_eq(sluice__job_program(&j, &p1, &r), SLUICE_OK);
   cr_assert_eq(sluice__job_run(&j, &s, NULL, 0), SLUICE_EINVAL);
   cr_assert_eq(sluice__job_run(&j, &s, &o, -1), SLUICE_EINVAL);
   cr_assert_eq(sluice__job_undo(&j, 1, &s, &s, &s, 0, &o), 0, "i out of range");
@@ -57,21 +60,15 @@ Test(job, null_pointers_are_refused) {
   cr_assert_eq(sluice__op_step_validated(&op, &s, &o, 0, NULL), SLUICE_EINVAL);
 }
 
-Test(job, constructors_fill_every_field) {
+Test(job, constructor_fills_every_field) {
   sluice__job j;
-  sluice_op op = bucket_op();
-  sluice_verdict v;
   sluice_step st[2];
   sluice_program p = prog(st);
   sluice_program_result r;
   memset(&j, 0xa5, sizeof j);
-  cr_assert_eq(sluice__job_op(&j, &op, &v), SLUICE_OK);
-  cr_assert(j.op == &op && j.v == &v);
-  cr_assert(j.prog == NULL && j.res == NULL && j.nkeys == 1 && j.keys == K);
-  memset(&j, 0xa5, sizeof j);
   cr_assert_eq(sluice__job_program(&j, &p, &r), SLUICE_OK);
   cr_assert(j.prog == &p && j.res == &r);
-  cr_assert(j.op == NULL && j.v == NULL && j.nkeys == 2 && j.keys == K);
+  cr_assert(j.v == NULL && j.nkeys == 2 && j.keys == K);
 }
 
 /* A job decides what the plain calls decide, record for record. */
@@ -86,7 +83,9 @@ Test(job, agrees_with_the_plain_calls) {
   for (i = 0; i < 12; i++) {
     int64_t now = SEC + i * (SEC / 3);
     sluice_program_result ra, rb;
-    sluice_verdict va, vb;
+    sluice_verdict va;
+    sluice_step st1;
+    sluice_program p1;
     sluice__job j;
     cr_assert_eq(sluice_program_run(&p, a, a, now, &ra), SLUICE_OK);
     cr_assert_eq(sluice__job_program(&j, &p, &rb), SLUICE_OK);
@@ -97,10 +96,12 @@ Test(job, agrees_with_the_plain_calls) {
     for (k = 0; k < 2; k++)
       cr_assert_eq(sluice__job_expiry(&j, k, &b[k]),
                    sluice_program_expiry(&p, k, &a[k]));
+    /* A one-step program's job decides what its op decides. */
     cr_assert_eq(sluice__op_step(&op, &o1, &o1, now, &va), SLUICE_OK);
-    cr_assert_eq(sluice__job_op(&j, &op, &vb), SLUICE_OK);
+    one_step(&op, &st1, &p1);
+    cr_assert_eq(sluice__job_program(&j, &p1, &rb), SLUICE_OK);
     cr_assert_eq(sluice__job_run(&j, &o2, &o2, now), SLUICE_OK);
-    cr_assert_eq(memcmp(&va, &vb, sizeof va), 0);
+    cr_assert_eq(memcmp(&va, &rb.v[0], sizeof va), 0);
     cr_assert_eq(memcmp(&o1, &o2, sizeof o1), 0);
     cr_assert_eq(sluice__job_expiry(&j, 0, &o2), sluice__op_expiry(&op, 0, &o1));
   }
@@ -113,12 +114,13 @@ Test(job, read_only_and_watched) {
   sluice_state rec[2];
   sluice__job j;
   sluice_op op = bucket_op();
-  sluice_verdict v;
-  cr_assert_eq(sluice__job_op(&j, &op, &v), SLUICE_OK);
+  sluice_step st1;
+  sluice_program p1;
+  one_step(&op, &st1, &p1);
+  cr_assert_eq(sluice__job_program(&j, &p1, &r), SLUICE_OK);
   cr_assert_eq(sluice__job_read_only(&j), 0);
-  op.kind = SLUICE_OP_PEEK;
-  cr_assert_eq(sluice__job_read_only(&j), 1, "the job borrows the op");
-  cr_assert_eq(sluice__job_watched(&j, 0), 0, "never for a plain op");
+  st1.kind = SLUICE_OP_PEEK;
+  cr_assert_eq(sluice__job_read_only(&j), 1, "the job borrows the program");
   st[0].kind = SLUICE_OP_PEEK;
   memset(rec, 0, sizeof rec);
   cr_assert_eq(sluice__job_program(&j, &p, &r), SLUICE_OK);
