@@ -38,21 +38,18 @@
 #define S SLUICE__NS_PER_S
 #define MS SLUICE__NS_PER_MS
 
-int sluice__conf_defaults(sluice__conf *c) {
+static void conf_defaults(sluice__conf *c) {
   /* A request's tier, when it names one, is one of these unless the file
   ** lists its own. */
   static const char *const tiers[] = {"sandbox", "growth", "enterprise"};
   const sluice_policy_setting *st;
   int i;
-  if (!c)
-    return SLUICE_EINVAL;
   memset(c, 0, sizeof *c);
   c->ntiers = 3;
   for (i = 0; i < c->ntiers; i++)
     snprintf(c->tiers[i].name, sizeof c->tiers[i].name, "%s", tiers[i]);
   for (i = 0; (st = sluice_policy_setting_at(i)) != NULL; i++)
     *sluice__setting_field(c, i) = st->dflt * st->unit_ns;
-  return SLUICE_OK;
 }
 
 /* ------------------------------------------------------------- reading --- */
@@ -288,36 +285,22 @@ static int load_host(const sluice__rd *x, const config_setting_t *root,
 }
 
 /* The whole file, NUL-terminated, for the integer check of conf_ints.c.
-** A policy is a few kB; more than 1 MiB is not one. */
-static int read_all(FILE *f, char **out, size_t *len) {
+** A policy is a few kB; more than 1 MiB is not one (read no further). */
+static int read_all(FILE *f, char **out) {
   enum { MAX = 1 << 20 };
-  size_t cap = 1 << 14, n = 0;
-  char *p = malloc(cap + 1), *q;
+  char *p = malloc(MAX + 2);
+  size_t n;
   if (!p)
     return SLUICE_ENOMEM;
-  for (;;) {
-    n += fread(p + n, 1, cap - n, f);
-    if (ferror(f)) {
-      free(p);
-      return SLUICE_EIO;
-    }
-    if (n < cap || cap > MAX)
-      break;
-    q = realloc(p, cap * 2 + 1);
-    if (!q) {
-      free(p);
-      return SLUICE_ENOMEM;
-    }
-    p = q;
-    cap *= 2;
-  }
-  if (n > MAX) {
+  n = fread(p, 1, MAX + 1, f);
+  if (ferror(f) || n > MAX) {
     free(p);
-    return SLUICE_ERANGE;
+    return n > MAX ? SLUICE_ERANGE : SLUICE_EIO;
   }
   p[n] = '\0';
-  *out = p;
-  *len = n;
+  *out = realloc(p, n + 1); /* what it holds, not the most it could */
+  if (!*out)
+    *out = p;
   return SLUICE_OK;
 }
 
@@ -349,7 +332,6 @@ int sluice__conf_parse(const char *file, const char *text, config_t *cf,
 /* A file's text, NUL-terminated and malloc'ed, into *text. */
 int sluice__conf_read_file(const char *path, char **text, char *err,
                            size_t errlen) {
-  size_t len;
   int rc;
   FILE *f = fopen(path, "r");
   if (!f) {
@@ -357,7 +339,7 @@ int sluice__conf_read_file(const char *path, char **text, char *err,
       snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     return SLUICE_EIO;
   }
-  rc = read_all(f, text, &len);
+  rc = read_all(f, text);
   fclose(f);
   if (rc != SLUICE_OK) {
     if (err && errlen)
@@ -387,7 +369,7 @@ int sluice__conf_resolve(const config_t *cf, const char *path,
 
   if (err && errlen)
     err[0] = '\0';
-  sluice__conf_defaults(&c);
+  conf_defaults(&c);
   if ((rc = sluice__rd_known(&x, root, "", top)) ||
       (rc = get_bool(&x, root, "shadow", &c.shadow)) ||
       (rc = get_features(&x, root, &c.shadow_features)) ||

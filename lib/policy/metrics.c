@@ -74,6 +74,22 @@ static void by_route(out *o, const sluice_policy *p, const char *name,
   }
 }
 
+static const char *tier_name(const sluice_policy *p, int t) {
+  return t < p->cfg.ntiers ? p->cfg.tiers[t].name : "none";
+}
+
+/* A counter by tier: its HELP and TYPE lines, then a line per tier of
+** the configuration and one for none. */
+static void by_tier(out *o, const sluice_policy *p, const char *name,
+                    const char *help, const _Atomic uint64_t *c) {
+  int t;
+  put(o, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+  for (t = 0; t <= SLUICE_POLICY_TIERS_MAX; t++)
+    if (t < p->cfg.ntiers || t == SLUICE_POLICY_TIERS_MAX)
+      put(o, "%s{tier=\"%s\"} %llu\n", name, tier_name(p, t),
+          (unsigned long long)LOAD(c[t]));
+}
+
 int sluice_policy_metrics(const sluice_policy *cp, char *buf, size_t len,
                           size_t *needed) {
   sluice_policy *p = (sluice_policy *)cp;
@@ -83,34 +99,24 @@ int sluice_policy_metrics(const sluice_policy *cp, char *buf, size_t len,
     return SLUICE_EINVAL;
   if (buf && len)
     buf[0] = '\0';
-#define TIERNAME(t) ((t) < p->cfg.ntiers ? p->cfg.tiers[t].name : "none")
-#define FOR_ROWS(t)                                                            \
-  for (t = 0; t <= SLUICE_POLICY_TIERS_MAX; t++)                               \
-    if (t < p->cfg.ntiers || t == SLUICE_POLICY_TIERS_MAX)
   put(&o, "# HELP sluice_policy_decisions_total Decisions by tier and "
           "outcome (in shadow mode: the outcome that was not enforced).\n"
           "# TYPE sluice_policy_decisions_total counter\n");
-  FOR_ROWS(t) {
-    for (i = 0; i < SLUICE_OUTCOME__COUNT; i++)
+  for (t = 0; t <= SLUICE_POLICY_TIERS_MAX; t++)
+    for (i = 0; i < SLUICE_OUTCOME__COUNT &&
+                (t < p->cfg.ntiers || t == SLUICE_POLICY_TIERS_MAX);
+         i++)
       put(&o,
           "sluice_policy_decisions_total{tier=\"%s\",outcome=\"%s\"} %llu\n",
-          TIERNAME(t), sluice_name(SLUICE_NAME_OUTCOME, i),
+          tier_name(p, t), sluice_name(SLUICE_NAME_OUTCOME, i),
           (unsigned long long)LOAD(p->ctr->decisions[t][i]));
-  }
-  put(&o, "# HELP sluice_policy_degraded_decisions_total Decisions made by "
-          "the local degraded limiter.\n"
-          "# TYPE sluice_policy_degraded_decisions_total counter\n");
-  FOR_ROWS(t) {
-    put(&o, "sluice_policy_degraded_decisions_total{tier=\"%s\"} %llu\n",
-        TIERNAME(t), (unsigned long long)LOAD(p->ctr->degraded_decisions[t]));
-  }
-  put(&o, "# HELP sluice_policy_shadow_passed_total Requests shadow mode let "
-          "through that enforcement would have refused.\n"
-          "# TYPE sluice_policy_shadow_passed_total counter\n");
-  FOR_ROWS(t) {
-    put(&o, "sluice_policy_shadow_passed_total{tier=\"%s\"} %llu\n",
-        TIERNAME(t), (unsigned long long)LOAD(p->ctr->shadow_passed[t]));
-  }
+  by_tier(&o, p, "sluice_policy_degraded_decisions_total",
+          "Decisions made by the local degraded limiter.",
+          p->ctr->degraded_decisions);
+  by_tier(&o, p, "sluice_policy_shadow_passed_total",
+          "Requests shadow mode let through that enforcement would have "
+          "refused.",
+          p->ctr->shadow_passed);
   by_route(&o, p, "sluice_policy_fail_closed_total",
            "503s because the store failed, by declared route.",
            p->ctr->fail_closed);
@@ -157,13 +163,7 @@ int sluice_policy_metrics(const sluice_policy *cp, char *buf, size_t len,
             "sluice_policy_deny_cache_total{result=\"full\"} %llu\n",
         (unsigned long long)h, (unsigned long long)st, (unsigned long long)f);
   }
-#undef FOR_ROWS
-#undef TIERNAME
   if (needed)
     *needed = o.used;
-  if (buf && o.used >= len)
-    return SLUICE_ERANGE;
-  if (!buf)
-    return SLUICE_OK;
-  return SLUICE_OK;
+  return buf && o.used >= len ? SLUICE_ERANGE : SLUICE_OK;
 }

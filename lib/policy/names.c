@@ -20,19 +20,15 @@ static const char *event_name(int t) {
   return (t > 0 && t < SLUICE_EVENT__COUNT) ? n[t] : "unknown";
 }
 
+/* A feature's name by its bit (SLUICE_SHADOW_BUCKETS is bit 0). */
 static const char *shadow_name(int feature) {
-  switch (feature) {
-  case SLUICE_SHADOW_BUCKETS:
-    return "buckets";
-  case SLUICE_SHADOW_PENALTY:
-    return "penalty";
-  case SLUICE_SHADOW_LEASES:
-    return "leases";
-  case SLUICE_SHADOW_FAIL_CLOSED:
-    return "fail_closed";
-  default:
-    return "unknown";
-  }
+  static const char *const n[] = {"buckets", "penalty", "leases",
+                                  "fail_closed"};
+  int i;
+  for (i = 0; i < 4; i++)
+    if (feature == 1 << i)
+      return n[i];
+  return "unknown";
 }
 
 const char *sluice_name(int kind, int value) {

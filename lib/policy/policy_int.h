@@ -193,8 +193,6 @@ int sluice__deny_shared(const sluice_policy *p);
 void sluice__deny_stats(const sluice_policy *p, uint64_t *hits,
                         uint64_t *stored, uint64_t *full);
 
-/* The defaults of the general settings (config.c). */
-int sluice__conf_defaults(sluice__conf *c);
 /* The default policy: etc/ledger.conf's text, embedded at build time
 ** (ledger_conf.c, made by embed_conf.py), and the name its messages
 ** give. */
