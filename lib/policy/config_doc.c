@@ -111,18 +111,6 @@ static config_setting_t *step(config_setting_t *cur, const char *part,
   return NULL;
 }
 
-/* A name libconfig takes: a letter or '*', then letters, digits, - _ *. */
-static int name_ok(const char *n) {
-  const char *p;
-  if (!((*n >= 'a' && *n <= 'z') || (*n >= 'A' && *n <= 'Z') || *n == '*'))
-    return 0;
-  for (p = n + 1; *p; p++)
-    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-          (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '*'))
-      return 0;
-  return 1;
-}
-
 /* Path components, at most 16 of at most 127 bytes each. */
 static int split(const char *path, char parts[][128], int max) {
   int n = 0;
@@ -156,7 +144,7 @@ static int apply(config_t *doc, const char *path, const char *value,
     return SLUICE_ECONFIG;
   }
   for (i = 0; i < n; i++)
-    if (parts[i][0] != '[' && !name_ok(parts[i])) {
+    if (parts[i][0] != '[' && !sluice__conf_name(parts[i])) {
       errf(err, errlen, path, "not a valid setting name");
       return SLUICE_ECONFIG;
     }

@@ -312,6 +312,9 @@ int sluice__policy_tier(const sluice_policy *p, const char *name);
 ** SLUICE_ECONFIG, *line and what say which literal cannot be read. */
 int sluice__conf_widen(const char *in, size_t n, char **out, int *line,
                        char *what, size_t whatlen);
+/* 1 when n is a name libconfig takes: a letter or '*', then letters,
+** digits, '-', '_' or '*' (conf_ints.c, its lexer's). */
+int sluice__conf_name(const char *n);
 
 /* Staged rollout (shadow.c): the SLUICE_SHADOW_* features the
 ** configuration leaves in shadow for every request; `forced`: all. */
