@@ -473,20 +473,16 @@ static int64_t limit_cap(const sluice__limit *lm, int any) {
 static int cost_fits(sluice__rd *x, const config_setting_t *s, const char *path,
                      const sluice__limit *lm, int64_t v, int any) {
   int64_t cap = limit_cap(lm, any);
-  char what[200];
   if (v >= 1 && v <= cap)
     return SLUICE_OK;
   if (cap == 1)
-    snprintf(what, sizeof what,
-             "limit \"%s\" (%s) counts one per request: its cost must be 1 "
-             "(got %lld)",
-             lm->name, algos[lm->algo], (long long)v);
-  else
-    snprintf(what, sizeof what,
-             "must be 1..%lld, the %s burst of limit \"%s\" (got %lld)",
-             (long long)cap, any ? "largest" : "smallest", lm->name,
-             (long long)v);
-  return sluice__rd_err(x, s, path, "%s", what);
+    return sluice__rd_err(x, s, path,
+                          "limit \"%s\" (%s) counts one per request: its "
+                          "cost must be 1 (got %lld)",
+                          lm->name, algos[lm->algo], (long long)v);
+  return sluice__rd_err(
+      x, s, path, "must be 1..%lld, the %s burst of limit \"%s\" (got %lld)",
+      (long long)cap, any ? "largest" : "smallest", lm->name, (long long)v);
 }
 
 static int int_of(const config_setting_t *s, int64_t *out) {
@@ -520,29 +516,24 @@ static int load_cost(sluice__rd *x, const config_setting_t *s, const char *path,
         x, s, path,
         "must be an integer, a method table { GET = 1; other = 5; }, { by = "
         "ATTR; ranges = (...); } or { attr = ATTR; max = N; }");
-  if ((v = str_member(s, "attr", &m)) != NULL || m) {
-    static const char *const names[] = {"attr", "max", NULL};
-    if ((rc = sluice__rd_known(x, s, path, names)))
+  if ((v = str_member(s, "attr", &m)) != NULL || m ||
+      (v = str_member(s, "by", &m)) != NULL || m) {
+    static const char *const names[2][3] = {{"attr", "max", NULL},
+                                            {"by", "ranges", NULL}};
+    const config_setting_t *rs = config_setting_get_member(s, "ranges");
+    int by = !strcmp(config_setting_name(m), "by");
+    if ((rc = sluice__rd_known(x, s, path, names[by])))
       return rc;
-    c->kind = SLUICE__C_ATTR;
+    c->kind = by ? SLUICE__C_RANGE : SLUICE__C_ATTR;
     if (!v || (c->attr = attr_index(x->dl, v)) < 0)
       return sluice__rd_err(x, m, path, "unknown attribute \"%s\"",
                             v ? v : "?");
-    if (!int_of(m = config_setting_get_member(s, "max"), &c->max))
+    if (!by && !int_of(m = config_setting_get_member(s, "max"), &c->max))
       return sluice__rd_err(
           x, m ? m : s, path,
           "max (the largest cost the caller may give) is missing");
-    return cost_fits(x, m, path, lm, c->max, 1);
-  }
-  if ((v = str_member(s, "by", &m)) != NULL || m) {
-    static const char *const names[] = {"by", "ranges", NULL};
-    const config_setting_t *rs = config_setting_get_member(s, "ranges");
-    if ((rc = sluice__rd_known(x, s, path, names)))
-      return rc;
-    c->kind = SLUICE__C_RANGE;
-    if (!v || (c->attr = attr_index(x->dl, v)) < 0)
-      return sluice__rd_err(x, m, path, "unknown attribute \"%s\"",
-                            v ? v : "?");
+    if (!by)
+      return cost_fits(x, m, path, lm, c->max, 1);
     if (!rs || !config_setting_is_list(rs) ||
         (n = config_setting_length(rs)) < 1 || n > SLUICE__COSTS_MAX)
       return sluice__rd_err(x, rs ? rs : s, path,
@@ -693,16 +684,14 @@ static int add_limit(sluice__rd *x, sluice__droute *dr,
         x, e, ep,
         "limit \"%s\" is not a gcra bucket: only buckets go in a group", v);
   first = &x->dl->limits[group < 0 ? dr->limit[dr->n - 1] : li];
-  if (group < 0 && lm->scope[0] != first->scope[0]) {
-    char what[320];
-    snprintf(what, sizeof what,
-             "limit \"%s\" is scoped by \"%s\" first and limit \"%s\" by "
-             "\"%s\": the buckets of a group are one step in one hash-tag "
-             "group (start both scopes with the same attribute)",
-             lm->name, sluice__attr_name(x->dl, lm->scope[0]), first->name,
-             sluice__attr_name(x->dl, first->scope[0]));
-    return sluice__rd_err(x, e, ep, "%s", what);
-  }
+  if (group < 0 && lm->scope[0] != first->scope[0])
+    return sluice__rd_err(
+        x, e, ep,
+        "limit \"%s\" is scoped by \"%s\" first and limit \"%s\" by "
+        "\"%s\": the buckets of a group are one step in one hash-tag "
+        "group (start both scopes with the same attribute)",
+        lm->name, sluice__attr_name(x->dl, lm->scope[0]), first->name,
+        sluice__attr_name(x->dl, first->scope[0]));
   if (leases_clash(x->dl, dr, lm))
     return sluice__rd_err(
         x, e, ep,
@@ -795,7 +784,7 @@ static int load_droute(sluice__rd *x, const config_setting_t *r, int idx,
     return rc;
   ls = config_setting_get_member(r, "limits");
   snprintf(p, sizeof p, "%s.limits", path);
-  if (!ls || (!config_setting_is_list(ls) && !config_setting_is_array(ls)))
+  if (!sluice__rd_list(ls))
     return sluice__rd_err(
         x, ls ? ls : r, p,
         "must be a list ( \"NAME\", { limit = \"NAME\"; cost = ...; } )");
@@ -811,32 +800,29 @@ static int load_droute(sluice__rd *x, const config_setting_t *r, int idx,
     char ep[200];
     snprintf(ep, sizeof ep, "%s.[%d]", p, i);
     v = config_setting_get_string(e);
-    if (!v && config_setting_is_group(e) &&
-        (gs = config_setting_get_member(e, "group")) != NULL) {
-      static const char *const en[] = {"group", "cost", NULL};
-      int k, gm = config_setting_length(gs);
-      if ((rc = sluice__rd_known(x, e, ep, en)))
-        return rc;
-      if ((!config_setting_is_array(gs) && !config_setting_is_list(gs)) ||
-          gm < 2 || gm > SLUICE_GROUP_MAX)
-        return sluice__rd_err(
-            x, gs, ep,
-            "group must list 2 or more gcra limits [ \"tenant\", \"key\" ]");
-      cs = config_setting_get_member(e, "cost");
-      for (k = 0; k < gm; k++) {
-        const char *gv =
-            config_setting_get_string(config_setting_get_elem(gs, (unsigned)k));
-        if ((rc = add_limit(x, dr, e, ep, gv, cs, used, k ? -1 : gm)))
-          return rc;
-      }
-      continue;
-    }
     if (!v && config_setting_is_group(e)) {
-      static const char *const en[] = {"limit", "cost", NULL};
-      if ((rc = sluice__rd_known(x, e, ep, en)))
+      static const char *const en[2][3] = {{"limit", "cost", NULL},
+                                           {"group", "cost", NULL}};
+      int k, gm;
+      gs = config_setting_get_member(e, "group");
+      if ((rc = sluice__rd_known(x, e, ep, en[gs != NULL])))
         return rc;
-      v = str_member(e, "limit", &ns);
       cs = config_setting_get_member(e, "cost");
+      v = str_member(e, "limit", &ns);
+      if (gs) {
+        if (!sluice__rd_list(gs) || (gm = config_setting_length(gs)) < 2 ||
+            gm > SLUICE_GROUP_MAX)
+          return sluice__rd_err(
+              x, gs, ep,
+              "group must list 2 or more gcra limits [ \"tenant\", \"key\" ]");
+        for (k = 0; k < gm; k++) {
+          const char *gv = config_setting_get_string(
+              config_setting_get_elem(gs, (unsigned)k));
+          if ((rc = add_limit(x, dr, e, ep, gv, cs, used, k ? -1 : gm)))
+            return rc;
+        }
+        continue;
+      }
     }
     if (!v)
       return sluice__rd_err(
