@@ -209,9 +209,9 @@ out:
   return rc;
 }
 
-/* The document of the text and the first nops calls, then `path` =
+/* The document of the text and its calls, then `path` =
 ** `value` when path is not NULL, read into *out (and *dl). */
-static int build(const sluice_policy_config *h, int nops, const char *path,
+static int build(const sluice_policy_config *h, const char *path,
                  const char *value, config_t *doc, sluice__conf *out,
                  sluice__decl *dl, char *err, size_t errlen, char *warn,
                  size_t warnlen) {
@@ -220,7 +220,7 @@ static int build(const sluice_policy_config *h, int nops, const char *path,
   config_init(doc);
   if (h->text)
     rc = sluice__conf_parse(file, h->text, doc, err, errlen);
-  for (i = 0; rc == SLUICE_OK && i < nops; i++)
+  for (i = 0; rc == SLUICE_OK && i < h->nops; i++)
     rc = apply(doc, h->ops[2 * i], h->ops[2 * i + 1], err, errlen);
   if (rc == SLUICE_OK && path)
     rc = apply(doc, path, value, err, errlen);
@@ -251,8 +251,7 @@ static int rebuild(sluice_policy_config *h, const char *path,
   int rc;
   if (!dl)
     return SLUICE_ENOMEM;
-  rc = build(h, h->nops, path, value, &doc, &res, dl, err, errlen, warn,
-             warnlen);
+  rc = build(h, path, value, &doc, &res, dl, err, errlen, warn, warnlen);
   sluice__decl_free(dl);
   if (rc != SLUICE_OK)
     return rc;
@@ -358,15 +357,16 @@ fail:
 
 int sluice__config_build(const sluice_policy_config *h, sluice__conf *out,
                          sluice__decl *dl, char *err, size_t errlen) {
-  config_t doc;
   sluice__decl *tmp = dl ? NULL : calloc(1, sizeof *tmp);
   int rc;
   if (!dl && !tmp)
     return SLUICE_ENOMEM;
-  rc = build(h, h->nops, NULL, NULL, &doc, out, dl ? dl : tmp, err, errlen,
-             NULL, 0);
-  if (rc == SLUICE_OK)
-    config_destroy(&doc);
+  /* The handle's document passed the loader when it was made: only its
+  ** declared limits are read again, into memory of the policy's own. */
+  *out = h->res;
+  rc =
+      sluice__decl_load(config_root_setting(&h->doc), h->file ? h->file : "set",
+                        dl ? dl : tmp, err, errlen, NULL, 0);
   if (rc == SLUICE_OK && (dl ? dl : tmp)->nroutes == 0) {
     /* Nothing a request could be decided on. */
     snprintf(err, errlen,
