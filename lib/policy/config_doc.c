@@ -36,6 +36,8 @@ static void errf(char *err, size_t errlen, const char *path,
 
 /* ------------------------------------------------------- the document --- */
 
+/* A copy of src into d (of src's type), or into a new member `name` of
+** parent: libconfig's CONFIG_TRUE, or CONFIG_FALSE when it cannot be. */
 static int fill(config_setting_t *d, const config_setting_t *src);
 
 static int copy_into(config_setting_t *parent, const char *name,
@@ -43,33 +45,30 @@ static int copy_into(config_setting_t *parent, const char *name,
   config_setting_t *d = config_setting_add(
       parent, config_setting_is_group(parent) ? name : NULL,
       config_setting_type(src));
-  return d ? fill(d, src) : -1;
+  return d && fill(d, src);
 }
 
 static int fill(config_setting_t *d, const config_setting_t *src) {
   int i, n;
   switch (config_setting_type(src)) {
   case CONFIG_TYPE_INT:
-    return config_setting_set_int(d, config_setting_get_int(src)) ? 0 : -1;
+    return config_setting_set_int(d, config_setting_get_int(src));
   case CONFIG_TYPE_INT64:
-    return config_setting_set_int64(d, config_setting_get_int64(src)) ? 0
-                                                                      : -1;
+    return config_setting_set_int64(d, config_setting_get_int64(src));
   case CONFIG_TYPE_FLOAT:
-    return config_setting_set_float(d, config_setting_get_float(src)) ? 0
-                                                                      : -1;
+    return config_setting_set_float(d, config_setting_get_float(src));
   case CONFIG_TYPE_BOOL:
-    return config_setting_set_bool(d, config_setting_get_bool(src)) ? 0 : -1;
+    return config_setting_set_bool(d, config_setting_get_bool(src));
   case CONFIG_TYPE_STRING:
-    return config_setting_set_string(d, config_setting_get_string(src)) ? 0
-                                                                        : -1;
+    return config_setting_set_string(d, config_setting_get_string(src));
   default:
     n = config_setting_length(src);
     for (i = 0; i < n; i++) {
       const config_setting_t *e = config_setting_get_elem(src, (unsigned)i);
-      if (copy_into(d, config_setting_name(e), e) != 0)
-        return -1;
+      if (!copy_into(d, config_setting_name(e), e))
+        return CONFIG_FALSE;
     }
-    return 0;
+    return CONFIG_TRUE;
   }
 }
 
@@ -136,7 +135,7 @@ static int apply(config_t *doc, const char *path, const char *value,
   config_setting_t *cur = config_root_setting(doc), *src, *dst;
   char *text;
   size_t vlen = strlen(value);
-  int i, n, rc = SLUICE_ECONFIG;
+  int i, n, ok, rc = SLUICE_ECONFIG;
 
   if ((n = split(path, parts, 16)) < 0) {
     errf(err, errlen, path, "a path is NAME.NAME or NAME.[i], each part "
@@ -179,28 +178,24 @@ static int apply(config_t *doc, const char *path, const char *value,
     /* In place: the order of tiers and routes is the configuration's. */
     while (config_setting_length(dst) > 0)
       config_setting_remove_elem(dst, 0);
-    rc = fill(dst, src) == 0 ? SLUICE_OK : SLUICE_ECONFIG;
+    ok = fill(dst, src);
     /* The value is the set's now: its errors say "set:", not the line
     ** the file gave the old one. */
     dst->line = 0;
   } else if (dst && config_setting_is_group(cur)) {
     config_setting_remove(cur, parts[n - 1]);
-    rc = copy_into(cur, parts[n - 1], src) == 0 ? SLUICE_OK : SLUICE_ECONFIG;
+    ok = copy_into(cur, parts[n - 1], src);
   } else if (dst) {
     /* An element: libconfig adds at the end only, so a scalar element is
     ** set in place (the same type: an array holds one). */
-    rc = config_setting_type(dst) == config_setting_type(src) &&
-                 fill(dst, src) == 0
-             ? SLUICE_OK
-             : SLUICE_ECONFIG;
+    ok = config_setting_type(dst) == config_setting_type(src) && fill(dst, src);
   } else if (parts[n - 1][0] == '[') {
-    dst = step(cur, parts[n - 1], 1, &why);
-    rc = dst && config_setting_is_group(src) && fill(dst, src) == 0
-             ? SLUICE_OK
-             : SLUICE_ECONFIG;
+    ok = (dst = step(cur, parts[n - 1], 1, &why)) &&
+         config_setting_is_group(src) && fill(dst, src);
   } else {
-    rc = copy_into(cur, parts[n - 1], src) == 0 ? SLUICE_OK : SLUICE_ECONFIG;
+    ok = copy_into(cur, parts[n - 1], src);
   }
+  rc = ok ? SLUICE_OK : SLUICE_ECONFIG;
   if (rc != SLUICE_OK)
     errf(err, errlen, path, "cannot be set to that value here");
 out:

@@ -97,70 +97,48 @@ static int limit_index(const sluice__decl *dl, const char *n) {
   return -1;
 }
 
-/* Array (or list) `name` of root, each element a string: f(x, e, v, i)
-** for each (v NULL when e is no string); `form` when it is neither. */
-static int each_name(sluice__rd *x, const config_setting_t *root,
-                     const char *name, const char *form,
-                     int (*f)(sluice__rd *, const config_setting_t *,
-                              const char *, int)) {
-  const config_setting_t *u = config_setting_get_member(root, name);
-  int i, rc;
-  if (!u)
-    return SLUICE_OK;
-  if (!sluice__rd_list(u))
-    return sluice__rd_err(x, u, name, "%s", form);
-  for (i = 0; i < config_setting_length(u); i++) {
-    const config_setting_t *e = config_setting_get_elem(u, (unsigned)i);
-    if ((rc = f(x, e, config_setting_get_string(e), i)))
-      return rc;
-  }
-  return SLUICE_OK;
-}
-
-/* `untrusted = [ ATTR, ... ]`: caller attributes whose values are
-** unauthenticated input (a login name from a form), so that a scope
-** starting with one keys strangers' records (declared.c). */
-static int untrusted(sluice__rd *x, const config_setting_t *e, const char *v,
-                     int i) {
-  int ai = attr_index(x->dl, v);
-  (void)i;
-  if (ai < SLUICE__A__BUILTIN)
-    return sluice__rd_err(x, e, "untrusted",
-                          "\"%s\" is not an attribute of `attributes` (ip "
-                          "and path parameters are untrusted already)",
-                          v ? v : "?");
-  x->dl->untrusted |= 1u << (ai - SLUICE__A__BUILTIN);
-  return SLUICE_OK;
-}
-
-static int attribute(sluice__rd *x, const config_setting_t *e, const char *v,
-                     int i) {
-  (void)i;
-  if (!sluice__rd_name_ok(v))
-    return sluice__rd_err(x, e, "attributes",
-                          "a name is 1..31 of [A-Za-z0-9_-], starting with "
-                          "a letter");
-  if (attr_index(x->dl, v) >= 0)
-    return sluice__rd_err(x, e, "attributes",
-                          "\"%s\" is named twice (or built in)", v);
-  snprintf(x->dl->attr[x->dl->nattrs++], SLUICE__DNAME, "%s", v);
-  return SLUICE_OK;
-}
-
+/* `attributes = [ NAME, ... ]`, the caller's own, and `untrusted = [ ATTR,
+** ... ]`: those whose values are unauthenticated input (a login name from
+** a form), so that a scope starting with one keys strangers' records
+** (declared.c). */
 static int load_attrs(sluice__rd *x, const config_setting_t *root) {
   const config_setting_t *a = config_setting_get_member(root, "attributes");
-  int rc;
+  const config_setting_t *u = config_setting_get_member(root, "untrusted");
+  int i, ai;
   if (!a)
     return SLUICE_OK; /* nothing to be untrusted */
-  if (sluice__rd_list(a) && config_setting_length(a) > SLUICE__ATTRS_MAX)
+  if (!sluice__rd_list(a))
+    return sluice__rd_err(x, a, "attributes",
+                          "must be an array of names [ \"model\" ]");
+  if (config_setting_length(a) > SLUICE__ATTRS_MAX)
     return sluice__rd_err(x, a, "attributes", "at most %d attributes",
                           SLUICE__ATTRS_MAX);
-  rc = each_name(x, root, "attributes",
-                 "must be an array of names [ \"model\" ]", attribute);
-  return rc ? rc
-            : each_name(x, root, "untrusted",
-                        "must be an array of attributes [ \"login\" ]",
-                        untrusted);
+  for (i = 0; i < config_setting_length(a); i++) {
+    const config_setting_t *e = config_setting_get_elem(a, (unsigned)i);
+    const char *v = config_setting_get_string(e);
+    if (!sluice__rd_name_ok(v))
+      return sluice__rd_err(x, e, "attributes",
+                            "a name is 1..31 of [A-Za-z0-9_-], starting with "
+                            "a letter");
+    if (attr_index(x->dl, v) >= 0)
+      return sluice__rd_err(x, e, "attributes",
+                            "\"%s\" is named twice (or built in)", v);
+    snprintf(x->dl->attr[x->dl->nattrs++], SLUICE__DNAME, "%s", v);
+  }
+  if (u && !sluice__rd_list(u))
+    return sluice__rd_err(x, u, "untrusted",
+                          "must be an array of attributes [ \"login\" ]");
+  for (i = 0; u && i < config_setting_length(u); i++) {
+    const config_setting_t *e = config_setting_get_elem(u, (unsigned)i);
+    const char *v = config_setting_get_string(e);
+    if ((ai = attr_index(x->dl, v)) < SLUICE__A__BUILTIN)
+      return sluice__rd_err(x, e, "untrusted",
+                            "\"%s\" is not an attribute of `attributes` (ip "
+                            "and path parameters are untrusted already)",
+                            v ? v : "?");
+    x->dl->untrusted |= 1u << (ai - SLUICE__A__BUILTIN);
+  }
+  return SLUICE_OK;
 }
 
 /* A scope = [ ATTR, ... ] of 1..4 attributes, each once; an optional one
