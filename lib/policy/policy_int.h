@@ -316,6 +316,19 @@ int sluice__conf_widen(const char *in, size_t n, char **out, int *line,
 ** digits, '-', '_' or '*' (conf_ints.c, its lexer's). */
 int sluice__conf_name(const char *n);
 
+/* Text appended to buf (len bytes, NULL with len 0: only counted), kept
+** NUL-terminated; used counts what the whole text needs (metrics.c; the
+** metrics text, config_get.c). */
+typedef struct sluice__out {
+  char *buf;
+  size_t len, used;
+} sluice__out;
+void sluice__put(sluice__out *o, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
 /* Staged rollout (shadow.c): the SLUICE_SHADOW_* features the
 ** configuration leaves in shadow for every request; `forced`: all. */
 unsigned sluice__shadow_mask(const sluice__conf *c, int forced);
