@@ -70,26 +70,6 @@ static uint64_t pack(uint64_t epoch, uint64_t fails, uint64_t calls) {
          (calls & 0xffffu);
 }
 
-int sluice__breaker_params_check(const sluice__breaker_params *p,
-                                 const char **what) {
-  const char *w = NULL;
-  if (p->window_ns < SLUICE__BRK_SLOTS * INT64_C(1000000))
-    w = "window_ns";
-  else if (p->min_calls < 1 || p->min_calls > CALLS_MAX)
-    w = "min_calls";
-  else if (p->failure_percent < 1 || p->failure_percent > 100)
-    w = "failure_percent";
-  else if (p->run < 0 || p->run > INT64_C(1000000))
-    w = "run";
-  else if (p->open_ns < 0)
-    w = "open_ns";
-  else if (p->probes < 1 || p->probes > 1000)
-    w = "probes";
-  if (what)
-    *what = w;
-  return w ? -1 : 0;
-}
-
 int sluice__breaker_init(sluice__breaker *b, const sluice__breaker_params *p) {
   int i;
   memset(b, 0, sizeof *b);

@@ -59,10 +59,9 @@ typedef struct sluice__breaker {
   pthread_mutex_t mu;
 } sluice__breaker;
 
-/* Check p: 0, or -1 with *what naming the bad field ("window_ns"). */
-int sluice__breaker_params_check(const sluice__breaker_params *p,
-                                 const char **what);
-/* Start closed with an empty window.  p must pass the check. */
+/* Start closed with an empty window.  p is within the bounds of the
+** policy's settings table (settings.c: breaker.*, failure.probe_interval_ms),
+** which the file loader enforces. */
 int sluice__breaker_init(sluice__breaker *b, const sluice__breaker_params *p);
 void sluice__breaker_destroy(sluice__breaker *b);
 

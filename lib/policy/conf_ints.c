@@ -38,6 +38,15 @@ static int is_name(char c) {
   return is_name_start(c) || is_digit(c) || c == '_' || c == '-';
 }
 
+int sluice__conf_name(const char *n) {
+  if (!is_name_start(*n))
+    return 0;
+  while (*++n)
+    if (!is_name(*n))
+      return 0;
+  return 1;
+}
+
 typedef struct buf {
   char *p;
   size_t n, cap;

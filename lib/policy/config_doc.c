@@ -36,6 +36,8 @@ static void errf(char *err, size_t errlen, const char *path,
 
 /* ------------------------------------------------------- the document --- */
 
+/* A copy of src into d (of src's type), or into a new member `name` of
+** parent: libconfig's CONFIG_TRUE, or CONFIG_FALSE when it cannot be. */
 static int fill(config_setting_t *d, const config_setting_t *src);
 
 static int copy_into(config_setting_t *parent, const char *name,
@@ -43,33 +45,30 @@ static int copy_into(config_setting_t *parent, const char *name,
   config_setting_t *d = config_setting_add(
       parent, config_setting_is_group(parent) ? name : NULL,
       config_setting_type(src));
-  return d ? fill(d, src) : -1;
+  return d && fill(d, src);
 }
 
 static int fill(config_setting_t *d, const config_setting_t *src) {
   int i, n;
   switch (config_setting_type(src)) {
   case CONFIG_TYPE_INT:
-    return config_setting_set_int(d, config_setting_get_int(src)) ? 0 : -1;
+    return config_setting_set_int(d, config_setting_get_int(src));
   case CONFIG_TYPE_INT64:
-    return config_setting_set_int64(d, config_setting_get_int64(src)) ? 0
-                                                                      : -1;
+    return config_setting_set_int64(d, config_setting_get_int64(src));
   case CONFIG_TYPE_FLOAT:
-    return config_setting_set_float(d, config_setting_get_float(src)) ? 0
-                                                                      : -1;
+    return config_setting_set_float(d, config_setting_get_float(src));
   case CONFIG_TYPE_BOOL:
-    return config_setting_set_bool(d, config_setting_get_bool(src)) ? 0 : -1;
+    return config_setting_set_bool(d, config_setting_get_bool(src));
   case CONFIG_TYPE_STRING:
-    return config_setting_set_string(d, config_setting_get_string(src)) ? 0
-                                                                        : -1;
+    return config_setting_set_string(d, config_setting_get_string(src));
   default:
     n = config_setting_length(src);
     for (i = 0; i < n; i++) {
       const config_setting_t *e = config_setting_get_elem(src, (unsigned)i);
-      if (copy_into(d, config_setting_name(e), e) != 0)
-        return -1;
+      if (!copy_into(d, config_setting_name(e), e))
+        return CONFIG_FALSE;
     }
-    return 0;
+    return CONFIG_TRUE;
   }
 }
 
@@ -111,18 +110,6 @@ static config_setting_t *step(config_setting_t *cur, const char *part,
   return NULL;
 }
 
-/* A name libconfig takes: a letter or '*', then letters, digits, - _ *. */
-static int name_ok(const char *n) {
-  const char *p;
-  if (!((*n >= 'a' && *n <= 'z') || (*n >= 'A' && *n <= 'Z') || *n == '*'))
-    return 0;
-  for (p = n + 1; *p; p++)
-    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-          (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '*'))
-      return 0;
-  return 1;
-}
-
 /* Path components, at most 16 of at most 127 bytes each. */
 static int split(const char *path, char parts[][128], int max) {
   int n = 0;
@@ -148,7 +135,7 @@ static int apply(config_t *doc, const char *path, const char *value,
   config_setting_t *cur = config_root_setting(doc), *src, *dst;
   char *text;
   size_t vlen = strlen(value);
-  int i, n, rc = SLUICE_ECONFIG;
+  int i, n, ok, rc = SLUICE_ECONFIG;
 
   if ((n = split(path, parts, 16)) < 0) {
     errf(err, errlen, path, "a path is NAME.NAME or NAME.[i], each part "
@@ -156,7 +143,7 @@ static int apply(config_t *doc, const char *path, const char *value,
     return SLUICE_ECONFIG;
   }
   for (i = 0; i < n; i++)
-    if (parts[i][0] != '[' && !name_ok(parts[i])) {
+    if (parts[i][0] != '[' && !sluice__conf_name(parts[i])) {
       errf(err, errlen, path, "not a valid setting name");
       return SLUICE_ECONFIG;
     }
@@ -191,28 +178,24 @@ static int apply(config_t *doc, const char *path, const char *value,
     /* In place: the order of tiers and routes is the configuration's. */
     while (config_setting_length(dst) > 0)
       config_setting_remove_elem(dst, 0);
-    rc = fill(dst, src) == 0 ? SLUICE_OK : SLUICE_ECONFIG;
+    ok = fill(dst, src);
     /* The value is the set's now: its errors say "set:", not the line
     ** the file gave the old one. */
     dst->line = 0;
   } else if (dst && config_setting_is_group(cur)) {
     config_setting_remove(cur, parts[n - 1]);
-    rc = copy_into(cur, parts[n - 1], src) == 0 ? SLUICE_OK : SLUICE_ECONFIG;
+    ok = copy_into(cur, parts[n - 1], src);
   } else if (dst) {
     /* An element: libconfig adds at the end only, so a scalar element is
     ** set in place (the same type: an array holds one). */
-    rc = config_setting_type(dst) == config_setting_type(src) &&
-                 fill(dst, src) == 0
-             ? SLUICE_OK
-             : SLUICE_ECONFIG;
+    ok = config_setting_type(dst) == config_setting_type(src) && fill(dst, src);
   } else if (parts[n - 1][0] == '[') {
-    dst = step(cur, parts[n - 1], 1, &why);
-    rc = dst && config_setting_is_group(src) && fill(dst, src) == 0
-             ? SLUICE_OK
-             : SLUICE_ECONFIG;
+    ok = (dst = step(cur, parts[n - 1], 1, &why)) &&
+         config_setting_is_group(src) && fill(dst, src);
   } else {
-    rc = copy_into(cur, parts[n - 1], src) == 0 ? SLUICE_OK : SLUICE_ECONFIG;
+    ok = copy_into(cur, parts[n - 1], src);
   }
+  rc = ok ? SLUICE_OK : SLUICE_ECONFIG;
   if (rc != SLUICE_OK)
     errf(err, errlen, path, "cannot be set to that value here");
 out:
@@ -221,9 +204,9 @@ out:
   return rc;
 }
 
-/* The document of the text and the first nops calls, then `path` =
+/* The document of the text and its calls, then `path` =
 ** `value` when path is not NULL, read into *out (and *dl). */
-static int build(const sluice_policy_config *h, int nops, const char *path,
+static int build(const sluice_policy_config *h, const char *path,
                  const char *value, config_t *doc, sluice__conf *out,
                  sluice__decl *dl, char *err, size_t errlen, char *warn,
                  size_t warnlen) {
@@ -232,7 +215,7 @@ static int build(const sluice_policy_config *h, int nops, const char *path,
   config_init(doc);
   if (h->text)
     rc = sluice__conf_parse(file, h->text, doc, err, errlen);
-  for (i = 0; rc == SLUICE_OK && i < nops; i++)
+  for (i = 0; rc == SLUICE_OK && i < h->nops; i++)
     rc = apply(doc, h->ops[2 * i], h->ops[2 * i + 1], err, errlen);
   if (rc == SLUICE_OK && path)
     rc = apply(doc, path, value, err, errlen);
@@ -263,8 +246,7 @@ static int rebuild(sluice_policy_config *h, const char *path,
   int rc;
   if (!dl)
     return SLUICE_ENOMEM;
-  rc = build(h, h->nops, path, value, &doc, &res, dl, err, errlen, warn,
-             warnlen);
+  rc = build(h, path, value, &doc, &res, dl, err, errlen, warn, warnlen);
   sluice__decl_free(dl);
   if (rc != SLUICE_OK)
     return rc;
@@ -370,15 +352,16 @@ fail:
 
 int sluice__config_build(const sluice_policy_config *h, sluice__conf *out,
                          sluice__decl *dl, char *err, size_t errlen) {
-  config_t doc;
   sluice__decl *tmp = dl ? NULL : calloc(1, sizeof *tmp);
   int rc;
   if (!dl && !tmp)
     return SLUICE_ENOMEM;
-  rc = build(h, h->nops, NULL, NULL, &doc, out, dl ? dl : tmp, err, errlen,
-             NULL, 0);
-  if (rc == SLUICE_OK)
-    config_destroy(&doc);
+  /* The handle's document passed the loader when it was made: only its
+  ** declared limits are read again, into memory of the policy's own. */
+  *out = h->res;
+  rc =
+      sluice__decl_load(config_root_setting(&h->doc), h->file ? h->file : "set",
+                        dl ? dl : tmp, err, errlen, NULL, 0);
   if (rc == SLUICE_OK && (dl ? dl : tmp)->nroutes == 0) {
     /* Nothing a request could be decided on. */
     snprintf(err, errlen,

@@ -203,8 +203,6 @@ size_t sluice__decl_bytes(const sluice__decl *dl);
 /* shadow_when.c: the file's `shadow_when` into dl; the features a request
 ** has in shadow by it, and those of an entry naming only `tier` = tier;
 ** a feature list ([ "penalty" ]) into bits (-1 with *bad at fault). */
-int sluice__shadow_when_load(const config_setting_t *root, const char *file,
-                             sluice__decl *dl, char *err, size_t errlen);
 unsigned sluice__shadow_when(const struct sluice__ctx *c);
 unsigned sluice__shadow_when_tier(const sluice__decl *dl, const char *tier);
 int sluice__shadow_names(const config_setting_t *s, int64_t *out,
@@ -259,14 +257,6 @@ extern const sluice__attr_spelling sluice__builtin_attrs[SLUICE__A__BUILTIN];
 int sluice__decl_load(const config_setting_t *root, const char *file,
                       sluice__decl *dl, char *err, size_t errlen, char *warn,
                       size_t warnlen);
-/* declared_penalty_conf.c: the file's `penalties` into dl (after its
-** limits), and route entry r's `penalty` and `failure` into dr (after its
-** limits), with "FILE:LINE: SETTING: problem" into err. */
-int sluice__decl_penalties_load(const config_setting_t *root, const char *file,
-                                sluice__decl *dl, char *err, size_t errlen);
-int sluice__decl_route_penalty(const config_setting_t *r, const char *path,
-                               const char *file, const sluice__decl *dl,
-                               sluice__droute *dr, char *err, size_t errlen);
 /* The steps of route dr's program for hash-tag group tg (at most
 ** SLUICE_PROGRAM_STEPS). */
 int sluice__decl_route_steps(const sluice__decl *dl, const sluice__droute *dr,

@@ -37,22 +37,14 @@ int sluice_policy_declared_at(const sluice_policy *p, int kind, int i,
                               sluice_declared_info *out) {
   const sluice__decl *dl;
   int n;
-  if (!p || !out)
+  if (!p || !out || kind < SLUICE_DECLARED_LIMIT ||
+      kind > SLUICE_DECLARED_ATTRIBUTE)
     return SLUICE_EINVAL;
   dl = p->decl;
-  switch (kind) {
-  case SLUICE_DECLARED_LIMIT:
-    n = dl ? dl->nlimits : 0;
-    break;
-  case SLUICE_DECLARED_PENALTY:
-    n = dl ? dl->npenalties : 0;
-    break;
-  case SLUICE_DECLARED_ATTRIBUTE:
-    n = dl ? dl->nattrs : 0;
-    break;
-  default:
-    return SLUICE_EINVAL;
-  }
+  n = !dl                               ? 0
+      : kind == SLUICE_DECLARED_LIMIT   ? dl->nlimits
+      : kind == SLUICE_DECLARED_PENALTY ? dl->npenalties
+                                        : dl->nattrs;
   if (i < 0 || i >= n)
     return SLUICE_ENOTFOUND;
   memset(out, 0, sizeof *out);
@@ -73,6 +65,24 @@ static int limit_index(const sluice_policy *p, const char *name) {
   return -1;
 }
 
+int sluice__inspect_ctx(sluice_policy *p, const sluice_request *req,
+                        sluice__ctx *c, sluice_decision *d,
+                        const char **field) {
+  /* A tier the policy does not know, as sluice_policy_decide() says. */
+  if (req->tier && sluice__policy_tier(p, req->tier) < 0) {
+    if (field)
+      *field = "tier";
+    return SLUICE_ENOTFOUND;
+  }
+  memset(c, 0, sizeof *c);
+  memset(d, 0, sizeof *d);
+  c->p = p;
+  c->req = req;
+  c->droute = sluice__decl_match(p, req);
+  c->now = sluice_limiter_now(p->lim);
+  return SLUICE_OK;
+}
+
 int sluice__inspect_limit(sluice_policy *p, const char *limit,
                           const sluice_request *req, sluice_limit_state *out,
                           const char **field) {
@@ -89,19 +99,9 @@ int sluice__inspect_limit(sluice_policy *p, const char *limit,
     return SLUICE_EINVAL;
   if ((li = limit_index(p, limit)) < 0)
     return SLUICE_ENOTFOUND;
-  /* A tier the policy does not know, as sluice_policy_decide() says. */
-  if (req->tier && sluice__policy_tier(p, req->tier) < 0) {
-    if (field)
-      *field = "tier";
-    return SLUICE_ENOTFOUND;
-  }
+  if ((rc = sluice__inspect_ctx(p, req, &c, &d, field)))
+    return rc;
   lm = &p->decl->limits[li];
-  memset(&c, 0, sizeof c);
-  memset(&d, 0, sizeof d);
-  c.p = p;
-  c.req = req;
-  c.droute = sluice__decl_match(p, req);
-  c.now = sluice_limiter_now(p->lim);
   rc = sluice__decl_keys(&c, li, &g, &nrec, &ps, &d);
   if (rc != SLUICE_OK) {
     if (field)

@@ -87,7 +87,13 @@ static void seen(sluice__ctx *c, const sluice__pen_run *pr,
 /* A trip's counters and events, as its level's actions say. */
 static void tripped(sluice__ctx *c, const sluice__pen_run *pr,
                     const sluice_verdict *v, sluice_decision *d) {
-  int lvl = v->level < 1 ? 1 : v->level > 3 ? 3 : v->level;
+  static const int acts[5][2] = {
+      {SLUICE__ACT_EDGE_DENY, SLUICE_EVENT_EDGE_DENY},
+      {SLUICE__ACT_ALERT, SLUICE_EVENT_ALERT},
+      {SLUICE__ACT_BAN, SLUICE_EVENT_IP_BAN},
+      {SLUICE__ACT_SUSPEND, SLUICE_EVENT_SUSPEND},
+      {SLUICE__ACT_PAGE, SLUICE_EVENT_PAGE}};
+  int i, lvl = v->level < 1 ? 1 : v->level > 3 ? 3 : v->level;
   unsigned a = level_actions(pr->ps, lvl);
   int64_t until = (v->flags & SLUICE_V_SUSPENDED) ? SLUICE_FOREVER
                                                   : c->now + v->retry_after_ns;
@@ -98,16 +104,9 @@ static void tripped(sluice__ctx *c, const sluice__pen_run *pr,
   atomic_fetch_add_explicit(&c->p->ctr->trips[pr->kind][lvl - 1], 1,
                             memory_order_relaxed);
   sluice__emit(c, SLUICE_EVENT_BOX_TRIP, pr->kind, lvl, id, until, 0);
-  if (a & SLUICE__ACT_EDGE_DENY)
-    sluice__emit(c, SLUICE_EVENT_EDGE_DENY, pr->kind, lvl, id, until, 0);
-  if (a & SLUICE__ACT_ALERT)
-    sluice__emit(c, SLUICE_EVENT_ALERT, pr->kind, lvl, id, until, 0);
-  if (a & SLUICE__ACT_BAN)
-    sluice__emit(c, SLUICE_EVENT_IP_BAN, pr->kind, lvl, id, until, 0);
-  if (a & SLUICE__ACT_SUSPEND)
-    sluice__emit(c, SLUICE_EVENT_SUSPEND, pr->kind, lvl, id, until, 0);
-  if (a & SLUICE__ACT_PAGE)
-    sluice__emit(c, SLUICE_EVENT_PAGE, pr->kind, lvl, id, until, 0);
+  for (i = 0; i < 5; i++) /* each action's event, in this order */
+    if (a & acts[i][0])
+      sluice__emit(c, acts[i][1], pr->kind, lvl, id, until, 0);
 }
 
 /* 1 when the request is a report to penalty pn. */

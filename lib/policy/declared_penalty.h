@@ -156,6 +156,11 @@ int sluice__inspect_penalty(sluice_policy *p, const char *penalty,
 int sluice__inspect_limit(sluice_policy *p, const char *limit,
                           const sluice_request *req, sluice_limit_state *out,
                           const char **field);
+/* declared_info.c: the context of a request whose records are read (as a
+** decision's); SLUICE_ENOTFOUND (*field "tier") for a tier not known. */
+int sluice__inspect_ctx(sluice_policy *p, const sluice_request *req,
+                        struct sluice__ctx *c, struct sluice_decision *d,
+                        const char **field);
 
 /* declared_penalty_conf.c: 1 when attribute a is listed in `optional`. */
 int sluice__decl_optional(const struct sluice__decl *dl, int a);

@@ -28,19 +28,9 @@ int sluice__inspect_penalty(sluice_policy *p, const char *penalty,
       pn = &p->decl->penalties[i];
   if (!pn)
     return SLUICE_ENOTFOUND;
-  /* A tier the policy does not know, as sluice_policy_decide() says. */
-  if (req->tier && sluice__policy_tier(p, req->tier) < 0) {
-    if (field)
-      *field = "tier";
-    return SLUICE_ENOTFOUND;
-  }
-  memset(&c, 0, sizeof c);
-  memset(&d, 0, sizeof d);
+  if ((rc = sluice__inspect_ctx(p, req, &c, &d, field)))
+    return rc;
   memset(&r, 0, sizeof r);
-  c.p = p;
-  c.req = req;
-  c.droute = sluice__decl_match(p, req);
-  c.now = sluice_limiter_now(p->lim);
   ps = sluice__pen_pick(&c, pn);
   r.scope = sluice__pen_scope_kind(pn);
   r.now_ns = c.now;

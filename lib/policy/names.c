@@ -5,45 +5,25 @@
 */
 #include "policy_int.h"
 
-static const char *outcome_name(int o) {
-  static const char *const n[SLUICE_OUTCOME__COUNT] = {
+const char *sluice_name(int kind, int value) {
+  static const char *const outcomes[SLUICE_OUTCOME__COUNT] = {
       "allow",       "throttled", "boxed",      "suspended",
       "concurrency", "conflict",  "unavailable"};
-  return (o >= 0 && o < SLUICE_OUTCOME__COUNT) ? n[o] : "unknown";
-}
-
-static const char *event_name(int t) {
-  static const char *const n[SLUICE_EVENT__COUNT] = {
-      "unknown",     "box_trip", "edge_deny",   "alert",        "suspend",
-      "page",        "ip_ban",   "stuffing",    "release",      "lift",
+  static const char *const events[SLUICE_EVENT__COUNT] = {
+      "unknown",     "box_trip",     "edge_deny",    "alert",     "suspend",
+      "page",        "ip_ban",       "stuffing",     "release",   "lift",
       "degraded_on", "degraded_off", "lease_denied", "store_full"};
-  return (t > 0 && t < SLUICE_EVENT__COUNT) ? n[t] : "unknown";
-}
-
-static const char *shadow_name(int feature) {
-  switch (feature) {
-  case SLUICE_SHADOW_BUCKETS:
-    return "buckets";
-  case SLUICE_SHADOW_PENALTY:
-    return "penalty";
-  case SLUICE_SHADOW_LEASES:
-    return "leases";
-  case SLUICE_SHADOW_FAIL_CLOSED:
-    return "fail_closed";
-  default:
-    return "unknown";
-  }
-}
-
-const char *sluice_name(int kind, int value) {
-  switch (kind) {
-  case SLUICE_NAME_OUTCOME:
-    return outcome_name(value);
-  case SLUICE_NAME_EVENT:
-    return event_name(value);
-  case SLUICE_NAME_SHADOW:
-    return shadow_name(value);
-  default:
-    return "unknown";
-  }
+  /* A shadow feature by its bit: SLUICE_SHADOW_BUCKETS is bit 0. */
+  static const char *const features[] = {"buckets", "penalty", "leases",
+                                         "fail_closed"};
+  int i;
+  if (kind == SLUICE_NAME_OUTCOME && value >= 0 &&
+      value < SLUICE_OUTCOME__COUNT)
+    return outcomes[value];
+  if (kind == SLUICE_NAME_EVENT && value > 0 && value < SLUICE_EVENT__COUNT)
+    return events[value];
+  for (i = 0; kind == SLUICE_NAME_SHADOW && i < 4; i++)
+    if (value == 1 << i)
+      return features[i];
+  return "unknown";
 }

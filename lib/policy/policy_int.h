@@ -193,14 +193,6 @@ int sluice__deny_shared(const sluice_policy *p);
 void sluice__deny_stats(const sluice_policy *p, uint64_t *hits,
                         uint64_t *stored, uint64_t *full);
 
-/* Validation that reports the setting at fault as a libconfig path
-** ("failure.degraded_percent") and the problem separately, so that the file
-** loader can turn the path into a line number. */
-int sluice__policy_config_check2(const sluice__conf *cfg, char *path,
-                                 size_t pathlen, char *msg, size_t msglen);
-
-/* The defaults of the general settings (config.c). */
-int sluice__conf_defaults(sluice__conf *c);
 /* The default policy: etc/ledger.conf's text, embedded at build time
 ** (ledger_conf.c, made by embed_conf.py), and the name its messages
 ** give. */
@@ -221,6 +213,83 @@ int sluice__conf_resolve(const struct config_t *cf, const char *file,
                          sluice__conf *out, struct sluice__decl *dl,
                          char *err, size_t errlen, char *warn,
                          size_t warnlen);
+/* The loader's context: the file its messages name, where the message
+** goes, and the declared limits being read (with the loader's scratch
+** arrays, declared_conf.c). */
+struct sluice__scratch;
+struct config_setting_t;
+struct sluice__amatch;
+typedef struct sluice__rd {
+  const char *file;
+  char *err;
+  size_t errlen;
+  struct sluice__decl *dl;
+  struct sluice__scratch *S;
+} sluice__rd;
+/* The readers' shared checks (config.c).  An error: "FILE:LINE: PATH:
+** what" into x->err, SLUICE_ECONFIG returned.  Every member of group g
+** (at path) is one of names (NULL-terminated); an integer member times
+** unit, if present, within lo..hi in the file's unit; a setting that is
+** an array or a list; a name of 1..31 of [A-Za-z0-9_-], not starting
+** with a digit or '-'. */
+int sluice__rd_err(const sluice__rd *x, const struct config_setting_t *s,
+                   const char *path, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+int sluice__rd_known(const sluice__rd *x, const struct config_setting_t *g,
+                     const char *path, const char *const *names);
+int sluice__rd_int(const sluice__rd *x, const struct config_setting_t *g,
+                   const char *gpath, const char *name, int64_t unit,
+                   int64_t lo, int64_t hi, int64_t *out);
+int sluice__rd_list(const struct config_setting_t *s);
+int sluice__rd_name_ok(const char *n);
+
+/* A limit's or a penalty's scope (`scope`, into scope[*nscope]), with the
+** message for a scope of another form and for an attribute named twice
+** (declared_conf.c). */
+int sluice__rd_scope(sluice__rd *x, const struct config_setting_t *g,
+                     const char *path, const char *form, const char *twice,
+                     int *scope, int *nscope);
+/* A limit's or a penalty's parameter sets: `by = ATTR; params = { VALUE =
+** { numbers }; ... }` or `params = ( { when = { ... }; numbers }, ... )`
+** (the first set the request matches), each over the base, then the base
+** checked whole (declared_conf.c).  What the two kinds differ in: */
+typedef struct sluice__psets {
+  const char *const *names;  /* the members of a set of the list form */
+  const char *const *gnames; /* of the group form (NULL: not checked) */
+  int max;                   /* sets at most */
+  const char *unknown_by;    /* `by` naming no attribute (%s: the name) */
+  const char *group_form;    /* `params` no group (%d: max) */
+  size_t size;               /* of one set */
+  /* A set's numbers of group g over *ps; a set checked whole. */
+  int (*load)(sluice__rd *x, const struct config_setting_t *g, const char *path,
+              void *ps, const void *owner);
+  int (*whole)(sluice__rd *x, const struct config_setting_t *g,
+               const char *path, const void *ps, const void *owner);
+  const void *owner; /* the limit or penalty, for load and whole */
+  int *select;       /* `by`'s attribute */
+  const void *base;
+  void *ps;          /* max sets of `size` bytes */
+  char (*psval)[32]; /* SLUICE__DNAME */
+  struct sluice__amatch *psw;
+  int *npsets;
+} sluice__psets;
+int sluice__rd_psets(sluice__rd *x, const struct config_setting_t *g,
+                     const char *path, const sluice__psets *k);
+
+/* declared_penalty_conf.c: the file's `penalties` into x->dl (after its
+** limits), and route entry r's `penalty` and `failure` into dr (after its
+** limits); shadow_when.c: the file's `shadow_when`. */
+struct sluice__droute;
+int sluice__decl_penalties_load(sluice__rd *x,
+                                const struct config_setting_t *root);
+int sluice__decl_route_penalty(sluice__rd *x, const struct config_setting_t *r,
+                               const char *path, struct sluice__droute *dr);
+int sluice__shadow_when_load(sluice__rd *x,
+                             const struct config_setting_t *root);
+
 /* The handle's document rebuilt into *out and *dl (the policy's open). */
 int sluice__config_build(const sluice_policy_config *h, sluice__conf *out,
                          struct sluice__decl *dl, char *err, size_t errlen);
@@ -243,6 +312,22 @@ int sluice__policy_tier(const sluice_policy *p, const char *name);
 ** SLUICE_ECONFIG, *line and what say which literal cannot be read. */
 int sluice__conf_widen(const char *in, size_t n, char **out, int *line,
                        char *what, size_t whatlen);
+/* 1 when n is a name libconfig takes: a letter or '*', then letters,
+** digits, '-', '_' or '*' (conf_ints.c, its lexer's). */
+int sluice__conf_name(const char *n);
+
+/* Text appended to buf (len bytes, NULL with len 0: only counted), kept
+** NUL-terminated; used counts what the whole text needs (metrics.c; the
+** metrics text, config_get.c). */
+typedef struct sluice__out {
+  char *buf;
+  size_t len, used;
+} sluice__out;
+void sluice__put(sluice__out *o, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 /* Staged rollout (shadow.c): the SLUICE_SHADOW_* features the
 ** configuration leaves in shadow for every request; `forced`: all. */

@@ -52,11 +52,8 @@ static int decl_check(sluice_policy *p, char *msg, size_t len) {
     int kind = algo == SLUICE_ALGO_LEASE ? SLUICE_OP_ACQUIRE : SLUICE_OP_PEEK;
     for (j = -1; j < lm->npsets; j++) {
       const sluice__lparams *ps = j < 0 ? &lm->base : &lm->ps[j];
-      if (j < 0)
-        snprintf(what, sizeof what, "limits.%s", lm->name);
-      else
-        snprintf(what, sizeof what, "limits.%s.params.%s", lm->name,
-                 lm->psval[j]);
+      snprintf(what, sizeof what, "limits.%s%s%s", lm->name,
+               j < 0 ? "" : ".params.", j < 0 ? "" : lm->psval[j]);
       if ((rc = ask(p, algo, kind,
                     algo != SLUICE_ALGO_LEASE        ? 1
                     : ps->l.max > SLUICE_GROUP_MAX ? 1 /* counted */
@@ -77,11 +74,8 @@ static int pen_check(sluice_policy *p, char *msg, size_t len) {
   for (i = 0; dl && i < dl->npenalties; i++) {
     const sluice__penalty *pn = &dl->penalties[i];
     for (j = -1; j < pn->npsets; j++) {
-      if (j < 0)
-        snprintf(what, sizeof what, "penalties.%s", pn->name);
-      else
-        snprintf(what, sizeof what, "penalties.%s.params.%s", pn->name,
-                 pn->psval[j]);
+      snprintf(what, sizeof what, "penalties.%s%s%s", pn->name,
+               j < 0 ? "" : ".params.", j < 0 ? "" : pn->psval[j]);
       if ((rc = ask(p, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 1,
                     j < 0 ? &pn->base.pp : &pn->ps[j].pp, what, msg, len)))
         return rc;

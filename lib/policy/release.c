@@ -29,20 +29,20 @@
 #include "declared.h"
 #include "flow.h"
 
-static int apply(sluice__ctx *c, int algo, int kind, int nkeys,
-                 const sluice_key *k, const void *params, int64_t arg,
-                 uint64_t id, sluice_verdict *v) {
-  /* An operation: one step, a note, its writes kept whatever it says. */
-  sluice_step st = {.algo = algo, .kind = kind, .nkeys = nkeys,
-                    .params = params, .arg = arg, .id = id,
-                    .fold = SLUICE_FOLD_NOTE};
-  sluice_program pr = {.nkeys = nkeys, .keys = k, .nsteps = 1, .steps = &st};
+/* One step of kind `kind` on the box record k: a note, its writes kept
+** whatever it says. */
+static int apply(sluice__ctx *c, int kind, const sluice_key *k,
+                 const sluice_penalty_params *pp, sluice_verdict *v) {
+  sluice__prog g;
   sluice_program_result r;
-  int rc = sluice_limiter_decide(c->p->lim, 1, &pr, c->now, &r, NULL);
-  if (rc == SLUICE_OK)
+  int rc;
+  memset(&g, 0, sizeof g);
+  g.keys[0] = *k;
+  g.nk = 1;
+  sluice__when(&g, sluice__step(&g, SLUICE_ALGO_PENALTY, kind, 0, 1, pp, 0, 0),
+               SLUICE_WHEN_ALWAYS, 0, SLUICE_FOLD_NOTE);
+  if ((rc = sluice__run(c, &g, &r)) == SLUICE_OK)
     *v = r.v[0];
-  if (rc != SLUICE_OK && sluice__store_failure(rc) && !c->store_err)
-    c->store_err = rc;
   return rc;
 }
 
@@ -135,8 +135,7 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
     return rc;
   k = g.keys[0];
   sid = did;
-  rc = apply(&c, SLUICE_ALGO_PENALTY, SLUICE_OP_CHECK, 1, &k, pp, 0, 0, &v);
-  if (rc)
+  if ((rc = apply(&c, SLUICE_OP_CHECK, &k, pp, &v)))
     return rc;
   if (v.allowed) {
     sluice__deny_drop(p, scope_kind, sid); /* released elsewhere */
@@ -161,9 +160,7 @@ static int release(sluice_policy *p, int scope_kind, const sluice_request *q,
   }
   {
     int level = v.level;
-    rc = apply(&c, SLUICE_ALGO_PENALTY, SLUICE_OP_RELEASE, 1, &k, pp, 0, 0,
-               &v);
-    if (rc)
+    if ((rc = apply(&c, SLUICE_OP_RELEASE, &k, pp, &v)))
       return rc;
     sluice__deny_drop(p, scope_kind, sid);
     sluice__emit(&c, lift ? SLUICE_EVENT_LIFT : SLUICE_EVENT_RELEASE,

@@ -1,9 +1,10 @@
 /*
 ** The policy's scalar settings, one row each: where the file puts it
 ** (group.name), the sluice__conf field, the unit, the default and
-** the bounds.  The defaults, the file loader, the validator and the
-** settings table of docs/policy.md (`sluice settings` prints it, the docs
-** test compares) all read this table, so a setting is spelled once.
+** the bounds.  The defaults, the file loader (which bounds each setting
+** as it reads it) and the settings table of docs/policy.md (`sluice
+** settings` prints it, the docs test compares) all read this table, so a
+** setting is spelled once.
 **
 ** Settings with structure of their own stay in code: tiers, shadow and
 ** shadow_features, host; the declared limits, routes and penalties have

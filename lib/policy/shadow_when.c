@@ -44,8 +44,8 @@ int sluice__shadow_names(const config_setting_t *s, int64_t *out,
   return 0;
 }
 
-int sluice__shadow_when_load(const config_setting_t *root, const char *file,
-                             sluice__decl *dl, char *err, size_t errlen) {
+int sluice__shadow_when_load(sluice__rd *x, const config_setting_t *root) {
+  sluice__decl *dl = x->dl;
   const config_setting_t *l = config_setting_get_member(root, "shadow_when");
   const config_setting_t *bad = l;
   const char *why = NULL;
@@ -67,20 +67,17 @@ int sluice__shadow_when_load(const config_setting_t *root, const char *file,
     if (!config_setting_is_group(e) || !w || !f ||
         config_setting_length(e) != 2)
       why = "an entry is { when = { ATTR = VALUE; ... }; features = [ ... ]; }";
-    else if ((rc = sluice__match_load(w, path, file, dl,
-                                      &dl->shadow_when[i].when, err, errlen)))
+    else if ((rc = sluice__match_load(w, path, x->file, dl,
+                                      &dl->shadow_when[i].when, x->err,
+                                      x->errlen)))
       return rc;
     else if (sluice__shadow_names(f, &m, &bad) != 0)
       why = "features: buckets, penalty, leases, fail_closed or all";
     else
       dl->shadow_when[i].features = (unsigned)m;
   }
-  if (why) {
-    if (err && errlen)
-      snprintf(err, errlen, "%s:%d: shadow_when: %s", file,
-               bad ? (int)config_setting_source_line(bad) : 0, why);
-    return SLUICE_ECONFIG;
-  }
+  if (why)
+    return sluice__rd_err(x, bad, "shadow_when", "%s", why);
   dl->nshadow_when = n;
   return SLUICE_OK;
 }

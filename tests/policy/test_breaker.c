@@ -35,8 +35,6 @@ typedef struct rig {
 } rig;
 
 static void rig_open(rig *r, const sluice__breaker_params *p) {
-  const char *what = NULL;
-  cr_assert_eq(sluice__breaker_params_check(p, &what), 0, "%s", what);
   cr_assert_eq(sluice_clock_manual(T0, &r->clock), SLUICE_OK);
   cr_assert_eq(sluice__breaker_init(&r->b, p), 0);
   step = 20 * MSEC;
@@ -276,27 +274,6 @@ Test(breaker, a_full_slot_keeps_its_share) {
   }
   cr_assert_eq(state(&r), SLUICE__BRK_OPEN);
   rig_close(&r);
-}
-
-Test(breaker, parameters_are_checked) {
-  sluice__breaker_params p = params();
-  const char *what = NULL;
-  cr_assert_eq(sluice__breaker_params_check(&p, &what), 0);
-  p.failure_percent = 0;
-  cr_assert_eq(sluice__breaker_params_check(&p, &what), -1);
-  cr_assert_str_eq(what, "failure_percent");
-  p = params();
-  p.probes = 0;
-  cr_assert_eq(sluice__breaker_params_check(&p, &what), -1);
-  cr_assert_str_eq(what, "probes");
-  p = params();
-  p.window_ns = MSEC;
-  cr_assert_eq(sluice__breaker_params_check(&p, &what), -1);
-  cr_assert_str_eq(what, "window_ns");
-  p = params();
-  p.min_calls = 70000;
-  cr_assert_eq(sluice__breaker_params_check(&p, &what), -1);
-  cr_assert_str_eq(what, "min_calls");
 }
 
 /* --------------------------------------------------------- threads --- */
