@@ -288,7 +288,7 @@ static int load_host(const sluice__rd *x, const config_setting_t *root,
 ** A policy is a few kB; more than 1 MiB is not one (read no further). */
 static int read_all(FILE *f, char **out) {
   enum { MAX = 1 << 20 };
-  char *p = malloc(MAX + 2);
+  char *p = malloc(MAX + 2), *fit;
   size_t n;
   if (!p)
     return SLUICE_ENOMEM;
@@ -298,9 +298,9 @@ static int read_all(FILE *f, char **out) {
     return n > MAX ? SLUICE_ERANGE : SLUICE_EIO;
   }
   p[n] = '\0';
-  *out = realloc(p, n + 1); /* what it holds, not the most it could */
-  if (!*out)
-    *out = p;
+  *out = p;
+  if ((fit = realloc(p, n + 1))) /* what it holds, not the most it could */
+    *out = fit;
   return SLUICE_OK;
 }
 
