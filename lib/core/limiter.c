@@ -194,15 +194,13 @@ int sluice_limiter_decide(sluice_limiter *l, int n, const sluice_program *ps,
 ** the same, as they bound the backend's arrays. */
 int sluice__limiter_run_built(sluice_limiter *l, const sluice_program *p,
                               int64_t now, sluice_program_result *res) {
-  int rc1 = SLUICE_OK, rc;
+  int rc1, rc;
   if (p->nkeys < 1 || p->nkeys > SLUICE_PROGRAM_KEYS || p->nsteps < 1 ||
       p->nsteps > SLUICE_PROGRAM_STEPS)
     return SLUICE_EINVAL;
   now = clamp_time(l, now == SLUICE_NOW ? sluice_clock_now(l->clock) : now);
-  rc = l->store->pMethods->xRun(l->store, 1, p, now, res, &rc1);
-  if (rc != SLUICE_OK)
-    return rc > 0 ? SLUICE_EBACKEND : rc;
-  return rc1 > 0 ? SLUICE_EBACKEND : rc1;
+  rc = sluice__store_run1(l->store, p, 1, now, res, &rc1);
+  return rc != SLUICE_OK ? rc : rc1;
 }
 
 /* The store's half of a call in two halves (split.h): BEGIN gets what
